@@ -1,0 +1,157 @@
+"""The model catalog: ModelSpecs stored as kvplan's own JSON, bundled and user-added, and name lookup.
+
+Bundled entries live in kvplan/model_specs/*.json and were written by `kvplan models import`
+from real config.json files; users add their own with the same command (written to
+$KVPLAN_HOME/models, default ~/.local/share/kvplan/models). A spec on disk holds the parsed
+layers (run-length encoded) and parameter counts, not the config it came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from kvplan.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.layers import LAYER_TYPES, LayerSpec
+from kvplan.model import ModelSpec, ParamCounts, Quantization
+
+FORMAT_VERSION = 1
+
+
+def user_catalog_dir() -> Path:
+    home = os.environ.get("KVPLAN_HOME")
+    base = Path(home) if home else Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "kvplan"
+    return base / "models"
+
+
+def spec_to_dict(spec: ModelSpec) -> dict:
+    runs: list[dict] = []
+    for layer in spec.layers:
+        entry = {"kind": layer.kind, **dataclasses.asdict(layer)}
+        if runs and {k: v for k, v in runs[-1].items() if k != "count"} == entry:
+            runs[-1]["count"] += 1
+        else:
+            runs.append({**entry, "count": 1})
+    return {
+        "format": FORMAT_VERSION,
+        "name": spec.name,
+        "aliases": list(spec.aliases),
+        "hf_repo": spec.hf_repo,
+        "family": spec.family,
+        "architecture": spec.architecture,
+        "source": spec.source,
+        "num_attention_heads": spec.num_attention_heads,
+        "hidden_size": spec.hidden_size,
+        "intermediate_size": spec.intermediate_size,
+        "vocab_size": spec.vocab_size,
+        "max_context": spec.max_context,
+        "dtype": spec.dtype,
+        "quantization": dataclasses.asdict(spec.quantization),
+        "checkpoint_bytes": spec.checkpoint_bytes,
+        "params": dataclasses.asdict(spec.params),
+        "layers": runs,
+        "notes": list(spec.notes),
+    }
+
+
+def spec_from_dict(data: dict, where: str) -> ModelSpec:
+    try:
+        layers: list[LayerSpec] = []
+        for run in data["layers"]:
+            run = dict(run)
+            kind, count = run.pop("kind"), run.pop("count", 1)
+            if kind not in LAYER_TYPES:
+                raise KvplanError(f"model spec {where}: unknown layer kind {kind!r}", EXIT_USAGE)
+            layers.extend([LAYER_TYPES[kind](**run)] * int(count))
+        return ModelSpec(
+            name=str(data["name"]),
+            layers=tuple(layers),
+            params=ParamCounts(**data["params"]),
+            num_attention_heads=int(data["num_attention_heads"]),
+            hidden_size=int(data["hidden_size"]),
+            intermediate_size=int(data["intermediate_size"]),
+            vocab_size=int(data["vocab_size"]),
+            max_context=int(data["max_context"]),
+            dtype=str(data.get("dtype", "bf16")),
+            quantization=Quantization(**data.get("quantization", {})),
+            checkpoint_bytes=data.get("checkpoint_bytes"),
+            family=str(data.get("family", "")),
+            architecture=str(data.get("architecture", "")),
+            hf_repo=data.get("hf_repo"),
+            aliases=tuple(data.get("aliases", ())),
+            notes=tuple(data.get("notes", ())),
+            source=str(data.get("source", where)),
+        )
+    except KvplanError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        raise KvplanError(f"model spec {where}: malformed ({type(exc).__name__}: {exc})", EXIT_USAGE) from None
+
+
+def _read_dir(files) -> list[ModelSpec]:
+    out = []
+    for f in sorted(files, key=lambda p: p.name):
+        if not f.name.endswith(".json"):
+            continue
+        try:
+            data = json.loads(f.read_text())
+        except (OSError, ValueError) as exc:
+            raise KvplanError(f"model spec {f}: unreadable ({exc})", EXIT_USAGE) from None
+        out.append(spec_from_dict(data, str(f)))
+    return out
+
+
+@lru_cache(maxsize=1)
+def bundled_specs() -> tuple[ModelSpec, ...]:
+    return tuple(_read_dir(resources.files("kvplan").joinpath("model_specs").iterdir()))
+
+
+def load_catalog(extra_dirs=()) -> list[ModelSpec]:
+    """Bundled specs, then the user's catalog, then extra dirs; later ones override by name."""
+    by_name: dict[str, ModelSpec] = {s.name: s for s in bundled_specs()}
+    dirs = [user_catalog_dir(), *map(Path, extra_dirs)]
+    for d in dirs:
+        if d.is_dir():
+            for s in _read_dir(d.iterdir()):
+                by_name[s.name] = s
+    return list(by_name.values())
+
+
+def _key(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+def catalog_index(specs) -> dict[str, ModelSpec]:
+    index: dict[str, ModelSpec] = {}
+    for s in specs:  # names first, so an alias never shadows another model's own name
+        index[_key(s.name)] = s
+    for s in specs:
+        for key in [*s.aliases, *( [s.hf_repo] if s.hf_repo else [])]:
+            index.setdefault(_key(key), s)
+    return index
+
+
+def find_in_catalog(name: str, extra_dirs=()) -> ModelSpec | None:
+    return catalog_index(load_catalog(extra_dirs)).get(_key(name))
+
+
+def suggest(name: str, extra_dirs=(), n: int = 3) -> list[str]:
+    index = catalog_index(load_catalog(extra_dirs))
+    names = difflib.get_close_matches(_key(name), list(index), n=n * 3, cutoff=0.5)
+    out: list[str] = []
+    for key in names:
+        canonical = index[key].name
+        if canonical not in out:
+            out.append(canonical)
+    return out[:n]
+
+
+def unknown_model_error(name: str, extra_dirs=()) -> KvplanError:
+    close = suggest(name, extra_dirs)
+    hint = f"; did you mean: {', '.join(close)}?" if close else "; see `kvplan models list`"
+    return KvplanError(f"unknown model {name!r}{hint}", EXIT_NOT_FOUND)

@@ -1,0 +1,319 @@
+"""Reading a Hugging Face `config.json` into a ModelSpec: the list of layer specs and the weights.
+
+This is where planners usually go wrong, so every rule here names the config keys it reads:
+`head_dim` is honoured when given (Qwen3, Gemma, GLM-4.5 and gpt-oss set one that differs from
+hidden / heads); `use_sliding_window: false` switches a window off; `layer_types`,
+`sliding_window_pattern`, `hybrid_override_pattern`, `full_attention_interval` and
+`attn_layer_period` lay out hybrids; MLA keeps one latent of kv_lora_rank + qk_rope_head_dim.
+Parameter counting lives in kvplan.params; this module decides what each layer is.
+"""
+
+from __future__ import annotations
+
+from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.layers import (
+    ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, RecurrentState, SlidingWindow,
+)
+from kvplan.model import ModelSpec, Quantization
+
+# Families whose reader is written down here; any other model_type with the standard keys is
+# read by the generic path (and the caller says so).
+KNOWN_FAMILIES = {
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
+    "gemma", "gemma2", "gemma3", "gemma3_text", "phi3", "phi", "deepseek_v2", "deepseek_v3",
+    "kimi_k2", "gpt_oss", "glm4_moe", "glm4", "cohere", "cohere2", "falcon", "RefinedWebModel",
+    "RefinedWeb", "gpt2", "nemotron_h", "jamba", "llama4", "llama4_text", "starcoder2", "yi",
+    "mistral3", "olmo2", "granite", "internlm2", "exaone",
+}
+
+LIMITS = {  # anything above these is a hostile or broken config, not a model
+    "hidden_size": 1 << 20, "num_hidden_layers": 10_000, "num_attention_heads": 1 << 16,
+    "num_key_value_heads": 1 << 16, "head_dim": 1 << 14, "intermediate_size": 1 << 24,
+    "vocab_size": 1 << 25, "window": 1 << 30, "experts": 1 << 16,
+}
+
+
+class Cfg:
+    """A config dict with typed getters that collect what is missing and reject nonsense."""
+
+    def __init__(self, data: dict, where: str):
+        self.data = data
+        self.where = where
+
+    def has(self, *names: str) -> bool:
+        return any(self.data.get(n) is not None for n in names)
+
+    def raw(self, *names: str, default=None):
+        for n in names:
+            if self.data.get(n) is not None:
+                return self.data[n]
+        return default
+
+    def int(self, *names: str, default: int | None = None, limit: str | None = None, minimum: int = 1) -> int:
+        value = self.raw(*names)
+        if value is None:
+            if default is None:
+                raise _Missing(names)
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise KvplanError(f"{self.where}: {names[0]} must be an integer, got {value!r}", EXIT_USAGE)
+        value = int(value)
+        cap = LIMITS.get(limit or names[0])
+        if value < minimum or (cap is not None and value > cap):
+            raise KvplanError(f"{self.where}: {names[0]} = {value} is out of range", EXIT_USAGE)
+        return value
+
+    def bool(self, name: str, default: bool) -> bool:
+        value = self.data.get(name)
+        return default if value is None else bool(value)
+
+
+class _Missing(Exception):
+    def __init__(self, names):
+        self.names = names
+
+
+def unwrap_text_config(config: dict) -> tuple[dict, bool]:
+    """Multimodal configs (Gemma 3, Llama 4, Mistral 3, LLaVA) nest the language model.
+
+    Returns the language model's config, with top-level keys it lacks filled in, and whether it
+    was nested.
+    """
+    text = config.get("text_config") or config.get("language_config") or config.get("llm_config")
+    if isinstance(text, dict) and text:
+        merged = {k: v for k, v in config.items() if k not in ("text_config", "vision_config")}
+        merged.update(text)
+        return merged, True
+    return config, False
+
+
+def spec_from_config(config: dict, name: str, *, source: str = "config.json") -> tuple[ModelSpec, list[str]]:
+    """Parse a config.json dict into a ModelSpec. Returns the spec and notices for the user."""
+    from kvplan.params import count_params
+
+    if not isinstance(config, dict):
+        raise KvplanError(f"{source}: expected a JSON object, got {type(config).__name__}", EXIT_USAGE)
+    data, nested = unwrap_text_config(config)
+    cfg = Cfg(data, source)
+    notices: list[str] = []
+    model_type = str(data.get("model_type") or config.get("model_type") or "")
+    if model_type not in KNOWN_FAMILIES:
+        notices.append(f"model_type {model_type or '(none)'!r} has no dedicated reader; read with the standard keys")
+    if nested:
+        notices.append("multimodal config: planning the language model's cache; vision weights are not counted from the config")
+    try:
+        geometry = read_geometry(cfg, model_type)
+        layers = read_layers(cfg, model_type, geometry)
+        params = count_params(cfg, model_type, geometry, layers)
+    except _Missing as missing:
+        raise KvplanError(
+            f"{source}: missing key {' / '.join(missing.names)} (needed to size the model)", EXIT_USAGE
+        ) from None
+    arch = config.get("architectures") or data.get("architectures") or [""]
+    spec = ModelSpec(
+        name=name,
+        layers=tuple(layers),
+        params=params,
+        num_attention_heads=geometry["heads"],
+        hidden_size=geometry["hidden"],
+        intermediate_size=geometry["act_width"],
+        vocab_size=geometry["vocab"],
+        max_context=geometry["max_context"],
+        dtype=read_dtype(cfg),
+        quantization=read_quantization(cfg),
+        family=model_type,
+        architecture=str(arch[0]) if isinstance(arch, list) and arch else str(arch),
+        notes=tuple(geometry["notes"]),
+        source=source,
+    )
+    return spec, notices
+
+
+def read_dtype(cfg: Cfg) -> str:
+    raw = str(cfg.raw("torch_dtype", "dtype", default="bfloat16")).lower()
+    return {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(raw, "bf16")
+
+
+def read_quantization(cfg: Cfg) -> Quantization:
+    """The checkpoint's weight format from `quantization_config` (fp8, AWQ/GPTQ, MXFP4, ...)."""
+    q = cfg.raw("quantization_config")
+    if not isinstance(q, dict):
+        return Quantization(read_dtype(cfg))
+    method = str(q.get("quant_method", "")).lower()
+    if method == "mxfp4":
+        skip = " ".join(q.get("modules_to_not_convert") or [])
+        return Quantization("mxfp4", 32, experts_only="self_attn" in skip or not skip)
+    if method in ("fp8", "fbgemm_fp8"):
+        block = q.get("weight_block_size") or [0]
+        return Quantization("fp8", int(block[0]) if block else 0)
+    if method in ("awq", "gptq", "autoround"):
+        bits = int(q.get("bits", q.get("w_bit", 4)))
+        group = int(q.get("group_size", q.get("q_group_size", 128)) or 128)
+        return Quantization("int4" if bits == 4 else "int8", group if group > 0 else 128)
+    if method == "bitsandbytes":
+        return Quantization("int4", 64) if q.get("load_in_4bit") else Quantization("int8")
+    if method == "compressed-tensors":
+        for group in (q.get("config_groups") or {}).values():
+            weights = (group or {}).get("weights") or {}
+            bits = weights.get("num_bits")
+            if bits == 4:
+                return Quantization("int4", int(weights.get("group_size") or 128))
+            if bits == 8:
+                return Quantization("fp8" if weights.get("type") == "float" else "int8")
+    return Quantization(read_dtype(cfg))
+
+
+def read_geometry(cfg: Cfg, model_type: str) -> dict:
+    """The numbers every family shares: widths, heads, layers, vocabulary, context."""
+    hidden = cfg.int("hidden_size", "n_embd", "d_model", limit="hidden_size")
+    heads = cfg.int("num_attention_heads", "n_head", "num_heads", limit="num_attention_heads")
+    num_layers = cfg.int("num_hidden_layers", "n_layer", "num_layers", limit="num_hidden_layers")
+    vocab = cfg.int("vocab_size", "padded_vocab_size", limit="vocab_size")
+    notes: list[str] = []
+    if cfg.has("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num"):
+        kv_heads = cfg.int("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
+                           limit="num_key_value_heads")
+    elif cfg.bool("multi_query", False) and not cfg.bool("new_decoder_architecture", False):
+        kv_heads = 1  # Falcon-7B style multi-query attention
+    else:
+        kv_heads = heads
+    if kv_heads > heads:
+        raise KvplanError(f"{cfg.where}: num_key_value_heads ({kv_heads}) exceeds num_attention_heads ({heads})", EXIT_USAGE)
+    if cfg.has("head_dim", "attention_head_dim", "kv_channels"):
+        head_dim = cfg.int("head_dim", "attention_head_dim", "kv_channels", limit="head_dim")
+        if head_dim * heads != hidden:
+            notes.append(f"head_dim {head_dim} is explicit (hidden_size / heads would be {hidden / heads:g})")
+    else:
+        if hidden % heads:
+            raise KvplanError(f"{cfg.where}: hidden_size {hidden} is not divisible by {heads} heads and no head_dim is given", EXIT_USAGE)
+        head_dim = hidden // heads
+    intermediate = cfg.int("intermediate_size", "n_inner", "ffn_hidden_size", default=4 * hidden, limit="intermediate_size")
+    max_context = cfg.int("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
+                          "model_max_length", default=2048, limit="window")
+    experts = cfg.int("num_local_experts", "num_experts", "n_routed_experts", default=0, minimum=0, limit="experts")
+    top_k = cfg.int("num_experts_per_tok", "experts_per_token", "moe_topk", default=0, minimum=0, limit="experts")
+    if experts:
+        expert_width = cfg.int("moe_intermediate_size", "intermediate_size", limit="intermediate_size")
+        act_width = expert_width * max(top_k, 1)
+    else:
+        act_width = intermediate
+    return dict(hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, num_layers=num_layers,
+                vocab=vocab, intermediate=intermediate, max_context=max_context, experts=experts,
+                top_k=top_k, act_width=act_width, notes=notes)
+
+
+def _attention_kinds(cfg: Cfg, model_type: str, n: int, max_context: int) -> list[str]:
+    """Per layer one of: full, sliding, chunked, linear, mamba, mlp (the order of the model)."""
+    types = cfg.raw("layer_types")
+    if isinstance(types, list) and types:
+        if len(types) < n:
+            raise KvplanError(f"{cfg.where}: layer_types has {len(types)} entries for {n} layers", EXIT_USAGE)
+        names = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "linear",
+                 "chunked_attention": "chunked", "mamba": "mamba", "attention": "full"}
+        unknown = sorted({str(t) for t in types[:n]} - set(names))
+        if unknown:
+            raise KvplanError(f"{cfg.where}: unknown layer_types entry {unknown[0]!r}", EXIT_USAGE)
+        return [names[t] for t in types[:n]]
+    pattern = cfg.raw("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:  # Nemotron-H: M mamba, * attention, - MLP, E MoE
+        if len(pattern) != n:
+            raise KvplanError(f"{cfg.where}: hybrid_override_pattern has {len(pattern)} symbols for {n} layers", EXIT_USAGE)
+        table = {"M": "mamba", "*": "full", "-": "mlp", "E": "mlp"}
+        if set(pattern) - set(table):
+            raise KvplanError(f"{cfg.where}: hybrid_override_pattern has unknown symbol(s) {sorted(set(pattern) - set(table))}", EXIT_USAGE)
+        return [table[c] for c in pattern]
+    if model_type == "qwen3_next" or cfg.has("full_attention_interval"):
+        k = cfg.int("full_attention_interval", default=4)
+        return ["full" if (i + 1) % k == 0 else "linear" for i in range(n)]
+    if model_type == "jamba" or cfg.has("attn_layer_period"):
+        period = cfg.int("attn_layer_period", default=8)
+        offset = cfg.int("attn_layer_offset", default=4, minimum=0)
+        return ["full" if i % period == offset else "mamba" for i in range(n)]
+    if model_type in ("llama4", "llama4_text") and cfg.has("attention_chunk_size"):
+        rope = cfg.raw("no_rope_layers")  # 1 = layer uses RoPE (and chunked attention), 0 = global NoPE
+        if not isinstance(rope, list) or len(rope) < n:
+            interval = cfg.int("no_rope_layer_interval", default=4)
+            rope = [int((i + 1) % interval != 0) for i in range(n)]
+        return ["chunked" if rope[i] else "full" for i in range(n)]
+    window = cfg.raw("sliding_window")
+    if window is None or model_type == "llama4" or not cfg.bool("use_sliding_window", True):
+        return ["full"] * n
+    if model_type == "gemma2":  # even layers local, odd global (transformers Gemma2)
+        return ["sliding" if i % 2 == 0 else "full" for i in range(n)]
+    if model_type in ("gemma3", "gemma3_text"):
+        p = cfg.int("sliding_window_pattern", default=6)
+        return ["sliding" if (i + 1) % p else "full" for i in range(n)]
+    if model_type == "cohere2":
+        p = cfg.int("sliding_window_pattern", default=4)
+        return ["sliding" if (i + 1) % p else "full" for i in range(n)]
+    if isinstance(window, (int, float)) and window >= max_context:
+        return ["full"] * n  # a window as long as the context is no window (Phi-3.5: 262144)
+    if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
+        first = cfg.int("max_window_layers", default=n, minimum=0)
+        return ["full" if i < first else "sliding" for i in range(n)]
+    return ["sliding"] * n
+
+
+def read_layers(cfg: Cfg, model_type: str, g: dict) -> list[LayerSpec]:
+    """The model's layers, in order, as layer specs."""
+    n = g["num_layers"]
+    kinds = _attention_kinds(cfg, model_type, n, g["max_context"])
+    if cfg.has("kv_lora_rank"):  # MLA: DeepSeek V2/V3/R1, Kimi K2
+        attention: LayerSpec = MLALatent(
+            cfg.int("kv_lora_rank", limit="head_dim"), cfg.int("qk_rope_head_dim", limit="head_dim"))
+    else:
+        attention = FullAttention(g["kv_heads"], g["head_dim"])
+    window = cfg.int("sliding_window", "attention_chunk_size", default=0, minimum=0, limit="window")
+    out: list[LayerSpec] = []
+    for kind in kinds:
+        if kind == "full":
+            out.append(attention)
+        elif kind == "sliding":
+            out.append(SlidingWindow(g["kv_heads"], g["head_dim"], window) if window else attention)
+        elif kind == "chunked":
+            chunk = cfg.int("attention_chunk_size", limit="window")
+            out.append(ChunkedLocal(g["kv_heads"], g["head_dim"], chunk))
+        elif kind == "linear":
+            out.append(_gated_deltanet_state(cfg))
+        elif kind == "mamba":
+            out.append(_mamba_state(cfg, g))
+        else:
+            out.append(NoCache())
+    return out
+
+
+def _gated_deltanet_state(cfg: Cfg) -> RecurrentState:
+    """Qwen3-Next linear attention: a conv window over q,k,v and a per-head k x v state.
+
+    conv: (linear_conv_kernel_dim - 1) x (2 x key heads x key dim + value heads x value dim)
+    ssm:  value heads x key dim x value dim
+    """
+    k_heads = cfg.int("linear_num_key_heads", limit="num_attention_heads")
+    v_heads = cfg.int("linear_num_value_heads", limit="num_attention_heads")
+    k_dim = cfg.int("linear_key_head_dim", limit="head_dim")
+    v_dim = cfg.int("linear_value_head_dim", limit="head_dim")
+    kernel = cfg.int("linear_conv_kernel_dim", default=4)
+    conv_dim = 2 * k_heads * k_dim + v_heads * v_dim
+    return RecurrentState((kernel - 1) * conv_dim, v_heads * k_dim * v_dim, k_heads, "gated_deltanet")
+
+
+def _mamba_state(cfg: Cfg, g: dict) -> RecurrentState:
+    """Mamba2 (Nemotron-H) or Mamba1 (Jamba) state of one layer for one sequence.
+
+    Mamba2: intermediate = mamba_num_heads x mamba_head_dim;
+            conv (conv_kernel - 1) x (intermediate + 2 x n_groups x ssm_state_size);
+            ssm  mamba_num_heads x mamba_head_dim x ssm_state_size.
+    Mamba1: d_inner = mamba_expand x hidden; conv (mamba_d_conv - 1) x d_inner; ssm d_inner x mamba_d_state.
+    """
+    if cfg.has("mamba_num_heads", "mamba_n_heads"):
+        heads = cfg.int("mamba_num_heads", "mamba_n_heads", limit="num_attention_heads")
+        head_dim = cfg.int("mamba_head_dim", "mamba_d_head", limit="head_dim")
+        state = cfg.int("ssm_state_size", "mamba_d_state", limit="head_dim")
+        groups = cfg.int("n_groups", "mamba_n_groups", default=1)
+        kernel = cfg.int("conv_kernel", "mamba_d_conv", default=4)
+        inner = heads * head_dim
+        return RecurrentState((kernel - 1) * (inner + 2 * groups * state), heads * head_dim * state, heads, "mamba2")
+    inner = cfg.int("mamba_expand", default=2) * g["hidden"]
+    state = cfg.int("mamba_d_state", "ssm_state_size", default=16)
+    kernel = cfg.int("mamba_d_conv", "conv_kernel", default=4)
+    return RecurrentState((kernel - 1) * inner, inner * state, inner, "mamba")

@@ -1,0 +1,170 @@
+"""A model as kvplan sees it: its list of layer specs plus its weights, counted by role.
+
+Weights are counted by role (embedding, attention, MLP, routed experts, ...) because roles are
+what quantization schemes and tensor parallelism treat differently: AWQ packs linear layers but
+leaves embeddings and norms in 16 bits; a router and an MLA down-projection are replicated on
+every rank while the rest is split.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.layers import LayerSpec
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameter counts by role, whole model (all layers, all experts)."""
+
+    embedding: int = 0  # token (and learned position) embeddings
+    lm_head: int = 0  # 0 when tied to the embedding
+    attention: int = 0  # attention / mixer projections: linear, quantizable
+    mlp: int = 0  # dense MLP projections: linear, quantizable
+    experts: int = 0  # routed experts, all of them: linear, quantizable
+    experts_active: int = 0  # routed expert parameters one token uses
+    shared_experts: int = 0  # always-on experts: linear, quantizable
+    router: int = 0  # expert gates: kept in 16 bits, replicated
+    other: int = 0  # norms, biases, small state tensors: kept in 16 bits
+    replicated: int = 0  # linear parameters tensor parallelism cannot split (MLA down-projections)
+    num_experts: int = 0  # routed experts per MoE layer
+    experts_per_token: int = 0
+    num_moe_layers: int = 0
+
+    @property
+    def total(self) -> int:
+        return (self.embedding + self.lm_head + self.attention + self.mlp + self.experts
+                + self.shared_experts + self.router + self.other)
+
+    @property
+    def active(self) -> int:
+        """Parameters one token touches: all but the routed experts it is not sent to."""
+        return self.total - self.experts + self.experts_active
+
+    @property
+    def linear(self) -> int:
+        return self.attention + self.mlp + self.experts + self.shared_experts
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """How the checkpoint stores its linear weights.
+
+    `method` is one of the weight dtypes (bf16, fp16, fp32, fp8, int8, int4, mxfp4). `group_size`
+    applies to int4 (one fp16 scale and a 4-bit zero per group) and fp8 block scales;
+    `experts_only` is set when only MoE experts are quantized (gpt-oss MXFP4).
+    """
+
+    method: str = "bf16"
+    group_size: int = 0
+    experts_only: bool = False
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    layers: tuple[LayerSpec, ...]
+    params: ParamCounts
+    num_attention_heads: int
+    hidden_size: int
+    intermediate_size: int  # per token MLP width used for activation estimates (MoE: top_k x expert width)
+    vocab_size: int
+    max_context: int
+    dtype: str = "bf16"  # the checkpoint's element type for unquantized tensors
+    quantization: Quantization = field(default_factory=Quantization)
+    checkpoint_bytes: int | None = None  # exact tensor bytes of the published checkpoint, when known
+    family: str = ""
+    architecture: str = ""
+    hf_repo: str | None = None
+    aliases: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    source: str = ""
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def with_layers(self, n: int) -> ModelSpec:
+        """The first n layers of the real pattern (for reduced validation runs), weights scaled."""
+        if not 0 < n <= self.num_layers:
+            raise KvplanError(f"--layers must be between 1 and {self.num_layers}, got {n}", EXIT_USAGE)
+        p = self.params
+        per = lambda x: x * n // self.num_layers  # noqa: E731 - layer-proportional parts
+        params = replace(
+            p, attention=per(p.attention), mlp=per(p.mlp), experts=per(p.experts),
+            experts_active=per(p.experts_active), shared_experts=per(p.shared_experts),
+            router=per(p.router), other=per(p.other), replicated=per(p.replicated),
+            num_moe_layers=per(p.num_moe_layers),
+        )
+        return replace(self, name=f"{self.name} (first {n} of {self.num_layers} layers)",
+                       layers=self.layers[:n], params=params, checkpoint_bytes=None)
+
+
+# --- weight bytes ------------------------------------------------------------------------------
+
+_PLAIN_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def linear_bytes(params: int, method: str, group_size: int = 0) -> int:
+    """Bytes of `params` linear weights stored as `method`, scales included.
+
+    * fp8 / int8: one byte each, plus an fp32 scale per group_size x group_size block when the
+      checkpoint uses block scales (DeepSeek-V3: weight_block_size [128, 128]).
+    * int4 (AWQ, GPTQ): half a byte each, plus per group of `group_size` (default 128) input
+      values one fp16 scale and one packed 4-bit zero point: 0.5 + 2.5 / 128 bytes per weight.
+    * mxfp4 (OCP microscaling): 32 four-bit values share one 8-bit exponent: 17 / 32 bytes each.
+    """
+    if method in _PLAIN_BYTES:
+        return params * _PLAIN_BYTES[method]
+    if method in ("fp8", "int8"):
+        scales = -(-params // (group_size * group_size)) * 4 if group_size else 0
+        return params + scales
+    if method == "int4":
+        g = group_size or 128
+        return params // 2 + (params // g) * 5 // 2
+    if method == "mxfp4":
+        return params * 17 // 32
+    raise KvplanError(f"unknown weight dtype {method!r}", EXIT_USAGE)
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    """Bytes of a model's weights, split the way tensor parallelism treats them."""
+
+    sharded: int  # divided over tensor-parallel ranks
+    replicated: int  # kept whole on every rank
+    experts: int  # routed experts (sharded), counted apart so decode can read only active ones
+    embedding: int  # first pipeline stage
+    lm_head: int  # last pipeline stage
+
+    @property
+    def total(self) -> int:
+        return self.sharded + self.replicated + self.experts + self.embedding + self.lm_head
+
+
+def weight_bytes(spec: ModelSpec, weight_dtype: str | None = None) -> WeightBytes:
+    """Weight bytes of `spec` stored in its own format, or as `weight_dtype` when overridden.
+
+    Only linear layers are quantized; embeddings, the LM head, norms and routers stay in the
+    checkpoint's 16-bit type, which is how AWQ, GPTQ, FP8 and MXFP4 checkpoints ship.
+    """
+    p = spec.params
+    base = spec.dtype if spec.dtype in _PLAIN_BYTES else "bf16"
+    if weight_dtype is None:
+        q = spec.quantization
+    elif weight_dtype in _PLAIN_BYTES:
+        q = Quantization(weight_dtype)
+        base = weight_dtype
+    else:
+        q = Quantization(weight_dtype, 128 if weight_dtype == "int4" else 0)
+    plain = _PLAIN_BYTES[base]
+    dense_method = base if q.experts_only else q.method
+    shardable = p.attention + p.mlp + p.shared_experts - p.replicated
+    return WeightBytes(
+        sharded=linear_bytes(shardable, dense_method, q.group_size),
+        replicated=linear_bytes(p.replicated, dense_method, q.group_size) + (p.router + p.other) * plain,
+        experts=linear_bytes(p.experts, q.method, q.group_size),
+        embedding=p.embedding * plain,
+        lm_head=p.lm_head * plain,
+    )

@@ -1,0 +1,166 @@
+"""Counting a model's parameters from its config, by role, layer by layer.
+
+Checked against published checkpoint sizes (tests/test_params.py): the sums here reproduce the
+safetensors totals of Llama 3.1 8B/70B and Llama 2 7B exactly, and the model cards' rounded totals
+and active counts of the MoE models (Mixtral, Qwen3-MoE, DeepSeek-V3, gpt-oss, Llama 4).
+Multi-token-prediction layers (DeepSeek `num_nextn_predict_layers`) are not counted: engines
+load them only for speculative decoding.
+"""
+
+from __future__ import annotations
+
+from kvplan.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, RecurrentState, SlidingWindow
+from kvplan.model import ParamCounts
+
+# Families whose MLP is up -> act -> down (two matrices) rather than gated (three).
+_UNGATED = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb", "starcoder2", "nemotron_h", "phi", "gpt_bigcode"}
+# Families whose config class ties the LM head to the embedding unless told otherwise.
+_TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3", "gemma3_text", "gpt2", "falcon", "RefinedWebModel",
+                    "RefinedWeb", "starcoder2", "cohere", "cohere2"}
+_QKV_BIAS = {"qwen2", "qwen2_moe", "starcoder2", "gpt2"}
+_QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2"}
+
+
+def _is_moe_layer(cfg, model_type: str, i: int) -> bool:
+    if model_type in ("deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe") or cfg.has("first_k_dense_replace"):
+        first = cfg.int("first_k_dense_replace", default=0, minimum=0)
+        return i >= first and i % cfg.int("moe_layer_freq", default=1) == 0
+    if model_type in ("llama4", "llama4_text"):
+        step = cfg.int("interleave_moe_layer_step", default=1)
+        return i % step == step - 1
+    if model_type == "jamba" or cfg.has("expert_layer_period"):
+        return i % cfg.int("expert_layer_period", default=2) == cfg.int("expert_layer_offset", default=1, minimum=0)
+    only_dense = cfg.raw("mlp_only_layers") or []
+    step = cfg.int("decoder_sparse_step", default=1)
+    return i not in only_dense and (i + 1) % step == 0
+
+
+def _attention_params(cfg, model_type: str, g: dict, layer: LayerSpec) -> tuple[int, int, int]:
+    """(linear params, replicated linear params, small 16-bit params) of one layer's mixer."""
+    h = g["hidden"]
+    if isinstance(layer, MLALatent):
+        heads = g["heads"]
+        nope = cfg.int("qk_nope_head_dim", limit="head_dim")
+        v_dim = cfg.int("v_head_dim", limit="head_dim")
+        q_rank = cfg.int("q_lora_rank", default=0, minimum=0, limit="hidden_size")
+        qk = heads * (nope + layer.qk_rope_head_dim)
+        q_down = h * q_rank if q_rank else 0
+        q_up = q_rank * qk if q_rank else h * qk
+        kv_down = h * (layer.kv_lora_rank + layer.qk_rope_head_dim)
+        kv_up = layer.kv_lora_rank * heads * (nope + v_dim)
+        out = heads * v_dim * h
+        norms = q_rank + layer.kv_lora_rank
+        return q_down + q_up + kv_down + kv_up + out, q_down + kv_down, norms
+    if isinstance(layer, (FullAttention, SlidingWindow, ChunkedLocal)):
+        heads, kv, d = g["heads"], layer.num_kv_heads, layer.head_dim
+        gate = 2 if model_type == "qwen3_next" else 1  # Qwen3-Next gates attention output: q_proj is doubled
+        linear = h * heads * d * gate + 2 * h * kv * d + heads * d * h
+        small = 0
+        bias = cfg.bool("attention_bias", False) or cfg.bool("use_bias", False) or cfg.bool("bias", False)
+        if bias or model_type in _QKV_BIAS:
+            small += heads * d + 2 * kv * d
+        if bias and model_type not in ("glm4_moe", "qwen2", "qwen2_moe") or model_type in ("gpt2", "starcoder2"):
+            small += h
+        if cfg.bool("use_qk_norm", model_type in _QK_NORM):
+            small += 2 * d
+        if model_type == "gpt_oss":
+            small += heads  # attention sinks
+        return linear, 0, small
+    if isinstance(layer, RecurrentState):
+        return _recurrent_params(cfg, g, layer)
+    return 0, 0, 0
+
+
+def _recurrent_params(cfg, g: dict, layer: RecurrentState) -> tuple[int, int, int]:
+    h = g["hidden"]
+    if layer.variant == "gated_deltanet":
+        kh, vh = cfg.int("linear_num_key_heads"), cfg.int("linear_num_value_heads")
+        kd, vd = cfg.int("linear_key_head_dim"), cfg.int("linear_value_head_dim")
+        kernel = cfg.int("linear_conv_kernel_dim", default=4)
+        key, value = kh * kd, vh * vd
+        linear = h * (2 * key + 2 * value) + h * 2 * vh + value * h
+        small = (2 * key + value) * kernel + 2 * vh + vd
+        return linear, 0, small
+    if layer.variant == "mamba2":
+        heads = cfg.int("mamba_num_heads", "mamba_n_heads")
+        inner = heads * cfg.int("mamba_head_dim", "mamba_d_head")
+        state = cfg.int("ssm_state_size", "mamba_d_state")
+        groups = cfg.int("n_groups", "mamba_n_groups", default=1)
+        kernel = cfg.int("conv_kernel", "mamba_d_conv", default=4)
+        conv_dim = inner + 2 * groups * state
+        linear = h * (2 * inner + 2 * groups * state + heads) + inner * h
+        small = conv_dim * (kernel + 1) + 3 * heads + inner
+        return linear, 0, small
+    inner = cfg.int("mamba_expand", default=2) * h  # Mamba1 (Jamba)
+    state = cfg.int("mamba_d_state", "ssm_state_size", default=16)
+    kernel = cfg.int("mamba_d_conv", "conv_kernel", default=4)
+    dt_rank = cfg.int("mamba_dt_rank", default=-(-h // 16))
+    linear = h * 2 * inner + inner * (dt_rank + 2 * state) + dt_rank * inner + inner * h
+    small = inner * (kernel + 1) + inner + inner * state + inner
+    return linear, 0, small
+
+
+def count_params(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> ParamCounts:
+    h, vocab, experts, top_k = g["hidden"], g["vocab"], g["experts"], g["top_k"]
+    gated = model_type not in _UNGATED
+    mats = 3 if gated else 2
+    attention = replicated = other = mlp = expert = expert_active = shared = router = moe_layers = 0
+    norm_width = 2 * h if model_type in ("gpt2", "falcon", "RefinedWebModel", "starcoder2", "cohere") else h
+    norms_per_layer = 4 if model_type in ("gemma2", "gemma3", "gemma3_text") else 2
+    if model_type in ("falcon", "RefinedWebModel", "nemotron_h", "cohere"):
+        norms_per_layer = 1
+    expert_width = cfg.int("moe_intermediate_size", "intermediate_size", default=g["intermediate"])
+    dense_width = cfg.int("intermediate_size_mlp", "intermediate_size", default=g["intermediate"])
+    pattern = cfg.raw("hybrid_override_pattern")
+    for i, layer in enumerate(layers):
+        lin, rep, small = _attention_params(cfg, model_type, g, layer)
+        attention += lin
+        replicated += rep
+        other += small + norms_per_layer * norm_width
+        if isinstance(pattern, str) and pattern:
+            if pattern[i] in "-E":  # Nemotron-H: MLP-only block
+                mlp += mats * h * g["intermediate"]
+            continue
+        if experts and _is_moe_layer(cfg, model_type, i):
+            moe_layers += 1
+            per_expert = mats * h * expert_width
+            if model_type == "gpt_oss":
+                per_expert += 2 * expert_width + h  # gate_up and down biases
+            expert += experts * per_expert
+            expert_active += top_k * per_expert
+            router += h * experts + (experts if model_type in ("gpt_oss", "deepseek_v3", "kimi_k2", "glm4_moe") else 0)
+            shared += _shared_expert_params(cfg, model_type, h, expert_width, mats)
+        elif model_type != "nemotron_h":
+            mlp += mats * h * dense_width
+            if not gated and model_type in ("gpt2", "starcoder2"):
+                other += dense_width + h  # MLP biases
+    embedding = vocab * h
+    if model_type == "gpt2":
+        embedding += cfg.int("n_positions", "max_position_embeddings", default=1024) * h
+    tied = cfg.bool("tie_word_embeddings", model_type in _TIED_BY_DEFAULT)
+    return ParamCounts(
+        embedding=embedding,
+        lm_head=0 if tied else vocab * h,
+        attention=attention,
+        mlp=mlp,
+        experts=expert,
+        experts_active=expert_active,
+        shared_experts=shared,
+        router=router,
+        other=other + norm_width,  # + final norm
+        replicated=replicated,
+        num_experts=experts,
+        experts_per_token=top_k,
+        num_moe_layers=moe_layers,
+    )
+
+
+def _shared_expert_params(cfg, model_type: str, h: int, expert_width: int, mats: int) -> int:
+    if cfg.has("n_shared_experts"):  # DeepSeek, GLM-4.5, Kimi K2
+        return cfg.int("n_shared_experts", minimum=0) * mats * h * expert_width
+    if cfg.has("shared_expert_intermediate_size"):  # Qwen2-MoE, Qwen3-Next: one shared expert + its gate
+        width = cfg.int("shared_expert_intermediate_size", minimum=0)
+        return mats * h * width + (h if width else 0)
+    if model_type in ("llama4", "llama4_text"):  # one shared expert of intermediate_size
+        return mats * h * cfg.int("intermediate_size")
+    return 0

@@ -1,0 +1,100 @@
+"""Plans rendered for machines (a JSON-ready dict) and for people (rich tables).
+
+This is the edge where bytes get units: GiB (2^30) for memory, as allocators and engine logs
+print it, and the raw integers in JSON.
+"""
+
+from __future__ import annotations
+
+from kvplan.planner import Plan
+from kvplan.units import gib, human_bytes, human_tokens
+
+
+def effective_weight_dtype(plan: Plan, model) -> str:
+    return plan.request.weight_dtype or model.quantization.method
+
+
+def plan_to_dict(plan: Plan, model) -> dict:
+    r = plan.request
+    return {
+        "model": plan.model,
+        "gpu": plan.gpu,
+        "gpus": plan.deployment.gpus,
+        "tp": plan.deployment.tp,
+        "pp": plan.deployment.pp,
+        "context": r.context,
+        "batch": r.batch,
+        "weight_dtype": effective_weight_dtype(plan, model),
+        "kv_dtype": (r.kv_dtype.name if r.kv_dtype else model.dtype),
+        "block_size": r.block_size,
+        "gpu_memory_utilization": r.gpu_memory_utilization,
+        "usable_memory_bytes_per_gpu": plan.usable_memory_bytes,
+        "budget_bytes_per_gpu": plan.budget_bytes,
+        "weight_bytes": plan.weight_bytes,
+        "weight_bytes_per_gpu": plan.weight_bytes_per_gpu,
+        "overhead_bytes_per_gpu": plan.overhead_bytes_per_gpu,
+        "overhead_is_estimate": r.overhead_bytes is None and r.kv_cache_memory_bytes is None,
+        "kv_bytes_per_token": plan.kv_bytes_per_token,
+        "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token_per_gpu,
+        "kv_bytes_per_sequence": plan.kv_bytes_per_sequence,
+        "kv_bytes_per_sequence_per_gpu": plan.kv_bytes_per_sequence_per_gpu,
+        "kv_memory_bytes_per_gpu": plan.kv_memory_bytes_per_gpu,
+        "kv_used_bytes_per_gpu": plan.kv_used_bytes_per_gpu,
+        "free_bytes_per_gpu": plan.free_bytes_per_gpu,
+        "kv_cache_tokens": plan.kv_cache_tokens,
+        "max_concurrency": plan.max_concurrency,
+        "max_context": plan.max_context,
+        "max_context_limited_by": plan.max_context_limited_by,
+        "fits": plan.fits,
+        "decode_step_seconds": plan.decode_step_seconds,
+        "decode_tokens_per_second": plan.decode_tokens_per_second,
+        "decode_tokens_per_second_per_request": (1 / plan.decode_step_seconds) if plan.decode_step_seconds else 0.0,
+        "warnings": list(plan.warnings),
+    }
+
+
+def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> None:
+    """A table per question: the memory budget line by line, then the answers."""
+    from rich.table import Table
+
+    first = plans[0]
+    head = (f"[bold]{model.name}[/] on [bold]{gpu.name}[/] · context {human_tokens(first.request.context)}"
+            f" · batch {first.request.batch} · weights {effective_weight_dtype(first, model)}"
+            f" · KV {first.request.kv_dtype.name if first.request.kv_dtype else model.dtype}")
+    console.print(head)
+    budget = Table(title="Memory per GPU", title_justify="left", show_edge=False)
+    budget.add_column("")
+    for t in titles:
+        budget.add_column(t, justify="right")
+    rows = [
+        ("usable memory", lambda p: gib(p.usable_memory_bytes)),
+        ("× utilisation", lambda p: f"{p.request.gpu_memory_utilization:g} → {gib(p.budget_bytes)}"),
+        ("− weights", lambda p: gib(p.weight_bytes_per_gpu)),
+        ("− overhead" + (" (est.)" if first.request.overhead_bytes is None else ""), lambda p: gib(p.overhead_bytes_per_gpu)),
+        ("= KV cache", lambda p: gib(p.kv_memory_bytes_per_gpu)),
+        ("− batch × context", lambda p: gib(p.kv_used_bytes_per_gpu)),
+        ("= free", lambda p: gib(p.free_bytes_per_gpu)),
+    ]
+    if first.request.kv_cache_memory_bytes is not None:
+        rows = [rows[0], ("KV cache (--kv-cache-memory)", lambda p: gib(p.kv_memory_bytes_per_gpu)), *rows[5:]]
+    for label, fn in rows:
+        budget.add_row(label, *[fn(p) for p in plans])
+    console.print(budget)
+    answers = Table(title="Answers", title_justify="left", show_edge=False)
+    answers.add_column("")
+    for t in titles:
+        answers.add_column(t, justify="right")
+    answer_rows = [
+        ("GPUs (tp × pp)", lambda p: f"{p.deployment.gpus} ({p.deployment.tp} × {p.deployment.pp})"),
+        ("fits", lambda p: "[green]yes[/]" if p.fits else "[red]no[/]"),
+        ("KV per token (all GPUs)", lambda p: human_bytes(p.kv_bytes_per_token)),
+        ("KV per sequence (all GPUs)", lambda p: human_bytes(p.kv_bytes_per_sequence)),
+        ("KV cache tokens per GPU", lambda p: f"{p.kv_cache_tokens:,}"),
+        (f"max concurrency @ {human_tokens(first.request.context)}", lambda p: f"{p.max_concurrency:,}"),
+        (f"max context @ batch {first.request.batch}", lambda p: f"{p.max_context:,}" + (" (model limit)" if p.max_context_limited_by == "model" else "")),
+        ("decode step (roofline)", lambda p: f"{p.decode_step_seconds * 1e3:,.1f} ms"),
+        ("decode tokens/s (batch)", lambda p: f"{p.decode_tokens_per_second:,.0f}"),
+    ]
+    for label, fn in answer_rows:
+        answers.add_row(label, *[fn(p) for p in plans])
+    console.print(answers)

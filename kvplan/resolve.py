@@ -1,0 +1,102 @@
+"""Finding the model a user named: a local path, then a catalog name or alias, then a Hub repo id.
+
+Returns the spec and a one-line note of where it came from, which the CLI prints on stderr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvplan.catalog import find_in_catalog, unknown_model_error
+from kvplan.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.model import ModelSpec
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
+MAX_CONFIG_BYTES = 5 * 2**20
+
+
+@dataclass(frozen=True)
+class Resolved:
+    spec: ModelSpec
+    origin: str  # "path", "catalog" or "hub"
+    note: str  # one line for stderr
+    notices: tuple[str, ...] = ()
+
+
+def read_config_file(path: Path) -> dict:
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise KvplanError(f"no config.json at {path}", EXIT_NOT_FOUND)
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise KvplanError(f"{path}: larger than {MAX_CONFIG_BYTES // 2**20} MiB; not a config.json", EXIT_USAGE)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise KvplanError(f"{path}: not valid JSON ({exc})", EXIT_USAGE) from None
+    if not isinstance(data, dict):
+        raise KvplanError(f"{path}: expected a JSON object", EXIT_USAGE)
+    return data
+
+
+def looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or name.endswith(".json") or Path(name).expanduser().exists()
+
+
+def resolve_model(name: str, *, revision: str | None = None, token: str | None = None,
+                  timeout: float = 10.0, catalog_dirs=()) -> Resolved:
+    from kvplan.importer import build_spec
+
+    if not name or not name.strip():
+        raise KvplanError("model name is empty", EXIT_USAGE)
+    if looks_like_path(name):
+        path = Path(name).expanduser()
+        if not path.exists():
+            raise KvplanError(f"no such file or folder: {name}", EXIT_NOT_FOUND)
+        config = read_config_file(path)
+        label = path.resolve().name if path.is_dir() else path.resolve().parent.name
+        spec, notices = build_spec(config, None, name=label or "local-model", source=str(path))
+        return Resolved(spec, "path", f"model: {spec.name} from local {path}", tuple(notices))
+    if revision is None:
+        spec = find_in_catalog(name, catalog_dirs)
+        if spec is not None:
+            shown = name.strip() if spec.name == name.strip().lower() else f"{name.strip()} → {spec.name}"
+            repo = f" ({spec.hf_repo})" if spec.hf_repo else ""
+            return Resolved(spec, "catalog", f"model: {shown}{repo} from the catalog")
+    if not _REPO_ID.match(name):
+        raise unknown_model_error(name, catalog_dirs)
+    return _from_hub(name, revision, token, timeout, catalog_dirs)
+
+
+def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
+    from kvplan import hub
+    from kvplan.catalog import suggest
+    from kvplan.importer import build_spec
+
+    try:
+        cfg = hub.fetch_config(repo_id, revision=revision, token=token, timeout=timeout)
+    except KvplanError as exc:
+        if exc.exit_code == EXIT_NOT_FOUND and "revision" not in exc.message.lower():
+            close = suggest(repo_id, catalog_dirs)
+            if close:
+                raise KvplanError(f"{exc.message}; bundled models with close names: {', '.join(close)}",
+                                  exc.exit_code) from None
+        raise
+    notices = [cfg.notice] if cfg.notice else []
+    spec, more = build_spec(cfg.config, repo_id, source=f"config.json of {repo_id}@{cfg.commit or revision or 'main'}")
+    notices += more
+    weights = None
+    if not cfg.from_cache:
+        weights = hub.fetch_weights(repo_id, revision=revision, token=token, timeout=timeout)
+    if weights is not None:
+        spec = dataclasses.replace(spec, checkpoint_bytes=weights.total_bytes)
+        notices.append(f"weights: {weights.total_bytes:,} B in {weights.num_files} safetensors file(s) "
+                       f"({', '.join(f'{k} {v:,}' for k, v in sorted(weights.params_by_dtype.items()))})")
+    else:
+        notices.append("weights: no safetensors metadata; counted from config.json")
+    rev = f"@{revision}" if revision else ""
+    return Resolved(spec, "hub", f"model: {repo_id}{rev} from the Hugging Face Hub", tuple(notices))

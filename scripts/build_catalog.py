@@ -1,0 +1,52 @@
+"""Regenerate kvplan/model_specs/ from the real config.json files in ../shared/configs.
+
+Run by hand (`python scripts/build_catalog.py [CONFIG_DIR]`); it goes through the same import
+path as `kvplan models import`. Checkpoint sizes come from the checkpoints.yaml beside the
+configs (published safetensors index totals). Aliases that two entries would share are dropped
+from the later one, so every alias names exactly one model.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from kvplan.importer import build_spec, write_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+# Names people type for models whose own config is not bundled but whose geometry is identical to
+# one that is. Llama 3 70B and Llama 3.1 70B share every shape (80 layers, 8 KV heads x 128, the
+# same widths and vocabulary); they differ only in RoPE scaling and context length, and the CLI
+# prints which entry a name resolved to.
+EXTRA_ALIASES = {"llama-3.1-70b": ["llama-3-70b"]}
+
+
+def main(config_dir: Path) -> None:
+    out = ROOT / "kvplan" / "model_specs"
+    checkpoints = yaml.safe_load((config_dir / "checkpoints.yaml").read_text()) or {}
+    for old in out.glob("*.json"):
+        old.unlink()
+    files = sorted(config_dir.glob("*.json"), key=lambda p: (len(p.name), p.name))  # base models first
+    taken: set[str] = set()
+    specs = []
+    for f in files:
+        repo = f.stem.replace("__", "/", 1)
+        size = (checkpoints.get(repo) or {}).get("checkpoint_bytes")
+        spec, _ = build_spec(json.loads(f.read_text()), repo, source=f"config.json of {repo}",
+                             checkpoint_bytes=size)
+        taken.add(spec.name)
+        specs.append(spec)
+    for spec in specs:
+        extra = EXTRA_ALIASES.get(spec.name, [])
+        aliases = [a for a in [*extra, *spec.aliases] if a not in taken]
+        taken.update(aliases)
+        spec = spec.__class__(**{**spec.__dict__, "aliases": tuple(aliases)})
+        write_spec(spec, out)
+    print(f"wrote {len(specs)} specs to {out}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared" / "configs")

@@ -1,0 +1,26 @@
+"""Shared fixtures: where ../shared lives (absent in a user's clone: tests that need it skip)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+CONFIGS = SHARED / "configs"
+
+
+def shared_config(name: str) -> dict:
+    path = CONFIGS / f"{name}.json"
+    if not path.is_file():
+        pytest.skip(f"../shared/configs/{name}.json is not here (a user's clone has no ../shared)")
+    return json.loads(path.read_text())
+
+
+@pytest.fixture
+def kvplan_home(tmp_path, monkeypatch):
+    """An empty user catalog, so tests never see the developer's own imports."""
+    monkeypatch.setenv("KVPLAN_HOME", str(tmp_path / "kvplan-home"))
+    return tmp_path / "kvplan-home"

@@ -1,0 +1,127 @@
+"""`kvplan fit` as users run it, through Typer's CliRunner: exit codes, JSON, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+
+runner = CliRunner()
+
+REQUIRED = {"model", "gpu", "gpus", "tp", "pp", "context", "batch", "weight_dtype", "kv_dtype", "weight_bytes",
+            "weight_bytes_per_gpu", "kv_bytes_per_token", "kv_bytes_per_sequence", "kv_memory_bytes_per_gpu",
+            "kv_cache_tokens", "max_concurrency", "max_context", "fits", "decode_step_seconds",
+            "decode_tokens_per_second"}
+
+
+def run(*args):
+    return runner.invoke(app, list(args))
+
+
+def test_main_job_table(kvplan_home):
+    r = run("fit", "llama-3-70b", "--gpu", "a100-80", "--ctx", "128k")
+    assert r.exit_code == 0, r.output
+    assert "Memory per GPU" in r.stdout and "max concurrency" in r.stdout
+    assert "llama-3-70b → llama-3.1-70b" in r.stderr
+
+
+def test_main_job_json_plans(kvplan_home):
+    r = run("fit", "llama-3-70b", "--gpu", "a100-80", "--ctx", "128k", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert set(out) == {"plans", "recommended"}
+    one, best = out["plans"][0], out["plans"][out["recommended"]]
+    assert REQUIRED <= set(one)
+    # 80 x 2 x 8 x 128 x 2 B = 327,680 B/token; x 131,072 = 42,949,672,960 B (seed article)
+    assert one["kv_bytes_per_token"] == 327_680 and one["kv_bytes_per_sequence"] == 42_949_672_960
+    assert not one["fits"] and one["gpus"] == 1  # 141 GB of weights on an 80 GB card
+    assert best["fits"] and best["gpus"] > 1
+
+
+def test_explicit_deployment_is_one_object(kvplan_home):
+    r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--tp", "2", "--ctx", "32768", "--batch", "4", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert REQUIRED <= set(out) and out["tp"] == 2 and out["gpus"] == 2 and out["batch"] == 4
+
+
+def test_kv_cache_memory_flag_is_exact(kvplan_home):
+    # 1 GiB / (32 x 2 x 8 x 128 x 2 B = 131,072 B/token) = 8,192 tokens; at 2048 tokens: 4 sequences
+    r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--gpus", "1", "--ctx", "2k", "--kv-cache-memory", "1GiB", "--json")
+    out = json.loads(r.stdout)
+    assert out["kv_cache_tokens"] == 8192 and out["max_concurrency"] == 4
+
+
+def test_explain_prints_formula(kvplan_home):
+    r = run("fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--ctx", "4096", "--explain")
+    assert r.exit_code == 0
+    assert "80 full layers × 2 × 128 × 2 KV heads × 2 B (bf16)" in r.stdout
+
+
+@pytest.mark.parametrize("args, code, needle", [
+    (["fit", "llama-3-70b", "--gpu", "h1000"], 3, "did you mean"),
+    (["fit", "lama-3-70b", "--gpu", "h100"], 3, "did you mean"),
+    (["fit", "llama-3-70b", "--gpu", "h100", "--ctx", "0"], 2, "positive"),
+    (["fit", "llama-3-70b", "--gpu", "h100", "--ctx", "-5"], 2, "token count"),
+    (["fit", "llama-3-70b", "--gpu", "h100", "--ctx", "10G"], 2, "token count"),
+    (["fit", "llama-3-70b", "--gpu", "h100", "--ctx", "99999999999"], 2, "absurd"),
+    (["fit", "llama-3-70b", "--gpu", "h100", "--kv-dtype", "fp7"], 2, "unknown KV cache dtype"),
+    (["fit", "llama-3-70b", "--gpu", "h100", "--weight-dtype", "int3"], 2, "unknown weight dtype"),
+    (["fit", "llama-3-70b", "--gpu", "h100", "--tp", "3"], 2, "does not divide"),
+    (["fit", "llama-3-70b", "--gpu", "h100", "--batch", "0"], 2, "--batch"),
+    (["fit", "llama-3-70b", "--gpu", "h100", "--gpu-memory-utilization", "1.5"], 2, "(0, 1]"),
+    (["fit", "llama-3-70b", "--gpu", "h100", "--kv-cache-memory", "lots"], 2, "not a size"),
+    (["fit", "./no/such/dir", "--gpu", "h100"], 3, "no such file"),
+])
+def test_bad_input_one_line_and_exit_code(kvplan_home, args, code, needle):
+    r = run(*args)
+    assert r.exit_code == code, r.output
+    assert needle in r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "Traceback" not in r.output
+
+
+def test_check_flag_exits_when_it_does_not_fit(kvplan_home):
+    assert run("fit", "llama-3.1-405b", "--gpu", "l4", "--gpus", "1", "--check").exit_code == 6
+
+
+def test_local_folder_and_unknown_family(kvplan_home, tmp_path):
+    folder = tmp_path / "my-finetune"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "brand_new", "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 4,
+        "num_hidden_layers": 24, "vocab_size": 32000, "intermediate_size": 8192, "max_position_embeddings": 8192}))
+    r = run("fit", str(folder), "--gpu", "l40s", "--json")
+    assert r.exit_code == 0, r.output
+    assert "no dedicated reader" in r.stderr and "local" in r.stderr
+    assert json.loads(r.stdout)["plans"][0]["kv_bytes_per_token"] == 24 * 2 * 4 * 128 * 2
+
+
+def test_malformed_local_config(kvplan_home, tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    r = run("fit", str(bad), "--gpu", "h100")
+    assert r.exit_code == 2 and "not valid JSON" in r.stderr
+
+
+def test_gpus_and_models_list(kvplan_home):
+    r = run("gpus", "--json")
+    assert r.exit_code == 0 and len(json.loads(r.stdout)) >= 30
+    r = run("models", "list", "--json")
+    rows = json.loads(r.stdout)
+    assert len(rows) >= 40
+    dsv3 = next(x for x in rows if x["name"] == "deepseek-v3")
+    assert dsv3["kv_bytes_per_token"] == 61 * 576 * 2  # MLA latent, bf16
+
+
+def test_python_dash_m_entry_point():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "kvplan", "fit", "gpt2", "--gpu", "t4", "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["plans"][0]["kv_bytes_per_token"] == 12 * 2 * 12 * 64 * 2

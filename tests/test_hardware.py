@@ -1,0 +1,339 @@
+"""Tests for the GPU catalog (kvplan/hw_profiles/*.yaml) and its loader (kvplan/hardware.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvplan.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.hardware import CONFIDENCE_LEVELS, GPU, PRECISIONS, find_gpu, load_gpus
+
+GiB = 2**30
+MiB = 2**20
+T = 10**12
+REPO = Path(__file__).parents[1]
+PROFILES_DIR = REPO / "kvplan" / "hw_profiles"
+SHARED = Path(__file__).parents[1].parent / "shared"
+
+
+@pytest.fixture(scope="module")
+def gpus() -> dict[str, GPU]:
+    return load_gpus()
+
+
+# --- the bundled catalog -------------------------------------------------------------------
+
+
+def test_every_bundled_file_loads(gpus):
+    files = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
+    assert sorted(gpus) == files  # one profile per file, file named after its key
+    assert len(gpus) >= 30
+
+
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("a100-80", "a100-sxm-80"), ("a100-40", "a100-sxm-40"), ("h100", "h100-sxm"), ("h200", "h200-sxm"),
+        ("mi300x", "mi300x"), ("l40s", "l40s"), ("4090", "rtx-4090"), ("b200", "b200"), ("l4", "l4"),
+        ("t4", "t4"), ("3090", "rtx-3090"), ("5090", "rtx-5090"), ("gaudi3", "gaudi3"), ("gaudi2", "gaudi2"),
+        ("mi250x", "mi250x"), ("gb200", "gb200"), ("rtx-pro-6000", "rtx-pro-6000-server"),
+    ],
+)
+def test_required_aliases_resolve(name, key):
+    assert find_gpu(name).key == key
+
+
+@pytest.mark.parametrize("name", ["H100", "h100_sxm", "H100 SXM", "h100-SXM5", " h100 ", "H100-80GB"])
+def test_lookup_ignores_case_and_separators(name):
+    assert find_gpu(name).key == "h100-sxm"
+
+
+@pytest.mark.parametrize("name", ["rtx 4090", "RTX_4090", "rtx4090", "GeForce RTX 4090"])
+def test_lookup_of_consumer_names(name):
+    assert find_gpu(name).key == "rtx-4090"
+
+
+def test_bundled_values_are_sane(gpus):
+    for gpu in gpus.values():
+        where = gpu.path
+        assert gpu.memory_usable_bytes <= gpu.memory_marketed_bytes, where
+        # ECC on GDDR6 costs 1/16 and B300 reserves ~7%; anything lower smells like a unit error.
+        assert gpu.memory_usable_bytes >= 0.9 * gpu.memory_marketed_bytes, where
+        assert gpu.memory_marketed_bytes % GiB == 0, where  # every label is a whole number of GiB
+        assert 10**11 <= gpu.bandwidth_bytes_per_s <= 10**14, where
+        assert gpu.price_per_hour is None, where  # never invent prices
+        assert gpu.confidence in CONFIDENCE_LEVELS, where
+        assert gpu.memory_usable_source.startswith(("measured:", "estimate:")), where
+        assert gpu.source and gpu.name and gpu.vendor in {"NVIDIA", "AMD", "Intel"}, where
+        for precision, flops in gpu.dense_flops.items():
+            assert precision in PRECISIONS and 10**12 <= flops <= 10**17, (where, precision)
+        if gpu.interconnect_bytes_per_s is not None:
+            assert 10**9 <= gpu.interconnect_bytes_per_s <= 10**13, where
+        assert gpu.tdp_w is None or 50 <= gpu.tdp_w <= 2000, where
+
+
+def test_estimates_follow_the_one_documented_rule(gpus):
+    estimated = {k for k, g in gpus.items() if g.usable_is_estimate}
+    assert estimated == {  # the list in hw_profiles/README.md
+        "a100-pcie-40", "a100-pcie-80", "h100-pcie", "gh200-144", "a10g", "v100-pcie-16", "v100-pcie-32",
+        "mi250x", "mi325x", "mi355x", "gaudi2", "gaudi3",
+    }
+    rules = {gpus[k].memory_usable_source for k in estimated}
+    assert len(rules) == 1 and "0.9825" in rules.pop()
+    for key in estimated:
+        gpu = gpus[key]
+        expected_mib = math.floor(Decimal(gpu.memory_marketed_bytes // MiB) * Decimal("0.9825"))
+        assert gpu.memory_usable_bytes == expected_mib * MiB, key
+
+
+def test_golden_datasheet_numbers(gpus):
+    h100 = gpus["h100-sxm"]
+    # NVIDIA H100 SXM datasheet via aiconfigurator h100_sxm.yaml (gpus.yaml): 3.35 TB/s, 989 TFLOPS BF16 dense,
+    # NVLink4 450 GB/s per direction, 700 W; "80GB" HBM3 = 80 GiB.
+    assert h100.bandwidth_bytes_per_s == 3_350_000_000_000
+    assert h100.dense_flops["bf16"] == 989 * T and h100.dense_flops["fp8"] == 1978 * T
+    assert h100.interconnect_bytes_per_s == 450_000_000_000 and h100.tdp_w == 700
+    assert h100.memory_marketed_bytes == 80 * GiB == 85_899_345_920
+    # design.md: torch reports an H100 80GB as 79.18 GiB total (vLLM log).
+    assert h100.memory_usable_bytes == round(Decimal("79.18") * GiB)
+    # aiconfigurator a100_sxm.yaml: 2.039 TB/s, 312 TFLOPS BF16.
+    assert gpus["a100-sxm-80"].bandwidth_bytes_per_s == 2_039_000_000_000
+    assert gpus["a100-sxm-80"].dense_flops["bf16"] == 312 * T
+    # gpus.yaml: nvidia-smi shows 143771 MiB on an H200 SXM; aiconfigurator h200_sxm.yaml: 4800 GB/s.
+    assert gpus["h200-sxm"].memory_usable_bytes == 143_771 * MiB
+    assert gpus["h200-sxm"].bandwidth_bytes_per_s == 4_800_000_000_000
+    # aiconfigurator l4.yaml: "121TFLOPS (dense; NVIDIA specs list 242TFLOPS with sparsity)".
+    assert gpus["l4"].dense_flops["bf16"] == 121 * T
+    # MI300X: 192GB HBM3 (ROCm table header 'VRAM (GiB)'), 5.3 TB/s, FP8 2614.9 TFLOPS dense.
+    mi300x = gpus["mi300x"]
+    assert mi300x.memory_marketed_bytes == 192 * GiB and mi300x.bandwidth_bytes_per_s == 5_300 * 10**9
+    assert mi300x.dense_flops["fp8"] == 2_614_900_000_000_000
+    # design.md: RTX 3090 torch total 23.58 GiB. aiconfigurator b200_sxm.yaml: FP4 9 PFLOPS dense.
+    assert gpus["rtx-3090"].memory_usable_bytes == round(Decimal("23.58") * GiB)
+    assert gpus["b200"].dense_flops["fp4"] == 9_000 * T
+    # NVIDIA T4 product brief (PNY): 16 GB GDDR6, up to 320 GB/s, 70 W.
+    assert gpus["t4"].memory_marketed_bytes == 16 * GiB and gpus["t4"].bandwidth_bytes_per_s == 320 * 10**9
+    # MI250X is profiled per GCD: half of the module's 128GB / 3.2 TB/s.
+    assert gpus["mi250x"].memory_marketed_bytes == 64 * GiB
+    assert gpus["mi250x"].bandwidth_bytes_per_s == 1_600 * 10**9
+
+
+def test_gpu_is_frozen_and_hashable(gpus):
+    gpu = gpus["h100-sxm"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        gpu.tdp_w = 1  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        gpu.dense_flops["bf16"] = 1  # type: ignore[index]
+    assert {gpu, gpus["h200-sxm"]} and hash(gpu) == hash(load_gpus()["h100-sxm"])
+
+
+def test_import_is_light():
+    code = ("import sys, kvplan.hardware; "
+            "print(sorted(m for m in ('torch', 'plotly', 'huggingface_hub', 'yaml') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --- user profiles -------------------------------------------------------------------------
+
+BASE = {
+    "key": "my-gpu", "name": "My GPU", "vendor": "Acme", "aliases": ["mine"],
+    "memory_marketed": "48GB GDDR6", "memory_marketed_bytes": 48 * GiB, "memory_usable_bytes": 46068 * MiB,
+    "memory_usable_source": "measured: nvidia-smi 46068 MiB", "bandwidth_bytes_per_s": 864 * 10**9,
+    "dense_flops": {"bf16": 362 * T}, "interconnect": {"type": "PCIe Gen4 x16", "per_dir_bytes_per_s": 32 * 10**9},
+    "tdp_w": 350, "price_per_hour": 1.25, "source": "my own measurement", "confidence": "high",
+}
+
+
+def write_profile(directory: Path, data, name: str | None = None) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name or data.get('key', 'profile')}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False) if not isinstance(data, str) else data)
+    return path
+
+
+def test_user_dir_extends_and_overrides(tmp_path, gpus):
+    write_profile(tmp_path, BASE)
+    faster_h100 = {**yaml.safe_load((PROFILES_DIR / "h100-sxm.yaml").read_text()), "bandwidth_bytes_per_s": 4 * T,
+                   "price_per_hour": 2.5}
+    path = write_profile(tmp_path, faster_h100)
+    merged = load_gpus([tmp_path])
+    assert len(merged) == len(gpus) + 1
+    assert merged["my-gpu"].price_per_hour == 1.25 and find_gpu("MINE", [tmp_path]).key == "my-gpu"
+    h100 = find_gpu("h100", [tmp_path])
+    assert h100.bandwidth_bytes_per_s == 4 * T and h100.price_per_hour == 2.5 and h100.path == str(path)
+    assert load_gpus(str(tmp_path))["my-gpu"].key == "my-gpu"  # a single dir as a string works too
+    assert load_gpus()["h100-sxm"].bandwidth_bytes_per_s == 3_350_000_000_000  # bundled copy untouched
+
+
+def test_later_user_dir_wins(tmp_path):
+    write_profile(tmp_path / "a", BASE)
+    write_profile(tmp_path / "b", {**BASE, "tdp_w": 300})
+    assert find_gpu("my-gpu", [tmp_path / "a", tmp_path / "b"]).tdp_w == 300
+
+
+def test_user_profile_minimal_fields(tmp_path):
+    minimal = {k: BASE[k] for k in ("key", "name", "vendor", "memory_marketed", "memory_marketed_bytes",
+                                    "memory_usable_bytes", "memory_usable_source", "bandwidth_bytes_per_s",
+                                    "source", "confidence")}
+    write_profile(tmp_path, minimal)
+    gpu = load_gpus([tmp_path])["my-gpu"]
+    assert gpu.aliases == () and dict(gpu.dense_flops) == {} and gpu.interconnect_type is None
+    assert gpu.tdp_w is None and gpu.price_per_hour is None and gpu.notes == ""
+
+
+@pytest.mark.parametrize("make", [lambda p: p / "nope", lambda p: write_profile(p, BASE)])
+def test_missing_profiles_dir_is_an_error(tmp_path, make):
+    target = make(tmp_path)
+    with pytest.raises(KvplanError) as err:
+        load_gpus([target])
+    assert err.value.exit_code == EXIT_NOT_FOUND and str(target) in str(err.value)
+
+
+def _without(field):
+    return {k: v for k, v in BASE.items() if k != field}
+
+
+@pytest.mark.parametrize(
+    "data, field, expect",
+    [
+        (_without("bandwidth_bytes_per_s"), "bandwidth_bytes_per_s", "missing required field"),
+        ({**BASE, "bandwidth_bytes_per_s": "3.35TB/s"}, "bandwidth_bytes_per_s",
+         "must be a positive integer, got '3.35TB/s'"),
+        ({**BASE, "bandwidth_bytes_per_s": 3.35e12}, "bandwidth_bytes_per_s", "positive integer"),
+        ({**BASE, "memory_usable_bytes": -5}, "memory_usable_bytes", "got -5"),
+        ({**BASE, "memory_usable_bytes": 49 * GiB}, "memory_usable_bytes", "exceeds"),
+        ({**BASE, "tdp_w": True}, "tdp_w", "positive integer or null"),
+        ({**BASE, "confidence": "very"}, "confidence", "one of high, medium, low"),
+        ({**BASE, "bandwith_bytes_per_s": 1}, "bandwith_bytes_per_s", "unknown field"),
+        ({**BASE, "dense_flops": {"fp9": 1}}, "dense_flops", "unknown precision"),
+        ({**BASE, "dense_flops": {"bf16": "362T"}}, "dense_flops.bf16", "positive integer"),
+        ({**BASE, "dense_flops": [362]}, "dense_flops", "mapping"),
+        ({**BASE, "interconnect": "NVLink"}, "interconnect", "mapping"),
+        ({**BASE, "interconnect": {"type": "x", "per_dir_bytes_per_s": 0}}, "interconnect.per_dir_bytes_per_s",
+         "positive"),
+        ({**BASE, "memory_usable_source": "nvidia-smi"}, "memory_usable_source", "'measured:' or 'estimate:'"),
+        ({**BASE, "key": "My GPU"}, "key", "lowercase"),
+        ({**BASE, "aliases": [4090]}, "aliases", "list of strings"),
+        ({**BASE, "aliases": "mine"}, "aliases", "list of strings"),
+        ({**BASE, "price_per_hour": -1}, "price_per_hour", "positive number"),
+        ({**BASE, "price_per_hour": float("nan")}, "price_per_hour", "positive number"),
+        ({**BASE, "name": ""}, "name", "non-empty string"),
+        ({**BASE, "aliases": ["h100"]}, "aliases", "clashes with GPU 'h100-sxm'"),
+        ({**BASE, "key": "h-100"}, "key", "clashes with GPU 'h100-sxm'"),
+        ([BASE], None, "must be a mapping"),
+        ("key: my-gpu\nname: [unclosed\n", None, "invalid YAML at line"),
+        ("key: my-gpu\n  name: x\n", None, "invalid YAML at line 2"),
+    ],
+)
+def test_bad_profile_gives_one_line_naming_file_and_field(tmp_path, data, field, expect):
+    path = write_profile(tmp_path, data, name="bad")
+    with pytest.raises(KvplanError) as err:
+        load_gpus([tmp_path])
+    message = str(err.value)
+    assert err.value.exit_code == EXIT_USAGE
+    assert "\n" not in message and message.startswith(f"hw profile {path}: ")
+    if field:
+        assert f"'{field}'" in message
+    assert expect in message
+
+
+def test_duplicate_key_in_one_dir(tmp_path):
+    write_profile(tmp_path, BASE, name="a")
+    second = write_profile(tmp_path, {**BASE, "aliases": []}, name="b")
+    with pytest.raises(KvplanError) as err:
+        load_gpus([tmp_path])
+    assert str(second) in str(err.value) and "'key'" in str(err.value) and "already defined" in str(err.value)
+
+
+def test_alias_clash_between_user_dirs(tmp_path):
+    write_profile(tmp_path / "a", BASE)
+    other = write_profile(tmp_path / "b", {**BASE, "key": "other-gpu"})
+    with pytest.raises(KvplanError) as err:
+        load_gpus([tmp_path / "a", tmp_path / "b"])
+    assert str(other) in str(err.value) and "'aliases'" in str(err.value) and "'mine'" in str(err.value)
+
+
+# --- unknown names -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, close", [("h1000", "h100"), ("h1000", "h200"), ("mi300", "mi300x"),
+                                         ("rtx4080", "rtx-4090"), ("gaudi", "gaudi3"), ("l40", "l40s")])
+def test_unknown_gpu_suggests_close_matches(name, close):
+    with pytest.raises(KvplanError) as err:
+        find_gpu(name)
+    message = str(err.value)
+    assert err.value.exit_code == EXIT_NOT_FOUND and "\n" not in message
+    assert message.startswith(f"unknown GPU {name!r}; did you mean: ")
+    assert close in message.split("did you mean: ")[1].rstrip("?").split(", ")
+
+
+def test_unknown_gpu_without_close_match():
+    with pytest.raises(KvplanError) as err:
+        find_gpu("xyzzy")
+    assert err.value.exit_code == EXIT_NOT_FOUND and "no close match" in str(err.value)
+
+
+# --- agreement with the team's collected datasheet facts -----------------------------------
+
+# our key -> (gpus.yaml name, scale): scale 0.5 for MI250X, profiled per GCD.
+SHARED_NAMES = {
+    "a100-sxm-40": "A100-SXM4-40GB", "a100-sxm-80": "A100-SXM4-80GB", "a100-pcie-40": "A100-PCIe-40GB",
+    "a100-pcie-80": "A100-PCIe-80GB", "h100-sxm": "H100-SXM5-80GB", "h100-pcie": "H100-PCIe-80GB",
+    "h100-nvl": "H100-NVL-94GB", "h200-sxm": "H200-SXM-141GB", "h20": "H20-96GB", "gh200": "GH200",
+    "gh200-144": "GH200", "b200": "B200", "b300": "B300", "gb200": "GB200", "gb300": "GB300", "l4": "L4",
+    "l40s": "L40S", "a10g": "A10G", "a10": "A10", "t4": "T4", "v100-sxm2-16": "V100-SXM2-16GB",
+    "v100-sxm2-32": "V100-SXM2-32GB", "v100-pcie-16": "V100-PCIe-16GB/32GB", "v100-pcie-32": "V100-PCIe-16GB/32GB",
+    "rtx-3090": "RTX-3090", "rtx-4090": "RTX-4090", "rtx-5090": "RTX-5090",
+    "rtx-pro-6000-server": "RTX-PRO-6000-Blackwell-Server", "mi250x": "MI250X", "mi300x": "MI300X",
+    "mi325x": "MI325X", "mi355x": "MI355X", "gaudi2": "Gaudi2", "gaudi3": "Gaudi3",
+}
+# Deliberate differences, each explained in the profile's source/notes.
+DEVIATIONS = {
+    ("t4", "mem_bw_GBps"),  # 320 GB/s from the NVIDIA product brief; gpus.yaml has the rounded 0.3 TB/s
+    ("rtx-4090", "mem_bw_GBps"),  # 1008 GB/s (Tom's Hardware table) vs the rounded "1 TB/s"
+    ("rtx-5090", "mem_bw_GBps"),  # 1792 GB/s vs the rounded "1.8 TB/s"
+    ("rtx-3090", "fp16_dense_tflops"),  # gpus.yaml's 35.58 is the shader rate; we use the tensor rate
+}
+FLOPS_FIELDS = {"bf16_dense_tflops": "bf16", "fp16_dense_tflops": "fp16", "fp8_dense_tflops": "fp8",
+                "int8_dense_tops": "int8", "fp4_dense_tflops": "fp4"}
+
+
+def _number(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@pytest.mark.skipif(not (SHARED / "gpus.yaml").is_file(),
+                    reason=f"{SHARED}/gpus.yaml not present (the shared notes live outside this repository)")
+def test_profiles_agree_with_shared_gpus_yaml(gpus):
+    shared = yaml.safe_load((SHARED / "gpus.yaml").read_text())["gpus"]
+    assert set(SHARED_NAMES) == set(gpus)
+    checked = 0
+    for key, shared_name in SHARED_NAMES.items():
+        ours, theirs = gpus[key], shared[shared_name]
+        scale = Decimal("0.5") if key == "mi250x" else Decimal(1)
+        bw = _number(theirs.get("mem_bw_GBps"))
+        if bw is not None and (key, "mem_bw_GBps") not in DEVIATIONS:
+            assert ours.bandwidth_bytes_per_s == int(Decimal(str(bw)) * 10**9 * scale), key
+            checked += 1
+        for field, precision in FLOPS_FIELDS.items():
+            value = _number(theirs.get(field))
+            if value is not None and (key, field) not in DEVIATIONS:
+                assert ours.dense_flops.get(precision) == int(Decimal(str(value)) * T * scale), (key, field)
+                checked += 1
+        reported = theirs.get("mem_reported")
+        if reported and key != "gh200-144":
+            assert ours.memory_usable_bytes == int(reported["value"].split()[0]) * MiB, key
+            assert ours.memory_usable_source.startswith("measured:"), key
+            checked += 1
+        tdp = _number(theirs.get("tdp_w"))
+        if tdp is not None:
+            assert ours.tdp_w == tdp, key
+    assert checked > 100

@@ -30,6 +30,25 @@ NCCL_BYTES = 512 * 2**20  # added for tp or pp > 1: NCCL buffers and communicato
 
 
 @dataclass(frozen=True)
+class PagedRules:
+    """How a sequence's tokens become allocated slots: whole pages of the held tokens.
+
+    This is kvplan's engine-neutral rule (vLLM's for full attention). Engines that allocate
+    differently (vLLM's sliding-window bound, llama.cpp's 256-cell padding) supply their own
+    frozen object with the same method; see kvplan.engines.
+    """
+
+    name = "paged"
+
+    def tokens_allocated(self, layer: LayerSpec, seq_len: int, block: int) -> int:
+        held = layer.tokens_held(seq_len)
+        return -(-held // block) * block if held else 0
+
+
+PAGED = PagedRules()
+
+
+@dataclass(frozen=True)
 class Request:
     """What the user asks: a context length, a number of concurrent sequences, dtypes, limits."""
 
@@ -42,6 +61,7 @@ class Request:
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     overhead_bytes: int | None = None  # per GPU; None: estimated
     kv_cache_memory_bytes: int | None = None  # per GPU; exact KV budget, skips the estimate
+    rules: object = PAGED  # how held tokens become allocated slots (an engine's layout)
 
 
 @dataclass(frozen=True)
@@ -63,6 +83,7 @@ class KVProfile:
     kv_dtype: DType
     state_dtype: DType
     block_size: int
+    rules: object = PAGED
 
     def token_bytes(self, layer: LayerSpec) -> int:
         return self.kv_dtype.bytes_for(layer.elements_per_token(self.tp))
@@ -77,20 +98,19 @@ class KVProfile:
 
     def sequence_bytes(self, seq_len: int, paged: bool = True) -> int:
         """Bytes one sequence of seq_len tokens holds on this rank: whole pages, plus states."""
-        b = self.block_size if paged else 1
         total = 0
         for spec, n in self.groups:
-            held = spec.tokens_held(seq_len)
+            held = self.rules.tokens_allocated(spec, seq_len, self.block_size) if paged else spec.tokens_held(seq_len)
             if held:
-                total += -(-held // b) * b * self.token_bytes(spec) * n
+                total += held * self.token_bytes(spec) * n
             states = spec.state_elements(self.tp)
             if states:
                 total += self.state_dtype.bytes_for(states) * n
         return total
 
 
-def kv_profile(layers, tp: int, kv_dtype: DType, state_dtype: DType, block_size: int) -> KVProfile:
-    return KVProfile(tuple(Counter(layers).items()), tp, kv_dtype, state_dtype, block_size)
+def kv_profile(layers, tp: int, kv_dtype: DType, state_dtype: DType, block_size: int, rules=PAGED) -> KVProfile:
+    return KVProfile(tuple(Counter(layers).items()), tp, kv_dtype, state_dtype, block_size, rules)
 
 
 def split_layers(n: int, pp: int) -> list[tuple[int, int]]:
@@ -236,7 +256,7 @@ def plan(model: ModelSpec, gpu, dep: Deployment, req: Request) -> Plan:
             kv_mem = req.kv_cache_memory_bytes
         else:
             kv_mem = budget - resident - overhead
-        prof = kv_profile(model.layers[start:end], dep.tp, kv_dtype, state_dtype, req.block_size)
+        prof = kv_profile(model.layers[start:end], dep.tp, kv_dtype, state_dtype, req.block_size, req.rules)
         stages.append(Stage((start, end), resident, read, overhead, kv_mem, prof))
 
     warnings = []

@@ -279,7 +279,7 @@ def plan(model: ModelSpec, gpu, dep: Deployment, req: Request) -> Plan:
     return Plan(
         model=model.name, gpu=gpu.key, deployment=dep, request=req,
         usable_memory_bytes=usable, budget_bytes=budget,
-        weight_bytes=int(wb.total * scale),
+        weight_bytes=model.checkpoint_bytes if scale != 1.0 else wb.total,
         weight_bytes_per_gpu=max(s.weight_bytes for s in stages),
         overhead_bytes_per_gpu=overhead,
         kv_memory_bytes_per_gpu=min(s.kv_memory_bytes for s in stages),

@@ -96,7 +96,9 @@ def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
         spec = dataclasses.replace(spec, checkpoint_bytes=weights.total_bytes)
         notices.append(f"weights: {weights.total_bytes:,} B in {weights.num_files} safetensors file(s) "
                        f"({', '.join(f'{k} {v:,}' for k, v in sorted(weights.params_by_dtype.items()))})")
+    elif cfg.from_cache:
+        notices.append("weights: safetensors headers not read (config from the cache); counted from config.json")
     else:
-        notices.append("weights: no safetensors metadata; counted from config.json")
+        notices.append("weights: the repo has no safetensors files; counted from config.json")
     rev = f"@{revision}" if revision else ""
     return Resolved(spec, "hub", f"model: {repo_id}{rev} from the Hugging Face Hub", tuple(notices))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Optional
@@ -51,11 +52,13 @@ def list_models(as_json: JsonOpt = False):
 
     table = Table(show_edge=False)
     for col in ("name", "family", "params", "active", "KV/token", "max ctx", "aliases"):
-        table.add_column(col, justify="right" if col in ("params", "active", "KV/token", "max ctx") else "left")
+        table.add_column(col, justify="right" if col in ("params", "active", "KV/token", "max ctx") else "left",
+                         no_wrap=col != "aliases")
     for r in rows:
         table.add_row(r["name"], r["family"], f"{r['params'] / 1e9:,.2f}B", f"{r['params_active'] / 1e9:,.2f}B",
                       f"{r['kv_bytes_per_token']:,} B", f"{r['max_context']:,}", ", ".join(r["aliases"]))
-    Console().print(table)
+    # A terminal gets its own width; a pipe or file gets every column whole (rich would assume 80).
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
 @models_app.command("show")

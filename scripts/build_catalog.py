@@ -1,5 +1,8 @@
 """Regenerate kvplan/model_specs/ from the real config.json files in ../shared/configs.
 
+Plus scripts/catalog_extra/ (hand-written from public sources, see its SOURCES.md) for models the
+shared set lacks.
+
 Run by hand (`python scripts/build_catalog.py [CONFIG_DIR]`); it goes through the same import
 path as `kvplan models import`. Checkpoint sizes come from the checkpoints.yaml beside the
 configs (published safetensors index totals). Aliases that two entries would share are dropped
@@ -29,7 +32,8 @@ def main(config_dir: Path) -> None:
     checkpoints = yaml.safe_load((config_dir / "checkpoints.yaml").read_text()) or {}
     for old in out.glob("*.json"):
         old.unlink()
-    files = sorted(config_dir.glob("*.json"), key=lambda p: (len(p.name), p.name))  # base models first
+    found = [*config_dir.glob("*.json"), *(ROOT / "scripts" / "catalog_extra").glob("*.json")]
+    files = sorted(found, key=lambda p: (len(p.name), p.name))  # base models first
     taken: set[str] = set()
     specs = []
     for f in files:

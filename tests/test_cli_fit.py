@@ -125,3 +125,17 @@ def test_python_dash_m_entry_point():
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["plans"][0]["kv_bytes_per_token"] == 12 * 2 * 12 * 64 * 2
+
+
+def test_fit_start_up_imports_no_heavy_package():
+    """torch, plotly and huggingface_hub belong to validate, reports and the Hub; `fit` on the catalog needs none."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, runpy\n"
+             "sys.argv = ['kvplan', 'fit', 'llama-3-70b', '--gpu', 'a100-80', '--ctx', '128k']\n"
+             "try:\n    runpy.run_module('kvplan', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             "print('HEAVY:' + ','.join(m for m in ('torch', 'plotly', 'huggingface_hub', 'numpy', 'pydantic')"
+             " if m in sys.modules), file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert "HEAVY:\n" in r.stderr + "\n", r.stderr

@@ -124,10 +124,14 @@ def fit(
     pp: Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (splits layers).")] = None,
     kv_dtype: KvDtypeOpt = "auto",
     weight_dtype: WeightDtypeOpt = None,
-    gpu_memory_utilization: Annotated[str, typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use (vLLM default 0.9).")] = "0.9",
+    gpu_memory_utilization: Annotated[Optional[str], typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use (default 0.9; with --engine: that engine's default for its version).")] = None,
     overhead: Annotated[Optional[str], typer.Option("--overhead", help="Per-GPU activation + runtime overhead (e.g. 2GiB). Default: an estimate.")] = None,
     kv_cache_memory: Annotated[Optional[str], typer.Option("--kv-cache-memory", help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28.2GiB or bytes.")] = None,
-    block_size: Annotated[int, typer.Option("--block-size", help="KV page size in tokens (vLLM default 16).")] = 16,
+    block_size: Annotated[Optional[int], typer.Option("--block-size", help="KV page size in tokens (default 16; with --engine: the engine's).")] = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", help="Plan as this engine allocates: vllm, sglang, trtllm, llama.cpp, transformers.")] = None,
+    engine_version: Annotated[Optional[str], typer.Option("--engine-version", help="Engine release whose defaults and rules apply (e.g. 0.11.0; llama.cpp: 2024-08, current). Default: the newest modelled.")] = None,
+    engine_opt: Annotated[Optional[list[str]], typer.Option("--engine-opt", help="Engine setting KEY=VALUE (e.g. max_num_batched_tokens=4096, kv_unified=true); may repeat.")] = None,
+    emit: Annotated[Optional[str], typer.Option("--emit", help="Also print the serve command line for this plan: vllm, sglang or llama.cpp.")] = None,
     hw_profiles: HwOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
@@ -147,15 +151,27 @@ def fit(
     ctx_tokens = None if ctx is None else parse_tokens(ctx, "--ctx")
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = resolved.spec
-    req = _request(ctx_tokens or spec.max_context, batch, kv_dtype, weight_dtype, spec, block_size,
-                   gpu_memory_utilization, overhead, kv_cache_memory)
+    req = _request(ctx_tokens or spec.max_context, batch, kv_dtype, weight_dtype, spec, block_size or 16,
+                   gpu_memory_utilization or "0.9", overhead, kv_cache_memory)
     dep = _deployment(spec, gpus, tp, pp)
+    if engine or emit or engine_version or engine_opt:
+        from kvplan.cli_engines import validate_engine_args
+
+        validate_engine_args(engine, emit, engine_version, engine_opt)
     # All input is valid from here on: now say where things came from.
     _stderr(resolved.note)
     for notice in resolved.notices:
         _stderr(f"note: {notice}")
     if ctx_tokens is None:
         _stderr(f"note: --ctx not given; using the model's limit, {spec.max_context:,} tokens")
+    if engine or emit or engine_version or engine_opt:
+        from kvplan.cli_engines import fit_with_engine
+
+        explicit = {"gpu_memory_utilization": req.gpu_memory_utilization if gpu_memory_utilization else None,
+                    "block_size": block_size}
+        fit_with_engine(spec, hw, dep, req, engine=engine, emit_to=emit, version=engine_version, opts=engine_opt,
+                        explicit=explicit, as_json=as_json, explain=explain, check=check)
+        return
     if dep is not None:
         plans, titles, recommended = [plan(spec, hw, dep, req)], [f"{dep.gpus} GPU(s)"], None
     else:

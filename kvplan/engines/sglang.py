@@ -1,0 +1,207 @@
+"""SGLang: `mem_fraction_static` and the token pool of `ModelRunner.profile_max_num_token`.
+
+Sources (PyPI wheels; docs/engines.md section 2):
+  * default mem_fraction_static: 0.4.3.post4 `srt/server_args.py` L204-214 (by tp only); 0.4.9 L280-320
+    (reserve by GPU memory: (2.8 + tp*pp/10) GiB below 35 GiB, (9.5 + tp*pp/2) below 90, (12 + tp*pp/2)
+    below 160, else 32); 0.5.3 L637-680 and 0.5.23 `srt/arg_groups/memory_hook.py` L281-345 (reserve in
+    MiB = 512 + 1.5 x max(chunked_prefill, 2048) + tp*pp/8 x 1024 + 2 x cuda-graph max bs, floored at
+    10 GiB above 60 GiB).
+  * budget: `rest = free_after_weights - free_before_weights x (1 - fraction)` (0.4.3.post4
+    `model_executor/model_runner.py` L608-633; 0.5.23 `mem_cache/kv_cache_configurator.py` L2990-3060),
+    so the weights and the CUDA context are already out of it.
+  * cell per token: H_rank x (d_k + d_v) x L x b with H_rank = max(1, H // tp); MLA 576 x L x b, not split
+    (0.4.3.post4 `configs/model_config.py` L213-220, model_runner L612-623); tokens rounded down to the
+    page (default page 1); buffers get `size + page` rows (`mem_cache/memory_pool.py` L209-212).
+  * hybrid SWA (0.5.x): swa_full_tokens_ratio 0.8; cell = full layers + 0.8 x SWA layers; full pool
+    = budget // cell, SWA pool = 0.8 x full (0.5.23 `pool_configurator.py` L656-905).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from kvplan.dtypes import DType
+from kvplan.engines import (Capacity, EngineResult, check_opts, check_version, opt_float, opt_int,
+                            parse_version)
+from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.layers import ChunkedLocal, FullAttention, MLALatent, NoCache, RecurrentState, SlidingWindow
+
+GIB = 2**30
+MIB = 2**20
+VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
+DEFAULT_VERSION = "0.5.23"
+OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs")
+# Memory taken before the weights load (CUDA context, NCCL): 22.49 GiB L4 total - 21.63 GiB free before
+# loading at tp=4 (github.com/didier-durand/llms-in-clouds docs/sglang.md, QwQ-32B). tp=1: an estimate.
+INIT_BYTES_TP1 = 512 * MIB
+INIT_BYTES_MULTI = 880 * MIB
+
+
+@dataclass(frozen=True)
+class Settings:
+    version: str
+    mem_fraction_static: float
+    chunked_prefill_size: int
+    page_size: int
+    swa_full_tokens_ratio: float
+    init_bytes: int  # memory in use before the weights load (estimate)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def default_fraction(version: str, gpu_mib: float, tp: int, pp: int = 1, chunked: int = 8192,
+                     graph_bs: int = 256) -> float:
+    """SGLang's default mem_fraction_static for a GPU of `gpu_mib` MiB (see module docstring)."""
+    v = parse_version(version)
+    if v < (0, 4, 7):
+        for min_tp, frac in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
+            if tp >= min_tp:
+                return frac
+        return 0.88
+    if v < (0, 5, 0):
+        gib = gpu_mib / 1024
+        if gib < 35:
+            reserved = (2.8 + tp * pp / 10) * 1024
+        elif gib < 90:
+            reserved = (9.5 + tp * pp / 2) * 1024
+        elif gib < 160:
+            reserved = (12 + tp * pp / 2) * 1024
+        else:
+            reserved = 32 * 1024
+        return round((gpu_mib - reserved) / gpu_mib, 3)
+    reserved = 512 + 1.5 * max(chunked, 2048) + tp * pp / 8 * 1024 + 2 * graph_bs
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+def _default_chunked(version: str, gpu_gib: float) -> int:
+    if parse_version(version) < (0, 5, 0):
+        return 2048 if gpu_gib * 2**30 < 25_000 * 10**6 else 8192  # 0.4.3: "< 25,000 MB"
+    for limit, size in ((20, 2048), (60, 4096), (160, 8192)):
+        if gpu_gib < limit:
+            return size
+    return 16384
+
+
+def _default_graph_bs(gpu_gib: float) -> int:
+    # 0.5.23 decode cuda-graph max batch by GPU tier (memory_hook.py L89-170; first value of each tier).
+    for limit, bs in ((20, 8), (35, 48), (60, 32), (160, 256)):
+        if gpu_gib < limit:
+            return bs
+    return 512
+
+
+def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Settings:
+    opts = dict(opts or {})
+    check_opts("sglang", opts, OPTS)
+    version = check_version("sglang", version, VERSIONS, DEFAULT_VERSION)
+    gib = gpu.memory_usable_bytes / GIB
+    chunked = opt_int(opts, "chunked_prefill_size", _default_chunked(version, gib))
+    graph_bs = opt_int(opts, "cuda_graph_max_bs", _default_graph_bs(gib))
+    frac = default_fraction(version, gpu.memory_usable_bytes / MIB, dep.tp, dep.pp, chunked, graph_bs)
+    if (explicit or {}).get("gpu_memory_utilization"):
+        frac = explicit["gpu_memory_utilization"]  # --gpu-memory-utilization doubles as the fraction
+    frac = opt_float(opts, "mem_fraction_static", frac)
+    page = opt_int(opts, "page_size", 64 if any(isinstance(l, MLALatent) for l in model.layers) else 1)
+    if page < 1:
+        raise KvplanError("page_size must be at least 1", EXIT_USAGE)
+    ratio = opt_float(opts, "swa_full_tokens_ratio", 0.8)
+    kv = req.kv_dtype
+    if kv is not None and kv.block_elems > 1:
+        raise KvplanError(f"SGLang has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
+    init = INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1
+    return Settings(version, float(frac), chunked, page, ratio, init)
+
+
+def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
+    """(full-pool bytes per token, SWA-pool bytes per token, K-only bytes per token) on one rank."""
+    full = swa = k_only = 0
+    hybrid = parse_version(st.version) >= (0, 5, 0)
+    for layer in layers:
+        if isinstance(layer, (NoCache, RecurrentState)):
+            continue
+        tok = kv_dtype.bytes_for(layer.elements_per_token(tp))
+        k_only += kv_dtype.bytes_for(layer.elements_per_token(tp) // (1 if isinstance(layer, MLALatent) else 2))
+        if hybrid and isinstance(layer, (SlidingWindow, ChunkedLocal)):
+            swa += tok
+        else:
+            full += tok
+    return full, swa, k_only
+
+
+def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, kv_dtype: DType,
+             state_dtype: DType | None = None) -> Capacity:
+    """SGLang's pool for `kv_bytes` of budget ("rest") per rank: #tokens, K size, concurrency."""
+    full_cell, swa_cell, k_cell = cell_bytes(model.layers, dep.tp, kv_dtype, st)
+    page = st.page_size
+    ratio = st.swa_full_tokens_ratio
+    budget = max(0, kv_bytes)
+    if swa_cell:
+        full_tokens = int(budget // (full_cell + ratio * swa_cell)) // page * page
+        swa_tokens = int(ratio * full_tokens) // page * page
+    else:
+        full_tokens = int(budget // full_cell) // page * page if full_cell else 0
+        swa_tokens = 0
+    windows = [getattr(l, "window", 0) or getattr(l, "chunk", 0) for l in model.layers
+               if isinstance(l, (SlidingWindow, ChunkedLocal))]
+    conc = full_tokens / context if context else 0.0
+    if swa_cell and windows:
+        need = min(context, max(windows) + page)
+        conc = min(conc, swa_tokens / need)
+    rows = full_tokens + page  # buffers carry one padded page (0.4.3: one padded slot)
+    k_size = rows * k_cell / GIB
+    printed = swa_tokens if swa_cell else full_tokens
+    lines = [
+        ("KV budget per GPU (rest)", f"{budget / GIB:.2f} GiB ({budget:,} B)"),
+        ("mem_fraction_static", f"{st.mem_fraction_static:g}"),
+        ("cell per token", f"{full_cell:,} B" + (f" full + {swa_cell:,} B SWA x {ratio:g}" if swa_cell else "")),
+        ("max_total_num_tokens", f"{full_tokens:,}"),
+        ("KV Cache is allocated", f"#tokens: {printed:,}, K size: {k_size:.2f} GB (GiB)"),
+        (f"requests of {context:,} tokens", f"{conc:.2f}"),
+    ]
+    if swa_cell:
+        lines.insert(4, ("SWA pool tokens", f"{swa_tokens:,}"))
+    notes = []
+    if any(isinstance(l, RecurrentState) for l in model.layers):
+        notes.append("recurrent state pools (Mamba) are not modelled for SGLang")
+    return Capacity("sglang", st.version, budget, full_tokens, conc, context, full_cell + swa_cell,
+                    None, page, tuple(lines), tuple(notes))
+
+
+def k_size_gib(tokens: int, model, tp: int, kv_dtype: DType, st: Settings) -> float:
+    """The "K size" SGLang prints for a pool of `tokens` (GB in the log = GiB)."""
+    return (tokens + st.page_size) * cell_bytes(model.layers, tp, kv_dtype, st)[2] / GIB
+
+
+class Sglang:
+    name = "sglang"
+    versions = VERSIONS
+    default_version = DEFAULT_VERSION
+    opts = OPTS
+    settings = staticmethod(settings)
+    capacity = staticmethod(capacity)
+
+    def plan(self, model, gpu, dep, req, st: Settings) -> EngineResult:
+        from kvplan.dtypes import canonical_kv_dtype
+        from kvplan.planner import plan
+
+        # rest = free_before x fraction - weights, with free_before = total - init: as the planner's
+        # "usable x utilisation - weights - overhead" with overhead = init x fraction.
+        r = dataclasses.replace(
+            req, gpu_memory_utilization=st.mem_fraction_static, block_size=st.page_size,
+            overhead_bytes=req.overhead_bytes if req.overhead_bytes is not None
+            else int(st.init_bytes * st.mem_fraction_static))
+        p = plan(model, gpu, dep, r)
+        kv_dtype = r.kv_dtype or canonical_kv_dtype("auto", model.dtype)
+        cap = capacity(model, dep, p.kv_memory_bytes_per_gpu, req.context, req.batch, st, kv_dtype)
+        mc = min(model.max_context, cap.tokens // max(1, req.batch))  # each request holds its tokens
+        p = dataclasses.replace(p, kv_cache_tokens=cap.tokens, max_concurrency=cap.max_concurrency_int,
+                                max_context=mc, max_context_limited_by="model" if mc == model.max_context else "memory",
+                                fits=cap.max_concurrency >= req.batch)
+        return EngineResult(p, cap, st.as_dict())
+
+
+ENGINE = Sglang()

@@ -1,0 +1,325 @@
+"""vLLM: the KV budget of `gpu_worker.determine_available_memory` and the block pool of kv_cache_utils.
+
+Sources (read as released wheels; see docs/engines.md section 1 for line numbers):
+  * budget: `vllm/v1/worker/gpu_worker.py` v0.11.0 L222-300 (total x gmu - weights - torch peak of the
+    profile run - non-torch), v0.20.0+ also minus the CUDA-graph estimate (`vllm/envs.py` v0.20.0 L1725);
+    legacy V0 `vllm/worker/worker.py` v0.6.6 L177-248.
+  * defaults: gpu_memory_utilization 0.90 -> 0.92 in v0.20.0 (`vllm/config/cache.py` v0.19.1 L41,
+    v0.20.0 L66); block 16 (`config/cache.py`), 64 for FlashMLA (`platforms/cuda.py` v0.11.0 L126-182);
+    max_num_batched_tokens / max_num_seqs tiers by GPU size (`engine/arg_utils.py` v0.11.0 L1605-1623,
+    v0.33.0 L2940-3039).
+  * per-layer worst case: `vllm/v1/kv_cache_interface.py` (FullAttentionSpec L83, SlidingWindowSpec
+    L196-215: cdiv(min(W-1+T, len), block) + 1 with T = max_num_batched_tokens, 2 x that from v0.30.0
+    with async scheduling; ChunkedLocalAttentionSpec L174-191; MLAAttentionSpec 576 values per token,
+    not split by tp; MambaSpec one page).
+  * grouping and blocks: `vllm/v1/core/kv_cache_utils.py` v0.11.0 L977 (group size = fewest layers of
+    one kind; v0.33.0 takes the most when max < 1.5 x min), L813-827 (num_blocks = available // page //
+    group_size), L780-795 (blocks per request), L1080 (GPU KV cache size = num_blocks // groups x block
+    through v0.20.0) and v0.20.1 L1706 (int(concurrency x max_model_len)).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from kvplan.dtypes import DType
+from kvplan.engines import (Capacity, EngineResult, cdiv, check_opts, check_version, opt_bool, opt_int,
+                            parse_version)
+from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.layers import ChunkedLocal, FullAttention, MLALatent, NoCache, RecurrentState, SlidingWindow
+
+GIB = 2**30
+VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "0.20.0", "0.20.1", "0.22.0",
+            "0.25.0", "0.30.0", "0.33.0")
+DEFAULT_VERSION = "0.33.0"
+OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling")
+
+# CUDA-graph memory per decoder layer on one rank (an estimate): 0.76 GiB for the 40 layers of
+# Mistral-Small-24B on an H100 (llm-d empirical vLLM 0.11 table, shared/engine_logs.yaml) and
+# "Graph capturing finished ..., took 0.65 GiB" for the 32 layers of a Llama-3.1-8B-size model
+# (github.com/ai-dynamo/aiperf/issues/449): 19.5 and 20.8 MiB per layer.
+CUDAGRAPH_BYTES_PER_LAYER = 20 * 2**20
+
+
+@dataclass(frozen=True)
+class VllmRules:
+    """Slots one request of seq_len tokens is allocated per layer: vLLM's max_memory_usage_bytes / page."""
+
+    max_in_flight_tokens: int  # T in the sliding-window bound
+    name = "vllm"
+
+    def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
+        if seq_len <= 0:
+            return 0
+        if isinstance(layer, SlidingWindow):
+            return (cdiv(min(layer.window - 1 + self.max_in_flight_tokens, seq_len), block) + 1) * block
+        if isinstance(layer, ChunkedLocal):
+            return cdiv(min(layer.chunk + self.max_in_flight_tokens, seq_len), block) * block
+        if isinstance(layer, (FullAttention, MLALatent)):
+            return cdiv(seq_len, block) * block
+        return 0
+
+
+@dataclass(frozen=True)
+class Settings:
+    version: str
+    gpu_memory_utilization: float
+    block_size: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    cudagraphs: bool  # CUDA-graph memory subtracted from the budget (v0.20.0+ unless enforce_eager)
+    async_scheduling: bool  # doubles the sliding-window in-flight term from v0.30.0
+    v1: bool  # the V1 engine (default from v0.8.0)
+
+    @property
+    def v(self) -> tuple[int, ...]:
+        return parse_version(self.version)
+
+    @property
+    def in_flight_tokens(self) -> int:
+        if self.v >= (0, 30, 0) and self.async_scheduling:
+            return 2 * self.max_num_batched_tokens
+        return self.max_num_batched_tokens
+
+    def as_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "in_flight_tokens": self.in_flight_tokens}
+
+
+def _big_gpu(gpu) -> bool:
+    """vLLM's large-GPU tier: >= 70 GiB and not an A100 (arg_utils v0.11.0 L1605-1623)."""
+    return gpu.memory_usable_bytes >= 70 * GIB and "a100" not in gpu.key
+
+
+def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Settings:
+    """vLLM's defaults for this GPU and release (`vllm serve`), overridden by flags and --engine-opt."""
+    opts = dict(opts or {})
+    explicit = explicit or {}
+    check_opts("vllm", opts, OPTS)
+    version = check_version("vllm", version, VERSIONS, DEFAULT_VERSION)
+    v = parse_version(version)
+    v1 = v >= (0, 8, 0)
+    gmu = explicit.get("gpu_memory_utilization") or (0.92 if v >= (0, 20, 0) else 0.90)
+    has_mla = any(isinstance(l, MLALatent) for l in model.layers)
+    block = explicit.get("block_size") or (64 if has_mla and v1 else 16)  # FlashMLA forces 64
+    if not v1:
+        mnbt = max(req.context, 2048)  # V0 without chunked prefill profiles a max_model_len batch
+    elif v < (0, 11, 0):
+        mnbt = 2048  # OpenAI server default before the GPU tiers
+    elif v >= (0, 33, 0) and gpu.memory_usable_bytes >= 160 * GIB:
+        mnbt = 16384
+    else:
+        mnbt = 8192 if _big_gpu(gpu) else 2048
+    seqs = (1024 if _big_gpu(gpu) else 256) if v >= (0, 11, 0) else 256
+    mnbt = opt_int(opts, "max_num_batched_tokens", mnbt)
+    seqs = opt_int(opts, "max_num_seqs", min(seqs, mnbt) if v >= (0, 11, 0) else seqs)
+    eager = opt_bool(opts, "enforce_eager", False)
+    if mnbt < 1 or seqs < 1:
+        raise KvplanError("max_num_batched_tokens and max_num_seqs must be at least 1", EXIT_USAGE)
+    kv = req.kv_dtype
+    if kv is not None and kv.block_elems > 1:
+        raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
+    return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
+                    opt_bool(opts, "async_scheduling", True), v1)
+
+
+# --- the block pool -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Bucket:
+    kind: str  # full | sliding | chunked | mamba
+    span: int  # window or chunk; 0 otherwise
+    page: int  # bytes of one block of one layer (after page unification)
+    layers: int
+    groups: int  # kv-cache groups this bucket becomes
+
+
+@dataclass(frozen=True)
+class Pool:
+    """vLLM's grouped layout for one rank: buckets of identical specs split into equal-size groups."""
+
+    buckets: tuple[_Bucket, ...]
+    group_size: int
+    block_size: int
+    bytes_per_block: int  # one block id across the group_size layer slots
+    uniform: bool  # one group of all layers (plain models)
+
+    @property
+    def num_groups(self) -> int:
+        return sum(b.groups for b in self.buckets)
+
+    def blocks_per_request(self, length: int, st: Settings) -> int:
+        """Blocks one request of `length` tokens needs, summed over groups (kv_cache_utils v0.11 L780)."""
+        total = 0
+        blk = self.block_size
+        for b in self.buckets:
+            if b.kind == "full":
+                n = cdiv(length, blk)
+            elif b.kind == "sliding":
+                n = cdiv(min(b.span - 1 + st.in_flight_tokens, length), blk) + 1
+            elif b.kind == "chunked":
+                n = cdiv(min(b.span + st.in_flight_tokens, length), blk)
+            else:
+                n = 1
+            total += n * (1 if self.uniform else b.groups)
+        return total
+
+    def layer_bytes(self, length: int, st: Settings) -> int:
+        """Sum over real layers of max_memory_usage_bytes (what estimate_max_model_len compares)."""
+        blk = self.block_size
+        total = 0
+        for b in self.buckets:
+            one = _Bucket(b.kind, b.span, b.page, 1, 1)
+            n = Pool((one,), 1, blk, b.page, True).blocks_per_request(length, st)
+            total += n * b.page * b.layers
+        return total
+
+
+def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Settings) -> Pool:
+    block = st.block_size
+    specs: dict[tuple, int] = {}
+    per_token: dict[tuple, int] = {}
+    mamba_bytes = 0
+    for layer in layers:
+        if isinstance(layer, NoCache):
+            continue
+        if isinstance(layer, RecurrentState):
+            nbytes = state_dtype.bytes_for(layer.state_elements(tp))
+            key = ("mamba", 0, nbytes)
+            mamba_bytes = max(mamba_bytes, nbytes)
+        else:
+            tok = kv_dtype.bytes_for(layer.elements_per_token(tp))
+            if not st.v1 or isinstance(layer, (FullAttention, MLALatent)):
+                key = ("full", 0, tok)  # V0 had no sliding-window pool: every layer is full
+            elif isinstance(layer, SlidingWindow):
+                key = ("sliding", layer.window, tok)
+            else:
+                key = ("chunked", layer.chunk, tok)
+            per_token[key] = tok
+        specs[key] = specs.get(key, 0) + 1
+    if not specs:
+        return Pool((), 1, block, 0, True)
+    attn_tok = max(per_token.values(), default=0)
+    if mamba_bytes and attn_tok:
+        # Hybrid Mamba: the attention block grows until its page covers the Mamba state
+        # (model_executor/models/config.py v0.11.0 L314-400); the Mamba page is padded to it.
+        block = max(block, 16 * cdiv(mamba_bytes, 16 * attn_tok))
+    kinds = {k[0] for k in specs}
+    if kinds == {"full"}:
+        # One group (UniformTypeKVCacheSpecs when shapes differ): a block id spans every layer.
+        page_sum = sum(block * k[2] * n for k, n in specs.items())
+        b = _Bucket("full", 0, page_sum, sum(specs.values()), 1)
+        return Pool((b,), sum(specs.values()), block, page_sum, True)
+    counts = list(specs.values())
+    lo, hi = min(counts), max(counts)
+    group_size = hi if (parse_version(st.version) >= (0, 33, 0) and hi < 1.5 * lo) else lo
+    page = max(block * attn_tok, mamba_bytes)
+    buckets = tuple(_Bucket(k[0], k[1], page, n, cdiv(n, group_size)) for k, n in specs.items())
+    return Pool(buckets, group_size, block, group_size * page, False)
+
+
+def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,
+             state_dtype: DType) -> Capacity:
+    """vLLM's printed figures for a per-rank KV budget (`kv_bytes`: one int, or one per pipeline stage)."""
+    from kvplan.planner import split_layers
+
+    ranges = split_layers(model.num_layers, dep.pp)
+    budgets = list(kv_bytes) if isinstance(kv_bytes, (list, tuple)) else [kv_bytes] * len(ranges)
+    pools = [build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st) for a, b in ranges]
+    # Every worker sizes its own pool; the engine keeps the minimum (kv_cache_utils v0.11.0 L1286).
+    blocks = min((max(0, kv) // p.bytes_per_block if p.bytes_per_block else 0) for kv, p in zip(budgets, pools))
+    pool = pools[0]
+    per_req = max(p.blocks_per_request(context, st) for p in pools)
+    v = parse_version(st.version)
+    if v < (0, 8, 0):
+        conc = blocks * pool.block_size / context  # V0 / early V1: tokens / max_model_len
+        tokens = blocks * pool.block_size
+    else:
+        conc = blocks / per_req if per_req else 0.0
+        tokens = (blocks // pool.num_groups) * pool.block_size if v <= (0, 20, 0) else int(conc * context)
+    bpt = max(sum(kv_dtype.bytes_for(l.elements_per_token(dep.tp)) for l in model.layers[a:b]) for a, b in ranges)
+    lines = [
+        ("KV budget per GPU", f"{min(budgets) / GIB:.2f} GiB ({min(budgets):,} B)"),
+        ("block (page) size", f"{pool.block_size} tokens"),
+        ("groups x layers per group", f"{pool.num_groups} x {pool.group_size}"),
+        ("bytes per block id", f"{pool.bytes_per_block:,} B"),
+        ("num_gpu_blocks", f"{blocks:,}"),
+        (f"blocks per {context:,}-token request", f"{per_req:,}"),
+        ("GPU KV cache size", f"{tokens:,} tokens"),
+        (f"Maximum concurrency for {context:,} tokens per request", f"{conc:.2f}x"),
+    ]
+    notes = []
+    if any(b.kind == "mamba" for b in pool.buckets):
+        notes.append("hybrid Mamba layout approximated (state page padded to the attention page)")
+    return Capacity("vllm", st.version, min(budgets), tokens, conc, context, bpt, blocks, pool.block_size,
+                    tuple(lines), tuple(notes))
+
+
+def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, state_dtype) -> int:
+    """Longest length whose `batch` requests fit the block pool (monotone: binary search)."""
+    from kvplan.planner import split_layers
+
+    pools = [build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
+             for a, b in split_layers(model.num_layers, dep.pp)]
+
+    def fits(n: int) -> bool:
+        return all(batch * p.blocks_per_request(n, st) <= cap.blocks for p in pools)
+
+    limit = model.max_context
+    if fits(limit):
+        return limit
+    lo, hi = 0, limit
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def overhead(model, dep, st: Settings) -> tuple[int, dict]:
+    """Per-GPU non-KV memory vLLM subtracts besides the weights (an estimate, documented per term)."""
+    from kvplan.planner import NCCL_BYTES, NON_TORCH_BYTES, activation_estimate, split_layers
+
+    act = activation_estimate(model, dep.tp, tokens=st.max_num_batched_tokens, max_seqs=st.max_num_seqs)
+    non_torch = NON_TORCH_BYTES + (NCCL_BYTES if dep.gpus > 1 else 0)
+    layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
+    graphs = CUDAGRAPH_BYTES_PER_LAYER * layers if st.cudagraphs else 0
+    return act + non_torch + graphs, {"activation_peak": act, "non_torch": non_torch, "cudagraphs": graphs}
+
+
+class Vllm:
+    name = "vllm"
+    versions = VERSIONS
+    default_version = DEFAULT_VERSION
+    opts = OPTS
+
+    settings = staticmethod(settings)
+    capacity = staticmethod(capacity)
+    overhead = staticmethod(overhead)
+
+    def plan(self, model, gpu, dep, req, st: Settings) -> EngineResult:
+        from kvplan.dtypes import canonical_kv_dtype
+        from kvplan.planner import plan
+
+        over, parts = overhead(model, dep, st)
+        r = dataclasses.replace(
+            req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
+            overhead_bytes=req.overhead_bytes if req.overhead_bytes is not None else over,
+            rules=VllmRules(st.in_flight_tokens))
+        p = plan(model, gpu, dep, r)
+        kv_dtype = r.kv_dtype or canonical_kv_dtype("auto", model.dtype)
+        state_dtype = r.state_dtype or canonical_kv_dtype("auto", model.dtype)
+        cap = capacity(model, dep, [s.kv_memory_bytes for s in p.stages], req.context, req.batch, st,
+                       kv_dtype, state_dtype)
+        mc = max_context(model, dep, cap, req.batch, st, kv_dtype, state_dtype)
+        notes = list(cap.notes)
+        if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
+            notes.append(f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}")
+        cap = dataclasses.replace(cap, notes=tuple(notes))
+        fits = cap.blocks > 0 and cap.max_concurrency >= req.batch
+        p = dataclasses.replace(p, kv_cache_tokens=cap.tokens, max_concurrency=cap.max_concurrency_int,
+                                max_context=mc, max_context_limited_by="model" if mc == model.max_context else "memory",
+                                fits=fits)
+        return EngineResult(p, cap, {**st.as_dict(), **{f"overhead_{k}": v for k, v in parts.items()}})
+
+
+ENGINE = Vllm()

@@ -1,0 +1,1 @@
+"""Engine start-up logs: parse them (parse.py) and reconcile their numbers with kvplan's (reconcile.py)."""

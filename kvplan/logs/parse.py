@@ -1,0 +1,211 @@
+"""Reading engine start-up logs: which engine, which model and settings, and every number it printed.
+
+Pure text in, a LogRecord out. The patterns are the log lines each engine prints (docs/engines.md
+sections 1.5, 2.4 and 4.5 name the source line of each); numbers keep the decimals they were
+printed with, so the reconciliation can say which true values a rounded figure allows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from kvplan.errors import EXIT_USAGE, KvplanError
+
+
+@dataclass(frozen=True)
+class Num:
+    """A printed number: its value and the decimals it was printed with (the rounding it carries)."""
+
+    value: float
+    decimals: int
+    text: str
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        half = 0.5 * 10 ** -self.decimals
+        return self.value - half, self.value + half
+
+
+def _num(text: str) -> Num:
+    t = text.replace(",", "")
+    return Num(float(t), len(t.split(".")[1]) if "." in t else 0, text)
+
+
+@dataclass
+class LogRecord:
+    engine: str
+    version: str | None = None
+    model: str | None = None
+    architecture: str | None = None
+    tp: int | None = None
+    settings: dict = field(default_factory=dict)  # gpu_memory_utilization, max_model_len, kv_cache_dtype, ...
+    reported: dict = field(default_factory=dict)  # name -> Num
+    layers: list = field(default_factory=list)  # llama.cpp: (n_embd_k, n_embd_v) per layer when printed
+    era: str = ""  # which log format was seen (for versionless logs)
+
+
+def detect_engine(text: str) -> str | None:
+    if re.search(r"KV Cache is allocated|Load weight end|sglang", text):
+        return "sglang"
+    if re.search(r"llama_kv_cache|llama_new_context|llama_context:|llama_model_load|kv self size|KV self size|"
+                 r"llama_init_from|print_info:", text):
+        return "llama.cpp"
+    if re.search(r"vLLM|vllm|GPU KV cache size|GPU blocks|Available KV cache memory|Model loading took|"
+                 r"Loading model weights took|Maximum concurrency for", text):
+        return "vllm"
+    return None
+
+
+def _first(pattern: str, text: str, flags=0):
+    m = re.search(pattern, text, flags)
+    return m
+
+
+def fixture_meta(text: str) -> dict[str, str]:
+    """`#kvplan: model=X gpu=Y` header lines of a test fixture (what the issue stated beside the log)."""
+    meta: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("#kvplan:"):
+            for item in line[8:].split():
+                k, _, v = item.partition("=")
+                meta[k] = v
+    return meta
+
+
+def parse_log(text: str) -> LogRecord:
+    text = "\n".join(l for l in text.splitlines() if not l.startswith(("#|", "#kvplan:")))
+    engine = detect_engine(text)
+    if engine is None:
+        raise KvplanError("not a vLLM, SGLang or llama.cpp start-up log (no line kvplan recognises)", EXIT_USAGE)
+    rec = LogRecord(engine)
+    {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp}[engine](text, rec)
+    if not rec.reported:
+        raise KvplanError(f"found {engine} lines but no KV-cache figures to check", EXIT_USAGE)
+    return rec
+
+
+def _vllm(text: str, rec: LogRecord) -> None:
+    r, s = rec.reported, rec.settings
+    for pat in (r"vLLM API server version (\S+)", r"LLM engine \(v(\d[\w.+-]*)\)", r"█\s+version (\d[\w.+-]*)"):
+        m = _first(pat, text)
+        if m:
+            rec.version = m.group(1)
+            break
+    for pat in (r"model='([^']+)'", r"'model': '([^']+)'", r"█\s+model\s+(\S+)", r"vllm serve (\S+)",
+                r"Starting to load model (\S+?)\.\.\.", r"--model[= ](\S+)"):
+        m = _first(pat, text)
+        if m:
+            rec.model = m.group(1)
+            break
+    m = _first(r"tensor[_-]parallel[_-]size['\"]?[=:]?\s*(\d+)", text)
+    rec.tp = int(m.group(1)) if m else None
+    for key, pat in (("gpu_memory_utilization", r"gpu[_-]memory[_-]utilization['\"]?[=:\s]+([\d.]+)"),
+                     ("kv_cache_dtype", r"kv[_-]cache[_-]dtype['\"]?[=:\s]+'?(\w+)"),
+                     ("block_size", r"'block_size': (\d+)|block[_-]size[= ](\d+)"),
+                     ("max_model_len", r"max_seq_len=(\d+)|'max_model_len': (\d+)|Using max model len (\d+)|"
+                                       r"max[_-]model[_-]len[= ](\d+)"),
+                     ("max_num_batched_tokens", r"max[_-]num[_-]batched[_-]tokens['\"]?[=:\s]+(\d+)"),
+                     ("total_gpu_memory_gib", r"total_gpu_memory=([\d.]+)GiB")):
+        m = _first(pat, text)
+        if m:
+            val = next(g for g in m.groups() if g is not None)
+            s[key] = val if key == "kv_cache_dtype" else (_num(val) if "." in val else int(val))
+    for key, pat in (("model_loading_gib", r"Model loading took ([\d.]+) GiB|Loading model weights took ([\d.]+) GB"),
+                     ("available_kv_gib", r"Available KV cache memory: ([\d.]+) GiB|kv_cache_size=([\d.]+)GiB"),
+                     ("gpu_blocks", r"# GPU blocks: (\d+)|GPU blocks: (\d+)|num_gpu_blocks is: (\d+)"),
+                     ("cpu_blocks", r"# CPU blocks: (\d+)"),
+                     ("kv_cache_tokens", r"GPU KV cache size: ([\d,]+) tokens|stored in KV cache \((\d+)\)"),
+                     ("cudagraph_gib", r"Graph capturing finished in .*?took ([\d.]+) GiB"),
+                     ("non_torch_gib", r"non_torch_memory=([\d.]+)GiB"),
+                     ("peak_torch_gib", r"peak_torch_memory=([\d.]+)GiB")):
+        m = _first(pat, text)
+        if m:
+            r[key] = _num(next(g for g in m.groups() if g is not None))
+    m = _first(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", text)
+    if m:
+        r["max_concurrency"] = _num(m.group(2))
+        s.setdefault("max_model_len", int(m.group(1).replace(",", "")))
+    if "max_model_len" not in s:
+        m = _first(r"max seq len \((\d+)\)", text)
+        if m:
+            s["max_model_len"] = int(m.group(1))
+    if re.search(r"Memory profiling results|# CPU blocks", text):
+        rec.era = "v0"
+    elif re.search(r"# GPU blocks: |Loading model weights took", text):
+        rec.era = "v1-early"  # V1 before "GPU KV cache size" (v0.7.x)
+    else:
+        rec.era = "v1"
+
+
+def _sglang(text: str, rec: LogRecord) -> None:
+    r, s = rec.reported, rec.settings
+    m = _first(r"Load weight end\..*?type=(\w+).*?avail mem=([\d.]+) GB, mem usage=([\d.]+) GB", text)
+    if m:
+        rec.architecture = m.group(1)
+        r["avail_after_weights_gb"], r["weights_mem_usage_gb"] = _num(m.group(2)), _num(m.group(3))
+    m = _first(r"KV Cache is allocated\. (?:dtype: (\S+), )?#tokens: (\d+), K size: ([\d.]+) GB, V size: ([\d.]+) GB", text)
+    if m:
+        if m.group(1):
+            s["kv_cache_dtype"] = m.group(1).rstrip(",").replace("torch.", "")
+        r["kv_tokens"], r["k_size_gb"], r["v_size_gb"] = _num(m.group(2)), _num(m.group(3)), _num(m.group(4))
+    m = _first(r"Memory pool end\. avail mem=([\d.]+) GB", text)
+    if m:
+        r["avail_after_pool_gb"] = _num(m.group(1))
+    m = _first(r"max_total_num_tokens=(\d+), chunked_prefill_size=(-?\d+), max_prefill_tokens=(\d+), "
+               r"max_running_requests=(\d+), context_len=(\d+)", text)
+    if m:
+        r["max_total_num_tokens"], r["max_running_requests"] = _num(m.group(1)), _num(m.group(4))
+        s["chunked_prefill_size"], s["context_len"] = int(m.group(2)), int(m.group(5))
+    m = _first(r"mem[_-]fraction[_-]static[= ]([\d.]+)", text)
+    if m:
+        s["mem_fraction_static"] = float(m.group(1))
+    m = _first(r"(?:model_path='|--model(?:-path)? )([^'\s]+)", text)
+    if m:
+        rec.model = m.group(1)
+    ranks = {int(x) for x in re.findall(r"\bTP(\d+)\]", text)}
+    m = _first(r"(?:tp_size=|--tp(?:-size)? )(\d+)", text)
+    rec.tp = int(m.group(1)) if m else (max(ranks) + 1 if ranks else None)
+    m = _first(r"sglang(?:==|\s+version\s+|:v?)(\d[\w.]*)", text)
+    if m:
+        rec.version = m.group(1)
+
+
+def _llamacpp(text: str, rec: LogRecord) -> None:
+    r, s = rec.reported, rec.settings
+    for key, pat in (("kv_size", r"kv_size = (\d+)"), ("n_ctx", r"\bn_ctx\s+=\s+(\d+)"),
+                     ("n_layer", r"\bn_layer\s*=\s*(\d+)"), ("n_embd", r"\bn_embd\s+=\s+(\d+)"),
+                     ("n_ctx_slot", r"n_ctx_slot = (\d+)"), ("n_seq_max", r"n_seq_max\s*=\s*(\d+)"),
+                     ("n_embd_k_gqa", r"print_info: n_embd_k_gqa\s*=\s*(\d+)"),
+                     ("n_embd_v_gqa", r"print_info: n_embd_v_gqa\s*=\s*(\d+)")):
+        m = _first(pat, text)
+        if m:
+            s[key] = int(m.group(1))
+    m = _first(r"type_k = '(\w+)', type_v = '(\w+)'", text)
+    if m:
+        s["type_k"], s["type_v"] = m.group(1), m.group(2)
+    rec.layers = [(int(k), int(v)) for _, k, v in
+                  re.findall(r"layer\s+(\d+): n_embd_k_gqa = (\d+), n_embd_v_gqa = (\d+)", text)]
+    m = _first(r"kv self size\s*=\s*([\d.]+) MB", text)
+    if m:
+        r["kv_self_mib"] = _num(m.group(1))
+        rec.era = "2023"
+    m = _first(r"KV self size\s*=\s*([\d.]+) MiB, K \((\w+)\):\s*([\d.]+) MiB, V \((\w+)\):\s*([\d.]+) MiB", text)
+    if m:
+        r["kv_self_mib"], r["k_mib"], r["v_mib"] = _num(m.group(1)), _num(m.group(3)), _num(m.group(5))
+        s.setdefault("type_k", m.group(2))
+        s.setdefault("type_v", m.group(4))
+        rec.era = "2024"
+    m = _first(r"size = ([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)(?:/(\d+))? seqs\), "
+               r"K \((\w+)\):\s*([\d.]+) MiB, V \((\w+)\):\s*([\d.]+) MiB", text)
+    if m:
+        r["kv_self_mib"], r["k_mib"], r["v_mib"] = _num(m.group(1)), _num(m.group(7)), _num(m.group(9))
+        r["cells"] = _num(m.group(2))
+        s["n_layer_kv"], s["n_seq_max"] = int(m.group(3)), int(m.group(4))
+        s["n_stream"] = int(m.group(5) or 1)
+        s.setdefault("type_k", m.group(6))
+        s.setdefault("type_v", m.group(8))
+        rec.era = "2025"
+    bufs = re.findall(r"(\w+) KV buffer size =\s*([\d.]+) MiB", text)
+    for dev, mib in bufs:
+        r[f"kv_buffer_{dev}_mib"] = _num(mib)

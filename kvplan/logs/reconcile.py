@@ -1,0 +1,321 @@
+"""Reconciling a start-up log with kvplan: each printed number next to kvplan's, with the difference.
+
+Rounded figures are handled as intervals: "Available KV cache memory: 28.20 GiB" means a budget in
+[28.195, 28.205) GiB, so kvplan reports the range of tokens and concurrency that interval allows and
+says whether the engine's printed number lies in it. Where the engine prints an exact count (vLLM's
+block count, SGLang's #tokens) the check from it is exact. From the log's budget, kvplan infers the
+engine's non-KV overhead and shows what the same deployment holds at other contexts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.logs.parse import LogRecord, Num
+
+GIB = 2**30
+MIB = 2**20
+WHATIF_CONTEXTS = (4096, 8192, 32768, 131072)
+
+
+@dataclass(frozen=True)
+class Row:
+    quantity: str
+    reported: str
+    predicted: str
+    diff: str
+    ok: bool | None = None  # None: shown, not judged
+    error: float | None = None  # signed relative error (kvplan - engine) / engine
+
+
+@dataclass
+class Reconciliation:
+    engine: str
+    version: str
+    model: str | None
+    gpu: str | None
+    rows: list = field(default_factory=list)
+    whatif: list = field(default_factory=list)  # (label, value)
+    notes: list = field(default_factory=list)
+
+
+def _rel(pred: float, rep: float) -> tuple[str, float | None]:
+    if not rep:
+        return "-", None
+    e = (pred - rep) / rep
+    return f"{e * 100:+.2f}%", e
+
+
+def _dtype(name: str | None, model):
+    from kvplan.dtypes import canonical_kv_dtype
+
+    return canonical_kv_dtype(name or "auto", model.dtype if model else "bf16")
+
+
+def reconcile(rec: LogRecord, model=None, gpu=None, version: str | None = None, kv_dtype: str | None = None,
+              tp: int | None = None) -> Reconciliation:
+    fn = {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp}[rec.engine]
+    return fn(rec, model, gpu, version, kv_dtype, tp)
+
+
+# --- vLLM -----------------------------------------------------------------------------------------
+
+def _vllm(rec, model, gpu, version, kv_name, tp):
+    from kvplan.engines import vllm
+    from kvplan.planner import Deployment, Request, plan
+
+    s, r = rec.settings, rec.reported
+    version = version or rec.version or {"v0": "0.6.6", "v1-early": "0.7.0"}.get(rec.era, "0.11.0")
+    out = Reconciliation("vllm", version, model.name if model else rec.model, gpu.key if gpu else None)
+    if not rec.version:
+        out.notes.append(f"the log does not name its vLLM version; modelled as {version} ({rec.era} log format)")
+    length = s.get("max_model_len") or (model.max_context if model else None)
+    if length is None:
+        raise KvplanError("the log does not show max_model_len; pass --model", EXIT_USAGE)
+    tp = tp or rec.tp or 1
+    dep = Deployment(tp, 1)
+    total = s.get("total_gpu_memory_gib")
+    if gpu is None and isinstance(total, Num):
+        gpu = SimpleNamespace(key="log", name="GPU from the log", memory_usable_bytes=int(total.value * GIB),
+                              bandwidth_bytes_per_s=1)
+        out.gpu = f"{total.text} GiB (from the log)"
+    elif gpu is not None and isinstance(total, Num):
+        out.notes.append(f"the log says total_gpu_memory={total.text} GiB; kvplan's {gpu.key} profile has "
+                         f"{gpu.memory_usable_bytes / GIB:.2f} GiB")
+    gmu = s.get("gpu_memory_utilization")
+    gmu = gmu.value if isinstance(gmu, Num) else gmu
+    explicit = {"gpu_memory_utilization": gmu, "block_size": s.get("block_size")}
+    v = vllm.parse_version(version)
+    if model is None:
+        _vllm_model_free(out, r, length, s.get("block_size") or 16, v)
+        out.notes.append("no model given (--model): only the engine's own arithmetic between its printed numbers is checked")
+        return out
+    hint = (rec.model or "").lower()
+    wdt = "fp8" if "fp8" in hint else ("int4" if ("awq" in hint or "gptq" in hint) else None)
+    if wdt and model.quantization.method != wdt:
+        out.notes.append(f"the log's checkpoint {rec.model} is {wdt}: weights counted as {wdt}")
+    else:
+        wdt = None
+    req = Request(context=length, kv_dtype=_dtype(kv_name or s.get("kv_cache_dtype"), model), weight_dtype=wdt)
+    stand_in = gpu or SimpleNamespace(key="unknown", memory_usable_bytes=80 * GIB, bandwidth_bytes_per_s=1)
+    st = vllm.settings(model, stand_in, dep, req, version, {}, explicit)
+    res = vllm.ENGINE.plan(model, stand_in, dep, req, st)
+    p = res.plan
+    kvd, std = req.kv_dtype, req.kv_dtype
+    if "model_loading_gib" in r:
+        rep = r["model_loading_gib"].value * GIB
+        d, e = _rel(p.weight_bytes_per_gpu, rep)
+        out.rows.append(Row("weights per GPU (Model loading took)", f"{r['model_loading_gib'].text} GiB",
+                            f"{p.weight_bytes_per_gpu / GIB:.4f} GiB", d, abs(e) <= 0.02 if e is not None else None, e))
+    if "available_kv_gib" in r and gpu is not None:
+        rep = r["available_kv_gib"].value * GIB
+        d, e = _rel(p.kv_memory_bytes_per_gpu, rep)
+        out.rows.append(Row(f"available KV memory (gmu {st.gpu_memory_utilization:g})", f"{r['available_kv_gib'].text} GiB",
+                            f"{p.kv_memory_bytes_per_gpu / GIB:.2f} GiB", d, abs(e) <= 0.05, e))
+        if "model_loading_gib" in r:
+            inferred = gpu.memory_usable_bytes * st.gpu_memory_utilization - r["model_loading_gib"].value * GIB - rep
+            ours = res.settings
+            est = ours["overhead_activation_peak"] + ours["overhead_non_torch"] + ours["overhead_cudagraphs"]
+            d, e = _rel(est, inferred)
+            out.rows.append(Row("non-KV overhead (total x gmu - weights - KV)", f"{inferred / GIB:.2f} GiB (inferred)",
+                                f"{est / GIB:.2f} GiB (estimate)", d, None, e))
+    pool = vllm.build_pool(model.layers, tp, kvd, std, st)
+    budget = None
+    if "available_kv_gib" in r:
+        lo, hi = r["available_kv_gib"].interval
+        c_lo = vllm.capacity(model, dep, int(math.ceil(lo * GIB)), length, 1, st, kvd, std)
+        c_hi = vllm.capacity(model, dep, int(math.ceil(hi * GIB)) - 1, length, 1, st, kvd, std)
+        budget = int(r["available_kv_gib"].value * GIB)
+        _range_rows(out, r, c_lo, c_hi, "from the printed budget")
+    if "gpu_blocks" in r:
+        blocks = int(r["gpu_blocks"].value)
+        budget = blocks * pool.bytes_per_block
+        cap = vllm.capacity(model, dep, budget, length, 1, st, kvd, std)
+        _exact_rows(out, r, cap, "from # GPU blocks")
+    elif "kv_cache_tokens" in r and budget is None:
+        blocks = int(r["kv_cache_tokens"].value) // pool.block_size
+        budget = blocks * pool.bytes_per_block
+    if budget:
+        for ctx in sorted({length, *[c for c in WHATIF_CONTEXTS if c <= model.max_context]}):
+            cap = vllm.capacity(model, dep, budget, ctx, 1, st, kvd, std)
+            out.whatif.append((f"at {ctx:,} tokens per request", f"{cap.tokens:,} tokens, concurrency {cap.max_concurrency:.2f}x"))
+        cap = vllm.capacity(model, dep, budget, length, 1, st, kvd, std)
+        for b in (1, 8, 32):
+            out.whatif.append((f"longest context for {b} concurrent", f"{vllm.max_context(model, dep, cap, b, st, kvd, std):,} tokens"))
+    return out
+
+
+def _range_rows(out, r, c_lo, c_hi, how):
+    if "kv_cache_tokens" in r:
+        rep = int(r["kv_cache_tokens"].value)
+        ok = c_lo.tokens <= rep <= c_hi.tokens
+        mid = (c_lo.tokens + c_hi.tokens) / 2
+        out.rows.append(Row(f"KV cache tokens ({how})", f"{rep:,}", f"{c_lo.tokens:,} .. {c_hi.tokens:,}",
+                            "in range" if ok else f"{rep - mid:+,.0f}", ok, (mid - rep) / rep if rep else None))
+    if "gpu_blocks" in r:
+        rep = int(r["gpu_blocks"].value)
+        ok = c_lo.blocks <= rep <= c_hi.blocks
+        out.rows.append(Row(f"GPU blocks ({how})", f"{rep:,}", f"{c_lo.blocks:,} .. {c_hi.blocks:,}",
+                            "in range" if ok else "outside", ok, None))
+    if "max_concurrency" in r:
+        rep = r["max_concurrency"]
+        lo, hi = round(c_lo.max_concurrency, 2), round(c_hi.max_concurrency, 2)
+        ok = lo <= rep.value <= hi
+        out.rows.append(Row(f"max concurrency ({how})", f"{rep.text}x", f"{lo:.2f}x .. {hi:.2f}x",
+                            "in range" if ok else "outside", ok, None))
+
+
+def _exact_rows(out, r, cap, how):
+    if "kv_cache_tokens" in r:
+        rep = int(r["kv_cache_tokens"].value)
+        out.rows.append(Row(f"KV cache tokens ({how})", f"{rep:,}", f"{cap.tokens:,}", f"{cap.tokens - rep:+,}",
+                            cap.tokens == rep, (cap.tokens - rep) / rep if rep else None))
+    if "max_concurrency" in r:
+        rep = r["max_concurrency"]
+        pred = f"{cap.max_concurrency:.{rep.decimals}f}"
+        out.rows.append(Row(f"max concurrency ({how})", f"{rep.text}x", f"{pred}x", "exact" if pred == rep.text else
+                            f"{float(pred) - rep.value:+.2f}", pred == rep.text, None))
+
+
+def _vllm_model_free(out, r, length, block, v):
+    from kvplan.engines import cdiv
+
+    if "gpu_blocks" in r:
+        blocks = int(r["gpu_blocks"].value)
+    elif "kv_cache_tokens" in r and "max_concurrency" in r:
+        blocks = int(r["kv_cache_tokens"].value) // block  # the tokens are whole blocks
+        r = {k: v for k, v in r.items() if k != "kv_cache_tokens"}
+    else:
+        return
+    tokens = blocks * block
+    conc = tokens / length if v < (0, 8, 0) else blocks / cdiv(length, block)
+    cap = SimpleNamespace(tokens=tokens, max_concurrency=conc)
+    _exact_rows(out, r, cap, f"{blocks:,} blocks x {block}, one group")
+
+
+# --- SGLang ---------------------------------------------------------------------------------------
+
+def _sglang(rec, model, gpu, version, kv_name, tp):
+    from kvplan.engines import sglang
+    from kvplan.planner import Deployment, Request, plan
+
+    s, r = rec.settings, rec.reported
+    version = version or rec.version or sglang.DEFAULT_VERSION
+    out = Reconciliation("sglang", version, model.name if model else (rec.model or rec.architecture),
+                         gpu.key if gpu else None)
+    if model is None:
+        raise KvplanError(f"the log names only {rec.architecture or 'no model'}; pass --model to check it", EXIT_USAGE)
+    tp = tp or rec.tp or 1
+    dep = Deployment(tp, 1)
+    ctx = s.get("context_len") or model.max_context
+    req = Request(context=ctx, kv_dtype=_dtype(kv_name or s.get("kv_cache_dtype"), model))
+    stand_in = gpu or SimpleNamespace(key="unknown", memory_usable_bytes=80 * GIB, bandwidth_bytes_per_s=1)
+    opts = {"mem_fraction_static": str(s["mem_fraction_static"])} if "mem_fraction_static" in s else {}
+    st = sglang.settings(model, stand_in, dep, req, version, opts, {})
+    if "mem_fraction_static" not in s:
+        out.notes.append(f"mem_fraction_static not in the log; {st.mem_fraction_static:g} is the {version} default"
+                         + ("" if gpu else " for an assumed 80 GiB GPU (pass --gpu)"))
+    p = plan(model, stand_in, dep, Request(context=ctx, kv_dtype=req.kv_dtype))
+    kvd = req.kv_dtype
+    if "weights_mem_usage_gb" in r:
+        rep = r["weights_mem_usage_gb"].value * GIB
+        d, e = _rel(p.weight_bytes_per_gpu, rep)
+        out.rows.append(Row("weights per GPU (Load weight end: mem usage)", f"{r['weights_mem_usage_gb'].text} GB",
+                            f"{p.weight_bytes_per_gpu / GIB:.2f} GiB", d, abs(e) <= 0.02, e))
+    f = st.mem_fraction_static
+    budget = None
+    if "avail_after_weights_gb" in r and "weights_mem_usage_gb" in r:
+        a_lo, a_hi = r["avail_after_weights_gb"].interval
+        u_lo, u_hi = r["weights_mem_usage_gb"].interval
+        lo, hi = (a_lo * f - u_hi * (1 - f)) * GIB, (a_hi * f - u_lo * (1 - f)) * GIB
+        c_lo = sglang.capacity(model, dep, int(math.ceil(lo)), ctx, 1, st, kvd)
+        c_hi = sglang.capacity(model, dep, int(math.ceil(hi)) - 1, ctx, 1, st, kvd)
+        budget = int((r["avail_after_weights_gb"].value * f - r["weights_mem_usage_gb"].value * (1 - f)) * GIB)
+        if "kv_tokens" in r:
+            rep = int(r["kv_tokens"].value)
+            ok = c_lo.tokens <= rep <= c_hi.tokens
+            mid = (c_lo.tokens + c_hi.tokens) / 2
+            out.rows.append(Row(f"#tokens (rest = avail x {f:g} - usage x {1 - f:.2f})", f"{rep:,}",
+                                f"{c_lo.tokens:,} .. {c_hi.tokens:,}", "in range" if ok else f"{rep - mid:+,.0f}",
+                                ok, (mid - rep) / rep))
+        if gpu is not None:
+            pre = (r["avail_after_weights_gb"].value + r["weights_mem_usage_gb"].value) * GIB
+            out.rows.append(Row("memory in use before weights (device total - free)",
+                                f"{(gpu.memory_usable_bytes - pre) / GIB:.2f} GiB (inferred)",
+                                f"{st.init_bytes / GIB:.2f} GiB (estimate)",
+                                _rel(st.init_bytes, gpu.memory_usable_bytes - pre)[0], None,
+                                _rel(st.init_bytes, gpu.memory_usable_bytes - pre)[1]))
+    if "kv_tokens" in r:
+        tokens = int(r["kv_tokens"].value)
+        for key, label in (("k_size_gb", "K size"), ("v_size_gb", "V size")):
+            if key in r:
+                pred = f"{sglang.k_size_gib(tokens, model, tp, kvd, st):.{r[key].decimals}f}"
+                out.rows.append(Row(f"{label} from #tokens (GB = GiB)", f"{r[key].text} GB", f"{pred} GB",
+                                    "exact" if pred == r[key].text else f"{float(pred) - r[key].value:+.2f}",
+                                    pred == r[key].text, None))
+        full_cell = sum(sglang.cell_bytes(model.layers, tp, kvd, st)[:2]) or 1
+        budget = tokens * full_cell
+        for c in sorted({ctx, *[c for c in WHATIF_CONTEXTS if c <= model.max_context]}):
+            out.whatif.append((f"requests of {c:,} tokens", f"{tokens // c:,} at once ({tokens:,} tokens)"))
+        out.whatif.append(("KV pool bytes per GPU", f"{budget / GIB:.2f} GiB"))
+    return out
+
+
+# --- llama.cpp ------------------------------------------------------------------------------------
+
+def _llamacpp(rec, model, gpu, version, kv_name, tp):
+    from kvplan.dtypes import canonical_kv_dtype
+    from kvplan.engines import llamacpp
+    from kvplan.layers import FullAttention
+
+    s, r = rec.settings, rec.reported
+    if rec.layers:
+        layers = tuple(FullAttention(1, k, v if v != k else 0) for k, v in rec.layers)
+        where = f"{len(layers)} layers of K {rec.layers[0][0]} / V {rec.layers[0][1]} values (from the log)"
+        if s.get("n_layer") and s["n_layer"] != len(layers):
+            where += f"; the log also says n_layer = {s['n_layer']}"
+    elif model is not None:
+        layers, where = model.layers, model.name
+    elif s.get("n_layer") and (s.get("n_embd_k_gqa") or s.get("n_embd")):
+        k = s.get("n_embd_k_gqa") or s["n_embd"]
+        v = s.get("n_embd_v_gqa") or k
+        layers = tuple(FullAttention(1, k, v if v != k else 0) for _ in range(s["n_layer"]))
+        where = f"{s['n_layer']} layers x {k} values per K row (from the log's n_layer / n_embd)"
+    else:
+        raise KvplanError("the log shows no per-layer geometry; pass --model", EXIT_USAGE)
+    cells = r.get("cells")
+    n_stream = s.get("n_stream", 1)
+    n_ctx = int(cells.value) * n_stream if cells else (s.get("kv_size") or s.get("n_ctx_slot") or s.get("n_ctx"))
+    if not n_ctx:
+        raise KvplanError("the log shows no n_ctx / kv_size", EXIT_USAGE)
+    tk = canonical_kv_dtype(kv_name or s.get("type_k") or "f16")
+    tv = canonical_kv_dtype(kv_name or s.get("type_v") or "f16")
+    ver = version or ("current" if rec.era == "2025" else "2024-03")  # the log prints n_ctx after padding
+    st = llamacpp.Settings(ver, 512, True, n_stream == 1, rec.era != "2025", tk, tv)
+    lay = llamacpp.layout(layers, n_ctx, max(1, n_stream), st)
+    out = Reconciliation("llama.cpp", ver, where, gpu.key if gpu else None)
+    if not (kv_name or s.get("type_k")):
+        out.notes.append("the log does not print the cache type; f16 assumed (llama.cpp's default), see --kv-dtype")
+    for key, label, pred in (("k_mib", f"K ({tk.name})", lay.k_bytes), ("v_mib", f"V ({tv.name})", lay.v_bytes),
+                             ("kv_self_mib", "KV self size", lay.k_bytes + lay.v_bytes)):
+        if key in r:
+            rep = r[key]
+            txt = f"{pred / MIB:.{rep.decimals}f}"
+            d, e = _rel(pred / MIB, rep.value)
+            out.rows.append(Row(f"{label} for {n_ctx:,} cells", f"{rep.text} MiB", f"{txt} MiB",
+                                "exact" if txt == rep.text else d, txt == rep.text, e))
+    per_layer = lay.layer_bytes
+    bufs = {k: v for k, v in r.items() if k.startswith("kv_buffer_")}
+    if bufs and per_layer and len(set(per_layer)) == 1:
+        for k, v in bufs.items():
+            n = v.value * MIB / per_layer[0]
+            out.whatif.append((f"{k[10:-4]} KV buffer", f"{v.text} MiB = {n:g} layers of {per_layer[0] / MIB:g} MiB"))
+    for c in WHATIF_CONTEXTS:
+        for t in ("fp16", "q8_0", "q4_0"):
+            dt = canonical_kv_dtype(t)
+            lay2 = llamacpp.layout(layers, c, 1, llamacpp.Settings("current", 512, True, True, False, dt, dt))
+            out.whatif.append((f"-c {c:,} -ctk/-ctv {t.replace('fp16', 'f16')}", f"{lay2.total / MIB:,.2f} MiB"))
+    return out

@@ -226,8 +226,12 @@ def test_trtllm_no_replication_and_blocks_of_32():
     assert cap.tokens % 32 == 0 and cap.tokens == (GIB // (80 * 2 * 64 * 2)) // 32 * 32
 
 
-def test_transformers_sliding_layers_keep_window_minus_one():
-    assert DynamicRules().tokens_allocated(SlidingWindow(8, 128, 4096), 10000, 1) == 4095
+def test_transformers_sliding_layers_show_window_minus_one_and_hold_window():
+    # transformers 5.24 cache_utils.py L244-247: the last W - 1 tokens, sliced from the W-token concatenation,
+    # whose storage stays allocated (measured: tests/test_validate.py::test_transformers_sliding_layer_storage).
+    assert DynamicRules(visible=True).tokens_allocated(SlidingWindow(8, 128, 4096), 10000, 1) == 4095
+    assert DynamicRules().tokens_allocated(SlidingWindow(8, 128, 4096), 10000, 1) == 4096
+    assert DynamicRules().tokens_allocated(SlidingWindow(8, 128, 4096), 100, 1) == 100
     assert DynamicRules().tokens_allocated(FullAttention(8, 128), 10000, 1) == 10000
 
 

@@ -1,10 +1,12 @@
-"""transformers: DynamicCache grows per token, nothing is preallocated, sliding layers keep W - 1 tokens.
+"""transformers: DynamicCache grows per token, nothing is preallocated, sliding layers hold W tokens of memory.
 
 Named hf_transformers so it never shadows the real `transformers` package. Sources (PyPI wheels;
 docs/engines.md section 5):
   * `DynamicCache(config=...)` builds one layer per decoder layer from `layer_types` (5.24.0
-    `cache_utils.py` L1959-2006; 4.57.6 L955-985); `DynamicSlidingWindowLayer` keeps the last W - 1 tokens
-    after each update (4.57.6 L206-208, 5.24.0 L244-247) - the forward briefly holds cached + new tokens;
+    `cache_utils.py` L1959-2006; 4.57.6 L955-985); `DynamicSlidingWindowLayer` shows the last W - 1 tokens
+    after each update (4.57.6 L206-208, 5.24.0 L244-247), but as a slice of the W-token concatenation, so
+    W tokens of storage stay allocated: measured by `kvplan validate --backend transformers` (5.24.0,
+    Gemma 3 and gpt-oss: a (1, 1, 511, 256) view on a 512-token storage). Memory is planned on W;
   * tensors are [batch, heads, seq, dim]: padded batches pay for the longest sequence, no pages;
   * DeepSeek-V3 stores the expanded per-head K (128 x 192) and V (128 x 128) up to 5.14.0 and the 576-value
     latent from 5.15.0 (`models/deepseek_v3/modeling_deepseek_v3.py` 4.57.6 L401-421, 5.24.0 L446-464).
@@ -56,13 +58,18 @@ def hf_layers(model, st: Settings):
 
 @dataclass(frozen=True)
 class DynamicRules:
-    """Tokens a sequence holds in a DynamicCache: all of them, or W - 1 in a sliding layer."""
+    """Tokens a sequence holds in a DynamicCache: all of them, or the last W in a sliding layer.
 
+    `visible=True` gives what the cache tensors show instead (W - 1): the storage under them is W.
+    """
+
+    visible: bool = False
     name = "transformers"
 
     def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
         if isinstance(layer, (SlidingWindow, ChunkedLocal)):
-            return min(seq_len, (getattr(layer, "window", 0) or layer.chunk) - 1)
+            window = getattr(layer, "window", 0) or layer.chunk
+            return min(seq_len, window - 1 if self.visible else window)
         return layer.tokens_held(seq_len)
 
 

@@ -196,7 +196,7 @@ def _llamacpp(text: str, rec: LogRecord) -> None:
         s.setdefault("type_k", m.group(2))
         s.setdefault("type_v", m.group(4))
         rec.era = "2024"
-    m = _first(r"size = ([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)(?:/(\d+))? seqs\), "
+    m = _first(r"size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)(?:/(\d+))? seqs\), "
                r"K \((\w+)\):\s*([\d.]+) MiB, V \((\w+)\):\s*([\d.]+) MiB", text)
     if m:
         r["kv_self_mib"], r["k_mib"], r["v_mib"] = _num(m.group(1)), _num(m.group(7)), _num(m.group(9))

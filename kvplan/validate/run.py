@@ -1,0 +1,231 @@
+"""One validation run: build the (reduced) model, predict with the planner, decode, measure, compare.
+
+Order of events, so each figure means one thing:
+  1. predict with the planner's own functions (kv_profile(...).sequence_bytes(ctx, paged=False)
+     for the unpaged static cache; weight_bytes for weights; activation_estimate for the peak);
+  2. build the decoder (weights) and allocate its cache; measure both by their storages;
+  3. under an allocation tracker, prefill ctx - steps prompt tokens and decode `steps` tokens
+     greedily, so the cache ends holding exactly ctx tokens; peak = weights + cache + the
+     tracker's peak of everything else;
+  4. outside the tracker, recompute the whole sequence without cache and check that its greedy
+     tokens equal the cached decode's.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from kvplan.dtypes import DType, canonical_kv_dtype
+from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.model import ModelSpec, weight_bytes
+from kvplan.planner import activation_estimate, kv_profile
+from kvplan.validate.blueprint import Blueprint, Widths, blueprint, built_spec
+from kvplan.validate.compare import (
+    KV_TOLERANCE, PEAK_TOLERANCE, PLANNER_WEIGHTS_TOLERANCE, WEIGHTS_TOLERANCE, Check, all_ok,
+)
+from kvplan.validate.decoder import Decoder
+from kvplan.validate.measure import storage_bytes, tracker_for
+
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+if hasattr(torch, "float8_e4m3fn"):
+    TORCH_DTYPES["fp8"] = torch.float8_e4m3fn  # e4m3, as vLLM's fp8 / fp8_e4m3 cache
+
+
+@dataclass(frozen=True)
+class Settings:
+    batch: int = 1
+    ctx: int = 256  # tokens each sequence holds at the end (prompt + decoded)
+    steps: int = 8  # decode steps after the prefill
+    layers: int | None = None  # first n layers; None: all
+    kv_dtype: str = "auto"
+    state_dtype: str = "auto"
+    compute_dtype: str | None = None  # None: fp32 on CPU, the model's dtype on CUDA
+    device: str = "cpu"
+    seed: int = 0
+    widths: Widths = field(default_factory=Widths)
+
+
+def torch_dtype(dt: DType, what: str) -> torch.dtype:
+    if dt.name not in TORCH_DTYPES:
+        raise KvplanError(f"{what} {dt.name} has no torch dtype here; validate supports "
+                          f"{', '.join(TORCH_DTYPES)}", EXIT_USAGE)
+    return TORCH_DTYPES[dt.name]
+
+
+def resolve_device(name: str) -> torch.device:
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise KvplanError(f"unknown device {name!r}; use cpu or cuda (cuda:N)", EXIT_USAGE) from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise KvplanError(f"--device {name}: CUDA is not available (torch {torch.__version__})", EXIT_USAGE)
+    if dev.type not in ("cpu", "cuda"):
+        raise KvplanError(f"--device {name}: only cpu and cuda are supported", EXIT_USAGE)
+    return dev
+
+
+def check_settings(spec: ModelSpec, s: Settings) -> None:
+    if s.batch < 1:
+        raise KvplanError(f"--batch must be at least 1, got {s.batch}", EXIT_USAGE)
+    if s.steps < 1:
+        raise KvplanError(f"--steps must be at least 1, got {s.steps}", EXIT_USAGE)
+    if s.ctx <= s.steps:
+        raise KvplanError(f"--ctx ({s.ctx}) must exceed --steps ({s.steps}): the prompt needs a token", EXIT_USAGE)
+    if s.layers is not None and not 0 < s.layers <= spec.num_layers:
+        raise KvplanError(f"--layers must be between 1 and {spec.num_layers}, got {s.layers}", EXIT_USAGE)
+
+
+def device_info(dev: torch.device) -> dict:
+    if dev.type == "cuda":
+        props = torch.cuda.get_device_properties(dev)
+        return {"device": str(dev), "device_name": props.name, "device_memory_bytes": props.total_memory,
+                "cuda_version": torch.version.cuda}
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), name)
+    except OSError:
+        pass
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory = None
+    return {"device": "cpu", "device_name": name, "device_memory_bytes": memory, "cuda_version": None}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    kv_bytes: int
+    kv_bytes_paged: int  # what a paged engine (16-token pages) would hold for the same sequences
+    weights_bytes: int  # the built model, priced by weight_bytes
+    planner_weights_bytes: int  # the planner's own (reduced) spec, same dtype
+    activation_bytes: int
+    scores_bytes: int  # attention scores an eager (non-flash) prefill materialises, largest layer
+
+
+def _scores_bytes(bp: Blueprint, s: Settings, prompt: int, itemsize: int) -> int:
+    """B x H x T x T x bytes for the widest attention layer: engines' flash kernels never hold this,
+    an eager decoder does, so the peak prediction for this decoder adds it (twice: scores, softmax)."""
+    size = max(itemsize, 4)
+    states = [lp.state.heads * lp.state.head_dim * lp.state.state for lp in bp.layers if lp.state]
+    state_temps = 4 * s.batch * max(states) * size if states else 0  # an eager scan's copies of its state
+    if not any(lp.mixer.kind in ("full", "sliding", "chunked", "mla") for lp in bp.layers):
+        return state_temps
+    return max(2 * s.batch * bp.heads * prompt * prompt * size, state_temps)
+
+
+def predict(full: ModelSpec, reduced: ModelSpec, bp: Blueprint, s: Settings, kv: DType, state: DType,
+            compute: str, prompt: int) -> Prediction:
+    """The planner's figures for the reduced model as built; no torch here."""
+    prof = kv_profile(reduced.layers, 1, kv, state, 16)
+    built = built_spec(reduced, bp)
+    act = activation_estimate(built, 1, tokens=s.batch * prompt, max_seqs=s.batch)
+    return Prediction(
+        kv_bytes=s.batch * prof.sequence_bytes(s.ctx, paged=False),
+        kv_bytes_paged=s.batch * prof.sequence_bytes(s.ctx),
+        weights_bytes=weight_bytes(built, compute).total,
+        planner_weights_bytes=weight_bytes(reduced, compute).total,
+        activation_bytes=act * TORCH_DTYPES[compute].itemsize // 2,  # the estimate is for 16-bit activations
+        scores_bytes=_scores_bytes(bp, s, prompt, TORCH_DTYPES[compute].itemsize),
+    )
+
+
+def validate(full: ModelSpec, s: Settings, progress=None) -> tuple[dict, list[Check]]:
+    """Run one validation; returns its record (plain data, for results files) and its checks.
+
+    `progress(done, total)` is called after each decode step.
+    """
+    check_settings(full, s)
+    dev = resolve_device(s.device)
+    n = s.layers or full.num_layers
+    reduced = full if n == full.num_layers else full.with_layers(n)
+    kv = canonical_kv_dtype(s.kv_dtype, full.dtype)
+    state = canonical_kv_dtype(s.state_dtype, full.dtype)
+    compute = s.compute_dtype or ("fp32" if dev.type == "cpu" else full.dtype)
+    kv_t, state_t = torch_dtype(kv, "--kv-dtype"), torch_dtype(state, "--state-dtype")
+    compute_t = torch_dtype(canonical_kv_dtype(compute), "--dtype")
+    if compute == "fp8":
+        raise KvplanError("--dtype fp8: compute in fp32, bf16 or fp16 (fp8 is a cache dtype here)", EXIT_USAGE)
+    bp = blueprint(full, n, s.widths)
+    prompt = s.ctx - s.steps
+    pred = predict(full, reduced, bp, s, kv, state, compute, prompt)
+
+    torch.manual_seed(s.seed)
+    default = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(compute_t)
+        with torch.device(dev):
+            model = Decoder(bp, kv_t, state_t).eval()
+    finally:
+        torch.set_default_dtype(default)
+    model.setup_caches(s.batch, s.ctx)
+    measured_weights = storage_bytes(list(model.parameters()))
+    measured_kv = storage_bytes(model.cache_tensors())
+    gen = torch.Generator().manual_seed(s.seed)
+    tokens = torch.randint(0, bp.vocab, (s.batch, prompt), generator=gen).to(dev)  # [B, P]
+
+    out = []
+    t0 = time.perf_counter()
+    with torch.inference_mode(), tracker_for(dev) as tracker:
+        logits = model(tokens, 0, cached=True)  # [B, 1, V]
+        out.append(logits[:, -1].argmax(-1))
+        t_prefill = time.perf_counter() - t0
+        for i in range(s.steps):
+            logits = model(out[-1][:, None], prompt + i, cached=True)
+            out.append(logits[:, -1].argmax(-1))
+            if progress:
+                progress(i + 1, s.steps)
+        snap = tracker.snapshot()
+    t_decode = time.perf_counter() - t0 - t_prefill
+    generated = torch.stack(out, 1)  # [B, steps + 1]
+    measured_kv_after = storage_bytes(model.cache_tensors())  # the cache never grew or moved
+
+    with torch.inference_mode():  # uncached: the whole sequence at once, same masks and rounding
+        full_seq = torch.cat([tokens, generated[:, :-1]], 1)  # [B, ctx]
+        ref = model(full_seq, 0, cached=False, last_only=False)[:, prompt - 1:].argmax(-1)  # [B, steps + 1]
+    tokens_match = bool(torch.equal(ref, generated))
+
+    peak_pred = pred.weights_bytes + pred.kv_bytes + pred.activation_bytes + pred.scores_bytes
+    checks = [
+        Check("kv_cache", pred.kv_bytes, measured_kv, KV_TOLERANCE),
+        Check("kv_cache_after_decode", pred.kv_bytes, measured_kv_after, KV_TOLERANCE),
+        Check("weights", pred.weights_bytes, measured_weights, WEIGHTS_TOLERANCE),
+        Check("weights_planner_spec", pred.planner_weights_bytes, measured_weights, PLANNER_WEIGHTS_TOLERANCE,
+              enforced=not bp.shrunk and n == full.num_layers),
+        Check("peak", peak_pred, measured_weights + measured_kv + snap.peak_bytes, PEAK_TOLERANCE),
+    ]
+    notes = list(bp.shrunk and [f"shrunk for this run: {', '.join(bp.shrunk)}; cache geometry unchanged"] or [])
+    if n < full.num_layers:
+        notes.insert(0, f"reduced model: the first {n} of {full.num_layers} layers; predictions are for the same reduced model")
+    if compute != full.dtype:
+        notes.append(f"weights and activations in {compute} (the model's own dtype is {full.dtype})")
+    return {
+        "kvplan_version": _version(), "torch_version": torch.__version__, **device_info(dev),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "model": full.name, "layers": n, "layers_total": full.num_layers,
+        "layer_kinds": sorted({lp.mixer.kind for lp in bp.layers}),
+        "batch": s.batch, "ctx": s.ctx, "prompt_tokens": prompt, "decode_steps": s.steps,
+        "kv_dtype": kv.name, "state_dtype": state.name, "compute_dtype": compute, "seed": s.seed,
+        "shrunk": list(bp.shrunk), "notes": notes,
+        "predicted_kv_bytes": pred.kv_bytes, "measured_kv_bytes": measured_kv,
+        "predicted_kv_bytes_paged16": pred.kv_bytes_paged,
+        "predicted_weights_bytes": pred.weights_bytes, "planner_weights_bytes": pred.planner_weights_bytes,
+        "measured_weights_bytes": measured_weights,
+        "predicted_activation_bytes": pred.activation_bytes, "predicted_scores_bytes": pred.scores_bytes, "predicted_peak_bytes": peak_pred,
+        "measured_peak_bytes": measured_weights + measured_kv + snap.peak_bytes,
+        "measured_run_peak_bytes": snap.peak_bytes, "measured_reserved_bytes": snap.reserved_bytes,
+        "run_allocations": snap.allocations, "run_allocated_total_bytes": snap.allocated_total_bytes,
+        "tokens_match": tokens_match, "prefill_seconds": round(t_prefill, 4), "decode_seconds": round(t_decode, 4),
+        "checks": [c.to_dict() for c in checks], "ok": all_ok(checks, tokens_match),
+    }, checks
+
+
+def _version() -> str:
+    from kvplan import __version__
+
+    return __version__

@@ -59,6 +59,9 @@ def cli_errors(fn):
         except KeyboardInterrupt:
             _stderr("Error: interrupted")
             raise typer.Exit(130) from None
+        except BrokenPipeError:  # `kvplan ... | head`: the reader left; say nothing more
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(0) from None
         except Exception as exc:  # a bug: still one line, the traceback on request
             if os.environ.get("KVPLAN_DEBUG"):
                 raise

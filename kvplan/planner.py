@@ -85,32 +85,90 @@ class KVProfile:
     block_size: int
     rules: object = PAGED
 
+    def __post_init__(self):
+        # Per-group figures that never change, worked out once: a profile is shared by every GPU and
+        # context of a sweep (see _stage_profile), and sequence_bytes is called by the max-context
+        # search many times. The memo of sequence_bytes is bounded; neither is part of eq or hash.
+        tb = tuple(self.kv_dtype.bytes_for(s.elements_per_token(self.tp)) for s, _ in self.groups)
+        states = sum(self.state_dtype.bytes_for(e) * n for (s, n) in self.groups if (e := s.state_elements(self.tp)))
+        object.__setattr__(self, "_token_bytes", tb)
+        object.__setattr__(self, "_state_bytes", states)
+        object.__setattr__(self, "_memo", {})
+        object.__setattr__(self, "_growth", sum(b * n for (s, n), b in zip(self.groups, tb) if not s.bounded))
+        object.__setattr__(self, "_slot", sum(b * n for (_, n), b in zip(self.groups, tb)))
+
     def token_bytes(self, layer: LayerSpec) -> int:
         return self.kv_dtype.bytes_for(layer.elements_per_token(self.tp))
 
     def growth_bytes_per_token(self) -> int:
         """Bytes one more token adds at long context (unbounded layers only)."""
-        return sum(self.token_bytes(s) * n for s, n in self.groups if not s.bounded)
+        return self._growth
 
     def slot_bytes_per_token(self) -> int:
         """Bytes of one token slot across every layer that caches tokens at all."""
-        return sum(self.token_bytes(s) * n for s, n in self.groups)
+        return self._slot
 
     def sequence_bytes(self, seq_len: int, paged: bool = True) -> int:
         """Bytes one sequence of seq_len tokens holds on this rank: whole pages, plus states."""
-        total = 0
-        for spec, n in self.groups:
+        memo = self._memo
+        total = memo.get((seq_len, paged))
+        if total is not None:
+            return total
+        total = self._state_bytes
+        for (spec, n), tb in zip(self.groups, self._token_bytes):
             held = self.rules.tokens_allocated(spec, seq_len, self.block_size) if paged else spec.tokens_held(seq_len)
             if held:
-                total += held * self.token_bytes(spec) * n
-            states = spec.state_elements(self.tp)
-            if states:
-                total += self.state_dtype.bytes_for(states) * n
+                total += held * tb * n
+        if len(memo) >= 256:
+            memo.clear()
+        memo[(seq_len, paged)] = total
         return total
 
 
 def kv_profile(layers, tp: int, kv_dtype: DType, state_dtype: DType, block_size: int, rules=PAGED) -> KVProfile:
     return KVProfile(tuple(Counter(layers).items()), tp, kv_dtype, state_dtype, block_size, rules)
+
+
+_PROFILES: dict = {}  # (id(layers), start, end, tp, dtypes, block, rules) -> (layers, KVProfile)
+_WEIGHTS: dict = {}  # (id(model), weight_dtype) -> (model, WeightBytes)
+_CACHE_LIMIT = 1024  # entries; a 100k-plan sweep of 50 models uses about 600
+
+
+def _stage_profile(layers: tuple, start: int, end: int, tp: int, kv_dtype: DType, state_dtype: DType,
+                   block_size: int, rules) -> KVProfile:
+    """kv_profile(layers[start:end], ...), memoised by the identity of the model's layer tuple.
+
+    Grouping 80 layer specs with Counter hashes every one of them and cost more than the rest of a
+    plan; a sweep asks for the same profile for every GPU and context. Keyed by id() because hashing
+    the tuple would cost as much as grouping it; the entry keeps the tuple alive and is checked with
+    `is`, so an id reused after garbage collection can never match.
+    """
+    try:
+        key = (id(layers), start, end, tp, kv_dtype, state_dtype, block_size, rules)
+        hit = _PROFILES.get(key)
+    except TypeError:  # an unhashable rules object: plan without the cache
+        return kv_profile(layers[start:end], tp, kv_dtype, state_dtype, block_size, rules)
+    if hit is not None and hit[0] is layers:
+        return hit[1]
+    prof = kv_profile(layers[start:end], tp, kv_dtype, state_dtype, block_size, rules)
+    if type(layers) is tuple:  # immutable: safe to remember
+        if len(_PROFILES) >= _CACHE_LIMIT:
+            _PROFILES.clear()
+        _PROFILES[key] = (layers, prof)
+    return prof
+
+
+def _model_weights(model: ModelSpec, weight_dtype: str | None) -> WeightBytes:
+    """weight_bytes(model, weight_dtype), memoised by the (frozen) model's identity like _stage_profile."""
+    key = (id(model), weight_dtype)
+    hit = _WEIGHTS.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    wb = weight_bytes(model, weight_dtype)
+    if len(_WEIGHTS) >= _CACHE_LIMIT:
+        _WEIGHTS.clear()
+    _WEIGHTS[key] = (model, wb)
+    return wb
 
 
 def split_layers(n: int, pp: int) -> list[tuple[int, int]]:
@@ -231,6 +289,37 @@ def _stage_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, f
 
 def plan(model: ModelSpec, gpu, dep: Deployment, req: Request) -> Plan:
     """Plan `req` for `model` on `dep.gpus` GPUs of type `gpu` (a kvplan.hardware.GPU)."""
+    return _assemble(model, gpu, dep, req, _prepare(model, dep, req))
+
+
+def _prepare_key(req: Request) -> tuple:
+    """The Request fields _prepare reads: requests equal on these share its result."""
+    return (req.kv_dtype, req.state_dtype, req.weight_dtype, req.batch, req.overhead_bytes, req.block_size, req.rules)
+
+
+def plan_grid(model: ModelSpec, gpus, dep: Deployment, requests) -> list[Plan]:
+    """[plan(model, gpu, dep, req) for gpu in gpus for req in requests], sharing the work that
+    depends on neither the GPU nor the context (weights per stage, overhead, KV profiles).
+
+    A sweep calls this once per model and deployment; every number is plan()'s own.
+    """
+    prepared: dict = {}
+    max_context_memo: dict = {}  # the longest context does not depend on the asked one
+    out = []
+    for gpu in gpus:
+        for req in requests:
+            key = _prepare_key(req)
+            prep = prepared.get(key)
+            if prep is None:
+                prep = prepared[key] = _prepare(model, dep, req)
+            out.append(_assemble(model, gpu, dep, req, prep, max_context_memo))
+    return out
+
+
+def _prepare(model: ModelSpec, dep: Deployment, req: Request) -> tuple:
+    """What a plan needs that no GPU and no context changes: total weight bytes, overhead, and per
+    stage (layer range, resident weight bytes, weight bytes read per step, KV profile).
+    Reads only the Request fields in _prepare_key."""
     why = validate_deployment(model, dep)
     if why:
         raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
@@ -238,52 +327,89 @@ def plan(model: ModelSpec, gpu, dep: Deployment, req: Request) -> Plan:
 
     kv_dtype = req.kv_dtype or canonical_kv_dtype("auto", model.dtype)
     state_dtype = req.state_dtype or canonical_kv_dtype("auto", model.dtype)
-    wb = weight_bytes(model, req.weight_dtype)
+    wb = _model_weights(model, req.weight_dtype)
     if req.weight_dtype is None and model.checkpoint_bytes and wb.total:
         scale = model.checkpoint_bytes / wb.total  # exact published bytes, split as computed
     else:
         scale = 1.0
-    usable = gpu.memory_usable_bytes
-    budget = int(usable * req.gpu_memory_utilization)
     overhead = req.overhead_bytes if req.overhead_bytes is not None else overhead_estimate(model, dep)
-    stages = []
+    parts = []
     ranges = split_layers(model.num_layers, dep.pp)
     for i, (start, end) in enumerate(ranges):
         frac = (end - start) / model.num_layers
         resident, read = _stage_weights(wb, model, i == 0, i == dep.pp - 1, frac, dep.tp, req.batch)
         resident, read = int(resident * scale), int(read * scale)
+        prof = _stage_profile(model.layers, start, end, dep.tp, kv_dtype, state_dtype, req.block_size, req.rules)
+        parts.append(((start, end), resident, read, prof))
+    weight_total = model.checkpoint_bytes if scale != 1.0 else wb.total
+    return weight_total, overhead, tuple(parts)
+
+
+def _assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prepared: tuple, memo: dict | None = None) -> Plan:
+    """The plan on `gpu` at `req.context`, from _prepare's GPU- and context-free parts.
+
+    `memo` (plan_grid's, for one model and deployment, while `prepared` is alive) keeps the
+    longest context per stage budget: it is the same for every asked context.
+    """
+    weight_total, overhead, parts = prepared
+    usable = gpu.memory_usable_bytes
+    budget = int(usable * req.gpu_memory_utilization)
+    stages = []
+    for layer_range, resident, read, prof in parts:
         if req.kv_cache_memory_bytes is not None:
             kv_mem = req.kv_cache_memory_bytes
         else:
             kv_mem = budget - resident - overhead
-        prof = kv_profile(model.layers[start:end], dep.tp, kv_dtype, state_dtype, req.block_size, req.rules)
-        stages.append(Stage((start, end), resident, read, overhead, kv_mem, prof))
+        stages.append(Stage(layer_range, resident, read, overhead, kv_mem, prof))
 
     warnings = []
     ctx = req.context
     if ctx > model.max_context:
         warnings.append(f"context {ctx:,} exceeds the model's max_position_embeddings ({model.max_context:,})")
-    seq_per_stage = [s.profile.sequence_bytes(ctx) for s in stages]
-    max_conc = min(_div(s.kv_memory_bytes, b) for s, b in zip(stages, seq_per_stage))
-    max_ctx, limited = _max_context(stages, req.batch, model.max_context)
-    # Each decode step reads this rank's weights and the batch's cached tokens, stage after stage.
-    step = sum((s.weight_read_bytes + req.batch * s.profile.sequence_bytes(ctx, paged=False))
-               for s in stages) / gpu.bandwidth_bytes_per_s
+    # One pass over the stages (this runs once per plan of a sweep): per GPU, a figure is the
+    # worst stage's (least KV room, most weights, fewest sequences); totals sum the stages.
+    batch = req.batch
+    seq_per_stage = []
+    max_conc = tokens = math.inf
+    step_bytes = growth_sum = 0
+    per_tok_gpu = weight_max = kv_min = None
+    room = True  # every stage has some KV memory
+    for s in stages:
+        prof, kv_mem = s.profile, s.kv_memory_bytes
+        seq = prof.sequence_bytes(ctx)
+        seq_per_stage.append(seq)
+        max_conc = min(max_conc, _div(kv_mem, seq))
+        # Each decode step reads this rank's weights and the batch's cached tokens, stage after stage.
+        step_bytes += s.weight_read_bytes + batch * prof.sequence_bytes(ctx, paged=False)
+        growth = prof.growth_bytes_per_token()
+        growth_sum += growth
+        per_tok_gpu = growth if per_tok_gpu is None else max(per_tok_gpu, growth)
+        tokens = min(tokens, _div(kv_mem, prof.slot_bytes_per_token()))
+        weight_max = s.weight_bytes if weight_max is None else max(weight_max, s.weight_bytes)
+        kv_min = kv_mem if kv_min is None else min(kv_min, kv_mem)
+        room = room and kv_mem > 0
+    if memo is None:
+        max_ctx, limited = _max_context(stages, batch, model.max_context)
+    else:  # prepared fixes the profiles and batch; budget and the exact KV size fix each stage's room
+        mkey = (id(prepared), budget, req.kv_cache_memory_bytes)
+        hit = memo.get(mkey)
+        if hit is None:
+            hit = memo[mkey] = _max_context(stages, batch, model.max_context)
+        max_ctx, limited = hit
+    step = step_bytes / gpu.bandwidth_bytes_per_s
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy)
-    per_tok_gpu = max(s.profile.growth_bytes_per_token() for s in stages)
-    tokens = min(_div(s.kv_memory_bytes, s.profile.slot_bytes_per_token()) for s in stages)
     tokens = tokens // req.block_size * req.block_size if tokens < math.inf else 0
-    fits = all(s.kv_memory_bytes > 0 for s in stages) and max_conc >= req.batch
-    if any(s.kv_memory_bytes <= 0 for s in stages):
+    fits = room and max_conc >= batch
+    if not room:
         warnings.append("the weights and overhead leave no memory for the KV cache")
     return Plan(
         model=model.name, gpu=gpu.key, deployment=dep, request=req,
         usable_memory_bytes=usable, budget_bytes=budget,
-        weight_bytes=model.checkpoint_bytes if scale != 1.0 else wb.total,
-        weight_bytes_per_gpu=max(s.weight_bytes for s in stages),
+        weight_bytes=weight_total,
+        weight_bytes_per_gpu=weight_max,
         overhead_bytes_per_gpu=overhead,
-        kv_memory_bytes_per_gpu=min(s.kv_memory_bytes for s in stages),
-        kv_bytes_per_token=copies * sum(s.profile.growth_bytes_per_token() for s in stages),
+        kv_memory_bytes_per_gpu=kv_min,
+        kv_bytes_per_token=copies * growth_sum,
         kv_bytes_per_token_per_gpu=per_tok_gpu,
         kv_bytes_per_sequence=copies * sum(seq_per_stage),
         kv_bytes_per_sequence_per_gpu=max(seq_per_stage),

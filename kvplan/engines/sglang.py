@@ -25,7 +25,7 @@ from kvplan.dtypes import DType
 from kvplan.engines import (Capacity, EngineResult, check_opts, check_version, opt_float, opt_int,
                             parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.layers import ChunkedLocal, FullAttention, MLALatent, NoCache, RecurrentState, SlidingWindow
+from kvplan.layers import ChunkedLocal, MLALatent, NoCache, RecurrentState, SlidingWindow
 
 GIB = 2**30
 MIB = 2**20

@@ -65,7 +65,7 @@ def reconcile(rec: LogRecord, model=None, gpu=None, version: str | None = None, 
 
 def _vllm(rec, model, gpu, version, kv_name, tp):
     from kvplan.engines import vllm
-    from kvplan.planner import Deployment, Request, plan
+    from kvplan.planner import Deployment, Request
 
     s, r = rec.settings, rec.reported
     version = version or rec.version or {"v0": "0.6.6", "v1-early": "0.7.0"}.get(rec.era, "0.11.0")

@@ -1,0 +1,181 @@
+"""Plans as rows for files (CSV and JSON), and the atomic write every kvplan file goes through.
+
+One row per plan: the keys of kvplan.report.plan_to_dict (the same numbers `fit --json` prints),
+plus rank and prices. The CSV carries exactly those values (bytes as integers, floats at full
+precision) and adds a GiB column beside each memory figure people read, so a spreadsheet and a
+script agree. `atomic_write` writes a temporary file next to the target and renames it over the
+target only once it is complete: an interrupted or failed run leaves the old file or none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from kvplan.errors import EXIT_ERROR, KvplanError
+
+GIB = 2**30
+
+# Columns added to plan_to_dict's keys for a sweep or a cost ranking.
+PRICE_KEYS = ("price_per_gpu_hour", "cost_per_hour", "cost_per_concurrent_user_hour")
+
+# A GiB column (bytes / 2^30, rounded to 3 decimals) follows each of these byte columns in the CSV.
+GIB_BESIDE = {
+    "usable_memory_bytes_per_gpu": "usable_memory_gib_per_gpu",
+    "budget_bytes_per_gpu": "budget_gib_per_gpu",
+    "weight_bytes": "weight_gib",
+    "weight_bytes_per_gpu": "weight_gib_per_gpu",
+    "overhead_bytes_per_gpu": "overhead_gib_per_gpu",
+    "kv_bytes_per_sequence": "kv_gib_per_sequence",
+    "kv_bytes_per_sequence_per_gpu": "kv_gib_per_sequence_per_gpu",
+    "kv_memory_bytes_per_gpu": "kv_memory_gib_per_gpu",
+    "kv_used_bytes_per_gpu": "kv_used_gib_per_gpu",
+    "free_bytes_per_gpu": "free_gib_per_gpu",
+}
+
+# Spreadsheets run a cell that starts with one of these as a formula (CSV injection). Text cells
+# (model names come from users' configs) that start so are prefixed with an apostrophe, which
+# spreadsheets show as text; numbers are never touched (a negative free memory stays a number).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def plan_row(plan, model, price: float | None = None, rank: int | None = None) -> dict:
+    """plan_to_dict(plan, model) with rank first and the price columns at the end.
+
+    cost_per_hour = price per GPU-hour x GPUs; cost_per_concurrent_user_hour = that / max
+    concurrency at the plan's context (null when the deployment holds no sequence at all).
+    """
+    from kvplan.report import plan_to_dict
+
+    row = {"rank": rank} if rank is not None else {}
+    row.update(plan_to_dict(plan, model))
+    cost = None if price is None else price * plan.deployment.gpus
+    row["price_per_gpu_hour"] = price
+    row["cost_per_hour"] = cost
+    row["cost_per_concurrent_user_hour"] = (cost / plan.max_concurrency
+                                            if cost is not None and plan.max_concurrency > 0 else None)
+    return row
+
+
+def csv_columns(keys: Iterable[str]) -> list[str]:
+    """The CSV header for rows with these keys: each key, then its GiB column where there is one."""
+    out = []
+    for k in keys:
+        out.append(k)
+        if k in GIB_BESIDE:
+            out.append(GIB_BESIDE[k])
+    return out
+
+
+# The keys of plan_row (with a rank), in order: the documented columns of `kvplan sweep --csv/--json`.
+ROW_KEYS = (
+    "rank", "model", "gpu", "gpus", "tp", "pp", "context", "batch", "weight_dtype", "kv_dtype", "block_size",
+    "gpu_memory_utilization", "usable_memory_bytes_per_gpu", "budget_bytes_per_gpu", "weight_bytes",
+    "weight_bytes_per_gpu", "overhead_bytes_per_gpu", "overhead_is_estimate", "kv_bytes_per_token",
+    "kv_bytes_per_token_per_gpu", "kv_bytes_per_sequence", "kv_bytes_per_sequence_per_gpu",
+    "kv_memory_bytes_per_gpu", "kv_used_bytes_per_gpu", "free_bytes_per_gpu", "kv_cache_tokens",
+    "max_concurrency", "max_context", "max_context_limited_by", "fits", "decode_step_seconds",
+    "decode_tokens_per_second", "decode_tokens_per_second_per_request", "warnings", *PRICE_KEYS,
+)
+CSV_COLUMNS = tuple(csv_columns(ROW_KEYS))
+
+
+def _cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return value  # csv writes repr(): floats round-trip exactly
+    if isinstance(value, (list, tuple)):
+        value = " | ".join(map(str, value))
+    text = str(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def write_csv(rows: list[dict], stream, columns: Iterable[str] | None = None) -> None:
+    """Rows as CSV (RFC 4180, CRLF line ends, UTF-8): a header line, then one line per row.
+
+    Integers and floats are written as Python prints them (exact, round-trip); true/false for
+    booleans; an empty cell for null; lists joined with " | ".
+    """
+    if columns is None:
+        columns = csv_columns(rows[0].keys()) if rows else CSV_COLUMNS
+    columns = list(columns)
+    source = {gib: key for key, gib in GIB_BESIDE.items()}
+    plan = [(source.get(c, c), c in source) for c in columns]
+    writer = csv.writer(stream, lineterminator="\r\n")
+    writer.writerow(columns)
+    number = (int, float)
+    writer.writerows(
+        [round(row[k] / GIB, 3) if gib else (v if type(v) in number else _cell(v))
+         for k, gib in plan for v in (row[k],)]
+        for row in rows)
+
+
+def json_document(head: dict, rows: list[dict], key: str = "plans") -> str:
+    """`head` with `key: rows` last, one row per line (compact rows keep 100k plans fast and diffable)."""
+    head_text = json.dumps(head, ensure_ascii=False, allow_nan=False, indent=1)
+    lines = ",\n".join(json.dumps(r, ensure_ascii=False, allow_nan=False) for r in rows)
+    body = f'{json.dumps(key)}: [\n{lines}\n]' if rows else f'{json.dumps(key)}: []'
+    inner = head_text[:-1].rstrip()
+    sep = ",\n " if head else ""
+    return inner + sep + body + "\n}\n"
+
+
+def json_text(data) -> str:
+    return json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike, *, newline: str | None = None, encoding: str = "utf-8") -> Iterator:
+    """Open a text stream whose content replaces `path` only if the block completes.
+
+    The temporary file lives in the target's folder (so the rename is atomic on one filesystem),
+    is flushed and fsynced before os.replace, and is removed when anything raises, including
+    KeyboardInterrupt. A failure to write is a KvplanError naming the path.
+    """
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise KvplanError(f"cannot write {target}: folder {folder} does not exist", EXIT_ERROR)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise KvplanError(f"cannot write {target}: {exc.strerror or exc}", EXIT_ERROR) from None
+    try:
+        with os.fdopen(fd, "w", encoding=encoding, newline=newline) as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        mode = 0o666 & ~_umask()
+        os.chmod(tmp, mode)  # mkstemp makes 0600; a report is an ordinary file
+        os.replace(tmp, target)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise KvplanError(f"cannot write {target}: {exc.strerror or exc}", EXIT_ERROR) from None
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: str | os.PathLike, content: str | Callable[[io.TextIOBase], None], *,
+                 newline: str | None = None) -> None:
+    """Write `content` (a string, or a function that writes to a stream) to `path` atomically."""
+    with atomic_writer(path, newline=newline) as stream:
+        if callable(content):
+            content(stream)
+        else:
+            stream.write(content)

@@ -1,0 +1,141 @@
+"""The HTML report in a real headless Chromium (Debian's package): it renders, offline, safely.
+
+One browser run (a few seconds) loads a report whose model name is a script-injection attempt,
+dumps the DOM after the scripts ran and takes a screenshot. Skips, saying why, where Chromium
+is not installed (scripts/test.sh installs it with apt-get).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+from test_reports import EVIL, evil_sweep
+
+WIDTH, HEIGHT = 1000, 1000
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    if Path("/usr/bin/chromium").exists():
+        return "/usr/bin/chromium"
+    pytest.skip("Chromium is not installed (Debian: apt-get install chromium; scripts/test.sh does it as root); "
+                "the HTML report's browser test cannot run")
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    from kvplan.html_report import render_html
+    from kvplan.sweep import sweep_rows
+
+    browser = chromium()
+    tmp = tmp_path_factory.mktemp("browser")
+    page = tmp / "report.html"
+    rows = sweep_rows(evil_sweep())
+    page.write_text(render_html(rows, title="browser test", summary=[EVIL], currency="USD"), encoding="utf-8")
+    shot = tmp / "shot.png"
+    cmd = [browser, "--headless", "--disable-gpu", "--no-sandbox", "--disable-dev-shm-usage", "--hide-scrollbars",
+           "--no-first-run", f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr", "--v=0",
+           f"--window-size={WIDTH},{HEIGHT}", "--virtual-time-budget=3000",
+           "--dump-dom", f"--screenshot={shot}", page.as_uri()]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("Chromium did not finish within 120 s")
+    if not shot.exists() and "<html" not in out.stdout:
+        pytest.skip(f"Chromium could not run here: {out.stderr.strip().splitlines()[-1:]}")
+    return {"dom": out.stdout, "log": out.stderr, "png": shot, "rows": rows}
+
+
+def test_no_console_errors(loaded):
+    console = [line for line in loaded["log"].splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert console == []  # the page logs nothing; an exception or a CSP violation would show here
+    errors = re.search(r'<div id="errors">(.*?)</div>', loaded["dom"], re.S)
+    assert errors is not None and errors.group(1) == ""  # the page's own window.onerror hook
+
+
+def test_charts_rendered(loaded):
+    dom = loaded["dom"]
+    # plotly draws each figure as an SVG with class main-svg (two per chart: plot and hover layers)
+    for name in ("memory", "concurrency", "cost", "decode"):
+        block = re.search(rf'id="chart-{name}".*?class="main-svg"', dom, re.S)
+        assert block is not None, f"chart {name} was not drawn"
+    assert dom.count('class="main-svg"') >= 8
+    assert dom.count('class="point"') >= 20  # bars
+
+
+def test_table_present_and_name_is_text(loaded):
+    dom = loaded["dom"]
+    table = re.search(r'<table id="plans">.*?</table>', dom, re.S)
+    assert table is not None
+    assert table.group(0).count("<tr>") == len(loaded["rows"]) + 1  # header + every plan
+    escaped = EVIL.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    assert f">{escaped}</td>" in table.group(0)  # shown as text in a cell
+    # nothing it carried ran or became markup: the body has no attribute, there is no <img> element
+    assert "<body>" in dom and "data-pwned" not in dom and "<img" not in dom
+    # plotly's legend shows the name as text too (its SVG text node holds the characters)
+    assert re.search(r'class="legendtext"[^>]*>[^<]*&lt;/script&gt;&lt;script&gt;', dom)
+
+
+def read_png(path: Path):
+    """Decode an 8-bit RGB/RGBA PNG (what Chromium writes) into a numpy array [H, W, C]."""
+    np = pytest.importorskip("numpy")
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat = 8, []
+    while pos < len(data):
+        (n,) = struct.unpack(">I", data[pos:pos + 4])
+        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            assert depth == 8 and colour in (2, 6) and interlace == 0
+        elif kind == b"IDAT":
+            idat.append(body)
+        pos += 12 + n
+    bpp = 3 if colour == 2 else 4
+    raw = np.frombuffer(zlib.decompress(b"".join(idat)), dtype=np.uint8).reshape(h, 1 + w * bpp)
+    out = np.zeros((h, w * bpp), dtype=np.uint8)
+    prev = np.zeros(w * bpp, dtype=np.int32)
+    for y in range(h):
+        f, line = raw[y, 0], raw[y, 1:].astype(np.int32)
+        if f == 0:
+            cur = line
+        elif f == 1:  # Sub: a running sum per channel
+            cur = (np.cumsum(line.reshape(w, bpp), axis=0) % 256).reshape(-1)
+        elif f == 2:  # Up
+            cur = (line + prev) % 256
+        else:  # Average (3) and Paeth (4) depend on the reconstructed left byte: byte by byte
+            cur, p, c = line.tolist(), prev.tolist(), [0] * bpp + prev.tolist()
+            for i in range(len(cur)):
+                a = cur[i - bpp] if i >= bpp else 0
+                if f == 3:
+                    cur[i] = (cur[i] + (a + p[i]) // 2) & 255
+                else:
+                    b, cc = p[i], c[i]
+                    pa, pb, pc = abs(b - cc), abs(a - cc), abs(a + b - 2 * cc)
+                    pred = a if pa <= pb and pa <= pc else (b if pb <= pc else cc)
+                    cur[i] = (cur[i] + pred) & 255
+            cur = np.array(cur, dtype=np.int32)
+        out[y] = cur
+        prev = cur
+    return out.reshape(h, w, bpp)[:, :, :3]
+
+
+def test_screenshot_is_not_blank(loaded):
+    np = pytest.importorskip("numpy")
+    img = read_png(loaded["png"])
+    assert img.shape[:2] == (HEIGHT, WIDTH)
+    colours = np.unique(img.reshape(-1, 3), axis=0)
+    assert len(colours) > 50  # a blank or text-only page has a handful
+    # the memory chart's stacked bars in their fill colours: weights #4c78a8 and KV cache #54a24b
+    for rgb in ((0x4C, 0x78, 0xA8), (0x54, 0xA2, 0x4B)):
+        assert np.all(img == rgb, axis=2).sum() > 2000, f"no bars of colour {rgb} on screen"

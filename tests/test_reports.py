@@ -1,0 +1,402 @@
+"""Procurement reports: `kvplan sweep` (CSV, JSON, HTML), prices, `kvplan cheapest`, atomic writes.
+
+Hand arithmetic is in the comments; the rest checks that the files say exactly what the planner
+says (the CSV read back with the csv module equals the JSON, the sweep equals plan() call by call).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.catalog import find_in_catalog, spec_to_dict
+from kvplan.cli import app
+from kvplan.dtypes import BF16, FP8
+from kvplan.errors import KvplanError
+from kvplan.export import CSV_COLUMNS, GIB_BESIDE, ROW_KEYS, atomic_write, plan_row, write_csv
+from kvplan.hardware import find_gpu, load_gpus
+from kvplan.planner import Deployment, Request, plan, plan_grid
+from kvplan.prices import load_prices
+from kvplan.sweep import deployment_for, rank_key, sweep, sweep_rows
+
+REPO = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def one_line_error(r, code: int, needle: str) -> None:
+    assert r.exit_code == code, r.output
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0], r.stderr
+    assert "Traceback" not in r.output
+
+
+def spec(name: str):
+    s = find_in_catalog(name)
+    assert s is not None, name
+    return s
+
+
+# --- the sweep's numbers are the planner's ---------------------------------------------------------
+
+def test_plan_grid_equals_plan_call_by_call():
+    gpus = [find_gpu(n) for n in ("h100", "mi300x", "l40s")]
+    reqs = [Request(context=c, kv_dtype=d, batch=b) for b in (1, 3) for d in (BF16, FP8, None) for c in (1000, 32768)]
+    reqs.append(Request(context=5000, kv_cache_memory_bytes=8 * 2**30, gpu_memory_utilization=0.8))
+    for name, dep in [("llama-3.1-70b", Deployment(4)), ("gemma-2-9b", Deployment(2, 3)),  # sliding windows, pp
+                      ("nemotron-h-56b-base-8k", Deployment(8)), ("deepseek-v3", Deployment(8, 2))]:  # states, MLA
+        m = spec(name)
+        assert plan_grid(m, gpus, dep, reqs) == [plan(m, g, dep, r) for g in gpus for r in reqs]
+
+
+def test_cached_profiles_equal_fresh_ones():
+    m = spec("gemma-2-9b")
+    p = plan(m, find_gpu("h100"), Deployment(2, 3), Request(context=9000, batch=2))
+    # a profile served from the cache equals one grouped afresh, memo and all
+    from kvplan.planner import kv_profile
+
+    for stage in p.stages:
+        a, b = stage.layers
+        fresh = kv_profile(m.layers[a:b], 2, BF16, BF16, 16)
+        assert fresh == stage.profile
+        for n in (1, 4095, 4096, 4097, 9000, 10**6):
+            assert fresh.sequence_bytes(n) == stage.profile.sequence_bytes(n)
+
+
+def test_sweep_skips_and_counts_invalid_deployments():
+    # gpt2 has 12 attention heads: tp 1, 2, 4 divide them, tp 8 does not.
+    gpus = [find_gpu("h100"), find_gpu("a100-80"), find_gpu("l4")]
+    done = []
+    r = sweep([spec("gpt2")], gpus, [1, 2, 4, 8], [512, 1024], ["bf16"], progress=done.append)
+    assert sum(done) == 4 * 3 * 2  # the progress bar reaches every combination, skipped ones included
+    assert len(r.plans) == 3 * 3 * 2  # 3 valid counts x 3 GPUs x 2 contexts
+    assert len(r.skipped) == 1 and r.skipped[0].gpus == 8 and "does not divide the 12" in r.skipped[0].reason
+    assert r.skipped_plans == 3 * 2  # 3 GPUs x 2 contexts never planned
+    for p in r.plans:  # every plan is plan()'s own
+        assert p == plan(spec("gpt2"), find_gpu(p.gpu), p.deployment, p.request)
+
+
+def test_sweep_ranking_and_dtype_dedup():
+    prices = {"h100-sxm": 2.0}
+    r = sweep([spec("llama-3.1-8b"), spec("qwen3-8b")], [find_gpu("h100"), find_gpu("a100-80")], [1, 2],
+              [8192, 131072], ["auto", "bf16", "fp8"], prices=prices)
+    # auto = bf16 for both models: 2 KV dtypes, not 3 -> 2 models x 2 GPUs x 2 counts x 2 contexts x 2 dtypes
+    assert len(r.plans) == 32
+    keys = [rank_key(p, prices.get(p.gpu)) for p in r.plans]
+    assert keys == sorted(keys)
+    first_unfit = next((i for i, p in enumerate(r.plans) if not p.fits), len(r.plans))
+    assert all(not p.fits for p in r.plans[first_unfit:])  # fits first
+    priced = [p for p in r.plans if p.fits and p.gpu == "h100-sxm"]
+    assert r.plans[0] in priced  # a priced fit before any unpriced one
+
+
+def test_deployment_for_counts():
+    assert deployment_for(4) == Deployment(4, 1)
+    assert deployment_for(16) == Deployment(8, 2)  # tp within a node of 8, a pipeline stage per node
+    for bad in (0, 12):
+        with pytest.raises(KvplanError):
+            deployment_for(bad)
+
+
+# --- CSV and JSON ----------------------------------------------------------------------------------
+
+def test_row_keys_are_the_documented_columns():
+    m = spec("llama-3.1-8b")
+    p = plan(m, find_gpu("h100"), Deployment(1), Request(context=8192))
+    assert tuple(plan_row(p, m, 2.5, rank=1)) == ROW_KEYS
+    for bytes_col, gib_col in GIB_BESIDE.items():  # the GiB column sits right after its bytes column
+        assert CSV_COLUMNS[CSV_COLUMNS.index(bytes_col) + 1] == gib_col
+
+
+def test_csv_read_back_equals_json(tmp_path, kvplan_home):
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("currency: EUR\nH100: 2.5\nmi300x: 2\n")
+    csv_path, json_path = tmp_path / "plan.csv", tmp_path / "plan.json"
+    r = run("sweep", "--models", "llama-3.1-70b,deepseek-v3,gemma-2-9b", "--gpus", "h100,mi300x,l40s",
+            "--ctx", "8k,128k", "--kv-dtype", "bf16,fp8", "--gpu-counts", "1,2,8", "--prices", prices,
+            "--csv", csv_path, "--json", json_path)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(json_path.read_text())
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        table = list(csv.DictReader(f))
+    rows = doc["plans"]
+    # 3 models x 3 GPUs x 3 counts x 2 contexts x 2 dtypes = 108; gemma-2-9b's 16 heads take tp 8, so none skipped
+    assert len(rows) == len(table) == doc["plans_count"] == 108 and doc["skipped_plans"] == 0
+    assert list(table[0]) == list(CSV_COLUMNS)
+    for j, c in zip(rows, table):
+        for key, value in j.items():
+            cell = c[key]
+            if value is None:
+                assert cell == ""
+            elif isinstance(value, bool):
+                assert cell == ("true" if value else "false")
+            elif isinstance(value, int):
+                assert int(cell) == value, key
+            elif isinstance(value, float):
+                assert float(cell) == value, key  # exact: floats are written round-trip
+            elif isinstance(value, list):
+                assert cell == " | ".join(value)
+            else:
+                assert cell == value
+        for bytes_col, gib_col in GIB_BESIDE.items():
+            assert float(c[gib_col]) == round(j[bytes_col] / 2**30, 3)
+    # llama-3.1-70b, bf16, 128k on 8 GPUs: 80 layers x 2 (K, V) x 1 KV head per rank x 128 x 2 B x 131,072
+    # = 5,368,709,120 B = 5 GiB per GPU; 8 ranks x that = 42,949,672,960 B in all
+    row = next(c for c in table if c["model"] == "llama-3.1-70b" and c["gpus"] == "8" and c["context"] == "131072"
+               and c["kv_dtype"] == "bf16" and c["gpu"] == "h100-sxm")
+    assert int(row["kv_bytes_per_sequence_per_gpu"]) == 5_368_709_120 and float(row["kv_gib_per_sequence_per_gpu"]) == 5.0
+    assert int(row["kv_bytes_per_sequence"]) == 42_949_672_960
+    assert int(row["max_concurrency"]) == int(row["kv_memory_bytes_per_gpu"]) // 5_368_709_120
+    # prices: 2.5 per GPU-hour x 8 GPUs = 20.0 per hour; per concurrent user = 20 / max concurrency
+    assert float(row["price_per_gpu_hour"]) == 2.5 and float(row["cost_per_hour"]) == 20.0
+    assert float(row["cost_per_concurrent_user_hour"]) == 20.0 / int(row["max_concurrency"])
+    assert all(c["price_per_gpu_hour"] == "" for c in table if c["gpu"] == "l40s")  # no invented prices
+    assert doc["currency"] == "EUR" and doc["prices_per_gpu_hour"] == {"h100-sxm": 2.5, "mi300x": 2.0}
+
+
+def test_csv_guards_formulas_but_not_numbers():
+    row = {"model": "=HYPERLINK(\"http://x\")", "gpu": "@h100", "free_bytes_per_gpu": -5, "fits": False,
+           "warnings": ["a", "b"], "cost_per_hour": None}
+    out = io.StringIO()
+    write_csv([row], out)
+    head, line = list(csv.reader(io.StringIO(out.getvalue())))
+    assert head == ["model", "gpu", "free_bytes_per_gpu", "free_gib_per_gpu", "fits", "warnings", "cost_per_hour"]
+    assert line == ["'=HYPERLINK(\"http://x\")", "'@h100", "-5", "-0.0", "false", "a | b", ""]
+    assert out.getvalue().endswith("\r\n")  # RFC 4180 line ends
+
+
+def test_user_model_names_reach_files_safely(tmp_path, kvplan_home):
+    # A model the user imported under a hostile name: CSV keeps it as text, HTML escapes it.
+    name = "=cmd|' /c calc'!a0 <script>x</script>"
+    (kvplan_home / "models").mkdir(parents=True)
+    data = {**spec_to_dict(spec("llama-3.1-8b")), "name": name, "aliases": [], "hf_repo": None}
+    (kvplan_home / "models" / "evil.json").write_text(json.dumps(data))
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run("sweep", "--models", name, "--gpus", "h100", "--ctx", "8k", "--gpu-counts", "1",
+            "--csv", out / "p.csv", "--html", out / "p.html", "--json", out / "p.json")
+    assert r.exit_code == 0, r.output
+    with open(out / "p.csv", newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["model"] == "'" + name  # a spreadsheet shows it, does not run it
+    assert json.loads((out / "p.json").read_text())["plans"][0]["model"] == name
+    page = (out / "p.html").read_text()
+    assert "<script>x</script>" not in page and "&lt;script&gt;x&lt;/script&gt;" in page
+
+
+def test_sweep_to_stdout_and_all_catalog(kvplan_home):
+    r = run("sweep", "--models", "all", "--gpus", "all", "--ctx", "4k", "--gpu-counts", "1", "--json", "-")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    n_models, n_gpus = len({m for m in (row["model"] for row in doc["plans"])}), len(load_gpus())
+    assert doc["plans_count"] == n_models * n_gpus and n_models >= 50  # tp=1 is always valid
+    r = run("sweep", "--models", "llama-3.1-8b", "--gpus", "h100", "--ctx", "8k,32k", "--csv", "-")
+    assert r.exit_code == 0, r.output
+    assert len(list(csv.DictReader(io.StringIO(r.stdout)))) == 2 * 4  # 2 contexts x GPU counts 1, 2, 4, 8
+
+
+def test_sweep_terminal_table(kvplan_home):
+    r = run("sweep", "--models", "qwen3-32b", "--gpus", "h100,h200", "--ctx", "8k", "--gpu-counts", "1,2")
+    assert r.exit_code == 0, r.output
+    assert "Best 4 of 4 plans" in r.stdout and "qwen3-32b" in r.stdout
+    assert "4 plans (" in r.stderr and "ranked: fits first" in r.stderr
+
+
+# --- atomic writes ---------------------------------------------------------------------------------
+
+def test_atomic_write_leaves_nothing_half_written(tmp_path):
+    target = tmp_path / "out.csv"
+
+    def boom(stream):
+        stream.write("rank,model\r\n1,half")
+        raise RuntimeError("serialiser died")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(target, boom)
+    assert os.listdir(tmp_path) == []  # neither the file nor a temp file
+    target.write_text("old\n")
+    with pytest.raises(RuntimeError):
+        atomic_write(target, boom)
+    assert target.read_text() == "old\n" and os.listdir(tmp_path) == ["out.csv"]
+    atomic_write(target, "new\n")
+    assert target.read_text() == "new\n" and os.listdir(tmp_path) == ["out.csv"]
+
+
+@pytest.mark.parametrize("exc, code", [(RuntimeError("disk on fire"), 1), (KeyboardInterrupt(), 130)])
+def test_cli_write_failure_leaves_no_file(tmp_path, monkeypatch, kvplan_home, exc, code):
+    import kvplan.export
+
+    real = kvplan.export.write_csv
+
+    def half(rows, stream, columns=None):
+        real(rows[:1], stream)  # some rows reach the temp file, then the serialiser dies
+        raise exc
+
+    monkeypatch.setattr(kvplan.export, "write_csv", half)
+    r = run("sweep", "--models", "llama-3.1-8b", "--gpus", "h100", "--ctx", "8k,32k", "--csv", tmp_path / "p.csv")
+    assert r.exit_code == code and r.stderr.splitlines()[-1].startswith("Error: ")
+    assert os.listdir(tmp_path) == ["kvplan-home"] or os.listdir(tmp_path) == []
+
+
+# --- prices ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, needle", [
+    ("h1000: 2.0\n", "key 'h1000': unknown GPU 'h1000'; did you mean"),
+    ("h100: -1\n", "key 'h100': price must be a positive number"),
+    ("h100: cheap\n", "got 'cheap'"),
+    ("h100: true\n", "got True"),
+    ("- h100\n", "expected a mapping"),
+    ("h100: [1\n", "invalid YAML at line"),
+    ("", "empty"),
+    ("h100: 2\nh100-sxm: 3\n", "already priced 2"),
+    ("currency: 5\n", "key 'currency'"),
+])
+def test_bad_price_files_are_one_line_errors(tmp_path, text, needle):
+    path = tmp_path / "prices.yaml"
+    path.write_text(text)
+    with pytest.raises(KvplanError) as err:
+        load_prices(path)
+    assert needle in err.value.message and str(path) in err.value.message and "\n" not in err.value.message
+
+
+def test_prices_resolve_aliases_and_profiles(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("currency: USD\nH100: 2.49\na100_80: 1\n4090: 0.4\n")
+    book = load_prices(path)
+    assert book.by_gpu == {"h100-sxm": 2.49, "a100-sxm-80": 1.0, "rtx-4090": 0.4} and book.currency == "USD"
+    assert book.price(find_gpu("l40s")) is None  # nothing bundled, nothing invented
+    assert all(g.price_per_hour is None for g in load_gpus().values())
+
+
+def test_cli_bad_prices_and_inputs(tmp_path, kvplan_home):
+    bad = tmp_path / "prices.yaml"
+    bad.write_text("h100: free\n")
+    base = ["sweep", "--models", "llama-3.1-8b", "--ctx", "8k"]
+    one_line_error(run(*base, "--prices", bad), 2, "price must be a positive number")
+    one_line_error(run(*base, "--prices", tmp_path / "nope.yaml"), 3, "does not exist")
+    one_line_error(run(*base, "--gpus", "h1000"), 3, "did you mean")
+    one_line_error(run(*base, "--gpu-counts", "12"), 2, "not a multiple of 8")
+    one_line_error(run(*base, "--gpu-counts", "0"), 2, "between 1 and")
+    one_line_error(run(*base, "--kv-dtype", "fp7"), 2, "unknown KV cache dtype")
+    one_line_error(run(*base, "--csv", tmp_path / "no" / "dir.csv"), 2, "does not exist")
+    one_line_error(run("sweep", "--models", "no-such-model-x", "--ctx", "8k"), 3, "unknown model")
+    one_line_error(run("cheapest", "llama-3.1-8b", "--ctx", "8k", "--concurrency", "0"), 2, "at least 1")
+    one_line_error(run("cheapest", "llama-3.1-8b", "--concurrency", "4", "--min-tokens-per-second", "-3"), 2,
+                   "positive number")
+
+
+# --- cheapest --------------------------------------------------------------------------------------
+
+def h100_profile_with_price(folder: Path, price: float) -> None:
+    text = (REPO / "kvplan" / "hw_profiles" / "h100-sxm.yaml").read_text()
+    text = text.replace("key: h100-sxm", "key: rented-h100").replace("price_per_hour: null", f"price_per_hour: {price}")
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("aliases:"))
+    (folder / "rented.yaml").write_text(text + "\n")
+
+
+def test_cheapest_ranks_by_cost(tmp_path, kvplan_home):
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("h100: 2\nh200: 1\n")
+    hw = tmp_path / "hw"
+    hw.mkdir()
+    h100_profile_with_price(hw, 1.5)  # a profile's own price_per_hour
+    r = run("cheapest", "llama-3.1-8b", "--ctx", "8k", "--concurrency", "4", "--gpus", "h100,h200,a100-80,rented-h100",
+            "--gpu-counts", "1,2", "--prices", prices, "--hw-profiles", hw, "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    order = [(m["gpu"], m["gpus"], m["cost_per_hour"]) for m in doc["meets"]]
+    # cost per hour = price x GPUs: h200 1x1 = 1, rented 1.5, h100 2 and h200 2x1 = 2 (fewer GPUs first),
+    # rented 2 x 1.5 = 3, h100 2 x 2 = 4; a100 has no price: last, by GPU count.
+    assert order == [("h200-sxm", 1, 1.0), ("rented-h100", 1, 1.5), ("h100-sxm", 1, 2.0), ("h200-sxm", 2, 2.0),
+                     ("rented-h100", 2, 3.0), ("h100-sxm", 2, 4.0), ("a100-sxm-80", 1, None), ("a100-sxm-80", 2, None)]
+    assert [m["rank"] for m in doc["meets"]] == list(range(1, 9)) and doc["fails"] == []
+    assert all(m["max_concurrency"] >= 4 and m["batch"] == 4 for m in doc["meets"])
+
+
+def test_cheapest_says_why_and_exits_6(kvplan_home):
+    r = run("cheapest", "llama-3.1-70b", "--ctx", "128k", "--concurrency", "32", "--gpus", "h100,h200",
+            "--gpu-counts", "1,2,4,8", "--json")
+    assert r.exit_code == 6, r.output  # EXIT_DOES_NOT_FIT: nothing meets the target
+    doc = json.loads(r.stdout)
+    assert doc["meets"] == [] and len(doc["fails"]) == 8
+    for f in doc["fails"]:
+        if f["kv_memory_bytes_per_gpu"] <= 0:
+            assert f["why"].startswith("doesn't fit: weights and overhead leave no KV memory")
+        else:  # 5 GiB per sequence per GPU at tp 8 (see test_csv_read_back_equals_json)
+            assert f["why"].startswith(f"doesn't fit: short by {32 - f['max_concurrency']} request")
+    r = run("cheapest", "llama-3.1-70b", "--ctx", "128k", "--concurrency", "32", "--gpus", "h100,h200",
+            "--gpu-counts", "1,2,4,8")
+    assert r.exit_code == 6 and "No deployment meets the target" in r.stdout and "short by" in r.stdout
+
+
+def test_cheapest_speed_floor_and_invalid_tp(kvplan_home):
+    # gpt2: 12 heads, so tp 8 is invalid; a floor of a million tokens/s per request is unreachable.
+    r = run("cheapest", "gpt2", "--ctx", "1k", "--concurrency", "2", "--gpus", "h100", "--gpu-counts", "1,8",
+            "--min-tokens-per-second", "1e6", "--json")
+    assert r.exit_code == 6, r.output
+    whys = sorted(f["why"] for f in json.loads(r.stdout)["fails"])
+    assert whys[0].startswith("invalid: tp=8 does not divide the 12 attention heads")
+    assert whys[1].startswith("too slow: ") and "< 1e+06" in whys[1]
+    r = run("cheapest", "gpt2", "--ctx", "1k", "--concurrency", "2", "--gpus", "h100", "--gpu-counts", "1",
+            "--min-tokens-per-second", "10", "--json")
+    meets = json.loads(r.stdout)["meets"]
+    assert r.exit_code == 0 and meets[0]["decode_tokens_per_second_per_request"] >= 10
+
+
+# --- HTML (the browser test is tests/test_html_browser.py) ------------------------------------------
+
+EVIL = '</script><script>document.body.dataset.pwned=1</script><img src=x onerror="alert(1)">=evil'
+
+
+def evil_sweep():
+    m = dataclasses.replace(spec("qwen3-8b"), name=EVIL)
+    return sweep([m, spec("llama-3.1-8b")], [find_gpu("h100"), find_gpu("mi300x")], [1, 2], [8192, 32768],
+                 ["bf16", "fp8"], prices={"h100-sxm": 2.0})
+
+
+def test_html_is_self_contained_and_escaped():
+    from kvplan.html_report import render_html, safe_json
+
+    r = evil_sweep()
+    page = render_html(sweep_rows(r), title="<b>t</b>", summary=[EVIL], currency="USD")
+    assert "plotly.js v" in page and "Plotly.newPlot" in page  # plotly.js itself is inlined
+    assert 'src="http' not in page and "src='http" not in page and "<link" not in page
+    assert "<script src" not in page and "Content-Security-Policy" in page and "default-src 'none'" in page
+    assert EVIL not in page and "<b>t</b>" not in page
+    assert "&lt;/script&gt;&lt;script&gt;document.body.dataset.pwned=1" in page  # table and summary, as text
+    data = safe_json({"name": EVIL})
+    assert "<" not in data and ">" not in data and json.loads(data) == {"name": EVIL}
+    assert page.count("<script") == 4  # error hook, plotly.js, the figures' JSON, the renderer: nothing else
+
+
+def test_sweep_without_html_does_not_import_plotly(tmp_path):
+    code = ("import sys; from typer.testing import CliRunner; from kvplan.cli import app; "
+            "r = CliRunner().invoke(app, ['sweep', '--models', 'llama-3.1-8b', '--gpus', 'h100', '--ctx', '8k', "
+            f"'--csv', {str(tmp_path / 'p.csv')!r}]); assert r.exit_code == 0, r.output; "
+            "print(sorted(m for m in ('plotly', 'torch', 'huggingface_hub') if m in sys.modules))")
+    env = {**os.environ, "KVPLAN_HOME": str(tmp_path / "home")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_html_via_cli(tmp_path, kvplan_home):
+    out = tmp_path / "plan.html"
+    r = run("sweep", "--models", "llama-3.1-8b,qwen3-8b", "--gpus", "h100,a100-80", "--ctx", "8k,32k",
+            "--html", out, "--title", "Q3 <purchase>")
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    assert "<title>Q3 &lt;purchase&gt;</title>" in page and 'id="chart-memory"' in page and "<table id=\"plans\">" in page
+    assert os.listdir(tmp_path) == ["kvplan-home", "plan.html"] or sorted(os.listdir(tmp_path)) == ["plan.html"]

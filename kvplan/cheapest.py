@@ -70,10 +70,12 @@ def _key(c: Candidate) -> tuple:
 
 def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deployments: Sequence[Deployment],
              min_tokens_per_second: float | None = None, prices=None, kv_dtype=None, weight_dtype=None,
-             gpu_memory_utilization: float | None = None, block_size: int | None = None) -> list[Candidate]:
+             gpu_memory_utilization: float | None = None, block_size: int | None = None,
+             engine=None) -> list[Candidate]:
     """Every candidate, those meeting the target first (ranked by RANKING), then the rest.
 
-    `prices` is a kvplan.prices.Prices (or None: no prices, rank by GPU count).
+    `prices` is a kvplan.prices.Prices (or None: no prices, rank by GPU count). `engine` (a
+    kvplan.engines.EngineChoice) plans each deployment as that engine allocates.
     """
     from kvplan.planner import plan, validate_deployment
 
@@ -92,11 +94,19 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
     for gpu in gpus:
         price = prices.price(gpu) if prices is not None else gpu.price_per_hour
         for dep in deployments:
+            dep = engine.deployment(dep) if engine is not None else dep
             invalid = validate_deployment(model, dep)
             if invalid:
                 fails.append(Candidate(gpu.key, dep, None, price, False, f"invalid: {invalid}"))
                 continue
-            p = plan(model, gpu, dep, req)
+            if engine is None:
+                p = plan(model, gpu, dep, req)
+            else:
+                try:
+                    p = engine.plan(model, gpu, dep, req)
+                except KvplanError as e:  # e.g. llama.cpp has no tensor parallelism
+                    fails.append(Candidate(gpu.key, dep, None, price, False, f"invalid: {e.message}"))
+                    continue
             why = _why(p, concurrency, min_tokens_per_second)
             (fails if why else meets).append(Candidate(gpu.key, dep, p, price, why is None, why))
     meets.sort(key=_key)

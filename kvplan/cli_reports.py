@@ -29,6 +29,17 @@ def _names(text: str, what: str) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+def _engine_choice(engine, version, opt_items, gmu, block_size):
+    """The --engine flags as a kvplan.engines.EngineChoice (checked now), or None without --engine."""
+    if engine is None:
+        if version or opt_items:
+            raise KvplanError("--engine-version and --engine-opt need --engine", EXIT_USAGE)
+        return None
+    from kvplan.engines import EngineChoice
+
+    return EngineChoice.make(engine, version, opt_items or (), gpu_memory_utilization=gmu, block_size=block_size)
+
+
 def resolve_gpus(text: str, hw_dirs) -> list:
     """`h100,h200` or `all` -> GPU objects (each once, in the order given)."""
     from kvplan.hardware import find_gpu, load_gpus
@@ -147,7 +158,7 @@ def _write_outputs(result, csv_path, json_path, html_path, title: str, summary: 
     elif csv_path:
         atomic_write(csv_path, lambda stream: write_csv(rows, stream), newline="")
     if json_path:
-        head = {"ranking": RANKING, "plans_count": len(rows), "fits_count": sum(r["fits"] for r in rows),
+        head = {"engine": result.engine, "ranking": RANKING, "plans_count": len(rows), "fits_count": sum(r["fits"] for r in rows),
                 "skipped_plans": result.skipped_plans, "skipped": [asdict(s) for s in result.skipped],
                 "currency": prices.currency or None, "prices_per_gpu_hour": result.prices}
         text = json_document(head, rows)
@@ -181,8 +192,11 @@ def register(app: typer.Typer) -> None:
         kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="Comma-separated KV cache dtypes: auto (model's), bf16, fp8, ...")] = "auto",
         weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Comma-separated weight formats (auto = the checkpoint's): bf16, fp8, int4, ...")] = None,
         batch: Annotated[int, typer.Option("--batch", "-b", help="Concurrent requests per deployment (fits, max context and decode speed use it).")] = 1,
-        gpu_memory_utilization: Annotated[str, typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use.")] = "0.9",
-        block_size: Annotated[int, typer.Option("--block-size", help="KV page size in tokens.")] = 16,
+        gpu_memory_utilization: Annotated[Optional[str], typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use (default 0.9; with --engine: the engine's).")] = None,
+        block_size: Annotated[Optional[int], typer.Option("--block-size", help="KV page size in tokens (default 16; with --engine: the engine's).")] = None,
+        engine: Annotated[Optional[str], typer.Option("--engine", help="Plan as this engine allocates: vllm, sglang, trtllm, llama.cpp, transformers.")] = None,
+        engine_version: Annotated[Optional[str], typer.Option("--engine-version", help="Engine release whose defaults and rules apply. Default: the newest modelled.")] = None,
+        engine_opt: Annotated[Optional[list[str]], typer.Option("--engine-opt", help="Engine setting KEY=VALUE; may repeat.")] = None,
         prices: Annotated[Optional[Path], typer.Option("--prices", help="YAML of `gpu: price per GPU-hour` (any currency).")] = None,
         csv_out: Annotated[Optional[str], typer.Option("--csv", help="Write every plan as CSV to this file (- for stdout).")] = None,
         json_out: Annotated[Optional[str], typer.Option("--json", help="Write every plan as JSON to this file (- for stdout).")] = None,
@@ -211,11 +225,12 @@ def register(app: typer.Typer) -> None:
         weights = _weight_dtypes(weight_dtype)
         if batch < 1:
             raise KvplanError(f"--batch must be at least 1, got {batch}", EXIT_USAGE)
-        if not 1 <= block_size <= 4096:
+        if block_size is not None and not 1 <= block_size <= 4096:
             raise KvplanError(f"--block-size must be between 1 and 4096, got {block_size}", EXIT_USAGE)
         if top < 0:
             raise KvplanError(f"--top must be 0 or more, got {top}", EXIT_USAGE)
-        gmu = parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization")
+        gmu = parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization") if gpu_memory_utilization else None
+        chosen = _engine_choice(engine, engine_version, engine_opt, gmu, block_size)
         csv_path = _check_output(csv_out, "--csv", True)
         json_path = _check_output(json_out, "--json", True)
         html_path = _check_output(html_out, "--html", False)
@@ -228,7 +243,10 @@ def register(app: typer.Typer) -> None:
 
         per_model = len(gpu_list) * len(counts) * len(contexts) * len(weights)
         total = sum(per_model * len({canonical_kv_dtype(n, s.dtype) for n in kv_names}) for s in specs)
-        kwargs = dict(batch=batch, block_size=block_size, gpu_memory_utilization=gmu, prices=price_by_gpu)
+        from kvplan.planner import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
+
+        kwargs = dict(batch=batch, block_size=block_size or DEFAULT_BLOCK_SIZE,
+                      gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION, prices=price_by_gpu, engine=chosen)
         args = (specs, gpu_list, counts, contexts, kv_names, weights)
         if total >= PROGRESS_MIN_PLANS and sys.stderr.isatty():
             from rich.console import Console
@@ -248,12 +266,14 @@ def register(app: typer.Typer) -> None:
                    + f"; batch {batch}"]
         if result.skipped:
             summary.append(f"{result.skipped_plans:,} plans skipped: deployments the model cannot run (see below)")
+        summary.append(f"planned as {result.engine} allocates" if result.engine else
+                       "planned with kvplan's engine-neutral rules (--engine for an engine's own)")
         summary.append(f"ranked: {RANKING}")
         if price_by_gpu:
             summary.append(f"prices per GPU-hour ({price_book.unit}): "
                            + ", ".join(f"{k} {v:g}" for k, v in price_by_gpu.items()))
         _write_outputs(result, csv_path, json_path, html_path, title, summary, price_book)
-        for line in summary[:2]:
+        for line in summary:
             _stderr(line)
         for line in _skipped_lines(result):
             _stderr(f"skipped: {line}")
@@ -280,8 +300,11 @@ def register(app: typer.Typer) -> None:
         max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest deployment tried without --gpu-counts.")] = 64,
         kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype: auto (model's), bf16, fp8, ...")] = "auto",
         weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight format override: bf16, fp8, int4, ...")] = None,
-        gpu_memory_utilization: Annotated[str, typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use.")] = "0.9",
-        block_size: Annotated[int, typer.Option("--block-size", help="KV page size in tokens.")] = 16,
+        gpu_memory_utilization: Annotated[Optional[str], typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use (default 0.9; with --engine: the engine's).")] = None,
+        block_size: Annotated[Optional[int], typer.Option("--block-size", help="KV page size in tokens (default 16; with --engine: the engine's).")] = None,
+        engine: Annotated[Optional[str], typer.Option("--engine", help="Plan as this engine allocates: vllm, sglang, trtllm, llama.cpp, transformers.")] = None,
+        engine_version: Annotated[Optional[str], typer.Option("--engine-version", help="Engine release whose defaults and rules apply. Default: the newest modelled.")] = None,
+        engine_opt: Annotated[Optional[list[str]], typer.Option("--engine-opt", help="Engine setting KEY=VALUE; may repeat.")] = None,
         top: Annotated[int, typer.Option("--top", help="Rows of the ranking shown in the terminal.")] = 15,
         hw_profiles: HwOpt = None,
         revision: RevisionOpt = None,
@@ -308,11 +331,12 @@ def register(app: typer.Typer) -> None:
             raise KvplanError(f"--min-tokens-per-second must be a positive number, got {min_tps:g}", EXIT_USAGE)
         if not 1 <= max_gpus <= 4096:
             raise KvplanError(f"--max-gpus must be between 1 and 4096, got {max_gpus}", EXIT_USAGE)
-        if not 1 <= block_size <= 4096:
+        if block_size is not None and not 1 <= block_size <= 4096:
             raise KvplanError(f"--block-size must be between 1 and 4096, got {block_size}", EXIT_USAGE)
         ctx_tokens = None if ctx is None else parse_tokens(ctx, "--ctx")
         counts = parse_counts(gpu_counts) if gpu_counts is not None else None
-        gmu = parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization")
+        gmu = parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization") if gpu_memory_utilization else None
+        chosen = _engine_choice(engine, engine_version, engine_opt, gmu, block_size)
         canonical_kv_dtype(kv_dtype)
         wdt = canonical_weight_dtype(weight_dtype) if weight_dtype else None
         gpu_list = resolve_gpus(gpus, hw)
@@ -330,7 +354,7 @@ def register(app: typer.Typer) -> None:
         deps = [deployment_for(c) for c in counts] if counts else candidate_deployments(spec, max_gpus)
         candidates = rank(spec, gpu_list, ctx_tokens, concurrency, deployments=deps, min_tokens_per_second=min_tps,
                           prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=wdt,
-                          gpu_memory_utilization=gmu, block_size=block_size)
+                          gpu_memory_utilization=gmu, block_size=block_size, engine=chosen)
         meets = [c for c in candidates if c.meets]
         target = (f"{spec.name}: {concurrency:,} concurrent requests of {human_tokens(ctx_tokens)} tokens"
                   + (f", ≥ {min_tps:g} tokens/s each" if min_tps else ""))

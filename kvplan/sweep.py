@@ -71,6 +71,7 @@ class SweepResult:
     models: dict  # model name -> ModelSpec (plan_to_dict needs it)
     skipped: list[Skipped] = field(default_factory=list)
     prices: dict = field(default_factory=dict)  # GPU key -> price per GPU-hour, where known
+    engine: str | None = None  # "vllm 0.33.0" when planned the engine's way
 
     @property
     def skipped_plans(self) -> int:
@@ -109,12 +110,15 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
           kv_dtypes: Sequence[str] = ("auto",), weight_dtypes: Sequence[str | None] = (None,), *,
           batch: int = 1, block_size: int = DEFAULT_BLOCK_SIZE,
           gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
-          prices: dict | None = None, progress: Callable[[int], None] | None = None) -> SweepResult:
+          prices: dict | None = None, progress: Callable[[int], None] | None = None,
+          engine=None) -> SweepResult:
     """Every plan of the cross product, ranked by RANKING.
 
     `models` are ModelSpecs, `gpus` kvplan.hardware.GPU objects, `prices` maps GPU key to price per
     GPU-hour. Deployments a model cannot run are skipped and recorded. `progress(n)` is called
-    after every n plans made (or skipped).
+    after every n plans made (or skipped). `engine` (a kvplan.engines.EngineChoice) plans each
+    deployment as that engine allocates, one plan at a time (the engine-neutral planner shares
+    work across GPUs and contexts and is much faster).
     """
     from kvplan.dtypes import canonical_kv_dtype
 
@@ -133,9 +137,9 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
     skipped: list[Skipped] = []
     with _collector_paused():
         _cross(models, gpus, deployments, contexts, kv_dtypes, weight_dtypes, batch, block_size,
-               gpu_memory_utilization, plans, skipped, progress)
+               gpu_memory_utilization, plans, skipped, progress, engine)
         plans.sort(key=lambda p: rank_key(p, prices.get(p.gpu)))
-    return SweepResult(plans, {m.name: m for m in models}, skipped, prices)
+    return SweepResult(plans, {m.name: m for m in models}, skipped, prices, engine.label if engine else None)
 
 
 @contextlib.contextmanager
@@ -156,7 +160,7 @@ def _collector_paused():
 
 
 def _cross(models, gpus, deployments, contexts, kv_dtypes, weight_dtypes, batch, block_size,
-           gpu_memory_utilization, plans, skipped, progress) -> None:
+           gpu_memory_utilization, plans, skipped, progress, engine=None) -> None:
     from kvplan.planner import plan_grid, validate_deployment
 
     for model in models:
@@ -165,11 +169,17 @@ def _cross(models, gpus, deployments, contexts, kv_dtypes, weight_dtypes, batch,
                     for wd in weight_dtypes for dt in kv_dtypes_for(model, kv_dtypes) for ctx in contexts]
         for dep in deployments:
             n = len(gpus) * len(requests)
+            dep = engine.deployment(dep) if engine is not None else dep
             why = validate_deployment(model, dep)
+            if not why and engine is None:
+                plans.extend(plan_grid(model, gpus, dep, requests))
+            elif not why:
+                try:
+                    plans.extend([engine.plan(model, gpu, dep, req) for gpu in gpus for req in requests])
+                except KvplanError as e:  # the engine cannot run this deployment (llama.cpp: no tp)
+                    why = e.message
             if why:
                 skipped.append(Skipped(model.name, dep.gpus, dep.tp, dep.pp, why, n))
-            else:
-                plans.extend(plan_grid(model, gpus, dep, requests))
             if progress is not None:
                 progress(n)
 

@@ -400,3 +400,43 @@ def test_html_via_cli(tmp_path, kvplan_home):
     page = out.read_text()
     assert "<title>Q3 &lt;purchase&gt;</title>" in page and 'id="chart-memory"' in page and "<table id=\"plans\">" in page
     assert os.listdir(tmp_path) == ["kvplan-home", "plan.html"] or sorted(os.listdir(tmp_path)) == ["plan.html"]
+
+
+# --- engines in sweep and cheapest ---------------------------------------------------------------
+
+
+def test_sweep_with_an_engine_equals_fit_with_that_engine():
+    r = run("sweep", "--models", "llama-3.1-8b,gemma-2-9b", "--gpus", "h100,l40s", "--ctx", "8k,32k",
+            "--gpu-counts", "1,2", "--engine", "vllm", "--engine-version", "0.11.0", "--json", "-")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["engine"] == "vllm 0.11.0" and len(doc["plans"]) == 2 * 2 * 2 * 2
+    for row in doc["plans"]:
+        f = run("fit", row["model"], "--gpu", row["gpu"], "--gpus", row["gpus"], "--ctx", row["context"],
+                "--engine", "vllm", "--engine-version", "0.11.0", "--json")
+        one = json.loads(f.stdout)
+        for key in ("kv_memory_bytes_per_gpu", "kv_cache_tokens", "max_concurrency", "max_context",
+                    "gpu_memory_utilization", "block_size", "fits"):
+            assert row[key] == one[key], (row["model"], row["gpu"], key)
+
+
+def test_llama_cpp_sweeps_split_layers_and_the_engine_flags_are_checked():
+    r = run("sweep", "--models", "llama-3.1-8b", "--gpus", "4090", "--ctx", "8k", "--gpu-counts", "2",
+            "--engine", "llama.cpp", "--kv-dtype", "q8_0", "--json", "-")
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads(r.stdout)["plans"]
+    assert (row["tp"], row["pp"]) == (1, 2)  # llama.cpp has no tensor parallelism: 2 GPUs = 2 layer ranges
+    one_line_error(run("sweep", "--models", "gpt2", "--ctx", "1k", "--engine-version", "0.11.0"), 2, "need --engine")
+    one_line_error(run("cheapest", "gpt2", "--concurrency", "2", "--engine", "vllm", "--engine-version", "9.0"),
+                   2, "outside the modelled range")
+
+
+def test_cheapest_with_an_engine():
+    r = run("cheapest", "llama-3.1-8b", "--ctx", "32k", "--concurrency", "8", "--gpus", "h100,l40s",
+            "--engine", "sglang", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    best = doc["meets"][0]
+    f = run("fit", "llama-3.1-8b", "--gpu", best["gpu"], "--gpus", best["gpus"], "--ctx", "32k", "--batch", "8",
+            "--engine", "sglang", "--json")
+    assert json.loads(f.stdout)["max_concurrency"] == best["max_concurrency"] >= 8

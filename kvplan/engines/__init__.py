@@ -66,6 +66,47 @@ class EngineResult:
     settings: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class EngineChoice:
+    """An engine as the user chose it (name, version, --engine-opt, explicit flags), ready to plan with.
+
+    What `fit --engine` does for one deployment, reusable by sweep and cheapest: the engine's
+    settings for this GPU and deployment, then its plan (the planner's Plan, engine figures in).
+    """
+
+    name: str
+    version: str | None = None
+    opts: tuple[tuple[str, str], ...] = ()
+    explicit: tuple[tuple[str, object], ...] = ()  # flags the user gave: gpu_memory_utilization, block_size
+
+    @classmethod
+    def make(cls, name: str, version: str | None = None, opt_items=(), **explicit) -> EngineChoice:
+        """Checked: an unknown engine, version or option is a one-line error before any work."""
+        key = canonical_engine(name)
+        eng = get_engine(key)
+        check_version(key, version, eng.versions, eng.default_version)
+        opts = parse_engine_opts(opt_items)
+        check_opts(key, opts, eng.opts)
+        return cls(key, version, tuple(opts.items()), tuple(explicit.items()))
+
+    @property
+    def label(self) -> str:
+        eng = get_engine(self.name)
+        return f"{self.name} {self.version or eng.default_version}"
+
+    def deployment(self, dep):
+        """The deployment this engine runs on dep.gpus GPUs: llama.cpp splits layers (pp), it has no tp."""
+        if self.name == "llama.cpp" and dep.tp > 1:
+            return type(dep)(1, dep.gpus)
+        return dep
+
+    def plan(self, model, gpu, dep, req):
+        """kvplan.planner.Plan of `req` on `dep` as this engine allocates (KvplanError where it cannot run)."""
+        eng = get_engine(self.name)
+        st = eng.settings(model, gpu, dep, req, self.version, dict(self.opts), dict(self.explicit))
+        return eng.plan(model, gpu, dep, req, st).plan
+
+
 def canonical_engine(name: str) -> str:
     key = str(name).strip().lower()
     key = _ALIASES.get(key, key)

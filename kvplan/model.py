@@ -22,7 +22,7 @@ class ParamCounts:
     lm_head: int = 0  # 0 when tied to the embedding
     attention: int = 0  # attention / mixer projections: linear, quantizable
     mlp: int = 0  # dense MLP projections: linear, quantizable
-    experts: int = 0  # routed experts, all of them: linear, quantizable
+    experts: int = 0  # routed experts, all of them: linear, quantizable (except expert_biases)
     experts_active: int = 0  # routed expert parameters one token uses
     shared_experts: int = 0  # always-on experts: linear, quantizable
     router: int = 0  # expert gates: kept in 16 bits, replicated
@@ -31,6 +31,7 @@ class ParamCounts:
     num_experts: int = 0  # routed experts per MoE layer
     experts_per_token: int = 0
     num_moe_layers: int = 0
+    expert_biases: int = 0  # of `experts`: biases checkpoints keep in 16 bits (gpt-oss)
 
     @property
     def total(self) -> int:
@@ -95,7 +96,7 @@ class ModelSpec:
             p, attention=per(p.attention), mlp=per(p.mlp), experts=per(p.experts),
             experts_active=per(p.experts_active), shared_experts=per(p.shared_experts),
             router=per(p.router), other=per(p.other), replicated=per(p.replicated),
-            num_moe_layers=per(p.num_moe_layers),
+            num_moe_layers=per(p.num_moe_layers), expert_biases=per(p.expert_biases),
         )
         return replace(self, name=f"{self.name} (first {n} of {self.num_layers} layers)",
                        layers=self.layers[:n], params=params, checkpoint_bytes=None)
@@ -164,7 +165,7 @@ def weight_bytes(spec: ModelSpec, weight_dtype: str | None = None) -> WeightByte
     return WeightBytes(
         sharded=linear_bytes(shardable, dense_method, q.group_size),
         replicated=linear_bytes(p.replicated, dense_method, q.group_size) + (p.router + p.other) * plain,
-        experts=linear_bytes(p.experts, q.method, q.group_size),
+        experts=linear_bytes(p.experts - p.expert_biases, q.method, q.group_size) + p.expert_biases * plain,
         embedding=p.embedding * plain,
         lm_head=p.lm_head * plain,
     )

@@ -104,7 +104,7 @@ def count_params(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> Para
     h, vocab, experts, top_k = g["hidden"], g["vocab"], g["experts"], g["top_k"]
     gated = model_type not in _UNGATED
     mats = 3 if gated else 2
-    attention = replicated = other = mlp = expert = expert_active = shared = router = moe_layers = 0
+    attention = replicated = other = mlp = expert = expert_active = shared = router = moe_layers = biases = 0
     norm_width = 2 * h if model_type in ("gpt2", "falcon", "RefinedWebModel", "starcoder2", "cohere") else h
     norms_per_layer = 4 if model_type in ("gemma2", "gemma3", "gemma3_text") else 2
     if model_type in ("falcon", "RefinedWebModel", "nemotron_h", "cohere"):
@@ -125,7 +125,8 @@ def count_params(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> Para
             moe_layers += 1
             per_expert = mats * h * expert_width
             if model_type == "gpt_oss":
-                per_expert += 2 * expert_width + h  # gate_up and down biases
+                per_expert += 2 * expert_width + h  # gate_up and down biases, stored in bf16
+                biases += experts * (2 * expert_width + h)
             expert += experts * per_expert
             expert_active += top_k * per_expert
             router += h * experts + (experts if model_type in ("gpt_oss", "deepseek_v3", "kimi_k2", "glm4_moe") else 0)
@@ -152,6 +153,7 @@ def count_params(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> Para
         num_experts=experts,
         experts_per_token=top_k,
         num_moe_layers=moe_layers,
+        expert_biases=biases,
     )
 
 

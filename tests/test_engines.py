@@ -214,6 +214,20 @@ def test_llamacpp_fit_cli_quantized():
     assert d["engine"]["lines"]["KV cache size"] == "1088.00 MiB" and d["kv_cache_tokens"] == 8192
 
 
+
+@pytest.mark.parametrize("budget, fits, conc", [("100MiB", False, 0), ("10GiB", True, 73)])
+def test_llamacpp_honours_an_exact_kv_budget(budget, fits, conc):
+    # gemma-3-1b: 26 layers of 1 KV head x 256, f16: 2 x 256 x 2 = 1,024 B per cell per layer; 4 global
+    # layers hold pad256(30,000) = 30,208 cells, 22 sliding ones pad256(512 + n_ubatch 512) = 1,024 cells:
+    # 4 x 30,208 x 1,024 + 22 x 1,024 x 1,024 = 146,800,640 B per sequence (one stream each).
+    # 100 MiB = 104,857,600 B holds none; 10 GiB = 10,737,418,240 B holds 73 (73.1).
+    r = runner.invoke(app, ["fit", "gemma-3-1b-it", "--gpu", "h100", "--gpus", "1", "--ctx", "30000",
+                            "--engine", "llama.cpp", "--kv-cache-memory", budget, "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert (d["fits"], d["max_concurrency"]) == (fits, conc)
+
+
 # --- TensorRT-LLM and transformers ------------------------------------------------------------
 
 def test_trtllm_no_replication_and_blocks_of_32():

@@ -69,3 +69,10 @@ def test_total_and_active_params_match_the_model_card(repo):
     active = (p.active - (0 if ACTIVE_COUNTS_EMBEDDING[repo.split("/")[0]] else p.embedding)) / 1e9
     # Published active counts are rounded to 2 or 3 digits (37, 5.1, 3.3): within 2 %.
     assert abs(active - info["active_params"]) / info["active_params"] < 0.02, (active, info["active_params"])
+
+
+def test_gpt_oss_20b_weight_bytes_equal_the_published_index():
+    # openai/gpt-oss-20b model.safetensors.index.json: "total_size": 13761264768 (public copies of the
+    # index). MXFP4 experts at 17/32 B per weight; their gate_up/down biases, attention, sinks, router,
+    # norms, embedding and unembedding in bf16.
+    assert weight_bytes(spec_of("openai/gpt-oss-20b"), None).total == 13_761_264_768

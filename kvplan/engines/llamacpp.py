@@ -189,8 +189,12 @@ class LlamaCppRules:
         return lay.cells_swa if isinstance(layer, (SlidingWindow, ChunkedLocal)) else lay.cells_base
 
 
-def _fits(model, dep, ranges, weights, overhead, usable, ctx, n_seq, st) -> bool:
+def _fits(model, dep, ranges, weights, overhead, usable, ctx, n_seq, st, kv_budget=None) -> bool:
+    """Does the cache for n_seq sequences of ctx fit on every GPU: beside the weights and compute
+    buffer in the whole memory (full offload), or within `kv_budget` bytes per GPU when given?"""
     lay = layout(model.layers, ctx * n_seq, n_seq, st)
+    if kv_budget is not None:
+        return all(sum(lay.layer_bytes[a:b]) <= kv_budget for a, b in ranges)
     return all(w + sum(lay.layer_bytes[a:b]) + overhead <= usable for (a, b), w in zip(ranges, weights))
 
 
@@ -250,10 +254,14 @@ class LlamaCpp:
         weights = [s.weight_bytes for s in p.stages]
         usable = gpu.memory_usable_bytes
         lay = layout(model.layers, req.context * req.batch, req.batch, st)
-        fits = _fits(model, dep, ranges, weights, over, usable, req.context, req.batch, st)
-        conc = max(0, _search(lambda n: _fits(model, dep, ranges, weights, over, usable, req.context, n, st), 1, 4096))
-        mc = max(0, _search(lambda c: _fits(model, dep, ranges, weights, over, usable, c, req.batch, st),
-                            1, model.max_context))
+        budget = req.kv_cache_memory_bytes  # --kv-cache-memory: the cache alone must fit in it
+
+        def fits_with(ctx: int, n_seq: int) -> bool:
+            return _fits(model, dep, ranges, weights, over, usable, ctx, n_seq, st, budget)
+
+        fits = fits_with(req.context, req.batch)
+        conc = max(0, _search(lambda n: fits_with(req.context, n), 1, 4096))
+        mc = max(0, _search(lambda c: fits_with(c, req.batch), 1, model.max_context))
         cap = self._capacity(lay, req.context, req.batch, st, conc)
         p = dataclasses.replace(p, kv_cache_tokens=lay.n_ctx, max_concurrency=conc, max_context=mc,
                                 max_context_limited_by="model" if mc == model.max_context else "memory",

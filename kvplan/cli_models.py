@@ -15,12 +15,14 @@ from kvplan.cli import JsonOpt, RevisionOpt, TokenOpt, _stderr, cli_errors
 models_app = typer.Typer(help="The model catalog: list, show, import.", no_args_is_help=True)
 
 
-def _kv_per_token(spec) -> int:
+def _kv_per_token(spec) -> tuple[int, int]:
+    """(bytes a token adds at long context, bytes a token costs while every window still holds it)."""
     from kvplan.dtypes import canonical_kv_dtype
     from kvplan.planner import kv_profile
 
     dt = canonical_kv_dtype("auto", spec.dtype)
-    return kv_profile(spec.layers, 1, dt, dt, 1).growth_bytes_per_token()
+    prof = kv_profile(spec.layers, 1, dt, dt, 1)
+    return prof.growth_bytes_per_token(), prof.slot_bytes_per_token()
 
 
 def _summary(spec) -> dict:
@@ -30,7 +32,8 @@ def _summary(spec) -> dict:
     return {
         "name": spec.name, "aliases": list(spec.aliases), "hf_repo": spec.hf_repo, "family": spec.family,
         "architecture": spec.architecture, "params": spec.params.total, "params_active": spec.params.active,
-        "kv_bytes_per_token": _kv_per_token(spec), "max_context": spec.max_context, "dtype": spec.dtype,
+        "kv_bytes_per_token": _kv_per_token(spec)[0],
+        "kv_bytes_per_token_within_windows": _kv_per_token(spec)[1], "max_context": spec.max_context, "dtype": spec.dtype,
         "weight_format": spec.quantization.method, "checkpoint_bytes": spec.checkpoint_bytes,
         "layers": len(spec.layers), "layer_kinds": dict(kinds), "notes": list(spec.notes), "source": spec.source,
     }
@@ -51,12 +54,15 @@ def list_models(as_json: JsonOpt = False):
     from rich.table import Table
 
     table = Table(show_edge=False)
-    for col in ("name", "family", "params", "active", "KV/token", "max ctx", "aliases"):
-        table.add_column(col, justify="right" if col in ("params", "active", "KV/token", "max ctx") else "left",
-                         no_wrap=col != "aliases")
+    # KV/token: what a token costs while every sliding window still holds it; beyond windows: what
+    # one more token adds at long context (0 when every layer is windowed or a fixed state).
+    numeric = ("params", "active", "KV/token", "beyond windows", "max ctx")
+    for col in ("name", "family", *numeric, "aliases"):
+        table.add_column(col, justify="right" if col in numeric else "left", no_wrap=col != "aliases")
     for r in rows:
         table.add_row(r["name"], r["family"], f"{r['params'] / 1e9:,.2f}B", f"{r['params_active'] / 1e9:,.2f}B",
-                      f"{r['kv_bytes_per_token']:,} B", f"{r['max_context']:,}", ", ".join(r["aliases"]))
+                      f"{r['kv_bytes_per_token_within_windows']:,} B", f"{r['kv_bytes_per_token']:,} B",
+                      f"{r['max_context']:,}", ", ".join(r["aliases"]))
     # A terminal gets its own width; a pipe or file gets every column whole (rich would assume 80).
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 

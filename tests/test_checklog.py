@@ -110,6 +110,17 @@ def test_check_log_cli(tmp_path):
     assert r.exit_code == 0 and "2176.00 MiB" in r.stdout
 
 
+
+def test_check_log_infers_an_unprinted_f32_cache():
+    # llama-cpp-python 0.1.30 (2023): "kv self size = 1560.00 MB" for LLaMA-30B at n_ctx 512, cache type
+    # not printed. f16 would be 2 x 60 layers x 512 x 6,656 x 2 B = 780 MiB; f32 doubles it: 1,560 MiB.
+    r = runner.invoke(app, ["check-log", str(FIXTURES / "llamacpp_2023_llama30b.log"), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert [(row["reported"], row["ok"]) for row in d["rows"]] == [("1560.00 MiB", True)]
+    assert any("f32" in n for n in d["notes"])
+
+
 def test_check_log_errors(tmp_path):
     r = runner.invoke(app, ["check-log", str(tmp_path / "missing.log")])
     assert r.exit_code == 3 and r.output.startswith("Error:")

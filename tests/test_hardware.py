@@ -82,7 +82,7 @@ def test_bundled_values_are_sane(gpus):
 def test_estimates_follow_the_one_documented_rule(gpus):
     estimated = {k for k, g in gpus.items() if g.usable_is_estimate}
     assert estimated == {  # the list in hw_profiles/README.md
-        "a100-pcie-40", "a100-pcie-80", "h100-pcie", "gh200-144", "a10g", "v100-pcie-16", "v100-pcie-32",
+        "a100-pcie-40", "a100-pcie-80", "h100-pcie", "gh200-144", "v100-pcie-16", "v100-pcie-32",
         "mi250x", "mi325x", "mi355x", "gaudi2", "gaudi3",
     }
     rules = {gpus[k].memory_usable_source for k in estimated}
@@ -106,8 +106,9 @@ def test_golden_datasheet_numbers(gpus):
     # aiconfigurator a100_sxm.yaml: 2.039 TB/s, 312 TFLOPS BF16.
     assert gpus["a100-sxm-80"].bandwidth_bytes_per_s == 2_039_000_000_000
     assert gpus["a100-sxm-80"].dense_flops["bf16"] == 312 * T
-    # gpus.yaml: nvidia-smi shows 143771 MiB on an H200 SXM; aiconfigurator h200_sxm.yaml: 4800 GB/s.
-    assert gpus["h200-sxm"].memory_usable_bytes == 143_771 * MiB
+    # torch's CUDA OOM messages on H200: "total capacity of 139.80 GiB" (nvidia-smi: 143771 MiB);
+    # aiconfigurator h200_sxm.yaml: 4800 GB/s.
+    assert gpus["h200-sxm"].memory_usable_bytes == 143_155 * MiB  # 139.80 GiB, down to a whole MiB
     assert gpus["h200-sxm"].bandwidth_bytes_per_s == 4_800_000_000_000
     # aiconfigurator l4.yaml: "121TFLOPS (dense; NVIDIA specs list 242TFLOPS with sparsity)".
     assert gpus["l4"].dense_flops["bf16"] == 121 * T
@@ -330,7 +331,10 @@ def test_profiles_agree_with_shared_gpus_yaml(gpus):
                 checked += 1
         reported = theirs.get("mem_reported")
         if reported and key != "gh200-144":
-            assert ours.memory_usable_bytes == int(reported["value"].split()[0]) * MiB, key
+            # nvidia-smi's total, or less: where torch's own total is known kvplan uses it (CUDA keeps
+            # some memory back: H200 143771 MiB in nvidia-smi, 139.80 GiB = 143155 MiB in torch).
+            smi = int(reported["value"].split()[0]) * MiB
+            assert 0.99 * smi <= ours.memory_usable_bytes <= smi, key
             assert ours.memory_usable_source.startswith("measured:"), key
             checked += 1
         tdp = _number(theirs.get("tdp_w"))

@@ -291,14 +291,33 @@ def _llamacpp(rec, model, gpu, version, kv_name, tp):
     n_ctx = int(cells.value) * n_stream if cells else (s.get("kv_size") or s.get("n_ctx_slot") or s.get("n_ctx"))
     if not n_ctx:
         raise KvplanError("the log shows no n_ctx / kv_size", EXIT_USAGE)
-    tk = canonical_kv_dtype(kv_name or s.get("type_k") or "f16")
-    tv = canonical_kv_dtype(kv_name or s.get("type_v") or "f16")
-    ver = version or ("current" if rec.era == "2025" else "2024-03")  # the log prints n_ctx after padding
-    st = llamacpp.Settings(ver, 512, True, n_stream == 1, rec.era != "2025", tk, tv)
-    lay = llamacpp.layout(layers, n_ctx, max(1, n_stream), st)
+    # The log prints n_ctx after padding; the 2023 "kv self size = X MB" line is the 2023-04 era's.
+    ver = version or {"2025": "current", "2023": "2023-04"}.get(rec.era, "2024-03")
+
+    def layout_for(type_k: str, type_v: str):
+        st = llamacpp.Settings(ver, 512, True, n_stream == 1, rec.era != "2025",
+                               canonical_kv_dtype(type_k), canonical_kv_dtype(type_v))
+        return st, llamacpp.layout(layers, n_ctx, max(1, n_stream), st)
+
+    note = None
+    if kv_name or s.get("type_k"):
+        st, lay = layout_for(kv_name or s["type_k"], kv_name or s.get("type_v") or s["type_k"])
+    else:
+        # Not printed: f16 is llama.cpp's default, but llama-cpp-python before 0.1.4x defaulted to
+        # f16_kv=False, an f32 cache. Take the one whose size the log reports, and say so.
+        st, lay = layout_for("f16", "f16")
+        note = "the log does not print the cache type; f16 assumed (llama.cpp's default), see --kv-dtype"
+        reported = r.get("kv_self_mib")
+        if reported is not None and f"{lay.total / MIB:.{reported.decimals}f}" != reported.text:
+            st32, lay32 = layout_for("f32", "f32")
+            if f"{lay32.total / MIB:.{reported.decimals}f}" == reported.text:
+                st, lay = st32, lay32
+                note = ("the log does not print the cache type; its size is an f32 cache's (llama-cpp-python "
+                        "0.1.x defaulted to f16_kv=False), so f32 is used; see --kv-dtype")
+    tk, tv = st.type_k, st.type_v
     out = Reconciliation("llama.cpp", ver, where, gpu.key if gpu else None)
-    if not (kv_name or s.get("type_k")):
-        out.notes.append("the log does not print the cache type; f16 assumed (llama.cpp's default), see --kv-dtype")
+    if note:
+        out.notes.append(note)
     for key, label, pred in (("k_mib", f"K ({tk.name})", lay.k_bytes), ("v_mib", f"V ({tv.name})", lay.v_bytes),
                              ("kv_self_mib", "KV self size", lay.k_bytes + lay.v_bytes)):
         if key in r:

@@ -248,6 +248,13 @@ def _sglang(rec, model, gpu, version, kv_name, tp):
                                 f"{st.init_bytes / GIB:.2f} GiB (estimate)",
                                 _rel(st.init_bytes, gpu.memory_usable_bytes - pre)[0], None,
                                 _rel(st.init_bytes, gpu.memory_usable_bytes - pre)[1]))
+    if gpu is not None and "kv_tokens" in r:
+        # End to end: what `fit --engine sglang` predicts from the GPU alone, without the log's figures.
+        rep = int(r["kv_tokens"].value)
+        alone = sglang.ENGINE.plan(model, gpu, dep, req, st).capacity.tokens
+        d, e = _rel(alone, rep)
+        out.rows.append(Row("#tokens predicted from the GPU alone (fit --engine sglang)", f"{rep:,}", f"{alone:,}",
+                            d, abs(e) <= 0.05, e))
     if "kv_tokens" in r:
         tokens = int(r["kv_tokens"].value)
         for key, label in (("k_size_gb", "K size"), ("v_size_gb", "V size")):

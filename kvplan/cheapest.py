@@ -79,8 +79,8 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
     """
     from kvplan.planner import plan, validate_deployment
 
-    if concurrency < 1:
-        raise KvplanError(f"--concurrency must be at least 1, got {concurrency}", EXIT_USAGE)
+    if not 1 <= concurrency <= 1_000_000:
+        raise KvplanError(f"--concurrency must be between 1 and 1,000,000, got {concurrency}", EXIT_USAGE)
     if min_tokens_per_second is not None and not 0 < min_tokens_per_second < math.inf:
         raise KvplanError(f"--min-tokens-per-second must be a positive number, got {min_tokens_per_second}",
                           EXIT_USAGE)

@@ -26,6 +26,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+MAX_BATCH = 1_000_000  # concurrent requests: far beyond any deployment, small enough to stay meaningful
+
 # Options every command shares.
 GpuOpt = Annotated[str, typer.Option("--gpu", "-g", help="GPU name or alias (a100-80, h100, h200, mi300x, l40s, 4090; see `kvplan gpus`).")]
 CtxOpt = Annotated[Optional[str], typer.Option("--ctx", "-c", help="Context per request: 32768, 32k, 128K, 1M. Default: the model's limit.")]
@@ -77,15 +79,16 @@ def _request(ctx_tokens: int, batch: int, kv_dtype: str, weight_dtype, model, bl
     from kvplan.planner import Request
     from kvplan.units import parse_bytes, parse_fraction
 
-    if batch < 1:
-        raise KvplanError(f"--batch must be at least 1, got {batch}", EXIT_USAGE)
+    if not 1 <= batch <= MAX_BATCH:
+        raise KvplanError(f"--batch must be between 1 and {MAX_BATCH:,}, got {batch}", EXIT_USAGE)
     if not 1 <= block_size <= 4096:
         raise KvplanError(f"--block-size must be between 1 and 4096, got {block_size}", EXIT_USAGE)
     return Request(
         context=ctx_tokens,
         batch=batch,
         kv_dtype=canonical_kv_dtype(kv_dtype, model.dtype),
-        weight_dtype=canonical_weight_dtype(weight_dtype) if weight_dtype else None,
+        weight_dtype=None if weight_dtype is None or weight_dtype.strip().lower() == "auto"
+        else canonical_weight_dtype(weight_dtype),
         block_size=block_size,
         gpu_memory_utilization=parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization"),
         overhead_bytes=None if overhead is None else (0 if overhead.strip() == "0" else parse_bytes(overhead, "--overhead")),
@@ -94,19 +97,30 @@ def _request(ctx_tokens: int, batch: int, kv_dtype: str, weight_dtype, model, bl
 
 
 def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]):
-    from kvplan.planner import Deployment, validate_deployment
+    """The deployment the flags ask for, or None (none given: one GPU and the smallest that fits).
+
+    --gpus alone picks the widest valid tp within a node of 8 and pipeline stages beyond it, as
+    the smallest-fit search and `sweep` do; --tp/--pp fix the split.
+    """
+    from kvplan.planner import Deployment, deployment_for_gpus, validate_deployment
 
     for flag, value in (("--gpus", gpus), ("--tp", tp), ("--pp", pp)):
         if value is not None and not 1 <= value <= 4096:
             raise KvplanError(f"{flag} must be between 1 and 4096, got {value}", EXIT_USAGE)
-    pp = pp or 1
+    if gpus is None and tp is None and pp is None:
+        return None
+    if tp is None and pp is None:
+        dep = deployment_for_gpus(model, gpus)
+        if dep is None:
+            raise KvplanError(f"{model.name}: no tensor × pipeline split of {gpus} GPUs is valid "
+                              f"(tp must divide the {model.num_attention_heads} attention heads)", EXIT_USAGE)
+        return dep
     if tp is None:
-        if gpus is None:
-            return None
-        if gpus % pp:
+        if gpus is not None and gpus % pp:
             raise KvplanError(f"--gpus {gpus} is not a multiple of --pp {pp}", EXIT_USAGE)
-        tp = gpus // pp
-    elif gpus is not None and gpus != tp * pp:
+        tp = gpus // pp if gpus is not None else 1
+    pp = pp or 1
+    if gpus is not None and gpus != tp * pp:
         raise KvplanError(f"--gpus {gpus} does not equal --tp {tp} × --pp {pp}", EXIT_USAGE)
     dep = Deployment(tp, pp)
     why = validate_deployment(model, dep)
@@ -154,8 +168,9 @@ def fit(
     ctx_tokens = None if ctx is None else parse_tokens(ctx, "--ctx")
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = resolved.spec
-    req = _request(ctx_tokens or spec.max_context, batch, kv_dtype, weight_dtype, spec, block_size or 16,
-                   gpu_memory_utilization or "0.9", overhead, kv_cache_memory)
+    req = _request(ctx_tokens or spec.max_context, batch, kv_dtype, weight_dtype, spec,
+                   16 if block_size is None else block_size,
+                   "0.9" if gpu_memory_utilization is None else gpu_memory_utilization, overhead, kv_cache_memory)
     dep = _deployment(spec, gpus, tp, pp)
     if engine or emit or engine_version or engine_opt:
         from kvplan.cli_engines import validate_engine_args
@@ -238,8 +253,26 @@ def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
 
 
 def main() -> None:
-    """Console entry point."""
-    app()
+    """Console entry point: the app, with the parser's own usage errors also as one line.
+
+    Typer prints a bad flag value (`--batch abc`) as a boxed, multi-line usage message; kvplan's
+    rule is one `Error:` line and exit 2, so the parser runs in non-standalone mode and its usage
+    errors (they carry format_message and exit_code) are printed here.
+    """
+    try:
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        _stderr("Error: aborted")
+        code = 130
+    except Exception as exc:  # noqa: BLE001 - only the parser's usage errors are handled here
+        if not (hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int)):
+            raise
+        message = " ".join(exc.format_message().split())
+        if message:  # (no arguments at all: the help was printed, nothing to add)
+            hint = f" (see: {exc.ctx.command_path} --help)" if getattr(exc, "ctx", None) is not None else ""
+            _stderr(f"Error: {message}{hint}")
+        code = exc.exit_code
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 # Sub-commands that live in their own modules (each imports its heavy dependencies lazily).

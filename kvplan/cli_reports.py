@@ -223,8 +223,8 @@ def register(app: typer.Typer) -> None:
         for n in kv_names:
             canonical_kv_dtype(n)
         weights = _weight_dtypes(weight_dtype)
-        if batch < 1:
-            raise KvplanError(f"--batch must be at least 1, got {batch}", EXIT_USAGE)
+        if not 1 <= batch <= 1_000_000:
+            raise KvplanError(f"--batch must be between 1 and 1,000,000, got {batch}", EXIT_USAGE)
         if block_size is not None and not 1 <= block_size <= 4096:
             raise KvplanError(f"--block-size must be between 1 and 4096, got {block_size}", EXIT_USAGE)
         if top < 0:
@@ -325,8 +325,8 @@ def register(app: typer.Typer) -> None:
         from kvplan.units import human_tokens, parse_fraction, parse_tokens
 
         hw = hw_profiles or ()
-        if concurrency < 1:
-            raise KvplanError(f"--concurrency must be at least 1, got {concurrency}", EXIT_USAGE)
+        if not 1 <= concurrency <= 1_000_000:
+            raise KvplanError(f"--concurrency must be between 1 and 1,000,000, got {concurrency}", EXIT_USAGE)
         if min_tps is not None and not 0 < min_tps < float("inf"):
             raise KvplanError(f"--min-tokens-per-second must be a positive number, got {min_tps:g}", EXIT_USAGE)
         if not 1 <= max_gpus <= 4096:

@@ -10,6 +10,8 @@ Parameter counting lives in kvplan.params; this module decides what each layer i
 
 from __future__ import annotations
 
+import math
+
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import (
     ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, RecurrentState, SlidingWindow,
@@ -55,7 +57,8 @@ class Cfg:
             if default is None:
                 raise _Missing(names)
             return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or (isinstance(value, float) and not math.isfinite(value)) or value != int(value)):
             raise KvplanError(f"{self.where}: {names[0]} must be an integer, got {value!r}", EXIT_USAGE)
         value = int(value)
         cap = LIMITS.get(limit or names[0])

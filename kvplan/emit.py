@@ -11,6 +11,7 @@ llama.cpp: `llama-server` (common/arg.cpp): -c is the total context over all slo
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from kvplan.errors import EXIT_USAGE, KvplanError
 
@@ -18,7 +19,13 @@ EMITTERS = ("vllm", "sglang", "llama.cpp")
 
 
 def _model_arg(model) -> str:
-    return model.hf_repo or model.name
+    """What the engine should load: the Hub repo, else the local folder the spec was read from."""
+    if model.hf_repo:
+        return model.hf_repo
+    src = Path(model.source or "")
+    if model.source and src.exists():  # a folder or its config.json: engines take the folder
+        return str((src.parent if src.is_file() else src).resolve())
+    return model.name
 
 
 def _kv_name(engine: str, kv, model) -> str | None:

@@ -188,6 +188,11 @@ def validate_deployment(model: ModelSpec, dep: Deployment) -> str | None:
         return "tp and pp must be at least 1"
     if model.num_attention_heads % dep.tp:
         return f"tp={dep.tp} does not divide the {model.num_attention_heads} attention heads"
+    # KV heads are split evenly over ranks, or each rank keeps whole replicated heads (vLLM's
+    # QKVParallelLinear asserts one or the other; SGLang and TensorRT-LLM split the same way).
+    for h in sorted({getattr(layer, "num_kv_heads", 0) for layer in model.layers} - {0}):
+        if (h % dep.tp if h >= dep.tp else dep.tp % h):
+            return f"tp={dep.tp} neither divides nor is a multiple of the {h} KV heads"
     if dep.pp > model.num_layers:
         return f"pp={dep.pp} exceeds the {model.num_layers} layers"
     return None
@@ -402,6 +407,13 @@ def _assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prepared: tu
     fits = room and max_conc >= batch
     if not room:
         warnings.append("the weights and overhead leave no memory for the KV cache")
+    if req.kv_cache_memory_bytes is not None:
+        # An exact KV budget is taken as given, but it must fit beside this rank's weights.
+        need = max(s.weight_bytes + s.overhead_bytes + s.kv_memory_bytes for s in stages)
+        if need > usable:
+            fits = False
+            warnings.append(f"weights + overhead + the given KV budget ({need / GIB:.2f} GiB) exceed the GPU's "
+                            f"usable memory ({usable / GIB:.2f} GiB)")
     return Plan(
         model=model.name, gpu=gpu.key, deployment=dep, request=req,
         usable_memory_bytes=usable, budget_bytes=budget,
@@ -453,22 +465,29 @@ def _max_context(stages, batch: int, model_limit: int) -> tuple[int, str]:
     return lo, "memory"
 
 
-def candidate_deployments(model: ModelSpec, max_gpus: int = 64) -> list[Deployment]:
-    """Valid deployments in the order a person would try them: fewest GPUs, then tp before pp.
+NODE_GPUS = 8  # tensor parallelism stays within a node; pipeline stages span nodes
 
-    Tensor parallelism stays within a node of 8; beyond it, pipeline stages are added.
-    """
+
+def deployment_for_gpus(model: ModelSpec, gpus: int) -> Deployment | None:
+    """The deployment a person would pick for `gpus` GPUs: the widest valid tp within a node, then
+    pipeline stages for the rest (16 GPUs: tp 8 x pp 2). None when no split is valid."""
+    for tp in (8, 4, 2, 1):
+        if tp <= NODE_GPUS and gpus % tp == 0:
+            dep = Deployment(tp, gpus // tp)
+            if validate_deployment(model, dep) is None:
+                return dep
+    return None
+
+
+def candidate_deployments(model: ModelSpec, max_gpus: int = 64) -> list[Deployment]:
+    """Valid deployments in the order a person would try them: fewest GPUs, then tp before pp."""
     out = []
     for gpus in (1, 2, 4, 8, 16, 32, 64):
         if gpus > max_gpus:
             break
-        for tp in (8, 4, 2, 1):
-            if gpus % tp:
-                continue
-            dep = Deployment(tp, gpus // tp)
-            if validate_deployment(model, dep) is None:
-                out.append(dep)
-                break
+        dep = deployment_for_gpus(model, gpus)
+        if dep is not None:
+            out.append(dep)
     return out
 
 

@@ -122,8 +122,8 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
     """
     from kvplan.dtypes import canonical_kv_dtype
 
-    if batch < 1:
-        raise KvplanError(f"batch must be at least 1, got {batch}", EXIT_USAGE)
+    if not 1 <= batch <= 1_000_000:
+        raise KvplanError(f"batch must be between 1 and 1,000,000, got {batch}", EXIT_USAGE)
     for name in kv_dtypes:
         canonical_kv_dtype(name)  # an unknown name fails before any work
     names = [m.name for m in models]

@@ -75,6 +75,8 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
     length = s.get("max_model_len") or (model.max_context if model else None)
     if length is None:
         raise KvplanError("the log does not show max_model_len; pass --model", EXIT_USAGE)
+    if not (tp or rec.tp):
+        out.notes.append("the log does not show the tensor-parallel size; tp 1 assumed (pass --tp)")
     tp = tp or rec.tp or 1
     dep = Deployment(tp, 1)
     total = s.get("total_gpu_memory_gib")
@@ -208,6 +210,8 @@ def _sglang(rec, model, gpu, version, kv_name, tp):
                          gpu.key if gpu else None)
     if model is None:
         raise KvplanError(f"the log names only {rec.architecture or 'no model'}; pass --model to check it", EXIT_USAGE)
+    if not (tp or rec.tp):
+        out.notes.append("the log does not show the tensor-parallel size; tp 1 assumed (pass --tp)")
     tp = tp or rec.tp or 1
     dep = Deployment(tp, 1)
     ctx = s.get("context_len") or model.max_context

@@ -1,0 +1,103 @@
+"""`kvplan fit` deployments and inputs that QA found mishandled: each a one-line error or the right plan."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import shared_config
+from kvplan.cli import app
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def one_line_error(r, code: int, needle: str) -> str:
+    assert r.exit_code == code, r.output
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0], r.stderr
+    return lines[0]
+
+
+def test_tp_must_split_the_kv_heads_evenly_or_replicate_them(kvplan_home):
+    # phi-4: 40 attention heads, 10 KV heads. tp 4 divides 40 but not 10, and 10 is not a divisor of 4:
+    # ranks would hold 2.5 heads, which no engine can (vLLM's QKVParallelLinear asserts against it).
+    one_line_error(run("fit", "phi-4", "--gpu", "l40s", "--ctx", "16k", "--tp", "4"), 2, "10 KV heads")
+    r = run("fit", "phi-4", "--gpu", "l40s", "--ctx", "16k", "--tp", "2", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["tp"] == 2
+    # The smallest-fit search skips tp 4 and 8 for it: 8 GPUs become tp 2 x pp 4.
+    r = run("fit", "phi-4", "--gpu", "l40s", "--ctx", "16k", "--batch", "64", "--json")
+    assert all(p["tp"] in (1, 2) for p in json.loads(r.stdout)["plans"])
+
+
+def test_gpus_beyond_a_node_become_pipeline_stages(kvplan_home):
+    # 16 GPUs: tp 8 within a node x pp 2, as sweep and the smallest-fit search; 8 KV heads stay unreplicated:
+    # 80 layers x 2 x 8 heads x 128 x 2 B = 327,680 B per token over all ranks.
+    r = run("fit", "llama-3.1-70b", "--gpu", "h100", "--ctx", "128k", "--gpus", "16", "--json")
+    p = json.loads(r.stdout)
+    assert (p["tp"], p["pp"], p["kv_bytes_per_token"]) == (8, 2, 327_680)
+
+
+def test_pp_alone_and_too_many_stages(kvplan_home):
+    r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "1k", "--pp", "2", "--json")
+    assert (json.loads(r.stdout)["tp"], json.loads(r.stdout)["pp"]) == (1, 2)
+    one_line_error(run("fit", "llama-3.1-8b", "--gpu", "h100", "--pp", "33"), 2, "exceeds the 32 layers")
+
+
+def test_a_kv_budget_larger_than_the_gpu_does_not_fit(kvplan_home):
+    # 200 GiB of KV beside 15 GiB of weights on an 79.18 GiB H100 cannot be allocated.
+    r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "1k", "--gpus", "1", "--kv-cache-memory", "200GiB",
+            "--json")
+    p = json.loads(r.stdout)
+    assert p["fits"] is False and any("exceed the GPU's usable memory" in w for w in p["warnings"])
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('{"hidden_size": NaN}', "NaN"),
+    ('{"hidden_size": Infinity}', "Infinity"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+])
+def test_hostile_local_config_is_a_usage_error(kvplan_home, tmp_path, text, needle):
+    (tmp_path / "config.json").write_text(text)
+    one_line_error(run("fit", tmp_path, "--gpu", "h100"), 2, needle)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--batch", "10000000"), "--batch must be between 1 and 1,000,000"),
+    (("--block-size", "0"), "--block-size must be between 1 and 4096"),
+    (("--gpu-memory-utilization", ""), "--gpu-memory-utilization"),
+    (("--weight-dtype", ""), "unknown weight dtype"),
+])
+def test_out_of_range_values_are_refused_not_defaulted(kvplan_home, args, needle):
+    one_line_error(run("fit", "gpt2", "--gpu", "t4", *args), 2, needle)
+
+
+def test_weight_dtype_auto_is_the_checkpoints_own(kvplan_home):
+    a = json.loads(run("fit", "gpt2", "--gpu", "t4", "--gpus", "1", "--weight-dtype", "auto", "--json").stdout)
+    b = json.loads(run("fit", "gpt2", "--gpu", "t4", "--gpus", "1", "--json").stdout)
+    assert a["weight_bytes"] == b["weight_bytes"]
+
+
+def test_parser_errors_are_one_line_too():
+    """A value Typer itself rejects (not an int) is also one `Error:` line and exit 2 from the real CLI."""
+    r = subprocess.run([sys.executable, "-m", "kvplan", "fit", "gpt2", "--gpu", "t4", "--batch", "abc"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "--batch" in lines[0], r.stderr
+
+
+def test_emit_names_a_local_model_by_its_folder(kvplan_home, tmp_path):
+    folder = tmp_path / "my model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(shared_config("meta-llama__Llama-3.1-8B-Instruct")))
+    r = run("fit", folder / "config.json", "--gpu", "h100", "--ctx", "8k", "--emit", "vllm")
+    assert r.exit_code == 0, r.output
+    assert f"vllm serve '{folder.resolve()}' " in r.stdout

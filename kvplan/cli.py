@@ -243,13 +243,14 @@ def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
 
     table = Table(show_edge=False)
     for col in ("key", "name", "memory (usable)", "bandwidth", "bf16 dense", "aliases"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "key")
     for g in catalog.values():
         bf16 = dict(g.dense_flops).get("bf16") or dict(g.dense_flops).get("fp16")
         table.add_row(g.key, g.name, f"{g.memory_marketed} ({g.memory_usable_bytes / 2**30:.2f} GiB)",
                       f"{g.bandwidth_bytes_per_s / 1e12:g} TB/s", f"{bf16 / 1e12:g} TFLOPS" if bf16 else "-",
                       ", ".join(g.aliases))
-    Console().print(table)
+    # A terminal gets its own width; a pipe or file gets whole rows (rich would assume 80 columns).
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
 def main() -> None:

@@ -17,24 +17,24 @@ BACKENDS = ("torch", "transformers")
 
 def register(app: typer.Typer) -> None:
     """Add `validate` to the kvplan app."""
-    from kvplan.cli import BatchOpt, JsonOpt, KvDtypeOpt, cli_errors
+    from kvplan.cli import JsonOpt, KvDtypeOpt, cli_errors
 
     @app.command()
     @cli_errors
     def validate(
         model: Annotated[str, typer.Argument(help="Catalog name or alias (llama-3.1-8b), a folder or config.json, or a Hub repo id.")],
         ctx: Annotated[str, typer.Option("--ctx", "-c", help="Tokens each sequence holds at the end (prompt + decoded): 4096, 4k.")] = "1k",
-        batch: BatchOpt = 1,
+        batch: Annotated[int, typer.Option("--batch", "-b", help="Sequences decoded together, each holding --ctx tokens; the cache is batch x ctx tokens per layer.")] = 1,
         layers: Annotated[Optional[int], typer.Option("--layers", help="Build only the first N layers of the real pattern; predictions are for the same reduced model.")] = None,
         steps: Annotated[int, typer.Option("--steps", help="Greedy decode steps after the prefill.")] = 8,
         kv_dtype: KvDtypeOpt = "auto",
-        state_dtype: Annotated[str, typer.Option("--state-dtype", help="Recurrent (Mamba / linear attention) state dtype; auto = the model's.")] = "auto",
-        dtype: Annotated[Optional[str], typer.Option("--dtype", help="Weights and compute dtype: fp32, bf16, fp16. Default: fp32 on CPU, the model's on CUDA.")] = None,
+        state_dtype: Annotated[str, typer.Option("--state-dtype", help="Recurrent (Mamba / linear attention) state dtype: auto (the model's), fp32, bf16, fp16, fp8.")] = "auto",
+        dtype: Annotated[Optional[str], typer.Option("--dtype", help="Weights and compute dtype: fp32, bf16, fp16. Default (or auto): fp32 on CPU, the model's on CUDA.")] = None,
         device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
         shrink: Annotated[bool, typer.Option("--shrink", help="Shrink MLP/expert widths, routed experts and vocabulary (never the cache geometry) to fit a CPU.")] = False,
         hidden: Annotated[Optional[int], typer.Option("--hidden", help="Also shrink the hidden size (q/o projections' outer width; the cache does not depend on it).")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Seed for weights and prompt.")] = 0,
-        backend: Annotated[str, typer.Option("--backend", help="torch (kvplan's decoder) or transformers (the model's own HF class; needs the [transformers] extra).")] = "torch",
+        backend: Annotated[str, typer.Option("--backend", help="torch (kvplan's decoder) or transformers (the model's own HF class; needs the \\[transformers] extra).")] = "torch",
         output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Append this run to a results file (.json or .csv).")] = None,
         as_json: JsonOpt = False,
     ):
@@ -48,10 +48,11 @@ def register(app: typer.Typer) -> None:
             raise KvplanError(f"--backend {backend!r}: choose one of {', '.join(BACKENDS)}", EXIT_USAGE)
         if hidden is not None and hidden < 1:
             raise KvplanError(f"--hidden must be positive, got {hidden}", EXIT_USAGE)
+        compute = _compute(dtype)
         if output is not None:
-            from kvplan.validate.results import read_results
+            from kvplan.validate.results import check_output
 
-            read_results(output)  # a bad name or an unreadable file fails now, not after the run
+            check_output(output)  # a bad name, folder or file fails now, not after the run
         resolved = resolve_model(model)
         spec = resolved.spec
         import importlib.util
@@ -65,18 +66,25 @@ def register(app: typer.Typer) -> None:
         if hidden is not None:
             widths = Widths(hidden, widths.mlp, widths.expert, widths.experts, widths.vocab)
         settings = Settings(batch=batch, ctx=ctx_tokens, steps=steps, layers=layers, kv_dtype=kv_dtype,
-                            state_dtype=state_dtype, compute_dtype=_compute(dtype), device=device, seed=seed,
+                            state_dtype=state_dtype, compute_dtype=compute, device=device, seed=seed,
                             widths=widths)
         _stderr(resolved.note)
-        if backend == "transformers":
-            from kvplan.validate.transformers_backend import validate_transformers
+        from kvplan.validate.run import is_out_of_memory, out_of_memory_error
 
-            record, checks = validate_transformers(spec, settings, model)
-        else:
-            from kvplan.validate.run import validate as run_validation
+        try:
+            if backend == "transformers":
+                from kvplan.validate.transformers_backend import validate_transformers
 
-            with _progress(settings.steps) as tick:
-                record, checks = run_validation(spec, settings, progress=tick)
+                record, checks = validate_transformers(spec, settings, model)
+            else:
+                from kvplan.validate.run import validate as run_validation
+
+                with _progress(settings.steps) as tick:
+                    record, checks = run_validation(spec, settings, progress=tick)
+        except Exception as exc:  # an allocation failure the memory check could not foresee
+            if isinstance(exc, KvplanError) or not is_out_of_memory(exc):
+                raise
+            raise out_of_memory_error(exc, device) from None
         for note in record["notes"]:
             _stderr(f"note: {note}")
         if as_json:
@@ -95,14 +103,18 @@ def register(app: typer.Typer) -> None:
 
 
 def _compute(dtype: Optional[str]) -> Optional[str]:
-    if dtype is None:
+    """--dtype's canonical name; None (and auto) leave the choice to the device."""
+    if dtype is None or dtype.strip().lower() == "auto":
         return None
     from kvplan.dtypes import canonical_kv_dtype
     from kvplan.errors import EXIT_USAGE, KvplanError
 
-    name = canonical_kv_dtype(dtype).name
+    try:
+        name = canonical_kv_dtype(dtype).name
+    except KvplanError:
+        name = None
     if name not in ("fp32", "bf16", "fp16"):
-        raise KvplanError(f"--dtype {dtype!r}: weights and compute run in fp32, bf16 or fp16", EXIT_USAGE)
+        raise KvplanError(f"--dtype {dtype!r}: weights and compute run in fp32, bf16 or fp16 (or auto)", EXIT_USAGE)
     return name
 
 

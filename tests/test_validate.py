@@ -10,6 +10,8 @@ the comments, so the planner is not only compared with itself.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 
@@ -201,6 +203,26 @@ def test_cli_bad_input_one_line(args, code, text):
     assert text in result.stderr and result.stderr.count("\n") <= 2 and "Traceback" not in result.output
 
 
+def test_cli_dtype_errors_name_the_option():
+    for args, text in ((["--dtype", "int4"], "--dtype 'int4': weights and compute run in fp32, bf16 or fp16"),
+                       (["--state-dtype", "fp4"], "--state-dtype 'fp4': unknown dtype; validate supports auto")):
+        result = runner.invoke(app, [*CLI_RUN, *args])
+        assert result.exit_code == 2, result.output
+        assert text in result.stderr and "KV cache" not in result.stderr, result.stderr
+
+
+def _help_text() -> str:
+    result = runner.invoke(app, ["validate", "--help"])
+    assert result.exit_code == 0, result.output
+    return " ".join(result.stdout.replace("│", " ").split())  # the help box, unwrapped
+
+
+def test_cli_help_shows_brackets_and_its_own_batch():
+    text = _help_text()
+    assert "needs the [transformers] extra" in text
+    assert "decode speed and fits" not in text and "Sequences decoded together" in text
+
+
 def test_cli_unknown_model():
     result = runner.invoke(app, ["validate", "no-such-model-xyz", "--ctx", "32"])
     assert result.exit_code == 3 and "unknown model" in result.stderr
@@ -212,6 +234,99 @@ def test_cli_output_refuses_a_foreign_file(tmp_path):
     result = runner.invoke(app, [*CLI_RUN, "--output", str(out)])
     assert result.exit_code == 2 and "not a results file" in result.stderr
     assert out.read_text() == '{"not": "runs"}'
+
+
+def test_cli_output_csv_refuses_a_foreign_file(tmp_path):
+    out = tmp_path / "other.csv"
+    out.write_text("x,y\n1,2\n")
+    result = runner.invoke(app, [*CLI_RUN, "--output", str(out)])
+    assert result.exit_code == 2 and "not a results file" in result.stderr, result.output
+    assert out.read_text() == "x,y\n1,2\n"
+
+
+def test_cli_output_json_refuses_foreign_records(tmp_path):
+    out = tmp_path / "list.json"
+    out.write_text('[{"a": 1}]')
+    result = runner.invoke(app, [*CLI_RUN, "--output", str(out)])
+    assert result.exit_code == 2 and "not a results file" in result.stderr, result.output
+    assert out.read_text() == '[{"a": 1}]'
+
+
+@pytest.mark.parametrize("name,text", [("missing/r.json", "no such directory"), ("folder.csv", "is a directory")])
+def test_cli_output_checked_before_the_run(tmp_path, name, text):
+    (tmp_path / "folder.csv").mkdir()
+    result = runner.invoke(app, [*CLI_RUN, "--output", str(tmp_path / name)])
+    assert result.exit_code == 2 and text in result.stderr, result.output
+    assert result.stdout == "" and "note:" not in result.stderr  # refused before the model was built
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root may write anywhere")
+def test_cli_output_read_only_folder_checked_before_the_run(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        result = runner.invoke(app, [*CLI_RUN, "--output", str(folder / "r.json")])
+    finally:
+        folder.chmod(0o755)
+    assert result.exit_code == 2 and "not writable" in result.stderr and result.stdout == "", result.output
+
+
+def test_results_go_through_the_one_atomic_writer(tmp_path, monkeypatch):
+    import kvplan.export
+    from kvplan.validate.results import write_results
+
+    calls = []
+    real = kvplan.export.atomic_write
+    monkeypatch.setattr(kvplan.export, "atomic_write", lambda path, content, **kw: calls.append(path) or real(path, content, **kw))
+    record = {"model": "m", "layers": 1, "batch": 1, "ctx": 8, "kv_dtype": "bf16", "predicted_kv_bytes": 1,
+              "measured_kv_bytes": 1, "checks": [], "ok": True}
+    for suffix in (".json", ".csv"):
+        assert write_results(tmp_path / f"r{suffix}", record) == 1
+        assert write_results(tmp_path / f"r{suffix}", record) == 2
+    assert len(calls) == 4
+
+
+def test_cli_output_writes_through_a_symlink(tmp_path):
+    target, link = tmp_path / "real.json", tmp_path / "link.json"
+    link.symlink_to(target.name)
+    result = runner.invoke(app, [*CLI_RUN, "--output", str(link)])
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and len(json.loads(target.read_text())) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_cli_output_refuses_a_pipe(tmp_path):
+    pipe = tmp_path / "r.csv"
+    os.mkfifo(pipe)
+    result = runner.invoke(app, [*CLI_RUN, "--output", str(pipe)])
+    assert result.exit_code == 2 and "not a regular file" in result.stderr and result.stdout == "", result.output
+    assert stat.S_ISFIFO(pipe.lstat().st_mode)
+
+
+@pytest.mark.parametrize("args,text", [
+    # Llama 3.2 1B cache: 2,048 B/token/layer in bf16; 10^9 tokens x 1 layer = 2.05 TB, more than any test machine.
+    (["--ctx", "1000000000", "--steps", "1"], "KV cache 1.86 TiB"),
+    # --hidden 10^8 with the shrunk 1,024-token vocabulary: embedding + lm_head alone 2 x 1,024 x 10^8 x 4 B = 819 GB.
+    (["--hidden", "100000000"], "weights as built"),
+])
+def test_cli_refuses_a_run_bigger_than_memory(args, text):
+    result = runner.invoke(app, ["validate", "llama-3.2-1b-instruct", "--shrink", "--layers", "1", "--ctx", "32", *args])
+    assert result.exit_code == 2, result.output
+    assert text in result.stderr and "available" in result.stderr and "--layers" in result.stderr
+    assert "internal error" not in result.stderr and result.stderr.count("\n") <= 2
+
+
+def test_cli_allocation_failure_during_the_run_is_one_line(monkeypatch):
+    import kvplan.validate.run as run_module
+
+    monkeypatch.setattr(run_module, "available_bytes", lambda dev: 2**90)  # let the run start, so torch fails
+    # 2^21 sequences x 2^30 tokens x 2,048 B: the cache's first tensor alone is 2^61 B, beyond any address space.
+    result = runner.invoke(app, ["validate", "llama-3.2-1b-instruct", "--shrink", "--layers", "1",
+                                 "--ctx", str(2**30), "--batch", str(2**21)])
+    assert result.exit_code == 1, result.output
+    assert "ran out of memory on cpu" in result.stderr and "internal error" not in result.stderr
+    assert result.stderr.count("\n") <= 2
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error a machine without CUDA gives")

@@ -2,8 +2,12 @@
 
 A results file is a list of run records (JSON: an array; CSV: one row per run, lists and the
 per-check table JSON-encoded in their cells). Writing appends to the file when it exists, so a
-script on a target GPU, or several machines' files concatenated, build one report. Files are
-replaced atomically (temp file + os.replace): an interrupted write leaves the old file whole.
+script on a target GPU, or several machines' files concatenated, build one report. An existing
+file is only ever appended to when it already is a results file (its runs, or its CSV header,
+carry RESULT_KEYS): a foreign file is refused, never merged into. `check_output` says all that
+before a run starts, so a decode is never thrown away for a bad --output. Writes go through
+kvplan.export.atomic_write, kvplan's one writer, to the symlink's target when --output is a link
+(the link stays); a pipe or device is refused. An interrupted write leaves the old file whole.
 No torch here.
 """
 
@@ -13,12 +17,14 @@ import csv
 import io
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from kvplan.errors import EXIT_USAGE, KvplanError
 
 FORMATS = (".json", ".csv")
+
+# Keys every run record has (both backends); a results file's runs / CSV header carry them all.
+RESULT_KEYS = ("model", "layers", "batch", "ctx", "kv_dtype", "predicted_kv_bytes", "measured_kv_bytes", "checks", "ok")
 
 
 def _format(path: Path) -> str:
@@ -28,11 +34,38 @@ def _format(path: Path) -> str:
     return suffix
 
 
+def check_output(path: Path) -> None:
+    """Refuse an --output the run could not be appended to, before the run: wrong suffix, missing
+    or read-only folder, a folder, pipe or device in its place, a read-only file, or an existing
+    file that is not a results file."""
+    path = Path(path)
+    _format(path)
+    real = Path(os.path.realpath(path))  # a symlink is written through, so its target's folder counts
+    folder = real.parent
+    if not folder.is_dir():
+        raise KvplanError(f"--output {path}: no such directory {folder}", EXIT_USAGE)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise KvplanError(f"--output {path}: directory {folder} is not writable", EXIT_USAGE)
+    read_results(path)  # refuses a directory, a pipe or device, and a file that holds no runs
+    if real.exists() and not os.access(real, os.W_OK):
+        raise KvplanError(f"--output {path}: the existing file is not writable", EXIT_USAGE)
+
+
 def read_results(path: Path) -> list[dict]:
-    """The records in an existing results file ([] when it does not exist)."""
+    """The records in an existing results file ([] when it does not exist).
+
+    A symlink is followed. A pipe or device is refused, not read (reading a pipe would wait for
+    a writer) and never replaced: a results file is read back and appended to, so it must be a file.
+    """
+    path = Path(path)
     fmt = _format(path)
     if not path.exists():
         return []
+    if path.is_dir():
+        raise KvplanError(f"--output {path}: is a directory", EXIT_USAGE)
+    if not path.is_file():
+        raise KvplanError(f"--output {path}: is not a regular file (a results file is read back and appended to)",
+                          EXIT_USAGE)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -46,9 +79,24 @@ def read_results(path: Path) -> list[dict]:
             raise KvplanError(f"--output {path}: exists and is not a results file (invalid JSON)", EXIT_USAGE) from None
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
             raise KvplanError(f"--output {path}: exists and is not a results file (expected a JSON array of runs)", EXIT_USAGE)
+        for i, record in enumerate(data):
+            _require_keys(path, record.keys(), f"run {i + 1} lacks")
         return data
-    rows = list(csv.DictReader(io.StringIO(text)))
+    try:
+        reader = csv.DictReader(io.StringIO(text))
+        _require_keys(path, reader.fieldnames or (), "its CSV header lacks")
+        rows = list(reader)
+    except csv.Error as exc:
+        raise KvplanError(f"--output {path}: exists and is not a results file (bad CSV: {exc})", EXIT_USAGE) from None
+    if any(None in row for row in rows):
+        raise KvplanError(f"--output {path}: exists and is not a results file (a row has more cells than the header)", EXIT_USAGE)
     return [{k: _from_cell(v) for k, v in row.items()} for row in rows]
+
+
+def _require_keys(path: Path, keys, what: str) -> None:
+    missing = [k for k in RESULT_KEYS if k not in keys]
+    if missing:
+        raise KvplanError(f"--output {path}: exists and is not a results file ({what} {', '.join(missing)})", EXIT_USAGE)
 
 
 def _cell(value):
@@ -57,8 +105,8 @@ def _cell(value):
     return "" if value is None else value
 
 
-def _from_cell(text: str):
-    if text == "":
+def _from_cell(text: str | None):
+    if text is None or text == "":
         return None
     if text[:1] in "[{":
         try:
@@ -75,28 +123,21 @@ def _from_cell(text: str):
 
 def write_results(path: Path, record: dict) -> int:
     """Append `record` to the results file at `path`; returns how many runs the file now holds."""
+    from kvplan.export import atomic_write
+
     path = Path(path)
+    check_output(path)  # again: the file may have changed during the run
     fmt = _format(path)
     records = [*read_results(path), record]
+    path = Path(os.path.realpath(path))  # a symlink stays a link: its target file is what is replaced
     if fmt == ".json":
-        text = json.dumps(records, indent=1) + "\n"
-    else:
-        columns = list(dict.fromkeys(k for r in records for k in r))
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
-        for r in records:
-            writer.writerow({k: _cell(r.get(k)) for k in columns})
-        text = buf.getvalue()
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise KvplanError(f"--output {path}: no such directory {directory}", EXIT_USAGE)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        atomic_write(path, json.dumps(records, indent=1) + "\n")
+        return len(records)
+    columns = list(dict.fromkeys(k for r in records for k in r))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for r in records:
+        writer.writerow({k: _cell(r.get(k)) for k in columns})
+    atomic_write(path, buf.getvalue(), newline="")
     return len(records)

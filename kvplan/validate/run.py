@@ -3,11 +3,13 @@
 Order of events, so each figure means one thing:
   1. predict with the planner's own functions (kv_profile(...).sequence_bytes(ctx, paged=False)
      for the unpaged static cache; weight_bytes for weights; activation_estimate for the peak);
-  2. build the decoder (weights) and allocate its cache; measure both by their storages;
-  3. under an allocation tracker, prefill ctx - steps prompt tokens and decode `steps` tokens
+  2. refuse the run when weights + cache + activations (+ a margin) exceed the device's memory
+     available, so a huge --ctx or --hidden is a one-line error, not an allocator crash;
+  3. build the decoder (weights) and allocate its cache; measure both by their storages;
+  4. under an allocation tracker, prefill ctx - steps prompt tokens and decode `steps` tokens
      greedily, so the cache ends holding exactly ctx tokens; peak = weights + cache + the
      tracker's peak of everything else;
-  4. outside the tracker, recompute the whole sequence without cache and check that its greedy
+  5. outside the tracker, recompute the whole sequence without cache and check that its greedy
      tokens equal the cached decode's.
 """
 
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kvplan.dtypes import DType, canonical_kv_dtype
-from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
 from kvplan.model import ModelSpec, weight_bytes
 from kvplan.planner import activation_estimate, kv_profile
 from kvplan.validate.blueprint import Blueprint, Widths, blueprint, built_spec
@@ -55,6 +57,72 @@ def torch_dtype(dt: DType, what: str) -> torch.dtype:
         raise KvplanError(f"{what} {dt.name} has no torch dtype here; validate supports "
                           f"{', '.join(TORCH_DTYPES)}", EXIT_USAGE)
     return TORCH_DTYPES[dt.name]
+
+
+def option_dtype(name: str, model_dtype: str, option: str) -> DType:
+    """A cache or state dtype option's value, with an error that names the option and what
+    validate can build (canonical_kv_dtype's own error speaks of "KV cache dtype" only)."""
+    try:
+        dt = canonical_kv_dtype(name, model_dtype)
+    except KvplanError:
+        what = "unknown KV cache dtype" if option == "--kv-dtype" else "unknown dtype"
+        raise KvplanError(f"{option} {name!r}: {what}; validate supports auto (the model's, {model_dtype}), "
+                          f"{', '.join(TORCH_DTYPES)}", EXIT_USAGE) from None
+    torch_dtype(dt, option)
+    return dt
+
+
+# What a run holds beyond the predicted weights, cache and activations: torch's own allocations and
+# the temporaries of one eager step. A guard against certain failure, not a prediction.
+RUNTIME_MARGIN = 256 * 2**20
+
+
+def available_bytes(dev: torch.device) -> int | None:
+    """Memory this run can still take: CUDA's free memory, or the kernel's MemAvailable (physical
+    memory when /proc is absent). None when neither can be read."""
+    if dev.type == "cuda":
+        return torch.cuda.mem_get_info(dev)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the kernel's kB are KiB
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(dev: torch.device, parts: dict[str, int]) -> None:
+    """Refuse, before building anything, a run whose predicted bytes exceed what the device has."""
+    from kvplan.units import human_bytes
+
+    available = available_bytes(dev)
+    need = sum(parts.values()) + RUNTIME_MARGIN
+    if available is None or need <= available:
+        return
+    detail = " + ".join(f"{name} {human_bytes(b)}" for name, b in parts.items() if b)
+    raise KvplanError(f"this run needs about {human_bytes(need)} ({detail} + {human_bytes(RUNTIME_MARGIN)} margin) "
+                      f"but {dev} has {human_bytes(available)} available; use fewer --layers, --shrink (and a small "
+                      "--hidden), or a smaller --ctx / --batch", EXIT_USAGE)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """An allocation failure from torch (CPU or CUDA) or Python, as opposed to a bug."""
+    if isinstance(exc, MemoryError) or isinstance(exc, getattr(torch, "OutOfMemoryError", ())):
+        return True
+    return isinstance(exc, RuntimeError) and "allocate" in str(exc).lower()
+
+
+def out_of_memory_error(exc: BaseException, device: str) -> KvplanError:
+    """A one-line error for an allocation failure during a run (the first line of torch's message)."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if len(first) > 200:
+        first = first[:197] + "..."
+    return KvplanError(f"ran out of memory on {device} during the run ({first}); use fewer --layers, --shrink, "
+                       "or a smaller --ctx / --batch", EXIT_ERROR)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -144,8 +212,8 @@ def validate(full: ModelSpec, s: Settings, progress=None) -> tuple[dict, list[Ch
     dev = resolve_device(s.device)
     n = s.layers or full.num_layers
     reduced = full if n == full.num_layers else full.with_layers(n)
-    kv = canonical_kv_dtype(s.kv_dtype, full.dtype)
-    state = canonical_kv_dtype(s.state_dtype, full.dtype)
+    kv = option_dtype(s.kv_dtype, full.dtype, "--kv-dtype")
+    state = option_dtype(s.state_dtype, full.dtype, "--state-dtype")
     compute = s.compute_dtype or ("fp32" if dev.type == "cpu" else full.dtype)
     kv_t, state_t = torch_dtype(kv, "--kv-dtype"), torch_dtype(state, "--state-dtype")
     compute_t = torch_dtype(canonical_kv_dtype(compute), "--dtype")
@@ -154,6 +222,10 @@ def validate(full: ModelSpec, s: Settings, progress=None) -> tuple[dict, list[Ch
     bp = blueprint(full, n, s.widths)
     prompt = s.ctx - s.steps
     pred = predict(full, reduced, bp, s, kv, state, compute, prompt)
+    # The eager attention scores (pred.scores_bytes) are left out: torch's CPU and CUDA kernels
+    # often never hold them, and counting them would refuse runs that fit.
+    check_memory(dev, {"weights as built": pred.weights_bytes, "KV cache": pred.kv_bytes,
+                       "activations": pred.activation_bytes})
 
     torch.manual_seed(s.seed)
     default = torch.get_default_dtype()

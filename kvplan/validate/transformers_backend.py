@@ -18,13 +18,14 @@ from pathlib import Path
 
 import torch
 
-from kvplan.dtypes import canonical_kv_dtype
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.model import ModelSpec, weight_bytes
 from kvplan.planner import kv_profile
 from kvplan.validate.compare import PLANNER_WEIGHTS_TOLERANCE, Check, all_ok
 from kvplan.validate.measure import storage_bytes
-from kvplan.validate.run import TORCH_DTYPES, Settings, check_settings, device_info, resolve_device
+from kvplan.validate.run import (
+    TORCH_DTYPES, Settings, check_memory, check_settings, device_info, option_dtype, resolve_device,
+)
 
 _LAYER_LISTS = ("layer_types", "no_rope_layers")
 
@@ -102,12 +103,18 @@ def validate_transformers(full: ModelSpec, s: Settings, model_arg: str) -> tuple
     check_settings(full, s)
     dev = resolve_device(s.device)
     n = s.layers or full.num_layers
-    kv = canonical_kv_dtype(s.kv_dtype, full.dtype)
+    kv = option_dtype(s.kv_dtype, full.dtype, "--kv-dtype")
     if kv.name not in ("fp32", "bf16", "fp16"):
         raise KvplanError("--backend transformers: a DynamicCache is in the model's dtype; use --kv-dtype fp32, bf16 or fp16", EXIT_USAGE)
     cfg_dict = reduced_config(_config_dict(model_arg, full), n, shrink=s.widths.changed())
     spec, _ = spec_from_config(cfg_dict, full.name)
     config = transformers.AutoConfig.for_model(**cfg_dict)
+    version = transformers.__version__
+    hf = HfSettings(version, parse_version(version) >= (5, 15, 0))
+    prof = kv_profile(hf_layers(spec, hf), 1, kv, kv, 1, DynamicRules())
+    predicted_kv = s.batch * prof.sequence_bytes(s.ctx)  # memory held: W tokens per sliding layer
+    predicted_weights = weight_bytes(spec, kv.name).total
+    check_memory(dev, {"weights": predicted_weights, "KV cache": predicted_kv})
     torch.manual_seed(s.seed)
     model = transformers.AutoModelForCausalLM.from_config(config).to(device=dev, dtype=TORCH_DTYPES[kv.name]).eval()
     measured_weights = storage_bytes(list(model.parameters()))
@@ -126,13 +133,8 @@ def validate_transformers(full: ModelSpec, s: Settings, model_arg: str) -> tuple
         ref = model.generate(ids, max_new_tokens=s.steps, min_new_tokens=s.steps, do_sample=False, use_cache=False,
                              pad_token_id=0, eos_token_id=None)[:, prompt:]
     seconds = time.perf_counter() - t0
-    version = transformers.__version__
-    hf = HfSettings(version, parse_version(version) >= (5, 15, 0))
-    prof = kv_profile(hf_layers(spec, hf), 1, kv, kv, 1, DynamicRules())
-    predicted_kv = s.batch * prof.sequence_bytes(s.ctx)  # memory held: W tokens per sliding layer
     shown = kv_profile(hf_layers(spec, hf), 1, kv, kv, 1, DynamicRules(visible=True))
     predicted_visible = s.batch * shown.sequence_bytes(s.ctx)  # what the tensors show: W - 1
-    predicted_weights = weight_bytes(spec, kv.name).total
     checks = [Check("kv_cache", predicted_kv, measured_kv, 0.0),
               Check("kv_cache_visible", predicted_visible, logical_kv, 0.0),
               Check("weights_planner_spec", predicted_weights, measured_weights, PLANNER_WEIGHTS_TOLERANCE)]

@@ -136,6 +136,26 @@ def catalog_index(specs) -> dict[str, ModelSpec]:
     return index
 
 
+def bundled_clashes(spec: ModelSpec) -> list[tuple[str, ModelSpec]]:
+    """(name, bundled model) for each of spec's name and aliases that a bundled model also answers to.
+
+    An imported entry with such a name would shadow the bundled model (a user entry of the same
+    name replaces it; a user name equal to a bundled alias wins the lookup). The bundled entry
+    itself clashes with nothing.
+    """
+    bundled = bundled_specs()
+    names: dict[str, ModelSpec] = {}
+    for s in bundled:
+        for n in (s.name, *s.aliases):
+            names.setdefault(_key(n), s)
+    out = []
+    for n in dict.fromkeys((spec.name, *spec.aliases)):
+        hit = names.get(_key(n))
+        if hit is not None and hit != spec:
+            out.append((n, hit))
+    return out
+
+
 def find_in_catalog(name: str, extra_dirs=()) -> ModelSpec | None:
     return catalog_index(load_catalog(extra_dirs)).get(_key(name))
 

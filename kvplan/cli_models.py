@@ -88,12 +88,28 @@ def show(
         print(json.dumps(data, indent=2))
         return
     for key, value in data.items():
-        if isinstance(value, dict):
-            print(f"{key}:")
-            for k, v in value.items():
-                print(f"  {k}: {v:,}" if isinstance(v, int) else f"  {k}: {v}")
-        else:
-            print(f"{key}: {value:,}" if isinstance(value, int) and not isinstance(value, bool) else f"{key}: {value}")
+        print(_show_line(key, value))
+
+
+def _show_line(key: str, value) -> str:
+    """One `key: value` (or a key and indented lines) as people read it: no Python reprs."""
+    if isinstance(value, dict):
+        return "\n".join([f"{key}:", *(f"  {_show_value(k, v)}" for k, v in value.items())])
+    if isinstance(value, (list, tuple)):
+        if key == "notes":  # sentences: one per line
+            return "\n".join([f"{key}:", *(f"  - {v}" for v in value)]) if value else f"{key}: none"
+        return f"{key}: {', '.join(map(str, value)) if value else 'none'}"
+    return _show_value(key, value)
+
+
+def _show_value(key: str, value) -> str:
+    if value is None:
+        return f"{key}: unknown"
+    if isinstance(value, bool):
+        return f"{key}: {'yes' if value else 'no'}"
+    if isinstance(value, int):
+        return f"{key}: {value:,}"
+    return f"{key}: {value}"
 
 
 @models_app.command("import")
@@ -102,19 +118,33 @@ def import_model(
     name: Annotated[str, typer.Argument(help="A folder or config.json, or a Hub repo id.")],
     as_name: Annotated[Optional[str], typer.Option("--name", help="Catalog name to store it under.")] = None,
     directory: Annotated[Optional[Path], typer.Option("--dir", help="Catalog directory (default: $KVPLAN_HOME/models).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Store it even if its name or an alias is a bundled model's "
+                                                        "(the import then answers to that name).")] = False,
     revision: RevisionOpt = None, token: TokenOpt = None,
 ):
     """Write a catalog entry for offline use (a user catalog; the bundled one is built the same way)."""
     import dataclasses
 
-    from kvplan.catalog import user_catalog_dir
-    from kvplan.importer import write_spec
+    from kvplan.catalog import bundled_clashes, user_catalog_dir
+    from kvplan.errors import EXIT_USAGE, KvplanError
+    from kvplan.importer import short_aliases, write_spec
     from kvplan.resolve import resolve_model
 
     resolved = resolve_model(name, revision=revision, token=token)
     spec = resolved.spec
     if as_name:
-        spec = dataclasses.replace(spec, name=as_name.strip().lower())
+        new_name = as_name.strip().lower()
+        if not new_name:
+            raise KvplanError("--name is empty", EXIT_USAGE)
+        # The aliases came from the old name (llama-3.1-70b-instruct -> llama-3.1-70b): derive them anew.
+        spec = dataclasses.replace(spec, name=new_name, aliases=tuple(short_aliases(new_name)))
+    clashes = bundled_clashes(spec)
+    if clashes and not force:
+        taken, bundled = clashes[0]
+        what = "name" if taken == spec.name else "alias"
+        raise KvplanError(f"{what} {taken!r} is taken by the bundled model {bundled.name}"
+                          f"{f' ({bundled.hf_repo})' if bundled.hf_repo else ''}; importing it would shadow that model: "
+                          f"choose another name with --name NAME (or replace it with --force)", EXIT_USAGE)
     path = write_spec(spec, directory or user_catalog_dir())
     _stderr(resolved.note)
     print(str(path))

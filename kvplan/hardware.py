@@ -153,19 +153,58 @@ class _Checker:
         )
 
 
-def _parse(text: str, path: str) -> GPU:
+class _DuplicateKey(Exception):
+    """A mapping in a YAML file names one key twice."""
+
+
+@lru_cache(maxsize=1)
+def _strict_loader():
+    """A safe YAML loader that refuses a mapping naming one key twice (PyYAML keeps the last one)."""
     import yaml  # deferred: keeps `import kvplan.hardware` cheap
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class StrictLoader(base):
+        def construct_mapping(self, node, deep=False):
+            if isinstance(node, yaml.MappingNode):
+                seen: dict = {}
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue  # `<<: *base` may override; only keys written out count
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        first = seen.setdefault(key, key_node)
+                    except TypeError:  # an unhashable key: the base class reports it
+                        continue
+                    if first is not key_node:
+                        raise _DuplicateKey(f"key {_show(key)} is given twice (lines {first.start_mark.line + 1} "
+                                            f"and {key_node.start_mark.line + 1})")
+            return super().construct_mapping(node, deep=deep)
+
+    return StrictLoader
+
+
+def load_yaml_strict(text: str, where: str) -> Any:
+    """Parse YAML safely; a syntax error or a key given twice in one mapping is a one-line KvplanError.
+
+    `where` starts the message ("prices file p.yaml", "hw profile x.yaml"); the line and column
+    of the problem follow. Shared by the GPU profiles and the prices file.
+    """
+    import yaml
+
     try:
-        data = yaml.load(text, Loader=loader)
+        return yaml.load(text, Loader=_strict_loader())
+    except _DuplicateKey as exc:
+        raise KvplanError(f"{where}: {exc}", EXIT_USAGE) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise KvplanError(f"hw profile {path}: invalid YAML{where}: {' '.join(str(problem).split())}",
-                          EXIT_USAGE) from None
-    return _Checker(path, data).build()
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise KvplanError(f"{where}: invalid YAML{at}: {problem}", EXIT_USAGE) from None
+
+
+def _parse(text: str, path: str) -> GPU:
+    return _Checker(path, load_yaml_strict(text, f"hw profile {path}")).build()
 
 
 def _load_files(files: Iterable[Any]) -> list[GPU]:

@@ -1,16 +1,14 @@
 """Turning a config.json (a file, a folder, or a Hub repo's) into a catalog entry on disk.
 
 Shared by `kvplan models import` and scripts/build_catalog.py, which wrote the bundled
-kvplan/model_specs/ from real configs. Files are written atomically (temp file + rename).
+kvplan/model_specs/ from real configs. Files are written atomically by kvplan.export.atomic_write.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
 from kvplan.catalog import spec_to_dict
@@ -50,16 +48,18 @@ def build_spec(config: dict, repo_id: str | None, *, name: str | None = None, so
 
 
 def write_spec(spec: ModelSpec, directory: Path) -> Path:
-    """Write `spec` as <directory>/<name>.json atomically and return the path."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{spec.name.replace('/', '__')}.json"
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    """Write `spec` as <directory>/<name>.json atomically (kvplan.export's one writer) and return the path.
+
+    Every OSError is a one-line KvplanError naming the path: exit 2 when the path itself is wrong
+    (KVPLAN_HOME naming a file), 1 otherwise (permissions, a full disk).
+    """
+    from kvplan.export import atomic_write, write_error
+
+    directory = Path(directory)
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(spec_to_dict(spec), f, indent=1)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(directory, exc) from None
+    path = directory / f"{spec.name.replace('/', '__')}.json"
+    atomic_write(path, json.dumps(spec_to_dict(spec), indent=1) + "\n")
     return path

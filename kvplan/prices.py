@@ -45,7 +45,7 @@ def load_prices(path: str | Path | None, hw_dirs=()) -> Prices:
     """Read and validate a prices file against the GPU catalog (plus profiles in hw_dirs)."""
     if path is None:
         return Prices()
-    from kvplan.hardware import find_gpu
+    from kvplan.hardware import find_gpu, load_yaml_strict
 
     p = Path(path).expanduser()
     where = f"prices file {path}"
@@ -54,17 +54,13 @@ def load_prices(path: str | Path | None, hw_dirs=()) -> Prices:
         raise KvplanError(f"{where} {what}", EXIT_NOT_FOUND)
     if p.stat().st_size > MAX_PRICES_BYTES:
         raise KvplanError(f"{where}: larger than 1 MiB; not a prices file", EXIT_USAGE)
-    import yaml
-
     try:
-        data = yaml.load(p.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise KvplanError(f"{where}: not UTF-8 text", EXIT_USAGE) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
-        raise KvplanError(f"{where}: invalid YAML{at}: {problem}", EXIT_USAGE) from None
+    except OSError as exc:
+        raise KvplanError(f"{where}: cannot read: {exc.strerror or exc}", EXIT_USAGE) from None
+    data = load_yaml_strict(text, where)  # a GPU named twice (`h100: 2.49`, `h100: 3.0`) is an error here
     if data is None:
         raise KvplanError(f"{where}: empty; expected lines like `h100: 2.49` (price per GPU-hour)", EXIT_USAGE)
     if not isinstance(data, dict):

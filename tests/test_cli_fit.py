@@ -139,3 +139,61 @@ def test_fit_start_up_imports_no_heavy_package():
              " if m in sys.modules), file=sys.stderr)")
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert "HEAVY:\n" in r.stderr + "\n", r.stderr
+
+
+# --- models import: a bundled model's name is not silently shadowed; models show reads as text ----
+
+def _small_llama(folder):
+    """A made-up Llama-architecture config (2 layers, 2 KV heads x 64): nothing like Llama 3.1 70B."""
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 512, "num_attention_heads": 8,
+        "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 1000, "intermediate_size": 1024,
+        "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}))
+    return folder
+
+
+def _kv_per_token(name):
+    r = run("fit", name, "--gpu", "h100", "--ctx", "4k", "--json")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)["plans"][0]["kv_bytes_per_token"]
+
+
+def test_import_refuses_to_shadow_a_bundled_name(kvplan_home, tmp_path):
+    folder = _small_llama(tmp_path / "llama-3.1-70b")
+    r = run("models", "import", str(folder))
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
+    assert "'llama-3.1-70b' is taken by the bundled model llama-3.1-70b" in r.stderr and "--name" in r.stderr
+    assert not (kvplan_home / "models").exists()
+    assert _kv_per_token("llama-3.1-70b") == 80 * 2 * 8 * 128 * 2  # still the bundled 70B: 80 layers, 8 KV heads x 128
+    r = run("models", "import", str(folder), "--name", "my-small-llama")
+    assert r.exit_code == 0, r.output
+    assert _kv_per_token("my-small-llama") == 2 * 2 * 2 * 64 * 2  # 2 layers x K,V x 2 heads x 64 x bf16
+    assert _kv_per_token("llama-3.1-70b") == 80 * 2 * 8 * 128 * 2
+
+
+def test_import_refuses_a_bundled_alias_unless_forced(kvplan_home, tmp_path):
+    folder = _small_llama(tmp_path / "llama-3.2-1b-instruct-hf")  # short aliases: llama-3.2-1b-instruct, llama-3.2-1b
+    r = run("models", "import", str(folder))
+    assert r.exit_code == 2 and "alias 'llama-3.2-1b-instruct' is taken" in r.stderr, r.output
+    r = run("models", "import", str(folder), "--force")
+    assert r.exit_code == 0, r.output
+    assert (kvplan_home / "models" / "llama-3.2-1b-instruct-hf.json").is_file()
+
+
+def test_import_of_a_catalog_entry_is_not_a_clash(kvplan_home):
+    r = run("models", "import", "llama-3-70b")  # the bundled spec itself, copied to the user catalog
+    assert r.exit_code == 0, r.output
+    assert (kvplan_home / "models" / "llama-3.1-70b.json").is_file()
+
+
+def test_models_show_prints_text_not_python_reprs(kvplan_home):
+    r = run("models", "show", "gemma-2-2b-it")
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert "checkpoint_bytes: unknown" in lines  # the catalog has no checkpoint size for it (was `None`)
+    notes = lines.index("notes:")
+    assert lines[notes + 1].startswith("  - head_dim 256 is explicit")
+    assert not any(bad in r.stdout for bad in ("None", "['", "[]", "{'"))
+    r = run("models", "show", "qwen3-8b")
+    assert "checkpoint_bytes: unknown" in r.stdout.splitlines() and "notes: none" in r.stdout.splitlines()

@@ -261,6 +261,8 @@ def test_cli_write_failure_leaves_no_file(tmp_path, monkeypatch, kvplan_home, ex
     ("h100: [1\n", "invalid YAML at line"),
     ("", "empty"),
     ("h100: 2\nh100-sxm: 3\n", "already priced 2"),
+    ("h100: 2.49\nh100: 3.0\n", "key 'h100' is given twice (lines 1 and 2)"),  # YAML alone would keep 3.0
+    ("currency: USD\nh100: 2.49\ncurrency: EUR\n", "key 'currency' is given twice (lines 1 and 3)"),
     ("currency: 5\n", "key 'currency'"),
 ])
 def test_bad_price_files_are_one_line_errors(tmp_path, text, needle):
@@ -269,6 +271,26 @@ def test_bad_price_files_are_one_line_errors(tmp_path, text, needle):
     with pytest.raises(KvplanError) as err:
         load_prices(path)
     assert needle in err.value.message and str(path) in err.value.message and "\n" not in err.value.message
+
+
+def test_yaml_merge_key_is_not_a_duplicate(tmp_path):
+    path = tmp_path / "prices.yaml"
+    path.write_text("base: &b {h100: 1.0}\n")  # a YAML anchor is fine; only keys written twice are refused
+    with pytest.raises(KvplanError, match="key 'base': unknown GPU"):
+        load_prices(path)
+    from kvplan.hardware import load_yaml_strict
+
+    assert load_yaml_strict("a: &x {k: 1, j: 2}\nb:\n  <<: *x\n  k: 3\n", "t") == {
+        "a": {"k": 1, "j": 2}, "b": {"k": 3, "j": 2}}
+
+
+def test_gpu_profile_with_a_key_twice_is_one_line_error(tmp_path):
+    text = (REPO / "kvplan" / "hw_profiles" / "h100-sxm.yaml").read_text()
+    (tmp_path / "dup.yaml").write_text(text + "\nbandwidth_bytes_per_s: 1\n")  # silently the last one before
+    with pytest.raises(KvplanError) as err:
+        load_gpus([tmp_path])
+    assert err.value.exit_code == 2 and "\n" not in err.value.message
+    assert err.value.message.startswith(f"hw profile {tmp_path / 'dup.yaml'}: key 'bandwidth_bytes_per_s' is given twice")
 
 
 def test_prices_resolve_aliases_and_profiles(tmp_path):
@@ -292,7 +314,7 @@ def test_cli_bad_prices_and_inputs(tmp_path, kvplan_home):
     one_line_error(run(*base, "--kv-dtype", "fp7"), 2, "unknown KV cache dtype")
     one_line_error(run(*base, "--csv", tmp_path / "no" / "dir.csv"), 2, "does not exist")
     one_line_error(run("sweep", "--models", "no-such-model-x", "--ctx", "8k"), 3, "unknown model")
-    one_line_error(run("cheapest", "llama-3.1-8b", "--ctx", "8k", "--concurrency", "0"), 2, "at least 1")
+    one_line_error(run("cheapest", "llama-3.1-8b", "--ctx", "8k", "--concurrency", "0"), 2, "between 1 and")
     one_line_error(run("cheapest", "llama-3.1-8b", "--concurrency", "4", "--min-tokens-per-second", "-3"), 2,
                    "positive number")
 

@@ -24,3 +24,12 @@ def kvplan_home(tmp_path, monkeypatch):
     """An empty user catalog, so tests never see the developer's own imports."""
     monkeypatch.setenv("KVPLAN_HOME", str(tmp_path / "kvplan-home"))
     return tmp_path / "kvplan-home"
+
+
+def one_line_error(result, code: int, needle: str = "") -> str:
+    """A CliRunner result that failed the kvplan way: exit `code`, one `Error:` line on stderr, no traceback."""
+    assert result.exit_code == code, (result.exit_code, result.output)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0], result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]

@@ -9,7 +9,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from conftest import shared_config
+from conftest import one_line_error, shared_config
 from kvplan.cli import app
 
 runner = CliRunner()
@@ -17,13 +17,6 @@ runner = CliRunner()
 
 def run(*args):
     return runner.invoke(app, [str(a) for a in args])
-
-
-def one_line_error(r, code: int, needle: str) -> str:
-    assert r.exit_code == code, r.output
-    lines = [x for x in r.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0], r.stderr
-    return lines[0]
 
 
 def test_tp_must_split_the_kv_heads_evenly_or_replicate_them(kvplan_home):

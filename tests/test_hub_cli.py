@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from conftest import one_line_error
 from kvplan.cli import app
 
 try:
@@ -92,14 +93,6 @@ def hub(tmp_path, monkeypatch):
 
 def run(*args):
     return CliRunner().invoke(app, list(args))
-
-
-def one_line_error(r, code):
-    assert r.exit_code == code, (r.exit_code, r.output)
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
-    assert "Traceback" not in r.output
-    return lines[0]
 
 
 def test_fit_a_hub_repo(hub):

@@ -19,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.catalog import find_in_catalog, spec_to_dict
+from conftest import one_line_error
 from kvplan.cli import app
 from kvplan.dtypes import BF16, FP8
 from kvplan.errors import KvplanError
@@ -34,13 +35,6 @@ runner = CliRunner()
 
 def run(*args):
     return runner.invoke(app, [str(a) for a in args])
-
-
-def one_line_error(r, code: int, needle: str) -> None:
-    assert r.exit_code == code, r.output
-    lines = [x for x in r.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0], r.stderr
-    assert "Traceback" not in r.output
 
 
 def spec(name: str):

@@ -73,6 +73,17 @@ def cli_errors(fn):
     return wrapper
 
 
+def print_warnings(by_plan) -> None:
+    """Each warning once on stderr; one that only some of the plans have names them (`1 GPU: ...`)."""
+    seen: list[str] = []
+    for _, warnings in by_plan:
+        seen += [w for w in warnings if w not in seen]
+    for w in seen:
+        holders = [title for title, warnings in by_plan if w in warnings]
+        where = "" if len(holders) == len(by_plan) else f"{', '.join(holders)}: "
+        _stderr(f"warning: {where}{w}")
+
+
 def _request(ctx_tokens: int, batch: int, kv_dtype: str, weight_dtype, model, block_size: int,
              gpu_memory_utilization: float, overhead: Optional[str], kv_cache_memory: Optional[str]):
     from kvplan.dtypes import canonical_kv_dtype, canonical_weight_dtype
@@ -91,7 +102,7 @@ def _request(ctx_tokens: int, batch: int, kv_dtype: str, weight_dtype, model, bl
         else canonical_weight_dtype(weight_dtype),
         block_size=block_size,
         gpu_memory_utilization=parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization"),
-        overhead_bytes=None if overhead is None else (0 if overhead.strip() == "0" else parse_bytes(overhead, "--overhead")),
+        overhead_bytes=None if overhead is None else parse_bytes(overhead, "--overhead", allow_zero=True),
         kv_cache_memory_bytes=None if kv_cache_memory is None else parse_bytes(kv_cache_memory, "--kv-cache-memory"),
     )
 
@@ -200,9 +211,7 @@ def fit(
             plans.append(best)
             titles.append(f"smallest fit: {best.deployment.gpus} GPUs")
         recommended = None if best is None else (0 if best is one else 1)
-    for p in plans:
-        for w in p.warnings:
-            _stderr(f"warning: {w}")
+    print_warnings([(t, p.warnings) for t, p in zip(titles, plans)])
     if as_json:
         dicts = [plan_to_dict(p, spec) for p in plans]
         out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}

@@ -93,9 +93,11 @@ def fit_with_engine(spec, hw, dep, req, *, engine, emit_to, version, opts, expli
         raise KvplanError(f"--emit {emit_to} does not match --engine {engine}", EXIT_USAGE)
     results, titles, recommended = engine_plans(spec, hw, dep, req, engine, version, parse_engine_opts(opts), explicit)
     plans = [r.plan for r in results]
-    for r in results:
-        for w in (*r.plan.warnings, *r.capacity.notes):
-            _stderr(f"warning: {w}" if w in r.plan.warnings else f"note: {w}")
+    from kvplan.cli import print_warnings
+
+    print_warnings([(t, r.plan.warnings) for t, r in zip(titles, results)])
+    for note in dict.fromkeys(n for r in results for n in r.capacity.notes):
+        _stderr(f"note: {note}")
     chosen = results[recommended if recommended is not None else -1]
     command = emit(engine, chosen, spec) if emit_to else None
     if as_json:

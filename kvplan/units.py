@@ -21,8 +21,10 @@ _BYTE_UNITS = {
     "": 1, "b": 1,
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-    "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
 }
+# One-letter suffixes as vLLM's size flags read them (human_readable_int, vllm/engine/arg_utils.py
+# 0.11.0): upper case binary, lower case decimal. `--kv-cache-memory 28G` is 28 GiB, `28g` 28 GB.
+_LETTER_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
@@ -54,21 +56,25 @@ def parse_token_list(text: str, what: str = "context") -> list[int]:
     return [parse_tokens(t, what) for t in items]
 
 
-def parse_bytes(text: str | int, what: str = "memory") -> int:
+def parse_bytes(text: str | int, what: str = "memory", allow_zero: bool = False) -> int:
     """`80GiB` -> 85899345920, `80GB` -> 80000000000, `1073741824` -> 1073741824.
 
-    Bare suffixes K/M/G/T are binary (as in `ulimit`, llama.cpp and vLLM's `--kv-cache-memory`);
-    write GB for decimal.
+    GiB/MiB/KiB/TiB are binary, GB/MB/KB/TB decimal; a bare letter follows vLLM's flags (`G` binary,
+    `g` decimal). A plain number is a whole number of bytes.
     """
     if isinstance(text, int):
         value = text
     else:
         m = _BYTES_RE.match(str(text))
-        if not m or m.group(2).lower() not in _BYTE_UNITS:
+        unit = m.group(2) if m else ""
+        scale = _LETTER_UNITS.get(unit) or _BYTE_UNITS.get(unit.lower())
+        if not m or scale is None:
             raise KvplanError(f"{what} {text!r} is not a size (try 80GiB, 80GB or a number of bytes)", EXIT_USAGE)
-        number, unit = m.groups()
-        value = int(float(number) * _BYTE_UNITS[unit.lower()])
-    if value <= 0:
+        if scale == 1 and "." in m.group(1):
+            raise KvplanError(f"{what} {text!r}: a number of bytes must be whole (or give a unit: 1.5GiB)",
+                              EXIT_USAGE)
+        value = int(float(m.group(1)) * scale)
+    if value < 0 or (value == 0 and not allow_zero):
         raise KvplanError(f"{what} must be a positive size, got {text!r}", EXIT_USAGE)
     if value > 2**60:
         raise KvplanError(f"{what} {text!r} is absurd (more than an exbibyte)", EXIT_USAGE)

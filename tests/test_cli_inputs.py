@@ -94,3 +94,16 @@ def test_emit_names_a_local_model_by_its_folder(kvplan_home, tmp_path):
     r = run("fit", folder / "config.json", "--gpu", "h100", "--ctx", "8k", "--emit", "vllm")
     assert r.exit_code == 0, r.output
     assert f"vllm serve '{folder.resolve()}' " in r.stdout
+
+
+def test_sizes_read_as_vllm_reads_them(kvplan_home):
+    # vLLM's human_readable_int: upper-case letters binary, lower-case decimal; GiB/GB spelled out as usual.
+    def kv(size):
+        r = run("fit", "gpt2", "--gpu", "t4", "--gpus", "1", "--kv-cache-memory", size, "--json")
+        return json.loads(r.stdout)["kv_memory_bytes_per_gpu"]
+
+    assert kv("2G") == kv("2GiB") == 2 * 2**30
+    assert kv("2g") == kv("2GB") == 2 * 10**9
+    one_line_error(run("fit", "gpt2", "--gpu", "t4", "--overhead", "1.5"), 2, "must be whole")
+    r = run("fit", "gpt2", "--gpu", "t4", "--gpus", "1", "--overhead", "0GiB", "--json")
+    assert json.loads(r.stdout)["overhead_bytes_per_gpu"] == 0

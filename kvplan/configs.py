@@ -315,7 +315,8 @@ def _mamba_state(cfg: Cfg, g: dict) -> RecurrentState:
         groups = cfg.int("n_groups", "mamba_n_groups", default=1)
         kernel = cfg.int("conv_kernel", "mamba_d_conv", default=4)
         inner = heads * head_dim
-        return RecurrentState((kernel - 1) * (inner + 2 * groups * state), heads * head_dim * state, heads, "mamba2")
+        return RecurrentState((kernel - 1) * (inner + 2 * groups * state), heads * head_dim * state, heads, "mamba2",
+                              groups, (kernel - 1) * 2 * groups * state)
     inner = cfg.int("mamba_expand", default=2) * g["hidden"]
     state = cfg.int("mamba_d_state", "ssm_state_size", default=16)
     kernel = cfg.int("mamba_d_conv", "conv_kernel", default=4)

@@ -136,13 +136,18 @@ class RecurrentState:
 
     It keeps a fixed state per sequence: a convolution window of `conv_elements` values and a
     recurrent state of `ssm_elements` values. Both are split over tensor-parallel ranks by head
-    (`num_heads` heads; a rank keeps num_heads // tp of them, at least one).
+    (`num_heads` heads; a rank keeps num_heads // tp of them, at least one). Mamba-2's B and C
+    projections belong to `groups` groups (`group_conv_elements` of the conv window): when tp
+    does not divide the groups, every rank keeps a whole group, as vLLM replicates them
+    (model_executor/layers/mamba/mamba_utils.py, mamba2_state_shape / extra_groups_for_head_shards).
     """
 
     conv_elements: int
     ssm_elements: int
     num_heads: int
     variant: str = "mamba2"  # mamba | mamba2 | gated_deltanet | linear_attention
+    groups: int = 0
+    group_conv_elements: int = 0  # of conv_elements: the groups' part (Mamba-2 B and C)
 
     kind = "state"
 
@@ -154,7 +159,11 @@ class RecurrentState:
 
     def state_elements(self, tp: int = 1) -> int:
         share = max(1, self.num_heads // tp)
-        return (self.conv_elements + self.ssm_elements) * share // self.num_heads
+        by_head = (self.conv_elements - self.group_conv_elements + self.ssm_elements) * share // self.num_heads
+        if not self.groups:
+            return by_head
+        groups = self.groups if self.groups % tp == 0 else max(tp, self.groups)  # replicated up to tp
+        return by_head + self.group_conv_elements // self.groups * groups // tp
 
     @property
     def bounded(self) -> bool:

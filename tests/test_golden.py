@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kvplan.configs import spec_from_config
 from kvplan.dtypes import BF16, FP16
+from kvplan.layers import RecurrentState
 from kvplan.planner import kv_profile
 
 from conftest import shared_config
@@ -67,6 +68,17 @@ def test_nemotron_h_mamba_hybrid():
     # (256 x 64 + 2 x 8 x 256) = 61,440 and ssm 256 heads x 64 x 256 = 4,194,304 values, bf16.
     spec, _ = spec_from_config(shared_config("nvidia__Nemotron-H-56B-Base-8K"), "nh")
     assert _seq(spec, 8192) == 40_960 * 8192 + 54 * (61_440 + 4_194_304) * 2
+
+
+def test_nemotron_h_state_per_rank_as_vllm_shapes_it():
+    # vLLM mamba_utils.py mamba2_state_shape: groups not divisible by tp are replicated up to tp
+    # (extra_groups_for_head_shards), then conv_dim = 16,384 + 2 x groups x 256 is split over tp ranks:
+    #   tp 8:  3 x (16,384 + 2 x 8 x 256) / 8 + 256/8 x 64 x 256  = 7,680 + 524,288 = 531,968
+    #   tp 16: 3 x (16,384 + 2 x 16 x 256) / 16 + 256/16 x 64 x 256 = 4,608 + 262,144 = 266,752
+    spec, _ = spec_from_config(shared_config("nvidia__Nemotron-H-56B-Base-8K"), "nh")
+    mamba = next(layer for layer in spec.layers if isinstance(layer, RecurrentState))
+    assert mamba.state_elements(8) == 531_968
+    assert mamba.state_elements(16) == 266_752
 
 
 def test_vllm_log_mistral_small_bytes_per_token():

@@ -37,6 +37,11 @@ WeightDtypeOpt = Annotated[Optional[str], typer.Option("--weight-dtype", help="O
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 HwOpt = Annotated[Optional[list[Path]], typer.Option("--hw-profiles", help="Directory of extra GPU profiles (YAML); may repeat.")]
 RevisionOpt = Annotated[Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit) for a repo id.")]
+GmuOpt = Annotated[Optional[str], typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use (default 0.9; with --engine: that engine's default for its version).")]
+BlockSizeOpt = Annotated[Optional[int], typer.Option("--block-size", help="KV page size in tokens (default 16; with --engine: the engine's).")]
+EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="Plan as this engine allocates: vllm, sglang, trtllm, llama.cpp, transformers.")]
+EngineVersionOpt = Annotated[Optional[str], typer.Option("--engine-version", help="Engine release whose defaults and rules apply (e.g. 0.11.0; llama.cpp: 2024-08, current). Default: the newest modelled.")]
+EngineSettingOpt = Annotated[Optional[list[str]], typer.Option("--engine-opt", help="Engine setting KEY=VALUE (e.g. max_num_batched_tokens=4096, kv_unified=true); may repeat.")]
 TokenOpt = Annotated[Optional[str], typer.Option("--token", help="Hub token for gated repos (default: HF_TOKEN / the cached login). Never printed.")]
 
 
@@ -152,13 +157,13 @@ def fit(
     pp: Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (splits layers).")] = None,
     kv_dtype: KvDtypeOpt = "auto",
     weight_dtype: WeightDtypeOpt = None,
-    gpu_memory_utilization: Annotated[Optional[str], typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use (default 0.9; with --engine: that engine's default for its version).")] = None,
+    gpu_memory_utilization: GmuOpt = None,
     overhead: Annotated[Optional[str], typer.Option("--overhead", help="Per-GPU activation + runtime overhead (e.g. 2GiB). Default: an estimate.")] = None,
     kv_cache_memory: Annotated[Optional[str], typer.Option("--kv-cache-memory", help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28.2GiB or bytes.")] = None,
-    block_size: Annotated[Optional[int], typer.Option("--block-size", help="KV page size in tokens (default 16; with --engine: the engine's).")] = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", help="Plan as this engine allocates: vllm, sglang, trtllm, llama.cpp, transformers.")] = None,
-    engine_version: Annotated[Optional[str], typer.Option("--engine-version", help="Engine release whose defaults and rules apply (e.g. 0.11.0; llama.cpp: 2024-08, current). Default: the newest modelled.")] = None,
-    engine_opt: Annotated[Optional[list[str]], typer.Option("--engine-opt", help="Engine setting KEY=VALUE (e.g. max_num_batched_tokens=4096, kv_unified=true); may repeat.")] = None,
+    block_size: BlockSizeOpt = None,
+    engine: EngineOpt = None,
+    engine_version: EngineVersionOpt = None,
+    engine_opt: EngineSettingOpt = None,
     emit: Annotated[Optional[str], typer.Option("--emit", help="Also print the serve command line for this plan: vllm, sglang or llama.cpp.")] = None,
     hw_profiles: HwOpt = None,
     revision: RevisionOpt = None,
@@ -183,23 +188,23 @@ def fit(
                    16 if block_size is None else block_size,
                    "0.9" if gpu_memory_utilization is None else gpu_memory_utilization, overhead, kv_cache_memory)
     dep = _deployment(spec, gpus, tp, pp)
+    choice = None
     if engine or emit or engine_version or engine_opt:
-        from kvplan.cli_engines import validate_engine_args
+        from kvplan.cli_engines import engine_choice
 
-        validate_engine_args(engine, emit, engine_version, engine_opt)
+        choice = engine_choice(engine, emit, engine_version, engine_opt, {
+            "gpu_memory_utilization": None if gpu_memory_utilization is None else req.gpu_memory_utilization,
+            "block_size": block_size})
     # All input is valid from here on: now say where things came from.
     _stderr(resolved.note)
     for notice in resolved.notices:
         _stderr(f"note: {notice}")
     if ctx_tokens is None:
         _stderr(f"note: --ctx not given; using the model's limit, {spec.max_context:,} tokens")
-    if engine or emit or engine_version or engine_opt:
+    if choice is not None:
         from kvplan.cli_engines import fit_with_engine
 
-        explicit = {"gpu_memory_utilization": req.gpu_memory_utilization if gpu_memory_utilization else None,
-                    "block_size": block_size}
-        fit_with_engine(spec, hw, dep, req, engine=engine, emit_to=emit, version=engine_version, opts=engine_opt,
-                        explicit=explicit, as_json=as_json, explain=explain, check=check)
+        fit_with_engine(spec, hw, dep, req, choice, emit_to=emit, as_json=as_json, explain=explain, check=check)
         return
     if dep is not None:
         plans, titles, recommended = [plan(spec, hw, dep, req)], [f"{dep.gpus} GPU(s)"], None

@@ -20,30 +20,21 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def engine_plans(spec, hw, dep, req, engine: str, version, opts: dict, explicit: dict):
+def engine_plans(spec, hw, dep, req, choice):
     """EngineResults for `dep`, or for one GPU and then the smallest deployment that fits."""
-    from kvplan.engines import get_engine
     from kvplan.planner import Deployment, candidate_deployments
 
-    eng = get_engine(engine)
-
-    def one(d):
-        st = eng.settings(spec, hw, d, req, version, opts, explicit)
-        return eng.plan(spec, hw, d, req, st)
-
     if dep is not None:
-        return [one(dep)], [f"{dep.gpus} GPU(s)"], 0
-    first = one(Deployment(1, 1))
+        return [choice.result(spec, hw, dep, req)], [f"{dep.gpus} GPU(s)"], 0
+    first = choice.result(spec, hw, Deployment(1, 1), req)
     results, titles = [first], ["1 GPU"]
     best = first if first.plan.fits else None
     if best is None:
         for d in candidate_deployments(spec):
             if d.gpus == 1:
                 continue
-            if engine == "llama.cpp":
-                d = Deployment(1, d.gpus)  # llama.cpp splits layers, it has no tensor parallelism
             try:
-                res = one(d)
+                res = choice.result(spec, hw, choice.deployment(d), req)
             except KvplanError:
                 continue
             if res.plan.fits:
@@ -63,10 +54,10 @@ def engine_dict(res) -> dict:
             "lines": dict(cap.lines), "notes": list(cap.notes)}
 
 
-def validate_engine_args(engine, emit_to, version, opts) -> None:
-    """Every engine flag checked before anything is printed (one-line errors, no half output)."""
+def engine_choice(engine, emit_to, version, opt_items, explicit: dict):
+    """The engine flags of `fit`, checked before anything is printed (one-line errors, no half output)."""
     from kvplan.emit import EMITTERS
-    from kvplan.engines import canonical_engine, check_opts, check_version, get_engine, parse_engine_opts
+    from kvplan.engines import EngineChoice, canonical_engine
 
     if engine is None and emit_to is None:
         raise KvplanError("--engine-version and --engine-opt need --engine", EXIT_USAGE)
@@ -76,25 +67,17 @@ def validate_engine_args(engine, emit_to, version, opts) -> None:
             raise KvplanError(f"--emit supports {', '.join(EMITTERS)}, not {emit_to}", EXIT_USAGE)
         if canonical_engine(emit_to) != name:
             raise KvplanError(f"--emit {emit_to} does not match --engine {name}", EXIT_USAGE)
-    eng = get_engine(name)
-    check_version(name, version, eng.versions, eng.default_version)
-    check_opts(name, parse_engine_opts(opts), eng.opts)
+    return EngineChoice.make(name, version, opt_items or (), **explicit)
 
 
-def fit_with_engine(spec, hw, dep, req, *, engine, emit_to, version, opts, explicit, as_json, explain, check):
+def fit_with_engine(spec, hw, dep, req, choice, *, emit_to, as_json, explain, check):
+    from kvplan.cli import print_warnings
     from kvplan.emit import emit
-    from kvplan.engines import canonical_engine, parse_engine_opts
     from kvplan.report import plan_to_dict, render_plans
 
-    if engine is None and emit_to is None:
-        raise KvplanError("--engine-version and --engine-opt need --engine", EXIT_USAGE)
-    engine = canonical_engine(engine or emit_to)
-    if emit_to is not None and canonical_engine(emit_to) != engine:
-        raise KvplanError(f"--emit {emit_to} does not match --engine {engine}", EXIT_USAGE)
-    results, titles, recommended = engine_plans(spec, hw, dep, req, engine, version, parse_engine_opts(opts), explicit)
+    engine = choice.name
+    results, titles, recommended = engine_plans(spec, hw, dep, req, choice)
     plans = [r.plan for r in results]
-    from kvplan.cli import print_warnings
-
     print_warnings([(t, r.plan.warnings) for t, r in zip(titles, results)])
     for note in dict.fromkeys(n for r in results for n in r.capacity.notes):
         _stderr(f"note: {note}")

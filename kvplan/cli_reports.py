@@ -30,14 +30,12 @@ def _names(text: str, what: str) -> list[str]:
 
 
 def _engine_choice(engine, version, opt_items, gmu, block_size):
-    """The --engine flags as a kvplan.engines.EngineChoice (checked now), or None without --engine."""
-    if engine is None:
-        if version or opt_items:
-            raise KvplanError("--engine-version and --engine-opt need --engine", EXIT_USAGE)
+    """The --engine flags as a kvplan.engines.EngineChoice (checked now), or None without any."""
+    if engine is None and not (version or opt_items):
         return None
-    from kvplan.engines import EngineChoice
+    from kvplan.cli_engines import engine_choice
 
-    return EngineChoice.make(engine, version, opt_items or (), gpu_memory_utilization=gmu, block_size=block_size)
+    return engine_choice(engine, None, version, opt_items, {"gpu_memory_utilization": gmu, "block_size": block_size})
 
 
 def resolve_gpus(text: str, hw_dirs) -> list:
@@ -180,7 +178,9 @@ def _skipped_lines(result) -> list[str]:
 
 def register(app: typer.Typer) -> None:
     """Add `sweep` and `cheapest` to the kvplan app."""
-    from kvplan.cli import HwOpt, RevisionOpt, TokenOpt, cli_errors
+    from kvplan.cli import (
+        BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, RevisionOpt, TokenOpt, cli_errors,
+    )
 
     @app.command()
     @cli_errors
@@ -192,11 +192,11 @@ def register(app: typer.Typer) -> None:
         kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="Comma-separated KV cache dtypes: auto (model's), bf16, fp8, ...")] = "auto",
         weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Comma-separated weight formats (auto = the checkpoint's): bf16, fp8, int4, ...")] = None,
         batch: Annotated[int, typer.Option("--batch", "-b", help="Concurrent requests per deployment (fits, max context and decode speed use it).")] = 1,
-        gpu_memory_utilization: Annotated[Optional[str], typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use (default 0.9; with --engine: the engine's).")] = None,
-        block_size: Annotated[Optional[int], typer.Option("--block-size", help="KV page size in tokens (default 16; with --engine: the engine's).")] = None,
-        engine: Annotated[Optional[str], typer.Option("--engine", help="Plan as this engine allocates: vllm, sglang, trtllm, llama.cpp, transformers.")] = None,
-        engine_version: Annotated[Optional[str], typer.Option("--engine-version", help="Engine release whose defaults and rules apply. Default: the newest modelled.")] = None,
-        engine_opt: Annotated[Optional[list[str]], typer.Option("--engine-opt", help="Engine setting KEY=VALUE; may repeat.")] = None,
+        gpu_memory_utilization: GmuOpt = None,
+        block_size: BlockSizeOpt = None,
+        engine: EngineOpt = None,
+        engine_version: EngineVersionOpt = None,
+        engine_opt: EngineSettingOpt = None,
         prices: Annotated[Optional[Path], typer.Option("--prices", help="YAML of `gpu: price per GPU-hour` (any currency).")] = None,
         csv_out: Annotated[Optional[str], typer.Option("--csv", help="Write every plan as CSV to this file (- for stdout).")] = None,
         json_out: Annotated[Optional[str], typer.Option("--json", help="Write every plan as JSON to this file (- for stdout).")] = None,
@@ -300,11 +300,11 @@ def register(app: typer.Typer) -> None:
         max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest deployment tried without --gpu-counts.")] = 64,
         kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype: auto (model's), bf16, fp8, ...")] = "auto",
         weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight format override: bf16, fp8, int4, ...")] = None,
-        gpu_memory_utilization: Annotated[Optional[str], typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use (default 0.9; with --engine: the engine's).")] = None,
-        block_size: Annotated[Optional[int], typer.Option("--block-size", help="KV page size in tokens (default 16; with --engine: the engine's).")] = None,
-        engine: Annotated[Optional[str], typer.Option("--engine", help="Plan as this engine allocates: vllm, sglang, trtllm, llama.cpp, transformers.")] = None,
-        engine_version: Annotated[Optional[str], typer.Option("--engine-version", help="Engine release whose defaults and rules apply. Default: the newest modelled.")] = None,
-        engine_opt: Annotated[Optional[list[str]], typer.Option("--engine-opt", help="Engine setting KEY=VALUE; may repeat.")] = None,
+        gpu_memory_utilization: GmuOpt = None,
+        block_size: BlockSizeOpt = None,
+        engine: EngineOpt = None,
+        engine_version: EngineVersionOpt = None,
+        engine_opt: EngineSettingOpt = None,
         top: Annotated[int, typer.Option("--top", help="Rows of the ranking shown in the terminal.")] = 15,
         hw_profiles: HwOpt = None,
         revision: RevisionOpt = None,

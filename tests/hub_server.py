@@ -22,6 +22,7 @@ The safetensors builders at the bottom write real files with the `safetensors` p
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import json
@@ -65,6 +66,19 @@ def set_offline(monkeypatch, on: bool = True) -> None:
     else:
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     reload_client_constants()
+
+
+@contextlib.contextmanager
+def serving(server: "FakeHub", monkeypatch, hf_home: Path):
+    """Start `server`, point the client at it (HF_ENDPOINT, a fresh HF_HOME), and undo both after."""
+    server.start()
+    point_client_at(monkeypatch, server.url, hf_home)
+    try:
+        yield server
+    finally:
+        monkeypatch.undo()
+        reload_client_constants()
+        server.stop()
 
 
 def point_client_at(monkeypatch, endpoint: str, hf_home: Path) -> None:

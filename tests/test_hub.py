@@ -27,13 +27,13 @@ from kvplan.hub import HubConfig, HubWeights, fetch_config, fetch_weights
 
 try:
     from tests.hub_server import (
-        CLIENT_ENV, FakeHub, FakeRepo, header_of, numpy_safetensors, point_client_at, reload_client_constants,
-        set_offline, spec_safetensors, with_header, with_length_prefix,
+        CLIENT_ENV, FakeHub, FakeRepo, header_of, numpy_safetensors, reload_client_constants,
+        serving, set_offline, spec_safetensors, with_header, with_length_prefix,
     )
 except ImportError:  # tests/ is not a package: pytest put it on sys.path
     from hub_server import (  # type: ignore[no-redef]
-        CLIENT_ENV, FakeHub, FakeRepo, header_of, numpy_safetensors, point_client_at, reload_client_constants,
-        set_offline, spec_safetensors, with_header, with_length_prefix,
+        CLIENT_ENV, FakeHub, FakeRepo, header_of, numpy_safetensors, reload_client_constants,
+        serving, set_offline, spec_safetensors, with_header, with_length_prefix,
     )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,15 +137,10 @@ def build_repos(hub: FakeHub) -> None:
 
 @pytest.fixture
 def hub(tmp_path, monkeypatch):
-    server = FakeHub(max_hang_s=30.0).start()
+    server = FakeHub(max_hang_s=30.0)
     build_repos(server)
-    point_client_at(monkeypatch, server.url, tmp_path / "hf_home")
-    try:
+    with serving(server, monkeypatch, tmp_path / "hf_home"):
         yield server
-    finally:
-        monkeypatch.undo()
-        reload_client_constants()
-        server.stop()
 
 
 def fails(fn, *args, **kwargs) -> KvplanError:

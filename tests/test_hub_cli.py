@@ -19,13 +19,11 @@ from kvplan.cli import app
 
 try:
     from tests.hub_server import (
-        FakeHub, FakeRepo, header_of, numpy_safetensors, point_client_at, reload_client_constants, set_offline,
-        spec_safetensors,
+        FakeHub, FakeRepo, header_of, numpy_safetensors, point_client_at, serving, set_offline, spec_safetensors,
     )
 except ImportError:  # tests/ is not a package: pytest put it on sys.path
     from hub_server import (  # type: ignore[no-redef]
-        FakeHub, FakeRepo, header_of, numpy_safetensors, point_client_at, reload_client_constants, set_offline,
-        spec_safetensors,
+        FakeHub, FakeRepo, header_of, numpy_safetensors, point_client_at, serving, set_offline, spec_safetensors,
     )
 
 TOKEN = "hf_cliSecretToken_abcdefghijklmnop"
@@ -71,7 +69,7 @@ def header_bytes(data: bytes) -> int:
 
 @pytest.fixture
 def hub(tmp_path, monkeypatch):
-    server = FakeHub(max_hang_s=20.0).start()
+    server = FakeHub(max_hang_s=20.0)
     server.add("org/tiny", FakeRepo.single({"config.json": json.dumps(TINY).encode(), "model.safetensors": weights()}))
     server.add("org/vlm", FakeRepo.single({"config.json": json.dumps(VLM).encode(), "model.safetensors": vlm_weights()}))
     server.add("org/gated", FakeRepo.single({"config.json": json.dumps(TINY).encode()}, gated_token=TOKEN))
@@ -81,14 +79,9 @@ def hub(tmp_path, monkeypatch):
     server.add("org/hostile-size", FakeRepo.single({"config.json": json.dumps({**TINY, "hidden_size": 10**12}).encode()}))
     server.add("org/no-keys", FakeRepo.single({"config.json": json.dumps({"model_type": "llama", "vocab_size": 10}).encode()}))
     server.add("org/hang", FakeRepo.single({"config.json": json.dumps(TINY).encode()}, hang="all"))
-    point_client_at(monkeypatch, server.url, tmp_path / "hf_home")
     monkeypatch.setenv("KVPLAN_HOME", str(tmp_path / "kvplan_home"))
-    try:
+    with serving(server, monkeypatch, tmp_path / "hf_home"):
         yield server
-    finally:
-        monkeypatch.undo()
-        reload_client_constants()
-        server.stop()
 
 
 def run(*args):

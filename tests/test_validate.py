@@ -228,28 +228,17 @@ def test_cli_unknown_model():
     assert result.exit_code == 3 and "unknown model" in result.stderr
 
 
-def test_cli_output_refuses_a_foreign_file(tmp_path):
-    out = tmp_path / "notes.json"
-    out.write_text('{"not": "runs"}')
-    result = runner.invoke(app, [*CLI_RUN, "--output", str(out)])
-    assert result.exit_code == 2 and "not a results file" in result.stderr
-    assert out.read_text() == '{"not": "runs"}'
-
-
-def test_cli_output_csv_refuses_a_foreign_file(tmp_path):
-    out = tmp_path / "other.csv"
-    out.write_text("x,y\n1,2\n")
+@pytest.mark.parametrize("name, text", [
+    ("notes.json", '{"not": "runs"}'),  # JSON that is not a list of runs
+    ("list.json", '[{"a": 1}]'),  # a list, but of foreign records
+    ("other.csv", "x,y\n1,2\n"),  # a CSV without the results header
+])
+def test_cli_output_refuses_a_foreign_file(tmp_path, name, text):
+    out = tmp_path / name
+    out.write_text(text)
     result = runner.invoke(app, [*CLI_RUN, "--output", str(out)])
     assert result.exit_code == 2 and "not a results file" in result.stderr, result.output
-    assert out.read_text() == "x,y\n1,2\n"
-
-
-def test_cli_output_json_refuses_foreign_records(tmp_path):
-    out = tmp_path / "list.json"
-    out.write_text('[{"a": 1}]')
-    result = runner.invoke(app, [*CLI_RUN, "--output", str(out)])
-    assert result.exit_code == 2 and "not a results file" in result.stderr, result.output
-    assert out.read_text() == '[{"a": 1}]'
+    assert out.read_text() == text
 
 
 @pytest.mark.parametrize("name,text", [("missing/r.json", "no such directory"), ("folder.csv", "is a directory")])

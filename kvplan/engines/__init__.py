@@ -100,11 +100,16 @@ class EngineChoice:
             return type(dep)(1, dep.gpus)
         return dep
 
-    def plan(self, model, gpu, dep, req):
-        """kvplan.planner.Plan of `req` on `dep` as this engine allocates (KvplanError where it cannot run)."""
+    def result(self, model, gpu, dep, req) -> EngineResult:
+        """`req` on `dep` as this engine allocates: its settings, Plan and printed figures
+        (KvplanError where it cannot run)."""
         eng = get_engine(self.name)
         st = eng.settings(model, gpu, dep, req, self.version, dict(self.opts), dict(self.explicit))
-        return eng.plan(model, gpu, dep, req, st).plan
+        return eng.plan(model, gpu, dep, req, st)
+
+    def plan(self, model, gpu, dep, req):
+        """The kvplan.planner.Plan of result()."""
+        return self.result(model, gpu, dep, req).plan
 
 
 def canonical_engine(name: str) -> str:

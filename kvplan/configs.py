@@ -59,16 +59,33 @@ class Cfg:
             return default
         if (isinstance(value, bool) or not isinstance(value, (int, float))
                 or (isinstance(value, float) and not math.isfinite(value)) or value != int(value)):
-            raise KvplanError(f"{self.where}: {names[0]} must be an integer, got {value!r}", EXIT_USAGE)
+            raise KvplanError(f"{self.where}: {names[0]} must be an integer, got {shown(value)}", EXIT_USAGE)
         value = int(value)
         cap = LIMITS.get(limit or names[0])
         if value < minimum or (cap is not None and value > cap):
             raise KvplanError(f"{self.where}: {names[0]} = {value} is out of range", EXIT_USAGE)
         return value
 
+    def int_list(self, name: str) -> list[int]:
+        """A list of non-negative integers (layer indices), empty when absent."""
+        value = self.data.get(name)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+            raise KvplanError(f"{self.where}: {name} must be a list of layer indices, got {value!r:.60}", EXIT_USAGE)
+        return value
+
     def bool(self, name: str, default: bool) -> bool:
         value = self.data.get(name)
         return default if value is None else bool(value)
+
+
+def shown(value) -> str:
+    """A config value as its JSON spelling (Infinity, NaN), cut to 60 characters."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    return f"{value!r:.60}"
 
 
 class _Missing(Exception):
@@ -107,6 +124,9 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
     try:
         geometry = read_geometry(cfg, model_type)
         layers = read_layers(cfg, model_type, geometry)
+        if all(layer.kind == "none" for layer in layers):
+            raise KvplanError(f"{source}: no layer attends or keeps a state (every layer is MLP/MoE); "
+                              "not a decoder kvplan can plan", EXIT_USAGE)
         params = count_params(cfg, model_type, geometry, layers)
     except _Missing as missing:
         raise KvplanError(
@@ -138,32 +158,74 @@ def read_dtype(cfg: Cfg) -> str:
 
 
 def read_quantization(cfg: Cfg) -> Quantization:
-    """The checkpoint's weight format from `quantization_config` (fp8, AWQ/GPTQ, MXFP4, ...)."""
+    """The checkpoint's weight format from `quantization_config` (fp8, AWQ/GPTQ, MXFP4, ...).
+
+    Every value is checked before use: a malformed entry (`bits: "four"`, `group_size: [128]`)
+    is a one-line error naming the key, never a guess.
+    """
     q = cfg.raw("quantization_config")
     if not isinstance(q, dict):
         return Quantization(read_dtype(cfg))
+    where = f"{cfg.where}: quantization_config"
     method = str(q.get("quant_method", "")).lower()
     if method == "mxfp4":
-        skip = " ".join(q.get("modules_to_not_convert") or [])
-        return Quantization("mxfp4", 32, experts_only="self_attn" in skip or not skip)
+        skip = _q_strings(q, "modules_to_not_convert", where)
+        return Quantization("mxfp4", 32, experts_only=any("self_attn" in s for s in skip) or not skip)
     if method in ("fp8", "fbgemm_fp8"):
-        block = q.get("weight_block_size") or [0]
-        return Quantization("fp8", int(block[0]) if block else 0)
+        block = q.get("weight_block_size")
+        if block is not None and (not isinstance(block, list) or len(block) not in (0, 2)):
+            raise KvplanError(f"{where}.weight_block_size must be a list of two integers, got {block!r}", EXIT_USAGE)
+        sizes = [_q_int({"weight_block_size": b}, where, "weight_block_size", default=0) for b in block or []]
+        return Quantization("fp8", sizes[0] if sizes else 0)
     if method in ("awq", "gptq", "autoround"):
-        bits = int(q.get("bits", q.get("w_bit", 4)))
-        group = int(q.get("group_size", q.get("q_group_size", 128)) or 128)
-        return Quantization("int4" if bits == 4 else "int8", group if group > 0 else 128)
+        bits = _q_int(q, where, "bits", "w_bit", default=4)
+        group = _q_int(q, where, "group_size", "q_group_size", default=128, minimum=-1)
+        return Quantization(_int_format(bits, where), group if group > 0 else 128)
     if method == "bitsandbytes":
-        return Quantization("int4", 64) if q.get("load_in_4bit") else Quantization("int8")
+        return Quantization("int4", 64) if q.get("load_in_4bit") is True else Quantization("int8")
     if method == "compressed-tensors":
-        for group in (q.get("config_groups") or {}).values():
-            weights = (group or {}).get("weights") or {}
-            bits = weights.get("num_bits")
+        groups = q.get("config_groups") or {}
+        if not isinstance(groups, dict) or not all(isinstance(g, dict) for g in groups.values()):
+            raise KvplanError(f"{where}.config_groups must be an object of objects, got {groups!r:.60}", EXIT_USAGE)
+        for group in groups.values():
+            weights = group.get("weights") or {}
+            if not isinstance(weights, dict):
+                raise KvplanError(f"{where}.config_groups: weights must be an object, got {weights!r:.60}", EXIT_USAGE)
+            bits = _q_int(weights, where, "num_bits", default=0, minimum=0)
             if bits == 4:
-                return Quantization("int4", int(weights.get("group_size") or 128))
+                return Quantization("int4", _q_int(weights, where, "group_size", default=128))
             if bits == 8:
                 return Quantization("fp8" if weights.get("type") == "float" else "int8")
+            if bits:
+                raise KvplanError(f"{where}: {bits}-bit weights are not supported (4 or 8)", EXIT_USAGE)
     return Quantization(read_dtype(cfg))
+
+
+def _q_int(q: dict, where: str, *names: str, default: int, minimum: int = 1) -> int:
+    """An integer from a quantization_config entry, or a one-line error naming it."""
+    for name in names:
+        value = q.get(name)
+        if value is None:
+            continue
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or (isinstance(value, float) and not math.isfinite(value)) or value != int(value)
+                or not minimum <= value <= (1 << 20)):
+            raise KvplanError(f"{where}.{name} must be an integer, got {shown(value)}", EXIT_USAGE)
+        return int(value)
+    return default
+
+
+def _q_strings(q: dict, name: str, where: str) -> list[str]:
+    value = q.get(name) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise KvplanError(f"{where}.{name} must be a list of module names, got {value!r:.60}", EXIT_USAGE)
+    return value
+
+
+def _int_format(bits: int, where: str) -> str:
+    if bits not in (4, 8):
+        raise KvplanError(f"{where}: {bits}-bit weights are not supported (4 or 8)", EXIT_USAGE)
+    return "int4" if bits == 4 else "int8"
 
 
 def read_geometry(cfg: Cfg, model_type: str) -> dict:
@@ -207,8 +269,11 @@ def read_geometry(cfg: Cfg, model_type: str) -> dict:
 
 def _attention_kinds(cfg: Cfg, model_type: str, n: int, max_context: int) -> list[str]:
     """Per layer one of: full, sliding, chunked, linear, mamba, mlp (the order of the model)."""
+    pattern = _hybrid_pattern(cfg, n)
     types = cfg.raw("layer_types")
-    if isinstance(types, list) and types:
+    if types is not None and not isinstance(types, list):
+        raise KvplanError(f"{cfg.where}: layer_types must be a list, got {shown(types)}", EXIT_USAGE)
+    if types:
         if len(types) < n:
             raise KvplanError(f"{cfg.where}: layer_types has {len(types)} entries for {n} layers", EXIT_USAGE)
         names = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "linear",
@@ -217,13 +282,8 @@ def _attention_kinds(cfg: Cfg, model_type: str, n: int, max_context: int) -> lis
         if unknown:
             raise KvplanError(f"{cfg.where}: unknown layer_types entry {unknown[0]!r}", EXIT_USAGE)
         return [names[t] for t in types[:n]]
-    pattern = cfg.raw("hybrid_override_pattern")
-    if isinstance(pattern, str) and pattern:  # Nemotron-H: M mamba, * attention, - MLP, E MoE
-        if len(pattern) != n:
-            raise KvplanError(f"{cfg.where}: hybrid_override_pattern has {len(pattern)} symbols for {n} layers", EXIT_USAGE)
+    if pattern:  # Nemotron-H: M mamba, * attention, - MLP, E MoE
         table = {"M": "mamba", "*": "full", "-": "mlp", "E": "mlp"}
-        if set(pattern) - set(table):
-            raise KvplanError(f"{cfg.where}: hybrid_override_pattern has unknown symbol(s) {sorted(set(pattern) - set(table))}", EXIT_USAGE)
         return [table[c] for c in pattern]
     if model_type == "qwen3_next" or cfg.has("full_attention_interval"):
         k = cfg.int("full_attention_interval", default=4)
@@ -249,12 +309,27 @@ def _attention_kinds(cfg: Cfg, model_type: str, n: int, max_context: int) -> lis
     if model_type == "cohere2":
         p = cfg.int("sliding_window_pattern", default=4)
         return ["sliding" if (i + 1) % p else "full" for i in range(n)]
-    if isinstance(window, (int, float)) and window >= max_context:
+    if isinstance(window, (int, float)) and math.isfinite(window) and window >= max_context:
         return ["full"] * n  # a window as long as the context is no window (Phi-3.5: 262144)
     if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
         first = cfg.int("max_window_layers", default=n, minimum=0)
         return ["full" if i < first else "sliding" for i in range(n)]
     return ["sliding"] * n
+
+
+def _hybrid_pattern(cfg: Cfg, n: int) -> str:
+    """Nemotron-H's `hybrid_override_pattern`, one symbol per layer, checked; '' when absent."""
+    pattern = cfg.raw("hybrid_override_pattern")
+    if pattern is None:
+        return ""
+    if not isinstance(pattern, str):
+        raise KvplanError(f"{cfg.where}: hybrid_override_pattern must be a string, got {pattern!r:.60}", EXIT_USAGE)
+    if len(pattern) != n:
+        raise KvplanError(f"{cfg.where}: hybrid_override_pattern has {len(pattern)} symbols for {n} layers", EXIT_USAGE)
+    unknown = sorted(set(pattern) - set("M*-E"))
+    if unknown:
+        raise KvplanError(f"{cfg.where}: hybrid_override_pattern has unknown symbol(s) {unknown}", EXIT_USAGE)
+    return pattern
 
 
 def read_layers(cfg: Cfg, model_type: str, g: dict) -> list[LayerSpec]:

@@ -30,7 +30,7 @@ def _is_moe_layer(cfg, model_type: str, i: int) -> bool:
         return i % step == step - 1
     if model_type == "jamba" or cfg.has("expert_layer_period"):
         return i % cfg.int("expert_layer_period", default=2) == cfg.int("expert_layer_offset", default=1, minimum=0)
-    only_dense = cfg.raw("mlp_only_layers") or []
+    only_dense = cfg.int_list("mlp_only_layers")
     step = cfg.int("decoder_sparse_step", default=1)
     return i not in only_dense and (i + 1) % step == 0
 

@@ -26,6 +26,7 @@ KNOWN_FAMILIES = {
     "kimi_k2", "gpt_oss", "glm4_moe", "glm4", "cohere", "cohere2", "falcon", "RefinedWebModel",
     "RefinedWeb", "gpt2", "nemotron_h", "jamba", "llama4", "llama4_text", "starcoder2", "yi",
     "mistral3", "olmo2", "granite", "internlm2", "exaone",
+    "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text",
 }
 
 LIMITS = {  # anything above these is a hostile or broken config, not a model
@@ -118,7 +119,9 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
     notices: list[str] = []
     model_type = str(data.get("model_type") or config.get("model_type") or "")
     if model_type not in KNOWN_FAMILIES:
-        notices.append(f"model_type {model_type or '(none)'!r} has no dedicated reader; read with the standard keys")
+        refuse_unknown_layout(data, model_type, source)
+        notices.append(f"model_type {model_type or '(none)'!r} has no dedicated reader; every key is a standard "
+                       "decoder's, read with the standard keys")
     if nested:
         notices.append("multimodal config: planning the language model's cache; vision weights are not counted from the config")
     try:
@@ -150,6 +153,19 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
         source=source,
     )
     return spec, notices
+
+
+def refuse_unknown_layout(data: dict, model_type: str, source: str) -> None:
+    """An unknown model_type is read only when its keys fully determine a standard decoder."""
+    from kvplan.readers import unknown_family_keys
+
+    odd = unknown_family_keys(data)
+    if odd:
+        more = f" and {len(odd) - 5} more" if len(odd) > 5 else ""
+        raise KvplanError(
+            f"{source}: model_type {model_type or '(none)'!r} has no reader in kvplan and its config has keys a "
+            f"standard decoder does not ({', '.join(odd[:5])}{more}); kvplan does not guess a cache layout. "
+            "Plan a known model of the same layout, or ask for a reader", EXIT_USAGE)
 
 
 def read_dtype(cfg: Cfg) -> str:

@@ -12,13 +12,16 @@ from __future__ import annotations
 from kvplan.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, RecurrentState, SlidingWindow
 from kvplan.model import ParamCounts
 
+# Qwen3.5 (vLLM model_executor/models/qwen3_5.py): Qwen3-Next's layers (Gated DeltaNet + gated attention).
+QWEN3_5 = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}
+
 # Families whose MLP is up -> act -> down (two matrices) rather than gated (three).
 _UNGATED = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb", "starcoder2", "nemotron_h", "phi", "gpt_bigcode"}
 # Families whose config class ties the LM head to the embedding unless told otherwise.
 _TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3", "gemma3_text", "gpt2", "falcon", "RefinedWebModel",
                     "RefinedWeb", "starcoder2", "cohere", "cohere2"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "starcoder2", "gpt2"}
-_QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2"}
+_QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2", *QWEN3_5}
 
 
 def _is_moe_layer(cfg, model_type: str, i: int) -> bool:
@@ -53,7 +56,8 @@ def _attention_params(cfg, model_type: str, g: dict, layer: LayerSpec) -> tuple[
         return q_down + q_up + kv_down + kv_up + out, q_down + kv_down, norms
     if isinstance(layer, (FullAttention, SlidingWindow, ChunkedLocal)):
         heads, kv, d = g["heads"], layer.num_kv_heads, layer.head_dim
-        gate = 2 if model_type == "qwen3_next" else 1  # Qwen3-Next gates attention output: q_proj is doubled
+        # Qwen3-Next and Qwen3.5 gate the attention output: q_proj is doubled (attn_output_gate)
+        gate = 2 if cfg.bool("attn_output_gate", model_type == "qwen3_next" or model_type in QWEN3_5) else 1
         linear = h * heads * d * gate + 2 * h * kv * d + heads * d * h
         small = 0
         bias = cfg.bool("attention_bias", False) or cfg.bool("use_bias", False) or cfg.bool("bias", False)

@@ -17,6 +17,7 @@ from kvplan.layers import (
     ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, RecurrentState, SlidingWindow,
 )
 from kvplan.model import ModelSpec, Quantization
+from kvplan.readers import family_reader
 
 # Families whose reader is written down here; any other model_type with the standard keys is
 # read by the generic path (and the caller says so).
@@ -118,19 +119,23 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
     cfg = Cfg(data, source)
     notices: list[str] = []
     model_type = str(data.get("model_type") or config.get("model_type") or "")
-    if model_type not in KNOWN_FAMILIES:
+    family = family_reader(model_type)
+    if model_type not in KNOWN_FAMILIES and family is None:
         refuse_unknown_layout(data, model_type, source)
         notices.append(f"model_type {model_type or '(none)'!r} has no dedicated reader; every key is a standard "
                        "decoder's, read with the standard keys")
     if nested:
         notices.append("multimodal config: planning the language model's cache; vision weights are not counted from the config")
     try:
-        geometry = read_geometry(cfg, model_type)
-        layers = read_layers(cfg, model_type, geometry)
+        if family is not None:
+            geometry, layers, params = family.read(cfg, model_type)
+        else:
+            geometry = read_geometry(cfg, model_type)
+            layers = read_layers(cfg, model_type, geometry)
+            params = count_params(cfg, model_type, geometry, layers)
         if all(layer.kind == "none" for layer in layers):
             raise KvplanError(f"{source}: no layer attends or keeps a state (every layer is MLP/MoE); "
                               "not a decoder kvplan can plan", EXIT_USAGE)
-        params = count_params(cfg, model_type, geometry, layers)
     except _Missing as missing:
         raise KvplanError(
             f"{source}: missing key {' / '.join(missing.names)} (needed to size the model)", EXIT_USAGE

@@ -9,7 +9,17 @@ standard decoder has; any other key might change the cache layout, and kvplan do
 
 from __future__ import annotations
 
+import importlib
 import re
+
+# model_type -> module of kvplan.readers that reads it (imported only when asked for)
+READERS = {"mamba": "mamba", "mamba2": "mamba"}
+
+
+def family_reader(model_type: str):
+    """The reader module for this model_type, or None when kvplan.configs' common path reads it."""
+    module = READERS.get(model_type)
+    return importlib.import_module(f"kvplan.readers.{module}") if module else None
 
 # Keys the generic reader sizes a standard decoder from (dense or MoE, GQA, one optional window).
 STANDARD_LAYOUT = {

@@ -27,7 +27,7 @@ KNOWN_FAMILIES = {
     "kimi_k2", "gpt_oss", "glm4_moe", "glm4", "cohere", "cohere2", "falcon", "RefinedWebModel",
     "RefinedWeb", "gpt2", "nemotron_h", "jamba", "llama4", "llama4_text", "starcoder2", "yi",
     "mistral3", "olmo2", "granite", "internlm2", "exaone",
-    "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text",
+    "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "granitemoehybrid", "lfm2",
 }
 
 LIMITS = {  # anything above these is a hostile or broken config, not a model
@@ -273,7 +273,10 @@ def read_geometry(cfg: Cfg, model_type: str) -> dict:
         if hidden % heads:
             raise KvplanError(f"{cfg.where}: hidden_size {hidden} is not divisible by {heads} heads and no head_dim is given", EXIT_USAGE)
         head_dim = hidden // heads
-    intermediate = cfg.int("intermediate_size", "n_inner", "ffn_hidden_size", default=4 * hidden, limit="intermediate_size")
+    intermediate = cfg.int("intermediate_size", "n_inner", "ffn_hidden_size", "block_ff_dim", default=4 * hidden,
+                           limit="intermediate_size")
+    if model_type == "lfm2":
+        intermediate = lfm2_ff_width(cfg, intermediate)
     max_context = cfg.int("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
                           "model_max_length", default=2048, limit="window")
     experts = cfg.int("num_local_experts", "num_experts", "n_routed_experts", default=0, minimum=0, limit="experts")
@@ -288,6 +291,19 @@ def read_geometry(cfg: Cfg, model_type: str) -> dict:
                 top_k=top_k, act_width=act_width, notes=notes)
 
 
+def lfm2_ff_width(cfg: Cfg, width: int) -> int:
+    """LFM2's MLP width as transformers' Lfm2MLP derives it (block_auto_adjust_ff_dim)."""
+    if not cfg.bool("block_auto_adjust_ff_dim", True):
+        return width
+    width = int(2 * width / 3)
+    mult = cfg.raw("block_ffn_dim_multiplier", default=1.0)
+    if not isinstance(mult, (int, float)) or isinstance(mult, bool) or not 0 < mult < 1e3:
+        raise KvplanError(f"{cfg.where}: block_ffn_dim_multiplier must be a positive number, got {shown(mult)}", EXIT_USAGE)
+    step = cfg.int("block_multiple_of", default=256, limit="intermediate_size")
+    width = int(mult * width)
+    return step * -(-width // step)
+
+
 def _attention_kinds(cfg: Cfg, model_type: str, n: int, max_context: int) -> list[str]:
     """Per layer one of: full, sliding, chunked, linear, mamba, mlp (the order of the model)."""
     pattern = _hybrid_pattern(cfg, n)
@@ -298,11 +314,14 @@ def _attention_kinds(cfg: Cfg, model_type: str, n: int, max_context: int) -> lis
         if len(types) < n:
             raise KvplanError(f"{cfg.where}: layer_types has {len(types)} entries for {n} layers", EXIT_USAGE)
         names = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "linear",
-                 "chunked_attention": "chunked", "mamba": "mamba", "attention": "full"}
+                 "chunked_attention": "chunked", "mamba": "mamba", "attention": "full", "conv": "short_conv"}
         unknown = sorted({str(t) for t in types[:n]} - set(names))
         if unknown:
             raise KvplanError(f"{cfg.where}: unknown layer_types entry {unknown[0]!r}", EXIT_USAGE)
         return [names[t] for t in types[:n]]
+    if model_type == "lfm2" and cfg.has("full_attn_idxs"):  # LFM2's older spelling of layer_types
+        full = set(cfg.int_list("full_attn_idxs"))
+        return ["full" if i in full else "short_conv" for i in range(n)]
     if pattern:  # Nemotron-H: M mamba, * attention, - MLP, E MoE
         table = {"M": "mamba", "*": "full", "-": "mlp", "E": "mlp"}
         return [table[c] for c in pattern]
@@ -376,9 +395,21 @@ def read_layers(cfg: Cfg, model_type: str, g: dict) -> list[LayerSpec]:
             out.append(_gated_deltanet_state(cfg))
         elif kind == "mamba":
             out.append(_mamba_state(cfg, g))
+        elif kind == "short_conv":
+            out.append(_short_conv_state(cfg, g))
         else:
             out.append(NoCache())
     return out
+
+
+def _short_conv_state(cfg: Cfg, g: dict) -> RecurrentState:
+    """LFM2's gated short convolution: (conv_L_cache - 1) x hidden_size values, split over tp.
+
+    vLLM lfm2.py passes hidden_size and conv_L_cache to mamba_utils.short_conv_state_shape:
+    conv state (conv_kernel - 1, intermediate / tp), no recurrent state.
+    """
+    kernel = cfg.int("conv_L_cache", default=3, limit="head_dim")
+    return RecurrentState((kernel - 1) * g["hidden"], 0, g["hidden"], "short_conv")
 
 
 def _gated_deltanet_state(cfg: Cfg) -> RecurrentState:
@@ -396,6 +427,26 @@ def _gated_deltanet_state(cfg: Cfg) -> RecurrentState:
     return RecurrentState((kernel - 1) * conv_dim, v_heads * k_dim * v_dim, k_heads, "gated_deltanet")
 
 
+def mamba2_dims(cfg: Cfg, hidden: int) -> tuple[int, int, int, int, int]:
+    """(heads, head_dim, state, groups, conv kernel) of a hybrid's Mamba-2 mixer (Nemotron-H, Granite 4).
+
+    Granite 4 may write mamba_d_head "auto": mamba_expand x hidden / heads, as transformers'
+    GraniteMoeHybridConfig resolves it.
+    """
+    heads = cfg.int("mamba_num_heads", "mamba_n_heads", limit="num_attention_heads")
+    if cfg.raw("mamba_d_head") == "auto":
+        inner = cfg.int("mamba_expand", default=2, limit="head_dim") * hidden
+        if inner % heads:
+            raise KvplanError(f"{cfg.where}: mamba_expand x hidden_size ({inner}) is not divisible by {heads} mamba heads", EXIT_USAGE)
+        head_dim = inner // heads
+    else:
+        head_dim = cfg.int("mamba_head_dim", "mamba_d_head", limit="head_dim")
+    state = cfg.int("ssm_state_size", "mamba_d_state", limit="head_dim")
+    groups = cfg.int("n_groups", "mamba_n_groups", default=1, limit="num_attention_heads")
+    kernel = cfg.int("conv_kernel", "mamba_d_conv", default=4, limit="head_dim")
+    return heads, head_dim, state, groups, kernel
+
+
 def _mamba_state(cfg: Cfg, g: dict) -> RecurrentState:
     """Mamba2 (Nemotron-H) or Mamba1 (Jamba) state of one layer for one sequence.
 
@@ -405,11 +456,7 @@ def _mamba_state(cfg: Cfg, g: dict) -> RecurrentState:
     Mamba1: d_inner = mamba_expand x hidden; conv (mamba_d_conv - 1) x d_inner; ssm d_inner x mamba_d_state.
     """
     if cfg.has("mamba_num_heads", "mamba_n_heads"):
-        heads = cfg.int("mamba_num_heads", "mamba_n_heads", limit="num_attention_heads")
-        head_dim = cfg.int("mamba_head_dim", "mamba_d_head", limit="head_dim")
-        state = cfg.int("ssm_state_size", "mamba_d_state", limit="head_dim")
-        groups = cfg.int("n_groups", "mamba_n_groups", default=1)
-        kernel = cfg.int("conv_kernel", "mamba_d_conv", default=4)
+        heads, head_dim, state, groups, kernel = mamba2_dims(cfg, g["hidden"])
         inner = heads * head_dim
         return RecurrentState((kernel - 1) * (inner + 2 * groups * state), heads * head_dim * state, heads, "mamba2",
                               groups, (kernel - 1) * 2 * groups * state)

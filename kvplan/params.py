@@ -19,9 +19,9 @@ QWEN3_5 = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}
 _UNGATED = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb", "starcoder2", "nemotron_h", "phi", "gpt_bigcode"}
 # Families whose config class ties the LM head to the embedding unless told otherwise.
 _TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3", "gemma3_text", "gpt2", "falcon", "RefinedWebModel",
-                    "RefinedWeb", "starcoder2", "cohere", "cohere2"}
+                    "RefinedWeb", "starcoder2", "cohere", "cohere2", "lfm2"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "starcoder2", "gpt2"}
-_QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2", *QWEN3_5}
+_QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2", "lfm2", *QWEN3_5}
 
 
 def _is_moe_layer(cfg, model_type: str, i: int) -> bool:
@@ -85,15 +85,23 @@ def _recurrent_params(cfg, g: dict, layer: RecurrentState) -> tuple[int, int, in
         linear = h * (2 * key + 2 * value) + h * 2 * vh + value * h
         small = (2 * key + value) * kernel + 2 * vh + vd
         return linear, 0, small
+    if layer.variant == "short_conv":  # LFM2: in_proj h -> 3h, depthwise conv, out_proj h -> h
+        kernel = cfg.int("conv_L_cache", default=3)
+        small = h * kernel + (5 * h if cfg.bool("conv_bias", False) else 0)
+        return h * 3 * h + h * h, 0, small
     if layer.variant == "mamba2":
-        heads = cfg.int("mamba_num_heads", "mamba_n_heads")
-        inner = heads * cfg.int("mamba_head_dim", "mamba_d_head")
-        state = cfg.int("ssm_state_size", "mamba_d_state")
-        groups = cfg.int("n_groups", "mamba_n_groups", default=1)
-        kernel = cfg.int("conv_kernel", "mamba_d_conv", default=4)
+        from kvplan.configs import mamba2_dims
+
+        heads, head_dim, state, groups, kernel = mamba2_dims(cfg, h)
+        inner = heads * head_dim
         conv_dim = inner + 2 * groups * state
-        linear = h * (2 * inner + 2 * groups * state + heads) + inner * h
-        small = conv_dim * (kernel + 1) + 3 * heads + inner
+        in_width = 2 * inner + 2 * groups * state + heads
+        linear = h * in_width + inner * h
+        small = conv_dim * kernel + 3 * heads + inner  # conv weight, dt_bias, A_log, D, gated norm
+        if cfg.bool("use_conv_bias", True) and cfg.bool("mamba_conv_bias", True):
+            small += conv_dim
+        if cfg.bool("mamba_proj_bias", False):
+            small += in_width + h
         return linear, 0, small
     inner = cfg.int("mamba_expand", default=2) * h  # Mamba1 (Jamba)
     state = cfg.int("mamba_d_state", "ssm_state_size", default=16)
@@ -115,6 +123,10 @@ def count_params(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> Para
         norms_per_layer = 1
     expert_width = cfg.int("moe_intermediate_size", "intermediate_size", default=g["intermediate"])
     dense_width = cfg.int("intermediate_size_mlp", "intermediate_size", default=g["intermediate"])
+    if model_type == "lfm2":
+        dense_width = g["intermediate"]
+    if model_type == "granitemoehybrid":  # Granite 4: every layer's dense MLP is its shared_mlp
+        dense_width = cfg.int("shared_intermediate_size", limit="intermediate_size")
     pattern = cfg.raw("hybrid_override_pattern")
     for i, layer in enumerate(layers):
         lin, rep, small = _attention_params(cfg, model_type, g, layer)
@@ -142,7 +154,7 @@ def count_params(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> Para
     embedding = vocab * h
     if model_type == "gpt2":
         embedding += cfg.int("n_positions", "max_position_embeddings", default=1024) * h
-    tied = cfg.bool("tie_word_embeddings", model_type in _TIED_BY_DEFAULT)
+    tied = cfg.bool("tie_word_embeddings", cfg.bool("tie_embedding", model_type in _TIED_BY_DEFAULT))
     return ParamCounts(
         embedding=embedding,
         lm_head=0 if tied else vocab * h,
@@ -164,6 +176,8 @@ def count_params(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> Para
 def _shared_expert_params(cfg, model_type: str, h: int, expert_width: int, mats: int) -> int:
     if cfg.has("n_shared_experts"):  # DeepSeek, GLM-4.5, Kimi K2
         return cfg.int("n_shared_experts", minimum=0) * mats * h * expert_width
+    if model_type == "granitemoehybrid":  # shared_mlp beside the MoE block, no gate
+        return mats * h * cfg.int("shared_intermediate_size", limit="intermediate_size")
     if cfg.has("shared_expert_intermediate_size"):  # Qwen2-MoE, Qwen3-Next: one shared expert + its gate
         width = cfg.int("shared_expert_intermediate_size", minimum=0)
         return mats * h * width + (h if width else 0)

@@ -13,7 +13,7 @@ import importlib
 import re
 
 # model_type -> module of kvplan.readers that reads it (imported only when asked for)
-READERS = {"mamba": "mamba", "mamba2": "mamba"}
+READERS = {"mamba": "mamba", "mamba2": "mamba", "nemotron-nas": "nemotron_nas", "nemotron_nas": "nemotron_nas"}
 
 
 def family_reader(model_type: str):

@@ -1,0 +1,133 @@
+"""Newer architectures read exactly as vLLM allocates them: KV bytes per token and per-sequence state.
+
+Expected values are written out from vLLM's own source, not from kvplan:
+  * attention: 2 (K and V) x KV heads x head_dim x 2 B (bf16) per token per attention layer
+    (vllm/v1/kv_cache_interface.py FullAttentionSpec.page_size_bytes / block_size);
+  * states: vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator
+    (mamba1_state_shape, mamba2_state_shape, short_conv_state_shape, gated_delta_net_state_shape),
+    every element in the model's dtype (bf16, 2 B) when mamba_cache_dtype is auto.
+Parameter counts are checked against the model cards, and against transformers' own model classes
+built on the meta device when transformers is installed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvplan.configs import spec_from_config
+from kvplan.dtypes import BF16
+from kvplan.planner import kv_profile
+
+REPO = Path(__file__).resolve().parents[1]
+FIX = Path(__file__).parent / "fixtures" / "families"
+EXTRA = REPO / "scripts" / "catalog_extra"
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text())  # Python's json reads Infinity, as real configs need
+
+
+def profile(spec, tp: int = 1):
+    return kv_profile(spec.layers, tp, BF16, BF16, 1)
+
+
+def state_bytes(spec, tp: int = 1) -> int:
+    """Per-sequence fixed state on one rank: a 0-token sequence holds only states."""
+    return profile(spec, tp).sequence_bytes(0, paged=False)
+
+
+def kinds(spec) -> dict:
+    out: dict = {}
+    for layer in spec.layers:
+        out[layer.kind] = out.get(layer.kind, 0) + 1
+    return out
+
+
+# file: (layer kinds, KV bytes/token at tp 1, state bytes/sequence at tp 1, state at tp 2, params)
+CASES = {
+    # Mamba-1 130m: mamba1_state_shape = conv (1536, 4 - 1) + ssm (1536, 16) per layer, 24 layers.
+    FIX / "mamba-130m.json": ({"state": 24}, 0, 24 * (1536 * 3 + 1536 * 16) * 2,
+                              24 * (768 * 3 + 768 * 16) * 2, 129_135_360),
+    # Mamba-2 Codestral: conv (3, 8192 + 2 x 8 x 128) + ssm (128, 64, 128) per layer, 64 layers;
+    # tp 2: n_groups 8 divides, everything halves.
+    FIX / "mamba-codestral-7b.json": ({"state": 64}, 0, 64 * (3 * (8192 + 2 * 8 * 128) + 128 * 64 * 128) * 2,
+                                      64 * (3 * (8192 + 2 * 8 * 128) + 128 * 64 * 128), 7_285_403_648),
+    # LFM2-1.2B: 6 attention layers x 2 x 8 x 64; 10 short-conv layers of (3 - 1) x 2048.
+    # tp 2: short_conv_state_shape divides hidden by tp.
+    FIX / "lfm2-1.2b.json": ({"full": 6, "state": 10}, 6 * 2 * 8 * 64 * 2, 10 * 2 * 2048 * 2,
+                             10 * 2 * 1024 * 2, 1_170_340_608),
+    # Granite 4.0 H Small: 4 attention layers x 2 x 8 x 128; 36 Mamba-2 layers of
+    # conv 3 x (8192 + 2 x 1 x 128) + ssm 128 x 64 x 128. tp 2: n_groups 1 is replicated up to 2
+    # (extra_groups_for_head_shards), so conv 3 x (8192 + 2 x 2 x 128) / 2 and ssm halves.
+    FIX / "granite-4.0-h-small.json": ({"full": 4, "state": 36}, 4 * 2 * 8 * 128 * 2,
+                                       36 * (3 * (8192 + 2 * 128) + 128 * 64 * 128) * 2,
+                                       36 * (3 * (8192 + 4 * 128) // 2 + 64 * 64 * 128) * 2, None),
+    # Qwen3.5-397B-A17B: 15 full layers x 2 x 2 KV heads x 256; 45 Gated DeltaNet layers of
+    # conv 3 x (2 x 16 x 128 + 64 x 128) + ssm 64 x 128 x 128 (gated_delta_net_state_shape).
+    EXTRA / "Qwen__Qwen3.5-397B-A17B.json": ({"full": 15, "state": 45}, 15 * 2 * 2 * 256 * 2,
+                                             45 * (3 * (2 * 16 * 128 + 64 * 128) + 64 * 128 * 128) * 2,
+                                             45 * (3 * (2 * 16 * 128 + 64 * 128) + 64 * 128 * 128), None),
+    # Nemotron Super 49B: 49 blocks with attention, n_heads_in_group 8 -> 64 / 8 = 8 KV heads x 128;
+    # 31 attention no-ops cache nothing. 49,867,145,216 parameters (model card).
+    EXTRA / "nvidia__Llama-3_3-Nemotron-Super-49B-v1.json": ({"full": 49, "none": 31}, 49 * 2 * 8 * 128 * 2, 0, 0,
+                                                             49_867_145_216),
+    # Nemotron Ultra 253B: 64 attention blocks, 128 / 16 = 8 KV heads x 128; 98 without attention.
+    EXTRA / "nvidia__Llama-3_1-Nemotron-Ultra-253B-v1.json": ({"full": 64, "none": 98}, 64 * 2 * 8 * 128 * 2, 0, 0,
+                                                              None),
+}
+
+
+@pytest.mark.parametrize("path", sorted(CASES), ids=lambda p: p.stem)
+def test_family_reads_exactly(path):
+    kind_counts, kv, state1, state2, params = CASES[path]
+    spec, _ = spec_from_config(load(path), path.stem)
+    assert kinds(spec) == kind_counts
+    assert profile(spec).growth_bytes_per_token() == kv
+    assert state_bytes(spec, 1) == state1
+    assert state_bytes(spec, 2) == state2
+    if params is not None:
+        assert spec.params.total == params
+
+
+def test_nemotron_h_real_config_with_infinity_reads(tmp_path):
+    # The published Nemotron-H config carries "time_step_limit": [0.0, Infinity]; it sizes nothing.
+    src = REPO.parent / "shared" / "configs" / "nvidia__Nemotron-H-56B-Base-8K.json"
+    if not src.is_file():
+        pytest.skip("../shared/configs is not here (a user's clone has no ../shared)")
+    assert "Infinity" in src.read_text()
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    r = CliRunner().invoke(app, ["fit", str(src), "--gpu", "h200", "--gpus", "1", "--ctx", "8k", "--json"])
+    assert r.exit_code == 0, r.output
+    # 10 attention layers x 2 x 8 KV heads x 128 x 2 B
+    assert json.loads(r.stdout)["kv_bytes_per_token"] == 10 * 2 * 8 * 128 * 2
+
+
+@pytest.mark.parametrize("path", [FIX / "mamba-130m.json", FIX / "mamba-codestral-7b.json", FIX / "lfm2-1.2b.json",
+                                  FIX / "granite-4.0-h-small.json", EXTRA / "Qwen__Qwen3.5-397B-A17B.json"],
+                         ids=lambda p: p.stem)
+def test_parameters_equal_transformers_meta_model(path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers", reason="needs the [transformers] extra")
+    cfg = load(path)
+    try:
+        hf = transformers.AutoConfig.for_model(**cfg)
+    except (ValueError, KeyError):
+        pytest.skip(f"this transformers ({transformers.__version__}) has no {cfg['model_type']}")
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(hf)
+    counted = sum({id(p): p.numel() for p in model.parameters()}.values())
+    spec, _ = spec_from_config(cfg, path.stem)
+    assert spec.params.total == counted
+
+
+def test_nemotron_nas_is_no_longer_read_with_the_standard_keys():
+    # Its top-level num_key_value_heads (8) on all 80 layers would be 80 x 4096 B: 1.6x too much.
+    spec, notices = spec_from_config(load(EXTRA / "nvidia__Llama-3_3-Nemotron-Super-49B-v1.json"), "s")
+    assert not any("standard keys" in n for n in notices)
+    assert profile(spec).growth_bytes_per_token() != 80 * 2 * 8 * 128 * 2

@@ -95,3 +95,25 @@ def test_spec_from_config_never_raises_anything_but_kvplan_errors_on_these():
             spec_from_config(bad, "x")
         except KvplanError:
             pass
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ({"block_configs": [{"attention": {"n_heads_in_group": 8}}] * 4}, "block_configs"),
+    ({"mamba_d_ssm": 1024, "mamba_n_heads": 64, "attn_layer_indices": [1]}, "mamba_d_ssm"),
+    ({"layer_types": ["linear_attention", "full_attention"] * 2}, "layer_types (linear_attention)"),
+    ({"global_head_dim": 512, "num_global_key_value_heads": 4}, "global_head_dim"),
+    ({"index_topk": 2048, "index_head_dim": 128}, "index_head_dim"),
+])
+def test_unknown_model_type_with_layout_keys_is_refused_not_guessed(kvplan_home, tmp_path, extra, needle):
+    cfg = {**BASE, "model_type": "brand_new_arch", **extra}
+    line = one_line_error(fit(tmp_path, cfg), 2, needle)
+    assert "no reader" in line and "does not guess" in line
+
+
+def test_unknown_model_type_with_only_standard_keys_is_read_and_says_so(kvplan_home, tmp_path):
+    cfg = {**BASE, "model_type": "brand_new_arch", "rope_theta": 1e6, "rms_norm_eps": 1e-5, "bos_token_id": 1,
+           "layer_types": ["full_attention"] * 4}
+    r = fit(tmp_path, cfg, "--json")
+    assert r.exit_code == 0, r.output
+    assert "no dedicated reader" in r.stderr
+    assert json.loads(r.stdout)["kv_bytes_per_token"] == 4 * 2 * 4 * 64 * 2

@@ -77,6 +77,13 @@ CASES = {
     # Nemotron Ultra 253B: 64 attention blocks, 128 / 16 = 8 KV heads x 128; 98 without attention.
     EXTRA / "nvidia__Llama-3_1-Nemotron-Ultra-253B-v1.json": ({"full": 64, "none": 98}, 64 * 2 * 8 * 128 * 2, 0, 0,
                                                               None),
+    # Gemma 4 31B: 50 sliding layers of 16 KV heads x 256 (window 1024) and 10 global layers of
+    # num_global_key_value_heads 4 x global_head_dim 512; K = V still caches both (gemma4.py).
+    # Growth per token: the 10 global layers, 10 x 2 x 4 x 512 x 2 B.
+    FIX / "gemma-4-31b.json": ({"sliding": 50, "full": 10}, 10 * 2 * 4 * 512 * 2, 0, 0, None),
+    # Gemma 4 with the last 10 of 30 layers sharing KV: layers 0-19 cache (layer types of period 6:
+    # 4 global at 5, 11, 17 and ... 19 is sliding) -> globals 5, 11, 17 own a cache: 3 x 2 x 4 x 512 x 2.
+    FIX / "gemma-4-shared-kv.json": ({"sliding": 17, "full": 3, "none": 10}, 3 * 2 * 4 * 512 * 2, 0, 0, None),
 }
 
 
@@ -109,7 +116,8 @@ def test_nemotron_h_real_config_with_infinity_reads(tmp_path):
 
 
 @pytest.mark.parametrize("path", [FIX / "mamba-130m.json", FIX / "mamba-codestral-7b.json", FIX / "lfm2-1.2b.json",
-                                  FIX / "granite-4.0-h-small.json", EXTRA / "Qwen__Qwen3.5-397B-A17B.json"],
+                                  FIX / "granite-4.0-h-small.json", EXTRA / "Qwen__Qwen3.5-397B-A17B.json",
+                                  FIX / "gemma-4-31b.json", FIX / "gemma-4-shared-kv.json"],
                          ids=lambda p: p.stem)
 def test_parameters_equal_transformers_meta_model(path):
     torch = pytest.importorskip("torch")
@@ -131,3 +139,11 @@ def test_nemotron_nas_is_no_longer_read_with_the_standard_keys():
     spec, notices = spec_from_config(load(EXTRA / "nvidia__Llama-3_3-Nemotron-Super-49B-v1.json"), "s")
     assert not any("standard keys" in n for n in notices)
     assert profile(spec).growth_bytes_per_token() != 80 * 2 * 8 * 128 * 2
+
+
+def test_gemma4_local_layers_keep_their_own_shape_and_window():
+    spec, _ = spec_from_config(load(FIX / "gemma-4-31b.json"), "g")
+    # every caching layer's token: 50 x 2 x 16 x 256 x 2 B (local) + 10 x 2 x 4 x 512 x 2 B (global)
+    assert profile(spec).slot_bytes_per_token() == 50 * 2 * 16 * 256 * 2 + 10 * 2 * 4 * 512 * 2
+    # at 8192 tokens the local layers hold only their 1024-token window
+    assert profile(spec).sequence_bytes(8192, paged=False) == 50 * 16384 * 1024 + 10 * 8192 * 8192

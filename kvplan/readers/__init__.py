@@ -13,7 +13,8 @@ import importlib
 import re
 
 # model_type -> module of kvplan.readers that reads it (imported only when asked for)
-READERS = {"mamba": "mamba", "mamba2": "mamba", "nemotron-nas": "nemotron_nas", "nemotron_nas": "nemotron_nas"}
+READERS = {"mamba": "mamba", "mamba2": "mamba", "nemotron-nas": "nemotron_nas", "nemotron_nas": "nemotron_nas",
+           "gemma4": "gemma4", "gemma4_text": "gemma4"}
 
 
 def family_reader(model_type: str):

@@ -84,6 +84,11 @@ CASES = {
     # Gemma 4 with the last 10 of 30 layers sharing KV: layers 0-19 cache (layer types of period 6:
     # 4 global at 5, 11, 17 and ... 19 is sliding) -> globals 5, 11, 17 own a cache: 3 x 2 x 4 x 512 x 2.
     FIX / "gemma-4-shared-kv.json": ({"sliding": 17, "full": 3, "none": 10}, 3 * 2 * 4 * 512 * 2, 0, 0, None),
+    # MiniMax-M1: attn_type_list 0 = lightning, 1 = softmax: 10 softmax layers x 2 x 8 x 128 per token;
+    # 70 lightning layers of linear_attention_state_shape (64 / tp, 128, 128), bf16.
+    # 456,089,655,296 parameters: the model card's "456 billion".
+    FIX / "minimax-m1.json": ({"full": 10, "state": 70}, 10 * 2 * 8 * 128 * 2, 70 * 64 * 128 * 128 * 2,
+                              70 * 32 * 128 * 128 * 2, 456_089_655_296),
 }
 
 

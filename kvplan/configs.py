@@ -28,6 +28,7 @@ KNOWN_FAMILIES = {
     "RefinedWeb", "gpt2", "nemotron_h", "jamba", "llama4", "llama4_text", "starcoder2", "yi",
     "mistral3", "olmo2", "granite", "internlm2", "exaone",
     "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "granitemoehybrid", "lfm2",
+    "kimi_k25",
 }
 
 LIMITS = {  # anything above these is a hostile or broken config, not a model

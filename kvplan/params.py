@@ -25,7 +25,7 @@ _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2"
 
 
 def _is_moe_layer(cfg, model_type: str, i: int) -> bool:
-    if model_type in ("deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe") or cfg.has("first_k_dense_replace"):
+    if model_type in ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "glm4_moe") or cfg.has("first_k_dense_replace"):
         first = cfg.int("first_k_dense_replace", default=0, minimum=0)
         return i >= first and i % cfg.int("moe_layer_freq", default=1) == 0
     if model_type in ("llama4", "llama4_text"):
@@ -145,7 +145,7 @@ def count_params(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> Para
                 biases += experts * (2 * expert_width + h)
             expert += experts * per_expert
             expert_active += top_k * per_expert
-            router += h * experts + (experts if model_type in ("gpt_oss", "deepseek_v3", "kimi_k2", "glm4_moe") else 0)
+            router += h * experts + (experts if model_type in ("gpt_oss", "deepseek_v3", "kimi_k2", "kimi_k25", "glm4_moe") else 0)
             shared += _shared_expert_params(cfg, model_type, h, expert_width, mats)
         elif model_type != "nemotron_h":
             mlp += mats * h * dense_width

@@ -22,8 +22,8 @@ FAMILIES = {"minimax_m1", "minimax", "MiniMaxM1", "minimax_text_01"}
 def _kinds(cfg, n: int) -> list[str]:
     listed = cfg.raw("attn_type_list")
     if listed is not None:
-        if not isinstance(listed, list) or len(listed) < n or not set(listed[:n]) <= {0, 1} \
-                or any(isinstance(x, bool) for x in listed[:n]):
+        if not isinstance(listed, list) or len(listed) < n or \
+                not all(type(x) is int and x in (0, 1) for x in listed[:n]):
             raise KvplanError(f"{cfg.where}: attn_type_list must give 0 (lightning) or 1 (softmax) for {n} layers", EXIT_USAGE)
         return ["linear" if x == 0 else "full" for x in listed[:n]]
     types = cfg.raw("layer_types")

@@ -148,3 +148,59 @@ def import_model(
     path = write_spec(spec, directory or user_catalog_dir())
     _stderr(resolved.note)
     print(str(path))
+
+
+@models_app.command("check")
+@cli_errors
+def check(
+    name: Annotated[str, typer.Argument(help="A folder or config.json, a Hub repo id, or a catalog name (its Hub repo).")],
+    revision: RevisionOpt = None, token: TokenOpt = None, as_json: JsonOpt = False,
+):
+    """Compare kvplan's reading with transformers' own cache, built on the meta device (needs \\[transformers])."""
+    from kvplan.errors import EXIT_ERROR, KvplanError
+    from kvplan.hf_meta import TOKENS, cache_profile, compare
+    from kvplan.importer import build_spec
+
+    config, label = _raw_config(name, revision, token)
+    spec, _ = build_spec(config, None, name=label, source=label)
+    rows = compare(spec, cache_profile(config))
+    ok = all(r.agrees for r in rows)
+    if as_json:
+        print(json.dumps({"model": label, "agrees": ok, "tokens": TOKENS,
+                          "layers": [{**dataclasses_asdict(r), "agrees": r.agrees} for r in rows]}, indent=2))
+    else:
+        print(f"{label}: values per token and per-sequence state, kvplan vs transformers (meta device)")
+        for r in rows:
+            mark = "ok" if r.agrees else "DIFFERS"
+            print(f"  layers {r.layers}: per token {r.kvplan_per_token:,} vs {r.hf_per_token:,}; "
+                  f"state {r.kvplan_state:,} vs {r.hf_state:,}  {mark}")
+        print("states: kvplan follows vLLM's layout (conv kernel - 1 columns); transformers may keep more")
+    if not ok:
+        raise KvplanError(f"{label}: kvplan's per-token cache differs from transformers' in some layers", EXIT_ERROR)
+
+
+def dataclasses_asdict(row) -> dict:
+    import dataclasses
+
+    return dataclasses.asdict(row)
+
+
+def _raw_config(name: str, revision, token) -> tuple[dict, str]:
+    """The config.json behind NAME: a local file or folder, a Hub repo, or a catalog entry's Hub repo."""
+    from kvplan import hub
+    from kvplan.catalog import find_in_catalog
+    from kvplan.errors import EXIT_NOT_FOUND, KvplanError
+    from kvplan.resolve import looks_like_path, read_config_file
+
+    if looks_like_path(name):
+        path = Path(name).expanduser()
+        if not path.exists():
+            raise KvplanError(f"no such file or folder: {name}", EXIT_NOT_FOUND)
+        return read_config_file(path), str(path)
+    repo = name
+    spec = find_in_catalog(name, ()) if revision is None else None
+    if spec is not None:
+        if not spec.hf_repo:
+            raise KvplanError(f"{spec.name} has no Hub repo to read its config.json from; pass a path", EXIT_NOT_FOUND)
+        repo = spec.hf_repo
+    return hub.fetch_config(repo, revision=revision, token=token).config, repo

@@ -152,3 +152,22 @@ def test_gemma4_local_layers_keep_their_own_shape_and_window():
     assert profile(spec).slot_bytes_per_token() == 50 * 2 * 16 * 256 * 2 + 10 * 2 * 4 * 512 * 2
     # at 8192 tokens the local layers hold only their 1024-token window
     assert profile(spec).sequence_bytes(8192, paged=False) == 50 * 16384 * 1024 + 10 * 8192 * 8192
+
+
+def test_fit_json_separates_state_from_growth_and_breaks_down_by_kind(kvplan_home):
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    r = CliRunner().invoke(app, ["fit", str(FIX / "lfm2-1.2b.json"), "--gpu", "l4", "--ctx", "4k", "--gpus", "2",
+                                 "--json"])
+    assert r.exit_code == 0, r.output
+    p = json.loads(r.stdout)
+    # tp 2: each rank keeps half of every short-conv state, 10 layers x (3 - 1) x 2048 / 2 x 2 B
+    assert p["state_bytes_per_sequence_per_gpu"] == 10 * 2 * 1024 * 2
+    assert p["state_bytes_per_sequence"] == 10 * 2 * 2048 * 2
+    kinds = {k["kind"]: k for k in p["layer_kinds"]}
+    assert kinds["state"]["layers"] == 10 and kinds["full"]["layers"] == 6
+    # 6 attention layers x 2 x 8 KV heads x 64 x 2 B per token, over both ranks (4 heads each)
+    assert kinds["full"]["kv_bytes_per_token"] == p["kv_bytes_per_token"] == 6 * 2 * 8 * 64 * 2
+    assert sum(k["bytes_per_sequence"] for k in p["layer_kinds"]) == p["kv_bytes_per_sequence"]

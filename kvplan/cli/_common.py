@@ -110,15 +110,17 @@ def print_result(as_json: bool, data, render: Callable) -> None:
     render(Console())
 
 
-def table(columns: list[str], *, right: tuple[str, ...] = (), title: Optional[str] = None):
-    """A rich table that fits 80 columns: numbers (`right`) are never cut or wrapped; text columns
-    wrap onto more lines (folding a long name) rather than end in '…'."""
+def table(columns: list[str], *, right: tuple[str, ...] = (), whole: tuple[str, ...] = (),
+          title: Optional[str] = None):
+    """A rich table that fits 80 columns: numbers (`right`) and short keys one types (`whole`) are
+    never cut or wrapped; other text columns wrap onto more lines (folding a long name) rather than
+    end in '…'."""
     from rich.table import Table
 
     t = Table(show_edge=False, title=title, title_justify="left", pad_edge=False)
     for c in columns:
-        if c in right:
-            t.add_column(c, justify="right", no_wrap=True)
+        if c in right or c in whole:
+            t.add_column(c, justify="right" if c in right else "left", no_wrap=True)
         else:
             t.add_column(c, overflow="fold")
     return t

@@ -25,7 +25,7 @@ def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
     def render(console) -> None:
         # Usable memory (what kvplan plans with; the marketed figure is in --json), HBM bandwidth and
         # dense bf16 (else fp16) TFLOPS: numbers whole, names and aliases wrapped to fit the width.
-        t = table(["key", "name", "GiB", "TB/s", "TFLOPS", "aliases"], right=("GiB", "TB/s", "TFLOPS"))
+        t = table(["key", "name", "GiB", "TB/s", "TFLOPS", "aliases"], right=("GiB", "TB/s", "TFLOPS"), whole=("key",))
         for g in catalog.values():
             bf16 = dict(g.dense_flops).get("bf16") or dict(g.dense_flops).get("fp16")
             t.add_row(g.key, g.name, f"{g.memory_usable_bytes / 2**30:.1f}", f"{g.bandwidth_bytes_per_s / 1e12:g}",

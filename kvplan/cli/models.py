@@ -1,4 +1,4 @@
-"""`kvplan models list | show | import`: the model catalog from the command line (a sub-app the main app mounts)."""
+"""`kvplan models list | show | import | check`: the model catalog from the command line (a sub-app the main app mounts)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import typer
 
 from kvplan.cli._common import JsonOpt, RevisionOpt, TokenOpt, cli_errors, print_result, print_notes, stderr, table
 
-models_app = typer.Typer(help="The model catalog: list, show, import.", no_args_is_help=True)
+models_app = typer.Typer(help="The model catalog: list, show, import, check.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -151,6 +151,8 @@ def check(
     revision: RevisionOpt = None, token: TokenOpt = None, as_json: JsonOpt = False,
 ):
     """Compare kvplan's reading with transformers' own cache, built on the meta device (needs \\[transformers])."""
+    import dataclasses
+
     from kvplan.errors import EXIT_ERROR, KvplanError
     from kvplan.hf_meta import TOKENS, cache_profile, compare
     from kvplan.importer import build_spec
@@ -159,24 +161,23 @@ def check(
     spec, _ = build_spec(config, None, name=label, source=label)
     rows = compare(spec, cache_profile(config))
     ok = all(r.agrees for r in rows)
-    if as_json:
-        print(json.dumps({"model": label, "agrees": ok, "tokens": TOKENS,
-                          "layers": [{**dataclasses_asdict(r), "agrees": r.agrees} for r in rows]}, indent=2))
-    else:
-        print(f"{label}: values per token and per-sequence state, kvplan vs transformers (meta device)")
+    data = {"model": label, "agrees": ok, "tokens": TOKENS,
+            "layers": [{**dataclasses.asdict(r), "agrees": r.agrees} for r in rows]}
+
+    def render(console) -> None:
+        # values (not bytes) per token and per sequence; states: kvplan follows vLLM's layout
+        # (conv kernel - 1 columns), transformers may keep one more column.
+        numeric = ("kvplan/token", "hf/token", "kvplan state", "hf state")
+        t = table(["layers", *numeric, "agrees"], right=numeric, whole=("agrees",),
+                  title=f"{label}: cache values, kvplan vs transformers (meta device)")
         for r in rows:
-            mark = "ok" if r.agrees else "DIFFERS"
-            print(f"  layers {r.layers}: per token {r.kvplan_per_token:,} vs {r.hf_per_token:,}; "
-                  f"state {r.kvplan_state:,} vs {r.hf_state:,}  {mark}")
-        print("states: kvplan follows vLLM's layout (conv kernel - 1 columns); transformers may keep more")
+            t.add_row(r.layers, f"{r.kvplan_per_token:,}", f"{r.hf_per_token:,}", f"{r.kvplan_state:,}",
+                      f"{r.hf_state:,}", "yes" if r.agrees else "NO")
+        console.print(t)
+
+    print_result(as_json, data, render)
     if not ok:
         raise KvplanError(f"{label}: kvplan's per-token cache differs from transformers' in some layers", EXIT_ERROR)
-
-
-def dataclasses_asdict(row) -> dict:
-    import dataclasses
-
-    return dataclasses.asdict(row)
 
 
 def _raw_config(name: str, revision, token) -> tuple[dict, str]:

@@ -125,6 +125,10 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
         refuse_unknown_layout(data, model_type, source)
         notices.append(f"model_type {model_type or '(none)'!r} has no dedicated reader; every key is a standard "
                        "decoder's, read with the standard keys")
+    dsa = [k for k in ("index_head_dim", "index_n_heads", "index_topk") if data.get(k) is not None]
+    if dsa:  # DeepSeek-V3.2 / GLM-5 sparse attention: an fp8 indexer key cache beside the MLA latent
+        raise KvplanError(f"{source}: {dsa[0]} declares a DeepSeek Sparse Attention indexer, whose key cache "
+                          "kvplan does not size yet; it would be under-counted, so this model is refused", EXIT_USAGE)
     if nested:
         notices.append("multimodal config: planning the language model's cache; vision weights are not counted from the config")
     try:

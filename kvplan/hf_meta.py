@@ -56,7 +56,8 @@ def _run(config: dict, tokens: int) -> list[tuple[int, str]]:
                           f"{model_type!r} ({str(exc).splitlines()[0][:80]})", EXIT_USAGE) from None
     with torch.device("meta"):
         try:
-            model = transformers.AutoModelForCausalLM.from_config(hf)
+            # bf16, as checkpoints ship: some expert kernels (grouped mm) accept no other dtype
+            model = transformers.AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16)
             out = model(input_ids=torch.zeros(1, tokens, dtype=torch.long), use_cache=True)
         except Exception as exc:  # noqa: BLE001 - any failure of a foreign model is reported, not raised
             raise KvplanError(f"transformers could not build or run {model_type!r} on the meta device: "

@@ -109,6 +109,8 @@ def _recurrent_params(cfg, g: dict, layer: RecurrentState) -> tuple[int, int, in
     dt_rank = cfg.int("mamba_dt_rank", default=-(-h // 16))
     linear = h * 2 * inner + inner * (dt_rank + 2 * state) + dt_rank * inner + inner * h
     small = inner * (kernel + 1) + inner + inner * state + inner
+    if cfg.raw("model_type") == "jamba":  # JambaMambaMixer normalises dt, B and C
+        small += dt_rank + 2 * state
     return linear, 0, small
 
 

@@ -89,6 +89,10 @@ CASES = {
     # 456,089,655,296 parameters: the model card's "456 billion".
     FIX / "minimax-m1.json": ({"full": 10, "state": 70}, 10 * 2 * 8 * 128 * 2, 70 * 64 * 128 * 128 * 2,
                               70 * 32 * 128 * 128 * 2, 456_089_655_296),
+    # Jamba v0.1: attention at layers 4, 12, 20, 28 (period 8, offset 4): 4 x 2 x 8 x 128 per token;
+    # 28 Mamba-1 layers of mamba1_state_shape: conv (8192, 4 - 1) + ssm (8192, 16), 8192 = 2 x 4096.
+    FIX / "jamba-v0.1.json": ({"full": 4, "state": 28}, 4 * 2 * 8 * 128 * 2, 28 * (8192 * 3 + 8192 * 16) * 2,
+                              28 * (4096 * 3 + 4096 * 16) * 2, 51_570_323_328),
 }
 
 
@@ -122,7 +126,7 @@ def test_nemotron_h_real_config_with_infinity_reads(tmp_path):
 
 @pytest.mark.parametrize("path", [FIX / "mamba-130m.json", FIX / "mamba-codestral-7b.json", FIX / "lfm2-1.2b.json",
                                   FIX / "granite-4.0-h-small.json", EXTRA / "Qwen__Qwen3.5-397B-A17B.json",
-                                  FIX / "gemma-4-31b.json", FIX / "gemma-4-shared-kv.json"],
+                                  FIX / "gemma-4-31b.json", FIX / "gemma-4-shared-kv.json", FIX / "jamba-v0.1.json"],
                          ids=lambda p: p.stem)
 def test_parameters_equal_transformers_meta_model(path):
     torch = pytest.importorskip("torch")

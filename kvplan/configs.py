@@ -121,10 +121,15 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
     notices: list[str] = []
     model_type = str(data.get("model_type") or config.get("model_type") or "")
     family = family_reader(model_type)
+    derived = None
     if model_type not in KNOWN_FAMILIES and family is None:
-        refuse_unknown_layout(data, model_type, source)
-        notices.append(f"model_type {model_type or '(none)'!r} has no dedicated reader; every key is a standard "
-                       "decoder's, read with the standard keys")
+        derived = derive_unknown_layout(config, data, model_type, source)
+        if derived is None:
+            notices.append(f"model_type {model_type or '(none)'!r} has no dedicated reader; every key is a standard "
+                           "decoder's, read with the standard keys")
+        else:
+            notices.append(f"model_type {model_type!r} has no reader in kvplan: its layout is derived from "
+                           f"transformers' {derived[3]} built on the meta device")
     dsa = [k for k in ("index_head_dim", "index_n_heads", "index_topk") if data.get(k) is not None]
     if dsa:  # DeepSeek-V3.2 / GLM-5 sparse attention: an fp8 indexer key cache beside the MLA latent
         raise KvplanError(f"{source}: {dsa[0]} declares a DeepSeek Sparse Attention indexer, whose key cache "
@@ -132,15 +137,16 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
     if nested:
         notices.append("multimodal config: planning the language model's cache; vision weights are not counted from the config")
     try:
-        if family is not None:
+        if derived is not None:
+            geometry, layers, params = derived[:3]
+        elif family is not None:
             geometry, layers, params = family.read(cfg, model_type)
         else:
             geometry = read_geometry(cfg, model_type)
             layers = read_layers(cfg, model_type, geometry)
+            _refuse_cacheless(layers, source)
             params = count_params(cfg, model_type, geometry, layers)
-        if all(layer.kind == "none" for layer in layers):
-            raise KvplanError(f"{source}: no layer attends or keeps a state (every layer is MLP/MoE); "
-                              "not a decoder kvplan can plan", EXIT_USAGE)
+        _refuse_cacheless(layers, source)
     except _Missing as missing:
         raise KvplanError(
             f"{source}: missing key {' / '.join(missing.names)} (needed to size the model)", EXIT_USAGE
@@ -165,17 +171,40 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
     return spec, notices
 
 
-def refuse_unknown_layout(data: dict, model_type: str, source: str) -> None:
-    """An unknown model_type is read only when its keys fully determine a standard decoder."""
+def _refuse_cacheless(layers, source: str) -> None:
+    if all(layer.kind == "none" for layer in layers):
+        raise KvplanError(f"{source}: no layer attends or keeps a state (every layer is MLP/MoE); "
+                          "not a decoder kvplan can plan", EXIT_USAGE)
+
+
+def derive_unknown_layout(config: dict, data: dict, model_type: str, source: str):
+    """None when the keys fully determine a standard decoder; else transformers' layout, or a refusal.
+
+    With the [transformers] extra the layout is derived from transformers' own classes on the meta
+    device (kvplan.derive); without it, or when transformers has no class for the model_type
+    either, kvplan exits 2 naming the keys it does not understand.
+    """
+    import importlib.util
+
     from kvplan.readers import unknown_family_keys
 
     odd = unknown_family_keys(data)
-    if odd:
-        more = f" and {len(odd) - 5} more" if len(odd) > 5 else ""
-        raise KvplanError(
-            f"{source}: model_type {model_type or '(none)'!r} has no reader in kvplan and its config has keys a "
-            f"standard decoder does not ({', '.join(odd[:5])}{more}); kvplan does not guess a cache layout. "
-            "Plan a known model of the same layout, or ask for a reader", EXIT_USAGE)
+    if not odd:
+        return None
+    more = f" and {len(odd) - 5} more" if len(odd) > 5 else ""
+    why = (f"{source}: model_type {model_type or '(none)'!r} has no reader in kvplan and its config has keys a "
+           f"standard decoder does not ({', '.join(odd[:5])}{more}); kvplan does not guess a cache layout")
+    if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("torch") is None:
+        raise KvplanError(f"{why}. Install the [transformers] extra (pip install 'kvplan[transformers]') to derive "
+                          "it from transformers' own classes, or ask for a reader", EXIT_USAGE)
+    import transformers
+
+    if model_type not in transformers.CONFIG_MAPPING:
+        raise KvplanError(f"{why}, and transformers {transformers.__version__} has no class for it either; "
+                          "ask for a reader", EXIT_USAGE)
+    from kvplan.derive import derive
+
+    return derive(config, source)
 
 
 def read_dtype(cfg: Cfg) -> str:

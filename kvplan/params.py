@@ -136,8 +136,13 @@ def count_params(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> Para
         replicated += rep
         other += small + norms_per_layer * norm_width
         if isinstance(pattern, str) and pattern:
-            if pattern[i] in "-E":  # Nemotron-H: MLP-only block
+            if pattern[i] == "-":  # Nemotron-H: MLP-only block
                 mlp += mats * h * g["intermediate"]
+            elif pattern[i] == "E":  # Nemotron 3: a MoE block (ungated experts, one shared expert)
+                e = _nemotron_moe(cfg, h, experts, top_k)
+                expert, expert_active, router, shared, mlp = (
+                    expert + e[0], expert_active + e[1], router + e[2], shared + e[3], mlp + e[4])
+                moe_layers += 1
             continue
         if experts and _is_moe_layer(cfg, model_type, i):
             moe_layers += 1
@@ -173,6 +178,20 @@ def count_params(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> Para
         num_moe_layers=moe_layers,
         expert_biases=biases,
     )
+
+
+def _nemotron_moe(cfg, h: int, experts: int, top_k: int) -> tuple[int, int, int, int, int]:
+    """(experts, active experts, router, shared expert, latent projections) of one Nemotron-H 'E' block.
+
+    transformers' NemotronHMoE: experts of up and down projections (moe_intermediate_size) on the
+    hidden size, or on moe_latent_size with two latent projections around them; a router of
+    n_routed_experts x hidden; a shared NemotronHMLP of moe_shared_expert_intermediate_size.
+    """
+    width = cfg.int("moe_intermediate_size", limit="intermediate_size")
+    latent = cfg.int("moe_latent_size", default=0, minimum=0, limit="hidden_size")
+    per_expert = 2 * (latent or h) * width
+    shared = 2 * h * cfg.int("moe_shared_expert_intermediate_size", default=0, minimum=0, limit="intermediate_size")
+    return experts * per_expert, top_k * per_expert, h * experts, shared, 2 * h * latent
 
 
 def _shared_expert_params(cfg, model_type: str, h: int, expert_width: int, mats: int) -> int:

@@ -14,10 +14,12 @@ import math
 
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import (
-    ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, RecurrentState, SlidingWindow,
+    ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, SlidingWindow,
 )
-from kvplan.model import ModelSpec, Quantization
+from kvplan.model import ModelSpec
 from kvplan.readers import family_reader
+from kvplan.readers.quantization import read_quantization
+from kvplan.readers.states import gated_deltanet_state, mamba_state, short_conv_state
 
 # Families whose reader is written down here; any other model_type with the standard keys is
 # read by the generic path (and the caller says so).
@@ -212,77 +214,6 @@ def read_dtype(cfg: Cfg) -> str:
     return {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(raw, "bf16")
 
 
-def read_quantization(cfg: Cfg) -> Quantization:
-    """The checkpoint's weight format from `quantization_config` (fp8, AWQ/GPTQ, MXFP4, ...).
-
-    Every value is checked before use: a malformed entry (`bits: "four"`, `group_size: [128]`)
-    is a one-line error naming the key, never a guess.
-    """
-    q = cfg.raw("quantization_config")
-    if not isinstance(q, dict):
-        return Quantization(read_dtype(cfg))
-    where = f"{cfg.where}: quantization_config"
-    method = str(q.get("quant_method", "")).lower()
-    if method == "mxfp4":
-        skip = _q_strings(q, "modules_to_not_convert", where)
-        return Quantization("mxfp4", 32, experts_only=any("self_attn" in s for s in skip) or not skip)
-    if method in ("fp8", "fbgemm_fp8"):
-        block = q.get("weight_block_size")
-        if block is not None and (not isinstance(block, list) or len(block) not in (0, 2)):
-            raise KvplanError(f"{where}.weight_block_size must be a list of two integers, got {block!r}", EXIT_USAGE)
-        sizes = [_q_int({"weight_block_size": b}, where, "weight_block_size", default=0) for b in block or []]
-        return Quantization("fp8", sizes[0] if sizes else 0)
-    if method in ("awq", "gptq", "autoround"):
-        bits = _q_int(q, where, "bits", "w_bit", default=4)
-        group = _q_int(q, where, "group_size", "q_group_size", default=128, minimum=-1)
-        return Quantization(_int_format(bits, where), group if group > 0 else 128)
-    if method == "bitsandbytes":
-        return Quantization("int4", 64) if q.get("load_in_4bit") is True else Quantization("int8")
-    if method == "compressed-tensors":
-        groups = q.get("config_groups") or {}
-        if not isinstance(groups, dict) or not all(isinstance(g, dict) for g in groups.values()):
-            raise KvplanError(f"{where}.config_groups must be an object of objects, got {groups!r:.60}", EXIT_USAGE)
-        for group in groups.values():
-            weights = group.get("weights") or {}
-            if not isinstance(weights, dict):
-                raise KvplanError(f"{where}.config_groups: weights must be an object, got {weights!r:.60}", EXIT_USAGE)
-            bits = _q_int(weights, where, "num_bits", default=0, minimum=0)
-            if bits == 4:
-                return Quantization("int4", _q_int(weights, where, "group_size", default=128))
-            if bits == 8:
-                return Quantization("fp8" if weights.get("type") == "float" else "int8")
-            if bits:
-                raise KvplanError(f"{where}: {bits}-bit weights are not supported (4 or 8)", EXIT_USAGE)
-    return Quantization(read_dtype(cfg))
-
-
-def _q_int(q: dict, where: str, *names: str, default: int, minimum: int = 1) -> int:
-    """An integer from a quantization_config entry, or a one-line error naming it."""
-    for name in names:
-        value = q.get(name)
-        if value is None:
-            continue
-        if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or (isinstance(value, float) and not math.isfinite(value)) or value != int(value)
-                or not minimum <= value <= (1 << 20)):
-            raise KvplanError(f"{where}.{name} must be an integer, got {shown(value)}", EXIT_USAGE)
-        return int(value)
-    return default
-
-
-def _q_strings(q: dict, name: str, where: str) -> list[str]:
-    value = q.get(name) or []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise KvplanError(f"{where}.{name} must be a list of module names, got {value!r:.60}", EXIT_USAGE)
-    return value
-
-
-def _int_format(bits: int, where: str) -> str:
-    if bits not in (4, 8):
-        raise KvplanError(f"{where}: {bits}-bit weights are not supported (4 or 8)", EXIT_USAGE)
-    return "int4" if bits == 4 else "int8"
-
-
 def read_geometry(cfg: Cfg, model_type: str) -> dict:
     """The numbers every family shares: widths, heads, layers, vocabulary, context."""
     hidden = cfg.int("hidden_size", "n_embd", "d_model", limit="hidden_size")
@@ -426,75 +357,11 @@ def read_layers(cfg: Cfg, model_type: str, g: dict) -> list[LayerSpec]:
             chunk = cfg.int("attention_chunk_size", limit="window")
             out.append(ChunkedLocal(g["kv_heads"], g["head_dim"], chunk))
         elif kind == "linear":
-            out.append(_gated_deltanet_state(cfg))
+            out.append(gated_deltanet_state(cfg))
         elif kind == "mamba":
-            out.append(_mamba_state(cfg, g))
+            out.append(mamba_state(cfg, g))
         elif kind == "short_conv":
-            out.append(_short_conv_state(cfg, g))
+            out.append(short_conv_state(cfg, g))
         else:
             out.append(NoCache())
     return out
-
-
-def _short_conv_state(cfg: Cfg, g: dict) -> RecurrentState:
-    """LFM2's gated short convolution: (conv_L_cache - 1) x hidden_size values, split over tp.
-
-    vLLM lfm2.py passes hidden_size and conv_L_cache to mamba_utils.short_conv_state_shape:
-    conv state (conv_kernel - 1, intermediate / tp), no recurrent state.
-    """
-    kernel = cfg.int("conv_L_cache", default=3, limit="head_dim")
-    return RecurrentState((kernel - 1) * g["hidden"], 0, g["hidden"], "short_conv")
-
-
-def _gated_deltanet_state(cfg: Cfg) -> RecurrentState:
-    """Qwen3-Next linear attention: a conv window over q,k,v and a per-head k x v state.
-
-    conv: (linear_conv_kernel_dim - 1) x (2 x key heads x key dim + value heads x value dim)
-    ssm:  value heads x key dim x value dim
-    """
-    k_heads = cfg.int("linear_num_key_heads", limit="num_attention_heads")
-    v_heads = cfg.int("linear_num_value_heads", limit="num_attention_heads")
-    k_dim = cfg.int("linear_key_head_dim", limit="head_dim")
-    v_dim = cfg.int("linear_value_head_dim", limit="head_dim")
-    kernel = cfg.int("linear_conv_kernel_dim", default=4)
-    conv_dim = 2 * k_heads * k_dim + v_heads * v_dim
-    return RecurrentState((kernel - 1) * conv_dim, v_heads * k_dim * v_dim, k_heads, "gated_deltanet")
-
-
-def mamba2_dims(cfg: Cfg, hidden: int) -> tuple[int, int, int, int, int]:
-    """(heads, head_dim, state, groups, conv kernel) of a hybrid's Mamba-2 mixer (Nemotron-H, Granite 4).
-
-    Granite 4 may write mamba_d_head "auto": mamba_expand x hidden / heads, as transformers'
-    GraniteMoeHybridConfig resolves it.
-    """
-    heads = cfg.int("mamba_num_heads", "mamba_n_heads", limit="num_attention_heads")
-    if cfg.raw("mamba_d_head") == "auto":
-        inner = cfg.int("mamba_expand", default=2, limit="head_dim") * hidden
-        if inner % heads:
-            raise KvplanError(f"{cfg.where}: mamba_expand x hidden_size ({inner}) is not divisible by {heads} mamba heads", EXIT_USAGE)
-        head_dim = inner // heads
-    else:
-        head_dim = cfg.int("mamba_head_dim", "mamba_d_head", limit="head_dim")
-    state = cfg.int("ssm_state_size", "mamba_d_state", limit="head_dim")
-    groups = cfg.int("n_groups", "mamba_n_groups", default=1, limit="num_attention_heads")
-    kernel = cfg.int("conv_kernel", "mamba_d_conv", default=4, limit="head_dim")
-    return heads, head_dim, state, groups, kernel
-
-
-def _mamba_state(cfg: Cfg, g: dict) -> RecurrentState:
-    """Mamba2 (Nemotron-H) or Mamba1 (Jamba) state of one layer for one sequence.
-
-    Mamba2: intermediate = mamba_num_heads x mamba_head_dim;
-            conv (conv_kernel - 1) x (intermediate + 2 x n_groups x ssm_state_size);
-            ssm  mamba_num_heads x mamba_head_dim x ssm_state_size.
-    Mamba1: d_inner = mamba_expand x hidden; conv (mamba_d_conv - 1) x d_inner; ssm d_inner x mamba_d_state.
-    """
-    if cfg.has("mamba_num_heads", "mamba_n_heads"):
-        heads, head_dim, state, groups, kernel = mamba2_dims(cfg, g["hidden"])
-        inner = heads * head_dim
-        return RecurrentState((kernel - 1) * (inner + 2 * groups * state), heads * head_dim * state, heads, "mamba2",
-                              groups, (kernel - 1) * 2 * groups * state)
-    inner = cfg.int("mamba_expand", default=2) * g["hidden"]
-    state = cfg.int("mamba_d_state", "ssm_state_size", default=16)
-    kernel = cfg.int("mamba_d_conv", "conv_kernel", default=4)
-    return RecurrentState((kernel - 1) * inner, inner * state, inner, "mamba")

@@ -90,7 +90,7 @@ def _recurrent_params(cfg, g: dict, layer: RecurrentState) -> tuple[int, int, in
         small = h * kernel + (5 * h if cfg.bool("conv_bias", False) else 0)
         return h * 3 * h + h * h, 0, small
     if layer.variant == "mamba2":
-        from kvplan.configs import mamba2_dims
+        from kvplan.readers.states import mamba2_dims
 
         heads, head_dim, state, groups, kernel = mamba2_dims(cfg, h)
         inner = heads * head_dim

@@ -6,7 +6,7 @@ where a model departs from it: windows that cap S, an MLA latent with no x2, fix
 
 from __future__ import annotations
 
-from kvplan.layers import ChunkedLocal, FullAttention, MLALatent, RecurrentState, SlidingWindow, kv_heads_per_rank
+from kvplan.layers import ChunkedLocal, FullAttention, MLALatent, RecurrentState, SlidingWindow, kv_heads_per_rank, state_bytes
 from kvplan.planner import Plan
 from kvplan.units import gib, human_bytes
 
@@ -42,9 +42,11 @@ def explain_lines(plan: Plan, model) -> list[str]:
                          f" = {n * per_tok:,} B/token (one latent: no ×2, not split by tp); S = {S:,} → {paged:,} in pages"
                          f" → {human_bytes(n * per_tok * paged)}")
         elif isinstance(spec, RecurrentState):
-            st = prof.state_dtype.bytes_for(spec.state_elements(tp))
+            st = state_bytes(spec, tp, prof.state_dtype)
             lines.append(f"  {n} {spec.variant} layers × {spec.state_elements(tp):,} state values × "
-                         f"{prof.state_dtype.bytes_per_element:g} B = {human_bytes(n * st)} per sequence, whatever S")
+                         f"{prof.state_dtype.bytes_per_element:g} B"
+                         f"{f' (recurrent part in {spec.ssm_dtype})' if spec.ssm_dtype else ''}"
+                         f" = {human_bytes(n * st)} per sequence, whatever S")
         else:
             lines.append(f"  {n} layers without a cache")
     seq = plan.kv_bytes_per_sequence_per_gpu

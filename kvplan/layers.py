@@ -148,6 +148,7 @@ class RecurrentState:
     variant: str = "mamba2"  # mamba | mamba2 | gated_deltanet | linear_attention
     groups: int = 0
     group_conv_elements: int = 0  # of conv_elements: the groups' part (Mamba-2 B and C)
+    ssm_dtype: str = ""  # the recurrent state's own element type when the config fixes one (fp32), else ""
 
     kind = "state"
 
@@ -157,13 +158,17 @@ class RecurrentState:
     def tokens_held(self, seq_len: int) -> int:
         return 0
 
-    def state_elements(self, tp: int = 1) -> int:
+    def state_parts(self, tp: int = 1) -> tuple[int, int]:
+        """(conv values, recurrent values) one rank keeps for one sequence."""
         share = max(1, self.num_heads // tp)
-        by_head = (self.conv_elements - self.group_conv_elements + self.ssm_elements) * share // self.num_heads
-        if not self.groups:
-            return by_head
-        groups = self.groups if self.groups % tp == 0 else max(tp, self.groups)  # replicated up to tp
-        return by_head + self.group_conv_elements // self.groups * groups // tp
+        conv = (self.conv_elements - self.group_conv_elements) * share // self.num_heads
+        if self.groups:
+            groups = self.groups if self.groups % tp == 0 else max(tp, self.groups)  # replicated up to tp
+            conv += self.group_conv_elements // self.groups * groups // tp
+        return conv, self.ssm_elements * share // self.num_heads
+
+    def state_elements(self, tp: int = 1) -> int:
+        return sum(self.state_parts(tp))
 
     @property
     def bounded(self) -> bool:
@@ -216,3 +221,16 @@ def describe(layer: LayerSpec) -> str:
     if isinstance(layer, RecurrentState):
         return f"{layer.variant} state ({layer.conv_elements:,} conv + {layer.ssm_elements:,} ssm values)"
     return "no cache"
+
+
+def state_bytes(layer, tp: int, state_dtype) -> int:
+    """Bytes of a layer's per-sequence state on one rank: conv values in `state_dtype`, recurrent
+    values in the layer's own `ssm_dtype` when its config fixes one (vLLM's mamba_ssm_cache_dtype,
+    e.g. Nemotron 3's float32), else in `state_dtype` too."""
+    ssm_dtype = getattr(layer, "ssm_dtype", "")
+    if not ssm_dtype:
+        return state_dtype.bytes_for(layer.state_elements(tp))
+    from kvplan.dtypes import canonical_kv_dtype
+
+    conv, ssm = layer.state_parts(tp)
+    return state_dtype.bytes_for(conv) + canonical_kv_dtype(ssm_dtype, "bf16").bytes_for(ssm)

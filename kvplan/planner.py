@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from kvplan.dtypes import DType
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.layers import LayerSpec
+from kvplan.layers import LayerSpec, state_bytes
 from kvplan.model import ModelSpec, WeightBytes, weight_bytes
 
 GIB = 2**30
@@ -90,7 +90,7 @@ class KVProfile:
         # context of a sweep (see _stage_profile), and sequence_bytes is called by the max-context
         # search many times. The memo of sequence_bytes is bounded; neither is part of eq or hash.
         tb = tuple(self.kv_dtype.bytes_for(s.elements_per_token(self.tp)) for s, _ in self.groups)
-        states = sum(self.state_dtype.bytes_for(e) * n for (s, n) in self.groups if (e := s.state_elements(self.tp)))
+        states = sum(state_bytes(s, self.tp, self.state_dtype) * n for (s, n) in self.groups if s.state_elements(self.tp))
         object.__setattr__(self, "_token_bytes", tb)
         object.__setattr__(self, "_state_bytes", states)
         object.__setattr__(self, "_memo", {})

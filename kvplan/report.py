@@ -6,6 +6,7 @@ print it, and the raw integers in JSON.
 
 from __future__ import annotations
 
+from kvplan.layers import state_bytes
 from kvplan.planner import Plan
 from kvplan.units import gib, human_bytes, human_tokens
 
@@ -69,7 +70,7 @@ def state_and_kinds(plan: Plan) -> dict:
         stage_state = 0
         for spec, n in prof.groups:
             token = prof.kv_dtype.bytes_for(spec.elements_per_token(prof.tp))
-            state = prof.state_dtype.bytes_for(spec.state_elements(prof.tp))
+            state = state_bytes(spec, prof.tp, prof.state_dtype)
             held = prof.rules.tokens_allocated(spec, ctx, prof.block_size) if token else 0
             row = kinds.setdefault(spec.kind, {"kind": spec.kind, "layers": 0, "kv_bytes_per_token": 0,
                                                "state_bytes_per_sequence": 0, "bytes_per_sequence": 0})

@@ -93,6 +93,13 @@ CASES = {
     # 28 Mamba-1 layers of mamba1_state_shape: conv (8192, 4 - 1) + ssm (8192, 16), 8192 = 2 x 4096.
     FIX / "jamba-v0.1.json": ({"full": 4, "state": 28}, 4 * 2 * 8 * 128 * 2, 28 * (8192 * 3 + 8192 * 16) * 2,
                               28 * (4096 * 3 + 4096 * 16) * 2, 51_570_323_328),
+    # Nemotron 3 Nano 30B-A3B: 6 attention layers x 2 x 2 KV heads x 128 per token; 23 Mamba-2 layers of
+    # conv 3 x (4096 + 2 x 8 x 128) in bf16 and ssm 64 x 64 x 128 in float32: the config's
+    # mamba_ssm_cache_dtype, which vLLM's NemotronHForCausalLMConfig copies into the cache config.
+    # 23 MoE blocks cache nothing. 31,577,937,344 parameters (transformers' model of this config).
+    FIX / "nemotron-3-nano-30b-a3b.json": ({"full": 6, "state": 23, "none": 23}, 6 * 2 * 2 * 128 * 2,
+                                           23 * (3 * 6144 * 2 + 64 * 64 * 128 * 4),
+                                           23 * (3 * 6144 // 2 * 2 + 32 * 64 * 128 * 4), 31_577_937_344),
 }
 
 
@@ -126,7 +133,8 @@ def test_nemotron_h_real_config_with_infinity_reads(tmp_path):
 
 @pytest.mark.parametrize("path", [FIX / "mamba-130m.json", FIX / "mamba-codestral-7b.json", FIX / "lfm2-1.2b.json",
                                   FIX / "granite-4.0-h-small.json", EXTRA / "Qwen__Qwen3.5-397B-A17B.json",
-                                  FIX / "gemma-4-31b.json", FIX / "gemma-4-shared-kv.json", FIX / "jamba-v0.1.json"],
+                                  FIX / "gemma-4-31b.json", FIX / "gemma-4-shared-kv.json", FIX / "jamba-v0.1.json",
+                                  FIX / "nemotron-3-nano-30b-a3b.json"],
                          ids=lambda p: p.stem)
 def test_parameters_equal_transformers_meta_model(path):
     torch = pytest.importorskip("torch")

@@ -27,7 +27,7 @@ from kvplan.dtypes import DType
 from kvplan.engines import (Capacity, EngineResult, cdiv, check_opts, check_version, opt_bool, opt_int,
                             parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.layers import ChunkedLocal, FullAttention, MLALatent, NoCache, RecurrentState, SlidingWindow
+from kvplan.layers import ChunkedLocal, FullAttention, MLALatent, NoCache, RecurrentState, SlidingWindow, state_bytes
 
 GIB = 2**30
 VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "0.20.0", "0.20.1", "0.22.0",
@@ -184,7 +184,7 @@ def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Setting
         if isinstance(layer, NoCache):
             continue
         if isinstance(layer, RecurrentState):
-            nbytes = state_dtype.bytes_for(layer.state_elements(tp))
+            nbytes = state_bytes(layer, tp, state_dtype)
             key = ("mamba", 0, nbytes)
             mamba_bytes = max(mamba_bytes, nbytes)
         else:

@@ -33,6 +33,22 @@ def gated_deltanet_state(cfg) -> RecurrentState:
     return RecurrentState((kernel - 1) * conv_dim, v_heads * k_dim * v_dim, k_heads, "gated_deltanet")
 
 
+def ssm_cache_dtype(cfg) -> str:
+    """The recurrent state's element type a config fixes (`mamba_ssm_cache_dtype`, Nemotron 3: float32).
+
+    vLLM's NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype (model_executor/models/config.py)
+    copies it into cache_config.mamba_ssm_cache_dtype when the flag is auto; "" = the state dtype.
+    """
+    from kvplan.dtypes import canonical_kv_dtype
+
+    raw = cfg.raw("mamba_ssm_cache_dtype")
+    if raw is None or raw == "auto":
+        return ""
+    if not isinstance(raw, str):
+        raise KvplanError(f"{cfg.where}: mamba_ssm_cache_dtype must be a dtype name, got {raw!r:.40}", EXIT_USAGE)
+    return canonical_kv_dtype(raw).name
+
+
 def mamba2_dims(cfg, hidden: int) -> tuple[int, int, int, int, int]:
     """(heads, head_dim, state, groups, conv kernel) of a hybrid's Mamba-2 mixer (Nemotron-H, Granite 4).
 
@@ -65,7 +81,7 @@ def mamba_state(cfg, g: dict) -> RecurrentState:
         heads, head_dim, state, groups, kernel = mamba2_dims(cfg, g["hidden"])
         inner = heads * head_dim
         return RecurrentState((kernel - 1) * (inner + 2 * groups * state), heads * head_dim * state, heads, "mamba2",
-                              groups, (kernel - 1) * 2 * groups * state)
+                              groups, (kernel - 1) * 2 * groups * state, ssm_cache_dtype(cfg))
     inner = cfg.int("mamba_expand", default=2) * g["hidden"]
     state = cfg.int("mamba_d_state", "ssm_state_size", default=16)
     kernel = cfg.int("mamba_d_conv", "conv_kernel", default=4)

@@ -37,11 +37,15 @@ def ssm_cache_dtype(cfg) -> str:
     """The recurrent state's element type a config fixes (`mamba_ssm_cache_dtype`, Nemotron 3: float32).
 
     vLLM's NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype (model_executor/models/config.py)
-    copies it into cache_config.mamba_ssm_cache_dtype when the flag is auto; "" = the state dtype.
+    copies it into cache_config.mamba_ssm_cache_dtype when the flag is auto, and uses float32 for a
+    Nemotron-H config that does not say ("Only float32 is known to have no accuracy issues");
+    "" = the plan's state dtype.
     """
     from kvplan.dtypes import canonical_kv_dtype
 
     raw = cfg.raw("mamba_ssm_cache_dtype")
+    if raw is None and cfg.raw("model_type") == "nemotron_h":
+        return "fp32"  # the hook's default when the config is silent (DEFAULT_MAMBA_SSM_CACHE_DTYPE)
     if raw is None or raw == "auto":
         return ""
     if not isinstance(raw, str):

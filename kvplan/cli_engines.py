@@ -20,30 +20,20 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def engine_plans(spec, hw, dep, req, choice):
-    """EngineResults for `dep`, or for one GPU and then the smallest deployment that fits."""
-    from kvplan.planner import Deployment, candidate_deployments
+def fit_results(spec, hw, dep, req, engine):
+    """EngineResults for `dep`, or for one GPU and then the smallest deployment that fits, with
+    titles and the index of the recommended one (None when nothing fits)."""
+    from kvplan.deploy import Deployment, smallest_fitting
 
     if dep is not None:
-        return [choice.result(spec, hw, dep, req)], [f"{dep.gpus} GPU(s)"], 0
-    first = choice.result(spec, hw, Deployment(1, 1), req)
-    results, titles = [first], ["1 GPU"]
-    best = first if first.plan.fits else None
+        return [engine.result(spec, hw, dep, req)], [f"{dep.gpus} GPU(s)"], 0
+    first = engine.result(spec, hw, Deployment(1, 1), req)
+    if first.plan.fits:
+        return [first], ["1 GPU"], 0
+    best = smallest_fitting(spec, hw, req, engine, skip_gpus=1)
     if best is None:
-        for d in candidate_deployments(spec):
-            if d.gpus == 1:
-                continue
-            try:
-                res = choice.result(spec, hw, choice.deployment(d), req)
-            except KvplanError:
-                continue
-            if res.plan.fits:
-                best = res
-                results.append(res)
-                titles.append(f"smallest fit: {d.gpus} GPUs")
-                break
-    recommended = None if best is None else results.index(best)
-    return results, titles, recommended
+        return [first], ["1 GPU"], None
+    return [first, best], ["1 GPU", f"smallest fit: {best.plan.deployment.gpus} GPUs"], 1
 
 
 def engine_dict(res) -> dict:
@@ -55,55 +45,52 @@ def engine_dict(res) -> dict:
 
 
 def engine_choice(engine, emit_to, version, opt_items, explicit: dict):
-    """The engine flags of `fit`, checked before anything is printed (one-line errors, no half output)."""
+    """The engine the flags of `fit`, `sweep` or `cheapest` ask for (the engine-neutral planner
+    without any), checked before anything is printed (one-line errors, no half output)."""
     from kvplan.emit import EMITTERS
-    from kvplan.engines import EngineChoice, canonical_engine
+    from kvplan.engines import canonical_engine, resolve_engine
 
     if engine is None and emit_to is None:
-        raise KvplanError("--engine-version and --engine-opt need --engine", EXIT_USAGE)
+        if version or opt_items:
+            raise KvplanError("--engine-version and --engine-opt need --engine", EXIT_USAGE)
+        return resolve_engine(None, **explicit)
     name = canonical_engine(engine or emit_to)
     if emit_to is not None:
         if canonical_engine(emit_to) not in EMITTERS:
             raise KvplanError(f"--emit supports {', '.join(EMITTERS)}, not {emit_to}", EXIT_USAGE)
         if canonical_engine(emit_to) != name:
             raise KvplanError(f"--emit {emit_to} does not match --engine {name}", EXIT_USAGE)
-    return EngineChoice.make(name, version, opt_items or (), **explicit)
+    return resolve_engine(name, version, opt_items or (), **explicit)
 
 
-def fit_with_engine(spec, hw, dep, req, choice, *, emit_to, as_json, explain, check):
+def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check):
+    """`fit`'s output for any engine: the plans, the engine's own figures (a named engine), the
+    serve command (--emit), the formula (--explain), the exit code (--check)."""
     from kvplan.cli import print_warnings
     from kvplan.emit import emit
     from kvplan.report import plan_to_dict, render_plans
 
-    engine = choice.name
-    results, titles, recommended = engine_plans(spec, hw, dep, req, choice)
+    results, titles, recommended = fit_results(spec, hw, dep, req, engine)
     plans = [r.plan for r in results]
+    named = engine.label is not None  # a named engine: its own figures are shown too
     print_warnings([(t, r.plan.warnings) for t, r in zip(titles, results)])
     for note in dict.fromkeys(n for r in results for n in r.capacity.notes):
         _stderr(f"note: {note}")
     chosen = results[recommended if recommended is not None else -1]
     command = emit(engine, chosen, spec) if emit_to else None
     if as_json:
-        dicts = [{**plan_to_dict(r.plan, spec), "engine": engine_dict(r)} for r in results]
+        dicts = [{**plan_to_dict(r.plan, spec), **({"engine": engine_dict(r)} if named else {})} for r in results]
         out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
         if command:
             out["emit"] = command
         print(json.dumps(out, indent=2))
     else:
         from rich.console import Console
-        from rich.table import Table
 
         console = Console()
         render_plans(console, plans, spec, hw, titles)
-        table = Table(title=f"{engine} {results[0].capacity.version} (as the engine reports it)", title_justify="left",
-                      show_edge=False)
-        table.add_column("")
-        for t in titles:
-            table.add_column(t, justify="right")
-        labels = [label for label, _ in results[0].capacity.lines]
-        for i, label in enumerate(labels):
-            table.add_row(label, *[dict(r.capacity.lines).get(label, "-") for r in results])
-        console.print(table)
+        if named:
+            _engine_table(console, results, titles)
         if dep is None and recommended is None:
             console.print("[red]No deployment of up to 64 GPUs fits this workload.[/]")
         if command:
@@ -115,6 +102,19 @@ def fit_with_engine(spec, hw, dep, req, choice, *, emit_to, as_json, explain, ch
         print("\n".join(explain_lines(chosen.plan, spec)), file=stream)
     if check and not any(p.fits for p in plans):
         raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _engine_table(console, results, titles) -> None:
+    from rich.table import Table
+
+    cap = results[0].capacity
+    table = Table(title=f"{cap.engine} {cap.version} (as the engine reports it)", title_justify="left", show_edge=False)
+    table.add_column("")
+    for t in titles:
+        table.add_column(t, justify="right")
+    for label, _ in cap.lines:
+        table.add_row(label, *[dict(r.capacity.lines).get(label, "-") for r in results])
+    console.print(table)
 
 
 def _read_log(path: Path) -> str:

@@ -30,9 +30,7 @@ def _names(text: str, what: str) -> list[str]:
 
 
 def _engine_choice(engine, version, opt_items, gmu, block_size):
-    """The --engine flags as a kvplan.engines.EngineChoice (checked now), or None without any."""
-    if engine is None and not (version or opt_items):
-        return None
+    """The --engine flags as a configured engine (checked now); the engine-neutral planner without any."""
     from kvplan.cli_engines import engine_choice
 
     return engine_choice(engine, None, version, opt_items, {"gpu_memory_utilization": gmu, "block_size": block_size})
@@ -243,7 +241,7 @@ def register(app: typer.Typer) -> None:
 
         per_model = len(gpu_list) * len(counts) * len(contexts) * len(weights)
         total = sum(per_model * len({canonical_kv_dtype(n, s.dtype) for n in kv_names}) for s in specs)
-        from kvplan.planner import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
+        from kvplan.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
 
         kwargs = dict(batch=batch, block_size=block_size or DEFAULT_BLOCK_SIZE,
                       gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION, prices=price_by_gpu, engine=chosen)
@@ -318,7 +316,7 @@ def register(app: typer.Typer) -> None:
         """
         from kvplan.cheapest import RANKING, candidate_row, cheapest as rank, failure_summary
         from kvplan.dtypes import canonical_kv_dtype, canonical_weight_dtype
-        from kvplan.planner import candidate_deployments
+        from kvplan.deploy import candidate_deployments
         from kvplan.prices import load_prices
         from kvplan.resolve import resolve_model
         from kvplan.sweep import deployment_for, parse_counts

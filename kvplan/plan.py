@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from kvplan.deploy import Deployment, split_layers, validate_deployment
 from kvplan.dtypes import DType
@@ -114,8 +115,8 @@ class Prepared:
     stages: tuple[StagePrep, ...]
 
 
-@dataclass(frozen=True)
-class Usage:
+# Usage and Answers are made once per plan of a sweep: named tuples, the cheapest typed records.
+class Usage(NamedTuple):
     """What the plan's context costs, over the stages: per GPU the worst stage, totals summed."""
 
     sequence_bytes: tuple[int, ...]  # one sequence per stage, allocated slots and states
@@ -125,10 +126,11 @@ class Usage:
     weight_bytes_per_gpu: int
     kv_memory_bytes_per_gpu: int
     room: bool  # every stage has some KV memory
+    concurrency: float  # sequences of the context every stage holds, by division (inf: they cost nothing)
+    token_slots: int  # token slots of every caching layer the tightest stage holds, in whole blocks
 
 
-@dataclass(frozen=True)
-class Answers:
+class Answers(NamedTuple):
     """An engine's answers for one plan (before the verdict rules every engine shares)."""
 
     kv_cache_tokens: int
@@ -226,24 +228,36 @@ def budgets(prep: Prepared, gpu, req: Request) -> tuple[Stage, ...]:
     """Each stage's KV memory on `gpu`: the budget less weights and overhead, or the exact size asked."""
     budget = gpu_budget(gpu, req)
     exact = req.kv_cache_memory_bytes
-    return tuple(Stage(s.layers, s.weight_bytes, s.weight_read_bytes, prep.overhead_bytes,
-                       exact if exact is not None else budget - s.weight_bytes - prep.overhead_bytes, s.profile)
-                 for s in prep.stages)
+    over = prep.overhead_bytes
+    out = []
+    for s in prep.stages:
+        kv = exact if exact is not None else budget - s.weight_bytes - over
+        out.append(Stage(s.layers, s.weight_bytes, s.weight_read_bytes, over, kv, s.profile))
+    return tuple(out)
 
 
 def usage(stages: tuple[Stage, ...], req: Request) -> Usage:
-    """One pass over the stages (once per plan of a sweep)."""
+    """One pass over the stages (this runs once per plan of a sweep, so it is one explicit loop)."""
     ctx, batch = req.context, req.batch
-    seqs, step, growth = [], 0, []
+    seqs = []
+    step = growth_sum = 0
+    growth_max = weight_max = kv_min = None
+    conc = slots = math.inf
     for s in stages:
-        prof = s.profile
-        seqs.append(prof.sequence_bytes(ctx))
+        prof, kv = s.profile, s.kv_memory_bytes
+        seq = prof.sequence_bytes(ctx)
+        seqs.append(seq)
         # Each decode step reads this rank's weights and the batch's cached tokens, stage after stage.
         step += s.weight_read_bytes + batch * prof.sequence_bytes(ctx, paged=False)
-        growth.append(prof.growth_bytes_per_token())
-    kv = [s.kv_memory_bytes for s in stages]
-    return Usage(tuple(seqs), step, sum(growth), max(growth), max(s.weight_bytes for s in stages), min(kv),
-                 all(k > 0 for k in kv))
+        growth = prof.growth_bytes_per_token()
+        growth_sum += growth
+        growth_max = growth if growth_max is None else max(growth_max, growth)
+        weight_max = s.weight_bytes if weight_max is None else max(weight_max, s.weight_bytes)
+        kv_min = kv if kv_min is None else min(kv_min, kv)
+        conc = min(conc, _div(kv, seq))
+        slots = min(slots, _div(kv, prof.slot_bytes_per_token()))
+    slots = int(slots // req.block_size * req.block_size) if slots < math.inf else 0
+    return Usage(tuple(seqs), step, growth_sum, growth_max, weight_max, kv_min, kv_min > 0, conc, slots)
 
 
 def _div(memory: int, cost: int) -> float:
@@ -252,15 +266,12 @@ def _div(memory: int, cost: int) -> float:
     return memory // cost if cost > 0 else math.inf
 
 
-def paged_concurrency(stages, use: Usage) -> int | float:
-    """Sequences of the plan's context every stage holds (inf when they cost nothing)."""
-    return min(_div(s.kv_memory_bytes, seq) for s, seq in zip(stages, use.sequence_bytes))
-
-
-def paged_tokens(stages, block_size: int) -> int:
-    """Token slots of every caching layer the tightest stage holds, in whole blocks."""
-    tokens = min(_div(s.kv_memory_bytes, s.profile.slot_bytes_per_token()) for s in stages)
-    return int(tokens // block_size * block_size) if tokens < math.inf else 0
+def paged_answers(stages, use: Usage, req: Request, model_limit: int, max_context: int | None = None) -> Answers:
+    """The planner's own answers: whole pages, concurrency by division, the longest context by search
+    (or `max_context` when the caller already knows it)."""
+    if max_context is None:
+        max_context = paged_max_context(stages, req.batch, model_limit)
+    return Answers(use.token_slots, int(use.concurrency), max_context, use.room and use.concurrency >= req.batch)
 
 
 def paged_max_context(stages, batch: int, model_limit: int) -> int:

@@ -111,11 +111,9 @@ class HfTransformers(Engine):
         return capacity(model, dep, use.kv_memory_bytes_per_gpu, req.context, st, cache_dtypes(req, model)[0])
 
     def answers(self, model, dep, stages, req, st, use, cap):
-        from kvplan.plan import Answers, paged_concurrency, paged_max_context, paged_tokens
+        from kvplan.plan import paged_answers
 
-        conc = paged_concurrency(stages, use)
-        return Answers(paged_tokens(stages, req.block_size), int(conc),
-                       paged_max_context(stages, req.batch, model.max_context), use.room and conc >= req.batch)
+        return paged_answers(stages, use, req, model.max_context)
 
 
 ENGINE = HfTransformers

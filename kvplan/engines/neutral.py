@@ -6,8 +6,8 @@ longest context by search over the same arithmetic.
 from __future__ import annotations
 
 from kvplan.engines.base import Capacity, Engine
-from kvplan.plan import (Answers, assemble, budgets, gpu_budget, paged_concurrency, paged_max_context, paged_tokens,
-                         prepare, prepare_key, usage)
+from kvplan.plan import (assemble, budgets, gpu_budget, paged_answers, paged_max_context, prepare, prepare_key,
+                         usage)
 
 
 class NeutralEngine(Engine):
@@ -15,29 +15,20 @@ class NeutralEngine(Engine):
     label = None  # reports say "engine-neutral" where an engine's label would go
 
     def capacity(self, model, dep, stages, req, st, use) -> Capacity:
-        conc = paged_concurrency(stages, use)
-        return Capacity(self.name, "", use.kv_memory_bytes_per_gpu, paged_tokens(stages, req.block_size),
-                        float(conc), req.context, use.growth_bytes_per_token_per_gpu, None, req.block_size)
+        return Capacity(self.name, "", use.kv_memory_bytes_per_gpu, use.token_slots, float(use.concurrency),
+                        req.context, use.growth_bytes_per_token_per_gpu, None, req.block_size)
 
-    def fits(self, cap, req) -> bool:
-        return cap.kv_memory_bytes > 0 and cap.max_concurrency >= req.batch
-
-    def answers(self, model, dep, stages, req, st, use, cap, memo=None, key=None) -> Answers:
-        if memo is None:
-            mc = paged_max_context(stages, req.batch, model.max_context)
-        else:  # the longest context does not depend on the asked one: once per stage budget
-            mc = memo.get(key)
-            if mc is None:
-                mc = memo[key] = paged_max_context(stages, req.batch, model.max_context)
-        return Answers(cap.tokens, cap.max_concurrency_int, mc, use.room and cap.max_concurrency >= req.batch)
+    def answers(self, model, dep, stages, req, st, use, cap):
+        return paged_answers(stages, use, req, model.max_context)
 
     def grid(self, model, gpus, dep, requests) -> list:
         """Every plan of gpus x requests, sharing the work that depends on neither the GPU nor the
-        context (weights per stage, overhead, KV profiles) and the longest context per budget.
-        Every number is result()'s own (tests/test_planner.py checks they agree)."""
+        context (weights per stage, overhead, KV profiles) and the longest context per budget (it
+        does not depend on the asked context). Every number is result()'s own (tests/test_reports.py)."""
         prepared: dict = {}
-        max_context_memo: dict = {}
+        longest: dict = {}
         out = []
+        limit = model.max_context
         for gpu in gpus:
             for req in requests:
                 pkey = prepare_key(req)
@@ -46,10 +37,11 @@ class NeutralEngine(Engine):
                     prep = prepared[pkey] = prepare(model, dep, req)
                 stages = budgets(prep, gpu, req)
                 use = usage(stages, req)
-                cap = self.capacity(model, dep, stages, req, None, use)
                 mkey = (pkey, gpu_budget(gpu, req), req.kv_cache_memory_bytes)
-                ans = self.answers(model, dep, stages, req, None, use, cap, max_context_memo, mkey)
-                out.append(assemble(model, gpu, dep, req, prep, stages, use, ans))
+                mc = longest.get(mkey)
+                if mc is None:
+                    mc = longest[mkey] = paged_max_context(stages, req.batch, limit)
+                out.append(assemble(model, gpu, dep, req, prep, stages, use, paged_answers(stages, use, req, limit, mc)))
         return out
 
 

@@ -47,7 +47,6 @@ def engine_dict(res) -> dict:
 def engine_choice(engine, emit_to, version, opt_items, explicit: dict):
     """The engine the flags of `fit`, `sweep` or `cheapest` ask for (the engine-neutral planner
     without any), checked before anything is printed (one-line errors, no half output)."""
-    from kvplan.emit import EMITTERS
     from kvplan.engines import canonical_engine, resolve_engine
 
     if engine is None and emit_to is None:
@@ -56,6 +55,8 @@ def engine_choice(engine, emit_to, version, opt_items, explicit: dict):
         return resolve_engine(None, **explicit)
     name = canonical_engine(engine or emit_to)
     if emit_to is not None:
+        from kvplan.emit import EMITTERS
+
         if canonical_engine(emit_to) not in EMITTERS:
             raise KvplanError(f"--emit supports {', '.join(EMITTERS)}, not {emit_to}", EXIT_USAGE)
         if canonical_engine(emit_to) != name:

@@ -48,9 +48,8 @@ class Request:
     kv_cache_memory_bytes: int | None = None  # per GPU; exact KV budget, skips the estimate
 
 
-@dataclass(frozen=True)
-class Stage:
-    """One pipeline stage on one tensor-parallel rank."""
+class Stage(NamedTuple):
+    """One pipeline stage on one tensor-parallel rank (a named tuple: one is made per stage per plan)."""
 
     layers: tuple[int, int]
     weight_bytes: int  # resident on this rank
@@ -96,8 +95,7 @@ class Plan:
         return self.kv_memory_bytes_per_gpu - self.kv_used_bytes_per_gpu
 
 
-@dataclass(frozen=True)
-class StagePrep:
+class StagePrep(NamedTuple):
     """A stage's GPU- and context-free part: its layers, weights on one rank, KV profile."""
 
     layers: tuple[int, int]
@@ -106,8 +104,7 @@ class StagePrep:
     profile: KVProfile
 
 
-@dataclass(frozen=True)
-class Prepared:
+class Prepared(NamedTuple):
     """What a plan needs that no GPU and no context changes (shared across a sweep's grid)."""
 
     weight_bytes: int  # the whole model

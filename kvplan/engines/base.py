@@ -17,7 +17,7 @@ The engine-neutral planner (kvplan.engines.neutral) is the default engine.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.plan import (Answers, Plan, Request, Stage, Usage, assemble, budgets, paged_max_context, prepare,
@@ -29,8 +29,7 @@ from kvplan.profile import PAGED
 Figure = tuple[str, object, str]
 
 
-@dataclass(frozen=True)
-class Capacity:
+class Capacity(NamedTuple):
     """What one engine reports for one deployment, per GPU (rank), and how it got there."""
 
     engine: str
@@ -50,13 +49,12 @@ class Capacity:
         return int(self.max_concurrency)
 
 
-@dataclass(frozen=True)
-class EngineResult:
+class EngineResult(NamedTuple):
     """A plan made one engine's way, with what that engine prints and the settings it used."""
 
     plan: Plan
     capacity: Capacity
-    settings: dict = field(default_factory=dict)
+    settings: dict
 
 
 class Engine:

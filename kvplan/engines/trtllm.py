@@ -123,7 +123,7 @@ class TrtLlm(Engine):
 
     def budget(self, stages, req, st: Settings):
         exact = req.kv_cache_memory_bytes is not None
-        return tuple(dataclasses.replace(s, kv_memory_bytes=kv_budget(s.kv_memory_bytes, st, exact)) for s in stages)
+        return tuple(s._replace(kv_memory_bytes=kv_budget(s.kv_memory_bytes, st, exact)) for s in stages)
 
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         return capacity(model, dep, use.kv_memory_bytes_per_gpu, req.context, req.batch, st, cache_dtypes(req, model)[0])

@@ -297,7 +297,7 @@ class Vllm(Engine):
         cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
         if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
             note = f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}"
-            cap = dataclasses.replace(cap, notes=(*cap.notes, note))
+            cap = cap._replace(notes=(*cap.notes, note))
         return cap
 
     def fits(self, cap: Capacity, req) -> bool:

@@ -1,0 +1,117 @@
+"""`fit`'s plans as an engine allocates (the engine-neutral planner without --engine), and the
+engine flags of fit, sweep and cheapest turned into a configured kvplan.engines.base.Engine.
+
+Every call into the engine API lives in this one module, so a change of that API touches the CLI
+here only. Heavy imports stay inside the functions so `kvplan fit` starts fast.
+"""
+
+import sys
+
+import typer
+
+from kvplan.cli._common import print_result, print_warnings, stderr
+from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
+
+
+def engine_choice(engine, emit_to, version, opt_items, explicit: dict):
+    """The engine the flags ask for (the engine-neutral planner without any), checked before
+    anything is printed (one-line errors, no half output)."""
+    from kvplan.engines import canonical_engine, resolve_engine
+
+    if engine is None and emit_to is None:
+        if version or opt_items:
+            raise KvplanError("--engine-version and --engine-opt need --engine", EXIT_USAGE)
+        return resolve_engine(None, **explicit)
+    name = canonical_engine(engine or emit_to)
+    if emit_to is not None:
+        from kvplan.emit import EMITTERS
+
+        if canonical_engine(emit_to) not in EMITTERS:
+            raise KvplanError(f"--emit supports {', '.join(EMITTERS)}, not {emit_to}", EXIT_USAGE)
+        if canonical_engine(emit_to) != name:
+            raise KvplanError(f"--emit {emit_to} does not match --engine {name}", EXIT_USAGE)
+    return resolve_engine(name, version, opt_items or (), **explicit)
+
+
+def engine_flags(engine, version, opt_items, gmu, block_size):
+    """sweep's and cheapest's --engine flags as a configured engine (checked now)."""
+    return engine_choice(engine, None, version, opt_items, {"gpu_memory_utilization": gmu, "block_size": block_size})
+
+
+def fit_results(spec, hw, dep, req, engine):
+    """EngineResults for `dep`, or for one GPU and then the smallest deployment that fits, with
+    titles and the index of the recommended one (None when nothing fits)."""
+    from kvplan.deploy import Deployment, smallest_fitting
+
+    if dep is not None:
+        return [engine.result(spec, hw, dep, req)], [f"{dep.gpus} GPU(s)"], 0
+    first = engine.result(spec, hw, Deployment(1, 1), req)
+    if first.plan.fits:
+        return [first], ["1 GPU"], 0
+    best = smallest_fitting(spec, hw, req, engine, skip_gpus=1)
+    if best is None:
+        return [first], ["1 GPU"], None
+    return [first, best], ["1 GPU", f"smallest fit: {best.plan.deployment.gpus} GPUs"], 1
+
+
+def engine_dict(res) -> dict:
+    cap = res.capacity
+    return {"name": cap.engine, "version": cap.version, "settings": res.settings,
+            "kv_memory_bytes_per_gpu": cap.kv_memory_bytes, "tokens": cap.tokens,
+            "max_concurrency": cap.max_concurrency, "blocks": cap.blocks, "block_size": cap.block_size,
+            "lines": dict(cap.lines), "notes": list(cap.notes)}
+
+
+def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check) -> None:
+    """`fit`'s output for any engine: the plans, a named engine's own figures, the serve command
+    (--emit), the formula (--explain), the exit code (--check)."""
+    from kvplan.report import plan_to_dict, render_plans
+
+    results, titles, recommended = fit_results(spec, hw, dep, req, engine)
+    plans = [r.plan for r in results]
+    named = engine.label is not None  # a named engine: its own figures are shown too
+    print_warnings([(t, r.plan.warnings) for t, r in zip(titles, results)])
+    for note in dict.fromkeys(n for r in results for n in r.capacity.notes):
+        stderr(f"note: {note}")
+    chosen = results[recommended if recommended is not None else -1]
+    command = None
+    if emit_to:
+        from kvplan.emit import emit
+
+        command = emit(engine, chosen, spec)
+    dicts = [{**plan_to_dict(r.plan, spec), **({"engine": engine_dict(r)} if named else {})} for r in results]
+    out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
+    if command:
+        out["emit"] = command
+
+    def render(console) -> None:
+        render_plans(console, plans, spec, hw, titles)
+        if named:
+            _engine_table(console, results, titles)
+        if dep is None and recommended is None:
+            console.print("[red]No deployment of up to 64 GPUs fits this workload.[/]")
+        if command:
+            print(command)
+
+    print_result(as_json, out, render)
+    if explain:
+        from kvplan.explain import explain_lines
+
+        stream = sys.stderr if as_json else sys.stdout
+        print("\n".join(explain_lines(chosen.plan, spec)), file=stream)
+    if check and not any(p.fits for p in plans):
+        raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _engine_table(console, results, titles) -> None:
+    """The engine's printed figures, one column per plan, in the engine's own terms."""
+    from rich.table import Table
+
+    cap = results[0].capacity
+    table = Table(title=f"{cap.engine} {cap.version} (as the engine reports it)", title_justify="left", show_edge=False)
+    table.add_column("")
+    for t in titles:
+        table.add_column(t, justify="right")
+    for label, _ in cap.lines:
+        table.add_row(label, *[dict(r.capacity.lines).get(label, "-") for r in results])
+    console.print(table)

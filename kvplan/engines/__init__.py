@@ -1,40 +1,52 @@
 """Engine registry: how kvplan, vLLM, SGLang, TensorRT-LLM, llama.cpp and transformers size the KV cache.
 
-Each engine is one module with one `Engine` subclass (kvplan.engines.base); `resolve_engine`
-configures one from the user's flags. No engine code is copied, only its arithmetic restated;
+Each engine is one module here with one `Engine` subclass (kvplan.engines.base) named `ENGINE`;
+the registry finds the modules, and `resolve_engine` configures one from the user's flags. No engine code is copied, only its arithmetic restated;
 the sources (file and version) are in each module and in docs/engines.md. Engine modules are
 imported on demand, so `fit` without --engine stays light.
 """
 
 from __future__ import annotations
 
+import pkgutil
+from functools import lru_cache
 from importlib import import_module
 
 from kvplan.errors import EXIT_USAGE, KvplanError
 
-ENGINE_MODULES = {
-    "vllm": "kvplan.engines.vllm",
-    "sglang": "kvplan.engines.sglang",
-    "trtllm": "kvplan.engines.trtllm",
-    "llama.cpp": "kvplan.engines.llamacpp",
-    "transformers": "kvplan.engines.hf_transformers",
-}
-_ALIASES = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "tensorrt-llm": "trtllm", "trt-llm": "trtllm",
-            "tensorrt_llm": "trtllm", "hf": "transformers", "huggingface": "transformers"}
-ENGINE_NAMES = tuple(ENGINE_MODULES)
+NOT_ENGINES = ("base", "neutral")  # modules here that are not a named engine
+
+
+@lru_cache(maxsize=1)
+def _registry() -> tuple[dict[str, type], dict[str, str]]:
+    """Every engine module's ENGINE class by name, and its aliases: adding an engine is adding a
+    module (imported only when an engine is named, so `fit` without --engine stays light)."""
+    classes, aliases = {}, {}
+    for mod in pkgutil.iter_modules(__path__):
+        if mod.name.startswith("_") or mod.name in NOT_ENGINES:
+            continue
+        cls = import_module(f"{__name__}.{mod.name}").ENGINE
+        classes[cls.name] = cls
+        aliases.update({a: cls.name for a in cls.aliases})
+    return dict(sorted(classes.items())), aliases
+
+
+def engine_names() -> tuple[str, ...]:
+    return tuple(_registry()[0])
 
 
 def canonical_engine(name: str) -> str:
+    classes, aliases = _registry()
     key = str(name).strip().lower()
-    key = _ALIASES.get(key, key)
-    if key not in ENGINE_MODULES:
-        raise KvplanError(f"unknown engine {name!r}; choose one of: {', '.join(ENGINE_NAMES)}", EXIT_USAGE)
+    key = aliases.get(key, key)
+    if key not in classes:
+        raise KvplanError(f"unknown engine {name!r}; choose one of: {', '.join(classes)}", EXIT_USAGE)
     return key
 
 
 def engine_class(name: str):
     """The Engine subclass for `name` (an alias or any case)."""
-    return import_module(ENGINE_MODULES[canonical_engine(name)]).ENGINE
+    return _registry()[0][canonical_engine(name)]
 
 
 def resolve_engine(name: str | None = None, version: str | None = None, opt_items=(), **explicit):

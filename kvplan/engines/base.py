@@ -61,6 +61,7 @@ class Engine:
     """A configured engine. Subclasses set the class attributes and override the steps they change."""
 
     name = "kvplan"
+    aliases: tuple[str, ...] = ()  # other spellings users type (lowercase)
     versions: tuple[str, ...] = ("",)
     default_version = ""
     option_names: tuple[str, ...] = ()

@@ -90,6 +90,7 @@ class HfTransformers(Engine):
     """The plan's figures are the paged arithmetic with DynamicRules (no pages, whole memory)."""
 
     name = "transformers"
+    aliases = ("hf", "huggingface")
     versions = VERSIONS
     default_version = DEFAULT_VERSION
     option_names = OPTS

@@ -192,6 +192,7 @@ class LlamaCppRules:
 
 class LlamaCpp(Engine):
     name = "llama.cpp"
+    aliases = ("llamacpp", "llama-cpp")
     versions = VERSIONS
     default_version = DEFAULT_VERSION
     option_names = OPTS

@@ -193,6 +193,7 @@ class SglangRules:
 
 class Sglang(Engine):
     name = "sglang"
+    aliases = ()
     versions = VERSIONS
     default_version = DEFAULT_VERSION
     option_names = OPTS

@@ -100,6 +100,7 @@ def kv_budget(free: int, st: Settings, exact: bool) -> int:
 
 class TrtLlm(Engine):
     name = "trtllm"
+    aliases = ("tensorrt-llm", "trt-llm", "tensorrt_llm")
     versions = VERSIONS
     default_version = DEFAULT_VERSION
     option_names = OPTS

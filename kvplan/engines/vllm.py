@@ -276,6 +276,7 @@ def overhead(model, dep, st: Settings) -> tuple[int, dict]:
 
 class Vllm(Engine):
     name = "vllm"
+    aliases = ()
     versions = VERSIONS
     default_version = DEFAULT_VERSION
     option_names = OPTS

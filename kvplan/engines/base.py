@@ -6,7 +6,7 @@ then, for a model, a GPU, a deployment and a request, runs the same steps:
   settings   the engine's defaults for this GPU and release, overridden by options and flags;
   request    the Request as the engine reads it (its utilisation, page size, overhead, cache dtype);
   budget     per-stage KV bytes (kvplan.plan.budgets, then the engine's own rule, e.g. a fraction);
-  capacity   what the engine prints (tokens, concurrency, blocks; labelled raw figures);
+  capacity   what the engine prints (tokens, concurrency, blocks, its own labelled lines);
   answers    the plan's tokens, concurrency, longest context and fit, from the capacity;
   emit_args  the serve command line that runs the plan (engines that have one).
 
@@ -23,11 +23,6 @@ from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.plan import (Answers, Plan, Request, Stage, Usage, assemble, budgets, paged_max_context, prepare,
                          usage)
 from kvplan.profile import PAGED
-
-# A figure as an engine prints it: (label, raw value, unit). The unit says how the edge formats it:
-# "bytes" (GiB with the exact bytes), "tokens", "count", "ratio" (x.xx), "text" (shown as is).
-Figure = tuple[str, object, str]
-
 
 class Capacity(NamedTuple):
     """What one engine reports for one deployment, per GPU (rank), and how it got there."""

@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kvplan.deploy import split_layers
 from kvplan.dtypes import KV_DTYPES, DType
 from kvplan.engines.base import Capacity, Engine, cdiv, check_opts, check_version, opt_bool, opt_int
 from kvplan.errors import EXIT_USAGE, KvplanError

@@ -221,9 +221,8 @@ def gpu_budget(gpu, req: Request) -> int:
     return int(gpu.memory_usable_bytes * req.gpu_memory_utilization)
 
 
-def budgets(prep: Prepared, gpu, req: Request) -> tuple[Stage, ...]:
-    """Each stage's KV memory on `gpu`: the budget less weights and overhead, or the exact size asked."""
-    budget = gpu_budget(gpu, req)
+def budgets(prep: Prepared, budget: int, req: Request) -> tuple[Stage, ...]:
+    """Each stage's KV memory: `budget` (gpu_budget) less weights and overhead, or the exact size asked."""
     exact = req.kv_cache_memory_bytes
     over = prep.overhead_bytes
     out = []
@@ -279,8 +278,8 @@ def paged_max_context(stages, batch: int, model_limit: int) -> int:
     return max(0, largest_fitting(fits, model_limit))
 
 
-def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepared, stages: tuple[Stage, ...],
-             use: Usage, ans: Answers, name: str | None = None) -> Plan:
+def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepared, budget: int,
+             stages: tuple[Stage, ...], use: Usage, ans: Answers, name: str | None = None) -> Plan:
     """The Plan, with the verdict rules every engine shares: a context past the model's limit, or an
     exact KV budget that does not fit beside the weights, is not a fit (and holds no request)."""
     usable = gpu.memory_usable_bytes
@@ -302,7 +301,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy)
     return Plan(
         model=name or model.name, gpu=gpu.key, deployment=dep, request=req,
-        usable_memory_bytes=usable, budget_bytes=gpu_budget(gpu, req),
+        usable_memory_bytes=usable, budget_bytes=budget,
         weight_bytes=prep.weight_bytes, weight_bytes_per_gpu=use.weight_bytes_per_gpu,
         overhead_bytes_per_gpu=prep.overhead_bytes, kv_memory_bytes_per_gpu=use.kv_memory_bytes_per_gpu,
         kv_bytes_per_token=copies * use.growth_bytes_per_token,

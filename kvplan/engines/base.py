@@ -20,8 +20,8 @@ import re
 from typing import NamedTuple
 
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.plan import (Answers, Plan, Request, Stage, Usage, assemble, budgets, paged_max_context, prepare,
-                         usage)
+from kvplan.plan import (Answers, Plan, Request, Stage, Usage, assemble, budgets, gpu_budget, paged_max_context,
+                         prepare, usage)
 from kvplan.profile import PAGED
 
 class Capacity(NamedTuple):
@@ -130,11 +130,12 @@ class Engine:
         view = self.view(model, st)
         r = self.request(req, st, view, dep)
         prep = prepare(view, dep, r, self.rules(st))
-        stages = self.budget(budgets(prep, gpu, r), r, st)
+        budget = gpu_budget(gpu, r)
+        stages = self.budget(budgets(prep, budget, r), r, st)
         use = usage(stages, r)
         cap = self.capacity(view, dep, stages, r, st, use)
         ans = self.answers(view, dep, stages, r, st, use, cap)
-        plan = assemble(view, gpu, dep, r, prep, stages, use, ans, name=model.name)
+        plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name)
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
 
     def plan(self, model, gpu, dep, req: Request) -> Plan:

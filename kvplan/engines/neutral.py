@@ -6,8 +6,8 @@ longest context by search over the same arithmetic.
 from __future__ import annotations
 
 from kvplan.engines.base import Capacity, Engine
-from kvplan.plan import (assemble, budgets, gpu_budget, paged_answers, paged_max_context, prepare, prepare_key,
-                         usage)
+from kvplan.plan import (Answers, assemble, budgets, gpu_budget, paged_answers, paged_max_context, prepare,
+                         prepare_key, usage)
 
 
 class NeutralEngine(Engine):
@@ -35,13 +35,15 @@ class NeutralEngine(Engine):
                 prep = prepared.get(pkey)
                 if prep is None:
                     prep = prepared[pkey] = prepare(model, dep, req)
-                stages = budgets(prep, gpu, req)
+                budget = gpu_budget(gpu, req)
+                stages = budgets(prep, budget, req)
                 use = usage(stages, req)
-                mkey = (pkey, gpu_budget(gpu, req), req.kv_cache_memory_bytes)
+                mkey = (pkey, budget, req.kv_cache_memory_bytes)
                 mc = longest.get(mkey)
                 if mc is None:
                     mc = longest[mkey] = paged_max_context(stages, req.batch, limit)
-                out.append(assemble(model, gpu, dep, req, prep, stages, use, paged_answers(stages, use, req, limit, mc)))
+                ans = Answers(use.token_slots, int(use.concurrency), mc, use.room and use.concurrency >= req.batch)
+                out.append(assemble(model, gpu, dep, req, prep, budget, stages, use, ans))
         return out
 
 

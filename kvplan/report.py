@@ -7,7 +7,7 @@ print it, and the raw integers in JSON.
 from __future__ import annotations
 
 from kvplan.layers import state_bytes
-from kvplan.planner import Plan
+from kvplan.plan import Plan
 from kvplan.units import gib, human_bytes, human_tokens
 
 

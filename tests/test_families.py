@@ -19,7 +19,7 @@ import pytest
 
 from kvplan.configs import spec_from_config
 from kvplan.dtypes import BF16
-from kvplan.planner import kv_profile
+from kvplan.profile import kv_profile
 
 REPO = Path(__file__).resolve().parents[1]
 FIX = Path(__file__).parent / "fixtures" / "families"

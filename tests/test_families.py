@@ -100,6 +100,11 @@ CASES = {
     FIX / "nemotron-3-nano-30b-a3b.json": ({"full": 6, "state": 23, "none": 23}, 6 * 2 * 2 * 128 * 2,
                                            23 * (3 * 6144 * 2 + 64 * 64 * 128 * 4),
                                            23 * (3 * 6144 // 2 * 2 + 32 * 64 * 128 * 4), 31_577_937_344),
+    # Kimi Linear (KimiLinearConfig defaults): 6 MLA layers x (512 + 64) values per token; 21 KDA layers of
+    # kda_state_shape: conv (4 - 1) x 3 x 32 x 128 in bf16 and 32 x 128 x 128 in float32 (kda_state_dtype).
+    FIX / "kimi-linear-default.json": ({"mla": 6, "state": 21}, 6 * 576 * 2,
+                                       21 * (3 * 3 * 4096 * 2 + 32 * 128 * 128 * 4),
+                                       21 * (3 * 3 * 2048 * 2 + 16 * 128 * 128 * 4), 49_133_074_464),
 }
 
 
@@ -134,7 +139,7 @@ def test_nemotron_h_real_config_with_infinity_reads(tmp_path):
 @pytest.mark.parametrize("path", [FIX / "mamba-130m.json", FIX / "mamba-codestral-7b.json", FIX / "lfm2-1.2b.json",
                                   FIX / "granite-4.0-h-small.json", EXTRA / "Qwen__Qwen3.5-397B-A17B.json",
                                   FIX / "gemma-4-31b.json", FIX / "gemma-4-shared-kv.json", FIX / "jamba-v0.1.json",
-                                  FIX / "nemotron-3-nano-30b-a3b.json"],
+                                  FIX / "nemotron-3-nano-30b-a3b.json", FIX / "kimi-linear-default.json"],
                          ids=lambda p: p.stem)
 def test_parameters_equal_transformers_meta_model(path):
     torch = pytest.importorskip("torch")
@@ -183,3 +188,14 @@ def test_fit_json_separates_state_from_growth_and_breaks_down_by_kind(kvplan_hom
     # 6 attention layers x 2 x 8 KV heads x 64 x 2 B per token, over both ranks (4 heads each)
     assert kinds["full"]["kv_bytes_per_token"] == p["kv_bytes_per_token"] == 6 * 2 * 8 * 64 * 2
     assert sum(k["bytes_per_sequence"] for k in p["layer_kinds"]) == p["kv_bytes_per_sequence"]
+
+
+def test_kimi_linear_checkpoint_spelling_of_layers_is_one_based():
+    # The published configs list layers 1-based in linear_attn_config; transformers subtracts one.
+    cfg = load(FIX / "kimi-linear-default.json")
+    full = [i + 1 for i, t in enumerate(cfg.pop("layer_types")) if t == "full_attention"]
+    cfg["linear_attn_config"] = {"full_attn_layers": full, "kda_layers": [i for i in range(1, 28) if i not in full],
+                                 "num_heads": 32, "head_dim": 128, "short_conv_kernel_size": 4}
+    spec, _ = spec_from_config(cfg, "k")
+    assert [layer.kind for layer in spec.layers] == ["mla" if i + 1 in full else "state" for i in range(27)]
+    assert profile(spec).growth_bytes_per_token() == 6 * 576 * 2

@@ -124,3 +124,14 @@ def test_a_known_mla_family_with_a_dsa_indexer_is_refused_not_undercounted(kvpla
     cfg = {**BASE, "model_type": "deepseek_v3", "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
            "v_head_dim": 128, "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048}
     one_line_error(fit(tmp_path, cfg), 2, "Sparse Attention indexer")
+
+
+def test_a_catalog_entry_with_no_caching_layer_is_refused(kvplan_home):
+    # A user catalog spec (kvplan's own JSON) whose every layer caches nothing: an OverflowError before.
+    from pathlib import Path
+
+    src = json.loads((Path(__file__).resolve().parents[1] / "kvplan" / "model_specs" / "gpt2.json").read_text())
+    src.update(name="allnone", aliases=[], hf_repo=None, layers=[{"kind": "none", "count": 12}])
+    (kvplan_home / "models").mkdir(parents=True)
+    (kvplan_home / "models" / "allnone.json").write_text(json.dumps(src))
+    one_line_error(runner.invoke(app, ["fit", "allnone", "--gpu", "h100"]), 2, "no layer attends or keeps a state")

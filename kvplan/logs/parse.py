@@ -130,6 +130,7 @@ def _vllm(text: str, rec: LogRecord) -> None:
         m = _first(r"max seq len \((\d+)\)", text)
         if m:
             s["max_model_len"] = int(m.group(1))
+    _vllm_budget_terms(text, rec)
     if re.search(r"Memory profiling results|# CPU blocks", text):
         rec.era = "v0"
     elif re.search(r"# GPU blocks: |Loading model weights took", text):
@@ -209,3 +210,51 @@ def _llamacpp(text: str, rec: LogRecord) -> None:
     bufs = re.findall(r"(\w+) KV buffer size =\s*([\d.]+) MiB", text)
     for dev, mib in bufs:
         r[f"kv_buffer_{dev}_mib"] = _num(mib)
+
+
+# Each line that splits vLLM's start-up budget into its terms, as the releases print it (all on one
+# line, so every pattern is anchored on its own literal text and matched once: linear in the log).
+_BUDGET_TERMS = (
+    # v0.6.4-v0.10 worker.py / gpu_worker.py: "model weights take 7.63GiB; non_torch_memory takes 0.08GiB;
+    # PyTorch activation peak memory takes 1.40GiB; the rest of the memory reserved for KV Cache is 12.10GiB."
+    ("weights_gib", r"model weights take ([\d.]+) ?GiB"),
+    ("non_torch_gib", r"non_torch_memory takes ([\d.]+) ?GiB"),
+    ("activation_peak_gib", r"PyTorch activation peak memory takes ([\d.]+) ?GiB"),
+    ("available_kv_gib", r"reserved for KV Cache is (-?[\d.]+) ?GiB"),
+    ("total_gpu_memory_gib", r"total_gpu_memory \(([\d.]+) ?GiB\)"),
+    # v0.11+ DEBUG gpu_worker.py: "Total non KV cache memory: 17.73GiB; torch peak memory increase:
+    # 2.21GiB; non-torch forward increase memory: 0.25GiB; weights memory: 15.27GiB."
+    ("activation_peak_gib", r"torch peak memory increase: ([\d.]+) ?GiB"),
+    ("non_torch_gib", r"non-torch forward increase memory: ([\d.]+) ?GiB"),
+    ("weights_gib", r"; weights memory: ([\d.]+) ?GiB"),
+    ("non_kv_gib", r"Total non KV cache memory: ([\d.]+) ?GiB"),
+    ("total_gpu_memory_gib", r"memory snapshot: .{0,200}?total_memory=([\d.]+) ?GiB"),
+    ("cudagraph_estimate_gib", r"Estimated CUDA graph memory: ([\d.]+) GiB"),
+    ("cudagraph_gib", r"Graph capturing finished in .{0,40}?took (-?[\d.]+) GiB"),
+    ("available_kv_gib", r"Available KV cache memory: (-[\d.]+) GiB"),
+    ("gpu_blocks", r"# (?:cuda|CUDA) blocks: (\d+)"),
+)
+
+
+def _vllm_budget_terms(text: str, rec: LogRecord) -> None:
+    """The budget's terms where the log prints them (first value wins; earlier keys are kept)."""
+    r, s = rec.reported, rec.settings
+    snap = re.search(r"memory snapshot: .{0,200}?non_torch_memory=([\d.]+) ?GiB", text)
+    if snap:
+        # v0.11+ "worker init memory snapshot: ... non_torch_memory=0.51GiB" is the CUDA context before
+        # loading, not the budget's term (the "non-torch forward increase" below is): keep it apart.
+        r["init_non_torch_gib"] = _num(snap.group(1))
+        if r.get("non_torch_gib") is not None and r["non_torch_gib"].text == snap.group(1):
+            del r["non_torch_gib"]
+    for key, pat in _BUDGET_TERMS:
+        if key in r:
+            continue
+        m = re.search(pat, text)
+        if m:
+            r[key] = _num(m.group(1))
+    m = re.search(r"gpu_memory_utilization \(([\d.]+)\)", text)
+    if m and "gpu_memory_utilization" not in s:
+        s["gpu_memory_utilization"] = _num(m.group(1))
+    m = re.search(r"Defaulting max_num_seqs to (\d+)|max[_-]num[_-]seqs['\"]?[=:\s]+(\d+)", text)
+    if m:
+        s.setdefault("max_num_seqs", int(next(g for g in m.groups() if g is not None)))

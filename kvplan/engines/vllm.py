@@ -276,14 +276,12 @@ def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, s
 
 
 def overhead(model, dep, st: Settings) -> tuple[int, dict]:
-    """Per-GPU non-KV memory vLLM subtracts besides the weights (an estimate, documented per term)."""
-    from kvplan.planner import NCCL_BYTES, NON_TORCH_BYTES, activation_estimate, split_layers
+    """Per-GPU non-KV memory vLLM subtracts besides the weights (modelled and calibrated per term in
+    kvplan/engines/vllm_overhead.py on the log corpus)."""
+    from kvplan.engines.vllm_overhead import overhead_terms
 
-    act = activation_estimate(model, dep.tp, tokens=st.max_num_batched_tokens, max_seqs=st.max_num_seqs)
-    non_torch = NON_TORCH_BYTES + (NCCL_BYTES if dep.gpus > 1 else 0)
-    layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
-    graphs = CUDAGRAPH_BYTES_PER_LAYER * layers if st.cudagraphs else 0
-    return act + non_torch + graphs, {"activation_peak": act, "non_torch": non_torch, "cudagraphs": graphs}
+    parts = overhead_terms(model, dep, st)
+    return sum(parts.values()), parts
 
 
 class Vllm:

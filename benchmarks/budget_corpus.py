@@ -129,18 +129,22 @@ def calibrate(records: list[dict]) -> dict:
     """Least-squares fit of the overhead constants on the training split (v0.11+ V1 logs only)."""
     from kvplan.catalog import find_in_catalog
 
-    act_x, act_y, cg_x, cg_y, nt = [], [], [], [], {"single": [], "tp": [], "pp": []}
+    act_x, act_y, cg_x, cg_y, nt = [], [], [], [], {"single": [], "tp": [], "pp": [], "tp_legacy": []}
     for rec in records:
         if is_held_out(rec) or rec.get("engine") != "vllm" or not rec.get("kvplan_model"):
             continue
         from kvplan.engines import parse_version
 
-        if not rec.get("version") or parse_version(rec["version"]) < (0, 11, 0):
+        if not rec.get("version") or parse_version(rec["version"]) < (0, 8, 0):
             continue
         model = find_in_catalog(rec["kvplan_model"])
         rep = parsed(rec).reported
         tp, pp = int(rec.get("tp") or 1), int(rec.get("pp") or 1)
         flags = rec.get("flags") or {}
+        if parse_version(rec["version"]) < (0, 19, 0):
+            if tp > 1 and "model_loading_gib" in rep and "available_kv_gib" in rep and rec.get("gpu"):
+                nt["tp_legacy"].append(_legacy_non_torch(rec, model, rep, tp))
+            continue
         t, s = int(flags.get("max_num_batched_tokens", 8192)), int(flags.get("max_num_seqs", 1024))
         if "activation_peak_gib" in rep and pp == 1:
             act_x.append((min(s, t) * model.vocab_size, t * model.intermediate_size / tp, t * model.hidden_size))
@@ -157,7 +161,27 @@ def calibrate(records: list[dict]) -> dict:
             "NON_TORCH_SINGLE_MIB": statistics.median(nt["single"]) / 2**20 if nt["single"] else None,
             "NON_TORCH_TP_MIB": statistics.median(nt["tp"]) / 2**20 if nt["tp"] else None,
             "NON_TORCH_PP_MIB": statistics.median(nt["pp"]) / 2**20 if nt["pp"] else None,
+            "NON_TORCH_TP_LEGACY_MIB": statistics.median(nt["tp_legacy"]) / 2**20 if nt["tp_legacy"] else None,
             "n_cudagraph": len(cg_y), "CUDAGRAPH_BASE_MIB": c[0] / 2**20, "CUDAGRAPH_PER_LAYER_MIB": c[1] / 2**20}
+
+
+def _legacy_non_torch(rec, model, rep, tp) -> float:
+    """Releases before 0.19 print no breakdown: non-torch is the residual of the printed budget,
+    total x gmu - printed weights - printed KV - kvplan's activation peak (bytes)."""
+    from kvplan.engines import vllm, vllm_overhead
+    from kvplan.hardware import find_gpu
+    from kvplan.planner import Deployment, Request
+
+    gpu = find_gpu(rec["gpu"])
+    flags = rec.get("flags") or {}
+    dep = Deployment(tp, int(rec.get("pp") or 1))
+    req = Request(context=int(flags.get("max_model_len") or model.max_context))
+    opts = {k: str(flags[k]) for k in ("max_num_batched_tokens", "max_num_seqs") if k in flags}
+    st = vllm.settings(model, gpu, dep, req, rec["version"], opts,
+                       {"gpu_memory_utilization": flags["gpu_memory_utilization"]})
+    act = vllm_overhead.activation_peak(model, tp, st.max_num_batched_tokens, st.max_num_seqs)
+    return (gpu.memory_usable_bytes * st.gpu_memory_utilization - rep["model_loading_gib"].value * GIB
+            - rep["available_kv_gib"].value * GIB - act)
 
 
 def _lstsq(xs, ys):

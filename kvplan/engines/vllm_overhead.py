@@ -13,7 +13,7 @@ models the three non-weight terms; `overhead_terms` is the one entry point (vllm
    rank), their softmax / top-k-top-p buffers and the sampled-token bookkeeping. Modelled as
        peak = SAMPLER x S x vocab + FORWARD_MLP x T x width/tp + FORWARD_HIDDEN x T x hidden
    (bytes per element of each product). Pipeline stages before the last run no sampler. The legacy V0
-   engine (< 0.8) profiles the same way with S = max_num_seqs (256) and T = max_num_batched_tokens.
+   engine (< 0.8, eager, T = max_model_len without chunked prefill) keeps the planner's eager form.
 2. Non-torch increase (CUDA/NCCL allocations outside PyTorch during the profile run): a constant
    for one GPU, larger with tensor parallelism (custom all-reduce and NCCL buffers) and with pipeline
    parallelism alone.
@@ -39,6 +39,7 @@ FORWARD_MLP_BYTES = 0.59  # per token x MLP width / tp of the profile forward pa
 FORWARD_HIDDEN_BYTES = 3.62  # per token x hidden size of the profile forward pass
 NON_TORCH_SINGLE = 246 * MIB  # one GPU
 NON_TORCH_TP = 2156 * MIB  # tensor parallel > 1 (custom all-reduce + NCCL buffers)
+NON_TORCH_TP_LEGACY = 136 * MIB  # tensor parallel > 1 before 0.19 (residual of the printed budget)
 NON_TORCH_PP = NON_TORCH_SINGLE  # pipeline parallel only: no training record; no all-reduce buffers
 CUDAGRAPH_BASE = 21 * MIB  # CUDA-graph estimate: first capture, pools
 CUDAGRAPH_PER_LAYER = 23 * MIB  # per decoder layer on the rank
@@ -47,8 +48,16 @@ CUDAGRAPH_PER_LAYER = 23 * MIB  # per decoder layer on the rank
 V0_NON_TORCH_SINGLE = 160 * MIB  # 0.08-0.26 GiB printed by v0.6.4-v0.7 "non_torch_memory takes"
 
 
-def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True) -> int:
+def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True,
+                    version: tuple[int, ...] = (0, 19, 0)) -> int:
     """Torch peak increase of vLLM's profile run on one rank (bytes)."""
+    if version < (0, 8, 0):
+        # V0 runs the profile forward eagerly: the MLP's gate+up output (2 x width), its activation and
+        # four hidden-size buffers in 16 bits stay live (kvplan.planner.activation_estimate), which the
+        # V1 compiled graph fuses away; the V1 constants below were fitted on V1 logs only.
+        from kvplan.planner import activation_estimate
+
+        return activation_estimate(model, tp, tokens=tokens, max_seqs=max_seqs)
     seqs = min(max_seqs, tokens)
     sampler = SAMPLER_BYTES * seqs * model.vocab_size if last_stage else 0
     forward = tokens * (FORWARD_MLP_BYTES * model.intermediate_size / tp + FORWARD_HIDDEN_BYTES * model.hidden_size)
@@ -59,7 +68,10 @@ def non_torch(tp: int, pp: int, version: tuple[int, ...]) -> int:
     if version < (0, 8, 0):
         return V0_NON_TORCH_SINGLE if tp == 1 and pp == 1 else NON_TORCH_TP
     if tp > 1:
-        return NON_TORCH_TP
+        # v0.19.0 logs "Initialized FlashInfer All Reduce workspace" on every tp > 1 rank and its
+        # non-torch increase is ~2.1 GiB; v0.10.1 logs imply a few hundred MiB. Releases between the
+        # two are not in the corpus: 0.19 is taken as the step.
+        return NON_TORCH_TP if version >= (0, 19, 0) else NON_TORCH_TP_LEGACY
     return NON_TORCH_PP if pp > 1 else NON_TORCH_SINGLE
 
 
@@ -78,6 +90,6 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
 
     v = parse_version(st.version)
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
-    act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs)
+    act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v)
     graphs = cudagraph_estimate(layers) if st.cudagraphs else 0
     return {"activation_peak": act, "non_torch": non_torch(dep.tp, dep.pp, v), "cudagraphs": graphs}

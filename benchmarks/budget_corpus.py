@@ -48,8 +48,13 @@ def load_index() -> list[dict]:
 
 
 def parsed(rec: dict):
-    from kvplan.logs.parse import parse_log
+    """The record as kvplan's parser reads its excerpt; a transcribed table row is read from the index."""
+    from types import SimpleNamespace
 
+    from kvplan.logs.parse import _num, parse_log
+
+    if rec.get("transcribed") == "table":
+        return SimpleNamespace(reported={k: _num(str(v)) for k, v in rec["figures"].items()}, settings={})
     return parse_log((CORPUS / rec["log"]).read_text())
 
 
@@ -126,49 +131,59 @@ def summary(rs: list[dict], split: str) -> dict:
 
 
 def calibrate(records: list[dict]) -> dict:
-    """Least-squares fit of the overhead constants on the training split (v0.11+ V1 logs only)."""
+    """Least-squares fit of the overhead constants on the training split, per era of the V1 engine."""
     from kvplan.catalog import find_in_catalog
+    from kvplan.engines import parse_version, vllm_overhead
 
-    act_x, act_y, cg_x, cg_y, nt = [], [], [], [], {"single": [], "tp": [], "pp": [], "tp_legacy": []}
+    act_x, act_y, cg_x, cg_y = [], [], [], []
+    act11: list[tuple[float, float]] = []  # (S x vocab, torch peak - forward) for v0.11
+    nt = {k: [] for k in ("single", "tp", "pp", "single_v011", "tp_v011", "tp_legacy")}
     for rec in records:
-        if is_held_out(rec) or rec.get("engine") != "vllm" or not rec.get("kvplan_model"):
+        if is_held_out(rec) or rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not rec.get("version"):
             continue
-        from kvplan.engines import parse_version
-
-        if not rec.get("version") or parse_version(rec["version"]) < (0, 8, 0):
+        v = parse_version(rec["version"])
+        if v < (0, 8, 0):
             continue
         model = find_in_catalog(rec["kvplan_model"])
         rep = parsed(rec).reported
         tp, pp = int(rec.get("tp") or 1), int(rec.get("pp") or 1)
         flags = rec.get("flags") or {}
-        if parse_version(rec["version"]) < (0, 19, 0):
+        if v < (0, 11, 0):
             if tp > 1 and "model_loading_gib" in rep and "available_kv_gib" in rep and rec.get("gpu"):
                 nt["tp_legacy"].append(_legacy_non_torch(rec, model, rep, tp))
             continue
         t, s = int(flags.get("max_num_batched_tokens", 8192)), int(flags.get("max_num_seqs", 1024))
-        if "activation_peak_gib" in rep and pp == 1:
-            act_x.append((min(s, t) * model.vocab_size, t * model.intermediate_size / tp, t * model.hidden_size))
-            act_y.append(rep["activation_peak_gib"].value * GIB)
+        era = "" if v >= (0, 19, 0) else "_v011"
         if "non_torch_gib" in rep:
-            nt["tp" if tp > 1 else "pp" if pp > 1 else "single"].append(rep["non_torch_gib"].value * GIB)
+            nt[("tp" if tp > 1 else "pp" if pp > 1 else "single") + era].append(rep["non_torch_gib"].value * GIB)
+        if "activation_peak_gib" in rep and pp == 1:
+            x = (min(s, t) * model.vocab_size, t * model.intermediate_size / tp, t * model.hidden_size)
+            if era:
+                fwd = x[1] * vllm_overhead.FORWARD_MLP_BYTES + x[2] * vllm_overhead.FORWARD_HIDDEN_BYTES
+                act11.append((x[0], rep["activation_peak_gib"].value * GIB - fwd))
+            else:
+                act_x.append(x)
+                act_y.append(rep["activation_peak_gib"].value * GIB)
         if "cudagraph_estimate_gib" in rep:
             layers = max(b - a for a, b in _ranges(model, type("D", (), {"pp": pp})()))
             cg_x.append((1.0, float(layers)))
             cg_y.append(rep["cudagraph_estimate_gib"].value * GIB)
     a = _lstsq(act_x, act_y)
     c = _lstsq(cg_x, cg_y)
+    med = {k: (statistics.median(v) / 2**20 if v else None) for k, v in nt.items()}
     return {"n_activation": len(act_y), "SAMPLER_BYTES": a[0], "FORWARD_MLP_BYTES": a[1], "FORWARD_HIDDEN_BYTES": a[2],
-            "NON_TORCH_SINGLE_MIB": statistics.median(nt["single"]) / 2**20 if nt["single"] else None,
-            "NON_TORCH_TP_MIB": statistics.median(nt["tp"]) / 2**20 if nt["tp"] else None,
-            "NON_TORCH_PP_MIB": statistics.median(nt["pp"]) / 2**20 if nt["pp"] else None,
-            "NON_TORCH_TP_LEGACY_MIB": statistics.median(nt["tp_legacy"]) / 2**20 if nt["tp_legacy"] else None,
+            "n_activation_v011": len(act11),
+            "SAMPLER_BYTES_V011": sum(x * y for x, y in act11) / sum(x * x for x, _ in act11) if act11 else None,
+            "NON_TORCH_SINGLE_MIB": med["single"], "NON_TORCH_TP_MIB": med["tp"], "NON_TORCH_PP_MIB": med["pp"],
+            "NON_TORCH_SINGLE_V011_MIB": med["single_v011"], "NON_TORCH_TP_V011_MIB": med["tp_v011"],
+            "NON_TORCH_TP_LEGACY_MIB": med["tp_legacy"],
             "n_cudagraph": len(cg_y), "CUDAGRAPH_BASE_MIB": c[0] / 2**20, "CUDAGRAPH_PER_LAYER_MIB": c[1] / 2**20}
 
 
 def _legacy_non_torch(rec, model, rep, tp) -> float:
     """Releases before 0.19 print no breakdown: non-torch is the residual of the printed budget,
     total x gmu - printed weights - printed KV - kvplan's activation peak (bytes)."""
-    from kvplan.engines import vllm, vllm_overhead
+    from kvplan.engines import parse_version, vllm, vllm_overhead
     from kvplan.hardware import find_gpu
     from kvplan.planner import Deployment, Request
 
@@ -179,7 +194,8 @@ def _legacy_non_torch(rec, model, rep, tp) -> float:
     opts = {k: str(flags[k]) for k in ("max_num_batched_tokens", "max_num_seqs") if k in flags}
     st = vllm.settings(model, gpu, dep, req, rec["version"], opts,
                        {"gpu_memory_utilization": flags["gpu_memory_utilization"]})
-    act = vllm_overhead.activation_peak(model, tp, st.max_num_batched_tokens, st.max_num_seqs)
+    act = vllm_overhead.activation_peak(model, tp, st.max_num_batched_tokens, st.max_num_seqs,
+                                        version=parse_version(rec["version"]))
     return (gpu.memory_usable_bytes * st.gpu_memory_utilization - rep["model_loading_gib"].value * GIB
             - rep["available_kv_gib"].value * GIB - act)
 

@@ -31,6 +31,7 @@ def _bench():
 
 def test_every_record_is_cited_and_its_excerpt_exists():
     ids = [r["id"] for r in INDEX]
+    assert len(ids) >= 100
     assert len(ids) == len(set(ids))
     for r in INDEX:
         assert re.match(r"https://github\.com/[\w.-]+/[\w.-]+/", r["source"]), r["id"]
@@ -42,7 +43,11 @@ def test_every_record_is_cited_and_its_excerpt_exists():
 def test_parser_reads_back_every_figure_the_index_lists():
     checked = 0
     for r in INDEX:
-        rec = parse_log((CORPUS / r["log"]).read_text())
+        excerpt = (CORPUS / r["log"]).read_text()
+        if r.get("transcribed") == "table":  # a table row transcribed by its source: figures verbatim in it
+            assert all(f"| {text} " in excerpt for text in r["figures"].values()), r["id"]
+            continue
+        rec = parse_log(excerpt)
         for key, text in r["figures"].items():
             assert key in rec.reported, (r["id"], key)
             assert rec.reported[key].text == str(text), (r["id"], key)
@@ -81,6 +86,9 @@ def test_constants_are_what_the_training_split_gives():
     assert fit["FORWARD_HIDDEN_BYTES"] == pytest.approx(vo.FORWARD_HIDDEN_BYTES, rel=0.02)
     assert fit["NON_TORCH_SINGLE_MIB"] == pytest.approx(vo.NON_TORCH_SINGLE / 2**20, abs=1)
     assert fit["NON_TORCH_TP_MIB"] == pytest.approx(vo.NON_TORCH_TP / 2**20, abs=1)
+    assert fit["SAMPLER_BYTES_V011"] == pytest.approx(vo.SAMPLER_BYTES_V011, rel=0.01)
+    assert fit["NON_TORCH_SINGLE_V011_MIB"] == pytest.approx(vo.NON_TORCH_SINGLE_V011 / 2**20, abs=1)
+    assert fit["NON_TORCH_TP_V011_MIB"] == pytest.approx(vo.NON_TORCH_TP_V011 / 2**20, abs=1)
     assert fit["NON_TORCH_TP_LEGACY_MIB"] == pytest.approx(vo.NON_TORCH_TP_LEGACY / 2**20, abs=1)
     assert fit["CUDAGRAPH_BASE_MIB"] == pytest.approx(vo.CUDAGRAPH_BASE / 2**20, abs=1)
     assert fit["CUDAGRAPH_PER_LAYER_MIB"] == pytest.approx(vo.CUDAGRAPH_PER_LAYER / 2**20, abs=1)

@@ -34,24 +34,40 @@ GIB = 2**30
 MIB = 2**20
 
 # --- calibrated on the training split (benchmarks/budget_corpus.py --calibrate) --------------------
-SAMPLER_BYTES = 14.33  # per logit of the dummy sampler run (S x vocab)
+# Three eras of the V1 engine, as the corpus shows them: v0.19.0 logs (DEBUG breakdown, H100), v0.11.0
+# (llm-d's table of v0.11 H100 logs: the sampler's profile costs ~2.7x more per logit) and releases
+# before 0.11 (only the printed budget: tp > 1 non-torch is its residual). Releases between 0.11 and
+# 0.19 are not in the corpus and take the 0.11 constants (the larger, safer overhead).
+SAMPLER_BYTES = 14.33  # per logit of the dummy sampler run (S x vocab), v0.19+ and V1 before 0.11
+SAMPLER_BYTES_V011 = 37.64  # the same, v0.11-v0.18
 FORWARD_MLP_BYTES = 0.59  # per token x MLP width / tp of the profile forward pass
 FORWARD_HIDDEN_BYTES = 3.62  # per token x hidden size of the profile forward pass
-NON_TORCH_SINGLE = 246 * MIB  # one GPU
-NON_TORCH_TP = 2156 * MIB  # tensor parallel > 1 (custom all-reduce + NCCL buffers)
-NON_TORCH_TP_LEGACY = 136 * MIB  # tensor parallel > 1 before 0.19 (residual of the printed budget)
+NON_TORCH_SINGLE = 246 * MIB  # one GPU, v0.19+
+NON_TORCH_SINGLE_V011 = 133 * MIB  # one GPU, v0.11-v0.18 (and before)
+NON_TORCH_TP = 2156 * MIB  # tensor parallel > 1, v0.19+ (custom all-reduce + FlashInfer all-reduce workspace)
+NON_TORCH_TP_V011 = 563 * MIB  # tensor parallel > 1, v0.11-v0.18
+NON_TORCH_TP_LEGACY = 136 * MIB  # tensor parallel > 1 before 0.11 (residual of the printed budget)
 NON_TORCH_PP = NON_TORCH_SINGLE  # pipeline parallel only: no training record; no all-reduce buffers
 CUDAGRAPH_BASE = 21 * MIB  # CUDA-graph estimate: first capture, pools
 CUDAGRAPH_PER_LAYER = 23 * MIB  # per decoder layer on the rank
 
-# --- the legacy V0 engine (< 0.8): smaller profile, the same sampler form ---------------------------
+# --- the legacy V0 engine (< 0.8) -------------------------------------------------------------------
 V0_NON_TORCH_SINGLE = 160 * MIB  # 0.08-0.26 GiB printed by v0.6.4-v0.7 "non_torch_memory takes"
+
+
+def _era(version: tuple[int, ...]) -> str:
+    if version < (0, 8, 0):
+        return "v0"
+    if version < (0, 11, 0):
+        return "legacy"
+    return "v011" if version < (0, 19, 0) else "v019"
 
 
 def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True,
                     version: tuple[int, ...] = (0, 19, 0)) -> int:
     """Torch peak increase of vLLM's profile run on one rank (bytes)."""
-    if version < (0, 8, 0):
+    era = _era(version)
+    if era == "v0":
         # V0 runs the profile forward eagerly: the MLP's gate+up output (2 x width), its activation and
         # four hidden-size buffers in 16 bits stay live (kvplan.planner.activation_estimate), which the
         # V1 compiled graph fuses away; the V1 constants below were fitted on V1 logs only.
@@ -59,20 +75,22 @@ def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool
 
         return activation_estimate(model, tp, tokens=tokens, max_seqs=max_seqs)
     seqs = min(max_seqs, tokens)
-    sampler = SAMPLER_BYTES * seqs * model.vocab_size if last_stage else 0
+    per_logit = SAMPLER_BYTES_V011 if era == "v011" else SAMPLER_BYTES
+    sampler = per_logit * seqs * model.vocab_size if last_stage else 0
     forward = tokens * (FORWARD_MLP_BYTES * model.intermediate_size / tp + FORWARD_HIDDEN_BYTES * model.hidden_size)
     return int(sampler + forward)
 
 
 def non_torch(tp: int, pp: int, version: tuple[int, ...]) -> int:
-    if version < (0, 8, 0):
-        return V0_NON_TORCH_SINGLE if tp == 1 and pp == 1 else NON_TORCH_TP
+    era = _era(version)
+    if era == "v0":
+        return V0_NON_TORCH_SINGLE if tp == 1 and pp == 1 else NON_TORCH_TP_LEGACY
     if tp > 1:
-        # v0.19.0 logs "Initialized FlashInfer All Reduce workspace" on every tp > 1 rank and its
-        # non-torch increase is ~2.1 GiB; v0.10.1 logs imply a few hundred MiB. Releases between the
-        # two are not in the corpus: 0.19 is taken as the step.
-        return NON_TORCH_TP if version >= (0, 19, 0) else NON_TORCH_TP_LEGACY
-    return NON_TORCH_PP if pp > 1 else NON_TORCH_SINGLE
+        # v0.19.0 logs "Initialized FlashInfer All Reduce workspace" on every tp > 1 rank.
+        return {"v019": NON_TORCH_TP, "v011": NON_TORCH_TP_V011}.get(era, NON_TORCH_TP_LEGACY)
+    if pp > 1:
+        return NON_TORCH_PP
+    return NON_TORCH_SINGLE if era == "v019" else NON_TORCH_SINGLE_V011
 
 
 def cudagraph_estimate(layers_on_rank: int) -> int:

@@ -112,3 +112,47 @@ def test_activation_peak_hand_arithmetic():
     m = find_in_catalog("qwen3-8b")
     assert vo.activation_peak(m, 1, 8192, 1024) == int(14.33 * 1024 * 151936 + 8192 * (0.59 * 12288 + 3.62 * 4096))
     assert abs(vo.activation_peak(m, 1, 8192, 1024) / 2**30 - 2.21) < 0.05
+
+
+def _setup(name, gpu, version, context, gmu=None, tp=1):
+    from kvplan.catalog import find_in_catalog
+    from kvplan.engines import vllm
+    from kvplan.hardware import find_gpu
+    from kvplan.planner import Deployment, Request
+
+    m, g, dep = find_in_catalog(name), find_gpu(gpu), Deployment(tp, 1)
+    req = Request(context=context)
+    st = vllm.settings(m, g, dep, req, version, {}, {"gpu_memory_utilization": gmu} if gmu else {})
+    return m, g, dep, req, st
+
+
+def test_auto_max_model_len_is_the_tokens_vllm_says_fit():
+    # vllm#10517 (29k run, RTX 3090, Llama-3.1-8B): "# GPU blocks: 1478" and "the maximum number of
+    # tokens that can be stored in KV cache (23648)" = 1478 x 16. A pool of exactly 1478 blocks of
+    # 16 tokens x 32 layers x 8 KV heads x 128 x 2 (K,V) x 2 B = 1478 x 2 MiB: the longest one request
+    # is 23648 tokens.
+    from kvplan.dtypes import canonical_kv_dtype
+    from kvplan.engines.vllm_boot import auto_max_model_len
+
+    m, g, dep, req, st = _setup("llama-3.1-8b-instruct", "rtx-3090", "0.6.4", 29000)
+    bf16 = canonical_kv_dtype("auto", m.dtype)
+    assert auto_max_model_len(m, dep, 1478 * 2 * 2**20, st, bf16, bf16) == 23648
+    assert auto_max_model_len(m, dep, 10**12, st, bf16, bf16) == m.max_context
+
+
+def test_lowest_utilization_boots_and_one_step_less_does_not():
+    from kvplan.engines import vllm
+    from kvplan.engines.vllm_boot import MARGIN_FRACTION, lowest_utilization
+
+    m, g, dep, req, st = _setup("qwen3-8b", "h100-sxm", "0.19.0", 8192)
+    adv = lowest_utilization(m, g, dep, req, st, concurrency=32)
+    assert adv is not None and 0.3 < adv.gpu_memory_utilization < 0.95
+    assert adv.margin_bytes == int(adv.kv_needed_bytes * MARGIN_FRACTION)
+    assert adv.kv_budget_bytes >= adv.kv_needed_bytes + adv.margin_bytes
+    import dataclasses
+
+    lower = dataclasses.replace(st, gpu_memory_utilization=round(adv.gpu_memory_utilization - 0.01, 2))
+    assert vllm.ENGINE.plan(m, g, dep, req, lower).plan.kv_memory_bytes_per_gpu < adv.kv_needed_bytes + adv.margin_bytes
+    at = dataclasses.replace(st, gpu_memory_utilization=adv.gpu_memory_utilization)
+    assert vllm.ENGINE.plan(m, g, dep, req, at).capacity.max_concurrency >= 32
+    assert lowest_utilization(m, g, dep, req, st, concurrency=10**6) is None

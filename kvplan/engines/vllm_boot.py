@@ -1,0 +1,98 @@
+"""What vLLM will choose or need at start-up: `--max-model-len auto` and the lowest utilisation that boots.
+
+* `--max-model-len auto` (vllm/v1/core/kv_cache_utils.py, check_enough_kv_cache_memory ->
+  estimate_max_model_len, v0.11.0): after profiling, the largest length whose one-request worst case
+  (sum over layers of max_memory_usage_bytes) fits the available KV memory, never above the model's
+  own limit. kvplan restates it on its own budget (vllm_overhead's terms) and block pool.
+* The lowest `--gpu-memory-utilization` that boots `concurrency` requests of `context` tokens: the
+  smallest g (two decimals, as users pass it) whose budget `total x g - weights - overhead` holds the
+  blocks those requests need (vLLM refuses to start when one request does not fit; the concurrency is
+  kvplan's capacity at that budget), plus a stated margin for what kvplan's budget can miss.
+
+The margin: on the held-out split of the log corpus kvplan's available KV is within 5% on 21 of 23
+vLLM records (benchmarks/budget_corpus.py); the misses are multimodal models whose vision encoder is
+profiled (+1.3 and +3.3 GiB too optimistic). MARGIN_FRACTION of the KV budget is added, and a model
+kvplan knows to be multimodal is flagged by the caller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+GIB = 2**30
+MARGIN_FRACTION = 0.05  # of the KV budget the requested load needs
+
+
+@dataclasses.dataclass(frozen=True)
+class BootAdvice:
+    gpu_memory_utilization: float  # the lowest two-decimal value that boots, margin included
+    kv_needed_bytes: int  # per GPU, for the requested context x concurrency, before the margin
+    margin_bytes: int
+    kv_budget_bytes: int  # per GPU at that utilisation (kvplan's estimate of vLLM's line)
+
+
+def auto_max_model_len(model, dep, kv_bytes: int, st, kv_dtype, state_dtype) -> int:
+    """vLLM's `--max-model-len auto`: largest n <= the model's limit with one request's bytes <= kv_bytes."""
+    from kvplan.engines.vllm import build_pool
+    from kvplan.planner import split_layers
+
+    pools = [build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
+             for a, b in split_layers(model.num_layers, dep.pp)]
+
+    def fits(n: int) -> bool:
+        # One request's blocks x the bytes of a block id (every layer of its group): for one group of
+        # full-attention layers this is vLLM's sum over layers of cdiv(n, block) x page; for hybrid
+        # layouts it counts the group padding too (a little conservative).
+        return all(p.blocks_per_request(n, st) * p.bytes_per_block <= kv_bytes for p in pools)
+
+    hi = model.max_context
+    if fits(hi):
+        return hi
+    lo = 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def lowest_utilization(model, gpu, dep, req, st, concurrency: int) -> BootAdvice | None:
+    """Smallest --gpu-memory-utilization (0.01 steps) whose KV budget holds `concurrency` x req.context
+    plus MARGIN_FRACTION; None when even 1.00 does not."""
+    from kvplan.engines import vllm
+
+    def result(g: float):
+        s = dataclasses.replace(st, gpu_memory_utilization=g)
+        return vllm.ENGINE.plan(model, gpu, dep, req, s)
+
+    full = result(1.0)
+    pool_need = _kv_needed(model, dep, req, st, concurrency, full)
+    margin = int(pool_need * MARGIN_FRACTION)
+    budget_at_one = full.plan.kv_memory_bytes_per_gpu
+    if budget_at_one < pool_need + margin:
+        return None
+    # budget(g) = usable x g - fixed: linear in g, so solve, then step to the 0.01 grid and check.
+    usable = gpu.memory_usable_bytes
+    g = max(0.01, 1.0 - (budget_at_one - pool_need - margin) / usable)
+    g = _ceil2(g)
+    while g < 1.0 and result(g).plan.kv_memory_bytes_per_gpu < pool_need + margin:
+        g = round(g + 0.01, 2)
+    return BootAdvice(g, pool_need, margin, result(g).plan.kv_memory_bytes_per_gpu)
+
+
+def _kv_needed(model, dep, req, st, concurrency: int, res) -> int:
+    """Bytes of blocks `concurrency` requests of req.context occupy in vLLM's pool (tightest stage)."""
+    from kvplan.dtypes import canonical_kv_dtype
+    from kvplan.engines.vllm import build_pool
+    from kvplan.planner import split_layers
+
+    kv_dtype = req.kv_dtype or canonical_kv_dtype("auto", model.dtype)
+    state_dtype = req.state_dtype or canonical_kv_dtype("auto", model.dtype)
+    need = 0
+    for a, b in split_layers(model.num_layers, dep.pp):
+        pool = build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
+        need = max(need, concurrency * pool.blocks_per_request(req.context, st) * pool.bytes_per_block)
+    return need
+
+
+def _ceil2(x: float) -> float:
+    return min(1.0, -(-round(x * 10000) // 100) / 100)

@@ -247,11 +247,37 @@ def print_table(rs: list[dict], held_out_only: bool) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
 
 
+def markdown(rs: list[dict], summ: dict) -> str:
+    """The README's held-out table: one row per record, signed error per term (GiB, % of the engine's)."""
+    short = ("weights", "activation_peak", "non_torch", "cudagraph_estimate", "available_kv")
+    out = ["| held-out record | vLLM | tp×pp | weights | activation peak | non-torch | CUDA graphs (est.) | available KV |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rs:
+        if r["split"] != "held-out" or not r["terms"]:
+            continue
+        cells = []
+        for t in short:
+            e = r["terms"].get(t)
+            cells.append("" if e is None else f"{e['error_gib']:+.2f} ({e['error_rel'] * 100:+.1f}%)")
+        out.append(f"| {r['id']} | {r['version']} | {r['tp']}×{r['pp']} | " + " | ".join(cells) + " |")
+    s = summ["held-out"]
+    out.append("")
+    out.append("| held-out summary | n | median signed error | median abs. error | within tolerance |")
+    out.append("|---|---|---|---|---|")
+    for t in short:
+        if t in s:
+            v = s[t]
+            out.append(f"| {t.replace('_', ' ')} | {v['n']} | {v['median_error_gib']:+.2f} GiB | "
+                       f"{v['median_abs_rel'] * 100:.1f}% | {v['within_tol']}/{v['n']} within {v['tol'] * 100:g}% |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--held-out", action="store_true")
     ap.add_argument("--calibrate", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="the README's held-out table")
     a = ap.parse_args()
     records = load_index()
     if a.calibrate:
@@ -261,6 +287,9 @@ def main() -> None:
     summ = {s: summary(rs, s) for s in ("train", "held-out")}
     if a.json:
         print(json.dumps({"rows": rs, "summary": summ}, indent=1))
+        return
+    if a.markdown:
+        print(markdown(rs, summ))
         return
     print_table(rs, a.held_out)
     n_pred = sum(1 for r in rs if r["terms"])

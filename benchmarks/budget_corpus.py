@@ -80,7 +80,7 @@ def predict(rec: dict, log) -> dict | None:
     st = vllm.settings(model, gpu, dep, req, rec["version"], opts, explicit)
     res = vllm.ENGINE.plan(model, gpu, dep, req, st)
     layers = max(b - a for a, b in _ranges(model, dep))
-    return {"weights": res.plan.weight_bytes_per_gpu,
+    return {"weights": res.plan.weight_bytes_per_gpu + res.settings["overhead_weights_repack"],
             "activation_peak": res.settings["overhead_activation_peak"],
             "non_torch": res.settings["overhead_non_torch"],
             "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers),

@@ -275,12 +275,12 @@ def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, s
     return lo
 
 
-def overhead(model, dep, st: Settings) -> tuple[int, dict]:
+def overhead(model, dep, st: Settings, gpu=None) -> tuple[int, dict]:
     """Per-GPU non-KV memory vLLM subtracts besides the weights (modelled and calibrated per term in
     kvplan/engines/vllm_overhead.py on the log corpus)."""
     from kvplan.engines.vllm_overhead import overhead_terms
 
-    parts = overhead_terms(model, dep, st)
+    parts = overhead_terms(model, dep, st, gpu)
     return sum(parts.values()), parts
 
 
@@ -298,7 +298,7 @@ class Vllm:
         from kvplan.dtypes import canonical_kv_dtype
         from kvplan.planner import plan
 
-        over, parts = overhead(model, dep, st)
+        over, parts = overhead(model, dep, st, gpu)
         r = dataclasses.replace(
             req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
             overhead_bytes=req.overhead_bytes if req.overhead_bytes is not None else over,

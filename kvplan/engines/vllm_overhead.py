@@ -93,16 +93,56 @@ def non_torch(tp: int, pp: int, version: tuple[int, ...]) -> int:
     return NON_TORCH_SINGLE if era == "v019" else NON_TORCH_SINGLE_V011
 
 
+# --- weights as loaded: MXFP4 MoE experts padded for the kernel (source-derived, not fitted) --------
+# vllm/model_executor/layers/quantization/mxfp4.py (Mxfp4MoEMethod.create_weights, main 2026): the
+# backend pads each expert's per-rank width I/tp and the hidden size H before loading: Marlin (GPUs
+# before Hopper, and consumer Blackwell) to I/tp % 128 and H % 256; FlashInfer on SM100 to 256 and
+# 256; the Triton kernels on SM90/SM100 to I/tp % 64 only. A 4-bit value and an 8-bit scale per 32
+# (0.53125 B per weight) fill the padding too. Not modelled: the Triton swizzle on Hopper (gpt-oss on
+# an H100 loads 6-9% above the checkpoint; see the README table).
+_SM90 = ("h100", "h200", "gh200", "h20")
+_SM100 = ("b200", "b300", "gb200", "gb300")
+
+
+def _mxfp4_padding(gpu) -> tuple[int, int] | None:
+    """(I/tp multiple, H multiple) of the MXFP4 backend vLLM picks on this GPU; None if not NVIDIA."""
+    key = getattr(gpu, "key", "") or ""
+    if getattr(gpu, "vendor", "NVIDIA") != "NVIDIA":
+        return None
+    if key.startswith(_SM90):
+        return 64, 1
+    if key.startswith(_SM100):
+        return 256, 256
+    return 128, 256
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def weights_repack_extra(model, tp: int, gpu) -> int:
+    """Bytes per rank the MXFP4 experts gain over the checkpoint from the backend's padding."""
+    q, p = model.quantization, model.params
+    pad = _mxfp4_padding(gpu) if gpu is not None else None
+    if q.method != "mxfp4" or not pad or not p.num_experts or not p.experts_per_token or not p.num_moe_layers:
+        return 0
+    width = model.intermediate_size // p.experts_per_token  # one expert's intermediate size
+    per_rank, hidden = width // tp, model.hidden_size
+    padded = _round_up(per_rank, pad[0]) * _round_up(hidden, pad[1])
+    extra_values = 3 * (padded - per_rank * hidden) * p.num_experts * p.num_moe_layers  # w13 (2x) + w2
+    return int(extra_values * (0.5 + 1 / 32))
+
+
 def cudagraph_estimate(layers_on_rank: int) -> int:
     """vLLM's "Estimated CUDA graph memory" for one rank (bytes), whether or not it is subtracted."""
     return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
 
 
-def overhead_terms(model, dep, st) -> dict[str, int]:
+def overhead_terms(model, dep, st, gpu=None) -> dict[str, int]:
     """The per-GPU terms vLLM subtracts besides the weights, for the rank with the least KV room.
 
-    `st` is vllm.Settings (version, max_num_batched_tokens, max_num_seqs, cudagraphs). The last
-    pipeline stage runs the sampler, so it is the one modelled.
+    `st` is vllm.Settings (version, max_num_batched_tokens, max_num_seqs, cudagraphs); `gpu` (optional)
+    picks the MXFP4 kernel's padding. The last pipeline stage runs the sampler: it is the one modelled.
     """
     from kvplan.planner import split_layers
 
@@ -110,4 +150,5 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v)
     graphs = cudagraph_estimate(layers) if st.cudagraphs else 0
-    return {"activation_peak": act, "non_torch": non_torch(dep.tp, dep.pp, v), "cudagraphs": graphs}
+    return {"activation_peak": act, "non_torch": non_torch(dep.tp, dep.pp, v), "cudagraphs": graphs,
+            "weights_repack": weights_repack_extra(model, dep.tp, gpu)}

@@ -52,7 +52,7 @@ def test_parser_reads_back_every_figure_the_index_lists():
             assert key in rec.reported, (r["id"], key)
             assert rec.reported[key].text == str(text), (r["id"], key)
             checked += 1
-        if r.get("version") and r["engine"] == "vllm" and r["figures"]:
+        if rec.version and r.get("version") and r["engine"] == "vllm":  # where the excerpt prints it
             assert rec.version == r["version"], r["id"]
     assert checked > 400
 
@@ -171,3 +171,18 @@ def test_mxfp4_marlin_padding_matches_the_a100_log():
     assert extra == int(3 * (768 * 3072 - 720 * 2880) * 128 * 36 * (0.5 + 1 / 32))
     assert abs(extra / 2**30 - (17.2217 - 15.21)) < 0.1
     assert vo.weights_repack_extra(find_in_catalog("qwen3-8b"), 1, find_gpu("a100-sxm-80")) == 0
+
+
+def test_auto_max_model_len_matches_vllm_estimate_from_a_printed_budget():
+    # vllm#34076: "the available KV cache memory (3.18 GiB) ... the estimated maximum model length is
+    # 34736" for Qwen3-Coder-30B-A3B (Qwen3-30B-A3B geometry: 48 layers x 4 KV heads x 128, bf16 cache:
+    # 98,304 B per token, 1,572,864 B per 16-token block) over all 48 layers. 3.18 GiB is rounded:
+    # [3.175, 3.185) GiB holds 2167.5 .. 2174.3 blocks, i.e. 34,672 .. 34,784 tokens; 34,736 inside.
+    from kvplan.dtypes import canonical_kv_dtype
+    from kvplan.engines.vllm_boot import auto_max_model_len
+
+    m, g, dep, req, st = _setup("qwen3-30b-a3b", "h100-sxm", "0.15.0", 262144)
+    bf16 = canonical_kv_dtype("auto", m.dtype)
+    lo = auto_max_model_len(m, dep, int(3.175 * 2**30), st, bf16, bf16)
+    hi = auto_max_model_len(m, dep, int(3.185 * 2**30), st, bf16, bf16)
+    assert lo <= 34736 <= hi and hi - lo <= 128

@@ -52,7 +52,8 @@ def detect_engine(text: str) -> str | None:
                  r"llama_init_from|print_info:", text):
         return "llama.cpp"
     if re.search(r"vLLM|vllm|GPU KV cache size|GPU blocks|Available KV cache memory|Model loading took|"
-                 r"Loading model weights took|Maximum concurrency for", text):
+                 r"Loading model weights took|Maximum concurrency for|stored in KV cache \(|"
+                 r"kv cache memory in use is|available KV cache memory \(", text):
         return "vllm"
     return None
 
@@ -233,6 +234,22 @@ _BUDGET_TERMS = (
     ("cudagraph_gib", r"Graph capturing finished in .{0,40}?took (-?[\d.]+) GiB"),
     ("available_kv_gib", r"Available KV cache memory: (-[\d.]+) GiB"),
     ("gpu_blocks", r"# (?:cuda|CUDA) blocks: (\d+)"),
+    # v0.2x gpu_worker.py summary: "Free memory on device (30.27/31.4 GiB) on startup. Desired GPU memory
+    # utilization is (0.92, 28.88 GiB). Actual usage is 15.03 GiB for consumed memory (weights +
+    # non-torch), 1.59 GiB for peak activation, and 0.09 GiB for CUDAGraph memory. ... Current kv
+    # cache memory in use is 12.26 GiB." (numbers before their label: quantifiers bounded)
+    ("available_kv_gib", r"Current kv cache memory in use is ([\d.]+) GiB"),
+    ("activation_peak_gib", r" ([\d.]{1,12}) GiB for peak activation"),
+    ("cudagraph_gib", r" ([\d.]{1,12}) GiB for CUDAGraph memory"),
+    ("weights_non_torch_gib", r" ([\d.]{1,12}) GiB for consumed memory \(weights \+ non-torch\)"),
+    ("total_gpu_memory_gib", r"Free memory on device \([\d.]{1,12}/([\d.]{1,12}) GiB\)"),
+    ("cudagraph_estimate_gib", r"CUDA graph pool memory: [\d.]{1,12} GiB \(actual\), ([\d.]{1,12}) GiB \(estimated\)"),
+    # v0.11+ kv_cache_utils.py when one request does not fit: "... (24.0 GiB KV cache is needed, which is
+    # larger than the available KV cache memory (3.18 GiB). Based on the available memory, the
+    # estimated maximum model length is 34736."
+    ("available_kv_gib", r"available KV cache memory \((-?[\d.]{1,12}) GiB\)"),
+    ("kv_needed_gib", r"\(([\d.]{1,12}) GiB KV cache is needed"),
+    ("estimated_max_model_len", r"estimated maximum model length is (\d+)"),
 )
 
 
@@ -252,9 +269,9 @@ def _vllm_budget_terms(text: str, rec: LogRecord) -> None:
         m = re.search(pat, text)
         if m:
             r[key] = _num(m.group(1))
-    m = re.search(r"gpu_memory_utilization \(([\d.]+)\)", text)
+    m = re.search(r"gpu_memory_utilization \(([\d.]+)\)|Desired GPU memory utilization is \(([\d.]{1,12}),", text)
     if m and "gpu_memory_utilization" not in s:
-        s["gpu_memory_utilization"] = _num(m.group(1))
+        s["gpu_memory_utilization"] = _num(next(g for g in m.groups() if g is not None))
     m = re.search(r"Defaulting max_num_seqs to (\d+)|max[_-]num[_-]seqs['\"]?[=:\s]+(\d+)", text)
     if m:
         s.setdefault("max_num_seqs", int(next(g for g in m.groups() if g is not None)))

@@ -72,7 +72,7 @@ def engine_choice(engine, emit_to, version, opt_items, explicit: dict):
 
 def fit_with_engine(spec, hw, dep, req, choice, *, emit_to, as_json, explain, check):
     from kvplan.cli import print_warnings
-    from kvplan.emit import emit
+    from kvplan.emit import emit, emit_note
     from kvplan.report import plan_to_dict, render_plans
 
     engine = choice.name
@@ -83,11 +83,16 @@ def fit_with_engine(spec, hw, dep, req, choice, *, emit_to, as_json, explain, ch
         _stderr(f"note: {note}")
     chosen = results[recommended if recommended is not None else -1]
     command = emit(engine, chosen, spec) if emit_to else None
+    margin = emit_note(engine, chosen, spec) if emit_to else None
+    if margin and not as_json:
+        _stderr(margin)
     if as_json:
         dicts = [{**plan_to_dict(r.plan, spec), "engine": engine_dict(r)} for r in results]
         out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
         if command:
             out["emit"] = command
+        if margin:
+            out["emit_margin"] = margin
         print(json.dumps(out, indent=2))
     else:
         from rich.console import Console

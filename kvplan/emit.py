@@ -40,6 +40,15 @@ def _kv_name(engine: str, kv, model) -> str | None:
     return {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}.get(kv.name, kv.name)
 
 
+def emit_note(engine: str, result, model) -> str | None:
+    """The margin the emitted command leaves, in words (vLLM without --kv-cache-memory-bytes); else None."""
+    if engine != "vllm" or result.plan.request.kv_cache_memory_bytes is not None:
+        return None
+    from kvplan.engines.vllm_boot import emit_advice
+
+    return emit_advice(result, model)[1]
+
+
 def emit(engine: str, result, model) -> str:
     """One shell command line for `result` (an EngineResult of the same engine)."""
     if engine not in EMITTERS:
@@ -53,7 +62,10 @@ def emit(engine: str, result, model) -> str:
         if r.kv_cache_memory_bytes is not None:
             args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]
         else:
-            args += ["--gpu-memory-utilization", f"{st['gpu_memory_utilization']:g}"]
+            from kvplan.engines.vllm_boot import emit_advice
+
+            # the plan's utilisation, raised to the lowest that holds the batch with the stated margin
+            args += ["--gpu-memory-utilization", f"{emit_advice(result, model)[0]:g}"]
         if kv:
             args += ["--kv-cache-dtype", kv]
         args += ["-tp", str(dep.tp)]

@@ -269,6 +269,8 @@ def _vllm_budget_terms(text: str, rec: LogRecord) -> None:
         m = re.search(pat, text)
         if m:
             r[key] = _num(m.group(1))
+    if "total_gpu_memory_gib" in r:
+        s.setdefault("total_gpu_memory_gib", r["total_gpu_memory_gib"])
     m = re.search(r"gpu_memory_utilization \(([\d.]+)\)|Desired GPU memory utilization is \(([\d.]{1,12}),", text)
     if m and "gpu_memory_utilization" not in s:
         s["gpu_memory_utilization"] = _num(next(g for g in m.groups() if g is not None))

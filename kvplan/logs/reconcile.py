@@ -103,15 +103,17 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
         wdt = None
     req = Request(context=length, kv_dtype=_dtype(kv_name or s.get("kv_cache_dtype"), model), weight_dtype=wdt)
     stand_in = gpu or SimpleNamespace(key="unknown", memory_usable_bytes=80 * GIB, bandwidth_bytes_per_s=1)
-    st = vllm.settings(model, stand_in, dep, req, version, {}, explicit)
+    opts = {k: str(s[k]) for k in ("max_num_batched_tokens", "max_num_seqs") if isinstance(s.get(k), int)}
+    st = vllm.settings(model, stand_in, dep, req, version, opts, explicit)
     res = vllm.ENGINE.plan(model, stand_in, dep, req, st)
     p = res.plan
     kvd, std = req.kv_dtype, req.kv_dtype
     if "model_loading_gib" in r:
         rep = r["model_loading_gib"].value * GIB
-        d, e = _rel(p.weight_bytes_per_gpu, rep)
+        loaded = p.weight_bytes_per_gpu + res.settings.get("overhead_weights_repack", 0)  # kernel padding
+        d, e = _rel(loaded, rep)
         out.rows.append(Row("weights per GPU (Model loading took)", f"{r['model_loading_gib'].text} GiB",
-                            f"{p.weight_bytes_per_gpu / GIB:.4f} GiB", d, abs(e) <= 0.02 if e is not None else None, e))
+                            f"{loaded / GIB:.4f} GiB", d, abs(e) <= 0.02 if e is not None else None, e))
     if "available_kv_gib" in r and gpu is not None:
         rep = r["available_kv_gib"].value * GIB
         d, e = _rel(p.kv_memory_bytes_per_gpu, rep)
@@ -124,6 +126,7 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
             d, e = _rel(est, inferred)
             out.rows.append(Row("non-KV overhead (total x gmu - weights - KV)", f"{inferred / GIB:.2f} GiB (inferred)",
                                 f"{est / GIB:.2f} GiB (estimate)", d, None, e))
+    _term_rows(out, r, res.settings, model, dep)
     pool = vllm.build_pool(model.layers, tp, kvd, std, st)
     budget = None
     if "available_kv_gib" in r:
@@ -148,6 +151,20 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
         for b in (1, 8, 32):
             out.whatif.append((f"longest context for {b} concurrent", f"{vllm.max_context(model, dep, cap, b, st, kvd, std):,} tokens"))
     return out
+
+
+def _term_rows(out, r, ours, model, dep):
+    """The budget's terms where the log prints them (v0.6.4+ profiling lines, v0.11+ DEBUG breakdown)."""
+    from kvplan.engines.vllm_overhead import cudagraph_estimate
+    from kvplan.planner import split_layers
+
+    layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
+    for key, label, pred in (("activation_peak_gib", "activation peak of the profile run", ours["overhead_activation_peak"]),
+                             ("non_torch_gib", "non-torch memory", ours["overhead_non_torch"]),
+                             ("cudagraph_estimate_gib", "CUDA graphs (vLLM's estimate)", cudagraph_estimate(layers))):
+        if key in r:
+            d, e = _rel(pred, r[key].value * GIB)
+            out.rows.append(Row(label, f"{r[key].text} GiB", f"{pred / GIB:.2f} GiB (estimate)", d, None, e))
 
 
 def _range_rows(out, r, c_lo, c_hi, how):

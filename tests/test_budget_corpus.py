@@ -35,7 +35,7 @@ def test_every_record_is_cited_and_its_excerpt_exists():
     assert len(ids) == len(set(ids))
     for r in INDEX:
         assert re.match(r"https://github\.com/[\w.-]+/[\w.-]+/", r["source"]), r["id"]
-        assert r["repo"] in r["source"] and r.get("date") and r.get("engine") in ("vllm", "sglang", "llama.cpp")
+        assert r["repo"] in r["source"] and r.get("date") and r.get("engine") in ("vllm", "sglang", "llama.cpp", "trtllm")
         assert r.get("issue") or r.get("file") or "/blob/" in r["source"] or "/pull/" in r["source"], r["id"]
         assert (CORPUS / r["log"]).is_file(), r["log"]
 
@@ -186,3 +186,17 @@ def test_auto_max_model_len_matches_vllm_estimate_from_a_printed_budget():
     lo = auto_max_model_len(m, dep, int(3.175 * 2**30), st, bf16, bf16)
     hi = auto_max_model_len(m, dep, int(3.185 * 2**30), st, bf16, bf16)
     assert lo <= 34736 <= hi and hi - lo <= 128
+
+
+def test_trtllm_logs_are_read_and_check_log_says_it_does_not_check_them():
+    # TensorRT-LLM#1400: "Allocate 69524783104 bytes for k/v cache." / "Using 132608 tokens in paged KV cache."
+    from typer.testing import CliRunner
+
+    from conftest import one_line_error
+    from kvplan.cli import app
+
+    path = CORPUS / "trtllm-1400-smoothquant-a100.log"
+    rec = parse_log(path.read_text())
+    assert rec.engine == "trtllm" and rec.reported["kv_bytes"].value == 69524783104
+    assert rec.reported["kv_tokens"].value == 132608
+    one_line_error(CliRunner().invoke(app, ["check-log", str(path)]), 2, "does not check them yet")

@@ -46,6 +46,8 @@ class LogRecord:
 
 
 def detect_engine(text: str) -> str | None:
+    if "[TensorRT-LLM]" in text:
+        return "trtllm"
     if re.search(r"KV Cache is allocated|Load weight end|sglang", text):
         return "sglang"
     if re.search(r"llama_kv_cache|llama_new_context|llama_context:|llama_model_load|kv self size|KV self size|"
@@ -80,7 +82,7 @@ def parse_log(text: str) -> LogRecord:
     if engine is None:
         raise KvplanError("not a vLLM, SGLang or llama.cpp start-up log (no line kvplan recognises)", EXIT_USAGE)
     rec = LogRecord(engine)
-    {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp}[engine](text, rec)
+    {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp, "trtllm": _trtllm}[engine](text, rec)
     if not rec.reported:
         raise KvplanError(f"found {engine} lines but no KV-cache figures to check", EXIT_USAGE)
     return rec
@@ -277,3 +279,20 @@ def _vllm_budget_terms(text: str, rec: LogRecord) -> None:
     m = re.search(r"Defaulting max_num_seqs to (\d+)|max[_-]num[_-]seqs['\"]?[=:\s]+(\d+)", text)
     if m:
         s.setdefault("max_num_seqs", int(next(g for g in m.groups() if g is not None)))
+
+
+def _trtllm(text: str, rec: LogRecord) -> None:
+    """TensorRT-LLM's KV lines: the C++ runtime ("Allocate N bytes for k/v cache", "Using N tokens in
+    paged KV cache", v0.5-v0.9) and the executor ("[MemUsageChange] Allocated X GiB for max tokens in
+    paged KV cache (N)", "tokens per block=32, primary blocks=N")."""
+    r = rec.reported
+    for key, pat in (("kv_bytes", r"Allocate (\d+) bytes for k/v cache"),
+                     ("kv_tokens", r"Using (\d+) tokens in paged KV cache"),
+                     ("kv_gib", r"Allocated ([\d.]+) GiB for max tokens in paged KV cache"),
+                     ("max_tokens", r"for max tokens in paged KV cache \((\d+)\)"),
+                     ("tokens_per_block", r"tokens per block=(\d+)"),
+                     ("primary_blocks", r"primary blocks=(\d+)"),
+                     ("engine_mib", r"Loaded engine size: (\d+) MiB")):
+        m = re.search(pat, text)
+        if m:
+            r[key] = _num(m.group(1))

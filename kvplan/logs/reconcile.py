@@ -57,7 +57,10 @@ def _dtype(name: str | None, model):
 
 def reconcile(rec: LogRecord, model=None, gpu=None, version: str | None = None, kv_dtype: str | None = None,
               tp: int | None = None) -> Reconciliation:
-    fn = {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp}[rec.engine]
+    fns = {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp}
+    if rec.engine not in fns:
+        raise KvplanError(f"a {rec.engine} log: kvplan reads its figures but does not check them yet", EXIT_USAGE)
+    fn = fns[rec.engine]
     return fn(rec, model, gpu, version, kv_dtype, tp)
 
 

@@ -41,12 +41,23 @@ def _kv_name(engine: str, kv, model) -> str | None:
 
 
 def emit_note(engine: str, result, model) -> str | None:
-    """The margin the emitted command leaves, in words (vLLM without --kv-cache-memory-bytes); else None."""
+    """The margin the emitted command leaves, in words (vLLM without --kv-cache-memory-bytes, SGLang)."""
+    if engine == "sglang":
+        from kvplan.engines.sglang_boot import emit_advice as sglang_advice
+
+        return sglang_advice(result, model)[1]
     if engine != "vllm" or result.plan.request.kv_cache_memory_bytes is not None:
         return None
     from kvplan.engines.vllm_boot import emit_advice
 
     return emit_advice(result, model)[1]
+
+
+def _sglang_fraction(result, model) -> float:
+    """The plan's fraction, raised to the lowest that holds the batch with the stated margin."""
+    from kvplan.engines.sglang_boot import emit_advice
+
+    return emit_advice(result, model)[0]
 
 
 def emit(engine: str, result, model) -> str:
@@ -75,7 +86,7 @@ def emit(engine: str, result, model) -> str:
             args += ["--block-size", str(st["block_size"])]
     elif engine == "sglang":
         args = ["python", "-m", "sglang.launch_server", "--model-path", _model_arg(model),
-                "--context-length", str(r.context), "--mem-fraction-static", f"{st['mem_fraction_static']:g}",
+                "--context-length", str(r.context), "--mem-fraction-static", f"{_sglang_fraction(result, model):g}",
                 "--tp-size", str(dep.tp), "--max-running-requests", str(seqs)]
         if dep.pp > 1:
             args += ["--pp-size", str(dep.pp)]

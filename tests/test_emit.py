@@ -69,3 +69,13 @@ def test_emit_vllm_states_the_margin_and_raises_utilization_only_when_needed():
                       "--emit", "vllm")
     g = float(flag(argv, "--gpu-memory-utilization"))
     assert 0.5 < g < 0.92 and "raised from 0.5" in d["emit_margin"]
+
+
+def test_emit_sglang_raises_the_fraction_only_when_the_pool_is_short():
+    # Qwen3-32B at tp 2 on H100s, 8 x 32k = 262,144 tokens (+10% margin = 288,358): at
+    # mem_fraction_static 0.5 the pool is far smaller, so the command carries a higher fraction and says so.
+    d, argv = emitted("qwen3-32b", "--gpu", "h100", "--gpus", "2", "--ctx", "32k", "--batch", "8",
+                      "--engine", "sglang", "--engine-opt", "mem_fraction_static=0.5", "--emit", "sglang")
+    f = float(flag(argv, "--mem-fraction-static"))
+    assert 0.5 < f < 0.99 and "raised from 0.5" in d["emit_margin"] and "need 262,144" in d["emit_margin"]
+    assert d["kv_cache_tokens"] < 262144  # the plan at 0.5 itself does not hold them

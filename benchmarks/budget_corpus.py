@@ -124,9 +124,15 @@ def summary(rs: list[dict], split: str) -> dict:
         rel = [abs(e["error_rel"]) for e in errs if e["error_rel"] is not None]
         gib = [e["error_gib"] for e in errs]
         tol = 0.02 if term == "weights" else 0.05
+        by_source: dict[str, bool] = {}
+        for r in rs:
+            e = r["terms"].get(term)
+            if r["split"] == split and e is not None and e["error_rel"] is not None:
+                by_source[r["source"]] = by_source.get(r["source"], True) and abs(e["error_rel"]) <= tol
         out[term] = {"n": len(errs), "median_error_gib": round(statistics.median(gib), 3),
                      "median_abs_rel": round(statistics.median(rel), 4) if rel else None,
-                     "within_tol": sum(1 for x in rel if x <= tol), "tol": tol}
+                     "within_tol": sum(1 for x in rel if x <= tol), "tol": tol,
+                     "sources": len(by_source), "sources_all_within": sum(by_source.values())}
     return out
 
 
@@ -262,13 +268,15 @@ def markdown(rs: list[dict], summ: dict) -> str:
         out.append(f"| {r['id']} | {r['version']} | {r['tp']}×{r['pp']} | " + " | ".join(cells) + " |")
     s = summ["held-out"]
     out.append("")
-    out.append("| held-out summary | n | median signed error | median abs. error | within tolerance |")
-    out.append("|---|---|---|---|---|")
+    out.append("| held-out summary | n | median signed error | median abs. error | within tolerance | "
+               "sources with every record within |")
+    out.append("|---|---|---|---|---|---|")
     for t in short:
         if t in s:
             v = s[t]
             out.append(f"| {t.replace('_', ' ')} | {v['n']} | {v['median_error_gib']:+.2f} GiB | "
-                       f"{v['median_abs_rel'] * 100:.1f}% | {v['within_tol']}/{v['n']} within {v['tol'] * 100:g}% |")
+                       f"{v['median_abs_rel'] * 100:.1f}% | {v['within_tol']}/{v['n']} within {v['tol'] * 100:g}% | "
+                       f"{v['sources_all_within']}/{v['sources']} |")
     return "\n".join(out)
 
 

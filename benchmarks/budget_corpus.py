@@ -140,9 +140,11 @@ def calibrate(records: list[dict]) -> dict:
     """Least-squares fit of the overhead constants on the training split, per era of the V1 engine."""
     from kvplan.catalog import find_in_catalog
     from kvplan.engines import parse_version, vllm_overhead
+    from kvplan.hardware import find_gpu
 
     act_x, act_y, cg_x, cg_y = [], [], [], []
-    act11: list[tuple[float, float]] = []  # (S x vocab, torch peak - forward) for v0.11
+    act11: list[tuple] = []  # v0.11: (features, MoE elements, torch peak); the sampler is fitted last
+    moe: list[tuple] = []  # v0.19 MoE records: fitted after the dense terms, on their residual
     nt = {k: [] for k in ("single", "tp", "pp", "single_v011", "tp_v011", "tp_legacy")}
     for rec in records:
         if is_held_out(rec) or rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not rec.get("version"):
@@ -164,9 +166,12 @@ def calibrate(records: list[dict]) -> dict:
             nt[("tp" if tp > 1 else "pp" if pp > 1 else "single") + era].append(rep["non_torch_gib"].value * GIB)
         if "activation_peak_gib" in rep and pp == 1:
             x = (min(s, t) * model.vocab_size, t * model.intermediate_size / tp, t * model.hidden_size)
+            gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None
+            moe_elems = vllm_overhead.moe_workspace_elements(model, tp, t, gpu)
             if era:
-                fwd = x[1] * vllm_overhead.FORWARD_MLP_BYTES + x[2] * vllm_overhead.FORWARD_HIDDEN_BYTES
-                act11.append((x[0], rep["activation_peak_gib"].value * GIB - fwd))
+                act11.append((x, moe_elems, rep["activation_peak_gib"].value * GIB))
+            elif moe_elems:
+                moe.append((model, tp, t, s, gpu, rep["activation_peak_gib"].value * GIB))
             else:
                 act_x.append(x)
                 act_y.append(rep["activation_peak_gib"].value * GIB)
@@ -175,11 +180,19 @@ def calibrate(records: list[dict]) -> dict:
             cg_x.append((1.0, float(layers)))
             cg_y.append(rep["cudagraph_estimate_gib"].value * GIB)
     a = _lstsq(act_x, act_y)
+    moe_xy = []
+    for model, tp, t, s, gpu, y in moe:
+        dense = a[0] * min(s, t) * model.vocab_size + t * (a[1] * model.intermediate_size / tp + a[2] * model.hidden_size)
+        moe_xy.append((vllm_overhead.moe_workspace_elements(model, tp, t, gpu), y - dense))
+    moe_b = sum(x * y for x, y in moe_xy) / sum(x * x for x, _ in moe_xy) if moe_xy else 0.0
+    v011 = [(x[0], y - x[1] * a[1] - x[2] * a[2] - m * moe_b) for x, m, y in act11]  # the same forward, MoE
     c = _lstsq(cg_x, cg_y)
     med = {k: (statistics.median(v) / 2**20 if v else None) for k, v in nt.items()}
     return {"n_activation": len(act_y), "SAMPLER_BYTES": a[0], "FORWARD_MLP_BYTES": a[1], "FORWARD_HIDDEN_BYTES": a[2],
-            "n_activation_v011": len(act11),
-            "SAMPLER_BYTES_V011": sum(x * y for x, y in act11) / sum(x * x for x, _ in act11) if act11 else None,
+            "n_activation_moe": len(moe_xy),
+            "MOE_WORKSPACE_BYTES": moe_b,
+            "n_activation_v011": len(v011),
+            "SAMPLER_BYTES_V011": sum(x * y for x, y in v011) / sum(x * x for x, _ in v011) if v011 else None,
             "NON_TORCH_SINGLE_MIB": med["single"], "NON_TORCH_TP_MIB": med["tp"], "NON_TORCH_PP_MIB": med["pp"],
             "NON_TORCH_SINGLE_V011_MIB": med["single_v011"], "NON_TORCH_TP_V011_MIB": med["tp_v011"],
             "NON_TORCH_TP_LEGACY_MIB": med["tp_legacy"],
@@ -201,7 +214,7 @@ def _legacy_non_torch(rec, model, rep, tp) -> float:
     st = vllm.settings(model, gpu, dep, req, rec["version"], opts,
                        {"gpu_memory_utilization": flags["gpu_memory_utilization"]})
     act = vllm_overhead.activation_peak(model, tp, st.max_num_batched_tokens, st.max_num_seqs,
-                                        version=parse_version(rec["version"]))
+                                        version=parse_version(rec["version"]), gpu=gpu)
     return (gpu.memory_usable_bytes * st.gpu_memory_utilization - rep["model_loading_gib"].value * GIB
             - rep["available_kv_gib"].value * GIB - act)
 

@@ -83,6 +83,7 @@ def test_constants_are_what_the_training_split_gives():
     assert fit["n_activation"] >= 10 and fit["n_cudagraph"] >= 10
     assert fit["SAMPLER_BYTES"] == pytest.approx(vo.SAMPLER_BYTES, rel=0.01)
     assert fit["FORWARD_MLP_BYTES"] == pytest.approx(vo.FORWARD_MLP_BYTES, rel=0.02)
+    assert fit["MOE_WORKSPACE_BYTES"] == pytest.approx(vo.MOE_WORKSPACE_BYTES, rel=0.01)
     assert fit["FORWARD_HIDDEN_BYTES"] == pytest.approx(vo.FORWARD_HIDDEN_BYTES, rel=0.02)
     assert fit["NON_TORCH_SINGLE_MIB"] == pytest.approx(vo.NON_TORCH_SINGLE / 2**20, abs=1)
     assert fit["NON_TORCH_TP_MIB"] == pytest.approx(vo.NON_TORCH_TP / 2**20, abs=1)
@@ -105,13 +106,23 @@ def test_held_out_available_kv_and_weights():
 
 def test_activation_peak_hand_arithmetic():
     # Qwen3-8B, v0.19 on an H100: T = 8192, S = 1024, vocab 151936, width 12288, hidden 4096.
-    # 14.33 x 1024 x 151936 + 8192 x (0.59 x 12288 + 3.62 x 4096) = 2,229,505,556 + 180,867,891 B
-    # = 2.245 GiB; vLLM printed "torch peak memory increase: 2.21GiB".
+    # 14.63 x 1024 x 151936 + 8192 x (0.095 x 12288 + 2.69 x 4096) = 2,276,180,787 + 99,823,534 B
+    # = 2.213 GiB; vLLM printed "torch peak memory increase: 2.21GiB".
     from kvplan.catalog import find_in_catalog
 
     m = find_in_catalog("qwen3-8b")
-    assert vo.activation_peak(m, 1, 8192, 1024) == int(14.33 * 1024 * 151936 + 8192 * (0.59 * 12288 + 3.62 * 4096))
-    assert abs(vo.activation_peak(m, 1, 8192, 1024) / 2**30 - 2.21) < 0.05
+    assert vo.activation_peak(m, 1, 8192, 1024) == int(14.63 * 1024 * 151936 + 8192 * (0.095 * 12288 + 2.69 * 4096))
+    assert abs(vo.activation_peak(m, 1, 8192, 1024) / 2**30 - 2.21) < 0.02
+
+
+def test_moe_workspace_is_fused_moes_three_caches():
+    # DeepSeek-V2-Lite (held out): top_k 6, expert width 1408, hidden 2048, T 8192:
+    # 8192 x 6 x (3 x 1408 + 2048) = 308,281,344 elements (gate-up 2 x 1408, activation 1408, down 2048).
+    from kvplan.catalog import find_in_catalog
+
+    m = find_in_catalog("deepseek-v2-lite")
+    assert vo.moe_workspace_elements(m, 1, 8192) == 8192 * 6 * (3 * 1408 + 2048)
+    assert vo.moe_workspace_elements(find_in_catalog("qwen3-8b"), 1, 8192) == 0
 
 
 def _setup(name, gpu, version, context, gmu=None, tp=1):

@@ -12,7 +12,8 @@ models the three non-weight terms; `overhead_terms` is the one entry point (vllm
    min(max_num_seqs, T) requests (S): fp32 logits of S x vocab (gathered whole on every tensor-parallel
    rank), their softmax / top-k-top-p buffers and the sampled-token bookkeeping. Modelled as
        peak = SAMPLER x S x vocab + FORWARD_MLP x T x width/tp + FORWARD_HIDDEN x T x hidden
-   (bytes per element of each product). Pipeline stages before the last run no sampler. The legacy V0
+   (bytes per element of each product), plus for MoE models fused_moe's three intermediate caches
+   (MOE_WORKSPACE x T x top_k x (3 x I_e/tp + H)). Pipeline stages before the last run no sampler. The legacy V0
    engine (< 0.8, eager, T = max_model_len without chunked prefill) keeps the planner's eager form.
 2. Non-torch increase (CUDA/NCCL allocations outside PyTorch during the profile run): a constant
    for one GPU, larger with tensor parallelism (custom all-reduce and NCCL buffers) and with pipeline
@@ -38,15 +39,16 @@ MIB = 2**20
 # (llm-d's table of v0.11 H100 logs: the sampler's profile costs ~2.7x more per logit) and releases
 # before 0.11 (only the printed budget: tp > 1 non-torch is its residual). Releases between 0.11 and
 # 0.19 are not in the corpus and take the 0.11 constants (the larger, safer overhead).
-SAMPLER_BYTES = 14.33  # per logit of the dummy sampler run (S x vocab), v0.19+ and V1 before 0.11
-SAMPLER_BYTES_V011 = 37.64  # the same, v0.11-v0.18
-FORWARD_MLP_BYTES = 0.59  # per token x MLP width / tp of the profile forward pass
-FORWARD_HIDDEN_BYTES = 3.62  # per token x hidden size of the profile forward pass
+SAMPLER_BYTES = 14.63  # per logit of the dummy sampler run (S x vocab), v0.19+ and V1 before 0.11
+SAMPLER_BYTES_V011 = 38.14  # the same, v0.11-v0.18
+FORWARD_MLP_BYTES = 0.095  # per token x MLP width / tp of the profile forward pass
+FORWARD_HIDDEN_BYTES = 2.69  # per token x hidden size of the profile forward pass
+MOE_WORKSPACE_BYTES = 1.78  # per element of the fused-MoE caches (T x top_k x (3 x I_e/tp + H)), MoE only
 NON_TORCH_SINGLE = 246 * MIB  # one GPU, v0.19+
 NON_TORCH_SINGLE_V011 = 133 * MIB  # one GPU, v0.11-v0.18 (and before)
 NON_TORCH_TP = 2156 * MIB  # tensor parallel > 1, v0.19+ (custom all-reduce + FlashInfer all-reduce workspace)
 NON_TORCH_TP_V011 = 563 * MIB  # tensor parallel > 1, v0.11-v0.18
-NON_TORCH_TP_LEGACY = 136 * MIB  # tensor parallel > 1 before 0.11 (residual of the printed budget)
+NON_TORCH_TP_LEGACY = 124 * MIB  # tensor parallel > 1 before 0.11 (residual of the printed budget)
 NON_TORCH_PP = NON_TORCH_SINGLE  # pipeline parallel only: no training record; no all-reduce buffers
 CUDAGRAPH_BASE = 21 * MIB  # CUDA-graph estimate: first capture, pools
 CUDAGRAPH_PER_LAYER = 23 * MIB  # per decoder layer on the rank
@@ -64,7 +66,7 @@ def _era(version: tuple[int, ...]) -> str:
 
 
 def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True,
-                    version: tuple[int, ...] = (0, 19, 0)) -> int:
+                    version: tuple[int, ...] = (0, 19, 0), gpu=None) -> int:
     """Torch peak increase of vLLM's profile run on one rank (bytes)."""
     era = _era(version)
     if era == "v0":
@@ -78,7 +80,20 @@ def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool
     per_logit = SAMPLER_BYTES_V011 if era == "v011" else SAMPLER_BYTES
     sampler = per_logit * seqs * model.vocab_size if last_stage else 0
     forward = tokens * (FORWARD_MLP_BYTES * model.intermediate_size / tp + FORWARD_HIDDEN_BYTES * model.hidden_size)
-    return int(sampler + forward)
+    return int(sampler + forward + MOE_WORKSPACE_BYTES * moe_workspace_elements(model, tp, tokens, gpu))
+
+
+def moe_workspace_elements(model, tp: int, tokens: int, gpu=None) -> int:
+    """Elements of fused_moe's three intermediate caches for one chunk of `tokens` (fused_moe.py
+    fused_experts: (M, top_k, 2 I_e/tp) gate-up output, (M x top_k, I_e/tp) activation, (M, top_k, H)
+    down output, M = min(tokens, VLLM_FUSED_MOE_CHUNK_SIZE 32768)); 0 for a dense model."""
+    p = model.params
+    if not p.num_experts or not p.experts_per_token:
+        return 0
+    if model.quantization.method == "mxfp4" and _mxfp4_padding(gpu) != (128, 256):
+        return 0  # Hopper/Blackwell run MXFP4 experts in the Triton / FlashInfer kernels, not fused_moe
+    width = model.intermediate_size // p.experts_per_token // tp  # one expert's width on this rank
+    return min(tokens, 32768) * p.experts_per_token * (3 * width + model.hidden_size)
 
 
 def non_torch(tp: int, pp: int, version: tuple[int, ...]) -> int:
@@ -148,7 +163,7 @@ def overhead_terms(model, dep, st, gpu=None) -> dict[str, int]:
 
     v = parse_version(st.version)
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
-    act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v)
+    act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu)
     graphs = cudagraph_estimate(layers) if st.cudagraphs else 0
     return {"activation_peak": act, "non_torch": non_torch(dep.tp, dep.pp, v), "cudagraphs": graphs,
             "weights_repack": weights_repack_extra(model, dep.tp, gpu)}

@@ -11,7 +11,7 @@
 
 The margin: on the held-out split of the log corpus kvplan's available KV is within 5% on 21 of 23
 vLLM records (benchmarks/budget_corpus.py); the misses are multimodal models whose vision encoder is
-profiled (+1.3 and +3.3 GiB too optimistic). MARGIN_FRACTION of the KV budget is added, and a model
+profiled (+1.4 and +3.1 GiB too optimistic). MARGIN_FRACTION of the KV budget is added, and a model
 kvplan knows to be multimodal is flagged by the caller.
 """
 

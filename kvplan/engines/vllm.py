@@ -35,12 +35,6 @@ VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "
 DEFAULT_VERSION = "0.33.0"
 OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling")
 
-# CUDA-graph memory per decoder layer on one rank (an estimate): 0.76 GiB for the 40 layers of
-# Mistral-Small-24B on an H100 (llm-d empirical vLLM 0.11 table, shared/engine_logs.yaml) and
-# "Graph capturing finished ..., took 0.65 GiB" for the 32 layers of a Llama-3.1-8B-size model
-# (github.com/ai-dynamo/aiperf/issues/449): 19.5 and 20.8 MiB per layer.
-CUDAGRAPH_BYTES_PER_LAYER = 20 * 2**20
-
 
 @dataclass(frozen=True)
 class VllmRules:

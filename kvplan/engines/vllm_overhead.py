@@ -4,8 +4,9 @@ vLLM sizes the KV cache as `total x gpu_memory_utilization - weights - torch pea
 profile run - non-torch increase` (`vllm/v1/worker/gpu_worker.py` determine_available_memory, v0.11.0
 L222-300; v0.19.0 prints each term at DEBUG: "Total non KV cache memory: ...; torch peak memory
 increase: ...; non-torch forward increase memory: ...; weights memory: ..."), minus the CUDA-graph
-estimate where the release subtracts it (`vllm/engines/vllm.py` Settings.cudagraphs). This module
-models the three non-weight terms; `overhead_terms` is the one entry point (vllm.overhead calls it).
+estimate where the release subtracts it (kvplan/engines/vllm.py Settings.cudagraphs). This module
+models the three non-weight terms and the weights' kernel padding (MXFP4); `overhead_terms` is the one
+entry point (vllm.overhead calls it).
 
 1. Activation peak (`gpu_model_runner.py` profile_run, v0.11.0-v0.19.0): one dummy forward pass of
    `max_num_batched_tokens` tokens (T), then `_dummy_sampler_run` over the last hidden state of each of
@@ -13,8 +14,9 @@ models the three non-weight terms; `overhead_terms` is the one entry point (vllm
    rank), their softmax / top-k-top-p buffers and the sampled-token bookkeeping. Modelled as
        peak = SAMPLER x S x vocab + FORWARD_MLP x T x width/tp + FORWARD_HIDDEN x T x hidden
    (bytes per element of each product), plus for MoE models fused_moe's three intermediate caches
-   (MOE_WORKSPACE x T x top_k x (3 x I_e/tp + H)). Pipeline stages before the last run no sampler. The legacy V0
-   engine (< 0.8, eager, T = max_model_len without chunked prefill) keeps the planner's eager form.
+   (MOE_WORKSPACE x T x top_k x (3 x I_e/tp + H)). Pipeline stages before the last run no sampler.
+   The legacy V0 engine (< 0.8, eager, T = max_model_len without chunked prefill) keeps the
+   planner's eager form.
 2. Non-torch increase (CUDA/NCCL allocations outside PyTorch during the profile run): a constant
    for one GPU, larger with tensor parallelism (custom all-reduce and NCCL buffers) and with pipeline
    parallelism alone.
@@ -54,7 +56,7 @@ CUDAGRAPH_BASE = 21 * MIB  # CUDA-graph estimate: first capture, pools
 CUDAGRAPH_PER_LAYER = 23 * MIB  # per decoder layer on the rank
 
 # --- the legacy V0 engine (< 0.8) -------------------------------------------------------------------
-V0_NON_TORCH_SINGLE = 160 * MIB  # 0.08-0.26 GiB printed by v0.6.4-v0.7 "non_torch_memory takes"
+V0_NON_TORCH_SINGLE = 160 * MIB  # not fitted: V0 logs in the corpus print 0.01-0.35 GiB ("non_torch_memory")
 
 
 def _era(version: tuple[int, ...]) -> str:

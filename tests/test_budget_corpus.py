@@ -211,3 +211,16 @@ def test_trtllm_logs_are_read_and_check_log_says_it_does_not_check_them():
     assert rec.engine == "trtllm" and rec.reported["kv_bytes"].value == 69524783104
     assert rec.reported["kv_tokens"].value == 132608
     one_line_error(CliRunner().invoke(app, ["check-log", str(path)]), 2, "does not check them yet")
+
+
+def test_excerpt_keeps_the_first_line_of_each_kind_verbatim_without_colour():
+    spec = importlib.util.spec_from_file_location("corpus_excerpt", ROOT / "scripts" / "corpus_excerpt.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    raw = ("\x1b[1;36m(APIServer pid=1)\x1b[0;0m INFO vLLM API server version 0.10.1.1\n"
+           "noise\n(W0) INFO Model loading took 7.1217 GiB and 2.8 seconds\n"
+           "(W1) INFO Model loading took 7.1217 GiB and 2.9 seconds\n"
+           "(W0) INFO Available KV cache memory: 31.83 GiB\n")
+    assert mod.excerpt(raw) == ["(APIServer pid=1) INFO vLLM API server version 0.10.1.1",
+                                "(W0) INFO Model loading took 7.1217 GiB and 2.8 seconds",
+                                "(W0) INFO Available KV cache memory: 31.83 GiB"]

@@ -45,19 +45,19 @@ def emit_note(engine: str, result, model) -> str | None:
     if engine == "sglang":
         from kvplan.engines.sglang_boot import emit_advice as sglang_advice
 
-        return sglang_advice(result, model)[1]
+        return sglang_advice(result.plan, result.settings, model)[1]
     if engine != "vllm" or result.plan.request.kv_cache_memory_bytes is not None:
         return None
     from kvplan.engines.vllm_boot import emit_advice
 
-    return emit_advice(result, model)[1]
+    return emit_advice(result.plan, result.settings, model)[1]
 
 
 def _sglang_fraction(result, model) -> float:
     """The plan's fraction, raised to the lowest that holds the batch with the stated margin."""
     from kvplan.engines.sglang_boot import emit_advice
 
-    return emit_advice(result, model)[0]
+    return emit_advice(result.plan, result.settings, model)[0]
 
 
 def emit(engine: str, result, model) -> str:
@@ -76,7 +76,7 @@ def emit(engine: str, result, model) -> str:
             from kvplan.engines.vllm_boot import emit_advice
 
             # the plan's utilisation, raised to the lowest that holds the batch with the stated margin
-            args += ["--gpu-memory-utilization", f"{emit_advice(result, model)[0]:g}"]
+            args += ["--gpu-memory-utilization", f"{emit_advice(result.plan, result.settings, model)[0]:g}"]
         if kv:
             args += ["--kv-cache-dtype", kv]
         args += ["-tp", str(dep.tp)]

@@ -65,6 +65,7 @@ class Settings:
     cudagraphs: bool  # CUDA-graph memory subtracted from the budget (v0.20.0+ unless enforce_eager)
     async_scheduling: bool  # doubles the sliding-window in-flight term from v0.30.0
     v1: bool  # the V1 engine (default from v0.8.0)
+    gpu_key: str = ""  # the GPU it runs on (picks kernels whose weights load padded, vllm_overhead)
 
     @property
     def v(self) -> tuple[int, ...]:
@@ -114,7 +115,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
-                    opt_bool(opts, "async_scheduling", True), v1)
+                    opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "")
 
 
 # --- the block pool -------------------------------------------------------------------------------
@@ -269,12 +270,12 @@ def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, s
     return lo
 
 
-def overhead(model, dep, st: Settings, gpu=None) -> tuple[int, dict]:
+def overhead(model, dep, st: Settings) -> tuple[int, dict]:
     """Per-GPU non-KV memory vLLM subtracts besides the weights (modelled and calibrated per term in
     kvplan/engines/vllm_overhead.py on the log corpus)."""
     from kvplan.engines.vllm_overhead import overhead_terms
 
-    parts = overhead_terms(model, dep, st, gpu)
+    parts = overhead_terms(model, dep, st)
     return sum(parts.values()), parts
 
 
@@ -292,7 +293,7 @@ class Vllm:
         from kvplan.dtypes import canonical_kv_dtype
         from kvplan.planner import plan
 
-        over, parts = overhead(model, dep, st, gpu)
+        over, parts = overhead(model, dep, st)
         r = dataclasses.replace(
             req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
             overhead_bytes=req.overhead_bytes if req.overhead_bytes is not None else over,

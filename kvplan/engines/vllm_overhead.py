@@ -121,10 +121,16 @@ _SM90 = ("h100", "h200", "gh200", "h20")
 _SM100 = ("b200", "b300", "gb200", "gb300")
 
 
+def _gpu_key(gpu) -> str:
+    """A kvplan GPU key from a GPU profile or a key ("" when unknown)."""
+    return (gpu if isinstance(gpu, str) else getattr(gpu, "key", "")) or ""
+
+
 def _mxfp4_padding(gpu) -> tuple[int, int] | None:
-    """(I/tp multiple, H multiple) of the MXFP4 backend vLLM picks on this GPU; None if not NVIDIA."""
-    key = getattr(gpu, "key", "") or ""
-    if getattr(gpu, "vendor", "NVIDIA") != "NVIDIA":
+    """(I/tp multiple, H multiple) of the MXFP4 backend vLLM picks on this GPU (a profile or its key);
+    None when unknown or not NVIDIA (AMD Instinct, Intel Gaudi)."""
+    key = _gpu_key(gpu)
+    if key in ("", "unknown", "log") or key.startswith(("mi", "gaudi")):
         return None
     if key.startswith(_SM90):
         return 64, 1
@@ -140,7 +146,7 @@ def _round_up(x: int, m: int) -> int:
 def weights_repack_extra(model, tp: int, gpu) -> int:
     """Bytes per rank the MXFP4 experts gain over the checkpoint from the backend's padding."""
     q, p = model.quantization, model.params
-    pad = _mxfp4_padding(gpu) if gpu is not None else None
+    pad = _mxfp4_padding(gpu)
     if q.method != "mxfp4" or not pad or not p.num_experts or not p.experts_per_token or not p.num_moe_layers:
         return 0
     width = model.intermediate_size // p.experts_per_token  # one expert's intermediate size
@@ -155,16 +161,17 @@ def cudagraph_estimate(layers_on_rank: int) -> int:
     return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
 
 
-def overhead_terms(model, dep, st, gpu=None) -> dict[str, int]:
+def overhead_terms(model, dep, st) -> dict[str, int]:
     """The per-GPU terms vLLM subtracts besides the weights, for the rank with the least KV room.
 
-    `st` is vllm.Settings (version, max_num_batched_tokens, max_num_seqs, cudagraphs); `gpu` (optional)
-    picks the MXFP4 kernel's padding. The last pipeline stage runs the sampler: it is the one modelled.
+    `st` is vllm.Settings (version, max_num_batched_tokens, max_num_seqs, cudagraphs, gpu_key: the GPU
+    picks the MXFP4 kernels). The last pipeline stage runs the sampler: it is the one modelled.
     """
     from kvplan.planner import split_layers
 
     v = parse_version(st.version)
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
+    gpu = getattr(st, "gpu_key", "")
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu)
     graphs = cudagraph_estimate(layers) if st.cudagraphs else 0
     return {"activation_peak": act, "non_torch": non_torch(dep.tp, dep.pp, v), "cudagraphs": graphs,

@@ -64,7 +64,8 @@ def predict(rec: dict, log) -> dict | None:
     from kvplan.dtypes import canonical_kv_dtype
     from kvplan.engines import vllm, vllm_overhead
     from kvplan.hardware import find_gpu
-    from kvplan.planner import Deployment, Request
+    from kvplan.deploy import Deployment
+    from kvplan.plan import Request
 
     if rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not rec.get("gpu") or not rec.get("version"):
         return None
@@ -77,8 +78,7 @@ def predict(rec: dict, log) -> dict | None:
                   weight_dtype=rec.get("weights"))
     opts = {k: str(flags[k]) for k in ("max_num_batched_tokens", "max_num_seqs") if k in flags}
     explicit = {"gpu_memory_utilization": flags["gpu_memory_utilization"]} if "gpu_memory_utilization" in flags else {}
-    st = vllm.settings(model, gpu, dep, req, rec["version"], opts, explicit)
-    res = vllm.ENGINE.plan(model, gpu, dep, req, st)
+    res = vllm.Vllm(rec["version"], opts, explicit).result(model, gpu, dep, req)
     layers = max(b - a for a, b in _ranges(model, dep))
     return {"weights": res.plan.weight_bytes_per_gpu + res.settings["overhead_weights_repack"],
             "activation_peak": res.settings["overhead_activation_peak"],
@@ -88,7 +88,7 @@ def predict(rec: dict, log) -> dict | None:
 
 
 def _ranges(model, dep):
-    from kvplan.planner import split_layers
+    from kvplan.deploy import split_layers
 
     return split_layers(model.num_layers, dep.pp)
 
@@ -139,7 +139,8 @@ def summary(rs: list[dict], split: str) -> dict:
 def calibrate(records: list[dict]) -> dict:
     """Least-squares fit of the overhead constants on the training split, per era of the V1 engine."""
     from kvplan.catalog import find_in_catalog
-    from kvplan.engines import parse_version, vllm_overhead
+    from kvplan.engines import vllm_overhead
+    from kvplan.engines.base import parse_version
     from kvplan.hardware import find_gpu
 
     act_x, act_y, cg_x, cg_y = [], [], [], []
@@ -202,9 +203,11 @@ def calibrate(records: list[dict]) -> dict:
 def _legacy_non_torch(rec, model, rep, tp) -> float:
     """Releases before 0.19 print no breakdown: non-torch is the residual of the printed budget,
     total x gmu - printed weights - printed KV - kvplan's activation peak (bytes)."""
-    from kvplan.engines import parse_version, vllm, vllm_overhead
+    from kvplan.engines import vllm, vllm_overhead
+    from kvplan.engines.base import parse_version
     from kvplan.hardware import find_gpu
-    from kvplan.planner import Deployment, Request
+    from kvplan.deploy import Deployment
+    from kvplan.plan import Request
 
     gpu = find_gpu(rec["gpu"])
     flags = rec.get("flags") or {}

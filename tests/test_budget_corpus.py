@@ -129,7 +129,8 @@ def _setup(name, gpu, version, context, gmu=None, tp=1):
     from kvplan.catalog import find_in_catalog
     from kvplan.engines import vllm
     from kvplan.hardware import find_gpu
-    from kvplan.planner import Deployment, Request
+    from kvplan.deploy import Deployment
+    from kvplan.plan import Request
 
     m, g, dep = find_in_catalog(name), find_gpu(gpu), Deployment(tp, 1)
     req = Request(context=context)
@@ -158,13 +159,13 @@ def test_lowest_utilization_boots_and_one_step_less_does_not():
     from kvplan.engines.vllm_boot import MARGIN_FRACTION, lowest_utilization
 
     m, g, dep, req, st = _setup("qwen3-8b", "h100-sxm", "0.19.0", 8192)
-    res = vllm.ENGINE.plan(m, g, dep, req, st)
+    res = vllm.Vllm("0.19.0").result(m, g, dep, req)
     adv = lowest_utilization(res.plan, res.settings, m, concurrency=32)
     assert adv is not None and 0.3 < adv.gpu_memory_utilization < 0.95
     assert adv.margin_bytes == int(adv.kv_needed_bytes * MARGIN_FRACTION)
 
     def at(gmu):  # the engine's own plan at that utilisation, not the linear shortcut
-        return vllm.ENGINE.plan(m, g, dep, req, dataclasses.replace(st, gpu_memory_utilization=gmu))
+        return vllm.Vllm("0.19.0", {}, {"gpu_memory_utilization": gmu}).result(m, g, dep, req)
 
     assert abs(at(adv.gpu_memory_utilization).plan.kv_memory_bytes_per_gpu - adv.kv_budget_bytes) <= 2
     assert at(adv.gpu_memory_utilization).plan.kv_memory_bytes_per_gpu >= adv.kv_needed_bytes + adv.margin_bytes

@@ -31,7 +31,7 @@ if these values drift from what the training split gives.
 
 from __future__ import annotations
 
-from kvplan.engines import parse_version
+from kvplan.engines.base import parse_version
 
 GIB = 2**30
 MIB = 2**20
@@ -73,9 +73,9 @@ def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool
     era = _era(version)
     if era == "v0":
         # V0 runs the profile forward eagerly: the MLP's gate+up output (2 x width), its activation and
-        # four hidden-size buffers in 16 bits stay live (kvplan.planner.activation_estimate), which the
+        # four hidden-size buffers in 16 bits stay live (kvplan.plan.activation_estimate), which the
         # V1 compiled graph fuses away; the V1 constants below were fitted on V1 logs only.
-        from kvplan.planner import activation_estimate
+        from kvplan.plan import activation_estimate
 
         return activation_estimate(model, tp, tokens=tokens, max_seqs=max_seqs)
     seqs = min(max_seqs, tokens)
@@ -167,7 +167,7 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     `st` is vllm.Settings (version, max_num_batched_tokens, max_num_seqs, cudagraphs, gpu_key: the GPU
     picks the MXFP4 kernels). The last pipeline stage runs the sampler: it is the one modelled.
     """
-    from kvplan.planner import split_layers
+    from kvplan.deploy import split_layers
 
     v = parse_version(st.version)
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))

@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_ERROR, EXIT_USAGE, KvplanError
+from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_ERROR, EXIT_USAGE, KvplanError, path_error
 
 app = typer.Typer(
     name="kvplan",
@@ -54,6 +54,9 @@ def cli_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from kvplan.markup import safe_stdout
+
+        safe_stdout()  # paths with non-UTF-8 bytes print as given
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort):
@@ -72,6 +75,10 @@ def cli_errors(fn):
         except Exception as exc:  # a bug: still one line, the traceback on request
             if os.environ.get("KVPLAN_DEBUG"):
                 raise
+            user = path_error(exc) if isinstance(exc, OSError) else None  # a file name too long, ...
+            if user is not None:
+                _stderr(f"Error: {user.message}")
+                raise typer.Exit(user.exit_code) from None
             _stderr(f"Error: internal error: {type(exc).__name__}: {exc} (set KVPLAN_DEBUG=1 for the traceback)")
             raise typer.Exit(EXIT_ERROR) from None
 
@@ -242,6 +249,7 @@ def fit(
 def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
     """List the GPU catalog: memory, bandwidth, dense FLOPs, aliases."""
     from kvplan.hardware import load_gpus
+    from kvplan.markup import plain
 
     catalog = load_gpus(hw_profiles or ())
     if as_json:
@@ -260,9 +268,9 @@ def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
         table.add_column(col, no_wrap=col == "key")
     for g in catalog.values():
         bf16 = dict(g.dense_flops).get("bf16") or dict(g.dense_flops).get("fp16")
-        table.add_row(g.key, g.name, f"{g.memory_marketed} ({g.memory_usable_bytes / 2**30:.2f} GiB)",
+        table.add_row(g.key, plain(g.name), plain(f"{g.memory_marketed} ({g.memory_usable_bytes / 2**30:.2f} GiB)"),
                       f"{g.bandwidth_bytes_per_s / 1e12:g} TB/s", f"{bf16 / 1e12:g} TFLOPS" if bf16 else "-",
-                      ", ".join(g.aliases))
+                      plain(", ".join(g.aliases)))
     # A terminal gets its own width; a pipe or file gets whole rows (rich would assume 80 columns).
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 

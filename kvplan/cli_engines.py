@@ -188,22 +188,24 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
+        from kvplan.markup import plain
+
         console = Console()
-        console.print(f"[bold]{result.engine}[/] {result.version} log · model {result.model or '?'}"
-                      + (f" · GPU {result.gpu}" if result.gpu else ""))
+        console.print(f"[bold]{result.engine}[/] {plain(result.version)} log · model {plain(result.model or '?')}"
+                      + (f" · GPU {plain(result.gpu)}" if result.gpu else ""))
         table = Table(show_edge=False)
         for col in ("quantity", "engine printed", "kvplan", "difference", ""):
             table.add_column(col, justify="left" if col == "quantity" else "right")
         for r in result.rows:
             mark = "" if r.ok is None else ("[green]ok[/]" if r.ok else "[red]differs[/]")
-            table.add_row(r.quantity, r.reported, r.predicted, r.diff, mark)
+            table.add_row(plain(r.quantity), plain(r.reported), plain(r.predicted), plain(r.diff), mark)
         console.print(table)
         if result.whatif:
             w = Table(title="Same deployment, other workloads", title_justify="left", show_edge=False)
             w.add_column("")
             w.add_column("", justify="right")
             for label, value in result.whatif:
-                w.add_row(label, value)
+                w.add_row(plain(label), plain(value))
             console.print(w)
         for n in result.notes:
             _stderr(f"note: {n}")

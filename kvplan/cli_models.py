@@ -53,6 +53,8 @@ def list_models(as_json: JsonOpt = False):
     from rich.console import Console
     from rich.table import Table
 
+    from kvplan.markup import plain
+
     table = Table(show_edge=False)
     # KV/token: what a token costs while every sliding window still holds it; beyond windows: what
     # one more token adds at long context (0 when every layer is windowed or a fixed state).
@@ -60,9 +62,9 @@ def list_models(as_json: JsonOpt = False):
     for col in ("name", "family", *numeric, "aliases"):
         table.add_column(col, justify="right" if col in numeric else "left", no_wrap=col != "aliases")
     for r in rows:
-        table.add_row(r["name"], r["family"], f"{r['params'] / 1e9:,.2f}B", f"{r['params_active'] / 1e9:,.2f}B",
+        table.add_row(plain(r["name"]), plain(r["family"]), f"{r['params'] / 1e9:,.2f}B", f"{r['params_active'] / 1e9:,.2f}B",
                       f"{r['kv_bytes_per_token_within_windows']:,} B", f"{r['kv_bytes_per_token']:,} B",
-                      f"{r['max_context']:,}", ", ".join(r["aliases"]))
+                      f"{r['max_context']:,}", plain(", ".join(r["aliases"])))
     # A terminal gets its own width; a pipe or file gets every column whole (rich would assume 80).
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
@@ -112,6 +114,9 @@ def _show_value(key: str, value) -> str:
     return f"{key}: {value}"
 
 
+MAX_NAME = 100  # catalog names are file names: well inside any filesystem's 255-byte limit
+
+
 @models_app.command("import")
 @cli_errors
 def import_model(
@@ -136,6 +141,9 @@ def import_model(
         new_name = as_name.strip().lower()
         if not new_name:
             raise KvplanError("--name is empty", EXIT_USAGE)
+        if len(new_name) > MAX_NAME or not new_name.isprintable():
+            raise KvplanError(f"--name must be at most {MAX_NAME} printable characters (it names a file), "
+                              f"got {len(new_name)}", EXIT_USAGE)
         # The aliases came from the old name (llama-3.1-70b-instruct -> llama-3.1-70b): derive them anew.
         spec = dataclasses.replace(spec, name=new_name, aliases=tuple(short_aliases(new_name)))
     clashes = bundled_clashes(spec)

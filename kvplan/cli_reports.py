@@ -91,9 +91,13 @@ def _check_output(path: Optional[str], flag: str, stdout_ok: bool) -> Optional[s
             raise KvplanError(f"{flag} needs a file name", EXIT_USAGE)
         return path
     folder = Path(path).expanduser().parent
-    if not folder.is_dir():
+    try:
+        folder_ok, is_dir = folder.is_dir(), Path(path).expanduser().is_dir()
+    except OSError as exc:  # a name too long for the filesystem
+        raise KvplanError(f"{flag} {path}: {exc.strerror or exc}", EXIT_USAGE) from None
+    if not folder_ok:
         raise KvplanError(f"{flag} {path}: folder {folder} does not exist", EXIT_USAGE)
-    if Path(path).expanduser().is_dir():
+    if is_dir:
         raise KvplanError(f"{flag} {path} is a folder; give a file name", EXIT_USAGE)
     return path
 
@@ -409,6 +413,6 @@ def _print_cheapest(target: str, meets, failing, top: int, unit: str, tried: int
 
 
 def _markup_safe(text: str) -> str:
-    from rich.markup import escape
+    from kvplan.markup import plain
 
-    return escape(text)
+    return plain(text)

@@ -299,7 +299,7 @@ def register(app: typer.Typer) -> None:
         ctx: Annotated[Optional[str], typer.Option("--ctx", "-c", help="Context per request: 32k, 128k. Default: the model's limit.")] = None,
         min_tps: Annotated[Optional[float], typer.Option("--min-tokens-per-second", help="Decode tokens/s each request must get at that concurrency (roofline).")] = None,
         prices: Annotated[Optional[Path], typer.Option("--prices", help="YAML of `gpu: price per GPU-hour` (any currency).")] = None,
-        gpus: Annotated[str, typer.Option("--gpus", "-g", help="Comma-separated GPU names or aliases, or `all` (default).")] = "all",
+        gpus: Annotated[Optional[str], typer.Option("--gpus", "-g", help="Comma-separated GPU names or aliases, or `all`. Default: the GPUs --prices prices, else all.")] = None,
         gpu_counts: Annotated[Optional[str], typer.Option("--gpu-counts", help="GPU counts to try (n ≤ 8: tp=n; above: tp=8, pp=n/8). Default: the first valid tp of 1,2,4,...,--max-gpus.")] = None,
         max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest deployment tried without --gpu-counts.")] = 64,
         kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype: auto (model's), bf16, fp8, ...")] = "auto",
@@ -343,8 +343,12 @@ def register(app: typer.Typer) -> None:
         chosen = _engine_choice(engine, engine_version, engine_opt, gmu, block_size)
         canonical_kv_dtype(kv_dtype)
         wdt = canonical_weight_dtype(weight_dtype) if weight_dtype else None
-        gpu_list = resolve_gpus(gpus, hw)
+        gpu_list = resolve_gpus(gpus or "all", hw)
         price_book = load_prices(prices, hw)
+        if gpus is None and prices is not None:  # a prices file names the GPUs one can buy: search those
+            gpu_list = [g for g in gpu_list if price_book.price(g) is not None]
+            _stderr(f"note: searching the {len(gpu_list)} GPUs with a price ({', '.join(g.key for g in gpu_list)}); "
+                    "--gpus all for every GPU")
         resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
         spec = resolved.spec
         _stderr(resolved.note)

@@ -341,6 +341,25 @@ def test_cheapest_ranks_by_cost(tmp_path, kvplan_home):
     assert all(m["max_concurrency"] >= 4 and m["batch"] == 4 for m in doc["meets"])
 
 
+def test_cheapest_with_prices_searches_the_priced_gpus(tmp_path, kvplan_home):
+    # Issue 15: a prices file names the GPUs one can rent; without --gpus those are the ones searched
+    # (a profile's own price_per_hour counts too), and stderr says so. `--gpus all` searches every GPU.
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("h100: 2\nl4: 0.5\n")
+    hw = tmp_path / "hw"
+    hw.mkdir()
+    h100_profile_with_price(hw, 1.5)
+    base = ("cheapest", "llama-3.1-8b", "--ctx", "8k", "--concurrency", "4", "--gpu-counts", "1,2",
+            "--prices", prices, "--hw-profiles", hw, "--json")
+    r = run(*base)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert {m["gpu"] for m in doc["meets"] + doc["fails"]} == {"h100-sxm", "l4", "rented-h100"}
+    assert "searching the 3 GPUs with a price" in r.stderr
+    r = run(*base, "--gpus", "all")
+    assert len({m["gpu"] for m in json.loads(r.stdout)["meets"]}) > 10
+
+
 def test_cheapest_says_why_and_exits_6(kvplan_home):
     r = run("cheapest", "llama-3.1-70b", "--ctx", "128k", "--concurrency", "32", "--gpus", "h100,h200",
             "--gpu-counts", "1,2,4,8", "--json")

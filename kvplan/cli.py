@@ -26,6 +26,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+MAX_OPTION_CHARS = 200  # longer "--name" arguments are refused before the parser sees them (see main)
 MAX_BATCH = 1_000_000  # concurrent requests: far beyond any deployment, small enough to stay meaningful
 
 # Options every command shares.
@@ -282,6 +283,10 @@ def main() -> None:
     rule is one `Error:` line and exit 2, so the parser runs in non-standalone mode and its usage
     errors (they carry format_message and exit_code) are printed here.
     """
+    for arg in sys.argv[1:]:  # Click's "did you mean" for an unknown option is quadratic in its length
+        if arg.startswith("--") and len(arg) > MAX_OPTION_CHARS and "=" not in arg[:MAX_OPTION_CHARS]:
+            _stderr(f"Error: no such option: {arg[:40]}... ({len(arg):,} characters)")
+            sys.exit(EXIT_USAGE)
     try:
         code = app(standalone_mode=False)
     except typer.Abort:

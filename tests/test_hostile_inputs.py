@@ -185,3 +185,19 @@ def test_import_name_too_long_for_a_file(tmp_path, kvplan_home):
 def test_file_names_too_long_are_one_line_errors(args):
     r = runner.invoke(app, args)
     one_line_error(r, 2, "too long")
+
+
+def test_huge_price_is_a_one_line_error(tmp_path):
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("h100: " + "9" * 400 + "\n")  # an int YAML reads exactly; float() of it overflowed
+    r = runner.invoke(app, ["cheapest", "gpt2", "-n", "1", "--ctx", "1k", "--prices", str(prices)])
+    one_line_error(r, 2, "price must be a positive number")
+
+
+def test_very_long_unknown_option_is_refused_fast():
+    # Click's "did you mean" over a 1,800-character option took 14 s; main() refuses it first.
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "kvplan", "gpus", "--json" * 300], capture_output=True, text=True,
+                         cwd=REPO, timeout=60)
+    assert out.returncode == 2 and out.stderr.startswith("Error: no such option") and out.stderr.count("\n") == 1
+    assert time.perf_counter() - start < 10

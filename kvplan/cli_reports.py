@@ -145,7 +145,8 @@ def _print_whole(renderable, console=None) -> None:
     console.print(renderable)
 
 
-def _write_outputs(result, csv_path, json_path, html_path, title: str, summary: list[str], prices) -> None:
+def _write_outputs(result, csv_path, json_path, html_path, title: str, summary: list[str], prices,
+                   gpus=()) -> None:
     """Every requested output, each written atomically ('-': stdout)."""
     if not (csv_path or json_path or html_path):
         return
@@ -170,9 +171,10 @@ def _write_outputs(result, csv_path, json_path, html_path, title: str, summary: 
             atomic_write(json_path, text)
     if html_path:
         from kvplan.html_report import render_html
+        from kvplan.procurement import headlines
 
         atomic_write(html_path, render_html(rows, title=title, summary=summary, skipped=_skipped_lines(result),
-                                            currency=prices.unit))
+                                            currency=prices.unit, headlines=headlines(result, gpus)))
 
 
 def _skipped_lines(result) -> list[str]:
@@ -276,7 +278,7 @@ def register(app: typer.Typer) -> None:
         if price_by_gpu:
             summary.append(f"prices per GPU-hour ({price_book.unit}): "
                            + ", ".join(f"{k} {v:g}" for k, v in price_by_gpu.items()))
-        _write_outputs(result, csv_path, json_path, html_path, title, summary, price_book)
+        _write_outputs(result, csv_path, json_path, html_path, title, summary, price_book, gpu_list)
         for line in summary:
             _stderr(line)
         for line in _skipped_lines(result):

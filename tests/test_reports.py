@@ -433,7 +433,11 @@ def test_html_via_cli(tmp_path, kvplan_home):
             "--html", out, "--title", "Q3 <purchase>")
     assert r.exit_code == 0, r.output
     page = out.read_text()
-    assert "<title>Q3 &lt;purchase&gt;</title>" in page and 'id="chart-memory"' in page and "<table id=\"plans\">" in page
+    assert "<title>Q3 &lt;purchase&gt;</title>" in page and 'id="chart-memory-0"' in page and "<table id=\"plans\">" in page
+    # one set of charts per model (two models here), a headline per model x context, filters for both
+    assert 'id="chart-concurrency-1"' in page and 'id="chart-concurrency-2"' not in page
+    assert page.count('<tr data-model="qwen3-8b" data-ctx="32768">') >= 2  # its headline and its plans
+    assert '<select id="f-model">' in page and '<option value="32768">32k</option>' in page
     assert os.listdir(tmp_path) == ["kvplan-home", "plan.html"] or sorted(os.listdir(tmp_path)) == ["plan.html"]
 
 
@@ -475,3 +479,25 @@ def test_cheapest_with_an_engine():
     f = run("fit", "llama-3.1-8b", "--gpu", best["gpu"], "--gpus", best["gpus"], "--ctx", "32k", "--batch", "8",
             "--engine", "sglang", "--json")
     assert json.loads(f.stdout)["max_concurrency"] == best["max_concurrency"] >= 8
+
+
+def test_procurement_headline_per_model_and_context():
+    from kvplan.planner import Deployment, Request, plan
+    from kvplan.procurement import headlines
+
+    gpus = [find_gpu("h100"), find_gpu("mi300x"), find_gpu("l4")]
+    r = sweep([spec("llama-3.1-8b"), spec("llama-3.1-70b")], gpus, [1, 2, 4], [8192, 131072], ["bf16"], batch=4,
+              prices={"h100-sxm": 2.0, "mi300x": 3.0})
+    heads = {(h["model"], h["context"]): h for h in headlines(r, gpus)}
+    assert len(heads) == 4
+    h = heads[("llama-3.1-8b", 8192)]
+    # Cheapest that fits 4 requests of 8k: one H100 at 2.0/h (the unpriced L4 is not a "cheapest").
+    assert (h["gpu"], h["gpus"], h["cost_per_hour"]) == ("h100-sxm", 1, 2.0)
+    assert h["cost_per_concurrent_user_hour"] == 2.0 / h["max_concurrency"]
+    assert h["headroom"] == h["max_concurrency"] / 4
+    full = plan(spec("llama-3.1-8b"), gpus[0], Deployment(1, 1),
+                Request(context=8192, batch=h["max_concurrency"], kv_dtype=BF16))
+    # per 1M output tokens = cost per hour / (tokens per hour with every slot decoding) x 10^6
+    assert h["cost_per_million_output_tokens"] == pytest.approx(2.0 / (full.decode_tokens_per_second * 3600) * 1e6)
+    big = heads[("llama-3.1-70b", 131072)]
+    assert big["fits"] and big["cost_per_hour"] in (2.0 * big["gpus"], 3.0 * big["gpus"])

@@ -142,7 +142,7 @@ def _profile_case(rng: random.Random) -> Case:
     args = rng.choice([["gpus", "--hw-profiles", "{tmp}/hw"],
                        ["fit", "gpt2", "--gpu", "fuzz", "--ctx", "1k", "--hw-profiles", "{tmp}/hw"],
                        ["fit", "qwen3-8b", "--gpu", "fuzz", "--ctx", "8k", "--batch", "4", "--hw-profiles", "{tmp}/hw"],
-                       ["cheapest", "gpt2", "-n", "2", "--ctx", "1k", "--gpus", "fuzz,t4", "--hw-profiles", "{tmp}/hw"]])
+                       ["cheapest", "gpt2", "-n", "2", "--ctx", "1k", "--gpu", "fuzz,t4", "--hw-profiles", "{tmp}/hw"]])
     return Case(args, {"hw/fuzz.yaml": text})
 
 
@@ -152,7 +152,7 @@ def _prices_case(rng: random.Random) -> Case:
     args = ["cheapest", model, "-n", rng.choice(["1", "8", "64"]), "--ctx", rng.choice(["1k", "8k", "32k"]),
             "--prices", "{tmp}/prices.yaml"]
     if rng.random() < 0.5:
-        args += ["--gpus", rng.choice(["h100,a100-80,l40s", "all", "t4"])]
+        args += ["--gpu", rng.choice(["h100,a100-80,l40s", "all", "t4"])]
     return Case(args, {"prices.yaml": text})
 
 
@@ -161,8 +161,8 @@ BASE_COMMANDS = [
     ["fit", "qwen3-30b-a3b", "--gpu", "a100-80", "--ctx", "128k", "--kv-dtype", "fp8", "--gpus", "2"],
     ["fit", "gpt2", "--gpu", "t4", "--engine", "vllm", "--engine-opt", "max_num_batched_tokens=4096"],
     ["fit", "gpt-oss-20b", "--gpu", "l4", "--engine", "llama.cpp", "--weight-dtype", "int4", "--json"],
-    ["sweep", "--models", "gpt2,qwen3-0.6b", "--gpus", "t4,l4", "--ctx", "1k,8k", "--top", "3"],
-    ["cheapest", "llama-3.1-8b", "-n", "16", "--ctx", "8k", "--gpus", "h100,l40s", "--max-gpus", "8"],
+    ["sweep", "--models", "gpt2,qwen3-0.6b", "--gpu", "t4,l4", "--ctx", "1k,8k", "--top", "3"],
+    ["cheapest", "llama-3.1-8b", "-n", "16", "--ctx", "8k", "--gpu", "h100,l40s", "--max-gpus", "8"],
     ["models", "show", "qwen3-8b"],
     ["gpus", "--json"],
 ]

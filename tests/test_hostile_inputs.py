@@ -137,7 +137,7 @@ def test_profile_self_referencing_alias_fails_fast(tmp_path):
 def test_rich_markup_in_names_is_shown_literally(tmp_path, name):
     # Before: "MarkupError: closing tag '[/]' ..." as an internal error in `gpus` and `fit`.
     (tmp_path / "odd.yaml").write_text(yaml.safe_dump(_profile(name=name, aliases=[name + "z"])))
-    r = runner.invoke(app, ["gpus", "--hw-profiles", str(tmp_path)], terminal_width=300)
+    r = runner.invoke(app, ["gpus", "--hw-profiles", str(tmp_path)], env={"COLUMNS": "300"})
     assert r.exit_code == 0, r.output
     assert name in r.stdout
     r = runner.invoke(app, ["fit", "gpt2", "--gpu", "odd", "--ctx", "1k", "--hw-profiles", str(tmp_path)])
@@ -180,7 +180,7 @@ def test_import_name_too_long_for_a_file(tmp_path, kvplan_home):
     ["fit", "gpt2", "--gpu", "a10", "--hw-profiles", "/tmp/" + "a" * 300],
     ["cheapest", "gpt2", "-n", "1", "--prices", "/tmp/" + "a" * 300],
     ["check-log", "/tmp/" + "a" * 300],
-    ["sweep", "--models", "gpt2", "--gpus", "t4", "--ctx", "1k", "--csv", "/tmp/" + "a" * 300 + "/x.csv"],
+    ["sweep", "--models", "gpt2", "--gpu", "t4", "--ctx", "1k", "-o", "/tmp/" + "a" * 300 + "/x.csv"],
 ])
 def test_file_names_too_long_are_one_line_errors(args):
     r = runner.invoke(app, args)

@@ -188,10 +188,17 @@ def _scores_bytes(bp: Blueprint, s: Settings, prompt: int, itemsize: int, device
     size = max(itemsize, 4)
     states = [lp.state.heads * lp.state.head_dim * lp.state.state for lp in bp.layers if lp.state]
     state_temps = 4 * s.batch * max(states) * size if states else 0  # an eager scan's copies of its state
+    # Every eager attention layer also holds its query and RoPE's copies of it at the query width
+    # (heads x head_dim, which --hidden does not shrink): q, its two rotated halves and the output,
+    # 4 x B x T x H x D (measured: Qwen3-235B at hidden 128, 64 heads x 128, batch 2, 37 tokens peaked
+    # at 9.8 MB, 4 x 2 x 37 x 8,192 x 4 B = 9.7 MB).
+    widths = [bp.heads * lp.mixer.head_dim for lp in bp.layers
+              if lp.mixer.kind in ("full", "sliding", "chunked") and getattr(lp.mixer, "head_dim", 0)]
+    query = 4 * s.batch * prompt * max(widths) * max(itemsize, 2) if widths else 0
     kinds = ("mla",) if device == "cpu" else ("full", "sliding", "chunked", "mla")
     if not any(lp.mixer.kind in kinds for lp in bp.layers):
-        return state_temps
-    return max(2 * s.batch * bp.heads * prompt * prompt * size, state_temps)
+        return max(state_temps, query)
+    return max(2 * s.batch * bp.heads * prompt * prompt * size, state_temps) + query
 
 
 def predict(full: ModelSpec, reduced: ModelSpec, bp: Blueprint, s: Settings, kv: DType, state: DType,

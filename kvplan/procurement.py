@@ -15,8 +15,9 @@ from dataclasses import replace
 
 def headlines(result, gpus) -> list[dict]:
     """One dict per (model, context) in the sweep, in the sweep's model then context order."""
-    from kvplan.planner import plan as make_plan
+    from kvplan.engines import resolve_engine
 
+    neutral = resolve_engine()  # the roofline at full concurrency, with kvplan's engine-neutral rules
     by_key = {g.key: g for g in gpus}
     groups: dict[tuple, list] = {}
     for p in result.plans:
@@ -43,7 +44,7 @@ def headlines(result, gpus) -> list[dict]:
         if gpu is not None and full > best.request.batch:
             try:  # the roofline with every slot busy: what the deployment serves when full
                 spec = result.models[model]
-                tps = make_plan(spec, gpu, best.deployment, replace(best.request, batch=full)).decode_tokens_per_second
+                tps = neutral.plan(spec, gpu, best.deployment, replace(best.request, batch=full)).decode_tokens_per_second
             except Exception:  # noqa: BLE001 - keep the plan's own figure rather than fail the report
                 tps = best.decode_tokens_per_second
         row.update({

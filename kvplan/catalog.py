@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from kvplan.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
-from kvplan.layers import LAYER_TYPES, LayerSpec
+from kvplan.layers import LAYER_TYPES, IndexedMLA, LayerSpec
 from kvplan.model import ModelSpec, ParamCounts, Quantization
 
 FORMAT_VERSION = 1
@@ -67,7 +67,8 @@ def spec_from_dict(data: dict, where: str) -> ModelSpec:
             kind, count = run.pop("kind"), run.pop("count", 1)
             if kind not in LAYER_TYPES:
                 raise KvplanError(f"model spec {where}: unknown layer kind {kind!r}", EXIT_USAGE)
-            layers.extend([LAYER_TYPES[kind](**run)] * int(count))
+            cls = IndexedMLA if kind == "mla" and "index_head_dim" in run else LAYER_TYPES[kind]
+            layers.extend([cls(**run)] * int(count))
         if all(layer.kind == "none" for layer in layers):
             raise KvplanError(f"model spec {where}: no layer attends or keeps a state; not a decoder kvplan can plan",
                               EXIT_USAGE)

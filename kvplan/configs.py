@@ -122,6 +122,9 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
     cfg = Cfg(data, source)
     notices: list[str] = []
     model_type = str(data.get("model_type") or config.get("model_type") or "")
+    dsa = [k for k in ("index_head_dim", "index_n_heads", "index_topk") if data.get(k) is not None]
+    if dsa and model_type == "deepseek_v3":  # vLLM reads any config with index_topk as V3.2 (deepseek_v2.py is_v32)
+        model_type = "deepseek_v32"
     family = family_reader(model_type)
     derived = None
     if model_type not in KNOWN_FAMILIES and family is None:
@@ -132,8 +135,8 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
         else:
             notices.append(f"model_type {model_type!r} has no reader in kvplan: its layout is derived from "
                            f"transformers' {derived[3]} built on the meta device")
-    dsa = [k for k in ("index_head_dim", "index_n_heads", "index_topk") if data.get(k) is not None]
-    if dsa:  # DeepSeek-V3.2 / GLM-5 sparse attention: an fp8 indexer key cache beside the MLA latent
+    if dsa and getattr(family, "__name__", "") != "kvplan.readers.dsa":
+        # an indexer key cache beside the attention cache, in a family kvplan.readers.dsa does not read
         raise KvplanError(f"{source}: {dsa[0]} declares a DeepSeek Sparse Attention indexer, whose key cache "
                           "kvplan does not size yet; it would be under-counted, so this model is refused", EXIT_USAGE)
     if nested:

@@ -61,6 +61,11 @@ class LayerSpec:
     def state_elements(self, tp: int = 1) -> int:
         return 0
 
+    def token_bytes(self, kv_dtype, tp: int = 1) -> int:
+        """Bytes one held token costs this layer on one rank with a `kv_dtype` cache (kvplan.dtypes.DType).
+        Every value in `kv_dtype`, except where a layer packs its own format (IndexedMLA)."""
+        return kv_dtype.bytes_for(self.elements_per_token(tp))
+
     @property
     def span(self) -> int:
         """Tokens a local layer looks back over (window or chunk); 0 for every other kind."""
@@ -168,6 +173,44 @@ class MLALatent(LayerSpec):
 
     def describe(self) -> str:
         return f"MLA latent {self.kv_lora_rank} + rope {self.qk_rope_head_dim}"
+
+
+INDEXER_QUANT_BLOCK = 128  # values per fp32 scale in the DSA indexer's fp8 key cache (vLLM deepseek_v2.py)
+
+
+@dataclass(frozen=True)
+class IndexedMLA(MLALatent):
+    """MLA plus DeepSeek Sparse Attention's "lightning indexer" key cache (DeepSeek-V3.2).
+
+    vLLM v0.11.0 (`model_executor/models/deepseek_v2.py`, `Indexer.__init__` and
+    `DeepseekV32IndexerCache.get_kv_cache_spec`) gives every such layer a second cache beside the
+    latent: an MLAAttentionSpec of one head of `index_head_dim + index_head_dim // 128 * 4` uint8
+    values per token (128 fp8 keys + one fp32 scale per 128 = 132 bytes), whatever the KV dtype, not
+    split by tp. The latent itself is `kv_dtype` (bf16: 576 x 2 = 1152 bytes), except that an fp8 cache
+    becomes vLLM's `fp8_ds_mla` (`model_executor/models/config.py` DeepseekV32ForCausalLM): 512 fp8
+    latent values + 4 fp32 scales (one per 128) + 64 bf16 rope values = 656 bytes.
+    """
+
+    index_head_dim: int = 128
+
+    def indexer_bytes(self) -> int:
+        return self.index_head_dim + self.index_head_dim // INDEXER_QUANT_BLOCK * 4
+
+    def latent_bytes(self, kv_dtype) -> int:
+        if kv_dtype.block_elems != 1 or kv_dtype.block_bytes not in (1, 2):
+            from kvplan.errors import EXIT_USAGE, KvplanError
+
+            raise KvplanError(f"DeepSeek sparse attention caches its latent in bf16/fp16 or fp8, not {kv_dtype.name}",
+                              EXIT_USAGE)
+        if kv_dtype.block_bytes == 2:
+            return 2 * (self.kv_lora_rank + self.qk_rope_head_dim)
+        return self.kv_lora_rank + self.kv_lora_rank // INDEXER_QUANT_BLOCK * 4 + 2 * self.qk_rope_head_dim
+
+    def token_bytes(self, kv_dtype, tp: int = 1) -> int:
+        return self.latent_bytes(kv_dtype) + self.indexer_bytes()
+
+    def describe(self) -> str:
+        return f"{super().describe()} + DSA indexer keys {self.index_head_dim} (fp8 + scale)"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ load them only for speculative decoding.
 
 from __future__ import annotations
 
-from kvplan.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, RecurrentState, SlidingWindow
+from kvplan.layers import ChunkedLocal, FullAttention, IndexedMLA, LayerSpec, MLALatent, RecurrentState, SlidingWindow
 from kvplan.model import ParamCounts
 
 # Qwen3.5 (vLLM model_executor/models/qwen3_5.py): Qwen3-Next's layers (Gated DeltaNet + gated attention).
@@ -53,7 +53,13 @@ def _attention_params(cfg, model_type: str, g: dict, layer: LayerSpec) -> tuple[
         kv_up = layer.kv_lora_rank * heads * (nope + v_dim)
         out = heads * v_dim * h
         norms = q_rank + layer.kv_lora_rank
-        return q_down + q_up + kv_down + kv_up + out, q_down + kv_down, norms
+        linear, replicated = q_down + q_up + kv_down + kv_up + out, q_down + kv_down
+        if isinstance(layer, IndexedMLA):  # DSA indexer (vLLM deepseek_v2.py Indexer): all replicated
+            ih, idim = cfg.int("index_n_heads", limit="num_attention_heads"), layer.index_head_dim
+            indexer = q_rank * ih * idim + h * idim  # wq_b, wk
+            linear, replicated = linear + indexer, replicated + indexer
+            norms += 2 * idim + h * ih  # k_norm (LayerNorm weight + bias), weights_proj (quant_config=None)
+        return linear, replicated, norms
     if isinstance(layer, (FullAttention, SlidingWindow, ChunkedLocal)):
         heads, kv, d = g["heads"], layer.num_kv_heads, layer.head_dim
         # Qwen3-Next and Qwen3.5 gate the attention output: q_proj is doubled (attn_output_gate)

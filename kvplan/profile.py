@@ -44,7 +44,7 @@ class KVProfile:
         # Per-group figures that never change, worked out once: a profile is shared by every GPU and
         # context of a sweep (kvplan.plan.plan_grid), and sequence_bytes is called by the max-context
         # search many times. The memo of sequence_bytes is bounded; neither is part of eq or hash.
-        tb = tuple(self.kv_dtype.bytes_for(s.elements_per_token(self.tp)) for s, _ in self.groups)
+        tb = tuple(s.token_bytes(self.kv_dtype, self.tp) for s, _ in self.groups)
         states = sum(state_bytes(s, self.tp, self.state_dtype) * n for (s, n) in self.groups if s.state_elements(self.tp))
         object.__setattr__(self, "_token_bytes", tb)
         object.__setattr__(self, "_state_bytes", states)
@@ -53,7 +53,7 @@ class KVProfile:
         object.__setattr__(self, "_slot", sum(b * n for (_, n), b in zip(self.groups, tb)))
 
     def token_bytes(self, layer: LayerSpec) -> int:
-        return self.kv_dtype.bytes_for(layer.elements_per_token(self.tp))
+        return layer.token_bytes(self.kv_dtype, self.tp)
 
     def state_bytes(self, layer: LayerSpec) -> int:
         return state_bytes(layer, self.tp, self.state_dtype)

@@ -110,7 +110,7 @@ def state_and_kinds(plan: Plan) -> dict:
         prof = stage.profile
         stage_state = 0
         for spec, n in prof.groups:
-            token = prof.kv_dtype.bytes_for(spec.elements_per_token(prof.tp))
+            token = spec.token_bytes(prof.kv_dtype, prof.tp)
             state = state_bytes(spec, prof.tp, prof.state_dtype)
             held = prof.rules.tokens_allocated(spec, ctx, prof.block_size) if token else 0
             row = kinds.setdefault(spec.kind, {"kind": spec.kind, "layers": 0, "kv_bytes_per_token": 0,

@@ -120,8 +120,9 @@ def test_unknown_model_type_with_only_standard_keys_is_read_and_says_so(kvplan_h
 
 
 def test_a_known_mla_family_with_a_dsa_indexer_is_refused_not_undercounted(kvplan_home, tmp_path):
-    # DeepSeek-V3.2 keeps an fp8 indexer key cache (index_head_dim 128) beside the 576-value latent.
-    cfg = {**BASE, "model_type": "deepseek_v3", "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+    # An indexer key cache beside the latent is read only for deepseek_v3/deepseek_v32/glm_moe_dsa
+    # (kvplan.readers.dsa, tests/test_dsa.py); another MLA family that declares one is refused.
+    cfg = {**BASE, "model_type": "kimi_k2", "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
            "v_head_dim": 128, "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048}
     one_line_error(fit(tmp_path, cfg), 2, "Sparse Attention indexer")
 

@@ -73,6 +73,9 @@ class Engine:
     default_version = ""
     option_names: tuple[str, ...] = ()
     emits = False  # has emit_args
+    # sizes DeepSeek Sparse Attention's indexer key cache (layers.IndexedMLA) as the engine allocates it;
+    # an engine whose allocation of it nobody has read from its source refuses such a model
+    dsa_indexer = False
 
     def __init__(self, version: str | None = None, opts: dict | None = None, explicit: dict | None = None):
         """Checked: an unknown version or option is a one-line error before any work."""
@@ -138,6 +141,7 @@ class Engine:
     def result(self, model, gpu, dep, req: Request) -> EngineResult:
         """`req` on `dep` as this engine allocates: its Plan (made once), printed figures and settings.
         A KvplanError where the engine cannot run the deployment."""
+        self.check_layers(model)
         st = self.settings(model, gpu, dep, req)
         view = self.view(model, st)
         r = self.request(req, st, view, dep)
@@ -149,6 +153,14 @@ class Engine:
         ans = self.answers(view, dep, stages, r, st, use, cap)
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name)
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
+
+    def check_layers(self, model) -> None:
+        """A one-line refusal where the model has a kind of cache this engine's arithmetic does not size."""
+        from kvplan.layers import IndexedMLA
+
+        if not self.dsa_indexer and any(isinstance(layer, IndexedMLA) for layer in model.layers):
+            raise KvplanError(f"{self.name} has no modelled allocation for DeepSeek Sparse Attention's indexer key "
+                              "cache (DeepSeek-V3.2); plan it with --engine vllm or the default engine", EXIT_USAGE)
 
     def plan(self, model, gpu, dep, req: Request) -> Plan:
         return self.result(model, gpu, dep, req).plan

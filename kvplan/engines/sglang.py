@@ -123,7 +123,7 @@ def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int
     for layer in layers:
         if layer.kind in (Kind.NONE, Kind.STATE):
             continue
-        tok = kv_dtype.bytes_for(layer.elements_per_token(tp))
+        tok = layer.token_bytes(kv_dtype, tp)
         k_only += kv_dtype.bytes_for(layer.elements_per_token(tp) // (1 if layer.kind == Kind.MLA else 2))
         if hybrid and layer.kind in LOCAL_KINDS:
             swa += tok

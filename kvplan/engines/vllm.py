@@ -184,7 +184,7 @@ def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Setting
             key = (Kind.STATE, 0, nbytes)
             mamba_bytes = max(mamba_bytes, nbytes)
         else:
-            tok = kv_dtype.bytes_for(layer.elements_per_token(tp))
+            tok = layer.token_bytes(kv_dtype, tp)
             if not st.v1 or not layer.span:
                 key = (Kind.FULL, 0, tok)  # V0 had no sliding-window pool: every layer is full
             else:
@@ -229,7 +229,7 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
     else:
         conc = blocks / per_req if per_req else 0.0
         tokens = (blocks // pool.num_groups) * pool.block_size if v <= (0, 20, 0) else int(conc * context)
-    bpt = max(sum(kv_dtype.bytes_for(l.elements_per_token(dep.tp)) for l in model.layers[a:b]) for a, b in ranges)
+    bpt = max(sum(l.token_bytes(kv_dtype, dep.tp) for l in model.layers[a:b]) for a, b in ranges)
     lines = [
         Figure("KV budget per GPU", min(budgets), "bytes"),
         Figure("block (page) size", pool.block_size, "tokens"),
@@ -274,6 +274,7 @@ class Vllm(Engine):
     default_version = DEFAULT_VERSION
     option_names = OPTS
     emits = True
+    dsa_indexer = True  # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer (layers.IndexedMLA)
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)

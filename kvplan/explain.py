@@ -32,7 +32,11 @@ def _attention(spec, n, prof, tp, bstr, S):
 
 def _mla(spec, n, prof, tp, bstr, S):
     per_tok, slots = prof.token_bytes(spec), prof.slots(spec, S)
-    return (f"  {n} MLA layers × ({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} rope) × {bstr}"
+    if hasattr(spec, "indexer_bytes"):  # DSA: the latent's own packing, plus the indexer's fp8 keys
+        what = f"({spec.latent_bytes(prof.kv_dtype):,} B latent + {spec.indexer_bytes()} B indexer keys)"
+    else:
+        what = f"({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} rope) × {bstr}"
+    return (f"  {n} MLA layers × {what}"
             f" = {n * per_tok:,} B/token (one latent: no ×2, not split by tp); S = {S:,} → {slots:,} in pages"
             f" → {human_bytes(n * per_tok * slots)}")
 

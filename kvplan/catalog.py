@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from kvplan.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
-from kvplan.layers import LAYER_TYPES, IndexedMLA, LayerSpec
+from kvplan.layers import LAYER_TYPES, FullAttention, IndexedMLA, LayerSpec, ParallelHybrid, RecurrentState
 from kvplan.model import ModelSpec, ParamCounts, Quantization
 
 FORMAT_VERSION = 1
@@ -59,6 +59,15 @@ def spec_to_dict(spec: ModelSpec) -> dict:
     }
 
 
+def _layer(kind: str, run: dict) -> LayerSpec:
+    """One layer spec from its catalog fields (the kinds whose spec has a subclass: IndexedMLA, ParallelHybrid)."""
+    if kind == "mla" and "index_head_dim" in run:
+        return IndexedMLA(**run)
+    if kind == "full" and "attention" in run:
+        return ParallelHybrid(FullAttention(**run["attention"]), RecurrentState(**run["state"]))
+    return LAYER_TYPES[kind](**run)
+
+
 def spec_from_dict(data: dict, where: str) -> ModelSpec:
     try:
         layers: list[LayerSpec] = []
@@ -67,8 +76,7 @@ def spec_from_dict(data: dict, where: str) -> ModelSpec:
             kind, count = run.pop("kind"), run.pop("count", 1)
             if kind not in LAYER_TYPES:
                 raise KvplanError(f"model spec {where}: unknown layer kind {kind!r}", EXIT_USAGE)
-            cls = IndexedMLA if kind == "mla" and "index_head_dim" in run else LAYER_TYPES[kind]
-            layers.extend([cls(**run)] * int(count))
+            layers.extend([_layer(kind, run)] * int(count))
         if all(layer.kind == "none" for layer in layers):
             raise KvplanError(f"model spec {where}: no layer attends or keeps a state; not a decoder kvplan can plan",
                               EXIT_USAGE)

@@ -65,7 +65,8 @@ def explain_lines(plan: Plan, model) -> list[str]:
     S = r.context
     lines = [f"KV cache of {model.name}, per GPU (tp={tp}, pp={plan.deployment.pp}), {b.name} cache, "
              f"block {r.block_size} tokens:"]
-    lines += [LINE[spec.kind](spec, n, prof, tp, bstr, S) for spec, n in prof.groups]
+    parts = [(part, n) for spec, n in prof.groups for part in (spec.parts() if hasattr(spec, "parts") else (spec,))]
+    lines += [LINE[spec.kind](spec, n, prof, tp, bstr, S) for spec, n in parts]  # Falcon-H1: both halves of a layer
     seq = plan.kv_bytes_per_sequence_per_gpu
     lines.append(f"One sequence of {S:,} tokens: {seq:,} B ({gib(seq)}) per GPU")
     kv = plan.kv_memory_bytes_per_gpu

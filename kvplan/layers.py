@@ -252,6 +252,51 @@ class RecurrentState(LayerSpec):
 
 
 @dataclass(frozen=True)
+class ParallelHybrid(LayerSpec):
+    """Falcon-H1: attention and a Mamba-2 mixer side by side in every layer, so the layer caches K and V
+    for every token AND keeps a fixed state per sequence.
+
+    vLLM v0.11.0 `model_executor/models/falcon_h1.py` (FalconH1ParallelHybrid) builds both in each
+    decoder layer and registers the mixer under its own layer index (num_hidden_layers + i), so the
+    KV-cache manager sees one FullAttentionSpec and one MambaSpec per decoder layer, both on the
+    decoder layer's pipeline stage. Engines that size it take `parts()`; kvplan's own arithmetic
+    sums them (per-token values from the attention, the per-sequence state from the mixer).
+    """
+
+    attention: FullAttention
+    state: RecurrentState
+
+    kind = Kind.FULL
+    bounded = False
+
+    def parts(self) -> tuple[LayerSpec, LayerSpec]:
+        return self.attention, self.state
+
+    def elements_per_token(self, tp: int = 1) -> int:
+        return self.attention.elements_per_token(tp)
+
+    def tokens_held(self, seq_len: int) -> int:
+        return seq_len
+
+    def state_elements(self, tp: int = 1) -> int:
+        return self.state.state_elements(tp)
+
+    def state_parts(self, tp: int = 1) -> tuple[int, int]:
+        return self.state.state_parts(tp)
+
+    @property
+    def ssm_dtype(self) -> str:
+        return self.state.ssm_dtype
+
+    def describe(self) -> str:
+        return f"{self.attention.describe()} + {self.state.describe()}"
+
+
+# Specs whose cache only some engines' arithmetic has been read for (kvplan.engines.base.Engine.reads_layers).
+ENGINE_SPECIFIC = frozenset({"IndexedMLA", "ParallelHybrid"})
+
+
+@dataclass(frozen=True)
 class NoCache(LayerSpec):
     """A layer that caches nothing (an MLP-only block of Nemotron-H, an encoder layer)."""
 

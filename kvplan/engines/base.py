@@ -73,9 +73,10 @@ class Engine:
     default_version = ""
     option_names: tuple[str, ...] = ()
     emits = False  # has emit_args
-    # sizes DeepSeek Sparse Attention's indexer key cache (layers.IndexedMLA) as the engine allocates it;
-    # an engine whose allocation of it nobody has read from its source refuses such a model
-    dsa_indexer = False
+    # specs of layers.ENGINE_SPECIFIC this engine sizes as it allocates them (IndexedMLA: DeepSeek Sparse
+    # Attention's indexer keys; ParallelHybrid: Falcon-H1's attention + Mamba layers); an engine whose
+    # allocation of one nobody has read from its source refuses a model that has it
+    reads_layers: frozenset[str] = frozenset()
 
     def __init__(self, version: str | None = None, opts: dict | None = None, explicit: dict | None = None):
         """Checked: an unknown version or option is a one-line error before any work."""
@@ -156,11 +157,15 @@ class Engine:
 
     def check_layers(self, model) -> None:
         """A one-line refusal where the model has a kind of cache this engine's arithmetic does not size."""
-        from kvplan.layers import IndexedMLA
+        from kvplan.layers import ENGINE_SPECIFIC
 
-        if not self.dsa_indexer and any(isinstance(layer, IndexedMLA) for layer in model.layers):
-            raise KvplanError(f"{self.name} has no modelled allocation for DeepSeek Sparse Attention's indexer key "
-                              "cache (DeepSeek-V3.2); plan it with --engine vllm or the default engine", EXIT_USAGE)
+        for layer in set(model.layers):
+            name = type(layer).__name__
+            if name in ENGINE_SPECIFIC and name not in self.reads_layers:
+                what = ("DeepSeek Sparse Attention's indexer key cache" if name == "IndexedMLA"
+                        else "layers that hold attention and a Mamba state side by side (Falcon-H1)")
+                raise KvplanError(f"{self.name} has no modelled allocation for {what}; plan it with --engine vllm "
+                                  "or the default engine", EXIT_USAGE)
 
     def plan(self, model, gpu, dep, req: Request) -> Plan:
         return self.result(model, gpu, dep, req).plan

@@ -21,7 +21,7 @@ _PREPARED_LIMIT = 1024  # entries; a 100k-plan sweep of 50 models needs about 60
 class NeutralEngine(Engine):
     name = "kvplan"
     label = None  # reports say "engine-neutral" where an engine's label would go
-    dsa_indexer = True  # every layer's token cost comes from its spec (layers.IndexedMLA.token_bytes)
+    reads_layers = frozenset({"IndexedMLA", "ParallelHybrid"})  # its arithmetic is each spec's own
 
     def capacity(self, model, dep, stages, req, st, use) -> Capacity:
         return Capacity(self.name, "", use.kv_memory_bytes_per_gpu, use.token_slots, float(use.concurrency),

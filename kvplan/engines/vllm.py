@@ -176,7 +176,7 @@ def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Setting
     specs: dict[tuple, int] = {}
     per_token: dict[tuple, int] = {}
     mamba_bytes = 0
-    for layer in layers:
+    for layer in (part for spec in layers for part in (spec.parts() if hasattr(spec, "parts") else (spec,))):
         if layer.kind == Kind.NONE:
             continue
         if layer.kind == Kind.STATE:
@@ -274,7 +274,8 @@ class Vllm(Engine):
     default_version = DEFAULT_VERSION
     option_names = OPTS
     emits = True
-    dsa_indexer = True  # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer (layers.IndexedMLA)
+    # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer; Falcon-H1: a FullAttentionSpec and a MambaSpec
+    reads_layers = frozenset({"IndexedMLA", "ParallelHybrid"})
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)

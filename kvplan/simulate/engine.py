@@ -167,19 +167,22 @@ class Engine:
         if self.cache is not None and seq.req.prefix:
             segs, hit = self.cache.match(seq.req.prefix, seq.target - 1)
         chunk = min(seq.target - hit, budget)
+        shared = woken = 0
+        if segs:  # referenced first, so that making room cannot evict them
+            shared, woken = self.cache.acquire(segs)
         if self.paged:
-            need = self.m.paged(hit + chunk) - (sum(g.nbytes for g in segs) if segs else 0)
+            need = self.m.paged(hit + chunk) - shared
         else:
             p, o = seq.prompt, seq.output
             length = {"max": self.m.max_model_len, "pow2": p + _pow2(o), "oracle": p + o}[self.cfg.reserve]
             need = seq.reserve = self.m.held(min(length, self.m.max_model_len))
         if not self._take(need):
+            if segs:
+                self.cache.release(segs)
             return 0
         if segs:
-            seq.shared, woken = self.cache.acquire(segs)
+            seq.shared, seq.segs, seq.published = shared, segs, len(segs)
             self.written += woken
-            seq.segs = segs
-            seq.published = len(segs)
             self.cache.hits += hit
         seq.computed = hit
         seq.own = need

@@ -81,7 +81,8 @@ def test_contiguous_waste_matches_the_closed_form():
     e_o, e_p = O.mean, P.mean
     e_o2 = math.exp(2 * mu_o + 2 * O.sigma**2)
     expected_waste = 100 * (1 - (e_o * e_p + (e_o2 - e_o) / 2) / (M * e_o))
-    assert s["kv"]["waste_pct"] == pytest.approx(expected_waste, abs=0.3)  # sampling noise of ~12k requests
+    # The written share (about 6%) within 3% of itself: the sampling noise of ~12k requests.
+    assert 100 - s["kv"]["waste_pct"] == pytest.approx(100 - expected_waste, rel=0.03)
     # The oracle reservation (P + O) wastes only the last token's slot plus the unwritten future.
     s2 = _run(model, reqs, mode="contiguous", reserve="oracle", max_num_seqs=10**6,
               max_num_batched_tokens=10**9).summary(2.0, 0.1)

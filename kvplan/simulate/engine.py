@@ -173,9 +173,7 @@ class Engine:
         if self.paged:
             need = self.m.paged(hit + chunk) - shared
         else:
-            p, o = seq.prompt, seq.output
-            length = {"max": self.m.max_model_len, "pow2": p + _pow2(o), "oracle": p + o}[self.cfg.reserve]
-            need = seq.reserve = self.m.held(min(length, self.m.max_model_len))
+            need = seq.reserve = self.m.held(self._reserve_tokens(seq))
         if not self._take(need):
             if segs:
                 self.cache.release(segs)
@@ -257,6 +255,11 @@ class Engine:
                 rec.idle(t, requests[i].arrival)
                 t = requests[i].arrival
                 continue
+            if not self.prefilling and self.n_dec and self._head_blocked():
+                t0 = t
+                t, s = self._coast(t, s, requests[i].arrival if (i < n and not self.waiting) else float("inf"))
+                if t > t0:
+                    continue
             s += 1
             for seq, version, wb, wt in self.events.pop(s, ()):
                 if seq.version == version and seq.decoding:
@@ -337,6 +340,74 @@ class Engine:
                 progress(i, n)
         rec.close(t, self)
         return rec
+
+    def _head_blocked(self) -> bool:
+        """True when the queue's head cannot be admitted now, nor before a request finishes
+        (decoding only takes memory): nothing waits, the running set is full, or the head's
+        first chunk does not fit."""
+        if not self.waiting:
+            return True
+        if len(self.running) >= self.cfg.max_num_seqs:
+            return True
+        seq = self.waiting[0]
+        if not self.paged:
+            return self.m.held(self._reserve_tokens(seq)) > self._free_bytes()
+        segs, hit = ([], 0)
+        if self.cache is not None and seq.req.prefix:
+            segs, hit = self.cache.match(seq.req.prefix, seq.target - 1)
+        chunk = min(seq.target - hit, self.cfg.max_num_batched_tokens - self.n_dec)
+        if chunk <= 0:
+            return True
+        need = self.m.paged(hit + chunk) - sum(g.nbytes for g in segs)
+        return need + sum(g.nbytes for g in segs if not g.refs) > self._free_bytes()
+
+    def _coast(self, t: float, s: int, until: float) -> tuple[float, int]:
+        """Run pure decode steps (no prefill, no admission possible) until a request finishes,
+        a window fills, pages run short, or time reaches `until` (an arrival into an empty queue).
+        Each step is the full loop's step without its scheduling work; returns (t, s)."""
+        events, finish_at, bucket, B = self.events, self.finish_at, self.bucket, self.B
+        rec, n, cap = self.rec, self.n_dec, self.cap
+        step_time = self.timer.decode_step(n)
+        running, waiting = len(self.running), len(self.waiting)
+        active = self.cache.active if self.cache else 0
+        idle = self.cache.idle if self.cache else 0
+        ctx, written, wrate, committed = self.ctx_dec, self.written, self.wrate, self.committed
+        # The Recorder's integrals, summed here and handed over once (or at a sample point).
+        busy = a_res = a_wr = a_idle = 0.0
+        steps = 0
+        sample_at = rec.next_sample if rec.sample_every is not None else float("inf")
+        while t < until:
+            s1 = s + 1
+            if s1 in events or s1 in finish_at:
+                break
+            need = bucket[s1 % B]
+            if need:
+                if need > cap - self.used - active:
+                    break
+                self._take(need)
+                idle = self.cache.idle if self.cache else 0
+            dt = step_time(ctx)
+            t += dt
+            s = s1
+            ctx += n
+            written += wrate
+            busy += dt
+            reserved = self.used + active
+            a_res += reserved * dt
+            a_wr += written * dt
+            a_idle += idle * dt
+            steps += 1
+            if t >= sample_at:
+                break
+        self.ctx_dec, self.written = ctx, written
+        if steps:
+            rec.coasted(t, steps, busy, n, running, waiting, a_res, a_wr, committed * busy, a_idle, idle,
+                        self.used + active, written)
+        return t, s
+    def _reserve_tokens(self, seq: Seq) -> int:
+        p, o = seq.prompt, seq.output
+        length = {"max": self.m.max_model_len, "pow2": p + _pow2(o), "oracle": p + o}[self.cfg.reserve]
+        return min(length, self.m.max_model_len)
 
     def _finish(self, seq: Seq, length: int, t: float) -> None:
         self._release(seq, length)

@@ -97,6 +97,20 @@ class StepTimer:
             hit = self._touched[key] = 1.0 - (1.0 - k / e) ** tokens  # uniform routing
         return hit
 
+    def decode_step(self, seqs: int):
+        """A function of the cached context: the time of a decode-only step of `seqs` requests
+        (each attends to its context and itself), equal to step(seqs, seqs, context, context + seqs)."""
+        m = self.model
+        if m.fixed_step_s is not None or len(m.stages) != 1 or m.stages[0].kv_window_bytes:
+            return lambda context: self.step(seqs, seqs, context, float(context + seqs))
+        st = m.stages[0]
+        bw, fl, ovh = m.bandwidth_bytes_per_s, m.flops_per_s, m.step_overhead_s
+        base = st.dense_read_bytes + (st.expert_bytes * self._expert_share(st, seqs) if st.expert_bytes else 0)
+        kv, f0, fa = st.kv_bytes_per_token, st.flops_per_token * seqs + st.attn_flops_per_pair * seqs, st.attn_flops_per_pair
+        if not fl:
+            return lambda context: ovh + (base + kv * context) / bw
+        return lambda context: ovh + max((base + kv * context) / bw, (f0 + fa * context) / fl)
+
     def step(self, tokens: int, seqs: int, context: int, pairs: float) -> float:
         """`tokens` scheduled tokens of `seqs` sequences that attend to `context` cached tokens in
         all (the KV a step reads) and form `pairs` query-key pairs (attention FLOPs)."""

@@ -50,6 +50,7 @@ class Recorder:
         self.end = 0.0
         self.engine_stats: dict = {}
         self._cache_idle = 0
+        self.preemption_count = 0
         self.model_mode_contiguous = False
 
     # ---- events from the engine ---------------------------------------------------------------
@@ -72,6 +73,7 @@ class Recorder:
 
     def preempted(self, rid: int) -> None:
         self.preemptions[rid] += 1
+        self.preemption_count += 1
 
     def token(self, rid: int, t: float, first: bool) -> None:
         if first:
@@ -104,13 +106,32 @@ class Recorder:
         if self.sample_every is not None and t >= self.next_sample:
             self._sample(t, running, waiting, reserved, written, cache_idle)
 
+    def coasted(self, t, steps, busy, seqs, running, waiting, a_reserved, a_written, a_committed, a_cache,
+                cache_idle, reserved, written) -> None:
+        """`steps` decode-only steps at once (Engine._coast): the same sums step() would make."""
+        self.steps += steps
+        self.busy += busy
+        self.tokens += seqs * steps
+        self.area_system += (running + waiting) * busy
+        self.area_running += running * busy
+        self.area_waiting += waiting * busy
+        self.area_reserved += a_reserved
+        self.area_written += a_written
+        self.area_committed += a_committed
+        self.area_cache += a_cache
+        self._cache_idle = cache_idle
+        self.max_running = max(self.max_running, running)
+        self.peak_reserved = max(self.peak_reserved, reserved)
+        if self.sample_every is not None and t >= self.next_sample:
+            self._sample(t, running, waiting, reserved, written, cache_idle)
+
     def _sample(self, t, running, waiting, reserved, written, cache_idle, force=True) -> None:
         if self.sample_every is None or (not force and t < self.next_sample):
             return
         t0, k0 = self._last_sample
         rate = (self.tokens - k0) / (t - t0) if t > t0 else 0.0
         self.series.append((round(t, 6), running, waiting, reserved, written, cache_idle,
-                            sum(self.preemptions), round(rate, 3)))
+                            self.preemption_count, round(rate, 3)))
         self._last_sample = (t, self.tokens)
         self.next_sample = t + self.sample_every
         if len(self.series) >= 2 * SAMPLES:  # a long drain: keep every other point, sample half as often

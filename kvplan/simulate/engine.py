@@ -226,184 +226,133 @@ class Engine:
 
         `horizon` (seconds) spaces the time series; default: the last arrival. `progress(done, total)`
         is called every few thousand steps with the requests that have arrived so far."""
-        m, cfg, B = self.m, self.cfg, self.B
+        from kvplan.simulate import fastpath
+
         if horizon is None:
             horizon = requests[-1].arrival if requests else 1.0
-        self.rec = rec = Recorder(m, len(requests), max(horizon, 1e-3))
+        self.rec = rec = Recorder(self.m, len(requests), max(horizon, 1e-3))
         rec.model_mode_contiguous = not self.paged
         self.used = self.written = self.committed = 0
-        self.bucket = [0] * B
+        self.bucket = [0] * self.B
         self.wrate = self.n_dec = self.ctx_dec = 0
         self.events, self.finish_at = {}, {}
         self.running, self.prefilling, self.waiting = {}, {}, deque()
-        max_len, pool = m.max_model_len, self.cap
         t, s, i, n = 0.0, 0, 0, len(requests)
-        step_time = self.timer.step
         while True:
             while i < n and requests[i].arrival <= t:
-                req = requests[i]
+                self._arrive(requests[i], t)
                 i += 1
-                out = min(req.output, max_len - req.prompt)
-                if out < 1 or (m.paged if self.paged else m.held)(req.prompt + out - 1) > pool:
-                    rec.rejected(req, "longer than the model's length limit" if out < 1 else "never fits in the KV pool")
-                    continue
-                rec.arrived(req, t, out)
-                self.waiting.append(Seq(req, out))
             if not self.running and not self.waiting:
                 if i >= n:
                     break
                 rec.idle(t, requests[i].arrival)
                 t = requests[i].arrival
                 continue
-            if not self.prefilling and self.n_dec and self._head_blocked():
+            if not self.prefilling and self.n_dec and fastpath.head_blocked(self):
                 t0 = t
-                t, s = self._coast(t, s, requests[i].arrival if (i < n and not self.waiting) else float("inf"))
+                t, s = fastpath.coast(self, t, s, requests[i].arrival if (i < n and not self.waiting) else float("inf"))
                 if t > t0:
                     continue
             s += 1
-            for seq, version, wb, wt in self.events.pop(s, ()):
-                if seq.version == version and seq.decoding:
-                    seq.inc -= wb if self.paged else 0
-                    self.bucket[(-seq.base) % B] -= wb if self.paged else 0
-                    seq.wrate -= wt
-                    self.wrate -= wt
-            preempted = False
-            need = self.bucket[s % B]
-            while need > self._free_bytes() and self.running:
-                self._preempt_tail(s)
-                preempted = True
-                need = self.bucket[s % B]
-            self._take(need) if need else None
-            budget = cfg.max_num_batched_tokens - self.n_dec
-            chunks = []
-            for seq in list(self.prefilling.values()):
-                if budget <= 0:
-                    break
-                if seq.rid not in self.prefilling:
-                    continue  # preempted below for an earlier one
-                chunk = min(seq.target - seq.computed, budget)
-                while not self._grow_prefill(seq, chunk):
-                    preempted = True
-                    if self._preempt_tail(s, decode_paged=True) is seq:
-                        chunk = 0
-                        break
-                if chunk:
-                    chunks.append((seq, chunk))
-                    budget -= chunk
-            if not preempted:
-                while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
-                    chunk = self._admit(self.waiting[0], budget)
-                    if not chunk:
-                        break
-                    chunks.append((self.waiting.popleft(), chunk))
-                    budget -= chunk
+            chunks, preempted = self._schedule(s)
             if not chunks and not self.n_dec:
-                if preempted:
-                    continue  # everything was preempted: admit afresh next step (no time passes)
-                # Nothing can run: the head of the queue does not fit even in an empty pool.
-                seq = self.waiting.popleft()
-                rec.rejected(seq.req, "never fits in the KV pool", counted=True)
-                continue
-            tokens, pairs, ctx = self.n_dec, float(self.ctx_dec + self.n_dec), self.ctx_dec
-            for seq, c in chunks:
-                pairs += c * (seq.computed + (c + 1) / 2)
-                ctx += seq.computed
-                tokens += c
-            dt = step_time(tokens, self.n_dec + len(chunks), ctx, pairs)
-            t += dt
-            self.ctx_dec += self.n_dec
-            self.written += self.wrate
-            for seq, c in chunks:
-                before = seq.computed
-                seq.computed += c
-                self.written += m.held(seq.computed) - m.held(before)
-                if self.cache is not None and seq.req.prefix:
-                    self._publish(seq)
-            cache_idle = self.cache.idle if self.cache else 0
-            rec.step(t, dt, len(self.running), len(self.waiting), self.used + (self.cache.active if self.cache else 0),
-                     self.written, self.committed, cache_idle, tokens, self.n_dec + len(chunks))
-            for seq, c in chunks:
-                if seq.computed == seq.target:
-                    del self.prefilling[seq.rid]
-                    seq.generated += 1
-                    rec.token(seq.rid, t, first=seq.generated == 1)
-                    if seq.generated >= seq.output:
-                        self._finish(seq, seq.computed, t)
-                    else:
-                        self._start_decode(seq, s + 1)
-            for seq, version in self.finish_at.pop(s, ()):
-                if seq.version == version and seq.decoding:
-                    self._finish(seq, self._stop_decode(seq, s + 1), t)
-            if cfg.check:
-                self._check(s + 1)
+                if not preempted:  # nothing can run: the head of the queue does not fit even in an empty pool
+                    rec.rejected(self.waiting.popleft().req, "never fits in the KV pool", counted=True)
+                continue  # (everything was preempted: admit afresh, no time passes)
+            t = self._advance(s, t, chunks)
+            if self.cfg.check:
+                fastpath.check(self, s + 1)
             if progress is not None and not s % 4096:
                 progress(i, n)
         rec.close(t, self)
         return rec
 
-    def _head_blocked(self) -> bool:
-        """True when the queue's head cannot be admitted now, nor before a request finishes
-        (decoding only takes memory): nothing waits, the running set is full, or the head's
-        first chunk does not fit."""
-        if not self.waiting:
-            return True
-        if len(self.running) >= self.cfg.max_num_seqs:
-            return True
-        seq = self.waiting[0]
-        if not self.paged:
-            return self.m.held(self._reserve_tokens(seq)) > self._free_bytes()
-        segs, hit = ([], 0)
-        if self.cache is not None and seq.req.prefix:
-            segs, hit = self.cache.match(seq.req.prefix, seq.target - 1)
-        chunk = min(seq.target - hit, self.cfg.max_num_batched_tokens - self.n_dec)
-        if chunk <= 0:
-            return True
-        need = self.m.paged(hit + chunk) - sum(g.nbytes for g in segs)
-        return need + sum(g.nbytes for g in segs if not g.refs) > self._free_bytes()
+    def _arrive(self, req, t: float) -> None:
+        m = self.m
+        out = min(req.output, m.max_model_len - req.prompt)
+        if out < 1 or (m.paged if self.paged else m.held)(req.prompt + out - 1) > self.cap:
+            self.rec.rejected(req, "longer than the model's length limit" if out < 1 else "never fits in the KV pool")
+            return
+        self.rec.arrived(req, t, out)
+        self.waiting.append(Seq(req, out))
 
-    def _coast(self, t: float, s: int, until: float) -> tuple[float, int]:
-        """Run pure decode steps (no prefill, no admission possible) until a request finishes,
-        a window fills, pages run short, or time reaches `until` (an arrival into an empty queue).
-        Each step is the full loop's step without its scheduling work; returns (t, s)."""
-        events, finish_at, bucket, B = self.events, self.finish_at, self.bucket, self.B
-        rec, n, cap = self.rec, self.n_dec, self.cap
-        step_time = self.timer.decode_step(n)
-        running, waiting = len(self.running), len(self.waiting)
-        active = self.cache.active if self.cache else 0
-        idle = self.cache.idle if self.cache else 0
-        ctx, written, wrate, committed = self.ctx_dec, self.written, self.wrate, self.committed
-        # The Recorder's integrals, summed here and handed over once (or at a sample point).
-        busy = a_res = a_wr = a_idle = 0.0
-        steps = 0
-        sample_at = rec.next_sample if rec.sample_every is not None else float("inf")
-        while t < until:
-            s1 = s + 1
-            if s1 in events or s1 in finish_at:
+    def _schedule(self, s: int) -> tuple[list, bool]:
+        """Step s's work: decode pages, prefill chunks, admissions. Returns ([(seq, chunk)], preempted)."""
+        B = self.B
+        for seq, version, wb, wt in self.events.pop(s, ()):  # windows that fill at this step
+            if seq.version == version and seq.decoding:
+                seq.inc -= wb if self.paged else 0
+                self.bucket[(-seq.base) % B] -= wb if self.paged else 0
+                seq.wrate -= wt
+                self.wrate -= wt
+        preempted = False
+        need = self.bucket[s % B]
+        while need > self._free_bytes() and self.running:
+            self._preempt_tail(s)
+            preempted = True
+            need = self.bucket[s % B]
+        if need:
+            self._take(need)
+        budget = self.cfg.max_num_batched_tokens - self.n_dec
+        chunks = []
+        for seq in list(self.prefilling.values()):
+            if budget <= 0:
                 break
-            need = bucket[s1 % B]
-            if need:
-                if need > cap - self.used - active:
+            if seq.rid not in self.prefilling:
+                continue  # preempted for an earlier one
+            chunk = min(seq.target - seq.computed, budget)
+            while not self._grow_prefill(seq, chunk):
+                preempted = True
+                if self._preempt_tail(s, decode_paged=True) is seq:
+                    chunk = 0
                     break
-                self._take(need)
-                idle = self.cache.idle if self.cache else 0
-            dt = step_time(ctx)
-            t += dt
-            s = s1
-            ctx += n
-            written += wrate
-            busy += dt
-            reserved = self.used + active
-            a_res += reserved * dt
-            a_wr += written * dt
-            a_idle += idle * dt
-            steps += 1
-            if t >= sample_at:
-                break
-        self.ctx_dec, self.written = ctx, written
-        if steps:
-            rec.coasted(t, steps, busy, n, running, waiting, a_res, a_wr, committed * busy, a_idle, idle,
-                        self.used + active, written)
-        return t, s
+            if chunk:
+                chunks.append((seq, chunk))
+                budget -= chunk
+        if not preempted:
+            while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
+                chunk = self._admit(self.waiting[0], budget)
+                if not chunk:
+                    break
+                chunks.append((self.waiting.popleft(), chunk))
+                budget -= chunk
+        return chunks, preempted
+
+    def _advance(self, s: int, t: float, chunks: list) -> float:
+        """Run step s: time passes, tokens are written, prefills complete, requests finish."""
+        m, rec = self.m, self.rec
+        tokens, pairs, ctx = self.n_dec, float(self.ctx_dec + self.n_dec), self.ctx_dec
+        for seq, c in chunks:
+            pairs += c * (seq.computed + (c + 1) / 2)
+            ctx += seq.computed
+            tokens += c
+        dt = self.timer.step(tokens, self.n_dec + len(chunks), ctx, pairs)
+        t += dt
+        self.ctx_dec += self.n_dec
+        self.written += self.wrate
+        for seq, c in chunks:
+            before = seq.computed
+            seq.computed += c
+            self.written += m.held(seq.computed) - m.held(before)
+            if self.cache is not None and seq.req.prefix:
+                self._publish(seq)
+        active, idle = (self.cache.active, self.cache.idle) if self.cache else (0, 0)
+        rec.step(t, dt, len(self.running), len(self.waiting), self.used + active, self.written, self.committed, idle,
+                 tokens, self.n_dec + len(chunks))
+        for seq, _ in chunks:
+            if seq.computed == seq.target:
+                del self.prefilling[seq.rid]
+                seq.generated += 1
+                rec.token(seq.rid, t, first=seq.generated == 1)
+                if seq.generated >= seq.output:
+                    self._finish(seq, seq.computed, t)
+                else:
+                    self._start_decode(seq, s + 1)
+        for seq, version in self.finish_at.pop(s, ()):
+            if seq.version == version and seq.decoding:
+                self._finish(seq, self._stop_decode(seq, s + 1), t)
+        return t
+
     def _reserve_tokens(self, seq: Seq) -> int:
         p, o = seq.prompt, seq.output
         length = {"max": self.m.max_model_len, "pow2": p + _pow2(o), "oracle": p + o}[self.cfg.reserve]
@@ -412,20 +361,3 @@ class Engine:
     def _finish(self, seq: Seq, length: int, t: float) -> None:
         self._release(seq, length)
         self.rec.finished(seq.rid, t)
-
-    def _check(self, s: int) -> None:
-        """Recount the pool from the running requests (tests); raises AssertionError on drift."""
-        m = self.m
-        used = written = 0
-        for seq in self.running.values():
-            length = seq.base + s if seq.decoding else seq.computed
-            if self.paged:
-                assert seq.decoding or seq.own == m.paged(length) - seq.shared, (seq.rid, seq.own)
-                used += m.paged(length) - seq.shared
-            else:
-                used += seq.reserve
-            written += m.held(length) - seq.shared
-        assert used == self.used, ("used", used, self.used)
-        active = self.cache.active if self.cache else 0
-        assert written + active == self.written, ("written", written + active, self.written)
-        assert self.used + active <= self.cap, ("over capacity", self.used, active, self.cap)

@@ -291,9 +291,10 @@ def main() -> None:
 
 
 # Sub-commands that live in their own modules (each imports its heavy dependencies lazily).
-from kvplan import cli_engines, cli_models, cli_reports, cli_validate  # noqa: E402
+from kvplan import cli_engines, cli_models, cli_reports, cli_simulate, cli_validate  # noqa: E402
 
 app.add_typer(cli_models.models_app, name="models")
 cli_validate.register(app)
 cli_reports.register(app)
 cli_engines.register(app)
+cli_simulate.register(app)

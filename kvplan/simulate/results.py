@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 
 SAMPLES = 600  # points in the time series
+SERIES_COLUMNS = ("time_s", "running", "waiting", "kv_reserved_bytes", "kv_written_bytes", "kv_cached_idle_bytes",
+                  "preemptions", "tokens_per_s")
 
 
 def percentile(sorted_values: list, q: float) -> float | None:
@@ -205,7 +207,3 @@ class Recorder:
         internal = reserved - written - future
         return {"token_states": 100 * written / cap, "reservation": 100 * future / cap,
                 "internal_fragmentation": 100 * internal / cap, "unused": 100 * (cap - reserved) / cap}
-
-    def series_columns(self) -> list[str]:
-        return ["time_s", "running", "waiting", "kv_reserved_bytes", "kv_written_bytes", "kv_cached_idle_bytes",
-                "preemptions", "tokens_per_s"]

@@ -1,0 +1,259 @@
+"""`kvplan simulate MODEL --gpu GPU`: how many of my users a deployment holds, and at what latency.
+
+Thin: check every input first (output names included), plan the deployment as `fit` does, turn
+the plan into the simulator's inputs (kvplan.simulate.adapter), run the event-driven engine on
+the workload or trace, print a summary and write the files. Nothing heavy is imported at start-up.
+"""
+
+import math
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.errors import EXIT_USAGE, KvplanError
+
+PROGRESS_MIN_REQUESTS = 20_000  # below this a run takes about a second: no bar
+FORMATS = {".csv": "CSV", ".json": "JSON", ".html": "HTML"}
+
+
+def register(app: typer.Typer) -> None:
+    from kvplan.cli import cli_errors
+
+    app.command()(cli_errors(simulate))
+
+
+def _positive(flag: str, value: Optional[float]) -> None:
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise KvplanError(f"{flag} must be a positive number, got {value:g}", EXIT_USAGE)
+
+
+def _check_range(flag: str, value, low, high) -> None:
+    if value is not None and not low <= value <= high:
+        raise KvplanError(f"{flag} must be between {low:,} and {high:,}, got {value}", EXIT_USAGE)
+
+
+def _output_files(paths: list[Path]) -> list[tuple[Path, str]]:
+    out = []
+    for path in paths:
+        fmt = path.suffix.lower()
+        if fmt not in FORMATS:
+            raise KvplanError(f"--output {path}: the format comes from the extension: .csv, .json or .html "
+                              "(--json for stdout)", EXIT_USAGE)
+        full = path.expanduser()
+        if not full.parent.is_dir():
+            raise KvplanError(f"--output {path}: folder {full.parent} does not exist", EXIT_USAGE)
+        if full.is_dir():
+            raise KvplanError(f"--output {path} is a folder; give a file name", EXIT_USAGE)
+        if any(full == p for p, _ in out):
+            raise KvplanError(f"--output {path} is given twice", EXIT_USAGE)
+        out.append((full, fmt))
+    return out
+
+
+def simulate(
+    model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
+    gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU name or alias (h100, h200, a100-80, mi300x; see `kvplan gpus`).")],
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp); default 1.")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size.")] = None,
+    pp: Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size.")] = None,
+    workload: Annotated[Optional[str], typer.Option("--workload", "-w", help="Built-in length distribution: chat (default), rag, code, sharegpt, alpaca.")] = None,
+    trace: Annotated[Optional[Path], typer.Option("--trace", help="Replay a trace: CSV or JSONL (arrival, input_tokens, output_tokens[, prefix_id, prefix_tokens]), or the Azure LLM, BurstGPT or Mooncake layouts.")] = None,
+    trace_format: Annotated[str, typer.Option("--trace-format", help="auto, kvplan, azure, burstgpt or mooncake.")] = "auto",
+    qps: Annotated[Optional[float], typer.Option("--qps", help="Mean arrivals per second (Poisson; default 10). With --trace: rescale its arrivals to this rate.")] = None,
+    duration: Annotated[Optional[float], typer.Option("--duration", help="Seconds of arrivals (default 300). With --trace: keep the first seconds only.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed of the workload.")] = 0,
+    mode: Annotated[str, typer.Option("--mode", help="KV pool: paged (pages as tokens arrive) or contiguous (one reservation per request).")] = "paged",
+    reserve: Annotated[str, typer.Option("--reserve", help="Contiguous reservation: max (the length limit), pow2 (output rounded up to a power of two), oracle (exact).")] = "max",
+    compare: Annotated[bool, typer.Option("--compare", help="Run the paged pool and all three contiguous reservations on the same requests.")] = False,
+    max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", help="Longest request, prompt + output (as vLLM's flag): 32k, 128k. Default: the model's limit.")] = None,
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype: auto (model's), bf16, fp8, ...")] = "auto",
+    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Override the checkpoint's weight format: bf16, fp8, int4, ...")] = None,
+    gpu_memory_utilization: Annotated[str, typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use.")] = "0.9",
+    kv_cache_memory: Annotated[Optional[str], typer.Option("--kv-cache-memory", help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28GiB.")] = None,
+    overhead: Annotated[Optional[str], typer.Option("--overhead", help="Per-GPU activation + runtime overhead (e.g. 2GiB). Default: an estimate.")] = None,
+    block_size: Annotated[int, typer.Option("--block-size", help="KV page size in tokens.")] = 16,
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="Most requests running at once (vLLM's flag).")] = 256,
+    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="Tokens per step: decodes plus prefill chunks (vLLM's flag).")] = 8192,
+    no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Turn off prefix caching (paged pool).")] = False,
+    slo_ttft: Annotated[float, typer.Option("--slo-ttft", help="Goodput: time to first token at most this many seconds.")] = 2.0,
+    slo_tpot: Annotated[float, typer.Option("--slo-tpot", help="Goodput: time per output token at most this many seconds.")] = 0.1,
+    step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (CPU scheduling, kernel launches); default 0: the pure roofline.")] = 0.0,
+    output: Annotated[Optional[list[Path]], typer.Option("--output", "-o", help="Write results to this file, the format from its extension: .json (everything), .csv (time series) or .html (a self-contained report); may repeat.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Everything as JSON on stdout (instead of the summary).")] = False,
+    title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan simulate",
+    hw_profiles: Annotated[Optional[list[Path]], typer.Option("--hw-profiles", help="Directory of extra GPU profiles (YAML); may repeat.")] = None,
+    revision: Annotated[Optional[str], typer.Option("--revision", help="Hub revision for a repo id.")] = None,
+    token: Annotated[Optional[str], typer.Option("--token", help="Hub token for gated repos. Never printed.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the Hub.")] = 10.0,
+):
+    """Simulate serving a workload: concurrency, KV waste, preemptions, throughput, TTFT/TPOT, goodput.
+
+    An event-driven model of a continuous-batching engine (vLLM's scheduler: pages, chunked
+    prefill, preemption by recompute, prefix caching) on the plan's KV memory; step times come
+    from a roofline model, so latencies are lower bounds.
+    """
+    from kvplan.simulate.engine import RESERVE_POLICIES, EngineConfig
+    from kvplan.simulate.session import configs
+
+    if mode not in ("paged", "contiguous"):
+        raise KvplanError(f"--mode must be paged or contiguous, got {mode!r}", EXIT_USAGE)
+    if reserve not in RESERVE_POLICIES:
+        raise KvplanError(f"--reserve must be one of {', '.join(RESERVE_POLICIES)}, got {reserve!r}", EXIT_USAGE)
+    if trace is not None and workload is not None:
+        raise KvplanError("give --workload or --trace, not both", EXIT_USAGE)
+    for flag, value in (("--qps", qps), ("--duration", duration), ("--slo-ttft", slo_ttft), ("--slo-tpot", slo_tpot)):
+        _positive(flag, value)
+    if not (step_overhead >= 0 and math.isfinite(step_overhead)):
+        raise KvplanError(f"--step-overhead must be 0 or more seconds, got {step_overhead:g}", EXIT_USAGE)
+    _check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
+    _check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
+    _check_range("--block-size", block_size, 1, 4096)
+    _check_range("--seed", seed, 0, 2**63)
+    files = _output_files(output or [])
+    base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=max_num_seqs,
+                        max_num_batched_tokens=max_num_batched_tokens, prefix_caching=not no_prefix_caching)
+    runs = configs(base, compare)
+    requests, described = _requests(workload, trace, trace_format, qps, duration, seed)
+    sim, meta = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
+                                  gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
+                                  hw_profiles, revision, token, timeout)
+    meta.update(described)
+    meta.update({"runs": list(runs), "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+                 "prefix_caching": not no_prefix_caching, "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
+    results = _run(sim, requests, runs, slo_ttft, slo_tpot)
+    _report(meta, results, files, as_json, title)
+
+
+def _requests(workload, trace, trace_format, qps, duration, seed):
+    from kvplan.simulate.workload import find_workload, generate
+
+    if trace is not None:
+        from kvplan.simulate.session import shape_trace
+        from kvplan.simulate.traces import load_trace
+
+        reqs, info = load_trace(str(trace), trace_format)
+        reqs = shape_trace(reqs, qps, duration)
+        desc = {"trace": str(trace), "trace_format": info["format"], "requests": len(reqs),
+                "trace_rows_dropped_zero_length": info["dropped_zero_length"]}
+        if qps:
+            desc["rescaled_to_qps"] = qps
+        _stderr(f"trace {trace} ({info['format']}): {len(reqs):,} requests"
+                + (f" ({info['dropped_zero_length']:,} rows with 0 tokens dropped)" if info["dropped_zero_length"] else ""))
+        return reqs, desc
+    w = find_workload(workload or "chat")
+    qps, duration = qps or 10.0, duration or 300.0
+    reqs = generate(w, qps, duration, seed)
+    _stderr(f"workload {w.name}: {len(reqs):,} requests, Poisson {qps:g}/s over {duration:g} s, seed {seed} ({w.source})")
+    return reqs, {"workload": w.name, "workload_source": w.source, "qps": qps, "duration_s": duration, "seed": seed,
+                  "requests": len(reqs)}
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,
+                      overhead, block_size, step_overhead, hw_profiles, revision, token, timeout):
+    """Plan the deployment as `fit` does, then the simulator's inputs; notes on stderr."""
+    from kvplan.cli import _deployment, _request
+    from kvplan.hardware import find_gpu
+    from kvplan.planner import Deployment, plan
+    from kvplan.resolve import resolve_model
+    from kvplan.simulate.adapter import sim_model
+    from kvplan.units import parse_tokens
+
+    hw = find_gpu(gpu, hw_profiles or ())
+    limit = None if max_model_len is None else parse_tokens(max_model_len, "--max-model-len")
+    resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
+    spec = resolved.spec
+    req = _request(limit or spec.max_context, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead, kv_cache_memory)
+    dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)
+    _stderr(resolved.note)
+    for notice in resolved.notices:
+        _stderr(f"note: {notice}")
+    p = plan(spec, hw, dep, req)
+    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead)
+    if sim.kv_budget_bytes < sim.block_bytes():
+        raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache "
+                          f"(weights {p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more --gpus", EXIT_USAGE)
+    where = f"{spec.name} on {dep.gpus} × {hw.key}" + (f" (tp {dep.tp} × pp {dep.pp})" if dep.pp > 1 else f" (tp {dep.tp})")
+    _stderr(f"{where}: KV pool {sim.kv_budget_bytes / 2**30:,.2f} GiB per GPU, pages of {sim.block_size} tokens, "
+            f"requests up to {sim.max_model_len:,} tokens")
+    for w in p.warnings:
+        _stderr(f"warning: {w}")
+    meta = {"model": spec.name, "gpu": hw.key, "gpus": dep.gpus, "tp": dep.tp, "pp": dep.pp,
+            "kv_dtype": str(p.request.kv_dtype.name if hasattr(p.request.kv_dtype, "name") else p.request.kv_dtype),
+            "kv_pool_bytes_per_gpu": sim.kv_budget_bytes, "block_size": sim.block_size, "max_model_len": sim.max_model_len,
+            "step_overhead_s": step_overhead}
+    return sim, meta
+
+
+def _run(sim, requests, runs, slo_ttft, slo_tpot):
+    from kvplan.simulate.session import run_all
+
+    if len(requests) * len(runs) < PROGRESS_MIN_REQUESTS or not sys.stderr.isatty():
+        return run_all(sim, requests, runs, slo_ttft, slo_tpot)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("requests", total=len(requests) * len(runs))
+        return run_all(sim, requests, runs, slo_ttft, slo_tpot, progress=lambda done, total: bar.update(task, completed=done))
+
+
+def _report(meta, results, files, as_json, title):
+    from kvplan.export import atomic_write, json_text
+    from kvplan.simulate.report import document, render_html, write_series_csv
+
+    for name, (summary, _) in results.items():
+        r = summary["requests"]
+        for reason, count in r["rejected"].items():
+            _stderr(f"warning: {name}: {count:,} requests rejected: {reason}")
+        if r["outputs_truncated"]:
+            _stderr(f"warning: {name}: {r['outputs_truncated']:,} outputs cut at the length limit")
+    doc = None
+    for path, fmt in files:
+        if fmt == ".json":
+            doc = doc or document(meta, results)
+            atomic_write(path, json_text(doc))
+        elif fmt == ".csv":
+            atomic_write(path, lambda stream: write_series_csv(stream, results), newline="")
+        else:
+            atomic_write(path, render_html(meta, results, title))
+    if as_json:
+        sys.stdout.write(json_text(doc or document(meta, results)))
+    else:
+        _print_summary(results)
+    for path, fmt in files:
+        _stderr(f"wrote {FORMATS[fmt]}: {path}")
+
+
+def _print_summary(results) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from kvplan.simulate.report import summary_lines
+
+    console = Console()
+    if len(results) == 1:
+        (summary, _), = results.values()
+        t = Table(show_edge=False, show_header=False, pad_edge=False)
+        t.add_column(no_wrap=True)
+        t.add_column(overflow="fold")
+        for label, value in summary_lines(summary):
+            t.add_row(label, value)
+        console.print(t)
+        return
+    t = Table(show_edge=False, pad_edge=False, title_justify="left",
+              title="Same requests; contiguous pools reserve max, pow2 or oracle lengths")
+    for c in ("pool", "running", "waste", "out tok/s", "TTFT p99", "lat p50", "preempt"):
+        t.add_column(c, justify="left" if c == "pool" else "right", no_wrap=True)
+    for name, (s, _) in results.items():
+        ttft, e2e = s["latency_s"]["ttft"]["p99"], s["latency_s"]["e2e"]["p50"]
+        t.add_row(name.replace("contiguous-", ""), f"{s['concurrency']['mean_running']:,.1f}", f"{s['kv']['waste_pct']:.1f}%",
+                  f"{s['throughput']['output_tokens_per_s']:,.0f}", "–" if ttft is None else f"{ttft:,.2f} s",
+                  "–" if e2e is None else f"{e2e:,.1f} s", f"{s['requests']['preemptions']:,}")
+    console.print(t)

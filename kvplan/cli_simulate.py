@@ -115,10 +115,12 @@ def simulate(
     base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=max_num_seqs,
                         max_num_batched_tokens=max_num_batched_tokens, prefix_caching=not no_prefix_caching)
     runs = configs(base, compare)
-    requests, described = _requests(workload, trace, trace_format, qps, duration, seed)
-    sim, meta = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
-                                  gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
-                                  hw_profiles, revision, token, timeout)
+    requests, described, said = _requests(workload, trace, trace_format, qps, duration, seed)
+    sim, meta, notes = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
+                                         gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
+                                         hw_profiles, revision, token, timeout)
+    for line in [said, *notes]:  # every input is valid from here on: now say where things came from
+        _stderr(line)
     meta.update(described)
     meta.update({"runs": list(runs), "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "prefix_caching": not no_prefix_caching, "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
@@ -139,15 +141,15 @@ def _requests(workload, trace, trace_format, qps, duration, seed):
                 "trace_rows_dropped_zero_length": info["dropped_zero_length"]}
         if qps:
             desc["rescaled_to_qps"] = qps
-        _stderr(f"trace {trace} ({info['format']}): {len(reqs):,} requests"
+        said = (f"trace {trace} ({info['format']}): {len(reqs):,} requests"
                 + (f" ({info['dropped_zero_length']:,} rows with 0 tokens dropped)" if info["dropped_zero_length"] else ""))
-        return reqs, desc
+        return reqs, desc, said
     w = find_workload(workload or "chat")
     qps, duration = qps or 10.0, duration or 300.0
     reqs = generate(w, qps, duration, seed)
-    _stderr(f"workload {w.name}: {len(reqs):,} requests, Poisson {qps:g}/s over {duration:g} s, seed {seed} ({w.source})")
+    said = f"workload {w.name}: {len(reqs):,} requests, Poisson {qps:g}/s over {duration:g} s, seed {seed} ({w.source})"
     return reqs, {"workload": w.name, "workload_source": w.source, "qps": qps, "duration_s": duration, "seed": seed,
-                  "requests": len(reqs)}
+                  "requests": len(reqs)}, said
 
 
 def _stderr(message: str) -> None:
@@ -170,24 +172,21 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     spec = resolved.spec
     req = _request(limit or spec.max_context, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead, kv_cache_memory)
     dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)
-    _stderr(resolved.note)
-    for notice in resolved.notices:
-        _stderr(f"note: {notice}")
+    notes = [resolved.note, *(f"note: {n}" for n in resolved.notices)]
     p = plan(spec, hw, dep, req)
     sim = sim_model(p, spec, hw, step_overhead_s=step_overhead)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache "
                           f"(weights {p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more --gpus", EXIT_USAGE)
     where = f"{spec.name} on {dep.gpus} × {hw.key}" + (f" (tp {dep.tp} × pp {dep.pp})" if dep.pp > 1 else f" (tp {dep.tp})")
-    _stderr(f"{where}: KV pool {sim.kv_budget_bytes / 2**30:,.2f} GiB per GPU, pages of {sim.block_size} tokens, "
-            f"requests up to {sim.max_model_len:,} tokens")
-    for w in p.warnings:
-        _stderr(f"warning: {w}")
+    notes.append(f"{where}: KV pool {sim.kv_budget_bytes / 2**30:,.2f} GiB per GPU, pages of {sim.block_size} "
+                 f"tokens, requests up to {sim.max_model_len:,} tokens")
+    notes += [f"warning: {w}" for w in p.warnings]
     meta = {"model": spec.name, "gpu": hw.key, "gpus": dep.gpus, "tp": dep.tp, "pp": dep.pp,
             "kv_dtype": str(p.request.kv_dtype.name if hasattr(p.request.kv_dtype, "name") else p.request.kv_dtype),
             "kv_pool_bytes_per_gpu": sim.kv_budget_bytes, "block_size": sim.block_size, "max_model_len": sim.max_model_len,
             "step_overhead_s": step_overhead}
-    return sim, meta
+    return sim, meta, notes
 
 
 def _run(sim, requests, runs, slo_ttft, slo_tpot):

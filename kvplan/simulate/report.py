@@ -14,6 +14,7 @@ import html
 from kvplan.simulate.results import SERIES_COLUMNS
 
 GIB = 2**30
+COLOURS = ("#4c78a8", "#e45756", "#f58518", "#54a24b", "#b279a2", "#9d755d")
 STEP_MODEL_NOTE = ("Step time is a roofline model (per pipeline stage, the larger of bytes read / bandwidth and "
                    "FLOPs / peak dense FLOP/s), not a measurement: real engines are slower, so latencies are lower "
                    "bounds and throughput an upper bound.")
@@ -77,13 +78,15 @@ def _figures(runs: dict, budget: int) -> dict:
                 "x": [r[0] for r in series], "y": [round(r[col] / scale, 4) for r in series], **extra}
 
     kv, reqs, speed, pre = [], [], [], []
-    for name, (_, series) in runs.items():
-        kv += [line(name, "reserved", series, 3, GIB), line(name, "written", series, 4, GIB)]
+    for k, (name, (_, series)) in enumerate(runs.items()):
+        c = COLOURS[k % len(COLOURS)]  # one colour per run; the second quantity dotted
+        solid, dotted = {"line": {"color": c}}, {"line": {"color": c, "dash": "dot"}}
+        kv += [line(name, "reserved", series, 3, GIB, **solid), line(name, "written", series, 4, GIB, **dotted)]
         if any(r[5] for r in series):
-            kv.append(line(name, "cached prefixes, idle", series, 5, GIB))
-        reqs += [line(name, "running", series, 1), line(name, "waiting", series, 2)]
-        speed.append(line(name, "tokens/s", series, 7))
-        pre.append(line(name, "preemptions", series, 6))
+            kv.append(line(name, "cached prefixes, idle", series, 5, GIB, line={"color": c, "dash": "dash"}))
+        reqs += [line(name, "running", series, 1, **solid), line(name, "waiting", series, 2, **dotted)]
+        speed.append(line(name, "tokens/s", series, 7, **solid))
+        pre.append(line(name, "preemptions", series, 6, **solid))
     end = max((s[-1][0] for _, s in runs.values() if s), default=0)
     kv.append({"type": "scatter", "mode": "lines", "name": "KV pool", "x": [0, end], "y": [round(budget / GIB, 4)] * 2,
                "line": {"dash": "dash", "color": "#888"}})

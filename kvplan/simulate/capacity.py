@@ -1,0 +1,98 @@
+"""A workload as a procurement target: simulate a plan, and filter `cheapest` candidates by an SLA.
+
+`sweep --workload` adds the simulated figures of each plan to its row (`SIM_COLUMNS`);
+`cheapest --workload` keeps the deployments whose simulation serves the requests with at least
+`slo_pct` percent of them within the TTFT and TPOT targets. Each simulation takes a fraction of a
+second to seconds, so callers bound how many they run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+SIM_COLUMNS = ("sim_mean_running", "sim_requests_per_s", "sim_output_tokens_per_s", "sim_ttft_p99_s",
+               "sim_tpot_p99_s", "sim_pct_meeting_slo", "sim_goodput_requests_per_s", "sim_kv_waste_pct",
+               "sim_preemptions", "sim_rejected")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a deployment must do with the requests: serve them all, `slo_pct`% within both SLOs."""
+
+    requests: tuple
+    slo_ttft: float = 2.0
+    slo_tpot: float = 0.1
+    slo_pct: float = 99.0
+    step_overhead_s: float = 0.0
+    label: str = "workload"
+
+
+def simulate_plan(plan, spec, gpu, target: Target) -> dict:
+    """The paged-pool summary of `target.requests` on `plan` (kvplan.simulate.results.Recorder.summary)."""
+    from kvplan.simulate.adapter import sim_model
+    from kvplan.simulate.engine import Engine
+
+    model = sim_model(plan, spec, gpu, step_overhead_s=target.step_overhead_s)
+    if model.kv_budget_bytes < model.block_bytes():
+        return {}
+    return Engine(model).run(list(target.requests)).summary(target.slo_ttft, target.slo_tpot)
+
+
+def sim_row(summary: dict) -> dict:
+    """SIM_COLUMNS of one summary (all None when the plan has no KV memory to simulate)."""
+    if not summary:
+        return dict.fromkeys(SIM_COLUMNS)
+    lat, r = summary["latency_s"], summary["requests"]
+    return {
+        "sim_mean_running": summary["concurrency"]["mean_running"],
+        "sim_requests_per_s": summary["throughput"]["requests_per_s"],
+        "sim_output_tokens_per_s": summary["throughput"]["output_tokens_per_s"],
+        "sim_ttft_p99_s": lat["ttft"]["p99"], "sim_tpot_p99_s": lat["tpot"]["p99"],
+        "sim_pct_meeting_slo": summary["goodput"]["pct_meeting_slo"],
+        "sim_goodput_requests_per_s": summary["goodput"]["requests_per_s"],
+        "sim_kv_waste_pct": summary["kv"]["waste_pct"],
+        "sim_preemptions": r["preemptions"], "sim_rejected": sum(r["rejected"].values()) + r["dropped"],
+    }
+
+
+def shortfall(summary: dict, target: Target) -> str | None:
+    """Why a simulated deployment misses the target, or None when it meets it."""
+    if not summary:
+        return "doesn't fit: no KV memory to serve the workload"
+    r = summary["requests"]
+    lost = sum(r["rejected"].values()) + r["dropped"]
+    if lost:
+        return f"rejects {lost:,} of the {target.label}'s requests (longer than the KV pool or the length limit)"
+    pct = summary["goodput"]["pct_meeting_slo"]
+    if pct < target.slo_pct:
+        return (f"misses the SLA: {pct:.1f}% of requests meet TTFT ≤ {target.slo_ttft:g} s and TPOT ≤ "
+                f"{target.slo_tpot * 1e3:g} ms (< {target.slo_pct:g}%)")
+    return None
+
+
+def filter_candidates(candidates: list, spec, gpus: dict, target: Target, progress=None) -> list:
+    """`cheapest` candidates re-judged by the workload, ranked as before.
+
+    Per GPU type, deployments that meet the memory target are simulated from the fewest GPUs up;
+    the first that meets the SLA is the cheapest of its type, so larger ones are not simulated
+    (they keep their place, marked as such). `gpus` maps GPU keys to profiles."""
+    done: set = set()
+    out = []
+    order = sorted(range(len(candidates)), key=lambda i: (candidates[i].gpu, candidates[i].deployment.gpus))
+    judged: dict = {}
+    for n, i in enumerate(order):
+        c = candidates[i]
+        if not c.meets:
+            judged[i] = c
+            continue
+        if c.gpu in done:
+            judged[i] = replace(c, meets=False, why="not simulated: fewer GPUs of this type already serve the workload")
+            continue
+        why = shortfall(simulate_plan(c.plan, spec, gpus[c.gpu], target), target)
+        if why is None:
+            done.add(c.gpu)
+        judged[i] = replace(c, meets=why is None, why=why)
+        if progress is not None:
+            progress(n + 1, len(order))
+    out = [judged[i] for i in range(len(candidates))]
+    return [c for c in out if c.meets] + [c for c in out if not c.meets]

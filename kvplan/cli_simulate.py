@@ -182,6 +182,8 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     notes.append(f"{where}: KV pool {sim.kv_budget_bytes / 2**30:,.2f} GiB per GPU, pages of {sim.block_size} "
                  f"tokens, requests up to {sim.max_model_len:,} tokens")
     notes += [f"warning: {w}" for w in p.warnings]
+    if not (sim.all_full and not sim.state_bytes):
+        notes.append("note: prefix caching is not modelled for sliding-window, chunked or recurrent layers: off")
     meta = {"model": spec.name, "gpu": hw.key, "gpus": dep.gpus, "tp": dep.tp, "pp": dep.pp,
             "kv_dtype": str(p.request.kv_dtype.name if hasattr(p.request.kv_dtype, "name") else p.request.kv_dtype),
             "kv_pool_bytes_per_gpu": sim.kv_budget_bytes, "block_size": sim.block_size, "max_model_len": sim.max_model_len,

@@ -238,6 +238,7 @@ class Engine:
         self.events, self.finish_at = {}, {}
         self.running, self.prefilling, self.waiting = {}, {}, deque()
         t, s, i, n = 0.0, 0, 0, len(requests)
+        tick = 0
         while True:
             while i < n and requests[i].arrival <= t:
                 self._arrive(requests[i], t)
@@ -262,7 +263,8 @@ class Engine:
             t = self._advance(s, t, chunks)
             if self.cfg.check:
                 fastpath.check(self, s + 1)
-            if progress is not None and not s % 4096:
+            if progress is not None and s >= tick:
+                tick = s + 4096
                 progress(i, n)
         rec.close(t, self)
         return rec

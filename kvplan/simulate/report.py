@@ -50,7 +50,7 @@ def summary_lines(summary: dict) -> list[tuple[str, str]]:
 
     rejected = sum(r["rejected"].values())
     return [
-        ("requests", f"{r['completed']:,} completed of {r['arrived']:,}" + (f", {rejected:,} rejected" if rejected else "")),
+        ("requests", f"{r['completed']:,} completed of {r['arrived'] + rejected:,}" + (f" ({rejected:,} rejected)" if rejected else "")),
         ("running (sustained)", f"{conc['mean_running']:,.1f} on average, {conc['max_running']:,} at most"),
         ("waiting", f"{conc['mean_waiting']:,.1f} on average"),
         ("throughput", f"{thr['requests_per_s']:,.2f} req/s, {thr['output_tokens_per_s']:,.0f} output tok/s"),

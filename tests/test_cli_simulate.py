@@ -90,6 +90,16 @@ def test_trace_arrivals_and_shared_prefixes():
         assert reqs[1].arrival == pytest.approx(4.314579)
 
 
+def test_trace_rescaled_to_a_rate_and_cut_at_a_duration():
+    from kvplan.simulate.session import shape_trace
+    from kvplan.simulate.workload import SimRequest
+
+    reqs = [SimRequest(i, 10.0 * i, 100, 10) for i in range(11)]  # one every 10 s: 0.1 req/s over 100 s
+    fast = shape_trace(reqs, qps=2.0, duration=None)
+    assert [r.arrival for r in fast][:3] == [0.0, 0.5, 1.0] and fast[-1].arrival == 5.0  # (11 - 1) / 2 req/s
+    assert len(shape_trace(reqs, qps=None, duration=25.0)) == 3  # arrivals 0, 10, 20
+
+
 @pytest.mark.parametrize("args,code,needle", [
     (["--qps", "0"], 2, "--qps must be a positive number"),
     (["--duration", "nan"], 2, "--duration must be a positive number"),

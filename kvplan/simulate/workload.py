@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from kvplan.errors import EXIT_USAGE, KvplanError
 
-MAX_REQUESTS = 10_000_000  # a run bigger than this is refused up front (memory)
+MAX_REQUESTS = 5_000_000  # a run bigger than this is refused up front (about 1 GB of request records)
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,8 @@ def simulate(
     no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Turn off prefix caching (paged pool).")] = False,
     slo_ttft: Annotated[float, typer.Option("--slo-ttft", help="Goodput: time to first token at most this many seconds.")] = 2.0,
     slo_tpot: Annotated[float, typer.Option("--slo-tpot", help="Goodput: time per output token at most this many seconds.")] = 0.1,
+    find_rate: Annotated[bool, typer.Option("--find-rate", help="Search the highest arrival rate at which --slo-percent of requests meet both SLOs (from --qps, default 1/s, up), then report that rate.")] = False,
+    slo_percent: Annotated[float, typer.Option("--slo-percent", help="With --find-rate: percent of requests that must meet the SLOs.")] = 99.0,
     step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (CPU scheduling, kernel launches); default 0: the pure roofline.")] = 0.0,
     output: Annotated[Optional[list[Path]], typer.Option("--output", "-o", help="Write results to this file, the format from its extension: .json (everything), .csv (time series) or .html (a self-contained report); may repeat.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Everything as JSON on stdout (instead of the summary).")] = False,
@@ -103,6 +105,10 @@ def simulate(
         raise KvplanError(f"--reserve must be one of {', '.join(RESERVE_POLICIES)}, got {reserve!r}", EXIT_USAGE)
     if trace is not None and workload is not None:
         raise KvplanError("give --workload or --trace, not both", EXIT_USAGE)
+    if find_rate and compare:
+        raise KvplanError("--find-rate searches one pool; drop --compare (or --find-rate)", EXIT_USAGE)
+    if not 0 < slo_percent <= 100:
+        raise KvplanError(f"--slo-percent must be in (0, 100], got {slo_percent:g}", EXIT_USAGE)
     for flag, value in (("--qps", qps), ("--duration", duration), ("--slo-ttft", slo_ttft), ("--slo-tpot", slo_tpot)):
         _positive(flag, value)
     if not (step_overhead >= 0 and math.isfinite(step_overhead)):
@@ -119,13 +125,47 @@ def simulate(
     sim, meta, notes = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
                                          hw_profiles, revision, token, timeout)
-    for line in [said, *notes]:  # every input is valid from here on: now say where things came from
+    for line in notes if find_rate else [said, *notes]:  # every input is valid: say where things came from
         _stderr(line)
     meta.update(described)
     meta.update({"runs": list(runs), "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "prefix_caching": not no_prefix_caching, "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
+    if find_rate:
+        requests = _search_rate(sim, workload, trace, trace_format, qps, duration, seed, runs, meta,
+                                slo_ttft, slo_tpot, slo_percent)
     results = _run(sim, requests, runs, slo_ttft, slo_tpot)
     _report(meta, results, files, as_json, title)
+
+
+def _search_rate(sim, workload, trace, trace_format, qps, duration, seed, runs, meta, slo_ttft, slo_tpot, pct):
+    """--find-rate: the highest rate meeting the SLA; returns that rate's requests (meta records the search)."""
+    from kvplan.simulate.capacity import Target, max_rate
+    from kvplan.simulate.session import shape_trace
+    from kvplan.simulate.workload import find_workload, generate
+
+    if trace is not None:
+        from kvplan.simulate.traces import load_trace
+
+        base, _ = load_trace(str(trace), trace_format)
+        make = lambda rate: shape_trace(base, rate, duration)  # noqa: E731
+    else:
+        w = find_workload(workload or "chat")
+        make = lambda rate: generate(w, rate, duration or 300.0, seed)  # noqa: E731
+    (cfg,) = runs.values()
+    found = max_rate(sim, make, Target((), slo_ttft, slo_tpot, pct), cfg, start=qps or 1.0)
+    slo = f"{pct:g}% of requests within TTFT ≤ {slo_ttft:g} s and TPOT ≤ {slo_tpot * 1e3:g} ms"
+    meta["rate_search"] = {"slo_percent": pct, "rate": found["rate"], "failed_at": found["failed_at"],
+                           "trials": [{"qps": q, "pct_meeting_slo": p} for q, p in found["trials"]]}
+    if found["rate"] is None:
+        raise KvplanError(f"no arrival rate down to {found['failed_at']:.3g}/s meets the SLA ({slo})", 1)
+    fails = found["failed_at"]
+    _stderr(f"highest rate meeting the SLA ({slo}): {found['rate']:,.3g} req/s"
+            + (f"; {fails:,.3g} req/s misses it" if fails else "") + f" ({len(found['trials'])} trials)")
+    meta["qps"] = found["rate"]
+    reqs = make(found["rate"])
+    meta["requests"] = len(reqs)
+    _stderr(f"{'trace' if trace is not None else 'workload'} at {found['rate']:,.3g} req/s: {len(reqs):,} requests")
+    return reqs
 
 
 def _requests(workload, trace, trace_format, qps, duration, seed):

@@ -39,3 +39,33 @@ def test_sim_row_and_shortfall(kvplan_home):
     strict = Target(target.requests, slo_ttft=1e-6)
     assert shortfall(simulate_plan(p, spec, gpu, strict), strict).startswith("misses the SLA: 0.0% of requests")
     assert sim_row({}) == dict.fromkeys(SIM_COLUMNS)
+
+
+def test_max_rate_brackets_the_sla(kvplan_home):
+    from kvplan.simulate.capacity import max_rate
+    from kvplan.simulate.paper import opt13b_a100
+
+    target = Target((), slo_ttft=2.0, slo_tpot=0.1, slo_pct=99)
+    found = max_rate(opt13b_a100(), lambda r: generate(WORKLOADS["sharegpt"], r, 200, 0), target, steps=5)
+    rate, bad = found["rate"], found["failed_at"]
+    assert rate is not None and rate < bad <= 2 * rate
+    by_rate = dict(found["trials"])
+    assert by_rate[rate] >= 99 > by_rate[bad]
+    assert found["summary"]["goodput"]["pct_meeting_slo"] == by_rate[rate]
+
+
+def test_cli_find_rate(kvplan_home):
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    r = CliRunner().invoke(app, ["simulate", "llama-3.1-8b", "--gpu", "l40s", "--workload", "code", "--duration", "30",
+                                 "--find-rate", "--slo-percent", "95", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    search = doc["meta"]["rate_search"]
+    assert doc["meta"]["qps"] == search["rate"] > 0
+    assert doc["runs"]["paged"]["summary"]["goodput"]["pct_meeting_slo"] >= 95
+    assert "highest rate meeting the SLA (95% of requests" in r.stderr

@@ -60,9 +60,11 @@ def shortfall(summary: dict, target: Target) -> str | None:
     if not summary:
         return "doesn't fit: no KV memory to serve the workload"
     r = summary["requests"]
-    lost = sum(r["rejected"].values()) + r["dropped"]
+    # Requests longer than the length limit fail on every deployment alike (the caller warns of
+    # them); requests the pool can never hold are this deployment's failure.
+    lost = r["rejected"].get("never fits in the KV pool", 0) + r["dropped"]
     if lost:
-        return f"rejects {lost:,} of the {target.label}'s requests (longer than the KV pool or the length limit)"
+        return f"cannot hold {lost:,} of the {target.label}'s requests in its KV pool at all"
     pct = summary["goodput"]["pct_meeting_slo"]
     if pct < target.slo_pct:
         return (f"misses the SLA: {pct:.1f}% of requests meet TTFT ≤ {target.slo_ttft:g} s and TPOT ≤ "
@@ -96,3 +98,51 @@ def filter_candidates(candidates: list, spec, gpus: dict, target: Target, progre
             progress(n + 1, len(order))
     out = [judged[i] for i in range(len(candidates))]
     return [c for c in out if c.meets] + [c for c in out if not c.meets]
+
+
+def max_rate(model, requests_at, target: Target, config=None, start: float = 1.0, steps: int = 6,
+             progress=None) -> dict:
+    """The highest arrival rate (requests/s) that `model` serves within `target`.
+
+    `requests_at(rate)` gives the requests of one trial (a workload drawn at that rate, or a trace
+    rescaled to it). Doubles the rate from `start` until the SLA fails, then bisects
+    (geometrically) `steps` times between the last rate that met it and the first that did not.
+    A rate is "met" on that trial's sample of requests; nearby rates can differ by the sample's
+    luck. Returns {"rate", "summary" (at that rate, or None), "failed_at", "trials": [(rate,
+    percent meeting the SLA)]}."""
+    from kvplan.simulate.engine import Engine, EngineConfig
+
+    cfg = config or EngineConfig()
+    trials = []
+
+    def trial(rate):
+        reqs = requests_at(rate)
+        s = Engine(model, cfg).run(reqs).summary(target.slo_ttft, target.slo_tpot) if reqs else None
+        ok = s is not None and shortfall(s, Target((), target.slo_ttft, target.slo_tpot, target.slo_pct)) is None
+        trials.append((rate, s["goodput"]["pct_meeting_slo"] if s else None))
+        if progress is not None:
+            progress(len(trials))
+        return ok, s
+
+    good, good_summary, bad = None, None, None
+    rate = start
+    for _ in range(20):  # up to start x 2^19
+        ok, s = trial(rate)
+        if not ok:
+            bad = rate
+            break
+        good, good_summary, rate = rate, s, rate * 2
+    if bad is not None and good is None:  # even `start` fails: search below it
+        lo = start / 2**10
+        ok, s = trial(lo)
+        if not ok:
+            return {"rate": None, "summary": None, "failed_at": lo, "trials": trials}
+        good, good_summary = lo, s
+    for _ in range(steps if bad is not None else 0):
+        mid = (good * bad) ** 0.5
+        ok, s = trial(mid)
+        if ok:
+            good, good_summary = mid, s
+        else:
+            bad = mid
+    return {"rate": good, "summary": good_summary, "failed_at": bad, "trials": trials}

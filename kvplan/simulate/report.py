@@ -53,7 +53,8 @@ def summary_lines(summary: dict) -> list[tuple[str, str]]:
         ("requests", f"{r['completed']:,} completed of {r['arrived'] + rejected:,}" + (f" ({rejected:,} rejected)" if rejected else "")),
         ("running (sustained)", f"{conc['mean_running']:,.1f} on average, {conc['max_running']:,} at most"),
         ("waiting", f"{conc['mean_waiting']:,.1f} on average"),
-        ("throughput", f"{thr['requests_per_s']:,.2f} req/s, {thr['output_tokens_per_s']:,.0f} output tok/s"),
+        ("throughput", f"{thr['requests_per_s']:,.2f} req/s, {thr['output_tokens_per_s']:,.0f} output tok/s "
+                       f"over {summary['time']['makespan_s']:,.0f} s"),
         ("TTFT p50/p90/p99", ms(lat["ttft"])),
         ("TPOT p50/p90/p99", ms(lat["tpot"])),
         ("latency p50/p90/p99", ms(lat["e2e"])),

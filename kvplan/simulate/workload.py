@@ -75,14 +75,15 @@ class Workload:
 
 
 # PagedAttention (Kwon et al., SOSP 2023), §6.1 and Fig. 11: ShareGPT prompts average 161.31
-# tokens and outputs 337.99; Alpaca 19.31 and 58.45. Both are capped at OPT's 2,048 positions.
+# tokens and outputs 337.99; Alpaca 19.31 and 58.45. Both are capped at OPT's 2,048 positions
+# (prompts at 2,047, so that one output token fits; outputs are cut at the limit).
 # The paper gives means and histograms, not a fitted law: sigma is our assumption (ShareGPT's
 # "higher variance" than Alpaca's). Means are matched before clamping.
 WORKLOADS = {
-    "sharegpt": Workload("sharegpt", LogNormal.with_mean(161.31, 1.0, 1, 2048), LogNormal.with_mean(337.99, 0.9, 1, 2048),
+    "sharegpt": Workload("sharegpt", LogNormal.with_mean(161.31, 1.0, 1, 2047), LogNormal.with_mean(337.99, 0.9, 1, 2047),
                          "PagedAttention paper (Kwon et al., SOSP 2023) §6.1/Fig. 11: ShareGPT means 161.31 in / "
                          "337.99 out; log-normal shape (sigma 1.0 / 0.9) assumed"),
-    "alpaca": Workload("alpaca", LogNormal.with_mean(19.31, 0.6, 1, 2048), LogNormal.with_mean(58.45, 0.8, 1, 2048),
+    "alpaca": Workload("alpaca", LogNormal.with_mean(19.31, 0.6, 1, 2047), LogNormal.with_mean(58.45, 0.8, 1, 2047),
                        "PagedAttention paper §6.1/Fig. 11: Alpaca means 19.31 in / 58.45 out; sigma assumed"),
     # The three below are illustrative assumptions, not fitted to any published trace: replay a
     # real trace (--trace, e.g. the Azure LLM inference trace) for figures about real traffic.

@@ -12,26 +12,22 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.cli._common import (
+    GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, check_range, cli_errors, stderr,
+)
+from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 
 PROGRESS_MIN_REQUESTS = 20_000  # below this a run takes about a second: no bar
 FORMATS = {".csv": "CSV", ".json": "JSON", ".html": "HTML"}
 
 
 def register(app: typer.Typer) -> None:
-    from kvplan.cli import cli_errors
-
-    app.command()(cli_errors(simulate))
+    app.command()(simulate)
 
 
 def _positive(flag: str, value: Optional[float]) -> None:
     if value is not None and not (value > 0 and math.isfinite(value)):
         raise KvplanError(f"{flag} must be a positive number, got {value:g}", EXIT_USAGE)
-
-
-def _check_range(flag: str, value, low, high) -> None:
-    if value is not None and not low <= value <= high:
-        raise KvplanError(f"{flag} must be between {low:,} and {high:,}, got {value}", EXIT_USAGE)
 
 
 def _output_files(paths: list[Path]) -> list[tuple[Path, str]]:
@@ -52,9 +48,10 @@ def _output_files(paths: list[Path]) -> list[tuple[Path, str]]:
     return out
 
 
+@cli_errors
 def simulate(
     model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
-    gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU name or alias (h100, h200, a100-80, mi300x; see `kvplan gpus`).")],
+    gpu: GpuOpt,
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp); default 1.")] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size.")] = None,
     pp: Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size.")] = None,
@@ -68,8 +65,8 @@ def simulate(
     reserve: Annotated[str, typer.Option("--reserve", help="Contiguous reservation: max (the length limit), pow2 (output rounded up to a power of two), oracle (exact).")] = "max",
     compare: Annotated[bool, typer.Option("--compare", help="Run the paged pool and all three contiguous reservations on the same requests.")] = False,
     max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", help="Longest request, prompt + output (as vLLM's flag): 32k, 128k. Default: the model's limit.")] = None,
-    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype: auto (model's), bf16, fp8, ...")] = "auto",
-    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Override the checkpoint's weight format: bf16, fp8, int4, ...")] = None,
+    kv_dtype: KvDtypeOpt = "auto",
+    weight_dtype: WeightDtypeOpt = None,
     gpu_memory_utilization: Annotated[str, typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use.")] = "0.9",
     kv_cache_memory: Annotated[Optional[str], typer.Option("--kv-cache-memory", help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28GiB.")] = None,
     overhead: Annotated[Optional[str], typer.Option("--overhead", help="Per-GPU activation + runtime overhead (e.g. 2GiB). Default: an estimate.")] = None,
@@ -83,12 +80,12 @@ def simulate(
     slo_percent: Annotated[float, typer.Option("--slo-percent", help="With --find-rate: percent of requests that must meet the SLOs.")] = 99.0,
     step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (CPU scheduling, kernel launches); default 0: the pure roofline.")] = 0.0,
     output: Annotated[Optional[list[Path]], typer.Option("--output", "-o", help="Write results to this file, the format from its extension: .json (everything), .csv (time series) or .html (a self-contained report); may repeat.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Everything as JSON on stdout (instead of the summary).")] = False,
+    as_json: JsonOpt = False,
     title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan simulate",
-    hw_profiles: Annotated[Optional[list[Path]], typer.Option("--hw-profiles", help="Directory of extra GPU profiles (YAML); may repeat.")] = None,
-    revision: Annotated[Optional[str], typer.Option("--revision", help="Hub revision for a repo id.")] = None,
-    token: Annotated[Optional[str], typer.Option("--token", help="Hub token for gated repos. Never printed.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the Hub.")] = 10.0,
+    hw_profiles: HwOpt = None,
+    revision: RevisionOpt = None,
+    token: TokenOpt = None,
+    timeout: TimeoutOpt = 10.0,
 ):
     """Simulate serving a workload: concurrency, KV waste, preemptions, throughput, TTFT/TPOT, goodput.
 
@@ -113,10 +110,10 @@ def simulate(
         _positive(flag, value)
     if not (step_overhead >= 0 and math.isfinite(step_overhead)):
         raise KvplanError(f"--step-overhead must be 0 or more seconds, got {step_overhead:g}", EXIT_USAGE)
-    _check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
-    _check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
-    _check_range("--block-size", block_size, 1, 4096)
-    _check_range("--seed", seed, 0, 2**63)
+    check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
+    check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
+    check_range("--block-size", block_size, 1, 4096)
+    check_range("--seed", seed, 0, 2**63)
     files = _output_files(output or [])
     base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=max_num_seqs,
                         max_num_batched_tokens=max_num_batched_tokens, prefix_caching=not no_prefix_caching)
@@ -126,7 +123,7 @@ def simulate(
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
                                          hw_profiles, revision, token, timeout)
     for line in notes if find_rate else [said, *notes]:  # every input is valid: say where things came from
-        _stderr(line)
+        stderr(line)
     meta.update(described)
     meta.update({"runs": list(runs), "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "prefix_caching": not no_prefix_caching, "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
@@ -157,14 +154,14 @@ def _search_rate(sim, workload, trace, trace_format, qps, duration, seed, runs, 
     meta["rate_search"] = {"slo_percent": pct, "rate": found["rate"], "failed_at": found["failed_at"],
                            "trials": [{"qps": q, "pct_meeting_slo": p} for q, p in found["trials"]]}
     if found["rate"] is None:
-        raise KvplanError(f"no arrival rate down to {found['failed_at']:.3g}/s meets the SLA ({slo})", 1)
+        raise KvplanError(f"no arrival rate down to {found['failed_at']:.3g}/s meets the SLA ({slo})", EXIT_DOES_NOT_FIT)
     fails = found["failed_at"]
-    _stderr(f"highest rate meeting the SLA ({slo}): {found['rate']:,.3g} req/s"
+    stderr(f"highest rate meeting the SLA ({slo}): {found['rate']:,.3g} req/s"
             + (f"; {fails:,.3g} req/s misses it" if fails else "") + f" ({len(found['trials'])} trials)")
     meta["qps"] = found["rate"]
     reqs = make(found["rate"])
     meta["requests"] = len(reqs)
-    _stderr(f"{'trace' if trace is not None else 'workload'} at {found['rate']:,.3g} req/s: {len(reqs):,} requests")
+    stderr(f"{'trace' if trace is not None else 'workload'} at {found['rate']:,.3g} req/s: {len(reqs):,} requests")
     return reqs
 
 
@@ -192,14 +189,10 @@ def _requests(workload, trace, trace_format, qps, duration, seed):
                   "requests": len(reqs)}, said
 
 
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr)
-
-
 def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,
                       overhead, block_size, step_overhead, hw_profiles, revision, token, timeout):
     """Plan the deployment as `fit` does, then the simulator's inputs; notes on stderr."""
-    from kvplan.cli import _deployment, _request
+    from kvplan.cli.fit import _deployment, _request
     from kvplan.hardware import find_gpu
     from kvplan.planner import Deployment, plan
     from kvplan.resolve import resolve_model
@@ -252,9 +245,9 @@ def _report(meta, results, files, as_json, title):
     for name, (summary, _) in results.items():
         r = summary["requests"]
         for reason, count in r["rejected"].items():
-            _stderr(f"warning: {name}: {count:,} requests rejected: {reason}")
+            stderr(f"warning: {name}: {count:,} requests rejected: {reason}")
         if r["outputs_truncated"]:
-            _stderr(f"warning: {name}: {r['outputs_truncated']:,} outputs cut at the length limit")
+            stderr(f"warning: {name}: {r['outputs_truncated']:,} outputs cut at the length limit")
     doc = None
     for path, fmt in files:
         if fmt == ".json":
@@ -269,7 +262,7 @@ def _report(meta, results, files, as_json, title):
     else:
         _print_summary(results)
     for path, fmt in files:
-        _stderr(f"wrote {FORMATS[fmt]}: {path}")
+        stderr(f"wrote {FORMATS[fmt]}: {path}")
 
 
 def _print_summary(results) -> None:

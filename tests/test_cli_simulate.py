@@ -138,3 +138,33 @@ def test_bad_traces_are_one_line(text, needle, kvplan_home, tmp_path):
 
 def test_no_room_for_kv_is_one_line(kvplan_home):
     one_line_error(run("simulate", "llama-3.1-70b", "--gpu", "l4"), 2, "no memory is left for the KV cache")
+
+
+def test_cheapest_serves_a_workload(kvplan_home):
+    r = run("cheapest", "llama-3.1-8b", "--gpu", "l4,h100", "--workload", "code", "--qps", "4", "--duration", "30",
+            "--ctx", "16k", "--slo-tpot", "0.05", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["workload"]["workload"] == "code" and data["workload"]["slo_percent"] == 99
+    best = data["meets"][0]
+    assert best["sim_pct_meeting_slo"] >= 99 and best["sim_rejected"] == 0 and best["why"] is None
+    assert any((f["why"] or "").startswith(("misses the SLA", "not simulated", "doesn't fit")) for f in data["fails"])
+    one_line_error(run("cheapest", "llama-3.1-8b", "--gpu", "h100"), 2, "give --concurrency N, or a workload")
+
+
+def test_sweep_simulates_each_plan(kvplan_home, tmp_path):
+    import csv
+
+    args = ["sweep", "--models", "llama-3.1-8b", "--gpu", "h100,l4", "--ctx", "16k", "--gpu-counts", "1,2",
+            "--workload", "chat", "--qps", "3", "--duration", "20"]
+    r = run(*args, "--json", "-o", tmp_path / "p.csv")
+    assert r.exit_code == 0, r.output
+    plans = json.loads(r.stdout)["plans"]
+    assert len(plans) == 4 and all(p["sim_mean_running"] is not None for p in plans)
+    by = {(p["gpu"], p["gpus"]): p for p in plans}
+    # Two H100s serve the same requests at least as fast per token as one L4.
+    assert by[("h100-sxm", 2)]["sim_tpot_p99_s"] < by[("l4", 1)]["sim_tpot_p99_s"]
+    rows = list(csv.DictReader((tmp_path / "p.csv").open()))
+    assert "sim_pct_meeting_slo" in rows[0] and len(rows) == 4
+    one_line_error(run("sweep", "--models", "all", "--gpu", "all", "--ctx", "8k", "--workload", "chat"), 2,
+                   "simulates every plan")

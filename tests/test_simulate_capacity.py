@@ -14,7 +14,7 @@ def test_more_gpus_serve_a_workload_one_cannot(kvplan_home):
     gpus = {g.key: g for g in (find_gpu("l4"), find_gpu("h100"))}
     target = Target(tuple(generate(WORKLOADS["chat"], 6, 40, seed=1)), slo_ttft=2.0, slo_tpot=0.05, slo_pct=95)
     cands = cheapest(spec, list(gpus.values()), 32768, 1, deployments=candidate_deployments(spec, 8))
-    judged = filter_candidates(cands, spec, gpus, target)
+    judged, sims = filter_candidates(cands, spec, gpus, target)
     assert len(judged) == len(cands)
     meets = [c for c in judged if c.meets]
     assert meets and all(c.why is None for c in meets)
@@ -24,6 +24,8 @@ def test_more_gpus_serve_a_workload_one_cannot(kvplan_home):
     # Per GPU type only the smallest deployment meeting the SLA is simulated.
     h100 = sorted((c for c in judged if c.gpu.startswith("h100")), key=lambda c: c.deployment.gpus)
     assert h100[0].meets and all("not simulated" in c.why for c in h100[1:] if c.why)
+    d = h100[0].deployment
+    assert sims[(h100[0].gpu, d.gpus, d.tp, d.pp)]["sim_pct_meeting_slo"] >= 95
 
 
 def test_sim_row_and_shortfall(kvplan_home):

@@ -15,6 +15,10 @@ import typer
 from kvplan.cli._common import (
     GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, check_range, cli_errors, stderr,
 )
+from kvplan.cli.workload import (
+    DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
+    check_workload_flags, load_requests, sla_text,
+)
 from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 
 PROGRESS_MIN_REQUESTS = 20_000  # below this a run takes about a second: no bar
@@ -23,11 +27,6 @@ FORMATS = {".csv": "CSV", ".json": "JSON", ".html": "HTML"}
 
 def register(app: typer.Typer) -> None:
     app.command()(simulate)
-
-
-def _positive(flag: str, value: Optional[float]) -> None:
-    if value is not None and not (value > 0 and math.isfinite(value)):
-        raise KvplanError(f"{flag} must be a positive number, got {value:g}", EXIT_USAGE)
 
 
 def _output_files(paths: list[Path]) -> list[tuple[Path, str]]:
@@ -55,12 +54,12 @@ def simulate(
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp); default 1.")] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size.")] = None,
     pp: Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size.")] = None,
-    workload: Annotated[Optional[str], typer.Option("--workload", "-w", help="Built-in length distribution: chat (default), rag, code, sharegpt, alpaca.")] = None,
-    trace: Annotated[Optional[Path], typer.Option("--trace", help="Replay a trace: CSV or JSONL (arrival, input_tokens, output_tokens[, prefix_id, prefix_tokens]), or the Azure LLM, BurstGPT or Mooncake layouts.")] = None,
-    trace_format: Annotated[str, typer.Option("--trace-format", help="auto, kvplan, azure, burstgpt or mooncake.")] = "auto",
-    qps: Annotated[Optional[float], typer.Option("--qps", help="Mean arrivals per second (Poisson; default 10). With --trace: rescale its arrivals to this rate.")] = None,
-    duration: Annotated[Optional[float], typer.Option("--duration", help="Seconds of arrivals (default 300). With --trace: keep the first seconds only.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed of the workload.")] = 0,
+    workload: WorkloadOpt = None,
+    trace: TraceOpt = None,
+    trace_format: TraceFormatOpt = "auto",
+    qps: QpsOpt = None,
+    duration: DurationOpt = None,
+    seed: SeedOpt = 0,
     mode: Annotated[str, typer.Option("--mode", help="KV pool: paged (pages as tokens arrive) or contiguous (one reservation per request).")] = "paged",
     reserve: Annotated[str, typer.Option("--reserve", help="Contiguous reservation: max (the length limit), pow2 (output rounded up to a power of two), oracle (exact).")] = "max",
     compare: Annotated[bool, typer.Option("--compare", help="Run the paged pool and all three contiguous reservations on the same requests.")] = False,
@@ -74,10 +73,10 @@ def simulate(
     max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="Most requests running at once (vLLM's flag).")] = 256,
     max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="Tokens per step: decodes plus prefill chunks (vLLM's flag).")] = 8192,
     no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Turn off prefix caching (paged pool).")] = False,
-    slo_ttft: Annotated[float, typer.Option("--slo-ttft", help="Goodput: time to first token at most this many seconds.")] = 2.0,
-    slo_tpot: Annotated[float, typer.Option("--slo-tpot", help="Goodput: time per output token at most this many seconds.")] = 0.1,
+    slo_ttft: SloTtftOpt = 2.0,
+    slo_tpot: SloTpotOpt = 0.1,
     find_rate: Annotated[bool, typer.Option("--find-rate", help="Search the highest arrival rate at which --slo-percent of requests meet both SLOs (from --qps, default 1/s, up), then report that rate.")] = False,
-    slo_percent: Annotated[float, typer.Option("--slo-percent", help="With --find-rate: percent of requests that must meet the SLOs.")] = 99.0,
+    slo_percent: SloPercentOpt = 99.0,
     step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (CPU scheduling, kernel launches); default 0: the pure roofline.")] = 0.0,
     output: Annotated[Optional[list[Path]], typer.Option("--output", "-o", help="Write results to this file, the format from its extension: .json (everything), .csv (time series) or .html (a self-contained report); may repeat.")] = None,
     as_json: JsonOpt = False,
@@ -100,25 +99,19 @@ def simulate(
         raise KvplanError(f"--mode must be paged or contiguous, got {mode!r}", EXIT_USAGE)
     if reserve not in RESERVE_POLICIES:
         raise KvplanError(f"--reserve must be one of {', '.join(RESERVE_POLICIES)}, got {reserve!r}", EXIT_USAGE)
-    if trace is not None and workload is not None:
-        raise KvplanError("give --workload or --trace, not both", EXIT_USAGE)
+    check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, slo_percent)
     if find_rate and compare:
         raise KvplanError("--find-rate searches one pool; drop --compare (or --find-rate)", EXIT_USAGE)
-    if not 0 < slo_percent <= 100:
-        raise KvplanError(f"--slo-percent must be in (0, 100], got {slo_percent:g}", EXIT_USAGE)
-    for flag, value in (("--qps", qps), ("--duration", duration), ("--slo-ttft", slo_ttft), ("--slo-tpot", slo_tpot)):
-        _positive(flag, value)
     if not (step_overhead >= 0 and math.isfinite(step_overhead)):
         raise KvplanError(f"--step-overhead must be 0 or more seconds, got {step_overhead:g}", EXIT_USAGE)
     check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
     check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
     check_range("--block-size", block_size, 1, 4096)
-    check_range("--seed", seed, 0, 2**63)
     files = _output_files(output or [])
     base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=max_num_seqs,
                         max_num_batched_tokens=max_num_batched_tokens, prefix_caching=not no_prefix_caching)
     runs = configs(base, compare)
-    requests, described, said = _requests(workload, trace, trace_format, qps, duration, seed)
+    requests, described, said = load_requests(workload, trace, trace_format, qps, duration, seed)
     sim, meta, notes = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
                                          hw_profiles, revision, token, timeout)
@@ -150,7 +143,7 @@ def _search_rate(sim, workload, trace, trace_format, qps, duration, seed, runs, 
         make = lambda rate: generate(w, rate, duration or 300.0, seed)  # noqa: E731
     (cfg,) = runs.values()
     found = max_rate(sim, make, Target((), slo_ttft, slo_tpot, pct), cfg, start=qps or 1.0)
-    slo = f"{pct:g}% of requests within TTFT ≤ {slo_ttft:g} s and TPOT ≤ {slo_tpot * 1e3:g} ms"
+    slo = sla_text(slo_ttft, slo_tpot, pct)
     meta["rate_search"] = {"slo_percent": pct, "rate": found["rate"], "failed_at": found["failed_at"],
                            "trials": [{"qps": q, "pct_meeting_slo": p} for q, p in found["trials"]]}
     if found["rate"] is None:
@@ -163,30 +156,6 @@ def _search_rate(sim, workload, trace, trace_format, qps, duration, seed, runs, 
     meta["requests"] = len(reqs)
     stderr(f"{'trace' if trace is not None else 'workload'} at {found['rate']:,.3g} req/s: {len(reqs):,} requests")
     return reqs
-
-
-def _requests(workload, trace, trace_format, qps, duration, seed):
-    from kvplan.simulate.workload import find_workload, generate
-
-    if trace is not None:
-        from kvplan.simulate.session import shape_trace
-        from kvplan.simulate.traces import load_trace
-
-        reqs, info = load_trace(str(trace), trace_format)
-        reqs = shape_trace(reqs, qps, duration)
-        desc = {"trace": str(trace), "trace_format": info["format"], "requests": len(reqs),
-                "trace_rows_dropped_zero_length": info["dropped_zero_length"]}
-        if qps:
-            desc["rescaled_to_qps"] = qps
-        said = (f"trace {trace} ({info['format']}): {len(reqs):,} requests"
-                + (f" ({info['dropped_zero_length']:,} rows with 0 tokens dropped)" if info["dropped_zero_length"] else ""))
-        return reqs, desc, said
-    w = find_workload(workload or "chat")
-    qps, duration = qps or 10.0, duration or 300.0
-    reqs = generate(w, qps, duration, seed)
-    said = f"workload {w.name}: {len(reqs):,} requests, Poisson {qps:g}/s over {duration:g} s, seed {seed} ({w.source})"
-    return reqs, {"workload": w.name, "workload_source": w.source, "qps": qps, "duration_s": duration, "seed": seed,
-                  "requests": len(reqs)}, said
 
 
 def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,

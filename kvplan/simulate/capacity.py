@@ -72,16 +72,17 @@ def shortfall(summary: dict, target: Target) -> str | None:
     return None
 
 
-def filter_candidates(candidates: list, spec, gpus: dict, target: Target, progress=None) -> list:
-    """`cheapest` candidates re-judged by the workload, ranked as before.
+def filter_candidates(candidates: list, spec, gpus: dict, target: Target, progress=None) -> tuple[list, dict]:
+    """`cheapest` candidates re-judged by the workload, ranked as before, and the simulated
+    figures of each candidate simulated ({(gpu, gpus, tp, pp): sim_row}).
 
     Per GPU type, deployments that meet the memory target are simulated from the fewest GPUs up;
     the first that meets the SLA is the cheapest of its type, so larger ones are not simulated
-    (they keep their place, marked as such). `gpus` maps GPU keys to profiles."""
+    (marked as such). `gpus` maps GPU keys to profiles."""
     done: set = set()
-    out = []
-    order = sorted(range(len(candidates)), key=lambda i: (candidates[i].gpu, candidates[i].deployment.gpus))
     judged: dict = {}
+    sims: dict = {}
+    order = sorted(range(len(candidates)), key=lambda i: (candidates[i].gpu, candidates[i].deployment.gpus))
     for n, i in enumerate(order):
         c = candidates[i]
         if not c.meets:
@@ -90,14 +91,17 @@ def filter_candidates(candidates: list, spec, gpus: dict, target: Target, progre
         if c.gpu in done:
             judged[i] = replace(c, meets=False, why="not simulated: fewer GPUs of this type already serve the workload")
             continue
-        why = shortfall(simulate_plan(c.plan, spec, gpus[c.gpu], target), target)
+        summary = simulate_plan(c.plan, spec, gpus[c.gpu], target)
+        d = c.deployment
+        sims[(c.gpu, d.gpus, d.tp, d.pp)] = sim_row(summary)
+        why = shortfall(summary, target)
         if why is None:
             done.add(c.gpu)
         judged[i] = replace(c, meets=why is None, why=why)
         if progress is not None:
             progress(n + 1, len(order))
     out = [judged[i] for i in range(len(candidates))]
-    return [c for c in out if c.meets] + [c for c in out if not c.meets]
+    return [c for c in out if c.meets] + [c for c in out if not c.meets], sims
 
 
 def max_rate(model, requests_at, target: Target, config=None, start: float = 1.0, steps: int = 6,

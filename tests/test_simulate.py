@@ -123,3 +123,11 @@ def test_requests_too_long_are_rejected_not_looped():
     s = _run(model, reqs).summary(2.0, 0.1)
     assert s["requests"]["completed"] == 1
     assert s["requests"]["rejected"] == {"longer than the model's length limit": 1, "never fits in the KV pool": 1}
+
+
+def test_a_reservation_larger_than_the_pool_is_rejected_on_arrival():
+    model = _model(budget=1000 * 160 * 1024, max_len=4096)  # 1,000 token slots; a max reservation is 4,096
+    reqs = [SimRequest(i, 0.1 * i, 100, 10) for i in range(5)]
+    s = _run(model, reqs, mode="contiguous").summary(2.0, 0.1)
+    assert s["requests"]["rejected"] == {"never fits in the KV pool": 5} and s["requests"]["dropped"] == 0
+    assert _run(model, reqs, mode="contiguous", reserve="oracle").summary(2.0, 0.1)["requests"]["completed"] == 5

@@ -270,13 +270,19 @@ class Engine:
         return rec
 
     def _arrive(self, req, t: float) -> None:
+        """Queue a request, or reject one that can never run (too long; more than the whole pool)."""
         m = self.m
         out = min(req.output, m.max_model_len - req.prompt)
-        if out < 1 or (m.paged if self.paged else m.held)(req.prompt + out - 1) > self.cap:
-            self.rec.rejected(req, "longer than the model's length limit" if out < 1 else "never fits in the KV pool")
+        if out < 1:
+            self.rec.rejected(req, "longer than the model's length limit")
+            return
+        seq = Seq(req, out)
+        largest = m.paged(req.prompt + out - 1) if self.paged else m.held(self._reserve_tokens(seq))
+        if largest > self.cap:
+            self.rec.rejected(req, "never fits in the KV pool")
             return
         self.rec.arrived(req, t, out)
-        self.waiting.append(Seq(req, out))
+        self.waiting.append(seq)
 
     def _schedule(self, s: int) -> tuple[list, bool]:
         """Step s's work: decode pages, prefill chunks, admissions. Returns ([(seq, chunk)], preempted)."""

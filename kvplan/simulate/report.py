@@ -61,7 +61,7 @@ def summary_lines(summary: dict) -> list[tuple[str, str]]:
         ("goodput", f"{good['requests_per_s']:,.2f} req/s ({good['pct_meeting_slo']:.1f}% meet TTFT ≤ "
                     f"{good['slo_ttft_s']:g} s, TPOT ≤ {good['slo_tpot_s'] * 1e3:g} ms)"),
         ("KV pool per GPU", f"{kv['budget_bytes'] / GIB:,.2f} GiB, {kv['mean_occupancy_pct']:.1f}% reserved on average"),
-        ("KV waste", f"{kv['waste_pct']:.1f}% of reserved KV never written"),
+        ("KV waste", f"{kv['waste_pct']:.1f}% of reserved KV holds no token (time average)"),
         ("preemptions", f"{r['preemptions']:,} ({r['preempted_requests']:,} requests)"),
         ("prefix cache", f"{summary['prefix_cache']['hit_rate_pct']:.1f}% of prompt tokens from cache"
          if summary["prefix_cache"].get("prefix_cache") else "off"),

@@ -76,7 +76,7 @@ def cheapest(
     if concurrency is None and not served:
         raise KvplanError("give --concurrency N, or a workload to serve (--workload or --trace)", EXIT_USAGE)
     check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, slo_percent)
-    concurrency = concurrency or 1
+    concurrency = 1 if concurrency is None else concurrency
     check_range("--concurrency", concurrency, 1, MAX_BATCH)
     if min_tps is not None and not 0 < min_tps < float("inf"):
         raise KvplanError(f"--min-tokens-per-second must be a positive number, got {min_tps:g}", EXIT_USAGE)

@@ -21,6 +21,7 @@ their window (an event), finishes are events; per request there are a handful of
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from dataclasses import dataclass
 
@@ -113,13 +114,21 @@ class Engine:
             if length < w:
                 inc += wb if self.paged else 0
                 wrate += wt
-                self.events.setdefault(w - seq.base, []).append((seq, seq.version, wb, wt))
+                self._at(self.events, w - seq.base, (seq, seq.version, wb, wt))
         seq.inc, seq.wrate = inc, wrate
         self.bucket[(-seq.base) % self.B] += inc
         self.wrate += wrate
         self.n_dec += 1
         self.ctx_dec += length
-        self.finish_at.setdefault(s + seq.output - seq.generated - 1, []).append((seq, seq.version))
+        self._at(self.finish_at, s + seq.output - seq.generated - 1, (seq, seq.version))
+
+    def _at(self, table: dict, step: int, item) -> None:
+        """File `item` under `step` in `table` (events or finishes); a new step joins the stop heap."""
+        bucket = table.get(step)
+        if bucket is None:
+            table[step] = bucket = []
+            heapq.heappush(self.stops, step)
+        bucket.append(item)
 
     def _stop_decode(self, seq: Seq, s: int) -> int:
         """Remove `seq` from the decode sums before step s runs; returns its length then."""
@@ -236,6 +245,7 @@ class Engine:
         self.bucket = [0] * self.B
         self.wrate = self.n_dec = self.ctx_dec = 0
         self.events, self.finish_at = {}, {}
+        self.stops = []  # a heap of the steps that have events (stale ones are skipped lazily)
         self.running, self.prefilling, self.waiting = {}, {}, deque()
         t, s, i, n = 0.0, 0, 0, len(requests)
         tick = 0

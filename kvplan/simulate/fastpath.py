@@ -8,6 +8,8 @@ Functions of the engine (`engine` is a kvplan.simulate.engine.Engine).
 
 from __future__ import annotations
 
+import heapq
+
 
 def head_blocked(engine) -> bool:
     """True when the queue's head cannot be admitted now, nor before a request finishes
@@ -43,31 +45,36 @@ def coast(engine, t: float, s: int, until: float) -> tuple[float, int]:
     ctx, written, wrate, committed = engine.ctx_dec, engine.written, engine.wrate, engine.committed
     # The Recorder's integrals, summed here and handed over once (or at a sample point).
     busy = a_res = a_wr = a_idle = 0.0
-    steps = 0
+    s_start = s
     sample_at = rec.next_sample if rec.sample_every is not None else float("inf")
-    while t < until:
-        s1 = s + 1
-        if s1 in events or s1 in finish_at:
-            break
-        need = bucket[s1 % B]
-        if need:
-            if need > cap - engine.used - active:
-                break
-            engine._take(need)
-            idle = engine.cache.idle if engine.cache else 0
+    stops = engine.stops  # the next step with a finish or a window event ends the stretch
+    while stops and (stops[0] <= s or (stops[0] not in events and stops[0] not in finish_at)):
+        heapq.heappop(stops)
+    stop = stops[0] if stops else float("inf")
+    paged = engine.paged
+    reserved = engine.used + active
+    last = stop - 1  # the last step this stretch may run
+    while t < until and s < last:
+        if paged:
+            need = bucket[(s + 1) % B]
+            if need:
+                if need > cap - engine.used - active:
+                    break
+                engine._take(need)
+                idle = engine.cache.idle if engine.cache else 0
+                reserved = engine.used + active
         dt = step_time(ctx)
         t += dt
-        s = s1
+        s += 1
         ctx += n
         written += wrate
         busy += dt
-        reserved = engine.used + active
         a_res += reserved * dt
         a_wr += written * dt
         a_idle += idle * dt
-        steps += 1
         if t >= sample_at:
             break
+    steps = s - s_start
     engine.ctx_dec, engine.written = ctx, written
     if steps:
         rec.coasted(t, steps, busy, n, running, waiting, a_res, a_wr, committed * busy, a_idle, idle,

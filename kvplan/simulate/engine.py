@@ -64,6 +64,8 @@ def _pow2(n: int) -> int:
 
 
 class Engine:
+    """One simulated engine on one KV pool; `run(requests)` returns the Recorder of the run."""
+
     def __init__(self, model: SimModel, config: EngineConfig = EngineConfig()):
         if config.mode not in ("paged", "contiguous"):
             raise ValueError(f"mode {config.mode!r}")

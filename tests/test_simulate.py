@@ -131,3 +131,21 @@ def test_a_reservation_larger_than_the_pool_is_rejected_on_arrival():
     s = _run(model, reqs, mode="contiguous").summary(2.0, 0.1)
     assert s["requests"]["rejected"] == {"never fits in the KV pool": 5} and s["requests"]["dropped"] == 0
     assert _run(model, reqs, mode="contiguous", reserve="oracle").summary(2.0, 0.1)["requests"]["completed"] == 5
+
+
+def test_hand_computed_timeline():
+    """Fixed 10 ms steps, requests far apart: the prompt is one step (its first token at the end
+    of it), then one step per further token. P = 100, O = 50: TTFT 10 ms, TPOT 10 ms, latency
+    50 steps = 500 ms; KV written at the end: 100 + 49 tokens, in ceil(149 / 16) = 10 pages."""
+    model = _model(budget=2**40, fixed=0.01)
+    reqs = [SimRequest(i, 10.0 * i, 100, 50) for i in range(3)]
+    rec = _run(model, reqs, prefix_caching=False)
+    s = rec.summary(2.0, 0.1)
+    assert s["latency_s"]["ttft"]["max"] == pytest.approx(0.01)
+    assert s["latency_s"]["tpot"]["max"] == pytest.approx(0.01)
+    assert s["latency_s"]["e2e"]["max"] == pytest.approx(0.5)
+    assert s["time"]["steps"] == 3 * 50
+    # Mean written while busy: sum over the 50 steps of (100, 101, ..., 149) tokens x 160 KiB / 50.
+    busy_written = s["kv"]["mean_written_bytes"] * s["time"]["makespan_s"] / s["time"]["busy_s"]
+    assert busy_written == pytest.approx((100 + 149) / 2 * 160 * 1024, rel=1e-6)  # (the summary rounds to bytes)
+    assert rec.peak_reserved == 10 * 16 * 160 * 1024

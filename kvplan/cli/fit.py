@@ -1,14 +1,12 @@
 """`kvplan fit MODEL --gpu GPU`: does it fit, how many requests, how long a context, how many GPUs."""
 
-import sys
 from typing import Annotated, Optional
 
 import typer
 
 from kvplan.cli._common import (
     MAX_BATCH, BatchOpt, BlockSizeOpt, CtxOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt,
-    JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, cli_errors, print_notes, print_result,
-    print_warnings, stderr,
+    JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, cli_errors, print_notes, stderr,
 )
 from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 
@@ -20,7 +18,7 @@ def register(app: typer.Typer) -> None:
 def _request(ctx_tokens: int, batch: int, kv_dtype: str, weight_dtype, model, block_size: int,
              gpu_memory_utilization: float, overhead: Optional[str], kv_cache_memory: Optional[str]):
     from kvplan.dtypes import canonical_kv_dtype, canonical_weight_dtype
-    from kvplan.planner import Request
+    from kvplan.plan import Request
     from kvplan.units import parse_bytes, parse_fraction
 
     if not 1 <= batch <= MAX_BATCH:
@@ -46,7 +44,7 @@ def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]
     --gpus alone picks the widest valid tp within a node of 8 and pipeline stages beyond it, as
     the smallest-fit search and `sweep` do; --tp/--pp fix the split.
     """
-    from kvplan.planner import Deployment, deployment_for_gpus, validate_deployment
+    from kvplan.deploy import Deployment, deployment_for_gpus, validate_deployment
 
     for flag, value in (("--gpus", gpus), ("--tp", tp), ("--pp", pp)):
         if value is not None and not 1 <= value <= 4096:
@@ -101,6 +99,7 @@ def fit(
     as_json: JsonOpt = False,
 ):
     """Does MODEL fit on GPU at this context: concurrency, longest context, GPUs needed, decode speed."""
+    from kvplan.cli.engine_fit import engine_choice, fit_report
     from kvplan.hardware import find_gpu
     from kvplan.resolve import resolve_model
     from kvplan.units import parse_tokens
@@ -113,53 +112,11 @@ def fit(
                    16 if block_size is None else block_size,
                    "0.9" if gpu_memory_utilization is None else gpu_memory_utilization, overhead, kv_cache_memory)
     dep = _deployment(spec, gpus, tp, pp)
-    choice = None
-    if engine or emit or engine_version or engine_opt:
-        from kvplan.cli.engine_fit import engine_choice
-
-        choice = engine_choice(engine, emit, engine_version, engine_opt, {
-            "gpu_memory_utilization": None if gpu_memory_utilization is None else req.gpu_memory_utilization,
-            "block_size": block_size})
+    chosen = engine_choice(engine, emit, engine_version, engine_opt, {
+        "gpu_memory_utilization": None if gpu_memory_utilization is None else req.gpu_memory_utilization,
+        "block_size": block_size})
     # All input is valid from here on: now say where things came from.
     print_notes(resolved)
     if ctx_tokens is None:
         stderr(f"note: --ctx not given; using the model's limit, {spec.max_context:,} tokens")
-    if choice is not None:
-        from kvplan.cli.engine_fit import fit_with_engine
-
-        fit_with_engine(spec, hw, dep, req, choice, emit_to=emit, as_json=as_json, explain=explain, check=check)
-        return
-    _fit_plain(spec, hw, dep, req, as_json=as_json, explain=explain, check=check)
-
-
-def _fit_plain(spec, hw, dep, req, *, as_json: bool, explain: bool, check: bool) -> None:
-    """fit without an engine: the deployment asked for, or one GPU and the smallest that fits."""
-    from kvplan.planner import Deployment, plan, smallest_fitting
-    from kvplan.report import plan_to_dict, render_plans
-
-    if dep is not None:
-        plans, titles, recommended = [plan(spec, hw, dep, req)], [f"{dep.gpus} GPU(s)"], None
-    else:
-        one = plan(spec, hw, Deployment(1, 1), req)
-        best = one if one.fits else smallest_fitting(spec, hw, req)
-        plans, titles = [one], ["1 GPU"]
-        if best is not None and best is not one:
-            plans.append(best)
-            titles.append(f"smallest fit: {best.deployment.gpus} GPUs")
-        recommended = None if best is None else (0 if best is one else 1)
-    print_warnings([(t, p.warnings) for t, p in zip(titles, plans)])
-    dicts = [plan_to_dict(p, spec) for p in plans]
-
-    def render(console) -> None:
-        render_plans(console, plans, spec, hw, titles)
-        if dep is None and recommended is None:
-            console.print("[red]No deployment of up to 64 GPUs fits this workload.[/]")
-
-    print_result(as_json, dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}, render)
-    if explain:
-        from kvplan.explain import explain_lines
-
-        stream = sys.stderr if as_json else sys.stdout
-        print("\n".join(explain_lines(plans[-1] if recommended is None else plans[recommended], spec)), file=stream)
-    if check and not any(p.fits for p in plans):
-        raise typer.Exit(EXIT_DOES_NOT_FIT)
+    fit_report(spec, hw, dep, req, chosen, emit_to=emit, as_json=as_json, explain=explain, check=check)

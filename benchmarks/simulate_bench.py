@@ -16,14 +16,17 @@ import time
 
 def main(n: int) -> None:
     from kvplan.hardware import find_gpu
-    from kvplan.planner import Request, deployment_for_gpus, plan
+    from kvplan.deploy import deployment_for_gpus
+    from kvplan.engines import resolve_engine
+    from kvplan.plan import Request
     from kvplan.resolve import resolve_model
     from kvplan.simulate.adapter import sim_model
     from kvplan.simulate.engine import Engine, EngineConfig
     from kvplan.simulate.workload import WORKLOADS, generate
 
     spec, gpu = resolve_model("llama-3.1-70b").spec, find_gpu("h100")
-    model = sim_model(plan(spec, gpu, deployment_for_gpus(spec, 4), Request(context=32768)), spec, gpu)
+    plan = resolve_engine().plan(spec, gpu, deployment_for_gpus(spec, 4), Request(context=32768))
+    model = sim_model(plan, spec, gpu)
     print(f"{model.name} on 4 x {gpu.key}: KV pool {model.kv_budget_bytes / 2**30:.2f} GiB per GPU")
     for workload, qps, mode in (("chat", 20.0, "paged"), ("code", 40.0, "paged"), ("chat", 20.0, "contiguous")):
         wall, cpu = time.perf_counter(), time.process_time()

@@ -1,7 +1,8 @@
 """A workload as a procurement target: simulated columns and the SLA filter for `cheapest`."""
 
 from kvplan.hardware import find_gpu
-from kvplan.planner import Request, candidate_deployments
+from kvplan.deploy import candidate_deployments
+from kvplan.plan import Request
 from kvplan.resolve import resolve_model
 from kvplan.simulate.capacity import SIM_COLUMNS, Target, filter_candidates, shortfall, sim_row, simulate_plan
 from kvplan.simulate.workload import WORKLOADS, generate
@@ -29,10 +30,11 @@ def test_more_gpus_serve_a_workload_one_cannot(kvplan_home):
 
 
 def test_sim_row_and_shortfall(kvplan_home):
-    from kvplan.planner import Deployment, plan
+    from kvplan.deploy import Deployment
+    from kvplan.engines import resolve_engine
 
     spec, gpu = resolve_model("qwen3-8b").spec, find_gpu("h100")
-    p = plan(spec, gpu, Deployment(1, 1), Request(context=32768))
+    p = resolve_engine().plan(spec, gpu, Deployment(1, 1), Request(context=32768))
     target = Target(tuple(generate(WORKLOADS["code"], 4, 30, seed=2)))
     s = simulate_plan(p, spec, gpu, target)
     row = sim_row(s)

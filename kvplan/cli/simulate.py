@@ -163,7 +163,8 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     """Plan the deployment as `fit` does, then the simulator's inputs; notes on stderr."""
     from kvplan.cli.fit import _deployment, _request
     from kvplan.hardware import find_gpu
-    from kvplan.planner import Deployment, plan
+    from kvplan.deploy import Deployment
+    from kvplan.engines import resolve_engine
     from kvplan.resolve import resolve_model
     from kvplan.simulate.adapter import sim_model
     from kvplan.units import parse_tokens
@@ -175,7 +176,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     req = _request(limit or spec.max_context, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead, kv_cache_memory)
     dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)
     notes = [resolved.note, *(f"note: {n}" for n in resolved.notices)]
-    p = plan(spec, hw, dep, req)
+    p = resolve_engine().plan(spec, hw, dep, req)  # engine-neutral rules; the scheduler is vLLM's
     sim = sim_model(p, spec, hw, step_overhead_s=step_overhead)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache "

@@ -44,7 +44,7 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
                                                  and wb.total) else 1.0
     touched = 0.0
     if p.num_experts:
-        from kvplan.planner import expected_experts_touched
+        from kvplan.plan import expected_experts_touched
 
         touched = expected_experts_touched(p.num_experts, p.experts_per_token, plan.request.batch) / p.num_experts
     costs = []

@@ -168,3 +168,13 @@ def test_sweep_simulates_each_plan(kvplan_home, tmp_path):
     assert "sim_pct_meeting_slo" in rows[0] and len(rows) == 4
     one_line_error(run("sweep", "--models", "all", "--gpu", "all", "--ctx", "8k", "--workload", "chat"), 2,
                    "simulates every plan")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_engine_sizes_the_pool(engine, kvplan_home):
+    r = run("simulate", "qwen3-8b", "--gpu", "h100", "--duration", "10", "--engine", engine, "--json")
+    assert r.exit_code == 0, r.output
+    meta = json.loads(r.stdout)["meta"]
+    fit = json.loads(run("fit", "qwen3-8b", "--gpu", "h100", "--gpus", "1", "--engine", engine, "--json").stdout)
+    assert meta["kv_pool_bytes_per_gpu"] == fit["kv_memory_bytes_per_gpu"]
+    assert meta["block_size"] == fit["block_size"] and meta["kv_pool_sized_by"].startswith(engine)

@@ -13,7 +13,8 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, check_range, cli_errors, stderr,
+    BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt,
+    TokenOpt, WeightDtypeOpt, check_range, cli_errors, stderr,
 )
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
@@ -66,10 +67,13 @@ def simulate(
     max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", help="Longest request, prompt + output (as vLLM's flag): 32k, 128k. Default: the model's limit.")] = None,
     kv_dtype: KvDtypeOpt = "auto",
     weight_dtype: WeightDtypeOpt = None,
-    gpu_memory_utilization: Annotated[str, typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use.")] = "0.9",
+    gpu_memory_utilization: GmuOpt = None,
     kv_cache_memory: Annotated[Optional[str], typer.Option("--kv-cache-memory", help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28GiB.")] = None,
     overhead: Annotated[Optional[str], typer.Option("--overhead", help="Per-GPU activation + runtime overhead (e.g. 2GiB). Default: an estimate.")] = None,
-    block_size: Annotated[int, typer.Option("--block-size", help="KV page size in tokens.")] = 16,
+    block_size: BlockSizeOpt = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", help="Size the KV pool as this engine allocates it: vllm, sglang, trtllm, llama.cpp, transformers (the scheduler stays vLLM's).")] = None,
+    engine_version: EngineVersionOpt = None,
+    engine_opt: EngineSettingOpt = None,
     max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="Most requests running at once (vLLM's flag).")] = 256,
     max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="Tokens per step: decodes plus prefill chunks (vLLM's flag).")] = 8192,
     no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Turn off prefix caching (paged pool).")] = False,
@@ -114,7 +118,7 @@ def simulate(
     requests, described, said = load_requests(workload, trace, trace_format, qps, duration, seed)
     sim, meta, notes = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
-                                         hw_profiles, revision, token, timeout)
+                                         (engine, engine_version, engine_opt), hw_profiles, revision, token, timeout)
     for line in notes if find_rate else [said, *notes]:  # every input is valid: say where things came from
         stderr(line)
     meta.update(described)
@@ -159,12 +163,12 @@ def _search_rate(sim, workload, trace, trace_format, qps, duration, seed, runs, 
 
 
 def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,
-                      overhead, block_size, step_overhead, hw_profiles, revision, token, timeout):
+                      overhead, block_size, step_overhead, engine_flags, hw_profiles, revision, token, timeout):
     """Plan the deployment as `fit` does, then the simulator's inputs; notes on stderr."""
     from kvplan.cli.fit import _deployment, _request
     from kvplan.hardware import find_gpu
+    from kvplan.cli.engine_fit import engine_choice, engine_plan
     from kvplan.deploy import Deployment
-    from kvplan.engines import resolve_engine
     from kvplan.resolve import resolve_model
     from kvplan.simulate.adapter import sim_model
     from kvplan.units import parse_tokens
@@ -173,24 +177,31 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     limit = None if max_model_len is None else parse_tokens(max_model_len, "--max-model-len")
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = resolved.spec
-    req = _request(limit or spec.max_context, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead, kv_cache_memory)
+    req = _request(limit or spec.max_context, 1, kv_dtype, weight_dtype, spec, 16 if block_size is None else block_size,
+                   "0.9" if gmu is None else gmu, overhead, kv_cache_memory)
     dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)
+    name, version, opts = engine_flags
+    chosen = engine_choice(name, None, version, opts, {
+        "gpu_memory_utilization": None if gmu is None else req.gpu_memory_utilization, "block_size": block_size})
     notes = [resolved.note, *(f"note: {n}" for n in resolved.notices)]
-    p = resolve_engine().plan(spec, hw, dep, req)  # engine-neutral rules; the scheduler is vLLM's
+    dep = chosen.deployment(dep)
+    p = engine_plan(chosen, spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
     sim = sim_model(p, spec, hw, step_overhead_s=step_overhead)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache "
                           f"(weights {p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more --gpus", EXIT_USAGE)
     where = f"{spec.name} on {dep.gpus} × {hw.key}" + (f" (tp {dep.tp} × pp {dep.pp})" if dep.pp > 1 else f" (tp {dep.tp})")
-    notes.append(f"{where}: KV pool {sim.kv_budget_bytes / 2**30:,.2f} GiB per GPU, pages of {sim.block_size} "
-                 f"tokens, requests up to {sim.max_model_len:,} tokens")
+    notes.append(f"{where}: KV pool {sim.kv_budget_bytes / 2**30:,.2f} GiB per GPU"
+                 + (f" as {chosen.label} sizes it" if chosen.label else "")
+                 + f", pages of {sim.block_size} token{'s' if sim.block_size != 1 else ''}, requests up to "
+                 f"{sim.max_model_len:,} tokens")
     notes += [f"warning: {w}" for w in p.warnings]
     if not (sim.all_full and not sim.state_bytes):
         notes.append("note: prefix caching is not modelled for sliding-window, chunked or recurrent layers: off")
     meta = {"model": spec.name, "gpu": hw.key, "gpus": dep.gpus, "tp": dep.tp, "pp": dep.pp,
             "kv_dtype": str(p.request.kv_dtype.name if hasattr(p.request.kv_dtype, "name") else p.request.kv_dtype),
             "kv_pool_bytes_per_gpu": sim.kv_budget_bytes, "block_size": sim.block_size, "max_model_len": sim.max_model_len,
-            "step_overhead_s": step_overhead}
+            "step_overhead_s": step_overhead, "kv_pool_sized_by": chosen.label or "kvplan (engine-neutral)"}
     return sim, meta, notes
 
 

@@ -114,7 +114,7 @@ def sweep(
         sims = _simulate(result, gpu_list, requests, slo_ttft, slo_tpot)
         summary.append(f"simulated on every plan: {requests[2]}; SLA TTFT ≤ {slo_ttft:g} s, TPOT ≤ "
                        f"{slo_tpot * 1e3:g} ms; figures in the sim_* columns of -o, --json and --csv")
-    _write_files(result, files, title, summary, price_book, sims)
+    _write_files(result, files, title, summary, price_book, gpu_list, sims)
     if as_json or as_csv:
         _write_stdout(result, "json" if as_json else "csv", price_book, sims)
     for line in summary:
@@ -138,9 +138,13 @@ def output_files(paths: list[Path]) -> list[tuple[Path, str]]:
             raise KvplanError(f"--output {path}: the format comes from the extension: .csv, .json or .html "
                               "(--json or --csv for stdout)", EXIT_USAGE)
         full = path.expanduser()
-        if not full.parent.is_dir():
+        try:
+            folder_ok, is_dir = full.parent.is_dir(), full.is_dir()
+        except OSError as exc:  # a name too long for the filesystem
+            raise KvplanError(f"--output {path}: {exc.strerror or exc}", EXIT_USAGE) from None
+        if not folder_ok:
             raise KvplanError(f"--output {path}: folder {full.parent} does not exist", EXIT_USAGE)
-        if full.is_dir():
+        if is_dir:
             raise KvplanError(f"--output {path} is a folder; give a file name", EXIT_USAGE)
         if any(full == p for p, _ in out):
             raise KvplanError(f"--output {path} is given twice", EXIT_USAGE)
@@ -230,7 +234,7 @@ def _simulate(result, gpu_list, requests, slo_ttft: float, slo_tpot: float) -> l
     return out
 
 
-def _write_files(result, files, title: str, summary: list[str], prices, sims=None) -> None:
+def _write_files(result, files, title: str, summary: list[str], prices, gpus=(), sims=None) -> None:
     """Every --output, each written atomically."""
     if not files:
         return
@@ -244,9 +248,10 @@ def _write_files(result, files, title: str, summary: list[str], prices, sims=Non
             atomic_write(path, _json_text(result, rows, prices))
         else:
             from kvplan.html_report import render_html
+            from kvplan.procurement import headlines
 
             atomic_write(path, render_html(rows, title=title, summary=summary, skipped=_skipped_lines(result),
-                                           currency=prices.unit))
+                                           currency=prices.unit, headlines=headlines(result, gpus)))
 
 
 def _write_stdout(result, fmt: str, prices, sims=None) -> None:

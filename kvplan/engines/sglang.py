@@ -226,7 +226,7 @@ class Sglang(Engine):
 
         r, dep = plan.request, plan.deployment
         args = ["python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
-                "--context-length", str(r.context), "--mem-fraction-static", f"{settings['mem_fraction_static']:g}",
+                "--context-length", str(r.context), "--mem-fraction-static", f"{_emit_fraction(plan, settings, model):g}",
                 "--tp-size", str(dep.tp), "--max-running-requests", str(serve_seqs(plan))]
         if dep.pp > 1:
             args += ["--pp-size", str(dep.pp)]
@@ -236,6 +236,13 @@ class Sglang(Engine):
         if settings["page_size"] != 1:
             args += ["--page-size", str(settings["page_size"])]
         return args
+
+
+def _emit_fraction(plan, settings: dict, model) -> float:
+    """The plan's fraction, raised to the lowest that holds the batch with the stated margin (sglang_boot)."""
+    from kvplan.engines.sglang_boot import emit_advice
+
+    return emit_advice(plan, settings, model)[0]
 
 
 ENGINE = Sglang

@@ -38,6 +38,11 @@ def engine_flags(engine, version, opt_items, gmu, block_size):
     return engine_choice(engine, None, version, opt_items, {"gpu_memory_utilization": gmu, "block_size": block_size})
 
 
+def engine_plan(engine, spec, hw, dep, req):
+    """One plan of `dep` as `engine` allocates (`simulate` runs its scheduler on that KV pool)."""
+    return engine.plan(spec, hw, dep, req)
+
+
 def fit_results(spec, hw, dep, req, engine):
     """EngineResults for `dep`, or for one GPU and then the smallest deployment that fits, with
     titles and the index of the recommended one (None when nothing fits)."""

@@ -55,6 +55,7 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
         pairs = 0.0
         for layer in spec.layers[start:end]:
             if layer.elements_per_token(tp):
+                layer = getattr(layer, "attention", layer)  # Falcon-H1's ParallelHybrid: its attention half
                 d = getattr(layer, "head_dim", 0) or (getattr(layer, "kv_lora_rank", 0) + getattr(layer, "qk_rope_head_dim", 0))
                 pairs += 4 * (spec.num_attention_heads / tp) * d
         sp = s.profile

@@ -69,8 +69,24 @@ def test_an_unknown_model_type_is_derived_from_transformers_and_says_so(kvplan_h
     assert any("not split over tensor-parallel ranks" in n for n in data["notes"])
 
 
-def test_a_layer_with_both_a_kv_cache_and_a_state_is_refused(kvplan_home, tmp_path):
-    # Falcon-H1 runs attention and Mamba-2 side by side in every layer.
+def test_a_layer_with_both_a_kv_cache_and_a_state_is_refused(kvplan_home, tmp_path, monkeypatch):
+    # Falcon-H1 runs attention and Mamba-2 side by side in every layer. kvplan.readers.falcon_h1 reads it now;
+    # without that reader, the layout derived from transformers is refused.
+    from kvplan import readers
+
+    monkeypatch.delitem(readers.READERS, "falcon_h1")
     path = _transformers_default("falcon_h1", tmp_path)
     r = runner.invoke(app, ["fit", str(path), "--gpu", "h100", "--gpus", "1"])
     assert r.exit_code == 2 and "holds both a KV cache and a state" in r.stderr
+
+
+def test_falcon_h1_reader_agrees_with_transformers_cache(kvplan_home, tmp_path):
+    # FalconH1Config defaults: 32 layers, 8 KV heads x 128 (4096 / 32 heads): 2 x 8 x 128 = 2048 values per token;
+    # Mamba-2 of 128 heads x 8 = mamba_d_ssm 1024, state 256, one group, conv 4: vLLM's (4 - 1) x (1024 + 2 x 256)
+    # + 128 x 8 x 256 = 266,752 values, transformers' 4 conv columns 268,288 (models check allows that column).
+    path = _transformers_default("falcon_h1", tmp_path)
+    r = runner.invoke(app, ["models", "check", str(path), "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["layers"]
+    assert [(row["layers"], row["kvplan_per_token"], row["kvplan_state"], row["hf_state"], row["agrees"])
+            for row in rows] == [("0-31", 2048, 266_752, 268_288, True)]

@@ -57,11 +57,14 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     from kvplan.configs import read_geometry
 
     g = read_geometry(cfg, model_type)
-    for key in ("attn_layer_indices", "layers_block_type"):
-        if cfg.raw(key) is not None:  # a layout where not every layer is both: not what vLLM's falcon_h1.py builds
-            raise KvplanError(f"{cfg.where}: {key} is set; vLLM's Falcon-H1 gives every layer attention and Mamba, "
-                              "and kvplan reads only that layout", EXIT_USAGE)
     n = g["num_layers"]
+    # transformers computes layers_block_type (alias layer_types) as "hybrid" for every layer; anything else, or
+    # attention on only some layers (attn_layer_indices), is not the layout vLLM's falcon_h1.py builds
+    types = cfg.raw("layers_block_type", "layer_types")
+    if cfg.raw("attn_layer_indices") is not None or (types is not None and types != ["hybrid"] * n):
+        raise KvplanError(f"{cfg.where}: vLLM's Falcon-H1 gives every layer attention and Mamba; this config's "
+                          "attn_layer_indices / layers_block_type say otherwise, and kvplan reads only that layout",
+                          EXIT_USAGE)
     mixer = _mixer(cfg, g["hidden"])
     inner, heads, head_dim, state, groups, kernel = mixer
     ssm = RecurrentState((kernel - 1) * (inner + 2 * groups * state), heads * head_dim * state, heads, "mamba2",

@@ -136,8 +136,6 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
     if dsa:  # DeepSeek-V3.2 / GLM-5 sparse attention: an fp8 indexer key cache beside the MLA latent
         raise KvplanError(f"{source}: {dsa[0]} declares a DeepSeek Sparse Attention indexer, whose key cache "
                           "kvplan does not size yet; it would be under-counted, so this model is refused", EXIT_USAGE)
-    if nested:
-        notices.append("multimodal config: planning the language model's cache; vision weights are not counted from the config")
     try:
         if derived is not None:
             geometry, layers, params = derived[:3]
@@ -153,6 +151,19 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
         raise KvplanError(
             f"{source}: missing key {' / '.join(missing.names)} (needed to size the model)", EXIT_USAGE
         ) from None
+    if nested:
+        from dataclasses import replace
+
+        from kvplan.vision import vision_params
+
+        vision = vision_params(config, geometry["hidden"])
+        if vision is None:
+            notices.append("multimodal config: planning the language model's cache; vision weights are not counted "
+                           "from the config")
+        else:
+            params = replace(params, vision=vision)
+            notices.append(f"multimodal config: planning the language model's cache; the vision tower and projector "
+                           f"({vision:,} parameters) are counted in the weights")
     arch = config.get("architectures") or data.get("architectures") or [""]
     spec = ModelSpec(
         name=name,

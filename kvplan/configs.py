@@ -164,6 +164,10 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
             params = replace(params, vision=vision)
             notices.append(f"multimodal config: planning the language model's cache; the vision tower and projector "
                            f"({vision:,} parameters) are counted in the weights")
+    from kvplan.rope import rope_cache_elems
+
+    head_dim = next((getattr(la, "head_dim", 0) for la in layers if getattr(la, "head_dim", 0)), 0)
+    rope = rope_cache_elems(data, model_type, head_dim)
     arch = config.get("architectures") or data.get("architectures") or [""]
     spec = ModelSpec(
         name=name,
@@ -176,6 +180,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
         max_context=geometry["max_context"],
         dtype=read_dtype(cfg),
         quantization=read_quantization(cfg),
+        rope_cache_elems=rope,
         family=model_type,
         architecture=str(arch[0]) if isinstance(arch, list) and arch else str(arch),
         notes=tuple(geometry["notes"]),

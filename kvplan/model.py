@@ -76,6 +76,7 @@ class ModelSpec:
     dtype: str = "bf16"  # the checkpoint's element type for unquantized tensors
     quantization: Quantization = field(default_factory=Quantization)
     checkpoint_bytes: int | None = None  # exact tensor bytes of the published checkpoint, when known
+    rope_cache_elems: int = 0  # RoPE cos/sin table elements an engine precomputes (kvplan.rope)
     family: str = ""
     architecture: str = ""
     hf_repo: str | None = None

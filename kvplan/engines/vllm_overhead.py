@@ -5,7 +5,8 @@ profile run - non-torch increase` (`vllm/v1/worker/gpu_worker.py` determine_avai
 L222-300; v0.19.0 prints each term at DEBUG: "Total non KV cache memory: ...; torch peak memory
 increase: ...; non-torch forward increase memory: ...; weights memory: ..."), minus the CUDA-graph
 estimate where the release subtracts it (kvplan/engines/vllm.py Settings.cudagraphs). This module
-models the three non-weight terms and the weights' kernel padding (MXFP4); `overhead_terms` is the one
+models the three non-weight terms and what the loaded weights gain over the checkpoint (the MXFP4
+kernel padding and the RoPE cos/sin tables: the `weights_repack` term); `overhead_terms` is the one
 entry point (vllm.overhead calls it).
 
 1. Activation peak (`gpu_model_runner.py` profile_run, v0.11.0-v0.19.0): one dummy forward pass of
@@ -156,6 +157,19 @@ def weights_repack_extra(model, tp: int, gpu) -> int:
     return int(extra_values * (0.5 + 1 / 32))
 
 
+# --- weights as loaded: the RoPE cos/sin tables (source-derived, not fitted) ----------------------
+# vllm/model_executor/layers/rotary_embedding/base.py (RotaryEmbedding.__init__, v0.11-main 2026):
+# each distinct rotary embedding registers a [rows, rotary_dim] buffer of the model dtype, built on
+# the GPU inside the model constructor, so "Model loading took" includes it on every rank (not
+# sharded). Rows and tables per family: kvplan.rope. Llama-4-Scout (10,485,760 positions x 128, bf16):
+# 2.5 GiB per rank; Llama 3.1 (131,072 x 128): 32 MiB.
+_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def rope_tables_bytes(model) -> int:
+    return getattr(model, "rope_cache_elems", 0) * _DTYPE_BYTES.get(model.dtype, 2)
+
+
 def cudagraph_estimate(layers_on_rank: int) -> int:
     """vLLM's "Estimated CUDA graph memory" for one rank (bytes), whether or not it is subtracted."""
     return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
@@ -175,4 +189,4 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu)
     graphs = cudagraph_estimate(layers) if st.cudagraphs else 0
     return {"activation_peak": act, "non_torch": non_torch(dep.tp, dep.pp, v), "cudagraphs": graphs,
-            "weights_repack": weights_repack_extra(model, dep.tp, gpu)}
+            "weights_repack": weights_repack_extra(model, dep.tp, gpu) + rope_tables_bytes(model)}

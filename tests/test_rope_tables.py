@@ -45,3 +45,8 @@ def test_no_rope_families_and_hostile_values():
     assert rope_cache_elems({"max_position_embeddings": 1024}, "gpt2", 64) == 0
     assert rope_cache_elems({"max_position_embeddings": "many"}, "llama", 128) == 0
     assert rope_cache_elems({"max_position_embeddings": 10**30}, "llama", 128) == 1 << 40
+
+
+def test_gpt_oss_table_is_fp32_in_vllm():
+    # models/gpt_oss.py: get_rope(..., dtype=torch.float32): 131,072 x 64 x 4 B = 32 MiB.
+    assert rope_tables_bytes(find_in_catalog("gpt-oss-20b")) == 131072 * 64 * 4

@@ -186,6 +186,8 @@ _DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
 def rope_tables_bytes(model) -> int:
+    if model.family == "gpt_oss":  # models/gpt_oss.py OAIAttention: get_rope(..., dtype=torch.float32)
+        return getattr(model, "rope_cache_elems", 0) * 4
     return getattr(model, "rope_cache_elems", 0) * _DTYPE_BYTES.get(model.dtype, 2)
 
 

@@ -198,7 +198,7 @@ def _headline_table(heads: list[dict]) -> str:
             d = f"{h['gpus']}" if h["pp"] == 1 else f"{h['gpus']} (tp {h['tp']} × pp {h['pp']})"
             h = {**h, "deployment": f"{h['gpu']} × {d}, KV {h['kv_dtype']}"}
         else:
-            h = {**h, "deployment": f"nothing fits {h['batch']:,} request(s) of this context"}
+            h = {**h, "deployment": h.get("why") or f"nothing fits {h['batch']:,} request(s) of this context"}
         cells = []
         for _, key, kind in HEADLINE:
             v = h.get(key)

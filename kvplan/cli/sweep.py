@@ -214,13 +214,19 @@ def _sweep_table(result, rows: list[dict], currency: str):
 
     priced = any(r["price_per_gpu_hour"] is not None for r in rows)
     weights = len({r["weight_dtype"] for r in rows}) > 1
-    cols = ["#", "model", "GPU", "GPUs", "ctx", "KV"] + (["weights"] if weights else [])
-    cols += ["fits", "max conc", "tok/s"] + ([f"{currency}/user-h"] if priced else [])
+    kv_dtypes = {r["kv_dtype"] for r in rows}
+    kv = len(kv_dtypes) > 1  # one cache dtype for every row: said once in the title, not in a column
+    # "users": the max concurrency at the row's context (requests held at once), as the HTML names it.
+    # Rows come best first (the rank is in --json/--csv); no "#" column, so names stay whole in 80 columns.
+    cols = ["model", "GPU", "GPUs", "ctx"] + (["KV"] if kv else []) + (["weights"] if weights else [])
+    cols += ["fits", "users", "tok/s"] + ([f"{currency}/user-h"] if priced else [])
+    title = f"Best {len(rows)} of {len(result.plans):,} plans" + ("" if kv or not rows else f" · KV {kv_dtypes.pop()}")
     t = table(cols, right=tuple(c for c in cols if c not in ("model", "GPU", "KV", "weights", "fits")),
-              title=f"Best {len(rows)} of {len(result.plans):,} plans")
+              whole=("KV", "weights", "fits") + (() if kv or weights else ("model", "GPU")), title=title)
     for r in rows:
         gpus = str(r["gpus"]) if r["pp"] == 1 else f"{r['gpus']} ({r['tp']}×{r['pp']})"
-        cells = [str(r["rank"]), markup_safe(r["model"]), r["gpu"], gpus, human_tokens(r["context"]), r["kv_dtype"]]
+        cells = [markup_safe(r["model"]), r["gpu"], gpus, human_tokens(r["context"])]
+        cells += [r["kv_dtype"]] if kv else []
         cells += [r["weight_dtype"]] if weights else []
         cells += ["[green]yes[/]" if r["fits"] else "[red]no[/]", f"{r['max_concurrency']:,}",
                   f"{r['decode_tokens_per_second']:,.0f}"]

@@ -175,7 +175,7 @@ def _stage_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, f
     """(resident bytes, bytes read per decode step) of one stage on one rank."""
     body = (wb.sharded + wb.experts) / tp + wb.replicated
     resident = body * frac
-    emb = wb.embedding / tp if first else 0
+    emb = (wb.embedding + wb.vision) / tp if first else 0
     head = wb.lm_head / tp if last else 0
     tied_head = wb.embedding / tp if (last and not wb.lm_head) else 0  # a tied head still reads the table
     resident += emb + head

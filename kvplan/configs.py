@@ -169,7 +169,8 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
                            f"({vision:,} parameters) are counted in the weights")
     from kvplan.rope import rope_cache_elems
 
-    head_dim = next((getattr(la, "head_dim", 0) for la in layers if getattr(la, "head_dim", 0)), 0)
+    heads = [getattr(la, "attention", la) for la in layers]  # Falcon-H1's ParallelHybrid: its attention half
+    head_dim = next((getattr(la, "head_dim", 0) for la in heads if getattr(la, "head_dim", 0)), 0)
     rope = rope_cache_elems(data, model_type, head_dim)
     arch = config.get("architectures") or data.get("architectures") or [""]
     spec = ModelSpec(

@@ -126,3 +126,10 @@ def test_explain_shows_both_halves_of_a_layer(kvplan_home):
     assert r.exit_code == 0, r.output
     assert f"44 full layers × 2 × 128 × 2 KV heads × 2 B (bf16) = {N * KV_PER_LAYER:,} B/token" in r.stdout
     assert "44 mamba2 layers × 797,184 state values × 2 B" in r.stdout
+
+
+def test_the_attention_half_has_its_rope_table():
+    # falcon_h1.py: get_rope(head_size=head_dim, rotary_dim=head_dim, max_position=max_position_embeddings):
+    # a cos/sin cache of 262,144 positions x 128 values (kvplan.rope's rule for a default rope)
+    spec, _ = spec_from_config(cfg(), "falcon-h1-7b")
+    assert spec.rope_cache_elems == 262_144 * 128

@@ -96,11 +96,17 @@ def shard_mlp(full: MLP, tp: int, tp_rank: int, cols: tuple[int, int] | None = N
 
 
 class RankMoE(nn.Module):
-    """Routed experts on one rank: all of them width-split (ep = 1), or whole experts e0..e1 (ep > 1)."""
+    """Routed experts on one rank: every expert's width slice (ep = 1), or whole experts e0..e1 (ep > 1).
+
+    With dp = 1 and ep = 1 the expert group is the tensor-parallel group, whose ranks see the same
+    tokens: partial sums, all-reduced. Otherwise it spans the stage's tp x dp ranks: tokens are
+    all-gathered, each rank adds its part for all of them, the sums are all-reduced, and each rank
+    keeps its own rows."""
 
     def __init__(self, full: MoE, shard: Shard, layout: Layout, groups: dict):
         super().__init__()
-        self.top_k, self.ep = full.top_k, layout.ep
+        self.top_k = full.top_k
+        self.across = layout.dp > 1 or layout.ep > 1  # the expert layers span the stage's tp x dp ranks
         self.router = full.router  # whole on every rank
         e0, e1 = shard.experts
         self.first = e0
@@ -121,7 +127,7 @@ class RankMoE(nn.Module):
 
     def forward(self, x):
         flat = x.reshape(-1, x.shape[-1])  # [N, h]
-        if self.ep == 1:
+        if not self.across:
             out = self._routed(flat)
             if self.shared is not None:
                 out = out + self.shared(flat)

@@ -51,7 +51,7 @@ def predict_rank(reduced: ModelSpec, bp, layout: Layout, shard: Shard, ctx: int,
     itemsize = {"fp32": 4, "bf16": 2, "fp16": 2}[compute]
     out = {"predicted_kv_bytes": shard.batch * prof.sequence_bytes(ctx, paged=False),
            "predicted_weights_bytes": rank_params(bp, layout, shard) * itemsize, "planner_weights_bytes": None}
-    if layout.ep == 1:
+    if layout.ep == 1 and layout.dp == 1:  # the planner's Deployment has tp and pp only
         gpu = SimpleNamespace(key="validate", memory_usable_bytes=2**50, bandwidth_bytes_per_s=1)
         p = plan(built_spec(reduced, bp), gpu, Deployment(layout.tp, layout.pp),
                  Request(ctx, shard.batch, kv, state, compute, overhead_bytes=0))

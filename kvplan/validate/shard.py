@@ -15,9 +15,10 @@ Placement, as vLLM places it (docs/engines.md section 9):
     the final norm and LM head on the last; a tied LM head on a last stage that is not the first
     keeps its own copy of the embedding slice (vLLM builds `embed_tokens` there to tie it).
   * dp: each data-parallel rank the same weights as its tensor-parallel group, its own requests.
-  * ep: 1 = routed experts split by width over tp (every rank all experts); ep = tp x dp = each
+  * ep: 1 = routed experts split by width over the stage's tp x dp ranks (vLLM: "expert layers
+    form a tensor parallel group of size DP x TP"; every rank all experts); ep = tp x dp = each
     rank of a stage keeps E / ep whole experts (vLLM's --enable-expert-parallel, EP = TP x DP);
-    shared experts stay tensor parallel within the dp group.
+    shared experts and dense MLPs stay tensor parallel within the dp group.
 """
 
 from __future__ import annotations
@@ -106,8 +107,8 @@ def layout_problem(bp, layout: Layout, batch: int) -> str | None:
     if "moe" in ffns:
         if bp.shared_width % tp:
             return f"tp={tp} does not divide the shared expert width {bp.shared_width}"
-        if ep == 1 and bp.expert_width % tp:
-            return f"tp={tp} does not divide the expert width {bp.expert_width}"
+        if ep == 1 and bp.expert_width % (tp * dp):
+            return f"tp x dp = {tp * dp} does not divide the expert width {bp.expert_width} (the experts' tensor-parallel group spans dp)"
     if ep not in (1, tp * dp):
         return f"ep={ep}: expert parallelism spans every tensor- and data-parallel rank (ep = tp x dp = {tp * dp}), as vLLM's --enable-expert-parallel"
     if ep > 1:
@@ -143,11 +144,11 @@ def shard_of(bp, layout: Layout, rank: int, batch: int) -> Shard:
 
     dp_rank, pp_rank, tp_rank = layout.coords(rank)
     start, end = split_layers(len(bp.layers), layout.pp)[pp_rank]
+    stage_rank = dp_rank * layout.tp + tp_rank  # index within the stage's tp x dp ranks
     if layout.ep > 1:
-        ep_rank = dp_rank * layout.tp + tp_rank
-        experts, width = split_range(bp.num_experts, layout.ep, ep_rank), (0, bp.expert_width)
-    else:
-        experts, width = (0, bp.num_experts), split_range(bp.expert_width, layout.tp, tp_rank)
+        experts, width = split_range(bp.num_experts, layout.ep, stage_rank), (0, bp.expert_width)
+    else:  # vLLM: the expert layers form one tensor-parallel group of dp x tp ranks
+        experts, width = (0, bp.num_experts), split_range(bp.expert_width, layout.tp * layout.dp, stage_rank)
     return Shard(rank, dp_rank, pp_rank, tp_rank, (start, end), pp_rank == 0, pp_rank == layout.pp - 1,
                  split_range(bp.heads, layout.tp, tp_rank), split_range(bp.vocab, layout.tp, tp_rank),
                  experts, width, batch // layout.dp)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from kvplan.dtypes import DType
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import LayerSpec
+from kvplan.layout import per_rank_batch, rank_weights
 from kvplan.model import ModelSpec, WeightBytes, weight_bytes
 
 GIB = 2**30
@@ -66,12 +67,17 @@ class Request:
 
 @dataclass(frozen=True)
 class Deployment:
+    """tp x pp GPUs per data-parallel rank, dp of them; ep = tp x dp with expert parallelism, else 1
+    (kvplan.layout says what each rank holds)."""
+
     tp: int = 1
     pp: int = 1
+    dp: int = 1
+    ep: int = 1
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp
+        return self.tp * self.pp * self.dp
 
 
 @dataclass(frozen=True)
@@ -195,7 +201,9 @@ def validate_deployment(model: ModelSpec, dep: Deployment) -> str | None:
             return f"tp={dep.tp} neither divides nor is a multiple of the {h} KV heads"
     if dep.pp > model.num_layers:
         return f"pp={dep.pp} exceeds the {model.num_layers} layers"
-    return None
+    from kvplan.layout import layout_problem
+
+    return layout_problem(model, dep.tp, dep.pp, dep.dp, dep.ep)
 
 
 def activation_estimate(model: ModelSpec, tp: int, tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
@@ -259,7 +267,7 @@ class Plan:
 
     @property
     def kv_used_bytes_per_gpu(self) -> int:
-        return self.request.batch * self.kv_bytes_per_sequence_per_gpu
+        return per_rank_batch(self.request.batch, self.deployment.dp) * self.kv_bytes_per_sequence_per_gpu
 
     @property
     def free_bytes_per_gpu(self) -> int:
@@ -274,22 +282,6 @@ def expected_experts_touched(num_experts: int, top_k: int, tokens: int) -> float
     if not num_experts or not top_k:
         return 0.0
     return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
-
-
-def _stage_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, frac: float, tp: int,
-                   batch: int) -> tuple[int, int]:
-    """(resident bytes, bytes read per decode step) of one stage on one rank."""
-    body = (wb.sharded + wb.experts) / tp + wb.replicated
-    resident = body * frac
-    emb = wb.embedding / tp if first else 0
-    head = wb.lm_head / tp if last else 0
-    tied_head = wb.embedding / tp if (last and not wb.lm_head) else 0  # a tied head still reads the table
-    resident += emb + head
-    p = model.params
-    touched = expected_experts_touched(p.num_experts, p.experts_per_token, batch)
-    expert_read = wb.experts * (touched / p.num_experts) if p.num_experts else 0
-    read = ((wb.sharded + expert_read) / tp + wb.replicated) * frac + head + tied_head
-    return int(resident), int(read)
 
 
 def plan(model: ModelSpec, gpu, dep: Deployment, req: Request) -> Plan:
@@ -339,10 +331,12 @@ def _prepare(model: ModelSpec, dep: Deployment, req: Request) -> tuple:
         scale = 1.0
     overhead = req.overhead_bytes if req.overhead_bytes is not None else overhead_estimate(model, dep)
     parts = []
+    p = model.params
+    touched = expected_experts_touched(p.num_experts, p.experts_per_token, req.batch)
     ranges = split_layers(model.num_layers, dep.pp)
     for i, (start, end) in enumerate(ranges):
         frac = (end - start) / model.num_layers
-        resident, read = _stage_weights(wb, model, i == 0, i == dep.pp - 1, frac, dep.tp, req.batch)
+        resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, dep.tp, dep.dp, touched)
         resident, read = int(resident * scale), int(read * scale)
         prof = _stage_profile(model.layers, start, end, dep.tp, kv_dtype, state_dtype, req.block_size, req.rules)
         parts.append(((start, end), resident, read, prof))
@@ -373,7 +367,7 @@ def _assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prepared: tu
         warnings.append(f"context {ctx:,} exceeds the model's max_position_embeddings ({model.max_context:,})")
     # One pass over the stages (this runs once per plan of a sweep): per GPU, a figure is the
     # worst stage's (least KV room, most weights, fewest sequences); totals sum the stages.
-    batch = req.batch
+    batch = per_rank_batch(req.batch, dep.dp)  # each data-parallel rank holds its own requests
     seq_per_stage = []
     max_conc = tokens = math.inf
     step_bytes = growth_sum = 0
@@ -405,6 +399,7 @@ def _assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prepared: tu
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy)
     tokens = tokens // req.block_size * req.block_size if tokens < math.inf else 0
     fits = room and max_conc >= batch
+    max_conc = max_conc * dep.dp if max_conc < math.inf else max_conc
     if not room:
         warnings.append("the weights and overhead leave no memory for the KV cache")
     if req.kv_cache_memory_bytes is not None:

@@ -13,7 +13,7 @@ Each rank then:
   4. compares with what the planner predicts for this rank: the KV of its stage at its tp
      (kv_profile over the stage's layers, unpaged, x its own batch), its weights as built
      (shard.rank_params, closed form) and the planner's Plan.stages[pp_rank] weights for the
-     built model (tp and pp; for ep > 1 the planner has no per-rank expert split yet).
+     built model at the same tp, pp, dp and ep (kvplan.layout's placement).
 Rank 0 gathers every rank's record. No figure of one rank stands in for another's.
 """
 
@@ -43,21 +43,19 @@ def _groups(layout: Layout, rank: int) -> dict:
 
 
 def predict_rank(reduced: ModelSpec, bp, layout: Layout, shard: Shard, ctx: int, kv, state, compute: str) -> dict:
-    """The planner's figures for this rank (no torch): KV of its stage at its tp, weights."""
-    from kvplan.planner import Deployment, Request, kv_profile, plan
+    """This rank's figures, no torch: the planner's Plan for the built model at this layout (its stage's
+    resident weights, and its KV profile x this rank's own sequences, unpaged as the static cache is),
+    and the closed-form count of the shard as built."""
+    from kvplan.planner import Deployment, Request, plan
 
-    start, end = shard.layers
-    prof = kv_profile(reduced.layers[start:end], layout.tp, kv, state, 16)
     itemsize = {"fp32": 4, "bf16": 2, "fp16": 2}[compute]
-    out = {"predicted_kv_bytes": shard.batch * prof.sequence_bytes(ctx, paged=False),
-           "predicted_weights_bytes": rank_params(bp, layout, shard) * itemsize, "planner_weights_bytes": None}
-    if layout.ep == 1 and layout.dp == 1:  # the planner's Deployment has tp and pp only
-        gpu = SimpleNamespace(key="validate", memory_usable_bytes=2**50, bandwidth_bytes_per_s=1)
-        p = plan(built_spec(reduced, bp), gpu, Deployment(layout.tp, layout.pp),
-                 Request(ctx, shard.batch, kv, state, compute, overhead_bytes=0))
-        stage = p.stages[shard.pp_rank]
-        out["planner_weights_bytes"] = stage.weight_bytes
-        out["planner_kv_bytes"] = shard.batch * stage.profile.sequence_bytes(ctx, paged=False)
+    gpu = SimpleNamespace(key="validate", memory_usable_bytes=2**50, bandwidth_bytes_per_s=1)
+    p = plan(built_spec(reduced, bp), gpu, Deployment(layout.tp, layout.pp, layout.dp, layout.ep),
+             Request(ctx, shard.batch * layout.dp, kv, state, compute, overhead_bytes=0))
+    stage = p.stages[shard.pp_rank]
+    out = {"predicted_kv_bytes": shard.batch * stage.profile.sequence_bytes(ctx, paged=False),
+           "predicted_weights_bytes": rank_params(bp, layout, shard) * itemsize,
+           "planner_weights_bytes": stage.weight_bytes}
     return out
 
 

@@ -1,0 +1,69 @@
+"""Layouts beyond tp x pp: data-parallel ranks, expert parallelism, and what each rank holds.
+
+Pure arithmetic (no I/O). Placement is vLLM's (docs/engines.md section 9.1), which kvplan also
+uses engine-neutrally:
+  * tp: attention heads, KV heads (split or replicated), dense MLP and shared experts split over
+    tp; MLA down-projections, norms and routers whole; vocabulary split over tp.
+  * pp: contiguous layer ranges; embedding on the first stage, LM head on the last; a tied head on
+    a last stage that is not the first keeps its own copy of the table.
+  * dp: data-parallel ranks (attention data parallel for a MoE model): each holds its tp group's
+    weights and its own requests, so the deployment holds dp x one rank's concurrency.
+  * experts: the routed experts of a stage form one group over its tp x dp ranks: split by width
+    without expert parallelism, into whole experts with it (ep = tp x dp, vLLM's
+    --enable-expert-parallel); either way each rank holds experts / (tp x dp).
+The weight counts per rank are restated from the roles in kvplan.model.WeightBytes.
+"""
+
+from __future__ import annotations
+
+from kvplan.model import ModelSpec, WeightBytes
+
+NODE_GPUS = 8
+
+
+def layout_problem(model: ModelSpec, tp: int, pp: int, dp: int, ep: int) -> str | None:
+    """Why dp / ep cannot be used with this model and tp, in the engine's own terms; None if they can."""
+    if dp < 1 or ep < 1:
+        return "dp and ep must be at least 1"
+    if ep > 1:
+        p = model.params
+        if not p.num_experts:
+            return f"ep={ep}: {model.name} has no routed experts (expert parallelism needs a MoE model)"
+        if ep != tp * dp:
+            return (f"ep={ep}: vLLM sets the expert-parallel size to tp x dp = {tp * dp} "
+                    "(--enable-expert-parallel takes no size)")
+        if p.num_experts % ep:
+            return f"ep={ep} does not divide the {p.num_experts} routed experts"
+    return None
+
+
+def expert_ranks(tp: int, dp: int) -> int:
+    """Ranks a stage's routed experts are spread over (by width, or as whole experts with EP)."""
+    return tp * dp
+
+
+def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, frac: float, tp: int,
+                 dp: int, touched: float) -> tuple[int, int]:
+    """(resident bytes, bytes read per decode step) of one pipeline stage on one rank.
+
+    `touched`: the distinct experts one decode step reads per MoE layer, for the tokens of the
+    whole deployment (every dp rank's tokens reach every expert group).
+    """
+    per_expert_rank = wb.experts / expert_ranks(tp, dp)
+    body = wb.sharded / tp + per_expert_rank + wb.replicated
+    resident = body * frac
+    table = wb.embedding / tp
+    emb = table if first else 0
+    head = wb.lm_head / tp if last else 0
+    tied_copy = table if (last and not first and not wb.lm_head) else 0  # vLLM builds embed_tokens there
+    tied_read = table if (last and not wb.lm_head) else 0  # a tied head still reads the table
+    resident += emb + head + tied_copy
+    p = model.params
+    expert_read = per_expert_rank * (touched / p.num_experts) if p.num_experts else 0
+    read = (wb.sharded / tp + expert_read + wb.replicated) * frac + head + tied_read
+    return int(resident), int(read)
+
+
+def per_rank_batch(batch: int, dp: int) -> int:
+    """Sequences the busiest dp rank holds when `batch` are spread over dp ranks."""
+    return -(-batch // dp)

@@ -2,8 +2,9 @@
 
 Pure arithmetic (no I/O). Placement is vLLM's (docs/engines.md section 9.1), which kvplan also
 uses engine-neutrally:
-  * tp: attention heads, KV heads (split or replicated), dense MLP and shared experts split over
-    tp; MLA down-projections, norms and routers whole; vocabulary split over tp.
+  * tp: attention heads, dense MLP and shared experts split over tp; KV heads split, or whole
+    heads replicated when tp exceeds them (their K/V projections with them); MLA down-projections,
+    norms and routers whole; vocabulary split over tp.
   * pp: contiguous layer ranges; embedding on the first stage, LM head on the last; a tied head on
     a last stage that is not the first keeps its own copy of the table.
   * dp: data-parallel ranks (attention data parallel for a MoE model): each holds its tp group's
@@ -42,12 +43,33 @@ def expert_ranks(tp: int, dp: int) -> int:
     return tp * dp
 
 
+def replicated_kv_proj_bytes(model: ModelSpec, wb: WeightBytes, layers, tp: int) -> int:
+    """Bytes of K/V projection one rank holds beyond its 1/tp share, because tp exceeds the KV heads.
+
+    vLLM's QKVParallelLinear gives each rank max(1, H_kv // tp) whole KV heads: at tp 8 and 4 KV
+    heads every rank holds one head's K and V projections (hidden x (d + d_v) each), not half of
+    one. Priced at the bytes per parameter of the split (linear) weights.
+    """
+    p = model.params
+    split_params = p.attention + p.mlp + p.shared_experts - p.replicated
+    if tp == 1 or split_params <= 0:
+        return 0
+    extra = 0  # parameters, x tp (kept whole until the end)
+    for layer in layers:
+        h = getattr(layer, "num_kv_heads", 0)
+        if h and tp > h:
+            dims = layer.head_dim + (getattr(layer, "v_head_dim", 0) or layer.head_dim)
+            extra += model.hidden_size * dims * (max(1, h // tp) * tp - h)
+    return int(extra * wb.sharded / split_params / tp)
+
+
 def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, frac: float, tp: int,
-                 dp: int, touched: float) -> tuple[int, int]:
+                 dp: int, touched: float, kv_extra: int = 0) -> tuple[int, int]:
     """(resident bytes, bytes read per decode step) of one pipeline stage on one rank.
 
     `touched`: the distinct experts one decode step reads per MoE layer, for the tokens of the
-    whole deployment (every dp rank's tokens reach every expert group).
+    whole deployment (every dp rank's tokens reach every expert group). `kv_extra`: this stage's
+    replicated_kv_proj_bytes.
     """
     per_expert_rank = wb.experts / expert_ranks(tp, dp)
     body = wb.sharded / tp + per_expert_rank + wb.replicated
@@ -57,10 +79,10 @@ def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, fra
     head = wb.lm_head / tp if last else 0
     tied_copy = table if (last and not first and not wb.lm_head) else 0  # vLLM builds embed_tokens there
     tied_read = table if (last and not wb.lm_head) else 0  # a tied head still reads the table
-    resident += emb + head + tied_copy
+    resident += emb + head + tied_copy + kv_extra
     p = model.params
     expert_read = per_expert_rank * (touched / p.num_experts) if p.num_experts else 0
-    read = (wb.sharded / tp + expert_read + wb.replicated) * frac + head + tied_read
+    read = (wb.sharded / tp + expert_read + wb.replicated) * frac + head + tied_read + kv_extra
     return int(resident), int(read)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from kvplan.dtypes import DType
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import LayerSpec
-from kvplan.layout import per_rank_batch, rank_weights
+from kvplan.layout import per_rank_batch, rank_weights, replicated_kv_proj_bytes
 from kvplan.model import ModelSpec, WeightBytes, weight_bytes
 
 GIB = 2**30
@@ -336,7 +336,8 @@ def _prepare(model: ModelSpec, dep: Deployment, req: Request) -> tuple:
     ranges = split_layers(model.num_layers, dep.pp)
     for i, (start, end) in enumerate(ranges):
         frac = (end - start) / model.num_layers
-        resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, dep.tp, dep.dp, touched)
+        kv_extra = replicated_kv_proj_bytes(model, wb, model.layers[start:end], dep.tp)
+        resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, dep.tp, dep.dp, touched, kv_extra)
         resident, read = int(resident * scale), int(read * scale)
         prof = _stage_profile(model.layers, start, end, dep.tp, kv_dtype, state_dtype, req.block_size, req.rules)
         parts.append(((start, end), resident, read, prof))

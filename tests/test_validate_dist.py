@@ -121,3 +121,20 @@ def test_tied_head_copied_on_a_later_stage():
     lay = Layout(pp=2)
     two = [rank_params(bp, lay, shard_of(bp, lay, r, 1)) for r in range(2)]
     assert sum(two) - one == 256 * 128  # the second copy of the 256 x 128 table (TINY vocabulary)
+
+
+def test_replicated_kv_head_weights_counted():
+    # Gemma 3 1B: 4 query heads, 1 KV head of 256. At tp 2 both ranks keep the whole KV head, so
+    # each holds the whole K and V projections, 128 x (256 + 256) = 65,536 parameters per layer, not
+    # half of them: 32,768 x 2 layers x 4 B = 262,144 B per rank more than a 1/tp share. The planner's
+    # figure (checked in run) must include them; its cache is the whole head: 1 x 512 values x 2 B x
+    # 2 layers x 40 tokens x 2 sequences = 163,840 B per rank.
+    record = run("gemma-3-1b-it", Layout(tp=2), batch=2, kv_dtype="bf16")
+    assert [r["measured_kv_bytes"] for r in record["ranks"]] == [163_840, 163_840]
+
+
+def test_tied_head_pipeline_stages_measured():
+    # Llama 3.2 1B (tied) at pp 2: the last stage's own copy of the table is measured and predicted.
+    record = run("llama-3.2-1b-instruct", Layout(pp=2), batch=2, kv_dtype="bf16")
+    first, last = record["ranks"]
+    assert last["measured_weights_bytes"] - first["measured_weights_bytes"] == 128 * 4  # the final norm

@@ -1,0 +1,128 @@
+"""Layouts beyond tp x pp, planned: data-parallel ranks, expert parallelism, per-rank weights and KV.
+
+The golden figures are worked by hand from each model's config.json (its published architecture)
+and from vLLM's placement (docs/engines.md section 9.1), never from kvplan's output. Weights are
+asserted within 0.01 %: the hand sums leave out norms and a few MB of FP8 block scales.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.errors import KvplanError
+from kvplan.hardware import find_gpu
+from kvplan.planner import Deployment, Request, plan
+from kvplan.resolve import resolve_model
+
+GIB = 2**30
+H200 = find_gpu("h200")
+
+
+def _plan(name: str, dep: Deployment, ctx: int = 32768, **kw):
+    return plan(resolve_model(name).spec, H200, dep, Request(ctx, **kw))
+
+
+def close(value: int, expected: int, rel: float = 1e-4) -> bool:
+    return abs(value - expected) <= rel * expected
+
+
+# DeepSeek-V3 (config.json: hidden 7168, 61 layers, first 3 dense, 256 routed experts of width 2048,
+# 1 shared expert, q_lora 1536, kv_lora 512, rope 64, 128 heads of nope 128 / v 128, dense width
+# 18432, vocabulary 129280, untied), FP8 weights with 128 x 128 fp32 block scales:
+#   routed experts: 58 layers x 256 x 3 x 7168 x 2048 = 653,908,770,816 B + scales 44,544 matrices x
+#     (56 x 16 blocks x 4 B) = 159,645,696 B -> 654,068,416,512 B; one eighth: 81,758,552,064 B.
+#   split by heads / width: per layer q_b 1536 x 24576 + kv_b 512 x 32768 + o 16384 x 7168 =
+#     171,966,464; dense MLP 3 x 3 x 7168 x 18432 = 1,189,085,184; shared 58 x 3 x 7168 x 2048 =
+#     2,554,331,136 -> 14,233,370,624 B.
+#   whole on every rank: q_a + kv_a 61 x 7168 x (1536 + 576) = 923,467,776 B; router 58 x 256 x 7168
+#     x 2 B = 212,860,928 B -> 1,136,328,704 B.
+#   embedding and LM head: 129,280 x 7168 x 2 B = 1,853,358,080 B each.
+# tp 8:           14,233,370,624 / 8 + 81,758,552,064 + 1,136,328,704 + 2 x 1,853,358,080 / 8
+#                 = 85,137,391,616 B per rank.
+# dp 8 + ep 8:    14,233,370,624 + 81,758,552,064 + 1,136,328,704 + 2 x 1,853,358,080
+#                 = 100,834,967,552 B per rank (attention, dense layers, embedding whole: tp 1).
+# KV: the latent, 512 + 64 = 576 values x 61 layers x 2 B = 70,272 B per token, 32,768 tokens
+#   (whole pages) = 2,302,672,896 B per sequence on every rank that holds it: all 8 under tp 8
+#   (the latent is not split by heads), one under dp 8.
+# Capacity with a fixed 2 GiB overhead: budget 150,108,897,280 (H200, 139.80 GiB) x 0.9 =
+#   135,098,007,552 B. tp 8: (135,098,007,552 - 85,137,391,616 - 2,147,483,648) / 2,302,672,896
+#   = 20.8 -> 20 requests. dp 8: (135,098,007,552 - 100,834,967,552 - 2,147,483,648) / 2,302,672,896
+#   = 13.9 -> 13 per rank, each its own: 8 x 13 = 104 requests.
+DSV3_SEQ = 2_302_672_896
+
+
+def test_deepseek_v3_tp8_against_dp8_ep8():
+    tp8 = _plan("deepseek-v3", Deployment(tp=8), overhead_bytes=2 * GIB)
+    dpep = _plan("deepseek-v3", Deployment(tp=1, dp=8, ep=8), overhead_bytes=2 * GIB)
+    assert close(tp8.weight_bytes_per_gpu, 85_137_391_616)
+    assert close(dpep.weight_bytes_per_gpu, 100_834_967_552)
+    assert tp8.kv_bytes_per_sequence_per_gpu == dpep.kv_bytes_per_sequence_per_gpu == DSV3_SEQ
+    assert tp8.kv_bytes_per_sequence == 8 * DSV3_SEQ  # eight copies of the latent
+    assert dpep.kv_bytes_per_sequence == DSV3_SEQ  # one
+    assert (tp8.max_concurrency, dpep.max_concurrency) == (20, 104)
+    assert tp8.deployment.gpus == dpep.deployment.gpus == 8
+
+
+def test_deepseek_v3_dp_without_ep_places_experts_the_same():
+    # vLLM: without --enable-expert-parallel the expert layers are one tensor-parallel group of
+    # dp x tp = 8 ranks, so each rank still holds one eighth of the routed experts (by width).
+    dp = _plan("deepseek-v3", Deployment(tp=1, dp=8), overhead_bytes=2 * GIB)
+    assert close(dp.weight_bytes_per_gpu, 100_834_967_552)
+    assert dp.max_concurrency == 104
+
+
+# Qwen3-235B-A22B (config.json: hidden 4096, 94 layers, 64 heads and 4 KV heads of 128, 128 experts
+# of width 1536, vocabulary 151936, untied), bf16:
+#   routed experts: 94 x 128 x 3 x 4096 x 1536 x 2 B = 454,192,791,552 B; one eighth 56,774,098,944 B.
+#   attention per layer: q 4096 x 8192 + k, v 2 x 4096 x 512 + o 8192 x 4096 = 71,303,168; x 94 x 2 B
+#     = 13,404,995,584 B; at tp 8 the 4 KV heads are replicated (one per rank): K, V per rank
+#     2 x 4096 x 128 = 1,048,576 instead of 4,194,304 / 8 = 524,288, + 524,288 x 94 x 2 B = 98,566,144 B.
+#   router 94 x 128 x 4096 x 2 B = 98,566,144 B; embedding and head 151,936 x 4096 x 2 B = 1,244,659,712 B each.
+#   (norms: 94 x (2 x 4096 + 2 x 128) x 2 B = 1.6 MB, left out.)
+# tp 8:        13,404,995,584 / 8 + 98,566,144 (replicated K, V) + 56,774,098,944 + 98,566,144 (router)
+#              + 2 x 1,244,659,712 / 8 = 58,958,020,608 B.
+# dp 8 + ep 8: 13,404,995,584 + 56,774,098,944 + 98,566,144 + 2 x 1,244,659,712 = 72,766,980,096 B.
+# KV per token per rank: tp 8 one KV head: 94 x 1 x 256 x 2 B = 48,128 B; dp 8 all four: 192,512 B.
+# At 32,768 tokens: 1,577,058,304 B and 6,308,233,216 B per sequence.
+def test_qwen3_235b_tp8_against_dp8_ep8():
+    tp8 = _plan("qwen3-235b-a22b", Deployment(tp=8), overhead_bytes=2 * GIB)
+    dpep = _plan("qwen3-235b-a22b", Deployment(tp=1, dp=8, ep=8), overhead_bytes=2 * GIB)
+    assert close(tp8.weight_bytes_per_gpu, 58_958_020_608)
+    assert close(dpep.weight_bytes_per_gpu, 72_766_980_096)
+    assert tp8.kv_bytes_per_sequence_per_gpu == 1_577_058_304
+    assert dpep.kv_bytes_per_sequence_per_gpu == 6_308_233_216
+    # (135,098,007,552 - 58,958,020,608 - 2 GiB) / 1,577,058,304 = 46.9 -> 46;
+    # 8 x floor((135,098,007,552 - 72,766,980,096 - 2 GiB) / 6,308,233,216 = 9.5) = 8 x 9 = 72.
+    assert (tp8.max_concurrency, dpep.max_concurrency) == (46, 72)
+
+
+def test_batch_is_spread_over_dp_ranks():
+    # 104 requests fit dp 8 (13 each); 105 need a 14th on one rank: does not fit.
+    assert _plan("deepseek-v3", Deployment(dp=8, ep=8), batch=104, overhead_bytes=2 * GIB).fits
+    assert not _plan("deepseek-v3", Deployment(dp=8, ep=8), batch=105, overhead_bytes=2 * GIB).fits
+
+
+@pytest.mark.parametrize("dep,text", [
+    (Deployment(tp=1, dp=8, ep=4), "tp x dp = 8"),
+    (Deployment(tp=8, ep=8), None),
+])
+def test_expert_parallel_size_is_tp_times_dp(dep, text):
+    if text is None:
+        assert _plan("deepseek-v3", dep).deployment.ep == 8
+    else:
+        with pytest.raises(KvplanError, match=text):
+            _plan("deepseek-v3", dep)
+
+
+def test_expert_parallel_needs_experts():
+    with pytest.raises(KvplanError, match="no routed experts"):
+        _plan("llama-3.1-8b", Deployment(tp=1, dp=2, ep=2))
+
+
+def test_dense_model_dp_is_replicas():
+    # A dense model on dp 2: each rank the whole model, its own requests: twice one GPU's concurrency.
+    one = _plan("llama-3.1-8b", Deployment(), ctx=8192, overhead_bytes=2 * GIB)
+    two = _plan("llama-3.1-8b", Deployment(dp=2), ctx=8192, overhead_bytes=2 * GIB)
+    assert two.weight_bytes_per_gpu == one.weight_bytes_per_gpu
+    assert two.max_concurrency == 2 * one.max_concurrency > 0
+    assert two.deployment.gpus == 2

@@ -89,3 +89,44 @@ def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, fra
 def per_rank_batch(batch: int, dp: int) -> int:
     """Sequences the busiest dp rank holds when `batch` are spread over dp ranks."""
     return -(-batch // dp)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def candidate_layouts(model: ModelSpec, gpus: int, per_node: int = NODE_GPUS):
+    """Every (tp, pp, dp, ep) on exactly `gpus` GPUs a model can run: tp within a node (at most
+    `per_node`), pp and dp across nodes; a MoE model with dp > 1 gets expert parallelism over
+    tp x dp (the engines' DP-attention + EP recipe), otherwise ep = 1. Validity is the caller's
+    (kvplan.planner.validate_deployment)."""
+    moe = bool(model.params.num_experts)
+    for tp in _divisors(gpus):
+        if tp > per_node:
+            break
+        for pp in _divisors(gpus // tp):
+            if pp > model.num_layers:
+                break
+            dp = gpus // (tp * pp)
+            ep = tp * dp if moe and dp > 1 and model.params.num_experts % (tp * dp) == 0 else 1
+            yield tp, pp, dp, ep
+
+
+def layout_rank_key(plan) -> tuple:
+    """Best first: fits, then most concurrent requests at the context, then decode tokens/s, then
+    fewer pipeline stages (less latency), then wider tp."""
+    dep = plan.deployment
+    return (not plan.fits, -plan.max_concurrency, -plan.decode_tokens_per_second, dep.pp, -dep.tp)
+
+
+def why(plan, best) -> str:
+    """One line: how this layout compares with the best one."""
+    dep = plan.deployment
+    parts = [f"{plan.max_concurrency:,} requests" + ("" if plan.fits else " (does not fit)")]
+    parts.append(f"{plan.weight_bytes_per_gpu / 2**30:.1f} GiB weights and "
+                 f"{plan.kv_bytes_per_sequence_per_gpu / 2**30:.2f} GiB KV per request per GPU")
+    if dep.dp > 1:
+        parts.append(f"each of {dep.dp} dp ranks its own requests")
+    if plan is not best and best.max_concurrency:
+        parts.append(f"{plan.max_concurrency / best.max_concurrency:.0%} of the best")
+    return "; ".join(parts)

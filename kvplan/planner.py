@@ -487,6 +487,25 @@ def candidate_deployments(model: ModelSpec, max_gpus: int = 64) -> list[Deployme
     return out
 
 
+def search_layouts(model: ModelSpec, gpu, gpus: int, req: Request, plan_fn=None, per_node: int = NODE_GPUS) -> list[Plan]:
+    """Every valid layout of `gpus` GPUs (kvplan.layout.candidate_layouts), planned and ranked best
+    first by concurrency at the context (ties: decode tokens/s). `plan_fn(model, gpu, dep, req)`
+    plans one (default: the engine-neutral plan); a layout it refuses is left out."""
+    from kvplan.layout import candidate_layouts, layout_rank_key
+
+    plan_fn = plan_fn or plan
+    out = []
+    for tp, pp, dp, ep in candidate_layouts(model, gpus, per_node):
+        dep = Deployment(tp, pp, dp, ep)
+        if validate_deployment(model, dep) is not None:
+            continue
+        try:
+            out.append(plan_fn(model, gpu, dep, req))
+        except KvplanError:
+            continue
+    return sorted(out, key=layout_rank_key)
+
+
 def smallest_fitting(model: ModelSpec, gpu, req: Request) -> Plan | None:
     for dep in candidate_deployments(model):
         p = plan(model, gpu, dep, req)

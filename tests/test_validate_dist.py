@@ -138,3 +138,36 @@ def test_tied_head_pipeline_stages_measured():
     record = run("llama-3.2-1b-instruct", Layout(pp=2), batch=2, kv_dtype="bf16")
     first, last = record["ranks"]
     assert last["measured_weights_bytes"] - first["measured_weights_bytes"] == 128 * 4  # the final norm
+
+
+def test_cli_ranks_json_and_table():
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    args = ["validate", "llama-3.1-8b", "--layers", "2", "--shrink", "--hidden", "128", "--ctx", "40", "--steps", "3",
+            "--batch", "2", "--tp", "2"]
+    res = CliRunner().invoke(app, args + ["--json"])
+    assert res.exit_code == 0, res.output
+    record = json.loads(res.stdout)
+    assert record["world"] == 2 and record["ok"] and len(record["ranks"]) == 2
+    assert record["measured_kv_bytes"] == sum(r["measured_kv_bytes"] for r in record["ranks"])
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--tp", "2", "--dp", "2", "--ep", "2"], "ep = tp x dp"),
+    (["--tp", "3"], "attention heads"),
+    (["--tp", "2", "--backend", "transformers"], "--backend torch"),
+    (["--dp", "2", "--batch", "3"], "multiple of dp"),
+])
+def test_cli_refusals_are_one_line(extra, needle):
+    from typer.testing import CliRunner
+
+    from conftest import one_line_error
+    from kvplan.cli import app
+
+    res = CliRunner().invoke(app, ["validate", "qwen3-30b-a3b", "--layers", "2", "--shrink", "--ctx", "40", "--steps", "3"]
+                             + extra)
+    one_line_error(res, 2, needle)

@@ -166,8 +166,8 @@ def rank_checks(records: list[dict]) -> list[Check]:
     return checks
 
 
-def validate_distributed(full: ModelSpec, s, layout: Layout) -> tuple[dict, list[Check]] | None:
-    """Run `s` across the ranks of `layout`; the combined record and checks (None on torchrun ranks > 0)."""
+def check_distributed(full: ModelSpec, s, layout: Layout):
+    """Refuse, before any process starts, what the run cannot do; returns the device."""
     from kvplan.validate.dist_launch import in_torchrun
     from kvplan.validate.run import check_settings, resolve_device
 
@@ -180,9 +180,15 @@ def validate_distributed(full: ModelSpec, s, layout: Layout) -> tuple[dict, list
     if dev.type == "cuda" and torch.cuda.device_count() < layout.world and not in_torchrun():
         raise KvplanError(f"--device cuda: {layout.world} ranks need {layout.world} GPUs, "
                           f"{torch.cuda.device_count()} visible", EXIT_USAGE)
-    backend = "nccl" if dev.type == "cuda" else "gloo"
+    return dev
+
+
+def validate_distributed(full: ModelSpec, s, layout: Layout) -> tuple[dict, list[Check]] | None:
+    """Run `s` across the ranks of `layout`; the combined record and checks (None on torchrun ranks > 0)."""
     from kvplan.validate.dist_launch import in_torchrun, join_torchrun, launch
 
+    dev = check_distributed(full, s, layout)
+    backend = "nccl" if dev.type == "cuda" else "gloo"
     records = join_torchrun(full, s, layout, backend) if in_torchrun() else launch(full, s, layout, backend)
     if records is None:
         return None
@@ -207,6 +213,16 @@ def combined_record(full: ModelSpec, s, layout: Layout, backend: str, records: l
         "measured_kv_bytes": sum(r["measured_kv_bytes"] for r in records),
         "predicted_weights_bytes": sum(r["predicted_weights_bytes"] for r in records),
         "measured_weights_bytes": sum(r["measured_weights_bytes"] for r in records),
-        "tokens_match": tokens_match, "ranks": records, "notes": [],
+        "tokens_match": tokens_match, "ranks": records, "notes": _notes(full, s, n),
         "checks": [c.to_dict() for c in checks], "ok": all_ok(checks, tokens_match),
     }
+
+
+def _notes(full: ModelSpec, s, n: int) -> list[str]:
+    bp = blueprint(full, n, s.widths)
+    notes = []
+    if n < full.num_layers:
+        notes.append(f"reduced model: the first {n} of {full.num_layers} layers; predictions are for the same reduced model")
+    if bp.shrunk:
+        notes.append(f"shrunk for this run: {', '.join(bp.shrunk)}; cache geometry unchanged")
+    return notes

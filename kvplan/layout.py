@@ -130,3 +130,36 @@ def why(plan, best) -> str:
     if plan is not best and best.max_concurrency:
         parts.append(f"{plan.max_concurrency / best.max_concurrency:.0%} of the best")
     return "; ".join(parts)
+
+
+SEARCH = "search"  # layout_from_flags: --gpus N alone, every layout of N GPUs is planned and ranked
+
+
+def layout_from_flags(model: ModelSpec, gpus: int | None, tp: int | None, pp: int | None, dp: int | None = None,
+                      ep: int | None = None):
+    """What fit's layout flags ask for: None (no flag: one GPU and the smallest that fits), SEARCH
+    (--gpus N alone), or the one Deployment they fix. Unset sizes are 1, except tp, which takes
+    what --gpus leaves (gpus / (pp x dp)); --ep takes vLLM's only size, tp x dp, and any other
+    value is refused with vLLM's reason. A layout the model cannot run is a one-line error."""
+    from kvplan.errors import EXIT_USAGE, KvplanError
+    from kvplan.planner import Deployment, validate_deployment
+
+    for flag, value in (("--gpus", gpus), ("--tp", tp), ("--pp", pp), ("--dp", dp), ("--ep", ep)):
+        if value is not None and not 1 <= value <= 4096:
+            raise KvplanError(f"{flag} must be between 1 and 4096, got {value}", EXIT_USAGE)
+    if all(v is None for v in (gpus, tp, pp, dp, ep)):
+        return None
+    if gpus is not None and all(v is None for v in (tp, pp, dp, ep)):
+        return SEARCH
+    pp, dp = pp or 1, dp or 1
+    if tp is None:
+        if gpus is not None and gpus % (pp * dp):
+            raise KvplanError(f"--gpus {gpus} is not a multiple of --pp {pp} × --dp {dp}", EXIT_USAGE)
+        tp = gpus // (pp * dp) if gpus is not None else 1
+    if gpus is not None and gpus != tp * pp * dp:
+        raise KvplanError(f"--gpus {gpus} does not equal --tp {tp} × --pp {pp} × --dp {dp}", EXIT_USAGE)
+    dep = Deployment(tp, pp, dp, 1 if ep is None else ep)
+    why = validate_deployment(model, dep)
+    if why:
+        raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
+    return dep

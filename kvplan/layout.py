@@ -163,3 +163,35 @@ def layout_from_flags(model: ModelSpec, gpus: int | None, tp: int | None, pp: in
     if why:
         raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
     return dep
+
+
+def parallel_flags(engine: str, dep, model: ModelSpec) -> list[str]:
+    """The serve flags that lay a deployment out, in the engine's own terms (docs/engines.md 9.1, 9.2).
+
+    vLLM: -tp / -pp per data-parallel rank, --data-parallel-size for dp, --enable-expert-parallel
+    (its size is always tp x dp). SGLang counts --tp-size over every rank: dp ranks of a MoE model
+    run as DP attention (--tp-size tp x dp --dp-size dp --enable-dp-attention, with --ep-size for
+    expert parallelism); a dense model's dp ranks are replicas (--dp-size, each --tp-size tp).
+    """
+    tp, pp, dp, ep = dep.tp, dep.pp, getattr(dep, "dp", 1), getattr(dep, "ep", 1)
+    if engine == "vllm":
+        args = ["-tp", str(tp)]
+        if pp > 1:
+            args += ["-pp", str(pp)]
+        if dp > 1:
+            args += ["--data-parallel-size", str(dp)]
+        if ep > 1:
+            args += ["--enable-expert-parallel"]
+        return args
+    if engine == "sglang":
+        moe = bool(model.params.num_experts)
+        if dp > 1 and moe:
+            args = ["--tp-size", str(tp * dp), "--dp-size", str(dp), "--enable-dp-attention"]
+        else:
+            args = ["--tp-size", str(tp)] + (["--dp-size", str(dp)] if dp > 1 else [])
+        if ep > 1:
+            args += ["--ep-size", str(ep)]
+        if pp > 1:
+            args += ["--pp-size", str(pp)]
+        return args
+    return []

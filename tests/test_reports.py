@@ -118,9 +118,9 @@ def test_csv_read_back_equals_json(tmp_path, kvplan_home):
     prices = tmp_path / "prices.yaml"
     prices.write_text("currency: EUR\nH100: 2.5\nmi300x: 2\n")
     csv_path, json_path = tmp_path / "plan.csv", tmp_path / "plan.json"
-    r = run("sweep", "--models", "llama-3.1-70b,deepseek-v3,gemma-2-9b", "--gpus", "h100,mi300x,l40s",
+    r = run("sweep", "--models", "llama-3.1-70b,deepseek-v3,gemma-2-9b", "--gpu", "h100,mi300x,l40s",
             "--ctx", "8k,128k", "--kv-dtype", "bf16,fp8", "--gpu-counts", "1,2,8", "--prices", prices,
-            "--csv", csv_path, "--json", json_path)
+            "-o", csv_path, "-o", json_path)
     assert r.exit_code == 0, r.output
     doc = json.loads(json_path.read_text())
     with open(csv_path, newline="", encoding="utf-8") as f:
@@ -179,8 +179,8 @@ def test_user_model_names_reach_files_safely(tmp_path, kvplan_home):
     (kvplan_home / "models" / "evil.json").write_text(json.dumps(data))
     out = tmp_path / "out"
     out.mkdir()
-    r = run("sweep", "--models", name, "--gpus", "h100", "--ctx", "8k", "--gpu-counts", "1",
-            "--csv", out / "p.csv", "--html", out / "p.html", "--json", out / "p.json")
+    r = run("sweep", "--models", name, "--gpu", "h100", "--ctx", "8k", "--gpu-counts", "1",
+            "-o", out / "p.csv", "-o", out / "p.html", "-o", out / "p.json")
     assert r.exit_code == 0, r.output
     with open(out / "p.csv", newline="") as f:
         (row,) = list(csv.DictReader(f))
@@ -191,18 +191,18 @@ def test_user_model_names_reach_files_safely(tmp_path, kvplan_home):
 
 
 def test_sweep_to_stdout_and_all_catalog(kvplan_home):
-    r = run("sweep", "--models", "all", "--gpus", "all", "--ctx", "4k", "--gpu-counts", "1", "--json", "-")
+    r = run("sweep", "--models", "all", "--gpu", "all", "--ctx", "4k", "--gpu-counts", "1", "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     n_models, n_gpus = len({m for m in (row["model"] for row in doc["plans"])}), len(load_gpus())
     assert doc["plans_count"] == n_models * n_gpus and n_models >= 50  # tp=1 is always valid
-    r = run("sweep", "--models", "llama-3.1-8b", "--gpus", "h100", "--ctx", "8k,32k", "--csv", "-")
+    r = run("sweep", "--models", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k,32k", "--csv")
     assert r.exit_code == 0, r.output
     assert len(list(csv.DictReader(io.StringIO(r.stdout)))) == 2 * 4  # 2 contexts x GPU counts 1, 2, 4, 8
 
 
 def test_sweep_terminal_table(kvplan_home):
-    r = run("sweep", "--models", "qwen3-32b", "--gpus", "h100,h200", "--ctx", "8k", "--gpu-counts", "1,2")
+    r = run("sweep", "--models", "qwen3-32b", "--gpu", "h100,h200", "--ctx", "8k", "--gpu-counts", "1,2")
     assert r.exit_code == 0, r.output
     assert "Best 4 of 4 plans" in r.stdout and "qwen3-32b" in r.stdout
     assert "4 plans (" in r.stderr and "ranked: fits first" in r.stderr
@@ -239,7 +239,7 @@ def test_cli_write_failure_leaves_no_file(tmp_path, monkeypatch, kvplan_home, ex
         raise exc
 
     monkeypatch.setattr(kvplan.export, "write_csv", half)
-    r = run("sweep", "--models", "llama-3.1-8b", "--gpus", "h100", "--ctx", "8k,32k", "--csv", tmp_path / "p.csv")
+    r = run("sweep", "--models", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k,32k", "-o", tmp_path / "p.csv")
     assert r.exit_code == code and r.stderr.splitlines()[-1].startswith("Error: ")
     assert os.listdir(tmp_path) == ["kvplan-home"] or os.listdir(tmp_path) == []
 
@@ -302,11 +302,11 @@ def test_cli_bad_prices_and_inputs(tmp_path, kvplan_home):
     base = ["sweep", "--models", "llama-3.1-8b", "--ctx", "8k"]
     one_line_error(run(*base, "--prices", bad), 2, "price must be a positive number")
     one_line_error(run(*base, "--prices", tmp_path / "nope.yaml"), 3, "does not exist")
-    one_line_error(run(*base, "--gpus", "h1000"), 3, "did you mean")
+    one_line_error(run(*base, "--gpu", "h1000"), 3, "did you mean")
     one_line_error(run(*base, "--gpu-counts", "12"), 2, "not a multiple of 8")
     one_line_error(run(*base, "--gpu-counts", "0"), 2, "between 1 and")
     one_line_error(run(*base, "--kv-dtype", "fp7"), 2, "unknown KV cache dtype")
-    one_line_error(run(*base, "--csv", tmp_path / "no" / "dir.csv"), 2, "does not exist")
+    one_line_error(run(*base, "-o", tmp_path / "no" / "dir.csv"), 2, "does not exist")
     one_line_error(run("sweep", "--models", "no-such-model-x", "--ctx", "8k"), 3, "unknown model")
     one_line_error(run("cheapest", "llama-3.1-8b", "--ctx", "8k", "--concurrency", "0"), 2, "between 1 and")
     one_line_error(run("cheapest", "llama-3.1-8b", "--concurrency", "4", "--min-tokens-per-second", "-3"), 2,
@@ -328,7 +328,7 @@ def test_cheapest_ranks_by_cost(tmp_path, kvplan_home):
     hw = tmp_path / "hw"
     hw.mkdir()
     h100_profile_with_price(hw, 1.5)  # a profile's own price_per_hour
-    r = run("cheapest", "llama-3.1-8b", "--ctx", "8k", "--concurrency", "4", "--gpus", "h100,h200,a100-80,rented-h100",
+    r = run("cheapest", "llama-3.1-8b", "--ctx", "8k", "--concurrency", "4", "--gpu", "h100,h200,a100-80,rented-h100",
             "--gpu-counts", "1,2", "--prices", prices, "--hw-profiles", hw, "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
@@ -342,7 +342,7 @@ def test_cheapest_ranks_by_cost(tmp_path, kvplan_home):
 
 
 def test_cheapest_says_why_and_exits_6(kvplan_home):
-    r = run("cheapest", "llama-3.1-70b", "--ctx", "128k", "--concurrency", "32", "--gpus", "h100,h200",
+    r = run("cheapest", "llama-3.1-70b", "--ctx", "128k", "--concurrency", "32", "--gpu", "h100,h200",
             "--gpu-counts", "1,2,4,8", "--json")
     assert r.exit_code == 6, r.output  # EXIT_DOES_NOT_FIT: nothing meets the target
     doc = json.loads(r.stdout)
@@ -352,20 +352,20 @@ def test_cheapest_says_why_and_exits_6(kvplan_home):
             assert f["why"].startswith("doesn't fit: weights and overhead leave no KV memory")
         else:  # 5 GiB per sequence per GPU at tp 8 (see test_csv_read_back_equals_json)
             assert f["why"].startswith(f"doesn't fit: short by {32 - f['max_concurrency']} request")
-    r = run("cheapest", "llama-3.1-70b", "--ctx", "128k", "--concurrency", "32", "--gpus", "h100,h200",
+    r = run("cheapest", "llama-3.1-70b", "--ctx", "128k", "--concurrency", "32", "--gpu", "h100,h200",
             "--gpu-counts", "1,2,4,8")
     assert r.exit_code == 6 and "No deployment meets the target" in r.stdout and "short by" in r.stdout
 
 
 def test_cheapest_speed_floor_and_invalid_tp(kvplan_home):
     # gpt2: 12 heads, so tp 8 is invalid; a floor of a million tokens/s per request is unreachable.
-    r = run("cheapest", "gpt2", "--ctx", "1k", "--concurrency", "2", "--gpus", "h100", "--gpu-counts", "1,8",
+    r = run("cheapest", "gpt2", "--ctx", "1k", "--concurrency", "2", "--gpu", "h100", "--gpu-counts", "1,8",
             "--min-tokens-per-second", "1e6", "--json")
     assert r.exit_code == 6, r.output
     whys = sorted(f["why"] for f in json.loads(r.stdout)["fails"])
     assert whys[0].startswith("invalid: tp=8 does not divide the 12 attention heads")
     assert whys[1].startswith("too slow: ") and "< 1e+06" in whys[1]
-    r = run("cheapest", "gpt2", "--ctx", "1k", "--concurrency", "2", "--gpus", "h100", "--gpu-counts", "1",
+    r = run("cheapest", "gpt2", "--ctx", "1k", "--concurrency", "2", "--gpu", "h100", "--gpu-counts", "1",
             "--min-tokens-per-second", "10", "--json")
     meets = json.loads(r.stdout)["meets"]
     assert r.exit_code == 0 and meets[0]["decode_tokens_per_second_per_request"] >= 10
@@ -399,8 +399,8 @@ def test_html_is_self_contained_and_escaped():
 
 def test_sweep_without_html_does_not_import_plotly(tmp_path):
     code = ("import sys; from typer.testing import CliRunner; from kvplan.cli import app; "
-            "r = CliRunner().invoke(app, ['sweep', '--models', 'llama-3.1-8b', '--gpus', 'h100', '--ctx', '8k', "
-            f"'--csv', {str(tmp_path / 'p.csv')!r}]); assert r.exit_code == 0, r.output; "
+            "r = CliRunner().invoke(app, ['sweep', '--models', 'llama-3.1-8b', '--gpu', 'h100', '--ctx', '8k', "
+            f"'-o', {str(tmp_path / 'p.csv')!r}]); assert r.exit_code == 0, r.output; "
             "print(sorted(m for m in ('plotly', 'torch', 'huggingface_hub') if m in sys.modules))")
     env = {**os.environ, "KVPLAN_HOME": str(tmp_path / "home")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
@@ -410,8 +410,8 @@ def test_sweep_without_html_does_not_import_plotly(tmp_path):
 
 def test_html_via_cli(tmp_path, kvplan_home):
     out = tmp_path / "plan.html"
-    r = run("sweep", "--models", "llama-3.1-8b,qwen3-8b", "--gpus", "h100,a100-80", "--ctx", "8k,32k",
-            "--html", out, "--title", "Q3 <purchase>")
+    r = run("sweep", "--models", "llama-3.1-8b,qwen3-8b", "--gpu", "h100,a100-80", "--ctx", "8k,32k",
+            "-o", out, "--title", "Q3 <purchase>")
     assert r.exit_code == 0, r.output
     page = out.read_text()
     assert "<title>Q3 &lt;purchase&gt;</title>" in page and 'id="chart-memory"' in page and "<table id=\"plans\">" in page
@@ -422,8 +422,8 @@ def test_html_via_cli(tmp_path, kvplan_home):
 
 
 def test_sweep_with_an_engine_equals_fit_with_that_engine():
-    r = run("sweep", "--models", "llama-3.1-8b,gemma-2-9b", "--gpus", "h100,l40s", "--ctx", "8k,32k",
-            "--gpu-counts", "1,2", "--engine", "vllm", "--engine-version", "0.11.0", "--json", "-")
+    r = run("sweep", "--models", "llama-3.1-8b,gemma-2-9b", "--gpu", "h100,l40s", "--ctx", "8k,32k",
+            "--gpu-counts", "1,2", "--engine", "vllm", "--engine-version", "0.11.0", "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["engine"] == "vllm 0.11.0" and len(doc["plans"]) == 2 * 2 * 2 * 2
@@ -437,8 +437,8 @@ def test_sweep_with_an_engine_equals_fit_with_that_engine():
 
 
 def test_llama_cpp_sweeps_split_layers_and_the_engine_flags_are_checked():
-    r = run("sweep", "--models", "llama-3.1-8b", "--gpus", "4090", "--ctx", "8k", "--gpu-counts", "2",
-            "--engine", "llama.cpp", "--kv-dtype", "q8_0", "--json", "-")
+    r = run("sweep", "--models", "llama-3.1-8b", "--gpu", "4090", "--ctx", "8k", "--gpu-counts", "2",
+            "--engine", "llama.cpp", "--kv-dtype", "q8_0", "--json")
     assert r.exit_code == 0, r.output
     (row,) = json.loads(r.stdout)["plans"]
     assert (row["tp"], row["pp"]) == (1, 2)  # llama.cpp has no tensor parallelism: 2 GPUs = 2 layer ranges
@@ -448,7 +448,7 @@ def test_llama_cpp_sweeps_split_layers_and_the_engine_flags_are_checked():
 
 
 def test_cheapest_with_an_engine():
-    r = run("cheapest", "llama-3.1-8b", "--ctx", "32k", "--concurrency", "8", "--gpus", "h100,l40s",
+    r = run("cheapest", "llama-3.1-8b", "--ctx", "32k", "--concurrency", "8", "--gpu", "h100,l40s",
             "--engine", "sglang", "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)

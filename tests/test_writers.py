@@ -130,8 +130,8 @@ def test_new_file_gets_umask_mode_existing_keeps_its_bits(tmp_path, umask_027):
 def test_sweep_csv_through_a_symlink(tmp_path, kvplan_home):
     real = tmp_path / "real.csv"
     (tmp_path / "link.csv").symlink_to(real)
-    r = run("sweep", "--models", "llama-3.1-8b", "--gpus", "h100", "--ctx", "8k", "--gpu-counts", "1",
-            "--csv", tmp_path / "link.csv")
+    r = run("sweep", "--models", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--gpu-counts", "1",
+            "-o", tmp_path / "link.csv")
     assert r.exit_code == 0, r.output
     assert (tmp_path / "link.csv").is_symlink() and real.read_text().startswith("rank,model,")
 

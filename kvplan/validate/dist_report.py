@@ -7,17 +7,14 @@ def _bytes(n: int | None) -> str:
     return "-" if n is None else f"{n:,}"
 
 
-def render_ranks(record: dict) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def render_ranks(console, record: dict) -> None:
+    from kvplan.cli._common import table as make_table
 
-    console = Console()
     layout = " x ".join(f"{k} {record[k]}" for k in ("tp", "pp", "dp", "ep") if record[k] > 1)
     title = (f"{record['model']}: {record['layers']} of {record['layers_total']} layers, {layout} "
              f"({record['world']} ranks, {record['dist_backend']}), batch {record['batch']}, ctx {record['ctx']:,}")
-    table = Table(title=title, show_edge=False)
-    for col in ("rank", "layers", "KV B", "predicted", "weights B", "planner", "ok"):
-        table.add_column(col, justify="left" if col == "ok" else "right")
+    cols = ["rank", "layers", "KV B", "predicted", "weights B", "planner", "ok"]
+    table = make_table(cols, right=tuple(cols[:-1]), whole=("ok",), title=title)
     checks = {c["name"]: c for c in record["checks"]}
     for r in record["ranks"]:
         tag = f"rank{r['rank']}"

@@ -1,18 +1,20 @@
-"""`kvplan models list | show | import`: the model catalog from the command line."""
+"""`kvplan models list | show | import`: the model catalog from the command line (a sub-app the main app mounts)."""
 
 from __future__ import annotations
 
-import json
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli import JsonOpt, RevisionOpt, TokenOpt, _stderr, cli_errors
+from kvplan.cli._common import JsonOpt, RevisionOpt, TokenOpt, cli_errors, print_result, print_notes, stderr, table
 
 models_app = typer.Typer(help="The model catalog: list, show, import.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(models_app, name="models")
 
 
 def _kv_per_token(spec) -> tuple[int, int]:
@@ -47,24 +49,22 @@ def list_models(as_json: JsonOpt = False):
 
     specs = sorted(load_catalog(), key=lambda s: (s.family, s.name))
     rows = [_summary(s) for s in specs]
-    if as_json:
-        print(json.dumps(rows, indent=2))
-        return
-    from rich.console import Console
-    from rich.table import Table
 
-    table = Table(show_edge=False)
-    # KV/token: what a token costs while every sliding window still holds it; beyond windows: what
-    # one more token adds at long context (0 when every layer is windowed or a fixed state).
-    numeric = ("params", "active", "KV/token", "beyond windows", "max ctx")
-    for col in ("name", "family", *numeric, "aliases"):
-        table.add_column(col, justify="right" if col in numeric else "left", no_wrap=col != "aliases")
-    for r in rows:
-        table.add_row(r["name"], r["family"], f"{r['params'] / 1e9:,.2f}B", f"{r['params_active'] / 1e9:,.2f}B",
-                      f"{r['kv_bytes_per_token_within_windows']:,} B", f"{r['kv_bytes_per_token']:,} B",
-                      f"{r['max_context']:,}", ", ".join(r["aliases"]))
-    # A terminal gets its own width; a pipe or file gets every column whole (rich would assume 80).
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    def render(console) -> None:
+        from kvplan.units import human_bytes, human_tokens
+
+        # KV/token: what a token costs while every sliding window still holds it; beyond windows: what
+        # one more token adds at long context (0 when every layer is windowed or a fixed state).
+        # Aliases, family, exact bytes and the rest: `models show NAME` or --json (80 columns hold no more).
+        numeric = ("params", "active", "KV/token", "past windows", "max ctx")
+        t = table(["name", *numeric], right=numeric)
+        for r in rows:
+            t.add_row(r["name"], f"{r['params'] / 1e9:,.1f}B", f"{r['params_active'] / 1e9:,.1f}B",
+                      human_bytes(r["kv_bytes_per_token_within_windows"]), human_bytes(r["kv_bytes_per_token"]),
+                      human_tokens(r["max_context"]))
+        console.print(t)
+
+    print_result(as_json, rows, render)
 
 
 @models_app.command("show")
@@ -79,16 +79,10 @@ def show(
     from kvplan.resolve import resolve_model
 
     resolved = resolve_model(name, revision=revision, token=token)
-    _stderr(resolved.note)
-    for n in resolved.notices:
-        _stderr(f"note: {n}")
+    print_notes(resolved)
     data = _summary(resolved.spec)
     data["params_by_role"] = dataclasses.asdict(resolved.spec.params)
-    if as_json:
-        print(json.dumps(data, indent=2))
-        return
-    for key, value in data.items():
-        print(_show_line(key, value))
+    print_result(as_json, data, lambda console: print("\n".join(_show_line(k, v) for k, v in data.items())))
 
 
 def _show_line(key: str, value) -> str:
@@ -146,5 +140,5 @@ def import_model(
                           f"{f' ({bundled.hf_repo})' if bundled.hf_repo else ''}; importing it would shadow that model: "
                           f"choose another name with --name NAME (or replace it with --force)", EXIT_USAGE)
     path = write_spec(spec, directory or user_catalog_dir())
-    _stderr(resolved.note)
+    stderr(resolved.note)
     print(str(path))

@@ -1,0 +1,132 @@
+"""What every kvplan command shares: option types, error mapping, warnings and one output helper.
+
+Imports nothing from kvplan.cli, so any command module can import it alone. stdout carries data
+(tables, JSON); stderr carries chatter. Every user error is a KvplanError, turned into
+`Error: <one line>` and an exit code by `cli_errors`; KVPLAN_DEBUG=1 shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Callable, Optional
+
+import typer
+
+from kvplan.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
+
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
+MAX_BATCH = 1_000_000  # concurrent requests: far beyond any deployment, small enough to stay meaningful
+
+# Options with one meaning wherever they appear. `--gpu/-g` names the GPU(s); `--gpus` is a count.
+GpuOpt = Annotated[str, typer.Option("--gpu", "-g", help="GPU name or alias (a100-80, h100, h200, mi300x, l40s, 4090; see `kvplan gpus`).")]
+CtxOpt = Annotated[Optional[str], typer.Option("--ctx", "-c", help="Context per request: 32768, 32k, 128K, 1M. Default: the model's limit.")]
+BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Concurrent requests (for max context, decode speed and fits).")]
+KvDtypeOpt = Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype: auto (model's), bf16, fp16, fp32, fp8 (fp8_e4m3), int8, q8_0, q4_0, ...")]
+WeightDtypeOpt = Annotated[Optional[str], typer.Option("--weight-dtype", help="Override the checkpoint's weight format: bf16, fp16, fp32, fp8, int8, int4 (awq/gptq), mxfp4.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+HwOpt = Annotated[Optional[list[Path]], typer.Option("--hw-profiles", help="Directory of extra GPU profiles (YAML); may repeat.")]
+RevisionOpt = Annotated[Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit) for a repo id.")]
+TokenOpt = Annotated[Optional[str], typer.Option("--token", help="Hub token for gated repos (default: HF_TOKEN / the cached login). Never printed.")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the Hub.")]
+GmuOpt = Annotated[Optional[str], typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use (default 0.9; with --engine: that engine's default for its version).")]
+BlockSizeOpt = Annotated[Optional[int], typer.Option("--block-size", help="KV page size in tokens (default 16; with --engine: the engine's).")]
+EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="Plan as this engine allocates: vllm, sglang, trtllm, llama.cpp, transformers.")]
+EngineVersionOpt = Annotated[Optional[str], typer.Option("--engine-version", help="Engine release whose defaults and rules apply (e.g. 0.11.0; llama.cpp: 2024-08, current). Default: the newest modelled.")]
+EngineSettingOpt = Annotated[Optional[list[str]], typer.Option("--engine-opt", help="Engine setting KEY=VALUE (e.g. max_num_batched_tokens=4096, kv_unified=true); may repeat.")]
+PricesOpt = Annotated[Optional[Path], typer.Option("--prices", help="YAML of `gpu: price per GPU-hour` (any currency).")]
+
+
+def stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def cli_errors(fn):
+    """Map KvplanError (and anything unexpected) to one line on stderr and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort):
+            raise
+        except KvplanError as exc:
+            if os.environ.get("KVPLAN_DEBUG"):
+                raise
+            stderr(f"Error: {exc.message}")
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            stderr("Error: interrupted")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except BrokenPipeError:  # `kvplan ... | head`: the reader left; say nothing more
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(0) from None
+        except Exception as exc:  # a bug: still one line, the traceback on request
+            if os.environ.get("KVPLAN_DEBUG"):
+                raise
+            stderr(f"Error: internal error: {type(exc).__name__}: {exc} (set KVPLAN_DEBUG=1 for the traceback)")
+            raise typer.Exit(EXIT_ERROR) from None
+
+    return wrapper
+
+
+def print_warnings(by_plan) -> None:
+    """Each warning once on stderr; one that only some of the plans have names them (`1 GPU: ...`)."""
+    seen: list[str] = []
+    for _, warnings in by_plan:
+        seen += [w for w in warnings if w not in seen]
+    for w in seen:
+        holders = [title for title, warnings in by_plan if w in warnings]
+        where = "" if len(holders) == len(by_plan) else f"{', '.join(holders)}: "
+        stderr(f"warning: {where}{w}")
+
+
+def print_notes(resolved) -> None:
+    """Where a model came from, and what resolving it noticed (stderr)."""
+    stderr(resolved.note)
+    for notice in resolved.notices:
+        stderr(f"note: {notice}")
+
+
+def check_range(flag: str, value, low, high) -> None:
+    if value is not None and not low <= value <= high:
+        raise KvplanError(f"{flag} must be between {low:,} and {high:,}, got {value}", EXIT_USAGE)
+
+
+def print_result(as_json: bool, data, render: Callable) -> None:
+    """The one way a command prints its answer: `data` as JSON on stdout, or `render(console)`.
+
+    The console is rich's: the terminal's width, 80 columns in a pipe (or $COLUMNS); tables are
+    built to fit that (see `table`).
+    """
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    from rich.console import Console
+
+    render(Console())
+
+
+def table(columns: list[str], *, right: tuple[str, ...] = (), whole: tuple[str, ...] = (),
+          title: Optional[str] = None):
+    """A rich table that fits 80 columns: numbers (`right`) and short keys one types (`whole`) are
+    never cut or wrapped; other text columns wrap onto more lines (folding a long name) rather than
+    end in '…'."""
+    from rich.table import Table
+
+    t = Table(show_edge=False, title=title, title_justify="left", pad_edge=False)
+    for c in columns:
+        if c in right or c in whole:
+            t.add_column(c, justify="right" if c in right else "left", no_wrap=True)
+        else:
+            t.add_column(c, overflow="fold")
+    return t
+
+
+def markup_safe(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)

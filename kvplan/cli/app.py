@@ -1,0 +1,61 @@
+"""The `kvplan` Typer app: every command module imported here and registered on it, and `main`.
+
+Command modules never import this one (they import kvplan.cli._common), so there is no cycle;
+each defines its commands at module level and offers `register(app)`.
+"""
+
+import sys
+from typing import Annotated
+
+import typer
+
+from kvplan.cli import check_log, cheapest, fit, gpus, models, sweep, validate
+from kvplan.cli._common import EXIT_INTERRUPTED, stderr
+
+app = typer.Typer(
+    name="kvplan",
+    help="KV-cache capacity planner for LLM serving: does it fit, how many users, how long a context, how many GPUs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+for _module in (fit, gpus, models, sweep, cheapest, check_log, validate):
+    _module.register(app)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from kvplan import __version__
+
+        print(f"kvplan {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print kvplan's version and exit.")] = False) -> None:
+    """KV-cache capacity planner for LLM serving: does it fit, how many users, how long a context, how many GPUs."""
+
+
+def main() -> None:
+    """Console entry point: the app, with the parser's own usage errors also as one line.
+
+    Typer prints a bad flag value (`--batch abc`) as a boxed, multi-line usage message; kvplan's
+    rule is one `Error:` line and exit 2, so the parser runs in non-standalone mode and its usage
+    errors (they carry format_message and exit_code) are printed here.
+    """
+    try:
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        stderr("Error: aborted")
+        code = EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - only the parser's usage errors are handled here
+        if not (hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int)):
+            raise
+        message = " ".join(exc.format_message().split())
+        if message:  # (no arguments at all: the help was printed, nothing to add)
+            hint = f" (see: {exc.ctx.command_path} --help)" if getattr(exc, "ctx", None) is not None else ""
+            stderr(f"Error: {message}{hint}")
+        code = exc.exit_code
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,128 @@
+"""`kvplan cheapest MODEL -n N`: the cheapest deployments that hold N requests at a context.
+
+Thin: check every input, call the pure kvplan.cheapest, print the ranking (or --json).
+"""
+
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli._common import (
+    MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, JsonOpt, PricesOpt, RevisionOpt,
+    TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, print_result, print_notes, stderr, table,
+)
+from kvplan.cli.selection import GPU_LIST_HELP, resolve_gpus
+from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(cheapest)
+
+
+@cli_errors
+def cheapest(
+    model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
+    concurrency: Annotated[int, typer.Option("--concurrency", "-n", help="Concurrent requests that must fit at --ctx.")],
+    ctx: Annotated[Optional[str], typer.Option("--ctx", "-c", help="Context per request: 32k, 128k. Default: the model's limit.")] = None,
+    min_tps: Annotated[Optional[float], typer.Option("--min-tokens-per-second", help="Decode tokens/s each request must get at that concurrency (roofline).")] = None,
+    prices: PricesOpt = None,
+    gpu: Annotated[str, typer.Option("--gpu", "-g", help=GPU_LIST_HELP)] = "all",
+    gpu_counts: Annotated[Optional[str], typer.Option("--gpu-counts", help="GPU counts to try (n ≤ 8: tp=n; above: tp=8, pp=n/8). Default: the first valid tp of 1,2,4,...,--max-gpus.")] = None,
+    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest deployment tried without --gpu-counts.")] = 64,
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype: auto (model's), bf16, fp8, ...")] = "auto",
+    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight format override: bf16, fp8, int4, ...")] = None,
+    gpu_memory_utilization: GmuOpt = None,
+    block_size: BlockSizeOpt = None,
+    engine: EngineOpt = None,
+    engine_version: EngineVersionOpt = None,
+    engine_opt: EngineSettingOpt = None,
+    top: Annotated[int, typer.Option("--top", help="Rows of the ranking shown in the terminal.")] = 15,
+    hw_profiles: HwOpt = None,
+    revision: RevisionOpt = None,
+    token: TokenOpt = None,
+    timeout: TimeoutOpt = 10.0,
+    as_json: JsonOpt = False,
+):
+    """The cheapest deployments that hold CONCURRENCY requests of CTX tokens (and a speed floor).
+
+    Exit code 6 when no deployment meets the target (the reasons are still printed).
+    """
+    from kvplan.cli.engine_fit import engine_flags
+    from kvplan.cheapest import RANKING, candidate_row, cheapest as rank, failure_summary
+    from kvplan.dtypes import canonical_kv_dtype, canonical_weight_dtype
+    from kvplan.planner import candidate_deployments
+    from kvplan.prices import load_prices
+    from kvplan.resolve import resolve_model
+    from kvplan.sweep import deployment_for, parse_counts
+    from kvplan.units import human_tokens, parse_fraction, parse_tokens
+
+    hw = hw_profiles or ()
+    check_range("--concurrency", concurrency, 1, MAX_BATCH)
+    if min_tps is not None and not 0 < min_tps < float("inf"):
+        raise KvplanError(f"--min-tokens-per-second must be a positive number, got {min_tps:g}", EXIT_USAGE)
+    check_range("--max-gpus", max_gpus, 1, 4096)
+    check_range("--block-size", block_size, 1, 4096)
+    ctx_tokens = None if ctx is None else parse_tokens(ctx, "--ctx")
+    counts = parse_counts(gpu_counts) if gpu_counts is not None else None
+    gmu = parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization") if gpu_memory_utilization else None
+    chosen = engine_flags(engine, engine_version, engine_opt, gmu, block_size)
+    canonical_kv_dtype(kv_dtype)
+    wdt = canonical_weight_dtype(weight_dtype) if weight_dtype else None
+    gpu_list = resolve_gpus(gpu, hw)
+    price_book = load_prices(prices, hw)
+    resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
+    spec = resolved.spec
+    print_notes(resolved)
+    if ctx_tokens is None:
+        ctx_tokens = spec.max_context
+        stderr(f"note: --ctx not given; using the model's limit, {ctx_tokens:,} tokens")
+    if ctx_tokens > spec.max_context:
+        stderr(f"warning: context {ctx_tokens:,} exceeds the model's max_position_embeddings ({spec.max_context:,})")
+    deps = [deployment_for(c) for c in counts] if counts else candidate_deployments(spec, max_gpus)
+    candidates = rank(spec, gpu_list, ctx_tokens, concurrency, deployments=deps, min_tokens_per_second=min_tps,
+                      prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=wdt,
+                      gpu_memory_utilization=gmu, block_size=block_size, engine=chosen)
+    meets = [c for c in candidates if c.meets]
+    target = (f"{spec.name}: {concurrency:,} concurrent requests of {human_tokens(ctx_tokens)} tokens"
+              + (f", ≥ {min_tps:g} tokens/s each" if min_tps else ""))
+    data = {"model": spec.name, "context": ctx_tokens, "concurrency": concurrency,
+            "min_tokens_per_second": min_tps, "currency": price_book.currency or None, "ranking": RANKING,
+            "meets": [candidate_row(c, spec, i) for i, c in enumerate(meets, 1)],
+            "fails": [candidate_row(c, spec, None) for c in candidates if not c.meets]}
+    print_result(as_json, data, lambda console: _print_cheapest(
+        console, target, meets, failure_summary(candidates), top, price_book.unit, len(candidates)))
+    if not meets:
+        raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, tried: int) -> None:
+    console.print(f"[bold]{markup_safe(target)}[/] · {tried} deployments tried")
+    if meets:
+        priced = any(c.price_per_gpu_hour is not None for c in meets)
+        cols = ["#", "GPU", "GPUs (tp×pp)", "max conc", "tok/s/req", "KV GiB/GPU"]
+        if priced:
+            cols += [f"{unit}/GPU-h", f"{unit}/h"]
+        t = table(cols, right=tuple(c for c in cols if c != "GPU"),
+                  title=f"Meeting the target ({len(meets)}), cheapest first" if priced
+                  else f"Meeting the target ({len(meets)}), fewest GPUs first (no prices given)")
+        for i, c in enumerate(meets[:top], 1):
+            d, p = c.deployment, c.plan
+            cells = [str(i), c.gpu, f"{d.gpus} ({d.tp}×{d.pp})", f"{p.max_concurrency:,}",
+                     f"{c.tokens_per_second_per_request:,.1f}", f"{p.kv_memory_bytes_per_gpu / 2**30:,.2f}"]
+            if priced:
+                cells += [_money(c.price_per_gpu_hour), _money(c.cost_per_hour)]
+            t.add_row(*cells)
+        console.print(t)
+        if len(meets) > top:
+            console.print(f"… and {len(meets) - top} more (--top N, or --json for all)")
+    else:
+        console.print("[red]No deployment meets the target.[/]")
+    if failing:
+        t = table(["GPU", "failing counts", "why"], title="Not meeting it (per GPU: the closest miss)")
+        for gpu, tried_counts, why in failing:
+            t.add_row(gpu, tried_counts, markup_safe(why))
+        console.print(t)
+
+
+def _money(v) -> str:
+    return "–" if v is None else f"{v:,.2f}"

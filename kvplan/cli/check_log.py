@@ -1,0 +1,99 @@
+"""`kvplan check-log FILE`: every number an engine's start-up log printed next to kvplan's.
+
+Thin: read the log (size-capped), call kvplan.logs (pure), render.
+"""
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli._common import HwOpt, JsonOpt, cli_errors, print_result, stderr, table
+from kvplan.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+
+MAX_LOG_BYTES = 64 * 2**20
+
+
+def register(app: typer.Typer) -> None:
+    app.command("check-log")(check_log)
+
+
+@cli_errors
+def check_log(
+    log: Annotated[Path, typer.Argument(help="A vLLM, SGLang or llama.cpp start-up log (engine auto-detected).")],
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="The model, when the log does not name one kvplan knows.")] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", "-g", help="The GPU the log came from (for the budget prediction).")] = None,
+    engine_version: Annotated[Optional[str], typer.Option("--engine-version", help="Engine release, when the log does not print it.")] = None,
+    kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="Cache dtype, when the log does not print it.")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size, when the log does not show it.")] = None,
+    hw_profiles: HwOpt = None,
+    as_json: JsonOpt = False,
+):
+    """Put every number an engine's start-up log printed next to kvplan's, with the difference."""
+    from kvplan.logs.parse import parse_log
+    from kvplan.logs.reconcile import reconcile
+
+    text = _read_log(log)
+    rec = parse_log(text)
+    hw = None
+    if gpu:
+        from kvplan.hardware import find_gpu
+
+        hw = find_gpu(gpu, hw_profiles or ())
+    if tp is not None and tp < 1:
+        raise KvplanError(f"--tp must be at least 1, got {tp}", EXIT_USAGE)
+    spec = _resolve_log_model(model, rec.model)
+    if spec is None and rec.model and rec.engine != "llama.cpp":
+        stderr(f"note: the log's model {rec.model!r} is not in the catalog; pass --model to check it")
+    result = reconcile(rec, spec, hw, engine_version, kv_dtype, tp)
+    data = {"engine": result.engine, "version": result.version, "model": result.model, "gpu": result.gpu,
+            "rows": [r.__dict__ for r in result.rows], "whatif": [list(w) for w in result.whatif],
+            "notes": result.notes}
+    print_result(as_json, data, lambda console: _render(console, result))
+    for n in result.notes:
+        stderr(f"note: {n}")
+
+
+def _read_log(path: Path) -> str:
+    if not path.is_file():
+        raise KvplanError(f"no such log file: {path}", EXIT_NOT_FOUND)
+    if path.stat().st_size > MAX_LOG_BYTES:
+        raise KvplanError(f"{path}: larger than {MAX_LOG_BYTES // 2**20} MiB; not a start-up log", EXIT_USAGE)
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise KvplanError(f"cannot read {path}: {exc.strerror or exc}", EXIT_NOT_FOUND) from None
+
+
+def _resolve_log_model(name: str | None, hint: str | None):
+    """--model, else the model the log names when it is in the catalog (never the network)."""
+    from kvplan.catalog import find_in_catalog
+    from kvplan.resolve import resolve_model
+
+    if name:
+        return resolve_model(name).spec
+    if not hint:
+        return None
+    for cand in (hint, hint.rstrip("/").split("/")[-1], "/".join(hint.rstrip("/").split("/")[-2:])):
+        spec = find_in_catalog(cand)
+        if spec is None and cand.lower().endswith(("-fp8", "-awq", "-gptq")):
+            spec = find_in_catalog(cand.rsplit("-", 1)[0])
+        if spec is not None:
+            return spec
+    return None
+
+
+def _render(console, result) -> None:
+    console.print(f"[bold]{result.engine}[/] {result.version} log · model {result.model or '?'}"
+                  + (f" · GPU {result.gpu}" if result.gpu else ""))
+    t = table(["quantity", "engine printed", "kvplan", "difference", ""],
+              right=("engine printed", "kvplan", "difference", ""))
+    for r in result.rows:
+        mark = "" if r.ok is None else ("[green]ok[/]" if r.ok else "[red]differs[/]")
+        t.add_row(r.quantity, r.reported, r.predicted, r.diff, mark)
+    console.print(t)
+    if result.whatif:
+        w = table(["", " "], right=(" ",), title="Same deployment, other workloads")
+        for label, value in result.whatif:
+            w.add_row(label, value)
+        console.print(w)

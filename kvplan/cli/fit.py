@@ -1,0 +1,165 @@
+"""`kvplan fit MODEL --gpu GPU`: does it fit, how many requests, how long a context, how many GPUs."""
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli._common import (
+    MAX_BATCH, BatchOpt, BlockSizeOpt, CtxOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt,
+    JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, cli_errors, print_notes, print_result,
+    print_warnings, stderr,
+)
+from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(fit)
+
+
+def _request(ctx_tokens: int, batch: int, kv_dtype: str, weight_dtype, model, block_size: int,
+             gpu_memory_utilization: float, overhead: Optional[str], kv_cache_memory: Optional[str]):
+    from kvplan.dtypes import canonical_kv_dtype, canonical_weight_dtype
+    from kvplan.planner import Request
+    from kvplan.units import parse_bytes, parse_fraction
+
+    if not 1 <= batch <= MAX_BATCH:
+        raise KvplanError(f"--batch must be between 1 and {MAX_BATCH:,}, got {batch}", EXIT_USAGE)
+    if not 1 <= block_size <= 4096:
+        raise KvplanError(f"--block-size must be between 1 and 4096, got {block_size}", EXIT_USAGE)
+    return Request(
+        context=ctx_tokens,
+        batch=batch,
+        kv_dtype=canonical_kv_dtype(kv_dtype, model.dtype),
+        weight_dtype=None if weight_dtype is None or weight_dtype.strip().lower() == "auto"
+        else canonical_weight_dtype(weight_dtype),
+        block_size=block_size,
+        gpu_memory_utilization=parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization"),
+        overhead_bytes=None if overhead is None else parse_bytes(overhead, "--overhead", allow_zero=True),
+        kv_cache_memory_bytes=None if kv_cache_memory is None else parse_bytes(kv_cache_memory, "--kv-cache-memory"),
+    )
+
+
+def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]):
+    """The deployment the flags ask for, or None (none given: one GPU and the smallest that fits).
+
+    --gpus alone picks the widest valid tp within a node of 8 and pipeline stages beyond it, as
+    the smallest-fit search and `sweep` do; --tp/--pp fix the split.
+    """
+    from kvplan.planner import Deployment, deployment_for_gpus, validate_deployment
+
+    for flag, value in (("--gpus", gpus), ("--tp", tp), ("--pp", pp)):
+        if value is not None and not 1 <= value <= 4096:
+            raise KvplanError(f"{flag} must be between 1 and 4096, got {value}", EXIT_USAGE)
+    if gpus is None and tp is None and pp is None:
+        return None
+    if tp is None and pp is None:
+        dep = deployment_for_gpus(model, gpus)
+        if dep is None:
+            raise KvplanError(f"{model.name}: no tensor × pipeline split of {gpus} GPUs is valid "
+                              f"(tp must divide the {model.num_attention_heads} attention heads)", EXIT_USAGE)
+        return dep
+    if tp is None:
+        if gpus is not None and gpus % pp:
+            raise KvplanError(f"--gpus {gpus} is not a multiple of --pp {pp}", EXIT_USAGE)
+        tp = gpus // pp if gpus is not None else 1
+    pp = pp or 1
+    if gpus is not None and gpus != tp * pp:
+        raise KvplanError(f"--gpus {gpus} does not equal --tp {tp} × --pp {pp}", EXIT_USAGE)
+    dep = Deployment(tp, pp)
+    why = validate_deployment(model, dep)
+    if why:
+        raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
+    return dep
+
+
+@cli_errors
+def fit(
+    model: Annotated[str, typer.Argument(help="Catalog name or alias (llama-3-70b), a folder or config.json, or a Hub repo id.")],
+    gpu: GpuOpt,
+    ctx: CtxOpt = None,
+    batch: BatchOpt = 1,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp). Without --gpus/--tp: one GPU and the smallest deployment that fits.")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (must divide the attention heads).")] = None,
+    pp: Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (splits layers).")] = None,
+    kv_dtype: KvDtypeOpt = "auto",
+    weight_dtype: WeightDtypeOpt = None,
+    gpu_memory_utilization: GmuOpt = None,
+    overhead: Annotated[Optional[str], typer.Option("--overhead", help="Per-GPU activation + runtime overhead (e.g. 2GiB). Default: an estimate.")] = None,
+    kv_cache_memory: Annotated[Optional[str], typer.Option("--kv-cache-memory", help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28.2GiB or bytes.")] = None,
+    block_size: BlockSizeOpt = None,
+    engine: EngineOpt = None,
+    engine_version: EngineVersionOpt = None,
+    engine_opt: EngineSettingOpt = None,
+    emit: Annotated[Optional[str], typer.Option("--emit", help="Also print the serve command line for this plan: vllm, sglang or llama.cpp.")] = None,
+    hw_profiles: HwOpt = None,
+    revision: RevisionOpt = None,
+    token: TokenOpt = None,
+    timeout: TimeoutOpt = 10.0,
+    explain: Annotated[bool, typer.Option("--explain", help="Print the formula with this model's numbers.")] = False,
+    check: Annotated[bool, typer.Option("--check", help=f"Exit {EXIT_DOES_NOT_FIT} when the workload does not fit.")] = False,
+    as_json: JsonOpt = False,
+):
+    """Does MODEL fit on GPU at this context: concurrency, longest context, GPUs needed, decode speed."""
+    from kvplan.hardware import find_gpu
+    from kvplan.resolve import resolve_model
+    from kvplan.units import parse_tokens
+
+    hw = find_gpu(gpu, hw_profiles or ())
+    ctx_tokens = None if ctx is None else parse_tokens(ctx, "--ctx")
+    resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
+    spec = resolved.spec
+    req = _request(ctx_tokens or spec.max_context, batch, kv_dtype, weight_dtype, spec,
+                   16 if block_size is None else block_size,
+                   "0.9" if gpu_memory_utilization is None else gpu_memory_utilization, overhead, kv_cache_memory)
+    dep = _deployment(spec, gpus, tp, pp)
+    choice = None
+    if engine or emit or engine_version or engine_opt:
+        from kvplan.cli.engine_fit import engine_choice
+
+        choice = engine_choice(engine, emit, engine_version, engine_opt, {
+            "gpu_memory_utilization": None if gpu_memory_utilization is None else req.gpu_memory_utilization,
+            "block_size": block_size})
+    # All input is valid from here on: now say where things came from.
+    print_notes(resolved)
+    if ctx_tokens is None:
+        stderr(f"note: --ctx not given; using the model's limit, {spec.max_context:,} tokens")
+    if choice is not None:
+        from kvplan.cli.engine_fit import fit_with_engine
+
+        fit_with_engine(spec, hw, dep, req, choice, emit_to=emit, as_json=as_json, explain=explain, check=check)
+        return
+    _fit_plain(spec, hw, dep, req, as_json=as_json, explain=explain, check=check)
+
+
+def _fit_plain(spec, hw, dep, req, *, as_json: bool, explain: bool, check: bool) -> None:
+    """fit without an engine: the deployment asked for, or one GPU and the smallest that fits."""
+    from kvplan.planner import Deployment, plan, smallest_fitting
+    from kvplan.report import plan_to_dict, render_plans
+
+    if dep is not None:
+        plans, titles, recommended = [plan(spec, hw, dep, req)], [f"{dep.gpus} GPU(s)"], None
+    else:
+        one = plan(spec, hw, Deployment(1, 1), req)
+        best = one if one.fits else smallest_fitting(spec, hw, req)
+        plans, titles = [one], ["1 GPU"]
+        if best is not None and best is not one:
+            plans.append(best)
+            titles.append(f"smallest fit: {best.deployment.gpus} GPUs")
+        recommended = None if best is None else (0 if best is one else 1)
+    print_warnings([(t, p.warnings) for t, p in zip(titles, plans)])
+    dicts = [plan_to_dict(p, spec) for p in plans]
+
+    def render(console) -> None:
+        render_plans(console, plans, spec, hw, titles)
+        if dep is None and recommended is None:
+            console.print("[red]No deployment of up to 64 GPUs fits this workload.[/]")
+
+    print_result(as_json, dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}, render)
+    if explain:
+        from kvplan.explain import explain_lines
+
+        stream = sys.stderr if as_json else sys.stdout
+        print("\n".join(explain_lines(plans[-1] if recommended is None else plans[recommended], spec)), file=stream)
+    if check and not any(p.fits for p in plans):
+        raise typer.Exit(EXIT_DOES_NOT_FIT)

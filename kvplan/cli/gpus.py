@@ -1,0 +1,35 @@
+"""`kvplan gpus`: the GPU catalog (memory, bandwidth, dense FLOPs, aliases)."""
+
+import typer
+
+from kvplan.cli._common import HwOpt, JsonOpt, cli_errors, print_result, table
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(gpus)
+
+
+@cli_errors
+def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
+    """List the GPU catalog: memory, bandwidth, dense FLOPs, aliases."""
+    from kvplan.hardware import load_gpus
+
+    catalog = load_gpus(hw_profiles or ())
+    data = [{
+        "key": g.key, "name": g.name, "vendor": g.vendor, "aliases": list(g.aliases),
+        "memory_marketed": g.memory_marketed, "memory_usable_bytes": g.memory_usable_bytes,
+        "memory_usable_source": g.memory_usable_source, "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s,
+        "dense_flops": dict(g.dense_flops), "price_per_hour": g.price_per_hour,
+    } for g in catalog.values()]
+
+    def render(console) -> None:
+        # Usable memory (what kvplan plans with; the marketed figure is in --json), HBM bandwidth and
+        # dense bf16 (else fp16) TFLOPS: numbers whole, names and aliases wrapped to fit the width.
+        t = table(["key", "name", "GiB", "TB/s", "TFLOPS", "aliases"], right=("GiB", "TB/s", "TFLOPS"), whole=("key",))
+        for g in catalog.values():
+            bf16 = dict(g.dense_flops).get("bf16") or dict(g.dense_flops).get("fp16")
+            t.add_row(g.key, g.name, f"{g.memory_usable_bytes / 2**30:.1f}", f"{g.bandwidth_bytes_per_s / 1e12:g}",
+                      f"{bf16 / 1e12:g}" if bf16 else "-", ", ".join(g.aliases))
+        console.print(t)
+
+    print_result(as_json, data, render)

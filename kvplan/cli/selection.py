@@ -1,0 +1,60 @@
+"""The lists `sweep` and `cheapest` take: `--models a,b|all`, `--gpu h100,h200|all`, weight formats."""
+
+from typing import Optional
+
+from kvplan.cli._common import print_notes
+from kvplan.errors import EXIT_USAGE, KvplanError
+
+GPU_LIST_HELP = "Comma-separated GPU names or aliases, or `all` (default)."
+
+
+def names(text: str, what: str) -> list[str]:
+    """`a, b,a` -> ['a', 'b']; an empty list is a usage error naming the flag."""
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise KvplanError(f"{what} list {text!r} is empty", EXIT_USAGE)
+    return list(dict.fromkeys(items))
+
+
+def resolve_gpus(text: str, hw_dirs) -> list:
+    """`h100,h200` or `all` -> GPU objects (each once, in the order given)."""
+    from kvplan.hardware import find_gpu, load_gpus
+
+    items = names(text, "--gpu")
+    if [n.lower() for n in items] == ["all"]:
+        return list(load_gpus(hw_dirs).values())
+    out = {}
+    for n in items:
+        g = find_gpu(n, hw_dirs)
+        out.setdefault(g.key, g)
+    return list(out.values())
+
+
+def resolve_models(text: str, revision=None, token=None, timeout: float = 10.0) -> list:
+    """`llama-3.1-70b,qwen3-32b` or `all` (the catalog) -> ModelSpecs, notes on stderr."""
+    from kvplan.catalog import load_catalog
+    from kvplan.resolve import resolve_model
+
+    items = names(text, "--models")
+    if [n.lower() for n in items] == ["all"]:
+        return sorted(load_catalog(), key=lambda s: s.name)
+    specs = {}
+    for n in items:
+        r = resolve_model(n, revision=revision, token=token, timeout=timeout)
+        print_notes(r)
+        specs.setdefault(r.spec.name, r.spec)
+    return list(specs.values())
+
+
+def weight_dtypes(text: Optional[str]) -> list:
+    """`bf16,int4,auto` -> canonical weight dtypes (None = the checkpoint's)."""
+    from kvplan.dtypes import canonical_weight_dtype
+
+    if text is None:
+        return [None]
+    out = []
+    for n in names(text, "--weight-dtype"):
+        key = None if n.lower() in ("auto", "checkpoint") else canonical_weight_dtype(n)
+        if key not in out:
+            out.append(key)
+    return out

@@ -1,0 +1,226 @@
+"""`kvplan sweep`: plan every model × GPU × GPU count × context × dtype, rank, write CSV/JSON/HTML.
+
+Thin: check every input first (output names included), call the pure kvplan.sweep, then write
+files atomically (kvplan.export, kvplan.html_report) and print. plotly is imported only when an
+.html output is asked for, so this module adds nothing heavy to `kvplan fit`'s start-up.
+"""
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli._common import (
+    MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, PricesOpt, RevisionOpt,
+    TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, stderr, table,
+)
+from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
+from kvplan.errors import EXIT_USAGE, KvplanError
+
+PROGRESS_MIN_PLANS = 20_000  # below this a sweep takes well under a second: no bar
+FORMATS = {".csv": "CSV", ".json": "JSON", ".html": "HTML"}
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(sweep)
+
+
+@cli_errors
+def sweep(
+    models: Annotated[str, typer.Option("--models", "-m", help="Comma-separated models (catalog names, folders, Hub ids), or `all` for the whole catalog.")],
+    ctx: Annotated[str, typer.Option("--ctx", "-c", help="Comma-separated contexts: 8k,32k,128k (k = 1024).")],
+    gpu: Annotated[str, typer.Option("--gpu", "-g", help=GPU_LIST_HELP)] = "all",
+    gpu_counts: Annotated[str, typer.Option("--gpu-counts", help="GPUs per deployment: n ≤ 8 is tp=n; above, tp=8 and pp=n/8.")] = "1,2,4,8",
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="Comma-separated KV cache dtypes: auto (model's), bf16, fp8, ...")] = "auto",
+    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Comma-separated weight formats (auto = the checkpoint's): bf16, fp8, int4, ...")] = None,
+    batch: Annotated[int, typer.Option("--batch", "-b", help="Concurrent requests per deployment (fits, max context and decode speed use it).")] = 1,
+    gpu_memory_utilization: GmuOpt = None,
+    block_size: BlockSizeOpt = None,
+    engine: EngineOpt = None,
+    engine_version: EngineVersionOpt = None,
+    engine_opt: EngineSettingOpt = None,
+    prices: PricesOpt = None,
+    output: Annotated[Optional[list[Path]], typer.Option("--output", "-o", help="Write every plan to this file, the format from its extension: .csv, .json or .html (a self-contained report); may repeat.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Every plan as JSON on stdout (instead of the table).")] = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Every plan as CSV on stdout (instead of the table).")] = False,
+    top: Annotated[int, typer.Option("--top", help="Rows of the terminal table.")] = 20,
+    title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan sweep",
+    hw_profiles: HwOpt = None,
+    revision: RevisionOpt = None,
+    token: TokenOpt = None,
+    timeout: TimeoutOpt = 10.0,
+):
+    """Plan every model × GPU × GPU count × context × KV dtype; rank them; write CSV, JSON, HTML."""
+    from kvplan.cli.engine_fit import engine_flags
+    from kvplan.dtypes import canonical_kv_dtype
+    from kvplan.planner import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
+    from kvplan.prices import load_prices
+    from kvplan.sweep import parse_counts
+    from kvplan.units import parse_fraction, parse_token_list
+
+    hw = hw_profiles or ()
+    contexts = parse_token_list(ctx, "--ctx")
+    counts = parse_counts(gpu_counts)
+    kv_names = names(kv_dtype, "--kv-dtype")
+    for n in kv_names:
+        canonical_kv_dtype(n)
+    weights = weight_dtypes(weight_dtype)
+    check_range("--batch", batch, 1, MAX_BATCH)
+    check_range("--block-size", block_size, 1, 4096)
+    if top < 0:
+        raise KvplanError(f"--top must be 0 or more, got {top}", EXIT_USAGE)
+    gmu = parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization") if gpu_memory_utilization else None
+    chosen = engine_flags(engine, engine_version, engine_opt, gmu, block_size)
+    files = output_files(output or [])
+    if as_json and as_csv:
+        raise KvplanError("--json and --csv both want stdout; write one of them to a file with --output", EXIT_USAGE)
+    gpu_list = resolve_gpus(gpu, hw)
+    price_book = load_prices(prices, hw)
+    specs = resolve_models(models, revision, token, timeout)
+    price_by_gpu = {g.key: p for g in gpu_list if (p := price_book.price(g)) is not None}
+
+    per_model = len(gpu_list) * len(counts) * len(contexts) * len(weights)
+    total = sum(per_model * len({canonical_kv_dtype(n, s.dtype) for n in kv_names}) for s in specs)
+    kwargs = dict(batch=batch, block_size=block_size or DEFAULT_BLOCK_SIZE,
+                  gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION, prices=price_by_gpu, engine=chosen)
+    result = _run((specs, gpu_list, counts, contexts, kv_names, weights), kwargs, total)
+    summary = _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book)
+    _write_files(result, files, title, summary, price_book)
+    if as_json or as_csv:
+        _write_stdout(result, "json" if as_json else "csv", price_book)
+    for line in summary:
+        stderr(line)
+    for line in _skipped_lines(result):
+        stderr(f"skipped: {line}")
+    if not (as_json or as_csv) and top:
+        from rich.console import Console
+
+        from kvplan.sweep import sweep_rows
+
+        Console().print(_sweep_table(result, sweep_rows(result, limit=top), price_book.unit))
+    for path, fmt in files:
+        stderr(f"wrote {FORMATS[fmt]}: {path}")
+
+
+def output_files(paths: list[Path]) -> list[tuple[Path, str]]:
+    """Each --output as (path, extension), checked before any planning: a known format, a folder that exists."""
+    out = []
+    for path in paths:
+        fmt = path.suffix.lower()
+        if fmt not in FORMATS:
+            raise KvplanError(f"--output {path}: the format comes from the extension: .csv, .json or .html "
+                              "(--json or --csv for stdout)", EXIT_USAGE)
+        full = path.expanduser()
+        if not full.parent.is_dir():
+            raise KvplanError(f"--output {path}: folder {full.parent} does not exist", EXIT_USAGE)
+        if full.is_dir():
+            raise KvplanError(f"--output {path} is a folder; give a file name", EXIT_USAGE)
+        if any(full == p for p, _ in out):
+            raise KvplanError(f"--output {path} is given twice", EXIT_USAGE)
+        out.append((full, fmt))
+    return out
+
+
+def _run(args, kwargs, total: int):
+    """The sweep, with a progress bar on a terminal's stderr when it is big enough to wait for."""
+    from kvplan.sweep import sweep as run_sweep
+
+    if total < PROGRESS_MIN_PLANS or not sys.stderr.isatty():
+        return run_sweep(*args, **kwargs)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("planning"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("plans", total=total)
+        return run_sweep(*args, **kwargs, progress=lambda n: bar.advance(task, n))
+
+
+def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book) -> list[str]:
+    from kvplan.sweep import RANKING
+
+    fitting = sum(p.fits for p in result.plans)
+    summary = [f"{len(result.plans):,} plans ({fitting:,} fit) of {len(specs)} model(s) × {len(gpu_list)} GPU(s) "
+               f"× GPU counts {','.join(map(str, counts))} × {len(contexts)} context(s) × KV {','.join(kv_names)}"
+               + (f" × weights {','.join(w or 'auto' for w in weights)}" if weights != [None] else "")
+               + f"; batch {batch}"]
+    if result.skipped:
+        summary.append(f"{result.skipped_plans:,} plans skipped: deployments the model cannot run (see below)")
+    summary.append(f"planned as {result.engine} allocates" if result.engine else
+                   "planned with kvplan's engine-neutral rules (--engine for an engine's own)")
+    summary.append(f"ranked: {RANKING}")
+    if price_by_gpu:
+        summary.append(f"prices per GPU-hour ({price_book.unit}): "
+                       + ", ".join(f"{k} {v:g}" for k, v in price_by_gpu.items()))
+    return summary
+
+
+def _json_text(result, rows: list[dict], prices) -> str:
+    from dataclasses import asdict
+
+    from kvplan.export import json_document
+    from kvplan.sweep import RANKING
+
+    head = {"engine": result.engine, "ranking": RANKING, "plans_count": len(rows), "fits_count": sum(r["fits"] for r in rows),
+            "skipped_plans": result.skipped_plans, "skipped": [asdict(s) for s in result.skipped],
+            "currency": prices.currency or None, "prices_per_gpu_hour": result.prices}
+    return json_document(head, rows)
+
+
+def _write_files(result, files, title: str, summary: list[str], prices) -> None:
+    """Every --output, each written atomically."""
+    if not files:
+        return
+    from kvplan.export import atomic_write, write_csv
+    from kvplan.sweep import sweep_rows
+
+    rows = sweep_rows(result)
+    for path, fmt in files:
+        if fmt == ".csv":
+            atomic_write(path, lambda stream: write_csv(rows, stream), newline="")
+        elif fmt == ".json":
+            atomic_write(path, _json_text(result, rows, prices))
+        else:
+            from kvplan.html_report import render_html
+
+            atomic_write(path, render_html(rows, title=title, summary=summary, skipped=_skipped_lines(result),
+                                           currency=prices.unit))
+
+
+def _write_stdout(result, fmt: str, prices) -> None:
+    from kvplan.export import write_csv
+    from kvplan.sweep import sweep_rows
+
+    rows = sweep_rows(result)
+    if fmt == "csv":
+        write_csv(rows, sys.stdout)
+    else:
+        sys.stdout.write(_json_text(result, rows, prices))
+
+
+def _skipped_lines(result) -> list[str]:
+    return [f"{s.model}: {s.gpus} GPU{'s' if s.gpus > 1 else ''} (tp {s.tp} × pp {s.pp}) skipped, {s.reason} "
+            f"({s.plans:,} plans)" for s in result.skipped]
+
+
+def _sweep_table(result, rows: list[dict], currency: str):
+    from kvplan.units import human_tokens
+
+    priced = any(r["price_per_gpu_hour"] is not None for r in rows)
+    weights = len({r["weight_dtype"] for r in rows}) > 1
+    cols = ["#", "model", "GPU", "GPUs", "ctx", "KV"] + (["weights"] if weights else [])
+    cols += ["fits", "max conc", "tok/s"] + ([f"{currency}/user-h"] if priced else [])
+    t = table(cols, right=tuple(c for c in cols if c not in ("model", "GPU", "KV", "weights", "fits")),
+              title=f"Best {len(rows)} of {len(result.plans):,} plans")
+    for r in rows:
+        gpus = str(r["gpus"]) if r["pp"] == 1 else f"{r['gpus']} ({r['tp']}×{r['pp']})"
+        cells = [str(r["rank"]), markup_safe(r["model"]), r["gpu"], gpus, human_tokens(r["context"]), r["kv_dtype"]]
+        cells += [r["weight_dtype"]] if weights else []
+        cells += ["[green]yes[/]" if r["fits"] else "[red]no[/]", f"{r['max_concurrency']:,}",
+                  f"{r['decode_tokens_per_second']:,.0f}"]
+        if priced:
+            cpu = r["cost_per_concurrent_user_hour"]
+            cells += ["–" if cpu is None else f"{cpu:,.4f}"]
+        t.add_row(*cells)
+    return t

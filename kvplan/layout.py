@@ -195,3 +195,9 @@ def parallel_flags(engine: str, dep, model: ModelSpec) -> list[str]:
             args += ["--pp-size", str(pp)]
         return args
     return []
+
+
+def layout_text(dep) -> str:
+    """'tp 8', 'tp 1 × dp 8, ep 8', 'tp 4 × pp 2'."""
+    text = " × ".join([f"tp {dep.tp}"] + [f"{k} {v}" for k, v in (("pp", dep.pp), ("dp", dep.dp)) if v > 1])
+    return text + (f", ep {dep.ep}" if dep.ep > 1 else "")

@@ -126,3 +126,66 @@ def test_dense_model_dp_is_replicas():
     assert two.weight_bytes_per_gpu == one.weight_bytes_per_gpu
     assert two.max_concurrency == 2 * one.max_concurrency > 0
     assert two.deployment.gpus == 2
+
+
+# --- fit's layout flags ------------------------------------------------------------------------
+
+def _fit(*args):
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    return CliRunner().invoke(app, ["fit", *args])
+
+
+def test_fit_dp_ep_flags_json():
+    import json
+
+    res = _fit("deepseek-v3", "--gpu", "h200", "--dp", "8", "--ep", "8", "--ctx", "32k", "--overhead", "2GiB", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert (out["gpus"], out["tp"], out["dp"], out["ep"]) == (8, 1, 8, 8)
+    assert out["max_concurrency"] == 104  # the hand arithmetic of test_deepseek_v3_tp8_against_dp8_ep8
+    assert out["kv_bytes_per_sequence_per_gpu"] == DSV3_SEQ
+
+
+def test_fit_gpus_alone_searches_layouts():
+    import json
+
+    res = _fit("deepseek-v3", "--gpu", "h200", "--gpus", "8", "--ctx", "32k", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    rows = out["layouts"]
+    assert all(r["tp"] * r["pp"] * r["dp"] == 8 for r in rows)
+    keys = [(not r["fits"], -r["max_concurrency"], -r["decode_tokens_per_second"]) for r in rows]
+    assert keys == sorted(keys)  # best first
+    assert (out["tp"], out["pp"], out["dp"]) == (rows[0]["tp"], rows[0]["pp"], rows[0]["dp"])
+    tp8 = next(r for r in rows if r["tp"] == 8)
+    dp8 = next(r for r in rows if r["dp"] == 8)
+    assert dp8["ep"] == 8 and dp8["max_concurrency"] > 4 * tp8["max_concurrency"]
+    assert "requests" in rows[0]["why"]
+
+
+def test_fit_gpus_search_table_fits_80_columns():
+    res = _fit("qwen3-235b-a22b", "--gpu", "h200", "--gpus", "8", "--ctx", "32k")
+    assert res.exit_code == 0, res.output
+    assert "layouts of 8 GPUs" in res.stdout
+    assert max(len(line) for line in res.stdout.splitlines()) <= 80
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--dp", "8", "--ep", "4"], "tp x dp = 8"),
+    (["--gpus", "8", "--dp", "3"], "multiple of --pp 1 × --dp 3"),
+    (["--tp", "8", "--dp", "2", "--gpus", "8"], "does not equal"),
+    (["--dp", "0"], "between 1 and 4096"),
+])
+def test_fit_layout_refusals(args, needle):
+    from conftest import one_line_error
+
+    one_line_error(_fit("deepseek-v3", "--gpu", "h200", "--ctx", "32k", *args), 2, needle)
+
+
+def test_fit_ep_on_a_dense_model_refused():
+    from conftest import one_line_error
+
+    one_line_error(_fit("llama-3.1-8b", "--gpu", "h100", "--dp", "2", "--ep", "2"), 2, "no routed experts")

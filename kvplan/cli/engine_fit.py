@@ -64,7 +64,7 @@ def engine_choice(engine, emit_to, version, opt_items, explicit: dict):
     return EngineChoice.make(name, version, opt_items or (), **explicit)
 
 
-def fit_with_engine(spec, hw, dep, req, choice, *, emit_to, as_json, explain, check):
+def fit_with_engine(spec, hw, dep, req, choice, *, emit_to, as_json, explain, check, layouts=None):
     from kvplan.emit import emit
     from kvplan.report import plan_to_dict, render_plans
 
@@ -81,6 +81,8 @@ def fit_with_engine(spec, hw, dep, req, choice, *, emit_to, as_json, explain, ch
         out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
         if command:
             out["emit"] = command
+        if layouts is not None:
+            out["layouts"] = layouts
         print(json.dumps(out, indent=2))
     else:
         from rich.console import Console

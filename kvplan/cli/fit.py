@@ -40,48 +40,18 @@ def _request(ctx_tokens: int, batch: int, kv_dtype: str, weight_dtype, model, bl
     )
 
 
-def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]):
-    """The deployment the flags ask for, or None (none given: one GPU and the smallest that fits).
-
-    --gpus alone picks the widest valid tp within a node of 8 and pipeline stages beyond it, as
-    the smallest-fit search and `sweep` do; --tp/--pp fix the split.
-    """
-    from kvplan.planner import Deployment, deployment_for_gpus, validate_deployment
-
-    for flag, value in (("--gpus", gpus), ("--tp", tp), ("--pp", pp)):
-        if value is not None and not 1 <= value <= 4096:
-            raise KvplanError(f"{flag} must be between 1 and 4096, got {value}", EXIT_USAGE)
-    if gpus is None and tp is None and pp is None:
-        return None
-    if tp is None and pp is None:
-        dep = deployment_for_gpus(model, gpus)
-        if dep is None:
-            raise KvplanError(f"{model.name}: no tensor × pipeline split of {gpus} GPUs is valid "
-                              f"(tp must divide the {model.num_attention_heads} attention heads)", EXIT_USAGE)
-        return dep
-    if tp is None:
-        if gpus is not None and gpus % pp:
-            raise KvplanError(f"--gpus {gpus} is not a multiple of --pp {pp}", EXIT_USAGE)
-        tp = gpus // pp if gpus is not None else 1
-    pp = pp or 1
-    if gpus is not None and gpus != tp * pp:
-        raise KvplanError(f"--gpus {gpus} does not equal --tp {tp} × --pp {pp}", EXIT_USAGE)
-    dep = Deployment(tp, pp)
-    why = validate_deployment(model, dep)
-    if why:
-        raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
-    return dep
-
-
 @cli_errors
 def fit(
     model: Annotated[str, typer.Argument(help="Catalog name or alias (llama-3-70b), a folder or config.json, or a Hub repo id.")],
     gpu: GpuOpt,
     ctx: CtxOpt = None,
     batch: BatchOpt = 1,
-    gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp). Without --gpus/--tp: one GPU and the smallest deployment that fits.")] = None,
-    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (must divide the attention heads).")] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp × dp). Alone: every valid layout of this many GPUs, ranked by concurrency. Without --gpus/--tp: one GPU and the smallest deployment that fits.")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size per data-parallel rank (must divide the attention heads).")] = None,
     pp: Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (splits layers).")] = None,
+    dp: Annotated[Optional[int], typer.Option("--dp", help="Data-parallel ranks (replicas; DP attention for a MoE model): each holds its own requests.")] = None,
+    ep: Annotated[Optional[int], typer.Option("--ep", help="Expert parallelism over tp × dp ranks (vLLM --enable-expert-parallel); its only size is tp × dp.")] = None,
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs per node: tensor parallelism stays within one (--gpus search).")] = 8,
     kv_dtype: KvDtypeOpt = "auto",
     weight_dtype: WeightDtypeOpt = None,
     gpu_memory_utilization: GmuOpt = None,
@@ -112,7 +82,11 @@ def fit(
     req = _request(ctx_tokens or spec.max_context, batch, kv_dtype, weight_dtype, spec,
                    16 if block_size is None else block_size,
                    "0.9" if gpu_memory_utilization is None else gpu_memory_utilization, overhead, kv_cache_memory)
-    dep = _deployment(spec, gpus, tp, pp)
+    from kvplan.layout import SEARCH, layout_from_flags
+
+    dep = layout_from_flags(spec, gpus, tp, pp, dp, ep)
+    if not 1 <= gpus_per_node <= 1024:
+        raise KvplanError(f"--gpus-per-node must be between 1 and 1024, got {gpus_per_node}", EXIT_USAGE)
     choice = None
     if engine or emit or engine_version or engine_opt:
         from kvplan.cli.engine_fit import engine_choice
@@ -124,15 +98,21 @@ def fit(
     print_notes(resolved)
     if ctx_tokens is None:
         stderr(f"note: --ctx not given; using the model's limit, {spec.max_context:,} tokens")
+    layouts = None
+    if dep == SEARCH:
+        from kvplan.cli.layouts import search
+
+        dep, layouts = search(spec, hw, gpus, req, choice, gpus_per_node, as_json=as_json)
     if choice is not None:
         from kvplan.cli.engine_fit import fit_with_engine
 
-        fit_with_engine(spec, hw, dep, req, choice, emit_to=emit, as_json=as_json, explain=explain, check=check)
+        fit_with_engine(spec, hw, dep, req, choice, emit_to=emit, as_json=as_json, explain=explain, check=check,
+                        layouts=layouts)
         return
-    _fit_plain(spec, hw, dep, req, as_json=as_json, explain=explain, check=check)
+    _fit_plain(spec, hw, dep, req, as_json=as_json, explain=explain, check=check, layouts=layouts)
 
 
-def _fit_plain(spec, hw, dep, req, *, as_json: bool, explain: bool, check: bool) -> None:
+def _fit_plain(spec, hw, dep, req, *, as_json: bool, explain: bool, check: bool, layouts=None) -> None:
     """fit without an engine: the deployment asked for, or one GPU and the smallest that fits."""
     from kvplan.planner import Deployment, plan, smallest_fitting
     from kvplan.report import plan_to_dict, render_plans
@@ -155,7 +135,10 @@ def _fit_plain(spec, hw, dep, req, *, as_json: bool, explain: bool, check: bool)
         if dep is None and recommended is None:
             console.print("[red]No deployment of up to 64 GPUs fits this workload.[/]")
 
-    print_result(as_json, dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}, render)
+    out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
+    if layouts is not None:
+        out["layouts"] = layouts
+    print_result(as_json, out, render)
     if explain:
         from kvplan.explain import explain_lines
 

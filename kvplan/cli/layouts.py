@@ -13,13 +13,18 @@ TOP = 5
 
 
 def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
-    """(the best deployment, the JSON rows of every layout); the table of the top few on stdout."""
+    """(the best deployment, the JSON rows of every layout); the table of the top few on stdout.
+    One GPU, or llama.cpp (layer split only), has one layout: no search, rows None."""
     from kvplan.layout import layout_text, why
     from kvplan.planner import search_layouts
 
+    from kvplan.planner import Deployment
+
+    if gpus == 1:
+        return Deployment(1, 1), None
+    if choice is not None and choice.name == "llama.cpp":  # one layout: layers split over the GPUs
+        return Deployment(1, gpus), None
     plan_fn = choice.plan if choice is not None else None
-    if choice is not None and choice.name == "llama.cpp":
-        raise KvplanError("--gpus search: llama.cpp has one layout (layer split); give --pp", EXIT_USAGE)
     plans = search_layouts(spec, hw, gpus, req, plan_fn, per_node)
     if not plans:
         raise KvplanError(f"{spec.name}: no layout of {gpus} GPUs is valid (tp must divide the "

@@ -1,9 +1,11 @@
 """`--emit`: the serve command line that runs the plan kvplan just made, with the same numbers.
 
-vLLM: `vllm serve` flags (vllm/engine/arg_utils.py): --max-model-len, --max-num-seqs,
---gpu-memory-utilization, --kv-cache-dtype, -tp/-pp, --block-size, --kv-cache-memory-bytes (>= 0.11.0).
+vLLM: `vllm serve` flags (vllm/engine/arg_utils.py): --max-model-len, --max-num-seqs (per data-parallel
+rank), --gpu-memory-utilization, --kv-cache-dtype, -tp/-pp, --data-parallel-size, --enable-expert-parallel,
+--block-size, --kv-cache-memory-bytes (>= 0.11.0).
 SGLang: `python -m sglang.launch_server` (srt/server_args.py): --context-length, --mem-fraction-static,
---tp-size, --max-running-requests, --kv-cache-dtype, --page-size.
+--tp-size (every rank), --dp-size, --enable-dp-attention, --ep-size, --pp-size, --max-running-requests,
+--kv-cache-dtype, --page-size. Layout flags: kvplan.layout.parallel_flags.
 llama.cpp: `llama-server` (common/arg.cpp): -c is the total context over all slots, -np the slots,
 -ctk/-ctv the cache types, -ngl 99 for full offload, -fa on (a quantized V cache needs it).
 """
@@ -47,26 +49,29 @@ def emit(engine: str, result, model) -> str:
     p, st = result.plan, result.settings
     r, dep = p.request, p.deployment
     kv = _kv_name(engine, r.kv_dtype, model)
-    seqs = max(r.batch, p.max_concurrency)  # as many full-length requests as the plan holds, at least the asked batch
+    # As many full-length requests as the plan holds, at least the asked batch: never a cap below
+    # the plan. vLLM's --max-num-seqs is per data-parallel rank (each DP rank is an engine core with its
+    # own scheduler); SGLang's --max-running-requests is given for the whole server.
+    from kvplan.layout import parallel_flags, per_rank_batch
+
+    dp = getattr(dep, "dp", 1)
+    seqs = max(r.batch, p.max_concurrency)
+    seqs_per_rank = max(per_rank_batch(r.batch, dp), -(-p.max_concurrency // dp))
     if engine == "vllm":
-        args = ["vllm", "serve", _model_arg(model), "--max-model-len", str(r.context), "--max-num-seqs", str(seqs)]
+        args = ["vllm", "serve", _model_arg(model), "--max-model-len", str(r.context), "--max-num-seqs", str(seqs_per_rank)]
         if r.kv_cache_memory_bytes is not None:
             args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]
         else:
             args += ["--gpu-memory-utilization", f"{st['gpu_memory_utilization']:g}"]
         if kv:
             args += ["--kv-cache-dtype", kv]
-        args += ["-tp", str(dep.tp)]
-        if dep.pp > 1:
-            args += ["-pp", str(dep.pp)]
+        args += parallel_flags("vllm", dep, model)
         if st["block_size"] != 16:
             args += ["--block-size", str(st["block_size"])]
     elif engine == "sglang":
         args = ["python", "-m", "sglang.launch_server", "--model-path", _model_arg(model),
                 "--context-length", str(r.context), "--mem-fraction-static", f"{st['mem_fraction_static']:g}",
-                "--tp-size", str(dep.tp), "--max-running-requests", str(seqs)]
-        if dep.pp > 1:
-            args += ["--pp-size", str(dep.pp)]
+                *parallel_flags("sglang", dep, model), "--max-running-requests", str(seqs)]
         if kv:
             args += ["--kv-cache-dtype", kv]
         if st["page_size"] != 1:

@@ -17,15 +17,25 @@ The weight counts per rank are restated from the roles in kvplan.model.WeightByt
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from kvplan.layers import MLALatent
 from kvplan.model import ModelSpec, WeightBytes
 
 NODE_GPUS = 8
 
 
-def layout_problem(model: ModelSpec, tp: int, pp: int, dp: int, ep: int) -> str | None:
-    """Why dp / ep cannot be used with this model and tp, in the engine's own terms; None if they can."""
-    if dp < 1 or ep < 1:
-        return "dp and ep must be at least 1"
+def layout_problem(model: ModelSpec, tp: int, pp: int, dp: int, ep: int, dcp: int = 1) -> str | None:
+    """Why dp / ep / dcp cannot be used with this model and tp, in the engine's own terms; None if they can."""
+    if dp < 1 or ep < 1 or dcp < 1:
+        return "dp, ep and dcp must be at least 1"
+    if dcp > 1:
+        if tp % dcp:
+            return f"dcp={dcp}: decode context parallelism reuses the tp group's GPUs, so it must divide tp={tp}"
+        kinds = {layer.kind for layer in model.layers if layer.elements_per_token(1)} - {"mla"}
+        if kinds or not any(isinstance(layer, MLALatent) for layer in model.layers):
+            return (f"dcp={dcp}: decode context parallelism shards MLA latents (vLLM's FlashMLA path); "
+                    f"{model.name} caches {', '.join(sorted(kinds)) or 'no MLA'} layers")
     if ep > 1:
         p = model.params
         if not p.num_experts:
@@ -136,7 +146,7 @@ SEARCH = "search"  # layout_from_flags: --gpus N alone, every layout of N GPUs i
 
 
 def layout_from_flags(model: ModelSpec, gpus: int | None, tp: int | None, pp: int | None, dp: int | None = None,
-                      ep: int | None = None):
+                      ep: int | None = None, dcp: int | None = None):
     """What fit's layout flags ask for: None (no flag: one GPU and the smallest that fits), SEARCH
     (--gpus N alone), or the one Deployment they fix. Unset sizes are 1, except tp, which takes
     what --gpus leaves (gpus / (pp x dp)); --ep takes vLLM's only size, tp x dp, and any other
@@ -144,12 +154,12 @@ def layout_from_flags(model: ModelSpec, gpus: int | None, tp: int | None, pp: in
     from kvplan.errors import EXIT_USAGE, KvplanError
     from kvplan.planner import Deployment, validate_deployment
 
-    for flag, value in (("--gpus", gpus), ("--tp", tp), ("--pp", pp), ("--dp", dp), ("--ep", ep)):
+    for flag, value in (("--gpus", gpus), ("--tp", tp), ("--pp", pp), ("--dp", dp), ("--ep", ep), ("--dcp", dcp)):
         if value is not None and not 1 <= value <= 4096:
             raise KvplanError(f"{flag} must be between 1 and 4096, got {value}", EXIT_USAGE)
-    if all(v is None for v in (gpus, tp, pp, dp, ep)):
+    if all(v is None for v in (gpus, tp, pp, dp, ep, dcp)):
         return None
-    if gpus is not None and all(v is None for v in (tp, pp, dp, ep)):
+    if gpus is not None and all(v is None for v in (tp, pp, dp, ep, dcp)):
         return SEARCH
     pp, dp = pp or 1, dp or 1
     if tp is None:
@@ -158,7 +168,7 @@ def layout_from_flags(model: ModelSpec, gpus: int | None, tp: int | None, pp: in
         tp = gpus // (pp * dp) if gpus is not None else 1
     if gpus is not None and gpus != tp * pp * dp:
         raise KvplanError(f"--gpus {gpus} does not equal --tp {tp} × --pp {pp} × --dp {dp}", EXIT_USAGE)
-    dep = Deployment(tp, pp, dp, 1 if ep is None else ep)
+    dep = Deployment(tp, pp, dp, 1 if ep is None else ep, 1 if dcp is None else dcp)
     why = validate_deployment(model, dep)
     if why:
         raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
@@ -182,6 +192,8 @@ def parallel_flags(engine: str, dep, model: ModelSpec) -> list[str]:
             args += ["--data-parallel-size", str(dp)]
         if ep > 1:
             args += ["--enable-expert-parallel"]
+        if getattr(dep, "dcp", 1) > 1:
+            args += ["--decode-context-parallel-size", str(dep.dcp)]
         return args
     if engine == "sglang":
         moe = bool(model.params.num_experts)
@@ -193,6 +205,8 @@ def parallel_flags(engine: str, dep, model: ModelSpec) -> list[str]:
             args += ["--ep-size", str(ep)]
         if pp > 1:
             args += ["--pp-size", str(pp)]
+        if getattr(dep, "dcp", 1) > 1:
+            args += ["--dcp-size", str(dep.dcp)]
         return args
     return []
 
@@ -200,4 +214,24 @@ def parallel_flags(engine: str, dep, model: ModelSpec) -> list[str]:
 def layout_text(dep) -> str:
     """'tp 8', 'tp 1 × dp 8, ep 8', 'tp 4 × pp 2'."""
     text = " × ".join([f"tp {dep.tp}"] + [f"{k} {v}" for k, v in (("pp", dep.pp), ("dp", dep.dp)) if v > 1])
-    return text + (f", ep {dep.ep}" if dep.ep > 1 else "")
+    return (text + (f", ep {dep.ep}" if dep.ep > 1 else "")
+            + (f", dcp {dep.dcp}" if getattr(dep, "dcp", 1) > 1 else ""))
+
+
+@dataclass(frozen=True)
+class DcpRules:
+    """Decode context parallel (vLLM -dcp C, MLA): token i of a request lives on DCP rank i mod C,
+    so a rank holds cdiv(S, C) of a sequence's S tokens, in its own pages (vLLM PR #23734). Other
+    layers, and page rounding, are the wrapped rules'."""
+
+    inner: object
+    dcp: int
+
+    @property
+    def name(self) -> str:
+        return f"{getattr(self.inner, 'name', 'paged')} / dcp {self.dcp}"
+
+    def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
+        if isinstance(layer, MLALatent):
+            seq_len = -(-seq_len // self.dcp)
+        return self.inner.tokens_allocated(layer, seq_len, block)

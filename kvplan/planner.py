@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from kvplan.dtypes import DType
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import LayerSpec
-from kvplan.layout import per_rank_batch, rank_weights, replicated_kv_proj_bytes
+from kvplan.layout import DcpRules, per_rank_batch, rank_weights, replicated_kv_proj_bytes
 from kvplan.model import ModelSpec, WeightBytes, weight_bytes
 
 GIB = 2**30
@@ -74,6 +74,7 @@ class Deployment:
     pp: int = 1
     dp: int = 1
     ep: int = 1
+    dcp: int = 1  # decode context parallel within tp (MLA latents striped over dcp ranks)
 
     @property
     def gpus(self) -> int:
@@ -203,7 +204,7 @@ def validate_deployment(model: ModelSpec, dep: Deployment) -> str | None:
         return f"pp={dep.pp} exceeds the {model.num_layers} layers"
     from kvplan.layout import layout_problem
 
-    return layout_problem(model, dep.tp, dep.pp, dep.dp, dep.ep)
+    return layout_problem(model, dep.tp, dep.pp, dep.dp, dep.ep, dep.dcp)
 
 
 def activation_estimate(model: ModelSpec, tp: int, tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
@@ -339,7 +340,8 @@ def _prepare(model: ModelSpec, dep: Deployment, req: Request) -> tuple:
         kv_extra = replicated_kv_proj_bytes(model, wb, model.layers[start:end], dep.tp)
         resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, dep.tp, dep.dp, touched, kv_extra)
         resident, read = int(resident * scale), int(read * scale)
-        prof = _stage_profile(model.layers, start, end, dep.tp, kv_dtype, state_dtype, req.block_size, req.rules)
+        rules = req.rules if dep.dcp == 1 else DcpRules(req.rules, dep.dcp)
+        prof = _stage_profile(model.layers, start, end, dep.tp, kv_dtype, state_dtype, req.block_size, rules)
         parts.append(((start, end), resident, read, prof))
     weight_total = model.checkpoint_bytes if scale != 1.0 else wb.total
     return weight_total, overhead, tuple(parts)
@@ -399,6 +401,7 @@ def _assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prepared: tu
     step = step_bytes / gpu.bandwidth_bytes_per_s
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy)
     tokens = tokens // req.block_size * req.block_size if tokens < math.inf else 0
+    tokens *= dep.dcp  # with decode context parallel a rank's slots hold every dcp-th token
     fits = room and max_conc >= batch
     max_conc = max_conc * dep.dp if max_conc < math.inf else max_conc
     if not room:
@@ -417,8 +420,8 @@ def _assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prepared: tu
         weight_bytes_per_gpu=weight_max,
         overhead_bytes_per_gpu=overhead,
         kv_memory_bytes_per_gpu=kv_min,
-        kv_bytes_per_token=copies * growth_sum,
-        kv_bytes_per_token_per_gpu=per_tok_gpu,
+        kv_bytes_per_token=copies * growth_sum // dep.dcp,
+        kv_bytes_per_token_per_gpu=per_tok_gpu // dep.dcp,
         kv_bytes_per_sequence=copies * sum(seq_per_stage),
         kv_bytes_per_sequence_per_gpu=max(seq_per_stage),
         kv_cache_tokens=int(tokens),

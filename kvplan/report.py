@@ -25,6 +25,7 @@ def plan_to_dict(plan: Plan, model) -> dict:
         "pp": plan.deployment.pp,
         "dp": plan.deployment.dp,
         "ep": plan.deployment.ep,
+        "dcp": plan.deployment.dcp,
         "context": r.context,
         "batch": r.batch,
         "weight_dtype": effective_weight_dtype(plan, model),

@@ -189,3 +189,25 @@ def test_fit_ep_on_a_dense_model_refused():
     from conftest import one_line_error
 
     one_line_error(_fit("llama-3.1-8b", "--gpu", "h100", "--dp", "2", "--ep", "2"), 2, "no routed experts")
+
+
+def test_decode_context_parallel_stripes_the_latent():
+    # vLLM -tp 8 -dcp 8 (PR #23734: token i on DCP rank i mod 8): each rank holds 32,768 / 8 = 4,096
+    # tokens of the 70,272 B/token latent = 287,834,112 B per request, one eighth of tp 8's
+    # 2,302,672,896. With 2 GiB overhead the KV room is tp 8's, 47,810,429,584 B (hand sum of
+    # test_deepseek_v3_tp8_against_dp8_ep8 within 0.01 %): 47.81e9 / 287,834,112 = 166.1 -> 166.
+    tp8 = _plan("deepseek-v3", Deployment(tp=8), overhead_bytes=2 * GIB)
+    dcp = _plan("deepseek-v3", Deployment(tp=8, dcp=8), overhead_bytes=2 * GIB)
+    assert dcp.kv_bytes_per_sequence_per_gpu == DSV3_SEQ // 8 == 287_834_112
+    assert dcp.max_concurrency == 166
+    assert dcp.kv_cache_tokens == 8 * tp8.kv_cache_tokens  # "kvcache token budget always increased by dcp times"
+    assert dcp.weight_bytes_per_gpu == tp8.weight_bytes_per_gpu
+
+
+@pytest.mark.parametrize("model,dep,needle", [
+    ("deepseek-v3", Deployment(tp=4, dcp=8), "must divide tp=4"),
+    ("llama-3.1-8b", Deployment(tp=2, dcp=2), "shards MLA latents"),
+])
+def test_decode_context_parallel_refusals(model, dep, needle):
+    with pytest.raises(KvplanError, match=needle):
+        _plan(model, dep)

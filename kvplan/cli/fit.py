@@ -51,6 +51,7 @@ def fit(
     pp: Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (splits layers).")] = None,
     dp: Annotated[Optional[int], typer.Option("--dp", help="Data-parallel ranks (replicas; DP attention for a MoE model): each holds its own requests.")] = None,
     ep: Annotated[Optional[int], typer.Option("--ep", help="Expert parallelism over tp × dp ranks (vLLM --enable-expert-parallel); its only size is tp × dp.")] = None,
+    dcp: Annotated[Optional[int], typer.Option("--dcp", help="Decode context parallel within tp (MLA models): each rank holds every dcp-th token of a request's latent.")] = None,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs per node: tensor parallelism stays within one (--gpus search).")] = 8,
     kv_dtype: KvDtypeOpt = "auto",
     weight_dtype: WeightDtypeOpt = None,
@@ -84,7 +85,7 @@ def fit(
                    "0.9" if gpu_memory_utilization is None else gpu_memory_utilization, overhead, kv_cache_memory)
     from kvplan.layout import SEARCH, layout_from_flags
 
-    dep = layout_from_flags(spec, gpus, tp, pp, dp, ep)
+    dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
     if not 1 <= gpus_per_node <= 1024:
         raise KvplanError(f"--gpus-per-node must be between 1 and 1024, got {gpus_per_node}", EXIT_USAGE)
     choice = None

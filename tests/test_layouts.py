@@ -211,3 +211,40 @@ def test_decode_context_parallel_stripes_the_latent():
 def test_decode_context_parallel_refusals(model, dep, needle):
     with pytest.raises(KvplanError, match=needle):
         _plan(model, dep)
+
+
+# --- cheapest: layouts and replicas ---------------------------------------------------------------
+
+def _cheapest(*args):
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    res = CliRunner().invoke(app, ["cheapest", *args, "--json"])
+    assert res.exit_code in (0, 6), res.output
+    return json.loads(res.stdout)
+
+
+def test_cheapest_layouts_find_eight_gpus_for_deepseek():
+    # 70 requests of 32k: tp 8 holds about 20 (test above), so tp then pp needs 16 GPUs (tp 8 x pp 2);
+    # dp 8 + ep 8 holds about 104 on 8: with --layouts 8 H200 meet it.
+    base = ["deepseek-v3", "--ctx", "32k", "--concurrency", "70", "--gpu", "h200", "--gpu-counts", "8,16"]
+    plain = _cheapest(*base)
+    wide = _cheapest(*base, "--layouts")
+    assert min(r["gpus"] for r in plain["meets"]) == 16
+    assert min(r["gpus"] for r in wide["meets"]) == 8
+    assert any(r["dp"] == 8 and r["ep"] == 8 for r in wide["meets"])
+
+
+def test_cheapest_replicas():
+    # Llama 3.1 70B at 128k: one tp 8 H200 deployment holds N requests (< 32, fails); with --replicas 4 the
+    # fewest copies reaching 32 are ceil(32 / N), each serving ceil(32 / copies), at copies x 8 GPUs.
+    out = _cheapest("llama-3.1-70b", "--ctx", "128k", "--concurrency", "32", "--gpu", "h200", "--gpu-counts", "8",
+                    "--replicas", "4")
+    one = next(r for r in out["fails"] if r["replicas"] == 1 and r["gpus"] == 8)
+    rep = next(r for r in out["meets"] if r["replicas"] > 1)
+    n = -(-32 // one["max_concurrency"])
+    assert rep["replicas"] == n and rep["gpus_total"] == 8 * n
+    assert rep["batch"] == -(-32 // n) and rep["max_concurrency_total"] == n * rep["max_concurrency"] >= 32

@@ -248,3 +248,19 @@ def test_cheapest_replicas():
     n = -(-32 // one["max_concurrency"])
     assert rep["replicas"] == n and rep["gpus_total"] == 8 * n
     assert rep["batch"] == -(-32 // n) and rep["max_concurrency_total"] == n * rep["max_concurrency"] >= 32
+
+
+def test_sweep_layouts_keeps_the_best_layout_per_count():
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    args = ["sweep", "--models", "qwen3-235b-a22b", "--gpu", "h200", "--gpu-counts", "8", "--ctx", "32k", "--json"]
+    plain = json.loads(CliRunner().invoke(app, args).stdout)["plans"]
+    best = json.loads(CliRunner().invoke(app, args + ["--layouts"]).stdout)["plans"]
+    assert len(plain) == len(best) == 1
+    assert (plain[0]["tp"], plain[0]["pp"]) == (8, 1)
+    assert best[0]["max_concurrency"] > plain[0]["max_concurrency"]  # tp 8 replicates the 4 KV heads
+    assert best[0]["tp"] * best[0]["pp"] * best[0]["dp"] == 8

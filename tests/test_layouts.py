@@ -264,3 +264,46 @@ def test_sweep_layouts_keeps_the_best_layout_per_count():
     assert (plain[0]["tp"], plain[0]["pp"]) == (8, 1)
     assert best[0]["max_concurrency"] > plain[0]["max_concurrency"]  # tp 8 replicates the 4 KV heads
     assert best[0]["tp"] * best[0]["pp"] * best[0]["dp"] == 8
+
+
+# --- engines and --emit ---------------------------------------------------------------------------
+
+def _fit_json(*args):
+    import json
+
+    res = _fit(*args, "--json")
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_engine_dp_ranks_each_hold_their_own(engine):
+    # The engine's pool is one DP rank's (its log line), the deployment holds dp x its requests.
+    out = _fit_json("deepseek-v3", "--gpu", "h200", "--dp", "8", "--ep", "8", "--ctx", "32k", "--engine", engine)
+    assert out["max_concurrency"] == 8 * int(out["engine"]["max_concurrency"]) > 0
+
+
+def test_emit_dp_ep_flags():
+    vllm = _fit_json("deepseek-v3", "--gpu", "h200", "--dp", "8", "--ep", "8", "--ctx", "32k", "--emit", "vllm")
+    args = vllm["emit"].split()
+    assert args[args.index("-tp") + 1] == "1" and args[args.index("--data-parallel-size") + 1] == "8"
+    assert "--enable-expert-parallel" in args
+    per_rank = int(args[args.index("--max-num-seqs") + 1])  # vLLM's is per DP rank: never below the plan's share
+    assert per_rank * 8 >= vllm["max_concurrency"]
+    sgl = _fit_json("deepseek-v3", "--gpu", "h200", "--dp", "8", "--ep", "8", "--ctx", "32k", "--emit", "sglang")
+    args = sgl["emit"].split()
+    assert args[args.index("--tp-size") + 1] == "8" and args[args.index("--dp-size") + 1] == "8"
+    assert "--enable-dp-attention" in args and args[args.index("--ep-size") + 1] == "8"
+    assert int(args[args.index("--max-running-requests") + 1]) >= sgl["max_concurrency"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--engine", "sglang", "--engine-opt", "enable_dp_attention=true"], "needs --dp above 1"),
+    (["--dp", "8", "--engine", "sglang", "--engine-opt", "enable_dp_attention=false"], "replicas"),
+    (["--tp", "8", "--dcp", "8", "--engine", "vllm"], "not modelled"),
+    (["--dp", "2", "--engine", "trtllm"], "modelled for vllm and sglang"),
+])
+def test_engine_layout_refusals(args, needle):
+    from conftest import one_line_error
+
+    one_line_error(_fit("deepseek-v3", "--gpu", "h200", "--ctx", "32k", *args), 2, needle)

@@ -95,6 +95,10 @@ def fit(
         choice = engine_choice(engine, emit, engine_version, engine_opt, {
             "gpu_memory_utilization": None if gpu_memory_utilization is None else req.gpu_memory_utilization,
             "block_size": block_size})
+    if choice is not None and dep != SEARCH:  # no flags: one GPU, then tp x pp deployments
+        from kvplan.planner import Deployment
+
+        choice.check_layout(spec, choice.deployment(dep or Deployment()))
     # All input is valid from here on: now say where things came from.
     print_notes(resolved)
     if ctx_tokens is None:

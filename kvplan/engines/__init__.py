@@ -103,9 +103,24 @@ class EngineChoice:
     def result(self, model, gpu, dep, req) -> EngineResult:
         """`req` on `dep` as this engine allocates: its settings, Plan and printed figures
         (KvplanError where it cannot run)."""
+        self.check_layout(model, dep)
         eng = get_engine(self.name)
         st = eng.settings(model, gpu, dep, req, self.version, dict(self.opts), dict(self.explicit))
         return eng.plan(model, gpu, dep, req, st)
+
+    def check_layout(self, model, dep) -> None:
+        """A one-line error for a layout this engine's model here cannot place (before any output)."""
+        dp, dcp = getattr(dep, "dp", 1), getattr(dep, "dcp", 1)
+        if dcp > 1:
+            raise KvplanError(f"--dcp with --engine {self.name}: the engine's decode-context-parallel pool "
+                              "(pages x dcp) is not modelled; plan it without --engine", EXIT_USAGE)
+        if dp > 1 and self.name not in ("vllm", "sglang"):
+            raise KvplanError(f"--dp with --engine {self.name}: data-parallel ranks are modelled for vllm and sglang",
+                              EXIT_USAGE)
+        if self.name == "sglang":
+            from kvplan.engines.sglang import dp_attention
+
+            dp_attention(model, dep, dict(self.opts))
 
     def plan(self, model, gpu, dep, req):
         """The kvplan.planner.Plan of result()."""

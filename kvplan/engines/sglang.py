@@ -22,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.dtypes import DType
-from kvplan.engines import (Capacity, EngineResult, check_opts, check_version, opt_float, opt_int,
+from kvplan.engines import (Capacity, EngineResult, check_opts, check_version, opt_bool, opt_float, opt_int,
                             parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import ChunkedLocal, MLALatent, NoCache, RecurrentState, SlidingWindow
@@ -31,7 +31,8 @@ GIB = 2**30
 MIB = 2**20
 VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
 DEFAULT_VERSION = "0.5.23"
-OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs")
+OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs",
+        "enable_dp_attention")
 # Memory taken before the weights load (CUDA context, NCCL): 22.49 GiB L4 total - 21.63 GiB free before
 # loading at tp=4 (github.com/didier-durand/llms-in-clouds docs/sglang.md, QwQ-32B). tp=1: an estimate.
 INIT_BYTES_TP1 = 512 * MIB
@@ -94,6 +95,27 @@ def _default_graph_bs(gpu_gib: float) -> int:
     return 512
 
 
+def dp_attention(model, dep, opts: dict) -> bool:
+    """Whether this deployment is SGLang DP attention (--enable-dp-attention): by default a MoE model's
+    dp ranks are, a dense model's are replicas (--dp-size alone). Layouts kvplan does not place as
+    SGLang would are refused with the reason (docs/engines.md 9.2)."""
+    dp = getattr(dep, "dp", 1)
+    moe = bool(model.params.num_experts)
+    on = opt_bool(opts, "enable_dp_attention", dp > 1 and moe)
+    if on and dp == 1:
+        raise KvplanError("enable_dp_attention needs --dp above 1 (kvplan's --dp is SGLang's --dp-size; "
+                          "its --tp-size is then tp × dp)", EXIT_USAGE)
+    if on and not moe:
+        raise KvplanError("enable_dp_attention on a dense model: SGLang then runs its MLPs tensor parallel over "
+                          "every rank, which kvplan does not model; plan --dp replicas (enable_dp_attention=false)",
+                          EXIT_USAGE)
+    if dp > 1 and moe and not on:
+        raise KvplanError("--dp on a MoE model without enable_dp_attention is SGLang replicas (each with all "
+                          "experts over --tp-size): plan one replica with --tp and use cheapest --replicas",
+                          EXIT_USAGE)
+    return on
+
+
 def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Settings:
     opts = dict(opts or {})
     check_opts("sglang", opts, OPTS)
@@ -101,7 +123,9 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     gib = gpu.memory_usable_bytes / GIB
     chunked = opt_int(opts, "chunked_prefill_size", _default_chunked(version, gib))
     graph_bs = opt_int(opts, "cuda_graph_max_bs", _default_graph_bs(gib))
-    frac = default_fraction(version, gpu.memory_usable_bytes / MIB, dep.tp, dep.pp, chunked, graph_bs)
+    dpa = dp_attention(model, dep, opts)
+    tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
+    frac = default_fraction(version, gpu.memory_usable_bytes / MIB, tp_size, dep.pp, chunked, graph_bs)
     if (explicit or {}).get("gpu_memory_utilization"):
         frac = explicit["gpu_memory_utilization"]  # --gpu-memory-utilization doubles as the fraction
     frac = opt_float(opts, "mem_fraction_static", frac)
@@ -196,11 +220,15 @@ class Sglang:
             else int(st.init_bytes * st.mem_fraction_static))
         p = plan(model, gpu, dep, r)
         kv_dtype = r.kv_dtype or canonical_kv_dtype("auto", model.dtype)
-        cap = capacity(model, dep, p.kv_memory_bytes_per_gpu, req.context, req.batch, st, kv_dtype)
-        mc = min(model.max_context, cap.tokens // max(1, req.batch))  # each request holds its tokens
-        p = dataclasses.replace(p, kv_cache_tokens=cap.tokens, max_concurrency=cap.max_concurrency_int,
+        from kvplan.layout import per_rank_batch
+
+        dp = getattr(dep, "dp", 1)
+        batch = per_rank_batch(req.batch, dp)  # each DP-attention rank has its own token pool and requests
+        cap = capacity(model, dep, p.kv_memory_bytes_per_gpu, req.context, batch, st, kv_dtype)
+        mc = min(model.max_context, cap.tokens // max(1, batch))  # each request holds its tokens
+        p = dataclasses.replace(p, kv_cache_tokens=cap.tokens, max_concurrency=cap.max_concurrency_int * dp,
                                 max_context=mc, max_context_limited_by="model" if mc == model.max_context else "memory",
-                                fits=cap.max_concurrency >= req.batch)
+                                fits=cap.max_concurrency >= batch)
         return EngineResult(p, cap, st.as_dict())
 
 

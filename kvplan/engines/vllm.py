@@ -308,15 +308,19 @@ class Vllm:
         p = plan(model, gpu, dep, r)
         kv_dtype = r.kv_dtype or canonical_kv_dtype("auto", model.dtype)
         state_dtype = r.state_dtype or canonical_kv_dtype("auto", model.dtype)
-        cap = capacity(model, dep, [s.kv_memory_bytes for s in p.stages], req.context, req.batch, st,
+        from kvplan.layout import per_rank_batch
+
+        dp = getattr(dep, "dp", 1)
+        batch = per_rank_batch(req.batch, dp)  # each DP rank is an engine core with its own requests
+        cap = capacity(model, dep, [s.kv_memory_bytes for s in p.stages], req.context, batch, st,
                        kv_dtype, state_dtype)
-        mc = max_context(model, dep, cap, req.batch, st, kv_dtype, state_dtype)
+        mc = max_context(model, dep, cap, batch, st, kv_dtype, state_dtype)
         notes = list(cap.notes)
         if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
             notes.append(f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}")
         cap = dataclasses.replace(cap, notes=tuple(notes))
-        fits = cap.blocks > 0 and cap.max_concurrency >= req.batch
-        p = dataclasses.replace(p, kv_cache_tokens=cap.tokens, max_concurrency=cap.max_concurrency_int,
+        fits = cap.blocks > 0 and cap.max_concurrency >= batch
+        p = dataclasses.replace(p, kv_cache_tokens=cap.tokens, max_concurrency=cap.max_concurrency_int * dp,
                                 max_context=mc, max_context_limited_by="model" if mc == model.max_context else "memory",
                                 fits=fits)
         return EngineResult(p, cap, {**st.as_dict(), **{f"overhead_{k}": v for k, v in parts.items()}})

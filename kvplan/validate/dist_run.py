@@ -85,9 +85,30 @@ def _decode(step, prompt_tokens: torch.Tensor, steps: int) -> torch.Tensor:
     return torch.stack(out, 1)  # [B, steps + 1]
 
 
+def _whole_model(bp, s, shard: Shard, dev, kv_t, state_t, compute_t):
+    """The whole reduced Decoder from the seed (the same on every rank), this dp group's prompts
+    [b, P], and the greedy tokens the whole model gives for them on this one process."""
+    from kvplan.validate.decoder import Decoder
+
+    torch.manual_seed(s.seed)
+    default = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(compute_t)
+        with torch.device(dev):
+            whole = Decoder(bp, kv_t, state_t).eval()
+    finally:
+        torch.set_default_dtype(default)
+    gen = torch.Generator().manual_seed(s.seed)
+    every = torch.randint(0, bp.vocab, (s.batch, s.ctx - s.steps), generator=gen)  # all requests, all dp ranks
+    tokens = every[shard.dp_rank * shard.batch:(shard.dp_rank + 1) * shard.batch].to(dev)  # [b, P]
+    with torch.inference_mode():
+        whole.setup_caches(shard.batch, s.ctx)
+        reference = _decode(lambda t, start, _len: whole(t, start, cached=True).argmax(-1), tokens, s.steps)
+    return whole, tokens, reference
+
+
 def run_rank(rank: int, full: ModelSpec, s, layout: Layout) -> dict:
     """Everything one rank does once the process group exists; returns its record."""
-    from kvplan.validate.decoder import Decoder
     from kvplan.validate.dist_decoder import RankDecoder
     from kvplan.validate.measure import storage_bytes
     from kvplan.validate.run import TORCH_DTYPES, option_dtype, torch_dtype
@@ -107,20 +128,7 @@ def run_rank(rank: int, full: ModelSpec, s, layout: Layout) -> dict:
     shard = shard_of(bp, layout, rank, s.batch)
     prompt = s.ctx - s.steps
 
-    torch.manual_seed(s.seed)  # the same whole model on every rank
-    default = torch.get_default_dtype()
-    try:
-        torch.set_default_dtype(compute_t)
-        with torch.device(dev):
-            whole = Decoder(bp, kv_t, state_t).eval()
-    finally:
-        torch.set_default_dtype(default)
-    gen = torch.Generator().manual_seed(s.seed)
-    every = torch.randint(0, bp.vocab, (s.batch, prompt), generator=gen)  # all requests, all dp ranks
-    tokens = every[shard.dp_rank * shard.batch:(shard.dp_rank + 1) * shard.batch].to(dev)  # [b, P]
-    with torch.inference_mode():  # the single-process reference for this dp group's requests
-        whole.setup_caches(shard.batch, s.ctx)
-        reference = _decode(lambda t, start, _len: whole(t, start, cached=True).argmax(-1), tokens, s.steps)
+    whole, tokens, reference = _whole_model(bp, s, shard, dev, kv_t, state_t, compute_t)
     with torch.device(dev):
         model = RankDecoder(whole, bp, shard, layout, groups).eval()
     del whole

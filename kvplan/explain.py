@@ -19,7 +19,9 @@ def explain_lines(plan: Plan, model) -> list[str]:
     b = prof.kv_dtype
     bstr = f"{b.bytes_per_element:g} B ({b.name})"
     S = r.context
-    lines = [f"KV cache of {model.name}, per GPU (tp={tp}, pp={plan.deployment.pp}), {b.name} cache, "
+    from kvplan.layout import layout_text
+
+    lines = [f"KV cache of {model.name}, per GPU ({layout_text(plan.deployment)}), {b.name} cache, "
              f"block {r.block_size} tokens:"]
     for spec, n in prof.groups:
         per_tok = prof.token_bytes(spec)
@@ -38,8 +40,14 @@ def explain_lines(plan: Plan, model) -> list[str]:
             lines.append(f"  {n} {spec.kind} layers × {dims} × {heads} KV heads × {bstr} = {n * per_tok:,} B/token;"
                          f" tokens held {tokens} → {paged:,} in pages → {human_bytes(n * per_tok * paged)}")
         elif isinstance(spec, MLALatent):
+            dcp = getattr(plan.deployment, "dcp", 1)
+            held_s = f"S = {S:,}"
+            if dcp > 1:  # decode context parallel: every dcp-th token on this rank
+                held = -(-S // dcp)
+                paged = -(-held // r.block_size) * r.block_size
+                held_s = f"S / dcp {dcp} = {held:,} on this rank"
             lines.append(f"  {n} MLA layers × ({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} rope) × {bstr}"
-                         f" = {n * per_tok:,} B/token (one latent: no ×2, not split by tp); S = {S:,} → {paged:,} in pages"
+                         f" = {n * per_tok:,} B/token (one latent: no ×2, not split by tp); {held_s} → {paged:,} in pages"
                          f" → {human_bytes(n * per_tok * paged)}")
         elif isinstance(spec, RecurrentState):
             st = prof.state_dtype.bytes_for(spec.state_elements(tp))
@@ -56,7 +64,11 @@ def explain_lines(plan: Plan, model) -> list[str]:
                      f" = {gib(kv)}")
     else:
         lines.append(f"KV memory per GPU = --kv-cache-memory = {gib(kv)}")
-    if seq:
+    dp = plan.deployment.dp
+    if seq and dp > 1:
+        lines.append(f"Max concurrency at {S:,} tokens = {dp} dp ranks, each its own requests × floor({kv:,} / {seq:,})"
+                     f" = {plan.max_concurrency:,}")
+    elif seq:
         lines.append(f"Max concurrency at {S:,} tokens = floor({kv:,} / {seq:,}) = {plan.max_concurrency:,}")
     lines.append(f"Max context at batch {r.batch} = {plan.max_context:,} tokens (limited by {plan.max_context_limited_by})")
     lines.append(f"Decode step ≥ (weights read + batch × KV read) / bandwidth = {plan.decode_step_seconds * 1e3:,.2f} ms"

@@ -32,7 +32,7 @@ def user_catalog_dir() -> Path:
 def spec_to_dict(spec: ModelSpec) -> dict:
     runs: list[dict] = []
     for layer in spec.layers:
-        entry = {"kind": layer.kind, **dataclasses.asdict(layer)}
+        entry = {"kind": layer.kind.value, **dataclasses.asdict(layer)}
         if runs and {k: v for k, v in runs[-1].items() if k != "count"} == entry:
             runs[-1]["count"] += 1
         else:

@@ -1,6 +1,6 @@
 """The cheapest deployment for a target: a model, a context, N concurrent requests, a speed floor.
 
-Pure: each candidate (GPU type x deployment) is one kvplan.planner plan at batch = N. It meets
+Pure: each candidate (GPU type x deployment) is one engine's plan at batch = N. It meets
 the target when the plan fits (N sequences of the context fit in every GPU's KV cache) and, if
 a floor is given, decode tokens/s per request (1 / decode step, the JSON's decode_tokens_per_second_per_request) reaches it. Those that
 meet it are ranked by cost per hour (price per GPU-hour x GPUs) where priced, unpriced ones
@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.planner import Deployment, Plan, Request
+from kvplan.deploy import Deployment
+from kvplan.plan import Plan, Request
 from kvplan.units import human_bytes, human_tokens
 
 RANKING = ("cost per hour (price per GPU-hour x GPUs) where the GPU has a price; GPUs without a "
@@ -50,8 +51,10 @@ def per_request_tps(p: Plan) -> float:
     return 1 / p.decode_step_seconds if p.decode_step_seconds else 0.0
 
 
-def _why(p: Plan, concurrency: int, min_tps: float | None) -> str | None:
+def _why(p: Plan, concurrency: int, min_tps: float | None, model_limit: int) -> str | None:
     ctx = human_tokens(p.request.context)
+    if p.request.context > model_limit:
+        return f"doesn't fit: {ctx} exceeds the model's {human_tokens(model_limit)}-token limit"
     if p.kv_memory_bytes_per_gpu <= 0:
         return (f"doesn't fit: weights and overhead leave no KV memory "
                 f"(short by {human_bytes(-p.kv_memory_bytes_per_gpu)} per GPU)")
@@ -80,13 +83,16 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
     """Every candidate, those meeting the target first (ranked by RANKING), then the rest.
 
     `prices` is a kvplan.prices.Prices (or None: no prices, rank by GPU count). `engine` (a
-    kvplan.engines.EngineChoice) plans each deployment as that engine allocates. `layouts`: every
-    valid layout of each GPU count, not only the given split; `max_replicas` > 1: a deployment
-    short of the target is also tried as that many independent copies at most (kvplan.replicas).
+    configured kvplan.engines.base.Engine; default the engine-neutral planner) plans each deployment.
+    `layouts`: every valid layout of each GPU count, not only the given split; `max_replicas` > 1: a
+    deployment short of the target is also tried as that many independent copies at most
+    (kvplan.replicas).
     """
     from kvplan.replicas import layout_deployments, replicated
-    from kvplan.planner import plan, validate_deployment
+    from kvplan.deploy import validate_deployment
+    from kvplan.engines import resolve_engine
 
+    engine = engine or resolve_engine()
     if not 1 <= concurrency <= 1_000_000:
         raise KvplanError(f"--concurrency must be between 1 and 1,000,000, got {concurrency}", EXIT_USAGE)
     if min_tokens_per_second is not None and not 0 < min_tokens_per_second < math.inf:
@@ -101,29 +107,25 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
     meets, fails = [], []
     if layouts:
         deployments = layout_deployments(model, deployments)
-    plan_fn = engine.plan if engine is not None else plan
     for gpu in gpus:
         price = prices.price(gpu) if prices is not None else gpu.price_per_hour
         for dep in deployments:
-            dep = engine.deployment(dep) if engine is not None else dep
+            dep = engine.deployment(dep)
             invalid = validate_deployment(model, dep)
             if invalid:
                 fails.append(Candidate(gpu.key, dep, None, price, False, f"invalid: {invalid}"))
                 continue
-            if engine is None:
-                p = plan(model, gpu, dep, req)
-            else:
-                try:
-                    p = engine.plan(model, gpu, dep, req)
-                except KvplanError as e:  # e.g. llama.cpp has no tensor parallelism
-                    fails.append(Candidate(gpu.key, dep, None, price, False, f"invalid: {e.message}"))
-                    continue
-            why = _why(p, concurrency, min_tokens_per_second)
+            try:
+                p = engine.plan(model, gpu, dep, req)
+            except KvplanError as e:  # e.g. llama.cpp has no tensor parallelism
+                fails.append(Candidate(gpu.key, dep, None, price, False, f"invalid: {e.message}"))
+                continue
+            why = _why(p, concurrency, min_tokens_per_second, model.max_context)
             c = Candidate(gpu.key, dep, p, price, why is None, why)
             (fails if why else meets).append(c)
             if why and p.max_concurrency < concurrency:
-                r = replicated(c, model, gpu, req, concurrency, max_replicas, plan_fn,
-                               lambda q, each: _why(q, each, min_tokens_per_second))
+                r = replicated(c, model, gpu, req, concurrency, max_replicas, engine.plan,
+                               lambda q, each: _why(q, each, min_tokens_per_second, model.max_context))
                 if r is not None:
                     (meets if r.meets else fails).append(r)
     meets.sort(key=_key)

@@ -1,20 +1,60 @@
 """`--explain`: the KV formula with this model's own numbers plugged in, layer group by group.
 
 It prints the arithmetic the seed articles teach (2 · L · H_kv · d_h · S · B · bytes) and shows
-where a model departs from it: windows that cap S, an MLA latent with no x2, fixed states.
+where a model departs from it: windows that cap S, an MLA latent with no x2, fixed states. The
+slots per layer are the plan's own (the engine's rules), so the lines add up to the total.
 """
 
 from __future__ import annotations
 
-from kvplan.layers import ChunkedLocal, FullAttention, MLALatent, RecurrentState, SlidingWindow, kv_heads_per_rank
-from kvplan.planner import Plan
+from kvplan.layers import Kind, kv_heads_per_rank
+from kvplan.plan import Plan
 from kvplan.units import gib, human_bytes
+
+
+def _tokens_text(spec, S: int, held: int) -> str:
+    if spec.kind == Kind.SLIDING:
+        return f"min(S, window {spec.window:,}) = {held:,}"
+    if spec.kind == Kind.CHUNKED:
+        return f"min(S, chunk {spec.chunk:,}) = {held:,}"
+    return f"S = {S:,}"
+
+
+def _attention(spec, n, prof, tp, bstr, S):
+    per_tok = prof.token_bytes(spec)
+    held, slots = spec.tokens_held(S), prof.slots(spec, S)
+    heads = kv_heads_per_rank(spec.num_kv_heads, tp)
+    v = getattr(spec, "v_head_dim", 0) or spec.head_dim
+    dims = f"({spec.head_dim} + {v})" if v != spec.head_dim else f"2 × {spec.head_dim}"
+    return (f"  {n} {spec.kind} layers × {dims} × {heads} KV heads × {bstr} = {n * per_tok:,} B/token;"
+            f" tokens held {_tokens_text(spec, S, held)} → {slots:,} in pages → {human_bytes(n * per_tok * slots)}")
+
+
+def _mla(spec, n, prof, tp, bstr, S):
+    per_tok, slots = prof.token_bytes(spec), prof.slots(spec, S)
+    dcp = getattr(prof.rules, "dcp", 1)  # decode context parallel: every dcp-th token on this rank
+    held = f"S = {S:,}" if dcp == 1 else f"S / dcp {dcp} = {-(-S // dcp):,} on this rank"
+    return (f"  {n} MLA layers × ({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} rope) × {bstr}"
+            f" = {n * per_tok:,} B/token (one latent: no ×2, not split by tp); {held} → {slots:,} in pages"
+            f" → {human_bytes(n * per_tok * slots)}")
+
+
+def _state(spec, n, prof, tp, bstr, S):
+    return (f"  {n} {spec.variant} layers × {spec.state_elements(tp):,} state values × "
+            f"{prof.state_dtype.bytes_per_element:g} B = {human_bytes(n * prof.state_bytes(spec))} per sequence, whatever S")
+
+
+def _none(spec, n, prof, tp, bstr, S):
+    return f"  {n} layers without a cache"
+
+
+LINE = {Kind.FULL: _attention, Kind.SLIDING: _attention, Kind.CHUNKED: _attention, Kind.MLA: _mla,
+        Kind.STATE: _state, Kind.NONE: _none}
 
 
 def explain_lines(plan: Plan, model) -> list[str]:
     r = plan.request
-    stage = plan.stages[0]
-    prof = stage.profile
+    prof = plan.stages[0].profile
     tp = plan.deployment.tp
     b = prof.kv_dtype
     bstr = f"{b.bytes_per_element:g} B ({b.name})"
@@ -23,38 +63,7 @@ def explain_lines(plan: Plan, model) -> list[str]:
 
     lines = [f"KV cache of {model.name}, per GPU ({layout_text(plan.deployment)}), {b.name} cache, "
              f"block {r.block_size} tokens:"]
-    for spec, n in prof.groups:
-        per_tok = prof.token_bytes(spec)
-        held = spec.tokens_held(S)
-        paged = -(-held // r.block_size) * r.block_size if held else 0
-        if isinstance(spec, (FullAttention, SlidingWindow, ChunkedLocal)):
-            heads = kv_heads_per_rank(spec.num_kv_heads, tp)
-            v = getattr(spec, "v_head_dim", 0) or spec.head_dim
-            dims = f"({spec.head_dim} + {v})" if v != spec.head_dim else f"2 × {spec.head_dim}"
-            if isinstance(spec, SlidingWindow):
-                tokens = f"min(S, window {spec.window:,}) = {held:,}"
-            elif isinstance(spec, ChunkedLocal):
-                tokens = f"min(S, chunk {spec.chunk:,}) = {held:,}"
-            else:
-                tokens = f"S = {S:,}"
-            lines.append(f"  {n} {spec.kind} layers × {dims} × {heads} KV heads × {bstr} = {n * per_tok:,} B/token;"
-                         f" tokens held {tokens} → {paged:,} in pages → {human_bytes(n * per_tok * paged)}")
-        elif isinstance(spec, MLALatent):
-            dcp = getattr(plan.deployment, "dcp", 1)
-            held_s = f"S = {S:,}"
-            if dcp > 1:  # decode context parallel: every dcp-th token on this rank
-                held = -(-S // dcp)
-                paged = -(-held // r.block_size) * r.block_size
-                held_s = f"S / dcp {dcp} = {held:,} on this rank"
-            lines.append(f"  {n} MLA layers × ({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} rope) × {bstr}"
-                         f" = {n * per_tok:,} B/token (one latent: no ×2, not split by tp); {held_s} → {paged:,} in pages"
-                         f" → {human_bytes(n * per_tok * paged)}")
-        elif isinstance(spec, RecurrentState):
-            st = prof.state_dtype.bytes_for(spec.state_elements(tp))
-            lines.append(f"  {n} {spec.variant} layers × {spec.state_elements(tp):,} state values × "
-                         f"{prof.state_dtype.bytes_per_element:g} B = {human_bytes(n * st)} per sequence, whatever S")
-        else:
-            lines.append(f"  {n} layers without a cache")
+    lines += [LINE[spec.kind](spec, n, prof, tp, bstr, S) for spec, n in prof.groups]
     seq = plan.kv_bytes_per_sequence_per_gpu
     lines.append(f"One sequence of {S:,} tokens: {seq:,} B ({gib(seq)}) per GPU")
     kv = plan.kv_memory_bytes_per_gpu

@@ -54,6 +54,12 @@ class GPU:
     def usable_is_estimate(self) -> bool:
         return self.memory_usable_source.startswith("estimate:")
 
+    @classmethod
+    def of_memory(cls, key: str, name: str, usable_bytes: int, source: str) -> GPU:
+        """A GPU known only by its memory (a log's total, an assumed size): no bandwidth, no price."""
+        return cls(key, name, "unknown", (), "", usable_bytes, usable_bytes, source, 1, MappingProxyType({}),
+                   None, None, None, None, source, "low", "", "")
+
 
 def _norm(name: str) -> str:
     """Lookup form of a name: lowercase, with '-', '_' and whitespace removed."""

@@ -5,16 +5,35 @@ ChunkedLocalAttentionSpec, MLAAttentionSpec, MambaSpec): a model is a list of th
 total is a sum over that list, so hybrid models (Gemma 3, gpt-oss, Qwen3-Next, Nemotron-H, Jamba)
 need no special cases anywhere else.
 
-Every spec answers three questions, per tensor-parallel rank:
+Every spec is a `LayerSpec` whose `kind` is one of `Kind` (the one vocabulary of layer kinds:
+engines key their rule tables by it). Every spec answers three questions, per tensor-parallel rank:
   * `elements_per_token(tp)` - cache values one held token costs in this layer;
   * `tokens_held(seq_len)`   - how many of a sequence's tokens the layer keeps;
-  * `state_elements(tp)`     - a fixed per-sequence state (recurrent layers), independent of length.
+  * `state_elements(tp)`     - a fixed per-sequence state (recurrent layers), independent of length;
+and says what it is (`describe()`), whether its cache stops growing (`bounded`) and the span of
+tokens a local layer looks back over (`span`: window or chunk, 0 otherwise).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from enum import StrEnum
+from typing import ClassVar
+
+
+class Kind(StrEnum):
+    """The kinds of layer, as the catalog spells them (and vLLM's KV-cache spec classes name them)."""
+
+    FULL = "full"
+    SLIDING = "sliding"
+    CHUNKED = "chunked"
+    MLA = "mla"
+    STATE = "state"
+    NONE = "none"
+
+
+ATTENTION_KINDS = frozenset({Kind.FULL, Kind.SLIDING, Kind.CHUNKED, Kind.MLA})  # cache per token
+LOCAL_KINDS = frozenset({Kind.SLIDING, Kind.CHUNKED})  # hold at most `span` tokens
 
 
 def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
@@ -27,14 +46,41 @@ def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
 
 
 @dataclass(frozen=True)
-class FullAttention:
+class LayerSpec:
+    """What every kind of layer answers; the defaults are a layer that caches nothing."""
+
+    kind: ClassVar[Kind]
+    bounded: ClassVar[bool] = True  # its cache stops growing with the sequence
+
+    def elements_per_token(self, tp: int = 1) -> int:
+        return 0
+
+    def tokens_held(self, seq_len: int) -> int:
+        return 0
+
+    def state_elements(self, tp: int = 1) -> int:
+        return 0
+
+    @property
+    def span(self) -> int:
+        """Tokens a local layer looks back over (window or chunk); 0 for every other kind."""
+        return 0
+
+    def describe(self) -> str:
+        """A short human label, e.g. 'full attention, 8 KV heads x 128' or 'sliding window 4096'."""
+        return "no cache"
+
+
+@dataclass(frozen=True)
+class FullAttention(LayerSpec):
     """Global attention (MHA, GQA, MQA): K and V for every token of the sequence."""
 
     num_kv_heads: int
     head_dim: int
     v_head_dim: int = 0  # 0 means same as head_dim; differs for expanded (non-latent) MLA caches
 
-    kind = "full"
+    kind = Kind.FULL
+    bounded = False
 
     def elements_per_token(self, tp: int = 1) -> int:
         v = self.v_head_dim or self.head_dim
@@ -43,23 +89,20 @@ class FullAttention:
     def tokens_held(self, seq_len: int) -> int:
         return seq_len
 
-    def state_elements(self, tp: int = 1) -> int:
-        return 0
-
-    @property
-    def bounded(self) -> bool:
-        return False
+    def describe(self) -> str:
+        v = f"/{self.v_head_dim}" if self.v_head_dim and self.v_head_dim != self.head_dim else ""
+        return f"full attention, {self.num_kv_heads} KV heads x {self.head_dim}{v}"
 
 
 @dataclass(frozen=True)
-class SlidingWindow:
+class SlidingWindow(LayerSpec):
     """Local attention over the last `window` tokens (Mistral v0.1, Gemma 2/3 local, gpt-oss)."""
 
     num_kv_heads: int
     head_dim: int
     window: int
 
-    kind = "sliding"
+    kind = Kind.SLIDING
 
     def elements_per_token(self, tp: int = 1) -> int:
         return kv_heads_per_rank(self.num_kv_heads, tp) * 2 * self.head_dim
@@ -67,16 +110,16 @@ class SlidingWindow:
     def tokens_held(self, seq_len: int) -> int:
         return min(seq_len, self.window)
 
-    def state_elements(self, tp: int = 1) -> int:
-        return 0
-
     @property
-    def bounded(self) -> bool:
-        return True
+    def span(self) -> int:
+        return self.window
+
+    def describe(self) -> str:
+        return f"sliding window {self.window}, {self.num_kv_heads} KV heads x {self.head_dim}"
 
 
 @dataclass(frozen=True)
-class ChunkedLocal:
+class ChunkedLocal(LayerSpec):
     """Chunked local attention (Llama 4): a token sees only its own chunk, so one chunk is held.
 
     Worst case is a whole chunk; a sequence shorter than a chunk holds all of its tokens.
@@ -86,7 +129,7 @@ class ChunkedLocal:
     head_dim: int
     chunk: int
 
-    kind = "chunked"
+    kind = Kind.CHUNKED
 
     def elements_per_token(self, tp: int = 1) -> int:
         return kv_heads_per_rank(self.num_kv_heads, tp) * 2 * self.head_dim
@@ -94,16 +137,16 @@ class ChunkedLocal:
     def tokens_held(self, seq_len: int) -> int:
         return min(seq_len, self.chunk)
 
-    def state_elements(self, tp: int = 1) -> int:
-        return 0
-
     @property
-    def bounded(self) -> bool:
-        return True
+    def span(self) -> int:
+        return self.chunk
+
+    def describe(self) -> str:
+        return f"chunked local {self.chunk}, {self.num_kv_heads} KV heads x {self.head_dim}"
 
 
 @dataclass(frozen=True)
-class MLALatent:
+class MLALatent(LayerSpec):
     """Multi-head latent attention (DeepSeek V2/V3/R1, Kimi K2): one compressed latent per token.
 
     The cache keeps `kv_lora_rank` latent values plus the `qk_rope_head_dim` decoupled rope key:
@@ -114,7 +157,8 @@ class MLALatent:
     kv_lora_rank: int
     qk_rope_head_dim: int
 
-    kind = "mla"
+    kind = Kind.MLA
+    bounded = False
 
     def elements_per_token(self, tp: int = 1) -> int:
         return self.kv_lora_rank + self.qk_rope_head_dim
@@ -122,16 +166,12 @@ class MLALatent:
     def tokens_held(self, seq_len: int) -> int:
         return seq_len
 
-    def state_elements(self, tp: int = 1) -> int:
-        return 0
-
-    @property
-    def bounded(self) -> bool:
-        return False
+    def describe(self) -> str:
+        return f"MLA latent {self.kv_lora_rank} + rope {self.qk_rope_head_dim}"
 
 
 @dataclass(frozen=True)
-class RecurrentState:
+class RecurrentState(LayerSpec):
     """A linear-attention or state-space layer (Mamba, Mamba2, Gated DeltaNet): no per-token cache.
 
     It keeps a fixed state per sequence: a convolution window of `conv_elements` values and a
@@ -149,13 +189,7 @@ class RecurrentState:
     groups: int = 0
     group_conv_elements: int = 0  # of conv_elements: the groups' part (Mamba-2 B and C)
 
-    kind = "state"
-
-    def elements_per_token(self, tp: int = 1) -> int:
-        return 0
-
-    def tokens_held(self, seq_len: int) -> int:
-        return 0
+    kind = Kind.STATE
 
     def state_elements(self, tp: int = 1) -> int:
         share = max(1, self.num_heads // tp)
@@ -165,54 +199,17 @@ class RecurrentState:
         groups = self.groups if self.groups % tp == 0 else max(tp, self.groups)  # replicated up to tp
         return by_head + self.group_conv_elements // self.groups * groups // tp
 
-    @property
-    def bounded(self) -> bool:
-        return True
+    def describe(self) -> str:
+        return f"{self.variant} state ({self.conv_elements:,} conv + {self.ssm_elements:,} ssm values)"
 
 
 @dataclass(frozen=True)
-class NoCache:
+class NoCache(LayerSpec):
     """A layer that caches nothing (an MLP-only block of Nemotron-H, an encoder layer)."""
 
-    kind = "none"
-
-    def elements_per_token(self, tp: int = 1) -> int:
-        return 0
-
-    def tokens_held(self, seq_len: int) -> int:
-        return 0
-
-    def state_elements(self, tp: int = 1) -> int:
-        return 0
-
-    @property
-    def bounded(self) -> bool:
-        return True
+    kind = Kind.NONE
 
 
-LayerSpec = Union[FullAttention, SlidingWindow, ChunkedLocal, MLALatent, RecurrentState, NoCache]
-
-LAYER_TYPES: dict[str, type] = {
-    "full": FullAttention,
-    "sliding": SlidingWindow,
-    "chunked": ChunkedLocal,
-    "mla": MLALatent,
-    "state": RecurrentState,
-    "none": NoCache,
+LAYER_TYPES: dict[Kind, type[LayerSpec]] = {
+    cls.kind: cls for cls in (FullAttention, SlidingWindow, ChunkedLocal, MLALatent, RecurrentState, NoCache)
 }
-
-
-def describe(layer: LayerSpec) -> str:
-    """A short human label, e.g. 'full attention, 8 KV heads x 128' or 'sliding window 4096'."""
-    if isinstance(layer, FullAttention):
-        v = f"/{layer.v_head_dim}" if layer.v_head_dim and layer.v_head_dim != layer.head_dim else ""
-        return f"full attention, {layer.num_kv_heads} KV heads x {layer.head_dim}{v}"
-    if isinstance(layer, SlidingWindow):
-        return f"sliding window {layer.window}, {layer.num_kv_heads} KV heads x {layer.head_dim}"
-    if isinstance(layer, ChunkedLocal):
-        return f"chunked local {layer.chunk}, {layer.num_kv_heads} KV heads x {layer.head_dim}"
-    if isinstance(layer, MLALatent):
-        return f"MLA latent {layer.kv_lora_rank} + rope {layer.qk_rope_head_dim}"
-    if isinstance(layer, RecurrentState):
-        return f"{layer.variant} state ({layer.conv_elements:,} conv + {layer.ssm_elements:,} ssm values)"
-    return "no cache"

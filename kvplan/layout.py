@@ -101,6 +101,21 @@ def per_rank_batch(batch: int, dp: int) -> int:
     return -(-batch // dp)
 
 
+def rank_request(req, dep):
+    """The request one data-parallel rank serves: its share of the batch (the same request at dp 1)."""
+    from dataclasses import replace
+
+    return req if dep.dp == 1 else replace(req, batch=per_rank_batch(req.batch, dep.dp))
+
+
+def whole_answers(ans, dep):
+    """One rank's answers as the deployment's: dp ranks each hold their own requests; with decode
+    context parallel a rank's token slots hold every dcp-th token of dcp times as many."""
+    if dep.dp == 1 and dep.dcp == 1:
+        return ans
+    return ans._replace(max_concurrency=ans.max_concurrency * dep.dp, kv_cache_tokens=ans.kv_cache_tokens * dep.dcp)
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -109,7 +124,7 @@ def candidate_layouts(model: ModelSpec, gpus: int, per_node: int = NODE_GPUS):
     """Every (tp, pp, dp, ep) on exactly `gpus` GPUs a model can run: tp within a node (at most
     `per_node`), pp and dp across nodes; a MoE model with dp > 1 gets expert parallelism over
     tp x dp (the engines' DP-attention + EP recipe), otherwise ep = 1. Validity is the caller's
-    (kvplan.planner.validate_deployment)."""
+    (kvplan.deploy.validate_deployment)."""
     moe = bool(model.params.num_experts)
     for tp in _divisors(gpus):
         if tp > per_node:
@@ -152,7 +167,7 @@ def layout_from_flags(model: ModelSpec, gpus: int | None, tp: int | None, pp: in
     what --gpus leaves (gpus / (pp x dp)); --ep takes vLLM's only size, tp x dp, and any other
     value is refused with vLLM's reason. A layout the model cannot run is a one-line error."""
     from kvplan.errors import EXIT_USAGE, KvplanError
-    from kvplan.planner import Deployment, validate_deployment
+    from kvplan.deploy import Deployment, validate_deployment
 
     for flag, value in (("--gpus", gpus), ("--tp", tp), ("--pp", pp), ("--dp", dp), ("--ep", ep), ("--dcp", dcp)):
         if value is not None and not 1 <= value <= 4096:

@@ -17,7 +17,7 @@ from dataclasses import replace
 def layout_deployments(model, deployments, per_node: int = 8) -> list:
     """`deployments` plus every other valid layout of each of their GPU counts, in order, once each."""
     from kvplan.layout import candidate_layouts
-    from kvplan.planner import Deployment, validate_deployment
+    from kvplan.deploy import Deployment, validate_deployment
 
     out, seen = [], set()
     for dep in deployments:

@@ -6,7 +6,7 @@ print it, and the raw integers in JSON.
 
 from __future__ import annotations
 
-from kvplan.planner import Plan
+from kvplan.plan import Plan
 from kvplan.layout import layout_text
 from kvplan.units import gib, human_bytes, human_tokens
 

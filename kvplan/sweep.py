@@ -1,7 +1,7 @@
 """The sweep: a plan for every model × GPU × GPU count × context × KV dtype × weight dtype, best first.
 
-Pure: every number comes from kvplan.planner (plan_grid shares the work that neither the GPU nor
-the context changes); this module only forms the cross product, skips deployments a model cannot
+Pure: every number comes from an engine (kvplan.engines.base; the engine-neutral planner's grid
+shares the work that neither the GPU nor the context changes); this module only forms the cross product, skips deployments a model cannot
 run (tp must divide the attention heads), counts them, and ranks.
 
 A GPU count n is a deployment of tp = n and pp = 1 up to one node of NODE_GPUS; above that,
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.planner import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Deployment, Plan, Request
+from kvplan.deploy import NODE_GPUS, Deployment
+from kvplan.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan, Request
 
-NODE_GPUS = 8
 MAX_GPU_COUNT = 4096
 
 RANKING = ("fits first; then lowest cost per concurrent user (price x GPUs / max concurrency) where "
@@ -116,14 +116,16 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
 
     `models` are ModelSpecs, `gpus` kvplan.hardware.GPU objects, `prices` maps GPU key to price per
     GPU-hour. Deployments a model cannot run are skipped and recorded. `progress(n)` is called
-    after every n plans made (or skipped). `engine` (a kvplan.engines.EngineChoice) plans each
-    deployment as that engine allocates, one plan at a time (the engine-neutral planner shares
-    work across GPUs and contexts and is much faster). `layouts`: for each GPU count, every valid
-    tp x pp x dp (x ep) layout is planned and each row is the best of them for its GPU and request
-    (kvplan.layout.layout_rank_key), instead of the one default split.
+    after every n plans made (or skipped). `engine` (a configured kvplan.engines.base.Engine;
+    default the engine-neutral planner, which shares work across GPUs and contexts and is much
+    faster) plans each deployment as that engine allocates. `layouts`: for each GPU count, every
+    valid tp x pp x dp (x ep) layout is planned and each row is the best of them for its GPU and
+    request (kvplan.layout.layout_rank_key), instead of the one default split.
     """
     from kvplan.dtypes import canonical_kv_dtype
+    from kvplan.engines import resolve_engine
 
+    engine = engine or resolve_engine()
     if not 1 <= batch <= 1_000_000:
         raise KvplanError(f"batch must be between 1 and 1,000,000, got {batch}", EXIT_USAGE)
     for name in kv_dtypes:
@@ -141,7 +143,7 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
         _cross(models, gpus, deployments, contexts, kv_dtypes, weight_dtypes, batch, block_size,
                gpu_memory_utilization, plans, skipped, progress, engine, layouts)
         plans.sort(key=lambda p: rank_key(p, prices.get(p.gpu)))
-    return SweepResult(plans, {m.name: m for m in models}, skipped, prices, engine.label if engine else None)
+    return SweepResult(plans, {m.name: m for m in models}, skipped, prices, engine.label)
 
 
 @contextlib.contextmanager
@@ -163,8 +165,8 @@ def _collector_paused():
 
 def _best_layouts(model, gpus, count: int, requests, engine) -> list[Plan]:
     """For each (gpu, request), the best plan over every valid layout of `count` GPUs ([] if none)."""
+    from kvplan.deploy import Deployment, validate_deployment
     from kvplan.layout import candidate_layouts, layout_rank_key
-    from kvplan.planner import Deployment, plan_grid, validate_deployment
 
     grids = []
     for t in candidate_layouts(model, count):
@@ -172,16 +174,15 @@ def _best_layouts(model, gpus, count: int, requests, engine) -> list[Plan]:
         if validate_deployment(model, dep) is not None:
             continue
         try:
-            grids.append(plan_grid(model, gpus, dep, requests) if engine is None
-                         else [engine.plan(model, gpu, dep, req) for gpu in gpus for req in requests])
+            grids.append(engine.grid(model, gpus, dep, requests))
         except KvplanError:
             continue
     return [min(same, key=layout_rank_key) for same in zip(*grids)]
 
 
 def _cross(models, gpus, deployments, contexts, kv_dtypes, weight_dtypes, batch, block_size,
-           gpu_memory_utilization, plans, skipped, progress, engine=None, layouts=False) -> None:
-    from kvplan.planner import plan_grid, validate_deployment
+           gpu_memory_utilization, plans, skipped, progress, engine, layouts=False) -> None:
+    from kvplan.deploy import validate_deployment
 
     for model in models:
         requests = [Request(context=ctx, batch=batch, kv_dtype=dt, weight_dtype=wd, block_size=block_size,
@@ -189,8 +190,8 @@ def _cross(models, gpus, deployments, contexts, kv_dtypes, weight_dtypes, batch,
                     for wd in weight_dtypes for dt in kv_dtypes_for(model, kv_dtypes) for ctx in contexts]
         for dep in deployments:
             n = len(gpus) * len(requests)
-            dep = engine.deployment(dep) if engine is not None else dep
-            if layouts and not (engine is not None and engine.name == "llama.cpp"):
+            dep = engine.deployment(dep)
+            if layouts and engine.name != "llama.cpp":
                 best = _best_layouts(model, gpus, dep.gpus, requests, engine)
                 plans.extend(best)
                 if not best:
@@ -199,11 +200,9 @@ def _cross(models, gpus, deployments, contexts, kv_dtypes, weight_dtypes, batch,
                     progress(n)
                 continue
             why = validate_deployment(model, dep)
-            if not why and engine is None:
-                plans.extend(plan_grid(model, gpus, dep, requests))
-            elif not why:
+            if not why:
                 try:
-                    plans.extend([engine.plan(model, gpu, dep, req) for gpu in gpus for req in requests])
+                    plans.extend(engine.grid(model, gpus, dep, requests))
                 except KvplanError as e:  # the engine cannot run this deployment (llama.cpp: no tp)
                     why = e.message
             if why:

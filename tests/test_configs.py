@@ -14,7 +14,7 @@ import pytest
 from kvplan.configs import spec_from_config
 from kvplan.dtypes import BF16, FP8
 from kvplan.errors import KvplanError
-from kvplan.planner import kv_profile
+from kvplan.profile import kv_profile
 
 from conftest import shared_config
 

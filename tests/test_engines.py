@@ -14,12 +14,13 @@ from typer.testing import CliRunner
 from kvplan.catalog import find_in_catalog
 from kvplan.cli import app
 from kvplan.dtypes import KV_DTYPES
-from kvplan.engines import get_engine, llamacpp, sglang, trtllm, vllm
+from kvplan.engines import engine_class, llamacpp, sglang, trtllm, vllm
 from kvplan.engines.hf_transformers import DynamicRules
 from kvplan.hardware import find_gpu
 from kvplan.layers import FullAttention, SlidingWindow
 from kvplan.model import ModelSpec, ParamCounts
-from kvplan.planner import Deployment, Request
+from kvplan.deploy import Deployment
+from kvplan.plan import Request
 
 GIB, MIB = 2**30, 2**20
 BF16, FP16 = KV_DTYPES["bf16"], KV_DTYPES["fp16"]
@@ -277,4 +278,4 @@ def test_fit_every_engine_runs(engine):
 
 
 def test_get_engine_names():
-    assert get_engine("llamacpp").name == "llama.cpp" and get_engine("TRT-LLM").name == "trtllm"
+    assert engine_class("llamacpp").name == "llama.cpp" and engine_class("TRT-LLM").name == "trtllm"

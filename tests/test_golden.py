@@ -10,7 +10,7 @@ from __future__ import annotations
 from kvplan.configs import spec_from_config
 from kvplan.dtypes import BF16, FP16
 from kvplan.layers import RecurrentState
-from kvplan.planner import kv_profile
+from kvplan.profile import kv_profile
 
 from conftest import shared_config
 

@@ -11,7 +11,9 @@ import pytest
 
 from kvplan.errors import KvplanError
 from kvplan.hardware import find_gpu
-from kvplan.planner import Deployment, Request, plan
+from kvplan.deploy import Deployment
+from kvplan.engines import resolve_engine
+from kvplan.plan import Request
 from kvplan.resolve import resolve_model
 
 GIB = 2**30
@@ -19,7 +21,7 @@ H200 = find_gpu("h200")
 
 
 def _plan(name: str, dep: Deployment, ctx: int = 32768, **kw):
-    return plan(resolve_model(name).spec, H200, dep, Request(ctx, **kw))
+    return resolve_engine().plan(resolve_model(name).spec, H200, dep, Request(ctx, **kw))
 
 
 def close(value: int, expected: int, rel: float = 1e-4) -> bool:

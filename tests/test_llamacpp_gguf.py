@@ -28,7 +28,8 @@ from kvplan.dtypes import KV_DTYPES  # noqa: E402
 from kvplan.engines import llamacpp  # noqa: E402
 from kvplan.layers import ChunkedLocal, SlidingWindow  # noqa: E402
 from kvplan.logs.parse import parse_log  # noqa: E402
-from kvplan.planner import Deployment, Request  # noqa: E402
+from kvplan.deploy import Deployment  # noqa: E402
+from kvplan.plan import Request  # noqa: E402
 
 # llama-cpp-python release -> the llama.cpp era kvplan models (the commit it vendors).
 ERAS = {"0.3.16": "2025-08"}  # vendor/llama.cpp 4227c9be (Aug 2025)

@@ -13,7 +13,11 @@ import pytest
 from kvplan.configs import spec_from_config
 from kvplan.dtypes import BF16, FP8
 from kvplan.errors import KvplanError
-from kvplan.planner import Deployment, Request, candidate_deployments, expected_experts_touched, plan, split_layers
+from kvplan.deploy import Deployment, candidate_deployments, split_layers
+from kvplan.engines import resolve_engine
+from kvplan.plan import Request, expected_experts_touched
+
+plan = resolve_engine().plan
 
 from conftest import shared_config
 

@@ -25,9 +25,13 @@ from kvplan.dtypes import BF16, FP8
 from kvplan.errors import KvplanError
 from kvplan.export import CSV_COLUMNS, GIB_BESIDE, ROW_KEYS, atomic_write, plan_row, write_csv
 from kvplan.hardware import find_gpu, load_gpus
-from kvplan.planner import Deployment, Request, plan, plan_grid
+from kvplan.deploy import Deployment
+from kvplan.engines import resolve_engine
+from kvplan.plan import Request
 from kvplan.prices import load_prices
 from kvplan.sweep import deployment_for, rank_key, sweep, sweep_rows
+
+plan, plan_grid = resolve_engine().plan, resolve_engine().grid
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -59,7 +63,7 @@ def test_cached_profiles_equal_fresh_ones():
     m = spec("gemma-2-9b")
     p = plan(m, find_gpu("h100"), Deployment(2, 3), Request(context=9000, batch=2))
     # a profile served from the cache equals one grouped afresh, memo and all
-    from kvplan.planner import kv_profile
+    from kvplan.profile import kv_profile
 
     for stage in p.stages:
         a, b = stage.layers

@@ -377,7 +377,7 @@ def test_transformers_mla_latent():
     # transformers >= 5.15 caches DeepSeek-V2's latent: 576 x 4 B x 100 tokens x 2 layers x 2 seqs = 921,600 B.
     result, record = _hf_run("deepseek-ai__DeepSeek-V2-Lite", 100)
     transformers = _transformers()
-    from kvplan.engines import parse_version
+    from kvplan.engines.base import parse_version
 
     if parse_version(transformers.__version__) < (5, 15, 0):
         pytest.skip("older transformers expands MLA per head")

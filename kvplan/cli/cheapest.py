@@ -52,7 +52,7 @@ def cheapest(
     from kvplan.cli.engine_fit import engine_flags
     from kvplan.cheapest import RANKING, candidate_row, cheapest as rank, failure_summary
     from kvplan.dtypes import canonical_kv_dtype, canonical_weight_dtype
-    from kvplan.planner import candidate_deployments
+    from kvplan.deploy import candidate_deployments
     from kvplan.prices import load_prices
     from kvplan.resolve import resolve_model
     from kvplan.sweep import deployment_for, parse_counts

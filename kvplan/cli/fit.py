@@ -1,14 +1,12 @@
 """`kvplan fit MODEL --gpu GPU`: does it fit, how many requests, how long a context, how many GPUs."""
 
-import sys
 from typing import Annotated, Optional
 
 import typer
 
 from kvplan.cli._common import (
     MAX_BATCH, BatchOpt, BlockSizeOpt, CtxOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt,
-    JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, cli_errors, print_notes, print_result,
-    print_warnings, stderr,
+    JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, cli_errors, print_notes, stderr,
 )
 from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 
@@ -20,7 +18,7 @@ def register(app: typer.Typer) -> None:
 def _request(ctx_tokens: int, batch: int, kv_dtype: str, weight_dtype, model, block_size: int,
              gpu_memory_utilization: float, overhead: Optional[str], kv_cache_memory: Optional[str]):
     from kvplan.dtypes import canonical_kv_dtype, canonical_weight_dtype
-    from kvplan.planner import Request
+    from kvplan.plan import Request
     from kvplan.units import parse_bytes, parse_fraction
 
     if not 1 <= batch <= MAX_BATCH:
@@ -72,6 +70,7 @@ def fit(
     as_json: JsonOpt = False,
 ):
     """Does MODEL fit on GPU at this context: concurrency, longest context, GPUs needed, decode speed."""
+    from kvplan.cli.engine_fit import engine_choice, fit_report
     from kvplan.hardware import find_gpu
     from kvplan.resolve import resolve_model
     from kvplan.units import parse_tokens
@@ -83,22 +82,17 @@ def fit(
     req = _request(ctx_tokens or spec.max_context, batch, kv_dtype, weight_dtype, spec,
                    16 if block_size is None else block_size,
                    "0.9" if gpu_memory_utilization is None else gpu_memory_utilization, overhead, kv_cache_memory)
+    from kvplan.deploy import Deployment
     from kvplan.layout import SEARCH, layout_from_flags
 
     dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
     if not 1 <= gpus_per_node <= 1024:
         raise KvplanError(f"--gpus-per-node must be between 1 and 1024, got {gpus_per_node}", EXIT_USAGE)
-    choice = None
-    if engine or emit or engine_version or engine_opt:
-        from kvplan.cli.engine_fit import engine_choice
-
-        choice = engine_choice(engine, emit, engine_version, engine_opt, {
-            "gpu_memory_utilization": None if gpu_memory_utilization is None else req.gpu_memory_utilization,
-            "block_size": block_size})
-    if choice is not None and dep != SEARCH:  # no flags: one GPU, then tp x pp deployments
-        from kvplan.planner import Deployment
-
-        choice.check_layout(spec, choice.deployment(dep or Deployment()))
+    chosen = engine_choice(engine, emit, engine_version, engine_opt, {
+        "gpu_memory_utilization": None if gpu_memory_utilization is None else req.gpu_memory_utilization,
+        "block_size": block_size})
+    if dep != SEARCH:  # no flags: one GPU, then tp x pp deployments
+        chosen.check_layout(spec, chosen.deployment(dep or Deployment()))
     # All input is valid from here on: now say where things came from.
     print_notes(resolved)
     if ctx_tokens is None:
@@ -107,47 +101,6 @@ def fit(
     if dep == SEARCH:
         from kvplan.cli.layouts import search
 
-        dep, layouts = search(spec, hw, gpus, req, choice, gpus_per_node, as_json=as_json)
-    if choice is not None:
-        from kvplan.cli.engine_fit import fit_with_engine
-
-        fit_with_engine(spec, hw, dep, req, choice, emit_to=emit, as_json=as_json, explain=explain, check=check,
-                        layouts=layouts)
-        return
-    _fit_plain(spec, hw, dep, req, as_json=as_json, explain=explain, check=check, layouts=layouts)
-
-
-def _fit_plain(spec, hw, dep, req, *, as_json: bool, explain: bool, check: bool, layouts=None) -> None:
-    """fit without an engine: the deployment asked for, or one GPU and the smallest that fits."""
-    from kvplan.planner import Deployment, plan, smallest_fitting
-    from kvplan.report import plan_to_dict, render_plans
-
-    if dep is not None:
-        plans, titles, recommended = [plan(spec, hw, dep, req)], [f"{dep.gpus} GPU(s)"], None
-    else:
-        one = plan(spec, hw, Deployment(1, 1), req)
-        best = one if one.fits else smallest_fitting(spec, hw, req)
-        plans, titles = [one], ["1 GPU"]
-        if best is not None and best is not one:
-            plans.append(best)
-            titles.append(f"smallest fit: {best.deployment.gpus} GPUs")
-        recommended = None if best is None else (0 if best is one else 1)
-    print_warnings([(t, p.warnings) for t, p in zip(titles, plans)])
-    dicts = [plan_to_dict(p, spec) for p in plans]
-
-    def render(console) -> None:
-        render_plans(console, plans, spec, hw, titles)
-        if dep is None and recommended is None:
-            console.print("[red]No deployment of up to 64 GPUs fits this workload.[/]")
-
-    out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
-    if layouts is not None:
-        out["layouts"] = layouts
-    print_result(as_json, out, render)
-    if explain:
-        from kvplan.explain import explain_lines
-
-        stream = sys.stderr if as_json else sys.stdout
-        print("\n".join(explain_lines(plans[-1] if recommended is None else plans[recommended], spec)), file=stream)
-    if check and not any(p.fits for p in plans):
-        raise typer.Exit(EXIT_DOES_NOT_FIT)
+        dep, layouts = search(spec, hw, gpus, req, chosen, gpus_per_node, as_json=as_json)
+    fit_report(spec, hw, dep, req, chosen, emit_to=emit, as_json=as_json, explain=explain, check=check,
+               layouts=layouts)

@@ -15,17 +15,14 @@ TOP = 5
 def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
     """(the best deployment, the JSON rows of every layout); the table of the top few on stdout.
     One GPU, or llama.cpp (layer split only), has one layout: no search, rows None."""
+    from kvplan.deploy import Deployment, search_layouts
     from kvplan.layout import layout_text, why
-    from kvplan.planner import search_layouts
-
-    from kvplan.planner import Deployment
 
     if gpus == 1:
         return Deployment(1, 1), None
-    if choice is not None and choice.name == "llama.cpp":  # one layout: layers split over the GPUs
+    if choice.name == "llama.cpp":  # one layout: layers split over the GPUs
         return Deployment(1, gpus), None
-    plan_fn = choice.plan if choice is not None else None
-    plans = search_layouts(spec, hw, gpus, req, plan_fn, per_node)
+    plans = search_layouts(spec, hw, gpus, req, choice, per_node)
     if not plans:
         raise KvplanError(f"{spec.name}: no layout of {gpus} GPUs is valid (tp must divide the "
                           f"{spec.num_attention_heads} attention heads and stay within {per_node} GPUs per node)",

@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
 def _kv_per_token(spec) -> tuple[int, int]:
     """(bytes a token adds at long context, bytes a token costs while every window still holds it)."""
     from kvplan.dtypes import canonical_kv_dtype
-    from kvplan.planner import kv_profile
+    from kvplan.profile import kv_profile
 
     dt = canonical_kv_dtype("auto", spec.dtype)
     prof = kv_profile(spec.layers, 1, dt, dt, 1)
@@ -28,9 +28,7 @@ def _kv_per_token(spec) -> tuple[int, int]:
 
 
 def _summary(spec) -> dict:
-    from kvplan.layers import describe
-
-    kinds = Counter(describe(layer) for layer in spec.layers)
+    kinds = Counter(layer.describe() for layer in spec.layers)
     return {
         "name": spec.name, "aliases": list(spec.aliases), "hf_repo": spec.hf_repo, "family": spec.family,
         "architecture": spec.architecture, "params": spec.params.total, "params_active": spec.params.active,

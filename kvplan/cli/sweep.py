@@ -55,7 +55,7 @@ def sweep(
     """Plan every model × GPU × GPU count × context × KV dtype; rank them; write CSV, JSON, HTML."""
     from kvplan.cli.engine_fit import engine_flags
     from kvplan.dtypes import canonical_kv_dtype
-    from kvplan.planner import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
+    from kvplan.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
     from kvplan.prices import load_prices
     from kvplan.sweep import parse_counts
     from kvplan.units import parse_fraction, parse_token_list

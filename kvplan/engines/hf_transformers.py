@@ -18,8 +18,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kvplan.engines import Capacity, EngineResult, check_opts, check_version, parse_version
-from kvplan.layers import ChunkedLocal, FullAttention, MLALatent, SlidingWindow
+from kvplan.engines.base import Capacity, Engine, cache_dtypes, check_opts, check_version, parse_version
+from kvplan.layers import LOCAL_KINDS, FullAttention, Kind
 
 GIB = 2**30
 VERSIONS = ("4.45.0", "4.57.6", "5.14.0", "5.15.0", "5.24.0")
@@ -48,7 +48,7 @@ def hf_layers(model, st: Settings):
         return model.layers
     out = []
     for layer in model.layers:
-        if isinstance(layer, MLALatent):
+        if layer.kind == Kind.MLA:
             # DeepSeek V2/V3 geometry: qk_nope 128 + rope per head for K, v_head_dim 128 for V.
             out.append(FullAttention(model.num_attention_heads, 128 + layer.qk_rope_head_dim, 128))
         else:
@@ -67,42 +67,54 @@ class DynamicRules:
     name = "transformers"
 
     def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
-        if isinstance(layer, (SlidingWindow, ChunkedLocal)):
-            window = getattr(layer, "window", 0) or layer.chunk
-            return min(seq_len, window - 1 if self.visible else window)
+        if layer.kind in LOCAL_KINDS:
+            return min(seq_len, layer.span - 1 if self.visible else layer.span)
         return layer.tokens_held(seq_len)
 
 
-class HfTransformers:
+def capacity(model, dep, kv_bytes: int, context: int, st: Settings, kv_dtype, state_dtype=None) -> Capacity:
+    """Sequences of `context` tokens that `kv_bytes` of free memory per rank holds, grown token by token."""
+    from kvplan.profile import kv_profile
+
+    prof = kv_profile(hf_layers(model, st), dep.tp, kv_dtype, state_dtype or kv_dtype, 1, DynamicRules())
+    seq = prof.sequence_bytes(context)
+    conc = kv_bytes / seq if seq > 0 else 0.0
+    tokens = kv_bytes // prof.slot_bytes_per_token() if prof.slot_bytes_per_token() else 0
+    lines = [("room for the cache", f"{kv_bytes / GIB:.2f} GiB"), (f"one {context:,}-token sequence",
+             f"{seq / GIB:.3f} GiB"), (f"sequences of {context:,} tokens", f"{conc:.2f}")]
+    return Capacity("transformers", st.version, kv_bytes, int(tokens), conc, context,
+                    prof.growth_bytes_per_token(), None, None, tuple(lines))
+
+
+class HfTransformers(Engine):
+    """The plan's figures are the paged arithmetic with DynamicRules (no pages, whole memory)."""
+
     name = "transformers"
+    aliases = ("hf", "huggingface")
     versions = VERSIONS
     default_version = DEFAULT_VERSION
-    opts = OPTS
-    settings = staticmethod(settings)
+    option_names = OPTS
 
-    def capacity(self, model, dep, kv_bytes, context, batch, st, kv_dtype, state_dtype=None) -> Capacity:
-        from kvplan.planner import kv_profile
+    def settings(self, model, gpu, dep, req) -> Settings:
+        return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
-        prof = kv_profile(hf_layers(model, st), dep.tp, kv_dtype, state_dtype or kv_dtype, 1, DynamicRules())
-        seq = prof.sequence_bytes(context)
-        conc = kv_bytes / seq if seq > 0 else 0.0
-        tokens = kv_bytes // prof.slot_bytes_per_token() if prof.slot_bytes_per_token() else 0
-        lines = [("room for the cache", f"{kv_bytes / GIB:.2f} GiB"), (f"one {context:,}-token sequence",
-                 f"{seq / GIB:.3f} GiB"), (f"sequences of {context:,} tokens", f"{conc:.2f}")]
-        return Capacity("transformers", st.version, kv_bytes, int(tokens), conc, context,
-                        prof.growth_bytes_per_token(), None, None, tuple(lines))
+    def view(self, model, st: Settings):
+        layers = hf_layers(model, st)
+        return model if layers is model.layers else dataclasses.replace(model, layers=layers)
 
-    def plan(self, model, gpu, dep, req, st: Settings) -> EngineResult:
-        from kvplan.dtypes import canonical_kv_dtype
-        from kvplan.planner import plan
+    def request(self, req, st, model, dep):
+        return dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=1)
 
-        m = dataclasses.replace(model, layers=hf_layers(model, st))
-        r = dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=1, rules=DynamicRules())
-        p = plan(m, gpu, dep, r)
-        kv_dtype = r.kv_dtype or canonical_kv_dtype("auto", model.dtype)
-        cap = self.capacity(model, dep, p.kv_memory_bytes_per_gpu, req.context, req.batch, st, kv_dtype)
-        p = dataclasses.replace(p, model=model.name)
-        return EngineResult(p, cap, st.as_dict())
+    def rules(self, st) -> DynamicRules:
+        return DynamicRules()
+
+    def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
+        return capacity(model, dep, use.kv_memory_bytes_per_gpu, req.context, st, cache_dtypes(req, model)[0])
+
+    def answers(self, model, dep, stages, req, st, use, cap):
+        from kvplan.plan import paged_answers
+
+        return paged_answers(stages, use, req, model.max_context)
 
 
-ENGINE = HfTransformers()
+ENGINE = HfTransformers

@@ -26,9 +26,11 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.dtypes import KV_DTYPES, DType
-from kvplan.engines import Capacity, EngineResult, cdiv, check_opts, check_version, opt_bool, opt_int
+from kvplan.engines.base import Capacity, Engine, cdiv, check_opts, check_version, opt_bool, opt_int
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.layers import ChunkedLocal, FullAttention, MLALatent, NoCache, RecurrentState, SlidingWindow
+from kvplan.layers import ATTENTION_KINDS, LOCAL_KINDS, Kind
+from kvplan.plan import Answers
+from kvplan.search import largest_fitting
 
 MIB = 2**20
 VERSIONS = ("2023-04", "2024-03", "2024-08", "2025-07", "2025-08", "current")
@@ -99,11 +101,11 @@ class Layout:
 
 def _rows(layer, st: Settings) -> tuple[int, int]:
     """(K row bytes, V row bytes) of one cell of one layer; tensor parallelism does not apply."""
-    if isinstance(layer, MLALatent):
+    if layer.kind == Kind.MLA:
         k = st.type_k.bytes_for(layer.kv_lora_rank + layer.qk_rope_head_dim)
         v = 0 if st.version == "current" else st.type_v.bytes_for(layer.kv_lora_rank)
         return k, v
-    if isinstance(layer, (FullAttention, SlidingWindow, ChunkedLocal)):
+    if layer.kind in ATTENTION_KINDS:
         dv = getattr(layer, "v_head_dim", 0) or layer.head_dim
         return st.type_k.bytes_for(layer.num_kv_heads * layer.head_dim), st.type_v.bytes_for(layer.num_kv_heads * dv)
     return 0, 0
@@ -132,13 +134,11 @@ def layout(layers, n_ctx: int, n_seq: int, st: Settings) -> Layout:
             n_stream, per = 1, pad(n_ctx, 256)
         else:
             n_stream, per = n_seq, pad(n_ctx // n_seq, 256)
-    has_swa = any(isinstance(l, (SlidingWindow, ChunkedLocal)) for l in layers)
+    has_swa = any(layer.kind in LOCAL_KINDS for layer in layers)
     iswa = has_swa and ver in ("2025-07", "2025-08", "current") and not st.swa_full
     swa_cells = 0
     if has_swa:
-        spans = [getattr(l, "window", 0) or getattr(l, "chunk", 0) for l in layers
-                 if isinstance(l, (SlidingWindow, ChunkedLocal))]
-        n_swa = max(spans)
+        n_swa = max(layer.span for layer in layers if layer.kind in LOCAL_KINDS)
         if not iswa:
             swa_cells = per
         elif ver == "2025-07":
@@ -150,15 +150,15 @@ def layout(layers, n_ctx: int, n_seq: int, st: Settings) -> Layout:
     k_total = v_total = state = 0
     per_layer = []
     for layer in layers:
-        if isinstance(layer, RecurrentState):
+        if layer.kind == Kind.STATE:
             b = F32.bytes_for(layer.state_elements(1)) * n_seq
             state += b
             per_layer.append(b)
             continue
-        if isinstance(layer, NoCache):
+        if layer.kind == Kind.NONE:
             per_layer.append(0)
             continue
-        cells = (swa_cells if isinstance(layer, (SlidingWindow, ChunkedLocal)) else per) * n_stream
+        cells = (swa_cells if layer.kind in LOCAL_KINDS else per) * n_stream
         k, v = _rows(layer, st)
         k_total += k * cells
         v_total += v * cells
@@ -170,7 +170,7 @@ def compute_buffer_estimate(model, st: Settings) -> int:
     """GPU compute buffer (an estimate): n_ubatch rows of fp32 logits dominate. Qwen2.5-size vocab
     (151,936) x 512 x 4 B = 296.75 MiB against 300.75 and 304 MiB logged (LLamaSharp issue 1099,
     JamePeng/llama-cpp-python PR 1); plus the CUDA context as the planner counts it."""
-    from kvplan.planner import NON_TORCH_BYTES
+    from kvplan.plan import NON_TORCH_BYTES
 
     return st.n_ubatch * model.vocab_size * 4 + 4 * MIB + NON_TORCH_BYTES
 
@@ -183,44 +183,64 @@ class LlamaCppRules:
     name = "llama.cpp"
 
     def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
-        if seq_len <= 0 or isinstance(layer, (RecurrentState, NoCache)):
+        if seq_len <= 0 or layer.kind not in ATTENTION_KINDS:
             return 0
         lay = layout((layer,), seq_len, 1, self.settings)
-        return lay.cells_swa if isinstance(layer, (SlidingWindow, ChunkedLocal)) else lay.cells_base
+        return lay.cells_swa if layer.kind in LOCAL_KINDS else lay.cells_base
 
 
-def _fits(model, dep, ranges, weights, overhead, usable, ctx, n_seq, st, kv_budget=None) -> bool:
-    """Does the cache for n_seq sequences of ctx fit on every GPU: beside the weights and compute
-    buffer in the whole memory (full offload), or within `kv_budget` bytes per GPU when given?"""
-    lay = layout(model.layers, ctx * n_seq, n_seq, st)
-    if kv_budget is not None:
-        return all(sum(lay.layer_bytes[a:b]) <= kv_budget for a, b in ranges)
-    return all(w + sum(lay.layer_bytes[a:b]) + overhead <= usable for (a, b), w in zip(ranges, weights))
-
-
-def _search(pred, lo: int, hi: int) -> int:
-    """Largest n in [lo, hi] with pred(n), pred monotone decreasing; lo - 1 when none."""
-    if not pred(lo):
-        return lo - 1
-    if pred(hi):
-        return hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if pred(mid) else (lo, mid)
-    return lo
-
-
-class LlamaCpp:
+class LlamaCpp(Engine):
     name = "llama.cpp"
+    aliases = ("llamacpp", "llama-cpp")
     versions = VERSIONS
     default_version = DEFAULT_VERSION
-    opts = OPTS
-    settings = staticmethod(settings)
+    option_names = OPTS
+    emits = True
     layout = staticmethod(layout)
 
-    def capacity(self, model, dep, kv_bytes, context, batch, st, *_):
-        lay = layout(model.layers, context * batch, batch, st)
-        return self._capacity(lay, context, batch, st, kv_bytes)
+    def deployment(self, dep):
+        """llama.cpp splits layers over GPUs (--split-mode layer): dep.gpus stages, no tp."""
+        return type(dep)(1, dep.gpus) if dep.tp > 1 else dep
+
+    def settings(self, model, gpu, dep, req) -> Settings:
+        if dep.tp > 1:
+            raise KvplanError("llama.cpp splits layers over GPUs (use --pp N), not tensor parallelism", EXIT_USAGE)
+        return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
+
+    def request(self, req, st: Settings, model, dep):
+        over = req.overhead_bytes if req.overhead_bytes is not None else compute_buffer_estimate(model, st)
+        return dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=1, overhead_bytes=over,
+                                   kv_dtype=st.type_k)
+
+    def rules(self, st: Settings) -> LlamaCppRules:
+        return LlamaCppRules(st)
+
+    def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
+        """The cache for -c context x batch, -np batch; concurrency: the most slots of `context` that fit."""
+        def fits(n: int) -> bool:
+            return self._fits(model, dep, stages, req, req.context, n, st)
+
+        conc = max(0, largest_fitting(fits, None, lo=1))  # no cap: as many slots as memory holds
+        lay = layout(model.layers, req.context * req.batch, req.batch, st)
+        return self._capacity(lay, req.context, req.batch, st, conc)
+
+    def answers(self, model, dep, stages, req, st: Settings, use, cap: Capacity) -> Answers:
+        def fits(c: int) -> bool:
+            return self._fits(model, dep, stages, req, c, req.batch, st)
+
+        mc = max(0, largest_fitting(fits, model.max_context, lo=1))
+        fits_now = self._fits(model, dep, stages, req, req.context, req.batch, st)
+        return Answers(cap.tokens, cap.max_concurrency_int, mc, fits_now)
+
+    @staticmethod
+    def _fits(model, dep, stages, req, ctx: int, n_seq: int, st: Settings) -> bool:
+        """Does the cache for n_seq sequences of ctx fit on every GPU: beside the weights and compute
+        buffer in the whole memory (full offload), or within --kv-cache-memory bytes per GPU?"""
+        lay = layout(model.layers, ctx * n_seq, n_seq, st)
+        if req.kv_cache_memory_bytes is not None:
+            return all(sum(lay.layer_bytes[a:b]) <= req.kv_cache_memory_bytes for a, b in (s.layers for s in stages))
+        # req.gpu_memory_utilization is 1 (request()): a stage's KV memory is usable - weights - overhead.
+        return all(sum(lay.layer_bytes[a:b]) <= s.kv_memory_bytes for s in stages for a, b in (s.layers,))
 
     @staticmethod
     def _capacity(lay: Layout, context: int, batch: int, st: Settings, max_conc) -> Capacity:
@@ -241,32 +261,26 @@ class LlamaCpp:
         return Capacity("llama.cpp", st.version, lay.total, lay.n_ctx, float(max_conc), context,
                         0, None, None, tuple(lines), tuple(notes))
 
-    def plan(self, model, gpu, dep, req, st: Settings) -> EngineResult:
-        from kvplan.planner import plan, split_layers
+    def settings_dict(self, st: Settings, model, dep, req) -> dict:
+        return {**st.as_dict(), "compute_buffer_estimate": req.overhead_bytes}
 
-        if dep.tp > 1:
-            raise KvplanError("llama.cpp splits layers over GPUs (use --pp N), not tensor parallelism", EXIT_USAGE)
-        over = req.overhead_bytes if req.overhead_bytes is not None else compute_buffer_estimate(model, st)
-        r = dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=1, overhead_bytes=over,
-                                kv_dtype=st.type_k, rules=LlamaCppRules(st))
-        p = plan(model, gpu, dep, r)
-        ranges = split_layers(model.num_layers, dep.pp)
-        weights = [s.weight_bytes for s in p.stages]
-        usable = gpu.memory_usable_bytes
-        lay = layout(model.layers, req.context * req.batch, req.batch, st)
-        budget = req.kv_cache_memory_bytes  # --kv-cache-memory: the cache alone must fit in it
-
-        def fits_with(ctx: int, n_seq: int) -> bool:
-            return _fits(model, dep, ranges, weights, over, usable, ctx, n_seq, st, budget)
-
-        fits = fits_with(req.context, req.batch)
-        conc = max(0, _search(lambda n: fits_with(req.context, n), 1, 4096))
-        mc = max(0, _search(lambda c: fits_with(c, req.batch), 1, model.max_context))
-        cap = self._capacity(lay, req.context, req.batch, st, conc)
-        p = dataclasses.replace(p, kv_cache_tokens=lay.n_ctx, max_concurrency=conc, max_context=mc,
-                                max_context_limited_by="model" if mc == model.max_context else "memory",
-                                fits=fits)
-        return EngineResult(p, cap, {**st.as_dict(), "compute_buffer_estimate": over})
+    def emit_args(self, plan, model, settings: dict) -> list[str]:
+        """`llama-server` (common/arg.cpp): -c is the total context over all slots, -np the slots,
+        -ctk/-ctv the cache types, -ngl 99 for full offload, -fa on (a quantized V cache needs it)."""
+        r = plan.request
+        ctk = {"fp16": "f16", "bf16": "f16", "fp32": "f32"}.get(settings["type_k"], settings["type_k"])
+        ctv = {"fp16": "f16", "bf16": "f16", "fp32": "f32"}.get(settings["type_v"], settings["type_v"])
+        args = ["llama-server", "-m", f"{model.name}.gguf", "-c", str(r.context * r.batch), "-np", str(r.batch),
+                "-ngl", "99", "-ctk", ctk, "-ctv", ctv]
+        if settings["flash_attn"] or ctv not in ("f16", "f32"):
+            args += ["-fa", "on"]
+        if settings["kv_unified"]:
+            args += ["--kv-unified"]
+        if settings["swa_full"]:
+            args += ["--swa-full"]
+        if settings["n_ubatch"] != 512:
+            args += ["-ub", str(settings["n_ubatch"])]
+        return args
 
 
 def _gg(d: DType) -> str:
@@ -274,4 +288,4 @@ def _gg(d: DType) -> str:
     return {"fp16": "f16", "fp32": "f32", "bf16": "bf16"}.get(d.name, d.name)
 
 
-ENGINE = LlamaCpp()
+ENGINE = LlamaCpp

@@ -22,10 +22,10 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.dtypes import DType
-from kvplan.engines import (Capacity, EngineResult, check_opts, check_version, opt_bool, opt_float, opt_int,
-                            parse_version)
+from kvplan.engines.base import (Capacity, Engine, cache_dtypes, cdiv, check_opts, check_version, opt_bool,
+                                 opt_float, opt_int, parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.layers import ChunkedLocal, MLALatent, NoCache, RecurrentState, SlidingWindow
+from kvplan.layers import LOCAL_KINDS, Kind
 
 GIB = 2**30
 MIB = 2**20
@@ -99,7 +99,7 @@ def dp_attention(model, dep, opts: dict) -> bool:
     """Whether this deployment is SGLang DP attention (--enable-dp-attention): by default a MoE model's
     dp ranks are, a dense model's are replicas (--dp-size alone). Layouts kvplan does not place as
     SGLang would are refused with the reason (docs/engines.md 9.2)."""
-    dp = getattr(dep, "dp", 1)
+    dp = dep.dp
     moe = bool(model.params.num_experts)
     on = opt_bool(opts, "enable_dp_attention", dp > 1 and moe)
     if on and dp == 1:
@@ -129,7 +129,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     if (explicit or {}).get("gpu_memory_utilization"):
         frac = explicit["gpu_memory_utilization"]  # --gpu-memory-utilization doubles as the fraction
     frac = opt_float(opts, "mem_fraction_static", frac)
-    page = opt_int(opts, "page_size", 64 if any(isinstance(l, MLALatent) for l in model.layers) else 1)
+    page = opt_int(opts, "page_size", 64 if any(layer.kind == Kind.MLA for layer in model.layers) else 1)
     if page < 1:
         raise KvplanError("page_size must be at least 1", EXIT_USAGE)
     ratio = opt_float(opts, "swa_full_tokens_ratio", 0.8)
@@ -145,11 +145,11 @@ def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int
     full = swa = k_only = 0
     hybrid = parse_version(st.version) >= (0, 5, 0)
     for layer in layers:
-        if isinstance(layer, (NoCache, RecurrentState)):
+        if layer.kind in (Kind.NONE, Kind.STATE):
             continue
         tok = kv_dtype.bytes_for(layer.elements_per_token(tp))
-        k_only += kv_dtype.bytes_for(layer.elements_per_token(tp) // (1 if isinstance(layer, MLALatent) else 2))
-        if hybrid and isinstance(layer, (SlidingWindow, ChunkedLocal)):
+        k_only += kv_dtype.bytes_for(layer.elements_per_token(tp) // (1 if layer.kind == Kind.MLA else 2))
+        if hybrid and layer.kind in LOCAL_KINDS:
             swa += tok
         else:
             full += tok
@@ -169,8 +169,7 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     else:
         full_tokens = int(budget // full_cell) // page * page if full_cell else 0
         swa_tokens = 0
-    windows = [getattr(l, "window", 0) or getattr(l, "chunk", 0) for l in model.layers
-               if isinstance(l, (SlidingWindow, ChunkedLocal))]
+    windows = [layer.span for layer in model.layers if layer.kind in LOCAL_KINDS]
     conc = full_tokens / context if context else 0.0
     if swa_cell and windows:
         need = min(context, max(windows) + page)
@@ -189,7 +188,7 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     if swa_cell:
         lines.insert(4, ("SWA pool tokens", f"{swa_tokens:,}"))
     notes = []
-    if any(isinstance(l, RecurrentState) for l in model.layers):
+    if any(layer.kind == Kind.STATE for layer in model.layers):
         notes.append("recurrent state pools (Mamba) are not modelled for SGLang")
     return Capacity("sglang", st.version, budget, full_tokens, conc, context, full_cell + swa_cell,
                     None, page, tuple(lines), tuple(notes))
@@ -200,36 +199,73 @@ def k_size_gib(tokens: int, model, tp: int, kv_dtype: DType, st: Settings) -> fl
     return (tokens + st.page_size) * cell_bytes(model.layers, tp, kv_dtype, st)[2] / GIB
 
 
-class Sglang:
+@dataclass(frozen=True)
+class SglangRules:
+    """Token slots one request takes per layer: its tokens in whole pages; from 0.5, a sliding or
+    chunked layer of the hybrid SWA pool holds at most span + one page (as capacity()'s `need`)."""
+
+    page: int
+    hybrid: bool
     name = "sglang"
+
+    def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
+        if layer.kind in LOCAL_KINDS and self.hybrid:
+            return min(seq_len, layer.span + self.page)
+        held = seq_len if layer.kind in LOCAL_KINDS else layer.tokens_held(seq_len)  # before 0.5: a full layer
+        return cdiv(held, self.page) * self.page if held else 0
+
+
+class Sglang(Engine):
+    name = "sglang"
+    aliases = ()
     versions = VERSIONS
     default_version = DEFAULT_VERSION
-    opts = OPTS
-    settings = staticmethod(settings)
-    capacity = staticmethod(capacity)
+    option_names = OPTS
+    emits = True
+    supports_dp = True  # DP attention: each rank its own token pool and requests
 
-    def plan(self, model, gpu, dep, req, st: Settings) -> EngineResult:
-        from kvplan.dtypes import canonical_kv_dtype
-        from kvplan.planner import plan
+    def settings(self, model, gpu, dep, req) -> Settings:
+        return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
+    def check_layout(self, model, dep) -> None:
+        super().check_layout(model, dep)
+        dp_attention(model, dep, self.opts)
+
+    def request(self, req, st: Settings, model, dep):
         # rest = free_before x fraction - weights, with free_before = total - init: as the planner's
         # "usable x utilisation - weights - overhead" with overhead = init x fraction.
-        r = dataclasses.replace(
-            req, gpu_memory_utilization=st.mem_fraction_static, block_size=st.page_size,
-            overhead_bytes=req.overhead_bytes if req.overhead_bytes is not None
-            else int(st.init_bytes * st.mem_fraction_static))
-        p = plan(model, gpu, dep, r)
-        kv_dtype = r.kv_dtype or canonical_kv_dtype("auto", model.dtype)
-        from kvplan.layout import per_rank_batch
+        over = req.overhead_bytes if req.overhead_bytes is not None else int(st.init_bytes * st.mem_fraction_static)
+        return dataclasses.replace(req, gpu_memory_utilization=st.mem_fraction_static, block_size=st.page_size,
+                                   overhead_bytes=over)
 
-        dp = getattr(dep, "dp", 1)
-        batch = per_rank_batch(req.batch, dp)  # each DP-attention rank has its own token pool and requests
-        cap = capacity(model, dep, p.kv_memory_bytes_per_gpu, req.context, batch, st, kv_dtype)
-        mc = min(model.max_context, cap.tokens // max(1, batch))  # each request holds its tokens
-        p = dataclasses.replace(p, kv_cache_tokens=cap.tokens, max_concurrency=cap.max_concurrency_int * dp,
-                                max_context=mc, max_context_limited_by="model" if mc == model.max_context else "memory",
-                                fits=cap.max_concurrency >= batch)
-        return EngineResult(p, cap, st.as_dict())
+    def rules(self, st: Settings) -> SglangRules:
+        return SglangRules(st.page_size, parse_version(st.version) >= (0, 5, 0))
+
+    def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
+        kvd = cache_dtypes(req, model)[0]
+        return capacity(model, dep, use.kv_memory_bytes_per_gpu, req.context, req.batch, st, kvd)
+
+    def max_context(self, model, dep, stages, req, st, cap: Capacity) -> int:
+        return min(model.max_context, cap.tokens // max(1, req.batch))  # each request holds its tokens
+
+    def emit_args(self, plan, model, settings: dict) -> list[str]:
+        """`python -m sglang.launch_server` (srt/server_args.py): --context-length, --mem-fraction-static,
+        --tp-size (every rank), --dp-size, --enable-dp-attention, --ep-size, --pp-size
+        (kvplan.layout.parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype,
+        --page-size."""
+        from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs
+        from kvplan.layout import parallel_flags
+
+        r, dep = plan.request, plan.deployment
+        args = ["python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
+                "--context-length", str(r.context), "--mem-fraction-static", f"{settings['mem_fraction_static']:g}",
+                *parallel_flags("sglang", dep, model), "--max-running-requests", str(serve_seqs(plan))]
+        kv = kv_dtype_arg(self.name, r.kv_dtype, model)
+        if kv:
+            args += ["--kv-cache-dtype", kv]
+        if settings["page_size"] != 1:
+            args += ["--page-size", str(settings["page_size"])]
+        return args
 
 
-ENGINE = Sglang()
+ENGINE = Sglang

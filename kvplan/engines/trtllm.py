@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kvplan.engines import Capacity, EngineResult, cdiv, check_opts, check_version, opt_float, opt_int
+from kvplan.deploy import split_layers
+from kvplan.engines.base import Capacity, Engine, cache_dtypes, cdiv, check_opts, check_version, opt_float, opt_int
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.layers import ChunkedLocal, FullAttention, MLALatent, SlidingWindow
+from kvplan.layers import ATTENTION_KINDS, Kind
 
 GIB = 2**30
 VERSIONS = ("0.20.0", "1.2.0")
@@ -55,17 +56,15 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
 def bytes_per_token(layers, tp: int, kv_dtype) -> int:
     total = 0
     for layer in layers:
-        if isinstance(layer, MLALatent):
+        if layer.kind == Kind.MLA:
             total += kv_dtype.bytes_for(layer.kv_lora_rank + layer.qk_rope_head_dim)
-        elif isinstance(layer, (FullAttention, SlidingWindow, ChunkedLocal)):
+        elif layer.kind in ATTENTION_KINDS:
             dv = getattr(layer, "v_head_dim", 0) or layer.head_dim
             total += kv_dtype.bytes_for(layer.num_kv_heads * (layer.head_dim + dv) // tp)  # no replication
     return total
 
 
 def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, kv_dtype, state_dtype=None):
-    from kvplan.planner import split_layers
-
     bpt = max(bytes_per_token(model.layers[a:b], dep.tp, kv_dtype) for a, b in split_layers(model.num_layers, dep.pp))
     tokens = max(0, kv_bytes) // bpt if bpt else 0
     blocks = tokens // st.tokens_per_block  # whole blocks that fit the byte budget
@@ -81,35 +80,60 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
                     st.tokens_per_block, tuple(lines), notes)
 
 
-class TrtLlm:
+@dataclass(frozen=True)
+class TrtRules:
+    """Token slots one request takes per layer: every attention layer (sliding ones too: the KV cache
+    manager sizes blocks by the whole sequence, as capacity() does) holds ceil(n / 32) blocks."""
+
     name = "trtllm"
+
+    def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
+        return cdiv(seq_len, block) * block if layer.kind in ATTENTION_KINDS and seq_len > 0 else 0
+
+
+def kv_budget(free: int, st: Settings, exact: bool) -> int:
+    """The KV bytes TensorRT-LLM takes of `free` (memory after the warm-up peak): the fraction of it.
+    An exact --kv-cache-memory is taken as given, and a shortfall (free <= 0) is reported as it is:
+    scaling it would make a larger fraction look like less room."""
+    return free if exact or free <= 0 else int(free * st.free_gpu_memory_fraction)
+
+
+class TrtLlm(Engine):
+    name = "trtllm"
+    aliases = ("tensorrt-llm", "trt-llm", "tensorrt_llm")
     versions = VERSIONS
     default_version = DEFAULT_VERSION
-    opts = OPTS
-    settings = staticmethod(settings)
-    capacity = staticmethod(capacity)
+    option_names = OPTS
 
-    def plan(self, model, gpu, dep, req, st: Settings) -> EngineResult:
-        from kvplan.dtypes import canonical_kv_dtype
-        from kvplan.planner import NCCL_BYTES, NON_TORCH_BYTES, activation_estimate, plan
+    def settings(self, model, gpu, dep, req) -> Settings:
+        return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
-        act = activation_estimate(model, dep.tp, tokens=st.max_num_tokens)
-        over = act + NON_TORCH_BYTES + (NCCL_BYTES if dep.gpus > 1 else 0)
+    def overhead_estimate(self, model, dep, st: Settings) -> int:
+        from kvplan.plan import activation_estimate, runtime_bytes
+
+        return activation_estimate(model, dep.tp, tokens=st.max_num_tokens) + runtime_bytes(dep)
+
+    def request(self, req, st: Settings, model, dep):
         # kv = (total - weights - overhead) x fraction: the planner's (total - w - o) with utilisation 1,
-        # then scaled here.
-        r = dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=st.tokens_per_block,
-                                overhead_bytes=req.overhead_bytes if req.overhead_bytes is not None else over)
-        p = plan(model, gpu, dep, r)
-        kv_dtype = r.kv_dtype or canonical_kv_dtype("auto", model.dtype)
-        free = p.kv_memory_bytes_per_gpu
-        kv = free if req.kv_cache_memory_bytes is not None else int(free * st.free_gpu_memory_fraction)
-        cap = capacity(model, dep, kv, req.context, req.batch, st, kv_dtype)
-        mc = min(model.max_context, (cap.blocks // max(1, req.batch)) * st.tokens_per_block)
-        p = dataclasses.replace(p, kv_memory_bytes_per_gpu=kv, kv_cache_tokens=cap.tokens,
-                                max_concurrency=cap.max_concurrency_int, max_context=mc,
-                                max_context_limited_by="model" if mc == model.max_context else "memory",
-                                fits=cap.max_concurrency >= req.batch)
-        return EngineResult(p, cap, {**st.as_dict(), "overhead_estimate": over})
+        # then scaled by budget().
+        over = req.overhead_bytes if req.overhead_bytes is not None else self.overhead_estimate(model, dep, st)
+        return dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=st.tokens_per_block, overhead_bytes=over)
+
+    def rules(self, st: Settings) -> TrtRules:
+        return TrtRules()
+
+    def budget(self, stages, req, st: Settings):
+        exact = req.kv_cache_memory_bytes is not None
+        return tuple(s._replace(kv_memory_bytes=kv_budget(s.kv_memory_bytes, st, exact)) for s in stages)
+
+    def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
+        return capacity(model, dep, use.kv_memory_bytes_per_gpu, req.context, req.batch, st, cache_dtypes(req, model)[0])
+
+    def max_context(self, model, dep, stages, req, st: Settings, cap: Capacity) -> int:
+        return min(model.max_context, (cap.blocks // max(1, req.batch)) * st.tokens_per_block)
+
+    def settings_dict(self, st: Settings, model, dep, req) -> dict:
+        return {**st.as_dict(), "overhead_estimate": self.overhead_estimate(model, dep, st)}
 
 
-ENGINE = TrtLlm()
+ENGINE = TrtLlm

@@ -23,11 +23,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from kvplan.deploy import split_layers
 from kvplan.dtypes import DType
-from kvplan.engines import (Capacity, EngineResult, cdiv, check_opts, check_version, opt_bool, opt_int,
-                            parse_version)
+from kvplan.engines.base import (Capacity, Engine, cache_dtypes, cdiv, check_opts, check_version, opt_bool,
+                                 opt_int, parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.layers import ChunkedLocal, FullAttention, MLALatent, NoCache, RecurrentState, SlidingWindow
+from kvplan.layers import Kind
+from kvplan.search import largest_fitting
 
 GIB = 2**30
 VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "0.20.0", "0.20.1", "0.22.0",
@@ -50,15 +52,21 @@ class VllmRules:
     name = "vllm"
 
     def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
-        if seq_len <= 0:
+        rule = BLOCKS_PER_REQUEST.get(layer.kind)
+        if seq_len <= 0 or rule is None or layer.kind == Kind.STATE:
             return 0
-        if isinstance(layer, SlidingWindow):
-            return (cdiv(min(layer.window - 1 + self.max_in_flight_tokens, seq_len), block) + 1) * block
-        if isinstance(layer, ChunkedLocal):
-            return cdiv(min(layer.chunk + self.max_in_flight_tokens, seq_len), block) * block
-        if isinstance(layer, (FullAttention, MLALatent)):
-            return cdiv(seq_len, block) * block
-        return 0
+        return rule(seq_len, layer.span, block, self.max_in_flight_tokens) * block
+
+
+# Blocks one request of `n` tokens takes in one layer of each kind (kv_cache_interface.py, per spec's
+# max_memory_usage_bytes): span is the window or chunk, t the tokens in flight. Mamba: one page.
+BLOCKS_PER_REQUEST = {
+    Kind.FULL: lambda n, span, blk, t: cdiv(n, blk),
+    Kind.MLA: lambda n, span, blk, t: cdiv(n, blk),
+    Kind.SLIDING: lambda n, span, blk, t: cdiv(min(span - 1 + t, n), blk) + 1,
+    Kind.CHUNKED: lambda n, span, blk, t: cdiv(min(span + t, n), blk),
+    Kind.STATE: lambda n, span, blk, t: 1,
+}
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     v = parse_version(version)
     v1 = v >= (0, 8, 0)
     gmu = explicit.get("gpu_memory_utilization") or (0.92 if v >= (0, 20, 0) else 0.90)
-    has_mla = any(isinstance(l, MLALatent) for l in model.layers)
+    has_mla = any(layer.kind == Kind.MLA for layer in model.layers)
     block = explicit.get("block_size") or (64 if has_mla and v1 else 16)  # FlashMLA forces 64
     if not v1:
         mnbt = max(req.context, 2048)  # V0 without chunked prefill profiles a max_model_len batch
@@ -127,7 +135,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
 
 @dataclass(frozen=True)
 class _Bucket:
-    kind: str  # full | sliding | chunked | mamba
+    kind: Kind  # FULL (every layer of a V0 or uniform pool), SLIDING, CHUNKED or STATE
     span: int  # window or chunk; 0 otherwise
     page: int  # bytes of one block of one layer (after page unification)
     layers: int
@@ -153,14 +161,7 @@ class Pool:
         total = 0
         blk = self.block_size
         for b in self.buckets:
-            if b.kind == "full":
-                n = cdiv(length, blk)
-            elif b.kind == "sliding":
-                n = cdiv(min(b.span - 1 + st.in_flight_tokens, length), blk) + 1
-            elif b.kind == "chunked":
-                n = cdiv(min(b.span + st.in_flight_tokens, length), blk)
-            else:
-                n = 1
+            n = BLOCKS_PER_REQUEST[b.kind](length, b.span, blk, st.in_flight_tokens)
             total += n * (1 if self.uniform else b.groups)
         return total
 
@@ -181,20 +182,18 @@ def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Setting
     per_token: dict[tuple, int] = {}
     mamba_bytes = 0
     for layer in layers:
-        if isinstance(layer, NoCache):
+        if layer.kind == Kind.NONE:
             continue
-        if isinstance(layer, RecurrentState):
+        if layer.kind == Kind.STATE:
             nbytes = state_dtype.bytes_for(layer.state_elements(tp))
-            key = ("mamba", 0, nbytes)
+            key = (Kind.STATE, 0, nbytes)
             mamba_bytes = max(mamba_bytes, nbytes)
         else:
             tok = kv_dtype.bytes_for(layer.elements_per_token(tp))
-            if not st.v1 or isinstance(layer, (FullAttention, MLALatent)):
-                key = ("full", 0, tok)  # V0 had no sliding-window pool: every layer is full
-            elif isinstance(layer, SlidingWindow):
-                key = ("sliding", layer.window, tok)
+            if not st.v1 or not layer.span:
+                key = (Kind.FULL, 0, tok)  # V0 had no sliding-window pool: every layer is full
             else:
-                key = ("chunked", layer.chunk, tok)
+                key = (layer.kind, layer.span, tok)
             per_token[key] = tok
         specs[key] = specs.get(key, 0) + 1
     if not specs:
@@ -205,10 +204,10 @@ def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Setting
         # (model_executor/models/config.py v0.11.0 L314-400); the Mamba page is padded to it.
         block = max(block, 16 * cdiv(mamba_bytes, 16 * attn_tok))
     kinds = {k[0] for k in specs}
-    if kinds == {"full"}:
+    if kinds == {Kind.FULL}:
         # One group (UniformTypeKVCacheSpecs when shapes differ): a block id spans every layer.
         page_sum = sum(block * k[2] * n for k, n in specs.items())
-        b = _Bucket("full", 0, page_sum, sum(specs.values()), 1)
+        b = _Bucket(Kind.FULL, 0, page_sum, sum(specs.values()), 1)
         return Pool((b,), sum(specs.values()), block, page_sum, True)
     counts = list(specs.values())
     lo, hi = min(counts), max(counts)
@@ -221,8 +220,6 @@ def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Setting
 def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,
              state_dtype: DType) -> Capacity:
     """vLLM's printed figures for a per-rank KV budget (`kv_bytes`: one int, or one per pipeline stage)."""
-    from kvplan.planner import split_layers
-
     ranges = split_layers(model.num_layers, dep.pp)
     budgets = list(kv_bytes) if isinstance(kv_bytes, (list, tuple)) else [kv_bytes] * len(ranges)
     pools = [build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st) for a, b in ranges]
@@ -249,7 +246,7 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
         (f"Maximum concurrency for {context:,} tokens per request", f"{conc:.2f}x"),
     ]
     notes = []
-    if any(b.kind == "mamba" for b in pool.buckets):
+    if any(b.kind == Kind.STATE for b in pool.buckets):
         notes.append("hybrid Mamba layout approximated (state page padded to the attention page)")
     return Capacity("vllm", st.version, min(budgets), tokens, conc, context, bpt, blocks, pool.block_size,
                     tuple(lines), tuple(notes))
@@ -257,73 +254,98 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
 
 def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, state_dtype) -> int:
     """Longest length whose `batch` requests fit the block pool (monotone: binary search)."""
-    from kvplan.planner import split_layers
-
     pools = [build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
              for a, b in split_layers(model.num_layers, dep.pp)]
 
     def fits(n: int) -> bool:
         return all(batch * p.blocks_per_request(n, st) <= cap.blocks for p in pools)
 
-    limit = model.max_context
-    if fits(limit):
-        return limit
-    lo, hi = 0, limit
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    return max(0, largest_fitting(fits, model.max_context))
 
 
 def overhead(model, dep, st: Settings) -> tuple[int, dict]:
     """Per-GPU non-KV memory vLLM subtracts besides the weights (an estimate, documented per term)."""
-    from kvplan.planner import NCCL_BYTES, NON_TORCH_BYTES, activation_estimate, split_layers
+    from kvplan.plan import activation_estimate, runtime_bytes
 
     act = activation_estimate(model, dep.tp, tokens=st.max_num_batched_tokens, max_seqs=st.max_num_seqs)
-    non_torch = NON_TORCH_BYTES + (NCCL_BYTES if dep.gpus > 1 else 0)
+    non_torch = runtime_bytes(dep)
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     graphs = CUDAGRAPH_BYTES_PER_LAYER * layers if st.cudagraphs else 0
     return act + non_torch + graphs, {"activation_peak": act, "non_torch": non_torch, "cudagraphs": graphs}
 
 
-class Vllm:
+class Vllm(Engine):
     name = "vllm"
+    aliases = ()
     versions = VERSIONS
     default_version = DEFAULT_VERSION
-    opts = OPTS
+    option_names = OPTS
+    emits = True
+    supports_dp = True  # -dp: each DP rank an engine core with its own scheduler and pool
 
-    settings = staticmethod(settings)
-    capacity = staticmethod(capacity)
-    overhead = staticmethod(overhead)
+    def settings(self, model, gpu, dep, req) -> Settings:
+        return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
-    def plan(self, model, gpu, dep, req, st: Settings) -> EngineResult:
-        from kvplan.dtypes import canonical_kv_dtype
-        from kvplan.planner import plan
+    def request(self, req, st: Settings, model, dep):
+        over = req.overhead_bytes if req.overhead_bytes is not None else overhead(model, dep, st)[0]
+        return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
+                                   overhead_bytes=over)
 
-        over, parts = overhead(model, dep, st)
-        r = dataclasses.replace(
-            req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
-            overhead_bytes=req.overhead_bytes if req.overhead_bytes is not None else over,
-            rules=VllmRules(st.in_flight_tokens))
-        p = plan(model, gpu, dep, r)
-        kv_dtype = r.kv_dtype or canonical_kv_dtype("auto", model.dtype)
-        state_dtype = r.state_dtype or canonical_kv_dtype("auto", model.dtype)
-        from kvplan.layout import per_rank_batch
+    def rules(self, st: Settings) -> VllmRules:
+        return VllmRules(st.in_flight_tokens)
 
-        dp = getattr(dep, "dp", 1)
-        batch = per_rank_batch(req.batch, dp)  # each DP rank is an engine core with its own requests
-        cap = capacity(model, dep, [s.kv_memory_bytes for s in p.stages], req.context, batch, st,
-                       kv_dtype, state_dtype)
-        mc = max_context(model, dep, cap, batch, st, kv_dtype, state_dtype)
-        notes = list(cap.notes)
+    def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
+        kvd, std = cache_dtypes(req, model)
+        cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
         if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
-            notes.append(f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}")
-        cap = dataclasses.replace(cap, notes=tuple(notes))
-        fits = cap.blocks > 0 and cap.max_concurrency >= batch
-        p = dataclasses.replace(p, kv_cache_tokens=cap.tokens, max_concurrency=cap.max_concurrency_int * dp,
-                                max_context=mc, max_context_limited_by="model" if mc == model.max_context else "memory",
-                                fits=fits)
-        return EngineResult(p, cap, {**st.as_dict(), **{f"overhead_{k}": v for k, v in parts.items()}})
+            note = f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}"
+            cap = cap._replace(notes=(*cap.notes, note))
+        return cap
+
+    def fits(self, cap: Capacity, req) -> bool:
+        return cap.blocks > 0 and cap.max_concurrency >= req.batch
+
+    def max_context(self, model, dep, stages, req, st: Settings, cap: Capacity) -> int:
+        return max_context(model, dep, cap, req.batch, st, *cache_dtypes(req, model))
+
+    # The pool's arithmetic from a given budget (check-log reads a budget or a block count from a log).
+    def block(self, model, dep, st: Settings, kv_dtype, state_dtype) -> tuple[int, int]:
+        """(bytes of one block id across its group, tokens per block) of the first stage's pool."""
+        pool = build_pool(model.layers[slice(*split_layers(model.num_layers, dep.pp)[0])], dep.tp, kv_dtype,
+                          state_dtype, st)
+        return pool.bytes_per_block, pool.block_size
+
+    def capacity_at(self, model, dep, st: Settings, kv_bytes: int, context: int, kv_dtype, state_dtype) -> Capacity:
+        return capacity(model, dep, kv_bytes, context, 1, st, kv_dtype, state_dtype)
+
+    def longest_context(self, model, dep, st: Settings, cap: Capacity, batch: int, kv_dtype, state_dtype) -> int:
+        return max_context(model, dep, cap, batch, st, kv_dtype, state_dtype)
+
+    def settings_dict(self, st: Settings, model, dep, req) -> dict:
+        parts = overhead(model, dep, st)[1]
+        return {**st.as_dict(), **{f"overhead_{k}": v for k, v in parts.items()}}
+
+    def emit_args(self, plan, model, settings: dict) -> list[str]:
+        """`vllm serve` flags (vllm/engine/arg_utils.py): --max-model-len, --max-num-seqs (per data-parallel
+        rank), --gpu-memory-utilization or --kv-cache-memory-bytes (>= 0.11.0), --kv-cache-dtype, -tp/-pp,
+        --data-parallel-size, --enable-expert-parallel (kvplan.layout.parallel_flags), --block-size."""
+        from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs
+        from kvplan.layout import parallel_flags
+
+        r, dep = plan.request, plan.deployment
+        seqs = -(-serve_seqs(plan) // dep.dp)  # each DP rank's scheduler: never below its share of the plan
+        args = ["vllm", "serve", model_arg(model), "--max-model-len", str(r.context), "--max-num-seqs", str(seqs)]
+        if r.kv_cache_memory_bytes is not None:
+            args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]
+        else:
+            args += ["--gpu-memory-utilization", f"{settings['gpu_memory_utilization']:g}"]
+        kv = kv_dtype_arg(self.name, r.kv_dtype, model)
+        if kv:
+            args += ["--kv-cache-dtype", kv]
+        args += parallel_flags("vllm", dep, model)
+        if settings["block_size"] != 16:
+            args += ["--block-size", str(settings["block_size"])]
+        return args
 
 
-ENGINE = Vllm()
+ENGINE = Vllm

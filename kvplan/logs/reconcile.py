@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.logs.parse import LogRecord, Num
@@ -63,9 +62,18 @@ def reconcile(rec: LogRecord, model=None, gpu=None, version: str | None = None, 
 
 # --- vLLM -----------------------------------------------------------------------------------------
 
+def _assumed_gpu():
+    from kvplan.hardware import GPU
+
+    return GPU.of_memory("unknown", "an assumed 80 GiB GPU", 80 * GIB, "assumed: no --gpu given")
+
+
 def _vllm(rec, model, gpu, version, kv_name, tp):
-    from kvplan.engines import vllm
-    from kvplan.planner import Deployment, Request
+    from kvplan.deploy import Deployment
+    from kvplan.engines import resolve_engine
+    from kvplan.engines.base import parse_version
+    from kvplan.hardware import GPU
+    from kvplan.plan import Request
 
     s, r = rec.settings, rec.reported
     version = version or rec.version or {"v0": "0.6.6", "v1-early": "0.7.0"}.get(rec.era, "0.11.0")
@@ -81,16 +89,15 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
     dep = Deployment(tp, 1)
     total = s.get("total_gpu_memory_gib")
     if gpu is None and isinstance(total, Num):
-        gpu = SimpleNamespace(key="log", name="GPU from the log", memory_usable_bytes=int(total.value * GIB),
-                              bandwidth_bytes_per_s=1)
+        gpu = GPU.of_memory("log", "GPU from the log", int(total.value * GIB), "the log's total_gpu_memory")
         out.gpu = f"{total.text} GiB (from the log)"
     elif gpu is not None and isinstance(total, Num):
         out.notes.append(f"the log says total_gpu_memory={total.text} GiB; kvplan's {gpu.key} profile has "
                          f"{gpu.memory_usable_bytes / GIB:.2f} GiB")
     gmu = s.get("gpu_memory_utilization")
     gmu = gmu.value if isinstance(gmu, Num) else gmu
-    explicit = {"gpu_memory_utilization": gmu, "block_size": s.get("block_size")}
-    v = vllm.parse_version(version)
+    engine = resolve_engine("vllm", version, gpu_memory_utilization=gmu, block_size=s.get("block_size"))
+    v = parse_version(version)
     if model is None:
         _vllm_model_free(out, r, length, s.get("block_size") or 16, v)
         out.notes.append("no model given (--model): only the engine's own arithmetic between its printed numbers is checked")
@@ -102,9 +109,9 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
     else:
         wdt = None
     req = Request(context=length, kv_dtype=_dtype(kv_name or s.get("kv_cache_dtype"), model), weight_dtype=wdt)
-    stand_in = gpu or SimpleNamespace(key="unknown", memory_usable_bytes=80 * GIB, bandwidth_bytes_per_s=1)
-    st = vllm.settings(model, stand_in, dep, req, version, {}, explicit)
-    res = vllm.ENGINE.plan(model, stand_in, dep, req, st)
+    stand_in = gpu or _assumed_gpu()
+    st = engine.settings(model, stand_in, dep, req)
+    res = engine.result(model, stand_in, dep, req)
     p = res.plan
     kvd, std = req.kv_dtype, req.kv_dtype
     if "model_loading_gib" in r:
@@ -124,29 +131,32 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
             d, e = _rel(est, inferred)
             out.rows.append(Row("non-KV overhead (total x gmu - weights - KV)", f"{inferred / GIB:.2f} GiB (inferred)",
                                 f"{est / GIB:.2f} GiB (estimate)", d, None, e))
-    pool = vllm.build_pool(model.layers, tp, kvd, std, st)
+    block_bytes, block_tokens = engine.block(model, dep, st, kvd, std)
     budget = None
+
+    def at(kv_bytes: int, ctx: int):
+        return engine.capacity_at(model, dep, st, kv_bytes, ctx, kvd, std)
+
     if "available_kv_gib" in r:
         lo, hi = r["available_kv_gib"].interval
-        c_lo = vllm.capacity(model, dep, int(math.ceil(lo * GIB)), length, 1, st, kvd, std)
-        c_hi = vllm.capacity(model, dep, int(math.ceil(hi * GIB)) - 1, length, 1, st, kvd, std)
+        c_lo, c_hi = at(int(math.ceil(lo * GIB)), length), at(int(math.ceil(hi * GIB)) - 1, length)
         budget = int(r["available_kv_gib"].value * GIB)
         _range_rows(out, r, c_lo, c_hi, "from the printed budget")
     if "gpu_blocks" in r:
         blocks = int(r["gpu_blocks"].value)
-        budget = blocks * pool.bytes_per_block
-        cap = vllm.capacity(model, dep, budget, length, 1, st, kvd, std)
-        _exact_rows(out, r, cap, "from # GPU blocks")
+        budget = blocks * block_bytes
+        _exact_rows(out, r, at(budget, length), "from # GPU blocks")
     elif "kv_cache_tokens" in r and budget is None:
-        blocks = int(r["kv_cache_tokens"].value) // pool.block_size
-        budget = blocks * pool.bytes_per_block
+        blocks = int(r["kv_cache_tokens"].value) // block_tokens
+        budget = blocks * block_bytes
     if budget:
         for ctx in sorted({length, *[c for c in WHATIF_CONTEXTS if c <= model.max_context]}):
-            cap = vllm.capacity(model, dep, budget, ctx, 1, st, kvd, std)
+            cap = at(budget, ctx)
             out.whatif.append((f"at {ctx:,} tokens per request", f"{cap.tokens:,} tokens, concurrency {cap.max_concurrency:.2f}x"))
-        cap = vllm.capacity(model, dep, budget, length, 1, st, kvd, std)
+        cap = at(budget, length)
         for b in (1, 8, 32):
-            out.whatif.append((f"longest context for {b} concurrent", f"{vllm.max_context(model, dep, cap, b, st, kvd, std):,} tokens"))
+            out.whatif.append((f"longest context for {b} concurrent",
+                               f"{engine.longest_context(model, dep, st, cap, b, kvd, std):,} tokens"))
     return out
 
 
@@ -183,7 +193,7 @@ def _exact_rows(out, r, cap, how):
 
 
 def _vllm_model_free(out, r, length, block, v):
-    from kvplan.engines import cdiv
+    from kvplan.engines.base import Capacity, cdiv
 
     if "gpu_blocks" in r:
         blocks = int(r["gpu_blocks"].value)
@@ -194,15 +204,16 @@ def _vllm_model_free(out, r, length, block, v):
         return
     tokens = blocks * block
     conc = tokens / length if v < (0, 8, 0) else blocks / cdiv(length, block)
-    cap = SimpleNamespace(tokens=tokens, max_concurrency=conc)
+    cap = Capacity("vllm", "", tokens // block, tokens, conc, length, 0, blocks, block)
     _exact_rows(out, r, cap, f"{blocks:,} blocks x {block}, one group")
 
 
 # --- SGLang ---------------------------------------------------------------------------------------
 
 def _sglang(rec, model, gpu, version, kv_name, tp):
-    from kvplan.engines import sglang
-    from kvplan.planner import Deployment, Request, plan
+    from kvplan.deploy import Deployment
+    from kvplan.engines import resolve_engine, sglang
+    from kvplan.plan import Request
 
     s, r = rec.settings, rec.reported
     version = version or rec.version or sglang.DEFAULT_VERSION
@@ -216,13 +227,14 @@ def _sglang(rec, model, gpu, version, kv_name, tp):
     dep = Deployment(tp, 1)
     ctx = s.get("context_len") or model.max_context
     req = Request(context=ctx, kv_dtype=_dtype(kv_name or s.get("kv_cache_dtype"), model))
-    stand_in = gpu or SimpleNamespace(key="unknown", memory_usable_bytes=80 * GIB, bandwidth_bytes_per_s=1)
-    opts = {"mem_fraction_static": str(s["mem_fraction_static"])} if "mem_fraction_static" in s else {}
-    st = sglang.settings(model, stand_in, dep, req, version, opts, {})
+    stand_in = gpu or _assumed_gpu()
+    opts = [f"mem_fraction_static={s['mem_fraction_static']}"] if "mem_fraction_static" in s else []
+    engine = resolve_engine("sglang", version, opts)
+    st = engine.settings(model, stand_in, dep, req)
     if "mem_fraction_static" not in s:
         out.notes.append(f"mem_fraction_static not in the log; {st.mem_fraction_static:g} is the {version} default"
                          + ("" if gpu else " for an assumed 80 GiB GPU (pass --gpu)"))
-    p = plan(model, stand_in, dep, Request(context=ctx, kv_dtype=req.kv_dtype))
+    p = resolve_engine().plan(model, stand_in, dep, Request(context=ctx, kv_dtype=req.kv_dtype))
     kvd = req.kv_dtype
     if "weights_mem_usage_gb" in r:
         rep = r["weights_mem_usage_gb"].value * GIB
@@ -255,7 +267,7 @@ def _sglang(rec, model, gpu, version, kv_name, tp):
     if gpu is not None and "kv_tokens" in r:
         # End to end: what `fit --engine sglang` predicts from the GPU alone, without the log's figures.
         rep = int(r["kv_tokens"].value)
-        alone = sglang.ENGINE.plan(model, gpu, dep, req, st).capacity.tokens
+        alone = engine.result(model, gpu, dep, req).capacity.tokens
         d, e = _rel(alone, rep)
         out.rows.append(Row("#tokens predicted from the GPU alone (fit --engine sglang)", f"{rep:,}", f"{alone:,}",
                             d, abs(e) <= 0.05, e))

@@ -46,8 +46,11 @@ def predict_rank(reduced: ModelSpec, bp, layout: Layout, shard: Shard, ctx: int,
     """This rank's figures, no torch: the planner's Plan for the built model at this layout (its stage's
     resident weights, and its KV profile x this rank's own sequences, unpaged as the static cache is),
     and the closed-form count of the shard as built."""
-    from kvplan.planner import Deployment, Request, plan
+    from kvplan.deploy import Deployment
+    from kvplan.engines import resolve_engine
+    from kvplan.plan import Request
 
+    plan = resolve_engine().plan
     itemsize = {"fp32": 4, "bf16": 2, "fp16": 2}[compute]
     gpu = SimpleNamespace(key="validate", memory_usable_bytes=2**50, bandwidth_bytes_per_s=1)
     p = plan(built_spec(reduced, bp), gpu, Deployment(layout.tp, layout.pp, layout.dp, layout.ep),

@@ -25,7 +25,8 @@ import torch
 from kvplan.dtypes import DType, canonical_kv_dtype
 from kvplan.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
 from kvplan.model import ModelSpec, weight_bytes
-from kvplan.planner import activation_estimate, kv_profile
+from kvplan.plan import activation_estimate
+from kvplan.profile import kv_profile
 from kvplan.validate.blueprint import Blueprint, Widths, blueprint, built_spec
 from kvplan.validate.compare import (
     KV_TOLERANCE, PEAK_TOLERANCE, PLANNER_WEIGHTS_TOLERANCE, WEIGHTS_TOLERANCE, Check, all_ok,

@@ -20,7 +20,7 @@ import torch
 
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.model import ModelSpec, weight_bytes
-from kvplan.planner import kv_profile
+from kvplan.profile import kv_profile
 from kvplan.validate.compare import PLANNER_WEIGHTS_TOLERANCE, Check, all_ok
 from kvplan.validate.measure import storage_bytes
 from kvplan.validate.run import (
@@ -98,7 +98,7 @@ def validate_transformers(full: ModelSpec, s: Settings, model_arg: str) -> tuple
         raise KvplanError("--backend transformers needs transformers: pip install 'kvplan[transformers]'", EXIT_USAGE) from None
     from kvplan.configs import spec_from_config
     from kvplan.engines.hf_transformers import DynamicRules, Settings as HfSettings, hf_layers
-    from kvplan.engines import parse_version
+    from kvplan.engines.base import parse_version
 
     check_settings(full, s)
     dev = resolve_device(s.device)

@@ -1,0 +1,251 @@
+"""The engine interface: one template that makes a Plan the way an engine allocates its cache.
+
+An `Engine` is configured once (name, version, --engine-opt options, the explicit fit flags) and
+then, for a model, a GPU, a deployment and a request, runs the same steps:
+
+  settings   the engine's defaults for this GPU and release, overridden by options and flags;
+  request    the Request as the engine reads it (its utilisation, page size, overhead, cache dtype);
+  budget     per-stage KV bytes (kvplan.plan.budgets, then the engine's own rule, e.g. a fraction);
+  capacity   what the engine prints (tokens, concurrency, blocks, its own labelled lines);
+  answers    the plan's tokens, concurrency, longest context and fit, from the capacity;
+  emit_args  the serve command line that runs the plan (engines that have one).
+
+`result()` is the template: it runs those steps and makes the Plan once (kvplan.plan.assemble).
+The engine-neutral planner (kvplan.engines.neutral) is the default engine.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.plan import (Answers, Plan, Request, Stage, Usage, assemble, budgets, gpu_budget, paged_max_context,
+                         prepare, usage)
+from kvplan.profile import PAGED
+
+class Capacity(NamedTuple):
+    """What one engine reports for one deployment, per GPU (rank), and how it got there."""
+
+    engine: str
+    version: str
+    kv_memory_bytes: int  # the engine's KV budget on the tightest rank
+    tokens: int  # the token capacity as the engine prints it
+    max_concurrency: float  # requests of `context` tokens the pool holds (the engine's ratio)
+    context: int
+    bytes_per_token: int  # per rank, all caching layers, before page rounding
+    blocks: int | None = None  # pages (vLLM blocks, TRT-LLM blocks); None where the engine has none
+    block_size: int | None = None
+    lines: tuple[tuple[str, str], ...] = ()  # (label, value) for people, the engine's own terms
+    notes: tuple[str, ...] = ()
+
+    @property
+    def max_concurrency_int(self) -> int:
+        return int(self.max_concurrency)
+
+
+class EngineResult(NamedTuple):
+    """A plan made one engine's way, with what that engine prints and the settings it used."""
+
+    plan: Plan
+    capacity: Capacity
+    settings: dict
+
+
+class Engine:
+    """A configured engine. Subclasses set the class attributes and override the steps they change."""
+
+    name = "kvplan"
+    aliases: tuple[str, ...] = ()  # other spellings users type (lowercase)
+    versions: tuple[str, ...] = ("",)
+    default_version = ""
+    option_names: tuple[str, ...] = ()
+    emits = False  # has emit_args
+    supports_dp = False  # data-parallel ranks (each its own pool and requests) are modelled
+    supports_dcp = False  # decode context parallel (MLA latents striped over tp ranks) is modelled
+
+    def __init__(self, version: str | None = None, opts: dict | None = None, explicit: dict | None = None):
+        """Checked: an unknown version or option is a one-line error before any work."""
+        self.version = version
+        self.opts = dict(opts or {})
+        self.explicit = {k: v for k, v in (explicit or {}).items()}
+        check_version(self.name, version, self.versions, self.default_version)
+        check_opts(self.name, self.opts, self.option_names)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.version or self.default_version}"
+
+    # --- the steps --------------------------------------------------------------------------------
+    def deployment(self, dep):
+        """The deployment this engine runs on dep.gpus GPUs (llama.cpp: layers split, no tp)."""
+        return dep
+
+    def settings(self, model, gpu, dep, req: Request):
+        """The engine's settings object (with as_dict()) for this GPU, deployment and request."""
+        return None
+
+    def view(self, model, st):
+        """The model as this engine caches it (transformers before 5.15 expands MLA)."""
+        return model
+
+    def request(self, req: Request, st, model, dep) -> Request:
+        """`req` with the engine's own utilisation, page size, overhead and cache dtype."""
+        return req
+
+    def rules(self, st):
+        """How held tokens become allocated slots (kvplan.profile.PAGED or the engine's own)."""
+        return PAGED
+
+    def budget(self, stages: tuple[Stage, ...], req: Request, st) -> tuple[Stage, ...]:
+        """Per-stage KV bytes: the planner's budget unless the engine scales it."""
+        return stages
+
+    def capacity(self, model, dep, stages, req: Request, st, use: Usage) -> Capacity:
+        raise NotImplementedError
+
+    def answers(self, model, dep, stages, req: Request, st, use: Usage, cap: Capacity) -> Answers:
+        """The plan's figures from the capacity; the engine's longest context by max_context()."""
+        mc = self.max_context(model, dep, stages, req, st, cap)
+        return Answers(cap.tokens, cap.max_concurrency_int, mc, self.fits(cap, req))
+
+    def fits(self, cap: Capacity, req: Request) -> bool:
+        return cap.max_concurrency >= req.batch
+
+    def max_context(self, model, dep, stages, req: Request, st, cap: Capacity) -> int:
+        return paged_max_context(stages, req.batch, model.max_context)
+
+    def settings_dict(self, st, model, dep, req: Request) -> dict:
+        """The settings as fit --json reports them."""
+        return st.as_dict() if st is not None else {}
+
+    def emit_args(self, plan: Plan, model, settings: dict) -> list[str]:
+        from kvplan.emit import EMITTERS
+
+        raise KvplanError(f"--emit supports {', '.join(EMITTERS)}, not {self.name}", EXIT_USAGE)
+
+    # --- the template -----------------------------------------------------------------------------
+    def result(self, model, gpu, dep, req: Request) -> EngineResult:
+        """`req` on `dep` as this engine allocates: its Plan (made once), printed figures and settings.
+        A KvplanError where the engine cannot run the deployment."""
+        from kvplan.layout import rank_request, whole_answers
+
+        self.check_layout(model, dep)
+        st = self.settings(model, gpu, dep, req)
+        view = self.view(model, st)
+        r = self.request(req, st, view, dep)
+        one = rank_request(r, dep)  # one data-parallel rank: its share of the requests, its own pool
+        prep = prepare(view, dep, one, self.rules(st))
+        budget = gpu_budget(gpu, one)
+        stages = self.budget(budgets(prep, budget, one), one, st)
+        use = usage(stages, one)
+        cap = self.capacity(view, dep, stages, one, st, use)
+        ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep)
+        plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name)
+        return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
+
+    def check_layout(self, model, dep) -> None:
+        """A one-line error for a layout this engine is not modelled for (before any output)."""
+        if dep.dcp > 1 and not self.supports_dcp:
+            raise KvplanError(f"--dcp with --engine {self.name}: the engine's decode-context-parallel pool "
+                              "(pages x dcp) is not modelled; plan it without --engine", EXIT_USAGE)
+        if dep.dp > 1 and not self.supports_dp:
+            raise KvplanError(f"--dp with --engine {self.name}: data-parallel ranks are modelled for vllm and sglang",
+                              EXIT_USAGE)
+
+    def plan(self, model, gpu, dep, req: Request) -> Plan:
+        return self.result(model, gpu, dep, req).plan
+
+    def grid(self, model, gpus, dep, requests) -> list[Plan]:
+        """[plan(model, gpu, dep, req) for gpu in gpus for req in requests]."""
+        return [self.plan(model, gpu, dep, req) for gpu in gpus for req in requests]
+
+
+def cache_dtypes(req: Request, model):
+    """(KV cache dtype, recurrent-state dtype) of a request: the model's own where not given."""
+    from kvplan.dtypes import canonical_kv_dtype
+
+    own = canonical_kv_dtype("auto", model.dtype)
+    return req.kv_dtype or own, req.state_dtype or own
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """'0.11.0' -> (0, 11, 0); '0.4.3.post4' -> (0, 4, 3); 'v0.20.1rc1' -> (0, 20, 1)."""
+    nums = re.findall(r"\d+", str(text).lstrip("vV").split("+")[0].split("rc")[0].split(".post")[0].split(".dev")[0])
+    if not nums:
+        raise KvplanError(f"cannot read engine version {text!r} (expected e.g. 0.11.0)", EXIT_USAGE)
+    return tuple(int(n) for n in nums[:3])
+
+
+def check_version(engine: str, version: str | None, known: tuple[str, ...], default: str) -> str:
+    """The version to model: `version` if it is a readable release of a known era, else a one-line error."""
+    if version is None:
+        return default
+    v = str(version).strip()
+    if not v:
+        raise KvplanError("--engine-version is empty", EXIT_USAGE)
+    if engine == "llama.cpp":
+        if v not in known:
+            raise KvplanError(f"unknown llama.cpp version {v!r}; choose one of: {', '.join(known)}", EXIT_USAGE)
+        return v
+    parsed = parse_version(v)
+    lo, hi = parse_version(known[0]), parse_version(known[-1])
+    if not lo <= parsed <= hi + (999,):
+        raise KvplanError(f"{engine} version {v} is outside the modelled range {known[0]} .. {known[-1]}", EXIT_USAGE)
+    return v
+
+
+def parse_engine_opts(items) -> dict[str, str]:
+    """['max_num_batched_tokens=4096', 'kv_unified=true'] -> dict; a one-line error on a malformed item."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        if "=" not in item:
+            raise KvplanError(f"--engine-opt expects KEY=VALUE, got {item!r}", EXIT_USAGE)
+        k, v = item.split("=", 1)
+        out[k.strip().replace("-", "_")] = v.strip()
+    return out
+
+
+def opt_int(opts: dict, key: str, default: int) -> int:
+    if key not in opts:
+        return default
+    try:
+        value = int(str(opts[key]).replace("_", ""))
+    except ValueError:
+        raise KvplanError(f"--engine-opt {key} must be an integer, got {opts[key]!r}", EXIT_USAGE) from None
+    if value < 0:
+        raise KvplanError(f"--engine-opt {key} must not be negative, got {value}", EXIT_USAGE)
+    return value
+
+
+def opt_float(opts: dict, key: str, default: float) -> float:
+    if key not in opts:
+        return default
+    try:
+        value = float(opts[key])
+    except ValueError:
+        raise KvplanError(f"--engine-opt {key} must be a number, got {opts[key]!r}", EXIT_USAGE) from None
+    if not 0 < value <= 1:
+        raise KvplanError(f"--engine-opt {key} must be in (0, 1], got {value}", EXIT_USAGE)
+    return value
+
+
+def opt_bool(opts: dict, key: str, default: bool) -> bool:
+    if key not in opts:
+        return default
+    v = str(opts[key]).strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise KvplanError(f"--engine-opt {key} must be true or false, got {opts[key]!r}", EXIT_USAGE)
+
+
+def check_opts(engine: str, opts: dict, allowed: tuple[str, ...]) -> None:
+    for k in opts:
+        if k not in allowed:
+            raise KvplanError(f"unknown --engine-opt {k!r} for {engine}; allowed: {', '.join(allowed)}", EXIT_USAGE)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)

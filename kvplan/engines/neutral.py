@@ -1,0 +1,56 @@
+"""kvplan's engine-neutral rules, the default engine: whole pages of the held tokens, budget =
+usable x utilisation - weights - overhead estimate (kvplan.plan), concurrency by division and the
+longest context by search over the same arithmetic.
+"""
+
+from __future__ import annotations
+
+from kvplan.engines.base import Capacity, Engine
+from kvplan.plan import (Answers, assemble, budgets, gpu_budget, paged_answers, paged_max_context, prepare,
+                         prepare_key, usage)
+
+
+class NeutralEngine(Engine):
+    name = "kvplan"
+    supports_dp = True
+    supports_dcp = True
+    label = None  # reports say "engine-neutral" where an engine's label would go
+
+    def capacity(self, model, dep, stages, req, st, use) -> Capacity:
+        return Capacity(self.name, "", use.kv_memory_bytes_per_gpu, use.token_slots, float(use.concurrency),
+                        req.context, use.growth_bytes_per_token_per_gpu, None, req.block_size)
+
+    def answers(self, model, dep, stages, req, st, use, cap):
+        return paged_answers(stages, use, req, model.max_context)
+
+    def grid(self, model, gpus, dep, requests) -> list:
+        """Every plan of gpus x requests, sharing the work that depends on neither the GPU nor the
+        context (weights per stage, overhead, KV profiles) and the longest context per budget (it
+        does not depend on the asked context). Every number is result()'s own (tests/test_reports.py)."""
+        from kvplan.layout import rank_request, whole_answers
+
+        self.check_layout(model, dep)
+        prepared: dict = {}
+        longest: dict = {}
+        out = []
+        limit = model.max_context
+        for gpu in gpus:
+            for whole in requests:
+                req = rank_request(whole, dep)  # one data-parallel rank's share
+                pkey = prepare_key(req)
+                prep = prepared.get(pkey)
+                if prep is None:
+                    prep = prepared[pkey] = prepare(model, dep, req)
+                budget = gpu_budget(gpu, req)
+                stages = budgets(prep, budget, req)
+                use = usage(stages, req)
+                mkey = (pkey, budget, req.kv_cache_memory_bytes)
+                mc = longest.get(mkey)
+                if mc is None:
+                    mc = longest[mkey] = paged_max_context(stages, req.batch, limit)
+                ans = Answers(use.token_slots, int(use.concurrency), mc, use.room and use.concurrency >= req.batch)
+                out.append(assemble(model, gpu, dep, whole, prep, budget, stages, use, whole_answers(ans, dep)))
+        return out
+
+
+ENGINE = NeutralEngine

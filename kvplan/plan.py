@@ -178,11 +178,12 @@ def prepare_key(req: Request) -> tuple:
     return (req.kv_dtype, req.state_dtype, req.weight_dtype, req.batch, req.overhead_bytes, req.block_size)
 
 
-def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED) -> Prepared:
+def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_tokens: int | None = None) -> Prepared:
     """Weights, overhead and the KV profile of every stage: reads only the fields in prepare_key.
 
     `req.batch` is one data-parallel rank's share; per-rank weights are kvplan.layout's placement
-    (experts over tp x dp ranks; the tokens of all dp ranks reach them)."""
+    (experts over tp x dp ranks). `step_tokens`: the tokens of one decode step over every dp rank,
+    which all reach the experts (default req.batch x dp)."""
     why = validate_deployment(model, dep)
     if why:
         raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
@@ -198,7 +199,8 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED) -> Pre
     overhead = req.overhead_bytes if req.overhead_bytes is not None else overhead_estimate(model, dep)
     parts = []
     p = model.params
-    touched = expected_experts_touched(p.num_experts, p.experts_per_token, req.batch * dep.dp)
+    tokens = step_tokens if step_tokens is not None else req.batch * dep.dp
+    touched = expected_experts_touched(p.num_experts, p.experts_per_token, tokens)
     if dep.dcp > 1:
         rules = DcpRules(rules, dep.dcp)
     for i, (start, end) in enumerate(split_layers(model.num_layers, dep.pp)):

@@ -135,7 +135,7 @@ class Engine:
         view = self.view(model, st)
         r = self.request(req, st, view, dep)
         one = rank_request(r, dep)  # one data-parallel rank: its share of the requests, its own pool
-        prep = prepare(view, dep, one, self.rules(st))
+        prep = prepare(view, dep, one, self.rules(st), step_tokens=r.batch)
         budget = gpu_budget(gpu, one)
         stages = self.budget(budgets(prep, budget, one), one, st)
         use = usage(stages, one)

@@ -37,10 +37,10 @@ class NeutralEngine(Engine):
         for gpu in gpus:
             for whole in requests:
                 req = rank_request(whole, dep)  # one data-parallel rank's share
-                pkey = prepare_key(req)
+                pkey = (prepare_key(req), whole.batch)
                 prep = prepared.get(pkey)
                 if prep is None:
-                    prep = prepared[pkey] = prepare(model, dep, req)
+                    prep = prepared[pkey] = prepare(model, dep, req, step_tokens=whole.batch)
                 budget = gpu_budget(gpu, req)
                 stages = budgets(prep, budget, req)
                 use = usage(stages, req)

@@ -18,6 +18,7 @@ The weight counts per rank are restated from the roles in kvplan.model.WeightByt
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kvplan.layers import MLALatent
 from kvplan.model import ModelSpec, WeightBytes
@@ -48,11 +49,6 @@ def layout_problem(model: ModelSpec, tp: int, pp: int, dp: int, ep: int, dcp: in
     return None
 
 
-def expert_ranks(tp: int, dp: int) -> int:
-    """Ranks a stage's routed experts are spread over (by width, or as whole experts with EP)."""
-    return tp * dp
-
-
 def replicated_kv_proj_bytes(model: ModelSpec, wb: WeightBytes, layers, tp: int) -> int:
     """Bytes of K/V projection one rank holds beyond its 1/tp share, because tp exceeds the KV heads.
 
@@ -73,26 +69,51 @@ def replicated_kv_proj_bytes(model: ModelSpec, wb: WeightBytes, layers, tp: int)
     return int(extra * wb.sharded / split_params / tp)
 
 
-def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, frac: float, tp: int,
-                 dp: int, touched: float, kv_extra: int = 0) -> tuple[int, int]:
+class Placement(NamedTuple):
+    """Over how many ranks each part of a stage is split (1: whole on every rank)."""
+
+    attention: int  # attention / mixer projections
+    mlp: int  # dense MLPs and shared experts
+    experts: int  # routed experts (by width, or whole experts with EP)
+    embedding: int
+    head: int
+
+
+def vllm_placement(tp: int, dp: int) -> Placement:
+    """vLLM (and kvplan's default): everything over tp within a dp rank, experts over tp x dp."""
+    return Placement(tp, tp, tp * dp, tp, tp)
+
+
+def sglang_dpa_placement(tp: int, dp: int) -> Placement:
+    """SGLang DP attention (--tp-size tp x dp --dp-size dp --enable-dp-attention): attention over its
+    attention-TP group (tp), dense MLPs, shared experts and the LM head over every rank (their
+    default tp group; --moe-dense-tp-size 1 / --enable-dp-lm-head change that), the embedding
+    whole (`VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled())`), experts over tp x dp."""
+    return Placement(tp, tp * dp, tp * dp, 1, tp * dp)
+
+
+def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, frac: float, place: Placement,
+                 touched: float, kv_extra: int = 0) -> tuple[int, int]:
     """(resident bytes, bytes read per decode step) of one pipeline stage on one rank.
 
     `touched`: the distinct experts one decode step reads per MoE layer, for the tokens of the
     whole deployment (every dp rank's tokens reach every expert group). `kv_extra`: this stage's
-    replicated_kv_proj_bytes.
+    replicated_kv_proj_bytes. The split weights' MLP share is priced at their bytes per parameter.
     """
-    per_expert_rank = wb.experts / expert_ranks(tp, dp)
-    body = wb.sharded / tp + per_expert_rank + wb.replicated
-    resident = body * frac
-    table = wb.embedding / tp
+    p = model.params
+    split_params = p.attention + p.mlp + p.shared_experts - p.replicated
+    mlp = wb.sharded * (p.mlp + p.shared_experts) / split_params if split_params > 0 else 0
+    split = (wb.sharded - mlp) / place.attention + mlp / place.mlp
+    per_expert_rank = wb.experts / place.experts
+    resident = (split + per_expert_rank + wb.replicated) * frac
+    table = wb.embedding / place.embedding
     emb = table if first else 0
-    head = wb.lm_head / tp if last else 0
+    head = wb.lm_head / place.head if last else 0
     tied_copy = table if (last and not first and not wb.lm_head) else 0  # vLLM builds embed_tokens there
     tied_read = table if (last and not wb.lm_head) else 0  # a tied head still reads the table
     resident += emb + head + tied_copy + kv_extra
-    p = model.params
     expert_read = per_expert_rank * (touched / p.num_experts) if p.num_experts else 0
-    read = (wb.sharded / tp + expert_read + wb.replicated) * frac + head + tied_read + kv_extra
+    read = (split + expert_read + wb.replicated) * frac + head + tied_read + kv_extra
     return int(resident), int(read)
 
 

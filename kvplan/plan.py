@@ -21,7 +21,7 @@ from typing import NamedTuple
 from kvplan.deploy import Deployment, split_layers, validate_deployment
 from kvplan.dtypes import DType
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.layout import DcpRules, rank_weights, replicated_kv_proj_bytes
+from kvplan.layout import DcpRules, rank_weights, replicated_kv_proj_bytes, vllm_placement
 from kvplan.model import ModelSpec, weight_bytes
 from kvplan.profile import PAGED, KVProfile, kv_profile
 from kvplan.search import largest_fitting
@@ -178,12 +178,14 @@ def prepare_key(req: Request) -> tuple:
     return (req.kv_dtype, req.state_dtype, req.weight_dtype, req.batch, req.overhead_bytes, req.block_size)
 
 
-def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_tokens: int | None = None) -> Prepared:
+def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_tokens: int | None = None,
+            placement=None) -> Prepared:
     """Weights, overhead and the KV profile of every stage: reads only the fields in prepare_key.
 
     `req.batch` is one data-parallel rank's share; per-rank weights are kvplan.layout's placement
     (experts over tp x dp ranks). `step_tokens`: the tokens of one decode step over every dp rank,
-    which all reach the experts (default req.batch x dp)."""
+    which all reach the experts (default req.batch x dp). `placement`: a kvplan.layout.Placement
+    (default vLLM's for the deployment)."""
     why = validate_deployment(model, dep)
     if why:
         raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
@@ -203,10 +205,11 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_t
     touched = expected_experts_touched(p.num_experts, p.experts_per_token, tokens)
     if dep.dcp > 1:
         rules = DcpRules(rules, dep.dcp)
+    place = placement or vllm_placement(dep.tp, dep.dp)
     for i, (start, end) in enumerate(split_layers(model.num_layers, dep.pp)):
         frac = (end - start) / model.num_layers
         kv_extra = replicated_kv_proj_bytes(model, wb, model.layers[start:end], dep.tp)
-        resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, dep.tp, dep.dp, touched, kv_extra)
+        resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, place, touched, kv_extra)
         prof = kv_profile(model.layers[start:end], dep.tp, kv_dtype, state_dtype, req.block_size, rules)
         parts.append(StagePrep((start, end), int(resident * scale), int(read * scale), prof))
     weight_total = model.checkpoint_bytes if scale != 1.0 else wb.total

@@ -309,3 +309,19 @@ def test_engine_layout_refusals(args, needle):
     from conftest import one_line_error
 
     one_line_error(_fit("deepseek-v3", "--gpu", "h200", "--ctx", "32k", *args), 2, needle)
+
+
+def test_sglang_dp_attention_places_dense_mlps_and_head_over_every_rank():
+    # SGLang --tp-size 8 --dp-size 8 --enable-dp-attention (docs/engines.md 9.2): attention TP 1 as
+    # vLLM's -dp 8, but the 3 dense MLPs and the shared experts stay TP over all 8 ranks and so does
+    # the LM head; the embedding is whole. Against the vLLM layout (100,834,967,552 B above), each
+    # rank holds 7/8 less of: dense 1,189,085,184 + shared 2,554,331,136 = 3,743,416,320 B and the
+    # head 1,853,358,080 B: 100,834,967,552 - 7/8 x 5,596,774,400 = 95,937,789,952 B.
+    from kvplan.engines import resolve_engine
+
+    spec = resolve_model("deepseek-v3").spec
+    dep, req = Deployment(tp=1, dp=8, ep=8), Request(32768, overhead_bytes=2 * GIB)
+    sgl = resolve_engine("sglang").plan(spec, H200, dep, req)
+    assert close(sgl.weight_bytes_per_gpu, 95_937_789_952)
+    vllm = resolve_engine("vllm").plan(spec, H200, dep, req)
+    assert close(vllm.weight_bytes_per_gpu, 100_834_967_552)

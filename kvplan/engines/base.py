@@ -135,7 +135,7 @@ class Engine:
         view = self.view(model, st)
         r = self.request(req, st, view, dep)
         one = rank_request(r, dep)  # one data-parallel rank: its share of the requests, its own pool
-        prep = prepare(view, dep, one, self.rules(st), step_tokens=r.batch)
+        prep = prepare(view, dep, one, self.rules(st), step_tokens=r.batch, placement=self.placement(view, dep))
         budget = gpu_budget(gpu, one)
         stages = self.budget(budgets(prep, budget, one), one, st)
         use = usage(stages, one)
@@ -143,6 +143,12 @@ class Engine:
         ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep)
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name)
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
+
+    def placement(self, model, dep):
+        """Over how many ranks each part of the weights is split (kvplan.layout.Placement): vLLM's."""
+        from kvplan.layout import vllm_placement
+
+        return vllm_placement(dep.tp, dep.dp)
 
     def check_layout(self, model, dep) -> None:
         """A one-line error for a layout this engine is not modelled for (before any output)."""

@@ -231,6 +231,14 @@ class Sglang(Engine):
         super().check_layout(model, dep)
         dp_attention(model, dep, self.opts)
 
+    def placement(self, model, dep):
+        """DP attention places dense MLPs, the LM head and the embedding differently (docs/engines.md 9.2)."""
+        from kvplan.layout import sglang_dpa_placement, vllm_placement
+
+        if dp_attention(model, dep, self.opts):
+            return sglang_dpa_placement(dep.tp, dep.dp)
+        return vllm_placement(dep.tp, dep.dp)
+
     def request(self, req, st: Settings, model, dep):
         # rest = free_before x fraction - weights, with free_before = total - init: as the planner's
         # "usable x utilisation - weights - overhead" with overhead = init x fraction.

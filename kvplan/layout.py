@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kvplan.layers import MLALatent
+from kvplan.layers import Kind, MLALatent
 from kvplan.model import ModelSpec, WeightBytes
 
 NODE_GPUS = 8
@@ -33,8 +33,8 @@ def layout_problem(model: ModelSpec, tp: int, pp: int, dp: int, ep: int, dcp: in
     if dcp > 1:
         if tp % dcp:
             return f"dcp={dcp}: decode context parallelism reuses the tp group's GPUs, so it must divide tp={tp}"
-        kinds = {layer.kind for layer in model.layers if layer.elements_per_token(1)} - {"mla"}
-        if kinds or not any(isinstance(layer, MLALatent) for layer in model.layers):
+        kinds = {str(layer.kind) for layer in model.layers if layer.elements_per_token(1)} - {Kind.MLA}
+        if kinds or not any(layer.kind == Kind.MLA for layer in model.layers):
             return (f"dcp={dcp}: decode context parallelism shards MLA latents (vLLM's FlashMLA path); "
                     f"{model.name} caches {', '.join(sorted(kinds)) or 'no MLA'} layers")
     if ep > 1:

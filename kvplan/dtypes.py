@@ -57,8 +57,39 @@ _ALIASES = {
     "q8": "q8_0",
 }
 
+# GGUF weight types (llama.cpp): (values per block, bytes per block), so bits per weight are exact:
+# block bytes x 8 / block values. From the block structs and their static_asserts in ggml-org/llama.cpp
+# ggml/src/ggml-common.h (QK_K = 256):
+#   q4_0 d + qs[16] = 18 B / 32 (4.5 bpw); q4_1 d, m + qs[16] = 20 / 32 (5.0); q5_0 d + qh[4] + qs[16] = 22 / 32
+#   (5.5); q5_1 = 24 / 32 (6.0); q8_0 d + qs[32] = 34 / 32 (8.5); iq4_nl d + qs[16] = 18 / 32 (4.5);
+#   q2_K scales[16] + qs[64] + d, dmin = 84 / 256 (2.625); q3_K hmask[32] + qs[64] + scales[12] + d = 110 / 256
+#   (3.4375); q4_K d, dmin + scales[12] + qs[128] = 144 / 256 (4.5); q5_K 4 + 12 + qh[32] + qs[128] = 176 / 256
+#   (5.5); q6_K ql[128] + qh[64] + scales[16] + d = 210 / 256 (6.5625); iq4_xs d + scales_h + scales_l[4] +
+#   qs[128] = 136 / 256 (4.25); iq3_s d + qs[64] + qh[8] + signs[32] + scales[4] = 110 / 256 (3.4375);
+#   iq3_xxs d + qs[96] = 98 / 256 (3.0625); iq2_s d + qs[64] + qh[8] + scales[8] = 82 / 256 (2.5625);
+#   iq2_xs d + qs[32 x u16] + scales[8] = 74 / 256 (2.3125); iq2_xxs d + qs[32 x u16] = 66 / 256 (2.0625);
+#   iq1_m qs[32] + qh[16] + scales[8] = 56 / 256 (1.75); iq1_s d + qs[32] + qh[8 x u16] = 50 / 256 (1.5625).
+GGUF_TYPES: dict[str, tuple[int, int]] = {
+    "q4_0": (32, 18), "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24), "q8_0": (32, 34), "iq4_nl": (32, 18),
+    "q2_k": (256, 84), "q3_k": (256, 110), "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210),
+    "iq4_xs": (256, 136), "iq3_s": (256, 110), "iq3_xxs": (256, 98), "iq2_s": (256, 82), "iq2_xs": (256, 74),
+    "iq2_xxs": (256, 66), "iq1_m": (256, 56), "iq1_s": (256, 50),
+}
+# The _K_M files are mixes, not one type. The k-quants PR (ggml-org/llama.cpp#1684) defines them:
+# Q4_K_M "uses GGML_TYPE_Q6_K for half of the attention.wv and feed_forward.w2 tensors, else
+# GGML_TYPE_Q4_K"; Q5_K_M the same over Q5_K; Q3_K_M "uses GGML_TYPE_Q4_K for the attention.wv,
+# attention.wo, and feed_forward.w2 tensors, else GGML_TYPE_Q3_K"; output.weight is Q6_K in all
+# three (llama_tensor_get_type, src/llama-quant.cpp). Which tensors those are differs per model, so
+# kvplan counts a mix at the whole-file bits per weight llama.cpp measured for Llama-3.1-8B
+# (tools/quantize/README.md: Q3_K_M 3.9960, Q4_K_M 4.8944, Q5_K_M 5.7036), as (bits x 10^4).
+GGUF_MIXES: dict[str, tuple[int, str]] = {
+    "q3_k_m": (39960, "Q3_K, with Q4_K for attn_v, attn_output and ffn_down, Q6_K output"),
+    "q4_k_m": (48944, "Q4_K, with Q6_K for half the attn_v and ffn_down tensors and the output"),
+    "q5_k_m": (57036, "Q5_K, with Q6_K for half the attn_v and ffn_down tensors and the output"),
+}
+
 # Weight element types, bits per stored weight of a quantized linear layer (before group scales).
-WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4")
+WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", *GGUF_TYPES, *GGUF_MIXES)
 _WEIGHT_ALIASES = {
     **{k: v for k, v in _ALIASES.items() if v in ("fp32", "bf16", "fp16", "fp8")},
     "awq": "int4", "gptq": "int4", "w4a16": "int4", "q4": "int4", "int4_awq": "int4",
@@ -83,7 +114,16 @@ def canonical_weight_dtype(name: str) -> str:
     key = str(name).strip().lower()
     key = _WEIGHT_ALIASES.get(key, key)
     if key not in WEIGHT_DTYPES:
-        raise KvplanError(
-            f"unknown weight dtype {name!r}; choose one of: {', '.join(WEIGHT_DTYPES)} (or awq, gptq)", EXIT_USAGE
-        )
+        raise KvplanError(f"unknown weight dtype {name!r}; choose one of: {', '.join(WEIGHT_DTYPES[:7])} (or awq, "
+                          f"gptq), or a GGUF type: {', '.join([*GGUF_MIXES, *GGUF_TYPES])}", EXIT_USAGE)
     return key
+
+
+def gguf_bits_per_weight(name: str) -> float | None:
+    """Bits per weight of a GGUF type (exact) or mix (llama.cpp's measured whole-file figure), else None."""
+    if name in GGUF_TYPES:
+        elems, nbytes = GGUF_TYPES[name]
+        return nbytes * 8 / elems
+    if name in GGUF_MIXES:
+        return GGUF_MIXES[name][0] / 10**4
+    return None

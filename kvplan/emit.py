@@ -42,3 +42,16 @@ def serve_seqs(plan) -> int:
 def emit(engine, result, model) -> str:
     """One shell command line for `result` (an EngineResult made by `engine`, a configured Engine)."""
     return shlex.join(engine.emit_args(result.plan, model, result.settings))
+
+
+def emit_note(engine, result, model) -> str | None:
+    """The margin the emitted command leaves, in words (vLLM without --kv-cache-memory-bytes, SGLang)."""
+    if engine.name == "sglang":
+        from kvplan.engines.sglang_boot import emit_advice as sglang_advice
+
+        return sglang_advice(result.plan, result.settings, model)[1]
+    if engine.name != "vllm" or result.plan.request.kv_cache_memory_bytes is not None:
+        return None
+    from kvplan.engines.vllm_boot import emit_advice
+
+    return emit_advice(result.plan, result.settings, model)[1]

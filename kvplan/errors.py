@@ -27,3 +27,20 @@ class KvplanError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+def path_error(exc: OSError) -> KvplanError | None:
+    """An OSError about a path the user gave (a name too long, a loop, no permission) as one line, else None.
+
+    Such errors come from the user's own file names, not from a bug, so they get `Error: ...` like any
+    other bad input rather than `internal error`.
+    """
+    import errno
+
+    if exc.filename is None:
+        return None
+    name = exc.filename if isinstance(exc.filename, str) else repr(exc.filename)
+    shown = name if len(name) <= 80 else name[:60] + "..." + name[-17:]
+    code = EXIT_NOT_FOUND if exc.errno == errno.ENOENT else (
+        EXIT_ERROR if exc.errno in (errno.EIO, errno.ENOSPC) else EXIT_USAGE)
+    return KvplanError(f"{shown}: {exc.strerror or exc}", code)

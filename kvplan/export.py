@@ -161,9 +161,12 @@ def _follow(path: Path) -> tuple[Path, bool]:
         p = Path(os.path.realpath(p.parent)) / p.name
         if p.parts[1:2] == ("proc",):
             return p, True
-        if not p.is_symlink():
-            return p, False
-        p = p.parent / os.readlink(p)  # an absolute link replaces the whole path
+        try:  # a name too long for the filesystem, a folder we may not search: one line, naming the path
+            if not p.is_symlink():
+                return p, False
+            p = p.parent / os.readlink(p)  # an absolute link replaces the whole path
+        except OSError as exc:
+            raise write_error(path, exc) from None
     raise write_error(path, OSError(errno.ELOOP, os.strerror(errno.ELOOP)))
 
 

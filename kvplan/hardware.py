@@ -25,6 +25,8 @@ _REQUIRED = ("key", "name", "vendor", "memory_marketed", "memory_marketed_bytes"
              "memory_usable_source", "bandwidth_bytes_per_s", "source", "confidence")
 _OPTIONAL = ("aliases", "dense_flops", "interconnect", "tdp_w", "price_per_hour", "notes")
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
+MAX_YAML_BYTES = 1 << 20  # a profile or prices file is a few kB; as for config.json (hub.MAX_CONFIG_BYTES)
+MAX_YAML_NODES = 10_000  # values in one document, aliases expanded: real files have under a hundred
 
 
 @dataclass(frozen=True)
@@ -190,16 +192,43 @@ def _strict_loader():
     return StrictLoader
 
 
+def _count_nodes(root, where: str) -> None:
+    """Refuse a document of more than MAX_YAML_NODES nodes, aliases counted as what they expand to.
+
+    Anchors and aliases let a few hundred bytes stand for billions of values (a "billion laughs"
+    document), and an alias inside its own anchor makes a cycle; the walk stops at the limit.
+    """
+    seen, stack = 0, [root]
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > MAX_YAML_NODES:
+            raise KvplanError(f"{where}: more than {MAX_YAML_NODES:,} values (counting what aliases repeat); "
+                              "not a kvplan file", EXIT_USAGE)
+        value = node.value
+        if isinstance(value, list):
+            for item in value:
+                stack.extend(item if isinstance(item, tuple) else (item,))
+
+
 def load_yaml_strict(text: str, where: str) -> Any:
     """Parse YAML safely; a syntax error or a key given twice in one mapping is a one-line KvplanError.
 
     `where` starts the message ("prices file p.yaml", "hw profile x.yaml"); the line and column
-    of the problem follow. Shared by the GPU profiles and the prices file.
+    of the problem follow. Shared by the GPU profiles and the prices file. Hostile documents fail
+    fast: more than MAX_YAML_BYTES of text, or more than MAX_YAML_NODES values once aliases are expanded.
     """
     import yaml
 
+    if len(text) > MAX_YAML_BYTES:
+        raise KvplanError(f"{where}: larger than {MAX_YAML_BYTES // 2**20} MiB; not a kvplan file", EXIT_USAGE)
+    loader = _strict_loader()(text)
     try:
-        return yaml.load(text, Loader=_strict_loader())
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _count_nodes(node, where)
+        return loader.construct_document(node)
     except _DuplicateKey as exc:
         raise KvplanError(f"{where}: {exc}", EXIT_USAGE) from None
     except yaml.YAMLError as exc:
@@ -207,6 +236,10 @@ def load_yaml_strict(text: str, where: str) -> Any:
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
         raise KvplanError(f"{where}: invalid YAML{at}: {problem}", EXIT_USAGE) from None
+    except RecursionError:  # nesting deeper than the parser's stack: no real profile or prices file
+        raise KvplanError(f"{where}: nested too deeply; not a kvplan file", EXIT_USAGE) from None
+    finally:
+        loader.dispose()
 
 
 def _parse(text: str, path: str) -> GPU:
@@ -219,6 +252,9 @@ def _load_files(files: Iterable[Any]) -> list[GPU]:
     for f in sorted((f for f in files if f.name.endswith(PROFILE_SUFFIXES) and f.is_file()), key=lambda f: f.name):
         path = str(f)
         try:
+            if isinstance(f, Path) and f.stat().st_size > MAX_YAML_BYTES:
+                raise KvplanError(f"hw profile {path}: larger than {MAX_YAML_BYTES // 2**20} MiB; not a GPU profile",
+                                  EXIT_USAGE)
             text = f.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise KvplanError(f"hw profile {path}: cannot read: {exc}", EXIT_USAGE) from None

@@ -28,13 +28,16 @@ TABLE = [
     ("#", "rank", "int"), ("model", "model", "text"), ("GPU", "gpu", "text"), ("GPUs", "gpus", "int"),
     ("tp", "tp", "int"), ("pp", "pp", "int"), ("context", "context", "tokens"), ("batch", "batch", "int"),
     ("weights", "weight_dtype", "text"), ("KV", "kv_dtype", "text"), ("fits", "fits", "bool"),
+    ("cost/h", "cost_per_hour", "money"), ("cost/user-h", "cost_per_concurrent_user_hour", "money4"),
     ("max concurrency", "max_concurrency", "int"), ("max context", "max_context", "int"),
     ("weights GiB/GPU", "weight_bytes_per_gpu", "gib"), ("overhead GiB/GPU", "overhead_bytes_per_gpu", "gib"),
     ("KV cache GiB/GPU", "kv_memory_bytes_per_gpu", "gib"), ("KV/sequence GiB/GPU", "kv_bytes_per_sequence_per_gpu", "gib"),
-    ("decode tok/s (batch)", "decode_tokens_per_second", "float1"),
-    ("price/GPU-h", "price_per_gpu_hour", "money"), ("cost/h", "cost_per_hour", "money"),
-    ("cost/user-h", "cost_per_concurrent_user_hour", "money4"),
+    ("decode tok/s (batch)", "decode_tokens_per_second", "float1"), ("price/GPU-h", "price_per_gpu_hour", "money"),
 ]
+# Distinct colours for the lines and bars of one chart (Kelly's colours of maximum contrast, white and
+# black left out, most distinct first); plotly's default ten repeat after ten deployments.
+COLOURS = ["#0067a5", "#f38400", "#008856", "#be0032", "#875692", "#a1caf1", "#f3c300", "#848482", "#e68fac",
+           "#882d17", "#8db600", "#604e97", "#c2b280", "#f99379", "#b3446c", "#dcd300", "#654522", "#2b3d26"]
 
 
 def safe_json(data) -> str:
@@ -81,25 +84,28 @@ def _short(name: str, limit: int = 40) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
-def deployment_label(row: dict, with_weights: bool) -> str:
+def deployment_label(row: dict, with_weights: bool, with_model: bool = True) -> str:
     """A chart label; long model names are cut (the table below has them whole)."""
     d = (f"{row['gpus']}" if row["pp"] == 1 and row.get("dp", 1) == 1
          else f"{row['gpus']} (tp {row['tp']} × pp {row['pp']}" + (f" × dp {row['dp']}" if row.get("dp", 1) > 1 else "") + ")")
-    label = f"{_short(row['model'])} · {row['gpu']} ×{d} · KV {row['kv_dtype']}"
+    label = f"{_short(row['model'])} · " if with_model else ""
+    label += f"{row['gpu']} ×{d} · KV {row['kv_dtype']}"
     return label + (f" · W {row['weight_dtype']}" if with_weights else "")
 
 
-def _figures(rows: list[dict], currency: str) -> dict:
+def _figures(rows: list[dict], currency: str, model: str = "") -> dict:
     """Plain plotly figure dicts (data + layout); labels entity-escaped for plotly's text renderer."""
     with_weights = len({r["weight_dtype"] for r in rows}) > 1
     order: dict[tuple, list[dict]] = {}
     for r in rows:  # ranked rows: first appearance = best deployment first
         order.setdefault(deployment_key(r), []).append(r)
     deployments = list(order.values())
-    label = {k: _label(deployment_label(v[0], with_weights)) for k, v in order.items()}
+    of = f" · {_label(_short(model))}" if model else ""  # each chart names its model
+    with_model = len({r["model"] for r in rows}) > 1  # a chart of one model need not repeat its name
+    label = {k: _label(deployment_label(v[0], with_weights, with_model)) for k, v in order.items()}
     contexts = sorted({r["context"] for r in rows})
     ctx_labels = [human_tokens(c) for c in contexts]
-    base = {"margin": {"l": 60, "r": 20, "t": 50, "b": 60},
+    base = {"margin": {"l": 60, "r": 20, "t": 50, "b": 60}, "colorway": COLOURS,
             "font": {"family": "system-ui, sans-serif", "size": 12}}
     below = {"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0}
 
@@ -117,7 +123,7 @@ def _figures(rows: list[dict], currency: str) -> dict:
         "data": [{"type": "bar", "orientation": "h", "name": part, "y": names, "x": xs,
                   "marker": {"color": colours[part]}, "hovertemplate": "%{x:.2f} GiB<extra>" + part + "</extra>"}
                  for part, xs in parts.items()],
-        "layout": {**base, "barmode": "stack", "title": {"text": "Memory per GPU (GiB)"},
+        "layout": {**base, "barmode": "stack", "title": {"text": "Memory per GPU (GiB)" + of},
                    "xaxis": {"title": {"text": "GiB per GPU"}}, "yaxis": {"automargin": True},
                    "legend": {"orientation": "v", "traceorder": "normal"},
                    "height": max(320, 26 * len(mem) + 120)},
@@ -143,7 +149,7 @@ def _figures(rows: list[dict], currency: str) -> dict:
     def chart(traces: list[dict], title: str, ytitle: str, **extra) -> dict:
         # the legend goes below the plot so long names do not squeeze it; room for one line per trace
         height = 380 + 20 * len(traces)
-        layout = {**base, "title": {"text": title}, "xaxis": xaxis, "yaxis": {"title": {"text": ytitle}},
+        layout = {**base, "title": {"text": title + of}, "xaxis": xaxis, "yaxis": {"title": {"text": ytitle}},
                   "legend": below, "height": height, **extra}
         layout["margin"] = {**base["margin"], "b": 80 + 20 * len(traces)}
         return {"data": traces, "layout": layout}
@@ -173,8 +179,47 @@ def _table(rows: list[dict]) -> str:
             sort = "" if v is None else (_esc(v) if kind == "text" else ("1" if v is True else "0" if v is False else repr(v)))
             cls = ' class="no"' if kind == "bool" and v is False else ""
             cells.append(f'<td data-v="{sort}"{cls}>{_esc(_show(v, kind))}</td>')
-        body.append("<tr>" + "".join(cells) + "</tr>")
+        body.append(f'<tr data-model="{_esc(r["model"])}" data-ctx="{r["context"]}">' + "".join(cells) + "</tr>")
     return f'<table id="plans"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+HEADLINE = [  # (header, key, kind)
+    ("model", "model", "text"), ("context", "context", "tokens"), ("cheapest that fits", "deployment", "text"),
+    ("cost/h", "cost_per_hour", "money"), ("per user-h", "cost_per_concurrent_user_hour", "money4"),
+    ("per 1M output tokens", "cost_per_million_output_tokens", "money"), ("users at once", "max_concurrency", "int"),
+    ("headroom", "headroom", "times"), ("tok/s when full", "decode_tokens_per_second_full", "float1"),
+]
+
+
+def _headline_table(heads: list[dict]) -> str:
+    head = "".join(f"<th>{_esc(h)}</th>" for h, _, _ in HEADLINE)
+    body = []
+    for h in heads:
+        if h.get("gpu"):
+            d = f"{h['gpus']}" if h["pp"] == 1 else f"{h['gpus']} (tp {h['tp']} × pp {h['pp']})"
+            h = {**h, "deployment": f"{h['gpu']} × {d}, KV {h['kv_dtype']}"}
+        else:
+            h = {**h, "deployment": f"nothing fits {h['batch']:,} request(s) of this context"}
+        cells = []
+        for _, key, kind in HEADLINE:
+            v = h.get(key)
+            text = f"{v:,.1f}×" if kind == "times" and v is not None else _show(v, kind)
+            cls = ' class="no"' if key == "deployment" and not h["fits"] else ""
+            cells.append(f"<td{cls}>{_esc(text)}</td>")
+        body.append(f'<tr data-model="{_esc(h["model"])}" data-ctx="{h["context"]}">' + "".join(cells) + "</tr>")
+    return f'<table id="headline"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _filters(rows: list[dict]) -> str:
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    contexts = sorted({r["context"] for r in rows})
+
+    def select(ident: str, label: str, options: list[tuple[str, str]]) -> str:
+        opts = '<option value="">all</option>' + "".join(f'<option value="{_esc(v)}">{_esc(t)}</option>'
+                                                         for v, t in options)
+        return f'<label>{_esc(label)} <select id="{ident}">{opts}</select></label> '
+    return ('<p class="filters">' + select("f-model", "model", [(m, m) for m in models])
+            + select("f-ctx", "context", [(str(c), human_tokens(c)) for c in contexts]) + "</p>")
 
 
 _STYLE = """
@@ -185,8 +230,12 @@ p.meta{color:#555;margin:2px 0}
 table{border-collapse:collapse;font-size:12px;margin-top:8px}
 th,td{border-bottom:1px solid #ddd;padding:3px 6px;text-align:right;white-space:nowrap}
 th{cursor:pointer;background:#f4f4f4;position:sticky;top:0}
-td:nth-child(2),td:nth-child(3),td:nth-child(9),td:nth-child(10){text-align:left}
+#plans td:nth-child(2),#plans td:nth-child(3),#plans td:nth-child(9),#plans td:nth-child(10){text-align:left}
 td.no{color:#b00}
+#headline td:nth-child(-n+3){text-align:left} #headline{font-size:14px}
+p.filters{position:sticky;top:0;background:#fff;padding:6px 0;margin:8px 0;z-index:2}
+p.filters select{margin-right:12px}
+h3{font-size:15px;margin:18px 0 4px}
 #errors{color:#b00;white-space:pre-wrap}
 """
 
@@ -205,6 +254,25 @@ _RENDER = """
     var el = document.getElementById('chart-' + name);
     if (el) { Plotly.newPlot(el, figs[name].data, figs[name].layout, config); }
   });
+  var fm = document.getElementById('f-model'), fc = document.getElementById('f-ctx');
+  function filter() {
+    var m = fm ? fm.value : '', c = fc ? fc.value : '';
+    document.querySelectorAll('tr[data-model]').forEach(function (tr) {
+      var show = (!m || tr.getAttribute('data-model') === m) && (!c || tr.getAttribute('data-ctx') === c);
+      tr.style.display = show ? '' : 'none';
+    });
+    document.querySelectorAll('section[data-model]').forEach(function (sec) {
+      sec.style.display = (!m || sec.getAttribute('data-model') === m) ? '' : 'none';
+    });
+    window.dispatchEvent(new Event('resize'));
+  }
+  if (fm) { fm.addEventListener('change', filter); }
+  if (fc) { fc.addEventListener('change', filter); }
+  // a link may carry the filters: report.html#model=NAME&ctx=32768
+  var wanted = new URLSearchParams(location.hash.slice(1));
+  if (fm && wanted.has('model')) { fm.value = wanted.get('model'); }
+  if (fc && wanted.has('ctx')) { fc.value = wanted.get('ctx'); }
+  if (wanted.has('model') || wanted.has('ctx')) { filter(); }
   var table = document.getElementById('plans');
   if (!table) { return; }
   table.querySelectorAll('th').forEach(function (th, i) {
@@ -224,38 +292,57 @@ _RENDER = """
 """
 
 
+SECTIONS = [
+    ("memory", "Memory budget per deployment",
+     "Per GPU: weights, overhead (an estimate unless given), the KV cache the rest leaves, and memory "
+     "outside the engine's budget (1 − GPU memory utilisation). Best-ranked deployments first."),
+    ("concurrency", "Max concurrency against context",
+     "Requests of each context that fit at once in the KV cache, per deployment."),
+    ("cost", "Cost per concurrent user",
+     "Price per GPU-hour × GPUs ÷ max concurrency, for deployments that fit and have a price."),
+    ("decode", "Decode speed", "Tokens/s of the whole batch, from the bandwidth roofline."),
+]
+
+
 def render_html(rows: list[dict], *, title: str = "kvplan sweep", summary: list[str] = (),
                 skipped: list[str] = (), currency: str = "price units", total: int | None = None,
-                max_rows: int = MAX_TABLE_ROWS) -> str:
+                max_rows: int = MAX_TABLE_ROWS, headlines: list[dict] | None = None) -> str:
     """The page for ranked sweep rows (kvplan.sweep.sweep_rows). `summary` and `skipped` are lines
-    of plain text (escaped here); `total` is the number of plans when `rows` is a leading slice."""
+    of plain text (escaped here); `total` is the number of plans when `rows` is a leading slice;
+    `headlines` (kvplan.procurement.headlines) open the page: the answer per model × context.
+    Charts come one set per model, so no chart mixes models."""
     from plotly.offline import get_plotlyjs
 
     plotly_js = get_plotlyjs().replace("</script", "<\\/script")  # cannot occur today; never let it close the tag
-    figs = _figures(rows, currency)
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    figs, parts = {}, []
+    for i, model in enumerate(models):
+        mine = [r for r in rows if r["model"] == model]
+        for name, fig in _figures(mine, currency, model).items():
+            figs[f"{name}-{i}"] = fig
+        parts.append(f'<section data-model="{_esc(model)}"><h2>{_esc(model)}</h2>')
+        for name, heading, note in SECTIONS:
+            parts.append(f"<h3>{_esc(heading)}</h3><p class=\"meta\">{_esc(note)}</p>")
+            if f"{name}-{i}" in figs:
+                parts.append(f'<div class="chart" id="chart-{name}-{i}"></div>')
+            else:
+                parts.append('<p class="meta">No prices: pass <code>--prices FILE</code> (a YAML of '
+                             '<code>gpu: price per GPU-hour</code>) to see costs.</p>')
+        parts.append("</section>")
     total = len(rows) if total is None else total
     shown = rows[:max_rows]
-    sections = [
-        ("memory", "Memory budget per deployment",
-         "Per GPU: weights, overhead (an estimate unless given), the KV cache the rest leaves, and memory "
-         "outside the engine's budget (1 − GPU memory utilisation). Best-ranked deployments first."),
-        ("concurrency", "Max concurrency against context",
-         "Requests of each context that fit at once in the KV cache, per deployment."),
-        ("cost", "Cost per concurrent user",
-         "Price per GPU-hour × GPUs ÷ max concurrency, for deployments that fit and have a price."),
-        ("decode", "Decode speed", "Tokens/s of the whole batch, from the bandwidth roofline."),
-    ]
-    parts = []
-    for name, heading, note in sections:
-        parts.append(f"<h2>{_esc(heading)}</h2><p class=\"meta\">{_esc(note)}</p>")
-        if name in figs:
-            parts.append(f'<div class="chart" id="chart-{name}"></div>')
-        else:
-            parts.append('<p class="meta">No prices: pass <code>--prices FILE</code> (a YAML of '
-                         '<code>gpu: price per GPU-hour</code>) to see costs.</p>')
     table_note = f"{len(shown):,} of {total:,} plans, best first; click a header to sort."
     if len(shown) < total:
         table_note += " The CSV and JSON outputs hold every plan."
+    head_html = ""
+    if headlines:
+        priced = any(h.get("priced") for h in headlines)
+        how = (f"the lowest cost per hour ({_esc(currency)}) among those that fit" if priced else
+               "the fewest GPUs among those that fit (no prices given: pass --prices FILE for costs)")
+        head_html = ("<h2>The answer</h2><p class=\"meta\">For each model and context: the deployment that "
+                     f"holds the requests asked for at " + how + ". Per 1M output tokens: cost per hour ÷ the "
+                     "decode tokens per hour of every request it holds at once (bandwidth roofline). Headroom: "
+                     "requests it holds ÷ requests asked.</p>" + _headline_table(headlines))
     skipped_html = ""
     if skipped:
         skipped_html = ("<h2>Skipped deployments</h2><ul>"
@@ -270,6 +357,8 @@ def render_html(rows: list[dict], *, title: str = "kvplan sweep", summary: list[
         f"<h1>{_esc(title)}</h1>",
         "".join(f'<p class="meta">{_esc(line)}</p>' for line in summary),
         '<div id="errors"></div>',
+        _filters(rows),
+        head_html,
         *parts,
         f"<h2>All plans</h2><p class=\"meta\">{_esc(table_note)}</p>",
         _table(shown),

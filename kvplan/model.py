@@ -115,6 +115,8 @@ def linear_bytes(params: int, method: str, group_size: int = 0) -> int:
     * int4 (AWQ, GPTQ): half a byte each, plus per group of `group_size` (default 128) input
       values one fp16 scale and one packed 4-bit zero point: 0.5 + 2.5 / 128 bytes per weight.
     * mxfp4 (OCP microscaling): 32 four-bit values share one 8-bit exponent: 17 / 32 bytes each.
+    * GGUF types (q4_0, q6_k, iq4_xs, ...): whole ggml blocks; _K_M mixes at their measured bits per
+      weight (kvplan.dtypes.GGUF_TYPES and GGUF_MIXES).
     """
     if method in _PLAIN_BYTES:
         return params * _PLAIN_BYTES[method]
@@ -126,6 +128,13 @@ def linear_bytes(params: int, method: str, group_size: int = 0) -> int:
         return params // 2 + (params // g) * 5 // 2
     if method == "mxfp4":
         return params * 17 // 32
+    from kvplan.dtypes import GGUF_MIXES, GGUF_TYPES
+
+    if method in GGUF_TYPES:  # whole blocks (kvplan.dtypes gives each type's block from ggml-common.h)
+        elems, nbytes = GGUF_TYPES[method]
+        return -(-params // elems) * nbytes
+    if method in GGUF_MIXES:  # a _K_M mix at llama.cpp's measured bits per weight (x 10^4)
+        return -(-params * GGUF_MIXES[method][0] // 80_000)
     raise KvplanError(f"unknown weight dtype {method!r}", EXIT_USAGE)
 
 
@@ -162,10 +171,32 @@ def weight_bytes(spec: ModelSpec, weight_dtype: str | None = None) -> WeightByte
     plain = _PLAIN_BYTES[base]
     dense_method = base if q.experts_only else q.method
     shardable = p.attention + p.mlp + p.shared_experts - p.replicated
+    embedding, lm_head = p.embedding * plain, p.lm_head * plain
+    if q.method in _gguf():  # a GGUF file quantizes the embeddings and the output too
+        emb_type, head_type = _gguf_edges(q.method)
+        embedding, lm_head = linear_bytes(p.embedding, emb_type), linear_bytes(p.lm_head, head_type)
     return WeightBytes(
         sharded=linear_bytes(shardable, dense_method, q.group_size),
         replicated=linear_bytes(p.replicated, dense_method, q.group_size) + (p.router + p.other) * plain,
         experts=linear_bytes(p.experts - p.expert_biases, q.method, q.group_size) + p.expert_biases * plain,
-        embedding=p.embedding * plain,
-        lm_head=p.lm_head * plain,
+        embedding=embedding,
+        lm_head=lm_head,
     )
+
+
+def _gguf() -> set:
+    from kvplan.dtypes import GGUF_MIXES, GGUF_TYPES
+
+    return {*GGUF_TYPES, *GGUF_MIXES}
+
+
+def _gguf_edges(method: str) -> tuple[str, str]:
+    """GGUF types of token_embd and output.weight for a file of `method` (llama_tensor_get_type,
+    src/llama-quant.cpp): token_embd keeps the file's base type (a _K_M mix's K type), output.weight
+    is Q6_K, except Q8_0 files (kept Q8_0) and the 1-2 bit IQ files (Q5_K)."""
+    base = {"q3_k_m": "q3_k", "q4_k_m": "q4_k", "q5_k_m": "q5_k"}.get(method, method)
+    if method == "q8_0":
+        return base, "q8_0"
+    if method in ("iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs"):
+        return base, "q5_k"
+    return base, "q6_k"

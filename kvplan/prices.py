@@ -13,13 +13,13 @@ Every problem is one line naming the file and the key.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 
 MAX_PRICES_BYTES = 1 << 20
+MAX_PRICE = 1e9  # per GPU-hour, in any currency; a 400-digit price once overflowed float()
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def load_prices(path: str | Path | None, hw_dirs=()) -> Prices:
             gpu = find_gpu(name, hw_dirs)
         except KvplanError as exc:
             raise KvplanError(f"{where}: key {name!r}: {exc.message}", EXIT_USAGE) from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < MAX_PRICE):
             raise KvplanError(f"{where}: key {name!r}: price must be a positive number per GPU-hour, "
                               f"got {value!r}", EXIT_USAGE)
         if gpu.key in named and by_gpu[gpu.key] != float(value):

@@ -61,8 +61,10 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> N
     """A table per question: the memory budget line by line, then the answers."""
     from rich.table import Table
 
+    from kvplan.markup import plain
+
     first = plans[0]
-    head = (f"[bold]{model.name}[/] on [bold]{gpu.name}[/] · context {human_tokens(first.request.context)}"
+    head = (f"[bold]{plain(model.name)}[/] on [bold]{plain(gpu.name)}[/] · context {human_tokens(first.request.context)}"
             f" · batch {first.request.batch} · weights {effective_weight_dtype(first, model)}"
             f" · KV {first.request.kv_dtype.name if first.request.kv_dtype else model.dtype}")
     console.print(head)

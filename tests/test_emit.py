@@ -54,3 +54,28 @@ def test_emit_mismatch_and_unsupported():
     assert r.exit_code == 2 and r.output.startswith("Error:")
     r = runner.invoke(app, ["fit", "qwen3-8b", "--gpu", "h100", "--emit", "trtllm"])
     assert r.exit_code == 2 and "--emit supports" in r.output
+
+
+def test_emit_vllm_states_the_margin_and_raises_utilization_only_when_needed():
+    # Qwen3-8B on one H100 (vLLM 0.33 defaults, gmu 0.92): 8 x 32k tokens need 8 x 32768 x 36 layers
+    # x 8 heads x 128 x 2 x 2 B = 36 GiB; the plan's budget holds that, so 0.92 stays and the margin is stated.
+    d, argv = emitted("qwen3-8b", "--gpu", "h100", "--gpus", "1", "--ctx", "32k", "--batch", "8", "--emit", "vllm")
+    assert flag(argv, "--gpu-memory-utilization") == "0.92"
+    assert "need 36.00 GiB" in d["emit_margin"] and "to spare" in d["emit_margin"]
+    # --gpu-memory-utilization 0.5 cannot hold them (0.5 x 79.18 GiB - 16.4 GiB of weights < 36 GiB):
+    # the command carries the lowest value that does, with 5% to spare, and says it was raised.
+    d, argv = emitted("qwen3-8b", "--gpu", "h100", "--gpus", "1", "--ctx", "32k", "--batch", "8",
+                      "--gpu-memory-utilization", "0.5",
+                      "--emit", "vllm")
+    g = float(flag(argv, "--gpu-memory-utilization"))
+    assert 0.5 < g < 0.92 and "raised from 0.5" in d["emit_margin"]
+
+
+def test_emit_sglang_raises_the_fraction_only_when_the_pool_is_short():
+    # Qwen3-32B at tp 2 on H100s, 8 x 32k = 262,144 tokens (+10% margin = 288,358): at
+    # mem_fraction_static 0.5 the pool is far smaller, so the command carries a higher fraction and says so.
+    d, argv = emitted("qwen3-32b", "--gpu", "h100", "--gpus", "2", "--ctx", "32k", "--batch", "8",
+                      "--engine", "sglang", "--engine-opt", "mem_fraction_static=0.5", "--emit", "sglang")
+    f = float(flag(argv, "--mem-fraction-static"))
+    assert 0.5 < f < 0.99 and "raised from 0.5" in d["emit_margin"] and "need 262,144" in d["emit_margin"]
+    assert d["kv_cache_tokens"] < 262144  # the plan at 0.5 itself does not hold them

@@ -341,3 +341,25 @@ def test_profiles_agree_with_shared_gpus_yaml(gpus):
         if tdp is not None:
             assert ours.tdp_w == tdp, key
     assert checked > 100
+
+
+# nvidia-smi --query-gpu=name (and torch.cuda.get_device_name) strings, from the driver's product table
+# (NVIDIA/open-gpu-kernel-modules README.md, "Supported NVIDIA GPU Products", PCI ids in the profiles'
+# comments) and, for Volta and AMD, from public collect_env / rocm-smi logs. Issue 15: accepted as aliases.
+NVIDIA_SMI_NAMES = {
+    "NVIDIA H100 80GB HBM3": "h100-sxm", "NVIDIA H100 PCIe": "h100-pcie", "NVIDIA H100 NVL": "h100-nvl",
+    "NVIDIA A100-SXM4-80GB": "a100-sxm-80", "NVIDIA A100-SXM4-40GB": "a100-sxm-40",
+    "NVIDIA A100 80GB PCIe": "a100-pcie-80", "NVIDIA A100-PCIE-40GB": "a100-pcie-40", "NVIDIA H200": "h200-sxm",
+    "NVIDIA H20": "h20", "NVIDIA GH200 480GB": "gh200", "NVIDIA GH200 144G HBM3e": "gh200-144",
+    "NVIDIA B200": "b200", "NVIDIA GB200": "gb200", "NVIDIA B300 SXM6 AC": "b300", "NVIDIA GB300": "gb300",
+    "NVIDIA L40S": "l40s", "NVIDIA L4": "l4", "Tesla T4": "t4", "NVIDIA A10": "a10", "NVIDIA A10G": "a10g",
+    "NVIDIA GeForce RTX 3090": "rtx-3090", "NVIDIA GeForce RTX 4090": "rtx-4090", "NVIDIA GeForce RTX 5090": "rtx-5090",
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": "rtx-pro-6000-server",
+    "Tesla V100-SXM2-32GB": "v100-sxm2-32", "Tesla V100-SXM2-16GB": "v100-sxm2-16",
+    "Tesla V100-PCIE-32GB": "v100-pcie-32", "Tesla V100-PCIE-16GB": "v100-pcie-16", "AMD Instinct MI300X": "mi300x",
+}
+
+
+@pytest.mark.parametrize("name,key", sorted(NVIDIA_SMI_NAMES.items()))
+def test_nvidia_smi_names_are_aliases(name, key):
+    assert find_gpu(name).key == key

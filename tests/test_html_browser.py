@@ -18,7 +18,7 @@ import pytest
 
 from test_reports import EVIL, evil_sweep
 
-WIDTH, HEIGHT = 1000, 1000
+WIDTH, HEIGHT = 1000, 1400
 
 
 def chromium() -> str:
@@ -40,8 +40,14 @@ def loaded(tmp_path_factory):
     browser = chromium()
     tmp = tmp_path_factory.mktemp("browser")
     page = tmp / "report.html"
-    rows = sweep_rows(evil_sweep())
-    page.write_text(render_html(rows, title="browser test", summary=[EVIL], currency="USD"), encoding="utf-8")
+    from kvplan.hardware import find_gpu
+    from kvplan.procurement import headlines
+
+    result = evil_sweep()
+    rows = sweep_rows(result)
+    heads = headlines(result, [find_gpu("h100"), find_gpu("mi300x")])
+    page.write_text(render_html(rows, title="browser test", summary=[EVIL], currency="USD", headlines=heads),
+                    encoding="utf-8")
     shot = tmp / "shot.png"
     cmd = [browser, "--headless", "--disable-gpu", "--no-sandbox", "--disable-dev-shm-usage", "--hide-scrollbars",
            "--no-first-run", f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr", "--v=0",
@@ -49,11 +55,16 @@ def loaded(tmp_path_factory):
            "--dump-dom", f"--screenshot={shot}", page.as_uri()]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        # the same page opened with a filter in its link: only llama-3.1-8b at 32k shown
+        filtered = subprocess.run([c for c in cmd if not c.startswith("--screenshot")][:-1]
+                                  + [page.as_uri() + "#model=llama-3.1-8b&ctx=32768"],
+                                  capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
         pytest.fail("Chromium did not finish within 120 s")
     if not shot.exists() and "<html" not in out.stdout:
         pytest.skip(f"Chromium could not run here: {out.stderr.strip().splitlines()[-1:]}")
-    return {"dom": out.stdout, "log": out.stderr, "png": shot, "rows": rows}
+    return {"dom": out.stdout, "log": out.stderr, "png": shot, "rows": rows, "heads": heads,
+            "filtered": filtered.stdout}
 
 
 def test_no_console_errors(loaded):
@@ -66,10 +77,11 @@ def test_no_console_errors(loaded):
 def test_charts_rendered(loaded):
     dom = loaded["dom"]
     # plotly draws each figure as an SVG with class main-svg (two per chart: plot and hover layers)
-    for name in ("memory", "concurrency", "cost", "decode"):
-        block = re.search(rf'id="chart-{name}".*?class="main-svg"', dom, re.S)
-        assert block is not None, f"chart {name} was not drawn"
-    assert dom.count('class="main-svg"') >= 8
+    for model in (0, 1):  # one set of charts per model
+        for name in ("memory", "concurrency", "cost", "decode"):
+            block = re.search(rf'id="chart-{name}-{model}".*?class="main-svg"', dom, re.S)
+            assert block is not None, f"chart {name} of model {model} was not drawn"
+    assert dom.count('class="main-svg"') >= 16
     assert dom.count('class="point"') >= 20  # bars
 
 
@@ -77,13 +89,13 @@ def test_table_present_and_name_is_text(loaded):
     dom = loaded["dom"]
     table = re.search(r'<table id="plans">.*?</table>', dom, re.S)
     assert table is not None
-    assert table.group(0).count("<tr>") == len(loaded["rows"]) + 1  # header + every plan
+    assert table.group(0).count("<tr") == len(loaded["rows"]) + 1  # header + every plan
     escaped = EVIL.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     assert f">{escaped}</td>" in table.group(0)  # shown as text in a cell
     # nothing it carried ran or became markup: the body has no attribute, there is no <img> element
     assert "<body>" in dom and "data-pwned" not in dom and "<img" not in dom
-    # plotly's legend shows the name as text too (its SVG text node holds the characters)
-    assert re.search(r'class="legendtext"[^>]*>[^<]*&lt;/script&gt;&lt;script&gt;', dom)
+    # plotly's chart titles show the name as text too (its SVG text node holds the characters)
+    assert re.search(r'class="gtitle"[^>]*>[^<]*&lt;/script&gt;&lt;script&gt;', dom)
 
 
 def read_png(path: Path):
@@ -136,6 +148,32 @@ def test_screenshot_is_not_blank(loaded):
     assert img.shape[:2] == (HEIGHT, WIDTH)
     colours = np.unique(img.reshape(-1, 3), axis=0)
     assert len(colours) > 50  # a blank or text-only page has a handful
-    # the memory chart's stacked bars in their fill colours: weights #4c78a8 and KV cache #54a24b
+    # the first model's memory chart, stacked bars in their fill colours: weights #4c78a8 and KV cache #54a24b
     for rgb in ((0x4C, 0x78, 0xA8), (0x54, 0xA2, 0x4B)):
         assert np.all(img == rgb, axis=2).sum() > 2000, f"no bars of colour {rgb} on screen"
+
+
+def test_headline_answers_first_with_costs(loaded):
+    dom = loaded["dom"]
+    table = re.search(r'<table id="headline">.*?</table>', dom, re.S)
+    assert table is not None and dom.index('id="headline"') < dom.index('id="chart-memory-0"')
+    text = re.sub(r"<[^>]+>", "|", table.group(0))
+    h = next(h for h in loaded["heads"] if h["model"] == "llama-3.1-8b" and h["context"] == 8192)
+    # the row a buyer reads: deployment, cost per hour, per user-hour, per million output tokens
+    assert f"{h['gpu']} × {h['gpus']}, KV {h['kv_dtype']}" in text
+    assert f"|{h['cost_per_hour']:,.2f}|" in text and f"|{h['cost_per_million_output_tokens']:,.2f}|" in text
+    assert len(re.findall(r"<tr data-model", table.group(0))) == 4  # 2 models x 2 contexts
+
+
+def test_filter_from_the_link_hides_other_rows_and_charts(loaded):
+    dom = loaded["filtered"]
+    shown = re.findall(r'<tr data-model="([^"]*)" data-ctx="(\d+)"(?! style="display: none;")', dom)
+    assert shown and set(shown) == {("llama-3.1-8b", "32768")}
+    hidden_sections = re.findall(r'<section data-model="([^"]*)" style="display: none;"', dom)
+    assert len(hidden_sections) == 1 and "llama" not in hidden_sections[0]
+
+
+def test_cost_sits_next_to_fits(loaded):
+    head = re.search(r'<table id="plans"><thead><tr>(.*?)</tr>', loaded["dom"], re.S).group(1)
+    names = re.findall(r"<th[^>]*>([^<]*)</th>", head)
+    assert names[names.index("fits") + 1] == "cost/h"

@@ -345,6 +345,25 @@ def test_cheapest_ranks_by_cost(tmp_path, kvplan_home):
     assert all(m["max_concurrency"] >= 4 and m["batch"] == 4 for m in doc["meets"])
 
 
+def test_cheapest_with_prices_searches_the_priced_gpus(tmp_path, kvplan_home):
+    # Issue 15: a prices file names the GPUs one can rent; without --gpus those are the ones searched
+    # (a profile's own price_per_hour counts too), and stderr says so. `--gpus all` searches every GPU.
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("h100: 2\nl4: 0.5\n")
+    hw = tmp_path / "hw"
+    hw.mkdir()
+    h100_profile_with_price(hw, 1.5)
+    base = ("cheapest", "llama-3.1-8b", "--ctx", "8k", "--concurrency", "4", "--gpu-counts", "1,2",
+            "--prices", prices, "--hw-profiles", hw, "--json")
+    r = run(*base)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert {m["gpu"] for m in doc["meets"] + doc["fails"]} == {"h100-sxm", "l4", "rented-h100"}
+    assert "searching the 3 GPUs with a price" in r.stderr
+    r = run(*base, "--gpu", "all")
+    assert len({m["gpu"] for m in json.loads(r.stdout)["meets"]}) > 10
+
+
 def test_cheapest_says_why_and_exits_6(kvplan_home):
     r = run("cheapest", "llama-3.1-70b", "--ctx", "128k", "--concurrency", "32", "--gpu", "h100,h200",
             "--gpu-counts", "1,2,4,8", "--json")
@@ -418,7 +437,11 @@ def test_html_via_cli(tmp_path, kvplan_home):
             "-o", out, "--title", "Q3 <purchase>")
     assert r.exit_code == 0, r.output
     page = out.read_text()
-    assert "<title>Q3 &lt;purchase&gt;</title>" in page and 'id="chart-memory"' in page and "<table id=\"plans\">" in page
+    assert "<title>Q3 &lt;purchase&gt;</title>" in page and 'id="chart-memory-0"' in page and "<table id=\"plans\">" in page
+    # one set of charts per model (two models here), a headline per model x context, filters for both
+    assert 'id="chart-concurrency-1"' in page and 'id="chart-concurrency-2"' not in page
+    assert page.count('<tr data-model="qwen3-8b" data-ctx="32768">') >= 2  # its headline and its plans
+    assert '<select id="f-model">' in page and '<option value="32768">32k</option>' in page
     assert os.listdir(tmp_path) == ["kvplan-home", "plan.html"] or sorted(os.listdir(tmp_path)) == ["plan.html"]
 
 
@@ -432,7 +455,7 @@ def test_sweep_with_an_engine_equals_fit_with_that_engine():
     doc = json.loads(r.stdout)
     assert doc["engine"] == "vllm 0.11.0" and len(doc["plans"]) == 2 * 2 * 2 * 2
     for row in doc["plans"]:
-        f = run("fit", row["model"], "--gpu", row["gpu"], "--gpus", row["gpus"], "--ctx", row["context"],
+        f = run("fit", row["model"], "--gpu", row["gpu"], "--tp", row["tp"], "--pp", row["pp"], "--ctx", row["context"],
                 "--engine", "vllm", "--engine-version", "0.11.0", "--json")
         one = json.loads(f.stdout)
         for key in ("kv_memory_bytes_per_gpu", "kv_cache_tokens", "max_concurrency", "max_context",
@@ -460,3 +483,29 @@ def test_cheapest_with_an_engine():
     f = run("fit", "llama-3.1-8b", "--gpu", best["gpu"], "--gpus", best["gpus"], "--ctx", "32k", "--batch", "8",
             "--engine", "sglang", "--json")
     assert json.loads(f.stdout)["max_concurrency"] == best["max_concurrency"] >= 8
+
+
+def test_procurement_headline_per_model_and_context():
+    from kvplan.deploy import Deployment
+    from kvplan.engines import resolve_engine
+    from kvplan.plan import Request
+    from kvplan.procurement import headlines
+
+    plan = resolve_engine().plan
+
+    gpus = [find_gpu("h100"), find_gpu("mi300x"), find_gpu("l4")]
+    r = sweep([spec("llama-3.1-8b"), spec("llama-3.1-70b")], gpus, [1, 2, 4], [8192, 131072], ["bf16"], batch=4,
+              prices={"h100-sxm": 2.0, "mi300x": 3.0})
+    heads = {(h["model"], h["context"]): h for h in headlines(r, gpus)}
+    assert len(heads) == 4
+    h = heads[("llama-3.1-8b", 8192)]
+    # Cheapest that fits 4 requests of 8k: one H100 at 2.0/h (the unpriced L4 is not a "cheapest").
+    assert (h["gpu"], h["gpus"], h["cost_per_hour"]) == ("h100-sxm", 1, 2.0)
+    assert h["cost_per_concurrent_user_hour"] == 2.0 / h["max_concurrency"]
+    assert h["headroom"] == h["max_concurrency"] / 4
+    full = plan(spec("llama-3.1-8b"), gpus[0], Deployment(1, 1),
+                Request(context=8192, batch=h["max_concurrency"], kv_dtype=BF16))
+    # per 1M output tokens = cost per hour / (tokens per hour with every slot decoding) x 10^6
+    assert h["cost_per_million_output_tokens"] == pytest.approx(2.0 / (full.decode_tokens_per_second * 3600) * 1e6)
+    big = heads[("llama-3.1-70b", 131072)]
+    assert big["fits"] and big["cost_per_hour"] in (2.0 * big["gpus"], 3.0 * big["gpus"])

@@ -394,3 +394,45 @@ def test_transformers_sliding_layer_storage():
     assert record["measured_kv_bytes"] == 4_194_304
     assert record["predicted_kv_bytes"] == 4_194_304 and record["ok"]
     assert record["tokens_match"]
+
+
+def test_cpu_auto_shrink_when_the_full_build_would_take_minutes():
+    from kvplan.catalog import find_in_catalog
+    from kvplan.dtypes import BF16
+    from kvplan.validate.run import cpu_shrink_reason
+
+    llama = find_in_catalog("llama-3.2-1b-instruct")
+    # 4 layers of ~60.8M linear weights (q, o 2048^2; k, v 2048 x 512; MLP 3 x 2048 x 8192), 2 x 1,024 tokens,
+    # cached pass + recomputation: 2 x 243M x 2 x 2,048 = 2.0 TFLOP, plus the tied 128,256 x 2,048 head over
+    # 2,048 tokens 1.1 TFLOP: 3.1 TFLOP, far past the 0.2 TFLOP budget.
+    why = cpu_shrink_reason(llama, 4, Settings(batch=2, ctx=1024, layers=4), BF16, "fp32")
+    assert why is not None and "3.1 TFLOP" in why
+    assert cpu_shrink_reason(llama, 2, Settings(batch=2, ctx=48, layers=2), BF16, "fp32") is None
+
+
+def test_cli_says_it_shrank_by_itself(monkeypatch):
+    import kvplan.validate.run as run_module
+
+    monkeypatch.setattr(run_module, "CPU_FLOP_BUDGET", 1)  # any full-width build is "too slow" now
+    result = runner.invoke(app, ["validate", "llama-3.2-1b-instruct", "--ctx", "40", "--steps", "2", "--layers", "1"])
+    assert result.exit_code == 0, result.output
+    assert "shrunk automatically on CPU" in result.stderr and "cache geometry unchanged" in result.stderr
+
+
+def test_cpu_peak_has_no_eager_scores_for_sdpa_layers():
+    from kvplan.validate.blueprint import SMALL, blueprint
+    from kvplan.validate.run import _scores_bytes
+
+    spec = spec_of("openai__gpt-oss-20b") if (CONFIGS / "openai__gpt-oss-20b.json").is_file() else None
+    if spec is None:
+        from kvplan.catalog import find_in_catalog
+
+        spec = find_in_catalog("gpt-oss-20b")
+    bp = blueprint(spec, 4, SMALL)
+    s = Settings(batch=2, ctx=2048, layers=4, widths=SMALL)
+    # The query and RoPE's copies of it: 4 x B x T x (64 heads x 64) x 4 B = 133,693,440 B, everywhere.
+    query = 4 * 2 * 2040 * 64 * 64 * 4
+    # CUDA's math path may hold B x H x T x T fp32 twice: 2 x 2 x 64 x 2,040^2 x 4 = 4,261,478,400 B.
+    assert _scores_bytes(bp, s, 2040, 4, "cuda") == 2 * 2 * 64 * 2040 * 2040 * 4 + query
+    # On CPU, F.scaled_dot_product_attention holds no T x T buffer (the README run measured 0.36 GB in all).
+    assert _scores_bytes(bp, s, 2040, 4, "cpu") == query

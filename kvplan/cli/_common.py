@@ -16,7 +16,7 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
-from kvplan.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
+from kvplan.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, path_error
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 MAX_BATCH = 1_000_000  # concurrent requests: far beyond any deployment, small enough to stay meaningful
@@ -26,7 +26,7 @@ GpuOpt = Annotated[str, typer.Option("--gpu", "-g", help="GPU name or alias (a10
 CtxOpt = Annotated[Optional[str], typer.Option("--ctx", "-c", help="Context per request: 32768, 32k, 128K, 1M. Default: the model's limit.")]
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Concurrent requests (for max context, decode speed and fits).")]
 KvDtypeOpt = Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype: auto (model's), bf16, fp16, fp32, fp8 (fp8_e4m3), int8, q8_0, q4_0, ...")]
-WeightDtypeOpt = Annotated[Optional[str], typer.Option("--weight-dtype", help="Override the checkpoint's weight format: bf16, fp16, fp32, fp8, int8, int4 (awq/gptq), mxfp4.")]
+WeightDtypeOpt = Annotated[Optional[str], typer.Option("--weight-dtype", help="Override the checkpoint's weight format: bf16, fp16, fp32, fp8, int8, int4 (awq/gptq), mxfp4, or a GGUF type (q4_k_m, q8_0, q6_k, iq4_xs, ...).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 HwOpt = Annotated[Optional[list[Path]], typer.Option("--hw-profiles", help="Directory of extra GPU profiles (YAML); may repeat.")]
 RevisionOpt = Annotated[Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit) for a repo id.")]
@@ -49,6 +49,9 @@ def cli_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from kvplan.markup import safe_stdout
+
+        safe_stdout()  # paths with non-UTF-8 bytes print as given
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort):
@@ -67,6 +70,10 @@ def cli_errors(fn):
         except Exception as exc:  # a bug: still one line, the traceback on request
             if os.environ.get("KVPLAN_DEBUG"):
                 raise
+            user = path_error(exc) if isinstance(exc, OSError) else None  # a file name too long, ...
+            if user is not None:
+                stderr(f"Error: {user.message}")
+                raise typer.Exit(user.exit_code) from None
             stderr(f"Error: internal error: {type(exc).__name__}: {exc} (set KVPLAN_DEBUG=1 for the traceback)")
             raise typer.Exit(EXIT_ERROR) from None
 
@@ -127,6 +134,7 @@ def table(columns: list[str], *, right: tuple[str, ...] = (), whole: tuple[str, 
 
 
 def markup_safe(text: str) -> str:
-    from rich.markup import escape
+    """Outside text for a rich table: brackets escaped, undecodable path bytes shown (kvplan.markup)."""
+    from kvplan.markup import plain
 
-    return escape(text)
+    return plain(text)

@@ -11,6 +11,9 @@ import typer
 
 from kvplan.cli import check_log, cheapest, fit, gpus, models, sweep, validate
 from kvplan.cli._common import EXIT_INTERRUPTED, stderr
+from kvplan.errors import EXIT_USAGE
+
+MAX_OPTION_CHARS = 200  # longer "--name" arguments are refused before the parser sees them (see main)
 
 app = typer.Typer(
     name="kvplan",
@@ -45,6 +48,10 @@ def main() -> None:
     rule is one `Error:` line and exit 2, so the parser runs in non-standalone mode and its usage
     errors (they carry format_message and exit_code) are printed here.
     """
+    for arg in sys.argv[1:]:  # Click's "did you mean" for an unknown option is quadratic in its length
+        if arg.startswith("--") and len(arg) > MAX_OPTION_CHARS and "=" not in arg[:MAX_OPTION_CHARS]:
+            stderr(f"Error: no such option: {arg[:40]}... ({len(arg):,} characters)")
+            sys.exit(EXIT_USAGE)
     try:
         code = app(standalone_mode=False)
     except typer.Abort:

@@ -11,7 +11,7 @@ from kvplan.cli._common import (
     MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, JsonOpt, PricesOpt, RevisionOpt,
     TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, print_result, print_notes, stderr, table,
 )
-from kvplan.cli.selection import GPU_LIST_HELP, resolve_gpus
+from kvplan.cli.selection import resolve_gpus
 from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 
 
@@ -26,7 +26,7 @@ def cheapest(
     ctx: Annotated[Optional[str], typer.Option("--ctx", "-c", help="Context per request: 32k, 128k. Default: the model's limit.")] = None,
     min_tps: Annotated[Optional[float], typer.Option("--min-tokens-per-second", help="Decode tokens/s each request must get at that concurrency (roofline).")] = None,
     prices: PricesOpt = None,
-    gpu: Annotated[str, typer.Option("--gpu", "-g", help=GPU_LIST_HELP)] = "all",
+    gpu: Annotated[Optional[str], typer.Option("--gpu", "-g", help="Comma-separated GPU names or aliases, or `all`. Default: the GPUs --prices prices, else all.")] = None,
     gpu_counts: Annotated[Optional[str], typer.Option("--gpu-counts", help="GPU counts to try (n ≤ 8: tp=n; above: tp=8, pp=n/8). Default: the first valid tp of 1,2,4,...,--max-gpus.")] = None,
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest deployment tried without --gpu-counts.")] = 64,
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype: auto (model's), bf16, fp8, ...")] = "auto",
@@ -71,8 +71,12 @@ def cheapest(
     chosen = engine_flags(engine, engine_version, engine_opt, gmu, block_size)
     canonical_kv_dtype(kv_dtype)
     wdt = canonical_weight_dtype(weight_dtype) if weight_dtype else None
-    gpu_list = resolve_gpus(gpu, hw)
+    gpu_list = resolve_gpus(gpu or "all", hw)
     price_book = load_prices(prices, hw)
+    if gpu is None and prices is not None:  # a prices file names the GPUs one can buy: search those
+        gpu_list = [g for g in gpu_list if price_book.price(g) is not None]
+        stderr(f"note: searching the {len(gpu_list)} GPUs with a price ({', '.join(g.key for g in gpu_list)}); "
+               "--gpu all for every GPU")
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = resolved.spec
     print_notes(resolved)

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli._common import HwOpt, JsonOpt, cli_errors, print_result, stderr, table
+from kvplan.cli._common import HwOpt, JsonOpt, cli_errors, markup_safe, print_result, stderr, table
 from kvplan.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 
 MAX_LOG_BYTES = 64 * 2**20
@@ -84,16 +84,17 @@ def _resolve_log_model(name: str | None, hint: str | None):
 
 
 def _render(console, result) -> None:
-    console.print(f"[bold]{result.engine}[/] {result.version} log · model {result.model or '?'}"
-                  + (f" · GPU {result.gpu}" if result.gpu else ""))
+    plain = markup_safe  # the log's own text (model name, version) is never markup
+    console.print(f"[bold]{result.engine}[/] {plain(result.version)} log · model {plain(result.model or '?')}"
+                  + (f" · GPU {plain(result.gpu)}" if result.gpu else ""))
     t = table(["quantity", "engine printed", "kvplan", "difference", ""],
               right=("engine printed", "kvplan", "difference", ""))
     for r in result.rows:
         mark = "" if r.ok is None else ("[green]ok[/]" if r.ok else "[red]differs[/]")
-        t.add_row(r.quantity, r.reported, r.predicted, r.diff, mark)
+        t.add_row(plain(r.quantity), plain(r.reported), plain(r.predicted), plain(r.diff), mark)
     console.print(t)
     if result.whatif:
         w = table(["", " "], right=(" ",), title="Same deployment, other workloads")
         for label, value in result.whatif:
-            w.add_row(label, value)
+            w.add_row(plain(label), plain(value))
         console.print(w)

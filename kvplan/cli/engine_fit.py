@@ -74,17 +74,22 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
     for note in dict.fromkeys(n for r in results for n in r.capacity.notes):
         stderr(f"note: {note}")
     chosen = results[recommended if recommended is not None else -1]
-    command = None
+    command = margin = None
     if emit_to:
-        from kvplan.emit import emit
+        from kvplan.emit import emit, emit_note
 
         command = emit(engine, chosen, spec)
+        margin = emit_note(engine, chosen, spec)
+        if margin and not as_json:
+            stderr(margin)
     dicts = [{**plan_to_dict(r.plan, spec), **({"engine": engine_dict(r)} if named else {})} for r in results]
     out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
     if command:
         out["emit"] = command
     if layouts is not None:  # fit --gpus N: every layout, best first (kvplan.cli.layouts)
         out["layouts"] = layouts
+    if margin:
+        out["emit_margin"] = margin
 
     def render(console) -> None:
         render_plans(console, plans, spec, hw, titles)

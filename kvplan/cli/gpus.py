@@ -2,7 +2,7 @@
 
 import typer
 
-from kvplan.cli._common import HwOpt, JsonOpt, cli_errors, print_result, table
+from kvplan.cli._common import HwOpt, JsonOpt, cli_errors, markup_safe, print_result, table
 
 
 def register(app: typer.Typer) -> None:
@@ -28,8 +28,9 @@ def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
         t = table(["key", "name", "GiB", "TB/s", "TFLOPS", "aliases"], right=("GiB", "TB/s", "TFLOPS"), whole=("key",))
         for g in catalog.values():
             bf16 = dict(g.dense_flops).get("bf16") or dict(g.dense_flops).get("fp16")
-            t.add_row(g.key, g.name, f"{g.memory_usable_bytes / 2**30:.1f}", f"{g.bandwidth_bytes_per_s / 1e12:g}",
-                      f"{bf16 / 1e12:g}" if bf16 else "-", ", ".join(g.aliases))
+            t.add_row(g.key, markup_safe(g.name), f"{g.memory_usable_bytes / 2**30:.1f}",
+                      f"{g.bandwidth_bytes_per_s / 1e12:g}", f"{bf16 / 1e12:g}" if bf16 else "-",
+                      markup_safe(", ".join(g.aliases)))
         console.print(t)
 
     print_result(as_json, data, render)

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli._common import JsonOpt, RevisionOpt, TokenOpt, cli_errors, print_result, print_notes, stderr, table
+from kvplan.cli._common import (JsonOpt, RevisionOpt, TokenOpt, cli_errors, markup_safe, print_notes, print_result,
+                                stderr, table)
 
 models_app = typer.Typer(help="The model catalog: list, show, import.", no_args_is_help=True)
 
@@ -57,7 +58,7 @@ def list_models(as_json: JsonOpt = False):
         numeric = ("params", "active", "KV/token", "past windows", "max ctx")
         t = table(["name", *numeric], right=numeric)
         for r in rows:
-            t.add_row(r["name"], f"{r['params'] / 1e9:,.1f}B", f"{r['params_active'] / 1e9:,.1f}B",
+            t.add_row(markup_safe(r["name"]), f"{r['params'] / 1e9:,.1f}B", f"{r['params_active'] / 1e9:,.1f}B",
                       human_bytes(r["kv_bytes_per_token_within_windows"]), human_bytes(r["kv_bytes_per_token"]),
                       human_tokens(r["max_context"]))
         console.print(t)
@@ -104,6 +105,9 @@ def _show_value(key: str, value) -> str:
     return f"{key}: {value}"
 
 
+MAX_NAME = 100  # catalog names are file names: well inside any filesystem's 255-byte limit
+
+
 @models_app.command("import")
 @cli_errors
 def import_model(
@@ -128,6 +132,9 @@ def import_model(
         new_name = as_name.strip().lower()
         if not new_name:
             raise KvplanError("--name is empty", EXIT_USAGE)
+        if len(new_name) > MAX_NAME or not new_name.isprintable():
+            raise KvplanError(f"--name must be at most {MAX_NAME} printable characters (it names a file), "
+                              f"got {len(new_name)}", EXIT_USAGE)
         # The aliases came from the old name (llama-3.1-70b-instruct -> llama-3.1-70b): derive them anew.
         spec = dataclasses.replace(spec, name=new_name, aliases=tuple(short_aliases(new_name)))
     clashes = bundled_clashes(spec)

@@ -87,7 +87,7 @@ def sweep(
                   gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION, prices=price_by_gpu, engine=chosen, layouts=layouts)
     result = _run((specs, gpu_list, counts, contexts, kv_names, weights), kwargs, total)
     summary = _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book)
-    _write_files(result, files, title, summary, price_book)
+    _write_files(result, files, title, summary, price_book, gpu_list)
     if as_json or as_csv:
         _write_stdout(result, "json" if as_json else "csv", price_book)
     for line in summary:
@@ -113,9 +113,13 @@ def output_files(paths: list[Path]) -> list[tuple[Path, str]]:
             raise KvplanError(f"--output {path}: the format comes from the extension: .csv, .json or .html "
                               "(--json or --csv for stdout)", EXIT_USAGE)
         full = path.expanduser()
-        if not full.parent.is_dir():
+        try:
+            folder_ok, is_dir = full.parent.is_dir(), full.is_dir()
+        except OSError as exc:  # a name too long for the filesystem
+            raise KvplanError(f"--output {path}: {exc.strerror or exc}", EXIT_USAGE) from None
+        if not folder_ok:
             raise KvplanError(f"--output {path}: folder {full.parent} does not exist", EXIT_USAGE)
-        if full.is_dir():
+        if is_dir:
             raise KvplanError(f"--output {path} is a folder; give a file name", EXIT_USAGE)
         if any(full == p for p, _ in out):
             raise KvplanError(f"--output {path} is given twice", EXIT_USAGE)
@@ -169,7 +173,7 @@ def _json_text(result, rows: list[dict], prices) -> str:
     return json_document(head, rows)
 
 
-def _write_files(result, files, title: str, summary: list[str], prices) -> None:
+def _write_files(result, files, title: str, summary: list[str], prices, gpus=()) -> None:
     """Every --output, each written atomically."""
     if not files:
         return
@@ -184,9 +188,10 @@ def _write_files(result, files, title: str, summary: list[str], prices) -> None:
             atomic_write(path, _json_text(result, rows, prices))
         else:
             from kvplan.html_report import render_html
+            from kvplan.procurement import headlines
 
             atomic_write(path, render_html(rows, title=title, summary=summary, skipped=_skipped_lines(result),
-                                           currency=prices.unit))
+                                           currency=prices.unit, headlines=headlines(result, gpus)))
 
 
 def _write_stdout(result, fmt: str, prices) -> None:

@@ -167,9 +167,10 @@ class _progress:
 def _render(console, record: dict, checks) -> None:
     from rich.table import Table
 
+    from kvplan.markup import plain
     from kvplan.units import human_bytes as format_bytes
 
-    title = (f"{record.get('backend', 'torch')} / {record['model']}: {record['layers']} of {record['layers_total']} layers, batch {record['batch']}, "
+    title = plain(f"{record.get('backend', 'torch')} / {record['model']}: {record['layers']} of {record['layers_total']} layers, batch {record['batch']}, "
              f"ctx {record['ctx']:,} ({record['prompt_tokens']:,} prompt + {record['decode_steps']} decoded), "
              f"KV {record['kv_dtype']}, on {record['device_name']} (torch {record['torch_version']})")
     table = Table(title=title, show_edge=False)

@@ -266,7 +266,7 @@ class Sglang(Engine):
 
         r, dep = plan.request, plan.deployment
         args = ["python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
-                "--context-length", str(r.context), "--mem-fraction-static", f"{settings['mem_fraction_static']:g}",
+                "--context-length", str(r.context), "--mem-fraction-static", f"{_emit_fraction(plan, settings, model):g}",
                 *parallel_flags("sglang", dep, model), "--max-running-requests", str(serve_seqs(plan))]
         kv = kv_dtype_arg(self.name, r.kv_dtype, model)
         if kv:
@@ -274,6 +274,13 @@ class Sglang(Engine):
         if settings["page_size"] != 1:
             args += ["--page-size", str(settings["page_size"])]
         return args
+
+
+def _emit_fraction(plan, settings: dict, model) -> float:
+    """The plan's fraction, raised to the lowest that holds the batch with the stated margin (sglang_boot)."""
+    from kvplan.engines.sglang_boot import emit_advice
+
+    return emit_advice(plan, settings, model)[0]
 
 
 ENGINE = Sglang

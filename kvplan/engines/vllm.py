@@ -37,12 +37,6 @@ VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "
 DEFAULT_VERSION = "0.33.0"
 OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling")
 
-# CUDA-graph memory per decoder layer on one rank (an estimate): 0.76 GiB for the 40 layers of
-# Mistral-Small-24B on an H100 (llm-d empirical vLLM 0.11 table, shared/engine_logs.yaml) and
-# "Graph capturing finished ..., took 0.65 GiB" for the 32 layers of a Llama-3.1-8B-size model
-# (github.com/ai-dynamo/aiperf/issues/449): 19.5 and 20.8 MiB per layer.
-CUDAGRAPH_BYTES_PER_LAYER = 20 * 2**20
-
 
 @dataclass(frozen=True)
 class VllmRules:
@@ -79,6 +73,7 @@ class Settings:
     cudagraphs: bool  # CUDA-graph memory subtracted from the budget (v0.20.0+ unless enforce_eager)
     async_scheduling: bool  # doubles the sliding-window in-flight term from v0.30.0
     v1: bool  # the V1 engine (default from v0.8.0)
+    gpu_key: str = ""  # the GPU it runs on (picks kernels whose weights load padded, vllm_overhead)
 
     @property
     def v(self) -> tuple[int, ...]:
@@ -128,7 +123,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
-                    opt_bool(opts, "async_scheduling", True), v1)
+                    opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "")
 
 
 # --- the block pool -------------------------------------------------------------------------------
@@ -264,14 +259,12 @@ def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, s
 
 
 def overhead(model, dep, st: Settings) -> tuple[int, dict]:
-    """Per-GPU non-KV memory vLLM subtracts besides the weights (an estimate, documented per term)."""
-    from kvplan.plan import activation_estimate, runtime_bytes
+    """Per-GPU non-KV memory vLLM subtracts besides the weights (modelled and calibrated per term in
+    kvplan/engines/vllm_overhead.py on the log corpus)."""
+    from kvplan.engines.vllm_overhead import overhead_terms
 
-    act = activation_estimate(model, dep.tp, tokens=st.max_num_batched_tokens, max_seqs=st.max_num_seqs)
-    non_torch = runtime_bytes(dep)
-    layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
-    graphs = CUDAGRAPH_BYTES_PER_LAYER * layers if st.cudagraphs else 0
-    return act + non_torch + graphs, {"activation_peak": act, "non_torch": non_torch, "cudagraphs": graphs}
+    parts = overhead_terms(model, dep, st)
+    return sum(parts.values()), parts
 
 
 class Vllm(Engine):
@@ -338,7 +331,10 @@ class Vllm(Engine):
         if r.kv_cache_memory_bytes is not None:
             args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]
         else:
-            args += ["--gpu-memory-utilization", f"{settings['gpu_memory_utilization']:g}"]
+            from kvplan.engines.vllm_boot import emit_advice
+
+            # the plan's utilisation, raised to the lowest that holds the batch with the stated margin
+            args += ["--gpu-memory-utilization", f"{emit_advice(plan, settings, model)[0]:g}"]
         kv = kv_dtype_arg(self.name, r.kv_dtype, model)
         if kv:
             args += ["--kv-cache-dtype", kv]

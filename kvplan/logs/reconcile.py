@@ -56,7 +56,10 @@ def _dtype(name: str | None, model):
 
 def reconcile(rec: LogRecord, model=None, gpu=None, version: str | None = None, kv_dtype: str | None = None,
               tp: int | None = None) -> Reconciliation:
-    fn = {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp}[rec.engine]
+    fns = {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp}
+    if rec.engine not in fns:
+        raise KvplanError(f"a {rec.engine} log: kvplan reads its figures but does not check them yet", EXIT_USAGE)
+    fn = fns[rec.engine]
     return fn(rec, model, gpu, version, kv_dtype, tp)
 
 
@@ -96,7 +99,8 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
                          f"{gpu.memory_usable_bytes / GIB:.2f} GiB")
     gmu = s.get("gpu_memory_utilization")
     gmu = gmu.value if isinstance(gmu, Num) else gmu
-    engine = resolve_engine("vllm", version, gpu_memory_utilization=gmu, block_size=s.get("block_size"))
+    opts = [f"{k}={s[k]}" for k in ("max_num_batched_tokens", "max_num_seqs") if isinstance(s.get(k), int)]
+    engine = resolve_engine("vllm", version, opts, gpu_memory_utilization=gmu, block_size=s.get("block_size"))
     v = parse_version(version)
     if model is None:
         _vllm_model_free(out, r, length, s.get("block_size") or 16, v)
@@ -116,9 +120,10 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
     kvd, std = req.kv_dtype, req.kv_dtype
     if "model_loading_gib" in r:
         rep = r["model_loading_gib"].value * GIB
-        d, e = _rel(p.weight_bytes_per_gpu, rep)
+        loaded = p.weight_bytes_per_gpu + res.settings.get("overhead_weights_repack", 0)  # kernel padding
+        d, e = _rel(loaded, rep)
         out.rows.append(Row("weights per GPU (Model loading took)", f"{r['model_loading_gib'].text} GiB",
-                            f"{p.weight_bytes_per_gpu / GIB:.4f} GiB", d, abs(e) <= 0.02 if e is not None else None, e))
+                            f"{loaded / GIB:.4f} GiB", d, abs(e) <= 0.02 if e is not None else None, e))
     if "available_kv_gib" in r and gpu is not None:
         rep = r["available_kv_gib"].value * GIB
         d, e = _rel(p.kv_memory_bytes_per_gpu, rep)
@@ -131,6 +136,7 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
             d, e = _rel(est, inferred)
             out.rows.append(Row("non-KV overhead (total x gmu - weights - KV)", f"{inferred / GIB:.2f} GiB (inferred)",
                                 f"{est / GIB:.2f} GiB (estimate)", d, None, e))
+    _term_rows(out, r, res.settings, model, dep)
     block_bytes, block_tokens = engine.block(model, dep, st, kvd, std)
     budget = None
 
@@ -158,6 +164,20 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
             out.whatif.append((f"longest context for {b} concurrent",
                                f"{engine.longest_context(model, dep, st, cap, b, kvd, std):,} tokens"))
     return out
+
+
+def _term_rows(out, r, ours, model, dep):
+    """The budget's terms where the log prints them (v0.6.4+ profiling lines, v0.11+ DEBUG breakdown)."""
+    from kvplan.deploy import split_layers
+    from kvplan.engines.vllm_overhead import cudagraph_estimate
+
+    layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
+    for key, label, pred in (("activation_peak_gib", "activation peak of the profile run", ours["overhead_activation_peak"]),
+                             ("non_torch_gib", "non-torch memory", ours["overhead_non_torch"]),
+                             ("cudagraph_estimate_gib", "CUDA graphs (vLLM's estimate)", cudagraph_estimate(layers))):
+        if key in r:
+            d, e = _rel(pred, r[key].value * GIB)
+            out.rows.append(Row(label, f"{r[key].text} GiB", f"{pred / GIB:.2f} GiB (estimate)", d, None, e))
 
 
 def _range_rows(out, r, c_lo, c_hi, how):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import platform
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -27,7 +27,7 @@ from kvplan.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
 from kvplan.model import ModelSpec, weight_bytes
 from kvplan.plan import activation_estimate
 from kvplan.profile import kv_profile
-from kvplan.validate.blueprint import Blueprint, Widths, blueprint, built_spec
+from kvplan.validate.blueprint import SMALL, Blueprint, Widths, blueprint, built_spec
 from kvplan.validate.compare import (
     KV_TOLERANCE, PEAK_TOLERANCE, PLANNER_WEIGHTS_TOLERANCE, WEIGHTS_TOLERANCE, Check, all_ok,
 )
@@ -177,19 +177,33 @@ class Prediction:
     scores_bytes: int  # attention scores an eager (non-flash) prefill materialises, largest layer
 
 
-def _scores_bytes(bp: Blueprint, s: Settings, prompt: int, itemsize: int) -> int:
+def _scores_bytes(bp: Blueprint, s: Settings, prompt: int, itemsize: int, device: str = "cuda") -> int:
     """B x H x T x T x bytes for the widest attention layer: engines' flash kernels never hold this,
-    an eager decoder does, so the peak prediction for this decoder adds it (twice: scores, softmax)."""
+    an eager decoder does, so the peak prediction for this decoder adds it (twice: scores, softmax).
+
+    MLA layers compute their scores with einsum, so they hold them everywhere. The other attention
+    layers call F.scaled_dot_product_attention: on CPU its fused kernel takes the mask and GQA without
+    a T x T buffer (measured, torch 2.13 CPU: gpt-oss-20b, 4 layers shrunk, batch 2, ctx 2,048 peaked
+    at 0.38 GB beyond weights and cache where B x H x T x T x 4 x 2 is 4.26 GB; Llama-3.2-1B, 4 layers,
+    batch 2, ctx 1k at 0.25 GB against 0.53 GB of scores), so on CPU they add none."""
     size = max(itemsize, 4)
     states = [lp.state.heads * lp.state.head_dim * lp.state.state for lp in bp.layers if lp.state]
     state_temps = 4 * s.batch * max(states) * size if states else 0  # an eager scan's copies of its state
-    if not any(lp.mixer.kind in ("full", "sliding", "chunked", "mla") for lp in bp.layers):
-        return state_temps
-    return max(2 * s.batch * bp.heads * prompt * prompt * size, state_temps)
+    # Every eager attention layer also holds its query and RoPE's copies of it at the query width
+    # (heads x head_dim, which --hidden does not shrink): q, its two rotated halves and the output,
+    # 4 x B x T x H x D (measured: Qwen3-235B at hidden 128, 64 heads x 128, batch 2, 37 tokens peaked
+    # at 9.8 MB, 4 x 2 x 37 x 8,192 x 4 B = 9.7 MB).
+    widths = [bp.heads * lp.mixer.head_dim for lp in bp.layers
+              if lp.mixer.kind in ("full", "sliding", "chunked") and getattr(lp.mixer, "head_dim", 0)]
+    query = 4 * s.batch * prompt * max(widths) * max(itemsize, 2) if widths else 0
+    kinds = ("mla",) if device == "cpu" else ("full", "sliding", "chunked", "mla")
+    if not any(lp.mixer.kind in kinds for lp in bp.layers):
+        return max(state_temps, query)
+    return max(2 * s.batch * bp.heads * prompt * prompt * size, state_temps) + query
 
 
 def predict(full: ModelSpec, reduced: ModelSpec, bp: Blueprint, s: Settings, kv: DType, state: DType,
-            compute: str, prompt: int) -> Prediction:
+            compute: str, prompt: int, device: str = "cuda") -> Prediction:
     """The planner's figures for the reduced model as built; no torch here."""
     prof = kv_profile(reduced.layers, 1, kv, state, 16)
     built = built_spec(reduced, bp)
@@ -200,8 +214,38 @@ def predict(full: ModelSpec, reduced: ModelSpec, bp: Blueprint, s: Settings, kv:
         weights_bytes=weight_bytes(built, compute).total,
         planner_weights_bytes=weight_bytes(reduced, compute).total,
         activation_bytes=act * TORCH_DTYPES[compute].itemsize // 2,  # the estimate is for 16-bit activations
-        scores_bytes=_scores_bytes(bp, s, prompt, TORCH_DTYPES[compute].itemsize),
+        scores_bytes=_scores_bytes(bp, s, prompt, TORCH_DTYPES[compute].itemsize, device),
     )
+
+
+CPU_FLOP_BUDGET = 2 * 10**11  # ~10 s of fp32 matmuls on a small CPU; a full-width build beyond it is shrunk
+CPU_MEMORY_SHARE = 0.5  # ... and so is one whose weights, cache and activations take half the free memory
+
+
+def cpu_shrink_reason(full: ModelSpec, n: int, s: Settings, kv: DType, compute: str) -> str | None:
+    """Why a full-width CPU build of the first n layers is not worth running (None: run it as it is).
+
+    Work: 2 FLOPs per weight per token through every linear layer, for the cached pass and the
+    uncached recomputation (2 x batch x ctx tokens), plus the LM head over every recomputed token.
+    Memory: the predicted weights + cache + activations against the free memory. Shrinking (the
+    `--shrink` widths) never touches the cache geometry, so every cache check stays exact.
+    """
+    bp = blueprint(full, n, Widths())
+    p = bp.param_counts()
+    tokens = s.batch * s.ctx
+    linear = p.attention + p.mlp + p.shared_experts + p.experts_active
+    flops = 2 * linear * 2 * tokens + 2 * (p.lm_head or p.embedding) * tokens  # a tied head still computes
+    if flops > CPU_FLOP_BUDGET:
+        return f"the full-width build is {flops / 1e12:,.1f} TFLOP of work, minutes on a CPU"
+    reduced = full if n == full.num_layers else full.with_layers(n)
+    pred = predict(full, reduced, bp, s, kv, kv, compute, s.ctx - s.steps, "cpu")
+    need = pred.weights_bytes + pred.kv_bytes + pred.activation_bytes
+    available = available_bytes(torch.device("cpu"))
+    if available is not None and need > CPU_MEMORY_SHARE * available:
+        from kvplan.units import human_bytes
+
+        return f"the full-width build needs about {human_bytes(need)} of the {human_bytes(available)} free"
+    return None
 
 
 def validate(full: ModelSpec, s: Settings, progress=None) -> tuple[dict, list[Check]]:
@@ -220,9 +264,12 @@ def validate(full: ModelSpec, s: Settings, progress=None) -> tuple[dict, list[Ch
     compute_t = torch_dtype(canonical_kv_dtype(compute), "--dtype")
     if compute == "fp8":
         raise KvplanError("--dtype fp8: compute in fp32, bf16 or fp16 (fp8 is a cache dtype here)", EXIT_USAGE)
+    auto = cpu_shrink_reason(full, n, s, kv, compute) if dev.type == "cpu" and not s.widths.changed() else None
+    if auto:
+        s = replace(s, widths=SMALL)
     bp = blueprint(full, n, s.widths)
     prompt = s.ctx - s.steps
-    pred = predict(full, reduced, bp, s, kv, state, compute, prompt)
+    pred = predict(full, reduced, bp, s, kv, state, compute, prompt, dev.type)
     # The eager attention scores (pred.scores_bytes) are left out: torch's CPU and CUDA kernels
     # often never hold them, and counting them would refuse runs that fit.
     check_memory(dev, {"weights as built": pred.weights_bytes, "KV cache": pred.kv_bytes,
@@ -273,6 +320,8 @@ def validate(full: ModelSpec, s: Settings, progress=None) -> tuple[dict, list[Ch
         Check("peak", peak_pred, measured_weights + measured_kv + snap.peak_bytes, PEAK_TOLERANCE),
     ]
     notes = list(bp.shrunk and [f"shrunk for this run: {', '.join(bp.shrunk)}; cache geometry unchanged"] or [])
+    if auto:
+        notes.insert(0, f"shrunk automatically on CPU: {auto} (what --shrink does; --device cuda for full width)")
     if n < full.num_layers:
         notes.insert(0, f"reduced model: the first {n} of {full.num_layers} layers; predictions are for the same reduced model")
     if compute != full.dtype:

@@ -1,0 +1,330 @@
+"""kvplan's vLLM start-up budget against the corpus of real logs: signed error per record and per term.
+
+Run by hand: `.venv/bin/python benchmarks/budget_corpus.py` (table + summary), `--held-out` (held-out
+rows only), `--calibrate` (re-fit the constants of kvplan/engines/vllm_overhead.py on the training
+split and print them), `--json`. Records come from tests/fixtures/logs/corpus/index.yaml; each is read
+by kvplan's own log parser. A record is predicted when its model is in the catalog and its GPU is
+known: kvplan computes the weights, the three overhead terms and the available KV memory from the
+model, GPU, version and flags alone (never from the log's figures) and the error is kvplan - engine.
+
+The split is by source, never by record: the source of an issue is repo#issue; of a file in a
+benchmark repository, repo + the model it ran (so every run of one model in one sweep lands on the
+same side). A source is held out when the first byte of sha256(source) is below 86 (about 1/3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CORPUS = ROOT / "tests" / "fixtures" / "logs" / "corpus"
+GIB = 2**30
+TERMS = ("weights", "activation_peak", "non_torch", "cudagraph_estimate", "available_kv")
+PRINTED = {"weights": "model_loading_gib", "activation_peak": "activation_peak_gib", "non_torch": "non_torch_gib",
+           "cudagraph_estimate": "cudagraph_estimate_gib", "available_kv": "available_kv_gib"}
+
+
+def source_key(rec: dict) -> str:
+    if rec.get("issue"):
+        return f"{rec['repo']}#{rec['issue']}"
+    return f"{rec['repo']}:{rec.get('model') or rec['id']}"
+
+
+def is_held_out(rec: dict) -> bool:
+    return hashlib.sha256(source_key(rec).encode()).digest()[0] < 86
+
+
+def load_index() -> list[dict]:
+    import yaml
+
+    return yaml.safe_load((CORPUS / "index.yaml").read_text())
+
+
+def parsed(rec: dict):
+    """The record as kvplan's parser reads its excerpt; a transcribed table row is read from the index."""
+    from types import SimpleNamespace
+
+    from kvplan.logs.parse import _num, parse_log
+
+    if rec.get("transcribed") == "table":
+        return SimpleNamespace(reported={k: _num(str(v)) for k, v in rec["figures"].items()}, settings={})
+    return parse_log((CORPUS / rec["log"]).read_text())
+
+
+def predict(rec: dict, log) -> dict | None:
+    """kvplan's figures (bytes) for a record, from model + GPU + version + flags; None if not predictable."""
+    from kvplan.catalog import find_in_catalog
+    from kvplan.dtypes import canonical_kv_dtype
+    from kvplan.engines import vllm, vllm_overhead
+    from kvplan.hardware import find_gpu
+    from kvplan.deploy import Deployment
+    from kvplan.plan import Request
+
+    if rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not rec.get("gpu") or not rec.get("version"):
+        return None
+    model, gpu = find_in_catalog(rec["kvplan_model"]), find_gpu(rec["gpu"])
+    flags = rec.get("flags") or {}
+    dep = Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
+    kv = flags.get("kv_cache_dtype")
+    req = Request(context=int(flags.get("max_model_len") or model.max_context),
+                  kv_dtype=canonical_kv_dtype(kv, model.dtype) if kv and kv != "auto" else None,
+                  weight_dtype=rec.get("weights"))
+    opts = {k: str(flags[k]) for k in ("max_num_batched_tokens", "max_num_seqs") if k in flags}
+    explicit = {"gpu_memory_utilization": flags["gpu_memory_utilization"]} if "gpu_memory_utilization" in flags else {}
+    res = vllm.Vllm(rec["version"], opts, explicit).result(model, gpu, dep, req)
+    layers = max(b - a for a, b in _ranges(model, dep))
+    return {"weights": res.plan.weight_bytes_per_gpu + res.settings["overhead_weights_repack"],
+            "activation_peak": res.settings["overhead_activation_peak"],
+            "non_torch": res.settings["overhead_non_torch"],
+            "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers),
+            "available_kv": res.plan.kv_memory_bytes_per_gpu}
+
+
+def _ranges(model, dep):
+    from kvplan.deploy import split_layers
+
+    return split_layers(model.num_layers, dep.pp)
+
+
+def rows(records: list[dict]) -> list[dict]:
+    out = []
+    for rec in records:
+        log = parsed(rec)
+        pred = predict(rec, log)
+        row = {"id": rec["id"], "source": source_key(rec), "split": "held-out" if is_held_out(rec) else "train",
+               "version": rec.get("version"), "tp": rec.get("tp"), "pp": rec.get("pp"), "terms": {}}
+        for term in TERMS:
+            num = log.reported.get(PRINTED[term])
+            if num is None or pred is None:
+                continue
+            eng = num.value * GIB
+            if term == "activation_peak" and (rec.get("pp") or 1) > 1:
+                continue  # the printed line may be a stage before the last (no sampler run)
+            err = (pred[term] - eng) / GIB
+            rel = (pred[term] - eng) / eng if eng else None
+            row["terms"][term] = {"engine_gib": num.value, "kvplan_gib": round(pred[term] / GIB, 3),
+                                  "error_gib": round(err, 3), "error_rel": None if rel is None else round(rel, 4)}
+        out.append(row)
+    return out
+
+
+def summary(rs: list[dict], split: str) -> dict:
+    out = {}
+    for term in TERMS:
+        errs = [r["terms"][term] for r in rs if r["split"] == split and term in r["terms"]]
+        if not errs:
+            continue
+        rel = [abs(e["error_rel"]) for e in errs if e["error_rel"] is not None]
+        gib = [e["error_gib"] for e in errs]
+        tol = 0.02 if term == "weights" else 0.05
+        by_source: dict[str, bool] = {}
+        for r in rs:
+            e = r["terms"].get(term)
+            if r["split"] == split and e is not None and e["error_rel"] is not None:
+                by_source[r["source"]] = by_source.get(r["source"], True) and abs(e["error_rel"]) <= tol
+        out[term] = {"n": len(errs), "median_error_gib": round(statistics.median(gib), 3),
+                     "median_abs_rel": round(statistics.median(rel), 4) if rel else None,
+                     "within_tol": sum(1 for x in rel if x <= tol), "tol": tol,
+                     "sources": len(by_source), "sources_all_within": sum(by_source.values())}
+    return out
+
+
+def calibrate(records: list[dict]) -> dict:
+    """Least-squares fit of the overhead constants on the training split, per era of the V1 engine."""
+    from kvplan.catalog import find_in_catalog
+    from kvplan.engines import vllm_overhead
+    from kvplan.engines.base import parse_version
+    from kvplan.hardware import find_gpu
+
+    act_x, act_y, cg_x, cg_y = [], [], [], []
+    act11: list[tuple] = []  # v0.11: (features, MoE elements, torch peak); the sampler is fitted last
+    moe: list[tuple] = []  # v0.19 MoE records: fitted after the dense terms, on their residual
+    nt = {k: [] for k in ("single", "tp", "pp", "single_v011", "tp_v011", "tp_legacy")}
+    for rec in records:
+        if is_held_out(rec) or rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not rec.get("version"):
+            continue
+        v = parse_version(rec["version"])
+        if v < (0, 8, 0):
+            continue
+        model = find_in_catalog(rec["kvplan_model"])
+        rep = parsed(rec).reported
+        tp, pp = int(rec.get("tp") or 1), int(rec.get("pp") or 1)
+        flags = rec.get("flags") or {}
+        if v < (0, 11, 0):
+            if tp > 1 and "model_loading_gib" in rep and "available_kv_gib" in rep and rec.get("gpu"):
+                nt["tp_legacy"].append(_legacy_non_torch(rec, model, rep, tp))
+            continue
+        t, s = int(flags.get("max_num_batched_tokens", 8192)), int(flags.get("max_num_seqs", 1024))
+        era = "" if v >= (0, 19, 0) else "_v011"
+        if "non_torch_gib" in rep:
+            nt[("tp" if tp > 1 else "pp" if pp > 1 else "single") + era].append(rep["non_torch_gib"].value * GIB)
+        if "activation_peak_gib" in rep and pp == 1:
+            x = (min(s, t) * model.vocab_size, t * model.intermediate_size / tp, t * model.hidden_size)
+            gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None
+            moe_elems = vllm_overhead.moe_workspace_elements(model, tp, t, gpu)
+            if era:
+                act11.append((x, moe_elems, rep["activation_peak_gib"].value * GIB))
+            elif moe_elems:
+                moe.append((model, tp, t, s, gpu, rep["activation_peak_gib"].value * GIB))
+            else:
+                act_x.append(x)
+                act_y.append(rep["activation_peak_gib"].value * GIB)
+        if "cudagraph_estimate_gib" in rep:
+            layers = max(b - a for a, b in _ranges(model, type("D", (), {"pp": pp})()))
+            cg_x.append((1.0, float(layers)))
+            cg_y.append(rep["cudagraph_estimate_gib"].value * GIB)
+    a = _lstsq(act_x, act_y)
+    moe_xy = []
+    for model, tp, t, s, gpu, y in moe:
+        dense = a[0] * min(s, t) * model.vocab_size + t * (a[1] * model.intermediate_size / tp + a[2] * model.hidden_size)
+        moe_xy.append((vllm_overhead.moe_workspace_elements(model, tp, t, gpu), y - dense))
+    moe_b = sum(x * y for x, y in moe_xy) / sum(x * x for x, _ in moe_xy) if moe_xy else 0.0
+    v011 = [(x[0], y - x[1] * a[1] - x[2] * a[2] - m * moe_b) for x, m, y in act11]  # the same forward, MoE
+    c = _lstsq(cg_x, cg_y)
+    med = {k: (statistics.median(v) / 2**20 if v else None) for k, v in nt.items()}
+    return {"n_activation": len(act_y), "SAMPLER_BYTES": a[0], "FORWARD_MLP_BYTES": a[1], "FORWARD_HIDDEN_BYTES": a[2],
+            "n_activation_moe": len(moe_xy),
+            "MOE_WORKSPACE_BYTES": moe_b,
+            "n_activation_v011": len(v011),
+            "SAMPLER_BYTES_V011": sum(x * y for x, y in v011) / sum(x * x for x, _ in v011) if v011 else None,
+            "NON_TORCH_SINGLE_MIB": med["single"], "NON_TORCH_TP_MIB": med["tp"], "NON_TORCH_PP_MIB": med["pp"],
+            "NON_TORCH_SINGLE_V011_MIB": med["single_v011"], "NON_TORCH_TP_V011_MIB": med["tp_v011"],
+            "NON_TORCH_TP_LEGACY_MIB": med["tp_legacy"],
+            "n_cudagraph": len(cg_y), "CUDAGRAPH_BASE_MIB": c[0] / 2**20, "CUDAGRAPH_PER_LAYER_MIB": c[1] / 2**20}
+
+
+def _legacy_non_torch(rec, model, rep, tp) -> float:
+    """Releases before 0.19 print no breakdown: non-torch is the residual of the printed budget,
+    total x gmu - printed weights - printed KV - kvplan's activation peak (bytes)."""
+    from kvplan.engines import vllm, vllm_overhead
+    from kvplan.engines.base import parse_version
+    from kvplan.hardware import find_gpu
+    from kvplan.deploy import Deployment
+    from kvplan.plan import Request
+
+    gpu = find_gpu(rec["gpu"])
+    flags = rec.get("flags") or {}
+    dep = Deployment(tp, int(rec.get("pp") or 1))
+    req = Request(context=int(flags.get("max_model_len") or model.max_context))
+    opts = {k: str(flags[k]) for k in ("max_num_batched_tokens", "max_num_seqs") if k in flags}
+    st = vllm.settings(model, gpu, dep, req, rec["version"], opts,
+                       {"gpu_memory_utilization": flags["gpu_memory_utilization"]})
+    act = vllm_overhead.activation_peak(model, tp, st.max_num_batched_tokens, st.max_num_seqs,
+                                        version=parse_version(rec["version"]), gpu=gpu)
+    return (gpu.memory_usable_bytes * st.gpu_memory_utilization - rep["model_loading_gib"].value * GIB
+            - rep["available_kv_gib"].value * GIB - act)
+
+
+def _lstsq(xs, ys):
+    """Non-negative least squares by active set over a handful of columns (normal equations)."""
+    n = len(xs[0]) if xs else 0
+    active = list(range(n))
+    while active:
+        sol = _solve([[sum(x[i] * x[j] for x in xs) for j in active] for i in active],
+                     [sum(x[i] * y for x, y in zip(xs, ys)) for i in active])
+        neg = [active[k] for k, v in enumerate(sol) if v < 0]
+        if not neg:
+            out = [0.0] * n
+            for k, i in enumerate(active):
+                out[i] = sol[k]
+            return out
+        active.remove(neg[0])
+    return [0.0] * n
+
+
+def _solve(a, b):
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        p = max(range(c, n), key=lambda r: abs(m[r][c]))
+        m[c], m[p] = m[p], m[c]
+        if m[c][c] == 0:
+            return [0.0] * n
+        for r in range(n):
+            if r != c:
+                f = m[r][c] / m[c][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[c])]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def print_table(rs: list[dict], held_out_only: bool) -> None:
+    head = ("record", "split", "term", "engine", "kvplan", "error")
+    lines = []
+    for r in rs:
+        if held_out_only and r["split"] != "held-out":
+            continue
+        for term, e in r["terms"].items():
+            rel = "" if e["error_rel"] is None else f" ({e['error_rel'] * 100:+.1f}%)"
+            lines.append((r["id"][:34], r["split"][:5], term[:12], f"{e['engine_gib']:g}", f"{e['kvplan_gib']:.2f}",
+                          f"{e['error_gib']:+.2f} GiB{rel}"))
+    widths = [max(len(x[i]) for x in lines + [head]) for i in range(len(head))]
+    for row in [head, *lines]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
+
+
+def markdown(rs: list[dict], summ: dict) -> str:
+    """The README's held-out table: one row per record, signed error per term (GiB, % of the engine's)."""
+    short = ("weights", "activation_peak", "non_torch", "cudagraph_estimate", "available_kv")
+    out = ["| held-out record | vLLM | tp×pp | weights | activation peak | non-torch | CUDA graphs (est.) | available KV |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rs:
+        if r["split"] != "held-out" or not r["terms"]:
+            continue
+        cells = []
+        for t in short:
+            e = r["terms"].get(t)
+            cells.append("" if e is None else f"{e['error_gib']:+.2f} ({e['error_rel'] * 100:+.1f}%)")
+        out.append(f"| {r['id']} | {r['version']} | {r['tp']}×{r['pp']} | " + " | ".join(cells) + " |")
+    s = summ["held-out"]
+    out.append("")
+    out.append("| held-out summary | n | median signed error | median abs. error | within tolerance | "
+               "sources with every record within |")
+    out.append("|---|---|---|---|---|---|")
+    for t in short:
+        if t in s:
+            v = s[t]
+            out.append(f"| {t.replace('_', ' ')} | {v['n']} | {v['median_error_gib']:+.2f} GiB | "
+                       f"{v['median_abs_rel'] * 100:.1f}% | {v['within_tol']}/{v['n']} within {v['tol'] * 100:g}% | "
+                       f"{v['sources_all_within']}/{v['sources']} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--held-out", action="store_true")
+    ap.add_argument("--calibrate", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="the README's held-out table")
+    a = ap.parse_args()
+    records = load_index()
+    if a.calibrate:
+        print(json.dumps(calibrate(records), indent=1))
+        return
+    rs = rows(records)
+    summ = {s: summary(rs, s) for s in ("train", "held-out")}
+    if a.json:
+        print(json.dumps({"rows": rs, "summary": summ}, indent=1))
+        return
+    if a.markdown:
+        print(markdown(rs, summ))
+        return
+    print_table(rs, a.held_out)
+    n_pred = sum(1 for r in rs if r["terms"])
+    print(f"\n{len(records)} records, {n_pred} predicted (model in the catalog, GPU and version known)")
+    for split, s in summ.items():
+        print(f"\n{split}: term  n  median error  median |rel|  within tol")
+        for term, v in s.items():
+            mr = "" if v["median_abs_rel"] is None else f"{v['median_abs_rel'] * 100:.1f}%"
+            print(f"  {term:18} {v['n']:3}  {v['median_error_gib']:+.2f} GiB  {mr:>6}  {v['within_tol']}/{v['n']} "
+                  f"within {v['tol'] * 100:g}%")
+
+
+if __name__ == "__main__":
+    main()

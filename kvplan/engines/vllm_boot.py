@@ -1,0 +1,125 @@
+"""What vLLM will choose or need at start-up: `--max-model-len auto` and the lowest utilisation that boots.
+
+* `--max-model-len auto` (vllm/v1/core/kv_cache_utils.py, check_enough_kv_cache_memory ->
+  estimate_max_model_len, v0.11.0): after profiling, the largest length whose one-request worst case
+  (sum over layers of max_memory_usage_bytes) fits the available KV memory, never above the model's
+  own limit. kvplan restates it on its own budget (vllm_overhead's terms) and block pool.
+* The lowest `--gpu-memory-utilization` that boots `concurrency` requests of `context` tokens: the
+  smallest g (two decimals, as users pass it) whose budget `total x g - weights - overhead` holds the
+  blocks those requests need (vLLM refuses to start when one request does not fit; the concurrency is
+  kvplan's capacity at that budget), plus a stated margin for what kvplan's budget can miss.
+
+The margin: on the held-out split of the log corpus kvplan's available KV is within 5% on 21 of 23
+vLLM records (benchmarks/budget_corpus.py); the misses are multimodal models whose vision encoder is
+profiled (+1.4 and +3.1 GiB too optimistic). MARGIN_FRACTION of the KV budget is added, and a model
+kvplan knows to be multimodal is flagged by the caller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+GIB = 2**30
+MARGIN_FRACTION = 0.05  # of the KV budget the requested load needs
+
+
+@dataclasses.dataclass(frozen=True)
+class BootAdvice:
+    gpu_memory_utilization: float  # the lowest two-decimal value that boots, margin included
+    kv_needed_bytes: int  # per GPU, for the requested context x concurrency, before the margin
+    margin_bytes: int
+    kv_budget_bytes: int  # per GPU at that utilisation (kvplan's estimate of vLLM's line)
+
+
+def auto_max_model_len(model, dep, kv_bytes: int, st, kv_dtype, state_dtype) -> int:
+    """vLLM's `--max-model-len auto`: largest n <= the model's limit with one request's bytes <= kv_bytes."""
+    from kvplan.engines.vllm import build_pool
+    from kvplan.deploy import split_layers
+
+    pools = [build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
+             for a, b in split_layers(model.num_layers, dep.pp)]
+
+    def fits(n: int) -> bool:
+        # One request's blocks x the bytes of a block id (every layer of its group): for one group of
+        # full-attention layers this is vLLM's sum over layers of cdiv(n, block) x page; for hybrid
+        # layouts it counts the group padding too (a little conservative).
+        return all(p.blocks_per_request(n, st) * p.bytes_per_block <= kv_bytes for p in pools)
+
+    hi = model.max_context
+    if fits(hi):
+        return hi
+    lo = 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def settings_of(settings: dict):
+    """The vllm.Settings behind a plan's settings dict (which carries extra keys)."""
+    from kvplan.engines import vllm
+
+    names = {f.name for f in dataclasses.fields(vllm.Settings)}
+    return vllm.Settings(**{k: v for k, v in settings.items() if k in names})
+
+
+def kv_needed(model, plan, st, concurrency: int) -> int:
+    """Bytes of blocks `concurrency` requests of the plan's context occupy in vLLM's pool (tightest stage)."""
+    from kvplan.dtypes import canonical_kv_dtype
+    from kvplan.engines.vllm import build_pool
+    from kvplan.deploy import split_layers
+
+    req, dep = plan.request, plan.deployment
+    kv_dtype = req.kv_dtype or canonical_kv_dtype("auto", model.dtype)
+    state_dtype = req.state_dtype or canonical_kv_dtype("auto", model.dtype)
+    need = 0
+    for a, b in split_layers(model.num_layers, dep.pp):
+        pool = build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
+        need = max(need, concurrency * pool.blocks_per_request(req.context, st) * pool.bytes_per_block)
+    return need
+
+
+def lowest_utilization(plan, settings: dict, model, concurrency: int) -> BootAdvice | None:
+    """Smallest --gpu-memory-utilization (0.01 steps) whose KV budget holds `concurrency` x the plan's
+    context plus MARGIN_FRACTION; None when even 1.00 does not. vLLM's budget is linear in the
+    utilisation (weights and overhead do not move with it): kv(g) = kv(g0) + total x (g - g0)."""
+    st = settings_of(settings)
+    g0, kv0, total = st.gpu_memory_utilization, plan.kv_memory_bytes_per_gpu, plan.usable_memory_bytes
+    need = kv_needed(model, plan, st, concurrency)
+    margin = int(need * MARGIN_FRACTION)
+
+    def kv_at(g: float) -> int:
+        return kv0 + int(round(total * (g - g0)))
+
+    if kv_at(1.0) < need + margin:
+        return None
+    g = max(0.01, _ceil2(g0 + (need + margin - kv0) / total))
+    while g < 1.0 and kv_at(g) < need + margin:
+        g = round(g + 0.01, 2)
+    return BootAdvice(g, need, margin, kv_at(g))
+
+
+def _ceil2(x: float) -> float:
+    return min(1.0, -(-round(x * 10000) // 100) / 100)
+
+
+def emit_advice(plan, settings: dict, model) -> tuple[float, str]:
+    """The --gpu-memory-utilization `fit --emit vllm` should print, and the margin it leaves, in words:
+    the plan's own when its budget holds the requested batch x context plus the margin; else the
+    lowest one that does (never below the plan's); else the plan's, with that said."""
+    g = settings["gpu_memory_utilization"]
+    # per data-parallel rank: each holds its own share of the requests in its own pool
+    batch, ctx = max(1, -(-plan.request.batch // plan.deployment.dp)), plan.request.context
+    adv = lowest_utilization(plan, settings, model, batch)
+    if adv is None:
+        return g, (f"margin: none; {batch} x {ctx:,} tokens do not fit even at "
+                   "--gpu-memory-utilization 1.0 by kvplan's estimate")
+    use = max(g, adv.gpu_memory_utilization)
+    kv = plan.kv_memory_bytes_per_gpu if use == g else adv.kv_budget_bytes
+    spare = kv - adv.kv_needed_bytes
+    raised = "" if use == g else f" (raised from {g:g}: the lowest that holds them with the margin)"
+    return use, (f"margin: at --gpu-memory-utilization {use:g}{raised} kvplan expects {kv / GIB:.2f} GiB of KV "
+                 f"per GPU; {batch} x {ctx:,} tokens need {adv.kv_needed_bytes / GIB:.2f} GiB, "
+                 f"{spare / GIB:.2f} GiB ({spare / max(1, adv.kv_needed_bytes):.0%}) to spare; the lowest value that "
+                 f"keeps {MARGIN_FRACTION:.0%} is {adv.gpu_memory_utilization:g} (kvplan's budget is within 5% of "
+                 "vLLM's on 21 of 23 held-out logs; multimodal models are the misses)")

@@ -1,0 +1,178 @@
+"""vLLM's non-KV memory per GPU, term by term, modelled from the engine's source and calibrated on logs.
+
+vLLM sizes the KV cache as `total x gpu_memory_utilization - weights - torch peak increase of the
+profile run - non-torch increase` (`vllm/v1/worker/gpu_worker.py` determine_available_memory, v0.11.0
+L222-300; v0.19.0 prints each term at DEBUG: "Total non KV cache memory: ...; torch peak memory
+increase: ...; non-torch forward increase memory: ...; weights memory: ..."), minus the CUDA-graph
+estimate where the release subtracts it (kvplan/engines/vllm.py Settings.cudagraphs). This module
+models the three non-weight terms and the weights' kernel padding (MXFP4); `overhead_terms` is the one
+entry point (vllm.overhead calls it).
+
+1. Activation peak (`gpu_model_runner.py` profile_run, v0.11.0-v0.19.0): one dummy forward pass of
+   `max_num_batched_tokens` tokens (T), then `_dummy_sampler_run` over the last hidden state of each of
+   min(max_num_seqs, T) requests (S): fp32 logits of S x vocab (gathered whole on every tensor-parallel
+   rank), their softmax / top-k-top-p buffers and the sampled-token bookkeeping. Modelled as
+       peak = SAMPLER x S x vocab + FORWARD_MLP x T x width/tp + FORWARD_HIDDEN x T x hidden
+   (bytes per element of each product), plus for MoE models fused_moe's three intermediate caches
+   (MOE_WORKSPACE x T x top_k x (3 x I_e/tp + H)). Pipeline stages before the last run no sampler.
+   The legacy V0 engine (< 0.8, eager, T = max_model_len without chunked prefill) keeps the
+   planner's eager form.
+2. Non-torch increase (CUDA/NCCL allocations outside PyTorch during the profile run): a constant
+   for one GPU, larger with tensor parallelism (custom all-reduce and NCCL buffers) and with pipeline
+   parallelism alone.
+3. CUDA graphs (`gpu_model_runner.py` v0.19.0 "Estimated CUDA graph memory: X GiB total", subtracted
+   from v0.20.0 unless --enforce-eager): a base plus a per-decoder-layer cost on the rank.
+
+The constants were fitted by `benchmarks/budget_corpus.py --calibrate` on the TRAINING split of the
+log corpus (tests/fixtures/logs/corpus/index.yaml; split by source, never by record) and are checked
+against the held-out split by the same benchmark; tests/test_budget_corpus.py re-fits them and fails
+if these values drift from what the training split gives.
+"""
+
+from __future__ import annotations
+
+from kvplan.engines.base import parse_version
+
+GIB = 2**30
+MIB = 2**20
+
+# --- calibrated on the training split (benchmarks/budget_corpus.py --calibrate) --------------------
+# Three eras of the V1 engine, as the corpus shows them: v0.19.0 logs (DEBUG breakdown, H100), v0.11.0
+# (llm-d's table of v0.11 H100 logs: the sampler's profile costs ~2.7x more per logit) and releases
+# before 0.11 (only the printed budget: tp > 1 non-torch is its residual). Releases between 0.11 and
+# 0.19 are not in the corpus and take the 0.11 constants (the larger, safer overhead).
+SAMPLER_BYTES = 14.63  # per logit of the dummy sampler run (S x vocab), v0.19+ and V1 before 0.11
+SAMPLER_BYTES_V011 = 38.14  # the same, v0.11-v0.18
+FORWARD_MLP_BYTES = 0.095  # per token x MLP width / tp of the profile forward pass
+FORWARD_HIDDEN_BYTES = 2.69  # per token x hidden size of the profile forward pass
+MOE_WORKSPACE_BYTES = 1.78  # per element of the fused-MoE caches (T x top_k x (3 x I_e/tp + H)), MoE only
+NON_TORCH_SINGLE = 246 * MIB  # one GPU, v0.19+
+NON_TORCH_SINGLE_V011 = 133 * MIB  # one GPU, v0.11-v0.18 (and before)
+NON_TORCH_TP = 2156 * MIB  # tensor parallel > 1, v0.19+ (custom all-reduce + FlashInfer all-reduce workspace)
+NON_TORCH_TP_V011 = 563 * MIB  # tensor parallel > 1, v0.11-v0.18
+NON_TORCH_TP_LEGACY = 124 * MIB  # tensor parallel > 1 before 0.11 (residual of the printed budget)
+NON_TORCH_PP = NON_TORCH_SINGLE  # pipeline parallel only: no training record; no all-reduce buffers
+CUDAGRAPH_BASE = 21 * MIB  # CUDA-graph estimate: first capture, pools
+CUDAGRAPH_PER_LAYER = 23 * MIB  # per decoder layer on the rank
+
+# --- the legacy V0 engine (< 0.8) -------------------------------------------------------------------
+V0_NON_TORCH_SINGLE = 160 * MIB  # not fitted: V0 logs in the corpus print 0.01-0.35 GiB ("non_torch_memory")
+
+
+def _era(version: tuple[int, ...]) -> str:
+    if version < (0, 8, 0):
+        return "v0"
+    if version < (0, 11, 0):
+        return "legacy"
+    return "v011" if version < (0, 19, 0) else "v019"
+
+
+def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True,
+                    version: tuple[int, ...] = (0, 19, 0), gpu=None) -> int:
+    """Torch peak increase of vLLM's profile run on one rank (bytes)."""
+    era = _era(version)
+    if era == "v0":
+        # V0 runs the profile forward eagerly: the MLP's gate+up output (2 x width), its activation and
+        # four hidden-size buffers in 16 bits stay live (kvplan.plan.activation_estimate), which the
+        # V1 compiled graph fuses away; the V1 constants below were fitted on V1 logs only.
+        from kvplan.plan import activation_estimate
+
+        return activation_estimate(model, tp, tokens=tokens, max_seqs=max_seqs)
+    seqs = min(max_seqs, tokens)
+    per_logit = SAMPLER_BYTES_V011 if era == "v011" else SAMPLER_BYTES
+    sampler = per_logit * seqs * model.vocab_size if last_stage else 0
+    forward = tokens * (FORWARD_MLP_BYTES * model.intermediate_size / tp + FORWARD_HIDDEN_BYTES * model.hidden_size)
+    return int(sampler + forward + MOE_WORKSPACE_BYTES * moe_workspace_elements(model, tp, tokens, gpu))
+
+
+def moe_workspace_elements(model, tp: int, tokens: int, gpu=None) -> int:
+    """Elements of fused_moe's three intermediate caches for one chunk of `tokens` (fused_moe.py
+    fused_experts: (M, top_k, 2 I_e/tp) gate-up output, (M x top_k, I_e/tp) activation, (M, top_k, H)
+    down output, M = min(tokens, VLLM_FUSED_MOE_CHUNK_SIZE 32768)); 0 for a dense model."""
+    p = model.params
+    if not p.num_experts or not p.experts_per_token:
+        return 0
+    if model.quantization.method == "mxfp4" and _mxfp4_padding(gpu) != (128, 256):
+        return 0  # Hopper/Blackwell run MXFP4 experts in the Triton / FlashInfer kernels, not fused_moe
+    width = model.intermediate_size // p.experts_per_token // tp  # one expert's width on this rank
+    return min(tokens, 32768) * p.experts_per_token * (3 * width + model.hidden_size)
+
+
+def non_torch(tp: int, pp: int, version: tuple[int, ...]) -> int:
+    era = _era(version)
+    if era == "v0":
+        return V0_NON_TORCH_SINGLE if tp == 1 and pp == 1 else NON_TORCH_TP_LEGACY
+    if tp > 1:
+        # v0.19.0 logs "Initialized FlashInfer All Reduce workspace" on every tp > 1 rank.
+        return {"v019": NON_TORCH_TP, "v011": NON_TORCH_TP_V011}.get(era, NON_TORCH_TP_LEGACY)
+    if pp > 1:
+        return NON_TORCH_PP
+    return NON_TORCH_SINGLE if era == "v019" else NON_TORCH_SINGLE_V011
+
+
+# --- weights as loaded: MXFP4 MoE experts padded for the kernel (source-derived, not fitted) --------
+# vllm/model_executor/layers/quantization/mxfp4.py (Mxfp4MoEMethod.create_weights, main 2026): the
+# backend pads each expert's per-rank width I/tp and the hidden size H before loading: Marlin (GPUs
+# before Hopper, and consumer Blackwell) to I/tp % 128 and H % 256; FlashInfer on SM100 to 256 and
+# 256; the Triton kernels on SM90/SM100 to I/tp % 64 only. A 4-bit value and an 8-bit scale per 32
+# (0.53125 B per weight) fill the padding too. Not modelled: the Triton swizzle on Hopper (gpt-oss on
+# an H100 loads 6-9% above the checkpoint; see the README table).
+_SM90 = ("h100", "h200", "gh200", "h20")
+_SM100 = ("b200", "b300", "gb200", "gb300")
+
+
+def _gpu_key(gpu) -> str:
+    """A kvplan GPU key from a GPU profile or a key ("" when unknown)."""
+    return (gpu if isinstance(gpu, str) else getattr(gpu, "key", "")) or ""
+
+
+def _mxfp4_padding(gpu) -> tuple[int, int] | None:
+    """(I/tp multiple, H multiple) of the MXFP4 backend vLLM picks on this GPU (a profile or its key);
+    None when unknown or not NVIDIA (AMD Instinct, Intel Gaudi)."""
+    key = _gpu_key(gpu)
+    if key in ("", "unknown", "log") or key.startswith(("mi", "gaudi")):
+        return None
+    if key.startswith(_SM90):
+        return 64, 1
+    if key.startswith(_SM100):
+        return 256, 256
+    return 128, 256
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def weights_repack_extra(model, tp: int, gpu) -> int:
+    """Bytes per rank the MXFP4 experts gain over the checkpoint from the backend's padding."""
+    q, p = model.quantization, model.params
+    pad = _mxfp4_padding(gpu)
+    if q.method != "mxfp4" or not pad or not p.num_experts or not p.experts_per_token or not p.num_moe_layers:
+        return 0
+    width = model.intermediate_size // p.experts_per_token  # one expert's intermediate size
+    per_rank, hidden = width // tp, model.hidden_size
+    padded = _round_up(per_rank, pad[0]) * _round_up(hidden, pad[1])
+    extra_values = 3 * (padded - per_rank * hidden) * p.num_experts * p.num_moe_layers  # w13 (2x) + w2
+    return int(extra_values * (0.5 + 1 / 32))
+
+
+def cudagraph_estimate(layers_on_rank: int) -> int:
+    """vLLM's "Estimated CUDA graph memory" for one rank (bytes), whether or not it is subtracted."""
+    return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
+
+
+def overhead_terms(model, dep, st) -> dict[str, int]:
+    """The per-GPU terms vLLM subtracts besides the weights, for the rank with the least KV room.
+
+    `st` is vllm.Settings (version, max_num_batched_tokens, max_num_seqs, cudagraphs, gpu_key: the GPU
+    picks the MXFP4 kernels). The last pipeline stage runs the sampler: it is the one modelled.
+    """
+    from kvplan.deploy import split_layers
+
+    v = parse_version(st.version)
+    layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
+    gpu = getattr(st, "gpu_key", "")
+    act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu)
+    graphs = cudagraph_estimate(layers) if st.cudagraphs else 0
+    return {"activation_peak": act, "non_torch": non_torch(dep.tp, dep.pp, v), "cudagraphs": graphs,
+            "weights_repack": weights_repack_extra(model, dep.tp, gpu)}

@@ -1,0 +1,38 @@
+"""Outside text (model, GPU and file names, fields of a log) made safe to print.
+
+Two hazards: rich reads `[...]` in a table cell as markup (a GPU named "[/]" crashed `kvplan gpus`),
+and a path with non-UTF-8 bytes reaches Python as lone surrogates that a strict UTF-8 stdout refuses.
+`plain` is for every name put in a rich table or heading; `safe_stdout` makes stdout write such
+bytes back as they were (so a printed `vllm serve '<path>'` still names the same folder).
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def plain(text) -> str:
+    """`text` as a literal in rich markup: brackets escaped, undecodable path bytes shown as \\xNN."""
+    from rich.markup import escape
+
+    s = str(text)
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        s = s.encode("utf-8", "surrogateescape" if _only_escapes(s) else "replace").decode("utf-8", "backslashreplace")
+    return escape(s)
+
+
+def _only_escapes(s: str) -> bool:
+    return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in s)
+
+
+def safe_stdout() -> None:
+    """Let stdout carry path bytes that are not UTF-8 (as the shell gave them) instead of raising."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+            try:
+                reconfigure(errors="surrogateescape")
+            except (ValueError, OSError):  # a stream that cannot change its error handler keeps it
+                pass

@@ -1,0 +1,110 @@
+"""Every `kvplan ...` command in README.md runs, as written, and ends the way the README says (issue 15).
+
+Commands are read from the README's unlabelled ``` blocks and its 4-space indented blocks (a line
+ending in `\\` continues). Each runs in-process (CliRunner) in a scratch folder holding the files
+the README names: `prices.yaml` is the README's own ```yaml block, `vllm-startup.log` a real vLLM
+log from tests/fixtures, `./my-finetune/` a Llama config, and the Hub repo is served by
+tests/hub_server.py. `--device cuda` runs need CUDA and skip without it, saying so. Lines that are
+not kvplan commands (pip, scripts, pytest) are listed in NOT_KVPLAN, so a new one cannot go unrun.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import REPO
+
+README = (REPO / "README.md").read_text()
+NOT_KVPLAN = {  # installation and test commands: .ci/run itself runs the first two's equivalents
+    "bash scripts/test.sh",
+    "python3 -m venv .venv && .venv/bin/pip install -q . && .venv/bin/kvplan fit llama-3-70b --gpu a100-80 --ctx 128k",
+    "python -m venv .venv-llamacpp",
+    ".venv-llamacpp/bin/pip install llama-cpp-python==0.3.16 gguf numpy pytest -e .",
+    ".venv-llamacpp/bin/python -m pytest -q tests/test_llamacpp_gguf.py",
+    "pip install 'kvplan[validate]'",
+    "scripts/validate_gpu.sh results-$(hostname).json cuda",
+    "python -m pytest -q tests/test_validate.py -k cuda",
+}
+# exit codes the README documents for these commands: cheapest exits 6 when nothing meets the target
+EXPECTED_EXIT = {"cheapest llama-3.1-70b --ctx 128k --concurrency 32 --prices prices.yaml --min-tokens-per-second 20": (0, 6),
+                 "cheapest llama-3.1-70b --ctx 128k --concurrency 32 --prices prices.yaml": (0, 6)}
+# meta-llama/Llama-3.1-8B-Instruct's config.json (the keys kvplan reads), for the fake Hub and ./my-finetune/
+LLAMA_31_8B = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+    "max_position_embeddings": 131072, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False, "hidden_act": "silu",
+    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+}
+
+
+def command_lines(text: str) -> list[str]:
+    """The command lines of the README's unlabelled fenced blocks and indented blocks, comments cut."""
+    lines, out, fence = text.splitlines(), [], None
+    for line in lines:
+        if line.startswith("```"):
+            fence = None if fence is not None else line[3:].strip()
+            continue
+        if fence == "" or (fence is None and line.startswith("    ") and line.strip()):
+            out.append(line.strip())
+    joined, cur = [], ""
+    for line in out:
+        cur += (" " if cur else "") + line.rstrip("\\").strip()
+        if not line.endswith("\\"):
+            joined.append(re.sub(r"\s+#\s.*$", "", cur).strip())
+            cur = ""
+    return [c for c in joined if c]
+
+
+COMMANDS = command_lines(README)
+KVPLAN = [c for c in COMMANDS if c.startswith("kvplan ")]
+
+
+def test_readme_lines_are_commands():
+    assert len(KVPLAN) >= 15
+    assert set(COMMANDS) - set(KVPLAN) == NOT_KVPLAN
+
+
+@pytest.fixture
+def scratch(tmp_path, monkeypatch):
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from hub_server import FakeHub, FakeRepo, serving
+
+    (tmp_path / "my-finetune").mkdir()
+    (tmp_path / "my-finetune" / "config.json").write_text(json.dumps(LLAMA_31_8B))
+    prices = re.search(r"```yaml\n(.*?)```", README, re.S).group(1)
+    (tmp_path / "prices.yaml").write_text(prices)
+    shutil.copy(REPO / "tests" / "fixtures" / "logs" / "vllm_v0_llama31_8b_rtx3090_20k.log", tmp_path / "vllm-startup.log")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KVPLAN_HOME", str(tmp_path / "kvplan-home"))
+    server = FakeHub(max_hang_s=10.0)
+    server.add("meta-llama/Llama-3.1-8B-Instruct", FakeRepo.single({"config.json": json.dumps(LLAMA_31_8B).encode()}))
+    with serving(server, monkeypatch, tmp_path / "hf_home"):
+        yield tmp_path
+
+
+@pytest.mark.parametrize("command", KVPLAN, ids=lambda c: c[7:60])
+def test_readme_command_runs(command, scratch):
+    from kvplan.cli import app
+
+    args = shlex.split(command)[1:]
+    if "--device" in args and args[args.index("--device") + 1].startswith("cuda"):
+        torch = pytest.importorskip("torch", reason="validate needs torch")
+        if not torch.cuda.is_available():
+            pytest.skip("a --device cuda example: CUDA is not available here")
+    if args[0] == "validate":
+        pytest.importorskip("torch", reason="validate needs torch (the [validate] extra)")
+    result = CliRunner().invoke(app, args)
+    allowed = EXPECTED_EXIT.get(" ".join(args), (0,))
+    assert result.exit_code in allowed, f"{command}\n{result.output[-2000:]}"
+    assert "internal error" not in result.output and "Traceback" not in result.output

@@ -68,6 +68,9 @@ def spec_from_dict(data: dict, where: str) -> ModelSpec:
             if kind not in LAYER_TYPES:
                 raise KvplanError(f"model spec {where}: unknown layer kind {kind!r}", EXIT_USAGE)
             layers.extend([LAYER_TYPES[kind](**run)] * int(count))
+        if all(layer.kind == "none" for layer in layers):
+            raise KvplanError(f"model spec {where}: no layer attends or keeps a state; not a decoder kvplan can plan",
+                              EXIT_USAGE)
         return ModelSpec(
             name=str(data["name"]),
             layers=tuple(layers),

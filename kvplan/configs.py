@@ -14,9 +14,12 @@ import math
 
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import (
-    ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, RecurrentState, SlidingWindow,
+    ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, SlidingWindow,
 )
-from kvplan.model import ModelSpec, Quantization
+from kvplan.model import ModelSpec
+from kvplan.readers import family_reader
+from kvplan.readers.quantization import read_quantization
+from kvplan.readers.states import gated_deltanet_state, mamba_state, short_conv_state
 
 # Families whose reader is written down here; any other model_type with the standard keys is
 # read by the generic path (and the caller says so).
@@ -26,6 +29,8 @@ KNOWN_FAMILIES = {
     "kimi_k2", "gpt_oss", "glm4_moe", "glm4", "cohere", "cohere2", "falcon", "RefinedWebModel",
     "RefinedWeb", "gpt2", "nemotron_h", "jamba", "llama4", "llama4_text", "starcoder2", "yi",
     "mistral3", "olmo2", "granite", "internlm2", "exaone",
+    "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "granitemoehybrid", "lfm2",
+    "kimi_k25",
 }
 
 LIMITS = {  # anything above these is a hostile or broken config, not a model
@@ -59,16 +64,33 @@ class Cfg:
             return default
         if (isinstance(value, bool) or not isinstance(value, (int, float))
                 or (isinstance(value, float) and not math.isfinite(value)) or value != int(value)):
-            raise KvplanError(f"{self.where}: {names[0]} must be an integer, got {value!r}", EXIT_USAGE)
+            raise KvplanError(f"{self.where}: {names[0]} must be an integer, got {shown(value)}", EXIT_USAGE)
         value = int(value)
         cap = LIMITS.get(limit or names[0])
         if value < minimum or (cap is not None and value > cap):
             raise KvplanError(f"{self.where}: {names[0]} = {value} is out of range", EXIT_USAGE)
         return value
 
+    def int_list(self, name: str) -> list[int]:
+        """A list of non-negative integers (layer indices), empty when absent."""
+        value = self.data.get(name)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+            raise KvplanError(f"{self.where}: {name} must be a list of layer indices, got {value!r:.60}", EXIT_USAGE)
+        return value
+
     def bool(self, name: str, default: bool) -> bool:
         value = self.data.get(name)
         return default if value is None else bool(value)
+
+
+def shown(value) -> str:
+    """A config value as its JSON spelling (Infinity, NaN), cut to 60 characters."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    return f"{value!r:.60}"
 
 
 class _Missing(Exception):
@@ -100,14 +122,33 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
     cfg = Cfg(data, source)
     notices: list[str] = []
     model_type = str(data.get("model_type") or config.get("model_type") or "")
-    if model_type not in KNOWN_FAMILIES:
-        notices.append(f"model_type {model_type or '(none)'!r} has no dedicated reader; read with the standard keys")
+    family = family_reader(model_type)
+    derived = None
+    if model_type not in KNOWN_FAMILIES and family is None:
+        derived = derive_unknown_layout(config, data, model_type, source)
+        if derived is None:
+            notices.append(f"model_type {model_type or '(none)'!r} has no dedicated reader; every key is a standard "
+                           "decoder's, read with the standard keys")
+        else:
+            notices.append(f"model_type {model_type!r} has no reader in kvplan: its layout is derived from "
+                           f"transformers' {derived[3]} built on the meta device")
+    dsa = [k for k in ("index_head_dim", "index_n_heads", "index_topk") if data.get(k) is not None]
+    if dsa:  # DeepSeek-V3.2 / GLM-5 sparse attention: an fp8 indexer key cache beside the MLA latent
+        raise KvplanError(f"{source}: {dsa[0]} declares a DeepSeek Sparse Attention indexer, whose key cache "
+                          "kvplan does not size yet; it would be under-counted, so this model is refused", EXIT_USAGE)
     if nested:
         notices.append("multimodal config: planning the language model's cache; vision weights are not counted from the config")
     try:
-        geometry = read_geometry(cfg, model_type)
-        layers = read_layers(cfg, model_type, geometry)
-        params = count_params(cfg, model_type, geometry, layers)
+        if derived is not None:
+            geometry, layers, params = derived[:3]
+        elif family is not None:
+            geometry, layers, params = family.read(cfg, model_type)
+        else:
+            geometry = read_geometry(cfg, model_type)
+            layers = read_layers(cfg, model_type, geometry)
+            _refuse_cacheless(layers, source)
+            params = count_params(cfg, model_type, geometry, layers)
+        _refuse_cacheless(layers, source)
     except _Missing as missing:
         raise KvplanError(
             f"{source}: missing key {' / '.join(missing.names)} (needed to size the model)", EXIT_USAGE
@@ -132,38 +173,45 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
     return spec, notices
 
 
+def _refuse_cacheless(layers, source: str) -> None:
+    if all(layer.kind == "none" for layer in layers):
+        raise KvplanError(f"{source}: no layer attends or keeps a state (every layer is MLP/MoE); "
+                          "not a decoder kvplan can plan", EXIT_USAGE)
+
+
+def derive_unknown_layout(config: dict, data: dict, model_type: str, source: str):
+    """None when the keys fully determine a standard decoder; else transformers' layout, or a refusal.
+
+    With the [transformers] extra the layout is derived from transformers' own classes on the meta
+    device (kvplan.derive); without it, or when transformers has no class for the model_type
+    either, kvplan exits 2 naming the keys it does not understand.
+    """
+    import importlib.util
+
+    from kvplan.readers import unknown_family_keys
+
+    odd = unknown_family_keys(data)
+    if not odd:
+        return None
+    more = f" and {len(odd) - 5} more" if len(odd) > 5 else ""
+    why = (f"{source}: model_type {model_type or '(none)'!r} has no reader in kvplan and its config has keys a "
+           f"standard decoder does not ({', '.join(odd[:5])}{more}); kvplan does not guess a cache layout")
+    if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("torch") is None:
+        raise KvplanError(f"{why}. Install the [transformers] extra (pip install 'kvplan[transformers]') to derive "
+                          "it from transformers' own classes, or ask for a reader", EXIT_USAGE)
+    import transformers
+
+    if model_type not in transformers.CONFIG_MAPPING:
+        raise KvplanError(f"{why}, and transformers {transformers.__version__} has no class for it either; "
+                          "ask for a reader", EXIT_USAGE)
+    from kvplan.derive import derive
+
+    return derive(config, source)
+
+
 def read_dtype(cfg: Cfg) -> str:
     raw = str(cfg.raw("torch_dtype", "dtype", default="bfloat16")).lower()
     return {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(raw, "bf16")
-
-
-def read_quantization(cfg: Cfg) -> Quantization:
-    """The checkpoint's weight format from `quantization_config` (fp8, AWQ/GPTQ, MXFP4, ...)."""
-    q = cfg.raw("quantization_config")
-    if not isinstance(q, dict):
-        return Quantization(read_dtype(cfg))
-    method = str(q.get("quant_method", "")).lower()
-    if method == "mxfp4":
-        skip = " ".join(q.get("modules_to_not_convert") or [])
-        return Quantization("mxfp4", 32, experts_only="self_attn" in skip or not skip)
-    if method in ("fp8", "fbgemm_fp8"):
-        block = q.get("weight_block_size") or [0]
-        return Quantization("fp8", int(block[0]) if block else 0)
-    if method in ("awq", "gptq", "autoround"):
-        bits = int(q.get("bits", q.get("w_bit", 4)))
-        group = int(q.get("group_size", q.get("q_group_size", 128)) or 128)
-        return Quantization("int4" if bits == 4 else "int8", group if group > 0 else 128)
-    if method == "bitsandbytes":
-        return Quantization("int4", 64) if q.get("load_in_4bit") else Quantization("int8")
-    if method == "compressed-tensors":
-        for group in (q.get("config_groups") or {}).values():
-            weights = (group or {}).get("weights") or {}
-            bits = weights.get("num_bits")
-            if bits == 4:
-                return Quantization("int4", int(weights.get("group_size") or 128))
-            if bits == 8:
-                return Quantization("fp8" if weights.get("type") == "float" else "int8")
-    return Quantization(read_dtype(cfg))
 
 
 def read_geometry(cfg: Cfg, model_type: str) -> dict:
@@ -190,7 +238,10 @@ def read_geometry(cfg: Cfg, model_type: str) -> dict:
         if hidden % heads:
             raise KvplanError(f"{cfg.where}: hidden_size {hidden} is not divisible by {heads} heads and no head_dim is given", EXIT_USAGE)
         head_dim = hidden // heads
-    intermediate = cfg.int("intermediate_size", "n_inner", "ffn_hidden_size", default=4 * hidden, limit="intermediate_size")
+    intermediate = cfg.int("intermediate_size", "n_inner", "ffn_hidden_size", "block_ff_dim", default=4 * hidden,
+                           limit="intermediate_size")
+    if model_type == "lfm2":
+        intermediate = lfm2_ff_width(cfg, intermediate)
     max_context = cfg.int("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
                           "model_max_length", default=2048, limit="window")
     experts = cfg.int("num_local_experts", "num_experts", "n_routed_experts", default=0, minimum=0, limit="experts")
@@ -205,25 +256,39 @@ def read_geometry(cfg: Cfg, model_type: str) -> dict:
                 top_k=top_k, act_width=act_width, notes=notes)
 
 
+def lfm2_ff_width(cfg: Cfg, width: int) -> int:
+    """LFM2's MLP width as transformers' Lfm2MLP derives it (block_auto_adjust_ff_dim)."""
+    if not cfg.bool("block_auto_adjust_ff_dim", True):
+        return width
+    width = int(2 * width / 3)
+    mult = cfg.raw("block_ffn_dim_multiplier", default=1.0)
+    if not isinstance(mult, (int, float)) or isinstance(mult, bool) or not 0 < mult < 1e3:
+        raise KvplanError(f"{cfg.where}: block_ffn_dim_multiplier must be a positive number, got {shown(mult)}", EXIT_USAGE)
+    step = cfg.int("block_multiple_of", default=256, limit="intermediate_size")
+    width = int(mult * width)
+    return step * -(-width // step)
+
+
 def _attention_kinds(cfg: Cfg, model_type: str, n: int, max_context: int) -> list[str]:
     """Per layer one of: full, sliding, chunked, linear, mamba, mlp (the order of the model)."""
+    pattern = _hybrid_pattern(cfg, n)
     types = cfg.raw("layer_types")
-    if isinstance(types, list) and types:
+    if types is not None and not isinstance(types, list):
+        raise KvplanError(f"{cfg.where}: layer_types must be a list, got {shown(types)}", EXIT_USAGE)
+    if types:
         if len(types) < n:
             raise KvplanError(f"{cfg.where}: layer_types has {len(types)} entries for {n} layers", EXIT_USAGE)
         names = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "linear",
-                 "chunked_attention": "chunked", "mamba": "mamba", "attention": "full"}
+                 "chunked_attention": "chunked", "mamba": "mamba", "attention": "full", "conv": "short_conv"}
         unknown = sorted({str(t) for t in types[:n]} - set(names))
         if unknown:
             raise KvplanError(f"{cfg.where}: unknown layer_types entry {unknown[0]!r}", EXIT_USAGE)
         return [names[t] for t in types[:n]]
-    pattern = cfg.raw("hybrid_override_pattern")
-    if isinstance(pattern, str) and pattern:  # Nemotron-H: M mamba, * attention, - MLP, E MoE
-        if len(pattern) != n:
-            raise KvplanError(f"{cfg.where}: hybrid_override_pattern has {len(pattern)} symbols for {n} layers", EXIT_USAGE)
+    if model_type == "lfm2" and cfg.has("full_attn_idxs"):  # LFM2's older spelling of layer_types
+        full = set(cfg.int_list("full_attn_idxs"))
+        return ["full" if i in full else "short_conv" for i in range(n)]
+    if pattern:  # Nemotron-H: M mamba, * attention, - MLP, E MoE
         table = {"M": "mamba", "*": "full", "-": "mlp", "E": "mlp"}
-        if set(pattern) - set(table):
-            raise KvplanError(f"{cfg.where}: hybrid_override_pattern has unknown symbol(s) {sorted(set(pattern) - set(table))}", EXIT_USAGE)
         return [table[c] for c in pattern]
     if model_type == "qwen3_next" or cfg.has("full_attention_interval"):
         k = cfg.int("full_attention_interval", default=4)
@@ -249,12 +314,27 @@ def _attention_kinds(cfg: Cfg, model_type: str, n: int, max_context: int) -> lis
     if model_type == "cohere2":
         p = cfg.int("sliding_window_pattern", default=4)
         return ["sliding" if (i + 1) % p else "full" for i in range(n)]
-    if isinstance(window, (int, float)) and window >= max_context:
+    if isinstance(window, (int, float)) and math.isfinite(window) and window >= max_context:
         return ["full"] * n  # a window as long as the context is no window (Phi-3.5: 262144)
     if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
         first = cfg.int("max_window_layers", default=n, minimum=0)
         return ["full" if i < first else "sliding" for i in range(n)]
     return ["sliding"] * n
+
+
+def _hybrid_pattern(cfg: Cfg, n: int) -> str:
+    """Nemotron-H's `hybrid_override_pattern`, one symbol per layer, checked; '' when absent."""
+    pattern = cfg.raw("hybrid_override_pattern")
+    if pattern is None:
+        return ""
+    if not isinstance(pattern, str):
+        raise KvplanError(f"{cfg.where}: hybrid_override_pattern must be a string, got {pattern!r:.60}", EXIT_USAGE)
+    if len(pattern) != n:
+        raise KvplanError(f"{cfg.where}: hybrid_override_pattern has {len(pattern)} symbols for {n} layers", EXIT_USAGE)
+    unknown = sorted(set(pattern) - set("M*-E"))
+    if unknown:
+        raise KvplanError(f"{cfg.where}: hybrid_override_pattern has unknown symbol(s) {unknown}", EXIT_USAGE)
+    return pattern
 
 
 def read_layers(cfg: Cfg, model_type: str, g: dict) -> list[LayerSpec]:
@@ -277,47 +357,11 @@ def read_layers(cfg: Cfg, model_type: str, g: dict) -> list[LayerSpec]:
             chunk = cfg.int("attention_chunk_size", limit="window")
             out.append(ChunkedLocal(g["kv_heads"], g["head_dim"], chunk))
         elif kind == "linear":
-            out.append(_gated_deltanet_state(cfg))
+            out.append(gated_deltanet_state(cfg))
         elif kind == "mamba":
-            out.append(_mamba_state(cfg, g))
+            out.append(mamba_state(cfg, g))
+        elif kind == "short_conv":
+            out.append(short_conv_state(cfg, g))
         else:
             out.append(NoCache())
     return out
-
-
-def _gated_deltanet_state(cfg: Cfg) -> RecurrentState:
-    """Qwen3-Next linear attention: a conv window over q,k,v and a per-head k x v state.
-
-    conv: (linear_conv_kernel_dim - 1) x (2 x key heads x key dim + value heads x value dim)
-    ssm:  value heads x key dim x value dim
-    """
-    k_heads = cfg.int("linear_num_key_heads", limit="num_attention_heads")
-    v_heads = cfg.int("linear_num_value_heads", limit="num_attention_heads")
-    k_dim = cfg.int("linear_key_head_dim", limit="head_dim")
-    v_dim = cfg.int("linear_value_head_dim", limit="head_dim")
-    kernel = cfg.int("linear_conv_kernel_dim", default=4)
-    conv_dim = 2 * k_heads * k_dim + v_heads * v_dim
-    return RecurrentState((kernel - 1) * conv_dim, v_heads * k_dim * v_dim, k_heads, "gated_deltanet")
-
-
-def _mamba_state(cfg: Cfg, g: dict) -> RecurrentState:
-    """Mamba2 (Nemotron-H) or Mamba1 (Jamba) state of one layer for one sequence.
-
-    Mamba2: intermediate = mamba_num_heads x mamba_head_dim;
-            conv (conv_kernel - 1) x (intermediate + 2 x n_groups x ssm_state_size);
-            ssm  mamba_num_heads x mamba_head_dim x ssm_state_size.
-    Mamba1: d_inner = mamba_expand x hidden; conv (mamba_d_conv - 1) x d_inner; ssm d_inner x mamba_d_state.
-    """
-    if cfg.has("mamba_num_heads", "mamba_n_heads"):
-        heads = cfg.int("mamba_num_heads", "mamba_n_heads", limit="num_attention_heads")
-        head_dim = cfg.int("mamba_head_dim", "mamba_d_head", limit="head_dim")
-        state = cfg.int("ssm_state_size", "mamba_d_state", limit="head_dim")
-        groups = cfg.int("n_groups", "mamba_n_groups", default=1)
-        kernel = cfg.int("conv_kernel", "mamba_d_conv", default=4)
-        inner = heads * head_dim
-        return RecurrentState((kernel - 1) * (inner + 2 * groups * state), heads * head_dim * state, heads, "mamba2",
-                              groups, (kernel - 1) * 2 * groups * state)
-    inner = cfg.int("mamba_expand", default=2) * g["hidden"]
-    state = cfg.int("mamba_d_state", "ssm_state_size", default=16)
-    kernel = cfg.int("mamba_d_conv", "conv_kernel", default=4)
-    return RecurrentState((kernel - 1) * inner, inner * state, inner, "mamba")

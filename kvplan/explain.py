@@ -41,7 +41,9 @@ def _mla(spec, n, prof, tp, bstr, S):
 
 def _state(spec, n, prof, tp, bstr, S):
     return (f"  {n} {spec.variant} layers × {spec.state_elements(tp):,} state values × "
-            f"{prof.state_dtype.bytes_per_element:g} B = {human_bytes(n * prof.state_bytes(spec))} per sequence, whatever S")
+            f"{prof.state_dtype.bytes_per_element:g} B"
+            f"{f' (recurrent part in {spec.ssm_dtype})' if spec.ssm_dtype else ''}"
+            f" = {human_bytes(n * prof.state_bytes(spec))} per sequence, whatever S")
 
 
 def _none(spec, n, prof, tp, bstr, S):

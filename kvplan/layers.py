@@ -188,16 +188,21 @@ class RecurrentState(LayerSpec):
     variant: str = "mamba2"  # mamba | mamba2 | gated_deltanet | linear_attention
     groups: int = 0
     group_conv_elements: int = 0  # of conv_elements: the groups' part (Mamba-2 B and C)
+    ssm_dtype: str = ""  # the recurrent state's own element type when the config fixes one (fp32), else ""
 
     kind = Kind.STATE
 
-    def state_elements(self, tp: int = 1) -> int:
+    def state_parts(self, tp: int = 1) -> tuple[int, int]:
+        """(conv values, recurrent values) one rank keeps for one sequence."""
         share = max(1, self.num_heads // tp)
-        by_head = (self.conv_elements - self.group_conv_elements + self.ssm_elements) * share // self.num_heads
-        if not self.groups:
-            return by_head
-        groups = self.groups if self.groups % tp == 0 else max(tp, self.groups)  # replicated up to tp
-        return by_head + self.group_conv_elements // self.groups * groups // tp
+        conv = (self.conv_elements - self.group_conv_elements) * share // self.num_heads
+        if self.groups:
+            groups = self.groups if self.groups % tp == 0 else max(tp, self.groups)  # replicated up to tp
+            conv += self.group_conv_elements // self.groups * groups // tp
+        return conv, self.ssm_elements * share // self.num_heads
+
+    def state_elements(self, tp: int = 1) -> int:
+        return sum(self.state_parts(tp))
 
     def describe(self) -> str:
         return f"{self.variant} state ({self.conv_elements:,} conv + {self.ssm_elements:,} ssm values)"
@@ -213,3 +218,16 @@ class NoCache(LayerSpec):
 LAYER_TYPES: dict[Kind, type[LayerSpec]] = {
     cls.kind: cls for cls in (FullAttention, SlidingWindow, ChunkedLocal, MLALatent, RecurrentState, NoCache)
 }
+
+
+def state_bytes(layer, tp: int, state_dtype) -> int:
+    """Bytes of a layer's per-sequence state on one rank: conv values in `state_dtype`, recurrent
+    values in the layer's own `ssm_dtype` when its config fixes one (vLLM's mamba_ssm_cache_dtype,
+    e.g. Nemotron 3's float32), else in `state_dtype` too."""
+    ssm_dtype = getattr(layer, "ssm_dtype", "")
+    if not ssm_dtype:
+        return state_dtype.bytes_for(layer.state_elements(tp))
+    from kvplan.dtypes import canonical_kv_dtype
+
+    conv, ssm = layer.state_parts(tp)
+    return state_dtype.bytes_for(conv) + canonical_kv_dtype(ssm_dtype, "bf16").bytes_for(ssm)

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from kvplan.dtypes import DType
-from kvplan.layers import LayerSpec
+from kvplan.layers import LayerSpec, state_bytes
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class KVProfile:
         # context of a sweep (kvplan.plan.plan_grid), and sequence_bytes is called by the max-context
         # search many times. The memo of sequence_bytes is bounded; neither is part of eq or hash.
         tb = tuple(self.kv_dtype.bytes_for(s.elements_per_token(self.tp)) for s, _ in self.groups)
-        states = sum(self.state_dtype.bytes_for(e) * n for (s, n) in self.groups if (e := s.state_elements(self.tp)))
+        states = sum(state_bytes(s, self.tp, self.state_dtype) * n for (s, n) in self.groups if s.state_elements(self.tp))
         object.__setattr__(self, "_token_bytes", tb)
         object.__setattr__(self, "_state_bytes", states)
         object.__setattr__(self, "_memo", {})
@@ -56,7 +56,7 @@ class KVProfile:
         return self.kv_dtype.bytes_for(layer.elements_per_token(self.tp))
 
     def state_bytes(self, layer: LayerSpec) -> int:
-        return self.state_dtype.bytes_for(layer.state_elements(self.tp))
+        return state_bytes(layer, self.tp, self.state_dtype)
 
     def slots(self, layer: LayerSpec, seq_len: int) -> int:
         """Token slots the rules allocate one sequence of seq_len tokens in this layer."""

@@ -6,6 +6,7 @@ print it, and the raw integers in JSON.
 
 from __future__ import annotations
 
+from kvplan.layers import state_bytes
 from kvplan.plan import Plan
 from kvplan.layout import layout_text
 from kvplan.units import gib, human_bytes, human_tokens
@@ -42,6 +43,7 @@ def plan_to_dict(plan: Plan, model) -> dict:
         "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token_per_gpu,
         "kv_bytes_per_sequence": plan.kv_bytes_per_sequence,
         "kv_bytes_per_sequence_per_gpu": plan.kv_bytes_per_sequence_per_gpu,
+        **state_and_kinds(plan),
         "kv_memory_bytes_per_gpu": plan.kv_memory_bytes_per_gpu,
         "kv_used_bytes_per_gpu": plan.kv_used_bytes_per_gpu,
         "free_bytes_per_gpu": plan.free_bytes_per_gpu,
@@ -55,6 +57,36 @@ def plan_to_dict(plan: Plan, model) -> dict:
         "decode_tokens_per_second_per_request": (1 / plan.decode_step_seconds) if plan.decode_step_seconds else 0.0,
         "warnings": list(plan.warnings),
     }
+
+
+def state_and_kinds(plan: Plan) -> dict:
+    """What is fixed per sequence beside what grows, and the same split by layer kind.
+
+    `state_bytes_per_sequence` is the part of kv_bytes_per_sequence that does not grow with the
+    context (recurrent, linear-attention and convolution states); `layer_kinds` gives, per kind of
+    layer, its layers, the bytes a token adds and the bytes one `context`-token sequence holds,
+    states included (all ranks, as the plan's engine allocates pages).
+    """
+    copies, ctx = plan.deployment.tp, plan.request.context
+    states, kinds = [], {}
+    for stage in plan.stages:
+        prof = stage.profile
+        stage_state = 0
+        for spec, n in prof.groups:
+            token = prof.kv_dtype.bytes_for(spec.elements_per_token(prof.tp))
+            state = state_bytes(spec, prof.tp, prof.state_dtype)
+            held = prof.rules.tokens_allocated(spec, ctx, prof.block_size) if token else 0
+            row = kinds.setdefault(spec.kind, {"kind": spec.kind, "layers": 0, "kv_bytes_per_token": 0,
+                                               "state_bytes_per_sequence": 0, "bytes_per_sequence": 0})
+            row["layers"] += n
+            row["kv_bytes_per_token"] += copies * n * (token if not spec.bounded else 0)
+            row["state_bytes_per_sequence"] += copies * n * state
+            row["bytes_per_sequence"] += copies * n * (held * token + state)
+            stage_state += n * state
+        states.append(stage_state)
+    return {"state_bytes_per_sequence": copies * sum(states),
+            "state_bytes_per_sequence_per_gpu": max(states, default=0),
+            "layer_kinds": list(kinds.values())}
 
 
 def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> None:

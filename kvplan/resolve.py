@@ -35,7 +35,9 @@ def read_config_file(path: Path) -> dict:
     if path.stat().st_size > MAX_CONFIG_BYTES:
         raise KvplanError(f"{path}: larger than {MAX_CONFIG_BYTES // 2**20} MiB; not a config.json", EXIT_USAGE)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
+        # Infinity / NaN are Python's JSON extensions and real configs use them where they size
+        # nothing (Nemotron-H's time_step_limit); kvplan.configs refuses them where they would.
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise KvplanError(f"{path}: not valid JSON ({exc})", EXIT_USAGE) from None
     except RecursionError:
@@ -43,10 +45,6 @@ def read_config_file(path: Path) -> dict:
     if not isinstance(data, dict):
         raise KvplanError(f"{path}: expected a JSON object", EXIT_USAGE)
     return data
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def looks_like_path(name: str) -> bool:

@@ -24,7 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # one that is. Llama 3 70B and Llama 3.1 70B share every shape (80 layers, 8 KV heads x 128, the
 # same widths and vocabulary); they differ only in RoPE scaling and context length, and the CLI
 # prints which entry a name resolved to.
-EXTRA_ALIASES = {"llama-3.1-70b": ["llama-3-70b"]}
+EXTRA_ALIASES = {"llama-3.1-70b": ["llama-3-70b"],
+                 # NVIDIA writes these names with underscores; people type dots or the short name.
+                 "llama-3_3-nemotron-super-49b-v1": ["llama-3.3-nemotron-super-49b", "nemotron-super-49b"],
+                 "llama-3_1-nemotron-ultra-253b-v1": ["llama-3.1-nemotron-ultra-253b", "nemotron-ultra-253b"]}
 
 
 def main(config_dir: Path) -> None:

@@ -65,9 +65,11 @@ def test_qwen3_next_linear_attention_hybrid():
 def test_nemotron_h_mamba_hybrid():
     # Nemotron-H paper: the 56B model has 118 layers: 54 Mamba-2, 10 self-attention, 54 FFN.
     # Attention: 10 x 2 x 8 x 128 x 2 B = 40,960 B/token. Mamba-2 state per layer: conv (4-1) x
-    # (256 x 64 + 2 x 8 x 256) = 61,440 and ssm 256 heads x 64 x 256 = 4,194,304 values, bf16.
+    # (256 x 64 + 2 x 8 x 256) = 61,440 values in bf16, and ssm 256 heads x 64 x 256 = 4,194,304
+    # values in float32: vLLM's NemotronHForCausalLMConfig (model_executor/models/config.py) sets
+    # mamba_ssm_cache_dtype to float32 when the config does not say (DEFAULT_MAMBA_SSM_CACHE_DTYPE).
     spec, _ = spec_from_config(shared_config("nvidia__Nemotron-H-56B-Base-8K"), "nh")
-    assert _seq(spec, 8192) == 40_960 * 8192 + 54 * (61_440 + 4_194_304) * 2
+    assert _seq(spec, 8192) == 40_960 * 8192 + 54 * (61_440 * 2 + 4_194_304 * 4)
 
 
 def test_nemotron_h_state_per_rank_as_vllm_shapes_it():

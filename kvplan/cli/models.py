@@ -1,4 +1,4 @@
-"""`kvplan models list | show | import`: the model catalog from the command line (a sub-app the main app mounts)."""
+"""`kvplan models list | show | import | check`: the model catalog from the command line (a sub-app the main app mounts)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer
 from kvplan.cli._common import (JsonOpt, RevisionOpt, TokenOpt, cli_errors, markup_safe, print_notes, print_result,
                                 stderr, table)
 
-models_app = typer.Typer(help="The model catalog: list, show, import.", no_args_is_help=True)
+models_app = typer.Typer(help="The model catalog: list, show, import, check.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -147,3 +147,60 @@ def import_model(
     path = write_spec(spec, directory or user_catalog_dir())
     stderr(resolved.note)
     print(str(path))
+
+
+@models_app.command("check")
+@cli_errors
+def check(
+    name: Annotated[str, typer.Argument(help="A folder or config.json, a Hub repo id, or a catalog name (its Hub repo).")],
+    revision: RevisionOpt = None, token: TokenOpt = None, as_json: JsonOpt = False,
+):
+    """Compare kvplan's reading with transformers' own cache, built on the meta device (needs \\[transformers])."""
+    import dataclasses
+
+    from kvplan.errors import EXIT_ERROR, KvplanError
+    from kvplan.hf_meta import TOKENS, cache_profile, compare
+    from kvplan.importer import build_spec
+
+    config, label = _raw_config(name, revision, token)
+    spec, _ = build_spec(config, None, name=label, source=label)
+    rows = compare(spec, cache_profile(config))
+    ok = all(r.agrees for r in rows)
+    data = {"model": label, "agrees": ok, "tokens": TOKENS,
+            "layers": [{**dataclasses.asdict(r), "agrees": r.agrees} for r in rows]}
+
+    def render(console) -> None:
+        # values (not bytes) per token and per sequence; states: kvplan follows vLLM's layout
+        # (conv kernel - 1 columns), transformers may keep one more column.
+        numeric = ("kvplan/token", "hf/token", "kvplan state", "hf state")
+        t = table(["layers", *numeric, "agrees"], right=numeric, whole=("agrees",),
+                  title=f"{label}: cache values, kvplan vs transformers (meta device)")
+        for r in rows:
+            t.add_row(r.layers, f"{r.kvplan_per_token:,}", f"{r.hf_per_token:,}", f"{r.kvplan_state:,}",
+                      f"{r.hf_state:,}", "yes" if r.agrees else "NO")
+        console.print(t)
+
+    print_result(as_json, data, render)
+    if not ok:
+        raise KvplanError(f"{label}: kvplan's per-token cache differs from transformers' in some layers", EXIT_ERROR)
+
+
+def _raw_config(name: str, revision, token) -> tuple[dict, str]:
+    """The config.json behind NAME: a local file or folder, a Hub repo, or a catalog entry's Hub repo."""
+    from kvplan import hub
+    from kvplan.catalog import find_in_catalog
+    from kvplan.errors import EXIT_NOT_FOUND, KvplanError
+    from kvplan.resolve import looks_like_path, read_config_file
+
+    if looks_like_path(name):
+        path = Path(name).expanduser()
+        if not path.exists():
+            raise KvplanError(f"no such file or folder: {name}", EXIT_NOT_FOUND)
+        return read_config_file(path), str(path)
+    repo = name
+    spec = find_in_catalog(name, ()) if revision is None else None
+    if spec is not None:
+        if not spec.hf_repo:
+            raise KvplanError(f"{spec.name} has no Hub repo to read its config.json from; pass a path", EXIT_NOT_FOUND)
+        repo = spec.hf_repo
+    return hub.fetch_config(repo, revision=revision, token=token).config, repo

@@ -28,7 +28,7 @@ from kvplan.dtypes import DType
 from kvplan.engines.base import (Capacity, Engine, cache_dtypes, cdiv, check_opts, check_version, opt_bool,
                                  opt_int, parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.layers import Kind
+from kvplan.layers import Kind, state_bytes
 from kvplan.search import largest_fitting
 
 GIB = 2**30
@@ -180,7 +180,7 @@ def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Setting
         if layer.kind == Kind.NONE:
             continue
         if layer.kind == Kind.STATE:
-            nbytes = state_dtype.bytes_for(layer.state_elements(tp))
+            nbytes = state_bytes(layer, tp, state_dtype)
             key = (Kind.STATE, 0, nbytes)
             mamba_bytes = max(mamba_bytes, nbytes)
         else:

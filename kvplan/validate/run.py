@@ -15,6 +15,8 @@ Order of events, so each figure means one thing:
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import platform
 import time
@@ -205,7 +207,10 @@ def _scores_bytes(bp: Blueprint, s: Settings, prompt: int, itemsize: int, device
 def predict(full: ModelSpec, reduced: ModelSpec, bp: Blueprint, s: Settings, kv: DType, state: DType,
             compute: str, prompt: int, device: str = "cuda") -> Prediction:
     """The planner's figures for the reduced model as built; no torch here."""
-    prof = kv_profile(reduced.layers, 1, kv, state, 16)
+    # kvplan's decoder keeps the whole recurrent state in --state-dtype, as an engine does when that
+    # flag is given: a config's own mamba_ssm_cache_dtype (kept in ssm_dtype) yields to it.
+    layers = tuple(dataclasses.replace(x, ssm_dtype="") if getattr(x, "ssm_dtype", "") else x for x in reduced.layers)
+    prof = kv_profile(layers, 1, kv, state, 16)
     built = built_spec(reduced, bp)
     act = activation_estimate(built, 1, tokens=s.batch * prompt, max_seqs=s.batch)
     return Prediction(

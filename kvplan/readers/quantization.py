@@ -1,0 +1,95 @@
+"""`quantization_config` read into kvplan's Quantization, every value checked before it is used.
+
+A malformed entry (`bits: "four"`, `group_size: [128]`, `config_groups: "x"`) is a one-line usage
+error naming the key, never an internal error and never a guess.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.model import Quantization
+
+
+def read_quantization(cfg) -> Quantization:
+    """The checkpoint's weight format from `quantization_config` (fp8, AWQ/GPTQ, MXFP4, ...).
+
+    Every value is checked before use: a malformed entry (`bits: "four"`, `group_size: [128]`)
+    is a one-line error naming the key, never a guess.
+    """
+    q = cfg.raw("quantization_config")
+    if not isinstance(q, dict):
+        return Quantization(_dtype(cfg))
+    where = f"{cfg.where}: quantization_config"
+    method = str(q.get("quant_method", "")).lower()
+    if method == "mxfp4":
+        skip = _q_strings(q, "modules_to_not_convert", where)
+        return Quantization("mxfp4", 32, experts_only=any("self_attn" in s for s in skip) or not skip)
+    if method in ("fp8", "fbgemm_fp8"):
+        block = q.get("weight_block_size")
+        if block is not None and (not isinstance(block, list) or len(block) not in (0, 2)):
+            raise KvplanError(f"{where}.weight_block_size must be a list of two integers, got {block!r}", EXIT_USAGE)
+        sizes = [_q_int({"weight_block_size": b}, where, "weight_block_size", default=0) for b in block or []]
+        return Quantization("fp8", sizes[0] if sizes else 0)
+    if method in ("awq", "gptq", "autoround"):
+        bits = _q_int(q, where, "bits", "w_bit", default=4)
+        group = _q_int(q, where, "group_size", "q_group_size", default=128, minimum=-1)
+        return Quantization(_int_format(bits, where), group if group > 0 else 128)
+    if method == "bitsandbytes":
+        return Quantization("int4", 64) if q.get("load_in_4bit") is True else Quantization("int8")
+    if method == "compressed-tensors":
+        groups = q.get("config_groups") or {}
+        if not isinstance(groups, dict) or not all(isinstance(g, dict) for g in groups.values()):
+            raise KvplanError(f"{where}.config_groups must be an object of objects, got {groups!r:.60}", EXIT_USAGE)
+        for group in groups.values():
+            weights = group.get("weights") or {}
+            if not isinstance(weights, dict):
+                raise KvplanError(f"{where}.config_groups: weights must be an object, got {weights!r:.60}", EXIT_USAGE)
+            bits = _q_int(weights, where, "num_bits", default=0, minimum=0)
+            if bits == 4:
+                return Quantization("int4", _q_int(weights, where, "group_size", default=128))
+            if bits == 8:
+                return Quantization("fp8" if weights.get("type") == "float" else "int8")
+            if bits:
+                raise KvplanError(f"{where}: {bits}-bit weights are not supported (4 or 8)", EXIT_USAGE)
+    return Quantization(_dtype(cfg))
+
+
+def _q_int(q: dict, where: str, *names: str, default: int, minimum: int = 1) -> int:
+    """An integer from a quantization_config entry, or a one-line error naming it."""
+    for name in names:
+        value = q.get(name)
+        if value is None:
+            continue
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or (isinstance(value, float) and not math.isfinite(value)) or value != int(value)
+                or not minimum <= value <= (1 << 20)):
+            raise KvplanError(f"{where}.{name} must be an integer, got {_shown(value)}", EXIT_USAGE)
+        return int(value)
+    return default
+
+
+def _q_strings(q: dict, name: str, where: str) -> list[str]:
+    value = q.get(name) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise KvplanError(f"{where}.{name} must be a list of module names, got {value!r:.60}", EXIT_USAGE)
+    return value
+
+
+def _int_format(bits: int, where: str) -> str:
+    if bits not in (4, 8):
+        raise KvplanError(f"{where}: {bits}-bit weights are not supported (4 or 8)", EXIT_USAGE)
+    return "int4" if bits == 4 else "int8"
+
+
+def _dtype(cfg) -> str:
+    from kvplan.configs import read_dtype
+
+    return read_dtype(cfg)
+
+
+def _shown(value) -> str:
+    from kvplan.configs import shown
+
+    return shown(value)

@@ -1,0 +1,92 @@
+"""Per-sequence state layers of the hybrids the common reader knows (Qwen3-Next/3.5, Nemotron-H,
+Granite 4, Jamba, LFM2), shaped as vLLM's mamba_utils.MambaStateShapeCalculator allocates them.
+"""
+
+from __future__ import annotations
+
+from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.layers import RecurrentState
+
+
+def short_conv_state(cfg, g: dict) -> RecurrentState:
+    """LFM2's gated short convolution: (conv_L_cache - 1) x hidden_size values, split over tp.
+
+    vLLM lfm2.py passes hidden_size and conv_L_cache to mamba_utils.short_conv_state_shape:
+    conv state (conv_kernel - 1, intermediate / tp), no recurrent state.
+    """
+    kernel = cfg.int("conv_L_cache", default=3, limit="head_dim")
+    return RecurrentState((kernel - 1) * g["hidden"], 0, g["hidden"], "short_conv")
+
+
+def gated_deltanet_state(cfg) -> RecurrentState:
+    """Qwen3-Next linear attention: a conv window over q,k,v and a per-head k x v state.
+
+    conv: (linear_conv_kernel_dim - 1) x (2 x key heads x key dim + value heads x value dim)
+    ssm:  value heads x key dim x value dim
+    """
+    k_heads = cfg.int("linear_num_key_heads", limit="num_attention_heads")
+    v_heads = cfg.int("linear_num_value_heads", limit="num_attention_heads")
+    k_dim = cfg.int("linear_key_head_dim", limit="head_dim")
+    v_dim = cfg.int("linear_value_head_dim", limit="head_dim")
+    kernel = cfg.int("linear_conv_kernel_dim", default=4)
+    conv_dim = 2 * k_heads * k_dim + v_heads * v_dim
+    return RecurrentState((kernel - 1) * conv_dim, v_heads * k_dim * v_dim, k_heads, "gated_deltanet")
+
+
+def ssm_cache_dtype(cfg) -> str:
+    """The recurrent state's element type a config fixes (`mamba_ssm_cache_dtype`, Nemotron 3: float32).
+
+    vLLM's NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype (model_executor/models/config.py)
+    copies it into cache_config.mamba_ssm_cache_dtype when the flag is auto, and uses float32 for a
+    Nemotron-H config that does not say ("Only float32 is known to have no accuracy issues");
+    "" = the plan's state dtype.
+    """
+    from kvplan.dtypes import canonical_kv_dtype
+
+    raw = cfg.raw("mamba_ssm_cache_dtype")
+    if raw is None and cfg.raw("model_type") == "nemotron_h":
+        return "fp32"  # the hook's default when the config is silent (DEFAULT_MAMBA_SSM_CACHE_DTYPE)
+    if raw is None or raw == "auto":
+        return ""
+    if not isinstance(raw, str):
+        raise KvplanError(f"{cfg.where}: mamba_ssm_cache_dtype must be a dtype name, got {raw!r:.40}", EXIT_USAGE)
+    return canonical_kv_dtype(raw).name
+
+
+def mamba2_dims(cfg, hidden: int) -> tuple[int, int, int, int, int]:
+    """(heads, head_dim, state, groups, conv kernel) of a hybrid's Mamba-2 mixer (Nemotron-H, Granite 4).
+
+    Granite 4 may write mamba_d_head "auto": mamba_expand x hidden / heads, as transformers'
+    GraniteMoeHybridConfig resolves it.
+    """
+    heads = cfg.int("mamba_num_heads", "mamba_n_heads", limit="num_attention_heads")
+    if cfg.raw("mamba_d_head") == "auto":
+        inner = cfg.int("mamba_expand", default=2, limit="head_dim") * hidden
+        if inner % heads:
+            raise KvplanError(f"{cfg.where}: mamba_expand x hidden_size ({inner}) is not divisible by {heads} mamba heads", EXIT_USAGE)
+        head_dim = inner // heads
+    else:
+        head_dim = cfg.int("mamba_head_dim", "mamba_d_head", limit="head_dim")
+    state = cfg.int("ssm_state_size", "mamba_d_state", limit="head_dim")
+    groups = cfg.int("n_groups", "mamba_n_groups", default=1, limit="num_attention_heads")
+    kernel = cfg.int("conv_kernel", "mamba_d_conv", default=4, limit="head_dim")
+    return heads, head_dim, state, groups, kernel
+
+
+def mamba_state(cfg, g: dict) -> RecurrentState:
+    """Mamba2 (Nemotron-H) or Mamba1 (Jamba) state of one layer for one sequence.
+
+    Mamba2: intermediate = mamba_num_heads x mamba_head_dim;
+            conv (conv_kernel - 1) x (intermediate + 2 x n_groups x ssm_state_size);
+            ssm  mamba_num_heads x mamba_head_dim x ssm_state_size.
+    Mamba1: d_inner = mamba_expand x hidden; conv (mamba_d_conv - 1) x d_inner; ssm d_inner x mamba_d_state.
+    """
+    if cfg.has("mamba_num_heads", "mamba_n_heads"):
+        heads, head_dim, state, groups, kernel = mamba2_dims(cfg, g["hidden"])
+        inner = heads * head_dim
+        return RecurrentState((kernel - 1) * (inner + 2 * groups * state), heads * head_dim * state, heads, "mamba2",
+                              groups, (kernel - 1) * 2 * groups * state, ssm_cache_dtype(cfg))
+    inner = cfg.int("mamba_expand", default=2) * g["hidden"]
+    state = cfg.int("mamba_d_state", "ssm_state_size", default=16)
+    kernel = cfg.int("mamba_d_conv", "conv_kernel", default=4)
+    return RecurrentState((kernel - 1) * inner, inner * state, inner, "mamba")

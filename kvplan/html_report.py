@@ -69,6 +69,10 @@ def _show(value, kind: str) -> str:
         return f"{value / GIB:,.2f}"
     if kind == "float1":
         return f"{value:,.1f}"
+    if kind == "float2":
+        return f"{value:,.2f}"
+    if kind == "float3":
+        return f"{value:,.3f}"
     if kind == "money":
         return f"{value:,.2f}"
     if kind == "money4":
@@ -169,12 +173,22 @@ def _figures(rows: list[dict], currency: str, model: str = "") -> dict:
     return figs
 
 
+# Columns `sweep --workload` adds (kvplan.simulate.capacity.SIM_COLUMNS), shown when the rows have them.
+SIM_TABLE = [
+    ("sim running", "sim_mean_running", "float1"), ("sim req/s", "sim_requests_per_s", "float2"),
+    ("sim TTFT p99 s", "sim_ttft_p99_s", "float3"), ("sim TPOT p99 s", "sim_tpot_p99_s", "float3"),
+    ("sim % in SLA", "sim_pct_meeting_slo", "float1"), ("sim KV waste %", "sim_kv_waste_pct", "float1"),
+    ("sim preemptions", "sim_preemptions", "int"),
+]
+
+
 def _table(rows: list[dict]) -> str:
-    head = "".join(f'<th data-k="{"t" if kind == "text" else "n"}">{_esc(h)}</th>' for h, _, kind in TABLE)
+    columns = TABLE + (SIM_TABLE if rows and "sim_mean_running" in rows[0] else [])
+    head = "".join(f'<th data-k="{"t" if kind == "text" else "n"}">{_esc(h)}</th>' for h, _, kind in columns)
     body = []
     for r in rows:
         cells = []
-        for _, key, kind in TABLE:
+        for _, key, kind in columns:
             v = r.get(key)
             sort = "" if v is None else (_esc(v) if kind == "text" else ("1" if v is True else "0" if v is False else repr(v)))
             cls = ' class="no"' if kind == "bool" and v is False else ""
@@ -199,7 +213,7 @@ def _headline_table(heads: list[dict]) -> str:
             d = f"{h['gpus']}" if h["pp"] == 1 else f"{h['gpus']} (tp {h['tp']} × pp {h['pp']})"
             h = {**h, "deployment": f"{h['gpu']} × {d}, KV {h['kv_dtype']}"}
         else:
-            h = {**h, "deployment": f"nothing fits {h['batch']:,} request(s) of this context"}
+            h = {**h, "deployment": h.get("why") or f"nothing fits {h['batch']:,} request(s) of this context"}
         cells = []
         for _, key, kind in HEADLINE:
             v = h.get(key)

@@ -28,6 +28,9 @@ def headlines(result, gpus) -> list[dict]:
         row = {"model": model, "context": context, "batch": plans[0].request.batch, "fits": bool(fitting),
                "plans": len(plans)}
         if not fitting:
+            limit = getattr(result.models.get(model), "max_context", None)
+            if limit is not None and context > limit:  # no GPU count helps: say so rather than "nothing fits"
+                row["why"] = f"{context:,} tokens is beyond the model's {limit:,}-token limit"
             out.append(row)
             continue
         priced = [p for p in fitting if result.price(p) is not None]

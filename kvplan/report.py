@@ -12,6 +12,47 @@ from kvplan.layout import layout_text
 from kvplan.units import gib, human_bytes, human_tokens
 
 
+GIB, MIB = 2**30, 2**20
+
+# How each unit of an engine's Figure (kvplan.engines.base.Figure) reads, in the engine's own style:
+# vLLM and TensorRT-LLM print GiB, llama.cpp MiB, SGLang "GB" that are GiB.
+FIGURE_FORMATS = {
+    "bytes": lambda v: f"{v / GIB:.2f} GiB ({v:,} B)",
+    "GiB": lambda v: f"{v / GIB:.2f} GiB",
+    "GiB.3": lambda v: f"{v / GIB:.3f} GiB",
+    "MiB": lambda v: f"{v / MIB:.2f} MiB",
+    "B": lambda v: f"{v:,} B",
+    "tokens": lambda v: f"{v:,} tokens",
+    "count": lambda v: f"{v:,}",
+    "number": lambda v: f"{v:g}",
+    "ratio": lambda v: f"{v:.2f}",
+    "times": lambda v: f"{v:.2f}x",
+    "a x b": lambda v: f"{v[0]} x {v[1]}",
+    "a / b": lambda v: f"{v[0]:,} / {v[1]}",
+    "cells in streams": lambda v: f"{v[0]:,} cells ({v[1]} stream(s) of {v[2]:,})",
+    "cells per stream": lambda v: f"{v:,} cells per stream",
+    "B full + B SWA x ratio": lambda v: f"{v[0]:,} B full + {v[1]:,} B SWA x {v[2]:g}",
+    "sglang tokens, K GiB": lambda v: f"#tokens: {v[0]:,}, K size: {v[1] / GIB:.2f} GB (GiB)",
+}
+
+
+def format_figure(fig) -> str:
+    """An engine's figure as people read it (see FIGURE_FORMATS)."""
+    return FIGURE_FORMATS[fig.unit](fig.value)
+
+
+def engine_to_dict(res) -> dict:
+    """An EngineResult's engine part for --json: its settings, figures (raw and as printed), notes."""
+    cap = res.capacity
+    return {"name": cap.engine, "version": cap.version, "settings": res.settings,
+            "kv_memory_bytes_per_gpu": cap.kv_memory_bytes, "tokens": cap.tokens,
+            "max_concurrency": cap.max_concurrency, "blocks": cap.blocks, "block_size": cap.block_size,
+            "lines": {f.label: format_figure(f) for f in cap.lines},
+            "figures": [{"label": f.label, "value": list(f.value) if isinstance(f.value, tuple) else f.value,
+                         "unit": f.unit} for f in cap.lines],
+            "notes": list(cap.notes)}
+
+
 def effective_weight_dtype(plan: Plan, model) -> str:
     return plan.request.weight_dtype or model.quantization.method
 

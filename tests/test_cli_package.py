@@ -133,6 +133,8 @@ TABLES = [
      "--kv-dtype", "bf16,fp8", "--weight-dtype", "auto,int4", "--top", "30"],
     ["cheapest", "llama-3.1-70b", "--ctx", "128k", "--concurrency", "32", "--gpu", "all", "--top", "40"],
     ["fit", "llama-3-70b", "--gpu", "a100-80", "--ctx", "128k"],
+    ["simulate", "llama-3.1-8b", "--gpu", "h100", "--duration", "10"],
+    ["simulate", "llama-3.1-8b", "--gpu", "h100", "--duration", "10", "--compare"],
 ]
 
 
@@ -240,7 +242,7 @@ def test_json_is_a_flag_everywhere():
 
     visit(group, "kvplan")
     assert {"kvplan fit", "kvplan sweep", "kvplan cheapest", "kvplan gpus", "kvplan models list",
-            "kvplan check-log", "kvplan validate"} <= set(seen)
+            "kvplan check-log", "kvplan validate", "kvplan simulate"} <= set(seen)
 
 
 def test_gpu_names_and_gpus_counts_one_meaning_each():
@@ -255,3 +257,21 @@ def test_gpu_names_and_gpus_counts_one_meaning_each():
                 assert param.type.name in ("int", "integer"), name
             if "-g" in param.opts:
                 assert "--gpu" in param.opts, name
+
+
+def test_sweep_table_keeps_names_whole_in_80_columns(monkeypatch):
+    """One KV dtype for every row is said once in the title; model names and GPU keys are not
+    folded mid-word when only one dtype of each is swept (issue 15: 80 columns)."""
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    monkeypatch.setenv("COLUMNS", "80")
+    r = CliRunner().invoke(app, ["sweep", "--models", "gpt-oss-120b,llama-3.1-70b", "--gpu", "h100,a100-80,mi300x",
+                                 "--ctx", "8k,32k"])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert max(map(len, lines)) <= 80
+    assert "· KV bf16" in lines[0]
+    body = "\n".join(lines)
+    assert "gpt-oss-120b" in body and "a100-sxm-80" in body and "h100-sxm" in body

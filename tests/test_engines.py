@@ -279,3 +279,27 @@ def test_fit_every_engine_runs(engine):
 
 def test_get_engine_names():
     assert engine_class("llamacpp").name == "llama.cpp" and engine_class("TRT-LLM").name == "trtllm"
+
+
+def test_engine_figures_are_raw_numbers_rendered_at_the_edge():
+    """Issue 10: presentation stays out of the core. An engine's printed lines are Figures with
+    numeric values; only kvplan.report turns them into GiB/MiB text."""
+    from kvplan.catalog import find_in_catalog
+    from kvplan.deploy import Deployment
+    from kvplan.engines import resolve_engine
+    from kvplan.hardware import find_gpu
+    from kvplan.plan import Request
+    from kvplan.report import FIGURE_FORMATS, format_figure
+
+    model, gpu = find_in_catalog("qwen3-8b"), find_gpu("h100")
+    for name in ("vllm", "sglang", "trtllm", "llama.cpp", "transformers"):
+        cap = resolve_engine(name).result(model, gpu, Deployment(1, 1), Request(context=8192)).capacity
+        assert cap.lines, name
+        for fig in cap.lines:
+            values = fig.value if isinstance(fig.value, tuple) else (fig.value,)
+            assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values), (name, fig)
+            assert fig.unit in FIGURE_FORMATS and format_figure(fig), (name, fig)
+    # vLLM's budget line: 2^30 bytes read as "1.00 GiB (1,073,741,824 B)" at the edge, not in the engine.
+    from kvplan.engines.base import Figure
+
+    assert format_figure(Figure("KV budget per GPU", 2**30, "bytes")) == "1.00 GiB (1,073,741,824 B)"

@@ -3,7 +3,8 @@
 Commands are read from the README's unlabelled ``` blocks and its 4-space indented blocks (a line
 ending in `\\` continues). Each runs in-process (CliRunner) in a scratch folder holding the files
 the README names: `prices.yaml` is the README's own ```yaml block, `vllm-startup.log` a real vLLM
-log from tests/fixtures, `./my-finetune/` a Llama config, and the Hub repo is served by
+log from tests/fixtures, `requests.jsonl` the sample trace in docs/examples, `./my-finetune/` a
+Llama config, and the Hub repo is served by
 tests/hub_server.py. `--device cuda` runs need CUDA and skip without it, saying so. Lines that are
 not kvplan commands (pip, scripts, pytest) are listed in NOT_KVPLAN, so a new one cannot go unrun.
 """
@@ -85,6 +86,7 @@ def scratch(tmp_path, monkeypatch):
     prices = re.search(r"```yaml\n(.*?)```", README, re.S).group(1)
     (tmp_path / "prices.yaml").write_text(prices)
     shutil.copy(REPO / "tests" / "fixtures" / "logs" / "vllm_v0_llama31_8b_rtx3090_20k.log", tmp_path / "vllm-startup.log")
+    shutil.copy(REPO / "docs" / "examples" / "requests.jsonl", tmp_path / "requests.jsonl")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KVPLAN_HOME", str(tmp_path / "kvplan-home"))
     server = FakeHub(max_hang_s=10.0)

@@ -509,3 +509,19 @@ def test_procurement_headline_per_model_and_context():
     assert h["cost_per_million_output_tokens"] == pytest.approx(2.0 / (full.decode_tokens_per_second * 3600) * 1e6)
     big = heads[("llama-3.1-70b", 131072)]
     assert big["fits"] and big["cost_per_hour"] in (2.0 * big["gpus"], 3.0 * big["gpus"])
+
+
+def test_headline_says_when_a_context_is_beyond_the_model():
+    """Qwen3-32B's config allows 40,960 tokens (max_position_embeddings): at 128k no deployment
+    can help, and the headline says that rather than "nothing fits"."""
+    from kvplan.catalog import find_in_catalog
+    from kvplan.hardware import find_gpu
+    from kvplan.procurement import headlines
+    from kvplan.sweep import sweep
+
+    h100 = find_gpu("h100")
+    result = sweep([find_in_catalog("qwen3-32b")], [h100], [1, 2], [8192, 131072])
+    heads = {h["context"]: h for h in headlines(result, [h100])}
+    assert heads[8192]["fits"] and "why" not in heads[8192]
+    assert not heads[131072]["fits"]
+    assert heads[131072]["why"] == "131,072 tokens is beyond the model's 40,960-token limit"

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli import check_log, cheapest, fit, gpus, models, sweep, validate
+from kvplan.cli import check_log, cheapest, fit, gpus, models, simulate, sweep, validate
 from kvplan.cli._common import EXIT_INTERRUPTED, stderr
 from kvplan.errors import EXIT_USAGE
 
@@ -23,7 +23,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for _module in (fit, gpus, models, sweep, cheapest, check_log, validate):
+for _module in (fit, gpus, models, sweep, cheapest, simulate, check_log, validate):
     _module.register(app)
 
 

@@ -12,6 +12,10 @@ from kvplan.cli._common import (
     TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, print_result, print_notes, stderr, table,
 )
 from kvplan.cli.selection import resolve_gpus
+from kvplan.cli.workload import (
+    DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
+    check_workload_flags, load_requests, sla_text,
+)
 from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 
 
@@ -22,7 +26,7 @@ def register(app: typer.Typer) -> None:
 @cli_errors
 def cheapest(
     model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
-    concurrency: Annotated[int, typer.Option("--concurrency", "-n", help="Concurrent requests that must fit at --ctx.")],
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-n", help="Concurrent requests that must fit at --ctx (with a workload: default 1, one request of --ctx).")] = None,
     ctx: Annotated[Optional[str], typer.Option("--ctx", "-c", help="Context per request: 32k, 128k. Default: the model's limit.")] = None,
     min_tps: Annotated[Optional[float], typer.Option("--min-tokens-per-second", help="Decode tokens/s each request must get at that concurrency (roofline).")] = None,
     prices: PricesOpt = None,
@@ -38,6 +42,15 @@ def cheapest(
     engine_opt: EngineSettingOpt = None,
     layouts: Annotated[bool, typer.Option("--layouts", help="Try every valid tp × pp × dp (× ep) layout of each GPU count, not only tp then pp.")] = False,
     replicas: Annotated[int, typer.Option("--replicas", help="Also reach the target with up to this many independent copies of a deployment (1: none).")] = 1,
+    workload: WorkloadOpt = None,
+    trace: TraceOpt = None,
+    trace_format: TraceFormatOpt = "auto",
+    qps: QpsOpt = None,
+    duration: DurationOpt = None,
+    seed: SeedOpt = 0,
+    slo_ttft: SloTtftOpt = 2.0,
+    slo_tpot: SloTpotOpt = 0.1,
+    slo_percent: SloPercentOpt = 99.0,
     top: Annotated[int, typer.Option("--top", help="Rows of the ranking shown in the terminal.")] = 15,
     hw_profiles: HwOpt = None,
     revision: RevisionOpt = None,
@@ -45,7 +58,9 @@ def cheapest(
     timeout: TimeoutOpt = 10.0,
     as_json: JsonOpt = False,
 ):
-    """The cheapest deployments that hold CONCURRENCY requests of CTX tokens (and a speed floor).
+    """The cheapest deployments that hold CONCURRENCY requests of CTX tokens (and a speed floor),
+    or that serve a workload within an SLA (--workload or --trace: each candidate is simulated,
+    see `kvplan simulate`).
 
     Exit code 6 when no deployment meets the target (the reasons are still printed).
     """
@@ -59,6 +74,11 @@ def cheapest(
     from kvplan.units import human_tokens, parse_fraction, parse_tokens
 
     hw = hw_profiles or ()
+    served = workload is not None or trace is not None
+    if concurrency is None and not served:
+        raise KvplanError("give --concurrency N, or a workload to serve (--workload or --trace)", EXIT_USAGE)
+    check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, slo_percent)
+    concurrency = 1 if concurrency is None else concurrency
     check_range("--concurrency", concurrency, 1, MAX_BATCH)
     if min_tps is not None and not 0 < min_tps < float("inf"):
         raise KvplanError(f"--min-tokens-per-second must be a positive number, got {min_tps:g}", EXIT_USAGE)
@@ -77,6 +97,7 @@ def cheapest(
         gpu_list = [g for g in gpu_list if price_book.price(g) is not None]
         stderr(f"note: searching the {len(gpu_list)} GPUs with a price ({', '.join(g.key for g in gpu_list)}); "
                "--gpu all for every GPU")
+    requests = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = resolved.spec
     print_notes(resolved)
@@ -90,17 +111,53 @@ def cheapest(
                       prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=wdt,
                       gpu_memory_utilization=gmu, block_size=block_size, engine=chosen,
                       max_replicas=replicas, layouts=layouts)
+    sims: dict = {}
+    if served:
+        candidates, sims = _serve(candidates, spec, gpu_list, requests, slo_ttft, slo_tpot, slo_percent)
     meets = [c for c in candidates if c.meets]
     target = (f"{spec.name}: {concurrency:,} concurrent requests of {human_tokens(ctx_tokens)} tokens"
               + (f", ≥ {min_tps:g} tokens/s each" if min_tps else ""))
+    if served:
+        target = (f"{spec.name}: {requests[2].split(' (')[0]}, requests up to {human_tokens(ctx_tokens)} tokens, "
+                  f"{sla_text(slo_ttft, slo_tpot, slo_percent)}")
+
+    def row(c, rank):
+        r = candidate_row(c, spec, rank)
+        d = c.deployment
+        return {**r, **sims.get((c.gpu, d.gpus, d.tp, d.pp), {})} if served else r
+
     data = {"model": spec.name, "context": ctx_tokens, "concurrency": concurrency,
             "min_tokens_per_second": min_tps, "currency": price_book.currency or None, "ranking": RANKING,
-            "meets": [candidate_row(c, spec, i) for i, c in enumerate(meets, 1)],
-            "fails": [candidate_row(c, spec, None) for c in candidates if not c.meets]}
+            "meets": [row(c, i) for i, c in enumerate(meets, 1)],
+            "fails": [row(c, None) for c in candidates if not c.meets]}
+    if served:
+        data["workload"] = {**requests[1], "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot, "slo_percent": slo_percent}
     print_result(as_json, data, lambda console: _print_cheapest(
         console, target, meets, failure_summary(candidates), top, price_book.unit, len(candidates)))
     if not meets:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _serve(candidates, spec, gpu_list, requests, slo_ttft, slo_tpot, slo_percent):
+    """Candidates re-judged by simulating the workload on them (kvplan.simulate.capacity)."""
+    import sys
+
+    from kvplan.simulate.capacity import Target, filter_candidates
+
+    reqs, _, said = requests
+    stderr(said)
+    target = Target(tuple(reqs), slo_ttft, slo_tpot, slo_percent)
+    gpus = {g.key: g for g in gpu_list}
+    if not sys.stderr.isatty():
+        return filter_candidates(candidates, spec, gpus, target)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), console=Console(stderr=True),
+                  transient=True) as bar:
+        task = bar.add_task("deployments", total=len(candidates))
+        return filter_candidates(candidates, spec, gpus, target,
+                                 progress=lambda done, total: bar.update(task, completed=done, total=total))
 
 
 def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, tried: int) -> None:

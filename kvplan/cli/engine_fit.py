@@ -38,6 +38,11 @@ def engine_flags(engine, version, opt_items, gmu, block_size):
     return engine_choice(engine, None, version, opt_items, {"gpu_memory_utilization": gmu, "block_size": block_size})
 
 
+def engine_plan(engine, spec, hw, dep, req):
+    """One plan of `dep` as `engine` allocates (`simulate` runs its scheduler on that KV pool)."""
+    return engine.plan(spec, hw, dep, req)
+
+
 def fit_results(spec, hw, dep, req, engine):
     """EngineResults for `dep`, or for one GPU and then the smallest deployment that fits, with
     titles and the index of the recommended one (None when nothing fits)."""
@@ -54,18 +59,10 @@ def fit_results(spec, hw, dep, req, engine):
     return [first, best], ["1 GPU", f"smallest fit: {best.plan.deployment.gpus} GPUs"], 1
 
 
-def engine_dict(res) -> dict:
-    cap = res.capacity
-    return {"name": cap.engine, "version": cap.version, "settings": res.settings,
-            "kv_memory_bytes_per_gpu": cap.kv_memory_bytes, "tokens": cap.tokens,
-            "max_concurrency": cap.max_concurrency, "blocks": cap.blocks, "block_size": cap.block_size,
-            "lines": dict(cap.lines), "notes": list(cap.notes)}
-
-
 def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, layouts=None) -> None:
     """`fit`'s output for any engine: the plans, a named engine's own figures, the serve command
     (--emit), the formula (--explain), the exit code (--check)."""
-    from kvplan.report import plan_to_dict, render_plans
+    from kvplan.report import engine_to_dict, plan_to_dict, render_plans
 
     results, titles, recommended = fit_results(spec, hw, dep, req, engine)
     plans = [r.plan for r in results]
@@ -82,7 +79,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
         margin = emit_note(engine, chosen, spec)
         if margin and not as_json:
             stderr(margin)
-    dicts = [{**plan_to_dict(r.plan, spec), **({"engine": engine_dict(r)} if named else {})} for r in results]
+    dicts = [{**plan_to_dict(r.plan, spec), **({"engine": engine_to_dict(r)} if named else {})} for r in results]
     out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
     if command:
         out["emit"] = command
@@ -119,6 +116,9 @@ def _engine_table(console, results, titles) -> None:
     table.add_column("")
     for t in titles:
         table.add_column(t, justify="right")
-    for label, _ in cap.lines:
-        table.add_row(label, *[dict(r.capacity.lines).get(label, "-") for r in results])
+    from kvplan.report import format_figure
+
+    for fig in cap.lines:
+        row = [{f.label: f for f in r.capacity.lines}.get(fig.label) for r in results]
+        table.add_row(fig.label, *["-" if f is None else format_figure(f) for f in row])
     console.print(table)

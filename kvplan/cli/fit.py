@@ -38,6 +38,22 @@ def _request(ctx_tokens: int, batch: int, kv_dtype: str, weight_dtype, model, bl
     )
 
 
+def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]):
+    """The deployment --gpus/--tp/--pp ask for (simulate's flags), or None for none: as fit's layout
+    flags, except that --gpus alone takes the default split (widest tp within a node, then pp)."""
+    from kvplan.deploy import deployment_for_gpus
+    from kvplan.layout import SEARCH, layout_from_flags
+
+    dep = layout_from_flags(model, gpus, tp, pp)
+    if dep != SEARCH:
+        return dep
+    dep = deployment_for_gpus(model, gpus)
+    if dep is None:
+        raise KvplanError(f"{model.name}: no tensor × pipeline split of {gpus} GPUs is valid "
+                          f"(tp must divide the {model.num_attention_heads} attention heads)", EXIT_USAGE)
+    return dep
+
+
 @cli_errors
 def fit(
     model: Annotated[str, typer.Argument(help="Catalog name or alias (llama-3-70b), a folder or config.json, or a Hub repo id.")],

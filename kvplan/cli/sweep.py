@@ -16,9 +16,14 @@ from kvplan.cli._common import (
     TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, stderr, table,
 )
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
+from kvplan.cli.workload import (
+    DurationOpt, QpsOpt, SeedOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt, check_workload_flags,
+    load_requests,
+)
 from kvplan.errors import EXIT_USAGE, KvplanError
 
 PROGRESS_MIN_PLANS = 20_000  # below this a sweep takes well under a second: no bar
+MAX_SIMULATED_PLANS = 500  # --workload simulates each plan (about 0.1-1 s each)
 FORMATS = {".csv": "CSV", ".json": "JSON", ".html": "HTML"}
 
 
@@ -47,12 +52,24 @@ def sweep(
     as_csv: Annotated[bool, typer.Option("--csv", help="Every plan as CSV on stdout (instead of the table).")] = False,
     top: Annotated[int, typer.Option("--top", help="Rows of the terminal table.")] = 20,
     title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan sweep",
+    workload: WorkloadOpt = None,
+    trace: TraceOpt = None,
+    trace_format: TraceFormatOpt = "auto",
+    qps: QpsOpt = None,
+    duration: DurationOpt = None,
+    seed: SeedOpt = 0,
+    slo_ttft: SloTtftOpt = 2.0,
+    slo_tpot: SloTpotOpt = 0.1,
     hw_profiles: HwOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
 ):
-    """Plan every model × GPU × GPU count × context × KV dtype; rank them; write CSV, JSON, HTML."""
+    """Plan every model × GPU × GPU count × context × KV dtype; rank them; write CSV, JSON, HTML.
+
+    With --workload or --trace, every plan also serves that workload in the simulator (`kvplan
+    simulate`; the context is the longest request) and its rows gain the sim_* columns.
+    """
     from kvplan.cli.engine_fit import engine_flags
     from kvplan.dtypes import canonical_kv_dtype
     from kvplan.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
@@ -76,6 +93,9 @@ def sweep(
     files = output_files(output or [])
     if as_json and as_csv:
         raise KvplanError("--json and --csv both want stdout; write one of them to a file with --output", EXIT_USAGE)
+    served = workload is not None or trace is not None
+    check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, 100.0)
+    requests = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
     gpu_list = resolve_gpus(gpu, hw)
     price_book = load_prices(prices, hw)
     specs = resolve_models(models, revision, token, timeout)
@@ -84,12 +104,21 @@ def sweep(
     per_model = len(gpu_list) * len(counts) * len(contexts) * len(weights)
     total = sum(per_model * len({canonical_kv_dtype(n, s.dtype) for n in kv_names}) for s in specs)
     kwargs = dict(batch=batch, block_size=block_size or DEFAULT_BLOCK_SIZE,
-                  gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION, prices=price_by_gpu, engine=chosen, layouts=layouts)
+                  gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION, prices=price_by_gpu, engine=chosen,
+                  layouts=layouts)
+    if served and total > MAX_SIMULATED_PLANS:
+        raise KvplanError(f"--workload simulates every plan: {total:,} plans are more than {MAX_SIMULATED_PLANS:,}; "
+                          "narrow the sweep (or use `kvplan cheapest --workload`)", EXIT_USAGE)
     result = _run((specs, gpu_list, counts, contexts, kv_names, weights), kwargs, total)
     summary = _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book)
-    _write_files(result, files, title, summary, price_book, gpu_list)
+    sims = None
+    if served:
+        sims = _simulate(result, gpu_list, requests, slo_ttft, slo_tpot)
+        summary.append(f"simulated on every plan: {requests[2]}; SLA TTFT ≤ {slo_ttft:g} s, TPOT ≤ "
+                       f"{slo_tpot * 1e3:g} ms; figures in the sim_* columns of -o, --json and --csv")
+    _write_files(result, files, title, summary, price_book, gpu_list, sims)
     if as_json or as_csv:
-        _write_stdout(result, "json" if as_json else "csv", price_book)
+        _write_stdout(result, "json" if as_json else "csv", price_book, sims)
     for line in summary:
         stderr(line)
     for line in _skipped_lines(result):
@@ -97,9 +126,7 @@ def sweep(
     if not (as_json or as_csv) and top:
         from rich.console import Console
 
-        from kvplan.sweep import sweep_rows
-
-        Console().print(_sweep_table(result, sweep_rows(result, limit=top), price_book.unit))
+        Console().print(_sweep_table(result, _rows(result, None, limit=top), price_book.unit))
     for path, fmt in files:
         stderr(f"wrote {FORMATS[fmt]}: {path}")
 
@@ -173,14 +200,49 @@ def _json_text(result, rows: list[dict], prices) -> str:
     return json_document(head, rows)
 
 
-def _write_files(result, files, title: str, summary: list[str], prices, gpus=()) -> None:
+def _rows(result, sims, limit=None) -> list[dict]:
+    """The ranked rows, with the simulated columns of each plan when there are any."""
+    from kvplan.sweep import sweep_rows
+
+    rows = sweep_rows(result, limit=limit)
+    if sims is not None:
+        for row, sim in zip(rows, sims):
+            row.update(sim)
+    return rows
+
+
+def _simulate(result, gpu_list, requests, slo_ttft: float, slo_tpot: float) -> list[dict]:
+    """sim_* columns of every plan, in rank order (a progress bar on a terminal)."""
+    from kvplan.simulate.capacity import Target, sim_row, simulate_plan
+
+    target = Target(tuple(requests[0]), slo_ttft, slo_tpot)
+    gpus = {g.key: g for g in gpu_list}
+
+    def one(p):
+        return sim_row(simulate_plan(p, result.models[p.model], gpus[p.gpu], target))
+
+    if not sys.stderr.isatty():
+        return [one(p) for p in result.plans]
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    out = []
+    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), console=Console(stderr=True),
+                  transient=True) as bar:
+        task = bar.add_task("plans", total=len(result.plans))
+        for p in result.plans:
+            out.append(one(p))
+            bar.advance(task)
+    return out
+
+
+def _write_files(result, files, title: str, summary: list[str], prices, gpus=(), sims=None) -> None:
     """Every --output, each written atomically."""
     if not files:
         return
     from kvplan.export import atomic_write, write_csv
-    from kvplan.sweep import sweep_rows
 
-    rows = sweep_rows(result)
+    rows = _rows(result, sims)
     for path, fmt in files:
         if fmt == ".csv":
             atomic_write(path, lambda stream: write_csv(rows, stream), newline="")
@@ -194,11 +256,10 @@ def _write_files(result, files, title: str, summary: list[str], prices, gpus=())
                                            currency=prices.unit, headlines=headlines(result, gpus)))
 
 
-def _write_stdout(result, fmt: str, prices) -> None:
+def _write_stdout(result, fmt: str, prices, sims=None) -> None:
     from kvplan.export import write_csv
-    from kvplan.sweep import sweep_rows
 
-    rows = sweep_rows(result)
+    rows = _rows(result, sims)
     if fmt == "csv":
         write_csv(rows, sys.stdout)
     else:
@@ -215,14 +276,20 @@ def _sweep_table(result, rows: list[dict], currency: str):
 
     priced = any(r["price_per_gpu_hour"] is not None for r in rows)
     weights = len({r["weight_dtype"] for r in rows}) > 1
-    cols = ["#", "model", "GPU", "GPUs", "ctx", "KV"] + (["weights"] if weights else [])
-    cols += ["fits", "max conc", "tok/s"] + ([f"{currency}/user-h"] if priced else [])
+    kv_dtypes = {r["kv_dtype"] for r in rows}
+    kv = len(kv_dtypes) > 1  # one cache dtype for every row: said once in the title, not in a column
+    # "users": the max concurrency at the row's context (requests held at once), as the HTML names it.
+    # Rows come best first (the rank is in --json/--csv); no "#" column, so names stay whole in 80 columns.
+    cols = ["model", "GPU", "GPUs", "ctx"] + (["KV"] if kv else []) + (["weights"] if weights else [])
+    cols += ["fits", "users", "tok/s"] + ([f"{currency}/user-h"] if priced else [])
+    title = f"Best {len(rows)} of {len(result.plans):,} plans" + ("" if kv or not rows else f" · KV {kv_dtypes.pop()}")
     t = table(cols, right=tuple(c for c in cols if c not in ("model", "GPU", "KV", "weights", "fits")),
-              title=f"Best {len(rows)} of {len(result.plans):,} plans")
+              whole=("KV", "weights", "fits") + (() if kv or weights else ("model", "GPU")), title=title)
     for r in rows:
         gpus = (str(r["gpus"]) if r["pp"] == 1 and r.get("dp", 1) == 1
                 else f"{r['gpus']} ({r['tp']}×{r['pp']}" + (f"×{r['dp']}dp" if r.get("dp", 1) > 1 else "") + ")")
-        cells = [str(r["rank"]), markup_safe(r["model"]), r["gpu"], gpus, human_tokens(r["context"]), r["kv_dtype"]]
+        cells = [markup_safe(r["model"]), r["gpu"], gpus, human_tokens(r["context"])]
+        cells += [r["kv_dtype"]] if kv else []
         cells += [r["weight_dtype"]] if weights else []
         cells += ["[green]yes[/]" if r["fits"] else "[red]no[/]", f"{r['max_concurrency']:,}",
                   f"{r['decode_tokens_per_second']:,.0f}"]

@@ -24,6 +24,18 @@ from kvplan.plan import (Answers, Plan, Request, Stage, Usage, assemble, budgets
                          prepare, usage)
 from kvplan.profile import PAGED
 
+class Figure(NamedTuple):
+    """One figure an engine prints, in the engine's own words: a raw value and the unit it is in.
+
+    Values are numbers (or a tuple of numbers for a compound line), never formatted text: the edge
+    (kvplan.report.format_figure) decides how a unit reads (GiB, MiB, thousands separators).
+    """
+
+    label: str
+    value: object  # int | float | tuple of ints/floats
+    unit: str  # a key of kvplan.report.FIGURE_FORMATS
+
+
 class Capacity(NamedTuple):
     """What one engine reports for one deployment, per GPU (rank), and how it got there."""
 
@@ -36,7 +48,7 @@ class Capacity(NamedTuple):
     bytes_per_token: int  # per rank, all caching layers, before page rounding
     blocks: int | None = None  # pages (vLLM blocks, TRT-LLM blocks); None where the engine has none
     block_size: int | None = None
-    lines: tuple[tuple[str, str], ...] = ()  # (label, value) for people, the engine's own terms
+    lines: tuple[Figure, ...] = ()  # what the engine prints, as raw figures
     notes: tuple[str, ...] = ()
 
     @property

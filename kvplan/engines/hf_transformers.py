@@ -18,10 +18,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kvplan.engines.base import Capacity, Engine, cache_dtypes, check_opts, check_version, parse_version
+from kvplan.engines.base import Capacity, Engine, Figure, cache_dtypes, check_opts, check_version, parse_version
 from kvplan.layers import LOCAL_KINDS, FullAttention, Kind
 
-GIB = 2**30
 VERSIONS = ("4.45.0", "4.57.6", "5.14.0", "5.15.0", "5.24.0")
 DEFAULT_VERSION = "5.24.0"
 OPTS = ()
@@ -80,8 +79,8 @@ def capacity(model, dep, kv_bytes: int, context: int, st: Settings, kv_dtype, st
     seq = prof.sequence_bytes(context)
     conc = kv_bytes / seq if seq > 0 else 0.0
     tokens = kv_bytes // prof.slot_bytes_per_token() if prof.slot_bytes_per_token() else 0
-    lines = [("room for the cache", f"{kv_bytes / GIB:.2f} GiB"), (f"one {context:,}-token sequence",
-             f"{seq / GIB:.3f} GiB"), (f"sequences of {context:,} tokens", f"{conc:.2f}")]
+    lines = [Figure("room for the cache", kv_bytes, "GiB"), Figure(f"one {context:,}-token sequence", seq, "GiB.3"),
+             Figure(f"sequences of {context:,} tokens", conc, "ratio")]
     return Capacity("transformers", st.version, kv_bytes, int(tokens), conc, context,
                     prof.growth_bytes_per_token(), None, None, tuple(lines))
 

@@ -26,7 +26,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.dtypes import KV_DTYPES, DType
-from kvplan.engines.base import Capacity, Engine, cdiv, check_opts, check_version, opt_bool, opt_int
+from kvplan.engines.base import Capacity, Engine, Figure, cdiv, check_opts, check_version, opt_bool, opt_int
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import ATTENTION_KINDS, LOCAL_KINDS, Kind
 from kvplan.plan import Answers
@@ -245,16 +245,16 @@ class LlamaCpp(Engine):
     @staticmethod
     def _capacity(lay: Layout, context: int, batch: int, st: Settings, max_conc) -> Capacity:
         lines = [
-            ("-c / -np", f"{context * batch:,} / {batch}"),
-            ("n_ctx after padding", f"{lay.n_ctx:,} cells ({lay.n_stream} stream(s) of {lay.cells_base:,})"),
-            ("K (" + _gg(st.type_k) + ")", f"{lay.k_bytes / MIB:.2f} MiB"),
-            ("V (" + _gg(st.type_v) + ")", f"{lay.v_bytes / MIB:.2f} MiB"),
-            ("KV cache size", f"{(lay.k_bytes + lay.v_bytes) / MIB:.2f} MiB"),
+            Figure("-c / -np", (context * batch, batch), "a / b"),
+            Figure("n_ctx after padding", (lay.n_ctx, lay.n_stream, lay.cells_base), "cells in streams"),
+            Figure("K (" + _gg(st.type_k) + ")", lay.k_bytes, "MiB"),
+            Figure("V (" + _gg(st.type_v) + ")", lay.v_bytes, "MiB"),
+            Figure("KV cache size", lay.k_bytes + lay.v_bytes, "MiB"),
         ]
         if lay.cells_swa:
-            lines.insert(2, ("SWA cache", f"{lay.cells_swa:,} cells per stream"))
+            lines.insert(2, Figure("SWA cache", lay.cells_swa, "cells per stream"))
         if lay.state_bytes:
-            lines.append(("recurrent states (f32)", f"{lay.state_bytes / MIB:.2f} MiB"))
+            lines.append(Figure("recurrent states (f32)", lay.state_bytes, "MiB"))
         notes = []
         if st.type_v.block_elems > 1 and not st.flash_attn:
             notes.append("a quantized V cache needs flash attention (-fa on)")

@@ -22,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.dtypes import DType
-from kvplan.engines.base import (Capacity, Engine, cache_dtypes, cdiv, check_opts, check_version, opt_bool,
+from kvplan.engines.base import (Capacity, Engine, Figure, cache_dtypes, cdiv, check_opts, check_version, opt_bool,
                                  opt_float, opt_int, parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import LOCAL_KINDS, Kind
@@ -175,18 +175,19 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
         need = min(context, max(windows) + page)
         conc = min(conc, swa_tokens / need)
     rows = full_tokens + page  # buffers carry one padded page (0.4.3: one padded slot)
-    k_size = rows * k_cell / GIB
+    k_size = rows * k_cell  # bytes; SGLang prints them as "GB" that are GiB
     printed = swa_tokens if swa_cell else full_tokens
     lines = [
-        ("KV budget per GPU (rest)", f"{budget / GIB:.2f} GiB ({budget:,} B)"),
-        ("mem_fraction_static", f"{st.mem_fraction_static:g}"),
-        ("cell per token", f"{full_cell:,} B" + (f" full + {swa_cell:,} B SWA x {ratio:g}" if swa_cell else "")),
-        ("max_total_num_tokens", f"{full_tokens:,}"),
-        ("KV Cache is allocated", f"#tokens: {printed:,}, K size: {k_size:.2f} GB (GiB)"),
-        (f"requests of {context:,} tokens", f"{conc:.2f}"),
+        Figure("KV budget per GPU (rest)", budget, "bytes"),
+        Figure("mem_fraction_static", st.mem_fraction_static, "number"),
+        Figure("cell per token", (full_cell, swa_cell, ratio) if swa_cell else full_cell,
+               "B full + B SWA x ratio" if swa_cell else "B"),
+        Figure("max_total_num_tokens", full_tokens, "count"),
+        Figure("KV Cache is allocated", (printed, k_size), "sglang tokens, K GiB"),
+        Figure(f"requests of {context:,} tokens", conc, "ratio"),
     ]
     if swa_cell:
-        lines.insert(4, ("SWA pool tokens", f"{swa_tokens:,}"))
+        lines.insert(4, Figure("SWA pool tokens", swa_tokens, "count"))
     notes = []
     if any(layer.kind == Kind.STATE for layer in model.layers):
         notes.append("recurrent state pools (Mamba) are not modelled for SGLang")

@@ -17,11 +17,10 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.deploy import split_layers
-from kvplan.engines.base import Capacity, Engine, cache_dtypes, cdiv, check_opts, check_version, opt_float, opt_int
+from kvplan.engines.base import Capacity, Engine, Figure, cache_dtypes, cdiv, check_opts, check_version, opt_float, opt_int
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import ATTENTION_KINDS, Kind
 
-GIB = 2**30
 VERSIONS = ("0.20.0", "1.2.0")
 DEFAULT_VERSION = "1.2.0"
 OPTS = ("free_gpu_memory_fraction", "tokens_per_block", "max_num_tokens")
@@ -70,9 +69,10 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     blocks = tokens // st.tokens_per_block  # whole blocks that fit the byte budget
     per_req = cdiv(context, st.tokens_per_block)
     conc = blocks / per_req if per_req else 0.0
-    lines = [("KV budget per GPU", f"{kv_bytes / GIB:.2f} GiB"), ("kv size per token", f"{bpt:,} B"),
-             ("blocks of " + str(st.tokens_per_block), f"{blocks:,}"), ("max tokens", f"{blocks * st.tokens_per_block:,}"),
-             (f"requests of {context:,} tokens", f"{conc:.2f}")]
+    lines = [Figure("KV budget per GPU", kv_bytes, "GiB"), Figure("kv size per token", bpt, "B"),
+             Figure(f"blocks of {st.tokens_per_block}", blocks, "count"),
+             Figure("max tokens", blocks * st.tokens_per_block, "count"),
+             Figure(f"requests of {context:,} tokens", conc, "ratio")]
     notes = ()
     if any(getattr(l, "num_kv_heads", 10**9) < dep.tp for l in model.layers):
         notes = ("tp exceeds the KV heads: TensorRT-LLM's estimate (d x H // tp) under-counts the replicated heads",)

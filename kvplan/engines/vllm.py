@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from kvplan.deploy import split_layers
 from kvplan.dtypes import DType
-from kvplan.engines.base import (Capacity, Engine, cache_dtypes, cdiv, check_opts, check_version, opt_bool,
+from kvplan.engines.base import (Capacity, Engine, Figure, cache_dtypes, cdiv, check_opts, check_version, opt_bool,
                                  opt_int, parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import Kind, state_bytes
@@ -231,14 +231,14 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
         tokens = (blocks // pool.num_groups) * pool.block_size if v <= (0, 20, 0) else int(conc * context)
     bpt = max(sum(kv_dtype.bytes_for(l.elements_per_token(dep.tp)) for l in model.layers[a:b]) for a, b in ranges)
     lines = [
-        ("KV budget per GPU", f"{min(budgets) / GIB:.2f} GiB ({min(budgets):,} B)"),
-        ("block (page) size", f"{pool.block_size} tokens"),
-        ("groups x layers per group", f"{pool.num_groups} x {pool.group_size}"),
-        ("bytes per block id", f"{pool.bytes_per_block:,} B"),
-        ("num_gpu_blocks", f"{blocks:,}"),
-        (f"blocks per {context:,}-token request", f"{per_req:,}"),
-        ("GPU KV cache size", f"{tokens:,} tokens"),
-        (f"Maximum concurrency for {context:,} tokens per request", f"{conc:.2f}x"),
+        Figure("KV budget per GPU", min(budgets), "bytes"),
+        Figure("block (page) size", pool.block_size, "tokens"),
+        Figure("groups x layers per group", (pool.num_groups, pool.group_size), "a x b"),
+        Figure("bytes per block id", pool.bytes_per_block, "B"),
+        Figure("num_gpu_blocks", blocks, "count"),
+        Figure(f"blocks per {context:,}-token request", per_req, "count"),
+        Figure("GPU KV cache size", tokens, "tokens"),
+        Figure(f"Maximum concurrency for {context:,} tokens per request", conc, "times"),
     ]
     notes = []
     if any(b.kind == Kind.STATE for b in pool.buckets):

@@ -72,13 +72,37 @@ def _assumed_gpu():
 
 
 def _vllm(rec, model, gpu, version, kv_name, tp):
-    from kvplan.deploy import Deployment
+    """A vLLM log against kvplan: the deployment it states, then its budget, then its pool."""
     from kvplan.engines import resolve_engine
     from kvplan.engines.base import parse_version
-    from kvplan.hardware import GPU
-    from kvplan.plan import Request
 
     s, r = rec.settings, rec.reported
+    out, gpu, dep, length, version = _vllm_context(rec, model, gpu, version, tp)
+    gmu = s.get("gpu_memory_utilization")
+    gmu = gmu.value if isinstance(gmu, Num) else gmu
+    opts = [f"{k}={s[k]}" for k in ("max_num_batched_tokens", "max_num_seqs") if isinstance(s.get(k), int)]
+    engine = resolve_engine("vllm", version, opts, gpu_memory_utilization=gmu, block_size=s.get("block_size"))
+    if model is None:
+        _vllm_model_free(out, r, length, s.get("block_size") or 16, parse_version(version))
+        out.notes.append("no model given (--model): only the engine's own arithmetic between its printed numbers is checked")
+        return out
+    req = _vllm_request(rec, model, length, kv_name, out)
+    stand_in = gpu or _assumed_gpu()
+    st = engine.settings(model, stand_in, dep, req)
+    res = engine.result(model, stand_in, dep, req)
+    _vllm_budget_rows(out, r, res, st, gpu)
+    _term_rows(out, r, res.settings, model, dep)
+    _vllm_pool_rows(out, r, engine, model, dep, st, req.kv_dtype, length)
+    return out
+
+
+def _vllm_context(rec, model, gpu, version, tp):
+    """(Reconciliation, GPU, Deployment, max_model_len, version) as the log states them, with a note
+    for each thing it leaves out and kvplan assumes."""
+    from kvplan.deploy import Deployment
+    from kvplan.hardware import GPU
+
+    s = rec.settings
     version = version or rec.version or {"v0": "0.6.6", "v1-early": "0.7.0"}.get(rec.era, "0.11.0")
     out = Reconciliation("vllm", version, model.name if model else rec.model, gpu.key if gpu else None)
     if not rec.version:
@@ -88,8 +112,7 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
         raise KvplanError("the log does not show max_model_len; pass --model", EXIT_USAGE)
     if not (tp or rec.tp):
         out.notes.append("the log does not show the tensor-parallel size; tp 1 assumed (pass --tp)")
-    tp = tp or rec.tp or 1
-    dep = Deployment(tp, 1)
+    dep = Deployment(tp or rec.tp or 1, 1)
     total = s.get("total_gpu_memory_gib")
     if gpu is None and isinstance(total, Num):
         gpu = GPU.of_memory("log", "GPU from the log", int(total.value * GIB), "the log's total_gpu_memory")
@@ -97,27 +120,25 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
     elif gpu is not None and isinstance(total, Num):
         out.notes.append(f"the log says total_gpu_memory={total.text} GiB; kvplan's {gpu.key} profile has "
                          f"{gpu.memory_usable_bytes / GIB:.2f} GiB")
-    gmu = s.get("gpu_memory_utilization")
-    gmu = gmu.value if isinstance(gmu, Num) else gmu
-    opts = [f"{k}={s[k]}" for k in ("max_num_batched_tokens", "max_num_seqs") if isinstance(s.get(k), int)]
-    engine = resolve_engine("vllm", version, opts, gpu_memory_utilization=gmu, block_size=s.get("block_size"))
-    v = parse_version(version)
-    if model is None:
-        _vllm_model_free(out, r, length, s.get("block_size") or 16, v)
-        out.notes.append("no model given (--model): only the engine's own arithmetic between its printed numbers is checked")
-        return out
+    return out, gpu, dep, length, version
+
+
+def _vllm_request(rec, model, length, kv_name, out):
+    """The Request the log's run made: its length, cache dtype, and a quantized checkpoint's weights."""
+    from kvplan.plan import Request
+
     hint = (rec.model or "").lower()
     wdt = "fp8" if "fp8" in hint else ("int4" if ("awq" in hint or "gptq" in hint) else None)
     if wdt and model.quantization.method != wdt:
         out.notes.append(f"the log's checkpoint {rec.model} is {wdt}: weights counted as {wdt}")
     else:
         wdt = None
-    req = Request(context=length, kv_dtype=_dtype(kv_name or s.get("kv_cache_dtype"), model), weight_dtype=wdt)
-    stand_in = gpu or _assumed_gpu()
-    st = engine.settings(model, stand_in, dep, req)
-    res = engine.result(model, stand_in, dep, req)
+    return Request(context=length, kv_dtype=_dtype(kv_name or rec.settings.get("kv_cache_dtype"), model), weight_dtype=wdt)
+
+
+def _vllm_budget_rows(out, r, res, st, gpu):
+    """Weights as loaded, the available KV memory, and the non-KV overhead the two imply."""
     p = res.plan
-    kvd, std = req.kv_dtype, req.kv_dtype
     if "model_loading_gib" in r:
         rep = r["model_loading_gib"].value * GIB
         loaded = p.weight_bytes_per_gpu + res.settings.get("overhead_weights_repack", 0)  # kernel padding
@@ -136,12 +157,16 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
             d, e = _rel(est, inferred)
             out.rows.append(Row("non-KV overhead (total x gmu - weights - KV)", f"{inferred / GIB:.2f} GiB (inferred)",
                                 f"{est / GIB:.2f} GiB (estimate)", d, None, e))
-    _term_rows(out, r, res.settings, model, dep)
-    block_bytes, block_tokens = engine.block(model, dep, st, kvd, std)
+
+
+def _vllm_pool_rows(out, r, engine, model, dep, st, kvd, length):
+    """Tokens, blocks and concurrency from the printed budget (a range: it is rounded) or exactly from
+    the printed block count; then the same pool at other contexts and batches."""
+    block_bytes, block_tokens = engine.block(model, dep, st, kvd, kvd)
     budget = None
 
     def at(kv_bytes: int, ctx: int):
-        return engine.capacity_at(model, dep, st, kv_bytes, ctx, kvd, std)
+        return engine.capacity_at(model, dep, st, kv_bytes, ctx, kvd, kvd)
 
     if "available_kv_gib" in r:
         lo, hi = r["available_kv_gib"].interval
@@ -149,12 +174,10 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
         budget = int(r["available_kv_gib"].value * GIB)
         _range_rows(out, r, c_lo, c_hi, "from the printed budget")
     if "gpu_blocks" in r:
-        blocks = int(r["gpu_blocks"].value)
-        budget = blocks * block_bytes
+        budget = int(r["gpu_blocks"].value) * block_bytes
         _exact_rows(out, r, at(budget, length), "from # GPU blocks")
     elif "kv_cache_tokens" in r and budget is None:
-        blocks = int(r["kv_cache_tokens"].value) // block_tokens
-        budget = blocks * block_bytes
+        budget = int(r["kv_cache_tokens"].value) // block_tokens * block_bytes
     if budget:
         for ctx in sorted({length, *[c for c in WHATIF_CONTEXTS if c <= model.max_context]}):
             cap = at(budget, ctx)
@@ -162,8 +185,7 @@ def _vllm(rec, model, gpu, version, kv_name, tp):
         cap = at(budget, length)
         for b in (1, 8, 32):
             out.whatif.append((f"longest context for {b} concurrent",
-                               f"{engine.longest_context(model, dep, st, cap, b, kvd, std):,} tokens"))
-    return out
+                               f"{engine.longest_context(model, dep, st, cap, b, kvd, kvd):,} tokens"))
 
 
 def _term_rows(out, r, ours, model, dep):

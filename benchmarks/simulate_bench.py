@@ -1,0 +1,43 @@
+"""Time of `kvplan simulate` on 100,000 requests (generation + simulation + summary), one core.
+
+Run by hand: `.venv/bin/python benchmarks/simulate_bench.py [REQUESTS]`. The deployment is
+llama-3.1-70b on 4 x H100 (kvplan's plan, through kvplan.simulate.adapter); the workloads are the
+built-in chat (shared system prompts, prefix caching on) and code, at a rate that keeps the engine
+busy, in the paged pool and in a contiguous max-length pool. Prints wall and CPU seconds per run
+(CPU time is the one-core figure; wall time also counts other processes on a shared machine).
+Target: 100,000 requests in at most 10 s on one core.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+def main(n: int) -> None:
+    from kvplan.hardware import find_gpu
+    from kvplan.deploy import deployment_for_gpus
+    from kvplan.engines import resolve_engine
+    from kvplan.plan import Request
+    from kvplan.resolve import resolve_model
+    from kvplan.simulate.adapter import sim_model
+    from kvplan.simulate.engine import Engine, EngineConfig
+    from kvplan.simulate.workload import WORKLOADS, generate
+
+    spec, gpu = resolve_model("llama-3.1-70b").spec, find_gpu("h100")
+    plan = resolve_engine().plan(spec, gpu, deployment_for_gpus(spec, 4), Request(context=32768))
+    model = sim_model(plan, spec, gpu)
+    print(f"{model.name} on 4 x {gpu.key}: KV pool {model.kv_budget_bytes / 2**30:.2f} GiB per GPU")
+    for workload, qps, mode in (("chat", 20.0, "paged"), ("code", 40.0, "paged"), ("chat", 20.0, "contiguous")):
+        wall, cpu = time.perf_counter(), time.process_time()
+        reqs = generate(WORKLOADS[workload], qps, n / qps, seed=0)
+        rec = Engine(model, EngineConfig(mode=mode)).run(reqs)
+        s = rec.summary(2.0, 0.1)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        print(f"{workload:5} {mode:10} {len(reqs):>7,} requests, {s['time']['steps']:>9,} steps: "
+              f"{wall:5.2f} s wall, {cpu:5.2f} s CPU; mean running {s['concurrency']['mean_running']:.0f}, "
+              f"{s['requests']['preemptions']:,} preemptions")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 100_000)

@@ -1,0 +1,274 @@
+"""`kvplan simulate MODEL --gpu GPU`: how many of my users a deployment holds, and at what latency.
+
+Thin: check every input first (output names included), plan the deployment as `fit` does, turn
+the plan into the simulator's inputs (kvplan.simulate.adapter), run the event-driven engine on
+the workload or trace, print a summary and write the files. Nothing heavy is imported at start-up.
+"""
+
+import math
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli._common import (
+    BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt,
+    TokenOpt, WeightDtypeOpt, check_range, cli_errors, stderr,
+)
+from kvplan.cli.workload import (
+    DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
+    check_workload_flags, load_requests, sla_text,
+)
+from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
+
+PROGRESS_MIN_REQUESTS = 20_000  # below this a run takes about a second: no bar
+FORMATS = {".csv": "CSV", ".json": "JSON", ".html": "HTML"}
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(simulate)
+
+
+def _output_files(paths: list[Path]) -> list[tuple[Path, str]]:
+    out = []
+    for path in paths:
+        fmt = path.suffix.lower()
+        if fmt not in FORMATS:
+            raise KvplanError(f"--output {path}: the format comes from the extension: .csv, .json or .html "
+                              "(--json for stdout)", EXIT_USAGE)
+        full = path.expanduser()
+        if not full.parent.is_dir():
+            raise KvplanError(f"--output {path}: folder {full.parent} does not exist", EXIT_USAGE)
+        if full.is_dir():
+            raise KvplanError(f"--output {path} is a folder; give a file name", EXIT_USAGE)
+        if any(full == p for p, _ in out):
+            raise KvplanError(f"--output {path} is given twice", EXIT_USAGE)
+        out.append((full, fmt))
+    return out
+
+
+@cli_errors
+def simulate(
+    model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
+    gpu: GpuOpt,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp); default 1.")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size.")] = None,
+    pp: Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size.")] = None,
+    workload: WorkloadOpt = None,
+    trace: TraceOpt = None,
+    trace_format: TraceFormatOpt = "auto",
+    qps: QpsOpt = None,
+    duration: DurationOpt = None,
+    seed: SeedOpt = 0,
+    mode: Annotated[str, typer.Option("--mode", help="KV pool: paged (pages as tokens arrive) or contiguous (one reservation per request).")] = "paged",
+    reserve: Annotated[str, typer.Option("--reserve", help="Contiguous reservation: max (the length limit), pow2 (output rounded up to a power of two), oracle (exact).")] = "max",
+    compare: Annotated[bool, typer.Option("--compare", help="Run the paged pool and all three contiguous reservations on the same requests.")] = False,
+    max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", help="Longest request, prompt + output (as vLLM's flag): 32k, 128k. Default: the model's limit.")] = None,
+    kv_dtype: KvDtypeOpt = "auto",
+    weight_dtype: WeightDtypeOpt = None,
+    gpu_memory_utilization: GmuOpt = None,
+    kv_cache_memory: Annotated[Optional[str], typer.Option("--kv-cache-memory", help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28GiB.")] = None,
+    overhead: Annotated[Optional[str], typer.Option("--overhead", help="Per-GPU activation + runtime overhead (e.g. 2GiB). Default: an estimate.")] = None,
+    block_size: BlockSizeOpt = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", help="Size the KV pool as this engine allocates it: vllm, sglang, trtllm, llama.cpp, transformers (the scheduler stays vLLM's).")] = None,
+    engine_version: EngineVersionOpt = None,
+    engine_opt: EngineSettingOpt = None,
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="Most requests running at once (vLLM's flag).")] = 256,
+    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="Tokens per step: decodes plus prefill chunks (vLLM's flag).")] = 8192,
+    no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Turn off prefix caching (paged pool).")] = False,
+    slo_ttft: SloTtftOpt = 2.0,
+    slo_tpot: SloTpotOpt = 0.1,
+    find_rate: Annotated[bool, typer.Option("--find-rate", help="Search the highest arrival rate at which --slo-percent of requests meet both SLOs (from --qps, default 1/s, up), then report that rate.")] = False,
+    slo_percent: SloPercentOpt = 99.0,
+    step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (CPU scheduling, kernel launches); default 0: the pure roofline.")] = 0.0,
+    output: Annotated[Optional[list[Path]], typer.Option("--output", "-o", help="Write results to this file, the format from its extension: .json (everything), .csv (time series) or .html (a self-contained report); may repeat.")] = None,
+    as_json: JsonOpt = False,
+    title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan simulate",
+    hw_profiles: HwOpt = None,
+    revision: RevisionOpt = None,
+    token: TokenOpt = None,
+    timeout: TimeoutOpt = 10.0,
+):
+    """Simulate serving a workload: concurrency, KV waste, preemptions, throughput, TTFT/TPOT, goodput.
+
+    An event-driven model of a continuous-batching engine (vLLM's scheduler: pages, chunked
+    prefill, preemption by recompute, prefix caching) on the plan's KV memory; step times come
+    from a roofline model, so latencies are lower bounds.
+    """
+    from kvplan.simulate.engine import RESERVE_POLICIES, EngineConfig
+    from kvplan.simulate.session import configs
+
+    if mode not in ("paged", "contiguous"):
+        raise KvplanError(f"--mode must be paged or contiguous, got {mode!r}", EXIT_USAGE)
+    if reserve not in RESERVE_POLICIES:
+        raise KvplanError(f"--reserve must be one of {', '.join(RESERVE_POLICIES)}, got {reserve!r}", EXIT_USAGE)
+    check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, slo_percent)
+    if find_rate and compare:
+        raise KvplanError("--find-rate searches one pool; drop --compare (or --find-rate)", EXIT_USAGE)
+    if not (step_overhead >= 0 and math.isfinite(step_overhead)):
+        raise KvplanError(f"--step-overhead must be 0 or more seconds, got {step_overhead:g}", EXIT_USAGE)
+    check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
+    check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
+    check_range("--block-size", block_size, 1, 4096)
+    files = _output_files(output or [])
+    base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=max_num_seqs,
+                        max_num_batched_tokens=max_num_batched_tokens, prefix_caching=not no_prefix_caching)
+    runs = configs(base, compare)
+    requests, described, said = load_requests(workload, trace, trace_format, qps, duration, seed)
+    sim, meta, notes = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
+                                         gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
+                                         (engine, engine_version, engine_opt), hw_profiles, revision, token, timeout)
+    for line in notes if find_rate else [said, *notes]:  # every input is valid: say where things came from
+        stderr(line)
+    meta.update(described)
+    meta.update({"runs": list(runs), "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+                 "prefix_caching": not no_prefix_caching, "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
+    if find_rate:
+        requests = _search_rate(sim, workload, trace, trace_format, qps, duration, seed, runs, meta,
+                                slo_ttft, slo_tpot, slo_percent)
+    results = _run(sim, requests, runs, slo_ttft, slo_tpot)
+    _report(meta, results, files, as_json, title)
+
+
+def _search_rate(sim, workload, trace, trace_format, qps, duration, seed, runs, meta, slo_ttft, slo_tpot, pct):
+    """--find-rate: the highest rate meeting the SLA; returns that rate's requests (meta records the search)."""
+    from kvplan.simulate.capacity import Target, max_rate
+    from kvplan.simulate.session import shape_trace
+    from kvplan.simulate.workload import find_workload, generate
+
+    if trace is not None:
+        from kvplan.simulate.traces import load_trace
+
+        base, _ = load_trace(str(trace), trace_format)
+        make = lambda rate: shape_trace(base, rate, duration)  # noqa: E731
+    else:
+        w = find_workload(workload or "chat")
+        make = lambda rate: generate(w, rate, duration or 300.0, seed)  # noqa: E731
+    (cfg,) = runs.values()
+    found = max_rate(sim, make, Target((), slo_ttft, slo_tpot, pct), cfg, start=qps or 1.0)
+    slo = sla_text(slo_ttft, slo_tpot, pct)
+    meta["rate_search"] = {"slo_percent": pct, "rate": found["rate"], "failed_at": found["failed_at"],
+                           "trials": [{"qps": q, "pct_meeting_slo": p} for q, p in found["trials"]]}
+    if found["rate"] is None:
+        raise KvplanError(f"no arrival rate down to {found['failed_at']:.3g}/s meets the SLA ({slo})", EXIT_DOES_NOT_FIT)
+    fails = found["failed_at"]
+    stderr(f"highest rate meeting the SLA ({slo}): {found['rate']:,.3g} req/s"
+            + (f"; {fails:,.3g} req/s misses it" if fails else "") + f" ({len(found['trials'])} trials)")
+    meta["qps"] = found["rate"]
+    reqs = make(found["rate"])
+    meta["requests"] = len(reqs)
+    stderr(f"{'trace' if trace is not None else 'workload'} at {found['rate']:,.3g} req/s: {len(reqs):,} requests")
+    return reqs
+
+
+def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,
+                      overhead, block_size, step_overhead, engine_flags, hw_profiles, revision, token, timeout):
+    """Plan the deployment as `fit` does, then the simulator's inputs; notes on stderr."""
+    from kvplan.cli.fit import _deployment, _request
+    from kvplan.hardware import find_gpu
+    from kvplan.cli.engine_fit import engine_choice, engine_plan
+    from kvplan.deploy import Deployment
+    from kvplan.resolve import resolve_model
+    from kvplan.simulate.adapter import sim_model
+    from kvplan.units import parse_tokens
+
+    hw = find_gpu(gpu, hw_profiles or ())
+    limit = None if max_model_len is None else parse_tokens(max_model_len, "--max-model-len")
+    resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
+    spec = resolved.spec
+    req = _request(limit or spec.max_context, 1, kv_dtype, weight_dtype, spec, 16 if block_size is None else block_size,
+                   "0.9" if gmu is None else gmu, overhead, kv_cache_memory)
+    dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)
+    name, version, opts = engine_flags
+    chosen = engine_choice(name, None, version, opts, {
+        "gpu_memory_utilization": None if gmu is None else req.gpu_memory_utilization, "block_size": block_size})
+    notes = [resolved.note, *(f"note: {n}" for n in resolved.notices)]
+    dep = chosen.deployment(dep)
+    p = engine_plan(chosen, spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
+    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead)
+    if sim.kv_budget_bytes < sim.block_bytes():
+        raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache "
+                          f"(weights {p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more --gpus", EXIT_USAGE)
+    where = f"{spec.name} on {dep.gpus} × {hw.key}" + (f" (tp {dep.tp} × pp {dep.pp})" if dep.pp > 1 else f" (tp {dep.tp})")
+    notes.append(f"{where}: KV pool {sim.kv_budget_bytes / 2**30:,.2f} GiB per GPU"
+                 + (f" as {chosen.label} sizes it" if chosen.label else "")
+                 + f", pages of {sim.block_size} token{'s' if sim.block_size != 1 else ''}, requests up to "
+                 f"{sim.max_model_len:,} tokens")
+    notes += [f"warning: {w}" for w in p.warnings]
+    if not (sim.all_full and not sim.state_bytes):
+        notes.append("note: prefix caching is not modelled for sliding-window, chunked or recurrent layers: off")
+    meta = {"model": spec.name, "gpu": hw.key, "gpus": dep.gpus, "tp": dep.tp, "pp": dep.pp,
+            "kv_dtype": str(p.request.kv_dtype.name if hasattr(p.request.kv_dtype, "name") else p.request.kv_dtype),
+            "kv_pool_bytes_per_gpu": sim.kv_budget_bytes, "block_size": sim.block_size, "max_model_len": sim.max_model_len,
+            "step_overhead_s": step_overhead, "kv_pool_sized_by": chosen.label or "kvplan (engine-neutral)"}
+    return sim, meta, notes
+
+
+def _run(sim, requests, runs, slo_ttft, slo_tpot):
+    from kvplan.simulate.session import run_all
+
+    if len(requests) * len(runs) < PROGRESS_MIN_REQUESTS or not sys.stderr.isatty():
+        return run_all(sim, requests, runs, slo_ttft, slo_tpot)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("requests", total=len(requests) * len(runs))
+        return run_all(sim, requests, runs, slo_ttft, slo_tpot, progress=lambda done, total: bar.update(task, completed=done))
+
+
+def _report(meta, results, files, as_json, title):
+    from kvplan.export import atomic_write, json_text
+    from kvplan.simulate.report import document, render_html, write_series_csv
+
+    for name, (summary, _) in results.items():
+        r = summary["requests"]
+        for reason, count in r["rejected"].items():
+            stderr(f"warning: {name}: {count:,} requests rejected: {reason}")
+        if r["outputs_truncated"]:
+            stderr(f"warning: {name}: {r['outputs_truncated']:,} outputs cut at the length limit")
+    doc = None
+    for path, fmt in files:
+        if fmt == ".json":
+            doc = doc or document(meta, results)
+            atomic_write(path, json_text(doc))
+        elif fmt == ".csv":
+            atomic_write(path, lambda stream: write_series_csv(stream, results), newline="")
+        else:
+            atomic_write(path, render_html(meta, results, title))
+    if as_json:
+        sys.stdout.write(json_text(doc or document(meta, results)))
+    else:
+        _print_summary(results)
+    for path, fmt in files:
+        stderr(f"wrote {FORMATS[fmt]}: {path}")
+
+
+def _print_summary(results) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from kvplan.simulate.report import summary_lines
+
+    console = Console()
+    if len(results) == 1:
+        (summary, _), = results.values()
+        t = Table(show_edge=False, show_header=False, pad_edge=False)
+        t.add_column(no_wrap=True)
+        t.add_column(overflow="fold")
+        for label, value in summary_lines(summary):
+            t.add_row(label, value)
+        console.print(t)
+        return
+    t = Table(show_edge=False, pad_edge=False, title_justify="left",
+              title="Same requests; contiguous pools reserve max, pow2 or oracle lengths")
+    for c in ("pool", "running", "waste", "out tok/s", "TTFT p99", "lat p50", "preempt"):
+        t.add_column(c, justify="left" if c == "pool" else "right", no_wrap=True)
+    for name, (s, _) in results.items():
+        ttft, e2e = s["latency_s"]["ttft"]["p99"], s["latency_s"]["e2e"]["p50"]
+        t.add_row(name.replace("contiguous-", ""), f"{s['concurrency']['mean_running']:,.1f}", f"{s['kv']['waste_pct']:.1f}%",
+                  f"{s['throughput']['output_tokens_per_s']:,.0f}", "–" if ttft is None else f"{ttft:,.2f} s",
+                  "–" if e2e is None else f"{e2e:,.1f} s", f"{s['requests']['preemptions']:,}")
+    console.print(t)

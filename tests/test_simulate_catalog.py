@@ -1,0 +1,29 @@
+"""Every bundled model, planned on H200s, becomes simulator inputs and serves a small workload:
+no layer kind the adapter does not understand, no request lost."""
+
+import pytest
+
+from kvplan.catalog import load_catalog
+from kvplan.simulate.workload import WORKLOADS, generate
+
+REQUESTS = generate(WORKLOADS["chat"], 1.0, 8.0, seed=0)
+
+
+@pytest.mark.parametrize("spec", sorted(load_catalog(), key=lambda s: s.name), ids=lambda s: s.name)
+def test_every_catalog_model_simulates(spec):
+    from kvplan.deploy import deployment_for_gpus
+    from kvplan.engines import resolve_engine
+    from kvplan.hardware import find_gpu
+    from kvplan.plan import Request
+    from kvplan.simulate.adapter import sim_model
+    from kvplan.simulate.engine import Engine, EngineConfig
+
+    gpu = find_gpu("h200")
+    deps = [d for g in (1, 8, 16, 32, 64) if (d := deployment_for_gpus(spec, g)) is not None]
+    plans = (resolve_engine().plan(spec, gpu, d, Request(context=min(spec.max_context, 32768))) for d in deps)
+    p = next(p for p in plans if p.kv_memory_bytes_per_gpu > 0)
+    m = sim_model(p, spec, gpu)
+    assert m.kv_budget_bytes in {st.kv_memory_bytes for st in p.stages} and m.groups  # the binding stage's pool
+    s = Engine(m, EngineConfig(check=True)).run(REQUESTS).summary(2.0, 0.1)
+    assert s["requests"]["completed"] + sum(s["requests"]["rejected"].values()) == len(REQUESTS)
+    assert s["requests"]["completed"] > 0

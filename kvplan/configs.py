@@ -136,8 +136,6 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
     if dsa:  # DeepSeek-V3.2 / GLM-5 sparse attention: an fp8 indexer key cache beside the MLA latent
         raise KvplanError(f"{source}: {dsa[0]} declares a DeepSeek Sparse Attention indexer, whose key cache "
                           "kvplan does not size yet; it would be under-counted, so this model is refused", EXIT_USAGE)
-    if nested:
-        notices.append("multimodal config: planning the language model's cache; vision weights are not counted from the config")
     try:
         if derived is not None:
             geometry, layers, params = derived[:3]
@@ -153,6 +151,23 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
         raise KvplanError(
             f"{source}: missing key {' / '.join(missing.names)} (needed to size the model)", EXIT_USAGE
         ) from None
+    if nested:
+        from dataclasses import replace
+
+        from kvplan.vision import vision_params
+
+        vision = vision_params(config, geometry["hidden"])
+        if vision is None:
+            notices.append("multimodal config: planning the language model's cache; vision weights are not counted "
+                           "from the config")
+        else:
+            params = replace(params, vision=vision)
+            notices.append(f"multimodal config: planning the language model's cache; the vision tower and projector "
+                           f"({vision:,} parameters) are counted in the weights")
+    from kvplan.rope import rope_cache_elems
+
+    head_dim = next((getattr(la, "head_dim", 0) for la in layers if getattr(la, "head_dim", 0)), 0)
+    rope = rope_cache_elems(data, model_type, head_dim)
     arch = config.get("architectures") or data.get("architectures") or [""]
     spec = ModelSpec(
         name=name,
@@ -165,6 +180,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
         max_context=geometry["max_context"],
         dtype=read_dtype(cfg),
         quantization=read_quantization(cfg),
+        rope_cache_elems=rope,
         family=model_type,
         architecture=str(arch[0]) if isinstance(arch, list) and arch else str(arch),
         notes=tuple(geometry["notes"]),

@@ -32,11 +32,12 @@ class ParamCounts:
     experts_per_token: int = 0
     num_moe_layers: int = 0
     expert_biases: int = 0  # of `experts`: biases checkpoints keep in 16 bits (gpt-oss)
+    vision: int = 0  # vision tower + projector of a multimodal checkpoint (kvplan.vision), 16-bit
 
     @property
     def total(self) -> int:
         return (self.embedding + self.lm_head + self.attention + self.mlp + self.experts
-                + self.shared_experts + self.router + self.other)
+                + self.shared_experts + self.router + self.other + self.vision)
 
     @property
     def active(self) -> int:
@@ -75,6 +76,7 @@ class ModelSpec:
     dtype: str = "bf16"  # the checkpoint's element type for unquantized tensors
     quantization: Quantization = field(default_factory=Quantization)
     checkpoint_bytes: int | None = None  # exact tensor bytes of the published checkpoint, when known
+    rope_cache_elems: int = 0  # RoPE cos/sin table elements an engine precomputes (kvplan.rope)
     family: str = ""
     architecture: str = ""
     hf_repo: str | None = None
@@ -147,10 +149,11 @@ class WeightBytes:
     experts: int  # routed experts (sharded), counted apart so decode can read only active ones
     embedding: int  # first pipeline stage
     lm_head: int  # last pipeline stage
+    vision: int = 0  # vision tower + projector: first stage, sharded over tensor-parallel ranks
 
     @property
     def total(self) -> int:
-        return self.sharded + self.replicated + self.experts + self.embedding + self.lm_head
+        return self.sharded + self.replicated + self.experts + self.embedding + self.lm_head + self.vision
 
 
 def weight_bytes(spec: ModelSpec, weight_dtype: str | None = None) -> WeightBytes:
@@ -181,6 +184,7 @@ def weight_bytes(spec: ModelSpec, weight_dtype: str | None = None) -> WeightByte
         experts=linear_bytes(p.experts - p.expert_biases, q.method, q.group_size) + p.expert_biases * plain,
         embedding=embedding,
         lm_head=lm_head,
+        vision=p.vision * plain,  # quantized checkpoints keep the vision tower in 16 bits
     )
 
 

@@ -65,8 +65,8 @@ def _attention_params(cfg, model_type: str, g: dict, layer: LayerSpec) -> tuple[
             small += heads * d + 2 * kv * d
         if bias and model_type not in ("glm4_moe", "qwen2", "qwen2_moe") or model_type in ("gpt2", "starcoder2"):
             small += h
-        if cfg.bool("use_qk_norm", model_type in _QK_NORM):
-            small += 2 * d
+        if cfg.bool("use_qk_norm", model_type in _QK_NORM) and model_type not in ("llama4", "llama4_text"):
+            small += 2 * d  # Llama 4's QK norm is a weightless L2 norm (transformers Llama4TextL2Norm)
         if model_type == "gpt_oss":
             small += heads  # attention sinks
         return linear, 0, small

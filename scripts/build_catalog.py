@@ -1,7 +1,8 @@
 """Regenerate kvplan/model_specs/ from the real config.json files in ../shared/configs.
 
 Plus scripts/catalog_extra/ (hand-written from public sources, see its SOURCES.md) for models the
-shared set lacks.
+shared set lacks, and vision_configs.json: the `vision_config` of published multimodal configs whose
+copy in ../shared/configs dropped it (so the vision tower is counted, kvplan.vision).
 
 Run by hand (`python scripts/build_catalog.py [CONFIG_DIR]`); it goes through the same import
 path as `kvplan models import`. Checkpoint sizes come from the checkpoints.yaml beside the
@@ -35,14 +36,19 @@ def main(config_dir: Path) -> None:
     checkpoints = yaml.safe_load((config_dir / "checkpoints.yaml").read_text()) or {}
     for old in out.glob("*.json"):
         old.unlink()
-    found = [*config_dir.glob("*.json"), *(ROOT / "scripts" / "catalog_extra").glob("*.json")]
+    extra = ROOT / "scripts" / "catalog_extra"
+    vision = json.loads((extra / "vision_configs.json").read_text())
+    found = [*config_dir.glob("*.json"), *(p for p in extra.glob("*.json") if p.name != "vision_configs.json")]
     files = sorted(found, key=lambda p: (len(p.name), p.name))  # base models first
     taken: set[str] = set()
     specs = []
     for f in files:
         repo = f.stem.replace("__", "/", 1)
         size = (checkpoints.get(repo) or {}).get("checkpoint_bytes")
-        spec, _ = build_spec(json.loads(f.read_text()), repo, source=f"config.json of {repo}",
+        config = json.loads(f.read_text())
+        if repo in vision and "vision_config" not in config:  # the shared copy dropped it
+            config["vision_config"] = vision[repo]
+        spec, _ = build_spec(config, repo, source=f"config.json of {repo}",
                              checkpoint_bytes=size)
         taken.add(spec.name)
         specs.append(spec)

@@ -9,10 +9,10 @@
   blocks those requests need (vLLM refuses to start when one request does not fit; the concurrency is
   kvplan's capacity at that budget), plus a stated margin for what kvplan's budget can miss.
 
-The margin: on the held-out split of the log corpus kvplan's available KV is within 5% on 21 of 23
-vLLM records (benchmarks/budget_corpus.py); the misses are multimodal models whose vision encoder is
-profiled (+1.4 and +3.1 GiB too optimistic). MARGIN_FRACTION of the KV budget is added, and a model
-kvplan knows to be multimodal is flagged by the caller.
+The margin: on the held-out split of the log corpus kvplan's available KV is within 5% on 23 of 23
+vLLM records (benchmarks/budget_corpus.py; the largest misses +1.5% and +1.1%, the two multimodal
+models, whose vision encoder vLLM also profiles). MARGIN_FRACTION of the KV budget is added, and a
+model kvplan knows to be multimodal is flagged by the caller.
 """
 
 from __future__ import annotations
@@ -122,4 +122,4 @@ def emit_advice(plan, settings: dict, model) -> tuple[float, str]:
                  f"per GPU; {batch} x {ctx:,} tokens need {adv.kv_needed_bytes / GIB:.2f} GiB, "
                  f"{spare / GIB:.2f} GiB ({spare / max(1, adv.kv_needed_bytes):.0%}) to spare; the lowest value that "
                  f"keeps {MARGIN_FRACTION:.0%} is {adv.gpu_memory_utilization:g} (kvplan's budget is within 5% of "
-                 "vLLM's on 21 of 23 held-out logs; multimodal models are the misses)")
+                 "vLLM's on 23 of 23 held-out logs)")

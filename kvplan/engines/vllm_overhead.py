@@ -5,7 +5,8 @@ profile run - non-torch increase` (`vllm/v1/worker/gpu_worker.py` determine_avai
 L222-300; v0.19.0 prints each term at DEBUG: "Total non KV cache memory: ...; torch peak memory
 increase: ...; non-torch forward increase memory: ...; weights memory: ..."), minus the CUDA-graph
 estimate where the release subtracts it (kvplan/engines/vllm.py Settings.cudagraphs). This module
-models the three non-weight terms and the weights' kernel padding (MXFP4); `overhead_terms` is the one
+models the three non-weight terms and what the loaded weights gain over the checkpoint (the MXFP4
+kernel padding and the RoPE cos/sin tables: the `weights_repack` term); `overhead_terms` is the one
 entry point (vllm.overhead calls it).
 
 1. Activation peak (`gpu_model_runner.py` profile_run, v0.11.0-v0.19.0): one dummy forward pass of
@@ -115,8 +116,15 @@ def non_torch(tp: int, pp: int, version: tuple[int, ...]) -> int:
 # backend pads each expert's per-rank width I/tp and the hidden size H before loading: Marlin (GPUs
 # before Hopper, and consumer Blackwell) to I/tp % 128 and H % 256; FlashInfer on SM100 to 256 and
 # 256; the Triton kernels on SM90/SM100 to I/tp % 64 only. A 4-bit value and an 8-bit scale per 32
-# (0.53125 B per weight) fill the padding too. Not modelled: the Triton swizzle on Hopper (gpt-oss on
-# an H100 loads 6-9% above the checkpoint; see the README table).
+# (0.53125 B per weight) fill the padding too.
+# Hopper (SM90, the Triton matmul_ogs path): process_weights_after_loading then swizzles each expert
+# for the kernel (vLLM quantization/utils/mxfp4_utils.py _swizzle_mxfp4, num_warps 8, v0.11-v0.19)
+# into triton_kernels' Hopper layouts (triton-lang/triton python/triton_kernels/triton_kernels/
+# tensor_details/layout_details/hopper_value.py HopperMXValueLayoutTransformation._padded_shape,
+# commit 000df03e; hopper_scale.py swizzle_data, commit 14dd7a19), which pad again: the packed values
+# [K/2, N] (K the contraction axis, 2 fp4 per byte) to K/2 % 64 and N % 256; the scales [N, K/32] to
+# N % (32 x num_warps) = 256 and K/32 % 2. The biases become fp32 (+2 B each). gpt-oss-20b on one
+# H100: +0.57 GiB (w13 1440x5760 -> 1472x5888 bytes, w2 1440x2880 -> 1472x3072, per expert-layer).
 _SM90 = ("h100", "h200", "gh200", "h20")
 _SM100 = ("b200", "b300", "gb200", "gb300")
 
@@ -143,6 +151,16 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
+def _hopper_swizzle_extra(per_rank: int, hidden: int, warps: int = 8) -> int:
+    """Bytes one expert of one layer gains over the checkpoint in triton_kernels' Hopper layouts."""
+    i = _round_up(per_rank, 64)  # vLLM's own I/tp padding for the Triton backend
+    values = (_round_up(hidden // 2, 64) * _round_up(2 * i, 256)  # w13: K = H, N = 2 I
+              + _round_up(i // 2, 64) * _round_up(hidden, 256))  # w2: K = I, N = H
+    scales = _round_up(2 * i, 32 * warps) * _round_up(hidden // 32, 2) + _round_up(hidden, 32 * warps) * _round_up(i // 32, 2)
+    checkpoint = 3 * per_rank * hidden * 17 // 32
+    return values + scales - checkpoint + 2 * (2 * i + hidden)  # + the biases' bf16 -> fp32
+
+
 def weights_repack_extra(model, tp: int, gpu) -> int:
     """Bytes per rank the MXFP4 experts gain over the checkpoint from the backend's padding."""
     q, p = model.quantization, model.params
@@ -151,9 +169,26 @@ def weights_repack_extra(model, tp: int, gpu) -> int:
         return 0
     width = model.intermediate_size // p.experts_per_token  # one expert's intermediate size
     per_rank, hidden = width // tp, model.hidden_size
+    if _gpu_key(gpu).startswith(_SM90):
+        return _hopper_swizzle_extra(per_rank, hidden) * p.num_experts * p.num_moe_layers
     padded = _round_up(per_rank, pad[0]) * _round_up(hidden, pad[1])
     extra_values = 3 * (padded - per_rank * hidden) * p.num_experts * p.num_moe_layers  # w13 (2x) + w2
     return int(extra_values * (0.5 + 1 / 32))
+
+
+# --- weights as loaded: the RoPE cos/sin tables (source-derived, not fitted) ----------------------
+# vllm/model_executor/layers/rotary_embedding/base.py (RotaryEmbedding.__init__, v0.11-main 2026):
+# each distinct rotary embedding registers a [rows, rotary_dim] buffer of the model dtype, built on
+# the GPU inside the model constructor, so "Model loading took" includes it on every rank (not
+# sharded). Rows and tables per family: kvplan.rope. Llama-4-Scout (10,485,760 positions x 128, bf16):
+# 2.5 GiB per rank; Llama 3.1 (131,072 x 128): 32 MiB.
+_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def rope_tables_bytes(model) -> int:
+    if model.family == "gpt_oss":  # models/gpt_oss.py OAIAttention: get_rope(..., dtype=torch.float32)
+        return getattr(model, "rope_cache_elems", 0) * 4
+    return getattr(model, "rope_cache_elems", 0) * _DTYPE_BYTES.get(model.dtype, 2)
 
 
 def cudagraph_estimate(layers_on_rank: int) -> int:
@@ -175,4 +210,4 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu)
     graphs = cudagraph_estimate(layers) if st.cudagraphs else 0
     return {"activation_peak": act, "non_torch": non_torch(dep.tp, dep.pp, v), "cudagraphs": graphs,
-            "weights_repack": weights_repack_extra(model, dep.tp, gpu)}
+            "weights_repack": weights_repack_extra(model, dep.tp, gpu) + rope_tables_bytes(model)}

@@ -30,10 +30,15 @@ class Candidate:
     price_per_gpu_hour: float | None
     meets: bool
     why: str | None  # one line when it does not meet the target
+    replicas: int = 1  # independent copies of the deployment (kvplan.replicas), each its share of requests
+
+    @property
+    def gpus(self) -> int:
+        return self.deployment.gpus * self.replicas
 
     @property
     def cost_per_hour(self) -> float | None:
-        return None if self.price_per_gpu_hour is None else self.price_per_gpu_hour * self.deployment.gpus
+        return None if self.price_per_gpu_hour is None else self.price_per_gpu_hour * self.gpus
 
     @property
     def tokens_per_second_per_request(self) -> float | None:
@@ -68,18 +73,22 @@ def _key(c: Candidate) -> tuple:
     cost = c.cost_per_hour
     spare = c.plan.max_concurrency if c.plan else 0
     tps = c.tokens_per_second_per_request or 0.0
-    return (cost is None, math.inf if cost is None else cost, c.deployment.gpus, -spare, -tps, c.gpu)
+    return (cost is None, math.inf if cost is None else cost, c.gpus, -spare * c.replicas, -tps, c.gpu)
 
 
 def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deployments: Sequence[Deployment],
              min_tokens_per_second: float | None = None, prices=None, kv_dtype=None, weight_dtype=None,
              gpu_memory_utilization: float | None = None, block_size: int | None = None,
-             engine=None) -> list[Candidate]:
+             engine=None, max_replicas: int = 1, layouts: bool = False) -> list[Candidate]:
     """Every candidate, those meeting the target first (ranked by RANKING), then the rest.
 
     `prices` is a kvplan.prices.Prices (or None: no prices, rank by GPU count). `engine` (a
     configured kvplan.engines.base.Engine; default the engine-neutral planner) plans each deployment.
+    `layouts`: every valid layout of each GPU count, not only the given split; `max_replicas` > 1: a
+    deployment short of the target is also tried as that many independent copies at most
+    (kvplan.replicas).
     """
+    from kvplan.replicas import layout_deployments, replicated
     from kvplan.deploy import validate_deployment
     from kvplan.engines import resolve_engine
 
@@ -96,6 +105,8 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
         extra["block_size"] = block_size
     req = Request(context=context, batch=concurrency, kv_dtype=kv_dtype, weight_dtype=weight_dtype, **extra)
     meets, fails = [], []
+    if layouts:
+        deployments = layout_deployments(model, deployments)
     for gpu in gpus:
         price = prices.price(gpu) if prices is not None else gpu.price_per_hour
         for dep in deployments:
@@ -110,7 +121,13 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
                 fails.append(Candidate(gpu.key, dep, None, price, False, f"invalid: {e.message}"))
                 continue
             why = _why(p, concurrency, min_tokens_per_second, model.max_context)
-            (fails if why else meets).append(Candidate(gpu.key, dep, p, price, why is None, why))
+            c = Candidate(gpu.key, dep, p, price, why is None, why)
+            (fails if why else meets).append(c)
+            if why and p.max_concurrency < concurrency:
+                r = replicated(c, model, gpu, req, concurrency, max_replicas, engine.plan,
+                               lambda q, each: _why(q, each, min_tokens_per_second, model.max_context))
+                if r is not None:
+                    (meets if r.meets else fails).append(r)
     meets.sort(key=_key)
     return meets + fails
 
@@ -129,13 +146,17 @@ def failure_summary(candidates: Sequence[Candidate]) -> list[tuple[str, str, str
         failing = [c for c in cands if not c.meets]
         if not failing:
             continue
-        first_ok = min((c.deployment.gpus for c in cands if c.meets), default=None)
-        below = [c for c in failing if first_ok is None or c.deployment.gpus < first_ok]
-        telling = max(below or failing, key=lambda c: (c.plan is not None, c.deployment.gpus))
-        counts = sorted({c.deployment.gpus for c in failing})
+        first_ok = min((c.gpus for c in cands if c.meets), default=None)
+        below = [c for c in failing if first_ok is None or c.gpus < first_ok]
+        telling = max(below or failing, key=lambda c: (c.plan is not None, c.gpus))
+        counts = sorted({c.gpus for c in failing})
         tried = ", ".join(map(str, counts)) + (" GPU" if counts == [1] else " GPUs")
         d = telling.deployment
-        out.append((gpu, tried, f"{d.gpus} GPU{'s' if d.gpus > 1 else ''} (tp {d.tp} × pp {d.pp}): {telling.why}"))
+        from kvplan.layout import layout_text
+
+        copies = f"{telling.replicas} × " if telling.replicas > 1 else ""
+        out.append((gpu, tried, f"{telling.gpus} GPU{'s' if telling.gpus > 1 else ''} ({copies}{layout_text(d)}): "
+                                f"{telling.why}"))
     return out
 
 
@@ -148,6 +169,10 @@ def candidate_row(c: Candidate, model, rank: int | None) -> dict:
                "pp": c.deployment.pp, "price_per_gpu_hour": c.price_per_gpu_hour, "cost_per_hour": c.cost_per_hour}
     else:
         row = plan_row(c.plan, model, c.price_per_gpu_hour, rank=rank)
+        if c.replicas > 1:  # the plan is one replica's; the deployment is all of them
+            row.update(replicas=c.replicas, gpus_total=c.gpus, cost_per_hour=c.cost_per_hour,
+                       max_concurrency_total=c.plan.max_concurrency * c.replicas)
+    row.setdefault("replicas", c.replicas)
     row["meets"] = c.meets
     row["why"] = c.why
     return row

@@ -1,5 +1,5 @@
-"""Choosing deployments: how a GPU count becomes tp x pp, which splits a model can run, and the
-smallest one that fits.
+"""Choosing deployments: how a GPU count becomes tp x pp, which splits a model can run, the
+smallest one that fits, and every layout of a GPU count (tp x pp x dp x ep, `search_layouts`).
 
 One rule turns a GPU count into a layout (`deployment_for_gpus`): the widest valid tensor
 parallelism within a node of NODE_GPUS, pipeline stages for the rest. `fit --gpus`, the
@@ -17,12 +17,18 @@ SEARCH_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 
 @dataclass(frozen=True)
 class Deployment:
+    """tp x pp GPUs per data-parallel rank, dp of them; ep = tp x dp with expert parallelism, else 1;
+    dcp: decode-context-parallel ranks within tp (kvplan.layout says what each rank holds)."""
+
     tp: int = 1
     pp: int = 1
+    dp: int = 1
+    ep: int = 1
+    dcp: int = 1
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp
+        return self.tp * self.pp * self.dp
 
 
 def split_layers(n: int, pp: int) -> list[tuple[int, int]]:
@@ -49,7 +55,9 @@ def validate_deployment(model, dep: Deployment) -> str | None:
             return f"tp={dep.tp} neither divides nor is a multiple of the {h} KV heads"
     if dep.pp > model.num_layers:
         return f"pp={dep.pp} exceeds the {model.num_layers} layers"
-    return None
+    from kvplan.layout import layout_problem
+
+    return layout_problem(model, dep.tp, dep.pp, dep.dp, dep.ep, dep.dcp)
 
 
 def deployment_for_gpus(model, gpus: int) -> Deployment | None:
@@ -91,3 +99,22 @@ def smallest_fitting(model, gpu, req, engine, skip_gpus: int = 0):
         if res.plan.fits:
             return res
     return None
+
+
+def search_layouts(model, gpu, gpus: int, req, engine, per_node: int = NODE_GPUS) -> list:
+    """Every valid layout of `gpus` GPUs (kvplan.layout.candidate_layouts), planned by `engine` (a
+    configured Engine) and ranked best first by concurrency at the context (ties: decode tokens/s).
+    A layout the engine refuses is left out."""
+    from kvplan.errors import KvplanError
+    from kvplan.layout import candidate_layouts, layout_rank_key
+
+    out = []
+    for tp, pp, dp, ep in candidate_layouts(model, gpus, per_node):
+        dep = Deployment(tp, pp, dp, ep)
+        if validate_deployment(model, dep) is not None:
+            continue
+        try:
+            out.append(engine.plan(model, gpu, dep, req))
+        except KvplanError:
+            continue
+    return sorted(out, key=layout_rank_key)

@@ -32,12 +32,14 @@ def _attention(spec, n, prof, tp, bstr, S):
 
 def _mla(spec, n, prof, tp, bstr, S):
     per_tok, slots = prof.token_bytes(spec), prof.slots(spec, S)
+    dcp = getattr(prof.rules, "dcp", 1)  # decode context parallel: every dcp-th token on this rank
+    held = f"S = {S:,}" if dcp == 1 else f"S / dcp {dcp} = {-(-S // dcp):,} on this rank"
     if hasattr(spec, "indexer_bytes"):  # DSA: the latent's own packing, plus the indexer's fp8 keys
         what = f"({spec.latent_bytes(prof.kv_dtype):,} B latent + {spec.indexer_bytes()} B indexer keys)"
     else:
         what = f"({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} rope) × {bstr}"
     return (f"  {n} MLA layers × {what}"
-            f" = {n * per_tok:,} B/token (one latent: no ×2, not split by tp); S = {S:,} → {slots:,} in pages"
+            f" = {n * per_tok:,} B/token (one latent: no ×2, not split by tp); {held} → {slots:,} in pages"
             f" → {human_bytes(n * per_tok * slots)}")
 
 
@@ -63,7 +65,9 @@ def explain_lines(plan: Plan, model) -> list[str]:
     b = prof.kv_dtype
     bstr = f"{b.bytes_per_element:g} B ({b.name})"
     S = r.context
-    lines = [f"KV cache of {model.name}, per GPU (tp={tp}, pp={plan.deployment.pp}), {b.name} cache, "
+    from kvplan.layout import layout_text
+
+    lines = [f"KV cache of {model.name}, per GPU ({layout_text(plan.deployment)}), {b.name} cache, "
              f"block {r.block_size} tokens:"]
     parts = [(part, n) for spec, n in prof.groups for part in (spec.parts() if hasattr(spec, "parts") else (spec,))]
     lines += [LINE[spec.kind](spec, n, prof, tp, bstr, S) for spec, n in parts]  # Falcon-H1: both halves of a layer
@@ -76,7 +80,11 @@ def explain_lines(plan: Plan, model) -> list[str]:
                      f" = {gib(kv)}")
     else:
         lines.append(f"KV memory per GPU = --kv-cache-memory = {gib(kv)}")
-    if seq:
+    dp = plan.deployment.dp
+    if seq and dp > 1:
+        lines.append(f"Max concurrency at {S:,} tokens = {dp} dp ranks, each its own requests × floor({kv:,} / {seq:,})"
+                     f" = {plan.max_concurrency:,}")
+    elif seq:
         lines.append(f"Max concurrency at {S:,} tokens = floor({kv:,} / {seq:,}) = {plan.max_concurrency:,}")
     lines.append(f"Max context at batch {r.batch} = {plan.max_context:,} tokens (limited by {plan.max_context_limited_by})")
     lines.append(f"Decode step ≥ (weights read + batch × KV read) / bandwidth = {plan.decode_step_seconds * 1e3:,.2f} ms"

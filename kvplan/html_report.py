@@ -90,7 +90,8 @@ def _short(name: str, limit: int = 40) -> str:
 
 def deployment_label(row: dict, with_weights: bool, with_model: bool = True) -> str:
     """A chart label; long model names are cut (the table below has them whole)."""
-    d = f"{row['gpus']}" if row["pp"] == 1 else f"{row['gpus']} (tp {row['tp']} × pp {row['pp']})"
+    d = (f"{row['gpus']}" if row["pp"] == 1 and row.get("dp", 1) == 1
+         else f"{row['gpus']} (tp {row['tp']} × pp {row['pp']}" + (f" × dp {row['dp']}" if row.get("dp", 1) > 1 else "") + ")")
     label = f"{_short(row['model'])} · " if with_model else ""
     label += f"{row['gpu']} ×{d} · KV {row['kv_dtype']}"
     return label + (f" · W {row['weight_dtype']}" if with_weights else "")

@@ -21,7 +21,8 @@ from typing import NamedTuple
 from kvplan.deploy import Deployment, split_layers, validate_deployment
 from kvplan.dtypes import DType
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.model import ModelSpec, WeightBytes, weight_bytes
+from kvplan.layout import DcpRules, rank_weights, replicated_kv_proj_bytes, vllm_placement
+from kvplan.model import ModelSpec, weight_bytes
 from kvplan.profile import PAGED, KVProfile, kv_profile
 from kvplan.search import largest_fitting
 
@@ -88,7 +89,9 @@ class Plan:
 
     @property
     def kv_used_bytes_per_gpu(self) -> int:
-        return self.request.batch * self.kv_bytes_per_sequence_per_gpu
+        from kvplan.layout import per_rank_batch
+
+        return per_rank_batch(self.request.batch, self.deployment.dp) * self.kv_bytes_per_sequence_per_gpu
 
     @property
     def free_bytes_per_gpu(self) -> int:
@@ -170,29 +173,19 @@ def overhead_estimate(model: ModelSpec, dep: Deployment) -> int:
     return activation_estimate(model, dep.tp) + runtime_bytes(dep)
 
 
-def _stage_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, frac: float, tp: int,
-                   batch: int) -> tuple[int, int]:
-    """(resident bytes, bytes read per decode step) of one stage on one rank."""
-    body = (wb.sharded + wb.experts) / tp + wb.replicated
-    resident = body * frac
-    emb = (wb.embedding + wb.vision) / tp if first else 0
-    head = wb.lm_head / tp if last else 0
-    tied_head = wb.embedding / tp if (last and not wb.lm_head) else 0  # a tied head still reads the table
-    resident += emb + head
-    p = model.params
-    touched = expected_experts_touched(p.num_experts, p.experts_per_token, batch)
-    expert_read = wb.experts * (touched / p.num_experts) if p.num_experts else 0
-    read = ((wb.sharded + expert_read) / tp + wb.replicated) * frac + head + tied_head
-    return int(resident), int(read)
-
-
 def prepare_key(req: Request) -> tuple:
     """The Request fields prepare() reads: requests equal on these share its result."""
     return (req.kv_dtype, req.state_dtype, req.weight_dtype, req.batch, req.overhead_bytes, req.block_size)
 
 
-def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED) -> Prepared:
-    """Weights, overhead and the KV profile of every stage: reads only the fields in prepare_key."""
+def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_tokens: int | None = None,
+            placement=None) -> Prepared:
+    """Weights, overhead and the KV profile of every stage: reads only the fields in prepare_key.
+
+    `req.batch` is one data-parallel rank's share; per-rank weights are kvplan.layout's placement
+    (experts over tp x dp ranks). `step_tokens`: the tokens of one decode step over every dp rank,
+    which all reach the experts (default req.batch x dp). `placement`: a kvplan.layout.Placement
+    (default vLLM's for the deployment)."""
     why = validate_deployment(model, dep)
     if why:
         raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
@@ -207,9 +200,16 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED) -> Pre
         scale = 1.0
     overhead = req.overhead_bytes if req.overhead_bytes is not None else overhead_estimate(model, dep)
     parts = []
+    p = model.params
+    tokens = step_tokens if step_tokens is not None else req.batch * dep.dp
+    touched = expected_experts_touched(p.num_experts, p.experts_per_token, tokens)
+    if dep.dcp > 1:
+        rules = DcpRules(rules, dep.dcp)
+    place = placement or vllm_placement(dep.tp, dep.dp)
     for i, (start, end) in enumerate(split_layers(model.num_layers, dep.pp)):
         frac = (end - start) / model.num_layers
-        resident, read = _stage_weights(wb, model, i == 0, i == dep.pp - 1, frac, dep.tp, req.batch)
+        kv_extra = replicated_kv_proj_bytes(model, wb, model.layers[start:end], dep.tp)
+        resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, place, touched, kv_extra)
         prof = kv_profile(model.layers[start:end], dep.tp, kv_dtype, state_dtype, req.block_size, rules)
         parts.append(StagePrep((start, end), int(resident * scale), int(read * scale), prof))
     weight_total = model.checkpoint_bytes if scale != 1.0 else wb.total
@@ -298,14 +298,14 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
             warnings.append(f"weights + overhead + the given KV budget ({need / GIB:.2f} GiB) exceed the GPU's "
                             f"usable memory ({usable / GIB:.2f} GiB)")
     step = use.step_bytes / gpu.bandwidth_bytes_per_s
-    copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy)
+    copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy); dcp stripes it
     return Plan(
         model=name or model.name, gpu=gpu.key, deployment=dep, request=req,
         usable_memory_bytes=usable, budget_bytes=budget,
         weight_bytes=prep.weight_bytes, weight_bytes_per_gpu=use.weight_bytes_per_gpu,
         overhead_bytes_per_gpu=prep.overhead_bytes, kv_memory_bytes_per_gpu=use.kv_memory_bytes_per_gpu,
-        kv_bytes_per_token=copies * use.growth_bytes_per_token,
-        kv_bytes_per_token_per_gpu=use.growth_bytes_per_token_per_gpu,
+        kv_bytes_per_token=copies * use.growth_bytes_per_token // dep.dcp,
+        kv_bytes_per_token_per_gpu=use.growth_bytes_per_token_per_gpu // dep.dcp,
         kv_bytes_per_sequence=copies * sum(use.sequence_bytes),
         kv_bytes_per_sequence_per_gpu=max(use.sequence_bytes),
         kv_cache_tokens=int(ans.kv_cache_tokens), max_concurrency=int(conc),

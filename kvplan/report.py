@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kvplan.layers import state_bytes
 from kvplan.plan import Plan
+from kvplan.layout import layout_text
 from kvplan.units import gib, human_bytes, human_tokens
 
 
@@ -64,6 +65,9 @@ def plan_to_dict(plan: Plan, model) -> dict:
         "gpus": plan.deployment.gpus,
         "tp": plan.deployment.tp,
         "pp": plan.deployment.pp,
+        "dp": plan.deployment.dp,
+        "ep": plan.deployment.ep,
+        "dcp": plan.deployment.dcp,
         "context": r.context,
         "batch": r.batch,
         "weight_dtype": effective_weight_dtype(plan, model),
@@ -160,7 +164,7 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> N
     for t in titles:
         answers.add_column(t, justify="right")
     answer_rows = [
-        ("GPUs (tp × pp)", lambda p: f"{p.deployment.gpus} ({p.deployment.tp} × {p.deployment.pp})"),
+        ("GPUs (layout)", lambda p: f"{p.deployment.gpus} ({layout_text(p.deployment)})"),
         ("fits", lambda p: "[green]yes[/]" if p.fits else "[red]no[/]"),
         ("KV per token (all GPUs)", lambda p: human_bytes(p.kv_bytes_per_token)),
         ("KV per sequence (all GPUs)", lambda p: human_bytes(p.kv_bytes_per_sequence)),

@@ -111,14 +111,16 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
           batch: int = 1, block_size: int = DEFAULT_BLOCK_SIZE,
           gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
           prices: dict | None = None, progress: Callable[[int], None] | None = None,
-          engine=None) -> SweepResult:
+          engine=None, layouts: bool = False) -> SweepResult:
     """Every plan of the cross product, ranked by RANKING.
 
     `models` are ModelSpecs, `gpus` kvplan.hardware.GPU objects, `prices` maps GPU key to price per
     GPU-hour. Deployments a model cannot run are skipped and recorded. `progress(n)` is called
     after every n plans made (or skipped). `engine` (a configured kvplan.engines.base.Engine;
     default the engine-neutral planner, which shares work across GPUs and contexts and is much
-    faster) plans each deployment as that engine allocates.
+    faster) plans each deployment as that engine allocates. `layouts`: for each GPU count, every
+    valid tp x pp x dp (x ep) layout is planned and each row is the best of them for its GPU and
+    request (kvplan.layout.layout_rank_key), instead of the one default split.
     """
     from kvplan.dtypes import canonical_kv_dtype
     from kvplan.engines import resolve_engine
@@ -139,7 +141,7 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
     skipped: list[Skipped] = []
     with _collector_paused():
         _cross(models, gpus, deployments, contexts, kv_dtypes, weight_dtypes, batch, block_size,
-               gpu_memory_utilization, plans, skipped, progress, engine)
+               gpu_memory_utilization, plans, skipped, progress, engine, layouts)
         plans.sort(key=lambda p: rank_key(p, prices.get(p.gpu)))
     return SweepResult(plans, {m.name: m for m in models}, skipped, prices, engine.label)
 
@@ -161,8 +163,25 @@ def _collector_paused():
             gc.enable()
 
 
+def _best_layouts(model, gpus, count: int, requests, engine) -> list[Plan]:
+    """For each (gpu, request), the best plan over every valid layout of `count` GPUs ([] if none)."""
+    from kvplan.deploy import Deployment, validate_deployment
+    from kvplan.layout import candidate_layouts, layout_rank_key
+
+    grids = []
+    for t in candidate_layouts(model, count):
+        dep = Deployment(*t)
+        if validate_deployment(model, dep) is not None:
+            continue
+        try:
+            grids.append(engine.grid(model, gpus, dep, requests))
+        except KvplanError:
+            continue
+    return [min(same, key=layout_rank_key) for same in zip(*grids)]
+
+
 def _cross(models, gpus, deployments, contexts, kv_dtypes, weight_dtypes, batch, block_size,
-           gpu_memory_utilization, plans, skipped, progress, engine) -> None:
+           gpu_memory_utilization, plans, skipped, progress, engine, layouts=False) -> None:
     from kvplan.deploy import validate_deployment
 
     for model in models:
@@ -172,6 +191,14 @@ def _cross(models, gpus, deployments, contexts, kv_dtypes, weight_dtypes, batch,
         for dep in deployments:
             n = len(gpus) * len(requests)
             dep = engine.deployment(dep)
+            if layouts and engine.name != "llama.cpp":
+                best = _best_layouts(model, gpus, dep.gpus, requests, engine)
+                plans.extend(best)
+                if not best:
+                    skipped.append(Skipped(model.name, dep.gpus, dep.tp, dep.pp, "no valid layout", n))
+                if progress is not None:
+                    progress(n)
+                continue
             why = validate_deployment(model, dep)
             if not why:
                 try:

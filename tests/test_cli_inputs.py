@@ -31,11 +31,15 @@ def test_tp_must_split_the_kv_heads_evenly_or_replicate_them(kvplan_home):
 
 
 def test_gpus_beyond_a_node_become_pipeline_stages(kvplan_home):
-    # 16 GPUs: tp 8 within a node x pp 2, as sweep and the smallest-fit search; 8 KV heads stay unreplicated:
-    # 80 layers x 2 x 8 heads x 128 x 2 B = 327,680 B per token over all ranks.
-    r = run("fit", "llama-3.1-70b", "--gpu", "h100", "--ctx", "128k", "--gpus", "16", "--json")
+    # 16 GPUs as tp 8 within a node x pp 2 (sweep's and the smallest-fit search's split); 8 KV heads stay
+    # unreplicated: 80 layers x 2 x 8 heads x 128 x 2 B = 327,680 B per token over all ranks.
+    r = run("fit", "llama-3.1-70b", "--gpu", "h100", "--ctx", "128k", "--tp", "8", "--pp", "2", "--json")
     p = json.loads(r.stdout)
     assert (p["tp"], p["pp"], p["kv_bytes_per_token"]) == (8, 2, 327_680)
+    # --gpus 16 alone plans every layout; tensor parallelism never leaves a node of 8.
+    r = run("fit", "llama-3.1-70b", "--gpu", "h100", "--ctx", "128k", "--gpus", "16", "--json")
+    rows = json.loads(r.stdout)["layouts"]
+    assert rows and all(x["tp"] <= 8 and x["tp"] * x["pp"] * x["dp"] == 16 for x in rows)
 
 
 def test_pp_alone_and_too_many_stages(kvplan_home):

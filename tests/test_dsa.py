@@ -46,7 +46,7 @@ def fit_json(tmp_path, cfg: dict, *args: str):
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    return CliRunner().invoke(app, ["fit", str(path), "--gpu", "h200", "--gpus", "8", "--ctx", "32k", *args])
+    return CliRunner().invoke(app, ["fit", str(path), "--gpu", "h200", "--gpus", "8", "--tp", "8", "--ctx", "32k", *args])
 
 
 def test_v32_caches_the_latent_and_the_indexer_keys_on_every_layer_and_rank():
@@ -158,3 +158,8 @@ def test_parameters_equal_transformers_meta_model():
     counted += sum(b.numel() for name, b in model.named_buffers() if name.endswith("e_score_correction_bias"))
     spec, _ = spec_from_config(cfg, "v32")
     assert spec.params.total == counted
+
+
+def test_decode_context_parallel_is_refused_for_the_indexer(kvplan_home, tmp_path):
+    r = fit_json(tmp_path, config(), "--dcp", "2")
+    assert r.exit_code == 2 and "indexer key cache" in r.stderr

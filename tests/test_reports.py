@@ -455,7 +455,7 @@ def test_sweep_with_an_engine_equals_fit_with_that_engine():
     doc = json.loads(r.stdout)
     assert doc["engine"] == "vllm 0.11.0" and len(doc["plans"]) == 2 * 2 * 2 * 2
     for row in doc["plans"]:
-        f = run("fit", row["model"], "--gpu", row["gpu"], "--gpus", row["gpus"], "--ctx", row["context"],
+        f = run("fit", row["model"], "--gpu", row["gpu"], "--tp", row["tp"], "--pp", row["pp"], "--ctx", row["context"],
                 "--engine", "vllm", "--engine-version", "0.11.0", "--json")
         one = json.loads(f.stdout)
         for key in ("kv_memory_bytes_per_gpu", "kv_cache_tokens", "max_concurrency", "max_context",

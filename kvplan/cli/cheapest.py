@@ -40,6 +40,8 @@ def cheapest(
     engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
+    layouts: Annotated[bool, typer.Option("--layouts", help="Try every valid tp × pp × dp (× ep) layout of each GPU count, not only tp then pp.")] = False,
+    replicas: Annotated[int, typer.Option("--replicas", help="Also reach the target with up to this many independent copies of a deployment (1: none).")] = 1,
     workload: WorkloadOpt = None,
     trace: TraceOpt = None,
     trace_format: TraceFormatOpt = "auto",
@@ -81,6 +83,7 @@ def cheapest(
     if min_tps is not None and not 0 < min_tps < float("inf"):
         raise KvplanError(f"--min-tokens-per-second must be a positive number, got {min_tps:g}", EXIT_USAGE)
     check_range("--max-gpus", max_gpus, 1, 4096)
+    check_range("--replicas", replicas, 1, 4096)
     check_range("--block-size", block_size, 1, 4096)
     ctx_tokens = None if ctx is None else parse_tokens(ctx, "--ctx")
     counts = parse_counts(gpu_counts) if gpu_counts is not None else None
@@ -106,7 +109,8 @@ def cheapest(
     deps = [deployment_for(c) for c in counts] if counts else candidate_deployments(spec, max_gpus)
     candidates = rank(spec, gpu_list, ctx_tokens, concurrency, deployments=deps, min_tokens_per_second=min_tps,
                       prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=wdt,
-                      gpu_memory_utilization=gmu, block_size=block_size, engine=chosen)
+                      gpu_memory_utilization=gmu, block_size=block_size, engine=chosen,
+                      max_replicas=replicas, layouts=layouts)
     sims: dict = {}
     if served:
         candidates, sims = _serve(candidates, spec, gpu_list, requests, slo_ttft, slo_tpot, slo_percent)
@@ -160,7 +164,7 @@ def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, t
     console.print(f"[bold]{markup_safe(target)}[/] · {tried} deployments tried")
     if meets:
         priced = any(c.price_per_gpu_hour is not None for c in meets)
-        cols = ["#", "GPU", "GPUs (tp×pp)", "max conc", "tok/s/req", "KV GiB/GPU"]
+        cols = ["#", "GPU", "GPUs (layout)", "max conc", "tok/s/req", "KV GiB/GPU"]
         if priced:
             cols += [f"{unit}/GPU-h", f"{unit}/h"]
         t = table(cols, right=tuple(c for c in cols if c != "GPU"),
@@ -168,7 +172,7 @@ def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, t
                   else f"Meeting the target ({len(meets)}), fewest GPUs first (no prices given)")
         for i, c in enumerate(meets[:top], 1):
             d, p = c.deployment, c.plan
-            cells = [str(i), c.gpu, f"{d.gpus} ({d.tp}×{d.pp})", f"{p.max_concurrency:,}",
+            cells = [str(i), c.gpu, _layout(c), f"{p.max_concurrency * c.replicas:,}",
                      f"{c.tokens_per_second_per_request:,.1f}", f"{p.kv_memory_bytes_per_gpu / 2**30:,.2f}"]
             if priced:
                 cells += [_money(c.price_per_gpu_hour), _money(c.cost_per_hour)]
@@ -183,6 +187,14 @@ def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, t
         for gpu, tried_counts, why in failing:
             t.add_row(gpu, tried_counts, markup_safe(why))
         console.print(t)
+
+
+def _layout(c) -> str:
+    """'8 (tp 8)', '16 (2 × tp 8)' for two replicas of tp 8."""
+    from kvplan.layout import layout_text
+
+    copies = f"{c.replicas} × " if c.replicas > 1 else ""
+    return f"{c.gpus} ({copies}{layout_text(c.deployment)})"
 
 
 def _money(v) -> str:

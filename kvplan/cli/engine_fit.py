@@ -59,7 +59,7 @@ def fit_results(spec, hw, dep, req, engine):
     return [first, best], ["1 GPU", f"smallest fit: {best.plan.deployment.gpus} GPUs"], 1
 
 
-def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check) -> None:
+def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, layouts=None) -> None:
     """`fit`'s output for any engine: the plans, a named engine's own figures, the serve command
     (--emit), the formula (--explain), the exit code (--check)."""
     from kvplan.report import engine_to_dict, plan_to_dict, render_plans
@@ -83,6 +83,8 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check) 
     out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
     if command:
         out["emit"] = command
+    if layouts is not None:  # fit --gpus N: every layout, best first (kvplan.cli.layouts)
+        out["layouts"] = layouts
     if margin:
         out["emit_margin"] = margin
 

@@ -39,35 +39,18 @@ def _request(ctx_tokens: int, batch: int, kv_dtype: str, weight_dtype, model, bl
 
 
 def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]):
-    """The deployment the flags ask for, or None (none given: one GPU and the smallest that fits).
+    """The deployment --gpus/--tp/--pp ask for (simulate's flags), or None for none: as fit's layout
+    flags, except that --gpus alone takes the default split (widest tp within a node, then pp)."""
+    from kvplan.deploy import deployment_for_gpus
+    from kvplan.layout import SEARCH, layout_from_flags
 
-    --gpus alone picks the widest valid tp within a node of 8 and pipeline stages beyond it, as
-    the smallest-fit search and `sweep` do; --tp/--pp fix the split.
-    """
-    from kvplan.deploy import Deployment, deployment_for_gpus, validate_deployment
-
-    for flag, value in (("--gpus", gpus), ("--tp", tp), ("--pp", pp)):
-        if value is not None and not 1 <= value <= 4096:
-            raise KvplanError(f"{flag} must be between 1 and 4096, got {value}", EXIT_USAGE)
-    if gpus is None and tp is None and pp is None:
-        return None
-    if tp is None and pp is None:
-        dep = deployment_for_gpus(model, gpus)
-        if dep is None:
-            raise KvplanError(f"{model.name}: no tensor × pipeline split of {gpus} GPUs is valid "
-                              f"(tp must divide the {model.num_attention_heads} attention heads)", EXIT_USAGE)
+    dep = layout_from_flags(model, gpus, tp, pp)
+    if dep != SEARCH:
         return dep
-    if tp is None:
-        if gpus is not None and gpus % pp:
-            raise KvplanError(f"--gpus {gpus} is not a multiple of --pp {pp}", EXIT_USAGE)
-        tp = gpus // pp if gpus is not None else 1
-    pp = pp or 1
-    if gpus is not None and gpus != tp * pp:
-        raise KvplanError(f"--gpus {gpus} does not equal --tp {tp} × --pp {pp}", EXIT_USAGE)
-    dep = Deployment(tp, pp)
-    why = validate_deployment(model, dep)
-    if why:
-        raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
+    dep = deployment_for_gpus(model, gpus)
+    if dep is None:
+        raise KvplanError(f"{model.name}: no tensor × pipeline split of {gpus} GPUs is valid "
+                          f"(tp must divide the {model.num_attention_heads} attention heads)", EXIT_USAGE)
     return dep
 
 
@@ -77,9 +60,13 @@ def fit(
     gpu: GpuOpt,
     ctx: CtxOpt = None,
     batch: BatchOpt = 1,
-    gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp). Without --gpus/--tp: one GPU and the smallest deployment that fits.")] = None,
-    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (must divide the attention heads).")] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp × dp). Alone: every valid layout of this many GPUs, ranked by concurrency. Without --gpus/--tp: one GPU and the smallest deployment that fits.")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size per data-parallel rank (must divide the attention heads).")] = None,
     pp: Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (splits layers).")] = None,
+    dp: Annotated[Optional[int], typer.Option("--dp", help="Data-parallel ranks (replicas; DP attention for a MoE model): each holds its own requests.")] = None,
+    ep: Annotated[Optional[int], typer.Option("--ep", help="Expert parallelism over tp × dp ranks (vLLM --enable-expert-parallel); its only size is tp × dp.")] = None,
+    dcp: Annotated[Optional[int], typer.Option("--dcp", help="Decode context parallel within tp (MLA models): each rank holds every dcp-th token of a request's latent.")] = None,
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs per node: tensor parallelism stays within one (--gpus search).")] = 8,
     kv_dtype: KvDtypeOpt = "auto",
     weight_dtype: WeightDtypeOpt = None,
     gpu_memory_utilization: GmuOpt = None,
@@ -111,12 +98,25 @@ def fit(
     req = _request(ctx_tokens or spec.max_context, batch, kv_dtype, weight_dtype, spec,
                    16 if block_size is None else block_size,
                    "0.9" if gpu_memory_utilization is None else gpu_memory_utilization, overhead, kv_cache_memory)
-    dep = _deployment(spec, gpus, tp, pp)
+    from kvplan.deploy import Deployment
+    from kvplan.layout import SEARCH, layout_from_flags
+
+    dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
+    if not 1 <= gpus_per_node <= 1024:
+        raise KvplanError(f"--gpus-per-node must be between 1 and 1024, got {gpus_per_node}", EXIT_USAGE)
     chosen = engine_choice(engine, emit, engine_version, engine_opt, {
         "gpu_memory_utilization": None if gpu_memory_utilization is None else req.gpu_memory_utilization,
         "block_size": block_size})
+    if dep != SEARCH:  # no flags: one GPU, then tp x pp deployments
+        chosen.check_layout(spec, chosen.deployment(dep or Deployment()))
     # All input is valid from here on: now say where things came from.
     print_notes(resolved)
     if ctx_tokens is None:
         stderr(f"note: --ctx not given; using the model's limit, {spec.max_context:,} tokens")
-    fit_report(spec, hw, dep, req, chosen, emit_to=emit, as_json=as_json, explain=explain, check=check)
+    layouts = None
+    if dep == SEARCH:
+        from kvplan.cli.layouts import search
+
+        dep, layouts = search(spec, hw, gpus, req, chosen, gpus_per_node, as_json=as_json)
+    fit_report(spec, hw, dep, req, chosen, emit_to=emit, as_json=as_json, explain=explain, check=check,
+               layouts=layouts)

@@ -46,6 +46,7 @@ def sweep(
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
     prices: PricesOpt = None,
+    layouts: Annotated[bool, typer.Option("--layouts", help="For each GPU count, the best of every valid tp × pp × dp (× ep) layout (by concurrency, then decode speed), not tp then pp.")] = False,
     output: Annotated[Optional[list[Path]], typer.Option("--output", "-o", help="Write every plan to this file, the format from its extension: .csv, .json or .html (a self-contained report); may repeat.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Every plan as JSON on stdout (instead of the table).")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Every plan as CSV on stdout (instead of the table).")] = False,
@@ -103,7 +104,8 @@ def sweep(
     per_model = len(gpu_list) * len(counts) * len(contexts) * len(weights)
     total = sum(per_model * len({canonical_kv_dtype(n, s.dtype) for n in kv_names}) for s in specs)
     kwargs = dict(batch=batch, block_size=block_size or DEFAULT_BLOCK_SIZE,
-                  gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION, prices=price_by_gpu, engine=chosen)
+                  gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION, prices=price_by_gpu, engine=chosen,
+                  layouts=layouts)
     if served and total > MAX_SIMULATED_PLANS:
         raise KvplanError(f"--workload simulates every plan: {total:,} plans are more than {MAX_SIMULATED_PLANS:,}; "
                           "narrow the sweep (or use `kvplan cheapest --workload`)", EXIT_USAGE)
@@ -284,7 +286,8 @@ def _sweep_table(result, rows: list[dict], currency: str):
     t = table(cols, right=tuple(c for c in cols if c not in ("model", "GPU", "KV", "weights", "fits")),
               whole=("KV", "weights", "fits") + (() if kv or weights else ("model", "GPU")), title=title)
     for r in rows:
-        gpus = str(r["gpus"]) if r["pp"] == 1 else f"{r['gpus']} ({r['tp']}×{r['pp']})"
+        gpus = (str(r["gpus"]) if r["pp"] == 1 and r.get("dp", 1) == 1
+                else f"{r['gpus']} ({r['tp']}×{r['pp']}" + (f"×{r['dp']}dp" if r.get("dp", 1) > 1 else "") + ")")
         cells = [markup_safe(r["model"]), r["gpu"], gpus, human_tokens(r["context"])]
         cells += [r["kv_dtype"]] if kv else []
         cells += [r["weight_dtype"]] if weights else []

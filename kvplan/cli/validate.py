@@ -35,6 +35,10 @@ def validate(
     seed: Annotated[int, typer.Option("--seed", help="Seed for weights and prompt.")] = 0,
     backend: Annotated[str, typer.Option("--backend", help="torch (kvplan's decoder) or transformers (the model's own HF class; needs the \\[transformers] extra).")] = "torch",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Append this run to a results file (.json or .csv).")] = None,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel ranks: one process each (torch.distributed; gloo on CPU, NCCL on CUDA), each measuring its own shard.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline stages (contiguous layer ranges).")] = 1,
+    dp: Annotated[int, typer.Option("--dp", help="Data-parallel ranks, each decoding batch / dp of the sequences.")] = 1,
+    ep: Annotated[int, typer.Option("--ep", help="Expert parallelism: 1, or tp x dp (each rank whole experts, as vLLM's --enable-expert-parallel).")] = 1,
     as_json: JsonOpt = False,
 ):
     """Run a real torch decode of MODEL and check kvplan's KV, weight and peak predictions against it."""
@@ -43,6 +47,12 @@ def validate(
     from kvplan.units import parse_tokens
 
     ctx_tokens = parse_tokens(ctx, "--ctx")
+    if min(tp, pp, dp, ep) < 1:
+        raise KvplanError("--tp, --pp, --dp and --ep must be at least 1", EXIT_USAGE)
+    if tp * pp * dp > 64:
+        raise KvplanError(f"{tp * pp * dp} ranks: validate starts at most 64 processes", EXIT_USAGE)
+    if tp * pp * dp * ep > 1 and backend != "torch":
+        raise KvplanError("--tp/--pp/--dp/--ep run kvplan's own decoder (--backend torch)", EXIT_USAGE)
     if backend not in BACKENDS:
         raise KvplanError(f"--backend {backend!r}: choose one of {', '.join(BACKENDS)}", EXIT_USAGE)
     if hidden is not None and hidden < 1:
@@ -67,11 +77,26 @@ def validate(
     settings = Settings(batch=batch, ctx=ctx_tokens, steps=steps, layers=layers, kv_dtype=kv_dtype,
                         state_dtype=state_dtype, compute_dtype=compute, device=device, seed=seed,
                         widths=widths)
+    from kvplan.validate.shard import Layout
+
+    layout = Layout(tp, pp, dp, ep)
+    distributed = layout.world > 1 or ep > 1
+    if distributed:
+        from kvplan.validate.dist_run import check_distributed
+
+        check_distributed(spec, settings, layout)  # before anything is printed or started
     stderr(resolved.note)
     from kvplan.validate.run import is_out_of_memory, out_of_memory_error
 
     try:
-        if backend == "transformers":
+        if distributed:
+            from kvplan.validate.dist_run import validate_distributed
+
+            done = validate_distributed(spec, settings, layout)
+            if done is None:  # a torchrun rank other than 0: rank 0 reports
+                return
+            record, checks = done
+        elif backend == "transformers":
             from kvplan.validate.transformers_backend import validate_transformers
 
             record, checks = validate_transformers(spec, settings, model)
@@ -86,7 +111,12 @@ def validate(
         raise out_of_memory_error(exc, device) from None
     for note in record["notes"]:
         stderr(f"note: {note}")
-    print_result(as_json, record, lambda console: _render(console, record, checks))
+    if "ranks" in record:
+        from kvplan.validate.dist_report import render_ranks
+
+        print_result(as_json, record, lambda console: render_ranks(console, record))
+    else:
+        print_result(as_json, record, lambda console: _render(console, record, checks))
     if output is not None:
         from kvplan.validate.results import write_results
 

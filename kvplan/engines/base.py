@@ -77,6 +77,8 @@ class Engine:
     # Attention's indexer keys; ParallelHybrid: Falcon-H1's attention + Mamba layers); an engine whose
     # allocation of one nobody has read from its source refuses a model that has it
     reads_layers: frozenset[str] = frozenset()
+    supports_dp = False  # data-parallel ranks (each its own pool and requests) are modelled
+    supports_dcp = False  # decode context parallel (MLA latents striped over tp ranks) is modelled
 
     def __init__(self, version: str | None = None, opts: dict | None = None, explicit: dict | None = None):
         """Checked: an unknown version or option is a one-line error before any work."""
@@ -142,16 +144,20 @@ class Engine:
     def result(self, model, gpu, dep, req: Request) -> EngineResult:
         """`req` on `dep` as this engine allocates: its Plan (made once), printed figures and settings.
         A KvplanError where the engine cannot run the deployment."""
+        from kvplan.layout import rank_request, whole_answers
+
         self.check_layers(model)
+        self.check_layout(model, dep)
         st = self.settings(model, gpu, dep, req)
         view = self.view(model, st)
         r = self.request(req, st, view, dep)
-        prep = prepare(view, dep, r, self.rules(st))
-        budget = gpu_budget(gpu, r)
-        stages = self.budget(budgets(prep, budget, r), r, st)
-        use = usage(stages, r)
-        cap = self.capacity(view, dep, stages, r, st, use)
-        ans = self.answers(view, dep, stages, r, st, use, cap)
+        one = rank_request(r, dep)  # one data-parallel rank: its share of the requests, its own pool
+        prep = prepare(view, dep, one, self.rules(st), step_tokens=r.batch, placement=self.placement(view, dep))
+        budget = gpu_budget(gpu, one)
+        stages = self.budget(budgets(prep, budget, one), one, st)
+        use = usage(stages, one)
+        cap = self.capacity(view, dep, stages, one, st, use)
+        ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep)
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name)
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
 
@@ -166,6 +172,21 @@ class Engine:
                         else "layers that hold attention and a Mamba state side by side (Falcon-H1)")
                 raise KvplanError(f"{self.name} has no modelled allocation for {what}; plan it with --engine vllm "
                                   "or the default engine", EXIT_USAGE)
+
+    def placement(self, model, dep):
+        """Over how many ranks each part of the weights is split (kvplan.layout.Placement): vLLM's."""
+        from kvplan.layout import vllm_placement
+
+        return vllm_placement(dep.tp, dep.dp)
+
+    def check_layout(self, model, dep) -> None:
+        """A one-line error for a layout this engine is not modelled for (before any output)."""
+        if dep.dcp > 1 and not self.supports_dcp:
+            raise KvplanError(f"--dcp with --engine {self.name}: the engine's decode-context-parallel pool "
+                              "(pages x dcp) is not modelled; plan it without --engine", EXIT_USAGE)
+        if dep.dp > 1 and not self.supports_dp:
+            raise KvplanError(f"--dp with --engine {self.name}: data-parallel ranks are modelled for vllm and sglang",
+                              EXIT_USAGE)
 
     def plan(self, model, gpu, dep, req: Request) -> Plan:
         return self.result(model, gpu, dep, req).plan

@@ -20,6 +20,8 @@ _PREPARED_LIMIT = 1024  # entries; a 100k-plan sweep of 50 models needs about 60
 
 class NeutralEngine(Engine):
     name = "kvplan"
+    supports_dp = True
+    supports_dcp = True
     label = None  # reports say "engine-neutral" where an engine's label would go
     reads_layers = frozenset({"IndexedMLA", "ParallelHybrid"})  # its arithmetic is each spec's own
 
@@ -34,16 +36,20 @@ class NeutralEngine(Engine):
         """Every plan of gpus x requests, sharing the work that depends on neither the GPU nor the
         context (weights per stage, overhead, KV profiles) and the longest context per budget (it
         does not depend on the asked context). Every number is result()'s own (tests/test_reports.py)."""
+        from kvplan.layout import rank_request, whole_answers
+
+        self.check_layout(model, dep)
         prepared: dict = {}
         longest: dict = {}
         out = []
         limit = model.max_context
         for gpu in gpus:
-            for req in requests:
-                pkey = prepare_key(req)
+            for whole in requests:
+                req = rank_request(whole, dep)  # one data-parallel rank's share
+                pkey = (prepare_key(req), whole.batch)
                 prep = prepared.get(pkey)
                 if prep is None:
-                    prep = prepared[pkey] = _prepared(model, dep, req, pkey)
+                    prep = prepared[pkey] = _prepared(model, dep, req, pkey, whole.batch)
                 budget = gpu_budget(gpu, req)
                 stages = budgets(prep, budget, req)
                 use = usage(stages, req)
@@ -52,17 +58,18 @@ class NeutralEngine(Engine):
                 if mc is None:
                     mc = longest[mkey] = paged_max_context(stages, req.batch, limit)
                 ans = Answers(use.token_slots, int(use.concurrency), mc, use.room and use.concurrency >= req.batch)
-                out.append(assemble(model, gpu, dep, req, prep, budget, stages, use, ans))
+                out.append(assemble(model, gpu, dep, whole, prep, budget, stages, use, whole_answers(ans, dep)))
         return out
 
 
-def _prepared(model, dep, req, pkey):
+def _prepared(model, dep, req, pkey, step_tokens: int):
+    """prepare(), remembered by value; `pkey` includes the whole deployment's batch (step_tokens)."""
     key = (model, dep, pkey)
     prep = _PREPARED.get(key)
     if prep is None:
         if len(_PREPARED) >= _PREPARED_LIMIT:
             _PREPARED.clear()
-        prep = _PREPARED[key] = prepare(model, dep, req)
+        prep = _PREPARED[key] = prepare(model, dep, req, step_tokens=step_tokens)
     return prep
 
 

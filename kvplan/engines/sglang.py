@@ -22,8 +22,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.dtypes import DType
-from kvplan.engines.base import (Capacity, Engine, Figure, cache_dtypes, cdiv, check_opts, check_version, opt_float,
-                                 opt_int, parse_version)
+from kvplan.engines.base import (Capacity, Engine, Figure, cache_dtypes, cdiv, check_opts, check_version, opt_bool,
+                                 opt_float, opt_int, parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import LOCAL_KINDS, Kind
 
@@ -31,7 +31,8 @@ GIB = 2**30
 MIB = 2**20
 VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
 DEFAULT_VERSION = "0.5.23"
-OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs")
+OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs",
+        "enable_dp_attention")
 # Memory taken before the weights load (CUDA context, NCCL): 22.49 GiB L4 total - 21.63 GiB free before
 # loading at tp=4 (github.com/didier-durand/llms-in-clouds docs/sglang.md, QwQ-32B). tp=1: an estimate.
 INIT_BYTES_TP1 = 512 * MIB
@@ -94,6 +95,27 @@ def _default_graph_bs(gpu_gib: float) -> int:
     return 512
 
 
+def dp_attention(model, dep, opts: dict) -> bool:
+    """Whether this deployment is SGLang DP attention (--enable-dp-attention): by default a MoE model's
+    dp ranks are, a dense model's are replicas (--dp-size alone). Layouts kvplan does not place as
+    SGLang would are refused with the reason (docs/engines.md 9.2)."""
+    dp = dep.dp
+    moe = bool(model.params.num_experts)
+    on = opt_bool(opts, "enable_dp_attention", dp > 1 and moe)
+    if on and dp == 1:
+        raise KvplanError("enable_dp_attention needs --dp above 1 (kvplan's --dp is SGLang's --dp-size; "
+                          "its --tp-size is then tp × dp)", EXIT_USAGE)
+    if on and not moe:
+        raise KvplanError("enable_dp_attention on a dense model: SGLang then runs its MLPs tensor parallel over "
+                          "every rank, which kvplan does not model; plan --dp replicas (enable_dp_attention=false)",
+                          EXIT_USAGE)
+    if dp > 1 and moe and not on:
+        raise KvplanError("--dp on a MoE model without enable_dp_attention is SGLang replicas (each with all "
+                          "experts over --tp-size): plan one replica with --tp and use cheapest --replicas",
+                          EXIT_USAGE)
+    return on
+
+
 def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Settings:
     opts = dict(opts or {})
     check_opts("sglang", opts, OPTS)
@@ -101,7 +123,9 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     gib = gpu.memory_usable_bytes / GIB
     chunked = opt_int(opts, "chunked_prefill_size", _default_chunked(version, gib))
     graph_bs = opt_int(opts, "cuda_graph_max_bs", _default_graph_bs(gib))
-    frac = default_fraction(version, gpu.memory_usable_bytes / MIB, dep.tp, dep.pp, chunked, graph_bs)
+    dpa = dp_attention(model, dep, opts)
+    tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
+    frac = default_fraction(version, gpu.memory_usable_bytes / MIB, tp_size, dep.pp, chunked, graph_bs)
     if (explicit or {}).get("gpu_memory_utilization"):
         frac = explicit["gpu_memory_utilization"]  # --gpu-memory-utilization doubles as the fraction
     frac = opt_float(opts, "mem_fraction_static", frac)
@@ -199,9 +223,22 @@ class Sglang(Engine):
     default_version = DEFAULT_VERSION
     option_names = OPTS
     emits = True
+    supports_dp = True  # DP attention: each rank its own token pool and requests
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
+
+    def check_layout(self, model, dep) -> None:
+        super().check_layout(model, dep)
+        dp_attention(model, dep, self.opts)
+
+    def placement(self, model, dep):
+        """DP attention places dense MLPs, the LM head and the embedding differently (docs/engines.md 9.2)."""
+        from kvplan.layout import sglang_dpa_placement, vllm_placement
+
+        if dp_attention(model, dep, self.opts):
+            return sglang_dpa_placement(dep.tp, dep.dp)
+        return vllm_placement(dep.tp, dep.dp)
 
     def request(self, req, st: Settings, model, dep):
         # rest = free_before x fraction - weights, with free_before = total - init: as the planner's
@@ -222,15 +259,16 @@ class Sglang(Engine):
 
     def emit_args(self, plan, model, settings: dict) -> list[str]:
         """`python -m sglang.launch_server` (srt/server_args.py): --context-length, --mem-fraction-static,
-        --tp-size, --max-running-requests, --kv-cache-dtype, --page-size."""
+        --tp-size (every rank), --dp-size, --enable-dp-attention, --ep-size, --pp-size
+        (kvplan.layout.parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype,
+        --page-size."""
         from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs
+        from kvplan.layout import parallel_flags
 
         r, dep = plan.request, plan.deployment
         args = ["python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
                 "--context-length", str(r.context), "--mem-fraction-static", f"{_emit_fraction(plan, settings, model):g}",
-                "--tp-size", str(dep.tp), "--max-running-requests", str(serve_seqs(plan))]
-        if dep.pp > 1:
-            args += ["--pp-size", str(dep.pp)]
+                *parallel_flags("sglang", dep, model), "--max-running-requests", str(serve_seqs(plan))]
         kv = kv_dtype_arg(self.name, r.kv_dtype, model)
         if kv:
             args += ["--kv-cache-dtype", kv]

@@ -276,6 +276,7 @@ class Vllm(Engine):
     emits = True
     # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer; Falcon-H1: a FullAttentionSpec and a MambaSpec
     reads_layers = frozenset({"IndexedMLA", "ParallelHybrid"})
+    supports_dp = True  # -dp: each DP rank an engine core with its own scheduler and pool
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
@@ -320,13 +321,15 @@ class Vllm(Engine):
         return {**st.as_dict(), **{f"overhead_{k}": v for k, v in parts.items()}}
 
     def emit_args(self, plan, model, settings: dict) -> list[str]:
-        """`vllm serve` flags (vllm/engine/arg_utils.py): --max-model-len, --max-num-seqs,
-        --gpu-memory-utilization or --kv-cache-memory-bytes (>= 0.11.0), --kv-cache-dtype, -tp/-pp, --block-size."""
+        """`vllm serve` flags (vllm/engine/arg_utils.py): --max-model-len, --max-num-seqs (per data-parallel
+        rank), --gpu-memory-utilization or --kv-cache-memory-bytes (>= 0.11.0), --kv-cache-dtype, -tp/-pp,
+        --data-parallel-size, --enable-expert-parallel (kvplan.layout.parallel_flags), --block-size."""
         from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs
+        from kvplan.layout import parallel_flags
 
         r, dep = plan.request, plan.deployment
-        args = ["vllm", "serve", model_arg(model), "--max-model-len", str(r.context), "--max-num-seqs",
-                str(serve_seqs(plan))]
+        seqs = -(-serve_seqs(plan) // dep.dp)  # each DP rank's scheduler: never below its share of the plan
+        args = ["vllm", "serve", model_arg(model), "--max-model-len", str(r.context), "--max-num-seqs", str(seqs)]
         if r.kv_cache_memory_bytes is not None:
             args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]
         else:
@@ -337,9 +340,7 @@ class Vllm(Engine):
         kv = kv_dtype_arg(self.name, r.kv_dtype, model)
         if kv:
             args += ["--kv-cache-dtype", kv]
-        args += ["-tp", str(dep.tp)]
-        if dep.pp > 1:
-            args += ["-pp", str(dep.pp)]
+        args += parallel_flags("vllm", dep, model)
         if settings["block_size"] != 16:
             args += ["--block-size", str(settings["block_size"])]
         return args

@@ -26,20 +26,8 @@ RANKING = ("fits first; then lowest cost per concurrent user (price x GPUs / max
            "the GPU has a price; then fewest GPUs; then most concurrent requests at the context")
 
 
-def deployment_for(count: int) -> Deployment:
-    """GPU count -> (tp, pp): tensor parallel within a node of 8, pipeline stages across nodes."""
-    if not 1 <= count <= MAX_GPU_COUNT:
-        raise KvplanError(f"GPU count must be between 1 and {MAX_GPU_COUNT}, got {count}", EXIT_USAGE)
-    if count <= NODE_GPUS:
-        return Deployment(count, 1)
-    if count % NODE_GPUS:
-        raise KvplanError(f"GPU count {count} spans nodes but is not a multiple of {NODE_GPUS} "
-                          f"(tp stays within a node; pipeline stages span nodes)", EXIT_USAGE)
-    return Deployment(NODE_GPUS, count // NODE_GPUS)
-
-
 def parse_counts(text: str) -> list[int]:
-    """`1,2,4,8` -> [1, 2, 4, 8] (each checked by deployment_for)."""
+    """`1,2,4,8` -> [1, 2, 4, 8]. Each count becomes a layout per model by kvplan.deploy's one rule."""
     items = [t.strip() for t in str(text).split(",") if t.strip()]
     if not items:
         raise KvplanError(f"GPU count list {text!r} is empty", EXIT_USAGE)
@@ -47,7 +35,8 @@ def parse_counts(text: str) -> list[int]:
     for t in items:
         if not t.isdigit():
             raise KvplanError(f"GPU count {t!r} is not a whole number (try 1,2,4,8)", EXIT_USAGE)
-        deployment_for(int(t))
+        if not 1 <= int(t) <= MAX_GPU_COUNT:
+            raise KvplanError(f"GPU count must be between 1 and {MAX_GPU_COUNT}, got {t}", EXIT_USAGE)
         if int(t) not in out:
             out.append(int(t))
     return out
@@ -134,13 +123,15 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
         raise KvplanError(f"two models are named {dup!r}; name each model once", EXIT_USAGE)
-    deployments = [deployment_for(c) for c in gpu_counts]
+    for count in gpu_counts:
+        if not 1 <= count <= MAX_GPU_COUNT:
+            raise KvplanError(f"GPU count must be between 1 and {MAX_GPU_COUNT}, got {count}", EXIT_USAGE)
     gpus = list(gpus)
     prices = dict(prices or {})
     plans: list[Plan] = []
     skipped: list[Skipped] = []
     with _collector_paused():
-        _cross(models, gpus, deployments, contexts, kv_dtypes, weight_dtypes, batch, block_size,
+        _cross(models, gpus, gpu_counts, contexts, kv_dtypes, weight_dtypes, batch, block_size,
                gpu_memory_utilization, plans, skipped, progress, engine, layouts)
         plans.sort(key=lambda p: rank_key(p, prices.get(p.gpu)))
     return SweepResult(plans, {m.name: m for m in models}, skipped, prices, engine.label)
@@ -180,17 +171,26 @@ def _best_layouts(model, gpus, count: int, requests, engine) -> list[Plan]:
     return [min(same, key=layout_rank_key) for same in zip(*grids)]
 
 
-def _cross(models, gpus, deployments, contexts, kv_dtypes, weight_dtypes, batch, block_size,
+def _cross(models, gpus, gpu_counts, contexts, kv_dtypes, weight_dtypes, batch, block_size,
            gpu_memory_utilization, plans, skipped, progress, engine, layouts=False) -> None:
-    from kvplan.deploy import validate_deployment
+    from kvplan.deploy import deployment_for_gpus, validate_deployment
 
     for model in models:
         requests = [Request(context=ctx, batch=batch, kv_dtype=dt, weight_dtype=wd, block_size=block_size,
                             gpu_memory_utilization=gpu_memory_utilization)
                     for wd in weight_dtypes for dt in kv_dtypes_for(model, kv_dtypes) for ctx in contexts]
-        for dep in deployments:
+        for count in gpu_counts:
             n = len(gpus) * len(requests)
-            dep = engine.deployment(dep)
+            default = deployment_for_gpus(model, count)  # the one rule: a GPU count -> tp x pp
+            if default is None:
+                tp = min(count, NODE_GPUS)
+                skipped.append(Skipped(model.name, count, tp, count // tp,
+                                       f"no tp x pp split of {count} GPUs is valid ({model.num_attention_heads} "
+                                       f"attention heads, {model.num_layers} layers)", n))
+                if progress is not None:
+                    progress(n)
+                continue
+            dep = engine.deployment(default)
             if layouts and engine.name != "llama.cpp":
                 best = _best_layouts(model, gpus, dep.gpus, requests, engine)
                 plans.extend(best)

@@ -29,7 +29,7 @@ from kvplan.deploy import Deployment
 from kvplan.engines import resolve_engine
 from kvplan.plan import Request
 from kvplan.prices import load_prices
-from kvplan.sweep import deployment_for, rank_key, sweep, sweep_rows
+from kvplan.sweep import parse_counts, rank_key, sweep, sweep_rows
 
 plan, plan_grid = resolve_engine().plan, resolve_engine().grid
 
@@ -74,13 +74,15 @@ def test_cached_profiles_equal_fresh_ones():
 
 
 def test_sweep_skips_and_counts_invalid_deployments():
-    # gpt2 has 12 attention heads: tp 1, 2, 4 divide them, tp 8 does not.
+    # gpt2: 12 attention heads and 12 layers. 8 GPUs: tp 8 does not divide the heads, so the one
+    # layout rule takes tp 4 x pp 2. 13 GPUs (prime): only tp 1 x pp 13, more stages than layers.
     gpus = [find_gpu("h100"), find_gpu("a100-80"), find_gpu("l4")]
     done = []
-    r = sweep([spec("gpt2")], gpus, [1, 2, 4, 8], [512, 1024], ["bf16"], progress=done.append)
-    assert sum(done) == 4 * 3 * 2  # the progress bar reaches every combination, skipped ones included
-    assert len(r.plans) == 3 * 3 * 2  # 3 valid counts x 3 GPUs x 2 contexts
-    assert len(r.skipped) == 1 and r.skipped[0].gpus == 8 and "does not divide the 12" in r.skipped[0].reason
+    r = sweep([spec("gpt2")], gpus, [1, 2, 4, 8, 13], [512, 1024], ["bf16"], progress=done.append)
+    assert sum(done) == 5 * 3 * 2  # the progress bar reaches every combination, skipped ones included
+    assert len(r.plans) == 4 * 3 * 2  # 4 valid counts x 3 GPUs x 2 contexts
+    assert {(p.deployment.tp, p.deployment.pp) for p in r.plans} == {(1, 1), (2, 1), (4, 1), (4, 2)}
+    assert len(r.skipped) == 1 and r.skipped[0].gpus == 13 and "no tp x pp split of 13 GPUs" in r.skipped[0].reason
     assert r.skipped_plans == 3 * 2  # 3 GPUs x 2 contexts never planned
     for p in r.plans:  # every plan is plan()'s own
         assert p == plan(spec("gpt2"), find_gpu(p.gpu), p.deployment, p.request)
@@ -100,12 +102,21 @@ def test_sweep_ranking_and_dtype_dedup():
     assert r.plans[0] in priced  # a priced fit before any unpriced one
 
 
-def test_deployment_for_counts():
-    assert deployment_for(4) == Deployment(4, 1)
-    assert deployment_for(16) == Deployment(8, 2)  # tp within a node of 8, a pipeline stage per node
-    for bad in (0, 12):
+def test_gpu_counts_use_the_one_layout_rule():
+    """sweep's GPU counts become layouts by kvplan.deploy.deployment_for_gpus, as fit and cheapest do:
+    the widest tp (<= 8, within a node) that divides the heads, then pipeline stages."""
+    from kvplan.deploy import deployment_for_gpus
+
+    llama = find_in_catalog("llama-3.1-8b")  # 32 heads, 8 KV heads
+    assert deployment_for_gpus(llama, 4) == Deployment(4, 1)
+    assert deployment_for_gpus(llama, 16) == Deployment(8, 2)  # a pipeline stage per node of 8
+    assert deployment_for_gpus(llama, 12) == Deployment(4, 3)  # 12 % 8 != 0: tp 4, three stages
+    r = sweep([llama], [find_gpu("h100")], [12, 16], [8192])
+    assert {(p.deployment.tp, p.deployment.pp) for p in r.plans} == {(4, 3), (8, 2)}
+    assert parse_counts("1,2,12") == [1, 2, 12]
+    for bad in ("0", "5000"):
         with pytest.raises(KvplanError):
-            deployment_for(bad)
+            parse_counts(bad)
 
 
 # --- CSV and JSON ----------------------------------------------------------------------------------
@@ -307,7 +318,6 @@ def test_cli_bad_prices_and_inputs(tmp_path, kvplan_home):
     one_line_error(run(*base, "--prices", bad), 2, "price must be a positive number")
     one_line_error(run(*base, "--prices", tmp_path / "nope.yaml"), 3, "does not exist")
     one_line_error(run(*base, "--gpu", "h1000"), 3, "did you mean")
-    one_line_error(run(*base, "--gpu-counts", "12"), 2, "not a multiple of 8")
     one_line_error(run(*base, "--gpu-counts", "0"), 2, "between 1 and")
     one_line_error(run(*base, "--kv-dtype", "fp7"), 2, "unknown KV cache dtype")
     one_line_error(run(*base, "-o", tmp_path / "no" / "dir.csv"), 2, "does not exist")
@@ -381,13 +391,17 @@ def test_cheapest_says_why_and_exits_6(kvplan_home):
 
 
 def test_cheapest_speed_floor_and_invalid_tp(kvplan_home):
-    # gpt2: 12 heads, so tp 8 is invalid; a floor of a million tokens/s per request is unreachable.
+    # gpt2: 12 heads and 12 layers, so 13 GPUs have no valid split; a floor of a million tokens/s per
+    # request is unreachable.
+    r = run("cheapest", "gpt2", "--ctx", "1k", "--concurrency", "2", "--gpu", "h100", "--gpu-counts", "13",
+            "--json")
+    one_line_error(r, 2, "no tp x pp split of 13 GPUs is valid")
     r = run("cheapest", "gpt2", "--ctx", "1k", "--concurrency", "2", "--gpu", "h100", "--gpu-counts", "1,8",
             "--min-tokens-per-second", "1e6", "--json")
     assert r.exit_code == 6, r.output
-    whys = sorted(f["why"] for f in json.loads(r.stdout)["fails"])
-    assert whys[0].startswith("invalid: tp=8 does not divide the 12 attention heads")
-    assert whys[1].startswith("too slow: ") and "< 1e+06" in whys[1]
+    fails = json.loads(r.stdout)["fails"]
+    assert len(fails) == 2 and all(f["why"].startswith("too slow: ") and "< 1e+06" in f["why"] for f in fails)
+    assert sorted((f["tp"], f["pp"]) for f in fails) == [(1, 1), (4, 2)]  # 8 GPUs: tp 8 cannot split 12 heads
     r = run("cheapest", "gpt2", "--ctx", "1k", "--concurrency", "2", "--gpu", "h100", "--gpu-counts", "1",
             "--min-tokens-per-second", "10", "--json")
     meets = json.loads(r.stdout)["meets"]

@@ -67,10 +67,9 @@ def cheapest(
     from kvplan.cli.engine_fit import engine_flags
     from kvplan.cheapest import RANKING, candidate_row, cheapest as rank, failure_summary
     from kvplan.dtypes import canonical_kv_dtype, canonical_weight_dtype
-    from kvplan.deploy import candidate_deployments
     from kvplan.prices import load_prices
     from kvplan.resolve import resolve_model
-    from kvplan.sweep import deployment_for, parse_counts
+    from kvplan.sweep import parse_counts
     from kvplan.units import human_tokens, parse_fraction, parse_tokens
 
     hw = hw_profiles or ()
@@ -100,13 +99,13 @@ def cheapest(
     requests = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = resolved.spec
+    deps = _deployments(spec, counts, max_gpus)  # a count no split can run fails before any notes
     print_notes(resolved)
     if ctx_tokens is None:
         ctx_tokens = spec.max_context
         stderr(f"note: --ctx not given; using the model's limit, {ctx_tokens:,} tokens")
     if ctx_tokens > spec.max_context:
         stderr(f"warning: context {ctx_tokens:,} exceeds the model's max_position_embeddings ({spec.max_context:,})")
-    deps = [deployment_for(c) for c in counts] if counts else candidate_deployments(spec, max_gpus)
     candidates = rank(spec, gpu_list, ctx_tokens, concurrency, deployments=deps, min_tokens_per_second=min_tps,
                       prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=wdt,
                       gpu_memory_utilization=gmu, block_size=block_size, engine=chosen,
@@ -199,3 +198,16 @@ def _layout(c) -> str:
 
 def _money(v) -> str:
     return "–" if v is None else f"{v:,.2f}"
+
+
+def _deployments(spec, counts, max_gpus):
+    """--gpu-counts as kvplan.deploy's one rule splits each for this model, else the search's candidates."""
+    from kvplan.deploy import candidate_deployments, deployment_for_gpus
+
+    if not counts:
+        return candidate_deployments(spec, max_gpus)
+    deps = [d for d in (deployment_for_gpus(spec, c) for c in counts) if d is not None]
+    if not deps:
+        raise KvplanError(f"{spec.name}: no tp x pp split of {', '.join(map(str, counts))} GPUs is valid "
+                          f"({spec.num_attention_heads} attention heads, {spec.num_layers} layers)", EXIT_USAGE)
+    return deps

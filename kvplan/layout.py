@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kvplan.layers import Kind, MLALatent
+from kvplan.deploy import NODE_GPUS
+from kvplan.layers import IndexedMLA, Kind, MLALatent
 from kvplan.model import ModelSpec, WeightBytes
 
-NODE_GPUS = 8
 
 
 def layout_problem(model: ModelSpec, tp: int, pp: int, dp: int, ep: int, dcp: int = 1) -> str | None:
@@ -34,7 +34,7 @@ def layout_problem(model: ModelSpec, tp: int, pp: int, dp: int, ep: int, dcp: in
         if tp % dcp:
             return f"dcp={dcp}: decode context parallelism reuses the tp group's GPUs, so it must divide tp={tp}"
         kinds = {str(layer.kind) for layer in model.layers if layer.elements_per_token(1)} - {Kind.MLA}
-        if any(hasattr(layer, "indexer_bytes") for layer in model.layers):  # layers.IndexedMLA
+        if any(isinstance(layer, IndexedMLA) for layer in model.layers):
             return (f"dcp={dcp}: how vLLM splits DeepSeek Sparse Attention's indexer key cache over decode-context-"
                     "parallel ranks is not modelled")
         if kinds or not any(layer.kind == Kind.MLA for layer in model.layers):
@@ -231,7 +231,7 @@ def parallel_flags(engine: str, dep, model: ModelSpec) -> list[str]:
             args += ["--data-parallel-size", str(dp)]
         if ep > 1:
             args += ["--enable-expert-parallel"]
-        if getattr(dep, "dcp", 1) > 1:
+        if dep.dcp > 1:
             args += ["--decode-context-parallel-size", str(dep.dcp)]
         return args
     if engine == "sglang":
@@ -244,7 +244,7 @@ def parallel_flags(engine: str, dep, model: ModelSpec) -> list[str]:
             args += ["--ep-size", str(ep)]
         if pp > 1:
             args += ["--pp-size", str(pp)]
-        if getattr(dep, "dcp", 1) > 1:
+        if dep.dcp > 1:
             args += ["--dcp-size", str(dep.dcp)]
         return args
     return []
@@ -254,7 +254,7 @@ def layout_text(dep) -> str:
     """'tp 8', 'tp 1 × dp 8, ep 8', 'tp 4 × pp 2'."""
     text = " × ".join([f"tp {dep.tp}"] + [f"{k} {v}" for k, v in (("pp", dep.pp), ("dp", dep.dp)) if v > 1])
     return (text + (f", ep {dep.ep}" if dep.ep > 1 else "")
-            + (f", dcp {dep.dcp}" if getattr(dep, "dcp", 1) > 1 else ""))
+            + (f", dcp {dep.dcp}" if dep.dcp > 1 else ""))
 
 
 @dataclass(frozen=True)

@@ -189,10 +189,7 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_t
     why = validate_deployment(model, dep)
     if why:
         raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
-    from kvplan.dtypes import canonical_kv_dtype
-
-    kv_dtype = req.kv_dtype or canonical_kv_dtype("auto", model.dtype)
-    state_dtype = req.state_dtype or canonical_kv_dtype("auto", model.dtype)
+    kv_dtype, state_dtype = cache_dtypes(req, model)
     wb = weight_bytes(model, req.weight_dtype)
     if req.weight_dtype is None and model.checkpoint_bytes and wb.total:
         scale = model.checkpoint_bytes / wb.total  # exact published bytes, split as computed
@@ -313,3 +310,11 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         fits=fits, decode_step_seconds=step, decode_tokens_per_second=req.batch / step if step > 0 else 0.0,
         bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s, stages=stages, warnings=tuple(warnings),
     )
+
+
+def cache_dtypes(req: Request, model):
+    """(KV cache dtype, recurrent-state dtype) of a request: the model's own where not given."""
+    from kvplan.dtypes import canonical_kv_dtype
+
+    own = canonical_kv_dtype("auto", model.dtype)
+    return req.kv_dtype or own, req.state_dtype or own

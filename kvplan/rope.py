@@ -16,6 +16,8 @@ max_position_embeddings rows, a floor. Families without RoPE have none.
 from __future__ import annotations
 
 _NO_ROPE = {"gpt2", "gpt_bigcode", "bloom", "mpt", "mamba", "mamba2", "jamba", "nemotron_h", "opt"}
+_FP32_TABLES = {"gpt_oss"}  # vLLM models/gpt_oss.py OAIAttention: get_rope(..., dtype=torch.float32)
+_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 _CAP = 1 << 40  # no config has near this many elements; a hostile one is clamped, not trusted
 
 
@@ -49,3 +51,10 @@ def rope_cache_elems(data: dict, model_type: str, head_dim: int) -> int:
     if model_type in ("gemma3", "gemma3_text") and data.get("rope_local_base_freq") is not None:
         total += int(max_pos) * int(rotary)  # the sliding layers' own table (base 10,000, no scaling)
     return min(total, _CAP)
+
+
+def rope_table_bytes(model) -> int:
+    """Bytes of a model's RoPE tables on one rank: its elements in the model's dtype, or in fp32 for
+    the families whose vLLM model file asks for an fp32 table."""
+    elems = getattr(model, "rope_cache_elems", 0)
+    return elems * (4 if model.family in _FP32_TABLES else _DTYPE_BYTES.get(model.dtype, 2))

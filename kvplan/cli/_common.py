@@ -138,3 +138,30 @@ def markup_safe(text: str) -> str:
     from kvplan.markup import plain
 
     return plain(text)
+
+
+OUTPUT_FORMATS = {".csv": "CSV", ".json": "JSON", ".html": "HTML"}  # --output extension -> name
+
+
+def output_files(paths: list[Path], stdout_hint: str = "--json for stdout") -> list[tuple[Path, str]]:
+    """Each --output as (path, extension), checked before any work: a known format (OUTPUT_FORMATS),
+    a folder that exists, a name the filesystem takes, each path once."""
+    out = []
+    for path in paths:
+        fmt = path.suffix.lower()
+        if fmt not in OUTPUT_FORMATS:
+            raise KvplanError(f"--output {path}: the format comes from the extension: .csv, .json or .html "
+                              f"({stdout_hint})", EXIT_USAGE)
+        full = path.expanduser()
+        try:
+            folder_ok, is_dir = full.parent.is_dir(), full.is_dir()
+        except OSError as exc:  # a name too long for the filesystem
+            raise KvplanError(f"--output {path}: {exc.strerror or exc}", EXIT_USAGE) from None
+        if not folder_ok:
+            raise KvplanError(f"--output {path}: folder {full.parent} does not exist", EXIT_USAGE)
+        if is_dir:
+            raise KvplanError(f"--output {path} is a folder; give a file name", EXIT_USAGE)
+        if any(full == p for p, _ in out):
+            raise KvplanError(f"--output {path} is given twice", EXIT_USAGE)
+        out.append((full, fmt))
+    return out

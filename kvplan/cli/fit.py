@@ -15,14 +15,18 @@ def register(app: typer.Typer) -> None:
     app.command()(fit)
 
 
-def _request(ctx_tokens: int, batch: int, kv_dtype: str, weight_dtype, model, block_size: int,
-             gpu_memory_utilization: float, overhead: Optional[str], kv_cache_memory: Optional[str]):
+def _request(ctx_tokens: int, batch: int, kv_dtype: str, weight_dtype, model, block_size: Optional[int],
+             gpu_memory_utilization: Optional[str], overhead: Optional[str], kv_cache_memory: Optional[str]):
+    """The Request the flags ask for; block size and utilisation default to kvplan.plan's (vLLM's)."""
     from kvplan.dtypes import canonical_kv_dtype, canonical_weight_dtype
-    from kvplan.plan import Request
+    from kvplan.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Request
     from kvplan.units import parse_bytes, parse_fraction
 
     if not 1 <= batch <= MAX_BATCH:
         raise KvplanError(f"--batch must be between 1 and {MAX_BATCH:,}, got {batch}", EXIT_USAGE)
+    block_size = DEFAULT_BLOCK_SIZE if block_size is None else block_size
+    if gpu_memory_utilization is None:
+        gpu_memory_utilization = str(DEFAULT_GPU_MEMORY_UTILIZATION)
     if not 1 <= block_size <= 4096:
         raise KvplanError(f"--block-size must be between 1 and 4096, got {block_size}", EXIT_USAGE)
     return Request(
@@ -96,8 +100,7 @@ def fit(
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = resolved.spec
     req = _request(ctx_tokens or spec.max_context, batch, kv_dtype, weight_dtype, spec,
-                   16 if block_size is None else block_size,
-                   "0.9" if gpu_memory_utilization is None else gpu_memory_utilization, overhead, kv_cache_memory)
+                   block_size, gpu_memory_utilization, overhead, kv_cache_memory)
     from kvplan.deploy import Deployment
     from kvplan.layout import SEARCH, layout_from_flags
 

@@ -14,7 +14,7 @@ import typer
 
 from kvplan.cli._common import (
     BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt,
-    TokenOpt, WeightDtypeOpt, check_range, cli_errors, stderr,
+    OUTPUT_FORMATS, TokenOpt, WeightDtypeOpt, check_range, cli_errors, output_files, stderr,
 )
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
@@ -23,29 +23,10 @@ from kvplan.cli.workload import (
 from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 
 PROGRESS_MIN_REQUESTS = 20_000  # below this a run takes about a second: no bar
-FORMATS = {".csv": "CSV", ".json": "JSON", ".html": "HTML"}
 
 
 def register(app: typer.Typer) -> None:
     app.command()(simulate)
-
-
-def _output_files(paths: list[Path]) -> list[tuple[Path, str]]:
-    out = []
-    for path in paths:
-        fmt = path.suffix.lower()
-        if fmt not in FORMATS:
-            raise KvplanError(f"--output {path}: the format comes from the extension: .csv, .json or .html "
-                              "(--json for stdout)", EXIT_USAGE)
-        full = path.expanduser()
-        if not full.parent.is_dir():
-            raise KvplanError(f"--output {path}: folder {full.parent} does not exist", EXIT_USAGE)
-        if full.is_dir():
-            raise KvplanError(f"--output {path} is a folder; give a file name", EXIT_USAGE)
-        if any(full == p for p, _ in out):
-            raise KvplanError(f"--output {path} is given twice", EXIT_USAGE)
-        out.append((full, fmt))
-    return out
 
 
 @cli_errors
@@ -111,7 +92,7 @@ def simulate(
     check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
     check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
     check_range("--block-size", block_size, 1, 4096)
-    files = _output_files(output or [])
+    files = output_files(output or [])
     base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=max_num_seqs,
                         max_num_batched_tokens=max_num_batched_tokens, prefix_caching=not no_prefix_caching)
     runs = configs(base, compare)
@@ -177,8 +158,8 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     limit = None if max_model_len is None else parse_tokens(max_model_len, "--max-model-len")
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = resolved.spec
-    req = _request(limit or spec.max_context, 1, kv_dtype, weight_dtype, spec, 16 if block_size is None else block_size,
-                   "0.9" if gmu is None else gmu, overhead, kv_cache_memory)
+    req = _request(limit or spec.max_context, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead,
+                   kv_cache_memory)
     dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)
     name, version, opts = engine_flags
     chosen = engine_choice(name, None, version, opts, {
@@ -243,7 +224,7 @@ def _report(meta, results, files, as_json, title):
     else:
         _print_summary(results)
     for path, fmt in files:
-        stderr(f"wrote {FORMATS[fmt]}: {path}")
+        stderr(f"wrote {OUTPUT_FORMATS[fmt]}: {path}")
 
 
 def _print_summary(results) -> None:

@@ -13,7 +13,7 @@ import typer
 
 from kvplan.cli._common import (
     MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, PricesOpt, RevisionOpt,
-    TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, stderr, table,
+    OUTPUT_FORMATS, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, output_files, stderr, table,
 )
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
 from kvplan.cli.workload import (
@@ -24,7 +24,6 @@ from kvplan.errors import EXIT_USAGE, KvplanError
 
 PROGRESS_MIN_PLANS = 20_000  # below this a sweep takes well under a second: no bar
 MAX_SIMULATED_PLANS = 500  # --workload simulates each plan (about 0.1-1 s each)
-FORMATS = {".csv": "CSV", ".json": "JSON", ".html": "HTML"}
 
 
 def register(app: typer.Typer) -> None:
@@ -90,7 +89,7 @@ def sweep(
         raise KvplanError(f"--top must be 0 or more, got {top}", EXIT_USAGE)
     gmu = parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization") if gpu_memory_utilization else None
     chosen = engine_flags(engine, engine_version, engine_opt, gmu, block_size)
-    files = output_files(output or [])
+    files = output_files(output or [], "--json or --csv for stdout")
     if as_json and as_csv:
         raise KvplanError("--json and --csv both want stdout; write one of them to a file with --output", EXIT_USAGE)
     served = workload is not None or trace is not None
@@ -128,30 +127,7 @@ def sweep(
 
         Console().print(_sweep_table(result, _rows(result, None, limit=top), price_book.unit))
     for path, fmt in files:
-        stderr(f"wrote {FORMATS[fmt]}: {path}")
-
-
-def output_files(paths: list[Path]) -> list[tuple[Path, str]]:
-    """Each --output as (path, extension), checked before any planning: a known format, a folder that exists."""
-    out = []
-    for path in paths:
-        fmt = path.suffix.lower()
-        if fmt not in FORMATS:
-            raise KvplanError(f"--output {path}: the format comes from the extension: .csv, .json or .html "
-                              "(--json or --csv for stdout)", EXIT_USAGE)
-        full = path.expanduser()
-        try:
-            folder_ok, is_dir = full.parent.is_dir(), full.is_dir()
-        except OSError as exc:  # a name too long for the filesystem
-            raise KvplanError(f"--output {path}: {exc.strerror or exc}", EXIT_USAGE) from None
-        if not folder_ok:
-            raise KvplanError(f"--output {path}: folder {full.parent} does not exist", EXIT_USAGE)
-        if is_dir:
-            raise KvplanError(f"--output {path} is a folder; give a file name", EXIT_USAGE)
-        if any(full == p for p, _ in out):
-            raise KvplanError(f"--output {path} is given twice", EXIT_USAGE)
-        out.append((full, fmt))
-    return out
+        stderr(f"wrote {OUTPUT_FORMATS[fmt]}: {path}")
 
 
 def _run(args, kwargs, total: int):

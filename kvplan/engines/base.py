@@ -20,7 +20,8 @@ import re
 from typing import NamedTuple
 
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.plan import (Answers, Plan, Request, Stage, Usage, assemble, budgets, gpu_budget, paged_max_context,
+from kvplan.plan import (Answers, Plan, Request, Stage, Usage, assemble, budgets, gpu_budget,
+                         paged_max_context,
                          prepare, usage)
 from kvplan.profile import PAGED
 
@@ -194,14 +195,6 @@ class Engine:
     def grid(self, model, gpus, dep, requests) -> list[Plan]:
         """[plan(model, gpu, dep, req) for gpu in gpus for req in requests]."""
         return [self.plan(model, gpu, dep, req) for gpu in gpus for req in requests]
-
-
-def cache_dtypes(req: Request, model):
-    """(KV cache dtype, recurrent-state dtype) of a request: the model's own where not given."""
-    from kvplan.dtypes import canonical_kv_dtype
-
-    own = canonical_kv_dtype("auto", model.dtype)
-    return req.kv_dtype or own, req.state_dtype or own
 
 
 def parse_version(text: str) -> tuple[int, ...]:

@@ -18,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kvplan.engines.base import Capacity, Engine, Figure, cache_dtypes, check_opts, check_version, parse_version
+from kvplan.plan import cache_dtypes
+from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version, parse_version
 from kvplan.layers import LOCAL_KINDS, FullAttention, Kind
 
 VERSIONS = ("4.45.0", "4.57.6", "5.14.0", "5.15.0", "5.24.0")

@@ -22,7 +22,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.dtypes import DType
-from kvplan.engines.base import (Capacity, Engine, Figure, cache_dtypes, cdiv, check_opts, check_version, opt_bool,
+from kvplan.plan import cache_dtypes
+from kvplan.engines.base import (Capacity, Engine, Figure, cdiv, check_opts, check_version, opt_bool,
                                  opt_float, opt_int, parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import LOCAL_KINDS, Kind

@@ -39,7 +39,9 @@ def emit_advice(plan, settings: dict, model) -> tuple[float, str]:
     """The --mem-fraction-static `fit --emit sglang` should print and the margin it leaves, in words."""
     f = settings["mem_fraction_static"]
     # per data-parallel rank: each holds its own share of the requests in its own pool
-    batch, ctx = max(1, -(-plan.request.batch // plan.deployment.dp)), plan.request.context
+    from kvplan.layout import per_rank_batch
+
+    batch, ctx = per_rank_batch(plan.request.batch, plan.deployment.dp), plan.request.context
     low = lowest_fraction(plan, settings, batch)
     if low is None:
         return f, (f"margin: none; {batch} x {ctx:,} tokens do not fit even at --mem-fraction-static 0.99 "

@@ -109,7 +109,9 @@ def emit_advice(plan, settings: dict, model) -> tuple[float, str]:
     lowest one that does (never below the plan's); else the plan's, with that said."""
     g = settings["gpu_memory_utilization"]
     # per data-parallel rank: each holds its own share of the requests in its own pool
-    batch, ctx = max(1, -(-plan.request.batch // plan.deployment.dp)), plan.request.context
+    from kvplan.layout import per_rank_batch
+
+    batch, ctx = per_rank_batch(plan.request.batch, plan.deployment.dp), plan.request.context
     adv = lowest_utilization(plan, settings, model, batch)
     if adv is None:
         return g, (f"margin: none; {batch} x {ctx:,} tokens do not fit even at "

@@ -182,13 +182,10 @@ def weights_repack_extra(model, tp: int, gpu) -> int:
 # the GPU inside the model constructor, so "Model loading took" includes it on every rank (not
 # sharded). Rows and tables per family: kvplan.rope. Llama-4-Scout (10,485,760 positions x 128, bf16):
 # 2.5 GiB per rank; Llama 3.1 (131,072 x 128): 32 MiB.
-_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-
-
 def rope_tables_bytes(model) -> int:
-    if model.family == "gpt_oss":  # models/gpt_oss.py OAIAttention: get_rope(..., dtype=torch.float32)
-        return getattr(model, "rope_cache_elems", 0) * 4
-    return getattr(model, "rope_cache_elems", 0) * _DTYPE_BYTES.get(model.dtype, 2)
+    from kvplan.rope import rope_table_bytes
+
+    return rope_table_bytes(model)
 
 
 def cudagraph_estimate(layers_on_rank: int) -> int:

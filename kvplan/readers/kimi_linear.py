@@ -14,6 +14,7 @@ from __future__ import annotations
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import MLALatent, RecurrentState
 from kvplan.model import ParamCounts
+from kvplan.readers.states import linear_layer_types
 
 FAMILIES = {"kimi_linear"}
 
@@ -37,10 +38,7 @@ def _kinds(cfg, n: int, lac: dict) -> list[str]:
         return ["full" if i + 1 in full_set else "linear" for i in range(n)]
     if types is None:  # KimiLinearConfig's default: every 4th layer (from layer 4) full
         return ["full" if i and i % 4 == 0 else "linear" for i in range(n)]
-    names = {"full_attention": "full", "linear_attention": "linear"}
-    if not isinstance(types, list) or len(types) < n or not {str(t) for t in types[:n]} <= set(names):
-        raise KvplanError(f"{cfg.where}: layer_types must give full_attention / linear_attention for {n} layers", EXIT_USAGE)
-    return [names[t] for t in types[:n]]
+    return linear_layer_types(cfg, types, n)
 
 
 def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import FullAttention, RecurrentState
 from kvplan.model import ParamCounts
+from kvplan.readers.states import linear_layer_types
 
 FAMILIES = {"minimax_m1", "minimax", "MiniMaxM1", "minimax_text_01"}
 
@@ -29,10 +30,7 @@ def _kinds(cfg, n: int) -> list[str]:
     types = cfg.raw("layer_types")
     if types is None:  # MiniMaxConfig's default: even layers full, odd layers linear
         return ["full" if (i + 1) % 2 else "linear" for i in range(n)]
-    names = {"full_attention": "full", "linear_attention": "linear"}
-    if not isinstance(types, list) or len(types) < n or not {str(t) for t in types[:n]} <= set(names):
-        raise KvplanError(f"{cfg.where}: layer_types must give full_attention / linear_attention for {n} layers", EXIT_USAGE)
-    return [names[t] for t in types[:n]]
+    return linear_layer_types(cfg, types, n)
 
 
 def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:

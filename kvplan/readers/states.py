@@ -90,3 +90,12 @@ def mamba_state(cfg, g: dict) -> RecurrentState:
     state = cfg.int("mamba_d_state", "ssm_state_size", default=16)
     kernel = cfg.int("mamba_d_conv", "conv_kernel", default=4)
     return RecurrentState((kernel - 1) * inner, inner * state, inner, "mamba")
+
+
+def linear_layer_types(cfg, types, n: int) -> list[str]:
+    """A `layer_types` list of full_attention / linear_attention (MiniMax, Kimi-Linear) as 'full' /
+    'linear' for each of the n layers; anything else is refused rather than guessed."""
+    names = {"full_attention": "full", "linear_attention": "linear"}
+    if not isinstance(types, list) or len(types) < n or not {str(t) for t in types[:n]} <= set(names):
+        raise KvplanError(f"{cfg.where}: layer_types must give full_attention / linear_attention for {n} layers", EXIT_USAGE)
+    return [names[t] for t in types[:n]]

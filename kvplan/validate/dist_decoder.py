@@ -21,7 +21,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from kvplan.validate.decoder import MLP, Attention, Decoder, LatentAttention, MoE
+from kvplan.validate.decoder import MLP, Attention, Block, Decoder, LatentAttention, MoE
 from kvplan.validate.shard import Layout, Shard, kv_range, split_range
 
 
@@ -156,17 +156,12 @@ class VocabEmbedding(nn.Module):
         return _all_reduce(F.embedding(local, self.weight) * mine[..., None], self.group)
 
 
-class RankBlock(nn.Module):
-    def __init__(self, mixer, norm1, ffn, norm2):
-        super().__init__()
-        self.mixer, self.norm1, self.ffn, self.norm2 = mixer, norm1, ffn, norm2
+class RankBlock(Block):
+    """A Block made of this rank's shards (its forward is Block's: pre-norm residual mixer, then FFN)."""
 
-    def forward(self, x, start: int, cached: bool):
-        if self.mixer is not None:
-            x = x + self.mixer(self.norm1(x), start, cached)
-        if self.ffn is not None:
-            x = x + self.ffn(self.norm2(x))
-        return x
+    def __init__(self, mixer, norm1, ffn, norm2):
+        nn.Module.__init__(self)  # the parts are built by the caller, not from a blueprint
+        self.mixer, self.norm1, self.ffn, self.norm2 = mixer, norm1, ffn, norm2
 
 
 class RankDecoder(nn.Module):

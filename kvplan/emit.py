@@ -1,15 +1,14 @@
 """`--emit`: the serve command line that runs the plan kvplan just made, with the same numbers.
 
-Each engine that has a server writes its own flags (`emit_args` in kvplan/engines/<engine>.py);
-this module holds what they share: the model argument, the cache dtype's spelling, the slots.
+Each engine that has a server writes its own flags (`emit_args` in kvplan/engines/<engine>.py) and
+the margin they leave (`emit_note`); this module holds what they share: the model argument, the
+choice of a cache dtype flag, the slots.
 """
 
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
-
-EMITTERS = ("vllm", "sglang", "llama.cpp")
 
 
 def model_arg(model) -> str:
@@ -22,16 +21,12 @@ def model_arg(model) -> str:
     return model.name
 
 
-def kv_dtype_arg(engine: str, kv, model) -> str | None:
-    """The engine's spelling of the cache dtype, or None for the engine default (the model's dtype)."""
-    if kv is None or kv.name == model.dtype or (kv.name in ("bf16", "fp16") and model.dtype in ("bf16", "fp16")
-                                                  and engine != "llama.cpp"):
+def kv_dtype_arg(kv, model, spelling: dict[str, str]) -> str | None:
+    """The engine's spelling of the cache dtype (`spelling`: its Engine.kv_dtype_flags), or None for the
+    engine default (the model's dtype; a 16-bit cache of a 16-bit model is the default too)."""
+    if kv is None or kv.name == model.dtype or (kv.name in ("bf16", "fp16") and model.dtype in ("bf16", "fp16")):
         return None
-    if engine == "llama.cpp":
-        return {"fp16": "f16", "bf16": "bf16", "fp32": "f32"}.get(kv.name, kv.name)
-    if kv.name == "fp8":
-        return "fp8" if engine == "vllm" else "fp8_e4m3"
-    return {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}.get(kv.name, kv.name)
+    return spelling.get(kv.name, kv.name)
 
 
 def serve_seqs(plan) -> int:
@@ -42,16 +37,3 @@ def serve_seqs(plan) -> int:
 def emit(engine, result, model) -> str:
     """One shell command line for `result` (an EngineResult made by `engine`, a configured Engine)."""
     return shlex.join(engine.emit_args(result.plan, model, result.settings))
-
-
-def emit_note(engine, result, model) -> str | None:
-    """The margin the emitted command leaves, in words (vLLM without --kv-cache-memory-bytes, SGLang)."""
-    if engine.name == "sglang":
-        from kvplan.engines.sglang_boot import emit_advice as sglang_advice
-
-        return sglang_advice(result.plan, result.settings, model)[1]
-    if engine.name != "vllm" or result.plan.request.kv_cache_memory_bytes is not None:
-        return None
-    from kvplan.engines.vllm_boot import emit_advice
-
-    return emit_advice(result.plan, result.settings, model)[1]

@@ -51,6 +51,9 @@ class LayerSpec:
 
     kind: ClassVar[Kind]
     bounded: ClassVar[bool] = True  # its cache stops growing with the sequence
+    # What an engine must have read beyond its rule for `kind` to size this spec ("" for none): an
+    # engine that does not list the spec's type in `Engine.reads_layers` refuses it with these words.
+    allocation: ClassVar[str] = ""
 
     def elements_per_token(self, tp: int = 1) -> int:
         return 0
@@ -193,6 +196,8 @@ class IndexedMLA(MLALatent):
 
     index_head_dim: int = 128
 
+    allocation = "DeepSeek Sparse Attention's indexer key cache"
+
     def indexer_bytes(self) -> int:
         return self.index_head_dim + self.index_head_dim // INDEXER_QUANT_BLOCK * 4
 
@@ -268,6 +273,7 @@ class ParallelHybrid(LayerSpec):
 
     kind = Kind.FULL
     bounded = False
+    allocation = "layers that hold attention and a Mamba state side by side (Falcon-H1)"
 
     def parts(self) -> tuple[LayerSpec, LayerSpec]:
         return self.attention, self.state
@@ -290,10 +296,6 @@ class ParallelHybrid(LayerSpec):
 
     def describe(self) -> str:
         return f"{self.attention.describe()} + {self.state.describe()}"
-
-
-# Specs whose cache only some engines' arithmetic has been read for (kvplan.engines.base.Engine.reads_layers).
-ENGINE_SPECIFIC = frozenset({"IndexedMLA", "ParallelHybrid"})
 
 
 @dataclass(frozen=True)

@@ -87,14 +87,6 @@ def vllm_placement(tp: int, dp: int) -> Placement:
     return Placement(tp, tp, tp * dp, tp, tp)
 
 
-def sglang_dpa_placement(tp: int, dp: int) -> Placement:
-    """SGLang DP attention (--tp-size tp x dp --dp-size dp --enable-dp-attention): attention over its
-    attention-TP group (tp), dense MLPs, shared experts and the LM head over every rank (their
-    default tp group; --moe-dense-tp-size 1 / --enable-dp-lm-head change that), the embedding
-    whole (`VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled())`), experts over tp x dp."""
-    return Placement(tp, tp * dp, tp * dp, 1, tp * dp)
-
-
 def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, frac: float, place: Placement,
                  touched: float, kv_extra: int = 0) -> tuple[int, int]:
     """(resident bytes, bytes read per decode step) of one pipeline stage on one rank.
@@ -168,19 +160,6 @@ def layout_rank_key(plan) -> tuple:
     return (not plan.fits, -plan.max_concurrency, -plan.decode_tokens_per_second, dep.pp, -dep.tp)
 
 
-def why(plan, best) -> str:
-    """One line: how this layout compares with the best one."""
-    dep = plan.deployment
-    parts = [f"{plan.max_concurrency:,} requests" + ("" if plan.fits else " (does not fit)")]
-    parts.append(f"{plan.weight_bytes_per_gpu / 2**30:.1f} GiB weights and "
-                 f"{plan.kv_bytes_per_sequence_per_gpu / 2**30:.2f} GiB KV per request per GPU")
-    if dep.dp > 1:
-        parts.append(f"each of {dep.dp} dp ranks its own requests")
-    if plan is not best and best.max_concurrency:
-        parts.append(f"{plan.max_concurrency / best.max_concurrency:.0%} of the best")
-    return "; ".join(parts)
-
-
 SEARCH = "search"  # layout_from_flags: --gpus N alone, every layout of N GPUs is planned and ranked
 
 
@@ -212,42 +191,6 @@ def layout_from_flags(model: ModelSpec, gpus: int | None, tp: int | None, pp: in
     if why:
         raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
     return dep
-
-
-def parallel_flags(engine: str, dep, model: ModelSpec) -> list[str]:
-    """The serve flags that lay a deployment out, in the engine's own terms (docs/engines.md 9.1, 9.2).
-
-    vLLM: -tp / -pp per data-parallel rank, --data-parallel-size for dp, --enable-expert-parallel
-    (its size is always tp x dp). SGLang counts --tp-size over every rank: dp ranks of a MoE model
-    run as DP attention (--tp-size tp x dp --dp-size dp --enable-dp-attention, with --ep-size for
-    expert parallelism); a dense model's dp ranks are replicas (--dp-size, each --tp-size tp).
-    """
-    tp, pp, dp, ep = dep.tp, dep.pp, getattr(dep, "dp", 1), getattr(dep, "ep", 1)
-    if engine == "vllm":
-        args = ["-tp", str(tp)]
-        if pp > 1:
-            args += ["-pp", str(pp)]
-        if dp > 1:
-            args += ["--data-parallel-size", str(dp)]
-        if ep > 1:
-            args += ["--enable-expert-parallel"]
-        if dep.dcp > 1:
-            args += ["--decode-context-parallel-size", str(dep.dcp)]
-        return args
-    if engine == "sglang":
-        moe = bool(model.params.num_experts)
-        if dp > 1 and moe:
-            args = ["--tp-size", str(tp * dp), "--dp-size", str(dp), "--enable-dp-attention"]
-        else:
-            args = ["--tp-size", str(tp)] + (["--dp-size", str(dp)] if dp > 1 else [])
-        if ep > 1:
-            args += ["--ep-size", str(ep)]
-        if pp > 1:
-            args += ["--pp-size", str(pp)]
-        if dep.dcp > 1:
-            args += ["--dcp-size", str(dep.dcp)]
-        return args
-    return []
 
 
 def layout_text(dep) -> str:

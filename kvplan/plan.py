@@ -60,6 +60,16 @@ class Stage(NamedTuple):
     profile: KVProfile
 
 
+class PlanWarning(NamedTuple):
+    """Why a plan's verdict is what it is, as data: a message whose `{}` fields are `values` (raw
+    integers), each read in its `units` entry (a key of kvplan.report.FIGURE_FORMATS) at the edge
+    (kvplan.report.format_warning): no units in the core."""
+
+    message: str
+    values: tuple[int, ...] = ()
+    units: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Plan:
     model: str
@@ -85,7 +95,7 @@ class Plan:
     decode_tokens_per_second: float  # the whole batch
     bandwidth_bytes_per_s: int
     stages: tuple[Stage, ...] = field(repr=False, default=())
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[PlanWarning, ...] = ()
 
     @property
     def kv_used_bytes_per_gpu(self) -> int:
@@ -283,17 +293,17 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
     warnings = []
     fits, conc, max_ctx = ans.fits, ans.max_concurrency, ans.max_context  # max_ctx: for the budget as given
     if req.context > model.max_context:
-        warnings.append(f"context {req.context:,} exceeds the model's max_position_embeddings ({model.max_context:,})")
+        warnings.append(PlanWarning("context {} exceeds the model's max_position_embeddings ({})",
+                                    (req.context, model.max_context), ("count", "count")))
         fits, conc = False, 0
     if not use.room:
-        warnings.append("the weights and overhead leave no memory for the KV cache")
+        warnings.append(PlanWarning("the weights and overhead leave no memory for the KV cache"))
     if req.kv_cache_memory_bytes is not None:
         need = max(s.weight_bytes + s.overhead_bytes + s.kv_memory_bytes for s in stages)
         if need > usable:
-            GIB = 2**30
             fits, conc = False, 0
-            warnings.append(f"weights + overhead + the given KV budget ({need / GIB:.2f} GiB) exceed the GPU's "
-                            f"usable memory ({usable / GIB:.2f} GiB)")
+            warnings.append(PlanWarning("weights + overhead + the given KV budget ({}) exceed the GPU's usable "
+                                        "memory ({})", (need, usable), ("GiB", "GiB")))
     step = use.step_bytes / gpu.bandwidth_bytes_per_s
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy); dcp stripes it
     return Plan(

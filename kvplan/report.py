@@ -41,6 +41,15 @@ def format_figure(fig) -> str:
     return FIGURE_FORMATS[fig.unit](fig.value)
 
 
+def format_warning(warning) -> str:
+    """A plan's warning (kvplan.plan.PlanWarning) as people read it: its values in their units."""
+    return warning.message.format(*(FIGURE_FORMATS[u](v) for v, u in zip(warning.values, warning.units)))
+
+
+def plan_warnings(plan: Plan) -> list[str]:
+    return [format_warning(w) for w in plan.warnings]
+
+
 def engine_to_dict(res) -> dict:
     """An EngineResult's engine part for --json: its settings, figures (raw and as printed), notes."""
     cap = res.capacity
@@ -96,7 +105,7 @@ def plan_to_dict(plan: Plan, model) -> dict:
         "decode_step_seconds": plan.decode_step_seconds,
         "decode_tokens_per_second": plan.decode_tokens_per_second,
         "decode_tokens_per_second_per_request": (1 / plan.decode_step_seconds) if plan.decode_step_seconds else 0.0,
-        "warnings": list(plan.warnings),
+        "warnings": plan_warnings(plan),
     }
 
 

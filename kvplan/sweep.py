@@ -191,7 +191,7 @@ def _cross(models, gpus, gpu_counts, contexts, kv_dtypes, weight_dtypes, batch, 
                     progress(n)
                 continue
             dep = engine.deployment(default)
-            if layouts and engine.name != "llama.cpp":
+            if layouts and not engine.splits_layers_only:
                 best = _best_layouts(model, gpus, dep.gpus, requests, engine)
                 plans.extend(best)
                 if not best:

@@ -1,4 +1,5 @@
-"""What every kvplan command shares: option types, error mapping, warnings and one output helper.
+"""What every kvplan command shares: option types, error mapping, warnings, one output helper, the
+engine flags turned into a configured engine, and one progress bar.
 
 Imports nothing from kvplan.cli, so any command module can import it alone. stdout carries data
 (tables, JSON); stderr carries chatter. Every user error is a KvplanError, turned into
@@ -11,6 +12,7 @@ import functools
 import json
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Callable, Optional
 
@@ -78,6 +80,58 @@ def cli_errors(fn):
             raise typer.Exit(EXIT_ERROR) from None
 
     return wrapper
+
+
+def engine_from_flags(engine: Optional[str], version: Optional[str], opt_items, gpu_memory_utilization: Optional[str],
+                      block_size: Optional[int], emit_to: Optional[str] = None):
+    """(the configured engine, the --gpu-memory-utilization fraction or None) that --engine,
+    --engine-version, --engine-opt, --gpu-memory-utilization, --block-size (and fit's --emit) ask
+    for: the engine-neutral planner without --engine. Checked before anything is printed."""
+    from kvplan.engines import canonical_engine, emitters, resolve_engine
+    from kvplan.units import parse_fraction
+
+    check_range("--block-size", block_size, 1, 4096)
+    gmu = parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization") if gpu_memory_utilization else None
+    explicit = {"gpu_memory_utilization": gmu, "block_size": block_size}
+    if engine is None and emit_to is None:
+        if version or opt_items:
+            raise KvplanError("--engine-version and --engine-opt need --engine", EXIT_USAGE)
+        return resolve_engine(None, **explicit), gmu
+    name = canonical_engine(engine or emit_to)
+    if emit_to is not None:
+        if canonical_engine(emit_to) not in emitters():
+            raise KvplanError(f"--emit supports {', '.join(emitters())}, not {emit_to}", EXIT_USAGE)
+        if canonical_engine(emit_to) != name:
+            raise KvplanError(f"--emit {emit_to} does not match --engine {name}", EXIT_USAGE)
+    return resolve_engine(name, version, opt_items or (), **explicit), gmu
+
+
+class ProgressBar:
+    """What a long run reports to the bar: `advance(n)` more done, or `done(completed, total)`."""
+
+    def __init__(self, bar, task):
+        self._bar, self._task = bar, task
+
+    def advance(self, n: int = 1) -> None:
+        self._bar.advance(self._task, n)
+
+    def done(self, completed: int, total: Optional[int] = None) -> None:
+        self._bar.update(self._task, completed=completed, total=total)
+
+
+@contextmanager
+def progress_bar(label: str, total: int, *, show: bool = True, eta: bool = False):
+    """A transient progress bar on stderr while the block runs, when `show` and stderr is a terminal:
+    yields a ProgressBar, else None (the work runs without one)."""
+    if not (show and sys.stderr.isatty()):
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = [TextColumn(label), BarColumn(), MofNCompleteColumn()] + ([TimeRemainingColumn()] if eta else [])
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        yield ProgressBar(bar, bar.add_task(label, total=total))
 
 
 def print_warnings(by_plan) -> None:

@@ -9,7 +9,8 @@ import typer
 
 from kvplan.cli._common import (
     MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, JsonOpt, PricesOpt, RevisionOpt,
-    TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, print_result, print_notes, stderr, table,
+    TimeoutOpt, TokenOpt, check_range, cli_errors, engine_from_flags, markup_safe, print_notes, print_result,
+    progress_bar, stderr, table,
 )
 from kvplan.cli.selection import resolve_gpus
 from kvplan.cli.workload import (
@@ -64,13 +65,11 @@ def cheapest(
 
     Exit code 6 when no deployment meets the target (the reasons are still printed).
     """
-    from kvplan.cli.engine_fit import engine_flags
-    from kvplan.cheapest import RANKING, candidate_row, cheapest as rank, failure_summary
+    from kvplan.cheapest import cheapest as rank, failure_summary
     from kvplan.dtypes import canonical_kv_dtype, canonical_weight_dtype
-    from kvplan.prices import load_prices
     from kvplan.resolve import resolve_model
     from kvplan.sweep import parse_counts
-    from kvplan.units import human_tokens, parse_fraction, parse_tokens
+    from kvplan.units import parse_tokens
 
     hw = hw_profiles or ()
     served = workload is not None or trace is not None
@@ -83,20 +82,13 @@ def cheapest(
         raise KvplanError(f"--min-tokens-per-second must be a positive number, got {min_tps:g}", EXIT_USAGE)
     check_range("--max-gpus", max_gpus, 1, 4096)
     check_range("--replicas", replicas, 1, 4096)
-    check_range("--block-size", block_size, 1, 4096)
+    chosen, gmu = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
     ctx_tokens = None if ctx is None else parse_tokens(ctx, "--ctx")
     counts = parse_counts(gpu_counts) if gpu_counts is not None else None
-    gmu = parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization") if gpu_memory_utilization else None
-    chosen = engine_flags(engine, engine_version, engine_opt, gmu, block_size)
     canonical_kv_dtype(kv_dtype)
     wdt = canonical_weight_dtype(weight_dtype) if weight_dtype else None
-    gpu_list = resolve_gpus(gpu or "all", hw)
-    price_book = load_prices(prices, hw)
-    if gpu is None and prices is not None:  # a prices file names the GPUs one can buy: search those
-        gpu_list = [g for g in gpu_list if price_book.price(g) is not None]
-        stderr(f"note: searching the {len(gpu_list)} GPUs with a price ({', '.join(g.key for g in gpu_list)}); "
-               "--gpu all for every GPU")
-    requests = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
+    gpu_list, price_book = _gpus_and_prices(gpu, prices, hw)
+    loaded = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = resolved.spec
     deps = _deployments(spec, counts, max_gpus)  # a count no split can run fails before any notes
@@ -111,52 +103,65 @@ def cheapest(
                       gpu_memory_utilization=gmu, block_size=block_size, engine=chosen,
                       max_replicas=replicas, layouts=layouts)
     sims: dict = {}
+    sla = (slo_ttft, slo_tpot, slo_percent)
     if served:
-        candidates, sims = _serve(candidates, spec, gpu_list, requests, slo_ttft, slo_tpot, slo_percent)
+        candidates, sims = _serve(candidates, spec, gpu_list, loaded, sla)
+    target, data = _answer(spec, ctx_tokens, concurrency, min_tps, price_book, candidates, sims, loaded, sla)
     meets = [c for c in candidates if c.meets]
-    target = (f"{spec.name}: {concurrency:,} concurrent requests of {human_tokens(ctx_tokens)} tokens"
-              + (f", ≥ {min_tps:g} tokens/s each" if min_tps else ""))
-    if served:
-        target = (f"{spec.name}: {requests[2].split(' (')[0]}, requests up to {human_tokens(ctx_tokens)} tokens, "
-                  f"{sla_text(slo_ttft, slo_tpot, slo_percent)}")
-
-    def row(c, rank):
-        r = candidate_row(c, spec, rank)
-        d = c.deployment
-        return {**r, **sims.get((c.gpu, d.gpus, d.tp, d.pp), {})} if served else r
-
-    data = {"model": spec.name, "context": ctx_tokens, "concurrency": concurrency,
-            "min_tokens_per_second": min_tps, "currency": price_book.currency or None, "ranking": RANKING,
-            "meets": [row(c, i) for i, c in enumerate(meets, 1)],
-            "fails": [row(c, None) for c in candidates if not c.meets]}
-    if served:
-        data["workload"] = {**requests[1], "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot, "slo_percent": slo_percent}
     print_result(as_json, data, lambda console: _print_cheapest(
         console, target, meets, failure_summary(candidates), top, price_book.unit, len(candidates)))
     if not meets:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 
 
-def _serve(candidates, spec, gpu_list, requests, slo_ttft, slo_tpot, slo_percent):
-    """Candidates re-judged by simulating the workload on them (kvplan.simulate.capacity)."""
-    import sys
+def _gpus_and_prices(gpu, prices, hw):
+    """The GPUs --gpu names (a prices file alone: the GPUs it prices) and the price book."""
+    from kvplan.prices import load_prices
 
+    gpu_list = resolve_gpus(gpu or "all", hw)
+    price_book = load_prices(prices, hw)
+    if gpu is None and prices is not None:  # a prices file names the GPUs one can buy: search those
+        gpu_list = [g for g in gpu_list if price_book.price(g) is not None]
+        stderr(f"note: searching the {len(gpu_list)} GPUs with a price ({', '.join(g.key for g in gpu_list)}); "
+               "--gpu all for every GPU")
+    return gpu_list, price_book
+
+
+def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candidates, sims: dict, loaded, sla):
+    """(the target in words, the JSON document): the candidates meeting it, ranked, then the rest."""
+    from kvplan.cheapest import RANKING, candidate_row
+    from kvplan.units import human_tokens
+
+    target = (f"{spec.name}: {concurrency:,} concurrent requests of {human_tokens(ctx_tokens)} tokens"
+              + (f", ≥ {min_tps:g} tokens/s each" if min_tps else ""))
+    if loaded is not None:
+        target = (f"{spec.name}: {loaded.said.split(' (')[0]}, requests up to {human_tokens(ctx_tokens)} tokens, "
+                  f"{sla_text(*sla)}")
+
+    def row(c, rank):
+        r = candidate_row(c, spec, rank)
+        d = c.deployment
+        return {**r, **sims.get((c.gpu, d.gpus, d.tp, d.pp), {})} if loaded is not None else r
+
+    data = {"model": spec.name, "context": ctx_tokens, "concurrency": concurrency,
+            "min_tokens_per_second": min_tps, "currency": price_book.currency or None, "ranking": RANKING,
+            "meets": [row(c, i) for i, c in enumerate((c for c in candidates if c.meets), 1)],
+            "fails": [row(c, None) for c in candidates if not c.meets]}
+    if loaded is not None:
+        slo_ttft, slo_tpot, slo_percent = sla
+        data["workload"] = {**loaded.meta, "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot, "slo_percent": slo_percent}
+    return target, data
+
+
+def _serve(candidates, spec, gpu_list, loaded, sla):
+    """Candidates re-judged by simulating the workload on them (kvplan.simulate.capacity)."""
     from kvplan.simulate.capacity import Target, filter_candidates
 
-    reqs, _, said = requests
-    stderr(said)
-    target = Target(tuple(reqs), slo_ttft, slo_tpot, slo_percent)
+    stderr(loaded.said)
+    target = Target(tuple(loaded.requests), *sla)
     gpus = {g.key: g for g in gpu_list}
-    if not sys.stderr.isatty():
-        return filter_candidates(candidates, spec, gpus, target)
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), console=Console(stderr=True),
-                  transient=True) as bar:
-        task = bar.add_task("deployments", total=len(candidates))
-        return filter_candidates(candidates, spec, gpus, target,
-                                 progress=lambda done, total: bar.update(task, completed=done, total=total))
+    with progress_bar("simulating", len(candidates)) as bar:
+        return filter_candidates(candidates, spec, gpus, target, progress=bar and bar.done)
 
 
 def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, tried: int) -> None:

@@ -43,7 +43,7 @@ def check_log(
     if tp is not None and tp < 1:
         raise KvplanError(f"--tp must be at least 1, got {tp}", EXIT_USAGE)
     spec = _resolve_log_model(model, rec.model)
-    if spec is None and rec.model and rec.engine != "llama.cpp":
+    if spec is None and rec.model:
         stderr(f"note: the log's model {rec.model!r} is not in the catalog; pass --model to check it")
     result = reconcile(rec, spec, hw, engine_version, kv_dtype, tp)
     data = {"engine": result.engine, "version": result.version, "model": result.model, "gpu": result.gpu,

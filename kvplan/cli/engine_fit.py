@@ -1,8 +1,8 @@
-"""`fit`'s plans as an engine allocates (the engine-neutral planner without --engine), and the
-engine flags of fit, sweep and cheapest turned into a configured kvplan.engines.base.Engine.
+"""`fit`'s plans as an engine allocates (the engine-neutral planner without --engine).
 
-Every call into the engine API lives in this one module, so a change of that API touches the CLI
-here only. Heavy imports stay inside the functions so `kvplan fit` starts fast.
+Every call into a configured engine's planning API lives in this module (the flags become that
+engine in kvplan.cli._common.engine_from_flags), so a change of that API touches the CLI here only.
+Heavy imports stay inside the functions so `kvplan fit` starts fast.
 """
 
 import sys
@@ -10,32 +10,7 @@ import sys
 import typer
 
 from kvplan.cli._common import print_result, print_warnings, stderr
-from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
-
-
-def engine_choice(engine, emit_to, version, opt_items, explicit: dict):
-    """The engine the flags ask for (the engine-neutral planner without any), checked before
-    anything is printed (one-line errors, no half output)."""
-    from kvplan.engines import canonical_engine, resolve_engine
-
-    if engine is None and emit_to is None:
-        if version or opt_items:
-            raise KvplanError("--engine-version and --engine-opt need --engine", EXIT_USAGE)
-        return resolve_engine(None, **explicit)
-    name = canonical_engine(engine or emit_to)
-    if emit_to is not None:
-        from kvplan.emit import EMITTERS
-
-        if canonical_engine(emit_to) not in EMITTERS:
-            raise KvplanError(f"--emit supports {', '.join(EMITTERS)}, not {emit_to}", EXIT_USAGE)
-        if canonical_engine(emit_to) != name:
-            raise KvplanError(f"--emit {emit_to} does not match --engine {name}", EXIT_USAGE)
-    return resolve_engine(name, version, opt_items or (), **explicit)
-
-
-def engine_flags(engine, version, opt_items, gmu, block_size):
-    """sweep's and cheapest's --engine flags as a configured engine (checked now)."""
-    return engine_choice(engine, None, version, opt_items, {"gpu_memory_utilization": gmu, "block_size": block_size})
+from kvplan.errors import EXIT_DOES_NOT_FIT
 
 
 def engine_plan(engine, spec, hw, dep, req):
@@ -62,21 +37,21 @@ def fit_results(spec, hw, dep, req, engine):
 def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, layouts=None) -> None:
     """`fit`'s output for any engine: the plans, a named engine's own figures, the serve command
     (--emit), the formula (--explain), the exit code (--check)."""
-    from kvplan.report import engine_to_dict, plan_to_dict, render_plans
+    from kvplan.report import engine_to_dict, plan_to_dict, plan_warnings, render_plans
 
     results, titles, recommended = fit_results(spec, hw, dep, req, engine)
     plans = [r.plan for r in results]
     named = engine.label is not None  # a named engine: its own figures are shown too
-    print_warnings([(t, r.plan.warnings) for t, r in zip(titles, results)])
+    print_warnings([(t, plan_warnings(r.plan)) for t, r in zip(titles, results)])
     for note in dict.fromkeys(n for r in results for n in r.capacity.notes):
         stderr(f"note: {note}")
     chosen = results[recommended if recommended is not None else -1]
     command = margin = None
     if emit_to:
-        from kvplan.emit import emit, emit_note
+        from kvplan.emit import emit
 
         command = emit(engine, chosen, spec)
-        margin = emit_note(engine, chosen, spec)
+        margin = engine.emit_note(chosen, spec)
         if margin and not as_json:
             stderr(margin)
     dicts = [{**plan_to_dict(r.plan, spec), **({"engine": engine_to_dict(r)} if named else {})} for r in results]

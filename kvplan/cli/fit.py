@@ -6,7 +6,8 @@ import typer
 
 from kvplan.cli._common import (
     MAX_BATCH, BatchOpt, BlockSizeOpt, CtxOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt,
-    JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, cli_errors, print_notes, stderr,
+    JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, cli_errors, engine_from_flags, print_notes,
+    stderr,
 )
 from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 
@@ -90,7 +91,7 @@ def fit(
     as_json: JsonOpt = False,
 ):
     """Does MODEL fit on GPU at this context: concurrency, longest context, GPUs needed, decode speed."""
-    from kvplan.cli.engine_fit import engine_choice, fit_report
+    from kvplan.cli.engine_fit import fit_report
     from kvplan.hardware import find_gpu
     from kvplan.resolve import resolve_model
     from kvplan.units import parse_tokens
@@ -107,9 +108,7 @@ def fit(
     dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
     if not 1 <= gpus_per_node <= 1024:
         raise KvplanError(f"--gpus-per-node must be between 1 and 1024, got {gpus_per_node}", EXIT_USAGE)
-    chosen = engine_choice(engine, emit, engine_version, engine_opt, {
-        "gpu_memory_utilization": None if gpu_memory_utilization is None else req.gpu_memory_utilization,
-        "block_size": block_size})
+    chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size, emit)
     if dep != SEARCH:  # no flags: one GPU, then tp x pp deployments
         chosen.check_layout(spec, chosen.deployment(dep or Deployment()))
     # All input is valid from here on: now say where things came from.

@@ -14,13 +14,13 @@ TOP = 5
 
 def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
     """(the best deployment, the JSON rows of every layout); the table of the top few on stdout.
-    One GPU, or llama.cpp (layer split only), has one layout: no search, rows None."""
+    One GPU, or an engine that only splits layers (llama.cpp), has one layout: no search, rows None."""
     from kvplan.deploy import Deployment, search_layouts
-    from kvplan.layout import layout_text, why
+    from kvplan.layout import layout_text
 
     if gpus == 1:
         return Deployment(1, 1), None
-    if choice.name == "llama.cpp":  # one layout: layers split over the GPUs
+    if choice.splits_layers_only:  # one layout: layers split over the GPUs
         return Deployment(1, gpus), None
     plans = search_layouts(spec, hw, gpus, req, choice, per_node)
     if not plans:
@@ -49,3 +49,16 @@ def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
                       "tokens/s at the batch; ✗: does not fit. --json lists every layout with why.")
     stderr(f"note: planning the best layout, {layout_text(best.deployment)}")
     return best.deployment, rows
+
+
+def why(plan, best) -> str:
+    """One line: how this layout compares with the best one."""
+    dep = plan.deployment
+    parts = [f"{plan.max_concurrency:,} requests" + ("" if plan.fits else " (does not fit)")]
+    parts.append(f"{plan.weight_bytes_per_gpu / 2**30:.1f} GiB weights and "
+                 f"{plan.kv_bytes_per_sequence_per_gpu / 2**30:.2f} GiB KV per request per GPU")
+    if dep.dp > 1:
+        parts.append(f"each of {dep.dp} dp ranks its own requests")
+    if plan is not best and best.max_concurrency:
+        parts.append(f"{plan.max_concurrency / best.max_concurrency:.0%} of the best")
+    return "; ".join(parts)

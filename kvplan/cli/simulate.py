@@ -14,7 +14,8 @@ import typer
 
 from kvplan.cli._common import (
     BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt,
-    OUTPUT_FORMATS, TokenOpt, WeightDtypeOpt, check_range, cli_errors, output_files, stderr,
+    OUTPUT_FORMATS, TokenOpt, WeightDtypeOpt, check_range, cli_errors, engine_from_flags, output_files, progress_bar,
+    stderr,
 )
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
@@ -91,18 +92,19 @@ def simulate(
         raise KvplanError(f"--step-overhead must be 0 or more seconds, got {step_overhead:g}", EXIT_USAGE)
     check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
     check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
-    check_range("--block-size", block_size, 1, 4096)
+    chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
     files = output_files(output or [])
     base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=max_num_seqs,
                         max_num_batched_tokens=max_num_batched_tokens, prefix_caching=not no_prefix_caching)
     runs = configs(base, compare)
-    requests, described, said = load_requests(workload, trace, trace_format, qps, duration, seed)
+    loaded = load_requests(workload, trace, trace_format, qps, duration, seed)
     sim, meta, notes = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
-                                         (engine, engine_version, engine_opt), hw_profiles, revision, token, timeout)
-    for line in notes if find_rate else [said, *notes]:  # every input is valid: say where things came from
+                                         chosen, hw_profiles, revision, token, timeout)
+    for line in notes if find_rate else [loaded.said, *notes]:  # every input is valid: say where things came from
         stderr(line)
-    meta.update(described)
+    meta.update(loaded.meta)
+    requests = loaded.requests
     meta.update({"runs": list(runs), "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "prefix_caching": not no_prefix_caching, "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
     if find_rate:
@@ -144,12 +146,14 @@ def _search_rate(sim, workload, trace, trace_format, qps, duration, seed, runs, 
 
 
 def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,
-                      overhead, block_size, step_overhead, engine_flags, hw_profiles, revision, token, timeout):
-    """Plan the deployment as `fit` does, then the simulator's inputs; notes on stderr."""
+                      overhead, block_size, step_overhead, chosen, hw_profiles, revision, token, timeout):
+    """Plan the deployment as `fit` does, as `chosen` (a configured engine) sizes the pool, then the
+    simulator's inputs and the notes for stderr."""
     from kvplan.cli.fit import _deployment, _request
     from kvplan.hardware import find_gpu
-    from kvplan.cli.engine_fit import engine_choice, engine_plan
+    from kvplan.cli.engine_fit import engine_plan
     from kvplan.deploy import Deployment
+    from kvplan.report import plan_warnings
     from kvplan.resolve import resolve_model
     from kvplan.simulate.adapter import sim_model
     from kvplan.units import parse_tokens
@@ -161,9 +165,6 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     req = _request(limit or spec.max_context, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead,
                    kv_cache_memory)
     dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)
-    name, version, opts = engine_flags
-    chosen = engine_choice(name, None, version, opts, {
-        "gpu_memory_utilization": None if gmu is None else req.gpu_memory_utilization, "block_size": block_size})
     notes = [resolved.note, *(f"note: {n}" for n in resolved.notices)]
     dep = chosen.deployment(dep)
     p = engine_plan(chosen, spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
@@ -176,7 +177,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
                  + (f" as {chosen.label} sizes it" if chosen.label else "")
                  + f", pages of {sim.block_size} token{'s' if sim.block_size != 1 else ''}, requests up to "
                  f"{sim.max_model_len:,} tokens")
-    notes += [f"warning: {w}" for w in p.warnings]
+    notes += [f"warning: {w}" for w in plan_warnings(p)]
     if not (sim.all_full and not sim.state_bytes):
         notes.append("note: prefix caching is not modelled for sliding-window, chunked or recurrent layers: off")
     meta = {"model": spec.name, "gpu": hw.key, "gpus": dep.gpus, "tp": dep.tp, "pp": dep.pp,
@@ -189,15 +190,9 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
 def _run(sim, requests, runs, slo_ttft, slo_tpot):
     from kvplan.simulate.session import run_all
 
-    if len(requests) * len(runs) < PROGRESS_MIN_REQUESTS or not sys.stderr.isatty():
-        return run_all(sim, requests, runs, slo_ttft, slo_tpot)
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("requests", total=len(requests) * len(runs))
-        return run_all(sim, requests, runs, slo_ttft, slo_tpot, progress=lambda done, total: bar.update(task, completed=done))
+    total = len(requests) * len(runs)
+    with progress_bar("simulating", total, show=total >= PROGRESS_MIN_REQUESTS, eta=True) as bar:
+        return run_all(sim, requests, runs, slo_ttft, slo_tpot, progress=bar and bar.done)
 
 
 def _report(meta, results, files, as_json, title):

@@ -13,7 +13,8 @@ import typer
 
 from kvplan.cli._common import (
     MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, PricesOpt, RevisionOpt,
-    OUTPUT_FORMATS, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, output_files, stderr, table,
+    OUTPUT_FORMATS, TimeoutOpt, TokenOpt, check_range, cli_errors, engine_from_flags, markup_safe, output_files,
+    progress_bar, stderr, table,
 )
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
 from kvplan.cli.workload import (
@@ -69,12 +70,11 @@ def sweep(
     With --workload or --trace, every plan also serves that workload in the simulator (`kvplan
     simulate`; the context is the longest request) and its rows gain the sim_* columns.
     """
-    from kvplan.cli.engine_fit import engine_flags
     from kvplan.dtypes import canonical_kv_dtype
     from kvplan.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
     from kvplan.prices import load_prices
     from kvplan.sweep import parse_counts
-    from kvplan.units import parse_fraction, parse_token_list
+    from kvplan.units import parse_token_list
 
     hw = hw_profiles or ()
     contexts = parse_token_list(ctx, "--ctx")
@@ -84,17 +84,15 @@ def sweep(
         canonical_kv_dtype(n)
     weights = weight_dtypes(weight_dtype)
     check_range("--batch", batch, 1, MAX_BATCH)
-    check_range("--block-size", block_size, 1, 4096)
     if top < 0:
         raise KvplanError(f"--top must be 0 or more, got {top}", EXIT_USAGE)
-    gmu = parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization") if gpu_memory_utilization else None
-    chosen = engine_flags(engine, engine_version, engine_opt, gmu, block_size)
+    chosen, gmu = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
     files = output_files(output or [], "--json or --csv for stdout")
     if as_json and as_csv:
         raise KvplanError("--json and --csv both want stdout; write one of them to a file with --output", EXIT_USAGE)
     served = workload is not None or trace is not None
     check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, 100.0)
-    requests = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
+    loaded = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
     gpu_list = resolve_gpus(gpu, hw)
     price_book = load_prices(prices, hw)
     specs = resolve_models(models, revision, token, timeout)
@@ -112,8 +110,8 @@ def sweep(
     summary = _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book)
     sims = None
     if served:
-        sims = _simulate(result, gpu_list, requests, slo_ttft, slo_tpot)
-        summary.append(f"simulated on every plan: {requests[2]}; SLA TTFT ≤ {slo_ttft:g} s, TPOT ≤ "
+        sims = _simulate(result, gpu_list, loaded, slo_ttft, slo_tpot)
+        summary.append(f"simulated on every plan: {loaded.said}; SLA TTFT ≤ {slo_ttft:g} s, TPOT ≤ "
                        f"{slo_tpot * 1e3:g} ms; figures in the sim_* columns of -o, --json and --csv")
     _write_files(result, files, title, summary, price_book, gpu_list, sims)
     if as_json or as_csv:
@@ -134,15 +132,8 @@ def _run(args, kwargs, total: int):
     """The sweep, with a progress bar on a terminal's stderr when it is big enough to wait for."""
     from kvplan.sweep import sweep as run_sweep
 
-    if total < PROGRESS_MIN_PLANS or not sys.stderr.isatty():
-        return run_sweep(*args, **kwargs)
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(TextColumn("planning"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("plans", total=total)
-        return run_sweep(*args, **kwargs, progress=lambda n: bar.advance(task, n))
+    with progress_bar("planning", total, show=total >= PROGRESS_MIN_PLANS, eta=True) as bar:
+        return run_sweep(*args, **kwargs, progress=bar and bar.advance)
 
 
 def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book) -> list[str]:
@@ -187,28 +178,18 @@ def _rows(result, sims, limit=None) -> list[dict]:
     return rows
 
 
-def _simulate(result, gpu_list, requests, slo_ttft: float, slo_tpot: float) -> list[dict]:
+def _simulate(result, gpu_list, loaded, slo_ttft: float, slo_tpot: float) -> list[dict]:
     """sim_* columns of every plan, in rank order (a progress bar on a terminal)."""
     from kvplan.simulate.capacity import Target, sim_row, simulate_plan
 
-    target = Target(tuple(requests[0]), slo_ttft, slo_tpot)
+    target = Target(tuple(loaded.requests), slo_ttft, slo_tpot)
     gpus = {g.key: g for g in gpu_list}
-
-    def one(p):
-        return sim_row(simulate_plan(p, result.models[p.model], gpus[p.gpu], target))
-
-    if not sys.stderr.isatty():
-        return [one(p) for p in result.plans]
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     out = []
-    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), console=Console(stderr=True),
-                  transient=True) as bar:
-        task = bar.add_task("plans", total=len(result.plans))
+    with progress_bar("simulating", len(result.plans)) as bar:
         for p in result.plans:
-            out.append(one(p))
-            bar.advance(task)
+            out.append(sim_row(simulate_plan(p, result.models[p.model], gpus[p.gpu], target)))
+            if bar:
+                bar.advance()
     return out
 
 

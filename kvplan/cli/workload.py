@@ -6,6 +6,7 @@ cuts it), judged against an SLA (`--slo-ttft`, `--slo-tpot`, `--slo-percent`).
 """
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -37,8 +38,17 @@ def check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpo
         raise KvplanError(f"--slo-percent must be in (0, 100], got {slo_percent:g}", EXIT_USAGE)
 
 
-def load_requests(workload, trace, trace_format, qps, duration, seed) -> tuple[list, dict, str]:
-    """(requests, what they are for the JSON meta, one line for stderr)."""
+@dataclass(frozen=True)
+class LoadedRequests:
+    """The requests a workload or trace made, what they are (for the JSON meta) and one line for stderr."""
+
+    requests: list
+    meta: dict
+    said: str
+
+
+def load_requests(workload, trace, trace_format, qps, duration, seed) -> LoadedRequests:
+    """The requests of --workload (Poisson arrivals) or --trace (shaped by --qps and --duration)."""
     from kvplan.simulate.workload import find_workload, generate
 
     if trace is not None:
@@ -53,13 +63,13 @@ def load_requests(workload, trace, trace_format, qps, duration, seed) -> tuple[l
             desc["rescaled_to_qps"] = qps
         said = (f"trace {trace} ({info['format']}): {len(reqs):,} requests"
                 + (f" ({info['dropped_zero_length']:,} rows with 0 tokens dropped)" if info["dropped_zero_length"] else ""))
-        return reqs, desc, said
+        return LoadedRequests(reqs, desc, said)
     w = find_workload(workload or "chat")
     qps, duration = qps or 10.0, duration or 300.0
     reqs = generate(w, qps, duration, seed)
     said = f"workload {w.name}: {len(reqs):,} requests, Poisson {qps:g}/s over {duration:g} s, seed {seed} ({w.source})"
-    return reqs, {"workload": w.name, "workload_source": w.source, "qps": qps, "duration_s": duration, "seed": seed,
-                  "requests": len(reqs)}, said
+    return LoadedRequests(reqs, {"workload": w.name, "workload_source": w.source, "qps": qps, "duration_s": duration,
+                                 "seed": seed, "requests": len(reqs)}, said)
 
 
 def sla_text(slo_ttft: float, slo_tpot: float, slo_percent: float) -> str:

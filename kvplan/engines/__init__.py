@@ -44,6 +44,12 @@ def canonical_engine(name: str) -> str:
     return key
 
 
+def emitters() -> tuple[str, ...]:
+    """The engines whose serve command `fit --emit` writes (Engine.emits)."""
+    classes = _registry()[0]
+    return tuple(n for n in classes if classes[n].emits)
+
+
 def engine_class(name: str):
     """The Engine subclass for `name` (an alias or any case)."""
     return _registry()[0][canonical_engine(name)]

@@ -74,20 +74,29 @@ class Engine:
     default_version = ""
     option_names: tuple[str, ...] = ()
     emits = False  # has emit_args
-    # specs of layers.ENGINE_SPECIFIC this engine sizes as it allocates them (IndexedMLA: DeepSeek Sparse
-    # Attention's indexer keys; ParallelHybrid: Falcon-H1's attention + Mamba layers); an engine whose
-    # allocation of one nobody has read from its source refuses a model that has it
-    reads_layers: frozenset[str] = frozenset()
+    # The layer kinds (kvplan.layers.Kind) this engine's rules table sizes: a model with a layer of any
+    # other kind is refused (check_layers), so a new kind is planned by no engine until it has a row.
+    kinds: frozenset = frozenset()
+    # Spec types with an `allocation` of their own (kvplan.layers: IndexedMLA, DeepSeek Sparse Attention's
+    # indexer keys; ParallelHybrid, Falcon-H1's attention + Mamba layers) that this engine sizes as it
+    # allocates them; an engine whose allocation of one nobody has read from its source refuses it.
+    reads_layers: frozenset[type] = frozenset()
     supports_dp = False  # data-parallel ranks (each its own pool and requests) are modelled
     supports_dcp = False  # decode context parallel (MLA latents striped over tp ranks) is modelled
+    splits_layers_only = False  # GPUs only split the layers (llama.cpp): one layout of N GPUs, no tp to search
+    kv_dtype_flags: dict[str, str] = {}  # emit_args: the serve flag's spelling of a kvplan cache dtype
 
     def __init__(self, version: str | None = None, opts: dict | None = None, explicit: dict | None = None):
         """Checked: an unknown version or option is a one-line error before any work."""
         self.version = version
         self.opts = dict(opts or {})
         self.explicit = {k: v for k, v in (explicit or {}).items()}
-        check_version(self.name, version, self.versions, self.default_version)
+        self.checked_version(version)
         check_opts(self.name, self.opts, self.option_names)
+
+    def checked_version(self, version: str | None) -> str:
+        """The version to model (a release number within `versions`), or a one-line error."""
+        return check_version(self.name, version, self.versions, self.default_version)
 
     @property
     def label(self) -> str:
@@ -137,9 +146,17 @@ class Engine:
         return st.as_dict() if st is not None else {}
 
     def emit_args(self, plan: Plan, model, settings: dict) -> list[str]:
-        from kvplan.emit import EMITTERS
+        from kvplan.engines import emitters
 
-        raise KvplanError(f"--emit supports {', '.join(EMITTERS)}, not {self.name}", EXIT_USAGE)
+        raise KvplanError(f"--emit supports {', '.join(emitters())}, not {self.name}", EXIT_USAGE)
+
+    def emit_note(self, result: EngineResult, model) -> str | None:
+        """The margin the emitted command leaves, in words (None: nothing to say)."""
+        return None
+
+    def parallel_flags(self, dep, model) -> list[str]:
+        """The serve flags that lay `dep` out, in the engine's own terms (none for an engine without them)."""
+        return []
 
     # --- the template -----------------------------------------------------------------------------
     def result(self, model, gpu, dep, req: Request) -> EngineResult:
@@ -163,16 +180,19 @@ class Engine:
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
 
     def check_layers(self, model) -> None:
-        """A one-line refusal where the model has a kind of cache this engine's arithmetic does not size."""
-        from kvplan.layers import ENGINE_SPECIFIC
+        """A one-line refusal where the model has a kind of cache this engine's rules do not size: a
+        kind without a row in its table, or a spec with an allocation of its own it has not read."""
+        for layer in dict.fromkeys(model.layers):
+            if layer.kind not in self.kinds:
+                raise KvplanError(f"{self.name} has no rule for {layer.kind} layers ({layer.describe()}); plan it "
+                                  "with the default engine", EXIT_USAGE)
+            if layer.allocation and type(layer) not in self.reads_layers:
+                from kvplan.engines import engine_class, engine_names
 
-        for layer in set(model.layers):
-            name = type(layer).__name__
-            if name in ENGINE_SPECIFIC and name not in self.reads_layers:
-                what = ("DeepSeek Sparse Attention's indexer key cache" if name == "IndexedMLA"
-                        else "layers that hold attention and a Mamba state side by side (Falcon-H1)")
-                raise KvplanError(f"{self.name} has no modelled allocation for {what}; plan it with --engine vllm "
-                                  "or the default engine", EXIT_USAGE)
+                others = "".join(f"--engine {n} or " for n in engine_names()
+                                 if type(layer) in engine_class(n).reads_layers)
+                raise KvplanError(f"{self.name} has no modelled allocation for {layer.allocation}; plan it with "
+                                  f"{others}the default engine", EXIT_USAGE)
 
     def placement(self, model, dep):
         """Over how many ranks each part of the weights is split (kvplan.layout.Placement): vLLM's."""
@@ -206,20 +226,29 @@ def parse_version(text: str) -> tuple[int, ...]:
 
 
 def check_version(engine: str, version: str | None, known: tuple[str, ...], default: str) -> str:
-    """The version to model: `version` if it is a readable release of a known era, else a one-line error."""
+    """The version to model: `version` if it is a readable release within the modelled range, else a
+    one-line error. (An engine whose versions are names, not numbers, uses check_version_name.)"""
     if version is None:
         return default
     v = str(version).strip()
     if not v:
         raise KvplanError("--engine-version is empty", EXIT_USAGE)
-    if engine == "llama.cpp":
-        if v not in known:
-            raise KvplanError(f"unknown llama.cpp version {v!r}; choose one of: {', '.join(known)}", EXIT_USAGE)
-        return v
     parsed = parse_version(v)
     lo, hi = parse_version(known[0]), parse_version(known[-1])
     if not lo <= parsed <= hi + (999,):
         raise KvplanError(f"{engine} version {v} is outside the modelled range {known[0]} .. {known[-1]}", EXIT_USAGE)
+    return v
+
+
+def check_version_name(engine: str, version: str | None, known: tuple[str, ...], default: str) -> str:
+    """The version to model for an engine whose versions are names (llama.cpp's eras): one of `known`."""
+    if version is None:
+        return default
+    v = str(version).strip()
+    if not v:
+        raise KvplanError("--engine-version is empty", EXIT_USAGE)
+    if v not in known:
+        raise KvplanError(f"unknown {engine} version {v!r}; choose one of: {', '.join(known)}", EXIT_USAGE)
     return v
 
 

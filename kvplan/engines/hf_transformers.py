@@ -92,6 +92,8 @@ class HfTransformers(Engine):
     name = "transformers"
     aliases = ("hf", "huggingface")
     versions = VERSIONS
+    # DynamicRules: sliding and chunked layers their span, every other kind the tokens (or state) its spec holds
+    kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.STATE, Kind.NONE})
     default_version = DEFAULT_VERSION
     option_names = OPTS
 

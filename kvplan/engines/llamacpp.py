@@ -26,7 +26,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.dtypes import KV_DTYPES, DType
-from kvplan.engines.base import Capacity, Engine, Figure, cdiv, check_opts, check_version, opt_bool, opt_int
+from kvplan.engines.base import Capacity, Engine, Figure, cdiv, check_opts, check_version_name, opt_bool, opt_int
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import ATTENTION_KINDS, LOCAL_KINDS, Kind
 from kvplan.plan import Answers
@@ -64,7 +64,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     """llama-server defaults (common/common.h): n_ubatch 512, swa_full off, kv_unified off when -np is given."""
     opts = dict(opts or {})
     check_opts("llama.cpp", opts, OPTS)
-    version = check_version("llama.cpp", version, VERSIONS, DEFAULT_VERSION)
+    version = check_version_name("llama.cpp", version, VERSIONS, DEFAULT_VERSION)
     kv = req.kv_dtype or F16
     if kv.name in ("bf16",):
         kv = F16  # llama.cpp's default cache type is f16 (same bytes)
@@ -196,7 +196,14 @@ class LlamaCpp(Engine):
     default_version = DEFAULT_VERSION
     option_names = OPTS
     emits = True
+    # layout(): base and SWA cells for attention and MLA rows, f32 states per sequence, nothing for NONE
+    kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.STATE, Kind.NONE})
+    splits_layers_only = True  # --split-mode layer: N GPUs are N pipeline stages, one layout
     layout = staticmethod(layout)
+
+    def checked_version(self, version):
+        """llama.cpp's versions are eras (named by month), not release numbers."""
+        return check_version_name(self.name, version, self.versions, self.default_version)
 
     def deployment(self, dep):
         """llama.cpp splits layers over GPUs (--split-mode layer): dep.gpus stages, no tp."""

@@ -6,6 +6,7 @@ longest context by search over the same arithmetic.
 from __future__ import annotations
 
 from kvplan.engines.base import Capacity, Engine
+from kvplan.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.plan import (Answers, assemble, budgets, gpu_budget, paged_answers, paged_max_context, prepare,
                          prepare_key, usage)
 
@@ -23,7 +24,9 @@ class NeutralEngine(Engine):
     supports_dp = True
     supports_dcp = True
     label = None  # reports say "engine-neutral" where an engine's label would go
-    reads_layers = frozenset({"IndexedMLA", "ParallelHybrid"})  # its arithmetic is each spec's own
+    # its arithmetic is each spec's own (tokens_held, elements_per_token, state_elements): every kind
+    kinds = frozenset(Kind)
+    reads_layers = frozenset({IndexedMLA, ParallelHybrid})
 
     def capacity(self, model, dep, stages, req, st, use) -> Capacity:
         return Capacity(self.name, "", use.kv_memory_bytes_per_gpu, use.token_slots, float(use.concurrency),

@@ -224,7 +224,11 @@ class Sglang(Engine):
     default_version = DEFAULT_VERSION
     option_names = OPTS
     emits = True
+    # cell_bytes and SglangRules: full and MLA layers in the full pool, sliding and chunked in the SWA pool
+    # (from 0.5), recurrent states not pooled (a note), a layer without a cache nothing
+    kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.STATE, Kind.NONE})
     supports_dp = True  # DP attention: each rank its own token pool and requests
+    kv_dtype_flags = {"fp8": "fp8_e4m3", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
@@ -235,10 +239,10 @@ class Sglang(Engine):
 
     def placement(self, model, dep):
         """DP attention places dense MLPs, the LM head and the embedding differently (docs/engines.md 9.2)."""
-        from kvplan.layout import sglang_dpa_placement, vllm_placement
+        from kvplan.layout import vllm_placement
 
         if dp_attention(model, dep, self.opts):
-            return sglang_dpa_placement(dep.tp, dep.dp)
+            return dp_attention_placement(dep.tp, dep.dp)
         return vllm_placement(dep.tp, dep.dp)
 
     def request(self, req, st: Settings, model, dep):
@@ -261,21 +265,52 @@ class Sglang(Engine):
     def emit_args(self, plan, model, settings: dict) -> list[str]:
         """`python -m sglang.launch_server` (srt/server_args.py): --context-length, --mem-fraction-static,
         --tp-size (every rank), --dp-size, --enable-dp-attention, --ep-size, --pp-size
-        (kvplan.layout.parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype,
-        --page-size."""
+        (parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype, --page-size."""
         from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs
-        from kvplan.layout import parallel_flags
 
         r, dep = plan.request, plan.deployment
         args = ["python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
                 "--context-length", str(r.context), "--mem-fraction-static", f"{_emit_fraction(plan, settings, model):g}",
-                *parallel_flags("sglang", dep, model), "--max-running-requests", str(serve_seqs(plan))]
-        kv = kv_dtype_arg(self.name, r.kv_dtype, model)
+                *self.parallel_flags(dep, model), "--max-running-requests", str(serve_seqs(plan))]
+        kv = kv_dtype_arg(r.kv_dtype, model, self.kv_dtype_flags)
         if kv:
             args += ["--kv-cache-dtype", kv]
         if settings["page_size"] != 1:
             args += ["--page-size", str(settings["page_size"])]
         return args
+
+    def parallel_flags(self, dep, model) -> list[str]:
+        """SGLang counts --tp-size over every rank: dp ranks of a MoE model run as DP attention
+        (--tp-size tp x dp --dp-size dp --enable-dp-attention, with --ep-size for expert parallelism);
+        a dense model's dp ranks are replicas (--dp-size, each --tp-size tp). docs/engines.md 9.2."""
+        tp, dp = dep.tp, dep.dp
+        if dp > 1 and model.params.num_experts:
+            args = ["--tp-size", str(tp * dp), "--dp-size", str(dp), "--enable-dp-attention"]
+        else:
+            args = ["--tp-size", str(tp)] + (["--dp-size", str(dp)] if dp > 1 else [])
+        if dep.ep > 1:
+            args += ["--ep-size", str(dep.ep)]
+        if dep.pp > 1:
+            args += ["--pp-size", str(dep.pp)]
+        if dep.dcp > 1:
+            args += ["--dcp-size", str(dep.dcp)]
+        return args
+
+    def emit_note(self, result, model) -> str | None:
+        """The margin --mem-fraction-static leaves (kvplan.engines.sglang_boot)."""
+        from kvplan.engines.sglang_boot import emit_advice
+
+        return emit_advice(result.plan, result.settings, model)[1]
+
+
+def dp_attention_placement(tp: int, dp: int):
+    """SGLang DP attention (--tp-size tp x dp --dp-size dp --enable-dp-attention): attention over its
+    attention-TP group (tp), dense MLPs, shared experts and the LM head over every rank (their
+    default tp group; --moe-dense-tp-size 1 / --enable-dp-lm-head change that), the embedding
+    whole (`VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled())`), experts over tp x dp."""
+    from kvplan.layout import Placement
+
+    return Placement(tp, tp * dp, tp * dp, 1, tp * dp)
 
 
 def _emit_fraction(plan, settings: dict, model) -> float:

@@ -103,6 +103,9 @@ class TrtLlm(Engine):
     name = "trtllm"
     aliases = ("tensorrt-llm", "trt-llm", "tensorrt_llm")
     versions = VERSIONS
+    # bytes_per_token and TrtRules: attention and MLA layers by the whole sequence; a recurrent state
+    # or a layer without a cache adds nothing to its estimate
+    kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.STATE, Kind.NONE})
     default_version = DEFAULT_VERSION
     option_names = OPTS
 

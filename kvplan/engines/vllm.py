@@ -29,7 +29,7 @@ from kvplan.plan import cache_dtypes
 from kvplan.engines.base import (Capacity, Engine, Figure, cdiv, check_opts, check_version, opt_bool,
                                  opt_int, parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.layers import Kind, state_bytes
+from kvplan.layers import IndexedMLA, Kind, ParallelHybrid, state_bytes
 from kvplan.search import largest_fitting
 
 GIB = 2**30
@@ -275,9 +275,11 @@ class Vllm(Engine):
     default_version = DEFAULT_VERSION
     option_names = OPTS
     emits = True
+    kinds = frozenset(BLOCKS_PER_REQUEST) | {Kind.NONE}  # its table; a layer that caches nothing takes no block
     # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer; Falcon-H1: a FullAttentionSpec and a MambaSpec
-    reads_layers = frozenset({"IndexedMLA", "ParallelHybrid"})
+    reads_layers = frozenset({IndexedMLA, ParallelHybrid})
     supports_dp = True  # -dp: each DP rank an engine core with its own scheduler and pool
+    kv_dtype_flags = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
@@ -324,9 +326,8 @@ class Vllm(Engine):
     def emit_args(self, plan, model, settings: dict) -> list[str]:
         """`vllm serve` flags (vllm/engine/arg_utils.py): --max-model-len, --max-num-seqs (per data-parallel
         rank), --gpu-memory-utilization or --kv-cache-memory-bytes (>= 0.11.0), --kv-cache-dtype, -tp/-pp,
-        --data-parallel-size, --enable-expert-parallel (kvplan.layout.parallel_flags), --block-size."""
+        --data-parallel-size, --enable-expert-parallel (parallel_flags), --block-size."""
         from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs
-        from kvplan.layout import parallel_flags
 
         r, dep = plan.request, plan.deployment
         seqs = -(-serve_seqs(plan) // dep.dp)  # each DP rank's scheduler: never below its share of the plan
@@ -338,13 +339,35 @@ class Vllm(Engine):
 
             # the plan's utilisation, raised to the lowest that holds the batch with the stated margin
             args += ["--gpu-memory-utilization", f"{emit_advice(plan, settings, model)[0]:g}"]
-        kv = kv_dtype_arg(self.name, r.kv_dtype, model)
+        kv = kv_dtype_arg(r.kv_dtype, model, self.kv_dtype_flags)
         if kv:
             args += ["--kv-cache-dtype", kv]
-        args += parallel_flags("vllm", dep, model)
+        args += self.parallel_flags(dep, model)
         if settings["block_size"] != 16:
             args += ["--block-size", str(settings["block_size"])]
         return args
+
+    def parallel_flags(self, dep, model) -> list[str]:
+        """-tp / -pp per data-parallel rank, --data-parallel-size for dp, --enable-expert-parallel (its
+        size is always tp x dp), --decode-context-parallel-size (docs/engines.md 9.1)."""
+        args = ["-tp", str(dep.tp)]
+        if dep.pp > 1:
+            args += ["-pp", str(dep.pp)]
+        if dep.dp > 1:
+            args += ["--data-parallel-size", str(dep.dp)]
+        if dep.ep > 1:
+            args += ["--enable-expert-parallel"]
+        if dep.dcp > 1:
+            args += ["--decode-context-parallel-size", str(dep.dcp)]
+        return args
+
+    def emit_note(self, result, model) -> str | None:
+        """The margin --gpu-memory-utilization leaves (none with --kv-cache-memory-bytes: exact)."""
+        if result.plan.request.kv_cache_memory_bytes is not None:
+            return None
+        from kvplan.engines.vllm_boot import emit_advice
+
+        return emit_advice(result.plan, result.settings, model)[1]
 
 
 ENGINE = Vllm

@@ -97,6 +97,29 @@ def deployment_label(row: dict, with_weights: bool, with_model: bool = True) -> 
     return label + (f" · W {row['weight_dtype']}" if with_weights else "")
 
 
+def _memory_figure(deployments: list[list[dict]], label: dict, base: dict, of: str) -> dict:
+    """The stacked bars of memory per GPU (weights, overhead, KV cache, free) of the best deployments."""
+    mem = deployments[:MEMORY_BARS][::-1]  # best at the top of a horizontal bar chart
+    names = [label[deployment_key(v[0])] for v in mem]
+    parts = {"weights": [], "overhead": [], "KV cache": [], "free": []}
+    for v in mem:
+        r = v[0]
+        w, o, kv = r["weight_bytes_per_gpu"], r["overhead_bytes_per_gpu"], max(r["kv_memory_bytes_per_gpu"], 0)
+        free = max(r["usable_memory_bytes_per_gpu"] - w - o - kv, 0)
+        for part, value in zip(parts, (w, o, kv, free)):
+            parts[part].append(round(value / GIB, 3))
+    colours = {"weights": "#4c78a8", "overhead": "#f58518", "KV cache": "#54a24b", "free": "#bab0ac"}
+    return {
+        "data": [{"type": "bar", "orientation": "h", "name": part, "y": names, "x": xs,
+                  "marker": {"color": colours[part]}, "hovertemplate": "%{x:.2f} GiB<extra>" + part + "</extra>"}
+                 for part, xs in parts.items()],
+        "layout": {**base, "barmode": "stack", "title": {"text": "Memory per GPU (GiB)" + of},
+                   "xaxis": {"title": {"text": "GiB per GPU"}}, "yaxis": {"automargin": True},
+                   "legend": {"orientation": "v", "traceorder": "normal"},
+                   "height": max(320, 26 * len(mem) + 120)},
+    }
+
+
 def _figures(rows: list[dict], currency: str, model: str = "") -> dict:
     """Plain plotly figure dicts (data + layout); labels entity-escaped for plotly's text renderer."""
     with_weights = len({r["weight_dtype"] for r in rows}) > 1
@@ -113,25 +136,7 @@ def _figures(rows: list[dict], currency: str, model: str = "") -> dict:
             "font": {"family": "system-ui, sans-serif", "size": 12}}
     below = {"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0}
 
-    mem = deployments[:MEMORY_BARS][::-1]  # best at the top of a horizontal bar chart
-    names = [label[deployment_key(v[0])] for v in mem]
-    parts = {"weights": [], "overhead": [], "KV cache": [], "free": []}
-    for v in mem:
-        r = v[0]
-        w, o, kv = r["weight_bytes_per_gpu"], r["overhead_bytes_per_gpu"], max(r["kv_memory_bytes_per_gpu"], 0)
-        free = max(r["usable_memory_bytes_per_gpu"] - w - o - kv, 0)
-        for part, value in zip(parts, (w, o, kv, free)):
-            parts[part].append(round(value / GIB, 3))
-    colours = {"weights": "#4c78a8", "overhead": "#f58518", "KV cache": "#54a24b", "free": "#bab0ac"}
-    memory = {
-        "data": [{"type": "bar", "orientation": "h", "name": part, "y": names, "x": xs,
-                  "marker": {"color": colours[part]}, "hovertemplate": "%{x:.2f} GiB<extra>" + part + "</extra>"}
-                 for part, xs in parts.items()],
-        "layout": {**base, "barmode": "stack", "title": {"text": "Memory per GPU (GiB)" + of},
-                   "xaxis": {"title": {"text": "GiB per GPU"}}, "yaxis": {"automargin": True},
-                   "legend": {"orientation": "v", "traceorder": "normal"},
-                   "height": max(320, 26 * len(mem) + 120)},
-    }
+    memory = _memory_figure(deployments, label, base, of)
 
     def per_context(key: str, chart: str, only=lambda r: True, top=LINES) -> list[dict]:
         traces = []

@@ -42,21 +42,12 @@ def validate(
     as_json: JsonOpt = False,
 ):
     """Run a real torch decode of MODEL and check kvplan's KV, weight and peak predictions against it."""
-    from kvplan.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
+    from kvplan.errors import EXIT_USAGE, KvplanError
     from kvplan.resolve import resolve_model
     from kvplan.units import parse_tokens
 
     ctx_tokens = parse_tokens(ctx, "--ctx")
-    if min(tp, pp, dp, ep) < 1:
-        raise KvplanError("--tp, --pp, --dp and --ep must be at least 1", EXIT_USAGE)
-    if tp * pp * dp > 64:
-        raise KvplanError(f"{tp * pp * dp} ranks: validate starts at most 64 processes", EXIT_USAGE)
-    if tp * pp * dp * ep > 1 and backend != "torch":
-        raise KvplanError("--tp/--pp/--dp/--ep run kvplan's own decoder (--backend torch)", EXIT_USAGE)
-    if backend not in BACKENDS:
-        raise KvplanError(f"--backend {backend!r}: choose one of {', '.join(BACKENDS)}", EXIT_USAGE)
-    if hidden is not None and hidden < 1:
-        raise KvplanError(f"--hidden must be positive, got {hidden}", EXIT_USAGE)
+    _check_flags(tp, pp, dp, ep, backend, hidden)
     compute = _compute(dtype)
     if output is not None:
         from kvplan.validate.results import check_output
@@ -80,35 +71,60 @@ def validate(
     from kvplan.validate.shard import Layout
 
     layout = Layout(tp, pp, dp, ep)
-    distributed = layout.world > 1 or ep > 1
-    if distributed:
+    if layout.world > 1 or ep > 1:
         from kvplan.validate.dist_run import check_distributed
 
         check_distributed(spec, settings, layout)  # before anything is printed or started
     stderr(resolved.note)
+    done = _run(spec, settings, layout, backend, model)
+    if done is not None:  # None: a torchrun rank other than 0 (rank 0 reports)
+        _report(*done, as_json, output)
+
+
+def _check_flags(tp: int, pp: int, dp: int, ep: int, backend: str, hidden: Optional[int]) -> None:
+    from kvplan.errors import EXIT_USAGE, KvplanError
+
+    if min(tp, pp, dp, ep) < 1:
+        raise KvplanError("--tp, --pp, --dp and --ep must be at least 1", EXIT_USAGE)
+    if tp * pp * dp > 64:
+        raise KvplanError(f"{tp * pp * dp} ranks: validate starts at most 64 processes", EXIT_USAGE)
+    if tp * pp * dp * ep > 1 and backend != "torch":
+        raise KvplanError("--tp/--pp/--dp/--ep run kvplan's own decoder (--backend torch)", EXIT_USAGE)
+    if backend not in BACKENDS:
+        raise KvplanError(f"--backend {backend!r}: choose one of {', '.join(BACKENDS)}", EXIT_USAGE)
+    if hidden is not None and hidden < 1:
+        raise KvplanError(f"--hidden must be positive, got {hidden}", EXIT_USAGE)
+
+
+def _run(spec, settings, layout, backend: str, model: str):
+    """(record, checks) of the run on one process, across ranks, or with transformers' own class;
+    None on a torchrun rank other than 0. An allocation failure is a one-line error."""
+    from kvplan.errors import KvplanError
     from kvplan.validate.run import is_out_of_memory, out_of_memory_error
 
     try:
-        if distributed:
+        if layout.world > 1 or layout.ep > 1:
             from kvplan.validate.dist_run import validate_distributed
 
-            done = validate_distributed(spec, settings, layout)
-            if done is None:  # a torchrun rank other than 0: rank 0 reports
-                return
-            record, checks = done
-        elif backend == "transformers":
+            return validate_distributed(spec, settings, layout)
+        if backend == "transformers":
             from kvplan.validate.transformers_backend import validate_transformers
 
-            record, checks = validate_transformers(spec, settings, model)
-        else:
-            from kvplan.validate.run import validate as run_validation
+            return validate_transformers(spec, settings, model)
+        from kvplan.validate.run import validate as run_validation
 
-            with _progress(settings.steps) as tick:
-                record, checks = run_validation(spec, settings, progress=tick)
+        with _progress(settings.steps) as tick:
+            return run_validation(spec, settings, progress=tick)
     except Exception as exc:  # an allocation failure the memory check could not foresee
         if isinstance(exc, KvplanError) or not is_out_of_memory(exc):
             raise
-        raise out_of_memory_error(exc, device) from None
+        raise out_of_memory_error(exc, settings.device) from None
+
+
+def _report(record: dict, checks, as_json: bool, output: Optional[Path]) -> None:
+    """The notes, the record (JSON or tables), the results file; a failed check is the exit code."""
+    from kvplan.errors import EXIT_ERROR, KvplanError
+
     for note in record["notes"]:
         stderr(f"note: {note}")
     if "ranks" in record:

@@ -21,14 +21,24 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
     active parameters FLOPs per token, and 4 x query heads x head dim per query-key pair.
     The page size is the plan's block size; the scheduler is vLLM's whatever engine the plan used.
     """
-    from kvplan.model import weight_bytes
-
     tp = plan.deployment.tp
-    stages = plan.stages
-    binding = min(stages, key=lambda s: s.kv_memory_bytes / max(1, s.profile.slot_bytes_per_token()))
+    binding = min(plan.stages, key=lambda s: s.kv_memory_bytes / max(1, s.profile.slot_bytes_per_token()))
+    groups, state = _kv_groups(binding.profile, tp)
+    costs = _stage_costs(plan, spec)
+    flops = dict(gpu.dense_flops)
+    return SimModel(
+        name=plan.model, kv_budget_bytes=max(0, binding.kv_memory_bytes), block_size=plan.request.block_size,
+        groups=groups, state_bytes=state, max_model_len=max_model_len or plan.request.context,
+        stages=costs, bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s,
+        flops_per_s=float(flops.get("bf16") or flops.get("fp16") or 0), step_overhead_s=step_overhead_s,
+    )
+
+
+def _kv_groups(prof, tp: int) -> tuple[tuple, int]:
+    """(a stage's layers grouped by the tokens they hold: all (None) or a window, with their bytes per
+    token; the fixed recurrent-state bytes of one sequence)."""
     windows: dict = {}
     state = 0
-    prof = binding.profile
     for layer, n in prof.groups:
         tb = prof.token_bytes(layer) * n
         if layer.state_elements(tp):
@@ -37,7 +47,15 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
             w = layer.tokens_held(_BIG) if layer.bounded else None
             windows[w] = windows.get(w, 0) + tb
     groups = tuple(Group(b, w) for w, b in sorted(windows.items(), key=lambda kv: (kv[0] is not None, kv[0] or 0)))
+    return groups, state
 
+
+def _stage_costs(plan, spec) -> tuple:
+    """Each pipeline stage's step-time inputs on one rank (StageCost): weights read per step (routed
+    experts apart), KV bytes per token, FLOPs per token and per query-key pair."""
+    from kvplan.model import weight_bytes
+
+    tp = plan.deployment.tp
     p = spec.params
     wb = weight_bytes(spec, plan.request.weight_dtype)
     scale = spec.checkpoint_bytes / wb.total if (plan.request.weight_dtype is None and spec.checkpoint_bytes
@@ -48,7 +66,7 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
 
         touched = expected_experts_touched(p.num_experts, p.experts_per_token, plan.request.batch) / p.num_experts
     costs = []
-    for s in stages:
+    for s in plan.stages:
         start, end = s.layers
         frac = (end - start) / spec.num_layers
         experts = int(wb.experts * scale * frac / tp)
@@ -68,10 +86,4 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
             flops_per_token=2.0 * p.active * frac / tp,
             attn_flops_per_pair=pairs,
         ))
-    flops = dict(gpu.dense_flops)
-    return SimModel(
-        name=plan.model, kv_budget_bytes=max(0, binding.kv_memory_bytes), block_size=plan.request.block_size,
-        groups=groups, state_bytes=state, max_model_len=max_model_len or plan.request.context,
-        stages=tuple(costs), bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s,
-        flops_per_s=float(flops.get("bf16") or flops.get("fp16") or 0), step_overhead_s=step_overhead_s,
-    )
+    return tuple(costs)

@@ -253,11 +253,26 @@ def cpu_shrink_reason(full: ModelSpec, n: int, s: Settings, kv: DType, compute: 
     return None
 
 
-def validate(full: ModelSpec, s: Settings, progress=None) -> tuple[dict, list[Check]]:
-    """Run one validation; returns its record (plain data, for results files) and its checks.
+@dataclass(frozen=True)
+class _Run:
+    """One run's settings as resolved: the device, the (reduced) model, dtypes, the blueprint it
+    builds and the planner's prediction for it."""
 
-    `progress(done, total)` is called after each decode step.
-    """
+    s: Settings  # with the automatic CPU shrink applied
+    dev: torch.device
+    n: int  # layers built
+    kv: DType
+    state: DType
+    compute: str
+    auto: str | None  # why the build was shrunk automatically on CPU
+    bp: Blueprint
+    prompt: int
+    pred: Prediction
+
+
+def _prepare(full: ModelSpec, s: Settings) -> _Run:
+    """Every setting checked and the prediction made, before torch builds anything; a run that
+    would not fit the device's memory is refused here."""
     check_settings(full, s)
     dev = resolve_device(s.device)
     n = s.layers or full.num_layers
@@ -265,8 +280,8 @@ def validate(full: ModelSpec, s: Settings, progress=None) -> tuple[dict, list[Ch
     kv = option_dtype(s.kv_dtype, full.dtype, "--kv-dtype")
     state = option_dtype(s.state_dtype, full.dtype, "--state-dtype")
     compute = s.compute_dtype or ("fp32" if dev.type == "cpu" else full.dtype)
-    kv_t, state_t = torch_dtype(kv, "--kv-dtype"), torch_dtype(state, "--state-dtype")
-    compute_t = torch_dtype(canonical_kv_dtype(compute), "--dtype")
+    for dt, flag in ((kv, "--kv-dtype"), (state, "--state-dtype"), (canonical_kv_dtype(compute), "--dtype")):
+        torch_dtype(dt, flag)  # each has a torch dtype here, or a one-line error now
     if compute == "fp8":
         raise KvplanError("--dtype fp8: compute in fp32, bf16 or fp16 (fp8 is a cache dtype here)", EXIT_USAGE)
     auto = cpu_shrink_reason(full, n, s, kv, compute) if dev.type == "cpu" and not s.widths.changed() else None
@@ -279,37 +294,55 @@ def validate(full: ModelSpec, s: Settings, progress=None) -> tuple[dict, list[Ch
     # often never hold them, and counting them would refuse runs that fit.
     check_memory(dev, {"weights as built": pred.weights_bytes, "KV cache": pred.kv_bytes,
                        "activations": pred.activation_bytes})
+    return _Run(s, dev, n, kv, state, compute, auto, bp, prompt, pred)
 
-    torch.manual_seed(s.seed)
+
+def _build(run: _Run) -> Decoder:
+    """The decoder in the compute dtype on the device, its cache allocated for batch x ctx."""
+    torch.manual_seed(run.s.seed)
     default = torch.get_default_dtype()
     try:
-        torch.set_default_dtype(compute_t)
-        with torch.device(dev):
-            model = Decoder(bp, kv_t, state_t).eval()
+        torch.set_default_dtype(torch_dtype(canonical_kv_dtype(run.compute), "--dtype"))
+        with torch.device(run.dev):
+            model = Decoder(run.bp, torch_dtype(run.kv, "--kv-dtype"), torch_dtype(run.state, "--state-dtype")).eval()
     finally:
         torch.set_default_dtype(default)
-    model.setup_caches(s.batch, s.ctx)
-    measured_weights = storage_bytes(list(model.parameters()))
-    measured_kv = storage_bytes(model.cache_tensors())
-    gen = torch.Generator().manual_seed(s.seed)
-    tokens = torch.randint(0, bp.vocab, (s.batch, prompt), generator=gen).to(dev)  # [B, P]
+    model.setup_caches(run.s.batch, run.s.ctx)
+    return model
 
+
+def _decode(model: Decoder, run: _Run, tokens, progress) -> tuple:
+    """Prefill the prompt and decode `steps` tokens greedily under the allocation tracker:
+    (the generated tokens [B, steps + 1], the tracker's snapshot, prefill seconds, decode seconds)."""
     out = []
     t0 = time.perf_counter()
-    with torch.inference_mode(), tracker_for(dev) as tracker:
+    with torch.inference_mode(), tracker_for(run.dev) as tracker:
         logits = model(tokens, 0, cached=True)  # [B, 1, V]
         out.append(logits[:, -1].argmax(-1))
         t_prefill = time.perf_counter() - t0
-        for i in range(s.steps):
-            logits = model(out[-1][:, None], prompt + i, cached=True)
+        for i in range(run.s.steps):
+            logits = model(out[-1][:, None], run.prompt + i, cached=True)
             out.append(logits[:, -1].argmax(-1))
             if progress:
-                progress(i + 1, s.steps)
+                progress(i + 1, run.s.steps)
         snap = tracker.snapshot()
-    t_decode = time.perf_counter() - t0 - t_prefill
-    generated = torch.stack(out, 1)  # [B, steps + 1]
-    measured_kv_after = storage_bytes(model.cache_tensors())  # the cache never grew or moved
+    return torch.stack(out, 1), snap, t_prefill, time.perf_counter() - t0 - t_prefill
 
+
+def validate(full: ModelSpec, s: Settings, progress=None) -> tuple[dict, list[Check]]:
+    """Run one validation; returns its record (plain data, for results files) and its checks.
+
+    `progress(done, total)` is called after each decode step.
+    """
+    run = _prepare(full, s)
+    s, bp, pred, prompt = run.s, run.bp, run.pred, run.prompt
+    model = _build(run)
+    measured_weights = storage_bytes(list(model.parameters()))
+    measured_kv = storage_bytes(model.cache_tensors())
+    gen = torch.Generator().manual_seed(s.seed)
+    tokens = torch.randint(0, bp.vocab, (s.batch, prompt), generator=gen).to(run.dev)  # [B, P]
+    generated, snap, t_prefill, t_decode = _decode(model, run, tokens, progress)
+    measured_kv_after = storage_bytes(model.cache_tensors())  # the cache never grew or moved
     with torch.inference_mode():  # uncached: the whole sequence at once, same masks and rounding
         full_seq = torch.cat([tokens, generated[:, :-1]], 1)  # [B, ctx]
         ref = model(full_seq, 0, cached=False, last_only=False)[:, prompt - 1:].argmax(-1)  # [B, steps + 1]
@@ -321,24 +354,17 @@ def validate(full: ModelSpec, s: Settings, progress=None) -> tuple[dict, list[Ch
         Check("kv_cache_after_decode", pred.kv_bytes, measured_kv_after, KV_TOLERANCE),
         Check("weights", pred.weights_bytes, measured_weights, WEIGHTS_TOLERANCE),
         Check("weights_planner_spec", pred.planner_weights_bytes, measured_weights, PLANNER_WEIGHTS_TOLERANCE,
-              enforced=not bp.shrunk and n == full.num_layers),
+              enforced=not bp.shrunk and run.n == full.num_layers),
         Check("peak", peak_pred, measured_weights + measured_kv + snap.peak_bytes, PEAK_TOLERANCE),
     ]
-    notes = list(bp.shrunk and [f"shrunk for this run: {', '.join(bp.shrunk)}; cache geometry unchanged"] or [])
-    if auto:
-        notes.insert(0, f"shrunk automatically on CPU: {auto} (what --shrink does; --device cuda for full width)")
-    if n < full.num_layers:
-        notes.insert(0, f"reduced model: the first {n} of {full.num_layers} layers; predictions are for the same reduced model")
-    if compute != full.dtype:
-        notes.append(f"weights and activations in {compute} (the model's own dtype is {full.dtype})")
     return {
-        "kvplan_version": _version(), "torch_version": torch.__version__, **device_info(dev),
+        "kvplan_version": _version(), "torch_version": torch.__version__, **device_info(run.dev),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "model": full.name, "layers": n, "layers_total": full.num_layers,
+        "model": full.name, "layers": run.n, "layers_total": full.num_layers,
         "layer_kinds": sorted({lp.mixer.kind for lp in bp.layers}),
         "batch": s.batch, "ctx": s.ctx, "prompt_tokens": prompt, "decode_steps": s.steps,
-        "kv_dtype": kv.name, "state_dtype": state.name, "compute_dtype": compute, "seed": s.seed,
-        "shrunk": list(bp.shrunk), "notes": notes,
+        "kv_dtype": run.kv.name, "state_dtype": run.state.name, "compute_dtype": run.compute, "seed": s.seed,
+        "shrunk": list(bp.shrunk), "notes": _notes(full, run),
         "predicted_kv_bytes": pred.kv_bytes, "measured_kv_bytes": measured_kv,
         "predicted_kv_bytes_paged16": pred.kv_bytes_paged,
         "predicted_weights_bytes": pred.weights_bytes, "planner_weights_bytes": pred.planner_weights_bytes,
@@ -350,6 +376,18 @@ def validate(full: ModelSpec, s: Settings, progress=None) -> tuple[dict, list[Ch
         "tokens_match": tokens_match, "prefill_seconds": round(t_prefill, 4), "decode_seconds": round(t_decode, 4),
         "checks": [c.to_dict() for c in checks], "ok": all_ok(checks, tokens_match),
     }, checks
+
+
+def _notes(full: ModelSpec, run: _Run) -> list[str]:
+    """What the run changed from the model as published: layers, widths, compute dtype."""
+    notes = list(run.bp.shrunk and [f"shrunk for this run: {', '.join(run.bp.shrunk)}; cache geometry unchanged"] or [])
+    if run.auto:
+        notes.insert(0, f"shrunk automatically on CPU: {run.auto} (what --shrink does; --device cuda for full width)")
+    if run.n < full.num_layers:
+        notes.insert(0, f"reduced model: the first {run.n} of {full.num_layers} layers; predictions are for the same reduced model")
+    if run.compute != full.dtype:
+        notes.append(f"weights and activations in {run.compute} (the model's own dtype is {full.dtype})")
+    return notes
 
 
 def _version() -> str:

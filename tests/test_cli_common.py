@@ -1,0 +1,62 @@
+"""kvplan.cli._common's shared helpers: the engine flags as one configured engine, one progress bar,
+and plan warnings worded at the edge."""
+
+import io
+
+import pytest
+
+from kvplan.cli import _common
+from kvplan.errors import KvplanError
+
+
+def test_engine_flags_make_the_same_engine_for_every_command():
+    engine, gmu = _common.engine_from_flags("vLLM", "0.11.0", ["max_num_seqs=64"], "0.8", 32)
+    assert (engine.name, engine.version, engine.opts, gmu) == ("vllm", "0.11.0", {"max_num_seqs": "64"}, 0.8)
+    assert engine.explicit == {"gpu_memory_utilization": 0.8, "block_size": 32}
+    neutral, gmu = _common.engine_from_flags(None, None, None, None, None)
+    assert neutral.name == "kvplan" and gmu is None
+
+
+@pytest.mark.parametrize("args, needle", [
+    ((None, "0.11.0", None, None, None), "--engine-version and --engine-opt need --engine"),
+    (("vllm", None, None, None, 0), "--block-size must be between 1 and 4,096"),
+    (("vllm", None, None, "1.5", None), "--gpu-memory-utilization"),
+    (("sglang", None, None, None, None, "vllm"), "--emit vllm does not match --engine sglang"),
+    ((None, None, None, None, None, "trtllm"), "--emit supports"),
+])
+def test_engine_flag_errors_are_one_line(args, needle):
+    with pytest.raises(KvplanError) as err:
+        _common.engine_from_flags(*args)
+    assert needle in err.value.message and "\n" not in err.value.message
+
+
+def test_the_progress_bar_shows_only_on_a_terminal(monkeypatch):
+    monkeypatch.setattr("sys.stderr", io.StringIO())  # a pipe: no bar, the work runs without one
+    with _common.progress_bar("planning", 10) as bar:
+        assert bar is None
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr("sys.stderr", Tty())
+    with _common.progress_bar("planning", 10, show=False) as bar:
+        assert bar is None
+    with _common.progress_bar("planning", 10, eta=True) as bar:
+        bar.advance(3)
+        bar.done(7, 10)
+        (task,) = bar._bar.tasks
+        assert (task.completed, task.total) == (7, 10)
+
+
+def test_plan_warnings_are_data_worded_at_the_edge():
+    """The core keeps byte integers; the text (GiB, thousands separators) is made in kvplan.report."""
+    from kvplan.plan import PlanWarning
+    from kvplan.report import format_warning
+
+    w = PlanWarning("weights + overhead + the given KV budget ({}) exceed the GPU's usable memory ({})",
+                    (3 * 2**30, 80 * 2**30), ("GiB", "GiB"))
+    assert format_warning(w) == ("weights + overhead + the given KV budget (3.00 GiB) exceed the GPU's usable "
+                                 "memory (80.00 GiB)")
+    assert format_warning(PlanWarning("context {} exceeds ({})", (40960, 32768), ("count", "count"))) == \
+        "context 40,960 exceeds (32,768)"

@@ -27,9 +27,6 @@ ALLOWED = {
     "logs/reconcile.py::_llamacpp": "one engine's log rows, in the engine's order",
     # One HTML page filled in order (head, headlines, one chart set per model, table, script).
     "html_report.py::render_html": "one page template filled in order",
-    # The transformers twin of validate/run.py's steps (check, build, decode, compare) on the model's
-    # own HF class; not yet split as run.validate was.
-    "validate/transformers_backend.py::validate_transformers": "one run step by step; not yet split",
     # Reading safetensors headers from the Hub: single file, else the sharded index, then one ranged
     # read per file, with the offline and unreachable fallbacks between the steps.
     "hub.py::_fetch_weights": "three Hub steps in order with their fallbacks",

@@ -41,6 +41,7 @@ class NeutralEngine(Engine):
         does not depend on the asked context). Every number is result()'s own (tests/test_reports.py)."""
         from kvplan.layout import rank_request, whole_answers
 
+        self.check_layers(model)
         self.check_layout(model, dep)
         prepared: dict = {}
         longest: dict = {}

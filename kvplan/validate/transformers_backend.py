@@ -122,17 +122,7 @@ def validate_transformers(full: ModelSpec, s: Settings, model_arg: str) -> tuple
     gen = torch.Generator().manual_seed(s.seed)
     vocab = spec.vocab_size
     ids = torch.randint(0, vocab, (s.batch, prompt), generator=gen).to(dev)
-    t0 = time.perf_counter()
-    with torch.inference_mode():
-        out = model.generate(ids, max_new_tokens=s.steps, min_new_tokens=s.steps, do_sample=False, use_cache=True,
-                             return_dict_in_generate=True, pad_token_id=0, eos_token_id=None)
-        cached_tokens = out.sequences[:, prompt:]
-        held = cache_tensors(out.past_key_values)
-        measured_kv = storage_bytes(held)  # memory held: a sliced view keeps its whole storage alive
-        logical_kv = sum(t.nbytes for t in held)  # what the tensors show
-        ref = model.generate(ids, max_new_tokens=s.steps, min_new_tokens=s.steps, do_sample=False, use_cache=False,
-                             pad_token_id=0, eos_token_id=None)[:, prompt:]
-    seconds = time.perf_counter() - t0
+    cached_tokens, ref, measured_kv, logical_kv, seconds = _generate(model, ids, s.steps)
     shown = kv_profile(hf_layers(spec, hf), 1, kv, kv, 1, DynamicRules(visible=True))
     predicted_visible = s.batch * shown.sequence_bytes(s.ctx)  # what the tensors show: W - 1
     checks = [Check("kv_cache", predicted_kv, measured_kv, 0.0),
@@ -155,3 +145,20 @@ def validate_transformers(full: ModelSpec, s: Settings, model_arg: str) -> tuple
         "checks": [c.to_dict() for c in checks], "ok": all_ok(checks, tokens_match),
     }
     return record, checks
+
+
+def _generate(model, ids, steps: int) -> tuple:
+    """Greedy generation with transformers' own cache, then without: (cached tokens, uncached tokens,
+    bytes the cache holds, bytes its tensors show, seconds)."""
+    prompt = ids.shape[1]
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        out = model.generate(ids, max_new_tokens=steps, min_new_tokens=steps, do_sample=False, use_cache=True,
+                             return_dict_in_generate=True, pad_token_id=0, eos_token_id=None)
+        cached_tokens = out.sequences[:, prompt:]
+        held = cache_tensors(out.past_key_values)
+        measured_kv = storage_bytes(held)  # memory held: a sliced view keeps its whole storage alive
+        logical_kv = sum(t.nbytes for t in held)  # what the tensors show
+        ref = model.generate(ids, max_new_tokens=steps, min_new_tokens=steps, do_sample=False, use_cache=False,
+                             pad_token_id=0, eos_token_id=None)[:, prompt:]
+    return cached_tokens, ref, measured_kv, logical_kv, time.perf_counter() - t0

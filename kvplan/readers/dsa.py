@@ -44,7 +44,7 @@ def _indexer_owners(cfg, n: int) -> list[bool]:
                           f"got {pattern!r:.40}", EXIT_USAGE)
     listed = cfg.raw("indexer_types")
     if listed is not None:
-        if not isinstance(listed, list) or len(listed) < n or not set(listed[:n]) <= {"full", "shared"}:
+        if not isinstance(listed, list) or len(listed) < n or not all(t in ("full", "shared") for t in listed[:n]):
             raise KvplanError(f"{cfg.where}: indexer_types must list full or shared for each of the {n} layers",
                               EXIT_USAGE)
         if [t == "full" for t in listed[:n]] != owners:

@@ -83,7 +83,7 @@ def predict(rec: dict, log) -> dict | None:
     return {"weights": res.plan.weight_bytes_per_gpu + res.settings["overhead_weights_repack"],
             "activation_peak": res.settings["overhead_activation_peak"],
             "non_torch": res.settings["overhead_non_torch"],
-            "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers),
+            "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers, model, dep.tp, res.settings["max_num_seqs"]),
             "available_kv": res.plan.kv_memory_bytes_per_gpu}
 
 
@@ -144,6 +144,7 @@ def calibrate(records: list[dict]) -> dict:
     from kvplan.hardware import find_gpu
 
     act_x, act_y, cg_x, cg_y = [], [], [], []
+    cg_graphs: list[tuple] = []  # (FA accumulator bytes, further graphs, layers, printed estimate)
     act11: list[tuple] = []  # v0.11: (features, MoE elements, torch peak); the sampler is fitted last
     moe: list[tuple] = []  # v0.19 MoE records: fitted after the dense terms, on their residual
     nt = {k: [] for k in ("single", "tp", "pp", "single_v011", "tp_v011", "tp_legacy")}
@@ -180,6 +181,10 @@ def calibrate(records: list[dict]) -> dict:
             layers = max(b - a for a, b in _ranges(model, type("D", (), {"pp": pp})()))
             cg_x.append((1.0, float(layers)))
             cg_y.append(rep["cudagraph_estimate_gib"].value * GIB)
+            piecewise, full = vllm_overhead.cudagraph_counts(model, s)
+            further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
+            cg_graphs.append((vllm_overhead.fa_split_accumulator(model, tp, max(full, default=0)),
+                              further, layers, rep["cudagraph_estimate_gib"].value * GIB))
     a = _lstsq(act_x, act_y)
     moe_xy = []
     for model, tp, t, s, gpu, y in moe:
@@ -188,6 +193,7 @@ def calibrate(records: list[dict]) -> dict:
     moe_b = sum(x * y for x, y in moe_xy) / sum(x * x for x, _ in moe_xy) if moe_xy else 0.0
     v011 = [(x[0], y - x[1] * a[1] - x[2] * a[2] - m * moe_b) for x, m, y in act11]  # the same forward, MoE
     c = _lstsq(cg_x, cg_y)
+    first, per_graph_layer = _fit_cudagraphs(cg_graphs)
     med = {k: (statistics.median(v) / 2**20 if v else None) for k, v in nt.items()}
     return {"n_activation": len(act_y), "SAMPLER_BYTES": a[0], "FORWARD_MLP_BYTES": a[1], "FORWARD_HIDDEN_BYTES": a[2],
             "n_activation_moe": len(moe_xy),
@@ -197,7 +203,24 @@ def calibrate(records: list[dict]) -> dict:
             "NON_TORCH_SINGLE_MIB": med["single"], "NON_TORCH_TP_MIB": med["tp"], "NON_TORCH_PP_MIB": med["pp"],
             "NON_TORCH_SINGLE_V011_MIB": med["single_v011"], "NON_TORCH_TP_V011_MIB": med["tp_v011"],
             "NON_TORCH_TP_LEGACY_MIB": med["tp_legacy"],
-            "n_cudagraph": len(cg_y), "CUDAGRAPH_BASE_MIB": c[0] / 2**20, "CUDAGRAPH_PER_LAYER_MIB": c[1] / 2**20}
+            "n_cudagraph": len(cg_y), "CUDAGRAPH_BASE_MIB": c[0] / 2**20, "CUDAGRAPH_PER_LAYER_MIB": c[1] / 2**20,
+            "CUDAGRAPH_FIRST_PIECEWISE_MIB": first / 2**20, "CUDAGRAPH_PER_GRAPH_LAYER_MIB": per_graph_layer / 2**20}
+
+
+def _fit_cudagraphs(samples: list[tuple]) -> tuple[float, float]:
+    """vLLM's estimate is max(first PIECEWISE capture, FA accumulator) + further graphs x layers x a
+    per-graph cost per layer: the first capture by a scan over whole MiB, the per-graph cost by least
+    squares for each; the scan keeps the smallest squared error. (A constant per-graph term beside the
+    per-layer one fits to 0 on the training split.)"""
+    best = (float("inf"), 0.0, 0.0)
+    den = sum((g * layers) ** 2 for _, g, layers, _ in samples)
+    for mib in range(32, 512):
+        first = mib * 2**20
+        per = sum(g * layers * (y - max(first, fa)) for fa, g, layers, y in samples) / den if den else 0.0
+        sse = sum((y - max(first, fa) - per * g * layers) ** 2 for fa, g, layers, y in samples)
+        if sse < best[0]:
+            best = (sse, first, per)
+    return best[1:]
 
 
 def _legacy_non_torch(rec, model, rep, tp) -> float:

@@ -22,7 +22,9 @@ entry point (vllm.overhead calls it).
    for one GPU, larger with tensor parallelism (custom all-reduce and NCCL buffers) and with pipeline
    parallelism alone.
 3. CUDA graphs (`gpu_model_runner.py` v0.19.0 "Estimated CUDA graph memory: X GiB total", subtracted
-   from v0.20.0 unless --enforce-eager): a base plus a per-decoder-layer cost on the rank.
+   from v0.20.0 unless --enforce-eager): vLLM's own sum, the larger first capture (a fitted PIECEWISE
+   constant, or FA3's split-KV accumulator, source-derived) plus a per-graph cost per decoder layer
+   times the graphs the capture-size list gives (`cudagraph_estimate`).
 
 The constants were fitted by `benchmarks/budget_corpus.py --calibrate` on the TRAINING split of the
 log corpus (tests/fixtures/logs/corpus/index.yaml; split by source, never by record) and are checked
@@ -33,6 +35,7 @@ if these values drift from what the training split gives.
 from __future__ import annotations
 
 from kvplan.engines.base import parse_version
+from kvplan.layers import Kind
 
 GIB = 2**30
 MIB = 2**20
@@ -171,9 +174,17 @@ def weights_repack_extra(model, tp: int, gpu) -> int:
     per_rank, hidden = width // tp, model.hidden_size
     if _gpu_key(gpu).startswith(_SM90):
         return _hopper_swizzle_extra(per_rank, hidden) * p.num_experts * p.num_moe_layers
-    padded = _round_up(per_rank, pad[0]) * _round_up(hidden, pad[1])
-    extra_values = 3 * (padded - per_rank * hidden) * p.num_experts * p.num_moe_layers  # w13 (2x) + w2
-    return int(extra_values * (0.5 + 1 / 32))
+    return _padded_expert_extra(per_rank, hidden, *pad) * p.num_experts * p.num_moe_layers
+
+
+def _padded_expert_extra(per_rank: int, hidden: int, i_mult: int, h_mult: int) -> int:
+    """Bytes one expert of one layer gains when Mxfp4MoEMethod.create_weights pads I/tp to i_mult and H
+    to h_mult (vllm mxfp4.py, commit 007d5005): w13 [2 I, H/2] + scales [2 I, H/32] + bias bf16 [2 I],
+    w2 [H, I/2] + scales [H, I/32] + bias bf16 [H], the padded shapes less the checkpoint's."""
+    def size(i: int, h: int) -> int:
+        return 2 * i * (h // 2 + h // 32) + 2 * 2 * i + h * (i // 2 + i // 32) + 2 * h
+
+    return size(_round_up(per_rank, i_mult), _round_up(hidden, h_mult)) - size(per_rank, hidden)
 
 
 # --- weights as loaded: the RoPE cos/sin tables (source-derived, not fitted) ----------------------
@@ -188,9 +199,64 @@ def rope_tables_bytes(model) -> int:
     return rope_table_bytes(model)
 
 
-def cudagraph_estimate(layers_on_rank: int) -> int:
-    """vLLM's "Estimated CUDA graph memory" for one rank (bytes), whether or not it is subtracted."""
-    return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
+# --- CUDA graphs, as vLLM >= 0.19 estimates them (structure from the source, two constants fitted) ---
+# vllm/v1/worker/gpu_model_runner.py profile_cudagraph_memory (v0.19-main 2026): for each mode
+# (PIECEWISE, FULL) it captures the largest size and the next one, then estimates
+#     total = max over modes of first_capture + sum over modes of per_graph x (graphs of the mode - 1)
+# ("FULL and PIECEWISE graphs share the global pool ... take the max"). The graphs of each mode are the
+# capture sizes (vllm/config/compilation.py, v0.11+): [1, 2, 4] + range(8, 256, 8) + range(256, max+1,
+# 16) up to max_cudagraph_capture_size = min(2 x max_num_seqs, 512) (vllm/config/vllm.py), 1024 for
+# gpt-oss (models/config.py GptOssForCausalLMConfig: "from 67 to 83" graphs); FULL decode graphs only
+# up to max_num_seqs. llm-d's DEBUG logs print both parts ("Estimated PIECEWISE CUDA graph memory:
+# 130.00 MiB first-capture + (51-1) x 8.00 MiB per-graph", Qwen3-8B): the FULL first capture of a
+# FlashAttention model is FA3's split-KV accumulator, out_accum fp32 [32 splits, tokens, heads/tp,
+# v_head_dim] (vllm/v1/attention/backends/flash_attn.py, max_num_splits 32 under full CUDA graphs):
+# 32 x 4 B x 512 x 32 x 128 = 256 MiB for Llama 3.1 8B (printed 260), 128 at tp 2 (132), 64 at tp 4
+# (70), 16 x 512 latent for DeepSeek-V2-Lite's FLASH_ATTN_MLA (512; printed 522). Gemma 3 (TRITON_ATTN),
+# gpt-oss (sinks) and Llama 4 (chunked attention, PIECEWISE only) print 4-8 MiB: no accumulator.
+CUDAGRAPH_FIRST_PIECEWISE = 153 * MIB  # the largest PIECEWISE capture (fitted)
+CUDAGRAPH_PER_GRAPH_LAYER = 0.19 * MIB  # each further graph of one mode, per decoder layer (fitted)
+FA_MAX_SPLITS = 32  # flash_attn.py _DEFAULT_MAX_NUM_SPLITS_FOR_CUDA_GRAPH
+_NO_FA_ACCUMULATOR = ("gemma3", "gemma3_text", "gpt_oss", "llama4", "llama4_text")
+_PIECEWISE_ONLY = ("llama4", "llama4_text")
+
+
+def capture_sizes(max_size: int) -> list[int]:
+    """vLLM's default cudagraph_capture_sizes up to max_size (config/compilation.py, v0.11+)."""
+    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, max_size + 1, 16))
+    return [s for s in sizes if s <= max_size]
+
+
+def cudagraph_counts(model, max_num_seqs: int) -> tuple[list[int], list[int]]:
+    """(PIECEWISE sizes, FULL sizes) vLLM captures for this model under FULL_AND_PIECEWISE."""
+    top = 1024 if model.family == "gpt_oss" else min(2 * max_num_seqs, 512)
+    piecewise = capture_sizes(top)
+    full = [] if model.family in _PIECEWISE_ONLY else [s for s in piecewise if s <= max_num_seqs]
+    return piecewise, full
+
+
+def fa_split_accumulator(model, tp: int, tokens: int) -> int:
+    """Bytes of FA3's fp32 split-KV output accumulator for `tokens` decode queries on one rank."""
+    if model.family in _NO_FA_ACCUMULATOR or not tokens:
+        return 0
+    attn = next((la for la in model.layers if la.kind in (Kind.FULL, Kind.SLIDING, Kind.MLA)), None)
+    if attn is None:
+        return 0
+    v_dim = getattr(attn, "kv_lora_rank", 0) or getattr(attn, "v_head_dim", 0) or attn.head_dim
+    return FA_MAX_SPLITS * 4 * tokens * max(1, model.num_attention_heads // tp) * v_dim
+
+
+def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seqs: int = 1024) -> int:
+    """vLLM's "Estimated CUDA graph memory" for one rank (bytes), whether or not it is subtracted.
+
+    With the model: vLLM's own sum (first capture of the larger mode + per-graph x further graphs);
+    without it, the older two-constant form (a base plus a cost per decoder layer)."""
+    if model is None:
+        return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
+    piecewise, full = cudagraph_counts(model, max_num_seqs)
+    first = max(CUDAGRAPH_FIRST_PIECEWISE, fa_split_accumulator(model, tp, max(full, default=0)))
+    further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
+    return int(first + CUDAGRAPH_PER_GRAPH_LAYER * layers_on_rank * further)
 
 
 def overhead_terms(model, dep, st) -> dict[str, int]:
@@ -205,6 +271,6 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     gpu = getattr(st, "gpu_key", "")
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu)
-    graphs = cudagraph_estimate(layers) if st.cudagraphs else 0
+    graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs) if st.cudagraphs else 0
     return {"activation_peak": act, "non_torch": non_torch(dep.tp, dep.pp, v), "cudagraphs": graphs,
             "weights_repack": weights_repack_extra(model, dep.tp, gpu) + rope_tables_bytes(model)}

@@ -53,7 +53,7 @@ def parsed(rec: dict):
 
     from kvplan.logs.parse import _num, parse_log
 
-    if rec.get("transcribed") == "table":
+    if rec.get("transcribed") in ("table", "json"):
         return SimpleNamespace(reported={k: _num(str(v)) for k, v in rec["figures"].items()}, settings={})
     return parse_log((CORPUS / rec["log"]).read_text())
 
@@ -67,7 +67,8 @@ def predict(rec: dict, log) -> dict | None:
     from kvplan.deploy import Deployment
     from kvplan.plan import Request
 
-    if rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not rec.get("gpu") or not rec.get("version"):
+    version = rec.get("version") or rec.get("version_inferred")
+    if rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not rec.get("gpu") or not version:
         return None
     model, gpu = find_in_catalog(rec["kvplan_model"]), find_gpu(rec["gpu"])
     flags = rec.get("flags") or {}
@@ -78,9 +79,13 @@ def predict(rec: dict, log) -> dict | None:
                   weight_dtype=rec.get("weights"))
     opts = {k: str(flags[k]) for k in ("max_num_batched_tokens", "max_num_seqs") if k in flags}
     explicit = {"gpu_memory_utilization": flags["gpu_memory_utilization"]} if "gpu_memory_utilization" in flags else {}
-    res = vllm.Vllm(rec["version"], opts, explicit).result(model, gpu, dep, req)
+    res = vllm.Vllm(version, opts, explicit).result(model, gpu, dep, req)
     layers = max(b - a for a, b in _ranges(model, dep))
-    return {"weights": res.plan.weight_bytes_per_gpu + res.settings["overhead_weights_repack"],
+    repack = res.settings["overhead_weights_repack"]
+    if rec.get("mxfp4_backend"):  # the kernel the log names, not the GPU's default
+        repack += (vllm_overhead.weights_repack_extra(model, dep.tp, gpu, rec["mxfp4_backend"])
+                   - vllm_overhead.weights_repack_extra(model, dep.tp, gpu))
+    return {"weights": res.plan.weight_bytes_per_gpu + repack,
             "activation_peak": res.settings["overhead_activation_peak"],
             "non_torch": res.settings["overhead_non_torch"],
             "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers, model, dep.tp, res.settings["max_num_seqs"]),

@@ -137,12 +137,17 @@ def _gpu_key(gpu) -> str:
     return (gpu if isinstance(gpu, str) else getattr(gpu, "key", "")) or ""
 
 
-def _mxfp4_padding(gpu) -> tuple[int, int] | None:
-    """(I/tp multiple, H multiple) of the MXFP4 backend vLLM picks on this GPU (a profile or its key);
-    None when unknown or not NVIDIA (AMD Instinct, Intel Gaudi)."""
+_BACKEND_PADDING = {"marlin": (128, 256), "triton": (64, 1), "flashinfer": (256, 256)}
+
+
+def _mxfp4_padding(gpu, backend: str | None = None) -> tuple[int, int] | None:
+    """(I/tp multiple, H multiple) of the MXFP4 backend vLLM picks on this GPU (a profile or its key), or of
+    the backend named (a log that says which one ran); None when unknown or not NVIDIA (AMD Instinct, Gaudi)."""
     key = _gpu_key(gpu)
     if key in ("", "unknown", "log") or key.startswith(("mi", "gaudi")):
         return None
+    if backend:
+        return _BACKEND_PADDING[backend]
     if key.startswith(_SM90):
         return 64, 1
     if key.startswith(_SM100):
@@ -164,15 +169,16 @@ def _hopper_swizzle_extra(per_rank: int, hidden: int, warps: int = 8) -> int:
     return values + scales - checkpoint + 2 * (2 * i + hidden)  # + the biases' bf16 -> fp32
 
 
-def weights_repack_extra(model, tp: int, gpu) -> int:
-    """Bytes per rank the MXFP4 experts gain over the checkpoint from the backend's padding."""
+def weights_repack_extra(model, tp: int, gpu, backend: str | None = None) -> int:
+    """Bytes per rank the MXFP4 experts gain over the checkpoint from the backend's padding (the backend
+    vLLM picks on the GPU, or `backend`: "marlin", "triton", "flashinfer")."""
     q, p = model.quantization, model.params
-    pad = _mxfp4_padding(gpu)
+    pad = _mxfp4_padding(gpu, backend)
     if q.method != "mxfp4" or not pad or not p.num_experts or not p.experts_per_token or not p.num_moe_layers:
         return 0
     width = model.intermediate_size // p.experts_per_token  # one expert's intermediate size
     per_rank, hidden = width // tp, model.hidden_size
-    if _gpu_key(gpu).startswith(_SM90):
+    if pad == (64, 1) and (backend == "triton" or _gpu_key(gpu).startswith(_SM90)):
         return _hopper_swizzle_extra(per_rank, hidden) * p.num_experts * p.num_moe_layers
     return _padded_expert_extra(per_rank, hidden, *pad) * p.num_experts * p.num_moe_layers
 

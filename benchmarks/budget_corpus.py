@@ -15,6 +15,7 @@ same side). A source is held out when the first byte of sha256(source) is below 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import statistics
@@ -86,7 +87,7 @@ def predict(rec: dict, log) -> dict | None:
         repack += (vllm_overhead.weights_repack_extra(model, dep.tp, gpu, rec["mxfp4_backend"])
                    - vllm_overhead.weights_repack_extra(model, dep.tp, gpu))
     return {"weights": res.plan.weight_bytes_per_gpu + repack,
-            "activation_peak": res.settings["overhead_activation_peak"],
+            "activation_peak": res.settings["overhead_activation_peak"] + res.settings.get("overhead_encoder_profile", 0),
             "non_torch": res.settings["overhead_non_torch"],
             "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers, model, dep.tp, res.settings["max_num_seqs"]),
             "available_kv": res.plan.kv_memory_bytes_per_gpu}
@@ -173,6 +174,10 @@ def calibrate(records: list[dict]) -> dict:
             nt[("tp" if tp > 1 else "pp" if pp > 1 else "single") + era].append(rep["non_torch_gib"].value * GIB)
         if "activation_peak_gib" in rep and pp == 1:
             x = (min(s, t) * model.vocab_size, t * model.intermediate_size / tp, t * model.hidden_size)
+            rep = dict(rep)  # a multimodal model's peak also holds the dummy encoder outputs (source-derived)
+            peak = rep["activation_peak_gib"]
+            rep["activation_peak_gib"] = dataclasses.replace(
+                peak, value=peak.value - vllm_overhead.encoder_profile_bytes(model, t, v) / GIB)
             gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None
             moe_elems = vllm_overhead.moe_workspace_elements(model, tp, t, gpu)
             if era:

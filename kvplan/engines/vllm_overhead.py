@@ -193,6 +193,44 @@ def _padded_expert_extra(per_rank: int, hidden: int, i_mult: int, h_mult: int) -
     return size(_round_up(per_rank, i_mult), _round_up(hidden, h_mult)) - size(per_rank, hidden)
 
 
+# --- weights as loaded: NVFP4 block scales swizzled for Blackwell (source-derived, not fitted) -----
+# An NVFP4 linear stores uint8 [N, K/2] and fp8 scales [N, K/16] (modelopt.py ModelOptNvFp4LinearMethod
+# .create_weights; compressed-tensors' nvfp4-pack-quantized alike): kvplan.model counts 9/16 B a weight.
+# On Blackwell (SM100 / SM120) the CUTLASS and FlashInfer FP4 GEMMs take the scales swizzled:
+# swizzle_blockscale (vllm quantization/utils/nvfp4_utils.py; modelopt.py before) pads them to
+# [round_up(N, 128), round_up(K/16, 4)], per expert for MoE weights. Before Blackwell vLLM runs NVFP4
+# weight-only through Marlin (marlin_utils_fp4.py prepare_fp4_layer_for_marlin / prepare_moe_fp4_layer_
+# for_marlin): the weights and scales are repacked in place, same bytes, so nothing is added there.
+_BLACKWELL = _SM100 + ("rtx-5090", "rtx-pro-6000")
+
+
+def _scale_pad(n: int, k: int) -> int:
+    """Bytes one NVFP4 linear's fp8 scales gain when swizzled: [N, K/16] -> [N % 128, K/16 % 4]."""
+    return _round_up(n, 128) * _round_up(k // 16, 4) - n * (k // 16)
+
+
+def nvfp4_scale_padding(model, tp: int, gpu) -> int:
+    """Bytes per rank the swizzled NVFP4 block scales add on Blackwell (0 elsewhere or for other formats):
+    the attention projections and dense MLPs of every layer, and every expert of the MoE layers."""
+    if model.quantization.method != "nvfp4" or not _gpu_key(gpu).startswith(_BLACKWELL):
+        return 0
+    p, hidden = model.params, model.hidden_size
+    attn = [la for la in model.layers if la.kind in (Kind.FULL, Kind.SLIDING, Kind.CHUNKED)]
+    total = 0
+    for la in attn:
+        q = model.num_attention_heads * la.head_dim // tp
+        total += _scale_pad(q + 2 * max(1, la.num_kv_heads // tp) * la.head_dim, hidden) + _scale_pad(hidden, q)
+    moe_layers = p.num_moe_layers if p.num_experts and p.experts_per_token else 0
+    if moe_layers:
+        width = model.intermediate_size // p.experts_per_token // tp
+        total += moe_layers * p.num_experts * (_scale_pad(2 * width, hidden) + _scale_pad(hidden, width))
+    dense = model.num_layers - moe_layers
+    if dense and not moe_layers:  # (the few dense layers of a MoE model: their width is not in the spec)
+        width = model.intermediate_size // tp
+        total += dense * (_scale_pad(2 * width, hidden) + _scale_pad(hidden, width))
+    return total
+
+
 # --- weights as loaded: the RoPE cos/sin tables (source-derived, not fitted) ----------------------
 # vllm/model_executor/layers/rotary_embedding/base.py (RotaryEmbedding.__init__, v0.11-main 2026):
 # each distinct rotary embedding registers a [rows, rotary_dim] buffer of the model dtype, built on
@@ -265,6 +303,27 @@ def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seq
     return int(first + CUDAGRAPH_PER_GRAPH_LAYER * layers_on_rank * further)
 
 
+# --- multimodal models: the encoder outputs held through the profile run (source-derived) ---------
+# vllm/v1/worker/gpu_model_runner.py profile_run (v0.8-v0.19): for a multimodal model vLLM first runs
+# the vision encoder on a dummy batch of the largest items ("Encoder cache will be initialized with a
+# budget of N tokens, and profiled with K image items of the maximum feature size"), keeps the outputs
+# in self.encoder_cache while the text dummy run follows, then frees them; the torch peak therefore holds
+# K x max_tokens_per_item embeddings of the text hidden size. The budget is
+# max(max_num_batched_tokens, max_tokens_per_mm_item) (v1/core/encoder_cache_manager.py
+# compute_mm_encoder_budget; SchedulerConfig sets max_num_encoder_input_tokens = encoder_cache_size =
+# max_num_batched_tokens) and K = budget // max_tokens_per_item (multimodal/encoder_budget.py
+# _get_max_items), so K x tokens per item is at most the budget: kvplan counts the whole budget in the
+# model dtype (8192 x 5376 x 2 B = 84 MiB for Gemma 3 27B, whose 256 tokens per image divide it). The
+# vision tower's own activations peak in the encoder pass, before the text run, and are not counted.
+def encoder_profile_bytes(model, tokens: int, version: tuple[int, ...] = (0, 19, 0)) -> int:
+    """Bytes of dummy encoder outputs vLLM's profile run holds for a multimodal model (0 otherwise)."""
+    if not getattr(model.params, "vision", 0) or version < (0, 8, 0):
+        return 0
+    from kvplan.rope import _DTYPE_BYTES
+
+    return tokens * model.hidden_size * _DTYPE_BYTES.get(model.dtype, 2)
+
+
 def overhead_terms(model, dep, st) -> dict[str, int]:
     """The per-GPU terms vLLM subtracts besides the weights, for the rank with the least KV room.
 
@@ -279,4 +338,6 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu)
     graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs) if st.cudagraphs else 0
     return {"activation_peak": act, "non_torch": non_torch(dep.tp, dep.pp, v), "cudagraphs": graphs,
-            "weights_repack": weights_repack_extra(model, dep.tp, gpu) + rope_tables_bytes(model)}
+            "weights_repack": (weights_repack_extra(model, dep.tp, gpu) + nvfp4_scale_padding(model, dep.tp, gpu)
+                               + rope_tables_bytes(model)),
+            "encoder_profile": encoder_profile_bytes(model, st.max_num_batched_tokens, v)}

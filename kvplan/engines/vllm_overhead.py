@@ -215,9 +215,9 @@ def nvfp4_scale_padding(model, tp: int, gpu) -> int:
     if model.quantization.method != "nvfp4" or not _gpu_key(gpu).startswith(_BLACKWELL):
         return 0
     p, hidden = model.params, model.hidden_size
-    attn = [la for la in model.layers if la.kind in (Kind.FULL, Kind.SLIDING, Kind.CHUNKED)]
+    attn = [getattr(la, "attention", la) for la in model.layers]
     total = 0
-    for la in attn:
+    for la in (la for la in attn if la.kind in (Kind.FULL, Kind.SLIDING, Kind.CHUNKED) and hasattr(la, "head_dim")):
         q = model.num_attention_heads * la.head_dim // tp
         total += _scale_pad(q + 2 * max(1, la.num_kv_heads // tp) * la.head_dim, hidden) + _scale_pad(hidden, q)
     moe_layers = p.num_moe_layers if p.num_experts and p.experts_per_token else 0
@@ -283,10 +283,11 @@ def fa_split_accumulator(model, tp: int, tokens: int) -> int:
     """Bytes of FA3's fp32 split-KV output accumulator for `tokens` decode queries on one rank."""
     if model.family in _NO_FA_ACCUMULATOR or not tokens:
         return 0
-    attn = next((la for la in model.layers if la.kind in (Kind.FULL, Kind.SLIDING, Kind.MLA)), None)
+    heads = [getattr(la, "attention", la) for la in model.layers]  # Falcon-H1's ParallelHybrid: its attention
+    attn = next((la for la in heads if la.kind in (Kind.FULL, Kind.SLIDING, Kind.MLA)), None)
     if attn is None:
         return 0
-    v_dim = getattr(attn, "kv_lora_rank", 0) or getattr(attn, "v_head_dim", 0) or attn.head_dim
+    v_dim = getattr(attn, "kv_lora_rank", 0) or getattr(attn, "v_head_dim", 0) or getattr(attn, "head_dim", 0)
     return FA_MAX_SPLITS * 4 * tokens * max(1, model.num_attention_heads // tp) * v_dim
 
 

@@ -209,7 +209,9 @@ def test_decode_context_parallel_stripes_the_latent():
 
 @pytest.mark.parametrize("model,dep,needle", [
     ("deepseek-v3", Deployment(tp=4, dcp=8), "must divide tp=4"),
-    ("llama-3.1-8b", Deployment(tp=2, dcp=2), "shards MLA latents"),
+    ("llama-3.1-8b", Deployment(tp=2, dcp=2), "needs tp \\(2\\) above the model's 8 KV heads"),
+    ("qwen3-235b-a22b", Deployment(tp=8, dcp=4), "exceeds vLLM's maximum tp // KV heads = 2"),
+    ("gemma-2-9b", Deployment(tp=8, dcp=2), "only full-attention and MLA caches"),
 ])
 def test_decode_context_parallel_refusals(model, dep, needle):
     with pytest.raises(KvplanError, match=needle):
@@ -303,7 +305,8 @@ def test_emit_dp_ep_flags():
 @pytest.mark.parametrize("args,needle", [
     (["--engine", "sglang", "--engine-opt", "enable_dp_attention=true"], "needs --dp above 1"),
     (["--dp", "8", "--engine", "sglang", "--engine-opt", "enable_dp_attention=false"], "replicas"),
-    (["--tp", "8", "--dcp", "8", "--engine", "vllm"], "not modelled"),
+    (["--tp", "8", "--dcp", "8", "--engine", "sglang"], "not modelled"),
+    (["--tp", "8", "--dcp", "8", "--engine", "vllm", "--engine-version", "0.10.1"], "added in 0.10.2"),
     (["--dp", "2", "--engine", "trtllm"], "modelled for vllm and sglang"),
 ])
 def test_engine_layout_refusals(args, needle):

@@ -80,6 +80,7 @@ class Engine:
     reads_layers: frozenset[str] = frozenset()
     supports_dp = False  # data-parallel ranks (each its own pool and requests) are modelled
     supports_dcp = False  # decode context parallel (MLA latents striped over tp ranks) is modelled
+    dcp_tokens_whole = False  # the printed token capacity already counts every rank of a dcp group
 
     def __init__(self, version: str | None = None, opts: dict | None = None, explicit: dict | None = None):
         """Checked: an unknown version or option is a one-line error before any work."""
@@ -158,7 +159,7 @@ class Engine:
         stages = self.budget(budgets(prep, budget, one), one, st)
         use = usage(stages, one)
         cap = self.capacity(view, dep, stages, one, st, use)
-        ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep)
+        ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep, self.dcp_tokens_whole)
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name)
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
 

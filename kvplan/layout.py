@@ -102,23 +102,16 @@ class Placement(NamedTuple):
     """Over how many ranks each part of a stage is split (1: whole on every rank)."""
 
     attention: int  # attention / mixer projections
-    mlp: int  # dense MLPs and shared experts
+    mlp: int  # dense MLPs (and shared experts unless `shared` says otherwise)
     experts: int  # routed experts (by width, or whole experts with EP)
     embedding: int
     head: int
+    shared: int = 0  # shared experts; 0: as `mlp` (SGLang fuses them into the routed experts' group)
 
 
 def vllm_placement(tp: int, dp: int) -> Placement:
     """vLLM (and kvplan's default): everything over tp within a dp rank, experts over tp x dp."""
     return Placement(tp, tp, tp * dp, tp, tp)
-
-
-def sglang_dpa_placement(tp: int, dp: int) -> Placement:
-    """SGLang DP attention (--tp-size tp x dp --dp-size dp --enable-dp-attention): attention over its
-    attention-TP group (tp), dense MLPs, shared experts and the LM head over every rank (their
-    default tp group; --moe-dense-tp-size 1 / --enable-dp-lm-head change that), the embedding
-    whole (`VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled())`), experts over tp x dp."""
-    return Placement(tp, tp * dp, tp * dp, 1, tp * dp)
 
 
 def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, frac: float, place: Placement,
@@ -131,8 +124,9 @@ def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, fra
     """
     p = model.params
     split_params = p.attention + p.mlp + p.shared_experts - p.replicated
-    mlp = wb.sharded * (p.mlp + p.shared_experts) / split_params if split_params > 0 else 0
-    split = (wb.sharded - mlp) / place.attention + mlp / place.mlp
+    dense = wb.sharded * p.mlp / split_params if split_params > 0 else 0
+    shared = wb.sharded * p.shared_experts / split_params if split_params > 0 else 0
+    split = (wb.sharded - dense - shared) / place.attention + dense / place.mlp + shared / (place.shared or place.mlp)
     per_expert_rank = wb.experts / place.experts
     resident = (split + per_expert_rank + wb.replicated) * frac
     table = wb.embedding / place.embedding

@@ -154,7 +154,7 @@ class Engine:
         view = self.view(model, st)
         r = self.request(req, st, view, dep)
         one = rank_request(r, dep)  # one data-parallel rank: its share of the requests, its own pool
-        prep = prepare(view, dep, one, self.rules(st), step_tokens=r.batch, placement=self.placement(view, dep))
+        prep = prepare(view, dep, one, self.rules(st), step_tokens=r.batch, placement=self.placement(view, dep, gpu))
         budget = gpu_budget(gpu, one)
         stages = self.budget(budgets(prep, budget, one), one, st)
         use = usage(stages, one)
@@ -175,7 +175,7 @@ class Engine:
                 raise KvplanError(f"{self.name} has no modelled allocation for {what}; plan it with --engine vllm "
                                   "or the default engine", EXIT_USAGE)
 
-    def placement(self, model, dep):
+    def placement(self, model, dep, gpu=None):
         """Over how many ranks each part of the weights is split (kvplan.layout.Placement): vLLM's."""
         from kvplan.layout import vllm_placement
 

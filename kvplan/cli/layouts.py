@@ -47,6 +47,9 @@ def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
         console.print(t)
         console.print("Ranked by concurrent requests at the context (each dp rank holds its own), then decode "
                       "tokens/s at the batch; ✗: does not fit. --json lists every layout with why.")
+        note = pipeline_note(plans, TOP)
+        if note:
+            console.print(note)
     stderr(f"note: planning the best layout, {layout_text(best.deployment)}")
     return best.deployment, rows
 
@@ -59,6 +62,29 @@ def why(plan, best) -> str:
                  f"{plan.kv_bytes_per_sequence_per_gpu / 2**30:.2f} GiB KV per request per GPU")
     if dep.dp > 1:
         parts.append(f"each of {dep.dp} dp ranks its own requests")
+    if dep.pp > 1:
+        parts.append(f"{dep.pp} pipeline stages in turn ({plan.decode_step_seconds * 1e3:.1f} ms a decode step per "
+                     f"token; bubbles unless {dep.pp} micro-batches are in flight)")
     if plan is not best and best.max_concurrency:
         parts.append(f"{plan.max_concurrency / best.max_concurrency:.0%} of the best")
     return "; ".join(parts)
+
+
+def pipeline_note(plans, top: int) -> str | None:
+    """When the best layout pipelines, what that costs a request against the fastest of the `top` shown
+    without pipeline stages (the ranking counts requests; a pipeline's latency shows only in tok/s)."""
+    from kvplan.layout import layout_text
+
+    if not plans or plans[0].deployment.pp == 1:
+        return None
+    best = plans[0]
+    flat = [(i, p) for i, p in enumerate(plans[:top]) if p.deployment.pp == 1 and p.fits]
+    text = (f"#1 runs {best.deployment.pp} pipeline stages one after another: each token waits for every stage "
+            f"({best.decode_step_seconds * 1e3:.1f} ms a decode step, {best.decode_tokens_per_second:,.0f} tok/s for "
+            f"the batch), and stages idle (pipeline bubbles) unless {best.deployment.pp} micro-batches are in flight.")
+    if flat:
+        i, fast = max(flat, key=lambda ip: ip[1].decode_tokens_per_second)
+        text += (f" #{i + 1} ({layout_text(fast.deployment)}) holds {fast.max_concurrency:,} requests at "
+                 f"{fast.decode_step_seconds * 1e3:.1f} ms a step ({fast.decode_tokens_per_second:,.0f} tok/s): "
+                 "lower per-token latency.")
+    return text

@@ -22,6 +22,7 @@ class NeutralEngine(Engine):
     name = "kvplan"
     supports_dp = True
     supports_dcp = True
+    supports_speculative = True  # vLLM's rules: the drafter's layers join the pool (kvplan.speculative)
     label = None  # reports say "engine-neutral" where an engine's label would go
     reads_layers = frozenset({"IndexedMLA", "ParallelHybrid"})  # its arithmetic is each spec's own
 
@@ -38,6 +39,7 @@ class NeutralEngine(Engine):
         does not depend on the asked context). Every number is result()'s own (tests/test_reports.py)."""
         from kvplan.layout import rank_request, whole_answers
 
+        self.check_layers(model)
         self.check_layout(model, dep)
         prepared: dict = {}
         longest: dict = {}

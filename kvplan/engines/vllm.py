@@ -75,6 +75,9 @@ class Settings:
     async_scheduling: bool  # doubles the sliding-window in-flight term from v0.30.0
     v1: bool  # the V1 engine (default from v0.8.0)
     gpu_key: str = ""  # the GPU it runs on (picks kernels whose weights load padded, vllm_overhead)
+    # speculative decoding: a Mamba-style state keeps 1 + num_speculative_tokens pages per request
+    # (MambaSpec.num_speculative_blocks: kv_cache_interface.py v0.33.0 L1141, mamba/abstract.py L86)
+    spec_state_blocks: int = 0
 
     @property
     def v(self) -> tuple[int, ...]:
@@ -123,8 +126,10 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     kv = req.kv_dtype
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
+    spec = getattr(model, "speculative", None)
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
-                    opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "")
+                    opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "",
+                    spec.num_speculative_tokens if spec is not None else 0)
 
 
 # --- the block pool -------------------------------------------------------------------------------
@@ -158,6 +163,8 @@ class Pool:
         blk = self.block_size
         for b in self.buckets:
             n = BLOCKS_PER_REQUEST[b.kind](length, b.span, blk, st.in_flight_tokens)
+            if b.kind == Kind.STATE:
+                n += st.spec_state_blocks
             total += n * (1 if self.uniform else b.groups)
         return total
 
@@ -278,6 +285,7 @@ class Vllm(Engine):
     # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer; Falcon-H1: a FullAttentionSpec and a MambaSpec
     reads_layers = frozenset({"IndexedMLA", "ParallelHybrid"})
     supports_dp = True  # -dp: each DP rank an engine core with its own scheduler and pool
+    supports_speculative = True  # --speculative-config: drafter layers in the same groups (kvplan.speculative)
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
@@ -344,6 +352,10 @@ class Vllm(Engine):
         args += parallel_flags("vllm", dep, model)
         if settings["block_size"] != 16:
             args += ["--block-size", str(settings["block_size"])]
+        if model.speculative is not None:
+            from kvplan.speculative import vllm_flag
+
+            args += vllm_flag(model.speculative)
         return args
 
 

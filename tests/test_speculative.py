@@ -253,3 +253,58 @@ def test_cli_sweep_with_mtp(kvplan_home):
     rows = json.loads(r.stdout)
     plans = rows["plans"] if isinstance(rows, dict) else rows
     assert plans[0]["kv_bytes_per_token"] == 8 * 62 * 1152
+
+
+# --- Hub checkpoints: the MTP tensors are not the served model's weights -------------------------
+
+def _metas(tensors: dict[str, tuple[str, list[int]]]):
+    from types import SimpleNamespace
+
+    bits = {"BF16": 16, "F8_E4M3": 8, "F32": 32}
+    out, offset = {}, 0
+    for name, (dtype, shape) in tensors.items():
+        n = 1
+        for d in shape:
+            n *= d
+        size = n * bits[dtype] // 8
+        out[name] = SimpleNamespace(dtype=dtype, shape=shape, data_offsets=[offset, offset + size])
+        offset += size
+    return {"model.safetensors": SimpleNamespace(tensors=out)}
+
+
+def test_hub_weights_tell_mtp_layers_apart():
+    from kvplan.hub import _sum_headers
+
+    w = _sum_headers(None, _metas({
+        "model.embed_tokens.weight": ("BF16", [100, 8]),  # 1,600 B
+        "model.layers.0.mlp.weight": ("F8_E4M3", [8, 8]),  # 64 B
+        "model.layers.1.mlp.weight": ("F8_E4M3", [8, 8]),  # 64 B
+        "model.layers.2.eh_proj.weight": ("BF16", [8, 16]),  # 256 B: the MTP module (layer num_hidden_layers)
+        "model.layers.2.embed_tokens.weight": ("BF16", [100, 8]),  # 1,600 B: its copy of the embedding
+        "mtp.fc.weight": ("BF16", [8, 16]),  # 256 B: Qwen3-Next's spelling
+    }))
+    assert w.total_bytes == 1600 + 64 + 64 + 256 + 1600 + 256
+    assert w.mtp_bytes(2) == 256 + 1600 + 256  # layers 2.. and mtp.*
+    assert w.mtp_bytes(3) == 256  # a 3-layer model: layer 2 is a main layer
+
+
+def test_hub_model_without_flag_drops_the_mtp_tensors(monkeypatch):
+    """A DeepSeek-V3-shaped Hub checkpoint: vLLM skips model.layers.61 when MTP is off (deepseek_v2.py
+    load_weights, get_spec_layer_idx_from_weight_name), so the model's bytes exclude it."""
+    from kvplan import hub, resolve
+    from kvplan.hub import HubConfig, _sum_headers
+
+    config = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 64,
+              "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2, "vocab_size": 100,
+              "intermediate_size": 128, "moe_intermediate_size": 32, "n_routed_experts": 4, "num_experts_per_tok": 2,
+              "n_shared_experts": 1, "first_k_dense_replace": 1, "kv_lora_rank": 16, "q_lora_rank": 32,
+              "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "num_nextn_predict_layers": 1,
+              "max_position_embeddings": 4096}
+    weights = _sum_headers(None, _metas({"model.layers.0.w": ("BF16", [64, 64]), "model.layers.1.w": ("BF16", [64, 64]),
+                                         "model.layers.2.w": ("BF16", [64, 32])}))
+    monkeypatch.setattr(hub, "fetch_config", lambda *a, **k: HubConfig("org/ds", None, "c" * 40, config, False, None))
+    monkeypatch.setattr(hub, "fetch_weights", lambda *a, **k: weights)
+    got = resolve.resolve_model("org/ds")
+    assert got.spec.checkpoint_bytes == 2 * 64 * 64 * 2  # layer 2 (4,096 B) is the MTP module
+    assert any("4,096 B of multi-token-prediction layers not counted" in n for n in got.notices)
+    assert len(got.spec.mtp_layers) == 1

@@ -219,3 +219,39 @@ def report(model, plan) -> dict | None:
     return {**info.as_dict(), "config": info.config(),
             "kv_bytes_per_token": sum(r["kv_bytes_per_token"] for r in kinds.values()),
             "layer_kinds": list(kinds.values())}
+
+
+# --- vLLM releases --------------------------------------------------------------------------------
+# Checked in the wheels: the V1 engine refuses method "draft_model" in 0.11.0 (engine/arg_utils.py L1485-1488)
+# and has DraftModelProposer from 0.15.0 (v1/worker/gpu_model_runner.py L450); an MTP layer's own
+# shared_head.head (a ParallelLMHead of vocab x hidden) stays loaded through 0.15.0 (v1/spec_decode/eagle.py
+# 0.11.0 L883-889, 0.15.0 L1235-1245 share only the drafter's `lm_head`), and is replaced by the target's
+# head from 0.20.0 (llm_base_proposer.py 0.20.0 L1511-1527); 0.16-0.19 were not read.
+DRAFT_MODEL_FROM = (0, 15, 0)
+MTP_FROM = (0, 11, 0)  # the oldest release whose MTP drafter was read
+MTP_HEAD_SHARED_FROM = (0, 20, 0)
+
+
+def check_vllm(model, v: tuple) -> None:
+    info = model.speculative
+    if info is None:
+        return
+    if info.method == "draft_model" and v < DRAFT_MODEL_FROM:
+        raise KvplanError(f"--speculative draft with vLLM {'.'.join(map(str, v))}: the V1 engine serves draft models "
+                          "from 0.15.0 (0.11.0 refuses them); choose --engine-version 0.15.0 or later", EXIT_USAGE)
+    if info.method == "mtp" and v < MTP_FROM:
+        raise KvplanError(f"--speculative mtp with vLLM {'.'.join(map(str, v))}: releases before 0.11.0 are not "
+                          "modelled for MTP", EXIT_USAGE)
+
+
+def vllm_view(model, v: tuple):
+    """The model as a vLLM release loads its drafter: before 0.20.0 every MTP layer keeps its own copy of
+    the LM head (vocab x hidden, split over tp like the head)."""
+    info = model.speculative
+    if info is None or info.method != "mtp" or v >= MTP_HEAD_SHARED_FROM:
+        return model
+    extra = info.layers * model.vocab_size * model.hidden_size
+    params = dataclasses.replace(model.params, lm_head=model.params.lm_head + extra)
+    plain = 4 if model.dtype == "fp32" else 2
+    checkpoint = None if model.checkpoint_bytes is None else model.checkpoint_bytes + extra * plain
+    return dataclasses.replace(model, params=params, checkpoint_bytes=checkpoint)

@@ -308,3 +308,27 @@ def test_hub_model_without_flag_drops_the_mtp_tensors(monkeypatch):
     assert got.spec.checkpoint_bytes == 2 * 64 * 64 * 2  # layer 2 (4,096 B) is the MTP module
     assert any("4,096 B of multi-token-prediction layers not counted" in n for n in got.notices)
     assert len(got.spec.mtp_layers) == 1
+
+
+def test_vllm_before_0_20_keeps_the_mtp_head_copy():
+    """vLLM 0.11.0's EAGLE/MTP loader shares only the drafter's `lm_head` (v1/spec_decode/eagle.py L883-889); the
+    MTP layer computes logits with its own shared_head.head (deepseek_mtp.py L143), a ParallelLMHead of
+    129,280 x 7,168 bf16 = 1,853,358,080 B, split over tp 8 = 231,669,760 B per GPU. 0.33.0 replaces it by
+    the target's head (llm_base_proposer.py L1560-1585)."""
+    h200, dep, req = find_gpu("h200"), Deployment(8, 1), Request(context=32768, kv_cache_memory_bytes=40 * GIB)
+    spec = apply(catalog("deepseek-v3"), SpecRequest("mtp"))
+    old = resolve_engine("vllm", "0.11.0").result(spec, h200, dep, req).plan
+    new = resolve_engine("vllm", "0.33.0").result(spec, h200, dep, req).plan
+    assert old.weight_bytes - new.weight_bytes == 129_280 * 7_168 * 2
+    assert old.weight_bytes_per_gpu - new.weight_bytes_per_gpu == 129_280 * 7_168 * 2 // 8
+
+
+def test_cli_draft_model_needs_vllm_0_15(kvplan_home):
+    r = run("fit", "llama-3.1-70b-instruct", "--gpu", "h100", "--tp", "4", "--ctx", "8k", "--engine", "vllm",
+            "--engine-version", "0.11.0", "--speculative", "draft:llama-3.2-1b-instruct:4")
+    assert r.exit_code == 2 and "serves draft models from 0.15.0" in r.stderr and r.stdout == ""
+    ok = run("fit", "llama-3.1-70b-instruct", "--gpu", "h100", "--tp", "4", "--ctx", "8k", "--emit", "vllm",
+             "--speculative", "draft:llama-3.2-1b-instruct:4")
+    assert ok.exit_code == 0, ok.output
+    assert ('--speculative-config \'{"method":"draft_model","num_speculative_tokens":4,'
+            '"model":"meta-llama/Llama-3.2-1B-Instruct"}\'') in ok.stdout

@@ -290,6 +290,18 @@ class Vllm(Engine):
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
+    def check_layers(self, model) -> None:
+        from kvplan.speculative import check_vllm
+
+        super().check_layers(model)
+        check_vllm(model, parse_version(self.version or DEFAULT_VERSION))
+
+    def view(self, model, st: Settings):
+        """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.speculative)."""
+        from kvplan.speculative import vllm_view
+
+        return vllm_view(model, st.v)
+
     def request(self, req, st: Settings, model, dep):
         over = req.overhead_bytes if req.overhead_bytes is not None else overhead(model, dep, st)[0]
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,

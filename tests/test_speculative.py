@@ -332,3 +332,49 @@ def test_cli_draft_model_needs_vllm_0_15(kvplan_home):
     assert ok.exit_code == 0, ok.output
     assert ('--speculative-config \'{"method":"draft_model","num_speculative_tokens":4,'
             '"model":"meta-llama/Llama-3.2-1B-Instruct"}\'') in ok.stdout
+
+
+def test_vllm_mamba_states_keep_a_page_per_speculative_token():
+    """Qwen3-Next (12 full-attention + 36 Gated DeltaNet layers) with its MTP layer, vLLM 0.33: MambaSpec's
+    num_speculative_blocks = num_speculative_tokens (mamba/abstract.py L86), so a request holds 1 + 1 pages
+    per state group (kv_cache_interface.py L1141). 13 full layers: group size min(13, 36) = 13, the states
+    make cdiv(36, 13) = 3 groups -> 3 x 2 state blocks; without the drafter 3 x 1 (36 / 12)."""
+    eng = resolve_engine("vllm")
+    req = Request(context=32768, kv_cache_memory_bytes=40 * GIB)
+    spec = catalog("qwen3-next-80b-a3b-thinking")
+    plain = eng.result(spec, find_gpu("h200"), Deployment(1, 1), req).capacity
+    mtp = eng.result(apply(spec, SpecRequest("mtp")), find_gpu("h200"), Deployment(1, 1), req).capacity
+    line = lambda cap, label: {f.label: f.value for f in cap.lines}[label]  # noqa: E731
+    assert line(plain, "groups x layers per group") == (4, 12) and line(mtp, "groups x layers per group") == (4, 13)
+    full = -(-32768 // plain.block_size)  # the attention block is the same: one layer's page decides it
+    assert plain.block_size == mtp.block_size
+    assert line(plain, "blocks per 32,768-token request") == full + 3 * 1
+    assert line(mtp, "blocks per 32,768-token request") == full + 3 * 2
+
+
+def test_vllm_multi_module_mtp_retains_window_tokens():
+    """vLLM 0.33 keeps num_speculative_tokens - 1 extra tokens below every sliding window when more than one
+    MTP module drafts (kv_cache_planning.py L1634-1641, SlidingWindowSpec.max_admission_blocks_per_request).
+    gpt-oss-20b's window (128, block 16) with three MTP modules (made up: no such checkpoint) and mtp:3 on an
+    H200, max_num_batched_tokens 8,200, async scheduling -> T = 2 x 8,200 = 16,400 in flight:
+    without the drafter cdiv(127 + 16,400, 16) + 1 = 1,033 + 1 = 1,034 blocks; with it 2 more tokens,
+    cdiv(16,529, 16) + 1 = 1,034 + 1 = 1,035."""
+    import dataclasses
+
+    from kvplan.layers import FullAttention
+    from kvplan.model import ParamCounts
+
+    base = catalog("gpt-oss-20b")
+    fake = dataclasses.replace(base, mtp_layers=(FullAttention(8, 64),) * 3, mtp_params=ParamCounts())
+    spec = apply(fake, SpecRequest("mtp", 3))
+    eng = resolve_engine("vllm", None, ["max_num_batched_tokens=8200"])
+    req = Request(context=131072, kv_cache_memory_bytes=40 * GIB)
+    st = eng.settings(spec, find_gpu("h200"), Deployment(1, 1), req)
+    assert st.in_flight_tokens == 16_400 and st.swa_retained == 2
+    window = next(la for la in base.layers if la.kind == "sliding")
+    assert eng.rules(st).tokens_allocated(window, 131072, 16) == 1_035 * 16
+    plain_st = eng.settings(base, find_gpu("h200"), Deployment(1, 1), req)
+    assert plain_st.swa_retained == 0
+    assert eng.rules(plain_st).tokens_allocated(window, 131072, 16) == 1_034 * 16
+    old = resolve_engine("vllm", "0.25.0", ["max_num_batched_tokens=8200"])
+    assert old.settings(spec, find_gpu("h200"), Deployment(1, 1), req).swa_retained == 0  # absent in 0.25.0

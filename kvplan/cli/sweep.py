@@ -13,7 +13,8 @@ import typer
 
 from kvplan.cli._common import (
     MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, PricesOpt, RevisionOpt,
-    OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, speculative_request, with_speculative, check_range, cli_errors, markup_safe, output_files, stderr, table,
+    OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, speculative_request, with_speculative, check_range,
+    cli_errors, markup_safe, output_files, stderr, table,
 )
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
 from kvplan.cli.workload import (

@@ -44,13 +44,15 @@ class VllmRules:
     """Slots one request of seq_len tokens is allocated per layer: vLLM's max_memory_usage_bytes / page."""
 
     max_in_flight_tokens: int  # T in the sliding-window bound
+    retained: int = 0  # sliding-window tokens kept below the window for multi-module MTP (Settings.swa_retained)
     name = "vllm"
 
     def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
         rule = BLOCKS_PER_REQUEST.get(layer.kind)
         if seq_len <= 0 or rule is None or layer.kind == Kind.STATE:
             return 0
-        return rule(seq_len, layer.span, block, self.max_in_flight_tokens) * block
+        t = self.max_in_flight_tokens + (self.retained if layer.kind == Kind.SLIDING else 0)
+        return rule(seq_len, layer.span, block, t) * block
 
 
 # Blocks one request of `n` tokens takes in one layer of each kind (kv_cache_interface.py, per spec's
@@ -78,6 +80,10 @@ class Settings:
     # speculative decoding: a Mamba-style state keeps 1 + num_speculative_tokens pages per request
     # (MambaSpec.num_speculative_blocks: kv_cache_interface.py v0.33.0 L1141, mamba/abstract.py L86)
     spec_state_blocks: int = 0
+    # multi-module MTP keeps num_speculative_tokens - 1 more tokens below every sliding window
+    # (SlidingWindowSpec.extra_retained_tokens: v0.33.0 kv_cache_planning.py L1634-1641, kv_cache_interface.py
+    # L903-945; absent in 0.25.0, 0.30.0 not read)
+    swa_retained: int = 0
 
     @property
     def v(self) -> tuple[int, ...]:
@@ -127,9 +133,13 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
     spec = getattr(model, "speculative", None)
+    retained = 0
+    multi_module = spec is not None and spec.method == "mtp" and min(spec.layers, spec.num_speculative_tokens) > 1
+    if multi_module and v >= (0, 33, 0):
+        retained = spec.num_speculative_tokens - 1  # num_prefill_lookahead_tokens - 1 (config/vllm.py L653-675)
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
                     opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "",
-                    spec.num_speculative_tokens if spec is not None else 0)
+                    spec.num_speculative_tokens if spec is not None else 0, retained)
 
 
 # --- the block pool -------------------------------------------------------------------------------
@@ -162,7 +172,8 @@ class Pool:
         total = 0
         blk = self.block_size
         for b in self.buckets:
-            n = BLOCKS_PER_REQUEST[b.kind](length, b.span, blk, st.in_flight_tokens)
+            t = st.in_flight_tokens + (st.swa_retained if b.kind == Kind.SLIDING else 0)
+            n = BLOCKS_PER_REQUEST[b.kind](length, b.span, blk, t)
             if b.kind == Kind.STATE:
                 n += st.spec_state_blocks
             total += n * (1 if self.uniform else b.groups)
@@ -308,7 +319,7 @@ class Vllm(Engine):
                                    overhead_bytes=over)
 
     def rules(self, st: Settings) -> VllmRules:
-        return VllmRules(st.in_flight_tokens)
+        return VllmRules(st.in_flight_tokens, st.swa_retained)
 
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)

@@ -397,3 +397,22 @@ def test_check_log_plans_the_drafter_its_log_names(kvplan_home, tmp_path):
     row = next(x for x in json.loads(r.stdout)["rows"] if x["quantity"].startswith("KV cache tokens"))
     lo, hi = (int(v.replace(",", "")) for v in row["predicted"].split(" .. "))
     assert lo <= int(58.11 * 2**30) // 2_621_440 * 16 <= hi
+
+
+def test_an_unreadable_mtp_key_does_not_refuse_the_model():
+    """num_nextn_predict_layers sizes nothing unless --speculative mtp asks: a broken value is a note."""
+    from conftest import REPO
+
+    from kvplan.configs import spec_from_config
+
+    src = REPO.parent / "shared" / "configs" / "deepseek-ai__DeepSeek-V3.json"
+    if not src.exists():
+        pytest.skip("../shared/configs is not here (a user's clone has no ../shared)")
+    cfg = json.loads(src.read_text())
+    cfg["num_nextn_predict_layers"] = "one"
+    spec, notes = spec_from_config(cfg, "ds")
+    assert len(spec.layers) == 61 and spec.mtp_layers == ()
+    assert any("multi-token-prediction layers not read" in n for n in notes)
+    cfg["num_nextn_predict_layers"] = 2  # two modules: twice layer 61's parameters
+    spec, _ = spec_from_config(cfg, "ds")
+    assert len(spec.mtp_layers) == 2 and spec.mtp_params.total == 2 * 11_610_068_224

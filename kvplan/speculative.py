@@ -67,6 +67,12 @@ class Speculative:
             out.update(prompt_lookup_min=NGRAM_LOOKUP, prompt_lookup_max=NGRAM_LOOKUP)
         return out
 
+    def flag(self) -> str:
+        """The --speculative spelling of this drafter (a sweep's CSV column)."""
+        if self.method == "draft_model":
+            return f"draft:{self.draft_name}:{self.num_speculative_tokens}"
+        return f"{self.method}:{self.num_speculative_tokens}"
+
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 

@@ -253,6 +253,7 @@ def test_cli_sweep_with_mtp(kvplan_home):
     rows = json.loads(r.stdout)
     plans = rows["plans"] if isinstance(rows, dict) else rows
     assert plans[0]["kv_bytes_per_token"] == 8 * 62 * 1152
+    assert plans[0]["speculative"] == "mtp:1"  # a flat column in CSV and JSON rows
 
 
 # --- Hub checkpoints: the MTP tensors are not the served model's weights -------------------------

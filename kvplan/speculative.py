@@ -131,8 +131,16 @@ def _with_mtp(model, req: SpecRequest):
 
     k = len(model.mtp_layers)
     if not k:
+        from kvplan.readers.mtp import FAMILIES
+
+        if model.family in FAMILIES:
+            why = ("its config declares none, or a layout kvplan does not read (GLM-5.2's IndexCache); "
+                   "`kvplan models show` lists mtp_layers")
+        else:
+            why = (f"kvplan reads num_nextn_predict_layers / mtp_num_hidden_layers of {', '.join(sorted(FAMILIES))}; "
+                   f"this model_type is {model.family or 'unknown'}")
         raise KvplanError(f"--speculative mtp: {model.name} has no multi-token-prediction layers kvplan reads "
-                          "(num_nextn_predict_layers / mtp_num_hidden_layers absent or 0)", EXIT_USAGE)
+                          f"({why})", EXIT_USAGE)
     n = req.num_speculative_tokens or k  # vLLM: num_speculative_tokens defaults to n_predict
     if n > k and n % k:
         raise KvplanError(f"--speculative mtp:{n}: vLLM requires num_speculative_tokens ({n}) to be divisible by the "

@@ -37,6 +37,8 @@ FAMILIES = {
     "kimi_k2": ("num_nextn_predict_layers", 0, "replicated"),
     "kimi_k25": ("num_nextn_predict_layers", 0, "replicated"),
     "glm4_moe": ("num_nextn_predict_layers", 0, "replicated"),
+    # GLM-5: vLLM's drafter is deepseek_mtp's (config/speculative.py v0.33.0 L745-763), a DeepseekV2DecoderLayer
+    "glm_moe_dsa": ("num_nextn_predict_layers", 0, "replicated"),
     "mimo": ("num_nextn_predict_layers", 0, "replicated"),
     "qwen3_next": ("num_nextn_predict_layers", 1, "split"),
     "qwen3_5": ("mtp_num_hidden_layers", 1, "split"),
@@ -66,11 +68,14 @@ def read_mtp(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> tuple[tu
                 "by kvplan; --speculative mtp is refused for it") if declared else None
         return (), None, [note] if note else []
     k = mtp_count(cfg, model_type)
+    if k and model_type == "glm_moe_dsa" and len(set(layers)) > 1:  # GLM-5.2's IndexCache: which spec? not read
+        return (), None, ["the multi-token-prediction layer of a model whose layers differ in their indexer "
+                          "(IndexCache) is not read by kvplan; --speculative mtp is refused for it"]
     attention = next((la for la in layers if la.kind in (Kind.FULL, Kind.MLA)), None)
     if not k or attention is None:
         return (), None, []
     extra = [attention] * k
-    family = "deepseek_v3" if model_type == "deepseek_v32" else model_type  # as kvplan.readers.dsa counts it
+    family = "deepseek_v3" if model_type in ("deepseek_v32", "glm_moe_dsa") else model_type  # as readers.dsa counts
     with_mtp = count_params(cfg, family, g, [*layers, *extra])
     without = count_params(cfg, family, g, layers)
     diff = {f.name: getattr(with_mtp, f.name) - getattr(without, f.name)

@@ -240,14 +240,20 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
     # Every worker sizes its own pool; the engine keeps the minimum (kv_cache_utils v0.11.0 L1286).
     blocks = min((max(0, kv) // p.bytes_per_block if p.bytes_per_block else 0) for kv, p in zip(budgets, pools))
     pool = pools[0]
-    per_req = max(p.blocks_per_request(context, st) for p in pools)
+    dcp = dep.dcp
+    # -dcp C: a rank holds cdiv(len, C) of a request's tokens, so one block id (a page on each of the C
+    # ranks) covers block x C of them (kv_cache_interface v0.33.0 L643-648; AttentionSpec L610-615)
+    per_req = max(p.blocks_per_request(cdiv(context, dcp), st) for p in pools)
     v = parse_version(st.version)
     if v < (0, 8, 0):
         conc = blocks * pool.block_size / context  # V0 / early V1: tokens / max_model_len
         tokens = blocks * pool.block_size
     else:
         conc = blocks / per_req if per_req else 0.0
-        tokens = (blocks // pool.num_groups) * pool.block_size if v <= (0, 20, 0) else int(conc * context)
+        # <= 0.20.0 multiplies the printed size by the dcp world size ("Multiplying the GPU KV cache
+        # size by the dcp_world_size"); from 0.20.1 it is concurrency x max_model_len
+        tokens = ((blocks // pool.num_groups) * pool.block_size * dcp if v <= (0, 20, 0)
+                  else int(conc * context))
     bpt = max(sum(l.token_bytes(kv_dtype, dep.tp) for l in model.layers[a:b]) for a, b in ranges)
     lines = [
         Figure("KV budget per GPU", min(budgets), "bytes"),
@@ -256,6 +262,7 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
         Figure("bytes per block id", pool.bytes_per_block, "B"),
         Figure("num_gpu_blocks", blocks, "count"),
         Figure(f"blocks per {context:,}-token request", per_req, "count"),
+        *([Figure("tokens per block id over the dcp group", pool.block_size * dcp, "tokens")] if dcp > 1 else []),
         Figure("GPU KV cache size", tokens, "tokens"),
         Figure(f"Maximum concurrency for {context:,} tokens per request", conc, "times"),
     ]
@@ -272,7 +279,7 @@ def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, s
              for a, b in split_layers(model.num_layers, dep.pp)]
 
     def fits(n: int) -> bool:
-        return all(batch * p.blocks_per_request(n, st) <= cap.blocks for p in pools)
+        return all(batch * p.blocks_per_request(cdiv(n, dep.dcp), st) <= cap.blocks for p in pools)
 
     return max(0, largest_fitting(fits, model.max_context))
 
@@ -286,6 +293,19 @@ def overhead(model, dep, st: Settings) -> tuple[int, dict]:
     return sum(parts.values()), parts
 
 
+def dcp_release_problem(model, version: str) -> str | None:
+    """Why this vLLM release has no decode context parallel for this model (None: it has).
+    MLA from 0.10.2 (vllm-project/vllm#23734, merged 2025-08-27); GQA/MQA full attention from
+    0.11.0 (#24864, FlashAttention, merged 2025-09). The layout's own limits: kvplan.layout.dcp_problem."""
+    v = parse_version(version)
+    if v < (0, 10, 2):
+        return f"vLLM {version} has no --decode-context-parallel-size (added in 0.10.2, vllm-project/vllm#23734)"
+    if v < (0, 11, 0) and any(layer.kind == Kind.FULL for layer in model.layers):
+        return (f"vLLM {version} shards only MLA caches over decode-context-parallel ranks; GQA came in 0.11.0 "
+                "(vllm-project/vllm#24864)")
+    return None
+
+
 class Vllm(Engine):
     name = "vllm"
     aliases = ()
@@ -297,6 +317,15 @@ class Vllm(Engine):
     reads_layers = frozenset({"IndexedMLA", "ParallelHybrid"})
     supports_dp = True  # -dp: each DP rank an engine core with its own scheduler and pool
     supports_speculative = True  # --speculative-config: drafter layers in the same groups (kvplan.speculative)
+    supports_dcp = True  # -dcp: each rank of a dcp group holds every dcp-th token (check_layout: by release)
+    dcp_tokens_whole = True  # "GPU KV cache size" counts the whole dcp group's tokens
+
+    def check_layout(self, model, dep) -> None:
+        super().check_layout(model, dep)
+        if dep.dcp > 1:
+            why = dcp_release_problem(model, self.version or self.default_version)
+            if why:
+                raise KvplanError(why, EXIT_USAGE)
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)

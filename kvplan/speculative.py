@@ -269,3 +269,15 @@ def vllm_view(model, v: tuple):
     plain = 4 if model.dtype == "fp32" else 2
     checkpoint = None if model.checkpoint_bytes is None else model.checkpoint_bytes + extra * plain
     return dataclasses.replace(model, params=params, checkpoint_bytes=checkpoint)
+
+
+def vllm_pool_terms(model, v: tuple) -> tuple[int, int]:
+    """(extra pages per Mamba-style state, tokens retained below each sliding window) for vLLM release v:
+    num_speculative_tokens pages (MambaSpec.num_speculative_blocks), and num_speculative_tokens - 1 tokens
+    when more than one MTP module drafts, from 0.33.0 (num_prefill_lookahead_tokens - 1: config/vllm.py
+    L653-675, kv_cache_planning.py L1634-1641)."""
+    info = model.speculative
+    if info is None:
+        return 0, 0
+    multi_module = info.method == "mtp" and min(info.layers, info.num_speculative_tokens) > 1
+    return info.num_speculative_tokens, info.num_speculative_tokens - 1 if multi_module and v >= (0, 33, 0) else 0

@@ -132,14 +132,11 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     kv = req.kv_dtype
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
-    spec = getattr(model, "speculative", None)
-    retained = 0
-    multi_module = spec is not None and spec.method == "mtp" and min(spec.layers, spec.num_speculative_tokens) > 1
-    if multi_module and v >= (0, 33, 0):
-        retained = spec.num_speculative_tokens - 1  # num_prefill_lookahead_tokens - 1 (config/vllm.py L653-675)
+    from kvplan.speculative import vllm_pool_terms
+
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
                     opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "",
-                    spec.num_speculative_tokens if spec is not None else 0, retained)
+                    *vllm_pool_terms(model, v))
 
 
 # --- the block pool -------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ import difflib
 import json
 import os
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from kvplan.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
@@ -122,7 +121,7 @@ def _read_dir(files) -> list[ModelSpec]:
 
 @lru_cache(maxsize=1)
 def bundled_specs() -> tuple[ModelSpec, ...]:
-    return tuple(_read_dir(resources.files("kvplan").joinpath("model_specs").iterdir()))
+    return tuple(_read_dir((Path(__file__).parent / "model_specs").iterdir()))  # (see hardware._bundled)
 
 
 def load_catalog(extra_dirs=()) -> list[ModelSpec]:

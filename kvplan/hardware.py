@@ -1,7 +1,7 @@
 """The GPU catalog: load, validate and look up the hardware profiles kvplan plans against.
 
 Profiles are YAML files, one per GPU (schema: kvplan/hw_profiles/README.md). The bundled ones
-ship inside the package and are found with importlib.resources; users add or override profiles
+ship inside the package (kvplan/hw_profiles/, beside this module); users add or override profiles
 with extra directories (`--hw-profiles DIR`). Every problem in a profile is a KvplanError with a
 one-line message naming the file and the field.
 """
@@ -268,9 +268,9 @@ def _load_files(files: Iterable[Any]) -> list[GPU]:
 
 @lru_cache(maxsize=1)
 def _bundled() -> tuple[GPU, ...]:
-    from importlib import resources
-
-    return tuple(_load_files((resources.files("kvplan") / "hw_profiles").iterdir()))
+    # The package directory itself, not importlib.resources: that import (tempfile, zipfile, ...)
+    # costs every `fit` a few ms, and kvplan is never run from a zip.
+    return tuple(_load_files((Path(__file__).parent / "hw_profiles").iterdir()))
 
 
 def _user_dir(directory: str | Path) -> list[GPU]:

@@ -1,0 +1,85 @@
+"""What `kvplan fit` does not do at start-up (issue 10: cold start no slower than before), checked
+by what it imports and builds, never by timing: benchmarks/cold_start.py measures the time.
+
+* The console entry builds only the command it runs (kvplan.cli.app.app_for); that command's help,
+  usage errors and output read exactly as in the whole app.
+* Naming one engine imports that engine's module only; a catalog model does not import the
+  config.json readers; nothing imports importlib.resources.
+"""
+
+import subprocess
+import sys
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from kvplan.cli.app import COMMANDS, app, app_for
+
+runner = CliRunner()
+
+
+def _modules_after(code: str) -> set[str]:
+    probe = code + "\nimport sys\nprint(' '.join(sorted(sys.modules)))"
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return set(r.stdout.split())
+
+
+def test_commands_name_every_command_of_the_app():
+    assert sorted(typer.main.get_command(app).commands) == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+@pytest.mark.parametrize("tail", [["--help"], [], ["--no-such-flag"], ["x", "--json", "--batch", "abc"]])
+def test_one_command_app_reads_as_the_whole_app(name, tail):
+    args = [name, *tail]
+    whole, alone = runner.invoke(app, args), runner.invoke(app_for(args), args)
+    assert (alone.exit_code, alone.stdout, alone.stderr) == (whole.exit_code, whole.stdout, whole.stderr)
+
+
+def test_models_subcommands_read_as_in_the_whole_app():
+    for args in (["models", "--help"], ["models", "list", "--json"], ["models", "show", "gpt2", "--json"],
+                 ["models", "nope"]):
+        whole, alone = runner.invoke(app, args), runner.invoke(app_for(args), args)
+        assert (alone.exit_code, alone.stdout, alone.stderr) == (whole.exit_code, whole.stdout, whole.stderr), args
+
+
+def test_without_a_command_name_the_whole_app_runs():
+    assert app_for([]) is app and app_for(["--help"]) is app and app_for(["fitt"]) is app
+    assert list(typer.main.get_command(app_for(["fit", "gpt2"])).commands) == ["fit"]
+
+
+def test_console_entry_runs_a_command_and_refuses_an_unknown_one():
+    ok = subprocess.run([sys.executable, "-m", "kvplan", "fit", "gpt2", "--gpu", "t4", "--json"],
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and '"plans"' in ok.stdout, ok.stderr
+    bad = subprocess.run([sys.executable, "-m", "kvplan", "fitt"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith("Error: No such command 'fitt'"), bad.stderr
+
+
+def test_engine_names_and_aliases_are_unique():
+    """canonical_engine looks in the module named like the engine first; that gives the registry's
+    answer only while no name or alias means two engines."""
+    from kvplan.engines import _registry
+
+    classes, _ = _registry()
+    said = [n for cls in classes.values() for n in (cls.name, *cls.aliases)]
+    assert len(said) == len(set(said)), said
+
+
+def test_naming_an_engine_imports_that_engine_only():
+    loaded = _modules_after("from kvplan.engines import resolve_engine; resolve_engine('llama.cpp')")
+    engines = {m for m in loaded if m.startswith("kvplan.engines.")}
+    assert engines == {"kvplan.engines.base", "kvplan.engines.llamacpp"}, engines
+    loaded = _modules_after("from kvplan.engines import canonical_engine; assert canonical_engine('TRT-LLM') == 'trtllm'")
+    assert "kvplan.engines.vllm" not in loaded and "kvplan.engines.trtllm" in loaded
+
+
+def test_fit_on_a_catalog_model_reads_no_config_and_no_package_resources():
+    loaded = _modules_after(
+        "import sys, runpy\n"
+        "sys.argv = ['kvplan', 'fit', 'llama-3-70b', '--gpu', 'a100-80', '--ctx', '128k']\n"
+        "try:\n    runpy.run_module('kvplan', run_name='__main__')\nexcept SystemExit:\n    pass")
+    assert "kvplan.plan" in loaded  # (it did plan)
+    assert not loaded & {"kvplan.importer", "kvplan.configs", "importlib.resources", "pkgutil"}

@@ -83,3 +83,36 @@ def test_fit_on_a_catalog_model_reads_no_config_and_no_package_resources():
         "try:\n    runpy.run_module('kvplan', run_name='__main__')\nexcept SystemExit:\n    pass")
     assert "kvplan.plan" in loaded  # (it did plan)
     assert not loaded & {"kvplan.importer", "kvplan.configs", "importlib.resources", "pkgutil"}
+
+
+def test_every_bundled_gpu_name_is_found_from_its_own_file_as_the_catalog_finds_it():
+    """find_gpu parses only the file whose text names the GPU; for every key and alias that file
+    must give the whole catalog's answer (so no bundled name is left to the slow path)."""
+    from kvplan import hardware
+
+    _, index = hardware._catalog(())
+    assert len(index) > 100
+    for norm, (shown, gpu) in index.items():
+        assert hardware._bundled_lookup(norm) == gpu, shown
+        assert hardware.find_gpu(shown.upper()) == gpu
+
+
+def test_a_gpu_lookup_parses_one_profile():
+    loaded = _modules_after(
+        "from kvplan import hardware\n"
+        "assert hardware.find_gpu('a100-80').key == 'a100-sxm-80'\n"
+        "assert hardware._bundled_profile.cache_info().currsize == 1 and not hardware._bundled.cache_info().currsize")
+    assert "yaml" in loaded  # (it parsed)
+
+
+def test_an_unknown_or_overridden_gpu_goes_to_the_whole_catalog(tmp_path):
+    from kvplan import hardware
+    from kvplan.errors import KvplanError
+
+    with pytest.raises(KvplanError, match="did you mean: h100"):
+        hardware.find_gpu("h1000")
+    (tmp_path / "mine.yaml").write_text(
+        (hardware._BUNDLED_DIR / "h100-sxm.yaml").read_text().replace("memory_usable_bytes:", "memory_usable_bytes: 1000 #"))
+    mine = hardware.find_gpu("h100", [tmp_path])
+    assert mine.memory_usable_bytes == 1000 and mine.path == str(tmp_path / "mine.yaml")
+    assert hardware.find_gpu("h100").memory_usable_bytes != 1000

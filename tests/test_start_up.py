@@ -116,3 +116,24 @@ def test_an_unknown_or_overridden_gpu_goes_to_the_whole_catalog(tmp_path):
     mine = hardware.find_gpu("h100", [tmp_path])
     assert mine.memory_usable_bytes == 1000 and mine.path == str(tmp_path / "mine.yaml")
     assert hardware.find_gpu("h100").memory_usable_bytes != 1000
+
+
+def test_assemble_makes_the_plan_the_dataclass_would():
+    """kvplan.plan.assemble builds Plans without Plan.__init__ (a sweep makes 100,000): every field
+    is set, and the object is the one Plan(**fields) makes (equal, same hash, still frozen)."""
+    import dataclasses
+
+    from kvplan.catalog import find_in_catalog
+    from kvplan.deploy import Deployment
+    from kvplan.engines import resolve_engine
+    from kvplan.hardware import find_gpu
+    from kvplan.plan import Plan, Request
+
+    for model, ctx in (("llama-3.1-8b", 8192), ("gemma-3-27b-it", 200_000), ("qwen3-8b", 10**6)):
+        plan = resolve_engine().plan(find_in_catalog(model), find_gpu("l4"), Deployment(1, 1), Request(context=ctx))
+        names = [f.name for f in dataclasses.fields(Plan)]
+        assert sorted(vars(plan)) == sorted(names)
+        same = Plan(**{n: getattr(plan, n) for n in names})
+        assert plan == same and hash(plan) == hash(same) and repr(plan) == repr(same)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            plan.fits = True

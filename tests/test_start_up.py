@@ -137,3 +137,39 @@ def test_assemble_makes_the_plan_the_dataclass_would():
         assert plan == same and hash(plan) == hash(same) and repr(plan) == repr(same)
         with pytest.raises(dataclasses.FrozenInstanceError):
             plan.fits = True
+
+
+def test_find_rate_reads_a_trace_once(tmp_path, monkeypatch):
+    import json
+
+    from kvplan.simulate import traces
+
+    rows = "".join(f'{{"timestamp": {i * 200}, "input_length": {900 + i}, "output_length": 20}}\n' for i in range(40))
+    (tmp_path / "t.jsonl").write_text(rows)
+    calls = []
+    real = traces.load_trace
+    monkeypatch.setattr(traces, "load_trace", lambda *a, **k: calls.append(a) or real(*a, **k))
+    r = runner.invoke(app, ["simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(tmp_path / "t.jsonl"),
+                            "--find-rate", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["meta"]["rate_search"]["rate"] > 0
+    assert len(calls) == 1
+
+
+def test_a_catalog_lookup_builds_one_spec_and_finds_what_the_whole_catalog_finds(tmp_path):
+    from kvplan import catalog
+
+    index = catalog.catalog_index(catalog.load_catalog())
+    assert len(index) > 100
+    for key, spec in index.items():
+        assert catalog.find_in_catalog(key) == spec, key
+    # A user entry named as a bundled model replaces it, by name and by its aliases, as before.
+    mine = catalog.spec_to_dict(catalog.find_in_catalog("gpt2"))
+    (tmp_path / "gpt2.json").write_text(__import__("json").dumps({**mine, "max_context": 77, "aliases": ["my-gpt"]}))
+    assert catalog.find_in_catalog("gpt2", [tmp_path]).max_context == 77
+    assert catalog.find_in_catalog("my-gpt", [tmp_path]).max_context == 77
+    loaded = _modules_after(
+        "from kvplan import catalog\n"
+        "assert catalog.find_in_catalog('llama-3-70b').name == 'llama-3.1-70b'\n"
+        "assert catalog._bundled_spec.cache_info().currsize == 1 and not catalog.bundled_specs.cache_info().currsize")
+    assert "kvplan.catalog" in loaded

@@ -15,6 +15,7 @@ same side). A source is held out when the first byte of sha256(source) is below 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import statistics
@@ -53,7 +54,7 @@ def parsed(rec: dict):
 
     from kvplan.logs.parse import _num, parse_log
 
-    if rec.get("transcribed") == "table":
+    if rec.get("transcribed") in ("table", "json"):
         return SimpleNamespace(reported={k: _num(str(v)) for k, v in rec["figures"].items()}, settings={})
     return parse_log((CORPUS / rec["log"]).read_text())
 
@@ -67,7 +68,8 @@ def predict(rec: dict, log) -> dict | None:
     from kvplan.deploy import Deployment
     from kvplan.plan import Request
 
-    if rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not rec.get("gpu") or not rec.get("version"):
+    version = rec.get("version") or rec.get("version_inferred")
+    if rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not rec.get("gpu") or not version:
         return None
     model, gpu = find_in_catalog(rec["kvplan_model"]), find_gpu(rec["gpu"])
     flags = rec.get("flags") or {}
@@ -78,12 +80,16 @@ def predict(rec: dict, log) -> dict | None:
                   weight_dtype=rec.get("weights"))
     opts = {k: str(flags[k]) for k in ("max_num_batched_tokens", "max_num_seqs") if k in flags}
     explicit = {"gpu_memory_utilization": flags["gpu_memory_utilization"]} if "gpu_memory_utilization" in flags else {}
-    res = vllm.Vllm(rec["version"], opts, explicit).result(model, gpu, dep, req)
+    res = vllm.Vllm(version, opts, explicit).result(model, gpu, dep, req)
     layers = max(b - a for a, b in _ranges(model, dep))
-    return {"weights": res.plan.weight_bytes_per_gpu + res.settings["overhead_weights_repack"],
-            "activation_peak": res.settings["overhead_activation_peak"],
+    repack = res.settings["overhead_weights_repack"]
+    if rec.get("mxfp4_backend"):  # the kernel the log names, not the GPU's default
+        repack += (vllm_overhead.weights_repack_extra(model, dep.tp, gpu, rec["mxfp4_backend"])
+                   - vllm_overhead.weights_repack_extra(model, dep.tp, gpu))
+    return {"weights": res.plan.weight_bytes_per_gpu + repack,
+            "activation_peak": res.settings["overhead_activation_peak"] + res.settings.get("overhead_encoder_profile", 0),
             "non_torch": res.settings["overhead_non_torch"],
-            "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers),
+            "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers, model, dep.tp, res.settings["max_num_seqs"]),
             "available_kv": res.plan.kv_memory_bytes_per_gpu}
 
 
@@ -144,6 +150,7 @@ def calibrate(records: list[dict]) -> dict:
     from kvplan.hardware import find_gpu
 
     act_x, act_y, cg_x, cg_y = [], [], [], []
+    cg_graphs: list[tuple] = []  # (FA accumulator bytes, further graphs, layers, printed estimate)
     act11: list[tuple] = []  # v0.11: (features, MoE elements, torch peak); the sampler is fitted last
     moe: list[tuple] = []  # v0.19 MoE records: fitted after the dense terms, on their residual
     nt = {k: [] for k in ("single", "tp", "pp", "single_v011", "tp_v011", "tp_legacy")}
@@ -167,6 +174,10 @@ def calibrate(records: list[dict]) -> dict:
             nt[("tp" if tp > 1 else "pp" if pp > 1 else "single") + era].append(rep["non_torch_gib"].value * GIB)
         if "activation_peak_gib" in rep and pp == 1:
             x = (min(s, t) * model.vocab_size, t * model.intermediate_size / tp, t * model.hidden_size)
+            rep = dict(rep)  # a multimodal model's peak also holds the dummy encoder outputs (source-derived)
+            peak = rep["activation_peak_gib"]
+            rep["activation_peak_gib"] = dataclasses.replace(
+                peak, value=peak.value - vllm_overhead.encoder_profile_bytes(model, t, v) / GIB)
             gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None
             moe_elems = vllm_overhead.moe_workspace_elements(model, tp, t, gpu)
             if era:
@@ -180,6 +191,10 @@ def calibrate(records: list[dict]) -> dict:
             layers = max(b - a for a, b in _ranges(model, type("D", (), {"pp": pp})()))
             cg_x.append((1.0, float(layers)))
             cg_y.append(rep["cudagraph_estimate_gib"].value * GIB)
+            piecewise, full = vllm_overhead.cudagraph_counts(model, s)
+            further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
+            cg_graphs.append((vllm_overhead.fa_split_accumulator(model, tp, max(full, default=0)),
+                              further, layers, rep["cudagraph_estimate_gib"].value * GIB))
     a = _lstsq(act_x, act_y)
     moe_xy = []
     for model, tp, t, s, gpu, y in moe:
@@ -188,6 +203,7 @@ def calibrate(records: list[dict]) -> dict:
     moe_b = sum(x * y for x, y in moe_xy) / sum(x * x for x, _ in moe_xy) if moe_xy else 0.0
     v011 = [(x[0], y - x[1] * a[1] - x[2] * a[2] - m * moe_b) for x, m, y in act11]  # the same forward, MoE
     c = _lstsq(cg_x, cg_y)
+    first, per_graph_layer = _fit_cudagraphs(cg_graphs)
     med = {k: (statistics.median(v) / 2**20 if v else None) for k, v in nt.items()}
     return {"n_activation": len(act_y), "SAMPLER_BYTES": a[0], "FORWARD_MLP_BYTES": a[1], "FORWARD_HIDDEN_BYTES": a[2],
             "n_activation_moe": len(moe_xy),
@@ -197,7 +213,24 @@ def calibrate(records: list[dict]) -> dict:
             "NON_TORCH_SINGLE_MIB": med["single"], "NON_TORCH_TP_MIB": med["tp"], "NON_TORCH_PP_MIB": med["pp"],
             "NON_TORCH_SINGLE_V011_MIB": med["single_v011"], "NON_TORCH_TP_V011_MIB": med["tp_v011"],
             "NON_TORCH_TP_LEGACY_MIB": med["tp_legacy"],
-            "n_cudagraph": len(cg_y), "CUDAGRAPH_BASE_MIB": c[0] / 2**20, "CUDAGRAPH_PER_LAYER_MIB": c[1] / 2**20}
+            "n_cudagraph": len(cg_y), "CUDAGRAPH_BASE_MIB": c[0] / 2**20, "CUDAGRAPH_PER_LAYER_MIB": c[1] / 2**20,
+            "CUDAGRAPH_FIRST_PIECEWISE_MIB": first / 2**20, "CUDAGRAPH_PER_GRAPH_LAYER_MIB": per_graph_layer / 2**20}
+
+
+def _fit_cudagraphs(samples: list[tuple]) -> tuple[float, float]:
+    """vLLM's estimate is max(first PIECEWISE capture, FA accumulator) + further graphs x layers x a
+    per-graph cost per layer: the first capture by a scan over whole MiB, the per-graph cost by least
+    squares for each; the scan keeps the smallest squared error. (A constant per-graph term beside the
+    per-layer one fits to 0 on the training split.)"""
+    best = (float("inf"), 0.0, 0.0)
+    den = sum((g * layers) ** 2 for _, g, layers, _ in samples)
+    for mib in range(32, 512):
+        first = mib * 2**20
+        per = sum(g * layers * (y - max(first, fa)) for fa, g, layers, y in samples) / den if den else 0.0
+        sse = sum((y - max(first, fa) - per * g * layers) ** 2 for fa, g, layers, y in samples)
+        if sse < best[0]:
+            best = (sse, first, per)
+    return best[1:]
 
 
 def _legacy_non_torch(rec, model, rep, tp) -> float:

@@ -101,16 +101,21 @@ class FullAttention(LayerSpec):
 
 @dataclass(frozen=True)
 class SlidingWindow(LayerSpec):
-    """Local attention over the last `window` tokens (Mistral v0.1, Gemma 2/3 local, gpt-oss)."""
+    """Local attention over the last `window` tokens (Mistral v0.1, Gemma 2/3 local, gpt-oss).
+
+    `v_head_dim` (0: same as head_dim) is vLLM's SlidingWindowSpec.head_size_v: MiMo-V2-Flash's local
+    layers cache 192-wide keys and 128-wide values.
+    """
 
     num_kv_heads: int
     head_dim: int
     window: int
+    v_head_dim: int = 0
 
     kind = Kind.SLIDING
 
     def elements_per_token(self, tp: int = 1) -> int:
-        return kv_heads_per_rank(self.num_kv_heads, tp) * 2 * self.head_dim
+        return kv_heads_per_rank(self.num_kv_heads, tp) * (self.head_dim + (self.v_head_dim or self.head_dim))
 
     def tokens_held(self, seq_len: int) -> int:
         return min(seq_len, self.window)
@@ -120,7 +125,8 @@ class SlidingWindow(LayerSpec):
         return self.window
 
     def describe(self) -> str:
-        return f"sliding window {self.window}, {self.num_kv_heads} KV heads x {self.head_dim}"
+        v = f"/{self.v_head_dim}" if self.v_head_dim and self.v_head_dim != self.head_dim else ""
+        return f"sliding window {self.window}, {self.num_kv_heads} KV heads x {self.head_dim}{v}"
 
 
 @dataclass(frozen=True)
@@ -191,7 +197,7 @@ class IndexedMLA(MLALatent):
     latent values + 4 fp32 scales (one per 128) + 64 bf16 rope values = 656 bytes.
     """
 
-    index_head_dim: int = 128
+    index_head_dim: int = 128  # 0: the layer reuses an earlier layer's top-k (IndexCache), no indexer keys
 
     def indexer_bytes(self) -> int:
         return self.index_head_dim + self.index_head_dim // INDEXER_QUANT_BLOCK * 4
@@ -210,6 +216,8 @@ class IndexedMLA(MLALatent):
         return self.latent_bytes(kv_dtype) + self.indexer_bytes()
 
     def describe(self) -> str:
+        if not self.index_head_dim:
+            return f"{super().describe()} (DSA, indexer shared with an earlier layer)"
         return f"{super().describe()} + DSA indexer keys {self.index_head_dim} (fp8 + scale)"
 
 

@@ -53,7 +53,7 @@ class ParamCounts:
 class Quantization:
     """How the checkpoint stores its linear weights.
 
-    `method` is one of the weight dtypes (bf16, fp16, fp32, fp8, int8, int4, mxfp4). `group_size`
+    `method` is one of the weight dtypes (bf16, fp16, fp32, fp8, int8, int4, mxfp4, nvfp4). `group_size`
     applies to int4 (one fp16 scale and a 4-bit zero per group) and fp8 block scales;
     `experts_only` is set when only MoE experts are quantized (gpt-oss MXFP4).
     """
@@ -117,6 +117,9 @@ def linear_bytes(params: int, method: str, group_size: int = 0) -> int:
     * int4 (AWQ, GPTQ): half a byte each, plus per group of `group_size` (default 128) input
       values one fp16 scale and one packed 4-bit zero point: 0.5 + 2.5 / 128 bytes per weight.
     * mxfp4 (OCP microscaling): 32 four-bit values share one 8-bit exponent: 17 / 32 bytes each.
+    * nvfp4 (NVIDIA ModelOpt / compressed-tensors nvfp4-pack-quantized): 16 four-bit e2m1 values share
+      one fp8 e4m3 scale: 9 / 16 bytes each (vLLM modelopt.py ModelOptNvFp4LinearMethod.create_weights:
+      weight uint8 [N, K/2], weight_scale fp8 [N, K/16]; the per-tensor fp32 scales are a few bytes).
     * GGUF types (q4_0, q6_k, iq4_xs, ...): whole ggml blocks; _K_M mixes at their measured bits per
       weight (kvplan.dtypes.GGUF_TYPES and GGUF_MIXES).
     """
@@ -130,6 +133,8 @@ def linear_bytes(params: int, method: str, group_size: int = 0) -> int:
         return params // 2 + (params // g) * 5 // 2
     if method == "mxfp4":
         return params * 17 // 32
+    if method == "nvfp4":
+        return params * 9 // 16
     from kvplan.dtypes import GGUF_MIXES, GGUF_TYPES
 
     if method in GGUF_TYPES:  # whole blocks (kvplan.dtypes gives each type's block from ggml-common.h)

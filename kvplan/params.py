@@ -54,7 +54,7 @@ def _attention_params(cfg, model_type: str, g: dict, layer: LayerSpec) -> tuple[
         out = heads * v_dim * h
         norms = q_rank + layer.kv_lora_rank
         linear, replicated = q_down + q_up + kv_down + kv_up + out, q_down + kv_down
-        if isinstance(layer, IndexedMLA):  # DSA indexer (vLLM deepseek_v2.py Indexer): all replicated
+        if isinstance(layer, IndexedMLA) and layer.index_head_dim:  # DSA indexer (vLLM deepseek_v2.py Indexer): all replicated
             ih, idim = cfg.int("index_n_heads", limit="num_attention_heads"), layer.index_head_dim
             indexer = q_rank * ih * idim + h * idim  # wq_b, wk
             linear, replicated = linear + indexer, replicated + indexer

@@ -11,18 +11,32 @@ positions x 128 make 2.5 GiB per rank; Llama 3.1's 131,072 x 128, 32 MiB.
 Counted: the default, llama3, linear, dynamic, yarn and deepseek_yarn tables, plus Gemma 3's local
 table (rope_local_base_freq). Other scalings (longrope, mrope, ...) are counted as one table of
 max_position_embeddings rows, a floor. Families without RoPE have none.
+
+No clamp: vLLM builds exactly `torch.arange(rows)` (base.py `_compute_cos_sin_cache`; linear_scaling_rope.py
+`max_position_embeddings * scaling_factor`; yarn_scaling_rope.py `original_max_position * scaling_factor`)
+with no bound of its own, so kvplan counts the same rows. A table is one row per position, so a config
+whose table has more rows than the config reader accepts as positions (kvplan.configs.LIMITS["window"],
+2^30, the bound on max_position_embeddings itself) is refused as hostile or broken, as is a non-finite
+value; it is never clamped to a made-up size.
 """
 
 from __future__ import annotations
 
+import math
+
+from kvplan.errors import EXIT_USAGE, KvplanError
+
 _NO_ROPE = {"gpt2", "gpt_bigcode", "bloom", "mpt", "mamba", "mamba2", "jamba", "nemotron_h", "opt"}
 _FP32_TABLES = {"gpt_oss"}  # vLLM models/gpt_oss.py OAIAttention: get_rope(..., dtype=torch.float32)
 _DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-_CAP = 1 << 40  # no config has near this many elements; a hostile one is clamped, not trusted
 
 
 def _num(value) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0.0
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return 0.0
+    if isinstance(value, float) and not math.isfinite(value):
+        raise KvplanError(f"config: a RoPE value is {value!r}, not a finite number", EXIT_USAGE)
+    return float(value) if value > 0 else 0.0
 
 
 def rope_cache_elems(data: dict, model_type: str, head_dim: int) -> int:
@@ -47,10 +61,15 @@ def rope_cache_elems(data: dict, model_type: str, head_dim: int) -> int:
         rows = max_pos * factor
     elif kind in ("yarn", "deepseek_yarn"):
         rows = (_num(scaling.get("original_max_position_embeddings")) or max_pos) * factor
+    from kvplan.configs import LIMITS
+
+    if rows > LIMITS["window"] or rotary > LIMITS["head_dim"]:
+        raise KvplanError(f"config: a RoPE table of {rows:.4g} positions x {rotary:g} (max_position_embeddings x "
+                          f"rope_scaling factor) is out of range (at most {LIMITS['window']:,} positions)", EXIT_USAGE)
     total = int(rows) * int(rotary)
     if model_type in ("gemma3", "gemma3_text") and data.get("rope_local_base_freq") is not None:
         total += int(max_pos) * int(rotary)  # the sliding layers' own table (base 10,000, no scaling)
-    return min(total, _CAP)
+    return total
 
 
 def rope_table_bytes(model) -> int:

@@ -28,7 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXTRA_ALIASES = {"llama-3.1-70b": ["llama-3-70b"],
                  # NVIDIA writes these names with underscores; people type dots or the short name.
                  "llama-3_3-nemotron-super-49b-v1": ["llama-3.3-nemotron-super-49b", "nemotron-super-49b"],
-                 "llama-3_1-nemotron-ultra-253b-v1": ["llama-3.1-nemotron-ultra-253b", "nemotron-ultra-253b"]}
+                 "llama-3_1-nemotron-ultra-253b-v1": ["llama-3.1-nemotron-ultra-253b", "nemotron-ultra-253b"],
+                 "nvidia-nemotron-3-nano-30b-a3b-bf16": ["nemotron-3-nano-30b-a3b", "nemotron-3-nano"],
+                 "nvidia-nemotron-3-super-120b-a12b-bf16": ["nemotron-3-super-120b-a12b", "nemotron-3-super"]}
 
 
 def main(config_dir: Path) -> None:

@@ -106,14 +106,51 @@ def test_a_quantized_block_cache_is_refused_for_the_latent():
 
 
 @pytest.mark.parametrize("changes, needle", [
-    ({"indexer_types": ["full", "shared"] * 40}, "indexer_types"),
-    ({"index_topk_freq": 4}, "index_topk_freq"),
-    ({"index_topk_pattern": "FSSS"}, "index_topk_pattern"),
+    ({"indexer_types": ["full", "shared"] * 40}, "indexer_types disagrees"),
+    ({"index_topk_freq": 4, "indexer_types": ["full"] * 61}, "indexer_types disagrees"),
+    ({"indexer_types": ["full", "partial"] * 40}, "full or shared"),
+    ({"index_topk_pattern": "FSXS"}, "index_topk_pattern"),
+    ({"index_topk_freq": 0}, "index_topk_freq"),
     ({"layer_types": ["full_attention"] * 61}, "indexed_attention"),
 ])
-def test_shared_indexers_are_refused_not_guessed(changes, needle):
+def test_unread_or_contradictory_indexer_layouts_are_refused_not_guessed(changes, needle):
     with pytest.raises(KvplanError, match=needle):
         spec_from_config(config(model_type="glm_moe_dsa", **changes), "glm-5.x")
+
+
+def test_index_cache_layers_without_an_indexer_keep_only_the_latent():
+    # vLLM deepseek_v2.py (DeepseekV2MLAAttention.__init__): layer i skips its indexer when
+    # max(i - offset + 1, 0) % freq != 0. freq 4, offset 3 on 61 layers: 0, 1, 2 own one, then
+    # 6, 10, ..., 58 ((58 - 6) / 4 + 1 = 14): 17 owners, 44 sharers.
+    spec, _ = spec_from_config(config(index_topk_freq=4, index_skip_topk_offset=3), "index-cache")
+    owners = [i for i, layer in enumerate(spec.layers) if layer.index_head_dim]
+    assert owners == [0, 1, 2, *range(6, 61, 4)] and len(owners) == 17
+    # every layer: latent 1152 B (bf16) or 656 B (fp8_ds_mla); the 17 owners add 132 B of indexer keys
+    assert growth(spec, 1, BF16) == 61 * 1152 + 17 * 132 == 72_516
+    assert growth(spec, 8, FP8) == 61 * 656 + 17 * 132 == 42_260
+    # the default offset is 2 (vLLM's getattr default): owners 0, 1, then 5, 9, ..., 57 -> 2 + 14 = 16
+    spec, _ = spec_from_config(config(index_topk_freq=4), "index-cache-2")
+    assert sum(1 for layer in spec.layers if layer.index_head_dim) == 16
+    # a pattern: "S" skips; layers past its end run their indexer (58 of 61 here)
+    spec, _ = spec_from_config(config(index_topk_pattern="FSSFS"), "pattern")
+    assert [bool(layer.index_head_dim) for layer in spec.layers[:6]] == [True, False, False, True, False, True]
+    assert growth(spec, 1, BF16) == 61 * 1152 + 58 * 132
+
+
+def test_index_cache_sharers_have_no_indexer_weights():
+    full, _ = spec_from_config(config(), "all")
+    shared, _ = spec_from_config(config(index_topk_freq=4, index_skip_topk_offset=3), "some")
+    # 44 layers without wq_b (1536 x 64 x 128), wk (7168 x 128), k_norm (2 x 128), weights_proj (7168 x 64)
+    per_indexer = 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64
+    assert full.params.total - shared.params.total == 44 * per_indexer
+
+
+def test_index_cache_round_trips_through_the_catalog():
+    from kvplan.catalog import spec_from_dict, spec_to_dict
+
+    spec, _ = spec_from_config(config(index_topk_freq=4, index_skip_topk_offset=3), "index-cache")
+    again = spec_from_dict(json.loads(json.dumps(spec_to_dict(spec))), "index-cache")
+    assert again.layers == spec.layers and growth(again, 1, BF16) == 72_516
 
 
 def test_glm5_defaults_read_as_every_layer_indexed():

@@ -29,8 +29,28 @@ def test_gpt_oss_20b_tp2_h100_includes_vllms_own_padding():
     assert weights_repack_extra(find_in_catalog("gpt-oss-20b"), 2, "h100-sxm") == per * 768
 
 
+def test_a100_marlin_padding_is_vllms_create_weights_arithmetic():
+    # An A100 (SM80) has no Triton MXFP4 path ((9,0) <= capability < (11,0) is required): vLLM picks
+    # Marlin, and Mxfp4MoEMethod.create_weights (mxfp4.py, commit 007d5005) pads I/tp to a multiple of
+    # 128 and H to 256 ("the moe marlin kernel requires n % 256 == 0 and k % 128 == 0").
+    # gpt-oss-20b, tp 1: I = 2880 -> 2944, H = 2880 -> 3072. Per expert-layer, bytes (uint8 values hold
+    # two fp4, one uint8 scale per 32, bf16 biases):
+    #   padded:     w13 2x2944 x (1536 + 96) = 9,609,216; bias 2 x 2 x 2944 = 11,776;
+    #               w2 3072 x (1472 + 92) = 4,804,608; bias 2 x 3072 = 6,144        -> 14,431,744
+    #   checkpoint: w13 2x2880 x (1440 + 90) = 8,812,800; bias 11,520;
+    #               w2 2880 x (1440 + 90) = 4,406,400; bias 5,760                   -> 13,236,480
+    #   extra 1,195,264 x 32 experts x 24 layers = 917,962,752 B (0.855 GiB).
+    model = find_in_catalog("gpt-oss-20b")
+    assert 9_609_216 + 11_776 + 4_804_608 + 6_144 - (8_812_800 + 11_520 + 4_406_400 + 5_760) == 1_195_264
+    assert weights_repack_extra(model, 1, "a100-sxm-80") == 1_195_264 * 768
+    # tp 2 on A100: I/tp = 1440 -> 1536 (% 128), H 2880 -> 3072:
+    #   padded 2x1536x1632 + 4x1536 + 3072x(768 + 48) + 6144 = 5,013,504 + 6,144 + 2,506,752 + 6,144
+    #   checkpoint 2x1440x1530 + 4x1440 + 2880x(720 + 45) + 5760 = 4,406,400 + 5,760 + 2,203,200 + 5,760
+    per = (5_013_504 + 6_144 + 2_506_752 + 6_144) - (4_406_400 + 5_760 + 2_203_200 + 5_760)
+    assert weights_repack_extra(model, 2, "a100-sxm-80") == per * 768
+
+
 def test_other_gpus_keep_their_backend():
     model = find_in_catalog("gpt-oss-20b")
-    assert weights_repack_extra(model, 1, "a100-sxm-80") != weights_repack_extra(model, 1, "h100-sxm")
     assert weights_repack_extra(model, 1, "mi300x") == 0
     assert weights_repack_extra(find_in_catalog("llama-3.1-8b"), 1, "h100-sxm") == 0

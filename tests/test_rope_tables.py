@@ -7,7 +7,10 @@ yarn_scaling_rope.py: original_max_position_embeddings x factor rows.
 
 from __future__ import annotations
 
+import pytest
+
 from kvplan.catalog import find_in_catalog
+from kvplan.errors import KvplanError
 from kvplan.engines.vllm_overhead import rope_tables_bytes
 from kvplan.rope import rope_cache_elems
 
@@ -44,7 +47,35 @@ def test_yarn_uses_original_positions_and_partial_rotary():
 def test_no_rope_families_and_hostile_values():
     assert rope_cache_elems({"max_position_embeddings": 1024}, "gpt2", 64) == 0
     assert rope_cache_elems({"max_position_embeddings": "many"}, "llama", 128) == 0
-    assert rope_cache_elems({"max_position_embeddings": 10**30}, "llama", 128) == 1 << 40
+    # vLLM builds arange(rows) with no bound, so kvplan has no clamp either: a table with more rows than
+    # the reader's bound on max_position_embeddings (2^30) is refused, not shrunk to an invented size.
+    with pytest.raises(KvplanError, match="out of range"):
+        rope_cache_elems({"max_position_embeddings": 10**30}, "llama", 128)
+    hostile = {"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "linear", "factor": 1e30}}
+    with pytest.raises(KvplanError, match="out of range"):
+        rope_cache_elems(hostile, "llama", 128)
+    with pytest.raises(KvplanError, match="finite"):
+        rope_cache_elems({"max_position_embeddings": 4096, "rope_scaling": {"factor": float("inf")}}, "llama", 128)
+    # The largest table a real config asks for is far inside: Llama 4 Scout's 10,485,760 rows x 128.
+    big = {"max_position_embeddings": 10485760}
+    assert rope_cache_elems(big, "llama4_text", 128) == 10485760 * 128
+
+
+def test_hostile_rope_factor_is_a_clean_error_from_the_cli(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+           "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+           "vocab_size": 128256, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+           "rope_scaling": {"rope_type": "linear", "factor": 1e30}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    res = CliRunner().invoke(app, ["fit", str(path), "--gpu", "h100"])
+    assert res.exit_code != 0 and "out of range" in res.output and "Traceback" not in res.output
 
 
 def test_gpt_oss_table_is_fp32_in_vllm():

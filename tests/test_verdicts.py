@@ -17,7 +17,7 @@ from kvplan.catalog import find_in_catalog
 from kvplan.cli import app
 from kvplan.deploy import Deployment
 from kvplan.dtypes import KV_DTYPES
-from kvplan.engines import llamacpp, resolve_engine
+from kvplan.engines import resolve_engine
 from kvplan.errors import EXIT_DOES_NOT_FIT
 from kvplan.hardware import find_gpu
 from kvplan.layers import Kind
@@ -88,10 +88,16 @@ def test_llamacpp_concurrency_is_not_capped_at_4096():
     res = eng.result(m, gpu, Deployment(), Request(context=4096))
     n = res.plan.max_concurrency
     assert n > 4096
-    # Checked with the layout alone (not the search): n slots fit beside the weights, n + 1 do not.
-    room = res.plan.kv_memory_bytes_per_gpu
-    st = eng.settings(m, gpu, Deployment(), Request(context=4096))
-    assert llamacpp.layout(m.layers, 4096 * n, n, st).total <= room < llamacpp.layout(m.layers, 4096 * (n + 1), n + 1, st).total
+    # The oracle is llama.cpp's own arithmetic (commit 0c1e5709), written out here, not kvplan's layout:
+    #   -c 4096n -np n, kv_unified off: n streams of n_ctx_seq = GGML_PAD(4096n / n, 256) = 4,096 cells
+    #   (llama-context.cpp L290-306); the 22 SWA layers of Gemma 3 1B get GGML_PAD(min(4096, n_swa 512
+    #   x 1 + n_ubatch 512), 256) = 1,024 cells per stream (llama-kv-cache-iswa.cpp L69-81); the 4
+    #   global layers the full 4,096. One cell of one layer is a K and a V row of 1 kv head x 256 f16
+    #   = 512 B each. One slot: 4 x 4096 x 1024 + 22 x 1024 x 1024 = 39,845,888 B (38 MiB).
+    slot = 4 * 4096 * 1024 + 22 * 1024 * 1024
+    assert slot == 39_845_888
+    room = res.plan.kv_memory_bytes_per_gpu  # the budget beside weights and compute buffer (not under test)
+    assert n == room // slot
 
 
 def _explained_sequence_bytes(text: str) -> tuple[int, int]:

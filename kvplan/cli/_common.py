@@ -26,7 +26,7 @@ GpuOpt = Annotated[str, typer.Option("--gpu", "-g", help="GPU name or alias (a10
 CtxOpt = Annotated[Optional[str], typer.Option("--ctx", "-c", help="Context per request: 32768, 32k, 128K, 1M. Default: the model's limit.")]
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Concurrent requests (for max context, decode speed and fits).")]
 KvDtypeOpt = Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype: auto (model's), bf16, fp16, fp32, fp8 (fp8_e4m3), int8, q8_0, q4_0, ...")]
-WeightDtypeOpt = Annotated[Optional[str], typer.Option("--weight-dtype", help="Override the checkpoint's weight format: bf16, fp16, fp32, fp8, int8, int4 (awq/gptq), mxfp4, or a GGUF type (q4_k_m, q8_0, q6_k, iq4_xs, ...).")]
+WeightDtypeOpt = Annotated[Optional[str], typer.Option("--weight-dtype", help="Override the checkpoint's weight format: bf16, fp16, fp32, fp8, int8, int4 (awq/gptq), mxfp4, nvfp4, or a GGUF type (q4_k_m, q8_0, q6_k, iq4_xs, ...).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 HwOpt = Annotated[Optional[list[Path]], typer.Option("--hw-profiles", help="Directory of extra GPU profiles (YAML); may repeat.")]
 RevisionOpt = Annotated[Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit) for a repo id.")]

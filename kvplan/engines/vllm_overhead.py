@@ -22,7 +22,9 @@ entry point (vllm.overhead calls it).
    for one GPU, larger with tensor parallelism (custom all-reduce and NCCL buffers) and with pipeline
    parallelism alone.
 3. CUDA graphs (`gpu_model_runner.py` v0.19.0 "Estimated CUDA graph memory: X GiB total", subtracted
-   from v0.20.0 unless --enforce-eager): a base plus a per-decoder-layer cost on the rank.
+   from v0.20.0 unless --enforce-eager): vLLM's own sum, the larger first capture (a fitted PIECEWISE
+   constant, or FA3's split-KV accumulator, source-derived) plus a per-graph cost per decoder layer
+   times the graphs the capture-size list gives (`cudagraph_estimate`).
 
 The constants were fitted by `benchmarks/budget_corpus.py --calibrate` on the TRAINING split of the
 log corpus (tests/fixtures/logs/corpus/index.yaml; split by source, never by record) and are checked
@@ -33,6 +35,7 @@ if these values drift from what the training split gives.
 from __future__ import annotations
 
 from kvplan.engines.base import parse_version
+from kvplan.layers import Kind
 
 GIB = 2**30
 MIB = 2**20
@@ -134,12 +137,17 @@ def _gpu_key(gpu) -> str:
     return (gpu if isinstance(gpu, str) else getattr(gpu, "key", "")) or ""
 
 
-def _mxfp4_padding(gpu) -> tuple[int, int] | None:
-    """(I/tp multiple, H multiple) of the MXFP4 backend vLLM picks on this GPU (a profile or its key);
-    None when unknown or not NVIDIA (AMD Instinct, Intel Gaudi)."""
+_BACKEND_PADDING = {"marlin": (128, 256), "triton": (64, 1), "flashinfer": (256, 256)}
+
+
+def _mxfp4_padding(gpu, backend: str | None = None) -> tuple[int, int] | None:
+    """(I/tp multiple, H multiple) of the MXFP4 backend vLLM picks on this GPU (a profile or its key), or of
+    the backend named (a log that says which one ran); None when unknown or not NVIDIA (AMD Instinct, Gaudi)."""
     key = _gpu_key(gpu)
     if key in ("", "unknown", "log") or key.startswith(("mi", "gaudi")):
         return None
+    if backend:
+        return _BACKEND_PADDING[backend]
     if key.startswith(_SM90):
         return 64, 1
     if key.startswith(_SM100):
@@ -161,19 +169,66 @@ def _hopper_swizzle_extra(per_rank: int, hidden: int, warps: int = 8) -> int:
     return values + scales - checkpoint + 2 * (2 * i + hidden)  # + the biases' bf16 -> fp32
 
 
-def weights_repack_extra(model, tp: int, gpu) -> int:
-    """Bytes per rank the MXFP4 experts gain over the checkpoint from the backend's padding."""
+def weights_repack_extra(model, tp: int, gpu, backend: str | None = None) -> int:
+    """Bytes per rank the MXFP4 experts gain over the checkpoint from the backend's padding (the backend
+    vLLM picks on the GPU, or `backend`: "marlin", "triton", "flashinfer")."""
     q, p = model.quantization, model.params
-    pad = _mxfp4_padding(gpu)
+    pad = _mxfp4_padding(gpu, backend)
     if q.method != "mxfp4" or not pad or not p.num_experts or not p.experts_per_token or not p.num_moe_layers:
         return 0
     width = model.intermediate_size // p.experts_per_token  # one expert's intermediate size
     per_rank, hidden = width // tp, model.hidden_size
-    if _gpu_key(gpu).startswith(_SM90):
+    if pad == (64, 1) and (backend == "triton" or _gpu_key(gpu).startswith(_SM90)):
         return _hopper_swizzle_extra(per_rank, hidden) * p.num_experts * p.num_moe_layers
-    padded = _round_up(per_rank, pad[0]) * _round_up(hidden, pad[1])
-    extra_values = 3 * (padded - per_rank * hidden) * p.num_experts * p.num_moe_layers  # w13 (2x) + w2
-    return int(extra_values * (0.5 + 1 / 32))
+    return _padded_expert_extra(per_rank, hidden, *pad) * p.num_experts * p.num_moe_layers
+
+
+def _padded_expert_extra(per_rank: int, hidden: int, i_mult: int, h_mult: int) -> int:
+    """Bytes one expert of one layer gains when Mxfp4MoEMethod.create_weights pads I/tp to i_mult and H
+    to h_mult (vllm mxfp4.py, commit 007d5005): w13 [2 I, H/2] + scales [2 I, H/32] + bias bf16 [2 I],
+    w2 [H, I/2] + scales [H, I/32] + bias bf16 [H], the padded shapes less the checkpoint's."""
+    def size(i: int, h: int) -> int:
+        return 2 * i * (h // 2 + h // 32) + 2 * 2 * i + h * (i // 2 + i // 32) + 2 * h
+
+    return size(_round_up(per_rank, i_mult), _round_up(hidden, h_mult)) - size(per_rank, hidden)
+
+
+# --- weights as loaded: NVFP4 block scales swizzled for Blackwell (source-derived, not fitted) -----
+# An NVFP4 linear stores uint8 [N, K/2] and fp8 scales [N, K/16] (modelopt.py ModelOptNvFp4LinearMethod
+# .create_weights; compressed-tensors' nvfp4-pack-quantized alike): kvplan.model counts 9/16 B a weight.
+# On Blackwell (SM100 / SM120) the CUTLASS and FlashInfer FP4 GEMMs take the scales swizzled:
+# swizzle_blockscale (vllm quantization/utils/nvfp4_utils.py; modelopt.py before) pads them to
+# [round_up(N, 128), round_up(K/16, 4)], per expert for MoE weights. Before Blackwell vLLM runs NVFP4
+# weight-only through Marlin (marlin_utils_fp4.py prepare_fp4_layer_for_marlin / prepare_moe_fp4_layer_
+# for_marlin): the weights and scales are repacked in place, same bytes, so nothing is added there.
+_BLACKWELL = _SM100 + ("rtx-5090", "rtx-pro-6000")
+
+
+def _scale_pad(n: int, k: int) -> int:
+    """Bytes one NVFP4 linear's fp8 scales gain when swizzled: [N, K/16] -> [N % 128, K/16 % 4]."""
+    return _round_up(n, 128) * _round_up(k // 16, 4) - n * (k // 16)
+
+
+def nvfp4_scale_padding(model, tp: int, gpu) -> int:
+    """Bytes per rank the swizzled NVFP4 block scales add on Blackwell (0 elsewhere or for other formats):
+    the attention projections and dense MLPs of every layer, and every expert of the MoE layers."""
+    if model.quantization.method != "nvfp4" or not _gpu_key(gpu).startswith(_BLACKWELL):
+        return 0
+    p, hidden = model.params, model.hidden_size
+    attn = [getattr(la, "attention", la) for la in model.layers]
+    total = 0
+    for la in (la for la in attn if la.kind in (Kind.FULL, Kind.SLIDING, Kind.CHUNKED) and hasattr(la, "head_dim")):
+        q = model.num_attention_heads * la.head_dim // tp
+        total += _scale_pad(q + 2 * max(1, la.num_kv_heads // tp) * la.head_dim, hidden) + _scale_pad(hidden, q)
+    moe_layers = p.num_moe_layers if p.num_experts and p.experts_per_token else 0
+    if moe_layers:
+        width = model.intermediate_size // p.experts_per_token // tp
+        total += moe_layers * p.num_experts * (_scale_pad(2 * width, hidden) + _scale_pad(hidden, width))
+    dense = model.num_layers - moe_layers
+    if dense and not moe_layers:  # (the few dense layers of a MoE model: their width is not in the spec)
+        width = model.intermediate_size // tp
+        total += dense * (_scale_pad(2 * width, hidden) + _scale_pad(hidden, width))
+    return total
 
 
 # --- weights as loaded: the RoPE cos/sin tables (source-derived, not fitted) ----------------------
@@ -188,9 +243,86 @@ def rope_tables_bytes(model) -> int:
     return rope_table_bytes(model)
 
 
-def cudagraph_estimate(layers_on_rank: int) -> int:
-    """vLLM's "Estimated CUDA graph memory" for one rank (bytes), whether or not it is subtracted."""
-    return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
+# --- CUDA graphs, as vLLM >= 0.19 estimates them (structure from the source, two constants fitted) ---
+# vllm/v1/worker/gpu_model_runner.py profile_cudagraph_memory (v0.19-main 2026): for each mode
+# (PIECEWISE, FULL) it captures the largest size and the next one, then estimates
+#     total = max over modes of first_capture + sum over modes of per_graph x (graphs of the mode - 1)
+# ("FULL and PIECEWISE graphs share the global pool ... take the max"). The graphs of each mode are the
+# capture sizes (vllm/config/compilation.py, v0.11+): [1, 2, 4] + range(8, 256, 8) + range(256, max+1,
+# 16) up to max_cudagraph_capture_size = min(2 x max_num_seqs, 512) (vllm/config/vllm.py), 1024 for
+# gpt-oss (models/config.py GptOssForCausalLMConfig: "from 67 to 83" graphs); FULL decode graphs only
+# up to max_num_seqs. llm-d's DEBUG logs print both parts ("Estimated PIECEWISE CUDA graph memory:
+# 130.00 MiB first-capture + (51-1) x 8.00 MiB per-graph", Qwen3-8B): the FULL first capture of a
+# FlashAttention model is FA3's split-KV accumulator, out_accum fp32 [32 splits, tokens, heads/tp,
+# v_head_dim] (vllm/v1/attention/backends/flash_attn.py, max_num_splits 32 under full CUDA graphs):
+# 32 x 4 B x 512 x 32 x 128 = 256 MiB for Llama 3.1 8B (printed 260), 128 at tp 2 (132), 64 at tp 4
+# (70), 16 x 512 latent for DeepSeek-V2-Lite's FLASH_ATTN_MLA (512; printed 522). Gemma 3 (TRITON_ATTN),
+# gpt-oss (sinks) and Llama 4 (chunked attention, PIECEWISE only) print 4-8 MiB: no accumulator.
+CUDAGRAPH_FIRST_PIECEWISE = 153 * MIB  # the largest PIECEWISE capture (fitted)
+CUDAGRAPH_PER_GRAPH_LAYER = 0.19 * MIB  # each further graph of one mode, per decoder layer (fitted)
+FA_MAX_SPLITS = 32  # flash_attn.py _DEFAULT_MAX_NUM_SPLITS_FOR_CUDA_GRAPH
+_NO_FA_ACCUMULATOR = ("gemma3", "gemma3_text", "gpt_oss", "llama4", "llama4_text")
+_PIECEWISE_ONLY = ("llama4", "llama4_text")
+
+
+def capture_sizes(max_size: int) -> list[int]:
+    """vLLM's default cudagraph_capture_sizes up to max_size (config/compilation.py, v0.11+)."""
+    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, max_size + 1, 16))
+    return [s for s in sizes if s <= max_size]
+
+
+def cudagraph_counts(model, max_num_seqs: int) -> tuple[list[int], list[int]]:
+    """(PIECEWISE sizes, FULL sizes) vLLM captures for this model under FULL_AND_PIECEWISE."""
+    top = 1024 if model.family == "gpt_oss" else min(2 * max_num_seqs, 512)
+    piecewise = capture_sizes(top)
+    full = [] if model.family in _PIECEWISE_ONLY else [s for s in piecewise if s <= max_num_seqs]
+    return piecewise, full
+
+
+def fa_split_accumulator(model, tp: int, tokens: int) -> int:
+    """Bytes of FA3's fp32 split-KV output accumulator for `tokens` decode queries on one rank."""
+    if model.family in _NO_FA_ACCUMULATOR or not tokens:
+        return 0
+    heads = [getattr(la, "attention", la) for la in model.layers]  # Falcon-H1's ParallelHybrid: its attention
+    attn = next((la for la in heads if la.kind in (Kind.FULL, Kind.SLIDING, Kind.MLA)), None)
+    if attn is None:
+        return 0
+    v_dim = getattr(attn, "kv_lora_rank", 0) or getattr(attn, "v_head_dim", 0) or getattr(attn, "head_dim", 0)
+    return FA_MAX_SPLITS * 4 * tokens * max(1, model.num_attention_heads // tp) * v_dim
+
+
+def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seqs: int = 1024) -> int:
+    """vLLM's "Estimated CUDA graph memory" for one rank (bytes), whether or not it is subtracted.
+
+    With the model: vLLM's own sum (first capture of the larger mode + per-graph x further graphs);
+    without it, the older two-constant form (a base plus a cost per decoder layer)."""
+    if model is None:
+        return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
+    piecewise, full = cudagraph_counts(model, max_num_seqs)
+    first = max(CUDAGRAPH_FIRST_PIECEWISE, fa_split_accumulator(model, tp, max(full, default=0)))
+    further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
+    return int(first + CUDAGRAPH_PER_GRAPH_LAYER * layers_on_rank * further)
+
+
+# --- multimodal models: the encoder outputs held through the profile run (source-derived) ---------
+# vllm/v1/worker/gpu_model_runner.py profile_run (v0.8-v0.19): for a multimodal model vLLM first runs
+# the vision encoder on a dummy batch of the largest items ("Encoder cache will be initialized with a
+# budget of N tokens, and profiled with K image items of the maximum feature size"), keeps the outputs
+# in self.encoder_cache while the text dummy run follows, then frees them; the torch peak therefore holds
+# K x max_tokens_per_item embeddings of the text hidden size. The budget is
+# max(max_num_batched_tokens, max_tokens_per_mm_item) (v1/core/encoder_cache_manager.py
+# compute_mm_encoder_budget; SchedulerConfig sets max_num_encoder_input_tokens = encoder_cache_size =
+# max_num_batched_tokens) and K = budget // max_tokens_per_item (multimodal/encoder_budget.py
+# _get_max_items), so K x tokens per item is at most the budget: kvplan counts the whole budget in the
+# model dtype (8192 x 5376 x 2 B = 84 MiB for Gemma 3 27B, whose 256 tokens per image divide it). The
+# vision tower's own activations peak in the encoder pass, before the text run, and are not counted.
+def encoder_profile_bytes(model, tokens: int, version: tuple[int, ...] = (0, 19, 0)) -> int:
+    """Bytes of dummy encoder outputs vLLM's profile run holds for a multimodal model (0 otherwise)."""
+    if not getattr(model.params, "vision", 0) or version < (0, 8, 0):
+        return 0
+    from kvplan.rope import _DTYPE_BYTES
+
+    return tokens * model.hidden_size * _DTYPE_BYTES.get(model.dtype, 2)
 
 
 def overhead_terms(model, dep, st) -> dict[str, int]:
@@ -205,6 +337,8 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     gpu = getattr(st, "gpu_key", "")
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu)
-    graphs = cudagraph_estimate(layers) if st.cudagraphs else 0
+    graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs) if st.cudagraphs else 0
     return {"activation_peak": act, "non_torch": non_torch(dep.tp, dep.pp, v), "cudagraphs": graphs,
-            "weights_repack": weights_repack_extra(model, dep.tp, gpu) + rope_tables_bytes(model)}
+            "weights_repack": (weights_repack_extra(model, dep.tp, gpu) + nvfp4_scale_padding(model, dep.tp, gpu)
+                               + rope_tables_bytes(model)),
+            "encoder_profile": encoder_profile_bytes(model, st.max_num_batched_tokens, v)}

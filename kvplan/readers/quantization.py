@@ -32,6 +32,15 @@ def read_quantization(cfg) -> Quantization:
             raise KvplanError(f"{where}.weight_block_size must be a list of two integers, got {block!r}", EXIT_USAGE)
         sizes = [_q_int({"weight_block_size": b}, where, "weight_block_size", default=0) for b in block or []]
         return Quantization("fp8", sizes[0] if sizes else 0)
+    if method in ("modelopt", "modelopt_fp4"):
+        # NVIDIA ModelOpt (vLLM modelopt.py ModelOptFp8Config / ModelOptNvFp4Config read quant_algo)
+        algo = str(q.get("quant_algo", "")).upper()
+        if algo in ("NVFP4", "W4A16_NVFP4"):
+            return Quantization("nvfp4", 16)
+        if algo == "FP8":
+            return Quantization("fp8")
+        raise KvplanError(f"{where}: ModelOpt quant_algo {algo or '(none)'!r} is not read (NVFP4, W4A16_NVFP4 or FP8; "
+                          "per-layer MIXED_PRECISION is refused rather than guessed)", EXIT_USAGE)
     if method in ("awq", "gptq", "autoround"):
         bits = _q_int(q, where, "bits", "w_bit", default=4)
         group = _q_int(q, where, "group_size", "q_group_size", default=128, minimum=-1)
@@ -47,6 +56,8 @@ def read_quantization(cfg) -> Quantization:
             if not isinstance(weights, dict):
                 raise KvplanError(f"{where}.config_groups: weights must be an object, got {weights!r:.60}", EXIT_USAGE)
             bits = _q_int(weights, where, "num_bits", default=0, minimum=0)
+            if bits == 4 and weights.get("type") == "float":  # nvfp4-pack-quantized: e2m1 + fp8 scale per 16
+                return Quantization("nvfp4", 16)
             if bits == 4:
                 return Quantization("int4", _q_int(weights, where, "group_size", default=128))
             if bits == 8:

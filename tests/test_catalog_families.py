@@ -1,0 +1,180 @@
+"""The bundled entries of this year's families (scripts/catalog_extra, sourced in its SOURCES.md), exact.
+
+Every expected number is written out from the entry's config.json and vLLM's allocation, not from kvplan:
+  * attention: per token and rank, max(1, KV heads // tp) x (K head size + V head size) x 2 B (bf16)
+    (vllm/v1/kv_cache_interface.py FullAttentionSpec / SlidingWindowSpec with head_size_v; QKVParallelLinear
+    replicates KV heads when tp exceeds them);
+  * MLA + DSA: 512 + 64 latent values (2 B each, or 656 B as fp8_ds_mla) and 128 + 4 B of indexer keys on
+    layers that own an indexer (model_executor/models/deepseek_v2.py), the same on every tp rank;
+  * Mamba-2 states: mamba_utils.mamba2_state_shape, conv (d_conv - 1) x (intermediate + 2 x groups x state)
+    in bf16 and ssm heads x head_dim x state in mamba_ssm_cache_dtype (float32 for Nemotron 3).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvplan.catalog import find_in_catalog
+from kvplan.dtypes import BF16, FP8
+from kvplan.profile import kv_profile
+
+
+def profile(name: str, tp: int = 1, dtype=BF16):
+    spec = find_in_catalog(name)
+    assert spec is not None, name
+    return kv_profile(spec.layers, tp, dtype, dtype, 1)
+
+
+def kinds(name: str) -> dict:
+    out: dict = {}
+    for layer in find_in_catalog(name).layers:
+        out[layer.kind] = out.get(layer.kind, 0) + 1
+    return out
+
+
+# name: (layer kinds, KV B/token tp 1, KV B/token tp 8, state B/sequence tp 1, state tp 8)
+CASES = {
+    # MiMo-V2-Flash: hybrid_layer_pattern has 0 (full) at layers 0, 5, 11, 17, 23, 29, 35, 41, 47: 9 full
+    # layers of 4 KV heads x (K 192 + V 128); 39 sliding layers of 8 KV heads x (192 + 128), window 128.
+    # Growth: 9 x 4 x 320 x 2 = 23,040. tp 8: 4 // 8 -> 1 head: 9 x 1 x 320 x 2 = 5,760.
+    "mimo-v2-flash": ({"full": 9, "sliding": 39}, 9 * 4 * 320 * 2, 9 * 1 * 320 * 2, 0, 0),
+    # Gemma 4 26B-A4B: layer_types put full attention at 5, 11, 17, 23, 29: 5 full layers of
+    # num_global_key_value_heads 2 x global_head_dim 512 (K = V still caches both); 25 sliding of 8 x 256.
+    "gemma-4-26b-a4b": ({"full": 5, "sliding": 25}, 5 * 2 * 2 * 512 * 2, 5 * 2 * 1 * 512 * 2, 0, 0),
+    # DeepSeek-V3.2: 61 layers, each (512 + 64) x 2 B latent + 132 B indexer keys = 1,284 B, on every rank.
+    "deepseek-v3.2": ({"mla": 61}, 61 * 1284, 61 * 1284, 0, 0),
+    # GLM-5: 78 layers, every one with its indexer: 78 x 1,284.
+    "glm-5": ({"mla": 78}, 78 * 1284, 78 * 1284, 0, 0),
+    # GLM-5.2: index_topk_freq 4, index_skip_topk_offset 3 -> indexers on 0, 1, 2 and 6, 10, ..., 74
+    # (18 more): 21 layers; all 78 keep the latent. 78 x 1,152 + 21 x 132 = 92,628.
+    "glm-5.2": ({"mla": 78}, 78 * 1152 + 21 * 132, 78 * 1152 + 21 * 132, 0, 0),
+    # Nemotron 3 Super: hybrid_override_pattern of 88: 8 '*' attention, 40 'M' Mamba-2, 40 'E' MoE (no cache).
+    # Attention 8 x 2 x 2 KV heads x 128 x 2 B; tp 8 keeps 1 head. Mamba-2: intermediate 128 x 64 = 8192,
+    # conv 3 x (8192 + 2 x 8 x 128) = 30,720 bf16, ssm 128 x 64 x 128 float32: 61,440 + 4,194,304 per layer.
+    # tp 8 (8 groups divide): conv 30,720 / 8 x 2 B = 7,680, ssm 16 x 64 x 128 x 4 B = 524,288.
+    "nemotron-3-super": ({"full": 8, "state": 40, "none": 40}, 8 * 2 * 2 * 128 * 2, 8 * 2 * 1 * 128 * 2,
+                         40 * (3 * 10240 * 2 + 128 * 64 * 128 * 4), 40 * (3 * 10240 // 8 * 2 + 16 * 64 * 128 * 4)),
+    # Nemotron 3 Nano: 6 attention layers of 2 x 128; 23 Mamba-2 of conv 3 x (4096 + 2 x 8 x 128) bf16 and
+    # ssm 64 x 64 x 128 float32. tp 8: conv / 8, ssm 8 x 64 x 128.
+    "nemotron-3-nano": ({"full": 6, "state": 23, "none": 23}, 6 * 2 * 2 * 128 * 2, 6 * 2 * 1 * 128 * 2,
+                        23 * (3 * 6144 * 2 + 64 * 64 * 128 * 4), 23 * (3 * 6144 // 8 * 2 + 8 * 64 * 128 * 4)),
+    # Qwen3-Coder-480B-A35B: 62 layers of 8 KV heads x 128; tp 8: one head each.
+    "qwen3-coder-480b-a35b-instruct": ({"full": 62}, 62 * 2 * 8 * 128 * 2, 62 * 2 * 1 * 128 * 2, 0, 0),
+    # Falcon-H1 0.5B: 36 layers, each attention (2 KV heads x 64) beside a Mamba-2 mixer of 24 heads x 64
+    # (intermediate 1536), 1 group, state 128, d_conv 4: conv 3 x (1536 + 2 x 128) = 5,376, ssm 24 x 64 x 128.
+    # tp 8: attention 1 head; mixer 3 heads, and the single group replicated to every rank
+    # (extra_groups_for_head_shards): conv 3 x (1536 / 8 + 2 x 128) = 1,344, ssm 3 x 64 x 128 = 24,576.
+    "falcon-h1-0.5b": ({"full": 36}, 36 * 2 * 2 * 64 * 2, 36 * 2 * 1 * 64 * 2,
+                       36 * (5376 + 24 * 64 * 128) * 2, 36 * (1344 + 3 * 64 * 128) * 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bundled_entry_caches_exactly(name):
+    kind_counts, kv1, kv8, state1, state8 = CASES[name]
+    assert kinds(name) == kind_counts
+    assert profile(name, 1).growth_bytes_per_token() == kv1
+    assert profile(name, 8).growth_bytes_per_token() == kv8
+    assert profile(name, 1).sequence_bytes(0, paged=False) == state1
+    assert profile(name, 8).sequence_bytes(0, paged=False) == state8
+
+
+def test_local_layers_hold_only_their_window():
+    # MiMo at 1,024 tokens: 9 full layers x 2,560 B x 1,024 + 39 sliding x 5,120 B x 128 (window)
+    assert profile("mimo-v2-flash").sequence_bytes(1024, paged=False) == 9 * 2560 * 1024 + 39 * 5120 * 128
+    # Gemma 4 26B-A4B at 8,192: 5 full x 4,096 B x 8,192 + 25 sliding x (2 x 8 x 256 x 2 = 8,192 B) x 1,024
+    assert profile("gemma-4-26b-a4b").sequence_bytes(8192, paged=False) == 5 * 4096 * 8192 + 25 * 8192 * 1024
+
+
+def test_dsa_fp8_cache_is_fp8_ds_mla_and_index_cache_sharers_hold_no_keys():
+    # fp8: 656 B latent (512 fp8 + 4 fp32 scales + 64 bf16 rope) per layer, + 132 B on indexer owners
+    assert profile("deepseek-v3.2", 8, FP8).growth_bytes_per_token() == 61 * (656 + 132)
+    assert profile("glm-5.2", 8, FP8).growth_bytes_per_token() == 78 * 656 + 21 * 132
+
+
+@pytest.mark.parametrize("name, published", [
+    ("mimo-v2-flash", 309e9),  # model card: 309B total parameters
+    ("glm-5", 744e9),  # model card: 744B parameters
+    ("qwen3-coder-480b-a35b-instruct", 480e9),  # 480B-A35B
+])
+def test_parameter_counts_match_the_model_cards(name, published):
+    assert float(f"{find_in_catalog(name).params.total:.3g}") == published
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fit_on_h200s_works_offline(name, kvplan_home, monkeypatch):
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    pp = "2" if name.startswith("glm-5") else "1"  # GLM-5's 744B bf16 weights (1.49 TB) need two nodes
+    r = CliRunner().invoke(app, ["fit", name, "--gpu", "h200", "--gpus", str(8 * int(pp)), "--tp", "8", "--pp", pp,
+                                 "--ctx", "8k", "--json"])
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.stdout)
+    # over all GPUs: the 8 tensor-parallel ranks each hold their share of every layer (pipeline stages split layers)
+    assert plan["fits"] and plan["kv_bytes_per_token"] == 8 * CASES[name][2]
+
+
+def test_vllm_sizes_mimo_sliding_values_at_their_own_width(kvplan_home):
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    r = CliRunner().invoke(app, ["fit", "mimo-v2-flash", "--gpu", "h200", "--gpus", "8", "--tp", "8", "--ctx", "32k",
+                                 "--engine", "vllm", "--json"])
+    assert r.exit_code == 0, r.output
+    kinds_ = {k["kind"]: k for k in json.loads(r.stdout)["layer_kinds"]}
+    # full layers grow 9 x 8 ranks x 1 head (4 // 8 -> 1, replicated) x (192 + 128) x 2 B per token
+    assert kinds_["full"]["kv_bytes_per_token"] == 9 * 8 * 320 * 2
+    assert kinds_["full"]["bytes_per_sequence"] == 9 * 8 * 320 * 2 * 32768
+    # sliding layers hold what vLLM's SlidingWindowSpec.max_memory_usage_bytes admits a request with:
+    # (cdiv(window 128 - 1 + max_num_batched_tokens 16384, block 16) + 1) x 16 = 16,528 tokens, each
+    # 39 x 8 ranks x 1 head (8 // 8) x (K 192 + V 128) x 2 B: values at 128, not 192
+    assert kinds_["sliding"]["bytes_per_sequence"] == 39 * 8 * 320 * 2 * 16528
+
+
+def test_mimo_sliding_k_and_v_widths_match_an_sglang_log():
+    # tests/fixtures/logs/corpus/sglang-18039-mimo-v2-flash-tp4.log (sgl-project/sglang#18039, tp 4):
+    # "KV Cache is allocated. #tokens: 300288, K size: 8.38 GB, V size: 5.59 GB" (GB = 2^30 B there).
+    # 39 sliding layers x 8 // 4 = 2 heads on a rank: K 192 and V 128 values of 2 B per head and token, over
+    # the pool's 300,288 tokens + one page of 64 (SGLang's MHATokenToKVPool buffers hold size + page_size).
+    layer = next(la for la in find_in_catalog("mimo-v2-flash").layers if la.kind == "sliding")
+    assert layer.elements_per_token(4) == 2 * (192 + 128)
+    k = 39 * (300288 + 64) * 2 * layer.head_dim * 2
+    v = 39 * (300288 + 64) * 2 * layer.v_head_dim * 2
+    assert (round(k / 2**30, 2), round(v / 2**30, 2)) == (8.38, 5.59)
+
+
+def _mimo_config(**changes) -> dict:
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "catalog_extra" / "XiaomiMiMo__MiMo-V2-Flash.json"
+    return {**json.loads(path.read_text()), **changes}
+
+
+@pytest.mark.parametrize("changes, needle", [
+    ({"hybrid_layer_pattern": [0, 1] * 10}, "hybrid_layer_pattern"),
+    ({"hybrid_layer_pattern": "01" * 24}, "hybrid_layer_pattern"),
+    ({"moe_layer_freq": [0, 2] * 24}, "moe_layer_freq"),
+    ({"swa_num_key_value_heads": 7}, "swa_num_key_value_heads"),
+    ({"n_shared_experts": 1}, "shared experts"),
+])
+def test_mimo_layouts_vllm_does_not_build_are_refused(changes, needle):
+    from kvplan.configs import spec_from_config
+    from kvplan.errors import KvplanError
+
+    with pytest.raises(KvplanError, match=needle):
+        spec_from_config(_mimo_config(**changes), "mimo")
+
+
+def test_mimo_integer_moe_layer_freq_is_dense_as_vllm_reads_it():
+    from kvplan.configs import spec_from_config
+
+    # vLLM's MiMoV2FlashDecoderLayer.is_moe_layer is False for an int moe_layer_freq: 48 dense MLPs of
+    # 3 x 4096 x 16384, no experts
+    spec, _ = spec_from_config(_mimo_config(moe_layer_freq=1), "mimo-dense")
+    assert spec.params.experts == 0 and spec.params.mlp == 48 * 3 * 4096 * 16384

@@ -1,5 +1,5 @@
 """kvplan.cli._common's shared helpers: the engine flags as one configured engine, one progress bar,
-and plan warnings worded at the edge."""
+plan warnings worded at the edge, and --speculative checked against the engine."""
 
 import io
 
@@ -60,3 +60,27 @@ def test_plan_warnings_are_data_worded_at_the_edge():
                                  "memory (80.00 GiB)")
     assert format_warning(PlanWarning("context {} exceeds ({})", (40960, 32768), ("count", "count"))) == \
         "context 40,960 exceeds (32,768)"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("sweep", "--models", "deepseek-v3", "--gpu", "h200", "--gpu-counts", "8", "--ctx", "8k", "--engine", "sglang",
+      "--speculative", "mtp"), "--speculative with --engine sglang"),
+    (("cheapest", "deepseek-v3", "--gpu", "h200", "--ctx", "8k", "--concurrency", "4", "--engine", "trtllm",
+      "--speculative", "mtp"), "--speculative with --engine trtllm"),
+    (("simulate", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--max-model-len", "8k", "--engine", "llama.cpp",
+      "--speculative", "ngram:3"), "--speculative with --engine llama.cpp"),
+    # vLLM serves draft models from 0.15.0 (kvplan.speculative.check_vllm): a release check from the flag alone
+    (("cheapest", "llama-3.1-70b", "--gpu", "h100", "--ctx", "8k", "--concurrency", "4", "--engine", "vllm",
+      "--engine-version", "0.11.0", "--speculative", "draft:llama-3.2-1b-instruct:4"), "serves draft models from 0.15.0"),
+])
+def test_a_drafter_the_engine_does_not_model_is_a_usage_error_in_every_command(kvplan_home, args, needle):
+    """--speculative goes through the configured engine (Engine.check_speculative) before any model is
+    read: a usage error, not every deployment 'skipped' or 'failing' (exit 6)."""
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    r = CliRunner().invoke(app, list(args))
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith("Error: ") and needle in r.stderr and r.stdout == ""
+    assert "model:" not in r.stderr  # refused before the model was looked up

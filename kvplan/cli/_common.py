@@ -39,6 +39,7 @@ BlockSizeOpt = Annotated[Optional[int], typer.Option("--block-size", help="KV pa
 EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="Plan as this engine allocates: vllm, sglang, trtllm, llama.cpp, transformers.")]
 EngineVersionOpt = Annotated[Optional[str], typer.Option("--engine-version", help="Engine release whose defaults and rules apply (e.g. 0.11.0; llama.cpp: 2024-08, current). Default: the newest modelled.")]
 EngineSettingOpt = Annotated[Optional[list[str]], typer.Option("--engine-opt", help="Engine setting KEY=VALUE (e.g. max_num_batched_tokens=4096, kv_unified=true); may repeat.")]
+SpeculativeOpt = Annotated[Optional[str], typer.Option("--speculative", help="Speculative decoding, as vLLM's --speculative-config: mtp[:N] (the checkpoint's MTP layers), draft:MODEL:N (a draft model), ngram:N. Counts the drafter's cache layers and weights.")]
 PricesOpt = Annotated[Optional[Path], typer.Option("--prices", help="YAML of `gpu: price per GPU-hour` (any currency).")]
 
 
@@ -87,7 +88,7 @@ def engine_from_flags(engine: Optional[str], version: Optional[str], opt_items, 
     """(the configured engine, the --gpu-memory-utilization fraction or None) that --engine,
     --engine-version, --engine-opt, --gpu-memory-utilization, --block-size (and fit's --emit) ask
     for: the engine-neutral planner without --engine. Checked before anything is printed."""
-    from kvplan.engines import canonical_engine, emitters, resolve_engine
+    from kvplan.engines import canonical_engine, engine_class, emitters, resolve_engine
     from kvplan.units import parse_fraction
 
     check_range("--block-size", block_size, 1, 4096)
@@ -99,7 +100,7 @@ def engine_from_flags(engine: Optional[str], version: Optional[str], opt_items, 
         return resolve_engine(None, **explicit), gmu
     name = canonical_engine(engine or emit_to)
     if emit_to is not None:
-        if canonical_engine(emit_to) not in emitters():
+        if not engine_class(emit_to).emits:  # (the whole registry only to list the emitters)
             raise KvplanError(f"--emit supports {', '.join(emitters())}, not {emit_to}", EXIT_USAGE)
         if canonical_engine(emit_to) != name:
             raise KvplanError(f"--emit {emit_to} does not match --engine {name}", EXIT_USAGE)
@@ -219,3 +220,25 @@ def output_files(paths: list[Path], stdout_hint: str = "--json for stdout") -> l
             raise KvplanError(f"--output {path} is given twice", EXIT_USAGE)
         out.append((full, fmt))
     return out
+
+
+def speculative_request(text, engine=None):
+    """--speculative parsed (None when not given); a one-line error before any work, also where the
+    configured `engine` does not model that drafter (Engine.check_speculative)."""
+    from kvplan.speculative import parse
+
+    request = parse(text)
+    if request is not None and engine is not None:
+        engine.check_speculative(request.method)
+    return request
+
+
+def with_speculative(spec, request, *, token=None, timeout: float = 10.0):
+    """`spec` as served with the drafter --speculative asks for (kvplan.speculative); a draft model
+    is found as any model is (catalog, folder or Hub)."""
+    if request is None:
+        return spec
+    from kvplan.resolve import resolve_model
+    from kvplan.speculative import apply
+
+    return apply(spec, request, lambda name: resolve_model(name, token=token, timeout=timeout).spec)

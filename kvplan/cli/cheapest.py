@@ -9,8 +9,8 @@ import typer
 
 from kvplan.cli._common import (
     MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, JsonOpt, PricesOpt, RevisionOpt,
-    TimeoutOpt, TokenOpt, check_range, cli_errors, engine_from_flags, markup_safe, print_notes, print_result,
-    progress_bar, stderr, table,
+    SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, engine_from_flags, markup_safe, print_notes,
+    print_result, progress_bar, speculative_request, stderr, table, with_speculative,
 )
 from kvplan.cli.selection import resolve_gpus
 from kvplan.cli.workload import (
@@ -54,6 +54,7 @@ def cheapest(
     slo_percent: SloPercentOpt = 99.0,
     top: Annotated[int, typer.Option("--top", help="Rows of the ranking shown in the terminal.")] = 15,
     hw_profiles: HwOpt = None,
+    speculative: SpeculativeOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
@@ -83,6 +84,7 @@ def cheapest(
     check_range("--max-gpus", max_gpus, 1, 4096)
     check_range("--replicas", replicas, 1, 4096)
     chosen, gmu = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
+    drafter = speculative_request(speculative, chosen)
     ctx_tokens = None if ctx is None else parse_tokens(ctx, "--ctx")
     counts = parse_counts(gpu_counts) if gpu_counts is not None else None
     canonical_kv_dtype(kv_dtype)
@@ -90,7 +92,7 @@ def cheapest(
     gpu_list, price_book = _gpus_and_prices(gpu, prices, hw)
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
-    spec = resolved.spec
+    spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
     deps = _deployments(spec, counts, max_gpus)  # a count no split can run fails before any notes
     print_notes(resolved)
     if ctx_tokens is None:

@@ -14,8 +14,8 @@ import typer
 
 from kvplan.cli._common import (
     BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt,
-    OUTPUT_FORMATS, TokenOpt, WeightDtypeOpt, check_range, cli_errors, engine_from_flags, output_files, progress_bar,
-    stderr,
+    OUTPUT_FORMATS, SpeculativeOpt, TokenOpt, WeightDtypeOpt, check_range, cli_errors, engine_from_flags,
+    output_files, progress_bar, speculative_request, stderr, with_speculative,
 )
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
@@ -68,6 +68,7 @@ def simulate(
     as_json: JsonOpt = False,
     title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan simulate",
     hw_profiles: HwOpt = None,
+    speculative: SpeculativeOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
@@ -100,7 +101,7 @@ def simulate(
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed)
     sim, meta, notes = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
-                                         chosen, hw_profiles, revision, token, timeout)
+                                         chosen, hw_profiles, revision, token, timeout, speculative)
     for line in notes if find_rate else [loaded.said, *notes]:  # every input is valid: say where things came from
         stderr(line)
     meta.update(loaded.meta)
@@ -108,23 +109,22 @@ def simulate(
     meta.update({"runs": list(runs), "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "prefix_caching": not no_prefix_caching, "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
     if find_rate:
-        requests = _search_rate(sim, workload, trace, trace_format, qps, duration, seed, runs, meta,
+        requests = _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta,
                                 slo_ttft, slo_tpot, slo_percent)
     results = _run(sim, requests, runs, slo_ttft, slo_tpot)
     _report(meta, results, files, as_json, title)
 
 
-def _search_rate(sim, workload, trace, trace_format, qps, duration, seed, runs, meta, slo_ttft, slo_tpot, pct):
-    """--find-rate: the highest rate meeting the SLA; returns that rate's requests (meta records the search)."""
+def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttft, slo_tpot, pct):
+    """--find-rate: the highest rate meeting the SLA; returns that rate's requests (meta records the search).
+    `loaded`: load_requests()'s LoadedRequests (a trace's rows are reshaped at each rate, not read again)."""
     from kvplan.simulate.capacity import Target, max_rate
     from kvplan.simulate.session import shape_trace
     from kvplan.simulate.workload import find_workload, generate
 
+    trace = loaded.trace_rows
     if trace is not None:
-        from kvplan.simulate.traces import load_trace
-
-        base, _ = load_trace(str(trace), trace_format)
-        make = lambda rate: shape_trace(base, rate, duration)  # noqa: E731
+        make = lambda rate: shape_trace(trace, rate, duration)  # noqa: E731
     else:
         w = find_workload(workload or "chat")
         make = lambda rate: generate(w, rate, duration or 300.0, seed)  # noqa: E731
@@ -146,9 +146,10 @@ def _search_rate(sim, workload, trace, trace_format, qps, duration, seed, runs, 
 
 
 def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,
-                      overhead, block_size, step_overhead, chosen, hw_profiles, revision, token, timeout):
-    """Plan the deployment as `fit` does, as `chosen` (a configured engine) sizes the pool, then the
-    simulator's inputs and the notes for stderr."""
+                      overhead, block_size, step_overhead, chosen, hw_profiles, revision, token, timeout,
+                      speculative=None):
+    """Plan the deployment as `fit` does (with the drafter --speculative names), as `chosen` (a
+    configured engine) sizes the pool, then the simulator's inputs and the notes for stderr."""
     from kvplan.cli.fit import _deployment, _request
     from kvplan.hardware import find_gpu
     from kvplan.cli.engine_fit import engine_plan
@@ -160,8 +161,9 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
 
     hw = find_gpu(gpu, hw_profiles or ())
     limit = None if max_model_len is None else parse_tokens(max_model_len, "--max-model-len")
+    drafter = speculative_request(speculative, chosen)
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
-    spec = resolved.spec
+    spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
     req = _request(limit or spec.max_context, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead,
                    kv_cache_memory)
     dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)

@@ -13,8 +13,8 @@ import typer
 
 from kvplan.cli._common import (
     MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, PricesOpt, RevisionOpt,
-    OUTPUT_FORMATS, TimeoutOpt, TokenOpt, check_range, cli_errors, engine_from_flags, markup_safe, output_files,
-    progress_bar, stderr, table,
+    OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, engine_from_flags, markup_safe,
+    output_files, progress_bar, speculative_request, stderr, table, with_speculative,
 )
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
 from kvplan.cli.workload import (
@@ -61,6 +61,7 @@ def sweep(
     slo_ttft: SloTtftOpt = 2.0,
     slo_tpot: SloTpotOpt = 0.1,
     hw_profiles: HwOpt = None,
+    speculative: SpeculativeOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
@@ -87,6 +88,7 @@ def sweep(
     if top < 0:
         raise KvplanError(f"--top must be 0 or more, got {top}", EXIT_USAGE)
     chosen, gmu = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
+    drafter = speculative_request(speculative, chosen)
     files = output_files(output or [], "--json or --csv for stdout")
     if as_json and as_csv:
         raise KvplanError("--json and --csv both want stdout; write one of them to a file with --output", EXIT_USAGE)
@@ -95,7 +97,8 @@ def sweep(
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
     gpu_list = resolve_gpus(gpu, hw)
     price_book = load_prices(prices, hw)
-    specs = resolve_models(models, revision, token, timeout)
+    specs = [with_speculative(s, drafter, token=token, timeout=timeout)
+             for s in resolve_models(models, revision, token, timeout)]
     price_by_gpu = {g.key: p for g in gpu_list if (p := price_book.price(g)) is not None}
 
     per_model = len(gpu_list) * len(counts) * len(contexts) * len(weights)

@@ -40,11 +40,14 @@ def check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpo
 
 @dataclass(frozen=True)
 class LoadedRequests:
-    """The requests a workload or trace made, what they are (for the JSON meta) and one line for stderr."""
+    """The requests a workload or trace made, what they are (for the JSON meta) and one line for stderr;
+    `trace_rows`: a trace's requests as read, before --qps/--duration shaped them (simulate --find-rate
+    reshapes them at each rate it tries without reading the file again), None for a workload."""
 
     requests: list
     meta: dict
     said: str
+    trace_rows: Optional[list] = None
 
 
 def load_requests(workload, trace, trace_format, qps, duration, seed) -> LoadedRequests:
@@ -55,15 +58,15 @@ def load_requests(workload, trace, trace_format, qps, duration, seed) -> LoadedR
         from kvplan.simulate.session import shape_trace
         from kvplan.simulate.traces import load_trace
 
-        reqs, info = load_trace(str(trace), trace_format)
-        reqs = shape_trace(reqs, qps, duration)
+        rows, info = load_trace(str(trace), trace_format)
+        reqs = shape_trace(rows, qps, duration)
         desc = {"trace": str(trace), "trace_format": info["format"], "requests": len(reqs),
                 "trace_rows_dropped_zero_length": info["dropped_zero_length"]}
         if qps:
             desc["rescaled_to_qps"] = qps
         said = (f"trace {trace} ({info['format']}): {len(reqs):,} requests"
                 + (f" ({info['dropped_zero_length']:,} rows with 0 tokens dropped)" if info["dropped_zero_length"] else ""))
-        return LoadedRequests(reqs, desc, said)
+        return LoadedRequests(reqs, desc, said, rows)
     w = find_workload(workload or "chat")
     qps, duration = qps or 10.0, duration or 300.0
     reqs = generate(w, qps, duration, seed)

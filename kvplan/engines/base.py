@@ -57,6 +57,13 @@ class Capacity(NamedTuple):
         return int(self.max_concurrency)
 
 
+def _engines_that(does) -> str:
+    """'--engine a or --engine b or ' for the named engines whose class `does` (a refusal's advice)."""
+    from kvplan.engines import engine_class, engine_names
+
+    return "".join(f"--engine {n} or " for n in engine_names() if does(engine_class(n)))
+
+
 class EngineResult(NamedTuple):
     """A plan made one engine's way, with what that engine prints and the settings it used."""
 
@@ -83,6 +90,7 @@ class Engine:
     reads_layers: frozenset[type] = frozenset()
     supports_dp = False  # data-parallel ranks (each its own pool and requests) are modelled
     supports_dcp = False  # decode context parallel (MLA latents striped over tp ranks) is modelled
+    supports_speculative = False  # a drafter's layers, weights and lookahead (kvplan.speculative) are modelled
     dcp_tokens_whole = False  # the printed token capacity already counts every rank of a dcp group
     splits_layers_only = False  # GPUs only split the layers (llama.cpp): one layout of N GPUs, no tp to search
     kv_dtype_flags: dict[str, str] = {}  # emit_args: the serve flag's spelling of a kvplan cache dtype
@@ -182,18 +190,27 @@ class Engine:
 
     def check_layers(self, model) -> None:
         """A one-line refusal where the model has a kind of cache this engine's rules do not size: a
-        kind without a row in its table, or a spec with an allocation of its own it has not read."""
+        drafter (--speculative) it does not model, a kind without a row in its table, or a spec with
+        an allocation of its own it has not read."""
+        if getattr(model, "speculative", None) is not None:
+            self.check_speculative(model.speculative.method)
         for layer in dict.fromkeys(model.layers):
             if layer.kind not in self.kinds:
                 raise KvplanError(f"{self.name} has no rule for {layer.kind} layers ({layer.describe()}); plan it "
                                   "with the default engine", EXIT_USAGE)
             if layer.allocation and type(layer) not in self.reads_layers:
-                from kvplan.engines import engine_class, engine_names
-
-                others = "".join(f"--engine {n} or " for n in engine_names()
-                                 if type(layer) in engine_class(n).reads_layers)
+                others = _engines_that(lambda e, t=type(layer): t in e.reads_layers)
                 raise KvplanError(f"{self.name} has no modelled allocation for {layer.allocation}; plan it with "
                                   f"{others}the default engine", EXIT_USAGE)
+
+    def check_speculative(self, method: str) -> None:
+        """A one-line refusal where this engine (or this release of it) does not model the drafter
+        `method` (kvplan.speculative: "mtp", "draft_model", "ngram"): checked from the flag alone,
+        before any model is read, and again for every model planned (check_layers)."""
+        if not self.supports_speculative:
+            raise KvplanError(f"--speculative with --engine {self.name}: its drafter's cache and weights are not "
+                              f"modelled; plan it with {_engines_that(lambda e: e.supports_speculative)}the default "
+                              "engine", EXIT_USAGE)
 
     def placement(self, model, dep, gpu=None):
         """Over how many ranks each part of the weights is split (kvplan.layout.Placement): vLLM's."""
@@ -203,6 +220,9 @@ class Engine:
 
     def check_layout(self, model, dep) -> None:
         """A one-line error for a layout this engine is not modelled for (before any output)."""
+        from kvplan.speculative import check_deployment
+
+        check_deployment(model, dep)
         if dep.dcp > 1 and not self.supports_dcp:
             raise KvplanError(f"--dcp with --engine {self.name}: the engine's decode-context-parallel pool "
                               "(pages x dcp) is not modelled; plan it without --engine", EXIT_USAGE)

@@ -8,28 +8,25 @@ Sources (read as released wheels; see docs/engines.md section 1 for line numbers
     v0.20.0 L66); block 16 (`config/cache.py`), 64 for FlashMLA (`platforms/cuda.py` v0.11.0 L126-182);
     max_num_batched_tokens / max_num_seqs tiers by GPU size (`engine/arg_utils.py` v0.11.0 L1605-1623,
     v0.33.0 L2940-3039).
-  * per-layer worst case: `vllm/v1/kv_cache_interface.py` (FullAttentionSpec L83, SlidingWindowSpec
-    L196-215: cdiv(min(W-1+T, len), block) + 1 with T = max_num_batched_tokens, 2 x that from v0.30.0
-    with async scheduling; ChunkedLocalAttentionSpec L174-191; MLAAttentionSpec 576 values per token,
-    not split by tp; MambaSpec one page).
-  * grouping and blocks: `vllm/v1/core/kv_cache_utils.py` v0.11.0 L977 (group size = fewest layers of
-    one kind; v0.33.0 takes the most when max < 1.5 x min), L813-827 (num_blocks = available // page //
-    group_size), L780-795 (blocks per request), L1080 (GPU KV cache size = num_blocks // groups x block
-    through v0.20.0) and v0.20.1 L1706 (int(concurrency x max_model_len)).
+  * the block pool (blocks per request in each kind of layer, kv-cache groups): kvplan/engines/vllm_pool.py.
+  * printed figures: `vllm/v1/core/kv_cache_utils.py` v0.11.0 L1080 (GPU KV cache size = num_blocks //
+    groups x block through v0.20.0) and v0.20.1 L1706 (int(concurrency x max_model_len)).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 from kvplan.deploy import split_layers
 from kvplan.dtypes import DType
 from kvplan.plan import cache_dtypes
 from kvplan.engines.base import (Capacity, Engine, Figure, cdiv, check_opts, check_version, opt_bool,
                                  opt_int, parse_version)
+from kvplan.engines.vllm_pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.layers import IndexedMLA, Kind, ParallelHybrid, state_bytes
+from kvplan.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.search import largest_fitting
 
 GIB = 2**30
@@ -37,31 +34,6 @@ VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "
             "0.25.0", "0.30.0", "0.33.0")
 DEFAULT_VERSION = "0.33.0"
 OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling")
-
-
-@dataclass(frozen=True)
-class VllmRules:
-    """Slots one request of seq_len tokens is allocated per layer: vLLM's max_memory_usage_bytes / page."""
-
-    max_in_flight_tokens: int  # T in the sliding-window bound
-    name = "vllm"
-
-    def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
-        rule = BLOCKS_PER_REQUEST.get(layer.kind)
-        if seq_len <= 0 or rule is None or layer.kind == Kind.STATE:
-            return 0
-        return rule(seq_len, layer.span, block, self.max_in_flight_tokens) * block
-
-
-# Blocks one request of `n` tokens takes in one layer of each kind (kv_cache_interface.py, per spec's
-# max_memory_usage_bytes): span is the window or chunk, t the tokens in flight. Mamba: one page.
-BLOCKS_PER_REQUEST = {
-    Kind.FULL: lambda n, span, blk, t: cdiv(n, blk),
-    Kind.MLA: lambda n, span, blk, t: cdiv(n, blk),
-    Kind.SLIDING: lambda n, span, blk, t: cdiv(min(span - 1 + t, n), blk) + 1,
-    Kind.CHUNKED: lambda n, span, blk, t: cdiv(min(span + t, n), blk),
-    Kind.STATE: lambda n, span, blk, t: 1,
-}
 
 
 @dataclass(frozen=True)
@@ -75,12 +47,19 @@ class Settings:
     async_scheduling: bool  # doubles the sliding-window in-flight term from v0.30.0
     v1: bool  # the V1 engine (default from v0.8.0)
     gpu_key: str = ""  # the GPU it runs on (picks kernels whose weights load padded, vllm_overhead)
+    # speculative decoding: a Mamba-style state keeps 1 + num_speculative_tokens pages per request
+    # (MambaSpec.num_speculative_blocks: kv_cache_interface.py v0.33.0 L1141, mamba/abstract.py L86)
+    spec_state_blocks: int = 0
+    # multi-module MTP keeps num_speculative_tokens - 1 more tokens below every sliding window
+    # (SlidingWindowSpec.extra_retained_tokens: v0.33.0 kv_cache_planning.py L1634-1641, kv_cache_interface.py
+    # L903-945; absent in 0.25.0, 0.30.0 not read)
+    swa_retained: int = 0
 
-    @property
+    @cached_property  # (read for every block count of a max-context search: parsed once)
     def v(self) -> tuple[int, ...]:
         return parse_version(self.version)
 
-    @property
+    @cached_property
     def in_flight_tokens(self) -> int:
         if self.v >= (0, 30, 0) and self.async_scheduling:
             return 2 * self.max_num_batched_tokens
@@ -123,94 +102,11 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     kv = req.kv_dtype
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
+    from kvplan.speculative import vllm_pool_terms
+
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
-                    opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "")
-
-
-# --- the block pool -------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class _Bucket:
-    kind: Kind  # FULL (every layer of a V0 or uniform pool), SLIDING, CHUNKED or STATE
-    span: int  # window or chunk; 0 otherwise
-    page: int  # bytes of one block of one layer (after page unification)
-    layers: int
-    groups: int  # kv-cache groups this bucket becomes
-
-
-@dataclass(frozen=True)
-class Pool:
-    """vLLM's grouped layout for one rank: buckets of identical specs split into equal-size groups."""
-
-    buckets: tuple[_Bucket, ...]
-    group_size: int
-    block_size: int
-    bytes_per_block: int  # one block id across the group_size layer slots
-    uniform: bool  # one group of all layers (plain models)
-
-    @property
-    def num_groups(self) -> int:
-        return sum(b.groups for b in self.buckets)
-
-    def blocks_per_request(self, length: int, st: Settings) -> int:
-        """Blocks one request of `length` tokens needs, summed over groups (kv_cache_utils v0.11 L780)."""
-        total = 0
-        blk = self.block_size
-        for b in self.buckets:
-            n = BLOCKS_PER_REQUEST[b.kind](length, b.span, blk, st.in_flight_tokens)
-            total += n * (1 if self.uniform else b.groups)
-        return total
-
-    def layer_bytes(self, length: int, st: Settings) -> int:
-        """Sum over real layers of max_memory_usage_bytes (what estimate_max_model_len compares)."""
-        blk = self.block_size
-        total = 0
-        for b in self.buckets:
-            one = _Bucket(b.kind, b.span, b.page, 1, 1)
-            n = Pool((one,), 1, blk, b.page, True).blocks_per_request(length, st)
-            total += n * b.page * b.layers
-        return total
-
-
-def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Settings) -> Pool:
-    block = st.block_size
-    specs: dict[tuple, int] = {}
-    per_token: dict[tuple, int] = {}
-    mamba_bytes = 0
-    for layer in (part for spec in layers for part in (spec.parts() if hasattr(spec, "parts") else (spec,))):
-        if layer.kind == Kind.NONE:
-            continue
-        if layer.kind == Kind.STATE:
-            nbytes = state_bytes(layer, tp, state_dtype)
-            key = (Kind.STATE, 0, nbytes)
-            mamba_bytes = max(mamba_bytes, nbytes)
-        else:
-            tok = layer.token_bytes(kv_dtype, tp)
-            if not st.v1 or not layer.span:
-                key = (Kind.FULL, 0, tok)  # V0 had no sliding-window pool: every layer is full
-            else:
-                key = (layer.kind, layer.span, tok)
-            per_token[key] = tok
-        specs[key] = specs.get(key, 0) + 1
-    if not specs:
-        return Pool((), 1, block, 0, True)
-    attn_tok = max(per_token.values(), default=0)
-    if mamba_bytes and attn_tok:
-        # Hybrid Mamba: the attention block grows until its page covers the Mamba state
-        # (model_executor/models/config.py v0.11.0 L314-400); the Mamba page is padded to it.
-        block = max(block, 16 * cdiv(mamba_bytes, 16 * attn_tok))
-    kinds = {k[0] for k in specs}
-    if kinds == {Kind.FULL}:
-        # One group (UniformTypeKVCacheSpecs when shapes differ): a block id spans every layer.
-        page_sum = sum(block * k[2] * n for k, n in specs.items())
-        b = _Bucket(Kind.FULL, 0, page_sum, sum(specs.values()), 1)
-        return Pool((b,), sum(specs.values()), block, page_sum, True)
-    counts = list(specs.values())
-    lo, hi = min(counts), max(counts)
-    group_size = hi if (parse_version(st.version) >= (0, 33, 0) and hi < 1.5 * lo) else lo
-    page = max(block * attn_tok, mamba_bytes)
-    buckets = tuple(_Bucket(k[0], k[1], page, n, cdiv(n, group_size)) for k, n in specs.items())
-    return Pool(buckets, group_size, block, group_size * page, False)
+                    opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "",
+                    *vllm_pool_terms(model, v))
 
 
 def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,
@@ -218,7 +114,7 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
     """vLLM's printed figures for a per-rank KV budget (`kv_bytes`: one int, or one per pipeline stage)."""
     ranges = split_layers(model.num_layers, dep.pp)
     budgets = list(kv_bytes) if isinstance(kv_bytes, (list, tuple)) else [kv_bytes] * len(ranges)
-    pools = [build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st) for a, b in ranges]
+    pools = stage_pools(model, dep, st, kv_dtype, state_dtype)
     # Every worker sizes its own pool; the engine keeps the minimum (kv_cache_utils v0.11.0 L1286).
     blocks = min((max(0, kv) // p.bytes_per_block if p.bytes_per_block else 0) for kv, p in zip(budgets, pools))
     pool = pools[0]
@@ -257,8 +153,7 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
 
 def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, state_dtype) -> int:
     """Longest length whose `batch` requests fit the block pool (monotone: binary search)."""
-    pools = [build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
-             for a, b in split_layers(model.num_layers, dep.pp)]
+    pools = stage_pools(model, dep, st, kv_dtype, state_dtype)
 
     def fits(n: int) -> bool:
         return all(batch * p.blocks_per_request(cdiv(n, dep.dcp), st) <= cap.blocks for p in pools)
@@ -269,10 +164,16 @@ def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, s
 def overhead(model, dep, st: Settings) -> tuple[int, dict]:
     """Per-GPU non-KV memory vLLM subtracts besides the weights (modelled and calibrated per term in
     kvplan/engines/vllm_overhead.py on the log corpus)."""
+    parts = dict(_overhead_terms(model, dep, st))
+    return sum(parts.values()), parts
+
+
+@lru_cache(maxsize=16)
+def _overhead_terms(model, dep, st: Settings) -> tuple:
+    """The terms, worked out once per plan (request() takes the sum, settings_dict() the terms)."""
     from kvplan.engines.vllm_overhead import overhead_terms
 
-    parts = overhead_terms(model, dep, st)
-    return sum(parts.values()), parts
+    return tuple(overhead_terms(model, dep, st).items())
 
 
 def dcp_release_problem(model, version: str) -> str | None:
@@ -299,6 +200,7 @@ class Vllm(Engine):
     # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer; Falcon-H1: a FullAttentionSpec and a MambaSpec
     reads_layers = frozenset({IndexedMLA, ParallelHybrid})
     supports_dp = True  # -dp: each DP rank an engine core with its own scheduler and pool
+    supports_speculative = True  # --speculative-config: drafter layers in the same groups (kvplan.speculative)
     kv_dtype_flags = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype
     supports_dcp = True  # -dcp: each rank of a dcp group holds every dcp-th token (check_layout: by release)
     dcp_tokens_whole = True  # "GPU KV cache size" counts the whole dcp group's tokens
@@ -313,13 +215,25 @@ class Vllm(Engine):
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
+    def check_speculative(self, method: str) -> None:
+        """Draft models from 0.15.0, MTP from 0.11.0 (kvplan.speculative.check_vllm)."""
+        from kvplan.speculative import check_vllm
+
+        check_vllm(method, parse_version(self.version or DEFAULT_VERSION))
+
+    def view(self, model, st: Settings):
+        """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.speculative)."""
+        from kvplan.speculative import vllm_view
+
+        return vllm_view(model, st.v)
+
     def request(self, req, st: Settings, model, dep):
         over = req.overhead_bytes if req.overhead_bytes is not None else overhead(model, dep, st)[0]
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)
 
     def rules(self, st: Settings) -> VllmRules:
-        return VllmRules(st.in_flight_tokens)
+        return VllmRules(st.in_flight_tokens, st.swa_retained)
 
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)
@@ -374,6 +288,10 @@ class Vllm(Engine):
         args += self.parallel_flags(dep, model)
         if settings["block_size"] != 16:
             args += ["--block-size", str(settings["block_size"])]
+        if model.speculative is not None:
+            from kvplan.speculative import vllm_flag
+
+            args += vllm_flag(model.speculative)
         return args
 
     def parallel_flags(self, dep, model) -> list[str]:

@@ -33,7 +33,7 @@ class BootAdvice:
 
 def auto_max_model_len(model, dep, kv_bytes: int, st, kv_dtype, state_dtype) -> int:
     """vLLM's `--max-model-len auto`: largest n <= the model's limit with one request's bytes <= kv_bytes."""
-    from kvplan.engines.vllm import build_pool
+    from kvplan.engines.vllm_pool import build_pool
     from kvplan.deploy import split_layers
 
     pools = [build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
@@ -66,7 +66,7 @@ def settings_of(settings: dict):
 def kv_needed(model, plan, st, concurrency: int) -> int:
     """Bytes of blocks `concurrency` requests of the plan's context occupy in vLLM's pool (tightest stage)."""
     from kvplan.dtypes import canonical_kv_dtype
-    from kvplan.engines.vllm import build_pool
+    from kvplan.engines.vllm_pool import build_pool
     from kvplan.deploy import split_layers
 
     req, dep = plan.request, plan.deployment

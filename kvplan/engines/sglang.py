@@ -273,13 +273,15 @@ class Sglang(Engine):
         """`python -m sglang.launch_server` (srt/server_args.py): --context-length, --mem-fraction-static,
         --tp-size (every rank), --dp-size, --enable-dp-attention, --ep-size, --pp-size
         (kvplan.layout.parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype,
-        --page-size."""
-        from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs
+        --page-size, and --dtype / --quantization fp8 where the plan's weights are not the checkpoint's
+        (kvplan.emit.weight_args)."""
+        from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs, weight_args
         from kvplan.engines.sglang_layout import serve_flags
         from kvplan.layout import parallel_flags
 
         r, dep = plan.request, plan.deployment
         args = ["python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
+                *weight_args(self.name, plan, model),
                 "--context-length", str(r.context), "--mem-fraction-static", f"{_emit_fraction(plan, settings, model):g}",
                 *parallel_flags("sglang", dep, model), *serve_flags(self.opts),
                 "--max-running-requests", str(serve_seqs(plan))]

@@ -353,13 +353,15 @@ class Vllm(Engine):
     def emit_args(self, plan, model, settings: dict) -> list[str]:
         """`vllm serve` flags (vllm/engine/arg_utils.py): --max-model-len, --max-num-seqs (per data-parallel
         rank), --gpu-memory-utilization or --kv-cache-memory-bytes (>= 0.11.0), --kv-cache-dtype, -tp/-pp,
-        --data-parallel-size, --enable-expert-parallel (kvplan.layout.parallel_flags), --block-size."""
-        from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs
+        --data-parallel-size, --enable-expert-parallel (kvplan.layout.parallel_flags), --block-size, and
+        --dtype / --quantization fp8 where the plan's weights are not the checkpoint's (kvplan.emit.weight_args)."""
+        from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs, weight_args
         from kvplan.layout import parallel_flags
 
         r, dep = plan.request, plan.deployment
         seqs = -(-serve_seqs(plan) // dep.dp)  # each DP rank's scheduler: never below its share of the plan
-        args = ["vllm", "serve", model_arg(model), "--max-model-len", str(r.context), "--max-num-seqs", str(seqs)]
+        args = ["vllm", "serve", model_arg(model), *weight_args(self.name, plan, model),
+                "--max-model-len", str(r.context), "--max-num-seqs", str(seqs)]
         if r.kv_cache_memory_bytes is not None:
             args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]
         else:

@@ -106,8 +106,10 @@ def weights_note(engine: str, plan, model) -> str | None:
     """What the emitted command assumes about the weights it loads, in words, where it is not plain."""
     if engine == "llama.cpp":
         kind = gguf_file_type(plan, model)
+        how = (f"convert_hf_to_gguf.py --outtype {kind.lower()}" if kind in _GGUF_PLAIN.values()
+               else "llama-quantize, from a BF16 GGUF")
         return (f"llama.cpp loads the weights as the GGUF file stores them: -m must be a {kind} GGUF of "
-                f"{model_arg(model)}, the weights this plan counts (llama-quantize makes one from a BF16 GGUF)")
+                f"{model_arg(model)}, the weights this plan counts ({how})")
     if "--quantization" in weight_args(engine, plan, model):
         from kvplan.model import weight_bytes
         from kvplan.units import gib

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 from kvplan.deploy import split_layers
 from kvplan.dtypes import DType
@@ -44,13 +45,15 @@ class VllmRules:
     """Slots one request of seq_len tokens is allocated per layer: vLLM's max_memory_usage_bytes / page."""
 
     max_in_flight_tokens: int  # T in the sliding-window bound
+    retained: int = 0  # sliding-window tokens kept below the window for multi-module MTP (Settings.swa_retained)
     name = "vllm"
 
     def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
         rule = BLOCKS_PER_REQUEST.get(layer.kind)
         if seq_len <= 0 or rule is None or layer.kind == Kind.STATE:
             return 0
-        return rule(seq_len, layer.span, block, self.max_in_flight_tokens) * block
+        t = self.max_in_flight_tokens + (self.retained if layer.kind == Kind.SLIDING else 0)
+        return rule(seq_len, layer.span, block, t) * block
 
 
 # Blocks one request of `n` tokens takes in one layer of each kind (kv_cache_interface.py, per spec's
@@ -75,12 +78,19 @@ class Settings:
     async_scheduling: bool  # doubles the sliding-window in-flight term from v0.30.0
     v1: bool  # the V1 engine (default from v0.8.0)
     gpu_key: str = ""  # the GPU it runs on (picks kernels whose weights load padded, vllm_overhead)
+    # speculative decoding: a Mamba-style state keeps 1 + num_speculative_tokens pages per request
+    # (MambaSpec.num_speculative_blocks: kv_cache_interface.py v0.33.0 L1141, mamba/abstract.py L86)
+    spec_state_blocks: int = 0
+    # multi-module MTP keeps num_speculative_tokens - 1 more tokens below every sliding window
+    # (SlidingWindowSpec.extra_retained_tokens: v0.33.0 kv_cache_planning.py L1634-1641, kv_cache_interface.py
+    # L903-945; absent in 0.25.0, 0.30.0 not read)
+    swa_retained: int = 0
 
-    @property
+    @cached_property  # (read for every block count of a max-context search: parsed once)
     def v(self) -> tuple[int, ...]:
         return parse_version(self.version)
 
-    @property
+    @cached_property
     def in_flight_tokens(self) -> int:
         if self.v >= (0, 30, 0) and self.async_scheduling:
             return 2 * self.max_num_batched_tokens
@@ -123,8 +133,11 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     kv = req.kv_dtype
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
+    from kvplan.speculative import vllm_pool_terms
+
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
-                    opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "")
+                    opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "",
+                    *vllm_pool_terms(model, v))
 
 
 # --- the block pool -------------------------------------------------------------------------------
@@ -157,7 +170,10 @@ class Pool:
         total = 0
         blk = self.block_size
         for b in self.buckets:
-            n = BLOCKS_PER_REQUEST[b.kind](length, b.span, blk, st.in_flight_tokens)
+            t = st.in_flight_tokens + (st.swa_retained if b.kind == Kind.SLIDING else 0)
+            n = BLOCKS_PER_REQUEST[b.kind](length, b.span, blk, t)
+            if b.kind == Kind.STATE:
+                n += st.spec_state_blocks
             total += n * (1 if self.uniform else b.groups)
         return total
 
@@ -213,12 +229,20 @@ def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Setting
     return Pool(buckets, group_size, block, group_size * page, False)
 
 
+@lru_cache(maxsize=16)
+def stage_pools(model, dep, st: Settings, kv_dtype: DType, state_dtype: DType) -> tuple[Pool, ...]:
+    """Each pipeline stage's pool: built once per plan, read by capacity() and max_context() (and
+    by every GPU and context of a sweep that shares them)."""
+    return tuple(build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
+                 for a, b in split_layers(model.num_layers, dep.pp))
+
+
 def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,
              state_dtype: DType) -> Capacity:
     """vLLM's printed figures for a per-rank KV budget (`kv_bytes`: one int, or one per pipeline stage)."""
     ranges = split_layers(model.num_layers, dep.pp)
     budgets = list(kv_bytes) if isinstance(kv_bytes, (list, tuple)) else [kv_bytes] * len(ranges)
-    pools = [build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st) for a, b in ranges]
+    pools = stage_pools(model, dep, st, kv_dtype, state_dtype)
     # Every worker sizes its own pool; the engine keeps the minimum (kv_cache_utils v0.11.0 L1286).
     blocks = min((max(0, kv) // p.bytes_per_block if p.bytes_per_block else 0) for kv, p in zip(budgets, pools))
     pool = pools[0]
@@ -257,8 +281,7 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
 
 def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, state_dtype) -> int:
     """Longest length whose `batch` requests fit the block pool (monotone: binary search)."""
-    pools = [build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
-             for a, b in split_layers(model.num_layers, dep.pp)]
+    pools = stage_pools(model, dep, st, kv_dtype, state_dtype)
 
     def fits(n: int) -> bool:
         return all(batch * p.blocks_per_request(cdiv(n, dep.dcp), st) <= cap.blocks for p in pools)
@@ -269,10 +292,16 @@ def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, s
 def overhead(model, dep, st: Settings) -> tuple[int, dict]:
     """Per-GPU non-KV memory vLLM subtracts besides the weights (modelled and calibrated per term in
     kvplan/engines/vllm_overhead.py on the log corpus)."""
+    parts = dict(_overhead_terms(model, dep, st))
+    return sum(parts.values()), parts
+
+
+@lru_cache(maxsize=16)
+def _overhead_terms(model, dep, st: Settings) -> tuple:
+    """The terms, worked out once per plan (request() takes the sum, settings_dict() the terms)."""
     from kvplan.engines.vllm_overhead import overhead_terms
 
-    parts = overhead_terms(model, dep, st)
-    return sum(parts.values()), parts
+    return tuple(overhead_terms(model, dep, st).items())
 
 
 def dcp_release_problem(model, version: str) -> str | None:
@@ -298,6 +327,7 @@ class Vllm(Engine):
     # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer; Falcon-H1: a FullAttentionSpec and a MambaSpec
     reads_layers = frozenset({"IndexedMLA", "ParallelHybrid"})
     supports_dp = True  # -dp: each DP rank an engine core with its own scheduler and pool
+    supports_speculative = True  # --speculative-config: drafter layers in the same groups (kvplan.speculative)
     supports_dcp = True  # -dcp: each rank of a dcp group holds every dcp-th token (check_layout: by release)
     dcp_tokens_whole = True  # "GPU KV cache size" counts the whole dcp group's tokens
 
@@ -311,13 +341,25 @@ class Vllm(Engine):
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
+    def check_layers(self, model) -> None:
+        from kvplan.speculative import check_vllm
+
+        super().check_layers(model)
+        check_vllm(model, parse_version(self.version or DEFAULT_VERSION))
+
+    def view(self, model, st: Settings):
+        """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.speculative)."""
+        from kvplan.speculative import vllm_view
+
+        return vllm_view(model, st.v)
+
     def request(self, req, st: Settings, model, dep):
         over = req.overhead_bytes if req.overhead_bytes is not None else overhead(model, dep, st)[0]
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)
 
     def rules(self, st: Settings) -> VllmRules:
-        return VllmRules(st.in_flight_tokens)
+        return VllmRules(st.in_flight_tokens, st.swa_retained)
 
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)
@@ -375,6 +417,10 @@ class Vllm(Engine):
         args += parallel_flags("vllm", dep, model)
         if settings["block_size"] != 16:
             args += ["--block-size", str(settings["block_size"])]
+        if model.speculative is not None:
+            from kvplan.speculative import vllm_flag
+
+            args += vllm_flag(model.speculative)
         return args
 
 

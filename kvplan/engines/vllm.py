@@ -268,6 +268,23 @@ def overhead(model, dep, st: Settings) -> tuple[int, dict]:
     return sum(parts.values()), parts
 
 
+# Architectures whose vLLM model file builds its Attention layers without the engine's cache config, so
+# Attention falls back to kv_cache_dtype "auto": K and V are cached in the model dtype whatever
+# --kv-cache-dtype says. kvplan's vLLM plans size them so (the neutral engine sizes the dtype asked for).
+KV_CACHE_DTYPE_IGNORED = {
+    # vllm/model_executor/models/mimo_v2_flash.py at commits 01ed47b4 and 91cf2f13 (the newest stored):
+    # MiMoV2FlashDecoderLayer passes no cache_config to MiMoV2Attention, whose Attention(cache_config=None)
+    "MiMoV2FlashForCausalLM": "mimo_v2_flash.py builds its attention without the cache config",
+}
+
+
+def kv_dtype_as_cached(req, model):
+    """`req` with the KV dtype vLLM really caches this model in (KV_CACHE_DTYPE_IGNORED: the model's own)."""
+    if model.architecture not in KV_CACHE_DTYPE_IGNORED or req.kv_dtype is None:
+        return req
+    return dataclasses.replace(req, kv_dtype=None)  # None: the model's own dtype (plan.cache_dtypes)
+
+
 class Vllm(Engine):
     name = "vllm"
     aliases = ()
@@ -284,6 +301,7 @@ class Vllm(Engine):
 
     def request(self, req, st: Settings, model, dep):
         over = req.overhead_bytes if req.overhead_bytes is not None else overhead(model, dep, st)[0]
+        req = kv_dtype_as_cached(req, model)
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)
 
@@ -293,6 +311,9 @@ class Vllm(Engine):
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)
         cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
+        if model.architecture in KV_CACHE_DTYPE_IGNORED:
+            cap = cap._replace(notes=(*cap.notes, f"vLLM caches this model's K/V in {kvd.name} whatever "
+                                      f"--kv-cache-dtype says ({KV_CACHE_DTYPE_IGNORED[model.architecture]})"))
         if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
             note = f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}"
             cap = cap._replace(notes=(*cap.notes, note))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from conftest import shared_config
 
 from kvplan.catalog import find_in_catalog
 from kvplan.errors import KvplanError
@@ -97,3 +98,17 @@ def test_indexed_attention_of_unlike_layers_is_refused():
                  sliding_window=32, query_pre_attn_scalar=16, layer_types=["sliding_attention", "full_attention"])
     with pytest.raises(KvplanError, match="do not all hold the same attention"):
         _spec({"quant_method": "fp8", "ignored_layers": ["model.layers.0.self_attn"]}, gemma)
+
+
+def test_mla_attention_of_one_layer_with_its_replicated_down_projection():
+    # DeepSeek-V2-Lite (hidden 2048, 16 heads, q_lora_rank null, kv_lora_rank 512, rope 64, nope 128, v 128) as an
+    # fp8 checkpoint keeping layer 3's MLA projections in bf16. Per layer: q_proj 2048 x 16x192 = 6,291,456;
+    # kv_a_proj_with_mqa 2048 x (512 + 64) = 1,179,648; kv_b_proj 512 x 16x256 = 2,097,152; o_proj 16x128 x 2048
+    # = 4,194,304: 13,762,560 parameters, each 2 B instead of 1 B (the replicated down-projection among them)
+    base = shared_config("deepseek-ai__DeepSeek-V2-Lite")
+    plain = _spec({"quant_method": "fp8"}, base)
+    names = [f"model.layers.3.self_attn.{p}" for p in ("q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")]
+    kept = _spec({"quant_method": "fp8", "ignored_layers": names}, base)
+    assert kept.quantization.kept == (("attention", 13_762_560),)
+    assert weight_bytes(kept).total - weight_bytes(plain).total == 13_762_560
+    assert weight_bytes(kept).replicated - weight_bytes(plain).replicated == 1_179_648

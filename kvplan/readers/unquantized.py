@@ -40,7 +40,10 @@ _SHARED = {"shared_expert", "shared_experts", "shared_mlp"}
 _EXPERTS = {"experts"}
 _COMPLETE = {  # projection sets that make up a whole module (vLLM fuses them; listed in part it refuses)
     "attention": ({"q_proj", "k_proj", "v_proj", "o_proj"}, {"qkv_proj", "o_proj"}, {"query_key_value", "dense"},
-                  {"c_attn", "c_proj"}, {"wqkv", "out_proj"}, {"q_proj", "k_proj", "v_proj", "out_proj"}),
+                  {"c_attn", "c_proj"}, {"wqkv", "out_proj"}, {"q_proj", "k_proj", "v_proj", "out_proj"},
+                  # MLA (vLLM deepseek_v2.py DeepseekV2MLAAttention): with and without a q LoRA
+                  {"q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"},
+                  {"q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"}),
     "mlp": ({"gate_proj", "up_proj", "down_proj"}, {"gate_up_proj", "down_proj"}, {"fc1", "fc2"},
             {"w1", "w2", "w3"}, {"c_fc", "c_proj"}, {"dense_h_to_4h", "dense_4h_to_h"}),
 }

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from kvplan.deploy import NODE_GPUS
-from kvplan.layers import IndexedMLA, Kind, MLALatent
+from kvplan.layers import FullAttention, IndexedMLA, Kind, MLALatent
 from kvplan.model import ModelSpec, WeightBytes
 
 
@@ -31,15 +31,9 @@ def layout_problem(model: ModelSpec, tp: int, pp: int, dp: int, ep: int, dcp: in
     if dp < 1 or ep < 1 or dcp < 1:
         return "dp, ep and dcp must be at least 1"
     if dcp > 1:
-        if tp % dcp:
-            return f"dcp={dcp}: decode context parallelism reuses the tp group's GPUs, so it must divide tp={tp}"
-        kinds = {str(layer.kind) for layer in model.layers if layer.elements_per_token(1)} - {Kind.MLA}
-        if any(isinstance(layer, IndexedMLA) for layer in model.layers):
-            return (f"dcp={dcp}: how vLLM splits DeepSeek Sparse Attention's indexer key cache over decode-context-"
-                    "parallel ranks is not modelled")
-        if kinds or not any(layer.kind == Kind.MLA for layer in model.layers):
-            return (f"dcp={dcp}: decode context parallelism shards MLA latents (vLLM's FlashMLA path); "
-                    f"{model.name} caches {', '.join(sorted(kinds)) or 'no MLA'} layers")
+        problem = dcp_problem(model, tp, dcp)
+        if problem:
+            return problem
     if ep > 1:
         p = model.params
         if not p.num_experts:
@@ -49,6 +43,38 @@ def layout_problem(model: ModelSpec, tp: int, pp: int, dp: int, ep: int, dcp: in
                     "(--enable-expert-parallel takes no size)")
         if p.num_experts % ep:
             return f"ep={ep} does not divide the {p.num_experts} routed experts"
+    return None
+
+
+def dcp_problem(model: ModelSpec, tp: int, dcp: int) -> str | None:
+    """Why vLLM cannot run decode context parallel size `dcp` at `tp` for this model (None: it can).
+
+    vLLM v0.33.0: dcp divides tp (`config/parallel.py` L594-599, it reuses the tp ranks); only
+    full-attention and MLA caches are sharded ("DCP not support sliding window",
+    `v1/kv_cache_interface.py` L947-950); for GQA/MQA tp must exceed the KV heads, dcp must not
+    exceed tp // KV heads and must divide the query heads per KV head (`config/model.py` L1578-1607):
+    the dcp ranks are the ranks that would otherwise hold replicated copies of one KV head.
+    """
+    if tp % dcp:
+        return f"dcp={dcp}: decode context parallelism reuses the tp group's GPUs, so it must divide tp={tp}"
+    if any(isinstance(layer, IndexedMLA) for layer in model.layers):
+        return (f"dcp={dcp}: how vLLM splits DeepSeek Sparse Attention's indexer key cache over decode-context-"
+                "parallel ranks is not modelled")
+    other = {str(layer.kind) for layer in model.layers
+             if layer.kind != Kind.NONE and not isinstance(layer, (MLALatent, FullAttention))}
+    if other:
+        return (f"dcp={dcp}: vLLM shards only full-attention and MLA caches over decode-context-parallel ranks; "
+                f"{model.name} caches {', '.join(sorted(other))} layers")
+    heads = {layer.num_kv_heads for layer in model.layers if isinstance(layer, FullAttention)}
+    for h in sorted(heads):
+        if tp <= h:
+            return (f"dcp={dcp}: decode context parallelism for GQA/MQA needs tp ({tp}) above the model's "
+                    f"{h} KV heads (vLLM)")
+        if dcp > tp // h:
+            return f"dcp={dcp} exceeds vLLM's maximum tp // KV heads = {tp // h} for tp={tp} and {h} KV heads"
+        if (model.num_attention_heads // h) % dcp:
+            return (f"dcp={dcp} does not divide the {model.num_attention_heads // h} query heads per KV head "
+                    "(vLLM, GQA/MQA)")
     return None
 
 
@@ -76,23 +102,16 @@ class Placement(NamedTuple):
     """Over how many ranks each part of a stage is split (1: whole on every rank)."""
 
     attention: int  # attention / mixer projections
-    mlp: int  # dense MLPs and shared experts
+    mlp: int  # dense MLPs (and shared experts unless `shared` says otherwise)
     experts: int  # routed experts (by width, or whole experts with EP)
     embedding: int
     head: int
+    shared: int = 0  # shared experts; 0: as `mlp` (SGLang fuses them into the routed experts' group)
 
 
 def vllm_placement(tp: int, dp: int) -> Placement:
     """vLLM (and kvplan's default): everything over tp within a dp rank, experts over tp x dp."""
     return Placement(tp, tp, tp * dp, tp, tp)
-
-
-def sglang_dpa_placement(tp: int, dp: int) -> Placement:
-    """SGLang DP attention (--tp-size tp x dp --dp-size dp --enable-dp-attention): attention over its
-    attention-TP group (tp), dense MLPs, shared experts and the LM head over every rank (their
-    default tp group; --moe-dense-tp-size 1 / --enable-dp-lm-head change that), the embedding
-    whole (`VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled())`), experts over tp x dp."""
-    return Placement(tp, tp * dp, tp * dp, 1, tp * dp)
 
 
 def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, frac: float, place: Placement,
@@ -105,8 +124,9 @@ def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, fra
     """
     p = model.params
     split_params = p.attention + p.mlp + p.shared_experts - p.replicated
-    mlp = wb.sharded * (p.mlp + p.shared_experts) / split_params if split_params > 0 else 0
-    split = (wb.sharded - mlp) / place.attention + mlp / place.mlp
+    dense = wb.sharded * p.mlp / split_params if split_params > 0 else 0
+    shared = wb.sharded * p.shared_experts / split_params if split_params > 0 else 0
+    split = (wb.sharded - dense - shared) / place.attention + dense / place.mlp + shared / (place.shared or place.mlp)
     per_expert_rank = wb.experts / place.experts
     resident = (split + per_expert_rank + wb.replicated) * frac
     table = wb.embedding / place.embedding
@@ -132,12 +152,14 @@ def rank_request(req, dep):
     return req if dep.dp == 1 else replace(req, batch=per_rank_batch(req.batch, dep.dp))
 
 
-def whole_answers(ans, dep):
+def whole_answers(ans, dep, dcp_tokens_whole: bool = False):
     """One rank's answers as the deployment's: dp ranks each hold their own requests; with decode
-    context parallel a rank's token slots hold every dcp-th token of dcp times as many."""
+    context parallel a rank's token slots hold every dcp-th token of dcp times as many (unless the
+    engine's token figure already counts the whole dcp group: `dcp_tokens_whole`, vLLM's)."""
     if dep.dp == 1 and dep.dcp == 1:
         return ans
-    return ans._replace(max_concurrency=ans.max_concurrency * dep.dp, kv_cache_tokens=ans.kv_cache_tokens * dep.dcp)
+    tokens = ans.kv_cache_tokens * (1 if dcp_tokens_whole else dep.dcp)
+    return ans._replace(max_concurrency=ans.max_concurrency * dep.dp, kv_cache_tokens=tokens)
 
 
 def _divisors(n: int) -> list[int]:
@@ -176,9 +198,30 @@ def why(plan, best) -> str:
                  f"{plan.kv_bytes_per_sequence_per_gpu / 2**30:.2f} GiB KV per request per GPU")
     if dep.dp > 1:
         parts.append(f"each of {dep.dp} dp ranks its own requests")
+    if dep.pp > 1:
+        parts.append(f"{dep.pp} pipeline stages in turn ({plan.decode_step_seconds * 1e3:.1f} ms a decode step per "
+                     f"token; bubbles unless {dep.pp} micro-batches are in flight)")
     if plan is not best and best.max_concurrency:
         parts.append(f"{plan.max_concurrency / best.max_concurrency:.0%} of the best")
     return "; ".join(parts)
+
+
+def pipeline_note(plans, top: int) -> str | None:
+    """When the best layout pipelines, what that costs a request against the fastest of the `top` shown
+    without pipeline stages (the ranking counts requests; a pipeline's latency shows only in tok/s)."""
+    if not plans or plans[0].deployment.pp == 1:
+        return None
+    best = plans[0]
+    flat = [(i, p) for i, p in enumerate(plans[:top]) if p.deployment.pp == 1 and p.fits]
+    text = (f"#1 runs {best.deployment.pp} pipeline stages one after another: each token waits for every stage "
+            f"({best.decode_step_seconds * 1e3:.1f} ms a decode step, {best.decode_tokens_per_second:,.0f} tok/s for "
+            f"the batch), and stages idle (pipeline bubbles) unless {best.deployment.pp} micro-batches are in flight.")
+    if flat:
+        i, fast = max(flat, key=lambda ip: ip[1].decode_tokens_per_second)
+        text += (f" #{i + 1} ({layout_text(fast.deployment)}) holds {fast.max_concurrency:,} requests at "
+                 f"{fast.decode_step_seconds * 1e3:.1f} ms a step ({fast.decode_tokens_per_second:,.0f} tok/s): "
+                 "lower per-token latency.")
+    return text
 
 
 SEARCH = "search"  # layout_from_flags: --gpus N alone, every layout of N GPUs is planned and ranked
@@ -259,9 +302,12 @@ def layout_text(dep) -> str:
 
 @dataclass(frozen=True)
 class DcpRules:
-    """Decode context parallel (vLLM -dcp C, MLA): token i of a request lives on DCP rank i mod C,
-    so a rank holds cdiv(S, C) of a sequence's S tokens, in its own pages (vLLM PR #23734). Other
-    layers, and page rounding, are the wrapped rules'."""
+    """Decode context parallel (vLLM -dcp C): a request's tokens are spread over the C ranks of a
+    dcp group, cp_kv_cache_interleave_size I at a time (I = 1: token i on rank i mod C; PR #23734),
+    so a rank holds cdiv(S, C) of a sequence's S tokens in its own pages: vLLM's
+    `max_memory_usage_bytes` takes `cdiv(max_model_len, dcp)` (v0.33.0 `v1/kv_cache_interface.py`
+    L643-648). Every full-attention and MLA layer is sharded (dcp_problem refuses the others); page
+    rounding is the wrapped rules'."""
 
     inner: object
     dcp: int
@@ -271,6 +317,6 @@ class DcpRules:
         return f"{getattr(self.inner, 'name', 'paged')} / dcp {self.dcp}"
 
     def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
-        if isinstance(layer, MLALatent):
+        if isinstance(layer, (MLALatent, FullAttention)):
             seq_len = -(-seq_len // self.dcp)
         return self.inner.tokens_allocated(layer, seq_len, block)

@@ -175,6 +175,24 @@ def test_fit_gpus_search_table_fits_80_columns():
     assert max(len(line) for line in res.stdout.splitlines()) <= 80
 
 
+def test_fit_gpus_explains_a_pipelined_first_choice():
+    # DeepSeek-V3 on 8 H200s at 32k: tp 1 x pp 8 holds the most requests (the ranking rule, unchanged), but a
+    # token crosses the 8 stages one after another; the table says so and names the fastest flat layout shown,
+    # and the JSON `why` of every pipelined layout mentions the per-token step and bubbles.
+    import json
+
+    out = json.loads(_fit("deepseek-v3", "--gpu", "h200", "--gpus", "8", "--ctx", "32k", "--json").stdout)
+    rows = out["layouts"]
+    assert (rows[0]["tp"], rows[0]["pp"]) == (1, 8)
+    assert all("pipeline stages in turn" in r["why"] and "bubbles" in r["why"] for r in rows if r["pp"] > 1)
+    assert not any("pipeline" in r["why"] for r in rows if r["pp"] == 1)
+    text = _fit("deepseek-v3", "--gpu", "h200", "--gpus", "8", "--ctx", "32k").stdout
+    flat = " ".join(text.split())
+    assert "#1 runs 8 pipeline stages one after another" in flat and "pipeline bubbles" in flat
+    assert "(tp 1 × dp 8, ep 8) holds 104 requests" in flat and "lower per-token latency" in flat
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--dp", "8", "--ep", "4"], "tp x dp = 8"),
     (["--gpus", "8", "--dp", "3"], "multiple of --pp 1 × --dp 3"),
@@ -209,7 +227,9 @@ def test_decode_context_parallel_stripes_the_latent():
 
 @pytest.mark.parametrize("model,dep,needle", [
     ("deepseek-v3", Deployment(tp=4, dcp=8), "must divide tp=4"),
-    ("llama-3.1-8b", Deployment(tp=2, dcp=2), "shards MLA latents"),
+    ("llama-3.1-8b", Deployment(tp=2, dcp=2), "needs tp \\(2\\) above the model's 8 KV heads"),
+    ("qwen3-235b-a22b", Deployment(tp=8, dcp=4), "exceeds vLLM's maximum tp // KV heads = 2"),
+    ("gemma-2-9b", Deployment(tp=8, dcp=2), "only full-attention and MLA caches"),
 ])
 def test_decode_context_parallel_refusals(model, dep, needle):
     with pytest.raises(KvplanError, match=needle):
@@ -303,7 +323,8 @@ def test_emit_dp_ep_flags():
 @pytest.mark.parametrize("args,needle", [
     (["--engine", "sglang", "--engine-opt", "enable_dp_attention=true"], "needs --dp above 1"),
     (["--dp", "8", "--engine", "sglang", "--engine-opt", "enable_dp_attention=false"], "replicas"),
-    (["--tp", "8", "--dcp", "8", "--engine", "vllm"], "not modelled"),
+    (["--tp", "8", "--dcp", "8", "--engine", "sglang"], "not modelled"),
+    (["--tp", "8", "--dcp", "8", "--engine", "vllm", "--engine-version", "0.10.1"], "added in 0.10.2"),
     (["--dp", "2", "--engine", "trtllm"], "modelled for vllm and sglang"),
 ])
 def test_engine_layout_refusals(args, needle):

@@ -16,7 +16,7 @@ def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
     """(the best deployment, the JSON rows of every layout); the table of the top few on stdout.
     One GPU, or llama.cpp (layer split only), has one layout: no search, rows None."""
     from kvplan.deploy import Deployment, search_layouts
-    from kvplan.layout import layout_text, why
+    from kvplan.layout import layout_text, pipeline_note, why
 
     if gpus == 1:
         return Deployment(1, 1), None
@@ -47,5 +47,8 @@ def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
         console.print(t)
         console.print("Ranked by concurrent requests at the context (each dp rank holds its own), then decode "
                       "tokens/s at the batch; ✗: does not fit. --json lists every layout with why.")
+        note = pipeline_note(plans, TOP)
+        if note:
+            console.print(note)
     stderr(f"note: planning the best layout, {layout_text(best.deployment)}")
     return best.deployment, rows

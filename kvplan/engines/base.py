@@ -80,6 +80,7 @@ class Engine:
     reads_layers: frozenset[str] = frozenset()
     supports_dp = False  # data-parallel ranks (each its own pool and requests) are modelled
     supports_dcp = False  # decode context parallel (MLA latents striped over tp ranks) is modelled
+    dcp_tokens_whole = False  # the printed token capacity already counts every rank of a dcp group
 
     def __init__(self, version: str | None = None, opts: dict | None = None, explicit: dict | None = None):
         """Checked: an unknown version or option is a one-line error before any work."""
@@ -153,12 +154,12 @@ class Engine:
         view = self.view(model, st)
         r = self.request(req, st, view, dep)
         one = rank_request(r, dep)  # one data-parallel rank: its share of the requests, its own pool
-        prep = prepare(view, dep, one, self.rules(st), step_tokens=r.batch, placement=self.placement(view, dep))
+        prep = prepare(view, dep, one, self.rules(st), step_tokens=r.batch, placement=self.placement(view, dep, gpu))
         budget = gpu_budget(gpu, one)
         stages = self.budget(budgets(prep, budget, one), one, st)
         use = usage(stages, one)
         cap = self.capacity(view, dep, stages, one, st, use)
-        ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep)
+        ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep, self.dcp_tokens_whole)
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name)
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
 
@@ -174,7 +175,7 @@ class Engine:
                 raise KvplanError(f"{self.name} has no modelled allocation for {what}; plan it with --engine vllm "
                                   "or the default engine", EXIT_USAGE)
 
-    def placement(self, model, dep):
+    def placement(self, model, dep, gpu=None):
         """Over how many ranks each part of the weights is split (kvplan.layout.Placement): vLLM's."""
         from kvplan.layout import vllm_placement
 

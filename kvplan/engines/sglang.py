@@ -21,8 +21,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from kvplan.deploy import split_layers
 from kvplan.dtypes import DType
 from kvplan.plan import cache_dtypes
+from kvplan.engines.sglang_layout import OPTS as LAYOUT_OPTS
 from kvplan.engines.base import (Capacity, Engine, Figure, cdiv, check_opts, check_version, opt_bool,
                                  opt_float, opt_int, parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
@@ -33,7 +35,7 @@ MIB = 2**20
 VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
 DEFAULT_VERSION = "0.5.23"
 OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs",
-        "enable_dp_attention")
+        "enable_dp_attention", *LAYOUT_OPTS)  # LAYOUT_OPTS: kvplan/engines/sglang_layout.py
 # Memory taken before the weights load (CUDA context, NCCL): 22.49 GiB L4 total - 21.63 GiB free before
 # loading at tp=4 (github.com/didier-durand/llms-in-clouds docs/sglang.md, QwQ-32B). tp=1: an estimate.
 INIT_BYTES_TP1 = 512 * MIB
@@ -159,8 +161,17 @@ def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int
 
 def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, kv_dtype: DType,
              state_dtype: DType | None = None) -> Capacity:
-    """SGLang's pool for `kv_bytes` of budget ("rest") per rank: #tokens, K size, concurrency."""
-    full_cell, swa_cell, k_cell = cell_bytes(model.layers, dep.tp, kv_dtype, st)
+    """SGLang's pool for `kv_bytes` of budget ("rest") per rank: #tokens, K size, concurrency.
+
+    Under pp each stage sizes its cell from its own layers (`num_effective_layers = end_layer -
+    start_layer`, 0.5.23 `model_executor/model_runner_components/layer_setup.py` L154, read by
+    `DefaultPoolConfigurator`, `model_executor/pool_configurator.py` L227-237) out of the same "rest"
+    (free memory is the minimum over every rank, `get_available_gpu_memory(distributed=True)`,
+    `mem_cache/kv_cache_configurator.py` L3000-3004): the stage with the largest cell holds the fewest
+    tokens and bounds the pipeline."""
+    full_cell, swa_cell, k_cell = max((cell_bytes(model.layers[a:b], dep.tp, kv_dtype, st)
+                                       for a, b in split_layers(model.num_layers, dep.pp)),
+                                      key=lambda c: (c[0] + st.swa_full_tokens_ratio * c[1], c[2]))
     page = st.page_size
     ratio = st.swa_full_tokens_ratio
     budget = max(0, kv_bytes)
@@ -233,13 +244,13 @@ class Sglang(Engine):
         super().check_layout(model, dep)
         dp_attention(model, dep, self.opts)
 
-    def placement(self, model, dep):
-        """DP attention places dense MLPs, the LM head and the embedding differently (docs/engines.md 9.2)."""
-        from kvplan.layout import sglang_dpa_placement, vllm_placement
+    def placement(self, model, dep, gpu=None):
+        """DP attention, --moe-dense-tp-size, --enable-dp-lm-head and shared-expert fusion place weights
+        differently (kvplan/engines/sglang_layout.py, docs/engines.md 9.2)."""
+        from kvplan.engines import sglang_layout
 
-        if dp_attention(model, dep, self.opts):
-            return sglang_dpa_placement(dep.tp, dep.dp)
-        return vllm_placement(dep.tp, dep.dp)
+        dpa = dp_attention(model, dep, self.opts)
+        return sglang_layout.placement(model, gpu, dep, self.opts, self.version or self.default_version, dpa)
 
     def request(self, req, st: Settings, model, dep):
         # rest = free_before x fraction - weights, with free_before = total - init: as the planner's
@@ -264,12 +275,14 @@ class Sglang(Engine):
         (kvplan.layout.parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype,
         --page-size."""
         from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs
+        from kvplan.engines.sglang_layout import serve_flags
         from kvplan.layout import parallel_flags
 
         r, dep = plan.request, plan.deployment
         args = ["python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
                 "--context-length", str(r.context), "--mem-fraction-static", f"{_emit_fraction(plan, settings, model):g}",
-                *parallel_flags("sglang", dep, model), "--max-running-requests", str(serve_seqs(plan))]
+                *parallel_flags("sglang", dep, model), *serve_flags(self.opts),
+                "--max-running-requests", str(serve_seqs(plan))]
         kv = kv_dtype_arg(self.name, r.kv_dtype, model)
         if kv:
             args += ["--kv-cache-dtype", kv]

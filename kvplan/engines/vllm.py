@@ -222,14 +222,20 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
     # Every worker sizes its own pool; the engine keeps the minimum (kv_cache_utils v0.11.0 L1286).
     blocks = min((max(0, kv) // p.bytes_per_block if p.bytes_per_block else 0) for kv, p in zip(budgets, pools))
     pool = pools[0]
-    per_req = max(p.blocks_per_request(context, st) for p in pools)
+    dcp = dep.dcp
+    # -dcp C: a rank holds cdiv(len, C) of a request's tokens, so one block id (a page on each of the C
+    # ranks) covers block x C of them (kv_cache_interface v0.33.0 L643-648; AttentionSpec L610-615)
+    per_req = max(p.blocks_per_request(cdiv(context, dcp), st) for p in pools)
     v = parse_version(st.version)
     if v < (0, 8, 0):
         conc = blocks * pool.block_size / context  # V0 / early V1: tokens / max_model_len
         tokens = blocks * pool.block_size
     else:
         conc = blocks / per_req if per_req else 0.0
-        tokens = (blocks // pool.num_groups) * pool.block_size if v <= (0, 20, 0) else int(conc * context)
+        # <= 0.20.0 multiplies the printed size by the dcp world size ("Multiplying the GPU KV cache
+        # size by the dcp_world_size"); from 0.20.1 it is concurrency x max_model_len
+        tokens = ((blocks // pool.num_groups) * pool.block_size * dcp if v <= (0, 20, 0)
+                  else int(conc * context))
     bpt = max(sum(l.token_bytes(kv_dtype, dep.tp) for l in model.layers[a:b]) for a, b in ranges)
     lines = [
         Figure("KV budget per GPU", min(budgets), "bytes"),
@@ -238,6 +244,7 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
         Figure("bytes per block id", pool.bytes_per_block, "B"),
         Figure("num_gpu_blocks", blocks, "count"),
         Figure(f"blocks per {context:,}-token request", per_req, "count"),
+        *([Figure("tokens per block id over the dcp group", pool.block_size * dcp, "tokens")] if dcp > 1 else []),
         Figure("GPU KV cache size", tokens, "tokens"),
         Figure(f"Maximum concurrency for {context:,} tokens per request", conc, "times"),
     ]
@@ -254,7 +261,7 @@ def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, s
              for a, b in split_layers(model.num_layers, dep.pp)]
 
     def fits(n: int) -> bool:
-        return all(batch * p.blocks_per_request(n, st) <= cap.blocks for p in pools)
+        return all(batch * p.blocks_per_request(cdiv(n, dep.dcp), st) <= cap.blocks for p in pools)
 
     return max(0, largest_fitting(fits, model.max_context))
 
@@ -268,21 +275,24 @@ def overhead(model, dep, st: Settings) -> tuple[int, dict]:
     return sum(parts.values()), parts
 
 
-# Architectures whose vLLM model file builds its Attention layers without the engine's cache config, so
-# Attention falls back to kv_cache_dtype "auto": K and V are cached in the model dtype whatever
-# --kv-cache-dtype says. kvplan's vLLM plans size them so (the neutral engine sizes the dtype asked for).
-KV_CACHE_DTYPE_IGNORED = {
-    # vllm/model_executor/models/mimo_v2_flash.py at commits 01ed47b4 and 91cf2f13 (the newest stored):
-    # MiMoV2FlashDecoderLayer passes no cache_config to MiMoV2Attention, whose Attention(cache_config=None)
-    "MiMoV2FlashForCausalLM": "mimo_v2_flash.py builds its attention without the cache config",
+# Architectures whose vLLM model file builds Attention without the cache config (kv_cache_dtype falls back to
+# "auto"): K/V are cached in the model dtype whatever --kv-cache-dtype says; sized so here (not by kvplan's rules).
+KV_CACHE_DTYPE_IGNORED = {  # vllm/model_executor/models/mimo_v2_flash.py commits 01ed47b4, 91cf2f13: the decoder
+    "MiMoV2FlashForCausalLM": "mimo_v2_flash.py builds its attention without the cache config",  # layer passes none
 }
 
 
-def kv_dtype_as_cached(req, model):
-    """`req` with the KV dtype vLLM really caches this model in (KV_CACHE_DTYPE_IGNORED: the model's own)."""
-    if model.architecture not in KV_CACHE_DTYPE_IGNORED or req.kv_dtype is None:
-        return req
-    return dataclasses.replace(req, kv_dtype=None)  # None: the model's own dtype (plan.cache_dtypes)
+def dcp_release_problem(model, version: str) -> str | None:
+    """Why this vLLM release has no decode context parallel for this model (None: it has).
+    MLA from 0.10.2 (vllm-project/vllm#23734, merged 2025-08-27); GQA/MQA full attention from
+    0.11.0 (#24864, FlashAttention, merged 2025-09). The layout's own limits: kvplan.layout.dcp_problem."""
+    v = parse_version(version)
+    if v < (0, 10, 2):
+        return f"vLLM {version} has no --decode-context-parallel-size (added in 0.10.2, vllm-project/vllm#23734)"
+    if v < (0, 11, 0) and any(layer.kind == Kind.FULL for layer in model.layers):
+        return (f"vLLM {version} shards only MLA caches over decode-context-parallel ranks; GQA came in 0.11.0 "
+                "(vllm-project/vllm#24864)")
+    return None
 
 
 class Vllm(Engine):
@@ -295,13 +305,23 @@ class Vllm(Engine):
     # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer; Falcon-H1: a FullAttentionSpec and a MambaSpec
     reads_layers = frozenset({"IndexedMLA", "ParallelHybrid"})
     supports_dp = True  # -dp: each DP rank an engine core with its own scheduler and pool
+    supports_dcp = True  # -dcp: each rank of a dcp group holds every dcp-th token (check_layout: by release)
+    dcp_tokens_whole = True  # "GPU KV cache size" counts the whole dcp group's tokens
+
+    def check_layout(self, model, dep) -> None:
+        super().check_layout(model, dep)
+        if dep.dcp > 1:
+            why = dcp_release_problem(model, self.version or self.default_version)
+            if why:
+                raise KvplanError(why, EXIT_USAGE)
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
     def request(self, req, st: Settings, model, dep):
         over = req.overhead_bytes if req.overhead_bytes is not None else overhead(model, dep, st)[0]
-        req = kv_dtype_as_cached(req, model)
+        if model.architecture in KV_CACHE_DTYPE_IGNORED:  # None: the model's own dtype (plan.cache_dtypes)
+            req = dataclasses.replace(req, kv_dtype=None)
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)
 

@@ -43,7 +43,7 @@ def auto_max_model_len(model, dep, kv_bytes: int, st, kv_dtype, state_dtype) -> 
         # One request's blocks x the bytes of a block id (every layer of its group): for one group of
         # full-attention layers this is vLLM's sum over layers of cdiv(n, block) x page; for hybrid
         # layouts it counts the group padding too (a little conservative).
-        return all(p.blocks_per_request(n, st) * p.bytes_per_block <= kv_bytes for p in pools)
+        return all(p.blocks_per_request(-(-n // dep.dcp), st) * p.bytes_per_block <= kv_bytes for p in pools)  # -dcp: cdiv(n, dcp)
 
     hi = model.max_context
     if fits(hi):
@@ -75,7 +75,7 @@ def kv_needed(model, plan, st, concurrency: int) -> int:
     need = 0
     for a, b in split_layers(model.num_layers, dep.pp):
         pool = build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
-        need = max(need, concurrency * pool.blocks_per_request(req.context, st) * pool.bytes_per_block)
+        need = max(need, concurrency * pool.blocks_per_request(-(-req.context // dep.dcp), st) * pool.bytes_per_block)
     return need
 
 

@@ -13,8 +13,8 @@ import difflib
 import json
 import os
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
+from typing import NamedTuple
 
 from kvplan.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 from kvplan.layers import LAYER_TYPES, FullAttention, IndexedMLA, LayerSpec, ParallelHybrid, RecurrentState
@@ -107,33 +107,62 @@ def spec_from_dict(data: dict, where: str) -> ModelSpec:
         raise KvplanError(f"model spec {where}: malformed ({type(exc).__name__}: {exc})", EXIT_USAGE) from None
 
 
+def _read_json(f) -> dict:
+    try:
+        return json.loads(f.read_text())
+    except (OSError, ValueError) as exc:
+        raise KvplanError(f"model spec {f}: unreadable ({exc})", EXIT_USAGE) from None
+
+
 def _read_dir(files) -> list[ModelSpec]:
-    out = []
-    for f in sorted(files, key=lambda p: p.name):
-        if not f.name.endswith(".json"):
-            continue
-        try:
-            data = json.loads(f.read_text())
-        except (OSError, ValueError) as exc:
-            raise KvplanError(f"model spec {f}: unreadable ({exc})", EXIT_USAGE) from None
-        out.append(spec_from_dict(data, str(f)))
-    return out
+    return [spec_from_dict(_read_json(f), str(f)) for f in sorted(files, key=lambda p: p.name) if f.name.endswith(".json")]
+
+
+class _Bundled(NamedTuple):
+    """A bundled entry by its names, before its spec is built (a lookup builds only the one it finds)."""
+
+    name: str
+    aliases: tuple
+    hf_repo: str | None
+    index: int
+
+
+@lru_cache(maxsize=1)
+def _bundled_data() -> tuple[tuple[dict, str], ...]:
+    folder = Path(__file__).parent / "model_specs"  # (not importlib.resources: see hardware._BUNDLED_DIR)
+    return tuple((_read_json(f), str(f)) for f in sorted(folder.iterdir(), key=lambda p: p.name)
+                 if f.name.endswith(".json"))
+
+
+@lru_cache(maxsize=None)
+def _bundled_spec(index: int) -> ModelSpec:
+    return spec_from_dict(*_bundled_data()[index])
 
 
 @lru_cache(maxsize=1)
 def bundled_specs() -> tuple[ModelSpec, ...]:
-    return tuple(_read_dir(resources.files("kvplan").joinpath("model_specs").iterdir()))
+    return tuple(_bundled_spec(i) for i in range(len(_bundled_data())))
 
 
-def load_catalog(extra_dirs=()) -> list[ModelSpec]:
-    """Bundled specs, then the user's catalog, then extra dirs; later ones override by name."""
-    by_name: dict[str, ModelSpec] = {s.name: s for s in bundled_specs()}
+def _entries(extra_dirs) -> list:
+    """Bundled entries (_Bundled), then the user's catalog, then extra dirs; later ones override by name."""
+    by_name: dict = {str(d["name"]): _Bundled(str(d["name"]), tuple(d.get("aliases", ())), d.get("hf_repo"), i)
+                     for i, (d, _) in enumerate(_bundled_data())}
     dirs = [user_catalog_dir(), *map(Path, extra_dirs)]
     for d in dirs:
         if d.is_dir():
             for s in _read_dir(d.iterdir()):
                 by_name[s.name] = s
     return list(by_name.values())
+
+
+def _spec(entry) -> ModelSpec:
+    return _bundled_spec(entry.index) if isinstance(entry, _Bundled) else entry
+
+
+def load_catalog(extra_dirs=()) -> list[ModelSpec]:
+    """Bundled specs, then the user's catalog, then extra dirs; later ones override by name."""
+    return [_spec(e) for e in _entries(extra_dirs)]
 
 
 def _key(name: str) -> str:
@@ -171,7 +200,9 @@ def bundled_clashes(spec: ModelSpec) -> list[tuple[str, ModelSpec]]:
 
 
 def find_in_catalog(name: str, extra_dirs=()) -> ModelSpec | None:
-    return catalog_index(load_catalog(extra_dirs)).get(_key(name))
+    """The spec `name` names (load_catalog's answer; of the bundled specs only that one is built)."""
+    hit = catalog_index(_entries(extra_dirs)).get(_key(name))
+    return None if hit is None else _spec(hit)
 
 
 def suggest(name: str, extra_dirs=(), n: int = 3) -> list[str]:

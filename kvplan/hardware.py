@@ -1,7 +1,7 @@
 """The GPU catalog: load, validate and look up the hardware profiles kvplan plans against.
 
 Profiles are YAML files, one per GPU (schema: kvplan/hw_profiles/README.md). The bundled ones
-ship inside the package and are found with importlib.resources; users add or override profiles
+ship inside the package (kvplan/hw_profiles/, beside this module); users add or override profiles
 with extra directories (`--hw-profiles DIR`). Every problem in a profile is a KvplanError with a
 one-line message naming the file and the field.
 """
@@ -246,31 +246,81 @@ def _parse(text: str, path: str) -> GPU:
     return _Checker(path, load_yaml_strict(text, f"hw profile {path}")).build()
 
 
-def _load_files(files: Iterable[Any]) -> list[GPU]:
-    """Parse the profile files of one directory (Path or importlib Traversable), sorted by name."""
+def _profile_files(files: Iterable[Any]) -> list[Any]:
+    """The profile files among `files` (Paths or importlib Traversables), sorted by name."""
+    return sorted((f for f in files if f.name.endswith(PROFILE_SUFFIXES) and f.is_file()), key=lambda f: f.name)
+
+
+def _read_profile(f: Any) -> str:
+    path = str(f)
+    try:
+        if isinstance(f, Path) and f.stat().st_size > MAX_YAML_BYTES:
+            raise KvplanError(f"hw profile {path}: larger than {MAX_YAML_BYTES // 2**20} MiB; not a GPU profile",
+                              EXIT_USAGE)
+        return f.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KvplanError(f"hw profile {path}: cannot read: {exc}", EXIT_USAGE) from None
+
+
+def _load_files(files: Iterable[Any], parse_file=None) -> list[GPU]:
+    """Parse the profile files of one directory, sorted by name (`parse_file(f)`: a cached parse)."""
     gpus: dict[str, GPU] = {}
-    for f in sorted((f for f in files if f.name.endswith(PROFILE_SUFFIXES) and f.is_file()), key=lambda f: f.name):
-        path = str(f)
-        try:
-            if isinstance(f, Path) and f.stat().st_size > MAX_YAML_BYTES:
-                raise KvplanError(f"hw profile {path}: larger than {MAX_YAML_BYTES // 2**20} MiB; not a GPU profile",
-                                  EXIT_USAGE)
-            text = f.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise KvplanError(f"hw profile {path}: cannot read: {exc}", EXIT_USAGE) from None
-        gpu = _parse(text, path)
+    for f in _profile_files(files):
+        gpu = parse_file(f) if parse_file else _parse(_read_profile(f), str(f))
         if gpu.key in gpus:
-            raise KvplanError(f"hw profile {path}: field 'key' {gpu.key!r} is already defined by "
+            raise KvplanError(f"hw profile {f}: field 'key' {gpu.key!r} is already defined by "
                               f"{gpus[gpu.key].path}", EXIT_USAGE)
         gpus[gpu.key] = gpu
     return list(gpus.values())
 
 
+# The package's own directory, not importlib.resources: that import (tempfile, zipfile, ...) costs
+# every `fit` a few ms, and kvplan is never run from a zip.
+_BUNDLED_DIR = Path(__file__).parent / "hw_profiles"
+
+
+@lru_cache(maxsize=None)
+def _bundled_profile(f: Path) -> GPU:
+    return _parse(_read_profile(f), str(f))
+
+
 @lru_cache(maxsize=1)
 def _bundled() -> tuple[GPU, ...]:
-    from importlib import resources
+    return tuple(_load_files(_BUNDLED_DIR.iterdir(), _bundled_profile))
 
-    return tuple(_load_files((resources.files("kvplan") / "hw_profiles").iterdir()))
+
+def _names_written(text: str) -> Iterable[str]:
+    """The names on a profile's `key:` line and one-line `aliases: [...]`, read as text (a hint, not YAML)."""
+    for line in text.splitlines():
+        if line.startswith("key:"):
+            yield line[4:].split("#")[0].strip().strip("'\"")
+        elif line.startswith("aliases:"):
+            flow = line[8:].split("#")[0].strip()
+            if flow.startswith("[") and flow.endswith("]"):
+                yield from (a.strip().strip("'\"") for a in flow[1:-1].split(","))
+
+
+@lru_cache(maxsize=1)
+def _bundled_hints() -> dict[str, Path]:
+    """Lookup name -> the bundled file whose text names it: where find_gpu looks first, so that a
+    lookup parses one profile instead of all of them (parsing is most of `find_gpu`'s time)."""
+    hints: dict[str, Path] = {}
+    for f in _profile_files(_BUNDLED_DIR.iterdir()):
+        for name in _names_written(_read_profile(f)):
+            hints.setdefault(_norm(name), f)
+    return hints
+
+
+def _bundled_lookup(query: str) -> GPU | None:
+    """The bundled GPU named `query` (normalised), from the one file a hint points at once that file
+    is parsed in full (the same strict loader) and its key or aliases confirm the name; else None,
+    and the whole catalog decides. That is the catalog's own answer: bundled names never clash
+    (tests/test_hardware.py loads them all)."""
+    f = _bundled_hints().get(query)
+    if f is None:
+        return None
+    gpu = _bundled_profile(f)
+    return gpu if query in {_norm(n) for n in (gpu.key, *gpu.aliases)} else None
 
 
 def _user_dir(directory: str | Path) -> list[GPU]:
@@ -307,6 +357,10 @@ def load_gpus(extra_dirs: Sequence[str | Path] = ()) -> dict[str, GPU]:
 
 def find_gpu(name: str, extra_dirs: Sequence[str | Path] = ()) -> GPU:
     """The GPU whose key or alias matches name (case-insensitive; '-', '_' and spaces are ignored)."""
+    if isinstance(extra_dirs, (list, tuple)) and not extra_dirs:  # bundled only: parse the one file
+        hit = _bundled_lookup(_norm(name))
+        if hit is not None:
+            return hit
     gpus, index = _catalog(extra_dirs)
     hit = index.get(_norm(name))
     if hit is not None:

@@ -98,6 +98,15 @@ class Plan:
         return self.kv_memory_bytes_per_gpu - self.kv_used_bytes_per_gpu
 
 
+def _new_plan(**fields) -> Plan:
+    """Plan(**fields) for assemble, which passes every field: the same frozen object, made without
+    the dataclass __init__, which sets each of the 24 fields through object.__setattr__ (about a
+    third of a sweep's time per plan; tests/test_start_up.py checks the two are equal)."""
+    plan = object.__new__(Plan)
+    plan.__dict__.update(fields)
+    return plan
+
+
 class StagePrep(NamedTuple):
     """A stage's GPU- and context-free part: its layers, weights on one rank, KV profile."""
 
@@ -229,28 +238,52 @@ def budgets(prep: Prepared, budget: int, req: Request) -> tuple[Stage, ...]:
     return tuple(out)
 
 
-def usage(stages: tuple[Stage, ...], req: Request) -> Usage:
-    """One pass over the stages (this runs once per plan of a sweep, so it is one explicit loop)."""
+class ContextCost(NamedTuple):
+    """The part of Usage no GPU changes: what the context costs the stages (a sweep works it out
+    once per request and model, not once per GPU)."""
+
+    sequence_bytes: tuple[int, ...]
+    step_bytes: int
+    growth_bytes_per_token: int
+    growth_bytes_per_token_per_gpu: int
+    weight_bytes_per_gpu: int
+    slot_bytes_per_token: tuple[int, ...]
+
+
+def context_cost(stages, req: Request) -> ContextCost:
+    """What `req`'s context costs `stages` (Stages or StagePreps: their profiles and weights)."""
     ctx, batch = req.context, req.batch
-    seqs = []
+    seqs, slot = [], []
     step = growth_sum = 0
-    growth_max = weight_max = kv_min = None
-    conc = slots = math.inf
+    growth_max = weight_max = None
     for s in stages:
-        prof, kv = s.profile, s.kv_memory_bytes
-        seq = prof.sequence_bytes(ctx)
-        seqs.append(seq)
+        prof = s.profile
+        seqs.append(prof.sequence_bytes(ctx))
+        slot.append(prof.slot_bytes_per_token())
         # Each decode step reads this rank's weights and the batch's cached tokens, stage after stage.
         step += s.weight_read_bytes + batch * prof.sequence_bytes(ctx, paged=False)
         growth = prof.growth_bytes_per_token()
         growth_sum += growth
         growth_max = growth if growth_max is None else max(growth_max, growth)
         weight_max = s.weight_bytes if weight_max is None else max(weight_max, s.weight_bytes)
+    return ContextCost(tuple(seqs), step, growth_sum, growth_max, weight_max, tuple(slot))
+
+
+def usage(stages: tuple[Stage, ...], req: Request, cost: ContextCost | None = None) -> Usage:
+    """One pass over the stages (this runs once per plan of a sweep, so it is one explicit loop);
+    `cost`: context_cost(stages, req) when the caller already has it."""
+    if cost is None:
+        cost = context_cost(stages, req)
+    kv_min = None
+    conc = slots = math.inf
+    for s, seq, slot in zip(stages, cost.sequence_bytes, cost.slot_bytes_per_token):
+        kv = s.kv_memory_bytes
         kv_min = kv if kv_min is None else min(kv_min, kv)
         conc = min(conc, _div(kv, seq))
-        slots = min(slots, _div(kv, prof.slot_bytes_per_token()))
+        slots = min(slots, _div(kv, slot))
     slots = int(slots // req.block_size * req.block_size) if slots < math.inf else 0
-    return Usage(tuple(seqs), step, growth_sum, growth_max, weight_max, kv_min, kv_min > 0, conc, slots)
+    return Usage(cost.sequence_bytes, cost.step_bytes, cost.growth_bytes_per_token, cost.growth_bytes_per_token_per_gpu,
+                 cost.weight_bytes_per_gpu, kv_min, kv_min > 0, conc, slots)
 
 
 def _div(memory: int, cost: int) -> float:
@@ -296,7 +329,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
                             f"usable memory ({usable / GIB:.2f} GiB)")
     step = use.step_bytes / gpu.bandwidth_bytes_per_s
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy); dcp stripes it
-    return Plan(
+    return _new_plan(
         model=name or model.name, gpu=gpu.key, deployment=dep, request=req,
         usable_memory_bytes=usable, budget_bytes=budget,
         weight_bytes=prep.weight_bytes, weight_bytes_per_gpu=use.weight_bytes_per_gpu,

@@ -48,7 +48,7 @@ class KVProfile:
         states = sum(state_bytes(s, self.tp, self.state_dtype) * n for (s, n) in self.groups if s.state_elements(self.tp))
         object.__setattr__(self, "_token_bytes", tb)
         object.__setattr__(self, "_state_bytes", states)
-        object.__setattr__(self, "_memo", {})
+        object.__setattr__(self, "_memo", ({}, {}))  # seq_len -> bytes: unpaged, paged
         object.__setattr__(self, "_growth", sum(b * n for (s, n), b in zip(self.groups, tb) if not s.bounded))
         object.__setattr__(self, "_slot", sum(b * n for (_, n), b in zip(self.groups, tb)))
 
@@ -74,8 +74,8 @@ class KVProfile:
         """Bytes one sequence of seq_len tokens holds on this rank: allocated slots, plus states.
 
         paged=False: the tokens the layers hold, without the rules' rounding (what a decode reads)."""
-        memo = self._memo
-        total = memo.get((seq_len, paged))
+        memo = self._memo[paged]
+        total = memo.get(seq_len)
         if total is not None:
             return total
         total = self._state_bytes
@@ -85,7 +85,7 @@ class KVProfile:
                 total += held * tb * n
         if len(memo) >= 256:
             memo.clear()
-        memo[(seq_len, paged)] = total
+        memo[seq_len] = total
         return total
 
 

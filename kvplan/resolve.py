@@ -53,11 +53,11 @@ def looks_like_path(name: str) -> bool:
 
 def resolve_model(name: str, *, revision: str | None = None, token: str | None = None,
                   timeout: float = 10.0, catalog_dirs=()) -> Resolved:
-    from kvplan.importer import build_spec
-
     if not name or not name.strip():
         raise KvplanError("model name is empty", EXIT_USAGE)
     if looks_like_path(name):
+        from kvplan.importer import build_spec  # the config reader: not needed for a catalog name
+
         path = Path(name).expanduser()
         if not path.exists():
             raise KvplanError(f"no such file or folder: {name}", EXIT_NOT_FOUND)

@@ -96,7 +96,12 @@ def simulate(
     base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=max_num_seqs,
                         max_num_batched_tokens=max_num_batched_tokens, prefix_caching=not no_prefix_caching)
     runs = configs(base, compare)
-    requests, described, said = load_requests(workload, trace, trace_format, qps, duration, seed)
+    loaded = None
+    if find_rate and trace is not None:  # the search reshapes the trace at each rate: read it once
+        from kvplan.simulate.traces import load_trace
+
+        loaded = load_trace(str(trace), trace_format)
+    requests, described, said = load_requests(workload, trace, trace_format, qps, duration, seed, loaded)
     sim, meta, notes = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
                                          (engine, engine_version, engine_opt), hw_profiles, revision, token, timeout)
@@ -106,22 +111,21 @@ def simulate(
     meta.update({"runs": list(runs), "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "prefix_caching": not no_prefix_caching, "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
     if find_rate:
-        requests = _search_rate(sim, workload, trace, trace_format, qps, duration, seed, runs, meta,
+        requests = _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta,
                                 slo_ttft, slo_tpot, slo_percent)
     results = _run(sim, requests, runs, slo_ttft, slo_tpot)
     _report(meta, results, files, as_json, title)
 
 
-def _search_rate(sim, workload, trace, trace_format, qps, duration, seed, runs, meta, slo_ttft, slo_tpot, pct):
-    """--find-rate: the highest rate meeting the SLA; returns that rate's requests (meta records the search)."""
+def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttft, slo_tpot, pct):
+    """--find-rate: the highest rate meeting the SLA; returns that rate's requests (meta records the search).
+    `loaded`: the trace as load_trace() read it, or None for a generated workload."""
     from kvplan.simulate.capacity import Target, max_rate
     from kvplan.simulate.session import shape_trace
     from kvplan.simulate.workload import find_workload, generate
 
-    if trace is not None:
-        from kvplan.simulate.traces import load_trace
-
-        base, _ = load_trace(str(trace), trace_format)
+    if loaded is not None:
+        base = loaded[0]
         make = lambda rate: shape_trace(base, rate, duration)  # noqa: E731
     else:
         w = find_workload(workload or "chat")
@@ -139,7 +143,7 @@ def _search_rate(sim, workload, trace, trace_format, qps, duration, seed, runs, 
     meta["qps"] = found["rate"]
     reqs = make(found["rate"])
     meta["requests"] = len(reqs)
-    stderr(f"{'trace' if trace is not None else 'workload'} at {found['rate']:,.3g} req/s: {len(reqs):,} requests")
+    stderr(f"{'trace' if loaded is not None else 'workload'} at {found['rate']:,.3g} req/s: {len(reqs):,} requests")
     return reqs
 
 

@@ -37,15 +37,16 @@ def check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpo
         raise KvplanError(f"--slo-percent must be in (0, 100], got {slo_percent:g}", EXIT_USAGE)
 
 
-def load_requests(workload, trace, trace_format, qps, duration, seed) -> tuple[list, dict, str]:
-    """(requests, what they are for the JSON meta, one line for stderr)."""
+def load_requests(workload, trace, trace_format, qps, duration, seed, loaded=None) -> tuple[list, dict, str]:
+    """(requests, what they are for the JSON meta, one line for stderr). `loaded`: the trace's
+    load_trace() result when the caller has read it already (simulate --find-rate)."""
     from kvplan.simulate.workload import find_workload, generate
 
     if trace is not None:
         from kvplan.simulate.session import shape_trace
         from kvplan.simulate.traces import load_trace
 
-        reqs, info = load_trace(str(trace), trace_format)
+        reqs, info = loaded or load_trace(str(trace), trace_format)
         reqs = shape_trace(reqs, qps, duration)
         desc = {"trace": str(trace), "trace_format": info["format"], "requests": len(reqs),
                 "trace_rows_dropped_zero_length": info["dropped_zero_length"]}

@@ -8,7 +8,6 @@ imported on demand, so `fit` without --engine stays light.
 
 from __future__ import annotations
 
-import pkgutil
 from functools import lru_cache
 from importlib import import_module
 
@@ -18,17 +17,41 @@ NOT_ENGINES = ("base", "neutral", "vllm_overhead", "vllm_boot", "sglang_boot", "
 
 
 @lru_cache(maxsize=1)
+def _modules() -> tuple[str, ...]:
+    """The engine modules here: adding an engine is adding a module."""
+    import pkgutil
+
+    return tuple(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_") and m.name not in NOT_ENGINES)
+
+
+@lru_cache(maxsize=1)
 def _registry() -> tuple[dict[str, type], dict[str, str]]:
-    """Every engine module's ENGINE class by name, and its aliases: adding an engine is adding a
-    module (imported only when an engine is named, so `fit` without --engine stays light)."""
+    """Every engine module's ENGINE class by name, and its aliases (imported only when an engine is
+    named, so `fit` without --engine stays light)."""
     classes, aliases = {}, {}
-    for mod in pkgutil.iter_modules(__path__):
-        if mod.name.startswith("_") or mod.name in NOT_ENGINES:
-            continue
-        cls = import_module(f"{__name__}.{mod.name}").ENGINE
+    for mod in _modules():
+        cls = import_module(f"{__name__}.{mod}").ENGINE
         classes[cls.name] = cls
         aliases.update({a: cls.name for a in cls.aliases})
     return dict(sorted(classes.items())), aliases
+
+
+def _squash(name: str) -> str:
+    return "".join(c for c in name.lower() if c.isalnum())
+
+
+def _named(key: str):
+    """The ENGINE class whose name or alias is `key`, from the modules named like it ("vllm",
+    "llama.cpp" -> llamacpp, "transformers" -> hf_transformers): naming one engine imports that
+    engine only. None when no such module answers to it (the whole registry then decides)."""
+    if not _squash(key):
+        return None
+    for mod in _modules():
+        if _squash(key) in _squash(mod):
+            cls = import_module(f"{__name__}.{mod}").ENGINE
+            if key == cls.name or key in cls.aliases:
+                return cls
+    return None
 
 
 def engine_names() -> tuple[str, ...]:
@@ -36,8 +59,11 @@ def engine_names() -> tuple[str, ...]:
 
 
 def canonical_engine(name: str) -> str:
-    classes, aliases = _registry()
     key = str(name).strip().lower()
+    found = _named(key)  # names and aliases are unique across engines (tests/test_engines.py)
+    if found is not None:
+        return found.name
+    classes, aliases = _registry()
     key = aliases.get(key, key)
     if key not in classes:
         raise KvplanError(f"unknown engine {name!r}; choose one of: {', '.join(classes)}", EXIT_USAGE)
@@ -46,7 +72,8 @@ def canonical_engine(name: str) -> str:
 
 def engine_class(name: str):
     """The Engine subclass for `name` (an alias or any case)."""
-    return _registry()[0][canonical_engine(name)]
+    found = _named(str(name).strip().lower())
+    return found if found is not None else _registry()[0][canonical_engine(name)]
 
 
 def resolve_engine(name: str | None = None, version: str | None = None, opt_items=(), **explicit):

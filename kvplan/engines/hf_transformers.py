@@ -72,11 +72,19 @@ class DynamicRules:
         return layer.tokens_held(seq_len)
 
 
-def capacity(model, dep, kv_bytes: int, context: int, st: Settings, kv_dtype, state_dtype=None) -> Capacity:
-    """Sequences of `context` tokens that `kv_bytes` of free memory per rank holds, grown token by token."""
+def capacity(model, dep, kv_bytes: int, context: int, st: Settings, kv_dtype, state_dtype=None,
+             profile=None) -> Capacity:
+    """Sequences of `context` tokens that `kv_bytes` of free memory per rank holds, grown token by token.
+    `profile`: a KV profile of hf_layers(model, st) already made (prepare()'s, one stage), used when
+    its tp, dtypes, page and rules are the ones this needs."""
     from kvplan.profile import kv_profile
 
-    prof = kv_profile(hf_layers(model, st), dep.tp, kv_dtype, state_dtype or kv_dtype, 1, DynamicRules())
+    want = (dep.tp, kv_dtype, state_dtype or kv_dtype, 1, DynamicRules())
+    if profile is not None and (profile.tp, profile.kv_dtype, profile.state_dtype, profile.block_size,
+                                profile.rules) == want:
+        prof = profile
+    else:
+        prof = kv_profile(hf_layers(model, st), *want)
     seq = prof.sequence_bytes(context)
     conc = kv_bytes / seq if seq > 0 else 0.0
     tokens = kv_bytes // prof.slot_bytes_per_token() if prof.slot_bytes_per_token() else 0
@@ -109,7 +117,11 @@ class HfTransformers(Engine):
         return DynamicRules()
 
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
-        return capacity(model, dep, use.kv_memory_bytes_per_gpu, req.context, st, cache_dtypes(req, model)[0])
+        # One stage (pp 1) holds every layer of the view, which is hf_layers(view): prepare()'s
+        # profile is the one capacity() would build again when its settings match.
+        one = stages[0].profile if len(stages) == 1 else None
+        return capacity(model, dep, use.kv_memory_bytes_per_gpu, req.context, st, cache_dtypes(req, model)[0],
+                        profile=one)
 
     def answers(self, model, dep, stages, req, st, use, cap):
         from kvplan.plan import paged_answers

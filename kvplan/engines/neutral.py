@@ -6,8 +6,8 @@ longest context by search over the same arithmetic.
 from __future__ import annotations
 
 from kvplan.engines.base import Capacity, Engine
-from kvplan.plan import (Answers, assemble, budgets, gpu_budget, paged_answers, paged_max_context, prepare,
-                         prepare_key, usage)
+from kvplan.plan import (Answers, assemble, budgets, context_cost, gpu_budget, paged_answers, paged_max_context,
+                         prepare, prepare_key, usage)
 
 
 # (model, deployment, prepare_key) -> Prepared, across grids. Keyed by values (hashing a model costs
@@ -34,29 +34,36 @@ class NeutralEngine(Engine):
 
     def grid(self, model, gpus, dep, requests) -> list:
         """Every plan of gpus x requests, sharing the work that depends on neither the GPU nor the
-        context (weights per stage, overhead, KV profiles) and the longest context per budget (it
-        does not depend on the asked context). Every number is result()'s own (tests/test_reports.py)."""
+        context (one rank's request, weights per stage, overhead, KV profiles: once per request)
+        and, per GPU budget, the stages and the longest context (it does not depend on the asked
+        context). Every number is result()'s own (tests/test_reports.py)."""
         from kvplan.layout import rank_request, whole_answers
 
         self.check_layout(model, dep)
-        prepared: dict = {}
-        longest: dict = {}
+        if not gpus:
+            return []
+        prepared: dict = {}  # (prepare_key, whole batch) -> (index, Prepared)
+        per_request = []
+        for whole in requests:
+            req = rank_request(whole, dep)  # one data-parallel rank's share
+            pkey = (prepare_key(req), whole.batch)
+            if pkey not in prepared:
+                prepared[pkey] = (len(prepared), _prepared(model, dep, req, pkey, whole.batch))
+            index, prep = prepared[pkey]
+            per_request.append((whole, req, index, prep, context_cost(prep.stages, req)))
+        by_budget: dict = {}  # (prepared index, budget, exact KV size) -> (stages, longest context)
         out = []
         limit = model.max_context
         for gpu in gpus:
-            for whole in requests:
-                req = rank_request(whole, dep)  # one data-parallel rank's share
-                pkey = (prepare_key(req), whole.batch)
-                prep = prepared.get(pkey)
-                if prep is None:
-                    prep = prepared[pkey] = _prepared(model, dep, req, pkey, whole.batch)
+            for whole, req, index, prep, cost in per_request:
                 budget = gpu_budget(gpu, req)
-                stages = budgets(prep, budget, req)
-                use = usage(stages, req)
-                mkey = (pkey, budget, req.kv_cache_memory_bytes)
-                mc = longest.get(mkey)
-                if mc is None:
-                    mc = longest[mkey] = paged_max_context(stages, req.batch, limit)
+                bkey = (index, budget, req.kv_cache_memory_bytes)
+                hit = by_budget.get(bkey)
+                if hit is None:
+                    stages = budgets(prep, budget, req)
+                    hit = by_budget[bkey] = (stages, paged_max_context(stages, req.batch, limit))
+                stages, mc = hit
+                use = usage(stages, req, cost)
                 ans = Answers(use.token_slots, int(use.concurrency), mc, use.room and use.concurrency >= req.batch)
                 out.append(assemble(model, gpu, dep, whole, prep, budget, stages, use, whole_answers(ans, dep)))
         return out

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 from kvplan.deploy import split_layers
 from kvplan.dtypes import DType
@@ -76,11 +77,11 @@ class Settings:
     v1: bool  # the V1 engine (default from v0.8.0)
     gpu_key: str = ""  # the GPU it runs on (picks kernels whose weights load padded, vllm_overhead)
 
-    @property
+    @cached_property  # (read for every block count of a max-context search: parsed once)
     def v(self) -> tuple[int, ...]:
         return parse_version(self.version)
 
-    @property
+    @cached_property
     def in_flight_tokens(self) -> int:
         if self.v >= (0, 30, 0) and self.async_scheduling:
             return 2 * self.max_num_batched_tokens
@@ -213,12 +214,20 @@ def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Setting
     return Pool(buckets, group_size, block, group_size * page, False)
 
 
+@lru_cache(maxsize=16)
+def stage_pools(model, dep, st: Settings, kv_dtype: DType, state_dtype: DType) -> tuple[Pool, ...]:
+    """Each pipeline stage's pool: built once per plan, read by capacity() and max_context() (and
+    by every GPU and context of a sweep that shares them)."""
+    return tuple(build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
+                 for a, b in split_layers(model.num_layers, dep.pp))
+
+
 def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,
              state_dtype: DType) -> Capacity:
     """vLLM's printed figures for a per-rank KV budget (`kv_bytes`: one int, or one per pipeline stage)."""
     ranges = split_layers(model.num_layers, dep.pp)
     budgets = list(kv_bytes) if isinstance(kv_bytes, (list, tuple)) else [kv_bytes] * len(ranges)
-    pools = [build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st) for a, b in ranges]
+    pools = stage_pools(model, dep, st, kv_dtype, state_dtype)
     # Every worker sizes its own pool; the engine keeps the minimum (kv_cache_utils v0.11.0 L1286).
     blocks = min((max(0, kv) // p.bytes_per_block if p.bytes_per_block else 0) for kv, p in zip(budgets, pools))
     pool = pools[0]
@@ -257,8 +266,7 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
 
 def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, state_dtype) -> int:
     """Longest length whose `batch` requests fit the block pool (monotone: binary search)."""
-    pools = [build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
-             for a, b in split_layers(model.num_layers, dep.pp)]
+    pools = stage_pools(model, dep, st, kv_dtype, state_dtype)
 
     def fits(n: int) -> bool:
         return all(batch * p.blocks_per_request(cdiv(n, dep.dcp), st) <= cap.blocks for p in pools)
@@ -269,10 +277,16 @@ def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, s
 def overhead(model, dep, st: Settings) -> tuple[int, dict]:
     """Per-GPU non-KV memory vLLM subtracts besides the weights (modelled and calibrated per term in
     kvplan/engines/vllm_overhead.py on the log corpus)."""
+    parts = dict(_overhead_terms(model, dep, st))
+    return sum(parts.values()), parts
+
+
+@lru_cache(maxsize=16)
+def _overhead_terms(model, dep, st: Settings) -> tuple:
+    """The terms, worked out once per plan (request() takes the sum, settings_dict() the terms)."""
     from kvplan.engines.vllm_overhead import overhead_terms
 
-    parts = overhead_terms(model, dep, st)
-    return sum(parts.values()), parts
+    return tuple(overhead_terms(model, dep, st).items())
 
 
 # Architectures whose vLLM model file builds Attention without the cache config (kv_cache_dtype falls back to

@@ -31,6 +31,7 @@ from kvplan.engines.base import (Capacity, Engine, Figure, cdiv, check_opts, che
                                  opt_int, parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import Kind, state_bytes
+from kvplan.engines import vllm_cache_dtype
 from kvplan.search import largest_fitting
 
 GIB = 2**30
@@ -289,13 +290,6 @@ def _overhead_terms(model, dep, st: Settings) -> tuple:
     return tuple(overhead_terms(model, dep, st).items())
 
 
-# Architectures whose vLLM model file builds Attention without the cache config (kv_cache_dtype falls back to
-# "auto"): K/V are cached in the model dtype whatever --kv-cache-dtype says; sized so here (not by kvplan's rules).
-KV_CACHE_DTYPE_IGNORED = {  # vllm/model_executor/models/mimo_v2_flash.py commits 01ed47b4, 91cf2f13: the decoder
-    "MiMoV2FlashForCausalLM": "mimo_v2_flash.py builds its attention without the cache config",  # layer passes none
-}
-
-
 def dcp_release_problem(model, version: str) -> str | None:
     """Why this vLLM release has no decode context parallel for this model (None: it has).
     MLA from 0.10.2 (vllm-project/vllm#23734, merged 2025-08-27); GQA/MQA full attention from
@@ -334,8 +328,7 @@ class Vllm(Engine):
 
     def request(self, req, st: Settings, model, dep):
         over = req.overhead_bytes if req.overhead_bytes is not None else overhead(model, dep, st)[0]
-        if model.architecture in KV_CACHE_DTYPE_IGNORED:  # None: the model's own dtype (plan.cache_dtypes)
-            req = dataclasses.replace(req, kv_dtype=None)
+        req = vllm_cache_dtype.as_cached(req, model)  # MiMo-V2-Flash: the model's own dtype
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)
 
@@ -345,9 +338,7 @@ class Vllm(Engine):
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)
         cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
-        if model.architecture in KV_CACHE_DTYPE_IGNORED:
-            cap = cap._replace(notes=(*cap.notes, f"vLLM caches this model's K/V in {kvd.name} whatever "
-                                      f"--kv-cache-dtype says ({KV_CACHE_DTYPE_IGNORED[model.architecture]})"))
+        cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)))
         if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
             note = f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}"
             cap = cap._replace(notes=(*cap.notes, note))

@@ -92,6 +92,16 @@ class ModelSpec:
     aliases: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     source: str = ""
+    # Multi-token-prediction modules the checkpoint carries beside the main layers (DeepSeek-V3's
+    # layer 61, Qwen3-Next's mtp.*): their cache layers and their own parameters (the embedding and
+    # LM head they share with the model excluded). Engines load them only for speculative decoding,
+    # so neither is in `layers` / `params` (kvplan.speculative adds them when asked).
+    mtp_layers: tuple[LayerSpec, ...] = ()
+    mtp_params: ParamCounts | None = None
+    # Set on the model as served with a drafter (kvplan.speculative.with_speculative): what was
+    # added, for reports, explain lines and --emit. None: no speculative decoding.
+    speculative: object = None
+    draft: "ModelSpec | None" = None  # a separate draft model served beside this one (its own weights)
 
     @property
     def num_layers(self) -> int:
@@ -176,8 +186,18 @@ def weight_bytes(spec: ModelSpec, weight_dtype: str | None = None) -> WeightByte
     """Weight bytes of `spec` stored in its own format, or as `weight_dtype` when overridden.
 
     Only linear layers are quantized; embeddings, the LM head, norms and routers stay in the
-    checkpoint's 16-bit type, which is how AWQ, GPTQ, FP8 and MXFP4 checkpoints ship.
+    checkpoint's 16-bit type, which is how AWQ, GPTQ, FP8 and MXFP4 checkpoints ship. A draft model
+    served beside it (`spec.draft`) adds its own weights, in its own format, role by role.
     """
+    own = _own_weight_bytes(spec, weight_dtype)
+    if spec.draft is None:
+        return own
+    d = weight_bytes(spec.draft)
+    return WeightBytes(own.sharded + d.sharded, own.replicated + d.replicated, own.experts + d.experts,
+                       own.embedding + d.embedding, own.lm_head + d.lm_head, own.vision + d.vision)
+
+
+def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
     p = spec.params
     base = spec.dtype if spec.dtype in _PLAIN_BYTES else "bf16"
     if weight_dtype is None:

@@ -96,8 +96,17 @@ def plan_to_dict(plan: Plan, model) -> dict:
         "decode_step_seconds": plan.decode_step_seconds,
         "decode_tokens_per_second": plan.decode_tokens_per_second,
         "decode_tokens_per_second_per_request": (1 / plan.decode_step_seconds) if plan.decode_step_seconds else 0.0,
+        "speculative": _speculative(plan, model),
         "warnings": list(plan.warnings),
     }
+
+
+def _speculative(plan: Plan, model):
+    if getattr(model, "speculative", None) is None:
+        return None
+    from kvplan.speculative import report
+
+    return report(model, plan)
 
 
 def state_and_kinds(plan: Plan) -> dict:

@@ -68,6 +68,9 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
     plans = [r.plan for r in results]
     named = engine.label is not None  # a named engine: its own figures are shown too
     print_warnings([(t, r.plan.warnings) for t, r in zip(titles, results)])
+    if dep is None and recommended is None and getattr(spec, "speculative", None) is not None:
+        stderr("note: with --speculative, layouts with pipeline parallelism are not planned (vLLM puts the whole "
+               "drafter on the last stage); --gpus N plans tp × dp layouts")
     for note in dict.fromkeys(n for r in results for n in r.capacity.notes):
         stderr(f"note: {note}")
     chosen = results[recommended if recommended is not None else -1]

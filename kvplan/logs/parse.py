@@ -180,6 +180,10 @@ def _vllm(text: str, rec: LogRecord) -> None:
         m = _first(r"max seq len \(" + I + r"\)", text)
         if m:
             s["max_model_len"] = int(m.group(1))
+    m = _first(r"SpeculativeConfig\(method='(\w+)', model=(?:'([^'\n]{1,300})'|None), num_spec_tokens=" + I, text)
+    if m:  # SpeculativeConfig.__repr__ (vllm/config/speculative.py v0.11.0 L564-568, v0.33.0 L2196-2210)
+        method, draft, n = m.group(1), m.group(2), m.group(3)
+        s["speculative"] = f"draft:{draft}:{n}" if method == "draft_model" else f"{method}:{n}"
     _vllm_budget_terms(text, rec)
     if re.search(r"Memory profiling results|# CPU blocks", text):
         rec.era = "v0"

@@ -31,6 +31,7 @@ from kvplan.engines.base import (Capacity, Engine, Figure, cdiv, check_opts, che
                                  opt_int, parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import Kind, state_bytes
+from kvplan.engines import vllm_cache_dtype
 from kvplan.search import largest_fitting
 
 GIB = 2**30
@@ -355,6 +356,7 @@ class Vllm(Engine):
 
     def request(self, req, st: Settings, model, dep):
         over = req.overhead_bytes if req.overhead_bytes is not None else overhead(model, dep, st)[0]
+        req = vllm_cache_dtype.as_cached(req, model)  # MiMo-V2-Flash: the model's own dtype
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)
 
@@ -364,6 +366,7 @@ class Vllm(Engine):
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)
         cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
+        cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)))
         if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
             note = f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}"
             cap = cap._replace(notes=(*cap.notes, note))

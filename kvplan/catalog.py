@@ -58,7 +58,7 @@ def spec_to_dict(spec: ModelSpec) -> dict:
         "vocab_size": spec.vocab_size,
         "max_context": spec.max_context,
         "dtype": spec.dtype,
-        "quantization": dataclasses.asdict(spec.quantization),
+        "quantization": {k: v for k, v in dataclasses.asdict(spec.quantization).items() if k != "kept" or v},
         "checkpoint_bytes": spec.checkpoint_bytes,
         "rope_cache_elems": spec.rope_cache_elems,
         "params": dataclasses.asdict(spec.params),

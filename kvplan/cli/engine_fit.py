@@ -49,14 +49,15 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
     for note in dict.fromkeys(n for r in results for n in r.capacity.notes):
         stderr(f"note: {note}")
     chosen = results[recommended if recommended is not None else -1]
-    command = margin = None
+    command = margin = weights = None
     if emit_to:
         from kvplan.emit import emit
 
         command = emit(engine, chosen, spec)
-        margin = engine.emit_note(chosen, spec)
-        if margin and not as_json:
-            stderr(margin)
+        margin, weights = engine.emit_note(chosen, spec), engine.emit_weights_note(chosen, spec)
+        for line in (weights, margin):
+            if line and not as_json:
+                stderr(line)
     dicts = [{**plan_to_dict(r.plan, spec), **({"engine": engine_to_dict(r)} if named else {})} for r in results]
     out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
     if command:
@@ -65,6 +66,8 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
         out["layouts"] = layouts
     if margin:
         out["emit_margin"] = margin
+    if weights:
+        out["emit_weights"] = weights
 
     def render(console) -> None:
         render_plans(console, plans, spec, hw, titles)

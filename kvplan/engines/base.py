@@ -76,6 +76,7 @@ class Engine:
     """A configured engine. Subclasses set the class attributes and override the steps they change."""
 
     name = "kvplan"
+    display_name = ""  # how its own docs write it, where that is not `name` (vLLM, SGLang)
     aliases: tuple[str, ...] = ()  # other spellings users type (lowercase)
     versions: tuple[str, ...] = ("",)
     default_version = ""
@@ -161,6 +162,10 @@ class Engine:
 
     def emit_note(self, result: EngineResult, model) -> str | None:
         """The margin the emitted command leaves, in words (None: nothing to say)."""
+        return None
+
+    def emit_weights_note(self, result: EngineResult, model) -> str | None:
+        """What the emitted command assumes about the weights it loads, in words, where it is not plain."""
         return None
 
     def parallel_flags(self, dep, model) -> list[str]:

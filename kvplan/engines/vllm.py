@@ -26,6 +26,7 @@ from kvplan.engines.base import (Capacity, Engine, Figure, cdiv, check_opts, che
                                  opt_int, parse_version)
 from kvplan.engines.vllm_pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.engines import vllm_cache_dtype
 from kvplan.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.search import largest_fitting
 
@@ -191,6 +192,7 @@ def dcp_release_problem(model, version: str) -> str | None:
 
 class Vllm(Engine):
     name = "vllm"
+    display_name = "vLLM"
     aliases = ()
     versions = VERSIONS
     default_version = DEFAULT_VERSION
@@ -229,6 +231,7 @@ class Vllm(Engine):
 
     def request(self, req, st: Settings, model, dep):
         over = req.overhead_bytes if req.overhead_bytes is not None else overhead(model, dep, st)[0]
+        req = vllm_cache_dtype.as_cached(req, model)  # MiMo-V2-Flash: the model's own dtype
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)
 
@@ -238,6 +241,7 @@ class Vllm(Engine):
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)
         cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
+        cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)))
         if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
             note = f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}"
             cap = cap._replace(notes=(*cap.notes, note))
@@ -269,12 +273,14 @@ class Vllm(Engine):
     def emit_args(self, plan, model, settings: dict) -> list[str]:
         """`vllm serve` flags (vllm/engine/arg_utils.py): --max-model-len, --max-num-seqs (per data-parallel
         rank), --gpu-memory-utilization or --kv-cache-memory-bytes (>= 0.11.0), --kv-cache-dtype, -tp/-pp,
-        --data-parallel-size, --enable-expert-parallel (parallel_flags), --block-size."""
-        from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs
+        --data-parallel-size, --enable-expert-parallel (parallel_flags), --block-size, and --dtype /
+        --quantization fp8 where the plan's weights are not the checkpoint's (kvplan.emit.weight_args)."""
+        from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs, weight_args
 
         r, dep = plan.request, plan.deployment
         seqs = -(-serve_seqs(plan) // dep.dp)  # each DP rank's scheduler: never below its share of the plan
-        args = ["vllm", "serve", model_arg(model), "--max-model-len", str(r.context), "--max-num-seqs", str(seqs)]
+        args = ["vllm", "serve", model_arg(model), *weight_args(self, plan, model),
+                "--max-model-len", str(r.context), "--max-num-seqs", str(seqs)]
         if r.kv_cache_memory_bytes is not None:
             args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]
         else:
@@ -315,6 +321,18 @@ class Vllm(Engine):
         from kvplan.engines.vllm_boot import emit_advice
 
         return emit_advice(result.plan, result.settings, model)[1]
+
+    def emit_weights_note(self, result, model) -> str | None:
+        """--quantization fp8 (kvplan.emit.weight_args): docs/features/quantization/fp8.md warns, under
+        online quantization, that the weights load at original precision first."""
+        from kvplan.emit import checkpoint_weights, fp8_at_load
+
+        have = fp8_at_load(self, result.plan, model)
+        if have is None:
+            return None
+        return (f"--quantization fp8 quantizes the {checkpoint_weights(model)} weights as they load; vLLM's "
+                f"docs warn that it loads them at original precision first, so the GPUs need room for "
+                f"their share of the {have} checkpoint while loading")
 
 
 ENGINE = Vllm

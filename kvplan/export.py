@@ -57,9 +57,7 @@ def plan_row(plan, model, price: float | None = None, rank: int | None = None) -
     """
     from kvplan.report import plan_to_dict
 
-    row = {"rank": rank} if rank is not None else {}
-    row.update(plan_to_dict(plan, model))
-    del row["layer_kinds"]  # a nested breakdown: `fit --json` has it, a row of a table does not
+    row = plan_to_dict(plan, model, kinds=False, rank=rank)  # layer_kinds: `fit --json` has it, a table row not
     cost = None if price is None else price * plan.deployment.gpus
     row["price_per_gpu_hour"] = price
     row["cost_per_hour"] = cost

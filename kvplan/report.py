@@ -65,6 +65,7 @@ def plan_to_dict(plan: Plan, model, kinds: bool = True, rank: int | None = None)
     # The part of a sequence that does not grow with the context (recurrent, linear-attention and
     # convolution states), per stage; each stage's profile worked its figure out once.
     states = [stage.profile.state_bytes_per_sequence() for stage in plan.stages]
+    used = plan.kv_used_bytes_per_gpu
     row = {
         "rank": rank,
         "model": plan.model,
@@ -94,8 +95,8 @@ def plan_to_dict(plan: Plan, model, kinds: bool = True, rank: int | None = None)
         "state_bytes_per_sequence": plan.deployment.tp * sum(states),
         "state_bytes_per_sequence_per_gpu": max(states, default=0),
         "kv_memory_bytes_per_gpu": plan.kv_memory_bytes_per_gpu,
-        "kv_used_bytes_per_gpu": plan.kv_used_bytes_per_gpu,
-        "free_bytes_per_gpu": plan.free_bytes_per_gpu,
+        "kv_used_bytes_per_gpu": used,
+        "free_bytes_per_gpu": plan.kv_memory_bytes_per_gpu - used,  # Plan.free_bytes_per_gpu, used once
         "kv_cache_tokens": plan.kv_cache_tokens,
         "max_concurrency": plan.max_concurrency,
         "max_context": plan.max_context,

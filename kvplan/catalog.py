@@ -29,14 +29,21 @@ def user_catalog_dir() -> Path:
     return base / "models"
 
 
-def spec_to_dict(spec: ModelSpec) -> dict:
+def _runs(layers) -> list[dict]:
     runs: list[dict] = []
-    for layer in spec.layers:
+    for layer in layers:
         entry = {"kind": layer.kind.value, **dataclasses.asdict(layer)}
         if runs and {k: v for k, v in runs[-1].items() if k != "count"} == entry:
             runs[-1]["count"] += 1
         else:
             runs.append({**entry, "count": 1})
+    return runs
+
+
+def spec_to_dict(spec: ModelSpec) -> dict:
+    runs = _runs(spec.layers)
+    mtp = {} if not spec.mtp_layers else {  # multi-token-prediction modules (kvplan.readers.mtp)
+        "mtp": {"layers": _runs(spec.mtp_layers), "params": dataclasses.asdict(spec.mtp_params)}}
     return {
         "format": FORMAT_VERSION,
         "name": spec.name,
@@ -51,11 +58,12 @@ def spec_to_dict(spec: ModelSpec) -> dict:
         "vocab_size": spec.vocab_size,
         "max_context": spec.max_context,
         "dtype": spec.dtype,
-        "quantization": dataclasses.asdict(spec.quantization),
+        "quantization": {k: v for k, v in dataclasses.asdict(spec.quantization).items() if k != "kept" or v},
         "checkpoint_bytes": spec.checkpoint_bytes,
         "rope_cache_elems": spec.rope_cache_elems,
         "params": dataclasses.asdict(spec.params),
         "layers": runs,
+        **mtp,
         "notes": list(spec.notes),
     }
 
@@ -69,15 +77,21 @@ def _layer(kind: str, run: dict) -> LayerSpec:
     return LAYER_TYPES[kind](**run)
 
 
+def _read_runs(runs, where: str) -> list[LayerSpec]:
+    layers: list[LayerSpec] = []
+    for run in runs:
+        run = dict(run)
+        kind, count = run.pop("kind"), run.pop("count", 1)
+        if kind not in LAYER_TYPES:
+            raise KvplanError(f"model spec {where}: unknown layer kind {kind!r}", EXIT_USAGE)
+        layers.extend([_layer(kind, run)] * int(count))
+    return layers
+
+
 def spec_from_dict(data: dict, where: str) -> ModelSpec:
     try:
-        layers: list[LayerSpec] = []
-        for run in data["layers"]:
-            run = dict(run)
-            kind, count = run.pop("kind"), run.pop("count", 1)
-            if kind not in LAYER_TYPES:
-                raise KvplanError(f"model spec {where}: unknown layer kind {kind!r}", EXIT_USAGE)
-            layers.extend([_layer(kind, run)] * int(count))
+        layers = _read_runs(data["layers"], where)
+        mtp = data.get("mtp") or {}
         if all(layer.kind == "none" for layer in layers):
             raise KvplanError(f"model spec {where}: no layer attends or keeps a state; not a decoder kvplan can plan",
                               EXIT_USAGE)
@@ -100,6 +114,8 @@ def spec_from_dict(data: dict, where: str) -> ModelSpec:
             aliases=tuple(data.get("aliases", ())),
             notes=tuple(data.get("notes", ())),
             source=str(data.get("source", where)),
+            mtp_layers=tuple(_read_runs(mtp.get("layers", ()), where)),
+            mtp_params=ParamCounts(**mtp["params"]) if mtp else None,
         )
     except KvplanError:
         raise

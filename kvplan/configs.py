@@ -150,6 +150,15 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
             _refuse_cacheless(layers, source)
             params = count_params(cfg, model_type, geometry, layers)
         _refuse_cacheless(layers, source)
+        from kvplan.readers.mtp import read_mtp
+
+        try:  # the drafter sizes nothing unless --speculative asks for it: a key it cannot read is a note
+            mtp_layers, mtp_params, mtp_notes = read_mtp(cfg, model_type, geometry, layers)
+        except (KvplanError, _Missing) as exc:
+            why = exc.message if isinstance(exc, KvplanError) else f"missing key {' / '.join(exc.names)}"
+            mtp_layers, mtp_params, mtp_notes = (), None, [f"multi-token-prediction layers not read ({why}); "
+                                                           "--speculative mtp is refused for this model"]
+        notices += mtp_notes
     except _Missing as missing:
         raise KvplanError(
             f"{source}: missing key {' / '.join(missing.names)} (needed to size the model)", EXIT_USAGE
@@ -183,12 +192,14 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
         vocab_size=geometry["vocab"],
         max_context=geometry["max_context"],
         dtype=read_dtype(cfg),
-        quantization=read_quantization(cfg),
+        quantization=read_quantization(cfg, params, layers),
         rope_cache_elems=rope,
         family=model_type,
         architecture=str(arch[0]) if isinstance(arch, list) and arch else str(arch),
         notes=tuple(geometry["notes"]),
         source=source,
+        mtp_layers=mtp_layers,
+        mtp_params=mtp_params,
     )
     return spec, notices
 

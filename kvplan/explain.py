@@ -71,6 +71,10 @@ def explain_lines(plan: Plan, model) -> list[str]:
              f"block {r.block_size} tokens:"]
     parts = [(part, n) for spec, n in prof.groups for part in (spec.parts() if hasattr(spec, "parts") else (spec,))]
     lines += [LINE[spec.kind](spec, n, prof, tp, bstr, S) for spec, n in parts]  # Falcon-H1: both halves of a layer
+    if getattr(model, "speculative", None) is not None:
+        from kvplan.speculative import explain_line
+
+        lines.append(explain_line(model, plan))
     seq = plan.kv_bytes_per_sequence_per_gpu
     lines.append(f"One sequence of {S:,} tokens: {seq:,} B ({gib(seq)}) per GPU")
     kv = plan.kv_memory_bytes_per_gpu

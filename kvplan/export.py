@@ -57,7 +57,9 @@ def plan_row(plan, model, price: float | None = None, rank: int | None = None) -
     """
     from kvplan.report import plan_to_dict
 
-    row = plan_to_dict(plan, model, kinds=False, rank=rank)  # layer_kinds: `fit --json` has it, a table row not
+    row = plan_to_dict(plan, model, nested=False, rank=rank)  # `fit --json` has layer_kinds, a table row not
+    info = getattr(model, "speculative", None)  # nor the drafter's report: its --speculative spelling instead
+    row["speculative"] = info.flag() if info is not None else None
     cost = None if price is None else price * plan.deployment.gpus
     row["price_per_gpu_hour"] = price
     row["cost_per_hour"] = cost
@@ -84,7 +86,7 @@ ROW_KEYS = (
     "kv_bytes_per_token_per_gpu", "kv_bytes_per_sequence", "kv_bytes_per_sequence_per_gpu",
     "state_bytes_per_sequence", "state_bytes_per_sequence_per_gpu", "kv_memory_bytes_per_gpu", "kv_used_bytes_per_gpu", "free_bytes_per_gpu", "kv_cache_tokens",
     "max_concurrency", "max_context", "max_context_limited_by", "fits", "decode_step_seconds",
-    "decode_tokens_per_second", "decode_tokens_per_second_per_request", "warnings", *PRICE_KEYS,
+    "decode_tokens_per_second", "decode_tokens_per_second_per_request", "speculative", "warnings", *PRICE_KEYS,
 )
 CSV_COLUMNS = tuple(csv_columns(ROW_KEYS))
 

@@ -45,8 +45,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -89,6 +90,14 @@ class HubWeights:
     params_by_dtype: Mapping[str, int]  # safetensors dtype name (BF16, F8_E4M3, I32, U8, F32...) -> elements
     total_bytes: int  # exact sum of tensor byte sizes over all files (header excluded)
     num_files: int
+    # bytes of `model.layers.N.*` tensors by N, and of tensors under an `mtp.` / `model.mtp_layers.` prefix:
+    # what tells a checkpoint's multi-token-prediction modules (layers past num_hidden_layers) apart
+    layer_bytes: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
+    mtp_prefix_bytes: int = 0
+
+    def mtp_bytes(self, num_layers: int) -> int:
+        """Bytes of the MTP modules of a checkpoint whose main model has `num_layers` layers."""
+        return self.mtp_prefix_bytes + sum(b for i, b in self.layer_bytes.items() if i >= num_layers)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -327,14 +336,27 @@ def _as_header_problem(filename: str, e: Exception) -> Exception:
 
 def _sum_headers(ctx: HubCall, metas: Mapping[str, Any]) -> HubWeights:
     params: dict[str, int] = {}
-    total = 0
+    layers: dict[int, int] = {}
+    total = mtp = 0
     for filename, meta in metas.items():
         for name, t in meta.tensors.items():
             nbytes, elements = _tensor_bytes(filename, name, t.dtype, t.shape, t.data_offsets)
             params[t.dtype] = params.get(t.dtype, 0) + elements
             total += nbytes
+            layer = _LAYER_NAME.match(str(name))
+            if layer:
+                layers[int(layer.group(1))] = layers.get(int(layer.group(1)), 0) + nbytes
+            elif str(name).startswith(_MTP_PREFIXES):
+                mtp += nbytes
     return HubWeights(params_by_dtype=MappingProxyType(dict(sorted(params.items()))),
-                      total_bytes=total, num_files=len(metas))
+                      total_bytes=total, num_files=len(metas), layer_bytes=MappingProxyType(layers),
+                      mtp_prefix_bytes=mtp)
+
+
+# DeepSeek-V3 / GLM-4.5 keep their MTP module as layer num_hidden_layers (model.layers.61); Qwen3-Next /
+# Qwen3.5 under mtp.*, MiMo under model.mtp_layers.* (the prefixes vLLM's *_mtp.py loaders rename)
+_LAYER_NAME = re.compile(r"^(?:model\.|model\.language_model\.|language_model\.model\.)?layers\.(\d{1,6})\.")
+_MTP_PREFIXES = ("mtp.", "model.mtp.", "model.mtp_layers.", "model.language_model.mtp.")
 
 
 def _tensor_bytes(filename: str, name: str, dtype: Any, shape: Any, offsets: Any) -> tuple[int, int]:

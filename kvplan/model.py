@@ -55,12 +55,21 @@ class Quantization:
 
     `method` is one of the weight dtypes (bf16, fp16, fp32, fp8, int8, int4, mxfp4, nvfp4). `group_size`
     applies to int4 (one fp16 scale and a 4-bit zero per group) and fp8 block scales;
-    `experts_only` is set when only MoE experts are quantized (gpt-oss MXFP4).
+    `experts_only` is set when the method quantizes only MoE experts (MXFP4: vLLM's Mxfp4Config gives
+    every linear layer UnquantizedLinearMethod). `kept` is ((role, parameters), ...) the checkpoint's
+    exclusion list leaves in the model dtype (kvplan.readers.unquantized).
     """
 
     method: str = "bf16"
     group_size: int = 0
     experts_only: bool = False
+    kept: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self):  # a catalog JSON gives lists
+        object.__setattr__(self, "kept", tuple((str(r), int(c)) for r, c in self.kept))
+
+    def kept_of(self, role: str) -> int:
+        return next((c for r, c in self.kept if r == role), 0)
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,16 @@ class ModelSpec:
     aliases: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     source: str = ""
+    # Multi-token-prediction modules the checkpoint carries beside the main layers (DeepSeek-V3's
+    # layer 61, Qwen3-Next's mtp.*): their cache layers and their own parameters (the embedding and
+    # LM head they share with the model excluded). Engines load them only for speculative decoding,
+    # so neither is in `layers` / `params` (kvplan.speculative adds them when asked).
+    mtp_layers: tuple[LayerSpec, ...] = ()
+    mtp_params: ParamCounts | None = None
+    # Set on the model as served with a drafter (kvplan.speculative.with_speculative): what was
+    # added, for reports, explain lines and --emit. None: no speculative decoding.
+    speculative: object = None
+    draft: "ModelSpec | None" = None  # a separate draft model served beside this one (its own weights)
 
     @property
     def num_layers(self) -> int:
@@ -100,8 +119,10 @@ class ModelSpec:
             router=per(p.router), other=per(p.other), replicated=per(p.replicated),
             num_moe_layers=per(p.num_moe_layers), expert_biases=per(p.expert_biases),
         )
+        q = self.quantization
+        q = replace(q, kept=tuple((r, per(c)) for r, c in q.kept))
         return replace(self, name=f"{self.name} (first {n} of {self.num_layers} layers)",
-                       layers=self.layers[:n], params=params, checkpoint_bytes=None)
+                       layers=self.layers[:n], params=params, checkpoint_bytes=None, quantization=q)
 
 
 # --- weight bytes ------------------------------------------------------------------------------
@@ -165,8 +186,18 @@ def weight_bytes(spec: ModelSpec, weight_dtype: str | None = None) -> WeightByte
     """Weight bytes of `spec` stored in its own format, or as `weight_dtype` when overridden.
 
     Only linear layers are quantized; embeddings, the LM head, norms and routers stay in the
-    checkpoint's 16-bit type, which is how AWQ, GPTQ, FP8 and MXFP4 checkpoints ship.
+    checkpoint's 16-bit type, which is how AWQ, GPTQ, FP8 and MXFP4 checkpoints ship. A draft model
+    served beside it (`spec.draft`) adds its own weights, in its own format, role by role.
     """
+    own = _own_weight_bytes(spec, weight_dtype)
+    if spec.draft is None:
+        return own
+    d = weight_bytes(spec.draft)
+    return WeightBytes(own.sharded + d.sharded, own.replicated + d.replicated, own.experts + d.experts,
+                       own.embedding + d.embedding, own.lm_head + d.lm_head, own.vision + d.vision)
+
+
+def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
     p = spec.params
     base = spec.dtype if spec.dtype in _PLAIN_BYTES else "bf16"
     if weight_dtype is None:
@@ -178,15 +209,23 @@ def weight_bytes(spec: ModelSpec, weight_dtype: str | None = None) -> WeightByte
         q = Quantization(weight_dtype, 128 if weight_dtype == "int4" else 0)
     plain = _PLAIN_BYTES[base]
     dense_method = base if q.experts_only else q.method
-    shardable = p.attention + p.mlp + p.shared_experts - p.replicated
+    # parameters the exclusion list keeps in the model dtype (an MLA model's replicated down-projections
+    # are part of its attention: kept in the same proportion)
+    ka, km, ks, ke = (q.kept_of(r) for r in ("attention", "mlp", "shared_experts", "experts"))
+    ke = min(ke, p.experts - p.expert_biases)
+    kr = p.replicated * ka // p.attention if p.attention else 0
+    kept_sharded = ka - kr + km + ks
+    shardable = p.attention + p.mlp + p.shared_experts - p.replicated - kept_sharded
     embedding, lm_head = p.embedding * plain, p.lm_head * plain
     if q.method in _gguf():  # a GGUF file quantizes the embeddings and the output too
         emb_type, head_type = _gguf_edges(q.method)
         embedding, lm_head = linear_bytes(p.embedding, emb_type), linear_bytes(p.lm_head, head_type)
     return WeightBytes(
-        sharded=linear_bytes(shardable, dense_method, q.group_size),
-        replicated=linear_bytes(p.replicated, dense_method, q.group_size) + (p.router + p.other) * plain,
-        experts=linear_bytes(p.experts - p.expert_biases, q.method, q.group_size) + p.expert_biases * plain,
+        sharded=linear_bytes(shardable, dense_method, q.group_size) + kept_sharded * plain,
+        replicated=(linear_bytes(p.replicated - kr, dense_method, q.group_size)
+                    + (p.router + p.other + kr) * plain),
+        experts=(linear_bytes(p.experts - p.expert_biases - ke, q.method, q.group_size)
+                 + (p.expert_biases + ke) * plain),
         embedding=embedding,
         lm_head=lm_head,
         vision=p.vision * plain,  # quantized checkpoints keep the vision tower in 16 bits

@@ -57,10 +57,11 @@ def effective_weight_dtype(plan: Plan, model) -> str:
     return plan.request.weight_dtype or model.quantization.method
 
 
-def plan_to_dict(plan: Plan, model, kinds: bool = True, rank: int | None = None) -> dict:
+def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None) -> dict:
     """The plan's figures for --json, one key per figure. `rank` (a row of a ranking) comes first
-    when given; `kinds=False` leaves out the nested `layer_kinds` breakdown (a row of a table has no
-    place for it). A sweep makes 100k rows: each is one dict display, with nothing merged."""
+    when given; `nested=False` leaves out the nested breakdowns, `layer_kinds` and the speculative
+    report (a row of a table has no place for them). A sweep makes 100k rows: each is one dict
+    display, with nothing merged."""
     r = plan.request
     # The part of a sequence that does not grow with the context (recurrent, linear-attention and
     # convolution states), per stage; each stage's profile worked its figure out once.
@@ -105,11 +106,12 @@ def plan_to_dict(plan: Plan, model, kinds: bool = True, rank: int | None = None)
         "decode_step_seconds": plan.decode_step_seconds,
         "decode_tokens_per_second": plan.decode_tokens_per_second,
         "decode_tokens_per_second_per_request": (1 / plan.decode_step_seconds) if plan.decode_step_seconds else 0.0,
+        "speculative": _speculative(plan, model) if nested else None,
         "warnings": list(plan.warnings),
     }
     if rank is None:
         del row["rank"]
-    if not kinds:
+    if not nested:
         return row
     out = {}
     for key, value in row.items():  # layer_kinds right after the states it splits
@@ -117,6 +119,14 @@ def plan_to_dict(plan: Plan, model, kinds: bool = True, rank: int | None = None)
         if key == "state_bytes_per_sequence_per_gpu":
             out["layer_kinds"] = layer_kinds(plan)
     return out
+
+
+def _speculative(plan: Plan, model):
+    if getattr(model, "speculative", None) is None:
+        return None
+    from kvplan.speculative import report
+
+    return report(model, plan)
 
 
 def layer_kinds(plan: Plan) -> list[dict]:

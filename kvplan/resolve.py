@@ -97,12 +97,25 @@ def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
     if not cfg.from_cache:
         weights = hub.fetch_weights(repo_id, revision=revision, token=token, timeout=timeout)
     if weights is not None:
-        spec = dataclasses.replace(spec, checkpoint_bytes=weights.total_bytes)
+        mtp = weights.mtp_bytes(spec.num_layers) if spec.mtp_layers or _declares_mtp(cfg.config) else 0
+        spec = dataclasses.replace(spec, checkpoint_bytes=weights.total_bytes - mtp)
         notices.append(f"weights: {weights.total_bytes:,} B in {weights.num_files} safetensors file(s) "
                        f"({', '.join(f'{k} {v:,}' for k, v in sorted(weights.params_by_dtype.items()))})")
+        if mtp:  # vLLM skips these tensors unless it serves the MTP drafter (kvplan.speculative)
+            notices.append(f"weights: {mtp:,} B of multi-token-prediction layers not counted (loaded only with "
+                           "--speculative mtp)")
     elif cfg.from_cache:
         notices.append("weights: safetensors headers not read (config from the cache); counted from config.json")
     else:
         notices.append("weights: the repo has no safetensors files; counted from config.json")
     rev = f"@{revision}" if revision else ""
     return Resolved(spec, "hub", f"model: {repo_id}{rev} from the Hugging Face Hub", tuple(notices))
+
+
+def _declares_mtp(config: dict) -> bool:
+    """A config that names multi-token-prediction modules (kvplan.readers.mtp.MTP_KEYS), nested or not."""
+    from kvplan.configs import unwrap_text_config
+    from kvplan.readers.mtp import MTP_KEYS
+
+    data, _ = unwrap_text_config(config)
+    return any(isinstance(data.get(k), int) and data.get(k) > 0 for k in MTP_KEYS)

@@ -147,3 +147,22 @@ def test_shared_engine_logs_parse():
         assert got.engine == rec["engine"], rec["source"]
         parsed += 1
     assert parsed >= 7
+
+
+def test_sglang_k_size_under_pp_is_the_stage_layers():
+    # A pp 2 x tp 4 SGLang line (synthetic: QwQ-32B's 4xL4 fixture's format, server_args and PP rank tags
+    # as SGLang writes them). SGLang sizes each stage's pool from its own layers (num_effective_layers =
+    # end_layer - start_layer, docs/engines.md 9.2), so a rank's K size is (#tokens + 1 page) x 32 layers
+    # x 2 KV heads (8 / tp 4) x 128 x 2 B = (93,222 + 1) x 16,384 B = 1,527,365,632 B = 1.42 GiB,
+    # not the 2.84 GiB of all 64 layers.
+    text = ("[2025-03-08 12:00:00] server_args=ServerArgs(model_path='Qwen/QwQ-32B', tp_size=4, pp_size=2)\n"
+            "[2025-03-08 12:29:21 PP0 TP0] KV Cache is allocated. #tokens: 93222, K size: 1.42 GB, V size: 1.42 GB\n")
+    rec = parse_log(text)
+    assert (rec.tp, rec.pp) == (4, 2)
+    res = reconcile(rec, find_in_catalog("qwen2.5-32b"), None, "0.4.3")
+    rows = {r.quantity: r for r in res.rows}
+    assert rows["K size from #tokens (GB = GiB)"].predicted == "1.42 GB" and rows["K size from #tokens (GB = GiB)"].ok
+    assert any(n.startswith("pp 2") for n in res.notes)
+    # Without pp_size the rank tags say it: PP0 and PP1.
+    tagged = text.replace(", pp_size=2", "") + text.splitlines()[1].replace("PP0", "PP1") + "\n"
+    assert parse_log(tagged).pp == 2

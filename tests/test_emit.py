@@ -79,3 +79,57 @@ def test_emit_sglang_raises_the_fraction_only_when_the_pool_is_short():
     f = float(flag(argv, "--mem-fraction-static"))
     assert 0.5 < f < 0.99 and "raised from 0.5" in d["emit_margin"] and "need 262,144" in d["emit_margin"]
     assert d["kv_cache_tokens"] < 262144  # the plan at 0.5 itself does not hold them
+
+
+# --weight-dtype: the emitted command loads the weights the plan counted, or kvplan refuses to print one.
+
+def test_emit_fp8_weights_from_a_bf16_checkpoint_quantize_online():
+    # vLLM docs/features/quantization/fp8.md: "Dynamic quantization of an original precision BF16/FP16 model
+    # to FP8 ... by specifying --quantization="fp8""; SGLang docs/advanced_features/quantization.md: online
+    # quantization is `--quantization fp8` on the 16-bit model. Qwen3-8B's config.json has no
+    # quantization_config (torch_dtype bfloat16), so without the flag both would load 2-byte weights.
+    for engine in ("vllm", "sglang"):
+        d, argv = emitted("qwen3-8b", "--gpu", "h100", "--ctx", "32k", "--weight-dtype", "fp8", "--emit", engine)
+        assert flag(argv, "--quantization") == "fp8", argv
+        assert "fp8" in d["emit_weights"]
+        _, argv = emitted("qwen3-8b", "--gpu", "h100", "--ctx", "32k", "--emit", engine)
+        assert "--quantization" not in argv and "--dtype" not in argv  # the checkpoint as stored
+
+
+def test_emit_fp8_checkpoint_takes_no_quantization_flag():
+    # DeepSeek-V3's config.json carries quantization_config {quant_method: fp8, weight_block_size [128, 128]}:
+    # both engines read it; SGLang's docs say not to add --quantization to a pre-quantized model.
+    _, argv = emitted("deepseek-v3", "--gpu", "h200", "--gpus", "8", "--ctx", "32k", "--weight-dtype", "fp8",
+                      "--emit", "vllm")
+    assert "--quantization" not in argv
+
+
+def test_emit_16_bit_cast_is_dtype():
+    # fp16 weights from a bf16 checkpoint: vLLM's --dtype float16 casts at load (same 2 bytes a weight).
+    _, argv = emitted("qwen3-8b", "--gpu", "h100", "--ctx", "32k", "--weight-dtype", "fp16", "--emit", "vllm")
+    assert flag(argv, "--dtype") == "float16" and "--quantization" not in argv
+
+
+def test_emit_refuses_weights_no_engine_flag_makes():
+    cases = [
+        ("qwen3-8b", "h100", "1", "int4", "vllm"),  # neither engine makes AWQ/GPTQ int4 from bf16 at load
+        ("qwen3-8b", "h100", "1", "int4", "sglang"),
+        ("deepseek-v3", "h200", "16", "bf16", "vllm"),  # no flag dequantizes an fp8 checkpoint
+        ("qwen3-8b", "4090", "1", "fp8", "llama.cpp"),  # GGUF has no fp8 tensor type
+    ]
+    for model, gpu, gpus, wd, engine in cases:
+        r = runner.invoke(app, ["fit", model, "--gpu", gpu, "--gpus", gpus, "--ctx", "8k", "--weight-dtype", wd,
+                                "--emit", engine])
+        assert r.exit_code == 2, (engine, wd, r.output)
+        assert f"Error: --emit {engine}: the plan counts {wd} weights" in r.stderr
+        assert engine.split(".")[0] + " serve" not in r.stdout and "launch_server" not in r.stdout
+        assert "llama-server" not in r.stdout
+
+
+def test_emit_llamacpp_names_the_gguf_type_the_plan_counts():
+    # llama.cpp loads tensors in the file's own types (no load-time conversion): the -m file is named for
+    # the plan's type, and the note says so.
+    d, argv = emitted("qwen3-8b", "--gpu", "4090", "--ctx", "8k", "--weight-dtype", "q4_k_m", "--emit", "llama.cpp")
+    assert flag(argv, "-m") == "qwen3-8b-Q4_K_M.gguf" and "Q4_K_M GGUF" in d["emit_weights"]
+    _, argv = emitted("qwen3-8b", "--gpu", "4090", "--ctx", "8k", "--emit", "llama.cpp")
+    assert flag(argv, "-m") == "qwen3-8b-BF16.gguf"  # the checkpoint's own bf16, as the plan counts it

@@ -110,3 +110,20 @@ def test_readme_command_runs(command, scratch):
     allowed = EXPECTED_EXIT.get(" ".join(args), (0,))
     assert result.exit_code in allowed, f"{command}\n{result.output[-2000:]}"
     assert "internal error" not in result.output and "Traceback" not in result.output
+
+
+def test_readme_deepseek_layout_figures_are_what_its_commands_print():
+    # README's "DeepSeek-V3 on 8 x H200 at 32k holds ..." sentence quotes its layout commands' answers (kvplan's
+    # own overhead estimate; tests/test_layouts.py checks the hand arithmetic with a fixed 2 GiB overhead).
+    from kvplan.cli import app
+
+    flat = " ".join(README.split())
+    m = re.search(r"DeepSeek-V3 on 8 × H200 at 32k holds (\d+) requests at tp 8, (\d+) at dp 8 \+ ep 8 and (\d+) at "
+                  r"tp 8 \+ dcp 8 with kvplan's own rules.*?`--emit vllm` implies `--engine vllm`\): (\d+) at dp 8", flat)
+    assert m, "the README's DeepSeek-V3 layout sentence moved"
+    runs = [(["--tp", "8"], m[1]), (["--dp", "8", "--ep", "8"], m[2]), (["--tp", "8", "--dcp", "8"], m[3]),
+            (["--dp", "8", "--ep", "8", "--emit", "vllm"], m[4])]
+    for flags, quoted in runs:
+        r = CliRunner().invoke(app, ["fit", "deepseek-v3", "--gpu", "h200", *flags, "--ctx", "32k", "--json"])
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["max_concurrency"] == int(quoted), flags

@@ -37,6 +37,7 @@ BlockSizeOpt = Annotated[Optional[int], typer.Option("--block-size", help="KV pa
 EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="Plan as this engine allocates: vllm, sglang, trtllm, llama.cpp, transformers.")]
 EngineVersionOpt = Annotated[Optional[str], typer.Option("--engine-version", help="Engine release whose defaults and rules apply (e.g. 0.11.0; llama.cpp: 2024-08, current). Default: the newest modelled.")]
 EngineSettingOpt = Annotated[Optional[list[str]], typer.Option("--engine-opt", help="Engine setting KEY=VALUE (e.g. max_num_batched_tokens=4096, kv_unified=true); may repeat.")]
+SpeculativeOpt = Annotated[Optional[str], typer.Option("--speculative", help="Speculative decoding, as vLLM's --speculative-config: mtp[:N] (the checkpoint's MTP layers), draft:MODEL:N (a draft model), ngram:N. Counts the drafter's cache layers and weights.")]
 PricesOpt = Annotated[Optional[Path], typer.Option("--prices", help="YAML of `gpu: price per GPU-hour` (any currency).")]
 
 
@@ -165,3 +166,21 @@ def output_files(paths: list[Path], stdout_hint: str = "--json for stdout") -> l
             raise KvplanError(f"--output {path} is given twice", EXIT_USAGE)
         out.append((full, fmt))
     return out
+
+
+def speculative_request(text):
+    """--speculative parsed (None when not given); a one-line error before any work."""
+    from kvplan.speculative import parse
+
+    return parse(text)
+
+
+def with_speculative(spec, request, *, token=None, timeout: float = 10.0):
+    """`spec` as served with the drafter --speculative asks for (kvplan.speculative); a draft model
+    is found as any model is (catalog, folder or Hub)."""
+    if request is None:
+        return spec
+    from kvplan.resolve import resolve_model
+    from kvplan.speculative import apply
+
+    return apply(spec, request, lambda name: resolve_model(name, token=token, timeout=timeout).spec)

@@ -9,7 +9,7 @@ import typer
 
 from kvplan.cli._common import (
     MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, JsonOpt, PricesOpt, RevisionOpt,
-    TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, print_result, print_notes, stderr, table,
+    SpeculativeOpt, TimeoutOpt, TokenOpt, speculative_request, with_speculative, check_range, cli_errors, markup_safe, print_result, print_notes, stderr, table,
 )
 from kvplan.cli.selection import resolve_gpus
 from kvplan.cli.workload import (
@@ -53,6 +53,7 @@ def cheapest(
     slo_percent: SloPercentOpt = 99.0,
     top: Annotated[int, typer.Option("--top", help="Rows of the ranking shown in the terminal.")] = 15,
     hw_profiles: HwOpt = None,
+    speculative: SpeculativeOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
@@ -97,8 +98,9 @@ def cheapest(
         stderr(f"note: searching the {len(gpu_list)} GPUs with a price ({', '.join(g.key for g in gpu_list)}); "
                "--gpu all for every GPU")
     requests = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
+    drafter = speculative_request(speculative)
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
-    spec = resolved.spec
+    spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
     deps = _deployments(spec, counts, max_gpus)  # a count no split can run fails before any notes
     print_notes(resolved)
     if ctx_tokens is None:

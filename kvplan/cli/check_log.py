@@ -43,6 +43,8 @@ def check_log(
     if tp is not None and tp < 1:
         raise KvplanError(f"--tp must be at least 1, got {tp}", EXIT_USAGE)
     spec = _resolve_log_model(model, rec.model)
+    if spec is not None and rec.settings.get("speculative"):
+        spec = _with_drafter(spec, rec.settings["speculative"])
     if spec is None and rec.model and rec.engine != "llama.cpp":
         stderr(f"note: the log's model {rec.model!r} is not in the catalog; pass --model to check it")
     result = reconcile(rec, spec, hw, engine_version, kv_dtype, tp)
@@ -63,6 +65,20 @@ def _read_log(path: Path) -> str:
         return path.read_bytes().decode("utf-8", errors="replace")
     except OSError as exc:
         raise KvplanError(f"cannot read {path}: {exc.strerror or exc}", EXIT_NOT_FOUND) from None
+
+
+def _with_drafter(spec, text: str):
+    """The log's model with the drafter its SpeculativeConfig line names (kvplan.speculative), or as it is
+    with a note when kvplan does not model that drafter."""
+    from kvplan.cli._common import speculative_request, with_speculative
+
+    try:
+        spec = with_speculative(spec, speculative_request(text))
+    except KvplanError as exc:
+        stderr(f"note: the log serves a drafter ({text}) kvplan does not count: {exc.message}")
+        return spec
+    stderr(f"note: the log serves a drafter; planned with --speculative {text}")
+    return spec
 
 
 def _resolve_log_model(name: str | None, hint: str | None):

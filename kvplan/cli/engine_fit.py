@@ -68,17 +68,21 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
     plans = [r.plan for r in results]
     named = engine.label is not None  # a named engine: its own figures are shown too
     print_warnings([(t, r.plan.warnings) for t, r in zip(titles, results)])
+    if dep is None and recommended is None and getattr(spec, "speculative", None) is not None:
+        stderr("note: with --speculative, layouts with pipeline parallelism are not planned (vLLM puts the whole "
+               "drafter on the last stage); --gpus N plans tp × dp layouts")
     for note in dict.fromkeys(n for r in results for n in r.capacity.notes):
         stderr(f"note: {note}")
     chosen = results[recommended if recommended is not None else -1]
-    command = margin = None
+    command = margin = weights = None
     if emit_to:
-        from kvplan.emit import emit, emit_note
+        from kvplan.emit import emit, emit_note, emit_weights_note
 
         command = emit(engine, chosen, spec)
-        margin = emit_note(engine, chosen, spec)
-        if margin and not as_json:
-            stderr(margin)
+        margin, weights = emit_note(engine, chosen, spec), emit_weights_note(engine, chosen, spec)
+        for line in (weights, margin):
+            if line and not as_json:
+                stderr(line)
     dicts = [{**plan_to_dict(r.plan, spec), **({"engine": engine_to_dict(r)} if named else {})} for r in results]
     out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
     if command:
@@ -87,6 +91,8 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
         out["layouts"] = layouts
     if margin:
         out["emit_margin"] = margin
+    if weights:
+        out["emit_weights"] = weights
 
     def render(console) -> None:
         render_plans(console, plans, spec, hw, titles)

@@ -6,7 +6,8 @@ import typer
 
 from kvplan.cli._common import (
     MAX_BATCH, BatchOpt, BlockSizeOpt, CtxOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt,
-    JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, cli_errors, print_notes, stderr,
+    JsonOpt, KvDtypeOpt, RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, cli_errors, print_notes,
+    speculative_request, stderr, with_speculative,
 )
 from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 
@@ -80,6 +81,7 @@ def fit(
     engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
+    speculative: SpeculativeOpt = None,
     emit: Annotated[Optional[str], typer.Option("--emit", help="Also print the serve command line for this plan: vllm, sglang or llama.cpp.")] = None,
     hw_profiles: HwOpt = None,
     revision: RevisionOpt = None,
@@ -97,8 +99,9 @@ def fit(
 
     hw = find_gpu(gpu, hw_profiles or ())
     ctx_tokens = None if ctx is None else parse_tokens(ctx, "--ctx")
+    drafter = speculative_request(speculative)
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
-    spec = resolved.spec
+    spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
     req = _request(ctx_tokens or spec.max_context, batch, kv_dtype, weight_dtype, spec,
                    block_size, gpu_memory_utilization, overhead, kv_cache_memory)
     from kvplan.deploy import Deployment
@@ -110,6 +113,8 @@ def fit(
     chosen = engine_choice(engine, emit, engine_version, engine_opt, {
         "gpu_memory_utilization": None if gpu_memory_utilization is None else req.gpu_memory_utilization,
         "block_size": block_size})
+    if spec.speculative is not None:
+        chosen.check_layers(spec)  # an engine that does not model a drafter says so before any output
     if dep != SEARCH:  # no flags: one GPU, then tp x pp deployments
         chosen.check_layout(spec, chosen.deployment(dep or Deployment()))
     # All input is valid from here on: now say where things came from.

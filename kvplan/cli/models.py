@@ -36,7 +36,10 @@ def _summary(spec) -> dict:
         "kv_bytes_per_token": _kv_per_token(spec)[0],
         "kv_bytes_per_token_within_windows": _kv_per_token(spec)[1], "max_context": spec.max_context, "dtype": spec.dtype,
         "weight_format": spec.quantization.method, "checkpoint_bytes": spec.checkpoint_bytes,
-        "layers": len(spec.layers), "layer_kinds": dict(kinds), "notes": list(spec.notes), "source": spec.source,
+        "layers": len(spec.layers), "layer_kinds": dict(kinds),
+        # multi-token-prediction modules: counted only with --speculative mtp (kvplan.speculative)
+        "mtp_layers": len(spec.mtp_layers), "mtp_params": spec.mtp_params.total if spec.mtp_params else 0,
+        "notes": list(spec.notes), "source": spec.source,
     }
 
 

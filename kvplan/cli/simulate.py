@@ -14,7 +14,7 @@ import typer
 
 from kvplan.cli._common import (
     BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt,
-    OUTPUT_FORMATS, TokenOpt, WeightDtypeOpt, check_range, cli_errors, output_files, stderr,
+    OUTPUT_FORMATS, SpeculativeOpt, TokenOpt, speculative_request, with_speculative, WeightDtypeOpt, check_range, cli_errors, output_files, stderr,
 )
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
@@ -67,6 +67,7 @@ def simulate(
     as_json: JsonOpt = False,
     title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan simulate",
     hw_profiles: HwOpt = None,
+    speculative: SpeculativeOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
@@ -104,7 +105,8 @@ def simulate(
     requests, described, said = load_requests(workload, trace, trace_format, qps, duration, seed, loaded)
     sim, meta, notes = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
-                                         (engine, engine_version, engine_opt), hw_profiles, revision, token, timeout)
+                                         (engine, engine_version, engine_opt), hw_profiles, revision, token, timeout,
+                                         speculative)
     for line in notes if find_rate else [said, *notes]:  # every input is valid: say where things came from
         stderr(line)
     meta.update(described)
@@ -148,7 +150,8 @@ def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttf
 
 
 def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,
-                      overhead, block_size, step_overhead, engine_flags, hw_profiles, revision, token, timeout):
+                      overhead, block_size, step_overhead, engine_flags, hw_profiles, revision, token, timeout,
+                      speculative=None):
     """Plan the deployment as `fit` does, then the simulator's inputs; notes on stderr."""
     from kvplan.cli.fit import _deployment, _request
     from kvplan.hardware import find_gpu
@@ -160,8 +163,9 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
 
     hw = find_gpu(gpu, hw_profiles or ())
     limit = None if max_model_len is None else parse_tokens(max_model_len, "--max-model-len")
+    drafter = speculative_request(speculative)
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
-    spec = resolved.spec
+    spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
     req = _request(limit or spec.max_context, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead,
                    kv_cache_memory)
     dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)

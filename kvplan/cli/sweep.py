@@ -13,7 +13,8 @@ import typer
 
 from kvplan.cli._common import (
     MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, PricesOpt, RevisionOpt,
-    OUTPUT_FORMATS, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, output_files, stderr, table,
+    OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, speculative_request, with_speculative, check_range,
+    cli_errors, markup_safe, output_files, stderr, table,
 )
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
 from kvplan.cli.workload import (
@@ -60,6 +61,7 @@ def sweep(
     slo_ttft: SloTtftOpt = 2.0,
     slo_tpot: SloTpotOpt = 0.1,
     hw_profiles: HwOpt = None,
+    speculative: SpeculativeOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
@@ -97,7 +99,9 @@ def sweep(
     requests = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
     gpu_list = resolve_gpus(gpu, hw)
     price_book = load_prices(prices, hw)
-    specs = resolve_models(models, revision, token, timeout)
+    drafter = speculative_request(speculative)
+    specs = [with_speculative(s, drafter, token=token, timeout=timeout)
+             for s in resolve_models(models, revision, token, timeout)]
     price_by_gpu = {g.key: p for g in gpu_list if (p := price_book.price(g)) is not None}
 
     per_model = len(gpu_list) * len(counts) * len(contexts) * len(weights)

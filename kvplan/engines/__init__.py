@@ -13,7 +13,7 @@ from importlib import import_module
 
 from kvplan.errors import EXIT_USAGE, KvplanError
 
-NOT_ENGINES = ("base", "neutral", "vllm_overhead", "vllm_boot", "sglang_boot", "sglang_layout")  # modules here that are not an engine
+NOT_ENGINES = ("base", "neutral", "vllm_overhead", "vllm_boot", "sglang_boot", "sglang_layout", "vllm_cache_dtype")  # modules here that are not an engine
 
 
 @lru_cache(maxsize=1)

@@ -80,6 +80,7 @@ class Engine:
     reads_layers: frozenset[str] = frozenset()
     supports_dp = False  # data-parallel ranks (each its own pool and requests) are modelled
     supports_dcp = False  # decode context parallel (MLA latents striped over tp ranks) is modelled
+    supports_speculative = False  # a drafter's layers, weights and lookahead (kvplan.speculative) are modelled
     dcp_tokens_whole = False  # the printed token capacity already counts every rank of a dcp group
 
     def __init__(self, version: str | None = None, opts: dict | None = None, explicit: dict | None = None):
@@ -167,6 +168,10 @@ class Engine:
         """A one-line refusal where the model has a kind of cache this engine's arithmetic does not size."""
         from kvplan.layers import ENGINE_SPECIFIC
 
+        info = getattr(model, "speculative", None)
+        if info is not None and not self.supports_speculative:
+            raise KvplanError(f"--speculative with --engine {self.name}: its drafter's cache and weights are not "
+                              "modelled; plan it with --engine vllm or the default engine", EXIT_USAGE)
         for layer in set(model.layers):
             name = type(layer).__name__
             if name in ENGINE_SPECIFIC and name not in self.reads_layers:
@@ -183,6 +188,9 @@ class Engine:
 
     def check_layout(self, model, dep) -> None:
         """A one-line error for a layout this engine is not modelled for (before any output)."""
+        from kvplan.speculative import check_deployment
+
+        check_deployment(model, dep)
         if dep.dcp > 1 and not self.supports_dcp:
             raise KvplanError(f"--dcp with --engine {self.name}: the engine's decode-context-parallel pool "
                               "(pages x dcp) is not modelled; plan it without --engine", EXIT_USAGE)

@@ -266,11 +266,15 @@ class LlamaCpp(Engine):
 
     def emit_args(self, plan, model, settings: dict) -> list[str]:
         """`llama-server` (common/arg.cpp): -c is the total context over all slots, -np the slots,
-        -ctk/-ctv the cache types, -ngl 99 for full offload, -fa on (a quantized V cache needs it)."""
+        -ctk/-ctv the cache types, -ngl 99 for full offload, -fa on (a quantized V cache needs it). -m names a
+        GGUF file of the plan's weight type: llama.cpp loads a file's tensors as stored (emit.gguf_file_type)."""
+        from kvplan.emit import gguf_file_type
+
         r = plan.request
         ctk = {"fp16": "f16", "bf16": "f16", "fp32": "f32"}.get(settings["type_k"], settings["type_k"])
         ctv = {"fp16": "f16", "bf16": "f16", "fp32": "f32"}.get(settings["type_v"], settings["type_v"])
-        args = ["llama-server", "-m", f"{model.name}.gguf", "-c", str(r.context * r.batch), "-np", str(r.batch),
+        gguf = f"{model.name}-{gguf_file_type(plan, model)}.gguf"
+        args = ["llama-server", "-m", gguf, "-c", str(r.context * r.batch), "-np", str(r.batch),
                 "-ngl", "99", "-ctk", ctk, "-ctv", ctv]
         if settings["flash_attn"] or ctv not in ("f16", "f32"):
             args += ["-fa", "on"]

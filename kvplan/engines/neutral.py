@@ -22,6 +22,7 @@ class NeutralEngine(Engine):
     name = "kvplan"
     supports_dp = True
     supports_dcp = True
+    supports_speculative = True  # vLLM's rules: the drafter's layers join the pool (kvplan.speculative)
     label = None  # reports say "engine-neutral" where an engine's label would go
     reads_layers = frozenset({"IndexedMLA", "ParallelHybrid"})  # its arithmetic is each spec's own
 
@@ -39,6 +40,7 @@ class NeutralEngine(Engine):
         context). Every number is result()'s own (tests/test_reports.py)."""
         from kvplan.layout import rank_request, whole_answers
 
+        self.check_layers(model)
         self.check_layout(model, dep)
         if not gpus:
             return []

@@ -169,9 +169,7 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     (free memory is the minimum over every rank, `get_available_gpu_memory(distributed=True)`,
     `mem_cache/kv_cache_configurator.py` L3000-3004): the stage with the largest cell holds the fewest
     tokens and bounds the pipeline."""
-    full_cell, swa_cell, k_cell = max((cell_bytes(model.layers[a:b], dep.tp, kv_dtype, st)
-                                       for a, b in split_layers(model.num_layers, dep.pp)),
-                                      key=lambda c: (c[0] + st.swa_full_tokens_ratio * c[1], c[2]))
+    full_cell, swa_cell, k_cell = pool_cell(model, dep, kv_dtype, st)
     page = st.page_size
     ratio = st.swa_full_tokens_ratio
     budget = max(0, kv_bytes)
@@ -207,9 +205,19 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
                     None, page, tuple(lines), tuple(notes))
 
 
-def k_size_gib(tokens: int, model, tp: int, kv_dtype: DType, st: Settings) -> float:
-    """The "K size" SGLang prints for a pool of `tokens` (GB in the log = GiB)."""
-    return (tokens + st.page_size) * cell_bytes(model.layers, tp, kv_dtype, st)[2] / GIB
+def pool_cell(model, dep, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
+    """cell_bytes of the stage that bounds the pool: under pp each stage's cell is its own layers' (capacity),
+    and the largest holds the fewest tokens."""
+    return max((cell_bytes(model.layers[a:b], dep.tp, kv_dtype, st) for a, b in split_layers(model.num_layers, dep.pp)),
+               key=lambda c: (c[0] + st.swa_full_tokens_ratio * c[1], c[2]))
+
+
+def k_size_gib(tokens: int, model, tp: int, kv_dtype: DType, st: Settings, pp: int = 1) -> float:
+    """The "K size" SGLang prints for a pool of `tokens` (GB in the log = GiB): (tokens + one page) x the K
+    bytes of a token on one rank of the bounding stage (pool_cell; a stage's own layers under pp)."""
+    from kvplan.deploy import Deployment
+
+    return (tokens + st.page_size) * pool_cell(model, Deployment(tp, pp), kv_dtype, st)[2] / GIB
 
 
 @dataclass(frozen=True)
@@ -269,17 +277,30 @@ class Sglang(Engine):
     def max_context(self, model, dep, stages, req, st, cap: Capacity) -> int:
         return min(model.max_context, cap.tokens // max(1, req.batch))  # each request holds its tokens
 
+    # The pool's arithmetic from a given budget or token count (check-log reads them from a log).
+    def capacity_at(self, model, dep, st: Settings, kv_bytes: int, context: int, kv_dtype, state_dtype=None) -> Capacity:
+        return capacity(model, dep, kv_bytes, context, 1, st, kv_dtype)
+
+    def k_size_gib(self, model, dep, st: Settings, tokens: int, kv_dtype) -> float:
+        return k_size_gib(tokens, model, dep.tp, kv_dtype, st, dep.pp)
+
+    def token_bytes(self, model, dep, st: Settings, kv_dtype) -> int:
+        """Full + SWA pool bytes of one token on one rank of the stage that bounds the pool."""
+        return sum(pool_cell(model, dep, kv_dtype, st)[:2])
+
     def emit_args(self, plan, model, settings: dict) -> list[str]:
         """`python -m sglang.launch_server` (srt/server_args.py): --context-length, --mem-fraction-static,
         --tp-size (every rank), --dp-size, --enable-dp-attention, --ep-size, --pp-size
         (kvplan.layout.parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype,
-        --page-size."""
-        from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs
+        --page-size, and --dtype / --quantization fp8 where the plan's weights are not the checkpoint's
+        (kvplan.emit.weight_args)."""
+        from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs, weight_args
         from kvplan.engines.sglang_layout import serve_flags
         from kvplan.layout import parallel_flags
 
         r, dep = plan.request, plan.deployment
         args = ["python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
+                *weight_args(self.name, plan, model),
                 "--context-length", str(r.context), "--mem-fraction-static", f"{_emit_fraction(plan, settings, model):g}",
                 *parallel_flags("sglang", dep, model), *serve_flags(self.opts),
                 "--max-running-requests", str(serve_seqs(plan))]

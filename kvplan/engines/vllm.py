@@ -31,6 +31,7 @@ from kvplan.engines.base import (Capacity, Engine, Figure, cdiv, check_opts, che
                                  opt_int, parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import Kind, state_bytes
+from kvplan.engines import vllm_cache_dtype
 from kvplan.search import largest_fitting
 
 GIB = 2**30
@@ -45,13 +46,15 @@ class VllmRules:
     """Slots one request of seq_len tokens is allocated per layer: vLLM's max_memory_usage_bytes / page."""
 
     max_in_flight_tokens: int  # T in the sliding-window bound
+    retained: int = 0  # sliding-window tokens kept below the window for multi-module MTP (Settings.swa_retained)
     name = "vllm"
 
     def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
         rule = BLOCKS_PER_REQUEST.get(layer.kind)
         if seq_len <= 0 or rule is None or layer.kind == Kind.STATE:
             return 0
-        return rule(seq_len, layer.span, block, self.max_in_flight_tokens) * block
+        t = self.max_in_flight_tokens + (self.retained if layer.kind == Kind.SLIDING else 0)
+        return rule(seq_len, layer.span, block, t) * block
 
 
 # Blocks one request of `n` tokens takes in one layer of each kind (kv_cache_interface.py, per spec's
@@ -76,6 +79,13 @@ class Settings:
     async_scheduling: bool  # doubles the sliding-window in-flight term from v0.30.0
     v1: bool  # the V1 engine (default from v0.8.0)
     gpu_key: str = ""  # the GPU it runs on (picks kernels whose weights load padded, vllm_overhead)
+    # speculative decoding: a Mamba-style state keeps 1 + num_speculative_tokens pages per request
+    # (MambaSpec.num_speculative_blocks: kv_cache_interface.py v0.33.0 L1141, mamba/abstract.py L86)
+    spec_state_blocks: int = 0
+    # multi-module MTP keeps num_speculative_tokens - 1 more tokens below every sliding window
+    # (SlidingWindowSpec.extra_retained_tokens: v0.33.0 kv_cache_planning.py L1634-1641, kv_cache_interface.py
+    # L903-945; absent in 0.25.0, 0.30.0 not read)
+    swa_retained: int = 0
 
     @cached_property  # (read for every block count of a max-context search: parsed once)
     def v(self) -> tuple[int, ...]:
@@ -124,8 +134,11 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     kv = req.kv_dtype
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
+    from kvplan.speculative import vllm_pool_terms
+
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
-                    opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "")
+                    opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "",
+                    *vllm_pool_terms(model, v))
 
 
 # --- the block pool -------------------------------------------------------------------------------
@@ -158,7 +171,10 @@ class Pool:
         total = 0
         blk = self.block_size
         for b in self.buckets:
-            n = BLOCKS_PER_REQUEST[b.kind](length, b.span, blk, st.in_flight_tokens)
+            t = st.in_flight_tokens + (st.swa_retained if b.kind == Kind.SLIDING else 0)
+            n = BLOCKS_PER_REQUEST[b.kind](length, b.span, blk, t)
+            if b.kind == Kind.STATE:
+                n += st.spec_state_blocks
             total += n * (1 if self.uniform else b.groups)
         return total
 
@@ -312,6 +328,7 @@ class Vllm(Engine):
     # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer; Falcon-H1: a FullAttentionSpec and a MambaSpec
     reads_layers = frozenset({"IndexedMLA", "ParallelHybrid"})
     supports_dp = True  # -dp: each DP rank an engine core with its own scheduler and pool
+    supports_speculative = True  # --speculative-config: drafter layers in the same groups (kvplan.speculative)
     supports_dcp = True  # -dcp: each rank of a dcp group holds every dcp-th token (check_layout: by release)
     dcp_tokens_whole = True  # "GPU KV cache size" counts the whole dcp group's tokens
 
@@ -325,17 +342,31 @@ class Vllm(Engine):
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
+    def check_layers(self, model) -> None:
+        from kvplan.speculative import check_vllm
+
+        super().check_layers(model)
+        check_vllm(model, parse_version(self.version or DEFAULT_VERSION))
+
+    def view(self, model, st: Settings):
+        """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.speculative)."""
+        from kvplan.speculative import vllm_view
+
+        return vllm_view(model, st.v)
+
     def request(self, req, st: Settings, model, dep):
         over = req.overhead_bytes if req.overhead_bytes is not None else overhead(model, dep, st)[0]
+        req = vllm_cache_dtype.as_cached(req, model)  # MiMo-V2-Flash: the model's own dtype
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)
 
     def rules(self, st: Settings) -> VllmRules:
-        return VllmRules(st.in_flight_tokens)
+        return VllmRules(st.in_flight_tokens, st.swa_retained)
 
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)
         cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
+        cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)))
         if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
             note = f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}"
             cap = cap._replace(notes=(*cap.notes, note))
@@ -367,13 +398,15 @@ class Vllm(Engine):
     def emit_args(self, plan, model, settings: dict) -> list[str]:
         """`vllm serve` flags (vllm/engine/arg_utils.py): --max-model-len, --max-num-seqs (per data-parallel
         rank), --gpu-memory-utilization or --kv-cache-memory-bytes (>= 0.11.0), --kv-cache-dtype, -tp/-pp,
-        --data-parallel-size, --enable-expert-parallel (kvplan.layout.parallel_flags), --block-size."""
-        from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs
+        --data-parallel-size, --enable-expert-parallel (kvplan.layout.parallel_flags), --block-size, and
+        --dtype / --quantization fp8 where the plan's weights are not the checkpoint's (kvplan.emit.weight_args)."""
+        from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs, weight_args
         from kvplan.layout import parallel_flags
 
         r, dep = plan.request, plan.deployment
         seqs = -(-serve_seqs(plan) // dep.dp)  # each DP rank's scheduler: never below its share of the plan
-        args = ["vllm", "serve", model_arg(model), "--max-model-len", str(r.context), "--max-num-seqs", str(seqs)]
+        args = ["vllm", "serve", model_arg(model), *weight_args(self.name, plan, model),
+                "--max-model-len", str(r.context), "--max-num-seqs", str(seqs)]
         if r.kv_cache_memory_bytes is not None:
             args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]
         else:
@@ -387,6 +420,10 @@ class Vllm(Engine):
         args += parallel_flags("vllm", dep, model)
         if settings["block_size"] != 16:
             args += ["--block-size", str(settings["block_size"])]
+        if model.speculative is not None:
+            from kvplan.speculative import vllm_flag
+
+            args += vllm_flag(model.speculative)
         return args
 
 

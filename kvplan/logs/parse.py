@@ -59,6 +59,7 @@ class LogRecord:
     model: str | None = None
     architecture: str | None = None
     tp: int | None = None
+    pp: int | None = None  # SGLang: pp_size, or the PP ranks its lines are tagged with
     settings: dict = field(default_factory=dict)  # gpu_memory_utilization, max_model_len, kv_cache_dtype, ...
     reported: dict = field(default_factory=dict)  # name -> Num
     layers: list = field(default_factory=list)  # llama.cpp: (n_embd_k, n_embd_v) per layer when printed
@@ -130,6 +131,8 @@ def _check_figures(rec: LogRecord) -> None:
         raise KvplanError(f"the log shows {depth:,} layers; more than {MAX_LAYERS:,} is no real model", EXIT_USAGE)
     if rec.tp is not None and rec.tp > 4096:
         raise KvplanError(f"the log's tensor-parallel size {rec.tp:,} is beyond any real deployment", EXIT_USAGE)
+    if rec.pp is not None and not 0 < rec.pp <= MAX_LAYERS:
+        raise KvplanError(f"the log's pipeline-parallel size {rec.pp:,} is not a real deployment", EXIT_USAGE)
 
 
 def _vllm(text: str, rec: LogRecord) -> None:
@@ -180,6 +183,10 @@ def _vllm(text: str, rec: LogRecord) -> None:
         m = _first(r"max seq len \(" + I + r"\)", text)
         if m:
             s["max_model_len"] = int(m.group(1))
+    m = _first(r"SpeculativeConfig\(method='(\w+)', model=(?:'([^'\n]{1,300})'|None), num_spec_tokens=" + I, text)
+    if m:  # SpeculativeConfig.__repr__ (vllm/config/speculative.py v0.11.0 L564-568, v0.33.0 L2196-2210)
+        method, draft, n = m.group(1), m.group(2), m.group(3)
+        s["speculative"] = f"draft:{draft}:{n}" if method == "draft_model" else f"{method}:{n}"
     _vllm_budget_terms(text, rec)
     if re.search(r"Memory profiling results|# CPU blocks", text):
         rec.era = "v0"
@@ -224,6 +231,9 @@ def _sglang(text: str, rec: LogRecord) -> None:
     ranks = {int(x) for x in re.findall(r"\bTP(\d{1,6})\]", text)}
     m = _first(r"(?:tp_size=|--tp(?:-size)? )" + I, text)
     rec.tp = int(m.group(1)) if m else (max(ranks) + 1 if ranks else None)
+    stages = {int(x) for x in re.findall(r"\bPP(\d{1,6})[ \]]", text)}
+    m = _first(r"(?:pp_size=|--pp(?:-size)? )" + I, text)
+    rec.pp = int(m.group(1)) if m else (max(stages) + 1 if stages else None)
     m = _first(r"sglang(?:==|[ \t]+version[ \t]+|:v?)(\d[\w.]*)", text)
     if m:
         rec.version = m.group(1)

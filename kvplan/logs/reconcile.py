@@ -266,13 +266,15 @@ def _sglang(rec, model, gpu, version, kv_name, tp):
     if not (tp or rec.tp):
         out.notes.append("the log does not show the tensor-parallel size; tp 1 assumed (pass --tp)")
     tp = tp or rec.tp or 1
-    dep = Deployment(tp, 1)
+    dep = Deployment(tp, rec.pp or 1)  # under pp each stage's pool is its own layers' (the engine's pool_cell)
     ctx = s.get("context_len") or model.max_context
     req = Request(context=ctx, kv_dtype=_dtype(kv_name or s.get("kv_cache_dtype"), model))
     stand_in = gpu or _assumed_gpu()
     opts = [f"mem_fraction_static={s['mem_fraction_static']}"] if "mem_fraction_static" in s else []
     engine = resolve_engine("sglang", version, opts)
     st = engine.settings(model, stand_in, dep, req)
+    if dep.pp > 1:
+        out.notes.append(f"pp {dep.pp}: each stage's pool is its own layers'; kvplan shows the largest-cell stage's")
     if "mem_fraction_static" not in s:
         out.notes.append(f"mem_fraction_static not in the log; {st.mem_fraction_static:g} is the {version} default"
                          + ("" if gpu else " for an assumed 80 GiB GPU (pass --gpu)"))
@@ -289,8 +291,8 @@ def _sglang(rec, model, gpu, version, kv_name, tp):
         a_lo, a_hi = r["avail_after_weights_gb"].interval
         u_lo, u_hi = r["weights_mem_usage_gb"].interval
         lo, hi = (a_lo * f - u_hi * (1 - f)) * GIB, (a_hi * f - u_lo * (1 - f)) * GIB
-        c_lo = sglang.capacity(model, dep, int(math.ceil(lo)), ctx, 1, st, kvd)
-        c_hi = sglang.capacity(model, dep, int(math.ceil(hi)) - 1, ctx, 1, st, kvd)
+        c_lo = engine.capacity_at(model, dep, st, int(math.ceil(lo)), ctx, kvd)
+        c_hi = engine.capacity_at(model, dep, st, int(math.ceil(hi)) - 1, ctx, kvd)
         budget = int((r["avail_after_weights_gb"].value * f - r["weights_mem_usage_gb"].value * (1 - f)) * GIB)
         if "kv_tokens" in r:
             rep = int(r["kv_tokens"].value)
@@ -317,12 +319,11 @@ def _sglang(rec, model, gpu, version, kv_name, tp):
         tokens = int(r["kv_tokens"].value)
         for key, label in (("k_size_gb", "K size"), ("v_size_gb", "V size")):
             if key in r:
-                pred = f"{sglang.k_size_gib(tokens, model, tp, kvd, st):.{r[key].decimals}f}"
+                pred = f"{engine.k_size_gib(model, dep, st, tokens, kvd):.{r[key].decimals}f}"
                 out.rows.append(Row(f"{label} from #tokens (GB = GiB)", f"{r[key].text} GB", f"{pred} GB",
                                     "exact" if pred == r[key].text else f"{float(pred) - r[key].value:+.2f}",
                                     pred == r[key].text, None))
-        full_cell = sum(sglang.cell_bytes(model.layers, tp, kvd, st)[:2]) or 1
-        budget = tokens * full_cell
+        budget = tokens * engine.token_bytes(model, dep, st, kvd)
         for c in sorted({ctx, *[c for c in WHATIF_CONTEXTS if c <= model.max_context]}):
             out.whatif.append((f"requests of {c:,} tokens", f"{tokens // c:,} at once ({tokens:,} tokens)"))
         out.whatif.append(("KV pool bytes per GPU", f"{budget / GIB:.2f} GiB"))

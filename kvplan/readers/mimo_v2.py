@@ -11,8 +11,8 @@ As vLLM allocates the cache (vllm-project/vllm `vllm/model_executor/models/mimo_
   * per token and rank a layer holds max(1, kv_heads // tp) x (head_size + head_size_v) values
     (QKVParallelLinear replicates KV heads when tp exceeds them).
 vLLM builds these Attention layers without the engine's cache config (the decoder layer passes none), so
-it caches them in the model's dtype whatever `--kv-cache-dtype` says; kvplan sizes the cache in the
-dtype asked for and says so in a note.
+it caches them in the model's dtype whatever `--kv-cache-dtype` says: `--engine vllm` sizes them so
+(`KV_CACHE_DTYPE_IGNORED` in kvplan/engines/vllm_cache_dtype.py), kvplan's own rules size the dtype asked for.
 Weights as vLLM loads them: qkv_proj hidden x (heads x head_dim + kv x (head_dim + v_head_dim)) and
 o_proj (heads x v_head_dim) x hidden per layer, a dense MLP where `moe_layer_freq[i]` is 0, else routed
 experts with a sigmoid gate and its correction bias; one attention-sink bias per head on sliding

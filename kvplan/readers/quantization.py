@@ -12,20 +12,36 @@ from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.model import Quantization
 
 
-def read_quantization(cfg) -> Quantization:
-    """The checkpoint's weight format from `quantization_config` (fp8, AWQ/GPTQ, MXFP4, ...).
+def read_quantization(cfg, params=None, layers=()) -> Quantization:
+    """The checkpoint's weight format from `quantization_config` (fp8, AWQ/GPTQ, MXFP4, ...), with the
+    parameters its exclusion list (`modules_to_not_convert`, `ignore`, `ignored_layers`) keeps in the
+    model dtype (kvplan.readers.unquantized; a list kvplan cannot map is refused).
 
     Every value is checked before use: a malformed entry (`bits: "four"`, `group_size: [128]`)
     is a one-line error naming the key, never a guess.
     """
+    from dataclasses import replace
+
+    from kvplan.readers.unquantized import exclusion_list, kept_params
+
     q = cfg.raw("quantization_config")
     if not isinstance(q, dict):
         return Quantization(_dtype(cfg))
     where = f"{cfg.where}: quantization_config"
+    quant = _method(cfg, q, where)
+    names = exclusion_list(q, where)
+    if not names or params is None or quant.method == _dtype(cfg):
+        return quant
+    return replace(quant, kept=kept_params(names, params, tuple(layers), where))
+
+
+def _method(cfg, q: dict, where: str) -> Quantization:
+    """The method and its scope, before the exclusion list."""
     method = str(q.get("quant_method", "")).lower()
     if method == "mxfp4":
-        skip = _q_strings(q, "modules_to_not_convert", where)
-        return Quantization("mxfp4", 32, experts_only=any("self_attn" in s for s in skip) or not skip)
+        # vLLM's Mxfp4Config.get_quant_method gives every LinearBase an UnquantizedLinearMethod (listed or
+        # not: "MXFP4 linear layer is not implemented"); only FusedMoE experts are MXFP4
+        return Quantization("mxfp4", 32, experts_only=True)
     if method in ("fp8", "fbgemm_fp8"):
         block = q.get("weight_block_size")
         if block is not None and (not isinstance(block, list) or len(block) not in (0, 2)):
@@ -79,13 +95,6 @@ def _q_int(q: dict, where: str, *names: str, default: int, minimum: int = 1) -> 
             raise KvplanError(f"{where}.{name} must be an integer, got {_shown(value)}", EXIT_USAGE)
         return int(value)
     return default
-
-
-def _q_strings(q: dict, name: str, where: str) -> list[str]:
-    value = q.get(name) or []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise KvplanError(f"{where}.{name} must be a list of module names, got {value!r:.60}", EXIT_USAGE)
-    return value
 
 
 def _int_format(bits: int, where: str) -> str:

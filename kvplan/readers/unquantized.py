@@ -1,0 +1,177 @@
+"""A quantization_config's exclusion list read into parameter counts kept in the model dtype.
+
+Checkpoints name the modules their method leaves unquantized: `modules_to_not_convert` (transformers'
+fbgemm_fp8, bitsandbytes, AWQ, MXFP4 configs; bitsandbytes also `llm_int8_skip_modules`), `ignore`
+(compressed-tensors), `ignored_layers` / `ignored_modules` (vLLM's fp8 config). vLLM gives every linear
+layer whose prefix is listed an UnquantizedLinearMethod (`vllm/model_executor/layers/quantization/`
+fbgemm_fp8.py FBGEMMFp8Config.get_quant_method, fp8.py Fp8Config.get_quant_method, mxfp4.py
+Mxfp4Config.get_quant_method, all through `utils/quant_utils.py` is_layer_skipped, which also refuses a
+fused layer whose shards are listed only in part). Meta's Llama-3.1-405B-Instruct-FP8 lists all four
+attention projections of every layer and the MLP projections of layers 0 and 125 (vllm#6746 loads
+57.75 GiB per rank at tp 8; without the list kvplan planned 47.8).
+
+Each entry becomes (role, layers): a role of kvplan's ParamCounts and the layer indices it covers (all
+layers when the entry has no index or a wildcard). Embeddings, the LM head, routers/gates and vision
+towers are already kept in 16 bits by kvplan, so naming them changes nothing. A whole layer, its
+attention or its MLP/MoE block, named by index, costs its share of the role only where that share is
+the same for every layer (uniform layers; an all-dense or all-MoE stack); a projection counts only
+as part of a complete set (q, k, v and o; gate, up and down). Anything else is refused with the entry
+named, never guessed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kvplan.errors import EXIT_USAGE, KvplanError
+
+LIST_KEYS = ("modules_to_not_convert", "ignore", "ignored_layers", "ignored_modules", "llm_int8_skip_modules")
+
+_ALREADY_PLAIN = {  # modules kvplan keeps in the model dtype whatever the method: naming them is a no-op
+    "lm_head", "output", "embed_tokens", "wte", "wpe", "embed", "embeddings", "word_embeddings", "tok_embeddings",
+    "embed_in", "embed_out", "gate", "router", "shared_expert_gate", "norm", "final_layernorm", "visual",
+    "vision", "vision_tower", "vision_model", "vision_encoder", "multi_modal_projector", "mm_projector",
+    "merger", "audio_tower", "audio", "image_newline",
+}
+_LAYERS = {"layers", "h", "blocks", "layer", "block", "decoder"}
+_ATTENTION = {"self_attn", "attn", "attention", "self_attention", "linear_attn", "mixer"}
+_MLP = {"mlp", "feed_forward", "ffn", "block_sparse_moe", "moe"}
+_SHARED = {"shared_expert", "shared_experts", "shared_mlp"}
+_EXPERTS = {"experts"}
+_COMPLETE = {  # projection sets that make up a whole module (vLLM fuses them; listed in part it refuses)
+    "attention": ({"q_proj", "k_proj", "v_proj", "o_proj"}, {"qkv_proj", "o_proj"}, {"query_key_value", "dense"},
+                  {"c_attn", "c_proj"}, {"wqkv", "out_proj"}, {"q_proj", "k_proj", "v_proj", "out_proj"},
+                  # MLA (vLLM deepseek_v2.py DeepseekV2MLAAttention): with and without a q LoRA
+                  {"q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"},
+                  {"q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"}),
+    "mlp": ({"gate_proj", "up_proj", "down_proj"}, {"gate_up_proj", "down_proj"}, {"fc1", "fc2"},
+            {"w1", "w2", "w3"}, {"c_fc", "c_proj"}, {"dense_h_to_4h", "dense_4h_to_h"}),
+}
+
+
+def exclusion_list(q: dict, where: str) -> list[str]:
+    """Every module name the config's exclusion keys list (a malformed list is a one-line error)."""
+    names: list[str] = []
+    for key in LIST_KEYS:
+        value = q.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise KvplanError(f"{where}.{key} must be a list of module names, got {value!r:.60}", EXIT_USAGE)
+        if len(value) > 100_000:
+            raise KvplanError(f"{where}.{key} lists {len(value)} modules (at most 100,000)", EXIT_USAGE)
+        names += value
+    return names
+
+
+def kept_params(names: list[str], params, layers, where: str) -> tuple[tuple[str, int], ...]:
+    """((role, parameters kept in the model dtype), ...) for the names a config leaves unquantized."""
+    n = len(layers)
+    covered: dict[str, set[int]] = {}
+    parts: dict[tuple[str, int], set[str]] = {}
+    for name in names:
+        for role, idx, proj in _entries(name, n, params, where):
+            if proj:
+                for i in idx:
+                    parts.setdefault((role, i), set()).add(proj)
+            else:
+                covered.setdefault(role, set()).update(idx)
+    for (role, i), projs in parts.items():
+        if not any(full <= projs for full in _COMPLETE[role]):
+            raise KvplanError(f"{where}: the exclusion list keeps only {', '.join(sorted(projs))} of layer {i}'s "
+                              f"{role} in 16 bits; kvplan counts whole modules, not single projections (refused)",
+                              EXIT_USAGE)
+        covered.setdefault(role, set()).add(i)
+    out = []
+    for role, idx in sorted(covered.items()):
+        for part, total in _role_parts(role, params):
+            out.append((part, _share(part, total, idx, n, params, layers, where)))
+    merged: dict[str, int] = {}
+    for part, count in out:
+        merged[part] = min(merged.get(part, 0) + count, getattr(params, part))
+    return tuple(sorted((k, v) for k, v in merged.items() if v))
+
+
+def _role_parts(role: str, params) -> list[tuple[str, int]]:
+    """The ParamCounts fields a named role covers: an MLP block of a MoE model is its experts."""
+    if role == "layer":
+        return _role_parts("attention", params) + _role_parts("mlp", params)
+    if role == "mlp":
+        return [(f, getattr(params, f)) for f in ("mlp", "experts", "shared_experts") if getattr(params, f)]
+    return [(role, getattr(params, role))]
+
+
+def _share(part: str, total: int, idx: set[int], n: int, params, layers, where: str) -> int:
+    """Parameters of `part` in layers `idx`: all of it, or an equal share per layer where layers are alike."""
+    if len(idx) >= n or not total:
+        return total
+    if part == "attention":
+        uniform = len(set(layers)) == 1
+    elif part == "mlp":
+        uniform = params.num_moe_layers == 0
+    else:  # experts, shared experts: every layer a MoE layer
+        uniform = params.num_moe_layers == n
+    if not uniform:
+        raise KvplanError(f"{where}: the exclusion list keeps the {part} of layers {_shown(idx)} in 16 bits, and "
+                          f"this model's layers do not all hold the same {part}; refused rather than guessed",
+                          EXIT_USAGE)
+    return total * len(idx) // n
+
+
+def _entries(name: str, n: int, params, where: str) -> list[tuple[str, set[int], str]]:
+    """(role, layer indices, projection or '') an exclusion entry names; [] for modules already plain."""
+    text = name[3:] if name.startswith("re:") else name
+    words = [w for w in re.split(r"[.\\^$*+?()\[\]|/]+", text.lower()) if w]
+    words = [w for w in words if w not in ("model", "language_model", "text_model", "transformer", "weight")]
+    if not words or any(_plain(w) for w in words[-2:]) or _plain(words[0]):
+        return []
+    idx: set[int] = set(range(n))
+    rest = words
+    if words[0] in _LAYERS:
+        rest = words[1:]
+        if rest and name.startswith("re:") and rest[0] == "d":  # re:layers.\\d+.x : every layer
+            rest = rest[1:]
+        elif rest and rest[0].isdigit():
+            i = int(rest[0])
+            if i >= n:
+                raise KvplanError(f"{where}: exclusion entry {name!r} names layer {i}, past the model's {n} layers",
+                                  EXIT_USAGE)
+            idx, rest = {i}, rest[1:]
+        if not rest:
+            return [("layer", idx, "")]
+    head, tail = rest[0], rest[1:]
+    if head in _ATTENTION:
+        return [("attention", idx, _projection(tail, "attention", name, where))]
+    if head in _SHARED or (head in _MLP and tail[:1] and tail[0] in _SHARED):
+        return [("shared_experts", idx, "")]
+    if head in _EXPERTS or (head in _MLP and tail[:1] == ["experts"]):
+        return [("experts", idx, "")]
+    if head in _MLP:
+        proj = _projection(tail, "mlp", name, where)
+        if proj and params.num_moe_layers:
+            raise KvplanError(f"{where}: exclusion entry {name!r} names an MLP projection of a MoE model; refused "
+                              "rather than guessed which layers are dense", EXIT_USAGE)
+        return [("mlp", idx, proj)]
+    raise KvplanError(f"{where}: exclusion entry {name!r} names a module kvplan cannot map to its parameter groups "
+                      "(attention, MLP, experts, embeddings, LM head, routers, vision); refused rather than guessed",
+                      EXIT_USAGE)
+
+
+def _projection(tail: list[str], role: str, name: str, where: str) -> str:
+    """'' for the whole module, else the projection named (one of a complete set in _COMPLETE)."""
+    if not tail:
+        return ""
+    known = set().union(*_COMPLETE[role])
+    if tail[0] in known and len(tail) == 1:
+        return tail[0]
+    raise KvplanError(f"{where}: exclusion entry {name!r} names part of a layer's {role} kvplan cannot map; "
+                      "refused rather than guessed", EXIT_USAGE)
+
+
+def _plain(word: str) -> bool:
+    return word in _ALREADY_PLAIN or word.endswith("norm")
+
+
+def _shown(idx: set[int]) -> str:
+    s = sorted(idx)
+    return ", ".join(map(str, s[:6])) + (", ..." if len(s) > 6 else "")

@@ -303,3 +303,15 @@ def test_engine_figures_are_raw_numbers_rendered_at_the_edge():
     from kvplan.engines.base import Figure
 
     assert format_figure(Figure("KV budget per GPU", 2**30, "bytes")) == "1.00 GiB (1,073,741,824 B)"
+
+
+@pytest.mark.parametrize("name", ["qwen3-next-80b-a3b-thinking", "nemotron-h-56b-base-8k"])
+def test_trtllm_refuses_recurrent_states_it_does_not_size(name):
+    """TRT-LLM keeps Mamba / linear-attention states in a separate Mamba cache manager that kvplan's
+    trtllm engine does not model; it used to price them at 0 bytes without a word (a hybrid's
+    concurrency silently too high). It refuses them now, and the default engine still plans them."""
+    result = runner.invoke(app, ["fit", name, "--gpu", "h200", "--tp", "4", "--ctx", "8k", "--engine", "trtllm"])
+    assert result.exit_code == 2
+    assert "trtllm has no rule for state layers" in result.output
+    assert "Traceback" not in result.output
+    assert runner.invoke(app, ["fit", name, "--gpu", "h200", "--tp", "4", "--ctx", "8k"]).exit_code == 0

@@ -103,9 +103,11 @@ class TrtLlm(Engine):
     name = "trtllm"
     aliases = ("tensorrt-llm", "trt-llm", "tensorrt_llm")
     versions = VERSIONS
-    # bytes_per_token and TrtRules: attention and MLA layers by the whole sequence; a recurrent state
-    # or a layer without a cache adds nothing to its estimate
-    kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.STATE, Kind.NONE})
+    # bytes_per_token and TrtRules: attention and MLA layers by the whole sequence; a layer without a
+    # cache adds nothing. Recurrent states (Mamba, linear attention) are not in the table: TRT-LLM keeps
+    # them in a separate Mamba cache manager this engine does not model, and pricing them at 0 would be
+    # silently wrong, so such models are refused (check_layers) and planned with the default engine.
+    kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.NONE})
     default_version = DEFAULT_VERSION
     option_names = OPTS
 

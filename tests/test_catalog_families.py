@@ -82,6 +82,9 @@ CASES = {
     # 4096 = 8192: conv 8192 x (4 - 1), ssm 8192 x d_state 16, bf16. tp 8: 1 KV head; intermediate 8192 / 8.
     "ai21-jamba-1.5-mini": ({"full": 4, "state": 28}, 4 * 2 * 8 * 128 * 2, 4 * 2 * 1 * 128 * 2,
                             28 * (8192 * 3 + 8192 * 16) * 2, 28 * (1024 * 3 + 1024 * 16) * 2),
+    # falcon-mamba-7b: pure Mamba-1, 64 layers, no attention; intermediate_size 8192, state_size 16, conv_kernel 4:
+    # conv 8192 x 3 + ssm 8192 x 16 per layer, bf16. tp 8: 1024 channels per rank.
+    "falcon-mamba-7b": ({"state": 64}, 0, 0, 64 * (8192 * 3 + 8192 * 16) * 2, 64 * (1024 * 3 + 1024 * 16) * 2),
 }
 
 
@@ -99,6 +102,11 @@ def test_jamba_mini_parameters_match_its_model_card():
     # huggingface.co/ai21labs/AI21-Jamba-1.5-Mini model card: "12B active / 52B total" parameters
     params = find_in_catalog("ai21-jamba-1.5-mini").params
     assert (round(params.total / 1e9), round(params.active / 1e9)) == (52, 12)
+
+
+def test_falcon_mamba_parameters_match_its_model_card():
+    # huggingface.co/tiiuae/falcon-mamba-7b model card: "Model size 7.27B params"
+    assert round(find_in_catalog("falcon-mamba-7b").params.total / 1e7) == 727
 
 
 def test_local_layers_hold_only_their_window():
@@ -131,8 +139,10 @@ def test_fit_on_h200s_works_offline(name, kvplan_home, monkeypatch):
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     pp = "2" if name.startswith("glm-5") else "1"  # GLM-5's 744B bf16 weights (1.49 TB) need two nodes
+    # falcon-mamba-7b's config has no max_position_embeddings: vLLM's default max_model_len 2048 is its limit
+    ctx = "2k" if name == "falcon-mamba-7b" else "8k"
     r = CliRunner().invoke(app, ["fit", name, "--gpu", "h200", "--gpus", str(8 * int(pp)), "--tp", "8", "--pp", pp,
-                                 "--ctx", "8k", "--json"])
+                                 "--ctx", ctx, "--json"])
     assert r.exit_code == 0, r.output
     plan = json.loads(r.stdout)
     # over all GPUs: the 8 tensor-parallel ranks each hold their share of every layer (pipeline stages split layers)

@@ -57,10 +57,8 @@ def plan_row(plan, model, price: float | None = None, rank: int | None = None) -
     """
     from kvplan.report import plan_to_dict
 
-    row = {"rank": rank} if rank is not None else {}
-    row.update(plan_to_dict(plan, model))
-    del row["layer_kinds"]  # a nested breakdown: `fit --json` has it, a row of a table does not
-    info = getattr(model, "speculative", None)  # likewise the drafter's: its --speculative spelling instead
+    row = plan_to_dict(plan, model, nested=False, rank=rank)  # `fit --json` has layer_kinds, a table row not
+    info = getattr(model, "speculative", None)  # nor the drafter's report: its --speculative spelling instead
     row["speculative"] = info.flag() if info is not None else None
     cost = None if price is None else price * plan.deployment.gpus
     row["price_per_gpu_hour"] = price

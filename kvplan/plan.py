@@ -21,7 +21,7 @@ from typing import NamedTuple
 from kvplan.deploy import Deployment, split_layers, validate_deployment
 from kvplan.dtypes import DType
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.layout import DcpRules, rank_weights, replicated_kv_proj_bytes, vllm_placement
+from kvplan.layout import DcpRules, per_rank_batch, rank_weights, replicated_kv_proj_bytes, vllm_placement
 from kvplan.model import ModelSpec, weight_bytes
 from kvplan.profile import PAGED, KVProfile, kv_profile
 from kvplan.search import largest_fitting
@@ -89,8 +89,6 @@ class Plan:
 
     @property
     def kv_used_bytes_per_gpu(self) -> int:
-        from kvplan.layout import per_rank_batch
-
         return per_rank_batch(self.request.batch, self.deployment.dp) * self.kv_bytes_per_sequence_per_gpu
 
     @property

@@ -58,6 +58,10 @@ class KVProfile:
     def state_bytes(self, layer: LayerSpec) -> int:
         return state_bytes(layer, self.tp, self.state_dtype)
 
+    def state_bytes_per_sequence(self) -> int:
+        """Bytes of every layer's per-sequence state on this rank: the part of sequence_bytes no token adds."""
+        return self._state_bytes
+
     def slots(self, layer: LayerSpec, seq_len: int) -> int:
         """Token slots the rules allocate one sequence of seq_len tokens in this layer."""
         return self.rules.tokens_allocated(layer, seq_len, self.block_size)

@@ -57,9 +57,18 @@ def effective_weight_dtype(plan: Plan, model) -> str:
     return plan.request.weight_dtype or model.quantization.method
 
 
-def plan_to_dict(plan: Plan, model) -> dict:
+def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None) -> dict:
+    """The plan's figures for --json, one key per figure. `rank` (a row of a ranking) comes first
+    when given; `nested=False` leaves out the nested breakdowns, `layer_kinds` and the speculative
+    report (a row of a table has no place for them). A sweep makes 100k rows: each is one dict
+    display, with nothing merged."""
     r = plan.request
-    return {
+    # The part of a sequence that does not grow with the context (recurrent, linear-attention and
+    # convolution states), per stage; each stage's profile worked its figure out once.
+    states = [stage.profile.state_bytes_per_sequence() for stage in plan.stages]
+    used = plan.kv_used_bytes_per_gpu
+    row = {
+        "rank": rank,
         "model": plan.model,
         "gpu": plan.gpu,
         "gpus": plan.deployment.gpus,
@@ -84,10 +93,11 @@ def plan_to_dict(plan: Plan, model) -> dict:
         "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token_per_gpu,
         "kv_bytes_per_sequence": plan.kv_bytes_per_sequence,
         "kv_bytes_per_sequence_per_gpu": plan.kv_bytes_per_sequence_per_gpu,
-        **state_and_kinds(plan),
+        "state_bytes_per_sequence": plan.deployment.tp * sum(states),
+        "state_bytes_per_sequence_per_gpu": max(states, default=0),
         "kv_memory_bytes_per_gpu": plan.kv_memory_bytes_per_gpu,
-        "kv_used_bytes_per_gpu": plan.kv_used_bytes_per_gpu,
-        "free_bytes_per_gpu": plan.free_bytes_per_gpu,
+        "kv_used_bytes_per_gpu": used,
+        "free_bytes_per_gpu": plan.kv_memory_bytes_per_gpu - used,  # Plan.free_bytes_per_gpu, used once
         "kv_cache_tokens": plan.kv_cache_tokens,
         "max_concurrency": plan.max_concurrency,
         "max_context": plan.max_context,
@@ -96,9 +106,19 @@ def plan_to_dict(plan: Plan, model) -> dict:
         "decode_step_seconds": plan.decode_step_seconds,
         "decode_tokens_per_second": plan.decode_tokens_per_second,
         "decode_tokens_per_second_per_request": (1 / plan.decode_step_seconds) if plan.decode_step_seconds else 0.0,
-        "speculative": _speculative(plan, model),
+        "speculative": _speculative(plan, model) if nested else None,
         "warnings": list(plan.warnings),
     }
+    if rank is None:
+        del row["rank"]
+    if not nested:
+        return row
+    out = {}
+    for key, value in row.items():  # layer_kinds right after the states it splits
+        out[key] = value
+        if key == "state_bytes_per_sequence_per_gpu":
+            out["layer_kinds"] = layer_kinds(plan)
+    return out
 
 
 def _speculative(plan: Plan, model):
@@ -109,19 +129,16 @@ def _speculative(plan: Plan, model):
     return report(model, plan)
 
 
-def state_and_kinds(plan: Plan) -> dict:
-    """What is fixed per sequence beside what grows, and the same split by layer kind.
-
-    `state_bytes_per_sequence` is the part of kv_bytes_per_sequence that does not grow with the
-    context (recurrent, linear-attention and convolution states); `layer_kinds` gives, per kind of
-    layer, its layers, the bytes a token adds and the bytes one `context`-token sequence holds,
-    states included (all ranks, as the plan's engine allocates pages).
+def layer_kinds(plan: Plan) -> list[dict]:
+    """Per kind of layer: its layers, the bytes a token adds and the bytes one `context`-token
+    sequence holds, states included (all ranks, as the plan's engine allocates pages). The kinds'
+    states, worked out layer by layer, add up to plan_to_dict's state_bytes_per_sequence
+    (tests/test_reports.py checks it over the catalog).
     """
     copies, ctx = plan.deployment.tp, plan.request.context
-    states, kinds = [], {}
+    kinds = {}
     for stage in plan.stages:
         prof = stage.profile
-        stage_state = 0
         for spec, n in prof.groups:
             token = spec.token_bytes(prof.kv_dtype, prof.tp)
             state = state_bytes(spec, prof.tp, prof.state_dtype)
@@ -132,11 +149,7 @@ def state_and_kinds(plan: Plan) -> dict:
             row["kv_bytes_per_token"] += copies * n * (token if not spec.bounded else 0)
             row["state_bytes_per_sequence"] += copies * n * state
             row["bytes_per_sequence"] += copies * n * (held * token + state)
-            stage_state += n * state
-        states.append(stage_state)
-    return {"state_bytes_per_sequence": copies * sum(states),
-            "state_bytes_per_sequence_per_gpu": max(states, default=0),
-            "layer_kinds": list(kinds.values())}
+    return list(kinds.values())
 
 
 def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> None:

@@ -129,6 +129,37 @@ def test_row_keys_are_the_documented_columns():
         assert CSV_COLUMNS[CSV_COLUMNS.index(bytes_col) + 1] == gib_col
 
 
+def test_row_is_fit_json_less_layer_kinds_and_states_agree_layer_by_layer():
+    # A row skips the layer-kind breakdown and takes each stage's state bytes from its profile's
+    # precomputed figure; fit --json works them out layer by layer. Both must agree, over every
+    # catalog model (hybrids with recurrent states, Falcon-H1's parallel layers, fp32 SSM states)
+    # at tp 1 and 4, pp 1 and 2.
+    from kvplan.catalog import bundled_specs
+    from kvplan.layers import state_bytes
+    from kvplan.report import plan_to_dict
+
+    h100, seen_states = find_gpu("h100"), 0
+    for m in bundled_specs():
+        for dep in (Deployment(1), Deployment(4, 2)):
+            try:
+                p = plan(m, h100, dep, Request(context=8192, state_dtype=FP8))
+            except KvplanError:
+                continue  # a layout this model cannot run
+            for stage in p.stages:
+                prof = stage.profile
+                assert prof.state_bytes_per_sequence() == sum(
+                    n * state_bytes(s, prof.tp, prof.state_dtype) for s, n in prof.groups), m.name
+            full = plan_to_dict(p, m)
+            row = plan_row(p, m, 2.0, rank=7)
+            kinds = full.pop("layer_kinds")
+            assert row == {"rank": 7, **full, "price_per_gpu_hour": 2.0, "cost_per_hour": 2.0 * dep.gpus,
+                           "cost_per_concurrent_user_hour": row["cost_per_concurrent_user_hour"]}, m.name
+            assert list(row)[1:-3] == list(full)
+            assert sum(k["state_bytes_per_sequence"] for k in kinds) == full["state_bytes_per_sequence"], m.name
+            seen_states += full["state_bytes_per_sequence"] > 0
+    assert seen_states > 0  # some catalog model keeps recurrent states
+
+
 def test_csv_read_back_equals_json(tmp_path, kvplan_home):
     prices = tmp_path / "prices.yaml"
     prices.write_text("currency: EUR\nH100: 2.5\nmi300x: 2\n")

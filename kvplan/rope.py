@@ -26,7 +26,7 @@ import math
 
 from kvplan.errors import EXIT_USAGE, KvplanError
 
-_NO_ROPE = {"gpt2", "gpt_bigcode", "bloom", "mpt", "mamba", "mamba2", "jamba", "nemotron_h", "opt"}
+_NO_ROPE = {"gpt2", "gpt_bigcode", "bloom", "mpt", "mamba", "falcon_mamba", "mamba2", "jamba", "nemotron_h", "opt"}
 _FP32_TABLES = {"gpt_oss"}  # vLLM models/gpt_oss.py OAIAttention: get_rope(..., dtype=torch.float32)
 _DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 

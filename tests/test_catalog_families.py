@@ -68,6 +68,23 @@ CASES = {
     # (extra_groups_for_head_shards): conv 3 x (1536 / 8 + 2 x 128) = 1,344, ssm 3 x 64 x 128 = 24,576.
     "falcon-h1-0.5b": ({"full": 36}, 36 * 2 * 2 * 64 * 2, 36 * 2 * 1 * 64 * 2,
                        36 * (5376 + 24 * 64 * 128) * 2, 36 * (1344 + 3 * 64 * 128) * 2),
+    # Qwen3.5-27B (dense): layer_types put full_attention on every 4th of 64 layers: 16 full layers of 4 KV heads
+    # x head_dim 256, 48 Gated DeltaNet layers (vLLM gated_delta_net_state_shape): conv (4 - 1) x (2 x 16 key
+    # heads x 128 + 48 value heads x 128 = 10,240), ssm 48 value heads x 128 x 128, both bf16 (kvplan reads
+    # mamba_ssm_cache_dtype only; the config's mamba_ssm_dtype names the training dtype). tp 8: 4 // 8 -> 1 KV
+    # head; conv 30,720 / 8, ssm 6 heads x 128 x 128.
+    "qwen3.5-27b": ({"full": 16, "state": 48}, 16 * 2 * 4 * 256 * 2, 16 * 2 * 1 * 256 * 2,
+                    48 * (3 * 10240 + 48 * 128 * 128) * 2, 48 * (3 * 10240 // 8 + 6 * 128 * 128) * 2),
+    # MiniMax-M2.5: 62 full-attention layers of 8 KV heads x head_dim 128 (no linear attention in M2); tp 8: 1 head.
+    "minimax-m2.5": ({"full": 62}, 62 * 2 * 8 * 128 * 2, 62 * 2 * 1 * 128 * 2, 0, 0),
+    # AI21-Jamba-1.5-Mini: 32 layers, attn_layer_period 8 / offset 4 -> attention on 4, 12, 20, 28: 4 layers of
+    # 8 KV heads x 128 (4096 / 32 heads). 28 Mamba-1 layers (mamba1_state_shape), intermediate mamba_expand 2 x
+    # 4096 = 8192: conv 8192 x (4 - 1), ssm 8192 x d_state 16, bf16. tp 8: 1 KV head; intermediate 8192 / 8.
+    "ai21-jamba-1.5-mini": ({"full": 4, "state": 28}, 4 * 2 * 8 * 128 * 2, 4 * 2 * 1 * 128 * 2,
+                            28 * (8192 * 3 + 8192 * 16) * 2, 28 * (1024 * 3 + 1024 * 16) * 2),
+    # falcon-mamba-7b: pure Mamba-1, 64 layers, no attention; intermediate_size 8192, state_size 16, conv_kernel 4:
+    # conv 8192 x 3 + ssm 8192 x 16 per layer, bf16. tp 8: 1024 channels per rank.
+    "falcon-mamba-7b": ({"state": 64}, 0, 0, 64 * (8192 * 3 + 8192 * 16) * 2, 64 * (1024 * 3 + 1024 * 16) * 2),
 }
 
 
@@ -79,6 +96,17 @@ def test_bundled_entry_caches_exactly(name):
     assert profile(name, 8).growth_bytes_per_token() == kv8
     assert profile(name, 1).sequence_bytes(0, paged=False) == state1
     assert profile(name, 8).sequence_bytes(0, paged=False) == state8
+
+
+def test_jamba_mini_parameters_match_its_model_card():
+    # huggingface.co/ai21labs/AI21-Jamba-1.5-Mini model card: "12B active / 52B total" parameters
+    params = find_in_catalog("ai21-jamba-1.5-mini").params
+    assert (round(params.total / 1e9), round(params.active / 1e9)) == (52, 12)
+
+
+def test_falcon_mamba_parameters_match_its_model_card():
+    # huggingface.co/tiiuae/falcon-mamba-7b model card: "Model size 7.27B params"
+    assert round(find_in_catalog("falcon-mamba-7b").params.total / 1e7) == 727
 
 
 def test_local_layers_hold_only_their_window():
@@ -111,8 +139,10 @@ def test_fit_on_h200s_works_offline(name, kvplan_home, monkeypatch):
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     pp = "2" if name.startswith("glm-5") else "1"  # GLM-5's 744B bf16 weights (1.49 TB) need two nodes
+    # falcon-mamba-7b's config has no max_position_embeddings: vLLM's default max_model_len 2048 is its limit
+    ctx = "2k" if name == "falcon-mamba-7b" else "8k"
     r = CliRunner().invoke(app, ["fit", name, "--gpu", "h200", "--gpus", str(8 * int(pp)), "--tp", "8", "--pp", pp,
-                                 "--ctx", "8k", "--json"])
+                                 "--ctx", ctx, "--json"])
     assert r.exit_code == 0, r.output
     plan = json.loads(r.stdout)
     # over all GPUs: the 8 tensor-parallel ranks each hold their share of every layer (pipeline stages split layers)

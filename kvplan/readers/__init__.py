@@ -13,7 +13,7 @@ import importlib
 import re
 
 # model_type -> module of kvplan.readers that reads it (imported only when asked for)
-READERS = {"mamba": "mamba", "mamba2": "mamba", "nemotron-nas": "nemotron_nas", "nemotron_nas": "nemotron_nas",
+READERS = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba", "nemotron-nas": "nemotron_nas", "nemotron_nas": "nemotron_nas",
            "gemma4": "gemma4", "gemma4_text": "gemma4", "minimax_m1": "minimax", "minimax": "minimax",
            "MiniMaxM1": "minimax", "minimax_text_01": "minimax", "kimi_linear": "kimi_linear",
            "deepseek_v32": "dsa", "glm_moe_dsa": "dsa", "falcon_h1": "falcon_h1",

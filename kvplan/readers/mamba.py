@@ -1,4 +1,7 @@
-"""Pure state-space models: Mamba-1 (`model_type: mamba`) and Mamba-2 (`mamba2`), no attention at all.
+"""Pure state-space models: Mamba-1 (`model_type: mamba`, and `falcon_mamba`) and Mamba-2 (`mamba2`), no attention.
+
+Falcon-Mamba is Mamba-1 with weightless RMS norms on B, C and dt (transformers' FalconMambaMixer, mixer_rms_eps):
+the same keys, weights and state; vLLM's registry maps FalconMambaForCausalLM to its mamba.py MambaForCausalLM.
 
 Every layer keeps one fixed state per sequence, shaped as vLLM allocates it
 (vllm/model_executor/layers/mamba/mamba_utils.py, MambaStateShapeCalculator):
@@ -15,7 +18,7 @@ from __future__ import annotations
 from kvplan.layers import RecurrentState
 from kvplan.model import ParamCounts
 
-FAMILIES = {"mamba", "mamba2"}
+FAMILIES = {"mamba", "falcon_mamba", "mamba2"}
 
 
 def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
@@ -25,7 +28,8 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     vocab = cfg.int("vocab_size", limit="vocab_size")
     kernel = cfg.int("conv_kernel", default=4, limit="head_dim")
     expand = cfg.int("expand", default=2, limit="head_dim")
-    if model_type == "mamba":
+    mamba1 = model_type != "mamba2"
+    if mamba1:
         state = cfg.int("state_size", default=16, limit="head_dim")
         inner = cfg.int("intermediate_size", default=expand * hidden, limit="intermediate_size")
         raw_rank = cfg.raw("time_step_rank", default="auto")
@@ -46,11 +50,11 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
         linear = hidden * (2 * inner + 2 * groups * state + heads) + inner * hidden
         small = conv_dim * (kernel + 1) + 3 * heads + inner  # conv w + b, dt_bias, A_log, D, gated norm
         tied_default = False
-    in_width = 2 * inner + 2 * groups * state + heads if model_type == "mamba2" else 2 * inner
+    in_width = 2 * inner if mamba1 else 2 * inner + 2 * groups * state + heads
     if cfg.bool("use_bias", False):  # in_proj and out_proj biases
         small += in_width + hidden
     if not cfg.bool("use_conv_bias", True):
-        small -= inner if model_type == "mamba" else conv_dim
+        small -= inner if mamba1 else conv_dim
     tied = cfg.bool("tie_word_embeddings", tied_default)
     params = ParamCounts(
         embedding=vocab * hidden, lm_head=0 if tied else vocab * hidden,

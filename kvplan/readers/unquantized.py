@@ -32,6 +32,9 @@ _ALREADY_PLAIN = {  # modules kvplan keeps in the model dtype whatever the metho
     "embed_in", "embed_out", "gate", "router", "shared_expert_gate", "norm", "final_layernorm", "visual",
     "vision", "vision_tower", "vision_model", "vision_encoder", "multi_modal_projector", "mm_projector",
     "merger", "audio_tower", "audio", "image_newline",
+    # the router's score-correction bias (DeepSeek-V3 / MiniMax-M2 block_sparse_moe.e_score_correction_bias):
+    # a vector beside the gate, never a quantized linear
+    "e_score_correction_bias",
 }
 _LAYERS = {"layers", "h", "blocks", "layer", "block", "decoder"}
 _ATTENTION = {"self_attn", "attn", "attention", "self_attention", "linear_attn", "mixer"}

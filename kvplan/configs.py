@@ -147,7 +147,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
         else:
             geometry = read_geometry(cfg, model_type)
             layers = read_layers(cfg, model_type, geometry)
-            _refuse_cacheless(layers, source)
+            _refuse_cacheless(layers, source)  # before count_params, whose missing-key errors would hide why
             params = count_params(cfg, model_type, geometry, layers)
         _refuse_cacheless(layers, source)
         from kvplan.readers.mtp import read_mtp

@@ -68,7 +68,7 @@ def test_hostile_local_config_is_a_usage_error(kvplan_home, tmp_path, text, need
 
 @pytest.mark.parametrize("args, needle", [
     (("--batch", "10000000"), "--batch must be between 1 and 1,000,000"),
-    (("--block-size", "0"), "--block-size must be between 1 and 4096"),
+    (("--block-size", "0"), "--block-size must be between 1 and 4,096"),  # as sweep and cheapest word it
     (("--gpu-memory-utilization", ""), "--gpu-memory-utilization"),
     (("--weight-dtype", ""), "unknown weight dtype"),
 ])

@@ -11,7 +11,7 @@ import pytest
 
 from kvplan.catalog import find_in_catalog
 from kvplan.errors import KvplanError
-from kvplan.engines.vllm_overhead import rope_tables_bytes
+from kvplan.rope import rope_table_bytes as rope_tables_bytes
 from kvplan.rope import rope_cache_elems
 
 

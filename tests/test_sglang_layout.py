@@ -84,9 +84,12 @@ def test_sglang_pool_under_pp_is_sized_from_the_stage_layers():
     engine = resolve_engine("sglang")
     spec = resolve_model("llama-3.1-8b").spec
     for pp, cell in ((1, 131_072), (2, 65_536), (3, 45_056)):
-        cap = engine.result(spec, H200, Deployment(tp=1, pp=pp), Request(8192)).capacity
+        # a given 40 GiB per rank, so the token count is checked against a budget kvplan did not compute:
+        # 42,949,672,960 // 131,072 = 327,680; // 65,536 = 655,360; // 45,056 = 953,250 (page 1)
+        req = Request(8192, kv_cache_memory_bytes=40 * GIB)
+        cap = engine.result(spec, H200, Deployment(tp=1, pp=pp), req).capacity
         assert cap.bytes_per_token == cell
-        assert cap.tokens == cap.kv_memory_bytes // cell  # page 1
+        assert cap.tokens == 40 * GIB // cell
 
 
 def test_fit_emit_sglang_layout_options():

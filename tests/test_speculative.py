@@ -197,6 +197,15 @@ def test_parse_refusals(text, words):
 def test_mtp_tokens_must_divide():
     # one MTP layer: any N; vLLM's divisibility rule only bites with more layers (config/speculative.py)
     assert apply(catalog("deepseek-v3"), SpecRequest("mtp", 3)).speculative.num_speculative_tokens == 3
+    import dataclasses
+
+    from kvplan.layers import FullAttention
+    from kvplan.model import ParamCounts
+
+    two = dataclasses.replace(catalog("gpt-oss-20b"), mtp_layers=(FullAttention(8, 64),) * 2, mtp_params=ParamCounts())
+    assert apply(two, SpecRequest("mtp", 4)).speculative.num_speculative_tokens == 4  # 4 % 2 == 0
+    with pytest.raises(KvplanError, match="divisible"):  # 3 > 2 and 3 % 2 != 0
+        apply(two, SpecRequest("mtp", 3))
 
 
 def test_cli_fit_mtp_json_and_emit(kvplan_home):
@@ -416,4 +425,5 @@ def test_an_unreadable_mtp_key_does_not_refuse_the_model():
     assert any("multi-token-prediction layers not read" in n for n in notes)
     cfg["num_nextn_predict_layers"] = 2  # two modules: twice layer 61's parameters
     spec, _ = spec_from_config(cfg, "ds")
-    assert len(spec.mtp_layers) == 2 and spec.mtp_params.total == 2 * 11_610_068_224
+    layer_61 = ATTENTION_PARAMS + EXPERTS_PARAMS + SHARED_PARAMS + ROUTER_PARAMS + OTHER_PARAMS  # 11,610,068,224
+    assert len(spec.mtp_layers) == 2 and spec.mtp_params.total == 2 * layer_61

@@ -28,8 +28,6 @@ def _request(ctx_tokens: int, batch: int, kv_dtype: str, weight_dtype, model, bl
     block_size = DEFAULT_BLOCK_SIZE if block_size is None else block_size
     if gpu_memory_utilization is None:
         gpu_memory_utilization = str(DEFAULT_GPU_MEMORY_UTILIZATION)
-    if not 1 <= block_size <= 4096:
-        raise KvplanError(f"--block-size must be between 1 and 4096, got {block_size}", EXIT_USAGE)
     return Request(
         context=ctx_tokens,
         batch=batch,
@@ -99,7 +97,9 @@ def fit(
 
     hw = find_gpu(gpu, hw_profiles or ())
     ctx_tokens = None if ctx is None else parse_tokens(ctx, "--ctx")
-    drafter = speculative_request(speculative)
+    # engine flags and the drafter are checked before the model is resolved (maybe a Hub download)
+    chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size, emit)
+    drafter = speculative_request(speculative, chosen)
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
     req = _request(ctx_tokens or spec.max_context, batch, kv_dtype, weight_dtype, spec,
@@ -110,9 +110,8 @@ def fit(
     dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
     if not 1 <= gpus_per_node <= 1024:
         raise KvplanError(f"--gpus-per-node must be between 1 and 1024, got {gpus_per_node}", EXIT_USAGE)
-    chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size, emit)
     if spec.speculative is not None:
-        chosen.check_layers(spec)  # an engine that does not model a drafter says so before any output
+        chosen.check_layers(spec)  # a drafter this model or engine cannot carry: refused before any output
     if dep != SEARCH:  # no flags: one GPU, then tp x pp deployments
         chosen.check_layout(spec, chosen.deployment(dep or Deployment()))
     # All input is valid from here on: now say where things came from.

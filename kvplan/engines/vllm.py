@@ -276,9 +276,10 @@ class Vllm(Engine):
         --data-parallel-size, --enable-expert-parallel (parallel_flags), --block-size, and --dtype /
         --quantization fp8 where the plan's weights are not the checkpoint's (kvplan.emit.weight_args)."""
         from kvplan.emit import kv_dtype_arg, model_arg, serve_seqs, weight_args
+        from kvplan.layout import per_rank_batch
 
         r, dep = plan.request, plan.deployment
-        seqs = -(-serve_seqs(plan) // dep.dp)  # each DP rank's scheduler: never below its share of the plan
+        seqs = per_rank_batch(serve_seqs(plan), dep.dp)  # each DP rank's scheduler: never below its share
         args = ["vllm", "serve", model_arg(model), *weight_args(self, plan, model),
                 "--max-model-len", str(r.context), "--max-num-seqs", str(seqs)]
         if r.kv_cache_memory_bytes is not None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from kvplan.engines.base import parse_version
 from kvplan.layers import Kind
+from kvplan.rope import rope_table_bytes
 
 GIB = 2**30
 MIB = 2**20
@@ -236,11 +237,7 @@ def nvfp4_scale_padding(model, tp: int, gpu) -> int:
 # each distinct rotary embedding registers a [rows, rotary_dim] buffer of the model dtype, built on
 # the GPU inside the model constructor, so "Model loading took" includes it on every rank (not
 # sharded). Rows and tables per family: kvplan.rope. Llama-4-Scout (10,485,760 positions x 128, bf16):
-# 2.5 GiB per rank; Llama 3.1 (131,072 x 128): 32 MiB.
-def rope_tables_bytes(model) -> int:
-    from kvplan.rope import rope_table_bytes
-
-    return rope_table_bytes(model)
+# 2.5 GiB per rank; Llama 3.1 (131,072 x 128): 32 MiB (kvplan.rope.rope_table_bytes).
 
 
 # --- CUDA graphs, as vLLM >= 0.19 estimates them (structure from the source, two constants fitted) ---
@@ -340,5 +337,5 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs) if st.cudagraphs else 0
     return {"activation_peak": act, "non_torch": non_torch(dep.tp, dep.pp, v), "cudagraphs": graphs,
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu) + nvfp4_scale_padding(model, dep.tp, gpu)
-                               + rope_tables_bytes(model)),
+                               + rope_table_bytes(model)),
             "encoder_profile": encoder_profile_bytes(model, st.max_num_batched_tokens, v)}

@@ -169,7 +169,8 @@ def calibrate(records: list[dict]) -> dict:
                 nt["tp_legacy"].append(_legacy_non_torch(rec, model, rep, tp))
             continue
         t, s = int(flags.get("max_num_batched_tokens", 8192)), int(flags.get("max_num_seqs", 1024))
-        era = "" if v >= (0, 19, 0) else "_v011"
+        era = "" if v >= (0, 19, 0) else "_v011"  # non-torch memory
+        sort_sampler = vllm_overhead._sampler_era(v) == "v011"  # the sampler's per-logit cost
         if "non_torch_gib" in rep:
             nt[("tp" if tp > 1 else "pp" if pp > 1 else "single") + era].append(rep["non_torch_gib"].value * GIB)
         if "activation_peak_gib" in rep and pp == 1:
@@ -180,7 +181,7 @@ def calibrate(records: list[dict]) -> dict:
                 peak, value=peak.value - vllm_overhead.encoder_profile_bytes(model, t, v) / GIB)
             gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None
             moe_elems = vllm_overhead.moe_workspace_elements(model, tp, t, gpu)
-            if era:
+            if sort_sampler:
                 act11.append((x, moe_elems, rep["activation_peak_gib"].value * GIB))
             elif moe_elems:
                 moe.append((model, tp, t, s, gpu, rep["activation_peak_gib"].value * GIB))

@@ -152,7 +152,7 @@ def test_held_out_available_kv_and_weights():
     b = _bench()
     s = b.summary(b.rows(INDEX), "held-out")
     kv, w = s["available_kv"], s["weights"]
-    assert kv["n"] >= 20 and kv["within_tol"] / kv["n"] >= 0.85
+    assert kv["n"] >= 20 and kv["within_tol"] / kv["n"] >= 0.9
     assert w["within_tol"] / w["n"] >= 0.75
 
 
@@ -165,6 +165,27 @@ def test_activation_peak_hand_arithmetic():
     m = find_in_catalog("qwen3-8b")
     assert vo.activation_peak(m, 1, 8192, 1024) == int(14.63 * 1024 * 151936 + 8192 * (0.095 * 12288 + 2.69 * 4096))
     assert abs(vo.activation_peak(m, 1, 8192, 1024) / 2**30 - 2.21) < 0.02
+
+
+def test_sampler_cost_follows_vllms_top_k_top_p_path():
+    # vLLM 0.11-0.16 run the dummy sampler through the PyTorch sort in v1/sample/ops/topk_topp_sampler.py
+    # (sorted fp32 values + int64 indices, softmax and cumsum of the sorted copy, a scattered copy:
+    # ~25 B per logit more); 0.17.0 sends batches of >= 8 rows to the in-place Triton kernel
+    # (topk_topp_triton.py). Qwen3-14B, T 8192, S 1024, vocab 151936, width 17408, hidden 5120:
+    # forward 8192 x (0.095 x 17408 + 2.69 x 5120) = 126,374,666 B;
+    # 0.16: 38.14 x 1024 x 151936 = 5,933,862,584 B -> 5.64 GiB (llm-d's 0.16.0 run printed 5.64 GiB);
+    # 0.17: 14.63 x 1024 x 151936 = 2,276,180,787 B -> 2.24 GiB (llm-d's 0.17.0 run printed 2.23 GiB).
+    # Neither record was fitted (both held out); the boundary is the 0.17.0 source change.
+    from kvplan.catalog import find_in_catalog
+
+    m = find_in_catalog("qwen3-14b")
+    forward = 8192 * (0.095 * 17408 + 2.69 * 5120)
+    for version, per_logit, printed in (((0, 16, 0), 38.14, 5.64), ((0, 17, 0), 14.63, 2.23),
+                                        ((0, 18, 0), 14.63, 2.23), ((0, 11, 0), 38.14, None)):
+        peak = vo.activation_peak(m, 1, 8192, 1024, version=version)
+        assert peak == int(per_logit * 1024 * 151936 + forward), version
+        if printed:
+            assert abs(peak / 2**30 - printed) / printed < 0.01, (version, peak / 2**30)
 
 
 def test_moe_workspace_is_fused_moes_three_caches():

@@ -9,10 +9,9 @@
   blocks those requests need (vLLM refuses to start when one request does not fit; the concurrency is
   kvplan's capacity at that budget), plus a stated margin for what kvplan's budget can miss.
 
-The margin: on the held-out split of the log corpus kvplan's available KV is within 5% on 25 of 28
-vLLM records (benchmarks/budget_corpus.py); the misses are vLLM 0.17-0.18, whose profile run is lighter
-than the 0.11 constants kvplan applies there (kvplan under-promises, -7.5%), and one record whose version
-is inferred (+108%, 1.85 GiB). MARGIN_FRACTION of the KV budget is added.
+The margin: on the held-out split of the log corpus kvplan's available KV is within 5% on 27 of 28
+vLLM records (benchmarks/budget_corpus.py); the miss is one record whose version and H100 variant are
+inferred (vllm#27508: kvplan +108%, 1.85 GiB too much). MARGIN_FRACTION of the KV budget is added.
 """
 
 from __future__ import annotations

@@ -44,10 +44,20 @@ MIB = 2**20
 # --- calibrated on the training split (benchmarks/budget_corpus.py --calibrate) --------------------
 # Three eras of the V1 engine, as the corpus shows them: v0.19.0 logs (DEBUG breakdown, H100), v0.11.0
 # (llm-d's table of v0.11 H100 logs: the sampler's profile costs ~2.7x more per logit) and releases
-# before 0.11 (only the printed budget: tp > 1 non-torch is its residual). Releases between 0.11 and
-# 0.19 are not in the corpus and take the 0.11 constants (the larger, safer overhead).
-SAMPLER_BYTES = 14.63  # per logit of the dummy sampler run (S x vocab), v0.19+ and V1 before 0.11
-SAMPLER_BYTES_V011 = 38.14  # the same, v0.11-v0.18
+# before 0.11 (only the printed budget: tp > 1 non-torch is its residual). Non-torch memory of releases
+# between 0.11 and 0.19 takes the 0.11 constants (no training record; the larger, safer overhead).
+# The sampler's cost per logit follows the code path instead (`_sampler_era`): v0.11.0's V1 sampler
+# takes FlashInfer's kernel only where FlashInfer is installed (the v0.11 logs' 38 B per logit show it
+# was not), and by v0.16.0 that kernel is opt-in (VLLM_USE_FLASHINFER_SAMPLER=1), so the dummy run
+# goes through the PyTorch top-k/top-p of
+# v1/sample/ops/topk_topp_sampler.py, which sorts the whole fp32 logits (values 4 B + int64 indices
+# 8 B per logit), takes a softmax and a cumsum of the sorted copy and scatters back into a new tensor:
+# about 25 B per logit over the bf16 logits, their fp32 copy, the probabilities and the exponential
+# draw (2 + 4 + 4 + 4 = 14 B). v0.17.0 (same file) routes batches of 8 or more rows to
+# `apply_top_k_top_p_triton` (v1/sample/ops/topk_topp_triton.py), which masks in place with a buffer
+# of one vocab row per Triton program, and the extra ~25 B are gone; the fits agree (38.14 and 14.63 B).
+SAMPLER_BYTES = 14.63  # per logit of the dummy sampler run (S x vocab), v0.17+ and V1 before 0.11
+SAMPLER_BYTES_V011 = 38.14  # the same, v0.11-v0.16 (the PyTorch sort path)
 FORWARD_MLP_BYTES = 0.095  # per token x MLP width / tp of the profile forward pass
 FORWARD_HIDDEN_BYTES = 2.69  # per token x hidden size of the profile forward pass
 MOE_WORKSPACE_BYTES = 1.78  # per element of the fused-MoE caches (T x top_k x (3 x I_e/tp + H)), MoE only
@@ -72,6 +82,11 @@ def _era(version: tuple[int, ...]) -> str:
     return "v011" if version < (0, 19, 0) else "v019"
 
 
+def _sampler_era(version: tuple[int, ...]) -> str:
+    """Which dummy-sampler constant applies: the sort-based top-k/top-p ran from 0.11 to 0.16."""
+    return "v011" if (0, 11, 0) <= version < (0, 17, 0) else "other"
+
+
 def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True,
                     version: tuple[int, ...] = (0, 19, 0), gpu=None) -> int:
     """Torch peak increase of vLLM's profile run on one rank (bytes)."""
@@ -84,7 +99,7 @@ def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool
 
         return activation_estimate(model, tp, tokens=tokens, max_seqs=max_seqs)
     seqs = min(max_seqs, tokens)
-    per_logit = SAMPLER_BYTES_V011 if era == "v011" else SAMPLER_BYTES
+    per_logit = SAMPLER_BYTES_V011 if _sampler_era(version) == "v011" else SAMPLER_BYTES
     sampler = per_logit * seqs * model.vocab_size if last_stage else 0
     forward = tokens * (FORWARD_MLP_BYTES * model.intermediate_size / tp + FORWARD_HIDDEN_BYTES * model.hidden_size)
     return int(sampler + forward + MOE_WORKSPACE_BYTES * moe_workspace_elements(model, tp, tokens, gpu))

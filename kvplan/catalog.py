@@ -40,10 +40,15 @@ def _runs(layers) -> list[dict]:
     return runs
 
 
+def _params(p: ParamCounts) -> dict:
+    """The counts, without `vision_replicated` when 0 (written only by multimodal entries)."""
+    return {k: v for k, v in dataclasses.asdict(p).items() if k != "vision_replicated" or v}
+
+
 def spec_to_dict(spec: ModelSpec) -> dict:
     runs = _runs(spec.layers)
     mtp = {} if not spec.mtp_layers else {  # multi-token-prediction modules (kvplan.readers.mtp)
-        "mtp": {"layers": _runs(spec.mtp_layers), "params": dataclasses.asdict(spec.mtp_params)}}
+        "mtp": {"layers": _runs(spec.mtp_layers), "params": _params(spec.mtp_params)}}
     return {
         "format": FORMAT_VERSION,
         "name": spec.name,
@@ -61,7 +66,7 @@ def spec_to_dict(spec: ModelSpec) -> dict:
         "quantization": {k: v for k, v in dataclasses.asdict(spec.quantization).items() if k != "kept" or v},
         "checkpoint_bytes": spec.checkpoint_bytes,
         "rope_cache_elems": spec.rope_cache_elems,
-        "params": dataclasses.asdict(spec.params),
+        "params": _params(spec.params),
         "layers": runs,
         **mtp,
         "notes": list(spec.notes),

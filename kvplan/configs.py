@@ -112,8 +112,12 @@ def unwrap_text_config(config: dict) -> tuple[dict, bool]:
     return config, False
 
 
-def spec_from_config(config: dict, name: str, *, source: str = "config.json") -> tuple[ModelSpec, list[str]]:
-    """Parse a config.json dict into a ModelSpec. Returns the spec and notices for the user."""
+def spec_from_config(config: dict, name: str, *, source: str = "config.json",
+                     towers_in_checkpoint: bool = False) -> tuple[ModelSpec, list[str]]:
+    """Parse a config.json dict into a ModelSpec. Returns the spec and notices for the user.
+
+    A declared vision/audio tower kvplan cannot count is refused (kvplan.vision.price_towers), unless
+    `towers_in_checkpoint`: the caller sets the checkpoint's tensor bytes, which carry it."""
     from kvplan.params import count_params
 
     if not isinstance(config, dict):
@@ -163,25 +167,23 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
         raise KvplanError(
             f"{source}: missing key {' / '.join(missing.names)} (needed to size the model)", EXIT_USAGE
         ) from None
-    if nested:
+    arch = config.get("architectures") or data.get("architectures") or [""]
+    arch = str(arch[0]) if isinstance(arch, list) and arch else str(arch)
+    from kvplan.vision import price_towers
+
+    towers, tower_notes, tower_notice = price_towers(config, arch, geometry["hidden"], source,
+                                                       in_checkpoint=towers_in_checkpoint)
+    if towers.params:
         from dataclasses import replace
 
-        from kvplan.vision import vision_params
-
-        vision = vision_params(config, geometry["hidden"])
-        if vision is None:
-            notices.append("multimodal config: planning the language model's cache; vision weights are not counted "
-                           "from the config")
-        else:
-            params = replace(params, vision=vision)
-            notices.append(f"multimodal config: planning the language model's cache; the vision tower and projector "
-                           f"({vision:,} parameters) are counted in the weights")
+        params = replace(params, vision=towers.params, vision_replicated=towers.replicated)
+    if tower_notice:
+        notices.append(tower_notice)
     from kvplan.rope import rope_cache_elems
 
     heads = [getattr(la, "attention", la) for la in layers]  # Falcon-H1's ParallelHybrid: its attention half
     head_dim = next((getattr(la, "head_dim", 0) for la in heads if getattr(la, "head_dim", 0)), 0)
     rope = rope_cache_elems(data, model_type, head_dim)
-    arch = config.get("architectures") or data.get("architectures") or [""]
     spec = ModelSpec(
         name=name,
         layers=tuple(layers),
@@ -195,8 +197,8 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
         quantization=read_quantization(cfg, params, layers),
         rope_cache_elems=rope,
         family=model_type,
-        architecture=str(arch[0]) if isinstance(arch, list) and arch else str(arch),
-        notes=tuple(geometry["notes"]),
+        architecture=arch,
+        notes=(*geometry["notes"], *tower_notes),
         source=source,
         mtp_layers=mtp_layers,
         mtp_params=mtp_params,

@@ -40,8 +40,12 @@ def short_aliases(name: str) -> list[str]:
 
 
 def build_spec(config: dict, repo_id: str | None, *, name: str | None = None, source: str,
-               checkpoint_bytes: int | None = None, aliases=()) -> tuple[ModelSpec, list[str]]:
-    spec, notices = spec_from_config(config, name or catalog_name(repo_id or "model"), source=source)
+               checkpoint_bytes: int | None = None, aliases=(),
+               towers_in_checkpoint: bool = False) -> tuple[ModelSpec, list[str]]:
+    """A spec from `config`. With `checkpoint_bytes` (or `towers_in_checkpoint`: the caller will set
+    them) a tower kvplan cannot count is left to the checkpoint's bytes instead of refused."""
+    spec, notices = spec_from_config(config, name or catalog_name(repo_id or "model"), source=source,
+                                     towers_in_checkpoint=towers_in_checkpoint or bool(checkpoint_bytes))
     spec = dataclasses.replace(spec, hf_repo=repo_id, checkpoint_bytes=checkpoint_bytes,
                                aliases=tuple(dict.fromkeys([*aliases, *short_aliases(spec.name)])))
     return spec, notices

@@ -32,7 +32,8 @@ class ParamCounts:
     experts_per_token: int = 0
     num_moe_layers: int = 0
     expert_biases: int = 0  # of `experts`: biases checkpoints keep in 16 bits (gpt-oss)
-    vision: int = 0  # vision tower + projector of a multimodal checkpoint (kvplan.vision), 16-bit
+    vision: int = 0  # vision (and audio) towers + projectors of a multimodal checkpoint (kvplan.vision), 16-bit
+    vision_replicated: int = 0  # of `vision`: what every tensor-parallel rank holds whole (plain torch modules)
 
     @property
     def total(self) -> int:
@@ -175,7 +176,8 @@ class WeightBytes:
     experts: int  # routed experts (sharded), counted apart so decode can read only active ones
     embedding: int  # first pipeline stage
     lm_head: int  # last pipeline stage
-    vision: int = 0  # vision tower + projector: first stage, sharded over tensor-parallel ranks
+    vision: int = 0  # vision tower + projector: first stage, sharded over tensor-parallel ranks but for
+    vision_replicated: int = 0  # (of `vision`) the part every tensor-parallel rank holds whole
 
     @property
     def total(self) -> int:
@@ -194,7 +196,8 @@ def weight_bytes(spec: ModelSpec, weight_dtype: str | None = None) -> WeightByte
         return own
     d = weight_bytes(spec.draft)
     return WeightBytes(own.sharded + d.sharded, own.replicated + d.replicated, own.experts + d.experts,
-                       own.embedding + d.embedding, own.lm_head + d.lm_head, own.vision + d.vision)
+                       own.embedding + d.embedding, own.lm_head + d.lm_head, own.vision + d.vision,
+                       own.vision_replicated + d.vision_replicated)
 
 
 def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
@@ -229,6 +232,7 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
         embedding=embedding,
         lm_head=lm_head,
         vision=p.vision * plain,  # quantized checkpoints keep the vision tower in 16 bits
+        vision_replicated=p.vision_replicated * plain,
     )
 
 

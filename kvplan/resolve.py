@@ -91,11 +91,14 @@ def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
                                   exc.exit_code) from None
         raise
     notices = [cfg.notice] if cfg.notice else []
-    spec, more = build_spec(cfg.config, repo_id, source=f"config.json of {repo_id}@{cfg.commit or revision or 'main'}")
+    source = f"config.json of {repo_id}@{cfg.commit or revision or 'main'}"
+    spec, more = build_spec(cfg.config, repo_id, source=source, towers_in_checkpoint=not cfg.from_cache)
     notices += more
     weights = None
     if not cfg.from_cache:
         weights = hub.fetch_weights(repo_id, revision=revision, token=token, timeout=timeout)
+        if weights is None:  # no safetensors bytes to carry a tower kvplan cannot count: refused then
+            build_spec(cfg.config, repo_id, source=source)
     if weights is not None:
         mtp = weights.mtp_bytes(spec.num_layers) if spec.mtp_layers or _declares_mtp(cfg.config) else 0
         spec = dataclasses.replace(spec, checkpoint_bytes=weights.total_bytes - mtp)

@@ -13,6 +13,7 @@ import pytest
 
 from kvplan.catalog import find_in_catalog
 from kvplan.configs import spec_from_config
+from kvplan.errors import KvplanError
 from kvplan.model import weight_bytes
 from kvplan.vision import vision_params
 
@@ -45,9 +46,13 @@ def test_unknown_tower_is_not_guessed():
     config = {"model_type": "gemma3", "vision_config": {**GEMMA3["vision_config"], "vision_use_head": True}}
     assert vision_params(config, 5376) is None
     assert vision_params({"model_type": "llava", "vision_config": {"model_type": "clip_vision_model"}}, 4096) is None
-    spec, notices = spec_from_config({"model_type": "llava", "text_config": {**GEMMA3["text_config"]},
-                                      "vision_config": {"model_type": "clip_vision_model"}}, "m")
-    assert spec.params.vision == 0 and any("not counted" in n for n in notices)
+    llava = {"model_type": "llava", "text_config": {**GEMMA3["text_config"]},
+             "vision_config": {"model_type": "clip_vision_model"}}
+    with pytest.raises(KvplanError, match="clip_vision_model.*refused rather than counted as 0"):
+        spec_from_config(llava, "m")
+    # with the checkpoint's bytes to carry it (a Hub repo's safetensors headers), a note instead
+    spec, notices = spec_from_config(llava, "m", towers_in_checkpoint=True)
+    assert spec.params.vision == 0 and any("checkpoint's tensor bytes carry it" in n for n in spec.notes)
 
 
 def test_catalog_carries_the_vision_weights():

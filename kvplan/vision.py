@@ -29,9 +29,11 @@ from typing import NamedTuple
 from kvplan.errors import EXIT_USAGE, KvplanError
 
 # Top-level keys that declare an encoder vLLM builds beside the language model (Gemma 3n/4 audio,
-# Qwen2.5-Omni/Qwen3-Omni, Phi-4-multimodal, MiniCPM-o, Kimi-Audio spell them this way).
+# Qwen2.5-Omni/Qwen3-Omni thinker/talker, Phi-3-vision/Phi-4-multimodal embd_layer/img_processor,
+# Qwen-VL's visual, Molmo's vision_backbone spell them this way).
 TOWER_KEYS = ("vision_config", "audio_config", "vision_tower_config", "audio_tower_config", "speech_config",
-              "visual_config", "vit_config", "thinker_config", "talker_config", "embd_layer", "audio_processor")
+              "visual_config", "vit_config", "thinker_config", "talker_config", "embd_layer", "audio_processor",
+              "img_processor", "visual", "vision_backbone")
 
 # Architecture classes vLLM 0.19 registers in _TEXT_GENERATION_MODELS (vllm/model_executor/models/
 # registry.py lines 112-151: gemma3.py, gemma3n.py, gemma4.py, llama4.py): the language model alone,

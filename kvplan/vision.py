@@ -101,6 +101,11 @@ def price_towers(config: dict, architecture: str, text_hidden: int, source: str,
     A config with no tower gives Towers(0) and no words."""
     keys = tower_keys(config)
     if not keys:
+        nested = any(isinstance(config.get(k), dict) for k in ("text_config", "language_config", "llm_config"))
+        if nested and "ForConditionalGeneration" in architecture:
+            note = (f"multimodal config without a vision_config: the tower vLLM builds for {architecture} "
+                    "(its class's default) is not counted")
+            return Towers(0), [note], note
         return Towers(0), [], ""
     if architecture in TEXT_ONLY:
         note = (f"{', '.join(keys)} not loaded: vLLM 0.19 registers {architecture} as a text-only model "

@@ -175,7 +175,8 @@ def calibrate(records: list[dict]) -> dict:
         era = "" if vllm_non_torch.graph_profile_residue(v, eager, rec.get("gpu") or "") else "_v011"
         sort_sampler = vllm_overhead._sampler_era(v) == "v011"  # the sampler's per-logit cost
         if "non_torch_gib" in rep:
-            fi_ws = vllm_non_torch.fi_allreduce_workspace(v, tp, pp, 1, eager, rec.get("gpu") or "")
+            fi_ws = vllm_non_torch.fi_allreduce_workspace(v, tp, model.hidden_size, vllm_non_torch.dtype_bytes(model),
+                                                          t, pp, 1, eager, rec.get("gpu") or "")
             nt[("tp" if tp > 1 else "pp" if pp > 1 else "single") + era].append(rep["non_torch_gib"].value * GIB - fi_ws)
         if "activation_peak_gib" in rep and pp == 1:
             x = (min(s, t) * model.vocab_size, t * model.intermediate_size / tp, t * model.hidden_size)

@@ -44,32 +44,49 @@ def test_llmd_version_sweep_held_out_follows_the_boundary():
 
 
 def test_flashinfer_allreduce_workspace_by_release_gpu_and_layout():
-    # trtllm_create_ipc_workspace_for_all_reduce_fusion: 3 buffers per rank (data, flags, Lamport), each a
-    # SymmDeviceMemory rounded up to the 512 MiB multicast granularity: 3 x 512 = 1536 MiB. On by default
-    # from 0.17.0 (-O2 fuse_allreduce_rms) for tp > 1, pp == dp == 1, SM90/SM100 on NVSwitch, not eager.
-    assert nt.FI_AR_WORKSPACE == 1536 * MIB
-    h100 = "h100-sxm"
-    assert nt.fi_allreduce_workspace((0, 16, 0), 2, gpu_key=h100) == 0  # off at every -O level in 0.16
-    assert nt.fi_allreduce_workspace((0, 17, 0), 2, gpu_key=h100) == 1536 * MIB
-    assert nt.fi_allreduce_workspace((0, 19, 0), 4, gpu_key="b200") == 1536 * MIB
-    assert nt.fi_allreduce_workspace((0, 19, 0), 2, pp=2, gpu_key=h100) == 0  # tp-pp: fusion off
-    assert nt.fi_allreduce_workspace((0, 19, 0), 2, dp=2, gpu_key=h100) == 0  # tp-dp: fusion off
-    assert nt.fi_allreduce_workspace((0, 19, 0), 2, eager=True, gpu_key=h100) == 0  # no torch.compile
-    assert nt.fi_allreduce_workspace((0, 19, 0), 2, gpu_key="a100-sxm-80") == 0  # SM80: not enabled
-    assert nt.fi_allreduce_workspace((0, 19, 0), 2, gpu_key="h100-pcie") == 0  # no NVSwitch multicast
-    assert nt.fi_allreduce_workspace((0, 19, 0), 1, gpu_key=h100) == 0
+    # trtllm_create_ipc_workspace_for_all_reduce_fusion: 3 buffers per rank (data, flags, Lamport), each
+    # rounded to 2 MiB, + a 2 KiB signal pad, then up to the 512 MiB multicast granularity (SymmDeviceMemory).
+    # Llama 3.1 8B (H 4096, bf16) on H100 tp 2: T = min(64 MiB / (4096 x 2), 8192) = 8192; data 2 x 8192 x
+    # 4096 x 2 = 128 MiB -> 512; Lamport 3 x 128 = 384 MiB -> 512; flags 2 x 256 x 4 B -> 512: 1536 MiB.
+    # On by default from 0.17.0 (-O2 fuse_allreduce_rms) for tp 2/4/8, pp == dp == 1, not eager.
+    from kvplan.catalog import find_in_catalog
+
+    h = find_in_catalog("llama-3.1-8b-instruct").hidden_size
+    assert h == 4096
+
+    def ws(version, tp, gpu="h100-sxm", hidden=h, **kw):
+        return nt.fi_allreduce_workspace(version, tp, hidden, 2, 8192, gpu_key=gpu, **kw) // MIB
+
+    assert ws((0, 17, 0), 2) == 1536 and ws((0, 19, 0), 4) == 1536 and ws((0, 19, 0), 8) == 1536
+    assert ws((0, 16, 0), 2) == 0  # off at every -O level in 0.16
+    assert ws((0, 19, 0), 2, pp=2) == 0 and ws((0, 19, 0), 2, dp=2) == 0  # tp-pp, tp-dp: fusion off
+    assert ws((0, 19, 0), 2, eager=True) == 0  # --enforce-eager: no torch.compile, no pass
+    assert ws((0, 19, 0), 2, "a100-sxm-80") == 0 and ws((0, 19, 0), 2, "h100-pcie") == 0  # SM80; no NVSwitch
+    assert ws((0, 19, 0), 1) == 0
+    # B300 (SM 10.3): not enabled by 0.17/0.18 (is_device_capability(100)); 0.19 takes the SM10x family and
+    # a 64 MiB limit at tp 4. Llama 3.1 70B (H 8192): T = 64 MiB / 16384 = 4096; data 4 x 4096 x 8192 x 2 =
+    # 256 MiB -> 512; Lamport 3 x 256 = 768 MiB -> 1024; flags -> 512: 2048 MiB.
+    assert ws((0, 18, 0), 4, "b300", 8192) == 0
+    assert ws((0, 19, 0), 4, "b300", 8192) == 2048
+    assert ws((0, 19, 0), 4, "b200", 8192) == 1536  # SM100 at tp 4: 32 MiB -> data 128, Lamport 384
 
 
 def test_tensor_parallel_non_torch_adds_the_workspace():
     # tp 2 on H100: v0.19 620 + 1536 = 2156 MiB = 2.105 GiB (llm-d's v0.19 tp 2 logs print 2.06-2.11 GiB,
     # tp 4 2.13-2.21: the workspace does not grow with tp); v0.17 563 + 1536 = 2099; v0.16 563 (no fusion);
     # A100 on v0.19: 620, no workspace.
-    assert nt.non_torch(2, 1, (0, 19, 0), gpu_key="h100-sxm") == (620 + 1536) * MIB
-    assert nt.non_torch(4, 1, (0, 19, 0), gpu_key="h100-sxm") == (620 + 1536) * MIB
-    assert nt.non_torch(2, 1, (0, 17, 0), gpu_key="h100-sxm") == (563 + 1536) * MIB
-    assert nt.non_torch(2, 1, (0, 16, 0), gpu_key="h100-sxm") == 563 * MIB
-    assert nt.non_torch(2, 1, (0, 19, 0), gpu_key="a100-sxm-80") == 620 * MIB
-    assert nt.non_torch(2, 1, (0, 19, 0), eager=True, gpu_key="h100-sxm") == 563 * MIB
+    from kvplan.catalog import find_in_catalog
+
+    m = find_in_catalog("llama-3.1-8b-instruct")
+
+    def term(tp, version, gpu="h100-sxm", eager=False):
+        return nt.non_torch(tp, 1, version, eager, gpu, 1, m, 8192) // MIB
+
+    assert term(2, (0, 19, 0)) == term(4, (0, 19, 0)) == 620 + 1536
+    assert term(2, (0, 17, 0)) == 563 + 1536
+    assert term(2, (0, 16, 0)) == 563
+    assert term(2, (0, 19, 0), "a100-sxm-80") == 620
+    assert term(2, (0, 19, 0), eager=True) == 563
 
 
 def test_fit_settings_carry_the_layout_gpu_and_eager_into_the_term():

@@ -18,18 +18,21 @@ PyTorch's allocator in that window counts. Two terms appear by release, from the
    fitted): the jump of the two fitted single-GPU constants (246 - 133 = 113 MiB) at 0.18.0.
 2. FlashInfer all-reduce fusion workspace, vLLM >= 0.17.0, tensor parallel. -O2 (the default) turns on
    `fuse_allreduce_rms` where `enable_allreduce_rms_fusion` holds (config/vllm.py, 0.17.0-0.19.0: tp > 1,
-   CUDA, FlashInfer installed, SM90 or the SM100 family, dp == 1, pp == 1; 0.16.0 had it off at every
-   level), and not under --enforce-eager (which turns torch.compile off, so no compile pass runs).
-   AllReduceFusionPass (compilation/passes/fusion/allreduce_rms_fusion.py) then creates FlashInfer's
-   trtllm workspace (flashinfer 0.6.4/0.6.6 comm/trtllm_ar.py
-   trtllm_create_ipc_workspace_for_all_reduce_fusion): three buffers per rank (data tp x T x H x 2 B,
-   barrier flags, 3 Lamport buffers of tp x T x H x 2 B), each a SymmDeviceMemory (comm/mnnvl.py
-   _get_allocation_prop) rounded up to the multicast granularity, which is 512 MiB where NVSwitch
-   multicast exists: sglang#18341's log of the same workspace shows every buffer, 2 to 68 MiB, mapped
-   at a 512 MiB stride. So 3 x 512 MiB whatever the model (T x H x 2 B stays under 512 MiB for the
-   SM90/SM100 size limits, 64 MiB at tp 2); without NVSwitch (PCIe H100, H100 NVL) the multicast query
-   fails and vLLM goes on without the workspace ("expected on GPUs without NVSwitch").
-   This is why tp 2 and tp 4 print the same ~2.1 GiB on v0.19 H100 while v0.11 printed 0.55 GiB.
+   CUDA, FlashInfer installed, SM90 or SM100 (0.19.0: the SM10x family), dp == 1, pp == 1; 0.16.0 had it
+   off at every level), and not under --enforce-eager (which turns torch.compile off: no pass runs).
+   AllReduceFusionPass (compilation/passes/fusion/allreduce_rms_fusion.py) sizes T = min(max_size /
+   (H x dtype bytes), max_num_batched_tokens), max_size from FI_ALLREDUCE_FUSION_MAX_SIZE_MB by capability
+   and tp (tp 2, 4, 8 only), and creates FlashInfer's trtllm workspace (flashinfer 0.6.4/0.6.6
+   comm/trtllm_ar.py trtllm_create_ipc_workspace_for_all_reduce_fusion): three buffers per rank, data
+   tp x T x H x 2 B, barrier flags tp x 256 x 4 B, Lamport 3 x tp x T x H x 2 B (4 B for an fp32
+   model), each rounded to 2 MiB and allocated as a SymmDeviceMemory (comm/mnnvl.py
+   _get_allocation_prop: + a 2 KiB signal pad, rounded up to the multicast granularity), which is
+   512 MiB where NVSwitch multicast exists: sglang#18341's log of the same workspace maps buffers of 24,
+   2 and 68 MiB at a 512 MiB stride. So 3 x 512 MiB in the usual cases whatever the model (H100 tp 2:
+   128 MiB of data, 384 of Lamport); B300 at tp 4 (64 MiB limit) reaches 1,024 MiB of Lamport buffer.
+   Without NVSwitch (PCIe H100, H100 NVL) the multicast query fails and vLLM goes on without it
+   ("expected on GPUs without NVSwitch"). This is why tp 2 and tp 4 print the same ~2.1 GiB on v0.19
+   H100 while v0.11 printed 0.55 GiB.
 
 The constants are fitted by `benchmarks/budget_corpus.py --calibrate` on the training split with the
 source-derived terms taken out (tests/test_budget_corpus.py re-fits them).
@@ -51,12 +54,15 @@ NON_TORCH_PP = NON_TORCH_SINGLE  # pipeline parallel only: no training record; n
 V0_NON_TORCH_SINGLE = 160 * MIB  # the legacy V0 engine (< 0.8), not fitted: its logs print 0.01-0.35 GiB
 
 # --- source-derived ---------------------------------------------------------------------------------
-FI_AR_BUFFERS = 3  # data, flags, Lamport (trtllm_create_ipc_workspace_for_all_reduce_fusion)
-MULTICAST_GRANULARITY = 512 * MIB  # each buffer's allocation (SymmDeviceMemory, NVSwitch systems)
-FI_AR_WORKSPACE = FI_AR_BUFFERS * MULTICAST_GRANULARITY
-# SM90 / SM100-family GPUs that sit on NVSwitch in kvplan's profiles (HGX / NVL boards); the PCIe and
+MULTICAST_GRANULARITY = 512 * MIB  # SymmDeviceMemory's allocation unit on NVSwitch systems (see above)
+FI_AR_WORKSPACE = 3 * MULTICAST_GRANULARITY  # the usual total: each buffer under 512 MiB
+_MAX_COMM_SIZE = 2147483647 & ~(2 * MIB - 1)  # trtllm_ar.py MAX_COMM_SIZE: the Lamport comm size's cap
+# FI_ALLREDUCE_FUSION_MAX_SIZE_MB (allreduce_rms_fusion.py, 0.17.0-0.19.0; 103 from 0.19.0), MiB by tp
+_FUSION_MAX_SIZE_MIB = {90: {2: 64, 4: 2, 8: 0.5}, 100: {2: 64, 4: 32, 8: 1}, 103: {2: 64, 4: 64, 8: 2}}
+# Compute capability of kvplan's SM90 / SM10x profiles on NVSwitch (HGX / NVL boards); the PCIe and
 # NVL-bridge H100s and GH200 (NVL2: two GPUs, no switch) fail vLLM's multicast query.
-_NVSWITCH_FUSION_GPUS = ("h100-sxm", "h200-sxm", "h20", "b200", "b300", "gb200", "gb300")
+_NVSWITCH_CAPABILITY = {"h100-sxm": 90, "h200-sxm": 90, "h20": 90, "b200": 100, "gb200": 100,
+                        "b300": 103, "gb300": 103}
 
 
 def era(version: tuple[int, ...]) -> str:
@@ -73,17 +79,34 @@ def graph_profile_residue(version: tuple[int, ...], eager: bool = False, gpu_key
     return version >= (0, 18, 0) and not eager and not gpu_key.startswith("mi")
 
 
-def fi_allreduce_workspace(version: tuple[int, ...], tp: int, pp: int = 1, dp: int = 1, eager: bool = False,
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype_bytes: int = 2,
+                           max_tokens: int = 8192, pp: int = 1, dp: int = 1, eager: bool = False,
                            gpu_key: str = "") -> int:
     """Bytes per rank of FlashInfer's all-reduce fusion workspace (0 where vLLM does not create it)."""
     if version < (0, 17, 0) or tp < 2 or pp != 1 or dp != 1 or eager:
         return 0
-    return FI_AR_WORKSPACE if gpu_key.startswith(_NVSWITCH_FUSION_GPUS) else 0
+    cap = next((c for k, c in _NVSWITCH_CAPABILITY.items() if gpu_key.startswith(k)), None)
+    if cap is None or (cap == 103 and version < (0, 19, 0)):  # 0.17/0.18 test capability 10.0 exactly
+        return 0
+    max_mib = _FUSION_MAX_SIZE_MIB[cap].get(tp)
+    if not max_mib:
+        return 0
+    tokens = min(int(max_mib * MIB) // (hidden * dtype_bytes), max_tokens)
+    data = tp * tokens * hidden * 2
+    lamport = 3 * min(tp * tokens * hidden * (4 if dtype_bytes == 4 else 2), _MAX_COMM_SIZE)
+    flags = tp * 256 * 4
+    return sum(_round_up(_round_up(_round_up(size, 2 * MIB) + 2048, 2 * MIB), MULTICAST_GRANULARITY)
+               for size in (data, flags, lamport))
 
 
 def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, gpu_key: str = "",
-              dp: int = 1) -> int:
-    """vLLM's non-torch increase on one rank (bytes)."""
+              dp: int = 1, model=None, max_tokens: int = 8192) -> int:
+    """vLLM's non-torch increase on one rank (bytes); `model` (hidden size, dtype) and `max_tokens`
+    (max_num_batched_tokens) size the FlashInfer workspace, which is left out without a model."""
     e = era(version)
     if e == "v0":
         return V0_NON_TORCH_SINGLE if tp == 1 and pp == 1 else NON_TORCH_TP_LEGACY
@@ -92,7 +115,15 @@ def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, g
         if e == "legacy":
             return NON_TORCH_TP_LEGACY
         base = NON_TORCH_TP if graphs else NON_TORCH_TP_V011
-        return base + fi_allreduce_workspace(version, tp, pp, dp, eager, gpu_key)
+        if model is None:
+            return base
+        return base + fi_allreduce_workspace(version, tp, model.hidden_size, dtype_bytes(model), max_tokens,
+                                             pp, dp, eager, gpu_key)
     if pp > 1:
         return NON_TORCH_PP
     return NON_TORCH_SINGLE if graphs else NON_TORCH_SINGLE_V011
+
+
+def dtype_bytes(model) -> int:
+    """Bytes of one activation of the model's dtype (the workspace's element size)."""
+    return {"fp32": 4, "bf16": 2, "fp16": 2}.get(getattr(model, "dtype", "bf16"), 2)

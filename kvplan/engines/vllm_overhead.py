@@ -334,7 +334,7 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     gpu = getattr(st, "gpu_key", "")
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu)
     graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs) if st.cudagraphs else 0
-    nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp)
+    nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens)
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu) + nvfp4_scale_padding(model, dep.tp, gpu)
                                + rope_table_bytes(model)),

@@ -177,7 +177,8 @@ def calibrate(records: list[dict]) -> dict:
         if "non_torch_gib" in rep:
             fi_ws = vllm_non_torch.fi_allreduce_workspace(v, tp, model.hidden_size, vllm_non_torch.dtype_bytes(model),
                                                           t, pp, 1, eager, rec.get("gpu") or "")
-            nt[("tp" if tp > 1 else "pp" if pp > 1 else "single") + era].append(rep["non_torch_gib"].value * GIB - fi_ws)
+            key = ("tp" if tp > 1 else "pp" if pp > 1 else "single") + era
+            nt[key].append(rep["non_torch_gib"].value * GIB - fi_ws)
         if "activation_peak_gib" in rep and pp == 1:
             x = (min(s, t) * model.vocab_size, t * model.intermediate_size / tp, t * model.hidden_size)
             rep = dict(rep)  # a multimodal model's peak also holds the dummy encoder outputs (source-derived)

@@ -63,6 +63,7 @@ def test_flashinfer_allreduce_workspace_by_release_gpu_and_layout():
     assert ws((0, 19, 0), 2, eager=True) == 0  # --enforce-eager: no torch.compile, no pass
     assert ws((0, 19, 0), 2, "a100-sxm-80") == 0 and ws((0, 19, 0), 2, "h100-pcie") == 0  # SM80; no NVSwitch
     assert ws((0, 19, 0), 1) == 0
+    assert ws((0, 19, 0), 2, "log") == ws((0, 19, 0), 2, "") == 1536  # known only by its memory: as an HGX H100
     # B300 (SM 10.3): not enabled by 0.17/0.18 (is_device_capability(100)); 0.19 takes the SM10x family and
     # a 64 MiB limit at tp 4. Llama 3.1 70B (H 8192): T = 64 MiB / 16384 = 4096; data 4 x 4096 x 8192 x 2 =
     # 256 MiB -> 512; Lamport 3 x 256 = 768 MiB -> 1024; flags -> 512: 2048 MiB.

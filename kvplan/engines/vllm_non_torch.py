@@ -13,7 +13,9 @@ PyTorch's allocator in that window counts. Two terms appear by release, from the
    two graphs per mode on a profiling pool, then frees them (CUDAGraphWrapper.clear_all_graphs,
    empty_cache); what the capture leaves outside PyTorch's allocator (driver-side graph and module
    memory) stays in the non-torch figure. 0.17.0 -> 0.18.0 changes nothing else in the window
-   (mem_utils.py only renames current_platform calls; torch 2.10.0 in both). llm-d's version sweep
+   (mem_utils.py only renames current_platform calls; gpu_model_runner.py profile_run and
+   _dummy_sampler_run are identical, _dummy_run only gains the capture's profile_seq_lens; torch 2.10.0
+   in both). The residue's size is not derived: it is the gap of two fits. llm-d's version sweep
    of Qwen3-14B on one H100 prints 0.13 GiB on 0.15/0.16/0.17 and 0.25 GiB on 0.18 (held out, not
    fitted): the jump of the two fitted single-GPU constants (246 - 133 = 113 MiB) at 0.18.0.
 2. FlashInfer all-reduce fusion workspace, vLLM >= 0.17.0, tensor parallel. -O2 (the default) turns on
@@ -89,6 +91,8 @@ def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype
     """Bytes per rank of FlashInfer's all-reduce fusion workspace (0 where vLLM does not create it)."""
     if version < (0, 17, 0) or tp < 2 or pp != 1 or dp != 1 or eager:
         return 0
+    if gpu_key in ("", "unknown", "log"):  # a GPU known only by its memory: assume the corpus's HGX H100
+        gpu_key = "h100-sxm"
     cap = next((c for k, c in _NVSWITCH_CAPABILITY.items() if gpu_key.startswith(k)), None)
     if cap is None or (cap == 103 and version < (0, 19, 0)):  # 0.17/0.18 test capability 10.0 exactly
         return 0

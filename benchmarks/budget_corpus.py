@@ -170,9 +170,9 @@ def calibrate(records: list[dict]) -> dict:
             continue
         t, s = int(flags.get("max_num_batched_tokens", 8192)), int(flags.get("max_num_seqs", 1024))
         eager = str(flags.get("enforce_eager", "")).lower() == "true"
-        # non-torch memory: the 0.18+ constants where CUDA graphs are profiled in the window, less the
+        # non-torch memory: the 0.18+ constants from the release that profiles CUDA graphs in the window, less the
         # source-derived FlashInfer all-reduce workspace (kvplan/engines/vllm_non_torch.py)
-        era = "" if vllm_non_torch.graph_profile_residue(v, eager, rec.get("gpu") or "") else "_v011"
+        era = "" if vllm_non_torch.graph_profile_residue(v) else "_v011"
         sort_sampler = vllm_overhead._sampler_era(v) == "v011"  # the sampler's per-logit cost
         if "non_torch_gib" in rep:
             fi_ws = vllm_non_torch.fi_allreduce_workspace(v, tp, model.hidden_size, vllm_non_torch.dtype_bytes(model),

@@ -1,7 +1,7 @@
 """`vllm serve --max-model-len auto`: what vLLM sets max_model_len to, by release (kvplan.engines.vllm_autofit).
 
 Golden numbers come from a vLLM log (vllm-project/vllm#29431) or vLLM's source arithmetic written out by
-hand (kv_cache_utils.py `_max_memory_usage_bytes_from_groups` / `_auto_fit_max_model_len`, docs/engines.md 1.6).
+hand (kv_cache_utils.py `_max_memory_usage_bytes_from_groups` / `_auto_fit_max_model_len`, docs/engines.md 1.7).
 """
 
 from __future__ import annotations

@@ -1,19 +1,21 @@
 """What `vllm serve --max-model-len auto` (or -1) sets max_model_len to on a given KV budget, by release.
 
-vLLM's rule, restated from the released wheels (docs/engines.md 1.6 has the walk-through):
-  * The flag: `engine/arg_utils.py` `human_readable_int_or_auto` maps "auto" or "-1" to -1 from v0.14.0;
-    v0.11.0-v0.13.0 have neither (only `estimate_max_model_len`, quoted in the "not enough KV cache" error).
+vLLM's rule, restated from the released wheels (docs/engines.md 1.7 has the walk-through):
+  * The flag: `engine/arg_utils.py` `human_readable_int_or_auto` maps "auto" or "-1" to -1 from v0.14.0
+    (L2121); v0.11.0-v0.13.0 have neither (only `estimate_max_model_len`, in the "not enough KV cache" error).
   * `vllm/v1/core/kv_cache_utils.py` `get_kv_cache_configs` calls `_auto_fit_max_model_len` when
-    original_max_model_len == -1 (v0.33.0: `kv_cache_planning.py`). `_estimate_max_model_len_from_groups`
-    binary-searches [1, the model's derived limit] for the largest length whose
-    `_max_memory_usage_bytes_from_groups` is at most the worker's available KV memory; vLLM keeps the
-    smallest over workers, raises "Cannot auto-fit max_model_len: not enough GPU memory available to serve
-    even a single token" when it is 0, and logs "full model context length N fits" or "reduced from N to M".
+    original_max_model_len == -1 (v0.14.0 L1389, v0.17.0 L1398; v0.33.0 `kv_cache_planning.py` L1337).
+    `_estimate_max_model_len_from_groups` binary-searches [1, the model's derived limit] for the largest
+    length whose `_max_memory_usage_bytes_from_groups` is at most the worker's available KV memory; vLLM
+    keeps the smallest over workers, raises "Cannot auto-fit max_model_len: not enough GPU memory available
+    to serve even a single token" when it is 0, and logs "full model context length N fits" or "reduced
+    from N to M".
   * `_max_memory_usage_bytes_from_groups`: one group of UniformTypeKVCacheSpecs (every layer full attention,
     or every layer the same window) is the sum over its layers of `max_memory_usage_bytes`; otherwise
     group_size x page x blocks, where blocks is cdiv(groups[0]'s max_memory_usage_bytes, page) in v0.14.0-
-    v0.18.0 - the first group only, the spec of the first cached layer - and the sum over all groups from
-    v0.19.0 (v0.30.0 and v0.33.0 write group_size x page as bytes_per_block, the largest group's page sum).
+    v0.18.0 (L1329 in 0.18.0) - the first group only, the spec of the first cached layer - and the sum over
+    all groups from v0.19.0 (L1332; v0.30.0 and v0.33.0 write group_size x page as bytes_per_block, the
+    largest group's page sum).
   * Whose layers and memory: v0.14.0-v0.16.0 size the whole model's groups against the smallest worker's
     memory (with pipeline stages, every stage's layers against one stage's memory); from v0.17.0 each
     worker's share of the global groups (`_project_kv_cache_groups_to_worker`) against its own memory.
@@ -137,7 +139,12 @@ def _worker_bytes(lay: _Layout, layers: range, dep, st):
 
 def auto_fit(model, dep, budgets, st, kv_dtype, state_dtype) -> AutoFit | str:
     """What --max-model-len auto chooses with `budgets` (available KV bytes per pipeline stage, per rank),
-    or why kvplan does not say (a refusal)."""
+    or why kvplan does not say (a refusal). Cached: every context and batch of a sweep shares it."""
+    return _auto_fit(model, dep, tuple(budgets), st, kv_dtype, state_dtype)
+
+
+@lru_cache(maxsize=256)
+def _auto_fit(model, dep, budgets: tuple[int, ...], st, kv_dtype, state_dtype) -> AutoFit | str:
     why = refusal(model, dep, st)
     lay = why or _layout(model, dep.tp, st, kv_dtype, state_dtype)
     if isinstance(lay, str):

@@ -7,9 +7,10 @@ Sources (read as released wheels; see docs/engines.md section 1 for line numbers
     with async scheduling; ChunkedLocalAttentionSpec L174-191; MLAAttentionSpec 576 values per token,
     not split by tp; MambaSpec one page).
   * grouping and blocks: `vllm/v1/core/kv_cache_utils.py` v0.11.0 L977 (group size = fewest layers of
-    one kind; the most when max < 1.25 x min from v0.12.0, < 1.5 x min from v0.18.0: group_size), L813-827 (num_blocks = available // page //
-    group_size), L780-795 (blocks per request); hybrid Mamba pages: `model_executor/models/config.py`
-    v0.11.0 L314-400.
+    one kind; the most when max < 1.25 x min from v0.12.0, < 1.5 x min from v0.18.0: group_size),
+    L813-827 (num_blocks = available // page // group_size), L780-795 (blocks per request); hybrid Mamba
+    pages: `model_executor/models/config.py` v0.11.0 L314-400; chunked local attention priced as full
+    (cache_specs); pages unified by block size (unified_block).
 
 `st` below is `kvplan.engines.vllm.Settings` (block_size, v1, version, in_flight_tokens and the
 speculative terms spec_state_blocks, swa_retained).

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.intmath import round_up
 from kvplan.layers import (
     ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, SlidingWindow,
 )
@@ -297,7 +298,7 @@ def lfm2_ff_width(cfg: Cfg, width: int) -> int:
         raise KvplanError(f"{cfg.where}: block_ffn_dim_multiplier must be a positive number, got {shown(mult)}", EXIT_USAGE)
     step = cfg.int("block_multiple_of", default=256, limit="intermediate_size")
     width = int(mult * width)
-    return step * -(-width // step)
+    return round_up(width, step)
 
 
 def _attention_kinds(cfg: Cfg, model_type: str, n: int, max_context: int) -> list[str]:

@@ -21,8 +21,9 @@ from functools import cached_property, lru_cache
 
 from kvplan.deploy import split_layers
 from kvplan.dtypes import DType
+from kvplan.intmath import cdiv
 from kvplan.plan import cache_dtypes
-from kvplan.engines.base import (Capacity, Engine, Figure, cdiv, check_opts, check_version, opt_bool,
+from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, opt_bool,
                                  opt_int, parse_version)
 from kvplan.engines.vllm_pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.errors import EXIT_USAGE, KvplanError

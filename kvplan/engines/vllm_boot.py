@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from kvplan.intmath import cdiv
+
 GIB = 2**30
 MARGIN_FRACTION = 0.05  # of the KV budget the requested load needs
 
@@ -42,7 +44,7 @@ def auto_max_model_len(model, dep, kv_bytes: int, st, kv_dtype, state_dtype) -> 
         # One request's blocks x the bytes of a block id (every layer of its group): for one group of
         # full-attention layers this is vLLM's sum over layers of cdiv(n, block) x page; for hybrid
         # layouts it counts the group padding too (a little conservative).
-        return all(p.blocks_per_request(-(-n // dep.dcp), st) * p.bytes_per_block <= kv_bytes for p in pools)  # -dcp: cdiv(n, dcp)
+        return all(p.blocks_per_request(cdiv(n, dep.dcp), st) * p.bytes_per_block <= kv_bytes for p in pools)
 
     hi = model.max_context
     if fits(hi):
@@ -74,7 +76,7 @@ def kv_needed(model, plan, st, concurrency: int) -> int:
     need = 0
     for a, b in split_layers(model.num_layers, dep.pp):
         pool = build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
-        need = max(need, concurrency * pool.blocks_per_request(-(-req.context // dep.dcp), st) * pool.bytes_per_block)
+        need = max(need, concurrency * pool.blocks_per_request(cdiv(req.context, dep.dcp), st) * pool.bytes_per_block)
     return need
 
 
@@ -99,7 +101,7 @@ def lowest_utilization(plan, settings: dict, model, concurrency: int) -> BootAdv
 
 
 def _ceil2(x: float) -> float:
-    return min(1.0, -(-round(x * 10000) // 100) / 100)
+    return min(1.0, cdiv(round(x * 10000), 100) / 100)
 
 
 def emit_advice(plan, settings: dict, model) -> tuple[float, str]:

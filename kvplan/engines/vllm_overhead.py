@@ -35,6 +35,7 @@ if these values drift from what the training split gives.
 from __future__ import annotations
 
 from kvplan.engines.base import parse_version
+from kvplan.intmath import round_up
 from kvplan.layers import Kind
 from kvplan.rope import rope_table_bytes
 
@@ -171,16 +172,12 @@ def _mxfp4_padding(gpu, backend: str | None = None) -> tuple[int, int] | None:
     return 128, 256
 
 
-def _round_up(x: int, m: int) -> int:
-    return -(-x // m) * m
-
-
 def _hopper_swizzle_extra(per_rank: int, hidden: int, warps: int = 8) -> int:
     """Bytes one expert of one layer gains over the checkpoint in triton_kernels' Hopper layouts."""
-    i = _round_up(per_rank, 64)  # vLLM's own I/tp padding for the Triton backend
-    values = (_round_up(hidden // 2, 64) * _round_up(2 * i, 256)  # w13: K = H, N = 2 I
-              + _round_up(i // 2, 64) * _round_up(hidden, 256))  # w2: K = I, N = H
-    scales = _round_up(2 * i, 32 * warps) * _round_up(hidden // 32, 2) + _round_up(hidden, 32 * warps) * _round_up(i // 32, 2)
+    i = round_up(per_rank, 64)  # vLLM's own I/tp padding for the Triton backend
+    values = (round_up(hidden // 2, 64) * round_up(2 * i, 256)  # w13: K = H, N = 2 I
+              + round_up(i // 2, 64) * round_up(hidden, 256))  # w2: K = I, N = H
+    scales = round_up(2 * i, 32 * warps) * round_up(hidden // 32, 2) + round_up(hidden, 32 * warps) * round_up(i // 32, 2)
     checkpoint = 3 * per_rank * hidden * 17 // 32
     return values + scales - checkpoint + 2 * (2 * i + hidden)  # + the biases' bf16 -> fp32
 
@@ -206,7 +203,7 @@ def _padded_expert_extra(per_rank: int, hidden: int, i_mult: int, h_mult: int) -
     def size(i: int, h: int) -> int:
         return 2 * i * (h // 2 + h // 32) + 2 * 2 * i + h * (i // 2 + i // 32) + 2 * h
 
-    return size(_round_up(per_rank, i_mult), _round_up(hidden, h_mult)) - size(per_rank, hidden)
+    return size(round_up(per_rank, i_mult), round_up(hidden, h_mult)) - size(per_rank, hidden)
 
 
 # --- weights as loaded: NVFP4 block scales swizzled for Blackwell (source-derived, not fitted) -----
@@ -222,7 +219,7 @@ _BLACKWELL = _SM100 + ("rtx-5090", "rtx-pro-6000")
 
 def _scale_pad(n: int, k: int) -> int:
     """Bytes one NVFP4 linear's fp8 scales gain when swizzled: [N, K/16] -> [N % 128, K/16 % 4]."""
-    return _round_up(n, 128) * _round_up(k // 16, 4) - n * (k // 16)
+    return round_up(n, 128) * round_up(k // 16, 4) - n * (k // 16)
 
 
 def nvfp4_scale_padding(model, tp: int, gpu) -> int:

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 
 from kvplan.deploy import split_layers
 from kvplan.dtypes import DType
-from kvplan.engines.base import cdiv, parse_version
+from kvplan.engines.base import parse_version
+from kvplan.intmath import cdiv
 from kvplan.layers import Kind, state_bytes
 
 if TYPE_CHECKING:

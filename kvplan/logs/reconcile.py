@@ -235,7 +235,8 @@ def _exact_rows(out, r, cap, how):
 
 
 def _vllm_model_free(out, r, length, block, v):
-    from kvplan.engines.base import Capacity, cdiv
+    from kvplan.engines.base import Capacity
+    from kvplan.intmath import cdiv
 
     if "gpu_blocks" in r:
         blocks = int(r["gpu_blocks"].value)

@@ -27,9 +27,6 @@ ALLOWED = {
     "logs/reconcile.py::_llamacpp": "one engine's log rows, in the engine's order",
     # One HTML page filled in order (head, headlines, one chart set per model, table, script).
     "html_report.py::render_html": "one page template filled in order",
-    # Reading safetensors headers from the Hub: single file, else the sharded index, then one ranged
-    # read per file, with the offline and unreachable fallbacks between the steps.
-    "hub.py::_fetch_weights": "three Hub steps in order with their fallbacks",
 }
 
 

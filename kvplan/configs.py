@@ -19,6 +19,7 @@ from kvplan.layers import (
 )
 from kvplan.model import ModelSpec
 from kvplan.readers import family_reader
+from kvplan.readers.attention_features import with_attention_features
 from kvplan.readers.quantization import read_quantization
 from kvplan.readers.states import gated_deltanet_state, mamba_state, short_conv_state
 
@@ -151,6 +152,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
             _refuse_cacheless(layers, source)  # before count_params, whose missing-key errors would hide why
             params = count_params(cfg, model_type, geometry, layers)
         _refuse_cacheless(layers, source)
+        layers = with_attention_features(cfg, model_type, str(config.get("model_type") or ""), layers)
         from kvplan.readers.mtp import read_mtp
 
         try:  # the drafter sizes nothing unless --speculative asks for it: a key it cannot read is a note

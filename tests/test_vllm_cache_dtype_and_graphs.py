@@ -74,3 +74,58 @@ def test_vllm_0_19_prediction_leaves_the_cuda_graph_estimate_in_the_kv_budget():
     estimate = float(graphs["predicted"].split()[0])
     assert abs(predicted - 58.11) < 0.84 / 2
     assert estimate > 0.84 / 2 and abs(predicted - estimate - 58.11) > 0.84 / 2
+
+
+def test_cuda_graph_terms_follow_the_attention_features_not_the_family():
+    # vLLM sizes FULL graphs' first capture from FA3's split-KV accumulator, fp32 [32 splits, tokens, heads/tp,
+    # v_head_dim]: Llama 3.1 8B at tp 1, 512 tokens: 32 x 4 B x 512 x 32 heads x 128 = 268,435,456 B. A layer
+    # with sinks or an image prefix that attends both ways (kvplan.layers ATTENTION_FEATURES) does not run that
+    # path, and a chunked local layer makes the whole model PIECEWISE (no FULL graphs): the same Llama under any
+    # family name, with one feature set on its layers, loses the accumulator.
+    from dataclasses import replace
+
+    from kvplan.engines import vllm_overhead as vo
+    from kvplan.layers import ChunkedLocal, FullAttention
+
+    llama = find_in_catalog("llama-3.1-8b-instruct")
+    assert all(type(la) is FullAttention for la in llama.layers)
+    assert vo.fa_split_accumulator(llama, 1, 512) == 32 * 4 * 512 * 32 * 128
+    for feature in ("sinks", "mm_prefix"):
+        other = replace(llama, family="a_new_family", layers=tuple(replace(la, **{feature: True}) for la in llama.layers))
+        assert vo.fa_split_accumulator(other, 1, 512) == 0, feature
+        # max_num_seqs 1024: 51 PIECEWISE and 51 FULL graphs (capture sizes up to 512), 100 further graphs
+        # x 32 layers x 0.19 MiB, on the 153 MiB PIECEWISE first capture instead of the 256 MiB accumulator
+        assert vo.cudagraph_estimate(32, other, 1, 1024) == int(153 * 2**20 + vo.CUDAGRAPH_PER_GRAPH_LAYER * 32 * 100)
+    # only the first layer without a feature sizes the accumulator (MiMo-V2: sinks on its local layers only)
+    one = replace(llama, layers=(replace(llama.layers[0], sinks=True),) + llama.layers[1:])
+    assert vo.fa_split_accumulator(one, 1, 512) == 32 * 4 * 512 * 32 * 128
+    # one chunked local layer: PIECEWISE only, so FULL sizes are empty and the 51 PIECEWISE graphs remain
+    chunked = replace(llama, family="a_new_family", layers=(ChunkedLocal(8, 128, 8192),) + llama.layers[1:])
+    piecewise, full = vo.cudagraph_counts(chunked, 1024)
+    assert (len(piecewise), full) == (51, [])
+
+
+def test_readers_set_the_attention_features_and_the_catalog_keeps_them():
+    import json as _json
+
+    from kvplan.catalog import spec_from_dict, spec_to_dict
+    from kvplan.configs import spec_from_config
+
+    text = {"hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 64,
+            "num_hidden_layers": 6, "intermediate_size": 512, "vocab_size": 1000, "sliding_window": 512,
+            "max_position_embeddings": 8192}
+    # Gemma 3 with its vision tower (top-level model_type gemma3) is in vLLM's is_mm_prefix_lm list; the text-only
+    # gemma3_text is not; any config may say so itself with is_mm_prefix_lm
+    wrapped, _ = spec_from_config({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text", **text}}, "g")
+    alone, _ = spec_from_config({"model_type": "gemma3_text", **text}, "g1")
+    own, _ = spec_from_config({"model_type": "llama", "is_mm_prefix_lm": True, **text}, "l")
+    assert all(la.mm_prefix for la in wrapped.layers) and not any(la.mm_prefix for la in alone.layers)
+    assert all(la.mm_prefix for la in own.layers)
+    # gpt-oss: sinks on every attention layer (no config key); the bundled entries carry them
+    assert all(la.sinks for la in find_in_catalog("gpt-oss-20b").layers)
+    assert all(la.mm_prefix for la in find_in_catalog("gemma-3-27b-it").layers)
+    # the catalog writes a feature only where it is set, and reads it back
+    raw = spec_to_dict(wrapped)
+    assert all(run["mm_prefix"] is True and "sinks" not in run for run in raw["layers"])
+    assert spec_from_dict(_json.loads(_json.dumps(raw)), "g").layers == wrapped.layers
+    assert all("mm_prefix" not in run for run in spec_to_dict(alone)["layers"])

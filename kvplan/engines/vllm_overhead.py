@@ -267,11 +267,23 @@ def nvfp4_scale_padding(model, tp: int, gpu) -> int:
 # 32 x 4 B x 512 x 32 x 128 = 256 MiB for Llama 3.1 8B (printed 260), 128 at tp 2 (132), 64 at tp 4
 # (70), 16 x 512 latent for DeepSeek-V2-Lite's FLASH_ATTN_MLA (512; printed 522). Gemma 3 (TRITON_ATTN),
 # gpt-oss (sinks) and Llama 4 (chunked attention, PIECEWISE only) print 4-8 MiB: no accumulator.
+# What decides it is the layer's attention, not the family (kvplan.layers ATTENTION_FEATURES):
+#  * mm_prefix: FLASH_ATTN has no supports_mm_prefix, so the selector skips it (v1/attention/backend.py
+#    v0.19.0 L274, "use_mm_prefix and not cls.supports_mm_prefix()") for TRITON_ATTN, which has no split-KV
+#    accumulator: Gemma 3 with its vision tower;
+#  * sinks: gpt-oss's layers print no accumulator either (the llm-d logs above), though FA3 takes sinks on
+#    Hopper (flash_attn.py supports_sink); the accumulator is sized from the first layer without either;
+#  * chunked local attention: its builder reports AttentionCGSupport.NEVER
+#    (model_executor/layers/attention/chunked_local_attention.py v0.19.0 L39-48), and vLLM then sets
+#    cudagraph_mode=PIECEWISE for the model (v1/worker/gpu_model_runner.py v0.19.0 L6310-6330): no FULL
+#    graphs, so no accumulator is captured (Llama 4).
+# The larger capture list is vLLM's per architecture (model_executor/models/config.py v0.19.0
+# GptOssForCausalLMConfig L113-133, MODELS_CONFIG_MAP L726): kept by architecture name here too.
 CUDAGRAPH_FIRST_PIECEWISE = 153 * MIB  # the largest PIECEWISE capture (fitted)
 CUDAGRAPH_PER_GRAPH_LAYER = 0.19 * MIB  # each further graph of one mode, per decoder layer (fitted)
 FA_MAX_SPLITS = 32  # flash_attn.py _DEFAULT_MAX_NUM_SPLITS_FOR_CUDA_GRAPH
-_NO_FA_ACCUMULATOR = ("gemma3", "gemma3_text", "gpt_oss", "llama4", "llama4_text")
-_PIECEWISE_ONLY = ("llama4", "llama4_text")
+MAX_CAPTURE_SIZE = {"GptOssForCausalLM": 1024}  # architectures whose vLLM config raises the 512 cap
+_FA_SPLIT_KINDS = (Kind.FULL, Kind.SLIDING, Kind.MLA)
 
 
 def capture_sizes(max_size: int) -> list[int]:
@@ -280,20 +292,31 @@ def capture_sizes(max_size: int) -> list[int]:
     return [s for s in sizes if s <= max_size]
 
 
+def full_graphs(model) -> bool:
+    """Whether vLLM captures FULL decode graphs for this model: not when a layer's attention supports
+    none (chunked local attention), which makes the whole model PIECEWISE."""
+    return not any(la.kind == Kind.CHUNKED for la in model.layers)
+
+
 def cudagraph_counts(model, max_num_seqs: int) -> tuple[list[int], list[int]]:
     """(PIECEWISE sizes, FULL sizes) vLLM captures for this model under FULL_AND_PIECEWISE."""
-    top = 1024 if model.family == "gpt_oss" else min(2 * max_num_seqs, 512)
+    top = MAX_CAPTURE_SIZE.get(model.architecture, min(2 * max_num_seqs, 512))
     piecewise = capture_sizes(top)
-    full = [] if model.family in _PIECEWISE_ONLY else [s for s in piecewise if s <= max_num_seqs]
+    full = [s for s in piecewise if s <= max_num_seqs] if full_graphs(model) else []
     return piecewise, full
+
+
+def _fa_split_kv(layer) -> bool:
+    """Whether the layer's decode runs FA3's split-KV path, whose accumulator FULL graphs capture."""
+    return layer.kind in _FA_SPLIT_KINDS and not (getattr(layer, "sinks", False) or getattr(layer, "mm_prefix", False))
 
 
 def fa_split_accumulator(model, tp: int, tokens: int) -> int:
     """Bytes of FA3's fp32 split-KV output accumulator for `tokens` decode queries on one rank."""
-    if model.family in _NO_FA_ACCUMULATOR or not tokens:
+    if not tokens:
         return 0
     heads = [getattr(la, "attention", la) for la in model.layers]  # Falcon-H1's ParallelHybrid: its attention
-    attn = next((la for la in heads if la.kind in (Kind.FULL, Kind.SLIDING, Kind.MLA)), None)
+    attn = next((la for la in heads if _fa_split_kv(la)), None)
     if attn is None:
         return 0
     v_dim = getattr(attn, "kv_lora_rank", 0) or getattr(attn, "v_head_dim", 0) or getattr(attn, "head_dim", 0)

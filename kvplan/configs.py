@@ -14,9 +14,7 @@ import math
 
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.intmath import round_up
-from kvplan.layers import (
-    ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, SlidingWindow,
-)
+from kvplan.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, SlidingWindow
 from kvplan.model import ModelSpec
 from kvplan.readers import family_reader
 from kvplan.readers.attention_features import with_attention_features

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kvplan.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
-from kvplan.layers import LAYER_TYPES, FullAttention, IndexedMLA, LayerSpec, ParallelHybrid, RecurrentState
+from kvplan.layers import (ATTENTION_FEATURES, LAYER_TYPES, FullAttention, IndexedMLA, LayerSpec, ParallelHybrid,
+                           RecurrentState)
 from kvplan.model import ModelSpec, ParamCounts, Quantization
 
 FORMAT_VERSION = 1
@@ -29,10 +30,16 @@ def user_catalog_dir() -> Path:
     return base / "models"
 
 
+def _fields(value: dict) -> dict:
+    """A layer's catalog fields: its dataclass fields, less the attention features it does not have."""
+    return {k: _fields(v) if isinstance(v, dict) else v for k, v in value.items()
+            if not (k in ATTENTION_FEATURES and v is False)}
+
+
 def _runs(layers) -> list[dict]:
     runs: list[dict] = []
     for layer in layers:
-        entry = {"kind": layer.kind.value, **dataclasses.asdict(layer)}
+        entry = {"kind": layer.kind.value, **_fields(dataclasses.asdict(layer))}
         if runs and {k: v for k, v in runs[-1].items() if k != "count"} == entry:
             runs[-1]["count"] += 1
         else:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import math
 
 from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.layers import (
-    ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, SlidingWindow,
-)
+from kvplan.intmath import round_up
+from kvplan.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, SlidingWindow
 from kvplan.model import ModelSpec
 from kvplan.readers import family_reader
+from kvplan.readers.attention_features import with_attention_features
 from kvplan.readers.quantization import read_quantization
 from kvplan.readers.states import gated_deltanet_state, mamba_state, short_conv_state
 
@@ -154,6 +154,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
             _refuse_cacheless(layers, source)  # before count_params, whose missing-key errors would hide why
             params = count_params(cfg, model_type, geometry, layers)
         _refuse_cacheless(layers, source)
+        layers = with_attention_features(cfg, model_type, str(config.get("model_type") or ""), layers)
         from kvplan.readers.mtp import read_mtp
 
         try:  # the drafter sizes nothing unless --speculative asks for it: a key it cannot read is a note
@@ -299,7 +300,7 @@ def lfm2_ff_width(cfg: Cfg, width: int) -> int:
         raise KvplanError(f"{cfg.where}: block_ffn_dim_multiplier must be a positive number, got {shown(mult)}", EXIT_USAGE)
     step = cfg.int("block_multiple_of", default=256, limit="intermediate_size")
     width = int(mult * width)
-    return step * -(-width // step)
+    return round_up(width, step)
 
 
 def _attention_kinds(cfg: Cfg, model_type: str, n: int, max_context: int) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.intmath import cdiv
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class DType:
 
     def bytes_for(self, elements: int) -> int:
         """Bytes that `elements` values occupy (whole blocks; rows of cache are block multiples)."""
-        blocks = -(-elements // self.block_elems)
+        blocks = cdiv(elements, self.block_elems)
         return blocks * self.block_bytes
 
     @property

@@ -7,6 +7,7 @@ slots per layer are the plan's own (the engine's rules), so the lines add up to 
 
 from __future__ import annotations
 
+from kvplan.intmath import cdiv
 from kvplan.layers import Kind, kv_heads_per_rank
 from kvplan.plan import Plan
 from kvplan.units import gib, human_bytes
@@ -33,7 +34,7 @@ def _attention(spec, n, prof, tp, bstr, S):
 def _mla(spec, n, prof, tp, bstr, S):
     per_tok, slots = prof.token_bytes(spec), prof.slots(spec, S)
     dcp = getattr(prof.rules, "dcp", 1)  # decode context parallel: every dcp-th token on this rank
-    held = f"S = {S:,}" if dcp == 1 else f"S / dcp {dcp} = {-(-S // dcp):,} on this rank"
+    held = f"S = {S:,}" if dcp == 1 else f"S / dcp {dcp} = {cdiv(S, dcp):,} on this rank"
     if hasattr(spec, "indexer_bytes"):  # DSA: the latent's own packing, plus the indexer's fp8 keys
         what = f"({spec.latent_bytes(prof.kv_dtype):,} B latent + {spec.indexer_bytes()} B indexer keys)"
     else:

@@ -36,7 +36,8 @@ Decisions worth knowing:
 * Malformed safetensors headers (not JSON, a length prefix bigger than the file or above the
   client's 25 MB cap, offsets that disagree with dtype x shape) raise KvplanError(EXIT_USAGE)
   naming the file: the repo is broken, and kvplan refuses to guess rather than silently
-  reporting partial totals. A caller that prefers a config-only estimate can catch it.
+  reporting partial totals. A caller that prefers a config-only estimate can catch it. Adding the
+  headers up and checking each entry is kvplan.hub_headers' (no network there).
 * Tokens are passed to the client and never formatted into a message; every message is also
   scrubbed of the token argument and of HF_TOKEN before it leaves this module.
 """
@@ -45,16 +46,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kvplan.errors import EXIT_NETWORK, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
-from kvplan.hub_calls import (
-    HubCall, MalformedHeader, StepTimeout, commit_of_cached_path, is_commit, network_error_types,
-)
+from kvplan.hub_calls import HubCall, commit_of_cached_path, is_commit
+from kvplan.hub_headers import HubWeights, as_header_problem, sum_headers
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_SINGLE = "model.safetensors"
@@ -62,18 +60,6 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 MAX_CONFIG_BYTES = 5 * 1024 * 1024  # a real config.json is a few kB; 5 MB is hostile or a mistake
 MAX_INDEX_BYTES = 64 * 1024 * 1024  # the biggest real indexes (tens of thousands of tensors) are a few MB
 SHARD_WORKERS = 8
-
-# Bits per element of every safetensors dtype (safetensors' Dtype enum). Sub-byte types pack
-# several elements per byte; a tensor's bytes are elements x bits / 8 and must be whole.
-SAFETENSORS_DTYPE_BITS: dict[str, int] = {
-    "BOOL": 8, "U8": 8, "I8": 8,
-    "F8_E4M3": 8, "F8_E5M2": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "F8_E8M0": 8,
-    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
-    "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
-    "I32": 32, "U32": 32, "F32": 32,
-    "I64": 64, "U64": 64, "F64": 64, "C64": 64,
-}
-
 
 @dataclass(frozen=True)
 class HubConfig:
@@ -83,21 +69,6 @@ class HubConfig:
     config: dict
     from_cache: bool  # True when the Hub was not consulted (offline, unreachable, or a cached pinned commit)
     notice: str | None  # one line for the user when the config came from the cache because of offline/network
-
-
-@dataclass(frozen=True)
-class HubWeights:
-    params_by_dtype: Mapping[str, int]  # safetensors dtype name (BF16, F8_E4M3, I32, U8, F32...) -> elements
-    total_bytes: int  # exact sum of tensor byte sizes over all files (header excluded)
-    num_files: int
-    # bytes of `model.layers.N.*` tensors by N, and of tensors under an `mtp.` / `model.mtp_layers.` prefix:
-    # what tells a checkpoint's multi-token-prediction modules (layers past num_hidden_layers) apart
-    layer_bytes: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
-    mtp_prefix_bytes: int = 0
-
-    def mtp_bytes(self, num_layers: int) -> int:
-        """Bytes of the MTP modules of a checkpoint whose main model has `num_layers` layers."""
-        return self.mtp_prefix_bytes + sum(b for i, b in self.layer_bytes.items() if i >= num_layers)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -285,22 +256,25 @@ def _fetch_weights(ctx: HubCall) -> HubWeights | None:
 
     # 3. one ranged read per file, at the pinned commit, a few at a time
     api = hf.HfApi()
-
-    def parse(filename: str) -> Callable[[], Any]:
-        def task():
-            try:
-                return api.parse_safetensors_file_metadata(
-                    ctx.repo_id, filename, revision=pinned, token=ctx.token, timeout=ctx.timeout)
-            except RemoteEntryNotFoundError as e:
-                raise KvplanError(f"{filename}, listed in {SAFETENSORS_INDEX}, not found in {ctx.repo_id} "
-                                  f"(revision {ctx.rev})", EXIT_NOT_FOUND) from e
-            except Exception as e:  # noqa: BLE001
-                raise _as_header_problem(filename, e) from e
-        return task
-
     ctx.filename = SAFETENSORS_SINGLE if files == [SAFETENSORS_SINGLE] else f"{len(files)} safetensors shards"
-    metas = ctx.run_all([parse(f) for f in files], workers=SHARD_WORKERS)
-    return _sum_headers(ctx, dict(zip(files, metas)))
+    metas = ctx.run_all([_header_task(ctx, api, f, pinned) for f in files], workers=SHARD_WORKERS)
+    return sum_headers(dict(zip(files, metas)))
+
+
+def _header_task(ctx: HubCall, api, filename: str, pinned: str) -> Callable[[], Any]:
+    """One file's safetensors header read at the pinned commit, as a task for ctx.run_all."""
+    from huggingface_hub.errors import RemoteEntryNotFoundError
+
+    def task():
+        try:
+            return api.parse_safetensors_file_metadata(
+                ctx.repo_id, filename, revision=pinned, token=ctx.token, timeout=ctx.timeout)
+        except RemoteEntryNotFoundError as e:
+            raise KvplanError(f"{filename}, listed in {SAFETENSORS_INDEX}, not found in {ctx.repo_id} "
+                              f"(revision {ctx.rev})", EXIT_NOT_FOUND) from e
+        except Exception as e:  # noqa: BLE001
+            raise as_header_problem(filename, e) from e
+    return task
 
 
 def _shards_of_index(ctx: HubCall, index: dict) -> list[str]:
@@ -316,73 +290,6 @@ def _shards_of_index(ctx: HubCall, index: dict) -> list[str]:
                               EXIT_USAGE)
         shards.add(name)
     return sorted(shards)
-
-
-def _as_header_problem(filename: str, e: Exception) -> Exception:
-    """Parsing failures of one file's header become MalformedHeader; HTTP/network errors pass."""
-    from huggingface_hub.errors import HfHubHTTPError, SafetensorsParsingError
-
-    if isinstance(e, SafetensorsParsingError):
-        # The client's message: "Failed to parse safetensors header for 'f' (repo ..): <reason>."
-        detail = str(e).split("): ", 1)[-1].split(" Please make sure", 1)[0]
-        return MalformedHeader(filename, detail)
-    if isinstance(e, (HfHubHTTPError, StepTimeout, *network_error_types())):
-        return e
-    if isinstance(e, (ValueError, TypeError, AttributeError, KeyError, IndexError, OverflowError)):
-        # The client's parser assumes a dict of dicts; anything else surfaces as these.
-        return MalformedHeader(filename, f"header format not recognized ({type(e).__name__})")
-    return e
-
-
-def _sum_headers(ctx: HubCall, metas: Mapping[str, Any]) -> HubWeights:
-    params: dict[str, int] = {}
-    layers: dict[int, int] = {}
-    total = mtp = 0
-    for filename, meta in metas.items():
-        for name, t in meta.tensors.items():
-            nbytes, elements = _tensor_bytes(filename, name, t.dtype, t.shape, t.data_offsets)
-            params[t.dtype] = params.get(t.dtype, 0) + elements
-            total += nbytes
-            layer = _LAYER_NAME.match(str(name))
-            if layer:
-                layers[int(layer.group(1))] = layers.get(int(layer.group(1)), 0) + nbytes
-            elif str(name).startswith(_MTP_PREFIXES):
-                mtp += nbytes
-    return HubWeights(params_by_dtype=MappingProxyType(dict(sorted(params.items()))),
-                      total_bytes=total, num_files=len(metas), layer_bytes=MappingProxyType(layers),
-                      mtp_prefix_bytes=mtp)
-
-
-# DeepSeek-V3 / GLM-4.5 keep their MTP module as layer num_hidden_layers (model.layers.61); Qwen3-Next /
-# Qwen3.5 under mtp.*, MiMo under model.mtp_layers.* (the prefixes vLLM's *_mtp.py loaders rename)
-_LAYER_NAME = re.compile(r"^(?:model\.|model\.language_model\.|language_model\.model\.)?layers\.(\d{1,6})\.")
-_MTP_PREFIXES = ("mtp.", "model.mtp.", "model.mtp_layers.", "model.language_model.mtp.")
-
-
-def _tensor_bytes(filename: str, name: str, dtype: Any, shape: Any, offsets: Any) -> tuple[int, int]:
-    """(bytes, elements) of one header entry; MalformedHeader when it is not self-consistent."""
-    label = f"tensor {str(name)[:80]!r}"
-    if not isinstance(dtype, str) or not dtype:
-        raise MalformedHeader(filename, f"{label} has no dtype")
-    if not isinstance(shape, list) or not all(_is_nat(d) for d in shape):
-        raise MalformedHeader(filename, f"{label} has a shape that is not a list of non-negative integers")
-    if not (isinstance(offsets, (list, tuple)) and len(offsets) == 2 and all(_is_nat(o) for o in offsets)
-            and offsets[0] <= offsets[1]):
-        raise MalformedHeader(filename, f"{label} has invalid data_offsets")
-    elements = 1
-    for d in shape:
-        elements *= d
-    stored = offsets[1] - offsets[0]
-    bits = SAFETENSORS_DTYPE_BITS.get(dtype)
-    if bits is None:  # a dtype newer than this table: trust the offsets for bytes
-        return stored, elements
-    if elements * bits % 8:
-        raise MalformedHeader(filename, f"{label} ({dtype}, shape {shape}) does not fill whole bytes")
-    nbytes = elements * bits // 8
-    if nbytes != stored:
-        raise MalformedHeader(
-            filename, f"{label} ({dtype}, shape {shape}) needs {nbytes} bytes but its data_offsets span {stored}")
-    return nbytes, elements
 
 
 def _weights_from_cache(ctx: HubCall, revision: str) -> HubWeights | None:
@@ -407,12 +314,8 @@ def _weights_from_cache(ctx: HubCall, revision: str) -> HubWeights | None:
         try:
             metas[name] = parse_local_safetensors_file_metadata(path)
         except Exception as e:  # noqa: BLE001
-            raise _as_header_problem(name, e) from e
-    return _sum_headers(ctx, metas)
-
-
-def _is_nat(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+            raise as_header_problem(name, e) from e
+    return sum_headers(metas)
 
 
 def _json_kind(value: Any) -> str:

@@ -35,6 +35,17 @@ class Kind(StrEnum):
 ATTENTION_KINDS = frozenset({Kind.FULL, Kind.SLIDING, Kind.CHUNKED, Kind.MLA})  # cache per token
 LOCAL_KINDS = frozenset({Kind.SLIDING, Kind.CHUNKED})  # hold at most `span` tokens
 
+# What an attention layer (FullAttention, SlidingWindow) computes beyond its cache's shape: nothing here
+# changes what it caches, but an engine picks its kernels by them (vLLM's backend selector asks each
+# layer for has_sink and use_mm_prefix, `model_executor/layers/attention/attention.py` v0.19.0 L286-302),
+# and so what its CUDA graphs hold (kvplan.engines.vllm_overhead). Set by the readers
+# (kvplan.readers.attention_features, kvplan.readers.mimo_v2); False unless a config says so, and
+# then not written to the catalog.
+#   sinks: a learned logit per head that takes part of every softmax (gpt-oss; MiMo-V2's local layers).
+#   mm_prefix: the tokens of one image attend to each other both ways, a prefix-LM mask (vLLM's
+#     ModelConfig.is_mm_prefix_lm: Gemma 3 with its vision tower, PaliGemma).
+ATTENTION_FEATURES = ("sinks", "mm_prefix")
+
 
 def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
     """KV heads one tensor-parallel rank keeps: split when there are enough, else replicated.
@@ -86,6 +97,8 @@ class FullAttention(LayerSpec):
     num_kv_heads: int
     head_dim: int
     v_head_dim: int = 0  # 0 means same as head_dim; differs for expanded (non-latent) MLA caches
+    sinks: bool = False  # learned per-head attention sinks (ATTENTION_FEATURES)
+    mm_prefix: bool = False  # image tokens attend both ways, a prefix-LM mask (ATTENTION_FEATURES)
 
     kind = Kind.FULL
     bounded = False
@@ -114,6 +127,8 @@ class SlidingWindow(LayerSpec):
     head_dim: int
     window: int
     v_head_dim: int = 0
+    sinks: bool = False  # as FullAttention's
+    mm_prefix: bool = False
 
     kind = Kind.SLIDING
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from kvplan.deploy import NODE_GPUS
+from kvplan.intmath import cdiv
 from kvplan.layers import FullAttention, IndexedMLA, Kind, MLALatent
 from kvplan.model import ModelSpec, WeightBytes
 
@@ -143,7 +144,7 @@ def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, fra
 
 def per_rank_batch(batch: int, dp: int) -> int:
     """Sequences the busiest dp rank holds when `batch` are spread over dp ranks."""
-    return -(-batch // dp)
+    return cdiv(batch, dp)
 
 
 def rank_request(req, dep):
@@ -249,5 +250,5 @@ class DcpRules:
 
     def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
         if isinstance(layer, (MLALatent, FullAttention)):
-            seq_len = -(-seq_len // self.dcp)
+            seq_len = cdiv(seq_len, self.dcp)
         return self.inner.tokens_allocated(layer, seq_len, block)

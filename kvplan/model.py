@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.intmath import cdiv
 from kvplan.layers import LayerSpec
 
 
@@ -148,7 +149,7 @@ def linear_bytes(params: int, method: str, group_size: int = 0) -> int:
     if method in _PLAIN_BYTES:
         return params * _PLAIN_BYTES[method]
     if method in ("fp8", "int8"):
-        scales = -(-params // (group_size * group_size)) * 4 if group_size else 0
+        scales = cdiv(params, group_size * group_size) * 4 if group_size else 0
         return params + scales
     if method == "int4":
         g = group_size or 128
@@ -161,9 +162,9 @@ def linear_bytes(params: int, method: str, group_size: int = 0) -> int:
 
     if method in GGUF_TYPES:  # whole blocks (kvplan.dtypes gives each type's block from ggml-common.h)
         elems, nbytes = GGUF_TYPES[method]
-        return -(-params // elems) * nbytes
+        return cdiv(params, elems) * nbytes
     if method in GGUF_MIXES:  # a _K_M mix at llama.cpp's measured bits per weight (x 10^4)
-        return -(-params * GGUF_MIXES[method][0] // 80_000)
+        return cdiv(params * GGUF_MIXES[method][0], 80_000)
     raise KvplanError(f"unknown weight dtype {method!r}", EXIT_USAGE)
 
 

@@ -9,6 +9,7 @@ load them only for speculative decoding.
 
 from __future__ import annotations
 
+from kvplan.intmath import cdiv
 from kvplan.layers import ChunkedLocal, FullAttention, IndexedMLA, LayerSpec, MLALatent, RecurrentState, SlidingWindow
 from kvplan.model import ParamCounts
 
@@ -112,7 +113,7 @@ def _recurrent_params(cfg, g: dict, layer: RecurrentState) -> tuple[int, int, in
     inner = cfg.int("mamba_expand", default=2) * h  # Mamba1 (Jamba)
     state = cfg.int("mamba_d_state", "ssm_state_size", default=16)
     kernel = cfg.int("mamba_d_conv", "conv_kernel", default=4)
-    dt_rank = cfg.int("mamba_dt_rank", default=-(-h // 16))
+    dt_rank = cfg.int("mamba_dt_rank", default=cdiv(h, 16))
     linear = h * 2 * inner + inner * (dt_rank + 2 * state) + dt_rank * inner + inner * h
     small = inner * (kernel + 1) + inner + inner * state + inner
     if cfg.raw("model_type") == "jamba":  # JambaMambaMixer normalises dt, B and C

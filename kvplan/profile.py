@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from kvplan.dtypes import DType
+from kvplan.intmath import round_up
 from kvplan.layers import LayerSpec, state_bytes
 
 
@@ -23,7 +24,7 @@ class PagedRules:
 
     def tokens_allocated(self, layer: LayerSpec, seq_len: int, block: int) -> int:
         held = layer.tokens_held(seq_len)
-        return -(-held // block) * block if held else 0
+        return round_up(held, block) if held else 0
 
 
 PAGED = PagedRules()

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kvplan.intmath import cdiv
+
 
 def layout_deployments(model, deployments, per_node: int = 8) -> list:
     """`deployments` plus every other valid layout of each of their GPU counts, in order, once each."""
@@ -32,7 +34,7 @@ def replicas_needed(target: int, per_replica: int) -> int | None:
     """Fewest copies of a deployment holding `per_replica` requests that hold `target` (None: it holds none)."""
     if per_replica <= 0:
         return None
-    return -(-target // per_replica)
+    return cdiv(target, per_replica)
 
 
 def replicated(candidate, model, gpu, req, concurrency: int, max_replicas: int, plan_fn, why_fn):
@@ -43,7 +45,7 @@ def replicated(candidate, model, gpu, req, concurrency: int, max_replicas: int, 
     n = replicas_needed(concurrency, p.max_concurrency)
     if n is None or n < 2 or n > max_replicas:
         return None
-    each = -(-concurrency // n)
+    each = cdiv(concurrency, n)
     q = plan_fn(model, gpu, candidate.deployment, replace(req, batch=each))
     why = why_fn(q, each)
     return replace(candidate, plan=q, replicas=n, meets=why is None,

@@ -33,3 +33,20 @@ def one_line_error(result, code: int, needle: str = "") -> str:
     assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0], result.stderr
     assert "Traceback" not in result.output
     return lines[0]
+
+
+def meta_param_count(cfg: dict, buffers: tuple[str, ...] = ()) -> int:
+    """Parameters of transformers' own model for the config `cfg`, built on the meta device (shapes only,
+    no memory), each tied tensor once, plus the buffers whose names end with one of `buffers` (tensors a
+    checkpoint holds that transformers keeps as buffers). Skips without torch and the [transformers] extra,
+    or when this transformers has no such model_type."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers", reason="needs the [transformers] extra")
+    try:
+        hf = transformers.AutoConfig.for_model(**cfg)
+    except (ValueError, KeyError):
+        pytest.skip(f"this transformers ({transformers.__version__}) has no {cfg['model_type']}")
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(hf)
+    counted = sum({id(p): p.numel() for p in model.parameters()}.values())
+    return counted + sum(b.numel() for name, b in model.named_buffers() if buffers and name.endswith(buffers))

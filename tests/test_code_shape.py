@@ -23,13 +23,10 @@ ALLOWED = {
     "readers/gemma4.py::read": "one family's keys in order",
     "params.py::count_params": "one accumulation over the layers sharing ten running totals",
     # Each reconciler is one engine's log, row by row in the order the engine prints them.
-    "logs/reconcile.py::_sglang": "one engine's log rows, in the engine's order",
-    "logs/reconcile.py::_llamacpp": "one engine's log rows, in the engine's order",
+    "logs/reconcile_sglang.py::reconcile_sglang": "one engine's log rows, in the engine's order",
+    "logs/reconcile_llamacpp.py::reconcile_llamacpp": "one engine's log rows, in the engine's order",
     # One HTML page filled in order (head, headlines, one chart set per model, table, script).
     "html_report.py::render_html": "one page template filled in order",
-    # Reading safetensors headers from the Hub: single file, else the sharded index, then one ranged
-    # read per file, with the offline and unreachable fallbacks between the steps.
-    "hub.py::_fetch_weights": "three Hub steps in order with their fallbacks",
 }
 
 

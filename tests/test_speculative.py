@@ -283,9 +283,9 @@ def _metas(tensors: dict[str, tuple[str, list[int]]]):
 
 
 def test_hub_weights_tell_mtp_layers_apart():
-    from kvplan.hub import _sum_headers
+    from kvplan.hub_headers import sum_headers
 
-    w = _sum_headers(None, _metas({
+    w = sum_headers(_metas({
         "model.embed_tokens.weight": ("BF16", [100, 8]),  # 1,600 B
         "model.layers.0.mlp.weight": ("F8_E4M3", [8, 8]),  # 64 B
         "model.layers.1.mlp.weight": ("F8_E4M3", [8, 8]),  # 64 B
@@ -302,7 +302,8 @@ def test_hub_model_without_flag_drops_the_mtp_tensors(monkeypatch):
     """A DeepSeek-V3-shaped Hub checkpoint: vLLM skips model.layers.61 when MTP is off (deepseek_v2.py
     load_weights, get_spec_layer_idx_from_weight_name), so the model's bytes exclude it."""
     from kvplan import hub, resolve
-    from kvplan.hub import HubConfig, _sum_headers
+    from kvplan.hub import HubConfig
+    from kvplan.hub_headers import sum_headers
 
     config = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 64,
               "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2, "vocab_size": 100,
@@ -310,7 +311,7 @@ def test_hub_model_without_flag_drops_the_mtp_tensors(monkeypatch):
               "n_shared_experts": 1, "first_k_dense_replace": 1, "kv_lora_rank": 16, "q_lora_rank": 32,
               "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "num_nextn_predict_layers": 1,
               "max_position_embeddings": 4096}
-    weights = _sum_headers(None, _metas({"model.layers.0.w": ("BF16", [64, 64]), "model.layers.1.w": ("BF16", [64, 64]),
+    weights = sum_headers(_metas({"model.layers.0.w": ("BF16", [64, 64]), "model.layers.1.w": ("BF16", [64, 64]),
                                          "model.layers.2.w": ("BF16", [64, 32])}))
     monkeypatch.setattr(hub, "fetch_config", lambda *a, **k: HubConfig("org/ds", None, "c" * 40, config, False, None))
     monkeypatch.setattr(hub, "fetch_weights", lambda *a, **k: weights)

@@ -328,7 +328,3 @@ def check_opts(engine: str, opts: dict, allowed: tuple[str, ...]) -> None:
     for k in opts:
         if k not in allowed:
             raise KvplanError(f"unknown --engine-opt {k!r} for {engine}; allowed: {', '.join(allowed)}", EXIT_USAGE)
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)

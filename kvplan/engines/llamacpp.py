@@ -26,8 +26,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.dtypes import KV_DTYPES, DType
-from kvplan.engines.base import Capacity, Engine, Figure, cdiv, check_opts, check_version_name, opt_bool, opt_int
+from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version_name, opt_bool, opt_int
 from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.intmath import cdiv
 from kvplan.layers import ATTENTION_KINDS, LOCAL_KINDS, Kind
 from kvplan.plan import Answers
 from kvplan.search import largest_fitting

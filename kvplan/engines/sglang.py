@@ -23,9 +23,10 @@ from dataclasses import dataclass
 
 from kvplan.deploy import split_layers
 from kvplan.dtypes import DType
+from kvplan.intmath import cdiv
 from kvplan.plan import cache_dtypes
 from kvplan.engines.sglang_layout import OPTS as LAYOUT_OPTS
-from kvplan.engines.base import (Capacity, Engine, Figure, cdiv, check_opts, check_version, opt_bool,
+from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, opt_bool,
                                  opt_float, opt_int, parse_version)
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import LOCAL_KINDS, Kind

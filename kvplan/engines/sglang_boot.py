@@ -11,6 +11,8 @@ SGLang allocated, so the margin stated is kvplan's, not a measured bound.
 
 from __future__ import annotations
 
+from kvplan.intmath import cdiv
+
 GIB = 2**30
 MARGIN_FRACTION = 0.10  # of the tokens the load needs: the one checked log was 10% optimistic
 
@@ -29,7 +31,7 @@ def lowest_fraction(plan, settings: dict, concurrency: int) -> float | None:
 
     if kv_at(0.99) < need:
         return None
-    f = max(0.01, min(0.99, -(-round((f0 + (need - kv0) / slope) * 10000) // 100) / 100))
+    f = max(0.01, min(0.99, cdiv(round((f0 + (need - kv0) / slope) * 10000), 100) / 100))
     while f < 0.99 and kv_at(f) < need:
         f = round(f + 0.01, 2)
     return f

@@ -17,8 +17,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.deploy import split_layers
+from kvplan.intmath import cdiv
 from kvplan.plan import cache_dtypes
-from kvplan.engines.base import Capacity, Engine, Figure, cdiv, check_opts, check_version, opt_float, opt_int
+from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version, opt_float, opt_int
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.layers import ATTENTION_KINDS, Kind
 

@@ -21,8 +21,9 @@ from functools import cached_property, lru_cache
 
 from kvplan.deploy import split_layers
 from kvplan.dtypes import DType
+from kvplan.intmath import cdiv
 from kvplan.plan import cache_dtypes
-from kvplan.engines.base import (Capacity, Engine, Figure, cdiv, check_opts, check_version, opt_bool,
+from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, opt_bool,
                                  opt_int, parse_version)
 from kvplan.engines.vllm_autofit import FIRST as AUTO_FIRST
 from kvplan.engines.vllm_pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
@@ -258,7 +259,7 @@ class Vllm(Engine):
                                    overhead_bytes=over)
 
     def rules(self, st: Settings) -> VllmRules:
-        return VllmRules(st.in_flight_tokens, st.swa_retained)
+        return VllmRules.of(st)
 
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)

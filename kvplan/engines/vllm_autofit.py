@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from kvplan.deploy import split_layers
-from kvplan.engines.base import cdiv
+from kvplan.intmath import cdiv
 from kvplan.engines.vllm_pool import BLOCKS_PER_REQUEST, cache_specs, group_size, unified_block, unified_page
 from kvplan.layers import Kind
 from kvplan.search import largest_fitting

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from kvplan.intmath import cdiv
+
 GIB = 2**30
 MARGIN_FRACTION = 0.05  # of the KV budget the requested load needs
 
@@ -73,7 +75,7 @@ def kv_needed(model, plan, st, concurrency: int) -> int:
     need = 0
     for a, b in split_layers(model.num_layers, dep.pp):
         pool = build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
-        need = max(need, concurrency * pool.blocks_per_request(-(-req.context // dep.dcp), st) * pool.bytes_per_block)
+        need = max(need, concurrency * pool.blocks_per_request(cdiv(req.context, dep.dcp), st) * pool.bytes_per_block)
     return need
 
 
@@ -98,7 +100,7 @@ def lowest_utilization(plan, settings: dict, model, concurrency: int) -> BootAdv
 
 
 def _ceil2(x: float) -> float:
-    return min(1.0, -(-round(x * 10000) // 100) / 100)
+    return min(1.0, cdiv(round(x * 10000), 100) / 100)
 
 
 def emit_advice(plan, settings: dict, model) -> tuple[float, str]:

@@ -46,6 +46,8 @@ source-derived terms taken out (tests/test_budget_corpus.py re-fits them).
 
 from __future__ import annotations
 
+from kvplan.intmath import round_up
+
 MIB = 2**20
 
 # --- calibrated on the training split (benchmarks/budget_corpus.py --calibrate) --------------------
@@ -85,10 +87,6 @@ def graph_profile_residue(version: tuple[int, ...]) -> bool:
     return version >= (0, 18, 0)
 
 
-def _round_up(x: int, m: int) -> int:
-    return -(-x // m) * m
-
-
 def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype_bytes: int = 2,
                            max_tokens: int = 8192, pp: int = 1, dp: int = 1, eager: bool = False,
                            gpu_key: str = "") -> int:
@@ -107,7 +105,7 @@ def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype
     data = tp * tokens * hidden * 2
     lamport = 3 * min(tp * tokens * hidden * (4 if dtype_bytes == 4 else 2), _MAX_COMM_SIZE)
     flags = tp * 256 * 4
-    return sum(_round_up(_round_up(_round_up(size, 2 * MIB) + 2048, 2 * MIB), MULTICAST_GRANULARITY)
+    return sum(round_up(round_up(round_up(size, 2 * MIB) + 2048, 2 * MIB), MULTICAST_GRANULARITY)
                for size in (data, flags, lamport))
 
 

@@ -39,6 +39,7 @@ from kvplan.engines.base import parse_version
 from kvplan.engines.vllm_non_torch import (  # noqa: F401  (the calibrated constants, re-exported)
     NON_TORCH_PP, NON_TORCH_SINGLE, NON_TORCH_SINGLE_V011, NON_TORCH_TP, NON_TORCH_TP_LEGACY, NON_TORCH_TP_V011,
     V0_NON_TORCH_SINGLE, non_torch)
+from kvplan.intmath import round_up
 from kvplan.layers import Kind
 from kvplan.rope import rope_table_bytes
 
@@ -155,16 +156,12 @@ def _mxfp4_padding(gpu, backend: str | None = None) -> tuple[int, int] | None:
     return 128, 256
 
 
-def _round_up(x: int, m: int) -> int:
-    return -(-x // m) * m
-
-
 def _hopper_swizzle_extra(per_rank: int, hidden: int, warps: int = 8) -> int:
     """Bytes one expert of one layer gains over the checkpoint in triton_kernels' Hopper layouts."""
-    i = _round_up(per_rank, 64)  # vLLM's own I/tp padding for the Triton backend
-    values = (_round_up(hidden // 2, 64) * _round_up(2 * i, 256)  # w13: K = H, N = 2 I
-              + _round_up(i // 2, 64) * _round_up(hidden, 256))  # w2: K = I, N = H
-    scales = _round_up(2 * i, 32 * warps) * _round_up(hidden // 32, 2) + _round_up(hidden, 32 * warps) * _round_up(i // 32, 2)
+    i = round_up(per_rank, 64)  # vLLM's own I/tp padding for the Triton backend
+    values = (round_up(hidden // 2, 64) * round_up(2 * i, 256)  # w13: K = H, N = 2 I
+              + round_up(i // 2, 64) * round_up(hidden, 256))  # w2: K = I, N = H
+    scales = round_up(2 * i, 32 * warps) * round_up(hidden // 32, 2) + round_up(hidden, 32 * warps) * round_up(i // 32, 2)
     checkpoint = 3 * per_rank * hidden * 17 // 32
     return values + scales - checkpoint + 2 * (2 * i + hidden)  # + the biases' bf16 -> fp32
 
@@ -190,7 +187,7 @@ def _padded_expert_extra(per_rank: int, hidden: int, i_mult: int, h_mult: int) -
     def size(i: int, h: int) -> int:
         return 2 * i * (h // 2 + h // 32) + 2 * 2 * i + h * (i // 2 + i // 32) + 2 * h
 
-    return size(_round_up(per_rank, i_mult), _round_up(hidden, h_mult)) - size(per_rank, hidden)
+    return size(round_up(per_rank, i_mult), round_up(hidden, h_mult)) - size(per_rank, hidden)
 
 
 # --- weights as loaded: NVFP4 block scales swizzled for Blackwell (source-derived, not fitted) -----
@@ -206,7 +203,7 @@ _BLACKWELL = _SM100 + ("rtx-5090", "rtx-pro-6000")
 
 def _scale_pad(n: int, k: int) -> int:
     """Bytes one NVFP4 linear's fp8 scales gain when swizzled: [N, K/16] -> [N % 128, K/16 % 4]."""
-    return _round_up(n, 128) * _round_up(k // 16, 4) - n * (k // 16)
+    return round_up(n, 128) * round_up(k // 16, 4) - n * (k // 16)
 
 
 def nvfp4_scale_padding(model, tp: int, gpu) -> int:
@@ -254,11 +251,23 @@ def nvfp4_scale_padding(model, tp: int, gpu) -> int:
 # 32 x 4 B x 512 x 32 x 128 = 256 MiB for Llama 3.1 8B (printed 260), 128 at tp 2 (132), 64 at tp 4
 # (70), 16 x 512 latent for DeepSeek-V2-Lite's FLASH_ATTN_MLA (512; printed 522). Gemma 3 (TRITON_ATTN),
 # gpt-oss (sinks) and Llama 4 (chunked attention, PIECEWISE only) print 4-8 MiB: no accumulator.
+# What decides it is the layer's attention, not the family (kvplan.layers ATTENTION_FEATURES):
+#  * mm_prefix: FLASH_ATTN has no supports_mm_prefix, so the selector skips it (v1/attention/backend.py
+#    v0.19.0 L274, "use_mm_prefix and not cls.supports_mm_prefix()") for TRITON_ATTN, which has no split-KV
+#    accumulator: Gemma 3 with its vision tower;
+#  * sinks: gpt-oss's layers print no accumulator either (the llm-d logs above), though FA3 takes sinks on
+#    Hopper (flash_attn.py supports_sink); the accumulator is sized from the first layer without either;
+#  * chunked local attention: its builder reports AttentionCGSupport.NEVER
+#    (model_executor/layers/attention/chunked_local_attention.py v0.19.0 L39-48), and vLLM then sets
+#    cudagraph_mode=PIECEWISE for the model (v1/worker/gpu_model_runner.py v0.19.0 L6310-6330): no FULL
+#    graphs, so no accumulator is captured (Llama 4).
+# The larger capture list is vLLM's per architecture (model_executor/models/config.py v0.19.0
+# GptOssForCausalLMConfig L113-133, MODELS_CONFIG_MAP L726): kept by architecture name here too.
 CUDAGRAPH_FIRST_PIECEWISE = 153 * MIB  # the largest PIECEWISE capture (fitted)
 CUDAGRAPH_PER_GRAPH_LAYER = 0.19 * MIB  # each further graph of one mode, per decoder layer (fitted)
 FA_MAX_SPLITS = 32  # flash_attn.py _DEFAULT_MAX_NUM_SPLITS_FOR_CUDA_GRAPH
-_NO_FA_ACCUMULATOR = ("gemma3", "gemma3_text", "gpt_oss", "llama4", "llama4_text")
-_PIECEWISE_ONLY = ("llama4", "llama4_text")
+MAX_CAPTURE_SIZE = {"GptOssForCausalLM": 1024}  # architectures whose vLLM config raises the 512 cap
+_FA_SPLIT_KINDS = (Kind.FULL, Kind.SLIDING, Kind.MLA)
 
 
 def capture_sizes(max_size: int) -> list[int]:
@@ -267,20 +276,31 @@ def capture_sizes(max_size: int) -> list[int]:
     return [s for s in sizes if s <= max_size]
 
 
+def full_graphs(model) -> bool:
+    """Whether vLLM captures FULL decode graphs for this model: not when a layer's attention supports
+    none (chunked local attention), which makes the whole model PIECEWISE."""
+    return not any(la.kind == Kind.CHUNKED for la in model.layers)
+
+
 def cudagraph_counts(model, max_num_seqs: int) -> tuple[list[int], list[int]]:
     """(PIECEWISE sizes, FULL sizes) vLLM captures for this model under FULL_AND_PIECEWISE."""
-    top = 1024 if model.family == "gpt_oss" else min(2 * max_num_seqs, 512)
+    top = MAX_CAPTURE_SIZE.get(model.architecture, min(2 * max_num_seqs, 512))
     piecewise = capture_sizes(top)
-    full = [] if model.family in _PIECEWISE_ONLY else [s for s in piecewise if s <= max_num_seqs]
+    full = [s for s in piecewise if s <= max_num_seqs] if full_graphs(model) else []
     return piecewise, full
+
+
+def _fa_split_kv(layer) -> bool:
+    """Whether the layer's decode runs FA3's split-KV path, whose accumulator FULL graphs capture."""
+    return layer.kind in _FA_SPLIT_KINDS and not (getattr(layer, "sinks", False) or getattr(layer, "mm_prefix", False))
 
 
 def fa_split_accumulator(model, tp: int, tokens: int) -> int:
     """Bytes of FA3's fp32 split-KV output accumulator for `tokens` decode queries on one rank."""
-    if model.family in _NO_FA_ACCUMULATOR or not tokens:
+    if not tokens:
         return 0
     heads = [getattr(la, "attention", la) for la in model.layers]  # Falcon-H1's ParallelHybrid: its attention
-    attn = next((la for la in heads if la.kind in (Kind.FULL, Kind.SLIDING, Kind.MLA)), None)
+    attn = next((la for la in heads if _fa_split_kv(la)), None)
     if attn is None:
         return 0
     v_dim = getattr(attn, "kv_lora_rank", 0) or getattr(attn, "v_head_dim", 0) or getattr(attn, "head_dim", 0)

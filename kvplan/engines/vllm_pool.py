@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 from kvplan.deploy import split_layers
 from kvplan.dtypes import DType
-from kvplan.engines.base import cdiv, parse_version
+from kvplan.engines.base import parse_version
+from kvplan.intmath import cdiv
 from kvplan.layers import Kind, state_bytes
 
 if TYPE_CHECKING:
@@ -39,12 +40,20 @@ class VllmRules:
     retained: int = 0  # sliding-window tokens kept below the window for multi-module MTP (Settings.swa_retained)
     name = "vllm"
 
+    @classmethod
+    def of(cls, st: Settings) -> VllmRules:
+        return cls(st.in_flight_tokens, st.swa_retained)
+
+    def blocks(self, kind: Kind, span: int, n: int, block: int) -> int:
+        """Blocks one request of `n` tokens takes in one layer of `kind` (BLOCKS_PER_REQUEST, with this
+        engine's tokens in flight; a sliding layer also keeps the MTP-retained tokens)."""
+        t = self.max_in_flight_tokens + (self.retained if kind == Kind.SLIDING else 0)
+        return BLOCKS_PER_REQUEST[kind](n, span, block, t)
+
     def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
-        rule = BLOCKS_PER_REQUEST.get(layer.kind)
-        if seq_len <= 0 or rule is None or layer.kind == Kind.STATE:
+        if seq_len <= 0 or layer.kind not in BLOCKS_PER_REQUEST or layer.kind == Kind.STATE:
             return 0
-        t = self.max_in_flight_tokens + (self.retained if layer.kind == Kind.SLIDING else 0)
-        return rule(seq_len, layer.span, block, t) * block
+        return self.blocks(layer.kind, layer.span, seq_len, block) * block
 
 
 # Blocks one request of `n` tokens takes in one layer of each kind (kv_cache_interface.py, per spec's
@@ -85,9 +94,9 @@ class Pool:
     def blocks_per_request(self, length: int, st: Settings) -> int:
         """Blocks one request of `length` tokens needs, summed over groups (kv_cache_utils v0.11 L780)."""
         total = 0
+        rules = VllmRules.of(st)
         for b in self.buckets:
-            t = st.in_flight_tokens + (st.swa_retained if b.kind == Kind.SLIDING else 0)
-            n = BLOCKS_PER_REQUEST[b.kind](length, b.span, b.block or self.block_size, t)
+            n = rules.blocks(b.kind, b.span, length, b.block or self.block_size)
             if b.kind == Kind.STATE:
                 n += st.spec_state_blocks
             total += n * (1 if self.uniform else b.groups)

@@ -15,6 +15,7 @@ as transformers does. Weights follow transformers' MambaMixer / Mamba2Mixer, one
 
 from __future__ import annotations
 
+from kvplan.intmath import cdiv
 from kvplan.layers import RecurrentState
 from kvplan.model import ParamCounts
 
@@ -33,7 +34,7 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
         state = cfg.int("state_size", default=16, limit="head_dim")
         inner = cfg.int("intermediate_size", default=expand * hidden, limit="intermediate_size")
         raw_rank = cfg.raw("time_step_rank", default="auto")
-        dt_rank = -(-hidden // 16) if raw_rank == "auto" else cfg.int("time_step_rank", limit="hidden_size")
+        dt_rank = cdiv(hidden, 16) if raw_rank == "auto" else cfg.int("time_step_rank", limit="hidden_size")
         layer = RecurrentState((kernel - 1) * inner, inner * state, inner, "mamba")
         linear = hidden * 2 * inner + inner * (dt_rank + 2 * state) + dt_rank * inner + inner * hidden
         small = inner * kernel + inner + inner + inner * state + inner  # conv w + b, dt bias, A_log, D

@@ -70,7 +70,8 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     layers, attention, mlp, other = [], 0, 0, 0
     for local, sparse in zip((p == 1 for p in pattern), moe):
         heads, kv, d, dv = shapes[local]
-        layers.append(SlidingWindow(kv, d, window, dv) if local else FullAttention(kv, d, dv))
+        attn = SlidingWindow(kv, d, window, dv, sinks[local]) if local else FullAttention(kv, d, dv, sinks[local])
+        layers.append(attn)
         attention += h * (heads * d + kv * (d + dv)) + heads * dv * h
         other += 2 * h + (heads if sinks[local] else 0)
         if not sparse:

@@ -16,6 +16,7 @@ The top-level num_key_value_heads is not used: it does not describe the blocks.
 from __future__ import annotations
 
 from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.intmath import round_up
 from kvplan.layers import FullAttention, NoCache
 from kvplan.model import ParamCounts
 
@@ -44,7 +45,7 @@ def _ffn_width(cfg, i: int, ffn: dict, hidden: int) -> int:
         if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not 0 < mult <= 1000:
             raise KvplanError(f"{cfg.where}: block_configs[{i}].ffn.ffn_mult must be a positive number", EXIT_USAGE)
         width = int(2 * mult * hidden / 3)
-        return -(-width // 256) * 256
+        return round_up(width, 256)
     width = ffn.get("intermediate_size")
     if isinstance(width, bool) or not isinstance(width, int) or not 0 < width <= 1 << 24:
         raise KvplanError(f"{cfg.where}: block_configs[{i}] has neither ffn_mult nor intermediate_size", EXIT_USAGE)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.intmath import round_up
+
 
 @dataclass(frozen=True)
 class Group:
@@ -55,7 +57,7 @@ class SimModel:
         if all(g.window is None for g in self.groups) and not self.state_bytes:
             tb, b = self.token_bytes(), self.block_size
             object.__setattr__(self, "held", lambda length: length * tb)
-            object.__setattr__(self, "paged", lambda length: -(-length // b) * b * tb)
+            object.__setattr__(self, "paged", lambda length: round_up(length, b) * tb)
 
     @property
     def all_full(self) -> bool:
@@ -78,7 +80,7 @@ class SimModel:
         total = self.state_bytes
         for g in self.groups:
             n = length if g.window is None or length < g.window else g.window
-            total += -(-n // b) * b * g.bytes_per_token
+            total += round_up(n, b) * g.bytes_per_token
         return total
 
 

@@ -1,0 +1,17 @@
+"""Integer arithmetic every layer of kvplan shares: ceiling division and rounding up to a multiple.
+
+Blocks, pages, shards and per-rank shares are counted in whole units, so sizes round up; written
+once here instead of as `-(-a // b)` in each module. Primitive: imports nothing from kvplan.
+"""
+
+from __future__ import annotations
+
+
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for integers (b > 0), exact at any size (no float)."""
+    return -(-a // b)
+
+
+def round_up(a: int, multiple: int) -> int:
+    """The smallest multiple of `multiple` that is at least `a`."""
+    return cdiv(a, multiple) * multiple

@@ -1,0 +1,39 @@
+"""The attention features a config implies beyond its cache's shape, set on the layers read from it.
+
+kvplan.layers.ATTENTION_FEATURES says what they are and why an engine cares; this module says which
+configs have them (MiMo-V2 names its sinks in its own keys: kvplan.readers.mimo_v2).
+  * sinks: gpt-oss gives every attention layer a learned sink per head with no config key saying so
+    (vLLM `model_executor/models/gpt_oss.py` OAIAttention: `self.sinks`, passed as Attention(sinks=);
+    transformers' GptOssAttention likewise).
+  * mm_prefix: vLLM's ModelConfig.is_mm_prefix_lm (`config/model.py`, v0.17.0 L1119-1131, v0.19.0
+    L1195-1208): the config's own `is_mm_prefix_lm`, else a top-level model_type among bagel, gemma3,
+    molmo2 and paligemma. Gemma 3 with its vision tower is `gemma3`; the text-only Gemma 3 1B
+    (`gemma3_text`) is not one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvplan.layers import FullAttention, SlidingWindow
+
+SINKS_ON_EVERY_LAYER = frozenset({"gpt_oss"})  # model_types whose attention layers all carry sinks
+MM_PREFIX_LM = frozenset({"bagel", "gemma3", "molmo2", "paligemma"})  # vLLM's fallback list (v0.19.0)
+
+
+def with_attention_features(cfg, model_type: str, top_model_type: str, layers: list) -> list:
+    """`layers` with the features the config implies set on its attention layers (the others unchanged).
+
+    `cfg` reads the (merged) config, `model_type` is the language model's, `top_model_type` the
+    config's own top-level one (a multimodal wrapper's, which vLLM's is_mm_prefix_lm reads)."""
+    sinks = model_type in SINKS_ON_EVERY_LAYER
+    mm_prefix = cfg.bool("is_mm_prefix_lm", top_model_type in MM_PREFIX_LM)
+    if not (sinks or mm_prefix):
+        return layers
+
+    def featured(layer):
+        if not isinstance(layer, (FullAttention, SlidingWindow)):
+            return layer
+        return replace(layer, sinks=layer.sinks or sinks, mm_prefix=layer.mm_prefix or mm_prefix)
+
+    return [featured(layer) for layer in layers]

@@ -77,6 +77,19 @@ CASES = {
                     48 * (3 * 10240 + 48 * 128 * 128) * 2, 48 * (3 * 10240 // 8 + 6 * 128 * 128) * 2),
     # MiniMax-M2.5: 62 full-attention layers of 8 KV heads x head_dim 128 (no linear attention in M2); tp 8: 1 head.
     "minimax-m2.5": ({"full": 62}, 62 * 2 * 8 * 128 * 2, 62 * 2 * 1 * 128 * 2, 0, 0),
+    # MiniMax-M2.7: the M2.5 geometry again (attn_type_list all 1 = softmax): 62 full-attention layers of 8 KV heads
+    # x head_dim 128; tp 8: 1 head.
+    "minimax-m2.7": ({"full": 62}, 62 * 2 * 8 * 128 * 2, 62 * 2 * 1 * 128 * 2, 0, 0),
+    # Qwen3.5-122B-A10B: layer_types put full_attention on every 4th of 48 layers: 12 full layers of 2 KV heads x
+    # head_dim 256; 36 Gated DeltaNet layers (gated_delta_net_state_shape): conv (4 - 1) x (2 x 16 key heads x 128 +
+    # 64 value heads x 128 = 12,288), ssm 64 value heads x 128 x 128, bf16 as for the 27B above. tp 8: 2 // 8 -> 1
+    # KV head; conv 36,864 / 8, ssm 8 heads x 128 x 128.
+    "qwen3.5-122b-a10b": ({"full": 12, "state": 36}, 12 * 2 * 2 * 256 * 2, 12 * 2 * 1 * 256 * 2,
+                          36 * (3 * 12288 + 64 * 128 * 128) * 2, 36 * (3 * 12288 // 8 + 8 * 128 * 128) * 2),
+    # Qwen3.5-35B-A3B: 40 layers, 10 full (2 KV heads x 256) and 30 Gated DeltaNet of 16 key heads and 32 value
+    # heads: conv 3 x (2 x 16 x 128 + 32 x 128 = 8,192), ssm 32 x 128 x 128. tp 8: conv / 8, ssm 4 heads.
+    "qwen3.5-35b-a3b": ({"full": 10, "state": 30}, 10 * 2 * 2 * 256 * 2, 10 * 2 * 1 * 256 * 2,
+                        30 * (3 * 8192 + 32 * 128 * 128) * 2, 30 * (3 * 8192 // 8 + 4 * 128 * 128) * 2),
     # AI21-Jamba-1.5-Mini: 32 layers, attn_layer_period 8 / offset 4 -> attention on 4, 12, 20, 28: 4 layers of
     # 8 KV heads x 128 (4096 / 32 heads). 28 Mamba-1 layers (mamba1_state_shape), intermediate mamba_expand 2 x
     # 4096 = 8192: conv 8192 x (4 - 1), ssm 8192 x d_state 16, bf16. tp 8: 1 KV head; intermediate 8192 / 8.
@@ -109,6 +122,17 @@ def test_falcon_mamba_parameters_match_its_model_card():
     assert round(find_in_catalog("falcon-mamba-7b").params.total / 1e7) == 727
 
 
+@pytest.mark.parametrize("name, total, active", [
+    # the model cards' names: 122B total / A10B active, 35B total / A3B active (language model; the vision tower,
+    # which kvplan does not count from these configs, is under half a billion)
+    ("qwen3.5-122b-a10b", 122, 10),
+    ("qwen3.5-35b-a3b", 35, 3),
+])
+def test_qwen35_moe_parameters_match_their_names(name, total, active):
+    params = find_in_catalog(name).params
+    assert (round(params.total / 1e9), round(params.active / 1e9)) == (total, active)
+
+
 def test_local_layers_hold_only_their_window():
     # MiMo at 1,024 tokens: 9 full layers x 2,560 B x 1,024 + 39 sliding x 5,120 B x 128 (window)
     assert profile("mimo-v2-flash").sequence_bytes(1024, paged=False) == 9 * 2560 * 1024 + 39 * 5120 * 128
@@ -126,6 +150,7 @@ def test_dsa_fp8_cache_is_fp8_ds_mla_and_index_cache_sharers_hold_no_keys():
     ("mimo-v2-flash", 309e9),  # model card: 309B total parameters
     ("glm-5", 744e9),  # model card: 744B parameters
     ("qwen3-coder-480b-a35b-instruct", 480e9),  # 480B-A35B
+    ("minimax-m2.7", 229e9),  # the MiniMax-M2 architecture's "229 billion" total (apxml.com/zh/models/minimax-m2)
 ])
 def test_parameter_counts_match_the_model_cards(name, published):
     assert float(f"{find_in_catalog(name).params.total:.3g}") == published

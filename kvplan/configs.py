@@ -18,6 +18,7 @@ from kvplan.layers import (
 )
 from kvplan.model import ModelSpec
 from kvplan.readers import family_reader
+from kvplan.readers.block_types import nemotron_h_layout
 from kvplan.readers.quantization import read_quantization
 from kvplan.readers.states import gated_deltanet_state, mamba_state, short_conv_state
 
@@ -119,6 +120,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
     if not isinstance(config, dict):
         raise KvplanError(f"{source}: expected a JSON object, got {type(config).__name__}", EXIT_USAGE)
     data, nested = unwrap_text_config(config)
+    data = nemotron_h_layout(data, source)  # transformers 5's layers_block_type list as the pattern
     cfg = Cfg(data, source)
     notices: list[str] = []
     model_type = str(data.get("model_type") or config.get("model_type") or "")

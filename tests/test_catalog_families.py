@@ -60,6 +60,12 @@ CASES = {
     # ssm 64 x 64 x 128 float32. tp 8: conv / 8, ssm 8 x 64 x 128.
     "nemotron-3-nano": ({"full": 6, "state": 23, "none": 23}, 6 * 2 * 2 * 128 * 2, 6 * 2 * 1 * 128 * 2,
                         23 * (3 * 6144 * 2 + 64 * 64 * 128 * 4), 23 * (3 * 6144 // 8 * 2 + 8 * 64 * 128 * 4)),
+    # Nemotron 3 Ultra: layers_block_type lists 108 blocks: 12 'attention', 48 'mamba', 48 'moe' (no cache). Attention
+    # 12 x 2 x 2 KV heads x 128 x 2 B; tp 8 keeps 1 head. Mamba-2: 256 heads x 64 = 16,384 wide, 8 groups, state 128:
+    # conv 3 x (16,384 + 2 x 8 x 128) = 55,296 bf16, ssm 256 x 64 x 128 float32 (mamba_ssm_cache_dtype). tp 8 (8
+    # groups divide): conv 55,296 / 8 x 2 B, ssm 32 x 64 x 128 x 4 B.
+    "nemotron-3-ultra": ({"full": 12, "state": 48, "none": 48}, 12 * 2 * 2 * 128 * 2, 12 * 2 * 1 * 128 * 2,
+                         48 * (3 * 18432 * 2 + 256 * 64 * 128 * 4), 48 * (3 * 18432 // 8 * 2 + 32 * 64 * 128 * 4)),
     # Qwen3-Coder-480B-A35B: 62 layers of 8 KV heads x 128; tp 8: one head each.
     "qwen3-coder-480b-a35b-instruct": ({"full": 62}, 62 * 2 * 8 * 128 * 2, 62 * 2 * 1 * 128 * 2, 0, 0),
     # Falcon-H1 0.5B: 36 layers, each attention (2 KV heads x 64) beside a Mamba-2 mixer of 24 heads x 64
@@ -133,6 +139,52 @@ def test_qwen35_moe_parameters_match_their_names(name, total, active):
     assert (round(params.total / 1e9), round(params.active / 1e9)) == (total, active)
 
 
+def test_nemotron_3_ultra_parameters_match_transformers_and_its_name():
+    # transformers 5.24.0's NemotronHForCausalLM built on the meta device from this config.json (latent MoE,
+    # moe_latent_size 2048): 549,308,968,960 parameters, "550B" in its name
+    assert find_in_catalog("nemotron-3-ultra").params.total == 549_308_968_960
+
+
+def _nemotron_ultra_config(**changes) -> dict:
+    from pathlib import Path
+
+    path = (Path(__file__).resolve().parents[1] / "scripts" / "catalog_extra"
+            / "nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json")
+    out = {**json.loads(path.read_text()), **changes}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def test_nemotron_block_list_reads_as_the_pattern_it_stands_for():
+    from kvplan.configs import spec_from_config
+
+    types = _nemotron_ultra_config()["layers_block_type"]
+    # transformers' _list_to_pattern: mamba M, attention *, moe E, mlp -; the newer names read the same
+    symbols = "".join({"mamba": "M", "attention": "*", "moe": "E", "mlp": "-"}[t] for t in types)
+    newer = [{"mamba": "linear_attention", "attention": "full_attention"}.get(t, t) for t in types]
+    listed, _ = spec_from_config(_nemotron_ultra_config(), "ultra")
+    as_pattern, _ = spec_from_config(_nemotron_ultra_config(layers_block_type=None, hybrid_override_pattern=symbols,
+                                                            num_hidden_layers=len(symbols)), "ultra")
+    renamed, _ = spec_from_config(_nemotron_ultra_config(layers_block_type=None, layer_types=newer), "ultra")
+    assert listed.layers == as_pattern.layers == renamed.layers and listed.params == as_pattern.params == renamed.params
+    assert [i for i, la in enumerate(listed.layers) if la.kind == "full"] == [7, 14, 23, 32, 39, 48, 57, 64, 73, 82,
+                                                                             89, 98]
+
+
+@pytest.mark.parametrize("changes, needle", [
+    ({"layers_block_type": None}, "needs hybrid_override_pattern or layers_block_type"),
+    ({"num_hidden_layers": 52}, "num_hidden_layers is 52 but layers_block_type lists 108"),
+    ({"hybrid_override_pattern": "M" * 108}, "describe different layers"),
+    ({"layers_block_type": ["mamba", "attention", "sliding"]}, "unknown entry 'sliding'"),
+    ({"layers_block_type": "MEM*"}, "must be a list"),
+])
+def test_nemotron_block_lists_kvplan_cannot_read_are_refused(changes, needle):
+    from kvplan.configs import spec_from_config
+    from kvplan.errors import KvplanError
+
+    with pytest.raises(KvplanError, match=needle):
+        spec_from_config(_nemotron_ultra_config(**changes), "ultra")
+
+
 def test_local_layers_hold_only_their_window():
     # MiMo at 1,024 tokens: 9 full layers x 2,560 B x 1,024 + 39 sliding x 5,120 B x 128 (window)
     assert profile("mimo-v2-flash").sequence_bytes(1024, paged=False) == 9 * 2560 * 1024 + 39 * 5120 * 128
@@ -163,7 +215,8 @@ def test_fit_on_h200s_works_offline(name, kvplan_home, monkeypatch):
     from kvplan.cli import app
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    pp = "2" if name.startswith("glm-5") else "1"  # GLM-5's 744B bf16 weights (1.49 TB) need two nodes
+    # GLM-5's 744B and Nemotron 3 Ultra's 549B bf16 weights (1.49 and 1.10 TB) need two nodes of 8 H200s
+    pp = "2" if name.startswith(("glm-5", "nemotron-3-ultra")) else "1"
     # falcon-mamba-7b's config has no max_position_embeddings: vLLM's default max_model_len 2048 is its limit
     ctx = "2k" if name == "falcon-mamba-7b" else "8k"
     r = CliRunner().invoke(app, ["fit", name, "--gpu", "h200", "--gpus", str(8 * int(pp)), "--tp", "8", "--pp", pp,

@@ -137,8 +137,8 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
         else:
             notices.append(f"model_type {model_type!r} has no reader in kvplan: its layout is derived from "
                            f"transformers' {derived[3]} built on the meta device")
-    if dsa and getattr(family, "__name__", "") != "kvplan.readers.dsa":
-        # an indexer key cache beside the attention cache, in a family kvplan.readers.dsa does not read
+    if dsa and not getattr(family, "OWNS_INDEXER", False):
+        # an indexer key cache beside the attention cache, in a family no reader sizes (or refuses) it for
         raise KvplanError(f"{source}: {dsa[0]} declares a DeepSeek Sparse Attention indexer, whose key cache "
                           "kvplan does not size yet; it would be under-counted, so this model is refused", EXIT_USAGE)
     try:

@@ -47,6 +47,8 @@ CASES = {
     "deepseek-v3.2": ({"mla": 61}, 61 * 1284, 61 * 1284, 0, 0),
     # GLM-5: 78 layers, every one with its indexer: 78 x 1,284.
     "glm-5": ({"mla": 78}, 78 * 1284, 78 * 1284, 0, 0),
+    # GLM-5.1: GLM-5's architecture unchanged (its config.json differs only in transformers_version): 78 x 1,284.
+    "glm-5.1": ({"mla": 78}, 78 * 1284, 78 * 1284, 0, 0),
     # GLM-5.2: index_topk_freq 4, index_skip_topk_offset 3 -> indexers on 0, 1, 2 and 6, 10, ..., 74
     # (18 more): 21 layers; all 78 keep the latent. 78 x 1,152 + 21 x 132 = 92,628.
     "glm-5.2": ({"mla": 78}, 78 * 1152 + 21 * 132, 78 * 1152 + 21 * 132, 0, 0),
@@ -139,6 +141,13 @@ def test_qwen35_moe_parameters_match_their_names(name, total, active):
     assert (round(params.total / 1e9), round(params.active / 1e9)) == (total, active)
 
 
+def test_glm51_with_its_mtp_layer_matches_nvidias_model_card():
+    # docs.api.nvidia.com/nim/reference/z-ai-glm5.1: "Number of model parameters: 754B", which counts the checkpoint's
+    # multi-token-prediction layer (model.layers.78) beside the 78 main layers
+    spec = find_in_catalog("glm-5.1")
+    assert round((spec.params.total + spec.mtp_params.total) / 1e9) == 754
+
+
 def test_nemotron_3_ultra_parameters_match_transformers_and_its_name():
     # transformers 5.24.0's NemotronHForCausalLM built on the meta device from this config.json (latent MoE,
     # moe_latent_size 2048): 549,308,968,960 parameters, "550B" in its name
@@ -165,7 +174,10 @@ def test_nemotron_block_list_reads_as_the_pattern_it_stands_for():
     as_pattern, _ = spec_from_config(_nemotron_ultra_config(layers_block_type=None, hybrid_override_pattern=symbols,
                                                             num_hidden_layers=len(symbols)), "ultra")
     renamed, _ = spec_from_config(_nemotron_ultra_config(layers_block_type=None, layer_types=newer), "ultra")
-    assert listed.layers == as_pattern.layers == renamed.layers and listed.params == as_pattern.params == renamed.params
+    # Nemotron 3.5 Lightning's form: the list and a num_hidden_layers that agrees (read as all-attention before)
+    counted, _ = spec_from_config(_nemotron_ultra_config(num_hidden_layers=108), "ultra")
+    assert listed.layers == as_pattern.layers == renamed.layers == counted.layers
+    assert listed.params == as_pattern.params == renamed.params == counted.params
     assert [i for i, la in enumerate(listed.layers) if la.kind == "full"] == [7, 14, 23, 32, 39, 48, 57, 64, 73, 82,
                                                                              89, 98]
 
@@ -201,6 +213,7 @@ def test_dsa_fp8_cache_is_fp8_ds_mla_and_index_cache_sharers_hold_no_keys():
 @pytest.mark.parametrize("name, published", [
     ("mimo-v2-flash", 309e9),  # model card: 309B total parameters
     ("glm-5", 744e9),  # model card: 744B parameters
+    ("glm-5.1", 744e9),  # docs.clore.ai's GLM-5.1 guide: 744B total (the main layers, as GLM-5's card counts)
     ("qwen3-coder-480b-a35b-instruct", 480e9),  # 480B-A35B
     ("minimax-m2.7", 229e9),  # the MiniMax-M2 architecture's "229 billion" total (apxml.com/zh/models/minimax-m2)
 ])

@@ -182,6 +182,15 @@ def test_nemotron_block_list_reads_as_the_pattern_it_stands_for():
                                                                              89, 98]
 
 
+def test_validate_cuts_a_nemotron_block_list_to_the_layers_it_builds():
+    from kvplan.validate.transformers_backend import reduced_config
+
+    # transformers 5 takes the list's length as the layer count, so a reduced build must cut the list itself
+    full = _nemotron_ultra_config()
+    cut = reduced_config(full, 8, shrink=False)
+    assert cut["layers_block_type"] == full["layers_block_type"][:8] and cut["num_hidden_layers"] == 8
+
+
 @pytest.mark.parametrize("changes, needle", [
     ({"layers_block_type": None}, "needs hybrid_override_pattern or layers_block_type"),
     ({"num_hidden_layers": 52}, "num_hidden_layers is 52 but layers_block_type lists 108"),

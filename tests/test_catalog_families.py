@@ -78,11 +78,12 @@ CASES = {
                        36 * (5376 + 24 * 64 * 128) * 2, 36 * (1344 + 3 * 64 * 128) * 2),
     # Qwen3.5-27B (dense): layer_types put full_attention on every 4th of 64 layers: 16 full layers of 4 KV heads
     # x head_dim 256, 48 Gated DeltaNet layers (vLLM gated_delta_net_state_shape): conv (4 - 1) x (2 x 16 key
-    # heads x 128 + 48 value heads x 128 = 10,240), ssm 48 value heads x 128 x 128, both bf16 (kvplan reads
-    # mamba_ssm_cache_dtype only; the config's mamba_ssm_dtype names the training dtype). tp 8: 4 // 8 -> 1 KV
-    # head; conv 30,720 / 8, ssm 6 heads x 128 x 128.
+    # heads x 128 + 48 value heads x 128 = 10,240) in bf16, ssm 48 value heads x 128 x 128 in float32 (the text
+    # config's mamba_ssm_dtype, which vLLM 0.17+'s Qwen3_5ForConditionalGenerationConfig hook copies into
+    # mamba_ssm_cache_dtype): 61,440 + 3,145,728 = 3,207,168 B per layer. tp 8: 4 // 8 -> 1 KV head; conv
+    # 30,720 / 8 x 2 B, ssm 6 heads x 128 x 128 x 4 B.
     "qwen3.5-27b": ({"full": 16, "state": 48}, 16 * 2 * 4 * 256 * 2, 16 * 2 * 1 * 256 * 2,
-                    48 * (3 * 10240 + 48 * 128 * 128) * 2, 48 * (3 * 10240 // 8 + 6 * 128 * 128) * 2),
+                    48 * (3 * 10240 * 2 + 48 * 128 * 128 * 4), 48 * (3 * 10240 // 8 * 2 + 6 * 128 * 128 * 4)),
     # MiniMax-M2.5: 62 full-attention layers of 8 KV heads x head_dim 128 (no linear attention in M2); tp 8: 1 head.
     "minimax-m2.5": ({"full": 62}, 62 * 2 * 8 * 128 * 2, 62 * 2 * 1 * 128 * 2, 0, 0),
     # MiniMax-M2.7: the M2.5 geometry again (attn_type_list all 1 = softmax): 62 full-attention layers of 8 KV heads
@@ -90,14 +91,14 @@ CASES = {
     "minimax-m2.7": ({"full": 62}, 62 * 2 * 8 * 128 * 2, 62 * 2 * 1 * 128 * 2, 0, 0),
     # Qwen3.5-122B-A10B: layer_types put full_attention on every 4th of 48 layers: 12 full layers of 2 KV heads x
     # head_dim 256; 36 Gated DeltaNet layers (gated_delta_net_state_shape): conv (4 - 1) x (2 x 16 key heads x 128 +
-    # 64 value heads x 128 = 12,288), ssm 64 value heads x 128 x 128, bf16 as for the 27B above. tp 8: 2 // 8 -> 1
-    # KV head; conv 36,864 / 8, ssm 8 heads x 128 x 128.
+    # 64 value heads x 128 = 12,288) in bf16, ssm 64 value heads x 128 x 128 in float32 (mamba_ssm_dtype, as for the
+    # 27B above). tp 8: 2 // 8 -> 1 KV head; conv 36,864 / 8 x 2 B, ssm 8 heads x 128 x 128 x 4 B.
     "qwen3.5-122b-a10b": ({"full": 12, "state": 36}, 12 * 2 * 2 * 256 * 2, 12 * 2 * 1 * 256 * 2,
-                          36 * (3 * 12288 + 64 * 128 * 128) * 2, 36 * (3 * 12288 // 8 + 8 * 128 * 128) * 2),
+                          36 * (3 * 12288 * 2 + 64 * 128 * 128 * 4), 36 * (3 * 12288 // 8 * 2 + 8 * 128 * 128 * 4)),
     # Qwen3.5-35B-A3B: 40 layers, 10 full (2 KV heads x 256) and 30 Gated DeltaNet of 16 key heads and 32 value
-    # heads: conv 3 x (2 x 16 x 128 + 32 x 128 = 8,192), ssm 32 x 128 x 128. tp 8: conv / 8, ssm 4 heads.
+    # heads: conv 3 x (2 x 16 x 128 + 32 x 128 = 8,192) bf16, ssm 32 x 128 x 128 float32. tp 8: conv / 8, ssm 4 heads.
     "qwen3.5-35b-a3b": ({"full": 10, "state": 30}, 10 * 2 * 2 * 256 * 2, 10 * 2 * 1 * 256 * 2,
-                        30 * (3 * 8192 + 32 * 128 * 128) * 2, 30 * (3 * 8192 // 8 + 4 * 128 * 128) * 2),
+                        30 * (3 * 8192 * 2 + 32 * 128 * 128 * 4), 30 * (3 * 8192 // 8 * 2 + 4 * 128 * 128 * 4)),
     # AI21-Jamba-1.5-Mini: 32 layers, attn_layer_period 8 / offset 4 -> attention on 4, 12, 20, 28: 4 layers of
     # 8 KV heads x 128 (4096 / 32 heads). 28 Mamba-1 layers (mamba1_state_shape), intermediate mamba_expand 2 x
     # 4096 = 8192: conv 8192 x (4 - 1), ssm 8192 x d_state 16, bf16. tp 8: 1 KV head; intermediate 8192 / 8.

@@ -18,6 +18,7 @@ from kvplan.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoC
 from kvplan.model import ModelSpec
 from kvplan.readers import family_reader
 from kvplan.readers.attention_features import with_attention_features
+from kvplan.readers.block_types import nemotron_h_layout
 from kvplan.readers.quantization import read_quantization
 from kvplan.readers.states import gated_deltanet_state, mamba_state, short_conv_state
 
@@ -123,6 +124,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
     if not isinstance(config, dict):
         raise KvplanError(f"{source}: expected a JSON object, got {type(config).__name__}", EXIT_USAGE)
     data, nested = unwrap_text_config(config)
+    data = nemotron_h_layout(data, source)  # transformers 5's layers_block_type list as the pattern
     cfg = Cfg(data, source)
     notices: list[str] = []
     model_type = str(data.get("model_type") or config.get("model_type") or "")
@@ -139,8 +141,8 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         else:
             notices.append(f"model_type {model_type!r} has no reader in kvplan: its layout is derived from "
                            f"transformers' {derived[3]} built on the meta device")
-    if dsa and getattr(family, "__name__", "") != "kvplan.readers.dsa":
-        # an indexer key cache beside the attention cache, in a family kvplan.readers.dsa does not read
+    if dsa and not getattr(family, "OWNS_INDEXER", False):
+        # an indexer key cache beside the attention cache, in a family no reader sizes (or refuses) it for
         raise KvplanError(f"{source}: {dsa[0]} declares a DeepSeek Sparse Attention indexer, whose key cache "
                           "kvplan does not size yet; it would be under-counted, so this model is refused", EXIT_USAGE)
     try:

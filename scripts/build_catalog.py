@@ -30,7 +30,8 @@ EXTRA_ALIASES = {"llama-3.1-70b": ["llama-3-70b"],
                  "llama-3_3-nemotron-super-49b-v1": ["llama-3.3-nemotron-super-49b", "nemotron-super-49b"],
                  "llama-3_1-nemotron-ultra-253b-v1": ["llama-3.1-nemotron-ultra-253b", "nemotron-ultra-253b"],
                  "nvidia-nemotron-3-nano-30b-a3b-bf16": ["nemotron-3-nano-30b-a3b", "nemotron-3-nano"],
-                 "nvidia-nemotron-3-super-120b-a12b-bf16": ["nemotron-3-super-120b-a12b", "nemotron-3-super"]}
+                 "nvidia-nemotron-3-super-120b-a12b-bf16": ["nemotron-3-super-120b-a12b", "nemotron-3-super"],
+                 "nvidia-nemotron-3-ultra-550b-a55b-bf16": ["nemotron-3-ultra-550b-a55b", "nemotron-3-ultra"]}
 
 
 def main(config_dir: Path) -> None:

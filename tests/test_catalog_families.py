@@ -47,6 +47,8 @@ CASES = {
     "deepseek-v3.2": ({"mla": 61}, 61 * 1284, 61 * 1284, 0, 0),
     # GLM-5: 78 layers, every one with its indexer: 78 x 1,284.
     "glm-5": ({"mla": 78}, 78 * 1284, 78 * 1284, 0, 0),
+    # GLM-5.1: GLM-5's architecture unchanged (its config.json differs only in transformers_version): 78 x 1,284.
+    "glm-5.1": ({"mla": 78}, 78 * 1284, 78 * 1284, 0, 0),
     # GLM-5.2: index_topk_freq 4, index_skip_topk_offset 3 -> indexers on 0, 1, 2 and 6, 10, ..., 74
     # (18 more): 21 layers; all 78 keep the latent. 78 x 1,152 + 21 x 132 = 92,628.
     "glm-5.2": ({"mla": 78}, 78 * 1152 + 21 * 132, 78 * 1152 + 21 * 132, 0, 0),
@@ -60,6 +62,12 @@ CASES = {
     # ssm 64 x 64 x 128 float32. tp 8: conv / 8, ssm 8 x 64 x 128.
     "nemotron-3-nano": ({"full": 6, "state": 23, "none": 23}, 6 * 2 * 2 * 128 * 2, 6 * 2 * 1 * 128 * 2,
                         23 * (3 * 6144 * 2 + 64 * 64 * 128 * 4), 23 * (3 * 6144 // 8 * 2 + 8 * 64 * 128 * 4)),
+    # Nemotron 3 Ultra: layers_block_type lists 108 blocks: 12 'attention', 48 'mamba', 48 'moe' (no cache). Attention
+    # 12 x 2 x 2 KV heads x 128 x 2 B; tp 8 keeps 1 head. Mamba-2: 256 heads x 64 = 16,384 wide, 8 groups, state 128:
+    # conv 3 x (16,384 + 2 x 8 x 128) = 55,296 bf16, ssm 256 x 64 x 128 float32 (mamba_ssm_cache_dtype). tp 8 (8
+    # groups divide): conv 55,296 / 8 x 2 B, ssm 32 x 64 x 128 x 4 B.
+    "nemotron-3-ultra": ({"full": 12, "state": 48, "none": 48}, 12 * 2 * 2 * 128 * 2, 12 * 2 * 1 * 128 * 2,
+                         48 * (3 * 18432 * 2 + 256 * 64 * 128 * 4), 48 * (3 * 18432 // 8 * 2 + 32 * 64 * 128 * 4)),
     # Qwen3-Coder-480B-A35B: 62 layers of 8 KV heads x 128; tp 8: one head each.
     "qwen3-coder-480b-a35b-instruct": ({"full": 62}, 62 * 2 * 8 * 128 * 2, 62 * 2 * 1 * 128 * 2, 0, 0),
     # Falcon-H1 0.5B: 36 layers, each attention (2 KV heads x 64) beside a Mamba-2 mixer of 24 heads x 64
@@ -78,6 +86,19 @@ CASES = {
                     48 * (3 * 10240 * 2 + 48 * 128 * 128 * 4), 48 * (3 * 10240 // 8 * 2 + 6 * 128 * 128 * 4)),
     # MiniMax-M2.5: 62 full-attention layers of 8 KV heads x head_dim 128 (no linear attention in M2); tp 8: 1 head.
     "minimax-m2.5": ({"full": 62}, 62 * 2 * 8 * 128 * 2, 62 * 2 * 1 * 128 * 2, 0, 0),
+    # MiniMax-M2.7: the M2.5 geometry again (attn_type_list all 1 = softmax): 62 full-attention layers of 8 KV heads
+    # x head_dim 128; tp 8: 1 head.
+    "minimax-m2.7": ({"full": 62}, 62 * 2 * 8 * 128 * 2, 62 * 2 * 1 * 128 * 2, 0, 0),
+    # Qwen3.5-122B-A10B: layer_types put full_attention on every 4th of 48 layers: 12 full layers of 2 KV heads x
+    # head_dim 256; 36 Gated DeltaNet layers (gated_delta_net_state_shape): conv (4 - 1) x (2 x 16 key heads x 128 +
+    # 64 value heads x 128 = 12,288) in bf16, ssm 64 value heads x 128 x 128 in float32 (mamba_ssm_dtype, as for the
+    # 27B above). tp 8: 2 // 8 -> 1 KV head; conv 36,864 / 8 x 2 B, ssm 8 heads x 128 x 128 x 4 B.
+    "qwen3.5-122b-a10b": ({"full": 12, "state": 36}, 12 * 2 * 2 * 256 * 2, 12 * 2 * 1 * 256 * 2,
+                          36 * (3 * 12288 * 2 + 64 * 128 * 128 * 4), 36 * (3 * 12288 // 8 * 2 + 8 * 128 * 128 * 4)),
+    # Qwen3.5-35B-A3B: 40 layers, 10 full (2 KV heads x 256) and 30 Gated DeltaNet of 16 key heads and 32 value
+    # heads: conv 3 x (2 x 16 x 128 + 32 x 128 = 8,192) bf16, ssm 32 x 128 x 128 float32. tp 8: conv / 8, ssm 4 heads.
+    "qwen3.5-35b-a3b": ({"full": 10, "state": 30}, 10 * 2 * 2 * 256 * 2, 10 * 2 * 1 * 256 * 2,
+                        30 * (3 * 8192 * 2 + 32 * 128 * 128 * 4), 30 * (3 * 8192 // 8 * 2 + 4 * 128 * 128 * 4)),
     # AI21-Jamba-1.5-Mini: 32 layers, attn_layer_period 8 / offset 4 -> attention on 4, 12, 20, 28: 4 layers of
     # 8 KV heads x 128 (4096 / 32 heads). 28 Mamba-1 layers (mamba1_state_shape), intermediate mamba_expand 2 x
     # 4096 = 8192: conv 8192 x (4 - 1), ssm 8192 x d_state 16, bf16. tp 8: 1 KV head; intermediate 8192 / 8.
@@ -110,6 +131,82 @@ def test_falcon_mamba_parameters_match_its_model_card():
     assert round(find_in_catalog("falcon-mamba-7b").params.total / 1e7) == 727
 
 
+@pytest.mark.parametrize("name, total, active", [
+    # the model cards' names: 122B total / A10B active, 35B total / A3B active (language model; the vision tower,
+    # which kvplan does not count from these configs, is under half a billion)
+    ("qwen3.5-122b-a10b", 122, 10),
+    ("qwen3.5-35b-a3b", 35, 3),
+])
+def test_qwen35_moe_parameters_match_their_names(name, total, active):
+    params = find_in_catalog(name).params
+    assert (round(params.total / 1e9), round(params.active / 1e9)) == (total, active)
+
+
+def test_glm51_with_its_mtp_layer_matches_nvidias_model_card():
+    # docs.api.nvidia.com/nim/reference/z-ai-glm5.1: "Number of model parameters: 754B", which counts the checkpoint's
+    # multi-token-prediction layer (model.layers.78) beside the 78 main layers
+    spec = find_in_catalog("glm-5.1")
+    assert round((spec.params.total + spec.mtp_params.total) / 1e9) == 754
+
+
+def test_nemotron_3_ultra_parameters_match_transformers_and_its_name():
+    # transformers 5.24.0's NemotronHForCausalLM built on the meta device from this config.json (latent MoE,
+    # moe_latent_size 2048): 549,308,968,960 parameters, "550B" in its name
+    assert find_in_catalog("nemotron-3-ultra").params.total == 549_308_968_960
+
+
+def _nemotron_ultra_config(**changes) -> dict:
+    from pathlib import Path
+
+    path = (Path(__file__).resolve().parents[1] / "scripts" / "catalog_extra"
+            / "nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json")
+    out = {**json.loads(path.read_text()), **changes}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def test_nemotron_block_list_reads_as_the_pattern_it_stands_for():
+    from kvplan.configs import spec_from_config
+
+    types = _nemotron_ultra_config()["layers_block_type"]
+    # transformers' _list_to_pattern: mamba M, attention *, moe E, mlp -; the newer names read the same
+    symbols = "".join({"mamba": "M", "attention": "*", "moe": "E", "mlp": "-"}[t] for t in types)
+    newer = [{"mamba": "linear_attention", "attention": "full_attention"}.get(t, t) for t in types]
+    listed, _ = spec_from_config(_nemotron_ultra_config(), "ultra")
+    as_pattern, _ = spec_from_config(_nemotron_ultra_config(layers_block_type=None, hybrid_override_pattern=symbols,
+                                                            num_hidden_layers=len(symbols)), "ultra")
+    renamed, _ = spec_from_config(_nemotron_ultra_config(layers_block_type=None, layer_types=newer), "ultra")
+    # Nemotron 3.5 Lightning's form: the list and a num_hidden_layers that agrees (read as all-attention before)
+    counted, _ = spec_from_config(_nemotron_ultra_config(num_hidden_layers=108), "ultra")
+    assert listed.layers == as_pattern.layers == renamed.layers == counted.layers
+    assert listed.params == as_pattern.params == renamed.params == counted.params
+    assert [i for i, la in enumerate(listed.layers) if la.kind == "full"] == [7, 14, 23, 32, 39, 48, 57, 64, 73, 82,
+                                                                             89, 98]
+
+
+def test_validate_cuts_a_nemotron_block_list_to_the_layers_it_builds():
+    from kvplan.validate.transformers_backend import reduced_config
+
+    # transformers 5 takes the list's length as the layer count, so a reduced build must cut the list itself
+    full = _nemotron_ultra_config()
+    cut = reduced_config(full, 8, shrink=False)
+    assert cut["layers_block_type"] == full["layers_block_type"][:8] and cut["num_hidden_layers"] == 8
+
+
+@pytest.mark.parametrize("changes, needle", [
+    ({"layers_block_type": None}, "needs hybrid_override_pattern or layers_block_type"),
+    ({"num_hidden_layers": 52}, "num_hidden_layers is 52 but layers_block_type lists 108"),
+    ({"hybrid_override_pattern": "M" * 108}, "describe different layers"),
+    ({"layers_block_type": ["mamba", "attention", "sliding"]}, "unknown entry 'sliding'"),
+    ({"layers_block_type": "MEM*"}, "must be a list"),
+])
+def test_nemotron_block_lists_kvplan_cannot_read_are_refused(changes, needle):
+    from kvplan.configs import spec_from_config
+    from kvplan.errors import KvplanError
+
+    with pytest.raises(KvplanError, match=needle):
+        spec_from_config(_nemotron_ultra_config(**changes), "ultra")
+
+
 def test_local_layers_hold_only_their_window():
     # MiMo at 1,024 tokens: 9 full layers x 2,560 B x 1,024 + 39 sliding x 5,120 B x 128 (window)
     assert profile("mimo-v2-flash").sequence_bytes(1024, paged=False) == 9 * 2560 * 1024 + 39 * 5120 * 128
@@ -126,7 +223,9 @@ def test_dsa_fp8_cache_is_fp8_ds_mla_and_index_cache_sharers_hold_no_keys():
 @pytest.mark.parametrize("name, published", [
     ("mimo-v2-flash", 309e9),  # model card: 309B total parameters
     ("glm-5", 744e9),  # model card: 744B parameters
+    ("glm-5.1", 744e9),  # docs.clore.ai's GLM-5.1 guide: 744B total (the main layers, as GLM-5's card counts)
     ("qwen3-coder-480b-a35b-instruct", 480e9),  # 480B-A35B
+    ("minimax-m2.7", 229e9),  # the MiniMax-M2 architecture's "229 billion" total (apxml.com/zh/models/minimax-m2)
 ])
 def test_parameter_counts_match_the_model_cards(name, published):
     assert float(f"{find_in_catalog(name).params.total:.3g}") == published
@@ -139,7 +238,8 @@ def test_fit_on_h200s_works_offline(name, kvplan_home, monkeypatch):
     from kvplan.cli import app
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    pp = "2" if name.startswith("glm-5") else "1"  # GLM-5's 744B bf16 weights (1.49 TB) need two nodes
+    # GLM-5's 744B and Nemotron 3 Ultra's 549B bf16 weights (1.49 and 1.10 TB) need two nodes of 8 H200s
+    pp = "2" if name.startswith(("glm-5", "nemotron-3-ultra")) else "1"
     # falcon-mamba-7b's config has no max_position_embeddings: vLLM's default max_model_len 2048 is its limit
     ctx = "2k" if name == "falcon-mamba-7b" else "8k"
     r = CliRunner().invoke(app, ["fit", name, "--gpu", "h200", "--gpus", str(8 * int(pp)), "--tp", "8", "--pp", pp,

@@ -27,6 +27,7 @@ from kvplan.layers import IndexedMLA
 from kvplan.model import ParamCounts
 
 FAMILIES = {"deepseek_v32", "glm_moe_dsa"}
+OWNS_INDEXER = True  # sizes the indexer's key cache (kvplan.configs refuses indexers elsewhere)
 DSA_KEYS = ("index_head_dim", "index_n_heads", "index_topk")
 
 

@@ -17,6 +17,10 @@ from kvplan.model import ParamCounts
 from kvplan.readers.states import linear_layer_types
 
 FAMILIES = {"kimi_linear"}
+# Kimi K3's text model is a kimi_linear config with keys vLLM's kimi_linear.py (0.19.0) never reads: experts
+# run in a latent width (routed_expert_hidden_size, latent_moe_use_norm), block attention residuals
+# (attn_res_block_size), a gated MLA output (mla_use_output_gate). They change the weights, so they are refused.
+_NOT_READ = ("routed_expert_hidden_size", "latent_moe_use_norm", "attn_res_block_size", "mla_use_output_gate")
 
 
 def _linear_config(cfg) -> dict:
@@ -42,6 +46,11 @@ def _kinds(cfg, n: int, lac: dict) -> list[str]:
 
 
 def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
+    odd = [k for k in _NOT_READ if cfg.raw(k) not in (None, False, 0)]
+    if odd:
+        raise KvplanError(f"{cfg.where}: this kimi_linear config sets {', '.join(odd)} (Kimi K3's latent experts, attention "
+                          "residuals or gated MLA output), which kvplan's Kimi Linear reader does not size; refused "
+                          "rather than guessed", EXIT_USAGE)
     h = cfg.int("hidden_size", limit="hidden_size")
     n = cfg.int("num_hidden_layers", limit="num_hidden_layers")
     heads = cfg.int("num_attention_heads", limit="num_attention_heads")

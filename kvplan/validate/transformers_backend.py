@@ -27,7 +27,7 @@ from kvplan.validate.run import (
     TORCH_DTYPES, Settings, check_memory, check_settings, device_info, option_dtype, resolve_device,
 )
 
-_LAYER_LISTS = ("layer_types", "no_rope_layers")
+_LAYER_LISTS = ("layer_types", "layers_block_type", "no_rope_layers")  # layers_block_type: Nemotron-H in transformers 5
 
 
 def _config_dict(model_arg: str, spec: ModelSpec) -> dict:

@@ -1,0 +1,54 @@
+"""Architectures kvplan cannot size yet are refused with their reason, on the published config.json files.
+
+DeepSeek-V4 (compressed attention per layer: compress_ratios), MiniMax-M3 (block-sparse attention with index
+keys: sparse_attention_config) and Kimi K3 (a kimi_linear config with latent experts and attention residuals);
+tests/fixtures/families/README.md gives their source. Before these refusals DeepSeek-V4 met only the generic
+"DSA indexer" refusal and Kimi K3 a quantization-exclusion one, which named a symptom, not the layout.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvplan.configs import spec_from_config
+from kvplan.errors import KvplanError
+
+FIX = Path(__file__).parent / "fixtures" / "families"
+
+
+@pytest.mark.parametrize("name, needles", [
+    ("deepseek-v4-flash.json", ("'deepseek_v4' is refused", "compress_ratios", "no layer spec")),
+    ("minimax-m3.json", ("'minimax_m3' is refused", "sparse_attention_config", "index keys")),
+    ("kimi-k3.json", ("routed_expert_hidden_size", "attn_res_block_size", "refused rather than guessed")),
+])
+def test_layouts_kvplan_cannot_size_are_refused_with_their_reason(name, needles):
+    with pytest.raises(KvplanError) as err:
+        spec_from_config(json.loads((FIX / name).read_text()), name)
+    for needle in needles:
+        assert needle in err.value.message
+
+
+def test_kimi_k3_refusal_comes_from_the_layout_not_its_quantization():
+    config = json.loads((FIX / "kimi-k3.json").read_text())
+    config["text_config"].pop("quantization_config")
+    with pytest.raises(KvplanError, match="latent experts"):
+        spec_from_config(config, "kimi-k3")
+    for key in ("routed_expert_hidden_size", "latent_moe_use_norm", "attn_res_block_size", "mla_use_output_gate"):
+        config["text_config"].pop(key)
+    spec, _ = spec_from_config(config, "kimi-k3-without")  # the rest is Kimi Linear's layout, read as before
+    assert {la.kind for la in spec.layers} == {"mla", "state"}
+
+
+def test_fit_refuses_deepseek_v4_in_one_line(kvplan_home, tmp_path):
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    path = tmp_path / "config.json"
+    path.write_text((FIX / "deepseek-v4-flash.json").read_text())
+    r = CliRunner().invoke(app, ["fit", str(path), "--gpu", "h200", "--ctx", "32k"])
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert r.stderr.startswith("Error: ") and "deepseek_v4" in r.stderr and r.stdout == ""

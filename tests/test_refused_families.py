@@ -38,6 +38,9 @@ def test_kimi_k3_refusal_comes_from_the_layout_not_its_quantization():
         spec_from_config(config, "kimi-k3")
     for key in ("routed_expert_hidden_size", "latent_moe_use_norm", "attn_res_block_size", "mla_use_output_gate"):
         config["text_config"].pop(key)
+    with pytest.raises(KvplanError, match="vision_config"):  # then its vision tower, which kvplan cannot count
+        spec_from_config(config, "kimi-k3-without")
+    config.pop("vision_config")
     spec, _ = spec_from_config(config, "kimi-k3-without")  # the rest is Kimi Linear's layout, read as before
     assert {la.kind for la in spec.layers} == {"mla", "state"}
 

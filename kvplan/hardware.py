@@ -96,6 +96,11 @@ class _Checker:
             self.bad(name, "a non-empty string", value)
         return value.strip()
 
+    def flag(self, name: str, value: Any) -> bool:
+        if not isinstance(value, bool):
+            self.bad(name, "true or false", value)
+        return value
+
     def pos_int(self, name: str, value: Any, nullable: bool = False) -> int | None:
         if value is None and nullable:
             return None
@@ -150,9 +155,6 @@ class _Checker:
         if confidence not in CONFIDENCE_LEVELS:
             self.bad("confidence", "one of " + ", ".join(CONFIDENCE_LEVELS), confidence)
         notes = d.get("notes")
-        above_torch = d.get("memory_usable_above_torch", False)
-        if not isinstance(above_torch, bool):
-            self.bad("memory_usable_above_torch", "true or false", above_torch)
         return GPU(
             key=key, name=self.text("name", d["name"]), vendor=self.text("vendor", d["vendor"]),
             aliases=tuple(a.strip() for a in aliases),
@@ -164,7 +166,7 @@ class _Checker:
             price_per_hour=None if price is None else float(price),
             source=self.text("source", d["source"]), confidence=confidence,
             notes="" if notes is None else self.text("notes", notes), path=self.path,
-            memory_usable_above_torch=above_torch,
+            memory_usable_above_torch=self.flag("memory_usable_above_torch", d.get("memory_usable_above_torch", False)),
         )
 
 

@@ -78,7 +78,7 @@ def predict(rec: dict, log) -> dict | None:
     req = Request(context=int(flags.get("max_model_len") or model.max_context),
                   kv_dtype=canonical_kv_dtype(kv, model.dtype) if kv and kv != "auto" else None,
                   weight_dtype=rec.get("weights"))
-    opts = {k: str(flags[k]) for k in ("max_num_batched_tokens", "max_num_seqs") if k in flags}
+    opts = {k: str(flags[k]) for k in ("max_num_batched_tokens", "max_num_seqs", "enforce_eager") if k in flags}
     explicit = {"gpu_memory_utilization": flags["gpu_memory_utilization"]} if "gpu_memory_utilization" in flags else {}
     res = vllm.Vllm(version, opts, explicit).result(model, gpu, dep, req)
     layers = max(b - a for a, b in _ranges(model, dep))
@@ -145,7 +145,7 @@ def summary(rs: list[dict], split: str) -> dict:
 def calibrate(records: list[dict]) -> dict:
     """Least-squares fit of the overhead constants on the training split, per era of the V1 engine."""
     from kvplan.catalog import find_in_catalog
-    from kvplan.engines import vllm_overhead
+    from kvplan.engines import vllm_non_torch, vllm_overhead
     from kvplan.engines.base import parse_version
     from kvplan.hardware import find_gpu
 
@@ -169,10 +169,16 @@ def calibrate(records: list[dict]) -> dict:
                 nt["tp_legacy"].append(_legacy_non_torch(rec, model, rep, tp))
             continue
         t, s = int(flags.get("max_num_batched_tokens", 8192)), int(flags.get("max_num_seqs", 1024))
-        era = "" if v >= (0, 19, 0) else "_v011"  # non-torch memory
+        eager = str(flags.get("enforce_eager", "")).lower() == "true"
+        # non-torch memory: the 0.18+ constants from the release that profiles CUDA graphs in the window, less the
+        # source-derived FlashInfer all-reduce workspace (kvplan/engines/vllm_non_torch.py)
+        era = "" if vllm_non_torch.graph_profile_residue(v) else "_v011"
         sort_sampler = vllm_overhead._sampler_era(v) == "v011"  # the sampler's per-logit cost
         if "non_torch_gib" in rep:
-            nt[("tp" if tp > 1 else "pp" if pp > 1 else "single") + era].append(rep["non_torch_gib"].value * GIB)
+            fi_ws = vllm_non_torch.fi_allreduce_workspace(v, tp, model.hidden_size, vllm_non_torch.dtype_bytes(model),
+                                                          t, pp, 1, eager, rec.get("gpu") or "")
+            key = ("tp" if tp > 1 else "pp" if pp > 1 else "single") + era
+            nt[key].append(rep["non_torch_gib"].value * GIB - fi_ws)
         if "activation_peak_gib" in rep and pp == 1:
             x = (min(s, t) * model.vocab_size, t * model.intermediate_size / tp, t * model.hidden_size)
             rep = dict(rep)  # a multimodal model's peak also holds the dummy encoder outputs (source-derived)

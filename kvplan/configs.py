@@ -388,7 +388,7 @@ def read_layers(cfg: Cfg, model_type: str, g: dict) -> list[LayerSpec]:
             chunk = cfg.int("attention_chunk_size", limit="window")
             out.append(ChunkedLocal(g["kv_heads"], g["head_dim"], chunk))
         elif kind == "linear":
-            out.append(gated_deltanet_state(cfg))
+            out.append(gated_deltanet_state(cfg, model_type))
         elif kind == "mamba":
             out.append(mamba_state(cfg, g))
         elif kind == "short_conv":

@@ -70,11 +70,12 @@ CASES = {
                        36 * (5376 + 24 * 64 * 128) * 2, 36 * (1344 + 3 * 64 * 128) * 2),
     # Qwen3.5-27B (dense): layer_types put full_attention on every 4th of 64 layers: 16 full layers of 4 KV heads
     # x head_dim 256, 48 Gated DeltaNet layers (vLLM gated_delta_net_state_shape): conv (4 - 1) x (2 x 16 key
-    # heads x 128 + 48 value heads x 128 = 10,240), ssm 48 value heads x 128 x 128, both bf16 (kvplan reads
-    # mamba_ssm_cache_dtype only; the config's mamba_ssm_dtype names the training dtype). tp 8: 4 // 8 -> 1 KV
-    # head; conv 30,720 / 8, ssm 6 heads x 128 x 128.
+    # heads x 128 + 48 value heads x 128 = 10,240) in bf16, ssm 48 value heads x 128 x 128 in float32 (the text
+    # config's mamba_ssm_dtype, which vLLM 0.17+'s Qwen3_5ForConditionalGenerationConfig hook copies into
+    # mamba_ssm_cache_dtype): 61,440 + 3,145,728 = 3,207,168 B per layer. tp 8: 4 // 8 -> 1 KV head; conv
+    # 30,720 / 8 x 2 B, ssm 6 heads x 128 x 128 x 4 B.
     "qwen3.5-27b": ({"full": 16, "state": 48}, 16 * 2 * 4 * 256 * 2, 16 * 2 * 1 * 256 * 2,
-                    48 * (3 * 10240 + 48 * 128 * 128) * 2, 48 * (3 * 10240 // 8 + 6 * 128 * 128) * 2),
+                    48 * (3 * 10240 * 2 + 48 * 128 * 128 * 4), 48 * (3 * 10240 // 8 * 2 + 6 * 128 * 128 * 4)),
     # MiniMax-M2.5: 62 full-attention layers of 8 KV heads x head_dim 128 (no linear attention in M2); tp 8: 1 head.
     "minimax-m2.5": ({"full": 62}, 62 * 2 * 8 * 128 * 2, 62 * 2 * 1 * 128 * 2, 0, 0),
     # AI21-Jamba-1.5-Mini: 32 layers, attn_layer_period 8 / offset 4 -> attention on 4, 12, 20, 28: 4 layers of

@@ -55,6 +55,7 @@ class Settings:
     # (SlidingWindowSpec.extra_retained_tokens: v0.33.0 kv_cache_planning.py L1634-1641, kv_cache_interface.py
     # L903-945; absent in 0.25.0, 0.30.0 not read)
     swa_retained: int = 0
+    eager: bool = False  # --enforce-eager: no torch.compile, no CUDA graphs (vllm_non_torch: what that saves)
 
     @cached_property  # (read for every block count of a max-context search: parsed once)
     def v(self) -> tuple[int, ...]:
@@ -126,7 +127,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
 
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
                     opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "",
-                    *vllm_pool_terms(model, v))
+                    *vllm_pool_terms(model, v), eager=eager)
 
 
 def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,

@@ -18,9 +18,10 @@ entry point (vllm.overhead calls it).
    (MOE_WORKSPACE x T x top_k x (3 x I_e/tp + H)). Pipeline stages before the last run no sampler.
    The legacy V0 engine (< 0.8, eager, T = max_model_len without chunked prefill) keeps the
    planner's eager form.
-2. Non-torch increase (CUDA/NCCL allocations outside PyTorch during the profile run): a constant
-   for one GPU, larger with tensor parallelism (custom all-reduce and NCCL buffers) and with pipeline
-   parallelism alone.
+2. Non-torch increase (CUDA/NCCL allocations outside PyTorch up to the end of the profile run): a
+   constant for one GPU, larger with tensor parallelism (custom all-reduce and NCCL buffers, FlashInfer's
+   all-reduce fusion workspace from 0.17.0) and with pipeline parallelism alone, plus what the CUDA-graph
+   profiling of 0.18.0+ leaves behind (kvplan/engines/vllm_non_torch.py).
 3. CUDA graphs (`gpu_model_runner.py` v0.19.0 "Estimated CUDA graph memory: X GiB total", subtracted
    from v0.20.0 unless --enforce-eager): vLLM's own sum, the larger first capture (a fitted PIECEWISE
    constant, or FA3's split-KV accumulator, source-derived) plus a per-graph cost per decoder layer
@@ -35,6 +36,9 @@ if these values drift from what the training split gives.
 from __future__ import annotations
 
 from kvplan.engines.base import parse_version
+from kvplan.engines.vllm_non_torch import (  # noqa: F401  (the calibrated constants, re-exported)
+    NON_TORCH_PP, NON_TORCH_SINGLE, NON_TORCH_SINGLE_V011, NON_TORCH_TP, NON_TORCH_TP_LEGACY, NON_TORCH_TP_V011,
+    V0_NON_TORCH_SINGLE, non_torch)
 from kvplan.layers import Kind
 from kvplan.rope import rope_table_bytes
 
@@ -44,8 +48,8 @@ MIB = 2**20
 # --- calibrated on the training split (benchmarks/budget_corpus.py --calibrate) --------------------
 # Three eras of the V1 engine, as the corpus shows them: v0.19.0 logs (DEBUG breakdown, H100), v0.11.0
 # (llm-d's table of v0.11 H100 logs: the sampler's profile costs ~2.7x more per logit) and releases
-# before 0.11 (only the printed budget: tp > 1 non-torch is its residual). Non-torch memory of releases
-# between 0.11 and 0.19 takes the 0.11 constants (no training record; the larger, safer overhead).
+# before 0.11 (only the printed budget: tp > 1 non-torch is its residual). Non-torch memory has its own
+# module and release boundaries from the source (kvplan/engines/vllm_non_torch.py).
 # The sampler's cost per logit follows the code path instead (`_sampler_era`): v0.11.0's V1 sampler
 # takes FlashInfer's kernel only where FlashInfer is installed (the v0.11 logs' 38 B per logit show it
 # was not), and by v0.16.0 that kernel is opt-in (VLLM_USE_FLASHINFER_SAMPLER=1), so the dummy run
@@ -61,20 +65,12 @@ SAMPLER_BYTES_V011 = 38.14  # the same, v0.11-v0.16 (the PyTorch sort path)
 FORWARD_MLP_BYTES = 0.095  # per token x MLP width / tp of the profile forward pass
 FORWARD_HIDDEN_BYTES = 2.69  # per token x hidden size of the profile forward pass
 MOE_WORKSPACE_BYTES = 1.78  # per element of the fused-MoE caches (T x top_k x (3 x I_e/tp + H)), MoE only
-NON_TORCH_SINGLE = 246 * MIB  # one GPU, v0.19+
-NON_TORCH_SINGLE_V011 = 133 * MIB  # one GPU, v0.11-v0.18 (and before)
-NON_TORCH_TP = 2156 * MIB  # tensor parallel > 1, v0.19+ (custom all-reduce + FlashInfer all-reduce workspace)
-NON_TORCH_TP_V011 = 563 * MIB  # tensor parallel > 1, v0.11-v0.18
-NON_TORCH_TP_LEGACY = 124 * MIB  # tensor parallel > 1 before 0.11 (residual of the printed budget)
-NON_TORCH_PP = NON_TORCH_SINGLE  # pipeline parallel only: no training record; no all-reduce buffers
 CUDAGRAPH_BASE = 21 * MIB  # CUDA-graph estimate: first capture, pools
 CUDAGRAPH_PER_LAYER = 23 * MIB  # per decoder layer on the rank
 
-# --- the legacy V0 engine (< 0.8) -------------------------------------------------------------------
-V0_NON_TORCH_SINGLE = 160 * MIB  # not fitted: V0 logs in the corpus print 0.01-0.35 GiB ("non_torch_memory")
-
 
 def _era(version: tuple[int, ...]) -> str:
+    """v0 (the legacy engine, eager activation form) or the V1 eras."""
     if version < (0, 8, 0):
         return "v0"
     if version < (0, 11, 0):
@@ -116,18 +112,6 @@ def moe_workspace_elements(model, tp: int, tokens: int, gpu=None) -> int:
         return 0  # Hopper/Blackwell run MXFP4 experts in the Triton / FlashInfer kernels, not fused_moe
     width = model.intermediate_size // p.experts_per_token // tp  # one expert's width on this rank
     return min(tokens, 32768) * p.experts_per_token * (3 * width + model.hidden_size)
-
-
-def non_torch(tp: int, pp: int, version: tuple[int, ...]) -> int:
-    era = _era(version)
-    if era == "v0":
-        return V0_NON_TORCH_SINGLE if tp == 1 and pp == 1 else NON_TORCH_TP_LEGACY
-    if tp > 1:
-        # v0.19.0 logs "Initialized FlashInfer All Reduce workspace" on every tp > 1 rank.
-        return {"v019": NON_TORCH_TP, "v011": NON_TORCH_TP_V011}.get(era, NON_TORCH_TP_LEGACY)
-    if pp > 1:
-        return NON_TORCH_PP
-    return NON_TORCH_SINGLE if era == "v019" else NON_TORCH_SINGLE_V011
 
 
 # --- weights as loaded: MXFP4 MoE experts padded for the kernel (source-derived, not fitted) --------
@@ -350,7 +334,8 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     gpu = getattr(st, "gpu_key", "")
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu)
     graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs) if st.cudagraphs else 0
-    return {"activation_peak": act, "non_torch": non_torch(dep.tp, dep.pp, v), "cudagraphs": graphs,
+    nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens)
+    return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu) + nvfp4_scale_padding(model, dep.tp, gpu)
                                + rope_table_bytes(model)),
             "encoder_profile": encoder_profile_bytes(model, st.max_num_batched_tokens, v)}

@@ -18,11 +18,11 @@ def short_conv_state(cfg, g: dict) -> RecurrentState:
     return RecurrentState((kernel - 1) * g["hidden"], 0, g["hidden"], "short_conv")
 
 
-def gated_deltanet_state(cfg) -> RecurrentState:
-    """Qwen3-Next linear attention: a conv window over q,k,v and a per-head k x v state.
+def gated_deltanet_state(cfg, model_type: str = "") -> RecurrentState:
+    """Qwen3-Next / Qwen3.5 linear attention: a conv window over q,k,v and a per-head k x v state.
 
     conv: (linear_conv_kernel_dim - 1) x (2 x key heads x key dim + value heads x value dim)
-    ssm:  value heads x key dim x value dim
+    ssm:  value heads x key dim x value dim, in the config's `mamba_ssm_dtype` for Qwen3.5 (qwen35_ssm_dtype)
     """
     k_heads = cfg.int("linear_num_key_heads", limit="num_attention_heads")
     v_heads = cfg.int("linear_num_value_heads", limit="num_attention_heads")
@@ -30,7 +30,37 @@ def gated_deltanet_state(cfg) -> RecurrentState:
     v_dim = cfg.int("linear_value_head_dim", limit="head_dim")
     kernel = cfg.int("linear_conv_kernel_dim", default=4)
     conv_dim = 2 * k_heads * k_dim + v_heads * v_dim
-    return RecurrentState((kernel - 1) * conv_dim, v_heads * k_dim * v_dim, k_heads, "gated_deltanet")
+    return RecurrentState((kernel - 1) * conv_dim, v_heads * k_dim * v_dim, k_heads, "gated_deltanet",
+                          ssm_dtype=qwen35_ssm_dtype(cfg, model_type))
+
+
+def qwen35_ssm_dtype(cfg, model_type: str) -> str:
+    """The Gated DeltaNet recurrent state's element type a Qwen3.5 config fixes (`mamba_ssm_dtype`).
+
+    vLLM 0.17.0+ (the release that added Qwen3.5) registers Qwen3_5ForConditionalGenerationConfig for the
+    Qwen3.5 architectures (model_executor/models/config.py, 0.19.0 L663-686): with --mamba-ssm-cache-dtype
+    auto it copies the text config's mamba_ssm_dtype (float32 in the published Qwen3.5 configs) into
+    cache_config.mamba_ssm_cache_dtype, which gated_delta_net_state_dtype gives the temporal state; the
+    conv state keeps mamba_cache_dtype (auto: the model dtype). Qwen3-Next has no such hook (and its
+    config no such key): "" = the plan's state dtype.
+    """
+    from kvplan.params import QWEN3_5
+
+    if model_type not in QWEN3_5:
+        return ""
+    raw = cfg.raw("mamba_ssm_dtype")
+    if raw is None or raw == "auto":
+        return ""
+    return _dtype_name(cfg, "mamba_ssm_dtype", raw)
+
+
+def _dtype_name(cfg, key: str, raw) -> str:
+    """kvplan's name of a config's dtype string (float32 -> fp32), refused when it is not one."""
+    from kvplan.dtypes import canonical_kv_dtype
+
+    if not isinstance(raw, str):
+        raise KvplanError(f"{cfg.where}: {key} must be a dtype name, got {raw!r:.40}", EXIT_USAGE)
+    return canonical_kv_dtype(raw).name
 
 
 def ssm_cache_dtype(cfg) -> str:
@@ -41,16 +71,12 @@ def ssm_cache_dtype(cfg) -> str:
     Nemotron-H config that does not say ("Only float32 is known to have no accuracy issues");
     "" = the plan's state dtype.
     """
-    from kvplan.dtypes import canonical_kv_dtype
-
     raw = cfg.raw("mamba_ssm_cache_dtype")
     if raw is None and cfg.raw("model_type") == "nemotron_h":
         return "fp32"  # the hook's default when the config is silent (DEFAULT_MAMBA_SSM_CACHE_DTYPE)
     if raw is None or raw == "auto":
         return ""
-    if not isinstance(raw, str):
-        raise KvplanError(f"{cfg.where}: mamba_ssm_cache_dtype must be a dtype name, got {raw!r:.40}", EXIT_USAGE)
-    return canonical_kv_dtype(raw).name
+    return _dtype_name(cfg, "mamba_ssm_cache_dtype", raw)
 
 
 def mamba2_dims(cfg, hidden: int) -> tuple[int, int, int, int, int]:

@@ -1,0 +1,113 @@
+"""vLLM's non-torch memory by release: the two source-derived terms (kvplan/engines/vllm_non_torch.py)."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import yaml
+
+from kvplan.engines import vllm_non_torch as nt
+
+MIB = 2**20
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import budget_corpus
+
+    return budget_corpus
+
+
+def test_single_gpu_boundary_is_the_graph_profiling_of_0_18():
+    # 0.18.0 runs profile_cudagraph_memory inside memory_profiling (gpu_worker.py determine_available_memory);
+    # 0.17.0 does not. One GPU: 133 MiB up to 0.17 (0.13 GiB), 246 MiB from 0.18 (0.24 GiB), --enforce-eager
+    # included (the corpus's one eager 0.19 log balances with 246; see vllm_non_torch's docstring).
+    assert nt.non_torch(1, 1, (0, 17, 0), gpu_key="h100-sxm") == 133 * MIB
+    assert nt.non_torch(1, 1, (0, 18, 0), gpu_key="h100-sxm") == 246 * MIB
+    assert nt.non_torch(1, 1, (0, 19, 0), gpu_key="h100-sxm") == 246 * MIB
+    assert nt.non_torch(1, 1, (0, 18, 0), eager=True, gpu_key="h100-sxm") == 246 * MIB
+    assert nt.non_torch(1, 1, (0, 16, 0), eager=True, gpu_key="h100-sxm") == 133 * MIB
+
+
+def test_llmd_version_sweep_held_out_follows_the_boundary():
+    # llm-d's sweep of Qwen3-14B on one H100 (held out: never fitted) prints non-torch 0.13 GiB on
+    # 0.15, 0.16 and 0.17 and 0.25 GiB on 0.18; kvplan: 133 MiB = 0.130 GiB, then 246 MiB = 0.240 GiB.
+    b = _bench()
+    index = yaml.safe_load((ROOT / "tests/fixtures/logs/corpus/index.yaml").read_text())
+    for minor, printed in ((15, 0.13), (16, 0.13), (17, 0.13), (18, 0.25)):
+        rec = next(r for r in index if r["id"] == f"llmd-sweep-qwen3-14b-vllm-v0-{minor}-0-h100")
+        assert b.is_held_out(rec)
+        pred = b.predict(rec, b.parsed(rec))["non_torch"] / 2**30
+        assert abs(pred - printed) / printed <= 0.05, (minor, pred)
+
+
+def test_flashinfer_allreduce_workspace_by_release_gpu_and_layout():
+    # trtllm_create_ipc_workspace_for_all_reduce_fusion: 3 buffers per rank (data, flags, Lamport), each
+    # rounded to 2 MiB, + a 2 KiB signal pad, then up to the 512 MiB multicast granularity (SymmDeviceMemory).
+    # Llama 3.1 8B (H 4096, bf16) on H100 tp 2: T = min(64 MiB / (4096 x 2), 8192) = 8192; data 2 x 8192 x
+    # 4096 x 2 = 128 MiB -> 512; Lamport 3 x 128 = 384 MiB -> 512; flags 2 x 256 x 4 B -> 512: 1536 MiB.
+    # On by default from 0.17.0 (-O2 fuse_allreduce_rms) for tp 2/4/8, pp == dp == 1, not eager.
+    from kvplan.catalog import find_in_catalog
+
+    h = find_in_catalog("llama-3.1-8b-instruct").hidden_size
+    assert h == 4096
+
+    def ws(version, tp, gpu="h100-sxm", hidden=h, **kw):
+        return nt.fi_allreduce_workspace(version, tp, hidden, 2, 8192, gpu_key=gpu, **kw) // MIB
+
+    assert ws((0, 17, 0), 2) == 1536 and ws((0, 19, 0), 4) == 1536 and ws((0, 19, 0), 8) == 1536
+    assert ws((0, 16, 0), 2) == 0  # off at every -O level in 0.16
+    assert ws((0, 19, 0), 2, pp=2) == 0 and ws((0, 19, 0), 2, dp=2) == 0  # tp-pp, tp-dp: fusion off
+    assert ws((0, 19, 0), 2, eager=True) == 0  # --enforce-eager: no torch.compile, no pass
+    assert ws((0, 19, 0), 2, "a100-sxm-80") == 0 and ws((0, 19, 0), 2, "h100-pcie") == 0  # SM80; no NVSwitch
+    assert ws((0, 19, 0), 1) == 0
+    assert ws((0, 19, 0), 2, "log") == ws((0, 19, 0), 2, "") == 1536  # known only by its memory: as an HGX H100
+    # B300 (SM 10.3): not enabled by 0.17/0.18 (is_device_capability(100)); 0.19 takes the SM10x family and
+    # a 64 MiB limit at tp 4. Llama 3.1 70B (H 8192): T = 64 MiB / 16384 = 4096; data 4 x 4096 x 8192 x 2 =
+    # 256 MiB -> 512; Lamport 3 x 256 = 768 MiB -> 1024; flags -> 512: 2048 MiB.
+    assert ws((0, 18, 0), 4, "b300", 8192) == 0
+    assert ws((0, 19, 0), 4, "b300", 8192) == 2048
+    assert ws((0, 19, 0), 4, "b200", 8192) == 1536  # SM100 at tp 4: 32 MiB -> data 128, Lamport 384
+
+
+def test_tensor_parallel_non_torch_adds_the_workspace():
+    # tp 2 on H100: v0.19 620 + 1536 = 2156 MiB = 2.105 GiB (llm-d's v0.19 tp 2 logs print 2.06-2.11 GiB,
+    # tp 4 2.13-2.21: the workspace does not grow with tp); v0.17 563 + 1536 = 2099; v0.16 563 (no fusion);
+    # A100 on v0.19: 620, no workspace; --enforce-eager: no compile pass, so no workspace either.
+    from kvplan.catalog import find_in_catalog
+
+    m = find_in_catalog("llama-3.1-8b-instruct")
+
+    def term(tp, version, gpu="h100-sxm", eager=False):
+        return nt.non_torch(tp, 1, version, eager, gpu, 1, m, 8192) // MIB
+
+    assert term(2, (0, 19, 0)) == term(4, (0, 19, 0)) == 620 + 1536
+    assert term(2, (0, 17, 0)) == 563 + 1536
+    assert term(2, (0, 16, 0)) == 563
+    assert term(2, (0, 19, 0), "a100-sxm-80") == 620
+    assert term(2, (0, 19, 0), eager=True) == 620
+
+
+def test_fit_settings_carry_the_layout_gpu_and_eager_into_the_term():
+    # The same rules through vLLM's settings (vllm.settings -> vllm_overhead.overhead_terms): Llama 3.1 8B
+    # on 0.19.0 at tp 2: H100 SXM 620 + 1536 MiB; --enforce-eager 620 (no compile pass, no workspace);
+    # one GPU 246, with --enforce-eager too.
+    from kvplan.catalog import find_in_catalog
+    from kvplan.deploy import Deployment
+    from kvplan.engines.vllm import settings
+    from kvplan.engines.vllm_overhead import overhead_terms
+    from kvplan.hardware import find_gpu
+    from kvplan.plan import Request
+
+    model, req, h100 = find_in_catalog("llama-3.1-8b-instruct"), Request(context=8192), find_gpu("h100")
+
+    def term(dep, gpu=h100, **opts):
+        st = settings(model, gpu, dep, req, "0.19.0", {k: str(v) for k, v in opts.items()})
+        return overhead_terms(model, dep, st)["non_torch"] // MIB
+
+    assert term(Deployment(tp=2)) == 620 + 1536
+    assert term(Deployment(tp=2), enforce_eager="true") == 620
+    assert term(Deployment(tp=2), gpu=find_gpu("a100-80")) == 620
+    assert term(Deployment()) == 246 and term(Deployment(), enforce_eager="true") == 246

@@ -7,7 +7,7 @@ Sources (read as released wheels; see docs/engines.md section 1 for line numbers
   * defaults: gpu_memory_utilization 0.90 -> 0.92 in v0.20.0 (`vllm/config/cache.py` v0.19.1 L41,
     v0.20.0 L66); block 16 (`config/cache.py`), 64 for FlashMLA (`platforms/cuda.py` v0.11.0 L126-182);
     max_num_batched_tokens / max_num_seqs tiers by GPU size (`engine/arg_utils.py` v0.11.0 L1605-1623,
-    v0.33.0 L2940-3039).
+    v0.33.0 L2940-3039; before 0.11 by release from the 0.8.0-0.10.2 wheels, see batch_defaults).
   * the block pool (blocks per request in each kind of layer, kv-cache groups): kvplan/engines/vllm_pool.py.
   * printed figures: `vllm/v1/core/kv_cache_utils.py` v0.11.0 L1080 (GPU KV cache size = num_blocks //
     groups x block through v0.20.0) and v0.20.1 L1706 (int(concurrency x max_model_len)).

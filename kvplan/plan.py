@@ -47,6 +47,7 @@ class Request:
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     overhead_bytes: int | None = None  # per GPU; None: estimated
     kv_cache_memory_bytes: int | None = None  # per GPU; exact KV budget, skips the estimate
+    context_from_model: bool = False  # no context asked for: `context` is the model's own limit
 
 
 class Stage(NamedTuple):

@@ -214,18 +214,18 @@ def _setup(name, gpu, version, context, gmu=None, tp=1):
     return m, g, dep, req, st
 
 
-def test_auto_max_model_len_is_the_tokens_vllm_says_fit():
-    # vllm#10517 (29k run, RTX 3090, Llama-3.1-8B): "# GPU blocks: 1478" and "the maximum number of
-    # tokens that can be stored in KV cache (23648)" = 1478 x 16. A pool of exactly 1478 blocks of
-    # 16 tokens x 32 layers x 8 KV heads x 128 x 2 (K,V) x 2 B = 1478 x 2 MiB: the longest one request
-    # is 23648 tokens.
+def test_longest_request_is_the_tokens_vllm_says_fit():
+    # vllm#10517 (29k run, RTX 3090, Llama-3.1-8B, V0 0.6.4): "# GPU blocks: 1478" and "the maximum number of
+    # tokens that can be stored in KV cache (23648)" = 1478 x 16: the longest one request of a pool of
+    # exactly 1478 blocks of 16 tokens (32 layers x 8 KV heads x 128 x 2 (K,V) x 2 B = 2 MiB a block).
+    # (V0 has no --max-model-len auto: kvplan.engines.vllm_autofit and tests/test_vllm_autofit.py.)
     from kvplan.dtypes import canonical_kv_dtype
-    from kvplan.engines.vllm_boot import auto_max_model_len
+    from kvplan.engines import vllm
 
     m, g, dep, req, st = _setup("llama-3.1-8b-instruct", "rtx-3090", "0.6.4", 29000)
     bf16 = canonical_kv_dtype("auto", m.dtype)
-    assert auto_max_model_len(m, dep, 1478 * 2 * 2**20, st, bf16, bf16) == 23648
-    assert auto_max_model_len(m, dep, 10**12, st, bf16, bf16) == m.max_context
+    cap = vllm.capacity(m, dep, 1478 * 2 * 2**20, 29000, 1, st, bf16, bf16)
+    assert cap.blocks == 1478 and vllm.max_context(m, dep, cap, 1, st, bf16, bf16) == 23648
 
 
 def test_lowest_utilization_boots_and_one_step_less_does_not():
@@ -249,21 +249,6 @@ def test_lowest_utilization_boots_and_one_step_less_does_not():
     assert lower < adv.kv_needed_bytes + adv.margin_bytes
     assert at(adv.gpu_memory_utilization).capacity.max_concurrency >= 32
     assert lowest_utilization(res.plan, res.settings, m, concurrency=10**6) is None
-
-
-def test_auto_max_model_len_matches_vllm_estimate_from_a_printed_budget():
-    # vllm#34076: "the available KV cache memory (3.18 GiB) ... the estimated maximum model length is
-    # 34736" for Qwen3-Coder-30B-A3B (Qwen3-30B-A3B geometry: 48 layers x 4 KV heads x 128, bf16 cache:
-    # 98,304 B per token, 1,572,864 B per 16-token block) over all 48 layers. 3.18 GiB is rounded:
-    # [3.175, 3.185) GiB holds 2167.5 .. 2174.3 blocks, i.e. 34,672 .. 34,784 tokens; 34,736 inside.
-    from kvplan.dtypes import canonical_kv_dtype
-    from kvplan.engines.vllm_boot import auto_max_model_len
-
-    m, g, dep, req, st = _setup("qwen3-30b-a3b", "h100-sxm", "0.15.0", 262144)
-    bf16 = canonical_kv_dtype("auto", m.dtype)
-    lo = auto_max_model_len(m, dep, int(3.175 * 2**30), st, bf16, bf16)
-    hi = auto_max_model_len(m, dep, int(3.185 * 2**30), st, bf16, bf16)
-    assert lo <= 34736 <= hi and hi - lo <= 128
 
 
 def test_trtllm_logs_are_read_and_check_log_says_it_does_not_check_them():

@@ -16,7 +16,7 @@ def register(app: typer.Typer) -> None:
     app.command()(fit)
 
 
-def _request(ctx_tokens: int, batch: int, kv_dtype: str, weight_dtype, model, block_size: Optional[int],
+def _request(ctx_tokens: Optional[int], batch: int, kv_dtype: str, weight_dtype, model, block_size: Optional[int],
              gpu_memory_utilization: Optional[str], overhead: Optional[str], kv_cache_memory: Optional[str]):
     """The Request the flags ask for; block size and utilisation default to kvplan.plan's (vLLM's)."""
     from kvplan.dtypes import canonical_kv_dtype, canonical_weight_dtype
@@ -29,7 +29,8 @@ def _request(ctx_tokens: int, batch: int, kv_dtype: str, weight_dtype, model, bl
     if gpu_memory_utilization is None:
         gpu_memory_utilization = str(DEFAULT_GPU_MEMORY_UTILIZATION)
     return Request(
-        context=ctx_tokens,
+        context=model.max_context if ctx_tokens is None else ctx_tokens,
+        context_from_model=ctx_tokens is None,
         batch=batch,
         kv_dtype=canonical_kv_dtype(kv_dtype, model.dtype),
         weight_dtype=None if weight_dtype is None or weight_dtype.strip().lower() == "auto"
@@ -102,7 +103,7 @@ def fit(
     drafter = speculative_request(speculative, chosen)
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
-    req = _request(ctx_tokens or spec.max_context, batch, kv_dtype, weight_dtype, spec,
+    req = _request(ctx_tokens, batch, kv_dtype, weight_dtype, spec,
                    block_size, gpu_memory_utilization, overhead, kv_cache_memory)
     from kvplan.deploy import Deployment
     from kvplan.layout import SEARCH, layout_from_flags

@@ -13,7 +13,8 @@ from importlib import import_module
 
 from kvplan.errors import EXIT_USAGE, KvplanError
 
-NOT_ENGINES = ("base", "neutral", "vllm_overhead", "vllm_non_torch", "vllm_boot", "vllm_pool", "vllm_cache_dtype",
+NOT_ENGINES = ("base", "neutral", "vllm_overhead", "vllm_non_torch", "vllm_boot", "vllm_autofit", "vllm_pool",
+               "vllm_cache_dtype",
                "sglang_boot", "sglang_layout")  # modules here that are not an engine
 
 

@@ -24,6 +24,7 @@ from kvplan.dtypes import DType
 from kvplan.plan import cache_dtypes
 from kvplan.engines.base import (Capacity, Engine, Figure, cdiv, check_opts, check_version, opt_bool,
                                  opt_int, parse_version)
+from kvplan.engines.vllm_autofit import FIRST as AUTO_FIRST
 from kvplan.engines.vllm_pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.errors import EXIT_USAGE, KvplanError
 from kvplan.engines import vllm_cache_dtype
@@ -168,8 +169,28 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
     notes = []
     if any(b.kind == Kind.STATE for b in pool.buckets):
         notes.append("hybrid Mamba layout approximated (state page padded to the attention page)")
+    if v >= AUTO_FIRST:
+        lines, notes = _with_auto_fit(model, dep, budgets, st, kv_dtype, state_dtype, pools, blocks, lines, notes)
     return Capacity("vllm", st.version, min(budgets), tokens, conc, context, bpt, blocks, pool.block_size,
                     tuple(lines), tuple(notes))
+
+
+def _with_auto_fit(model, dep, budgets, st, kv_dtype, state_dtype, pools, blocks, lines, notes):
+    """The figures and notes plus what `--max-model-len auto` sets (kvplan.engines.vllm_autofit)."""
+    from kvplan.engines.vllm_autofit import LABEL, auto_fit
+
+    fit = auto_fit(model, dep, budgets, st, kv_dtype, state_dtype)
+    if isinstance(fit, str):
+        return lines, [*notes, f"--max-model-len auto not predicted: {fit}"]
+    lines = [*lines, Figure(LABEL, fit.tokens, "tokens")]
+    if fit.tokens == 0:
+        return lines, [*notes, f"vLLM {st.version} with --max-model-len auto refuses to start: not one token fits"]
+    per_req = max(p.blocks_per_request(cdiv(fit.tokens, dep.dcp), st) for p in pools)
+    if per_req > blocks:  # v0.14.0-0.18.0 size a hybrid layout on its first group only
+        notes = [*notes, (f"vLLM {st.version} sizes --max-model-len auto on its first kv-cache group "
+                          f"({fit.first_group}) only: the pool holds {blocks / per_req:.2f} of one "
+                          f"{fit.tokens:,}-token request")]
+    return lines, notes
 
 
 def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, state_dtype) -> int:
@@ -300,8 +321,10 @@ class Vllm(Engine):
 
         r, dep = plan.request, plan.deployment
         seqs = per_rank_batch(serve_seqs(plan), dep.dp)  # each DP rank's scheduler: never below its share
+        # no context asked for: vLLM's own fit to the memory it measures (from 0.14.0), not kvplan's estimate
+        auto = r.context_from_model and parse_version(settings["version"]) >= AUTO_FIRST
         args = ["vllm", "serve", model_arg(model), *weight_args(self, plan, model),
-                "--max-model-len", str(r.context), "--max-num-seqs", str(seqs)]
+                "--max-model-len", "auto" if auto else str(r.context), "--max-num-seqs", str(seqs)]
         if r.kv_cache_memory_bytes is not None:
             args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]
         else:
@@ -336,12 +359,15 @@ class Vllm(Engine):
         return args
 
     def emit_note(self, result, model) -> str | None:
-        """The margin --gpu-memory-utilization leaves (none with --kv-cache-memory-bytes: exact)."""
-        if result.plan.request.kv_cache_memory_bytes is not None:
-            return None
-        from kvplan.engines.vllm_boot import emit_advice
+        """The margin --gpu-memory-utilization leaves (none with --kv-cache-memory-bytes: exact), and what
+        --max-model-len auto is expected to set."""
+        from kvplan.engines.vllm_boot import auto_note, emit_advice
 
-        return emit_advice(result.plan, result.settings, model)[1]
+        auto = auto_note(result, model)
+        if result.plan.request.kv_cache_memory_bytes is not None:
+            return auto
+        margin = emit_advice(result.plan, result.settings, model)[1]
+        return f"{margin}; {auto}" if auto else margin
 
     def emit_weights_note(self, result, model) -> str | None:
         """--quantization fp8 (kvplan.emit.weight_args): docs/features/quantization/fp8.md warns, under

@@ -1,9 +1,7 @@
 """What vLLM will choose or need at start-up: `--max-model-len auto` and the lowest utilisation that boots.
 
-* `--max-model-len auto` (vllm/v1/core/kv_cache_utils.py, check_enough_kv_cache_memory ->
-  estimate_max_model_len, v0.11.0): after profiling, the largest length whose one-request worst case
-  (sum over layers of max_memory_usage_bytes) fits the available KV memory, never above the model's
-  own limit. kvplan restates it on its own budget (vllm_overhead's terms) and block pool.
+* `--max-model-len auto` (from 0.14.0): the length itself is kvplan.engines.vllm_autofit's, shown as an
+  engine figure; `fit --emit vllm` without --ctx prints `--max-model-len auto` and says what it expects.
 * The lowest `--gpu-memory-utilization` that boots `concurrency` requests of `context` tokens: the
   smallest g (two decimals, as users pass it) whose budget `total x g - weights - overhead` holds the
   blocks those requests need (vLLM refuses to start when one request does not fit; the concurrency is
@@ -30,28 +28,29 @@ class BootAdvice:
     kv_budget_bytes: int  # per GPU at that utilisation (kvplan's estimate of vLLM's line)
 
 
-def auto_max_model_len(model, dep, kv_bytes: int, st, kv_dtype, state_dtype) -> int:
-    """vLLM's `--max-model-len auto`: largest n <= the model's limit with one request's bytes <= kv_bytes."""
-    from kvplan.engines.vllm_pool import build_pool
-    from kvplan.deploy import split_layers
+def auto_note(result, model) -> str | None:
+    """What `--emit vllm` says of its --max-model-len auto (None when it pins a length): the model's full
+    length when the emitted utilisation holds the batch at that length (emit_advice raises it to that),
+    else the length the engine's figure expects at the plan's budget (kvplan.engines.vllm_autofit)."""
+    from kvplan.engines.base import parse_version
+    from kvplan.engines.vllm_autofit import FIRST, LABEL
+    from kvplan.layout import per_rank_batch
 
-    pools = [build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
-             for a, b in split_layers(model.num_layers, dep.pp)]
-
-    def fits(n: int) -> bool:
-        # One request's blocks x the bytes of a block id (every layer of its group): for one group of
-        # full-attention layers this is vLLM's sum over layers of cdiv(n, block) x page; for hybrid
-        # layouts it counts the group padding too (a little conservative).
-        return all(p.blocks_per_request(-(-n // dep.dcp), st) * p.bytes_per_block <= kv_bytes for p in pools)  # -dcp: cdiv(n, dcp)
-
-    hi = model.max_context
-    if fits(hi):
-        return hi
-    lo = 0
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    plan = result.plan
+    if not plan.request.context_from_model or parse_version(result.settings["version"]) < FIRST:
+        return None
+    limit = plan.request.context
+    batch = per_rank_batch(plan.request.batch, plan.deployment.dp)
+    if plan.request.kv_cache_memory_bytes is None and lowest_utilization(plan, result.settings, model, batch):
+        return f"--max-model-len auto: kvplan expects the model's full {limit:,} tokens at that utilisation"
+    got = {f.label: f.value for f in result.capacity.lines}.get(LABEL)
+    if got is None:
+        return "--max-model-len auto: kvplan does not predict the length it sets here (see the notes)"
+    if got == 0:
+        return "--max-model-len auto: kvplan expects vLLM to refuse to start (not one token fits)"
+    if got >= limit:
+        return f"--max-model-len auto: kvplan expects the model's full {limit:,} tokens"
+    return f"--max-model-len auto: kvplan expects about {got:,} tokens (vLLM fits it to the memory it measures)"
 
 
 def settings_of(settings: dict):
@@ -123,4 +122,4 @@ def emit_advice(plan, settings: dict, model) -> tuple[float, str]:
                  f"per GPU; {batch} x {ctx:,} tokens need {adv.kv_needed_bytes / GIB:.2f} GiB, "
                  f"{spare / GIB:.2f} GiB ({spare / max(1, adv.kv_needed_bytes):.0%}) to spare; the lowest value that "
                  f"keeps {MARGIN_FRACTION:.0%} is {adv.gpu_memory_utilization:g} (kvplan's budget is within 5% of "
-                 "vLLM's on 25 of 28 held-out logs)")
+                 "vLLM's on 27 of 28 held-out logs)")

@@ -7,9 +7,10 @@ Sources (read as released wheels; see docs/engines.md section 1 for line numbers
     with async scheduling; ChunkedLocalAttentionSpec L174-191; MLAAttentionSpec 576 values per token,
     not split by tp; MambaSpec one page).
   * grouping and blocks: `vllm/v1/core/kv_cache_utils.py` v0.11.0 L977 (group size = fewest layers of
-    one kind; v0.33.0 takes the most when max < 1.5 x min), L813-827 (num_blocks = available // page //
-    group_size), L780-795 (blocks per request); hybrid Mamba pages: `model_executor/models/config.py`
-    v0.11.0 L314-400.
+    one kind; the most when max < 1.25 x min from v0.12.0, < 1.5 x min from v0.18.0: group_size),
+    L813-827 (num_blocks = available // page // group_size), L780-795 (blocks per request); hybrid Mamba
+    pages: `model_executor/models/config.py` v0.11.0 L314-400; chunked local attention priced as full
+    (cache_specs); pages unified by block size (unified_block).
 
 `st` below is `kvplan.engines.vllm.Settings` (block_size, v1, version, in_flight_tokens and the
 speculative terms spec_state_blocks, swa_retained).
@@ -64,6 +65,7 @@ class _Bucket:
     page: int  # bytes of one block of one layer (after page unification)
     layers: int
     groups: int  # kv-cache groups this bucket becomes
+    block: int = 0  # tokens per page when its page was unified by a larger block (0: the pool's)
 
 
 @dataclass(frozen=True)
@@ -83,65 +85,89 @@ class Pool:
     def blocks_per_request(self, length: int, st: Settings) -> int:
         """Blocks one request of `length` tokens needs, summed over groups (kv_cache_utils v0.11 L780)."""
         total = 0
-        blk = self.block_size
         for b in self.buckets:
             t = st.in_flight_tokens + (st.swa_retained if b.kind == Kind.SLIDING else 0)
-            n = BLOCKS_PER_REQUEST[b.kind](length, b.span, blk, t)
+            n = BLOCKS_PER_REQUEST[b.kind](length, b.span, b.block or self.block_size, t)
             if b.kind == Kind.STATE:
                 n += st.spec_state_blocks
             total += n * (1 if self.uniform else b.groups)
         return total
 
-    def layer_bytes(self, length: int, st: Settings) -> int:
-        """Sum over real layers of max_memory_usage_bytes (what estimate_max_model_len compares)."""
-        blk = self.block_size
-        total = 0
-        for b in self.buckets:
-            one = _Bucket(b.kind, b.span, b.page, 1, 1)
-            n = Pool((one,), 1, blk, b.page, True).blocks_per_request(length, st)
-            total += n * b.page * b.layers
-        return total
+
+def cache_specs(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Settings) -> list[tuple[tuple, int]]:
+    """(spec key, layer index) for every cached layer part, in vLLM's order: the model runner's
+    get_kv_cache_spec walks the attention modules as they were built (layer 0 first; Falcon-H1 builds a
+    layer's attention before its Mamba mixer). A key is (kind, span, bytes per token, or per state).
+
+    V0 had no sliding-window pool, and vLLM (V1, v0.11.0 config/__init__.py L512-529 through v0.33.0
+    config/vllm.py L2237-2251) turns the hybrid KV-cache manager off by default for a model with chunked
+    local attention (Llama 4; unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1), and then
+    unify_hybrid_kv_cache_specs makes its chunked and sliding layers full-attention specs."""
+    parts = [(i, part) for i, spec in enumerate(layers)
+             for part in (spec.parts() if hasattr(spec, "parts") else (spec,)) if part.kind != Kind.NONE]
+    kinds = {part.kind for _, part in parts}
+    all_full = not st.v1 or (Kind.CHUNKED in kinds and Kind.FULL in kinds)
+    out = []
+    for i, layer in parts:
+        if layer.kind == Kind.STATE:
+            key = (Kind.STATE, 0, state_bytes(layer, tp, state_dtype))
+        elif all_full or not layer.span:
+            key = (Kind.FULL, 0, layer.token_bytes(kv_dtype, tp))  # MLA too: the same rule
+        else:
+            key = (layer.kind, layer.span, layer.token_bytes(kv_dtype, tp))
+        out.append((key, i))
+    return out
+
+
+def unified_page(keys, block: int) -> tuple[int, int]:
+    """(tokens per attention block, bytes of one page of one layer) once vLLM has made every page equal.
+    Hybrid Mamba: the attention block grows in steps of 16 until its page covers the Mamba state
+    (model_executor/models/config.py v0.11.0 L314-400; v0.19.0 L156-286 with mamba_cache_mode none),
+    and the Mamba page is padded to it."""
+    mamba = max((k[2] for k in keys if k[0] == Kind.STATE), default=0)
+    attn_tok = max((k[2] for k in keys if k[0] != Kind.STATE), default=0)
+    if mamba and attn_tok:
+        block = max(block, 16 * cdiv(mamba, 16 * attn_tok))
+    return block, max(block * attn_tok, mamba)
+
+
+def unified_block(key, block: int, page: int) -> int:
+    """Tokens per page of an attention spec whose smaller page vLLM grew to `page` by a larger block
+    (unify_kv_cache_spec_page_size, v0.15.0-v0.33.0: block x page // its page; Gemma 4's full layers, half
+    the bytes per token of its sliding ones, get 32-token pages). 0 for a state, or a page that does not
+    divide (vLLM refuses that layout before v0.25.0)."""
+    own = block * key[2]
+    if key[0] == Kind.STATE or not own or page % own:
+        return 0
+    return block * (page // own)
+
+
+def group_size(counts, version: tuple[int, ...]) -> int:
+    """Layers per kv-cache group (_get_kv_cache_groups_uniform_page_size): the fewest layers of one spec,
+    or the most when they are close: most < 1.25 x fewest from v0.12.0, < 1.5 x from v0.18.0 (read in the
+    0.11.0-0.19.0, 0.20.0, 0.25.0, 0.30.0 and 0.33.0 wheels); v0.11.0 always the fewest."""
+    lo, hi = min(counts), max(counts)
+    ratio = 1.5 if version >= (0, 18, 0) else 1.25 if version >= (0, 12, 0) else 1.0
+    return hi if hi < ratio * lo else lo
 
 
 def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Settings) -> Pool:
-    block = st.block_size
     specs: dict[tuple, int] = {}
-    per_token: dict[tuple, int] = {}
-    mamba_bytes = 0
-    for layer in (part for spec in layers for part in (spec.parts() if hasattr(spec, "parts") else (spec,))):
-        if layer.kind == Kind.NONE:
-            continue
-        if layer.kind == Kind.STATE:
-            nbytes = state_bytes(layer, tp, state_dtype)
-            key = (Kind.STATE, 0, nbytes)
-            mamba_bytes = max(mamba_bytes, nbytes)
-        else:
-            tok = layer.token_bytes(kv_dtype, tp)
-            if not st.v1 or not layer.span:
-                key = (Kind.FULL, 0, tok)  # V0 had no sliding-window pool: every layer is full
-            else:
-                key = (layer.kind, layer.span, tok)
-            per_token[key] = tok
+    for key, _ in cache_specs(layers, tp, kv_dtype, state_dtype, st):
         specs[key] = specs.get(key, 0) + 1
     if not specs:
-        return Pool((), 1, block, 0, True)
-    attn_tok = max(per_token.values(), default=0)
-    if mamba_bytes and attn_tok:
-        # Hybrid Mamba: the attention block grows until its page covers the Mamba state
-        # (model_executor/models/config.py v0.11.0 L314-400); the Mamba page is padded to it.
-        block = max(block, 16 * cdiv(mamba_bytes, 16 * attn_tok))
+        return Pool((), 1, st.block_size, 0, True)
+    block, page = unified_page(specs, st.block_size)
     kinds = {k[0] for k in specs}
     if kinds == {Kind.FULL}:
         # One group (UniformTypeKVCacheSpecs when shapes differ): a block id spans every layer.
         page_sum = sum(block * k[2] * n for k, n in specs.items())
         b = _Bucket(Kind.FULL, 0, page_sum, sum(specs.values()), 1)
         return Pool((b,), sum(specs.values()), block, page_sum, True)
-    counts = list(specs.values())
-    lo, hi = min(counts), max(counts)
-    group_size = hi if (parse_version(st.version) >= (0, 33, 0) and hi < 1.5 * lo) else lo
-    page = max(block * attn_tok, mamba_bytes)
-    buckets = tuple(_Bucket(k[0], k[1], page, n, cdiv(n, group_size)) for k, n in specs.items())
-    return Pool(buckets, group_size, block, group_size * page, False)
+    size = group_size(list(specs.values()), parse_version(st.version))
+    buckets = tuple(_Bucket(k[0], k[1], page, n, cdiv(n, size), unified_block(k, block, page))
+                    for k, n in specs.items())
+    return Pool(buckets, size, block, size * page, False)
 
 
 @lru_cache(maxsize=16)

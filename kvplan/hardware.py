@@ -23,7 +23,7 @@ USABLE_SOURCE_PREFIXES = ("measured:", "estimate:")
 PROFILE_SUFFIXES = (".yaml", ".yml")
 _REQUIRED = ("key", "name", "vendor", "memory_marketed", "memory_marketed_bytes", "memory_usable_bytes",
              "memory_usable_source", "bandwidth_bytes_per_s", "source", "confidence")
-_OPTIONAL = ("aliases", "dense_flops", "interconnect", "tdp_w", "price_per_hour", "notes")
+_OPTIONAL = ("aliases", "dense_flops", "interconnect", "tdp_w", "price_per_hour", "notes", "memory_usable_above_torch")
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
 MAX_YAML_BYTES = 1 << 20  # a profile or prices file is a few kB; as for config.json (hub.MAX_CONFIG_BYTES)
 MAX_YAML_NODES = 10_000  # values in one document, aliases expanded: real files have under a hundred
@@ -51,6 +51,9 @@ class GPU:
     confidence: str
     notes: str
     path: str  # the file this profile came from
+    # True when memory_usable_bytes is a tool's device total (nvidia-smi, NVML, OpenCL) where no torch total
+    # was found: torch and vLLM see less (0.46-1.05 GiB on the GPUs where both were measured)
+    memory_usable_above_torch: bool = False
 
     @property
     def usable_is_estimate(self) -> bool:
@@ -92,6 +95,11 @@ class _Checker:
         if not isinstance(value, str) or not value.strip():
             self.bad(name, "a non-empty string", value)
         return value.strip()
+
+    def flag(self, name: str, value: Any) -> bool:
+        if not isinstance(value, bool):
+            self.bad(name, "true or false", value)
+        return value
 
     def pos_int(self, name: str, value: Any, nullable: bool = False) -> int | None:
         if value is None and nullable:
@@ -158,6 +166,7 @@ class _Checker:
             price_per_hour=None if price is None else float(price),
             source=self.text("source", d["source"]), confidence=confidence,
             notes="" if notes is None else self.text("notes", notes), path=self.path,
+            memory_usable_above_torch=self.flag("memory_usable_above_torch", d.get("memory_usable_above_torch", False)),
         )
 
 

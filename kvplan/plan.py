@@ -336,6 +336,9 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
             fits, conc = False, 0
             warnings.append(PlanWarning("weights + overhead + the given KV budget ({}) exceed the GPU's usable "
                                         "memory ({})", (need, usable), ("GiB", "GiB")))
+    if getattr(gpu, "memory_usable_above_torch", False):  # a profile's data field (hw_profiles/README.md)
+        warnings.append(PlanWarning("the GPU's {} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
+                                    "see 0.46-1.05 GiB less, so the KV room is an upper bound", (usable,), ("GiB",)))
     step = use.step_bytes / gpu.bandwidth_bytes_per_s
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy); dcp stripes it
     return _new_plan(

@@ -221,6 +221,7 @@ def _without(field):
         ({**BASE, "interconnect": {"type": "x", "per_dir_bytes_per_s": 0}}, "interconnect.per_dir_bytes_per_s",
          "positive"),
         ({**BASE, "memory_usable_source": "nvidia-smi"}, "memory_usable_source", "'measured:' or 'estimate:'"),
+        ({**BASE, "memory_usable_above_torch": "yes"}, "memory_usable_above_torch", "true or false"),
         ({**BASE, "key": "My GPU"}, "key", "lowercase"),
         ({**BASE, "aliases": [4090]}, "aliases", "list of strings"),
         ({**BASE, "aliases": "mine"}, "aliases", "list of strings"),
@@ -332,9 +333,12 @@ def test_profiles_agree_with_shared_gpus_yaml(gpus):
         reported = theirs.get("mem_reported")
         if reported and key != "gh200-144":
             # nvidia-smi's total, or less: where torch's own total is known kvplan uses it (CUDA keeps
-            # some memory back: H200 143771 MiB in nvidia-smi, 139.80 GiB = 143155 MiB in torch).
+            # some memory back: H200 143771 MiB in nvidia-smi, 139.80 GiB = 143155 MiB in torch; the
+            # largest gap measured is GB300's, 284208 MiB vs 276.50 GiB = 283136 MiB, 1.05 GiB).
             smi = int(reported["value"].split()[0]) * MiB
-            assert 0.99 * smi <= ours.memory_usable_bytes <= smi, key
+            assert smi - 11 * GiB // 10 <= ours.memory_usable_bytes <= smi, key
+            # a profile left at the tool's total says so in its data (the planner warns about it)
+            assert ours.memory_usable_above_torch == (ours.memory_usable_bytes == smi), key
             assert ours.memory_usable_source.startswith("measured:"), key
             checked += 1
         tdp = _number(theirs.get("tdp_w"))

@@ -7,7 +7,7 @@ Sources (read as released wheels; see docs/engines.md section 1 for line numbers
   * defaults: gpu_memory_utilization 0.90 -> 0.92 in v0.20.0 (`vllm/config/cache.py` v0.19.1 L41,
     v0.20.0 L66); block 16 (`config/cache.py`), 64 for FlashMLA (`platforms/cuda.py` v0.11.0 L126-182);
     max_num_batched_tokens / max_num_seqs tiers by GPU size (`engine/arg_utils.py` v0.11.0 L1605-1623,
-    v0.33.0 L2940-3039).
+    v0.33.0 L2940-3039; before 0.11 by release from the 0.8.0-0.10.2 wheels, see batch_defaults).
   * the block pool (blocks per request in each kind of layer, kv-cache groups): kvplan/engines/vllm_pool.py.
   * printed figures: `vllm/v1/core/kv_cache_utils.py` v0.11.0 L1080 (GPU KV cache size = num_blocks //
     groups x block through v0.20.0) and v0.20.1 L1706 (int(concurrency x max_model_len)).
@@ -74,8 +74,34 @@ class Settings:
 
 
 def _big_gpu(gpu) -> bool:
-    """vLLM's large-GPU tier: >= 70 GiB and not an A100 (arg_utils v0.11.0 L1605-1623)."""
+    """vLLM's large-GPU tier from v0.9.0: >= 70 GiB and not an A100 (arg_utils v0.9.0 L1495, v0.11.0 L1605-1623)."""
     return gpu.memory_usable_bytes >= 70 * GIB and "a100" not in gpu.key
+
+
+def _named_hopper(gpu) -> bool:
+    """The tier test of v0.8.0-v0.8.4: "h100" or "h200" in the device name (arg_utils v0.8.0 L1693). The
+    driver's names ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA GH200 480GB", ...) carry the same word
+    as kvplan's keys; so does a user profile named after its part."""
+    text = f"{getattr(gpu, 'key', '')} {getattr(gpu, 'name', '')}".lower()
+    return "h100" in text or "h200" in text
+
+
+def batch_defaults(v: tuple[int, ...], gpu, context: int) -> tuple[int, int]:
+    """`vllm serve`'s (max_num_batched_tokens, max_num_seqs) for release `v` on `gpu`: the OPENAI_API_SERVER
+    entries of `EngineArgs._set_default_args_v1` (table and line numbers: docs/engines.md section 1)."""
+    if v < (0, 8, 0):
+        return max(context, 2048), 256  # V0 without chunked prefill profiles a max_model_len batch
+    if v < (0, 8, 4):  # by name; max_num_seqs 1024 everywhere (v0.8.0 L1693-1715, v0.8.3 L1647-1669)
+        return (8192 if _named_hopper(gpu) else 2048), 1024
+    if v < (0, 8, 5):  # by name, both tiered (v0.8.4 L1669-1682)
+        big = _named_hopper(gpu)
+    elif v < (0, 9, 0):  # by memory alone (v0.8.5 L1596-1609)
+        big = gpu.memory_usable_bytes >= 70 * GIB
+    else:  # by memory, A100s excepted (v0.9.0 L1495-1508 ... v0.11.0 L1605-1623)
+        big = _big_gpu(gpu)
+    if v >= (0, 33, 0) and gpu.memory_usable_bytes >= 160 * GIB:
+        return 16384, 1024
+    return (8192, 1024) if big else (2048, 256)
 
 
 def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Settings:
@@ -89,17 +115,10 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     gmu = explicit.get("gpu_memory_utilization") or (0.92 if v >= (0, 20, 0) else 0.90)
     has_mla = any(layer.kind == Kind.MLA for layer in model.layers)
     block = explicit.get("block_size") or (64 if has_mla and v1 else 16)  # FlashMLA forces 64
-    if not v1:
-        mnbt = max(req.context, 2048)  # V0 without chunked prefill profiles a max_model_len batch
-    elif v < (0, 11, 0):
-        mnbt = 2048  # OpenAI server default before the GPU tiers
-    elif v >= (0, 33, 0) and gpu.memory_usable_bytes >= 160 * GIB:
-        mnbt = 16384
-    else:
-        mnbt = 8192 if _big_gpu(gpu) else 2048
-    seqs = (1024 if _big_gpu(gpu) else 256) if v >= (0, 11, 0) else 256
+    mnbt, seqs = batch_defaults(v, gpu, req.context)
     mnbt = opt_int(opts, "max_num_batched_tokens", mnbt)
-    seqs = opt_int(opts, "max_num_seqs", min(seqs, mnbt) if v >= (0, 11, 0) else seqs)
+    # from v0.10.1 the default max_num_seqs is capped by max_num_batched_tokens (arg_utils v0.10.1 L1711)
+    seqs = opt_int(opts, "max_num_seqs", min(seqs, mnbt) if v >= (0, 10, 1) else seqs)
     eager = opt_bool(opts, "enforce_eager", False)
     if mnbt < 1 or seqs < 1:
         raise KvplanError("max_num_batched_tokens and max_num_seqs must be at least 1", EXIT_USAGE)

@@ -1,0 +1,66 @@
+"""GPU totals as torch (and so vLLM, which sizes its budget from `torch.cuda.mem_get_info()`'s total) sees them.
+
+Golden values come from public logs cited in each profile's `memory_usable_source`, not from kvplan: a torch
+total printed as "X.XX GiB" is stored as X.XX GiB rounded down to a whole MiB (as the H200's 139.80 GiB =
+143155 MiB). Where only nvidia-smi's (or OpenCL's) total is known, the profile flags it and plans warn.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+import pytest
+
+from kvplan.catalog import find_in_catalog
+from kvplan.deploy import Deployment
+from kvplan.engines import resolve_engine
+from kvplan.hardware import GPU, load_gpus
+from kvplan.plan import Request
+from kvplan.report import plan_warnings
+
+MiB, GiB = 2**20, 2**30
+
+
+def mib_down(gib: str) -> int:
+    return math.floor(Decimal(gib) * 1024) * MiB
+
+
+@pytest.mark.parametrize("key, printed, smi_mib", [
+    ("a10", "21.99", 23028),  # QwenLM/Qwen3#1387: floor(21.99 x 1024) = 22517 MiB; nvidia-smi 23028 MiB
+    ("l4", "22.03", 23034),  # ArcInstitute/evo2#190: 22558 MiB; nvidia-smi 23034 MiB
+    ("l40s", "44.42", 46068),  # stepfun-ai/Step-Video-T2V#8: 45486 MiB; nvidia-smi 46068 MiB
+    ("h100-nvl", "93.00", 95830),  # ali-vilab/VACE#56: 95232 MiB; nvidia-smi 95830 MiB
+    ("h20", "95.00", 97871),  # modelscope/DiffSynth-Studio#1238: 97280 MiB; nvidia-smi 97871 MiB
+    ("rtx-5090", "31.36", 32607),  # TrajectoryCrafter#20: 32112 MiB; nvidia-smi 32607 MiB
+    ("rtx-pro-6000-server", "94.97", 97887),  # antirez/ds4#431 (CUDA total): 97249 MiB; nvidia-smi 97887 MiB
+    ("b200", "178.35", 183359),  # stas00/ml-engineering debug/pytorch.md: 182630 MiB; nvidia-smi 183359 MiB
+    ("gb300", "276.50", 284208),  # same book, DGX Station GB300: 283136 MiB; nvidia-smi 284208 MiB
+])
+def test_torch_totals_from_public_logs(key, printed, smi_mib):
+    gpu = load_gpus()[key]
+    assert gpu.memory_usable_bytes == mib_down(printed)
+    assert not gpu.memory_usable_above_torch and printed in gpu.memory_usable_source
+    # torch sees 0.46-1.05 GiB less than nvidia-smi on every one of them
+    assert 0.45 * GiB < smi_mib * MiB - gpu.memory_usable_bytes < 1.06 * GiB
+
+
+def test_only_tool_totals_are_flagged():
+    flagged = {k for k, g in load_gpus().items() if g.memory_usable_above_torch}
+    assert flagged == {"b300", "gb200", "gh200"}
+    for key in flagged:
+        assert "upper bound" in load_gpus()[key].memory_usable_source
+
+
+def _warnings(gpu) -> list[str]:
+    model = find_in_catalog("llama-3.1-8b-instruct")
+    return plan_warnings(resolve_engine(None).result(model, gpu, Deployment(), Request(context=8192)).plan)
+
+
+def test_a_flagged_gpu_warns_and_a_torch_total_does_not():
+    gpus = load_gpus()
+    # B300: nvidia-smi 275040 MiB = 268.59 GiB, left as the upper bound it is
+    assert any("268.59 GiB" in w and "upper bound" in w for w in _warnings(gpus["b300"]))
+    assert not any("upper bound" in w for w in _warnings(gpus["b200"]))
+    # the flag is data: a user profile or a log's total (GPU.of_memory) carries none
+    assert not any("upper bound" in w for w in _warnings(GPU.of_memory("x", "X", 80 * GiB, "a log")))

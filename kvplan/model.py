@@ -43,8 +43,9 @@ class ParamCounts:
 
     @property
     def active(self) -> int:
-        """Parameters one token touches: all but the routed experts it is not sent to."""
-        return self.total - self.experts + self.experts_active
+        """Parameters one text token touches: all but the routed experts it is not sent to and the
+        vision/audio towers (they run on images and audio, not on each generated token)."""
+        return self.total - self.vision - self.experts + self.experts_active
 
     @property
     def linear(self) -> int:

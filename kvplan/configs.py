@@ -83,8 +83,13 @@ class Cfg:
         return value
 
     def bool(self, name: str, default: bool) -> bool:
+        """JSON true/false (or 0/1); a string such as "false" is refused, not read as true."""
         value = self.data.get(name)
-        return default if value is None else bool(value)
+        if value is None:
+            return default
+        if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
+            return bool(value)
+        raise KvplanError(f"{self.where}: {name} must be true or false, got {shown(value)}", EXIT_USAGE)
 
 
 def shown(value) -> str:

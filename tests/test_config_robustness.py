@@ -136,3 +136,13 @@ def test_a_catalog_entry_with_no_caching_layer_is_refused(kvplan_home):
     (kvplan_home / "models").mkdir(parents=True)
     (kvplan_home / "models" / "allnone.json").write_text(json.dumps(src))
     one_line_error(runner.invoke(app, ["fit", "allnone", "--gpu", "h100"]), 2, "no layer attends or keeps a state")
+
+
+def test_a_boolean_key_spelled_as_a_string_is_refused_not_read_as_true(kvplan_home, tmp_path):
+    # "false" is a non-empty string: read with Python's bool() it would tie the embeddings (and drop the
+    # lm_head's 32000 x 1024 weights) while the config says the opposite.
+    one_line_error(fit(tmp_path, {**BASE, "tie_word_embeddings": "false"}), 2,
+                   "tie_word_embeddings must be true or false, got 'false'")
+    for ok in (False, 0):  # JSON false, and the 0 some configs write, still read
+        spec, _ = spec_from_config({**BASE, "tie_word_embeddings": ok}, "x")
+        assert spec.params.lm_head == 32000 * 1024

@@ -173,7 +173,7 @@ def calibrate(records: list[dict]) -> dict:
         # non-torch memory: the 0.18+ constants from the release that profiles CUDA graphs in the window, less the
         # source-derived FlashInfer all-reduce workspace (kvplan/engines/vllm_non_torch.py)
         era = "" if vllm_non_torch.graph_profile_residue(v) else "_v011"
-        sort_sampler = vllm_overhead._sampler_era(v) == "v011"  # the sampler's per-logit cost
+        sort_sampler = vllm_overhead.sort_sampler(v)  # the sampler's per-logit cost
         if "non_torch_gib" in rep:
             fi_ws = vllm_non_torch.fi_allreduce_workspace(v, tp, model.hidden_size, vllm_non_torch.dtype_bytes(model),
                                                           t, pp, 1, eager, rec.get("gpu") or "")

@@ -51,7 +51,7 @@ MIB = 2**20
 # (llm-d's table of v0.11 H100 logs: the sampler's profile costs ~2.7x more per logit) and releases
 # before 0.11 (only the printed budget: tp > 1 non-torch is its residual). Non-torch memory has its own
 # module and release boundaries from the source (kvplan/engines/vllm_non_torch.py).
-# The sampler's cost per logit follows the code path instead (`_sampler_era`): v0.11.0's V1 sampler
+# The sampler's cost per logit follows the code path instead (`sort_sampler`): v0.11.0's V1 sampler
 # takes FlashInfer's kernel only where FlashInfer is installed (the v0.11 logs' 38 B per logit show it
 # was not), and by v0.16.0 that kernel is opt-in (VLLM_USE_FLASHINFER_SAMPLER=1), so the dummy run
 # goes through the PyTorch top-k/top-p of
@@ -70,25 +70,15 @@ CUDAGRAPH_BASE = 21 * MIB  # CUDA-graph estimate: first capture, pools
 CUDAGRAPH_PER_LAYER = 23 * MIB  # per decoder layer on the rank
 
 
-def _era(version: tuple[int, ...]) -> str:
-    """v0 (the legacy engine, eager activation form) or the V1 eras."""
-    if version < (0, 8, 0):
-        return "v0"
-    if version < (0, 11, 0):
-        return "legacy"
-    return "v011" if version < (0, 19, 0) else "v019"
-
-
-def _sampler_era(version: tuple[int, ...]) -> str:
-    """Which dummy-sampler constant applies: the sort-based top-k/top-p ran from 0.11 to 0.16."""
-    return "v011" if (0, 11, 0) <= version < (0, 17, 0) else "other"
+def sort_sampler(version: tuple[int, ...]) -> bool:
+    """Whether the dummy sampler ran the sort-based top-k/top-p (0.11-0.16; see the constants above)."""
+    return (0, 11, 0) <= version < (0, 17, 0)
 
 
 def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True,
                     version: tuple[int, ...] = (0, 19, 0), gpu=None) -> int:
     """Torch peak increase of vLLM's profile run on one rank (bytes)."""
-    era = _era(version)
-    if era == "v0":
+    if version < (0, 8, 0):
         # V0 runs the profile forward eagerly: the MLP's gate+up output (2 x width), its activation and
         # four hidden-size buffers in 16 bits stay live (kvplan.plan.activation_estimate), which the
         # V1 compiled graph fuses away; the V1 constants below were fitted on V1 logs only.
@@ -96,7 +86,7 @@ def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool
 
         return activation_estimate(model, tp, tokens=tokens, max_seqs=max_seqs)
     seqs = min(max_seqs, tokens)
-    per_logit = SAMPLER_BYTES_V011 if _sampler_era(version) == "v011" else SAMPLER_BYTES
+    per_logit = SAMPLER_BYTES_V011 if sort_sampler(version) else SAMPLER_BYTES
     sampler = per_logit * seqs * model.vocab_size if last_stage else 0
     forward = tokens * (FORWARD_MLP_BYTES * model.intermediate_size / tp + FORWARD_HIDDEN_BYTES * model.hidden_size)
     return int(sampler + forward + MOE_WORKSPACE_BYTES * moe_workspace_elements(model, tp, tokens, gpu))

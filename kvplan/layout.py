@@ -131,7 +131,7 @@ def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, fra
     per_expert_rank = wb.experts / place.experts
     resident = (split + per_expert_rank + wb.replicated) * frac
     table = wb.embedding / place.embedding
-    whole = getattr(wb, "vision_replicated", 0)  # towers: first stage, over tp but for the plain torch modules
+    whole = wb.vision_replicated  # towers: first stage, over tp but for the plain torch modules
     emb = table + (getattr(wb, "vision", 0) - whole) / place.attention + whole if first else 0
     head = wb.lm_head / place.head if last else 0
     tied_copy = table if (last and not first and not wb.lm_head) else 0  # vLLM builds embed_tokens there

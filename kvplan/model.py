@@ -130,7 +130,7 @@ class ModelSpec:
 
 # --- weight bytes ------------------------------------------------------------------------------
 
-_PLAIN_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+PLAIN_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}  # bytes per element of an unquantized dtype
 
 
 def linear_bytes(params: int, method: str, group_size: int = 0) -> int:
@@ -147,8 +147,8 @@ def linear_bytes(params: int, method: str, group_size: int = 0) -> int:
     * GGUF types (q4_0, q6_k, iq4_xs, ...): whole ggml blocks; _K_M mixes at their measured bits per
       weight (kvplan.dtypes.GGUF_TYPES and GGUF_MIXES).
     """
-    if method in _PLAIN_BYTES:
-        return params * _PLAIN_BYTES[method]
+    if method in PLAIN_BYTES:
+        return params * PLAIN_BYTES[method]
     if method in ("fp8", "int8"):
         scales = cdiv(params, group_size * group_size) * 4 if group_size else 0
         return params + scales
@@ -204,15 +204,15 @@ def weight_bytes(spec: ModelSpec, weight_dtype: str | None = None) -> WeightByte
 
 def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
     p = spec.params
-    base = spec.dtype if spec.dtype in _PLAIN_BYTES else "bf16"
+    base = spec.dtype if spec.dtype in PLAIN_BYTES else "bf16"
     if weight_dtype is None:
         q = spec.quantization
-    elif weight_dtype in _PLAIN_BYTES:
+    elif weight_dtype in PLAIN_BYTES:
         q = Quantization(weight_dtype)
         base = weight_dtype
     else:
         q = Quantization(weight_dtype, 128 if weight_dtype == "int4" else 0)
-    plain = _PLAIN_BYTES[base]
+    plain = PLAIN_BYTES[base]
     dense_method = base if q.experts_only else q.method
     # parameters the exclusion list keeps in the model dtype (an MLA model's replicated down-projections
     # are part of its attention: kept in the same proportion)

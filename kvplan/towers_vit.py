@@ -21,7 +21,12 @@
 
 from __future__ import annotations
 
-from kvplan.vision import _int
+from kvplan.vision import _int, vit_block
+
+
+def _merger(wide: int, out: int) -> int:
+    """A patch merger's two linear layers with biases: wide -> wide -> out."""
+    return (wide * wide + wide) + (wide * out + out)
 
 
 def qwen3_5(vc: dict) -> int | None:
@@ -31,10 +36,9 @@ def qwen3_5(vc: dict) -> int | None:
     deep = vc.get("deepstack_visual_indexes") or []
     if None in (d, i, n, p, t, c, m, out, pos) or not isinstance(deep, list):
         return None
-    block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * i + i) + (i * d + d)
     wide = m * m * d
-    merger = (wide * wide + wide) + (wide * out + out)
-    return (c * t * p * p * d + d + pos * d + n * block
+    merger = _merger(wide, out)
+    return (c * t * p * p * d + d + pos * d + n * vit_block(d, i)
             + merger + 2 * d + len(deep) * (merger + 2 * wide))
 
 
@@ -60,8 +64,7 @@ def moonvit(vc: dict, text_hidden: int) -> tuple[int, int] | None:
     if mm is None:
         return None
     mm = text_hidden if mm == d else mm
-    block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * i + i) + (i * d + d)
-    tower = 3 * p * p * d + d + h * w * d + n * block + 2 * d
+    tower = 3 * p * p * d + d + h * w * d + n * vit_block(d, i) + 2 * d
     wide = merge[0] * merge[1] * d
-    projector = 2 * d + (wide * wide + wide) + (wide * mm + mm)
+    projector = 2 * d + _merger(wide, mm)
     return tower, projector

@@ -130,6 +130,12 @@ def price_towers(config: dict, architecture: str, text_hidden: int, source: str,
     return t, [], notice
 
 
+def vit_block(d: int, i: int) -> int:
+    """One pre-norm ViT encoder layer with biases: two LayerNorms, q/k/v and output projections, a
+    two-matrix MLP of width i (SigLIP, Llama 4's encoder, Qwen3.5's and Kimi's towers)."""
+    return 2 * 2 * d + 4 * (d * d + d) + (d * i + i) + (i * d + d)
+
+
 def _siglip(vc: dict, text_hidden: int) -> tuple[int, int] | None:
     """(tower, projector) of Gemma 3's SigLIP."""
     d, i, n = _int(vc, "hidden_size"), _int(vc, "intermediate_size"), _int(vc, "num_hidden_layers")
@@ -138,8 +144,7 @@ def _siglip(vc: dict, text_hidden: int) -> tuple[int, int] | None:
         return None
     if vc.get("vision_use_head", True):
         return None  # SigLIP's attention-pooling head: Gemma 3 ships without it; not counted
-    per_layer = 4 * (d * d + d) + (d * i + i) + (i * d + d) + 2 * 2 * d
-    tower = ch * patch * patch * d + d + (image // patch) ** 2 * d + n * per_layer + 2 * d
+    tower = ch * patch * patch * d + d + (image // patch) ** 2 * d + n * vit_block(d, i) + 2 * d
     projector = d * text_hidden + d  # mm_input_projection_weight + mm_soft_emb_norm
     return tower, projector
 
@@ -153,8 +158,7 @@ def _llama4(vc: dict, text_hidden: int) -> int | None:
         return None
     if vc.get("multi_modal_projector_bias"):
         return None
-    per_layer = 4 * (d * d + d) + (d * i + i) + (i * d + d) + 2 * 2 * d
     positions = (image // patch) ** 2 + 1
-    tower = ch * patch * patch * d + d + positions * d + 2 * 2 * d + n * per_layer
+    tower = ch * patch * patch * d + d + positions * d + 2 * 2 * d + n * vit_block(d, i)
     adapter = i * p_in + p_out * p_out  # Llama4VisionMLP2: fc1 I -> p_in, fc2 p_out -> p_out, no biases
     return tower + adapter + out * text_hidden

@@ -298,8 +298,7 @@ class Vllm(Engine):
     # The pool's arithmetic from a given budget (check-log reads a budget or a block count from a log).
     def block(self, model, dep, st: Settings, kv_dtype, state_dtype) -> tuple[int, int]:
         """(bytes of one block id across its group, tokens per block) of the first stage's pool."""
-        pool = build_pool(model.layers[slice(*split_layers(model.num_layers, dep.pp)[0])], dep.tp, kv_dtype,
-                          state_dtype, st)
+        pool = stage_pools(model, dep, st, kv_dtype, state_dtype)[0]
         return pool.bytes_per_block, pool.block_size
 
     def capacity_at(self, model, dep, st: Settings, kv_bytes: int, context: int, kv_dtype, state_dtype) -> Capacity:

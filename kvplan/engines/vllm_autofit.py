@@ -39,7 +39,7 @@ from functools import lru_cache
 
 from kvplan.deploy import split_layers
 from kvplan.intmath import cdiv
-from kvplan.engines.vllm_pool import BLOCKS_PER_REQUEST, cache_specs, group_size, unified_block, unified_page
+from kvplan.engines.vllm_pool import VllmRules, cache_specs, group_size, unified_block, unified_page
 from kvplan.layers import Kind
 from kvplan.search import largest_fitting
 
@@ -120,8 +120,7 @@ def _blocks(g: _Group, n: int, dep, st) -> int:
         return 1 + st.spec_state_blocks
     if g.kind in (Kind.FULL, Kind.MLA):
         n = cdiv(n, dep.dcp)  # a dcp rank keeps cdiv(len, dcp) tokens
-    t = st.in_flight_tokens + (st.swa_retained if g.kind == Kind.SLIDING else 0)
-    return BLOCKS_PER_REQUEST[g.kind](n, g.span, g.block, t)
+    return VllmRules.of(st).blocks(g.kind, g.span, n, g.block)
 
 
 def _worker_bytes(lay: _Layout, layers: range, dep, st):

@@ -66,17 +66,13 @@ def settings_of(settings: dict):
 def kv_needed(model, plan, st, concurrency: int) -> int:
     """Bytes of blocks `concurrency` requests of the plan's context occupy in vLLM's pool (tightest stage)."""
     from kvplan.dtypes import canonical_kv_dtype
-    from kvplan.engines.vllm_pool import build_pool
-    from kvplan.deploy import split_layers
+    from kvplan.engines.vllm_pool import stage_pools
 
     req, dep = plan.request, plan.deployment
     kv_dtype = req.kv_dtype or canonical_kv_dtype("auto", model.dtype)
     state_dtype = req.state_dtype or canonical_kv_dtype("auto", model.dtype)
-    need = 0
-    for a, b in split_layers(model.num_layers, dep.pp):
-        pool = build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
-        need = max(need, concurrency * pool.blocks_per_request(cdiv(req.context, dep.dcp), st) * pool.bytes_per_block)
-    return need
+    return max(concurrency * pool.blocks_per_request(cdiv(req.context, dep.dcp), st) * pool.bytes_per_block
+               for pool in stage_pools(model, dep, st, kv_dtype, state_dtype))
 
 
 def lowest_utilization(plan, settings: dict, model, concurrency: int) -> BootAdvice | None:

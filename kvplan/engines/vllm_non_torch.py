@@ -132,4 +132,6 @@ def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, g
 
 def dtype_bytes(model) -> int:
     """Bytes of one activation of the model's dtype (the workspace's element size)."""
-    return {"fp32": 4, "bf16": 2, "fp16": 2}.get(getattr(model, "dtype", "bf16"), 2)
+    from kvplan.model import PLAIN_BYTES
+
+    return PLAIN_BYTES.get(getattr(model, "dtype", "bf16"), 2)

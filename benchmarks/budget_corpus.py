@@ -1,7 +1,7 @@
 """kvplan's vLLM start-up budget against the corpus of real logs: signed error per record and per term.
 
 Run by hand: `.venv/bin/python benchmarks/budget_corpus.py` (table + summary), `--held-out` (held-out
-rows only), `--calibrate` (re-fit the constants of kvplan/engines/vllm_overhead.py on the training
+rows only), `--calibrate` (re-fit the constants of kvplan/engines/vllm/overhead.py on the training
 split and print them), `--json`. Records come from tests/fixtures/logs/corpus/index.yaml; each is read
 by kvplan's own log parser. A record is predicted when its model is in the catalog and its GPU is
 known: kvplan computes the weights, the three overhead terms and the available KV memory from the
@@ -52,7 +52,7 @@ def parsed(rec: dict):
     """The record as kvplan's parser reads its excerpt; a transcribed table row is read from the index."""
     from types import SimpleNamespace
 
-    from kvplan.logs.parse import _num, parse_log
+    from kvplan.engines.logparse import _num, parse_log
 
     if rec.get("transcribed") in ("table", "json"):
         return SimpleNamespace(reported={k: _num(str(v)) for k, v in rec["figures"].items()}, settings={})
@@ -61,12 +61,13 @@ def parsed(rec: dict):
 
 def predict(rec: dict, log) -> dict | None:
     """kvplan's figures (bytes) for a record, from model + GPU + version + flags; None if not predictable."""
-    from kvplan.catalog import find_in_catalog
-    from kvplan.dtypes import canonical_kv_dtype
-    from kvplan.engines import vllm, vllm_overhead
-    from kvplan.hardware import find_gpu
-    from kvplan.deploy import Deployment
-    from kvplan.plan import Request
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.core.dtypes import canonical_kv_dtype
+    from kvplan.engines.vllm import engine as vllm
+    from kvplan.engines.vllm import overhead as vllm_overhead
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.planning.deploy import Deployment
+    from kvplan.planning.plan import Request
 
     version = rec.get("version") or rec.get("version_inferred")
     if rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not rec.get("gpu") or not version:
@@ -94,7 +95,7 @@ def predict(rec: dict, log) -> dict | None:
 
 
 def _ranges(model, dep):
-    from kvplan.deploy import split_layers
+    from kvplan.planning.deploy import split_layers
 
     return split_layers(model.num_layers, dep.pp)
 
@@ -144,10 +145,11 @@ def summary(rs: list[dict], split: str) -> dict:
 
 def calibrate(records: list[dict]) -> dict:
     """Least-squares fit of the overhead constants on the training split, per era of the V1 engine."""
-    from kvplan.catalog import find_in_catalog
-    from kvplan.engines import vllm_non_torch, vllm_overhead
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.engines.vllm import non_torch as vllm_non_torch
+    from kvplan.engines.vllm import overhead as vllm_overhead
     from kvplan.engines.base import parse_version
-    from kvplan.hardware import find_gpu
+    from kvplan.hardware.gpus import find_gpu
 
     act_x, act_y, cg_x, cg_y = [], [], [], []
     cg_graphs: list[tuple] = []  # (FA accumulator bytes, further graphs, layers, printed estimate)
@@ -171,7 +173,7 @@ def calibrate(records: list[dict]) -> dict:
         t, s = int(flags.get("max_num_batched_tokens", 8192)), int(flags.get("max_num_seqs", 1024))
         eager = str(flags.get("enforce_eager", "")).lower() == "true"
         # non-torch memory: the 0.18+ constants from the release that profiles CUDA graphs in the window, less the
-        # source-derived FlashInfer all-reduce workspace (kvplan/engines/vllm_non_torch.py)
+        # source-derived FlashInfer all-reduce workspace (kvplan/engines/vllm/non_torch.py)
         era = "" if vllm_non_torch.graph_profile_residue(v) else "_v011"
         sort_sampler = vllm_overhead.sort_sampler(v)  # the sampler's per-logit cost
         if "non_torch_gib" in rep:
@@ -243,11 +245,12 @@ def _fit_cudagraphs(samples: list[tuple]) -> tuple[float, float]:
 def _legacy_non_torch(rec, model, rep, tp) -> float:
     """Releases before 0.19 print no breakdown: non-torch is the residual of the printed budget,
     total x gmu - printed weights - printed KV - kvplan's activation peak (bytes)."""
-    from kvplan.engines import vllm, vllm_overhead
+    from kvplan.engines.vllm import engine as vllm
+    from kvplan.engines.vllm import overhead as vllm_overhead
     from kvplan.engines.base import parse_version
-    from kvplan.hardware import find_gpu
-    from kvplan.deploy import Deployment
-    from kvplan.plan import Request
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.planning.deploy import Deployment
+    from kvplan.planning.plan import Request
 
     gpu = find_gpu(rec["gpu"])
     flags = rec.get("flags") or {}

@@ -16,10 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kvplan.catalog import find_in_catalog  # noqa: E402
-from kvplan.hardware import find_gpu  # noqa: E402
-from kvplan.logs.parse import fixture_meta, parse_log  # noqa: E402
-from kvplan.logs.reconcile import reconcile  # noqa: E402
+from kvplan.sources.catalog import find_in_catalog  # noqa: E402
+from kvplan.hardware.gpus import find_gpu  # noqa: E402
+from kvplan.engines.logparse import fixture_meta, parse_log  # noqa: E402
+from kvplan.engines.reconcile import reconcile  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "logs"
 

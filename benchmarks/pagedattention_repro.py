@@ -1,7 +1,7 @@
 """The PagedAttention paper's Fig. 2 and Fig. 13 (ShareGPT, 2 req/s) next to kvplan's figures.
 
 Run by hand: `.venv/bin/python benchmarks/pagedattention_repro.py [DURATION_S] [SEED]`. The
-setting and the paper's figures are in kvplan/simulate/paper.py; tests/test_simulate_paper.py
+setting and the paper's figures are in kvplan/simulator/paper.py; tests/test_simulate_paper.py
 holds the tolerances. Prints one table: percent of the KV memory holding token states, reserved
 for future tokens, never written (internal fragmentation), and the rest; and the mean batch.
 """
@@ -16,7 +16,7 @@ def _cell(v) -> str:
 
 
 def main(duration: float, seed: int) -> None:
-    from kvplan.simulate.paper import PAPER_FIG2, PAPER_FIG13_SHAREGPT_2RPS, reproduce
+    from kvplan.simulator.paper import PAPER_FIG2, PAPER_FIG13_SHAREGPT_2RPS, reproduce
 
     ours = reproduce(2.0, duration, seed)
     print(f"OPT-13B, A100-40GB, 12 GiB KV, ShareGPT lengths, Poisson 2 req/s, {duration:g} s, seed {seed}")

@@ -1,7 +1,7 @@
 """Time of `kvplan simulate` on 100,000 requests (generation + simulation + summary), one core.
 
 Run by hand: `.venv/bin/python benchmarks/simulate_bench.py [REQUESTS]`. The deployment is
-llama-3.1-70b on 4 x H100 (kvplan's plan, through kvplan.simulate.adapter); the workloads are the
+llama-3.1-70b on 4 x H100 (kvplan's plan, through kvplan.simulator.adapter); the workloads are the
 built-in chat (shared system prompts, prefix caching on) and code, at a rate that keeps the engine
 busy, in the paged pool and in a contiguous max-length pool. Prints wall and CPU seconds per run
 (CPU time is the one-core figure; wall time also counts other processes on a shared machine).
@@ -15,14 +15,14 @@ import time
 
 
 def main(n: int) -> None:
-    from kvplan.hardware import find_gpu
-    from kvplan.deploy import deployment_for_gpus
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.planning.deploy import deployment_for_gpus
     from kvplan.engines import resolve_engine
-    from kvplan.plan import Request
-    from kvplan.resolve import resolve_model
-    from kvplan.simulate.adapter import sim_model
-    from kvplan.simulate.engine import Engine, EngineConfig
-    from kvplan.simulate.workload import WORKLOADS, generate
+    from kvplan.planning.plan import Request
+    from kvplan.sources.resolve import resolve_model
+    from kvplan.simulator.adapter import sim_model
+    from kvplan.simulator.engine import Engine, EngineConfig
+    from kvplan.simulator.workload import WORKLOADS, generate
 
     spec, gpu = resolve_model("llama-3.1-70b").spec, find_gpu("h100")
     plan = resolve_engine().plan(spec, gpu, deployment_for_gpus(spec, 4), Request(context=32768))

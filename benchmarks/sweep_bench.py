@@ -30,10 +30,10 @@ def timed(fn, repeats: int):
 
 
 def main(repeats: int) -> None:
-    from kvplan.catalog import bundled_specs
-    from kvplan.export import json_document, write_csv
-    from kvplan.hardware import load_gpus
-    from kvplan.sweep import sweep, sweep_rows
+    from kvplan.sources.catalog import bundled_specs
+    from kvplan.report.export import json_document, write_csv
+    from kvplan.hardware.gpus import load_gpus
+    from kvplan.compare.sweep import sweep, sweep_rows
 
     models = sorted(bundled_specs(), key=lambda s: s.name)[:50]
     gpus = list(load_gpus().values())[:30]
@@ -60,7 +60,7 @@ def main(repeats: int) -> None:
     print(f"CSV: {len(text) / 1e6:.1f} MB; best {best:.2f} s, median {med:.2f} s")
     text, best, med = timed(lambda: json_document({"plans_count": n}, rows), repeats)
     print(f"JSON: {len(text) / 1e6:.1f} MB; best {best:.2f} s, median {med:.2f} s")
-    from kvplan.html_report import render_html
+    from kvplan.report.html import render_html
 
     text, best, med = timed(lambda: render_html(rows), 1)
     print(f"HTML (charts of the best deployments, table of the best 2,000 plans): {len(text) / 1e6:.1f} MB; "

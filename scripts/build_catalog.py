@@ -1,8 +1,8 @@
-"""Regenerate kvplan/model_specs/ from the real config.json files in ../shared/configs.
+"""Regenerate kvplan/sources/model_specs/ from the real config.json files in ../shared/configs.
 
 Plus scripts/catalog_extra/ (hand-written from public sources, see its SOURCES.md) for models the
 shared set lacks, and vision_configs.json: the `vision_config` of published multimodal configs whose
-copy in ../shared/configs dropped it (so the vision tower is counted, kvplan.vision).
+copy in ../shared/configs dropped it (so the vision tower is counted, kvplan.readers.towers.vision).
 
 Run by hand (`python scripts/build_catalog.py [CONFIG_DIR]`); it goes through the same import
 path as `kvplan models import`. Checkpoint sizes come from the checkpoints.yaml beside the
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from kvplan.importer import build_spec, write_spec
+from kvplan.sources.importer import build_spec, write_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 # Names people type for models whose own config is not bundled but whose geometry is identical to
@@ -35,7 +35,7 @@ EXTRA_ALIASES = {"llama-3.1-70b": ["llama-3-70b"],
 
 
 def main(config_dir: Path) -> None:
-    out = ROOT / "kvplan" / "model_specs"
+    out = ROOT / "kvplan" / "sources" / "model_specs"
     checkpoints = yaml.safe_load((config_dir / "checkpoints.yaml").read_text()) or {}
     for old in out.glob("*.json"):
         old.unlink()

@@ -11,7 +11,7 @@ import sys
 
 from typer.testing import CliRunner
 
-from kvplan.catalog import bundled_specs
+from kvplan.sources.catalog import bundled_specs
 from kvplan.cli import app
 
 GPUS = ("a100-80", "h100", "l40s", "mi300x")

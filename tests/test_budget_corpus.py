@@ -1,7 +1,7 @@
 """The corpus of real start-up logs: its index, the parser on every excerpt, the split, the calibration.
 
 The figures in tests/fixtures/logs/corpus/index.yaml were copied from the logs as printed; the parser
-must read the same text back. The overhead constants of kvplan/engines/vllm_overhead.py must be what
+must read the same text back. The overhead constants of kvplan/engines/vllm/overhead.py must be what
 the training split gives (re-fitted here), and the held-out split is what the README reports.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvplan.engines import vllm_overhead as vo
-from kvplan.logs.parse import parse_log
+from kvplan.engines.vllm import overhead as vo
+from kvplan.engines.logparse import parse_log
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "logs" / "corpus"
@@ -131,7 +131,7 @@ def test_cudagraph_estimate_is_vllms_sum():
     # "from 67 to 83" dates from the older list, steps of 8 to 512: 3 + 64 = 67); FULL only up to max_num_seqs:
     # max_num_seqs 256 -> 35 FULL graphs, as vLLM printed "PIECEWISE=51 (largest=512), FULL=35
     # (largest=256)" (vllm-project/vllm#39559).
-    from kvplan.catalog import find_in_catalog
+    from kvplan.sources.catalog import find_in_catalog
 
     assert len(vo.capture_sizes(512)) == 51 and len(vo.capture_sizes(1024)) == 83
     llama = find_in_catalog("llama-3.1-8b")
@@ -163,7 +163,7 @@ def test_activation_peak_hand_arithmetic():
     # Qwen3-8B, v0.19 on an H100: T = 8192, S = 1024, vocab 151936, width 12288, hidden 4096.
     # 14.63 x 1024 x 151936 + 8192 x (0.095 x 12288 + 2.69 x 4096) = 2,276,180,787 + 99,823,534 B
     # = 2.213 GiB; vLLM printed "torch peak memory increase: 2.21GiB".
-    from kvplan.catalog import find_in_catalog
+    from kvplan.sources.catalog import find_in_catalog
 
     m = find_in_catalog("qwen3-8b")
     assert vo.activation_peak(m, 1, 8192, 1024) == int(14.63 * 1024 * 151936 + 8192 * (0.095 * 12288 + 2.69 * 4096))
@@ -179,7 +179,7 @@ def test_sampler_cost_follows_vllms_top_k_top_p_path():
     # 0.16: 38.14 x 1024 x 151936 = 5,933,862,584 B -> 5.64 GiB (llm-d's 0.16.0 run printed 5.64 GiB);
     # 0.17: 14.63 x 1024 x 151936 = 2,276,180,787 B -> 2.24 GiB (llm-d's 0.17.0 run printed 2.23 GiB).
     # Neither record was fitted (both held out); the boundary is the 0.17.0 source change.
-    from kvplan.catalog import find_in_catalog
+    from kvplan.sources.catalog import find_in_catalog
 
     m = find_in_catalog("qwen3-14b")
     forward = 8192 * (0.095 * 17408 + 2.69 * 5120)
@@ -194,7 +194,7 @@ def test_sampler_cost_follows_vllms_top_k_top_p_path():
 def test_moe_workspace_is_fused_moes_three_caches():
     # DeepSeek-V2-Lite (held out): top_k 6, expert width 1408, hidden 2048, T 8192:
     # 8192 x 6 x (3 x 1408 + 2048) = 308,281,344 elements (gate-up 2 x 1408, activation 1408, down 2048).
-    from kvplan.catalog import find_in_catalog
+    from kvplan.sources.catalog import find_in_catalog
 
     m = find_in_catalog("deepseek-v2-lite")
     assert vo.moe_workspace_elements(m, 1, 8192) == 8192 * 6 * (3 * 1408 + 2048)
@@ -202,11 +202,11 @@ def test_moe_workspace_is_fused_moes_three_caches():
 
 
 def _setup(name, gpu, version, context, gmu=None, tp=1):
-    from kvplan.catalog import find_in_catalog
-    from kvplan.engines import vllm
-    from kvplan.hardware import find_gpu
-    from kvplan.deploy import Deployment
-    from kvplan.plan import Request
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.engines.vllm import engine as vllm
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.planning.deploy import Deployment
+    from kvplan.planning.plan import Request
 
     m, g, dep = find_in_catalog(name), find_gpu(gpu), Deployment(tp, 1)
     req = Request(context=context)
@@ -218,10 +218,9 @@ def test_longest_request_is_the_tokens_vllm_says_fit():
     # vllm#10517 (29k run, RTX 3090, Llama-3.1-8B, V0 0.6.4): "# GPU blocks: 1478" and "the maximum number of
     # tokens that can be stored in KV cache (23648)" = 1478 x 16: the longest one request of a pool of
     # exactly 1478 blocks of 16 tokens (32 layers x 8 KV heads x 128 x 2 (K,V) x 2 B = 2 MiB a block).
-    # (V0 has no --max-model-len auto: kvplan.engines.vllm_autofit and tests/test_vllm_autofit.py.)
-    from kvplan.dtypes import canonical_kv_dtype
-    from kvplan.engines import vllm
-
+    # (V0 has no --max-model-len auto: kvplan.engines.vllm.autofit and tests/test_vllm_autofit.py.)
+    from kvplan.core.dtypes import canonical_kv_dtype
+    from kvplan.engines.vllm import engine as vllm
     m, g, dep, req, st = _setup("llama-3.1-8b-instruct", "rtx-3090", "0.6.4", 29000)
     bf16 = canonical_kv_dtype("auto", m.dtype)
     cap = vllm.capacity(m, dep, 1478 * 2 * 2**20, 29000, 1, st, bf16, bf16)
@@ -231,8 +230,8 @@ def test_longest_request_is_the_tokens_vllm_says_fit():
 def test_lowest_utilization_boots_and_one_step_less_does_not():
     import dataclasses
 
-    from kvplan.engines import vllm
-    from kvplan.engines.vllm_boot import MARGIN_FRACTION, lowest_utilization
+    from kvplan.engines.vllm import engine as vllm
+    from kvplan.engines.vllm.boot import MARGIN_FRACTION, lowest_utilization
 
     m, g, dep, req, st = _setup("qwen3-8b", "h100-sxm", "0.19.0", 8192)
     res = vllm.Vllm("0.19.0").result(m, g, dep, req)

@@ -16,9 +16,9 @@ import json
 
 import pytest
 
-from kvplan.catalog import find_in_catalog
-from kvplan.dtypes import BF16, FP8
-from kvplan.profile import kv_profile
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.core.dtypes import BF16, FP8
+from kvplan.planning.profile import kv_profile
 
 
 def profile(name: str, tp: int = 1, dtype=BF16):
@@ -133,7 +133,7 @@ def test_falcon_mamba_parameters_match_its_model_card():
 
 @pytest.mark.parametrize("name, total, active", [
     # the model cards' names: 122B total / A10B active, 35B total / A3B active, read as the language model's;
-    # the vision tower (kvplan.vision, tests/test_towers.py) is counted apart and is under half a billion
+    # the vision tower (kvplan.readers.towers.vision, tests/test_towers.py) is counted apart and is under half a billion
     ("qwen3.5-122b-a10b", 122, 10),
     ("qwen3.5-35b-a3b", 35, 3),
 ])
@@ -166,7 +166,7 @@ def _nemotron_ultra_config(**changes) -> dict:
 
 
 def test_nemotron_block_list_reads_as_the_pattern_it_stands_for():
-    from kvplan.configs import spec_from_config
+    from kvplan.readers.configs import spec_from_config
 
     types = _nemotron_ultra_config()["layers_block_type"]
     # transformers' _list_to_pattern: mamba M, attention *, moe E, mlp -; the newer names read the same
@@ -201,8 +201,8 @@ def test_validate_cuts_a_nemotron_block_list_to_the_layers_it_builds():
     ({"layers_block_type": "MEM*"}, "must be a list"),
 ])
 def test_nemotron_block_lists_kvplan_cannot_read_are_refused(changes, needle):
-    from kvplan.configs import spec_from_config
-    from kvplan.errors import KvplanError
+    from kvplan.readers.configs import spec_from_config
+    from kvplan.core.errors import KvplanError
 
     with pytest.raises(KvplanError, match=needle):
         spec_from_config(_nemotron_ultra_config(**changes), "ultra")
@@ -296,15 +296,15 @@ def _mimo_config(**changes) -> dict:
     ({"n_shared_experts": 1}, "shared experts"),
 ])
 def test_mimo_layouts_vllm_does_not_build_are_refused(changes, needle):
-    from kvplan.configs import spec_from_config
-    from kvplan.errors import KvplanError
+    from kvplan.readers.configs import spec_from_config
+    from kvplan.core.errors import KvplanError
 
     with pytest.raises(KvplanError, match=needle):
         spec_from_config(_mimo_config(**changes), "mimo")
 
 
 def test_mimo_integer_moe_layer_freq_is_dense_as_vllm_reads_it():
-    from kvplan.configs import spec_from_config
+    from kvplan.readers.configs import spec_from_config
 
     # vLLM's MiMoV2FlashDecoderLayer.is_moe_layer is False for an int moe_layer_freq: 48 dense MLPs of
     # 3 x 4096 x 16384, no experts

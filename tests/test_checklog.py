@@ -14,11 +14,11 @@ import yaml
 from typer.testing import CliRunner
 
 from conftest import SHARED
-from kvplan.catalog import find_in_catalog
+from kvplan.sources.catalog import find_in_catalog
 from kvplan.cli import app
-from kvplan.hardware import find_gpu
-from kvplan.logs.parse import fixture_meta, parse_log
-from kvplan.logs.reconcile import reconcile
+from kvplan.hardware.gpus import find_gpu
+from kvplan.engines.logparse import fixture_meta, parse_log
+from kvplan.engines.reconcile import reconcile
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 runner = CliRunner()

@@ -6,7 +6,7 @@ import io
 import pytest
 
 from kvplan.cli import _common
-from kvplan.errors import KvplanError
+from kvplan.core.errors import KvplanError
 
 
 def test_engine_flags_make_the_same_engine_for_every_command():
@@ -50,9 +50,9 @@ def test_the_progress_bar_shows_only_on_a_terminal(monkeypatch):
 
 
 def test_plan_warnings_are_data_worded_at_the_edge():
-    """The core keeps byte integers; the text (GiB, thousands separators) is made in kvplan.report."""
-    from kvplan.plan import PlanWarning
-    from kvplan.report import format_warning
+    """The core keeps byte integers; the text (GiB, thousands separators) is made in kvplan.report.text."""
+    from kvplan.planning.plan import PlanWarning
+    from kvplan.report.text import format_warning
 
     w = PlanWarning("weights + overhead + the given KV budget ({}) exceed the GPU's usable memory ({})",
                     (3 * 2**30, 80 * 2**30), ("GiB", "GiB"))
@@ -69,7 +69,7 @@ def test_plan_warnings_are_data_worded_at_the_edge():
       "--speculative", "mtp"), "--speculative with --engine trtllm"),
     (("simulate", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--max-model-len", "8k", "--engine", "llama.cpp",
       "--speculative", "ngram:3"), "--speculative with --engine llama.cpp"),
-    # vLLM serves draft models from 0.15.0 (kvplan.speculative.check_vllm): a release check from the flag alone
+    # vLLM serves draft models from 0.15.0 (kvplan.planning.speculative.check_vllm): a release check from the flag alone
     (("cheapest", "llama-3.1-70b", "--gpu", "h100", "--ctx", "8k", "--concurrency", "4", "--engine", "vllm",
       "--engine-version", "0.11.0", "--speculative", "draft:llama-3.2-1b-instruct:4"), "serves draft models from 0.15.0"),
 ])

@@ -165,8 +165,8 @@ def test_tables_fit_a_pipe(args, tmp_path):
 
 
 def test_narrow_tables_still_name_every_gpu_and_model(kvplan_home, monkeypatch):
-    from kvplan.catalog import load_catalog
-    from kvplan.hardware import load_gpus
+    from kvplan.sources.catalog import load_catalog
+    from kvplan.hardware.gpus import load_gpus
 
     monkeypatch.setenv("COLUMNS", "80")
     gpus = CliRunner().invoke(app, ["gpus"]).stdout

@@ -73,7 +73,7 @@ def test_trace_layouts(name, kvplan_home, tmp_path):
 
 
 def test_trace_arrivals_and_shared_prefixes():
-    from kvplan.simulate.traces import load_trace
+    from kvplan.simulator.traces import load_trace
 
     import tempfile, os  # noqa: E401
     with tempfile.TemporaryDirectory() as d:
@@ -91,8 +91,8 @@ def test_trace_arrivals_and_shared_prefixes():
 
 
 def test_trace_rescaled_to_a_rate_and_cut_at_a_duration():
-    from kvplan.simulate.session import shape_trace
-    from kvplan.simulate.workload import SimRequest
+    from kvplan.simulator.session import shape_trace
+    from kvplan.simulator.workload import SimRequest
 
     reqs = [SimRequest(i, 10.0 * i, 100, 10) for i in range(11)]  # one every 10 s: 0.1 req/s over 100 s
     fast = shape_trace(reqs, qps=2.0, duration=None)

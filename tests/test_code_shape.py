@@ -19,14 +19,14 @@ MAX_LINES = 60
 ALLOWED = {
     # Readers of a config's keys, top to bottom in the config's order, with per-family branches that
     # share many local accumulators; the catalog and MTP work edits them now, so they are left whole.
-    "configs.py::spec_from_config": "one config read in order; being edited for new families",
-    "readers/gemma4.py::read": "one family's keys in order",
-    "params.py::count_params": "one accumulation over the layers sharing ten running totals",
+    "readers/configs.py::spec_from_config": "one config read in order; being edited for new families",
+    "readers/families/gemma4.py::read": "one family's keys in order",
+    "readers/params.py::count_params": "one accumulation over the layers sharing ten running totals",
     # Each reconciler is one engine's log, row by row in the order the engine prints them.
-    "logs/reconcile_sglang.py::reconcile_sglang": "one engine's log rows, in the engine's order",
-    "logs/reconcile_llamacpp.py::reconcile_llamacpp": "one engine's log rows, in the engine's order",
+    "engines/sglang/reconcile.py::reconcile_sglang": "one engine's log rows, in the engine's order",
+    "engines/llamacpp/reconcile.py::reconcile_llamacpp": "one engine's log rows, in the engine's order",
     # One HTML page filled in order (head, headlines, one chart set per model, table, script).
-    "html_report.py::render_html": "one page template filled in order",
+    "report/html.py::render_html": "one page template filled in order",
 }
 
 
@@ -102,16 +102,16 @@ def test_a_layer_kind_no_engine_has_a_rule_for_is_refused(engine):
     import dataclasses
     from dataclasses import dataclass
 
-    from kvplan.catalog import find_in_catalog
-    from kvplan.deploy import Deployment
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.planning.deploy import Deployment
     from kvplan.engines import resolve_engine
-    from kvplan.errors import KvplanError
-    from kvplan.hardware import find_gpu
-    from kvplan.layers import FullAttention
-    from kvplan.plan import Request
+    from kvplan.core.errors import KvplanError
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.model.layers import FullAttention
+    from kvplan.planning.plan import Request
 
     @dataclass(frozen=True)
-    class Ring(FullAttention):  # a kind that is not in kvplan.layers.Kind
+    class Ring(FullAttention):  # a kind that is not in kvplan.model.layers.Kind
         kind = "ring"
 
     spec = find_in_catalog("qwen3-8b")
@@ -124,7 +124,7 @@ def test_a_layer_kind_no_engine_has_a_rule_for_is_refused(engine):
 
 def test_an_unread_allocation_names_the_engines_that_read_it():
     from kvplan.engines import engine_names, resolve_engine
-    from kvplan.layers import IndexedMLA, ParallelHybrid
+    from kvplan.model.layers import IndexedMLA, ParallelHybrid
 
     readers = [n for n in engine_names() if IndexedMLA in resolve_engine(n).reads_layers]
     assert readers == ["vllm"]

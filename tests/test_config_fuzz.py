@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.configs import spec_from_config
-from kvplan.errors import KvplanError
+from kvplan.readers.configs import spec_from_config
+from kvplan.core.errors import KvplanError
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = [REPO.parent / "shared" / "configs", REPO / "scripts" / "catalog_extra", Path(__file__).parent / "fixtures" / "families"]

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from conftest import one_line_error
 from kvplan.cli import app
-from kvplan.configs import spec_from_config
-from kvplan.errors import KvplanError
+from kvplan.readers.configs import spec_from_config
+from kvplan.core.errors import KvplanError
 
 runner = CliRunner()
 BASE = {"model_type": "llama", "hidden_size": 1024, "num_attention_heads": 16, "num_key_value_heads": 4,
@@ -121,7 +121,7 @@ def test_unknown_model_type_with_only_standard_keys_is_read_and_says_so(kvplan_h
 
 def test_a_known_mla_family_with_a_dsa_indexer_is_refused_not_undercounted(kvplan_home, tmp_path):
     # An indexer key cache beside the latent is read only for deepseek_v3/deepseek_v32/glm_moe_dsa
-    # (kvplan.readers.dsa, tests/test_dsa.py); another MLA family that declares one is refused.
+    # (kvplan.readers.families.dsa, tests/test_dsa.py); another MLA family that declares one is refused.
     cfg = {**BASE, "model_type": "kimi_k2", "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
            "v_head_dim": 128, "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048}
     one_line_error(fit(tmp_path, cfg), 2, "Sparse Attention indexer")
@@ -131,7 +131,7 @@ def test_a_catalog_entry_with_no_caching_layer_is_refused(kvplan_home):
     # A user catalog spec (kvplan's own JSON) whose every layer caches nothing: an OverflowError before.
     from pathlib import Path
 
-    src = json.loads((Path(__file__).resolve().parents[1] / "kvplan" / "model_specs" / "gpt2.json").read_text())
+    src = json.loads((Path(__file__).resolve().parents[1] / "kvplan" / "sources" / "model_specs" / "gpt2.json").read_text())
     src.update(name="allnone", aliases=[], hf_repo=None, layers=[{"kind": "none", "count": 12}])
     (kvplan_home / "models").mkdir(parents=True)
     (kvplan_home / "models" / "allnone.json").write_text(json.dumps(src))

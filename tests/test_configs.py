@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.configs import spec_from_config
-from kvplan.dtypes import BF16, FP8
-from kvplan.errors import KvplanError
-from kvplan.profile import kv_profile
+from kvplan.readers.configs import spec_from_config
+from kvplan.core.dtypes import BF16, FP8
+from kvplan.core.errors import KvplanError
+from kvplan.planning.profile import kv_profile
 
 from conftest import shared_config
 

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from conftest import meta_param_count
 
-from kvplan.configs import spec_from_config
-from kvplan.dtypes import BF16, FP8, KV_DTYPES
-from kvplan.errors import KvplanError
-from kvplan.profile import kv_profile
+from kvplan.readers.configs import spec_from_config
+from kvplan.core.dtypes import BF16, FP8, KV_DTYPES
+from kvplan.core.errors import KvplanError
+from kvplan.planning.profile import kv_profile
 
 FIX = Path(__file__).parent / "fixtures" / "families" / "deepseek-v3.2-exp.json"
 LAYERS = 61
@@ -147,7 +147,7 @@ def test_index_cache_sharers_have_no_indexer_weights():
 
 
 def test_index_cache_round_trips_through_the_catalog():
-    from kvplan.catalog import spec_from_dict, spec_to_dict
+    from kvplan.sources.catalog import spec_from_dict, spec_to_dict
 
     spec, _ = spec_from_config(config(index_topk_freq=4, index_skip_topk_offset=3), "index-cache")
     again = spec_from_dict(json.loads(json.dumps(spec_to_dict(spec))), "index-cache")
@@ -174,7 +174,7 @@ def test_other_families_with_an_indexer_are_still_refused():
 
 
 def test_catalog_round_trip_keeps_the_indexer():
-    from kvplan.catalog import spec_from_dict, spec_to_dict
+    from kvplan.sources.catalog import spec_from_dict, spec_to_dict
 
     spec, _ = spec_from_config(config(), "v32")
     again = spec_from_dict(json.loads(json.dumps(spec_to_dict(spec))), "v32")

@@ -11,16 +11,20 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from kvplan.catalog import find_in_catalog
+from kvplan.sources.catalog import find_in_catalog
 from kvplan.cli import app
-from kvplan.dtypes import KV_DTYPES
-from kvplan.engines import engine_class, llamacpp, sglang, trtllm, vllm
-from kvplan.engines.hf_transformers import DynamicRules
-from kvplan.hardware import find_gpu
-from kvplan.layers import FullAttention, SlidingWindow
-from kvplan.model import ModelSpec, ParamCounts
-from kvplan.deploy import Deployment
-from kvplan.plan import Request
+from kvplan.core.dtypes import KV_DTYPES
+from kvplan.engines import engine_class
+from kvplan.engines.llamacpp import engine as llamacpp
+from kvplan.engines.sglang import engine as sglang
+from kvplan.engines.trtllm import engine as trtllm
+from kvplan.engines.vllm import engine as vllm
+from kvplan.engines.hf_transformers.engine import DynamicRules
+from kvplan.hardware.gpus import find_gpu
+from kvplan.model.layers import FullAttention, SlidingWindow
+from kvplan.model.spec import ModelSpec, ParamCounts
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.plan import Request
 
 GIB, MIB = 2**30, 2**20
 BF16, FP16 = KV_DTYPES["bf16"], KV_DTYPES["fp16"]
@@ -283,13 +287,13 @@ def test_get_engine_names():
 
 def test_engine_figures_are_raw_numbers_rendered_at_the_edge():
     """Issue 10: presentation stays out of the core. An engine's printed lines are Figures with
-    numeric values; only kvplan.report turns them into GiB/MiB text."""
-    from kvplan.catalog import find_in_catalog
-    from kvplan.deploy import Deployment
+    numeric values; only kvplan.report.text turns them into GiB/MiB text."""
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.planning.deploy import Deployment
     from kvplan.engines import resolve_engine
-    from kvplan.hardware import find_gpu
-    from kvplan.plan import Request
-    from kvplan.report import FIGURE_FORMATS, format_figure
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.planning.plan import Request
+    from kvplan.report.text import FIGURE_FORMATS, format_figure
 
     model, gpu = find_in_catalog("qwen3-8b"), find_gpu("h100")
     for name in ("vllm", "sglang", "trtllm", "llama.cpp", "transformers"):

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from conftest import meta_param_count
 
-from kvplan.configs import spec_from_config
-from kvplan.dtypes import BF16
-from kvplan.profile import kv_profile
+from kvplan.readers.configs import spec_from_config
+from kvplan.core.dtypes import BF16
+from kvplan.planning.profile import kv_profile
 
 FIX = Path(__file__).parent / "fixtures" / "families" / "falcon-h1-7b.json"
 N = 44
@@ -48,7 +48,7 @@ def test_every_layer_holds_attention_and_a_mamba_state():
 
 
 def test_pipeline_stages_keep_each_layer_whole():
-    from kvplan.deploy import split_layers
+    from kvplan.planning.deploy import split_layers
 
     spec, _ = spec_from_config(cfg(), "falcon-h1-7b")
     stages = split_layers(spec.num_layers, 4)
@@ -89,14 +89,14 @@ def test_engines_whose_allocation_is_unread_refuse(kvplan_home, tmp_path, engine
 
 
 def test_a_mixer_width_that_disagrees_is_refused():
-    from kvplan.errors import KvplanError
+    from kvplan.core.errors import KvplanError
 
     with pytest.raises(KvplanError, match="mamba_d_ssm"):
         spec_from_config(cfg(mamba_d_head=64), "bad")
 
 
 def test_catalog_round_trip_keeps_both_caches():
-    from kvplan.catalog import spec_from_dict, spec_to_dict
+    from kvplan.sources.catalog import spec_from_dict, spec_to_dict
 
     spec, _ = spec_from_config(cfg(), "falcon-h1-7b")
     again = spec_from_dict(json.loads(json.dumps(spec_to_dict(spec))), "falcon-h1-7b")
@@ -122,6 +122,6 @@ def test_explain_shows_both_halves_of_a_layer(kvplan_home):
 
 def test_the_attention_half_has_its_rope_table():
     # falcon_h1.py: get_rope(head_size=head_dim, rotary_dim=head_dim, max_position=max_position_embeddings):
-    # a cos/sin cache of 262,144 positions x 128 values (kvplan.rope's rule for a default rope)
+    # a cos/sin cache of 262,144 positions x 128 values (kvplan.readers.rope's rule for a default rope)
     spec, _ = spec_from_config(cfg(), "falcon-h1-7b")
     assert spec.rope_cache_elems == 262_144 * 128

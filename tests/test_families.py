@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from conftest import meta_param_count
 
-from kvplan.configs import spec_from_config
-from kvplan.dtypes import BF16
-from kvplan.profile import kv_profile
+from kvplan.readers.configs import spec_from_config
+from kvplan.core.dtypes import BF16
+from kvplan.planning.profile import kv_profile
 
 REPO = Path(__file__).resolve().parents[1]
 FIX = Path(__file__).parent / "fixtures" / "families"
@@ -149,7 +149,7 @@ def test_parameters_equal_transformers_meta_model(path):
     cfg = load(path)
     spec, _ = spec_from_config(cfg, path.stem)
     # AutoModelForCausalLM builds the language model alone; a declared tower (Qwen3.5's vision_config)
-    # is counted apart (kvplan.vision, tests/test_towers.py)
+    # is counted apart (kvplan.readers.towers.vision, tests/test_towers.py)
     assert spec.params.total - spec.params.vision == meta_param_count(cfg)
 
 

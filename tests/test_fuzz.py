@@ -39,7 +39,7 @@ CASE_SECONDS = 20  # a case is a few kB of input; anything this slow is a hang
 MAX_INPUT = 64 * 1024  # bytes of mutated input per case
 
 LOGS = sorted((REPO / "tests" / "fixtures" / "logs").glob("*.log"))
-PROFILES = sorted((REPO / "kvplan" / "hw_profiles").glob("*.yaml"))
+PROFILES = sorted((REPO / "kvplan" / "hardware" / "profiles").glob("*.yaml"))
 PRICES = "currency: USD\nh100: 2.49\nh200: 3.10\na100-80: 1.29\nl40s: 0.99\n\"NVIDIA A10\": 0.6\nt4: 0.35\n"
 
 NUMBERS = [".", "1.2.3", "00", "0", "-1", "-0", "9" * 400, "1e400", "1e-400", "nan", "inf", "-inf", "0.0000001",

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.catalog import find_in_catalog
-from kvplan.dtypes import GGUF_MIXES, GGUF_TYPES, canonical_weight_dtype, gguf_bits_per_weight
-from kvplan.model import weight_bytes
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES, canonical_weight_dtype, gguf_bits_per_weight
+from kvplan.model.spec import weight_bytes
 
 GIB = 2**30
 
 
 @pytest.mark.parametrize("name,bpw", [
-    # block bytes x 8 / block values, ggml/src/ggml-common.h (sizes spelled out in kvplan/dtypes.py):
+    # block bytes x 8 / block values, ggml/src/ggml-common.h (sizes spelled out in kvplan/core/dtypes.py):
     ("q4_0", 4.5), ("q4_1", 5.0), ("q5_0", 5.5), ("q5_1", 6.0), ("q8_0", 8.5), ("iq4_nl", 4.5),
     ("q2_k", 2.625), ("q3_k", 3.4375), ("q4_k", 4.5), ("q5_k", 5.5), ("q6_k", 6.5625), ("iq4_xs", 4.25),
     ("iq3_s", 3.4375), ("iq3_xxs", 3.0625), ("iq2_s", 2.5625), ("iq2_xs", 2.3125), ("iq2_xxs", 2.0625),

@@ -7,10 +7,10 @@ Model geometries come from the papers or from the real configs in ../shared/conf
 
 from __future__ import annotations
 
-from kvplan.configs import spec_from_config
-from kvplan.dtypes import BF16, FP16
-from kvplan.layers import RecurrentState
-from kvplan.profile import kv_profile
+from kvplan.readers.configs import spec_from_config
+from kvplan.core.dtypes import BF16, FP16
+from kvplan.model.layers import RecurrentState
+from kvplan.planning.profile import kv_profile
 
 from conftest import shared_config
 

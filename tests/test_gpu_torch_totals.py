@@ -12,12 +12,12 @@ from decimal import Decimal
 
 import pytest
 
-from kvplan.catalog import find_in_catalog
-from kvplan.deploy import Deployment
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.planning.deploy import Deployment
 from kvplan.engines import resolve_engine
-from kvplan.hardware import GPU, load_gpus
-from kvplan.plan import Request
-from kvplan.report import plan_warnings
+from kvplan.hardware.gpus import GPU, load_gpus
+from kvplan.planning.plan import Request
+from kvplan.report.text import plan_warnings
 
 MiB, GiB = 2**20, 2**30
 

@@ -1,4 +1,4 @@
-"""Tests for the GPU catalog (kvplan/hw_profiles/*.yaml) and its loader (kvplan/hardware.py)."""
+"""Tests for the GPU catalog (kvplan/hardware/profiles/*.yaml) and its loader (kvplan/hardware/gpus.py)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvplan.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
-from kvplan.hardware import CONFIDENCE_LEVELS, GPU, PRECISIONS, find_gpu, load_gpus
+from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.hardware.gpus import CONFIDENCE_LEVELS, GPU, PRECISIONS, find_gpu, load_gpus
 
 GiB = 2**30
 MiB = 2**20
 T = 10**12
 REPO = Path(__file__).parents[1]
-PROFILES_DIR = REPO / "kvplan" / "hw_profiles"
+PROFILES_DIR = REPO / "kvplan" / "hardware" / "profiles"
 SHARED = Path(__file__).parents[1].parent / "shared"
 
 
@@ -136,7 +136,7 @@ def test_gpu_is_frozen_and_hashable(gpus):
 
 
 def test_import_is_light():
-    code = ("import sys, kvplan.hardware; "
+    code = ("import sys, kvplan.hardware.gpus; "
             "print(sorted(m for m in ('torch', 'plotly', 'huggingface_hub', 'yaml') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "[]"

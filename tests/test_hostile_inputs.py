@@ -18,12 +18,12 @@ from typer.testing import CliRunner
 
 from conftest import REPO, one_line_error
 from kvplan.cli import app
-from kvplan.errors import KvplanError
-from kvplan.logs.parse import parse_log
+from kvplan.core.errors import KvplanError
+from kvplan.engines.logparse import parse_log
 
 runner = CliRunner()
 LOGS = REPO / "tests" / "fixtures" / "logs"
-PROFILES = REPO / "kvplan" / "hw_profiles"
+PROFILES = REPO / "kvplan" / "hardware" / "profiles"
 VLLM_LOG = LOGS / "vllm_v0_llama31_8b_rtx3090_20k.log"
 
 

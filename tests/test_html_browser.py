@@ -34,14 +34,14 @@ def chromium() -> str:
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory):
-    from kvplan.html_report import render_html
-    from kvplan.sweep import sweep_rows
+    from kvplan.report.html import render_html
+    from kvplan.compare.sweep import sweep_rows
 
     browser = chromium()
     tmp = tmp_path_factory.mktemp("browser")
     page = tmp / "report.html"
-    from kvplan.hardware import find_gpu
-    from kvplan.procurement import headlines
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.compare.procurement import headlines
 
     result = evil_sweep()
     rows = sweep_rows(result)

@@ -1,7 +1,7 @@
-"""kvplan.hub against a real local HTTP server speaking the Hub's API, with the real huggingface_hub client.
+"""kvplan.sources.hub against a real local HTTP server speaking the Hub's API, with the real huggingface_hub client.
 
 huggingface_hub reads HF_ENDPOINT, HF_HOME, HF_HUB_OFFLINE... into `huggingface_hub.constants` when
-it is first imported. In a CLI run that is inside kvplan.hub's functions, after the environment is
+it is first imported. In a CLI run that is inside kvplan.sources.hub's functions, after the environment is
 set. In this test process it was imported once already, so the fixture sets the environment and
 then reloads `huggingface_hub.constants` (every client module reads `constants.X` at call time),
 and restores both afterwards. One subprocess test checks the plain env-before-import path too.
@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kvplan.errors import EXIT_ACCESS, EXIT_ERROR, EXIT_NETWORK, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
-from kvplan.hub import HubConfig, HubWeights, fetch_config, fetch_weights
+from kvplan.core.errors import EXIT_ACCESS, EXIT_ERROR, EXIT_NETWORK, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.sources.hub import HubConfig, HubWeights, fetch_config, fetch_weights
 
 try:
     from tests.hub_server import (
@@ -157,7 +157,7 @@ def fails(fn, *args, **kwargs) -> KvplanError:
 
 
 def test_import_does_not_load_the_client():
-    code = "import sys, kvplan.hub; print(sorted(m for m in ('huggingface_hub', 'httpx2') if m in sys.modules))"
+    code = "import sys, kvplan.sources.hub; print(sorted(m for m in ('huggingface_hub', 'httpx2') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -166,7 +166,7 @@ def test_env_set_before_import_in_a_fresh_process(hub, tmp_path):
     """The CLI's situation: HF_ENDPOINT/HF_HOME set before huggingface_hub is ever imported."""
     env = {k: v for k, v in os.environ.items() if k not in CLIENT_ENV}
     env.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "fresh_home"), HF_HUB_DISABLE_TELEMETRY="1")
-    code = ("import json; from kvplan.hub import fetch_config, fetch_weights; c = fetch_config('org/llama', "
+    code = ("import json; from kvplan.sources.hub import fetch_config, fetch_weights; c = fetch_config('org/llama', "
             "timeout=5); w = fetch_weights('org/llama', timeout=5); "
             "print(json.dumps([c.commit, c.config['num_hidden_layers'], w.total_bytes]))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,

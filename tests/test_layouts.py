@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.errors import KvplanError
-from kvplan.hardware import find_gpu
-from kvplan.deploy import Deployment
+from kvplan.core.errors import KvplanError
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.deploy import Deployment
 from kvplan.engines import resolve_engine
-from kvplan.plan import Request
-from kvplan.resolve import resolve_model
+from kvplan.planning.plan import Request
+from kvplan.sources.resolve import resolve_model
 
 GIB = 2**30
 H200 = find_gpu("h200")

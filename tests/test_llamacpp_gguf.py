@@ -5,10 +5,10 @@ GQA Llama and a 4-layer Gemma 2 (sliding window, iSWA cache) with random weights
 contexts with several `n_ctx`, sequence counts and cache types, reads the cache lines llama.cpp logs
 (`llama_kv_cache_unified: size = X MiB ( N cells, L layers, S/T seqs), K (t): a MiB, V (t): b MiB`,
 vendored llama.cpp `4227c9be` src/llama-kv-cache-unified.cpp L190) and compares them with
-`kvplan.engines.llamacpp.layout` for the matching era: cells, layers and streams exactly, MiB within
+`kvplan.engines.llamacpp.engine.layout` for the matching era: cells, layers and streams exactly, MiB within
 the two decimals llama.cpp prints. Elsewhere the module skips with the reason.
 
-The size line is read here rather than with kvplan.logs.parse, whose pattern expects one space after
+The size line is read here rather than with kvplan.engines.logparse, whose pattern expects one space after
 `size =` while llama.cpp pads the figure to 7 characters (`size =    1.38 MiB`).
 """
 
@@ -23,13 +23,13 @@ llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not ins
 gguf = pytest.importorskip("gguf", reason="gguf is not installed (optional llama.cpp check)")
 np = pytest.importorskip("numpy")
 
-from kvplan.configs import spec_from_config  # noqa: E402
-from kvplan.dtypes import KV_DTYPES  # noqa: E402
-from kvplan.engines import llamacpp  # noqa: E402
-from kvplan.layers import ChunkedLocal, SlidingWindow  # noqa: E402
-from kvplan.logs.parse import parse_log  # noqa: E402
-from kvplan.deploy import Deployment  # noqa: E402
-from kvplan.plan import Request  # noqa: E402
+from kvplan.readers.configs import spec_from_config  # noqa: E402
+from kvplan.core.dtypes import KV_DTYPES  # noqa: E402
+from kvplan.engines.llamacpp import engine as llamacpp  # noqa: E402
+from kvplan.model.layers import ChunkedLocal, SlidingWindow  # noqa: E402
+from kvplan.engines.logparse import parse_log  # noqa: E402
+from kvplan.planning.deploy import Deployment  # noqa: E402
+from kvplan.planning.plan import Request  # noqa: E402
 
 # llama-cpp-python release -> the llama.cpp era kvplan models (the commit it vendors).
 ERAS = {"0.3.16": "2025-08"}  # vendor/llama.cpp 4227c9be (Aug 2025)

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.hf_meta import LayerCache, compare
-from kvplan.configs import spec_from_config
+from kvplan.readers.hf_meta import LayerCache, compare
+from kvplan.readers.configs import spec_from_config
 
 FIX = Path(__file__).parent / "fixtures" / "families"
 runner = CliRunner()
@@ -56,7 +56,7 @@ def _transformers_default(model_type: str, tmp_path, **changes) -> Path:
 
 
 def test_an_unknown_model_type_is_derived_from_transformers_and_says_so(kvplan_home, tmp_path, monkeypatch):
-    # falcon_mamba with its reader taken away (kvplan.readers.mamba reads it now, as vLLM does; no other
+    # falcon_mamba with its reader taken away (kvplan.readers.families.mamba reads it now, as vLLM does; no other
     # transformers model_type without a reader derives a layout on the meta device): transformers'
     # FalconMambaConfig defaults: 32 layers, intermediate 1536, conv_kernel 4, state_size 16. transformers keeps
     # conv_kernel columns of conv state: 1536 x 4, and the ssm state 1536 x 16, per layer; nothing per token.
@@ -74,7 +74,7 @@ def test_an_unknown_model_type_is_derived_from_transformers_and_says_so(kvplan_h
 
 
 def test_a_layer_with_both_a_kv_cache_and_a_state_is_refused(kvplan_home, tmp_path, monkeypatch):
-    # Falcon-H1 runs attention and Mamba-2 side by side in every layer. kvplan.readers.falcon_h1 reads it now;
+    # Falcon-H1 runs attention and Mamba-2 side by side in every layer. kvplan.readers.families.falcon_h1 reads it now;
     # without that reader, the layout derived from transformers is refused.
     from kvplan import readers
 

@@ -7,8 +7,8 @@ scales [N, K/32] to N % 256 and K/32 % 2; the Triton branch turns the biases to 
 
 from __future__ import annotations
 
-from kvplan.catalog import find_in_catalog
-from kvplan.engines.vllm_overhead import weights_repack_extra
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.engines.vllm.overhead import weights_repack_extra
 
 
 def test_gpt_oss_20b_one_h100():

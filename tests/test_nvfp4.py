@@ -1,5 +1,5 @@
 """NVFP4 checkpoints: read from config.json, counted at 9/16 B a weight, and the block scales vLLM pads
-on Blackwell (kvplan.engines.vllm_overhead.nvfp4_scale_padding), against vLLM's source arithmetic.
+on Blackwell (kvplan.engines.vllm.overhead.nvfp4_scale_padding), against vLLM's source arithmetic.
 
 vLLM modelopt.py ModelOptNvFp4LinearMethod.create_weights: weight uint8 [N, K/2] (two e2m1 values a
 byte) and weight_scale float8_e4m3fn [N, K/16]; swizzle_blockscale pads the scales to
@@ -13,11 +13,11 @@ import dataclasses
 
 import pytest
 
-from kvplan.catalog import find_in_catalog
-from kvplan.configs import Cfg
-from kvplan.engines.vllm_overhead import nvfp4_scale_padding
-from kvplan.errors import KvplanError
-from kvplan.model import Quantization, linear_bytes
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.readers.configs import Cfg
+from kvplan.engines.vllm.overhead import nvfp4_scale_padding
+from kvplan.core.errors import KvplanError
+from kvplan.model.spec import Quantization, linear_bytes
 from kvplan.readers.quantization import read_quantization
 
 

@@ -1,7 +1,7 @@
 """Parameter counts from config.json against published sizes (../shared/configs/checkpoints.yaml).
 
 The published figures are independent of kvplan: safetensors index totals (bytes) and model-card
-parameter counts (billions, rounded). kvplan counts from the config alone (kvplan.params).
+parameter counts (billions, rounded). kvplan counts from the config alone (kvplan.readers.params).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from conftest import CONFIGS
-from kvplan.configs import spec_from_config
-from kvplan.model import weight_bytes
+from kvplan.readers.configs import spec_from_config
+from kvplan.model.spec import weight_bytes
 
 
 def published() -> dict:

@@ -10,12 +10,12 @@ from dataclasses import replace
 
 import pytest
 
-from kvplan.configs import spec_from_config
-from kvplan.dtypes import BF16, FP8
-from kvplan.errors import KvplanError
-from kvplan.deploy import Deployment, candidate_deployments, split_layers
+from kvplan.readers.configs import spec_from_config
+from kvplan.core.dtypes import BF16, FP8
+from kvplan.core.errors import KvplanError
+from kvplan.planning.deploy import Deployment, candidate_deployments, split_layers
 from kvplan.engines import resolve_engine
-from kvplan.plan import Request, expected_experts_touched
+from kvplan.planning.plan import Request, expected_experts_touched
 
 plan = resolve_engine().plan
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.configs import spec_from_config
-from kvplan.errors import KvplanError
-from kvplan.layers import Kind, state_bytes
+from kvplan.readers.configs import spec_from_config
+from kvplan.core.errors import KvplanError
+from kvplan.model.layers import Kind, state_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 QWEN35_27B = ROOT / "scripts" / "catalog_extra" / "Qwen__Qwen3.5-27B.json"
@@ -18,7 +18,7 @@ QWEN3_NEXT = ROOT.parent / "shared" / "configs" / "Qwen__Qwen3-Next-80B-A3B-Thin
 
 
 def _state_per_sequence(config: dict, tp: int = 1) -> int:
-    from kvplan.dtypes import canonical_kv_dtype
+    from kvplan.core.dtypes import canonical_kv_dtype
 
     spec, _ = spec_from_config(config, "test")
     bf16 = canonical_kv_dtype("auto", spec.dtype)
@@ -69,13 +69,13 @@ def test_vllm_block_grows_with_the_float32_state():
     # HybridAttentionMambaModelConfig, after the Qwen3.5 hook): Qwen3.5-27B at tp 1, bf16 KV of
     # 4 heads x 256 x 2 x 2 B = 4,096 B per token: 16 x cdiv(3,207,168, 16 x 4,096) = 16 x 49 = 784 tokens
     # (400 with a bf16 state); page 784 x 4,096 = 3,211,264 B.
-    from kvplan.catalog import find_in_catalog
-    from kvplan.deploy import Deployment
-    from kvplan.dtypes import canonical_kv_dtype
-    from kvplan.engines.vllm import settings
-    from kvplan.engines.vllm_pool import build_pool
-    from kvplan.hardware import find_gpu
-    from kvplan.plan import Request
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.planning.deploy import Deployment
+    from kvplan.core.dtypes import canonical_kv_dtype
+    from kvplan.engines.vllm.engine import settings
+    from kvplan.engines.vllm.pool import build_pool
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.planning.plan import Request
 
     model = find_in_catalog("qwen3.5-27b")
     bf16 = canonical_kv_dtype("auto", model.dtype)

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import json
 
-from kvplan.deploy import Deployment
+from kvplan.planning.deploy import Deployment
 from kvplan.engines import resolve_engine
-from kvplan.hardware import find_gpu
-from kvplan.plan import Request
-from kvplan.resolve import resolve_model
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.plan import Request
+from kvplan.sources.resolve import resolve_model
 
 GIB = 2**30
 RANK_WEIGHTS = 72_509_811_712

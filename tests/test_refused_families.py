@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.configs import spec_from_config
-from kvplan.errors import KvplanError
+from kvplan.readers.configs import spec_from_config
+from kvplan.core.errors import KvplanError
 
 FIX = Path(__file__).parent / "fixtures" / "families"
 

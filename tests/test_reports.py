@@ -18,18 +18,18 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kvplan.catalog import find_in_catalog, spec_to_dict
+from kvplan.sources.catalog import find_in_catalog, spec_to_dict
 from conftest import one_line_error
 from kvplan.cli import app
-from kvplan.dtypes import BF16, FP8
-from kvplan.errors import KvplanError
-from kvplan.export import CSV_COLUMNS, GIB_BESIDE, ROW_KEYS, atomic_write, plan_row, write_csv
-from kvplan.hardware import find_gpu, load_gpus
-from kvplan.deploy import Deployment
+from kvplan.core.dtypes import BF16, FP8
+from kvplan.core.errors import KvplanError
+from kvplan.report.export import CSV_COLUMNS, GIB_BESIDE, ROW_KEYS, atomic_write, plan_row, write_csv
+from kvplan.hardware.gpus import find_gpu, load_gpus
+from kvplan.planning.deploy import Deployment
 from kvplan.engines import resolve_engine
-from kvplan.plan import Request
-from kvplan.prices import load_prices
-from kvplan.sweep import parse_counts, rank_key, sweep, sweep_rows
+from kvplan.planning.plan import Request
+from kvplan.hardware.prices import load_prices
+from kvplan.compare.sweep import parse_counts, rank_key, sweep, sweep_rows
 
 plan, plan_grid = resolve_engine().plan, resolve_engine().grid
 
@@ -63,7 +63,7 @@ def test_cached_profiles_equal_fresh_ones():
     m = spec("gemma-2-9b")
     p = plan(m, find_gpu("h100"), Deployment(2, 3), Request(context=9000, batch=2))
     # a profile served from the cache equals one grouped afresh, memo and all
-    from kvplan.profile import kv_profile
+    from kvplan.planning.profile import kv_profile
 
     for stage in p.stages:
         a, b = stage.layers
@@ -103,9 +103,9 @@ def test_sweep_ranking_and_dtype_dedup():
 
 
 def test_gpu_counts_use_the_one_layout_rule():
-    """sweep's GPU counts become layouts by kvplan.deploy.deployment_for_gpus, as fit and cheapest do:
+    """sweep's GPU counts become layouts by kvplan.planning.deploy.deployment_for_gpus, as fit and cheapest do:
     the widest tp (<= 8, within a node) that divides the heads, then pipeline stages."""
-    from kvplan.deploy import deployment_for_gpus
+    from kvplan.planning.deploy import deployment_for_gpus
 
     llama = find_in_catalog("llama-3.1-8b")  # 32 heads, 8 KV heads
     assert deployment_for_gpus(llama, 4) == Deployment(4, 1)
@@ -134,9 +134,9 @@ def test_row_is_fit_json_less_layer_kinds_and_states_agree_layer_by_layer():
     # precomputed figure; fit --json works them out layer by layer. Both must agree, over every
     # catalog model (hybrids with recurrent states, Falcon-H1's parallel layers, fp32 SSM states)
     # at tp 1 and 4, pp 1 and 2.
-    from kvplan.catalog import bundled_specs
-    from kvplan.layers import state_bytes
-    from kvplan.report import plan_to_dict
+    from kvplan.sources.catalog import bundled_specs
+    from kvplan.model.layers import state_bytes
+    from kvplan.report.text import plan_to_dict
 
     h100, seen_states = find_gpu("h100"), 0
     for m in bundled_specs():
@@ -276,15 +276,15 @@ def test_atomic_write_leaves_nothing_half_written(tmp_path):
 
 @pytest.mark.parametrize("exc, code", [(RuntimeError("disk on fire"), 1), (KeyboardInterrupt(), 130)])
 def test_cli_write_failure_leaves_no_file(tmp_path, monkeypatch, kvplan_home, exc, code):
-    import kvplan.export
+    import kvplan.report.export
 
-    real = kvplan.export.write_csv
+    real = kvplan.report.export.write_csv
 
     def half(rows, stream, columns=None):
         real(rows[:1], stream)  # some rows reach the temp file, then the serialiser dies
         raise exc
 
-    monkeypatch.setattr(kvplan.export, "write_csv", half)
+    monkeypatch.setattr(kvplan.report.export, "write_csv", half)
     r = run("sweep", "--models", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k,32k", "-o", tmp_path / "p.csv")
     assert r.exit_code == code and r.stderr.splitlines()[-1].startswith("Error: ")
     assert os.listdir(tmp_path) == ["kvplan-home"] or os.listdir(tmp_path) == []
@@ -318,14 +318,14 @@ def test_yaml_merge_key_is_not_a_duplicate(tmp_path):
     path.write_text("base: &b {h100: 1.0}\n")  # a YAML anchor is fine; only keys written twice are refused
     with pytest.raises(KvplanError, match="key 'base': unknown GPU"):
         load_prices(path)
-    from kvplan.hardware import load_yaml_strict
+    from kvplan.hardware.gpus import load_yaml_strict
 
     assert load_yaml_strict("a: &x {k: 1, j: 2}\nb:\n  <<: *x\n  k: 3\n", "t") == {
         "a": {"k": 1, "j": 2}, "b": {"k": 3, "j": 2}}
 
 
 def test_gpu_profile_with_a_key_twice_is_one_line_error(tmp_path):
-    text = (REPO / "kvplan" / "hw_profiles" / "h100-sxm.yaml").read_text()
+    text = (REPO / "kvplan" / "hardware" / "profiles" / "h100-sxm.yaml").read_text()
     (tmp_path / "dup.yaml").write_text(text + "\nbandwidth_bytes_per_s: 1\n")  # silently the last one before
     with pytest.raises(KvplanError) as err:
         load_gpus([tmp_path])
@@ -361,7 +361,7 @@ def test_cli_bad_prices_and_inputs(tmp_path, kvplan_home):
 # --- cheapest --------------------------------------------------------------------------------------
 
 def h100_profile_with_price(folder: Path, price: float) -> None:
-    text = (REPO / "kvplan" / "hw_profiles" / "h100-sxm.yaml").read_text()
+    text = (REPO / "kvplan" / "hardware" / "profiles" / "h100-sxm.yaml").read_text()
     text = text.replace("key: h100-sxm", "key: rented-h100").replace("price_per_hour: null", f"price_per_hour: {price}")
     text = "\n".join(line for line in text.splitlines() if not line.startswith("aliases:"))
     (folder / "rented.yaml").write_text(text + "\n")
@@ -451,7 +451,7 @@ def evil_sweep():
 
 
 def test_html_is_self_contained_and_escaped():
-    from kvplan.html_report import render_html, safe_json
+    from kvplan.report.html import render_html, safe_json
 
     r = evil_sweep()
     page = render_html(sweep_rows(r), title="<b>t</b>", summary=[EVIL], currency="USD")
@@ -531,10 +531,10 @@ def test_cheapest_with_an_engine():
 
 
 def test_procurement_headline_per_model_and_context():
-    from kvplan.deploy import Deployment
+    from kvplan.planning.deploy import Deployment
     from kvplan.engines import resolve_engine
-    from kvplan.plan import Request
-    from kvplan.procurement import headlines
+    from kvplan.planning.plan import Request
+    from kvplan.compare.procurement import headlines
 
     plan = resolve_engine().plan
 
@@ -559,10 +559,10 @@ def test_procurement_headline_per_model_and_context():
 def test_headline_says_when_a_context_is_beyond_the_model():
     """Qwen3-32B's config allows 40,960 tokens (max_position_embeddings): at 128k no deployment
     can help, and the headline says that rather than "nothing fits"."""
-    from kvplan.catalog import find_in_catalog
-    from kvplan.hardware import find_gpu
-    from kvplan.procurement import headlines
-    from kvplan.sweep import sweep
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.compare.procurement import headlines
+    from kvplan.compare.sweep import sweep
 
     h100 = find_gpu("h100")
     result = sweep([find_in_catalog("qwen3-32b")], [h100], [1, 2], [8192, 131072])

@@ -1,4 +1,4 @@
-"""RoPE cos/sin tables vLLM builds at load time (kvplan.rope), against vLLM's source arithmetic.
+"""RoPE cos/sin tables vLLM builds at load time (kvplan.readers.rope), against vLLM's source arithmetic.
 
 vllm/model_executor/layers/rotary_embedding/base.py: a [max_position_embeddings, rotary_dim] buffer in
 the model dtype per distinct rotary embedding; linear_scaling_rope.py: max_position x factor rows;
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.catalog import find_in_catalog
-from kvplan.errors import KvplanError
-from kvplan.rope import rope_table_bytes as rope_tables_bytes
-from kvplan.rope import rope_cache_elems
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.core.errors import KvplanError
+from kvplan.readers.rope import rope_table_bytes as rope_tables_bytes
+from kvplan.readers.rope import rope_cache_elems
 
 
 def test_default_table_is_positions_by_rotary_dim():

@@ -1,6 +1,6 @@
 """SGLang's deployment options as they change what a rank holds, and its token pool under pp.
 
-Expected bytes are SGLang's placement (kvplan/engines/sglang_layout.py, docs/engines.md 9.2, read in the
+Expected bytes are SGLang's placement (kvplan/engines/sglang/layout.py, docs/engines.md 9.2, read in the
 0.5.3 / 0.5.13 / 0.5.23 wheels) applied by hand to DeepSeek-V3's published config: the parts below are
 the sums in tests/test_layouts.py (dense MLPs 1,189,085,184 B, shared experts 2,554,331,136 B, LM head
 and embedding 1,853,358,080 B each; FP8 with block scales). Weights are checked within 0.01 %.
@@ -12,12 +12,12 @@ import json
 
 import pytest
 
-from kvplan.deploy import Deployment
+from kvplan.planning.deploy import Deployment
 from kvplan.engines import resolve_engine
-from kvplan.errors import KvplanError
-from kvplan.hardware import find_gpu
-from kvplan.plan import Request
-from kvplan.resolve import resolve_model
+from kvplan.core.errors import KvplanError
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.plan import Request
+from kvplan.sources.resolve import resolve_model
 
 GIB = 2**30
 H200, MI300X = find_gpu("h200"), find_gpu("mi300x")

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from kvplan.simulate.engine import Engine, EngineConfig
-from kvplan.simulate.model import Group, SimModel, StageCost
-from kvplan.simulate.workload import WORKLOADS, LogNormal, SimRequest, Workload, generate
+from kvplan.simulator.engine import Engine, EngineConfig
+from kvplan.simulator.model import Group, SimModel, StageCost
+from kvplan.simulator.workload import WORKLOADS, LogNormal, SimRequest, Workload, generate
 
 
 def _model(budget=8 * 2**30, groups=(Group(160 * 1024),), state=0, block=16, max_len=65536, fixed=None):

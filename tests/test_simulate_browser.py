@@ -14,11 +14,11 @@ from test_reports import EVIL
 
 @pytest.fixture(scope="module")
 def dom(tmp_path_factory):
-    from kvplan.simulate.engine import EngineConfig
-    from kvplan.simulate.report import render_html
-    from kvplan.simulate.session import configs, run_all
-    from kvplan.simulate.paper import opt13b_a100
-    from kvplan.simulate.workload import WORKLOADS, generate
+    from kvplan.simulator.engine import EngineConfig
+    from kvplan.report.simulation import render_html
+    from kvplan.simulator.session import configs, run_all
+    from kvplan.simulator.paper import opt13b_a100
+    from kvplan.simulator.workload import WORKLOADS, generate
 
     browser = chromium()
     tmp = tmp_path_factory.mktemp("simbrowser")

@@ -1,15 +1,15 @@
 """A workload as a procurement target: simulated columns and the SLA filter for `cheapest`."""
 
-from kvplan.hardware import find_gpu
-from kvplan.deploy import candidate_deployments
-from kvplan.plan import Request
-from kvplan.resolve import resolve_model
-from kvplan.simulate.capacity import SIM_COLUMNS, Target, filter_candidates, shortfall, sim_row, simulate_plan
-from kvplan.simulate.workload import WORKLOADS, generate
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.deploy import candidate_deployments
+from kvplan.planning.plan import Request
+from kvplan.sources.resolve import resolve_model
+from kvplan.simulator.capacity import SIM_COLUMNS, Target, filter_candidates, shortfall, sim_row, simulate_plan
+from kvplan.simulator.workload import WORKLOADS, generate
 
 
 def test_more_gpus_serve_a_workload_one_cannot(kvplan_home):
-    from kvplan.cheapest import cheapest
+    from kvplan.compare.cheapest import cheapest
 
     spec = resolve_model("llama-3.1-8b").spec
     gpus = {g.key: g for g in (find_gpu("l4"), find_gpu("h100"))}
@@ -31,7 +31,7 @@ def test_more_gpus_serve_a_workload_one_cannot(kvplan_home):
 
 
 def test_sim_row_and_shortfall(kvplan_home):
-    from kvplan.deploy import Deployment
+    from kvplan.planning.deploy import Deployment
     from kvplan.engines import resolve_engine
 
     spec, gpu = resolve_model("qwen3-8b").spec, find_gpu("h100")
@@ -47,8 +47,8 @@ def test_sim_row_and_shortfall(kvplan_home):
 
 
 def test_max_rate_brackets_the_sla(kvplan_home):
-    from kvplan.simulate.capacity import max_rate
-    from kvplan.simulate.paper import opt13b_a100
+    from kvplan.simulator.capacity import max_rate
+    from kvplan.simulator.paper import opt13b_a100
 
     target = Target((), slo_ttft=2.0, slo_tpot=0.1, slo_pct=99)
     found = max_rate(opt13b_a100(), lambda r: generate(WORKLOADS["sharegpt"], r, 200, 0), target, steps=5)

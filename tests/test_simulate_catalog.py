@@ -3,20 +3,20 @@ no layer kind the adapter does not understand, no request lost."""
 
 import pytest
 
-from kvplan.catalog import load_catalog
-from kvplan.simulate.workload import WORKLOADS, generate
+from kvplan.sources.catalog import load_catalog
+from kvplan.simulator.workload import WORKLOADS, generate
 
 REQUESTS = generate(WORKLOADS["chat"], 1.0, 8.0, seed=0)
 
 
 @pytest.mark.parametrize("spec", sorted(load_catalog(), key=lambda s: s.name), ids=lambda s: s.name)
 def test_every_catalog_model_simulates(spec):
-    from kvplan.deploy import deployment_for_gpus
+    from kvplan.planning.deploy import deployment_for_gpus
     from kvplan.engines import resolve_engine
-    from kvplan.hardware import find_gpu
-    from kvplan.plan import Request
-    from kvplan.simulate.adapter import sim_model
-    from kvplan.simulate.engine import Engine, EngineConfig
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.planning.plan import Request
+    from kvplan.simulator.adapter import sim_model
+    from kvplan.simulator.engine import Engine, EngineConfig
 
     gpu = find_gpu("h200")
     deps = [d for g in (1, 8, 16, 32, 64) if (d := deployment_for_gpus(spec, g)) is not None]

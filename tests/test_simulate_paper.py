@@ -1,6 +1,6 @@
 """The PagedAttention paper's memory-utilisation comparison, reproduced on its setting.
 
-Figures from Kwon et al., SOSP 2023 (kvplan.simulate.paper cites them): Fig. 2 splits the KV
+Figures from Kwon et al., SOSP 2023 (kvplan.simulator.paper cites them): Fig. 2 splits the KV
 memory of contiguous reservations (Orca Max / Pow2 / Oracle) and of vLLM; Fig. 13 gives Orca
 (Max)'s mean batch at ShareGPT 2 req/s as 7.00. kvplan models no buddy allocator (no external
 fragmentation), so the contiguous comparisons use the shares kvplan does model and their ratios.
@@ -8,7 +8,7 @@ fragmentation), so the contiguous comparisons use the shares kvplan does model a
 
 import pytest
 
-from kvplan.simulate.paper import PAPER_FIG2, PAPER_FIG13_SHAREGPT_2RPS, reproduce
+from kvplan.simulator.paper import PAPER_FIG2, PAPER_FIG13_SHAREGPT_2RPS, reproduce
 
 
 @pytest.fixture(scope="module")

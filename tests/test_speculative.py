@@ -1,7 +1,7 @@
 """Speculative decoding (`--speculative`): the drafter's layers, weights and flags, against vLLM's rules.
 
 Expected numbers are hand arithmetic from the model configs and vLLM v0.33.0's sources (cited in
-kvplan/speculative.py, kvplan/readers/mtp.py and docs/engines.md section 1.6), not kvplan's output.
+kvplan/planning/speculative.py, kvplan/readers/mtp.py and docs/engines.md section 1.6), not kvplan's output.
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from kvplan.catalog import find_in_catalog
+from kvplan.sources.catalog import find_in_catalog
 from kvplan.cli import app
 from kvplan.engines import resolve_engine
-from kvplan.deploy import Deployment
-from kvplan.errors import KvplanError
-from kvplan.hardware import find_gpu
-from kvplan.plan import Request
-from kvplan.speculative import SpecRequest, apply, parse
+from kvplan.planning.deploy import Deployment
+from kvplan.core.errors import KvplanError
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.plan import Request
+from kvplan.planning.speculative import SpecRequest, apply, parse
 
 runner = CliRunner()
 GIB = 2**30
@@ -129,7 +129,7 @@ def test_qwen3_next_mtp_is_a_full_attention_layer():
 
 
 def _bf16():
-    from kvplan.dtypes import canonical_kv_dtype
+    from kvplan.core.dtypes import canonical_kv_dtype
 
     return canonical_kv_dtype("bf16", "bf16")
 
@@ -199,8 +199,8 @@ def test_mtp_tokens_must_divide():
     assert apply(catalog("deepseek-v3"), SpecRequest("mtp", 3)).speculative.num_speculative_tokens == 3
     import dataclasses
 
-    from kvplan.layers import FullAttention
-    from kvplan.model import ParamCounts
+    from kvplan.model.layers import FullAttention
+    from kvplan.model.spec import ParamCounts
 
     two = dataclasses.replace(catalog("gpt-oss-20b"), mtp_layers=(FullAttention(8, 64),) * 2, mtp_params=ParamCounts())
     assert apply(two, SpecRequest("mtp", 4)).speculative.num_speculative_tokens == 4  # 4 % 2 == 0
@@ -283,7 +283,7 @@ def _metas(tensors: dict[str, tuple[str, list[int]]]):
 
 
 def test_hub_weights_tell_mtp_layers_apart():
-    from kvplan.hub_headers import sum_headers
+    from kvplan.sources.hub_headers import sum_headers
 
     w = sum_headers(_metas({
         "model.embed_tokens.weight": ("BF16", [100, 8]),  # 1,600 B
@@ -301,9 +301,10 @@ def test_hub_weights_tell_mtp_layers_apart():
 def test_hub_model_without_flag_drops_the_mtp_tensors(monkeypatch):
     """A DeepSeek-V3-shaped Hub checkpoint: vLLM skips model.layers.61 when MTP is off (deepseek_v2.py
     load_weights, get_spec_layer_idx_from_weight_name), so the model's bytes exclude it."""
-    from kvplan import hub, resolve
-    from kvplan.hub import HubConfig
-    from kvplan.hub_headers import sum_headers
+    from kvplan.sources import hub
+    from kvplan.sources import resolve
+    from kvplan.sources.hub import HubConfig
+    from kvplan.sources.hub_headers import sum_headers
 
     config = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 64,
               "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2, "vocab_size": 100,
@@ -372,8 +373,8 @@ def test_vllm_multi_module_mtp_retains_window_tokens():
     cdiv(16,529, 16) + 1 = 1,034 + 1 = 1,035."""
     import dataclasses
 
-    from kvplan.layers import FullAttention
-    from kvplan.model import ParamCounts
+    from kvplan.model.layers import FullAttention
+    from kvplan.model.spec import ParamCounts
 
     base = catalog("gpt-oss-20b")
     fake = dataclasses.replace(base, mtp_layers=(FullAttention(8, 64),) * 3, mtp_params=ParamCounts())
@@ -414,7 +415,7 @@ def test_an_unreadable_mtp_key_does_not_refuse_the_model():
     """num_nextn_predict_layers sizes nothing unless --speculative mtp asks: a broken value is a note."""
     from conftest import REPO
 
-    from kvplan.configs import spec_from_config
+    from kvplan.readers.configs import spec_from_config
 
     src = REPO.parent / "shared" / "configs" / "deepseek-ai__DeepSeek-V3.json"
     if not src.exists():

@@ -71,9 +71,9 @@ def test_engine_names_and_aliases_are_unique():
 def test_naming_an_engine_imports_that_engine_only():
     loaded = _modules_after("from kvplan.engines import resolve_engine; resolve_engine('llama.cpp')")
     engines = {m for m in loaded if m.startswith("kvplan.engines.")}
-    assert engines == {"kvplan.engines.base", "kvplan.engines.llamacpp"}, engines
+    assert engines == {"kvplan.engines.base", "kvplan.engines.llamacpp", "kvplan.engines.llamacpp.engine"}, engines
     loaded = _modules_after("from kvplan.engines import canonical_engine; assert canonical_engine('TRT-LLM') == 'trtllm'")
-    assert "kvplan.engines.vllm" not in loaded and "kvplan.engines.trtllm" in loaded
+    assert "kvplan.engines.vllm.engine" not in loaded and "kvplan.engines.trtllm.engine" in loaded
 
 
 def test_fit_on_a_catalog_model_reads_no_config_and_no_package_resources():
@@ -81,15 +81,14 @@ def test_fit_on_a_catalog_model_reads_no_config_and_no_package_resources():
         "import sys, runpy\n"
         "sys.argv = ['kvplan', 'fit', 'llama-3-70b', '--gpu', 'a100-80', '--ctx', '128k']\n"
         "try:\n    runpy.run_module('kvplan', run_name='__main__')\nexcept SystemExit:\n    pass")
-    assert "kvplan.plan" in loaded  # (it did plan)
-    assert not loaded & {"kvplan.importer", "kvplan.configs", "importlib.resources", "pkgutil"}
+    assert "kvplan.planning.plan" in loaded  # (it did plan)
+    assert not loaded & {"kvplan.sources.importer", "kvplan.readers.configs", "importlib.resources", "pkgutil"}
 
 
 def test_every_bundled_gpu_name_is_found_from_its_own_file_as_the_catalog_finds_it():
     """find_gpu parses only the file whose text names the GPU; for every key and alias that file
     must give the whole catalog's answer (so no bundled name is left to the slow path)."""
-    from kvplan import hardware
-
+    from kvplan.hardware import gpus as hardware
     _, index = hardware._catalog(())
     assert len(index) > 100
     for norm, (shown, gpu) in index.items():
@@ -99,15 +98,15 @@ def test_every_bundled_gpu_name_is_found_from_its_own_file_as_the_catalog_finds_
 
 def test_a_gpu_lookup_parses_one_profile():
     loaded = _modules_after(
-        "from kvplan import hardware\n"
+        "from kvplan.hardware import gpus as hardware\n"
         "assert hardware.find_gpu('a100-80').key == 'a100-sxm-80'\n"
         "assert hardware._bundled_profile.cache_info().currsize == 1 and not hardware._bundled.cache_info().currsize")
     assert "yaml" in loaded  # (it parsed)
 
 
 def test_an_unknown_or_overridden_gpu_goes_to_the_whole_catalog(tmp_path):
-    from kvplan import hardware
-    from kvplan.errors import KvplanError
+    from kvplan.hardware import gpus as hardware
+    from kvplan.core.errors import KvplanError
 
     with pytest.raises(KvplanError, match="did you mean: h100"):
         hardware.find_gpu("h1000")
@@ -119,15 +118,15 @@ def test_an_unknown_or_overridden_gpu_goes_to_the_whole_catalog(tmp_path):
 
 
 def test_assemble_makes_the_plan_the_dataclass_would():
-    """kvplan.plan.assemble builds Plans without Plan.__init__ (a sweep makes 100,000): every field
+    """kvplan.planning.plan.assemble builds Plans without Plan.__init__ (a sweep makes 100,000): every field
     is set, and the object is the one Plan(**fields) makes (equal, same hash, still frozen)."""
     import dataclasses
 
-    from kvplan.catalog import find_in_catalog
-    from kvplan.deploy import Deployment
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.planning.deploy import Deployment
     from kvplan.engines import resolve_engine
-    from kvplan.hardware import find_gpu
-    from kvplan.plan import Plan, Request
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.planning.plan import Plan, Request
 
     for model, ctx in (("llama-3.1-8b", 8192), ("gemma-3-27b-it", 200_000), ("qwen3-8b", 10**6)):
         plan = resolve_engine().plan(find_in_catalog(model), find_gpu("l4"), Deployment(1, 1), Request(context=ctx))
@@ -142,8 +141,7 @@ def test_assemble_makes_the_plan_the_dataclass_would():
 def test_find_rate_reads_a_trace_once(tmp_path, monkeypatch):
     import json
 
-    from kvplan.simulate import traces
-
+    from kvplan.simulator import traces
     rows = "".join(f'{{"timestamp": {i * 200}, "input_length": {900 + i}, "output_length": 20}}\n' for i in range(40))
     (tmp_path / "t.jsonl").write_text(rows)
     calls = []
@@ -157,8 +155,7 @@ def test_find_rate_reads_a_trace_once(tmp_path, monkeypatch):
 
 
 def test_a_catalog_lookup_builds_one_spec_and_finds_what_the_whole_catalog_finds(tmp_path):
-    from kvplan import catalog
-
+    from kvplan.sources import catalog
     index = catalog.catalog_index(catalog.load_catalog())
     assert len(index) > 100
     for key, spec in index.items():
@@ -169,7 +166,7 @@ def test_a_catalog_lookup_builds_one_spec_and_finds_what_the_whole_catalog_finds
     assert catalog.find_in_catalog("gpt2", [tmp_path]).max_context == 77
     assert catalog.find_in_catalog("my-gpt", [tmp_path]).max_context == 77
     loaded = _modules_after(
-        "from kvplan import catalog\n"
+        "from kvplan.sources import catalog\n"
         "assert catalog.find_in_catalog('llama-3-70b').name == 'llama-3.1-70b'\n"
         "assert catalog._bundled_spec.cache_info().currsize == 1 and not catalog.bundled_specs.cache_info().currsize")
-    assert "kvplan.catalog" in loaded
+    assert "kvplan.sources.catalog" in loaded

@@ -1,5 +1,5 @@
 """Vision and audio towers as vLLM 0.19 loads them: Gemma 4, Qwen3.5, Kimi-K2.5 (kvplan.towers_*), and
-the rule that a declared tower is priced or refused, never counted as 0 (kvplan.vision.price_towers).
+the rule that a declared tower is priced or refused, never counted as 0 (kvplan.readers.towers.vision.price_towers).
 
 Golden numbers are hand arithmetic from the published configs (written out below each), checked
 against transformers' own classes built on the meta device where transformers has them; the Gemma 4
@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kvplan.catalog import find_in_catalog, load_catalog
+from kvplan.sources.catalog import find_in_catalog, load_catalog
 from kvplan.cli import app
-from kvplan.configs import spec_from_config
-from kvplan.errors import KvplanError
-from kvplan.layout import rank_weights, vllm_placement
-from kvplan.model import weight_bytes
-from kvplan.towers_gemma4 import _audio
-from kvplan.vision import tower_keys, towers
+from kvplan.readers.configs import spec_from_config
+from kvplan.core.errors import KvplanError
+from kvplan.planning.layout import rank_weights, vllm_placement
+from kvplan.model.spec import weight_bytes
+from kvplan.readers.towers.gemma4 import _audio
+from kvplan.readers.towers.vision import tower_keys, towers
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRA = ROOT / "scripts" / "catalog_extra"

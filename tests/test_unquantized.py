@@ -10,10 +10,10 @@ import copy
 import pytest
 from conftest import shared_config
 
-from kvplan.catalog import find_in_catalog
-from kvplan.errors import KvplanError
-from kvplan.importer import build_spec
-from kvplan.model import weight_bytes
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.core.errors import KvplanError
+from kvplan.sources.importer import build_spec
+from kvplan.model.spec import weight_bytes
 
 GIB = 2**30
 

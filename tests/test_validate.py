@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch", reason="validate needs torch (the [validate
 from typer.testing import CliRunner  # noqa: E402
 
 from kvplan.cli import app  # noqa: E402
-from kvplan.configs import spec_from_config  # noqa: E402
+from kvplan.readers.configs import spec_from_config  # noqa: E402
 from kvplan.validate.blueprint import Widths  # noqa: E402
 from kvplan.validate.compare import Check, all_ok, failures  # noqa: E402
 from kvplan.validate.measure import CpuTracker, storage_bytes  # noqa: E402
@@ -262,12 +262,12 @@ def test_cli_output_read_only_folder_checked_before_the_run(tmp_path):
 
 
 def test_results_go_through_the_one_atomic_writer(tmp_path, monkeypatch):
-    import kvplan.export
+    import kvplan.report.export
     from kvplan.validate.results import write_results
 
     calls = []
-    real = kvplan.export.atomic_write
-    monkeypatch.setattr(kvplan.export, "atomic_write", lambda path, content, **kw: calls.append(path) or real(path, content, **kw))
+    real = kvplan.report.export.atomic_write
+    monkeypatch.setattr(kvplan.report.export, "atomic_write", lambda path, content, **kw: calls.append(path) or real(path, content, **kw))
     record = {"model": "m", "layers": 1, "batch": 1, "ctx": 8, "kv_dtype": "bf16", "predicted_kv_bytes": 1,
               "measured_kv_bytes": 1, "checks": [], "ok": True}
     for suffix in (".json", ".csv"):
@@ -397,8 +397,8 @@ def test_transformers_sliding_layer_storage():
 
 
 def test_cpu_auto_shrink_when_the_full_build_would_take_minutes():
-    from kvplan.catalog import find_in_catalog
-    from kvplan.dtypes import BF16
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.core.dtypes import BF16
     from kvplan.validate.run import cpu_shrink_reason
 
     llama = find_in_catalog("llama-3.2-1b-instruct")
@@ -425,7 +425,7 @@ def test_cpu_peak_has_no_eager_scores_for_sdpa_layers():
 
     spec = spec_of("openai__gpt-oss-20b") if (CONFIGS / "openai__gpt-oss-20b.json").is_file() else None
     if spec is None:
-        from kvplan.catalog import find_in_catalog
+        from kvplan.sources.catalog import find_in_catalog
 
         spec = find_in_catalog("gpt-oss-20b")
     bp = blueprint(spec, 4, SMALL)

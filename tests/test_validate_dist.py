@@ -15,8 +15,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="validate needs torch (the [validate] extra)")
 pytest.importorskip("torch.distributed", reason="validate across ranks needs torch.distributed")
 
-from kvplan.errors import KvplanError  # noqa: E402
-from kvplan.resolve import resolve_model  # noqa: E402
+from kvplan.core.errors import KvplanError  # noqa: E402
+from kvplan.sources.resolve import resolve_model  # noqa: E402
 from kvplan.validate.blueprint import Widths, blueprint  # noqa: E402
 from kvplan.validate.run import Settings  # noqa: E402
 from kvplan.validate.shard import Layout, kv_range, layout_problem, rank_params, shard_of  # noqa: E402

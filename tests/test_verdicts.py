@@ -1,7 +1,7 @@
 """Verdict bugs fixed with the engine template (issue 15, issue 13 item 4), one regression test each.
 
 Every engine now makes its Plan through kvplan.engines.base.Engine.result, and the verdict rules
-every engine shares live in kvplan.plan.assemble: a context past the model's limit, or an exact
+every engine shares live in kvplan.planning.plan.assemble: a context past the model's limit, or an exact
 --kv-cache-memory that does not fit beside the weights, is not a fit and holds no request.
 """
 
@@ -13,15 +13,15 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from kvplan.catalog import find_in_catalog
+from kvplan.sources.catalog import find_in_catalog
 from kvplan.cli import app
-from kvplan.deploy import Deployment
-from kvplan.dtypes import KV_DTYPES
+from kvplan.planning.deploy import Deployment
+from kvplan.core.dtypes import KV_DTYPES
 from kvplan.engines import resolve_engine
-from kvplan.errors import EXIT_DOES_NOT_FIT
-from kvplan.hardware import find_gpu
-from kvplan.layers import Kind
-from kvplan.plan import Request
+from kvplan.core.errors import EXIT_DOES_NOT_FIT
+from kvplan.hardware.gpus import find_gpu
+from kvplan.model.layers import Kind
+from kvplan.planning.plan import Request
 
 runner = CliRunner()
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp", "transformers")

@@ -1,4 +1,4 @@
-"""Vision tower + projector counts (kvplan.vision) against transformers' classes and hand arithmetic.
+"""Vision tower + projector counts (kvplan.readers.towers.vision) against transformers' classes and hand arithmetic.
 
 The golden numbers are transformers' own counts (sum of numel over the modules built on the meta
 device from the published vision_config), not kvplan's output; the hand arithmetic is below each.
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.catalog import find_in_catalog
-from kvplan.configs import spec_from_config
-from kvplan.errors import KvplanError
-from kvplan.model import weight_bytes
-from kvplan.vision import vision_params
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.readers.configs import spec_from_config
+from kvplan.core.errors import KvplanError
+from kvplan.model.spec import weight_bytes
+from kvplan.readers.towers.vision import vision_params
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRA = ROOT / "scripts" / "catalog_extra"

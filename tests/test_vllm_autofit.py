@@ -1,4 +1,4 @@
-"""`vllm serve --max-model-len auto`: what vLLM sets max_model_len to, by release (kvplan.engines.vllm_autofit).
+"""`vllm serve --max-model-len auto`: what vLLM sets max_model_len to, by release (kvplan.engines.vllm.autofit).
 
 Golden numbers come from a vLLM log (vllm-project/vllm#29431) or vLLM's source arithmetic written out by
 hand (kv_cache_utils.py `_max_memory_usage_bytes_from_groups` / `_auto_fit_max_model_len`, docs/engines.md 1.7).
@@ -11,16 +11,16 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from kvplan.catalog import find_in_catalog
+from kvplan.sources.catalog import find_in_catalog
 from kvplan.cli import app
-from kvplan.deploy import Deployment
-from kvplan.dtypes import KV_DTYPES
-from kvplan.engines import vllm
-from kvplan.engines.vllm_autofit import LABEL, auto_fit
-from kvplan.engines.vllm_pool import cache_specs
-from kvplan.hardware import find_gpu
-from kvplan.layers import Kind
-from kvplan.plan import Request
+from kvplan.planning.deploy import Deployment
+from kvplan.core.dtypes import KV_DTYPES
+from kvplan.engines.vllm import engine as vllm
+from kvplan.engines.vllm.autofit import LABEL, auto_fit
+from kvplan.engines.vllm.pool import cache_specs
+from kvplan.hardware.gpus import find_gpu
+from kvplan.model.layers import Kind
+from kvplan.planning.plan import Request
 
 GIB = 2**30
 BF16 = KV_DTYPES["bf16"]

@@ -7,7 +7,7 @@ Python sources and their imports on the path (a wheel unpacked is enough: no GPU
 (DEPS: pydantic, transformers<5, msgspec and the other modules its imports name). It builds vLLM's
 KVCacheSpec objects layer by layer from each model's geometry, lets vLLM group them
 (`get_kv_cache_groups`, `_project_kv_cache_groups_to_worker`) and run `_auto_fit_max_model_len` on the
-same budgets, and compares the length vLLM sets with kvplan.engines.vllm_autofit's. Checked by hand with
+same budgets, and compares the length vLLM sets with kvplan.engines.vllm.autofit's. Checked by hand with
 the 0.16.0, 0.17.0 and 0.19.0 wheels (all agree, pipeline stages included).
 """
 
@@ -21,15 +21,15 @@ kcu = pytest.importorskip("vllm.v1.core.kv_cache_utils", reason="vLLM's Python s
 iface = pytest.importorskip("vllm.v1.kv_cache_interface")
 torch = pytest.importorskip("torch")
 
-from kvplan.catalog import find_in_catalog  # noqa: E402
-from kvplan.deploy import Deployment, split_layers  # noqa: E402
-from kvplan.dtypes import KV_DTYPES  # noqa: E402
-from kvplan.engines import vllm  # noqa: E402
-from kvplan.engines.vllm_autofit import auto_fit  # noqa: E402
-from kvplan.engines.vllm_pool import cache_specs, unified_page  # noqa: E402
-from kvplan.hardware import find_gpu  # noqa: E402
-from kvplan.layers import Kind  # noqa: E402
-from kvplan.plan import Request  # noqa: E402
+from kvplan.sources.catalog import find_in_catalog  # noqa: E402
+from kvplan.planning.deploy import Deployment, split_layers  # noqa: E402
+from kvplan.core.dtypes import KV_DTYPES  # noqa: E402
+from kvplan.engines.vllm import engine as vllm  # noqa: E402
+from kvplan.engines.vllm.autofit import auto_fit  # noqa: E402
+from kvplan.engines.vllm.pool import cache_specs, unified_page  # noqa: E402
+from kvplan.hardware.gpus import find_gpu  # noqa: E402
+from kvplan.model.layers import Kind  # noqa: E402
+from kvplan.planning.plan import Request  # noqa: E402
 
 GIB = 2**30
 BF16 = KV_DTYPES["bf16"]

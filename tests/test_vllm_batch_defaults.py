@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.catalog import find_in_catalog
-from kvplan.deploy import Deployment
-from kvplan.engines import vllm
-from kvplan.hardware import GPU, find_gpu
-from kvplan.plan import Request
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.planning.deploy import Deployment
+from kvplan.engines.vllm import engine as vllm
+from kvplan.hardware.gpus import GPU, find_gpu
+from kvplan.planning.plan import Request
 
 GIB = 2**30
 LLAMA = find_in_catalog("llama-3.1-8b-instruct")

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kvplan.catalog import find_in_catalog
-from kvplan.deploy import Deployment
-from kvplan.dtypes import canonical_kv_dtype
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.planning.deploy import Deployment
+from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.engines import resolve_engine
-from kvplan.engines.vllm import settings as vllm_settings
-from kvplan.hardware import find_gpu
-from kvplan.plan import Request
+from kvplan.engines.vllm.engine import settings as vllm_settings
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.plan import Request
 
 CORPUS = Path(__file__).parent / "fixtures" / "logs" / "corpus"
 
@@ -79,13 +79,13 @@ def test_vllm_0_19_prediction_leaves_the_cuda_graph_estimate_in_the_kv_budget():
 def test_cuda_graph_terms_follow_the_attention_features_not_the_family():
     # vLLM sizes FULL graphs' first capture from FA3's split-KV accumulator, fp32 [32 splits, tokens, heads/tp,
     # v_head_dim]: Llama 3.1 8B at tp 1, 512 tokens: 32 x 4 B x 512 x 32 heads x 128 = 268,435,456 B. A layer
-    # with sinks or an image prefix that attends both ways (kvplan.layers ATTENTION_FEATURES) does not run that
+    # with sinks or an image prefix that attends both ways (kvplan.model.layers ATTENTION_FEATURES) does not run that
     # path, and a chunked local layer makes the whole model PIECEWISE (no FULL graphs): the same Llama under any
     # family name, with one feature set on its layers, loses the accumulator.
     from dataclasses import replace
 
-    from kvplan.engines import vllm_overhead as vo
-    from kvplan.layers import ChunkedLocal, FullAttention
+    from kvplan.engines.vllm import overhead as vo
+    from kvplan.model.layers import ChunkedLocal, FullAttention
 
     llama = find_in_catalog("llama-3.1-8b-instruct")
     assert all(type(la) is FullAttention for la in llama.layers)
@@ -108,8 +108,8 @@ def test_cuda_graph_terms_follow_the_attention_features_not_the_family():
 def test_readers_set_the_attention_features_and_the_catalog_keeps_them():
     import json as _json
 
-    from kvplan.catalog import spec_from_dict, spec_to_dict
-    from kvplan.configs import spec_from_config
+    from kvplan.sources.catalog import spec_from_dict, spec_to_dict
+    from kvplan.readers.configs import spec_from_config
 
     text = {"hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 64,
             "num_hidden_layers": 6, "intermediate_size": 512, "vocab_size": 1000, "sliding_window": 512,

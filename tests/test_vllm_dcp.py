@@ -14,12 +14,12 @@ import json
 
 import pytest
 
-from kvplan.deploy import Deployment
+from kvplan.planning.deploy import Deployment
 from kvplan.engines import resolve_engine
-from kvplan.errors import KvplanError
-from kvplan.hardware import find_gpu
-from kvplan.plan import Request
-from kvplan.resolve import resolve_model
+from kvplan.core.errors import KvplanError
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.plan import Request
+from kvplan.sources.resolve import resolve_model
 
 H200 = find_gpu("h200")
 BUDGET = 40 * 2**30  # --kv-cache-memory-bytes 42,949,672,960

@@ -1,4 +1,4 @@
-"""vLLM's non-torch memory by release: the two source-derived terms (kvplan/engines/vllm_non_torch.py)."""
+"""vLLM's non-torch memory by release: the two source-derived terms (kvplan/engines/vllm/non_torch.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import sys
 
 import yaml
 
-from kvplan.engines import vllm_non_torch as nt
-
+from kvplan.engines.vllm import non_torch as nt
 MIB = 2**20
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -53,7 +52,7 @@ def test_flashinfer_allreduce_workspace_by_release_gpu_and_layout():
     # Llama 3.1 8B (H 4096, bf16) on H100 tp 2: T = min(64 MiB / (4096 x 2), 8192) = 8192; data 2 x 8192 x
     # 4096 x 2 = 128 MiB -> 512; Lamport 3 x 128 = 384 MiB -> 512; flags 2 x 256 x 4 B -> 512: 1536 MiB.
     # On by default from 0.17.0 (-O2 fuse_allreduce_rms) for tp 2/4/8, pp == dp == 1, not eager.
-    from kvplan.catalog import find_in_catalog
+    from kvplan.sources.catalog import find_in_catalog
 
     h = find_in_catalog("llama-3.1-8b-instruct").hidden_size
     assert h == 4096
@@ -80,7 +79,7 @@ def test_tensor_parallel_non_torch_adds_the_workspace():
     # tp 2 on H100: v0.19 620 + 1536 = 2156 MiB = 2.105 GiB (llm-d's v0.19 tp 2 logs print 2.06-2.11 GiB,
     # tp 4 2.13-2.21: the workspace does not grow with tp); v0.17 563 + 1536 = 2099; v0.16 563 (no fusion);
     # A100 on v0.19: 620, no workspace; --enforce-eager: no compile pass, so no workspace either.
-    from kvplan.catalog import find_in_catalog
+    from kvplan.sources.catalog import find_in_catalog
 
     m = find_in_catalog("llama-3.1-8b-instruct")
 
@@ -100,12 +99,12 @@ def test_fit_settings_carry_the_layout_gpu_and_eager_into_the_term():
     # The same rules through vLLM's settings (vllm.settings -> vllm_overhead.overhead_terms): Llama 3.1 8B
     # on 0.19.0 at tp 2: H100 SXM 620 + 1536 MiB; --enforce-eager 620 (no compile pass, no workspace);
     # one GPU 246, with --enforce-eager too.
-    from kvplan.catalog import find_in_catalog
-    from kvplan.deploy import Deployment
-    from kvplan.engines.vllm import settings
-    from kvplan.engines.vllm_overhead import overhead_terms
-    from kvplan.hardware import find_gpu
-    from kvplan.plan import Request
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.planning.deploy import Deployment
+    from kvplan.engines.vllm.engine import settings
+    from kvplan.engines.vllm.overhead import overhead_terms
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.planning.plan import Request
 
     model, req, h100 = find_in_catalog("llama-3.1-8b-instruct"), Request(context=8192), find_gpu("h100")
 

@@ -18,7 +18,7 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
-from kvplan.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, path_error
+from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, path_error
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 MAX_BATCH = 1_000_000  # concurrent requests: far beyond any deployment, small enough to stay meaningful
@@ -52,7 +52,7 @@ def cli_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from kvplan.markup import safe_stdout
+        from kvplan.core.markup import safe_stdout
 
         safe_stdout()  # paths with non-UTF-8 bytes print as given
         try:
@@ -89,7 +89,7 @@ def engine_from_flags(engine: Optional[str], version: Optional[str], opt_items, 
     --engine-version, --engine-opt, --gpu-memory-utilization, --block-size (and fit's --emit) ask
     for: the engine-neutral planner without --engine. Checked before anything is printed."""
     from kvplan.engines import canonical_engine, engine_class, emitters, resolve_engine
-    from kvplan.units import parse_fraction
+    from kvplan.core.units import parse_fraction
 
     check_range("--block-size", block_size, 1, 4096)
     gmu = parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization") if gpu_memory_utilization else None
@@ -189,8 +189,8 @@ def table(columns: list[str], *, right: tuple[str, ...] = (), whole: tuple[str, 
 
 
 def markup_safe(text: str) -> str:
-    """Outside text for a rich table: brackets escaped, undecodable path bytes shown (kvplan.markup)."""
-    from kvplan.markup import plain
+    """Outside text for a rich table: brackets escaped, undecodable path bytes shown (kvplan.core.markup)."""
+    from kvplan.core.markup import plain
 
     return plain(text)
 
@@ -225,7 +225,7 @@ def output_files(paths: list[Path], stdout_hint: str = "--json for stdout") -> l
 def speculative_request(text, engine=None):
     """--speculative parsed (None when not given); a one-line error before any work, also where the
     configured `engine` does not model that drafter (Engine.check_speculative)."""
-    from kvplan.speculative import parse
+    from kvplan.planning.speculative import parse
 
     request = parse(text)
     if request is not None and engine is not None:
@@ -234,11 +234,11 @@ def speculative_request(text, engine=None):
 
 
 def with_speculative(spec, request, *, token=None, timeout: float = 10.0):
-    """`spec` as served with the drafter --speculative asks for (kvplan.speculative); a draft model
+    """`spec` as served with the drafter --speculative asks for (kvplan.planning.speculative); a draft model
     is found as any model is (catalog, folder or Hub)."""
     if request is None:
         return spec
-    from kvplan.resolve import resolve_model
-    from kvplan.speculative import apply
+    from kvplan.sources.resolve import resolve_model
+    from kvplan.planning.speculative import apply
 
     return apply(spec, request, lambda name: resolve_model(name, token=token, timeout=timeout).spec)

@@ -11,7 +11,7 @@ import typer
 
 from kvplan.cli import check_log, cheapest, fit, gpus, models, simulate, sweep, validate
 from kvplan.cli._common import EXIT_INTERRUPTED, stderr
-from kvplan.errors import EXIT_USAGE
+from kvplan.core.errors import EXIT_USAGE
 
 MAX_OPTION_CHARS = 200  # longer "--name" arguments are refused before the parser sees them (see main)
 

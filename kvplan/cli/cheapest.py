@@ -1,6 +1,6 @@
 """`kvplan cheapest MODEL -n N`: the cheapest deployments that hold N requests at a context.
 
-Thin: check every input, call the pure kvplan.cheapest, print the ranking (or --json).
+Thin: check every input, call the pure kvplan.compare.cheapest, print the ranking (or --json).
 """
 
 from typing import Annotated, Optional
@@ -17,7 +17,7 @@ from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
     check_workload_flags, load_requests, sla_text,
 )
-from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 
 
 def register(app: typer.Typer) -> None:
@@ -66,11 +66,11 @@ def cheapest(
 
     Exit code 6 when no deployment meets the target (the reasons are still printed).
     """
-    from kvplan.cheapest import cheapest as rank, failure_summary
-    from kvplan.dtypes import canonical_kv_dtype, canonical_weight_dtype
-    from kvplan.resolve import resolve_model
-    from kvplan.sweep import parse_counts
-    from kvplan.units import parse_tokens
+    from kvplan.compare.cheapest import cheapest as rank, failure_summary
+    from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
+    from kvplan.sources.resolve import resolve_model
+    from kvplan.compare.sweep import parse_counts
+    from kvplan.core.units import parse_tokens
 
     hw = hw_profiles or ()
     served = workload is not None or trace is not None
@@ -118,7 +118,7 @@ def cheapest(
 
 def _gpus_and_prices(gpu, prices, hw):
     """The GPUs --gpu names (a prices file alone: the GPUs it prices) and the price book."""
-    from kvplan.prices import load_prices
+    from kvplan.hardware.prices import load_prices
 
     gpu_list = resolve_gpus(gpu or "all", hw)
     price_book = load_prices(prices, hw)
@@ -131,8 +131,8 @@ def _gpus_and_prices(gpu, prices, hw):
 
 def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candidates, sims: dict, loaded, sla):
     """(the target in words, the JSON document): the candidates meeting it, ranked, then the rest."""
-    from kvplan.cheapest import RANKING, candidate_row
-    from kvplan.units import human_tokens
+    from kvplan.compare.cheapest import RANKING, candidate_row
+    from kvplan.core.units import human_tokens
 
     target = (f"{spec.name}: {concurrency:,} concurrent requests of {human_tokens(ctx_tokens)} tokens"
               + (f", ≥ {min_tps:g} tokens/s each" if min_tps else ""))
@@ -156,8 +156,8 @@ def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candid
 
 
 def _serve(candidates, spec, gpu_list, loaded, sla):
-    """Candidates re-judged by simulating the workload on them (kvplan.simulate.capacity)."""
-    from kvplan.simulate.capacity import Target, filter_candidates
+    """Candidates re-judged by simulating the workload on them (kvplan.simulator.capacity)."""
+    from kvplan.simulator.capacity import Target, filter_candidates
 
     stderr(loaded.said)
     target = Target(tuple(loaded.requests), *sla)
@@ -197,7 +197,7 @@ def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, t
 
 def _layout(c) -> str:
     """'8 (tp 8)', '16 (2 × tp 8)' for two replicas of tp 8."""
-    from kvplan.layout import layout_text
+    from kvplan.planning.layout import layout_text
 
     copies = f"{c.replicas} × " if c.replicas > 1 else ""
     return f"{c.gpus} ({copies}{layout_text(c.deployment)})"
@@ -208,8 +208,8 @@ def _money(v) -> str:
 
 
 def _deployments(spec, counts, max_gpus):
-    """--gpu-counts as kvplan.deploy's one rule splits each for this model, else the search's candidates."""
-    from kvplan.deploy import candidate_deployments, deployment_for_gpus
+    """--gpu-counts as kvplan.planning.deploy's one rule splits each for this model, else the search's candidates."""
+    from kvplan.planning.deploy import candidate_deployments, deployment_for_gpus
 
     if not counts:
         return candidate_deployments(spec, max_gpus)

@@ -12,7 +12,7 @@ def register(app: typer.Typer) -> None:
 @cli_errors
 def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
     """List the GPU catalog: memory, bandwidth, dense FLOPs, aliases."""
-    from kvplan.hardware import load_gpus
+    from kvplan.hardware.gpus import load_gpus
 
     catalog = load_gpus(hw_profiles or ())
     data = [{

@@ -1,13 +1,13 @@
 """`fit --gpus N` alone: every valid layout of N GPUs planned, ranked, the top few shown with why.
 
-Ranking (kvplan.layout.layout_rank_key): plans that fit first, then the most concurrent requests
+Ranking (kvplan.planning.layout.layout_rank_key): plans that fit first, then the most concurrent requests
 at the context, then decode tokens/s, then fewer pipeline stages, then wider tp. The best layout
 is then planned and shown as `fit --tp/--pp/--dp/--ep` would show it.
 """
 
 from kvplan.cli._common import stderr, table
-from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.units import gib
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.units import gib
 
 TOP = 5
 
@@ -15,8 +15,8 @@ TOP = 5
 def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
     """(the best deployment, the JSON rows of every layout); the table of the top few on stdout.
     One GPU, or an engine that only splits layers (llama.cpp), has one layout: no search, rows None."""
-    from kvplan.deploy import Deployment, search_layouts
-    from kvplan.layout import layout_text
+    from kvplan.planning.deploy import Deployment, search_layouts
+    from kvplan.planning.layout import layout_text
 
     if gpus == 1:
         return Deployment(1, 1), None
@@ -73,7 +73,7 @@ def why(plan, best) -> str:
 def pipeline_note(plans, top: int) -> str | None:
     """When the best layout pipelines, what that costs a request against the fastest of the `top` shown
     without pipeline stages (the ranking counts requests; a pipeline's latency shows only in tok/s)."""
-    from kvplan.layout import layout_text
+    from kvplan.planning.layout import layout_text
 
     if not plans or plans[0].deployment.pp == 1:
         return None

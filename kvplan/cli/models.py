@@ -20,8 +20,8 @@ def register(app: typer.Typer) -> None:
 
 def _kv_per_token(spec) -> tuple[int, int]:
     """(bytes a token adds at long context, bytes a token costs while every window still holds it)."""
-    from kvplan.dtypes import canonical_kv_dtype
-    from kvplan.profile import kv_profile
+    from kvplan.core.dtypes import canonical_kv_dtype
+    from kvplan.planning.profile import kv_profile
 
     dt = canonical_kv_dtype("auto", spec.dtype)
     prof = kv_profile(spec.layers, 1, dt, dt, 1)
@@ -37,7 +37,7 @@ def _summary(spec) -> dict:
         "kv_bytes_per_token_within_windows": _kv_per_token(spec)[1], "max_context": spec.max_context, "dtype": spec.dtype,
         "weight_format": spec.quantization.method, "checkpoint_bytes": spec.checkpoint_bytes,
         "layers": len(spec.layers), "layer_kinds": dict(kinds),
-        # multi-token-prediction modules: counted only with --speculative mtp (kvplan.speculative)
+        # multi-token-prediction modules: counted only with --speculative mtp (kvplan.planning.speculative)
         "mtp_layers": len(spec.mtp_layers), "mtp_params": spec.mtp_params.total if spec.mtp_params else 0,
         "notes": list(spec.notes), "source": spec.source,
     }
@@ -47,13 +47,13 @@ def _summary(spec) -> dict:
 @cli_errors
 def list_models(as_json: JsonOpt = False):
     """Every model in the catalog, with family, parameters and KV bytes per token."""
-    from kvplan.catalog import load_catalog
+    from kvplan.sources.catalog import load_catalog
 
     specs = sorted(load_catalog(), key=lambda s: (s.family, s.name))
     rows = [_summary(s) for s in specs]
 
     def render(console) -> None:
-        from kvplan.units import human_bytes, human_tokens
+        from kvplan.core.units import human_bytes, human_tokens
 
         # KV/token: what a token costs while every sliding window still holds it; beyond windows: what
         # one more token adds at long context (0 when every layer is windowed or a fixed state).
@@ -78,7 +78,7 @@ def show(
     """The parsed spec of one model: geometry, per-layer kinds, weights by role."""
     import dataclasses
 
-    from kvplan.resolve import resolve_model
+    from kvplan.sources.resolve import resolve_model
 
     resolved = resolve_model(name, revision=revision, token=token)
     print_notes(resolved)
@@ -124,10 +124,10 @@ def import_model(
     """Write a catalog entry for offline use (a user catalog; the bundled one is built the same way)."""
     import dataclasses
 
-    from kvplan.catalog import bundled_clashes, user_catalog_dir
-    from kvplan.errors import EXIT_USAGE, KvplanError
-    from kvplan.importer import short_aliases, write_spec
-    from kvplan.resolve import resolve_model
+    from kvplan.sources.catalog import bundled_clashes, user_catalog_dir
+    from kvplan.core.errors import EXIT_USAGE, KvplanError
+    from kvplan.sources.importer import short_aliases, write_spec
+    from kvplan.sources.resolve import resolve_model
 
     resolved = resolve_model(name, revision=revision, token=token)
     spec = resolved.spec
@@ -161,9 +161,9 @@ def check(
     """Compare kvplan's reading with transformers' own cache, built on the meta device (needs \\[transformers])."""
     import dataclasses
 
-    from kvplan.errors import EXIT_ERROR, KvplanError
-    from kvplan.hf_meta import TOKENS, cache_profile, compare
-    from kvplan.importer import build_spec
+    from kvplan.core.errors import EXIT_ERROR, KvplanError
+    from kvplan.readers.hf_meta import TOKENS, cache_profile, compare
+    from kvplan.sources.importer import build_spec
 
     config, label = _raw_config(name, revision, token)
     spec, _ = build_spec(config, None, name=label, source=label)
@@ -190,10 +190,10 @@ def check(
 
 def _raw_config(name: str, revision, token) -> tuple[dict, str]:
     """The config.json behind NAME: a local file or folder, a Hub repo, or a catalog entry's Hub repo."""
-    from kvplan import hub
-    from kvplan.catalog import find_in_catalog
-    from kvplan.errors import EXIT_NOT_FOUND, KvplanError
-    from kvplan.resolve import looks_like_path, read_config_file
+    from kvplan.sources import hub
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.core.errors import EXIT_NOT_FOUND, KvplanError
+    from kvplan.sources.resolve import looks_like_path, read_config_file
 
     if looks_like_path(name):
         path = Path(name).expanduser()

@@ -3,7 +3,7 @@
 from typing import Optional
 
 from kvplan.cli._common import print_notes
-from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError
 
 GPU_LIST_HELP = "Comma-separated GPU names or aliases, or `all` (default)."
 
@@ -18,7 +18,7 @@ def names(text: str, what: str) -> list[str]:
 
 def resolve_gpus(text: str, hw_dirs) -> list:
     """`h100,h200` or `all` -> GPU objects (each once, in the order given)."""
-    from kvplan.hardware import find_gpu, load_gpus
+    from kvplan.hardware.gpus import find_gpu, load_gpus
 
     items = names(text, "--gpu")
     if [n.lower() for n in items] == ["all"]:
@@ -32,8 +32,8 @@ def resolve_gpus(text: str, hw_dirs) -> list:
 
 def resolve_models(text: str, revision=None, token=None, timeout: float = 10.0) -> list:
     """`llama-3.1-70b,qwen3-32b` or `all` (the catalog) -> ModelSpecs, notes on stderr."""
-    from kvplan.catalog import load_catalog
-    from kvplan.resolve import resolve_model
+    from kvplan.sources.catalog import load_catalog
+    from kvplan.sources.resolve import resolve_model
 
     items = names(text, "--models")
     if [n.lower() for n in items] == ["all"]:
@@ -48,7 +48,7 @@ def resolve_models(text: str, revision=None, token=None, timeout: float = 10.0) 
 
 def weight_dtypes(text: Optional[str]) -> list:
     """`bf16,int4,auto` -> canonical weight dtypes (None = the checkpoint's)."""
-    from kvplan.dtypes import canonical_weight_dtype
+    from kvplan.core.dtypes import canonical_weight_dtype
 
     if text is None:
         return [None]

@@ -1,7 +1,7 @@
 """`kvplan simulate MODEL --gpu GPU`: how many of my users a deployment holds, and at what latency.
 
 Thin: check every input first (output names included), plan the deployment as `fit` does, turn
-the plan into the simulator's inputs (kvplan.simulate.adapter), run the event-driven engine on
+the plan into the simulator's inputs (kvplan.simulator.adapter), run the event-driven engine on
 the workload or trace, print a summary and write the files. Nothing heavy is imported at start-up.
 """
 
@@ -21,7 +21,7 @@ from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
     check_workload_flags, load_requests, sla_text,
 )
-from kvplan.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 
 PROGRESS_MIN_REQUESTS = 20_000  # below this a run takes about a second: no bar
 
@@ -79,8 +79,8 @@ def simulate(
     prefill, preemption by recompute, prefix caching) on the plan's KV memory; step times come
     from a roofline model, so latencies are lower bounds.
     """
-    from kvplan.simulate.engine import RESERVE_POLICIES, EngineConfig
-    from kvplan.simulate.session import configs
+    from kvplan.simulator.engine import RESERVE_POLICIES, EngineConfig
+    from kvplan.simulator.session import configs
 
     if mode not in ("paged", "contiguous"):
         raise KvplanError(f"--mode must be paged or contiguous, got {mode!r}", EXIT_USAGE)
@@ -118,9 +118,9 @@ def simulate(
 def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttft, slo_tpot, pct):
     """--find-rate: the highest rate meeting the SLA; returns that rate's requests (meta records the search).
     `loaded`: load_requests()'s LoadedRequests (a trace's rows are reshaped at each rate, not read again)."""
-    from kvplan.simulate.capacity import Target, max_rate
-    from kvplan.simulate.session import shape_trace
-    from kvplan.simulate.workload import find_workload, generate
+    from kvplan.simulator.capacity import Target, max_rate
+    from kvplan.simulator.session import shape_trace
+    from kvplan.simulator.workload import find_workload, generate
 
     trace = loaded.trace_rows
     if trace is not None:
@@ -151,13 +151,13 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     """Plan the deployment as `fit` does (with the drafter --speculative names), as `chosen` (a
     configured engine) sizes the pool, then the simulator's inputs and the notes for stderr."""
     from kvplan.cli.fit import _deployment, _request
-    from kvplan.hardware import find_gpu
+    from kvplan.hardware.gpus import find_gpu
     from kvplan.cli.engine_fit import engine_plan
-    from kvplan.deploy import Deployment
-    from kvplan.report import plan_warnings
-    from kvplan.resolve import resolve_model
-    from kvplan.simulate.adapter import sim_model
-    from kvplan.units import parse_tokens
+    from kvplan.planning.deploy import Deployment
+    from kvplan.report.text import plan_warnings
+    from kvplan.sources.resolve import resolve_model
+    from kvplan.simulator.adapter import sim_model
+    from kvplan.core.units import parse_tokens
 
     hw = find_gpu(gpu, hw_profiles or ())
     limit = None if max_model_len is None else parse_tokens(max_model_len, "--max-model-len")
@@ -190,7 +190,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
 
 
 def _run(sim, requests, runs, slo_ttft, slo_tpot):
-    from kvplan.simulate.session import run_all
+    from kvplan.simulator.session import run_all
 
     total = len(requests) * len(runs)
     with progress_bar("simulating", total, show=total >= PROGRESS_MIN_REQUESTS, eta=True) as bar:
@@ -198,8 +198,8 @@ def _run(sim, requests, runs, slo_ttft, slo_tpot):
 
 
 def _report(meta, results, files, as_json, title):
-    from kvplan.export import atomic_write, json_text
-    from kvplan.simulate.report import document, render_html, write_series_csv
+    from kvplan.report.export import atomic_write, json_text
+    from kvplan.report.simulation import document, render_html, write_series_csv
 
     for name, (summary, _) in results.items():
         r = summary["requests"]
@@ -228,7 +228,7 @@ def _print_summary(results) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from kvplan.simulate.report import summary_lines
+    from kvplan.report.simulation import summary_lines
 
     console = Console()
     if len(results) == 1:

@@ -1,7 +1,7 @@
 """`kvplan sweep`: plan every model × GPU × GPU count × context × dtype, rank, write CSV/JSON/HTML.
 
-Thin: check every input first (output names included), call the pure kvplan.sweep, then write
-files atomically (kvplan.export, kvplan.html_report) and print. plotly is imported only when an
+Thin: check every input first (output names included), call the pure kvplan.compare.sweep, then write
+files atomically (kvplan.report.export, kvplan.report.html) and print. plotly is imported only when an
 .html output is asked for, so this module adds nothing heavy to `kvplan fit`'s start-up.
 """
 
@@ -21,7 +21,7 @@ from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt, check_workload_flags,
     load_requests,
 )
-from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError
 
 PROGRESS_MIN_PLANS = 20_000  # below this a sweep takes well under a second: no bar
 MAX_SIMULATED_PLANS = 500  # --workload simulates each plan (about 0.1-1 s each)
@@ -71,11 +71,11 @@ def sweep(
     With --workload or --trace, every plan also serves that workload in the simulator (`kvplan
     simulate`; the context is the longest request) and its rows gain the sim_* columns.
     """
-    from kvplan.dtypes import canonical_kv_dtype
-    from kvplan.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
-    from kvplan.prices import load_prices
-    from kvplan.sweep import parse_counts
-    from kvplan.units import parse_token_list
+    from kvplan.core.dtypes import canonical_kv_dtype
+    from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
+    from kvplan.hardware.prices import load_prices
+    from kvplan.compare.sweep import parse_counts
+    from kvplan.core.units import parse_token_list
 
     hw = hw_profiles or ()
     contexts = parse_token_list(ctx, "--ctx")
@@ -133,14 +133,14 @@ def sweep(
 
 def _run(args, kwargs, total: int):
     """The sweep, with a progress bar on a terminal's stderr when it is big enough to wait for."""
-    from kvplan.sweep import sweep as run_sweep
+    from kvplan.compare.sweep import sweep as run_sweep
 
     with progress_bar("planning", total, show=total >= PROGRESS_MIN_PLANS, eta=True) as bar:
         return run_sweep(*args, **kwargs, progress=bar and bar.advance)
 
 
 def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book) -> list[str]:
-    from kvplan.sweep import RANKING
+    from kvplan.compare.sweep import RANKING
 
     fitting = sum(p.fits for p in result.plans)
     summary = [f"{len(result.plans):,} plans ({fitting:,} fit) of {len(specs)} model(s) × {len(gpu_list)} GPU(s) "
@@ -161,8 +161,8 @@ def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch
 def _json_text(result, rows: list[dict], prices) -> str:
     from dataclasses import asdict
 
-    from kvplan.export import json_document
-    from kvplan.sweep import RANKING
+    from kvplan.report.export import json_document
+    from kvplan.compare.sweep import RANKING
 
     head = {"engine": result.engine, "ranking": RANKING, "plans_count": len(rows), "fits_count": sum(r["fits"] for r in rows),
             "skipped_plans": result.skipped_plans, "skipped": [asdict(s) for s in result.skipped],
@@ -172,7 +172,7 @@ def _json_text(result, rows: list[dict], prices) -> str:
 
 def _rows(result, sims, limit=None) -> list[dict]:
     """The ranked rows, with the simulated columns of each plan when there are any."""
-    from kvplan.sweep import sweep_rows
+    from kvplan.compare.sweep import sweep_rows
 
     rows = sweep_rows(result, limit=limit)
     if sims is not None:
@@ -183,7 +183,7 @@ def _rows(result, sims, limit=None) -> list[dict]:
 
 def _simulate(result, gpu_list, loaded, slo_ttft: float, slo_tpot: float) -> list[dict]:
     """sim_* columns of every plan, in rank order (a progress bar on a terminal)."""
-    from kvplan.simulate.capacity import Target, sim_row, simulate_plan
+    from kvplan.simulator.capacity import Target, sim_row, simulate_plan
 
     target = Target(tuple(loaded.requests), slo_ttft, slo_tpot)
     gpus = {g.key: g for g in gpu_list}
@@ -200,7 +200,7 @@ def _write_files(result, files, title: str, summary: list[str], prices, gpus=(),
     """Every --output, each written atomically."""
     if not files:
         return
-    from kvplan.export import atomic_write, write_csv
+    from kvplan.report.export import atomic_write, write_csv
 
     rows = _rows(result, sims)
     for path, fmt in files:
@@ -209,15 +209,15 @@ def _write_files(result, files, title: str, summary: list[str], prices, gpus=(),
         elif fmt == ".json":
             atomic_write(path, _json_text(result, rows, prices))
         else:
-            from kvplan.html_report import render_html
-            from kvplan.procurement import headlines
+            from kvplan.report.html import render_html
+            from kvplan.compare.procurement import headlines
 
             atomic_write(path, render_html(rows, title=title, summary=summary, skipped=_skipped_lines(result),
                                            currency=prices.unit, headlines=headlines(result, gpus)))
 
 
 def _write_stdout(result, fmt: str, prices, sims=None) -> None:
-    from kvplan.export import write_csv
+    from kvplan.report.export import write_csv
 
     rows = _rows(result, sims)
     if fmt == "csv":
@@ -232,7 +232,7 @@ def _skipped_lines(result) -> list[str]:
 
 
 def _sweep_table(result, rows: list[dict], currency: str):
-    from kvplan.units import human_tokens
+    from kvplan.core.units import human_tokens
 
     priced = any(r["price_per_gpu_hour"] is not None for r in rows)
     weights = len({r["weight_dtype"] for r in rows}) > 1

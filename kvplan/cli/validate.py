@@ -42,9 +42,9 @@ def validate(
     as_json: JsonOpt = False,
 ):
     """Run a real torch decode of MODEL and check kvplan's KV, weight and peak predictions against it."""
-    from kvplan.errors import EXIT_USAGE, KvplanError
-    from kvplan.resolve import resolve_model
-    from kvplan.units import parse_tokens
+    from kvplan.core.errors import EXIT_USAGE, KvplanError
+    from kvplan.sources.resolve import resolve_model
+    from kvplan.core.units import parse_tokens
 
     ctx_tokens = parse_tokens(ctx, "--ctx")
     _check_flags(tp, pp, dp, ep, backend, hidden)
@@ -82,7 +82,7 @@ def validate(
 
 
 def _check_flags(tp: int, pp: int, dp: int, ep: int, backend: str, hidden: Optional[int]) -> None:
-    from kvplan.errors import EXIT_USAGE, KvplanError
+    from kvplan.core.errors import EXIT_USAGE, KvplanError
 
     if min(tp, pp, dp, ep) < 1:
         raise KvplanError("--tp, --pp, --dp and --ep must be at least 1", EXIT_USAGE)
@@ -99,7 +99,7 @@ def _check_flags(tp: int, pp: int, dp: int, ep: int, backend: str, hidden: Optio
 def _run(spec, settings, layout, backend: str, model: str):
     """(record, checks) of the run on one process, across ranks, or with transformers' own class;
     None on a torchrun rank other than 0. An allocation failure is a one-line error."""
-    from kvplan.errors import KvplanError
+    from kvplan.core.errors import KvplanError
     from kvplan.validate.run import is_out_of_memory, out_of_memory_error
 
     try:
@@ -123,7 +123,7 @@ def _run(spec, settings, layout, backend: str, model: str):
 
 def _report(record: dict, checks, as_json: bool, output: Optional[Path]) -> None:
     """The notes, the record (JSON or tables), the results file; a failed check is the exit code."""
-    from kvplan.errors import EXIT_ERROR, KvplanError
+    from kvplan.core.errors import EXIT_ERROR, KvplanError
 
     for note in record["notes"]:
         stderr(f"note: {note}")
@@ -148,8 +148,8 @@ def _compute(dtype: Optional[str]) -> Optional[str]:
     """--dtype's canonical name; None (and auto) leave the choice to the device."""
     if dtype is None or dtype.strip().lower() == "auto":
         return None
-    from kvplan.dtypes import canonical_kv_dtype
-    from kvplan.errors import EXIT_USAGE, KvplanError
+    from kvplan.core.dtypes import canonical_kv_dtype
+    from kvplan.core.errors import EXIT_USAGE, KvplanError
 
     try:
         name = canonical_kv_dtype(dtype).name
@@ -183,8 +183,8 @@ class _progress:
 def _render(console, record: dict, checks) -> None:
     from rich.table import Table
 
-    from kvplan.markup import plain
-    from kvplan.units import human_bytes as format_bytes
+    from kvplan.core.markup import plain
+    from kvplan.core.units import human_bytes as format_bytes
 
     title = plain(f"{record.get('backend', 'torch')} / {record['model']}: {record['layers']} of {record['layers_total']} layers, batch {record['batch']}, "
              f"ctx {record['ctx']:,} ({record['prompt_tokens']:,} prompt + {record['decode_steps']} decoded), "

@@ -1,9 +1,11 @@
 """Engine registry: how kvplan, vLLM, SGLang, TensorRT-LLM, llama.cpp and transformers size the KV cache.
 
-Each engine is one module here with one `Engine` subclass (kvplan.engines.base) named `ENGINE`;
-the registry finds the modules, and `resolve_engine` configures one from the user's flags. No engine code is copied, only its arithmetic restated;
-the sources (file and version) are in each module and in docs/engines.md. Engine modules are
-imported on demand, so `fit` without --engine stays light.
+Each engine is one package here (`vllm/`, `sglang/`, ...) whose `engine` module holds one `Engine`
+subclass (kvplan.engines.base) named `ENGINE`; beside it live the engine's other rules (start-up
+budget, pool, layout) and its log check (`reconcile`). The registry finds the packages, and
+`resolve_engine` configures one from the user's flags. No engine code is copied, only its arithmetic
+restated; the sources (file and version) are in each module and in docs/engines.md. Engine packages
+are imported on demand, so `fit` without --engine stays light.
 """
 
 from __future__ import annotations
@@ -11,19 +13,14 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import import_module
 
-from kvplan.errors import EXIT_USAGE, KvplanError
-
-NOT_ENGINES = ("base", "neutral", "vllm_overhead", "vllm_non_torch", "vllm_boot", "vllm_autofit", "vllm_pool",
-               "vllm_cache_dtype",
-               "sglang_boot", "sglang_layout")  # modules here that are not an engine
-
+from kvplan.core.errors import EXIT_USAGE, KvplanError
 
 @lru_cache(maxsize=1)
 def _modules() -> tuple[str, ...]:
-    """The engine modules here: adding an engine is adding a module."""
+    """The engine packages here: adding an engine is adding a package with an `engine` module."""
     import pkgutil
 
-    return tuple(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_") and m.name not in NOT_ENGINES)
+    return tuple(m.name for m in pkgutil.iter_modules(__path__) if m.ispkg and not m.name.startswith("_"))
 
 
 @lru_cache(maxsize=1)
@@ -32,7 +29,7 @@ def _registry() -> tuple[dict[str, type], dict[str, str]]:
     named, so `fit` without --engine stays light)."""
     classes, aliases = {}, {}
     for mod in _modules():
-        cls = import_module(f"{__name__}.{mod}").ENGINE
+        cls = import_module(f"{__name__}.{mod}.engine").ENGINE
         classes[cls.name] = cls
         aliases.update({a: cls.name for a in cls.aliases})
     return dict(sorted(classes.items())), aliases
@@ -50,7 +47,7 @@ def _named(key: str):
         return None
     for mod in _modules():
         if _squash(key) in _squash(mod):
-            cls = import_module(f"{__name__}.{mod}").ENGINE
+            cls = import_module(f"{__name__}.{mod}.engine").ENGINE
             if key == cls.name or key in cls.aliases:
                 return cls
     return None

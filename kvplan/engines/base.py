@@ -5,12 +5,12 @@ then, for a model, a GPU, a deployment and a request, runs the same steps:
 
   settings   the engine's defaults for this GPU and release, overridden by options and flags;
   request    the Request as the engine reads it (its utilisation, page size, overhead, cache dtype);
-  budget     per-stage KV bytes (kvplan.plan.budgets, then the engine's own rule, e.g. a fraction);
+  budget     per-stage KV bytes (kvplan.planning.plan.budgets, then the engine's own rule, e.g. a fraction);
   capacity   what the engine prints (tokens, concurrency, blocks, its own labelled lines);
   answers    the plan's tokens, concurrency, longest context and fit, from the capacity;
   emit_args  the serve command line that runs the plan (engines that have one).
 
-`result()` is the template: it runs those steps and makes the Plan once (kvplan.plan.assemble).
+`result()` is the template: it runs those steps and makes the Plan once (kvplan.planning.plan.assemble).
 The engine-neutral planner (kvplan.engines.neutral) is the default engine.
 """
 
@@ -19,22 +19,22 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.plan import (Answers, Plan, Request, Stage, Usage, assemble, budgets, gpu_budget,
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.planning.plan import (Answers, Plan, Request, Stage, Usage, assemble, budgets, gpu_budget,
                          paged_max_context,
                          prepare, usage)
-from kvplan.profile import PAGED
+from kvplan.planning.profile import PAGED
 
 class Figure(NamedTuple):
     """One figure an engine prints, in the engine's own words: a raw value and the unit it is in.
 
     Values are numbers (or a tuple of numbers for a compound line), never formatted text: the edge
-    (kvplan.report.format_figure) decides how a unit reads (GiB, MiB, thousands separators).
+    (kvplan.report.text.format_figure) decides how a unit reads (GiB, MiB, thousands separators).
     """
 
     label: str
     value: object  # int | float | tuple of ints/floats
-    unit: str  # a key of kvplan.report.FIGURE_FORMATS
+    unit: str  # a key of kvplan.report.text.FIGURE_FORMATS
 
 
 class Capacity(NamedTuple):
@@ -82,16 +82,16 @@ class Engine:
     default_version = ""
     option_names: tuple[str, ...] = ()
     emits = False  # has emit_args
-    # The layer kinds (kvplan.layers.Kind) this engine's rules table sizes: a model with a layer of any
+    # The layer kinds (kvplan.model.layers.Kind) this engine's rules table sizes: a model with a layer of any
     # other kind is refused (check_layers), so a new kind is planned by no engine until it has a row.
     kinds: frozenset = frozenset()
-    # Spec types with an `allocation` of their own (kvplan.layers: IndexedMLA, DeepSeek Sparse Attention's
+    # Spec types with an `allocation` of their own (kvplan.model.layers: IndexedMLA, DeepSeek Sparse Attention's
     # indexer keys; ParallelHybrid, Falcon-H1's attention + Mamba layers) that this engine sizes as it
     # allocates them; an engine whose allocation of one nobody has read from its source refuses it.
     reads_layers: frozenset[type] = frozenset()
     supports_dp = False  # data-parallel ranks (each its own pool and requests) are modelled
     supports_dcp = False  # decode context parallel (MLA latents striped over tp ranks) is modelled
-    supports_speculative = False  # a drafter's layers, weights and lookahead (kvplan.speculative) are modelled
+    supports_speculative = False  # a drafter's layers, weights and lookahead (kvplan.planning.speculative) are modelled
     dcp_tokens_whole = False  # the printed token capacity already counts every rank of a dcp group
     splits_layers_only = False  # GPUs only split the layers (llama.cpp): one layout of N GPUs, no tp to search
     kv_dtype_flags: dict[str, str] = {}  # emit_args: the serve flag's spelling of a kvplan cache dtype
@@ -130,7 +130,7 @@ class Engine:
         return req
 
     def rules(self, st):
-        """How held tokens become allocated slots (kvplan.profile.PAGED or the engine's own)."""
+        """How held tokens become allocated slots (kvplan.planning.profile.PAGED or the engine's own)."""
         return PAGED
 
     def budget(self, stages: tuple[Stage, ...], req: Request, st) -> tuple[Stage, ...]:
@@ -176,7 +176,7 @@ class Engine:
     def result(self, model, gpu, dep, req: Request) -> EngineResult:
         """`req` on `dep` as this engine allocates: its Plan (made once), printed figures and settings.
         A KvplanError where the engine cannot run the deployment."""
-        from kvplan.layout import rank_request, whole_answers
+        from kvplan.planning.layout import rank_request, whole_answers
 
         self.check_layers(model)
         self.check_layout(model, dep)
@@ -210,7 +210,7 @@ class Engine:
 
     def check_speculative(self, method: str) -> None:
         """A one-line refusal where this engine (or this release of it) does not model the drafter
-        `method` (kvplan.speculative: "mtp", "draft_model", "ngram"): checked from the flag alone,
+        `method` (kvplan.planning.speculative: "mtp", "draft_model", "ngram"): checked from the flag alone,
         before any model is read, and again for every model planned (check_layers)."""
         if not self.supports_speculative:
             raise KvplanError(f"--speculative with --engine {self.name}: its drafter's cache and weights are not "
@@ -218,14 +218,14 @@ class Engine:
                               "engine", EXIT_USAGE)
 
     def placement(self, model, dep, gpu=None):
-        """Over how many ranks each part of the weights is split (kvplan.layout.Placement): vLLM's."""
-        from kvplan.layout import vllm_placement
+        """Over how many ranks each part of the weights is split (kvplan.planning.layout.Placement): vLLM's."""
+        from kvplan.planning.layout import vllm_placement
 
         return vllm_placement(dep.tp, dep.dp)
 
     def check_layout(self, model, dep) -> None:
         """A one-line error for a layout this engine is not modelled for (before any output)."""
-        from kvplan.speculative import check_deployment
+        from kvplan.planning.speculative import check_deployment
 
         check_deployment(model, dep)
         if dep.dcp > 1 and not self.supports_dcp:

@@ -1,13 +1,13 @@
 """kvplan's engine-neutral rules, the default engine: whole pages of the held tokens, budget =
-usable x utilisation - weights - overhead estimate (kvplan.plan), concurrency by division and the
+usable x utilisation - weights - overhead estimate (kvplan.planning.plan), concurrency by division and the
 longest context by search over the same arithmetic.
 """
 
 from __future__ import annotations
 
 from kvplan.engines.base import Capacity, Engine
-from kvplan.layers import IndexedMLA, Kind, ParallelHybrid
-from kvplan.plan import (Answers, assemble, budgets, context_cost, gpu_budget, paged_answers, paged_max_context,
+from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
+from kvplan.planning.plan import (Answers, assemble, budgets, context_cost, gpu_budget, paged_answers, paged_max_context,
                          prepare, prepare_key, usage)
 
 
@@ -23,7 +23,7 @@ class NeutralEngine(Engine):
     name = "kvplan"
     supports_dp = True
     supports_dcp = True
-    supports_speculative = True  # vLLM's rules: the drafter's layers join the pool (kvplan.speculative)
+    supports_speculative = True  # vLLM's rules: the drafter's layers join the pool (kvplan.planning.speculative)
     label = None  # reports say "engine-neutral" where an engine's label would go
     # its arithmetic is each spec's own (tokens_held, elements_per_token, state_elements): every kind
     kinds = frozenset(Kind)
@@ -41,7 +41,7 @@ class NeutralEngine(Engine):
         context (one rank's request, weights per stage, overhead, KV profiles: once per request)
         and, per GPU budget, the stages and the longest context (it does not depend on the asked
         context). Every number is result()'s own (tests/test_reports.py)."""
-        from kvplan.layout import rank_request, whole_answers
+        from kvplan.planning.layout import rank_request, whole_answers
 
         self.check_layers(model)
         self.check_layout(model, dep)

@@ -1,6 +1,6 @@
 """Readers for model families whose layout the standard keys do not describe, one module each.
 
-kvplan.configs reads the common decoder (and the hybrids it has always known); a family whose
+kvplan.readers.configs reads the common decoder (and the hybrids it has always known); a family whose
 config needs its own rules (pure Mamba, Nemotron-NAS block_configs, ...) gets a module here with
 `read_layers(cfg, g)` and registers its model_type in READERS. `unknown_family_keys` is the
 policy for a model_type nobody wrote a reader for: kvplan reads it only when every key is one a
@@ -22,9 +22,9 @@ READERS = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba", "nemotr
 
 
 def family_reader(model_type: str):
-    """The reader module for this model_type, or None when kvplan.configs' common path reads it."""
+    """The reader module for this model_type, or None when kvplan.readers.configs' common path reads it."""
     module = READERS.get(model_type)
-    return importlib.import_module(f"kvplan.readers.{module}") if module else None
+    return importlib.import_module(f"kvplan.readers.families.{module}") if module else None
 
 # Keys the generic reader sizes a standard decoder from (dense or MoE, GQA, one optional window).
 STANDARD_LAYOUT = {

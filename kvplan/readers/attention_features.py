@@ -1,7 +1,7 @@
 """The attention features a config implies beyond its cache's shape, set on the layers read from it.
 
-kvplan.layers.ATTENTION_FEATURES says what they are and why an engine cares; this module says which
-configs have them (MiMo-V2 names its sinks in its own keys: kvplan.readers.mimo_v2).
+kvplan.model.layers.ATTENTION_FEATURES says what they are and why an engine cares; this module says which
+configs have them (MiMo-V2 names its sinks in its own keys: kvplan.readers.families.mimo_v2).
   * sinks: gpt-oss gives every attention layer a learned sink per head with no config key saying so
     (vLLM `model_executor/models/gpt_oss.py` OAIAttention: `self.sinks`, passed as Attention(sinks=);
     transformers' GptOssAttention likewise).
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvplan.layers import FullAttention, SlidingWindow
+from kvplan.model.layers import FullAttention, SlidingWindow
 
 SINKS_ON_EVERY_LAYER = frozenset({"gpt_oss"})  # model_types whose attention layers all carry sinks
 MM_PREFIX_LM = frozenset({"bagel", "gemma3", "molmo2", "paligemma"})  # vLLM's fallback list (v0.19.0)

@@ -8,7 +8,7 @@ transformers 5.24.0): a list `layers_block_type` (alias `layer_types`) of "mamba
 pattern is the property `_list_to_pattern` makes of it (M, *, -, E). vLLM builds the model from that
 property (model_executor/models/nemotron_h.py v0.19.0: `config.hybrid_override_pattern[layer_idx]`, and
 `len(config.hybrid_override_pattern)` layers), so kvplan restates the list as that string before its
-common reader (kvplan.configs, kvplan.params) reads the layers.
+common reader (kvplan.readers.configs, kvplan.readers.params) reads the layers.
 
 A nemotron_h config with neither key is refused: transformers' default list (4 layers) and vLLM's own
 config class default (52 layers) disagree, and reading every layer as attention would be silently wrong.
@@ -18,10 +18,10 @@ takes the list, an engine reading the pattern would build another model).
 
 from __future__ import annotations
 
-from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError
 
 _SYMBOL = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
-_MAX_LAYERS = 10_000  # kvplan.configs' limit on num_hidden_layers
+_MAX_LAYERS = 10_000  # kvplan.readers.configs' limit on num_hidden_layers
 
 
 def nemotron_h_layout(data: dict, where: str) -> dict:

@@ -5,7 +5,7 @@ GLM-4.5 in `model.layers.92`, Qwen3-Next and Qwen3.5 under `mtp.*` (`mtp_num_hid
 `model.mtp_layers.*`. vLLM builds them only as the drafter of `--speculative-config '{"method": "mtp"}'`
 and otherwise skips their tensors, so kvplan keeps them apart from `ModelSpec.layers`/`params`
 (`ModelSpec.mtp_layers`/`mtp_params`) and adds them only when speculative decoding is asked for
-(kvplan.speculative).
+(kvplan.planning.speculative).
 
 Each MTP module is one full decoder layer of the model's own kind (its own KV cache: an MLA latent
 for DeepSeek, full attention for Qwen3-Next's hybrid) plus a projection of [embedding; hidden] (2H -> H)
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 
-from kvplan.layers import Kind, LayerSpec
-from kvplan.model import ParamCounts
+from kvplan.model.layers import Kind, LayerSpec
+from kvplan.model.spec import ParamCounts
 
 # model_type -> (config key counting the modules, vLLM's default when absent, projection of [e; h])
 FAMILIES = {
@@ -60,7 +60,7 @@ def mtp_count(cfg, model_type: str) -> int:
 
 def read_mtp(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> tuple[tuple, ParamCounts | None, list[str]]:
     """(MTP cache layers, their parameters, notices) of a config; ((), None, notes) when it has none."""
-    from kvplan.params import count_params
+    from kvplan.readers.params import count_params
 
     declared = next((k for k in MTP_KEYS if cfg.has(k) and cfg.raw(k)), None)
     if model_type not in FAMILIES:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.model import Quantization
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.model.spec import Quantization
 
 
 def read_quantization(cfg, params=None, layers=()) -> Quantization:
@@ -104,12 +104,12 @@ def _int_format(bits: int, where: str) -> str:
 
 
 def _dtype(cfg) -> str:
-    from kvplan.configs import read_dtype
+    from kvplan.readers.configs import read_dtype
 
     return read_dtype(cfg)
 
 
 def _shown(value) -> str:
-    from kvplan.configs import shown
+    from kvplan.readers.configs import shown
 
     return shown(value)

@@ -4,8 +4,8 @@ Granite 4, Jamba, LFM2), shaped as vLLM's mamba_utils.MambaStateShapeCalculator 
 
 from __future__ import annotations
 
-from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.layers import RecurrentState
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.model.layers import RecurrentState
 
 
 def short_conv_state(cfg, g: dict) -> RecurrentState:
@@ -44,7 +44,7 @@ def qwen35_ssm_dtype(cfg, model_type: str) -> str:
     conv state keeps mamba_cache_dtype (auto: the model dtype). Qwen3-Next has no such hook (and its
     config no such key): "" = the plan's state dtype.
     """
-    from kvplan.params import QWEN3_5
+    from kvplan.readers.params import QWEN3_5
 
     if model_type not in QWEN3_5:
         return ""
@@ -56,7 +56,7 @@ def qwen35_ssm_dtype(cfg, model_type: str) -> str:
 
 def _dtype_name(cfg, key: str, raw) -> str:
     """kvplan's name of a config's dtype string (float32 -> fp32), refused when it is not one."""
-    from kvplan.dtypes import canonical_kv_dtype
+    from kvplan.core.dtypes import canonical_kv_dtype
 
     if not isinstance(raw, str):
         raise KvplanError(f"{cfg.where}: {key} must be a dtype name, got {raw!r:.40}", EXIT_USAGE)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError
 
 LIST_KEYS = ("modules_to_not_convert", "ignore", "ignored_layers", "ignored_modules", "llm_int8_skip_modules")
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, RecurrentState, SlidingWindow
-from kvplan.model import ModelSpec, ParamCounts
-from kvplan.params import _UNGATED  # families whose MLP is up -> act -> down (kvplan's own list)
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.model.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, RecurrentState, SlidingWindow
+from kvplan.model.spec import ModelSpec, ParamCounts
+from kvplan.readers.params import _UNGATED  # families whose MLP is up -> act -> down (kvplan's own list)
 
 MLA_NOPE_DIM = 128  # qk_nope_head_dim and v_head_dim of every MLA model in the catalog (DeepSeek V2/V3/R1,
 MLA_V_DIM = 128  # Kimi K2); not part of the spec because the cache does not depend on them

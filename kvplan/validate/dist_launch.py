@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kvplan.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
 
 TIMEOUT_S = 300  # the whole run; a collective waits at most COLLECTIVE_TIMEOUT_S for a lost rank
 COLLECTIVE_TIMEOUT_S = 120

@@ -13,7 +13,7 @@ Each rank then:
   4. compares with what the planner predicts for this rank: the KV of its stage at its tp
      (kv_profile over the stage's layers, unpaged, x its own batch), its weights as built
      (shard.rank_params, closed form) and the planner's Plan.stages[pp_rank] weights for the
-     built model at the same tp, pp, dp and ep (kvplan.layout's placement).
+     built model at the same tp, pp, dp and ep (kvplan.planning.layout's placement).
 Rank 0 gathers every rank's record. No figure of one rank stands in for another's.
 """
 
@@ -25,8 +25,8 @@ from types import SimpleNamespace
 import torch
 import torch.distributed as dist
 
-from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.model import ModelSpec
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.model.spec import ModelSpec
 from kvplan.validate.blueprint import blueprint, built_spec
 from kvplan.validate.compare import KV_TOLERANCE, WEIGHTS_TOLERANCE, Check
 from kvplan.validate.shard import Layout, Shard, layout_problem, rank_params, shard_of
@@ -46,9 +46,9 @@ def predict_rank(reduced: ModelSpec, bp, layout: Layout, shard: Shard, ctx: int,
     """This rank's figures, no torch: the planner's Plan for the built model at this layout (its stage's
     resident weights, and its KV profile x this rank's own sequences, unpaged as the static cache is),
     and the closed-form count of the shard as built."""
-    from kvplan.deploy import Deployment
+    from kvplan.planning.deploy import Deployment
     from kvplan.engines import resolve_engine
-    from kvplan.plan import Request
+    from kvplan.planning.plan import Request
 
     plan = resolve_engine().plan
     itemsize = {"fp32": 4, "bf16": 2, "fp16": 2}[compute]

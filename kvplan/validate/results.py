@@ -6,7 +6,7 @@ script on a target GPU, or several machines' files concatenated, build one repor
 file is only ever appended to when it already is a results file (its runs, or its CSV header,
 carry RESULT_KEYS): a foreign file is refused, never merged into. `check_output` says all that
 before a run starts, so a decode is never thrown away for a bad --output. Writes go through
-kvplan.export.atomic_write, kvplan's one writer, to the symlink's target when --output is a link
+kvplan.report.export.atomic_write, kvplan's one writer, to the symlink's target when --output is a link
 (the link stays); a pipe or device is refused. An interrupted write leaves the old file whole.
 No torch here.
 """
@@ -19,7 +19,7 @@ import json
 import os
 from pathlib import Path
 
-from kvplan.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError
 
 FORMATS = (".json", ".csv")
 
@@ -123,7 +123,7 @@ def _from_cell(text: str | None):
 
 def write_results(path: Path, record: dict) -> int:
     """Append `record` to the results file at `path`; returns how many runs the file now holds."""
-    from kvplan.export import atomic_write
+    from kvplan.report.export import atomic_write
 
     path = Path(path)
     check_output(path)  # again: the file may have changed during the run

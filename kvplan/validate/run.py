@@ -24,11 +24,11 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from kvplan.dtypes import DType, canonical_kv_dtype
-from kvplan.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
-from kvplan.model import ModelSpec, weight_bytes
-from kvplan.plan import activation_estimate
-from kvplan.profile import kv_profile
+from kvplan.core.dtypes import DType, canonical_kv_dtype
+from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
+from kvplan.model.spec import ModelSpec, weight_bytes
+from kvplan.planning.plan import activation_estimate
+from kvplan.planning.profile import kv_profile
 from kvplan.validate.blueprint import SMALL, Blueprint, Widths, blueprint, built_spec
 from kvplan.validate.compare import (
     KV_TOLERANCE, PEAK_TOLERANCE, PLANNER_WEIGHTS_TOLERANCE, WEIGHTS_TOLERANCE, Check, all_ok,
@@ -100,7 +100,7 @@ def available_bytes(dev: torch.device) -> int | None:
 
 def check_memory(dev: torch.device, parts: dict[str, int]) -> None:
     """Refuse, before building anything, a run whose predicted bytes exceed what the device has."""
-    from kvplan.units import human_bytes
+    from kvplan.core.units import human_bytes
 
     available = available_bytes(dev)
     need = sum(parts.values()) + RUNTIME_MARGIN
@@ -247,7 +247,7 @@ def cpu_shrink_reason(full: ModelSpec, n: int, s: Settings, kv: DType, compute: 
     need = pred.weights_bytes + pred.kv_bytes + pred.activation_bytes
     available = available_bytes(torch.device("cpu"))
     if available is not None and need > CPU_MEMORY_SHARE * available:
-        from kvplan.units import human_bytes
+        from kvplan.core.units import human_bytes
 
         return f"the full-width build needs about {human_bytes(need)} of the {human_bytes(available)} free"
     return None

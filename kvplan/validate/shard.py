@@ -11,7 +11,7 @@ Placement, as vLLM places it (docs/engines.md section 9):
     head its query heads read (`QKVParallelLinear`); MLA's down-projections, latent norms and the
     latent cache whole on every rank; dense MLP width split; the vocabulary (embedding and LM
     head) split in equal contiguous slices; norms and routers whole.
-  * pp: contiguous layer ranges (kvplan.deploy.split_layers); the embedding on the first stage,
+  * pp: contiguous layer ranges (kvplan.planning.deploy.split_layers); the embedding on the first stage,
     the final norm and LM head on the last; a tied LM head on a last stage that is not the first
     keeps its own copy of the embedding slice (vLLM builds `embed_tokens` there to tie it).
   * dp: each data-parallel rank the same weights as its tensor-parallel group, its own requests.
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.layers import ChunkedLocal, FullAttention, MLALatent, NoCache, RecurrentState, SlidingWindow
+from kvplan.model.layers import ChunkedLocal, FullAttention, MLALatent, NoCache, RecurrentState, SlidingWindow
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class Shard:
 
 
 def shard_of(bp, layout: Layout, rank: int, batch: int) -> Shard:
-    from kvplan.deploy import split_layers
+    from kvplan.planning.deploy import split_layers
 
     dp_rank, pp_rank, tp_rank = layout.coords(rank)
     start, end = split_layers(len(bp.layers), layout.pp)[pp_rank]

@@ -3,11 +3,11 @@
 The model is built from its config.json by `AutoModelForCausalLM.from_config` (random init; the
 first N layers; with --shrink, smaller MLP/expert widths, experts and vocabulary), `generate`
 decodes greedily, and the bytes of every tensor in the returned cache are compared with kvplan's
-prediction for transformers' own layout (kvplan.engines.hf_transformers): a DynamicCache holds
+prediction for transformers' own layout (kvplan.engines.hf_transformers.engine): a DynamicCache holds
 every fed token in full-attention layers; sliding ones show W - 1 tokens as a view on W tokens of
 storage (both are checked: memory held, and what the tensors show), and it caches MLA's latent from
 5.15.0 (expanded per-head K/V before). Weights are checked against kvplan's parameter count of
-the same (reduced) config, which is an independent check of kvplan.params against HF's classes.
+the same (reduced) config, which is an independent check of kvplan.readers.params against HF's classes.
 Needs the `[transformers]` extra.
 """
 
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from kvplan.errors import EXIT_USAGE, KvplanError
-from kvplan.model import ModelSpec, weight_bytes
-from kvplan.profile import kv_profile
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.model.spec import ModelSpec, weight_bytes
+from kvplan.planning.profile import kv_profile
 from kvplan.validate.compare import PLANNER_WEIGHTS_TOLERANCE, Check, all_ok
 from kvplan.validate.measure import storage_bytes
 from kvplan.validate.run import (
@@ -31,14 +31,13 @@ _LAYER_LISTS = ("layer_types", "layers_block_type", "no_rope_layers")  # layers_
 
 
 def _config_dict(model_arg: str, spec: ModelSpec) -> dict:
-    from kvplan.resolve import looks_like_path, read_config_file
+    from kvplan.sources.resolve import looks_like_path, read_config_file
 
     if looks_like_path(model_arg):
         return read_config_file(Path(model_arg).expanduser())
     if not spec.hf_repo:
         raise KvplanError(f"--backend transformers needs a config.json: {spec.name} has no Hub repo; pass a path", EXIT_USAGE)
-    from kvplan import hub
-
+    from kvplan.sources import hub
     return hub.fetch_config(spec.hf_repo).config
 
 
@@ -96,8 +95,8 @@ def validate_transformers(full: ModelSpec, s: Settings, model_arg: str) -> tuple
         import transformers
     except ImportError:
         raise KvplanError("--backend transformers needs transformers: pip install 'kvplan[transformers]'", EXIT_USAGE) from None
-    from kvplan.configs import spec_from_config
-    from kvplan.engines.hf_transformers import DynamicRules, Settings as HfSettings, hf_layers
+    from kvplan.readers.configs import spec_from_config
+    from kvplan.engines.hf_transformers.engine import DynamicRules, Settings as HfSettings, hf_layers
     from kvplan.engines.base import parse_version
 
     check_settings(full, s)
@@ -130,7 +129,7 @@ def validate_transformers(full: ModelSpec, s: Settings, model_arg: str) -> tuple
               Check("weights_planner_spec", predicted_weights, measured_weights, PLANNER_WEIGHTS_TOLERANCE)]
     tokens_match = bool(torch.equal(cached_tokens, ref))
     notes = [f"transformers {version}: {type(model).__name__} from config (random init); prediction for "
-             "transformers' own cache layout (kvplan.engines.hf_transformers)"]
+             "transformers' own cache layout (kvplan.engines.hf_transformers.engine)"]
     if n < full.num_layers:
         notes.insert(0, f"reduced model: the first {n} of {full.num_layers} layers; predictions are for the same reduced model")
     record = {

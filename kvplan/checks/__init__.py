@@ -1,0 +1,1 @@
+"""An engine's own output against kvplan: start-up logs (check-log)."""

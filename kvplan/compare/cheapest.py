@@ -1,0 +1,178 @@
+"""The cheapest deployment for a target: a model, a context, N concurrent requests, a speed floor.
+
+Pure: each candidate (GPU type x deployment) is one engine's plan at batch = N. It meets
+the target when the plan fits (N sequences of the context fit in every GPU's KV cache) and, if
+a floor is given, decode tokens/s per request (1 / decode step, the JSON's decode_tokens_per_second_per_request) reaches it. Those that
+meet it are ranked by cost per hour (price per GPU-hour x GPUs) where priced, unpriced ones
+after them by GPU count; every other candidate carries the reason it fails.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.plan import Plan, Request
+from kvplan.core.units import human_bytes, human_tokens
+
+RANKING = ("cost per hour (price per GPU-hour x GPUs) where the GPU has a price; GPUs without a "
+           "price after, by GPU count; ties: fewer GPUs, then more spare concurrency, then faster decode")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    gpu: str  # GPU key
+    deployment: Deployment
+    plan: Plan | None  # None when the deployment is invalid for the model
+    price_per_gpu_hour: float | None
+    meets: bool
+    why: str | None  # one line when it does not meet the target
+    replicas: int = 1  # independent copies of the deployment (kvplan.compare.replicas), each its share of requests
+
+    @property
+    def gpus(self) -> int:
+        return self.deployment.gpus * self.replicas
+
+    @property
+    def cost_per_hour(self) -> float | None:
+        return None if self.price_per_gpu_hour is None else self.price_per_gpu_hour * self.gpus
+
+    @property
+    def tokens_per_second_per_request(self) -> float | None:
+        return None if self.plan is None else per_request_tps(self.plan)
+
+
+def per_request_tps(p: Plan) -> float:
+    """Decode tokens/s each request sees: the batch's tokens/s / batch = 1 / step (as plan_to_dict's
+    decode_tokens_per_second_per_request)."""
+    return 1 / p.decode_step_seconds if p.decode_step_seconds else 0.0
+
+
+def _why(p: Plan, concurrency: int, min_tps: float | None, model_limit: int) -> str | None:
+    ctx = human_tokens(p.request.context)
+    if p.request.context > model_limit:
+        return f"doesn't fit: {ctx} exceeds the model's {human_tokens(model_limit)}-token limit"
+    if p.kv_memory_bytes_per_gpu <= 0:
+        return (f"doesn't fit: weights and overhead leave no KV memory "
+                f"(short by {human_bytes(-p.kv_memory_bytes_per_gpu)} per GPU)")
+    if p.max_concurrency < concurrency:
+        short = concurrency - p.max_concurrency
+        return (f"doesn't fit: short by {short:,} request{'s' if short > 1 else ''} "
+                f"(holds {p.max_concurrency:,} at {ctx})")
+    if min_tps is not None:
+        tps = per_request_tps(p)
+        if tps < min_tps:
+            return f"too slow: {tps:,.1f} tokens/s per request < {min_tps:g}"
+    return None
+
+
+def _key(c: Candidate) -> tuple:
+    cost = c.cost_per_hour
+    spare = c.plan.max_concurrency if c.plan else 0
+    tps = c.tokens_per_second_per_request or 0.0
+    return (cost is None, math.inf if cost is None else cost, c.gpus, -spare * c.replicas, -tps, c.gpu)
+
+
+def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deployments: Sequence[Deployment],
+             min_tokens_per_second: float | None = None, prices=None, kv_dtype=None, weight_dtype=None,
+             gpu_memory_utilization: float | None = None, block_size: int | None = None,
+             engine=None, max_replicas: int = 1, layouts: bool = False) -> list[Candidate]:
+    """Every candidate, those meeting the target first (ranked by RANKING), then the rest.
+
+    `prices` is a kvplan.hardware.prices.Prices (or None: no prices, rank by GPU count). `engine` (a
+    configured kvplan.engines.base.Engine; default the engine-neutral planner) plans each deployment.
+    `layouts`: every valid layout of each GPU count, not only the given split; `max_replicas` > 1: a
+    deployment short of the target is also tried as that many independent copies at most
+    (kvplan.compare.replicas).
+    """
+    from kvplan.compare.replicas import layout_deployments, replicated
+    from kvplan.planning.deploy import validate_deployment
+    from kvplan.engines import resolve_engine
+
+    engine = engine or resolve_engine()
+    if not 1 <= concurrency <= 1_000_000:
+        raise KvplanError(f"--concurrency must be between 1 and 1,000,000, got {concurrency}", EXIT_USAGE)
+    if min_tokens_per_second is not None and not 0 < min_tokens_per_second < math.inf:
+        raise KvplanError(f"--min-tokens-per-second must be a positive number, got {min_tokens_per_second}",
+                          EXIT_USAGE)
+    extra = {}
+    if gpu_memory_utilization is not None:
+        extra["gpu_memory_utilization"] = gpu_memory_utilization
+    if block_size is not None:
+        extra["block_size"] = block_size
+    req = Request(context=context, batch=concurrency, kv_dtype=kv_dtype, weight_dtype=weight_dtype, **extra)
+    meets, fails = [], []
+    if layouts:
+        deployments = layout_deployments(model, deployments)
+    for gpu in gpus:
+        price = prices.price(gpu) if prices is not None else gpu.price_per_hour
+        for dep in deployments:
+            dep = engine.deployment(dep)
+            invalid = validate_deployment(model, dep)
+            if invalid:
+                fails.append(Candidate(gpu.key, dep, None, price, False, f"invalid: {invalid}"))
+                continue
+            try:
+                p = engine.plan(model, gpu, dep, req)
+            except KvplanError as e:  # e.g. llama.cpp has no tensor parallelism
+                fails.append(Candidate(gpu.key, dep, None, price, False, f"invalid: {e.message}"))
+                continue
+            why = _why(p, concurrency, min_tokens_per_second, model.max_context)
+            c = Candidate(gpu.key, dep, p, price, why is None, why)
+            (fails if why else meets).append(c)
+            if why and p.max_concurrency < concurrency:
+                r = replicated(c, model, gpu, req, concurrency, max_replicas, engine.plan,
+                               lambda q, each: _why(q, each, min_tokens_per_second, model.max_context))
+                if r is not None:
+                    (meets if r.meets else fails).append(r)
+    meets.sort(key=_key)
+    return meets + fails
+
+
+def failure_summary(candidates: Sequence[Candidate]) -> list[tuple[str, str, str]]:
+    """Per GPU type that has failing candidates: (gpu, GPU counts tried, the telling reason).
+
+    The telling reason is the largest failing deployment below the first one that meets the
+    target (or the largest failing one when none meets): it says how far off the target is.
+    """
+    by_gpu: dict[str, list[Candidate]] = {}
+    for c in candidates:
+        by_gpu.setdefault(c.gpu, []).append(c)
+    out = []
+    for gpu, cands in by_gpu.items():
+        failing = [c for c in cands if not c.meets]
+        if not failing:
+            continue
+        first_ok = min((c.gpus for c in cands if c.meets), default=None)
+        below = [c for c in failing if first_ok is None or c.gpus < first_ok]
+        telling = max(below or failing, key=lambda c: (c.plan is not None, c.gpus))
+        counts = sorted({c.gpus for c in failing})
+        tried = ", ".join(map(str, counts)) + (" GPU" if counts == [1] else " GPUs")
+        d = telling.deployment
+        from kvplan.planning.layout import layout_text
+
+        copies = f"{telling.replicas} × " if telling.replicas > 1 else ""
+        out.append((gpu, tried, f"{telling.gpus} GPU{'s' if telling.gpus > 1 else ''} ({copies}{layout_text(d)}): "
+                                f"{telling.why}"))
+    return out
+
+
+def candidate_row(c: Candidate, model, rank: int | None) -> dict:
+    """JSON row: the plan's own fields (kvplan.report.export.plan_row) plus meets/why; or the invalid deployment."""
+    from kvplan.report.export import plan_row
+
+    if c.plan is None:
+        row = {"rank": rank, "model": model.name, "gpu": c.gpu, "gpus": c.deployment.gpus, "tp": c.deployment.tp,
+               "pp": c.deployment.pp, "price_per_gpu_hour": c.price_per_gpu_hour, "cost_per_hour": c.cost_per_hour}
+    else:
+        row = plan_row(c.plan, model, c.price_per_gpu_hour, rank=rank)
+        if c.replicas > 1:  # the plan is one replica's; the deployment is all of them
+            row.update(replicas=c.replicas, gpus_total=c.gpus, cost_per_hour=c.cost_per_hour,
+                       max_concurrency_total=c.plan.max_concurrency * c.replicas)
+    row.setdefault("replicas", c.replicas)
+    row["meets"] = c.meets
+    row["why"] = c.why
+    return row

@@ -1,0 +1,52 @@
+"""Reaching a concurrency target with layouts and replicas (`cheapest --layouts --replicas N`).
+
+A replica is an independent copy of a deployment (its own GPUs, its own requests, a router in
+front): R replicas of a deployment that holds C requests of the context hold R x C, on R x its
+GPUs, at R x its cost. For a deployment that falls short of the target, the fewest replicas that
+reach it are R = ceil(target / C); each then serves ceil(target / R) requests, and its plan at that
+batch says whether it fits and how fast it decodes. Layouts: for each GPU count, every valid
+tp x pp x dp (x ep) layout (kvplan.planning.layout.candidate_layouts), not only the default split.
+Pure, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvplan.core.intmath import cdiv
+
+
+def layout_deployments(model, deployments, per_node: int = 8) -> list:
+    """`deployments` plus every other valid layout of each of their GPU counts, in order, once each."""
+    from kvplan.planning.layout import candidate_layouts
+    from kvplan.planning.deploy import Deployment, validate_deployment
+
+    out, seen = [], set()
+    for dep in deployments:
+        for d in [dep] + [Deployment(*t) for t in candidate_layouts(model, dep.gpus, per_node)]:
+            if d not in seen and validate_deployment(model, d) is None:
+                seen.add(d)
+                out.append(d)
+    return out
+
+
+def replicas_needed(target: int, per_replica: int) -> int | None:
+    """Fewest copies of a deployment holding `per_replica` requests that hold `target` (None: it holds none)."""
+    if per_replica <= 0:
+        return None
+    return cdiv(target, per_replica)
+
+
+def replicated(candidate, model, gpu, req, concurrency: int, max_replicas: int, plan_fn, why_fn):
+    """The candidate reached by replicas, or None: R copies, each planned at ceil(target / R)."""
+    p = candidate.plan
+    if p is None or max_replicas < 2 or p.request.context > model.max_context:
+        return None
+    n = replicas_needed(concurrency, p.max_concurrency)
+    if n is None or n < 2 or n > max_replicas:
+        return None
+    each = cdiv(concurrency, n)
+    q = plan_fn(model, gpu, candidate.deployment, replace(req, batch=each))
+    why = why_fn(q, each)
+    return replace(candidate, plan=q, replicas=n, meets=why is None,
+                   why=None if why is None else f"{n} replicas: {why}")

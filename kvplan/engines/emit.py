@@ -1,0 +1,121 @@
+"""`--emit`: the serve command line that runs the plan kvplan just made, with the same numbers.
+
+Each engine that has a server writes its own flags (`emit_args` in kvplan/engines/<engine>.py), the
+margin they leave (`emit_note`) and what its command assumes about the weights it loads
+(`emit_weights_note`); this module holds what they share: the model argument, the choice of a cache
+dtype flag, the slots, and the flags that make the engine load the weights in the plan's dtype (or a
+refusal where no flag can).
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+
+_TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # --dtype's spelling (vLLM, SGLang)
+GGUF_PLAIN = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}  # llama.cpp's file types (llama_ftype names)
+
+
+def model_arg(model) -> str:
+    """What the engine should load: the Hub repo, else the local folder the spec was read from."""
+    if model.hf_repo:
+        return model.hf_repo
+    src = Path(model.source or "")
+    if model.source and src.exists():  # a folder or its config.json: engines take the folder
+        return str((src.parent if src.is_file() else src).resolve())
+    return model.name
+
+
+def kv_dtype_arg(kv, model, spelling: dict[str, str]) -> str | None:
+    """The engine's spelling of the cache dtype (`spelling`: its Engine.kv_dtype_flags), or None for the
+    engine default (the model's dtype; a 16-bit cache of a 16-bit model is the default too)."""
+    if kv is None or kv.name == model.dtype or (kv.name in ("bf16", "fp16") and model.dtype in ("bf16", "fp16")):
+        return None
+    return spelling.get(kv.name, kv.name)
+
+
+def checkpoint_weights(model) -> str:
+    """The dtype the checkpoint stores its linear weights in: its quantization method, else its torch dtype."""
+    method = model.quantization.method
+    if method in _TORCH_DTYPE:  # unquantized: the config's torch_dtype
+        return model.dtype if model.dtype in _TORCH_DTYPE else "bf16"
+    return method
+
+
+def planned_weights(plan, model) -> str:
+    """The weight dtype the plan counted: --weight-dtype, else the checkpoint's own."""
+    return plan.request.weight_dtype or checkpoint_weights(model)
+
+
+def weight_args(engine, plan, model) -> list[str]:
+    """vLLM / SGLang flags that load the checkpoint as the plan's weight dtype, or a KvplanError where none
+    can (`engine`: the configured Engine whose command this is; its `display_name` words the refusal).
+
+    * 16-bit to 16-bit: `--dtype` casts at load (both engines' --dtype: auto, float16, bfloat16, float32).
+      fp32 only from an fp32 checkpoint: `--dtype auto` would cast it to 16 bits (vLLM, SGLang), and
+      `--dtype float32` on a 16-bit one would make the cache fp32 too, which the plan did not count.
+    * 16-bit to fp8: `--quantization fp8`, online dynamic quantization: every linear layer but the LM head
+      to fp8 e4m3 with a per-tensor scale (vLLM docs/features/quantization/fp8.md "Online Dynamic
+      Quantization"; SGLang docs/advanced_features/quantization.md "Online Quantization"), as kvplan counts
+      --weight-dtype fp8 (kvplan.model.spec.linear_bytes: one byte a weight, no block scales).
+    * A quantized checkpoint as stored: no flag; the engine reads the method from its config.json.
+    Any other pair (int4, int8, mxfp4, nvfp4 or a GGUF type from a 16-bit checkpoint; a quantized
+    checkpoint as anything else) has no online path that stores what kvplan counted, so it is refused.
+    """
+    want, have = planned_weights(plan, model), checkpoint_weights(model)
+    if want in _TORCH_DTYPE and have in _TORCH_DTYPE and (want != "fp32" or have == "fp32"):
+        return [] if want == have != "fp32" else ["--dtype", _TORCH_DTYPE[want]]
+    if want == have:
+        return []
+    if want == "fp8" and have in _TORCH_DTYPE:
+        return ["--quantization", "fp8"]
+    label = engine.display_name or engine.name
+    if want == "fp32":
+        why = f"--dtype float32 on a {have} checkpoint would make {label}'s cache fp32 too"
+    elif have in _TORCH_DTYPE:
+        why = f"{label} quantizes a 16-bit checkpoint online only to fp8 (--quantization fp8)"
+    else:
+        why = f"{label} loads {have} weights only as stored"
+    example = " (an AWQ or GPTQ repo)" if want == "int4" else ""
+    raise KvplanError(f"--emit {engine.name}: the plan counts {want} weights but {model_arg(model)} stores {have}, and "
+                      f"{why}; plan a checkpoint stored as {want}{example} or drop --weight-dtype", EXIT_USAGE)
+
+
+def gguf_file_type(plan, model) -> str:
+    """The GGUF file type (llama-quantize's name) whose weights are the plan's; llama.cpp has no load-time
+    conversion: the file's own tensor types are what it loads. A refusal where no GGUF type is the plan's."""
+    from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES
+
+    want = planned_weights(plan, model)
+    if want in GGUF_PLAIN:
+        return GGUF_PLAIN[want]
+    if want in GGUF_TYPES or want in GGUF_MIXES:
+        return want.upper()
+    if want == "mxfp4" and checkpoint_weights(model) == "mxfp4" and model.quantization.experts_only:
+        return "MXFP4_MOE"  # llama-quantize's MXFP4_MOE: the experts in MXFP4, as gpt-oss ships them
+    raise KvplanError(f"--emit llama.cpp: the plan counts {want} weights, and llama.cpp loads a GGUF file's own "
+                      "types, none of which is that; plan with a GGUF type (--weight-dtype q8_0, q4_k_m, ...)",
+                      EXIT_USAGE)
+
+
+def fp8_at_load(engine, plan, model) -> str | None:
+    """The checkpoint's size in words where `engine`'s command quantizes the weights to fp8 as they load
+    (weight_args: --quantization fp8), else None (what an engine's emit_weights_note warns about)."""
+    if "--quantization" not in weight_args(engine, plan, model):
+        return None
+    from kvplan.model.spec import weight_bytes
+    from kvplan.core.units import gib
+
+    return gib(model.checkpoint_bytes or weight_bytes(model).total)
+
+
+def serve_seqs(plan) -> int:
+    """As many full-length requests as the plan holds, at least the asked batch."""
+    return max(plan.request.batch, plan.max_concurrency)
+
+
+def emit(engine, result, model) -> str:
+    """One shell command line for `result` (an EngineResult made by `engine`, a configured Engine)."""
+    return shlex.join(engine.emit_args(result.plan, model, result.settings))

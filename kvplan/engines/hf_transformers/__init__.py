@@ -1,0 +1,1 @@
+"""Hugging Face transformers' own caches as an engine (engine.py)."""

@@ -1,0 +1,1 @@
+"""llama.cpp: its rules, cells and buffers (engine.py) and its log check (reconcile)."""

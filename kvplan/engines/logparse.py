@@ -1,0 +1,363 @@
+"""Reading engine start-up logs: which engine, which model and settings, and every number it printed.
+
+Pure text in, a LogRecord out. The patterns are the log lines each engine prints (docs/engines.md
+sections 1.5, 2.4 and 4.5 name the source line of each); numbers keep the decimals they were
+printed with, so the reconciliation can say which true values a rounded figure allows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+
+
+@dataclass(frozen=True)
+class Num:
+    """A printed number: its value and the decimals it was printed with (the rounding it carries)."""
+
+    value: float
+    decimals: int
+    text: str
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        half = 0.5 * 10 ** -self.decimals
+        return self.value - half, self.value + half
+
+
+# Linear parsing: every number or word run is matched only from its start (the lookbehinds), so a
+# search over a long run of digits cannot restart inside it; no pattern crosses a line end; `.*?`
+# between two phrases is replaced by finding the first phrase once and searching the rest of its
+# line once. A 1 MB line parses in milliseconds (tests/test_fuzz.py).
+N = r"(?<![\d.,])(\d{1,30}(?:\.\d{1,30})?)(?!\.?\d)"  # a decimal printed as a decimal: not `.`, `1.2.3`
+I = r"(?<![\d.,])(\d{1,30})(?!\.?\d)"  # a whole number
+C = r"(?<![\d.,])(\d{1,3}(?:,\d{3}){0,10}|\d{1,30})(?![\d,]|\.\d)"  # a count, maybe with thousands commas
+MAX_FIGURE = 10**15  # no real KV figure (bytes, tokens, blocks, GiB) reaches this; bigger is a corrupt log
+MAX_LAYERS = 10_000  # the deepest real models have a few hundred layers
+
+
+def _num(text: str) -> Num:
+    t = text.replace(",", "")
+    return Num(float(t), len(t.split(".")[1]) if "." in t else 0, text)
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _line_end(text: str, at: int) -> int:
+    end = text.find("\n", at)
+    return len(text) if end < 0 else end
+
+
+@dataclass
+class LogRecord:
+    engine: str
+    version: str | None = None
+    model: str | None = None
+    architecture: str | None = None
+    tp: int | None = None
+    pp: int | None = None  # SGLang: pp_size, or the PP ranks its lines are tagged with
+    settings: dict = field(default_factory=dict)  # gpu_memory_utilization, max_model_len, kv_cache_dtype, ...
+    reported: dict = field(default_factory=dict)  # name -> Num
+    layers: list = field(default_factory=list)  # llama.cpp: (n_embd_k, n_embd_v) per layer when printed
+    era: str = ""  # which log format was seen (for versionless logs)
+
+
+def detect_engine(text: str) -> str | None:
+    if "[TensorRT-LLM]" in text:
+        return "trtllm"
+    if re.search(r"KV Cache is allocated|Load weight end|sglang", text):
+        return "sglang"
+    if re.search(r"llama_kv_cache|llama_new_context|llama_context:|llama_model_load|kv self size|KV self size|"
+                 r"llama_init_from|print_info:", text):
+        return "llama.cpp"
+    if re.search(r"vLLM|vllm|GPU KV cache size|GPU blocks|Available KV cache memory|Model loading took|"
+                 r"Loading model weights took|Maximum concurrency for|stored in KV cache \(|"
+                 r"kv cache memory in use is|available KV cache memory \(", text):
+        return "vllm"
+    return None
+
+
+def _first(pattern: str, text: str, flags=0):
+    m = re.search(pattern, text, flags)
+    return m
+
+
+def fixture_meta(text: str) -> dict[str, str]:
+    """`#kvplan: model=X gpu=Y` header lines of a test fixture (what the issue stated beside the log)."""
+    meta: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("#kvplan:"):
+            for item in line[8:].split():
+                k, _, v = item.partition("=")
+                meta[k] = v
+    return meta
+
+
+def parse_log(text: str) -> LogRecord:
+    text = "\n".join(l for l in text.splitlines() if not l.startswith(("#|", "#kvplan:")))
+    engine = detect_engine(text)
+    if engine is None:
+        raise KvplanError("not a vLLM, SGLang or llama.cpp start-up log (no line kvplan recognises)", EXIT_USAGE)
+    rec = LogRecord(engine)
+    {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp, "trtllm": _trtllm}[engine](text, rec)
+    if not rec.reported:
+        raise KvplanError(f"found {engine} lines but no KV-cache figures to check", EXIT_USAGE)
+    _check_figures(rec)
+    return rec
+
+
+def _check_figures(rec: LogRecord) -> None:
+    """Refuse figures no real deployment prints (a corrupt or hand-edited log), before any arithmetic."""
+    figures = {**rec.reported, **{k: v for k, v in rec.settings.items() if not isinstance(v, str)}}
+    if rec.tp is not None:
+        figures["tensor_parallel_size"] = rec.tp
+    for name, fig in figures.items():
+        value = fig.value if isinstance(fig, Num) else fig
+        text = fig.text if isinstance(fig, Num) else str(fig)
+        if not value < MAX_FIGURE:
+            raise KvplanError(f"the log's {name} = {text[:40]} is beyond any real deployment; not checked", EXIT_USAGE)
+    for name in ("max_model_len", "n_ctx", "kv_size", "n_ctx_slot", "context_len", "n_layer", "n_embd",
+                 "n_embd_k_gqa", "n_embd_v_gqa", "block_size", "tensor_parallel_size"):
+        value = figures.get(name)
+        value = value.value if isinstance(value, Num) else value
+        if value is not None and value <= 0:
+            raise KvplanError(f"the log's {name} = {value:g} must be positive", EXIT_USAGE)
+    depth = max(rec.settings.get("n_layer") or 0, len(rec.layers))
+    if depth > MAX_LAYERS:
+        raise KvplanError(f"the log shows {depth:,} layers; more than {MAX_LAYERS:,} is no real model", EXIT_USAGE)
+    if rec.tp is not None and rec.tp > 4096:
+        raise KvplanError(f"the log's tensor-parallel size {rec.tp:,} is beyond any real deployment", EXIT_USAGE)
+    if rec.pp is not None and not 0 < rec.pp <= MAX_LAYERS:
+        raise KvplanError(f"the log's pipeline-parallel size {rec.pp:,} is not a real deployment", EXIT_USAGE)
+
+
+def _vllm(text: str, rec: LogRecord) -> None:
+    r, s = rec.reported, rec.settings
+    for pat in (r"vLLM API server version (\S+)", r"LLM engine \(v(\d[\w.+-]*)\)", r"█[ \t]+version (\d[\w.+-]*)"):
+        m = _first(pat, text)
+        if m:
+            rec.version = m.group(1)
+            break
+    for pat in (r"model='([^'\n]+)'", r"'model': '([^'\n]+)'", r"█[ \t]+model[ \t]+(\S+)", r"vllm serve (\S+)",
+                r"Starting to load model (\S+?)\.\.\.", r"--model[= ](\S+)"):
+        m = _first(pat, text)
+        if m:
+            rec.model = m.group(1)
+            break
+    m = _first(r"tensor[_-]parallel[_-]size['\"]?[=:]?[ \t]*" + I, text)
+    rec.tp = int(m.group(1)) if m else None
+    for key, pat in (("gpu_memory_utilization", r"gpu[_-]memory[_-]utilization['\"]?[=: \t]+" + N),
+                     ("kv_cache_dtype", r"kv[_-]cache[_-]dtype['\"]?[=: \t]+'?(\w+)"),
+                     ("block_size", r"'block_size': " + I + r"|block[_-]size[= ]" + I),
+                     ("max_model_len", r"max_seq_len=" + I + r"|'max_model_len': " + I + r"|Using max model len "
+                                       + I + r"|max[_-]model[_-]len[= ]" + I),
+                     ("max_num_batched_tokens", r"max[_-]num[_-]batched[_-]tokens['\"]?[=: \t]+" + I),
+                     ("total_gpu_memory_gib", r"total_gpu_memory=" + N + "GiB")):
+        m = _first(pat, text)
+        if m:
+            val = next(g for g in m.groups() if g is not None)
+            s[key] = val if key == "kv_cache_dtype" else (_num(val) if "." in val else int(val))
+    for key, pat in (("model_loading_gib", r"Model loading took " + N + r" GiB|Loading model weights took " + N + " GB"),
+                     ("available_kv_gib", r"Available KV cache memory: " + N + r" GiB|kv_cache_size=" + N + "GiB"),
+                     ("gpu_blocks", r"# GPU blocks: " + I + r"|GPU blocks: " + I + r"|num_gpu_blocks is: " + I),
+                     ("cpu_blocks", r"# CPU blocks: " + I),
+                     ("kv_cache_tokens", r"GPU KV cache size: " + C + r" tokens|stored in KV cache \(" + I + r"\)"),
+                     ("non_torch_gib", r"non_torch_memory=" + N + "GiB"),
+                     ("peak_torch_gib", r"peak_torch_memory=" + N + "GiB")):
+        m = _first(pat, text)
+        if m:
+            r[key] = _num(next(g for g in m.groups() if g is not None))
+    at = text.find("Graph capturing finished in ")
+    m = re.search("took " + N + " GiB", text[at:_line_end(text, at)]) if at >= 0 else None
+    if m:
+        r["cudagraph_gib"] = _num(m.group(1))
+    m = _first(r"Maximum concurrency for " + C + r" tokens per request: " + N + "x", text)
+    if m:
+        r["max_concurrency"] = _num(m.group(2))
+        s.setdefault("max_model_len", _int(m.group(1)))
+    if "max_model_len" not in s:
+        m = _first(r"max seq len \(" + I + r"\)", text)
+        if m:
+            s["max_model_len"] = int(m.group(1))
+    m = _first(r"SpeculativeConfig\(method='(\w+)', model=(?:'([^'\n]{1,300})'|None), num_spec_tokens=" + I, text)
+    if m:  # SpeculativeConfig.__repr__ (vllm/config/speculative.py v0.11.0 L564-568, v0.33.0 L2196-2210)
+        method, draft, n = m.group(1), m.group(2), m.group(3)
+        s["speculative"] = f"draft:{draft}:{n}" if method == "draft_model" else f"{method}:{n}"
+    _vllm_budget_terms(text, rec)
+    if re.search(r"Memory profiling results|# CPU blocks", text):
+        rec.era = "v0"
+    elif re.search(r"# GPU blocks: |Loading model weights took", text):
+        rec.era = "v1-early"  # V1 before "GPU KV cache size" (v0.7.x)
+    else:
+        rec.era = "v1"
+
+
+def _sglang(text: str, rec: LogRecord) -> None:
+    r, s = rec.reported, rec.settings
+    at = text.find("Load weight end.")
+    if at >= 0:  # "Load weight end. type=Qwen2ForCausalLM, dtype=..., avail mem=X GB, mem usage=Y GB."
+        line = text[at:_line_end(text, at)]
+        arch = re.search(r"type=(\w+)", line)
+        mem = re.search(r"avail mem=" + N + r" GB, mem usage=" + N + " GB", line)
+        if arch and mem:
+            rec.architecture = arch.group(1)
+            r["avail_after_weights_gb"], r["weights_mem_usage_gb"] = _num(mem.group(1)), _num(mem.group(2))
+    m = _first(r"KV Cache is allocated\. (?:dtype: (\S+), )?#tokens: " + I + ", K size: " + N + " GB, V size: "
+               + N + " GB", text)
+    if m:
+        if m.group(1):
+            s["kv_cache_dtype"] = m.group(1).rstrip(",").replace("torch.", "")
+        r["kv_tokens"], r["k_size_gb"], r["v_size_gb"] = _num(m.group(2)), _num(m.group(3)), _num(m.group(4))
+    m = _first(r"Memory pool end\. avail mem=" + N + " GB", text)
+    if m:
+        r["avail_after_pool_gb"] = _num(m.group(1))
+    m = _first(r"max_total_num_tokens=" + I + r", chunked_prefill_size=(-?\d{1,30}), max_prefill_tokens=" + I
+               + r", max_running_requests=" + I + r", context_len=" + I, text)
+    if m:
+        r["max_total_num_tokens"], r["max_running_requests"] = _num(m.group(1)), _num(m.group(4))
+        s["chunked_prefill_size"], s["context_len"] = int(m.group(2)), int(m.group(5))
+    m = _first(r"mem[_-]fraction[_-]static[= ]" + N, text)
+    if m:
+        s["mem_fraction_static"] = float(m.group(1))
+        if not 0 < s["mem_fraction_static"] < 1:
+            raise KvplanError(f"the log's mem_fraction_static = {m.group(1)} must be between 0 and 1", EXIT_USAGE)
+    m = _first(r"(?:model_path='|--model(?:-path)? )([^'\s]+)", text)
+    if m:
+        rec.model = m.group(1)
+    ranks = {int(x) for x in re.findall(r"\bTP(\d{1,6})\]", text)}
+    m = _first(r"(?:tp_size=|--tp(?:-size)? )" + I, text)
+    rec.tp = int(m.group(1)) if m else (max(ranks) + 1 if ranks else None)
+    stages = {int(x) for x in re.findall(r"\bPP(\d{1,6})[ \]]", text)}
+    m = _first(r"(?:pp_size=|--pp(?:-size)? )" + I, text)
+    rec.pp = int(m.group(1)) if m else (max(stages) + 1 if stages else None)
+    m = _first(r"sglang(?:==|[ \t]+version[ \t]+|:v?)(\d[\w.]*)", text)
+    if m:
+        rec.version = m.group(1)
+
+
+def _llamacpp(text: str, rec: LogRecord) -> None:
+    r, s = rec.reported, rec.settings
+    for key, pat in (("kv_size", r"kv_size = " + I), ("n_ctx", r"\bn_ctx[ \t]+=[ \t]+" + I),
+                     ("n_layer", r"\bn_layer[ \t]*=[ \t]*" + I), ("n_embd", r"\bn_embd[ \t]+=[ \t]+" + I),
+                     ("n_ctx_slot", r"n_ctx_slot = " + I), ("n_seq_max", r"n_seq_max[ \t]*=[ \t]*" + I),
+                     ("n_embd_k_gqa", r"print_info: n_embd_k_gqa[ \t]*=[ \t]*" + I),
+                     ("n_embd_v_gqa", r"print_info: n_embd_v_gqa[ \t]*=[ \t]*" + I)):
+        m = _first(pat, text)
+        if m:
+            s[key] = int(m.group(1))
+    m = _first(r"type_k = '(\w+)', type_v = '(\w+)'", text)
+    if m:
+        s["type_k"], s["type_v"] = m.group(1), m.group(2)
+    rec.layers = [(int(k), int(v)) for _, k, v in
+                  re.findall(r"layer[ \t]+" + I + ": n_embd_k_gqa = " + I + ", n_embd_v_gqa = " + I, text)]
+    m = _first(r"kv self size[ \t]*=[ \t]*" + N + " MB", text)
+    if m:
+        r["kv_self_mib"] = _num(m.group(1))
+        rec.era = "2023"
+    m = _first(r"KV self size[ \t]*=[ \t]*" + N + r" MiB, K \((\w+)\):[ \t]*" + N + r" MiB, V \((\w+)\):[ \t]*" + N
+               + " MiB", text)
+    if m:
+        r["kv_self_mib"], r["k_mib"], r["v_mib"] = _num(m.group(1)), _num(m.group(3)), _num(m.group(5))
+        s.setdefault("type_k", m.group(2))
+        s.setdefault("type_v", m.group(4))
+        rec.era = "2024"
+    m = _first(r"size =[ \t]*" + N + r" MiB \([ \t]*" + I + r" cells,[ \t]*" + I + r" layers,[ \t]*" + I
+               + r"(?:/" + I + r")? seqs\), K \((\w+)\):[ \t]*" + N + r" MiB, V \((\w+)\):[ \t]*" + N + " MiB", text)
+    if m:
+        r["kv_self_mib"], r["k_mib"], r["v_mib"] = _num(m.group(1)), _num(m.group(7)), _num(m.group(9))
+        r["cells"] = _num(m.group(2))
+        s["n_layer_kv"], s["n_seq_max"] = int(m.group(3)), int(m.group(4))
+        s["n_stream"] = int(m.group(5) or 1)
+        s.setdefault("type_k", m.group(6))
+        s.setdefault("type_v", m.group(8))
+        rec.era = "2025"
+    bufs = re.findall(r"(?<!\w)(\w{1,64}) KV buffer size =[ \t]*" + N + " MiB", text)
+    for dev, mib in bufs:
+        r[f"kv_buffer_{dev}_mib"] = _num(mib)
+
+
+# Each line that splits vLLM's start-up budget into its terms, as the releases print it (all on one
+# line, so every pattern is anchored on its own literal text and matched once: linear in the log).
+_BUDGET_TERMS = (
+    # v0.6.4-v0.10 worker.py / gpu_worker.py: "model weights take 7.63GiB; non_torch_memory takes 0.08GiB;
+    # PyTorch activation peak memory takes 1.40GiB; the rest of the memory reserved for KV Cache is 12.10GiB."
+    ("weights_gib", r"model weights take ([\d.]+) ?GiB"),
+    ("non_torch_gib", r"non_torch_memory takes ([\d.]+) ?GiB"),
+    ("activation_peak_gib", r"PyTorch activation peak memory takes ([\d.]+) ?GiB"),
+    ("available_kv_gib", r"reserved for KV Cache is (-?[\d.]+) ?GiB"),
+    ("total_gpu_memory_gib", r"total_gpu_memory \(([\d.]+) ?GiB\)"),
+    # v0.11+ DEBUG gpu_worker.py: "Total non KV cache memory: 17.73GiB; torch peak memory increase:
+    # 2.21GiB; non-torch forward increase memory: 0.25GiB; weights memory: 15.27GiB."
+    ("activation_peak_gib", r"torch peak memory increase: ([\d.]+) ?GiB"),
+    ("non_torch_gib", r"non-torch forward increase memory: ([\d.]+) ?GiB"),
+    ("weights_gib", r"; weights memory: ([\d.]+) ?GiB"),
+    ("non_kv_gib", r"Total non KV cache memory: ([\d.]+) ?GiB"),
+    ("total_gpu_memory_gib", r"memory snapshot: .{0,200}?total_memory=([\d.]+) ?GiB"),
+    ("cudagraph_estimate_gib", r"Estimated CUDA graph memory: ([\d.]+) GiB"),
+    ("cudagraph_gib", r"Graph capturing finished in .{0,40}?took (-?[\d.]+) GiB"),
+    ("available_kv_gib", r"Available KV cache memory: (-[\d.]+) GiB"),
+    ("gpu_blocks", r"# (?:cuda|CUDA) blocks: (\d+)"),
+    # v0.2x gpu_worker.py summary: "Free memory on device (30.27/31.4 GiB) on startup. Desired GPU memory
+    # utilization is (0.92, 28.88 GiB). Actual usage is 15.03 GiB for consumed memory (weights +
+    # non-torch), 1.59 GiB for peak activation, and 0.09 GiB for CUDAGraph memory. ... Current kv
+    # cache memory in use is 12.26 GiB." (numbers before their label: quantifiers bounded)
+    ("available_kv_gib", r"Current kv cache memory in use is ([\d.]+) GiB"),
+    ("activation_peak_gib", r" ([\d.]{1,12}) GiB for peak activation"),
+    ("cudagraph_gib", r" ([\d.]{1,12}) GiB for CUDAGraph memory"),
+    ("weights_non_torch_gib", r" ([\d.]{1,12}) GiB for consumed memory \(weights \+ non-torch\)"),
+    ("total_gpu_memory_gib", r"Free memory on device \([\d.]{1,12}/([\d.]{1,12}) GiB\)"),
+    ("cudagraph_estimate_gib", r"CUDA graph pool memory: [\d.]{1,12} GiB \(actual\), ([\d.]{1,12}) GiB \(estimated\)"),
+    # v0.11+ kv_cache_utils.py when one request does not fit: "... (24.0 GiB KV cache is needed, which is
+    # larger than the available KV cache memory (3.18 GiB). Based on the available memory, the
+    # estimated maximum model length is 34736."
+    ("available_kv_gib", r"available KV cache memory \((-?[\d.]{1,12}) GiB\)"),
+    ("kv_needed_gib", r"\(([\d.]{1,12}) GiB KV cache is needed"),
+    ("estimated_max_model_len", r"estimated maximum model length is (\d+)"),
+)
+
+
+def _vllm_budget_terms(text: str, rec: LogRecord) -> None:
+    """The budget's terms where the log prints them (first value wins; earlier keys are kept)."""
+    r, s = rec.reported, rec.settings
+    snap = re.search(r"memory snapshot: .{0,200}?non_torch_memory=([\d.]+) ?GiB", text)
+    if snap:
+        # v0.11+ "worker init memory snapshot: ... non_torch_memory=0.51GiB" is the CUDA context before
+        # loading, not the budget's term (the "non-torch forward increase" below is): keep it apart.
+        r["init_non_torch_gib"] = _num(snap.group(1))
+        if r.get("non_torch_gib") is not None and r["non_torch_gib"].text == snap.group(1):
+            del r["non_torch_gib"]
+    for key, pat in _BUDGET_TERMS:
+        if key in r:
+            continue
+        m = re.search(pat, text)
+        if m:
+            r[key] = _num(m.group(1))
+    if "total_gpu_memory_gib" in r:
+        s.setdefault("total_gpu_memory_gib", r["total_gpu_memory_gib"])
+    m = re.search(r"gpu_memory_utilization \(([\d.]+)\)|Desired GPU memory utilization is \(([\d.]{1,12}),", text)
+    if m and "gpu_memory_utilization" not in s:
+        s["gpu_memory_utilization"] = _num(next(g for g in m.groups() if g is not None))
+    m = re.search(r"Defaulting max_num_seqs to (\d+)|max[_-]num[_-]seqs['\"]?[=:\s]+(\d+)", text)
+    if m:
+        s.setdefault("max_num_seqs", int(next(g for g in m.groups() if g is not None)))
+
+
+def _trtllm(text: str, rec: LogRecord) -> None:
+    """TensorRT-LLM's KV lines: the C++ runtime ("Allocate N bytes for k/v cache", "Using N tokens in
+    paged KV cache", v0.5-v0.9) and the executor ("[MemUsageChange] Allocated X GiB for max tokens in
+    paged KV cache (N)", "tokens per block=32, primary blocks=N")."""
+    r = rec.reported
+    for key, pat in (("kv_bytes", r"Allocate (\d+) bytes for k/v cache"),
+                     ("kv_tokens", r"Using (\d+) tokens in paged KV cache"),
+                     ("kv_gib", r"Allocated ([\d.]+) GiB for max tokens in paged KV cache"),
+                     ("max_tokens", r"for max tokens in paged KV cache \((\d+)\)"),
+                     ("tokens_per_block", r"tokens per block=(\d+)"),
+                     ("primary_blocks", r"primary blocks=(\d+)"),
+                     ("engine_mib", r"Loaded engine size: (\d+) MiB")):
+        m = re.search(pat, text)
+        if m:
+            r[key] = _num(m.group(1))

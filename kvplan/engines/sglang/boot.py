@@ -1,0 +1,57 @@
+"""The lowest SGLang `--mem-fraction-static` that boots a requested context x concurrency, for `--emit`.
+
+SGLang sizes its token pool as `free_before_weights x mem_fraction_static - weights` (kvplan/engines/
+sglang.py, `ModelRunner.profile_max_num_token`) and each running request holds all of its tokens
+(page 1). The lowest fraction (two decimals) whose pool holds `concurrency x context` tokens plus
+MARGIN_FRACTION follows from the pool being linear in the fraction. Unlike vLLM's budget (benchmarks/
+budget_corpus.py), kvplan's SGLang pool is not yet checked against a held-out split of logs: on the
+one log it is checked with from the GPU alone (QwQ-32B on 4x L4) it promises 10% more tokens than
+SGLang allocated, so the margin stated is kvplan's, not a measured bound.
+"""
+
+from __future__ import annotations
+
+from kvplan.core.intmath import cdiv
+
+GIB = 2**30
+MARGIN_FRACTION = 0.10  # of the tokens the load needs: the one checked log was 10% optimistic
+
+
+def lowest_fraction(plan, settings: dict, concurrency: int) -> float | None:
+    """Smallest two-decimal mem_fraction_static whose pool holds `concurrency` x the plan's context plus
+    the margin; None if 0.99 does not. The pool is linear in the fraction (kvplan/engines/sglang/engine.py):
+    kv(f) = kv(f0) + (total - init) x (f - f0), and holds kv // (bytes per token) tokens."""
+    f0, kv0 = settings["mem_fraction_static"], plan.kv_memory_bytes_per_gpu
+    slope = plan.usable_memory_bytes - int(settings.get("init_bytes", 0))
+    per_token = max(1, plan.kv_bytes_per_token_per_gpu)
+    need = int(concurrency * plan.request.context * (1 + MARGIN_FRACTION)) * per_token
+
+    def kv_at(f: float) -> int:
+        return kv0 + int(round(slope * (f - f0)))
+
+    if kv_at(0.99) < need:
+        return None
+    f = max(0.01, min(0.99, cdiv(round((f0 + (need - kv0) / slope) * 10000), 100) / 100))
+    while f < 0.99 and kv_at(f) < need:
+        f = round(f + 0.01, 2)
+    return f
+
+
+def emit_advice(plan, settings: dict, model) -> tuple[float, str]:
+    """The --mem-fraction-static `fit --emit sglang` should print and the margin it leaves, in words."""
+    f = settings["mem_fraction_static"]
+    # per data-parallel rank: each holds its own share of the requests in its own pool
+    from kvplan.planning.layout import per_rank_batch
+
+    batch, ctx = per_rank_batch(plan.request.batch, plan.deployment.dp), plan.request.context
+    low = lowest_fraction(plan, settings, batch)
+    if low is None:
+        return f, (f"margin: none; {batch} x {ctx:,} tokens do not fit even at --mem-fraction-static 0.99 "
+                   "by kvplan's estimate")
+    use = max(f, low)
+    slope = plan.usable_memory_bytes - int(settings.get("init_bytes", 0))
+    have = (plan.kv_memory_bytes_per_gpu + int(round(slope * (use - f)))) // max(1, plan.kv_bytes_per_token_per_gpu)
+    raised = "" if use == f else f" (raised from {f:g}: the lowest that holds them with the margin)"
+    return use, (f"margin: at --mem-fraction-static {use:g}{raised} kvplan expects about {have:,} tokens in the pool; "
+                 f"{batch} x {ctx:,} need {batch * ctx:,}; the lowest value that keeps {MARGIN_FRACTION:.0%} "
+                 f"is {low:g} (kvplan's SGLang pool is not checked against held-out logs yet)")

@@ -1,0 +1,358 @@
+"""SGLang: `mem_fraction_static` and the token pool of `ModelRunner.profile_max_num_token`.
+
+Sources (PyPI wheels; docs/engines.md section 2):
+  * default mem_fraction_static: 0.4.3.post4 `srt/server_args.py` L204-214 (by tp only); 0.4.9 L280-320
+    (reserve by GPU memory: (2.8 + tp*pp/10) GiB below 35 GiB, (9.5 + tp*pp/2) below 90, (12 + tp*pp/2)
+    below 160, else 32); 0.5.3 L637-680 and 0.5.23 `srt/arg_groups/memory_hook.py` L281-345 (reserve in
+    MiB = 512 + 1.5 x max(chunked_prefill, 2048) + tp*pp/8 x 1024 + 2 x cuda-graph max bs, floored at
+    10 GiB above 60 GiB).
+  * budget: `rest = free_after_weights - free_before_weights x (1 - fraction)` (0.4.3.post4
+    `model_executor/model_runner.py` L608-633; 0.5.23 `mem_cache/kv_cache_configurator.py` L2990-3060),
+    so the weights and the CUDA context are already out of it.
+  * cell per token: H_rank x (d_k + d_v) x L x b with H_rank = max(1, H // tp); MLA 576 x L x b, not split
+    (0.4.3.post4 `configs/model_config.py` L213-220, model_runner L612-623); tokens rounded down to the
+    page (default page 1); buffers get `size + page` rows (`mem_cache/memory_pool.py` L209-212).
+  * hybrid SWA (0.5.x): swa_full_tokens_ratio 0.8; cell = full layers + 0.8 x SWA layers; full pool
+    = budget // cell, SWA pool = 0.8 x full (0.5.23 `pool_configurator.py` L656-905).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from kvplan.planning.deploy import split_layers
+from kvplan.core.dtypes import DType
+from kvplan.core.intmath import cdiv
+from kvplan.planning.plan import cache_dtypes
+from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS
+from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, opt_bool,
+                                 opt_float, opt_int, parse_version)
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.model.layers import LOCAL_KINDS, Kind
+
+GIB = 2**30
+MIB = 2**20
+VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
+DEFAULT_VERSION = "0.5.23"
+OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs",
+        "enable_dp_attention", *LAYOUT_OPTS)  # LAYOUT_OPTS: kvplan/engines/sglang/layout.py
+# Memory taken before the weights load (CUDA context, NCCL): 22.49 GiB L4 total - 21.63 GiB free before
+# loading at tp=4 (github.com/didier-durand/llms-in-clouds docs/sglang.md, QwQ-32B). tp=1: an estimate.
+INIT_BYTES_TP1 = 512 * MIB
+INIT_BYTES_MULTI = 880 * MIB
+
+
+@dataclass(frozen=True)
+class Settings:
+    version: str
+    mem_fraction_static: float
+    chunked_prefill_size: int
+    page_size: int
+    swa_full_tokens_ratio: float
+    init_bytes: int  # memory in use before the weights load (estimate)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def default_fraction(version: str, gpu_mib: float, tp: int, pp: int = 1, chunked: int = 8192,
+                     graph_bs: int = 256) -> float:
+    """SGLang's default mem_fraction_static for a GPU of `gpu_mib` MiB (see module docstring)."""
+    v = parse_version(version)
+    if v < (0, 4, 7):
+        for min_tp, frac in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
+            if tp >= min_tp:
+                return frac
+        return 0.88
+    if v < (0, 5, 0):
+        gib = gpu_mib / 1024
+        if gib < 35:
+            reserved = (2.8 + tp * pp / 10) * 1024
+        elif gib < 90:
+            reserved = (9.5 + tp * pp / 2) * 1024
+        elif gib < 160:
+            reserved = (12 + tp * pp / 2) * 1024
+        else:
+            reserved = 32 * 1024
+        return round((gpu_mib - reserved) / gpu_mib, 3)
+    reserved = 512 + 1.5 * max(chunked, 2048) + tp * pp / 8 * 1024 + 2 * graph_bs
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+def _default_chunked(version: str, gpu_gib: float) -> int:
+    if parse_version(version) < (0, 5, 0):
+        return 2048 if gpu_gib * 2**30 < 25_000 * 10**6 else 8192  # 0.4.3: "< 25,000 MB"
+    for limit, size in ((20, 2048), (60, 4096), (160, 8192)):
+        if gpu_gib < limit:
+            return size
+    return 16384
+
+
+def _default_graph_bs(gpu_gib: float) -> int:
+    # 0.5.23 decode cuda-graph max batch by GPU tier (memory_hook.py L89-170; first value of each tier).
+    for limit, bs in ((20, 8), (35, 48), (60, 32), (160, 256)):
+        if gpu_gib < limit:
+            return bs
+    return 512
+
+
+def dp_attention(model, dep, opts: dict) -> bool:
+    """Whether this deployment is SGLang DP attention (--enable-dp-attention): by default a MoE model's
+    dp ranks are, a dense model's are replicas (--dp-size alone). Layouts kvplan does not place as
+    SGLang would are refused with the reason (docs/engines.md 9.2)."""
+    dp = dep.dp
+    moe = bool(model.params.num_experts)
+    on = opt_bool(opts, "enable_dp_attention", dp > 1 and moe)
+    if on and dp == 1:
+        raise KvplanError("enable_dp_attention needs --dp above 1 (kvplan's --dp is SGLang's --dp-size; "
+                          "its --tp-size is then tp × dp)", EXIT_USAGE)
+    if on and not moe:
+        raise KvplanError("enable_dp_attention on a dense model: SGLang then runs its MLPs tensor parallel over "
+                          "every rank, which kvplan does not model; plan --dp replicas (enable_dp_attention=false)",
+                          EXIT_USAGE)
+    if dp > 1 and moe and not on:
+        raise KvplanError("--dp on a MoE model without enable_dp_attention is SGLang replicas (each with all "
+                          "experts over --tp-size): plan one replica with --tp and use cheapest --replicas",
+                          EXIT_USAGE)
+    return on
+
+
+def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Settings:
+    opts = dict(opts or {})
+    check_opts("sglang", opts, OPTS)
+    version = check_version("sglang", version, VERSIONS, DEFAULT_VERSION)
+    gib = gpu.memory_usable_bytes / GIB
+    chunked = opt_int(opts, "chunked_prefill_size", _default_chunked(version, gib))
+    graph_bs = opt_int(opts, "cuda_graph_max_bs", _default_graph_bs(gib))
+    dpa = dp_attention(model, dep, opts)
+    tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
+    frac = default_fraction(version, gpu.memory_usable_bytes / MIB, tp_size, dep.pp, chunked, graph_bs)
+    if (explicit or {}).get("gpu_memory_utilization"):
+        frac = explicit["gpu_memory_utilization"]  # --gpu-memory-utilization doubles as the fraction
+    frac = opt_float(opts, "mem_fraction_static", frac)
+    page = opt_int(opts, "page_size", 64 if any(layer.kind == Kind.MLA for layer in model.layers) else 1)
+    if page < 1:
+        raise KvplanError("page_size must be at least 1", EXIT_USAGE)
+    ratio = opt_float(opts, "swa_full_tokens_ratio", 0.8)
+    kv = req.kv_dtype
+    if kv is not None and kv.block_elems > 1:
+        raise KvplanError(f"SGLang has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
+    init = INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1
+    return Settings(version, float(frac), chunked, page, ratio, init)
+
+
+def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
+    """(full-pool bytes per token, SWA-pool bytes per token, K-only bytes per token) on one rank."""
+    full = swa = k_only = 0
+    hybrid = parse_version(st.version) >= (0, 5, 0)
+    for layer in layers:
+        if layer.kind in (Kind.NONE, Kind.STATE):
+            continue
+        tok = layer.token_bytes(kv_dtype, tp)
+        k_only += kv_dtype.bytes_for(layer.elements_per_token(tp) // (1 if layer.kind == Kind.MLA else 2))
+        if hybrid and layer.kind in LOCAL_KINDS:
+            swa += tok
+        else:
+            full += tok
+    return full, swa, k_only
+
+
+def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, kv_dtype: DType,
+             state_dtype: DType | None = None) -> Capacity:
+    """SGLang's pool for `kv_bytes` of budget ("rest") per rank: #tokens, K size, concurrency.
+
+    Under pp each stage sizes its cell from its own layers (`num_effective_layers = end_layer -
+    start_layer`, 0.5.23 `model_executor/model_runner_components/layer_setup.py` L154, read by
+    `DefaultPoolConfigurator`, `model_executor/pool_configurator.py` L227-237) out of the same "rest"
+    (free memory is the minimum over every rank, `get_available_gpu_memory(distributed=True)`,
+    `mem_cache/kv_cache_configurator.py` L3000-3004): the stage with the largest cell holds the fewest
+    tokens and bounds the pipeline."""
+    full_cell, swa_cell, k_cell = pool_cell(model, dep, kv_dtype, st)
+    page = st.page_size
+    ratio = st.swa_full_tokens_ratio
+    budget = max(0, kv_bytes)
+    if swa_cell:
+        full_tokens = int(budget // (full_cell + ratio * swa_cell)) // page * page
+        swa_tokens = int(ratio * full_tokens) // page * page
+    else:
+        full_tokens = int(budget // full_cell) // page * page if full_cell else 0
+        swa_tokens = 0
+    windows = [layer.span for layer in model.layers if layer.kind in LOCAL_KINDS]
+    conc = full_tokens / context if context else 0.0
+    if swa_cell and windows:
+        need = min(context, max(windows) + page)
+        conc = min(conc, swa_tokens / need)
+    rows = full_tokens + page  # buffers carry one padded page (0.4.3: one padded slot)
+    k_size = rows * k_cell  # bytes; SGLang prints them as "GB" that are GiB
+    printed = swa_tokens if swa_cell else full_tokens
+    lines = [
+        Figure("KV budget per GPU (rest)", budget, "bytes"),
+        Figure("mem_fraction_static", st.mem_fraction_static, "number"),
+        Figure("cell per token", (full_cell, swa_cell, ratio) if swa_cell else full_cell,
+               "B full + B SWA x ratio" if swa_cell else "B"),
+        Figure("max_total_num_tokens", full_tokens, "count"),
+        Figure("KV Cache is allocated", (printed, k_size), "sglang tokens, K GiB"),
+        Figure(f"requests of {context:,} tokens", conc, "ratio"),
+    ]
+    if swa_cell:
+        lines.insert(4, Figure("SWA pool tokens", swa_tokens, "count"))
+    notes = []
+    if any(layer.kind == Kind.STATE for layer in model.layers):
+        notes.append("recurrent state pools (Mamba) are not modelled for SGLang")
+    return Capacity("sglang", st.version, budget, full_tokens, conc, context, full_cell + swa_cell,
+                    None, page, tuple(lines), tuple(notes))
+
+
+def pool_cell(model, dep, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
+    """cell_bytes of the stage that bounds the pool: under pp each stage's cell is its own layers' (capacity),
+    and the largest holds the fewest tokens."""
+    return max((cell_bytes(model.layers[a:b], dep.tp, kv_dtype, st) for a, b in split_layers(model.num_layers, dep.pp)),
+               key=lambda c: (c[0] + st.swa_full_tokens_ratio * c[1], c[2]))
+
+
+def k_size_gib(tokens: int, model, tp: int, kv_dtype: DType, st: Settings, pp: int = 1) -> float:
+    """The "K size" SGLang prints for a pool of `tokens` (GB in the log = GiB): (tokens + one page) x the K
+    bytes of a token on one rank of the bounding stage (pool_cell; a stage's own layers under pp)."""
+    from kvplan.planning.deploy import Deployment
+
+    return (tokens + st.page_size) * pool_cell(model, Deployment(tp, pp), kv_dtype, st)[2] / GIB
+
+
+@dataclass(frozen=True)
+class SglangRules:
+    """Token slots one request takes per layer: its tokens in whole pages; from 0.5, a sliding or
+    chunked layer of the hybrid SWA pool holds at most span + one page (as capacity()'s `need`)."""
+
+    page: int
+    hybrid: bool
+    name = "sglang"
+
+    def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
+        if layer.kind in LOCAL_KINDS and self.hybrid:
+            return min(seq_len, layer.span + self.page)
+        held = seq_len if layer.kind in LOCAL_KINDS else layer.tokens_held(seq_len)  # before 0.5: a full layer
+        return cdiv(held, self.page) * self.page if held else 0
+
+
+class Sglang(Engine):
+    name = "sglang"
+    display_name = "SGLang"
+    aliases = ()
+    versions = VERSIONS
+    default_version = DEFAULT_VERSION
+    option_names = OPTS
+    emits = True
+    # cell_bytes and SglangRules: full and MLA layers in the full pool, sliding and chunked in the SWA pool
+    # (from 0.5), recurrent states not pooled (a note), a layer without a cache nothing
+    kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.STATE, Kind.NONE})
+    supports_dp = True  # DP attention: each rank its own token pool and requests
+    kv_dtype_flags = {"fp8": "fp8_e4m3", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype
+
+    def settings(self, model, gpu, dep, req) -> Settings:
+        return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
+
+    def check_layout(self, model, dep) -> None:
+        super().check_layout(model, dep)
+        dp_attention(model, dep, self.opts)
+
+    def placement(self, model, dep, gpu=None):
+        """DP attention, --moe-dense-tp-size, --enable-dp-lm-head and shared-expert fusion place weights
+        differently (kvplan/engines/sglang/layout.py, docs/engines.md 9.2)."""
+        from kvplan.engines.sglang import layout as sglang_layout
+        dpa = dp_attention(model, dep, self.opts)
+        return sglang_layout.placement(model, gpu, dep, self.opts, self.version or self.default_version, dpa)
+
+    def request(self, req, st: Settings, model, dep):
+        # rest = free_before x fraction - weights, with free_before = total - init: as the planner's
+        # "usable x utilisation - weights - overhead" with overhead = init x fraction.
+        over = req.overhead_bytes if req.overhead_bytes is not None else int(st.init_bytes * st.mem_fraction_static)
+        return dataclasses.replace(req, gpu_memory_utilization=st.mem_fraction_static, block_size=st.page_size,
+                                   overhead_bytes=over)
+
+    def rules(self, st: Settings) -> SglangRules:
+        return SglangRules(st.page_size, parse_version(st.version) >= (0, 5, 0))
+
+    def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
+        kvd = cache_dtypes(req, model)[0]
+        return capacity(model, dep, use.kv_memory_bytes_per_gpu, req.context, req.batch, st, kvd)
+
+    def max_context(self, model, dep, stages, req, st, cap: Capacity) -> int:
+        return min(model.max_context, cap.tokens // max(1, req.batch))  # each request holds its tokens
+
+    # The pool's arithmetic from a given budget or token count (check-log reads them from a log).
+    def capacity_at(self, model, dep, st: Settings, kv_bytes: int, context: int, kv_dtype, state_dtype=None) -> Capacity:
+        return capacity(model, dep, kv_bytes, context, 1, st, kv_dtype)
+
+    def k_size_gib(self, model, dep, st: Settings, tokens: int, kv_dtype) -> float:
+        return k_size_gib(tokens, model, dep.tp, kv_dtype, st, dep.pp)
+
+    def token_bytes(self, model, dep, st: Settings, kv_dtype) -> int:
+        """Full + SWA pool bytes of one token on one rank of the stage that bounds the pool."""
+        return sum(pool_cell(model, dep, kv_dtype, st)[:2])
+
+    def emit_args(self, plan, model, settings: dict) -> list[str]:
+        """`python -m sglang.launch_server` (srt/server_args.py): --context-length, --mem-fraction-static,
+        --tp-size (every rank), --dp-size, --enable-dp-attention, --ep-size, --pp-size
+        (parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype, --page-size,
+        and --dtype / --quantization fp8 where the plan's weights are not the checkpoint's
+        (kvplan.engines.emit.weight_args)."""
+        from kvplan.engines.emit import kv_dtype_arg, model_arg, serve_seqs, weight_args
+        from kvplan.engines.sglang.layout import serve_flags
+
+        r, dep = plan.request, plan.deployment
+        args = ["python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
+                *weight_args(self, plan, model),
+                "--context-length", str(r.context), "--mem-fraction-static", f"{_emit_fraction(plan, settings, model):g}",
+                *self.parallel_flags(dep, model), *serve_flags(self.opts),
+                "--max-running-requests", str(serve_seqs(plan))]
+        kv = kv_dtype_arg(r.kv_dtype, model, self.kv_dtype_flags)
+        if kv:
+            args += ["--kv-cache-dtype", kv]
+        if settings["page_size"] != 1:
+            args += ["--page-size", str(settings["page_size"])]
+        return args
+
+    def parallel_flags(self, dep, model) -> list[str]:
+        """SGLang counts --tp-size over every rank: dp ranks of a MoE model run as DP attention
+        (--tp-size tp x dp --dp-size dp --enable-dp-attention, with --ep-size for expert parallelism);
+        a dense model's dp ranks are replicas (--dp-size, each --tp-size tp). docs/engines.md 9.2."""
+        tp, dp = dep.tp, dep.dp
+        if dp > 1 and model.params.num_experts:
+            args = ["--tp-size", str(tp * dp), "--dp-size", str(dp), "--enable-dp-attention"]
+        else:
+            args = ["--tp-size", str(tp)] + (["--dp-size", str(dp)] if dp > 1 else [])
+        if dep.ep > 1:
+            args += ["--ep-size", str(dep.ep)]
+        if dep.pp > 1:
+            args += ["--pp-size", str(dep.pp)]
+        if dep.dcp > 1:
+            args += ["--dcp-size", str(dep.dcp)]
+        return args
+
+    def emit_note(self, result, model) -> str | None:
+        """The margin --mem-fraction-static leaves (kvplan.engines.sglang.boot)."""
+        from kvplan.engines.sglang.boot import emit_advice
+
+        return emit_advice(result.plan, result.settings, model)[1]
+
+    def emit_weights_note(self, result, model) -> str | None:
+        """--quantization fp8 (kvplan.engines.emit.weight_args): SGLang quantizes the weights as they load."""
+        from kvplan.engines.emit import checkpoint_weights, fp8_at_load
+
+        have = fp8_at_load(self, result.plan, model)
+        if have is None:
+            return None
+        return f"--quantization fp8 quantizes the {have} of {checkpoint_weights(model)} weights as they load"
+
+
+def _emit_fraction(plan, settings: dict, model) -> float:
+    """The plan's fraction, raised to the lowest that holds the batch with the stated margin (sglang_boot)."""
+    from kvplan.engines.sglang.boot import emit_advice
+
+    return emit_advice(plan, settings, model)[0]
+
+
+ENGINE = Sglang

@@ -1,0 +1,88 @@
+"""An SGLang start-up log against kvplan's SGLang arithmetic: weights, the KV pool's bytes and
+tokens, concurrency (kvplan.engines.reconcile holds the rows and the entry point)."""
+
+from __future__ import annotations
+
+import math
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.engines.reconcile import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
+
+
+def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
+    from kvplan.planning.deploy import Deployment
+    from kvplan.engines import resolve_engine
+    from kvplan.engines.sglang import engine as sglang
+    from kvplan.planning.plan import Request
+
+    s, r = rec.settings, rec.reported
+    version = version or rec.version or sglang.DEFAULT_VERSION
+    out = Reconciliation("sglang", version, model.name if model else (rec.model or rec.architecture),
+                         gpu.key if gpu else None)
+    if model is None:
+        raise KvplanError(f"the log names only {rec.architecture or 'no model'}; pass --model to check it", EXIT_USAGE)
+    if not (tp or rec.tp):
+        out.notes.append("the log does not show the tensor-parallel size; tp 1 assumed (pass --tp)")
+    tp = tp or rec.tp or 1
+    dep = Deployment(tp, rec.pp or 1)  # under pp each stage's pool is its own layers' (the engine's pool_cell)
+    ctx = s.get("context_len") or model.max_context
+    req = Request(context=ctx, kv_dtype=cache_dtype(kv_name or s.get("kv_cache_dtype"), model))
+    stand_in = gpu or assumed_gpu()
+    opts = [f"mem_fraction_static={s['mem_fraction_static']}"] if "mem_fraction_static" in s else []
+    engine = resolve_engine("sglang", version, opts)
+    st = engine.settings(model, stand_in, dep, req)
+    if dep.pp > 1:
+        out.notes.append(f"pp {dep.pp}: each stage's pool is its own layers'; kvplan shows the largest-cell stage's")
+    if "mem_fraction_static" not in s:
+        out.notes.append(f"mem_fraction_static not in the log; {st.mem_fraction_static:g} is the {version} default"
+                         + ("" if gpu else " for an assumed 80 GiB GPU (pass --gpu)"))
+    p = resolve_engine().plan(model, stand_in, dep, Request(context=ctx, kv_dtype=req.kv_dtype))
+    kvd = req.kv_dtype
+    if "weights_mem_usage_gb" in r:
+        rep = r["weights_mem_usage_gb"].value * GIB
+        d, e = rel(p.weight_bytes_per_gpu, rep)
+        out.rows.append(Row("weights per GPU (Load weight end: mem usage)", f"{r['weights_mem_usage_gb'].text} GB",
+                            f"{p.weight_bytes_per_gpu / GIB:.2f} GiB", d, abs(e) <= 0.02, e))
+    f = st.mem_fraction_static
+    budget = None
+    if "avail_after_weights_gb" in r and "weights_mem_usage_gb" in r:
+        a_lo, a_hi = r["avail_after_weights_gb"].interval
+        u_lo, u_hi = r["weights_mem_usage_gb"].interval
+        lo, hi = (a_lo * f - u_hi * (1 - f)) * GIB, (a_hi * f - u_lo * (1 - f)) * GIB
+        c_lo = engine.capacity_at(model, dep, st, int(math.ceil(lo)), ctx, kvd)
+        c_hi = engine.capacity_at(model, dep, st, int(math.ceil(hi)) - 1, ctx, kvd)
+        budget = int((r["avail_after_weights_gb"].value * f - r["weights_mem_usage_gb"].value * (1 - f)) * GIB)
+        if "kv_tokens" in r:
+            rep = int(r["kv_tokens"].value)
+            ok = c_lo.tokens <= rep <= c_hi.tokens
+            mid = (c_lo.tokens + c_hi.tokens) / 2
+            out.rows.append(Row(f"#tokens (rest = avail x {f:g} - usage x {1 - f:.2f})", f"{rep:,}",
+                                f"{c_lo.tokens:,} .. {c_hi.tokens:,}", "in range" if ok else f"{rep - mid:+,.0f}",
+                                ok, (mid - rep) / rep))
+        if gpu is not None:
+            pre = (r["avail_after_weights_gb"].value + r["weights_mem_usage_gb"].value) * GIB
+            out.rows.append(Row("memory in use before weights (device total - free)",
+                                f"{(gpu.memory_usable_bytes - pre) / GIB:.2f} GiB (inferred)",
+                                f"{st.init_bytes / GIB:.2f} GiB (estimate)",
+                                rel(st.init_bytes, gpu.memory_usable_bytes - pre)[0], None,
+                                rel(st.init_bytes, gpu.memory_usable_bytes - pre)[1]))
+    if gpu is not None and "kv_tokens" in r:
+        # End to end: what `fit --engine sglang` predicts from the GPU alone, without the log's figures.
+        rep = int(r["kv_tokens"].value)
+        alone = engine.result(model, gpu, dep, req).capacity.tokens
+        d, e = rel(alone, rep)
+        out.rows.append(Row("#tokens predicted from the GPU alone (fit --engine sglang)", f"{rep:,}", f"{alone:,}",
+                            d, abs(e) <= 0.05, e))
+    if "kv_tokens" in r:
+        tokens = int(r["kv_tokens"].value)
+        for key, label in (("k_size_gb", "K size"), ("v_size_gb", "V size")):
+            if key in r:
+                pred = f"{engine.k_size_gib(model, dep, st, tokens, kvd):.{r[key].decimals}f}"
+                out.rows.append(Row(f"{label} from #tokens (GB = GiB)", f"{r[key].text} GB", f"{pred} GB",
+                                    "exact" if pred == r[key].text else f"{float(pred) - r[key].value:+.2f}",
+                                    pred == r[key].text, None))
+        budget = tokens * engine.token_bytes(model, dep, st, kvd)
+        for c in sorted({ctx, *[c for c in WHATIF_CONTEXTS if c <= model.max_context]}):
+            out.whatif.append((f"requests of {c:,} tokens", f"{tokens // c:,} at once ({tokens:,} tokens)"))
+        out.whatif.append(("KV pool bytes per GPU", f"{budget / GIB:.2f} GiB"))
+    return out

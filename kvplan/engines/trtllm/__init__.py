@@ -1,0 +1,1 @@
+"""TensorRT-LLM: its rules and KV cache manager budget (engine.py)."""

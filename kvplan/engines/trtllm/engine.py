@@ -1,0 +1,146 @@
+"""TensorRT-LLM (PyTorch backend): a fraction of the memory left free after a profiling run, in blocks of 32.
+
+Sources (code index snapshots; docs/engines.md section 3):
+  * `KvCacheConfig.free_gpu_memory_fraction` default 0.9, `tokens_per_block` 32, `max_num_tokens` 8192
+    (`tensorrt_llm/llmapi/llm_args.py`; docs page examples/kvcacheconfig.html: "90% of free GPU memory").
+  * budget: `tensorrt_llm/_torch/pyexecutor/_util.py` @ 0004396720054fd8e205cbf616f21f0b57c6b412,
+    `KvCacheCreator.configure_kv_cache_capacity`: kv = (total - peak of the warm-up run) x fraction, where the
+    peak holds the weights, the activations of `max_num_tokens` and non-torch memory.
+  * bytes per token: `resource_manager.py` (commit d2a5560a) `get_cache_size_per_token`:
+    L x kv_factor x (d x H // tp) x b, kv_factor 1 for MLA (d = 576, no tp split). Heads are NOT replicated
+    when tp > H (d x H // tp), unlike vLLM and SGLang. Blocks: ceil(tokens / 32), min over ranks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from kvplan.planning.deploy import split_layers
+from kvplan.core.intmath import cdiv
+from kvplan.planning.plan import cache_dtypes
+from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version, opt_float, opt_int
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.model.layers import ATTENTION_KINDS, Kind
+
+VERSIONS = ("0.20.0", "1.2.0")
+DEFAULT_VERSION = "1.2.0"
+OPTS = ("free_gpu_memory_fraction", "tokens_per_block", "max_num_tokens")
+
+
+@dataclass(frozen=True)
+class Settings:
+    version: str
+    free_gpu_memory_fraction: float
+    tokens_per_block: int
+    max_num_tokens: int
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Settings:
+    opts = dict(opts or {})
+    check_opts("trtllm", opts, OPTS)
+    version = check_version("trtllm", version, VERSIONS, DEFAULT_VERSION)
+    frac = (explicit or {}).get("gpu_memory_utilization") or 0.9
+    kv = req.kv_dtype
+    if kv is not None and kv.block_elems > 1:
+        raise KvplanError(f"TensorRT-LLM has no {kv.name} KV cache; use auto, fp16/bf16 or fp8", EXIT_USAGE)
+    tpb = opt_int(opts, "tokens_per_block", 32)
+    if tpb < 1:
+        raise KvplanError("tokens_per_block must be at least 1", EXIT_USAGE)
+    return Settings(version, opt_float(opts, "free_gpu_memory_fraction", float(frac)), tpb,
+                    opt_int(opts, "max_num_tokens", 8192))
+
+
+def bytes_per_token(layers, tp: int, kv_dtype) -> int:
+    total = 0
+    for layer in layers:
+        if layer.kind == Kind.MLA:
+            total += kv_dtype.bytes_for(layer.kv_lora_rank + layer.qk_rope_head_dim)
+        elif layer.kind in ATTENTION_KINDS:
+            dv = getattr(layer, "v_head_dim", 0) or layer.head_dim
+            total += kv_dtype.bytes_for(layer.num_kv_heads * (layer.head_dim + dv) // tp)  # no replication
+    return total
+
+
+def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, kv_dtype, state_dtype=None):
+    bpt = max(bytes_per_token(model.layers[a:b], dep.tp, kv_dtype) for a, b in split_layers(model.num_layers, dep.pp))
+    tokens = max(0, kv_bytes) // bpt if bpt else 0
+    blocks = tokens // st.tokens_per_block  # whole blocks that fit the byte budget
+    per_req = cdiv(context, st.tokens_per_block)
+    conc = blocks / per_req if per_req else 0.0
+    lines = [Figure("KV budget per GPU", kv_bytes, "GiB"), Figure("kv size per token", bpt, "B"),
+             Figure(f"blocks of {st.tokens_per_block}", blocks, "count"),
+             Figure("max tokens", blocks * st.tokens_per_block, "count"),
+             Figure(f"requests of {context:,} tokens", conc, "ratio")]
+    notes = ()
+    if any(getattr(l, "num_kv_heads", 10**9) < dep.tp for l in model.layers):
+        notes = ("tp exceeds the KV heads: TensorRT-LLM's estimate (d x H // tp) under-counts the replicated heads",)
+    return Capacity("trtllm", st.version, kv_bytes, blocks * st.tokens_per_block, conc, context, bpt, blocks,
+                    st.tokens_per_block, tuple(lines), notes)
+
+
+@dataclass(frozen=True)
+class TrtRules:
+    """Token slots one request takes per layer: every attention layer (sliding ones too: the KV cache
+    manager sizes blocks by the whole sequence, as capacity() does) holds ceil(n / 32) blocks."""
+
+    name = "trtllm"
+
+    def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
+        return cdiv(seq_len, block) * block if layer.kind in ATTENTION_KINDS and seq_len > 0 else 0
+
+
+def kv_budget(free: int, st: Settings, exact: bool) -> int:
+    """The KV bytes TensorRT-LLM takes of `free` (memory after the warm-up peak): the fraction of it.
+    An exact --kv-cache-memory is taken as given, and a shortfall (free <= 0) is reported as it is:
+    scaling it would make a larger fraction look like less room."""
+    return free if exact or free <= 0 else int(free * st.free_gpu_memory_fraction)
+
+
+class TrtLlm(Engine):
+    name = "trtllm"
+    aliases = ("tensorrt-llm", "trt-llm", "tensorrt_llm")
+    versions = VERSIONS
+    # bytes_per_token and TrtRules: attention and MLA layers by the whole sequence; a layer without a
+    # cache adds nothing. Recurrent states (Mamba, linear attention) are not in the table: TRT-LLM keeps
+    # them in a separate Mamba cache manager this engine does not model, and pricing them at 0 would be
+    # silently wrong, so such models are refused (check_layers) and planned with the default engine.
+    kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.NONE})
+    default_version = DEFAULT_VERSION
+    option_names = OPTS
+
+    def settings(self, model, gpu, dep, req) -> Settings:
+        return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
+
+    def overhead_estimate(self, model, dep, st: Settings) -> int:
+        from kvplan.planning.plan import activation_estimate, runtime_bytes
+
+        return activation_estimate(model, dep.tp, tokens=st.max_num_tokens) + runtime_bytes(dep)
+
+    def request(self, req, st: Settings, model, dep):
+        # kv = (total - weights - overhead) x fraction: the planner's (total - w - o) with utilisation 1,
+        # then scaled by budget().
+        over = req.overhead_bytes if req.overhead_bytes is not None else self.overhead_estimate(model, dep, st)
+        return dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=st.tokens_per_block, overhead_bytes=over)
+
+    def rules(self, st: Settings) -> TrtRules:
+        return TrtRules()
+
+    def budget(self, stages, req, st: Settings):
+        exact = req.kv_cache_memory_bytes is not None
+        return tuple(s._replace(kv_memory_bytes=kv_budget(s.kv_memory_bytes, st, exact)) for s in stages)
+
+    def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
+        return capacity(model, dep, use.kv_memory_bytes_per_gpu, req.context, req.batch, st, cache_dtypes(req, model)[0])
+
+    def max_context(self, model, dep, stages, req, st: Settings, cap: Capacity) -> int:
+        return min(model.max_context, (cap.blocks // max(1, req.batch)) * st.tokens_per_block)
+
+    def settings_dict(self, st: Settings, model, dep, req) -> dict:
+        return {**st.as_dict(), "overhead_estimate": self.overhead_estimate(model, dep, st)}
+
+
+ENGINE = TrtLlm

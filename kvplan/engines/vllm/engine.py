@@ -1,0 +1,385 @@
+"""vLLM: the KV budget of `gpu_worker.determine_available_memory` and the block pool of kv_cache_utils.
+
+Sources (read as released wheels; see docs/engines.md section 1 for line numbers):
+  * budget: `vllm/v1/worker/gpu_worker.py` v0.11.0 L222-300 (total x gmu - weights - torch peak of the
+    profile run - non-torch), v0.20.0+ also minus the CUDA-graph estimate (`vllm/envs.py` v0.20.0 L1725);
+    legacy V0 `vllm/worker/worker.py` v0.6.6 L177-248.
+  * defaults: gpu_memory_utilization 0.90 -> 0.92 in v0.20.0 (`vllm/config/cache.py` v0.19.1 L41,
+    v0.20.0 L66); block 16 (`config/cache.py`), 64 for FlashMLA (`platforms/cuda.py` v0.11.0 L126-182);
+    max_num_batched_tokens / max_num_seqs tiers by GPU size (`engine/arg_utils.py` v0.11.0 L1605-1623,
+    v0.33.0 L2940-3039; before 0.11 by release from the 0.8.0-0.10.2 wheels, see batch_defaults).
+  * the block pool (blocks per request in each kind of layer, kv-cache groups): kvplan/engines/vllm/pool.py.
+  * printed figures: `vllm/v1/core/kv_cache_utils.py` v0.11.0 L1080 (GPU KV cache size = num_blocks //
+    groups x block through v0.20.0) and v0.20.1 L1706 (int(concurrency x max_model_len)).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+from kvplan.planning.deploy import split_layers
+from kvplan.core.dtypes import DType
+from kvplan.core.intmath import cdiv
+from kvplan.planning.plan import cache_dtypes
+from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, opt_bool,
+                                 opt_int, parse_version)
+from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST
+from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
+from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
+from kvplan.core.search import largest_fitting
+
+GIB = 2**30
+VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "0.20.0", "0.20.1", "0.22.0",
+            "0.25.0", "0.30.0", "0.33.0")
+DEFAULT_VERSION = "0.33.0"
+OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling")
+
+
+@dataclass(frozen=True)
+class Settings:
+    version: str
+    gpu_memory_utilization: float
+    block_size: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    cudagraphs: bool  # CUDA-graph memory subtracted from the budget (v0.20.0+ unless enforce_eager)
+    async_scheduling: bool  # doubles the sliding-window in-flight term from v0.30.0
+    v1: bool  # the V1 engine (default from v0.8.0)
+    gpu_key: str = ""  # the GPU it runs on (picks kernels whose weights load padded, vllm_overhead)
+    # speculative decoding: a Mamba-style state keeps 1 + num_speculative_tokens pages per request
+    # (MambaSpec.num_speculative_blocks: kv_cache_interface.py v0.33.0 L1141, mamba/abstract.py L86)
+    spec_state_blocks: int = 0
+    # multi-module MTP keeps num_speculative_tokens - 1 more tokens below every sliding window
+    # (SlidingWindowSpec.extra_retained_tokens: v0.33.0 kv_cache_planning.py L1634-1641, kv_cache_interface.py
+    # L903-945; absent in 0.25.0, 0.30.0 not read)
+    swa_retained: int = 0
+    eager: bool = False  # --enforce-eager: no torch.compile, no CUDA graphs (vllm_non_torch: what that saves)
+
+    @cached_property  # (read for every block count of a max-context search: parsed once)
+    def v(self) -> tuple[int, ...]:
+        return parse_version(self.version)
+
+    @cached_property
+    def in_flight_tokens(self) -> int:
+        if self.v >= (0, 30, 0) and self.async_scheduling:
+            return 2 * self.max_num_batched_tokens
+        return self.max_num_batched_tokens
+
+    def as_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "in_flight_tokens": self.in_flight_tokens}
+
+
+def _big_gpu(gpu) -> bool:
+    """vLLM's large-GPU tier from v0.9.0: >= 70 GiB and not an A100 (arg_utils v0.9.0 L1495, v0.11.0 L1605-1623)."""
+    return gpu.memory_usable_bytes >= 70 * GIB and "a100" not in gpu.key
+
+
+def _named_hopper(gpu) -> bool:
+    """The tier test of v0.8.0-v0.8.4: "h100" or "h200" in the device name (arg_utils v0.8.0 L1693). The
+    driver's names ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA GH200 480GB", ...) carry the same word
+    as kvplan's keys; so does a user profile named after its part."""
+    text = f"{getattr(gpu, 'key', '')} {getattr(gpu, 'name', '')}".lower()
+    return "h100" in text or "h200" in text
+
+
+def batch_defaults(v: tuple[int, ...], gpu, context: int) -> tuple[int, int]:
+    """`vllm serve`'s (max_num_batched_tokens, max_num_seqs) for release `v` on `gpu`: the OPENAI_API_SERVER
+    entries of `EngineArgs._set_default_args_v1` (table and line numbers: docs/engines.md section 1)."""
+    if v < (0, 8, 0):
+        return max(context, 2048), 256  # V0 without chunked prefill profiles a max_model_len batch
+    if v < (0, 8, 4):  # by name; max_num_seqs 1024 everywhere (v0.8.0 L1693-1715, v0.8.3 L1647-1669)
+        return (8192 if _named_hopper(gpu) else 2048), 1024
+    if v < (0, 8, 5):  # by name, both tiered (v0.8.4 L1669-1682)
+        big = _named_hopper(gpu)
+    elif v < (0, 9, 0):  # by memory alone (v0.8.5 L1596-1609)
+        big = gpu.memory_usable_bytes >= 70 * GIB
+    else:  # by memory, A100s excepted (v0.9.0 L1495-1508 ... v0.11.0 L1605-1623)
+        big = _big_gpu(gpu)
+    if v >= (0, 33, 0) and gpu.memory_usable_bytes >= 160 * GIB:
+        return 16384, 1024
+    return (8192, 1024) if big else (2048, 256)
+
+
+def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Settings:
+    """vLLM's defaults for this GPU and release (`vllm serve`), overridden by flags and --engine-opt."""
+    opts = dict(opts or {})
+    explicit = explicit or {}
+    check_opts("vllm", opts, OPTS)
+    version = check_version("vllm", version, VERSIONS, DEFAULT_VERSION)
+    v = parse_version(version)
+    v1 = v >= (0, 8, 0)
+    gmu = explicit.get("gpu_memory_utilization") or (0.92 if v >= (0, 20, 0) else 0.90)
+    has_mla = any(layer.kind == Kind.MLA for layer in model.layers)
+    block = explicit.get("block_size") or (64 if has_mla and v1 else 16)  # FlashMLA forces 64
+    mnbt, seqs = batch_defaults(v, gpu, req.context)
+    mnbt = opt_int(opts, "max_num_batched_tokens", mnbt)
+    # from v0.10.1 the default max_num_seqs is capped by max_num_batched_tokens (arg_utils v0.10.1 L1711)
+    seqs = opt_int(opts, "max_num_seqs", min(seqs, mnbt) if v >= (0, 10, 1) else seqs)
+    eager = opt_bool(opts, "enforce_eager", False)
+    if mnbt < 1 or seqs < 1:
+        raise KvplanError("max_num_batched_tokens and max_num_seqs must be at least 1", EXIT_USAGE)
+    kv = req.kv_dtype
+    if kv is not None and kv.block_elems > 1:
+        raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
+    from kvplan.planning.speculative import vllm_pool_terms
+
+    return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
+                    opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "",
+                    *vllm_pool_terms(model, v), eager=eager)
+
+
+def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,
+             state_dtype: DType) -> Capacity:
+    """vLLM's printed figures for a per-rank KV budget (`kv_bytes`: one int, or one per pipeline stage)."""
+    ranges = split_layers(model.num_layers, dep.pp)
+    budgets = list(kv_bytes) if isinstance(kv_bytes, (list, tuple)) else [kv_bytes] * len(ranges)
+    pools = stage_pools(model, dep, st, kv_dtype, state_dtype)
+    # Every worker sizes its own pool; the engine keeps the minimum (kv_cache_utils v0.11.0 L1286).
+    blocks = min((max(0, kv) // p.bytes_per_block if p.bytes_per_block else 0) for kv, p in zip(budgets, pools))
+    pool = pools[0]
+    dcp = dep.dcp
+    # -dcp C: a rank holds cdiv(len, C) of a request's tokens, so one block id (a page on each of the C
+    # ranks) covers block x C of them (kv_cache_interface v0.33.0 L643-648; AttentionSpec L610-615)
+    per_req = max(p.blocks_per_request(cdiv(context, dcp), st) for p in pools)
+    v = parse_version(st.version)
+    if v < (0, 8, 0):
+        conc = blocks * pool.block_size / context  # V0 / early V1: tokens / max_model_len
+        tokens = blocks * pool.block_size
+    else:
+        conc = blocks / per_req if per_req else 0.0
+        # <= 0.20.0 multiplies the printed size by the dcp world size ("Multiplying the GPU KV cache
+        # size by the dcp_world_size"); from 0.20.1 it is concurrency x max_model_len
+        tokens = ((blocks // pool.num_groups) * pool.block_size * dcp if v <= (0, 20, 0)
+                  else int(conc * context))
+    bpt = max(sum(l.token_bytes(kv_dtype, dep.tp) for l in model.layers[a:b]) for a, b in ranges)
+    lines = [
+        Figure("KV budget per GPU", min(budgets), "bytes"),
+        Figure("block (page) size", pool.block_size, "tokens"),
+        Figure("groups x layers per group", (pool.num_groups, pool.group_size), "a x b"),
+        Figure("bytes per block id", pool.bytes_per_block, "B"),
+        Figure("num_gpu_blocks", blocks, "count"),
+        Figure(f"blocks per {context:,}-token request", per_req, "count"),
+        *([Figure("tokens per block id over the dcp group", pool.block_size * dcp, "tokens")] if dcp > 1 else []),
+        Figure("GPU KV cache size", tokens, "tokens"),
+        Figure(f"Maximum concurrency for {context:,} tokens per request", conc, "times"),
+    ]
+    notes = []
+    if any(b.kind == Kind.STATE for b in pool.buckets):
+        notes.append("hybrid Mamba layout approximated (state page padded to the attention page)")
+    if v >= AUTO_FIRST:
+        lines, notes = _with_auto_fit(model, dep, budgets, st, kv_dtype, state_dtype, pools, blocks, lines, notes)
+    return Capacity("vllm", st.version, min(budgets), tokens, conc, context, bpt, blocks, pool.block_size,
+                    tuple(lines), tuple(notes))
+
+
+def _with_auto_fit(model, dep, budgets, st, kv_dtype, state_dtype, pools, blocks, lines, notes):
+    """The figures and notes plus what `--max-model-len auto` sets (kvplan.engines.vllm.autofit)."""
+    from kvplan.engines.vllm.autofit import LABEL, auto_fit
+
+    fit = auto_fit(model, dep, budgets, st, kv_dtype, state_dtype)
+    if isinstance(fit, str):
+        return lines, [*notes, f"--max-model-len auto not predicted: {fit}"]
+    lines = [*lines, Figure(LABEL, fit.tokens, "tokens")]
+    if fit.tokens == 0:
+        return lines, [*notes, f"vLLM {st.version} with --max-model-len auto refuses to start: not one token fits"]
+    per_req = max(p.blocks_per_request(cdiv(fit.tokens, dep.dcp), st) for p in pools)
+    if per_req > blocks:  # v0.14.0-0.18.0 size a hybrid layout on its first group only
+        notes = [*notes, (f"vLLM {st.version} sizes --max-model-len auto on its first kv-cache group "
+                          f"({fit.first_group}) only: the pool holds {blocks / per_req:.2f} of one "
+                          f"{fit.tokens:,}-token request")]
+    return lines, notes
+
+
+def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, state_dtype) -> int:
+    """Longest length whose `batch` requests fit the block pool (monotone: binary search)."""
+    pools = stage_pools(model, dep, st, kv_dtype, state_dtype)
+
+    def fits(n: int) -> bool:
+        return all(batch * p.blocks_per_request(cdiv(n, dep.dcp), st) <= cap.blocks for p in pools)
+
+    return max(0, largest_fitting(fits, model.max_context))
+
+
+def overhead(model, dep, st: Settings) -> tuple[int, dict]:
+    """Per-GPU non-KV memory vLLM subtracts besides the weights (modelled and calibrated per term in
+    kvplan/engines/vllm/overhead.py on the log corpus)."""
+    parts = dict(_overhead_terms(model, dep, st))
+    return sum(parts.values()), parts
+
+
+@lru_cache(maxsize=16)
+def _overhead_terms(model, dep, st: Settings) -> tuple:
+    """The terms, worked out once per plan (request() takes the sum, settings_dict() the terms)."""
+    from kvplan.engines.vllm.overhead import overhead_terms
+
+    return tuple(overhead_terms(model, dep, st).items())
+
+
+def dcp_release_problem(model, version: str) -> str | None:
+    """Why this vLLM release has no decode context parallel for this model (None: it has).
+    MLA from 0.10.2 (vllm-project/vllm#23734, merged 2025-08-27); GQA/MQA full attention from
+    0.11.0 (#24864, FlashAttention, merged 2025-09). The layout's own limits: kvplan.planning.layout.dcp_problem."""
+    v = parse_version(version)
+    if v < (0, 10, 2):
+        return f"vLLM {version} has no --decode-context-parallel-size (added in 0.10.2, vllm-project/vllm#23734)"
+    if v < (0, 11, 0) and any(layer.kind == Kind.FULL for layer in model.layers):
+        return (f"vLLM {version} shards only MLA caches over decode-context-parallel ranks; GQA came in 0.11.0 "
+                "(vllm-project/vllm#24864)")
+    return None
+
+
+class Vllm(Engine):
+    name = "vllm"
+    display_name = "vLLM"
+    aliases = ()
+    versions = VERSIONS
+    default_version = DEFAULT_VERSION
+    option_names = OPTS
+    emits = True
+    kinds = frozenset(BLOCKS_PER_REQUEST) | {Kind.NONE}  # its table; a layer that caches nothing takes no block
+    # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer; Falcon-H1: a FullAttentionSpec and a MambaSpec
+    reads_layers = frozenset({IndexedMLA, ParallelHybrid})
+    supports_dp = True  # -dp: each DP rank an engine core with its own scheduler and pool
+    supports_speculative = True  # --speculative-config: drafter layers in the same groups (kvplan.planning.speculative)
+    kv_dtype_flags = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype
+    supports_dcp = True  # -dcp: each rank of a dcp group holds every dcp-th token (check_layout: by release)
+    dcp_tokens_whole = True  # "GPU KV cache size" counts the whole dcp group's tokens
+
+    def check_layout(self, model, dep) -> None:
+        super().check_layout(model, dep)
+        if dep.dcp > 1:
+            why = dcp_release_problem(model, self.version or self.default_version)
+            if why:
+                raise KvplanError(why, EXIT_USAGE)
+
+    def settings(self, model, gpu, dep, req) -> Settings:
+        return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
+
+    def check_speculative(self, method: str) -> None:
+        """Draft models from 0.15.0, MTP from 0.11.0 (kvplan.planning.speculative.check_vllm)."""
+        from kvplan.planning.speculative import check_vllm
+
+        check_vllm(method, parse_version(self.version or DEFAULT_VERSION))
+
+    def view(self, model, st: Settings):
+        """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.planning.speculative)."""
+        from kvplan.planning.speculative import vllm_view
+
+        return vllm_view(model, st.v)
+
+    def request(self, req, st: Settings, model, dep):
+        over = req.overhead_bytes if req.overhead_bytes is not None else overhead(model, dep, st)[0]
+        req = vllm_cache_dtype.as_cached(req, model)  # MiMo-V2-Flash: the model's own dtype
+        return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
+                                   overhead_bytes=over)
+
+    def rules(self, st: Settings) -> VllmRules:
+        return VllmRules.of(st)
+
+    def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
+        kvd, std = cache_dtypes(req, model)
+        cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
+        cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)))
+        if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
+            note = f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}"
+            cap = cap._replace(notes=(*cap.notes, note))
+        return cap
+
+    def fits(self, cap: Capacity, req) -> bool:
+        return cap.blocks > 0 and cap.max_concurrency >= req.batch
+
+    def max_context(self, model, dep, stages, req, st: Settings, cap: Capacity) -> int:
+        return max_context(model, dep, cap, req.batch, st, *cache_dtypes(req, model))
+
+    # The pool's arithmetic from a given budget (check-log reads a budget or a block count from a log).
+    def block(self, model, dep, st: Settings, kv_dtype, state_dtype) -> tuple[int, int]:
+        """(bytes of one block id across its group, tokens per block) of the first stage's pool."""
+        pool = stage_pools(model, dep, st, kv_dtype, state_dtype)[0]
+        return pool.bytes_per_block, pool.block_size
+
+    def capacity_at(self, model, dep, st: Settings, kv_bytes: int, context: int, kv_dtype, state_dtype) -> Capacity:
+        return capacity(model, dep, kv_bytes, context, 1, st, kv_dtype, state_dtype)
+
+    def longest_context(self, model, dep, st: Settings, cap: Capacity, batch: int, kv_dtype, state_dtype) -> int:
+        return max_context(model, dep, cap, batch, st, kv_dtype, state_dtype)
+
+    def settings_dict(self, st: Settings, model, dep, req) -> dict:
+        parts = overhead(model, dep, st)[1]
+        return {**st.as_dict(), **{f"overhead_{k}": v for k, v in parts.items()}}
+
+    def emit_args(self, plan, model, settings: dict) -> list[str]:
+        """`vllm serve` flags (vllm/engine/arg_utils.py): --max-model-len, --max-num-seqs (per data-parallel
+        rank), --gpu-memory-utilization or --kv-cache-memory-bytes (>= 0.11.0), --kv-cache-dtype, -tp/-pp,
+        --data-parallel-size, --enable-expert-parallel (parallel_flags), --block-size, and --dtype /
+        --quantization fp8 where the plan's weights are not the checkpoint's (kvplan.engines.emit.weight_args)."""
+        from kvplan.engines.emit import kv_dtype_arg, model_arg, serve_seqs, weight_args
+        from kvplan.planning.layout import per_rank_batch
+
+        r, dep = plan.request, plan.deployment
+        seqs = per_rank_batch(serve_seqs(plan), dep.dp)  # each DP rank's scheduler: never below its share
+        # no context asked for: vLLM's own fit to the memory it measures (from 0.14.0), not kvplan's estimate
+        auto = r.context_from_model and parse_version(settings["version"]) >= AUTO_FIRST
+        args = ["vllm", "serve", model_arg(model), *weight_args(self, plan, model),
+                "--max-model-len", "auto" if auto else str(r.context), "--max-num-seqs", str(seqs)]
+        if r.kv_cache_memory_bytes is not None:
+            args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]
+        else:
+            from kvplan.engines.vllm.boot import emit_advice
+
+            # the plan's utilisation, raised to the lowest that holds the batch with the stated margin
+            args += ["--gpu-memory-utilization", f"{emit_advice(plan, settings, model)[0]:g}"]
+        kv = kv_dtype_arg(r.kv_dtype, model, self.kv_dtype_flags)
+        if kv:
+            args += ["--kv-cache-dtype", kv]
+        args += self.parallel_flags(dep, model)
+        if settings["block_size"] != 16:
+            args += ["--block-size", str(settings["block_size"])]
+        if model.speculative is not None:
+            from kvplan.planning.speculative import vllm_flag
+
+            args += vllm_flag(model.speculative)
+        return args
+
+    def parallel_flags(self, dep, model) -> list[str]:
+        """-tp / -pp per data-parallel rank, --data-parallel-size for dp, --enable-expert-parallel (its
+        size is always tp x dp), --decode-context-parallel-size (docs/engines.md 9.1)."""
+        args = ["-tp", str(dep.tp)]
+        if dep.pp > 1:
+            args += ["-pp", str(dep.pp)]
+        if dep.dp > 1:
+            args += ["--data-parallel-size", str(dep.dp)]
+        if dep.ep > 1:
+            args += ["--enable-expert-parallel"]
+        if dep.dcp > 1:
+            args += ["--decode-context-parallel-size", str(dep.dcp)]
+        return args
+
+    def emit_note(self, result, model) -> str | None:
+        """The margin --gpu-memory-utilization leaves (none with --kv-cache-memory-bytes: exact), and what
+        --max-model-len auto is expected to set."""
+        from kvplan.engines.vllm.boot import auto_note, emit_advice
+
+        auto = auto_note(result, model)
+        if result.plan.request.kv_cache_memory_bytes is not None:
+            return auto
+        margin = emit_advice(result.plan, result.settings, model)[1]
+        return f"{margin}; {auto}" if auto else margin
+
+    def emit_weights_note(self, result, model) -> str | None:
+        """--quantization fp8 (kvplan.engines.emit.weight_args): docs/features/quantization/fp8.md warns, under
+        online quantization, that the weights load at original precision first."""
+        from kvplan.engines.emit import checkpoint_weights, fp8_at_load
+
+        have = fp8_at_load(self, result.plan, model)
+        if have is None:
+            return None
+        return (f"--quantization fp8 quantizes the {checkpoint_weights(model)} weights as they load; vLLM's "
+                f"docs warn that it loads them at original precision first, so the GPUs need room for "
+                f"their share of the {have} checkpoint while loading")
+
+
+ENGINE = Vllm

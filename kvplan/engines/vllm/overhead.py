@@ -1,0 +1,351 @@
+"""vLLM's non-KV memory per GPU, term by term, modelled from the engine's source and calibrated on logs.
+
+vLLM sizes the KV cache as `total x gpu_memory_utilization - weights - torch peak increase of the
+profile run - non-torch increase` (`vllm/v1/worker/gpu_worker.py` determine_available_memory, v0.11.0
+L222-300; v0.19.0 prints each term at DEBUG: "Total non KV cache memory: ...; torch peak memory
+increase: ...; non-torch forward increase memory: ...; weights memory: ..."), minus the CUDA-graph
+estimate where the release subtracts it (kvplan/engines/vllm/engine.py Settings.cudagraphs). This module
+models the three non-weight terms and what the loaded weights gain over the checkpoint (the MXFP4
+kernel padding and the RoPE cos/sin tables: the `weights_repack` term); `overhead_terms` is the one
+entry point (vllm.overhead calls it).
+
+1. Activation peak (`gpu_model_runner.py` profile_run, v0.11.0-v0.19.0): one dummy forward pass of
+   `max_num_batched_tokens` tokens (T), then `_dummy_sampler_run` over the last hidden state of each of
+   min(max_num_seqs, T) requests (S): fp32 logits of S x vocab (gathered whole on every tensor-parallel
+   rank), their softmax / top-k-top-p buffers and the sampled-token bookkeeping. Modelled as
+       peak = SAMPLER x S x vocab + FORWARD_MLP x T x width/tp + FORWARD_HIDDEN x T x hidden
+   (bytes per element of each product), plus for MoE models fused_moe's three intermediate caches
+   (MOE_WORKSPACE x T x top_k x (3 x I_e/tp + H)). Pipeline stages before the last run no sampler.
+   The legacy V0 engine (< 0.8, eager, T = max_model_len without chunked prefill) keeps the
+   planner's eager form.
+2. Non-torch increase (CUDA/NCCL allocations outside PyTorch up to the end of the profile run): a
+   constant for one GPU, larger with tensor parallelism (custom all-reduce and NCCL buffers, FlashInfer's
+   all-reduce fusion workspace from 0.17.0) and with pipeline parallelism alone, plus what the CUDA-graph
+   profiling of 0.18.0+ leaves behind (kvplan/engines/vllm/non_torch.py).
+3. CUDA graphs (`gpu_model_runner.py` v0.19.0 "Estimated CUDA graph memory: X GiB total", subtracted
+   from v0.20.0 unless --enforce-eager): vLLM's own sum, the larger first capture (a fitted PIECEWISE
+   constant, or FA3's split-KV accumulator, source-derived) plus a per-graph cost per decoder layer
+   times the graphs the capture-size list gives (`cudagraph_estimate`).
+
+The constants were fitted by `benchmarks/budget_corpus.py --calibrate` on the TRAINING split of the
+log corpus (tests/fixtures/logs/corpus/index.yaml; split by source, never by record) and are checked
+against the held-out split by the same benchmark; tests/test_budget_corpus.py re-fits them and fails
+if these values drift from what the training split gives.
+"""
+
+from __future__ import annotations
+
+from kvplan.engines.base import parse_version
+from kvplan.engines.vllm.non_torch import (  # noqa: F401  (the calibrated constants, re-exported)
+    NON_TORCH_PP, NON_TORCH_SINGLE, NON_TORCH_SINGLE_V011, NON_TORCH_TP, NON_TORCH_TP_LEGACY, NON_TORCH_TP_V011,
+    V0_NON_TORCH_SINGLE, non_torch)
+from kvplan.core.intmath import round_up
+from kvplan.model.layers import Kind
+from kvplan.readers.rope import rope_table_bytes
+
+GIB = 2**30
+MIB = 2**20
+
+# --- calibrated on the training split (benchmarks/budget_corpus.py --calibrate) --------------------
+# Three eras of the V1 engine, as the corpus shows them: v0.19.0 logs (DEBUG breakdown, H100), v0.11.0
+# (llm-d's table of v0.11 H100 logs: the sampler's profile costs ~2.7x more per logit) and releases
+# before 0.11 (only the printed budget: tp > 1 non-torch is its residual). Non-torch memory has its own
+# module and release boundaries from the source (kvplan/engines/vllm/non_torch.py).
+# The sampler's cost per logit follows the code path instead (`sort_sampler`): v0.11.0's V1 sampler
+# takes FlashInfer's kernel only where FlashInfer is installed (the v0.11 logs' 38 B per logit show it
+# was not), and by v0.16.0 that kernel is opt-in (VLLM_USE_FLASHINFER_SAMPLER=1), so the dummy run
+# goes through the PyTorch top-k/top-p of
+# v1/sample/ops/topk_topp_sampler.py, which sorts the whole fp32 logits (values 4 B + int64 indices
+# 8 B per logit), takes a softmax and a cumsum of the sorted copy and scatters back into a new tensor:
+# about 25 B per logit over the bf16 logits, their fp32 copy, the probabilities and the exponential
+# draw (2 + 4 + 4 + 4 = 14 B). v0.17.0 (same file) routes batches of 8 or more rows to
+# `apply_top_k_top_p_triton` (v1/sample/ops/topk_topp_triton.py), which masks in place with a buffer
+# of one vocab row per Triton program, and the extra ~25 B are gone; the fits agree (38.14 and 14.63 B).
+SAMPLER_BYTES = 14.63  # per logit of the dummy sampler run (S x vocab), v0.17+ and V1 before 0.11
+SAMPLER_BYTES_V011 = 38.14  # the same, v0.11-v0.16 (the PyTorch sort path)
+FORWARD_MLP_BYTES = 0.095  # per token x MLP width / tp of the profile forward pass
+FORWARD_HIDDEN_BYTES = 2.69  # per token x hidden size of the profile forward pass
+MOE_WORKSPACE_BYTES = 1.78  # per element of the fused-MoE caches (T x top_k x (3 x I_e/tp + H)), MoE only
+CUDAGRAPH_BASE = 21 * MIB  # CUDA-graph estimate: first capture, pools
+CUDAGRAPH_PER_LAYER = 23 * MIB  # per decoder layer on the rank
+
+
+def sort_sampler(version: tuple[int, ...]) -> bool:
+    """Whether the dummy sampler ran the sort-based top-k/top-p (0.11-0.16; see the constants above)."""
+    return (0, 11, 0) <= version < (0, 17, 0)
+
+
+def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True,
+                    version: tuple[int, ...] = (0, 19, 0), gpu=None) -> int:
+    """Torch peak increase of vLLM's profile run on one rank (bytes)."""
+    if version < (0, 8, 0):
+        # V0 runs the profile forward eagerly: the MLP's gate+up output (2 x width), its activation and
+        # four hidden-size buffers in 16 bits stay live (kvplan.planning.plan.activation_estimate), which the
+        # V1 compiled graph fuses away; the V1 constants below were fitted on V1 logs only.
+        from kvplan.planning.plan import activation_estimate
+
+        return activation_estimate(model, tp, tokens=tokens, max_seqs=max_seqs)
+    seqs = min(max_seqs, tokens)
+    per_logit = SAMPLER_BYTES_V011 if sort_sampler(version) else SAMPLER_BYTES
+    sampler = per_logit * seqs * model.vocab_size if last_stage else 0
+    forward = tokens * (FORWARD_MLP_BYTES * model.intermediate_size / tp + FORWARD_HIDDEN_BYTES * model.hidden_size)
+    return int(sampler + forward + MOE_WORKSPACE_BYTES * moe_workspace_elements(model, tp, tokens, gpu))
+
+
+def moe_workspace_elements(model, tp: int, tokens: int, gpu=None) -> int:
+    """Elements of fused_moe's three intermediate caches for one chunk of `tokens` (fused_moe.py
+    fused_experts: (M, top_k, 2 I_e/tp) gate-up output, (M x top_k, I_e/tp) activation, (M, top_k, H)
+    down output, M = min(tokens, VLLM_FUSED_MOE_CHUNK_SIZE 32768)); 0 for a dense model."""
+    p = model.params
+    if not p.num_experts or not p.experts_per_token:
+        return 0
+    if model.quantization.method == "mxfp4" and _mxfp4_padding(gpu) != (128, 256):
+        return 0  # Hopper/Blackwell run MXFP4 experts in the Triton / FlashInfer kernels, not fused_moe
+    width = model.intermediate_size // p.experts_per_token // tp  # one expert's width on this rank
+    return min(tokens, 32768) * p.experts_per_token * (3 * width + model.hidden_size)
+
+
+# --- weights as loaded: MXFP4 MoE experts padded for the kernel (source-derived, not fitted) --------
+# vllm/model_executor/layers/quantization/mxfp4.py (Mxfp4MoEMethod.create_weights, main 2026): the
+# backend pads each expert's per-rank width I/tp and the hidden size H before loading: Marlin (GPUs
+# before Hopper, and consumer Blackwell) to I/tp % 128 and H % 256; FlashInfer on SM100 to 256 and
+# 256; the Triton kernels on SM90/SM100 to I/tp % 64 only. A 4-bit value and an 8-bit scale per 32
+# (0.53125 B per weight) fill the padding too.
+# Hopper (SM90, the Triton matmul_ogs path): process_weights_after_loading then swizzles each expert
+# for the kernel (vLLM quantization/utils/mxfp4_utils.py _swizzle_mxfp4, num_warps 8, v0.11-v0.19)
+# into triton_kernels' Hopper layouts (triton-lang/triton python/triton_kernels/triton_kernels/
+# tensor_details/layout_details/hopper_value.py HopperMXValueLayoutTransformation._padded_shape,
+# commit 000df03e; hopper_scale.py swizzle_data, commit 14dd7a19), which pad again: the packed values
+# [K/2, N] (K the contraction axis, 2 fp4 per byte) to K/2 % 64 and N % 256; the scales [N, K/32] to
+# N % (32 x num_warps) = 256 and K/32 % 2. The biases become fp32 (+2 B each). gpt-oss-20b on one
+# H100: +0.57 GiB (w13 1440x5760 -> 1472x5888 bytes, w2 1440x2880 -> 1472x3072, per expert-layer).
+_SM90 = ("h100", "h200", "gh200", "h20")
+_SM100 = ("b200", "b300", "gb200", "gb300")
+
+
+def _gpu_key(gpu) -> str:
+    """A kvplan GPU key from a GPU profile or a key ("" when unknown)."""
+    return (gpu if isinstance(gpu, str) else getattr(gpu, "key", "")) or ""
+
+
+_BACKEND_PADDING = {"marlin": (128, 256), "triton": (64, 1), "flashinfer": (256, 256)}
+
+
+def _mxfp4_padding(gpu, backend: str | None = None) -> tuple[int, int] | None:
+    """(I/tp multiple, H multiple) of the MXFP4 backend vLLM picks on this GPU (a profile or its key), or of
+    the backend named (a log that says which one ran); None when unknown or not NVIDIA (AMD Instinct, Gaudi)."""
+    key = _gpu_key(gpu)
+    if key in ("", "unknown", "log") or key.startswith(("mi", "gaudi")):
+        return None
+    if backend:
+        return _BACKEND_PADDING[backend]
+    if key.startswith(_SM90):
+        return 64, 1
+    if key.startswith(_SM100):
+        return 256, 256
+    return 128, 256
+
+
+def _hopper_swizzle_extra(per_rank: int, hidden: int, warps: int = 8) -> int:
+    """Bytes one expert of one layer gains over the checkpoint in triton_kernels' Hopper layouts."""
+    i = round_up(per_rank, 64)  # vLLM's own I/tp padding for the Triton backend
+    values = (round_up(hidden // 2, 64) * round_up(2 * i, 256)  # w13: K = H, N = 2 I
+              + round_up(i // 2, 64) * round_up(hidden, 256))  # w2: K = I, N = H
+    scales = round_up(2 * i, 32 * warps) * round_up(hidden // 32, 2) + round_up(hidden, 32 * warps) * round_up(i // 32, 2)
+    checkpoint = 3 * per_rank * hidden * 17 // 32
+    return values + scales - checkpoint + 2 * (2 * i + hidden)  # + the biases' bf16 -> fp32
+
+
+def weights_repack_extra(model, tp: int, gpu, backend: str | None = None) -> int:
+    """Bytes per rank the MXFP4 experts gain over the checkpoint from the backend's padding (the backend
+    vLLM picks on the GPU, or `backend`: "marlin", "triton", "flashinfer")."""
+    q, p = model.quantization, model.params
+    pad = _mxfp4_padding(gpu, backend)
+    if q.method != "mxfp4" or not pad or not p.num_experts or not p.experts_per_token or not p.num_moe_layers:
+        return 0
+    width = model.intermediate_size // p.experts_per_token  # one expert's intermediate size
+    per_rank, hidden = width // tp, model.hidden_size
+    if pad == (64, 1) and (backend == "triton" or _gpu_key(gpu).startswith(_SM90)):
+        return _hopper_swizzle_extra(per_rank, hidden) * p.num_experts * p.num_moe_layers
+    return _padded_expert_extra(per_rank, hidden, *pad) * p.num_experts * p.num_moe_layers
+
+
+def _padded_expert_extra(per_rank: int, hidden: int, i_mult: int, h_mult: int) -> int:
+    """Bytes one expert of one layer gains when Mxfp4MoEMethod.create_weights pads I/tp to i_mult and H
+    to h_mult (vllm mxfp4.py, commit 007d5005): w13 [2 I, H/2] + scales [2 I, H/32] + bias bf16 [2 I],
+    w2 [H, I/2] + scales [H, I/32] + bias bf16 [H], the padded shapes less the checkpoint's."""
+    def size(i: int, h: int) -> int:
+        return 2 * i * (h // 2 + h // 32) + 2 * 2 * i + h * (i // 2 + i // 32) + 2 * h
+
+    return size(round_up(per_rank, i_mult), round_up(hidden, h_mult)) - size(per_rank, hidden)
+
+
+# --- weights as loaded: NVFP4 block scales swizzled for Blackwell (source-derived, not fitted) -----
+# An NVFP4 linear stores uint8 [N, K/2] and fp8 scales [N, K/16] (modelopt.py ModelOptNvFp4LinearMethod
+# .create_weights; compressed-tensors' nvfp4-pack-quantized alike): kvplan.model.spec counts 9/16 B a weight.
+# On Blackwell (SM100 / SM120) the CUTLASS and FlashInfer FP4 GEMMs take the scales swizzled:
+# swizzle_blockscale (vllm quantization/utils/nvfp4_utils.py; modelopt.py before) pads them to
+# [round_up(N, 128), round_up(K/16, 4)], per expert for MoE weights. Before Blackwell vLLM runs NVFP4
+# weight-only through Marlin (marlin_utils_fp4.py prepare_fp4_layer_for_marlin / prepare_moe_fp4_layer_
+# for_marlin): the weights and scales are repacked in place, same bytes, so nothing is added there.
+_BLACKWELL = _SM100 + ("rtx-5090", "rtx-pro-6000")
+
+
+def _scale_pad(n: int, k: int) -> int:
+    """Bytes one NVFP4 linear's fp8 scales gain when swizzled: [N, K/16] -> [N % 128, K/16 % 4]."""
+    return round_up(n, 128) * round_up(k // 16, 4) - n * (k // 16)
+
+
+def nvfp4_scale_padding(model, tp: int, gpu) -> int:
+    """Bytes per rank the swizzled NVFP4 block scales add on Blackwell (0 elsewhere or for other formats):
+    the attention projections and dense MLPs of every layer, and every expert of the MoE layers."""
+    if model.quantization.method != "nvfp4" or not _gpu_key(gpu).startswith(_BLACKWELL):
+        return 0
+    p, hidden = model.params, model.hidden_size
+    attn = [getattr(la, "attention", la) for la in model.layers]
+    total = 0
+    for la in (la for la in attn if la.kind in (Kind.FULL, Kind.SLIDING, Kind.CHUNKED) and hasattr(la, "head_dim")):
+        q = model.num_attention_heads * la.head_dim // tp
+        total += _scale_pad(q + 2 * max(1, la.num_kv_heads // tp) * la.head_dim, hidden) + _scale_pad(hidden, q)
+    moe_layers = p.num_moe_layers if p.num_experts and p.experts_per_token else 0
+    if moe_layers:
+        width = model.intermediate_size // p.experts_per_token // tp
+        total += moe_layers * p.num_experts * (_scale_pad(2 * width, hidden) + _scale_pad(hidden, width))
+    dense = model.num_layers - moe_layers
+    if dense and not moe_layers:  # (the few dense layers of a MoE model: their width is not in the spec)
+        width = model.intermediate_size // tp
+        total += dense * (_scale_pad(2 * width, hidden) + _scale_pad(hidden, width))
+    return total
+
+
+# --- weights as loaded: the RoPE cos/sin tables (source-derived, not fitted) ----------------------
+# vllm/model_executor/layers/rotary_embedding/base.py (RotaryEmbedding.__init__, v0.11-main 2026):
+# each distinct rotary embedding registers a [rows, rotary_dim] buffer of the model dtype, built on
+# the GPU inside the model constructor, so "Model loading took" includes it on every rank (not
+# sharded). Rows and tables per family: kvplan.readers.rope. Llama-4-Scout (10,485,760 positions x 128, bf16):
+# 2.5 GiB per rank; Llama 3.1 (131,072 x 128): 32 MiB (kvplan.readers.rope.rope_table_bytes).
+
+
+# --- CUDA graphs, as vLLM >= 0.19 estimates them (structure from the source, two constants fitted) ---
+# vllm/v1/worker/gpu_model_runner.py profile_cudagraph_memory (v0.19-main 2026): for each mode
+# (PIECEWISE, FULL) it captures the largest size and the next one, then estimates
+#     total = max over modes of first_capture + sum over modes of per_graph x (graphs of the mode - 1)
+# ("FULL and PIECEWISE graphs share the global pool ... take the max"). The graphs of each mode are the
+# capture sizes (vllm/config/compilation.py, v0.11+): [1, 2, 4] + range(8, 256, 8) + range(256, max+1,
+# 16) up to max_cudagraph_capture_size = min(2 x max_num_seqs, 512) (vllm/config/vllm.py), 1024 for
+# gpt-oss (models/config.py GptOssForCausalLMConfig: "from 67 to 83" graphs); FULL decode graphs only
+# up to max_num_seqs. llm-d's DEBUG logs print both parts ("Estimated PIECEWISE CUDA graph memory:
+# 130.00 MiB first-capture + (51-1) x 8.00 MiB per-graph", Qwen3-8B): the FULL first capture of a
+# FlashAttention model is FA3's split-KV accumulator, out_accum fp32 [32 splits, tokens, heads/tp,
+# v_head_dim] (vllm/v1/attention/backends/flash_attn.py, max_num_splits 32 under full CUDA graphs):
+# 32 x 4 B x 512 x 32 x 128 = 256 MiB for Llama 3.1 8B (printed 260), 128 at tp 2 (132), 64 at tp 4
+# (70), 16 x 512 latent for DeepSeek-V2-Lite's FLASH_ATTN_MLA (512; printed 522). Gemma 3 (TRITON_ATTN),
+# gpt-oss (sinks) and Llama 4 (chunked attention, PIECEWISE only) print 4-8 MiB: no accumulator.
+# What decides it is the layer's attention, not the family (kvplan.model.layers ATTENTION_FEATURES):
+#  * mm_prefix: FLASH_ATTN has no supports_mm_prefix, so the selector skips it (v1/attention/backend.py
+#    v0.19.0 L274, "use_mm_prefix and not cls.supports_mm_prefix()") for TRITON_ATTN, which has no split-KV
+#    accumulator: Gemma 3 with its vision tower;
+#  * sinks: gpt-oss's layers print no accumulator either (the llm-d logs above), though FA3 takes sinks on
+#    Hopper (flash_attn.py supports_sink); the accumulator is sized from the first layer without either;
+#  * chunked local attention: its builder reports AttentionCGSupport.NEVER
+#    (model_executor/layers/attention/chunked_local_attention.py v0.19.0 L39-48), and vLLM then sets
+#    cudagraph_mode=PIECEWISE for the model (v1/worker/gpu_model_runner.py v0.19.0 L6310-6330): no FULL
+#    graphs, so no accumulator is captured (Llama 4).
+# The larger capture list is vLLM's per architecture (model_executor/models/config.py v0.19.0
+# GptOssForCausalLMConfig L113-133, MODELS_CONFIG_MAP L726): kept by architecture name here too.
+CUDAGRAPH_FIRST_PIECEWISE = 153 * MIB  # the largest PIECEWISE capture (fitted)
+CUDAGRAPH_PER_GRAPH_LAYER = 0.19 * MIB  # each further graph of one mode, per decoder layer (fitted)
+FA_MAX_SPLITS = 32  # flash_attn.py _DEFAULT_MAX_NUM_SPLITS_FOR_CUDA_GRAPH
+MAX_CAPTURE_SIZE = {"GptOssForCausalLM": 1024}  # architectures whose vLLM config raises the 512 cap
+_FA_SPLIT_KINDS = (Kind.FULL, Kind.SLIDING, Kind.MLA)
+
+
+def capture_sizes(max_size: int) -> list[int]:
+    """vLLM's default cudagraph_capture_sizes up to max_size (config/compilation.py, v0.11+)."""
+    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, max_size + 1, 16))
+    return [s for s in sizes if s <= max_size]
+
+
+def full_graphs(model) -> bool:
+    """Whether vLLM captures FULL decode graphs for this model: not when a layer's attention supports
+    none (chunked local attention), which makes the whole model PIECEWISE."""
+    return not any(la.kind == Kind.CHUNKED for la in model.layers)
+
+
+def cudagraph_counts(model, max_num_seqs: int) -> tuple[list[int], list[int]]:
+    """(PIECEWISE sizes, FULL sizes) vLLM captures for this model under FULL_AND_PIECEWISE."""
+    top = MAX_CAPTURE_SIZE.get(model.architecture, min(2 * max_num_seqs, 512))
+    piecewise = capture_sizes(top)
+    full = [s for s in piecewise if s <= max_num_seqs] if full_graphs(model) else []
+    return piecewise, full
+
+
+def _fa_split_kv(layer) -> bool:
+    """Whether the layer's decode runs FA3's split-KV path, whose accumulator FULL graphs capture."""
+    return layer.kind in _FA_SPLIT_KINDS and not (getattr(layer, "sinks", False) or getattr(layer, "mm_prefix", False))
+
+
+def fa_split_accumulator(model, tp: int, tokens: int) -> int:
+    """Bytes of FA3's fp32 split-KV output accumulator for `tokens` decode queries on one rank."""
+    if not tokens:
+        return 0
+    heads = [getattr(la, "attention", la) for la in model.layers]  # Falcon-H1's ParallelHybrid: its attention
+    attn = next((la for la in heads if _fa_split_kv(la)), None)
+    if attn is None:
+        return 0
+    v_dim = getattr(attn, "kv_lora_rank", 0) or getattr(attn, "v_head_dim", 0) or getattr(attn, "head_dim", 0)
+    return FA_MAX_SPLITS * 4 * tokens * max(1, model.num_attention_heads // tp) * v_dim
+
+
+def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seqs: int = 1024) -> int:
+    """vLLM's "Estimated CUDA graph memory" for one rank (bytes), whether or not it is subtracted.
+
+    With the model: vLLM's own sum (first capture of the larger mode + per-graph x further graphs);
+    without it, the older two-constant form (a base plus a cost per decoder layer)."""
+    if model is None:
+        return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
+    piecewise, full = cudagraph_counts(model, max_num_seqs)
+    first = max(CUDAGRAPH_FIRST_PIECEWISE, fa_split_accumulator(model, tp, max(full, default=0)))
+    further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
+    return int(first + CUDAGRAPH_PER_GRAPH_LAYER * layers_on_rank * further)
+
+
+# --- multimodal models: the encoder outputs held through the profile run (source-derived) ---------
+# vllm/v1/worker/gpu_model_runner.py profile_run (v0.8-v0.19): for a multimodal model vLLM first runs
+# the vision encoder on a dummy batch of the largest items ("Encoder cache will be initialized with a
+# budget of N tokens, and profiled with K image items of the maximum feature size"), keeps the outputs
+# in self.encoder_cache while the text dummy run follows, then frees them; the torch peak therefore holds
+# K x max_tokens_per_item embeddings of the text hidden size. The budget is
+# max(max_num_batched_tokens, max_tokens_per_mm_item) (v1/core/encoder_cache_manager.py
+# compute_mm_encoder_budget; SchedulerConfig sets max_num_encoder_input_tokens = encoder_cache_size =
+# max_num_batched_tokens) and K = budget // max_tokens_per_item (multimodal/encoder_budget.py
+# _get_max_items), so K x tokens per item is at most the budget: kvplan counts the whole budget in the
+# model dtype (8192 x 5376 x 2 B = 84 MiB for Gemma 3 27B, whose 256 tokens per image divide it). The
+# vision tower's own activations peak in the encoder pass, before the text run, and are not counted.
+def encoder_profile_bytes(model, tokens: int, version: tuple[int, ...] = (0, 19, 0)) -> int:
+    """Bytes of dummy encoder outputs vLLM's profile run holds for a multimodal model (0 otherwise)."""
+    if not getattr(model.params, "vision", 0) or version < (0, 8, 0):
+        return 0
+    from kvplan.readers.rope import _DTYPE_BYTES
+
+    return tokens * model.hidden_size * _DTYPE_BYTES.get(model.dtype, 2)
+
+
+def overhead_terms(model, dep, st) -> dict[str, int]:
+    """The per-GPU terms vLLM subtracts besides the weights, for the rank with the least KV room.
+
+    `st` is vllm.Settings (version, max_num_batched_tokens, max_num_seqs, cudagraphs, gpu_key: the GPU
+    picks the MXFP4 kernels). The last pipeline stage runs the sampler: it is the one modelled.
+    """
+    from kvplan.planning.deploy import split_layers
+
+    v = parse_version(st.version)
+    layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
+    gpu = getattr(st, "gpu_key", "")
+    act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu)
+    graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs) if st.cudagraphs else 0
+    nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens)
+    return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
+            "weights_repack": (weights_repack_extra(model, dep.tp, gpu) + nvfp4_scale_padding(model, dep.tp, gpu)
+                               + rope_table_bytes(model)),
+            "encoder_profile": encoder_profile_bytes(model, st.max_num_batched_tokens, v)}

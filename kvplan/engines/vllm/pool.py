@@ -1,0 +1,187 @@
+"""vLLM's block pool: the blocks one request takes in each kind of layer, and the layers of one rank
+grouped into kv-cache groups that share block ids (what `kvplan.engines.vllm.engine` sizes its budget into).
+
+Sources (read as released wheels; see docs/engines.md section 1 for line numbers):
+  * per-layer worst case: `vllm/v1/kv_cache_interface.py` (FullAttentionSpec L83, SlidingWindowSpec
+    L196-215: cdiv(min(W-1+T, len), block) + 1 with T = max_num_batched_tokens, 2 x that from v0.30.0
+    with async scheduling; ChunkedLocalAttentionSpec L174-191; MLAAttentionSpec 576 values per token,
+    not split by tp; MambaSpec one page).
+  * grouping and blocks: `vllm/v1/core/kv_cache_utils.py` v0.11.0 L977 (group size = fewest layers of
+    one kind; the most when max < 1.25 x min from v0.12.0, < 1.5 x min from v0.18.0: group_size),
+    L813-827 (num_blocks = available // page // group_size), L780-795 (blocks per request); hybrid Mamba
+    pages: `model_executor/models/config.py` v0.11.0 L314-400; chunked local attention priced as full
+    (cache_specs); pages unified by block size (unified_block).
+
+`st` below is `kvplan.engines.vllm.engine.Settings` (block_size, v1, version, in_flight_tokens and the
+speculative terms spec_state_blocks, swa_retained).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from kvplan.planning.deploy import split_layers
+from kvplan.core.dtypes import DType
+from kvplan.engines.base import parse_version
+from kvplan.core.intmath import cdiv
+from kvplan.model.layers import Kind, state_bytes
+
+if TYPE_CHECKING:
+    from kvplan.engines.vllm.engine import Settings
+
+
+@dataclass(frozen=True)
+class VllmRules:
+    """Slots one request of seq_len tokens is allocated per layer: vLLM's max_memory_usage_bytes / page."""
+
+    max_in_flight_tokens: int  # T in the sliding-window bound
+    retained: int = 0  # sliding-window tokens kept below the window for multi-module MTP (Settings.swa_retained)
+    name = "vllm"
+
+    @classmethod
+    def of(cls, st: Settings) -> VllmRules:
+        return cls(st.in_flight_tokens, st.swa_retained)
+
+    def blocks(self, kind: Kind, span: int, n: int, block: int) -> int:
+        """Blocks one request of `n` tokens takes in one layer of `kind` (BLOCKS_PER_REQUEST, with this
+        engine's tokens in flight; a sliding layer also keeps the MTP-retained tokens)."""
+        t = self.max_in_flight_tokens + (self.retained if kind == Kind.SLIDING else 0)
+        return BLOCKS_PER_REQUEST[kind](n, span, block, t)
+
+    def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
+        if seq_len <= 0 or layer.kind not in BLOCKS_PER_REQUEST or layer.kind == Kind.STATE:
+            return 0
+        return self.blocks(layer.kind, layer.span, seq_len, block) * block
+
+
+# Blocks one request of `n` tokens takes in one layer of each kind (kv_cache_interface.py, per spec's
+# max_memory_usage_bytes): span is the window or chunk, t the tokens in flight. Mamba: one page.
+BLOCKS_PER_REQUEST = {
+    Kind.FULL: lambda n, span, blk, t: cdiv(n, blk),
+    Kind.MLA: lambda n, span, blk, t: cdiv(n, blk),
+    Kind.SLIDING: lambda n, span, blk, t: cdiv(min(span - 1 + t, n), blk) + 1,
+    Kind.CHUNKED: lambda n, span, blk, t: cdiv(min(span + t, n), blk),
+    Kind.STATE: lambda n, span, blk, t: 1,
+}
+
+
+@dataclass(frozen=True)
+class _Bucket:
+    kind: Kind  # FULL (every layer of a V0 or uniform pool), SLIDING, CHUNKED or STATE
+    span: int  # window or chunk; 0 otherwise
+    page: int  # bytes of one block of one layer (after page unification)
+    layers: int
+    groups: int  # kv-cache groups this bucket becomes
+    block: int = 0  # tokens per page when its page was unified by a larger block (0: the pool's)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """vLLM's grouped layout for one rank: buckets of identical specs split into equal-size groups."""
+
+    buckets: tuple[_Bucket, ...]
+    group_size: int
+    block_size: int
+    bytes_per_block: int  # one block id across the group_size layer slots
+    uniform: bool  # one group of all layers (plain models)
+
+    @property
+    def num_groups(self) -> int:
+        return sum(b.groups for b in self.buckets)
+
+    def blocks_per_request(self, length: int, st: Settings) -> int:
+        """Blocks one request of `length` tokens needs, summed over groups (kv_cache_utils v0.11 L780)."""
+        total = 0
+        rules = VllmRules.of(st)
+        for b in self.buckets:
+            n = rules.blocks(b.kind, b.span, length, b.block or self.block_size)
+            if b.kind == Kind.STATE:
+                n += st.spec_state_blocks
+            total += n * (1 if self.uniform else b.groups)
+        return total
+
+
+def cache_specs(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Settings) -> list[tuple[tuple, int]]:
+    """(spec key, layer index) for every cached layer part, in vLLM's order: the model runner's
+    get_kv_cache_spec walks the attention modules as they were built (layer 0 first; Falcon-H1 builds a
+    layer's attention before its Mamba mixer). A key is (kind, span, bytes per token, or per state).
+
+    V0 had no sliding-window pool, and vLLM (V1, v0.11.0 config/__init__.py L512-529 through v0.33.0
+    config/vllm.py L2237-2251) turns the hybrid KV-cache manager off by default for a model with chunked
+    local attention (Llama 4; unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1), and then
+    unify_hybrid_kv_cache_specs makes its chunked and sliding layers full-attention specs."""
+    parts = [(i, part) for i, spec in enumerate(layers)
+             for part in (spec.parts() if hasattr(spec, "parts") else (spec,)) if part.kind != Kind.NONE]
+    kinds = {part.kind for _, part in parts}
+    all_full = not st.v1 or (Kind.CHUNKED in kinds and Kind.FULL in kinds)
+    out = []
+    for i, layer in parts:
+        if layer.kind == Kind.STATE:
+            key = (Kind.STATE, 0, state_bytes(layer, tp, state_dtype))
+        elif all_full or not layer.span:
+            key = (Kind.FULL, 0, layer.token_bytes(kv_dtype, tp))  # MLA too: the same rule
+        else:
+            key = (layer.kind, layer.span, layer.token_bytes(kv_dtype, tp))
+        out.append((key, i))
+    return out
+
+
+def unified_page(keys, block: int) -> tuple[int, int]:
+    """(tokens per attention block, bytes of one page of one layer) once vLLM has made every page equal.
+    Hybrid Mamba: the attention block grows in steps of 16 until its page covers the Mamba state
+    (model_executor/models/config.py v0.11.0 L314-400; v0.19.0 L156-286 with mamba_cache_mode none),
+    and the Mamba page is padded to it."""
+    mamba = max((k[2] for k in keys if k[0] == Kind.STATE), default=0)
+    attn_tok = max((k[2] for k in keys if k[0] != Kind.STATE), default=0)
+    if mamba and attn_tok:
+        block = max(block, 16 * cdiv(mamba, 16 * attn_tok))
+    return block, max(block * attn_tok, mamba)
+
+
+def unified_block(key, block: int, page: int) -> int:
+    """Tokens per page of an attention spec whose smaller page vLLM grew to `page` by a larger block
+    (unify_kv_cache_spec_page_size, v0.15.0-v0.33.0: block x page // its page; Gemma 4's full layers, half
+    the bytes per token of its sliding ones, get 32-token pages). 0 for a state, or a page that does not
+    divide (vLLM refuses that layout before v0.25.0)."""
+    own = block * key[2]
+    if key[0] == Kind.STATE or not own or page % own:
+        return 0
+    return block * (page // own)
+
+
+def group_size(counts, version: tuple[int, ...]) -> int:
+    """Layers per kv-cache group (_get_kv_cache_groups_uniform_page_size): the fewest layers of one spec,
+    or the most when they are close: most < 1.25 x fewest from v0.12.0, < 1.5 x from v0.18.0 (read in the
+    0.11.0-0.19.0, 0.20.0, 0.25.0, 0.30.0 and 0.33.0 wheels); v0.11.0 always the fewest."""
+    lo, hi = min(counts), max(counts)
+    ratio = 1.5 if version >= (0, 18, 0) else 1.25 if version >= (0, 12, 0) else 1.0
+    return hi if hi < ratio * lo else lo
+
+
+def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Settings) -> Pool:
+    specs: dict[tuple, int] = {}
+    for key, _ in cache_specs(layers, tp, kv_dtype, state_dtype, st):
+        specs[key] = specs.get(key, 0) + 1
+    if not specs:
+        return Pool((), 1, st.block_size, 0, True)
+    block, page = unified_page(specs, st.block_size)
+    kinds = {k[0] for k in specs}
+    if kinds == {Kind.FULL}:
+        # One group (UniformTypeKVCacheSpecs when shapes differ): a block id spans every layer.
+        page_sum = sum(block * k[2] * n for k, n in specs.items())
+        b = _Bucket(Kind.FULL, 0, page_sum, sum(specs.values()), 1)
+        return Pool((b,), sum(specs.values()), block, page_sum, True)
+    size = group_size(list(specs.values()), parse_version(st.version))
+    buckets = tuple(_Bucket(k[0], k[1], page, n, cdiv(n, size), unified_block(k, block, page))
+                    for k, n in specs.items())
+    return Pool(buckets, size, block, size * page, False)
+
+
+@lru_cache(maxsize=16)
+def stage_pools(model, dep, st: Settings, kv_dtype: DType, state_dtype: DType) -> tuple[Pool, ...]:
+    """Each pipeline stage's pool: built once per plan, read by capacity() and max_context() (and
+    by every GPU and context of a sweep that shares them)."""
+    return tuple(build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
+                 for a, b in split_layers(model.num_layers, dep.pp))

@@ -1,0 +1,192 @@
+"""A vLLM start-up log against kvplan's vLLM arithmetic: the deployment the log states, its budget
+(total x gpu_memory_utilization less the weights and the overhead terms vLLM prints), its block pool,
+and with no model given the engine's own arithmetic between its printed numbers (kvplan.engines.reconcile
+holds the rows and the entry point)."""
+
+from __future__ import annotations
+
+import math
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.engines.logparse import Num
+from kvplan.engines.reconcile import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
+
+
+def reconcile_vllm(rec, model, gpu, version, kv_name, tp):
+    """A vLLM log against kvplan: the deployment it states, then its budget, then its pool."""
+    from kvplan.engines import resolve_engine
+    from kvplan.engines.base import parse_version
+
+    s, r = rec.settings, rec.reported
+    out, gpu, dep, length, version = _vllm_context(rec, model, gpu, version, tp)
+    gmu = s.get("gpu_memory_utilization")
+    gmu = gmu.value if isinstance(gmu, Num) else gmu
+    opts = [f"{k}={s[k]}" for k in ("max_num_batched_tokens", "max_num_seqs") if isinstance(s.get(k), int)]
+    engine = resolve_engine("vllm", version, opts, gpu_memory_utilization=gmu, block_size=s.get("block_size"))
+    if model is None:
+        _vllm_model_free(out, r, length, s.get("block_size") or 16, parse_version(version))
+        out.notes.append("no model given (--model): only the engine's own arithmetic between its printed numbers is checked")
+        return out
+    req = _vllm_request(rec, model, length, kv_name, out)
+    stand_in = gpu or assumed_gpu()
+    st = engine.settings(model, stand_in, dep, req)
+    res = engine.result(model, stand_in, dep, req)
+    _vllm_budget_rows(out, r, res, st, gpu)
+    _term_rows(out, r, res.settings, model, dep)
+    _vllm_pool_rows(out, r, engine, model, dep, st, req.kv_dtype, length)
+    return out
+
+
+def _vllm_context(rec, model, gpu, version, tp):
+    """(Reconciliation, GPU, Deployment, max_model_len, version) as the log states them, with a note
+    for each thing it leaves out and kvplan assumes."""
+    from kvplan.planning.deploy import Deployment
+    from kvplan.hardware.gpus import GPU
+
+    s = rec.settings
+    version = version or rec.version or {"v0": "0.6.6", "v1-early": "0.7.0"}.get(rec.era, "0.11.0")
+    out = Reconciliation("vllm", version, model.name if model else rec.model, gpu.key if gpu else None)
+    if not rec.version:
+        out.notes.append(f"the log does not name its vLLM version; modelled as {version} ({rec.era} log format)")
+    length = s.get("max_model_len") or (model.max_context if model else None)
+    if length is None:
+        raise KvplanError("the log does not show max_model_len; pass --model", EXIT_USAGE)
+    if not (tp or rec.tp):
+        out.notes.append("the log does not show the tensor-parallel size; tp 1 assumed (pass --tp)")
+    dep = Deployment(tp or rec.tp or 1, 1)
+    total = s.get("total_gpu_memory_gib")
+    if gpu is None and isinstance(total, Num):
+        gpu = GPU.of_memory("log", "GPU from the log", int(total.value * GIB), "the log's total_gpu_memory")
+        out.gpu = f"{total.text} GiB (from the log)"
+    elif gpu is not None and isinstance(total, Num):
+        out.notes.append(f"the log says total_gpu_memory={total.text} GiB; kvplan's {gpu.key} profile has "
+                         f"{gpu.memory_usable_bytes / GIB:.2f} GiB")
+    return out, gpu, dep, length, version
+
+
+def _vllm_request(rec, model, length, kv_name, out):
+    """The Request the log's run made: its length, cache dtype, and a quantized checkpoint's weights."""
+    from kvplan.planning.plan import Request
+
+    hint = (rec.model or "").lower()
+    wdt = "fp8" if "fp8" in hint else ("int4" if ("awq" in hint or "gptq" in hint) else None)
+    if wdt and model.quantization.method != wdt:
+        out.notes.append(f"the log's checkpoint {rec.model} is {wdt}: weights counted as {wdt}")
+    else:
+        wdt = None
+    return Request(context=length, kv_dtype=cache_dtype(kv_name or rec.settings.get("kv_cache_dtype"), model), weight_dtype=wdt)
+
+
+def _vllm_budget_rows(out, r, res, st, gpu):
+    """Weights as loaded, the available KV memory, and the non-KV overhead the two imply."""
+    p = res.plan
+    if "model_loading_gib" in r:
+        rep = r["model_loading_gib"].value * GIB
+        loaded = p.weight_bytes_per_gpu + res.settings.get("overhead_weights_repack", 0)  # kernel padding
+        d, e = rel(loaded, rep)
+        out.rows.append(Row("weights per GPU (Model loading took)", f"{r['model_loading_gib'].text} GiB",
+                            f"{loaded / GIB:.4f} GiB", d, abs(e) <= 0.02 if e is not None else None, e))
+    if "available_kv_gib" in r and gpu is not None:
+        rep = r["available_kv_gib"].value * GIB
+        d, e = rel(p.kv_memory_bytes_per_gpu, rep)
+        out.rows.append(Row(f"available KV memory (gmu {st.gpu_memory_utilization:g})", f"{r['available_kv_gib'].text} GiB",
+                            f"{p.kv_memory_bytes_per_gpu / GIB:.2f} GiB", d, abs(e) <= 0.05, e))
+        if "model_loading_gib" in r:
+            inferred = gpu.memory_usable_bytes * st.gpu_memory_utilization - r["model_loading_gib"].value * GIB - rep
+            ours = res.settings
+            est = ours["overhead_activation_peak"] + ours["overhead_non_torch"] + ours["overhead_cudagraphs"]
+            d, e = rel(est, inferred)
+            out.rows.append(Row("non-KV overhead (total x gmu - weights - KV)", f"{inferred / GIB:.2f} GiB (inferred)",
+                                f"{est / GIB:.2f} GiB (estimate)", d, None, e))
+
+
+def _vllm_pool_rows(out, r, engine, model, dep, st, kvd, length):
+    """Tokens, blocks and concurrency from the printed budget (a range: it is rounded) or exactly from
+    the printed block count; then the same pool at other contexts and batches."""
+    block_bytes, block_tokens = engine.block(model, dep, st, kvd, kvd)
+    budget = None
+
+    def at(kv_bytes: int, ctx: int):
+        return engine.capacity_at(model, dep, st, kv_bytes, ctx, kvd, kvd)
+
+    if "available_kv_gib" in r:
+        lo, hi = r["available_kv_gib"].interval
+        c_lo, c_hi = at(int(math.ceil(lo * GIB)), length), at(int(math.ceil(hi * GIB)) - 1, length)
+        budget = int(r["available_kv_gib"].value * GIB)
+        _range_rows(out, r, c_lo, c_hi, "from the printed budget")
+    if "gpu_blocks" in r:
+        budget = int(r["gpu_blocks"].value) * block_bytes
+        _exact_rows(out, r, at(budget, length), "from # GPU blocks")
+    elif "kv_cache_tokens" in r and budget is None:
+        budget = int(r["kv_cache_tokens"].value) // block_tokens * block_bytes
+    if budget:
+        for ctx in sorted({length, *[c for c in WHATIF_CONTEXTS if c <= model.max_context]}):
+            cap = at(budget, ctx)
+            out.whatif.append((f"at {ctx:,} tokens per request", f"{cap.tokens:,} tokens, concurrency {cap.max_concurrency:.2f}x"))
+        cap = at(budget, length)
+        for b in (1, 8, 32):
+            out.whatif.append((f"longest context for {b} concurrent",
+                               f"{engine.longest_context(model, dep, st, cap, b, kvd, kvd):,} tokens"))
+
+
+def _term_rows(out, r, ours, model, dep):
+    """The budget's terms where the log prints them (v0.6.4+ profiling lines, v0.11+ DEBUG breakdown)."""
+    from kvplan.planning.deploy import split_layers
+    from kvplan.engines.vllm.overhead import cudagraph_estimate
+
+    layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
+    for key, label, pred in (("activation_peak_gib", "activation peak of the profile run", ours["overhead_activation_peak"]),
+                             ("non_torch_gib", "non-torch memory", ours["overhead_non_torch"]),
+                             ("cudagraph_estimate_gib", "CUDA graphs (vLLM's estimate)", cudagraph_estimate(layers))):
+        if key in r:
+            d, e = rel(pred, r[key].value * GIB)
+            out.rows.append(Row(label, f"{r[key].text} GiB", f"{pred / GIB:.2f} GiB (estimate)", d, None, e))
+
+
+def _range_rows(out, r, c_lo, c_hi, how):
+    if "kv_cache_tokens" in r:
+        rep = int(r["kv_cache_tokens"].value)
+        ok = c_lo.tokens <= rep <= c_hi.tokens
+        mid = (c_lo.tokens + c_hi.tokens) / 2
+        out.rows.append(Row(f"KV cache tokens ({how})", f"{rep:,}", f"{c_lo.tokens:,} .. {c_hi.tokens:,}",
+                            "in range" if ok else f"{rep - mid:+,.0f}", ok, (mid - rep) / rep if rep else None))
+    if "gpu_blocks" in r:
+        rep = int(r["gpu_blocks"].value)
+        ok = c_lo.blocks <= rep <= c_hi.blocks
+        out.rows.append(Row(f"GPU blocks ({how})", f"{rep:,}", f"{c_lo.blocks:,} .. {c_hi.blocks:,}",
+                            "in range" if ok else "outside", ok, None))
+    if "max_concurrency" in r:
+        rep = r["max_concurrency"]
+        lo, hi = round(c_lo.max_concurrency, 2), round(c_hi.max_concurrency, 2)
+        ok = lo <= rep.value <= hi
+        out.rows.append(Row(f"max concurrency ({how})", f"{rep.text}x", f"{lo:.2f}x .. {hi:.2f}x",
+                            "in range" if ok else "outside", ok, None))
+
+
+def _exact_rows(out, r, cap, how):
+    if "kv_cache_tokens" in r:
+        rep = int(r["kv_cache_tokens"].value)
+        out.rows.append(Row(f"KV cache tokens ({how})", f"{rep:,}", f"{cap.tokens:,}", f"{cap.tokens - rep:+,}",
+                            cap.tokens == rep, (cap.tokens - rep) / rep if rep else None))
+    if "max_concurrency" in r:
+        rep = r["max_concurrency"]
+        pred = f"{cap.max_concurrency:.{rep.decimals}f}"
+        out.rows.append(Row(f"max concurrency ({how})", f"{rep.text}x", f"{pred}x", "exact" if pred == rep.text else
+                            f"{float(pred) - rep.value:+.2f}", pred == rep.text, None))
+
+
+def _vllm_model_free(out, r, length, block, v):
+    from kvplan.engines.base import Capacity
+    from kvplan.core.intmath import cdiv
+
+    if "gpu_blocks" in r:
+        blocks = int(r["gpu_blocks"].value)
+    elif "kv_cache_tokens" in r and "max_concurrency" in r:
+        blocks = int(r["kv_cache_tokens"].value) // block  # the tokens are whole blocks
+        r = {k: v for k, v in r.items() if k != "kv_cache_tokens"}
+    else:
+        return
+    tokens = blocks * block
+    conc = tokens / length if v < (0, 8, 0) else blocks / cdiv(length, block)
+    cap = Capacity("vllm", "", tokens // block, tokens, conc, length, 0, blocks, block)
+    _exact_rows(out, r, cap, f"{blocks:,} blocks x {block}, one group")

@@ -1,0 +1,346 @@
+"""One frozen spec per kind of layer, each knowing what one sequence costs it in cache.
+
+This mirrors vLLM's `vllm/v1/kv_cache_interface.py` (FullAttentionSpec, SlidingWindowSpec,
+ChunkedLocalAttentionSpec, MLAAttentionSpec, MambaSpec): a model is a list of these, and every
+total is a sum over that list, so hybrid models (Gemma 3, gpt-oss, Qwen3-Next, Nemotron-H, Jamba)
+need no special cases anywhere else.
+
+Every spec is a `LayerSpec` whose `kind` is one of `Kind` (the one vocabulary of layer kinds:
+engines key their rule tables by it). Every spec answers three questions, per tensor-parallel rank:
+  * `elements_per_token(tp)` - cache values one held token costs in this layer;
+  * `tokens_held(seq_len)`   - how many of a sequence's tokens the layer keeps;
+  * `state_elements(tp)`     - a fixed per-sequence state (recurrent layers), independent of length;
+and says what it is (`describe()`), whether its cache stops growing (`bounded`) and the span of
+tokens a local layer looks back over (`span`: window or chunk, 0 otherwise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import ClassVar
+
+
+class Kind(StrEnum):
+    """The kinds of layer, as the catalog spells them (and vLLM's KV-cache spec classes name them)."""
+
+    FULL = "full"
+    SLIDING = "sliding"
+    CHUNKED = "chunked"
+    MLA = "mla"
+    STATE = "state"
+    NONE = "none"
+
+
+ATTENTION_KINDS = frozenset({Kind.FULL, Kind.SLIDING, Kind.CHUNKED, Kind.MLA})  # cache per token
+LOCAL_KINDS = frozenset({Kind.SLIDING, Kind.CHUNKED})  # hold at most `span` tokens
+
+# What an attention layer (FullAttention, SlidingWindow) computes beyond its cache's shape: nothing here
+# changes what it caches, but an engine picks its kernels by them (vLLM's backend selector asks each
+# layer for has_sink and use_mm_prefix, `model_executor/layers/attention/attention.py` v0.19.0 L286-302),
+# and so what its CUDA graphs hold (kvplan.engines.vllm.overhead). Set by the readers
+# (kvplan.readers.attention_features, kvplan.readers.families.mimo_v2); False unless a config says so, and
+# then not written to the catalog.
+#   sinks: a learned logit per head that takes part of every softmax (gpt-oss; MiMo-V2's local layers).
+#   mm_prefix: the tokens of one image attend to each other both ways, a prefix-LM mask (vLLM's
+#     ModelConfig.is_mm_prefix_lm: Gemma 3 with its vision tower, PaliGemma).
+ATTENTION_FEATURES = ("sinks", "mm_prefix")
+
+
+def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
+    """KV heads one tensor-parallel rank keeps: split when there are enough, else replicated.
+
+    vLLM (`QKVParallelLinear`) and SGLang give each rank max(1, H_kv // tp) heads: with tp = 8 and
+    H_kv = 2 every rank holds one head, so the cache across ranks is 4x the model's own.
+    """
+    return max(1, num_kv_heads // tp)
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """What every kind of layer answers; the defaults are a layer that caches nothing."""
+
+    kind: ClassVar[Kind]
+    bounded: ClassVar[bool] = True  # its cache stops growing with the sequence
+    # What an engine must have read beyond its rule for `kind` to size this spec ("" for none): an
+    # engine that does not list the spec's type in `Engine.reads_layers` refuses it with these words.
+    allocation: ClassVar[str] = ""
+
+    def elements_per_token(self, tp: int = 1) -> int:
+        return 0
+
+    def tokens_held(self, seq_len: int) -> int:
+        return 0
+
+    def state_elements(self, tp: int = 1) -> int:
+        return 0
+
+    def token_bytes(self, kv_dtype, tp: int = 1) -> int:
+        """Bytes one held token costs this layer on one rank with a `kv_dtype` cache (kvplan.core.dtypes.DType).
+        Every value in `kv_dtype`, except where a layer packs its own format (IndexedMLA)."""
+        return kv_dtype.bytes_for(self.elements_per_token(tp))
+
+    @property
+    def span(self) -> int:
+        """Tokens a local layer looks back over (window or chunk); 0 for every other kind."""
+        return 0
+
+    def describe(self) -> str:
+        """A short human label, e.g. 'full attention, 8 KV heads x 128' or 'sliding window 4096'."""
+        return "no cache"
+
+
+@dataclass(frozen=True)
+class FullAttention(LayerSpec):
+    """Global attention (MHA, GQA, MQA): K and V for every token of the sequence."""
+
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int = 0  # 0 means same as head_dim; differs for expanded (non-latent) MLA caches
+    sinks: bool = False  # learned per-head attention sinks (ATTENTION_FEATURES)
+    mm_prefix: bool = False  # image tokens attend both ways, a prefix-LM mask (ATTENTION_FEATURES)
+
+    kind = Kind.FULL
+    bounded = False
+
+    def elements_per_token(self, tp: int = 1) -> int:
+        v = self.v_head_dim or self.head_dim
+        return kv_heads_per_rank(self.num_kv_heads, tp) * (self.head_dim + v)
+
+    def tokens_held(self, seq_len: int) -> int:
+        return seq_len
+
+    def describe(self) -> str:
+        v = f"/{self.v_head_dim}" if self.v_head_dim and self.v_head_dim != self.head_dim else ""
+        return f"full attention, {self.num_kv_heads} KV heads x {self.head_dim}{v}"
+
+
+@dataclass(frozen=True)
+class SlidingWindow(LayerSpec):
+    """Local attention over the last `window` tokens (Mistral v0.1, Gemma 2/3 local, gpt-oss).
+
+    `v_head_dim` (0: same as head_dim) is vLLM's SlidingWindowSpec.head_size_v: MiMo-V2-Flash's local
+    layers cache 192-wide keys and 128-wide values.
+    """
+
+    num_kv_heads: int
+    head_dim: int
+    window: int
+    v_head_dim: int = 0
+    sinks: bool = False  # as FullAttention's
+    mm_prefix: bool = False
+
+    kind = Kind.SLIDING
+
+    def elements_per_token(self, tp: int = 1) -> int:
+        return kv_heads_per_rank(self.num_kv_heads, tp) * (self.head_dim + (self.v_head_dim or self.head_dim))
+
+    def tokens_held(self, seq_len: int) -> int:
+        return min(seq_len, self.window)
+
+    @property
+    def span(self) -> int:
+        return self.window
+
+    def describe(self) -> str:
+        v = f"/{self.v_head_dim}" if self.v_head_dim and self.v_head_dim != self.head_dim else ""
+        return f"sliding window {self.window}, {self.num_kv_heads} KV heads x {self.head_dim}{v}"
+
+
+@dataclass(frozen=True)
+class ChunkedLocal(LayerSpec):
+    """Chunked local attention (Llama 4): a token sees only its own chunk, so one chunk is held.
+
+    Worst case is a whole chunk; a sequence shorter than a chunk holds all of its tokens.
+    """
+
+    num_kv_heads: int
+    head_dim: int
+    chunk: int
+
+    kind = Kind.CHUNKED
+
+    def elements_per_token(self, tp: int = 1) -> int:
+        return kv_heads_per_rank(self.num_kv_heads, tp) * 2 * self.head_dim
+
+    def tokens_held(self, seq_len: int) -> int:
+        return min(seq_len, self.chunk)
+
+    @property
+    def span(self) -> int:
+        return self.chunk
+
+    def describe(self) -> str:
+        return f"chunked local {self.chunk}, {self.num_kv_heads} KV heads x {self.head_dim}"
+
+
+@dataclass(frozen=True)
+class MLALatent(LayerSpec):
+    """Multi-head latent attention (DeepSeek V2/V3/R1, Kimi K2): one compressed latent per token.
+
+    The cache keeps `kv_lora_rank` latent values plus the `qk_rope_head_dim` decoupled rope key:
+    512 + 64 = 576 values, with no x2 for K and V and no split by head. Every tensor-parallel rank
+    keeps the whole latent (it is shared by all heads), so tp does not divide it.
+    """
+
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+
+    kind = Kind.MLA
+    bounded = False
+
+    def elements_per_token(self, tp: int = 1) -> int:
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    def tokens_held(self, seq_len: int) -> int:
+        return seq_len
+
+    def describe(self) -> str:
+        return f"MLA latent {self.kv_lora_rank} + rope {self.qk_rope_head_dim}"
+
+
+INDEXER_QUANT_BLOCK = 128  # values per fp32 scale in the DSA indexer's fp8 key cache (vLLM deepseek_v2.py)
+
+
+@dataclass(frozen=True)
+class IndexedMLA(MLALatent):
+    """MLA plus DeepSeek Sparse Attention's "lightning indexer" key cache (DeepSeek-V3.2).
+
+    vLLM v0.11.0 (`model_executor/models/deepseek_v2.py`, `Indexer.__init__` and
+    `DeepseekV32IndexerCache.get_kv_cache_spec`) gives every such layer a second cache beside the
+    latent: an MLAAttentionSpec of one head of `index_head_dim + index_head_dim // 128 * 4` uint8
+    values per token (128 fp8 keys + one fp32 scale per 128 = 132 bytes), whatever the KV dtype, not
+    split by tp. The latent itself is `kv_dtype` (bf16: 576 x 2 = 1152 bytes), except that an fp8 cache
+    becomes vLLM's `fp8_ds_mla` (`model_executor/models/config.py` DeepseekV32ForCausalLM): 512 fp8
+    latent values + 4 fp32 scales (one per 128) + 64 bf16 rope values = 656 bytes.
+    """
+
+    index_head_dim: int = 128  # 0: the layer reuses an earlier layer's top-k (IndexCache), no indexer keys
+
+    allocation = "DeepSeek Sparse Attention's indexer key cache"
+
+    def indexer_bytes(self) -> int:
+        return self.index_head_dim + self.index_head_dim // INDEXER_QUANT_BLOCK * 4
+
+    def latent_bytes(self, kv_dtype) -> int:
+        if kv_dtype.block_elems != 1 or kv_dtype.block_bytes not in (1, 2):
+            from kvplan.core.errors import EXIT_USAGE, KvplanError
+
+            raise KvplanError(f"DeepSeek sparse attention caches its latent in bf16/fp16 or fp8, not {kv_dtype.name}",
+                              EXIT_USAGE)
+        if kv_dtype.block_bytes == 2:
+            return 2 * (self.kv_lora_rank + self.qk_rope_head_dim)
+        return self.kv_lora_rank + self.kv_lora_rank // INDEXER_QUANT_BLOCK * 4 + 2 * self.qk_rope_head_dim
+
+    def token_bytes(self, kv_dtype, tp: int = 1) -> int:
+        return self.latent_bytes(kv_dtype) + self.indexer_bytes()
+
+    def describe(self) -> str:
+        if not self.index_head_dim:
+            return f"{super().describe()} (DSA, indexer shared with an earlier layer)"
+        return f"{super().describe()} + DSA indexer keys {self.index_head_dim} (fp8 + scale)"
+
+
+@dataclass(frozen=True)
+class RecurrentState(LayerSpec):
+    """A linear-attention or state-space layer (Mamba, Mamba2, Gated DeltaNet): no per-token cache.
+
+    It keeps a fixed state per sequence: a convolution window of `conv_elements` values and a
+    recurrent state of `ssm_elements` values. Both are split over tensor-parallel ranks by head
+    (`num_heads` heads; a rank keeps num_heads // tp of them, at least one). Mamba-2's B and C
+    projections belong to `groups` groups (`group_conv_elements` of the conv window): when tp
+    does not divide the groups, every rank keeps a whole group, as vLLM replicates them
+    (model_executor/layers/mamba/mamba_utils.py, mamba2_state_shape / extra_groups_for_head_shards).
+    """
+
+    conv_elements: int
+    ssm_elements: int
+    num_heads: int
+    variant: str = "mamba2"  # mamba | mamba2 | gated_deltanet | linear_attention
+    groups: int = 0
+    group_conv_elements: int = 0  # of conv_elements: the groups' part (Mamba-2 B and C)
+    ssm_dtype: str = ""  # the recurrent state's own element type when the config fixes one (fp32), else ""
+
+    kind = Kind.STATE
+
+    def state_parts(self, tp: int = 1) -> tuple[int, int]:
+        """(conv values, recurrent values) one rank keeps for one sequence."""
+        share = max(1, self.num_heads // tp)
+        conv = (self.conv_elements - self.group_conv_elements) * share // self.num_heads
+        if self.groups:
+            groups = self.groups if self.groups % tp == 0 else max(tp, self.groups)  # replicated up to tp
+            conv += self.group_conv_elements // self.groups * groups // tp
+        return conv, self.ssm_elements * share // self.num_heads
+
+    def state_elements(self, tp: int = 1) -> int:
+        return sum(self.state_parts(tp))
+
+    def describe(self) -> str:
+        return f"{self.variant} state ({self.conv_elements:,} conv + {self.ssm_elements:,} ssm values)"
+
+
+@dataclass(frozen=True)
+class ParallelHybrid(LayerSpec):
+    """Falcon-H1: attention and a Mamba-2 mixer side by side in every layer, so the layer caches K and V
+    for every token AND keeps a fixed state per sequence.
+
+    vLLM v0.11.0 `model_executor/models/falcon_h1.py` (FalconH1ParallelHybrid) builds both in each
+    decoder layer and registers the mixer under its own layer index (num_hidden_layers + i), so the
+    KV-cache manager sees one FullAttentionSpec and one MambaSpec per decoder layer, both on the
+    decoder layer's pipeline stage. Engines that size it take `parts()`; kvplan's own arithmetic
+    sums them (per-token values from the attention, the per-sequence state from the mixer).
+    """
+
+    attention: FullAttention
+    state: RecurrentState
+
+    kind = Kind.FULL
+    bounded = False
+    allocation = "layers that hold attention and a Mamba state side by side (Falcon-H1)"
+
+    def parts(self) -> tuple[LayerSpec, LayerSpec]:
+        return self.attention, self.state
+
+    def elements_per_token(self, tp: int = 1) -> int:
+        return self.attention.elements_per_token(tp)
+
+    def tokens_held(self, seq_len: int) -> int:
+        return seq_len
+
+    def state_elements(self, tp: int = 1) -> int:
+        return self.state.state_elements(tp)
+
+    def state_parts(self, tp: int = 1) -> tuple[int, int]:
+        return self.state.state_parts(tp)
+
+    @property
+    def ssm_dtype(self) -> str:
+        return self.state.ssm_dtype
+
+    def describe(self) -> str:
+        return f"{self.attention.describe()} + {self.state.describe()}"
+
+
+@dataclass(frozen=True)
+class NoCache(LayerSpec):
+    """A layer that caches nothing (an MLP-only block of Nemotron-H, an encoder layer)."""
+
+    kind = Kind.NONE
+
+
+LAYER_TYPES: dict[Kind, type[LayerSpec]] = {
+    cls.kind: cls for cls in (FullAttention, SlidingWindow, ChunkedLocal, MLALatent, RecurrentState, NoCache)
+}
+
+
+def state_bytes(layer, tp: int, state_dtype) -> int:
+    """Bytes of a layer's per-sequence state on one rank: conv values in `state_dtype`, recurrent
+    values in the layer's own `ssm_dtype` when its config fixes one (vLLM's mamba_ssm_cache_dtype,
+    e.g. Nemotron 3's float32), else in `state_dtype` too."""
+    ssm_dtype = getattr(layer, "ssm_dtype", "")
+    if not ssm_dtype:
+        return state_dtype.bytes_for(layer.state_elements(tp))
+    from kvplan.core.dtypes import canonical_kv_dtype
+
+    conv, ssm = layer.state_parts(tp)
+    return state_dtype.bytes_for(conv) + canonical_kv_dtype(ssm_dtype, "bf16").bytes_for(ssm)

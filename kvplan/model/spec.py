@@ -1,0 +1,256 @@
+"""A model as kvplan sees it: its list of layer specs plus its weights, counted by role.
+
+Weights are counted by role (embedding, attention, MLP, routed experts, ...) because roles are
+what quantization schemes and tensor parallelism treat differently: AWQ packs linear layers but
+leaves embeddings and norms in 16 bits; a router and an MLA down-projection are replicated on
+every rank while the rest is split.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.intmath import cdiv
+from kvplan.model.layers import LayerSpec
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameter counts by role, whole model (all layers, all experts)."""
+
+    embedding: int = 0  # token (and learned position) embeddings
+    lm_head: int = 0  # 0 when tied to the embedding
+    attention: int = 0  # attention / mixer projections: linear, quantizable
+    mlp: int = 0  # dense MLP projections: linear, quantizable
+    experts: int = 0  # routed experts, all of them: linear, quantizable (except expert_biases)
+    experts_active: int = 0  # routed expert parameters one token uses
+    shared_experts: int = 0  # always-on experts: linear, quantizable
+    router: int = 0  # expert gates: kept in 16 bits, replicated
+    other: int = 0  # norms, biases, small state tensors: kept in 16 bits
+    replicated: int = 0  # linear parameters tensor parallelism cannot split (MLA down-projections)
+    num_experts: int = 0  # routed experts per MoE layer
+    experts_per_token: int = 0
+    num_moe_layers: int = 0
+    expert_biases: int = 0  # of `experts`: biases checkpoints keep in 16 bits (gpt-oss)
+    vision: int = 0  # vision (and audio) towers + projectors of a multimodal checkpoint (kvplan.readers.towers.vision), 16-bit
+    vision_replicated: int = 0  # of `vision`: what every tensor-parallel rank holds whole (plain torch modules)
+
+    @property
+    def total(self) -> int:
+        return (self.embedding + self.lm_head + self.attention + self.mlp + self.experts
+                + self.shared_experts + self.router + self.other + self.vision)
+
+    @property
+    def active(self) -> int:
+        """Parameters one text token touches: all but the routed experts it is not sent to and the
+        vision/audio towers (they run on images and audio, not on each generated token)."""
+        return self.total - self.vision - self.experts + self.experts_active
+
+    @property
+    def linear(self) -> int:
+        return self.attention + self.mlp + self.experts + self.shared_experts
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """How the checkpoint stores its linear weights.
+
+    `method` is one of the weight dtypes (bf16, fp16, fp32, fp8, int8, int4, mxfp4, nvfp4). `group_size`
+    applies to int4 (one fp16 scale and a 4-bit zero per group) and fp8 block scales;
+    `experts_only` is set when the method quantizes only MoE experts (MXFP4: vLLM's Mxfp4Config gives
+    every linear layer UnquantizedLinearMethod). `kept` is ((role, parameters), ...) the checkpoint's
+    exclusion list leaves in the model dtype (kvplan.readers.unquantized).
+    """
+
+    method: str = "bf16"
+    group_size: int = 0
+    experts_only: bool = False
+    kept: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self):  # a catalog JSON gives lists
+        object.__setattr__(self, "kept", tuple((str(r), int(c)) for r, c in self.kept))
+
+    def kept_of(self, role: str) -> int:
+        return next((c for r, c in self.kept if r == role), 0)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    layers: tuple[LayerSpec, ...]
+    params: ParamCounts
+    num_attention_heads: int
+    hidden_size: int
+    intermediate_size: int  # per token MLP width used for activation estimates (MoE: top_k x expert width)
+    vocab_size: int
+    max_context: int
+    dtype: str = "bf16"  # the checkpoint's element type for unquantized tensors
+    quantization: Quantization = field(default_factory=Quantization)
+    checkpoint_bytes: int | None = None  # exact tensor bytes of the published checkpoint, when known
+    rope_cache_elems: int = 0  # RoPE cos/sin table elements an engine precomputes (kvplan.readers.rope)
+    family: str = ""
+    architecture: str = ""
+    hf_repo: str | None = None
+    aliases: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    source: str = ""
+    # Multi-token-prediction modules the checkpoint carries beside the main layers (DeepSeek-V3's
+    # layer 61, Qwen3-Next's mtp.*): their cache layers and their own parameters (the embedding and
+    # LM head they share with the model excluded). Engines load them only for speculative decoding,
+    # so neither is in `layers` / `params` (kvplan.planning.speculative adds them when asked).
+    mtp_layers: tuple[LayerSpec, ...] = ()
+    mtp_params: ParamCounts | None = None
+    # Set on the model as served with a drafter (kvplan.planning.speculative.with_speculative): what was
+    # added, for reports, explain lines and --emit. None: no speculative decoding.
+    speculative: object = None
+    draft: "ModelSpec | None" = None  # a separate draft model served beside this one (its own weights)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def with_layers(self, n: int) -> ModelSpec:
+        """The first n layers of the real pattern (for reduced validation runs), weights scaled."""
+        if not 0 < n <= self.num_layers:
+            raise KvplanError(f"--layers must be between 1 and {self.num_layers}, got {n}", EXIT_USAGE)
+        p = self.params
+        per = lambda x: x * n // self.num_layers  # noqa: E731 - layer-proportional parts
+        params = replace(
+            p, attention=per(p.attention), mlp=per(p.mlp), experts=per(p.experts),
+            experts_active=per(p.experts_active), shared_experts=per(p.shared_experts),
+            router=per(p.router), other=per(p.other), replicated=per(p.replicated),
+            num_moe_layers=per(p.num_moe_layers), expert_biases=per(p.expert_biases),
+        )
+        q = self.quantization
+        q = replace(q, kept=tuple((r, per(c)) for r, c in q.kept))
+        return replace(self, name=f"{self.name} (first {n} of {self.num_layers} layers)",
+                       layers=self.layers[:n], params=params, checkpoint_bytes=None, quantization=q)
+
+
+# --- weight bytes ------------------------------------------------------------------------------
+
+PLAIN_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}  # bytes per element of an unquantized dtype
+
+
+def linear_bytes(params: int, method: str, group_size: int = 0) -> int:
+    """Bytes of `params` linear weights stored as `method`, scales included.
+
+    * fp8 / int8: one byte each, plus an fp32 scale per group_size x group_size block when the
+      checkpoint uses block scales (DeepSeek-V3: weight_block_size [128, 128]).
+    * int4 (AWQ, GPTQ): half a byte each, plus per group of `group_size` (default 128) input
+      values one fp16 scale and one packed 4-bit zero point: 0.5 + 2.5 / 128 bytes per weight.
+    * mxfp4 (OCP microscaling): 32 four-bit values share one 8-bit exponent: 17 / 32 bytes each.
+    * nvfp4 (NVIDIA ModelOpt / compressed-tensors nvfp4-pack-quantized): 16 four-bit e2m1 values share
+      one fp8 e4m3 scale: 9 / 16 bytes each (vLLM modelopt.py ModelOptNvFp4LinearMethod.create_weights:
+      weight uint8 [N, K/2], weight_scale fp8 [N, K/16]; the per-tensor fp32 scales are a few bytes).
+    * GGUF types (q4_0, q6_k, iq4_xs, ...): whole ggml blocks; _K_M mixes at their measured bits per
+      weight (kvplan.core.dtypes.GGUF_TYPES and GGUF_MIXES).
+    """
+    if method in PLAIN_BYTES:
+        return params * PLAIN_BYTES[method]
+    if method in ("fp8", "int8"):
+        scales = cdiv(params, group_size * group_size) * 4 if group_size else 0
+        return params + scales
+    if method == "int4":
+        g = group_size or 128
+        return params // 2 + (params // g) * 5 // 2
+    if method == "mxfp4":
+        return params * 17 // 32
+    if method == "nvfp4":
+        return params * 9 // 16
+    from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES
+
+    if method in GGUF_TYPES:  # whole blocks (kvplan.core.dtypes gives each type's block from ggml-common.h)
+        elems, nbytes = GGUF_TYPES[method]
+        return cdiv(params, elems) * nbytes
+    if method in GGUF_MIXES:  # a _K_M mix at llama.cpp's measured bits per weight (x 10^4)
+        return cdiv(params * GGUF_MIXES[method][0], 80_000)
+    raise KvplanError(f"unknown weight dtype {method!r}", EXIT_USAGE)
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    """Bytes of a model's weights, split the way tensor parallelism treats them."""
+
+    sharded: int  # divided over tensor-parallel ranks
+    replicated: int  # kept whole on every rank
+    experts: int  # routed experts (sharded), counted apart so decode can read only active ones
+    embedding: int  # first pipeline stage
+    lm_head: int  # last pipeline stage
+    vision: int = 0  # vision tower + projector: first stage, sharded over tensor-parallel ranks but for
+    vision_replicated: int = 0  # (of `vision`) the part every tensor-parallel rank holds whole
+
+    @property
+    def total(self) -> int:
+        return self.sharded + self.replicated + self.experts + self.embedding + self.lm_head + self.vision
+
+
+def weight_bytes(spec: ModelSpec, weight_dtype: str | None = None) -> WeightBytes:
+    """Weight bytes of `spec` stored in its own format, or as `weight_dtype` when overridden.
+
+    Only linear layers are quantized; embeddings, the LM head, norms and routers stay in the
+    checkpoint's 16-bit type, which is how AWQ, GPTQ, FP8 and MXFP4 checkpoints ship. A draft model
+    served beside it (`spec.draft`) adds its own weights, in its own format, role by role.
+    """
+    own = _own_weight_bytes(spec, weight_dtype)
+    if spec.draft is None:
+        return own
+    d = weight_bytes(spec.draft)
+    return WeightBytes(own.sharded + d.sharded, own.replicated + d.replicated, own.experts + d.experts,
+                       own.embedding + d.embedding, own.lm_head + d.lm_head, own.vision + d.vision,
+                       own.vision_replicated + d.vision_replicated)
+
+
+def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
+    p = spec.params
+    base = spec.dtype if spec.dtype in PLAIN_BYTES else "bf16"
+    if weight_dtype is None:
+        q = spec.quantization
+    elif weight_dtype in PLAIN_BYTES:
+        q = Quantization(weight_dtype)
+        base = weight_dtype
+    else:
+        q = Quantization(weight_dtype, 128 if weight_dtype == "int4" else 0)
+    plain = PLAIN_BYTES[base]
+    dense_method = base if q.experts_only else q.method
+    # parameters the exclusion list keeps in the model dtype (an MLA model's replicated down-projections
+    # are part of its attention: kept in the same proportion)
+    ka, km, ks, ke = (q.kept_of(r) for r in ("attention", "mlp", "shared_experts", "experts"))
+    ke = min(ke, p.experts - p.expert_biases)
+    kr = p.replicated * ka // p.attention if p.attention else 0
+    kept_sharded = ka - kr + km + ks
+    shardable = p.attention + p.mlp + p.shared_experts - p.replicated - kept_sharded
+    embedding, lm_head = p.embedding * plain, p.lm_head * plain
+    if q.method in _gguf():  # a GGUF file quantizes the embeddings and the output too
+        emb_type, head_type = _gguf_edges(q.method)
+        embedding, lm_head = linear_bytes(p.embedding, emb_type), linear_bytes(p.lm_head, head_type)
+    return WeightBytes(
+        sharded=linear_bytes(shardable, dense_method, q.group_size) + kept_sharded * plain,
+        replicated=(linear_bytes(p.replicated - kr, dense_method, q.group_size)
+                    + (p.router + p.other + kr) * plain),
+        experts=(linear_bytes(p.experts - p.expert_biases - ke, q.method, q.group_size)
+                 + (p.expert_biases + ke) * plain),
+        embedding=embedding,
+        lm_head=lm_head,
+        vision=p.vision * plain,  # quantized checkpoints keep the vision tower in 16 bits
+        vision_replicated=p.vision_replicated * plain,
+    )
+
+
+def _gguf() -> set:
+    from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES
+
+    return {*GGUF_TYPES, *GGUF_MIXES}
+
+
+def _gguf_edges(method: str) -> tuple[str, str]:
+    """GGUF types of token_embd and output.weight for a file of `method` (llama_tensor_get_type,
+    src/llama-quant.cpp): token_embd keeps the file's base type (a _K_M mix's K type), output.weight
+    is Q6_K, except Q8_0 files (kept Q8_0) and the 1-2 bit IQ files (Q5_K)."""
+    base = {"q3_k_m": "q3_k", "q4_k_m": "q4_k", "q5_k_m": "q5_k"}.get(method, method)
+    if method == "q8_0":
+        return base, "q8_0"
+    if method in ("iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs"):
+        return base, "q5_k"
+    return base, "q6_k"

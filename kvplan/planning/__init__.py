@@ -1,0 +1,1 @@
+"""One plan's arithmetic and the deployments it runs on: KV profiles, budgets, verdicts, tp/pp/dp/ep layouts, drafters."""

@@ -1,0 +1,365 @@
+"""One plan's arithmetic: what a deployment of a model on a GPU holds, and how fast it decodes.
+
+Pure arithmetic over frozen specs: no I/O, no printing, no environment, no units.
+
+Per GPU the KV budget is usable memory x utilisation, minus this rank's weights, minus an overhead
+(or exactly `kv_cache_memory_bytes`, as vLLM's --kv-cache-memory). A sequence's cost on a rank is
+its KV profile (kvplan.planning.profile); max concurrency and max context follow by division and by search.
+The steps, in the order an engine (kvplan.engines.base.Engine.result) runs them:
+  prepare()  -> Prepared: weights, overhead and KV profile per stage (no GPU, no context);
+  budgets()  -> Stage per pipeline stage: the KV memory the GPU leaves;
+  usage()    -> Usage: what one sequence costs and a decode step reads;
+  assemble() -> Plan, with the engine's Answers and the verdict rules every engine shares.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from kvplan.planning.deploy import Deployment, split_layers, validate_deployment
+from kvplan.core.dtypes import DType
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.planning.layout import DcpRules, per_rank_batch, rank_weights, replicated_kv_proj_bytes, vllm_placement
+from kvplan.model.spec import ModelSpec, weight_bytes
+from kvplan.planning.profile import PAGED, KVProfile, kv_profile
+from kvplan.core.search import largest_fitting
+
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default (vllm/config/cache.py); newer releases differ, see docs
+DEFAULT_BLOCK_SIZE = 16  # vLLM's default page of 16 tokens
+DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM v1 default chunked-prefill budget for its profiling run
+DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default max running sequences (logits of the profiling run)
+NON_TORCH_BYTES = 160 * 2**20  # non-torch memory at tp=1: 0.14 GiB in a vLLM 0.11 H100 log (shared/engine_logs.yaml)
+NCCL_BYTES = 512 * 2**20  # added for tp or pp > 1: NCCL buffers and communicators (an estimate)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asks: a context length, a number of concurrent sequences, dtypes, limits."""
+
+    context: int
+    batch: int = 1
+    kv_dtype: DType | None = None  # None: the model's own dtype
+    state_dtype: DType | None = None  # recurrent states; None: the model's own dtype
+    weight_dtype: str | None = None  # None: the checkpoint's own format
+    block_size: int = DEFAULT_BLOCK_SIZE
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    overhead_bytes: int | None = None  # per GPU; None: estimated
+    kv_cache_memory_bytes: int | None = None  # per GPU; exact KV budget, skips the estimate
+    context_from_model: bool = False  # no context asked for: `context` is the model's own limit
+
+
+class Stage(NamedTuple):
+    """One pipeline stage on one tensor-parallel rank (a named tuple: one is made per stage per plan)."""
+
+    layers: tuple[int, int]
+    weight_bytes: int  # resident on this rank
+    weight_read_bytes: int  # read per decode step at the plan's batch (only touched experts)
+    overhead_bytes: int
+    kv_memory_bytes: int
+    profile: KVProfile
+
+
+class PlanWarning(NamedTuple):
+    """Why a plan's verdict is what it is, as data: a message whose `{}` fields are `values` (raw
+    integers), each read in its `units` entry (a key of kvplan.report.text.FIGURE_FORMATS) at the edge
+    (kvplan.report.text.format_warning): no units in the core."""
+
+    message: str
+    values: tuple[int, ...] = ()
+    units: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Plan:
+    model: str
+    gpu: str
+    deployment: Deployment
+    request: Request
+    usable_memory_bytes: int
+    budget_bytes: int  # usable x utilisation
+    weight_bytes: int  # whole model, all ranks counted once
+    weight_bytes_per_gpu: int  # the most loaded rank
+    overhead_bytes_per_gpu: int
+    kv_memory_bytes_per_gpu: int  # the least KV room over ranks
+    kv_bytes_per_token: int  # growth per token, summed over every rank that holds a copy
+    kv_bytes_per_token_per_gpu: int
+    kv_bytes_per_sequence: int  # one `context`-token sequence, all ranks, pages and states included
+    kv_bytes_per_sequence_per_gpu: int
+    kv_cache_tokens: int  # token slots the per-GPU KV memory holds across all caching layers
+    max_concurrency: int
+    max_context: int
+    max_context_limited_by: str  # "memory" or "model"
+    fits: bool
+    decode_step_seconds: float
+    decode_tokens_per_second: float  # the whole batch
+    bandwidth_bytes_per_s: int
+    stages: tuple[Stage, ...] = field(repr=False, default=())
+    warnings: tuple[PlanWarning, ...] = ()
+
+    @property
+    def kv_used_bytes_per_gpu(self) -> int:
+        return per_rank_batch(self.request.batch, self.deployment.dp) * self.kv_bytes_per_sequence_per_gpu
+
+    @property
+    def free_bytes_per_gpu(self) -> int:
+        return self.kv_memory_bytes_per_gpu - self.kv_used_bytes_per_gpu
+
+
+def _new_plan(**fields) -> Plan:
+    """Plan(**fields) for assemble, which passes every field: the same frozen object, made without
+    the dataclass __init__, which sets each of the 24 fields through object.__setattr__ (about a
+    third of a sweep's time per plan; tests/test_start_up.py checks the two are equal)."""
+    plan = object.__new__(Plan)
+    plan.__dict__.update(fields)
+    return plan
+
+
+class StagePrep(NamedTuple):
+    """A stage's GPU- and context-free part: its layers, weights on one rank, KV profile."""
+
+    layers: tuple[int, int]
+    weight_bytes: int
+    weight_read_bytes: int
+    profile: KVProfile
+
+
+class Prepared(NamedTuple):
+    """What a plan needs that no GPU and no context changes (shared across a sweep's grid)."""
+
+    weight_bytes: int  # the whole model
+    overhead_bytes: int  # per GPU
+    stages: tuple[StagePrep, ...]
+
+
+# Usage and Answers are made once per plan of a sweep: named tuples, the cheapest typed records.
+class Usage(NamedTuple):
+    """What the plan's context costs, over the stages: per GPU the worst stage, totals summed."""
+
+    sequence_bytes: tuple[int, ...]  # one sequence per stage, allocated slots and states
+    step_bytes: int  # one decode step of the batch reads this much, stage after stage
+    growth_bytes_per_token: int  # summed over stages
+    growth_bytes_per_token_per_gpu: int  # the worst stage
+    weight_bytes_per_gpu: int
+    kv_memory_bytes_per_gpu: int
+    room: bool  # every stage has some KV memory
+    concurrency: float  # sequences of the context every stage holds, by division (inf: they cost nothing)
+    token_slots: int  # token slots of every caching layer the tightest stage holds, in whole blocks
+
+
+class Answers(NamedTuple):
+    """An engine's answers for one plan (before the verdict rules every engine shares)."""
+
+    kv_cache_tokens: int
+    max_concurrency: int
+    max_context: int
+    fits: bool
+
+
+def expected_experts_touched(num_experts: int, top_k: int, tokens: int) -> float:
+    """Distinct experts a decode step of `tokens` tokens reads in one MoE layer, under uniform routing.
+
+    Each expert is missed by one token with probability 1 - k/E, so by all with (1 - k/E)^tokens.
+    """
+    if not num_experts or not top_k:
+        return 0.0
+    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
+
+
+def activation_estimate(model: ModelSpec, tp: int, tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
+                        max_seqs: int = DEFAULT_MAX_NUM_SEQS) -> int:
+    """Peak activation memory of an engine's profiling forward pass, per rank (an estimate).
+
+    A prefill chunk of `tokens` tokens materialises the MLP's gate+up output (2 x width) and its
+    activation (1 x width) in 16 bits, a few hidden-size buffers (residual, normed input, attention
+    output, q/k/v), and fp32 logits for up to `max_seqs` sampled sequences. For the vLLM 0.11 log of
+    Mistral-Small-24B on an H100 this gives 1.94 GiB against the 2.12 GiB vLLM measured.
+    """
+    width = model.intermediate_size // tp
+    per_token = (3 * width + 4 * model.hidden_size) * 2
+    logits = min(tokens, max_seqs) * model.vocab_size * 4 // tp
+    return tokens * per_token + logits
+
+
+def runtime_bytes(dep: Deployment) -> int:
+    """Non-torch memory of a serving process: the CUDA context, plus NCCL when ranks talk."""
+    return NON_TORCH_BYTES + (NCCL_BYTES if dep.gpus > 1 else 0)
+
+
+def overhead_estimate(model: ModelSpec, dep: Deployment) -> int:
+    return activation_estimate(model, dep.tp) + runtime_bytes(dep)
+
+
+def prepare_key(req: Request) -> tuple:
+    """The Request fields prepare() reads: requests equal on these share its result."""
+    return (req.kv_dtype, req.state_dtype, req.weight_dtype, req.batch, req.overhead_bytes, req.block_size)
+
+
+def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_tokens: int | None = None,
+            placement=None) -> Prepared:
+    """Weights, overhead and the KV profile of every stage: reads only the fields in prepare_key.
+
+    `req.batch` is one data-parallel rank's share; per-rank weights are kvplan.planning.layout's placement
+    (experts over tp x dp ranks). `step_tokens`: the tokens of one decode step over every dp rank,
+    which all reach the experts (default req.batch x dp). `placement`: a kvplan.planning.layout.Placement
+    (default vLLM's for the deployment)."""
+    why = validate_deployment(model, dep)
+    if why:
+        raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
+    kv_dtype, state_dtype = cache_dtypes(req, model)
+    wb = weight_bytes(model, req.weight_dtype)
+    if req.weight_dtype is None and model.checkpoint_bytes and wb.total:
+        scale = model.checkpoint_bytes / wb.total  # exact published bytes, split as computed
+    else:
+        scale = 1.0
+    overhead = req.overhead_bytes if req.overhead_bytes is not None else overhead_estimate(model, dep)
+    parts = []
+    p = model.params
+    tokens = step_tokens if step_tokens is not None else req.batch * dep.dp
+    touched = expected_experts_touched(p.num_experts, p.experts_per_token, tokens)
+    if dep.dcp > 1:
+        rules = DcpRules(rules, dep.dcp)
+    place = placement or vllm_placement(dep.tp, dep.dp)
+    for i, (start, end) in enumerate(split_layers(model.num_layers, dep.pp)):
+        frac = (end - start) / model.num_layers
+        kv_extra = replicated_kv_proj_bytes(model, wb, model.layers[start:end], dep.tp)
+        resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, place, touched, kv_extra)
+        prof = kv_profile(model.layers[start:end], dep.tp, kv_dtype, state_dtype, req.block_size, rules)
+        parts.append(StagePrep((start, end), int(resident * scale), int(read * scale), prof))
+    weight_total = model.checkpoint_bytes if scale != 1.0 else wb.total
+    return Prepared(weight_total, overhead, tuple(parts))
+
+
+def gpu_budget(gpu, req: Request) -> int:
+    """usable memory x utilisation: what the engine may take of one GPU."""
+    return int(gpu.memory_usable_bytes * req.gpu_memory_utilization)
+
+
+def budgets(prep: Prepared, budget: int, req: Request) -> tuple[Stage, ...]:
+    """Each stage's KV memory: `budget` (gpu_budget) less weights and overhead, or the exact size asked."""
+    exact = req.kv_cache_memory_bytes
+    over = prep.overhead_bytes
+    out = []
+    for s in prep.stages:
+        kv = exact if exact is not None else budget - s.weight_bytes - over
+        out.append(Stage(s.layers, s.weight_bytes, s.weight_read_bytes, over, kv, s.profile))
+    return tuple(out)
+
+
+class ContextCost(NamedTuple):
+    """The part of Usage no GPU changes: what the context costs the stages (a sweep works it out
+    once per request and model, not once per GPU)."""
+
+    sequence_bytes: tuple[int, ...]
+    step_bytes: int
+    growth_bytes_per_token: int
+    growth_bytes_per_token_per_gpu: int
+    weight_bytes_per_gpu: int
+    slot_bytes_per_token: tuple[int, ...]
+
+
+def context_cost(stages, req: Request) -> ContextCost:
+    """What `req`'s context costs `stages` (Stages or StagePreps: their profiles and weights)."""
+    ctx, batch = req.context, req.batch
+    seqs, slot = [], []
+    step = growth_sum = 0
+    growth_max = weight_max = None
+    for s in stages:
+        prof = s.profile
+        seqs.append(prof.sequence_bytes(ctx))
+        slot.append(prof.slot_bytes_per_token())
+        # Each decode step reads this rank's weights and the batch's cached tokens, stage after stage.
+        step += s.weight_read_bytes + batch * prof.sequence_bytes(ctx, paged=False)
+        growth = prof.growth_bytes_per_token()
+        growth_sum += growth
+        growth_max = growth if growth_max is None else max(growth_max, growth)
+        weight_max = s.weight_bytes if weight_max is None else max(weight_max, s.weight_bytes)
+    return ContextCost(tuple(seqs), step, growth_sum, growth_max, weight_max, tuple(slot))
+
+
+def usage(stages: tuple[Stage, ...], req: Request, cost: ContextCost | None = None) -> Usage:
+    """One pass over the stages (this runs once per plan of a sweep, so it is one explicit loop);
+    `cost`: context_cost(stages, req) when the caller already has it."""
+    if cost is None:
+        cost = context_cost(stages, req)
+    kv_min = None
+    conc = slots = math.inf
+    for s, seq, slot in zip(stages, cost.sequence_bytes, cost.slot_bytes_per_token):
+        kv = s.kv_memory_bytes
+        kv_min = kv if kv_min is None else min(kv_min, kv)
+        conc = min(conc, _div(kv, seq))
+        slots = min(slots, _div(kv, slot))
+    slots = int(slots // req.block_size * req.block_size) if slots < math.inf else 0
+    return Usage(cost.sequence_bytes, cost.step_bytes, cost.growth_bytes_per_token, cost.growth_bytes_per_token_per_gpu,
+                 cost.weight_bytes_per_gpu, kv_min, kv_min > 0, conc, slots)
+
+
+def _div(memory: int, cost: int) -> float:
+    if memory <= 0:
+        return 0
+    return memory // cost if cost > 0 else math.inf
+
+
+def paged_answers(stages, use: Usage, req: Request, model_limit: int, max_context: int | None = None) -> Answers:
+    """The planner's own answers: whole pages, concurrency by division, the longest context by search
+    (or `max_context` when the caller already knows it)."""
+    if max_context is None:
+        max_context = paged_max_context(stages, req.batch, model_limit)
+    return Answers(use.token_slots, int(use.concurrency), max_context, use.room and use.concurrency >= req.batch)
+
+
+def paged_max_context(stages, batch: int, model_limit: int) -> int:
+    """Longest context for `batch` sequences on every stage, capped by the model's own limit."""
+    def fits(n: int) -> bool:
+        return all(batch * s.profile.sequence_bytes(n) <= s.kv_memory_bytes for s in stages)
+
+    return max(0, largest_fitting(fits, model_limit))
+
+
+def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepared, budget: int,
+             stages: tuple[Stage, ...], use: Usage, ans: Answers, name: str | None = None) -> Plan:
+    """The Plan, with the verdict rules every engine shares: a context past the model's limit, or an
+    exact KV budget that does not fit beside the weights, is not a fit (and holds no request)."""
+    usable = gpu.memory_usable_bytes
+    warnings = []
+    fits, conc, max_ctx = ans.fits, ans.max_concurrency, ans.max_context  # max_ctx: for the budget as given
+    if req.context > model.max_context:
+        warnings.append(PlanWarning("context {} exceeds the model's max_position_embeddings ({})",
+                                    (req.context, model.max_context), ("count", "count")))
+        fits, conc = False, 0
+    if not use.room:
+        warnings.append(PlanWarning("the weights and overhead leave no memory for the KV cache"))
+    if req.kv_cache_memory_bytes is not None:
+        need = max(s.weight_bytes + s.overhead_bytes + s.kv_memory_bytes for s in stages)
+        if need > usable:
+            fits, conc = False, 0
+            warnings.append(PlanWarning("weights + overhead + the given KV budget ({}) exceed the GPU's usable "
+                                        "memory ({})", (need, usable), ("GiB", "GiB")))
+    if getattr(gpu, "memory_usable_above_torch", False):  # a profile's data field (hw_profiles/README.md)
+        warnings.append(PlanWarning("the GPU's {} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
+                                    "see 0.46-1.05 GiB less, so the KV room is an upper bound", (usable,), ("GiB",)))
+    step = use.step_bytes / gpu.bandwidth_bytes_per_s
+    copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy); dcp stripes it
+    return _new_plan(
+        model=name or model.name, gpu=gpu.key, deployment=dep, request=req,
+        usable_memory_bytes=usable, budget_bytes=budget,
+        weight_bytes=prep.weight_bytes, weight_bytes_per_gpu=use.weight_bytes_per_gpu,
+        overhead_bytes_per_gpu=prep.overhead_bytes, kv_memory_bytes_per_gpu=use.kv_memory_bytes_per_gpu,
+        kv_bytes_per_token=copies * use.growth_bytes_per_token // dep.dcp,
+        kv_bytes_per_token_per_gpu=use.growth_bytes_per_token_per_gpu // dep.dcp,
+        kv_bytes_per_sequence=copies * sum(use.sequence_bytes),
+        kv_bytes_per_sequence_per_gpu=max(use.sequence_bytes),
+        kv_cache_tokens=int(ans.kv_cache_tokens), max_concurrency=int(conc),
+        max_context=max_ctx, max_context_limited_by="model" if max_ctx == model.max_context else "memory",
+        fits=fits, decode_step_seconds=step, decode_tokens_per_second=req.batch / step if step > 0 else 0.0,
+        bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s, stages=stages, warnings=tuple(warnings),
+    )
+
+
+def cache_dtypes(req: Request, model):
+    """(KV cache dtype, recurrent-state dtype) of a request: the model's own where not given."""
+    from kvplan.core.dtypes import canonical_kv_dtype
+
+    own = canonical_kv_dtype("auto", model.dtype)
+    return req.kv_dtype or own, req.state_dtype or own

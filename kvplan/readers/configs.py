@@ -1,0 +1,408 @@
+"""Reading a Hugging Face `config.json` into a ModelSpec: the list of layer specs and the weights.
+
+This is where planners usually go wrong, so every rule here names the config keys it reads:
+`head_dim` is honoured when given (Qwen3, Gemma, GLM-4.5 and gpt-oss set one that differs from
+hidden / heads); `use_sliding_window: false` switches a window off; `layer_types`,
+`sliding_window_pattern`, `hybrid_override_pattern`, `full_attention_interval` and
+`attn_layer_period` lay out hybrids; MLA keeps one latent of kv_lora_rank + qk_rope_head_dim.
+Parameter counting lives in kvplan.readers.params; this module decides what each layer is.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.intmath import round_up
+from kvplan.model.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, SlidingWindow
+from kvplan.model.spec import ModelSpec
+from kvplan.readers import family_reader
+from kvplan.readers.attention_features import with_attention_features
+from kvplan.readers.block_types import nemotron_h_layout
+from kvplan.readers.quantization import read_quantization
+from kvplan.readers.states import gated_deltanet_state, mamba_state, short_conv_state
+
+# Families whose reader is written down here; any other model_type with the standard keys is
+# read by the generic path (and the caller says so).
+KNOWN_FAMILIES = {
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
+    "gemma", "gemma2", "gemma3", "gemma3_text", "phi3", "phi", "deepseek_v2", "deepseek_v3",
+    "kimi_k2", "gpt_oss", "glm4_moe", "glm4", "cohere", "cohere2", "falcon", "RefinedWebModel",
+    "RefinedWeb", "gpt2", "nemotron_h", "jamba", "llama4", "llama4_text", "starcoder2", "yi",
+    "mistral3", "olmo2", "granite", "internlm2", "exaone",
+    "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "granitemoehybrid", "lfm2",
+    "kimi_k25",
+}
+
+LIMITS = {  # anything above these is a hostile or broken config, not a model
+    "hidden_size": 1 << 20, "num_hidden_layers": 10_000, "num_attention_heads": 1 << 16,
+    "num_key_value_heads": 1 << 16, "head_dim": 1 << 14, "intermediate_size": 1 << 24,
+    "vocab_size": 1 << 25, "window": 1 << 30, "experts": 1 << 16,
+}
+
+
+class Cfg:
+    """A config dict with typed getters that collect what is missing and reject nonsense."""
+
+    def __init__(self, data: dict, where: str):
+        self.data = data
+        self.where = where
+
+    def has(self, *names: str) -> bool:
+        return any(self.data.get(n) is not None for n in names)
+
+    def raw(self, *names: str, default=None):
+        for n in names:
+            if self.data.get(n) is not None:
+                return self.data[n]
+        return default
+
+    def int(self, *names: str, default: int | None = None, limit: str | None = None, minimum: int = 1) -> int:
+        value = self.raw(*names)
+        if value is None:
+            if default is None:
+                raise _Missing(names)
+            return default
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or (isinstance(value, float) and not math.isfinite(value)) or value != int(value)):
+            raise KvplanError(f"{self.where}: {names[0]} must be an integer, got {shown(value)}", EXIT_USAGE)
+        value = int(value)
+        cap = LIMITS.get(limit or names[0])
+        if value < minimum or (cap is not None and value > cap):
+            raise KvplanError(f"{self.where}: {names[0]} = {value} is out of range", EXIT_USAGE)
+        return value
+
+    def int_list(self, name: str) -> list[int]:
+        """A list of non-negative integers (layer indices), empty when absent."""
+        value = self.data.get(name)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+            raise KvplanError(f"{self.where}: {name} must be a list of layer indices, got {value!r:.60}", EXIT_USAGE)
+        return value
+
+    def bool(self, name: str, default: bool) -> bool:
+        """JSON true/false (or 0/1); a string such as "false" is refused, not read as true."""
+        value = self.data.get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
+            return bool(value)
+        raise KvplanError(f"{self.where}: {name} must be true or false, got {shown(value)}", EXIT_USAGE)
+
+
+def shown(value) -> str:
+    """A config value as its JSON spelling (Infinity, NaN), cut to 60 characters."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    return f"{value!r:.60}"
+
+
+class _Missing(Exception):
+    def __init__(self, names):
+        self.names = names
+
+
+def unwrap_text_config(config: dict) -> tuple[dict, bool]:
+    """Multimodal configs (Gemma 3, Llama 4, Mistral 3, LLaVA) nest the language model.
+
+    Returns the language model's config, with top-level keys it lacks filled in, and whether it
+    was nested.
+    """
+    text = config.get("text_config") or config.get("language_config") or config.get("llm_config")
+    if isinstance(text, dict) and text:
+        merged = {k: v for k, v in config.items() if k not in ("text_config", "vision_config")}
+        merged.update(text)
+        return merged, True
+    return config, False
+
+
+def spec_from_config(config: dict, name: str, *, source: str = "config.json",
+                     towers_in_checkpoint: bool = False) -> tuple[ModelSpec, list[str]]:
+    """Parse a config.json dict into a ModelSpec. Returns the spec and notices for the user.
+
+    A declared vision/audio tower kvplan cannot count is refused (kvplan.readers.towers.vision.price_towers), unless
+    `towers_in_checkpoint`: the caller sets the checkpoint's tensor bytes, which carry it."""
+    from kvplan.readers.params import count_params
+
+    if not isinstance(config, dict):
+        raise KvplanError(f"{source}: expected a JSON object, got {type(config).__name__}", EXIT_USAGE)
+    data, nested = unwrap_text_config(config)
+    data = nemotron_h_layout(data, source)  # transformers 5's layers_block_type list as the pattern
+    cfg = Cfg(data, source)
+    notices: list[str] = []
+    model_type = str(data.get("model_type") or config.get("model_type") or "")
+    dsa = [k for k in ("index_head_dim", "index_n_heads", "index_topk") if data.get(k) is not None]
+    if dsa and model_type == "deepseek_v3":  # vLLM reads any config with index_topk as V3.2 (deepseek_v2.py is_v32)
+        model_type = "deepseek_v32"
+    family = family_reader(model_type)
+    derived = None
+    if model_type not in KNOWN_FAMILIES and family is None:
+        derived = derive_unknown_layout(config, data, model_type, source)
+        if derived is None:
+            notices.append(f"model_type {model_type or '(none)'!r} has no dedicated reader; every key is a standard "
+                           "decoder's, read with the standard keys")
+        else:
+            notices.append(f"model_type {model_type!r} has no reader in kvplan: its layout is derived from "
+                           f"transformers' {derived[3]} built on the meta device")
+    if dsa and not getattr(family, "OWNS_INDEXER", False):
+        # an indexer key cache beside the attention cache, in a family no reader sizes (or refuses) it for
+        raise KvplanError(f"{source}: {dsa[0]} declares a DeepSeek Sparse Attention indexer, whose key cache "
+                          "kvplan does not size yet; it would be under-counted, so this model is refused", EXIT_USAGE)
+    try:
+        if derived is not None:
+            geometry, layers, params = derived[:3]
+        elif family is not None:
+            geometry, layers, params = family.read(cfg, model_type)
+        else:
+            geometry = read_geometry(cfg, model_type)
+            layers = read_layers(cfg, model_type, geometry)
+            _refuse_cacheless(layers, source)  # before count_params, whose missing-key errors would hide why
+            params = count_params(cfg, model_type, geometry, layers)
+        _refuse_cacheless(layers, source)
+        layers = with_attention_features(cfg, model_type, str(config.get("model_type") or ""), layers)
+        from kvplan.readers.mtp import read_mtp
+
+        try:  # the drafter sizes nothing unless --speculative asks for it: a key it cannot read is a note
+            mtp_layers, mtp_params, mtp_notes = read_mtp(cfg, model_type, geometry, layers)
+        except (KvplanError, _Missing) as exc:
+            why = exc.message if isinstance(exc, KvplanError) else f"missing key {' / '.join(exc.names)}"
+            mtp_layers, mtp_params, mtp_notes = (), None, [f"multi-token-prediction layers not read ({why}); "
+                                                           "--speculative mtp is refused for this model"]
+        notices += mtp_notes
+    except _Missing as missing:
+        raise KvplanError(
+            f"{source}: missing key {' / '.join(missing.names)} (needed to size the model)", EXIT_USAGE
+        ) from None
+    arch = config.get("architectures") or data.get("architectures") or [""]
+    arch = str(arch[0]) if isinstance(arch, list) and arch else str(arch)
+    from kvplan.readers.towers.vision import price_towers
+
+    towers, tower_notes, tower_notice = price_towers(config, arch, geometry["hidden"], source,
+                                                       in_checkpoint=towers_in_checkpoint)
+    if towers.params:
+        from dataclasses import replace
+
+        params = replace(params, vision=towers.params, vision_replicated=towers.replicated)
+    if tower_notice:
+        notices.append(tower_notice)
+    from kvplan.readers.rope import rope_cache_elems
+
+    heads = [getattr(la, "attention", la) for la in layers]  # Falcon-H1's ParallelHybrid: its attention half
+    head_dim = next((getattr(la, "head_dim", 0) for la in heads if getattr(la, "head_dim", 0)), 0)
+    rope = rope_cache_elems(data, model_type, head_dim)
+    spec = ModelSpec(
+        name=name,
+        layers=tuple(layers),
+        params=params,
+        num_attention_heads=geometry["heads"],
+        hidden_size=geometry["hidden"],
+        intermediate_size=geometry["act_width"],
+        vocab_size=geometry["vocab"],
+        max_context=geometry["max_context"],
+        dtype=read_dtype(cfg),
+        quantization=read_quantization(cfg, params, layers),
+        rope_cache_elems=rope,
+        family=model_type,
+        architecture=arch,
+        notes=(*geometry["notes"], *tower_notes),
+        source=source,
+        mtp_layers=mtp_layers,
+        mtp_params=mtp_params,
+    )
+    return spec, notices
+
+
+def _refuse_cacheless(layers, source: str) -> None:
+    if all(layer.kind == "none" for layer in layers):
+        raise KvplanError(f"{source}: no layer attends or keeps a state (every layer is MLP/MoE); "
+                          "not a decoder kvplan can plan", EXIT_USAGE)
+
+
+def derive_unknown_layout(config: dict, data: dict, model_type: str, source: str):
+    """None when the keys fully determine a standard decoder; else transformers' layout, or a refusal.
+
+    With the [transformers] extra the layout is derived from transformers' own classes on the meta
+    device (kvplan.readers.derive); without it, or when transformers has no class for the model_type
+    either, kvplan exits 2 naming the keys it does not understand.
+    """
+    import importlib.util
+
+    from kvplan.readers import unknown_family_keys
+
+    odd = unknown_family_keys(data)
+    if not odd:
+        return None
+    more = f" and {len(odd) - 5} more" if len(odd) > 5 else ""
+    why = (f"{source}: model_type {model_type or '(none)'!r} has no reader in kvplan and its config has keys a "
+           f"standard decoder does not ({', '.join(odd[:5])}{more}); kvplan does not guess a cache layout")
+    if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("torch") is None:
+        raise KvplanError(f"{why}. Install the [transformers] extra (pip install 'kvplan[transformers]') to derive "
+                          "it from transformers' own classes, or ask for a reader", EXIT_USAGE)
+    import transformers
+
+    if model_type not in transformers.CONFIG_MAPPING:
+        raise KvplanError(f"{why}, and transformers {transformers.__version__} has no class for it either; "
+                          "ask for a reader", EXIT_USAGE)
+    from kvplan.readers.derive import derive
+
+    return derive(config, source)
+
+
+def read_dtype(cfg: Cfg) -> str:
+    raw = str(cfg.raw("torch_dtype", "dtype", default="bfloat16")).lower()
+    return {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(raw, "bf16")
+
+
+def read_geometry(cfg: Cfg, model_type: str) -> dict:
+    """The numbers every family shares: widths, heads, layers, vocabulary, context."""
+    hidden = cfg.int("hidden_size", "n_embd", "d_model", limit="hidden_size")
+    heads = cfg.int("num_attention_heads", "n_head", "num_heads", limit="num_attention_heads")
+    num_layers = cfg.int("num_hidden_layers", "n_layer", "num_layers", limit="num_hidden_layers")
+    vocab = cfg.int("vocab_size", "padded_vocab_size", limit="vocab_size")
+    notes: list[str] = []
+    if cfg.has("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num"):
+        kv_heads = cfg.int("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
+                           limit="num_key_value_heads")
+    elif cfg.bool("multi_query", False) and not cfg.bool("new_decoder_architecture", False):
+        kv_heads = 1  # Falcon-7B style multi-query attention
+    else:
+        kv_heads = heads
+    if kv_heads > heads:
+        raise KvplanError(f"{cfg.where}: num_key_value_heads ({kv_heads}) exceeds num_attention_heads ({heads})", EXIT_USAGE)
+    if cfg.has("head_dim", "attention_head_dim", "kv_channels"):
+        head_dim = cfg.int("head_dim", "attention_head_dim", "kv_channels", limit="head_dim")
+        if head_dim * heads != hidden:
+            notes.append(f"head_dim {head_dim} is explicit (hidden_size / heads would be {hidden / heads:g})")
+    else:
+        if hidden % heads:
+            raise KvplanError(f"{cfg.where}: hidden_size {hidden} is not divisible by {heads} heads and no head_dim is given", EXIT_USAGE)
+        head_dim = hidden // heads
+    intermediate = cfg.int("intermediate_size", "n_inner", "ffn_hidden_size", "block_ff_dim", default=4 * hidden,
+                           limit="intermediate_size")
+    if model_type == "lfm2":
+        intermediate = lfm2_ff_width(cfg, intermediate)
+    max_context = cfg.int("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
+                          "model_max_length", default=2048, limit="window")
+    experts = cfg.int("num_local_experts", "num_experts", "n_routed_experts", default=0, minimum=0, limit="experts")
+    top_k = cfg.int("num_experts_per_tok", "experts_per_token", "moe_topk", default=0, minimum=0, limit="experts")
+    if experts:
+        expert_width = cfg.int("moe_intermediate_size", "intermediate_size", limit="intermediate_size")
+        act_width = expert_width * max(top_k, 1)
+    else:
+        act_width = intermediate
+    return dict(hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, num_layers=num_layers,
+                vocab=vocab, intermediate=intermediate, max_context=max_context, experts=experts,
+                top_k=top_k, act_width=act_width, notes=notes)
+
+
+def lfm2_ff_width(cfg: Cfg, width: int) -> int:
+    """LFM2's MLP width as transformers' Lfm2MLP derives it (block_auto_adjust_ff_dim)."""
+    if not cfg.bool("block_auto_adjust_ff_dim", True):
+        return width
+    width = int(2 * width / 3)
+    mult = cfg.raw("block_ffn_dim_multiplier", default=1.0)
+    if not isinstance(mult, (int, float)) or isinstance(mult, bool) or not 0 < mult < 1e3:
+        raise KvplanError(f"{cfg.where}: block_ffn_dim_multiplier must be a positive number, got {shown(mult)}", EXIT_USAGE)
+    step = cfg.int("block_multiple_of", default=256, limit="intermediate_size")
+    width = int(mult * width)
+    return round_up(width, step)
+
+
+def _attention_kinds(cfg: Cfg, model_type: str, n: int, max_context: int) -> list[str]:
+    """Per layer one of: full, sliding, chunked, linear, mamba, mlp (the order of the model)."""
+    pattern = _hybrid_pattern(cfg, n)
+    types = cfg.raw("layer_types")
+    if types is not None and not isinstance(types, list):
+        raise KvplanError(f"{cfg.where}: layer_types must be a list, got {shown(types)}", EXIT_USAGE)
+    if types:
+        if len(types) < n:
+            raise KvplanError(f"{cfg.where}: layer_types has {len(types)} entries for {n} layers", EXIT_USAGE)
+        names = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "linear",
+                 "chunked_attention": "chunked", "mamba": "mamba", "attention": "full", "conv": "short_conv"}
+        unknown = sorted({str(t) for t in types[:n]} - set(names))
+        if unknown:
+            raise KvplanError(f"{cfg.where}: unknown layer_types entry {unknown[0]!r}", EXIT_USAGE)
+        return [names[t] for t in types[:n]]
+    if model_type == "lfm2" and cfg.has("full_attn_idxs"):  # LFM2's older spelling of layer_types
+        full = set(cfg.int_list("full_attn_idxs"))
+        return ["full" if i in full else "short_conv" for i in range(n)]
+    if pattern:  # Nemotron-H: M mamba, * attention, - MLP, E MoE
+        table = {"M": "mamba", "*": "full", "-": "mlp", "E": "mlp"}
+        return [table[c] for c in pattern]
+    if model_type == "qwen3_next" or cfg.has("full_attention_interval"):
+        k = cfg.int("full_attention_interval", default=4)
+        return ["full" if (i + 1) % k == 0 else "linear" for i in range(n)]
+    if model_type == "jamba" or cfg.has("attn_layer_period"):
+        period = cfg.int("attn_layer_period", default=8)
+        offset = cfg.int("attn_layer_offset", default=4, minimum=0)
+        return ["full" if i % period == offset else "mamba" for i in range(n)]
+    if model_type in ("llama4", "llama4_text") and cfg.has("attention_chunk_size"):
+        rope = cfg.raw("no_rope_layers")  # 1 = layer uses RoPE (and chunked attention), 0 = global NoPE
+        if not isinstance(rope, list) or len(rope) < n:
+            interval = cfg.int("no_rope_layer_interval", default=4)
+            rope = [int((i + 1) % interval != 0) for i in range(n)]
+        return ["chunked" if rope[i] else "full" for i in range(n)]
+    window = cfg.raw("sliding_window")
+    if window is None or model_type == "llama4" or not cfg.bool("use_sliding_window", True):
+        return ["full"] * n
+    if model_type == "gemma2":  # even layers local, odd global (transformers Gemma2)
+        return ["sliding" if i % 2 == 0 else "full" for i in range(n)]
+    if model_type in ("gemma3", "gemma3_text"):
+        p = cfg.int("sliding_window_pattern", default=6)
+        return ["sliding" if (i + 1) % p else "full" for i in range(n)]
+    if model_type == "cohere2":
+        p = cfg.int("sliding_window_pattern", default=4)
+        return ["sliding" if (i + 1) % p else "full" for i in range(n)]
+    if isinstance(window, (int, float)) and math.isfinite(window) and window >= max_context:
+        return ["full"] * n  # a window as long as the context is no window (Phi-3.5: 262144)
+    if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
+        first = cfg.int("max_window_layers", default=n, minimum=0)
+        return ["full" if i < first else "sliding" for i in range(n)]
+    return ["sliding"] * n
+
+
+def _hybrid_pattern(cfg: Cfg, n: int) -> str:
+    """Nemotron-H's `hybrid_override_pattern`, one symbol per layer, checked; '' when absent."""
+    pattern = cfg.raw("hybrid_override_pattern")
+    if pattern is None:
+        return ""
+    if not isinstance(pattern, str):
+        raise KvplanError(f"{cfg.where}: hybrid_override_pattern must be a string, got {pattern!r:.60}", EXIT_USAGE)
+    if len(pattern) != n:
+        raise KvplanError(f"{cfg.where}: hybrid_override_pattern has {len(pattern)} symbols for {n} layers", EXIT_USAGE)
+    unknown = sorted(set(pattern) - set("M*-E"))
+    if unknown:
+        raise KvplanError(f"{cfg.where}: hybrid_override_pattern has unknown symbol(s) {unknown}", EXIT_USAGE)
+    return pattern
+
+
+def read_layers(cfg: Cfg, model_type: str, g: dict) -> list[LayerSpec]:
+    """The model's layers, in order, as layer specs."""
+    n = g["num_layers"]
+    kinds = _attention_kinds(cfg, model_type, n, g["max_context"])
+    if cfg.has("kv_lora_rank"):  # MLA: DeepSeek V2/V3/R1, Kimi K2
+        attention: LayerSpec = MLALatent(
+            cfg.int("kv_lora_rank", limit="head_dim"), cfg.int("qk_rope_head_dim", limit="head_dim"))
+    else:
+        attention = FullAttention(g["kv_heads"], g["head_dim"])
+    window = cfg.int("sliding_window", "attention_chunk_size", default=0, minimum=0, limit="window")
+    out: list[LayerSpec] = []
+    for kind in kinds:
+        if kind == "full":
+            out.append(attention)
+        elif kind == "sliding":
+            out.append(SlidingWindow(g["kv_heads"], g["head_dim"], window) if window else attention)
+        elif kind == "chunked":
+            chunk = cfg.int("attention_chunk_size", limit="window")
+            out.append(ChunkedLocal(g["kv_heads"], g["head_dim"], chunk))
+        elif kind == "linear":
+            out.append(gated_deltanet_state(cfg, model_type))
+        elif kind == "mamba":
+            out.append(mamba_state(cfg, g))
+        elif kind == "short_conv":
+            out.append(short_conv_state(cfg, g))
+        else:
+            out.append(NoCache())
+    return out

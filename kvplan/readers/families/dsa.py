@@ -1,0 +1,87 @@
+"""DeepSeek Sparse Attention (DSA): DeepSeek-V3.2 (`deepseek_v32`) and GLM-5 (`glm_moe_dsa`).
+
+A DSA model is DeepSeek-V3's MLA decoder with a "lightning indexer" on every layer. The config
+says so with `index_head_dim`, `index_n_heads` and `index_topk` (transformers 5.x
+`models/deepseek_v32/configuration_deepseek_v32.py`: defaults 128, 64, 2048 and every layer
+`indexed_attention`; `models/glm_moe_dsa/configuration_glm_moe_dsa.py`: 128, 32, 2048). vLLM runs both
+through `model_executor/models/deepseek_v2.py` (DeepseekV2ForCausalLM with `is_v32 = hasattr(config,
+"index_topk")`); each layer caches the MLA latent and the indexer's fp8 keys, sized in
+`kvplan.model.layers.IndexedMLA`. Weights: DeepSeek-V3's (kvplan.readers.params, as `deepseek_v3`) plus the indexer's
+wq_b (q_lora_rank x heads x dim), wk (hidden x dim), k_norm (LayerNorm) and weights_proj (hidden x heads).
+
+GLM-5.2's IndexCache (`index_topk_freq` > 1 or `index_topk_pattern`): only some layers run an indexer,
+the others reuse the top-k of the last one that did. vLLM (deepseek_v2.py at commit
+002d6073aa034d4f5545d45021b0e56d1f3c3593, DeepseekV2MLAAttention.__init__) builds an Indexer, and with
+it the indexer key cache, on backbone layer i unless it skips top-k there:
+  * no pattern: skip when max(i - index_skip_topk_offset + 1, 0) % index_topk_freq != 0 (offset default 2);
+  * a pattern: skip when pattern[i] == "S" (layers past the pattern's end run their indexer).
+A skipping layer is an IndexedMLA with index_head_dim 0: its latent is still DSA's (fp8_ds_mla under an
+fp8 cache), it holds no indexer keys and has no indexer weights. vLLM does not read `indexer_types`;
+a config whose `indexer_types` disagrees with the rule above is refused, not guessed.
+"""
+
+from __future__ import annotations
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.model.layers import IndexedMLA
+from kvplan.model.spec import ParamCounts
+
+FAMILIES = {"deepseek_v32", "glm_moe_dsa"}
+OWNS_INDEXER = True  # sizes the indexer's key cache (kvplan.readers.configs refuses indexers elsewhere)
+DSA_KEYS = ("index_head_dim", "index_n_heads", "index_topk")
+
+
+def _indexer_owners(cfg, n: int) -> list[bool]:
+    """Per backbone layer: whether vLLM builds it an indexer (and an indexer key cache)."""
+    freq = cfg.int("index_topk_freq", default=1, limit="num_hidden_layers")
+    offset = cfg.int("index_skip_topk_offset", default=2, minimum=0, limit="num_hidden_layers")
+    pattern = cfg.raw("index_topk_pattern")
+    if pattern is None:
+        owners = [max(i - offset + 1, 0) % freq == 0 for i in range(n)]
+    elif isinstance(pattern, (str, list)) and all(p in ("F", "S") for p in pattern):
+        owners = [i >= len(pattern) or pattern[i] != "S" for i in range(n)]
+    else:
+        raise KvplanError(f"{cfg.where}: index_topk_pattern must be letters F (own indexer) or S (shared), "
+                          f"got {pattern!r:.40}", EXIT_USAGE)
+    listed = cfg.raw("indexer_types")
+    if listed is not None:
+        if not isinstance(listed, list) or len(listed) < n or not all(t in ("full", "shared") for t in listed[:n]):
+            raise KvplanError(f"{cfg.where}: indexer_types must list full or shared for each of the {n} layers",
+                              EXIT_USAGE)
+        if [t == "full" for t in listed[:n]] != owners:
+            raise KvplanError(f"{cfg.where}: indexer_types disagrees with index_topk_freq / index_skip_topk_offset / "
+                              "index_topk_pattern, which vLLM follows; refused rather than guessed", EXIT_USAGE)
+    return owners
+
+
+def _check_layout(cfg, n: int) -> None:
+    types = cfg.raw("layer_types")
+    if types is not None and (not isinstance(types, list) or any(t != "indexed_attention" for t in types[:n])):
+        raise KvplanError(f"{cfg.where}: layer_types of a DSA model must all be indexed_attention", EXIT_USAGE)
+    mlp = cfg.raw("mlp_layer_types")
+    if mlp is not None:
+        first = cfg.int("first_k_dense_replace", default=0, minimum=0)
+        if mlp[:n] != ["dense"] * min(first, n) + ["sparse"] * max(0, n - first):
+            raise KvplanError(f"{cfg.where}: mlp_layer_types differs from first_k_dense_replace = {first}; "
+                              "kvplan reads only that layout", EXIT_USAGE)
+
+
+def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
+    """(geometry, layers, parameter counts): every layer an IndexedMLA."""
+    from kvplan.readers.configs import read_geometry
+    from kvplan.readers.params import count_params
+
+    geometry = read_geometry(cfg, "deepseek_v3")
+    # head_dim in a DSA config is the rope slice (transformers sets it to qk_rope_head_dim); MLA ignores it
+    geometry["notes"] = [note for note in geometry["notes"] if not note.startswith("head_dim ")]
+    n = geometry["num_layers"]
+    _check_layout(cfg, n)
+    for key in DSA_KEYS:
+        cfg.int(key, limit="head_dim" if key == "index_head_dim" else "window")
+    latent = (cfg.int("kv_lora_rank", limit="head_dim"), cfg.int("qk_rope_head_dim", limit="head_dim"))
+    owner, sharer = IndexedMLA(*latent, cfg.int("index_head_dim", limit="head_dim")), IndexedMLA(*latent, 0)
+    owners = _indexer_owners(cfg, n)
+    layers = [owner if own else sharer for own in owners]
+    if not all(owners):
+        geometry["notes"].append(f"IndexCache: {sum(owners)} of {n} layers run a DSA indexer and cache its keys")
+    return geometry, layers, count_params(cfg, "deepseek_v3", geometry, layers)

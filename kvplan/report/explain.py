@@ -1,0 +1,97 @@
+"""`--explain`: the KV formula with this model's own numbers plugged in, layer group by group.
+
+It prints the arithmetic the seed articles teach (2 · L · H_kv · d_h · S · B · bytes) and shows
+where a model departs from it: windows that cap S, an MLA latent with no x2, fixed states. The
+slots per layer are the plan's own (the engine's rules), so the lines add up to the total.
+"""
+
+from __future__ import annotations
+
+from kvplan.core.intmath import cdiv
+from kvplan.model.layers import Kind, kv_heads_per_rank
+from kvplan.planning.plan import Plan
+from kvplan.core.units import gib, human_bytes
+
+
+def _tokens_text(spec, S: int, held: int) -> str:
+    if spec.kind == Kind.SLIDING:
+        return f"min(S, window {spec.window:,}) = {held:,}"
+    if spec.kind == Kind.CHUNKED:
+        return f"min(S, chunk {spec.chunk:,}) = {held:,}"
+    return f"S = {S:,}"
+
+
+def _attention(spec, n, prof, tp, bstr, S):
+    per_tok = prof.token_bytes(spec)
+    held, slots = spec.tokens_held(S), prof.slots(spec, S)
+    heads = kv_heads_per_rank(spec.num_kv_heads, tp)
+    v = getattr(spec, "v_head_dim", 0) or spec.head_dim
+    dims = f"({spec.head_dim} + {v})" if v != spec.head_dim else f"2 × {spec.head_dim}"
+    return (f"  {n} {spec.kind} layers × {dims} × {heads} KV heads × {bstr} = {n * per_tok:,} B/token;"
+            f" tokens held {_tokens_text(spec, S, held)} → {slots:,} in pages → {human_bytes(n * per_tok * slots)}")
+
+
+def _mla(spec, n, prof, tp, bstr, S):
+    per_tok, slots = prof.token_bytes(spec), prof.slots(spec, S)
+    dcp = getattr(prof.rules, "dcp", 1)  # decode context parallel: every dcp-th token on this rank
+    held = f"S = {S:,}" if dcp == 1 else f"S / dcp {dcp} = {cdiv(S, dcp):,} on this rank"
+    if hasattr(spec, "indexer_bytes"):  # DSA: the latent's own packing, plus the indexer's fp8 keys
+        what = f"({spec.latent_bytes(prof.kv_dtype):,} B latent + {spec.indexer_bytes()} B indexer keys)"
+    else:
+        what = f"({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} rope) × {bstr}"
+    return (f"  {n} MLA layers × {what}"
+            f" = {n * per_tok:,} B/token (one latent: no ×2, not split by tp); {held} → {slots:,} in pages"
+            f" → {human_bytes(n * per_tok * slots)}")
+
+
+def _state(spec, n, prof, tp, bstr, S):
+    return (f"  {n} {spec.variant} layers × {spec.state_elements(tp):,} state values × "
+            f"{prof.state_dtype.bytes_per_element:g} B"
+            f"{f' (recurrent part in {spec.ssm_dtype})' if spec.ssm_dtype else ''}"
+            f" = {human_bytes(n * prof.state_bytes(spec))} per sequence, whatever S")
+
+
+def _none(spec, n, prof, tp, bstr, S):
+    return f"  {n} layers without a cache"
+
+
+LINE = {Kind.FULL: _attention, Kind.SLIDING: _attention, Kind.CHUNKED: _attention, Kind.MLA: _mla,
+        Kind.STATE: _state, Kind.NONE: _none}
+
+
+def explain_lines(plan: Plan, model) -> list[str]:
+    r = plan.request
+    prof = plan.stages[0].profile
+    tp = plan.deployment.tp
+    b = prof.kv_dtype
+    bstr = f"{b.bytes_per_element:g} B ({b.name})"
+    S = r.context
+    from kvplan.planning.layout import layout_text
+
+    lines = [f"KV cache of {model.name}, per GPU ({layout_text(plan.deployment)}), {b.name} cache, "
+             f"block {r.block_size} tokens:"]
+    parts = [(part, n) for spec, n in prof.groups for part in (spec.parts() if hasattr(spec, "parts") else (spec,))]
+    lines += [LINE[spec.kind](spec, n, prof, tp, bstr, S) for spec, n in parts]  # Falcon-H1: both halves of a layer
+    if getattr(model, "speculative", None) is not None:
+        from kvplan.planning.speculative import explain_line
+
+        lines.append(explain_line(model, plan))
+    seq = plan.kv_bytes_per_sequence_per_gpu
+    lines.append(f"One sequence of {S:,} tokens: {seq:,} B ({gib(seq)}) per GPU")
+    kv = plan.kv_memory_bytes_per_gpu
+    if r.kv_cache_memory_bytes is None:
+        lines.append(f"KV memory per GPU = {gib(plan.usable_memory_bytes)} × {r.gpu_memory_utilization:g}"
+                     f" − weights {gib(plan.weight_bytes_per_gpu)} − overhead {gib(plan.overhead_bytes_per_gpu)}"
+                     f" = {gib(kv)}")
+    else:
+        lines.append(f"KV memory per GPU = --kv-cache-memory = {gib(kv)}")
+    dp = plan.deployment.dp
+    if seq and dp > 1:
+        lines.append(f"Max concurrency at {S:,} tokens = {dp} dp ranks, each its own requests × floor({kv:,} / {seq:,})"
+                     f" = {plan.max_concurrency:,}")
+    elif seq:
+        lines.append(f"Max concurrency at {S:,} tokens = floor({kv:,} / {seq:,}) = {plan.max_concurrency:,}")
+    lines.append(f"Max context at batch {r.batch} = {plan.max_context:,} tokens (limited by {plan.max_context_limited_by})")
+    lines.append(f"Decode step ≥ (weights read + batch × KV read) / bandwidth = {plan.decode_step_seconds * 1e3:,.2f} ms"
+                 f" at {plan.bandwidth_bytes_per_s / 1e12:g} TB/s → {plan.decode_tokens_per_second:,.0f} tokens/s for the batch")
+    return lines

@@ -1,0 +1,388 @@
+"""A sweep as one self-contained HTML page: charts (plotly.js embedded, no CDN) and the full table.
+
+The page works offline: plotly.js is inlined from the installed plotly package, and a
+Content-Security-Policy forbids every network fetch. Every string that came from a user or a
+model config is escaped: html.escape for the page and table, and the chart data is JSON with
+`<`, `>`, `&` written as \\u003c, \\u003e, \\u0026 so no name can close the <script> element it
+sits in; plotly renders a few HTML-like tags in labels, so chart labels are entity-escaped too.
+plotly is imported here only, and only when a report is written.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+from kvplan.core.units import human_tokens
+
+GIB = 2**30
+MAX_TABLE_ROWS = 2000
+MEMORY_BARS = 30  # deployments in the memory chart
+LINES = 12  # deployments in the per-context charts
+
+_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+        "img-src data: blob:; font-src data:")
+
+# (header, row key, how to show it); the table keeps the raw value in data-v for sorting.
+TABLE = [
+    ("#", "rank", "int"), ("model", "model", "text"), ("GPU", "gpu", "text"), ("GPUs", "gpus", "int"),
+    ("tp", "tp", "int"), ("pp", "pp", "int"), ("context", "context", "tokens"), ("batch", "batch", "int"),
+    ("weights", "weight_dtype", "text"), ("KV", "kv_dtype", "text"), ("fits", "fits", "bool"),
+    ("cost/h", "cost_per_hour", "money"), ("cost/user-h", "cost_per_concurrent_user_hour", "money4"),
+    ("max concurrency", "max_concurrency", "int"), ("max context", "max_context", "int"),
+    ("weights GiB/GPU", "weight_bytes_per_gpu", "gib"), ("overhead GiB/GPU", "overhead_bytes_per_gpu", "gib"),
+    ("KV cache GiB/GPU", "kv_memory_bytes_per_gpu", "gib"), ("KV/sequence GiB/GPU", "kv_bytes_per_sequence_per_gpu", "gib"),
+    ("decode tok/s (batch)", "decode_tokens_per_second", "float1"), ("price/GPU-h", "price_per_gpu_hour", "money"),
+]
+# Distinct colours for the lines and bars of one chart (Kelly's colours of maximum contrast, white and
+# black left out, most distinct first); plotly's default ten repeat after ten deployments.
+COLOURS = ["#0067a5", "#f38400", "#008856", "#be0032", "#875692", "#a1caf1", "#f3c300", "#848482", "#e68fac",
+           "#882d17", "#8db600", "#604e97", "#c2b280", "#f99379", "#b3446c", "#dcd300", "#654522", "#2b3d26"]
+
+
+def safe_json(data) -> str:
+    """JSON that can sit inside <script>: no `<`, `>` or `&` survives as itself."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def _esc(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _label(text) -> str:
+    """A chart label: plotly reads `<b>`, `<a href>`... in labels and decodes &lt; &gt; &amp;."""
+    return html.escape(str(text), quote=False)
+
+
+def _show(value, kind: str) -> str:
+    if value is None:
+        return "–"
+    if kind == "int":
+        return f"{value:,}"
+    if kind == "tokens":
+        return human_tokens(value)
+    if kind == "bool":
+        return "yes" if value else "no"
+    if kind == "gib":
+        return f"{value / GIB:,.2f}"
+    if kind == "float1":
+        return f"{value:,.1f}"
+    if kind == "float2":
+        return f"{value:,.2f}"
+    if kind == "float3":
+        return f"{value:,.3f}"
+    if kind == "money":
+        return f"{value:,.2f}"
+    if kind == "money4":
+        return f"{value:,.4f}"
+    return str(value)
+
+
+def deployment_key(row: dict) -> tuple:
+    return (row["model"], row["gpu"], row["tp"], row["pp"], row["kv_dtype"], row["weight_dtype"])
+
+
+def _short(name: str, limit: int = 40) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+def deployment_label(row: dict, with_weights: bool, with_model: bool = True) -> str:
+    """A chart label; long model names are cut (the table below has them whole)."""
+    d = (f"{row['gpus']}" if row["pp"] == 1 and row.get("dp", 1) == 1
+         else f"{row['gpus']} (tp {row['tp']} × pp {row['pp']}" + (f" × dp {row['dp']}" if row.get("dp", 1) > 1 else "") + ")")
+    label = f"{_short(row['model'])} · " if with_model else ""
+    label += f"{row['gpu']} ×{d} · KV {row['kv_dtype']}"
+    return label + (f" · W {row['weight_dtype']}" if with_weights else "")
+
+
+def _memory_figure(deployments: list[list[dict]], label: dict, base: dict, of: str) -> dict:
+    """The stacked bars of memory per GPU (weights, overhead, KV cache, free) of the best deployments."""
+    mem = deployments[:MEMORY_BARS][::-1]  # best at the top of a horizontal bar chart
+    names = [label[deployment_key(v[0])] for v in mem]
+    parts = {"weights": [], "overhead": [], "KV cache": [], "free": []}
+    for v in mem:
+        r = v[0]
+        w, o, kv = r["weight_bytes_per_gpu"], r["overhead_bytes_per_gpu"], max(r["kv_memory_bytes_per_gpu"], 0)
+        free = max(r["usable_memory_bytes_per_gpu"] - w - o - kv, 0)
+        for part, value in zip(parts, (w, o, kv, free)):
+            parts[part].append(round(value / GIB, 3))
+    colours = {"weights": "#4c78a8", "overhead": "#f58518", "KV cache": "#54a24b", "free": "#bab0ac"}
+    return {
+        "data": [{"type": "bar", "orientation": "h", "name": part, "y": names, "x": xs,
+                  "marker": {"color": colours[part]}, "hovertemplate": "%{x:.2f} GiB<extra>" + part + "</extra>"}
+                 for part, xs in parts.items()],
+        "layout": {**base, "barmode": "stack", "title": {"text": "Memory per GPU (GiB)" + of},
+                   "xaxis": {"title": {"text": "GiB per GPU"}}, "yaxis": {"automargin": True},
+                   "legend": {"orientation": "v", "traceorder": "normal"},
+                   "height": max(320, 26 * len(mem) + 120)},
+    }
+
+
+def _figures(rows: list[dict], currency: str, model: str = "") -> dict:
+    """Plain plotly figure dicts (data + layout); labels entity-escaped for plotly's text renderer."""
+    with_weights = len({r["weight_dtype"] for r in rows}) > 1
+    order: dict[tuple, list[dict]] = {}
+    for r in rows:  # ranked rows: first appearance = best deployment first
+        order.setdefault(deployment_key(r), []).append(r)
+    deployments = list(order.values())
+    of = f" · {_label(_short(model))}" if model else ""  # each chart names its model
+    with_model = len({r["model"] for r in rows}) > 1  # a chart of one model need not repeat its name
+    label = {k: _label(deployment_label(v[0], with_weights, with_model)) for k, v in order.items()}
+    contexts = sorted({r["context"] for r in rows})
+    ctx_labels = [human_tokens(c) for c in contexts]
+    base = {"margin": {"l": 60, "r": 20, "t": 50, "b": 60}, "colorway": COLOURS,
+            "font": {"family": "system-ui, sans-serif", "size": 12}}
+    below = {"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0}
+
+    memory = _memory_figure(deployments, label, base, of)
+
+    def per_context(key: str, chart: str, only=lambda r: True, top=LINES) -> list[dict]:
+        traces = []
+        for v in deployments:
+            by_ctx = {r["context"]: r for r in v if only(r)}
+            if not by_ctx:
+                continue
+            ys = [by_ctx[c][key] if c in by_ctx else None for c in contexts]
+            trace = {"type": chart, "name": label[deployment_key(v[0])], "x": ctx_labels, "y": ys}
+            if chart == "scatter":
+                trace["mode"] = "lines+markers"
+            traces.append(trace)
+            if len(traces) == top:
+                break
+        return traces
+
+    xaxis = {"title": {"text": "context (tokens)"}, "type": "category"}
+
+    def chart(traces: list[dict], title: str, ytitle: str, **extra) -> dict:
+        # the legend goes below the plot so long names do not squeeze it; room for one line per trace
+        height = 380 + 20 * len(traces)
+        layout = {**base, "title": {"text": title + of}, "xaxis": xaxis, "yaxis": {"title": {"text": ytitle}},
+                  "legend": below, "height": height, **extra}
+        layout["margin"] = {**base["margin"], "b": 80 + 20 * len(traces)}
+        return {"data": traces, "layout": layout}
+
+    figs = {
+        "memory": memory,
+        "concurrency": chart(per_context("max_concurrency", "scatter"), "Max concurrent requests per deployment",
+                             "requests"),
+        "decode": chart(per_context("decode_tokens_per_second", "bar"), "Decode tokens/s (roofline, whole batch)",
+                        "tokens/s", barmode="group"),
+    }
+    cost = per_context("cost_per_concurrent_user_hour", "bar",
+                       only=lambda r: r["fits"] and r["cost_per_concurrent_user_hour"] is not None)
+    if cost:
+        figs["cost"] = chart(cost, f"Cost per concurrent user per hour ({_label(currency)})",
+                             f"{_label(currency)} per user-hour", barmode="group")
+    return figs
+
+
+# Columns `sweep --workload` adds (kvplan.simulator.capacity.SIM_COLUMNS), shown when the rows have them.
+SIM_TABLE = [
+    ("sim running", "sim_mean_running", "float1"), ("sim req/s", "sim_requests_per_s", "float2"),
+    ("sim TTFT p99 s", "sim_ttft_p99_s", "float3"), ("sim TPOT p99 s", "sim_tpot_p99_s", "float3"),
+    ("sim % in SLA", "sim_pct_meeting_slo", "float1"), ("sim KV waste %", "sim_kv_waste_pct", "float1"),
+    ("sim preemptions", "sim_preemptions", "int"),
+]
+
+
+def _table(rows: list[dict]) -> str:
+    columns = TABLE + (SIM_TABLE if rows and "sim_mean_running" in rows[0] else [])
+    head = "".join(f'<th data-k="{"t" if kind == "text" else "n"}">{_esc(h)}</th>' for h, _, kind in columns)
+    body = []
+    for r in rows:
+        cells = []
+        for _, key, kind in columns:
+            v = r.get(key)
+            sort = "" if v is None else (_esc(v) if kind == "text" else ("1" if v is True else "0" if v is False else repr(v)))
+            cls = ' class="no"' if kind == "bool" and v is False else ""
+            cells.append(f'<td data-v="{sort}"{cls}>{_esc(_show(v, kind))}</td>')
+        body.append(f'<tr data-model="{_esc(r["model"])}" data-ctx="{r["context"]}">' + "".join(cells) + "</tr>")
+    return f'<table id="plans"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+HEADLINE = [  # (header, key, kind)
+    ("model", "model", "text"), ("context", "context", "tokens"), ("cheapest that fits", "deployment", "text"),
+    ("cost/h", "cost_per_hour", "money"), ("per user-h", "cost_per_concurrent_user_hour", "money4"),
+    ("per 1M output tokens", "cost_per_million_output_tokens", "money"), ("users at once", "max_concurrency", "int"),
+    ("headroom", "headroom", "times"), ("tok/s when full", "decode_tokens_per_second_full", "float1"),
+]
+
+
+def _headline_table(heads: list[dict]) -> str:
+    head = "".join(f"<th>{_esc(h)}</th>" for h, _, _ in HEADLINE)
+    body = []
+    for h in heads:
+        if h.get("gpu"):
+            d = f"{h['gpus']}" if h["pp"] == 1 else f"{h['gpus']} (tp {h['tp']} × pp {h['pp']})"
+            h = {**h, "deployment": f"{h['gpu']} × {d}, KV {h['kv_dtype']}"}
+        else:
+            h = {**h, "deployment": h.get("why") or f"nothing fits {h['batch']:,} request(s) of this context"}
+        cells = []
+        for _, key, kind in HEADLINE:
+            v = h.get(key)
+            text = f"{v:,.1f}×" if kind == "times" and v is not None else _show(v, kind)
+            cls = ' class="no"' if key == "deployment" and not h["fits"] else ""
+            cells.append(f"<td{cls}>{_esc(text)}</td>")
+        body.append(f'<tr data-model="{_esc(h["model"])}" data-ctx="{h["context"]}">' + "".join(cells) + "</tr>")
+    return f'<table id="headline"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _filters(rows: list[dict]) -> str:
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    contexts = sorted({r["context"] for r in rows})
+
+    def select(ident: str, label: str, options: list[tuple[str, str]]) -> str:
+        opts = '<option value="">all</option>' + "".join(f'<option value="{_esc(v)}">{_esc(t)}</option>'
+                                                         for v, t in options)
+        return f'<label>{_esc(label)} <select id="{ident}">{opts}</select></label> '
+    return ('<p class="filters">' + select("f-model", "model", [(m, m) for m in models])
+            + select("f-ctx", "context", [(str(c), human_tokens(c)) for c in contexts]) + "</p>")
+
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:24px;color:#222}
+h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:28px 0 6px}
+p.meta{color:#555;margin:2px 0}
+.chart{width:100%;min-height:320px}
+table{border-collapse:collapse;font-size:12px;margin-top:8px}
+th,td{border-bottom:1px solid #ddd;padding:3px 6px;text-align:right;white-space:nowrap}
+th{cursor:pointer;background:#f4f4f4;position:sticky;top:0}
+#plans td:nth-child(2),#plans td:nth-child(3),#plans td:nth-child(9),#plans td:nth-child(10){text-align:left}
+td.no{color:#b00}
+#headline td:nth-child(-n+3){text-align:left} #headline{font-size:14px}
+p.filters{position:sticky;top:0;background:#fff;padding:6px 0;margin:8px 0;z-index:2}
+p.filters select{margin-right:12px}
+h3{font-size:15px;margin:18px 0 4px}
+#errors{color:#b00;white-space:pre-wrap}
+"""
+
+# Errors surface in the page (and the console): a report that half-rendered says so.
+_BOOT = """
+window.addEventListener('error', function (e) {
+  document.getElementById('errors').textContent += 'error: ' + e.message + '\\n';
+});
+"""
+
+_RENDER = """
+(function () {
+  var figs = JSON.parse(document.getElementById('kvplan-figures').textContent);
+  var config = {responsive: true, displaylogo: false};
+  Object.keys(figs).forEach(function (name) {
+    var el = document.getElementById('chart-' + name);
+    if (el) { Plotly.newPlot(el, figs[name].data, figs[name].layout, config); }
+  });
+  var fm = document.getElementById('f-model'), fc = document.getElementById('f-ctx');
+  function filter() {
+    var m = fm ? fm.value : '', c = fc ? fc.value : '';
+    document.querySelectorAll('tr[data-model]').forEach(function (tr) {
+      var show = (!m || tr.getAttribute('data-model') === m) && (!c || tr.getAttribute('data-ctx') === c);
+      tr.style.display = show ? '' : 'none';
+    });
+    document.querySelectorAll('section[data-model]').forEach(function (sec) {
+      sec.style.display = (!m || sec.getAttribute('data-model') === m) ? '' : 'none';
+    });
+    window.dispatchEvent(new Event('resize'));
+  }
+  if (fm) { fm.addEventListener('change', filter); }
+  if (fc) { fc.addEventListener('change', filter); }
+  // a link may carry the filters: report.html#model=NAME&ctx=32768
+  var wanted = new URLSearchParams(location.hash.slice(1));
+  if (fm && wanted.has('model')) { fm.value = wanted.get('model'); }
+  if (fc && wanted.has('ctx')) { fc.value = wanted.get('ctx'); }
+  if (wanted.has('model') || wanted.has('ctx')) { filter(); }
+  var table = document.getElementById('plans');
+  if (!table) { return; }
+  table.querySelectorAll('th').forEach(function (th, i) {
+    th.addEventListener('click', function () {
+      var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+      var text = th.getAttribute('data-k') === 't', dir = th.getAttribute('data-dir') === 'a' ? -1 : 1;
+      th.setAttribute('data-dir', dir === 1 ? 'a' : 'd');
+      rows.sort(function (a, b) {
+        var x = a.cells[i].getAttribute('data-v'), y = b.cells[i].getAttribute('data-v');
+        if (x === '' || y === '') { return (x === '') - (y === ''); }
+        return dir * (text ? x.localeCompare(y) : parseFloat(x) - parseFloat(y));
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+})();
+"""
+
+
+SECTIONS = [
+    ("memory", "Memory budget per deployment",
+     "Per GPU: weights, overhead (an estimate unless given), the KV cache the rest leaves, and memory "
+     "outside the engine's budget (1 − GPU memory utilisation). Best-ranked deployments first."),
+    ("concurrency", "Max concurrency against context",
+     "Requests of each context that fit at once in the KV cache, per deployment."),
+    ("cost", "Cost per concurrent user",
+     "Price per GPU-hour × GPUs ÷ max concurrency, for deployments that fit and have a price."),
+    ("decode", "Decode speed", "Tokens/s of the whole batch, from the bandwidth roofline."),
+]
+
+
+def render_html(rows: list[dict], *, title: str = "kvplan sweep", summary: list[str] = (),
+                skipped: list[str] = (), currency: str = "price units", total: int | None = None,
+                max_rows: int = MAX_TABLE_ROWS, headlines: list[dict] | None = None) -> str:
+    """The page for ranked sweep rows (kvplan.compare.sweep.sweep_rows). `summary` and `skipped` are lines
+    of plain text (escaped here); `total` is the number of plans when `rows` is a leading slice;
+    `headlines` (kvplan.compare.procurement.headlines) open the page: the answer per model × context.
+    Charts come one set per model, so no chart mixes models."""
+    from plotly.offline import get_plotlyjs
+
+    plotly_js = get_plotlyjs().replace("</script", "<\\/script")  # cannot occur today; never let it close the tag
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    figs, parts = {}, []
+    for i, model in enumerate(models):
+        mine = [r for r in rows if r["model"] == model]
+        for name, fig in _figures(mine, currency, model).items():
+            figs[f"{name}-{i}"] = fig
+        parts.append(f'<section data-model="{_esc(model)}"><h2>{_esc(model)}</h2>')
+        for name, heading, note in SECTIONS:
+            parts.append(f"<h3>{_esc(heading)}</h3><p class=\"meta\">{_esc(note)}</p>")
+            if f"{name}-{i}" in figs:
+                parts.append(f'<div class="chart" id="chart-{name}-{i}"></div>')
+            else:
+                parts.append('<p class="meta">No prices: pass <code>--prices FILE</code> (a YAML of '
+                             '<code>gpu: price per GPU-hour</code>) to see costs.</p>')
+        parts.append("</section>")
+    total = len(rows) if total is None else total
+    shown = rows[:max_rows]
+    table_note = f"{len(shown):,} of {total:,} plans, best first; click a header to sort."
+    if len(shown) < total:
+        table_note += " The CSV and JSON outputs hold every plan."
+    head_html = ""
+    if headlines:
+        priced = any(h.get("priced") for h in headlines)
+        how = (f"the lowest cost per hour ({_esc(currency)}) among those that fit" if priced else
+               "the fewest GPUs among those that fit (no prices given: pass --prices FILE for costs)")
+        head_html = ("<h2>The answer</h2><p class=\"meta\">For each model and context: the deployment that "
+                     f"holds the requests asked for at " + how + ". Per 1M output tokens: cost per hour ÷ the "
+                     "decode tokens per hour of every request it holds at once (bandwidth roofline). Headroom: "
+                     "requests it holds ÷ requests asked.</p>" + _headline_table(headlines))
+    skipped_html = ""
+    if skipped:
+        skipped_html = ("<h2>Skipped deployments</h2><ul>"
+                        + "".join(f"<li>{_esc(s)}</li>" for s in skipped) + "</ul>")
+    return "".join([
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_esc(title)}</title><style>{_STYLE}</style>",
+        f"<script>{_BOOT}</script>",
+        f"<script>{plotly_js}</script></head><body>",
+        f"<h1>{_esc(title)}</h1>",
+        "".join(f'<p class="meta">{_esc(line)}</p>' for line in summary),
+        '<div id="errors"></div>',
+        _filters(rows),
+        head_html,
+        *parts,
+        f"<h2>All plans</h2><p class=\"meta\">{_esc(table_note)}</p>",
+        _table(shown),
+        skipped_html,
+        f'<script type="application/json" id="kvplan-figures">{safe_json(figs)}</script>',
+        f"<script>{_RENDER}</script>",
+        "</body></html>\n",
+    ])

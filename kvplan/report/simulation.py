@@ -1,0 +1,144 @@
+"""A simulation's results as files: one JSON document, a CSV time series, a self-contained HTML page.
+
+Every output holds every run of the command (one, or the paged pool and the contiguous
+reservations with --compare). The HTML page embeds plotly.js (no network; the same
+Content-Security-Policy and escaping as the sweep report, kvplan.report.html) and plots the time
+series: KV memory reserved and written against the pool, requests running and waiting, tokens
+per second, preemptions.
+"""
+
+from __future__ import annotations
+
+import html
+
+from kvplan.simulator.results import SERIES_COLUMNS
+
+GIB = 2**30
+COLOURS = ("#4c78a8", "#e45756", "#f58518", "#54a24b", "#b279a2", "#9d755d")
+STEP_MODEL_NOTE = ("Step time is a roofline model (per pipeline stage, the larger of bytes read / bandwidth and "
+                   "FLOPs / peak dense FLOP/s), not a measurement: real engines are slower, so latencies are lower "
+                   "bounds and throughput an upper bound.")
+
+
+def document(meta: dict, runs: dict) -> dict:
+    """The JSON document: what was simulated, then per run its figures and time series."""
+    return {"meta": {**meta, "step_time": STEP_MODEL_NOTE},
+            "runs": {name: {"summary": summary, "series": {"columns": list(SERIES_COLUMNS), "rows": [list(r) for r in series]}}
+                     for name, (summary, series) in runs.items()}}
+
+
+def write_series_csv(stream, runs: dict) -> None:
+    import csv
+
+    w = csv.writer(stream, lineterminator="\n")
+    w.writerow(["run", *SERIES_COLUMNS])
+    for name, (_, series) in runs.items():
+        w.writerows([name, *row] for row in series)
+
+
+def summary_lines(summary: dict) -> list[tuple[str, str]]:
+    """(label, value) pairs for the terminal and the page."""
+    r, kv, lat, thr = summary["requests"], summary["kv"], summary["latency_s"], summary["throughput"]
+    conc, good = summary["concurrency"], summary["goodput"]
+
+    def ms(d):
+        if d["p50"] is None:
+            return "–"
+        if d["p99"] >= 10:
+            return f"{d['p50']:,.1f} / {d['p90']:,.1f} / {d['p99']:,.1f} s"
+        return f"{d['p50'] * 1e3:,.0f} / {d['p90'] * 1e3:,.0f} / {d['p99'] * 1e3:,.0f} ms"
+
+    rejected = sum(r["rejected"].values())
+    return [
+        ("requests", f"{r['completed']:,} completed of {r['arrived'] + rejected:,}" + (f" ({rejected:,} rejected)" if rejected else "")),
+        ("running (sustained)", f"{conc['mean_running']:,.1f} on average, {conc['max_running']:,} at most"),
+        ("waiting", f"{conc['mean_waiting']:,.1f} on average"),
+        ("throughput", f"{thr['requests_per_s']:,.2f} req/s, {thr['output_tokens_per_s']:,.0f} output tok/s "
+                       f"over {summary['time']['makespan_s']:,.0f} s"),
+        ("TTFT p50/p90/p99", ms(lat["ttft"])),
+        ("TPOT p50/p90/p99", ms(lat["tpot"])),
+        ("latency p50/p90/p99", ms(lat["e2e"])),
+        ("goodput", f"{good['requests_per_s']:,.2f} req/s ({good['pct_meeting_slo']:.1f}% meet TTFT ≤ "
+                    f"{good['slo_ttft_s']:g} s, TPOT ≤ {good['slo_tpot_s'] * 1e3:g} ms)"),
+        ("KV pool per GPU", f"{kv['budget_bytes'] / GIB:,.2f} GiB, {kv['mean_occupancy_pct']:.1f}% reserved on average"),
+        ("KV waste", f"{kv['waste_pct']:.1f}% of reserved KV holds no token (time average)"),
+        ("preemptions", f"{r['preemptions']:,} ({r['preempted_requests']:,} requests)"),
+        ("prefix cache", f"{summary['prefix_cache']['hit_rate_pct']:.1f}% of prompt tokens from cache"
+         if summary["prefix_cache"].get("prefix_cache") else "off"),
+    ]
+
+
+def _figures(runs: dict, budget: int) -> dict:
+    base = {"margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "font": {"family": "system-ui, sans-serif", "size": 12},
+            "xaxis": {"title": {"text": "time (s)"}}, "legend": {"orientation": "h", "y": -0.25}}
+    many = len(runs) > 1
+
+    def line(name, what, series, col, scale=1.0, **extra):
+        label = f"{name}: {what}" if many else what
+        return {"type": "scatter", "mode": "lines", "name": html.escape(label, quote=False),
+                "x": [r[0] for r in series], "y": [round(r[col] / scale, 4) for r in series], **extra}
+
+    kv, reqs, speed, pre = [], [], [], []
+    for k, (name, (_, series)) in enumerate(runs.items()):
+        c = COLOURS[k % len(COLOURS)]  # one colour per run; the second quantity dotted
+        solid, dotted = {"line": {"color": c}}, {"line": {"color": c, "dash": "dot"}}
+        kv += [line(name, "reserved", series, 3, GIB, **solid), line(name, "written", series, 4, GIB, **dotted)]
+        if any(r[5] for r in series):
+            kv.append(line(name, "cached prefixes, idle", series, 5, GIB, line={"color": c, "dash": "dash"}))
+        reqs += [line(name, "running", series, 1, **solid), line(name, "waiting", series, 2, **dotted)]
+        speed.append(line(name, "tokens/s", series, 7, **solid))
+        pre.append(line(name, "preemptions", series, 6, **solid))
+    end = max((s[-1][0] for _, s in runs.values() if s), default=0)
+    kv.append({"type": "scatter", "mode": "lines", "name": "KV pool", "x": [0, end], "y": [round(budget / GIB, 4)] * 2,
+               "line": {"dash": "dash", "color": "#888"}})
+
+    def fig(data, title, ytitle):
+        return {"data": data, "layout": {**base, "title": {"text": title}, "yaxis": {"title": {"text": ytitle}}}}
+
+    return {"kv": fig(kv, "KV memory per GPU", "GiB"), "requests": fig(reqs, "Requests", "requests"),
+            "speed": fig(speed, "Tokens per second (prefill + decode)", "tokens/s"),
+            "preemptions": fig(pre, "Preemptions (cumulative)", "preemptions")}
+
+
+_STYLE = ("body{font-family:system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px;margin:0 0 4px}"
+          "p.meta{color:#555;margin:2px 0}.chart{width:100%;min-height:360px}"
+          "table{border-collapse:collapse;font-size:13px;margin:12px 0}th,td{border-bottom:1px solid #ddd;"
+          "padding:3px 8px;text-align:left}#errors{color:#b00;white-space:pre-wrap}")
+_RENDER = """
+(function () {
+  var figs = JSON.parse(document.getElementById('kvplan-figures').textContent);
+  Object.keys(figs).forEach(function (name) {
+    var el = document.getElementById('chart-' + name);
+    if (el) { Plotly.newPlot(el, figs[name].data, figs[name].layout, {responsive: true, displaylogo: false}); }
+  });
+})();
+"""
+
+
+def render_html(meta: dict, runs: dict, title: str = "kvplan simulate") -> str:
+    """The page: what was simulated, a table of every run's figures, the time-series charts."""
+    from plotly.offline import get_plotlyjs
+
+    from kvplan.report.html import _BOOT, _CSP, safe_json
+
+    esc = lambda x: html.escape(str(x), quote=True)  # noqa: E731
+    plotly_js = get_plotlyjs().replace("</script", "<\\/script")
+    budget = next(iter(runs.values()))[0]["kv"]["budget_bytes"]
+    figs = _figures(runs, budget)
+    lines = {name: summary_lines(summary) for name, (summary, _) in runs.items()}
+    head = "<tr><th></th>" + "".join(f"<th>{esc(n)}</th>" for n in runs) + "</tr>"
+    labels = [k for k, _ in next(iter(lines.values()))]
+    body = "".join("<tr><td>" + esc(label) + "</td>" + "".join(f"<td>{esc(dict(v)[label])}</td>" for v in lines.values())
+                   + "</tr>" for label in labels)
+    described = "".join(f'<p class="meta">{esc(k)}: {esc(v)}</p>' for k, v in meta.items() if not isinstance(v, (dict, list)))
+    charts = "".join(f'<div class="chart" id="chart-{name}"></div>' for name in figs)
+    return "".join([
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{esc(title)}</title><style>{_STYLE}</style><script>{_BOOT}</script>",
+        f"<script>{plotly_js}</script></head><body><h1>{esc(title)}</h1>", described,
+        f'<p class="meta">{esc(STEP_MODEL_NOTE)}</p><div id="errors"></div><table>{head}{body}</table>', charts,
+        f'<script type="application/json" id="kvplan-figures">{safe_json(figs)}</script>',
+        f"<script>{_RENDER}</script></body></html>\n",
+    ])

@@ -1,0 +1,213 @@
+"""Plans rendered for machines (a JSON-ready dict) and for people (rich tables).
+
+This is the edge where bytes get units: GiB (2^30) for memory, as allocators and engine logs
+print it, and the raw integers in JSON.
+"""
+
+from __future__ import annotations
+
+from kvplan.model.layers import state_bytes
+from kvplan.planning.plan import Plan
+from kvplan.planning.layout import layout_text
+from kvplan.core.units import gib, human_bytes, human_tokens
+
+
+GIB, MIB = 2**30, 2**20
+
+# How each unit of an engine's Figure (kvplan.engines.base.Figure) reads, in the engine's own style:
+# vLLM and TensorRT-LLM print GiB, llama.cpp MiB, SGLang "GB" that are GiB.
+FIGURE_FORMATS = {
+    "bytes": lambda v: f"{v / GIB:.2f} GiB ({v:,} B)",
+    "GiB": lambda v: f"{v / GIB:.2f} GiB",
+    "GiB.3": lambda v: f"{v / GIB:.3f} GiB",
+    "MiB": lambda v: f"{v / MIB:.2f} MiB",
+    "B": lambda v: f"{v:,} B",
+    "tokens": lambda v: f"{v:,} tokens",
+    "count": lambda v: f"{v:,}",
+    "number": lambda v: f"{v:g}",
+    "ratio": lambda v: f"{v:.2f}",
+    "times": lambda v: f"{v:.2f}x",
+    "a x b": lambda v: f"{v[0]} x {v[1]}",
+    "a / b": lambda v: f"{v[0]:,} / {v[1]}",
+    "cells in streams": lambda v: f"{v[0]:,} cells ({v[1]} stream(s) of {v[2]:,})",
+    "cells per stream": lambda v: f"{v:,} cells per stream",
+    "B full + B SWA x ratio": lambda v: f"{v[0]:,} B full + {v[1]:,} B SWA x {v[2]:g}",
+    "sglang tokens, K GiB": lambda v: f"#tokens: {v[0]:,}, K size: {v[1] / GIB:.2f} GB (GiB)",
+}
+
+
+def format_figure(fig) -> str:
+    """An engine's figure as people read it (see FIGURE_FORMATS)."""
+    return FIGURE_FORMATS[fig.unit](fig.value)
+
+
+def format_warning(warning) -> str:
+    """A plan's warning (kvplan.planning.plan.PlanWarning) as people read it: its values in their units."""
+    return warning.message.format(*(FIGURE_FORMATS[u](v) for v, u in zip(warning.values, warning.units)))
+
+
+def plan_warnings(plan: Plan) -> list[str]:
+    return [format_warning(w) for w in plan.warnings]
+
+
+def engine_to_dict(res) -> dict:
+    """An EngineResult's engine part for --json: its settings, figures (raw and as printed), notes."""
+    cap = res.capacity
+    return {"name": cap.engine, "version": cap.version, "settings": res.settings,
+            "kv_memory_bytes_per_gpu": cap.kv_memory_bytes, "tokens": cap.tokens,
+            "max_concurrency": cap.max_concurrency, "blocks": cap.blocks, "block_size": cap.block_size,
+            "lines": {f.label: format_figure(f) for f in cap.lines},
+            "figures": [{"label": f.label, "value": list(f.value) if isinstance(f.value, tuple) else f.value,
+                         "unit": f.unit} for f in cap.lines],
+            "notes": list(cap.notes)}
+
+
+def effective_weight_dtype(plan: Plan, model) -> str:
+    return plan.request.weight_dtype or model.quantization.method
+
+
+def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None) -> dict:
+    """The plan's figures for --json, one key per figure. `rank` (a row of a ranking) comes first
+    when given; `nested=False` leaves out the nested breakdowns, `layer_kinds` and the speculative
+    report (a row of a table has no place for them). A sweep makes 100k rows: each is one dict
+    display, with nothing merged."""
+    r = plan.request
+    # The part of a sequence that does not grow with the context (recurrent, linear-attention and
+    # convolution states), per stage; each stage's profile worked its figure out once.
+    states = [stage.profile.state_bytes_per_sequence() for stage in plan.stages]
+    used = plan.kv_used_bytes_per_gpu
+    row = {
+        "rank": rank,
+        "model": plan.model,
+        "gpu": plan.gpu,
+        "gpus": plan.deployment.gpus,
+        "tp": plan.deployment.tp,
+        "pp": plan.deployment.pp,
+        "dp": plan.deployment.dp,
+        "ep": plan.deployment.ep,
+        "dcp": plan.deployment.dcp,
+        "context": r.context,
+        "batch": r.batch,
+        "weight_dtype": effective_weight_dtype(plan, model),
+        "kv_dtype": (r.kv_dtype.name if r.kv_dtype else model.dtype),
+        "block_size": r.block_size,
+        "gpu_memory_utilization": r.gpu_memory_utilization,
+        "usable_memory_bytes_per_gpu": plan.usable_memory_bytes,
+        "budget_bytes_per_gpu": plan.budget_bytes,
+        "weight_bytes": plan.weight_bytes,
+        "weight_bytes_per_gpu": plan.weight_bytes_per_gpu,
+        "overhead_bytes_per_gpu": plan.overhead_bytes_per_gpu,
+        "overhead_is_estimate": r.overhead_bytes is None and r.kv_cache_memory_bytes is None,
+        "kv_bytes_per_token": plan.kv_bytes_per_token,
+        "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token_per_gpu,
+        "kv_bytes_per_sequence": plan.kv_bytes_per_sequence,
+        "kv_bytes_per_sequence_per_gpu": plan.kv_bytes_per_sequence_per_gpu,
+        "state_bytes_per_sequence": plan.deployment.tp * sum(states),
+        "state_bytes_per_sequence_per_gpu": max(states, default=0),
+        "kv_memory_bytes_per_gpu": plan.kv_memory_bytes_per_gpu,
+        "kv_used_bytes_per_gpu": used,
+        "free_bytes_per_gpu": plan.kv_memory_bytes_per_gpu - used,  # Plan.free_bytes_per_gpu, used once
+        "kv_cache_tokens": plan.kv_cache_tokens,
+        "max_concurrency": plan.max_concurrency,
+        "max_context": plan.max_context,
+        "max_context_limited_by": plan.max_context_limited_by,
+        "fits": plan.fits,
+        "decode_step_seconds": plan.decode_step_seconds,
+        "decode_tokens_per_second": plan.decode_tokens_per_second,
+        "decode_tokens_per_second_per_request": (1 / plan.decode_step_seconds) if plan.decode_step_seconds else 0.0,
+        "speculative": _speculative(plan, model) if nested else None,
+        "warnings": plan_warnings(plan),
+    }
+    if rank is None:
+        del row["rank"]
+    return _with_layer_kinds(row, plan) if nested else row
+
+
+def _with_layer_kinds(row: dict, plan: Plan) -> dict:
+    """`row` with `layer_kinds` right after the states it splits."""
+    out = {}
+    for key, value in row.items():
+        out[key] = value
+        if key == "state_bytes_per_sequence_per_gpu":
+            out["layer_kinds"] = layer_kinds(plan)
+    return out
+
+
+def _speculative(plan: Plan, model):
+    if getattr(model, "speculative", None) is None:
+        return None
+    from kvplan.planning.speculative import report
+
+    return report(model, plan)
+
+
+def layer_kinds(plan: Plan) -> list[dict]:
+    """Per kind of layer: its layers, the bytes a token adds and the bytes one `context`-token
+    sequence holds, states included (all ranks, as the plan's engine allocates pages). The kinds'
+    states, worked out layer by layer, add up to plan_to_dict's state_bytes_per_sequence
+    (tests/test_reports.py checks it over the catalog).
+    """
+    copies, ctx = plan.deployment.tp, plan.request.context
+    kinds = {}
+    for stage in plan.stages:
+        prof = stage.profile
+        for spec, n in prof.groups:
+            token = spec.token_bytes(prof.kv_dtype, prof.tp)
+            state = state_bytes(spec, prof.tp, prof.state_dtype)
+            held = prof.rules.tokens_allocated(spec, ctx, prof.block_size) if token else 0
+            row = kinds.setdefault(spec.kind, {"kind": spec.kind, "layers": 0, "kv_bytes_per_token": 0,
+                                               "state_bytes_per_sequence": 0, "bytes_per_sequence": 0})
+            row["layers"] += n
+            row["kv_bytes_per_token"] += copies * n * (token if not spec.bounded else 0)
+            row["state_bytes_per_sequence"] += copies * n * state
+            row["bytes_per_sequence"] += copies * n * (held * token + state)
+    return list(kinds.values())
+
+
+def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> None:
+    """A table per question: the memory budget line by line, then the answers."""
+    from rich.table import Table
+
+    from kvplan.core.markup import plain
+
+    first = plans[0]
+    head = (f"[bold]{plain(model.name)}[/] on [bold]{plain(gpu.name)}[/] · context {human_tokens(first.request.context)}"
+            f" · batch {first.request.batch} · weights {effective_weight_dtype(first, model)}"
+            f" · KV {first.request.kv_dtype.name if first.request.kv_dtype else model.dtype}")
+    console.print(head)
+    budget = Table(title="Memory per GPU", title_justify="left", show_edge=False)
+    budget.add_column("")
+    for t in titles:
+        budget.add_column(t, justify="right")
+    rows = [
+        ("usable memory", lambda p: gib(p.usable_memory_bytes)),
+        ("× utilisation", lambda p: f"{p.request.gpu_memory_utilization:g} → {gib(p.budget_bytes)}"),
+        ("− weights", lambda p: gib(p.weight_bytes_per_gpu)),
+        ("− overhead" + (" (est.)" if first.request.overhead_bytes is None else ""), lambda p: gib(p.overhead_bytes_per_gpu)),
+        ("= KV cache", lambda p: gib(p.kv_memory_bytes_per_gpu)),
+        ("− batch × context", lambda p: gib(p.kv_used_bytes_per_gpu)),
+        ("= free", lambda p: gib(p.free_bytes_per_gpu)),
+    ]
+    if first.request.kv_cache_memory_bytes is not None:
+        rows = [rows[0], ("KV cache (--kv-cache-memory)", lambda p: gib(p.kv_memory_bytes_per_gpu)), *rows[5:]]
+    for label, fn in rows:
+        budget.add_row(label, *[fn(p) for p in plans])
+    console.print(budget)
+    answers = Table(title="Answers", title_justify="left", show_edge=False)
+    answers.add_column("")
+    for t in titles:
+        answers.add_column(t, justify="right")
+    answer_rows = [
+        ("GPUs (layout)", lambda p: f"{p.deployment.gpus} ({layout_text(p.deployment)})"),
+        ("fits", lambda p: "[green]yes[/]" if p.fits else "[red]no[/]"),
+        ("KV per token (all GPUs)", lambda p: human_bytes(p.kv_bytes_per_token)),
+        ("KV per sequence (all GPUs)", lambda p: human_bytes(p.kv_bytes_per_sequence)),
+        ("KV cache tokens per GPU", lambda p: f"{p.kv_cache_tokens:,}"),
+        (f"max concurrency @ {human_tokens(first.request.context)}", lambda p: f"{p.max_concurrency:,}"),
+        (f"max context @ batch {first.request.batch}", lambda p: f"{p.max_context:,}" + (" (model limit)" if p.max_context_limited_by == "model" else "")),
+        ("decode step (roofline)", lambda p: f"{p.decode_step_seconds * 1e3:,.1f} ms"),
+        ("decode tokens/s (batch)", lambda p: f"{p.decode_tokens_per_second:,.0f}"),
+    ]
+    for label, fn in answer_rows:
+        answers.add_row(label, *[fn(p) for p in plans])
+    console.print(answers)

@@ -1,0 +1,12 @@
+"""Capacity for a real workload: an event-driven simulation of a continuous-batching engine.
+
+A deployment's KV pool (from a kvplan plan, see kvplan.simulator.adapter) serves a stream of
+requests (built-in length distributions or a trace file) under a vLLM-style scheduler, with a
+paged pool (pages, chunked prefill, preemption by recompute, prefix caching) or a contiguous one
+(one reservation per request). It reports waste, occupancy, concurrency, preemptions,
+throughput, latency percentiles and goodput. Pure Python, seeded, no numpy.
+
+Modules: workload (distributions, Poisson arrivals), traces (CSV/JSONL, public trace layouts),
+model (the pool and the roofline step time), prefix (prefix cache), engine (the scheduler),
+results (integrals and figures), adapter (plan -> SimModel), report (JSON, CSV, HTML).
+"""

@@ -1,0 +1,89 @@
+"""The one link between the planner and the simulator: a plan becomes a SimModel.
+
+Kept to one function on purpose (the planner's internals may move); it reads only a plan's
+public figures, the model spec and the GPU profile.
+"""
+
+from __future__ import annotations
+
+from kvplan.simulator.model import Group, SimModel, StageCost
+
+_BIG = 1 << 40  # a sequence length past every window
+
+
+def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhead_s: float = 0.0) -> SimModel:
+    """The simulator's view of `plan` (model `spec` on GPU profile `gpu`).
+
+    KV pool: the binding pipeline stage (fewest token slots per byte of KV memory), its layers
+    grouped by the tokens they hold (all, or a window: sliding or chunked attention), plus fixed
+    recurrent states. Step time inputs, per stage on one rank: weights read per step (routed
+    experts apart: a step reads the share its tokens touch), KV bytes per cached token, 2 x
+    active parameters FLOPs per token, and 4 x query heads x head dim per query-key pair.
+    The page size is the plan's block size; the scheduler is vLLM's whatever engine the plan used.
+    """
+    tp = plan.deployment.tp
+    binding = min(plan.stages, key=lambda s: s.kv_memory_bytes / max(1, s.profile.slot_bytes_per_token()))
+    groups, state = _kv_groups(binding.profile, tp)
+    costs = _stage_costs(plan, spec)
+    flops = dict(gpu.dense_flops)
+    return SimModel(
+        name=plan.model, kv_budget_bytes=max(0, binding.kv_memory_bytes), block_size=plan.request.block_size,
+        groups=groups, state_bytes=state, max_model_len=max_model_len or plan.request.context,
+        stages=costs, bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s,
+        flops_per_s=float(flops.get("bf16") or flops.get("fp16") or 0), step_overhead_s=step_overhead_s,
+    )
+
+
+def _kv_groups(prof, tp: int) -> tuple[tuple, int]:
+    """(a stage's layers grouped by the tokens they hold: all (None) or a window, with their bytes per
+    token; the fixed recurrent-state bytes of one sequence)."""
+    windows: dict = {}
+    state = 0
+    for layer, n in prof.groups:
+        tb = prof.token_bytes(layer) * n
+        if layer.state_elements(tp):
+            state += prof.state_dtype.bytes_for(layer.state_elements(tp)) * n
+        if tb:
+            w = layer.tokens_held(_BIG) if layer.bounded else None
+            windows[w] = windows.get(w, 0) + tb
+    groups = tuple(Group(b, w) for w, b in sorted(windows.items(), key=lambda kv: (kv[0] is not None, kv[0] or 0)))
+    return groups, state
+
+
+def _stage_costs(plan, spec) -> tuple:
+    """Each pipeline stage's step-time inputs on one rank (StageCost): weights read per step (routed
+    experts apart), KV bytes per token, FLOPs per token and per query-key pair."""
+    from kvplan.model.spec import weight_bytes
+
+    tp = plan.deployment.tp
+    p = spec.params
+    wb = weight_bytes(spec, plan.request.weight_dtype)
+    scale = spec.checkpoint_bytes / wb.total if (plan.request.weight_dtype is None and spec.checkpoint_bytes
+                                                 and wb.total) else 1.0
+    touched = 0.0
+    if p.num_experts:
+        from kvplan.planning.plan import expected_experts_touched
+
+        touched = expected_experts_touched(p.num_experts, p.experts_per_token, plan.request.batch) / p.num_experts
+    costs = []
+    for s in plan.stages:
+        start, end = s.layers
+        frac = (end - start) / spec.num_layers
+        experts = int(wb.experts * scale * frac / tp)
+        pairs = 0.0
+        for layer in spec.layers[start:end]:
+            if layer.elements_per_token(tp):
+                layer = getattr(layer, "attention", layer)  # Falcon-H1's ParallelHybrid: its attention half
+                d = getattr(layer, "head_dim", 0) or (getattr(layer, "kv_lora_rank", 0) + getattr(layer, "qk_rope_head_dim", 0))
+                pairs += 4 * (spec.num_attention_heads / tp) * d
+        sp = s.profile
+        costs.append(StageCost(
+            dense_read_bytes=max(0, s.weight_read_bytes - int(experts * touched)),
+            expert_bytes=experts, num_experts=p.num_experts, top_k=p.experts_per_token,
+            kv_bytes_per_token=sp.growth_bytes_per_token(),
+            kv_window_bytes=tuple((sp.token_bytes(layer) * n, layer.tokens_held(_BIG))
+                                  for layer, n in sp.groups if layer.bounded and sp.token_bytes(layer)),
+            flops_per_token=2.0 * p.active * frac / tp,
+            attn_flops_per_pair=pairs,
+        ))
+    return tuple(costs)

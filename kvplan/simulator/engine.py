@@ -1,0 +1,382 @@
+"""The continuous-batching engine: one scheduler step at a time, on a paged or contiguous KV pool.
+
+The scheduler follows vLLM's v1 scheduler (vllm/v1/core/sched/scheduler.py), restated:
+each step has a token budget (`max_num_batched_tokens`); running requests come first, one token
+per decoding request and a chunk of the prompt for a request still in prefill (chunked
+prefill); when the pool cannot hold a running request's new tokens, the most recently admitted
+running request is preempted (its blocks freed; it goes back to the head of the queue and is
+recomputed from scratch later); if nothing was preempted, waiting requests are admitted first come
+first served while budget, `max_num_seqs` and memory allow.
+
+Paged pool: pages of `block_size` tokens are allocated as tokens are written, per layer group.
+Contiguous pool: one reservation per request at admission, sized by a policy (`max`: the model's
+length limit, as a static cache does; `pow2`: the prompt plus the output rounded up to a power of
+two; `oracle`: exactly prompt + output), as the Orca baselines of the PagedAttention paper.
+
+Speed: a decoding request needs a new page every `block_size` steps, at a step fixed by its
+length, so pages needed per step are kept in `block_size` buckets by step residue, and a
+step's work does not grow with the number of running requests. Windowed groups stop growing at
+their window (an event), finishes are events; per request there are a handful of events.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+
+from kvplan.simulator.model import SimModel, StepTimer
+from kvplan.simulator.prefix import PrefixCache
+from kvplan.simulator.results import Recorder
+
+DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default --max-num-seqs
+DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM v1's default chunked-prefill token budget (online serving)
+RESERVE_POLICIES = ("max", "pow2", "oracle")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    mode: str = "paged"  # paged | contiguous
+    reserve: str = "max"  # contiguous: max | pow2 | oracle
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    max_num_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
+    prefix_caching: bool = True
+    check: bool = False  # tests: recount the pool from scratch after every step
+
+
+class Seq:
+    __slots__ = ("req", "rid", "prompt", "output", "target", "generated", "computed", "own", "shared", "segs",
+                 "published", "decoding", "base", "s0", "g0", "inc", "wrate", "version", "reserve", "final")
+
+    def __init__(self, req, output: int):
+        self.req, self.rid, self.prompt, self.output = req, req.rid, req.prompt, output
+        self.target, self.generated, self.computed = req.prompt, 0, 0
+        self.own = self.shared = 0
+        self.segs, self.published = [], 0
+        self.decoding = False
+        self.base = self.s0 = self.g0 = self.inc = self.wrate = 0
+        self.version = 0
+        self.reserve = self.final = 0
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+class Engine:
+    """One simulated engine on one KV pool; `run(requests)` returns the Recorder of the run."""
+
+    def __init__(self, model: SimModel, config: EngineConfig = EngineConfig()):
+        if config.mode not in ("paged", "contiguous"):
+            raise ValueError(f"mode {config.mode!r}")
+        if config.reserve not in RESERVE_POLICIES:
+            raise ValueError(f"reserve {config.reserve!r}")
+        self.m, self.cfg = model, config
+        self.paged = config.mode == "paged"
+        self.timer = StepTimer(model)
+        self.cap = model.kv_budget_bytes
+        self.B = model.block_size
+        bb = model.block_bytes()
+        self.cache = PrefixCache(self.B, bb) if (self.paged and config.prefix_caching and model.all_full
+                                                and not model.state_bytes) else None
+        # Per decoding request, bytes added at each page boundary / per token, until a window fills.
+        self.full_block = self.B * sum(g.bytes_per_token for g in model.groups if g.window is None)
+        self.full_token = sum(g.bytes_per_token for g in model.groups if g.window is None)
+        self.windows = [(g.window, self.B * g.bytes_per_token, g.bytes_per_token)
+                        for g in model.groups if g.window is not None]
+
+    # ---- pool -------------------------------------------------------------------------------
+    def _alloc_bytes(self, seq: Seq, length: int) -> int:
+        """The bytes `seq` owns once `length` tokens are in the pool."""
+        if not self.paged:
+            return seq.reserve
+        return self.m.paged(length) - seq.shared
+
+    def _free_bytes(self) -> int:
+        active = self.cache.active if self.cache else 0
+        return self.cap - self.used - active
+
+    def _take(self, nbytes: int) -> bool:
+        if nbytes > self._free_bytes():
+            return False
+        if self.cache is not None:
+            short = self.used + self.cache.active + self.cache.idle + nbytes - self.cap
+            if short > 0:
+                self.cache.evict(short)
+        self.used += nbytes
+        return True
+
+    # ---- decode bookkeeping -----------------------------------------------------------------
+    def _start_decode(self, seq: Seq, s: int) -> None:
+        """`seq` decodes from step s on: position written at step t is base + t."""
+        length = seq.prompt + seq.generated - 1
+        seq.decoding, seq.s0, seq.g0, seq.base = True, s, seq.generated, length - s
+        inc, wrate = (self.full_block, self.full_token) if self.paged else (0, self.full_token)
+        for w, wb, wt in self.windows:
+            if length < w:
+                inc += wb if self.paged else 0
+                wrate += wt
+                self._at(self.events, w - seq.base, (seq, seq.version, wb, wt))
+        seq.inc, seq.wrate = inc, wrate
+        self.bucket[(-seq.base) % self.B] += inc
+        self.wrate += wrate
+        self.n_dec += 1
+        self.ctx_dec += length
+        self._at(self.finish_at, s + seq.output - seq.generated - 1, (seq, seq.version))
+
+    def _at(self, table: dict, step: int, item) -> None:
+        """File `item` under `step` in `table` (events or finishes); a new step joins the stop heap."""
+        bucket = table.get(step)
+        if bucket is None:
+            table[step] = bucket = []
+            heapq.heappush(self.stops, step)
+        bucket.append(item)
+
+    def _stop_decode(self, seq: Seq, s: int) -> int:
+        """Remove `seq` from the decode sums before step s runs; returns its length then."""
+        length = seq.base + s
+        self.bucket[(-seq.base) % self.B] -= seq.inc
+        self.wrate -= seq.wrate
+        self.n_dec -= 1
+        self.ctx_dec -= length
+        seq.decoding = False
+        seq.generated = seq.g0 + (s - seq.s0)
+        return length
+
+    def _release(self, seq: Seq, length: int, allocated: int | None = None) -> None:
+        """Free `seq`'s pages: `length` tokens written, `allocated` tokens' pages taken (default: as many)."""
+        self.used -= self._alloc_bytes(seq, length if allocated is None else allocated)
+        self.written -= self.m.held(length) - seq.shared
+        self.committed -= seq.final
+        if self.cache is not None and seq.segs:
+            self.written -= self.cache.release(seq.segs)
+        seq.own = seq.shared = seq.published = 0
+        seq.segs = []
+        seq.version += 1
+        del self.running[seq.rid]
+        self.prefilling.pop(seq.rid, None)
+
+    def _preempt_tail(self, s: int, decode_paged: bool = False) -> Seq:
+        """Preempt the newest running request before step s runs; `decode_paged`: this step's
+        decode pages are already taken (a decoding victim then holds one more token's pages)."""
+        victim = next(reversed(self.running.values()))
+        if victim.decoding:
+            length = self._stop_decode(victim, s)
+            self._release(victim, length, length + 1 if decode_paged else length)
+        else:
+            self._release(victim, victim.computed)
+        victim.computed = 0
+        victim.target = victim.prompt + victim.generated
+        self.waiting.appendleft(victim)
+        self.rec.preempted(victim.rid)
+        return victim
+
+    # ---- admission and prefill ----------------------------------------------------------------
+    def _admit(self, seq: Seq, budget: int) -> int:
+        """Admit the head of the queue with a first chunk of at most `budget` tokens, or return 0."""
+        segs, hit = [], 0
+        if self.cache is not None and seq.req.prefix:
+            segs, hit = self.cache.match(seq.req.prefix, seq.target - 1)
+        chunk = min(seq.target - hit, budget)
+        shared = woken = 0
+        if segs:  # referenced first, so that making room cannot evict them
+            shared, woken = self.cache.acquire(segs)
+        if self.paged:
+            need = self.m.paged(hit + chunk) - shared
+        else:
+            need = seq.reserve = self.m.held(self._reserve_tokens(seq))
+        if not self._take(need):
+            if segs:
+                self.cache.release(segs)
+            return 0
+        if segs:
+            seq.shared, seq.segs, seq.published = shared, segs, len(segs)
+            self.written += woken
+            self.cache.hits += hit
+        seq.computed = hit
+        seq.own = need
+        self.written += self.m.held(hit) - seq.shared  # a state, if any, is written at once
+        seq.final = self.m.held(seq.prompt + seq.output - 1) - seq.shared
+        self.committed += seq.final
+        self.running[seq.rid] = seq
+        self.prefilling[seq.rid] = seq
+        self.rec.admitted(seq.rid)
+        return chunk
+
+    def _grow_prefill(self, seq: Seq, chunk: int) -> bool:
+        """Pages for `chunk` more prompt tokens of a running request (paged pool only grows)."""
+        if not self.paged:
+            return True
+        need = self.m.paged(seq.computed + chunk) - seq.shared - seq.own
+        if need <= 0 or self._take(need):
+            seq.own += max(need, 0)
+            return True
+        return False
+
+    def _publish(self, seq: Seq) -> None:
+        """Share the prompt segments `seq` has now computed (in order, whole blocks only)."""
+        prefix = seq.req.prefix
+        start = sum(n for _, n in prefix[: seq.published])
+        while seq.published < len(prefix):
+            key, n = prefix[seq.published]
+            if start + n > seq.computed:
+                return
+            seg = self.cache.publish(key, start, start + n)
+            if seg is None:
+                return  # someone else's copy: this request keeps its own pages, and the chain ends
+            seq.own -= seg.nbytes
+            self.used -= seg.nbytes
+            seq.shared += seg.nbytes
+            seq.segs.append(seg)
+            seq.published += 1
+            start += n
+
+    # ---- the loop -----------------------------------------------------------------------------
+    def run(self, requests, progress=None, horizon: float | None = None) -> Recorder:
+        """Simulate `requests` (sorted by arrival, rid = index) to the last completion.
+
+        `horizon` (seconds) spaces the time series; default: the last arrival. `progress(done, total)`
+        is called every few thousand steps with the requests that have arrived so far."""
+        from kvplan.simulator import fastpath
+        if horizon is None:
+            horizon = requests[-1].arrival if requests else 1.0
+        self.rec = rec = Recorder(self.m, len(requests), max(horizon, 1e-3))
+        rec.model_mode_contiguous = not self.paged
+        self.used = self.written = self.committed = 0
+        self.bucket = [0] * self.B
+        self.wrate = self.n_dec = self.ctx_dec = 0
+        self.events, self.finish_at = {}, {}
+        self.stops = []  # a heap of the steps that have events (stale ones are skipped lazily)
+        self.running, self.prefilling, self.waiting = {}, {}, deque()
+        t, s, i, n = 0.0, 0, 0, len(requests)
+        tick = 0
+        while True:
+            while i < n and requests[i].arrival <= t:
+                self._arrive(requests[i], t)
+                i += 1
+            if not self.running and not self.waiting:
+                if i >= n:
+                    break
+                rec.idle(t, requests[i].arrival)
+                t = requests[i].arrival
+                continue
+            if not self.prefilling and self.n_dec and fastpath.head_blocked(self):
+                t0 = t
+                t, s = fastpath.coast(self, t, s, requests[i].arrival if (i < n and not self.waiting) else float("inf"))
+                if t > t0:
+                    continue
+            s += 1
+            chunks, preempted = self._schedule(s)
+            if not chunks and not self.n_dec:
+                if not preempted:  # nothing can run: the head of the queue does not fit even in an empty pool
+                    rec.rejected(self.waiting.popleft().req, "never fits in the KV pool", counted=True)
+                continue  # (everything was preempted: admit afresh, no time passes)
+            t = self._advance(s, t, chunks)
+            if self.cfg.check:
+                fastpath.check(self, s + 1)
+            if progress is not None and s >= tick:
+                tick = s + 4096
+                progress(i, n)
+        rec.close(t, self)
+        return rec
+
+    def _arrive(self, req, t: float) -> None:
+        """Queue a request, or reject one that can never run (too long; more than the whole pool)."""
+        m = self.m
+        out = min(req.output, m.max_model_len - req.prompt)
+        if out < 1:
+            self.rec.rejected(req, "longer than the model's length limit")
+            return
+        seq = Seq(req, out)
+        largest = m.paged(req.prompt + out - 1) if self.paged else m.held(self._reserve_tokens(seq))
+        if largest > self.cap:
+            self.rec.rejected(req, "never fits in the KV pool")
+            return
+        self.rec.arrived(req, t, out)
+        self.waiting.append(seq)
+
+    def _schedule(self, s: int) -> tuple[list, bool]:
+        """Step s's work: decode pages, prefill chunks, admissions. Returns ([(seq, chunk)], preempted)."""
+        B = self.B
+        for seq, version, wb, wt in self.events.pop(s, ()):  # windows that fill at this step
+            if seq.version == version and seq.decoding:
+                seq.inc -= wb if self.paged else 0
+                self.bucket[(-seq.base) % B] -= wb if self.paged else 0
+                seq.wrate -= wt
+                self.wrate -= wt
+        preempted = False
+        need = self.bucket[s % B]
+        while need > self._free_bytes() and self.running:
+            self._preempt_tail(s)
+            preempted = True
+            need = self.bucket[s % B]
+        if need:
+            self._take(need)
+        budget = self.cfg.max_num_batched_tokens - self.n_dec
+        chunks = []
+        for seq in list(self.prefilling.values()):
+            if budget <= 0:
+                break
+            if seq.rid not in self.prefilling:
+                continue  # preempted for an earlier one
+            chunk = min(seq.target - seq.computed, budget)
+            while not self._grow_prefill(seq, chunk):
+                preempted = True
+                if self._preempt_tail(s, decode_paged=True) is seq:
+                    chunk = 0
+                    break
+            if chunk:
+                chunks.append((seq, chunk))
+                budget -= chunk
+        if not preempted:
+            while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
+                chunk = self._admit(self.waiting[0], budget)
+                if not chunk:
+                    break
+                chunks.append((self.waiting.popleft(), chunk))
+                budget -= chunk
+        return chunks, preempted
+
+    def _advance(self, s: int, t: float, chunks: list) -> float:
+        """Run step s: time passes, tokens are written, prefills complete, requests finish."""
+        m, rec = self.m, self.rec
+        tokens, pairs, ctx = self.n_dec, float(self.ctx_dec + self.n_dec), self.ctx_dec
+        for seq, c in chunks:
+            pairs += c * (seq.computed + (c + 1) / 2)
+            ctx += seq.computed
+            tokens += c
+        dt = self.timer.step(tokens, self.n_dec + len(chunks), ctx, pairs)
+        t += dt
+        self.ctx_dec += self.n_dec
+        self.written += self.wrate
+        for seq, c in chunks:
+            before = seq.computed
+            seq.computed += c
+            self.written += m.held(seq.computed) - m.held(before)
+            if self.cache is not None and seq.req.prefix:
+                self._publish(seq)
+        active, idle = (self.cache.active, self.cache.idle) if self.cache else (0, 0)
+        rec.step(t, dt, len(self.running), len(self.waiting), self.used + active, self.written, self.committed, idle,
+                 tokens, self.n_dec + len(chunks))
+        for seq, _ in chunks:
+            if seq.computed == seq.target:
+                del self.prefilling[seq.rid]
+                seq.generated += 1
+                rec.token(seq.rid, t, first=seq.generated == 1)
+                if seq.generated >= seq.output:
+                    self._finish(seq, seq.computed, t)
+                else:
+                    self._start_decode(seq, s + 1)
+        for seq, version in self.finish_at.pop(s, ()):
+            if seq.version == version and seq.decoding:
+                self._finish(seq, self._stop_decode(seq, s + 1), t)
+        return t
+
+    def _reserve_tokens(self, seq: Seq) -> int:
+        p, o = seq.prompt, seq.output
+        length = {"max": self.m.max_model_len, "pow2": p + _pow2(o), "oracle": p + o}[self.cfg.reserve]
+        return min(length, self.m.max_model_len)
+
+    def _finish(self, seq: Seq, length: int, t: float) -> None:
+        self._release(seq, length)
+        self.rec.finished(seq.rid, t)

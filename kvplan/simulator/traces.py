@@ -1,0 +1,217 @@
+"""Request traces from files: CSV or JSONL, kvplan's own columns or a public production trace.
+
+Formats (auto-detected from the header or the first record's keys, or named with `fmt`):
+
+* kvplan  - CSV or JSONL with `arrival` (seconds), `input_tokens`, `output_tokens`, optional
+            `prefix_id` and `prefix_tokens` (requests with the same prefix_id share that many
+            leading prompt tokens);
+* azure   - the Azure LLM inference traces 2023/2024 (Azure/AzurePublicDataset):
+            CSV `TIMESTAMP,ContextTokens,GeneratedTokens`, timestamps as `2023-11-16 18:15:46.6805900`;
+* burstgpt - BurstGPT (HPMLL/BurstGPT): CSV `Timestamp,Model,Request tokens,Response tokens,
+            Total tokens,Log Type`, timestamps in seconds; failed requests (0 response tokens) are
+            dropped and counted;
+* mooncake - Mooncake traces (kvcache-ai/Mooncake): JSONL `timestamp` (ms), `input_length`,
+            `output_length`, `hash_ids` (one id per 512-token block of the prompt; equal leading
+            ids mean a shared prefix, which becomes prefix segments here).
+
+Arrivals are made relative to the first one and sorted. Parsing is linear and capped (file
+size, line length, request count); every problem is a one-line KvplanError naming the line.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from datetime import datetime
+
+from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.simulator.workload import MAX_REQUESTS, SimRequest
+
+MAX_FILE_BYTES = 4 * 2**30
+MAX_LINE = 1 << 20  # characters in one line (a Mooncake record lists its block ids)
+MAX_TOKENS = 1 << 24
+MOONCAKE_BLOCK = 512  # tokens per hash id in the Mooncake traces (their README)
+FORMATS = ("auto", "kvplan", "azure", "burstgpt", "mooncake")
+
+_KVPLAN_KEYS = {"arrival", "input_tokens", "output_tokens"}
+
+
+def _fail(path, line, message) -> KvplanError:
+    return KvplanError(f"{path}: line {line}: {message}", EXIT_USAGE)
+
+
+def _int(value, what, path, line) -> int:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise _fail(path, line, f"{what} {str(value)[:40]!r} is not a number") from None
+    if not math.isfinite(f) or f < 0 or f != int(f) or f > MAX_TOKENS:
+        raise _fail(path, line, f"{what} must be a whole number of tokens between 0 and {MAX_TOKENS:,}, got {str(value)[:40]}")
+    return int(f)
+
+
+def _seconds(value, path, line, scale=1.0) -> float:
+    try:
+        f = float(value) * scale
+    except (TypeError, ValueError):
+        raise _fail(path, line, f"arrival {str(value)[:40]!r} is not a number of seconds") from None
+    if not math.isfinite(f):
+        raise _fail(path, line, f"arrival {str(value)[:40]!r} is not finite")
+    return f
+
+
+def _azure_time(value, path, line) -> float:
+    text = str(value).strip()
+    head, _, frac = text.partition(".")
+    try:
+        stamp = datetime.strptime(head, "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        raise _fail(path, line, f"TIMESTAMP {text[:40]!r} is not like 2023-11-16 18:15:46.6805900") from None
+    if frac and not frac.isdigit():
+        raise _fail(path, line, f"TIMESTAMP {text[:40]!r} has a bad fraction of a second")
+    # Ordinal seconds (exact), plus the fraction at whatever precision it has (the 2023 files use 7 digits).
+    return stamp.toordinal() * 86400.0 + stamp.hour * 3600 + stamp.minute * 60 + stamp.second + (float("0." + frac) if frac else 0.0)
+
+
+def _rows_csv(stream, path):
+    reader = csv.DictReader(stream)
+    if not reader.fieldnames:
+        raise KvplanError(f"{path}: empty trace", EXIT_USAGE)
+    return [f.strip() if f else f for f in reader.fieldnames], reader
+
+
+def _detect_csv(fields) -> str:
+    f = set(fields)
+    if {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} <= f:
+        return "azure"
+    if {"Timestamp", "Request tokens", "Response tokens"} <= f:
+        return "burstgpt"
+    if _KVPLAN_KEYS <= f:
+        return "kvplan"
+    raise KvplanError(f"unrecognised trace columns {', '.join(fields)[:120]}; expected arrival,input_tokens,output_tokens "
+                      "(or the Azure, BurstGPT or Mooncake layouts)", EXIT_USAGE)
+
+
+def _detect_json(record: dict) -> str:
+    if {"timestamp", "input_length", "output_length"} <= record.keys():
+        return "mooncake"
+    if _KVPLAN_KEYS <= record.keys():
+        return "kvplan"
+    raise KvplanError(f"unrecognised trace record keys {', '.join(record)[:120]}; expected arrival, input_tokens, "
+                      "output_tokens (or the Mooncake layout)", EXIT_USAGE)
+
+
+def _mooncake_prefix(ids, path, line) -> tuple:
+    if not isinstance(ids, list) or len(ids) > MAX_TOKENS // MOONCAKE_BLOCK:
+        raise _fail(path, line, "hash_ids must be a list of block ids")
+    out, key = [], ""
+    for h in ids:
+        if not isinstance(h, (int, str)) or isinstance(h, bool):
+            raise _fail(path, line, "hash_ids must hold integers")
+        key = f"{key}/{h}"  # a block's id names the whole prefix up to it
+        out.append((key, MOONCAKE_BLOCK))
+    return tuple(out)
+
+
+def _record(fmt, rec, path, line):
+    """(arrival seconds, prompt, output, prefix) from one parsed row, or None to drop it."""
+    if fmt == "azure":
+        return (_azure_time(rec.get("TIMESTAMP"), path, line), _int(rec.get("ContextTokens"), "ContextTokens", path, line),
+                _int(rec.get("GeneratedTokens"), "GeneratedTokens", path, line), ())
+    if fmt == "burstgpt":
+        return (_seconds(rec.get("Timestamp"), path, line), _int(rec.get("Request tokens"), "Request tokens", path, line),
+                _int(rec.get("Response tokens"), "Response tokens", path, line), ())
+    if fmt == "mooncake":
+        prompt = _int(rec.get("input_length"), "input_length", path, line)
+        prefix = _mooncake_prefix(rec.get("hash_ids", []), path, line)
+        # The last block id covers a partial block: share only whole blocks strictly inside the prompt.
+        prefix = prefix[: max(0, min(len(prefix), (prompt - 1) // MOONCAKE_BLOCK))]
+        return (_seconds(rec.get("timestamp"), path, line, 1e-3), prompt,
+                _int(rec.get("output_length"), "output_length", path, line), prefix)
+    prompt = _int(rec.get("input_tokens"), "input_tokens", path, line)
+    prefix = ()
+    pid = rec.get("prefix_id")
+    if pid not in (None, ""):
+        n = _int(rec.get("prefix_tokens"), "prefix_tokens", path, line)
+        if n >= prompt:
+            raise _fail(path, line, f"prefix_tokens ({n}) must be less than input_tokens ({prompt})")
+        if n:
+            prefix = ((f"p:{str(pid)[:200]}", n),)
+    return (_seconds(rec.get("arrival"), path, line), prompt, _int(rec.get("output_tokens"), "output_tokens", path, line), prefix)
+
+
+def load_trace(path: str, fmt: str = "auto", max_requests: int = MAX_REQUESTS) -> tuple[list[SimRequest], dict]:
+    """Requests from a trace file, sorted by arrival, and a summary (format, dropped rows)."""
+    fmt = fmt.strip().lower()
+    if fmt not in FORMATS:
+        raise KvplanError(f"--trace-format must be one of {', '.join(FORMATS)}, got {fmt!r}", EXIT_USAGE)
+    try:
+        size = os.path.getsize(path)
+        stream = open(path, encoding="utf-8-sig", newline="")
+    except FileNotFoundError:
+        raise KvplanError(f"trace {path} not found", EXIT_NOT_FOUND) from None
+    except OSError as exc:
+        raise KvplanError(f"cannot read trace {path}: {exc.strerror or exc}", EXIT_USAGE) from None
+    if size > MAX_FILE_BYTES:
+        stream.close()
+        raise KvplanError(f"trace {path} is {size / 2**30:.1f} GiB; the limit is {MAX_FILE_BYTES / 2**30:.0f} GiB", EXIT_USAGE)
+    with stream:
+        try:
+            rows, fmt = _parse(stream, path, fmt, max_requests)
+        except UnicodeDecodeError:
+            raise KvplanError(f"trace {path} is not UTF-8 text", EXIT_USAGE) from None
+        except csv.Error as exc:
+            raise KvplanError(f"trace {path}: malformed CSV: {exc}", EXIT_USAGE) from None
+    dropped = sum(1 for r in rows if r[1] == 0 or r[2] == 0)
+    rows = [r for r in rows if r[1] > 0 and r[2] > 0]
+    if not rows:
+        raise KvplanError(f"trace {path} holds no request with input and output tokens", EXIT_USAGE)
+    rows.sort(key=lambda r: r[0])
+    t0 = rows[0][0]
+    reqs = [SimRequest(i, r[0] - t0, r[1], r[2], r[3]) for i, r in enumerate(rows)]
+    return reqs, {"format": fmt, "requests": len(reqs), "dropped_zero_length": dropped}
+
+
+def _lines(stream, path):
+    for n, line in enumerate(iter(lambda: stream.readline(MAX_LINE + 1), ""), 1):
+        if len(line) > MAX_LINE:
+            raise _fail(path, n, f"longer than {MAX_LINE:,} characters")
+        yield n, line
+
+
+def _parse(stream, path, fmt, max_requests):
+    first = stream.read(1)
+    while first and first in " \t\r\n":
+        first = stream.read(1)
+    stream.seek(0)
+    rows = []
+    if first in ("{", "["):
+        if first == "[":
+            raise KvplanError(f"trace {path}: give JSON Lines (one object per line), not a JSON array", EXIT_USAGE)
+        for n, line in _lines(stream, path):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except (ValueError, RecursionError):
+                raise _fail(path, n, "not a JSON object") from None
+            if not isinstance(rec, dict):
+                raise _fail(path, n, "not a JSON object")
+            if fmt == "auto":
+                fmt = _detect_json(rec)
+            rows.append(_record(fmt, rec, path, n))
+            if len(rows) > max_requests:
+                raise KvplanError(f"trace {path} has more than {max_requests:,} requests", EXIT_USAGE)
+        return rows, fmt
+    # The line-length cap applies before the csv module sees a line.
+    fields, reader = _rows_csv((line for _, line in _lines(stream, path)), path)
+    reader.fieldnames = fields
+    if fmt == "auto":
+        fmt = _detect_csv(fields)
+    for n, rec in enumerate(reader, 2):
+        rows.append(_record(fmt, rec, path, n))
+        if len(rows) > max_requests:
+            raise KvplanError(f"trace {path} has more than {max_requests:,} requests", EXIT_USAGE)
+    return rows, fmt

@@ -1,0 +1,124 @@
+"""Finding the model a user named: a local path, then a catalog name or alias, then a Hub repo id.
+
+Returns the spec and a one-line note of where it came from, which the CLI prints on stderr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvplan.sources.catalog import find_in_catalog, unknown_model_error
+from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.model.spec import ModelSpec
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
+MAX_CONFIG_BYTES = 5 * 2**20
+
+
+@dataclass(frozen=True)
+class Resolved:
+    spec: ModelSpec
+    origin: str  # "path", "catalog" or "hub"
+    note: str  # one line for stderr
+    notices: tuple[str, ...] = ()
+
+
+def read_config_file(path: Path) -> dict:
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise KvplanError(f"no config.json at {path}", EXIT_NOT_FOUND)
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise KvplanError(f"{path}: larger than {MAX_CONFIG_BYTES // 2**20} MiB; not a config.json", EXIT_USAGE)
+    try:
+        # Infinity / NaN are Python's JSON extensions and real configs use them where they size
+        # nothing (Nemotron-H's time_step_limit); kvplan.readers.configs refuses them where they would.
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise KvplanError(f"{path}: not valid JSON ({exc})", EXIT_USAGE) from None
+    except RecursionError:
+        raise KvplanError(f"{path}: not valid JSON (nested too deeply)", EXIT_USAGE) from None
+    if not isinstance(data, dict):
+        raise KvplanError(f"{path}: expected a JSON object", EXIT_USAGE)
+    return data
+
+
+def looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or name.endswith(".json") or Path(name).expanduser().exists()
+
+
+def resolve_model(name: str, *, revision: str | None = None, token: str | None = None,
+                  timeout: float = 10.0, catalog_dirs=()) -> Resolved:
+    if not name or not name.strip():
+        raise KvplanError("model name is empty", EXIT_USAGE)
+    if looks_like_path(name):
+        from kvplan.sources.importer import build_spec  # the config reader: not needed for a catalog name
+
+        path = Path(name).expanduser()
+        if not path.exists():
+            raise KvplanError(f"no such file or folder: {name}", EXIT_NOT_FOUND)
+        config = read_config_file(path)
+        label = path.resolve().name if path.is_dir() else path.resolve().parent.name
+        spec, notices = build_spec(config, None, name=label or "local-model", source=str(path))
+        return Resolved(spec, "path", f"model: {spec.name} from local {path}", tuple(notices))
+    if revision is None:
+        spec = find_in_catalog(name, catalog_dirs)
+        if spec is not None:
+            shown = name.strip() if spec.name == name.strip().lower() else f"{name.strip()} → {spec.name}"
+            repo = f" ({spec.hf_repo})" if spec.hf_repo else ""
+            return Resolved(spec, "catalog", f"model: {shown}{repo} from the catalog")
+    if not _REPO_ID.match(name):
+        raise unknown_model_error(name, catalog_dirs)
+    return _from_hub(name, revision, token, timeout, catalog_dirs)
+
+
+def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
+    from kvplan.sources import hub
+    from kvplan.sources.catalog import suggest
+    from kvplan.sources.importer import build_spec
+
+    try:
+        cfg = hub.fetch_config(repo_id, revision=revision, token=token, timeout=timeout)
+    except KvplanError as exc:
+        if exc.exit_code == EXIT_NOT_FOUND and "revision" not in exc.message.lower():
+            close = suggest(repo_id, catalog_dirs)
+            if close:
+                raise KvplanError(f"{exc.message}; bundled models with close names: {', '.join(close)}",
+                                  exc.exit_code) from None
+        raise
+    notices = [cfg.notice] if cfg.notice else []
+    source = f"config.json of {repo_id}@{cfg.commit or revision or 'main'}"
+    spec, more = build_spec(cfg.config, repo_id, source=source, towers_in_checkpoint=not cfg.from_cache)
+    notices += more
+    weights = None
+    if not cfg.from_cache:
+        weights = hub.fetch_weights(repo_id, revision=revision, token=token, timeout=timeout)
+        if weights is None:  # no safetensors bytes to carry a tower kvplan cannot count: refused then
+            build_spec(cfg.config, repo_id, source=source)
+    if weights is not None:
+        mtp = weights.mtp_bytes(spec.num_layers) if spec.mtp_layers or _declares_mtp(cfg.config) else 0
+        spec = dataclasses.replace(spec, checkpoint_bytes=weights.total_bytes - mtp)
+        notices.append(f"weights: {weights.total_bytes:,} B in {weights.num_files} safetensors file(s) "
+                       f"({', '.join(f'{k} {v:,}' for k, v in sorted(weights.params_by_dtype.items()))})")
+        if mtp:  # vLLM skips these tensors unless it serves the MTP drafter (kvplan.planning.speculative)
+            notices.append(f"weights: {mtp:,} B of multi-token-prediction layers not counted (loaded only with "
+                           "--speculative mtp)")
+    elif cfg.from_cache:
+        notices.append("weights: safetensors headers not read (config from the cache); counted from config.json")
+    else:
+        notices.append("weights: the repo has no safetensors files; counted from config.json")
+    rev = f"@{revision}" if revision else ""
+    return Resolved(spec, "hub", f"model: {repo_id}{rev} from the Hugging Face Hub", tuple(notices))
+
+
+def _declares_mtp(config: dict) -> bool:
+    """A config that names multi-token-prediction modules (kvplan.readers.mtp.MTP_KEYS), nested or not."""
+    from kvplan.readers.configs import unwrap_text_config
+    from kvplan.readers.mtp import MTP_KEYS
+
+    data, _ = unwrap_text_config(config)
+    return any(isinstance(data.get(k), int) and data.get(k) > 0 for k in MTP_KEYS)

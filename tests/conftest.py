@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+# One torch (OpenMP) thread, set before any test module imports torch: the tests' tensors are small, and on a
+# shared 2-core machine a second thread mostly spin-waits (test_validate.py's per-family runs took 68 CPU-s with
+# the default threads and 10 with one; see benchmarks/README.md, "The test suite"). Subprocesses inherit it.
+# A value already set wins (OMP_NUM_THREADS=2 pytest ... runs them threaded).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 

@@ -4,11 +4,18 @@ Every config.json kvplan has (../shared/configs when present, the catalog's extr
 fixtures) is mutated many times with a seeded generator: a key set to a value of the wrong type or an
 absurd size, or removed, at any depth (block_configs, text_config, quantization_config included).
 Whatever spec_from_config accepts must then plan through `kvplan fit` without an internal error.
+
+Each config gets one mutation of every kind (each HOSTILE value once, and one deletion), at seeded
+random places, then MUTATIONS_PER_CONFIG seeded random draws. A config kvplan reads through
+transformers on the meta device (kvplan.readers.derive: a model_type without a reader, ~1 CPU-second a
+read, MiniMax-M2.x here) gets only the one-of-every-kind set, unless KVPLAN_FUZZ_FULL=1 (then the random
+draws too: two more CPU-minutes).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -40,27 +47,87 @@ def _paths(obj, prefix=()):
             yield from _paths(v, prefix + (k,))
 
 
-def _mutate(cfg: dict, rng: random.Random) -> dict:
+DELETE = len(HOSTILE)  # the kind "remove the key" (a dict's key only), after the HOSTILE values' indices
+FULL = os.environ.get("KVPLAN_FUZZ_FULL") == "1"
+
+
+def _mutate(cfg: dict, rng: random.Random, kind: int | None = None) -> dict:
+    """`cfg` with one value changed: HOSTILE[kind], or the key removed (kind DELETE); a random kind when None."""
     cfg = json.loads(json.dumps(cfg))
     paths = list(_paths(cfg))
+    if kind == DELETE:
+        paths = [p for p in paths if isinstance(_parent(cfg, p), dict)]
     path = rng.choice(paths)
-    parent = cfg
-    for k in path[:-1]:
-        parent = parent[k]
-    if isinstance(parent, dict) and rng.random() < 0.2:
+    parent = _parent(cfg, path)
+    if kind is None:
+        # (randrange(n) draws what choice() of n items draws: the random draws are the ones this test always made)
+        kind = DELETE if isinstance(parent, dict) and rng.random() < 0.2 else rng.randrange(len(HOSTILE))
+    if kind == DELETE:
         del parent[path[-1]]
     else:
-        parent[path[-1]] = rng.choice(HOSTILE)
+        parent[path[-1]] = HOSTILE[kind]
     return cfg
+
+
+def _parent(cfg, path):
+    for k in path[:-1]:
+        cfg = cfg[k]
+    return cfg
+
+
+class _ReadsThroughTransformers(Exception):
+    pass
+
+
+def _derives(base: dict) -> bool:
+    """Whether kvplan reads `base` through transformers on the meta device (asked without building it)."""
+    import kvplan.readers.derive
+
+    def stop(*args, **kwargs):
+        raise _ReadsThroughTransformers
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kvplan.readers.derive, "derive", stop)
+        try:
+            spec_from_config(base, "probe")
+        except _ReadsThroughTransformers:
+            return True
+        except KvplanError:
+            return False
+    return False
+
+
+def _mutations(path: Path) -> list[dict]:
+    base = json.loads(path.read_text())
+    kinds = random.Random(f"kvplan-fuzz-kinds-{path.stem}")
+    every_kind = [_mutate(base, kinds, kind) for kind in range(len(HOSTILE) + 1)]
+    if _derives(base) and not FULL:
+        return every_kind
+    rng = random.Random(f"kvplan-fuzz-{path.stem}")
+    return every_kind + [_mutate(base, rng) for _ in range(MUTATIONS_PER_CONFIG)]
+
+
+def test_every_kind_of_hostile_input_is_tried_on_every_config():
+    # The one-of-every-kind set: each HOSTILE value (by identity: 0 == False and nan != nan) placed once, one key
+    # removed; the configs reached through transformers are sampled only down to this set.
+    base = {"a": 7, "b": {"c": [8, 9]}, "d": [10]}  # none of HOSTILE's objects
+    rng = random.Random(0)
+    placed = []
+    for kind in range(len(HOSTILE)):
+        cfg = _mutate(base, rng, kind)
+        placed.append(next(v for p in _paths(cfg) for v in [_parent(cfg, p)[p[-1]]] if v is HOSTILE[kind]))
+    assert len(placed) == len(HOSTILE)
+    removed = _mutate(base, rng, DELETE)
+    assert len(list(_paths(removed))) < len(list(_paths(base)))
+    minimax = next(p for p in _configs() if p.stem == "MiniMaxAI__MiniMax-M2.7")
+    assert _derives(json.loads(minimax.read_text()))
+    assert len(_mutations(minimax)) == len(HOSTILE) + 1 + (MUTATIONS_PER_CONFIG if FULL else 0)
 
 
 @pytest.mark.parametrize("path", _configs(), ids=lambda p: p.stem)
 def test_mutated_real_configs_never_crash(path, tmp_path, kvplan_home):
-    base = json.loads(path.read_text())
-    rng = random.Random(f"kvplan-fuzz-{path.stem}")
     accepted = []
-    for _ in range(MUTATIONS_PER_CONFIG):
-        cfg = _mutate(base, rng)
+    for cfg in _mutations(path):
         try:
             spec_from_config(cfg, "fuzz")
         except KvplanError as exc:

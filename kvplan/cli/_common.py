@@ -1,9 +1,10 @@
 """What every kvplan command shares: option types, error mapping, warnings, one output helper, the
 engine flags turned into a configured engine, and one progress bar.
 
-Imports nothing from kvplan.cli, so any command module can import it alone. stdout carries data
-(tables, JSON); stderr carries chatter. Every user error is a KvplanError, turned into
-`Error: <one line>` and an exit code by `cli_errors`; KVPLAN_DEBUG=1 shows the traceback instead.
+Imports nothing from kvplan.cli but its table of flags (kvplan.cli.flags), so any command module can
+import it alone. stdout carries data (tables, JSON); stderr carries chatter. Every user error is a
+KvplanError, turned into `Error: <one line>` and an exit code by `cli_errors`, which also has the core
+name each input by its flag; KVPLAN_DEBUG=1 shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
-from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, path_error
+from kvplan.cli.flags import flag
+from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, inputs_named, path_error
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 MAX_BATCH = 1_000_000  # concurrent requests: far beyond any deployment, small enough to stay meaningful
@@ -48,7 +50,8 @@ def stderr(message: str) -> None:
 
 
 def cli_errors(fn):
-    """Map KvplanError (and anything unexpected) to one line on stderr and an exit code."""
+    """Map KvplanError (and anything unexpected) to one line on stderr and an exit code; while the
+    command runs, every message names an input by its flag (kvplan.cli.flags)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -56,7 +59,8 @@ def cli_errors(fn):
 
         safe_stdout()  # paths with non-UTF-8 bytes print as given
         try:
-            return fn(*args, **kwargs)
+            with inputs_named(functools.partial(flag, command=fn.__name__)):
+                return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort):
             raise
         except KvplanError as exc:
@@ -92,7 +96,7 @@ def engine_from_flags(engine: Optional[str], version: Optional[str], opt_items, 
     from kvplan.core.units import parse_fraction
 
     check_range("--block-size", block_size, 1, 4096)
-    gmu = parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization") if gpu_memory_utilization else None
+    gmu = parse_fraction(gpu_memory_utilization, "gpu_memory_utilization") if gpu_memory_utilization else None
     explicit = {"gpu_memory_utilization": gmu, "block_size": block_size}
     if engine is None and emit_to is None:
         if version or opt_items:

@@ -36,9 +36,9 @@ def _request(ctx_tokens: Optional[int], batch: int, kv_dtype: str, weight_dtype,
         weight_dtype=None if weight_dtype is None or weight_dtype.strip().lower() == "auto"
         else canonical_weight_dtype(weight_dtype),
         block_size=block_size,
-        gpu_memory_utilization=parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization"),
-        overhead_bytes=None if overhead is None else parse_bytes(overhead, "--overhead", allow_zero=True),
-        kv_cache_memory_bytes=None if kv_cache_memory is None else parse_bytes(kv_cache_memory, "--kv-cache-memory"),
+        gpu_memory_utilization=parse_fraction(gpu_memory_utilization, "gpu_memory_utilization"),
+        overhead_bytes=None if overhead is None else parse_bytes(overhead, "overhead", allow_zero=True),
+        kv_cache_memory_bytes=None if kv_cache_memory is None else parse_bytes(kv_cache_memory, "kv_cache_memory"),
     )
 
 
@@ -97,7 +97,7 @@ def fit(
     from kvplan.core.units import parse_tokens
 
     hw = find_gpu(gpu, hw_profiles or ())
-    ctx_tokens = None if ctx is None else parse_tokens(ctx, "--ctx")
+    ctx_tokens = None if ctx is None else parse_tokens(ctx, "context")
     # engine flags and the drafter are checked before the model is resolved (maybe a Hub download)
     chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size, emit)
     drafter = speculative_request(speculative, chosen)

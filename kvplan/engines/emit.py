@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 
 _TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # --dtype's spelling (vLLM, SGLang)
 GGUF_PLAIN = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}  # llama.cpp's file types (llama_ftype names)
@@ -79,8 +79,9 @@ def weight_args(engine, plan, model) -> list[str]:
     else:
         why = f"{label} loads {have} weights only as stored"
     example = " (an AWQ or GPTQ repo)" if want == "int4" else ""
-    raise KvplanError(f"--emit {engine.name}: the plan counts {want} weights but {model_arg(model)} stores {have}, and "
-                      f"{why}; plan a checkpoint stored as {want}{example} or drop --weight-dtype", EXIT_USAGE)
+    raise KvplanError(f"{arg('emit')} {engine.name}: the plan counts {want} weights but {model_arg(model)} stores "
+                      f"{have}, and {why}; plan a checkpoint stored as {want}{example} or drop {arg('weight_dtype')}",
+                      EXIT_USAGE, param="weight_dtype", value=want)
 
 
 def gguf_file_type(plan, model) -> str:
@@ -95,9 +96,9 @@ def gguf_file_type(plan, model) -> str:
         return want.upper()
     if want == "mxfp4" and checkpoint_weights(model) == "mxfp4" and model.quantization.experts_only:
         return "MXFP4_MOE"  # llama-quantize's MXFP4_MOE: the experts in MXFP4, as gpt-oss ships them
-    raise KvplanError(f"--emit llama.cpp: the plan counts {want} weights, and llama.cpp loads a GGUF file's own "
-                      "types, none of which is that; plan with a GGUF type (--weight-dtype q8_0, q4_k_m, ...)",
-                      EXIT_USAGE)
+    raise KvplanError(f"{arg('emit')} llama.cpp: the plan counts {want} weights, and llama.cpp loads a GGUF file's "
+                      f"own types, none of which is that; plan with a GGUF type ({arg('weight_dtype')} q8_0, q4_k_m, "
+                      "...)", EXIT_USAGE, param="weight_dtype", value=want)
 
 
 def fp8_at_load(engine, plan, model) -> str | None:

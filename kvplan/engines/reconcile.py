@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.logparse import LogRecord
 
 GIB = 2**30
@@ -75,4 +75,4 @@ def reconcile(rec: LogRecord, model=None, gpu=None, version: str | None = None, 
 def assumed_gpu():
     from kvplan.hardware.gpus import GPU
 
-    return GPU.of_memory("unknown", "an assumed 80 GiB GPU", 80 * GIB, "assumed: no --gpu given")
+    return GPU.of_memory("unknown", "an assumed 80 GiB GPU", 80 * GIB, f"assumed: no {arg('gpu')} given")

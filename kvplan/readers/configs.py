@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import round_up
 from kvplan.model.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, SlidingWindow
 from kvplan.model.spec import ModelSpec
@@ -169,7 +169,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         except (KvplanError, _Missing) as exc:
             why = exc.message if isinstance(exc, KvplanError) else f"missing key {' / '.join(exc.names)}"
             mtp_layers, mtp_params, mtp_notes = (), None, [f"multi-token-prediction layers not read ({why}); "
-                                                           "--speculative mtp is refused for this model"]
+                                                           f"{arg('speculative')} mtp is refused for this model"]
         notices += mtp_notes
     except _Missing as missing:
         raise KvplanError(

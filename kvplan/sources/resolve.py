@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.sources.catalog import find_in_catalog, unknown_model_error
-from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
 from kvplan.model.spec import ModelSpec
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
@@ -106,7 +106,7 @@ def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
                        f"({', '.join(f'{k} {v:,}' for k, v in sorted(weights.params_by_dtype.items()))})")
         if mtp:  # vLLM skips these tensors unless it serves the MTP drafter (kvplan.planning.speculative)
             notices.append(f"weights: {mtp:,} B of multi-token-prediction layers not counted (loaded only with "
-                           "--speculative mtp)")
+                           f"{arg('speculative')} mtp)")
     elif cfg.from_cache:
         notices.append("weights: safetensors headers not read (config from the cache); counted from config.json")
     else:

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import torch
 import torch.distributed as dist
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.spec import ModelSpec
 from kvplan.validate.blueprint import blueprint, built_spec
 from kvplan.validate.compare import KV_TOLERANCE, WEIGHTS_TOLERANCE, Check
@@ -123,10 +123,10 @@ def run_rank(rank: int, full: ModelSpec, s, layout: Layout) -> dict:
     if dev.type == "cuda":
         dev = torch.device("cuda", rank % torch.cuda.device_count())
         torch.cuda.set_device(dev)
-    kv = option_dtype(s.kv_dtype, full.dtype, "--kv-dtype")
-    state = option_dtype(s.state_dtype, full.dtype, "--state-dtype")
+    kv = option_dtype(s.kv_dtype, full.dtype, "kv_dtype")
+    state = option_dtype(s.state_dtype, full.dtype, "state_dtype")
     compute = s.compute_dtype or ("fp32" if dev.type == "cpu" else full.dtype)
-    kv_t, state_t, compute_t = torch_dtype(kv, "--kv-dtype"), torch_dtype(state, "--state-dtype"), TORCH_DTYPES[compute]
+    kv_t, state_t, compute_t = torch_dtype(kv, "kv_dtype"), torch_dtype(state, "state_dtype"), TORCH_DTYPES[compute]
     groups = _groups(layout, rank)
     shard = shard_of(bp, layout, rank, s.batch)
     prompt = s.ctx - s.steps
@@ -189,7 +189,7 @@ def check_distributed(full: ModelSpec, s, layout: Layout):
     if why:
         raise KvplanError(f"{full.name}: {why}", EXIT_USAGE)
     if dev.type == "cuda" and torch.cuda.device_count() < layout.world and not in_torchrun():
-        raise KvplanError(f"--device cuda: {layout.world} ranks need {layout.world} GPUs, "
+        raise KvplanError(f"{arg('device')} cuda: {layout.world} ranks need {layout.world} GPUs, "
                           f"{torch.cuda.device_count()} visible", EXIT_USAGE)
     return dev
 

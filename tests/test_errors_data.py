@@ -1,5 +1,5 @@
 """Errors are data: below the CLI no string names a kvplan flag; inputs are named by keyword (`arg`),
-and the CLI turns each keyword into its flag (kvplan.cli.flags) in the one place it catches errors."""
+and the CLI turns each keyword into its flag (kvplan.cli._common.flag) in the one place it catches errors."""
 
 import ast
 import re
@@ -123,7 +123,7 @@ def _cli_options() -> dict[str, set[str]]:
 
 
 def test_every_keyword_the_core_names_is_a_flag_of_some_command():
-    from kvplan.cli.flags import flag
+    from kvplan.cli._common import flag
 
     names = _names_used()
     # keywords passed through a variable: layout_from_flags' loop, the units parsers and validate's dtypes
@@ -132,7 +132,7 @@ def test_every_keyword_the_core_names_is_a_flag_of_some_command():
     assert {"tp", "speculative", "engine_opts", "output", "token"} <= names  # the scan finds them
     every = set().union(*_cli_options().values())
     missing = {n: flag(n) for n in names if flag(n) not in every}
-    assert not missing, f"keywords whose flag no command has (add them to kvplan.cli.flags.FLAGS): {missing}"
+    assert not missing, f"keywords whose flag no command has (add them to kvplan.cli._common.FLAGS): {missing}"
 
 
 def test_a_core_error_names_the_keyword_and_carries_its_data():
@@ -154,7 +154,7 @@ def test_a_core_error_names_the_keyword_and_carries_its_data():
 def test_the_cli_naming_turns_keywords_into_flags():
     import functools
 
-    from kvplan.cli.flags import flag
+    from kvplan.cli._common import flag
     from kvplan.core.units import parse_tokens
 
     with inputs_named(functools.partial(flag, command="fit")):

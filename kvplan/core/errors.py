@@ -4,7 +4,7 @@ Everything a user can get wrong (a bad value, an unknown model, a gated repo, a 
 is raised as a KvplanError: a one-line message, an exit code and, where one input is at fault, which
 input (`param`), the value given and what would do (`allowed`). The core names an input only through
 `arg(name)`, by its Python API keyword (`tp`, `context`, `engine_opts`); a front end says what to call
-it instead (`inputs_named`: the CLI's flags, kvplan.cli.flags), so no flag is spelled below the CLI.
+it instead (`inputs_named`: the CLI's flags, kvplan.cli._common.flag), so no flag is spelled below the CLI.
 The CLI catches the error once and prints `Error: <message>` on stderr; KVPLAN_DEBUG=1 shows the traceback.
 """
 

@@ -7,8 +7,10 @@ came from, the warnings) is in the results (`Plan.warnings`, `Plan.request.conte
 Bad input raises `KvplanError`, whose `param`, `value` and `allowed` say which input is wrong and what
 would do, and whose message names the input by its keyword here (the CLI's by its flag).
 
-Nothing heavy is imported until a function runs, so `import kvplan` stays as cheap as the CLI needs.
-The CLI builds its requests and engines with `request` and `configured_engine`, so both read the same.
+The CLI builds its requests and engines with `request` and `configured_engine`, so both read the same,
+and loads this module on every start: the core is imported inside each function, because importing it
+all here (planning, engines, compare, simulator, sources) takes 230-340 ms against `fit`'s 0.35 s
+target (python -X importtime, a busy 2-core machine), while a command loads only its own part.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ def gpu(name: Union[str, GPU], *, hw_profiles: Paths = ()) -> GPU:
     from kvplan.hardware.gpus import find_gpu
 
     return find_gpu(name, tuple(hw_profiles))
+
+
+_find_gpu = gpu  # for the functions whose `gpu` parameter hides it
 
 
 def configured_engine(engine: str | None = None, engine_version: str | None = None, engine_opts: Opts = (),
@@ -146,7 +151,7 @@ def plan(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, context: int | s
     from kvplan.planning.deploy import Deployment
     from kvplan.planning.layout import SEARCH, layout_from_flags
 
-    hw = _gpu_arg(gpu, hw_profiles)
+    hw = _find_gpu(gpu, hw_profiles=hw_profiles)
     chosen, _ = configured_engine(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
@@ -209,9 +214,12 @@ def sweep(models: Union[str, Sequence[Union[str, ModelSpec]]], *, context: Union
     chosen, gmu = configured_engine(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
     gpu_list = _gpus(gpu, hw)
     book = load_prices(prices, hw)
-    specs = [with_drafter(s, speculative, chosen, token=token, timeout=timeout) for s in
-             (_catalog_models() if models == "all" else
-              [load_model(m, revision=revision, token=token, timeout=timeout) for m in _items(models, "models")])]
+    if models == "all":
+        from kvplan.sources.catalog import load_catalog
+
+        models = sorted(load_catalog(), key=lambda s: s.name)
+    specs = [with_drafter(load_model(m, revision=revision, token=token, timeout=timeout), speculative, chosen,
+                          token=token, timeout=timeout) for m in _items(models, "models")]
     return run_sweep(specs, gpu_list, counts, contexts, kv_names, list(dict.fromkeys(weights)), batch=batch,
                      block_size=block_size or DEFAULT_BLOCK_SIZE,
                      gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -305,7 +313,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
                       max_num_batched_tokens=max_num_batched_tokens)
     chosen, _ = configured_engine(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
     requests = _requests(workload, trace, trace_format, qps, duration, seed)
-    hw = _gpu_arg(gpu, hw_profiles)
+    hw = _find_gpu(gpu, hw_profiles=hw_profiles)
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
     req = request(spec, context=max_model_len or spec.max_context, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
@@ -371,21 +379,12 @@ def _requests(workload, trace, trace_format: str, qps, duration, seed: int) -> l
     return generate(find_workload(workload or "chat"), qps or 10.0, duration or 300.0, seed)
 
 
-def _gpu_arg(value, hw_profiles: Paths):
-    """`gpu(value)` where a parameter named `gpu` hides the function."""
-    return gpu(value, hw_profiles=hw_profiles)
-
-
 def _items(value, param: str) -> list:
     """A sequence, or the CLI's comma-separated text, as a list (names once each); an empty one is refused."""
     items = [t.strip() for t in value.split(",") if t.strip()] if isinstance(value, str) else list(value)
     if not items:
         raise KvplanError(f"{arg(param)} list {value!r} is empty", EXIT_USAGE, param=param, value=value)
-    out: list = []
-    for item in items:
-        if not (isinstance(item, str) and item in out):
-            out.append(item)
-    return out
+    return [item for i, item in enumerate(items) if not (isinstance(item, str) and item in items[:i])]
 
 
 def _gpus(value, hw: tuple) -> list:
@@ -396,12 +395,6 @@ def _gpus(value, hw: tuple) -> list:
         return list(load_gpus(hw).values())
     found = {}
     for item in _items(value if isinstance(value, (str, Sequence)) else [value], "gpu"):
-        g = gpu(item, hw_profiles=hw)
+        g = _find_gpu(item, hw_profiles=hw)
         found.setdefault(g.key, g)
     return list(found.values())
-
-
-def _catalog_models() -> list:
-    from kvplan.sources.catalog import load_catalog
-
-    return sorted(load_catalog(), key=lambda s: s.name)

@@ -121,6 +121,9 @@ def test_simulate_is_the_clis_run():
     (lambda: kvplan.cheapest("llama-3.1-8b", concurrency=0), "concurrency", 0, "concurrency must be between 1"),
     (lambda: kvplan.simulate("llama-3.1-8b", "h100", qps=-1), "qps", -1, "qps must be a positive number"),
     (lambda: kvplan.sweep("llama-3.1-8b", context=""), "context", "", "context list '' is empty"),
+    # a catalog name with an empty revision was looked up on the Hub: "unknown model 'llama-3.1-8b'; did you
+    # mean: llama-3.1-8b?" (a bug fixed here)
+    (lambda: kvplan.load_model("llama-3.1-8b", revision=""), "revision", "", "revision must be a non-empty branch"),
 ])
 def test_bad_input_is_a_kvplan_error_naming_the_keyword(call, param, value, words):
     with pytest.raises(KvplanError) as e:

@@ -55,6 +55,9 @@ def resolve_model(name: str, *, revision: str | None = None, token: str | None =
                   timeout: float = 10.0, catalog_dirs=()) -> Resolved:
     if not name or not name.strip():
         raise KvplanError("model name is empty", EXIT_USAGE)
+    if revision is not None and not revision.strip():  # (else a catalog name would be looked up on the Hub)
+        raise KvplanError(f"{arg('revision')} must be a non-empty branch, tag or commit", EXIT_USAGE,
+                          param="revision", value=revision)
     if looks_like_path(name):
         from kvplan.sources.importer import build_spec  # the config reader: not needed for a catalog name
 

@@ -2,35 +2,48 @@
 
 Each function takes the CLI's inputs as keyword arguments, named as the flags are (`context` is `--ctx`,
 `engine_opts` is `--engine-opt`) and with the same defaults, and returns the core's typed results
-(`Plan`, `SweepResult`, `Candidate`s). Nothing is printed: what the CLI says on stderr (where a model
-came from, the warnings) is in the results (`Plan.warnings`, `Plan.request.context_from_model`).
+(`Plan`, `SweepResult`, `Candidate`s, a `Simulation`). Nothing is printed: what the CLI says on stderr
+(where a model came from, the warnings) is in the results (`Plan.warnings`, `Plan.request.context_from_model`).
 Bad input raises `KvplanError`, whose `param`, `value` and `allowed` say which input is wrong and what
-would do, and whose message names the input by its keyword here (the CLI's by its flag).
+would do, and whose message names the input by its keyword (the CLI's, by its flag).
 
-The CLI builds its requests and engines with `request` and `configured_engine`, so both read the same,
-and loads this module on every start: the core is imported inside each function, because importing it
-all here (planning, engines, compare, simulator, sources) takes 230-340 ms against `fit`'s 0.35 s
-target (python -X importtime, a busy 2-core machine), while a command loads only its own part.
+The inputs are read as the CLI reads them, by the same functions (kvplan.planning.request.read_request,
+kvplan.engines.configure). This module sits above every layer, beside the CLI; `import kvplan` loads it
+only when one of its names is first used (kvplan/__init__.py), so the CLI never pays for it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
+from kvplan.compare.cheapest import Candidate, cheapest as rank
+from kvplan.compare.candidates import search_layouts
+from kvplan.compare.sweep import SweepResult, parse_counts, sweep as run_sweep
+from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
+from kvplan.core.units import parse_tokens
+from kvplan.engines import configure
+from kvplan.engines.base import Engine
+from kvplan.hardware.gpus import GPU, find_gpu, load_gpus
+from kvplan.hardware.prices import load_prices
+from kvplan.model.spec import ModelSpec
+from kvplan.planning.deploy import Deployment, candidate_deployments, deployment_for_gpus
+from kvplan.planning.layout import SEARCH, layout_from_flags
+from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan
+from kvplan.planning.request import MAX_BATCH, read_request
+from kvplan.planning.speculative import apply, parse
+from kvplan.simulator.adapter import sim_model
+from kvplan.simulator.engine import RESERVE_POLICIES, EngineConfig
+from kvplan.simulator.session import configs, run_all, shape_trace
+from kvplan.simulator.traces import load_trace
+from kvplan.simulator.workload import find_workload, generate
+from kvplan.sources.catalog import load_catalog
+from kvplan.sources.resolve import resolve_model
 
-if TYPE_CHECKING:
-    from kvplan.compare.cheapest import Candidate
-    from kvplan.compare.sweep import SweepResult
-    from kvplan.engines.base import Engine
-    from kvplan.hardware.gpus import GPU
-    from kvplan.model.spec import ModelSpec
-    from kvplan.planning.plan import Plan, Request
-
-MAX_BATCH = 1_000_000  # concurrent requests: far beyond any deployment, small enough to stay meaningful
 Paths = Sequence[Union[str, Path]]
 Opts = Union[Mapping[str, Any], Sequence[str]]
 
@@ -40,8 +53,6 @@ def load_model(name: Union[str, ModelSpec], *, revision: str | None = None, toke
     """The model `name` names: a catalog name or alias, a folder or config.json, or a Hub repo id."""
     if not isinstance(name, str):
         return name
-    from kvplan.sources.resolve import resolve_model
-
     return resolve_model(name, revision=revision, token=token, timeout=timeout).spec
 
 
@@ -49,81 +60,16 @@ def gpu(name: Union[str, GPU], *, hw_profiles: Paths = ()) -> GPU:
     """The GPU profile `name` names (a key or alias: h100, a100-80, mi300x), bundled or in `hw_profiles`."""
     if not isinstance(name, str):
         return name
-    from kvplan.hardware.gpus import find_gpu
-
     return find_gpu(name, tuple(hw_profiles))
 
 
 _find_gpu = gpu  # for the functions whose `gpu` parameter hides it
 
 
-def configured_engine(engine: str | None = None, engine_version: str | None = None, engine_opts: Opts = (),
-                      gpu_memory_utilization: float | str | None = None, block_size: int | None = None, *,
-                      emit: str | None = None) -> tuple[Engine, float | None]:
-    """(the engine as configured, the utilisation asked for or None): kvplan's engine-neutral planner
-    without `engine`. `engine_opts` is {key: value} or ["key=value", ...]; `emit` (the CLI's --emit)
-    names an engine whose serve command is wanted, checked here so every mistake is found before work."""
-    from kvplan.core.units import parse_fraction
-    from kvplan.engines import canonical_engine, emitters, engine_class, resolve_engine
-
-    if block_size is not None and not 1 <= block_size <= 4096:
-        raise out_of_range("block_size", block_size, 1, 4096)
-    gmu = None if gpu_memory_utilization is None else parse_fraction(gpu_memory_utilization,
-                                                                     "gpu_memory_utilization")
-    items = [f"{k}={v}" for k, v in engine_opts.items()] if isinstance(engine_opts, Mapping) else list(engine_opts)
-    explicit = {"gpu_memory_utilization": gmu, "block_size": block_size}
-    if engine is None and emit is None:
-        if engine_version or items:
-            raise KvplanError(f"{arg('engine_version')} and {arg('engine_opts')} need {arg('engine')}", EXIT_USAGE,
-                              param="engine")
-        return resolve_engine(None, **explicit), gmu
-    name = canonical_engine(engine or emit)
-    if emit is not None:
-        if not engine_class(emit).emits:  # (the whole registry only to list the emitters)
-            raise KvplanError(f"{arg('emit')} supports {', '.join(emitters())}, not {emit}", EXIT_USAGE,
-                              param="emit", value=emit, allowed=emitters())
-        if canonical_engine(emit) != name:
-            raise KvplanError(f"{arg('emit')} {emit} does not match {arg('engine')} {name}", EXIT_USAGE,
-                              param="emit", value=emit)
-    return resolve_engine(name, engine_version, items, **explicit), gmu
-
-
-def request(model: ModelSpec, *, context: int | str | None = None, batch: int = 1, kv_dtype: str = "auto",
-            weight_dtype: str | None = None, block_size: int | None = None,
-            gpu_memory_utilization: float | str | None = None, overhead: int | str | None = None,
-            kv_cache_memory: int | str | None = None) -> Request:
-    """What is asked of `model`: `context` tokens (32768 or '32k'; default the model's limit) for each of
-    `batch` requests, cache and weight dtypes, and the memory settings (bytes or '2GiB'); block size and
-    utilisation default to vLLM's (16, 0.9)."""
-    from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
-    from kvplan.core.units import parse_bytes, parse_fraction, parse_tokens
-    from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Request
-
-    if not 1 <= batch <= MAX_BATCH:
-        raise out_of_range("batch", batch, 1, MAX_BATCH)
-    tokens = None if context is None else parse_tokens(context, "context")
-    return Request(
-        context=model.max_context if tokens is None else tokens,
-        context_from_model=tokens is None,
-        batch=batch,
-        kv_dtype=canonical_kv_dtype(kv_dtype, model.dtype),
-        weight_dtype=None if weight_dtype is None or weight_dtype.strip().lower() == "auto"
-        else canonical_weight_dtype(weight_dtype),
-        block_size=DEFAULT_BLOCK_SIZE if block_size is None else block_size,
-        gpu_memory_utilization=parse_fraction(
-            DEFAULT_GPU_MEMORY_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization,
-            "gpu_memory_utilization"),
-        overhead_bytes=None if overhead is None else parse_bytes(overhead, "overhead", allow_zero=True),
-        kv_cache_memory_bytes=None if kv_cache_memory is None else parse_bytes(kv_cache_memory, "kv_cache_memory"),
-    )
-
-
 def with_drafter(model: ModelSpec, speculative: str | None, engine: Engine | None = None, *,
                  token: str | None = None, timeout: float = 10.0) -> ModelSpec:
     """`model` as served with the drafter `speculative` names (vLLM's --speculative-config: 'mtp[:N]',
     'draft:MODEL:N', 'ngram:N'; None: none), refused where `engine` does not model it."""
-    from kvplan.planning.speculative import apply, parse
-
     drafter = parse(speculative)
     if drafter is None:
         return model
@@ -148,16 +94,13 @@ def plan(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, context: int | s
     decode speed); none of them: one GPU (`cheapest` finds the fewest GPUs that fit). `engine` plans as
     that engine allocates (vllm, sglang, trtllm, llama.cpp, transformers; default kvplan's own rules).
     """
-    from kvplan.planning.deploy import Deployment
-    from kvplan.planning.layout import SEARCH, layout_from_flags
-
     hw = _find_gpu(gpu, hw_profiles=hw_profiles)
-    chosen, _ = configured_engine(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
+    chosen, _ = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
-    req = request(spec, context=context, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
-                  block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
-                  kv_cache_memory=kv_cache_memory)
+    req = read_request(spec, context=context, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+                       block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
+                       kv_cache_memory=kv_cache_memory)
     dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
     if not 1 <= gpus_per_node <= 1024:
         raise out_of_range("gpus_per_node", gpus_per_node, 1, 1024)
@@ -167,9 +110,7 @@ def plan(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, context: int | s
 
 
 def _best_layout(spec, hw, gpus: int, req, engine, per_node: int):
-    """`kvplan fit --gpus N`'s layout: every valid one planned and ranked (kvplan.planning.deploy.search_layouts)."""
-    from kvplan.planning.deploy import Deployment, search_layouts
-
+    """`kvplan fit --gpus N`'s layout: every valid one planned and ranked (kvplan.compare.candidates.search_layouts)."""
     if gpus == 1:
         return Deployment(1, 1)
     if engine.splits_layers_only:  # one layout: layers split over the GPUs
@@ -197,12 +138,6 @@ def sweep(models: Union[str, Sequence[Union[str, ModelSpec]]], *, context: Union
     every GPU. A GPU count n <= 8 is tp n, above it tp 8 x pp n/8 (`layouts`: the best layout of n).
     `prices` is a YAML file of `gpu: price per GPU-hour` (rows are then ranked by cost per user).
     """
-    from kvplan.compare.sweep import parse_counts, sweep as run_sweep
-    from kvplan.core.dtypes import canonical_weight_dtype
-    from kvplan.core.units import parse_tokens
-    from kvplan.hardware.prices import load_prices
-    from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
-
     hw = tuple(hw_profiles)
     contexts = [parse_tokens(c, "context") for c in _items(context, "context")]
     counts = parse_counts(gpu_counts) if isinstance(gpu_counts, str) else list(gpu_counts)
@@ -211,12 +146,10 @@ def sweep(models: Union[str, Sequence[Union[str, ModelSpec]]], *, context: Union
                for w in ([None] if weight_dtype is None else _items(weight_dtype, "weight_dtype"))]
     if not 1 <= batch <= MAX_BATCH:
         raise out_of_range("batch", batch, 1, MAX_BATCH)
-    chosen, gmu = configured_engine(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
+    chosen, gmu = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
     gpu_list = _gpus(gpu, hw)
     book = load_prices(prices, hw)
     if models == "all":
-        from kvplan.sources.catalog import load_catalog
-
         models = sorted(load_catalog(), key=lambda s: s.name)
     specs = [with_drafter(load_model(m, revision=revision, token=token, timeout=timeout), speculative, chosen,
                           token=token, timeout=timeout) for m in _items(models, "models")]
@@ -242,18 +175,12 @@ def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | s
     `gpu` defaults to the GPUs `prices` prices, else every GPU; `gpu_counts` to the first valid tp of
     1, 2, 4, ... up to `max_gpus`. `replicas` > 1 also tries that many independent copies of a deployment.
     """
-    from kvplan.compare.cheapest import cheapest as rank
-    from kvplan.compare.sweep import parse_counts
-    from kvplan.core.dtypes import canonical_kv_dtype
-    from kvplan.hardware.prices import load_prices
-    from kvplan.planning.deploy import candidate_deployments, deployment_for_gpus
-
     for name, value, high in (("concurrency", concurrency, MAX_BATCH), ("max_gpus", max_gpus, 4096),
                               ("replicas", replicas, 4096)):
         if not 1 <= value <= high:
             raise out_of_range(name, value, 1, high)
     hw = tuple(hw_profiles)
-    chosen, gmu = configured_engine(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
+    chosen, gmu = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
     counts = None if gpu_counts is None else (parse_counts(gpu_counts) if isinstance(gpu_counts, str)
                                               else list(gpu_counts))
     book = load_prices(prices, hw)
@@ -268,7 +195,7 @@ def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | s
         raise KvplanError(f"{spec.name}: no tp x pp split of {', '.join(map(str, counts))} GPUs is valid "
                           f"({spec.num_attention_heads} attention heads, {spec.num_layers} layers)", EXIT_USAGE,
                           param="gpu_counts", value=counts)
-    req = request(spec, context=context, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+    req = read_request(spec, context=context, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
     return rank(spec, gpu_list, req.context, concurrency, deployments=deps,
                 min_tokens_per_second=min_tokens_per_second, prices=book,
                 kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=req.weight_dtype,
@@ -302,23 +229,18 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     """`kvplan simulate`: serve a workload (built-in `workload`, default chat, Poisson arrivals at `qps`,
     default 10/s, for `duration` s, default 300; or a `trace` file) on the deployment's KV pool with
     vLLM's scheduler; step times from a roofline, so latencies are lower bounds."""
-    from kvplan.planning.deploy import Deployment, deployment_for_gpus
-    from kvplan.planning.layout import SEARCH, layout_from_flags
-    from kvplan.simulator.adapter import sim_model
-    from kvplan.simulator.engine import EngineConfig
-    from kvplan.simulator.session import configs, run_all
-
     _check_simulation(mode, reserve, qps=qps, duration=duration, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
                       step_overhead=step_overhead, max_num_seqs=max_num_seqs,
                       max_num_batched_tokens=max_num_batched_tokens)
-    chosen, _ = configured_engine(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
+    chosen, _ = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
     requests = _requests(workload, trace, trace_format, qps, duration, seed)
     hw = _find_gpu(gpu, hw_profiles=hw_profiles)
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
-    req = request(spec, context=max_model_len or spec.max_context, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
-                  block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
-                  kv_cache_memory=kv_cache_memory)
+    req = read_request(spec, context=max_model_len or spec.max_context, kv_dtype=kv_dtype,
+                       weight_dtype=weight_dtype, block_size=block_size,
+                       gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
+                       kv_cache_memory=kv_cache_memory)
     dep = layout_from_flags(spec, gpus, tp, pp)
     if dep == SEARCH:  # gpus alone: the default split (widest tp within a node, then pp), as simulate's CLI
         dep = deployment_for_gpus(spec, gpus)
@@ -339,10 +261,6 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
 
 def _check_simulation(mode: str, reserve: str, **numbers) -> None:
     """simulate's settings, each refused with its reason before any work."""
-    import math
-
-    from kvplan.simulator.engine import RESERVE_POLICIES
-
     if mode not in ("paged", "contiguous"):
         raise KvplanError(f"{arg('mode')} must be paged or contiguous, got {mode!r}", EXIT_USAGE, param="mode",
                           value=mode, allowed=("paged", "contiguous"))
@@ -365,16 +283,11 @@ def _check_simulation(mode: str, reserve: str, **numbers) -> None:
 
 def _requests(workload, trace, trace_format: str, qps, duration, seed: int) -> list:
     """The simulator's requests: a built-in workload's Poisson arrivals, or a trace shaped by qps and duration."""
-    from kvplan.simulator.workload import find_workload, generate
-
     if trace is not None and workload is not None:
         raise KvplanError(f"give {arg('workload')} or {arg('trace')}, not both", EXIT_USAGE, param="trace")
     if not 0 <= seed <= 2**63:
         raise out_of_range("seed", seed, 0, 2**63)
     if trace is not None:
-        from kvplan.simulator.session import shape_trace
-        from kvplan.simulator.traces import load_trace
-
         return shape_trace(load_trace(str(trace), trace_format)[0], qps, duration)
     return generate(find_workload(workload or "chat"), qps or 10.0, duration or 300.0, seed)
 
@@ -389,8 +302,6 @@ def _items(value, param: str) -> list:
 
 def _gpus(value, hw: tuple) -> list:
     """GPUs by name (or GPU objects), or 'all', each once, in the order given."""
-    from kvplan.hardware.gpus import load_gpus
-
     if isinstance(value, str) and value.strip().lower() == "all":
         return list(load_gpus(hw).values())
     found = {}

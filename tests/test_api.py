@@ -156,3 +156,10 @@ def test_the_package_lists_its_api():
     assert set(kvplan.__all__) <= set(dir(kvplan))
     with pytest.raises(AttributeError):
         kvplan.no_such_thing  # noqa: B018
+
+
+def test_the_cli_and_the_api_share_one_limit_on_requests():
+    from kvplan.cli._common import MAX_BATCH
+    from kvplan.planning.request import MAX_BATCH as READ
+
+    assert MAX_BATCH == READ == 1_000_000  # _common keeps its own copy: it may not import the planner at start-up

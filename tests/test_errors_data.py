@@ -23,8 +23,8 @@ ENGINE_FLAGS = {
     "engines/vllm/autofit.py": {"--max-model-len"},
     "engines/vllm/cache_dtype.py": {"--kv-cache-dtype"},
     "engines/emit.py": {"--dtype", "--quantization"},  # vLLM's and SGLang's weight flags
-    "planning/speculative.py": {"--speculative-config"},  # vLLM's, emitted
-    "planning/layout.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
+    "engines/vllm/speculative.py": {"--speculative-config"},  # vLLM's, emitted
+    "planning/deploy.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "validate/shard.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "readers/families/mimo_v2.py": {"--kv-cache-dtype"},  # what vLLM's model ignores
     "readers/towers/vision.py": {"--language-model-only"},  # vLLM's, in a refusal's advice

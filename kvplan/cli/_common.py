@@ -18,10 +18,10 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
-from kvplan.api import MAX_BATCH  # noqa: F401 - the commands' limit on concurrent requests, the API's
 from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, inputs_named, path_error
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
+MAX_BATCH = 1_000_000  # concurrent requests: kvplan.planning.request.MAX_BATCH (not imported: fit's start-up)
 
 # Options with one meaning wherever they appear. `--gpu/-g` names the GPU(s); `--gpus` is a count.
 GpuOpt = Annotated[str, typer.Option("--gpu", "-g", help="GPU name or alias (a100-80, h100, h200, mi300x, l40s, 4090; see `kvplan gpus`).")]
@@ -101,11 +101,11 @@ def engine_from_flags(engine: Optional[str], version: Optional[str], opt_items, 
                       block_size: Optional[int], emit_to: Optional[str] = None):
     """(the configured engine, the --gpu-memory-utilization fraction or None) that --engine,
     --engine-version, --engine-opt, --gpu-memory-utilization, --block-size (and fit's --emit) ask
-    for: the engine-neutral planner without --engine (kvplan.api.configured_engine, the Python API's).
+    for: the engine-neutral planner without --engine (kvplan.engines.configure, as the Python API's).
     Checked before anything is printed."""
-    from kvplan.api import configured_engine
+    from kvplan.engines import configure
 
-    return configured_engine(engine, version, opt_items or (), gpu_memory_utilization, block_size, emit=emit_to)
+    return configure(engine, version, opt_items or (), gpu_memory_utilization, block_size, emit=emit_to)
 
 
 class ProgressBar:

@@ -18,12 +18,12 @@ def register(app: typer.Typer) -> None:
 
 def _request(ctx_tokens: Optional[int], batch: int, kv_dtype: str, weight_dtype, model, block_size: Optional[int],
              gpu_memory_utilization: Optional[str], overhead: Optional[str], kv_cache_memory: Optional[str]):
-    """The Request the flags ask for (kvplan.api.request: the Python API's, with the same defaults)."""
-    from kvplan.api import request
+    """The Request the flags ask for (kvplan.planning.request: as the Python API reads its keywords)."""
+    from kvplan.planning.request import read_request
 
-    return request(model, context=ctx_tokens, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
-                   block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
-                   kv_cache_memory=kv_cache_memory)
+    return read_request(model, context=ctx_tokens, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+                        block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
+                        kv_cache_memory=kv_cache_memory)
 
 
 def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]):

@@ -23,6 +23,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.planning.plan import (Answers, Plan, Request, Stage, Usage, assemble, budgets, gpu_budget,
                          paged_max_context,
                          prepare, usage)
+from kvplan.engines.registry import emitters, engine_class, engine_names
 from kvplan.planning.profile import PAGED
 
 class Figure(NamedTuple):
@@ -60,8 +61,6 @@ class Capacity(NamedTuple):
 def _engines_that(does) -> str:
     """'--engine a or --engine b or ' (the engine input, kvplan.core.errors.arg) for the named engines
     whose class `does` (a refusal's advice)."""
-    from kvplan.engines import engine_class, engine_names
-
     return "".join(f"{arg('engine')} {n} or " for n in engine_names() if does(engine_class(n)))
 
 
@@ -157,8 +156,6 @@ class Engine:
         return st.as_dict() if st is not None else {}
 
     def emit_args(self, plan: Plan, model, settings: dict) -> list[str]:
-        from kvplan.engines import emitters
-
         raise KvplanError(f"{arg('emit')} supports {', '.join(emitters())}, not {self.name}", EXIT_USAGE,
                           param="emit", value=self.name, allowed=tuple(emitters()))
 

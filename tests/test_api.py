@@ -133,10 +133,19 @@ def test_bad_input_is_a_kvplan_error_naming_the_keyword(call, param, value, word
     assert words in str(err) and "--" not in str(err)
 
 
-def test_unknown_names_are_not_found():
-    with pytest.raises(KvplanError) as e:
-        kvplan.gpu("h1000")
-    assert e.value.exit_code == EXIT_NOT_FOUND and "unknown GPU 'h1000'" in str(e.value)
+def test_unknown_names_say_which_input():
+    for call, param, value, code in ((lambda: kvplan.gpu("h1000"), "gpu", "h1000", EXIT_NOT_FOUND),
+                                     (lambda: kvplan.load_model("llama-9"), "model", "llama-9", EXIT_NOT_FOUND),
+                                     (lambda: kvplan.plan("llama-3.1-8b", "h100", engine="vllmx"), "engine", "vllmx",
+                                      EXIT_USAGE),
+                                     (lambda: kvplan.plan("llama-3.1-8b", "h100", kv_dtype="fp7"), "kv_dtype", "fp7",
+                                      EXIT_USAGE),
+                                     (lambda: kvplan.plan("llama-3.1-8b", "h100", weight_dtype="int3"),
+                                      "weight_dtype", "int3", EXIT_USAGE)):
+        with pytest.raises(KvplanError) as e:
+            call()
+        assert (e.value.param, e.value.value, e.value.exit_code) == (param, value, code), str(e.value)
+    assert "int4" in e.value.allowed  # (the last: weight_dtype) the formats it would take
 
 
 def test_import_kvplan_loads_nothing_heavy():

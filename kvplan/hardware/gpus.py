@@ -390,4 +390,4 @@ def find_gpu(name: str, extra_dirs: Sequence[str | Path] = ()) -> GPU:
         hint = "did you mean: " + ", ".join(suggestions) + "?"
     else:
         hint = f"no close match among {len(gpus)} known GPUs (add your own with {arg('hw_profiles')} DIR)"
-    raise KvplanError(f"unknown GPU {name!r}; {hint}", EXIT_NOT_FOUND)
+    raise KvplanError(f"unknown GPU {name!r}; {hint}", EXIT_NOT_FOUND, param="gpu", value=name)

@@ -18,6 +18,35 @@ ROOT = Path(kvplan.__file__).parent
 LAYERS = ("core", "model", "readers", "sources", "hardware", "planning", "engines", "compare", "simulator",
           "report", "validate", "cli")
 TOP = ("kvplan", "kvplan.__main__")  # the public API and `python -m kvplan`: above every layer
+# Third-party packages a module may import inside a function: a command that does not need one does not
+# pay for it. Import cost on the 2-core development machine (min of 5 runs, after what `fit` loads anyway).
+HEAVY = {
+    "torch": "4.1 s (validate, transformers-derived layouts)",
+    "transformers": "1.7 s (models check, configs with no reader)",
+    "numpy": "0.23 s (tests and GGUF tools only)",
+    "safetensors": "with numpy (tests only)",
+    "huggingface_hub": "0.12 s for its errors, 0.44 s with HfApi (only a Hub id needs it)",
+    "httpx2": "0.13 s (huggingface_hub's HTTP client, for a Hub error's status)",
+    "plotly": "74 ms (only an .html report)",
+    "rich": "console 60 ms, table 20 ms, progress 18 ms (--json and -o runs draw nothing)",
+    "yaml": "35 ms (only a command that reads a GPU profile or a prices file)",
+}
+# kvplan modules imported inside a function, each with why: start-up cost of the CLI only.
+LAZY = {
+    ("kvplan.cli.validate", "kvplan.validate.run"): "torch at module level (4.1 s): `validate --help` and the "
+                                                     "refusal without the [validate] extra must not pay it",
+    ("kvplan.cli.validate", "kvplan.validate.dist_run"): "torch at module level (4.1 s), as above",
+    ("kvplan.cli.validate", "kvplan.validate.transformers_backend"): "torch at module level (4.1 s), as above",
+    ("kvplan.sources.resolve", "kvplan.sources.importer"): "the config reader, all of readers/ (13 ms, 6% of `fit`'s "
+                                                           "CPU): a bundled model reads no config",
+    ("kvplan.sources.resolve", "kvplan.sources.hub"): "the Hub client (7 ms): only a Hub id needs it",
+}
+# Modules that import kvplan modules by name (importlib): registries, whose entries are found at run time.
+BY_NAME = {
+    "kvplan.cli.main": "the command module a command line names (the others are not imported)",
+    "kvplan.engines.registry": "the engine package a user names (`fit` without --engine imports none)",
+    "kvplan.readers": "the family reader a config's model_type names",
+}
 # The one name a lower layer may take from the package root: Python runs kvplan/__init__.py before any
 # kvplan module, so reading its version costs nothing and starts no cycle through what the API imports.
 ROOT_NAMES = {"__version__"}
@@ -198,3 +227,29 @@ def test_the_walk_sees_every_kind_of_import():
     planted["kvplan.core.units"].add("kvplan.cli.fit")
     assert cycles(planted) != []
     assert layer_of("kvplan.planning.deploy") < layer_of("kvplan.engines.base")
+
+
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def test_a_function_level_import_is_a_heavy_dependency_or_on_the_lazy_list():
+    lazy = [i for name in sorted(MODULES) for i in imports_of(name) if i.in_function]
+    bad = [i for i in lazy if (i.source, i.target) not in LAZY
+           and not (not i.target.startswith("kvplan") and _top(i.target) in HEAVY)]
+    assert bad == [], "function-level imports neither heavy nor on LAZY (hoist them, or add a reason):\n" + \
+        "\n".join(map(repr, bad))
+    used = {(i.source, i.target) for i in lazy}
+    assert set(LAZY) <= used, f"LAZY entries no longer lazy: {set(LAZY) - used}"
+
+
+def test_only_the_registries_import_kvplan_modules_by_name():
+    found = set()
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                fn = node.func
+                called = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+                if called in ("import_module", "__import__"):
+                    found.add(name)
+    assert found == set(BY_NAME), found

@@ -1,5 +1,5 @@
-"""What every kvplan command shares: option types, error mapping, warnings, one output helper, the
-engine flags turned into a configured engine, and one progress bar.
+"""What every kvplan command shares: option types, error mapping, warnings, one output helper and one
+progress bar (the engine and drafter flags: kvplan.cli.engine_flags).
 
 Imports nothing from kvplan.cli, so any command module can import it alone. stdout carries data
 (tables, JSON); stderr carries chatter. Every user error is a KvplanError, turned into
@@ -19,6 +19,7 @@ from typing import Annotated, Callable, Optional
 import typer
 
 from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, path_error
+from kvplan.core.markup import plain, safe_stdout
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 MAX_BATCH = 1_000_000  # concurrent requests: far beyond any deployment, small enough to stay meaningful
@@ -52,8 +53,6 @@ def cli_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from kvplan.core.markup import safe_stdout
-
         safe_stdout()  # paths with non-UTF-8 bytes print as given
         try:
             return fn(*args, **kwargs)
@@ -81,30 +80,6 @@ def cli_errors(fn):
             raise typer.Exit(EXIT_ERROR) from None
 
     return wrapper
-
-
-def engine_from_flags(engine: Optional[str], version: Optional[str], opt_items, gpu_memory_utilization: Optional[str],
-                      block_size: Optional[int], emit_to: Optional[str] = None):
-    """(the configured engine, the --gpu-memory-utilization fraction or None) that --engine,
-    --engine-version, --engine-opt, --gpu-memory-utilization, --block-size (and fit's --emit) ask
-    for: the engine-neutral planner without --engine. Checked before anything is printed."""
-    from kvplan.engines import canonical_engine, engine_class, emitters, resolve_engine
-    from kvplan.core.units import parse_fraction
-
-    check_range("--block-size", block_size, 1, 4096)
-    gmu = parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization") if gpu_memory_utilization else None
-    explicit = {"gpu_memory_utilization": gmu, "block_size": block_size}
-    if engine is None and emit_to is None:
-        if version or opt_items:
-            raise KvplanError("--engine-version and --engine-opt need --engine", EXIT_USAGE)
-        return resolve_engine(None, **explicit), gmu
-    name = canonical_engine(engine or emit_to)
-    if emit_to is not None:
-        if not engine_class(emit_to).emits:  # (the whole registry only to list the emitters)
-            raise KvplanError(f"--emit supports {', '.join(emitters())}, not {emit_to}", EXIT_USAGE)
-        if canonical_engine(emit_to) != name:
-            raise KvplanError(f"--emit {emit_to} does not match --engine {name}", EXIT_USAGE)
-    return resolve_engine(name, version, opt_items or (), **explicit), gmu
 
 
 class ProgressBar:
@@ -190,8 +165,6 @@ def table(columns: list[str], *, right: tuple[str, ...] = (), whole: tuple[str, 
 
 def markup_safe(text: str) -> str:
     """Outside text for a rich table: brackets escaped, undecodable path bytes shown (kvplan.core.markup)."""
-    from kvplan.core.markup import plain
-
     return plain(text)
 
 
@@ -220,25 +193,3 @@ def output_files(paths: list[Path], stdout_hint: str = "--json for stdout") -> l
             raise KvplanError(f"--output {path} is given twice", EXIT_USAGE)
         out.append((full, fmt))
     return out
-
-
-def speculative_request(text, engine=None):
-    """--speculative parsed (None when not given); a one-line error before any work, also where the
-    configured `engine` does not model that drafter (Engine.check_speculative)."""
-    from kvplan.planning.speculative import parse
-
-    request = parse(text)
-    if request is not None and engine is not None:
-        engine.check_speculative(request.method)
-    return request
-
-
-def with_speculative(spec, request, *, token=None, timeout: float = 10.0):
-    """`spec` as served with the drafter --speculative asks for (kvplan.planning.speculative); a draft model
-    is found as any model is (catalog, folder or Hub)."""
-    if request is None:
-        return spec
-    from kvplan.sources.resolve import resolve_model
-    from kvplan.planning.speculative import apply
-
-    return apply(spec, request, lambda name: resolve_model(name, token=token, timeout=timeout).spec)

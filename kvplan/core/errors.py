@@ -7,6 +7,8 @@ catches it once and prints `Error: <message>` on stderr; KVPLAN_DEBUG=1 shows th
 
 from __future__ import annotations
 
+import errno
+
 # Exit codes (documented in README.md):
 EXIT_OK = 0
 EXIT_ERROR = 1  # a runtime failure that is not the user's input (e.g. validation mismatch)
@@ -35,8 +37,6 @@ def path_error(exc: OSError) -> KvplanError | None:
     Such errors come from the user's own file names, not from a bug, so they get `Error: ...` like any
     other bad input rather than `internal error`.
     """
-    import errno
-
     if exc.filename is None:
         return None
     name = exc.filename if isinstance(exc.filename, str) else repr(exc.filename)

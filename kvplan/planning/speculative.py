@@ -30,6 +30,10 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.model.spec import weight_bytes
+from kvplan.planning.deploy import Deployment, validate_deployment
+from kvplan.readers.mtp import FAMILIES, add_params
+from kvplan.sources.origin import model_arg
 
 NGRAM_LOOKUP = 5  # vLLM's prompt_lookup_min/max default (config/speculative.py, ngram branch)
 METHODS = ("mtp", "draft", "ngram")
@@ -126,12 +130,8 @@ def apply(model, req: SpecRequest | None, resolve=None):
 
 
 def _with_mtp(model, req: SpecRequest):
-    from kvplan.readers.mtp import add_params
-
     k = len(model.mtp_layers)
     if not k:
-        from kvplan.readers.mtp import FAMILIES
-
         if model.family in FAMILIES:
             why = ("its config declares none, or a layout kvplan does not read (GLM-5.2's IndexCache); "
                    "`kvplan models show` lists mtp_layers")
@@ -144,7 +144,6 @@ def _with_mtp(model, req: SpecRequest):
     if n > k and n % k:
         raise KvplanError(f"--speculative mtp:{n}: vLLM requires num_speculative_tokens ({n}) to be divisible by the "
                           f"{k} MTP layer(s) when larger (config/speculative.py)", EXIT_USAGE)
-    from kvplan.model.spec import weight_bytes
 
     p = model.mtp_params
     mtp_only = dataclasses.replace(model, params=p, layers=model.mtp_layers, checkpoint_bytes=None,
@@ -159,9 +158,6 @@ def _with_mtp(model, req: SpecRequest):
 
 
 def _with_draft(model, draft, req: SpecRequest):
-    from kvplan.sources.origin import model_arg
-    from kvplan.model.spec import weight_bytes
-
     if draft.vocab_size != model.vocab_size:
         raise KvplanError(f"--speculative draft:{req.draft}: its vocabulary ({draft.vocab_size:,}) differs from "
                           f"{model.name}'s ({model.vocab_size:,}); vLLM refuses that by default "
@@ -187,8 +183,6 @@ def check_deployment(model, dep) -> None:
         raise KvplanError("--speculative with --pp: vLLM puts the whole drafter on the last pipeline stage, which "
                           "kvplan's even layer split does not model", EXIT_USAGE)
     if model.draft is not None:
-        from kvplan.planning.deploy import Deployment, validate_deployment
-
         why = validate_deployment(model.draft, Deployment(dep.tp, 1))
         if why:
             raise KvplanError(f"--speculative draft: the draft model runs at the target's tp {dep.tp} in vLLM "

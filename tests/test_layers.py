@@ -253,3 +253,33 @@ def test_only_the_registries_import_kvplan_modules_by_name():
                 if called in ("import_module", "__import__"):
                     found.add(name)
     assert found == set(BY_NAME), found
+
+
+def _family_tests(tree: ast.AST) -> list[int]:
+    """Lines that decide on a model family: a comparison involving `.family`, `family`, `model_type` or the
+    key "model_type", and any read of the key "model_type"."""
+    def names_family(node) -> bool:
+        return any((isinstance(m, ast.Attribute) and m.attr in ("family", "model_type"))
+                   or (isinstance(m, ast.Name) and m.id in ("family", "model_type"))
+                   or (isinstance(m, ast.Constant) and m.value == "model_type") for m in ast.walk(node))
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and names_family(node):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Constant) and node.value == "model_type":
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_family_knowledge_lives_only_in_readers():
+    """Planning, engines, validate and the rest ask the spec or a reader's function (kvplan.readers.mlp_layout,
+    kvplan.readers.mtp.why_no_mtp), never test a model_type themselves."""
+    found = []
+    for name, path in sorted(MODULES.items()):
+        if name == "kvplan.readers" or name.startswith("kvplan.readers."):
+            continue
+        found += [f"{name}:{line}" for line in _family_tests(ast.parse(path.read_text()))]
+    assert found == [], found
+    planted = ast.parse("def f(spec, cfg):\n    if spec.family in ('llama4',):\n        return cfg.get('model_type')\n")
+    assert _family_tests(planted) == [2, 3]

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.spec import weight_bytes
 from kvplan.planning.deploy import Deployment, validate_deployment
-from kvplan.readers.mtp import FAMILIES, add_params
+from kvplan.readers.mtp import add_params, why_no_mtp
 from kvplan.sources.origin import model_arg
 
 NGRAM_LOOKUP = 5  # vLLM's prompt_lookup_min/max default (config/speculative.py, ngram branch)
@@ -132,14 +132,8 @@ def apply(model, req: SpecRequest | None, resolve=None):
 def _with_mtp(model, req: SpecRequest):
     k = len(model.mtp_layers)
     if not k:
-        if model.family in FAMILIES:
-            why = ("its config declares none, or a layout kvplan does not read (GLM-5.2's IndexCache); "
-                   "`kvplan models show` lists mtp_layers")
-        else:
-            why = (f"kvplan reads num_nextn_predict_layers / mtp_num_hidden_layers of {', '.join(sorted(FAMILIES))}; "
-                   f"this model_type is {model.family or 'unknown'}")
         raise KvplanError(f"--speculative mtp: {model.name} has no multi-token-prediction layers kvplan reads "
-                          f"({why})", EXIT_USAGE)
+                          f"({why_no_mtp(model)})", EXIT_USAGE)
     n = req.num_speculative_tokens or k  # vLLM: num_speculative_tokens defaults to n_predict
     if n > k and n % k:
         raise KvplanError(f"--speculative mtp:{n}: vLLM requires num_speculative_tokens ({n}) to be divisible by the "

@@ -197,10 +197,10 @@ def test_five_or_fewer_modules_directly_in_kvplan():
     assert len(direct) <= 5, direct
 
 
-def test_each_layer_package_says_what_it_is():
-    for layer in LAYERS:
-        doc = ast.get_docstring(ast.parse((ROOT / layer / "__init__.py").read_text()))
-        assert doc, f"kvplan/{layer}/__init__.py has no docstring"
+def test_each_layer_package_says_which_layer_it_is():
+    for i, layer in enumerate(LAYERS, 1):
+        doc = ast.get_docstring(ast.parse((ROOT / layer / "__init__.py").read_text())) or ""
+        assert doc.startswith(f"Layer {i} of {len(LAYERS)}, {layer}: "), f"kvplan/{layer}/__init__.py: {doc[:60]!r}"
 
 
 def test_a_layer_imports_only_from_layers_below_it():

@@ -8,6 +8,7 @@ TYPE_CHECKING), relative imports resolved, and importing `kvplan.a.b` also runs 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import kvplan
@@ -283,3 +284,13 @@ def test_family_knowledge_lives_only_in_readers():
     assert found == [], found
     planted = ast.parse("def f(spec, cfg):\n    if spec.family in ('llama4',):\n        return cfg.get('model_type')\n")
     assert _family_tests(planted) == [2, 3]
+
+
+def test_architecture_md_is_the_map():
+    """ARCHITECTURE.md lists the layers in the order enforced here, and names every module."""
+    text = (ROOT.parent / "ARCHITECTURE.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| `(\w+)/` \|", text, re.M)
+    assert [name for _, name in rows] == list(LAYERS) and [int(n) for n, _ in rows] == list(range(1, len(LAYERS) + 1))
+    missing = [str(p.relative_to(ROOT)) for p in sorted(ROOT.rglob("*.py"))
+               if p.name != "__init__.py" and not re.search(rf"(?<!\w){re.escape(p.stem)}(?!\w)", text)]
+    assert missing == [], f"modules ARCHITECTURE.md does not name: {missing}"

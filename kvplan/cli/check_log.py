@@ -1,6 +1,6 @@
 """`kvplan check-log FILE`: every number an engine's start-up log printed next to kvplan's.
 
-Thin: read the log (size-capped), call kvplan.logs (pure), render.
+Thin: read the log (size-capped), call kvplan.engines.reconcile (pure), render.
 """
 
 from pathlib import Path

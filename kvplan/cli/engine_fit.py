@@ -1,7 +1,7 @@
 """`fit`'s plans as an engine allocates (the engine-neutral planner without --engine).
 
 Every call into a configured engine's planning API lives in this module (the flags become that
-engine in kvplan.cli._common.engine_from_flags), so a change of that API touches the CLI here only.
+engine in kvplan.cli.engine_flags.engine_from_flags), so a change of that API touches the CLI here only.
 Heavy imports stay inside the functions so `kvplan fit` starts fast.
 """
 

@@ -102,7 +102,7 @@ class ModelSpec:
     # so neither is in `layers` / `params` (kvplan.planning.speculative adds them when asked).
     mtp_layers: tuple[LayerSpec, ...] = ()
     mtp_params: ParamCounts | None = None
-    # Set on the model as served with a drafter (kvplan.planning.speculative.with_speculative): what was
+    # Set on the model as served with a drafter (kvplan.planning.speculative.apply): what was
     # added, for reports, explain lines and --emit. None: no speculative decoding.
     speculative: object = None
     draft: "ModelSpec | None" = None  # a separate draft model served beside this one (its own weights)

@@ -336,7 +336,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
             fits, conc = False, 0
             warnings.append(PlanWarning("weights + overhead + the given KV budget ({}) exceed the GPU's usable "
                                         "memory ({})", (need, usable), ("GiB", "GiB")))
-    if getattr(gpu, "memory_usable_above_torch", False):  # a profile's data field (hw_profiles/README.md)
+    if getattr(gpu, "memory_usable_above_torch", False):  # a profile's data field (kvplan/hardware/profiles/README.md)
         warnings.append(PlanWarning("the GPU's {} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
                                     "see 0.46-1.05 GiB less, so the KV room is an upper bound", (usable,), ("GiB",)))
     step = use.step_bytes / gpu.bandwidth_bytes_per_s

@@ -188,7 +188,7 @@ def _overhead_terms(model, dep, st: Settings) -> tuple:
 def dcp_release_problem(model, version: str) -> str | None:
     """Why this vLLM release has no decode context parallel for this model (None: it has).
     MLA from 0.10.2 (vllm-project/vllm#23734, merged 2025-08-27); GQA/MQA full attention from
-    0.11.0 (#24864, FlashAttention, merged 2025-09). The layout's own limits: kvplan.planning.layout.dcp_problem."""
+    0.11.0 (#24864, FlashAttention, merged 2025-09). The layout's own limits: kvplan.planning.deploy.dcp_problem."""
     v = parse_version(version)
     if v < (0, 10, 2):
         return f"vLLM {version} has no --decode-context-parallel-size (added in 0.10.2, vllm-project/vllm#23734)"

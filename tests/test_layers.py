@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import lru_cache
 from pathlib import Path
 
 import kvplan
@@ -83,11 +84,12 @@ def _known(name: str) -> str | None:
     return name or None
 
 
-def imports_of(name: str) -> list[Import]:
+@lru_cache(maxsize=None)
+def imports_of(name: str) -> tuple[Import, ...]:
     """Every kvplan import in module `name`, anywhere in its AST; and every other import inside a function
     as an Import whose target is the external module's name (for the lazy-import rule)."""
     path = MODULES[name]
-    return imports_in(name, path.read_text(), path.name == "__init__.py")
+    return tuple(imports_in(name, path.read_text(), path.name == "__init__.py"))
 
 
 def imports_in(name: str, text: str, is_package: bool = False) -> list[Import]:

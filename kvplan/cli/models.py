@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections import Counter
 import dataclasses
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Optional
 

@@ -8,15 +8,19 @@ from __future__ import annotations
 import math
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.core.intmath import cdiv
+from kvplan.engines import resolve_engine
+from kvplan.engines.base import Capacity, parse_version
 from kvplan.engines.logparse import Num
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
+from kvplan.engines.vllm.overhead import cudagraph_estimate
+from kvplan.hardware.gpus import GPU
+from kvplan.planning.deploy import Deployment, split_layers
+from kvplan.planning.plan import Request
 
 
 def reconcile_vllm(rec, model, gpu, version, kv_name, tp):
     """A vLLM log against kvplan: the deployment it states, then its budget, then its pool."""
-    from kvplan.engines import resolve_engine
-    from kvplan.engines.base import parse_version
-
     s, r = rec.settings, rec.reported
     out, gpu, dep, length, version = _vllm_context(rec, model, gpu, version, tp)
     gmu = s.get("gpu_memory_utilization")
@@ -41,9 +45,6 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp):
 def _vllm_context(rec, model, gpu, version, tp):
     """(Reconciliation, GPU, Deployment, max_model_len, version) as the log states them, with a note
     for each thing it leaves out and kvplan assumes."""
-    from kvplan.planning.deploy import Deployment
-    from kvplan.hardware.gpus import GPU
-
     s = rec.settings
     version = version or rec.version or {"v0": "0.6.6", "v1-early": "0.7.0"}.get(rec.era, "0.11.0")
     out = Reconciliation("vllm", version, model.name if model else rec.model, gpu.key if gpu else None)
@@ -67,8 +68,6 @@ def _vllm_context(rec, model, gpu, version, tp):
 
 def _vllm_request(rec, model, length, kv_name, out):
     """The Request the log's run made: its length, cache dtype, and a quantized checkpoint's weights."""
-    from kvplan.planning.plan import Request
-
     hint = (rec.model or "").lower()
     wdt = "fp8" if "fp8" in hint else ("int4" if ("awq" in hint or "gptq" in hint) else None)
     if wdt and model.quantization.method != wdt:
@@ -132,9 +131,6 @@ def _vllm_pool_rows(out, r, engine, model, dep, st, kvd, length):
 
 def _term_rows(out, r, ours, model, dep):
     """The budget's terms where the log prints them (v0.6.4+ profiling lines, v0.11+ DEBUG breakdown)."""
-    from kvplan.planning.deploy import split_layers
-    from kvplan.engines.vllm.overhead import cudagraph_estimate
-
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     for key, label, pred in (("activation_peak_gib", "activation peak of the profile run", ours["overhead_activation_peak"]),
                              ("non_torch_gib", "non-torch memory", ours["overhead_non_torch"]),
@@ -177,9 +173,6 @@ def _exact_rows(out, r, cap, how):
 
 
 def _vllm_model_free(out, r, length, block, v):
-    from kvplan.engines.base import Capacity
-    from kvplan.core.intmath import cdiv
-
     if "gpu_blocks" in r:
         blocks = int(r["gpu_blocks"].value)
     elif "kv_cache_tokens" in r and "max_concurrency" in r:

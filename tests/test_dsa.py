@@ -113,6 +113,8 @@ def test_a_quantized_block_cache_is_refused_for_the_latent():
     ({"index_topk_pattern": "FSXS"}, "index_topk_pattern"),
     ({"index_topk_freq": 0}, "index_topk_freq"),
     ({"layer_types": ["full_attention"] * 61}, "indexed_attention"),
+    ({"mlp_layer_types": {"a": 1}}, "mlp_layer_types"),  # not a list: was a TypeError (found by test_config_fuzz)
+    ({"mlp_layer_types": 3}, "mlp_layer_types"),
 ])
 def test_unread_or_contradictory_indexer_layouts_are_refused_not_guessed(changes, needle):
     with pytest.raises(KvplanError, match=needle):

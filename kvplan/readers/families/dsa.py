@@ -63,7 +63,7 @@ def _check_layout(cfg, n: int) -> None:
     mlp = cfg.raw("mlp_layer_types")
     if mlp is not None:
         first = cfg.int("first_k_dense_replace", default=0, minimum=0)
-        if mlp[:n] != ["dense"] * min(first, n) + ["sparse"] * max(0, n - first):
+        if not isinstance(mlp, list) or mlp[:n] != ["dense"] * min(first, n) + ["sparse"] * max(0, n - first):
             raise KvplanError(f"{cfg.where}: mlp_layer_types differs from first_k_dense_replace = {first}; "
                               "kvplan reads only that layout", EXIT_USAGE)
 

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from kvplan.engines import resolve_engine
-from kvplan.hardware.gpus import GPU, INTERCONNECT_KINDS, MEMORY_KINDS, find_gpu, load_gpus
+from kvplan.hardware.facts import INTERCONNECT_KINDS, MEMORY_KINDS
+from kvplan.hardware.gpus import GPU, find_gpu, load_gpus
 from kvplan.model.spec import Quantization
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request

@@ -196,7 +196,7 @@ class Engine:
     def assumptions(self, model, gpu, dep, st) -> tuple:
         """Plan warnings (kvplan.planning.plan.PlanWarning) for the hardware facts this engine's rules read on
         this plan that the GPU's profile leaves out, each with what the rule assumed instead
-        (kvplan.hardware.gpus.ASSUMED_FACTS). The default engine reads none."""
+        (kvplan.hardware.facts.ASSUMED_FACTS). The default engine reads none."""
         return ()
 
     def check_layers(self, model) -> None:
@@ -250,9 +250,9 @@ class Engine:
 
 
 def fact_warnings(engine: str, gpu, facts) -> tuple[PlanWarning, ...]:
-    """One plan warning per hardware fact in `facts` (of kvplan.hardware.gpus.ASSUMED_FACTS) that `engine`'s
+    """One plan warning per hardware fact in `facts` (of kvplan.hardware.facts.ASSUMED_FACTS) that `engine`'s
     rules read on this plan and the GPU's profile leaves out: what they assumed instead."""
-    from kvplan.hardware.gpus import assumed_fact
+    from kvplan.hardware.facts import assumed_fact
 
     def literal(text: str) -> str:  # a PlanWarning's message is a format string
         return text.replace("{", "{{").replace("}", "}}")

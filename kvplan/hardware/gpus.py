@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping, NoReturn, Sequence
 
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.hardware.facts import FACT_FIELDS, parse_capability, read_facts, read_interconnect
 
 CONFIDENCE_LEVELS = ("high", "medium", "low")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
@@ -24,17 +25,7 @@ PROFILE_SUFFIXES = (".yaml", ".yml")
 _REQUIRED = ("key", "name", "vendor", "memory_marketed", "memory_marketed_bytes", "memory_usable_bytes",
              "memory_usable_source", "bandwidth_bytes_per_s", "source", "confidence")
 _OPTIONAL = ("aliases", "dense_flops", "interconnect", "tdp_w", "price_per_hour", "notes", "memory_usable_above_torch",
-             "architecture", "compute_capability", "memory_kind", "fp8", "fp4", "device_name")
-# The scale-up fabric (interconnect.kind): what engines read (vLLM's FlashInfer all-reduce workspace needs
-# NVSwitch multicast). nvswitch: NVLink through NVSwitch chips (HGX 8-GPU boards, NVL72 racks);
-# nvlink-bridge: NVLink bridges between PCIe cards (H100 NVL pairs); nvlink-direct: NVLink wired GPU to
-# GPU on the board, no switch (V100 SXM2's hybrid cube mesh, GH200 NVL2); pcie: PCIe only; xgmi: AMD
-# Infinity Fabric links; roce: Intel Gaudi's on-chip RoCE Ethernet ports.
-INTERCONNECT_KINDS = ("nvswitch", "nvlink-bridge", "nvlink-direct", "pcie", "xgmi", "roce")
-_INTERCONNECT_FIELDS = ("type", "kind", "domain", "per_dir_bytes_per_s", "pcie_gen", "pcie_lanes")
-MEMORY_KINDS = ("HBM2", "HBM2e", "HBM3", "HBM3e", "HBM4", "GDDR6", "GDDR6X", "GDDR7", "LPDDR5", "LPDDR5X")
-_NVIDIA_CC_RE = re.compile(r"^(\d{1,2})\.(\d)$")  # "9.0", "10.3", "12.0"
-_AMD_GFX_RE = re.compile(r"^gfx(\d{1,2})([0-9a-f])([0-9a-f])$")  # "gfx90a", "gfx942", "gfx1100"
+             *FACT_FIELDS)
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
 MAX_YAML_BYTES = 1 << 20  # a profile or prices file is a few kB; as for config.json (hub.MAX_CONFIG_BYTES)
 MAX_YAML_NODES = 10_000  # values in one document, aliases expanded: real files have under a hundred
@@ -69,11 +60,11 @@ class GPU:
     # profile); an engine rule that needs a missing fact states what it assumed (a plan warning).
     architecture: str | None = None  # "ampere", "hopper", "blackwell", "cdna3", "gaudi2", ...
     compute_capability: str | None = None  # NVIDIA "9.0"; AMD the gfx target, "gfx942"
-    memory_kind: str | None = None  # "HBM3", "GDDR6X", ... (one of MEMORY_KINDS)
+    memory_kind: str | None = None  # "HBM3", "GDDR6X", ... (one of facts.MEMORY_KINDS)
     fp8: bool | None = None  # FP8 tensor (matrix) math
     fp4: bool | None = None  # FP4 tensor math (NVFP4 / MXFP4)
     device_name: str | None = None  # as torch.cuda.get_device_name / nvidia-smi print it
-    interconnect_kind: str | None = None  # one of INTERCONNECT_KINDS
+    interconnect_kind: str | None = None  # one of facts.INTERCONNECT_KINDS
     interconnect_domain: int | None = None  # GPUs one GPU reaches over that fabric (8 HGX, 72 NVL72, 1 PCIe)
     pcie_gen: int | None = None  # the host link
     pcie_lanes: int | None = None
@@ -94,45 +85,6 @@ class GPU:
         hardware facts (its callers state what the engine rules assume instead)."""
         return cls(key, name, "unknown", (), "", usable_bytes, usable_bytes, source, 1, MappingProxyType({}),
                    None, None, None, None, source, "low", "", "")
-
-
-# What an engine rule takes for a fact a profile leaves out (profiles written before these fields existed).
-# The rule's engine states it as a plan warning (kvplan.engines.base.Engine.assumptions); never silent.
-ASSUMED_CAPABILITY = {"NVIDIA": (8, 0), "AMD": (9, 0)}  # an Ampere part; an AMD part before gfx942 (CDNA2)
-ASSUMED_FACTS = ("compute_capability", "interconnect.kind", "device_name")
-
-
-def assumed_fact(gpu, fact: str) -> str:
-    """What engine rules take for `fact` (one of ASSUMED_FACTS) where the profile leaves it out, in words."""
-    if fact == "compute_capability":
-        vendor = str(getattr(gpu, "vendor", "")).upper()
-        return {"NVIDIA": "compute capability 8.0 (an Ampere part)", "AMD": "gfx90a (a part before gfx942)"}.get(
-            vendor, "no compute capability")
-    if fact == "interconnect.kind":
-        return "no NVSwitch"
-    return f"the profile's name ({getattr(gpu, 'name', '')!r}) as the device name"
-
-
-def capability_of(gpu) -> tuple[int, int] | None:
-    """The (major, minor) an engine rule reads: the profile's, else ASSUMED_CAPABILITY for its vendor
-    (NVIDIA, AMD); None for other vendors and for a GPU known only by its memory (vendor "unknown")."""
-    cap = getattr(gpu, "capability", None)
-    return cap if cap is not None else ASSUMED_CAPABILITY.get(str(getattr(gpu, "vendor", "")).upper())
-
-
-def fact_missing(gpu, name: str) -> bool:
-    """Whether the profile leaves out a fact an engine rule reads (one of ASSUMED_FACTS); a GPU known only
-    by its memory (GPU.of_memory) lacks them all, and its callers state what they assume."""
-    field = {"interconnect.kind": "interconnect_kind"}.get(name, name)
-    return getattr(gpu, field, None) is None
-
-
-def parse_capability(text: str | None) -> tuple[int, int] | None:
-    """(major, minor) of an NVIDIA compute capability ("10.3") or an AMD gfx target ("gfx942"); else None."""
-    if not text:
-        return None
-    m = _NVIDIA_CC_RE.match(text) or _AMD_GFX_RE.match(text)
-    return (int(m.group(1)), int(m.group(2), 16)) if m else None
 
 
 def _norm(name: str) -> str:
@@ -209,30 +161,8 @@ class _Checker:
                 self.fail(f"field 'dense_flops' has unknown precision {_show(precision)} "
                           f"(allowed: {', '.join(PRECISIONS)})")
             self.pos_int(f"dense_flops.{precision}", value)
-        ic = d.get("interconnect")
-        ic_type = ic_bw = ic_kind = ic_domain = pcie_gen = pcie_lanes = None
-        if ic is not None:
-            if not isinstance(ic, dict) or set(ic) - set(_INTERCONNECT_FIELDS) or "type" not in ic:
-                self.bad("interconnect", "null or a mapping with 'type' and optionally "
-                         + ", ".join(f"'{f}'" for f in _INTERCONNECT_FIELDS[1:]), ic)
-            ic_type = self.text("interconnect.type", ic["type"])
-            ic_bw = self.pos_int("interconnect.per_dir_bytes_per_s", ic.get("per_dir_bytes_per_s"), nullable=True)
-            ic_kind = ic.get("kind")
-            if ic_kind is not None and ic_kind not in INTERCONNECT_KINDS:
-                self.bad("interconnect.kind", "one of " + ", ".join(INTERCONNECT_KINDS), ic_kind)
-            maker = {"nvswitch": "NVIDIA", "nvlink-bridge": "NVIDIA", "nvlink-direct": "NVIDIA", "xgmi": "AMD"}.get(ic_kind)
-            if maker and str(d.get("vendor", "")).strip().upper() != maker:
-                self.fail(f"field 'interconnect.kind' {ic_kind!r} is an {maker} fabric, but 'vendor' is "
-                          f"{_show(d.get('vendor'))}")
-            ic_domain = self.pos_int("interconnect.domain", ic.get("domain"), nullable=True)
-            if ic_kind == "pcie" and ic_domain not in (None, 1):
-                self.fail(f"field 'interconnect.domain' is {ic_domain}, but a 'pcie' fabric reaches no other GPU "
-                          "over a scale-up link: 1")
-            pcie_gen = self.pos_int("interconnect.pcie_gen", ic.get("pcie_gen"), nullable=True)
-            pcie_lanes = ic.get("pcie_lanes")
-            if pcie_lanes is not None and (isinstance(pcie_lanes, bool) or pcie_lanes not in (1, 2, 4, 8, 16)):
-                self.bad("interconnect.pcie_lanes", "1, 2, 4, 8, 16 or null", pcie_lanes)
-        facts = self.facts(flops)
+        fabric = read_interconnect(self, d.get("interconnect"), d.get("vendor"))
+        facts = read_facts(self, d, flops)
         price = d.get("price_per_hour")
         if price is not None and (isinstance(price, bool) or not isinstance(price, (int, float))
                                   or not 0 < price < float("inf")):
@@ -247,51 +177,14 @@ class _Checker:
             memory_marketed=self.text("memory_marketed", d["memory_marketed"]),
             memory_marketed_bytes=marketed, memory_usable_bytes=usable, memory_usable_source=usable_source,
             bandwidth_bytes_per_s=self.pos_int("bandwidth_bytes_per_s", d["bandwidth_bytes_per_s"]),
-            dense_flops=MappingProxyType(dict(flops)), interconnect_type=ic_type, interconnect_bytes_per_s=ic_bw,
+            dense_flops=MappingProxyType(dict(flops)),
             tdp_w=self.pos_int("tdp_w", d.get("tdp_w"), nullable=True),
             price_per_hour=None if price is None else float(price),
             source=self.text("source", d["source"]), confidence=confidence,
             notes="" if notes is None else self.text("notes", notes), path=self.path,
             memory_usable_above_torch=self.flag("memory_usable_above_torch", d.get("memory_usable_above_torch", False)),
-            interconnect_kind=ic_kind, interconnect_domain=ic_domain, pcie_gen=pcie_gen, pcie_lanes=pcie_lanes,
-            **facts,
+            **fabric, **facts,
         )
-
-    def facts(self, flops: dict) -> dict:
-        """The optional hardware facts (architecture, compute capability, memory kind, FP8/FP4, device name),
-        checked against the vendor and the dense_flops table where they overlap."""
-        d, out = self.data, {}
-        arch = d.get("architecture")
-        if arch is not None and (not isinstance(arch, str) or not _KEY_RE.match(arch)):
-            self.bad("architecture", "a lowercase name like 'hopper' or 'cdna3'", arch)
-        out["architecture"] = arch
-        cc = d.get("compute_capability")
-        vendor = str(d.get("vendor", "")).strip().upper()
-        if cc is not None:
-            want = {"NVIDIA": ("a quoted string like \"9.0\" (CUDA's major.minor)", _NVIDIA_CC_RE),
-                    "AMD": ("a gfx target like \"gfx942\"", _AMD_GFX_RE)}.get(vendor)
-            if want is None:
-                want = ("a quoted string like \"9.0\" or \"gfx942\"", None)
-            if not isinstance(cc, str) or not (want[1].match(cc) if want[1] else parse_capability(cc)):
-                self.bad("compute_capability", want[0], cc)
-        out["compute_capability"] = cc
-        kind = d.get("memory_kind")
-        if kind is not None:
-            canon = {k.lower(): k for k in MEMORY_KINDS}.get(str(kind).lower()) if isinstance(kind, str) else None
-            if canon is None:
-                self.bad("memory_kind", "one of " + ", ".join(MEMORY_KINDS), kind)
-            kind = canon
-        out["memory_kind"] = kind
-        for name in ("fp8", "fp4"):
-            value = d.get(name)
-            if value is not None:
-                self.flag(name, value)
-                if value is False and name in flops:
-                    self.fail(f"field '{name}' is false, but 'dense_flops.{name}' gives an {name} rate")
-            out[name] = value
-        name = d.get("device_name")
-        out["device_name"] = None if name is None else self.text("device_name", name)
-        return out
 
 
 class _DuplicateKey(Exception):

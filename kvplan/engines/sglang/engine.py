@@ -26,7 +26,7 @@ from kvplan.core.dtypes import DType
 from kvplan.core.intmath import cdiv
 from kvplan.planning.plan import cache_dtypes
 from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS, reads_capability
-from kvplan.hardware.gpus import fact_missing
+from kvplan.hardware.facts import fact_missing
 from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
                                  opt_float, opt_int, parse_version)
 from kvplan.core.errors import EXIT_USAGE, KvplanError

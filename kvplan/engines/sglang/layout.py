@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from kvplan.engines.base import opt_bool, opt_int, parse_version
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.hardware.gpus import capability_of
+from kvplan.hardware.facts import capability_of
 
 OPTS = ("moe_dense_tp_size", "enable_dp_lm_head", "disable_shared_experts_fusion", "enforce_shared_experts_fusion")
 # Model files that read --moe-dense-tp-size for their dense layers (0.5.23 `models/`: deepseek_v2.py, glm4_moe.py,

@@ -25,7 +25,7 @@ from kvplan.core.intmath import cdiv
 from kvplan.planning.plan import cache_dtypes
 from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
                                  opt_int, parse_version)
-from kvplan.hardware.gpus import fact_missing
+from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST
 from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.core.errors import EXIT_USAGE, KvplanError

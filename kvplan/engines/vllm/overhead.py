@@ -40,7 +40,7 @@ from kvplan.engines.vllm.non_torch import (  # noqa: F401  (the calibrated const
     NON_TORCH_PP, NON_TORCH_SINGLE, NON_TORCH_SINGLE_V011, NON_TORCH_TP, NON_TORCH_TP_LEGACY, NON_TORCH_TP_V011,
     V0_NON_TORCH_SINGLE, non_torch)
 from kvplan.core.intmath import round_up
-from kvplan.hardware.gpus import capability_of, fact_missing
+from kvplan.hardware.facts import capability_of, fact_missing
 from kvplan.model.layers import Kind
 from kvplan.readers.rope import rope_table_bytes
 
@@ -357,7 +357,7 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
 
 def missing_facts(model, dep, st) -> tuple[str, ...]:
     """The hardware facts overhead_terms read for this plan that the GPU's profile leaves out (keys of
-    kvplan.hardware.gpus.ASSUMED_FACTS, what each rule assumed instead): the compute capability where an
+    kvplan.hardware.facts.ASSUMED_FACTS, what each rule assumed instead): the compute capability where an
     MXFP4 or NVFP4 checkpoint's kernel or the all-reduce workspace depends on it, the fabric where the
     workspace does."""
     from kvplan.engines.vllm.non_torch import workspace_possible

@@ -23,13 +23,14 @@ from conftest import one_line_error
 from kvplan.cli import app
 from kvplan.core.dtypes import BF16, FP8
 from kvplan.core.errors import KvplanError
-from kvplan.report.export import CSV_COLUMNS, GIB_BESIDE, ROW_KEYS, atomic_write, plan_row, write_csv
+from kvplan.core.files import atomic_write
+from kvplan.report.export import CSV_COLUMNS, GIB_BESIDE, ROW_KEYS, plan_row, sweep_rows, write_csv
 from kvplan.hardware.gpus import find_gpu, load_gpus
 from kvplan.planning.deploy import Deployment
 from kvplan.engines import resolve_engine
 from kvplan.planning.plan import Request
 from kvplan.hardware.prices import load_prices
-from kvplan.compare.sweep import parse_counts, rank_key, sweep, sweep_rows
+from kvplan.compare.sweep import parse_counts, rank_key, sweep
 
 plan, plan_grid = resolve_engine().plan, resolve_engine().grid
 

@@ -61,7 +61,7 @@ def test_console_entry_runs_a_command_and_refuses_an_unknown_one():
 def test_engine_names_and_aliases_are_unique():
     """canonical_engine looks in the module named like the engine first; that gives the registry's
     answer only while no name or alias means two engines."""
-    from kvplan.engines import _registry
+    from kvplan.engines.registry import _registry
 
     classes, _ = _registry()
     said = [n for cls in classes.values() for n in (cls.name, *cls.aliases)]
@@ -71,7 +71,9 @@ def test_engine_names_and_aliases_are_unique():
 def test_naming_an_engine_imports_that_engine_only():
     loaded = _modules_after("from kvplan.engines import resolve_engine; resolve_engine('llama.cpp')")
     engines = {m for m in loaded if m.startswith("kvplan.engines.")}
-    assert engines == {"kvplan.engines.base", "kvplan.engines.llamacpp", "kvplan.engines.llamacpp.engine"}, engines
+    # the interface, the registry and the default engine's rules, then llama.cpp's package and no other engine's
+    assert engines == {"kvplan.engines.base", "kvplan.engines.registry", "kvplan.engines.neutral",
+                       "kvplan.engines.llamacpp", "kvplan.engines.llamacpp.engine"}, engines
     loaded = _modules_after("from kvplan.engines import canonical_engine; assert canonical_engine('TRT-LLM') == 'trtllm'")
     assert "kvplan.engines.vllm.engine" not in loaded and "kvplan.engines.trtllm.engine" in loaded
 

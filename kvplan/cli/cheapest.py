@@ -131,7 +131,8 @@ def _gpus_and_prices(gpu, prices, hw):
 
 def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candidates, sims: dict, loaded, sla):
     """(the target in words, the JSON document): the candidates meeting it, ranked, then the rest."""
-    from kvplan.compare.cheapest import RANKING, candidate_row
+    from kvplan.compare.cheapest import RANKING
+    from kvplan.report.export import candidate_row
     from kvplan.core.units import human_tokens
 
     target = (f"{spec.name}: {concurrency:,} concurrent requests of {human_tokens(ctx_tokens)} tokens"

@@ -21,7 +21,8 @@ def engine_plan(engine, spec, hw, dep, req):
 def fit_results(spec, hw, dep, req, engine):
     """EngineResults for `dep`, or for one GPU and then the smallest deployment that fits, with
     titles and the index of the recommended one (None when nothing fits)."""
-    from kvplan.planning.deploy import Deployment, smallest_fitting
+    from kvplan.compare.candidates import smallest_fitting
+    from kvplan.planning.deploy import Deployment
 
     if dep is not None:
         return [engine.result(spec, hw, dep, req)], [f"{dep.gpus} GPU(s)"], 0

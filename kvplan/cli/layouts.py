@@ -15,7 +15,8 @@ TOP = 5
 def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
     """(the best deployment, the JSON rows of every layout); the table of the top few on stdout.
     One GPU, or an engine that only splits layers (llama.cpp), has one layout: no search, rows None."""
-    from kvplan.planning.deploy import Deployment, search_layouts
+    from kvplan.compare.candidates import search_layouts
+    from kvplan.planning.deploy import Deployment
     from kvplan.planning.layout import layout_text
 
     if gpus == 1:

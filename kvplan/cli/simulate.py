@@ -198,7 +198,8 @@ def _run(sim, requests, runs, slo_ttft, slo_tpot):
 
 
 def _report(meta, results, files, as_json, title):
-    from kvplan.report.export import atomic_write, json_text
+    from kvplan.core.files import atomic_write
+    from kvplan.report.export import json_text
     from kvplan.report.simulation import document, render_html, write_series_csv
 
     for name, (summary, _) in results.items():

@@ -172,7 +172,7 @@ def _json_text(result, rows: list[dict], prices) -> str:
 
 def _rows(result, sims, limit=None) -> list[dict]:
     """The ranked rows, with the simulated columns of each plan when there are any."""
-    from kvplan.compare.sweep import sweep_rows
+    from kvplan.report.export import sweep_rows
 
     rows = sweep_rows(result, limit=limit)
     if sims is not None:
@@ -200,7 +200,8 @@ def _write_files(result, files, title: str, summary: list[str], prices, gpus=(),
     """Every --output, each written atomically."""
     if not files:
         return
-    from kvplan.report.export import atomic_write, write_csv
+    from kvplan.core.files import atomic_write
+    from kvplan.report.export import write_csv
 
     rows = _rows(result, sims)
     for path, fmt in files:

@@ -128,7 +128,7 @@ def _report(record: dict, checks, as_json: bool, output: Optional[Path]) -> None
     for note in record["notes"]:
         stderr(f"note: {note}")
     if "ranks" in record:
-        from kvplan.validate.dist_report import render_ranks
+        from kvplan.cli.validate_ranks import render_ranks
 
         print_result(as_json, record, lambda console: render_ranks(console, record))
     else:

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from kvplan.compare.candidates import try_deployments
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Plan, Request
@@ -89,7 +90,6 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
     (kvplan.compare.replicas).
     """
     from kvplan.compare.replicas import layout_deployments, replicated
-    from kvplan.planning.deploy import validate_deployment
     from kvplan.engines import resolve_engine
 
     engine = engine or resolve_engine()
@@ -109,16 +109,11 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
         deployments = layout_deployments(model, deployments)
     for gpu in gpus:
         price = prices.price(gpu) if prices is not None else gpu.price_per_hour
-        for dep in deployments:
-            dep = engine.deployment(dep)
-            invalid = validate_deployment(model, dep)
-            if invalid:
+        tried = try_deployments(model, [engine.deployment(dep) for dep in deployments],
+                                lambda dep: engine.plan(model, gpu, dep, req))
+        for dep, p, invalid in tried:  # invalid: the model cannot run dep, or the engine (llama.cpp: no tp)
+            if invalid is not None:
                 fails.append(Candidate(gpu.key, dep, None, price, False, f"invalid: {invalid}"))
-                continue
-            try:
-                p = engine.plan(model, gpu, dep, req)
-            except KvplanError as e:  # e.g. llama.cpp has no tensor parallelism
-                fails.append(Candidate(gpu.key, dep, None, price, False, f"invalid: {e.message}"))
                 continue
             why = _why(p, concurrency, min_tokens_per_second, model.max_context)
             c = Candidate(gpu.key, dep, p, price, why is None, why)
@@ -158,21 +153,3 @@ def failure_summary(candidates: Sequence[Candidate]) -> list[tuple[str, str, str
         out.append((gpu, tried, f"{telling.gpus} GPU{'s' if telling.gpus > 1 else ''} ({copies}{layout_text(d)}): "
                                 f"{telling.why}"))
     return out
-
-
-def candidate_row(c: Candidate, model, rank: int | None) -> dict:
-    """JSON row: the plan's own fields (kvplan.report.export.plan_row) plus meets/why; or the invalid deployment."""
-    from kvplan.report.export import plan_row
-
-    if c.plan is None:
-        row = {"rank": rank, "model": model.name, "gpu": c.gpu, "gpus": c.deployment.gpus, "tp": c.deployment.tp,
-               "pp": c.deployment.pp, "price_per_gpu_hour": c.price_per_gpu_hour, "cost_per_hour": c.cost_per_hour}
-    else:
-        row = plan_row(c.plan, model, c.price_per_gpu_hour, rank=rank)
-        if c.replicas > 1:  # the plan is one replica's; the deployment is all of them
-            row.update(replicas=c.replicas, gpus_total=c.gpus, cost_per_hour=c.cost_per_hour,
-                       max_concurrency_total=c.plan.max_concurrency * c.replicas)
-    row.setdefault("replicas", c.replicas)
-    row["meets"] = c.meets
-    row["why"] = c.why
-    return row

@@ -20,8 +20,10 @@ import re
 from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.hardware.facts import assumed_fact
 from kvplan.planning.plan import (Answers, Plan, PlanWarning, Request, Stage, Usage, assemble, budgets,
                                   gpu_budget, paged_max_context, prepare, usage)
+from kvplan.engines.registry import emitters, engine_class, engine_names
 from kvplan.planning.profile import PAGED
 
 class Figure(NamedTuple):
@@ -58,8 +60,6 @@ class Capacity(NamedTuple):
 
 def _engines_that(does) -> str:
     """'--engine a or --engine b or ' for the named engines whose class `does` (a refusal's advice)."""
-    from kvplan.engines import engine_class, engine_names
-
     return "".join(f"--engine {n} or " for n in engine_names() if does(engine_class(n)))
 
 
@@ -155,8 +155,6 @@ class Engine:
         return st.as_dict() if st is not None else {}
 
     def emit_args(self, plan: Plan, model, settings: dict) -> list[str]:
-        from kvplan.engines import emitters
-
         raise KvplanError(f"--emit supports {', '.join(emitters())}, not {self.name}", EXIT_USAGE)
 
     def emit_note(self, result: EngineResult, model) -> str | None:
@@ -252,8 +250,6 @@ class Engine:
 def fact_warnings(engine: str, gpu, facts) -> tuple[PlanWarning, ...]:
     """One plan warning per hardware fact in `facts` (of kvplan.hardware.facts.ASSUMED_FACTS) that `engine`'s
     rules read on this plan and the GPU's profile leaves out: what they assumed instead."""
-    from kvplan.hardware.facts import assumed_fact
-
     def literal(text: str) -> str:  # a PlanWarning's message is a format string
         return text.replace("{", "{{").replace("}", "}}")
 

@@ -10,22 +10,12 @@ refusal where no flag can).
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.sources.origin import model_arg
 
 _TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # --dtype's spelling (vLLM, SGLang)
 GGUF_PLAIN = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}  # llama.cpp's file types (llama_ftype names)
-
-
-def model_arg(model) -> str:
-    """What the engine should load: the Hub repo, else the local folder the spec was read from."""
-    if model.hf_repo:
-        return model.hf_repo
-    src = Path(model.source or "")
-    if model.source and src.exists():  # a folder or its config.json: engines take the folder
-        return str((src.parent if src.is_file() else src).resolve())
-    return model.name
 
 
 def kv_dtype_arg(kv, model, spelling: dict[str, str]) -> str | None:

@@ -27,7 +27,6 @@ What the drafter costs, as vLLM v0.33.0 allocates it (docs/engines.md section 1.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
@@ -160,7 +159,7 @@ def _with_mtp(model, req: SpecRequest):
 
 
 def _with_draft(model, draft, req: SpecRequest):
-    from kvplan.engines.emit import model_arg
+    from kvplan.sources.origin import model_arg
     from kvplan.model.spec import weight_bytes
 
     if draft.vocab_size != model.vocab_size:
@@ -196,10 +195,6 @@ def check_deployment(model, dep) -> None:
                               f"(draft_model.py), and {model.draft.name}: {why}", EXIT_USAGE)
 
 
-def vllm_flag(info: Speculative) -> list[str]:
-    return ["--speculative-config", json.dumps(info.config(), separators=(",", ":"))]
-
-
 def explain_line(model, plan) -> str | None:
     """The drafter's share of the cache and weights, for --explain."""
     info = model.speculative
@@ -233,49 +228,3 @@ def report(model, plan) -> dict | None:
     return {**info.as_dict(), "config": info.config(),
             "kv_bytes_per_token": sum(r["kv_bytes_per_token"] for r in kinds.values()),
             "layer_kinds": list(kinds.values())}
-
-
-# --- vLLM releases --------------------------------------------------------------------------------
-# Checked in the wheels: the V1 engine refuses method "draft_model" in 0.11.0 (engine/arg_utils.py L1485-1488)
-# and has DraftModelProposer from 0.15.0 (v1/worker/gpu_model_runner.py L450); an MTP layer's own
-# shared_head.head (a ParallelLMHead of vocab x hidden) stays loaded through 0.15.0 (v1/spec_decode/eagle.py
-# 0.11.0 L883-889, 0.15.0 L1235-1245 share only the drafter's `lm_head`), and is replaced by the target's
-# head from 0.20.0 (llm_base_proposer.py 0.20.0 L1511-1527); 0.16-0.19 were not read.
-DRAFT_MODEL_FROM = (0, 15, 0)
-MTP_FROM = (0, 11, 0)  # the oldest release whose MTP drafter was read
-MTP_HEAD_SHARED_FROM = (0, 20, 0)
-
-
-def check_vllm(method: str, v: tuple) -> None:
-    """A one-line refusal where vLLM release v does not serve the drafter `method` kvplan models."""
-    if method == "draft_model" and v < DRAFT_MODEL_FROM:
-        raise KvplanError(f"--speculative draft with vLLM {'.'.join(map(str, v))}: the V1 engine serves draft models "
-                          "from 0.15.0 (0.11.0 refuses them); choose --engine-version 0.15.0 or later", EXIT_USAGE)
-    if method == "mtp" and v < MTP_FROM:
-        raise KvplanError(f"--speculative mtp with vLLM {'.'.join(map(str, v))}: releases before 0.11.0 are not "
-                          "modelled for MTP", EXIT_USAGE)
-
-
-def vllm_view(model, v: tuple):
-    """The model as a vLLM release loads its drafter: before 0.20.0 every MTP layer keeps its own copy of
-    the LM head (vocab x hidden, split over tp like the head)."""
-    info = model.speculative
-    if info is None or info.method != "mtp" or v >= MTP_HEAD_SHARED_FROM:
-        return model
-    extra = info.layers * model.vocab_size * model.hidden_size
-    params = dataclasses.replace(model.params, lm_head=model.params.lm_head + extra)
-    plain = 4 if model.dtype == "fp32" else 2
-    checkpoint = None if model.checkpoint_bytes is None else model.checkpoint_bytes + extra * plain
-    return dataclasses.replace(model, params=params, checkpoint_bytes=checkpoint)
-
-
-def vllm_pool_terms(model, v: tuple) -> tuple[int, int]:
-    """(extra pages per Mamba-style state, tokens retained below each sliding window) for vLLM release v:
-    num_speculative_tokens pages (MambaSpec.num_speculative_blocks), and num_speculative_tokens - 1 tokens
-    when more than one MTP module drafts, from 0.33.0 (num_prefill_lookahead_tokens - 1: config/vllm.py
-    L653-675, kv_cache_planning.py L1634-1641)."""
-    info = model.speculative
-    if info is None:
-        return 0, 0
-    multi_module = info.method == "mtp" and min(info.layers, info.num_speculative_tokens) > 1
-    return info.num_speculative_tokens, info.num_speculative_tokens - 1 if multi_module and v >= (0, 33, 0) else 0

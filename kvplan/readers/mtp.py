@@ -29,6 +29,7 @@ from dataclasses import fields, replace
 
 from kvplan.model.layers import Kind, LayerSpec
 from kvplan.model.spec import ParamCounts
+from kvplan.readers.params import count_params
 
 # model_type -> (config key counting the modules, vLLM's default when absent, projection of [e; h])
 FAMILIES = {
@@ -60,8 +61,6 @@ def mtp_count(cfg, model_type: str) -> int:
 
 def read_mtp(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> tuple[tuple, ParamCounts | None, list[str]]:
     """(MTP cache layers, their parameters, notices) of a config; ((), None, notes) when it has none."""
-    from kvplan.readers.params import count_params
-
     declared = next((k for k in MTP_KEYS if cfg.has(k) and cfg.raw(k)), None)
     if model_type not in FAMILIES:
         note = (f"{declared} = {cfg.raw(declared)!r}: this model_type's multi-token-prediction layers are not read "

@@ -326,7 +326,7 @@ SECTIONS = [
 def render_html(rows: list[dict], *, title: str = "kvplan sweep", summary: list[str] = (),
                 skipped: list[str] = (), currency: str = "price units", total: int | None = None,
                 max_rows: int = MAX_TABLE_ROWS, headlines: list[dict] | None = None) -> str:
-    """The page for ranked sweep rows (kvplan.compare.sweep.sweep_rows). `summary` and `skipped` are lines
+    """The page for ranked sweep rows (kvplan.report.export.sweep_rows). `summary` and `skipped` are lines
     of plain text (escaped here); `total` is the number of plans when `rows` is a leading slice;
     `headlines` (kvplan.compare.procurement.headlines) open the page: the answer per model × context.
     Charts come one set per model, so no chart mixes models."""

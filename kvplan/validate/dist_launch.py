@@ -20,9 +20,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
+import torch
+import torch.distributed as dist
+
 from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
+from kvplan.validate.dist_rank import run_rank
 
 TIMEOUT_S = 300  # the whole run; a collective waits at most COLLECTIVE_TIMEOUT_S for a lost rank
 COLLECTIVE_TIMEOUT_S = 120
@@ -40,18 +45,12 @@ def _free_port() -> int:
 
 
 def _init(backend: str) -> tuple[int, int]:
-    import torch.distributed as dist
-
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
     return dist.get_rank(), dist.get_world_size()
 
 
 def join_torchrun(full, s, layout, backend: str) -> list[dict] | None:
     """Under torchrun: join its group and run this rank; rank 0 returns every record, others None."""
-    import torch.distributed as dist
-
-    from kvplan.validate.dist_run import run_rank
-
     world = int(os.environ["WORLD_SIZE"])
     if world != layout.world:
         raise KvplanError(f"torchrun started {world} processes but {layout.label()} needs {layout.world}", EXIT_USAGE)
@@ -129,12 +128,6 @@ def _stderr_tail(proc) -> str:
 
 def _rank_main() -> int:
     """One rank started by `launch`: read the inputs, run, write this rank's record or error."""
-    import traceback
-
-    import torch
-
-    from kvplan.validate.dist_run import run_rank
-
     folder = Path(os.environ["KVPLAN_DIST_DIR"])
     rank = int(os.environ["RANK"])
     out = folder / f"rank{rank}.json"

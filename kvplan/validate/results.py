@@ -6,7 +6,7 @@ script on a target GPU, or several machines' files concatenated, build one repor
 file is only ever appended to when it already is a results file (its runs, or its CSV header,
 carry RESULT_KEYS): a foreign file is refused, never merged into. `check_output` says all that
 before a run starts, so a decode is never thrown away for a bad --output. Writes go through
-kvplan.report.export.atomic_write, kvplan's one writer, to the symlink's target when --output is a link
+kvplan.core.files.atomic_write, kvplan's one writer, to the symlink's target when --output is a link
 (the link stays); a pipe or device is refused. An interrupted write leaves the old file whole.
 No torch here.
 """
@@ -18,6 +18,8 @@ import io
 import json
 import os
 from pathlib import Path
+
+from kvplan.core import files
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 
@@ -123,15 +125,13 @@ def _from_cell(text: str | None):
 
 def write_results(path: Path, record: dict) -> int:
     """Append `record` to the results file at `path`; returns how many runs the file now holds."""
-    from kvplan.report.export import atomic_write
-
     path = Path(path)
     check_output(path)  # again: the file may have changed during the run
     fmt = _format(path)
     records = [*read_results(path), record]
     path = Path(os.path.realpath(path))  # a symlink stays a link: its target file is what is replaced
     if fmt == ".json":
-        atomic_write(path, json.dumps(records, indent=1) + "\n")
+        files.atomic_write(path, json.dumps(records, indent=1) + "\n")
         return len(records)
     columns = list(dict.fromkeys(k for r in records for k in r))
     buf = io.StringIO()
@@ -139,5 +139,5 @@ def write_results(path: Path, record: dict) -> int:
     writer.writeheader()
     for r in records:
         writer.writerow({k: _cell(r.get(k)) for k in columns})
-    atomic_write(path, buf.getvalue(), newline="")
+    files.atomic_write(path, buf.getvalue(), newline="")
     return len(records)

@@ -1,10 +1,10 @@
 """A llama.cpp start-up log against kvplan's llama.cpp arithmetic: the KV buffer from the layers
-the log prints (or the model's), by cache type (kvplan.engines.reconcile holds the rows and the entry point)."""
+the log prints (or the model's), by cache type (kvplan.engines.logcheck holds the rows)."""
 
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.engines.reconcile import MIB, WHATIF_CONTEXTS, Reconciliation, Row, rel
+from kvplan.engines.logcheck import MIB, WHATIF_CONTEXTS, Reconciliation, Row, rel
 
 
 def reconcile_llamacpp(rec, model, gpu, version, kv_name, tp):

@@ -1,12 +1,12 @@
 """An SGLang start-up log against kvplan's SGLang arithmetic: weights, the KV pool's bytes and
-tokens, concurrency (kvplan.engines.reconcile holds the rows and the entry point)."""
+tokens, concurrency (kvplan.engines.logcheck holds the rows)."""
 
 from __future__ import annotations
 
 import math
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.engines.reconcile import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
+from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 
 
 def reconcile_sglang(rec, model, gpu, version, kv_name, tp):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 from kvplan.core.intmath import cdiv
+from kvplan.engines.vllm.settings import Settings
 
 GIB = 2**30
 MARGIN_FRACTION = 0.05  # of the KV budget the requested load needs
@@ -57,9 +58,8 @@ def auto_note(result, model) -> str | None:
 
 def settings_of(settings: dict):
     """The vllm.Settings behind a plan's settings dict (which carries extra keys)."""
-    from kvplan.engines.vllm import engine as vllm
-    names = {f.name for f in dataclasses.fields(vllm.Settings)}
-    return vllm.Settings(**{k: v for k, v in settings.items() if k in names})
+    names = {f.name for f in dataclasses.fields(Settings)}
+    return Settings(**{k: v for k, v in settings.items() if k in names})
 
 
 def kv_needed(model, plan, st, concurrency: int) -> int:

@@ -16,8 +16,7 @@ Sources (read as released wheels; see docs/engines.md section 1 for line numbers
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
@@ -28,6 +27,7 @@ from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_ver
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST
 from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
+from kvplan.engines.vllm.settings import Settings
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
@@ -38,45 +38,6 @@ VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "
             "0.25.0", "0.30.0", "0.33.0")
 DEFAULT_VERSION = "0.33.0"
 OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling")
-
-
-@dataclass(frozen=True)
-class Settings:
-    version: str
-    gpu_memory_utilization: float
-    block_size: int
-    max_num_batched_tokens: int
-    max_num_seqs: int
-    cudagraphs: bool  # CUDA-graph memory subtracted from the budget (v0.20.0+ unless enforce_eager)
-    async_scheduling: bool  # doubles the sliding-window in-flight term from v0.30.0
-    v1: bool  # the V1 engine (default from v0.8.0)
-    # the GPU it runs on: its facts (compute capability, fabric) pick the kernels whose weights load padded and
-    # the all-reduce workspace (kvplan.engines.vllm.overhead); reported by its key only (as_dict)
-    gpu: object = None
-    # speculative decoding: a Mamba-style state keeps 1 + num_speculative_tokens pages per request
-    # (MambaSpec.num_speculative_blocks: kv_cache_interface.py v0.33.0 L1141, mamba/abstract.py L86)
-    spec_state_blocks: int = 0
-    # multi-module MTP keeps num_speculative_tokens - 1 more tokens below every sliding window
-    # (SlidingWindowSpec.extra_retained_tokens: v0.33.0 kv_cache_planning.py L1634-1641, kv_cache_interface.py
-    # L903-945; absent in 0.25.0, 0.30.0 not read)
-    swa_retained: int = 0
-    eager: bool = False  # --enforce-eager: no torch.compile, no CUDA graphs (vllm_non_torch: what that saves)
-
-    @cached_property  # (read for every block count of a max-context search: parsed once)
-    def v(self) -> tuple[int, ...]:
-        return parse_version(self.version)
-
-    @cached_property
-    def in_flight_tokens(self) -> int:
-        if self.v >= (0, 30, 0) and self.async_scheduling:
-            return 2 * self.max_num_batched_tokens
-        return self.max_num_batched_tokens
-
-    def as_dict(self) -> dict:
-        """The settings as fit --json reports them, the GPU by its key (a label: no rule reads it)."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return {**{("gpu_key" if k == "gpu" else k): (getattr(v, "key", "") or "" if k == "gpu" else v)
-                   for k, v in d.items()}, "in_flight_tokens": self.in_flight_tokens}
 
 
 def _device_name(gpu) -> str:
@@ -151,7 +112,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     kv = req.kv_dtype
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
-    from kvplan.planning.speculative import vllm_pool_terms
+    from kvplan.engines.vllm.speculative import vllm_pool_terms
 
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
                     opt_bool(opts, "async_scheduling", True), v1, gpu,
@@ -294,14 +255,14 @@ class Vllm(Engine):
         return fact_warnings("vLLM", gpu, [*(["device_name"] if named else []), *missing_facts(model, dep, st)])
 
     def check_speculative(self, method: str) -> None:
-        """Draft models from 0.15.0, MTP from 0.11.0 (kvplan.planning.speculative.check_vllm)."""
-        from kvplan.planning.speculative import check_vllm
+        """Draft models from 0.15.0, MTP from 0.11.0 (kvplan.engines.vllm.speculative.check_vllm)."""
+        from kvplan.engines.vllm.speculative import check_vllm
 
         check_vllm(method, parse_version(self.version or DEFAULT_VERSION))
 
     def view(self, model, st: Settings):
-        """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.planning.speculative)."""
-        from kvplan.planning.speculative import vllm_view
+        """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.engines.vllm.speculative)."""
+        from kvplan.engines.vllm.speculative import vllm_view
 
         return vllm_view(model, st.v)
 
@@ -373,7 +334,7 @@ class Vllm(Engine):
         if settings["block_size"] != 16:
             args += ["--block-size", str(settings["block_size"])]
         if model.speculative is not None:
-            from kvplan.planning.speculative import vllm_flag
+            from kvplan.engines.vllm.speculative import vllm_flag
 
             args += vllm_flag(model.speculative)
         return args

@@ -1,7 +1,7 @@
 """A vLLM start-up log against kvplan's vLLM arithmetic: the deployment the log states, its budget
 (total x gpu_memory_utilization less the weights and the overhead terms vLLM prints), its block pool,
-and with no model given the engine's own arithmetic between its printed numbers (kvplan.engines.reconcile
-holds the rows and the entry point)."""
+and with no model given the engine's own arithmetic between its printed numbers (kvplan.engines.logcheck
+holds the rows)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.logparse import Num
-from kvplan.engines.reconcile import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
+from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 
 
 def reconcile_vllm(rec, model, gpu, version, kv_name, tp):

@@ -25,7 +25,10 @@ def test_engine_flags_make_the_same_engine_for_every_command():
     ((None, None, None, None, None, "trtllm"), "--emit supports"),
 ])
 def test_engine_flag_errors_are_one_line(args, needle):
-    with pytest.raises(KvplanError) as err:
+    from kvplan.cli._common import flag
+    from kvplan.core.errors import inputs_named
+
+    with inputs_named(flag), pytest.raises(KvplanError) as err:  # as a command (cli_errors) names inputs
         _common.engine_from_flags(*args)
     assert needle in err.value.message and "\n" not in err.value.message
 

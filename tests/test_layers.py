@@ -17,7 +17,7 @@ ROOT = Path(kvplan.__file__).parent
 # Lowest first. A module belongs to the layer of its first package under kvplan/.
 LAYERS = ("core", "model", "readers", "sources", "hardware", "planning", "engines", "compare", "simulator",
           "report", "validate", "cli")
-TOP = ("kvplan", "kvplan.__main__")  # the public API and `python -m kvplan`: above every layer
+TOP = ("kvplan", "kvplan.api", "kvplan.__main__")  # the public API and `python -m kvplan`: above every layer
 # The one name a lower layer may take from the package root: Python runs kvplan/__init__.py before any
 # kvplan module, so reading its version costs nothing and starts no cycle through what the API imports.
 ROOT_NAMES = {"__version__"}

@@ -85,7 +85,7 @@ def cheapest(
     check_range("--replicas", replicas, 1, 4096)
     chosen, gmu = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
     drafter = speculative_request(speculative, chosen)
-    ctx_tokens = None if ctx is None else parse_tokens(ctx, "--ctx")
+    ctx_tokens = None if ctx is None else parse_tokens(ctx, "context")
     counts = parse_counts(gpu_counts) if gpu_counts is not None else None
     canonical_kv_dtype(kv_dtype)
     wdt = canonical_weight_dtype(weight_dtype) if weight_dtype else None

@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    MAX_BATCH, BatchOpt, BlockSizeOpt, CtxOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt,
+    BatchOpt, BlockSizeOpt, CtxOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt,
     JsonOpt, KvDtypeOpt, RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, cli_errors,
     engine_from_flags, print_notes, speculative_request, stderr, with_speculative,
 )
@@ -18,28 +18,12 @@ def register(app: typer.Typer) -> None:
 
 def _request(ctx_tokens: Optional[int], batch: int, kv_dtype: str, weight_dtype, model, block_size: Optional[int],
              gpu_memory_utilization: Optional[str], overhead: Optional[str], kv_cache_memory: Optional[str]):
-    """The Request the flags ask for; block size and utilisation default to kvplan.planning.plan's (vLLM's)."""
-    from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
-    from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Request
-    from kvplan.core.units import parse_bytes, parse_fraction
+    """The Request the flags ask for (kvplan.planning.request: as the Python API reads its keywords)."""
+    from kvplan.planning.request import read_request
 
-    if not 1 <= batch <= MAX_BATCH:
-        raise KvplanError(f"--batch must be between 1 and {MAX_BATCH:,}, got {batch}", EXIT_USAGE)
-    block_size = DEFAULT_BLOCK_SIZE if block_size is None else block_size
-    if gpu_memory_utilization is None:
-        gpu_memory_utilization = str(DEFAULT_GPU_MEMORY_UTILIZATION)
-    return Request(
-        context=model.max_context if ctx_tokens is None else ctx_tokens,
-        context_from_model=ctx_tokens is None,
-        batch=batch,
-        kv_dtype=canonical_kv_dtype(kv_dtype, model.dtype),
-        weight_dtype=None if weight_dtype is None or weight_dtype.strip().lower() == "auto"
-        else canonical_weight_dtype(weight_dtype),
-        block_size=block_size,
-        gpu_memory_utilization=parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization"),
-        overhead_bytes=None if overhead is None else parse_bytes(overhead, "--overhead", allow_zero=True),
-        kv_cache_memory_bytes=None if kv_cache_memory is None else parse_bytes(kv_cache_memory, "--kv-cache-memory"),
-    )
+    return read_request(model, context=ctx_tokens, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+                        block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
+                        kv_cache_memory=kv_cache_memory)
 
 
 def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]):
@@ -97,7 +81,7 @@ def fit(
     from kvplan.core.units import parse_tokens
 
     hw = find_gpu(gpu, hw_profiles or ())
-    ctx_tokens = None if ctx is None else parse_tokens(ctx, "--ctx")
+    ctx_tokens = None if ctx is None else parse_tokens(ctx, "context")
     # engine flags and the drafter are checked before the model is resolved (maybe a Hub download)
     chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size, emit)
     drafter = speculative_request(speculative, chosen)

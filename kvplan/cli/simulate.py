@@ -160,7 +160,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     from kvplan.core.units import parse_tokens
 
     hw = find_gpu(gpu, hw_profiles or ())
-    limit = None if max_model_len is None else parse_tokens(max_model_len, "--max-model-len")
+    limit = None if max_model_len is None else parse_tokens(max_model_len, "max_model_len")
     drafter = speculative_request(speculative, chosen)
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)

@@ -78,7 +78,7 @@ def sweep(
     from kvplan.core.units import parse_token_list
 
     hw = hw_profiles or ()
-    contexts = parse_token_list(ctx, "--ctx")
+    contexts = parse_token_list(ctx, "context")
     counts = parse_counts(gpu_counts)
     kv_names = names(kv_dtype, "--kv-dtype")
     for n in kv_names:

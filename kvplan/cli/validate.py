@@ -46,7 +46,7 @@ def validate(
     from kvplan.sources.resolve import resolve_model
     from kvplan.core.units import parse_tokens
 
-    ctx_tokens = parse_tokens(ctx, "--ctx")
+    ctx_tokens = parse_tokens(ctx, "context")
     _check_flags(tp, pp, dp, ep, backend, hidden)
     compute = _compute(dtype)
     if output is not None:

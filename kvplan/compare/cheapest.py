@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from kvplan.compare.candidates import try_deployments
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Plan, Request
 from kvplan.core.units import human_bytes, human_tokens
@@ -94,10 +94,10 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
 
     engine = engine or resolve_engine()
     if not 1 <= concurrency <= 1_000_000:
-        raise KvplanError(f"--concurrency must be between 1 and 1,000,000, got {concurrency}", EXIT_USAGE)
+        raise out_of_range("concurrency", concurrency, 1, 1_000_000)
     if min_tokens_per_second is not None and not 0 < min_tokens_per_second < math.inf:
-        raise KvplanError(f"--min-tokens-per-second must be a positive number, got {min_tokens_per_second}",
-                          EXIT_USAGE)
+        raise KvplanError(f"{arg('min_tokens_per_second')} must be a positive number, got {min_tokens_per_second}",
+                          EXIT_USAGE, param="min_tokens_per_second", value=min_tokens_per_second)
     extra = {}
     if gpu_memory_utilization is not None:
         extra["gpu_memory_utilization"] = gpu_memory_utilization

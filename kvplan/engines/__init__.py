@@ -10,11 +10,15 @@ are imported on demand, so `fit` without --engine stays light.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
+from kvplan.core.units import parse_fraction
 from kvplan.engines.base import parse_engine_opts
 from kvplan.engines.neutral import NeutralEngine
 from kvplan.engines.registry import canonical_engine, emitters, engine_class, engine_names
 
-__all__ = ["canonical_engine", "emitters", "engine_class", "engine_names", "resolve_engine"]
+__all__ = ["canonical_engine", "configure", "emitters", "engine_class", "engine_names", "resolve_engine"]
 
 
 def resolve_engine(name: str | None = None, version: str | None = None, opt_items=(), **explicit):
@@ -24,3 +28,32 @@ def resolve_engine(name: str | None = None, version: str | None = None, opt_item
     if name is None:
         return NeutralEngine(None, {}, explicit)
     return engine_class(name)(version, parse_engine_opts(opt_items), explicit)
+
+
+def configure(engine: str | None = None, engine_version: str | None = None, engine_opts=(),
+              gpu_memory_utilization: float | str | None = None, block_size: int | None = None, *,
+              emit: str | None = None):
+    """(the engine a person's inputs ask for, the utilisation given or None), each input checked before
+    any work: the engine-neutral planner without `engine`. `engine_opts` is {key: value} or
+    ['key=value', ...]; `emit` (fit's --emit) names an engine whose serve command is wanted, and implies it.
+    The CLI's flags and the Python API's keywords both come here (kvplan.cli._common, kvplan.api)."""
+    if block_size is not None and not 1 <= block_size <= 4096:
+        raise out_of_range("block_size", block_size, 1, 4096)
+    gmu = None if gpu_memory_utilization is None else parse_fraction(gpu_memory_utilization,
+                                                                     "gpu_memory_utilization")
+    items = [f"{k}={v}" for k, v in engine_opts.items()] if isinstance(engine_opts, Mapping) else list(engine_opts)
+    explicit = {"gpu_memory_utilization": gmu, "block_size": block_size}
+    if engine is None and emit is None:
+        if engine_version or items:
+            raise KvplanError(f"{arg('engine_version')} and {arg('engine_opts')} need {arg('engine')}", EXIT_USAGE,
+                              param="engine")
+        return resolve_engine(None, **explicit), gmu
+    name = canonical_engine(engine or emit)
+    if emit is not None:
+        if not engine_class(emit).emits:  # (the whole registry only to list the emitters)
+            raise KvplanError(f"{arg('emit')} supports {', '.join(emitters())}, not {emit}", EXIT_USAGE,
+                              param="emit", value=emit, allowed=emitters())
+        if canonical_engine(emit) != name:
+            raise KvplanError(f"{arg('emit')} {emit} does not match {arg('engine')} {name}", EXIT_USAGE,
+                              param="emit", value=emit)
+    return resolve_engine(name, engine_version, items, **explicit), gmu

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.sources.origin import model_arg
 
 _TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # --dtype's spelling (vLLM, SGLang)
@@ -69,8 +69,9 @@ def weight_args(engine, plan, model) -> list[str]:
     else:
         why = f"{label} loads {have} weights only as stored"
     example = " (an AWQ or GPTQ repo)" if want == "int4" else ""
-    raise KvplanError(f"--emit {engine.name}: the plan counts {want} weights but {model_arg(model)} stores {have}, and "
-                      f"{why}; plan a checkpoint stored as {want}{example} or drop --weight-dtype", EXIT_USAGE)
+    raise KvplanError(f"{arg('emit')} {engine.name}: the plan counts {want} weights but {model_arg(model)} stores "
+                      f"{have}, and {why}; plan a checkpoint stored as {want}{example} or drop {arg('weight_dtype')}",
+                      EXIT_USAGE, param="weight_dtype", value=want)
 
 
 def gguf_file_type(plan, model) -> str:
@@ -85,9 +86,9 @@ def gguf_file_type(plan, model) -> str:
         return want.upper()
     if want == "mxfp4" and checkpoint_weights(model) == "mxfp4" and model.quantization.experts_only:
         return "MXFP4_MOE"  # llama-quantize's MXFP4_MOE: the experts in MXFP4, as gpt-oss ships them
-    raise KvplanError(f"--emit llama.cpp: the plan counts {want} weights, and llama.cpp loads a GGUF file's own "
-                      "types, none of which is that; plan with a GGUF type (--weight-dtype q8_0, q4_k_m, ...)",
-                      EXIT_USAGE)
+    raise KvplanError(f"{arg('emit')} llama.cpp: the plan counts {want} weights, and llama.cpp loads a GGUF file's "
+                      f"own types, none of which is that; plan with a GGUF type ({arg('weight_dtype')} q8_0, q4_k_m, "
+                      "...)", EXIT_USAGE, param="weight_dtype", value=want)
 
 
 def fp8_at_load(engine, plan, model) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvplan.core.dtypes import canonical_kv_dtype
+from kvplan.core.errors import arg
 from kvplan.hardware.gpus import GPU
 
 
@@ -51,4 +52,4 @@ def cache_dtype(name: str | None, model):
 
 
 def assumed_gpu():
-    return GPU.of_memory("unknown", "an assumed 80 GiB GPU", 80 * GIB, "assumed: no --gpu given")
+    return GPU.of_memory("unknown", "an assumed 80 GiB GPU", 80 * GIB, f"assumed: no {arg('gpu')} given")

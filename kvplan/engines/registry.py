@@ -66,7 +66,8 @@ def canonical_engine(name: str) -> str:
     classes, aliases = _registry()
     key = aliases.get(key, key)
     if key not in classes:
-        raise KvplanError(f"unknown engine {name!r}; choose one of: {', '.join(classes)}", EXIT_USAGE)
+        raise KvplanError(f"unknown engine {name!r}; choose one of: {', '.join(classes)}", EXIT_USAGE, param="engine",
+                          value=name, allowed=tuple(classes))
     return key
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, NoReturn, Sequence
 
-from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
 from kvplan.hardware.facts import FACT_FIELDS, parse_capability, read_facts, read_interconnect
 
 CONFIDENCE_LEVELS = ("high", "medium", "low")
@@ -406,5 +406,5 @@ def find_gpu(name: str, extra_dirs: Sequence[str | Path] = ()) -> GPU:
     if suggestions:
         hint = "did you mean: " + ", ".join(suggestions) + "?"
     else:
-        hint = f"no close match among {len(gpus)} known GPUs (add your own with --hw-profiles DIR)"
-    raise KvplanError(f"unknown GPU {name!r}; {hint}", EXIT_NOT_FOUND)
+        hint = f"no close match among {len(gpus)} known GPUs (add your own with {arg('hw_profiles')} DIR)"
+    raise KvplanError(f"unknown GPU {name!r}; {hint}", EXIT_NOT_FOUND, param="gpu", value=name)

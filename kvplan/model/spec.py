@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.model.layers import LayerSpec
 
@@ -113,7 +113,8 @@ class ModelSpec:
     def with_layers(self, n: int) -> ModelSpec:
         """The first n layers of the real pattern (for reduced validation runs), weights scaled."""
         if not 0 < n <= self.num_layers:
-            raise KvplanError(f"--layers must be between 1 and {self.num_layers}, got {n}", EXIT_USAGE)
+            raise KvplanError(f"{arg('layers')} must be between 1 and {self.num_layers}, got {n}", EXIT_USAGE,
+                              param="layers", value=n, allowed=(1, self.num_layers))
         p = self.params
         per = lambda x: x * n // self.num_layers  # noqa: E731 - layer-proportional parts
         params = replace(

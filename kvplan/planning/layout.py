@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from kvplan.planning.deploy import NODE_GPUS, Deployment, validate_deployment
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
 from kvplan.core.intmath import cdiv
 from kvplan.model.layers import FullAttention, MLALatent
 from kvplan.model.spec import ModelSpec, WeightBytes
@@ -148,9 +148,9 @@ def layout_from_flags(model: ModelSpec, gpus: int | None, tp: int | None, pp: in
     (--gpus N alone), or the one Deployment they fix. Unset sizes are 1, except tp, which takes
     what --gpus leaves (gpus / (pp x dp)); --ep takes vLLM's only size, tp x dp, and any other
     value is refused with vLLM's reason. A layout the model cannot run is a one-line error."""
-    for flag, value in (("--gpus", gpus), ("--tp", tp), ("--pp", pp), ("--dp", dp), ("--ep", ep), ("--dcp", dcp)):
+    for name, value in (("gpus", gpus), ("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("dcp", dcp)):
         if value is not None and not 1 <= value <= 4096:
-            raise KvplanError(f"{flag} must be between 1 and 4096, got {value}", EXIT_USAGE)
+            raise out_of_range(name, value, 1, 4096, thousands=False)
     if all(v is None for v in (gpus, tp, pp, dp, ep, dcp)):
         return None
     if gpus is not None and all(v is None for v in (tp, pp, dp, ep, dcp)):
@@ -158,10 +158,12 @@ def layout_from_flags(model: ModelSpec, gpus: int | None, tp: int | None, pp: in
     pp, dp = pp or 1, dp or 1
     if tp is None:
         if gpus is not None and gpus % (pp * dp):
-            raise KvplanError(f"--gpus {gpus} is not a multiple of --pp {pp} × --dp {dp}", EXIT_USAGE)
+            raise KvplanError(f"{arg('gpus')} {gpus} is not a multiple of {arg('pp')} {pp} × {arg('dp')} {dp}",
+                              EXIT_USAGE, param="gpus", value=gpus)
         tp = gpus // (pp * dp) if gpus is not None else 1
     if gpus is not None and gpus != tp * pp * dp:
-        raise KvplanError(f"--gpus {gpus} does not equal --tp {tp} × --pp {pp} × --dp {dp}", EXIT_USAGE)
+        raise KvplanError(f"{arg('gpus')} {gpus} does not equal {arg('tp')} {tp} × {arg('pp')} {pp} × "
+                          f"{arg('dp')} {dp}", EXIT_USAGE, param="gpus", value=gpus)
     dep = Deployment(tp, pp, dp, 1 if ep is None else ep, 1 if dcp is None else dcp)
     why = validate_deployment(model, dep)
     if why:

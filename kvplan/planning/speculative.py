@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 
 NGRAM_LOOKUP = 5  # vLLM's prompt_lookup_min/max default (config/speculative.py, ngram branch)
 METHODS = ("mtp", "draft", "ngram")
@@ -84,30 +84,35 @@ def parse(text: str | None) -> SpecRequest | None:
     head, _, rest = raw.partition(":")
     head = head.strip().lower()
     if head in ("eagle", "eagle3", "medusa", "dflash", "dspark", "suffix"):
-        raise KvplanError(f"--speculative {head}: not modelled (kvplan does not read {head} drafter checkpoints, "
-                          "whose layers and shared weights vary by head); use mtp[:N], draft:MODEL:N or ngram:N", EXIT_USAGE)
+        raise _refused(f"{head}: not modelled (kvplan does not read {head} drafter checkpoints, whose layers and "
+                       "shared weights vary by head); use mtp[:N], draft:MODEL:N or ngram:N", text)
     if head not in ("mtp", "draft", "draft_model", "ngram"):
-        raise KvplanError(f"--speculative expects mtp[:N], draft:MODEL:N or ngram:N, got {text!r}", EXIT_USAGE)
+        raise _refused(f"expects mtp[:N], draft:MODEL:N or ngram:N, got {text!r}", text)
     if head == "ngram" and not rest.strip():
-        raise KvplanError("--speculative ngram:N needs N, the speculative tokens (vLLM requires "
-                          "num_speculative_tokens)", EXIT_USAGE)
+        raise _refused("ngram:N needs N, the speculative tokens (vLLM requires num_speculative_tokens)", text)
     if head in ("draft", "draft_model"):
         model, _, n = rest.rpartition(":")
         if not model.strip() or not n.strip():
-            raise KvplanError("--speculative draft:MODEL:N needs the draft model and N, the speculative tokens "
-                              "(vLLM requires num_speculative_tokens with a draft model)", EXIT_USAGE)
+            raise _refused("draft:MODEL:N needs the draft model and N, the speculative tokens (vLLM requires "
+                           "num_speculative_tokens with a draft model)", text)
         return SpecRequest("draft_model", _tokens(n), model.strip())
     return SpecRequest(head, _tokens(rest) if rest.strip() else None)
+
+
+def _refused(problem: str, value=None) -> KvplanError:
+    """'--speculative <problem>': the drafter asked for, refused (a usage error blaming `speculative`)."""
+    return KvplanError(f"{arg('speculative')} {problem}", EXIT_USAGE, param="speculative", value=value)
 
 
 def _tokens(text: str) -> int:
     try:
         n = int(text.strip())
     except ValueError:
-        raise KvplanError(f"--speculative: speculative tokens must be an integer, got {text.strip()!r}",
-                          EXIT_USAGE) from None
+        raise KvplanError(f"{arg('speculative')}: speculative tokens must be an integer, got {text.strip()!r}",
+                          EXIT_USAGE, param="speculative", value=text) from None
     if not 1 <= n <= MAX_TOKENS:
-        raise KvplanError(f"--speculative: speculative tokens must be between 1 and {MAX_TOKENS}, got {n}", EXIT_USAGE)
+        raise KvplanError(f"{arg('speculative')}: speculative tokens must be between 1 and {MAX_TOKENS}, got {n}",
+                          EXIT_USAGE, param="speculative", value=n, allowed=(1, MAX_TOKENS))
     return n
 
 
@@ -138,12 +143,11 @@ def _with_mtp(model, req: SpecRequest):
         else:
             why = (f"kvplan reads num_nextn_predict_layers / mtp_num_hidden_layers of {', '.join(sorted(FAMILIES))}; "
                    f"this model_type is {model.family or 'unknown'}")
-        raise KvplanError(f"--speculative mtp: {model.name} has no multi-token-prediction layers kvplan reads "
-                          f"({why})", EXIT_USAGE)
+        raise _refused(f"mtp: {model.name} has no multi-token-prediction layers kvplan reads ({why})", "mtp")
     n = req.num_speculative_tokens or k  # vLLM: num_speculative_tokens defaults to n_predict
     if n > k and n % k:
-        raise KvplanError(f"--speculative mtp:{n}: vLLM requires num_speculative_tokens ({n}) to be divisible by the "
-                          f"{k} MTP layer(s) when larger (config/speculative.py)", EXIT_USAGE)
+        raise _refused(f"mtp:{n}: vLLM requires num_speculative_tokens ({n}) to be divisible by the {k} MTP "
+                       "layer(s) when larger (config/speculative.py)", f"mtp:{n}")
     from kvplan.model.spec import weight_bytes
 
     p = model.mtp_params
@@ -163,11 +167,12 @@ def _with_draft(model, draft, req: SpecRequest):
     from kvplan.model.spec import weight_bytes
 
     if draft.vocab_size != model.vocab_size:
-        raise KvplanError(f"--speculative draft:{req.draft}: its vocabulary ({draft.vocab_size:,}) differs from "
-                          f"{model.name}'s ({model.vocab_size:,}); vLLM refuses that by default "
-                          "(verify_equal_vocab_size_if_draft_model)", EXIT_USAGE)
+        raise _refused(f"draft:{req.draft}: its vocabulary ({draft.vocab_size:,}) differs from {model.name}'s "
+                       f"({model.vocab_size:,}); vLLM refuses that by default (verify_equal_vocab_size_if_draft_model)",
+                       f"draft:{req.draft}")
     if draft.draft is not None or draft.speculative is not None:
-        raise KvplanError("--speculative: a draft model cannot itself have a drafter", EXIT_USAGE)
+        raise KvplanError(f"{arg('speculative')}: a draft model cannot itself have a drafter", EXIT_USAGE,
+                          param="speculative", value=f"draft:{req.draft}")
     nbytes = draft.checkpoint_bytes or weight_bytes(draft).total
     info = Speculative("draft_model", req.num_speculative_tokens, model_arg(draft), draft.name,
                        layers=draft.num_layers, params=draft.params.total, weight_bytes=nbytes)
@@ -184,15 +189,15 @@ def check_deployment(model, dep) -> None:
     if info is None:
         return
     if dep.pp > 1 and info.layers:
-        raise KvplanError("--speculative with --pp: vLLM puts the whole drafter on the last pipeline stage, which "
-                          "kvplan's even layer split does not model", EXIT_USAGE)
+        raise KvplanError(f"{arg('speculative')} with {arg('pp')}: vLLM puts the whole drafter on the last pipeline "
+                          "stage, which kvplan's even layer split does not model", EXIT_USAGE, param="pp", value=dep.pp)
     if model.draft is not None:
         from kvplan.planning.deploy import Deployment, validate_deployment
 
         why = validate_deployment(model.draft, Deployment(dep.tp, 1))
         if why:
-            raise KvplanError(f"--speculative draft: the draft model runs at the target's tp {dep.tp} in vLLM "
-                              f"(draft_model.py), and {model.draft.name}: {why}", EXIT_USAGE)
+            raise _refused(f"draft: the draft model runs at the target's tp {dep.tp} in vLLM (draft_model.py), and "
+                           f"{model.draft.name}: {why}")
 
 
 def explain_line(model, plan) -> str | None:

@@ -14,7 +14,7 @@ import importlib.util
 import math
 from dataclasses import replace
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, SlidingWindow
 from kvplan.model.spec import ModelSpec
 from kvplan.readers import family_reader, unknown_family_keys
@@ -104,7 +104,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         except (KvplanError, _Missing) as exc:
             why = exc.message if isinstance(exc, KvplanError) else f"missing key {' / '.join(exc.names)}"
             mtp_layers, mtp_params, mtp_notes = (), None, [f"multi-token-prediction layers not read ({why}); "
-                                                           "--speculative mtp is refused for this model"]
+                                                           f"{arg('speculative')} mtp is refused for this model"]
         notices += mtp_notes
     except _Missing as missing:
         raise KvplanError(

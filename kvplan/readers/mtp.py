@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 
+from kvplan.core.errors import arg
 from kvplan.model.layers import Kind, LayerSpec
 from kvplan.model.spec import ParamCounts
 from kvplan.readers.params import count_params
@@ -64,12 +65,12 @@ def read_mtp(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> tuple[tu
     declared = next((k for k in MTP_KEYS if cfg.has(k) and cfg.raw(k)), None)
     if model_type not in FAMILIES:
         note = (f"{declared} = {cfg.raw(declared)!r}: this model_type's multi-token-prediction layers are not read "
-                "by kvplan; --speculative mtp is refused for it") if declared else None
+                f"by kvplan; {arg('speculative')} mtp is refused for it") if declared else None
         return (), None, [note] if note else []
     k = mtp_count(cfg, model_type)
     if k and model_type == "glm_moe_dsa" and len(set(layers)) > 1:  # GLM-5.2's IndexCache: which spec? not read
         return (), None, ["the multi-token-prediction layer of a model whose layers differ in their indexer "
-                          "(IndexCache) is not read by kvplan; --speculative mtp is refused for it"]
+                          f"(IndexCache) is not read by kvplan; {arg('speculative')} mtp is refused for it"]
     attention = next((la for la in layers if la.kind in (Kind.FULL, Kind.MLA)), None)
     if not k or attention is None:
         return (), None, []

@@ -7,6 +7,7 @@ slots per layer are the plan's own (the engine's rules), so the lines add up to 
 
 from __future__ import annotations
 
+from kvplan.core.errors import arg
 from kvplan.core.intmath import cdiv
 from kvplan.model.layers import Kind, kv_heads_per_rank
 from kvplan.planning.plan import Plan
@@ -84,7 +85,7 @@ def explain_lines(plan: Plan, model) -> list[str]:
                      f" − weights {gib(plan.weight_bytes_per_gpu)} − overhead {gib(plan.overhead_bytes_per_gpu)}"
                      f" = {gib(kv)}")
     else:
-        lines.append(f"KV memory per GPU = --kv-cache-memory = {gib(kv)}")
+        lines.append(f"KV memory per GPU = {arg('kv_cache_memory')} = {gib(kv)}")
     dp = plan.deployment.dp
     if seq and dp > 1:
         lines.append(f"Max concurrency at {S:,} tokens = {dp} dp ranks, each its own requests × floor({kv:,} / {seq:,})"

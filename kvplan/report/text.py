@@ -6,6 +6,7 @@ print it, and the raw integers in JSON.
 
 from __future__ import annotations
 
+from kvplan.core.errors import arg
 from kvplan.model.layers import state_bytes
 from kvplan.planning.plan import Plan
 from kvplan.planning.layout import layout_text
@@ -189,7 +190,7 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> N
         ("= free", lambda p: gib(p.free_bytes_per_gpu)),
     ]
     if first.request.kv_cache_memory_bytes is not None:
-        rows = [rows[0], ("KV cache (--kv-cache-memory)", lambda p: gib(p.kv_memory_bytes_per_gpu)), *rows[5:]]
+        rows = [rows[0], (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu)), *rows[5:]]
     for label, fn in rows:
         budget.add_row(label, *[fn(p) for p in plans])
     console.print(budget)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.simulator.engine import EngineConfig
 from kvplan.simulator.workload import SimRequest
 
@@ -31,13 +31,15 @@ def shape_trace(requests: list[SimRequest], qps: float | None, duration: float |
     if qps is not None:
         span = requests[-1].arrival
         if span <= 0:
-            raise KvplanError("--qps cannot rescale a trace whose requests all arrive at once", EXIT_USAGE)
+            raise KvplanError(f"{arg('qps')} cannot rescale a trace whose requests all arrive at once", EXIT_USAGE,
+                              param="qps", value=qps)
         factor = (len(requests) - 1) / (qps * span)  # new span = (n - 1) / qps
         requests = [replace(r, arrival=r.arrival * factor) for r in requests]
     if duration is not None:
         requests = [r for r in requests if r.arrival < duration]
         if not requests:
-            raise KvplanError(f"no request of the trace arrives within --duration {duration:g} s", EXIT_USAGE)
+            raise KvplanError(f"no request of the trace arrives within {arg('duration')} {duration:g} s", EXIT_USAGE,
+                              param="duration", value=duration)
     return requests
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, RecurrentState, SlidingWindow
 from kvplan.model.spec import ModelSpec, ParamCounts
 from kvplan.readers.params import _UNGATED  # families whose MLP is up -> act -> down (kvplan's own list)
@@ -198,7 +198,7 @@ def state_dims(layer: RecurrentState) -> StateDims:
 def blueprint(full: ModelSpec, n: int, widths: Widths = Widths()) -> Blueprint:
     """What to build for the first n layers of `full`, with `widths` applied."""
     if not 0 < n <= full.num_layers:
-        raise KvplanError(f"--layers must be between 1 and {full.num_layers}, got {n}", EXIT_USAGE)
+        raise KvplanError(f"{arg('layers')} must be between 1 and {full.num_layers}, got {n}", EXIT_USAGE)
     p = full.params
     h_real = full.hidden_size
     gated = full.family not in _UNGATED

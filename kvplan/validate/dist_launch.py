@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, input_names, inputs_named
 from kvplan.validate.dist_rank import run_rank
 
 TIMEOUT_S = 300  # the whole run; a collective waits at most COLLECTIVE_TIMEOUT_S for a lost rank
@@ -68,7 +68,8 @@ def launch(full, s, layout, backend: str) -> list[dict]:
     """Start layout.world ranks on this machine and return their records in rank order."""
     with tempfile.TemporaryDirectory(prefix="kvplan-dist-") as tmp:
         folder = Path(tmp)
-        (folder / "inputs.pickle").write_bytes(pickle.dumps((full, s, layout, backend)))
+        # the ranks word their errors as this process does (the CLI's flags: kvplan.core.errors.inputs_named)
+        (folder / "inputs.pickle").write_bytes(pickle.dumps((full, s, layout, backend, input_names())))
         port = _free_port()
         procs = []
         for rank in range(layout.world):
@@ -133,14 +134,15 @@ def _rank_main() -> int:
     out = folder / f"rank{rank}.json"
     torch.set_num_threads(1)
     try:
-        full, s, layout, backend = pickle.loads((folder / "inputs.pickle").read_bytes())
+        full, s, layout, backend, names = pickle.loads((folder / "inputs.pickle").read_bytes())
         _init(backend)
         try:
-            out.write_text(json.dumps({"record": run_rank(rank, full, s, layout)}))
+            with inputs_named(names):
+                out.write_text(json.dumps({"record": run_rank(rank, full, s, layout)}))
         finally:
             torch.distributed.destroy_process_group()
     except KvplanError as exc:
-        out.write_text(json.dumps({"error": ("usage: " if exc.code == EXIT_USAGE else "") + str(exc)}))
+        out.write_text(json.dumps({"error": ("usage: " if exc.exit_code == EXIT_USAGE else "") + str(exc)}))
         return 1
     except Exception as exc:  # noqa: BLE001 - reported by the launcher in one line
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]

@@ -116,10 +116,10 @@ def run_rank(rank: int, full: ModelSpec, s, layout: Layout) -> dict:
     if dev.type == "cuda":
         dev = torch.device("cuda", rank % torch.cuda.device_count())
         torch.cuda.set_device(dev)
-    kv = option_dtype(s.kv_dtype, full.dtype, "--kv-dtype")
-    state = option_dtype(s.state_dtype, full.dtype, "--state-dtype")
+    kv = option_dtype(s.kv_dtype, full.dtype, "kv_dtype")
+    state = option_dtype(s.state_dtype, full.dtype, "state_dtype")
     compute = s.compute_dtype or ("fp32" if dev.type == "cpu" else full.dtype)
-    kv_t, state_t, compute_t = torch_dtype(kv, "--kv-dtype"), torch_dtype(state, "--state-dtype"), TORCH_DTYPES[compute]
+    kv_t, state_t, compute_t = torch_dtype(kv, "kv_dtype"), torch_dtype(state, "state_dtype"), TORCH_DTYPES[compute]
     groups = _groups(layout, rank)
     shard = shard_of(bp, layout, rank, s.batch)
     prompt = s.ctx - s.steps

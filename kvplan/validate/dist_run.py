@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.spec import ModelSpec
 from kvplan.validate.blueprint import blueprint
 from kvplan.validate.compare import KV_TOLERANCE, WEIGHTS_TOLERANCE, Check, all_ok
@@ -46,7 +46,7 @@ def check_distributed(full: ModelSpec, s, layout: Layout):
     if why:
         raise KvplanError(f"{full.name}: {why}", EXIT_USAGE)
     if dev.type == "cuda" and torch.cuda.device_count() < layout.world and not in_torchrun():
-        raise KvplanError(f"--device cuda: {layout.world} ranks need {layout.world} GPUs, "
+        raise KvplanError(f"{arg('device')} cuda: {layout.world} ranks need {layout.world} GPUs, "
                           f"{torch.cuda.device_count()} visible", EXIT_USAGE)
     return dev
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from kvplan.core.dtypes import KV_DTYPES, DType
 from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version_name, opt_bool, opt_int
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.model.layers import ATTENTION_KINDS, LOCAL_KINDS, Kind
 from kvplan.planning.plan import Answers
@@ -75,7 +75,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     tv = KV_DTYPES.get(opts["type_v"].lower().replace("f16", "fp16").replace("f32", "fp32"), None) \
         if "type_v" in opts else kv
     if tv is None:
-        raise KvplanError(f"unknown --engine-opt type_v {opts['type_v']!r}", EXIT_USAGE)
+        raise KvplanError(f"unknown {arg('engine_opts')} type_v {opts['type_v']!r}", EXIT_USAGE, param="engine_opts",
+                          value={"type_v": opts["type_v"]})
     fa = opt_bool(opts, "flash_attn", version in ("2025-08", "current"))  # "auto" since Aug/Sep 2025
     return Settings(version, opt_int(opts, "n_ubatch", 512), fa, opt_bool(opts, "kv_unified", False),
                     opt_bool(opts, "swa_full", False), kv, tv)
@@ -212,7 +213,8 @@ class LlamaCpp(Engine):
 
     def settings(self, model, gpu, dep, req) -> Settings:
         if dep.tp > 1:
-            raise KvplanError("llama.cpp splits layers over GPUs (use --pp N), not tensor parallelism", EXIT_USAGE)
+            raise KvplanError(f"llama.cpp splits layers over GPUs (use {arg('pp')} N), not tensor parallelism",
+                              EXIT_USAGE, param="tp", value=dep.tp)
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
     def request(self, req, st: Settings, model, dep):

@@ -29,7 +29,7 @@ from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS, reads_capability
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
                                  opt_float, opt_int, parse_version)
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.layers import LOCAL_KINDS, Kind
 
 GIB = 2**30
@@ -108,16 +108,17 @@ def dp_attention(model, dep, opts: dict) -> bool:
     moe = bool(model.params.num_experts)
     on = opt_bool(opts, "enable_dp_attention", dp > 1 and moe)
     if on and dp == 1:
-        raise KvplanError("enable_dp_attention needs --dp above 1 (kvplan's --dp is SGLang's --dp-size; "
-                          "its --tp-size is then tp × dp)", EXIT_USAGE)
+        raise KvplanError(f"enable_dp_attention needs {arg('dp')} above 1 (kvplan's {arg('dp')} is SGLang's "
+                          "--dp-size; its --tp-size is then tp × dp)", EXIT_USAGE, param="dp", value=dp)
     if on and not moe:
         raise KvplanError("enable_dp_attention on a dense model: SGLang then runs its MLPs tensor parallel over "
-                          "every rank, which kvplan does not model; plan --dp replicas (enable_dp_attention=false)",
-                          EXIT_USAGE)
+                          f"every rank, which kvplan does not model; plan {arg('dp')} replicas "
+                          "(enable_dp_attention=false)", EXIT_USAGE, param="engine_opts",
+                          value={"enable_dp_attention": opts.get("enable_dp_attention")})
     if dp > 1 and moe and not on:
-        raise KvplanError("--dp on a MoE model without enable_dp_attention is SGLang replicas (each with all "
-                          "experts over --tp-size): plan one replica with --tp and use cheapest --replicas",
-                          EXIT_USAGE)
+        raise KvplanError(f"{arg('dp')} on a MoE model without enable_dp_attention is SGLang replicas (each with all "
+                          f"experts over --tp-size): plan one replica with {arg('tp')} and use cheapest "
+                          f"{arg('replicas')}", EXIT_USAGE, param="dp", value=dp)
     return on
 
 

@@ -28,7 +28,7 @@ attn_tp = T // D ranks. kvplan's Deployment(tp, dp) is attn_tp = tp, T = tp x dp
 from __future__ import annotations
 
 from kvplan.engines.base import opt_bool, opt_int, parse_version
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.hardware.facts import capability_of
 
 OPTS = ("moe_dense_tp_size", "enable_dp_lm_head", "disable_shared_experts_fusion", "enforce_shared_experts_fusion")
@@ -97,7 +97,8 @@ def placement(model, gpu, dep, opts: dict, version: str, dpa: bool):
                               f"{model.architecture or model.name} honours it", EXIT_USAGE)
     dp_head = opt_bool(opts, "enable_dp_lm_head", False)
     if dp_head and not dpa:
-        raise KvplanError("enable_dp_lm_head requires DP attention (--dp above 1 on a MoE model)", EXIT_USAGE)
+        raise KvplanError(f"enable_dp_lm_head requires DP attention ({arg('dp')} above 1 on a MoE model)", EXIT_USAGE,
+                          param="engine_opts", value={"enable_dp_lm_head": opts.get("enable_dp_lm_head")})
     fused = shared_experts_fused(model, gpu, dep, opts, version, dep.ep)
     if dpa:
         embedding = dep.tp if parse_version(version) >= (0, 5, 13) else 1

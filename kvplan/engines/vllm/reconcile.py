@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.logparse import Num
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 
@@ -26,7 +26,8 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp):
     engine = resolve_engine("vllm", version, opts, gpu_memory_utilization=gmu, block_size=s.get("block_size"))
     if model is None:
         _vllm_model_free(out, r, length, s.get("block_size") or 16, parse_version(version))
-        out.notes.append("no model given (--model): only the engine's own arithmetic between its printed numbers is checked")
+        out.notes.append(f"no model given ({arg('model')}): only the engine's own arithmetic between its printed "
+                         "numbers is checked")
         return out
     req = _vllm_request(rec, model, length, kv_name, out)
     stand_in = gpu or assumed_gpu()
@@ -53,9 +54,9 @@ def _vllm_context(rec, model, gpu, version, tp):
         out.notes.append(f"the log does not name its vLLM version; modelled as {version} ({rec.era} log format)")
     length = s.get("max_model_len") or (model.max_context if model else None)
     if length is None:
-        raise KvplanError("the log does not show max_model_len; pass --model", EXIT_USAGE)
+        raise KvplanError(f"the log does not show max_model_len; pass {arg('model')}", EXIT_USAGE, param="model")
     if not (tp or rec.tp):
-        out.notes.append("the log does not show the tensor-parallel size; tp 1 assumed (pass --tp)")
+        out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
     dep = Deployment(tp or rec.tp or 1, 1)
     total = s.get("total_gpu_memory_gib")
     if gpu is None and isinstance(total, Num):
@@ -77,9 +78,9 @@ def _corpus_stand_in(out, model, dep, st):
     ws = fi_allreduce_workspace(st.v, dep.tp, model.hidden_size, dtype_bytes(model), st.max_num_batched_tokens,
                                 dep.pp, dep.dp, st.eager, gpu)
     if ws:
-        out.notes.append(f"no --gpu: vLLM's FlashInfer all-reduce workspace ({ws / GIB:.2f} GiB per GPU) counted as on "
-                         f"an HGX H100 (compute capability {CORPUS_CAPABILITY} over NVSwitch), the machine of kvplan's "
-                         "log corpus; pass --gpu for another")
+        out.notes.append(f"no {arg('gpu')}: vLLM's FlashInfer all-reduce workspace ({ws / GIB:.2f} GiB per GPU) "
+                         f"counted as on an HGX H100 (compute capability {CORPUS_CAPABILITY} over NVSwitch), the "
+                         f"machine of kvplan's log corpus; pass {arg('gpu')} for another")
     return gpu
 
 

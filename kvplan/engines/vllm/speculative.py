@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 
 
 def vllm_flag(info) -> list[str]:
@@ -30,11 +30,12 @@ MTP_HEAD_SHARED_FROM = (0, 20, 0)
 def check_vllm(method: str, v: tuple) -> None:
     """A one-line refusal where vLLM release v does not serve the drafter `method` kvplan models."""
     if method == "draft_model" and v < DRAFT_MODEL_FROM:
-        raise KvplanError(f"--speculative draft with vLLM {'.'.join(map(str, v))}: the V1 engine serves draft models "
-                          "from 0.15.0 (0.11.0 refuses them); choose --engine-version 0.15.0 or later", EXIT_USAGE)
+        raise KvplanError(f"{arg('speculative')} draft with vLLM {'.'.join(map(str, v))}: the V1 engine serves draft "
+                          f"models from 0.15.0 (0.11.0 refuses them); choose {arg('engine_version')} 0.15.0 or later",
+                          EXIT_USAGE, param="engine_version", value=".".join(map(str, v)))
     if method == "mtp" and v < MTP_FROM:
-        raise KvplanError(f"--speculative mtp with vLLM {'.'.join(map(str, v))}: releases before 0.11.0 are not "
-                          "modelled for MTP", EXIT_USAGE)
+        raise KvplanError(f"{arg('speculative')} mtp with vLLM {'.'.join(map(str, v))}: releases before 0.11.0 are "
+                          "not modelled for MTP", EXIT_USAGE, param="engine_version", value=".".join(map(str, v)))
 
 
 def vllm_view(model, v: tuple):

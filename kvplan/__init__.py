@@ -5,6 +5,8 @@ The Python API, loaded on first use so that `import kvplan` (and the CLI, kvplan
 (`Plan`, `SweepResult`, `Candidate`, `Simulation`), and `KvplanError`, the one error they raise.
 """
 
+import importlib
+
 __version__ = "0.1.0"
 
 # name -> the module that defines it, imported when the name is first read (PEP 562)
@@ -26,8 +28,6 @@ def __getattr__(name: str):
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'kvplan' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -41,7 +41,7 @@ def test_models_and_gpus_can_be_objects():
 def _cli_json(*args):
     from typer.testing import CliRunner
 
-    from kvplan.cli.app import app
+    from kvplan.cli import app
 
     r = CliRunner().invoke(app, [*args, "--json"])
     assert r.exit_code in (0, 6), r.output

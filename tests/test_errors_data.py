@@ -107,7 +107,7 @@ def _cli_options() -> dict[str, set[str]]:
     """command path -> its --options, from the Typer app itself."""
     import typer
 
-    from kvplan.cli.app import app
+    from kvplan.cli import app
 
     out = {}
 
@@ -170,7 +170,7 @@ def test_the_cli_naming_turns_keywords_into_flags():
 def test_the_cli_prints_core_errors_with_its_flags(tmp_path):
     from typer.testing import CliRunner
 
-    from kvplan.cli.app import app
+    from kvplan.cli import app
 
     runner = CliRunner()
     r = runner.invoke(app, ["fit", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--pp", "3"])

@@ -1,5 +1,5 @@
-"""What every kvplan command shares: option types, error mapping, warnings, one output helper, the
-engine flags turned into a configured engine, and one progress bar.
+"""What every kvplan command shares: option types, error mapping, warnings, one output helper and one
+progress bar (the engine and drafter flags: kvplan.cli.engine_flags).
 
 Imports nothing from kvplan.cli, so any command module can import it alone. stdout carries data (tables, JSON); stderr carries chatter. Every user error is a
 KvplanError, turned into `Error: <one line>` and an exit code by `cli_errors`, which also has the core
@@ -19,6 +19,7 @@ from typing import Annotated, Callable, Optional
 import typer
 
 from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, inputs_named, path_error
+from kvplan.core.markup import plain, safe_stdout
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 MAX_BATCH = 1_000_000  # concurrent requests: kvplan.planning.request.MAX_BATCH (not imported: fit's start-up)
@@ -65,8 +66,6 @@ def cli_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from kvplan.core.markup import safe_stdout
-
         safe_stdout()  # paths with non-UTF-8 bytes print as given
         try:
             with inputs_named(functools.partial(flag, command=fn.__name__)):
@@ -95,17 +94,6 @@ def cli_errors(fn):
             raise typer.Exit(EXIT_ERROR) from None
 
     return wrapper
-
-
-def engine_from_flags(engine: Optional[str], version: Optional[str], opt_items, gpu_memory_utilization: Optional[str],
-                      block_size: Optional[int], emit_to: Optional[str] = None):
-    """(the configured engine, the --gpu-memory-utilization fraction or None) that --engine,
-    --engine-version, --engine-opt, --gpu-memory-utilization, --block-size (and fit's --emit) ask
-    for: the engine-neutral planner without --engine (kvplan.engines.configure, as the Python API's).
-    Checked before anything is printed."""
-    from kvplan.engines import configure
-
-    return configure(engine, version, opt_items or (), gpu_memory_utilization, block_size, emit=emit_to)
 
 
 class ProgressBar:
@@ -191,8 +179,6 @@ def table(columns: list[str], *, right: tuple[str, ...] = (), whole: tuple[str, 
 
 def markup_safe(text: str) -> str:
     """Outside text for a rich table: brackets escaped, undecodable path bytes shown (kvplan.core.markup)."""
-    from kvplan.core.markup import plain
-
     return plain(text)
 
 
@@ -221,25 +207,3 @@ def output_files(paths: list[Path], stdout_hint: str = "--json for stdout") -> l
             raise KvplanError(f"--output {path} is given twice", EXIT_USAGE)
         out.append((full, fmt))
     return out
-
-
-def speculative_request(text, engine=None):
-    """--speculative parsed (None when not given); a one-line error before any work, also where the
-    configured `engine` does not model that drafter (Engine.check_speculative)."""
-    from kvplan.planning.speculative import parse
-
-    request = parse(text)
-    if request is not None and engine is not None:
-        engine.check_speculative(request.method)
-    return request
-
-
-def with_speculative(spec, request, *, token=None, timeout: float = 10.0):
-    """`spec` as served with the drafter --speculative asks for (kvplan.planning.speculative); a draft model
-    is found as any model is (catalog, folder or Hub)."""
-    if request is None:
-        return spec
-    from kvplan.sources.resolve import resolve_model
-    from kvplan.planning.speculative import apply
-
-    return apply(spec, request, lambda name: resolve_model(name, token=token, timeout=timeout).spec)

@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from kvplan.compare.candidates import try_deployments
+from kvplan.compare.replicas import layout_deployments, replicated
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
+from kvplan.engines import resolve_engine
 from kvplan.planning.deploy import Deployment
+from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import Plan, Request
 from kvplan.core.units import human_bytes, human_tokens
 
@@ -89,9 +92,6 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
     deployment short of the target is also tried as that many independent copies at most
     (kvplan.compare.replicas).
     """
-    from kvplan.compare.replicas import layout_deployments, replicated
-    from kvplan.engines import resolve_engine
-
     engine = engine or resolve_engine()
     if not 1 <= concurrency <= 1_000_000:
         raise out_of_range("concurrency", concurrency, 1, 1_000_000)
@@ -147,7 +147,6 @@ def failure_summary(candidates: Sequence[Candidate]) -> list[tuple[str, str, str
         counts = sorted({c.gpus for c in failing})
         tried = ", ".join(map(str, counts)) + (" GPU" if counts == [1] else " GPUs")
         d = telling.deployment
-        from kvplan.planning.layout import layout_text
 
         copies = f"{telling.replicas} × " if telling.replicas > 1 else ""
         out.append((gpu, tried, f"{telling.gpus} GPU{'s' if telling.gpus > 1 else ''} ({copies}{layout_text(d)}): "

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from kvplan.core.collector import collector_paused
+from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.compare.candidates import attempt, try_deployments
+from kvplan.engines import resolve_engine
 from kvplan.planning.deploy import NODE_GPUS, Deployment, deployment_for_gpus
 from kvplan.planning.layout import candidate_layouts, layout_rank_key
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan, Request
@@ -86,8 +88,6 @@ def rank_key(plan: Plan, price: float | None) -> tuple:
 
 def kv_dtypes_for(model, names: Sequence[str]):
     """The distinct KV DTypes `names` mean for this model (`auto` = the model's own dtype)."""
-    from kvplan.core.dtypes import canonical_kv_dtype
-
     out = []
     for name in names:
         dt = canonical_kv_dtype(name, model.dtype)
@@ -112,9 +112,6 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
     valid tp x pp x dp (x ep) layout is planned and each row is the best of them for its GPU and
     request (kvplan.planning.layout.layout_rank_key), instead of the one default split.
     """
-    from kvplan.core.dtypes import canonical_kv_dtype
-    from kvplan.engines import resolve_engine
-
     engine = engine or resolve_engine()
     if not 1 <= batch <= 1_000_000:
         raise KvplanError(f"batch must be between 1 and 1,000,000, got {batch}", EXIT_USAGE)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
+import errno
 
 # Exit codes (documented in README.md):
 EXIT_OK = 0
@@ -91,8 +92,6 @@ def path_error(exc: OSError) -> KvplanError | None:
     Such errors come from the user's own file names, not from a bug, so they get `Error: ...` like any
     other bad input rather than `internal error`.
     """
-    import errno
-
     if exc.filename is None:
         return None
     name = exc.filename if isinstance(exc.filename, str) else repr(exc.filename)

@@ -1,11 +1,13 @@
-"""Engine registry: how kvplan, vLLM, SGLang, TensorRT-LLM, llama.cpp and transformers size the KV cache.
+"""Layer 7 of 12, engines: how kvplan, vLLM, SGLang, TensorRT-LLM, llama.cpp and transformers size the KV cache.
 
 Each engine is one package here (`vllm/`, `sglang/`, ...) whose `engine` module holds one `Engine`
-subclass (kvplan.engines.base) named `ENGINE`; beside it live the engine's other rules (start-up
-budget, pool, layout) and its log check (`reconcile`). The registry finds the packages, and
-`resolve_engine` configures one from the user's flags. No engine code is copied, only its arithmetic
-restated; the sources (file and version) are in each module and in docs/engines.md. Engine packages
-are imported on demand, so `fit` without --engine stays light.
+subclass (kvplan.engines.base) named `ENGINE`; beside it live the engine's other rules (settings,
+start-up budget, pool, layout, drafter) and its log check (`reconcile`). Shared by all: the interface
+(base.py), the default engine (neutral.py), the registry that finds the packages (registry.py), the
+serve commands' shared pieces (emit.py), start-up log parsing (logparse.py) and checking
+(logcheck.py, reconcile.py). `resolve_engine` (here) configures one from the user's flags. No engine
+code is copied, only its arithmetic restated; the sources (file and version) are in each module and
+in docs/engines.md. Engine packages are imported on demand, so `fit` without --engine stays light.
 """
 
 from __future__ import annotations

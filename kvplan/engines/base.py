@@ -21,10 +21,12 @@ from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.hardware.facts import assumed_fact
+from kvplan.planning.layout import rank_request, vllm_placement, whole_answers
 from kvplan.planning.plan import (Answers, Plan, PlanWarning, Request, Stage, Usage, assemble, budgets,
                                   gpu_budget, paged_max_context, prepare, usage)
 from kvplan.engines.registry import emitters, engine_class, engine_names
 from kvplan.planning.profile import PAGED
+from kvplan.planning.speculative import check_deployment
 
 class Figure(NamedTuple):
     """One figure an engine prints, in the engine's own words: a raw value and the unit it is in.
@@ -175,8 +177,6 @@ class Engine:
     def result(self, model, gpu, dep, req: Request) -> EngineResult:
         """`req` on `dep` as this engine allocates: its Plan (made once), printed figures and settings.
         A KvplanError where the engine cannot run the deployment."""
-        from kvplan.planning.layout import rank_request, whole_answers
-
         self.check_layers(model)
         self.check_layout(model, dep)
         st = self.settings(model, gpu, dep, req)
@@ -226,14 +226,10 @@ class Engine:
 
     def placement(self, model, dep, gpu=None):
         """Over how many ranks each part of the weights is split (kvplan.planning.layout.Placement): vLLM's."""
-        from kvplan.planning.layout import vllm_placement
-
         return vllm_placement(dep.tp, dep.dp)
 
     def check_layout(self, model, dep) -> None:
         """A one-line error for a layout this engine is not modelled for (before any output)."""
-        from kvplan.planning.speculative import check_deployment
-
         check_deployment(model, dep)
         if dep.dcp > 1 and not self.supports_dcp:
             raise KvplanError(f"{arg('dcp')} with {arg('engine')} {self.name}: the engine's decode-context-parallel "

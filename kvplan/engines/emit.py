@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import shlex
 
+from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.core.units import gib
+from kvplan.model.spec import weight_bytes
 from kvplan.sources.origin import model_arg
 
 _TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # --dtype's spelling (vLLM, SGLang)
@@ -77,8 +80,6 @@ def weight_args(engine, plan, model) -> list[str]:
 def gguf_file_type(plan, model) -> str:
     """The GGUF file type (llama-quantize's name) whose weights are the plan's; llama.cpp has no load-time
     conversion: the file's own tensor types are what it loads. A refusal where no GGUF type is the plan's."""
-    from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES
-
     want = planned_weights(plan, model)
     if want in GGUF_PLAIN:
         return GGUF_PLAIN[want]
@@ -96,8 +97,6 @@ def fp8_at_load(engine, plan, model) -> str | None:
     (weight_args: --quantization fp8), else None (what an engine's emit_weights_note warns about)."""
     if "--quantization" not in weight_args(engine, plan, model):
         return None
-    from kvplan.model.spec import weight_bytes
-    from kvplan.core.units import gib
 
     return gib(model.checkpoint_bytes or weight_bytes(model).total)
 

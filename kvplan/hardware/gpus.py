@@ -8,6 +8,7 @@ one-line message naming the file and the field.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -391,7 +392,6 @@ def find_gpu(name: str, extra_dirs: Sequence[str | Path] = ()) -> GPU:
     hit = index.get(_norm(name))
     if hit is not None:
         return hit[1]
-    import difflib
 
     query = _norm(name)
     best: dict[str, tuple[float, str]] = {}  # GPU key -> (best score, shortest matching name)

@@ -30,6 +30,10 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.model.spec import weight_bytes
+from kvplan.planning.deploy import Deployment, validate_deployment
+from kvplan.readers.mtp import add_params, why_no_mtp
+from kvplan.sources.origin import model_arg
 
 NGRAM_LOOKUP = 5  # vLLM's prompt_lookup_min/max default (config/speculative.py, ngram branch)
 METHODS = ("mtp", "draft", "ngram")
@@ -131,24 +135,13 @@ def apply(model, req: SpecRequest | None, resolve=None):
 
 
 def _with_mtp(model, req: SpecRequest):
-    from kvplan.readers.mtp import add_params
-
     k = len(model.mtp_layers)
     if not k:
-        from kvplan.readers.mtp import FAMILIES
-
-        if model.family in FAMILIES:
-            why = ("its config declares none, or a layout kvplan does not read (GLM-5.2's IndexCache); "
-                   "`kvplan models show` lists mtp_layers")
-        else:
-            why = (f"kvplan reads num_nextn_predict_layers / mtp_num_hidden_layers of {', '.join(sorted(FAMILIES))}; "
-                   f"this model_type is {model.family or 'unknown'}")
-        raise _refused(f"mtp: {model.name} has no multi-token-prediction layers kvplan reads ({why})", "mtp")
+        raise _refused(f"mtp: {model.name} has no multi-token-prediction layers kvplan reads ({why_no_mtp(model)})", "mtp")
     n = req.num_speculative_tokens or k  # vLLM: num_speculative_tokens defaults to n_predict
     if n > k and n % k:
         raise _refused(f"mtp:{n}: vLLM requires num_speculative_tokens ({n}) to be divisible by the {k} MTP "
                        "layer(s) when larger (config/speculative.py)", f"mtp:{n}")
-    from kvplan.model.spec import weight_bytes
 
     p = model.mtp_params
     mtp_only = dataclasses.replace(model, params=p, layers=model.mtp_layers, checkpoint_bytes=None,
@@ -163,9 +156,6 @@ def _with_mtp(model, req: SpecRequest):
 
 
 def _with_draft(model, draft, req: SpecRequest):
-    from kvplan.sources.origin import model_arg
-    from kvplan.model.spec import weight_bytes
-
     if draft.vocab_size != model.vocab_size:
         raise _refused(f"draft:{req.draft}: its vocabulary ({draft.vocab_size:,}) differs from {model.name}'s "
                        f"({model.vocab_size:,}); vLLM refuses that by default (verify_equal_vocab_size_if_draft_model)",
@@ -192,8 +182,6 @@ def check_deployment(model, dep) -> None:
         raise KvplanError(f"{arg('speculative')} with {arg('pp')}: vLLM puts the whole drafter on the last pipeline "
                           "stage, which kvplan's even layer split does not model", EXIT_USAGE, param="pp", value=dep.pp)
     if model.draft is not None:
-        from kvplan.planning.deploy import Deployment, validate_deployment
-
         why = validate_deployment(model.draft, Deployment(dep.tp, 1))
         if why:
             raise _refused(f"draft: the draft model runs at the target's tp {dep.tp} in vLLM (draft_model.py), and "

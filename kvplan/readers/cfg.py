@@ -1,4 +1,5 @@
-"""A config.json dict read safely: typed getters that reject nonsense, the bounds they check, the dtype.
+"""A config.json dict read safely: the language model's part of it, typed getters that reject nonsense,
+the bounds they check, the dtype.
 
 Every reader (kvplan.readers.configs, the families, quantization, RoPE) reads keys through `Cfg`;
 a missing key is `_Missing` (turned into one line by the caller), a malformed value one line naming it.
@@ -84,3 +85,17 @@ class _Missing(Exception):
 def read_dtype(cfg: Cfg) -> str:
     raw = str(cfg.raw("torch_dtype", "dtype", default="bfloat16")).lower()
     return {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(raw, "bf16")
+
+
+def unwrap_text_config(config: dict) -> tuple[dict, bool]:
+    """Multimodal configs (Gemma 3, Llama 4, Mistral 3, LLaVA) nest the language model.
+
+    Returns the language model's config, with top-level keys it lacks filled in, and whether it
+    was nested.
+    """
+    text = config.get("text_config") or config.get("language_config") or config.get("llm_config")
+    if isinstance(text, dict) and text:
+        merged = {k: v for k, v in config.items() if k not in ("text_config", "vision_config")}
+        merged.update(text)
+        return merged, True
+    return config, False

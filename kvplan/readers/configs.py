@@ -20,7 +20,7 @@ from kvplan.model.spec import ModelSpec
 from kvplan.readers import family_reader, unknown_family_keys
 from kvplan.readers.attention_features import with_attention_features
 from kvplan.readers.block_types import nemotron_h_layout
-from kvplan.readers.cfg import Cfg, _Missing, read_dtype, shown
+from kvplan.readers.cfg import Cfg, _Missing, read_dtype, shown, unwrap_text_config
 from kvplan.readers.derive import derive
 from kvplan.readers.geometry import read_geometry
 from kvplan.readers.mtp import read_mtp
@@ -41,20 +41,6 @@ KNOWN_FAMILIES = {
     "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "granitemoehybrid", "lfm2",
     "kimi_k25",
 }
-
-
-def unwrap_text_config(config: dict) -> tuple[dict, bool]:
-    """Multimodal configs (Gemma 3, Llama 4, Mistral 3, LLaVA) nest the language model.
-
-    Returns the language model's config, with top-level keys it lacks filled in, and whether it
-    was nested.
-    """
-    text = config.get("text_config") or config.get("language_config") or config.get("llm_config")
-    if isinstance(text, dict) and text:
-        merged = {k: v for k, v in config.items() if k not in ("text_config", "vision_config")}
-        merged.update(text)
-        return merged, True
-    return config, False
 
 
 def spec_from_config(config: dict, name: str, *, source: str = "config.json",

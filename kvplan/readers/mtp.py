@@ -60,6 +60,15 @@ def mtp_count(cfg, model_type: str) -> int:
     return cfg.int(key, default=default, minimum=0, limit="num_hidden_layers")
 
 
+def why_no_mtp(model) -> str:
+    """Why `model` (a ModelSpec without mtp_layers) has no multi-token-prediction layers kvplan reads."""
+    if model.family in FAMILIES:
+        return ("its config declares none, or a layout kvplan does not read (GLM-5.2's IndexCache); "
+                "`kvplan models show` lists mtp_layers")
+    return (f"kvplan reads num_nextn_predict_layers / mtp_num_hidden_layers of {', '.join(sorted(FAMILIES))}; "
+            f"this model_type is {model.family or 'unknown'}")
+
+
 def read_mtp(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> tuple[tuple, ParamCounts | None, list[str]]:
     """(MTP cache layers, their parameters, notices) of a config; ((), None, notes) when it has none."""
     declared = next((k for k in MTP_KEYS if cfg.has(k) and cfg.raw(k)), None)

@@ -10,8 +10,10 @@ from __future__ import annotations
 from kvplan.core.errors import arg
 from kvplan.core.intmath import cdiv
 from kvplan.model.layers import Kind, kv_heads_per_rank
+from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import Plan
 from kvplan.core.units import gib, human_bytes
+from kvplan.planning.speculative import explain_line
 
 
 def _tokens_text(spec, S: int, held: int) -> str:
@@ -67,15 +69,12 @@ def explain_lines(plan: Plan, model) -> list[str]:
     b = prof.kv_dtype
     bstr = f"{b.bytes_per_element:g} B ({b.name})"
     S = r.context
-    from kvplan.planning.layout import layout_text
 
     lines = [f"KV cache of {model.name}, per GPU ({layout_text(plan.deployment)}), {b.name} cache, "
              f"block {r.block_size} tokens:"]
     parts = [(part, n) for spec, n in prof.groups for part in (spec.parts() if hasattr(spec, "parts") else (spec,))]
     lines += [LINE[spec.kind](spec, n, prof, tp, bstr, S) for spec, n in parts]  # Falcon-H1: both halves of a layer
     if getattr(model, "speculative", None) is not None:
-        from kvplan.planning.speculative import explain_line
-
         lines.append(explain_line(model, plan))
     seq = plan.kv_bytes_per_sequence_per_gpu
     lines.append(f"One sequence of {S:,} tokens: {seq:,} B ({gib(seq)}) per GPU")

@@ -13,6 +13,7 @@ import json
 from typing import Iterable
 
 from kvplan.core.collector import collector_paused
+from kvplan.report.text import plan_to_dict
 
 GIB = 2**30
 
@@ -45,8 +46,6 @@ def plan_row(plan, model, price: float | None = None, rank: int | None = None) -
     cost_per_hour = price per GPU-hour x GPUs; cost_per_concurrent_user_hour = that / max
     concurrency at the plan's context (null when the deployment holds no sequence at all).
     """
-    from kvplan.report.text import plan_to_dict
-
     row = plan_to_dict(plan, model, nested=False, rank=rank)  # `fit --json` has layer_kinds, a table row not
     info = getattr(model, "speculative", None)  # nor the drafter's report: its --speculative spelling instead
     row["speculative"] = info.flag() if info is not None else None

@@ -7,10 +7,12 @@ print it, and the raw integers in JSON.
 from __future__ import annotations
 
 from kvplan.core.errors import arg
+from kvplan.core.markup import plain
 from kvplan.model.layers import state_bytes
 from kvplan.planning.plan import Plan
 from kvplan.planning.layout import layout_text
 from kvplan.core.units import gib, human_bytes, human_tokens
+from kvplan.planning.speculative import report
 
 
 GIB, MIB = 2**30, 2**20
@@ -137,7 +139,6 @@ def _with_layer_kinds(row: dict, plan: Plan) -> dict:
 def _speculative(plan: Plan, model):
     if getattr(model, "speculative", None) is None:
         return None
-    from kvplan.planning.speculative import report
 
     return report(model, plan)
 
@@ -168,8 +169,6 @@ def layer_kinds(plan: Plan) -> list[dict]:
 def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> None:
     """A table per question: the memory budget line by line, then the answers."""
     from rich.table import Table
-
-    from kvplan.core.markup import plain
 
     first = plans[0]
     head = (f"[bold]{plain(model.name)}[/] on [bold]{plain(gpu.name)}[/] · context {human_tokens(first.request.context)}"

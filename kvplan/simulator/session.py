@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.simulator.engine import EngineConfig
+from kvplan.simulator.engine import EngineConfig, Engine
 from kvplan.simulator.workload import SimRequest
 
 COMPARE = ("paged", "contiguous-max", "contiguous-pow2", "contiguous-oracle")
@@ -45,8 +45,6 @@ def shape_trace(requests: list[SimRequest], qps: float | None, duration: float |
 
 def run_all(model, requests, runs: dict, slo_ttft: float, slo_tpot: float, progress=None) -> dict:
     """{run name: (summary, time series)} for each engine config, on the same requests."""
-    from kvplan.simulator.engine import Engine
-
     out = {}
     for k, (name, cfg) in enumerate(runs.items()):
         tick = None if progress is None else (lambda done, total, k=k: progress(k * total + done, len(runs) * total))

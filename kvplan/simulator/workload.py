@@ -12,6 +12,7 @@ measurement of any engine: use a trace (kvplan.simulator.traces) for real traffi
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from dataclasses import dataclass
@@ -121,8 +122,6 @@ def _zipf_table(n: int, s: float) -> list[float]:
 def generate(workload: Workload, qps: float, duration: float, seed: int = 0,
              max_requests: int = MAX_REQUESTS) -> list[SimRequest]:
     """Poisson arrivals at `qps` over [0, duration), lengths drawn from the workload; seeded."""
-    import bisect
-
     if not (qps > 0 and math.isfinite(qps)):
         raise KvplanError(f"{arg('qps')} must be a positive number, got {qps:g}", EXIT_USAGE, param="qps", value=qps)
     if not (duration > 0 and math.isfinite(duration)):

@@ -11,8 +11,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvplan.sources.catalog import find_in_catalog, unknown_model_error
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
+from kvplan.readers.cfg import unwrap_text_config
+from kvplan.readers.mtp import MTP_KEYS
+from kvplan.sources.catalog import find_in_catalog, unknown_model_error, suggest
 from kvplan.model.spec import ModelSpec
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
@@ -81,7 +83,6 @@ def resolve_model(name: str, *, revision: str | None = None, token: str | None =
 
 def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
     from kvplan.sources import hub
-    from kvplan.sources.catalog import suggest
     from kvplan.sources.importer import build_spec
 
     try:
@@ -120,8 +121,5 @@ def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
 
 def _declares_mtp(config: dict) -> bool:
     """A config that names multi-token-prediction modules (kvplan.readers.mtp.MTP_KEYS), nested or not."""
-    from kvplan.readers.configs import unwrap_text_config
-    from kvplan.readers.mtp import MTP_KEYS
-
     data, _ = unwrap_text_config(config)
     return any(isinstance(data.get(k), int) and data.get(k) > 0 for k in MTP_KEYS)

@@ -24,8 +24,10 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from kvplan import __version__
 from kvplan.core.dtypes import DType, canonical_kv_dtype
 from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, arg, out_of_range
+from kvplan.core.units import human_bytes
 from kvplan.model.spec import ModelSpec, weight_bytes
 from kvplan.planning.plan import activation_estimate
 from kvplan.planning.profile import kv_profile
@@ -102,8 +104,6 @@ def available_bytes(dev: torch.device) -> int | None:
 
 def check_memory(dev: torch.device, parts: dict[str, int]) -> None:
     """Refuse, before building anything, a run whose predicted bytes exceed what the device has."""
-    from kvplan.core.units import human_bytes
-
     available = available_bytes(dev)
     need = sum(parts.values()) + RUNTIME_MARGIN
     if available is None or need <= available:
@@ -250,8 +250,6 @@ def cpu_shrink_reason(full: ModelSpec, n: int, s: Settings, kv: DType, compute: 
     need = pred.weights_bytes + pred.kv_bytes + pred.activation_bytes
     available = available_bytes(torch.device("cpu"))
     if available is not None and need > CPU_MEMORY_SHARE * available:
-        from kvplan.core.units import human_bytes
-
         return f"the full-width build needs about {human_bytes(need)} of the {human_bytes(available)} free"
     return None
 
@@ -395,6 +393,4 @@ def _notes(full: ModelSpec, run: _Run) -> list[str]:
 
 
 def _version() -> str:
-    from kvplan import __version__
-
     return __version__

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from kvplan.core.errors import arg
 from kvplan.model.layers import ChunkedLocal, FullAttention, MLALatent, NoCache, RecurrentState, SlidingWindow
+from kvplan.planning.deploy import split_layers
 
 
 @dataclass(frozen=True)
@@ -143,8 +144,6 @@ class Shard:
 
 
 def shard_of(bp, layout: Layout, rank: int, batch: int) -> Shard:
-    from kvplan.planning.deploy import split_layers
-
     dp_rank, pp_rank, tp_rank = layout.coords(rank)
     start, end = split_layers(len(bp.layers), layout.pp)[pp_rank]
     stage_rank = dp_rank * layout.tp + tp_rank  # index within the stage's tp x dp ranks

@@ -19,8 +19,13 @@ from pathlib import Path
 import torch
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.base import parse_version
+from kvplan.engines.hf_transformers.engine import DynamicRules, Settings as HfSettings, hf_layers
 from kvplan.model.spec import ModelSpec, weight_bytes
 from kvplan.planning.profile import kv_profile
+from kvplan.readers.configs import spec_from_config
+from kvplan.sources import hub
+from kvplan.sources.resolve import looks_like_path, read_config_file
 from kvplan.validate.compare import PLANNER_WEIGHTS_TOLERANCE, Check, all_ok
 from kvplan.validate.measure import storage_bytes
 from kvplan.validate.run import (
@@ -31,14 +36,11 @@ _LAYER_LISTS = ("layer_types", "layers_block_type", "no_rope_layers")  # layers_
 
 
 def _config_dict(model_arg: str, spec: ModelSpec) -> dict:
-    from kvplan.sources.resolve import looks_like_path, read_config_file
-
     if looks_like_path(model_arg):
         return read_config_file(Path(model_arg).expanduser())
     if not spec.hf_repo:
         raise KvplanError(f"{arg('backend')} transformers needs a config.json: {spec.name} has no Hub repo; pass a "
                           "path", EXIT_USAGE, param="backend", value="transformers")
-    from kvplan.sources import hub
     return hub.fetch_config(spec.hf_repo).config
 
 
@@ -97,9 +99,6 @@ def validate_transformers(full: ModelSpec, s: Settings, model_arg: str) -> tuple
     except ImportError:
         raise KvplanError(f"{arg('backend')} transformers needs transformers: pip install 'kvplan[transformers]'",
                           EXIT_USAGE, param="backend", value="transformers") from None
-    from kvplan.readers.configs import spec_from_config
-    from kvplan.engines.hf_transformers.engine import DynamicRules, Settings as HfSettings, hf_layers
-    from kvplan.engines.base import parse_version
 
     check_settings(full, s)
     dev = resolve_device(s.device)

@@ -3,15 +3,14 @@ the log prints (or the model's), by cache type (kvplan.engines.logcheck holds th
 
 from __future__ import annotations
 
+from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.llamacpp import engine as llamacpp
 from kvplan.engines.logcheck import MIB, WHATIF_CONTEXTS, Reconciliation, Row, rel
+from kvplan.model.layers import FullAttention
 
 
 def reconcile_llamacpp(rec, model, gpu, version, kv_name, tp):
-    from kvplan.core.dtypes import canonical_kv_dtype
-    from kvplan.engines.llamacpp import engine as llamacpp
-    from kvplan.model.layers import FullAttention
-
     s, r = rec.settings, rec.reported
     if rec.layers:
         layers = tuple(FullAttention(1, k, v if v != k else 0) for k, v in rec.layers)

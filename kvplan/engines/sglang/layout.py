@@ -30,6 +30,7 @@ from __future__ import annotations
 from kvplan.engines.base import opt_bool, opt_int, parse_version
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.hardware.facts import capability_of
+from kvplan.planning.layout import Placement
 
 OPTS = ("moe_dense_tp_size", "enable_dp_lm_head", "disable_shared_experts_fusion", "enforce_shared_experts_fusion")
 # Model files that read --moe-dense-tp-size for their dense layers (0.5.23 `models/`: deepseek_v2.py, glm4_moe.py,
@@ -84,8 +85,6 @@ def shared_experts_fused(model, gpu, dep, opts: dict, version: str, ep: int) -> 
 def placement(model, gpu, dep, opts: dict, version: str, dpa: bool):
     """The kvplan.planning.layout.Placement of one SGLang rank (module docstring), or a one-line error for options
     SGLang refuses or that kvplan has not read for this model."""
-    from kvplan.planning.layout import Placement
-
     tp_size = dep.tp * dep.dp if dpa else dep.tp
     dense_tp = opt_int(opts, "moe_dense_tp_size", 0) or None
     if dense_tp is not None:

@@ -6,15 +6,14 @@ from __future__ import annotations
 import math
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines import resolve_engine
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
+from kvplan.engines.sglang import engine as sglang
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.plan import Request
 
 
 def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
-    from kvplan.planning.deploy import Deployment
-    from kvplan.engines import resolve_engine
-    from kvplan.engines.sglang import engine as sglang
-    from kvplan.planning.plan import Request
-
     s, r = rec.settings, rec.reported
     version = version or rec.version or sglang.DEFAULT_VERSION
     out = Reconciliation("sglang", version, model.name if model else (rec.model or rec.architecture),

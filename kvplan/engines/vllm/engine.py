@@ -18,14 +18,19 @@ from __future__ import annotations
 import dataclasses
 from functools import lru_cache
 
+from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
+from kvplan.engines.vllm.boot import auto_note, emit_advice
+from kvplan.engines.vllm.overhead import missing_facts, overhead_terms
+from kvplan.engines.vllm.speculative import check_vllm, vllm_flag, vllm_pool_terms, vllm_view
 from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
 from kvplan.core.intmath import cdiv
+from kvplan.planning.layout import per_rank_batch
 from kvplan.planning.plan import cache_dtypes
 from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
                                  opt_int, parse_version)
 from kvplan.hardware.facts import fact_missing
-from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST
+from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.engines.vllm.settings import Settings
 from kvplan.core.errors import EXIT_USAGE, KvplanError
@@ -112,7 +117,6 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     kv = req.kv_dtype
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
-    from kvplan.engines.vllm.speculative import vllm_pool_terms
 
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
                     opt_bool(opts, "async_scheduling", True), v1, gpu,
@@ -165,8 +169,6 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
 
 def _with_auto_fit(model, dep, budgets, st, kv_dtype, state_dtype, pools, blocks, lines, notes):
     """The figures and notes plus what `--max-model-len auto` sets (kvplan.engines.vllm.autofit)."""
-    from kvplan.engines.vllm.autofit import LABEL, auto_fit
-
     fit = auto_fit(model, dep, budgets, st, kv_dtype, state_dtype)
     if isinstance(fit, str):
         return lines, [*notes, f"--max-model-len auto not predicted: {fit}"]
@@ -201,15 +203,13 @@ def overhead(model, dep, st: Settings) -> tuple[int, dict]:
 @lru_cache(maxsize=16)
 def _overhead_terms(model, dep, st: Settings) -> tuple:
     """The terms, worked out once per plan (request() takes the sum, settings_dict() the terms)."""
-    from kvplan.engines.vllm.overhead import overhead_terms
-
     return tuple(overhead_terms(model, dep, st).items())
 
 
 def dcp_release_problem(model, version: str) -> str | None:
     """Why this vLLM release has no decode context parallel for this model (None: it has).
     MLA from 0.10.2 (vllm-project/vllm#23734, merged 2025-08-27); GQA/MQA full attention from
-    0.11.0 (#24864, FlashAttention, merged 2025-09). The layout's own limits: kvplan.planning.layout.dcp_problem."""
+    0.11.0 (#24864, FlashAttention, merged 2025-09). The layout's own limits: kvplan.planning.deploy.dcp_problem."""
     v = parse_version(version)
     if v < (0, 10, 2):
         return f"vLLM {version} has no --decode-context-parallel-size (added in 0.10.2, vllm-project/vllm#23734)"
@@ -249,21 +249,15 @@ class Vllm(Engine):
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
         """The batch tier's device name (reads_device_name) and the kernels' and workspace's compute capability
         and fabric (overhead.missing_facts), where the profile leaves them out."""
-        from kvplan.engines.vllm.overhead import missing_facts  # deferred as _overhead_terms' import
-
         named = reads_device_name(st.v, gpu) and fact_missing(gpu, "device_name")
         return fact_warnings("vLLM", gpu, [*(["device_name"] if named else []), *missing_facts(model, dep, st)])
 
     def check_speculative(self, method: str) -> None:
         """Draft models from 0.15.0, MTP from 0.11.0 (kvplan.engines.vllm.speculative.check_vllm)."""
-        from kvplan.engines.vllm.speculative import check_vllm
-
         check_vllm(method, parse_version(self.version or DEFAULT_VERSION))
 
     def view(self, model, st: Settings):
         """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.engines.vllm.speculative)."""
-        from kvplan.engines.vllm.speculative import vllm_view
-
         return vllm_view(model, st.v)
 
     def request(self, req, st: Settings, model, dep):
@@ -311,9 +305,6 @@ class Vllm(Engine):
         rank), --gpu-memory-utilization or --kv-cache-memory-bytes (>= 0.11.0), --kv-cache-dtype, -tp/-pp,
         --data-parallel-size, --enable-expert-parallel (parallel_flags), --block-size, and --dtype /
         --quantization fp8 where the plan's weights are not the checkpoint's (kvplan.engines.emit.weight_args)."""
-        from kvplan.engines.emit import kv_dtype_arg, model_arg, serve_seqs, weight_args
-        from kvplan.planning.layout import per_rank_batch
-
         r, dep = plan.request, plan.deployment
         seqs = per_rank_batch(serve_seqs(plan), dep.dp)  # each DP rank's scheduler: never below its share
         # no context asked for: vLLM's own fit to the memory it measures (from 0.14.0), not kvplan's estimate
@@ -323,8 +314,6 @@ class Vllm(Engine):
         if r.kv_cache_memory_bytes is not None:
             args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]
         else:
-            from kvplan.engines.vllm.boot import emit_advice
-
             # the plan's utilisation, raised to the lowest that holds the batch with the stated margin
             args += ["--gpu-memory-utilization", f"{emit_advice(plan, settings, model)[0]:g}"]
         kv = kv_dtype_arg(r.kv_dtype, model, self.kv_dtype_flags)
@@ -334,8 +323,6 @@ class Vllm(Engine):
         if settings["block_size"] != 16:
             args += ["--block-size", str(settings["block_size"])]
         if model.speculative is not None:
-            from kvplan.engines.vllm.speculative import vllm_flag
-
             args += vllm_flag(model.speculative)
         return args
 
@@ -356,8 +343,6 @@ class Vllm(Engine):
     def emit_note(self, result, model) -> str | None:
         """The margin --gpu-memory-utilization leaves (none with --kv-cache-memory-bytes: exact), and what
         --max-model-len auto is expected to set."""
-        from kvplan.engines.vllm.boot import auto_note, emit_advice
-
         auto = auto_note(result, model)
         if result.plan.request.kv_cache_memory_bytes is not None:
             return auto
@@ -367,8 +352,6 @@ class Vllm(Engine):
     def emit_weights_note(self, result, model) -> str | None:
         """--quantization fp8 (kvplan.engines.emit.weight_args): docs/features/quantization/fp8.md warns, under
         online quantization, that the weights load at original precision first."""
-        from kvplan.engines.emit import checkpoint_weights, fp8_at_load
-
         have = fp8_at_load(self, result.plan, model)
         if have is None:
             return None

@@ -46,7 +46,10 @@ source-derived terms taken out (tests/test_budget_corpus.py re-fits them).
 
 from __future__ import annotations
 
+import dataclasses
+
 from kvplan.core.intmath import round_up
+from kvplan.model.spec import PLAIN_BYTES
 
 MIB = 2**20
 
@@ -106,8 +109,6 @@ def corpus_gpu(gpu):
     """`gpu` (known only by its memory: a log that names no GPU) with the HGX H100's compute capability and
     fabric, the machine of kvplan's log corpus, for the workspace rule alone (its vendor stays unknown, so
     no kernel choice reads them). The caller states the assumption (kvplan.engines.vllm.reconcile)."""
-    import dataclasses
-
     return dataclasses.replace(gpu, compute_capability=CORPUS_CAPABILITY, interconnect_kind=CORPUS_FABRIC)
 
 
@@ -154,6 +155,4 @@ def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, g
 
 def dtype_bytes(model) -> int:
     """Bytes of one activation of the model's dtype (the workspace's element size)."""
-    from kvplan.model.spec import PLAIN_BYTES
-
     return PLAIN_BYTES.get(getattr(model, "dtype", "bf16"), 2)

@@ -8,15 +8,20 @@ from __future__ import annotations
 import math
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.core.intmath import cdiv
+from kvplan.engines import resolve_engine
+from kvplan.engines.base import Capacity, parse_version
 from kvplan.engines.logparse import Num
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
+from kvplan.engines.vllm.non_torch import CORPUS_CAPABILITY, corpus_gpu, dtype_bytes, fi_allreduce_workspace
+from kvplan.engines.vllm.overhead import cudagraph_estimate
+from kvplan.hardware.gpus import GPU
+from kvplan.planning.deploy import Deployment, split_layers
+from kvplan.planning.plan import Request
 
 
 def reconcile_vllm(rec, model, gpu, version, kv_name, tp):
     """A vLLM log against kvplan: the deployment it states, then its budget, then its pool."""
-    from kvplan.engines import resolve_engine
-    from kvplan.engines.base import parse_version
-
     s, r = rec.settings, rec.reported
     named = gpu is not None  # --gpu given
     out, gpu, dep, length, version = _vllm_context(rec, model, gpu, version, tp)
@@ -44,9 +49,6 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp):
 def _vllm_context(rec, model, gpu, version, tp):
     """(Reconciliation, GPU, Deployment, max_model_len, version) as the log states them, with a note
     for each thing it leaves out and kvplan assumes."""
-    from kvplan.planning.deploy import Deployment
-    from kvplan.hardware.gpus import GPU
-
     s = rec.settings
     version = version or rec.version or {"v0": "0.6.6", "v1-early": "0.7.0"}.get(rec.era, "0.11.0")
     out = Reconciliation("vllm", version, model.name if model else rec.model, gpu.key if gpu else None)
@@ -72,8 +74,6 @@ def _corpus_stand_in(out, model, dep, st):
     """The GPU of a log that names none (known by its memory alone) with the HGX H100's compute capability and
     fabric for the FlashInfer all-reduce workspace (vllm.non_torch.corpus_gpu), and a note where that
     assumption adds bytes."""
-    from kvplan.engines.vllm.non_torch import CORPUS_CAPABILITY, corpus_gpu, dtype_bytes, fi_allreduce_workspace
-
     gpu = corpus_gpu(st.gpu)
     ws = fi_allreduce_workspace(st.v, dep.tp, model.hidden_size, dtype_bytes(model), st.max_num_batched_tokens,
                                 dep.pp, dep.dp, st.eager, gpu)
@@ -86,8 +86,6 @@ def _corpus_stand_in(out, model, dep, st):
 
 def _vllm_request(rec, model, length, kv_name, out):
     """The Request the log's run made: its length, cache dtype, and a quantized checkpoint's weights."""
-    from kvplan.planning.plan import Request
-
     hint = (rec.model or "").lower()
     wdt = "fp8" if "fp8" in hint else ("int4" if ("awq" in hint or "gptq" in hint) else None)
     if wdt and model.quantization.method != wdt:
@@ -151,9 +149,6 @@ def _vllm_pool_rows(out, r, engine, model, dep, st, kvd, length):
 
 def _term_rows(out, r, ours, model, dep):
     """The budget's terms where the log prints them (v0.6.4+ profiling lines, v0.11+ DEBUG breakdown)."""
-    from kvplan.planning.deploy import split_layers
-    from kvplan.engines.vllm.overhead import cudagraph_estimate
-
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     for key, label, pred in (("activation_peak_gib", "activation peak of the profile run", ours["overhead_activation_peak"]),
                              ("non_torch_gib", "non-torch memory", ours["overhead_non_torch"]),
@@ -196,9 +191,6 @@ def _exact_rows(out, r, cap, how):
 
 
 def _vllm_model_free(out, r, length, block, v):
-    from kvplan.engines.base import Capacity
-    from kvplan.core.intmath import cdiv
-
     if "gpu_blocks" in r:
         blocks = int(r["gpu_blocks"].value)
     elif "kv_cache_tokens" in r and "max_concurrency" in r:

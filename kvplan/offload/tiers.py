@@ -1,0 +1,98 @@
+"""`--offload TIER:SIZE[,TIER:SIZE]`: the tiers asked for, and the frozen spec of one sized tier.
+
+A tier is `cpu` (host DRAM), `disk` (local NVMe) or `remote` (a store over the network), in that
+order below the GPU. SIZE is a size in kvplan's syntax (64GiB, 64GB, 28G: kvplan.core.units) for
+the whole deployment (every GPU of one replica together), or a ratio of the GPU KV pool (`2x`, as
+SGLang's `--hicache-ratio`). `auto` (cpu only) asks for the smallest tier past a trace's knee
+(kvplan.offload.mrc). Each engine turns the request into its own flag and its own pool
+(kvplan.offload.pools); the pool is a `TierPool`, the same spec whatever engine made it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.units import parse_bytes
+
+TIERS = ("cpu", "disk", "remote")  # top to bottom
+MAX_RATIO = 1000.0  # a host tier a thousand times the GPU pool is a typo
+_RATIO_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*[xX]\s*$")
+
+
+@dataclass(frozen=True)
+class TierRequest:
+    """One tier as the user asked for it: bytes for the whole deployment, a ratio of the GPU pool, or auto."""
+
+    tier: str
+    size_bytes: int | None = None
+    ratio: float | None = None
+    auto: bool = False
+
+    def describe(self) -> str:
+        if self.auto:
+            return f"{self.tier}:auto"
+        if self.ratio is not None:
+            return f"{self.tier}:{self.ratio:g}x"
+        from kvplan.core.units import human_bytes
+
+        return f"{self.tier}:{human_bytes(self.size_bytes)}"
+
+
+@dataclass(frozen=True)
+class TierPool:
+    """One tier as an engine sizes it. Bytes are integers; `blocks` are the engine's own units
+    (vLLM CPU blocks, TRT-LLM secondary blocks, LMCache chunks, KVBM blocks, SGLang pages)."""
+
+    tier: str
+    engine: str  # who sizes it: "vllm 0.20.0 OffloadingConnector", "sglang 0.5.23 HiCache", ...
+    flag: str  # the engine's setting as it would be given: "kv_offloading_size=64.0"
+    bytes_per_rank: int  # what one GPU's process allocates (a shared region: the whole over ranks)
+    ranks: int
+    bytes_total: int  # host memory the deployment's tier takes
+    blocks: int | None  # in the engine's unit, per rank where the engine counts per rank
+    block_tokens: int  # tokens per unit
+    tokens: int  # tokens the tier holds (every rank holds its shard of the same tokens)
+    contexts: int  # full-length contexts (the plan's context) the tier holds
+    rule: str  # the engine's arithmetic in one line, with its source
+    notes: tuple[str, ...] = ()
+
+
+def parse_offload(text: str | None) -> tuple[TierRequest, ...]:
+    """`cpu:64GiB,disk:2TiB` -> (TierRequest('cpu', 68719476736), TierRequest('disk', ...)); () for None/empty.
+
+    Tiers in order, each at most once, sizes positive; a one-line error names the bad item."""
+    if text is None or not str(text).strip():
+        return ()
+    out: list[TierRequest] = []
+    for item in str(text).split(","):
+        item = item.strip()
+        tier, sep, size = item.partition(":")
+        tier = tier.strip().lower()
+        if not sep or not size.strip():
+            raise KvplanError(f"--offload expects TIER:SIZE (cpu:64GiB, cpu:2x, disk:2TiB), got {item!r}", EXIT_USAGE)
+        if tier not in TIERS:
+            raise KvplanError(f"--offload tier {tier!r} is not one of {', '.join(TIERS)}", EXIT_USAGE)
+        if any(t.tier == tier for t in out):
+            raise KvplanError(f"--offload names the {tier} tier twice", EXIT_USAGE)
+        out.append(_request(tier, size.strip()))
+    order = [TIERS.index(t.tier) for t in out]
+    if order != sorted(order):
+        raise KvplanError(f"--offload tiers must go down in order ({' then '.join(TIERS)}), got "
+                          f"{', '.join(t.tier for t in out)}", EXIT_USAGE)
+    if any(t.auto for t in out[1:]) or (out[0].auto and out[0].tier != "cpu"):
+        raise KvplanError("--offload auto sizes the cpu tier only (cpu:auto)", EXIT_USAGE)
+    return tuple(out)
+
+
+def _request(tier: str, size: str) -> TierRequest:
+    if size.lower() == "auto":
+        return TierRequest(tier, auto=True)
+    m = _RATIO_RE.match(size)
+    if m:
+        ratio = float(m.group(1))
+        if not 0 < ratio <= MAX_RATIO:
+            raise KvplanError(f"--offload {tier} ratio must be in (0, {MAX_RATIO:g}], got {size!r}", EXIT_USAGE)
+        return TierRequest(tier, ratio=ratio)
+    return TierRequest(tier, size_bytes=parse_bytes(size, f"--offload {tier} size"))

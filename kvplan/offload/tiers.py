@@ -96,3 +96,33 @@ def _request(tier: str, size: str) -> TierRequest:
             raise KvplanError(f"--offload {tier} ratio must be in (0, {MAX_RATIO:g}], got {size!r}", EXIT_USAGE)
         return TierRequest(tier, ratio=ratio)
     return TierRequest(tier, size_bytes=parse_bytes(size, f"--offload {tier} size"))
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """What a host pool rule reads from a plan: one replica's GPU pool as its engine laid it out."""
+
+    engine: str
+    version: str
+    bytes_per_token: int  # one rank, every caching layer (the engine's own cell)
+    ranks: int  # GPU processes of one replica (tp)
+    block_size: int  # the engine's GPU page: vLLM block, SGLang page, TRT-LLM tokens_per_block
+    device_tokens: int  # token slots of the GPU pool (per rank: each rank holds its shard of each)
+    device_bytes: int  # the GPU KV pool per rank
+    context: int  # one full-length request
+
+    def whole(self, req: TierRequest) -> int:
+        """The tier's bytes for the whole replica: the size asked, or the ratio times the GPU pool."""
+        if req.ratio is not None:
+            return int(req.ratio * self.device_bytes * self.ranks)
+        return int(req.size_bytes)
+
+    def contexts(self, tokens: int) -> int:
+        """Full-length requests `tokens` token slots hold, in whole blocks of the GPU page."""
+        per = -(-self.context // self.block_size) * self.block_size
+        return tokens // per if per else 0
+
+
+def refuse(message: str) -> KvplanError:
+    """A tier kvplan does not size for this engine, with the reason (one line, exit 2)."""
+    return KvplanError(message, EXIT_USAGE)

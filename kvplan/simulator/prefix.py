@@ -7,6 +7,13 @@ as available memory) but keep their contents until the allocator needs them, lea
 used first. kvplan matches at the granularity of a request's prefix segments (a system prompt,
 a document, a Mooncake 512-token block id) rather than per block hash; a segment holds the
 whole blocks that end inside it.
+
+Offload tiers (`tiers`: CPU, disk, remote, top to bottom) catch what the GPU evicts: a segment
+dropped from the pool goes down one tier, and a tier over its capacity pushes its least recently
+used segments further down (or out, below the last). A request whose prefix continues in a lower
+tier takes those segments back (`promote`): they leave the tier, count as prompt tokens not
+computed, and their bytes cross the tier's link, whose time the engine adds to the request's TTFT.
+Each tier's bytes are integrated over time (`now`, set by the engine at every step).
 """
 
 from __future__ import annotations
@@ -21,11 +28,30 @@ class Segment:
         self.key, self.nbytes, self.refs = key, nbytes, 0
 
 
+class Tier:
+    """One offload tier of the pool: an LRU of segment bytes by key, per rank."""
+
+    __slots__ = ("name", "capacity", "bandwidth", "lru", "used", "hits", "stored", "dropped", "reloaded", "area",
+                 "since", "peak")
+
+    def __init__(self, name: str, capacity: int, bandwidth: float | None):
+        self.name, self.capacity, self.bandwidth = name, capacity, bandwidth
+        self.lru: OrderedDict = OrderedDict()
+        self.used = self.hits = self.stored = self.dropped = self.reloaded = self.peak = 0
+        self.area = self.since = 0.0
+
+    def tick(self, now: float) -> None:
+        self.area += self.used * (now - self.since)
+        self.since = now
+
+
 class PrefixCache:
     """Segments by key; `active` bytes are referenced by running sequences, `idle` bytes are
     evictable. The caller owns the pool arithmetic and asks for eviction when it is short."""
 
-    def __init__(self, block_size: int, block_bytes: int):
+    def __init__(self, block_size: int, block_bytes: int, tiers: tuple = ()):
+        self.tiers = [Tier(*t) for t in tiers]  # (name, capacity bytes per rank, link bytes/s or None)
+        self.now = 0.0
         self.block_size = block_size
         self.block_bytes = block_bytes
         self.segments: dict = {}
@@ -49,6 +75,82 @@ class PrefixCache:
             found.append(seg)
             covered = end
         return found, covered // self.block_size * self.block_size
+
+    def lookup(self, prefix: tuple, limit: int) -> tuple[list, int, list, int]:
+        """`match`, continued into the lower tiers: (GPU segments, tokens covered in whole blocks,
+        [(key, tokens, tier index)] of the segments that follow in lower tiers, the GPU's share of
+        the covered tokens)."""
+        found, end, gpu_end = [], 0, 0
+        lower: list = []
+        for key, n in prefix:
+            if end + n > limit:
+                break
+            if not lower:
+                seg = self.segments.get(key)
+                if seg is not None:
+                    found.append(seg)
+                    end += n
+                    gpu_end = end
+                    continue
+            where = self._tier_of(key)
+            if where is None:
+                break
+            lower.append((key, n, where))
+            end += n
+        b = self.block_size
+        return found, end // b * b, lower, min(gpu_end // b * b, end // b * b)
+
+    def _tier_of(self, key) -> int | None:
+        for i, tier in enumerate(self.tiers):
+            if key in tier.lru:
+                return i
+        return None
+
+    def promote(self, lower: list, tokens: int, token_bytes: int) -> float:
+        """Take `lower`'s segments out of their tiers for a request (`tokens` of them in whole blocks
+        count as hits); the seconds their bytes take over each tier's link."""
+        seconds, left = 0.0, tokens
+        for key, n, i in lower:
+            # Making room for the request may have pushed the segment further down (or out) since
+            # lookup(): it is taken from where it is now, and read over the link it was found behind.
+            for below in self.tiers[i:]:
+                nbytes = below.lru.pop(key, None)
+                if nbytes is not None:
+                    below.tick(self.now)
+                    below.used -= nbytes
+                    break
+            tier = self.tiers[i]
+            got = min(n, left)
+            left -= got
+            tier.hits += got
+            moved = got * token_bytes
+            tier.reloaded += moved
+            if tier.bandwidth:
+                seconds += moved / tier.bandwidth
+        return seconds
+
+    def _demote(self, key, nbytes: int, i: int) -> None:
+        """`key`'s segment enters tier i (most recent); what the tier cannot hold goes one down."""
+        while i < len(self.tiers):
+            tier = self.tiers[i]
+            if nbytes > tier.capacity:
+                i += 1
+                continue
+            tier.tick(self.now)
+            tier.lru[key] = nbytes
+            tier.used += nbytes
+            tier.stored += 1
+            while tier.used > tier.capacity:
+                k, b = tier.lru.popitem(last=False)
+                tier.used -= b
+                tier.dropped += 1
+                self._demote(k, b, i + 1)
+            tier.peak = max(tier.peak, tier.used)
+            return
+
+    def close(self, now: float) -> None:
+        for tier in self.tiers:
+            tier.tick(now)
 
     def acquire(self, segs: list) -> tuple[int, int]:
         """Reference `segs` for one sequence: (bytes they hold, bytes that were idle until now)."""
@@ -80,6 +182,11 @@ class PrefixCache:
         bytes from the sequence to the cache); None when another sequence published it first."""
         if key in self.segments:
             return None
+        for tier in self.tiers:  # computed again while a copy sat below: the GPU's copy is the one kept
+            nbytes = tier.lru.pop(key, None)
+            if nbytes is not None:
+                tier.tick(self.now)
+                tier.used -= nbytes
         b = self.block_size
         seg = Segment(key, (end // b - start // b) * self.block_bytes)
         self.segments[key] = seg
@@ -96,4 +203,6 @@ class PrefixCache:
             self.idle -= seg.nbytes
             freed += seg.nbytes
             self.evicted += 1
+            if self.tiers and seg.nbytes:
+                self._demote(key, seg.nbytes, 0)
         return freed

@@ -34,7 +34,7 @@ def fit_results(spec, hw, dep, req, engine):
     return [first, best], ["1 GPU", f"smallest fit: {best.plan.deployment.gpus} GPUs"], 1
 
 
-def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, layouts=None) -> None:
+def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, layouts=None, offload=None) -> None:
     """`fit`'s output for any engine: the plans, a named engine's own figures, the serve command
     (--emit), the formula (--explain), the exit code (--check)."""
     from kvplan.report.text import engine_to_dict, plan_to_dict, plan_warnings, render_plans
@@ -49,6 +49,11 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
     for note in dict.fromkeys(n for r in results for n in r.capacity.notes):
         stderr(f"note: {note}")
     chosen = results[recommended if recommended is not None else -1]
+    op = None
+    if offload and offload[0]:  # (tiers, backend, host): the chosen deployment's tiers
+        from kvplan.cli.offload import plan_offload
+
+        op = plan_offload(chosen, spec, chosen.plan.deployment, *offload)
     command = margin = weights = None
     if emit_to:
         from kvplan.engines.emit import emit
@@ -60,6 +65,12 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
                 stderr(line)
     dicts = [{**plan_to_dict(r.plan, spec), **({"engine": engine_to_dict(r)} if named else {})} for r in results]
     out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
+    if op is not None:
+        from kvplan.cli.offload import emit_with_offload, offload_dict
+
+        out["offload"] = offload_dict(op)
+        if command:
+            command = emit_with_offload(command, op)
     if command:
         out["emit"] = command
     if layouts is not None:  # fit --gpus N: every layout, best first (kvplan.cli.layouts)
@@ -75,6 +86,10 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
             _engine_table(console, results, titles)
         if dep is None and recommended is None:
             console.print("[red]No deployment of up to 64 GPUs fits this workload.[/]")
+        if op is not None:
+            from kvplan.cli.offload import render_offload
+
+            render_offload(console, op)
         if command:
             print(command)
 

@@ -101,3 +101,59 @@ def emit_with_offload(command: str | None, op) -> str:
         key, value = c.split("=", 1)
         line += f"\n# extra LLM API options (YAML): kv_cache_config: {{{key.split('.', 1)[1]}: {value}}}"
     return line
+
+
+def trace_curve(requests, bytes_per_token_all_gpus: int, gpu_pool_tokens: int) -> tuple[dict, object]:
+    """The trace's LRU hit-rate curve (kvplan.offload.mrc) as --json and the page show it, and the Curve."""
+    from kvplan.offload.blocks import BLOCK_TOKENS, block_accesses
+    from kvplan.offload.mrc import stack_distances
+
+    curve = stack_distances(block_accesses(requests))  # the knee past the GPU pool: docs/offload.md
+    cum = curve.cumulative()
+    n = max(1, curve.accesses)
+    sizes, c = [], 1
+    while c < curve.max_distance:
+        sizes.append(c)
+        c = max(c + 1, int(c * 1.08))
+    sizes.append(curve.max_distance)
+    unit = BLOCK_TOKENS * bytes_per_token_all_gpus
+
+    def point(blocks: int) -> dict:
+        b = min(blocks, curve.max_distance)
+        return {"blocks": blocks, "tokens": blocks * BLOCK_TOKENS, "bytes": blocks * unit,
+                "hit_pct": 100.0 * cum[b] / n if b >= 0 else 0.0}
+
+    gpu_blocks = gpu_pool_tokens // BLOCK_TOKENS
+    knee = curve.knee(gpu_blocks)
+    return {"block_tokens": BLOCK_TOKENS, "accesses": curve.accesses, "cold_misses": curve.cold,
+            "max_hit_pct": 100.0 * cum[-1] / n, "gpu_pool_tokens": gpu_pool_tokens,
+            "knee": point(knee), "for_pct_of_max": {str(f): point(curve.size_for(f / 100)) for f in (90, 95, 99)},
+            "points": [[p["tokens"], p["bytes"], round(p["hit_pct"], 4)] for p in map(point, sizes)]}, curve
+
+
+def auto_tier(curve_doc: dict, tiers):
+    """cpu:auto -> the knee's size, rounded up to a whole GiB (the tier's bytes for the whole deployment)."""
+    from kvplan.core.errors import EXIT_USAGE, KvplanError
+    from kvplan.offload.tiers import TierRequest
+
+    knee = curve_doc["knee"]["bytes"]
+    if knee <= 0:
+        raise KvplanError("--offload cpu:auto: the GPU pool already keeps every block this trace reuses; no host "
+                          "tier pays", EXIT_USAGE)
+    size = -(-knee // 2**30) * 2**30
+    stderr(f"note: cpu:auto: the trace's knee is {curve_doc['knee']['tokens']:,} tokens "
+           f"({curve_doc['knee']['hit_pct']:.1f}% of prompt blocks hit); cpu tier of {size / 2**30:,.0f} GiB")
+    return tuple(TierRequest("cpu", size_bytes=size) if t.auto else t for t in tiers)
+
+
+def sim_tiers(op, sim, host, gpus: int) -> tuple:
+    """The simulator's tiers: (name, bytes per GPU the tier's tokens take, the link one GPU reloads over)."""
+    from kvplan.offload.pools import link_bytes_per_s
+
+    out = []
+    for p in op.tiers:
+        bw = link_bytes_per_s(p.tier, host, gpus)
+        out.append((p.tier, p.tokens * sim.token_bytes(), bw))
+    if host is None:
+        stderr("note: no --host: reloads from offload tiers are not priced (TTFT as if they were free)")
+    return tuple(out)

@@ -21,6 +21,7 @@ from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
     check_workload_flags, load_requests, sla_text,
 )
+from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 
 PROGRESS_MIN_REQUESTS = 20_000  # below this a run takes about a second: no bar
@@ -69,6 +70,9 @@ def simulate(
     title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan simulate",
     hw_profiles: HwOpt = None,
     speculative: SpeculativeOpt = None,
+    offload: OffloadOpt = None,
+    offload_backend: OffloadBackendOpt = "native",
+    host: HostOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
@@ -94,18 +98,26 @@ def simulate(
     check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
     check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
     chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
+    tiers, backend, host_profile = parse_offload_flags(offload, offload_backend, host)
+    if tiers and (mode != "paged" or no_prefix_caching or compare):
+        raise KvplanError("--offload keeps evicted prefix blocks: it needs the paged pool with prefix caching "
+                          "(no --mode contiguous, --no-prefix-caching or --compare)", EXIT_USAGE)
+    if any(t.auto for t in tiers) and trace is None:
+        raise KvplanError("--offload cpu:auto sizes the tier from a trace's hit-rate curve: give --trace", EXIT_USAGE)
     files = output_files(output or [])
     base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=max_num_seqs,
                         max_num_batched_tokens=max_num_batched_tokens, prefix_caching=not no_prefix_caching)
     runs = configs(base, compare)
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed)
-    sim, meta, notes = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
+    sim, meta, notes, result = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
                                          chosen, hw_profiles, revision, token, timeout, speculative)
     for line in notes if find_rate else [loaded.said, *notes]:  # every input is valid: say where things came from
         stderr(line)
     meta.update(loaded.meta)
     requests = loaded.requests
+    if tiers:
+        base, runs = _with_tiers(base, sim, meta, result, tiers, backend, host_profile, requests, trace is not None)
     meta.update({"runs": list(runs), "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "prefix_caching": not no_prefix_caching, "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
     if find_rate:
@@ -152,7 +164,6 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     configured engine) sizes the pool, then the simulator's inputs and the notes for stderr."""
     from kvplan.cli.fit import _deployment, _request
     from kvplan.hardware.gpus import find_gpu
-    from kvplan.cli.engine_fit import engine_plan
     from kvplan.planning.deploy import Deployment
     from kvplan.report.text import plan_warnings
     from kvplan.sources.resolve import resolve_model
@@ -169,7 +180,8 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)
     notes = [resolved.note, *(f"note: {n}" for n in resolved.notices)]
     dep = chosen.deployment(dep)
-    p = engine_plan(chosen, spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
+    result = chosen.result(spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
+    p = result.plan
     sim = sim_model(p, spec, hw, step_overhead_s=step_overhead)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache "
@@ -186,7 +198,25 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
             "kv_dtype": str(p.request.kv_dtype.name if hasattr(p.request.kv_dtype, "name") else p.request.kv_dtype),
             "kv_pool_bytes_per_gpu": sim.kv_budget_bytes, "block_size": sim.block_size, "max_model_len": sim.max_model_len,
             "step_overhead_s": step_overhead, "kv_pool_sized_by": chosen.label or "kvplan (engine-neutral)"}
-    return sim, meta, notes
+    return sim, meta, notes, (result, spec, dep)
+
+
+def _with_tiers(base, sim, meta, result, tiers, backend, host, requests, from_trace):
+    """The offload tiers in the simulator's pool (and, for a trace, its hit-rate curve in meta)."""
+    import dataclasses
+
+    from kvplan.cli.offload import auto_tier, offload_dict, plan_offload, sim_tiers, trace_curve
+
+    res, spec, dep = result
+    if from_trace:
+        doc, _ = trace_curve(requests, sim.token_bytes() * dep.tp, res.capacity.tokens)
+        meta["hit_rate_curve"] = doc
+        if any(t.auto for t in tiers):
+            tiers = auto_tier(doc, tiers)
+    op = plan_offload(res, spec, dep, tiers, backend, host)
+    meta["offload"] = offload_dict(op)
+    cfg = dataclasses.replace(base, tiers=sim_tiers(op, sim, host, dep.gpus))
+    return cfg, {"paged": cfg}
 
 
 def _run(sim, requests, runs, slo_ttft, slo_tpot):

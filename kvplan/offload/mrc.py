@@ -9,7 +9,9 @@ block's latest access: O(n log n) for n accesses, linear memory.
 The knee (documented in docs/offload.md): with x = C / C_all and y = hit(C) / hit(C_all), where
 C_all is the largest finite distance (the size that keeps every reuse), the knee is the smallest C
 that maximises y - x (the Kneedle point of a concave curve: past it, each extra block buys less
-hit ratio than its share of C_all).
+hit ratio than its share of C_all). A tier below a GPU pool of G blocks only pays past G (engines
+write every computed block to the host tier, so it holds what the GPU holds and more): `knee(G)`
+takes the same point over sizes G..C_all.
 """
 
 from __future__ import annotations
@@ -43,15 +45,18 @@ class Curve(NamedTuple):
     def hit_ratio(self, size: int) -> float:
         return self.hits(size) / self.accesses if self.accesses else 0.0
 
-    def knee(self) -> int:
-        """The knee's size in blocks (module docstring); 0 when nothing is ever reused."""
+    def knee(self, start: int = 0) -> int:
+        """The knee's size in blocks over sizes start..C_all (module docstring); 0 when no size past
+        `start` adds a hit (nothing is reused at a larger distance)."""
         cum = self.cumulative()
-        top, c_all = cum[-1], self.max_distance
-        if not top:
+        c_all = self.max_distance
+        start = min(max(0, start), c_all)
+        base, top = cum[start], cum[-1] - cum[start]
+        if top <= 0:
             return 0
         best, at = -1.0, 0
-        for c in range(1, c_all + 1):
-            gain = cum[c] / top - c / c_all
+        for c in range(start + 1, c_all + 1):
+            gain = (cum[c] - base) / top - (c - start) / (c_all - start)
             if gain > best + 1e-12:
                 best, at = gain, c
         return at

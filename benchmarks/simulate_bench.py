@@ -28,15 +28,21 @@ def main(n: int) -> None:
     plan = resolve_engine().plan(spec, gpu, deployment_for_gpus(spec, 4), Request(context=32768))
     model = sim_model(plan, spec, gpu)
     print(f"{model.name} on 4 x {gpu.key}: KV pool {model.kv_budget_bytes / 2**30:.2f} GiB per GPU")
-    for workload, qps, mode in (("chat", 20.0, "paged"), ("code", 40.0, "paged"), ("chat", 20.0, "contiguous")):
+    # Offload tiers (#23): a CPU tier of 64 GiB per GPU behind PCIe Gen5 (64 GB/s) and a disk tier of
+    # 512 GiB per GPU at an eighth of an 8-drive array's 54.4 GB/s: the dgx-h100 host profile's figures.
+    tiers = (("cpu", 64 * 2**30, 64e9), ("disk", 512 * 2**30, 54.4e9 / 8))
+    for workload, qps, mode in (("chat", 20.0, "paged"), ("code", 40.0, "paged"), ("chat", 20.0, "contiguous"),
+                                ("code", 40.0, "tiers")):
         wall, cpu = time.perf_counter(), time.process_time()
         reqs = generate(WORKLOADS[workload], qps, n / qps, seed=0)
-        rec = Engine(model, EngineConfig(mode=mode)).run(reqs)
+        cfg = EngineConfig(mode="paged", tiers=tiers) if mode == "tiers" else EngineConfig(mode=mode)
+        rec = Engine(model, cfg).run(reqs)
         s = rec.summary(2.0, 0.1)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         print(f"{workload:5} {mode:10} {len(reqs):>7,} requests, {s['time']['steps']:>9,} steps: "
               f"{wall:5.2f} s wall, {cpu:5.2f} s CPU; mean running {s['concurrency']['mean_running']:.0f}, "
-              f"{s['requests']['preemptions']:,} preemptions")
+              f"{s['requests']['preemptions']:,} preemptions"
+              + "".join(f"; {x['tier']} hits {x['hit_rate_pct']:.1f}%" for x in (s["offload"] or {}).get("tiers", ())))
 
 
 if __name__ == "__main__":

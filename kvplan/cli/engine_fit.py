@@ -49,11 +49,9 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
     for note in dict.fromkeys(n for r in results for n in r.capacity.notes):
         stderr(f"note: {note}")
     chosen = results[recommended if recommended is not None else -1]
-    op = None
-    if offload and offload[0]:  # (tiers, backend, host): the chosen deployment's tiers
-        from kvplan.cli.offload import plan_offload
+    from kvplan.cli import offload as tiers
 
-        op = plan_offload(chosen, spec, chosen.plan.deployment, *offload)
+    op = tiers.for_result(chosen, spec, offload)
     command = margin = weights = None
     if emit_to:
         from kvplan.engines.emit import emit
@@ -65,12 +63,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
                 stderr(line)
     dicts = [{**plan_to_dict(r.plan, spec), **({"engine": engine_to_dict(r)} if named else {})} for r in results]
     out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
-    if op is not None:
-        from kvplan.cli.offload import emit_with_offload, offload_dict
-
-        out["offload"] = offload_dict(op)
-        if command:
-            command = emit_with_offload(command, op)
+    command = tiers.into_output(out, op, command)
     if command:
         out["emit"] = command
     if layouts is not None:  # fit --gpus N: every layout, best first (kvplan.cli.layouts)
@@ -87,9 +80,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
         if dep is None and recommended is None:
             console.print("[red]No deployment of up to 64 GPUs fits this workload.[/]")
         if op is not None:
-            from kvplan.cli.offload import render_offload
-
-            render_offload(console, op)
+            tiers.render_offload(console, op)
         if command:
             print(command)
 

@@ -62,6 +62,21 @@ def plan_offload(result, spec, dep, tiers, backend, host, quiet: bool = False):
     return op
 
 
+def for_result(result, spec, offload):
+    """fit: the OffloadPlan of the chosen result, or None without --offload (`offload`: parse_flags())."""
+    if not offload or not offload[0]:
+        return None
+    return plan_offload(result, spec, result.plan.deployment, *offload)
+
+
+def into_output(out: dict, op, command: str | None) -> str | None:
+    """fit --json gets the tiers; the --emit command gets their flags."""
+    if op is None:
+        return command
+    out["offload"] = offload_dict(op)
+    return emit_with_offload(command, op) if command else command
+
+
 def offload_dict(op) -> dict:
     from kvplan.report.text import format_warning
 

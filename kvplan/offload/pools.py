@@ -57,8 +57,7 @@ def geometry(result, model, dep) -> Geometry:
                      "layers (vLLM's connector needs one page size; hybrid host pools are not read)")
     bpt = cap.bytes_per_token or plan.kv_bytes_per_token_per_gpu
     block = cap.block_size or plan.request.block_size
-    tokens = cap.tokens if cap.engine != "kvplan" else plan.kv_cache_tokens
-    return Geometry(cap.engine, cap.version or "", bpt, dep.tp, block, tokens, cap.kv_memory_bytes,
+    return Geometry(cap.engine, cap.version or "", bpt, dep.tp, block, cap.tokens, cap.kv_memory_bytes,
                     plan.request.context)
 
 
@@ -100,10 +99,10 @@ def _warnings(g: Geometry, pools: list[TierPool], host) -> list[PlanWarning]:
         out.append(PlanWarning(f"the cpu tier takes {{}} of host RAM, more than {host.key}'s DRAM less its reserve "
                                "({}): SGLang refuses to start, other engines swap or are killed",
                                (ram, host.ram_for_kv_bytes), ("bytes", "bytes")))
-    if g.engine == "vllm" and any(p.tier == "cpu" and p.engine.endswith("OffloadingConnector") for p in pools) \
-            and ram > host.dev_shm_bytes:
+    shm = sum(p.bytes_total for p in pools if p.in_dev_shm)
+    if shm > host.dev_shm_bytes:
         out.append(PlanWarning(f"vLLM maps its CPU tier in /dev/shm (SharedMmapRegion): {{}} exceeds {host.key}'s "
-                               "/dev/shm of {} (containers: raise --shm-size)", (ram, host.dev_shm_bytes),
+                               "/dev/shm of {} (containers: raise --shm-size)", (shm, host.dev_shm_bytes),
                                ("bytes", "bytes")))
     for p in pools:
         if p.tier == "disk" and host.nvme_capacity_bytes is not None and p.bytes_total > host.nvme_capacity_bytes:

@@ -57,6 +57,7 @@ class TierPool:
     contexts: int  # full-length contexts (the plan's context) the tier holds
     rule: str  # the engine's arithmetic in one line, with its source
     notes: tuple[str, ...] = ()
+    in_dev_shm: bool = False  # mapped as a file in /dev/shm (recent vLLM's SharedMmapRegion)
 
 
 def parse_offload(text: str | None) -> tuple[TierRequest, ...]:

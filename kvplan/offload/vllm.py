@@ -56,4 +56,5 @@ def cpu_pool(req: TierRequest, g: Geometry, block_size_factor: int = 1) -> TierP
         notes.append(f"vllm {g.version} takes a block count, not a size: kvplan chose num_cpu_blocks")
     tokens = blocks * g.block_size * block_size_factor
     return TierPool("cpu", f"vllm {g.version} OffloadingConnector", flag, total // g.ranks, g.ranks, total,
-                    blocks, g.block_size * block_size_factor, tokens, g.contexts(tokens), rule, tuple(notes))
+                    blocks, g.block_size * block_size_factor, tokens, g.contexts(tokens), rule, tuple(notes),
+                    in_dev_shm=v >= SIZE_FLAG_SINCE)

@@ -31,9 +31,9 @@ def timed(fn, repeats: int):
 
 def main(repeats: int) -> None:
     from kvplan.sources.catalog import bundled_specs
-    from kvplan.report.export import json_document, write_csv
+    from kvplan.report.export import json_document, sweep_rows, write_csv
     from kvplan.hardware.gpus import load_gpus
-    from kvplan.compare.sweep import sweep, sweep_rows
+    from kvplan.compare.sweep import sweep
 
     models = sorted(bundled_specs(), key=lambda s: s.name)[:50]
     gpus = list(load_gpus().values())[:30]

@@ -1,19 +1,19 @@
-"""kvplan.cli._common's shared helpers: the engine flags as one configured engine, one progress bar,
-plan warnings worded at the edge, and --speculative checked against the engine."""
+"""kvplan.cli._common's shared helpers and kvplan.cli.engine_flags: the engine flags as one configured
+engine, one progress bar, plan warnings worded at the edge, and --speculative checked against the engine."""
 
 import io
 
 import pytest
 
-from kvplan.cli import _common
-from kvplan.core.errors import KvplanError
+from kvplan.cli import _common, engine_flags
+from kvplan.core.errors import KvplanError, inputs_named
 
 
 def test_engine_flags_make_the_same_engine_for_every_command():
-    engine, gmu = _common.engine_from_flags("vLLM", "0.11.0", ["max_num_seqs=64"], "0.8", 32)
+    engine, gmu = engine_flags.engine_from_flags("vLLM", "0.11.0", ["max_num_seqs=64"], "0.8", 32)
     assert (engine.name, engine.version, engine.opts, gmu) == ("vllm", "0.11.0", {"max_num_seqs": "64"}, 0.8)
     assert engine.explicit == {"gpu_memory_utilization": 0.8, "block_size": 32}
-    neutral, gmu = _common.engine_from_flags(None, None, None, None, None)
+    neutral, gmu = engine_flags.engine_from_flags(None, None, None, None, None)
     assert neutral.name == "kvplan" and gmu is None
 
 
@@ -25,8 +25,8 @@ def test_engine_flags_make_the_same_engine_for_every_command():
     ((None, None, None, None, None, "trtllm"), "--emit supports"),
 ])
 def test_engine_flag_errors_are_one_line(args, needle):
-    with pytest.raises(KvplanError) as err:
-        _common.engine_from_flags(*args)
+    with inputs_named(_common.flag), pytest.raises(KvplanError) as err:  # as a command (cli_errors) names inputs
+        engine_flags.engine_from_flags(*args)
     assert needle in err.value.message and "\n" not in err.value.message
 
 
@@ -69,7 +69,7 @@ def test_plan_warnings_are_data_worded_at_the_edge():
       "--speculative", "mtp"), "--speculative with --engine trtllm"),
     (("simulate", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--max-model-len", "8k", "--engine", "llama.cpp",
       "--speculative", "ngram:3"), "--speculative with --engine llama.cpp"),
-    # vLLM serves draft models from 0.15.0 (kvplan.planning.speculative.check_vllm): a release check from the flag alone
+    # vLLM serves draft models from 0.15.0 (kvplan.engines.vllm.speculative.check_vllm): a release check from the flag alone
     (("cheapest", "llama-3.1-70b", "--gpu", "h100", "--ctx", "8k", "--concurrency", "4", "--engine", "vllm",
       "--engine-version", "0.11.0", "--speculative", "draft:llama-3.2-1b-instruct:4"), "serves draft models from 0.15.0"),
 ])

@@ -68,7 +68,8 @@ def test_a_typer_command_is_measured_by_its_body():
 
 
 def _engine_names() -> set[str]:
-    from kvplan.engines import _registry, engine_names
+    from kvplan.engines import engine_names
+    from kvplan.engines.registry import _registry
 
     return set(engine_names()) | set(_registry()[1])
 

@@ -35,7 +35,7 @@ def chromium() -> str:
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory):
     from kvplan.report.html import render_html
-    from kvplan.compare.sweep import sweep_rows
+    from kvplan.report.export import sweep_rows
 
     browser = chromium()
     tmp = tmp_path_factory.mktemp("browser")

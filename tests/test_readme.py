@@ -1,4 +1,5 @@
-"""Every `kvplan ...` command in README.md runs, as written, and ends the way the README says (issue 15).
+"""Every `kvplan ...` command in README.md runs, as written, and ends the way the README says (issue 15);
+every ```python block runs too, and prints the figures the README's comments work out by hand.
 
 Commands are read from the README's unlabelled ``` blocks and its 4-space indented blocks (a line
 ending in `\\` continues). Each runs in-process (CliRunner) in a scratch folder holding the files
@@ -127,3 +128,23 @@ def test_readme_deepseek_layout_figures_are_what_its_commands_print():
         r = CliRunner().invoke(app, ["fit", "deepseek-v3", "--gpu", "h200", *flags, "--ctx", "32k", "--json"])
         assert r.exit_code == 0, r.output
         assert json.loads(r.stdout)["max_concurrency"] == int(quoted), flags
+
+
+PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
+
+
+def test_readme_python_blocks_run_and_print_the_hand_arithmetic(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KVPLAN_HOME", str(tmp_path / "kvplan-home"))
+    assert PYTHON_BLOCKS, "the README's Python API example moved"
+    spaces = []
+    for block in PYTHON_BLOCKS:
+        spaces.append({})
+        exec(compile(block, "README.md", "exec"), spaces[-1])  # noqa: S102 - the README's own example
+    lines = capsys.readouterr().out.splitlines()
+    # Llama-3.1-8B (its config.json: 32 layers, 8 KV heads, head_dim 4096 / 32 = 128, bf16), K and V:
+    assert lines[0] == str(32 * 2 * 8 * 128 * 2) == "131072"
+    assert lines[1] == str(131_072 * 32 * 1024) == "4294967296"  # a 32k sequence: 2,048 whole 16-token pages
+    plan = spaces[0]["plan"]
+    assert lines[2] == f"{plan.kv_memory_bytes_per_gpu // plan.kv_bytes_per_sequence_per_gpu} {plan.max_concurrency >= 8}"
+    assert lines[-1] == "context 12q 2 context '12q' is not a token count (try 32768, 32k, 128K or 1M)"

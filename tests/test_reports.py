@@ -23,13 +23,14 @@ from conftest import one_line_error
 from kvplan.cli import app
 from kvplan.core.dtypes import BF16, FP8
 from kvplan.core.errors import KvplanError
-from kvplan.report.export import CSV_COLUMNS, GIB_BESIDE, ROW_KEYS, atomic_write, plan_row, write_csv
+from kvplan.core.files import atomic_write
+from kvplan.report.export import CSV_COLUMNS, GIB_BESIDE, ROW_KEYS, plan_row, sweep_rows, write_csv
 from kvplan.hardware.gpus import find_gpu, load_gpus
 from kvplan.planning.deploy import Deployment
 from kvplan.engines import resolve_engine
 from kvplan.planning.plan import Request
 from kvplan.hardware.prices import load_prices
-from kvplan.compare.sweep import parse_counts, rank_key, sweep, sweep_rows
+from kvplan.compare.sweep import parse_counts, rank_key, sweep
 
 plan, plan_grid = resolve_engine().plan, resolve_engine().grid
 
@@ -276,6 +277,7 @@ def test_atomic_write_leaves_nothing_half_written(tmp_path):
 
 @pytest.mark.parametrize("exc, code", [(RuntimeError("disk on fire"), 1), (KeyboardInterrupt(), 130)])
 def test_cli_write_failure_leaves_no_file(tmp_path, monkeypatch, kvplan_home, exc, code):
+    import kvplan.cli.sweep
     import kvplan.report.export
 
     real = kvplan.report.export.write_csv
@@ -284,7 +286,7 @@ def test_cli_write_failure_leaves_no_file(tmp_path, monkeypatch, kvplan_home, ex
         real(rows[:1], stream)  # some rows reach the temp file, then the serialiser dies
         raise exc
 
-    monkeypatch.setattr(kvplan.report.export, "write_csv", half)
+    monkeypatch.setattr(kvplan.cli.sweep, "write_csv", half)  # where `sweep -o` calls it
     r = run("sweep", "--models", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k,32k", "-o", tmp_path / "p.csv")
     assert r.exit_code == code and r.stderr.splitlines()[-1].startswith("Error: ")
     assert os.listdir(tmp_path) == ["kvplan-home"] or os.listdir(tmp_path) == []

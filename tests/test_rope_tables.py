@@ -66,7 +66,7 @@ def test_hostile_rope_factor_is_a_clean_error_from_the_cli(tmp_path):
 
     from typer.testing import CliRunner
 
-    from kvplan.cli.app import app
+    from kvplan.cli import app
 
     cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
            "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,

@@ -1,7 +1,7 @@
 """What `kvplan fit` does not do at start-up (issue 10: cold start no slower than before), checked
 by what it imports and builds, never by timing: benchmarks/cold_start.py measures the time.
 
-* The console entry builds only the command it runs (kvplan.cli.app.app_for); that command's help,
+* The console entry builds only the command it runs (kvplan.cli.main.app_for); that command's help,
   usage errors and output read exactly as in the whole app.
 * Naming one engine imports that engine's module only; a catalog model does not import the
   config.json readers; nothing imports importlib.resources.
@@ -14,7 +14,8 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from kvplan.cli.app import COMMANDS, app, app_for
+from kvplan.cli import app
+from kvplan.cli.main import COMMANDS, app_for
 
 runner = CliRunner()
 
@@ -61,7 +62,7 @@ def test_console_entry_runs_a_command_and_refuses_an_unknown_one():
 def test_engine_names_and_aliases_are_unique():
     """canonical_engine looks in the module named like the engine first; that gives the registry's
     answer only while no name or alias means two engines."""
-    from kvplan.engines import _registry
+    from kvplan.engines.registry import _registry
 
     classes, _ = _registry()
     said = [n for cls in classes.values() for n in (cls.name, *cls.aliases)]
@@ -71,7 +72,10 @@ def test_engine_names_and_aliases_are_unique():
 def test_naming_an_engine_imports_that_engine_only():
     loaded = _modules_after("from kvplan.engines import resolve_engine; resolve_engine('llama.cpp')")
     engines = {m for m in loaded if m.startswith("kvplan.engines.")}
-    assert engines == {"kvplan.engines.base", "kvplan.engines.llamacpp", "kvplan.engines.llamacpp.engine"}, engines
+    # the interface, the registry, the default engine's rules and the serve commands' shared pieces, then
+    # llama.cpp's package and no other engine's
+    assert engines == {"kvplan.engines.base", "kvplan.engines.registry", "kvplan.engines.neutral", "kvplan.engines.emit",
+                       "kvplan.engines.llamacpp", "kvplan.engines.llamacpp.engine"}, engines
     loaded = _modules_after("from kvplan.engines import canonical_engine; assert canonical_engine('TRT-LLM') == 'trtllm'")
     assert "kvplan.engines.vllm.engine" not in loaded and "kvplan.engines.trtllm.engine" in loaded
 
@@ -141,12 +145,14 @@ def test_assemble_makes_the_plan_the_dataclass_would():
 def test_find_rate_reads_a_trace_once(tmp_path, monkeypatch):
     import json
 
+    from kvplan.cli import workload
     from kvplan.simulator import traces
     rows = "".join(f'{{"timestamp": {i * 200}, "input_length": {900 + i}, "output_length": 20}}\n' for i in range(40))
     (tmp_path / "t.jsonl").write_text(rows)
     calls = []
     real = traces.load_trace
-    monkeypatch.setattr(traces, "load_trace", lambda *a, **k: calls.append(a) or real(*a, **k))
+    # (kvplan.cli.workload is the one caller of load_trace)
+    monkeypatch.setattr(workload, "load_trace", lambda *a, **k: calls.append(a) or real(*a, **k))
     r = runner.invoke(app, ["simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(tmp_path / "t.jsonl"),
                             "--find-rate", "--json"])
     assert r.exit_code == 0, r.output

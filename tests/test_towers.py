@@ -1,4 +1,4 @@
-"""Vision and audio towers as vLLM 0.19 loads them: Gemma 4, Qwen3.5, Kimi-K2.5 (kvplan.towers_*), and
+"""Vision and audio towers as vLLM 0.19 loads them: Gemma 4, Qwen3.5, Kimi-K2.5 (kvplan.readers.towers), and
 the rule that a declared tower is priced or refused, never counted as 0 (kvplan.readers.towers.vision.price_towers).
 
 Golden numbers are hand arithmetic from the published configs (written out below each), checked

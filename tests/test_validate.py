@@ -262,12 +262,12 @@ def test_cli_output_read_only_folder_checked_before_the_run(tmp_path):
 
 
 def test_results_go_through_the_one_atomic_writer(tmp_path, monkeypatch):
-    import kvplan.report.export
+    import kvplan.core.files
     from kvplan.validate.results import write_results
 
     calls = []
-    real = kvplan.report.export.atomic_write
-    monkeypatch.setattr(kvplan.report.export, "atomic_write", lambda path, content, **kw: calls.append(path) or real(path, content, **kw))
+    real = kvplan.core.files.atomic_write
+    monkeypatch.setattr(kvplan.core.files, "atomic_write", lambda path, content, **kw: calls.append(path) or real(path, content, **kw))
     record = {"model": "m", "layers": 1, "batch": 1, "ctx": 8, "kv_dtype": "bf16", "predicted_kv_bytes": 1,
               "measured_kv_bytes": 1, "checks": [], "ok": True}
     for suffix in (".json", ".csv"):

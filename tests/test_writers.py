@@ -1,4 +1,4 @@
-"""kvplan's one file writer (kvplan.report.export.atomic_writer): links, FIFOs, /proc fd links, permissions.
+"""kvplan's one file writer (kvplan.core.files.atomic_writer): links, FIFOs, /proc fd links, permissions.
 
 Special files here are made under tmp_path (mkfifo, os.pipe, symlinks): a test never points a
 writer at a real /dev node, so a regression cannot replace one.
@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.core.errors import KvplanError
-from kvplan.report.export import atomic_write
+from kvplan.core.files import atomic_write
 
 runner = CliRunner()
 

@@ -1,9 +1,9 @@
-"""What every kvplan command shares: option types, error mapping, warnings, one output helper, the
-engine flags turned into a configured engine, and one progress bar.
+"""What every kvplan command shares: option types, error mapping, warnings, one output helper and one
+progress bar (the engine and drafter flags: kvplan.cli.engine_flags).
 
-Imports nothing from kvplan.cli, so any command module can import it alone. stdout carries data
-(tables, JSON); stderr carries chatter. Every user error is a KvplanError, turned into
-`Error: <one line>` and an exit code by `cli_errors`; KVPLAN_DEBUG=1 shows the traceback instead.
+Imports nothing from kvplan.cli, so any command module can import it alone. stdout carries data (tables, JSON); stderr carries chatter. Every user error is a
+KvplanError, turned into `Error: <one line>` and an exit code by `cli_errors`, which also has the core
+name each input by its flag; KVPLAN_DEBUG=1 shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
-from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, path_error
+from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, inputs_named, path_error
+from kvplan.core.markup import plain, safe_stdout
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
-MAX_BATCH = 1_000_000  # concurrent requests: far beyond any deployment, small enough to stay meaningful
+MAX_BATCH = 1_000_000  # concurrent requests: kvplan.planning.request.MAX_BATCH (not imported: fit's start-up)
 
 # Options with one meaning wherever they appear. `--gpu/-g` names the GPU(s); `--gpus` is a count.
 GpuOpt = Annotated[str, typer.Option("--gpu", "-g", help="GPU name or alias (a100-80, h100, h200, mi300x, l40s, 4090; see `kvplan gpus`).")]
@@ -43,20 +44,32 @@ SpeculativeOpt = Annotated[Optional[str], typer.Option("--speculative", help="Sp
 PricesOpt = Annotated[Optional[Path], typer.Option("--prices", help="YAML of `gpu: price per GPU-hour` (any currency).")]
 
 
+# Inputs whose flag is not `--` + the Python API keyword with dashes (`engine_version` is --engine-version).
+FLAGS = {"context": "--ctx", "engine_opts": "--engine-opt"}
+# Commands (by function name) that call an input otherwise; none yet.
+COMMAND_FLAGS: dict[str, dict[str, str]] = {}
+
+
+def flag(name: str, command: Optional[str] = None) -> str:
+    """The flag of the input the core calls `name` (kvplan.core.errors.arg: 'tp', 'context'), as `command`
+    spells it. `cli_errors` has every message, note and label a command prints name inputs this way."""
+    return COMMAND_FLAGS.get(command or "", {}).get(name) or FLAGS.get(name) or "--" + name.replace("_", "-")
+
+
 def stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
 def cli_errors(fn):
-    """Map KvplanError (and anything unexpected) to one line on stderr and an exit code."""
+    """Map KvplanError (and anything unexpected) to one line on stderr and an exit code; while the
+    command runs, every message names an input by its flag (`flag`)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from kvplan.core.markup import safe_stdout
-
         safe_stdout()  # paths with non-UTF-8 bytes print as given
         try:
-            return fn(*args, **kwargs)
+            with inputs_named(functools.partial(flag, command=fn.__name__)):
+                return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort):
             raise
         except KvplanError as exc:
@@ -81,30 +94,6 @@ def cli_errors(fn):
             raise typer.Exit(EXIT_ERROR) from None
 
     return wrapper
-
-
-def engine_from_flags(engine: Optional[str], version: Optional[str], opt_items, gpu_memory_utilization: Optional[str],
-                      block_size: Optional[int], emit_to: Optional[str] = None):
-    """(the configured engine, the --gpu-memory-utilization fraction or None) that --engine,
-    --engine-version, --engine-opt, --gpu-memory-utilization, --block-size (and fit's --emit) ask
-    for: the engine-neutral planner without --engine. Checked before anything is printed."""
-    from kvplan.engines import canonical_engine, engine_class, emitters, resolve_engine
-    from kvplan.core.units import parse_fraction
-
-    check_range("--block-size", block_size, 1, 4096)
-    gmu = parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization") if gpu_memory_utilization else None
-    explicit = {"gpu_memory_utilization": gmu, "block_size": block_size}
-    if engine is None and emit_to is None:
-        if version or opt_items:
-            raise KvplanError("--engine-version and --engine-opt need --engine", EXIT_USAGE)
-        return resolve_engine(None, **explicit), gmu
-    name = canonical_engine(engine or emit_to)
-    if emit_to is not None:
-        if not engine_class(emit_to).emits:  # (the whole registry only to list the emitters)
-            raise KvplanError(f"--emit supports {', '.join(emitters())}, not {emit_to}", EXIT_USAGE)
-        if canonical_engine(emit_to) != name:
-            raise KvplanError(f"--emit {emit_to} does not match --engine {name}", EXIT_USAGE)
-    return resolve_engine(name, version, opt_items or (), **explicit), gmu
 
 
 class ProgressBar:
@@ -190,8 +179,6 @@ def table(columns: list[str], *, right: tuple[str, ...] = (), whole: tuple[str, 
 
 def markup_safe(text: str) -> str:
     """Outside text for a rich table: brackets escaped, undecodable path bytes shown (kvplan.core.markup)."""
-    from kvplan.core.markup import plain
-
     return plain(text)
 
 
@@ -220,25 +207,3 @@ def output_files(paths: list[Path], stdout_hint: str = "--json for stdout") -> l
             raise KvplanError(f"--output {path} is given twice", EXIT_USAGE)
         out.append((full, fmt))
     return out
-
-
-def speculative_request(text, engine=None):
-    """--speculative parsed (None when not given); a one-line error before any work, also where the
-    configured `engine` does not model that drafter (Engine.check_speculative)."""
-    from kvplan.planning.speculative import parse
-
-    request = parse(text)
-    if request is not None and engine is not None:
-        engine.check_speculative(request.method)
-    return request
-
-
-def with_speculative(spec, request, *, token=None, timeout: float = 10.0):
-    """`spec` as served with the drafter --speculative asks for (kvplan.planning.speculative); a draft model
-    is found as any model is (catalog, folder or Hub)."""
-    if request is None:
-        return spec
-    from kvplan.sources.resolve import resolve_model
-    from kvplan.planning.speculative import apply
-
-    return apply(spec, request, lambda name: resolve_model(name, token=token, timeout=timeout).spec)

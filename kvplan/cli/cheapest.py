@@ -8,16 +8,27 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, JsonOpt, PricesOpt, RevisionOpt,
-    SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, engine_from_flags, markup_safe, print_notes,
-    print_result, progress_bar, speculative_request, stderr, table, with_speculative,
+    MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, JsonOpt, PricesOpt,
+    RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, print_notes, print_result,
+    progress_bar, stderr, table,
 )
+from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
 from kvplan.cli.selection import resolve_gpus
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
     check_workload_flags, load_requests, sla_text,
 )
+from kvplan.compare.cheapest import RANKING, cheapest as rank, failure_summary
+from kvplan.compare.sweep import parse_counts
+from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
+from kvplan.core.units import human_tokens, parse_tokens
+from kvplan.hardware.prices import load_prices
+from kvplan.planning.deploy import candidate_deployments, deployment_for_gpus
+from kvplan.planning.layout import layout_text
+from kvplan.report.export import candidate_row
+from kvplan.simulator.capacity import Target, filter_candidates
+from kvplan.sources.resolve import resolve_model
 
 
 def register(app: typer.Typer) -> None:
@@ -66,12 +77,6 @@ def cheapest(
 
     Exit code 6 when no deployment meets the target (the reasons are still printed).
     """
-    from kvplan.compare.cheapest import cheapest as rank, failure_summary
-    from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
-    from kvplan.sources.resolve import resolve_model
-    from kvplan.compare.sweep import parse_counts
-    from kvplan.core.units import parse_tokens
-
     hw = hw_profiles or ()
     served = workload is not None or trace is not None
     if concurrency is None and not served:
@@ -85,7 +90,7 @@ def cheapest(
     check_range("--replicas", replicas, 1, 4096)
     chosen, gmu = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
     drafter = speculative_request(speculative, chosen)
-    ctx_tokens = None if ctx is None else parse_tokens(ctx, "--ctx")
+    ctx_tokens = None if ctx is None else parse_tokens(ctx, "context")
     counts = parse_counts(gpu_counts) if gpu_counts is not None else None
     canonical_kv_dtype(kv_dtype)
     wdt = canonical_weight_dtype(weight_dtype) if weight_dtype else None
@@ -118,8 +123,6 @@ def cheapest(
 
 def _gpus_and_prices(gpu, prices, hw):
     """The GPUs --gpu names (a prices file alone: the GPUs it prices) and the price book."""
-    from kvplan.hardware.prices import load_prices
-
     gpu_list = resolve_gpus(gpu or "all", hw)
     price_book = load_prices(prices, hw)
     if gpu is None and prices is not None:  # a prices file names the GPUs one can buy: search those
@@ -131,9 +134,6 @@ def _gpus_and_prices(gpu, prices, hw):
 
 def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candidates, sims: dict, loaded, sla):
     """(the target in words, the JSON document): the candidates meeting it, ranked, then the rest."""
-    from kvplan.compare.cheapest import RANKING, candidate_row
-    from kvplan.core.units import human_tokens
-
     target = (f"{spec.name}: {concurrency:,} concurrent requests of {human_tokens(ctx_tokens)} tokens"
               + (f", ≥ {min_tps:g} tokens/s each" if min_tps else ""))
     if loaded is not None:
@@ -157,8 +157,6 @@ def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candid
 
 def _serve(candidates, spec, gpu_list, loaded, sla):
     """Candidates re-judged by simulating the workload on them (kvplan.simulator.capacity)."""
-    from kvplan.simulator.capacity import Target, filter_candidates
-
     stderr(loaded.said)
     target = Target(tuple(loaded.requests), *sla)
     gpus = {g.key: g for g in gpu_list}
@@ -197,8 +195,6 @@ def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, t
 
 def _layout(c) -> str:
     """'8 (tp 8)', '16 (2 × tp 8)' for two replicas of tp 8."""
-    from kvplan.planning.layout import layout_text
-
     copies = f"{c.replicas} × " if c.replicas > 1 else ""
     return f"{c.gpus} ({copies}{layout_text(c.deployment)})"
 
@@ -209,8 +205,6 @@ def _money(v) -> str:
 
 def _deployments(spec, counts, max_gpus):
     """--gpu-counts as kvplan.planning.deploy's one rule splits each for this model, else the search's candidates."""
-    from kvplan.planning.deploy import candidate_deployments, deployment_for_gpus
-
     if not counts:
         return candidate_deployments(spec, max_gpus)
     deps = [d for d in (deployment_for_gpus(spec, c) for c in counts) if d is not None]

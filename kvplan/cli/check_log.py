@@ -1,6 +1,6 @@
 """`kvplan check-log FILE`: every number an engine's start-up log printed next to kvplan's.
 
-Thin: read the log (size-capped), call kvplan.logs (pure), render.
+Thin: read the log (size-capped), call kvplan.engines.reconcile (pure), render.
 """
 
 from pathlib import Path
@@ -9,7 +9,13 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import HwOpt, JsonOpt, cli_errors, markup_safe, print_result, stderr, table
+from kvplan.cli.engine_flags import speculative_request, with_speculative
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.engines.logparse import parse_log
+from kvplan.engines.reconcile import reconcile
+from kvplan.hardware.gpus import find_gpu
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.sources.resolve import resolve_model
 
 MAX_LOG_BYTES = 64 * 2**20
 
@@ -30,15 +36,10 @@ def check_log(
     as_json: JsonOpt = False,
 ):
     """Put every number an engine's start-up log printed next to kvplan's, with the difference."""
-    from kvplan.engines.logparse import parse_log
-    from kvplan.engines.reconcile import reconcile
-
     text = _read_log(log)
     rec = parse_log(text)
     hw = None
     if gpu:
-        from kvplan.hardware.gpus import find_gpu
-
         hw = find_gpu(gpu, hw_profiles or ())
     if tp is not None and tp < 1:
         raise KvplanError(f"--tp must be at least 1, got {tp}", EXIT_USAGE)
@@ -70,8 +71,6 @@ def _read_log(path: Path) -> str:
 def _with_drafter(spec, text: str):
     """The log's model with the drafter its SpeculativeConfig line names (kvplan.planning.speculative), or as it is
     with a note when kvplan does not model that drafter."""
-    from kvplan.cli._common import speculative_request, with_speculative
-
     try:
         spec = with_speculative(spec, speculative_request(text))
     except KvplanError as exc:
@@ -83,9 +82,6 @@ def _with_drafter(spec, text: str):
 
 def _resolve_log_model(name: str | None, hint: str | None):
     """--model, else the model the log names when it is in the catalog (never the network)."""
-    from kvplan.sources.catalog import find_in_catalog
-    from kvplan.sources.resolve import resolve_model
-
     if name:
         return resolve_model(name).spec
     if not hint:

@@ -1,7 +1,7 @@
 """`fit`'s plans as an engine allocates (the engine-neutral planner without --engine).
 
 Every call into a configured engine's planning API lives in this module (the flags become that
-engine in kvplan.cli._common.engine_from_flags), so a change of that API touches the CLI here only.
+engine in kvplan.cli.engine_flags.engine_from_flags), so a change of that API touches the CLI here only.
 Heavy imports stay inside the functions so `kvplan fit` starts fast.
 """
 
@@ -10,19 +10,23 @@ import sys
 import typer
 
 from kvplan.cli._common import print_result, print_warnings, stderr
+from kvplan.compare.candidates import smallest_fitting
 from kvplan.core.errors import EXIT_DOES_NOT_FIT
+from kvplan.engines.emit import emit
+from kvplan.planning.deploy import Deployment
+from kvplan.report.explain import explain_lines
+from kvplan.report.text import engine_to_dict, format_figure, plan_to_dict, plan_warnings, render_plans
 
 
-def engine_plan(engine, spec, hw, dep, req):
-    """One plan of `dep` as `engine` allocates (`simulate` runs its scheduler on that KV pool)."""
-    return engine.plan(spec, hw, dep, req)
+def engine_result(engine, spec, hw, dep, req):
+    """One EngineResult of `dep` as `engine` allocates: `simulate` runs its scheduler on that KV pool
+    and sizes offload tiers from the engine's own capacity figures."""
+    return engine.result(spec, hw, dep, req)
 
 
 def fit_results(spec, hw, dep, req, engine):
     """EngineResults for `dep`, or for one GPU and then the smallest deployment that fits, with
     titles and the index of the recommended one (None when nothing fits)."""
-    from kvplan.planning.deploy import Deployment, smallest_fitting
-
     if dep is not None:
         return [engine.result(spec, hw, dep, req)], [f"{dep.gpus} GPU(s)"], 0
     first = engine.result(spec, hw, Deployment(1, 1), req)
@@ -37,8 +41,6 @@ def fit_results(spec, hw, dep, req, engine):
 def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, layouts=None, offload=None) -> None:
     """`fit`'s output for any engine: the plans, a named engine's own figures, the serve command
     (--emit), the formula (--explain), the exit code (--check)."""
-    from kvplan.report.text import engine_to_dict, plan_to_dict, plan_warnings, render_plans
-
     results, titles, recommended = fit_results(spec, hw, dep, req, engine)
     plans = [r.plan for r in results]
     named = engine.label is not None  # a named engine: its own figures are shown too
@@ -54,8 +56,6 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
     op = tiers.for_result(chosen, spec, offload)
     command = margin = weights = None
     if emit_to:
-        from kvplan.engines.emit import emit
-
         command = emit(engine, chosen, spec)
         margin, weights = engine.emit_note(chosen, spec), engine.emit_weights_note(chosen, spec)
         for line in (weights, margin):
@@ -86,8 +86,6 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
 
     print_result(as_json, out, render)
     if explain:
-        from kvplan.report.explain import explain_lines
-
         stream = sys.stderr if as_json else sys.stdout
         print("\n".join(explain_lines(chosen.plan, spec)), file=stream)
     if check and not any(p.fits for p in plans):
@@ -103,7 +101,6 @@ def _engine_table(console, results, titles) -> None:
     table.add_column("")
     for t in titles:
         table.add_column(t, justify="right")
-    from kvplan.report.text import format_figure
 
     for fig in cap.lines:
         row = [{f.label: f for f in r.capacity.lines}.get(fig.label) for r in results]

@@ -5,12 +5,21 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    MAX_BATCH, BatchOpt, BlockSizeOpt, CtxOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt,
+    BatchOpt, BlockSizeOpt, CtxOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt,
     JsonOpt, KvDtypeOpt, RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, cli_errors,
-    engine_from_flags, print_notes, speculative_request, stderr, with_speculative,
+    print_notes, stderr,
 )
+from kvplan.cli.engine_fit import fit_report
+from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
+from kvplan.cli.layouts import search
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
+from kvplan.core.units import parse_tokens
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.deploy import Deployment, deployment_for_gpus
+from kvplan.planning.layout import SEARCH, layout_from_flags
+from kvplan.planning.request import read_request
+from kvplan.sources.resolve import resolve_model
 
 
 def register(app: typer.Typer) -> None:
@@ -19,36 +28,15 @@ def register(app: typer.Typer) -> None:
 
 def _request(ctx_tokens: Optional[int], batch: int, kv_dtype: str, weight_dtype, model, block_size: Optional[int],
              gpu_memory_utilization: Optional[str], overhead: Optional[str], kv_cache_memory: Optional[str]):
-    """The Request the flags ask for; block size and utilisation default to kvplan.planning.plan's (vLLM's)."""
-    from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
-    from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Request
-    from kvplan.core.units import parse_bytes, parse_fraction
-
-    if not 1 <= batch <= MAX_BATCH:
-        raise KvplanError(f"--batch must be between 1 and {MAX_BATCH:,}, got {batch}", EXIT_USAGE)
-    block_size = DEFAULT_BLOCK_SIZE if block_size is None else block_size
-    if gpu_memory_utilization is None:
-        gpu_memory_utilization = str(DEFAULT_GPU_MEMORY_UTILIZATION)
-    return Request(
-        context=model.max_context if ctx_tokens is None else ctx_tokens,
-        context_from_model=ctx_tokens is None,
-        batch=batch,
-        kv_dtype=canonical_kv_dtype(kv_dtype, model.dtype),
-        weight_dtype=None if weight_dtype is None or weight_dtype.strip().lower() == "auto"
-        else canonical_weight_dtype(weight_dtype),
-        block_size=block_size,
-        gpu_memory_utilization=parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization"),
-        overhead_bytes=None if overhead is None else parse_bytes(overhead, "--overhead", allow_zero=True),
-        kv_cache_memory_bytes=None if kv_cache_memory is None else parse_bytes(kv_cache_memory, "--kv-cache-memory"),
-    )
+    """The Request the flags ask for (kvplan.planning.request: as the Python API reads its keywords)."""
+    return read_request(model, context=ctx_tokens, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+                        block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
+                        kv_cache_memory=kv_cache_memory)
 
 
 def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]):
     """The deployment --gpus/--tp/--pp ask for (simulate's flags), or None for none: as fit's layout
     flags, except that --gpus alone takes the default split (widest tp within a node, then pp)."""
-    from kvplan.planning.deploy import deployment_for_gpus
-    from kvplan.planning.layout import SEARCH, layout_from_flags
-
     dep = layout_from_flags(model, gpus, tp, pp)
     if dep != SEARCH:
         return dep
@@ -95,13 +83,8 @@ def fit(
     as_json: JsonOpt = False,
 ):
     """Does MODEL fit on GPU at this context: concurrency, longest context, GPUs needed, decode speed."""
-    from kvplan.cli.engine_fit import fit_report
-    from kvplan.hardware.gpus import find_gpu
-    from kvplan.sources.resolve import resolve_model
-    from kvplan.core.units import parse_tokens
-
     hw = find_gpu(gpu, hw_profiles or ())
-    ctx_tokens = None if ctx is None else parse_tokens(ctx, "--ctx")
+    ctx_tokens = None if ctx is None else parse_tokens(ctx, "context")
     tiers = parse_offload_flags(offload, offload_backend, host)
     # engine flags and the drafter are checked before the model is resolved (maybe a Hub download)
     chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size, emit)
@@ -110,8 +93,6 @@ def fit(
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
     req = _request(ctx_tokens, batch, kv_dtype, weight_dtype, spec,
                    block_size, gpu_memory_utilization, overhead, kv_cache_memory)
-    from kvplan.planning.deploy import Deployment
-    from kvplan.planning.layout import SEARCH, layout_from_flags
 
     dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
     if not 1 <= gpus_per_node <= 1024:
@@ -126,8 +107,6 @@ def fit(
         stderr(f"note: --ctx not given; using the model's limit, {spec.max_context:,} tokens")
     layouts = None
     if dep == SEARCH:
-        from kvplan.cli.layouts import search
-
         dep, layouts = search(spec, hw, gpus, req, chosen, gpus_per_node, as_json=as_json)
     fit_report(spec, hw, dep, req, chosen, emit_to=emit, as_json=as_json, explain=explain, check=check,
                layouts=layouts, offload=tiers)

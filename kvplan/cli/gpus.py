@@ -3,6 +3,7 @@
 import typer
 
 from kvplan.cli._common import HwOpt, JsonOpt, cli_errors, markup_safe, print_result, table
+from kvplan.hardware.gpus import load_gpus
 
 
 def register(app: typer.Typer) -> None:
@@ -12,8 +13,6 @@ def register(app: typer.Typer) -> None:
 @cli_errors
 def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
     """List the GPU catalog: memory, bandwidth, dense FLOPs, aliases."""
-    from kvplan.hardware.gpus import load_gpus
-
     catalog = load_gpus(hw_profiles or ())
     data = [{
         "key": g.key, "name": g.name, "vendor": g.vendor, "aliases": list(g.aliases),

@@ -6,8 +6,11 @@ is then planned and shown as `fit --tp/--pp/--dp/--ep` would show it.
 """
 
 from kvplan.cli._common import stderr, table
+from kvplan.compare.candidates import search_layouts
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.units import gib
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.layout import layout_text
 
 TOP = 5
 
@@ -15,9 +18,6 @@ TOP = 5
 def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
     """(the best deployment, the JSON rows of every layout); the table of the top few on stdout.
     One GPU, or an engine that only splits layers (llama.cpp), has one layout: no search, rows None."""
-    from kvplan.planning.deploy import Deployment, search_layouts
-    from kvplan.planning.layout import layout_text
-
     if gpus == 1:
         return Deployment(1, 1), None
     if choice.splits_layers_only:  # one layout: layers split over the GPUs
@@ -73,8 +73,6 @@ def why(plan, best) -> str:
 def pipeline_note(plans, top: int) -> str | None:
     """When the best layout pipelines, what that costs a request against the fastest of the `top` shown
     without pipeline stages (the ranking counts requests; a pipeline's latency shows only in tok/s)."""
-    from kvplan.planning.layout import layout_text
-
     if not plans or plans[0].deployment.pp == 1:
         return None
     best = plans[0]

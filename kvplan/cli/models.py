@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Optional
@@ -10,6 +11,15 @@ import typer
 
 from kvplan.cli._common import (JsonOpt, RevisionOpt, TokenOpt, cli_errors, markup_safe, print_notes, print_result,
                                 stderr, table)
+from kvplan.core.dtypes import canonical_kv_dtype
+from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.core.units import human_bytes, human_tokens
+from kvplan.planning.profile import kv_profile
+from kvplan.readers.hf_meta import TOKENS, cache_profile, compare
+from kvplan.sources import hub
+from kvplan.sources.catalog import bundled_clashes, find_in_catalog, load_catalog, user_catalog_dir
+from kvplan.sources.importer import build_spec, short_aliases, write_spec
+from kvplan.sources.resolve import looks_like_path, read_config_file, resolve_model
 
 models_app = typer.Typer(help="The model catalog: list, show, import, check.", no_args_is_help=True)
 
@@ -20,9 +30,6 @@ def register(app: typer.Typer) -> None:
 
 def _kv_per_token(spec) -> tuple[int, int]:
     """(bytes a token adds at long context, bytes a token costs while every window still holds it)."""
-    from kvplan.core.dtypes import canonical_kv_dtype
-    from kvplan.planning.profile import kv_profile
-
     dt = canonical_kv_dtype("auto", spec.dtype)
     prof = kv_profile(spec.layers, 1, dt, dt, 1)
     return prof.growth_bytes_per_token(), prof.slot_bytes_per_token()
@@ -47,14 +54,10 @@ def _summary(spec) -> dict:
 @cli_errors
 def list_models(as_json: JsonOpt = False):
     """Every model in the catalog, with family, parameters and KV bytes per token."""
-    from kvplan.sources.catalog import load_catalog
-
     specs = sorted(load_catalog(), key=lambda s: (s.family, s.name))
     rows = [_summary(s) for s in specs]
 
     def render(console) -> None:
-        from kvplan.core.units import human_bytes, human_tokens
-
         # KV/token: what a token costs while every sliding window still holds it; beyond windows: what
         # one more token adds at long context (0 when every layer is windowed or a fixed state).
         # Aliases, family, exact bytes and the rest: `models show NAME` or --json (80 columns hold no more).
@@ -76,10 +79,6 @@ def show(
     revision: RevisionOpt = None, token: TokenOpt = None, as_json: JsonOpt = False,
 ):
     """The parsed spec of one model: geometry, per-layer kinds, weights by role."""
-    import dataclasses
-
-    from kvplan.sources.resolve import resolve_model
-
     resolved = resolve_model(name, revision=revision, token=token)
     print_notes(resolved)
     data = _summary(resolved.spec)
@@ -122,13 +121,6 @@ def import_model(
     revision: RevisionOpt = None, token: TokenOpt = None,
 ):
     """Write a catalog entry for offline use (a user catalog; the bundled one is built the same way)."""
-    import dataclasses
-
-    from kvplan.sources.catalog import bundled_clashes, user_catalog_dir
-    from kvplan.core.errors import EXIT_USAGE, KvplanError
-    from kvplan.sources.importer import short_aliases, write_spec
-    from kvplan.sources.resolve import resolve_model
-
     resolved = resolve_model(name, revision=revision, token=token)
     spec = resolved.spec
     if as_name:
@@ -159,12 +151,6 @@ def check(
     revision: RevisionOpt = None, token: TokenOpt = None, as_json: JsonOpt = False,
 ):
     """Compare kvplan's reading with transformers' own cache, built on the meta device (needs \\[transformers])."""
-    import dataclasses
-
-    from kvplan.core.errors import EXIT_ERROR, KvplanError
-    from kvplan.readers.hf_meta import TOKENS, cache_profile, compare
-    from kvplan.sources.importer import build_spec
-
     config, label = _raw_config(name, revision, token)
     spec, _ = build_spec(config, None, name=label, source=label)
     rows = compare(spec, cache_profile(config))
@@ -190,11 +176,6 @@ def check(
 
 def _raw_config(name: str, revision, token) -> tuple[dict, str]:
     """The config.json behind NAME: a local file or folder, a Hub repo, or a catalog entry's Hub repo."""
-    from kvplan.sources import hub
-    from kvplan.sources.catalog import find_in_catalog
-    from kvplan.core.errors import EXIT_NOT_FOUND, KvplanError
-    from kvplan.sources.resolve import looks_like_path, read_config_file
-
     if looks_like_path(name):
         path = Path(name).expanduser()
         if not path.exists():

@@ -3,7 +3,11 @@
 from typing import Optional
 
 from kvplan.cli._common import print_notes
+from kvplan.core.dtypes import canonical_weight_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.hardware.gpus import find_gpu, load_gpus
+from kvplan.sources.catalog import load_catalog
+from kvplan.sources.resolve import resolve_model
 
 GPU_LIST_HELP = "Comma-separated GPU names or aliases, or `all` (default)."
 
@@ -18,8 +22,6 @@ def names(text: str, what: str) -> list[str]:
 
 def resolve_gpus(text: str, hw_dirs) -> list:
     """`h100,h200` or `all` -> GPU objects (each once, in the order given)."""
-    from kvplan.hardware.gpus import find_gpu, load_gpus
-
     items = names(text, "--gpu")
     if [n.lower() for n in items] == ["all"]:
         return list(load_gpus(hw_dirs).values())
@@ -32,9 +34,6 @@ def resolve_gpus(text: str, hw_dirs) -> list:
 
 def resolve_models(text: str, revision=None, token=None, timeout: float = 10.0) -> list:
     """`llama-3.1-70b,qwen3-32b` or `all` (the catalog) -> ModelSpecs, notes on stderr."""
-    from kvplan.sources.catalog import load_catalog
-    from kvplan.sources.resolve import resolve_model
-
     items = names(text, "--models")
     if [n.lower() for n in items] == ["all"]:
         return sorted(load_catalog(), key=lambda s: s.name)
@@ -48,8 +47,6 @@ def resolve_models(text: str, revision=None, token=None, timeout: float = 10.0) 
 
 def weight_dtypes(text: Optional[str]) -> list:
     """`bf16,int4,auto` -> canonical weight dtypes (None = the checkpoint's)."""
-    from kvplan.core.dtypes import canonical_weight_dtype
-
     if text is None:
         return [None]
     out = []

@@ -13,16 +13,32 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, RevisionOpt, TimeoutOpt,
-    OUTPUT_FORMATS, SpeculativeOpt, TokenOpt, WeightDtypeOpt, check_range, cli_errors, engine_from_flags,
-    output_files, progress_bar, speculative_request, stderr, with_speculative,
+    BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, RevisionOpt,
+    TimeoutOpt, OUTPUT_FORMATS, SpeculativeOpt, TokenOpt, WeightDtypeOpt, check_range, cli_errors, output_files,
+    progress_bar, stderr,
 )
+from kvplan.cli.engine_fit import engine_result
+from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
+from kvplan.cli.fit import _deployment, _request
+from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
     check_workload_flags, load_requests, sla_text,
 )
-from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
+from kvplan.core.files import atomic_write
+from kvplan.core.units import parse_tokens
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.deploy import Deployment
+from kvplan.report.export import json_text
+from kvplan.report.simulation import document, render_html, summary_lines, write_series_csv
+from kvplan.report.text import plan_warnings
+from kvplan.simulator.adapter import sim_model
+from kvplan.simulator.capacity import Target, max_rate
+from kvplan.simulator.engine import EngineConfig, RESERVE_POLICIES
+from kvplan.simulator.session import configs, run_all, shape_trace
+from kvplan.simulator.workload import find_workload, generate
+from kvplan.sources.resolve import resolve_model
 
 PROGRESS_MIN_REQUESTS = 20_000  # below this a run takes about a second: no bar
 
@@ -83,9 +99,6 @@ def simulate(
     prefill, preemption by recompute, prefix caching) on the plan's KV memory; step times come
     from a roofline model, so latencies are lower bounds.
     """
-    from kvplan.simulator.engine import RESERVE_POLICIES, EngineConfig
-    from kvplan.simulator.session import configs
-
     if mode not in ("paged", "contiguous"):
         raise KvplanError(f"--mode must be paged or contiguous, got {mode!r}", EXIT_USAGE)
     if reserve not in RESERVE_POLICIES:
@@ -130,10 +143,6 @@ def simulate(
 def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttft, slo_tpot, pct):
     """--find-rate: the highest rate meeting the SLA; returns that rate's requests (meta records the search).
     `loaded`: load_requests()'s LoadedRequests (a trace's rows are reshaped at each rate, not read again)."""
-    from kvplan.simulator.capacity import Target, max_rate
-    from kvplan.simulator.session import shape_trace
-    from kvplan.simulator.workload import find_workload, generate
-
     trace = loaded.trace_rows
     if trace is not None:
         make = lambda rate: shape_trace(trace, rate, duration)  # noqa: E731
@@ -162,16 +171,8 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
                       speculative=None):
     """Plan the deployment as `fit` does (with the drafter --speculative names), as `chosen` (a
     configured engine) sizes the pool, then the simulator's inputs and the notes for stderr."""
-    from kvplan.cli.fit import _deployment, _request
-    from kvplan.hardware.gpus import find_gpu
-    from kvplan.planning.deploy import Deployment
-    from kvplan.report.text import plan_warnings
-    from kvplan.sources.resolve import resolve_model
-    from kvplan.simulator.adapter import sim_model
-    from kvplan.core.units import parse_tokens
-
     hw = find_gpu(gpu, hw_profiles or ())
-    limit = None if max_model_len is None else parse_tokens(max_model_len, "--max-model-len")
+    limit = None if max_model_len is None else parse_tokens(max_model_len, "max_model_len")
     drafter = speculative_request(speculative, chosen)
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
@@ -180,7 +181,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)
     notes = [resolved.note, *(f"note: {n}" for n in resolved.notices)]
     dep = chosen.deployment(dep)
-    result = chosen.result(spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
+    result = engine_result(chosen, spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
     p = result.plan
     sim = sim_model(p, spec, hw, step_overhead_s=step_overhead)
     if sim.kv_budget_bytes < sim.block_bytes():
@@ -220,17 +221,12 @@ def _with_tiers(base, sim, meta, result, tiers, backend, host, requests, from_tr
 
 
 def _run(sim, requests, runs, slo_ttft, slo_tpot):
-    from kvplan.simulator.session import run_all
-
     total = len(requests) * len(runs)
     with progress_bar("simulating", total, show=total >= PROGRESS_MIN_REQUESTS, eta=True) as bar:
         return run_all(sim, requests, runs, slo_ttft, slo_tpot, progress=bar and bar.done)
 
 
 def _report(meta, results, files, as_json, title):
-    from kvplan.report.export import atomic_write, json_text
-    from kvplan.report.simulation import document, render_html, write_series_csv
-
     for name, (summary, _) in results.items():
         r = summary["requests"]
         for reason, count in r["rejected"].items():
@@ -257,8 +253,6 @@ def _report(meta, results, files, as_json, title):
 def _print_summary(results) -> None:
     from rich.console import Console
     from rich.table import Table
-
-    from kvplan.report.simulation import summary_lines
 
     console = Console()
     if len(results) == 1:

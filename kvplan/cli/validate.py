@@ -5,12 +5,23 @@ asked for), so `kvplan fit` never pays for it. The work lives in kvplan.validate
 parses, reports and sets the exit code: 0 when every check passes, 1 when any fails.
 """
 
+import importlib.util
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from kvplan.cli._common import JsonOpt, KvDtypeOpt, cli_errors, print_result, stderr
+from kvplan.cli.validate_ranks import render_ranks
+from kvplan.core.dtypes import canonical_kv_dtype
+from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
+from kvplan.core.markup import plain
+from kvplan.core.units import human_bytes as format_bytes, parse_tokens
+from kvplan.sources.resolve import resolve_model
+from kvplan.validate.blueprint import SMALL, Widths
+from kvplan.validate.compare import failures
+from kvplan.validate.results import check_output, write_results
+from kvplan.validate.shard import Layout
 
 BACKENDS = ("torch", "transformers")
 
@@ -42,24 +53,16 @@ def validate(
     as_json: JsonOpt = False,
 ):
     """Run a real torch decode of MODEL and check kvplan's KV, weight and peak predictions against it."""
-    from kvplan.core.errors import EXIT_USAGE, KvplanError
-    from kvplan.sources.resolve import resolve_model
-    from kvplan.core.units import parse_tokens
-
-    ctx_tokens = parse_tokens(ctx, "--ctx")
+    ctx_tokens = parse_tokens(ctx, "context")
     _check_flags(tp, pp, dp, ep, backend, hidden)
     compute = _compute(dtype)
     if output is not None:
-        from kvplan.validate.results import check_output
-
         check_output(output)  # a bad name, folder or file fails now, not after the run
     resolved = resolve_model(model)
     spec = resolved.spec
-    import importlib.util
 
     if importlib.util.find_spec("torch") is None:
         raise KvplanError("validate needs torch: pip install 'kvplan[validate]'", EXIT_USAGE)
-    from kvplan.validate.blueprint import SMALL, Widths
     from kvplan.validate.run import Settings
 
     widths = SMALL if shrink else Widths()
@@ -68,7 +71,6 @@ def validate(
     settings = Settings(batch=batch, ctx=ctx_tokens, steps=steps, layers=layers, kv_dtype=kv_dtype,
                         state_dtype=state_dtype, compute_dtype=compute, device=device, seed=seed,
                         widths=widths)
-    from kvplan.validate.shard import Layout
 
     layout = Layout(tp, pp, dp, ep)
     if layout.world > 1 or ep > 1:
@@ -82,8 +84,6 @@ def validate(
 
 
 def _check_flags(tp: int, pp: int, dp: int, ep: int, backend: str, hidden: Optional[int]) -> None:
-    from kvplan.core.errors import EXIT_USAGE, KvplanError
-
     if min(tp, pp, dp, ep) < 1:
         raise KvplanError("--tp, --pp, --dp and --ep must be at least 1", EXIT_USAGE)
     if tp * pp * dp > 64:
@@ -99,7 +99,6 @@ def _check_flags(tp: int, pp: int, dp: int, ep: int, backend: str, hidden: Optio
 def _run(spec, settings, layout, backend: str, model: str):
     """(record, checks) of the run on one process, across ranks, or with transformers' own class;
     None on a torchrun rank other than 0. An allocation failure is a one-line error."""
-    from kvplan.core.errors import KvplanError
     from kvplan.validate.run import is_out_of_memory, out_of_memory_error
 
     try:
@@ -123,24 +122,16 @@ def _run(spec, settings, layout, backend: str, model: str):
 
 def _report(record: dict, checks, as_json: bool, output: Optional[Path]) -> None:
     """The notes, the record (JSON or tables), the results file; a failed check is the exit code."""
-    from kvplan.core.errors import EXIT_ERROR, KvplanError
-
     for note in record["notes"]:
         stderr(f"note: {note}")
     if "ranks" in record:
-        from kvplan.validate.dist_report import render_ranks
-
         print_result(as_json, record, lambda console: render_ranks(console, record))
     else:
         print_result(as_json, record, lambda console: _render(console, record, checks))
     if output is not None:
-        from kvplan.validate.results import write_results
-
         count = write_results(output, record)
         stderr(f"wrote run {count} to {output}")
     if not record["ok"]:
-        from kvplan.validate.compare import failures
-
         raise KvplanError("validation failed: " + "; ".join(failures(checks, record["tokens_match"])), EXIT_ERROR)
 
 
@@ -148,8 +139,6 @@ def _compute(dtype: Optional[str]) -> Optional[str]:
     """--dtype's canonical name; None (and auto) leave the choice to the device."""
     if dtype is None or dtype.strip().lower() == "auto":
         return None
-    from kvplan.core.dtypes import canonical_kv_dtype
-    from kvplan.core.errors import EXIT_USAGE, KvplanError
 
     try:
         name = canonical_kv_dtype(dtype).name
@@ -182,9 +171,6 @@ class _progress:
 
 def _render(console, record: dict, checks) -> None:
     from rich.table import Table
-
-    from kvplan.core.markup import plain
-    from kvplan.core.units import human_bytes as format_bytes
 
     title = plain(f"{record.get('backend', 'torch')} / {record['model']}: {record['layers']} of {record['layers_total']} layers, batch {record['batch']}, "
              f"ctx {record['ctx']:,} ({record['prompt_tokens']:,} prompt + {record['decode_steps']} decoded), "

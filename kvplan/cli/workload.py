@@ -13,6 +13,9 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.simulator.session import shape_trace
+from kvplan.simulator.traces import load_trace
+from kvplan.simulator.workload import find_workload, generate
 
 WorkloadOpt = Annotated[Optional[str], typer.Option("--workload", "-w", help="Built-in length distribution: chat, rag, code, sharegpt, alpaca (see docs/simulate.md).")]
 TraceOpt = Annotated[Optional[Path], typer.Option("--trace", help="Replay a trace: CSV or JSONL (arrival, input_tokens, output_tokens[, prefix_id, prefix_tokens]), or the Azure LLM, BurstGPT or Mooncake layouts.")]
@@ -52,12 +55,7 @@ class LoadedRequests:
 
 def load_requests(workload, trace, trace_format, qps, duration, seed) -> LoadedRequests:
     """The requests of --workload (Poisson arrivals) or --trace (shaped by --qps and --duration)."""
-    from kvplan.simulator.workload import find_workload, generate
-
     if trace is not None:
-        from kvplan.simulator.session import shape_trace
-        from kvplan.simulator.traces import load_trace
-
         rows, info = load_trace(str(trace), trace_format)
         reqs = shape_trace(rows, qps, duration)
         desc = {"trace": str(trace), "trace_format": info["format"], "requests": len(reqs),

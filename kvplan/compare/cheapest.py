@@ -13,8 +13,12 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.compare.candidates import try_deployments
+from kvplan.compare.replicas import layout_deployments, replicated
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
+from kvplan.engines import resolve_engine
 from kvplan.planning.deploy import Deployment
+from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import Plan, Request
 from kvplan.core.units import human_bytes, human_tokens
 
@@ -88,16 +92,12 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
     deployment short of the target is also tried as that many independent copies at most
     (kvplan.compare.replicas).
     """
-    from kvplan.compare.replicas import layout_deployments, replicated
-    from kvplan.planning.deploy import validate_deployment
-    from kvplan.engines import resolve_engine
-
     engine = engine or resolve_engine()
     if not 1 <= concurrency <= 1_000_000:
-        raise KvplanError(f"--concurrency must be between 1 and 1,000,000, got {concurrency}", EXIT_USAGE)
+        raise out_of_range("concurrency", concurrency, 1, 1_000_000)
     if min_tokens_per_second is not None and not 0 < min_tokens_per_second < math.inf:
-        raise KvplanError(f"--min-tokens-per-second must be a positive number, got {min_tokens_per_second}",
-                          EXIT_USAGE)
+        raise KvplanError(f"{arg('min_tokens_per_second')} must be a positive number, got {min_tokens_per_second}",
+                          EXIT_USAGE, param="min_tokens_per_second", value=min_tokens_per_second)
     extra = {}
     if gpu_memory_utilization is not None:
         extra["gpu_memory_utilization"] = gpu_memory_utilization
@@ -109,16 +109,11 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
         deployments = layout_deployments(model, deployments)
     for gpu in gpus:
         price = prices.price(gpu) if prices is not None else gpu.price_per_hour
-        for dep in deployments:
-            dep = engine.deployment(dep)
-            invalid = validate_deployment(model, dep)
-            if invalid:
+        tried = try_deployments(model, [engine.deployment(dep) for dep in deployments],
+                                lambda dep: engine.plan(model, gpu, dep, req))
+        for dep, p, invalid in tried:  # invalid: the model cannot run dep, or the engine (llama.cpp: no tp)
+            if invalid is not None:
                 fails.append(Candidate(gpu.key, dep, None, price, False, f"invalid: {invalid}"))
-                continue
-            try:
-                p = engine.plan(model, gpu, dep, req)
-            except KvplanError as e:  # e.g. llama.cpp has no tensor parallelism
-                fails.append(Candidate(gpu.key, dep, None, price, False, f"invalid: {e.message}"))
                 continue
             why = _why(p, concurrency, min_tokens_per_second, model.max_context)
             c = Candidate(gpu.key, dep, p, price, why is None, why)
@@ -152,27 +147,8 @@ def failure_summary(candidates: Sequence[Candidate]) -> list[tuple[str, str, str
         counts = sorted({c.gpus for c in failing})
         tried = ", ".join(map(str, counts)) + (" GPU" if counts == [1] else " GPUs")
         d = telling.deployment
-        from kvplan.planning.layout import layout_text
 
         copies = f"{telling.replicas} × " if telling.replicas > 1 else ""
         out.append((gpu, tried, f"{telling.gpus} GPU{'s' if telling.gpus > 1 else ''} ({copies}{layout_text(d)}): "
                                 f"{telling.why}"))
     return out
-
-
-def candidate_row(c: Candidate, model, rank: int | None) -> dict:
-    """JSON row: the plan's own fields (kvplan.report.export.plan_row) plus meets/why; or the invalid deployment."""
-    from kvplan.report.export import plan_row
-
-    if c.plan is None:
-        row = {"rank": rank, "model": model.name, "gpu": c.gpu, "gpus": c.deployment.gpus, "tp": c.deployment.tp,
-               "pp": c.deployment.pp, "price_per_gpu_hour": c.price_per_gpu_hour, "cost_per_hour": c.cost_per_hour}
-    else:
-        row = plan_row(c.plan, model, c.price_per_gpu_hour, rank=rank)
-        if c.replicas > 1:  # the plan is one replica's; the deployment is all of them
-            row.update(replicas=c.replicas, gpus_total=c.gpus, cost_per_hour=c.cost_per_hour,
-                       max_concurrency_total=c.plan.max_concurrency * c.replicas)
-    row.setdefault("replicas", c.replicas)
-    row["meets"] = c.meets
-    row["why"] = c.why
-    return row

@@ -13,12 +13,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.core.errors import KvplanError
+from kvplan.engines import resolve_engine
 
 
 def headlines(result, gpus) -> list[dict]:
     """One dict per (model, context) in the sweep, in the sweep's model then context order."""
-    from kvplan.engines import resolve_engine
-
     neutral = resolve_engine()  # the roofline at full concurrency, with kvplan's engine-neutral rules
     by_key = {g.key: g for g in gpus}
     groups: dict[tuple, list] = {}

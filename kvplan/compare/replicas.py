@@ -14,13 +14,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.core.intmath import cdiv
+from kvplan.planning.deploy import Deployment, validate_deployment
+from kvplan.planning.layout import candidate_layouts
 
 
 def layout_deployments(model, deployments, per_node: int = 8) -> list:
     """`deployments` plus every other valid layout of each of their GPU counts, in order, once each."""
-    from kvplan.planning.layout import candidate_layouts
-    from kvplan.planning.deploy import Deployment, validate_deployment
-
     out, seen = [], set()
     for dep in deployments:
         for d in [dep] + [Deployment(*t) for t in candidate_layouts(model, dep.gpus, per_node)]:

@@ -10,14 +10,17 @@ tp = NODE_GPUS and pp = n / NODE_GPUS (one pipeline stage per node), as candidat
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from kvplan.core.collector import collector_paused
+from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.planning.deploy import NODE_GPUS, Deployment
+from kvplan.compare.candidates import attempt, try_deployments
+from kvplan.engines import resolve_engine
+from kvplan.planning.deploy import NODE_GPUS, Deployment, deployment_for_gpus
+from kvplan.planning.layout import candidate_layouts, layout_rank_key
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan, Request
 
 MAX_GPU_COUNT = 4096
@@ -85,8 +88,6 @@ def rank_key(plan: Plan, price: float | None) -> tuple:
 
 def kv_dtypes_for(model, names: Sequence[str]):
     """The distinct KV DTypes `names` mean for this model (`auto` = the model's own dtype)."""
-    from kvplan.core.dtypes import canonical_kv_dtype
-
     out = []
     for name in names:
         dt = canonical_kv_dtype(name, model.dtype)
@@ -111,9 +112,6 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
     valid tp x pp x dp (x ep) layout is planned and each row is the best of them for its GPU and
     request (kvplan.planning.layout.layout_rank_key), instead of the one default split.
     """
-    from kvplan.core.dtypes import canonical_kv_dtype
-    from kvplan.engines import resolve_engine
-
     engine = engine or resolve_engine()
     if not 1 <= batch <= 1_000_000:
         raise KvplanError(f"batch must be between 1 and 1,000,000, got {batch}", EXIT_USAGE)
@@ -130,51 +128,23 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
     prices = dict(prices or {})
     plans: list[Plan] = []
     skipped: list[Skipped] = []
-    with _collector_paused():
+    with collector_paused():
         _cross(models, gpus, gpu_counts, contexts, kv_dtypes, weight_dtypes, batch, block_size,
                gpu_memory_utilization, plans, skipped, progress, engine, layouts)
         plans.sort(key=lambda p: rank_key(p, prices.get(p.gpu)))
     return SweepResult(plans, {m.name: m for m in models}, skipped, prices, engine.label)
 
 
-@contextlib.contextmanager
-def _collector_paused():
-    """Pause Python's cyclic garbage collector while plans pile up.
-
-    A sweep allocates a few objects per plan and frees none, so the collector would walk the
-    growing list again and again (a 100k-plan sweep ran 1.3 s paused, up to 2.4 s not). Plans
-    hold no reference cycles; reference counting frees everything as before.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def _best_layouts(model, gpus, count: int, requests, engine) -> list[Plan]:
     """For each (gpu, request), the best plan over every valid layout of `count` GPUs ([] if none)."""
-    from kvplan.planning.deploy import Deployment, validate_deployment
-    from kvplan.planning.layout import candidate_layouts, layout_rank_key
-
-    grids = []
-    for t in candidate_layouts(model, count):
-        dep = Deployment(*t)
-        if validate_deployment(model, dep) is not None:
-            continue
-        try:
-            grids.append(engine.grid(model, gpus, dep, requests))
-        except KvplanError:
-            continue
+    deps = (Deployment(*t) for t in candidate_layouts(model, count))
+    tried = try_deployments(model, deps, lambda dep: engine.grid(model, gpus, dep, requests))
+    grids = [t.result for t in tried if t.why is None]
     return [min(same, key=layout_rank_key) for same in zip(*grids)]
 
 
 def _cross(models, gpus, gpu_counts, contexts, kv_dtypes, weight_dtypes, batch, block_size,
            gpu_memory_utilization, plans, skipped, progress, engine, layouts=False) -> None:
-    from kvplan.planning.deploy import deployment_for_gpus, validate_deployment
-
     for model in models:
         requests = [Request(context=ctx, batch=batch, kv_dtype=dt, weight_dtype=wd, block_size=block_size,
                             gpu_memory_utilization=gpu_memory_utilization)
@@ -199,23 +169,10 @@ def _cross(models, gpus, gpu_counts, contexts, kv_dtypes, weight_dtypes, batch, 
                 if progress is not None:
                     progress(n)
                 continue
-            why = validate_deployment(model, dep)
-            if not why:
-                try:
-                    plans.extend(engine.grid(model, gpus, dep, requests))
-                except KvplanError as e:  # the engine cannot run this deployment (llama.cpp: no tp)
-                    why = e.message
-            if why:
-                skipped.append(Skipped(model.name, dep.gpus, dep.tp, dep.pp, why, n))
+            t = attempt(model, dep, lambda d: engine.grid(model, gpus, d, requests))
+            if t.why is None:
+                plans.extend(t.result)
+            else:  # the model cannot run it, or the engine cannot (llama.cpp: no tp)
+                skipped.append(Skipped(model.name, dep.gpus, dep.tp, dep.pp, t.why, n))
             if progress is not None:
                 progress(n)
-
-
-def sweep_rows(result: SweepResult, limit: int | None = None) -> list[dict]:
-    """JSON-ready rows (kvplan.report.export.plan_row), rank 1 first."""
-    from kvplan.report.export import plan_row
-
-    plans = result.plans if limit is None else result.plans[:limit]
-    with _collector_paused():  # 100k dicts without cycles: nothing for the collector to find
-        return [plan_row(p, result.models[p.model], result.price(p), rank=i)
-                for i, p in enumerate(plans, 1)]

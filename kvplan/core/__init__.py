@@ -1,1 +1,3 @@
-"""Primitives every layer uses: errors, units, integer math, dtypes, the monotone search, safe text, atomic files. No kvplan imports outside core."""
+"""Layer 1 of 12, core: primitives every layer uses. Errors, units, integer math, dtypes, the monotone
+search, safe text for a terminal, atomic files, the gc pause for bulk work. Imports nothing of kvplan
+outside core (tests/test_layers.py)."""

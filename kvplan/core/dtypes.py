@@ -106,7 +106,8 @@ def canonical_kv_dtype(name: str, model_dtype: str = "bf16") -> DType:
     key = _ALIASES.get(key, key)
     if key not in KV_DTYPES:
         choices = ", ".join(["auto", *KV_DTYPES])
-        raise KvplanError(f"unknown KV cache dtype {name!r}; choose one of: {choices}", EXIT_USAGE)
+        raise KvplanError(f"unknown KV cache dtype {name!r}; choose one of: {choices}", EXIT_USAGE, param="kv_dtype",
+                          value=name, allowed=("auto", *KV_DTYPES))
     return KV_DTYPES[key]
 
 
@@ -116,7 +117,8 @@ def canonical_weight_dtype(name: str) -> str:
     key = _WEIGHT_ALIASES.get(key, key)
     if key not in WEIGHT_DTYPES:
         raise KvplanError(f"unknown weight dtype {name!r}; choose one of: {', '.join(WEIGHT_DTYPES[:8])} (or awq, "
-                          f"gptq), or a GGUF type: {', '.join([*GGUF_MIXES, *GGUF_TYPES])}", EXIT_USAGE)
+                          f"gptq), or a GGUF type: {', '.join([*GGUF_MIXES, *GGUF_TYPES])}", EXIT_USAGE,
+                          param="weight_dtype", value=name, allowed=tuple(WEIGHT_DTYPES))
     return key
 
 

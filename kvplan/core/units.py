@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 
 # Context lengths: "k" and "K" are both binary (128k = 131072) because every engine and model
 # card uses them that way for context windows; "M" likewise (1M = 1048576).
@@ -29,22 +29,27 @@ _BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_tokens(text: str | int, what: str = "context") -> int:
-    """`128k` -> 131072, `1M` -> 1048576, `32768` -> 32768. Positive and sane, or a one-line error."""
+    """`128k` -> 131072, `1M` -> 1048576, `32768` -> 32768. Positive and sane, or a one-line error
+    naming the input `what` (a keyword: kvplan.core.errors.arg)."""
     if isinstance(text, int):
         value = text
     else:
         m = _TOKEN_RE.match(str(text))
         if not m:
-            raise KvplanError(f"{what} {text!r} is not a token count (try 32768, 32k, 128K or 1M)", EXIT_USAGE)
+            raise KvplanError(f"{arg(what)} {text!r} is not a token count (try 32768, 32k, 128K or 1M)",
+                              EXIT_USAGE, param=what, value=text)
         number, suffix = m.groups()
         scaled = float(number) * _TOKEN_SUFFIX[suffix.lower()]
         if scaled != int(scaled):
-            raise KvplanError(f"{what} {text!r} is not a whole number of tokens", EXIT_USAGE)
+            raise KvplanError(f"{arg(what)} {text!r} is not a whole number of tokens",
+                              EXIT_USAGE, param=what, value=text)
         value = int(scaled)
     if value <= 0:
-        raise KvplanError(f"{what} must be a positive number of tokens, got {text!r}", EXIT_USAGE)
+        raise KvplanError(f"{arg(what)} must be a positive number of tokens, got {text!r}",
+                          EXIT_USAGE, param=what, value=text)
     if value > MAX_TOKENS:
-        raise KvplanError(f"{what} {text!r} is absurd (more than {MAX_TOKENS:,} tokens)", EXIT_USAGE)
+        raise KvplanError(f"{arg(what)} {text!r} is absurd (more than {MAX_TOKENS:,} tokens)",
+                          EXIT_USAGE, param=what, value=text)
     return value
 
 
@@ -52,7 +57,7 @@ def parse_token_list(text: str, what: str = "context") -> list[int]:
     """`8k,32k,128k` -> [8192, 32768, 131072]."""
     items = [t for t in str(text).split(",") if t.strip()]
     if not items:
-        raise KvplanError(f"{what} list {text!r} is empty", EXIT_USAGE)
+        raise KvplanError(f"{arg(what)} list {text!r} is empty", EXIT_USAGE, param=what, value=text)
     return [parse_tokens(t, what) for t in items]
 
 
@@ -69,26 +74,27 @@ def parse_bytes(text: str | int, what: str = "memory", allow_zero: bool = False)
         unit = m.group(2) if m else ""
         scale = _LETTER_UNITS.get(unit) or _BYTE_UNITS.get(unit.lower())
         if not m or scale is None:
-            raise KvplanError(f"{what} {text!r} is not a size (try 80GiB, 80GB or a number of bytes)", EXIT_USAGE)
+            raise KvplanError(f"{arg(what)} {text!r} is not a size (try 80GiB, 80GB or a number of bytes)",
+                              EXIT_USAGE, param=what, value=text)
         if scale == 1 and "." in m.group(1):
-            raise KvplanError(f"{what} {text!r}: a number of bytes must be whole (or give a unit: 1.5GiB)",
-                              EXIT_USAGE)
+            raise KvplanError(f"{arg(what)} {text!r}: a number of bytes must be whole (or give a unit: 1.5GiB)",
+                              EXIT_USAGE, param=what, value=text)
         value = int(float(m.group(1)) * scale)
     if value < 0 or (value == 0 and not allow_zero):
-        raise KvplanError(f"{what} must be a positive size, got {text!r}", EXIT_USAGE)
+        raise KvplanError(f"{arg(what)} must be a positive size, got {text!r}", EXIT_USAGE, param=what, value=text)
     if value > 2**60:
-        raise KvplanError(f"{what} {text!r} is absurd (more than an exbibyte)", EXIT_USAGE)
+        raise KvplanError(f"{arg(what)} {text!r} is absurd (more than an exbibyte)", EXIT_USAGE, param=what, value=text)
     return value
 
 
 def parse_fraction(text: str | float, what: str) -> float:
-    """A fraction in (0, 1], such as --gpu-memory-utilization 0.9."""
+    """A fraction in (0, 1], such as a GPU memory utilisation of 0.9."""
     try:
         value = float(text)
     except (TypeError, ValueError):
-        raise KvplanError(f"{what} {text!r} is not a number", EXIT_USAGE) from None
+        raise KvplanError(f"{arg(what)} {text!r} is not a number", EXIT_USAGE, param=what, value=text) from None
     if not 0 < value <= 1:
-        raise KvplanError(f"{what} must be in (0, 1], got {text!r}", EXIT_USAGE)
+        raise KvplanError(f"{arg(what)} must be in (0, 1], got {text!r}", EXIT_USAGE, param=what, value=text)
     return value
 
 

@@ -1,94 +1,61 @@
-"""Engine registry: how kvplan, vLLM, SGLang, TensorRT-LLM, llama.cpp and transformers size the KV cache.
+"""Layer 7 of 12, engines: how kvplan, vLLM, SGLang, TensorRT-LLM, llama.cpp and transformers size the KV cache.
 
 Each engine is one package here (`vllm/`, `sglang/`, ...) whose `engine` module holds one `Engine`
-subclass (kvplan.engines.base) named `ENGINE`; beside it live the engine's other rules (start-up
-budget, pool, layout) and its log check (`reconcile`). The registry finds the packages, and
-`resolve_engine` configures one from the user's flags. No engine code is copied, only its arithmetic
-restated; the sources (file and version) are in each module and in docs/engines.md. Engine packages
-are imported on demand, so `fit` without --engine stays light.
+subclass (kvplan.engines.base) named `ENGINE`; beside it live the engine's other rules (settings,
+start-up budget, pool, layout, drafter) and its log check (`reconcile`). Shared by all: the interface
+(base.py), the default engine (neutral.py), the registry that finds the packages (registry.py), the
+serve commands' shared pieces (emit.py), start-up log parsing (logparse.py) and checking
+(logcheck.py, reconcile.py). `resolve_engine` (here) configures one from the user's flags. No engine
+code is copied, only its arithmetic restated; the sources (file and version) are in each module and
+in docs/engines.md. Engine packages are imported on demand, so `fit` without --engine stays light.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-from importlib import import_module
+from collections.abc import Mapping
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
+from kvplan.core.units import parse_fraction
+from kvplan.engines.base import parse_engine_opts
+from kvplan.engines.neutral import NeutralEngine
+from kvplan.engines.registry import canonical_engine, emitters, engine_class, engine_names
 
-@lru_cache(maxsize=1)
-def _modules() -> tuple[str, ...]:
-    """The engine packages here: adding an engine is adding a package with an `engine` module."""
-    import pkgutil
-
-    return tuple(m.name for m in pkgutil.iter_modules(__path__) if m.ispkg and not m.name.startswith("_"))
-
-
-@lru_cache(maxsize=1)
-def _registry() -> tuple[dict[str, type], dict[str, str]]:
-    """Every engine module's ENGINE class by name, and its aliases (imported only when an engine is
-    named, so `fit` without --engine stays light)."""
-    classes, aliases = {}, {}
-    for mod in _modules():
-        cls = import_module(f"{__name__}.{mod}.engine").ENGINE
-        classes[cls.name] = cls
-        aliases.update({a: cls.name for a in cls.aliases})
-    return dict(sorted(classes.items())), aliases
-
-
-def _squash(name: str) -> str:
-    return "".join(c for c in name.lower() if c.isalnum())
-
-
-def _named(key: str):
-    """The ENGINE class whose name or alias is `key`, from the modules named like it ("vllm",
-    "llama.cpp" -> llamacpp, "transformers" -> hf_transformers): naming one engine imports that
-    engine only. None when no such module answers to it (the whole registry then decides)."""
-    if not _squash(key):
-        return None
-    for mod in _modules():
-        if _squash(key) in _squash(mod):
-            cls = import_module(f"{__name__}.{mod}.engine").ENGINE
-            if key == cls.name or key in cls.aliases:
-                return cls
-    return None
-
-
-def engine_names() -> tuple[str, ...]:
-    return tuple(_registry()[0])
-
-
-def canonical_engine(name: str) -> str:
-    key = str(name).strip().lower()
-    found = _named(key)  # names and aliases are unique across engines (tests/test_engines.py)
-    if found is not None:
-        return found.name
-    classes, aliases = _registry()
-    key = aliases.get(key, key)
-    if key not in classes:
-        raise KvplanError(f"unknown engine {name!r}; choose one of: {', '.join(classes)}", EXIT_USAGE)
-    return key
-
-
-def emitters() -> tuple[str, ...]:
-    """The engines whose serve command `fit --emit` writes (Engine.emits)."""
-    classes = _registry()[0]
-    return tuple(n for n in classes if classes[n].emits)
-
-
-def engine_class(name: str):
-    """The Engine subclass for `name` (an alias or any case)."""
-    found = _named(str(name).strip().lower())
-    return found if found is not None else _registry()[0][canonical_engine(name)]
+__all__ = ["canonical_engine", "configure", "emitters", "engine_class", "engine_names", "resolve_engine"]
 
 
 def resolve_engine(name: str | None = None, version: str | None = None, opt_items=(), **explicit):
     """A configured engine: the engine-neutral planner for None, else the named engine with its
     version, `--engine-opt KEY=VALUE` items and the explicit flags (gpu_memory_utilization,
     block_size). Unknown names, versions and options are one-line errors before any work."""
-    from kvplan.engines.base import parse_engine_opts
-
     if name is None:
-        from kvplan.engines.neutral import NeutralEngine
-
         return NeutralEngine(None, {}, explicit)
     return engine_class(name)(version, parse_engine_opts(opt_items), explicit)
+
+
+def configure(engine: str | None = None, engine_version: str | None = None, engine_opts=(),
+              gpu_memory_utilization: float | str | None = None, block_size: int | None = None, *,
+              emit: str | None = None):
+    """(the engine a person's inputs ask for, the utilisation given or None), each input checked before
+    any work: the engine-neutral planner without `engine`. `engine_opts` is {key: value} or
+    ['key=value', ...]; `emit` (fit's --emit) names an engine whose serve command is wanted, and implies it.
+    The CLI's flags and the Python API's keywords both come here (kvplan.cli._common, kvplan.api)."""
+    if block_size is not None and not 1 <= block_size <= 4096:
+        raise out_of_range("block_size", block_size, 1, 4096)
+    gmu = None if gpu_memory_utilization is None else parse_fraction(gpu_memory_utilization,
+                                                                     "gpu_memory_utilization")
+    items = [f"{k}={v}" for k, v in engine_opts.items()] if isinstance(engine_opts, Mapping) else list(engine_opts)
+    explicit = {"gpu_memory_utilization": gmu, "block_size": block_size}
+    if engine is None and emit is None:
+        if engine_version or items:
+            raise KvplanError(f"{arg('engine_version')} and {arg('engine_opts')} need {arg('engine')}", EXIT_USAGE,
+                              param="engine")
+        return resolve_engine(None, **explicit), gmu
+    name = canonical_engine(engine or emit)
+    if emit is not None:
+        if not engine_class(emit).emits:  # (the whole registry only to list the emitters)
+            raise KvplanError(f"{arg('emit')} supports {', '.join(emitters())}, not {emit}", EXIT_USAGE,
+                              param="emit", value=emit, allowed=emitters())
+        if canonical_engine(emit) != name:
+            raise KvplanError(f"{arg('emit')} {emit} does not match {arg('engine')} {name}", EXIT_USAGE,
+                              param="emit", value=emit)
+    return resolve_engine(name, engine_version, items, **explicit), gmu

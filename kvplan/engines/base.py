@@ -19,11 +19,14 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.planning.layout import rank_request, vllm_placement, whole_answers
 from kvplan.planning.plan import (Answers, Plan, Request, Stage, Usage, assemble, budgets, gpu_budget,
                          paged_max_context,
                          prepare, usage)
+from kvplan.engines.registry import emitters, engine_class, engine_names
 from kvplan.planning.profile import PAGED
+from kvplan.planning.speculative import check_deployment
 
 class Figure(NamedTuple):
     """One figure an engine prints, in the engine's own words: a raw value and the unit it is in.
@@ -58,10 +61,9 @@ class Capacity(NamedTuple):
 
 
 def _engines_that(does) -> str:
-    """'--engine a or --engine b or ' for the named engines whose class `does` (a refusal's advice)."""
-    from kvplan.engines import engine_class, engine_names
-
-    return "".join(f"--engine {n} or " for n in engine_names() if does(engine_class(n)))
+    """'--engine a or --engine b or ' (the engine input, kvplan.core.errors.arg) for the named engines
+    whose class `does` (a refusal's advice)."""
+    return "".join(f"{arg('engine')} {n} or " for n in engine_names() if does(engine_class(n)))
 
 
 class EngineResult(NamedTuple):
@@ -156,9 +158,8 @@ class Engine:
         return st.as_dict() if st is not None else {}
 
     def emit_args(self, plan: Plan, model, settings: dict) -> list[str]:
-        from kvplan.engines import emitters
-
-        raise KvplanError(f"--emit supports {', '.join(emitters())}, not {self.name}", EXIT_USAGE)
+        raise KvplanError(f"{arg('emit')} supports {', '.join(emitters())}, not {self.name}", EXIT_USAGE,
+                          param="emit", value=self.name, allowed=tuple(emitters()))
 
     def emit_note(self, result: EngineResult, model) -> str | None:
         """The margin the emitted command leaves, in words (None: nothing to say)."""
@@ -176,8 +177,6 @@ class Engine:
     def result(self, model, gpu, dep, req: Request) -> EngineResult:
         """`req` on `dep` as this engine allocates: its Plan (made once), printed figures and settings.
         A KvplanError where the engine cannot run the deployment."""
-        from kvplan.planning.layout import rank_request, whole_answers
-
         self.check_layers(model)
         self.check_layout(model, dep)
         st = self.settings(model, gpu, dep, req)
@@ -213,27 +212,25 @@ class Engine:
         `method` (kvplan.planning.speculative: "mtp", "draft_model", "ngram"): checked from the flag alone,
         before any model is read, and again for every model planned (check_layers)."""
         if not self.supports_speculative:
-            raise KvplanError(f"--speculative with --engine {self.name}: its drafter's cache and weights are not "
-                              f"modelled; plan it with {_engines_that(lambda e: e.supports_speculative)}the default "
-                              "engine", EXIT_USAGE)
+            others = _engines_that(lambda e: e.supports_speculative)
+            raise KvplanError(f"{arg('speculative')} with {arg('engine')} {self.name}: its drafter's cache and "
+                              f"weights are not modelled; plan it with {others}the default engine", EXIT_USAGE,
+                              param="speculative", value=method)
 
     def placement(self, model, dep, gpu=None):
         """Over how many ranks each part of the weights is split (kvplan.planning.layout.Placement): vLLM's."""
-        from kvplan.planning.layout import vllm_placement
-
         return vllm_placement(dep.tp, dep.dp)
 
     def check_layout(self, model, dep) -> None:
         """A one-line error for a layout this engine is not modelled for (before any output)."""
-        from kvplan.planning.speculative import check_deployment
-
         check_deployment(model, dep)
         if dep.dcp > 1 and not self.supports_dcp:
-            raise KvplanError(f"--dcp with --engine {self.name}: the engine's decode-context-parallel pool "
-                              "(pages x dcp) is not modelled; plan it without --engine", EXIT_USAGE)
+            raise KvplanError(f"{arg('dcp')} with {arg('engine')} {self.name}: the engine's decode-context-parallel "
+                              f"pool (pages x dcp) is not modelled; plan it without {arg('engine')}", EXIT_USAGE,
+                              param="dcp", value=dep.dcp)
         if dep.dp > 1 and not self.supports_dp:
-            raise KvplanError(f"--dp with --engine {self.name}: data-parallel ranks are modelled for vllm and sglang",
-                              EXIT_USAGE)
+            raise KvplanError(f"{arg('dp')} with {arg('engine')} {self.name}: data-parallel ranks are modelled for "
+                              "vllm and sglang", EXIT_USAGE, param="dp", value=dep.dp)
 
     def plan(self, model, gpu, dep, req: Request) -> Plan:
         return self.result(model, gpu, dep, req).plan
@@ -247,7 +244,8 @@ def parse_version(text: str) -> tuple[int, ...]:
     """'0.11.0' -> (0, 11, 0); '0.4.3.post4' -> (0, 4, 3); 'v0.20.1rc1' -> (0, 20, 1)."""
     nums = re.findall(r"\d+", str(text).lstrip("vV").split("+")[0].split("rc")[0].split(".post")[0].split(".dev")[0])
     if not nums:
-        raise KvplanError(f"cannot read engine version {text!r} (expected e.g. 0.11.0)", EXIT_USAGE)
+        raise KvplanError(f"cannot read engine version {text!r} (expected e.g. 0.11.0)", EXIT_USAGE,
+                          param="engine_version", value=text)
     return tuple(int(n) for n in nums[:3])
 
 
@@ -258,11 +256,12 @@ def check_version(engine: str, version: str | None, known: tuple[str, ...], defa
         return default
     v = str(version).strip()
     if not v:
-        raise KvplanError("--engine-version is empty", EXIT_USAGE)
+        raise KvplanError(f"{arg('engine_version')} is empty", EXIT_USAGE, param="engine_version", value=version)
     parsed = parse_version(v)
     lo, hi = parse_version(known[0]), parse_version(known[-1])
     if not lo <= parsed <= hi + (999,):
-        raise KvplanError(f"{engine} version {v} is outside the modelled range {known[0]} .. {known[-1]}", EXIT_USAGE)
+        raise KvplanError(f"{engine} version {v} is outside the modelled range {known[0]} .. {known[-1]}", EXIT_USAGE,
+                          param="engine_version", value=v, allowed=(known[0], known[-1]))
     return v
 
 
@@ -272,9 +271,10 @@ def check_version_name(engine: str, version: str | None, known: tuple[str, ...],
         return default
     v = str(version).strip()
     if not v:
-        raise KvplanError("--engine-version is empty", EXIT_USAGE)
+        raise KvplanError(f"{arg('engine_version')} is empty", EXIT_USAGE, param="engine_version", value=version)
     if v not in known:
-        raise KvplanError(f"unknown {engine} version {v!r}; choose one of: {', '.join(known)}", EXIT_USAGE)
+        raise KvplanError(f"unknown {engine} version {v!r}; choose one of: {', '.join(known)}", EXIT_USAGE,
+                          param="engine_version", value=v, allowed=known)
     return v
 
 
@@ -283,10 +283,16 @@ def parse_engine_opts(items) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items or ():
         if "=" not in item:
-            raise KvplanError(f"--engine-opt expects KEY=VALUE, got {item!r}", EXIT_USAGE)
+            raise KvplanError(f"{arg('engine_opts')} expects KEY=VALUE, got {item!r}", EXIT_USAGE,
+                              param="engine_opts", value=item)
         k, v = item.split("=", 1)
         out[k.strip().replace("-", "_")] = v.strip()
     return out
+
+
+def _bad_opt(key: str, value, problem: str) -> KvplanError:
+    """'--engine-opt KEY <problem>': one engine setting's value refused (the input is `engine_opts`)."""
+    return KvplanError(f"{arg('engine_opts')} {key} {problem}", EXIT_USAGE, param="engine_opts", value={key: value})
 
 
 def opt_int(opts: dict, key: str, default: int) -> int:
@@ -295,9 +301,9 @@ def opt_int(opts: dict, key: str, default: int) -> int:
     try:
         value = int(str(opts[key]).replace("_", ""))
     except ValueError:
-        raise KvplanError(f"--engine-opt {key} must be an integer, got {opts[key]!r}", EXIT_USAGE) from None
+        raise _bad_opt(key, opts[key], f"must be an integer, got {opts[key]!r}") from None
     if value < 0:
-        raise KvplanError(f"--engine-opt {key} must not be negative, got {value}", EXIT_USAGE)
+        raise _bad_opt(key, value, f"must not be negative, got {value}")
     return value
 
 
@@ -307,9 +313,9 @@ def opt_float(opts: dict, key: str, default: float) -> float:
     try:
         value = float(opts[key])
     except ValueError:
-        raise KvplanError(f"--engine-opt {key} must be a number, got {opts[key]!r}", EXIT_USAGE) from None
+        raise _bad_opt(key, opts[key], f"must be a number, got {opts[key]!r}") from None
     if not 0 < value <= 1:
-        raise KvplanError(f"--engine-opt {key} must be in (0, 1], got {value}", EXIT_USAGE)
+        raise _bad_opt(key, value, f"must be in (0, 1], got {value}")
     return value
 
 
@@ -321,10 +327,11 @@ def opt_bool(opts: dict, key: str, default: bool) -> bool:
         return True
     if v in ("0", "false", "no", "off"):
         return False
-    raise KvplanError(f"--engine-opt {key} must be true or false, got {opts[key]!r}", EXIT_USAGE)
+    raise _bad_opt(key, opts[key], f"must be true or false, got {opts[key]!r}")
 
 
 def check_opts(engine: str, opts: dict, allowed: tuple[str, ...]) -> None:
     for k in opts:
         if k not in allowed:
-            raise KvplanError(f"unknown --engine-opt {k!r} for {engine}; allowed: {', '.join(allowed)}", EXIT_USAGE)
+            raise KvplanError(f"unknown {arg('engine_opts')} {k!r} for {engine}; allowed: {', '.join(allowed)}",
+                              EXIT_USAGE, param="engine_opts", value=k, allowed=allowed)

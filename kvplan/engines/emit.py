@@ -10,22 +10,15 @@ refusal where no flag can).
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.core.units import gib
+from kvplan.model.spec import weight_bytes
+from kvplan.sources.origin import model_arg
 
 _TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # --dtype's spelling (vLLM, SGLang)
 GGUF_PLAIN = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}  # llama.cpp's file types (llama_ftype names)
-
-
-def model_arg(model) -> str:
-    """What the engine should load: the Hub repo, else the local folder the spec was read from."""
-    if model.hf_repo:
-        return model.hf_repo
-    src = Path(model.source or "")
-    if model.source and src.exists():  # a folder or its config.json: engines take the folder
-        return str((src.parent if src.is_file() else src).resolve())
-    return model.name
 
 
 def kv_dtype_arg(kv, model, spelling: dict[str, str]) -> str | None:
@@ -79,15 +72,14 @@ def weight_args(engine, plan, model) -> list[str]:
     else:
         why = f"{label} loads {have} weights only as stored"
     example = " (an AWQ or GPTQ repo)" if want == "int4" else ""
-    raise KvplanError(f"--emit {engine.name}: the plan counts {want} weights but {model_arg(model)} stores {have}, and "
-                      f"{why}; plan a checkpoint stored as {want}{example} or drop --weight-dtype", EXIT_USAGE)
+    raise KvplanError(f"{arg('emit')} {engine.name}: the plan counts {want} weights but {model_arg(model)} stores "
+                      f"{have}, and {why}; plan a checkpoint stored as {want}{example} or drop {arg('weight_dtype')}",
+                      EXIT_USAGE, param="weight_dtype", value=want)
 
 
 def gguf_file_type(plan, model) -> str:
     """The GGUF file type (llama-quantize's name) whose weights are the plan's; llama.cpp has no load-time
     conversion: the file's own tensor types are what it loads. A refusal where no GGUF type is the plan's."""
-    from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES
-
     want = planned_weights(plan, model)
     if want in GGUF_PLAIN:
         return GGUF_PLAIN[want]
@@ -95,9 +87,9 @@ def gguf_file_type(plan, model) -> str:
         return want.upper()
     if want == "mxfp4" and checkpoint_weights(model) == "mxfp4" and model.quantization.experts_only:
         return "MXFP4_MOE"  # llama-quantize's MXFP4_MOE: the experts in MXFP4, as gpt-oss ships them
-    raise KvplanError(f"--emit llama.cpp: the plan counts {want} weights, and llama.cpp loads a GGUF file's own "
-                      "types, none of which is that; plan with a GGUF type (--weight-dtype q8_0, q4_k_m, ...)",
-                      EXIT_USAGE)
+    raise KvplanError(f"{arg('emit')} llama.cpp: the plan counts {want} weights, and llama.cpp loads a GGUF file's "
+                      f"own types, none of which is that; plan with a GGUF type ({arg('weight_dtype')} q8_0, q4_k_m, "
+                      "...)", EXIT_USAGE, param="weight_dtype", value=want)
 
 
 def fp8_at_load(engine, plan, model) -> str | None:
@@ -105,8 +97,6 @@ def fp8_at_load(engine, plan, model) -> str | None:
     (weight_args: --quantization fp8), else None (what an engine's emit_weights_note warns about)."""
     if "--quantization" not in weight_args(engine, plan, model):
         return None
-    from kvplan.model.spec import weight_bytes
-    from kvplan.core.units import gib
 
     return gib(model.checkpoint_bytes or weight_bytes(model).total)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kvplan.engines.base import Capacity, Engine
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
+from kvplan.planning.layout import rank_request, whole_answers
 from kvplan.planning.plan import (Answers, assemble, budgets, context_cost, gpu_budget, paged_answers, paged_max_context,
                          prepare, prepare_key, usage)
 
@@ -41,8 +42,6 @@ class NeutralEngine(Engine):
         context (one rank's request, weights per stage, overhead, KV profiles: once per request)
         and, per GPU budget, the stages and the longest context (it does not depend on the asked
         context). Every number is result()'s own (tests/test_reports.py)."""
-        from kvplan.planning.layout import rank_request, whole_answers
-
         self.check_layers(model)
         self.check_layout(model, dep)
         if not gpus:

@@ -1,1 +1,2 @@
-"""What kvplan plans on: GPU profiles (profiles/*.yaml, each figure sourced) and prices."""
+"""Layer 5 of 12, hardware: what kvplan plans on. GPU profiles (profiles/*.yaml, each figure sourced; gpus.py
+loads them) and prices (prices.py). Imports core only."""

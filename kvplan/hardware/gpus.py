@@ -8,6 +8,7 @@ one-line message naming the file and the field.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -15,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, NoReturn, Sequence
 
-from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
 
 CONFIDENCE_LEVELS = ("high", "medium", "low")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
@@ -374,7 +375,6 @@ def find_gpu(name: str, extra_dirs: Sequence[str | Path] = ()) -> GPU:
     hit = index.get(_norm(name))
     if hit is not None:
         return hit[1]
-    import difflib
 
     query = _norm(name)
     best: dict[str, tuple[float, str]] = {}  # GPU key -> (best score, shortest matching name)
@@ -389,5 +389,5 @@ def find_gpu(name: str, extra_dirs: Sequence[str | Path] = ()) -> GPU:
     if suggestions:
         hint = "did you mean: " + ", ".join(suggestions) + "?"
     else:
-        hint = f"no close match among {len(gpus)} known GPUs (add your own with --hw-profiles DIR)"
-    raise KvplanError(f"unknown GPU {name!r}; {hint}", EXIT_NOT_FOUND)
+        hint = f"no close match among {len(gpus)} known GPUs (add your own with {arg('hw_profiles')} DIR)"
+    raise KvplanError(f"unknown GPU {name!r}; {hint}", EXIT_NOT_FOUND, param="gpu", value=name)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.hardware.gpus import find_gpu, load_yaml_strict
 
 MAX_PRICES_BYTES = 1 << 20
 MAX_PRICE = 1e9  # per GPU-hour, in any currency; a 400-digit price once overflowed float()
@@ -45,7 +46,6 @@ def load_prices(path: str | Path | None, hw_dirs=()) -> Prices:
     """Read and validate a prices file against the GPU catalog (plus profiles in hw_dirs)."""
     if path is None:
         return Prices()
-    from kvplan.hardware.gpus import find_gpu, load_yaml_strict
 
     p = Path(path).expanduser()
     where = f"prices file {path}"

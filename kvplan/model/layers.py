@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar
 
+from kvplan.core.dtypes import canonical_kv_dtype
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError
 
 class Kind(StrEnum):
     """The kinds of layer, as the catalog spells them (and vLLM's KV-cache spec classes name them)."""
@@ -224,8 +227,6 @@ class IndexedMLA(MLALatent):
 
     def latent_bytes(self, kv_dtype) -> int:
         if kv_dtype.block_elems != 1 or kv_dtype.block_bytes not in (1, 2):
-            from kvplan.core.errors import EXIT_USAGE, KvplanError
-
             raise KvplanError(f"DeepSeek sparse attention caches its latent in bf16/fp16 or fp8, not {kv_dtype.name}",
                               EXIT_USAGE)
         if kv_dtype.block_bytes == 2:
@@ -340,7 +341,6 @@ def state_bytes(layer, tp: int, state_dtype) -> int:
     ssm_dtype = getattr(layer, "ssm_dtype", "")
     if not ssm_dtype:
         return state_dtype.bytes_for(layer.state_elements(tp))
-    from kvplan.core.dtypes import canonical_kv_dtype
 
     conv, ssm = layer.state_parts(tp)
     return state_dtype.bytes_for(conv) + canonical_kv_dtype(ssm_dtype, "bf16").bytes_for(ssm)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.model.layers import LayerSpec
 
@@ -101,7 +102,7 @@ class ModelSpec:
     # so neither is in `layers` / `params` (kvplan.planning.speculative adds them when asked).
     mtp_layers: tuple[LayerSpec, ...] = ()
     mtp_params: ParamCounts | None = None
-    # Set on the model as served with a drafter (kvplan.planning.speculative.with_speculative): what was
+    # Set on the model as served with a drafter (kvplan.planning.speculative.apply): what was
     # added, for reports, explain lines and --emit. None: no speculative decoding.
     speculative: object = None
     draft: "ModelSpec | None" = None  # a separate draft model served beside this one (its own weights)
@@ -113,7 +114,8 @@ class ModelSpec:
     def with_layers(self, n: int) -> ModelSpec:
         """The first n layers of the real pattern (for reduced validation runs), weights scaled."""
         if not 0 < n <= self.num_layers:
-            raise KvplanError(f"--layers must be between 1 and {self.num_layers}, got {n}", EXIT_USAGE)
+            raise KvplanError(f"{arg('layers')} must be between 1 and {self.num_layers}, got {n}", EXIT_USAGE,
+                              param="layers", value=n, allowed=(1, self.num_layers))
         p = self.params
         per = lambda x: x * n // self.num_layers  # noqa: E731 - layer-proportional parts
         params = replace(
@@ -159,7 +161,6 @@ def linear_bytes(params: int, method: str, group_size: int = 0) -> int:
         return params * 17 // 32
     if method == "nvfp4":
         return params * 9 // 16
-    from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES
 
     if method in GGUF_TYPES:  # whole blocks (kvplan.core.dtypes gives each type's block from ggml-common.h)
         elems, nbytes = GGUF_TYPES[method]
@@ -239,8 +240,6 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
 
 
 def _gguf() -> set:
-    from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES
-
     return {*GGUF_TYPES, *GGUF_MIXES}
 
 

@@ -1,14 +1,18 @@
-"""Choosing deployments: how a GPU count becomes tp x pp, which splits a model can run, the
-smallest one that fits, and every layout of a GPU count (tp x pp x dp x ep, `search_layouts`).
+"""Deployments: tp x pp x dp x ep (x dcp), which of them a model can run, and how a GPU count becomes one.
 
 One rule turns a GPU count into a layout (`deployment_for_gpus`): the widest valid tensor
 parallelism within a node of NODE_GPUS, pipeline stages for the rest. `fit --gpus`, the
-smallest-fit search, `cheapest` and `sweep` all use it.
+smallest-fit search, `cheapest` and `sweep` all use it. `validate_deployment` says why a model
+cannot run a deployment (heads, layers, and the dp / ep / dcp rules of `layout_problem`). Trying
+deployments with an engine is kvplan.compare.candidates'.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from kvplan.model.layers import FullAttention, IndexedMLA, Kind, MLALatent
+from kvplan.model.spec import ModelSpec
 
 NODE_GPUS = 8  # tensor parallelism stays within a node; pipeline stages span nodes
 MAX_SEARCH_GPUS = 64  # the smallest-fit search stops here
@@ -55,8 +59,6 @@ def validate_deployment(model, dep: Deployment) -> str | None:
             return f"tp={dep.tp} neither divides nor is a multiple of the {h} KV heads"
     if dep.pp > model.num_layers:
         return f"pp={dep.pp} exceeds the {model.num_layers} layers"
-    from kvplan.planning.layout import layout_problem
-
     return layout_problem(model, dep.tp, dep.pp, dep.dp, dep.ep, dep.dcp)
 
 
@@ -83,38 +85,53 @@ def candidate_deployments(model, max_gpus: int = MAX_SEARCH_GPUS) -> list[Deploy
     return out
 
 
-def smallest_fitting(model, gpu, req, engine, skip_gpus: int = 0):
-    """The first candidate deployment (more than `skip_gpus` GPUs) on which `engine` (a configured
-    kvplan.engines.base.Engine) fits `req`: its result, or None when none of up to 64 GPUs fits.
-    A deployment the engine cannot run is passed over."""
-    from kvplan.core.errors import KvplanError
-
-    for dep in candidate_deployments(model):
-        if dep.gpus <= skip_gpus:
-            continue
-        try:
-            res = engine.result(model, gpu, engine.deployment(dep), req)
-        except KvplanError:
-            continue
-        if res.plan.fits:
-            return res
+def layout_problem(model: ModelSpec, tp: int, pp: int, dp: int, ep: int, dcp: int = 1) -> str | None:
+    """Why dp / ep / dcp cannot be used with this model and tp, in the engine's own terms; None if they can."""
+    if dp < 1 or ep < 1 or dcp < 1:
+        return "dp, ep and dcp must be at least 1"
+    if dcp > 1:
+        problem = dcp_problem(model, tp, dcp)
+        if problem:
+            return problem
+    if ep > 1:
+        p = model.params
+        if not p.num_experts:
+            return f"ep={ep}: {model.name} has no routed experts (expert parallelism needs a MoE model)"
+        if ep != tp * dp:
+            return (f"ep={ep}: vLLM sets the expert-parallel size to tp x dp = {tp * dp} "
+                    "(--enable-expert-parallel takes no size)")
+        if p.num_experts % ep:
+            return f"ep={ep} does not divide the {p.num_experts} routed experts"
     return None
 
 
-def search_layouts(model, gpu, gpus: int, req, engine, per_node: int = NODE_GPUS) -> list:
-    """Every valid layout of `gpus` GPUs (kvplan.planning.layout.candidate_layouts), planned by `engine` (a
-    configured Engine) and ranked best first by concurrency at the context (ties: decode tokens/s).
-    A layout the engine refuses is left out."""
-    from kvplan.core.errors import KvplanError
-    from kvplan.planning.layout import candidate_layouts, layout_rank_key
+def dcp_problem(model: ModelSpec, tp: int, dcp: int) -> str | None:
+    """Why vLLM cannot run decode context parallel size `dcp` at `tp` for this model (None: it can).
 
-    out = []
-    for tp, pp, dp, ep in candidate_layouts(model, gpus, per_node):
-        dep = Deployment(tp, pp, dp, ep)
-        if validate_deployment(model, dep) is not None:
-            continue
-        try:
-            out.append(engine.plan(model, gpu, dep, req))
-        except KvplanError:
-            continue
-    return sorted(out, key=layout_rank_key)
+    vLLM v0.33.0: dcp divides tp (`config/parallel.py` L594-599, it reuses the tp ranks); only
+    full-attention and MLA caches are sharded ("DCP not support sliding window",
+    `v1/kv_cache_interface.py` L947-950); for GQA/MQA tp must exceed the KV heads, dcp must not
+    exceed tp // KV heads and must divide the query heads per KV head (`config/model.py` L1578-1607):
+    the dcp ranks are the ranks that would otherwise hold replicated copies of one KV head.
+    """
+    if tp % dcp:
+        return f"dcp={dcp}: decode context parallelism reuses the tp group's GPUs, so it must divide tp={tp}"
+    if any(isinstance(layer, IndexedMLA) for layer in model.layers):
+        return (f"dcp={dcp}: how vLLM splits DeepSeek Sparse Attention's indexer key cache over decode-context-"
+                "parallel ranks is not modelled")
+    other = {str(layer.kind) for layer in model.layers
+             if layer.kind != Kind.NONE and not isinstance(layer, (MLALatent, FullAttention))}
+    if other:
+        return (f"dcp={dcp}: vLLM shards only full-attention and MLA caches over decode-context-parallel ranks; "
+                f"{model.name} caches {', '.join(sorted(other))} layers")
+    heads = {layer.num_kv_heads for layer in model.layers if isinstance(layer, FullAttention)}
+    for h in sorted(heads):
+        if tp <= h:
+            return (f"dcp={dcp}: decode context parallelism for GQA/MQA needs tp ({tp}) above the model's "
+                    f"{h} KV heads (vLLM)")
+        if dcp > tp // h:
+            return f"dcp={dcp} exceeds vLLM's maximum tp // KV heads = {tp // h} for tp={tp} and {h} KV heads"
+        if (model.num_attention_heads // h) % dcp:
+            return (f"dcp={dcp} does not divide the {model.num_attention_heads // h} query heads per KV head "
+                    "(vLLM, GQA/MQA)")
+    return None

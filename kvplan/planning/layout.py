@@ -17,66 +17,15 @@ The weight counts per rank are restated from the roles in kvplan.model.spec.Weig
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from kvplan.planning.deploy import NODE_GPUS
+from kvplan.planning.deploy import NODE_GPUS, Deployment, validate_deployment
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
 from kvplan.core.intmath import cdiv
-from kvplan.model.layers import FullAttention, IndexedMLA, Kind, MLALatent
+from kvplan.model.layers import FullAttention, MLALatent
 from kvplan.model.spec import ModelSpec, WeightBytes
 
-
-
-def layout_problem(model: ModelSpec, tp: int, pp: int, dp: int, ep: int, dcp: int = 1) -> str | None:
-    """Why dp / ep / dcp cannot be used with this model and tp, in the engine's own terms; None if they can."""
-    if dp < 1 or ep < 1 or dcp < 1:
-        return "dp, ep and dcp must be at least 1"
-    if dcp > 1:
-        problem = dcp_problem(model, tp, dcp)
-        if problem:
-            return problem
-    if ep > 1:
-        p = model.params
-        if not p.num_experts:
-            return f"ep={ep}: {model.name} has no routed experts (expert parallelism needs a MoE model)"
-        if ep != tp * dp:
-            return (f"ep={ep}: vLLM sets the expert-parallel size to tp x dp = {tp * dp} "
-                    "(--enable-expert-parallel takes no size)")
-        if p.num_experts % ep:
-            return f"ep={ep} does not divide the {p.num_experts} routed experts"
-    return None
-
-
-def dcp_problem(model: ModelSpec, tp: int, dcp: int) -> str | None:
-    """Why vLLM cannot run decode context parallel size `dcp` at `tp` for this model (None: it can).
-
-    vLLM v0.33.0: dcp divides tp (`config/parallel.py` L594-599, it reuses the tp ranks); only
-    full-attention and MLA caches are sharded ("DCP not support sliding window",
-    `v1/kv_cache_interface.py` L947-950); for GQA/MQA tp must exceed the KV heads, dcp must not
-    exceed tp // KV heads and must divide the query heads per KV head (`config/model.py` L1578-1607):
-    the dcp ranks are the ranks that would otherwise hold replicated copies of one KV head.
-    """
-    if tp % dcp:
-        return f"dcp={dcp}: decode context parallelism reuses the tp group's GPUs, so it must divide tp={tp}"
-    if any(isinstance(layer, IndexedMLA) for layer in model.layers):
-        return (f"dcp={dcp}: how vLLM splits DeepSeek Sparse Attention's indexer key cache over decode-context-"
-                "parallel ranks is not modelled")
-    other = {str(layer.kind) for layer in model.layers
-             if layer.kind != Kind.NONE and not isinstance(layer, (MLALatent, FullAttention))}
-    if other:
-        return (f"dcp={dcp}: vLLM shards only full-attention and MLA caches over decode-context-parallel ranks; "
-                f"{model.name} caches {', '.join(sorted(other))} layers")
-    heads = {layer.num_kv_heads for layer in model.layers if isinstance(layer, FullAttention)}
-    for h in sorted(heads):
-        if tp <= h:
-            return (f"dcp={dcp}: decode context parallelism for GQA/MQA needs tp ({tp}) above the model's "
-                    f"{h} KV heads (vLLM)")
-        if dcp > tp // h:
-            return f"dcp={dcp} exceeds vLLM's maximum tp // KV heads = {tp // h} for tp={tp} and {h} KV heads"
-        if (model.num_attention_heads // h) % dcp:
-            return (f"dcp={dcp} does not divide the {model.num_attention_heads // h} query heads per KV head "
-                    "(vLLM, GQA/MQA)")
-    return None
 
 
 def replicated_kv_proj_bytes(model: ModelSpec, wb: WeightBytes, layers, tp: int) -> int:
@@ -149,8 +98,6 @@ def per_rank_batch(batch: int, dp: int) -> int:
 
 def rank_request(req, dep):
     """The request one data-parallel rank serves: its share of the batch (the same request at dp 1)."""
-    from dataclasses import replace
-
     return req if dep.dp == 1 else replace(req, batch=per_rank_batch(req.batch, dep.dp))
 
 
@@ -201,12 +148,9 @@ def layout_from_flags(model: ModelSpec, gpus: int | None, tp: int | None, pp: in
     (--gpus N alone), or the one Deployment they fix. Unset sizes are 1, except tp, which takes
     what --gpus leaves (gpus / (pp x dp)); --ep takes vLLM's only size, tp x dp, and any other
     value is refused with vLLM's reason. A layout the model cannot run is a one-line error."""
-    from kvplan.core.errors import EXIT_USAGE, KvplanError
-    from kvplan.planning.deploy import Deployment, validate_deployment
-
-    for flag, value in (("--gpus", gpus), ("--tp", tp), ("--pp", pp), ("--dp", dp), ("--ep", ep), ("--dcp", dcp)):
+    for name, value in (("gpus", gpus), ("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("dcp", dcp)):
         if value is not None and not 1 <= value <= 4096:
-            raise KvplanError(f"{flag} must be between 1 and 4096, got {value}", EXIT_USAGE)
+            raise out_of_range(name, value, 1, 4096, thousands=False)
     if all(v is None for v in (gpus, tp, pp, dp, ep, dcp)):
         return None
     if gpus is not None and all(v is None for v in (tp, pp, dp, ep, dcp)):
@@ -214,10 +158,12 @@ def layout_from_flags(model: ModelSpec, gpus: int | None, tp: int | None, pp: in
     pp, dp = pp or 1, dp or 1
     if tp is None:
         if gpus is not None and gpus % (pp * dp):
-            raise KvplanError(f"--gpus {gpus} is not a multiple of --pp {pp} × --dp {dp}", EXIT_USAGE)
+            raise KvplanError(f"{arg('gpus')} {gpus} is not a multiple of {arg('pp')} {pp} × {arg('dp')} {dp}",
+                              EXIT_USAGE, param="gpus", value=gpus)
         tp = gpus // (pp * dp) if gpus is not None else 1
     if gpus is not None and gpus != tp * pp * dp:
-        raise KvplanError(f"--gpus {gpus} does not equal --tp {tp} × --pp {pp} × --dp {dp}", EXIT_USAGE)
+        raise KvplanError(f"{arg('gpus')} {gpus} does not equal {arg('tp')} {tp} × {arg('pp')} {pp} × "
+                          f"{arg('dp')} {dp}", EXIT_USAGE, param="gpus", value=gpus)
     dep = Deployment(tp, pp, dp, 1 if ep is None else ep, 1 if dcp is None else dcp)
     why = validate_deployment(model, dep)
     if why:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from kvplan.planning.deploy import Deployment, split_layers, validate_deployment
-from kvplan.core.dtypes import DType
+from kvplan.core.dtypes import DType, canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.planning.layout import DcpRules, per_rank_batch, rank_weights, replicated_kv_proj_bytes, vllm_placement
 from kvplan.model.spec import ModelSpec, weight_bytes
@@ -336,7 +336,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
             fits, conc = False, 0
             warnings.append(PlanWarning("weights + overhead + the given KV budget ({}) exceed the GPU's usable "
                                         "memory ({})", (need, usable), ("GiB", "GiB")))
-    if getattr(gpu, "memory_usable_above_torch", False):  # a profile's data field (hw_profiles/README.md)
+    if getattr(gpu, "memory_usable_above_torch", False):  # a profile's data field (kvplan/hardware/profiles/README.md)
         warnings.append(PlanWarning("the GPU's {} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
                                     "see 0.46-1.05 GiB less, so the KV room is an upper bound", (usable,), ("GiB",)))
     step = use.step_bytes / gpu.bandwidth_bytes_per_s
@@ -359,7 +359,5 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
 
 def cache_dtypes(req: Request, model):
     """(KV cache dtype, recurrent-state dtype) of a request: the model's own where not given."""
-    from kvplan.core.dtypes import canonical_kv_dtype
-
     own = canonical_kv_dtype("auto", model.dtype)
     return req.kv_dtype or own, req.state_dtype or own

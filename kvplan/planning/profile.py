@@ -43,7 +43,7 @@ class KVProfile:
 
     def __post_init__(self):
         # Per-group figures that never change, worked out once: a profile is shared by every GPU and
-        # context of a sweep (kvplan.planning.plan.plan_grid), and sequence_bytes is called by the max-context
+        # context of a sweep (kvplan.engines.neutral.NeutralEngine.grid), and sequence_bytes is called by the max-context
         # search many times. The memo of sequence_bytes is bounded; neither is part of eq or hash.
         tb = tuple(s.token_bytes(self.kv_dtype, self.tp) for s, _ in self.groups)
         states = sum(state_bytes(s, self.tp, self.state_dtype) * n for (s, n) in self.groups if s.state_elements(self.tp))

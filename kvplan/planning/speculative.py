@@ -27,10 +27,13 @@ What the drafter costs, as vLLM v0.33.0 allocates it (docs/engines.md section 1.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.model.spec import weight_bytes
+from kvplan.planning.deploy import Deployment, validate_deployment
+from kvplan.readers.mtp import add_params, why_no_mtp
+from kvplan.sources.origin import model_arg
 
 NGRAM_LOOKUP = 5  # vLLM's prompt_lookup_min/max default (config/speculative.py, ngram branch)
 METHODS = ("mtp", "draft", "ngram")
@@ -85,30 +88,35 @@ def parse(text: str | None) -> SpecRequest | None:
     head, _, rest = raw.partition(":")
     head = head.strip().lower()
     if head in ("eagle", "eagle3", "medusa", "dflash", "dspark", "suffix"):
-        raise KvplanError(f"--speculative {head}: not modelled (kvplan does not read {head} drafter checkpoints, "
-                          "whose layers and shared weights vary by head); use mtp[:N], draft:MODEL:N or ngram:N", EXIT_USAGE)
+        raise _refused(f"{head}: not modelled (kvplan does not read {head} drafter checkpoints, whose layers and "
+                       "shared weights vary by head); use mtp[:N], draft:MODEL:N or ngram:N", text)
     if head not in ("mtp", "draft", "draft_model", "ngram"):
-        raise KvplanError(f"--speculative expects mtp[:N], draft:MODEL:N or ngram:N, got {text!r}", EXIT_USAGE)
+        raise _refused(f"expects mtp[:N], draft:MODEL:N or ngram:N, got {text!r}", text)
     if head == "ngram" and not rest.strip():
-        raise KvplanError("--speculative ngram:N needs N, the speculative tokens (vLLM requires "
-                          "num_speculative_tokens)", EXIT_USAGE)
+        raise _refused("ngram:N needs N, the speculative tokens (vLLM requires num_speculative_tokens)", text)
     if head in ("draft", "draft_model"):
         model, _, n = rest.rpartition(":")
         if not model.strip() or not n.strip():
-            raise KvplanError("--speculative draft:MODEL:N needs the draft model and N, the speculative tokens "
-                              "(vLLM requires num_speculative_tokens with a draft model)", EXIT_USAGE)
+            raise _refused("draft:MODEL:N needs the draft model and N, the speculative tokens (vLLM requires "
+                           "num_speculative_tokens with a draft model)", text)
         return SpecRequest("draft_model", _tokens(n), model.strip())
     return SpecRequest(head, _tokens(rest) if rest.strip() else None)
+
+
+def _refused(problem: str, value=None) -> KvplanError:
+    """'--speculative <problem>': the drafter asked for, refused (a usage error blaming `speculative`)."""
+    return KvplanError(f"{arg('speculative')} {problem}", EXIT_USAGE, param="speculative", value=value)
 
 
 def _tokens(text: str) -> int:
     try:
         n = int(text.strip())
     except ValueError:
-        raise KvplanError(f"--speculative: speculative tokens must be an integer, got {text.strip()!r}",
-                          EXIT_USAGE) from None
+        raise KvplanError(f"{arg('speculative')}: speculative tokens must be an integer, got {text.strip()!r}",
+                          EXIT_USAGE, param="speculative", value=text) from None
     if not 1 <= n <= MAX_TOKENS:
-        raise KvplanError(f"--speculative: speculative tokens must be between 1 and {MAX_TOKENS}, got {n}", EXIT_USAGE)
+        raise KvplanError(f"{arg('speculative')}: speculative tokens must be between 1 and {MAX_TOKENS}, got {n}",
+                          EXIT_USAGE, param="speculative", value=n, allowed=(1, MAX_TOKENS))
     return n
 
 
@@ -127,25 +135,13 @@ def apply(model, req: SpecRequest | None, resolve=None):
 
 
 def _with_mtp(model, req: SpecRequest):
-    from kvplan.readers.mtp import add_params
-
     k = len(model.mtp_layers)
     if not k:
-        from kvplan.readers.mtp import FAMILIES
-
-        if model.family in FAMILIES:
-            why = ("its config declares none, or a layout kvplan does not read (GLM-5.2's IndexCache); "
-                   "`kvplan models show` lists mtp_layers")
-        else:
-            why = (f"kvplan reads num_nextn_predict_layers / mtp_num_hidden_layers of {', '.join(sorted(FAMILIES))}; "
-                   f"this model_type is {model.family or 'unknown'}")
-        raise KvplanError(f"--speculative mtp: {model.name} has no multi-token-prediction layers kvplan reads "
-                          f"({why})", EXIT_USAGE)
+        raise _refused(f"mtp: {model.name} has no multi-token-prediction layers kvplan reads ({why_no_mtp(model)})", "mtp")
     n = req.num_speculative_tokens or k  # vLLM: num_speculative_tokens defaults to n_predict
     if n > k and n % k:
-        raise KvplanError(f"--speculative mtp:{n}: vLLM requires num_speculative_tokens ({n}) to be divisible by the "
-                          f"{k} MTP layer(s) when larger (config/speculative.py)", EXIT_USAGE)
-    from kvplan.model.spec import weight_bytes
+        raise _refused(f"mtp:{n}: vLLM requires num_speculative_tokens ({n}) to be divisible by the {k} MTP "
+                       "layer(s) when larger (config/speculative.py)", f"mtp:{n}")
 
     p = model.mtp_params
     mtp_only = dataclasses.replace(model, params=p, layers=model.mtp_layers, checkpoint_bytes=None,
@@ -160,15 +156,13 @@ def _with_mtp(model, req: SpecRequest):
 
 
 def _with_draft(model, draft, req: SpecRequest):
-    from kvplan.engines.emit import model_arg
-    from kvplan.model.spec import weight_bytes
-
     if draft.vocab_size != model.vocab_size:
-        raise KvplanError(f"--speculative draft:{req.draft}: its vocabulary ({draft.vocab_size:,}) differs from "
-                          f"{model.name}'s ({model.vocab_size:,}); vLLM refuses that by default "
-                          "(verify_equal_vocab_size_if_draft_model)", EXIT_USAGE)
+        raise _refused(f"draft:{req.draft}: its vocabulary ({draft.vocab_size:,}) differs from {model.name}'s "
+                       f"({model.vocab_size:,}); vLLM refuses that by default (verify_equal_vocab_size_if_draft_model)",
+                       f"draft:{req.draft}")
     if draft.draft is not None or draft.speculative is not None:
-        raise KvplanError("--speculative: a draft model cannot itself have a drafter", EXIT_USAGE)
+        raise KvplanError(f"{arg('speculative')}: a draft model cannot itself have a drafter", EXIT_USAGE,
+                          param="speculative", value=f"draft:{req.draft}")
     nbytes = draft.checkpoint_bytes or weight_bytes(draft).total
     info = Speculative("draft_model", req.num_speculative_tokens, model_arg(draft), draft.name,
                        layers=draft.num_layers, params=draft.params.total, weight_bytes=nbytes)
@@ -185,19 +179,13 @@ def check_deployment(model, dep) -> None:
     if info is None:
         return
     if dep.pp > 1 and info.layers:
-        raise KvplanError("--speculative with --pp: vLLM puts the whole drafter on the last pipeline stage, which "
-                          "kvplan's even layer split does not model", EXIT_USAGE)
+        raise KvplanError(f"{arg('speculative')} with {arg('pp')}: vLLM puts the whole drafter on the last pipeline "
+                          "stage, which kvplan's even layer split does not model", EXIT_USAGE, param="pp", value=dep.pp)
     if model.draft is not None:
-        from kvplan.planning.deploy import Deployment, validate_deployment
-
         why = validate_deployment(model.draft, Deployment(dep.tp, 1))
         if why:
-            raise KvplanError(f"--speculative draft: the draft model runs at the target's tp {dep.tp} in vLLM "
-                              f"(draft_model.py), and {model.draft.name}: {why}", EXIT_USAGE)
-
-
-def vllm_flag(info: Speculative) -> list[str]:
-    return ["--speculative-config", json.dumps(info.config(), separators=(",", ":"))]
+            raise _refused(f"draft: the draft model runs at the target's tp {dep.tp} in vLLM (draft_model.py), and "
+                           f"{model.draft.name}: {why}")
 
 
 def explain_line(model, plan) -> str | None:
@@ -233,49 +221,3 @@ def report(model, plan) -> dict | None:
     return {**info.as_dict(), "config": info.config(),
             "kv_bytes_per_token": sum(r["kv_bytes_per_token"] for r in kinds.values()),
             "layer_kinds": list(kinds.values())}
-
-
-# --- vLLM releases --------------------------------------------------------------------------------
-# Checked in the wheels: the V1 engine refuses method "draft_model" in 0.11.0 (engine/arg_utils.py L1485-1488)
-# and has DraftModelProposer from 0.15.0 (v1/worker/gpu_model_runner.py L450); an MTP layer's own
-# shared_head.head (a ParallelLMHead of vocab x hidden) stays loaded through 0.15.0 (v1/spec_decode/eagle.py
-# 0.11.0 L883-889, 0.15.0 L1235-1245 share only the drafter's `lm_head`), and is replaced by the target's
-# head from 0.20.0 (llm_base_proposer.py 0.20.0 L1511-1527); 0.16-0.19 were not read.
-DRAFT_MODEL_FROM = (0, 15, 0)
-MTP_FROM = (0, 11, 0)  # the oldest release whose MTP drafter was read
-MTP_HEAD_SHARED_FROM = (0, 20, 0)
-
-
-def check_vllm(method: str, v: tuple) -> None:
-    """A one-line refusal where vLLM release v does not serve the drafter `method` kvplan models."""
-    if method == "draft_model" and v < DRAFT_MODEL_FROM:
-        raise KvplanError(f"--speculative draft with vLLM {'.'.join(map(str, v))}: the V1 engine serves draft models "
-                          "from 0.15.0 (0.11.0 refuses them); choose --engine-version 0.15.0 or later", EXIT_USAGE)
-    if method == "mtp" and v < MTP_FROM:
-        raise KvplanError(f"--speculative mtp with vLLM {'.'.join(map(str, v))}: releases before 0.11.0 are not "
-                          "modelled for MTP", EXIT_USAGE)
-
-
-def vllm_view(model, v: tuple):
-    """The model as a vLLM release loads its drafter: before 0.20.0 every MTP layer keeps its own copy of
-    the LM head (vocab x hidden, split over tp like the head)."""
-    info = model.speculative
-    if info is None or info.method != "mtp" or v >= MTP_HEAD_SHARED_FROM:
-        return model
-    extra = info.layers * model.vocab_size * model.hidden_size
-    params = dataclasses.replace(model.params, lm_head=model.params.lm_head + extra)
-    plain = 4 if model.dtype == "fp32" else 2
-    checkpoint = None if model.checkpoint_bytes is None else model.checkpoint_bytes + extra * plain
-    return dataclasses.replace(model, params=params, checkpoint_bytes=checkpoint)
-
-
-def vllm_pool_terms(model, v: tuple) -> tuple[int, int]:
-    """(extra pages per Mamba-style state, tokens retained below each sliding window) for vLLM release v:
-    num_speculative_tokens pages (MambaSpec.num_speculative_blocks), and num_speculative_tokens - 1 tokens
-    when more than one MTP module drafts, from 0.33.0 (num_prefill_lookahead_tokens - 1: config/vllm.py
-    L653-675, kv_cache_planning.py L1634-1641)."""
-    info = model.speculative
-    if info is None:
-        return 0, 0
-    multi_module = info.method == "mtp" and min(info.layers, info.num_speculative_tokens) > 1
-    return info.num_speculative_tokens, info.num_speculative_tokens - 1 if multi_module and v >= (0, 33, 0) else 0

@@ -1,8 +1,14 @@
-"""Readers for model families whose layout the standard keys do not describe, one module each.
+"""Layer 3 of 12, readers: everything that turns a config.json into a ModelSpec, and all family knowledge.
+
+The common decoder (configs.py) and its parts (cfg, geometry, states, params, quantization, rope, mtp,
+attention_features, block_types, unquantized); towers/ (vision and audio encoders); derive.py and
+hf_meta.py (transformers on the meta device); mlp_layout.py (family facts validate asks for). This
+module is the registry of family readers in families/, one module each, for families whose layout
+the standard keys do not describe.
 
 kvplan.readers.configs reads the common decoder (and the hybrids it has always known); a family whose
-config needs its own rules (pure Mamba, Nemotron-NAS block_configs, ...) gets a module here with
-`read_layers(cfg, g)` and registers its model_type in READERS. `unknown_family_keys` is the
+config needs its own rules (pure Mamba, Nemotron-NAS block_configs, ...) gets a module in families/
+with `read(cfg, model_type)` and registers its model_type in READERS. `unknown_family_keys` is the
 policy for a model_type nobody wrote a reader for: kvplan reads it only when every key is one a
 standard decoder has; any other key might change the cache layout, and kvplan does not guess.
 """

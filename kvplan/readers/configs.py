@@ -10,17 +10,25 @@ Parameter counting lives in kvplan.readers.params; this module decides what each
 
 from __future__ import annotations
 
+import importlib.util
 import math
+from dataclasses import replace
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.core.intmath import round_up
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, SlidingWindow
 from kvplan.model.spec import ModelSpec
-from kvplan.readers import family_reader
+from kvplan.readers import family_reader, unknown_family_keys
 from kvplan.readers.attention_features import with_attention_features
 from kvplan.readers.block_types import nemotron_h_layout
+from kvplan.readers.cfg import Cfg, _Missing, read_dtype, shown, unwrap_text_config
+from kvplan.readers.derive import derive
+from kvplan.readers.geometry import read_geometry
+from kvplan.readers.mtp import read_mtp
+from kvplan.readers.params import count_params
 from kvplan.readers.quantization import read_quantization
+from kvplan.readers.rope import rope_cache_elems
 from kvplan.readers.states import gated_deltanet_state, mamba_state, short_conv_state
+from kvplan.readers.towers.vision import price_towers
 
 # Families whose reader is written down here; any other model_type with the standard keys is
 # read by the generic path (and the caller says so).
@@ -34,89 +42,6 @@ KNOWN_FAMILIES = {
     "kimi_k25",
 }
 
-LIMITS = {  # anything above these is a hostile or broken config, not a model
-    "hidden_size": 1 << 20, "num_hidden_layers": 10_000, "num_attention_heads": 1 << 16,
-    "num_key_value_heads": 1 << 16, "head_dim": 1 << 14, "intermediate_size": 1 << 24,
-    "vocab_size": 1 << 25, "window": 1 << 30, "experts": 1 << 16,
-}
-
-
-class Cfg:
-    """A config dict with typed getters that collect what is missing and reject nonsense."""
-
-    def __init__(self, data: dict, where: str):
-        self.data = data
-        self.where = where
-
-    def has(self, *names: str) -> bool:
-        return any(self.data.get(n) is not None for n in names)
-
-    def raw(self, *names: str, default=None):
-        for n in names:
-            if self.data.get(n) is not None:
-                return self.data[n]
-        return default
-
-    def int(self, *names: str, default: int | None = None, limit: str | None = None, minimum: int = 1) -> int:
-        value = self.raw(*names)
-        if value is None:
-            if default is None:
-                raise _Missing(names)
-            return default
-        if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or (isinstance(value, float) and not math.isfinite(value)) or value != int(value)):
-            raise KvplanError(f"{self.where}: {names[0]} must be an integer, got {shown(value)}", EXIT_USAGE)
-        value = int(value)
-        cap = LIMITS.get(limit or names[0])
-        if value < minimum or (cap is not None and value > cap):
-            raise KvplanError(f"{self.where}: {names[0]} = {value} is out of range", EXIT_USAGE)
-        return value
-
-    def int_list(self, name: str) -> list[int]:
-        """A list of non-negative integers (layer indices), empty when absent."""
-        value = self.data.get(name)
-        if value is None:
-            return []
-        if not isinstance(value, list) or not all(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
-            raise KvplanError(f"{self.where}: {name} must be a list of layer indices, got {value!r:.60}", EXIT_USAGE)
-        return value
-
-    def bool(self, name: str, default: bool) -> bool:
-        """JSON true/false (or 0/1); a string such as "false" is refused, not read as true."""
-        value = self.data.get(name)
-        if value is None:
-            return default
-        if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
-            return bool(value)
-        raise KvplanError(f"{self.where}: {name} must be true or false, got {shown(value)}", EXIT_USAGE)
-
-
-def shown(value) -> str:
-    """A config value as its JSON spelling (Infinity, NaN), cut to 60 characters."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
-    return f"{value!r:.60}"
-
-
-class _Missing(Exception):
-    def __init__(self, names):
-        self.names = names
-
-
-def unwrap_text_config(config: dict) -> tuple[dict, bool]:
-    """Multimodal configs (Gemma 3, Llama 4, Mistral 3, LLaVA) nest the language model.
-
-    Returns the language model's config, with top-level keys it lacks filled in, and whether it
-    was nested.
-    """
-    text = config.get("text_config") or config.get("language_config") or config.get("llm_config")
-    if isinstance(text, dict) and text:
-        merged = {k: v for k, v in config.items() if k not in ("text_config", "vision_config")}
-        merged.update(text)
-        return merged, True
-    return config, False
-
 
 def spec_from_config(config: dict, name: str, *, source: str = "config.json",
                      towers_in_checkpoint: bool = False) -> tuple[ModelSpec, list[str]]:
@@ -124,8 +49,6 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
 
     A declared vision/audio tower kvplan cannot count is refused (kvplan.readers.towers.vision.price_towers), unless
     `towers_in_checkpoint`: the caller sets the checkpoint's tensor bytes, which carry it."""
-    from kvplan.readers.params import count_params
-
     if not isinstance(config, dict):
         raise KvplanError(f"{source}: expected a JSON object, got {type(config).__name__}", EXIT_USAGE)
     data, nested = unwrap_text_config(config)
@@ -162,14 +85,12 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
             params = count_params(cfg, model_type, geometry, layers)
         _refuse_cacheless(layers, source)
         layers = with_attention_features(cfg, model_type, str(config.get("model_type") or ""), layers)
-        from kvplan.readers.mtp import read_mtp
-
         try:  # the drafter sizes nothing unless --speculative asks for it: a key it cannot read is a note
             mtp_layers, mtp_params, mtp_notes = read_mtp(cfg, model_type, geometry, layers)
         except (KvplanError, _Missing) as exc:
             why = exc.message if isinstance(exc, KvplanError) else f"missing key {' / '.join(exc.names)}"
             mtp_layers, mtp_params, mtp_notes = (), None, [f"multi-token-prediction layers not read ({why}); "
-                                                           "--speculative mtp is refused for this model"]
+                                                           f"{arg('speculative')} mtp is refused for this model"]
         notices += mtp_notes
     except _Missing as missing:
         raise KvplanError(
@@ -177,18 +98,12 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         ) from None
     arch = config.get("architectures") or data.get("architectures") or [""]
     arch = str(arch[0]) if isinstance(arch, list) and arch else str(arch)
-    from kvplan.readers.towers.vision import price_towers
-
     towers, tower_notes, tower_notice = price_towers(config, arch, geometry["hidden"], source,
                                                        in_checkpoint=towers_in_checkpoint)
     if towers.params:
-        from dataclasses import replace
-
         params = replace(params, vision=towers.params, vision_replicated=towers.replicated)
     if tower_notice:
         notices.append(tower_notice)
-    from kvplan.readers.rope import rope_cache_elems
-
     heads = [getattr(la, "attention", la) for la in layers]  # Falcon-H1's ParallelHybrid: its attention half
     head_dim = next((getattr(la, "head_dim", 0) for la in heads if getattr(la, "head_dim", 0)), 0)
     rope = rope_cache_elems(data, model_type, head_dim)
@@ -227,10 +142,6 @@ def derive_unknown_layout(config: dict, data: dict, model_type: str, source: str
     device (kvplan.readers.derive); without it, or when transformers has no class for the model_type
     either, kvplan exits 2 naming the keys it does not understand.
     """
-    import importlib.util
-
-    from kvplan.readers import unknown_family_keys
-
     odd = unknown_family_keys(data)
     if not odd:
         return None
@@ -245,69 +156,7 @@ def derive_unknown_layout(config: dict, data: dict, model_type: str, source: str
     if model_type not in transformers.CONFIG_MAPPING:
         raise KvplanError(f"{why}, and transformers {transformers.__version__} has no class for it either; "
                           "ask for a reader", EXIT_USAGE)
-    from kvplan.readers.derive import derive
-
     return derive(config, source)
-
-
-def read_dtype(cfg: Cfg) -> str:
-    raw = str(cfg.raw("torch_dtype", "dtype", default="bfloat16")).lower()
-    return {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(raw, "bf16")
-
-
-def read_geometry(cfg: Cfg, model_type: str) -> dict:
-    """The numbers every family shares: widths, heads, layers, vocabulary, context."""
-    hidden = cfg.int("hidden_size", "n_embd", "d_model", limit="hidden_size")
-    heads = cfg.int("num_attention_heads", "n_head", "num_heads", limit="num_attention_heads")
-    num_layers = cfg.int("num_hidden_layers", "n_layer", "num_layers", limit="num_hidden_layers")
-    vocab = cfg.int("vocab_size", "padded_vocab_size", limit="vocab_size")
-    notes: list[str] = []
-    if cfg.has("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num"):
-        kv_heads = cfg.int("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
-                           limit="num_key_value_heads")
-    elif cfg.bool("multi_query", False) and not cfg.bool("new_decoder_architecture", False):
-        kv_heads = 1  # Falcon-7B style multi-query attention
-    else:
-        kv_heads = heads
-    if kv_heads > heads:
-        raise KvplanError(f"{cfg.where}: num_key_value_heads ({kv_heads}) exceeds num_attention_heads ({heads})", EXIT_USAGE)
-    if cfg.has("head_dim", "attention_head_dim", "kv_channels"):
-        head_dim = cfg.int("head_dim", "attention_head_dim", "kv_channels", limit="head_dim")
-        if head_dim * heads != hidden:
-            notes.append(f"head_dim {head_dim} is explicit (hidden_size / heads would be {hidden / heads:g})")
-    else:
-        if hidden % heads:
-            raise KvplanError(f"{cfg.where}: hidden_size {hidden} is not divisible by {heads} heads and no head_dim is given", EXIT_USAGE)
-        head_dim = hidden // heads
-    intermediate = cfg.int("intermediate_size", "n_inner", "ffn_hidden_size", "block_ff_dim", default=4 * hidden,
-                           limit="intermediate_size")
-    if model_type == "lfm2":
-        intermediate = lfm2_ff_width(cfg, intermediate)
-    max_context = cfg.int("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
-                          "model_max_length", default=2048, limit="window")
-    experts = cfg.int("num_local_experts", "num_experts", "n_routed_experts", default=0, minimum=0, limit="experts")
-    top_k = cfg.int("num_experts_per_tok", "experts_per_token", "moe_topk", default=0, minimum=0, limit="experts")
-    if experts:
-        expert_width = cfg.int("moe_intermediate_size", "intermediate_size", limit="intermediate_size")
-        act_width = expert_width * max(top_k, 1)
-    else:
-        act_width = intermediate
-    return dict(hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, num_layers=num_layers,
-                vocab=vocab, intermediate=intermediate, max_context=max_context, experts=experts,
-                top_k=top_k, act_width=act_width, notes=notes)
-
-
-def lfm2_ff_width(cfg: Cfg, width: int) -> int:
-    """LFM2's MLP width as transformers' Lfm2MLP derives it (block_auto_adjust_ff_dim)."""
-    if not cfg.bool("block_auto_adjust_ff_dim", True):
-        return width
-    width = int(2 * width / 3)
-    mult = cfg.raw("block_ffn_dim_multiplier", default=1.0)
-    if not isinstance(mult, (int, float)) or isinstance(mult, bool) or not 0 < mult < 1e3:
-        raise KvplanError(f"{cfg.where}: block_ffn_dim_multiplier must be a positive number, got {shown(mult)}", EXIT_USAGE)
-    step = cfg.int("block_multiple_of", default=256, limit="intermediate_size")
-    width = int(mult * width)
-    return round_up(width, step)
 
 
 def _attention_kinds(cfg: Cfg, model_type: str, n: int, max_context: int) -> list[str]:

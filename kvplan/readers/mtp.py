@@ -27,8 +27,10 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 
+from kvplan.core.errors import arg
 from kvplan.model.layers import Kind, LayerSpec
 from kvplan.model.spec import ParamCounts
+from kvplan.readers.params import count_params
 
 # model_type -> (config key counting the modules, vLLM's default when absent, projection of [e; h])
 FAMILIES = {
@@ -58,19 +60,26 @@ def mtp_count(cfg, model_type: str) -> int:
     return cfg.int(key, default=default, minimum=0, limit="num_hidden_layers")
 
 
+def why_no_mtp(model) -> str:
+    """Why `model` (a ModelSpec without mtp_layers) has no multi-token-prediction layers kvplan reads."""
+    if model.family in FAMILIES:
+        return ("its config declares none, or a layout kvplan does not read (GLM-5.2's IndexCache); "
+                "`kvplan models show` lists mtp_layers")
+    return (f"kvplan reads num_nextn_predict_layers / mtp_num_hidden_layers of {', '.join(sorted(FAMILIES))}; "
+            f"this model_type is {model.family or 'unknown'}")
+
+
 def read_mtp(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> tuple[tuple, ParamCounts | None, list[str]]:
     """(MTP cache layers, their parameters, notices) of a config; ((), None, notes) when it has none."""
-    from kvplan.readers.params import count_params
-
     declared = next((k for k in MTP_KEYS if cfg.has(k) and cfg.raw(k)), None)
     if model_type not in FAMILIES:
         note = (f"{declared} = {cfg.raw(declared)!r}: this model_type's multi-token-prediction layers are not read "
-                "by kvplan; --speculative mtp is refused for it") if declared else None
+                f"by kvplan; {arg('speculative')} mtp is refused for it") if declared else None
         return (), None, [note] if note else []
     k = mtp_count(cfg, model_type)
     if k and model_type == "glm_moe_dsa" and len(set(layers)) > 1:  # GLM-5.2's IndexCache: which spec? not read
         return (), None, ["the multi-token-prediction layer of a model whose layers differ in their indexer "
-                          "(IndexCache) is not read by kvplan; --speculative mtp is refused for it"]
+                          f"(IndexCache) is not read by kvplan; {arg('speculative')} mtp is refused for it"]
     attention = next((la for la in layers if la.kind in (Kind.FULL, Kind.MLA)), None)
     if not k or attention is None:
         return (), None, []

@@ -12,9 +12,7 @@ from __future__ import annotations
 from kvplan.core.intmath import cdiv
 from kvplan.model.layers import ChunkedLocal, FullAttention, IndexedMLA, LayerSpec, MLALatent, RecurrentState, SlidingWindow
 from kvplan.model.spec import ParamCounts
-
-# Qwen3.5 (vLLM model_executor/models/qwen3_5.py): Qwen3-Next's layers (Gated DeltaNet + gated attention).
-QWEN3_5 = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}
+from kvplan.readers.states import QWEN3_5, mamba2_dims
 
 # Families whose MLP is up -> act -> down (two matrices) rather than gated (three).
 _UNGATED = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb", "starcoder2", "nemotron_h", "phi", "gpt_bigcode"}
@@ -97,8 +95,6 @@ def _recurrent_params(cfg, g: dict, layer: RecurrentState) -> tuple[int, int, in
         small = h * kernel + (5 * h if cfg.bool("conv_bias", False) else 0)
         return h * 3 * h + h * h, 0, small
     if layer.variant == "mamba2":
-        from kvplan.readers.states import mamba2_dims
-
         heads, head_dim, state, groups, kernel = mamba2_dims(cfg, h)
         inner = heads * head_dim
         conv_dim = inner + 2 * groups * state

@@ -7,9 +7,12 @@ error naming the key, never an internal error and never a guess.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.spec import Quantization
+from kvplan.readers.cfg import read_dtype, shown
+from kvplan.readers.unquantized import exclusion_list, kept_params
 
 
 def read_quantization(cfg, params=None, layers=()) -> Quantization:
@@ -20,10 +23,6 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
     Every value is checked before use: a malformed entry (`bits: "four"`, `group_size: [128]`)
     is a one-line error naming the key, never a guess.
     """
-    from dataclasses import replace
-
-    from kvplan.readers.unquantized import exclusion_list, kept_params
-
     q = cfg.raw("quantization_config")
     if not isinstance(q, dict):
         return Quantization(_dtype(cfg))
@@ -104,12 +103,8 @@ def _int_format(bits: int, where: str) -> str:
 
 
 def _dtype(cfg) -> str:
-    from kvplan.readers.configs import read_dtype
-
     return read_dtype(cfg)
 
 
 def _shown(value) -> str:
-    from kvplan.readers.configs import shown
-
     return shown(value)

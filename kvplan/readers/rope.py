@@ -15,7 +15,7 @@ max_position_embeddings rows, a floor. Families without RoPE have none.
 No clamp: vLLM builds exactly `torch.arange(rows)` (base.py `_compute_cos_sin_cache`; linear_scaling_rope.py
 `max_position_embeddings * scaling_factor`; yarn_scaling_rope.py `original_max_position * scaling_factor`)
 with no bound of its own, so kvplan counts the same rows. A table is one row per position, so a config
-whose table has more rows than the config reader accepts as positions (kvplan.readers.configs.LIMITS["window"],
+whose table has more rows than the config reader accepts as positions (kvplan.readers.cfg.LIMITS["window"],
 2^30, the bound on max_position_embeddings itself) is refused as hostile or broken, as is a non-finite
 value; it is never clamped to a made-up size.
 """
@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.readers.cfg import LIMITS
 
 _NO_ROPE = {"gpt2", "gpt_bigcode", "bloom", "mpt", "mamba", "falcon_mamba", "mamba2", "jamba", "nemotron_h", "opt"}
 _FP32_TABLES = {"gpt_oss"}  # vLLM models/gpt_oss.py OAIAttention: get_rope(..., dtype=torch.float32)
@@ -61,8 +62,6 @@ def rope_cache_elems(data: dict, model_type: str, head_dim: int) -> int:
         rows = max_pos * factor
     elif kind in ("yarn", "deepseek_yarn"):
         rows = (_num(scaling.get("original_max_position_embeddings")) or max_pos) * factor
-    from kvplan.readers.configs import LIMITS
-
     if rows > LIMITS["window"] or rotary > LIMITS["head_dim"]:
         raise KvplanError(f"config: a RoPE table of {rows:.4g} positions x {rotary:g} (max_position_embeddings x "
                           f"rope_scaling factor) is out of range (at most {LIMITS['window']:,} positions)", EXIT_USAGE)

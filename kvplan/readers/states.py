@@ -4,8 +4,12 @@ Granite 4, Jamba, LFM2), shaped as vLLM's mamba_utils.MambaStateShapeCalculator 
 
 from __future__ import annotations
 
+from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import RecurrentState
+
+# Qwen3.5 (vLLM model_executor/models/qwen3_5.py): Qwen3-Next's layers (Gated DeltaNet + gated attention).
+QWEN3_5 = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}
 
 
 def short_conv_state(cfg, g: dict) -> RecurrentState:
@@ -44,8 +48,6 @@ def qwen35_ssm_dtype(cfg, model_type: str) -> str:
     conv state keeps mamba_cache_dtype (auto: the model dtype). Qwen3-Next has no such hook (and its
     config no such key): "" = the plan's state dtype.
     """
-    from kvplan.readers.params import QWEN3_5
-
     if model_type not in QWEN3_5:
         return ""
     raw = cfg.raw("mamba_ssm_dtype")
@@ -56,8 +58,6 @@ def qwen35_ssm_dtype(cfg, model_type: str) -> str:
 
 def _dtype_name(cfg, key: str, raw) -> str:
     """kvplan's name of a config's dtype string (float32 -> fp32), refused when it is not one."""
-    from kvplan.core.dtypes import canonical_kv_dtype
-
     if not isinstance(raw, str):
         raise KvplanError(f"{cfg.where}: {key} must be a dtype name, got {raw!r:.40}", EXIT_USAGE)
     return canonical_kv_dtype(raw).name

@@ -7,10 +7,13 @@ slots per layer are the plan's own (the engine's rules), so the lines add up to 
 
 from __future__ import annotations
 
+from kvplan.core.errors import arg
 from kvplan.core.intmath import cdiv
 from kvplan.model.layers import Kind, kv_heads_per_rank
+from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import Plan
 from kvplan.core.units import gib, human_bytes
+from kvplan.planning.speculative import explain_line
 
 
 def _tokens_text(spec, S: int, held: int) -> str:
@@ -66,15 +69,12 @@ def explain_lines(plan: Plan, model) -> list[str]:
     b = prof.kv_dtype
     bstr = f"{b.bytes_per_element:g} B ({b.name})"
     S = r.context
-    from kvplan.planning.layout import layout_text
 
     lines = [f"KV cache of {model.name}, per GPU ({layout_text(plan.deployment)}), {b.name} cache, "
              f"block {r.block_size} tokens:"]
     parts = [(part, n) for spec, n in prof.groups for part in (spec.parts() if hasattr(spec, "parts") else (spec,))]
     lines += [LINE[spec.kind](spec, n, prof, tp, bstr, S) for spec, n in parts]  # Falcon-H1: both halves of a layer
     if getattr(model, "speculative", None) is not None:
-        from kvplan.planning.speculative import explain_line
-
         lines.append(explain_line(model, plan))
     seq = plan.kv_bytes_per_sequence_per_gpu
     lines.append(f"One sequence of {S:,} tokens: {seq:,} B ({gib(seq)}) per GPU")
@@ -84,7 +84,7 @@ def explain_lines(plan: Plan, model) -> list[str]:
                      f" − weights {gib(plan.weight_bytes_per_gpu)} − overhead {gib(plan.overhead_bytes_per_gpu)}"
                      f" = {gib(kv)}")
     else:
-        lines.append(f"KV memory per GPU = --kv-cache-memory = {gib(kv)}")
+        lines.append(f"KV memory per GPU = {arg('kv_cache_memory')} = {gib(kv)}")
     dp = plan.deployment.dp
     if seq and dp > 1:
         lines.append(f"Max concurrency at {S:,} tokens = {dp} dp ranks, each its own requests × floor({kv:,} / {seq:,})"

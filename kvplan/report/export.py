@@ -1,28 +1,19 @@
-"""Plans as rows for files (CSV and JSON), and the atomic write every kvplan file goes through.
+"""Plans as rows for files (CSV and JSON): one plan, a sweep's ranked plans, cheapest's candidates.
 
 One row per plan: the keys of kvplan.report.text.plan_to_dict (the same numbers `fit --json` prints),
 plus rank and prices. The CSV carries exactly those values (bytes as integers, floats at full
 precision) and adds a GiB column beside each memory figure people read, so a spreadsheet and a
-script agree. `atomic_write` is the one writer of every kvplan file (reports, catalog entries): it
-writes a temporary file next to the target and renames it over the target only once it is
-complete, so an interrupted or failed run leaves the old file or none. It writes what a symlink
-names, never the link, and writes straight into a FIFO or device (/dev/null, /dev/stdout).
+script agree. Files are written by kvplan.core.files.atomic_write.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import errno
-import io
 import json
-import os
-import stat
-import tempfile
-from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Iterable
 
-from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
+from kvplan.core.collector import collector_paused
+from kvplan.report.text import plan_to_dict
 
 GIB = 2**30
 
@@ -55,8 +46,6 @@ def plan_row(plan, model, price: float | None = None, rank: int | None = None) -
     cost_per_hour = price per GPU-hour x GPUs; cost_per_concurrent_user_hour = that / max
     concurrency at the plan's context (null when the deployment holds no sequence at all).
     """
-    from kvplan.report.text import plan_to_dict
-
     row = plan_to_dict(plan, model, nested=False, rank=rank)  # `fit --json` has layer_kinds, a table row not
     info = getattr(model, "speculative", None)  # nor the drafter's report: its --speculative spelling instead
     row["speculative"] = info.flag() if info is not None else None
@@ -65,6 +54,30 @@ def plan_row(plan, model, price: float | None = None, rank: int | None = None) -
     row["cost_per_hour"] = cost
     row["cost_per_concurrent_user_hour"] = (cost / plan.max_concurrency
                                             if cost is not None and plan.max_concurrency > 0 else None)
+    return row
+
+
+def sweep_rows(result, limit: int | None = None) -> list[dict]:
+    """JSON-ready rows (kvplan.report.export.plan_row), rank 1 first."""
+    plans = result.plans if limit is None else result.plans[:limit]
+    with collector_paused():  # 100k dicts without cycles: nothing for the collector to find
+        return [plan_row(p, result.models[p.model], result.price(p), rank=i)
+                for i, p in enumerate(plans, 1)]
+
+
+def candidate_row(c, model, rank: int | None) -> dict:
+    """JSON row: the plan's own fields (kvplan.report.export.plan_row) plus meets/why; or the invalid deployment."""
+    if c.plan is None:
+        row = {"rank": rank, "model": model.name, "gpu": c.gpu, "gpus": c.deployment.gpus, "tp": c.deployment.tp,
+               "pp": c.deployment.pp, "price_per_gpu_hour": c.price_per_gpu_hour, "cost_per_hour": c.cost_per_hour}
+    else:
+        row = plan_row(c.plan, model, c.price_per_gpu_hour, rank=rank)
+        if c.replicas > 1:  # the plan is one replica's; the deployment is all of them
+            row.update(replicas=c.replicas, gpus_total=c.gpus, cost_per_hour=c.cost_per_hour,
+                       max_concurrency_total=c.plan.max_concurrency * c.replicas)
+    row.setdefault("replicas", c.replicas)
+    row["meets"] = c.meets
+    row["why"] = c.why
     return row
 
 
@@ -138,114 +151,3 @@ def json_text(data) -> str:
     return json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-# errnos that mean the path itself is wrong (a file where a folder should be, a name too long, a
-# symlink loop): the user's input, exit 2. Anything else (permissions, a full or read-only disk) is 1.
-_BAD_PATH_ERRNOS = {errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOENT, errno.ENAMETOOLONG, errno.ELOOP,
-                    errno.EINVAL}
-
-
-def write_error(path, exc: OSError) -> KvplanError:
-    """A one-line KvplanError for an OSError met writing `path`: exit 2 for a bad path, 1 otherwise."""
-    code = EXIT_USAGE if exc.errno in _BAD_PATH_ERRNOS else EXIT_ERROR
-    return KvplanError(f"cannot write {path}: {exc.strerror or exc}", code)
-
-
-def _follow(path: Path) -> tuple[Path, bool]:
-    """The path a write to `path` lands on, symlinks followed; and whether the chain passes through /proc.
-
-    /proc/self/fd/N (and /dev/stdout, which links there) are magic links: the name they read as
-    ("pipe:[123]", or a file an fd holds open) is not a path a rename could target, so they are
-    written in place. A dangling link yields its missing target, which a write creates.
-    """
-    p = Path(os.path.abspath(path))
-    for _ in range(40):  # the kernel's own limit on links in a chain
-        p = Path(os.path.realpath(p.parent)) / p.name
-        if p.parts[1:2] == ("proc",):
-            return p, True
-        try:  # a name too long for the filesystem, a folder we may not search: one line, naming the path
-            if not p.is_symlink():
-                return p, False
-            p = p.parent / os.readlink(p)  # an absolute link replaces the whole path
-        except OSError as exc:
-            raise write_error(path, exc) from None
-    raise write_error(path, OSError(errno.ELOOP, os.strerror(errno.ELOOP)))
-
-
-@contextlib.contextmanager
-def atomic_writer(path: str | os.PathLike, *, newline: str | None = None, encoding: str = "utf-8") -> Iterator:
-    """Open a text stream whose content replaces `path` only if the block completes.
-
-    Symlinks are followed: the file a link names is written, never the link. A regular file (or a
-    missing one) is written to a temporary file in the target's folder (so the rename is atomic on
-    one filesystem), flushed and fsynced, given the old file's permission bits (a new file gets
-    0o666 & ~umask, as open() would), then renamed over the target; the temporary file is removed
-    when anything raises, including KeyboardInterrupt. Anything else (a FIFO, /dev/null,
-    /dev/stdout) cannot be replaced and is written straight into. A failure to write is a
-    KvplanError naming the path.
-    """
-    target, magic = _follow(Path(path))
-    try:
-        st = None if magic else os.stat(target)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise write_error(path, exc) from None
-    if magic or (st is not None and not stat.S_ISREG(st.st_mode)):
-        if st is not None and stat.S_ISDIR(st.st_mode):
-            raise write_error(path, IsADirectoryError(errno.EISDIR, "is a directory"))
-        with _direct(path if magic else target, newline, encoding) as stream:
-            yield stream
-        return
-    folder = target.parent
-    if not folder.is_dir():
-        raise KvplanError(f"cannot write {path}: folder {folder} does not exist", EXIT_USAGE)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise write_error(path, exc) from None
-    try:
-        if st is not None:
-            with contextlib.suppress(OSError):  # only root may give a file away; keep what we can
-                os.fchown(fd, st.st_uid, st.st_gid)
-        os.fchmod(fd, stat.S_IMODE(st.st_mode) & 0o777 if st is not None else 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding=encoding, newline=newline) as stream:
-            yield stream
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(tmp, target)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise write_error(path, exc) from None
-        raise
-
-
-@contextlib.contextmanager
-def _direct(path, newline, encoding) -> Iterator:
-    """Write into a file that is not a regular one (FIFO, device, an fd's magic link), no temp file."""
-    try:
-        stream = open(path, "w", encoding=encoding, newline=newline)
-    except OSError as exc:
-        raise write_error(path, exc) from None
-    try:
-        with stream:
-            yield stream
-    except OSError as exc:  # raised by a write or by the flush on close (/dev/full: no space left)
-        raise write_error(path, exc) from None
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: str | os.PathLike, content: str | Callable[[io.TextIOBase], None], *,
-                 newline: str | None = None) -> None:
-    """Write `content` (a string, or a function that writes to a stream) to `path` atomically."""
-    with atomic_writer(path, newline=newline) as stream:
-        if callable(content):
-            content(stream)
-        else:
-            stream.write(content)

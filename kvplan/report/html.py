@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import json
 
+from kvplan.core.errors import arg
 from kvplan.core.units import human_tokens
 
 GIB = 2**30
@@ -326,7 +327,7 @@ SECTIONS = [
 def render_html(rows: list[dict], *, title: str = "kvplan sweep", summary: list[str] = (),
                 skipped: list[str] = (), currency: str = "price units", total: int | None = None,
                 max_rows: int = MAX_TABLE_ROWS, headlines: list[dict] | None = None) -> str:
-    """The page for ranked sweep rows (kvplan.compare.sweep.sweep_rows). `summary` and `skipped` are lines
+    """The page for ranked sweep rows (kvplan.report.export.sweep_rows). `summary` and `skipped` are lines
     of plain text (escaped here); `total` is the number of plans when `rows` is a leading slice;
     `headlines` (kvplan.compare.procurement.headlines) open the page: the answer per model × context.
     Charts come one set per model, so no chart mixes models."""
@@ -345,7 +346,7 @@ def render_html(rows: list[dict], *, title: str = "kvplan sweep", summary: list[
             if f"{name}-{i}" in figs:
                 parts.append(f'<div class="chart" id="chart-{name}-{i}"></div>')
             else:
-                parts.append('<p class="meta">No prices: pass <code>--prices FILE</code> (a YAML of '
+                parts.append(f'<p class="meta">No prices: pass <code>{arg("prices")} FILE</code> (a YAML of '
                              '<code>gpu: price per GPU-hour</code>) to see costs.</p>')
         parts.append("</section>")
     total = len(rows) if total is None else total
@@ -357,7 +358,7 @@ def render_html(rows: list[dict], *, title: str = "kvplan sweep", summary: list[
     if headlines:
         priced = any(h.get("priced") for h in headlines)
         how = (f"the lowest cost per hour ({_esc(currency)}) among those that fit" if priced else
-               "the fewest GPUs among those that fit (no prices given: pass --prices FILE for costs)")
+               f"the fewest GPUs among those that fit (no prices given: pass {arg('prices')} FILE for costs)")
         head_html = ("<h2>The answer</h2><p class=\"meta\">For each model and context: the deployment that "
                      f"holds the requests asked for at " + how + ". Per 1M output tokens: cost per hour ÷ the "
                      "decode tokens per hour of every request it holds at once (bandwidth roofline). Headroom: "

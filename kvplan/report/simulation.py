@@ -9,8 +9,10 @@ per second, preemptions.
 
 from __future__ import annotations
 
+import csv
 import html
 
+from kvplan.report.html import _BOOT, _CSP, safe_json
 from kvplan.simulator.results import SERIES_COLUMNS
 
 GIB = 2**30
@@ -28,8 +30,6 @@ def document(meta: dict, runs: dict) -> dict:
 
 
 def write_series_csv(stream, runs: dict) -> None:
-    import csv
-
     w = csv.writer(stream, lineterminator="\n")
     w.writerow(["run", *SERIES_COLUMNS])
     for name, (_, series) in runs.items():
@@ -148,8 +148,6 @@ _RENDER = """
 def render_html(meta: dict, runs: dict, title: str = "kvplan simulate") -> str:
     """The page: what was simulated, a table of every run's figures, the time-series charts."""
     from plotly.offline import get_plotlyjs
-
-    from kvplan.report.html import _BOOT, _CSP, safe_json
 
     esc = lambda x: html.escape(str(x), quote=True)  # noqa: E731
     plotly_js = get_plotlyjs().replace("</script", "<\\/script")

@@ -6,10 +6,13 @@ print it, and the raw integers in JSON.
 
 from __future__ import annotations
 
+from kvplan.core.errors import arg
+from kvplan.core.markup import plain
 from kvplan.model.layers import state_bytes
 from kvplan.planning.plan import Plan
 from kvplan.planning.layout import layout_text
 from kvplan.core.units import gib, human_bytes, human_tokens
+from kvplan.planning.speculative import report
 
 
 GIB, MIB = 2**30, 2**20
@@ -136,7 +139,6 @@ def _with_layer_kinds(row: dict, plan: Plan) -> dict:
 def _speculative(plan: Plan, model):
     if getattr(model, "speculative", None) is None:
         return None
-    from kvplan.planning.speculative import report
 
     return report(model, plan)
 
@@ -168,8 +170,6 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> N
     """A table per question: the memory budget line by line, then the answers."""
     from rich.table import Table
 
-    from kvplan.core.markup import plain
-
     first = plans[0]
     head = (f"[bold]{plain(model.name)}[/] on [bold]{plain(gpu.name)}[/] · context {human_tokens(first.request.context)}"
             f" · batch {first.request.batch} · weights {effective_weight_dtype(first, model)}"
@@ -189,7 +189,7 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> N
         ("= free", lambda p: gib(p.free_bytes_per_gpu)),
     ]
     if first.request.kv_cache_memory_bytes is not None:
-        rows = [rows[0], ("KV cache (--kv-cache-memory)", lambda p: gib(p.kv_memory_bytes_per_gpu)), *rows[5:]]
+        rows = [rows[0], (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu)), *rows[5:]]
     for label, fn in rows:
         budget.add_row(label, *[fn(p) for p in plans])
     console.print(budget)

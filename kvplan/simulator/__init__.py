@@ -1,4 +1,5 @@
-"""Capacity for a real workload: an event-driven simulation of a continuous-batching engine.
+"""Layer 9 of 12, simulator: capacity for a real workload, an event-driven simulation of a continuous-batching
+engine. Imports planning (a Plan's KV pool) and below.
 
 A deployment's KV pool (from a kvplan plan, see kvplan.simulator.adapter) serves a stream of
 requests (built-in length distributions or a trace file) under a vLLM-style scheduler, with a

@@ -6,6 +6,8 @@ public figures, the model spec and the GPU profile.
 
 from __future__ import annotations
 
+from kvplan.model.spec import weight_bytes
+from kvplan.planning.plan import expected_experts_touched
 from kvplan.simulator.model import Group, SimModel, StageCost
 
 _BIG = 1 << 40  # a sequence length past every window
@@ -53,8 +55,6 @@ def _kv_groups(prof, tp: int) -> tuple[tuple, int]:
 def _stage_costs(plan, spec) -> tuple:
     """Each pipeline stage's step-time inputs on one rank (StageCost): weights read per step (routed
     experts apart), KV bytes per token, FLOPs per token and per query-key pair."""
-    from kvplan.model.spec import weight_bytes
-
     tp = plan.deployment.tp
     p = spec.params
     wb = weight_bytes(spec, plan.request.weight_dtype)
@@ -62,8 +62,6 @@ def _stage_costs(plan, spec) -> tuple:
                                                  and wb.total) else 1.0
     touched = 0.0
     if p.num_experts:
-        from kvplan.planning.plan import expected_experts_touched
-
         touched = expected_experts_touched(p.num_experts, p.experts_per_token, plan.request.batch) / p.num_experts
     costs = []
     for s in plan.stages:

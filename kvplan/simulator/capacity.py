@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from kvplan.simulator.adapter import sim_model
+
+from kvplan.simulator.engine import Engine, EngineConfig
 SIM_COLUMNS = ("sim_mean_running", "sim_requests_per_s", "sim_output_tokens_per_s", "sim_ttft_p99_s",
                "sim_tpot_p99_s", "sim_pct_meeting_slo", "sim_goodput_requests_per_s", "sim_kv_waste_pct",
                "sim_preemptions", "sim_rejected")
@@ -29,9 +32,6 @@ class Target:
 
 def simulate_plan(plan, spec, gpu, target: Target) -> dict:
     """The paged-pool summary of `target.requests` on `plan` (kvplan.simulator.results.Recorder.summary)."""
-    from kvplan.simulator.adapter import sim_model
-    from kvplan.simulator.engine import Engine
-
     model = sim_model(plan, spec, gpu, step_overhead_s=target.step_overhead_s)
     if model.kv_budget_bytes < model.block_bytes():
         return {}
@@ -114,8 +114,6 @@ def max_rate(model, requests_at, target: Target, config=None, start: float = 1.0
     A rate is "met" on that trial's sample of requests; nearby rates can differ by the sample's
     luck. Returns {"rate", "summary" (at that rate, or None), "failed_at", "trials": [(rate,
     percent meeting the SLA)]}."""
-    from kvplan.simulator.engine import Engine, EngineConfig
-
     cfg = config or EngineConfig()
     trials = []
 

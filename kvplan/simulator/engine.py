@@ -25,6 +25,7 @@ import heapq
 from collections import deque
 from dataclasses import dataclass
 
+from kvplan.simulator import fastpath
 from kvplan.simulator.model import SimModel, StepTimer
 from kvplan.simulator.prefix import PrefixCache
 from kvplan.simulator.results import Recorder
@@ -241,7 +242,6 @@ class Engine:
 
         `horizon` (seconds) spaces the time series; default: the last arrival. `progress(done, total)`
         is called every few thousand steps with the requests that have arrived so far."""
-        from kvplan.simulator import fastpath
         if horizon is None:
             horizon = requests[-1].arrival if requests else 1.0
         self.rec = rec = Recorder(self.m, len(requests), max(horizon, 1e-3))

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.simulator.engine import EngineConfig
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.simulator.engine import EngineConfig, Engine
 from kvplan.simulator.workload import SimRequest
 
 COMPARE = ("paged", "contiguous-max", "contiguous-pow2", "contiguous-oracle")
@@ -31,20 +31,20 @@ def shape_trace(requests: list[SimRequest], qps: float | None, duration: float |
     if qps is not None:
         span = requests[-1].arrival
         if span <= 0:
-            raise KvplanError("--qps cannot rescale a trace whose requests all arrive at once", EXIT_USAGE)
+            raise KvplanError(f"{arg('qps')} cannot rescale a trace whose requests all arrive at once", EXIT_USAGE,
+                              param="qps", value=qps)
         factor = (len(requests) - 1) / (qps * span)  # new span = (n - 1) / qps
         requests = [replace(r, arrival=r.arrival * factor) for r in requests]
     if duration is not None:
         requests = [r for r in requests if r.arrival < duration]
         if not requests:
-            raise KvplanError(f"no request of the trace arrives within --duration {duration:g} s", EXIT_USAGE)
+            raise KvplanError(f"no request of the trace arrives within {arg('duration')} {duration:g} s", EXIT_USAGE,
+                              param="duration", value=duration)
     return requests
 
 
 def run_all(model, requests, runs: dict, slo_ttft: float, slo_tpot: float, progress=None) -> dict:
     """{run name: (summary, time series)} for each engine config, on the same requests."""
-    from kvplan.simulator.engine import Engine
-
     out = {}
     for k, (name, cfg) in enumerate(runs.items()):
         tick = None if progress is None else (lambda done, total, k=k: progress(k * total + done, len(runs) * total))

@@ -26,7 +26,7 @@ import math
 import os
 from datetime import datetime
 
-from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
 from kvplan.simulator.workload import MAX_REQUESTS, SimRequest
 
 MAX_FILE_BYTES = 4 * 2**30
@@ -146,7 +146,8 @@ def load_trace(path: str, fmt: str = "auto", max_requests: int = MAX_REQUESTS) -
     """Requests from a trace file, sorted by arrival, and a summary (format, dropped rows)."""
     fmt = fmt.strip().lower()
     if fmt not in FORMATS:
-        raise KvplanError(f"--trace-format must be one of {', '.join(FORMATS)}, got {fmt!r}", EXIT_USAGE)
+        raise KvplanError(f"{arg('trace_format')} must be one of {', '.join(FORMATS)}, got {fmt!r}", EXIT_USAGE,
+                          param="trace_format", value=fmt, allowed=tuple(FORMATS))
     try:
         size = os.path.getsize(path)
         stream = open(path, encoding="utf-8-sig", newline="")

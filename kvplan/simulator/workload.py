@@ -12,11 +12,12 @@ measurement of any engine: use a trace (kvplan.simulator.traces) for real traffi
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from dataclasses import dataclass
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 
 MAX_REQUESTS = 5_000_000  # a run bigger than this is refused up front (about 1 GB of request records)
 
@@ -103,7 +104,8 @@ WORKLOADS = {
 def find_workload(name: str) -> Workload:
     w = WORKLOADS.get(name.strip().lower())
     if w is None:
-        raise KvplanError(f"unknown workload {name!r}; built-in: {', '.join(WORKLOADS)} (or --trace FILE)", EXIT_USAGE)
+        raise KvplanError(f"unknown workload {name!r}; built-in: {', '.join(WORKLOADS)} (or {arg('trace')} FILE)",
+                          EXIT_USAGE, param="workload", value=name, allowed=tuple(WORKLOADS))
     return w
 
 
@@ -120,15 +122,14 @@ def _zipf_table(n: int, s: float) -> list[float]:
 def generate(workload: Workload, qps: float, duration: float, seed: int = 0,
              max_requests: int = MAX_REQUESTS) -> list[SimRequest]:
     """Poisson arrivals at `qps` over [0, duration), lengths drawn from the workload; seeded."""
-    import bisect
-
     if not (qps > 0 and math.isfinite(qps)):
-        raise KvplanError(f"--qps must be a positive number, got {qps:g}", EXIT_USAGE)
+        raise KvplanError(f"{arg('qps')} must be a positive number, got {qps:g}", EXIT_USAGE, param="qps", value=qps)
     if not (duration > 0 and math.isfinite(duration)):
-        raise KvplanError(f"--duration must be a positive number of seconds, got {duration:g}", EXIT_USAGE)
+        raise KvplanError(f"{arg('duration')} must be a positive number of seconds, got {duration:g}", EXIT_USAGE,
+                          param="duration", value=duration)
     if qps * duration > max_requests:
-        raise KvplanError(f"--qps × --duration asks for about {qps * duration:,.0f} requests; the limit is "
-                          f"{max_requests:,}", EXIT_USAGE)
+        raise KvplanError(f"{arg('qps')} × {arg('duration')} asks for about {qps * duration:,.0f} requests; the limit "
+                          f"is {max_requests:,}", EXIT_USAGE, param="duration", value=duration)
     rng = random.Random(seed)
     zipf = _zipf_table(workload.documents, workload.zipf) if workload.documents else None
     out, t = [], 0.0

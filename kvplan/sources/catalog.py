@@ -247,4 +247,4 @@ def suggest(name: str, extra_dirs=(), n: int = 3) -> list[str]:
 def unknown_model_error(name: str, extra_dirs=()) -> KvplanError:
     close = suggest(name, extra_dirs)
     hint = f"; did you mean: {', '.join(close)}?" if close else "; see `kvplan models list`"
-    return KvplanError(f"unknown model {name!r}{hint}", EXIT_NOT_FOUND)
+    return KvplanError(f"unknown model {name!r}{hint}", EXIT_NOT_FOUND, param="model", value=name)

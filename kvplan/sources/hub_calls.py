@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kvplan.core.errors import (
-    EXIT_ACCESS, EXIT_ERROR, EXIT_NETWORK, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError,
+    EXIT_ACCESS, EXIT_ERROR, EXIT_NETWORK, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg,
 )
 
 _WATCHDOG_SLACK_S = 1.0  # the client's own timeout should fire first; the watchdog is the backstop
@@ -52,7 +52,8 @@ class HubCall:
         if not isinstance(repo_id, str) or not repo_id.strip():
             raise KvplanError("a Hugging Face repo id is needed (like meta-llama/Llama-3.1-8B)", EXIT_USAGE)
         if revision is not None and (not isinstance(revision, str) or not revision.strip()):
-            raise KvplanError("--revision must be a non-empty branch, tag or commit", EXIT_USAGE)
+            raise KvplanError(f"{arg('revision')} must be a non-empty branch, tag or commit", EXIT_USAGE,
+                              param="revision", value=revision)
         if token is not None and not isinstance(token, str):
             raise KvplanError("the Hub token must be a string", EXIT_USAGE)
         if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
@@ -176,20 +177,20 @@ class HubCall:
                     EXIT_USAGE)
         if isinstance(e, GatedRepoError):  # before RepositoryNotFoundError: it is a subclass
             return (f"{repo} is a gated repo: request access on its model page ({endpoint}/{repo}), then set "
-                    "HF_TOKEN or pass --token with a token of an account that was granted access", EXIT_ACCESS)
+                    f"HF_TOKEN or pass {arg('token')} with a token of an account that was granted access", EXIT_ACCESS)
         if isinstance(e, RevisionNotFoundError):
             return f"revision {rev!r} not found in {repo} on {endpoint}", EXIT_NOT_FOUND
         if isinstance(e, RemoteEntryNotFoundError):
             return f"{self.filename} not found in {repo} (revision {rev})", EXIT_NOT_FOUND
         if isinstance(e, RepositoryNotFoundError):
-            return (f"repo {repo} not found on {endpoint} (if it is private, set HF_TOKEN or pass --token)",
+            return (f"repo {repo} not found on {endpoint} (if it is private, set HF_TOKEN or pass {arg('token')})",
                     EXIT_NOT_FOUND)
         if isinstance(e, DisabledRepoError):
             return f"access to {repo} is disabled on {endpoint}", EXIT_ACCESS
         if isinstance(e, HfHubHTTPError):
             status = _status(e)
             if status == 401:
-                return (f"{endpoint} refused the token for {repo} (HTTP 401): check HF_TOKEN or --token",
+                return (f"{endpoint} refused the token for {repo} (HTTP 401): check HF_TOKEN or {arg('token')}",
                         EXIT_ACCESS)
             if status == 403:
                 return (f"{endpoint} refused access to {repo} (HTTP 403): the token lacks permission for it",

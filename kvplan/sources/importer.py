@@ -1,7 +1,7 @@
 """Turning a config.json (a file, a folder, or a Hub repo's) into a catalog entry on disk.
 
 Shared by `kvplan models import` and scripts/build_catalog.py, which wrote the bundled
-kvplan/sources/model_specs/ from real configs. Files are written atomically by kvplan.report.export.atomic_write.
+kvplan/sources/model_specs/ from real configs. Files are written atomically by kvplan.core.files.atomic_write.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import json
 import re
 from pathlib import Path
 
-from kvplan.sources.catalog import spec_to_dict
-from kvplan.readers.configs import spec_from_config
+from kvplan.core.files import atomic_write, write_error
 from kvplan.model.spec import ModelSpec
+from kvplan.readers.configs import spec_from_config
+from kvplan.sources.catalog import spec_to_dict
 
 _SUFFIXES = ("-instruct", "-hf", "-it", "-base", "-chat", "-thinking", "-v0.1", "-2407", "-8k", "-base-8k")
 
@@ -52,13 +53,11 @@ def build_spec(config: dict, repo_id: str | None, *, name: str | None = None, so
 
 
 def write_spec(spec: ModelSpec, directory: Path) -> Path:
-    """Write `spec` as <directory>/<name>.json atomically (kvplan.report.export's one writer) and return the path.
+    """Write `spec` as <directory>/<name>.json atomically (kvplan.core.files' one writer) and return the path.
 
     Every OSError is a one-line KvplanError naming the path: exit 2 when the path itself is wrong
     (KVPLAN_HOME naming a file), 1 otherwise (permissions, a full disk).
     """
-    from kvplan.report.export import atomic_write, write_error
-
     directory = Path(directory)
     try:
         directory.mkdir(parents=True, exist_ok=True)

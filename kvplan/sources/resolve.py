@@ -11,8 +11,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvplan.sources.catalog import find_in_catalog, unknown_model_error
-from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
+from kvplan.readers.cfg import unwrap_text_config
+from kvplan.readers.mtp import MTP_KEYS
+from kvplan.sources.catalog import find_in_catalog, unknown_model_error, suggest
 from kvplan.model.spec import ModelSpec
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
@@ -55,6 +57,9 @@ def resolve_model(name: str, *, revision: str | None = None, token: str | None =
                   timeout: float = 10.0, catalog_dirs=()) -> Resolved:
     if not name or not name.strip():
         raise KvplanError("model name is empty", EXIT_USAGE)
+    if revision is not None and not revision.strip():  # (else a catalog name would be looked up on the Hub)
+        raise KvplanError(f"{arg('revision')} must be a non-empty branch, tag or commit", EXIT_USAGE,
+                          param="revision", value=revision)
     if looks_like_path(name):
         from kvplan.sources.importer import build_spec  # the config reader: not needed for a catalog name
 
@@ -78,7 +83,6 @@ def resolve_model(name: str, *, revision: str | None = None, token: str | None =
 
 def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
     from kvplan.sources import hub
-    from kvplan.sources.catalog import suggest
     from kvplan.sources.importer import build_spec
 
     try:
@@ -106,7 +110,7 @@ def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
                        f"({', '.join(f'{k} {v:,}' for k, v in sorted(weights.params_by_dtype.items()))})")
         if mtp:  # vLLM skips these tensors unless it serves the MTP drafter (kvplan.planning.speculative)
             notices.append(f"weights: {mtp:,} B of multi-token-prediction layers not counted (loaded only with "
-                           "--speculative mtp)")
+                           f"{arg('speculative')} mtp)")
     elif cfg.from_cache:
         notices.append("weights: safetensors headers not read (config from the cache); counted from config.json")
     else:
@@ -117,8 +121,5 @@ def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
 
 def _declares_mtp(config: dict) -> bool:
     """A config that names multi-token-prediction modules (kvplan.readers.mtp.MTP_KEYS), nested or not."""
-    from kvplan.readers.configs import unwrap_text_config
-    from kvplan.readers.mtp import MTP_KEYS
-
     data, _ = unwrap_text_config(config)
     return any(isinstance(data.get(k), int) and data.get(k) > 0 for k in MTP_KEYS)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, RecurrentState, SlidingWindow
 from kvplan.model.spec import ModelSpec, ParamCounts
-from kvplan.readers.params import _UNGATED  # families whose MLP is up -> act -> down (kvplan's own list)
+from kvplan.readers.mlp_layout import ffn_kinds, gated_mlp
 
 MLA_NOPE_DIM = 128  # qk_nope_head_dim and v_head_dim of every MLA model in the catalog (DeepSeek V2/V3/R1,
 MLA_V_DIM = 128  # Kimi K2); not part of the spec because the cache does not depend on them
@@ -130,26 +130,6 @@ class Blueprint:
         )
 
 
-def _ffn_kinds(full: ModelSpec, n: int) -> list[str]:
-    """Which of the first n layers have a dense MLP, a MoE block, or none.
-
-    The spec records how many layers are MoE, not which; the layouts of the catalog's families
-    are: DeepSeek/GLM dense first then MoE (`first_k_dense_replace`); Llama 4 interleaved
-    (`interleave_moe_layer_step`); Nemotron-H MLP only in its MLP blocks (NoCache layers).
-    """
-    p, total = full.params, full.num_layers
-    if full.family == "nemotron_h":
-        return ["dense" if isinstance(layer, NoCache) else "none" for layer in full.layers[:n]]
-    moe = p.num_moe_layers if p.num_experts else 0
-    if moe == 0:
-        return ["dense"] * n
-    if full.family in ("llama4", "llama4_text") and moe < total:
-        step = total // moe
-        return ["moe" if i % step == step - 1 else "dense" for i in range(n)]
-    first_moe = total - moe
-    return ["moe" if i >= first_moe else "dense" for i in range(n)]
-
-
 def _mla_dims(full: ModelSpec, layer: MLALatent) -> MLADims:
     """q_lora_rank solved from the spec's attention parameters (nope and v dims: 128, see above)."""
     h, heads, r, rope = full.hidden_size, full.num_attention_heads, layer.kv_lora_rank, layer.qk_rope_head_dim
@@ -198,13 +178,13 @@ def state_dims(layer: RecurrentState) -> StateDims:
 def blueprint(full: ModelSpec, n: int, widths: Widths = Widths()) -> Blueprint:
     """What to build for the first n layers of `full`, with `widths` applied."""
     if not 0 < n <= full.num_layers:
-        raise KvplanError(f"--layers must be between 1 and {full.num_layers}, got {n}", EXIT_USAGE)
+        raise KvplanError(f"{arg('layers')} must be between 1 and {full.num_layers}, got {n}", EXIT_USAGE)
     p = full.params
     h_real = full.hidden_size
-    gated = full.family not in _UNGATED
+    gated = gated_mlp(full)
     mats = 3 if gated else 2
-    kinds = _ffn_kinds(full, n)
-    all_kinds = _ffn_kinds(full, full.num_layers)
+    kinds = ffn_kinds(full, n)
+    all_kinds = ffn_kinds(full, full.num_layers)
     n_dense = max(all_kinds.count("dense"), 1)
     n_moe = max(all_kinds.count("moe"), 1)
     dense_width = p.mlp // (mats * h_real * n_dense) if p.mlp else 0

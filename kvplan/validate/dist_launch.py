@@ -20,9 +20,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
-from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
+import torch
+import torch.distributed as dist
+
+from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, input_names, inputs_named
+from kvplan.validate.dist_rank import run_rank
 
 TIMEOUT_S = 300  # the whole run; a collective waits at most COLLECTIVE_TIMEOUT_S for a lost rank
 COLLECTIVE_TIMEOUT_S = 120
@@ -40,18 +45,12 @@ def _free_port() -> int:
 
 
 def _init(backend: str) -> tuple[int, int]:
-    import torch.distributed as dist
-
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
     return dist.get_rank(), dist.get_world_size()
 
 
 def join_torchrun(full, s, layout, backend: str) -> list[dict] | None:
     """Under torchrun: join its group and run this rank; rank 0 returns every record, others None."""
-    import torch.distributed as dist
-
-    from kvplan.validate.dist_run import run_rank
-
     world = int(os.environ["WORLD_SIZE"])
     if world != layout.world:
         raise KvplanError(f"torchrun started {world} processes but {layout.label()} needs {layout.world}", EXIT_USAGE)
@@ -69,7 +68,8 @@ def launch(full, s, layout, backend: str) -> list[dict]:
     """Start layout.world ranks on this machine and return their records in rank order."""
     with tempfile.TemporaryDirectory(prefix="kvplan-dist-") as tmp:
         folder = Path(tmp)
-        (folder / "inputs.pickle").write_bytes(pickle.dumps((full, s, layout, backend)))
+        # the ranks word their errors as this process does (the CLI's flags: kvplan.core.errors.inputs_named)
+        (folder / "inputs.pickle").write_bytes(pickle.dumps((full, s, layout, backend, input_names())))
         port = _free_port()
         procs = []
         for rank in range(layout.world):
@@ -129,25 +129,20 @@ def _stderr_tail(proc) -> str:
 
 def _rank_main() -> int:
     """One rank started by `launch`: read the inputs, run, write this rank's record or error."""
-    import traceback
-
-    import torch
-
-    from kvplan.validate.dist_run import run_rank
-
     folder = Path(os.environ["KVPLAN_DIST_DIR"])
     rank = int(os.environ["RANK"])
     out = folder / f"rank{rank}.json"
     torch.set_num_threads(1)
     try:
-        full, s, layout, backend = pickle.loads((folder / "inputs.pickle").read_bytes())
+        full, s, layout, backend, names = pickle.loads((folder / "inputs.pickle").read_bytes())
         _init(backend)
         try:
-            out.write_text(json.dumps({"record": run_rank(rank, full, s, layout)}))
+            with inputs_named(names):
+                out.write_text(json.dumps({"record": run_rank(rank, full, s, layout)}))
         finally:
             torch.distributed.destroy_process_group()
     except KvplanError as exc:
-        out.write_text(json.dumps({"error": ("usage: " if exc.code == EXIT_USAGE else "") + str(exc)}))
+        out.write_text(json.dumps({"error": ("usage: " if exc.exit_code == EXIT_USAGE else "") + str(exc)}))
         return 1
     except Exception as exc:  # noqa: BLE001 - reported by the launcher in one line
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]

@@ -24,8 +24,10 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from kvplan import __version__
 from kvplan.core.dtypes import DType, canonical_kv_dtype
-from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, arg, out_of_range
+from kvplan.core.units import human_bytes
 from kvplan.model.spec import ModelSpec, weight_bytes
 from kvplan.planning.plan import activation_estimate
 from kvplan.planning.profile import kv_profile
@@ -56,9 +58,11 @@ class Settings:
 
 
 def torch_dtype(dt: DType, what: str) -> torch.dtype:
+    """The torch dtype of `dt`, or a usage error blaming the input `what` (a keyword: kvplan.core.errors.arg)."""
     if dt.name not in TORCH_DTYPES:
-        raise KvplanError(f"{what} {dt.name} has no torch dtype here; validate supports "
-                          f"{', '.join(TORCH_DTYPES)}", EXIT_USAGE)
+        raise KvplanError(f"{arg(what)} {dt.name} has no torch dtype here; validate supports "
+                          f"{', '.join(TORCH_DTYPES)}", EXIT_USAGE, param=what, value=dt.name,
+                          allowed=tuple(TORCH_DTYPES))
     return TORCH_DTYPES[dt.name]
 
 
@@ -68,9 +72,9 @@ def option_dtype(name: str, model_dtype: str, option: str) -> DType:
     try:
         dt = canonical_kv_dtype(name, model_dtype)
     except KvplanError:
-        what = "unknown KV cache dtype" if option == "--kv-dtype" else "unknown dtype"
-        raise KvplanError(f"{option} {name!r}: {what}; validate supports auto (the model's, {model_dtype}), "
-                          f"{', '.join(TORCH_DTYPES)}", EXIT_USAGE) from None
+        what = "unknown KV cache dtype" if option == "kv_dtype" else "unknown dtype"
+        raise KvplanError(f"{arg(option)} {name!r}: {what}; validate supports auto (the model's, {model_dtype}), "
+                          f"{', '.join(TORCH_DTYPES)}", EXIT_USAGE, param=option, value=name) from None
     torch_dtype(dt, option)
     return dt
 
@@ -100,16 +104,14 @@ def available_bytes(dev: torch.device) -> int | None:
 
 def check_memory(dev: torch.device, parts: dict[str, int]) -> None:
     """Refuse, before building anything, a run whose predicted bytes exceed what the device has."""
-    from kvplan.core.units import human_bytes
-
     available = available_bytes(dev)
     need = sum(parts.values()) + RUNTIME_MARGIN
     if available is None or need <= available:
         return
     detail = " + ".join(f"{name} {human_bytes(b)}" for name, b in parts.items() if b)
     raise KvplanError(f"this run needs about {human_bytes(need)} ({detail} + {human_bytes(RUNTIME_MARGIN)} margin) "
-                      f"but {dev} has {human_bytes(available)} available; use fewer --layers, --shrink (and a small "
-                      "--hidden), or a smaller --ctx / --batch", EXIT_USAGE)
+                      f"but {dev} has {human_bytes(available)} available; use fewer {arg('layers')}, {arg('shrink')} "
+                      f"(and a small {arg('hidden')}), or a smaller {arg('context')} / {arg('batch')}", EXIT_USAGE)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -124,8 +126,8 @@ def out_of_memory_error(exc: BaseException, device: str) -> KvplanError:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     if len(first) > 200:
         first = first[:197] + "..."
-    return KvplanError(f"ran out of memory on {device} during the run ({first}); use fewer --layers, --shrink, "
-                       "or a smaller --ctx / --batch", EXIT_ERROR)
+    return KvplanError(f"ran out of memory on {device} during the run ({first}); use fewer {arg('layers')}, "
+                       f"{arg('shrink')}, or a smaller {arg('context')} / {arg('batch')}", EXIT_ERROR)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -134,21 +136,22 @@ def resolve_device(name: str) -> torch.device:
     except RuntimeError:
         raise KvplanError(f"unknown device {name!r}; use cpu or cuda (cuda:N)", EXIT_USAGE) from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise KvplanError(f"--device {name}: CUDA is not available (torch {torch.__version__})", EXIT_USAGE)
+        raise KvplanError(f"{arg('device')} {name}: CUDA is not available (torch {torch.__version__})", EXIT_USAGE)
     if dev.type not in ("cpu", "cuda"):
-        raise KvplanError(f"--device {name}: only cpu and cuda are supported", EXIT_USAGE)
+        raise KvplanError(f"{arg('device')} {name}: only cpu and cuda are supported", EXIT_USAGE)
     return dev
 
 
 def check_settings(spec: ModelSpec, s: Settings) -> None:
     if s.batch < 1:
-        raise KvplanError(f"--batch must be at least 1, got {s.batch}", EXIT_USAGE)
+        raise KvplanError(f"{arg('batch')} must be at least 1, got {s.batch}", EXIT_USAGE, param="batch", value=s.batch)
     if s.steps < 1:
-        raise KvplanError(f"--steps must be at least 1, got {s.steps}", EXIT_USAGE)
+        raise KvplanError(f"{arg('steps')} must be at least 1, got {s.steps}", EXIT_USAGE, param="steps", value=s.steps)
     if s.ctx <= s.steps:
-        raise KvplanError(f"--ctx ({s.ctx}) must exceed --steps ({s.steps}): the prompt needs a token", EXIT_USAGE)
+        raise KvplanError(f"{arg('context')} ({s.ctx}) must exceed {arg('steps')} ({s.steps}): the prompt needs a token",
+                          EXIT_USAGE, param="context", value=s.ctx)
     if s.layers is not None and not 0 < s.layers <= spec.num_layers:
-        raise KvplanError(f"--layers must be between 1 and {spec.num_layers}, got {s.layers}", EXIT_USAGE)
+        raise out_of_range("layers", s.layers, 1, spec.num_layers, thousands=False)
 
 
 def device_info(dev: torch.device) -> dict:
@@ -247,8 +250,6 @@ def cpu_shrink_reason(full: ModelSpec, n: int, s: Settings, kv: DType, compute: 
     need = pred.weights_bytes + pred.kv_bytes + pred.activation_bytes
     available = available_bytes(torch.device("cpu"))
     if available is not None and need > CPU_MEMORY_SHARE * available:
-        from kvplan.core.units import human_bytes
-
         return f"the full-width build needs about {human_bytes(need)} of the {human_bytes(available)} free"
     return None
 
@@ -277,13 +278,13 @@ def _prepare(full: ModelSpec, s: Settings) -> _Run:
     dev = resolve_device(s.device)
     n = s.layers or full.num_layers
     reduced = full if n == full.num_layers else full.with_layers(n)
-    kv = option_dtype(s.kv_dtype, full.dtype, "--kv-dtype")
-    state = option_dtype(s.state_dtype, full.dtype, "--state-dtype")
+    kv = option_dtype(s.kv_dtype, full.dtype, "kv_dtype")
+    state = option_dtype(s.state_dtype, full.dtype, "state_dtype")
     compute = s.compute_dtype or ("fp32" if dev.type == "cpu" else full.dtype)
-    for dt, flag in ((kv, "--kv-dtype"), (state, "--state-dtype"), (canonical_kv_dtype(compute), "--dtype")):
-        torch_dtype(dt, flag)  # each has a torch dtype here, or a one-line error now
+    for dt, name in ((kv, "kv_dtype"), (state, "state_dtype"), (canonical_kv_dtype(compute), "dtype")):
+        torch_dtype(dt, name)  # each has a torch dtype here, or a one-line error now
     if compute == "fp8":
-        raise KvplanError("--dtype fp8: compute in fp32, bf16 or fp16 (fp8 is a cache dtype here)", EXIT_USAGE)
+        raise KvplanError(f"{arg('dtype')} fp8: compute in fp32, bf16 or fp16 (fp8 is a cache dtype here)", EXIT_USAGE)
     auto = cpu_shrink_reason(full, n, s, kv, compute) if dev.type == "cpu" and not s.widths.changed() else None
     if auto:
         s = replace(s, widths=SMALL)
@@ -302,9 +303,9 @@ def _build(run: _Run) -> Decoder:
     torch.manual_seed(run.s.seed)
     default = torch.get_default_dtype()
     try:
-        torch.set_default_dtype(torch_dtype(canonical_kv_dtype(run.compute), "--dtype"))
+        torch.set_default_dtype(torch_dtype(canonical_kv_dtype(run.compute), "dtype"))
         with torch.device(run.dev):
-            model = Decoder(run.bp, torch_dtype(run.kv, "--kv-dtype"), torch_dtype(run.state, "--state-dtype")).eval()
+            model = Decoder(run.bp, torch_dtype(run.kv, "kv_dtype"), torch_dtype(run.state, "state_dtype")).eval()
     finally:
         torch.set_default_dtype(default)
     model.setup_caches(run.s.batch, run.s.ctx)
@@ -382,7 +383,8 @@ def _notes(full: ModelSpec, run: _Run) -> list[str]:
     """What the run changed from the model as published: layers, widths, compute dtype."""
     notes = list(run.bp.shrunk and [f"shrunk for this run: {', '.join(run.bp.shrunk)}; cache geometry unchanged"] or [])
     if run.auto:
-        notes.insert(0, f"shrunk automatically on CPU: {run.auto} (what --shrink does; --device cuda for full width)")
+        notes.insert(0, f"shrunk automatically on CPU: {run.auto} (what {arg('shrink')} does; {arg('device')} cuda "
+                        "for full width)")
     if run.n < full.num_layers:
         notes.insert(0, f"reduced model: the first {run.n} of {full.num_layers} layers; predictions are for the same reduced model")
     if run.compute != full.dtype:
@@ -391,6 +393,4 @@ def _notes(full: ModelSpec, run: _Run) -> list[str]:
 
 
 def _version() -> str:
-    from kvplan import __version__
-
     return __version__

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.core.errors import arg
 from kvplan.model.layers import ChunkedLocal, FullAttention, MLALatent, NoCache, RecurrentState, SlidingWindow
+from kvplan.planning.deploy import split_layers
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ def layout_problem(bp, layout: Layout, batch: int) -> str | None:
     """Why this distributed run cannot be built for blueprint `bp`, or None."""
     tp, pp, dp, ep = layout.tp, layout.pp, layout.dp, layout.ep
     if min(tp, pp, dp, ep) < 1:
-        return "--tp, --pp, --dp and --ep must be at least 1"
+        return f"{arg('tp')}, {arg('pp')}, {arg('dp')} and {arg('ep')} must be at least 1"
     if bp.heads % tp:
         return f"tp={tp} does not divide the {bp.heads} attention heads"
     for lp in bp.layers:
@@ -96,7 +98,8 @@ def layout_problem(bp, layout: Layout, batch: int) -> str | None:
             if (h % tp if h >= tp else tp % h):
                 return f"tp={tp} neither divides nor is a multiple of the {h} KV heads"
         if isinstance(m, RecurrentState) and tp > 1:
-            return "the distributed runner does not split recurrent (Mamba / linear attention) layers over tp; use --pp or --dp"
+            return ("the distributed runner does not split recurrent (Mamba / linear attention) layers over tp; "
+                    f"use {arg('pp')} or {arg('dp')}")
     if pp > len(bp.layers):
         return f"pp={pp} exceeds the {len(bp.layers)} layers built"
     if bp.vocab % tp:
@@ -117,7 +120,8 @@ def layout_problem(bp, layout: Layout, batch: int) -> str | None:
         if bp.num_experts % ep:
             return f"ep={ep} does not divide the {bp.num_experts} routed experts built"
     if batch % dp:
-        return f"--batch {batch} must be a multiple of dp={dp} (each data-parallel rank decodes batch / dp sequences)"
+        return (f"{arg('batch')} {batch} must be a multiple of dp={dp} (each data-parallel rank decodes batch / dp "
+                "sequences)")
     return None
 
 
@@ -140,8 +144,6 @@ class Shard:
 
 
 def shard_of(bp, layout: Layout, rank: int, batch: int) -> Shard:
-    from kvplan.planning.deploy import split_layers
-
     dp_rank, pp_rank, tp_rank = layout.coords(rank)
     start, end = split_layers(len(bp.layers), layout.pp)[pp_rank]
     stage_rank = dp_rank * layout.tp + tp_rank  # index within the stage's tp x dp ranks

@@ -18,9 +18,14 @@ from pathlib import Path
 
 import torch
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.base import parse_version
+from kvplan.engines.hf_transformers.engine import DynamicRules, Settings as HfSettings, hf_layers
 from kvplan.model.spec import ModelSpec, weight_bytes
 from kvplan.planning.profile import kv_profile
+from kvplan.readers.configs import spec_from_config
+from kvplan.sources import hub
+from kvplan.sources.resolve import looks_like_path, read_config_file
 from kvplan.validate.compare import PLANNER_WEIGHTS_TOLERANCE, Check, all_ok
 from kvplan.validate.measure import storage_bytes
 from kvplan.validate.run import (
@@ -31,13 +36,11 @@ _LAYER_LISTS = ("layer_types", "layers_block_type", "no_rope_layers")  # layers_
 
 
 def _config_dict(model_arg: str, spec: ModelSpec) -> dict:
-    from kvplan.sources.resolve import looks_like_path, read_config_file
-
     if looks_like_path(model_arg):
         return read_config_file(Path(model_arg).expanduser())
     if not spec.hf_repo:
-        raise KvplanError(f"--backend transformers needs a config.json: {spec.name} has no Hub repo; pass a path", EXIT_USAGE)
-    from kvplan.sources import hub
+        raise KvplanError(f"{arg('backend')} transformers needs a config.json: {spec.name} has no Hub repo; pass a "
+                          "path", EXIT_USAGE, param="backend", value="transformers")
     return hub.fetch_config(spec.hf_repo).config
 
 
@@ -94,17 +97,16 @@ def validate_transformers(full: ModelSpec, s: Settings, model_arg: str) -> tuple
     try:
         import transformers
     except ImportError:
-        raise KvplanError("--backend transformers needs transformers: pip install 'kvplan[transformers]'", EXIT_USAGE) from None
-    from kvplan.readers.configs import spec_from_config
-    from kvplan.engines.hf_transformers.engine import DynamicRules, Settings as HfSettings, hf_layers
-    from kvplan.engines.base import parse_version
+        raise KvplanError(f"{arg('backend')} transformers needs transformers: pip install 'kvplan[transformers]'",
+                          EXIT_USAGE, param="backend", value="transformers") from None
 
     check_settings(full, s)
     dev = resolve_device(s.device)
     n = s.layers or full.num_layers
-    kv = option_dtype(s.kv_dtype, full.dtype, "--kv-dtype")
+    kv = option_dtype(s.kv_dtype, full.dtype, "kv_dtype")
     if kv.name not in ("fp32", "bf16", "fp16"):
-        raise KvplanError("--backend transformers: a DynamicCache is in the model's dtype; use --kv-dtype fp32, bf16 or fp16", EXIT_USAGE)
+        raise KvplanError(f"{arg('backend')} transformers: a DynamicCache is in the model's dtype; use "
+                          f"{arg('kv_dtype')} fp32, bf16 or fp16", EXIT_USAGE, param="kv_dtype", value=kv.name)
     cfg_dict = reduced_config(_config_dict(model_arg, full), n, shrink=s.widths.changed())
     spec, _ = spec_from_config(cfg_dict, full.name)
     config = transformers.AutoConfig.for_model(**cfg_dict)

@@ -18,9 +18,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kvplan.planning.plan import cache_dtypes
+from kvplan.planning.plan import cache_dtypes, paged_answers
 from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version, parse_version
 from kvplan.model.layers import LOCAL_KINDS, FullAttention, Kind
+from kvplan.planning.profile import kv_profile
 
 VERSIONS = ("4.45.0", "4.57.6", "5.14.0", "5.15.0", "5.24.0")
 DEFAULT_VERSION = "5.24.0"
@@ -77,8 +78,6 @@ def capacity(model, dep, kv_bytes: int, context: int, st: Settings, kv_dtype, st
     """Sequences of `context` tokens that `kv_bytes` of free memory per rank holds, grown token by token.
     `profile`: a KV profile of hf_layers(model, st) already made (prepare()'s, one stage), used when
     its tp, dtypes, page and rules are the ones this needs."""
-    from kvplan.planning.profile import kv_profile
-
     want = (dep.tp, kv_dtype, state_dtype or kv_dtype, 1, DynamicRules())
     if profile is not None and (profile.tp, profile.kv_dtype, profile.state_dtype, profile.block_size,
                                 profile.rules) == want:
@@ -126,8 +125,6 @@ class HfTransformers(Engine):
                         profile=one)
 
     def answers(self, model, dep, stages, req, st, use, cap):
-        from kvplan.planning.plan import paged_answers
-
         return paged_answers(stages, use, req, model.max_context)
 
 

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 
 from kvplan.core.dtypes import KV_DTYPES, DType
 from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version_name, opt_bool, opt_int
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
+from kvplan.engines.emit import GGUF_PLAIN, gguf_file_type, model_arg
 from kvplan.model.layers import ATTENTION_KINDS, LOCAL_KINDS, Kind
-from kvplan.planning.plan import Answers
+from kvplan.planning.plan import Answers, NON_TORCH_BYTES
 from kvplan.core.search import largest_fitting
 
 MIB = 2**20
@@ -75,7 +76,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     tv = KV_DTYPES.get(opts["type_v"].lower().replace("f16", "fp16").replace("f32", "fp32"), None) \
         if "type_v" in opts else kv
     if tv is None:
-        raise KvplanError(f"unknown --engine-opt type_v {opts['type_v']!r}", EXIT_USAGE)
+        raise KvplanError(f"unknown {arg('engine_opts')} type_v {opts['type_v']!r}", EXIT_USAGE, param="engine_opts",
+                          value={"type_v": opts["type_v"]})
     fa = opt_bool(opts, "flash_attn", version in ("2025-08", "current"))  # "auto" since Aug/Sep 2025
     return Settings(version, opt_int(opts, "n_ubatch", 512), fa, opt_bool(opts, "kv_unified", False),
                     opt_bool(opts, "swa_full", False), kv, tv)
@@ -171,8 +173,6 @@ def compute_buffer_estimate(model, st: Settings) -> int:
     """GPU compute buffer (an estimate): n_ubatch rows of fp32 logits dominate. Qwen2.5-size vocab
     (151,936) x 512 x 4 B = 296.75 MiB against 300.75 and 304 MiB logged (LLamaSharp issue 1099,
     JamePeng/llama-cpp-python PR 1); plus the CUDA context as the planner counts it."""
-    from kvplan.planning.plan import NON_TORCH_BYTES
-
     return st.n_ubatch * model.vocab_size * 4 + 4 * MIB + NON_TORCH_BYTES
 
 
@@ -212,7 +212,8 @@ class LlamaCpp(Engine):
 
     def settings(self, model, gpu, dep, req) -> Settings:
         if dep.tp > 1:
-            raise KvplanError("llama.cpp splits layers over GPUs (use --pp N), not tensor parallelism", EXIT_USAGE)
+            raise KvplanError(f"llama.cpp splits layers over GPUs (use {arg('pp')} N), not tensor parallelism",
+                              EXIT_USAGE, param="tp", value=dep.tp)
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
     def request(self, req, st: Settings, model, dep):
@@ -276,8 +277,6 @@ class LlamaCpp(Engine):
         """`llama-server` (common/arg.cpp): -c is the total context over all slots, -np the slots,
         -ctk/-ctv the cache types, -ngl 99 for full offload, -fa on (a quantized V cache needs it). -m names a
         GGUF file of the plan's weight type: llama.cpp loads a file's tensors as stored (emit.gguf_file_type)."""
-        from kvplan.engines.emit import gguf_file_type
-
         r = plan.request
         ctk = {"fp16": "f16", "bf16": "f16", "fp32": "f32"}.get(settings["type_k"], settings["type_k"])
         ctv = {"fp16": "f16", "bf16": "f16", "fp32": "f32"}.get(settings["type_v"], settings["type_v"])
@@ -297,8 +296,6 @@ class LlamaCpp(Engine):
     def emit_weights_note(self, result, model) -> str | None:
         """The GGUF file -m must be: llama.cpp loads its tensors as stored (kvplan.engines.emit.gguf_file_type), made by
         convert_hf_to_gguf.py for a plain type, by llama-quantize for a quantized one."""
-        from kvplan.engines.emit import GGUF_PLAIN, gguf_file_type, model_arg
-
         kind = gguf_file_type(result.plan, model)
         how = (f"convert_hf_to_gguf.py --outtype {kind.lower()}" if kind in GGUF_PLAIN.values()
                else "llama-quantize, from a BF16 GGUF")

@@ -1,17 +1,16 @@
 """A llama.cpp start-up log against kvplan's llama.cpp arithmetic: the KV buffer from the layers
-the log prints (or the model's), by cache type (kvplan.engines.reconcile holds the rows and the entry point)."""
+the log prints (or the model's), by cache type (kvplan.engines.logcheck holds the rows)."""
 
 from __future__ import annotations
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.engines.reconcile import MIB, WHATIF_CONTEXTS, Reconciliation, Row, rel
+from kvplan.core.dtypes import canonical_kv_dtype
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.llamacpp import engine as llamacpp
+from kvplan.engines.logcheck import MIB, WHATIF_CONTEXTS, Reconciliation, Row, rel
+from kvplan.model.layers import FullAttention
 
 
 def reconcile_llamacpp(rec, model, gpu, version, kv_name, tp):
-    from kvplan.core.dtypes import canonical_kv_dtype
-    from kvplan.engines.llamacpp import engine as llamacpp
-    from kvplan.model.layers import FullAttention
-
     s, r = rec.settings, rec.reported
     if rec.layers:
         layers = tuple(FullAttention(1, k, v if v != k else 0) for k, v in rec.layers)
@@ -26,7 +25,7 @@ def reconcile_llamacpp(rec, model, gpu, version, kv_name, tp):
         layers = tuple(FullAttention(1, k, v if v != k else 0) for _ in range(s["n_layer"]))
         where = f"{s['n_layer']} layers x {k} values per K row (from the log's n_layer / n_embd)"
     else:
-        raise KvplanError("the log shows no per-layer geometry; pass --model", EXIT_USAGE)
+        raise KvplanError(f"the log shows no per-layer geometry; pass {arg('model')}", EXIT_USAGE, param="model")
     cells = r.get("cells")
     n_stream = s.get("n_stream", 1)
     n_ctx = int(cells.value) * n_stream if cells else (s.get("kv_size") or s.get("n_ctx_slot") or s.get("n_ctx"))
@@ -47,14 +46,14 @@ def reconcile_llamacpp(rec, model, gpu, version, kv_name, tp):
         # Not printed: f16 is llama.cpp's default, but llama-cpp-python before 0.1.4x defaulted to
         # f16_kv=False, an f32 cache. Take the one whose size the log reports, and say so.
         st, lay = layout_for("f16", "f16")
-        note = "the log does not print the cache type; f16 assumed (llama.cpp's default), see --kv-dtype"
+        note = f"the log does not print the cache type; f16 assumed (llama.cpp's default), see {arg('kv_dtype')}"
         reported = r.get("kv_self_mib")
         if reported is not None and f"{lay.total / MIB:.{reported.decimals}f}" != reported.text:
             st32, lay32 = layout_for("f32", "f32")
             if f"{lay32.total / MIB:.{reported.decimals}f}" == reported.text:
                 st, lay = st32, lay32
                 note = ("the log does not print the cache type; its size is an f32 cache's (llama-cpp-python "
-                        "0.1.x defaulted to f16_kv=False), so f32 is used; see --kv-dtype")
+                        f"0.1.x defaulted to f16_kv=False), so f32 is used; see {arg('kv_dtype')}")
     tk, tv = st.type_k, st.type_v
     out = Reconciliation("llama.cpp", ver, where, gpu.key if gpu else None)
     if note:

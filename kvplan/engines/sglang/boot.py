@@ -12,6 +12,7 @@ SGLang allocated, so the margin stated is kvplan's, not a measured bound.
 from __future__ import annotations
 
 from kvplan.core.intmath import cdiv
+from kvplan.planning.layout import per_rank_batch
 
 GIB = 2**30
 MARGIN_FRACTION = 0.10  # of the tokens the load needs: the one checked log was 10% optimistic
@@ -41,7 +42,6 @@ def emit_advice(plan, settings: dict, model) -> tuple[float, str]:
     """The --mem-fraction-static `fit --emit sglang` should print and the margin it leaves, in words."""
     f = settings["mem_fraction_static"]
     # per data-parallel rank: each holds its own share of the requests in its own pool
-    from kvplan.planning.layout import per_rank_batch
 
     batch, ctx = per_rank_batch(plan.request.batch, plan.deployment.dp), plan.request.context
     low = lowest_fraction(plan, settings, batch)

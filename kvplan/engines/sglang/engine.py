@@ -21,14 +21,17 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kvplan.planning.deploy import split_layers
+from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
+from kvplan.engines.sglang import layout as sglang_layout
+from kvplan.engines.sglang.boot import emit_advice
+from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
 from kvplan.core.intmath import cdiv
 from kvplan.planning.plan import cache_dtypes
-from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS
+from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS, serve_flags
 from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, opt_bool,
                                  opt_float, opt_int, parse_version)
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.layers import LOCAL_KINDS, Kind
 
 GIB = 2**30
@@ -107,16 +110,17 @@ def dp_attention(model, dep, opts: dict) -> bool:
     moe = bool(model.params.num_experts)
     on = opt_bool(opts, "enable_dp_attention", dp > 1 and moe)
     if on and dp == 1:
-        raise KvplanError("enable_dp_attention needs --dp above 1 (kvplan's --dp is SGLang's --dp-size; "
-                          "its --tp-size is then tp × dp)", EXIT_USAGE)
+        raise KvplanError(f"enable_dp_attention needs {arg('dp')} above 1 (kvplan's {arg('dp')} is SGLang's "
+                          "--dp-size; its --tp-size is then tp × dp)", EXIT_USAGE, param="dp", value=dp)
     if on and not moe:
         raise KvplanError("enable_dp_attention on a dense model: SGLang then runs its MLPs tensor parallel over "
-                          "every rank, which kvplan does not model; plan --dp replicas (enable_dp_attention=false)",
-                          EXIT_USAGE)
+                          f"every rank, which kvplan does not model; plan {arg('dp')} replicas "
+                          "(enable_dp_attention=false)", EXIT_USAGE, param="engine_opts",
+                          value={"enable_dp_attention": opts.get("enable_dp_attention")})
     if dp > 1 and moe and not on:
-        raise KvplanError("--dp on a MoE model without enable_dp_attention is SGLang replicas (each with all "
-                          "experts over --tp-size): plan one replica with --tp and use cheapest --replicas",
-                          EXIT_USAGE)
+        raise KvplanError(f"{arg('dp')} on a MoE model without enable_dp_attention is SGLang replicas (each with all "
+                          f"experts over --tp-size): plan one replica with {arg('tp')} and use cheapest "
+                          f"{arg('replicas')}", EXIT_USAGE, param="dp", value=dp)
     return on
 
 
@@ -216,8 +220,6 @@ def pool_cell(model, dep, kv_dtype: DType, st: Settings) -> tuple[int, int, int]
 def k_size_gib(tokens: int, model, tp: int, kv_dtype: DType, st: Settings, pp: int = 1) -> float:
     """The "K size" SGLang prints for a pool of `tokens` (GB in the log = GiB): (tokens + one page) x the K
     bytes of a token on one rank of the bounding stage (pool_cell; a stage's own layers under pp)."""
-    from kvplan.planning.deploy import Deployment
-
     return (tokens + st.page_size) * pool_cell(model, Deployment(tp, pp), kv_dtype, st)[2] / GIB
 
 
@@ -261,7 +263,6 @@ class Sglang(Engine):
     def placement(self, model, dep, gpu=None):
         """DP attention, --moe-dense-tp-size, --enable-dp-lm-head and shared-expert fusion place weights
         differently (kvplan/engines/sglang/layout.py, docs/engines.md 9.2)."""
-        from kvplan.engines.sglang import layout as sglang_layout
         dpa = dp_attention(model, dep, self.opts)
         return sglang_layout.placement(model, gpu, dep, self.opts, self.version or self.default_version, dpa)
 
@@ -299,9 +300,6 @@ class Sglang(Engine):
         (parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype, --page-size,
         and --dtype / --quantization fp8 where the plan's weights are not the checkpoint's
         (kvplan.engines.emit.weight_args)."""
-        from kvplan.engines.emit import kv_dtype_arg, model_arg, serve_seqs, weight_args
-        from kvplan.engines.sglang.layout import serve_flags
-
         r, dep = plan.request, plan.deployment
         args = ["python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
                 *weight_args(self, plan, model),
@@ -334,14 +332,10 @@ class Sglang(Engine):
 
     def emit_note(self, result, model) -> str | None:
         """The margin --mem-fraction-static leaves (kvplan.engines.sglang.boot)."""
-        from kvplan.engines.sglang.boot import emit_advice
-
         return emit_advice(result.plan, result.settings, model)[1]
 
     def emit_weights_note(self, result, model) -> str | None:
         """--quantization fp8 (kvplan.engines.emit.weight_args): SGLang quantizes the weights as they load."""
-        from kvplan.engines.emit import checkpoint_weights, fp8_at_load
-
         have = fp8_at_load(self, result.plan, model)
         if have is None:
             return None
@@ -350,8 +344,6 @@ class Sglang(Engine):
 
 def _emit_fraction(plan, settings: dict, model) -> float:
     """The plan's fraction, raised to the lowest that holds the batch with the stated margin (sglang_boot)."""
-    from kvplan.engines.sglang.boot import emit_advice
-
     return emit_advice(plan, settings, model)[0]
 
 

@@ -28,7 +28,8 @@ attn_tp = T // D ranks. kvplan's Deployment(tp, dp) is attn_tp = tp, T = tp x dp
 from __future__ import annotations
 
 from kvplan.engines.base import opt_bool, opt_int, parse_version
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.planning.layout import Placement
 
 OPTS = ("moe_dense_tp_size", "enable_dp_lm_head", "disable_shared_experts_fusion", "enforce_shared_experts_fusion")
 # Model files that read --moe-dense-tp-size for their dense layers (0.5.23 `models/`: deepseek_v2.py, glm4_moe.py,
@@ -69,8 +70,6 @@ def shared_experts_fused(model, gpu, dep, opts: dict, version: str, ep: int) -> 
 def placement(model, gpu, dep, opts: dict, version: str, dpa: bool):
     """The kvplan.planning.layout.Placement of one SGLang rank (module docstring), or a one-line error for options
     SGLang refuses or that kvplan has not read for this model."""
-    from kvplan.planning.layout import Placement
-
     tp_size = dep.tp * dep.dp if dpa else dep.tp
     dense_tp = opt_int(opts, "moe_dense_tp_size", 0) or None
     if dense_tp is not None:
@@ -82,7 +81,8 @@ def placement(model, gpu, dep, opts: dict, version: str, dpa: bool):
                               f"{model.architecture or model.name} honours it", EXIT_USAGE)
     dp_head = opt_bool(opts, "enable_dp_lm_head", False)
     if dp_head and not dpa:
-        raise KvplanError("enable_dp_lm_head requires DP attention (--dp above 1 on a MoE model)", EXIT_USAGE)
+        raise KvplanError(f"enable_dp_lm_head requires DP attention ({arg('dp')} above 1 on a MoE model)", EXIT_USAGE,
+                          param="engine_opts", value={"enable_dp_lm_head": opts.get("enable_dp_lm_head")})
     fused = shared_experts_fused(model, gpu, dep, opts, version, dep.ep)
     if dpa:
         embedding = dep.tp if parse_version(version) >= (0, 5, 13) else 1

@@ -1,28 +1,28 @@
 """An SGLang start-up log against kvplan's SGLang arithmetic: weights, the KV pool's bytes and
-tokens, concurrency (kvplan.engines.reconcile holds the rows and the entry point)."""
+tokens, concurrency (kvplan.engines.logcheck holds the rows)."""
 
 from __future__ import annotations
 
 import math
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.engines.reconcile import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines import resolve_engine
+from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
+from kvplan.engines.sglang import engine as sglang
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.plan import Request
 
 
 def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
-    from kvplan.planning.deploy import Deployment
-    from kvplan.engines import resolve_engine
-    from kvplan.engines.sglang import engine as sglang
-    from kvplan.planning.plan import Request
-
     s, r = rec.settings, rec.reported
     version = version or rec.version or sglang.DEFAULT_VERSION
     out = Reconciliation("sglang", version, model.name if model else (rec.model or rec.architecture),
                          gpu.key if gpu else None)
     if model is None:
-        raise KvplanError(f"the log names only {rec.architecture or 'no model'}; pass --model to check it", EXIT_USAGE)
+        raise KvplanError(f"the log names only {rec.architecture or 'no model'}; pass {arg('model')} to check it",
+                          EXIT_USAGE, param="model")
     if not (tp or rec.tp):
-        out.notes.append("the log does not show the tensor-parallel size; tp 1 assumed (pass --tp)")
+        out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
     tp = tp or rec.tp or 1
     dep = Deployment(tp, rec.pp or 1)  # under pp each stage's pool is its own layers' (the engine's pool_cell)
     ctx = s.get("context_len") or model.max_context
@@ -35,7 +35,7 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
         out.notes.append(f"pp {dep.pp}: each stage's pool is its own layers'; kvplan shows the largest-cell stage's")
     if "mem_fraction_static" not in s:
         out.notes.append(f"mem_fraction_static not in the log; {st.mem_fraction_static:g} is the {version} default"
-                         + ("" if gpu else " for an assumed 80 GiB GPU (pass --gpu)"))
+                         + ("" if gpu else f" for an assumed 80 GiB GPU (pass {arg('gpu')})"))
     p = resolve_engine().plan(model, stand_in, dep, Request(context=ctx, kv_dtype=req.kv_dtype))
     kvd = req.kv_dtype
     if "weights_mem_usage_gb" in r:
@@ -71,8 +71,8 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
         rep = int(r["kv_tokens"].value)
         alone = engine.result(model, gpu, dep, req).capacity.tokens
         d, e = rel(alone, rep)
-        out.rows.append(Row("#tokens predicted from the GPU alone (fit --engine sglang)", f"{rep:,}", f"{alone:,}",
-                            d, abs(e) <= 0.05, e))
+        out.rows.append(Row(f"#tokens predicted from the GPU alone (fit {arg('engine')} sglang)", f"{rep:,}",
+                            f"{alone:,}", d, abs(e) <= 0.05, e))
     if "kv_tokens" in r:
         tokens = int(r["kv_tokens"].value)
         for key, label in (("k_size_gb", "K size"), ("v_size_gb", "V size")):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from kvplan.planning.deploy import split_layers
 from kvplan.core.intmath import cdiv
-from kvplan.planning.plan import cache_dtypes
+from kvplan.planning.plan import activation_estimate, cache_dtypes, runtime_bytes
 from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version, opt_float, opt_int
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import ATTENTION_KINDS, Kind
@@ -116,8 +116,6 @@ class TrtLlm(Engine):
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
     def overhead_estimate(self, model, dep, st: Settings) -> int:
-        from kvplan.planning.plan import activation_estimate, runtime_bytes
-
         return activation_estimate(model, dep.tp, tokens=st.max_num_tokens) + runtime_bytes(dep)
 
     def request(self, req, st: Settings, model, dep):

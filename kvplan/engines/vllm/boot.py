@@ -16,7 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 
+from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.intmath import cdiv
+from kvplan.engines.base import parse_version
+from kvplan.engines.vllm.autofit import FIRST, LABEL
+from kvplan.engines.vllm.pool import stage_pools
+from kvplan.engines.vllm.settings import Settings
+from kvplan.planning.layout import per_rank_batch
 
 GIB = 2**30
 MARGIN_FRACTION = 0.05  # of the KV budget the requested load needs
@@ -34,10 +40,6 @@ def auto_note(result, model) -> str | None:
     """What `--emit vllm` says of its --max-model-len auto (None when it pins a length): the model's full
     length when the emitted utilisation holds the batch at that length (emit_advice raises it to that),
     else the length the engine's figure expects at the plan's budget (kvplan.engines.vllm.autofit)."""
-    from kvplan.engines.base import parse_version
-    from kvplan.engines.vllm.autofit import FIRST, LABEL
-    from kvplan.planning.layout import per_rank_batch
-
     plan = result.plan
     if not plan.request.context_from_model or parse_version(result.settings["version"]) < FIRST:
         return None
@@ -57,16 +59,12 @@ def auto_note(result, model) -> str | None:
 
 def settings_of(settings: dict):
     """The vllm.Settings behind a plan's settings dict (which carries extra keys)."""
-    from kvplan.engines.vllm import engine as vllm
-    names = {f.name for f in dataclasses.fields(vllm.Settings)}
-    return vllm.Settings(**{k: v for k, v in settings.items() if k in names})
+    names = {f.name for f in dataclasses.fields(Settings)}
+    return Settings(**{k: v for k, v in settings.items() if k in names})
 
 
 def kv_needed(model, plan, st, concurrency: int) -> int:
     """Bytes of blocks `concurrency` requests of the plan's context occupy in vLLM's pool (tightest stage)."""
-    from kvplan.core.dtypes import canonical_kv_dtype
-    from kvplan.engines.vllm.pool import stage_pools
-
     req, dep = plan.request, plan.deployment
     kv_dtype = req.kv_dtype or canonical_kv_dtype("auto", model.dtype)
     state_dtype = req.state_dtype or canonical_kv_dtype("auto", model.dtype)
@@ -104,7 +102,6 @@ def emit_advice(plan, settings: dict, model) -> tuple[float, str]:
     lowest one that does (never below the plan's); else the plan's, with that said."""
     g = settings["gpu_memory_utilization"]
     # per data-parallel rank: each holds its own share of the requests in its own pool
-    from kvplan.planning.layout import per_rank_batch
 
     batch, ctx = per_rank_batch(plan.request.batch, plan.deployment.dp), plan.request.context
     adv = lowest_utilization(plan, settings, model, batch)

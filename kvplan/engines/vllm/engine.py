@@ -16,17 +16,22 @@ Sources (read as released wheels; see docs/engines.md section 1 for line numbers
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
+from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
+from kvplan.engines.vllm.boot import auto_note, emit_advice
+from kvplan.engines.vllm.overhead import overhead_terms
+from kvplan.engines.vllm.speculative import check_vllm, vllm_flag, vllm_pool_terms, vllm_view
 from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
 from kvplan.core.intmath import cdiv
+from kvplan.planning.layout import per_rank_batch
 from kvplan.planning.plan import cache_dtypes
 from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, opt_bool,
                                  opt_int, parse_version)
-from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST
+from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
+from kvplan.engines.vllm.settings import Settings
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
@@ -37,40 +42,6 @@ VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "
             "0.25.0", "0.30.0", "0.33.0")
 DEFAULT_VERSION = "0.33.0"
 OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling")
-
-
-@dataclass(frozen=True)
-class Settings:
-    version: str
-    gpu_memory_utilization: float
-    block_size: int
-    max_num_batched_tokens: int
-    max_num_seqs: int
-    cudagraphs: bool  # CUDA-graph memory subtracted from the budget (v0.20.0+ unless enforce_eager)
-    async_scheduling: bool  # doubles the sliding-window in-flight term from v0.30.0
-    v1: bool  # the V1 engine (default from v0.8.0)
-    gpu_key: str = ""  # the GPU it runs on (picks kernels whose weights load padded, vllm_overhead)
-    # speculative decoding: a Mamba-style state keeps 1 + num_speculative_tokens pages per request
-    # (MambaSpec.num_speculative_blocks: kv_cache_interface.py v0.33.0 L1141, mamba/abstract.py L86)
-    spec_state_blocks: int = 0
-    # multi-module MTP keeps num_speculative_tokens - 1 more tokens below every sliding window
-    # (SlidingWindowSpec.extra_retained_tokens: v0.33.0 kv_cache_planning.py L1634-1641, kv_cache_interface.py
-    # L903-945; absent in 0.25.0, 0.30.0 not read)
-    swa_retained: int = 0
-    eager: bool = False  # --enforce-eager: no torch.compile, no CUDA graphs (vllm_non_torch: what that saves)
-
-    @cached_property  # (read for every block count of a max-context search: parsed once)
-    def v(self) -> tuple[int, ...]:
-        return parse_version(self.version)
-
-    @cached_property
-    def in_flight_tokens(self) -> int:
-        if self.v >= (0, 30, 0) and self.async_scheduling:
-            return 2 * self.max_num_batched_tokens
-        return self.max_num_batched_tokens
-
-    def as_dict(self) -> dict:
-        return {**dataclasses.asdict(self), "in_flight_tokens": self.in_flight_tokens}
 
 
 def _big_gpu(gpu) -> bool:
@@ -125,7 +96,6 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     kv = req.kv_dtype
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
-    from kvplan.planning.speculative import vllm_pool_terms
 
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
                     opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "",
@@ -178,8 +148,6 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
 
 def _with_auto_fit(model, dep, budgets, st, kv_dtype, state_dtype, pools, blocks, lines, notes):
     """The figures and notes plus what `--max-model-len auto` sets (kvplan.engines.vllm.autofit)."""
-    from kvplan.engines.vllm.autofit import LABEL, auto_fit
-
     fit = auto_fit(model, dep, budgets, st, kv_dtype, state_dtype)
     if isinstance(fit, str):
         return lines, [*notes, f"--max-model-len auto not predicted: {fit}"]
@@ -214,15 +182,13 @@ def overhead(model, dep, st: Settings) -> tuple[int, dict]:
 @lru_cache(maxsize=16)
 def _overhead_terms(model, dep, st: Settings) -> tuple:
     """The terms, worked out once per plan (request() takes the sum, settings_dict() the terms)."""
-    from kvplan.engines.vllm.overhead import overhead_terms
-
     return tuple(overhead_terms(model, dep, st).items())
 
 
 def dcp_release_problem(model, version: str) -> str | None:
     """Why this vLLM release has no decode context parallel for this model (None: it has).
     MLA from 0.10.2 (vllm-project/vllm#23734, merged 2025-08-27); GQA/MQA full attention from
-    0.11.0 (#24864, FlashAttention, merged 2025-09). The layout's own limits: kvplan.planning.layout.dcp_problem."""
+    0.11.0 (#24864, FlashAttention, merged 2025-09). The layout's own limits: kvplan.planning.deploy.dcp_problem."""
     v = parse_version(version)
     if v < (0, 10, 2):
         return f"vLLM {version} has no --decode-context-parallel-size (added in 0.10.2, vllm-project/vllm#23734)"
@@ -260,15 +226,11 @@ class Vllm(Engine):
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
     def check_speculative(self, method: str) -> None:
-        """Draft models from 0.15.0, MTP from 0.11.0 (kvplan.planning.speculative.check_vllm)."""
-        from kvplan.planning.speculative import check_vllm
-
+        """Draft models from 0.15.0, MTP from 0.11.0 (kvplan.engines.vllm.speculative.check_vllm)."""
         check_vllm(method, parse_version(self.version or DEFAULT_VERSION))
 
     def view(self, model, st: Settings):
-        """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.planning.speculative)."""
-        from kvplan.planning.speculative import vllm_view
-
+        """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.engines.vllm.speculative)."""
         return vllm_view(model, st.v)
 
     def request(self, req, st: Settings, model, dep):
@@ -316,9 +278,6 @@ class Vllm(Engine):
         rank), --gpu-memory-utilization or --kv-cache-memory-bytes (>= 0.11.0), --kv-cache-dtype, -tp/-pp,
         --data-parallel-size, --enable-expert-parallel (parallel_flags), --block-size, and --dtype /
         --quantization fp8 where the plan's weights are not the checkpoint's (kvplan.engines.emit.weight_args)."""
-        from kvplan.engines.emit import kv_dtype_arg, model_arg, serve_seqs, weight_args
-        from kvplan.planning.layout import per_rank_batch
-
         r, dep = plan.request, plan.deployment
         seqs = per_rank_batch(serve_seqs(plan), dep.dp)  # each DP rank's scheduler: never below its share
         # no context asked for: vLLM's own fit to the memory it measures (from 0.14.0), not kvplan's estimate
@@ -328,8 +287,6 @@ class Vllm(Engine):
         if r.kv_cache_memory_bytes is not None:
             args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]
         else:
-            from kvplan.engines.vllm.boot import emit_advice
-
             # the plan's utilisation, raised to the lowest that holds the batch with the stated margin
             args += ["--gpu-memory-utilization", f"{emit_advice(plan, settings, model)[0]:g}"]
         kv = kv_dtype_arg(r.kv_dtype, model, self.kv_dtype_flags)
@@ -339,8 +296,6 @@ class Vllm(Engine):
         if settings["block_size"] != 16:
             args += ["--block-size", str(settings["block_size"])]
         if model.speculative is not None:
-            from kvplan.planning.speculative import vllm_flag
-
             args += vllm_flag(model.speculative)
         return args
 
@@ -361,8 +316,6 @@ class Vllm(Engine):
     def emit_note(self, result, model) -> str | None:
         """The margin --gpu-memory-utilization leaves (none with --kv-cache-memory-bytes: exact), and what
         --max-model-len auto is expected to set."""
-        from kvplan.engines.vllm.boot import auto_note, emit_advice
-
         auto = auto_note(result, model)
         if result.plan.request.kv_cache_memory_bytes is not None:
             return auto
@@ -372,8 +325,6 @@ class Vllm(Engine):
     def emit_weights_note(self, result, model) -> str | None:
         """--quantization fp8 (kvplan.engines.emit.weight_args): docs/features/quantization/fp8.md warns, under
         online quantization, that the weights load at original precision first."""
-        from kvplan.engines.emit import checkpoint_weights, fp8_at_load
-
         have = fp8_at_load(self, result.plan, model)
         if have is None:
             return None

@@ -47,6 +47,7 @@ source-derived terms taken out (tests/test_budget_corpus.py re-fits them).
 from __future__ import annotations
 
 from kvplan.core.intmath import round_up
+from kvplan.model.spec import PLAIN_BYTES
 
 MIB = 2**20
 
@@ -132,6 +133,4 @@ def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, g
 
 def dtype_bytes(model) -> int:
     """Bytes of one activation of the model's dtype (the workspace's element size)."""
-    from kvplan.model.spec import PLAIN_BYTES
-
     return PLAIN_BYTES.get(getattr(model, "dtype", "bf16"), 2)

@@ -41,7 +41,9 @@ from kvplan.engines.vllm.non_torch import (  # noqa: F401  (the calibrated const
     V0_NON_TORCH_SINGLE, non_torch)
 from kvplan.core.intmath import round_up
 from kvplan.model.layers import Kind
-from kvplan.readers.rope import rope_table_bytes
+from kvplan.planning.deploy import split_layers
+from kvplan.planning.plan import activation_estimate
+from kvplan.readers.rope import _DTYPE_BYTES, rope_table_bytes
 
 GIB = 2**30
 MIB = 2**20
@@ -82,7 +84,6 @@ def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool
         # V0 runs the profile forward eagerly: the MLP's gate+up output (2 x width), its activation and
         # four hidden-size buffers in 16 bits stay live (kvplan.planning.plan.activation_estimate), which the
         # V1 compiled graph fuses away; the V1 constants below were fitted on V1 logs only.
-        from kvplan.planning.plan import activation_estimate
 
         return activation_estimate(model, tp, tokens=tokens, max_seqs=max_seqs)
     seqs = min(max_seqs, tokens)
@@ -326,7 +327,6 @@ def encoder_profile_bytes(model, tokens: int, version: tuple[int, ...] = (0, 19,
     """Bytes of dummy encoder outputs vLLM's profile run holds for a multimodal model (0 otherwise)."""
     if not getattr(model.params, "vision", 0) or version < (0, 8, 0):
         return 0
-    from kvplan.readers.rope import _DTYPE_BYTES
 
     return tokens * model.hidden_size * _DTYPE_BYTES.get(model.dtype, 2)
 
@@ -337,8 +337,6 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     `st` is vllm.Settings (version, max_num_batched_tokens, max_num_seqs, cudagraphs, gpu_key: the GPU
     picks the MXFP4 kernels). The last pipeline stage runs the sampler: it is the one modelled.
     """
-    from kvplan.planning.deploy import split_layers
-
     v = parse_version(st.version)
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     gpu = getattr(st, "gpu_key", "")

@@ -12,7 +12,7 @@ Sources (read as released wheels; see docs/engines.md section 1 for line numbers
     pages: `model_executor/models/config.py` v0.11.0 L314-400; chunked local attention priced as full
     (cache_specs); pages unified by block size (unified_block).
 
-`st` below is `kvplan.engines.vllm.engine.Settings` (block_size, v1, version, in_flight_tokens and the
+`st` below is `kvplan.engines.vllm.settings.Settings` (block_size, v1, version, in_flight_tokens and the
 speculative terms spec_state_blocks, swa_retained).
 """
 
@@ -20,16 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
 from kvplan.engines.base import parse_version
 from kvplan.core.intmath import cdiv
+from kvplan.engines.vllm.settings import Settings
 from kvplan.model.layers import Kind, state_bytes
-
-if TYPE_CHECKING:
-    from kvplan.engines.vllm.engine import Settings
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,26 @@
 """A vLLM start-up log against kvplan's vLLM arithmetic: the deployment the log states, its budget
 (total x gpu_memory_utilization less the weights and the overhead terms vLLM prints), its block pool,
-and with no model given the engine's own arithmetic between its printed numbers (kvplan.engines.reconcile
-holds the rows and the entry point)."""
+and with no model given the engine's own arithmetic between its printed numbers (kvplan.engines.logcheck
+holds the rows)."""
 
 from __future__ import annotations
 
 import math
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.core.intmath import cdiv
+from kvplan.engines import resolve_engine
+from kvplan.engines.base import Capacity, parse_version
 from kvplan.engines.logparse import Num
-from kvplan.engines.reconcile import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
+from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
+from kvplan.engines.vllm.overhead import cudagraph_estimate
+from kvplan.hardware.gpus import GPU
+from kvplan.planning.deploy import Deployment, split_layers
+from kvplan.planning.plan import Request
 
 
 def reconcile_vllm(rec, model, gpu, version, kv_name, tp):
     """A vLLM log against kvplan: the deployment it states, then its budget, then its pool."""
-    from kvplan.engines import resolve_engine
-    from kvplan.engines.base import parse_version
-
     s, r = rec.settings, rec.reported
     out, gpu, dep, length, version = _vllm_context(rec, model, gpu, version, tp)
     gmu = s.get("gpu_memory_utilization")
@@ -25,7 +29,8 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp):
     engine = resolve_engine("vllm", version, opts, gpu_memory_utilization=gmu, block_size=s.get("block_size"))
     if model is None:
         _vllm_model_free(out, r, length, s.get("block_size") or 16, parse_version(version))
-        out.notes.append("no model given (--model): only the engine's own arithmetic between its printed numbers is checked")
+        out.notes.append(f"no model given ({arg('model')}): only the engine's own arithmetic between its printed "
+                         "numbers is checked")
         return out
     req = _vllm_request(rec, model, length, kv_name, out)
     stand_in = gpu or assumed_gpu()
@@ -40,9 +45,6 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp):
 def _vllm_context(rec, model, gpu, version, tp):
     """(Reconciliation, GPU, Deployment, max_model_len, version) as the log states them, with a note
     for each thing it leaves out and kvplan assumes."""
-    from kvplan.planning.deploy import Deployment
-    from kvplan.hardware.gpus import GPU
-
     s = rec.settings
     version = version or rec.version or {"v0": "0.6.6", "v1-early": "0.7.0"}.get(rec.era, "0.11.0")
     out = Reconciliation("vllm", version, model.name if model else rec.model, gpu.key if gpu else None)
@@ -50,9 +52,9 @@ def _vllm_context(rec, model, gpu, version, tp):
         out.notes.append(f"the log does not name its vLLM version; modelled as {version} ({rec.era} log format)")
     length = s.get("max_model_len") or (model.max_context if model else None)
     if length is None:
-        raise KvplanError("the log does not show max_model_len; pass --model", EXIT_USAGE)
+        raise KvplanError(f"the log does not show max_model_len; pass {arg('model')}", EXIT_USAGE, param="model")
     if not (tp or rec.tp):
-        out.notes.append("the log does not show the tensor-parallel size; tp 1 assumed (pass --tp)")
+        out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
     dep = Deployment(tp or rec.tp or 1, 1)
     total = s.get("total_gpu_memory_gib")
     if gpu is None and isinstance(total, Num):
@@ -66,8 +68,6 @@ def _vllm_context(rec, model, gpu, version, tp):
 
 def _vllm_request(rec, model, length, kv_name, out):
     """The Request the log's run made: its length, cache dtype, and a quantized checkpoint's weights."""
-    from kvplan.planning.plan import Request
-
     hint = (rec.model or "").lower()
     wdt = "fp8" if "fp8" in hint else ("int4" if ("awq" in hint or "gptq" in hint) else None)
     if wdt and model.quantization.method != wdt:
@@ -131,9 +131,6 @@ def _vllm_pool_rows(out, r, engine, model, dep, st, kvd, length):
 
 def _term_rows(out, r, ours, model, dep):
     """The budget's terms where the log prints them (v0.6.4+ profiling lines, v0.11+ DEBUG breakdown)."""
-    from kvplan.planning.deploy import split_layers
-    from kvplan.engines.vllm.overhead import cudagraph_estimate
-
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     for key, label, pred in (("activation_peak_gib", "activation peak of the profile run", ours["overhead_activation_peak"]),
                              ("non_torch_gib", "non-torch memory", ours["overhead_non_torch"]),
@@ -176,9 +173,6 @@ def _exact_rows(out, r, cap, how):
 
 
 def _vllm_model_free(out, r, length, block, v):
-    from kvplan.engines.base import Capacity
-    from kvplan.core.intmath import cdiv
-
     if "gpu_blocks" in r:
         blocks = int(r["gpu_blocks"].value)
     elif "kv_cache_tokens" in r and "max_concurrency" in r:

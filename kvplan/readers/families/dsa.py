@@ -25,6 +25,8 @@ from __future__ import annotations
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import IndexedMLA
 from kvplan.model.spec import ParamCounts
+from kvplan.readers.geometry import read_geometry
+from kvplan.readers.params import count_params
 
 FAMILIES = {"deepseek_v32", "glm_moe_dsa"}
 OWNS_INDEXER = True  # sizes the indexer's key cache (kvplan.readers.configs refuses indexers elsewhere)
@@ -68,9 +70,6 @@ def _check_layout(cfg, n: int) -> None:
 
 def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     """(geometry, layers, parameter counts): every layer an IndexedMLA."""
-    from kvplan.readers.configs import read_geometry
-    from kvplan.readers.params import count_params
-
     geometry = read_geometry(cfg, "deepseek_v3")
     # head_dim in a DSA config is the rope slice (transformers sets it to qk_rope_head_dim); MLA ignores it
     geometry["notes"] = [note for note in geometry["notes"] if not note.startswith("head_dim ")]

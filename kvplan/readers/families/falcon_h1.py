@@ -15,6 +15,7 @@ from __future__ import annotations
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import FullAttention, ParallelHybrid, RecurrentState
 from kvplan.model.spec import ParamCounts
+from kvplan.readers.geometry import read_geometry
 
 
 def _mixer(cfg, hidden: int) -> tuple[int, int, int, int, int, int]:
@@ -54,8 +55,6 @@ def _params(cfg, g: dict, n: int, mixer: tuple) -> ParamCounts:
 
 def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     """(geometry, layers, parameter counts): every layer a ParallelHybrid."""
-    from kvplan.readers.configs import read_geometry
-
     g = read_geometry(cfg, model_type)
     n = g["num_layers"]
     # transformers computes layers_block_type (alias layer_types) as "hybrid" for every layer; anything else, or

@@ -27,7 +27,7 @@ Gemma4ClippableLinear loads from the checkpoint when `use_clipped_linears`:
 
 from __future__ import annotations
 
-from kvplan.readers.towers.vision import Towers, _int
+from kvplan.readers.towers.parts import Towers, _int
 
 
 def towers(config: dict, text_hidden: int) -> Towers | None:

@@ -24,9 +24,10 @@ against transformers' own classes on the meta device (tests/test_vision_params.p
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.readers.towers import gemma4 as towers_gemma4
+from kvplan.readers.towers import vit as towers_vit
+from kvplan.readers.towers.parts import Towers, _int, vit_block
 
 # Top-level keys that declare an encoder vLLM builds beside the language model (Gemma 3n/4 audio,
 # Qwen2.5-Omni/Qwen3-Omni thinker/talker, Phi-3-vision/Phi-4-multimodal embd_layer/img_processor,
@@ -41,21 +42,6 @@ TOWER_KEYS = ("vision_config", "audio_config", "vision_tower_config", "audio_tow
 TEXT_ONLY = {"Gemma3ForCausalLM", "Gemma3nForCausalLM", "Gemma4ForCausalLM", "Llama4ForCausalLM"}
 
 
-class Towers(NamedTuple):
-    """Parameters of the towers and projectors, and how many of them every tp rank holds whole."""
-
-    params: int
-    replicated: int = 0
-    what: str = "vision tower and projector"
-
-
-def _int(vc: dict, key: str, default: int | None = None) -> int | None:
-    v = vc.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > 10**7:
-        return None
-    return v
-
-
 def tower_keys(config: dict) -> list[str]:
     """The encoder configs `config` declares (present and not null/empty)."""
     return [k for k in TOWER_KEYS if config.get(k) not in (None, {}, [], "", False)]
@@ -63,8 +49,6 @@ def tower_keys(config: dict) -> list[str]:
 
 def towers(config: dict, text_hidden: int) -> Towers | None:
     """The towers `config` declares, counted; None when kvplan cannot count every one of them exactly."""
-    from kvplan.readers.towers import gemma4 as towers_gemma4
-    from kvplan.readers.towers import vit as towers_vit
     keys = tower_keys(config)
     vc = config.get("vision_config")
     if not keys or not isinstance(vc, dict):
@@ -128,12 +112,6 @@ def price_towers(config: dict, architecture: str, text_hidden: int, source: str,
     notice = (f"multimodal config: planning the language model's cache; the {t.what} ({t.params:,} parameters"
               f"{whole}) are counted in the weights")
     return t, [], notice
-
-
-def vit_block(d: int, i: int) -> int:
-    """One pre-norm ViT encoder layer with biases: two LayerNorms, q/k/v and output projections, a
-    two-matrix MLP of width i (SigLIP, Llama 4's encoder, Qwen3.5's and Kimi's towers)."""
-    return 2 * 2 * d + 4 * (d * d + d) + (d * i + i) + (i * d + d)
 
 
 def _siglip(vc: dict, text_hidden: int) -> tuple[int, int] | None:

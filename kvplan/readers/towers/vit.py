@@ -21,7 +21,7 @@
 
 from __future__ import annotations
 
-from kvplan.readers.towers.vision import _int, vit_block
+from kvplan.readers.towers.parts import _int, vit_block
 
 
 def _merger(wide: int, out: int) -> int:

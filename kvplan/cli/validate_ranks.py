@@ -1,6 +1,8 @@
-"""The terminal table of a validation across ranks: one row per rank, predicted against measured."""
+"""`validate --tp/--pp/--dp`'s terminal table: one row per rank, predicted against measured."""
 
 from __future__ import annotations
+
+from kvplan.cli._common import table as make_table
 
 
 def _bytes(n: int | None) -> str:
@@ -8,8 +10,6 @@ def _bytes(n: int | None) -> str:
 
 
 def render_ranks(console, record: dict) -> None:
-    from kvplan.cli._common import table as make_table
-
     layout = " x ".join(f"{k} {record[k]}" for k in ("tp", "pp", "dp", "ep") if record[k] > 1)
     title = (f"{record['model']}: {record['layers']} of {record['layers_total']} layers, {layout} "
              f"({record['world']} ranks, {record['dist_backend']}), batch {record['batch']}, ctx {record['ctx']:,}")

@@ -1,29 +1,37 @@
-"""The `kvplan` Typer app: every command module imported here and registered on it, and `main`.
+"""The `kvplan` Typer app and `main`: the command modules by name, each imported only when its command runs.
 
 Command modules never import this one (they import kvplan.cli._common), so there is no cycle;
-each defines its commands at module level and offers `register(app)`.
+each defines its commands at module level and offers `register(app)`. `main` imports the one
+module the command line names (`app_for`); the whole app (`whole_app`, kvplan.cli.app) imports
+them all. A command module imports what its command needs at module level, so this is the one
+place the CLI defers imports for its start-up.
 """
 
 import sys
+from functools import lru_cache
+from importlib import import_module
 from typing import Annotated
 
 import typer
 
-from kvplan.cli import check_log, cheapest, fit, gpus, models, simulate, sweep, validate
+from kvplan import __version__
 from kvplan.cli._common import EXIT_INTERRUPTED, stderr
 from kvplan.core.errors import EXIT_USAGE
 
 MAX_OPTION_CHARS = 200  # longer "--name" arguments are refused before the parser sees them (see main)
 
-# Command name -> the module that registers it (`models` is a group of commands).
-COMMANDS = {"fit": fit, "gpus": gpus, "models": models, "sweep": sweep, "cheapest": cheapest, "simulate": simulate,
-            "check-log": check_log, "validate": validate}
+# Command name -> the module of kvplan.cli that registers it (`models` is a group of commands).
+COMMANDS = {"fit": "fit", "gpus": "gpus", "models": "models", "sweep": "sweep", "cheapest": "cheapest",
+            "simulate": "simulate", "check-log": "check_log", "validate": "validate"}
+
+
+def command_module(name: str):
+    """The module that registers command `name`, imported now (by name: the others stay unimported)."""
+    return import_module(f"{__package__}.{COMMANDS[name]}")
 
 
 def _version(value: bool) -> None:
     if value:
-        from kvplan import __version__
-
         print(f"kvplan {__version__}")
         raise typer.Exit(0)
 
@@ -33,8 +41,8 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
     """KV-cache capacity planner for LLM serving: does it fit, how many users, how long a context, how many GPUs."""
 
 
-def make_app(modules=tuple(COMMANDS.values())) -> typer.Typer:
-    """The kvplan app with the commands of `modules` (all of them by default)."""
+def make_app(modules) -> typer.Typer:
+    """The kvplan app with the commands of `modules`."""
     new = typer.Typer(
         name="kvplan",
         help="KV-cache capacity planner for LLM serving: does it fit, how many users, how long a context, how many GPUs.",
@@ -48,17 +56,21 @@ def make_app(modules=tuple(COMMANDS.values())) -> typer.Typer:
     return new
 
 
-app = make_app()
+@lru_cache(maxsize=1)
+def whole_app() -> typer.Typer:
+    """The app with every command (--help, --version, no or an unknown command; tests and scripts)."""
+    return make_app(tuple(command_module(name) for name in COMMANDS))
 
 
 def app_for(args: list[str]) -> typer.Typer:
     """The app that runs `kvplan ARGS`: when ARGS start with a command's name, one with that command
-    only. Typer turns every registered command and its options into Click objects on each start
-    (~20 ms, a twelfth of `fit`'s cold start); the one named is all a run needs, and its help,
-    usage and errors read the same (`kvplan fit ...`). Otherwise (--help, --version, no or an
-    unknown command) the whole app."""
-    module = COMMANDS.get(args[0]) if args else None
-    return app if module is None else make_app((module,))
+    only, and only that command's module imported. Typer turns every registered command and its options
+    into Click objects on each start (~20 ms, a twelfth of `fit`'s cold start); the one named is all a
+    run needs, and its help, usage and errors read the same (`kvplan fit ...`). Otherwise (--help,
+    --version, no or an unknown command) the whole app."""
+    if not args or args[0] not in COMMANDS:
+        return whole_app()
+    return make_app((command_module(args[0]),))
 
 
 def main() -> None:

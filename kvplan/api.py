@@ -1,0 +1,311 @@
+"""kvplan's Python API: plan, sweep, cheapest and simulate from a notebook or a program.
+
+Each function takes the CLI's inputs as keyword arguments, named as the flags are (`context` is `--ctx`,
+`engine_opts` is `--engine-opt`) and with the same defaults, and returns the core's typed results
+(`Plan`, `SweepResult`, `Candidate`s, a `Simulation`). Nothing is printed: what the CLI says on stderr
+(where a model came from, the warnings) is in the results (`Plan.warnings`, `Plan.request.context_from_model`).
+Bad input raises `KvplanError`, whose `param`, `value` and `allowed` say which input is wrong and what
+would do, and whose message names the input by its keyword (the CLI's, by its flag).
+
+The inputs are read as the CLI reads them, by the same functions (kvplan.planning.request.read_request,
+kvplan.engines.configure). This module sits above every layer, beside the CLI; `import kvplan` loads it
+only when one of its names is first used (kvplan/__init__.py), so the CLI never pays for it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Union
+
+from kvplan.compare.cheapest import Candidate, cheapest as rank
+from kvplan.compare.candidates import search_layouts
+from kvplan.compare.sweep import SweepResult, parse_counts, sweep as run_sweep
+from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
+from kvplan.core.units import parse_tokens
+from kvplan.engines import configure
+from kvplan.engines.base import Engine
+from kvplan.hardware.gpus import GPU, find_gpu, load_gpus
+from kvplan.hardware.prices import load_prices
+from kvplan.model.spec import ModelSpec
+from kvplan.planning.deploy import Deployment, candidate_deployments, deployment_for_gpus
+from kvplan.planning.layout import SEARCH, layout_from_flags
+from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan
+from kvplan.planning.request import MAX_BATCH, read_request
+from kvplan.planning.speculative import apply, parse
+from kvplan.simulator.adapter import sim_model
+from kvplan.simulator.engine import RESERVE_POLICIES, EngineConfig
+from kvplan.simulator.session import configs, run_all, shape_trace
+from kvplan.simulator.traces import load_trace
+from kvplan.simulator.workload import find_workload, generate
+from kvplan.sources.catalog import load_catalog
+from kvplan.sources.resolve import resolve_model
+
+Paths = Sequence[Union[str, Path]]
+Opts = Union[Mapping[str, Any], Sequence[str]]
+
+
+def load_model(name: Union[str, ModelSpec], *, revision: str | None = None, token: str | None = None,
+               timeout: float = 10.0) -> ModelSpec:
+    """The model `name` names: a catalog name or alias, a folder or config.json, or a Hub repo id."""
+    if not isinstance(name, str):
+        return name
+    return resolve_model(name, revision=revision, token=token, timeout=timeout).spec
+
+
+def gpu(name: Union[str, GPU], *, hw_profiles: Paths = ()) -> GPU:
+    """The GPU profile `name` names (a key or alias: h100, a100-80, mi300x), bundled or in `hw_profiles`."""
+    if not isinstance(name, str):
+        return name
+    return find_gpu(name, tuple(hw_profiles))
+
+
+_find_gpu = gpu  # for the functions whose `gpu` parameter hides it
+
+
+def with_drafter(model: ModelSpec, speculative: str | None, engine: Engine | None = None, *,
+                 token: str | None = None, timeout: float = 10.0) -> ModelSpec:
+    """`model` as served with the drafter `speculative` names (vLLM's --speculative-config: 'mtp[:N]',
+    'draft:MODEL:N', 'ngram:N'; None: none), refused where `engine` does not model it."""
+    drafter = parse(speculative)
+    if drafter is None:
+        return model
+    if engine is not None:
+        engine.check_speculative(drafter.method)
+    return apply(model, drafter, lambda name: load_model(name, token=token, timeout=timeout))
+
+
+def plan(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, context: int | str | None = None, batch: int = 1,
+         gpus: int | None = None, tp: int | None = None, pp: int | None = None, dp: int | None = None,
+         ep: int | None = None, dcp: int | None = None, gpus_per_node: int = 8, kv_dtype: str = "auto",
+         weight_dtype: str | None = None, gpu_memory_utilization: float | str | None = None,
+         overhead: int | str | None = None, kv_cache_memory: int | str | None = None, block_size: int | None = None,
+         engine: str | None = None, engine_version: str | None = None, engine_opts: Opts = (),
+         speculative: str | None = None, hw_profiles: Paths = (), revision: str | None = None,
+         token: str | None = None, timeout: float = 10.0) -> Plan:
+    """`kvplan fit`'s plan: does `model` fit on `gpu` at `context` for `batch` requests, and how many
+    requests, how long a context, how fast.
+
+    The layout is `kvplan fit`'s: `tp`, `pp`, `dp`, `ep`, `dcp` fix it (`gpus` = tp x pp x dp checks it);
+    `gpus` alone plans every valid layout of that many GPUs and returns the best (most requests, then
+    decode speed); none of them: one GPU (`cheapest` finds the fewest GPUs that fit). `engine` plans as
+    that engine allocates (vllm, sglang, trtllm, llama.cpp, transformers; default kvplan's own rules).
+    """
+    hw = _find_gpu(gpu, hw_profiles=hw_profiles)
+    chosen, _ = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
+    spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
+                        token=token, timeout=timeout)
+    req = read_request(spec, context=context, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+                       block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
+                       kv_cache_memory=kv_cache_memory)
+    dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
+    if not 1 <= gpus_per_node <= 1024:
+        raise out_of_range("gpus_per_node", gpus_per_node, 1, 1024)
+    if dep == SEARCH:
+        dep = _best_layout(spec, hw, gpus, req, chosen, gpus_per_node)
+    return chosen.plan(spec, hw, chosen.deployment(dep or Deployment()), req)
+
+
+def _best_layout(spec, hw, gpus: int, req, engine, per_node: int):
+    """`kvplan fit --gpus N`'s layout: every valid one planned and ranked (kvplan.compare.candidates.search_layouts)."""
+    if gpus == 1:
+        return Deployment(1, 1)
+    if engine.splits_layers_only:  # one layout: layers split over the GPUs
+        return Deployment(1, gpus)
+    plans = search_layouts(spec, hw, gpus, req, engine, per_node)
+    if not plans:
+        raise KvplanError(f"{spec.name}: no layout of {gpus} GPUs is valid (tp must divide the "
+                          f"{spec.num_attention_heads} attention heads and stay within {per_node} GPUs per node)",
+                          EXIT_USAGE, param="gpus", value=gpus)
+    return plans[0].deployment
+
+
+def sweep(models: Union[str, Sequence[Union[str, ModelSpec]]], *, context: Union[int, str, Sequence[Union[int, str]]],
+          gpu: Union[str, Sequence[Union[str, GPU]]] = "all", gpu_counts: Union[str, Sequence[int]] = (1, 2, 4, 8),
+          kv_dtype: Union[str, Sequence[str]] = "auto", weight_dtype: Union[str, Sequence[str], None] = None,
+          batch: int = 1, gpu_memory_utilization: float | str | None = None, block_size: int | None = None,
+          engine: str | None = None, engine_version: str | None = None, engine_opts: Opts = (),
+          prices: Union[str, Path, None] = None, layouts: bool = False, speculative: str | None = None,
+          hw_profiles: Paths = (), revision: str | None = None, token: str | None = None,
+          timeout: float = 10.0) -> SweepResult:
+    """`kvplan sweep`: every model x GPU x GPU count x context x KV dtype x weight format planned and
+    ranked (SweepResult.plans, best first; deployments a model cannot run in SweepResult.skipped).
+
+    Lists are sequences or the CLI's comma-separated text; `models='all'` is the catalog, `gpu='all'`
+    every GPU. A GPU count n <= 8 is tp n, above it tp 8 x pp n/8 (`layouts`: the best layout of n).
+    `prices` is a YAML file of `gpu: price per GPU-hour` (rows are then ranked by cost per user).
+    """
+    hw = tuple(hw_profiles)
+    contexts = [parse_tokens(c, "context") for c in _items(context, "context")]
+    counts = parse_counts(gpu_counts) if isinstance(gpu_counts, str) else list(gpu_counts)
+    kv_names = _items(kv_dtype, "kv_dtype")
+    weights = [None if w is None or str(w).lower() in ("auto", "checkpoint") else canonical_weight_dtype(w)
+               for w in ([None] if weight_dtype is None else _items(weight_dtype, "weight_dtype"))]
+    if not 1 <= batch <= MAX_BATCH:
+        raise out_of_range("batch", batch, 1, MAX_BATCH)
+    chosen, gmu = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
+    gpu_list = _gpus(gpu, hw)
+    book = load_prices(prices, hw)
+    if models == "all":
+        models = sorted(load_catalog(), key=lambda s: s.name)
+    specs = [with_drafter(load_model(m, revision=revision, token=token, timeout=timeout), speculative, chosen,
+                          token=token, timeout=timeout) for m in _items(models, "models")]
+    return run_sweep(specs, gpu_list, counts, contexts, kv_names, list(dict.fromkeys(weights)), batch=batch,
+                     block_size=block_size or DEFAULT_BLOCK_SIZE,
+                     gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION,
+                     prices={g.key: p for g in gpu_list if (p := book.price(g)) is not None}, engine=chosen,
+                     layouts=layouts)
+
+
+def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | str | None = None,
+             gpu: Union[str, Sequence[Union[str, GPU]], None] = None, gpu_counts: Union[str, Sequence[int], None] = None,
+             max_gpus: int = 64, min_tokens_per_second: float | None = None, prices: Union[str, Path, None] = None,
+             kv_dtype: str = "auto", weight_dtype: str | None = None,
+             gpu_memory_utilization: float | str | None = None, block_size: int | None = None,
+             engine: str | None = None, engine_version: str | None = None, engine_opts: Opts = (),
+             layouts: bool = False, replicas: int = 1, speculative: str | None = None, hw_profiles: Paths = (),
+             revision: str | None = None, token: str | None = None, timeout: float = 10.0) -> list[Candidate]:
+    """`kvplan cheapest`: every deployment tried for `concurrency` requests of `context` tokens (and at
+    least `min_tokens_per_second` each), those meeting the target first, cheapest first (fewest GPUs
+    without prices), then the rest with why (`Candidate.why`).
+
+    `gpu` defaults to the GPUs `prices` prices, else every GPU; `gpu_counts` to the first valid tp of
+    1, 2, 4, ... up to `max_gpus`. `replicas` > 1 also tries that many independent copies of a deployment.
+    """
+    for name, value, high in (("concurrency", concurrency, MAX_BATCH), ("max_gpus", max_gpus, 4096),
+                              ("replicas", replicas, 4096)):
+        if not 1 <= value <= high:
+            raise out_of_range(name, value, 1, high)
+    hw = tuple(hw_profiles)
+    chosen, gmu = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
+    counts = None if gpu_counts is None else (parse_counts(gpu_counts) if isinstance(gpu_counts, str)
+                                              else list(gpu_counts))
+    book = load_prices(prices, hw)
+    gpu_list = _gpus(gpu or "all", hw)
+    if gpu is None and prices is not None:  # a prices file names the GPUs one can buy
+        gpu_list = [g for g in gpu_list if book.price(g) is not None]
+    spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
+                        token=token, timeout=timeout)
+    deps = (candidate_deployments(spec, max_gpus) if not counts else
+            [d for d in (deployment_for_gpus(spec, c) for c in counts) if d is not None])
+    if not deps:
+        raise KvplanError(f"{spec.name}: no tp x pp split of {', '.join(map(str, counts))} GPUs is valid "
+                          f"({spec.num_attention_heads} attention heads, {spec.num_layers} layers)", EXIT_USAGE,
+                          param="gpu_counts", value=counts)
+    req = read_request(spec, context=context, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+    return rank(spec, gpu_list, req.context, concurrency, deployments=deps,
+                min_tokens_per_second=min_tokens_per_second, prices=book,
+                kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=req.weight_dtype,
+                gpu_memory_utilization=gmu, block_size=block_size, engine=chosen, max_replicas=replicas,
+                layouts=layouts)
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """One simulated run: the plan whose KV pool it ran on, its figures (`summary`: requests,
+    throughput, latency_s, concurrency, kv, goodput, ... as `kvplan simulate --json` writes a run's
+    summary) and its time series (`series`: rows of kvplan.report.simulation.SERIES_COLUMNS)."""
+
+    plan: Plan
+    summary: dict
+    series: list
+
+
+def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: str | None = None,
+             trace: Union[str, Path, None] = None, trace_format: str = "auto", qps: float | None = None,
+             duration: float | None = None, seed: int = 0, gpus: int | None = None, tp: int | None = None,
+             pp: int | None = None, max_model_len: int | str | None = None, mode: str = "paged",
+             reserve: str = "max", kv_dtype: str = "auto", weight_dtype: str | None = None,
+             gpu_memory_utilization: float | str | None = None, kv_cache_memory: int | str | None = None,
+             overhead: int | str | None = None, block_size: int | None = None, engine: str | None = None,
+             engine_version: str | None = None, engine_opts: Opts = (), max_num_seqs: int = 256,
+             max_num_batched_tokens: int = 8192, prefix_caching: bool = True, slo_ttft: float = 2.0,
+             slo_tpot: float = 0.1, step_overhead: float = 0.0, speculative: str | None = None,
+             hw_profiles: Paths = (), revision: str | None = None, token: str | None = None,
+             timeout: float = 10.0) -> Simulation:
+    """`kvplan simulate`: serve a workload (built-in `workload`, default chat, Poisson arrivals at `qps`,
+    default 10/s, for `duration` s, default 300; or a `trace` file) on the deployment's KV pool with
+    vLLM's scheduler; step times from a roofline, so latencies are lower bounds."""
+    _check_simulation(mode, reserve, qps=qps, duration=duration, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
+                      step_overhead=step_overhead, max_num_seqs=max_num_seqs,
+                      max_num_batched_tokens=max_num_batched_tokens)
+    chosen, _ = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
+    requests = _requests(workload, trace, trace_format, qps, duration, seed)
+    hw = _find_gpu(gpu, hw_profiles=hw_profiles)
+    spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
+                        token=token, timeout=timeout)
+    req = read_request(spec, context=max_model_len or spec.max_context, kv_dtype=kv_dtype,
+                       weight_dtype=weight_dtype, block_size=block_size,
+                       gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
+                       kv_cache_memory=kv_cache_memory)
+    dep = layout_from_flags(spec, gpus, tp, pp)
+    if dep == SEARCH:  # gpus alone: the default split (widest tp within a node, then pp), as simulate's CLI
+        dep = deployment_for_gpus(spec, gpus)
+        if dep is None:
+            raise KvplanError(f"{spec.name}: no tensor × pipeline split of {gpus} GPUs is valid (tp must divide "
+                              f"the {spec.num_attention_heads} attention heads)", EXIT_USAGE, param="gpus", value=gpus)
+    dep = chosen.deployment(dep or Deployment(1, 1))
+    p = chosen.plan(spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
+    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead)
+    if sim.kv_budget_bytes < sim.block_bytes():
+        raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache (weights "
+                          f"{p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more {arg('gpus')}", EXIT_USAGE)
+    base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=max_num_seqs,
+                        max_num_batched_tokens=max_num_batched_tokens, prefix_caching=prefix_caching)
+    ((summary, series),) = run_all(sim, requests, configs(base, False), slo_ttft, slo_tpot).values()
+    return Simulation(p, summary, series)
+
+
+def _check_simulation(mode: str, reserve: str, **numbers) -> None:
+    """simulate's settings, each refused with its reason before any work."""
+    if mode not in ("paged", "contiguous"):
+        raise KvplanError(f"{arg('mode')} must be paged or contiguous, got {mode!r}", EXIT_USAGE, param="mode",
+                          value=mode, allowed=("paged", "contiguous"))
+    if reserve not in RESERVE_POLICIES:
+        raise KvplanError(f"{arg('reserve')} must be one of {', '.join(RESERVE_POLICIES)}, got {reserve!r}",
+                          EXIT_USAGE, param="reserve", value=reserve, allowed=tuple(RESERVE_POLICIES))
+    for name in ("qps", "duration", "slo_ttft", "slo_tpot"):
+        value = numbers[name]
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise KvplanError(f"{arg(name)} must be a positive number, got {value:g}", EXIT_USAGE, param=name,
+                              value=value)
+    step = numbers["step_overhead"]
+    if not (step >= 0 and math.isfinite(step)):
+        raise KvplanError(f"{arg('step_overhead')} must be 0 or more seconds, got {step:g}", EXIT_USAGE,
+                          param="step_overhead", value=step)
+    for name, high in (("max_num_seqs", 1_000_000), ("max_num_batched_tokens", 1 << 24)):
+        if not 1 <= numbers[name] <= high:
+            raise out_of_range(name, numbers[name], 1, high)
+
+
+def _requests(workload, trace, trace_format: str, qps, duration, seed: int) -> list:
+    """The simulator's requests: a built-in workload's Poisson arrivals, or a trace shaped by qps and duration."""
+    if trace is not None and workload is not None:
+        raise KvplanError(f"give {arg('workload')} or {arg('trace')}, not both", EXIT_USAGE, param="trace")
+    if not 0 <= seed <= 2**63:
+        raise out_of_range("seed", seed, 0, 2**63)
+    if trace is not None:
+        return shape_trace(load_trace(str(trace), trace_format)[0], qps, duration)
+    return generate(find_workload(workload or "chat"), qps or 10.0, duration or 300.0, seed)
+
+
+def _items(value, param: str) -> list:
+    """A sequence, or the CLI's comma-separated text, as a list (names once each); an empty one is refused."""
+    items = [t.strip() for t in value.split(",") if t.strip()] if isinstance(value, str) else list(value)
+    if not items:
+        raise KvplanError(f"{arg(param)} list {value!r} is empty", EXIT_USAGE, param=param, value=value)
+    return [item for i, item in enumerate(items) if not (isinstance(item, str) and item in items[:i])]
+
+
+def _gpus(value, hw: tuple) -> list:
+    """GPUs by name (or GPU objects), or 'all', each once, in the order given."""
+    if isinstance(value, str) and value.strip().lower() == "all":
+        return list(load_gpus(hw).values())
+    found = {}
+    for item in _items(value if isinstance(value, (str, Sequence)) else [value], "gpu"):
+        g = _find_gpu(item, hw_profiles=hw)
+        found.setdefault(g.key, g)
+    return list(found.values())

@@ -1,1 +1,0 @@
-"""An engine's own output against kvplan: start-up logs (check-log)."""

@@ -1,0 +1,36 @@
+"""The flags that choose how a plan is made: --engine and its settings as a configured engine, --speculative
+as the model served with its drafter. Shared by fit, sweep, cheapest, simulate and check-log."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from kvplan.engines import configure
+from kvplan.planning.speculative import apply, parse
+from kvplan.sources.resolve import resolve_model
+
+
+def engine_from_flags(engine: Optional[str], version: Optional[str], opt_items, gpu_memory_utilization: Optional[str],
+                      block_size: Optional[int], emit_to: Optional[str] = None):
+    """(the configured engine, the --gpu-memory-utilization fraction or None) that --engine,
+    --engine-version, --engine-opt, --gpu-memory-utilization, --block-size (and fit's --emit) ask
+    for: the engine-neutral planner without --engine (kvplan.engines.configure, as the Python API's).
+    Checked before anything is printed."""
+    return configure(engine, version, opt_items or (), gpu_memory_utilization, block_size, emit=emit_to)
+
+
+def speculative_request(text, engine=None):
+    """--speculative parsed (None when not given); a one-line error before any work, also where the
+    configured `engine` does not model that drafter (Engine.check_speculative)."""
+    request = parse(text)
+    if request is not None and engine is not None:
+        engine.check_speculative(request.method)
+    return request
+
+
+def with_speculative(spec, request, *, token=None, timeout: float = 10.0):
+    """`spec` as served with the drafter --speculative asks for (kvplan.planning.speculative); a draft model
+    is found as any model is (catalog, folder or Hub)."""
+    if request is None:
+        return spec
+    return apply(spec, request, lambda name: resolve_model(name, token=token, timeout=timeout).spec)

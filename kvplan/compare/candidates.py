@@ -1,0 +1,62 @@
+"""Trying candidate deployments with an engine: what it plans on each, and why it refuses the others.
+
+One rule for fit, sweep and cheapest: a deployment the model cannot run (kvplan.planning.deploy.
+validate_deployment) or the engine refuses (a KvplanError from its planning call, e.g. llama.cpp
+has no tensor parallelism) is passed over with its reason; every other one is planned. On top of
+it: the smallest deployment that fits (`smallest_fitting`, fit without --gpus) and every layout of
+N GPUs ranked (`search_layouts`, fit --gpus N).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Iterator, NamedTuple
+
+from kvplan.core.errors import KvplanError
+from kvplan.planning.deploy import Deployment, candidate_deployments, validate_deployment
+from kvplan.planning.layout import NODE_GPUS, candidate_layouts, layout_rank_key
+
+
+class Tried(NamedTuple):
+    """One candidate: the deployment, what the engine made of it (None when refused), and why not."""
+
+    deployment: Deployment
+    result: object
+    why: str | None
+
+
+def attempt(model, dep, plan: Callable) -> Tried:
+    """`plan(dep)` (an engine's plan, result or grid for `dep`), or the reason there is none: the
+    model cannot run `dep`, or the engine refuses it."""
+    why = validate_deployment(model, dep)
+    if why is not None:
+        return Tried(dep, None, why)
+    try:
+        return Tried(dep, plan(dep), None)
+    except KvplanError as e:
+        return Tried(dep, None, e.message)
+
+
+def try_deployments(model, deployments: Iterable, plan: Callable) -> Iterator[Tried]:
+    """`attempt` on each deployment in turn (lazily: a caller may stop at the first it wants)."""
+    for dep in deployments:
+        yield attempt(model, dep, plan)
+
+
+def smallest_fitting(model, gpu, req, engine, skip_gpus: int = 0):
+    """The first candidate deployment (more than `skip_gpus` GPUs) on which `engine` (a configured
+    kvplan.engines.base.Engine) fits `req`: its result, or None when none of up to 64 GPUs fits.
+    A deployment the engine cannot run is passed over."""
+    deps = (engine.deployment(dep) for dep in candidate_deployments(model) if dep.gpus > skip_gpus)
+    for t in try_deployments(model, deps, lambda dep: engine.result(model, gpu, dep, req)):
+        if t.result is not None and t.result.plan.fits:
+            return t.result
+    return None
+
+
+def search_layouts(model, gpu, gpus: int, req, engine, per_node: int = NODE_GPUS) -> list:
+    """Every valid layout of `gpus` GPUs (kvplan.planning.layout.candidate_layouts), planned by `engine` (a
+    configured Engine) and ranked best first by concurrency at the context (ties: decode tokens/s).
+    A layout the engine refuses is left out."""
+    deps = (Deployment(*t) for t in candidate_layouts(model, gpus, per_node))
+    tried = try_deployments(model, deps, lambda dep: engine.plan(model, gpu, dep, req))
+    return sorted((t.result for t in tried if t.why is None), key=layout_rank_key)

@@ -1,0 +1,47 @@
+"""vLLM's settings for one plan: release, utilisation, block size, batch limits, the switches that move memory.
+
+Made by kvplan.engines.vllm.engine.settings (the release's defaults for the GPU, then the user's
+flags); read by the pool, the start-up budget and the auto-fit beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import cached_property
+
+from kvplan.engines.base import parse_version
+
+
+@dataclass(frozen=True)
+class Settings:
+    version: str
+    gpu_memory_utilization: float
+    block_size: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    cudagraphs: bool  # CUDA-graph memory subtracted from the budget (v0.20.0+ unless enforce_eager)
+    async_scheduling: bool  # doubles the sliding-window in-flight term from v0.30.0
+    v1: bool  # the V1 engine (default from v0.8.0)
+    gpu_key: str = ""  # the GPU it runs on (picks kernels whose weights load padded, vllm_overhead)
+    # speculative decoding: a Mamba-style state keeps 1 + num_speculative_tokens pages per request
+    # (MambaSpec.num_speculative_blocks: kv_cache_interface.py v0.33.0 L1141, mamba/abstract.py L86)
+    spec_state_blocks: int = 0
+    # multi-module MTP keeps num_speculative_tokens - 1 more tokens below every sliding window
+    # (SlidingWindowSpec.extra_retained_tokens: v0.33.0 kv_cache_planning.py L1634-1641, kv_cache_interface.py
+    # L903-945; absent in 0.25.0, 0.30.0 not read)
+    swa_retained: int = 0
+    eager: bool = False  # --enforce-eager: no torch.compile, no CUDA graphs (vllm_non_torch: what that saves)
+
+    @cached_property  # (read for every block count of a max-context search: parsed once)
+    def v(self) -> tuple[int, ...]:
+        return parse_version(self.version)
+
+    @cached_property
+    def in_flight_tokens(self) -> int:
+        if self.v >= (0, 30, 0) and self.async_scheduling:
+            return 2 * self.max_num_batched_tokens
+        return self.max_num_batched_tokens
+
+    def as_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "in_flight_tokens": self.in_flight_tokens}

@@ -1,0 +1,101 @@
+"""A config.json dict read safely: the language model's part of it, typed getters that reject nonsense,
+the bounds they check, the dtype.
+
+Every reader (kvplan.readers.configs, the families, quantization, RoPE) reads keys through `Cfg`;
+a missing key is `_Missing` (turned into one line by the caller), a malformed value one line naming it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+
+
+LIMITS = {  # anything above these is a hostile or broken config, not a model
+    "hidden_size": 1 << 20, "num_hidden_layers": 10_000, "num_attention_heads": 1 << 16,
+    "num_key_value_heads": 1 << 16, "head_dim": 1 << 14, "intermediate_size": 1 << 24,
+    "vocab_size": 1 << 25, "window": 1 << 30, "experts": 1 << 16,
+}
+
+
+class Cfg:
+    """A config dict with typed getters that collect what is missing and reject nonsense."""
+
+    def __init__(self, data: dict, where: str):
+        self.data = data
+        self.where = where
+
+    def has(self, *names: str) -> bool:
+        return any(self.data.get(n) is not None for n in names)
+
+    def raw(self, *names: str, default=None):
+        for n in names:
+            if self.data.get(n) is not None:
+                return self.data[n]
+        return default
+
+    def int(self, *names: str, default: int | None = None, limit: str | None = None, minimum: int = 1) -> int:
+        value = self.raw(*names)
+        if value is None:
+            if default is None:
+                raise _Missing(names)
+            return default
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or (isinstance(value, float) and not math.isfinite(value)) or value != int(value)):
+            raise KvplanError(f"{self.where}: {names[0]} must be an integer, got {shown(value)}", EXIT_USAGE)
+        value = int(value)
+        cap = LIMITS.get(limit or names[0])
+        if value < minimum or (cap is not None and value > cap):
+            raise KvplanError(f"{self.where}: {names[0]} = {value} is out of range", EXIT_USAGE)
+        return value
+
+    def int_list(self, name: str) -> list[int]:
+        """A list of non-negative integers (layer indices), empty when absent."""
+        value = self.data.get(name)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+            raise KvplanError(f"{self.where}: {name} must be a list of layer indices, got {value!r:.60}", EXIT_USAGE)
+        return value
+
+    def bool(self, name: str, default: bool) -> bool:
+        """JSON true/false (or 0/1); a string such as "false" is refused, not read as true."""
+        value = self.data.get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
+            return bool(value)
+        raise KvplanError(f"{self.where}: {name} must be true or false, got {shown(value)}", EXIT_USAGE)
+
+
+def shown(value) -> str:
+    """A config value as its JSON spelling (Infinity, NaN), cut to 60 characters."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    return f"{value!r:.60}"
+
+
+class _Missing(Exception):
+    def __init__(self, names):
+        self.names = names
+
+
+def read_dtype(cfg: Cfg) -> str:
+    raw = str(cfg.raw("torch_dtype", "dtype", default="bfloat16")).lower()
+    return {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(raw, "bf16")
+
+
+def unwrap_text_config(config: dict) -> tuple[dict, bool]:
+    """Multimodal configs (Gemma 3, Llama 4, Mistral 3, LLaVA) nest the language model.
+
+    Returns the language model's config, with top-level keys it lacks filled in, and whether it
+    was nested.
+    """
+    text = config.get("text_config") or config.get("language_config") or config.get("llm_config")
+    if isinstance(text, dict) and text:
+        merged = {k: v for k, v in config.items() if k not in ("text_config", "vision_config")}
+        merged.update(text)
+        return merged, True
+    return config, False

@@ -1,0 +1,35 @@
+"""Family facts about a read model's MLPs that its spec does not spell out: which layers have a dense MLP,
+a MoE block or none, and whether the MLP is gated. Asked by whoever rebuilds a model (kvplan.validate).
+"""
+
+from __future__ import annotations
+
+from kvplan.model.layers import NoCache
+from kvplan.model.spec import ModelSpec
+from kvplan.readers.params import _UNGATED
+
+
+def gated_mlp(spec: ModelSpec) -> bool:
+    """SwiGLU-style (gate, up, down: three matrices), or up -> act -> down (two) for the families of
+    kvplan.readers.params._UNGATED."""
+    return spec.family not in _UNGATED
+
+
+def ffn_kinds(full: ModelSpec, n: int) -> list[str]:
+    """Which of the first n layers have a dense MLP, a MoE block, or none.
+
+    The spec records how many layers are MoE, not which; the layouts of the catalog's families
+    are: DeepSeek/GLM dense first then MoE (`first_k_dense_replace`); Llama 4 interleaved
+    (`interleave_moe_layer_step`); Nemotron-H MLP only in its MLP blocks (NoCache layers).
+    """
+    p, total = full.params, full.num_layers
+    if full.family == "nemotron_h":
+        return ["dense" if isinstance(layer, NoCache) else "none" for layer in full.layers[:n]]
+    moe = p.num_moe_layers if p.num_experts else 0
+    if moe == 0:
+        return ["dense"] * n
+    if full.family in ("llama4", "llama4_text") and moe < total:
+        step = total // moe
+        return ["moe" if i % step == step - 1 else "dense" for i in range(n)]
+    first_moe = total - moe
+    return ["moe" if i >= first_moe else "dense" for i in range(n)]

@@ -12,9 +12,13 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.core.errors import KvplanError
-from kvplan.offload import kvbm, lmcache, neutral, sglang, trtllm, vllm
-from kvplan.offload.mrc import lru_hits, stack_distances
-from kvplan.offload.tiers import Geometry, parse_offload
+from kvplan.engines import kvbm, lmcache
+from kvplan.engines.neutral import page_pool
+from kvplan.engines.sglang import offload as sglang
+from kvplan.engines.trtllm import offload as trtllm
+from kvplan.engines.vllm import offload as vllm
+from kvplan.planning.offload import Geometry, parse_offload
+from kvplan.simulator.mrc import lru_hits, stack_distances
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GIB = 2**30
@@ -49,6 +53,9 @@ def test_vllm_before_the_size_flag_takes_a_block_count():
     assert p.blocks == 32_768 and '"num_cpu_blocks":32768' in p.flag
     with pytest.raises(KvplanError, match="0.11.0"):
         vllm.cpu_pool(CPU64, geo(version="0.10.1"))
+    # before 0.8.0 (V0) the CPU tier is the swap space: 64 GiB // 2 MiB blocks = 32,768 CPU blocks
+    p = vllm.cpu_pool(CPU64, geo(version="0.6.6"))
+    assert (p.blocks, p.flag, p.holds) == (32_768, "--swap-space 64.0", "preempted")
 
 
 def test_sglang_hicache_size_and_ratio():
@@ -80,7 +87,7 @@ def test_lmcache_and_kvbm():
     assert (p.blocks, p.flag) == (32_768, "DYN_KVBM_CPU_CACHE_GB=68.719476736")
     # 64 GB (decimal): 64e9 / 2,097,152 = 30,517.578 -> 30,517 blocks, truncated as Rust's `as usize`.
     assert kvbm.pool(parse_offload("cpu:64GB")[0], geo()).blocks == 30_517
-    assert neutral.pool(CPU64, geo()).blocks == 32_768
+    assert page_pool(CPU64, geo()).blocks == 32_768
 
 
 # vLLM's KV offloading blog (vllm-project.github.io, _posts/2026-01-08-kv-offloading-connector.md), table
@@ -97,7 +104,7 @@ BLOG_MIB = [("llama-3.1-8b-instruct", 1, 2.0), ("llama-3.2-1b-instruct", 1, 0.5)
 def test_vllm_block_bytes_match_vllms_published_table(name, tp, mib):
     from kvplan.engines import resolve_engine
     from kvplan.hardware.gpus import find_gpu
-    from kvplan.offload.pools import geometry
+    from kvplan.engines.offload import geometry
     from kvplan.planning.deploy import Deployment
     from kvplan.planning.plan import Request
     from kvplan.sources.catalog import find_in_catalog
@@ -106,7 +113,7 @@ def test_vllm_block_bytes_match_vllms_published_table(name, tp, mib):
     block = 64 if name == "deepseek-v2-lite" else 16  # the blog's "GPU block size=64" for DeepSeek-V2-Lite
     eng = resolve_engine("vllm", "0.20.0")
     res = eng.result(spec, find_gpu("h100"), Deployment(tp), Request(8192, block_size=block))
-    g = geometry(res, spec, Deployment(tp))
+    g = geometry(eng, res.plan, spec)
     assert g.block_size * g.bytes_per_token / 2**20 == pytest.approx(mib, abs=0.006)  # the blog's two digits
 
 
@@ -134,7 +141,7 @@ def test_mrc_equals_brute_force_lru_on_a_random_trace():
 
 
 def test_mrc_equals_brute_force_lru_on_mooncake_excerpt():
-    from kvplan.offload.blocks import block_accesses
+    from kvplan.simulator.blocks import block_accesses
     from kvplan.simulator.traces import load_trace
 
     reqs, meta = load_trace(str(FIXTURES / "traces" / "mooncake_conversation_400.jsonl"))
@@ -152,7 +159,7 @@ def test_knee_is_the_kneedle_point():
     keys = []
     curve = stack_distances(keys)
     assert curve.knee() == 0
-    from kvplan.offload.mrc import Curve
+    from kvplan.simulator.mrc import Curve
 
     c = Curve(200, 100, (0, 50, 30, 10, 0, 0, 0, 0, 0, 0, 10))
     assert c.knee() == 2 and c.knee(start=3) == 10 and c.size_for(0.9) == 3

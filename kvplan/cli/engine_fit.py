@@ -9,6 +9,7 @@ import sys
 
 import typer
 
+from kvplan.cli import offload as tiers
 from kvplan.cli._common import print_result, print_warnings, stderr
 from kvplan.compare.candidates import smallest_fitting
 from kvplan.core.errors import EXIT_DOES_NOT_FIT
@@ -51,9 +52,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
     for note in dict.fromkeys(n for r in results for n in r.capacity.notes):
         stderr(f"note: {note}")
     chosen = results[recommended if recommended is not None else -1]
-    from kvplan.cli import offload as tiers
-
-    op = tiers.for_result(chosen, spec, offload)
+    op = tiers.for_result(engine, chosen, spec, offload)
     command = margin = weights = None
     if emit_to:
         command = emit(engine, chosen, spec)
@@ -80,7 +79,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
         if dep is None and recommended is None:
             console.print("[red]No deployment of up to 64 GPUs fits this workload.[/]")
         if op is not None:
-            tiers.render_offload(console, op)
+            tiers.render(console, op)
         if command:
             print(command)
 

@@ -5,6 +5,7 @@ the plan into the simulator's inputs (kvplan.simulator.adapter), run the event-d
 the workload or trace, print a summary and write the files. Nothing heavy is imported at start-up.
 """
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from kvplan.cli._common import (
 from kvplan.cli.engine_fit import engine_result
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
 from kvplan.cli.fit import _deployment, _request
-from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
+from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, plan_offload
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
     check_workload_flags, load_requests, sla_text,
@@ -31,11 +32,13 @@ from kvplan.core.units import parse_tokens
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.report.export import json_text
+from kvplan.report.offload import offload_dict
 from kvplan.report.simulation import document, render_html, summary_lines, write_series_csv
 from kvplan.report.text import plan_warnings
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.capacity import Target, max_rate
 from kvplan.simulator.engine import EngineConfig, RESERVE_POLICIES
+from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
 from kvplan.simulator.session import configs, run_all, shape_trace
 from kvplan.simulator.workload import find_workload, generate
 from kvplan.sources.resolve import resolve_model
@@ -111,7 +114,8 @@ def simulate(
     check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
     check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
     chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
-    tiers, backend, host_profile = parse_offload_flags(offload, offload_backend, host)
+    asked = parse_offload_flags(offload, offload_backend, host)
+    tiers = asked.tiers
     if tiers and (mode != "paged" or no_prefix_caching or compare):
         raise KvplanError("--offload keeps evicted prefix blocks: it needs the paged pool with prefix caching "
                           "(no --mode contiguous, --no-prefix-caching or --compare)", EXIT_USAGE)
@@ -130,7 +134,7 @@ def simulate(
     meta.update(loaded.meta)
     requests = loaded.requests
     if tiers:
-        base, runs = _with_tiers(base, sim, meta, result, tiers, backend, host_profile, requests, trace is not None)
+        base, runs = _with_tiers(base, sim, meta, result, asked, requests, trace is not None)
     meta.update({"runs": list(runs), "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "prefix_caching": not no_prefix_caching, "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
     if find_rate:
@@ -199,24 +203,25 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
             "kv_dtype": str(p.request.kv_dtype.name if hasattr(p.request.kv_dtype, "name") else p.request.kv_dtype),
             "kv_pool_bytes_per_gpu": sim.kv_budget_bytes, "block_size": sim.block_size, "max_model_len": sim.max_model_len,
             "step_overhead_s": step_overhead, "kv_pool_sized_by": chosen.label or "kvplan (engine-neutral)"}
-    return sim, meta, notes, (result, spec, dep)
+    return sim, meta, notes, (result, spec, dep, chosen)
 
 
-def _with_tiers(base, sim, meta, result, tiers, backend, host, requests, from_trace):
+def _with_tiers(base, sim, meta, result, offload, requests, from_trace):
     """The offload tiers in the simulator's pool (and, for a trace, its hit-rate curve in meta)."""
-    import dataclasses
-
-    from kvplan.cli.offload import auto_tier, offload_dict, plan_offload, sim_tiers, trace_curve
-
-    res, spec, dep = result
+    res, spec, dep, engine = result
+    tiers = offload.tiers
     if from_trace:
-        doc, _ = trace_curve(requests, sim.token_bytes() * dep.tp, res.capacity.tokens)
+        doc, _ = curve_doc(requests, sim.token_bytes() * dep.tp, res.capacity.tokens)
         meta["hit_rate_curve"] = doc
         if any(t.auto for t in tiers):
-            tiers = auto_tier(doc, tiers)
-    op = plan_offload(res, spec, dep, tiers, backend, host)
+            tiers, size = auto_tiers(doc, tiers)
+            stderr(f"note: cpu:auto: the trace's knee is {doc['knee']['tokens']:,} tokens "
+                   f"({doc['knee']['hit_pct']:.1f}% of prompt blocks hit); cpu tier of {size / 2**30:,.0f} GiB")
+    op = plan_offload(engine, res.plan, spec, offload._replace(tiers=tiers))
     meta["offload"] = offload_dict(op)
-    cfg = dataclasses.replace(base, tiers=sim_tiers(op, sim, host, dep.gpus))
+    if offload.host is None:
+        stderr("note: no --host: reloads from offload tiers are not priced (TTFT as if they were free)")
+    cfg = dataclasses.replace(base, tiers=sim_tiers(op, sim.token_bytes(), offload.host, dep.gpus))
     return cfg, {"paged": cfg}
 
 

@@ -55,6 +55,17 @@ class Host:
         """DRAM the host tiers may take: all of it less the reserve."""
         return max(0, self.dram_bytes - self.ram_reserve_bytes)
 
+    def reload_bytes_per_s(self, tier: str, gpus: int) -> float | None:
+        """One GPU's share of the path a tier reloads through (one direction): the host link for cpu; the
+        NVMe read rate (disk) or the NIC (remote) shared by the replica's `gpus`, capped by the host
+        link. None where the profile lists no such device."""
+        if tier == "cpu":
+            return float(self.link_bytes_per_s)
+        shared = self.nvme_read_bytes_per_s if tier == "disk" else self.nic_bytes_per_s
+        if shared is None:
+            return None
+        return float(min(self.link_bytes_per_s, shared / max(1, gpus)))
+
 
 def _show(value: Any) -> str:
     text = repr(value).replace("\n", " ")

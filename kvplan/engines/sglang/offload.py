@@ -17,18 +17,18 @@ rope dims once) - the device pool's cell. Modelled from 0.4.9 (kvplan's first SG
 
 from __future__ import annotations
 
-from kvplan.offload.tiers import Geometry, TierPool, TierRequest, refuse
+from kvplan.core.errors import arg
+from kvplan.engines.base import parse_version
+from kvplan.planning.offload import Geometry, TierPool, TierRequest, refuse
 
 SINCE = (0, 4, 9)
 RESERVE = 10 * 2**30  # HICACHE_HOST_MEMORY_RESERVE_BYTES
 
 
 def cpu_pool(req: TierRequest, g: Geometry) -> TierPool:
-    from kvplan.engines.base import parse_version
-
     if parse_version(g.version) < SINCE:
         raise refuse(f"sglang {g.version}: HiCache's host pool is modelled from 0.4.9 on; choose a later "
-                     "--engine-version")
+                     f"{arg('engine_version')}")
     page, bpt = g.block_size, g.bytes_per_token
     notes = []
     if req.ratio is not None:
@@ -39,7 +39,7 @@ def cpu_pool(req: TierRequest, g: Geometry) -> TierPool:
         per_rank = req.size_bytes // g.ranks
         gb = per_rank // 10**9
         if gb < 1:
-            raise refuse(f"--offload cpu: {per_rank:,} B per rank is under 1 GB, and SGLang's --hicache-size "
+            raise refuse(f"{arg('offload')} cpu: {per_rank:,} B per rank is under 1 GB, and SGLang's --hicache-size "
                          "takes whole GB per rank")
         if gb * 10**9 != per_rank:
             notes.append(f"--hicache-size takes whole GB per rank: {per_rank:,} B per rank rounded down to {gb} GB")

@@ -1,11 +1,12 @@
-"""`--offload TIER:SIZE[,TIER:SIZE]`: the tiers asked for, and the frozen spec of one sized tier.
+"""Offload tiers (`offload`, the CLI's --offload TIER:SIZE[,TIER:SIZE]): the tiers asked for, the GPU pool
+an engine laid out (`Geometry`), and the frozen spec of one sized tier (`TierPool`).
 
 A tier is `cpu` (host DRAM), `disk` (local NVMe) or `remote` (a store over the network), in that
 order below the GPU. SIZE is a size in kvplan's syntax (64GiB, 64GB, 28G: kvplan.core.units) for
 the whole deployment (every GPU of one replica together), or a ratio of the GPU KV pool (`2x`, as
 SGLang's `--hicache-ratio`). `auto` (cpu only) asks for the smallest tier past a trace's knee
-(kvplan.offload.mrc). Each engine turns the request into its own flag and its own pool
-(kvplan.offload.pools); the pool is a `TierPool`, the same spec whatever engine made it.
+(kvplan.simulator.mrc). Each engine turns the request into its own flag and its own pool
+(kvplan.engines.offload); the pool is a `TierPool`, the same spec whatever engine made it.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.core.units import parse_bytes
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.core.units import human_bytes, parse_bytes
 
 TIERS = ("cpu", "disk", "remote")  # top to bottom
 MAX_RATIO = 1000.0  # a host tier a thousand times the GPU pool is a typo
@@ -35,8 +36,6 @@ class TierRequest:
             return f"{self.tier}:auto"
         if self.ratio is not None:
             return f"{self.tier}:{self.ratio:g}x"
-        from kvplan.core.units import human_bytes
-
         return f"{self.tier}:{human_bytes(self.size_bytes)}"
 
 
@@ -58,6 +57,15 @@ class TierPool:
     rule: str  # the engine's arithmetic in one line, with its source
     notes: tuple[str, ...] = ()
     in_dev_shm: bool = False  # mapped as a file in /dev/shm (recent vLLM's SharedMmapRegion)
+    flag_kind: str = "args"  # how `flag` is given: "args" (serve flags), "env" (NAME=value), "config" (a.b=value)
+    extra_args: str = ""  # serve flags the tier needs besides its size (a connector to load)
+    holds: str = "prefix"  # what the tier keeps: "prefix" (evicted prefix blocks) or "preempted" (V0's swap space)
+    # (fraction of the host's DRAM, what the engine then does), strictest first: checks the engine itself makes
+    dram_limits: tuple[tuple[float, str], ...] = ()
+
+
+def _bad(message: str, value) -> KvplanError:
+    return KvplanError(f"{arg('offload')} {message}", EXIT_USAGE, param="offload", value=value)
 
 
 def parse_offload(text: str | None) -> tuple[TierRequest, ...]:
@@ -72,31 +80,33 @@ def parse_offload(text: str | None) -> tuple[TierRequest, ...]:
         tier, sep, size = item.partition(":")
         tier = tier.strip().lower()
         if not sep or not size.strip():
-            raise KvplanError(f"--offload expects TIER:SIZE (cpu:64GiB, cpu:2x, disk:2TiB), got {item!r}", EXIT_USAGE)
+            raise _bad(f"expects TIER:SIZE (cpu:64GiB, cpu:2x, disk:2TiB), got {item!r}", text)
         if tier not in TIERS:
-            raise KvplanError(f"--offload tier {tier!r} is not one of {', '.join(TIERS)}", EXIT_USAGE)
+            raise KvplanError(f"{arg('offload')} tier {tier!r} is not one of {', '.join(TIERS)}", EXIT_USAGE,
+                              param="offload", value=text, allowed=TIERS)
         if any(t.tier == tier for t in out):
-            raise KvplanError(f"--offload names the {tier} tier twice", EXIT_USAGE)
-        out.append(_request(tier, size.strip()))
+            raise _bad(f"names the {tier} tier twice", text)
+        out.append(_request(tier, size.strip(), text))
     order = [TIERS.index(t.tier) for t in out]
     if order != sorted(order):
-        raise KvplanError(f"--offload tiers must go down in order ({' then '.join(TIERS)}), got "
-                          f"{', '.join(t.tier for t in out)}", EXIT_USAGE)
+        raise _bad(f"tiers must go down in order ({' then '.join(TIERS)}), got {', '.join(t.tier for t in out)}",
+                   text)
     if any(t.auto for t in out[1:]) or (out[0].auto and out[0].tier != "cpu"):
-        raise KvplanError("--offload auto sizes the cpu tier only (cpu:auto)", EXIT_USAGE)
+        raise _bad("auto sizes the cpu tier only (cpu:auto)", text)
     return tuple(out)
 
 
-def _request(tier: str, size: str) -> TierRequest:
+def _request(tier: str, size: str, text: str) -> TierRequest:
     if size.lower() == "auto":
         return TierRequest(tier, auto=True)
     m = _RATIO_RE.match(size)
     if m:
         ratio = float(m.group(1))
         if not 0 < ratio <= MAX_RATIO:
-            raise KvplanError(f"--offload {tier} ratio must be in (0, {MAX_RATIO:g}], got {size!r}", EXIT_USAGE)
+            raise KvplanError(f"{arg('offload')} {tier} ratio must be in (0, {MAX_RATIO:g}], got {size!r}",
+                              EXIT_USAGE, param="offload", value=text, allowed=(0, MAX_RATIO))
         return TierRequest(tier, ratio=ratio)
-    return TierRequest(tier, size_bytes=parse_bytes(size, f"--offload {tier} size"))
+    return TierRequest(tier, size_bytes=parse_bytes(size, "offload"))
 
 
 @dataclass(frozen=True)
@@ -124,6 +134,6 @@ class Geometry:
         return tokens // per if per else 0
 
 
-def refuse(message: str) -> KvplanError:
+def refuse(message: str, param: str = "offload", value=None) -> KvplanError:
     """A tier kvplan does not size for this engine, with the reason (one line, exit 2)."""
-    return KvplanError(message, EXIT_USAGE)
+    return KvplanError(message, EXIT_USAGE, param=param, value=value)

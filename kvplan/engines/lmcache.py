@@ -12,9 +12,11 @@ is a multiple of it). Whole chunks the buffer holds = int(size x 2^30) // aligne
 
 from __future__ import annotations
 
-from kvplan.offload.tiers import Geometry, TierPool, TierRequest
+from kvplan.planning.offload import Geometry, TierPool, TierRequest
 
 DEFAULT_CHUNK = 256
+# vLLM's serve flag that loads LMCache's connector (as vLLM's docs and tests/fixtures/logs/vllm_qwen3_235b_fp8_tp4_h100.log give it)
+CONNECTOR_ARGS = """--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'"""
 ALIGN = 4096
 
 
@@ -31,4 +33,5 @@ def cpu_pool(req: TierRequest, g: Geometry, chunk_size: int = DEFAULT_CHUNK) -> 
             "(lmcache/v1/cache_engine.py MixedMemoryAllocator)")
     return TierPool("cpu", "LMCache local CPU backend", flag, buffer, g.ranks, buffer * g.ranks, chunks,
                     chunk_size, tokens, g.contexts(tokens), rule,
-                    ("per worker: each GPU's process holds its own buffer of this size",))
+                    ("per worker: each GPU's process holds its own buffer of this size",), flag_kind="env",
+                    extra_args=CONNECTOR_ARGS)

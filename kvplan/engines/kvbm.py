@@ -12,7 +12,7 @@ doubles, as Rust's f64, so the truncation is the engine's to the block.
 
 from __future__ import annotations
 
-from kvplan.offload.tiers import Geometry, TierPool, TierRequest
+from kvplan.planning.offload import TIERS, Geometry, TierPool, TierRequest
 
 ENV = {"cpu": "DYN_KVBM_CPU_CACHE_GB", "disk": "DYN_KVBM_DISK_CACHE_GB", "remote": "DYN_KVBM_OBJECT_NUM_BLOCKS"}
 
@@ -39,4 +39,7 @@ def pool(req: TierRequest, g: Geometry) -> TierPool:
     tokens = blocks * g.block_size
     total = blocks * per_block
     return TierPool(req.tier, f"Dynamo KVBM {req.tier}", flag, total // g.ranks, g.ranks, total, blocks,
-                    g.block_size, tokens, g.contexts(tokens), rule)
+                    g.block_size, tokens, g.contexts(tokens), rule, flag_kind="env")
+
+
+RULES = {tier: pool for tier in TIERS}  # the engines KVBM runs under (vLLM, TensorRT-LLM) offer every tier

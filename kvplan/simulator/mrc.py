@@ -16,6 +16,7 @@ takes the same point over sizes G..C_all.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Iterable, NamedTuple
 
 
@@ -111,8 +112,6 @@ def stack_distances(keys: Iterable) -> Curve:
 
 def lru_hits(keys: Iterable, size: int) -> int:
     """Hits of an LRU cache of `size` blocks, simulated directly (the reference the curve is tested on)."""
-    from collections import OrderedDict
-
     cache: OrderedDict = OrderedDict()
     hits = 0
     for key in keys:

@@ -11,18 +11,17 @@ With one window size the share is 1. `cacheSizeBytesPerToken` is one rank's byte
 
 from __future__ import annotations
 
-from kvplan.offload.tiers import Geometry, TierPool, TierRequest
+from kvplan.core.errors import arg
+from kvplan.planning.offload import Geometry, TierPool, TierRequest, refuse
 
 INT32_MAX = 2**31 - 1
 
 
 def cpu_pool(req: TierRequest, g: Geometry) -> TierPool:
-    from kvplan.offload.tiers import refuse
-
     per_rank = g.whole(req) // g.ranks
     max_tokens = int(per_rank * 1.0 / g.bytes_per_token)  # double arithmetic, truncated to SizeType32
     if max_tokens > INT32_MAX:
-        raise refuse(f"--offload cpu: {max_tokens:,} host tokens per rank overflow TensorRT-LLM's 32-bit "
+        raise refuse(f"{arg('offload')} cpu: {max_tokens:,} host tokens per rank overflow TensorRT-LLM's 32-bit "
                      "token count; give a smaller tier")
     blocks = max(0, max_tokens // g.block_size)
     tokens = blocks * g.block_size
@@ -31,4 +30,4 @@ def cpu_pool(req: TierRequest, g: Geometry) -> TierPool:
     notes = ("the engine logs it as [windowSize=W] {.primaryBlocks=P, .secondayBlocks=S}",)
     return TierPool("cpu", f"trtllm {g.version} host cache", f"kv_cache_config.host_cache_size={per_rank}",
                     per_rank, g.ranks, per_rank * g.ranks, blocks, g.block_size, tokens, g.contexts(tokens),
-                    rule, notes)
+                    rule, notes, flag_kind="config")

@@ -221,3 +221,34 @@ def test_simulate_with_tiers_prices_reloads(tmp_path):
     assert s["offload"]["reload_s_total"] == pytest.approx(cpu["reloaded_bytes_per_gpu"] / 64e9)
     assert doc["meta"]["hit_rate_curve"]["accesses"] == 10_949
     assert b["offload"] == {} and "hit_rate_curve" not in base["meta"]
+
+
+def test_sweep_offload_columns_by_hand():
+    # llama-3.1-8b on one H100 as vLLM sizes it: 64 GiB // (16 x 131,072 B x 1) = 32,768 blocks = 524,288 tokens,
+    # 524,288 // 32,768 = 16 contexts; 16 GPUs is tp 8 x pp 2: no tier sized, with the reason in the row.
+    r = runner.invoke(app, ["sweep", "-m", "llama-3.1-8b", "-c", "32k", "-g", "h100", "--gpu-counts", "1,16",
+                            "--engine", "vllm", "--offload", "cpu:64GiB", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = {row["gpus"]: row for row in json.loads(r.stdout)["plans"]}
+    one = rows[1]
+    assert (one["offload_cpu_tokens"], one["offload_cpu_contexts"], one["offload_cpu_bytes_per_gpu"]) == \
+        (524_288, 16, 64 * GIB)
+    assert one["offload_refused"] is None
+    assert rows[16]["offload_cpu_tokens"] is None and "tensor parallelism only" in rows[16]["offload_refused"]
+
+
+def test_cheapest_offload_by_hand_and_refusals():
+    # llama-3.1-70b at tp 8 (vLLM): 2 x 80 layers x 1 KV head x 128 x 2 B = 40,960 B per token per rank; a block
+    # of the world = 16 x 40,960 x 8 = 5,242,880 B; 512 GiB // that = 104,857 blocks = 1,677,712 tokens.
+    r = runner.invoke(app, ["cheapest", "llama-3.1-70b", "--ctx", "32k", "-n", "16", "--gpu", "h100", "--engine",
+                            "vllm", "--offload", "cpu:512GiB", "--json"])
+    best = json.loads(r.stdout)["meets"][0]
+    assert best["tp"] == 8 and best["pp"] == 1
+    (tier,) = best["offload"]["tiers"]
+    assert (tier["blocks"], tier["tokens"]) == (104_857, 1_677_712)
+    for args, words in ((["--engine", "llama.cpp", "--offload", "cpu:1TiB"], "has no KV offload tier"),
+                        (["--offload", "cpu:auto"], "only simulate"),
+                        (["--engine", "sglang", "--offload", "disk:1TiB"], "L3 storage backends"),
+                        (["--offload", "cpu:1TiB", "--offload-backend", "lmcache"], "does not run under kvplan")):
+        r = runner.invoke(app, ["cheapest", "llama-3.1-8b", "--ctx", "8k", "-n", "1", "--gpu", "h100", *args])
+        assert r.exit_code == 2 and words in r.output, (args, r.output)

@@ -59,23 +59,42 @@ def test_vllm_before_the_size_flag_takes_a_block_count():
 
 
 def test_sglang_hicache_size_and_ratio():
-    # 64 GiB per rank = 68.72 GB -> --hicache-size 68 (whole GB); int(68e9 // 131,072) = 518,798 tokens;
-    # page 1: (518,798 // 1 + 1) x 1 = 518,799 tokens (SGLang always adds one page).
+    # 0.5.23: 64 GiB per rank = 68.72 GB -> --hicache-size 68 (whole GB); int(68e9 // 131,072) = 518,798 tokens;
+    # page 1: (518,798 // 1 + 1) x 1 = 518,799 tokens (one page more, from 0.5.6).
     p = sglang.cpu_pool(CPU64, geo(version="0.5.23", block=1))
     assert (p.tokens, p.flag) == (518_799, "--enable-hierarchical-cache --hicache-size 68")
     assert any("rounded down to 68 GB" in n for n in p.notes)
     # ratio 2 of a 449,648-token pool, page 64: int(449,648 x 2) = 899,296; (899,296 // 64 + 1) x 64 = 899,328.
     p = sglang.cpu_pool(parse_offload("cpu:2x")[0], geo(version="0.5.23", block=64))
     assert p.tokens == 899_328 and p.blocks == 14_052
-    # ratio 0.5: 224,824 -> (224,824 // 64 + 1) x 64 = 224,832 tokens, not above the device pool: SGLang's warning
+    # ratio 0.5: 224,824 -> (224,824 // 64 + 1) x 64 = 224,832 tokens, not above the device pool: a warning (0.5.15 on)
     p = sglang.cpu_pool(parse_offload("cpu:0.5x")[0], geo(version="0.5.23", block=64))
     assert p.tokens == 224_832 and any("L2 cache effectiveness is reduced" in n for n in p.notes)
+
+
+def test_sglang_hicache_by_release():
+    # through 0.5.5 whole pages rounded down: 899,296 - 899,296 % 64 = 899,264 (= 14,051 x 64); 518,798 at page 1
+    assert sglang.cpu_pool(parse_offload("cpu:2x")[0], geo(version="0.5.5", block=64)).tokens == 899_264
+    assert sglang.cpu_pool(CPU64, geo(version="0.4.9", block=1)).tokens == 518_798
+    assert sglang.cpu_pool(parse_offload("cpu:2x")[0], geo(version="0.5.6", block=64)).tokens == 899_328
+    # through 0.5.14 a host pool not larger than the device pool is an assertion: the server does not start
+    with pytest.raises(KvplanError, match="does not start"):
+        sglang.cpu_pool(parse_offload("cpu:0.5x")[0], geo(version="0.5.14", block=64))
+    assert sglang.cpu_pool(parse_offload("cpu:0.5x")[0], geo(version="0.5.15", block=64)).tokens == 224_832
 
 
 def test_trtllm_host_cache_size():
     # host_cache_size = 68,719,476,736 B per rank; / 131,072 = 524,288 tokens; // 32 tokens_per_block = 16,384.
     p = trtllm.cpu_pool(CPU64, geo(version="1.2.0", block=32))
     assert (p.blocks, p.tokens, p.flag) == (16_384, 524_288, "kv_cache_config.host_cache_size=68719476736")
+
+
+def test_trtllm_divides_in_single_precision():
+    # 915 GB per rank: exactly 915e9 / 131,072 = 6,980,895.996 tokens -> 218,152 blocks of 32; TensorRT-LLM holds
+    # 915e9 as the float 915,000,000,512 (windowSizeShare is a float), / 131,072 = 6,980,896.0 -> 218,153 blocks.
+    assert trtllm.f32(915e9) == 915_000_000_512.0
+    p = trtllm.cpu_pool(parse_offload("cpu:915GB")[0], geo(version="1.2.0", block=32))
+    assert p.blocks == 218_153 and 915 * 10**9 // LLAMA8B_BPT // 32 == 218_152
 
 
 def test_lmcache_and_kvbm():
@@ -202,7 +221,7 @@ def test_fit_offload_refusals_and_warnings():
     assert r.exit_code == 0 and "more than gcp-a2-highgpu-1g's DRAM less its reserve" in r.output
     r = runner.invoke(app, ["fit", "gemma-3-27b-it", "--gpu", "h100", "--ctx", "8k", "--engine", "vllm",
                             "--offload", "cpu:64GiB"])
-    assert r.exit_code == 2 and "full-attention and MLA" in r.output
+    assert r.exit_code == 2 and "modelled for full and mla layers" in r.output and "sliding" in r.output
 
 
 def test_simulate_with_tiers_prices_reloads(tmp_path):

@@ -12,7 +12,7 @@ doubles, as Rust's f64, so the truncation is the engine's to the block.
 
 from __future__ import annotations
 
-from kvplan.planning.offload import TIERS, Geometry, TierPool, TierRequest
+from kvplan.planning.offload import Geometry, TIERS, TierPool, TierRequest, check_kinds
 
 ENV = {"cpu": "DYN_KVBM_CPU_CACHE_GB", "disk": "DYN_KVBM_DISK_CACHE_GB", "remote": "DYN_KVBM_OBJECT_NUM_BLOCKS"}
 
@@ -24,6 +24,7 @@ def _decimal_gb(nbytes: int) -> str:
 
 
 def pool(req: TierRequest, g: Geometry) -> TierPool:
+    check_kinds(g)
     per_block = g.block_size * g.bytes_per_token * g.ranks  # summed over the TP workers
     asked = g.whole(req)
     if req.tier == "remote":

@@ -12,7 +12,7 @@ is a multiple of it). Whole chunks the buffer holds = int(size x 2^30) // aligne
 
 from __future__ import annotations
 
-from kvplan.planning.offload import Geometry, TierPool, TierRequest
+from kvplan.planning.offload import Geometry, TierPool, TierRequest, check_kinds
 
 DEFAULT_CHUNK = 256
 # vLLM's serve flag that loads LMCache's connector (as vLLM's docs and tests/fixtures/logs/vllm_qwen3_235b_fp8_tp4_h100.log give it)
@@ -21,6 +21,7 @@ ALIGN = 4096
 
 
 def cpu_pool(req: TierRequest, g: Geometry, chunk_size: int = DEFAULT_CHUNK) -> TierPool:
+    check_kinds(g)
     per_rank = g.whole(req) // g.ranks
     gib = per_rank / 2**30
     buffer = int(gib * 1024**3)

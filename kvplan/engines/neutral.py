@@ -8,7 +8,7 @@ from __future__ import annotations
 from kvplan.engines.base import Capacity, Engine
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.planning.layout import rank_request, whole_answers
-from kvplan.planning.offload import TIERS, Geometry, TierPool, TierRequest
+from kvplan.planning.offload import Geometry, TIERS, TierPool, TierRequest, check_kinds
 from kvplan.planning.plan import (Answers, assemble, budgets, context_cost, gpu_budget, paged_answers, paged_max_context,
                          prepare, prepare_key, usage)
 
@@ -24,6 +24,7 @@ _PREPARED_LIMIT = 1024  # entries; a 100k-plan sweep of 50 models needs about 60
 def page_pool(req: TierRequest, g: Geometry) -> TierPool:
     """kvplan's own offload tier: B bytes for the replica hold B // (page tokens x one rank's bytes per
     token x ranks) whole GPU pages, every rank keeping its shard of every page as in the GPU pool."""
+    check_kinds(g)
     per_block = g.block_size * g.bytes_per_token * g.ranks
     asked = g.whole(req)
     blocks = asked // per_block

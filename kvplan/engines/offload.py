@@ -17,11 +17,10 @@ from typing import NamedTuple
 from kvplan.core.errors import arg
 from kvplan.hardware.hosts import Host
 from kvplan.model.spec import ModelSpec
-from kvplan.planning.offload import Geometry, TierPool, TierRequest, refuse
-from kvplan.planning.plan import Plan, PlanWarning
+from kvplan.planning.offload import FULL_KINDS, Geometry, TierPool, TierRequest, refuse
+from kvplan.planning.plan import Plan, PlanWarning, cache_dtypes
 
 BACKENDS = ("native", "lmcache", "kvbm")
-FULL_KINDS = ("full", "mla")
 
 
 class OffloadPlan(NamedTuple):
@@ -48,15 +47,15 @@ def geometry(engine, plan: Plan, model: ModelSpec) -> Geometry:
         raise refuse(f"{arg('offload')} is modelled for tensor parallelism only (one replica, no {arg('pp')}, "
                      f"{arg('dp')} or {arg('dcp')}): engines size host pools per pipeline stage and data-parallel "
                      "rank in ways kvplan has not read")
-    kinds = {str(layer.kind) for layer in model.layers
-             if layer.elements_per_token(dep.tp) or layer.state_elements(dep.tp)}
-    odd = sorted(kinds - set(FULL_KINDS))
-    if odd:
-        raise refuse(f"{arg('offload')} is modelled for full-attention and MLA caches; {model.name} has "
-                     f"{', '.join(odd)} layers (vLLM's connector needs one page size; hybrid host pools are not read)")
-    return Geometry(engine.name, engine.version or engine.default_version, plan.kv_bytes_per_token_per_gpu, dep.tp,
+    kinds = tuple(sorted({str(layer.kind) for layer in model.layers
+                          if layer.elements_per_token(dep.tp) or layer.state_elements(dep.tp)}))
+    bpt = plan.kv_bytes_per_token_per_gpu  # the pool's cell: every caching layer grows with every token
+    if not set(kinds) <= set(FULL_KINDS):  # a local layer stops growing past its window: its cell, not growth
+        kv = cache_dtypes(plan.request, model)[0]
+        bpt = sum(layer.token_bytes(kv, dep.tp) for layer in model.layers if layer.elements_per_token(dep.tp))
+    return Geometry(engine.name, engine.version or engine.default_version, bpt, dep.tp,
                     plan.request.block_size, max(0, plan.kv_cache_tokens), max(0, plan.kv_memory_bytes_per_gpu),
-                    plan.request.context)
+                    plan.request.context, model.name, kinds)
 
 
 def offload_pools(engine, plan: Plan, model: ModelSpec, tiers: tuple[TierRequest, ...], backend: str = "native",

@@ -121,6 +121,8 @@ class Geometry:
     device_tokens: int  # token slots of the GPU pool (per rank: each rank holds its shard of each)
     device_bytes: int  # the GPU KV pool per rank
     context: int  # one full-length request
+    model: str = ""
+    kinds: tuple[str, ...] = ("full",)  # the kinds of the model's caching layers (kvplan.model.layers.Kind)
 
     def whole(self, req: TierRequest) -> int:
         """The tier's bytes for the whole replica: the size asked, or the ratio times the GPU pool."""
@@ -132,6 +134,18 @@ class Geometry:
         """Full-length requests `tokens` token slots hold, in whole blocks of the GPU page."""
         per = -(-self.context // self.block_size) * self.block_size
         return tokens // per if per else 0
+
+
+FULL_KINDS = ("full", "mla")
+HYBRID_WHY = "the engine's host pool takes one page size; hybrid host pools are not read"
+
+
+def check_kinds(g: Geometry, allowed: tuple[str, ...] = FULL_KINDS, why: str = HYBRID_WHY) -> None:
+    """Refuse a model whose caching layers a rule was not read for (sliding, chunked, recurrent, ...)."""
+    odd = sorted(set(g.kinds) - set(allowed))
+    if odd:
+        raise refuse(f"{arg('offload')} as {g.engine} sizes it is modelled for {' and '.join(allowed)} layers; "
+                     f"{g.model or 'the model'} has {', '.join(odd)} layers ({why})")
 
 
 def refuse(message: str, param: str = "offload", value=None) -> KvplanError:

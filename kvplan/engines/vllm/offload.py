@@ -31,7 +31,7 @@ import json
 
 from kvplan.core.errors import arg
 from kvplan.engines.base import parse_version
-from kvplan.planning.offload import Geometry, TierPool, TierRequest, refuse
+from kvplan.planning.offload import Geometry, TierPool, TierRequest, check_kinds, refuse
 
 V1_DEFAULT_SINCE = (0, 8, 0)
 CONNECTOR_SINCE = (0, 11, 0)
@@ -49,6 +49,7 @@ def cpu_pool(req: TierRequest, g: Geometry, block_size_factor: int = 1) -> TierP
     if v < CONNECTOR_SINCE:
         raise refuse(f"vllm {g.version} (V1) has no CPU KV tier: the OffloadingConnector arrived in 0.11.0 and V0's "
                      f"swap space is gone; choose {arg('engine_version')} 0.11.0 or later, or 0.6.6 for V0's swap")
+    check_kinds(g, why="vLLM's CPUOffloadingSpec asserts one page size for every KV-cache group")
     world_block = g.block_size * block_size_factor * g.bytes_per_token * g.ranks
     asked = g.whole(req)
     notes = []
@@ -81,7 +82,9 @@ def swap_blocks(swap_bytes_per_rank: int, block_size: int, bytes_per_token: int)
 
 
 def swap_pool(req: TierRequest, g: Geometry) -> TierPool:
-    """V0's swap space: `--swap-space` GiB on every GPU's worker (the size asked, split over the ranks)."""
+    """V0's swap space: `--swap-space` GiB on every GPU's worker (the size asked, split over the ranks). Every
+    attention layer's block is full-length in V0 (a sliding-window layer too); V0's MLA cache is not read."""
+    check_kinds(g, ("full", "sliding"), "V0's cache block of an MLA or recurrent layer is not modelled")
     per_rank = g.whole(req) // g.ranks
     gib = per_rank / 2**30
     swap = int(gib * 2**30)

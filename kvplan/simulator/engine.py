@@ -195,9 +195,13 @@ class Engine:
             seq.shared, seq.segs, seq.published = shared, segs, len(segs)
             self.written += woken
         if hit:
-            self.cache.hits += gpu_hit
+            again = self.rec.preemptions[seq.rid] > 0  # its own blocks again: not a prefix shared (vLLM apart too)
+            if again:
+                self.cache.rehits += gpu_hit
+            else:
+                self.cache.hits += gpu_hit
             if lower:
-                self.rec.reloaded(seq.rid, self.cache.promote(lower, hit - gpu_hit, self.full_token))
+                self.rec.reloaded(seq.rid, self.cache.promote(lower, hit - gpu_hit, self.full_token, again))
         seq.computed = hit
         seq.own = need
         self.written += self.m.held(hit) - seq.shared  # a state, if any, is written at once

@@ -31,13 +31,13 @@ class Segment:
 class Tier:
     """One offload tier of the pool: an LRU of segment bytes by key, per rank."""
 
-    __slots__ = ("name", "capacity", "bandwidth", "lru", "used", "hits", "stored", "dropped", "reloaded", "area",
-                 "since", "peak")
+    __slots__ = ("name", "capacity", "bandwidth", "lru", "used", "hits", "rehits", "stored", "dropped", "reloaded",
+                 "area", "since", "peak")
 
     def __init__(self, name: str, capacity: int, bandwidth: float | None):
         self.name, self.capacity, self.bandwidth = name, capacity, bandwidth
         self.lru: OrderedDict = OrderedDict()
-        self.used = self.hits = self.stored = self.dropped = self.reloaded = self.peak = 0
+        self.used = self.hits = self.rehits = self.stored = self.dropped = self.reloaded = self.peak = 0
         self.area = self.since = 0.0
 
     def tick(self, now: float) -> None:
@@ -58,7 +58,10 @@ class PrefixCache:
         self.lru: OrderedDict = OrderedDict()  # idle segments, least recently used first
         self.active = 0
         self.idle = 0
-        self.hits = 0  # prompt tokens served from the cache
+        # prompt tokens served from the cache: on a request's first admission (`hits`), and on its admissions
+        # after a preemption (`rehits`, its own blocks found again), apart as vLLM counts them
+        # (vllm-project/vllm@ace980e6 vllm/v1/core/kv_cache_manager.py get_computed_blocks: preempted=...)
+        self.hits = self.rehits = 0
         self.evicted = 0
 
     def match(self, prefix: tuple, limit: int) -> tuple[list, int]:
@@ -106,9 +109,10 @@ class PrefixCache:
                 return i
         return None
 
-    def promote(self, lower: list, tokens: int, token_bytes: int) -> float:
+    def promote(self, lower: list, tokens: int, token_bytes: int, again: bool = False) -> float:
         """Take `lower`'s segments out of their tiers for a request (`tokens` of them in whole blocks
-        count as hits); the seconds their bytes take over each tier's link."""
+        count as hits, or as `rehits` for a request admitted `again` after a preemption); the seconds
+        their bytes take over each tier's link."""
         seconds, left = 0.0, tokens
         for key, n, i in lower:
             # Making room for the request may have pushed the segment further down (or out) since
@@ -122,7 +126,10 @@ class PrefixCache:
             tier = self.tiers[i]
             got = min(n, left)
             left -= got
-            tier.hits += got
+            if again:
+                tier.rehits += got
+            else:
+                tier.hits += got
             moved = got * token_bytes
             tier.reloaded += moved
             if tier.bandwidth:

@@ -152,14 +152,15 @@ class Recorder:
         self.engine_stats = {
             "steps": self.steps,
             "prefix_cache": cache is not None,
-            "prefix_hit_tokens": cache.hits if cache else 0,
+            "prefix_hit_tokens": cache.hits if cache else 0,  # on first admissions: the prompt's shared prefix
+            "prefix_hit_tokens_preempted": cache.rehits if cache else 0,  # re-admissions finding their own blocks
             "prefix_evictions": cache.evicted if cache else 0,
         }
         self.tiers = []
         if cache is not None and cache.tiers:
             cache.close(t)
             self.tiers = [{"tier": x.name, "capacity_bytes_per_gpu": x.capacity, "link_bytes_per_s": x.bandwidth,
-                           "hit_tokens": x.hits, "reloaded_bytes_per_gpu": x.reloaded, "segments_stored": x.stored,
+                           "hit_tokens": x.hits, "hit_tokens_preempted": x.rehits, "reloaded_bytes_per_gpu": x.reloaded, "segments_stored": x.stored,
                            "segments_dropped": x.dropped, "peak_bytes_per_gpu": x.peak,
                            "mean_bytes_per_gpu": x.area / t if t else 0.0} for x in cache.tiers]
 

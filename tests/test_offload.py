@@ -294,3 +294,33 @@ def test_simulated_prefix_hits_follow_the_lru_curve_and_preemptions_are_apart():
     s = (doc.get("runs") or doc.get("results"))["paged"]["summary"]
     assert s["requests"]["preemptions"] > 0 and s["prefix_cache"]["prefix_hit_tokens_preempted"] > 0
     assert s["prefix_cache"]["hit_rate_pct"] <= doc["meta"]["hit_rate_curve"]["max_hit_pct"]
+
+
+def test_qwen_bailian_layout_16_token_blocks():
+    # The Bailian layout (alibaba-edu/qwen-bailian-usagetraces-anon README): seconds, 16-token hash blocks; a
+    # block's segment is named by every id up to it, and only whole blocks strictly inside the prompt are shared.
+    from kvplan.simulator.blocks import block_accesses
+    from kvplan.simulator.traces import hash_block_tokens, load_trace
+
+    path = FIXTURES / "traces" / "bailian_schema_40.jsonl"
+    reqs, meta = load_trace(str(path))
+    assert meta["format"] == "bailian" and hash_block_tokens("bailian") == 16
+    first = json.loads(path.read_text().splitlines()[0])  # 28 ids, input 435 tokens: (435 - 1) // 16 = 27 shared
+    assert reqs[0].arrival == 0.0 and reqs[0].prompt == first["input_length"] == 435
+    assert len(reqs[0].prefix) == 27 and all(n == 16 for _, n in reqs[0].prefix)
+    assert reqs[0].prefix[2][0] == "/1/2/3"
+    keys = block_accesses(reqs, 16)
+    curve = _brute_equal(keys)
+    assert curve.hits(curve.max_distance) > 0  # follow-up turns and the system prompt are reused
+
+
+def test_simulate_bailian_trace_curve_in_its_own_blocks():
+    trace = FIXTURES / "traces" / "bailian_schema_40.jsonl"
+    r = runner.invoke(app, ["simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(trace), "--kv-cache-memory",
+                            "1GiB", "--offload", "cpu:auto", "--host", "dgx-h100", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    c = doc["meta"]["hit_rate_curve"]
+    assert c["block_tokens"] == 16 and c["knee"]["tokens"] % 16 == 0
+    (cpu,) = doc["meta"]["offload"]["tiers"]
+    assert cpu["bytes_total"] >= c["knee"]["bytes"]  # cpu:auto sizes the tier at the knee, a whole GiB up

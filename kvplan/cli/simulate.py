@@ -38,7 +38,9 @@ from kvplan.report.text import plan_warnings
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.capacity import Target, max_rate
 from kvplan.simulator.engine import EngineConfig, RESERVE_POLICIES
+from kvplan.simulator.blocks import BLOCK_TOKENS
 from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
+from kvplan.simulator.traces import hash_block_tokens
 from kvplan.simulator.session import configs, run_all, shape_trace
 from kvplan.simulator.workload import find_workload, generate
 from kvplan.sources.resolve import resolve_model
@@ -211,7 +213,8 @@ def _with_tiers(base, sim, meta, result, offload, requests, from_trace):
     res, spec, dep, engine = result
     tiers = offload.tiers
     if from_trace:
-        doc, _ = curve_doc(requests, sim.token_bytes() * dep.tp, res.capacity.tokens)
+        doc, _ = curve_doc(requests, sim.token_bytes() * dep.tp, res.capacity.tokens,
+                           hash_block_tokens(meta.get("trace_format")) or BLOCK_TOKENS)
         meta["hit_rate_curve"] = doc
         if any(t.auto for t in tiers):
             tiers, size = auto_tiers(doc, tiers)

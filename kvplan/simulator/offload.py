@@ -19,9 +19,11 @@ GIB = 2**30
 POINT_STEP = 1.08  # the curve's sizes, 8% apart
 
 
-def curve_doc(requests, bytes_per_token_all_gpus: int, gpu_pool_tokens: int) -> tuple[dict, Curve]:
-    """The trace's LRU hit-rate curve as --json and the page show it, and the Curve itself."""
-    curve = stack_distances(block_accesses(requests))
+def curve_doc(requests, bytes_per_token_all_gpus: int, gpu_pool_tokens: int,
+              block_tokens: int = BLOCK_TOKENS) -> tuple[dict, Curve]:
+    """The trace's LRU hit-rate curve as --json and the page show it, and the Curve itself, in blocks of
+    `block_tokens` (the trace's hash block: Mooncake's 512, Qwen Bailian's 16; 512 for kvplan's own)."""
+    curve = stack_distances(block_accesses(requests, block_tokens))
     cum = curve.cumulative()
     n = max(1, curve.accesses)
     sizes, c = [], 1
@@ -29,15 +31,15 @@ def curve_doc(requests, bytes_per_token_all_gpus: int, gpu_pool_tokens: int) -> 
         sizes.append(c)
         c = max(c + 1, int(c * POINT_STEP))
     sizes.append(curve.max_distance)
-    unit = BLOCK_TOKENS * bytes_per_token_all_gpus
+    unit = block_tokens * bytes_per_token_all_gpus
 
     def point(blocks: int) -> dict:
         b = min(blocks, curve.max_distance)
-        return {"blocks": blocks, "tokens": blocks * BLOCK_TOKENS, "bytes": blocks * unit,
+        return {"blocks": blocks, "tokens": blocks * block_tokens, "bytes": blocks * unit,
                 "hit_pct": 100.0 * cum[b] / n if b >= 0 else 0.0}
 
-    knee = curve.knee(gpu_pool_tokens // BLOCK_TOKENS)
-    return {"block_tokens": BLOCK_TOKENS, "accesses": curve.accesses, "cold_misses": curve.cold,
+    knee = curve.knee(gpu_pool_tokens // block_tokens)
+    return {"block_tokens": block_tokens, "accesses": curve.accesses, "cold_misses": curve.cold,
             "max_hit_pct": 100.0 * cum[-1] / n, "gpu_pool_tokens": gpu_pool_tokens,
             "knee": point(knee), "for_pct_of_max": {str(f): point(curve.size_for(f / 100)) for f in (90, 95, 99)},
             "points": [[p["tokens"], p["bytes"], round(p["hit_pct"], 4)] for p in map(point, sizes)]}, curve

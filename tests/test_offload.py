@@ -188,8 +188,11 @@ def test_host_profiles_load_and_errors(tmp_path):
     from kvplan.hardware.hosts import bundled_hosts, find_host, load_host_file
 
     hosts = bundled_hosts()
-    assert {"dgx-h100", "dgx-h200", "gb200-nvl72-tray", "aws-p5-48xlarge", "gcp-a2-highgpu-1g"} <= set(hosts)
+    assert {"dgx-h100", "dgx-h200", "gb200-nvl72-tray"} <= set(hosts)
     assert find_host("HGX H100").key == "dgx-h100"
+    for host in hosts.values():  # every figure from the cited page, or an estimate with its rule
+        assert host.source and all(rule for _, rule in host.estimates)
+        assert host.confidence == "low" or not any(f == "dram_bytes" for f, _ in host.estimates)
     bad = tmp_path / "h.yaml"
     bad.write_text("key: x\nname: y\ndram_bytes: 2TB\ngpus: 8\nhost_link: {type: PCIe, per_gpu_bytes_per_s: 1}\n"
                    "source: s\nconfidence: high\n")
@@ -212,13 +215,16 @@ def test_fit_offload_json_and_emit():
     assert "--kv-offloading-size 64.0" in out["emit"]
 
 
-def test_fit_offload_refusals_and_warnings():
+def test_fit_offload_refusals_and_warnings(tmp_path):
     r = runner.invoke(app, ["fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "32k", "--engine", "vllm",
                             "--offload", "disk:1TiB"])
     assert r.exit_code == 2 and "CPU tier only" in r.output
+    small = tmp_path / "vm.yaml"  # a one-GPU VM of 85 GiB: a 96 GiB tier does not fit in its DRAM less 10 GiB
+    small.write_text("key: small-vm\nname: a small VM\ndram_bytes: 91268055040\ngpus: 1\n"
+                     "host_link: {type: PCIe Gen4 x16, per_gpu_bytes_per_s: 32000000000}\nsource: test\nconfidence: low\n")
     r = runner.invoke(app, ["fit", "llama-3.1-8b", "--gpu", "a100-40", "--ctx", "8k", "--engine", "sglang",
-                            "--offload", "cpu:96GiB", "--host", "gcp-a2-highgpu-1g"])
-    assert r.exit_code == 0 and "more than gcp-a2-highgpu-1g's DRAM less its reserve" in r.output
+                            "--offload", "cpu:96GiB", "--host", str(small)])
+    assert r.exit_code == 0 and "more than small-vm's DRAM less its reserve" in r.output
     r = runner.invoke(app, ["fit", "gemma-3-27b-it", "--gpu", "h100", "--ctx", "8k", "--engine", "vllm",
                             "--offload", "cpu:64GiB"])
     assert r.exit_code == 2 and "modelled for full and mla layers" in r.output and "sliding" in r.output

@@ -27,8 +27,8 @@ OffloadOpt = Annotated[Optional[str], typer.Option(
 OffloadBackendOpt = Annotated[str, typer.Option(
     "--offload-backend", help=f"Who keeps the tiers: {', '.join(BACKENDS)} (native: the engine's own; kvbm: Dynamo).")]
 HostOpt = Annotated[Optional[str], typer.Option(
-    "--host", help="Host profile: a bundled server (`kvplan` ships dgx-h100, dgx-h200, gb200-nvl72-tray, "
-                   "aws-p5-48xlarge, gcp-a2-highgpu-1g) or a YAML file: DRAM, links, NVMe, NIC.")]
+    "--host", help="Host profile: a bundled server (dgx-h100, dgx-h200, gb200-nvl72-tray) or a YAML file "
+                   "(kvplan/hardware/hosts/README.md): DRAM, links, NVMe, NIC.")]
 
 
 class Offload(NamedTuple):
@@ -64,7 +64,10 @@ def say(op: OffloadPlan) -> None:
            f"pages of {g.block_size}, {g.ranks} GPU(s); SIZE is for the whole deployment")
     if host is not None:
         stderr(f"note: host {host.key}: {host.dram_bytes / 2**30:,.0f} GiB DRAM less a {host.ram_reserve_bytes / 2**30:g}"
-               f" GiB reserve, {host.link_type} at {host.link_bytes_per_s / 1e9:g} GB/s per GPU")
+               f" GiB reserve, {host.link_type} at {host.link_bytes_per_s / 1e9:g} GB/s per GPU (confidence "
+               f"{host.confidence})")
+        for field, rule in host.estimates:
+            stderr(f"note: host {host.key}: {field} is an estimate: {rule}")
     for p in op.tiers:
         stderr(f"note: {p.tier}: {p.rule}")
         for n in p.notes:

@@ -18,7 +18,9 @@ from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 from kvplan.hardware.gpus import CONFIDENCE_LEVELS, MAX_YAML_BYTES, load_yaml_strict
 
 _REQUIRED = ("key", "name", "dram_bytes", "gpus", "host_link", "source", "confidence")
-_OPTIONAL = ("aliases", "ram_reserve_bytes", "dev_shm_bytes", "nvme", "nic", "notes")
+_OPTIONAL = ("aliases", "ram_reserve_bytes", "dev_shm_bytes", "nvme", "nic", "notes", "estimates")
+_FIGURES = ("dram_bytes", "ram_reserve_bytes", "dev_shm_bytes", "host_link.per_gpu_bytes_per_s", "nvme.capacity_bytes",
+            "nvme.read_bytes_per_s", "nvme.write_bytes_per_s", "nic.bytes_per_s")
 _LINK = ("type", "per_gpu_bytes_per_s")
 _NVME = ("capacity_bytes", "read_bytes_per_s", "write_bytes_per_s")
 _NIC = ("type", "bytes_per_s")
@@ -49,6 +51,7 @@ class Host:
     confidence: str
     notes: str
     path: str
+    estimates: tuple[tuple[str, str], ...] = ()  # (field, the rule it was estimated by): figures no cited page gives
 
     @property
     def ram_for_kv_bytes(self) -> int:
@@ -128,6 +131,10 @@ class _Checker:
         if d["confidence"] not in CONFIDENCE_LEVELS:
             self.fail(f"field 'confidence' must be one of {', '.join(CONFIDENCE_LEVELS)}, got {_show(d['confidence'])}")
         notes = d.get("notes")
+        estimates = d.get("estimates") or {}
+        if not isinstance(estimates, dict) or not all(k in _FIGURES and isinstance(v, str) and v.strip()
+                                                      for k, v in estimates.items()):
+            self.fail(f"field 'estimates' must map figures ({', '.join(_FIGURES)}) to the rule each was estimated by")
         return Host(
             key=key, name=self.text("name", d["name"]), aliases=tuple(a.strip() for a in aliases), dram_bytes=dram,
             gpus=self.pos_int("gpus", d["gpus"], 1024), link_type=self.text("host_link.type", link["type"]),
@@ -139,7 +146,8 @@ class _Checker:
             nic_type=self.text("nic.type", nic["type"]) if nic else None,
             nic_bytes_per_s=self.pos_int("nic.bytes_per_s", nic["bytes_per_s"]) if nic else None,
             source=self.text("source", d["source"]), confidence=d["confidence"],
-            notes="" if notes is None else self.text("notes", notes), path=self.path)
+            notes="" if notes is None else self.text("notes", notes), path=self.path,
+            estimates=tuple((k, v.strip()) for k, v in estimates.items()))
 
 
 def _norm(name: str) -> str:

@@ -95,7 +95,8 @@ def _warnings(g: Geometry, pools: list[TierPool], host: Host | None) -> list[Pla
                 break
     shm = sum(p.bytes_total for p in pools if p.in_dev_shm)
     if shm > host.dev_shm_bytes:
-        out.append(PlanWarning(f"the cpu tier is mapped in /dev/shm (vLLM's SharedMmapRegion): {{}} exceed {host.key}'s "
+        out.append(PlanWarning(f"the cpu tier may be mapped in /dev/shm (vLLM's SharedMmapRegion, in its source after "
+                               f"0.14.0): {{}} exceed {host.key}'s "
                                "/dev/shm of {} (containers: raise its size)", (shm, host.dev_shm_bytes),
                                ("bytes", "bytes")))
     for p in pools:

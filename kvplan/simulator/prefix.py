@@ -41,8 +41,9 @@ class Tier:
         self.area = self.since = 0.0
 
     def tick(self, now: float) -> None:
-        self.area += self.used * (now - self.since)
-        self.since = now
+        if now != self.since:
+            self.area += self.used * (now - self.since)
+            self.since = now
 
 
 class PrefixCache:
@@ -51,6 +52,7 @@ class PrefixCache:
 
     def __init__(self, block_size: int, block_bytes: int, tiers: tuple = ()):
         self.tiers = [Tier(*t) for t in tiers]  # (name, capacity bytes per rank, link bytes/s or None)
+        self.where: dict = {}  # key -> index of the tier holding it (a key is in one tier at most)
         self.now = 0.0
         self.block_size = block_size
         self.block_bytes = block_bytes
@@ -83,31 +85,38 @@ class PrefixCache:
         """`match`, continued into the lower tiers: (GPU segments, tokens covered in whole blocks,
         [(key, tokens, tier index)] of the segments that follow in lower tiers, the GPU's share of
         the covered tokens)."""
-        found, end, gpu_end = [], 0, 0
-        lower: list = []
-        for key, n in prefix:
+        found, end = [], 0
+        get = self.segments.get
+        it = iter(prefix)
+        nxt = None
+        for key, n in it:
             if end + n > limit:
                 break
-            if not lower:
-                seg = self.segments.get(key)
-                if seg is not None:
-                    found.append(seg)
-                    end += n
-                    gpu_end = end
-                    continue
-            where = self._tier_of(key)
-            if where is None:
+            seg = get(key)
+            if seg is None:
+                nxt = (key, n)
                 break
-            lower.append((key, n, where))
+            found.append(seg)
             end += n
+        gpu_end = end
+        lower: list = []
+        if nxt is not None and self.where:
+            where = self.where.get
+            key, n = nxt
+            while True:
+                i = where(key)
+                if i is None:
+                    break
+                lower.append((key, n, i))
+                end += n
+                nxt = next(it, None)
+                if nxt is None:
+                    break
+                key, n = nxt
+                if end + n > limit:
+                    break
         b = self.block_size
-        return found, end // b * b, lower, min(gpu_end // b * b, end // b * b)
-
-    def _tier_of(self, key) -> int | None:
-        for i, tier in enumerate(self.tiers):
-            if key in tier.lru:
-                return i
-        return None
+        return found, end // b * b, lower, gpu_end // b * b
 
     def promote(self, lower: list, tokens: int, token_bytes: int, again: bool = False) -> float:
         """Take `lower`'s segments out of their tiers for a request (`tokens` of them in whole blocks
@@ -117,12 +126,7 @@ class PrefixCache:
         for key, n, i in lower:
             # Making room for the request may have pushed the segment further down (or out) since
             # lookup(): it is taken from where it is now, and read over the link it was found behind.
-            for below in self.tiers[i:]:
-                nbytes = below.lru.pop(key, None)
-                if nbytes is not None:
-                    below.tick(self.now)
-                    below.used -= nbytes
-                    break
+            self._take(key)
             tier = self.tiers[i]
             got = min(n, left)
             left -= got
@@ -136,24 +140,46 @@ class PrefixCache:
                 seconds += moved / tier.bandwidth
         return seconds
 
-    def _demote(self, key, nbytes: int, i: int) -> None:
-        """`key`'s segment enters tier i (most recent); what the tier cannot hold goes one down."""
-        while i < len(self.tiers):
+    def _take(self, key) -> None:
+        """`key`'s segment leaves the tier holding it, if any."""
+        i = self.where.pop(key, None)
+        if i is not None:
             tier = self.tiers[i]
-            if nbytes > tier.capacity:
-                i += 1
-                continue
             tier.tick(self.now)
-            tier.lru[key] = nbytes
-            tier.used += nbytes
-            tier.stored += 1
-            while tier.used > tier.capacity:
-                k, b = tier.lru.popitem(last=False)
-                tier.used -= b
-                tier.dropped += 1
-                self._demote(k, b, i + 1)
-            tier.peak = max(tier.peak, tier.used)
-            return
+            tier.used -= tier.lru.pop(key)
+
+    def _demote(self, items: list, i: int = 0) -> None:
+        """`items` [(key, bytes)], least recent first, enter tier i as its most recent; what a tier cannot
+        hold goes one down, least recent first (out below the last). All at once per tier: inserting
+        them one by one and trimming after each leaves the same blocks, as trimming only ever pops the
+        least recent (a segment larger than a whole tier skips it)."""
+        tiers, where, now = self.tiers, self.where, self.now
+        while items and i < len(tiers):
+            tier = tiers[i]
+            tier.tick(now)
+            lru, cap, down = tier.lru, tier.capacity, []
+            used, stored = tier.used, 0
+            for key, nbytes in items:
+                if nbytes > cap:
+                    down.append((key, nbytes))
+                    continue
+                lru[key] = nbytes
+                where[key] = i
+                used += nbytes
+                stored += 1
+            if used > cap:
+                pop = lru.popitem
+                while used > cap:
+                    item = pop(False)
+                    del where[item[0]]
+                    used -= item[1]
+                    down.append(item)
+            tier.dropped += len(down) - (len(items) - stored)
+            tier.stored += stored
+            tier.used = used
+            if used > tier.peak:
+                tier.peak = used
+            items, i = down, i + 1
 
     def close(self, now: float) -> None:
         for tier in self.tiers:
@@ -189,11 +215,8 @@ class PrefixCache:
         bytes from the sequence to the cache); None when another sequence published it first."""
         if key in self.segments:
             return None
-        for tier in self.tiers:  # computed again while a copy sat below: the GPU's copy is the one kept
-            nbytes = tier.lru.pop(key, None)
-            if nbytes is not None:
-                tier.tick(self.now)
-                tier.used -= nbytes
+        if self.where:  # computed again while a copy sat below: the GPU's copy is the one kept
+            self._take(key)
         b = self.block_size
         seg = Segment(key, (end // b - start // b) * self.block_bytes)
         self.segments[key] = seg
@@ -204,12 +227,15 @@ class PrefixCache:
     def evict(self, nbytes: int) -> int:
         """Drop idle segments, least recently used first, until `nbytes` are freed or none is left."""
         freed = 0
+        down = [] if self.tiers else None
         while freed < nbytes and self.lru:
             key, seg = self.lru.popitem(last=False)
             del self.segments[key]
             self.idle -= seg.nbytes
             freed += seg.nbytes
             self.evicted += 1
-            if self.tiers and seg.nbytes:
-                self._demote(key, seg.nbytes, 0)
+            if down is not None and seg.nbytes:
+                down.append((key, seg.nbytes))
+        if down:
+            self._demote(down)
         return freed

@@ -13,16 +13,23 @@
 * 0.8.0 to 0.10.x (V1 by default): no CPU tier until the connector.
 * 0.11.0 to 0.13.x: the OffloadingConnector, `--kv-transfer-config` with extra_config
   `num_cpu_blocks`, the blocks every rank allocates (vLLM's offloading blog, "For older releases").
-  kvplan picks that count as bytes // the whole-deployment block bytes (below).
-* 0.14.0 on: `--kv-offloading-size GiB` (float, the whole deployment) with `--kv-offloading-backend
-  native`; `VllmConfig._post_init_kv_transfer_config` (vllm/config/vllm.py) sets `cpu_bytes_to_use =
-  kv_offloading_size * (1 << 30)` (PR #24498). `CPUOffloadingSpec.__init__`
-  (vllm-project/vllm@02fcc613, vllm/v1/kv_offload/cpu.py): `kv_bytes_per_block = page_size_bytes *
-  len(kv_cache_tensors) * world_size`, one page size for every group (hybrid models are asserted
-  away); `num_blocks = int(cpu_bytes_to_use) // (kv_bytes_per_block * block_size_factor)`. The
-  factor is the offloaded block over the GPU block (vllm/v1/kv_offload/spec.py@0072b0b7), 1 by
-  default. `page_size_bytes * len(kv_cache_tensors)` is one rank's bytes of one GPU block across its
-  layers: block_size x that rank's bytes per token. The region is one shared mapping in /dev/shm.
+  kvplan picks that count as bytes // the whole-deployment block bytes (below). 0.13.0 already has
+  `--kv-offloading-size`, but its native path writes `num_cpu_blocks: 0` (config/vllm.py: "the actual
+  calculation for num_cpu_blocks should be done after the model's KV cache is initialized"), which
+  0.13.0's CPUOffloadingSpec refuses ("num_cpu_blocks must be specified"): read in the 0.13.0 wheel.
+* 0.14.0 on (the 0.14.0 wheel): `--kv-offloading-size GiB` (float, "the total buffer size summed across
+  all TP ranks", config/cache.py) with `--kv-offloading-backend native` (the default);
+  `VllmConfig._post_init_kv_transfer_config` (config/vllm.py) sets `cpu_bytes_to_use =
+  kv_offloading_size * (1 << 30)`, and `CPUOffloadingSpec.__init__` (v1/kv_offload/cpu.py; also
+  vllm-project/vllm@02fcc613): `kv_bytes_per_block = page_size_bytes * len(kv_cache_tensors) *
+  world_size`, one page size for every group (asserted), `num_blocks = int(cpu_bytes_to_use) //
+  (kv_bytes_per_block * offloaded_block_size // gpu_block_size)`; the offloaded block is extra_config
+  `block_size`, the GPU block by default (v1/kv_offload/spec.py). `page_size_bytes *
+  len(kv_cache_tensors)` is one rank's bytes of one GPU block across its layers: block_size x that
+  rank's bytes per token. 0.14.0 holds the blocks in pinned tensors (v1/kv_offload/worker/cpu_gpu.py);
+  vLLM's later source maps one region for every rank at /dev/shm/vllm_offload_{instance_id}.mmap
+  (`SharedMmapRegion`), so from 0.15.0 kvplan checks the tier against /dev/shm: the first release with
+  the mapping is not pinned (kvplan read no wheel between 0.14.0 and it).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from kvplan.planning.offload import Geometry, TierPool, TierRequest, check_kinds
 V1_DEFAULT_SINCE = (0, 8, 0)
 CONNECTOR_SINCE = (0, 11, 0)
 SIZE_FLAG_SINCE = (0, 14, 0)
+DEV_SHM_SINCE = (0, 15, 0)  # not pinned: after 0.14.0 (pinned tensors), by vLLM's 2026 source (module docstring)
 DEFAULT_SWAP_GIB = 4
 # vllm/config.py CacheConfig.verify_with_parallel_config: swap x tp against the host's total memory
 SWAP_LIMITS = ((0.7, "vLLM refuses to start (Too large swap space)"), (0.4, "vLLM warns (Possibly too large swap space)"))
@@ -73,7 +81,7 @@ def cpu_pool(req: TierRequest, g: Geometry, block_size_factor: int = 1) -> TierP
     tokens = blocks * g.block_size * block_size_factor
     return TierPool("cpu", f"vllm {g.version} OffloadingConnector", flag, total // g.ranks, g.ranks, total,
                     blocks, g.block_size * block_size_factor, tokens, g.contexts(tokens), rule, tuple(notes),
-                    in_dev_shm=v >= SIZE_FLAG_SINCE)
+                    in_dev_shm=v >= DEV_SHM_SINCE)
 
 
 def swap_blocks(swap_bytes_per_rank: int, block_size: int, bytes_per_token: int) -> int:

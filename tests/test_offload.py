@@ -330,3 +330,37 @@ def test_simulate_bailian_trace_curve_in_its_own_blocks():
     assert c["block_tokens"] == 16 and c["knee"]["tokens"] % 16 == 0
     (cpu,) = doc["meta"]["offload"]["tiers"]
     assert cpu["bytes_total"] >= c["knee"]["bytes"]  # cpu:auto sizes the tier at the knee, a whole GiB up
+
+
+def test_tiers_take_a_batch_of_evictions_as_one_at_a_time():
+    # PrefixCache._demote inserts a GPU eviction's segments into each tier at once and trims after; a reference that
+    # inserts one segment at a time into two LRU tiers, trimming after each, must leave the same keys in the same
+    # order in each tier (equal segment sizes, as a model's pages are).
+    from collections import OrderedDict
+
+    from kvplan.simulator.prefix import PrefixCache
+
+    rng = random.Random(3)
+    cache = PrefixCache(16, 1, (("cpu", 40, None), ("disk", 100, None)))
+    ref = [OrderedDict(), OrderedDict()]
+
+    def one(key, i=0):
+        while i < 2:
+            ref[i][key] = 4
+            if sum(ref[i].values()) <= (40, 100)[i]:
+                return
+            key, _ = ref[i].popitem(last=False)
+            i += 1
+
+    for batch in range(200):
+        items = [(f"k{batch}-{j}", 4) for j in range(rng.randint(1, 12))]
+        cache._demote(list(items))
+        for key, _ in items:
+            one(key)
+        if rng.random() < 0.3 and cache.where:  # a segment promoted back to the GPU leaves its tier
+            key = rng.choice(list(cache.where))
+            cache._take(key)
+            for r in ref:
+                r.pop(key, None)
+    assert [list(t.lru) for t in cache.tiers] == [list(r) for r in ref]
+    assert all(cache.tiers[i].used == sum(ref[i].values()) for i in range(2))

@@ -11,8 +11,10 @@
   when `swap_space_bytes x tp` exceeds 70% of the host's total memory ("Too large swap space") and
   warns above 40% ("Possibly too large swap space").
 * 0.8.0 to 0.10.x (V1 by default): no CPU tier until the connector.
-* 0.11.0 to 0.13.x: the OffloadingConnector, `--kv-transfer-config` with extra_config
-  `num_cpu_blocks`, the blocks every rank allocates (vLLM's offloading blog, "For older releases").
+* 0.11.0 to 0.13.x: the OffloadingConnector (registered in kv_connector/factory.py and
+  v1/kv_offload/ in the 0.11.0 wheel, absent from the 0.10.2 wheel), `--kv-transfer-config` with
+  extra_config `num_cpu_blocks`, the blocks every rank allocates (v1/kv_offload/cpu.py; vLLM's
+  offloading blog, "For older releases").
   kvplan picks that count as bytes // the whole-deployment block bytes (below). 0.13.0 already has
   `--kv-offloading-size`, but its native path writes `num_cpu_blocks: 0` (config/vllm.py: "the actual
   calculation for num_cpu_blocks should be done after the model's KV cache is initialized"), which

@@ -149,7 +149,7 @@ def calibrate(records: list[dict]) -> dict:
     from kvplan.engines.vllm import non_torch as vllm_non_torch
     from kvplan.engines.vllm import overhead as vllm_overhead
     from kvplan.engines.base import parse_version
-    from kvplan.hardware.gpus import find_gpu
+    from kvplan.hardware.gpus import GPU, find_gpu
 
     act_x, act_y, cg_x, cg_y = [], [], [], []
     cg_graphs: list[tuple] = []  # (FA accumulator bytes, further graphs, layers, printed estimate)
@@ -177,8 +177,11 @@ def calibrate(records: list[dict]) -> dict:
         era = "" if vllm_non_torch.graph_profile_residue(v) else "_v011"
         sort_sampler = vllm_overhead.sort_sampler(v)  # the sampler's per-logit cost
         if "non_torch_gib" in rep:
+            # a record without its GPU: the corpus's machine, an HGX H100 (as check-log assumes without --gpu)
+            fi_gpu = (find_gpu(rec["gpu"]) if rec.get("gpu")
+                      else vllm_non_torch.corpus_gpu(GPU.of_memory("log", "GPU from the log", 80 * GIB, "a record")))
             fi_ws = vllm_non_torch.fi_allreduce_workspace(v, tp, model.hidden_size, vllm_non_torch.dtype_bytes(model),
-                                                          t, pp, 1, eager, rec.get("gpu") or "")
+                                                          t, pp, 1, eager, fi_gpu)
             key = ("tp" if tp > 1 else "pp" if pp > 1 else "single") + era
             nt[key].append(rep["non_torch_gib"].value * GIB - fi_ws)
         if "activation_peak_gib" in rep and pp == 1:

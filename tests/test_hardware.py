@@ -188,6 +188,18 @@ def test_user_profile_minimal_fields(tmp_path):
     gpu = load_gpus([tmp_path])["my-gpu"]
     assert gpu.aliases == () and dict(gpu.dense_flops) == {} and gpu.interconnect_type is None
     assert gpu.tdp_w is None and gpu.price_per_hour is None and gpu.notes == ""
+    # no hardware facts: None, never a default (engines state what they assume: tests/test_gpu_facts.py)
+    assert gpu.compute_capability is gpu.capability is gpu.device_name is gpu.interconnect_kind is None
+    assert gpu.fp8 is gpu.fp4 is gpu.architecture is gpu.memory_kind is None
+
+
+def test_user_profile_with_facts(tmp_path):
+    facts = {**BASE, "vendor": "AMD", "architecture": "cdna3", "compute_capability": "gfx942", "memory_kind": "hbm3",
+             "fp8": True, "fp4": False, "device_name": "AMD Instinct MI300X",
+             "interconnect": {"type": "xGMI", "kind": "xgmi", "domain": 8, "pcie_gen": 5, "pcie_lanes": 16}}
+    gpu = load_gpus([write_profile(tmp_path, facts).parent])["my-gpu"]
+    assert (gpu.capability, gpu.memory_kind, gpu.interconnect_kind, gpu.interconnect_domain) == ((9, 4), "HBM3", "xgmi", 8)
+    assert (gpu.pcie_gen, gpu.pcie_lanes, gpu.fp8, gpu.fp4) == (5, 16, True, False)
 
 
 @pytest.mark.parametrize("make", [lambda p: p / "nope", lambda p: write_profile(p, BASE)])
@@ -221,6 +233,23 @@ def _without(field):
         ({**BASE, "interconnect": {"type": "x", "per_dir_bytes_per_s": 0}}, "interconnect.per_dir_bytes_per_s",
          "positive"),
         ({**BASE, "memory_usable_source": "nvidia-smi"}, "memory_usable_source", "'measured:' or 'estimate:'"),
+        # the hardware facts (README "Hardware facts"): typed, and agreeing with the vendor and dense_flops
+        ({**BASE, "vendor": "NVIDIA", "compute_capability": 9.0}, "compute_capability", 'quoted string like "9.0"'),
+        ({**BASE, "vendor": "NVIDIA", "compute_capability": "gfx942"}, "compute_capability", "major.minor"),
+        ({**BASE, "vendor": "AMD", "compute_capability": "9.4"}, "compute_capability", 'gfx target like "gfx942"'),
+        ({**BASE, "compute_capability": "sm90"}, "compute_capability", '"9.0" or "gfx942"'),
+        ({**BASE, "architecture": "Hopper"}, "architecture", "lowercase name"),
+        ({**BASE, "memory_kind": "HMB3"}, "memory_kind", "one of HBM2"),
+        ({**BASE, "fp8": "yes"}, "fp8", "true or false"),
+        ({**BASE, "dense_flops": {"fp8": 10**15}, "fp8": False}, "fp8", "gives an fp8 rate"),
+        ({**BASE, "device_name": ""}, "device_name", "non-empty string"),
+        ({**BASE, "interconnect": {"type": "x", "kind": "nvlink"}}, "interconnect.kind", "one of nvswitch"),
+        ({**BASE, "interconnect": {"type": "x", "kind": "nvswitch"}}, "interconnect.kind", "NVIDIA fabric"),
+        ({**BASE, "vendor": "NVIDIA", "interconnect": {"type": "x", "kind": "pcie", "domain": 8}},
+         "interconnect.domain", "a 'pcie' fabric"),
+        ({**BASE, "interconnect": {"type": "x", "domain": 0}}, "interconnect.domain", "positive integer"),
+        ({**BASE, "interconnect": {"type": "x", "pcie_lanes": 12}}, "interconnect.pcie_lanes", "1, 2, 4, 8, 16"),
+        ({**BASE, "interconnect": {"type": "x", "bandwidth": 1}}, "interconnect", "'kind', 'domain'"),
         ({**BASE, "memory_usable_above_torch": "yes"}, "memory_usable_above_torch", "true or false"),
         ({**BASE, "key": "My GPU"}, "key", "lowercase"),
         ({**BASE, "aliases": [4090]}, "aliases", "list of strings"),

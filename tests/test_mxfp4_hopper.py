@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.engines.vllm.overhead import weights_repack_extra
+from kvplan.hardware.gpus import find_gpu
 
 
 def test_gpt_oss_20b_one_h100():
@@ -18,7 +19,7 @@ def test_gpt_oss_20b_one_h100():
     #   checkpoint 3 x 2880 x 2880 x 17/32 = 13,219,200; biases to fp32: 2 x (5760 + 2880) = 17,280
     #   extra = 13,995,520 - 13,219,200 + 17,280 = 793,600; x 768 = 609,484,800 B (0.568 GiB).
     # The corpus: 13.64 GiB loaded (llm-d, v0.19.0) and 13.47 (llm-d-benchmark, v0.11.0).
-    assert weights_repack_extra(find_in_catalog("gpt-oss-20b"), 1, "h100-sxm") == 793_600 * 768
+    assert weights_repack_extra(find_in_catalog("gpt-oss-20b"), 1, find_gpu("h100-sxm")) == 793_600 * 768
 
 
 def test_gpt_oss_20b_tp2_h100_includes_vllms_own_padding():
@@ -26,7 +27,7 @@ def test_gpt_oss_20b_tp2_h100_includes_vllms_own_padding():
     # w2 736 x 2880 -> 768 x 3072; scales 2944 x 90 -> 3072 x 90, 2880 x 46 -> 3072 x 46;
     # checkpoint 3 x 1440 x 2880 x 17/32 = 6,609,600; biases 2 x (2944 + 2880) = 11,648.
     per = (1472 * 3072 + 768 * 3072 + 3072 * 90 + 3072 * 46) - 6_609_600 + 11_648
-    assert weights_repack_extra(find_in_catalog("gpt-oss-20b"), 2, "h100-sxm") == per * 768
+    assert weights_repack_extra(find_in_catalog("gpt-oss-20b"), 2, find_gpu("h100-sxm")) == per * 768
 
 
 def test_a100_marlin_padding_is_vllms_create_weights_arithmetic():
@@ -42,15 +43,15 @@ def test_a100_marlin_padding_is_vllms_create_weights_arithmetic():
     #   extra 1,195,264 x 32 experts x 24 layers = 917,962,752 B (0.855 GiB).
     model = find_in_catalog("gpt-oss-20b")
     assert 9_609_216 + 11_776 + 4_804_608 + 6_144 - (8_812_800 + 11_520 + 4_406_400 + 5_760) == 1_195_264
-    assert weights_repack_extra(model, 1, "a100-sxm-80") == 1_195_264 * 768
+    assert weights_repack_extra(model, 1, find_gpu("a100-sxm-80")) == 1_195_264 * 768
     # tp 2 on A100: I/tp = 1440 -> 1536 (% 128), H 2880 -> 3072:
     #   padded 2x1536x1632 + 4x1536 + 3072x(768 + 48) + 6144 = 5,013,504 + 6,144 + 2,506,752 + 6,144
     #   checkpoint 2x1440x1530 + 4x1440 + 2880x(720 + 45) + 5760 = 4,406,400 + 5,760 + 2,203,200 + 5,760
     per = (5_013_504 + 6_144 + 2_506_752 + 6_144) - (4_406_400 + 5_760 + 2_203_200 + 5_760)
-    assert weights_repack_extra(model, 2, "a100-sxm-80") == per * 768
+    assert weights_repack_extra(model, 2, find_gpu("a100-sxm-80")) == per * 768
 
 
 def test_other_gpus_keep_their_backend():
     model = find_in_catalog("gpt-oss-20b")
-    assert weights_repack_extra(model, 1, "mi300x") == 0
-    assert weights_repack_extra(find_in_catalog("llama-3.1-8b"), 1, "h100-sxm") == 0
+    assert weights_repack_extra(model, 1, find_gpu("mi300x")) == 0
+    assert weights_repack_extra(find_in_catalog("llama-3.1-8b"), 1, find_gpu("h100-sxm")) == 0

@@ -16,6 +16,7 @@ import pytest
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.readers.configs import Cfg
 from kvplan.engines.vllm.overhead import nvfp4_scale_padding
+from kvplan.hardware.gpus import find_gpu
 from kvplan.core.errors import KvplanError
 from kvplan.model.spec import Quantization, linear_bytes
 from kvplan.readers.quantization import read_quantization
@@ -49,9 +50,9 @@ def test_blackwell_scale_padding_qwen3_30b_a3b_tp8():
     # N = 2048, K/16 = 512 / 16 = 32: no padding. 12,288 B x 128 experts x 48 layers = 75,497,472 B.
     m = find_in_catalog("qwen3-30b-a3b")
     nv = dataclasses.replace(m, quantization=Quantization("nvfp4", 16))
-    assert nvfp4_scale_padding(nv, 8, "b200") == 12_288 * 128 * 48
+    assert nvfp4_scale_padding(nv, 8, find_gpu("b200")) == 12_288 * 128 * 48
     # tp 4: 384 rows (3 x 128) and 192 / 16 = 12 columns (3 x 4): nothing to pad.
-    assert nvfp4_scale_padding(nv, 4, "b200") == 0
+    assert nvfp4_scale_padding(nv, 4, find_gpu("b200")) == 0
     # Hopper runs NVFP4 through Marlin, repacked in place: nothing added; other formats: nothing.
-    assert nvfp4_scale_padding(nv, 8, "h100-sxm") == 0
-    assert nvfp4_scale_padding(m, 8, "b200") == 0
+    assert nvfp4_scale_padding(nv, 8, find_gpu("h100-sxm")) == 0
+    assert nvfp4_scale_padding(m, 8, find_gpu("b200")) == 0

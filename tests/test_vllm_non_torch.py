@@ -8,6 +8,8 @@ import sys
 import yaml
 
 from kvplan.engines.vllm import non_torch as nt
+from kvplan.hardware.gpus import GPU, find_gpu
+
 MIB = 2**20
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -25,12 +27,13 @@ def test_single_gpu_boundary_is_the_graph_profiling_of_0_18():
     # the 0.11 one up to 0.17, the 0.19 one from 0.18, --enforce-eager included (the corpus's one eager
     # 0.19 log balances with it; see vllm_non_torch's docstring).
     old, new = nt.NON_TORCH_SINGLE_V011, nt.NON_TORCH_SINGLE
+    H100 = find_gpu("h100-sxm")
     assert old < new
-    assert nt.non_torch(1, 1, (0, 17, 0), gpu_key="h100-sxm") == old
-    assert nt.non_torch(1, 1, (0, 18, 0), gpu_key="h100-sxm") == new
-    assert nt.non_torch(1, 1, (0, 19, 0), gpu_key="h100-sxm") == new
-    assert nt.non_torch(1, 1, (0, 18, 0), eager=True, gpu_key="h100-sxm") == new
-    assert nt.non_torch(1, 1, (0, 16, 0), eager=True, gpu_key="h100-sxm") == old
+    assert nt.non_torch(1, 1, (0, 17, 0), gpu=H100) == old
+    assert nt.non_torch(1, 1, (0, 18, 0), gpu=H100) == new
+    assert nt.non_torch(1, 1, (0, 19, 0), gpu=H100) == new
+    assert nt.non_torch(1, 1, (0, 18, 0), eager=True, gpu=H100) == new
+    assert nt.non_torch(1, 1, (0, 16, 0), eager=True, gpu=H100) == old
 
 
 def test_llmd_version_sweep_held_out_follows_the_boundary():
@@ -58,7 +61,8 @@ def test_flashinfer_allreduce_workspace_by_release_gpu_and_layout():
     assert h == 4096
 
     def ws(version, tp, gpu="h100-sxm", hidden=h, **kw):
-        return nt.fi_allreduce_workspace(version, tp, hidden, 2, 8192, gpu_key=gpu, **kw) // MIB
+        gpu = find_gpu(gpu) if isinstance(gpu, str) else gpu
+        return nt.fi_allreduce_workspace(version, tp, hidden, 2, 8192, gpu=gpu, **kw) // MIB
 
     assert ws((0, 17, 0), 2) == 1536 and ws((0, 19, 0), 4) == 1536 and ws((0, 19, 0), 8) == 1536
     assert ws((0, 16, 0), 2) == 0  # off at every -O level in 0.16
@@ -66,7 +70,12 @@ def test_flashinfer_allreduce_workspace_by_release_gpu_and_layout():
     assert ws((0, 19, 0), 2, eager=True) == 0  # --enforce-eager: no torch.compile, no pass
     assert ws((0, 19, 0), 2, "a100-sxm-80") == 0 and ws((0, 19, 0), 2, "h100-pcie") == 0  # SM80; no NVSwitch
     assert ws((0, 19, 0), 1) == 0
-    assert ws((0, 19, 0), 2, "log") == ws((0, 19, 0), 2, "") == 1536  # known only by its memory: as an HGX H100
+    # known only by its memory (a log without --gpu): no fabric, no workspace, unless the caller states the
+    # corpus machine's facts (check-log does: an HGX H100, capability 9.0 over NVSwitch)
+    log_gpu = GPU.of_memory("log", "GPU from the log", 80 * 2**30, "a log")
+    assert ws((0, 19, 0), 2, log_gpu) == 0 and ws((0, 19, 0), 2, nt.corpus_gpu(log_gpu)) == 1536
+    assert ws((0, 19, 0), 2, "h200") == ws((0, 19, 0), 2, "h20") == 1536  # the other HGX Hoppers
+    assert ws((0, 19, 0), 2, "gh200") == ws((0, 19, 0), 2, "h100-nvl") == 0  # NVL2, NVLink bridge: no switch
     # B300 (SM 10.3): not enabled by 0.17/0.18 (is_device_capability(100)); 0.19 takes the SM10x family and
     # a 64 MiB limit at tp 4. Llama 3.1 70B (H 8192): T = 64 MiB / 16384 = 4096; data 4 x 4096 x 8192 x 2 =
     # 256 MiB -> 512; Lamport 3 x 256 = 768 MiB -> 1024; flags -> 512: 2048 MiB.
@@ -84,7 +93,7 @@ def test_tensor_parallel_non_torch_adds_the_workspace():
     m = find_in_catalog("llama-3.1-8b-instruct")
 
     def term(tp, version, gpu="h100-sxm", eager=False):
-        return nt.non_torch(tp, 1, version, eager, gpu, 1, m, 8192) // MIB
+        return nt.non_torch(tp, 1, version, eager, find_gpu(gpu), 1, m, 8192) // MIB
 
     fitted_019, fitted_011 = nt.NON_TORCH_TP // MIB, nt.NON_TORCH_TP_V011 // MIB  # fits, without the workspace
     assert term(2, (0, 19, 0)) == term(4, (0, 19, 0)) == fitted_019 + 1536  # 1536: the workspace, by hand above

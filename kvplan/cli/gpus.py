@@ -1,4 +1,4 @@
-"""`kvplan gpus`: the GPU catalog (memory, bandwidth, dense FLOPs, aliases)."""
+"""`kvplan gpus`: the GPU catalog (memory, bandwidth, dense FLOPs, aliases; --json adds the hardware facts)."""
 
 import typer
 
@@ -19,6 +19,11 @@ def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
         "memory_marketed": g.memory_marketed, "memory_usable_bytes": g.memory_usable_bytes,
         "memory_usable_source": g.memory_usable_source, "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s,
         "dense_flops": dict(g.dense_flops), "price_per_hour": g.price_per_hour,
+        "architecture": g.architecture, "compute_capability": g.compute_capability, "memory_kind": g.memory_kind,
+        "fp8": g.fp8, "fp4": g.fp4, "device_name": g.device_name,
+        "interconnect": {"type": g.interconnect_type, "kind": g.interconnect_kind, "domain": g.interconnect_domain,
+                         "per_dir_bytes_per_s": g.interconnect_bytes_per_s, "pcie_gen": g.pcie_gen,
+                         "pcie_lanes": g.pcie_lanes},
     } for g in catalog.values()]
 
     def render(console) -> None:

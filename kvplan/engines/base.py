@@ -20,10 +20,10 @@ import re
 from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.hardware.facts import assumed_fact
 from kvplan.planning.layout import rank_request, vllm_placement, whole_answers
-from kvplan.planning.plan import (Answers, Plan, Request, Stage, Usage, assemble, budgets, gpu_budget,
-                         paged_max_context,
-                         prepare, usage)
+from kvplan.planning.plan import (Answers, Plan, PlanWarning, Request, Stage, Usage, assemble, budgets,
+                                  gpu_budget, paged_max_context, prepare, usage)
 from kvplan.engines.registry import emitters, engine_class, engine_names
 from kvplan.planning.profile import PAGED
 from kvplan.planning.speculative import check_deployment
@@ -194,8 +194,15 @@ class Engine:
         use = usage(stages, one)
         cap = self.capacity(view, dep, stages, one, st, use)
         ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep, self.dcp_tokens_whole)
-        plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name)
+        plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name,
+                        assumed=self.assumptions(view, gpu, dep, st))
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
+
+    def assumptions(self, model, gpu, dep, st) -> tuple:
+        """Plan warnings (kvplan.planning.plan.PlanWarning) for the hardware facts this engine's rules read on
+        this plan that the GPU's profile leaves out, each with what the rule assumed instead
+        (kvplan.hardware.facts.ASSUMED_FACTS). The default engine reads none."""
+        return ()
 
     def check_layers(self, model) -> None:
         """A one-line refusal where the model has a kind of cache this engine's rules do not size: a
@@ -261,6 +268,18 @@ class Engine:
     def grid(self, model, gpus, dep, requests) -> list[Plan]:
         """[plan(model, gpu, dep, req) for gpu in gpus for req in requests]."""
         return [self.plan(model, gpu, dep, req) for gpu in gpus for req in requests]
+
+
+def fact_warnings(engine: str, gpu, facts) -> tuple[PlanWarning, ...]:
+    """One plan warning per hardware fact in `facts` (of kvplan.hardware.facts.ASSUMED_FACTS) that `engine`'s
+    rules read on this plan and the GPU's profile leaves out: what they assumed instead."""
+    def literal(text: str) -> str:  # a PlanWarning's message is a format string
+        return text.replace("{", "{{").replace("}", "}}")
+
+    key = getattr(gpu, "key", "?")
+    return tuple(PlanWarning(literal(f"GPU profile '{key}' gives no {fact}: {engine}'s rules assumed "
+                                     f"{assumed_fact(gpu, fact)} (kvplan/hardware/profiles/README.md)"))
+                 for fact in dict.fromkeys(facts))
 
 
 def parse_version(text: str) -> tuple[int, ...]:

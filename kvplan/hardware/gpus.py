@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping, NoReturn, Sequence
 
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
+from kvplan.hardware.facts import FACT_FIELDS, parse_capability, read_facts, read_interconnect
 
 CONFIDENCE_LEVELS = ("high", "medium", "low")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
@@ -24,7 +25,8 @@ USABLE_SOURCE_PREFIXES = ("measured:", "estimate:")
 PROFILE_SUFFIXES = (".yaml", ".yml")
 _REQUIRED = ("key", "name", "vendor", "memory_marketed", "memory_marketed_bytes", "memory_usable_bytes",
              "memory_usable_source", "bandwidth_bytes_per_s", "source", "confidence")
-_OPTIONAL = ("aliases", "dense_flops", "interconnect", "tdp_w", "price_per_hour", "notes", "memory_usable_above_torch")
+_OPTIONAL = ("aliases", "dense_flops", "interconnect", "tdp_w", "price_per_hour", "notes", "memory_usable_above_torch",
+             *FACT_FIELDS)
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
 MAX_YAML_BYTES = 1 << 20  # a profile or prices file is a few kB; as for config.json (hub.MAX_CONFIG_BYTES)
 MAX_YAML_NODES = 10_000  # values in one document, aliases expanded: real files have under a hundred
@@ -55,6 +57,24 @@ class GPU:
     # True when memory_usable_bytes is a tool's device total (nvidia-smi, NVML, OpenCL) where no torch total
     # was found: torch and vLLM see less (0.46-1.05 GiB on the GPUs where both were measured)
     memory_usable_above_torch: bool = False
+    # Hardware facts engines read (never the key or the name). None: the profile does not say (an old user
+    # profile); an engine rule that needs a missing fact states what it assumed (a plan warning).
+    architecture: str | None = None  # "ampere", "hopper", "blackwell", "cdna3", "gaudi2", ...
+    compute_capability: str | None = None  # NVIDIA "9.0"; AMD the gfx target, "gfx942"
+    memory_kind: str | None = None  # "HBM3", "GDDR6X", ... (one of facts.MEMORY_KINDS)
+    fp8: bool | None = None  # FP8 tensor (matrix) math
+    fp4: bool | None = None  # FP4 tensor math (NVFP4 / MXFP4)
+    device_name: str | None = None  # as torch.cuda.get_device_name / nvidia-smi print it
+    interconnect_kind: str | None = None  # one of facts.INTERCONNECT_KINDS
+    interconnect_domain: int | None = None  # GPUs one GPU reaches over that fabric (8 HGX, 72 NVL72, 1 PCIe)
+    pcie_gen: int | None = None  # the host link
+    pcie_lanes: int | None = None
+
+    @property
+    def capability(self) -> tuple[int, int] | None:
+        """(major, minor) as torch.cuda.get_device_capability reports it: "9.0" -> (9, 0); on ROCm the gfx
+        target's major and minor, "gfx942" -> (9, 4), "gfx90a" -> (9, 0). None when the profile gives none."""
+        return parse_capability(self.compute_capability)
 
     @property
     def usable_is_estimate(self) -> bool:
@@ -62,7 +82,8 @@ class GPU:
 
     @classmethod
     def of_memory(cls, key: str, name: str, usable_bytes: int, source: str) -> GPU:
-        """A GPU known only by its memory (a log's total, an assumed size): no bandwidth, no price."""
+        """A GPU known only by its memory (a log's total, an assumed size): no bandwidth, no price, no
+        hardware facts (its callers state what the engine rules assume instead)."""
         return cls(key, name, "unknown", (), "", usable_bytes, usable_bytes, source, 1, MappingProxyType({}),
                    None, None, None, None, source, "low", "", "")
 
@@ -141,13 +162,8 @@ class _Checker:
                 self.fail(f"field 'dense_flops' has unknown precision {_show(precision)} "
                           f"(allowed: {', '.join(PRECISIONS)})")
             self.pos_int(f"dense_flops.{precision}", value)
-        ic = d.get("interconnect")
-        ic_type = ic_bw = None
-        if ic is not None:
-            if not isinstance(ic, dict) or set(ic) - {"type", "per_dir_bytes_per_s"} or "type" not in ic:
-                self.bad("interconnect", "null or a mapping with 'type' and 'per_dir_bytes_per_s'", ic)
-            ic_type = self.text("interconnect.type", ic["type"])
-            ic_bw = self.pos_int("interconnect.per_dir_bytes_per_s", ic.get("per_dir_bytes_per_s"), nullable=True)
+        fabric = read_interconnect(self, d.get("interconnect"), d.get("vendor"))
+        facts = read_facts(self, d, flops)
         price = d.get("price_per_hour")
         if price is not None and (isinstance(price, bool) or not isinstance(price, (int, float))
                                   or not 0 < price < float("inf")):
@@ -162,12 +178,13 @@ class _Checker:
             memory_marketed=self.text("memory_marketed", d["memory_marketed"]),
             memory_marketed_bytes=marketed, memory_usable_bytes=usable, memory_usable_source=usable_source,
             bandwidth_bytes_per_s=self.pos_int("bandwidth_bytes_per_s", d["bandwidth_bytes_per_s"]),
-            dense_flops=MappingProxyType(dict(flops)), interconnect_type=ic_type, interconnect_bytes_per_s=ic_bw,
+            dense_flops=MappingProxyType(dict(flops)),
             tdp_w=self.pos_int("tdp_w", d.get("tdp_w"), nullable=True),
             price_per_hour=None if price is None else float(price),
             source=self.text("source", d["source"]), confidence=confidence,
             notes="" if notes is None else self.text("notes", notes), path=self.path,
             memory_usable_above_torch=self.flag("memory_usable_above_torch", d.get("memory_usable_above_torch", False)),
+            **fabric, **facts,
         )
 
 

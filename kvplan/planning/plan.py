@@ -318,9 +318,11 @@ def paged_max_context(stages, batch: int, model_limit: int) -> int:
 
 
 def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepared, budget: int,
-             stages: tuple[Stage, ...], use: Usage, ans: Answers, name: str | None = None) -> Plan:
+             stages: tuple[Stage, ...], use: Usage, ans: Answers, name: str | None = None,
+             assumed: tuple[PlanWarning, ...] = ()) -> Plan:
     """The Plan, with the verdict rules every engine shares: a context past the model's limit, or an
-    exact KV budget that does not fit beside the weights, is not a fit (and holds no request)."""
+    exact KV budget that does not fit beside the weights, is not a fit (and holds no request).
+    `assumed`: the engine's warnings for hardware facts its rules had to assume (Engine.assumptions)."""
     usable = gpu.memory_usable_bytes
     warnings = []
     fits, conc, max_ctx = ans.fits, ans.max_concurrency, ans.max_context  # max_ctx: for the budget as given
@@ -339,6 +341,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
     if getattr(gpu, "memory_usable_above_torch", False):  # a profile's data field (kvplan/hardware/profiles/README.md)
         warnings.append(PlanWarning("the GPU's {} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
                                     "see 0.46-1.05 GiB less, so the KV room is an upper bound", (usable,), ("GiB",)))
+    warnings += assumed
     step = use.step_bytes / gpu.bandwidth_bytes_per_s
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy); dcp stripes it
     return _new_plan(

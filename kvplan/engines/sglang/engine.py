@@ -28,8 +28,9 @@ from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
 from kvplan.core.intmath import cdiv
 from kvplan.planning.plan import cache_dtypes
-from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS, serve_flags
-from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, opt_bool,
+from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS, reads_capability, serve_flags
+from kvplan.hardware.facts import fact_missing
+from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
                                  opt_float, opt_int, parse_version)
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.layers import LOCAL_KINDS, Kind
@@ -262,6 +263,13 @@ class Sglang(Engine):
     def check_layout(self, model, dep) -> None:
         super().check_layout(model, dep)
         dp_attention(model, dep, self.opts)
+
+    def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
+        """The compute capability of the shared-expert fusion test, where the profile leaves it out."""
+        vendor = str(getattr(gpu, "vendor", "")).upper()
+        needs = (vendor in ("NVIDIA", "AMD") and fact_missing(gpu, "compute_capability")
+                 and reads_capability(model, self.opts, self.version or self.default_version))
+        return fact_warnings("SGLang", gpu, ["compute_capability"] if needs else [])
 
     def placement(self, model, dep, gpu=None):
         """DP attention, --moe-dense-tp-size, --enable-dp-lm-head and shared-expert fusion place weights

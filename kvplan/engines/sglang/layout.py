@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from kvplan.engines.base import opt_bool, opt_int, parse_version
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.hardware.facts import capability_of
 from kvplan.planning.layout import Placement
 
 OPTS = ("moe_dense_tp_size", "enable_dp_lm_head", "disable_shared_experts_fusion", "enforce_shared_experts_fusion")
@@ -36,34 +37,48 @@ OPTS = ("moe_dense_tp_size", "enable_dp_lm_head", "disable_shared_experts_fusion
 # bailing_moe.py, ernie4.py, mimo_v2.py, minimax_m3.py, ...), by the architecture names they serve.
 DENSE_TP_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Glm4MoeForCausalLM", "BailingMoeForCausalLM",
                   "BailingMoeV2ForCausalLM", "Ernie4_5_MoeForCausalLM", "MiMoV2FlashForCausalLM")
-GFX942_PLUS = ("mi300x", "mi325x", "mi355x")  # AMD capability >= (9, 4)
-NVIDIA_BELOW_SM80 = ("v100", "t4")  # capability 7.0 / 7.5
 
 
 def _fusable_gpu(gpu) -> bool:
-    key = getattr(gpu, "key", "")
-    if getattr(gpu, "vendor", "").upper() == "AMD":
-        return key.startswith(GFX942_PLUS)
-    return getattr(gpu, "vendor", "").upper() == "NVIDIA" and not key.startswith(NVIDIA_BELOW_SM80)
+    """SGLang's GPU test for the fusion: NVIDIA compute capability >= 8.0, AMD gfx942+ ((9, 4) as torch reports
+    it on ROCm: MI300X, MI325X, MI355X). A profile without compute_capability: the assumed one (a plan warning)."""
+    vendor, cap = str(getattr(gpu, "vendor", "")).upper(), capability_of(gpu)
+    if cap is None:
+        return False
+    return cap >= (9, 4) if vendor == "AMD" else vendor == "NVIDIA" and cap >= (8, 0)
 
 
-def shared_experts_fused(model, gpu, dep, opts: dict, version: str, ep: int) -> bool:
-    """Whether SGLang fuses the shared expert into the routed experts for this deployment."""
+def _fusion_without_gpu(model, opts: dict, version: str) -> bool | None:
+    """True or False where the model and the options decide the fusion; None where SGLang's GPU test does."""
     p = model.params
     if not p.shared_experts or not model.architecture.startswith("Deepseek"):
         return False
     if opt_bool(opts, "disable_shared_experts_fusion", False):
         return False
-    v = parse_version(version)
     if opt_bool(opts, "enforce_shared_experts_fusion", False):
-        if v < (0, 5, 13):
+        if parse_version(version) < (0, 5, 13):
             raise KvplanError(f"--enforce-shared-experts-fusion is not in SGLang {version} (read from 0.5.13)",
                               EXIT_USAGE)
         return True
-    if model.architecture != "DeepseekV3ForCausalLM" or p.num_experts != 256 or not _fusable_gpu(gpu):
+    if model.architecture != "DeepseekV3ForCausalLM" or p.num_experts != 256:
+        return False
+    return None
+
+
+def reads_capability(model, opts: dict, version: str) -> bool:
+    """Whether this plan's fusion depends on the GPU's compute capability."""
+    return _fusion_without_gpu(model, opts, version) is None
+
+
+def shared_experts_fused(model, gpu, dep, opts: dict, version: str, ep: int) -> bool:
+    """Whether SGLang fuses the shared expert into the routed experts for this deployment."""
+    decided = _fusion_without_gpu(model, opts, version)
+    if decided is not None:
+        return decided
+    if not _fusable_gpu(gpu):
         return False
     if ep > 1:
-        return v >= (0, 5, 13) and getattr(gpu, "vendor", "").upper() == "AMD"
+        return parse_version(version) >= (0, 5, 13) and str(getattr(gpu, "vendor", "")).upper() == "AMD"
     return True
 
 

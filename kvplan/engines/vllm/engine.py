@@ -20,15 +20,16 @@ from functools import lru_cache
 
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.vllm.boot import auto_note, emit_advice
-from kvplan.engines.vllm.overhead import overhead_terms
+from kvplan.engines.vllm.overhead import missing_facts, overhead_terms
 from kvplan.engines.vllm.speculative import check_vllm, vllm_flag, vllm_pool_terms, vllm_view
 from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
 from kvplan.core.intmath import cdiv
 from kvplan.planning.layout import per_rank_batch
 from kvplan.planning.plan import cache_dtypes
-from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, opt_bool,
+from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
                                  opt_int, parse_version)
+from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.engines.vllm.settings import Settings
@@ -46,17 +47,37 @@ DEFAULT_VERSION = "0.33.0"
 OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling")
 
 
+def _device_name(gpu) -> str:
+    """The device name vLLM's tier tests read (`current_platform.get_device_name()`, NVML's name on CUDA: what
+    nvidia-smi prints), lowercased: the profile's `device_name`, else its `name` (a stated assumption:
+    name_assumed, a plan warning)."""
+    return str(getattr(gpu, "device_name", None) or getattr(gpu, "name", "") or "").lower()
+
+
 def _big_gpu(gpu) -> bool:
-    """vLLM's large-GPU tier from v0.9.0: >= 70 GiB and not an A100 (arg_utils v0.9.0 L1495, v0.11.0 L1605-1623)."""
-    return gpu.memory_usable_bytes >= 70 * GIB and "a100" not in gpu.key
+    """vLLM's large-GPU tier from v0.9.0: >= 70 GiB and "a100" not in the device name (arg_utils v0.9.0 L1495,
+    v0.11.0 L1605-1623: `device_memory >= 70 * GiB_bytes and "a100" not in device_name`)."""
+    return gpu.memory_usable_bytes >= 70 * GIB and "a100" not in _device_name(gpu)
 
 
 def _named_hopper(gpu) -> bool:
     """The tier test of v0.8.0-v0.8.4: "h100" or "h200" in the device name (arg_utils v0.8.0 L1693). The
-    driver's names ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA GH200 480GB", ...) carry the same word
-    as kvplan's keys; so does a user profile named after its part."""
-    text = f"{getattr(gpu, 'key', '')} {getattr(gpu, 'name', '')}".lower()
-    return "h100" in text or "h200" in text
+    driver's names ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA GH200 480GB", ...) all pass; "NVIDIA H20"
+    does not, as in vLLM."""
+    name = _device_name(gpu)
+    return "h100" in name or "h200" in name
+
+
+def reads_device_name(v: tuple[int, ...], gpu) -> bool:
+    """Whether batch_defaults' answer for release `v` on `gpu` depends on the device name (0.8.0-0.8.4 always;
+    0.9.0+ where the memory clears 70 GiB and no larger tier decides first)."""
+    if v < (0, 8, 0) or (0, 8, 5) <= v < (0, 9, 0):
+        return False
+    if v < (0, 8, 5):
+        return True
+    if v >= (0, 33, 0) and gpu.memory_usable_bytes >= 160 * GIB:
+        return False
+    return gpu.memory_usable_bytes >= 70 * GIB
 
 
 def batch_defaults(v: tuple[int, ...], gpu, context: int) -> tuple[int, int]:
@@ -70,7 +91,7 @@ def batch_defaults(v: tuple[int, ...], gpu, context: int) -> tuple[int, int]:
         big = _named_hopper(gpu)
     elif v < (0, 9, 0):  # by memory alone (v0.8.5 L1596-1609)
         big = gpu.memory_usable_bytes >= 70 * GIB
-    else:  # by memory, A100s excepted (v0.9.0 L1495-1508 ... v0.11.0 L1605-1623)
+    else:  # by memory, A100s excepted by name (v0.9.0 L1495-1508 ... v0.11.0 L1605-1623)
         big = _big_gpu(gpu)
     if v >= (0, 33, 0) and gpu.memory_usable_bytes >= 160 * GIB:
         return 16384, 1024
@@ -100,7 +121,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
         raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
 
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
-                    opt_bool(opts, "async_scheduling", True), v1, getattr(gpu, "key", "") or "",
+                    opt_bool(opts, "async_scheduling", True), v1, gpu,
                     *vllm_pool_terms(model, v), eager=eager)
 
 
@@ -230,6 +251,12 @@ class Vllm(Engine):
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
+
+    def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
+        """The batch tier's device name (reads_device_name) and the kernels' and workspace's compute capability
+        and fabric (overhead.missing_facts), where the profile leaves them out."""
+        named = reads_device_name(st.v, gpu) and fact_missing(gpu, "device_name")
+        return fact_warnings("vLLM", gpu, [*(["device_name"] if named else []), *missing_facts(model, dep, st)])
 
     def check_speculative(self, method: str) -> None:
         """Draft models from 0.15.0, MTP from 0.11.0 (kvplan.engines.vllm.speculative.check_vllm)."""

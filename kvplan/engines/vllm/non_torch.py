@@ -46,6 +46,8 @@ source-derived terms taken out (tests/test_budget_corpus.py re-fits them).
 
 from __future__ import annotations
 
+import dataclasses
+
 from kvplan.core.intmath import round_up
 from kvplan.model.spec import PLAIN_BYTES
 
@@ -68,10 +70,8 @@ FI_AR_WORKSPACE = 3 * MULTICAST_GRANULARITY  # the usual total: each buffer unde
 _MAX_COMM_SIZE = 2147483647 & ~(2 * MIB - 1)  # trtllm_ar.py MAX_COMM_SIZE: the Lamport comm size's cap
 # FI_ALLREDUCE_FUSION_MAX_SIZE_MB (allreduce_rms_fusion.py, 0.17.0-0.19.0; 103 from 0.19.0), MiB by tp
 _FUSION_MAX_SIZE_MIB = {90: {2: 64, 4: 2, 8: 0.5}, 100: {2: 64, 4: 32, 8: 1}, 103: {2: 64, 4: 64, 8: 2}}
-# Compute capability of kvplan's SM90 / SM10x profiles on NVSwitch (HGX / NVL boards); the PCIe and
-# NVL-bridge H100s and GH200 (NVL2: two GPUs, no switch) fail vLLM's multicast query.
-_NVSWITCH_CAPABILITY = {"h100-sxm": 90, "h200-sxm": 90, "h20": 90, "b200": 100, "gb200": 100,
-                        "b300": 103, "gb300": 103}
+# The log corpus's machine, an HGX H100: the fabric facts assumed for a GPU a log does not name (corpus_gpu).
+CORPUS_CAPABILITY, CORPUS_FABRIC = "9.0", "nvswitch"
 
 
 def era(version: tuple[int, ...]) -> str:
@@ -88,18 +88,40 @@ def graph_profile_residue(version: tuple[int, ...]) -> bool:
     return version >= (0, 18, 0)
 
 
+def workspace_possible(version: tuple[int, ...], tp: int, pp: int = 1, dp: int = 1, eager: bool = False) -> bool:
+    """Whether vLLM may create the FlashInfer all-reduce fusion workspace, whatever the GPU (the rule's
+    release and layout half; the GPU half is multicast_sm)."""
+    return version >= (0, 17, 0) and tp >= 2 and pp == 1 and dp == 1 and not eager
+
+
+def multicast_sm(gpu) -> int | None:
+    """The SM number (90, 100, 103, ...) of a GPU whose profile puts it on NVSwitch, where CUDA multicast
+    exists; None elsewhere: the PCIe and NVL-bridge H100s and GH200 NVL2 (two GPUs, no switch) fail vLLM's
+    multicast query, and a profile without interconnect.kind or compute_capability is assumed to (a plan
+    warning: kvplan.engines.vllm.engine.Vllm.assumptions)."""
+    cap = getattr(gpu, "capability", None)
+    if getattr(gpu, "interconnect_kind", None) != "nvswitch" or cap is None:
+        return None
+    return 10 * cap[0] + cap[1]
+
+
+def corpus_gpu(gpu):
+    """`gpu` (known only by its memory: a log that names no GPU) with the HGX H100's compute capability and
+    fabric, the machine of kvplan's log corpus, for the workspace rule alone (its vendor stays unknown, so
+    no kernel choice reads them). The caller states the assumption (kvplan.engines.vllm.reconcile)."""
+    return dataclasses.replace(gpu, compute_capability=CORPUS_CAPABILITY, interconnect_kind=CORPUS_FABRIC)
+
+
 def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype_bytes: int = 2,
                            max_tokens: int = 8192, pp: int = 1, dp: int = 1, eager: bool = False,
-                           gpu_key: str = "") -> int:
+                           gpu=None) -> int:
     """Bytes per rank of FlashInfer's all-reduce fusion workspace (0 where vLLM does not create it)."""
-    if version < (0, 17, 0) or tp < 2 or pp != 1 or dp != 1 or eager:
+    if not workspace_possible(version, tp, pp, dp, eager):
         return 0
-    if gpu_key in ("", "unknown", "log"):  # a GPU known only by its memory: assume the corpus's HGX H100
-        gpu_key = "h100-sxm"
-    cap = next((c for k, c in _NVSWITCH_CAPABILITY.items() if gpu_key.startswith(k)), None)
+    cap = multicast_sm(gpu)
     if cap is None or (cap == 103 and version < (0, 19, 0)):  # 0.17/0.18 test capability 10.0 exactly
         return 0
-    max_mib = _FUSION_MAX_SIZE_MIB[cap].get(tp)
+    max_mib = _FUSION_MAX_SIZE_MIB.get(cap, {}).get(tp)
     if not max_mib:
         return 0
     tokens = min(int(max_mib * MIB) // (hidden * dtype_bytes), max_tokens)
@@ -110,7 +132,7 @@ def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype
                for size in (data, flags, lamport))
 
 
-def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, gpu_key: str = "",
+def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, gpu=None,
               dp: int = 1, model=None, max_tokens: int = 8192) -> int:
     """vLLM's non-torch increase on one rank (bytes); `model` (hidden size, dtype) and `max_tokens`
     (max_num_batched_tokens) size the FlashInfer workspace, which is left out without a model."""
@@ -125,7 +147,7 @@ def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, g
         if model is None:
             return base
         return base + fi_allreduce_workspace(version, tp, model.hidden_size, dtype_bytes(model), max_tokens,
-                                             pp, dp, eager, gpu_key)
+                                             pp, dp, eager, gpu)
     if pp > 1:
         return NON_TORCH_PP
     return NON_TORCH_SINGLE if graphs else NON_TORCH_SINGLE_V011

@@ -38,8 +38,9 @@ from __future__ import annotations
 from kvplan.engines.base import parse_version
 from kvplan.engines.vllm.non_torch import (  # noqa: F401  (the calibrated constants, re-exported)
     NON_TORCH_PP, NON_TORCH_SINGLE, NON_TORCH_SINGLE_V011, NON_TORCH_TP, NON_TORCH_TP_LEGACY, NON_TORCH_TP_V011,
-    V0_NON_TORCH_SINGLE, non_torch)
+    V0_NON_TORCH_SINGLE, non_torch, workspace_possible)
 from kvplan.core.intmath import round_up
+from kvplan.hardware.facts import capability_of, fact_missing
 from kvplan.model.layers import Kind
 from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan import activation_estimate
@@ -120,29 +121,31 @@ def moe_workspace_elements(model, tp: int, tokens: int, gpu=None) -> int:
 # [K/2, N] (K the contraction axis, 2 fp4 per byte) to K/2 % 64 and N % 256; the scales [N, K/32] to
 # N % (32 x num_warps) = 256 and K/32 % 2. The biases become fp32 (+2 B each). gpt-oss-20b on one
 # H100: +0.57 GiB (w13 1440x5760 -> 1472x5888 bytes, w2 1440x2880 -> 1472x3072, per expert-layer).
-_SM90 = ("h100", "h200", "gh200", "h20")
-_SM100 = ("b200", "b300", "gb200", "gb300")
-
-
-def _gpu_key(gpu) -> str:
-    """A kvplan GPU key from a GPU profile or a key ("" when unknown)."""
-    return (gpu if isinstance(gpu, str) else getattr(gpu, "key", "")) or ""
-
-
+# The GPU facts read (kvplan/hardware/profiles/README.md): the vendor and the compute capability, SM90 the
+# Hopper parts (H100, H200, H20, GH200), SM10x the datacenter Blackwells (B200, GB200: 10.0; B300, GB300:
+# 10.3), everything else (Ampere, Ada, consumer Blackwell SM120) the Marlin path.
 _BACKEND_PADDING = {"marlin": (128, 256), "triton": (64, 1), "flashinfer": (256, 256)}
 
 
+def _nvidia_capability(gpu) -> tuple[int, int] | None:
+    """The compute capability an NVIDIA GPU's kernels are chosen by (8.0 assumed where its profile gives none:
+    a plan warning); None off NVIDIA (AMD Instinct, Gaudi) and for a GPU known only by its memory."""
+    if str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+        return None
+    return capability_of(gpu)
+
+
 def _mxfp4_padding(gpu, backend: str | None = None) -> tuple[int, int] | None:
-    """(I/tp multiple, H multiple) of the MXFP4 backend vLLM picks on this GPU (a profile or its key), or of
-    the backend named (a log that says which one ran); None when unknown or not NVIDIA (AMD Instinct, Gaudi)."""
-    key = _gpu_key(gpu)
-    if key in ("", "unknown", "log") or key.startswith(("mi", "gaudi")):
+    """(I/tp multiple, H multiple) of the MXFP4 backend vLLM picks on this GPU, or of the backend named (a log
+    that says which one ran); None when not NVIDIA (AMD Instinct, Gaudi) or known only by its memory."""
+    cap = _nvidia_capability(gpu)
+    if cap is None:
         return None
     if backend:
         return _BACKEND_PADDING[backend]
-    if key.startswith(_SM90):
+    if cap[0] == 9:
         return 64, 1
-    if key.startswith(_SM100):
+    if cap[0] == 10:
         return 256, 256
     return 128, 256
 
@@ -166,7 +169,7 @@ def weights_repack_extra(model, tp: int, gpu, backend: str | None = None) -> int
         return 0
     width = model.intermediate_size // p.experts_per_token  # one expert's intermediate size
     per_rank, hidden = width // tp, model.hidden_size
-    if pad == (64, 1) and (backend == "triton" or _gpu_key(gpu).startswith(_SM90)):
+    if pad == (64, 1) and (backend == "triton" or _nvidia_capability(gpu)[0] == 9):
         return _hopper_swizzle_extra(per_rank, hidden) * p.num_experts * p.num_moe_layers
     return _padded_expert_extra(per_rank, hidden, *pad) * p.num_experts * p.num_moe_layers
 
@@ -189,7 +192,8 @@ def _padded_expert_extra(per_rank: int, hidden: int, i_mult: int, h_mult: int) -
 # [round_up(N, 128), round_up(K/16, 4)], per expert for MoE weights. Before Blackwell vLLM runs NVFP4
 # weight-only through Marlin (marlin_utils_fp4.py prepare_fp4_layer_for_marlin / prepare_moe_fp4_layer_
 # for_marlin): the weights and scales are repacked in place, same bytes, so nothing is added there.
-_BLACKWELL = _SM100 + ("rtx-5090", "rtx-pro-6000")
+# Blackwell is compute capability 10.x (B200, B300, GB200, GB300) and 12.x (RTX 5090, RTX PRO 6000):
+# vLLM's FP4 GEMMs ask for capability >= 10.0 (cutlass_fp4_supported).
 
 
 def _scale_pad(n: int, k: int) -> int:
@@ -200,7 +204,7 @@ def _scale_pad(n: int, k: int) -> int:
 def nvfp4_scale_padding(model, tp: int, gpu) -> int:
     """Bytes per rank the swizzled NVFP4 block scales add on Blackwell (0 elsewhere or for other formats):
     the attention projections and dense MLPs of every layer, and every expert of the MoE layers."""
-    if model.quantization.method != "nvfp4" or not _gpu_key(gpu).startswith(_BLACKWELL):
+    if model.quantization.method != "nvfp4" or (_nvidia_capability(gpu) or (0, 0)) < (10, 0):
         return 0
     p, hidden = model.params, model.hidden_size
     attn = [getattr(la, "attention", la) for la in model.layers]
@@ -334,12 +338,12 @@ def encoder_profile_bytes(model, tokens: int, version: tuple[int, ...] = (0, 19,
 def overhead_terms(model, dep, st) -> dict[str, int]:
     """The per-GPU terms vLLM subtracts besides the weights, for the rank with the least KV room.
 
-    `st` is vllm.Settings (version, max_num_batched_tokens, max_num_seqs, cudagraphs, gpu_key: the GPU
-    picks the MXFP4 kernels). The last pipeline stage runs the sampler: it is the one modelled.
+    `st` is vllm.Settings (version, max_num_batched_tokens, max_num_seqs, cudagraphs, gpu: its facts pick the
+    MXFP4 kernels and the all-reduce workspace). The last pipeline stage runs the sampler: it is the one modelled.
     """
     v = parse_version(st.version)
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
-    gpu = getattr(st, "gpu_key", "")
+    gpu = getattr(st, "gpu", None)
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu)
     graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs) if st.cudagraphs else 0
     nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens)
@@ -347,3 +351,20 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu) + nvfp4_scale_padding(model, dep.tp, gpu)
                                + rope_table_bytes(model)),
             "encoder_profile": encoder_profile_bytes(model, st.max_num_batched_tokens, v)}
+
+
+def missing_facts(model, dep, st) -> tuple[str, ...]:
+    """The hardware facts overhead_terms read for this plan that the GPU's profile leaves out (keys of
+    kvplan.hardware.facts.ASSUMED_FACTS, what each rule assumed instead): the compute capability where an
+    MXFP4 or NVFP4 checkpoint's kernel or the all-reduce workspace depends on it, the fabric where the
+    workspace does."""
+    gpu = getattr(st, "gpu", None)
+    nvidia = str(getattr(gpu, "vendor", "")).upper() == "NVIDIA"
+    workspace = workspace_possible(parse_version(st.version), dep.tp, dep.pp, dep.dp, getattr(st, "eager", False))
+    kernels = nvidia and model.quantization.method in ("mxfp4", "nvfp4")
+    out = []
+    if (kernels or workspace) and nvidia and fact_missing(gpu, "compute_capability"):
+        out.append("compute_capability")
+    if workspace and nvidia and fact_missing(gpu, "interconnect.kind"):
+        out.append("interconnect.kind")
+    return tuple(out)

@@ -13,6 +13,7 @@ from kvplan.engines import resolve_engine
 from kvplan.engines.base import Capacity, parse_version
 from kvplan.engines.logparse import Num
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
+from kvplan.engines.vllm.non_torch import CORPUS_CAPABILITY, corpus_gpu, dtype_bytes, fi_allreduce_workspace
 from kvplan.engines.vllm.overhead import cudagraph_estimate
 from kvplan.hardware.gpus import GPU
 from kvplan.planning.deploy import Deployment, split_layers
@@ -22,6 +23,7 @@ from kvplan.planning.plan import Request
 def reconcile_vllm(rec, model, gpu, version, kv_name, tp):
     """A vLLM log against kvplan: the deployment it states, then its budget, then its pool."""
     s, r = rec.settings, rec.reported
+    named = gpu is not None  # --gpu given
     out, gpu, dep, length, version = _vllm_context(rec, model, gpu, version, tp)
     gmu = s.get("gpu_memory_utilization")
     gmu = gmu.value if isinstance(gmu, Num) else gmu
@@ -34,6 +36,8 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp):
         return out
     req = _vllm_request(rec, model, length, kv_name, out)
     stand_in = gpu or assumed_gpu()
+    if not named:  # no --gpu: the workspace rule's facts are the corpus machine's
+        stand_in = _corpus_stand_in(out, model, dep, engine.settings(model, stand_in, dep, req))
     st = engine.settings(model, stand_in, dep, req)
     res = engine.result(model, stand_in, dep, req)
     _vllm_budget_rows(out, r, res, st, gpu)
@@ -64,6 +68,20 @@ def _vllm_context(rec, model, gpu, version, tp):
         out.notes.append(f"the log says total_gpu_memory={total.text} GiB; kvplan's {gpu.key} profile has "
                          f"{gpu.memory_usable_bytes / GIB:.2f} GiB")
     return out, gpu, dep, length, version
+
+
+def _corpus_stand_in(out, model, dep, st):
+    """The GPU of a log that names none (known by its memory alone) with the HGX H100's compute capability and
+    fabric for the FlashInfer all-reduce workspace (vllm.non_torch.corpus_gpu), and a note where that
+    assumption adds bytes."""
+    gpu = corpus_gpu(st.gpu)
+    ws = fi_allreduce_workspace(st.v, dep.tp, model.hidden_size, dtype_bytes(model), st.max_num_batched_tokens,
+                                dep.pp, dep.dp, st.eager, gpu)
+    if ws:
+        out.notes.append(f"no {arg('gpu')}: vLLM's FlashInfer all-reduce workspace ({ws / GIB:.2f} GiB per GPU) "
+                         f"counted as on an HGX H100 (compute capability {CORPUS_CAPABILITY} over NVSwitch), the "
+                         f"machine of kvplan's log corpus; pass {arg('gpu')} for another")
+    return gpu
 
 
 def _vllm_request(rec, model, length, kv_name, out):

@@ -23,7 +23,9 @@ class Settings:
     cudagraphs: bool  # CUDA-graph memory subtracted from the budget (v0.20.0+ unless enforce_eager)
     async_scheduling: bool  # doubles the sliding-window in-flight term from v0.30.0
     v1: bool  # the V1 engine (default from v0.8.0)
-    gpu_key: str = ""  # the GPU it runs on (picks kernels whose weights load padded, vllm_overhead)
+    # the GPU it runs on: its facts (compute capability, fabric) pick the kernels whose weights load padded and
+    # the all-reduce workspace (kvplan.engines.vllm.overhead); reported by its key only (as_dict)
+    gpu: object = None
     # speculative decoding: a Mamba-style state keeps 1 + num_speculative_tokens pages per request
     # (MambaSpec.num_speculative_blocks: kv_cache_interface.py v0.33.0 L1141, mamba/abstract.py L86)
     spec_state_blocks: int = 0
@@ -44,4 +46,7 @@ class Settings:
         return self.max_num_batched_tokens
 
     def as_dict(self) -> dict:
-        return {**dataclasses.asdict(self), "in_flight_tokens": self.in_flight_tokens}
+        """The settings as fit --json reports them, the GPU by its key (a label: no rule reads it)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {**{("gpu_key" if k == "gpu" else k): (getattr(v, "key", "") or "" if k == "gpu" else v)
+                   for k, v in d.items()}, "in_flight_tokens": self.in_flight_tokens}

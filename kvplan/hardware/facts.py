@@ -1,0 +1,136 @@
+"""The hardware facts engine rules read from a GPU profile, never its key or name: their vocabularies, the
+checks on a profile's fact fields, and what a rule assumes where a profile leaves one out.
+
+The facts (schema and sources: kvplan/hardware/profiles/README.md, "Hardware facts"): `architecture`,
+`compute_capability` (CUDA's "M.m", AMD's gfx target), `memory_kind`, `fp8`/`fp4` tensor math, `device_name`
+(as the driver names the device), and under `interconnect` the fabric: `kind`, `domain` (GPUs one reaches
+over it), `pcie_gen`, `pcie_lanes`. Every one is optional so that profiles written before them still load;
+a missing fact is None, never a default. An engine rule that needs one assumes what such a profile got
+before (ASSUMED_CAPABILITY, assumed_fact) and its engine says so as a plan warning
+(kvplan.engines.base.Engine.assumptions).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+FACT_FIELDS = ("architecture", "compute_capability", "memory_kind", "fp8", "fp4", "device_name")
+# The scale-up fabric (interconnect.kind). nvswitch: NVLink through NVSwitch chips (HGX 8-GPU boards, NVL72
+# racks), where CUDA multicast exists; nvlink-bridge: NVLink bridges between PCIe cards (H100 NVL pairs);
+# nvlink-direct: NVLink wired GPU to GPU on the board, no switch (V100 SXM2's hybrid cube mesh, GH200 NVL2);
+# pcie: PCIe only; xgmi: AMD Infinity Fabric links; roce: Intel Gaudi's on-chip RoCE Ethernet ports.
+INTERCONNECT_KINDS = ("nvswitch", "nvlink-bridge", "nvlink-direct", "pcie", "xgmi", "roce")
+# `type` and `per_dir_bytes_per_s` as before these facts; room for link bandwidth and latency later.
+INTERCONNECT_FIELDS = ("type", "kind", "domain", "per_dir_bytes_per_s", "pcie_gen", "pcie_lanes")
+_FABRIC_VENDOR = {"nvswitch": "NVIDIA", "nvlink-bridge": "NVIDIA", "nvlink-direct": "NVIDIA", "xgmi": "AMD"}
+MEMORY_KINDS = ("HBM2", "HBM2e", "HBM3", "HBM3e", "HBM4", "GDDR6", "GDDR6X", "GDDR7", "LPDDR5", "LPDDR5X")
+_NVIDIA_CC_RE = re.compile(r"^(\d{1,2})\.(\d)$")  # "9.0", "10.3", "12.0"
+_AMD_GFX_RE = re.compile(r"^gfx(\d{1,2})([0-9a-f])([0-9a-f])$")  # "gfx90a", "gfx942", "gfx1100"
+_ARCH_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
+
+# What an engine rule takes for a fact a profile leaves out: what such a profile got before these fields,
+# when rules keyed on names it did not match (Marlin kernels, no NVFP4 swizzle, no workspace, SGLang fusion
+# on NVIDIA but not on AMD). Stated as a plan warning by the rule's engine; never silent.
+ASSUMED_CAPABILITY = {"NVIDIA": (8, 0), "AMD": (9, 0)}  # an Ampere part; an AMD part before gfx942 (CDNA2)
+ASSUMED_FACTS = ("compute_capability", "interconnect.kind", "device_name")
+
+
+def parse_capability(text: str | None) -> tuple[int, int] | None:
+    """(major, minor) of an NVIDIA compute capability ("10.3") or an AMD gfx target ("gfx942" -> (9, 4), as
+    torch.cuda.get_device_capability reports it on ROCm); None for None or another form."""
+    if not text:
+        return None
+    m = _NVIDIA_CC_RE.match(text) or _AMD_GFX_RE.match(text)
+    return (int(m.group(1)), int(m.group(2), 16)) if m else None
+
+
+def capability_of(gpu) -> tuple[int, int] | None:
+    """The (major, minor) an engine rule reads: the profile's, else ASSUMED_CAPABILITY for its vendor
+    (NVIDIA, AMD); None for other vendors and for a GPU known only by its memory (vendor "unknown")."""
+    cap = getattr(gpu, "capability", None)
+    return cap if cap is not None else ASSUMED_CAPABILITY.get(str(getattr(gpu, "vendor", "")).upper())
+
+
+def fact_missing(gpu, name: str) -> bool:
+    """Whether the profile leaves out a fact an engine rule reads (one of ASSUMED_FACTS); a GPU known only
+    by its memory (GPU.of_memory) lacks them all, and its callers state what they assume."""
+    field = {"interconnect.kind": "interconnect_kind"}.get(name, name)
+    return getattr(gpu, field, None) is None
+
+
+def assumed_fact(gpu, fact: str) -> str:
+    """What engine rules take for `fact` (one of ASSUMED_FACTS) where the profile leaves it out, in words."""
+    if fact == "compute_capability":
+        vendor = str(getattr(gpu, "vendor", "")).upper()
+        return {"NVIDIA": "compute capability 8.0 (an Ampere part)", "AMD": "gfx90a (a part before gfx942)"}.get(
+            vendor, "no compute capability")
+    if fact == "interconnect.kind":
+        return "no NVSwitch"
+    return f"the profile's name ({getattr(gpu, 'name', '')!r}) as the device name"
+
+
+def read_interconnect(check, ic: Any, vendor: Any) -> dict:
+    """The GPU fields of a profile's `interconnect` (null, or a mapping of INTERCONNECT_FIELDS), checked with
+    `check` (gpus._Checker: one-line errors naming the file and the field)."""
+    out = dict(interconnect_type=None, interconnect_bytes_per_s=None, interconnect_kind=None,
+               interconnect_domain=None, pcie_gen=None, pcie_lanes=None)
+    if ic is None:
+        return out
+    if not isinstance(ic, dict) or set(ic) - set(INTERCONNECT_FIELDS) or "type" not in ic:
+        check.bad("interconnect", "null or a mapping with 'type' and optionally "
+                  + ", ".join(f"'{f}'" for f in INTERCONNECT_FIELDS[1:]), ic)
+    out["interconnect_type"] = check.text("interconnect.type", ic["type"])
+    out["interconnect_bytes_per_s"] = check.pos_int("interconnect.per_dir_bytes_per_s", ic.get("per_dir_bytes_per_s"),
+                                                    nullable=True)
+    kind = ic.get("kind")
+    if kind is not None and kind not in INTERCONNECT_KINDS:
+        check.bad("interconnect.kind", "one of " + ", ".join(INTERCONNECT_KINDS), kind)
+    maker = _FABRIC_VENDOR.get(kind)
+    if maker and str(vendor or "").strip().upper() != maker:
+        check.fail(f"field 'interconnect.kind' {kind!r} is an {maker} fabric, but 'vendor' is {vendor!r}")
+    domain = check.pos_int("interconnect.domain", ic.get("domain"), nullable=True)
+    if kind == "pcie" and domain not in (None, 1):
+        check.fail(f"field 'interconnect.domain' is {domain}, but a 'pcie' fabric reaches no other GPU over a "
+                   "scale-up link: 1")
+    lanes = ic.get("pcie_lanes")
+    if lanes is not None and (isinstance(lanes, bool) or lanes not in (1, 2, 4, 8, 16)):
+        check.bad("interconnect.pcie_lanes", "1, 2, 4, 8, 16 or null", lanes)
+    out.update(interconnect_kind=kind, interconnect_domain=domain, pcie_lanes=lanes,
+               pcie_gen=check.pos_int("interconnect.pcie_gen", ic.get("pcie_gen"), nullable=True))
+    return out
+
+
+def read_facts(check, d: dict, flops: dict) -> dict:
+    """The GPU fields of a profile's FACT_FIELDS, checked with `check` against the vendor and the
+    dense_flops table where they overlap."""
+    out = {}
+    arch = d.get("architecture")
+    if arch is not None and (not isinstance(arch, str) or not _ARCH_RE.match(arch)):
+        check.bad("architecture", "a lowercase name like 'hopper' or 'cdna3'", arch)
+    out["architecture"] = arch
+    cc = d.get("compute_capability")
+    if cc is not None:
+        want, pattern = {"NVIDIA": ('a quoted string like "9.0" (CUDA\'s major.minor)', _NVIDIA_CC_RE),
+                         "AMD": ('a gfx target like "gfx942"', _AMD_GFX_RE)}.get(
+            str(d.get("vendor", "")).strip().upper(), ('a quoted string like "9.0" or "gfx942"', None))
+        if not isinstance(cc, str) or not (pattern.match(cc) if pattern else parse_capability(cc)):
+            check.bad("compute_capability", want, cc)
+    out["compute_capability"] = cc
+    kind = d.get("memory_kind")
+    if kind is not None:
+        canon = {k.lower(): k for k in MEMORY_KINDS}.get(kind.lower()) if isinstance(kind, str) else None
+        if canon is None:
+            check.bad("memory_kind", "one of " + ", ".join(MEMORY_KINDS), kind)
+        kind = canon
+    out["memory_kind"] = kind
+    for name in ("fp8", "fp4"):
+        value = d.get(name)
+        if value is not None:
+            check.flag(name, value)
+            if value is False and name in flops:
+                check.fail(f"field '{name}' is false, but 'dense_flops.{name}' gives an {name} rate")
+        out[name] = value
+    name = d.get("device_name")
+    out["device_name"] = None if name is None else check.text("device_name", name)
+    return out

@@ -1,0 +1,244 @@
+"""GPU facts engines read (kvplan/hardware/profiles/README.md, "Hardware facts"): every bundled profile carries
+them, they agree with independent tables, engines answer the same for a copied profile under another key, and a
+profile without them plans with each assumption stated."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvplan.engines import resolve_engine
+from kvplan.hardware.facts import INTERCONNECT_KINDS, MEMORY_KINDS
+from kvplan.hardware.gpus import GPU, find_gpu, load_gpus
+from kvplan.model.spec import Quantization
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.plan import Request
+from kvplan.report.text import engine_to_dict, plan_to_dict
+from kvplan.sources.catalog import find_in_catalog
+
+PROFILES_DIR = Path(__file__).parents[1] / "kvplan" / "hardware" / "profiles"
+
+
+@pytest.fixture(scope="module")
+def gpus() -> dict[str, GPU]:
+    return load_gpus()
+
+
+# --- the bundled facts -------------------------------------------------------------------------
+
+# Compute capability as NVIDIA's CUDA GPUs list (developer.nvidia.com/cuda-gpus and the legacy list) and AMD's
+# ROCm GPU specs ("LLVM target name") give them, transcribed by hand: an independent table, not the profiles.
+# A10G and H20 are not on NVIDIA's list: the A10's GA102 (8.6) and Hopper's GH100 (9.0).
+CAPABILITY = {
+    "v100-pcie-16": "7.0", "v100-pcie-32": "7.0", "v100-sxm2-16": "7.0", "v100-sxm2-32": "7.0", "t4": "7.5",
+    "a100-pcie-40": "8.0", "a100-pcie-80": "8.0", "a100-sxm-40": "8.0", "a100-sxm-80": "8.0",
+    "a10": "8.6", "a10g": "8.6", "rtx-3090": "8.6", "l4": "8.9", "l40s": "8.9", "rtx-4090": "8.9",
+    "h100-pcie": "9.0", "h100-sxm": "9.0", "h100-nvl": "9.0", "h200-sxm": "9.0", "h20": "9.0", "gh200": "9.0",
+    "gh200-144": "9.0", "b200": "10.0", "gb200": "10.0", "b300": "10.3", "gb300": "10.3", "rtx-5090": "12.0",
+    "rtx-pro-6000-server": "12.0", "mi250x": "gfx90a", "mi300x": "gfx942", "mi325x": "gfx942", "mi355x": "gfx950",
+    "gaudi2": None, "gaudi3": None,
+}
+# Each architecture's capabilities (NVIDIA: the major.minor families; AMD: CDNA2 gfx90a, CDNA3 gfx942, CDNA4 gfx950).
+ARCHITECTURE = {"volta": {"7.0"}, "turing": {"7.5"}, "ampere": {"8.0", "8.6"}, "ada": {"8.9"}, "hopper": {"9.0"},
+                "blackwell": {"10.0", "10.3", "12.0"}, "cdna2": {"gfx90a"}, "cdna3": {"gfx942"},
+                "cdna4": {"gfx950"}, "gaudi2": {None}, "gaudi3": {None}}
+# NVSwitch parts (HGX 8-GPU boards, NVL72 racks): the ones vLLM's multicast workspace exists on.
+NVSWITCH = {"a100-sxm-40": 8, "a100-sxm-80": 8, "h100-sxm": 8, "h200-sxm": 8, "h20": 8, "b200": 8, "b300": 8,
+            "gb200": 72, "gb300": 72}
+
+
+def test_bundled_facts_match_the_vendor_tables(gpus):
+    assert set(CAPABILITY) <= set(gpus) and len(CAPABILITY) >= 34
+    for key, cc in CAPABILITY.items():
+        assert gpus[key].compute_capability == cc, key
+        assert (gpus[key].interconnect_kind == "nvswitch") == (key in NVSWITCH), key
+    for key, domain in NVSWITCH.items():
+        assert gpus[key].interconnect_domain == domain, key
+
+
+def test_every_bundled_profile_states_its_facts(gpus):
+    for key, gpu in gpus.items():
+        assert gpu.compute_capability in ARCHITECTURE[gpu.architecture], key
+        assert gpu.compute_capability or gpu.vendor not in ("NVIDIA", "AMD"), key
+        assert gpu.device_name and gpu.memory_kind in MEMORY_KINDS, key
+        assert gpu.fp8 is not None and gpu.fp4 is not None, key
+        assert gpu.interconnect_kind in INTERCONNECT_KINDS and gpu.interconnect_domain, key
+        if gpu.interconnect_kind == "pcie":
+            assert gpu.interconnect_domain == 1 and gpu.pcie_gen, key
+            assert gpu.pcie_gen == int(gpu.interconnect_type.split("Gen")[1][0]), key  # "PCIe Gen4 x16" -> 4
+
+
+def test_facts_agree_with_the_rest_of_each_profile(gpus):
+    for key, gpu in gpus.items():
+        assert gpu.memory_kind.lower() in gpu.memory_marketed.lower(), key  # "80GB HBM3" -> HBM3
+        # a listed FP8 / FP4 rate means the tensor math exists; MI355X lists no FP4 rate but CDNA4 has FP4
+        # matrix types (ROCm's precision-support page)
+        assert gpu.fp8 == ("fp8" in gpu.dense_flops), key
+        assert gpu.fp4 == ("fp4" in gpu.dense_flops or key == "mi355x"), key
+        if gpu.vendor == "NVIDIA":
+            assert gpu.device_name in gpu.aliases or gpu.device_name.lower().replace(" ", "-") in gpu.aliases, key
+
+
+def test_capability_reads_like_torch(gpus):
+    # torch.cuda.get_device_capability(): (9, 0) on an H100; on ROCm the gfx target's major and minor
+    assert gpus["h100-sxm"].capability == (9, 0) and gpus["b300"].capability == (10, 3)
+    assert gpus["mi300x"].capability == (9, 4) and gpus["mi250x"].capability == (9, 0)
+    assert gpus["mi355x"].capability == (9, 5) and gpus["gaudi2"].capability is None
+
+
+# --- the same card under another key: the same plan from every engine ----------------------------
+
+def _nvfp4(name: str):
+    return dataclasses.replace(find_in_catalog(name), quantization=Quantization("nvfp4", 16))
+
+
+# (engine, version, model, tp, context): per engine the rules that read GPU facts. vLLM: the batch tier by
+# device name (0.8.4 by name, 0.11.0 "not an A100"), MXFP4 kernels and the all-reduce workspace (gpt-oss at
+# tp 4), NVFP4 scales (tp 8); SGLang: shared-expert fusion by capability (DeepSeek-V3; it moves bytes only
+# under expert parallelism, "ep" below: tp 8 with ep 8).
+CASES = [
+    (None, None, "gpt-oss-120b", 4, 32768),
+    ("vllm", None, "gpt-oss-120b", 4, 32768),
+    ("vllm", "0.11.0", "llama-3.1-8b", 1, 8192),
+    ("vllm", "0.8.4", "llama-3.1-8b", 1, 8192),
+    ("vllm", "0.19.1", "qwen3-30b-a3b:nvfp4", 8, 8192),
+    ("sglang", None, "deepseek-v3", "ep", 8192),
+    ("trtllm", None, "llama-3.1-8b", 1, 8192),
+    ("llama.cpp", None, "llama-3.1-8b", 1, 8192),
+    ("transformers", None, "llama-3.1-8b", 1, 8192),
+]
+
+
+@pytest.fixture(scope="module")
+def copies(tmp_path_factory, gpus) -> dict[str, GPU]:
+    """Every bundled profile's file, under the key 'copy-<key>' and with no aliases, as a user's --hw-profiles."""
+    d = tmp_path_factory.mktemp("copies")
+    for key in gpus:
+        data = yaml.safe_load((PROFILES_DIR / f"{key}.yaml").read_text())
+        data.update(key=f"copy-{key}", aliases=[])
+        (d / f"copy-{key}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    catalog = load_gpus([d])
+    return {key: catalog[f"copy-{key}"] for key in gpus}
+
+
+def _plan_json(engine, model, gpu, tp, context: int) -> str:
+    """fit --json's plan and engine parts, or the refusal, with the GPU's key and name taken out."""
+    dep = Deployment(8, ep=8) if tp == "ep" else Deployment(tp)
+    try:
+        r = engine.result(model, gpu, engine.deployment(dep), Request(context=context))
+        text = json.dumps({**plan_to_dict(r.plan, model), "engine": engine_to_dict(r)}, sort_keys=True)
+    except Exception as exc:  # a refusal must read the same too
+        text = f"{type(exc).__name__}: {exc}"
+    return text.replace(gpu.key, "<gpu>").replace(gpu.name, "<name>")
+
+
+@pytest.mark.parametrize("engine_name, version, model_name, tp, context", CASES,
+                         ids=[f"{c[0] or 'neutral'}-{c[1] or 'default'}-{c[2]}" for c in CASES])
+def test_a_copied_profile_plans_as_the_bundled_one(gpus, copies, engine_name, version, model_name, tp, context):
+    # The issue's wrong answer: the H100 SXM profile under another key planned gpt-oss-120b tp 4 with vLLM
+    # with 0.85 GB less overhead, because rules tested the key ("h100-sxm"), not the card.
+    name, _, quant = model_name.partition(":")
+    model = _nvfp4(name) if quant else find_in_catalog(name)
+    engine = resolve_engine(engine_name, version)
+    planned = 0
+    for key, gpu in gpus.items():
+        bundled = _plan_json(engine, model, gpu, tp, context)
+        assert _plan_json(engine, model, copies[key], tp, context) == bundled, key
+        planned += bundled.startswith("{")
+    assert planned >= len(gpus) // 2  # mostly plans, not refusals (which must also read the same)
+
+
+def test_the_issues_case_in_numbers(gpus, copies):
+    # before: bundled 8,352,594,001 B of overhead per GPU, the copy 7,499,993,578 (0.85 GB less); now both the first
+    engine = resolve_engine("vllm")
+    model = find_in_catalog("gpt-oss-120b")
+    bundled, copy = (engine.plan(model, g, Deployment(4), Request(context=131072)) for g in (gpus["h100-sxm"],
+                                                                                              copies["h100-sxm"]))
+    assert bundled.overhead_bytes_per_gpu == copy.overhead_bytes_per_gpu == 8_352_594_001
+    assert bundled.max_concurrency == copy.max_concurrency and not copy.warnings
+
+
+# --- a profile from before the facts: it loads, and what the rules assume is said -----------------
+
+FACT_FIELDS = ("architecture", "compute_capability", "memory_kind", "fp8", "fp4", "device_name")
+
+
+@pytest.fixture(scope="module")
+def old_profiles(tmp_path_factory) -> dict[str, GPU]:
+    """The H100 SXM and MI300X profiles as written before these fields existed (key 'old-<key>')."""
+    d = tmp_path_factory.mktemp("old")
+    for key in ("h100-sxm", "mi300x", "l4"):
+        data = yaml.safe_load((PROFILES_DIR / f"{key}.yaml").read_text())
+        data = {k: v for k, v in data.items() if k not in FACT_FIELDS}
+        data["interconnect"] = {k: v for k, v in data["interconnect"].items() if k in ("type", "per_dir_bytes_per_s")}
+        data.update(key=f"old-{key}", aliases=[])
+        (d / f"old-{key}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    catalog = load_gpus([d])
+    return {key: catalog[f"old-{key}"] for key in ("h100-sxm", "mi300x", "l4")}
+
+
+def _warnings(engine_name, model_name, gpu, tp=1, version=None) -> list[str]:
+    plan = resolve_engine(engine_name, version).plan(find_in_catalog(model_name), gpu, Deployment(tp),
+                                                     Request(context=8192))
+    return [w.message for w in plan.warnings]
+
+
+def test_an_old_profile_loads_without_facts(old_profiles):
+    h100 = old_profiles["h100-sxm"]
+    assert all(getattr(h100, f) is None for f in FACT_FIELDS) and h100.interconnect_kind is None
+    assert h100.interconnect_type == "NVLink4"
+
+
+def test_each_assumed_fact_is_a_warning_where_a_rule_reads_it(old_profiles):
+    h100, mi300x, l4 = old_profiles["h100-sxm"], old_profiles["mi300x"], old_profiles["l4"]
+    said = " | ".join(_warnings("vllm", "gpt-oss-120b", h100, tp=4))
+    # the batch tier reads the device name (>= 70 GiB), the MXFP4 kernels the capability, the workspace both
+    assert "gives no device_name" in said and "name ('NVIDIA H100 SXM5 80GB') as the device name" in said
+    assert "gives no compute_capability: vLLM's rules assumed compute capability 8.0" in said
+    assert "gives no interconnect.kind: vLLM's rules assumed no NVSwitch" in said
+    # llama-3.1-8b on one 24 GB L4 under vLLM 0.33: no rule asks (no tier by name, no kernels, no workspace)
+    assert _warnings("vllm", "llama-3.1-8b", l4) == []
+    assert _warnings(None, "gpt-oss-120b", h100, tp=4) == []  # the default engine reads no facts
+    # SGLang's shared-expert fusion asks DeepSeek-V3's GPU for its capability; AMD assumes a part before gfx942
+    amd = " | ".join(_warnings("sglang", "deepseek-v3", mi300x, tp=8))
+    assert "gives no compute_capability: SGLang's rules assumed gfx90a" in amd
+    assert _warnings("sglang", "llama-3.1-8b", mi300x) == []
+
+
+def test_the_assumptions_reproduce_the_old_answers(gpus, old_profiles):
+    # What an old profile got before (rules keyed on unknown keys: Marlin kernels, no workspace) is what it
+    # gets now, stated: gpt-oss-120b tp 4 on the factless H100 copy is the issue's 7,499,993,578 B.
+    plan = resolve_engine("vllm").plan(find_in_catalog("gpt-oss-120b"), old_profiles["h100-sxm"], Deployment(4),
+                                       Request(context=131072))
+    assert plan.overhead_bytes_per_gpu == 7_499_993_578
+
+
+def test_check_log_without_gpu_states_the_corpus_machine():
+    # A v0.19 tp 2 log with no --gpu: the FlashInfer workspace (1.50 GiB, tests/test_vllm_non_torch.py) is
+    # counted as on an HGX H100 and the output says so; with --gpu h100 it is the profile's own fact.
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    log = "tests/fixtures/logs/corpus/llmd-meta-llama-llama-3-1-8b-h100-80gb-tp2pp1dp1-8192.log"
+    runner = CliRunner()
+    bare = json.loads(runner.invoke(app, ["check-log", log, "--model", "llama-3.1-8b-instruct", "--json"]).stdout)
+    named = json.loads(runner.invoke(app, ["check-log", log, "--model", "llama-3.1-8b-instruct", "--gpu", "h100",
+                                           "--json"]).stdout)
+    note = "no --gpu: vLLM's FlashInfer all-reduce workspace (1.50 GiB per GPU) counted as on an HGX H100"
+    assert any(n.startswith(note) for n in bare["notes"]) and not any("HGX" in n for n in named["notes"])
+    row = {r["quantity"]: r["predicted"] for r in bare["rows"]}["non-torch memory"]
+    assert row == {r["quantity"]: r["predicted"] for r in named["rows"]}["non-torch memory"] == "2.11 GiB (estimate)"
+
+
+def test_find_gpu_by_device_name():
+    # the device name torch reports is also an alias of every NVIDIA profile (nvidia-smi names, issue 15)
+    assert find_gpu("NVIDIA H100 80GB HBM3").device_name == "NVIDIA H100 80GB HBM3"
+    assert find_gpu("gaudi3").device_name == "GAUDI3" and find_gpu("mi300x").device_name == "AMD Instinct MI300X"
+    assert find_gpu("h100").interconnect_domain == 8 and find_gpu("gb200").interconnect_domain == 72
+    assert find_gpu("h100-nvl").interconnect_kind == "nvlink-bridge" and find_gpu("l40s").pcie_gen == 4
+    assert load_gpus()["h100-sxm"].memory_kind == "HBM3" and find_gpu("rtx-5090").memory_kind == "GDDR7"

@@ -44,7 +44,7 @@ def main(n: int) -> None:
         print(f"{workload:5} {mode:10} {len(reqs):>7,} requests, {s['time']['steps']:>9,} steps: "
               f"{wall:5.2f} s wall, {cpu:5.2f} s CPU; mean running {s['concurrency']['mean_running']:.0f}, "
               f"{s['requests']['preemptions']:,} preemptions"
-              + "".join(f"; {x['tier']} hits {x['hit_rate_pct']:.1f}%" for x in (s["offload"] or {}).get("tiers", ())))
+              + "".join(f"; {x['tier']} hits {x['hit_rate_pct']:.1f}%" for x in s.get("offload", {}).get("tiers", ())))
 
 
 def mooncake(n: int, qps: float) -> list:

@@ -204,7 +204,7 @@ class Recorder:
             "prefix_cache": {**{k: v for k, v in self.engine_stats.items() if k.startswith("prefix")},
                              "hit_rate_pct": 100.0 * self.engine_stats.get("prefix_hit_tokens", 0) / in_tokens
                              if in_tokens else 0.0},
-            "offload": self._offload(in_tokens, T),
+            **({"offload": self._offload(in_tokens, T)} if self.tiers else {}),  # only a run with tiers
             "goodput": {"slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot, "requests_meeting_slo": good,
                         "pct_meeting_slo": 100.0 * good / len(done) if done else 0.0, "requests_per_s": good / T},
             "littles_law": {"mean_in_system": self.area_system / T,

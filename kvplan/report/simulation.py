@@ -73,7 +73,7 @@ def _offload_lines(offload: dict) -> list[tuple[str, str]]:
     out = []
     for x in offload.get("tiers", []):
         out.append((f"{x['tier']} tier", f"{x['hit_rate_pct']:.1f}% of prompt tokens, "
-                    f"{x['mean_occupancy_pct']:.0f}% full on average ({x['capacity_bytes_per_gpu'] / GIB:,.1f} GiB per GPU)"))
+                    f"{x['mean_occupancy_pct']:.0f}% full ({x['capacity_bytes_per_gpu'] / GIB:,.1f} GiB per GPU)"))
     if out:
         out.append(("reloads", f"{offload['reload_s_total']:,.2f} s added to the TTFT of "
                                f"{offload['requests_reloaded']:,} requests"))

@@ -5,7 +5,9 @@ llama-3.1-70b on 4 x H100 (kvplan's plan, through kvplan.simulator.adapter); the
 built-in chat (shared system prompts, prefix caching on) and code, at a rate that keeps the engine
 busy, in the paged pool and in a contiguous max-length pool. Prints wall and CPU seconds per run
 (CPU time is the one-core figure; wall time also counts other processes on a shared machine).
-Target: 100,000 requests in at most 10 s on one core.
+Target: 100,000 requests in at most 10 s on one core. The last row replays Mooncake's FAST'25
+conversation trace (copies of it, arrivals compressed) with a CPU and a disk tier, whose prefixes come
+back from the tiers; the `code tiers` row has tiers that its workload never hits back.
 """
 
 from __future__ import annotations
@@ -28,15 +30,48 @@ def main(n: int) -> None:
     plan = resolve_engine().plan(spec, gpu, deployment_for_gpus(spec, 4), Request(context=32768))
     model = sim_model(plan, spec, gpu)
     print(f"{model.name} on 4 x {gpu.key}: KV pool {model.kv_budget_bytes / 2**30:.2f} GiB per GPU")
-    for workload, qps, mode in (("chat", 20.0, "paged"), ("code", 40.0, "paged"), ("chat", 20.0, "contiguous")):
+    # Offload tiers (#23): a CPU tier of 64 GiB per GPU behind PCIe Gen5 (64 GB/s) and a disk tier of
+    # 512 GiB per GPU at an eighth of an 8-drive array's 54.4 GB/s: the dgx-h100 host profile's figures.
+    tiers = (("cpu", 64 * 2**30, 64e9), ("disk", 512 * 2**30, 54.4e9 / 8))
+    for workload, qps, mode in (("chat", 20.0, "paged"), ("code", 40.0, "paged"), ("chat", 20.0, "contiguous"),
+                                ("code", 40.0, "tiers"), ("mooncake", 30.0, "tiers")):
         wall, cpu = time.perf_counter(), time.process_time()
-        reqs = generate(WORKLOADS[workload], qps, n / qps, seed=0)
-        rec = Engine(model, EngineConfig(mode=mode)).run(reqs)
+        reqs = mooncake(n, qps) if workload == "mooncake" else generate(WORKLOADS[workload], qps, n / qps, seed=0)
+        cfg = EngineConfig(mode="paged", tiers=tiers) if mode == "tiers" else EngineConfig(mode=mode)
+        rec = Engine(model, cfg).run(reqs)
         s = rec.summary(2.0, 0.1)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         print(f"{workload:5} {mode:10} {len(reqs):>7,} requests, {s['time']['steps']:>9,} steps: "
               f"{wall:5.2f} s wall, {cpu:5.2f} s CPU; mean running {s['concurrency']['mean_running']:.0f}, "
-              f"{s['requests']['preemptions']:,} preemptions")
+              f"{s['requests']['preemptions']:,} preemptions"
+              + "".join(f"; {x['tier']} hits {x['hit_rate_pct']:.1f}%" for x in s.get("offload", {}).get("tiers", ())))
+
+
+def mooncake(n: int, qps: float) -> list:
+    """n requests of Mooncake's FAST'25 conversation trace (tests/fixtures/traces, 12,031 requests), its copies
+    one after another, each copy's prefixes its own, arrivals compressed to `qps` on average: a trace whose
+    prefixes are reused at distances past the GPU pool, so the tiers are hit."""
+    import dataclasses
+    import lzma
+    import tempfile
+    from pathlib import Path
+
+    from kvplan.simulator.traces import load_trace
+
+    xz = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "traces" / "mooncake_fast25_conversation.jsonl.xz"
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
+        f.write(lzma.decompress(xz.read_bytes()))
+        f.flush()
+        base, _ = load_trace(f.name)
+    span = base[-1].arrival
+    scale = len(base) / (qps * span)
+    out = []
+    while len(out) < n:
+        copy = len(out) // len(base)
+        for r in base[: n - len(out)]:
+            out.append(dataclasses.replace(r, rid=len(out), arrival=(r.arrival + copy * span) * scale,
+                                           prefix=tuple((f"{copy}{k}", t) for k, t in r.prefix)))
+    return out
 
 
 if __name__ == "__main__":

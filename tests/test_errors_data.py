@@ -37,6 +37,11 @@ ENGINE_FLAGS = {
     "engines/sglang/boot.py": {"--mem-fraction-static"},
     # llama-server's command (--emit llama.cpp) and convert_hf_to_gguf.py's
     "engines/llamacpp/engine.py": {"--kv-unified", "--outtype", "--swa-full"},
+    # engines' offload tiers (--emit with --offload): vLLM's CPU tier by release, LMCache's connector, SGLang HiCache
+    "engines/vllm/offload.py": {"--kv-offloading-backend", "--kv-offloading-size", "--kv-transfer-config",
+                                "--swap-space"},
+    "engines/lmcache.py": {"--kv-transfer-config"},
+    "engines/sglang/offload.py": {"--enable-hierarchical-cache", "--hicache-ratio", "--hicache-size"},
     # engines' own command lines as their logs print them (vLLM, SGLang)
     "engines/logparse.py": {"--model", "--pp", "--tp"},
 }

@@ -13,12 +13,14 @@ from kvplan.cli._common import (
     progress_bar, stderr, table,
 )
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
+from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, say
 from kvplan.cli.selection import resolve_gpus
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
     check_workload_flags, load_requests, sla_text,
 )
 from kvplan.compare.cheapest import RANKING, cheapest as rank, failure_summary
+from kvplan.compare.offload import check_tiers, size_each
 from kvplan.compare.sweep import parse_counts
 from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
@@ -27,6 +29,7 @@ from kvplan.hardware.prices import load_prices
 from kvplan.planning.deploy import candidate_deployments, deployment_for_gpus
 from kvplan.planning.layout import layout_text
 from kvplan.report.export import candidate_row
+from kvplan.report.offload import offload_dict
 from kvplan.simulator.capacity import Target, filter_candidates
 from kvplan.sources.resolve import resolve_model
 
@@ -66,6 +69,9 @@ def cheapest(
     top: Annotated[int, typer.Option("--top", help="Rows of the ranking shown in the terminal.")] = 15,
     hw_profiles: HwOpt = None,
     speculative: SpeculativeOpt = None,
+    offload: OffloadOpt = None,
+    offload_backend: OffloadBackendOpt = "native",
+    host: HostOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
@@ -74,6 +80,10 @@ def cheapest(
     """The cheapest deployments that hold CONCURRENCY requests of CTX tokens (and a speed floor),
     or that serve a workload within an SLA (--workload or --trace: each candidate is simulated,
     see `kvplan simulate`).
+
+    With --offload, each candidate's tiers as its engine sizes them (SIZE per replica; in --json, the
+    `offload` of each row; the table's `host ctx`): offloaded contexts wait in host memory, they do not
+    add to the concurrency the target counts.
 
     Exit code 6 when no deployment meets the target (the reasons are still printed).
     """
@@ -90,6 +100,9 @@ def cheapest(
     check_range("--replicas", replicas, 1, 4096)
     chosen, gmu = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
     drafter = speculative_request(speculative, chosen)
+    asked = parse_offload_flags(offload, offload_backend, host)
+    if asked.tiers:
+        check_tiers(chosen, asked.tiers, asked.backend)
     ctx_tokens = None if ctx is None else parse_tokens(ctx, "context")
     counts = parse_counts(gpu_counts) if gpu_counts is not None else None
     canonical_kv_dtype(kv_dtype)
@@ -113,10 +126,11 @@ def cheapest(
     sla = (slo_ttft, slo_tpot, slo_percent)
     if served:
         candidates, sims = _serve(candidates, spec, gpu_list, loaded, sla)
-    target, data = _answer(spec, ctx_tokens, concurrency, min_tps, price_book, candidates, sims, loaded, sla)
+    tiers = _tiers(candidates, spec, chosen, asked) if asked.tiers else {}
+    target, data = _answer(spec, ctx_tokens, concurrency, min_tps, price_book, candidates, sims, loaded, sla, tiers)
     meets = [c for c in candidates if c.meets]
     print_result(as_json, data, lambda console: _print_cheapest(
-        console, target, meets, failure_summary(candidates), top, price_book.unit, len(candidates)))
+        console, target, meets, failure_summary(candidates), top, price_book.unit, len(candidates), tiers))
     if not meets:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 
@@ -132,7 +146,23 @@ def _gpus_and_prices(gpu, prices, hw):
     return gpu_list, price_book
 
 
-def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candidates, sims: dict, loaded, sla):
+def _tiers(candidates, spec, engine, asked) -> dict:
+    """Each planned candidate's OffloadPlan (or why not) by id; the first one meeting the target is said on stderr."""
+    planned = [c for c in candidates if c.plan is not None]
+    sized = dict(zip(map(id, planned), size_each(engine, [c.plan for c in planned], lambda p: spec, asked.tiers,
+                                                 asked.backend, asked.host)))
+    best = next((c for c in candidates if c.meets), None)
+    if best is not None:
+        op = sized[id(best)]
+        if isinstance(op, str):
+            stderr(f"note: offload tiers of the cheapest deployment not sized: {op}")
+        else:
+            say(op)
+    return sized
+
+
+def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candidates, sims: dict, loaded, sla,
+            tiers: dict):
     """(the target in words, the JSON document): the candidates meeting it, ranked, then the rest."""
     target = (f"{spec.name}: {concurrency:,} concurrent requests of {human_tokens(ctx_tokens)} tokens"
               + (f", ≥ {min_tps:g} tokens/s each" if min_tps else ""))
@@ -143,6 +173,9 @@ def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candid
     def row(c, rank):
         r = candidate_row(c, spec, rank)
         d = c.deployment
+        if id(c) in tiers:
+            op = tiers[id(c)]
+            r["offload"] = {"refused": op} if isinstance(op, str) else offload_dict(op)
         return {**r, **sims.get((c.gpu, d.gpus, d.tp, d.pp), {})} if loaded is not None else r
 
     data = {"model": spec.name, "context": ctx_tokens, "concurrency": concurrency,
@@ -164,20 +197,28 @@ def _serve(candidates, spec, gpu_list, loaded, sla):
         return filter_candidates(candidates, spec, gpus, target, progress=bar and bar.done)
 
 
-def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, tried: int) -> None:
+def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, tried: int, tiers: dict) -> None:
     console.print(f"[bold]{markup_safe(target)}[/] · {tried} deployments tried")
     if meets:
         priced = any(c.price_per_gpu_hour is not None for c in meets)
         cols = ["#", "GPU", "GPUs (layout)", "max conc", "tok/s/req", "KV GiB/GPU"]
+        host = bool(tiers) and not priced  # with prices the table is full: the tiers are in --json
+        cols += ["host"] if host else []  # contexts the offload tiers hold (the title says so)
         if priced:
             cols += [f"{unit}/GPU-h", f"{unit}/h"]
         t = table(cols, right=tuple(c for c in cols if c != "GPU"),
                   title=f"Meeting the target ({len(meets)}), cheapest first" if priced
                   else f"Meeting the target ({len(meets)}), fewest GPUs first (no prices given)")
+        if host:
+            t.caption, t.caption_justify = "host: full-length contexts the offload tiers hold", "left"
         for i, c in enumerate(meets[:top], 1):
             d, p = c.deployment, c.plan
             cells = [str(i), c.gpu, _layout(c), f"{p.max_concurrency * c.replicas:,}",
                      f"{c.tokens_per_second_per_request:,.1f}", f"{p.kv_memory_bytes_per_gpu / 2**30:,.2f}"]
+            if host:  # full-length contexts the offload tiers of all replicas hold ("–": not sized)
+                op = tiers.get(id(c))
+                cells += ["–" if op is None or isinstance(op, str) else
+                          f"{sum(t.contexts for t in op.tiers) * c.replicas:,}"]
             if priced:
                 cells += [_money(c.price_per_gpu_hour), _money(c.cost_per_hour)]
             t.add_row(*cells)

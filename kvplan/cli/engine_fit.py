@@ -9,6 +9,7 @@ import sys
 
 import typer
 
+from kvplan.cli import offload as tiers
 from kvplan.cli._common import print_result, print_warnings, stderr
 from kvplan.compare.candidates import smallest_fitting
 from kvplan.core.errors import EXIT_DOES_NOT_FIT
@@ -18,9 +19,10 @@ from kvplan.report.explain import explain_lines
 from kvplan.report.text import engine_to_dict, format_figure, plan_to_dict, plan_warnings, render_plans
 
 
-def engine_plan(engine, spec, hw, dep, req):
-    """One plan of `dep` as `engine` allocates (`simulate` runs its scheduler on that KV pool)."""
-    return engine.plan(spec, hw, dep, req)
+def engine_result(engine, spec, hw, dep, req):
+    """One EngineResult of `dep` as `engine` allocates: `simulate` runs its scheduler on that KV pool
+    and sizes offload tiers from the engine's own capacity figures."""
+    return engine.result(spec, hw, dep, req)
 
 
 def fit_results(spec, hw, dep, req, engine):
@@ -37,7 +39,7 @@ def fit_results(spec, hw, dep, req, engine):
     return [first, best], ["1 GPU", f"smallest fit: {best.plan.deployment.gpus} GPUs"], 1
 
 
-def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, layouts=None) -> None:
+def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, layouts=None, offload=None) -> None:
     """`fit`'s output for any engine: the plans, a named engine's own figures, the serve command
     (--emit), the formula (--explain), the exit code (--check)."""
     results, titles, recommended = fit_results(spec, hw, dep, req, engine)
@@ -50,6 +52,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
     for note in dict.fromkeys(n for r in results for n in r.capacity.notes):
         stderr(f"note: {note}")
     chosen = results[recommended if recommended is not None else -1]
+    op = tiers.for_result(engine, chosen, spec, offload)
     command = margin = weights = None
     if emit_to:
         command = emit(engine, chosen, spec)
@@ -59,6 +62,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
                 stderr(line)
     dicts = [{**plan_to_dict(r.plan, spec), **({"engine": engine_to_dict(r)} if named else {})} for r in results]
     out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
+    command = tiers.into_output(out, op, command)
     if command:
         out["emit"] = command
     if layouts is not None:  # fit --gpus N: every layout, best first (kvplan.cli.layouts)
@@ -74,6 +78,8 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
             _engine_table(console, results, titles)
         if dep is None and recommended is None:
             console.print("[red]No deployment of up to 64 GPUs fits this workload.[/]")
+        if op is not None:
+            tiers.render(console, op)
         if command:
             print(command)
 

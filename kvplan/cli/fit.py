@@ -12,6 +12,7 @@ from kvplan.cli._common import (
 from kvplan.cli.engine_fit import fit_report
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
 from kvplan.cli.layouts import search
+from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.units import parse_tokens
 from kvplan.hardware.gpus import find_gpu
@@ -76,11 +77,15 @@ def fit(
     timeout: TimeoutOpt = 10.0,
     explain: Annotated[bool, typer.Option("--explain", help="Print the formula with this model's numbers.")] = False,
     check: Annotated[bool, typer.Option("--check", help=f"Exit {EXIT_DOES_NOT_FIT} when the workload does not fit.")] = False,
+    offload: OffloadOpt = None,
+    offload_backend: OffloadBackendOpt = "native",
+    host: HostOpt = None,
     as_json: JsonOpt = False,
 ):
     """Does MODEL fit on GPU at this context: concurrency, longest context, GPUs needed, decode speed."""
     hw = find_gpu(gpu, hw_profiles or ())
     ctx_tokens = None if ctx is None else parse_tokens(ctx, "context")
+    tiers = parse_offload_flags(offload, offload_backend, host)
     # engine flags and the drafter are checked before the model is resolved (maybe a Hub download)
     chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size, emit)
     drafter = speculative_request(speculative, chosen)
@@ -104,4 +109,4 @@ def fit(
     if dep == SEARCH:
         dep, layouts = search(spec, hw, gpus, req, chosen, gpus_per_node, as_json=as_json)
     fit_report(spec, hw, dep, req, chosen, emit_to=emit, as_json=as_json, explain=explain, check=check,
-               layouts=layouts)
+               layouts=layouts, offload=tiers)

@@ -5,6 +5,7 @@ the plan into the simulator's inputs (kvplan.simulator.adapter), run the event-d
 the workload or trace, print a summary and write the files. Nothing heavy is imported at start-up.
 """
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -17,9 +18,10 @@ from kvplan.cli._common import (
     TimeoutOpt, OUTPUT_FORMATS, SpeculativeOpt, TokenOpt, WeightDtypeOpt, check_range, cli_errors, output_files,
     progress_bar, stderr,
 )
-from kvplan.cli.engine_fit import engine_plan
+from kvplan.cli.engine_fit import engine_result
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
 from kvplan.cli.fit import _deployment, _request
+from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, plan_offload
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
     check_workload_flags, load_requests, sla_text,
@@ -30,11 +32,15 @@ from kvplan.core.units import parse_tokens
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.report.export import json_text
+from kvplan.report.offload import offload_dict
 from kvplan.report.simulation import document, render_html, summary_lines, write_series_csv
 from kvplan.report.text import plan_warnings
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.capacity import Target, max_rate
 from kvplan.simulator.engine import EngineConfig, RESERVE_POLICIES
+from kvplan.simulator.blocks import BLOCK_TOKENS
+from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
+from kvplan.simulator.traces import hash_block_tokens
 from kvplan.simulator.session import configs, run_all, shape_trace
 from kvplan.simulator.workload import find_workload, generate
 from kvplan.sources.resolve import resolve_model
@@ -85,6 +91,9 @@ def simulate(
     title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan simulate",
     hw_profiles: HwOpt = None,
     speculative: SpeculativeOpt = None,
+    offload: OffloadOpt = None,
+    offload_backend: OffloadBackendOpt = "native",
+    host: HostOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
@@ -107,18 +116,27 @@ def simulate(
     check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
     check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
     chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
+    asked = parse_offload_flags(offload, offload_backend, host)
+    tiers = asked.tiers
+    if tiers and (mode != "paged" or no_prefix_caching or compare):
+        raise KvplanError("--offload keeps evicted prefix blocks: it needs the paged pool with prefix caching "
+                          "(no --mode contiguous, --no-prefix-caching or --compare)", EXIT_USAGE)
+    if any(t.auto for t in tiers) and trace is None:
+        raise KvplanError("--offload cpu:auto sizes the tier from a trace's hit-rate curve: give --trace", EXIT_USAGE)
     files = output_files(output or [])
     base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=max_num_seqs,
                         max_num_batched_tokens=max_num_batched_tokens, prefix_caching=not no_prefix_caching)
     runs = configs(base, compare)
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed)
-    sim, meta, notes = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
+    sim, meta, notes, result = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
                                          chosen, hw_profiles, revision, token, timeout, speculative)
     for line in notes if find_rate else [loaded.said, *notes]:  # every input is valid: say where things came from
         stderr(line)
     meta.update(loaded.meta)
     requests = loaded.requests
+    if tiers:
+        base, runs = _with_tiers(base, sim, meta, result, asked, requests, trace is not None)
     meta.update({"runs": list(runs), "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "prefix_caching": not no_prefix_caching, "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
     if find_rate:
@@ -169,7 +187,8 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)
     notes = [resolved.note, *(f"note: {n}" for n in resolved.notices)]
     dep = chosen.deployment(dep)
-    p = engine_plan(chosen, spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
+    result = engine_result(chosen, spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
+    p = result.plan
     sim = sim_model(p, spec, hw, step_overhead_s=step_overhead)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache "
@@ -186,7 +205,27 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
             "kv_dtype": str(p.request.kv_dtype.name if hasattr(p.request.kv_dtype, "name") else p.request.kv_dtype),
             "kv_pool_bytes_per_gpu": sim.kv_budget_bytes, "block_size": sim.block_size, "max_model_len": sim.max_model_len,
             "step_overhead_s": step_overhead, "kv_pool_sized_by": chosen.label or "kvplan (engine-neutral)"}
-    return sim, meta, notes
+    return sim, meta, notes, (result, spec, dep, chosen)
+
+
+def _with_tiers(base, sim, meta, result, offload, requests, from_trace):
+    """The offload tiers in the simulator's pool (and, for a trace, its hit-rate curve in meta)."""
+    res, spec, dep, engine = result
+    tiers = offload.tiers
+    if from_trace:
+        doc, _ = curve_doc(requests, sim.token_bytes() * dep.tp, res.capacity.tokens,
+                           hash_block_tokens(meta.get("trace_format")) or BLOCK_TOKENS)
+        meta["hit_rate_curve"] = doc
+        if any(t.auto for t in tiers):
+            tiers, size = auto_tiers(doc, tiers)
+            stderr(f"note: cpu:auto: the trace's knee is {doc['knee']['tokens']:,} tokens "
+                   f"({doc['knee']['hit_pct']:.1f}% of prompt blocks hit); cpu tier of {size / 2**30:,.0f} GiB")
+    op = plan_offload(engine, res.plan, spec, offload._replace(tiers=tiers))
+    meta["offload"] = offload_dict(op)
+    if offload.host is None:
+        stderr("note: no --host: reloads from offload tiers are not priced (TTFT as if they were free)")
+    cfg = dataclasses.replace(base, tiers=sim_tiers(op, sim.token_bytes(), offload.host, dep.gpus))
+    return cfg, {"paged": cfg}
 
 
 def _run(sim, requests, runs, slo_ttft, slo_tpot):

@@ -18,11 +18,13 @@ from kvplan.cli._common import (
     progress_bar, stderr, table,
 )
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
+from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt, check_workload_flags,
     load_requests,
 )
+from kvplan.compare.offload import check_tiers, size_each
 from kvplan.compare.procurement import headlines
 from kvplan.compare.sweep import RANKING, parse_counts, sweep as run_sweep
 from kvplan.core.dtypes import canonical_kv_dtype
@@ -33,6 +35,7 @@ from kvplan.hardware.prices import load_prices
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
 from kvplan.report.export import json_document, sweep_rows, write_csv
 from kvplan.report.html import render_html
+from kvplan.report.offload import offload_columns
 from kvplan.simulator.capacity import Target, sim_row, simulate_plan
 
 PROGRESS_MIN_PLANS = 20_000  # below this a sweep takes well under a second: no bar
@@ -74,6 +77,9 @@ def sweep(
     slo_tpot: SloTpotOpt = 0.1,
     hw_profiles: HwOpt = None,
     speculative: SpeculativeOpt = None,
+    offload: OffloadOpt = None,
+    offload_backend: OffloadBackendOpt = "native",
+    host: HostOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
@@ -81,7 +87,8 @@ def sweep(
     """Plan every model × GPU × GPU count × context × KV dtype; rank them; write CSV, JSON, HTML.
 
     With --workload or --trace, every plan also serves that workload in the simulator (`kvplan
-    simulate`; the context is the longest request) and its rows gain the sim_* columns.
+    simulate`; the context is the longest request) and its rows gain the sim_* columns. With
+    --offload, each plan's tiers as its engine sizes them (offload_* columns; SIZE per deployment).
     """
     hw = hw_profiles or ()
     contexts = parse_token_list(ctx, "context")
@@ -95,6 +102,9 @@ def sweep(
         raise KvplanError(f"--top must be 0 or more, got {top}", EXIT_USAGE)
     chosen, gmu = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
     drafter = speculative_request(speculative, chosen)
+    asked = parse_offload_flags(offload, offload_backend, host)
+    if asked.tiers:
+        check_tiers(chosen, asked.tiers, asked.backend)
     files = output_files(output or [], "--json or --csv for stdout")
     if as_json and as_csv:
         raise KvplanError("--json and --csv both want stdout; write one of them to a file with --output", EXIT_USAGE)
@@ -122,6 +132,8 @@ def sweep(
         sims = _simulate(result, gpu_list, loaded, slo_ttft, slo_tpot)
         summary.append(f"simulated on every plan: {loaded.said}; SLA TTFT ≤ {slo_ttft:g} s, TPOT ≤ "
                        f"{slo_tpot * 1e3:g} ms; figures in the sim_* columns of -o, --json and --csv")
+    if asked.tiers:
+        sims = _offload(result, chosen, asked, sims, summary)
     _write_files(result, files, title, summary, price_book, gpu_list, sims)
     if as_json or as_csv:
         _write_stdout(result, "json" if as_json else "csv", price_book, sims)
@@ -132,7 +144,7 @@ def sweep(
     if not (as_json or as_csv) and top:
         from rich.console import Console
 
-        Console().print(_sweep_table(result, _rows(result, None, limit=top), price_book.unit))
+        Console().print(_sweep_table(result, _rows(result, sims, limit=top), price_book.unit))
     for path, fmt in files:
         stderr(f"wrote {OUTPUT_FORMATS[fmt]}: {path}")
 
@@ -165,6 +177,17 @@ def _json_text(result, rows: list[dict], prices) -> str:
             "skipped_plans": result.skipped_plans, "skipped": [asdict(s) for s in result.skipped],
             "currency": prices.currency or None, "prices_per_gpu_hour": result.prices}
     return json_document(head, rows)
+
+
+def _offload(result, engine, asked, sims, summary: list[str]) -> list[dict]:
+    """Every plan's offload_* columns (beside its sim_* ones, if any), and a summary line."""
+    sized = size_each(engine, result.plans, lambda p: result.models[p.model], asked.tiers, asked.backend, asked.host)
+    refused = sum(isinstance(o, str) for o in sized)
+    summary.append(f"offload tiers {','.join(t.describe() for t in asked.tiers)} ({asked.backend}) sized per "
+                   f"deployment as {result.engine or 'kvplan'} sizes them: offload_* columns of -o, --json and "
+                   f"--csv" + (f"; {refused:,} plans not sized (offload_refused says why)" if refused else ""))
+    cols = [offload_columns(asked.tiers, o) for o in sized]
+    return cols if sims is None else [{**s, **c} for s, c in zip(sims, cols)]
 
 
 def _rows(result, sims, limit=None) -> list[dict]:
@@ -226,7 +249,9 @@ def _sweep_table(result, rows: list[dict], currency: str):
     # "users": the max concurrency at the row's context (requests held at once), as the HTML names it.
     # Rows come best first (the rank is in --json/--csv); no "#" column, so names stay whole in 80 columns.
     cols = ["model", "GPU", "GPUs", "ctx"] + (["KV"] if kv else []) + (["weights"] if weights else [])
-    cols += ["fits", "users", "tok/s"] + ([f"{currency}/user-h"] if priced else [])
+    tiers = [k[len("offload_"):-len("_contexts")] for k in (rows[0] if rows else {}) if k.endswith("_contexts")
+             and k.startswith("offload_")]
+    cols += ["fits", "users", "tok/s"] + (["host ctx"] if tiers else []) + ([f"{currency}/user-h"] if priced else [])
     title = f"Best {len(rows)} of {len(result.plans):,} plans" + ("" if kv or not rows else f" · KV {kv_dtypes.pop()}")
     t = table(cols, right=tuple(c for c in cols if c not in ("model", "GPU", "KV", "weights", "fits")),
               whole=("KV", "weights", "fits") + (() if kv or weights else ("model", "GPU")), title=title)
@@ -238,6 +263,9 @@ def _sweep_table(result, rows: list[dict], currency: str):
         cells += [r["weight_dtype"]] if weights else []
         cells += ["[green]yes[/]" if r["fits"] else "[red]no[/]", f"{r['max_concurrency']:,}",
                   f"{r['decode_tokens_per_second']:,.0f}"]
+        if tiers:  # full-length contexts every offload tier holds together ("–": not sized, see offload_refused)
+            held = [r[f"offload_{t}_contexts"] for t in tiers]
+            cells += ["–" if None in held else f"{sum(held):,}"]
         if priced:
             cpu = r["cost_per_concurrent_user_hour"]
             cells += ["–" if cpu is None else f"{cpu:,.4f}"]

@@ -97,6 +97,11 @@ class Engine:
     dcp_tokens_whole = False  # the printed token capacity already counts every rank of a dcp group
     splits_layers_only = False  # GPUs only split the layers (llama.cpp): one layout of N GPUs, no tp to search
     kv_dtype_flags: dict[str, str] = {}  # emit_args: the serve flag's spelling of a kvplan cache dtype
+    # Offload tiers below the GPU pool (kvplan.engines.offload): backend ("native": the engine's own,
+    # "lmcache", "kvbm") -> tier ("cpu", "disk", "remote") -> rule(TierRequest, Geometry) -> TierPool, each
+    # restated from the source that sizes it; `offload_missing`: backend -> why a tier it lacks is absent.
+    offload_rules: dict = {}
+    offload_missing: dict[str, str] = {}
 
     def __init__(self, version: str | None = None, opts: dict | None = None, explicit: dict | None = None):
         """Checked: an unknown version or option is a one-line error before any work."""
@@ -213,6 +218,24 @@ class Engine:
                 others = _engines_that(lambda e, t=type(layer): t in e.reads_layers)
                 raise KvplanError(f"{self.name} has no modelled allocation for {layer.allocation}; plan it with "
                                   f"{others}the default engine", EXIT_USAGE)
+
+    def offload_rule(self, backend: str, tier: str):
+        """The rule that sizes `tier` under `backend` (kvplan.engines.offload), or a one-line refusal saying why not."""
+        if not self.offload_rules:
+            others = _engines_that(lambda e: e.offload_rules)
+            raise KvplanError(f"{arg('offload')} with {arg('engine')} {self.name}: it has no KV offload tier; plan it "
+                              f"with {others}the default engine", EXIT_USAGE, param="offload")
+        if backend not in self.offload_rules:
+            raise KvplanError(f"{arg('offload_backend')} {backend} does not run under {self.name} (it has: "
+                              f"{', '.join(self.offload_rules)})", EXIT_USAGE, param="offload_backend", value=backend,
+                              allowed=tuple(self.offload_rules))
+        rule = self.offload_rules[backend].get(tier)
+        if rule is None:
+            why = self.offload_missing.get(backend, f"{self.name} with {backend} has no {tier} tier")
+            kvbm = "" if backend == "kvbm" or "kvbm" not in self.offload_rules else \
+                f"; try {arg('offload_backend')} kvbm (Dynamo KVBM) for disk and remote"
+            raise KvplanError(f"{arg('offload')} {tier}: {why}{kvbm}", EXIT_USAGE, param="offload", value=tier)
+        return rule
 
     def check_speculative(self, method: str) -> None:
         """A one-line refusal where this engine (or this release of it) does not model the drafter

@@ -69,7 +69,7 @@ class LogRecord:
 def detect_engine(text: str) -> str | None:
     if "[TensorRT-LLM]" in text:
         return "trtllm"
-    if re.search(r"KV Cache is allocated|Load weight end|sglang", text):
+    if re.search(r"KV Cache is allocated|Load weight end|sglang|hierarchical KV|hierarchical cache", text):
         return "sglang"
     if re.search(r"llama_kv_cache|llama_new_context|llama_context:|llama_model_load|kv self size|KV self size|"
                  r"llama_init_from|print_info:", text):
@@ -220,6 +220,17 @@ def _sglang(text: str, rec: LogRecord) -> None:
     if m:
         r["max_total_num_tokens"], r["max_running_requests"] = _num(m.group(1)), _num(m.group(4))
         s["chunked_prefill_size"], s["context_len"] = int(m.group(2)), int(m.group(5))
+    # HiCache's host pool (pool_host/base.py HostKVCache, kvplan.engines.sglang.offload): what it allocates per
+    # rank, or the refusal when the host lacks the memory
+    m = _first(r"Allocating " + N + " GB host memory for hierarchical KV cache", text)
+    if m:
+        r["hicache_host_gb"] = _num(m.group(1))
+    m = _first(r"hierarchical KV host pool: " + I + " tokens, " + N + " GB host memory", text)
+    if m:
+        r["hicache_host_tokens"], r["hicache_host_gb"] = _num(m.group(1)), _num(m.group(2))
+    m = _first(r"Not enough host memory available\. Requesting " + N + " GB but only have " + N + " GB free", text)
+    if m:
+        r["hicache_requested_gb"], r["hicache_free_gb"] = _num(m.group(1)), _num(m.group(2))
     m = _first(r"mem[_-]fraction[_-]static[= ]" + N, text)
     if m:
         s["mem_fraction_static"] = float(m.group(1))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from kvplan.engines.base import Capacity, Engine
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.planning.layout import rank_request, whole_answers
+from kvplan.planning.offload import Geometry, TIERS, TierPool, TierRequest, check_kinds
 from kvplan.planning.plan import (Answers, assemble, budgets, context_cost, gpu_budget, paged_answers, paged_max_context,
                          prepare, prepare_key, usage)
 
@@ -20,6 +21,20 @@ _PREPARED: dict = {}
 _PREPARED_LIMIT = 1024  # entries; a 100k-plan sweep of 50 models needs about 600
 
 
+def page_pool(req: TierRequest, g: Geometry) -> TierPool:
+    """kvplan's own offload tier: B bytes for the replica hold B // (page tokens x one rank's bytes per
+    token x ranks) whole GPU pages, every rank keeping its shard of every page as in the GPU pool."""
+    check_kinds(g)
+    per_block = g.block_size * g.bytes_per_token * g.ranks
+    asked = g.whole(req)
+    blocks = asked // per_block
+    tokens = blocks * g.block_size
+    total = blocks * per_block
+    rule = f"{asked:,} B // ({g.block_size} x {g.bytes_per_token:,} B x {g.ranks} ranks) = {blocks:,} pages (kvplan)"
+    return TierPool(req.tier, "kvplan", "", total // g.ranks, g.ranks, total, blocks, g.block_size, tokens,
+                    g.contexts(tokens), rule)
+
+
 class NeutralEngine(Engine):
     name = "kvplan"
     supports_dp = True
@@ -29,6 +44,7 @@ class NeutralEngine(Engine):
     # its arithmetic is each spec's own (tokens_held, elements_per_token, state_elements): every kind
     kinds = frozenset(Kind)
     reads_layers = frozenset({IndexedMLA, ParallelHybrid})
+    offload_rules = {"native": {tier: page_pool for tier in TIERS}}
 
     def capacity(self, model, dep, stages, req, st, use) -> Capacity:
         return Capacity(self.name, "", use.kv_memory_bytes_per_gpu, use.token_slots, float(use.concurrency),

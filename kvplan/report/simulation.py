@@ -65,7 +65,19 @@ def summary_lines(summary: dict) -> list[tuple[str, str]]:
         ("preemptions", f"{r['preemptions']:,} ({r['preempted_requests']:,} requests)"),
         ("prefix cache", f"{summary['prefix_cache']['hit_rate_pct']:.1f}% of prompt tokens from cache"
          if summary["prefix_cache"].get("prefix_cache") else "off"),
-    ]
+    ] + _offload_lines(summary.get("offload") or {})
+
+
+def _offload_lines(offload: dict) -> list[tuple[str, str]]:
+    """One line per offload tier: its hit rate, occupancy and what its reloads cost."""
+    out = []
+    for x in offload.get("tiers", []):
+        out.append((f"{x['tier']} tier", f"{x['hit_rate_pct']:.1f}% of prompt tokens, "
+                    f"{x['mean_occupancy_pct']:.0f}% full ({x['capacity_bytes_per_gpu'] / GIB:,.1f} GiB per GPU)"))
+    if out:
+        out.append(("reloads", f"{offload['reload_s_total']:,.2f} s added to the TTFT of "
+                               f"{offload['requests_reloaded']:,} requests"))
+    return out
 
 
 def _figures(runs: dict, budget: int) -> dict:
@@ -100,6 +112,24 @@ def _figures(runs: dict, budget: int) -> dict:
             "preemptions": fig(pre, "Preemptions (cumulative)", "preemptions")}
 
 
+def _curve_figure(doc: dict) -> dict:
+    """The trace's LRU hit-rate curve: prompt blocks hit against tier size, the knee and the GPU pool marked."""
+    xs = [round(p[1] / GIB, 3) for p in doc["points"]]
+    ys = [p[2] for p in doc["points"]]
+    knee = doc["knee"]
+    per_token = doc["points"][0][1] / doc["points"][0][0] if doc["points"] and doc["points"][0][0] else 0
+    gpu = round(doc["gpu_pool_tokens"] * per_token / GIB, 3)
+    data = [{"type": "scatter", "mode": "lines", "name": "LRU hit rate", "x": xs, "y": ys},
+            {"type": "scatter", "mode": "markers", "name": "knee", "x": [round(knee["bytes"] / GIB, 3)],
+             "y": [round(knee["hit_pct"], 3)], "marker": {"size": 10}},
+            {"type": "scatter", "mode": "lines", "name": "GPU pool", "x": [gpu, gpu], "y": [0, max(ys or [0])],
+             "line": {"dash": "dash", "color": "#888"}}]
+    layout = {"margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "title": {"text": "Hit rate against cache size (one pass, LRU)"},
+              "xaxis": {"title": {"text": "cache size, whole deployment (GiB)"}, "type": "log"},
+              "yaxis": {"title": {"text": "% of prompt blocks hit"}}, "legend": {"orientation": "h", "y": -0.25}}
+    return {"data": data, "layout": layout}
+
+
 _STYLE = ("body{font-family:system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px;margin:0 0 4px}"
           "p.meta{color:#555;margin:2px 0}.chart{width:100%;min-height:360px}"
           "table{border-collapse:collapse;font-size:13px;margin:12px 0}th,td{border-bottom:1px solid #ddd;"
@@ -123,6 +153,8 @@ def render_html(meta: dict, runs: dict, title: str = "kvplan simulate") -> str:
     plotly_js = get_plotlyjs().replace("</script", "<\\/script")
     budget = next(iter(runs.values()))[0]["kv"]["budget_bytes"]
     figs = _figures(runs, budget)
+    if meta.get("hit_rate_curve"):
+        figs["curve"] = _curve_figure(meta["hit_rate_curve"])
     lines = {name: summary_lines(summary) for name, (summary, _) in runs.items()}
     head = "<tr><th></th>" + "".join(f"<th>{esc(n)}</th>" for n in runs) + "</tr>"
     labels = [k for k, _ in next(iter(lines.values()))]

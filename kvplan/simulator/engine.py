@@ -43,6 +43,7 @@ class EngineConfig:
     max_num_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
     prefix_caching: bool = True
     check: bool = False  # tests: recount the pool from scratch after every step
+    tiers: tuple = ()  # offload tiers below the pool: ((name, bytes per rank, link bytes/s or None), ...)
 
 
 class Seq:
@@ -78,7 +79,7 @@ class Engine:
         self.cap = model.kv_budget_bytes
         self.B = model.block_size
         bb = model.block_bytes()
-        self.cache = PrefixCache(self.B, bb) if (self.paged and config.prefix_caching and model.all_full
+        self.cache = PrefixCache(self.B, bb, config.tiers) if (self.paged and config.prefix_caching and model.all_full
                                                 and not model.state_bytes) else None
         # Per decoding request, bytes added at each page boundary / per token, until a window fills.
         self.full_block = self.B * sum(g.bytes_per_token for g in model.groups if g.window is None)
@@ -175,9 +176,9 @@ class Engine:
     # ---- admission and prefill ----------------------------------------------------------------
     def _admit(self, seq: Seq, budget: int) -> int:
         """Admit the head of the queue with a first chunk of at most `budget` tokens, or return 0."""
-        segs, hit = [], 0
+        segs, hit, lower, gpu_hit = [], 0, (), 0
         if self.cache is not None and seq.req.prefix:
-            segs, hit = self.cache.match(seq.req.prefix, seq.target - 1)
+            segs, hit, lower, gpu_hit = self.cache.lookup(seq.req.prefix, seq.target - 1)
         chunk = min(seq.target - hit, budget)
         shared = woken = 0
         if segs:  # referenced first, so that making room cannot evict them
@@ -193,7 +194,14 @@ class Engine:
         if segs:
             seq.shared, seq.segs, seq.published = shared, segs, len(segs)
             self.written += woken
-            self.cache.hits += hit
+        if hit:
+            again = self.rec.preemptions[seq.rid] > 0  # its own blocks again: not a prefix shared (vLLM apart too)
+            if again:
+                self.cache.rehits += gpu_hit
+            else:
+                self.cache.hits += gpu_hit
+            if lower:
+                self.rec.reloaded(seq.rid, self.cache.promote(lower, hit - gpu_hit, self.full_token, again))
         seq.computed = hit
         seq.own = need
         self.written += self.m.held(hit) - seq.shared  # a state, if any, is written at once
@@ -250,7 +258,10 @@ class Engine:
         self.running, self.prefilling, self.waiting = {}, {}, deque()
         t, s, i, n = 0.0, 0, 0, len(requests)
         tick = 0
+        cache = self.cache
         while True:
+            if cache is not None:
+                cache.now = t
             while i < n and requests[i].arrival <= t:
                 self._arrive(requests[i], t)
                 i += 1

@@ -24,7 +24,7 @@ def head_blocked(engine) -> bool:
         return engine.m.held(engine._reserve_tokens(seq)) > engine._free_bytes()
     segs, hit = ([], 0)
     if engine.cache is not None and seq.req.prefix:
-        segs, hit = engine.cache.match(seq.req.prefix, seq.target - 1)
+        segs, hit = engine.cache.lookup(seq.req.prefix, seq.target - 1)[:2]
     chunk = min(seq.target - hit, engine.cfg.max_num_batched_tokens - engine.n_dec)
     if chunk <= 0:
         return True

@@ -7,6 +7,13 @@ as available memory) but keep their contents until the allocator needs them, lea
 used first. kvplan matches at the granularity of a request's prefix segments (a system prompt,
 a document, a Mooncake 512-token block id) rather than per block hash; a segment holds the
 whole blocks that end inside it.
+
+Offload tiers (`tiers`: CPU, disk, remote, top to bottom) catch what the GPU evicts: a segment
+dropped from the pool goes down one tier, and a tier over its capacity pushes its least recently
+used segments further down (or out, below the last). A request whose prefix continues in a lower
+tier takes those segments back (`promote`): they leave the tier, count as prompt tokens not
+computed, and their bytes cross the tier's link, whose time the engine adds to the request's TTFT.
+Each tier's bytes are integrated over time (`now`, set by the engine at every step).
 """
 
 from __future__ import annotations
@@ -21,18 +28,42 @@ class Segment:
         self.key, self.nbytes, self.refs = key, nbytes, 0
 
 
+class Tier:
+    """One offload tier of the pool: an LRU of segment bytes by key, per rank."""
+
+    __slots__ = ("name", "capacity", "bandwidth", "lru", "used", "hits", "rehits", "stored", "dropped", "reloaded",
+                 "area", "since", "peak")
+
+    def __init__(self, name: str, capacity: int, bandwidth: float | None):
+        self.name, self.capacity, self.bandwidth = name, capacity, bandwidth
+        self.lru: OrderedDict = OrderedDict()
+        self.used = self.hits = self.rehits = self.stored = self.dropped = self.reloaded = self.peak = 0
+        self.area = self.since = 0.0
+
+    def tick(self, now: float) -> None:
+        if now != self.since:
+            self.area += self.used * (now - self.since)
+            self.since = now
+
+
 class PrefixCache:
     """Segments by key; `active` bytes are referenced by running sequences, `idle` bytes are
     evictable. The caller owns the pool arithmetic and asks for eviction when it is short."""
 
-    def __init__(self, block_size: int, block_bytes: int):
+    def __init__(self, block_size: int, block_bytes: int, tiers: tuple = ()):
+        self.tiers = [Tier(*t) for t in tiers]  # (name, capacity bytes per rank, link bytes/s or None)
+        self.where: dict = {}  # key -> index of the tier holding it (a key is in one tier at most)
+        self.now = 0.0
         self.block_size = block_size
         self.block_bytes = block_bytes
         self.segments: dict = {}
         self.lru: OrderedDict = OrderedDict()  # idle segments, least recently used first
         self.active = 0
         self.idle = 0
-        self.hits = 0  # prompt tokens served from the cache
+        # prompt tokens served from the cache: on a request's first admission (`hits`), and on its admissions
+        # after a preemption (`rehits`, its own blocks found again), apart as vLLM counts them
+        # (vllm-project/vllm@ace980e6 vllm/v1/core/kv_cache_manager.py get_computed_blocks: preempted=...)
+        self.hits = self.rehits = 0
         self.evicted = 0
 
     def match(self, prefix: tuple, limit: int) -> tuple[list, int]:
@@ -49,6 +80,110 @@ class PrefixCache:
             found.append(seg)
             covered = end
         return found, covered // self.block_size * self.block_size
+
+    def lookup(self, prefix: tuple, limit: int) -> tuple[list, int, list, int]:
+        """`match`, continued into the lower tiers: (GPU segments, tokens covered in whole blocks,
+        [(key, tokens, tier index)] of the segments that follow in lower tiers, the GPU's share of
+        the covered tokens)."""
+        found, end = [], 0
+        get = self.segments.get
+        it = iter(prefix)
+        nxt = None
+        for key, n in it:
+            if end + n > limit:
+                break
+            seg = get(key)
+            if seg is None:
+                nxt = (key, n)
+                break
+            found.append(seg)
+            end += n
+        gpu_end = end
+        lower: list = []
+        if nxt is not None and self.where:
+            where = self.where.get
+            key, n = nxt
+            while True:
+                i = where(key)
+                if i is None:
+                    break
+                lower.append((key, n, i))
+                end += n
+                nxt = next(it, None)
+                if nxt is None:
+                    break
+                key, n = nxt
+                if end + n > limit:
+                    break
+        b = self.block_size
+        return found, end // b * b, lower, gpu_end // b * b
+
+    def promote(self, lower: list, tokens: int, token_bytes: int, again: bool = False) -> float:
+        """Take `lower`'s segments out of their tiers for a request (`tokens` of them in whole blocks
+        count as hits, or as `rehits` for a request admitted `again` after a preemption); the seconds
+        their bytes take over each tier's link."""
+        seconds, left = 0.0, tokens
+        for key, n, i in lower:
+            # Making room for the request may have pushed the segment further down (or out) since
+            # lookup(): it is taken from where it is now, and read over the link it was found behind.
+            self._take(key)
+            tier = self.tiers[i]
+            got = min(n, left)
+            left -= got
+            if again:
+                tier.rehits += got
+            else:
+                tier.hits += got
+            moved = got * token_bytes
+            tier.reloaded += moved
+            if tier.bandwidth:
+                seconds += moved / tier.bandwidth
+        return seconds
+
+    def _take(self, key) -> None:
+        """`key`'s segment leaves the tier holding it, if any."""
+        i = self.where.pop(key, None)
+        if i is not None:
+            tier = self.tiers[i]
+            tier.tick(self.now)
+            tier.used -= tier.lru.pop(key)
+
+    def _demote(self, items: list, i: int = 0) -> None:
+        """`items` [(key, bytes)], least recent first, enter tier i as its most recent; what a tier cannot
+        hold goes one down, least recent first (out below the last). All at once per tier: inserting
+        them one by one and trimming after each leaves the same blocks, as trimming only ever pops the
+        least recent (a segment larger than a whole tier skips it)."""
+        tiers, where, now = self.tiers, self.where, self.now
+        while items and i < len(tiers):
+            tier = tiers[i]
+            tier.tick(now)
+            lru, cap, down = tier.lru, tier.capacity, []
+            used, stored = tier.used, 0
+            for key, nbytes in items:
+                if nbytes > cap:
+                    down.append((key, nbytes))
+                    continue
+                lru[key] = nbytes
+                where[key] = i
+                used += nbytes
+                stored += 1
+            if used > cap:
+                pop = lru.popitem
+                while used > cap:
+                    item = pop(False)
+                    del where[item[0]]
+                    used -= item[1]
+                    down.append(item)
+            tier.dropped += len(down) - (len(items) - stored)
+            tier.stored += stored
+            tier.used = used
+            if used > tier.peak:
+                tier.peak = used
+            items, i = down, i + 1
+
+    def close(self, now: float) -> None:
+        for tier in self.tiers:
+            tier.tick(now)
 
     def acquire(self, segs: list) -> tuple[int, int]:
         """Reference `segs` for one sequence: (bytes they hold, bytes that were idle until now)."""
@@ -80,6 +215,8 @@ class PrefixCache:
         bytes from the sequence to the cache); None when another sequence published it first."""
         if key in self.segments:
             return None
+        if self.where:  # computed again while a copy sat below: the GPU's copy is the one kept
+            self._take(key)
         b = self.block_size
         seg = Segment(key, (end // b - start // b) * self.block_bytes)
         self.segments[key] = seg
@@ -90,10 +227,15 @@ class PrefixCache:
     def evict(self, nbytes: int) -> int:
         """Drop idle segments, least recently used first, until `nbytes` are freed or none is left."""
         freed = 0
+        down = [] if self.tiers else None
         while freed < nbytes and self.lru:
             key, seg = self.lru.popitem(last=False)
             del self.segments[key]
             self.idle -= seg.nbytes
             freed += seg.nbytes
             self.evicted += 1
+            if down is not None and seg.nbytes:
+                down.append((key, seg.nbytes))
+        if down:
+            self._demote(down)
         return freed

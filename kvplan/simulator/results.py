@@ -34,6 +34,8 @@ class Recorder:
         self.output = [0] * n
         self.prompt = [0] * n
         self.preemptions = [0] * n
+        self.tiers: list = []  # offload tiers' figures, filled at close
+        self.reload = [0.0] * n  # seconds a request waited for its prefix to come back from offload tiers
         self.rejected_by: dict = {}
         self.dropped = 0
         self.truncated = 0
@@ -76,6 +78,10 @@ class Recorder:
     def preempted(self, rid: int) -> None:
         self.preemptions[rid] += 1
         self.preemption_count += 1
+
+    def reloaded(self, rid: int, seconds: float) -> None:
+        """The request's prefix crossed an offload tier's link: its first token (and so its end) waits."""
+        self.reload[rid] += seconds
 
     def token(self, rid: int, t: float, first: bool) -> None:
         if first:
@@ -146,19 +152,28 @@ class Recorder:
         self.engine_stats = {
             "steps": self.steps,
             "prefix_cache": cache is not None,
-            "prefix_hit_tokens": cache.hits if cache else 0,
+            "prefix_hit_tokens": cache.hits if cache else 0,  # on first admissions: the prompt's shared prefix
+            "prefix_hit_tokens_preempted": cache.rehits if cache else 0,  # re-admissions finding their own blocks
             "prefix_evictions": cache.evicted if cache else 0,
         }
+        self.tiers = []
+        if cache is not None and cache.tiers:
+            cache.close(t)
+            self.tiers = [{"tier": x.name, "capacity_bytes_per_gpu": x.capacity, "link_bytes_per_s": x.bandwidth,
+                           "hit_tokens": x.hits, "hit_tokens_preempted": x.rehits, "reloaded_bytes_per_gpu": x.reloaded, "segments_stored": x.stored,
+                           "segments_dropped": x.dropped, "peak_bytes_per_gpu": x.peak,
+                           "mean_bytes_per_gpu": x.area / t if t else 0.0} for x in cache.tiers]
 
     # ---- the figures ---------------------------------------------------------------------------
     def summary(self, slo_ttft: float, slo_tpot: float) -> dict:
         done = [i for i, f in enumerate(self.finish) if f >= 0]
         T = self.end or 1e-12
-        ttft = sorted(self.first[i] - self.arrival[i] for i in done)
-        e2e = sorted(self.finish[i] - self.arrival[i] for i in done)
+        rl = self.reload
+        ttft = sorted(self.first[i] - self.arrival[i] + rl[i] for i in done)
+        e2e = sorted(self.finish[i] - self.arrival[i] + rl[i] for i in done)
         tpot_by = {i: (self.finish[i] - self.first[i]) / (self.output[i] - 1) for i in done if self.output[i] > 1}
         tpot = sorted(tpot_by.values())
-        good = sum(1 for i in done if self.first[i] - self.arrival[i] <= slo_ttft and tpot_by.get(i, 0.0) <= slo_tpot)
+        good = sum(1 for i in done if self.first[i] - self.arrival[i] + rl[i] <= slo_ttft and tpot_by.get(i, 0.0) <= slo_tpot)
         out_tokens = sum(self.output[i] for i in done)
         in_tokens = sum(self.prompt[i] for i in done)
         cap = self.model.kv_budget_bytes
@@ -189,11 +204,22 @@ class Recorder:
             "prefix_cache": {**{k: v for k, v in self.engine_stats.items() if k.startswith("prefix")},
                              "hit_rate_pct": 100.0 * self.engine_stats.get("prefix_hit_tokens", 0) / in_tokens
                              if in_tokens else 0.0},
+            **({"offload": self._offload(in_tokens, T)} if self.tiers else {}),  # only a run with tiers
             "goodput": {"slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot, "requests_meeting_slo": good,
                         "pct_meeting_slo": 100.0 * good / len(done) if done else 0.0, "requests_per_s": good / T},
             "littles_law": {"mean_in_system": self.area_system / T,
                             "throughput_x_mean_latency": (len(done) / T) * (sum(e2e) / len(e2e)) if e2e else 0.0},
         }
+
+    def _offload(self, in_tokens: int, T: float) -> dict:
+        """Each offload tier: its share of the prompt tokens (hit rate), occupancy and reloads."""
+        out = []
+        for x in self.tiers:
+            cap = x["capacity_bytes_per_gpu"]
+            out.append({**x, "hit_rate_pct": 100.0 * x["hit_tokens"] / in_tokens if in_tokens else 0.0,
+                        "mean_occupancy_pct": 100.0 * x["mean_bytes_per_gpu"] / cap if cap else 0.0})
+        return {"tiers": out, "requests_reloaded": sum(1 for r in self.reload if r),
+                "reload_s_total": sum(self.reload)} if out else {}
 
     def _breakdown(self, T: float, cap: int) -> dict:
         """The pool over time as the PagedAttention paper's Fig. 2 splits it (percent of the pool):

@@ -12,7 +12,11 @@ Formats (auto-detected from the header or the first record's keys, or named with
             dropped and counted;
 * mooncake - Mooncake traces (kvcache-ai/Mooncake): JSONL `timestamp` (ms), `input_length`,
             `output_length`, `hash_ids` (one id per 512-token block of the prompt; equal leading
-            ids mean a shared prefix, which becomes prefix segments here).
+            ids mean a shared prefix, which becomes prefix segments here);
+* bailian - the Qwen Bailian traces (alibaba-edu/qwen-bailian-usagetraces-anon, README@03a51e31): JSONL
+            `chat_id`, `parent_chat_id`, `timestamp` (seconds), `input_length`, `output_length`, `type`,
+            `turn`, `hash_ids` (one salted hash per 16-token block). As for Mooncake, a block's segment is
+            named by every id up to it, so a block is shared only after the same leading blocks.
 
 Arrivals are made relative to the first one and sorted. Parsing is linear and capped (file
 size, line length, request count); every problem is a one-line KvplanError naming the line.
@@ -33,7 +37,14 @@ MAX_FILE_BYTES = 4 * 2**30
 MAX_LINE = 1 << 20  # characters in one line (a Mooncake record lists its block ids)
 MAX_TOKENS = 1 << 24
 MOONCAKE_BLOCK = 512  # tokens per hash id in the Mooncake traces (their README)
-FORMATS = ("auto", "kvplan", "azure", "burstgpt", "mooncake")
+BAILIAN_BLOCK = 16  # tokens per hash id in the Qwen Bailian traces (their README)
+FORMATS = ("auto", "kvplan", "azure", "burstgpt", "mooncake", "bailian")
+_BAILIAN_KEYS = {"chat_id", "timestamp", "input_length", "output_length", "hash_ids"}
+
+
+def hash_block_tokens(fmt: str | None) -> int | None:
+    """Tokens per hash id of a trace format (its blocks), or None for a format without hash ids."""
+    return {"mooncake": MOONCAKE_BLOCK, "bailian": BAILIAN_BLOCK}.get(fmt or "")
 
 _KVPLAN_KEYS = {"arrival", "input_tokens", "output_tokens"}
 
@@ -95,6 +106,8 @@ def _detect_csv(fields) -> str:
 
 
 def _detect_json(record: dict) -> str:
+    if _BAILIAN_KEYS <= record.keys():
+        return "bailian"
     if {"timestamp", "input_length", "output_length"} <= record.keys():
         return "mooncake"
     if _KVPLAN_KEYS <= record.keys():
@@ -103,15 +116,15 @@ def _detect_json(record: dict) -> str:
                       "output_tokens (or the Mooncake layout)", EXIT_USAGE)
 
 
-def _mooncake_prefix(ids, path, line) -> tuple:
-    if not isinstance(ids, list) or len(ids) > MAX_TOKENS // MOONCAKE_BLOCK:
+def _hash_prefix(ids, path, line, block: int = MOONCAKE_BLOCK) -> tuple:
+    if not isinstance(ids, list) or len(ids) > MAX_TOKENS // block:
         raise _fail(path, line, "hash_ids must be a list of block ids")
     out, key = [], ""
     for h in ids:
         if not isinstance(h, (int, str)) or isinstance(h, bool):
             raise _fail(path, line, "hash_ids must hold integers")
         key = f"{key}/{h}"  # a block's id names the whole prefix up to it
-        out.append((key, MOONCAKE_BLOCK))
+        out.append((key, block))
     return tuple(out)
 
 
@@ -123,12 +136,13 @@ def _record(fmt, rec, path, line):
     if fmt == "burstgpt":
         return (_seconds(rec.get("Timestamp"), path, line), _int(rec.get("Request tokens"), "Request tokens", path, line),
                 _int(rec.get("Response tokens"), "Response tokens", path, line), ())
-    if fmt == "mooncake":
+    if fmt in ("mooncake", "bailian"):
+        block = hash_block_tokens(fmt)
         prompt = _int(rec.get("input_length"), "input_length", path, line)
-        prefix = _mooncake_prefix(rec.get("hash_ids", []), path, line)
+        prefix = _hash_prefix(rec.get("hash_ids", []), path, line, block)
         # The last block id covers a partial block: share only whole blocks strictly inside the prompt.
-        prefix = prefix[: max(0, min(len(prefix), (prompt - 1) // MOONCAKE_BLOCK))]
-        return (_seconds(rec.get("timestamp"), path, line, 1e-3), prompt,
+        prefix = prefix[: max(0, min(len(prefix), (prompt - 1) // block))]
+        return (_seconds(rec.get("timestamp"), path, line, 1e-3 if fmt == "mooncake" else 1.0), prompt,
                 _int(rec.get("output_length"), "output_length", path, line), prefix)
     prompt = _int(rec.get("input_tokens"), "input_tokens", path, line)
     prefix = ()

@@ -34,6 +34,7 @@ from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_ver
                                  opt_float, opt_int, parse_version)
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.layers import LOCAL_KINDS, Kind
+from kvplan.engines.sglang.offload import cpu_pool as hicache_pool
 
 GIB = 2**30
 MIB = 2**20
@@ -253,6 +254,8 @@ class Sglang(Engine):
     kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.STATE, Kind.NONE})
     supports_dp = True  # DP attention: each rank its own token pool and requests
     kv_dtype_flags = {"fp8": "fp8_e4m3", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype
+    offload_rules = {"native": {"cpu": hicache_pool}}  # HiCache's host pool (L2): kvplan.engines.offload
+    offload_missing = {"native": "SGLang HiCache's L3 storage backends size themselves; kvplan sizes its host pool (cpu)"}
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)

@@ -22,6 +22,8 @@ from kvplan.planning.plan import activation_estimate, cache_dtypes, runtime_byte
 from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version, opt_float, opt_int
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import ATTENTION_KINDS, Kind
+from kvplan.engines import kvbm
+from kvplan.engines.trtllm.offload import cpu_pool as host_cache_pool
 
 VERSIONS = ("0.20.0", "1.2.0")
 DEFAULT_VERSION = "1.2.0"
@@ -111,6 +113,8 @@ class TrtLlm(Engine):
     kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.NONE})
     default_version = DEFAULT_VERSION
     option_names = OPTS
+    offload_rules = {"native": {"cpu": host_cache_pool}, "kvbm": kvbm.RULES}  # kvplan.engines.offload
+    offload_missing = {"native": "TensorRT-LLM's host cache is one secondary (CPU) pool"}
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)

@@ -37,6 +37,8 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.core.search import largest_fitting
+from kvplan.engines import kvbm, lmcache
+from kvplan.engines.vllm.offload import cpu_pool as vllm_cpu_pool
 
 GIB = 2**30
 VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "0.20.0", "0.20.1", "0.22.0",
@@ -233,6 +235,10 @@ class Vllm(Engine):
     supports_dp = True  # -dp: each DP rank an engine core with its own scheduler and pool
     supports_speculative = True  # --speculative-config: drafter layers in the same groups (kvplan.planning.speculative)
     kv_dtype_flags = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype
+    # offload tiers (kvplan.engines.offload): its own CPU tier by release, LMCache's local CPU backend, Dynamo KVBM's
+    offload_rules = {"native": {"cpu": vllm_cpu_pool}, "lmcache": {"cpu": lmcache.cpu_pool}, "kvbm": kvbm.RULES}
+    offload_missing = {"native": "vLLM's native offloading has a CPU tier only",
+                       "lmcache": "LMCache's disk and remote backends are not modelled; its local CPU backend is"}
     supports_dcp = True  # -dcp: each rank of a dcp group holds every dcp-th token (check_layout: by release)
     dcp_tokens_whole = True  # "GPU KV cache size" counts the whole dcp group's tokens
 

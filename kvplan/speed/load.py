@@ -1,24 +1,28 @@
 """What a benchmark's load makes of the step times: an analytic steady state, no simulation.
 
-Two step costs carry everything: t_pre, one request's prefill (its own step or chunks of steps, its
-fixed cost per request included), and t_dec(B), one decode step of the B requests running at the
-mean context (isl + osl / 2). Every metric is then a x t_pre + b x t_dec (times), or the inverse of
-one (throughputs), so it stays linear in the coefficients and 1,800 points fit in seconds:
+Two step costs carry everything: t_wave, the prefill of the B requests that run together (their
+prompts in chunks of steps, each request's fixed cost included), and t_dec(B), one decode step of
+the B requests at the mean context (isl + osl / 2). Every metric is then a x t_wave + b x t_dec
+(times), or the inverse of one (throughputs), so it stays linear in the coefficients and 1,800
+points fit in seconds:
 
-  GPU time per request     T = t_pre + osl / B x t_dec
+  GPU time per request     T = (t_wave + osl x t_dec) / B
   output tokens/s          dp x osl / T;   requests/s dp / T
   closed loop, c running   E2E = c x T (Little's law); B = min(c, the batch cap); the c - B requests
-                           over the cap queue, so TTFT = (c - B) x T + t_pre + (B - 1) / B x t_dec
-  all at once (N <= c)     E2E = (N + B) / 2 x T (waves of B); TTFT = (B + 1) / 2 x t_pre +
-                           (B - 1) / B x t_dec + (N - B)^2 / 2N x T
+                           over the cap queue, and the B running arrive together (a closed loop
+                           starts them at once and equal lengths keep them in step), each waiting
+                           for the prefills before it: TTFT = (c - B) x T + (B + 1) / 2B x t_wave
+  all at once (N <= c)     E2E = (N + B) / 2 x T (waves of B); TTFT = (B + 1) / 2B x t_wave +
+                           (N - B)^2 / 2N x T
   N not told, all at once  the steady state at the cap (c = B = cap): a throughput run
   open loop at rate r      as a closed loop of c = r x E2E requests (Little's law, E2E from the
                            previous estimate), N <= c once r passes what the deployment serves
   TPOT (= mean ITL)        (E2E - TTFT) / (osl - 1)
-  llama-bench              pp = n_prompt / t_pre (no request cost, ubatch chunks); tg = 1 / t_dec(1)
+  llama-bench              pp = n_prompt / t_wave (one request, no request cost, ubatch chunks);
+                           tg = 1 / t_dec(1)
 
 Queueing is thus Little's law over a saturated server plus the waves of a burst: no arrival
-variance (Poisson bursts would add waiting time), and prefills never share a step with decodes.
+variance (Poisson bursts would add waiting time), and a wave's prefills never share a step with decodes.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ def batch_and_mode(load: Load, e2e_estimate: float | None) -> tuple[float, float
 
 
 def combos(load: Load, e2e_estimate: float | None = None) -> tuple[float, dict]:
-    """(B, {metric: (a, b, inverse scale or 0)}): a metric is a x t_pre + b x t_dec, or scale / that
+    """(B, {metric: (a, b, inverse scale or 0)}): a metric is a x t_wave + b x t_dec, or scale / that
     where `inverse` is non-zero (a throughput)."""
     if load.bench == "pp":
         return 1.0, {"pp_tok_s": (1.0, 0.0, load.isl)}
@@ -69,24 +73,24 @@ def combos(load: Load, e2e_estimate: float | None = None) -> tuple[float, dict]:
         return 1.0, {"tg_tok_s": (0.0, 1.0, 1.0)}
     b, c, burst = batch_and_mode(load, e2e_estimate)
     osl = max(1.0, load.osl)
-    per = osl / b  # T = t_pre + per x t_dec
-    mix = (b - 1) / b
+    t = (1.0 / b, osl / b)  # T = (t_wave + osl x t_dec) / B
+    first = ((b + 1) / (2 * b), 0.0)  # the mean request of a wave gets its first token half-way through it
     if burst:
         n = c
-        e2e = ((n + b) / 2, (n + b) / 2 * per)
+        e2e = ((n + b) / 2 * t[0], (n + b) / 2 * t[1])
         wait = (n - b) ** 2 / (2 * n)
-        ttft = ((b + 1) / 2 + wait, mix + wait * per)
     else:
-        e2e = (c, c * per)
-        ttft = (c - b + 1, (c - b) * per + mix)
+        e2e = (c * t[0], c * t[1])
+        wait = c - b
+    ttft = (first[0] + wait * t[0], wait * t[1])
     k = max(1.0, osl - 1)
     out = {
         "e2el": (e2e[0], e2e[1], 0.0),
         "ttft": (ttft[0], ttft[1], 0.0),
         "tpot": ((e2e[0] - ttft[0]) / k, (e2e[1] - ttft[1]) / k, 0.0),
-        "output_throughput": (1.0, per, load.dp * osl),
-        "request_throughput": (1.0, per, float(load.dp)),
-        "total_throughput": (1.0, per, load.dp * (load.isl + osl)),
+        "output_throughput": (t[0], t[1], load.dp * osl),
+        "request_throughput": (t[0], t[1], float(load.dp)),
+        "total_throughput": (t[0], t[1], load.dp * (load.isl + osl)),
     }
     return b, out
 

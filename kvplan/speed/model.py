@@ -74,10 +74,12 @@ def step_seconds(shape: Shape, engine: str | None, tokens: float, seqs: float, c
 
 
 def prefill_features(shape: Shape, isl: float, depth: float = 0.0, chunk: int = PREFILL_CHUNK,
-                     request: float = 1.0) -> list[float]:
-    """One request's prefill of `isl` tokens after `depth` cached ones, in steps of `chunk` tokens."""
-    steps = max(1, math.ceil(isl / chunk))
-    return features(shape, isl, 1, depth + isl / 2, isl * (depth + (isl + 1) / 2), steps=steps, request=request)
+                     request: float = 1.0, batch: float = 1.0) -> list[float]:
+    """The prefill of `batch` requests of `isl` tokens each after `depth` cached ones, together in
+    steps of `chunk` tokens; `request`: the fixed cost of each request counted (1) or not (0)."""
+    steps = max(1, math.ceil(batch * isl / chunk))
+    return features(shape, batch * isl, batch, batch * (depth + isl / 2), batch * isl * (depth + (isl + 1) / 2),
+                    steps=steps, request=request * batch)
 
 
 def decode_features(shape: Shape, batch: float, context: float) -> list[float]:

@@ -17,8 +17,8 @@ import kvplan
 ROOT = Path(kvplan.__file__).parent
 
 # Lowest first. A module belongs to the layer of its first package under kvplan/.
-LAYERS = ("core", "model", "readers", "sources", "hardware", "planning", "engines", "compare", "simulator",
-          "report", "validate", "cli")
+LAYERS = ("core", "model", "readers", "sources", "hardware", "planning", "speed", "engines", "compare",
+          "simulator", "report", "validate", "cli")
 TOP = ("kvplan", "kvplan.api", "kvplan.__main__")  # the public API and `python -m kvplan`: above every layer
 # Third-party packages a module may import inside a function: a command that does not need one does not
 # pay for it. Import cost on the 2-core development machine (min of 5 runs, after what `fit` loads anyway).

@@ -131,7 +131,7 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
     t = targets(metrics, gpus)
     if not t:
         return None, "no metric kvplan predicts"
-    if engine == "llama.cpp":
+    if p.get("n_prompt") is not None or p.get("n_gen") is not None:  # a llama-bench test
         load = _bench_load(p, t)
         if load is None:
             return None, "llama-bench test not told (n_prompt / n_gen)"

@@ -15,10 +15,13 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+from kvplan.hardware.gpus import find_gpu
+from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import DEFAULT_MAX_SEQS, Case, in_training
 from kvplan.speed.load import combos, value
 from kvplan.speed.model import decode_features, prefill_features, priced
 from kvplan.speed.nnls import nnls
+from kvplan.speed.shape import shape_for, weight_dtype_of
 from kvplan.speed.terms import TERMS, Shape
 
 PASSES = 3
@@ -32,13 +35,11 @@ OVERHEAD_BYTES = 2 << 30  # activations, CUDA graphs, the runtime: what the batc
 
 @lru_cache(maxsize=None)
 def _spec(name: str):
-    from kvplan.sources.catalog import find_in_catalog
     return find_in_catalog(name)
 
 
 @lru_cache(maxsize=None)
 def _gpu(key: str):
-    from kvplan.hardware.gpus import find_gpu
     return find_gpu(key)
 
 
@@ -46,8 +47,6 @@ class Built:
     """A case with its Shape and its batch cap, or the reason it cannot be priced."""
 
     def __init__(self, case: Case):
-        from kvplan.speed.shape import shape_for, weight_dtype_of
-
         self.case, self.shape, self.why = case, None, ""
         spec = _spec(case.model)
         if spec is None:

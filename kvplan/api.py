@@ -37,6 +37,7 @@ from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZAT
 from kvplan.planning.request import MAX_BATCH, read_request
 from kvplan.planning.speculative import apply, parse
 from kvplan.simulator.adapter import sim_model
+from kvplan.speed.coverage import check_speed
 from kvplan.simulator.engine import RESERVE_POLICIES, EngineConfig
 from kvplan.simulator.session import configs, run_all, shape_trace
 from kvplan.simulator.traces import load_trace
@@ -225,10 +226,12 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
              max_num_batched_tokens: int = 8192, prefix_caching: bool = True, slo_ttft: float = 2.0,
              slo_tpot: float = 0.1, step_overhead: float = 0.0, speculative: str | None = None,
              hw_profiles: Paths = (), revision: str | None = None, token: str | None = None,
-             timeout: float = 10.0) -> Simulation:
+             timeout: float = 10.0, speed: str = "calibrated") -> Simulation:
     """`kvplan simulate`: serve a workload (built-in `workload`, default chat, Poisson arrivals at `qps`,
     default 10/s, for `duration` s, default 300; or a `trace` file) on the deployment's KV pool with
-    vLLM's scheduler; step times from a roofline, so latencies are lower bounds."""
+    vLLM's scheduler; step times from kvplan's calibrated model (kvplan.speed), or with
+    speed="roofline" the bare roofline (a lower bound)."""
+    check_speed(speed)
     _check_simulation(mode, reserve, qps=qps, duration=duration, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
                       step_overhead=step_overhead, max_num_seqs=max_num_seqs,
                       max_num_batched_tokens=max_num_batched_tokens)
@@ -249,7 +252,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
                               f"the {spec.num_attention_heads} attention heads)", EXIT_USAGE, param="gpus", value=gpus)
     dep = chosen.deployment(dep or Deployment(1, 1))
     p = chosen.plan(spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
-    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead)
+    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=chosen.name)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache (weights "
                           f"{p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more {arg('gpus')}", EXIT_USAGE)

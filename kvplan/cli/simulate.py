@@ -20,6 +20,7 @@ from kvplan.cli._common import (
 )
 from kvplan.cli.engine_fit import engine_result
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
+from kvplan.cli.speed_flags import check_speed, speed_band, speed_notes
 from kvplan.cli.fit import _deployment, _request
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, plan_offload
 from kvplan.cli.workload import (
@@ -85,7 +86,8 @@ def simulate(
     slo_tpot: SloTpotOpt = 0.1,
     find_rate: Annotated[bool, typer.Option("--find-rate", help="Search the highest arrival rate at which --slo-percent of requests meet both SLOs (from --qps, default 1/s, up), then report that rate.")] = False,
     slo_percent: SloPercentOpt = 99.0,
-    step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (CPU scheduling, kernel launches); default 0: the pure roofline.")] = 0.0,
+    step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (CPU scheduling, kernel launches), on top of the step-time model; default 0.")] = 0.0,
+    speed: Annotated[str, typer.Option("--speed", help="Step times: calibrated (default: the roofline's terms with coefficients fitted per engine on published measurements, each figure labelled with its held-out error) or roofline (the bare roofline, a lower bound).")] = "calibrated",
     output: Annotated[Optional[list[Path]], typer.Option("--output", "-o", help="Write results to this file, the format from its extension: .json (everything), .csv (time series) or .html (a self-contained report); may repeat.")] = None,
     as_json: JsonOpt = False,
     title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan simulate",
@@ -102,7 +104,7 @@ def simulate(
 
     An event-driven model of a continuous-batching engine (vLLM's scheduler: pages, chunked
     prefill, preemption by recompute, prefix caching) on the plan's KV memory; step times come
-    from a roofline model, so latencies are lower bounds.
+    from kvplan's calibrated model (--speed roofline: the bare roofline, a lower bound).
     """
     if mode not in ("paged", "contiguous"):
         raise KvplanError(f"--mode must be paged or contiguous, got {mode!r}", EXIT_USAGE)
@@ -113,6 +115,7 @@ def simulate(
         raise KvplanError("--find-rate searches one pool; drop --compare (or --find-rate)", EXIT_USAGE)
     if not (step_overhead >= 0 and math.isfinite(step_overhead)):
         raise KvplanError(f"--step-overhead must be 0 or more seconds, got {step_overhead:g}", EXIT_USAGE)
+    check_speed(speed)
     check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
     check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
     chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
@@ -130,7 +133,7 @@ def simulate(
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed)
     sim, meta, notes, result = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
-                                         chosen, hw_profiles, revision, token, timeout, speculative)
+                                         chosen, hw_profiles, revision, token, timeout, speculative, speed)
     for line in notes if find_rate else [loaded.said, *notes]:  # every input is valid: say where things came from
         stderr(line)
     meta.update(loaded.meta)
@@ -174,7 +177,7 @@ def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttf
 
 def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,
                       overhead, block_size, step_overhead, chosen, hw_profiles, revision, token, timeout,
-                      speculative=None):
+                      speculative=None, speed="calibrated"):
     """Plan the deployment as `fit` does (with the drafter --speculative names), as `chosen` (a
     configured engine) sizes the pool, then the simulator's inputs and the notes for stderr."""
     hw = find_gpu(gpu, hw_profiles or ())
@@ -189,7 +192,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     dep = chosen.deployment(dep)
     result = engine_result(chosen, spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
     p = result.plan
-    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead)
+    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=chosen.name)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache "
                           f"(weights {p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more --gpus", EXIT_USAGE)
@@ -199,12 +202,14 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
                  + f", pages of {sim.block_size} token{'s' if sim.block_size != 1 else ''}, requests up to "
                  f"{sim.max_model_len:,} tokens")
     notes += [f"warning: {w}" for w in plan_warnings(p)]
+    notes += speed_notes(speed, chosen.name, hw.key, spec.family)
     if not (sim.all_full and not sim.state_bytes):
         notes.append("note: prefix caching is not modelled for sliding-window, chunked or recurrent layers: off")
     meta = {"model": spec.name, "gpu": hw.key, "gpus": dep.gpus, "tp": dep.tp, "pp": dep.pp,
             "kv_dtype": str(p.request.kv_dtype.name if hasattr(p.request.kv_dtype, "name") else p.request.kv_dtype),
             "kv_pool_bytes_per_gpu": sim.kv_budget_bytes, "block_size": sim.block_size, "max_model_len": sim.max_model_len,
-            "step_overhead_s": step_overhead, "kv_pool_sized_by": chosen.label or "kvplan (engine-neutral)"}
+            "step_overhead_s": step_overhead, "kv_pool_sized_by": chosen.label or "kvplan (engine-neutral)",
+            "step_time": sim.speed_label, "step_time_band": speed_band(speed, chosen.name)}
     return sim, meta, notes, (result, spec, dep, chosen)
 
 

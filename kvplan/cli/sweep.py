@@ -19,6 +19,7 @@ from kvplan.cli._common import (
 )
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
+from kvplan.cli.speed_flags import speed_line
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt, check_workload_flags,
@@ -202,6 +203,7 @@ def _rows(result, sims, limit=None) -> list[dict]:
 def _simulate(result, gpu_list, loaded, slo_ttft: float, slo_tpot: float) -> list[dict]:
     """sim_* columns of every plan, in rank order (a progress bar on a terminal)."""
     target = Target(tuple(loaded.requests), slo_ttft, slo_tpot)
+    stderr(speed_line())
     gpus = {g.key: g for g in gpu_list}
     out = []
     with progress_bar("simulating", len(result.plans)) as bar:

@@ -28,11 +28,13 @@ class Target:
     slo_pct: float = 99.0
     step_overhead_s: float = 0.0
     label: str = "workload"
+    engine: str | None = None  # whose calibrated step times (kvplan.speed); None: vLLM's
+    speed: str = "calibrated"  # or "roofline"
 
 
 def simulate_plan(plan, spec, gpu, target: Target) -> dict:
     """The paged-pool summary of `target.requests` on `plan` (kvplan.simulator.results.Recorder.summary)."""
-    model = sim_model(plan, spec, gpu, step_overhead_s=target.step_overhead_s)
+    model = sim_model(plan, spec, gpu, step_overhead_s=target.step_overhead_s, speed=target.speed, engine=target.engine)
     if model.kv_budget_bytes < model.block_bytes():
         return {}
     return Engine(model).run(list(target.requests)).summary(target.slo_ttft, target.slo_tpot)

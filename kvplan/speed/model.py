@@ -103,3 +103,63 @@ def decode_seconds(shape: Shape, engine: str | None, batch: int, context: int, *
     if not coef:
         return roofline(shape, batch, batch, batch * context, batch * (context + 1))
     return priced(coef, decode_features(shape, batch, context))
+
+
+class StepModel:
+    """The calibrated step of one deployment as a simulator calls it, thousands of times a second: the
+    terms folded into a linear form in tokens, sequences, context, pairs and new requests, plus the
+    experts a step's tokens touch (cached by token count) and the windows of bounded layers. Equal to
+    `priced(coefficients, features(...))` (tests/test_speed.py)."""
+
+    def __init__(self, shape: Shape, coef: tuple):
+        s, c = shape, dict(zip(TERMS, coef))
+        self.shape, self.coef = s, tuple(coef)
+        calls = (2 * s.layers if s.tp > 1 else 0) + (2 * s.moe_layers if s.ep > 1 and s.moe_layers else 0)
+        self.base = (c["weights"] * s.dense_bytes / s.bandwidth + c["step"] + c["layer"] * s.layers
+                     + c["latency"] * calls * s.link_latency_s)
+        comm = 0.0
+        if s.tp > 1:
+            comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * s.hidden * 2 / s.link_bandwidth
+        if s.ep > 1 and s.moe_layers:
+            comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * s.top_k * s.hidden * 2 / s.link_bandwidth
+        self.per_token = (c["gemm"] * s.flops_per_token / s.gemm_rate if s.gemm_rate else 0.0) + c["comm"] * comm
+        self.per_seq = c["seq"]
+        self.per_ctx = c["kv"] * s.kv_bytes_per_token / s.bandwidth
+        self.per_pair = c["attn"] * s.attn_flops_per_pair / s.bf16_rate if s.bf16_rate else 0.0
+        self.per_new = c["request"]
+        self.windows = tuple((c["kv"] * bpt / s.bandwidth, w) for bpt, w in s.kv_windows)
+        self._c = c
+        self._experts: dict = {}
+
+    def experts(self, tokens: float) -> float:
+        hit = self._experts.get(tokens)
+        if hit is None:
+            f = features(self.shape, tokens, 1, 0, 0)
+            hit = self._experts[tokens] = (self._c["experts"] * f[TERMS.index("experts")]
+                                           + self._c["grouped"] * f[TERMS.index("grouped")])
+        return hit
+
+    def step(self, tokens: float, seqs: float, context: float, pairs: float, new: float = 0) -> float:
+        t = (self.base + self.per_token * tokens + self.per_seq * seqs + self.per_ctx * context
+             + self.per_pair * pairs + self.per_new * new)
+        for k, w in self.windows:
+            t += k * min(context, seqs * w)
+        if self.shape.num_experts:
+            t += self.experts(tokens)
+        return t
+
+    def decode(self, seqs: int):
+        """A function of the cached context: a decode-only step of `seqs` sequences."""
+        if self.windows:
+            return lambda context: self.step(seqs, seqs, context, float(context + seqs))
+        fixed = self.base + (self.per_token + self.per_seq + self.per_pair) * seqs
+        if self.shape.num_experts:
+            fixed += self.experts(seqs)
+        slope = self.per_ctx + self.per_pair
+        return lambda context: fixed + slope * context
+
+
+def step_model(shape: Shape, engine: str | None, speed: str = "calibrated") -> StepModel | None:
+    """The StepModel of `shape` under `engine`'s coefficients; None for speed="roofline" (or no file)."""
+    coef = coefficients(engine) if speed == "calibrated" else ()
+    return StepModel(shape, coef) if coef else None

@@ -1,6 +1,6 @@
 """Fit every engine's coefficients on the training split and write coefficients.json.
 
-`python -m kvplan.speed.ship [CORPUS_DIR] [--date YYYY-MM-DD] [--out FILE]` (default: the repository's
+`python -m kvplan.speed.ship [CORPUS_DIR [YYYY-MM-DD [FILE]]]` (default: the repository's
 tests/fixtures/speed, today, kvplan/speed/coefficients.json). The file holds the terms, the split
 rule and which sources fell on each side, the fit date, each engine's coefficients and its held-out
 error per metric (the band every calibrated figure is labelled with). Held-out points are scored,
@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from kvplan.core.files import atomic_write
+from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import ENGINES, TRAIN_SHARE, read_corpus
 from kvplan.speed.fit import build_all, errors, fit_engine, split
 from kvplan.speed.model import DATA
@@ -49,23 +50,23 @@ def fit_all(folder: Path) -> dict:
         "corpus": {"cases": len(built), "skipped": dict(sorted(skipped.items())),
                    "train_sources": sorted({b.case.source for b in train}),
                    "held_out_sources": sorted({b.case.source for b in held})},
+        "coverage": {"gpus": sorted({b.case.gpu for b in train}), "engines": sorted({b.case.engine for b in train}),
+                     "families": sorted({_family(b.case.model) for b in train} - {""})},
         "engines": engines,
     }
 
 
+def _family(model: str) -> str:
+    spec = find_in_catalog(model)
+    return spec.family if spec is not None else ""
+
+
 def main(argv: list[str]) -> int:
-    args = list(argv)
-    date = str(datetime.date.today())
-    out = DATA
-    if "--date" in args:
-        i = args.index("--date")
-        date = args[i + 1]
-        del args[i:i + 2]
-    if "--out" in args:
-        i = args.index("--out")
-        out = Path(args[i + 1])
-        del args[i:i + 2]
-    folder = Path(args[0]) if args else Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "speed"
+    """argv: [CORPUS_DIR [DATE [OUT]]] (default: the repository's corpus, today, coefficients.json)."""
+    root = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "speed"
+    folder = Path(argv[0]) if argv else root
+    date = argv[1] if len(argv) > 1 else str(datetime.date.today())
+    out = Path(argv[2]) if len(argv) > 2 else DATA
     doc = {"fit_date": date, **fit_all(folder)}
     atomic_write(out, json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out}: {doc['corpus']['cases']} cases, skipped {sum(doc['corpus']['skipped'].values())}",

@@ -10,11 +10,13 @@ import sys
 import typer
 
 from kvplan.cli import offload as tiers
+from kvplan.cli.speed_flags import calibrated_keys, speed_line
 from kvplan.cli._common import print_result, print_warnings, stderr
 from kvplan.compare.candidates import smallest_fitting
 from kvplan.core.errors import EXIT_DOES_NOT_FIT
 from kvplan.engines.emit import emit
 from kvplan.planning.deploy import Deployment
+from kvplan.speed.plan import plan_decode_seconds
 from kvplan.report.explain import explain_lines
 from kvplan.report.text import engine_to_dict, format_figure, plan_to_dict, plan_warnings, render_plans
 
@@ -60,7 +62,10 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
         for line in (weights, margin):
             if line and not as_json:
                 stderr(line)
-    dicts = [{**plan_to_dict(r.plan, spec), **({"engine": engine_to_dict(r)} if named else {})} for r in results]
+    speeds = [plan_decode_seconds(r.plan, spec, hw, engine.name) for r in results]
+    stderr(speed_line(engine.name))
+    dicts = [{**plan_to_dict(r.plan, spec), **calibrated_keys(s, r.plan.request.batch, engine.name),
+              **({"engine": engine_to_dict(r)} if named else {})} for r, s in zip(results, speeds)]
     out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
     command = tiers.into_output(out, op, command)
     if command:
@@ -73,7 +78,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
         out["emit_weights"] = weights
 
     def render(console) -> None:
-        render_plans(console, plans, spec, hw, titles)
+        render_plans(console, plans, spec, hw, titles, calibrated=speeds)
         if named:
             _engine_table(console, results, titles)
         if dep is None and recommended is None:

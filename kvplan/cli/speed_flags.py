@@ -6,7 +6,7 @@ from __future__ import annotations
 from kvplan.speed.coverage import band_text, check_speed, label, outside
 from kvplan.speed.model import FALLBACK_ENGINE, band, covered, engine_key
 
-__all__ = ["check_speed", "speed_band", "speed_line", "speed_notes"]
+__all__ = ["calibrated_keys", "check_speed", "speed_band", "speed_line", "speed_notes"]
 
 
 def speed_line(engine: str | None = None) -> str:
@@ -30,3 +30,10 @@ def speed_band(speed: str, engine: str | None) -> dict | None:
         return None
     key = engine_key(engine) if covered(engine) else FALLBACK_ENGINE
     return {m: band(key, m) for m in ("tpot", "ttft", "e2el", "output_throughput")}
+
+
+def calibrated_keys(step_s: float, batch: int, engine: str | None) -> dict:
+    """fit's JSON keys for the calibrated decode step (beside the roofline's decode_step_seconds)."""
+    return {"decode_step_seconds_calibrated": step_s,
+            "decode_tokens_per_second_calibrated": max(1, batch) / step_s if step_s > 0 else 0.0,
+            "decode_speed_model": label(engine), "decode_speed_band": speed_band("calibrated", engine)}

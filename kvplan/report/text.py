@@ -166,8 +166,9 @@ def layer_kinds(plan: Plan) -> list[dict]:
     return list(kinds.values())
 
 
-def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> None:
-    """A table per question: the memory budget line by line, then the answers."""
+def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], calibrated: list | None = None) -> None:
+    """A table per question: the memory budget line by line, then the answers; `calibrated`: each plan's
+    decode step under kvplan.speed's calibrated model (shown above the roofline's lower bound)."""
     from rich.table import Table
 
     first = plans[0]
@@ -208,6 +209,14 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> N
         ("decode step (roofline)", lambda p: f"{p.decode_step_seconds * 1e3:,.1f} ms"),
         ("decode tokens/s (batch)", lambda p: f"{p.decode_tokens_per_second:,.0f}"),
     ]
+    if calibrated:
+        step = dict(zip(map(id, plans), calibrated))
+        answer_rows[-2:] = [
+            ("decode step (calibrated)", lambda p: f"{step[id(p)] * 1e3:,.1f} ms"),
+            ("decode tokens/s (calibrated)", lambda p: f"{p.request.batch / step[id(p)]:,.0f}"),
+            ("decode step (roofline, ≥)", lambda p: f"{p.decode_step_seconds * 1e3:,.1f} ms"),
+            ("decode tokens/s (roofline, ≤)", lambda p: f"{p.decode_tokens_per_second:,.0f}"),
+        ]
     for label, fn in answer_rows:
         answers.add_row(label, *[fn(p) for p in plans])
     console.print(answers)

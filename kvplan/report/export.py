@@ -76,6 +76,10 @@ def candidate_row(c, model, rank: int | None) -> dict:
             row.update(replicas=c.replicas, gpus_total=c.gpus, cost_per_hour=c.cost_per_hour,
                        max_concurrency_total=c.plan.max_concurrency * c.replicas)
     row.setdefault("replicas", c.replicas)
+    step = getattr(c, "step_seconds", None)
+    if step:  # kvplan.speed's calibrated decode step; the plan's own decode_* keys are the roofline's bound
+        row["decode_step_seconds_calibrated"] = step
+        row["decode_tokens_per_second_per_request_calibrated"] = 1 / step
     row["meets"] = c.meets
     row["why"] = c.why
     return row

@@ -8,7 +8,7 @@ file): per metric, per engine and per GPU, the median signed and absolute error,
 20%, the share optimistic by more than 20% (a time predicted >20% low, a throughput >20% high), and
 the old roofline's figures on the same points. `--markdown` prints the README's table; `--loso`
 adds leave-one-source-out (each source scored by coefficients fitted on every other source of its
-engine: about a minute).
+engine: several minutes on one core).
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ def _pct(x) -> str:
 
 def score(built, coef_for) -> list:
     rows = []
-    for eng in sorted({b.case.engine for b in built}):
-        rows += errors([b for b in built if b.case.engine == eng], coef_for(eng))
+    for era in sorted({b.case.era for b in built}):
+        rows += errors([b for b in built if b.case.era == era], coef_for(era))
     return [r for r in rows if r[1] in REPORTED]
 
 
@@ -41,8 +41,8 @@ def loso(built) -> list:
     rows = []
     for src in sorted({b.case.source for b in built}):
         mine = [b for b in built if b.case.source == src]
-        eng = mine[0].case.engine
-        rest = [b for b in built if b.case.engine == eng and b.case.source != src]
+        era = mine[0].case.era
+        rest = [b for b in built if b.case.era == era and b.case.source != src]
         rows += errors(mine, fit_engine(rest))
     return [r for r in rows if r[1] in REPORTED]
 
@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
           f"{len(held)} held out ({len(doc['corpus']['held_out_sources'])} sources); fit {doc.get('fit_date')}")
     print("skipped: " + ", ".join(f"{n} {why}" for why, n in sorted({**skipped, **unplanned}.items())))
     print("\n".join(table(cal, roof)))
-    print("\n".join(breakdown(cal, lambda b, m: (b.case.engine, m), "held out, per engine and metric")))
+    print("\n".join(breakdown(cal, lambda b, m: (b.case.era, m), "held out, per engine (era) and metric")))
     print("\n".join(breakdown(cal, lambda b, m: (b.case.gpu, m), "held out, per GPU and metric")))
     print("\n".join(breakdown(roof, lambda b, m: (b.case.engine, m), "the old roofline, held out, per engine")))
     if "--loso" in argv:

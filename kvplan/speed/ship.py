@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kvplan.core.files import atomic_write
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import ENGINES, TRAIN_SHARE, read_corpus
+from kvplan.speed.corpus import TRAIN_SHARE, read_corpus
 from kvplan.speed.fit import build_all, errors, fit_engine, split
 from kvplan.speed.model import DATA
 from kvplan.speed.score import REPORTED, by_key
@@ -34,15 +34,13 @@ def fit_all(folder: Path) -> dict:
         skipped[why] = skipped.get(why, 0) + n
     train, held = split(built)
     engines = {}
-    for eng in ENGINES:
-        tr = [b for b in train if b.case.engine == eng]
-        if not tr:
-            continue
+    for eng in sorted({b.case.era for b in train}):
+        tr = [b for b in train if b.case.era == eng]
         coef = fit_engine(tr)
-        ho = [r for r in errors([b for b in held if b.case.engine == eng], coef) if r[1] in REPORTED]
+        ho = [r for r in errors([b for b in held if b.case.era == eng], coef) if r[1] in REPORTED]
         engines[eng] = {
             "coefficients": {t: round(c, 12) for t, c in zip(TERMS, coef)},
-            "train_cases": len(tr), "held_out_cases": sum(b.case.engine == eng for b in held),
+            "train_cases": len(tr), "held_out_cases": sum(b.case.era == eng for b in held),
             "held_out": by_key(ho, lambda b, m: m),
         }
     return {

@@ -10,7 +10,7 @@ import sys
 import typer
 
 from kvplan.cli import offload as tiers
-from kvplan.cli.speed_flags import calibrated_keys, speed_line
+from kvplan.cli.speed_flags import calibrated_keys, speed_notes
 from kvplan.cli._common import print_result, print_warnings, stderr
 from kvplan.compare.candidates import smallest_fitting
 from kvplan.core.errors import EXIT_DOES_NOT_FIT
@@ -63,7 +63,8 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
             if line and not as_json:
                 stderr(line)
     speeds = [plan_decode_seconds(r.plan, spec, hw, engine.name) for r in results]
-    stderr(speed_line(engine.name))
+    for line in speed_notes("calibrated", engine.name, hw.key, spec.family):
+        stderr(line)
     dicts = [{**plan_to_dict(r.plan, spec), **calibrated_keys(s, r.plan.request.batch, engine.name),
               **({"engine": engine_to_dict(r)} if named else {})} for r, s in zip(results, speeds)]
     out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}

@@ -146,3 +146,52 @@ def test_refitting_the_training_split_reproduces_the_shipped_coefficients():
     # no held-out source trained
     assert not set(shipped["corpus"]["train_sources"]) & set(shipped["corpus"]["held_out_sources"])
     assert all(not in_training(s) for s in shipped["corpus"]["held_out_sources"])
+
+
+def test_the_simulator_step_model_equals_the_terms():
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.speed.model import StepModel, coefficients, priced
+    from kvplan.speed.shape import shape_for
+
+    # gpt-oss-120b: routed experts and sliding-window layers, both off the linear path
+    s = shape_for(find_in_catalog("gpt-oss-120b"), H100, tp=2)
+    assert s.num_experts and s.kv_windows
+    sm = StepModel(s, coefficients("vllm"))
+    for tokens, seqs, ctx, pairs, new in ((300, 20, 50_000, 1e6, 2), (8, 8, 8_000, 8_008, 0), (1, 1, 10, 11, 0)):
+        want = priced(sm.coef, features(s, tokens, seqs, ctx, pairs, request=new))
+        assert sm.step(tokens, seqs, ctx, pairs, new) == pytest.approx(want, rel=1e-12)
+    dense = shape_for(find_in_catalog("llama-3.1-8b"), H100)
+    sd = StepModel(dense, coefficients("sglang"))
+    assert sd.decode(8)(8_000) == pytest.approx(sd.step(8, 8, 8_000, 8_008))
+
+
+def test_a_setting_outside_the_corpus_says_so():
+    from kvplan.speed.coverage import label, outside
+
+    cov = speed.shipped()["coverage"]
+    assert "h100-sxm" in cov["gpus"] and "t4" not in cov["gpus"]
+    assert outside("vllm", "h100-sxm", "llama") == []
+    assert outside("vllm", "t4", "llama") == ["GPU t4 is not in the speed corpus"]
+    assert "not in the speed corpus: vllm's coefficients" in outside("hf_transformers", "h100-sxm", "llama")[0]
+    assert label("kvplan").startswith("calibrated (vllm coefficients")
+    assert label("vllm", "roofline") == "roofline (a lower bound)"
+
+
+def test_simulate_speed_flag(kvplan_home):
+    from typer.testing import CliRunner
+
+    from kvplan.cli.main import app_for
+
+    args = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--workload", "chat", "--qps", "4", "--duration", "20", "--json"]
+    runner = CliRunner()
+    cal = runner.invoke(app_for("simulate"), args)
+    roof = runner.invoke(app_for("simulate"), [*args, "--speed", "roofline"])
+    assert cal.exit_code == 0 and roof.exit_code == 0, (cal.output, roof.output)
+    c, r = json.loads(cal.stdout), json.loads(roof.stdout)
+    assert c["meta"]["step_time"].startswith("calibrated (vllm") and r["meta"]["step_time"] == "roofline (a lower bound)"
+    assert c["meta"]["step_time_band"]["tpot"]["n"] > 0 and r["meta"]["step_time_band"] is None
+    assert "calibrated model" in c["meta"]["step_time_note"] and "roofline" in r["meta"]["step_time_note"]
+    tpot = lambda d: d["runs"]["paged"]["summary"]["latency_s"]["tpot"]["p50"]  # noqa: E731
+    assert tpot(c) > tpot(r) > 0  # the calibrated step is never faster than the roofline
+    bad = runner.invoke(app_for("simulate"), [*args, "--speed", "fast"])
+    assert bad.exit_code == 2 and "--speed must be calibrated or roofline" in bad.output

@@ -22,9 +22,24 @@ STEP_MODEL_NOTE = ("Step time is a roofline model (per pipeline stage, the large
                    "bounds and throughput an upper bound.")
 
 
+CALIBRATED_NOTE = ("Step times come from kvplan's {} model: the roofline's terms, each times a "
+                   "coefficient fitted per engine on published measurements, not a measurement itself; "
+                   "held-out TPOT median error {}.")
+
+
+def step_note(meta: dict) -> str:
+    """The sentence saying how the step times were made (the roofline's when meta says nothing)."""
+    label = meta.get("step_time") or ""
+    if not label.startswith("calibrated"):
+        return STEP_MODEL_NOTE
+    band = (meta.get("step_time_band") or {}).get("tpot") or {}
+    err = f"{100 * band['median_abs']:.0f}% ({band['n']} points)" if band.get("n") else "not measured"
+    return CALIBRATED_NOTE.format(label, err)
+
+
 def document(meta: dict, runs: dict) -> dict:
     """The JSON document: what was simulated, then per run its figures and time series."""
-    return {"meta": {**meta, "step_time": STEP_MODEL_NOTE},
+    return {"meta": {**meta, "step_time": meta.get("step_time") or "roofline", "step_time_note": step_note(meta)},
             "runs": {name: {"summary": summary, "series": {"columns": list(SERIES_COLUMNS), "rows": [list(r) for r in series]}}
                      for name, (summary, series) in runs.items()}}
 
@@ -168,7 +183,7 @@ def render_html(meta: dict, runs: dict, title: str = "kvplan simulate") -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(title)}</title><style>{_STYLE}</style><script>{_BOOT}</script>",
         f"<script>{plotly_js}</script></head><body><h1>{esc(title)}</h1>", described,
-        f'<p class="meta">{esc(STEP_MODEL_NOTE)}</p><div id="errors"></div><table>{head}{body}</table>', charts,
+        f'<p class="meta">{esc(step_note(meta))}</p><div id="errors"></div><table>{head}{body}</table>', charts,
         f'<script type="application/json" id="kvplan-figures">{safe_json(figs)}</script>',
         f"<script>{_RENDER}</script></body></html>\n",
     ])

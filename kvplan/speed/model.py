@@ -21,8 +21,9 @@ from kvplan.speed.terms import TERMS, Shape, features, roofline
 DATA = Path(__file__).with_name("coefficients.json")
 FALLBACK_ENGINE = "vllm"
 PREFILL_CHUNK = 8192  # tokens a prefill step takes (vLLM's default max_num_batched_tokens)
+# kvplan's own rules plan with vLLM's scheduler (kvplan.simulator): they read vLLM's coefficients as covered
 ENGINE_ALIASES = {"neutral": "vllm", "kvplan": "vllm", "llamacpp": "llama.cpp", "llama-cpp": "llama.cpp",
-                  "tensorrt-llm": "trtllm", "hf_transformers": "vllm", "transformers": "vllm"}
+                  "tensorrt-llm": "trtllm"}
 
 
 @lru_cache(maxsize=1)

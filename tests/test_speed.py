@@ -190,7 +190,7 @@ def test_simulate_speed_flag(kvplan_home):
     c, r = json.loads(cal.stdout), json.loads(roof.stdout)
     assert c["meta"]["step_time"].startswith("calibrated (vllm") and r["meta"]["step_time"] == "roofline (a lower bound)"
     assert c["meta"]["step_time_band"]["tpot"]["n"] > 0 and r["meta"]["step_time_band"] is None
-    assert "calibrated model" in c["meta"]["step_time_note"] and "roofline" in r["meta"]["step_time_note"]
+    assert "calibrated (vllm" in c["meta"]["step_time_note"] and "roofline" in r["meta"]["step_time_note"]
     tpot = lambda d: d["runs"]["paged"]["summary"]["latency_s"]["tpot"]["p50"]  # noqa: E731
     assert tpot(c) > tpot(r) > 0  # the calibrated step is never faster than the roofline
     bad = runner.invoke(app_for("simulate"), [*args, "--speed", "fast"])

@@ -95,9 +95,9 @@ def combos(load: Load, e2e_estimate: float | None = None) -> tuple[float, dict]:
     return b, out
 
 
-def value(combo: tuple, t_pre: float, t_dec: float) -> float:
+def value(combo: tuple, t_wave: float, t_dec: float) -> float:
     a, b, inv = combo
-    t = a * t_pre + b * t_dec
+    t = a * t_wave + b * t_dec
     if inv:
         return inv / t if t > 0 else float("inf")
     return t

@@ -23,6 +23,7 @@ ENGINE_FLAGS = {
     "engines/vllm/autofit.py": {"--max-model-len"},
     "engines/vllm/cache_dtype.py": {"--kv-cache-dtype"},
     "engines/emit.py": {"--dtype", "--quantization"},  # vLLM's and SGLang's weight flags
+    "engines/lora.py": {"--lora-target-modules"},  # vLLM's, in the notes on which layers it wraps
     "engines/vllm/speculative.py": {"--speculative-config"},  # vLLM's, emitted
     "planning/deploy.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "validate/shard.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, PricesOpt, RevisionOpt,
+    MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, LoraOpt, PricesOpt, RevisionOpt,
     OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, output_files,
     progress_bar, stderr, table,
 )
@@ -32,6 +32,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.files import atomic_write
 from kvplan.core.units import human_tokens, parse_token_list
 from kvplan.hardware.prices import load_prices
+from kvplan.planning.lora import parse_lora
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
 from kvplan.report.export import json_document, sweep_rows, write_csv
 from kvplan.report.html import render_html
@@ -77,6 +78,7 @@ def sweep(
     slo_tpot: SloTpotOpt = 0.1,
     hw_profiles: HwOpt = None,
     speculative: SpeculativeOpt = None,
+    lora: LoraOpt = None,
     offload: OffloadOpt = None,
     offload_backend: OffloadBackendOpt = "native",
     host: HostOpt = None,
@@ -102,6 +104,7 @@ def sweep(
         raise KvplanError(f"--top must be 0 or more, got {top}", EXIT_USAGE)
     chosen, gmu = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
     drafter = speculative_request(speculative, chosen)
+    adapters = parse_lora(lora)
     asked = parse_offload_flags(offload, offload_backend, host)
     if asked.tiers:
         check_tiers(chosen, asked.tiers, asked.backend)
@@ -121,7 +124,7 @@ def sweep(
     total = sum(per_model * len({canonical_kv_dtype(n, s.dtype) for n in kv_names}) for s in specs)
     kwargs = dict(batch=batch, block_size=block_size or DEFAULT_BLOCK_SIZE,
                   gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION, prices=price_by_gpu, engine=chosen,
-                  layouts=layouts)
+                  layouts=layouts, lora=adapters)
     if served and total > MAX_SIMULATED_PLANS:
         raise KvplanError(f"--workload simulates every plan: {total:,} plans are more than {MAX_SIMULATED_PLANS:,}; "
                           "narrow the sweep (or use `kvplan cheapest --workload`)", EXIT_USAGE)

@@ -121,6 +121,9 @@ def cheapest(
         stderr(f"note: --ctx not given; using the model's limit, {ctx_tokens:,} tokens")
     if ctx_tokens > spec.max_context:
         stderr(f"warning: context {ctx_tokens:,} exceeds the model's max_position_embeddings ({spec.max_context:,})")
+    if adapters is not None:
+        stderr(f"note: every candidate keeps room for LoRA adapters {adapters.text} (MAX_LORAS:RANK:MODULES) as "
+               f"{chosen.label or 'kvplan'} reserves them")
     candidates = rank(spec, gpu_list, ctx_tokens, concurrency, deployments=deps, min_tokens_per_second=min_tps,
                       prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=wdt,
                       gpu_memory_utilization=gmu, block_size=block_size, engine=chosen,

@@ -130,6 +130,9 @@ def sweep(
                           "narrow the sweep (or use `kvplan cheapest --workload`)", EXIT_USAGE)
     result = _run((specs, gpu_list, counts, contexts, kv_names, weights), kwargs, total)
     summary = _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book)
+    if adapters is not None:
+        summary.append(f"every plan keeps room for LoRA adapters {adapters.text} (MAX_LORAS:RANK:MODULES) as "
+                       f"{chosen.label or 'kvplan'} reserves them")
     sims = None
     if served:
         sims = _simulate(result, gpu_list, loaded, slo_ttft, slo_tpot)

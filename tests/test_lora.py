@@ -101,3 +101,17 @@ def test_sweep_and_cheapest_carry_the_adapters():
     assert plain.kv_memory_bytes_per_gpu - adapted.kv_memory_bytes_per_gpu == 109_051_904
     best = api.cheapest(MODEL, concurrency=1, context="8k", gpu="h100", lora="4:16:q,k,v,o")[0]
     assert best.plan.request.lora_bytes == 109_051_904
+
+
+def test_emit_carries_the_lora_flags():
+    # vLLM's --lora-target-modules takes module suffixes (vllm-project/vllm#34984: `o_proj qkv_proj`), from 0.17.0
+    r = runner.invoke(app, ["fit", MODEL, "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--lora", "4:16:q,v,o",
+                            "--emit", "vllm"])
+    assert r.exit_code == 0
+    assert "--enable-lora --max-loras 4 --max-lora-rank 16 --lora-target-modules qkv_proj o_proj" in r.stdout
+    old = runner.invoke(app, ["fit", MODEL, "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--engine-version",
+                              "0.11.0", "--lora", "4:16:q", "--emit", "vllm"])
+    assert "--max-lora-rank 16" in old.stdout and "--lora-target-modules" not in old.stdout
+    sg = runner.invoke(app, ["fit", MODEL, "--gpu", "h100", "--ctx", "8k", "--engine", "sglang", "--lora", "8:64",
+                             "--emit", "sglang"])
+    assert "--enable-lora --max-loras-per-batch 8 --max-lora-rank 64 --lora-target-modules all" in sg.stdout

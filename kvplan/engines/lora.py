@@ -49,6 +49,31 @@ def _packed(modules) -> tuple[str, ...]:
     return tuple(m for m in MODULES if m in chosen)
 
 
+_PACKED_NAMES = (("qkv_proj", ("q", "k", "v")), ("o_proj", ("o",)), ("gate_up_proj", ("gate", "up")),
+                 ("down_proj", ("down",)))
+
+
+def _module_names(modules) -> list[str]:
+    """The packed module suffixes vLLM's and SGLang's --lora-target-modules take (qkv_proj, gate_up_proj, ...)."""
+    return [name for name, parts in _PACKED_NAMES if set(parts) & set(modules)]
+
+
+def vllm_flags(lora: LoraRequest, version: str) -> list[str]:
+    """`vllm serve` flags for the adapters (vllm/engine/arg_utils.py): --enable-lora, --max-loras, --max-lora-rank,
+    and --lora-target-modules from 0.17.0 where MODULES was given."""
+    args = ["--enable-lora", "--max-loras", str(lora.max_loras), "--max-lora-rank", str(lora.rank)]
+    if lora.modules and parse_version(version) >= TARGET_MODULES_FIRST:
+        args += ["--lora-target-modules", *_module_names(lora.modules)]
+    return args
+
+
+def sglang_flags(lora: LoraRequest) -> list[str]:
+    """`sglang.launch_server` flags for the adapters (srt/server_args.py): --enable-lora, --max-loras-per-batch,
+    --max-lora-rank, --lora-target-modules (all: every linear layer)."""
+    return ["--enable-lora", "--max-loras-per-batch", str(lora.max_loras), "--max-lora-rank", str(lora.rank),
+            "--lora-target-modules", *(_module_names(lora.modules) if lora.modules else ["all"])]
+
+
 def _dtype(model) -> int:
     return PLAIN_BYTES.get(getattr(model, "dtype", "bf16"), 2)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes
+from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes, sglang_flags as sglang_lora_flags
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.sglang import layout as sglang_layout
 from kvplan.engines.sglang.boot import emit_advice
@@ -327,6 +327,8 @@ class Sglang(Engine):
             args += ["--kv-cache-dtype", kv]
         if settings["page_size"] != 1:
             args += ["--page-size", str(settings["page_size"])]
+        if r.lora is not None:
+            args += sglang_lora_flags(r.lora)
         return args
 
     def parallel_flags(self, dep, model) -> list[str]:

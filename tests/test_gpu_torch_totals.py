@@ -77,3 +77,11 @@ def test_a_flagged_gpu_warns_and_a_torch_total_does_not():
     assert not any("upper bound" in w for w in _warnings(gpus["b200"]))
     # the flag is data: a user profile or a log's total (GPU.of_memory) carries none
     assert not any("upper bound" in w for w in _warnings(GPU.of_memory("x", "X", 80 * GiB, "a log")))
+
+
+def test_unified_memory_parts_warn():
+    # GB10 and MI300A share their pool with the CPU and the OS (profiles README, Memory); a discrete card does not
+    unified = {k for k, g in load_gpus().items() if g.memory_unified}
+    assert unified == {"gb10", "mi300a"}
+    assert any("unified memory" in w for w in _warnings(load_gpus()["gb10"]))
+    assert not any("unified memory" in w for w in _warnings(load_gpus()["h100-sxm"]))

@@ -343,6 +343,11 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
     if getattr(gpu, "memory_usable_above_torch", False):  # a profile's data field (kvplan/hardware/profiles/README.md)
         warnings.append(PlanWarning("the GPU's {} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
                                     "see 0.46-1.05 GiB less, so the KV room is an upper bound", (usable,), ("GiB",)))
+    if getattr(gpu, "memory_unified", False):  # a profile's data field (kvplan/hardware/profiles/README.md)
+        warnings.append(PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory): what the OS, "
+                                    "its page cache and other processes hold comes out of the same pool, and an "
+                                    "engine refuses to start when its utilisation share is not free",
+                                    (usable,), ("GiB",)))
     warnings += assumed
     step = use.step_bytes / gpu.bandwidth_bytes_per_s
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy); dcp stripes it

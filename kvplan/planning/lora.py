@@ -11,8 +11,8 @@ parallel projection (q, k, v, gate, up) keeps its whole input and splits its out
 (o, down) splits its input and keeps its output (vLLM `vllm/lora/layers/base_linear.py`
 create_lora_weights; TensorRT-LLM LoraModule localInDim/localOutDim; SGLang's LoRA memory pool). K and V
 heads are replicated where tp exceeds them (one head per rank). Engines price the pool from these
-(kvplan.engines.lora). Models whose attention or MLP is not a plain GQA / dense MLP (MLA, recurrent
-layers, routed experts) are refused for the modules that touch them: their adapter shapes are not read.
+(kvplan.engines.lora). Models with layers that are not plain GQA attention (MLA, recurrent, cache-less) are
+refused, and MLP modules of a mixture-of-experts model: their adapter shapes are not read.
 """
 
 from __future__ import annotations
@@ -105,11 +105,10 @@ def _attention(layer):
 
 def check_model(model, modules) -> None:
     """A one-line refusal where `modules` touch layers whose adapter shapes kvplan has not read."""
-    if any(m in ATTENTION for m in modules):
-        odd = sorted({layer.kind for layer in model.layers if _attention(layer) is None})
-        if odd:
-            raise KvplanError(f"{model.name}: {arg('lora')} on attention modules is priced for GQA attention "
-                              f"layers only; this model has {', '.join(odd)} layers", EXIT_USAGE, param="lora")
+    odd = sorted({layer.kind for layer in model.layers if _attention(layer) is None})
+    if odd:  # MLA, recurrent or cache-less layers: neither their projections nor which layers hold an MLP are read
+        raise KvplanError(f"{model.name}: {arg('lora')} is priced on decoders of GQA attention layers only; this "
+                          f"model has {', '.join(odd)} layers", EXIT_USAGE, param="lora")
     if any(m in MLP for m in modules) and model.params.num_experts:
         raise KvplanError(f"{model.name}: {arg('lora')} on MLP modules of a mixture-of-experts model is not "
                           "priced (adapters on routed experts); name attention modules, e.g. 4:16:q,k,v,o",

@@ -130,9 +130,7 @@ def sweep(
                           "narrow the sweep (or use `kvplan cheapest --workload`)", EXIT_USAGE)
     result = _run((specs, gpu_list, counts, contexts, kv_names, weights), kwargs, total)
     summary = _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book)
-    if adapters is not None:
-        summary.append(f"every plan keeps room for LoRA adapters {adapters.text} (MAX_LORAS:RANK:MODULES) as "
-                       f"{chosen.label or 'kvplan'} reserves them")
+    summary += _lora_lines(adapters, chosen)
     sims = None
     if served:
         sims = _simulate(result, gpu_list, loaded, slo_ttft, slo_tpot)
@@ -153,6 +151,14 @@ def sweep(
         Console().print(_sweep_table(result, _rows(result, sims, limit=top), price_book.unit))
     for path, fmt in files:
         stderr(f"wrote {OUTPUT_FORMATS[fmt]}: {path}")
+
+
+def _lora_lines(adapters, chosen) -> list[str]:
+    """The summary line that says every plan keeps room for the --lora adapters (none without them)."""
+    if adapters is None:
+        return []
+    return [f"every plan keeps room for LoRA adapters {adapters.text} (MAX_LORAS:RANK:MODULES) as "
+            f"{chosen.label or 'kvplan'} reserves them"]
 
 
 def _run(args, kwargs, total: int):

@@ -115,3 +115,10 @@ def test_emit_carries_the_lora_flags():
     sg = runner.invoke(app, ["fit", MODEL, "--gpu", "h100", "--ctx", "8k", "--engine", "sglang", "--lora", "8:64",
                              "--emit", "sglang"])
     assert "--enable-lora --max-loras-per-batch 8 --max-lora-rank 64 --lora-target-modules all" in sg.stdout
+
+
+def test_simulate_runs_on_the_pool_left_beside_the_adapters():
+    kw = dict(workload="chat", qps=1, duration=5, max_model_len="8k", engine="vllm")
+    plain = api.simulate(MODEL, "h100", **kw).plan
+    adapted = api.simulate(MODEL, "h100", lora="4:16:q,k,v,o", **kw).plan
+    assert plain.kv_memory_bytes_per_gpu - adapted.kv_memory_bytes_per_gpu == 109_051_904

@@ -16,7 +16,9 @@ kvplan.planning.lora (column-parallel projections split their output, row-parall
   max_cpu_loras is the host LRU of loaded adapters: no GPU memory.
 * SGLang (`python/sglang/srt/lora/mem_pool.py`, LoRAMemoryPool): per layer and packed target module a
   buffer A (max_loras_per_batch, stacked x rank, in) and B (max_loras_per_batch, out, rank), allocated
-  by the LoRA manager after the weights and before the KV pool: the same element count as vLLM's.
+  by the LoRA manager after the weights and before the KV pool (`srt/model_executor/model_runner.py`:
+  init_lora_manager() runs before init_memory_pool(), which sizes the pool from the memory then free):
+  the same element count as vLLM's.
 * TensorRT-LLM (PyTorch backend, `tensorrt_llm/_torch/pyexecutor/py_executor_creator.py`:
   num_device_module_layer = max_lora_rank x num_hidden_layers x len(lora_target_modules +
   missing_qkv_modules) x max_loras; `cpp/tensorrt_llm/batch_manager/peftCacheManager.cpp`

@@ -22,7 +22,7 @@ from kvplan.planning.deploy import Deployment, split_layers, validate_deployment
 from kvplan.core.dtypes import DType, canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.planning.layout import DcpRules, per_rank_batch, rank_weights, replicated_kv_proj_bytes, vllm_placement
-from kvplan.model.spec import ModelSpec, weight_bytes
+from kvplan.model.spec import ModelSpec, own_format, override_note, weight_bytes
 from kvplan.planning.profile import PAGED, KVProfile, kv_profile
 from kvplan.core.search import largest_fitting
 
@@ -209,7 +209,7 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_t
         raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
     kv_dtype, state_dtype = cache_dtypes(req, model)
     wb = weight_bytes(model, req.weight_dtype)
-    if req.weight_dtype is None and model.checkpoint_bytes and wb.total:
+    if own_format(model, req.weight_dtype) and model.checkpoint_bytes and wb.total:
         scale = model.checkpoint_bytes / wb.total  # exact published bytes, split as computed
     else:
         scale = 1.0
@@ -332,6 +332,9 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         fits, conc = False, 0
     if not use.room:
         warnings.append(PlanWarning("the weights and overhead leave no memory for the KV cache"))
+    replaced = override_note(model, req.weight_dtype)
+    if replaced:  # a dtype flag never re-plans a checkpoint silently (issue 22: int4 group 32 planned at 128)
+        warnings.append(PlanWarning(f"weights planned as {replaced} ({{}} in all)", (prep.weight_bytes,), ("GiB",)))
     if req.kv_cache_memory_bytes is not None:
         need = max(s.weight_bytes + s.overhead_bytes + s.kv_memory_bytes for s in stages)
         if need > usable:

@@ -36,6 +36,8 @@ import re
 from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.model.layers import MLALatent
+from kvplan.readers.params import _UNGATED, _is_moe_layer
 
 LIST_KEYS = ("modules_to_not_convert", "ignore", "ignored_layers", "ignored_modules", "llm_int8_skip_modules")
 
@@ -81,9 +83,6 @@ class ModuleNames:
 
 def module_names(cfg, model_type: str, params, layers) -> ModuleNames:
     """The linear modules of a model read from `cfg` (kvplan.readers.params's layout of dense and MoE layers)."""
-    from kvplan.model.layers import MLALatent
-    from kvplan.readers.params import _UNGATED, _is_moe_layer
-
     attention = []
     for layer in layers:
         layer = getattr(layer, "attention", layer)

@@ -83,11 +83,13 @@ def predict(rec: dict, log) -> dict | None:
     explicit = {"gpu_memory_utilization": flags["gpu_memory_utilization"]} if "gpu_memory_utilization" in flags else {}
     res = vllm.Vllm(version, opts, explicit).result(model, gpu, dep, req)
     layers = max(b - a for a, b in _ranges(model, dep))
-    repack = res.settings["overhead_weights_repack"]
+    repack = 0  # the plan's weights are as loaded (Vllm.loaded_extra: kernel padding, RoPE tables)
     if rec.get("mxfp4_backend"):  # the kernel the log names, not the GPU's default
         repack += (vllm_overhead.weights_repack_extra(model, dep.tp, gpu, rec["mxfp4_backend"])
                    - vllm_overhead.weights_repack_extra(model, dep.tp, gpu))
-    return {"weights": res.plan.weight_bytes_per_gpu + repack,
+    # the rank that prints "Model loading took" is the driver's, in the first pipeline stage
+    loaded = res.plan.stages[0].weight_bytes if dep.pp > 1 and res.plan.stages else res.plan.weight_bytes_per_gpu
+    return {"weights": loaded + repack,
             "activation_peak": res.settings["overhead_activation_peak"] + res.settings.get("overhead_encoder_profile", 0),
             "non_torch": res.settings["overhead_non_torch"],
             "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers, model, dep.tp, res.settings["max_num_seqs"]),

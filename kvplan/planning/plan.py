@@ -231,6 +231,15 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_t
     return Prepared(weight_total, overhead, tuple(parts))
 
 
+def as_loaded(prep: Prepared, extra: int, dep: Deployment) -> Prepared:
+    """`prep` with `extra` bytes per GPU an engine's loading adds to the checkpoint (Engine.loaded_extra):
+    on every stage's rank, and on every rank of one replica in the whole-model total."""
+    if not extra:
+        return prep
+    return prep._replace(weight_bytes=prep.weight_bytes + extra * dep.tp * dep.pp,
+                         stages=tuple(s._replace(weight_bytes=s.weight_bytes + extra) for s in prep.stages))
+
+
 def gpu_budget(gpu, req: Request) -> int:
     """usable memory x utilisation: what the engine may take of one GPU."""
     return int(gpu.memory_usable_bytes * req.gpu_memory_utilization)

@@ -202,3 +202,44 @@ def test_local_file_cut_short_is_refused_naming_it(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(data[:-100])  # 100 bytes of the embedding missing
     with pytest.raises(KvplanError, match="model.safetensors is malformed: .*cut short"):
         resolve_model(str(tmp_path))
+
+
+def test_hub_and_local_folder_read_the_same_quantized_checkpoint(tmp_path, monkeypatch):
+    # A Kimi-style compressed-tensors MoE checkpoint (regex ignore list, int4 group 32 symmetric) served by the fake
+    # Hub (tests/hub_server.py, the real huggingface_hub client) and copied to a folder: both read its headers,
+    # neither refuses the regexes, and both give the same exact bytes: experts 2 layers x 4 x 3 projections of 2,048
+    # weights, each weight_packed int32 [32, 8] = 1,024 B + weight_scale bf16 [32, 2] = 128 B (one per 32, no zero
+    # point): 24 x 1,152 = 27,648 (the config's own count, test_regex_targets...); attention kept bf16
+    # 2 x 12,288 x 2 B = 49,152; embedding and head 2 x 100x64 x 2 B = 25,600 -> 102,400 B
+    try:
+        from tests.hub_server import FakeHub, FakeRepo, serving, spec_safetensors
+    except ImportError:
+        from hub_server import FakeHub, FakeRepo, serving, spec_safetensors  # type: ignore[no-redef]
+    from kvplan.sources.resolve import resolve_model
+
+    config = dict(MOE, quantization_config=_ct(["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
+                                                r"re:.*mlp\.(gate|up|gate_up|down)_proj.*"]))
+    tensors = {"model.embed_tokens.weight": ("bfloat16", [100, 64]), "lm_head.weight": ("bfloat16", [100, 64])}
+    for i in range(2):
+        tensors |= {f"model.layers.{i}.self_attn.{p}_proj.weight": ("bfloat16", s)
+                    for p, s in (("q", [64, 64]), ("k", [32, 64]), ("v", [32, 64]), ("o", [64, 64]))}
+        for e in range(4):
+            for p in ("gate", "up", "down"):
+                tensors[f"model.layers.{i}.mlp.experts.{e}.{p}_proj.weight_packed"] = ("int32", [32, 8])
+                tensors[f"model.layers.{i}.mlp.experts.{e}.{p}_proj.weight_scale"] = ("bfloat16", [32, 2])
+    data = spec_safetensors(tensors)
+    files = {"config.json": json.dumps(config).encode(), "model.safetensors": data}
+    server = FakeHub()
+    server.add("org/tiny-moe-int4", FakeRepo.single(files))
+    with serving(server, monkeypatch, tmp_path / "hf_home"):
+        hub = resolve_model("org/tiny-moe-int4", timeout=5.0)
+    folder = tmp_path / "tiny-moe-int4"
+    folder.mkdir()
+    for name, content in files.items():
+        (folder / name).write_bytes(content)
+    local = resolve_model(str(folder))
+    assert hub.spec.checkpoint_bytes == local.spec.checkpoint_bytes == 102_400
+    assert dict(hub.spec.quantization.kept) == dict(local.spec.quantization.kept) == {"attention": 24_576}
+    # the config's own count agrees with the headers but for what the tiny checkpoint leaves out: norms
+    # (2 x (2 x 64 + 2 x 16) + 64) x 2 B = 768 and the routers 2 x 64x4 x 2 B = 1,024
+    assert weight_bytes(local.spec).total == 102_400 + 768 + 1_024

@@ -243,3 +243,15 @@ def test_hub_and_local_folder_read_the_same_quantized_checkpoint(tmp_path, monke
     # the config's own count agrees with the headers but for what the tiny checkpoint leaves out: norms
     # (2 x (2 x 64 + 2 x 16) + 64) x 2 B = 768 and the routers 2 x 64x4 x 2 B = 1,024
     assert weight_bytes(local.spec).total == 102_400 + 768 + 1_024
+
+
+@pytest.mark.parametrize("double, expected", [
+    # NF4 blocks of 64, fp32 absmax each: 73,728 linear weights -> 36,864 + 1,152 blocks x 4 B = 41,472 B
+    (False, 41_472),
+    # double quantization: a uint8 absmax per block: 36,864 + 1,152 = 38,016 B
+    (True, 38_016),
+])
+def test_bitsandbytes_4bit_absmax_per_64(double, expected):
+    spec = _spec({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
+                  "bnb_4bit_use_double_quant": double})
+    assert weight_bytes(spec).total == expected + PLAIN_16

@@ -72,6 +72,8 @@ class Quantization:
     kept: tuple[tuple[str, int], ...] = ()
     symmetric: bool = False
     index_bytes: int = 0
+    scale_bytes: int = 0  # bytes of one int4 group's scale; 0: fp16 (2). bitsandbytes: fp32 absmax (4), or
+    # 1 with double quantization (uint8 absmax; the fp32 absmax of every 256 of them, 4 B per 16,384 weights, is left out)
 
     def __post_init__(self):  # a catalog JSON gives lists
         object.__setattr__(self, "kept", tuple((str(r), int(c)) for r, c in self.kept))
@@ -139,7 +141,7 @@ class ModelSpec:
 PLAIN_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}  # bytes per element of an unquantized dtype
 
 
-def linear_bytes(params: int, method: str, group_size: int = 0, zeros: bool = True) -> int:
+def linear_bytes(params: int, method: str, group_size: int = 0, zeros: bool = True, scale_bytes: int = 2) -> int:
     """Bytes of `params` linear weights stored as `method`, scales included.
 
     * fp8 / int8: one byte each, plus an fp32 scale per group_size x group_size block when the
@@ -147,7 +149,8 @@ def linear_bytes(params: int, method: str, group_size: int = 0, zeros: bool = Tr
     * int4 (AWQ, GPTQ): half a byte each, plus per group of `group_size` (default 128) input
       values one fp16 scale and one packed 4-bit zero point: 0.5 + 2.5 / 128 bytes per weight; a
       symmetric scheme (`zeros=False`: compressed-tensors `symmetric: true`) stores no zero point:
-      0.5 + 2 / group bytes (Kimi-K2-Thinking, group 32: 0.5625 B per expert weight).
+      0.5 + 2 / group bytes (Kimi-K2-Thinking, group 32: 0.5625 B per expert weight); bitsandbytes NF4 has
+      an fp32 absmax per 64 (`scale_bytes` 4: 0.5625 B), a uint8 one with double quantization (1: 0.515625 B).
     * mxfp4 (OCP microscaling): 32 four-bit values share one 8-bit exponent: 17 / 32 bytes each.
     * nvfp4 (NVIDIA ModelOpt / compressed-tensors nvfp4-pack-quantized): 16 four-bit e2m1 values share
       one fp8 e4m3 scale: 9 / 16 bytes each (vLLM modelopt.py ModelOptNvFp4LinearMethod.create_weights:
@@ -162,7 +165,7 @@ def linear_bytes(params: int, method: str, group_size: int = 0, zeros: bool = Tr
         return params + scales
     if method == "int4":
         g = group_size or 128
-        return params // 2 + (params // g) * (5 if zeros else 4) // 2
+        return params // 2 + (params // g) * (2 * scale_bytes + (1 if zeros else 0)) // 2
     if method == "mxfp4":
         return params * 17 // 32
     if method == "nvfp4":
@@ -249,12 +252,12 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
     if q.method in _gguf():  # a GGUF file quantizes the embeddings and the output too
         emb_type, head_type = _gguf_edges(q.method)
         embedding, lm_head = linear_bytes(p.embedding, emb_type), linear_bytes(p.lm_head, head_type)
-    zeros = not q.symmetric
+    fmt = (not q.symmetric, q.scale_bytes or 2)  # zero points, bytes of a group's scale
     return WeightBytes(
-        sharded=linear_bytes(shardable, dense_method, q.group_size, zeros) + kept_sharded * plain + q.index_bytes,
-        replicated=(linear_bytes(p.replicated - kr, dense_method, q.group_size, zeros)
+        sharded=linear_bytes(shardable, dense_method, q.group_size, *fmt) + kept_sharded * plain + q.index_bytes,
+        replicated=(linear_bytes(p.replicated - kr, dense_method, q.group_size, *fmt)
                     + (p.router + p.other + kr) * plain),
-        experts=(linear_bytes(p.experts - p.expert_biases - ke, q.method, q.group_size, zeros)
+        experts=(linear_bytes(p.experts - p.expert_biases - ke, q.method, q.group_size, *fmt)
                  + (p.expert_biases + ke) * plain),
         embedding=embedding,
         lm_head=lm_head,

@@ -97,7 +97,12 @@ def _method(cfg, q: dict, where: str, layers=()) -> Quantization:
         return Quantization(_int_format(bits, where), group if group > 0 else 128,
                             index_bytes=_g_idx_bytes(cfg, layers) if method == "gptq" else 0)
     if method == "bitsandbytes":
-        return Quantization("int4", 64) if q.get("load_in_4bit") is True else Quantization("int8")
+        # NF4/FP4 blocks of 64 with an absmax each and no zero point (bitsandbytes functional.quantize_4bit;
+        # transformers saves weight.absmax fp32, or uint8 + nested_absmax with bnb_4bit_use_double_quant)
+        if q.get("load_in_4bit") is True:
+            return Quantization("int4", 64, symmetric=True,
+                                scale_bytes=1 if q.get("bnb_4bit_use_double_quant") is True else 4)
+        return Quantization("int8")
     if method == "compressed-tensors":
         groups = q.get("config_groups") or {}
         if not isinstance(groups, dict) or not all(isinstance(g, dict) for g in groups.values()):

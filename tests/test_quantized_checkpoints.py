@@ -255,3 +255,14 @@ def test_bitsandbytes_4bit_absmax_per_64(double, expected):
     spec = _spec({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
                   "bnb_4bit_use_double_quant": double})
     assert weight_bytes(spec).total == expected + PLAIN_16
+
+
+def test_compressed_tensors_fp8_block_scales():
+    # FP8-block (llm-compressor "strategy": "block", block_structure [128, 128]): one fp32 weight_scale per 128x128
+    # tile. A small Llama of hidden 128, MLP 256, 4 heads of 32: per layer q, k, v, o 4 x 128x128 + gate, up,
+    # down 3 x 128x256 = 163,840 weights, 2 layers 327,680 B in fp8 and 327,680 / 16,384 = 20 tiles x 4 B = 80 B
+    spec = _spec({"quant_method": "compressed-tensors", "config_groups": {"g": {"targets": ["Linear"], "weights": {
+        "num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128]}}}},
+        dict(SMALL, hidden_size=128, intermediate_size=256, num_attention_heads=4, num_key_value_heads=4))
+    assert (spec.quantization.method, spec.quantization.group_size) == ("fp8", 128)
+    assert weight_bytes(spec).sharded == 327_680 + 80

@@ -117,8 +117,11 @@ def _method(cfg, q: dict, where: str, layers=()) -> Quantization:
             if bits == 4:  # pack-quantized: weight_packed, weight_scale, and weight_zero_point unless symmetric
                 return Quantization("int4", _q_int(weights, where, "group_size", default=128),
                                     symmetric=weights.get("symmetric") is True)
-            if bits == 8:
-                return Quantization("fp8" if weights.get("type") == "float" else "int8")
+            if bits == 8:  # a "block" strategy stores an fp32 scale per block_structure tile (FP8-block checkpoints)
+                block = weights.get("block_structure") if weights.get("strategy") == "block" else None
+                tile = _q_int({"block_structure": block[0]}, where, "block_structure", default=0) if (
+                    isinstance(block, list) and len(block) == 2 and block[0] == block[1]) else 0
+                return Quantization("fp8" if weights.get("type") == "float" else "int8", tile)
             if bits:
                 raise KvplanError(f"{where}: {bits}-bit weights are not supported (4 or 8)", EXIT_USAGE)
     return Quantization(_dtype(cfg))

@@ -266,3 +266,10 @@ def test_compressed_tensors_fp8_block_scales():
         dict(SMALL, hidden_size=128, intermediate_size=256, num_attention_heads=4, num_key_value_heads=4))
     assert (spec.quantization.method, spec.quantization.group_size) == ("fp8", 128)
     assert weight_bytes(spec).sharded == 327_680 + 80
+
+
+def test_gptq_g_idx_of_a_moe_model():
+    # GPTQ on the small Qwen3-MoE (every layer MoE, 4 experts of width 32): per layer q, k, v read 64 features, o 64,
+    # and each expert's gate and up 64, down 32 -> 3x64 + 64 + 4 x (2x64 + 32) = 896; 2 layers x 896 x 4 B = 7,168 B
+    spec = _spec({"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": True}, MOE)
+    assert spec.quantization.index_bytes == 7_168

@@ -12,6 +12,7 @@ from dataclasses import replace
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.spec import Quantization
 from kvplan.readers.cfg import read_dtype, shown
+from kvplan.readers.params import _is_moe_layer
 from kvplan.readers.unquantized import exclusion_list, kept_params, module_names, untargeted
 
 
@@ -59,10 +60,12 @@ def _g_idx_bytes(cfg, layers) -> int:
     expert = cfg.int("moe_intermediate_size", default=width, minimum=0)
     experts = cfg.int("num_experts", "num_local_experts", "n_routed_experts", default=0, minimum=0)
     heads = cfg.int("num_attention_heads", default=0, minimum=0)
+    model_type = str(cfg.raw("model_type") or "")
     total = 0
-    for layer in layers:
+    for i, layer in enumerate(layers):
         d = getattr(getattr(layer, "attention", layer), "head_dim", 0)
-        total += (3 * h + heads * d if d else 0) + (experts * (2 * h + expert) if experts else 2 * h + width)
+        moe = experts and _is_moe_layer(cfg, model_type, i)  # kvplan.readers.params' layout of dense and MoE layers
+        total += (3 * h + heads * d if d else 0) + (experts * (2 * h + expert) if moe else 2 * h + width)
     return 4 * total
 
 

@@ -36,9 +36,10 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
     if "mem_fraction_static" not in s:
         out.notes.append(f"mem_fraction_static not in the log; {st.mem_fraction_static:g} is the {version} default"
                          + ("" if gpu else f" for an assumed 80 GiB GPU (pass {arg('gpu')})"))
+    p = resolve_engine().plan(model, stand_in, dep, Request(context=ctx, kv_dtype=req.kv_dtype))
     kvd = req.kv_dtype
     if "weights_mem_usage_gb" in r:  # as loaded: the RoPE tables SGLang builds included (sglang/loaded.py)
-        loaded = engine.result(model, stand_in, dep, req).plan.weight_bytes_per_gpu
+        loaded = p.weight_bytes_per_gpu + st.loaded_extra
         rep = r["weights_mem_usage_gb"].value * GIB
         d, e = rel(loaded, rep)
         out.rows.append(Row("weights per GPU (as loaded: Load weight end, mem usage)",

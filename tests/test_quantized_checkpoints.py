@@ -273,3 +273,17 @@ def test_gptq_g_idx_of_a_moe_model():
     # and each expert's gate and up 64, down 32 -> 3x64 + 64 + 4 x (2x64 + 32) = 896; 2 layers x 896 x 4 B = 7,168 B
     spec = _spec({"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": True}, MOE)
     assert spec.quantization.index_bytes == 7_168
+
+
+def test_sglang_weights_as_loaded_hold_its_rope_table_fp32_on_cuda():
+    # SGLang's RotaryEmbedding keeps cos_sin_cache [131,072 positions, 128] (Llama 3.1) in fp32 on CUDA:
+    # 16,777,216 x 4 B = 67,108,864 B beside the weights; on ROCm (MI300X) in bf16: 33,554,432 B. QwQ-32B's
+    # "Load weight end ... mem usage=15.54 GB" at tp 4 on L4s is checked in tests/test_checklog.py.
+    from kvplan.sources.catalog import find_in_catalog
+
+    model = find_in_catalog("llama-3.1-8b")
+    req, dep = Request(context=8192), Deployment()
+    for gpu, extra in (("h100-sxm", 67_108_864), ("mi300x", 33_554_432)):
+        res = resolve_engine("sglang").result(model, find_gpu(gpu), dep, req)
+        assert res.settings["loaded_extra"] == extra
+        assert res.plan.weight_bytes_per_gpu == model.checkpoint_bytes + extra

@@ -195,3 +195,17 @@ def test_simulate_speed_flag(kvplan_home):
     assert tpot(c) > tpot(r) > 0  # the calibrated step is never faster than the roofline
     bad = runner.invoke(app_for("simulate"), [*args, "--speed", "fast"])
     assert bad.exit_code == 2 and "--speed must be calibrated or roofline" in bad.output
+
+
+def test_cheapest_speed_floor_reads_the_calibrated_step():
+    from kvplan.compare.cheapest import cheapest
+    from kvplan.planning.deploy import Deployment
+    from kvplan.sources.catalog import find_in_catalog
+
+    spec = find_in_catalog("llama-3.1-8b")
+    (c,) = [x for x in cheapest(spec, [H100], 8192, 8, deployments=[Deployment(1, 1)]) if x.plan is not None]
+    roof, cal = 1 / c.plan.decode_step_seconds, c.tokens_per_second_per_request
+    assert c.step_seconds and cal < roof  # the calibrated decode is slower than the roofline's bound
+    floor = (cal + roof) / 2  # met by the roofline, not by the calibrated step
+    (slow,) = cheapest(spec, [H100], 8192, 8, deployments=[Deployment(1, 1)], min_tokens_per_second=floor)
+    assert not slow.meets and slow.why.startswith("too slow: ")

@@ -13,11 +13,12 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, PricesOpt, RevisionOpt,
+    MAX_BATCH, AllowLongOpt, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt,
+    MaxModelLenOpt, PricesOpt, RevisionOpt,
     OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, output_files,
     progress_bar, stderr, table,
 )
-from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
+from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_limit, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
 from kvplan.cli.workload import (
@@ -57,6 +58,8 @@ def sweep(
     batch: Annotated[int, typer.Option("--batch", "-b", help="Concurrent requests per deployment (fits, max context and decode speed use it).")] = 1,
     gpu_memory_utilization: GmuOpt = None,
     block_size: BlockSizeOpt = None,
+    max_model_len: MaxModelLenOpt = None,
+    allow_long_context: AllowLongOpt = False,
     engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
@@ -113,8 +116,13 @@ def sweep(
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
     gpu_list = resolve_gpus(gpu, hw)
     price_book = load_prices(prices, hw)
-    specs = [with_speculative(s, drafter, token=token, timeout=timeout)
-             for s in resolve_models(models, revision, token, timeout)]
+    specs = []
+    for s in resolve_models(models, revision, token, timeout):
+        s, notes, _ = with_limit(chosen, with_speculative(s, drafter, token=token, timeout=timeout), max_model_len,
+                                 allow_long_context)
+        specs.append(s)
+        for note in notes:
+            stderr(f"note: {s.name}: {note}")
     price_by_gpu = {g.key: p for g in gpu_list if (p := price_book.price(g)) is not None}
 
     per_model = len(gpu_list) * len(counts) * len(contexts) * len(weights)
@@ -261,7 +269,8 @@ def _sweep_table(result, rows: list[dict], currency: str):
         cells = [markup_safe(r["model"]), r["gpu"], gpus, human_tokens(r["context"])]
         cells += [r["kv_dtype"]] if kv else []
         cells += [r["weight_dtype"]] if weights else []
-        cells += ["[green]yes[/]" if r["fits"] else "[red]no[/]", f"{r['max_concurrency']:,}",
+        cells += ["[green]yes[/]" if r["fits"] else ("[red]limit[/]" if r.get("binds") == "context limit" else "[red]no[/]"),
+                  f"{r['max_concurrency']:,}",
                   f"{r['decode_tokens_per_second']:,.0f}"]
         if tiers:  # full-length contexts every offload tier holds together ("–": not sized, see offload_refused)
             held = [r[f"offload_{t}_contexts"] for t in tiers]

@@ -116,13 +116,10 @@ def sweep(
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
     gpu_list = resolve_gpus(gpu, hw)
     price_book = load_prices(prices, hw)
-    specs = []
-    for s in resolve_models(models, revision, token, timeout):
-        s, notes, _ = with_limit(chosen, with_speculative(s, drafter, token=token, timeout=timeout), max_model_len,
-                                 allow_long_context)
-        specs.append(s)
-        for note in notes:
-            stderr(f"note: {s.name}: {note}")
+    limits = [with_limit(chosen, with_speculative(s, drafter, token=token, timeout=timeout), max_model_len,
+                         allow_long_context) for s in resolve_models(models, revision, token, timeout)]
+    specs = [s for s, _, _ in limits]
+    [stderr(f"note: {s.name}: {note}") for s, notes, _ in limits for note in notes]
     price_by_gpu = {g.key: p for g in gpu_list if (p := price_book.price(g)) is not None}
 
     per_model = len(gpu_list) * len(counts) * len(contexts) * len(weights)

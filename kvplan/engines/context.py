@@ -9,7 +9,8 @@ config's own position count: max_position_embeddings or the key kvplan.readers.g
   L2143-2175): a `rope_type` other than su, longrope and llama3 multiplies the limit by its `factor`
   (1 where none), and yarn starts from `original_max_position_embeddings` instead: Qwen3-32B with
   {yarn, factor 4, original 32,768} is 32,768 x 4 = 131,072. From the Gemma 3 release (v0.8.x; kvplan's
-  0.8.5 on) a model_type containing "gemma3" is never scaled (its 128k is already scaled). From PR
+  0.8.5 on) a model_type containing "gemma3" is never scaled (its 128k is already scaled; the reader
+  marks it, RopeScaling.prescaled). From PR
   #27431 (https://github.com/vllm-project/vllm/pull/27431, after v0.11.0: kvplan's 0.15.0 on) a
   LongRoPE model served without --max-model-len gets the config's top-level
   original_max_position_embeddings (Phi-3.5-mini: 4,096), the limit staying 131,072. A larger
@@ -67,7 +68,7 @@ def _scaled(model, factor: float, start: int, how: str) -> tuple[int, str]:
 def vllm_rule(model, version: tuple) -> ContextLimit:
     """vLLM's derived max_model_len (`_get_and_verify_max_len`) and its default length."""
     rope, tokens, how = model.rope_scaling, model.max_context, f"the config's {model.max_context:,} positions"
-    exempt = version >= (0, 8, 5) and "gemma3" in model.family
+    exempt = version >= (0, 8, 5) and rope is not None and rope.prescaled
     if rope is not None and rope.kind not in UNSCALED and not exempt:
         start = rope.original if rope.kind == "yarn" and rope.original else model.max_context
         what = "original_max_position_embeddings" if start != model.max_context else "positions"

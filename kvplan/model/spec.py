@@ -87,6 +87,7 @@ class RopeScaling:
     factor: float = 1.0  # 1.0 where the config gives none
     original: int = 0  # rope_scaling's original_max_position_embeddings; 0: not given
     top_original: int = 0  # the config's own top-level original_max_position_embeddings; 0: not given
+    prescaled: bool = False  # the family's positions already count the factor (Gemma 3, whose factor vLLM skips)
 
 
 @dataclass(frozen=True)

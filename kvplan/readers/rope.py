@@ -84,8 +84,9 @@ def rope_table_bytes(model) -> int:
     return elems * (4 if model.family in _FP32_TABLES else _DTYPE_BYTES.get(model.dtype, 2))
 
 
-def read_rope_scaling(data: dict) -> RopeScaling | None:
-    """The config's RoPE scaling as the context-limit rules read it (None: the config has none)."""
+def read_rope_scaling(data: dict, model_type: str = "") -> RopeScaling | None:
+    """The config's RoPE scaling as the context-limit rules read it (None: the config has none). Gemma 3's
+    positions already count its factor (vLLM's model config: a model_type containing "gemma3" is not scaled)."""
     raw = data.get("rope_scaling") or data.get("rope_parameters")
     if not isinstance(raw, dict):
         return None
@@ -104,4 +105,5 @@ def read_rope_scaling(data: dict) -> RopeScaling | None:
         raise KvplanError(f"config: rope_scaling factor {factor:.4g} makes a context past {LIMITS['window']:,} "
                           "positions (a hostile or broken config)", EXIT_USAGE)
     return RopeScaling(kind, factor, min(original, LIMITS["window"]),
-                       int(min(_num(data.get("original_max_position_embeddings")), LIMITS["window"])))
+                       int(min(_num(data.get("original_max_position_embeddings")), LIMITS["window"])),
+                       "gemma3" in model_type)

@@ -104,7 +104,8 @@ def plan(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, context: int | s
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
     spec, default = _limited(chosen, spec, max_model_len, allow_long_context)
-    req = read_request(spec, context=_context(context, default, spec, max_model_len), batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+    req = read_request(spec, context=context or (default if max_model_len is not None else None),
+                       default_context=default, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                        block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
                        kv_cache_memory=kv_cache_memory)
     dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
@@ -276,14 +277,6 @@ def _limited(engine, spec, max_model_len, allow_long_context: bool):
     tokens = None if max_model_len is None else parse_tokens(max_model_len, "max_model_len")
     spec, _, default = limited(engine, spec, tokens, allow_long_context)
     return spec, default
-
-
-def _context(context, default: int, spec, max_model_len):
-    """The context a plan asks for: `context`, else None where it is the model's own limit (an engine may
-    size its own length then, vLLM's auto), else the engine's default or `max_model_len`."""
-    if context is not None or (max_model_len is None and default == spec.max_context):
-        return context
-    return default
 
 
 def _check_simulation(mode: str, reserve: str, **numbers) -> None:

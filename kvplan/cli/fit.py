@@ -27,11 +27,12 @@ def register(app: typer.Typer) -> None:
 
 
 def _request(ctx_tokens: Optional[int], batch: int, kv_dtype: str, weight_dtype, model, block_size: Optional[int],
-             gpu_memory_utilization: Optional[str], overhead: Optional[str], kv_cache_memory: Optional[str]):
+             gpu_memory_utilization: Optional[str], overhead: Optional[str], kv_cache_memory: Optional[str],
+             default_context: Optional[int] = None):
     """The Request the flags ask for (kvplan.planning.request: as the Python API reads its keywords)."""
     return read_request(model, context=ctx_tokens, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
-                        kv_cache_memory=kv_cache_memory)
+                        kv_cache_memory=kv_cache_memory, default_context=default_context)
 
 
 def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]):
@@ -94,10 +95,9 @@ def fit(
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
     spec, limit_notes, default_ctx = with_limit(chosen, spec, max_model_len, allow_long_context)
-    asked = ctx_tokens if ctx_tokens is not None or (max_model_len is None and default_ctx == spec.max_context) \
-        else default_ctx  # None: the model's limit (an engine may then size its own, vLLM's auto)
-    req = _request(asked, batch, kv_dtype, weight_dtype, spec,
-                   block_size, gpu_memory_utilization, overhead, kv_cache_memory)
+    # no --ctx: --max-model-len, else the engine's default length (the Request says it was not asked for)
+    req = _request(ctx_tokens or (default_ctx if max_model_len else None), batch, kv_dtype, weight_dtype, spec,
+                   block_size, gpu_memory_utilization, overhead, kv_cache_memory, default_ctx)
 
     dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
     if not 1 <= gpus_per_node <= 1024:

@@ -83,12 +83,28 @@ def test_vllm_gemma3_exemption_and_longrope_default_by_release():
     gemma = _spec({"rope_type": "linear", "factor": 8.0}, model_type="gemma3_text", max_position_embeddings=131072)
     assert _limit("vllm", gemma, "0.8.5").tokens == 131_072
     assert _limit("vllm", gemma, "0.6.6").tokens == 131_072 * 8
+    # SGLang's get_context_length has no such exemption (sgl-project/sglang#20387 proposed one, closed):
+    # 131,072 x 8 = 1,048,576, planned as the engine accepts it and said to be inflated.
+    sg = _limit("sglang", gemma)
+    assert sg.tokens == 1_048_576 and "already count that factor" in sg.rule
     # Phi-3.5-mini: longrope, 131,072 positions, top-level original_max_position_embeddings 4,096. The limit
     # is 131,072 everywhere; PR #27431 (after 0.11.0) serves 4,096 without --max-model-len.
     phi = _spec({"rope_type": "longrope", "long_factor": [1.0], "short_factor": [1.0]},
                 max_position_embeddings=131072, original_max_position_embeddings=4096)
     new, old = _limit("vllm", phi, "0.15.0"), _limit("vllm", phi, "0.11.0")
     assert (new.tokens, new.default) == (131_072, 4096) and (old.tokens, old.default) == (131_072, 131_072)
+
+
+def test_bundled_catalog_carries_rope_scaling():
+    from kvplan.sources.catalog import find_in_catalog
+
+    # gpt-oss: yarn factor 32 on 4,096 original positions = 131,072 = its max_position_embeddings.
+    oss = find_in_catalog("gpt-oss-120b")
+    assert (oss.rope_scaling.kind, oss.rope_scaling.factor, oss.rope_scaling.original) == ("yarn", 32.0, 4096)
+    assert _limit("vllm", oss).tokens == 4096 * 32 == oss.max_context
+    # DeepSeek-V3: yarn factor 40 on 4,096 = 163,840 under vLLM; SGLang keeps the 163,840 positions.
+    ds = find_in_catalog("deepseek-v3")
+    assert _limit("vllm", ds).tokens == 4096 * 40 == _limit("sglang", ds).tokens == 163_840
 
 
 def test_nested_rope_parameters_and_catalog_round_trip():

@@ -22,7 +22,9 @@ config's own position count: max_position_embeddings or the key kvplan.readers.g
   max_sequence_length, seq_length, max_seq_len, model_max_length, max_position_embeddings, times the
   rope_scaling `factor` unless rope_scaling has original_max_position_embeddings or rope_type llama3:
   so a YaRN config keeps max_position_embeddings (Qwen3-32B: 40,960; Qwen's docs pass
-  --context-length 131072 with SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1). A larger --context-length
+  --context-length 131072 with SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1), and Gemma 3's linear factor 8
+  inflates its 131,072 to 1,048,576 (https://github.com/sgl-project/sglang/pull/20387 proposed vLLM's
+  exemption and was closed): kvplan plans what the engine accepts and says so. A larger --context-length
   is refused (`ModelConfig._derive_context_length`) unless that variable is set.
 * TensorRT-LLM (PyTorch backend, tensorrt_llm/_torch/models/modeling_utils.py `infer_max_seq_len`,
   0.20 and 1.2): max_position_embeddings times the factor of any rope type but su, longrope, llama3 and
@@ -58,11 +60,15 @@ class ContextLimit(NamedTuple):
     override: str = ""  # what lets the engine go past `tokens` ("" where nothing does or nothing needs to)
 
 
-def _scaled(model, factor: float, start: int, how: str) -> tuple[int, str]:
+def _scaled(model, factor: float, start: int, how: str, rounding=int) -> tuple[int, str]:
     if factor == 1.0 and start == model.max_context:
         return model.max_context, f"the config's {model.max_context:,} positions"
-    tokens = int(start * factor)
-    return tokens, f"{start:,} {how} × {model.rope_scaling.kind} factor {factor:g} = {tokens:,}"
+    tokens = rounding(start * factor)
+    how = f"{start:,} {how} × {model.rope_scaling.kind} factor {factor:g} = {tokens:,}"
+    if model.rope_scaling.prescaled:  # Gemma 3: its positions already count the factor
+        how += (f"; the model's {model.max_context:,} positions already count that factor (an inflated limit, "
+                "https://github.com/sgl-project/sglang/pull/20387): set the length it was trained for")
+    return tokens, how
 
 
 def vllm_rule(model, version: tuple) -> ContextLimit:
@@ -96,8 +102,7 @@ def trtllm_rule(model) -> ContextLimit:
     """TensorRT-LLM's inferred max_seq_len (`infer_max_seq_len`)."""
     rope, tokens, how = model.rope_scaling, model.max_context, f"the config's {model.max_context:,} positions"
     if rope is not None and rope.kind not in (*UNSCALED, "yarn") and rope.factor != 1.0:
-        tokens = math.ceil(model.max_context * rope.factor)
-        how = f"{model.max_context:,} positions × {rope.kind} factor {rope.factor:g} = {tokens:,}"
+        tokens, how = _scaled(model, rope.factor, model.max_context, "positions", math.ceil)
     elif rope is not None and rope.factor != 1.0:
         how += f" (TensorRT-LLM applies no {rope.kind} factor)"
     return ContextLimit(tokens, how, tokens, "allow")

@@ -166,6 +166,10 @@ def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch
                f"× GPU counts {','.join(map(str, counts))} × {len(contexts)} context(s) × KV {','.join(kv_names)}"
                + (f" × weights {','.join(w or 'auto' for w in weights)}" if weights != [None] else "")
                + f"; batch {batch}"]
+    past = sum(p.binds == "context limit" for p in result.plans)
+    if past:
+        summary.append(f"{past:,} plan{'s' if past > 1 else ''} ask{'' if past > 1 else 's'} a context past the model's "
+                       "limit (fits: limit): the limit binds, not memory, and more GPUs never help")
     if result.skipped:
         summary.append(f"{result.skipped_plans:,} plans skipped: deployments the model cannot run (see below)")
     summary.append(f"planned as {result.engine} allocates" if result.engine else

@@ -150,6 +150,8 @@ def test_does_not_fit_says_what_binds(qwen_yarn):
     assert res.exit_code == 0
     assert "the limit binds, not memory, so no GPU count helps" in " ".join(res.stdout.split())
     assert "No deployment of up to 64 GPUs" not in res.stdout
+    # SGLang's own figures ("requests of 131,072 tokens") are said to be for a length it would not serve
+    assert "sglang 0.5.23 does not serve 131,072-token requests (its limit is 40,960)" in res.stderr
     res = runner.invoke(app, ["fit", qwen_yarn, "--gpu", "h100", "--ctx", "128k", "--engine", "sglang", "--json"])
     out = json.loads(res.stdout)
     assert out["plans"][0]["binds"] == "context limit" and "limit binds" in out["does_not_fit"]

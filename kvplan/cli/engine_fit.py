@@ -51,6 +51,9 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
                "drafter on the last stage); --gpus N plans tp × dp layouts")
     for note in dict.fromkeys(n for r in results for n in r.capacity.notes):
         stderr(f"note: {note}")
+    if named and plans[0].binds == "context limit":  # the engine's own lines are for a length it refuses
+        stderr(f"note: {engine.label} does not serve {req.context:,}-token requests (its limit is "
+               f"{plans[0].context_limit:,}): its figures below are what it would print if it did")
     chosen = results[recommended if recommended is not None else -1]
     op = tiers.for_result(engine, chosen, spec, offload)
     command = margin = weights = None

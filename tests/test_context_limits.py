@@ -203,3 +203,16 @@ def test_token_labels_say_pool_and_requests():
     res = runner.invoke(app, ["fit", "gpt-oss-120b", "--gpu", "h100", "--ctx", "128k", "--gpus", "2"])
     assert "KV pool tokens (all GPUs)" in res.stdout and "tokens requests use @ 128k" in res.stdout
     assert "KV cache tokens per GPU" not in res.stdout
+
+
+def test_simulate_and_emit_take_the_same_limit(qwen_yarn):
+    # simulate's --max-model-len is the longest request, as before, now checked against the engine's limit.
+    res = runner.invoke(app, ["simulate", qwen_yarn, "--gpu", "h100", "--gpus", "2", "--engine", "vllm",
+                              "--max-model-len", "256k", "--duration", "2"])
+    assert res.exit_code == EXIT_USAGE and "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in res.output
+    sim = api.simulate(qwen_yarn, "h100", gpus=2, engine="vllm", duration=2, qps=1)
+    assert sim.plan.request.context == 131_072  # no length given: vLLM's derived 32,768 x 4
+    # the serve command carries the length asked for
+    res = runner.invoke(app, ["fit", qwen_yarn, "--gpu", "h100", "--engine", "vllm", "--max-model-len", "32k",
+                              "--emit", "vllm"])
+    assert "--max-model-len 32768" in res.stdout

@@ -147,5 +147,6 @@ def limited(engine, model, max_model_len: int | None = None, allow_longer: bool 
                               f"{arg('allow_long_context')} to plan it as if it were", EXIT_USAGE,
                               param="max_model_len", value=max_model_len, allowed=(1, lim.tokens))
         rule += f", past {who}'s limit of {lim.tokens:,}" + (f" ({lim.override})" if lim.override else "")
-        notes.append(f"{past}: planned as asked; positions past it may give wrong output")
+        serve = f"; serve it with {lim.override} set" if lim.override else ""
+        notes.append(f"{past}: planned as asked{serve}; positions past it may give wrong output")
     return replace(model, max_context=max_model_len, context_rule=rule), notes, max_model_len

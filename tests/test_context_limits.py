@@ -143,6 +143,10 @@ def test_fit_qwen3_yarn_128k_under_vllm_no_contradiction(qwen_yarn):
     out = json.loads(res.stdout)
     assert out["fits"] is True and out["max_concurrency"] >= 1 and out["context_limit"] == 131_072
     assert out["binds"] is None and "131,072" in res.stderr and "yarn factor 4" in res.stderr
+    # vLLM's own line and kvplan's concurrency now agree (the issue: "Maximum concurrency for 131,072 tokens"
+    # printed beside concurrency 0, because kvplan held the config's 40,960 as the limit)
+    line = out["engine"]["lines"]["Maximum concurrency for 131,072 tokens per request"]
+    assert int(float(line.rstrip("x"))) == out["max_concurrency"]
 
 
 def test_does_not_fit_says_what_binds(qwen_yarn):

@@ -25,7 +25,10 @@ config's own position count: max_position_embeddings or the key kvplan.readers.g
   --context-length 131072 with SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1), and Gemma 3's linear factor 8
   inflates its 131,072 to 1,048,576 (https://github.com/sgl-project/sglang/pull/20387 proposed vLLM's
   exemption and was closed): kvplan plans what the engine accepts and says so. A larger --context-length
-  is refused (`ModelConfig._derive_context_length`) unless that variable is set.
+  is refused (`ModelConfig._derive_context_length`, https://github.com/sgl-project/sglang/pull/1778)
+  unless that variable is set. Some 2025 releases read it with default "True" until
+  https://github.com/sgl-project/sglang/pull/9388 (merged 2025-08-20) set it back off; which of kvplan's
+  releases did is not pinned down, so kvplan refuses for all and --allow-long-context plans as they did.
 * TensorRT-LLM (PyTorch backend, tensorrt_llm/_torch/models/modeling_utils.py `infer_max_seq_len`,
   0.20 and 1.2): max_position_embeddings times the factor of any rope type but su, longrope, llama3 and
   yarn, rounded up; a larger max_seq_len is taken, with the builder's warning that "the model accuracy

@@ -6,8 +6,8 @@ import typer
 
 from kvplan.cli._common import (
     AllowLongOpt, BatchOpt, BlockSizeOpt, CtxOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt,
-    JsonOpt, KvDtypeOpt, MaxModelLenOpt, RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, cli_errors,
-    print_notes, stderr,
+    JsonOpt, KvDtypeOpt, LoraOpt, MaxModelLenOpt, RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt,
+    cli_errors, print_notes, stderr,
 )
 from kvplan.cli.engine_fit import fit_report
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_limit, with_speculative
@@ -28,11 +28,11 @@ def register(app: typer.Typer) -> None:
 
 def _request(ctx_tokens: Optional[int], batch: int, kv_dtype: str, weight_dtype, model, block_size: Optional[int],
              gpu_memory_utilization: Optional[str], overhead: Optional[str], kv_cache_memory: Optional[str],
-             default_context: Optional[int] = None):
+             lora: Optional[str] = None, default_context: Optional[int] = None):
     """The Request the flags ask for (kvplan.planning.request: as the Python API reads its keywords)."""
     return read_request(model, context=ctx_tokens, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
-                        kv_cache_memory=kv_cache_memory, default_context=default_context)
+                        kv_cache_memory=kv_cache_memory, lora=lora, default_context=default_context)
 
 
 def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]):
@@ -73,6 +73,7 @@ def fit(
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
     speculative: SpeculativeOpt = None,
+    lora: LoraOpt = None,
     emit: Annotated[Optional[str], typer.Option("--emit", help="Also print the serve command line for this plan: vllm, sglang or llama.cpp.")] = None,
     hw_profiles: HwOpt = None,
     revision: RevisionOpt = None,
@@ -97,7 +98,7 @@ def fit(
     spec, limit_notes, default_ctx = with_limit(chosen, spec, max_model_len, allow_long_context)
     # no --ctx: --max-model-len, else the engine's default length (the Request says it was not asked for)
     req = _request(ctx_tokens or (default_ctx if max_model_len else None), batch, kv_dtype, weight_dtype, spec,
-                   block_size, gpu_memory_utilization, overhead, kv_cache_memory, default_ctx)
+                   block_size, gpu_memory_utilization, overhead, kv_cache_memory, lora, default_ctx)
 
     dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
     if not 1 <= gpus_per_node <= 1024:

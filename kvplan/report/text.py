@@ -111,20 +111,21 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         "kv_used_bytes_per_gpu": used,
         "free_bytes_per_gpu": plan.kv_memory_bytes_per_gpu - used,  # Plan.free_bytes_per_gpu, used once
         "kv_cache_tokens": plan.kv_cache_tokens,  # = kv_pool_tokens_per_deployment (kept for old readers)
-        "kv_pool_tokens_per_deployment": plan.kv_cache_tokens,
-        "request_tokens_at_context": plan.max_concurrency * r.context,
+        "kv_pool_tokens_per_deployment": plan.kv_cache_tokens, "request_tokens_at_context": plan.max_concurrency * r.context,
         "max_concurrency": plan.max_concurrency,
         "max_context": plan.max_context,
         "max_context_limited_by": plan.max_context_limited_by,
         "context_limit": plan.context_limit,
-        "fits": plan.fits,
-        "binds": plan.binds,
+        "fits": plan.fits, "binds": plan.binds,
         "decode_step_seconds": plan.decode_step_seconds,
         "decode_tokens_per_second": plan.decode_tokens_per_second,
         "decode_tokens_per_second_per_request": (1 / plan.decode_step_seconds) if plan.decode_step_seconds else 0.0,
         "speculative": _speculative(plan, model) if nested else None,
         "warnings": plan_warnings(plan),
     }
+    if r.lora is not None:  # the adapters the engine keeps room for, and what it reserves per GPU
+        row["lora"] = r.lora.text
+        row["lora_bytes_per_gpu"] = r.lora_bytes
     if rank is None:
         del row["rank"]
     return _with_layer_kinds(row, plan) if nested else row
@@ -194,6 +195,8 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> N
     ]
     if first.request.kv_cache_memory_bytes is not None:
         rows = [rows[0], (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu)), *rows[5:]]
+    elif first.request.lora is not None:  # the engine's adapter slots, its own row before the KV cache
+        rows.insert(4, (f"− LoRA {first.request.lora.text}", lambda p: gib(p.request.lora_bytes)))
     for label, fn in rows:
         budget.add_row(label, *[fn(p) for p in plans])
     console.print(budget)

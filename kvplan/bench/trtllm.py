@@ -1,0 +1,68 @@
+"""trtllm-bench's printed report (`trtllm-bench ... throughput` / `latency`): `= SECTION` blocks of `Label: value`.
+
+Labels as NVIDIA/TensorRT-LLM@04276b44:docs/source/performance/perf-benchmarking.md shows them:
+`Model:`, `TensorRT-LLM Version:`, `Quantization:`, `KV Cache Dtype:`, `TP Size:`, `Max Runtime Batch
+Size:`, `Max Runtime Tokens:`, `Number of requests:`, `Number of concurrent requests:`, `Average Input
+Length (tokens):`, `Average Output Length (tokens):`, `Request Throughput (req/sec):`, `Total Output
+Throughput (tokens/sec):` (older: `Token Throughput (tokens/sec):`), `Per User Output Throughput
+(tokens/sec/user):`, `Total Token Throughput (tokens/sec):`, `Average request latency (ms):`, and the
+`[Latency] P50 :` lines. The benchmark submits every request at once (offline): rate inf.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from kvplan.bench import numbers
+from kvplan.bench.result import BenchRun, Settings, Stat
+
+MARK = "= PERFORMANCE OVERVIEW"
+_LINE = re.compile(r"^\s*(\[Latency\] [A-Z0-9]+|[A-Za-z][A-Za-z0-9 ()/.+-]{0,60}?)\s*:\s*(\S{1,60})\s*$")
+
+
+def matches(text: str) -> bool:
+    return MARK in text
+
+
+def _fields(text: str) -> dict:
+    out = {}
+    for line in text.splitlines()[:20000]:
+        m = _LINE.match(line[:200])
+        if m:
+            out.setdefault(m.group(1).strip(), m.group(2))
+    return out
+
+
+def _dtype(value) -> str | None:
+    v = numbers.text(value, 20)
+    return None if v is None or v.lower() in ("none", "null") else v.lower()
+
+
+def parse(text: str) -> list[BenchRun]:
+    f = _fields(text)
+    g = lambda *labels: next((f[x] for x in labels if x in f), None)  # noqa: E731
+    out_rate = numbers.figure(g("Total Output Throughput (tokens/sec)"))
+    settings = Settings(
+        model=numbers.text(g("Model", "Model Name")), engine="trtllm", engine_version=numbers.text(g("TensorRT-LLM Version"), 40),
+        tp=numbers.count(g("TP Size")), weight_dtype=_dtype(g("Quantization")), kv_dtype=_dtype(g("KV Cache Dtype")),
+        isl=numbers.count(round(numbers.figure(g("Average Input Length (tokens)")) or 0)),
+        osl=numbers.count(round(numbers.figure(g("Average Output Length (tokens)")) or 0)), lengths="the dataset's means",
+        request_rate=math.inf, num_prompts=numbers.count(g("Number of requests")),
+        max_batch=numbers.count(g("Max Runtime Batch Size")), max_tokens=numbers.count(g("Max Runtime Tokens")))
+    metrics = {}
+    for name, value in (("request_throughput", g("Request Throughput (req/sec)")),
+                        ("output_throughput", out_rate if out_rate is not None else None),
+                        ("total_throughput", g("Total Token Throughput (tokens/sec)")),
+                        ("per_user_output_throughput", g("Per User Output Throughput (tokens/sec/user)"))):
+        v = numbers.figure(value)
+        if v is not None:
+            metrics[name] = Stat(mean=v)
+    if out_rate is None and numbers.figure(g("Token Throughput (tokens/sec)")) is not None:
+        # trtllm-bench 0.17 printed output tokens/s as "Token Throughput" (= output tokens / total latency)
+        metrics["output_throughput"] = Stat(mean=numbers.figure(g("Token Throughput (tokens/sec)")))
+    e2e = Stat(numbers.figure(g("Average request latency (ms)", "[Latency] AVERAGE"), 1e-3),
+               numbers.figure(g("[Latency] P50"), 1e-3), numbers.figure(g("[Latency] P99"), 1e-3))
+    if e2e.items():
+        metrics["e2el"] = e2e
+    return [BenchRun("trtllm-bench", "the run", settings, metrics)]

@@ -1,0 +1,49 @@
+"""A benchmark run's load as simulator requests: fixed lengths, all at once, Poisson at a rate, or closed loop.
+
+The serving benchmarks drive a server in one of two ways (vllm-project/vllm@v0.10.1:vllm/benchmarks/serve.py,
+sgl-project/sglang@v0.4.6:python/sglang/bench_serving.py): requests sent at `--request-rate` (Poisson
+arrivals when burstiness is 1; every request at once when the rate is inf), and at most
+`--max-concurrency` in flight (a client-side semaphore: a new request is sent when one finishes). The
+simulator takes arrival times, so the closed loop is found by iteration (`closed_loop`): run, send
+request i + C when the i-th request finishes, run again, a few passes.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from kvplan.simulator.engine import Engine
+from kvplan.simulator.workload import SimRequest
+
+MAX_REQUESTS = 4000  # a longer run is cut (steady state is reached well before; said in a note)
+DEFAULT_REQUESTS = 200
+PASSES = 3  # closed-loop iterations (arrival times move by less than a step after the second)
+SEED = 0
+
+
+def requests(isl: int, osl: int, n: int, rate: float | None, seed: int = SEED) -> list[SimRequest]:
+    """`n` requests of `isl` prompt and `osl` output tokens: Poisson at `rate` req/s, or all at t = 0
+    (rate None or inf)."""
+    out, t = [], 0.0
+    rng = random.Random(seed)
+    for i in range(n):
+        if rate is not None and math.isfinite(rate):
+            t += rng.expovariate(rate)
+        out.append(SimRequest(i, t, isl, osl))
+    return out
+
+
+def closed_loop(model, config, reqs: list[SimRequest], concurrency: int, passes: int = PASSES) -> list[SimRequest]:
+    """`reqs` (sorted by arrival) with arrivals moved so that at most `concurrency` are in flight: the j-th
+    request is sent when the (j - C)-th to finish does, and not before its own arrival at the rate, if any.
+    Arrivals stay sorted (both sequences are), so request ids stay the order of arrival."""
+    base = [r.arrival for r in reqs]
+    cur = reqs
+    for _ in range(passes):
+        ends = sorted(f for f in Engine(model, config).run(cur).finish if f >= 0)
+        if not ends:
+            return cur
+        cur = [SimRequest(j, base[j] if j < concurrency else max(base[j], ends[min(j - concurrency, len(ends) - 1)]),
+                          r.prompt, r.output) for j, r in enumerate(reqs)]
+    return cur

@@ -248,3 +248,10 @@ def test_prediction_is_simulates_own(tmp_path):
     simulated = json.loads(sim.stdout)["runs"]["paged"]["summary"]["latency_s"]["tpot"]["mean"]
     row = next(x for x in json.loads(bench.stdout)["runs"][0]["rows"] if x["metric"] == "tpot" and x["stat"] == "mean")
     assert row["predicted"] == pytest.approx(simulated, rel=1e-9)
+
+
+def test_markup_in_the_files_names_is_shown_literally(tmp_path):
+    doc = dict(BASE, model_id="[bold]x[/]", gpu="[red]")
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    r = runner.invoke(whole_app(), ["check-bench", str(tmp_path / "r.json")])
+    assert r.exit_code == 2 and "[bold]x[/]" in r.output and "Traceback" not in r.output

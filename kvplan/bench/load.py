@@ -17,9 +17,15 @@ from kvplan.simulator.engine import Engine
 from kvplan.simulator.workload import SimRequest
 
 MAX_REQUESTS = 4000  # a longer run is cut (steady state is reached well before; said in a note)
+MAX_TOKENS = 10_000_000  # prompt + output tokens simulated per run: a hostile file cannot ask for hours
 DEFAULT_REQUESTS = 200
 PASSES = 3  # closed-loop iterations (arrival times move by less than a step after the second)
 SEED = 0
+
+
+def request_count(wanted: int, isl: int, osl: int) -> int:
+    """Requests to simulate: the run's, at most MAX_REQUESTS and MAX_TOKENS tokens in all (at least one)."""
+    return max(1, min(wanted, MAX_REQUESTS, MAX_TOKENS // max(1, isl + osl)))
 
 
 def requests(isl: int, osl: int, n: int, rate: float | None, seed: int = SEED) -> list[SimRequest]:

@@ -155,9 +155,9 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
     if run.tool == "llama-bench":
         return _llama_bench(sim, cfg, s), sim, notes
     wanted = s.num_prompts or load.DEFAULT_REQUESTS
-    n = min(math.ceil(wanted / r.replicas), load.MAX_REQUESTS)
+    n = load.request_count(math.ceil(wanted / r.replicas), s.isl, s.osl)
     if n * r.replicas < wanted:
-        notes.append(f"{n:,} of the run's {wanted:,} requests simulated per replica (steady state)")
+        notes.append(f"{n:,} requests simulated per replica, of the run's {wanted:,} (steady state; kvplan's cap)")
     rate = s.request_rate / r.replicas if s.request_rate and math.isfinite(s.request_rate) else s.request_rate
     reqs = load.requests(s.isl, s.osl, n, rate)
     if s.concurrency:

@@ -4,7 +4,7 @@
 #      against the planner), its results JSON and log kept;
 #   2. prefill and decode step times of kvplan's own torch decoder (validate's model, random weights, full
 #      widths, every layer) for a few batch sizes x contexts, CUDA events after warm-up
-#      (python -m kvplan.validate.steptime), written as speed-corpus YAML (tests/fixtures/speed/README.md
+#      (kvplan step-times), written as speed-corpus YAML (tests/fixtures/speed/README.md
 #      schema, engine kvplan-torch, first-party) to copy into tests/fixtures/speed/.
 #
 #   scripts/gpu_speed.sh [OUT_DIR]          # default: $OUT if set (the device runner's folder), else ./gpu-speed-HOST-TIME
@@ -47,15 +47,11 @@ if '$DEVICE'.startswith('cuda'):
 fi
 say "$(tr '\n' ' ' < "$OUT_DIR/environment.txt")"
 
-# A `kvplan` for validate_gpu.sh: the one on PATH, else this Python's module.
+# The `kvplan` of that Python (KVPLAN to name another), for validate_gpu.sh and step-times.
 KVPLAN_BIN="${KVPLAN:-}"
 if [ -z "$KVPLAN_BIN" ]; then
-    if command -v kvplan > /dev/null && kvplan --version > /dev/null 2>&1; then
-        KVPLAN_BIN=kvplan
-    else
-        KVPLAN_BIN="$OUT_DIR/.kvplan"
-        printf '#!/bin/sh\nexec "%s" -m kvplan "$@"\n' "$PY" > "$KVPLAN_BIN" && chmod +x "$KVPLAN_BIN"
-    fi
+    KVPLAN_BIN="$OUT_DIR/.kvplan"
+    printf '#!/bin/sh\nexec "%s" -m kvplan "$@"\n' "$PY" > "$KVPLAN_BIN" && chmod +x "$KVPLAN_BIN"
 fi
 
 # 1. validate's standard set on CUDA (each run appends to one results file; a timeout keeps the runs done).
@@ -67,7 +63,6 @@ if [ "$t" -gt 0 ]; then
     rc=$?
     [ "$rc" -eq 0 ] || { failed=$((failed + 1)); say "validate_gpu.sh exit $rc (124: timed out; see validate.log)"; }
 fi
-rm -f "$OUT_DIR/.kvplan"
 
 # 2. Step times: MODEL|batches|contexts, full widths and every layer, bf16 weights (the checkpoints' dtype).
 for point in $POINTS; do
@@ -76,11 +71,12 @@ for point in $POINTS; do
     if [ "$t" -lt 30 ]; then say "out of time: $model skipped"; failed=$((failed + 1)); continue; fi
     say "step times: $model batches $batches contexts $contexts (timeout ${t}s)"
     # shellcheck disable=SC2086  # EXTRA is a list of flags
-    timeout --kill-after=10 "$t" "$PY" -m kvplan.validate.steptime "$model" --device "$DEVICE" --batches "$batches" \
-        --contexts "$contexts" --warmup 3 --repeats 10 --out "$OUT_DIR" $EXTRA >> "$OUT_DIR/steptime.log" 2>&1
+    timeout --kill-after=10 "$t" "$KVPLAN_BIN" step-times "$model" --device "$DEVICE" --batches "$batches" \
+        --contexts "$contexts" --warmup 3 --repeats 10 --output "$OUT_DIR" $EXTRA >> "$OUT_DIR/steptime.log" 2>&1
     rc=$?
     [ "$rc" -eq 0 ] || { failed=$((failed + 1)); say "$model: exit $rc (see steptime.log)"; }
 done
 
+rm -f "$OUT_DIR/.kvplan"
 say "done: $failed stage(s) failed; files in $OUT_DIR: $(ls "$OUT_DIR" | tr '\n' ' ')"
 [ "$failed" -eq 0 ]

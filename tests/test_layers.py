@@ -39,6 +39,9 @@ LAZY = {
                                                      "refusal without the [validate] extra must not pay it",
     ("kvplan.cli.validate", "kvplan.validate.dist_run"): "torch at module level (4.1 s), as above",
     ("kvplan.cli.validate", "kvplan.validate.transformers_backend"): "torch at module level (4.1 s), as above",
+    ("kvplan.cli.step_times", "kvplan.validate.steptime"): "torch at module level (4.1 s): `step-times --help` and "
+                                                            "its flag errors must not pay it",
+    ("kvplan.cli.step_times", "kvplan.validate.blueprint"): "validate's package, beside steptime (as above)",
     ("kvplan.sources.resolve", "kvplan.sources.importer"): "the config reader, all of readers/ (13 ms, 6% of `fit`'s "
                                                            "CPU): a bundled model reads no config",
     ("kvplan.sources.resolve", "kvplan.sources.hub"): "the Hub client (7 ms): only a Hub id needs it",

@@ -17,9 +17,9 @@ MAX_BYTES = 32 * 2**20
 MAX_RUNS = 200
 MAX_LINES = 100_000
 FORMATS = {
-    "vllm-json": "vllm bench serve / benchmark_serving.py --save-result JSON",
+    "vllm-json": "vllm bench serve / benchmark_serving.py saved result (JSON)",
     "vllm-report": "vllm bench serve / benchmark_serving.py printed result",
-    "sglang-jsonl": "SGLang bench_serving --output-file JSONL",
+    "sglang-jsonl": "SGLang bench_serving output file (JSONL)",
     "sglang-report": "SGLang bench_serving printed result",
     "aiperf-json": "genai-perf / AIPerf profile_export JSON",
     "aiperf-csv": "genai-perf / AIPerf profile_export CSV",

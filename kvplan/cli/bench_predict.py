@@ -77,8 +77,8 @@ def _dtypes(s, kv_dtype: str | None, weight_dtype: str | None, assumed: list) ->
     if not kv_dtype and s.kv_dtype:
         assumed.append(f"KV cache dtype {kv} (the file's {s.kv_dtype})")
     w = weight_dtype or s.weight_dtype
-    if not w and s.model and s.engine == "llama.cpp":
-        m = _GGUF_TYPE.search(s.model.rstrip("/").split("/")[-1].removesuffix(".gguf"))
+    if not w and s.model and s.model.lower().endswith(".gguf"):  # a GGUF file's name carries its type
+        m = _GGUF_TYPE.search(s.model.rstrip("/").split("/")[-1][:-5])
         w = m.group(1).lower() if m else None
     if w and not weight_dtype:
         assumed.append(f"weights {w} (from the file)")

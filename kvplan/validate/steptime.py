@@ -1,7 +1,6 @@
 """Prefill and decode step times of kvplan's own torch decoder (validate's model, random weights), as speed-corpus points.
 
-    python -m kvplan.validate.steptime MODEL [--device cuda] [--batches 1,8,32] [--contexts 512,4096]
-        [--layers N] [--shrink] [--dtype bf16] [--kv-dtype auto] [--warmup 3] [--repeats 10] [--out DIR]
+`kvplan step-times` (kvplan.cli.step_times) runs it; scripts/gpu_speed.sh runs that on a GPU.
 
 The decoder is the one `kvplan validate` builds (kvplan.validate.run: same blueprint, dtypes, memory
 check before anything is allocated). For each context C and batch B it times one decode step at
@@ -19,11 +18,9 @@ source's notes. Runs on the CPU too (tests use a one-layer shrunk model).
 
 from __future__ import annotations
 
-import argparse
 import math
 import platform
 import statistics
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -31,14 +28,11 @@ from pathlib import Path
 import torch
 
 from kvplan import __version__
-from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.files import atomic_write
 from kvplan.hardware.gpus import load_gpus
 from kvplan.validate.blueprint import SMALL, Widths
 from kvplan.validate.run import Settings, _build, _prepare, device_info, is_out_of_memory
 
-MAX_POINTS = 200
-MAX_REPEATS = 1000
 
 
 def _timer(dev: torch.device, warmup: int, repeats: int):
@@ -148,71 +142,18 @@ def corpus_doc(model_name: str, facts: dict, points: list, skipped: list, *, dat
                     "notes": f"{p['repeats']} timed calls after warm-up"})
     src_id = f"kvplan-torch-{slug}-{host}-{date}".replace(" ", "-")
     return {"source": {"id": src_id, "cite": f"first-party: kvplan {__version__} scripts/gpu_speed.sh "
-                                               "(python -m kvplan.validate.steptime)",
+                                               "(kvplan step-times)",
                        "url": None, "date": date, "kind": "results", "notes": notes},
             "defaults": {"engine": "kvplan-torch", "version": __version__,
                          **({"gpu": key} if key else {"gpu_name": facts.get("device_name") or platform.machine()})},
             "points": out}
 
 
-def _ints(text: str, what: str) -> list[int]:
-    try:
-        vals = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise KvplanError(f"--{what}: comma-separated whole numbers, got {text[:40]!r}", EXIT_USAGE) from None
-    if not vals or any(v < 1 or v > 1 << 20 for v in vals):
-        raise KvplanError(f"--{what}: each between 1 and {1 << 20}, got {text[:40]!r}", EXIT_USAGE)
-    return sorted(set(vals))
-
-
-def _args(argv):
-    ap = argparse.ArgumentParser(prog="python -m kvplan.validate.steptime", description=__doc__.splitlines()[0])
-    ap.add_argument("model")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--batches", default="1,8")
-    ap.add_argument("--contexts", default="512")
-    ap.add_argument("--layers", type=int)
-    ap.add_argument("--shrink", action="store_true")
-    ap.add_argument("--dtype")
-    ap.add_argument("--kv-dtype", default="auto")
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--out", type=Path, default=Path("."))
-    return ap.parse_args(argv)
-
-
-def run_cli(argv=None) -> Path:
-    """Measure and write `<out>/<source id>.yaml`; returns the path."""
+def write_corpus(model_name: str, facts: dict, points: list, skipped: list, out_dir: Path) -> Path:
+    """`<out_dir>/<source id>.yaml`: the points as one speed-corpus source (dated today, named by this host)."""
     import yaml  # only here: writing the corpus file
 
-    from kvplan.sources.resolve import resolve_model
-
-    a = _args(argv)
-    batches, contexts = _ints(a.batches, "batches"), _ints(a.contexts, "contexts")
-    if len(batches) * len(contexts) > MAX_POINTS or not (0 <= a.warmup <= MAX_REPEATS and 1 <= a.repeats <= MAX_REPEATS):
-        raise KvplanError(f"at most {MAX_POINTS} points and {MAX_REPEATS} repeats", EXIT_USAGE)
-    full = resolve_model(a.model).spec
-    facts, points, skipped = measure(full, batches, contexts, layers=a.layers, device=a.device, compute_dtype=a.dtype,
-                                     kv_dtype=a.kv_dtype, widths=SMALL if a.shrink else Widths(), warmup=a.warmup,
-                                     repeats=a.repeats)
-    doc = corpus_doc(full.name, facts, points, skipped, date=time.strftime("%Y-%m-%d"), host=platform.node() or "host")
-    path = a.out / f"{doc['source']['id']}.yaml"
+    doc = corpus_doc(model_name, facts, points, skipped, date=time.strftime("%Y-%m-%d"), host=platform.node() or "host")
+    path = Path(out_dir) / f"{doc['source']['id']}.yaml"
     atomic_write(path, yaml.safe_dump(doc, sort_keys=False, width=120))
-    for p in points:
-        print(f"{p['phase']:7} batch {p['batch']:4} ctx {p['ctx']:6}: median {p['ms']['median']:10.3f} ms", file=sys.stderr)
-    for line in skipped:
-        print(f"skipped: {line}", file=sys.stderr)
-    print(f"wrote {path}", file=sys.stderr)
     return path
-
-
-def main() -> None:
-    try:
-        run_cli()
-    except KvplanError as exc:
-        print(f"Error: {exc.message}", file=sys.stderr)
-        sys.exit(exc.exit_code)
-
-
-if __name__ == "__main__":
-    main()

@@ -86,6 +86,16 @@ def test_aiperf_json_and_csv():
     assert same(c.metrics["itl"], 0.05176, 0.05198, 0.05587) and c.metrics["output_throughput"].mean == 1274.63
 
 
+def test_genai_perf_flat_input_config():
+    # genai-perf keeps its settings under its CLI's names (no fixture of ours has one: the AIPerf file, flattened)
+    doc = json.loads((FIX / "aiperf-gpt-oss-20b.json").read_text())
+    doc["input_config"] = {"model": ["openai/gpt-oss-20b"], "concurrency": 8, "synthetic_input_tokens_mean": 128,
+                           "output_tokens_mean": 64}
+    (run,) = detect.read_runs(json.dumps(doc))
+    assert (run.settings.model, run.settings.concurrency, run.settings.isl, run.settings.osl) == \
+        ("openai/gpt-oss-20b", 8, 128, 64)
+
+
 def test_llama_bench_json_csv_md():
     pp, tg = runs_of("llama-bench-qwen25-7b-rtx4080.json")
     assert (pp.label, pp.settings.isl, pp.metrics["pp_tok_s"].mean) == ("pp512", 512, 7100.002165)

@@ -55,17 +55,20 @@ def parse_json(doc: dict) -> list[BenchRun]:
         if s is not None:
             metrics[name] = s
     cfg = doc.get("input_config") if isinstance(doc.get("input_config"), dict) else {}
-    names = _get(cfg, "endpoint", "model_names") or _get(cfg, "model_names")
+    # AIPerf nests its settings; genai-perf keeps its CLI's names flat (model, concurrency, request_rate,
+    # synthetic_input_tokens_mean, output_tokens_mean): both are read, AIPerf's first.
+    names = _get(cfg, "endpoint", "model_names") or _get(cfg, "model_names") or _get(cfg, "model")
     n = numbers.count(_get(doc, "request_count", "avg"))
-    isl = numbers.count(_get(cfg, "input", "prompt", "input_tokens", "mean")) or numbers.mean_length(_get(doc, "total_isl", "avg"), n)
-    osl = numbers.count(_get(cfg, "input", "prompt", "output_tokens", "mean"))
+    isl = numbers.count(_get(cfg, "input", "prompt", "input_tokens", "mean")) or \
+        numbers.count(cfg.get("synthetic_input_tokens_mean")) or numbers.mean_length(_get(doc, "total_isl", "avg"), n)
+    osl = numbers.count(_get(cfg, "input", "prompt", "output_tokens", "mean")) or numbers.count(cfg.get("output_tokens_mean"))
     osl_run = _get(doc, "output_sequence_length", "avg")
     settings = Settings(
         model=numbers.text(names[0]) if isinstance(names, list) and names else None,
         gpu_name=_telemetry_gpu(doc), isl=isl, osl=osl or numbers.count(round(numbers.figure(osl_run) or 0)),
         lengths="the requested means" if osl else "mean of the run",
-        concurrency=numbers.count(_get(cfg, "loadgen", "concurrency")),
-        request_rate=numbers.rate(_get(cfg, "loadgen", "request_rate")), num_prompts=n)
+        concurrency=numbers.count(_get(cfg, "loadgen", "concurrency") or cfg.get("concurrency")),
+        request_rate=numbers.rate(_get(cfg, "loadgen", "request_rate") or cfg.get("request_rate")), num_prompts=n)
     return [BenchRun("aiperf-json", "the run", settings, metrics)]
 
 

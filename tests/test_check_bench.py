@@ -119,6 +119,21 @@ def test_trtllm_bench_report():
     assert m["request_throughput"].mean == 161.6059
 
 
+def test_trtllm_bench_report_json():
+    # --report_json's shape (reporting.py get_statistics_dict); no published file of ours: the 0.17 report's figures
+    doc = {"engine": {"model": "meta-llama/Llama-3.1-8B", "version": "0.17.0", "quantization": "FP8", "kv_cache_dtype": None},
+           "machine": {"name": "NVIDIA H100 80GB HBM3"},
+           "world_info": {"tp_size": 1, "max_batch_size": 2048, "max_num_tokens": 4096},
+           "request_info": {"num_requests": 3000, "avg_input_length": 128.0, "avg_output_length": 128.0},
+           "performance": {"request_throughput_req_s": 161.6059, "system_output_throughput_tok_s": 20685.5510,
+                           "avg_request_latency_ms": 9000.0, "request_latency_percentiles_ms": {"p50": 9100.0, "p99": 18000.0}},
+           "streaming_metrics": {"avg_ttft_ms": 500.0, "avg_tpot_ms": 70.0, "tpot_percentiles": {"p99": 90.0}}}
+    (run,) = detect.read_runs(json.dumps(doc))
+    s, m = run.settings, run.metrics
+    assert (s.gpu_name, s.weight_dtype, s.isl, s.num_prompts, s.max_tokens) == ("NVIDIA H100 80GB HBM3", "fp8", 128, 3000, 4096)
+    assert same(m["e2el"], 9.0, 9.1, 18.0) and same(m["tpot"], 0.07, None, 0.09) and same(m["ttft"], 0.5, None, None)
+
+
 # ---- hostile input ------------------------------------------------------------------------------------
 BASE = json.loads((FIX / "vllm-l40s-llama32-3b-10qps.json").read_text())
 

@@ -24,7 +24,7 @@ FORMATS = {
     "aiperf-json": "genai-perf / AIPerf profile_export JSON",
     "aiperf-csv": "genai-perf / AIPerf profile_export CSV",
     "llama-bench": "llama-bench -o json, jsonl, csv or md",
-    "trtllm-bench": "trtllm-bench printed report",
+    "trtllm-bench": "trtllm-bench printed report or report JSON",
 }
 
 
@@ -44,6 +44,8 @@ def _from_doc(doc) -> list[BenchRun] | None:
         return aiperf.parse_json(doc)
     if llamabench.matches_json(doc):
         return llamabench.parse_rows(doc)
+    if trtllm.matches_json(doc):
+        return trtllm.parse_json(doc)
     return None
 
 

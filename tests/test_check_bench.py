@@ -108,6 +108,18 @@ def test_llama_bench_json_csv_md():
     assert labels == [("pp512", 0, 7340.20), ("tg128", 0, 120.60), ("pp512 @ d512", 512, 6425.91), ("tg128 @ d512", 512, 116.71)]
 
 
+def test_llama_bench_jsonl_is_the_json_a_line_each():
+    rows = json.loads((FIX / "llama-bench-qwen25-7b-rtx4080.json").read_text())
+    runs = detect.read_runs("\n".join(json.dumps(r) for r in rows))
+    assert [(r.label, next(iter(r.metrics.values())).mean) for r in runs] == [("pp512", 7100.002165), ("tg128", 118.881588)]
+
+
+def test_tpot_from_e2e_when_the_file_prints_none():
+    (run,) = runs_of("sglang-llm-optimizer-80k.jsonl")
+    # (89713.76 ms mean E2E - 3987.64 ms mean TTFT) / (2105 - 1) tokens = 40.74 ms
+    assert compare._tpot_from_e2e(run) == pytest.approx((89.71375561636081 - 3.987636057498285) / 2104)
+
+
 def test_trtllm_bench_report():
     (run,) = runs_of("trtllm-bench-llama31-8b-fp8.txt")
     s, m = run.settings, run.metrics

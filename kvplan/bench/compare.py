@@ -6,7 +6,8 @@ figures. Error is (kvplan - measured) / measured; kvplan is *optimistic* where i
 time or a higher throughput than was measured (the side that sizes too few GPUs).
 
 Efficiencies (per GPU, one tensor-parallel rank, every stage of the step added up):
-* decode bandwidth = bytes one decode step reads / measured TPOT (or 1 / tg t/s), where the step reads
+* decode bandwidth = bytes one decode step reads / measured TPOT (or 1 / tg t/s; or, where the file prints
+  no TPOT, (mean E2E - mean TTFT) / (output tokens - 1)), where the step reads
   the weights (routed experts: the share a batch touches under uniform routing, 1 - (1 - k/E)^B, as the
   simulator's step model) and the KV of B sequences at the mean decode context; B is the run's
   concurrency, or, open loop, Little's law on the measured figures (request rate x decode time);
@@ -105,12 +106,20 @@ def peak_flops(gpu, weight_dtype: str | None) -> tuple[float, str]:
     return float(flops.get(key) or 0), key
 
 
+def _tpot_from_e2e(run: BenchRun) -> float | None:
+    """A mean TPOT the file implies when it prints none: (mean E2E latency - mean TTFT) / (output tokens - 1)."""
+    e2e, ttft, osl = run.metrics.get("e2el"), run.metrics.get("ttft"), run.settings.osl
+    if not (e2e and ttft and e2e.mean and ttft.mean is not None and osl and osl > 1 and e2e.mean > ttft.mean):
+        return None
+    return (e2e.mean - ttft.mean) / (osl - 1)
+
+
 def efficiencies(run: BenchRun, sim, gpu, weight_dtype: str | None, replicas: int = 1) -> list[tuple]:
     """[(term, achieved, datasheet, unit)]: decode bandwidth and prefill FLOP/s the measured figures imply."""
     s, m, out = run.settings, run.metrics, []
     tpot = m.get("tpot") or m.get("itl")
     step_s = (1.0 / m["tg_tok_s"].mean) if "tg_tok_s" in m and m["tg_tok_s"].mean else \
-        (tpot.median or tpot.mean if tpot else None)
+        (tpot.median or tpot.mean if tpot else _tpot_from_e2e(run))
     if step_s and (s.osl or s.isl is not None or s.depth):
         b = 1.0 if "tg_tok_s" in m else decode_batch(run, replicas)
         ctx = s.depth + (s.isl or 0) + (s.osl or 0) / 2

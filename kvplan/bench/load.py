@@ -4,14 +4,15 @@ The serving benchmarks drive a server in one of two ways (vllm-project/vllm@v0.1
 sgl-project/sglang@v0.4.6:python/sglang/bench_serving.py): requests sent at `--request-rate` (Poisson
 arrivals when burstiness is 1; every request at once when the rate is inf), and at most
 `--max-concurrency` in flight (a client-side semaphore: a new request is sent when one finishes). The
-simulator takes arrival times, so the closed loop is found by iteration (`closed_loop`): run, send
-request i + C when the i-th request finishes, run again, a few passes.
+simulator takes arrival times, so the closed loop is found by iteration (`closed_loop`): run with the
+engine capped at C, send request i + C when the i-th request finishes, run again uncapped.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 from kvplan.simulator.engine import Engine
 from kvplan.simulator.workload import SimRequest
@@ -19,7 +20,7 @@ from kvplan.simulator.workload import SimRequest
 MAX_REQUESTS = 4000  # a longer run is cut (steady state is reached well before; said in a note)
 MAX_TOKENS = 10_000_000  # prompt + output tokens simulated per run: a hostile file cannot ask for hours
 DEFAULT_REQUESTS = 200
-PASSES = 3  # closed-loop iterations (arrival times move by less than a step after the second)
+PASSES = 2  # closed-loop passes: the first (capped at C) already spaces equal requests; the second checks it
 SEED = 0
 
 
@@ -43,11 +44,14 @@ def requests(isl: int, osl: int, n: int, rate: float | None, seed: int = SEED) -
 def closed_loop(model, config, reqs: list[SimRequest], concurrency: int, passes: int = PASSES) -> list[SimRequest]:
     """`reqs` (sorted by arrival) with arrivals moved so that at most `concurrency` are in flight: the j-th
     request is sent when the (j - C)-th to finish does, and not before its own arrival at the rate, if any.
+    The first pass caps the engine at C running (the queue the client keeps), so its finish times already
+    space the waves; later passes run uncapped on the moved arrivals (TTFT from when the client sends).
     Arrivals stay sorted (both sequences are), so request ids stay the order of arrival."""
     base = [r.arrival for r in reqs]
     cur = reqs
-    for _ in range(passes):
-        ends = sorted(f for f in Engine(model, config).run(cur).finish if f >= 0)
+    for k in range(passes):
+        cfg = replace(config, max_num_seqs=min(config.max_num_seqs, concurrency)) if k == 0 else config
+        ends = sorted(f for f in Engine(model, cfg).run(cur).finish if f >= 0)
         if not ends:
             return cur
         cur = [SimRequest(j, base[j] if j < concurrency else max(base[j], ends[min(j - concurrency, len(ends) - 1)]),

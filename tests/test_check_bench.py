@@ -204,6 +204,15 @@ def test_closed_loop_keeps_the_concurrency():
     assert looped[3].arrival == pytest.approx(0.2)
 
 
+def test_closed_loop_waves_from_the_first_pass():
+    """20 equal requests at concurrency 4: five waves 0.2 s apart (1 prefill + 19 decode steps of 10 ms), never
+    more than 4 running (three uncapped passes left 8 running at once here)."""
+    from kvplan.simulator.engine import Engine
+    looped = load.closed_loop(_toy(), EngineConfig(), load.requests(100, 20, 20, None), 4)
+    assert sorted({round(r.arrival, 6) for r in looped}) == [0.0, 0.2, 0.4, 0.6, 0.8]
+    assert Engine(_toy(), EngineConfig()).run(looped).max_running == 4
+
+
 def test_requests_at_a_rate_are_poisson_and_seeded():
     a, b = load.requests(10, 10, 2000, 4.0), load.requests(10, 10, 2000, 4.0)
     assert a == b and (a[-1].arrival / 2000) == pytest.approx(0.25, rel=0.1)  # mean gap 1/4 s

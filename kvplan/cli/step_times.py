@@ -57,13 +57,19 @@ def step_times(
     from kvplan.validate import steptime  # torch at its module level: only this command pays for it
     from kvplan.validate.blueprint import SMALL, Widths
 
+    output.mkdir(parents=True, exist_ok=True)
+    shown = [0]  # points printed so far
+
+    def save(facts, points, skipped):  # after every point: a run cut short by a timeout keeps its points
+        for p in points[shown[0]:]:
+            stderr(f"{p['phase']:7} batch {p['batch']:4} ctx {p['ctx']:6}: median {p['ms']['median']:10.3f} ms")
+        shown[0] = len(points)
+        return steptime.write_corpus(spec.name, facts, points, skipped, output)
+
     facts, points, skipped = steptime.measure(spec, bs, cs, layers=layers, device=device, compute_dtype=dtype,
                                               kv_dtype=kv_dtype, widths=SMALL if shrink else Widths(),
-                                              warmup=warmup, repeats=repeats)
-    output.mkdir(parents=True, exist_ok=True)
-    path = steptime.write_corpus(spec.name, facts, points, skipped, output)
-    for p in points:
-        stderr(f"{p['phase']:7} batch {p['batch']:4} ctx {p['ctx']:6}: median {p['ms']['median']:10.3f} ms")
+                                              warmup=warmup, repeats=repeats, on_point=save)
+    path = save(facts, points, skipped)
     for line in skipped:
         stderr(f"skipped: {line}")
     stderr(f"wrote {path}")

@@ -83,8 +83,10 @@ def _point(run, model, batch: int, ctx: int, phase: str, time_it) -> dict:
 
 
 def measure(full, batches, contexts, *, layers=None, device="cpu", compute_dtype=None, kv_dtype="auto",
-            widths: Widths = Widths(), warmup: int = 3, repeats: int = 10, seed: int = 0) -> tuple[dict, list, list]:
-    """(the run's facts, the timed points, the points skipped for memory) for model spec `full`."""
+            widths: Widths = Widths(), warmup: int = 3, repeats: int = 10, seed: int = 0,
+            on_point=None) -> tuple[dict, list, list]:
+    """(the run's facts, the timed points, the points skipped for memory) for model spec `full`;
+    `on_point(facts, points, skipped)` after each point (a caller under a timeout keeps what was measured)."""
     # validate's checks, and its memory check for the largest decode point (weights + a cache of batch x ctx + 1;
     # a one-token prompt, so no prefill activations): a set of points that cannot fit is refused before allocating.
     # Prefill points (batch 1) are not checked ahead: one that runs out of memory is skipped and named.
@@ -94,6 +96,8 @@ def measure(full, batches, contexts, *, layers=None, device="cpu", compute_dtype
     model = _build(replace(run, s=replace(run.s, batch=1, ctx=1)))
     time_it = _timer(run.dev, warmup, repeats)
     points, skipped = [], []
+    facts = {**device_info(run.dev), "torch": torch.__version__, "layers": run.n, "layers_total": full.num_layers,
+             "compute_dtype": run.compute, "kv_dtype": run.kv.name, "shrunk": list(run.bp.shrunk), "auto_shrunk": run.auto}
     for ctx in contexts:
         for phase, bs in (("prefill", [1]), ("decode", batches)):
             for b in bs:
@@ -106,8 +110,8 @@ def measure(full, batches, contexts, *, layers=None, device="cpu", compute_dtype
                     model.setup_caches(1, 1)
                     if run.dev.type == "cuda":
                         torch.cuda.empty_cache()
-    facts = {**device_info(run.dev), "torch": torch.__version__, "layers": run.n, "layers_total": full.num_layers,
-             "compute_dtype": run.compute, "kv_dtype": run.kv.name, "shrunk": list(run.bp.shrunk), "auto_shrunk": run.auto}
+                if on_point is not None:
+                    on_point(facts, points, skipped)
     return facts, points, skipped
 
 

@@ -262,6 +262,12 @@ def test_check_bench_runs_and_fits_80_columns(name, flags):
     assert max(len(line) for line in out.splitlines()) <= 80
 
 
+def test_every_metric_has_a_label_and_a_unit():
+    from kvplan.bench.result import METRICS
+    from kvplan.cli.check_bench import LABELS, UNITS
+    assert set(LABELS) == set(UNITS) == set(METRICS)
+
+
 def test_check_bench_json_and_what_it_assumed():
     r = runner.invoke(whole_app(), ["check-bench", str(FIX / "vllm-l40s-llama32-3b-10qps.json"), "--json"])
     assert r.exit_code == 0, r.output

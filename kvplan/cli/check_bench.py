@@ -130,5 +130,3 @@ def _render(console, results) -> None:
                           "–" if x["pct"] is None else f"{x['pct']:.0f}%" if x["pct"] >= 9.5 else f"{x['pct']:.1f}%")
             console.print(e)
 
-
-assert set(LABELS) == set(METRICS)

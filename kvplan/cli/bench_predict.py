@@ -141,6 +141,14 @@ def _llama_bench(sim, cfg, s) -> dict:
     return {"tg_tok_s": Stat(mean=1.0 / tpot)} if tpot else {}
 
 
+def _load_note(s, rate) -> str:
+    """How the run's load is simulated, in one line."""
+    lengths = f"every request {s.isl:,} tokens in, {s.osl:,} out" + (f" ({s.lengths})" if s.lengths else "")
+    sent = (f"Poisson arrivals at {rate:,.3g} req/s per replica" if rate and math.isfinite(rate)
+            else "every request sent at once")
+    return lengths + "; " + sent + (f", at most {s.concurrency:,} in flight (closed loop)" if s.concurrency else "")
+
+
 def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list]:
     """(kvplan's metrics for the run's load on the resolved deployment, the simulator's model, notes)."""
     s = run.settings
@@ -159,6 +167,7 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
     if n * r.replicas < wanted:
         notes.append(f"{n:,} requests simulated per replica, of the run's {wanted:,} (steady state; kvplan's cap)")
     rate = s.request_rate / r.replicas if s.request_rate and math.isfinite(s.request_rate) else s.request_rate
+    notes.append(_load_note(s, rate))
     reqs = load.requests(s.isl, s.osl, n, rate)
     if s.concurrency:
         reqs = load.closed_loop(sim, cfg, reqs, math.ceil(s.concurrency / r.replicas))

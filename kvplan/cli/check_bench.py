@@ -35,12 +35,12 @@ def check_bench(
     file: Annotated[Path, typer.Argument(help="A benchmark result: vllm bench serve / benchmark_serving JSON or printed "
                                               "result, SGLang bench_serving JSONL or result, genai-perf / AIPerf JSON or "
                                               "CSV, llama-bench json/jsonl/csv/md, trtllm-bench report.")],
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="The model, when the file names none kvplan knows.")] = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", "-g", help="The GPU, when the file names none kvplan has a profile for.")] = None,
-    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size, when the file states none (default 1).")] = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", help="The engine measured (vllm, sglang, trtllm, llama.cpp), when the file does not say.")] = None,
-    input_len: Annotated[Optional[int], typer.Option("--input-len", help="Prompt tokens per request, when the file states none.")] = None,
-    output_len: Annotated[Optional[int], typer.Option("--output-len", help="Output tokens per request, when the file states none.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="The model (default: the catalog entry the file's model name matches).")] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", "-g", help="The GPU (default: the profile whose device name the file prints).")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (default: the file's, else 1).")] = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", help="The engine measured: vllm, sglang, trtllm, llama.cpp (default: the file's, else kvplan's own rules).")] = None,
+    input_len: Annotated[Optional[int], typer.Option("--input-len", help="Prompt tokens per request (default: the file's).")] = None,
+    output_len: Annotated[Optional[int], typer.Option("--output-len", help="Output tokens per request (default: the file's).")] = None,
     kv_dtype: KvDtypeOpt = None,
     weight_dtype: WeightDtypeOpt = None,
     hw_profiles: HwOpt = None,

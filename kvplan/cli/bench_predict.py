@@ -1,12 +1,14 @@
-"""`check-bench`'s prediction: a benchmark run's setting resolved (file, then flags) and run through `simulate`.
+"""`check-bench`'s prediction: a benchmark run's setting resolved (flags, then the file) and run through `simulate`.
 
 `predict` is the one place kvplan predicts a benchmark: it plans the deployment with simulate's own
-`_deployment_model` (so whatever step-time model `simulate` uses by default is the one checked here)
-and runs the run's load on it (kvplan.bench.load). Everything it assumes goes into `Resolved.assumed`.
+`_deployment_model` and simulate's own defaults (read from the command: its step overhead, scheduler
+limits), so whatever step-time model `simulate` uses by default is the one checked here, and runs the
+run's load on it (kvplan.bench.load). Everything it assumes goes into `Resolved.assumed` or its notes.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from dataclasses import dataclass, field
@@ -15,6 +17,7 @@ from kvplan.bench import load
 from kvplan.bench.compare import predicted_metrics
 from kvplan.bench.result import BenchRun, Stat
 from kvplan.cli.engine_flags import engine_from_flags
+from kvplan.cli import simulate as simulate_command
 from kvplan.cli.simulate import _deployment_model
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.hardware.gpus import find_gpu, load_gpus
@@ -22,8 +25,13 @@ from kvplan.simulator.engine import EngineConfig
 from kvplan.simulator.session import run_all
 from kvplan.sources.catalog import find_in_catalog
 
-DEFAULT_MAX_NUM_SEQS = 256  # simulate's --max-num-seqs default (vLLM's)
-DEFAULT_MAX_BATCHED = 8192  # simulate's --max-num-batched-tokens default
+
+
+def simulate_default(name: str):
+    """`kvplan simulate`'s default for its parameter `name` (read from the command, so a new default lands here)."""
+    return inspect.signature(simulate_command.simulate).parameters[name].default
+
+
 _QUANT_TAIL = re.compile(r"[-._](q\d(?:_k)?(?:_[a-z0-9]+)?|iq\d\w*|f16|bf16|fp16|f32|fp8|awq|gptq|int4|int8)$", re.I)
 _GGUF_TYPE = re.compile(r"(?:^|[-._])(q\d_k_[sml]|q\d_k|q\d_\d|iq\d_[a-z]+|bf16|f16|f32)$", re.I)
 _COUNT = re.compile(r"^\s*(\d{1,4})\s*[x×]\s*")
@@ -122,8 +130,11 @@ def resolve(run: BenchRun, model, gpu, tp, engine, kv_dtype, weight_dtype, hw_pr
 
 def _sim(r: Resolved, hw_profiles):
     chosen, _ = engine_from_flags(r.engine, None, None, None, None)
-    sim, _, notes, _ = _deployment_model(r.model, r.gpu.key, r.tp, r.tp, None, None, r.kv_dtype, r.weight_dtype, None,
-                                         None, None, None, 0.0, chosen, hw_profiles, None, None, 10.0)
+    sim, _, notes, _ = _deployment_model(
+        r.model, r.gpu.key, gpus=r.tp, tp=r.tp, pp=None, max_model_len=None, kv_dtype=r.kv_dtype,
+        weight_dtype=r.weight_dtype, gmu=None, kv_cache_memory=None, overhead=None, block_size=None,
+        step_overhead=simulate_default("step_overhead"), chosen=chosen, hw_profiles=hw_profiles, revision=None,
+        token=None, timeout=simulate_default("timeout"))
     return sim, [n for n in notes if n]
 
 
@@ -156,8 +167,8 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
         raise KvplanError(f"{run.label}: the file states no input and output lengths; pass --input-len and --output-len",
                           EXIT_USAGE)
     sim, notes = _sim(r, hw_profiles)
-    cfg = EngineConfig(max_num_seqs=s.max_batch or DEFAULT_MAX_NUM_SEQS,
-                       max_num_batched_tokens=s.max_tokens or DEFAULT_MAX_BATCHED)
+    cfg = EngineConfig(max_num_seqs=s.max_batch or simulate_default("max_num_seqs"),
+                       max_num_batched_tokens=s.max_tokens or simulate_default("max_num_batched_tokens"))
     if not s.max_batch:
         notes.append(f"at most {cfg.max_num_seqs} requests running at once (simulate's default; not in the file)")
     if run.tool == "llama-bench":

@@ -250,6 +250,7 @@ CASES = [
     ("trtllm-bench-llama31-8b-fp8.txt", ["--gpu", "h100"]),
     ("llama-bench-qwen25-7b-rtx4080.csv", ["--gpu", "rtx-4090"]),
     ("aiperf-gpt-oss-20b.csv", ["--model", "gpt-oss-20b", "--gpu", "l40s", "--input-len", "550", "--output-len", "100"]),
+    ("aiperf-gpt-oss-20b.json", []),  # model and GPU (the device name AIPerf's telemetry printed) from the file
 ]
 
 
@@ -281,12 +282,18 @@ def test_check_bench_json_and_what_it_assumed():
 
 @pytest.mark.parametrize("name,flags,message", [
     ("sglang-report-gpt-oss-20b-h100.txt", ["--gpu", "h100"], "names no model; pass --model"),
-    ("aiperf-gpt-oss-20b.json", [], "'NVIDIA RTX 6000 Ada Generation' has no kvplan profile; pass --gpu"),
     ("aiperf-gpt-oss-20b.csv", ["--model", "gpt-oss-20b", "--gpu", "l40s"], "pass --input-len and --output-len"),
 ])
 def test_missing_settings_are_one_line_errors(name, flags, message):
     r = runner.invoke(whole_app(), ["check-bench", str(FIX / name), *flags])
     assert r.exit_code == 2 and message in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_a_gpu_without_a_profile_is_a_one_line_error(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps(dict(BASE, gpu="2xNVIDIA Imaginary X9")))
+    r = runner.invoke(whole_app(), ["check-bench", str(tmp_path / "r.json")])
+    assert r.exit_code == 2 and "'2xNVIDIA Imaginary X9' has no kvplan profile; pass --gpu" in r.output
+    assert len(r.output.strip().splitlines()) == 1
 
 
 def test_prediction_is_simulates_own(tmp_path):

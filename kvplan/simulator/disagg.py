@@ -1,0 +1,192 @@
+"""`kvplan disagg`'s core: both pools planned, the KV each request moves, the prefill:decode ratio.
+
+Speeds come from the simulator's step-time model (kvplan.simulator.model.StepTimer on each pool's
+plan through kvplan.simulator.adapter.sim_model), the one every `simulate` run uses, so a calibrated
+model behind that interface reaches this command unchanged. Without a request rate, the ratio is the
+one that balances the pools' rates (prefill requests/s per replica against decode requests/s per
+replica at its batch); with one, every xPyD split within the GPU limit is simulated end to end
+(kvplan.simulator.pd), the fewest GPUs (or the lowest price) that meets the SLOs is chosen, and the
+aggregated deployment of the same GPUs (the decode layout, replicated, on vLLM's scheduler) is run
+on the same requests, with the fewest aggregated GPUs that meets the SLOs, so a user sees when
+disaggregation does not pay.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from kvplan.compare.disagg import Pool, plan_pool
+from kvplan.core.intmath import cdiv
+from kvplan.planning.transfer import Moved, kv_moved, transfer_seconds
+from kvplan.simulator.adapter import sim_model
+from kvplan.simulator.engine import Engine as SimEngine, EngineConfig
+from kvplan.simulator.model import StepTimer
+from kvplan.simulator.pd import simulate_pd, summarise
+
+MAX_SIMULATIONS = 24  # xPyD splits simulated per search at most (the cheapest first)
+
+
+@dataclass(frozen=True)
+class Speeds:
+    """One pool's replica as the step-time model runs it."""
+
+    timer: StepTimer
+
+    def prefill_s(self, prompts) -> float:
+        """One step computing `prompts` (token counts) from scratch."""
+        t = sum(prompts)
+        return self.timer.step(t, len(prompts), t, sum(p * (p + 1) / 2 for p in prompts))
+
+    def decode_s(self, n: int, context: int) -> float:
+        """One decode step of n requests over `context` cached tokens in all."""
+        return self.timer.step(n, n, context, float(context + n))
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What both pools share: the workload's lengths, limits and SLOs."""
+
+    isl: int
+    osl: int
+    prefill_max_model_len: int
+    decode_max_model_len: int
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    slo_ttft: float = 2.0
+    slo_tpot: float = 0.1
+    slo_percent: float = 90.0
+    step_overhead_s: float = 0.0
+
+
+@dataclass
+class Result:
+    prefill: Pool
+    decode: Pool
+    moved: Moved
+    link: object
+    setup: Setup
+    prefill_s: float  # one isl prompt alone
+    transfer_s: float
+    decode_batch: int
+    decode_batch_binds: str
+    tpot_s: float  # at decode_batch
+    prefill_rps: float  # requests/s one prefill replica computes (prompts batched to the token budget)
+    decode_rps: float  # requests/s one decode replica finishes at decode_batch
+    ratio: tuple  # (x, y): prefill and decode replicas that balance the rates
+    search: dict = field(default_factory=dict)  # with a rate: chosen split, tried splits, aggregated
+
+
+def _speeds(pool: Pool, spec, hw, setup: Setup) -> Speeds:
+    return Speeds(StepTimer(sim_model(pool.plan, spec, hw, step_overhead_s=setup.step_overhead_s)))
+
+
+def _decode_batch(pool: Pool, sp: Speeds, setup: Setup) -> tuple[int, str]:
+    """The decode replica's batch at isl + osl: the least of its KV memory, max_num_seqs and the largest
+    batch whose step meets the TPOT SLO (mean context isl + osl / 2), with what binds."""
+    mean_ctx = setup.isl + setup.osl // 2
+    hi = max(1, min(pool.holds, setup.max_num_seqs))
+    if sp.decode_s(1, mean_ctx) > setup.slo_tpot:
+        return 1, "TPOT SLO (missed even at batch 1)"
+    lo = 1
+    while lo < hi:  # the largest batch meeting the TPOT SLO
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if sp.decode_s(mid, mid * mean_ctx) <= setup.slo_tpot else (lo, mid - 1)
+    if lo < min(pool.holds, setup.max_num_seqs):
+        return lo, "TPOT SLO"
+    return lo, "KV memory" if pool.holds <= setup.max_num_seqs else "max_num_seqs"
+
+
+def plan_disagg(spec, hw, engine, req, prefill_dep, decode_dep, link, setup: Setup) -> Result:
+    """Both pools, the KV moved per request, single-request timings and the rate-balancing ratio."""
+    kv, state = req.kv_dtype, req.state_dtype
+    probe = plan_pool("decode", engine, spec, hw, decode_dep, req, setup.decode_max_model_len,
+                      setup.isl + setup.osl, 1)
+    kv, state = kv or probe.plan.stages[0].profile.kv_dtype, state or probe.plan.stages[0].profile.state_dtype
+    moved = kv_moved(spec, setup.isl, kv, state, prefill_dep, decode_dep)
+    xfer = transfer_seconds(moved, link)
+    pre = plan_pool("prefill", engine, spec, hw, prefill_dep, req, setup.prefill_max_model_len, setup.isl, 1)
+    ps = _speeds(pre, spec, hw, setup)
+    per_step = max(1, setup.max_num_batched_tokens // max(1, setup.isl))
+    step_s = ps.prefill_s([setup.isl] * per_step)
+    staged = per_step * cdiv(max(1, math.ceil(xfer * 1e6)), max(1, math.ceil(step_s * 1e6)))
+    pre = Pool("prefill", pre.result, pre.max_model_len, setup.isl, pre.holds, per_step + staged)
+    ds = _speeds(probe, spec, hw, setup)
+    batch, binds = _decode_batch(probe, ds, setup)
+    dec = Pool("decode", probe.result, probe.max_model_len, setup.isl + setup.osl, probe.holds, batch)
+    tpot = ds.decode_s(batch, batch * (setup.isl + setup.osl // 2))
+    prefill_rps, decode_rps = per_step / step_s, batch / (max(1, setup.osl - 1) * tpot)
+    return Result(pre, dec, moved, link, setup, ps.prefill_s([setup.isl]), xfer, batch, binds, tpot,
+                  prefill_rps, decode_rps, balance(prefill_rps, decode_rps))
+
+
+def balance(prefill_rps: float, decode_rps: float, most: int = 16) -> tuple[int, int]:
+    """The smallest xPyD (x, y <= most) whose rates are closest to equal: x * prefill = y * decode."""
+    best = min(((x, y) for x in range(1, most + 1) for y in range(1, most + 1)),
+               key=lambda xy: (abs(math.log(xy[0] * prefill_rps / (xy[1] * decode_rps))), xy[0] + xy[1]))
+    return best
+
+
+def _run_split(res: Result, spec, hw, requests, x: int, y: int) -> dict:
+    s = res.setup
+    ps, ds = _speeds(res.prefill, spec, hw, s), _speeds(res.decode, spec, hw, s)
+    dm = ds.timer.model
+    link, kv, pre, dec = res.link, spec, res.prefill, res.decode
+    run = simulate_pd(requests, x, y, prefill_step_s=ps.prefill_s, decode_step_s=ds.decode_s,
+                      held_bytes=dm.paged, kv_bytes=dm.kv_budget_bytes,
+                      transfer_s=lambda p: transfer_seconds(kv_moved(kv, p, *_dtypes(dec), pre.plan.deployment,
+                                                                     dec.plan.deployment), link),
+                      budget=s.max_num_batched_tokens, max_num_seqs=s.max_num_seqs)
+    return summarise(run, requests, s.slo_ttft, s.slo_tpot)
+
+
+def _dtypes(pool: Pool) -> tuple:
+    prof = pool.plan.stages[0].profile
+    return prof.kv_dtype, prof.state_dtype
+
+
+def search_ratio(res: Result, spec, hw, requests, max_gpus: int, price=None) -> dict:
+    """Every xPyD within `max_gpus`, cheapest first (GPUs, or `price` per GPU-hour when given), simulated
+    until one meets the SLOs for slo_percent of requests; then the aggregated runs. Filled into res.search."""
+    s = res.setup
+    gp, gd = res.prefill.plan.deployment.gpus, res.decode.plan.deployment.gpus
+    splits = sorted(((x, y) for x in range(1, max_gpus // gp + 1) for y in range(1, (max_gpus - x * gp) // gd + 1)),
+                    key=lambda xy: (xy[0] * gp + xy[1] * gd, abs(math.log(xy[0] * res.prefill_rps /
+                                                                          (xy[1] * res.decode_rps)))))
+    tried, chosen = [], None
+    for x, y in splits[:MAX_SIMULATIONS]:
+        summary = _run_split(res, spec, hw, requests, x, y)
+        tried.append({"prefill_replicas": x, "decode_replicas": y, "gpus": x * gp + y * gd, **summary})
+        if summary["pct_meeting_slo"] >= s.slo_percent:
+            chosen = tried[-1]
+            break
+    gpus = chosen["gpus"] if chosen else max_gpus
+    agg = aggregated(res, spec, hw, requests, gpus // gd) if gpus >= gd else None
+    fewest = None
+    for r in range(1, max_gpus // gd + 1):
+        a = agg if agg and r == agg["replicas"] else aggregated(res, spec, hw, requests, r)
+        if a["pct_meeting_slo"] >= s.slo_percent:
+            fewest = a
+            break
+    res.search = {"chosen": chosen, "tried": tried, "aggregated_same_gpus": agg, "aggregated_fewest": fewest,
+                  "price_per_gpu_hour": price}
+    return res.search
+
+
+def aggregated(res: Result, spec, hw, requests, replicas: int) -> dict:
+    """`replicas` copies of the decode layout, each serving prefill and decode (vLLM's scheduler, chunked
+    prefill) on its KV pool; one replica is run on every replicas-th request (Poisson thinning keeps the
+    rate per replica), and its figures stand for all."""
+    s = res.setup
+    model = sim_model(res.decode.plan, spec, hw, max_model_len=s.decode_max_model_len,
+                      step_overhead_s=s.step_overhead_s)
+    share = requests[::replicas]
+    rec = SimEngine(model, EngineConfig(max_num_seqs=s.max_num_seqs,
+                                        max_num_batched_tokens=s.max_num_batched_tokens)).run(share)
+    summ = rec.summary(s.slo_ttft, s.slo_tpot)
+    lat = summ["latency_s"]
+    return {"replicas": replicas, "gpus": replicas * res.decode.plan.deployment.gpus, "requests": len(share),
+            "completed": summ["requests"]["completed"],
+            "ttft_s": {k: lat["ttft"][k] for k in ("p50", "p90", "p99")},
+            "tpot_s": {k: lat["tpot"][k] for k in ("p50", "p90", "p99")},
+            "pct_meeting_slo": summ["goodput"]["pct_meeting_slo"] * summ["requests"]["completed"] / max(1, len(share))}

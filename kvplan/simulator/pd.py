@@ -1,0 +1,158 @@
+"""Disaggregated serving simulated end to end: a prefill queue, the KV transfer, a decode batch.
+
+x prefill replicas share one first-come-first-served queue; a free replica takes the waiting prompts
+up to its token budget (`max_num_batched_tokens`, at least one prompt) and computes them in one step
+of the step-time model. A finished prompt waits (its KV staged on the prefill replica) until a decode
+replica has memory for its prompt and output (reserved at admission, as SGLang's decode pre-allocates
+before the transfer) and a free sequence slot; then its KV moves over the link, and it joins that
+replica's continuous batch at the next step. A decode step of n requests over c cached tokens takes
+the step-time model's decode time (StepTimer.step); a request leaves when its last token is written.
+TTFT is arrival to the first decode step's start (queue + prefill + staging + transfer); TPOT is the
+time per output token after it. Decode replicas are chosen by most free KV memory.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass, field
+
+from kvplan.simulator.results import percentile
+
+
+@dataclass
+class _Replica:
+    free: int  # KV bytes not reserved
+    running: list = field(default_factory=list)  # heap of (finish step, rid)
+    joining: list = field(default_factory=list)  # rids whose transfer is done
+    n: int = 0  # running requests
+    ctx: int = 0  # cached tokens of the running requests
+    steps: int = 0
+    busy: bool = False
+    slots: int = 0  # requests admitted (running, joining or in transfer)
+
+
+def prefill_done(requests, replicas: int, step_s, budget: int) -> list[float]:
+    """When each request's prompt is computed, by `replicas` replicas serving one FCFS queue in steps of
+    up to `budget` tokens (`step_s(prompts)`: one step's seconds)."""
+    done = [0.0] * len(requests)
+    free = [0.0] * replicas
+    i = 0
+    while i < len(requests):
+        f = heapq.heappop(free)
+        start = max(f, requests[i].arrival)
+        batch, tokens = [i], requests[i].prompt
+        i += 1
+        while i < len(requests) and requests[i].arrival <= start and tokens + requests[i].prompt <= budget:
+            tokens += requests[i].prompt
+            batch.append(i)
+            i += 1
+        end = start + step_s([requests[k].prompt for k in batch])
+        for k in batch:
+            done[k] = end
+        heapq.heappush(free, end)
+    return done
+
+
+def simulate_pd(requests, x: int, y: int, *, prefill_step_s, decode_step_s, held_bytes, kv_bytes: int,
+                transfer_s, budget: int, max_num_seqs: int) -> dict:
+    """Per-request times of `requests` (sorted by arrival) on x prefill and y decode replicas (see the
+    module docstring): {'ttft': [...], 'tpot': [...], 'finish': [...], 'staged_max': int, 'unserved': int}.
+    held_bytes(tokens): one decode rank's bytes for a request of that length; kv_bytes: its pool."""
+    ready = prefill_done(requests, x, prefill_step_s, budget)
+    order = sorted(range(len(requests)), key=lambda r: ready[r])
+    reps = [_Replica(free=kv_bytes) for _ in range(y)]
+    first, finish = [None] * len(requests), [None] * len(requests)
+    events: list = []  # (time, seq, kind, payload)
+    seq = 0
+
+    def push(t, kind, payload):
+        nonlocal seq
+        seq += 1
+        heapq.heappush(events, (t, seq, kind, payload))
+
+    for r in order:
+        push(ready[r], 0, r)  # kind 0: prompt computed
+    pending: deque = deque()
+    staged_max = unserved = 0
+
+    def admit(t: float) -> None:
+        while pending:
+            r = pending[0]
+            need = held_bytes(requests[r].prompt + requests[r].output)
+            best = max(range(y), key=lambda k: reps[k].free)
+            rep = reps[best]
+            if rep.free < need or rep.slots >= max_num_seqs:
+                return
+            pending.popleft()
+            rep.free -= need
+            rep.slots += 1
+            push(t + transfer_s(requests[r].prompt), 1, (best, r))  # kind 1: KV arrived
+
+    def step(k: int, t: float) -> None:
+        rep = reps[k]
+        for r in rep.joining:
+            req = requests[r]
+            first[r] = t
+            rep.n += 1
+            rep.ctx += req.prompt
+            heapq.heappush(rep.running, (rep.steps + max(1, req.output - 1), r))
+        rep.joining = []
+        if rep.n:
+            rep.busy = True
+            push(t + decode_step_s(rep.n, rep.ctx), 2, k)  # kind 2: a decode step ends
+        else:
+            rep.busy = False
+
+    while events:
+        t, _, kind, payload = heapq.heappop(events)
+        if kind == 0:
+            req = requests[payload]
+            if held_bytes(req.prompt + req.output) > kv_bytes:
+                unserved += 1
+                continue
+            pending.append(payload)
+            staged_max = max(staged_max, len(pending))
+            admit(t)
+        elif kind == 1:
+            k, r = payload
+            reps[k].joining.append(r)
+            if not reps[k].busy:
+                step(k, t)
+        else:
+            rep = reps[payload]
+            rep.steps += 1
+            rep.ctx += rep.n
+            while rep.running and rep.running[0][0] <= rep.steps:
+                _, r = heapq.heappop(rep.running)
+                req = requests[r]
+                finish[r] = t
+                rep.n -= 1
+                rep.ctx -= req.prompt + max(1, req.output - 1)
+                rep.free += held_bytes(req.prompt + req.output)
+                rep.slots -= 1
+            admit(t)
+            step(payload, t)
+    done = [r for r in range(len(requests)) if finish[r] is not None]
+    return {"ttft": [first[r] - requests[r].arrival for r in done],
+            "tpot": [(finish[r] - first[r]) / max(1, requests[r].output - 1) for r in done],
+            "finish": [finish[r] for r in done], "prefill_done": ready, "staged_max": staged_max,
+            "unserved": unserved, "completed": len(done)}
+
+
+def summarise(run: dict, requests, slo_ttft: float, slo_tpot: float) -> dict:
+    """A run's figures: completed, TTFT and TPOT p50/p90/p99, % meeting both SLOs, throughput."""
+    ttft, tpot = run["ttft"], run["tpot"]
+    good = sum(1 for a, b in zip(ttft, tpot) if a <= slo_ttft and b <= slo_tpot)
+    span = max(run["finish"], default=0.0) - (requests[0].arrival if requests else 0.0)
+    out = sum(r.output for r in requests)
+
+    def dist(values):
+        v = sorted(values)
+        return {"p50": percentile(v, 50), "p90": percentile(v, 90), "p99": percentile(v, 99)}
+
+    n = len(requests)
+    return {"requests": n, "completed": run["completed"], "unserved": run["unserved"],
+            "ttft_s": dist(ttft), "tpot_s": dist(tpot),
+            "pct_meeting_slo": 100.0 * good / n if n else 0.0, "staged_max": run["staged_max"],
+            "output_tokens_per_s": out / span if span > 0 else 0.0}

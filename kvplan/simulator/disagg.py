@@ -5,7 +5,7 @@ plan through kvplan.simulator.adapter.sim_model), the one every `simulate` run u
 model behind that interface reaches this command unchanged. Without a request rate, the ratio is the
 one that balances the pools' rates (prefill requests/s per replica against decode requests/s per
 replica at its batch); with one, every xPyD split within the GPU limit is simulated end to end
-(kvplan.simulator.pd), the fewest GPUs (or the lowest price) that meets the SLOs is chosen, and the
+(kvplan.simulator.pd), the fewest GPUs (both pools are one GPU type, so also the lowest price) that meets the SLOs is chosen, and the
 aggregated deployment of the same GPUs (the decode layout, replicated, on vLLM's scheduler) is run
 on the same requests, with the fewest aggregated GPUs that meets the SLOs, so a user sees when
 disaggregation does not pay.
@@ -14,9 +14,10 @@ disaggregation does not pay.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvplan.compare.disagg import Pool, plan_pool
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.planning.transfer import Moved, kv_moved, transfer_seconds
 from kvplan.simulator.adapter import sim_model
@@ -75,6 +76,7 @@ class Result:
     decode_rps: float  # requests/s one decode replica finishes at decode_batch
     ratio: tuple  # (x, y): prefill and decode replicas that balance the rates
     search: dict = field(default_factory=dict)  # with a rate: chosen split, tried splits, aggregated
+    decode_serve: object = None  # the decode plan at its batch: the EngineResult its serve command comes from
 
 
 def _speeds(pool: Pool, spec, hw, setup: Setup) -> Speeds:
@@ -116,15 +118,17 @@ def plan_disagg(spec, hw, engine, req, prefill_dep, decode_dep, link, setup: Set
     dec = Pool("decode", probe.result, probe.max_model_len, setup.isl + setup.osl, probe.holds, batch)
     tpot = ds.decode_s(batch, batch * (setup.isl + setup.osl // 2))
     prefill_rps, decode_rps = per_step / step_s, batch / (max(1, setup.osl - 1) * tpot)
+    serve = engine.result(spec, hw, decode_dep, replace(req, context=setup.decode_max_model_len, batch=batch))
     return Result(pre, dec, moved, link, setup, ps.prefill_s([setup.isl]), xfer, batch, binds, tpot,
-                  prefill_rps, decode_rps, balance(prefill_rps, decode_rps))
+                  prefill_rps, decode_rps, balance(prefill_rps, decode_rps), decode_serve=serve)
 
 
 def balance(prefill_rps: float, decode_rps: float, most: int = 16) -> tuple[int, int]:
-    """The smallest xPyD (x, y <= most) whose rates are closest to equal: x * prefill = y * decode."""
-    best = min(((x, y) for x in range(1, most + 1) for y in range(1, most + 1)),
-               key=lambda xy: (abs(math.log(xy[0] * prefill_rps / (xy[1] * decode_rps))), xy[0] + xy[1]))
-    return best
+    """The fewest replicas xPyD (x, y <= most) whose rates x * prefill and y * decode are within 10% of
+    each other; where none is, the closest."""
+    pairs = sorted(((x, y) for x in range(1, most + 1) for y in range(1, most + 1)), key=lambda xy: (sum(xy), xy))
+    gap = {xy: abs(math.log(xy[0] * prefill_rps / (xy[1] * decode_rps))) for xy in pairs}
+    return next((xy for xy in pairs if gap[xy] <= math.log(1.1)), min(pairs, key=gap.get))
 
 
 def _run_split(res: Result, spec, hw, requests, x: int, y: int) -> dict:
@@ -145,8 +149,8 @@ def _dtypes(pool: Pool) -> tuple:
     return prof.kv_dtype, prof.state_dtype
 
 
-def search_ratio(res: Result, spec, hw, requests, max_gpus: int, price=None) -> dict:
-    """Every xPyD within `max_gpus`, cheapest first (GPUs, or `price` per GPU-hour when given), simulated
+def search_ratio(res: Result, spec, hw, requests, max_gpus: int) -> dict:
+    """Every xPyD within `max_gpus`, fewest GPUs first (both pools on one GPU type: also the lowest price), simulated
     until one meets the SLOs for slo_percent of requests; then the aggregated runs. Filled into res.search."""
     s = res.setup
     gp, gd = res.prefill.plan.deployment.gpus, res.decode.plan.deployment.gpus
@@ -168,8 +172,7 @@ def search_ratio(res: Result, spec, hw, requests, max_gpus: int, price=None) -> 
         if a["pct_meeting_slo"] >= s.slo_percent:
             fewest = a
             break
-    res.search = {"chosen": chosen, "tried": tried, "aggregated_same_gpus": agg, "aggregated_fewest": fewest,
-                  "price_per_gpu_hour": price}
+    res.search = {"chosen": chosen, "tried": tried, "aggregated_same_gpus": agg, "aggregated_fewest": fewest}
     return res.search
 
 
@@ -180,7 +183,7 @@ def aggregated(res: Result, spec, hw, requests, replicas: int) -> dict:
     s = res.setup
     model = sim_model(res.decode.plan, spec, hw, max_model_len=s.decode_max_model_len,
                       step_overhead_s=s.step_overhead_s)
-    share = requests[::replicas]
+    share = [replace(r, rid=i) for i, r in enumerate(requests[::replicas])]  # the recorder indexes by rid
     rec = SimEngine(model, EngineConfig(max_num_seqs=s.max_num_seqs,
                                         max_num_batched_tokens=s.max_num_batched_tokens)).run(share)
     summ = rec.summary(s.slo_ttft, s.slo_tpot)
@@ -190,3 +193,41 @@ def aggregated(res: Result, spec, hw, requests, replicas: int) -> dict:
             "ttft_s": {k: lat["ttft"][k] for k in ("p50", "p90", "p99")},
             "tpot_s": {k: lat["tpot"][k] for k in ("p50", "p90", "p99")},
             "pct_meeting_slo": summ["goodput"]["pct_meeting_slo"] * summ["requests"]["completed"] / max(1, len(share))}
+
+
+def fixed_requests(isl: int, osl: int, qps: float, duration: float, seed: int) -> list:
+    """Poisson arrivals at `qps` for `duration` s, every request `isl` tokens in and `osl` out."""
+    import random
+
+    from kvplan.simulator.workload import MAX_REQUESTS, SimRequest
+
+    if qps * duration > MAX_REQUESTS:
+        raise KvplanError(f"{arg('qps')} x {arg('duration')} asks for over {MAX_REQUESTS:,} requests", EXIT_USAGE,
+                          param="qps", value=qps)
+    rng, t, out = random.Random(seed), 0.0, []
+    while True:
+        t += rng.expovariate(qps)
+        if t >= duration:
+            return out
+        out.append(SimRequest(len(out), t, isl, osl))
+
+
+def run_disagg(spec, hw, engine, req, prefill_dep, decode_dep, link, *, isl: int | None, osl: int | None,
+               requests=None, prefill_max_model_len: int | None = None, decode_max_model_len: int | None = None,
+               max_gpus: int = 64, **limits) -> Result:
+    """`kvplan disagg` from parsed inputs: lengths from isl/osl or the requests (means for the timings,
+    the longest for each pool's max_model_len unless given), the pools, and with requests the search."""
+    if requests:
+        isl = isl or round(sum(r.prompt for r in requests) / len(requests))
+        osl = osl or max(2, round(sum(r.output for r in requests) / len(requests)))
+        longest_in = max(r.prompt for r in requests)
+        longest = max(r.prompt + r.output for r in requests)
+    elif isl is None or osl is None:
+        raise KvplanError(f"give {arg('isl')} and {arg('osl')}, or a workload or trace", EXIT_USAGE, param="isl")
+    else:
+        longest_in, longest = isl, isl + osl
+    setup = Setup(isl, osl, prefill_max_model_len or longest_in, decode_max_model_len or longest, **limits)
+    res = plan_disagg(spec, hw, engine, req, prefill_dep, decode_dep, link, setup)
+    if requests:
+        search_ratio(res, spec, hw, sorted(requests, key=lambda r: r.arrival), max_gpus)
+    return res

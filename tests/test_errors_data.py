@@ -22,7 +22,8 @@ ENGINE_FLAGS = {
     "engines/vllm/boot.py": {"--gpu-memory-utilization", "--max-model-len"},
     "engines/vllm/autofit.py": {"--max-model-len"},
     "engines/vllm/cache_dtype.py": {"--kv-cache-dtype"},
-    "engines/emit.py": {"--dtype", "--quantization"},  # vLLM's and SGLang's weight flags
+    "engines/emit.py": {"--dtype", "--quantization"},
+    "engines/disagg.py": {"--kv-transfer-config", "--disaggregation-mode", "--disaggregation-transfer-backend"},  # vLLM's and SGLang's weight flags
     "engines/vllm/speculative.py": {"--speculative-config"},  # vLLM's, emitted
     "planning/deploy.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "validate/shard.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason

@@ -14,6 +14,7 @@ disaggregation does not pay.
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass, field, replace
 
 from kvplan.compare.disagg import Pool, plan_pool
@@ -24,6 +25,7 @@ from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.engine import Engine as SimEngine, EngineConfig
 from kvplan.simulator.model import StepTimer
 from kvplan.simulator.pd import simulate_pd, summarise
+from kvplan.simulator.workload import MAX_REQUESTS, SimRequest
 
 MAX_SIMULATIONS = 24  # xPyD splits simulated per search at most (the cheapest first)
 
@@ -197,10 +199,6 @@ def aggregated(res: Result, spec, hw, requests, replicas: int) -> dict:
 
 def fixed_requests(isl: int, osl: int, qps: float, duration: float, seed: int) -> list:
     """Poisson arrivals at `qps` for `duration` s, every request `isl` tokens in and `osl` out."""
-    import random
-
-    from kvplan.simulator.workload import MAX_REQUESTS, SimRequest
-
     if qps * duration > MAX_REQUESTS:
         raise KvplanError(f"{arg('qps')} x {arg('duration')} asks for over {MAX_REQUESTS:,} requests", EXIT_USAGE,
                           param="qps", value=qps)

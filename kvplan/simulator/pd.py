@@ -54,90 +54,102 @@ def prefill_done(requests, replicas: int, step_s, budget: int) -> list[float]:
     return done
 
 
+class _Run:
+    """One end-to-end run's state: decode replicas, the event heap, prompts waiting for decode memory."""
+
+    def __init__(self, requests, y: int, decode_step_s, held_bytes, kv_bytes: int, transfer_s, max_num_seqs: int):
+        self.reqs, self.step_s, self.held, self.cap = requests, decode_step_s, held_bytes, kv_bytes
+        self.transfer_s, self.max_seqs = transfer_s, max_num_seqs
+        self.reps = [_Replica(free=kv_bytes) for _ in range(y)]
+        self.first, self.finish = [None] * len(requests), [None] * len(requests)
+        self.events: list = []  # (time, seq, kind, payload)
+        self.seq = 0
+        self.pending: deque = deque()
+        self.staged_max = self.unserved = 0
+
+    def push(self, t: float, kind: int, payload) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, self.seq, kind, payload))
+
+    def admit(self, t: float) -> None:
+        """Waiting prompts, in order, to the decode replica with the most free memory while one has room."""
+        while self.pending:
+            r = self.pending[0]
+            need = self.held(self.reqs[r].prompt + self.reqs[r].output)
+            k = max(range(len(self.reps)), key=lambda i: self.reps[i].free)
+            rep = self.reps[k]
+            if rep.free < need or rep.slots >= self.max_seqs:
+                return
+            self.pending.popleft()
+            rep.free -= need
+            rep.slots += 1
+            self.push(t + self.transfer_s(self.reqs[r].prompt), 1, (k, r))  # kind 1: KV arrived
+
+    def step(self, k: int, t: float) -> None:
+        """Replica k starts a step at t: the requests whose KV arrived join; idle when none runs."""
+        rep = self.reps[k]
+        for r in rep.joining:
+            req = self.reqs[r]
+            self.first[r] = t
+            rep.n += 1
+            rep.ctx += req.prompt
+            heapq.heappush(rep.running, (rep.steps + max(1, req.output - 1), r))
+        rep.joining = []
+        rep.busy = bool(rep.n)
+        if rep.n:
+            self.push(t + self.step_s(rep.n, rep.ctx), 2, k)  # kind 2: a decode step ends
+
+    def step_end(self, k: int, t: float) -> None:
+        rep = self.reps[k]
+        rep.steps += 1
+        rep.ctx += rep.n
+        while rep.running and rep.running[0][0] <= rep.steps:
+            _, r = heapq.heappop(rep.running)
+            req = self.reqs[r]
+            self.finish[r] = t
+            rep.n -= 1
+            rep.ctx -= req.prompt + max(1, req.output - 1)
+            rep.free += self.held(req.prompt + req.output)
+            rep.slots -= 1
+        self.admit(t)
+        self.step(k, t)
+
+    def run(self, ready: list[float]) -> None:
+        for r in sorted(range(len(self.reqs)), key=lambda i: ready[i]):
+            self.push(ready[r], 0, r)  # kind 0: prompt computed
+        while self.events:
+            t, _, kind, payload = heapq.heappop(self.events)
+            if kind == 0:
+                req = self.reqs[payload]
+                if self.held(req.prompt + req.output) > self.cap:
+                    self.unserved += 1
+                    continue
+                self.pending.append(payload)
+                self.staged_max = max(self.staged_max, len(self.pending))
+                self.admit(t)
+            elif kind == 1:
+                k, r = payload
+                self.reps[k].joining.append(r)
+                if not self.reps[k].busy:
+                    self.step(k, t)
+            else:
+                self.step_end(payload, t)
+
+
 def simulate_pd(requests, x: int, y: int, *, prefill_step_s, decode_step_s, held_bytes, kv_bytes: int,
                 transfer_s, budget: int, max_num_seqs: int) -> dict:
     """Per-request times of `requests` (sorted by arrival) on x prefill and y decode replicas (see the
     module docstring): {'ttft': [...], 'tpot': [...], 'finish': [...], 'staged_max': int, 'unserved': int}.
     held_bytes(tokens): one decode rank's bytes for a request of that length; kv_bytes: its pool."""
     ready = prefill_done(requests, x, prefill_step_s, budget)
-    order = sorted(range(len(requests)), key=lambda r: ready[r])
-    reps = [_Replica(free=kv_bytes) for _ in range(y)]
-    first, finish = [None] * len(requests), [None] * len(requests)
-    events: list = []  # (time, seq, kind, payload)
-    seq = 0
-
-    def push(t, kind, payload):
-        nonlocal seq
-        seq += 1
-        heapq.heappush(events, (t, seq, kind, payload))
-
-    for r in order:
-        push(ready[r], 0, r)  # kind 0: prompt computed
-    pending: deque = deque()
-    staged_max = unserved = 0
-
-    def admit(t: float) -> None:
-        while pending:
-            r = pending[0]
-            need = held_bytes(requests[r].prompt + requests[r].output)
-            best = max(range(y), key=lambda k: reps[k].free)
-            rep = reps[best]
-            if rep.free < need or rep.slots >= max_num_seqs:
-                return
-            pending.popleft()
-            rep.free -= need
-            rep.slots += 1
-            push(t + transfer_s(requests[r].prompt), 1, (best, r))  # kind 1: KV arrived
-
-    def step(k: int, t: float) -> None:
-        rep = reps[k]
-        for r in rep.joining:
-            req = requests[r]
-            first[r] = t
-            rep.n += 1
-            rep.ctx += req.prompt
-            heapq.heappush(rep.running, (rep.steps + max(1, req.output - 1), r))
-        rep.joining = []
-        if rep.n:
-            rep.busy = True
-            push(t + decode_step_s(rep.n, rep.ctx), 2, k)  # kind 2: a decode step ends
-        else:
-            rep.busy = False
-
-    while events:
-        t, _, kind, payload = heapq.heappop(events)
-        if kind == 0:
-            req = requests[payload]
-            if held_bytes(req.prompt + req.output) > kv_bytes:
-                unserved += 1
-                continue
-            pending.append(payload)
-            staged_max = max(staged_max, len(pending))
-            admit(t)
-        elif kind == 1:
-            k, r = payload
-            reps[k].joining.append(r)
-            if not reps[k].busy:
-                step(k, t)
-        else:
-            rep = reps[payload]
-            rep.steps += 1
-            rep.ctx += rep.n
-            while rep.running and rep.running[0][0] <= rep.steps:
-                _, r = heapq.heappop(rep.running)
-                req = requests[r]
-                finish[r] = t
-                rep.n -= 1
-                rep.ctx -= req.prompt + max(1, req.output - 1)
-                rep.free += held_bytes(req.prompt + req.output)
-                rep.slots -= 1
-            admit(t)
-            step(payload, t)
+    run = _Run(requests, y, decode_step_s, held_bytes, kv_bytes, transfer_s, max_num_seqs)
+    run.run(ready)
+    first, finish = run.first, run.finish
     done = [r for r in range(len(requests)) if finish[r] is not None]
     return {"ttft": [first[r] - requests[r].arrival for r in done],
             "tpot": [(finish[r] - first[r]) / max(1, requests[r].output - 1) for r in done],
-            "finish": [finish[r] for r in done], "prefill_done": ready, "staged_max": staged_max,
-            "unserved": unserved, "completed": len(done)}
+            "finish": [finish[r] for r in done], "prefill_done": ready, "staged_max": run.staged_max,
+            "unserved": run.unserved, "completed": len(done)}
 
 
 def summarise(run: dict, requests, slo_ttft: float, slo_tpot: float) -> dict:

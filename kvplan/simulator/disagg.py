@@ -28,6 +28,8 @@ from kvplan.simulator.pd import simulate_pd, summarise
 from kvplan.simulator.workload import MAX_REQUESTS, SimRequest
 
 MAX_SIMULATIONS = 24  # xPyD splits simulated per search at most (the cheapest first)
+MAX_REPLICAS = 64  # replicas per pool a search considers
+MAX_DISAGG_REQUESTS = 100_000  # requests one search simulates at most (each split runs them all)
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,8 @@ def search_ratio(res: Result, spec, hw, requests, max_gpus: int) -> dict:
     until one meets the SLOs for slo_percent of requests; then the aggregated runs. Filled into res.search."""
     s = res.setup
     gp, gd = res.prefill.plan.deployment.gpus, res.decode.plan.deployment.gpus
-    splits = sorted(((x, y) for x in range(1, max_gpus // gp + 1) for y in range(1, (max_gpus - x * gp) // gd + 1)),
+    splits = sorted(((x, y) for x in range(1, min(MAX_REPLICAS, max_gpus // gp) + 1)
+                     for y in range(1, min(MAX_REPLICAS, (max_gpus - x * gp) // gd) + 1)),
                     key=lambda xy: (xy[0] * gp + xy[1] * gd, abs(math.log(xy[0] * res.prefill_rps /
                                                                           (xy[1] * res.decode_rps)))))
     tried, chosen = [], None
@@ -168,14 +171,28 @@ def search_ratio(res: Result, spec, hw, requests, max_gpus: int) -> dict:
             break
     gpus = chosen["gpus"] if chosen else max_gpus
     agg = aggregated(res, spec, hw, requests, gpus // gd) if gpus >= gd else None
-    fewest = None
-    for r in range(1, max_gpus // gd + 1):
-        a = agg if agg and r == agg["replicas"] else aggregated(res, spec, hw, requests, r)
-        if a["pct_meeting_slo"] >= s.slo_percent:
-            fewest = a
-            break
-    res.search = {"chosen": chosen, "tried": tried, "aggregated_same_gpus": agg, "aggregated_fewest": fewest}
+    res.search = {"chosen": chosen, "tried": tried, "aggregated_same_gpus": agg,
+                  "aggregated_fewest": _fewest_aggregated(res, spec, hw, requests, max_gpus // gd, agg)}
     return res.search
+
+
+def _fewest_aggregated(res: Result, spec, hw, requests, most: int, known: dict | None) -> dict | None:
+    """The fewest aggregated replicas (1..most) that meet the SLOs, by bisection (meeting them is taken to
+    be monotone in replicas); None where even `most` do not."""
+    runs = {known["replicas"]: known} if known else {}
+
+    def run(r: int) -> dict:
+        if r not in runs:
+            runs[r] = aggregated(res, spec, hw, requests, r)
+        return runs[r]
+
+    if most < 1 or run(most)["pct_meeting_slo"] < res.setup.slo_percent:
+        return None
+    lo, hi = 1, most
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if run(mid)["pct_meeting_slo"] >= res.setup.slo_percent else (mid + 1, hi)
+    return run(lo)
 
 
 def aggregated(res: Result, spec, hw, requests, replicas: int) -> dict:
@@ -192,8 +209,8 @@ def aggregated(res: Result, spec, hw, requests, replicas: int) -> dict:
     lat = summ["latency_s"]
     return {"replicas": replicas, "gpus": replicas * res.decode.plan.deployment.gpus, "requests": len(share),
             "completed": summ["requests"]["completed"],
-            "ttft_s": {k: lat["ttft"][k] for k in ("p50", "p90", "p99")},
-            "tpot_s": {k: lat["tpot"][k] for k in ("p50", "p90", "p99")},
+            "ttft_s": {k: lat["ttft"][k] for k in ("mean", "p50", "p90", "p99")},
+            "tpot_s": {k: lat["tpot"][k] for k in ("mean", "p50", "p90", "p99")},
             "pct_meeting_slo": summ["goodput"]["pct_meeting_slo"] * summ["requests"]["completed"] / max(1, len(share))}
 
 
@@ -215,6 +232,9 @@ def run_disagg(spec, hw, engine, req, prefill_dep, decode_dep, link, *, isl: int
                max_gpus: int = 64, **limits) -> Result:
     """`kvplan disagg` from parsed inputs: lengths from isl/osl or the requests (means for the timings,
     the longest for each pool's max_model_len unless given), the pools, and with requests the search."""
+    if requests and len(requests) > MAX_DISAGG_REQUESTS:
+        raise KvplanError(f"{len(requests):,} requests to simulate for every split; at most {MAX_DISAGG_REQUESTS:,}: "
+                          f"lower {arg('qps')} or {arg('duration')}", EXIT_USAGE, param="qps")
     if requests:
         isl = isl or round(sum(r.prompt for r in requests) / len(requests))
         osl = osl or max(2, round(sum(r.output for r in requests) / len(requests)))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from kvplan.compare.cheapest import Candidate, cheapest as rank
+from kvplan.compare.disagg import pool_layout
 from kvplan.compare.candidates import search_layouts
 from kvplan.compare.sweep import SweepResult, parse_counts, sweep as run_sweep
 from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
@@ -296,8 +297,8 @@ def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str
             raise KvplanError(f"{arg('qps')} needs {arg('isl')} and {arg('osl')} (or a workload or trace)", EXIT_USAGE,
                               param="qps", value=qps)
         requests = fixed_requests(n_in, n_out, qps, duration or 60.0, seed)
-    deps = [chosen.deployment(layout_from_flags(spec, None, t, p) or Deployment())
-            for t, p in ((prefill_tp, prefill_pp), (decode_tp, decode_pp))]
+    deps = [chosen.deployment(pool_layout(spec, role, t, p))
+            for role, t, p in (("prefill", prefill_tp, prefill_pp), ("decode", decode_tp, decode_pp))]
     req = read_request(spec, context=1, kv_dtype=kv_dtype, weight_dtype=weight_dtype, block_size=block_size,
                        gpu_memory_utilization=gpu_memory_utilization)
     lens = [None if v is None else parse_tokens(v, name)

@@ -20,13 +20,12 @@ from kvplan.cli.workload import (
 )
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.units import parse_tokens
+from kvplan.compare.disagg import pool_layout
 from kvplan.engines.disagg import pool_command
 from kvplan.hardware.gpus import find_gpu
 from kvplan.hardware.links import DEFAULT_LINK, find_link
-from kvplan.planning.deploy import Deployment
-from kvplan.planning.layout import layout_from_flags
 from kvplan.planning.request import read_request
-from kvplan.report.disagg import manifest, result_dict, text_lines
+from kvplan.report.disagg import manifest, result_dict, text_lines, wrapped
 from kvplan.report.export import json_text
 from kvplan.report.text import plan_warnings
 from kvplan.simulator.disagg import fixed_requests, run_disagg
@@ -37,13 +36,6 @@ DEFAULT_DURATION = 60.0  # seconds of arrivals: a search simulates many splits
 
 def register(app: typer.Typer) -> None:
     app.command()(disagg)
-
-
-def _pool_layout(spec, role: str, tp: Optional[int], pp: Optional[int]) -> Deployment:
-    try:
-        return layout_from_flags(spec, None, tp, pp) or Deployment()
-    except KvplanError as exc:
-        raise KvplanError(f"{role} pool: {exc}", exc.code) from None
 
 
 def _tokens(text: Optional[str], flag: str) -> Optional[int]:
@@ -109,8 +101,8 @@ def disagg(
     fabric = find_link(link)
     hw = find_gpu(gpu, tuple(hw_profiles or ()))
     spec = resolve_model(model).spec
-    pre_dep = chosen.deployment(_pool_layout(spec, "prefill", prefill_tp, prefill_pp))
-    dec_dep = chosen.deployment(_pool_layout(spec, "decode", decode_tp, decode_pp))
+    pre_dep = chosen.deployment(pool_layout(spec, "prefill", prefill_tp, prefill_pp))
+    dec_dep = chosen.deployment(pool_layout(spec, "decode", decode_tp, decode_pp))
     requests = None
     if workload is not None or trace is not None:
         loaded = load_requests(workload, trace, trace_format, qps, duration or DEFAULT_DURATION, seed)
@@ -149,7 +141,11 @@ def _report(res, chosen, spec, as_json: bool, show_manifest: bool) -> None:
     for line in text_lines(res, commands):
         typer.echo(line)
     for role, cmd in commands.items():
-        typer.echo(f"{role} command: {cmd}" if cmd else f"{role} command: none ({chosen.name} has no "
-                   "disaggregation flags kvplan writes)")
+        if cmd is None:
+            typer.echo(f"{role} command: none ({chosen.name} has no disaggregation flags kvplan writes)")
+            continue
+        typer.echo(f"{role} command:")
+        for line in wrapped(cmd):
+            typer.echo(line)
     if show_manifest:
         typer.echo(manifest(res, commands, chosen.name), nl=False)

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, KvplanError, arg
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.layout import layout_from_flags
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,16 @@ class Pool:
         if self.holds < self.needs:
             return f"KV memory: holds {self.holds} of the {self.needs} requests it must"
         return f"KV memory holds {self.holds} requests; {self.needs} needed"
+
+
+def pool_layout(spec, role: str, tp: int | None, pp: int | None) -> Deployment:
+    """One `role` replica's tp x pp (one GPU when neither is given), checked as fit's flags are; a refusal
+    names the pool."""
+    try:
+        return layout_from_flags(spec, None, tp, pp) or Deployment()
+    except KvplanError as exc:
+        raise KvplanError(f"{role} pool: {exc.message}", exc.exit_code, param=exc.param and f"{role}_{exc.param}",
+                          value=exc.value, allowed=exc.allowed) from None
 
 
 def holds_at(plan, tokens: int) -> int:

@@ -57,11 +57,11 @@ def _ms(x) -> str:
     return "-" if x is None else f"{x * 1000:,.1f} ms"
 
 
-def _split_line(name: str, run: dict | None) -> str:
+def _split_row(name: str, run: dict | None) -> str:
     if run is None:
-        return f"{name}: none meets the SLOs within the GPU limit"
-    return (f"{name}: {run['gpus']} GPUs, TTFT p90 {_ms(run['ttft_s']['p90'])}, TPOT p90 "
-            f"{_ms(run['tpot_s']['p90'])}, {run['pct_meeting_slo']:.0f}% meet SLOs")
+        return f"{name:<22} none meets the SLOs within the GPU limit"
+    return (f"{name:<22} {run['gpus']:>5,} {_ms(run['ttft_s']['p90']):>11} {_ms(run['tpot_s']['p90']):>10} "
+            f"{run['pct_meeting_slo']:>6.1f}%")
 
 
 def text_lines(res, commands: dict) -> list[str]:
@@ -86,10 +86,11 @@ def text_lines(res, commands: dict) -> list[str]:
     lines.append(f"balanced ratio: {res.ratio[0]}P:{res.ratio[1]}D")
     if res.search:
         c = res.search["chosen"]
-        head = "chosen" if c is None else f"chosen {c['prefill_replicas']}P:{c['decode_replicas']}D"
-        lines.append(_split_line(head, c))
-        lines.append(_split_line("aggregated, same GPUs", res.search["aggregated_same_gpus"]))
-        lines.append(_split_line("aggregated, fewest GPUs", res.search["aggregated_fewest"]))
+        head = "disaggregated" if c is None else f"disaggregated {c['prefill_replicas']}P:{c['decode_replicas']}D"
+        lines.append(f"{'deployment':<22} {'GPUs':>5} {'TTFT p90':>11} {'TPOT p90':>10} {'in SLO':>7}")
+        lines.append(_split_row(head, c))
+        lines.append(_split_row("aggregated, same GPUs", res.search["aggregated_same_gpus"]))
+        lines.append(_split_row("aggregated, fewest", res.search["aggregated_fewest"]))
     return lines
 
 
@@ -105,5 +106,19 @@ def manifest(res, commands: dict, engine_label: str) -> str:
         rows += [f"    {prefix}{pool.role.capitalize()}Worker:", f"      replicas: {n}",
                  "      resources:", "        limits:", f"          gpu: \"{pool.plan.deployment.gpus}\""]
         if args:
-            rows += ["      extraPodSpec:", "        mainContainer:", f"          args: {json.dumps(args)}"]
+            rows += ["      extraPodSpec:", "        mainContainer:", "          args:"]
+            rows += [f"            - {json.dumps(a)}" for a in args]
     return "\n".join(rows) + "\n"
+
+
+def wrapped(command: str, width: int = 80) -> list[str]:
+    """A shell command as lines of at most `width` columns joined by backslash continuations (a single
+    word longer than a line keeps its own line)."""
+    lines, line = [], ""
+    for word in map(shlex.quote, shlex.split(command)):
+        if line and len(line) + 1 + len(word) > width - 2:
+            lines.append(line + " \\")
+            line = "  " + word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + [line] if line else lines

@@ -36,7 +36,10 @@ NOT_KVPLAN = {  # installation and test commands: .ci/run itself runs the first 
 }
 # exit codes the README documents for these commands: cheapest exits 6 when nothing meets the target
 EXPECTED_EXIT = {"cheapest llama-3.1-70b --ctx 128k --concurrency 32 --prices prices.yaml --min-tokens-per-second 20": (0, 6),
-                 "cheapest llama-3.1-70b --ctx 128k --concurrency 32 --prices prices.yaml": (0, 6)}
+                 "cheapest llama-3.1-70b --ctx 128k --concurrency 32 --prices prices.yaml": (0, 6),
+                 # disagg refuses the prefill pool of ai-dynamo/dynamo#10104 (exit 6), as the README says
+                 "disagg llama-3.1-70b-instruct --gpu h100 --weight-dtype fp8 --isl 4k --osl 512 --prefill-tp 1 "
+                 "--decode-tp 4 --prefill-max-model-len 128k": (6,)}
 # meta-llama/Llama-3.1-8B-Instruct's config.json (the keys kvplan reads), for the fake Hub and ./my-finetune/
 LLAMA_31_8B = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,

@@ -38,10 +38,11 @@ class Pool:
 
     @property
     def binds(self) -> str:
-        """What limits the pool, in words."""
+        """What limits the pool, in words: its KV memory where it holds fewer requests than it must, else
+        the GPU's speed (prefill: compute; decode: the batch kvplan.simulator.disagg settles on)."""
         if self.holds < self.needs:
-            return f"KV memory: holds {self.holds} of the {self.needs} requests it must"
-        return f"KV memory holds {self.holds} requests; {self.needs} needed"
+            return "KV memory"
+        return "compute" if self.role == "prefill" else "step time"
 
 
 def pool_layout(spec, role: str, tp: int | None, pp: int | None) -> Deployment:

@@ -31,7 +31,7 @@ def result_dict(res, commands: dict) -> dict:
     ttft = res.prefill_s + res.transfer_s
     out = {
         "model": res.prefill.plan.model, "gpu": res.prefill.plan.gpu,
-        "isl": s.isl, "osl": s.osl,
+        "isl": s.isl, "osl": s.osl, "lengths_are_workload_means": s.means,
         "link": {"key": res.link.key, "per_gpu_bytes_per_s": res.link.per_gpu_bytes_per_s,
                  "latency_s": res.link.latency_s, "source": res.link.source},
         "prefill": _pool(res.prefill, commands.get("prefill")),
@@ -59,22 +59,27 @@ def _ms(x) -> str:
 
 def _split_row(name: str, run: dict | None) -> str:
     if run is None:
-        return f"{name:<22} none meets the SLOs within the GPU limit"
-    return (f"{name:<22} {run['gpus']:>5,} {_ms(run['ttft_s']['p90']):>11} {_ms(run['tpot_s']['p90']):>10} "
+        return f"{name:<26} none meets the SLOs within the GPU limit"
+    return (f"{name:<26} {run['gpus']:>5,} {_ms(run['ttft_s']['p90']):>11} {_ms(run['tpot_s']['p90']):>10} "
             f"{run['pct_meeting_slo']:>6.1f}%")
 
 
 def text_lines(res, commands: dict) -> list[str]:
     """The result for people: pools, KV moved, timings, ratio, search; each line at most 80 columns."""
     m, s = res.moved, res.setup
-    lines = [f"{res.prefill.plan.model} on {res.prefill.plan.gpu}: ISL {s.isl:,}, OSL {s.osl:,}, "
+    mean = " (means)" if s.means else ""
+    lines = [f"{res.prefill.plan.model} on {res.prefill.plan.gpu}: ISL {s.isl:,}, OSL {s.osl:,}{mean}, "
              f"link {res.link.key}"]
     for pool in (res.prefill, res.decode):
         p, d = pool.plan, pool.plan.deployment
         lines.append(f"{pool.role} replica: tp {d.tp} pp {d.pp} ({d.gpus} GPUs), max_model_len "
                      f"{pool.max_model_len:,}, KV {gib(p.kv_memory_bytes_per_gpu)}/GPU")
-        lines.append(f"  holds {pool.holds:,} requests of {pool.tokens:,} tokens; needs {pool.needs:,}")
-    lines.append(f"  decode batch {res.decode_batch:,} (bound: {res.decode_batch_binds})")
+        if pool.role == "prefill":
+            lines.append(f"  holds {pool.holds:,} prompts of {pool.tokens:,}; in flight + staged "
+                         f"{pool.needs:,}; binds: {pool.binds}")
+        else:
+            lines.append(f"  holds {pool.holds:,} requests of {pool.tokens:,} tokens; batch {res.decode_batch:,}"
+                         f"; binds: {res.decode_batch_binds}")
     lines.append(f"KV moved per request: {m.kv_bytes:,} B once; {m.per_decode_rank:,} B per decode rank")
     lines.append(f"  {m.received_bytes:,} B received in all; {m.sent_per_prefill_rank:,} B sent per prefill rank")
     ttft = res.prefill_s + res.transfer_s
@@ -87,10 +92,12 @@ def text_lines(res, commands: dict) -> list[str]:
     if res.search:
         c = res.search["chosen"]
         head = "disaggregated" if c is None else f"disaggregated {c['prefill_replicas']}P:{c['decode_replicas']}D"
-        lines.append(f"{'deployment':<22} {'GPUs':>5} {'TTFT p90':>11} {'TPOT p90':>10} {'in SLO':>7}")
+        lines.append(f"{'deployment':<26} {'GPUs':>5} {'TTFT p90':>11} {'TPOT p90':>10} {'in SLO':>7}")
         lines.append(_split_row(head, c))
-        lines.append(_split_row("aggregated, same GPUs", res.search["aggregated_same_gpus"]))
-        lines.append(_split_row("aggregated, fewest", res.search["aggregated_fewest"]))
+        for name, run in (("same budget", res.search["aggregated_same_gpus"]),
+                          ("fewest", res.search["aggregated_fewest"])):
+            label = f"aggregated, {name}" if run is None else f"agg tp {run['tp']} pp {run['pp']}, {name}"
+            lines.append(_split_row(label, run))
     return lines
 
 

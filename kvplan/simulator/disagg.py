@@ -6,7 +6,7 @@ model behind that interface reaches this command unchanged. Without a request ra
 one that balances the pools' rates (prefill requests/s per replica against decode requests/s per
 replica at its batch); with one, every xPyD split within the GPU limit is simulated end to end
 (kvplan.simulator.pd), the fewest GPUs (both pools are one GPU type, so also the lowest price) that meets the SLOs is chosen, and the
-aggregated deployment of the same GPUs (the decode layout, replicated, on vLLM's scheduler) is run
+aggregated deployment of the same GPUs (each pool's layout, replicated, on vLLM's scheduler; the better) is run
 on the same requests, with the fewest aggregated GPUs that meets the SLOs, so a user sees when
 disaggregation does not pay.
 """
@@ -62,6 +62,7 @@ class Setup:
     slo_tpot: float = 0.1
     slo_percent: float = 90.0
     step_overhead_s: float = 0.0
+    means: bool = False  # isl and osl are a workload's means
 
 
 @dataclass
@@ -170,22 +171,28 @@ def search_ratio(res: Result, spec, hw, requests, max_gpus: int) -> dict:
             chosen = tried[-1]
             break
     gpus = chosen["gpus"] if chosen else max_gpus
-    agg = aggregated(res, spec, hw, requests, gpus // gd) if gpus >= gd else None
+    pools = [res.decode] + ([res.prefill] if res.prefill.plan.deployment != res.decode.plan.deployment else [])
+    same = [aggregated(res, spec, hw, requests, gpus // p.plan.deployment.gpus, p) for p in pools
+            if gpus >= p.plan.deployment.gpus]
+    agg = max(same, key=lambda a: (a["pct_meeting_slo"], -(a["ttft_s"]["p90"] or 0.0)), default=None)
+    fewest = [f for p in pools if (f := _fewest_aggregated(res, spec, hw, requests, p, max_gpus, same))]
     res.search = {"chosen": chosen, "tried": tried, "aggregated_same_gpus": agg,
-                  "aggregated_fewest": _fewest_aggregated(res, spec, hw, requests, max_gpus // gd, agg)}
+                  "aggregated_fewest": min(fewest, key=lambda a: a["gpus"], default=None)}
     return res.search
 
 
-def _fewest_aggregated(res: Result, spec, hw, requests, most: int, known: dict | None) -> dict | None:
-    """The fewest aggregated replicas (1..most) that meet the SLOs, by bisection (meeting them is taken to
-    be monotone in replicas); None where even `most` do not."""
-    runs = {known["replicas"]: known} if known else {}
+def _fewest_aggregated(res: Result, spec, hw, requests, pool: Pool, max_gpus: int, known: list) -> dict | None:
+    """The fewest aggregated replicas of `pool`'s layout (within max_gpus) that meet the SLOs, by bisection
+    (meeting them is taken to be monotone in replicas); None where even the most do not."""
+    dep = pool.plan.deployment
+    runs = {a["replicas"]: a for a in known if a["tp"] == dep.tp and a["pp"] == dep.pp}
 
     def run(r: int) -> dict:
         if r not in runs:
-            runs[r] = aggregated(res, spec, hw, requests, r)
+            runs[r] = aggregated(res, spec, hw, requests, r, pool)
         return runs[r]
 
+    most = max_gpus // dep.gpus
     if most < 1 or run(most)["pct_meeting_slo"] < res.setup.slo_percent:
         return None
     lo, hi = 1, most
@@ -195,19 +202,19 @@ def _fewest_aggregated(res: Result, spec, hw, requests, most: int, known: dict |
     return run(lo)
 
 
-def aggregated(res: Result, spec, hw, requests, replicas: int) -> dict:
-    """`replicas` copies of the decode layout, each serving prefill and decode (vLLM's scheduler, chunked
-    prefill) on its KV pool; one replica is run on every replicas-th request (Poisson thinning keeps the
-    rate per replica), and its figures stand for all."""
+def aggregated(res: Result, spec, hw, requests, replicas: int, pool: Pool) -> dict:
+    """`replicas` copies of `pool`'s layout, each serving prefill and decode (vLLM's scheduler, chunked
+    prefill) on its KV pool at the decode max_model_len; one replica is run on every replicas-th request
+    (Poisson thinning keeps the rate per replica), and its figures stand for all."""
     s = res.setup
-    model = sim_model(res.decode.plan, spec, hw, max_model_len=s.decode_max_model_len,
-                      step_overhead_s=s.step_overhead_s)
+    dep = pool.plan.deployment
+    model = sim_model(pool.plan, spec, hw, max_model_len=s.decode_max_model_len, step_overhead_s=s.step_overhead_s)
     share = [replace(r, rid=i) for i, r in enumerate(requests[::replicas])]  # the recorder indexes by rid
     rec = SimEngine(model, EngineConfig(max_num_seqs=s.max_num_seqs,
                                         max_num_batched_tokens=s.max_num_batched_tokens)).run(share)
     summ = rec.summary(s.slo_ttft, s.slo_tpot)
     lat = summ["latency_s"]
-    return {"replicas": replicas, "gpus": replicas * res.decode.plan.deployment.gpus, "requests": len(share),
+    return {"replicas": replicas, "tp": dep.tp, "pp": dep.pp, "gpus": replicas * dep.gpus, "requests": len(share),
             "completed": summ["requests"]["completed"],
             "ttft_s": {k: lat["ttft"][k] for k in ("mean", "p50", "p90", "p99")},
             "tpot_s": {k: lat["tpot"][k] for k in ("mean", "p50", "p90", "p99")},
@@ -244,7 +251,8 @@ def run_disagg(spec, hw, engine, req, prefill_dep, decode_dep, link, *, isl: int
         raise KvplanError(f"give {arg('isl')} and {arg('osl')}, or a workload or trace", EXIT_USAGE, param="isl")
     else:
         longest_in, longest = isl, isl + osl
-    setup = Setup(isl, osl, prefill_max_model_len or longest_in, decode_max_model_len or longest, **limits)
+    setup = Setup(isl, osl, prefill_max_model_len or longest_in, decode_max_model_len or longest, **limits,
+                  means=bool(requests))
     res = plan_disagg(spec, hw, engine, req, prefill_dep, decode_dep, link, setup)
     if requests:
         search_ratio(res, spec, hw, sorted(requests, key=lambda r: r.arrival), max_gpus)

@@ -257,3 +257,16 @@ def test_published_pd_results_side_by_side_and_our_roofline_stays_below_them():
         assert 0 < row["our_ttft_ms"] <= row["their_ttft_ms"], row
         assert 0 < row["our_tpot_ms"] <= row["their_itl_ms"], row
         assert math.isfinite(row["our_ttft_ms"])
+
+
+def test_a_max_model_len_beyond_the_models_context_is_refused_as_such():
+    # gemma-2-9b config.json: max_position_embeddings 8,192; 8k in + 512 out needs a decode max_model_len of 8,704.
+    with pytest.raises(KvplanError, match="beyond gemma-2-9b's context length 8,192") as info:
+        kvplan.disagg("gemma-2-9b", "l40s", isl="8k", osl=512)
+    assert info.value.param == "decode_max_model_len"
+
+
+def test_a_pool_layout_refusal_names_the_pool():
+    with pytest.raises(KvplanError, match="prefill pool") as info:
+        kvplan.disagg("llama-3.1-8b", "h100", isl=1024, osl=128, prefill_tp=3)
+    assert info.value.param == "prefill_tp"

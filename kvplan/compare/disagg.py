@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvplan.core.errors import EXIT_DOES_NOT_FIT, KvplanError, arg
+from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError, arg
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.layout import layout_from_flags
 
@@ -66,8 +66,12 @@ def plan_pool(role: str, engine, spec, hw, dep, req, max_model_len: int, tokens:
     reason where its KV memory cannot hold one sequence of that length."""
     result = engine.result(spec, hw, dep, replace(req, context=max_model_len, batch=1))
     plan = result.plan
+    param = f"{role}_max_model_len"
+    if plan.max_context < max_model_len and plan.max_context_limited_by == "model":
+        raise KvplanError(f"{role} pool: {arg(param)} {max_model_len:,} is beyond {spec.name}'s context length "
+                          f"{plan.max_context:,}; the engine refuses it (give a shorter {arg(param)}, or shorter "
+                          "requests)", EXIT_USAGE, param=param, value=max_model_len)
     if plan.max_context < max_model_len:
-        param = f"{role}_max_model_len"
         raise KvplanError(
             f"{role} pool ({dep.tp * dep.pp} GPUs, tp {dep.tp} pp {dep.pp}) would not start: "
             f"{arg(param)} {max_model_len:,} needs {plan.kv_bytes_per_sequence_per_gpu:,} B of KV per GPU, "

@@ -98,6 +98,11 @@ def text_lines(res, commands: dict) -> list[str]:
                           ("fewest", res.search["aggregated_fewest"])):
             label = f"aggregated, {name}" if run is None else f"agg tp {run['tp']} pp {run['pp']}, {name}"
             lines.append(_split_row(label, run))
+        if c is not None:
+            room = c["prefill_replicas"] * res.prefill.holds
+            verdict = "fits" if c["staged_max"] <= room else "more than the prefill KV holds"
+            lines.append(f"  staged at most {c['staged_max']:,} prompts waiting for decode memory "
+                         f"(prefill pool holds {room:,}: {verdict})")
     return lines
 
 

@@ -100,9 +100,8 @@ def text_lines(res, commands: dict) -> list[str]:
             lines.append(_split_row(label, run))
         if c is not None:
             room = c["prefill_replicas"] * res.prefill.holds
-            verdict = "fits" if c["staged_max"] <= room else "more than the prefill KV holds"
-            lines.append(f"  staged at most {c['staged_max']:,} prompts waiting for decode memory "
-                         f"(prefill pool holds {room:,}: {verdict})")
+            verdict = "fits" if c["staged_max"] <= room else "too many"
+            lines.append(f"  staged at most {c['staged_max']:,} prompts (prefill pool holds {room:,}: {verdict})")
     return lines
 
 

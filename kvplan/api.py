@@ -1,4 +1,4 @@
-"""kvplan's Python API: plan, sweep, cheapest and simulate from a notebook or a program.
+"""kvplan's Python API: plan, sweep, cheapest, simulate and disagg from a notebook or a program.
 
 Each function takes the CLI's inputs as keyword arguments, named as the flags are (`context` is `--ctx`,
 `engine_opts` is `--engine-opt`) and with the same defaults, and returns the core's typed results
@@ -280,7 +280,8 @@ def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str
     """`kvplan disagg`: the prefill and decode pools (`.prefill`, `.decode`: each replica's engine plan, what
     it holds and needs), the KV moved per request (`.moved`), the transfer over `link` (`.transfer_s`), the
     rates and the ratio that balances them (`.ratio`); with `qps` (and `workload`, `trace` or isl/osl) every
-    xPyD split within `max_gpus` simulated, the chosen one and the aggregated deployment (`.search`)."""
+    xPyD split within `max_gpus` simulated, the chosen one and the aggregated deployment (`.search`).
+    `engine` defaults to vLLM (whose pool flags the serve commands carry), as the CLI's `--engine`."""
     _check_simulation("paged", "max", qps=qps, duration=duration, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
                       step_overhead=step_overhead, max_num_seqs=max_num_seqs,
                       max_num_batched_tokens=max_num_batched_tokens)

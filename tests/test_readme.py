@@ -151,3 +151,5 @@ def test_readme_python_blocks_run_and_print_the_hand_arithmetic(capsys, monkeypa
     plan = spaces[0]["plan"]
     assert lines[2] == f"{plan.kv_memory_bytes_per_gpu // plan.kv_bytes_per_sequence_per_gpu} {plan.max_concurrency >= 8}"
     assert lines[-1] == "context 12q 2 context '12q' is not a token count (try 32768, 32k, 128K or 1M)"
+    # kvplan.disagg: Llama-3.1-70B's 8,192-token prompt, 80 x 2 x 8 x 128 x 2 B x 8,192; decode tp 8 holds 1 of 8 heads
+    assert lines[-2] == f"{80 * 2 * 8 * 128 * 2 * 8192} {80 * 2 * 1 * 128 * 2 * 8192}" == "2684354560 335544320"

@@ -270,3 +270,12 @@ def test_a_pool_layout_refusal_names_the_pool():
     with pytest.raises(KvplanError, match="prefill pool") as info:
         kvplan.disagg("llama-3.1-8b", "h100", isl=1024, osl=128, prefill_tp=3)
     assert info.value.param == "prefill_tp"
+
+
+def test_a_full_replica_does_not_block_one_with_free_slots():
+    # Two decode replicas, one sequence slot each; three requests. The first two go one per replica; the
+    # third waits for the first to leave (0.6 + 10 steps of 0.01 = 0.7 s), then moves (0.1 s): TTFT 0.8 s.
+    reqs = [SimRequest(i, 0.0, 100, 11) for i in range(3)]
+    run = simulate_pd(reqs, 3, 2, prefill_step_s=lambda p: 0.5, decode_step_s=lambda n, c: 0.01,
+                      held_bytes=lambda t: t, kv_bytes=10_000, transfer_s=lambda p: 0.1, budget=100, max_num_seqs=1)
+    assert sorted(run["ttft"]) == [pytest.approx(0.6), pytest.approx(0.6), pytest.approx(0.8)]

@@ -76,10 +76,11 @@ class _Run:
         while self.pending:
             r = self.pending[0]
             need = self.held(self.reqs[r].prompt + self.reqs[r].output)
-            k = max(range(len(self.reps)), key=lambda i: self.reps[i].free)
-            rep = self.reps[k]
-            if rep.free < need or rep.slots >= self.max_seqs:
+            open_ = [i for i, rep in enumerate(self.reps) if rep.slots < self.max_seqs]
+            k = max(open_, key=lambda i: self.reps[i].free, default=None)
+            if k is None or self.reps[k].free < need:
                 return
+            rep = self.reps[k]
             self.pending.popleft()
             rep.free -= need
             rep.slots += 1

@@ -273,9 +273,12 @@ def test_a_pool_layout_refusal_names_the_pool():
 
 
 def test_a_full_replica_does_not_block_one_with_free_slots():
-    # Two decode replicas, one sequence slot each; three requests. The first two go one per replica; the
-    # third waits for the first to leave (0.6 + 10 steps of 0.01 = 0.7 s), then moves (0.1 s): TTFT 0.8 s.
-    reqs = [SimRequest(i, 0.0, 100, 11) for i in range(3)]
-    run = simulate_pd(reqs, 3, 2, prefill_step_s=lambda p: 0.5, decode_step_s=lambda n, c: 0.01,
-                      held_bytes=lambda t: t, kv_bytes=10_000, transfer_s=lambda p: 0.1, budget=100, max_num_seqs=1)
-    assert sorted(run["ttft"]) == [pytest.approx(0.6), pytest.approx(0.6), pytest.approx(0.8)]
+    # Two decode replicas of two slots. r0 (111 B) -> replica 0; r1 (1,101 B) -> replica 1 (more free);
+    # r2 (111 B) -> replica 0, now full by slots yet with the most free memory; r3 must go to replica 1
+    # at once, not wait for replica 0 to drain (0.8 s). r0 and r1 arrive at 0.5 + 0.1 = 0.6 s and start a step;
+    # r2 and r3 arrive at 0.6 s too, mid-step, and join at the next step, 0.61 s.
+    reqs = [SimRequest(0, 0.0, 100, 11), SimRequest(1, 0.0, 100, 1001), SimRequest(2, 0.0, 100, 11),
+            SimRequest(3, 0.0, 100, 11)]
+    run = simulate_pd(reqs, 4, 2, prefill_step_s=lambda p: 0.5, decode_step_s=lambda n, c: 0.01,
+                      held_bytes=lambda t: t, kv_bytes=10_000, transfer_s=lambda p: 0.1, budget=100, max_num_seqs=2)
+    assert run["ttft"] == [pytest.approx(0.6), pytest.approx(0.6), pytest.approx(0.61), pytest.approx(0.61)]

@@ -267,8 +267,15 @@ class Vllm(Engine):
         """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.engines.vllm.speculative)."""
         return vllm_view(model, st.v)
 
+    def loaded_extra(self, model, dep, st: Settings) -> int:
+        """What "Model loading took" holds beyond the checkpoint: MXFP4 experts padded for the kernel, NVFP4 block
+        scales swizzled on Blackwell, the RoPE cos/sin tables (kvplan.engines.vllm.overhead, `weights_repack`)."""
+        return overhead(model, dep, st)[1]["weights_repack"]
+
     def request(self, req, st: Settings, model, dep):
-        over = req.overhead_bytes if req.overhead_bytes is not None else overhead(model, dep, st)[0]
+        # the non-KV memory besides the weights: the repacking is booked as weights (loaded_extra)
+        total, parts = overhead(model, dep, st)
+        over = req.overhead_bytes if req.overhead_bytes is not None else total - parts["weights_repack"]
         req = vllm_cache_dtype.as_cached(req, model)  # MiMo-V2-Flash: the model's own dtype
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)

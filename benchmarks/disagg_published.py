@@ -25,7 +25,7 @@ def compare(seed: int = 0) -> list[dict]:
 
     rows = []
     for (tp, isl, osl, qps, n), theirs in PUBLISHED.items():
-        r = kvplan.disagg(MODEL, GPU, weight_dtype=WEIGHTS, isl=isl, osl=osl, prefill_tp=tp, decode_tp=tp, qps=qps,
+        r = kvplan.disagg(MODEL, GPU, speed="roofline", weight_dtype=WEIGHTS, isl=isl, osl=osl, prefill_tp=tp, decode_tp=tp, qps=qps,
                           duration=n / qps, seed=seed, max_gpus=2 * tp, link=LINK, engine=ENGINE, slo_ttft=1e3,
                           slo_tpot=1e3)
         ours = {"1P1D": r.search["tried"][0], "2 regular": r.search["aggregated_same_gpus"]}

@@ -296,12 +296,14 @@ def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str
            engine_version: str | None = None, engine_opts: Opts = (), kv_dtype: str = "auto",
            weight_dtype: str | None = None, gpu_memory_utilization: float | str | None = None,
            block_size: int | None = None, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
-           step_overhead: float = 0.0, hw_profiles: Paths = ()) -> DisaggResult:
+           step_overhead: float = 0.0, hw_profiles: Paths = (), speed: str = "calibrated") -> DisaggResult:
     """`kvplan disagg`: the prefill and decode pools (`.prefill`, `.decode`: each replica's engine plan, what
     it holds and needs), the KV moved per request (`.moved`), the transfer over `link` (`.transfer_s`), the
     rates and the ratio that balances them (`.ratio`); with `qps` (and `workload`, `trace` or isl/osl) every
     xPyD split within `max_gpus` simulated, the chosen one and the aggregated deployment (`.search`).
-    `engine` defaults to vLLM (whose pool flags the serve commands carry), as the CLI's `--engine`."""
+    `engine` defaults to vLLM (whose pool flags the serve commands carry), as the CLI's `--engine`.
+    `speed`: the step times, kvplan.speed's calibrated ones or "roofline" (a lower bound)."""
+    check_speed(speed)
     _check_simulation("paged", "max", qps=qps, duration=duration, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
                       step_overhead=step_overhead, max_num_seqs=max_num_seqs,
                       max_num_batched_tokens=max_num_batched_tokens)
@@ -331,7 +333,7 @@ def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str
     return run_disagg(spec, hw, chosen, req, deps[0], deps[1], fabric, isl=n_in, osl=n_out, requests=requests,
                       prefill_max_model_len=lens[0], decode_max_model_len=lens[1], max_gpus=max_gpus,
                       max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, slo_ttft=slo_ttft,
-                      slo_tpot=slo_tpot, slo_percent=slo_percent, step_overhead_s=step_overhead)
+                      slo_tpot=slo_tpot, slo_percent=slo_percent, step_overhead_s=step_overhead, speed=speed)
 
 
 def _check_simulation(mode: str, reserve: str, **numbers) -> None:

@@ -229,7 +229,7 @@ def test_sglang_pools_get_their_disaggregation_mode():
 
 
 def test_manifest_names_each_pool_with_its_replicas_and_gpus():
-    r = kvplan.disagg("llama-3.1-70b", "h100", isl=8192, osl=1024, prefill_tp=4, decode_tp=8)
+    r = kvplan.disagg("llama-3.1-70b", "h100", isl=8192, osl=1024, prefill_tp=4, decode_tp=8, speed="roofline")
     text = manifest(r, {"prefill": "vllm serve m -tp 4", "decode": None}, "vllm")
     assert "VllmPrefillWorker:\n      replicas: 2" in text and 'gpu: "4"' in text
     assert "VllmDecodeWorker:\n      replicas: 1" in text and 'gpu: "8"' in text

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvplan.cli.speed_flags import speed_line
 from kvplan.cli._common import (
     BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, WeightDtypeOpt,
     check_range, cli_errors, print_warnings, stderr,
@@ -122,6 +123,7 @@ def disagg(
                      prefill_max_model_len=pre_len, decode_max_model_len=dec_len, max_gpus=max_gpus,
                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, slo_ttft=slo_ttft,
                      slo_tpot=slo_tpot, slo_percent=slo_percent, step_overhead_s=step_overhead)
+    stderr(speed_line())  # the pools' step times: kvplan.speed's calibrated model, vLLM's coefficients
     _report(res, chosen, spec, as_json, show_manifest)
 
 

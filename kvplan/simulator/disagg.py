@@ -63,6 +63,7 @@ class Setup:
     slo_percent: float = 90.0
     step_overhead_s: float = 0.0
     means: bool = False  # isl and osl are a workload's means
+    speed: str = "calibrated"  # kvplan.speed's calibrated step times (vLLM's coefficients), or "roofline"
 
 
 @dataclass
@@ -85,7 +86,7 @@ class Result:
 
 
 def _speeds(pool: Pool, spec, hw, setup: Setup) -> Speeds:
-    return Speeds(StepTimer(sim_model(pool.plan, spec, hw, step_overhead_s=setup.step_overhead_s)))
+    return Speeds(StepTimer(sim_model(pool.plan, spec, hw, step_overhead_s=setup.step_overhead_s, speed=setup.speed)))
 
 
 def _decode_batch(pool: Pool, sp: Speeds, setup: Setup) -> tuple[int, str]:
@@ -208,7 +209,8 @@ def aggregated(res: Result, spec, hw, requests, replicas: int, pool: Pool) -> di
     (Poisson thinning keeps the rate per replica), and its figures stand for all."""
     s = res.setup
     dep = pool.plan.deployment
-    model = sim_model(pool.plan, spec, hw, max_model_len=s.decode_max_model_len, step_overhead_s=s.step_overhead_s)
+    model = sim_model(pool.plan, spec, hw, max_model_len=s.decode_max_model_len, step_overhead_s=s.step_overhead_s,
+                      speed=s.speed)
     share = [replace(r, rid=i) for i, r in enumerate(requests[::replicas])]  # the recorder indexes by rid
     rec = SimEngine(model, EngineConfig(max_num_seqs=s.max_num_seqs,
                                         max_num_batched_tokens=s.max_num_batched_tokens)).run(share)

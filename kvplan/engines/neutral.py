@@ -6,6 +6,7 @@ longest context by search over the same arithmetic.
 from __future__ import annotations
 
 from kvplan.engines.base import Capacity, Engine
+from kvplan.model.compressed import CompressedMLA
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.planning.layout import rank_request, whole_answers
 from kvplan.planning.offload import Geometry, TIERS, TierPool, TierRequest, check_kinds
@@ -43,7 +44,7 @@ class NeutralEngine(Engine):
     label = None  # reports say "engine-neutral" where an engine's label would go
     # its arithmetic is each spec's own (tokens_held, elements_per_token, state_elements): every kind
     kinds = frozenset(Kind)
-    reads_layers = frozenset({IndexedMLA, ParallelHybrid})
+    reads_layers = frozenset({IndexedMLA, ParallelHybrid, CompressedMLA})
     offload_rules = {"native": {tier: page_pool for tier in TIERS}}
 
     def capacity(self, model, dep, stages, req, st, use) -> Capacity:

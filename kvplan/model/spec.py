@@ -68,6 +68,7 @@ class Quantization:
     group_size: int = 0
     experts_only: bool = False
     kept: tuple[tuple[str, int], ...] = ()
+    experts_method: str = ""  # the routed experts' own format when it differs from `method` (DeepSeek-V4: mxfp4)
 
     def __post_init__(self):  # a catalog JSON gives lists
         object.__setattr__(self, "kept", tuple((str(r), int(c)) for r, c in self.kept))
@@ -230,7 +231,7 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
         sharded=linear_bytes(shardable, dense_method, q.group_size) + kept_sharded * plain,
         replicated=(linear_bytes(p.replicated - kr, dense_method, q.group_size)
                     + (p.router + p.other + kr) * plain),
-        experts=(linear_bytes(p.experts - p.expert_biases - ke, q.method, q.group_size)
+        experts=(linear_bytes(p.experts - p.expert_biases - ke, q.experts_method or q.method, q.group_size)
                  + (p.expert_biases + ke) * plain),
         embedding=embedding,
         lm_head=lm_head,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from fractions import Fraction
 
 from kvplan.core.dtypes import DType
 from kvplan.core.intmath import round_up
@@ -47,11 +48,15 @@ class KVProfile:
         # search many times. The memo of sequence_bytes is bounded; neither is part of eq or hash.
         tb = tuple(s.token_bytes(self.kv_dtype, self.tp) for s, _ in self.groups)
         states = sum(state_bytes(s, self.tp, self.state_dtype) * n for (s, n) in self.groups if s.state_elements(self.tp))
+        # a layer whose every sequence holds a fixed part whatever its length (DeepSeek-V4's window and
+        # compressor states: kvplan.model.compressed) and caches one entry per compress_ratio tokens
+        states += sum(s.fixed_bytes(self.kv_dtype) * n for (s, n) in self.groups if hasattr(s, "fixed_bytes"))
+        per_token = [Fraction(b * n, getattr(s, "compress_ratio", 1) or 1) for (s, n), b in zip(self.groups, tb)]
         object.__setattr__(self, "_token_bytes", tb)
         object.__setattr__(self, "_state_bytes", states)
         object.__setattr__(self, "_memo", ({}, {}))  # seq_len -> bytes: unpaged, paged
-        object.__setattr__(self, "_growth", sum(b * n for (s, n), b in zip(self.groups, tb) if not s.bounded))
-        object.__setattr__(self, "_slot", sum(b * n for (_, n), b in zip(self.groups, tb)))
+        object.__setattr__(self, "_growth", int(sum(f for (s, _), f in zip(self.groups, per_token) if not s.bounded)))
+        object.__setattr__(self, "_slot", int(sum(per_token)))
 
     def token_bytes(self, layer: LayerSpec) -> int:
         return layer.token_bytes(self.kv_dtype, self.tp)

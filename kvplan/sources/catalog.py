@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.model.compressed import CompressedMLA
 from kvplan.model.layers import (ATTENTION_FEATURES, LAYER_TYPES, FullAttention, IndexedMLA, LayerSpec, ParallelHybrid,
                            RecurrentState)
 from kvplan.model.spec import ModelSpec, ParamCounts, Quantization
@@ -70,7 +71,7 @@ def spec_to_dict(spec: ModelSpec) -> dict:
         "vocab_size": spec.vocab_size,
         "max_context": spec.max_context,
         "dtype": spec.dtype,
-        "quantization": {k: v for k, v in dataclasses.asdict(spec.quantization).items() if k != "kept" or v},
+        "quantization": {k: v for k, v in dataclasses.asdict(spec.quantization).items() if k not in ("kept", "experts_method") or v},
         "checkpoint_bytes": spec.checkpoint_bytes,
         "rope_cache_elems": spec.rope_cache_elems,
         "params": _params(spec.params),
@@ -82,6 +83,8 @@ def spec_to_dict(spec: ModelSpec) -> dict:
 
 def _layer(kind: str, run: dict) -> LayerSpec:
     """One layer spec from its catalog fields (the kinds whose spec has a subclass: IndexedMLA, ParallelHybrid)."""
+    if kind == "mla" and "compress_ratio" in run:
+        return CompressedMLA(**run)
     if kind == "mla" and "index_head_dim" in run:
         return IndexedMLA(**run)
     if kind == "full" and "attention" in run:

@@ -31,10 +31,12 @@ from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_ver
                                  opt_int, parse_version)
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
+from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
 from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.engines.vllm.settings import Settings
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
+from kvplan.model.compressed import CompressedMLA
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.core.search import largest_fitting
 from kvplan.engines import kvbm, lmcache
@@ -138,17 +140,20 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
     # -dcp C: a rank holds cdiv(len, C) of a request's tokens, so one block id (a page on each of the C
     # ranks) covers block x C of them (kv_cache_interface v0.33.0 L643-648; AttentionSpec L610-615)
     per_req = max(p.blocks_per_request(cdiv(context, dcp), st) for p in pools)
+    # DeepSeek-V4's pool prints a concurrency of its own (kvplan.engines.vllm.deepseek_v4)
+    printed = max(getattr(p, "printed_blocks_per_request", p.blocks_per_request)(cdiv(context, dcp), st) for p in pools)
     v = parse_version(st.version)
     if v < (0, 8, 0):
         conc = blocks * pool.block_size / context  # V0 / early V1: tokens / max_model_len
         tokens = blocks * pool.block_size
     else:
-        conc = blocks / per_req if per_req else 0.0
+        conc = blocks / printed if printed else 0.0
         # <= 0.20.0 multiplies the printed size by the dcp world size ("Multiplying the GPU KV cache
         # size by the dcp_world_size"); from 0.20.1 it is concurrency x max_model_len
-        tokens = ((blocks // pool.num_groups) * pool.block_size * dcp if v <= (0, 20, 0)
+        tokens = ((blocks // pool.num_groups) * getattr(pool, "report_block", pool.block_size) * dcp if v <= (0, 20, 0)
                   else int(conc * context))
-    bpt = max(sum(l.token_bytes(kv_dtype, dep.tp) for l in model.layers[a:b]) for a, b in ranges)
+    bpt = max(sum(l.token_bytes(kv_dtype, dep.tp) // getattr(l, "compress_ratio", 1) for l in model.layers[a:b])
+              for a, b in ranges)
     lines = [
         Figure("KV budget per GPU", min(budgets), "bytes"),
         Figure("block (page) size", pool.block_size, "tokens"),
@@ -161,6 +166,10 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
         Figure(f"Maximum concurrency for {context:,} tokens per request", conc, "times"),
     ]
     notes = []
+    if printed != per_req:
+        notes.append(f"vLLM prints its concurrency from {printed:,} blocks per request; the scheduler gives one "
+                     f"request {per_req:,} block ids across the {pool.num_groups} groups: {blocks / per_req:.2f} "
+                     "requests of this length fit at once")
     if any(b.kind == Kind.STATE for b in pool.buckets):
         notes.append("hybrid Mamba layout approximated (state page padded to the attention page)")
     if v >= AUTO_FIRST:
@@ -231,7 +240,7 @@ class Vllm(Engine):
     emits = True
     kinds = frozenset(BLOCKS_PER_REQUEST) | {Kind.NONE}  # its table; a layer that caches nothing takes no block
     # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer; Falcon-H1: a FullAttentionSpec and a MambaSpec
-    reads_layers = frozenset({IndexedMLA, ParallelHybrid})
+    reads_layers = frozenset({IndexedMLA, ParallelHybrid, CompressedMLA})
     supports_dp = True  # -dp: each DP rank an engine core with its own scheduler and pool
     supports_speculative = True  # --speculative-config: drafter layers in the same groups (kvplan.planning.speculative)
     kv_dtype_flags = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype
@@ -244,10 +253,22 @@ class Vllm(Engine):
 
     def check_layout(self, model, dep) -> None:
         super().check_layout(model, dep)
+        if dep.dcp > 1 and any(isinstance(layer, CompressedMLA) for layer in model.layers):
+            raise KvplanError("vLLM's DeepSeek-V4 window caches refuse decode context parallelism "
+                              "(SlidingWindowSpec asserts dcp 1)", EXIT_USAGE)
         if dep.dcp > 1:
             why = dcp_release_problem(model, self.version or self.default_version)
             if why:
                 raise KvplanError(why, EXIT_USAGE)
+
+    def check_layers(self, model) -> None:
+        """DeepSeek-V4 only in the releases kvplan reads it for (kvplan.engines.vllm.deepseek_v4)."""
+        super().check_layers(model)
+        if any(isinstance(layer, CompressedMLA) for layer in model.layers):
+            version = self.version or self.default_version
+            why = v4_release_problem(parse_version(version), version)
+            if why:
+                raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
@@ -286,6 +307,17 @@ class Vllm(Engine):
 
     def fits(self, cap: Capacity, req) -> bool:
         return cap.blocks > 0 and cap.max_concurrency >= req.batch
+
+    def answers(self, model, dep, stages, req, st: Settings, use, cap: Capacity):
+        """DeepSeek-V4: the requests the scheduler admits (block ids over all groups), not the printed concurrency
+        (kvplan.engines.vllm.deepseek_v4), which can be higher."""
+        out = super().answers(model, dep, stages, req, st, use, cap)
+        pools = stage_pools(model, dep, st, *cache_dtypes(req, model))
+        if not any(hasattr(p, "printed_blocks_per_request") for p in pools):
+            return out
+        per_req = max(p.blocks_per_request(cdiv(req.context, dep.dcp), st) for p in pools)
+        admitted = cap.blocks // per_req if per_req else 0
+        return out._replace(max_concurrency=admitted, fits=cap.blocks > 0 and admitted >= req.batch)
 
     def max_context(self, model, dep, stages, req, st: Settings, cap: Capacity) -> int:
         return max_context(model, dep, cap, req.batch, st, *cache_dtypes(req, model))

@@ -148,8 +148,11 @@ def _split(block: int, window: int, pages: list[int], mla_sizes: set[int], n_tup
     return [V4Group(block, window, tuple(sizes) * len(range(i, tuples, k))) for i in range(k)]
 
 
-def build(layers, kv_dtype, version: tuple[int, ...]) -> V4Pool:
+def build(layers, kv_dtype, version: tuple[int, ...], block: int = BLOCK) -> V4Pool:
     """vLLM's groups and bytes per block id for one rank's DeepSeek-V4 layers."""
+    if block != BLOCK:
+        raise KvplanError(f"vLLM's DeepSeek-V4 attention backend takes {BLOCK}-token blocks only "
+                          f"(DeepseekV4FlashMLASparseBackend), not {arg('block_size')} {block}", EXIT_USAGE)
     mla: list[int] = []
     sliding: dict[tuple[int, int], list[int]] = {}
     for layer in layers:

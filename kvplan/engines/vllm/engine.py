@@ -31,7 +31,7 @@ from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_ver
                                  opt_int, parse_version)
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
-from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
+from kvplan.engines.vllm.deepseek_v4 import BLOCK as V4_BLOCK, release_problem as v4_release_problem
 from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.engines.vllm.settings import Settings
 from kvplan.core.errors import EXIT_USAGE, KvplanError
@@ -111,6 +111,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     gmu = explicit.get("gpu_memory_utilization") or (0.92 if v >= (0, 20, 0) else 0.90)
     has_mla = any(layer.kind == Kind.MLA for layer in model.layers)
     block = explicit.get("block_size") or (64 if has_mla and v1 else 16)  # FlashMLA forces 64
+    if any(hasattr(layer, "compress_ratio") for layer in model.layers):  # DeepSeek-V4's sparse FlashMLA: 256 only
+        block = explicit.get("block_size") or V4_BLOCK
     mnbt, seqs = batch_defaults(v, gpu, req.context)
     mnbt = opt_int(opts, "max_num_batched_tokens", mnbt)
     # from v0.10.1 the default max_num_seqs is capped by max_num_batched_tokens (arg_utils v0.10.1 L1711)

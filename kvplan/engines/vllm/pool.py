@@ -162,7 +162,7 @@ def group_size(counts, version: tuple[int, ...]) -> int:
 
 def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Settings) -> Pool:
     if any(hasattr(layer, "compress_ratio") for layer in layers):  # DeepSeek-V4: its own groups
-        return deepseek_v4.build(layers, kv_dtype, parse_version(st.version))
+        return deepseek_v4.build(layers, kv_dtype, parse_version(st.version), st.block_size)
     specs: dict[tuple, int] = {}
     for key, _ in cache_specs(layers, tp, kv_dtype, state_dtype, st):
         specs[key] = specs.get(key, 0) + 1

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.vllm.boot import auto_note, emit_advice
-from kvplan.engines.vllm.overhead import missing_facts, overhead_terms
+from kvplan.engines.vllm.overhead import encoder_profile_bytes, missing_facts, overhead_terms
 from kvplan.engines.vllm.speculative import check_vllm, vllm_flag, vllm_pool_terms, vllm_view
 from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
@@ -32,6 +32,7 @@ from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_ver
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import BLOCK as V4_BLOCK, release_problem as v4_release_problem
+from kvplan.engines.vllm import multimodal
 from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.engines.vllm.settings import Settings
 from kvplan.core.errors import EXIT_USAGE, KvplanError
@@ -46,7 +47,7 @@ GIB = 2**30
 VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "0.20.0", "0.20.1", "0.22.0",
             "0.25.0", "0.30.0", "0.33.0")
 DEFAULT_VERSION = "0.33.0"
-OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling")
+OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling", "limit_mm_per_prompt")
 
 
 def _device_name(gpu) -> str:
@@ -126,7 +127,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
 
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
                     opt_bool(opts, "async_scheduling", True), v1, gpu,
-                    *vllm_pool_terms(model, v), eager=eager)
+                    *vllm_pool_terms(model, v), eager=eager,
+                    mm_limit=opt_int(opts, "limit_mm_per_prompt", multimodal.UNSET))
 
 
 def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,
@@ -287,7 +289,7 @@ class Vllm(Engine):
 
     def view(self, model, st: Settings):
         """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.engines.vllm.speculative)."""
-        return vllm_view(model, st.v)
+        return multimodal.without_towers(vllm_view(model, st.v), st.mm_limit)
 
     def request(self, req, st: Settings, model, dep):
         over = req.overhead_bytes if req.overhead_bytes is not None else overhead(model, dep, st)[0]
@@ -301,7 +303,8 @@ class Vllm(Engine):
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)
         cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
-        cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)))
+        cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)),
+                           lines=(*cap.lines, *multimodal.rows(model, st, encoder_profile_bytes(model, st.max_num_batched_tokens, st.v))))
         if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
             note = f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}"
             cap = cap._replace(notes=(*cap.notes, note))
@@ -364,7 +367,7 @@ class Vllm(Engine):
             args += ["--block-size", str(settings["block_size"])]
         if model.speculative is not None:
             args += vllm_flag(model.speculative)
-        return args
+        return args + multimodal.serve_flag(settings.get("mm_limit", multimodal.UNSET))
 
     def parallel_flags(self, dep, model) -> list[str]:
         """-tp / -pp per data-parallel rank, --data-parallel-size for dp, --enable-expert-parallel (its

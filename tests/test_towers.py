@@ -248,3 +248,24 @@ def test_mistral_small_31_weights_match_the_vllm_019_log():
     assert spec.params.total == 24_011_361_280 and spec.params.vision == 438_958_080
     assert any("Pixtral vision tower" in n for n in notices)
     assert abs(weight_bytes(spec).total / GIB - 44.76) / 44.76 < 0.001
+
+
+def test_pixtral_12b_in_the_llava_format():
+    # `llava` + `pixtral` (Pixtral-12B as transformers ships it): the same tower, LLaVA's projector without norm or
+    # merger, biases by LlavaConfig's default. D = 1024, I = 4096, 24 layers, P = 16, T = 5120:
+    #   patch_conv 3 x 16 x 16 x 1024 = 786,432; ln_pre 1,024; 24 x 16,779,264 = 402,702,336
+    #   linear_1 1024 x 5120 + 5120, linear_2 5120 x 5120 + 5120 = 31,467,520 -> 434,957,312
+    #   whole on every rank: 786,432 + 1,024 + 24 x 2,048 = 836,608
+    vision = {**MISTRAL3["vision_config"], "patch_size": 16, "image_size": 1024}
+    config = {"model_type": "llava", "vision_config": vision, "vision_feature_layer": -1}
+    t = towers(config, 5120)
+    assert (t.params, t.replicated) == (434_957_312, 836_608)
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import LlavaConfig, LlavaForConditionalGeneration
+
+    hf = LlavaConfig(vision_config=vision, text_config={**MISTRAL3["text_config"], "num_hidden_layers": 1},
+                     vision_feature_layer=-1)
+    with torch.device("meta"):
+        model = LlavaForConditionalGeneration(hf)
+    assert sum(p.numel() for n, p in model.named_parameters() if "vision_tower" in n or "multi_modal" in n) == t.params

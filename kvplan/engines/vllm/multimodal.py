@@ -3,7 +3,7 @@
 Read in the v0.20.0 wheel (the same code in v0.22.0 and v0.25.0):
   * `model_executor/models/interfaces.py` `SupportsMultiModal._mark_tower_model`: a tower's modules are not
     built ("automatically skipped") when `--limit-mm-per-prompt` is 0 for every modality of the tower; the
-    towers kvplan counts for an image-only architecture (`IMAGE_ONLY`: Gemma 3, Mistral 3 with Pixtral,
+    towers kvplan counts for an image-only architecture (`IMAGE_ONLY`: Gemma 3, Mistral 3 and LLaVA with Pixtral,
     Llama 4 build theirs under `_mark_tower_model(vllm_config, "image")`) are then neither loaded nor
     profiled. A tower that also serves video or audio (Qwen3.5, Gemma 4) needs every modality at 0, which
     one images-per-prompt number does not say: refused.
@@ -22,7 +22,8 @@ import dataclasses
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.base import Figure
 
-IMAGE_ONLY = {"Gemma3ForConditionalGeneration", "Mistral3ForConditionalGeneration", "Llama4ForConditionalGeneration"}
+IMAGE_ONLY = {"Gemma3ForConditionalGeneration", "Mistral3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+              "LlavaForConditionalGeneration"}
 UNSET = -1  # vLLM's default limits (every supported modality allowed)
 
 

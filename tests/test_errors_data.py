@@ -24,6 +24,7 @@ ENGINE_FLAGS = {
     "engines/vllm/cache_dtype.py": {"--kv-cache-dtype"},
     "engines/emit.py": {"--dtype", "--quantization"},  # vLLM's and SGLang's weight flags
     "engines/vllm/speculative.py": {"--speculative-config"},  # vLLM's, emitted
+    "engines/vllm/multimodal.py": {"--limit-mm-per-prompt"},  # vLLM's, emitted
     "planning/deploy.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "validate/shard.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "readers/families/mimo_v2.py": {"--kv-cache-dtype"},  # what vLLM's model ignores

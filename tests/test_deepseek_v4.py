@@ -152,3 +152,27 @@ def test_refusals_name_their_reason():
         flash(compress_ratios=[0, 2] * 22)
     with pytest.raises(KvplanError, match="fp8"):
         build(flash().layers, BF16, parse_version("0.22.0"))
+
+
+PRO = Path(__file__).parent / "fixtures" / "families" / "deepseek-v4-pro-nvfp4.json"
+
+
+def test_v4_pro_parameters_and_vllm_pool():
+    # DeepSeek-V4-Pro's shape (NVIDIA's NVFP4 checkpoint config): 61 layers, compress_ratios 128, 128, then 4 and
+    # 128 alternating, 4 at layer 60: 30 layers of ratio 4, 31 of ratio 128, none window-only.
+    spec, _ = spec_from_config(json.loads(PRO.read_text()), "deepseek-v4-pro")
+    ratios = [layer.compress_ratio for layer in spec.layers]
+    assert (ratios.count(4), ratios.count(128), ratios.count(1)) == (30, 31, 0)
+    # DeepSeek's model card: 1.6T parameters, 49B activated (between kvplan's count without the embedding and LM
+    # head, 47.9B, and with them, 49.8B)
+    p = spec.params
+    assert round(p.total / 1e11) == 16
+    assert p.active - p.embedding - p.lm_head < 49e9 < p.active
+    # vLLM: tuples per group MLA 31, window 61, ratio-4 states 30, ratio-128 states 31; _approximate_gcd from 31:
+    # d = 31 pads 0 + 1 + 1 + 0 = 2 -> N = 31; the window group splits in two (31 + 30): 5 groups.
+    # (37,440 + 8,640 + 1,728) x 31 = 1,482,048 B per block id up to 0.22.0; packed (0.25.0):
+    # 37,440 x 31 + 8,640 x 30 + 1,728 x 31 = 1,473,408
+    pool = build(spec.layers, FP8, parse_version("0.22.0"))
+    assert sorted(len(g.pages) for g in pool.groups) == [30, 31, 31, 60, 91]
+    assert pool.bytes_per_block == 47_808 * 31 == 1_482_048
+    assert build(spec.layers, FP8, parse_version("0.25.0")).bytes_per_block == 1_473_408

@@ -1,6 +1,6 @@
-"""vLLM's block pool for DeepSeek-V4 (kvplan.model.compressed.CompressedMLA layers): five kv-cache groups of padded pages.
+"""vLLM's block pool for DeepSeek-V4 (kvplan.model.compressed.CompressedMLA): five kv-cache groups of padded pages.
 
-Read in the v0.20.0, v0.22.0 and v0.25.0 wheels (DeepSeek-V4 landed in v0.20.0, vllm-project/vllm#40860;
+Read in the v0.20.0, v0.20.1, v0.22.0 and v0.25.0 wheels (DeepSeek-V4 landed in v0.20.0, vllm-project/vllm#40860;
 the functions below are the same in the three but for the allocator, "tuple" up to v0.22.0 and "packed" in
 v0.25.0). Releases before v0.20.0 have no DeepSeek-V4; v0.30.0 and later reworked these specs
 (tokens_per_state, state_content_bytes) and are not restated: both are refused (`release_problem`).

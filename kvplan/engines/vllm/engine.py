@@ -303,8 +303,9 @@ class Vllm(Engine):
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)
         cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
+        encoder = encoder_profile_bytes(model, st.max_num_batched_tokens, st.v)
         cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)),
-                           lines=(*cap.lines, *multimodal.rows(model, st, encoder_profile_bytes(model, st.max_num_batched_tokens, st.v))))
+                           lines=(*cap.lines, *multimodal.rows(model, st, encoder)))
         if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
             note = f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}"
             cap = cap._replace(notes=(*cap.notes, note))

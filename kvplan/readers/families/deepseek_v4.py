@@ -65,7 +65,8 @@ def read_layers(cfg, n: int) -> list[CompressedMLA]:
 def _attention(cfg, g: dict, layer: CompressedMLA) -> tuple[int, int, int]:
     """(quantized linear, of them replicated, 16-bit small) parameters of one layer's attention."""
     d, h, hd = g["hidden"], g["heads"], layer.head_dim
-    ql, groups, ol = cfg.int("q_lora_rank", limit="hidden_size"), cfg.int("o_groups", limit="num_attention_heads"), cfg.int("o_lora_rank", limit="hidden_size")
+    ql, ol = cfg.int("q_lora_rank", limit="hidden_size"), cfg.int("o_lora_rank", limit="hidden_size")
+    groups = cfg.int("o_groups", limit="num_attention_heads")
     if (h * hd) % groups:
         raise KvplanError(f"{cfg.where}: o_groups {groups} does not divide the {h} x {hd} attention outputs", EXIT_USAGE)
     replicated = d * (ql + hd)

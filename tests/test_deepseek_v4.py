@@ -176,3 +176,13 @@ def test_v4_pro_parameters_and_vllm_pool():
     assert sorted(len(g.pages) for g in pool.groups) == [30, 31, 31, 60, 91]
     assert pool.bytes_per_block == 47_808 * 31 == 1_482_048
     assert build(spec.layers, FP8, parse_version("0.25.0")).bytes_per_block == 1_473_408
+
+
+def test_models_check_says_why_it_does_not_compare_deepseek_v4(kvplan_home):
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    r = CliRunner().invoke(app, ["models", "check", str(FIX)])
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert "not compared" in r.stderr.strip().splitlines()[-1]

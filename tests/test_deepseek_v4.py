@@ -186,3 +186,25 @@ def test_models_check_says_why_it_does_not_compare_deepseek_v4(kvplan_home):
     r = CliRunner().invoke(app, ["models", "check", str(FIX)])
     assert r.exit_code != 0 and "Traceback" not in r.output
     assert "not compared" in r.stderr.strip().splitlines()[-1]
+
+
+def test_vllm_025_start_up_check_binds_the_longest_context(kvplan_home):
+    # One byte below what vLLM 0.22's check needs for 13,528 tokens (5,554 block ids x 1,051,776 B, above):
+    # 5,841,563,903 // 1,051,776 = 5,553 block ids, so no 13,528-token request. vLLM 0.25.0 packs the same pool
+    # into 1,039,680-byte block ids (5,618 of them) but its start-up check still charges 1,051,776 B per block
+    # id of one request (_max_memory_usage_bytes_from_groups): the longest context is the same under both.
+    assert build(flash().layers, FP8, parse_version("0.25.0")).startup_bytes_per_block == 1_051_776
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    out = {}
+    for version in ("0.22.0", "0.25.0"):
+        r = CliRunner().invoke(app, ["fit", "deepseek-v4-flash", "--gpu", "h200", "--gpus", "8", "--tp", "8",
+                                     "--kv-dtype", "fp8", "--engine", "vllm", "--engine-version", version,
+                                     "--engine-opt", "max_num_batched_tokens=16384",
+                                     "--kv-cache-memory", "5841563903", "--ctx", "8192", "--json"])
+        assert r.exit_code == 0, r.output
+        out[version] = json.loads(r.stdout)
+    assert (out["0.22.0"]["engine"]["blocks"], out["0.25.0"]["engine"]["blocks"]) == (5_553, 5_618)
+    assert out["0.22.0"]["max_context"] == out["0.25.0"]["max_context"] < 13_528

@@ -23,6 +23,10 @@ smallest MLA page size not below them and the group is split into cdiv(its tuple
 MLA group's distinct page sizes) x (the longest page-size bucket of any group); v0.25.0
 `_get_kv_cache_config_packed`: sum over page sizes of size x its most slots in one group.
 
+vLLM starts only when one request of max_model_len fits the start-up check, which charges (sum of the MLA
+page sizes) x (the most layer tuples of a group) per block id (`_max_memory_usage_bytes_from_groups`): the
+tuple allocator's bytes per block id, 1.2% above the packed one for DeepSeek-V4-Flash in v0.25.0.
+
 A request of n tokens takes, in each group, max over its specs of cdiv(max_memory_usage_bytes, page):
 cdiv(n, 256) for the MLA group, cdiv(min(window - 1 + T, n), block) + 1 for a sliding group (T =
 max_num_batched_tokens); the groups draw from one pool, so its block ids are the sum. vLLM's printed
@@ -76,6 +80,9 @@ class V4Pool:
 
     groups: tuple[V4Group, ...]
     bytes_per_block: int
+    # what vLLM's start-up check charges per block id (_max_memory_usage_bytes_from_groups: the latent page sizes
+    # x the most layer tuples of a group); equal to bytes_per_block up to 0.22.0, above it once packed (0.25.0)
+    startup_bytes_per_block: int = 0
     block_size: int = BLOCK
     buckets: tuple = ()  # no Mamba state buckets
     uniform: bool = False
@@ -170,8 +177,6 @@ def build(layers, kv_dtype, version: tuple[int, ...], block: int = BLOCK) -> V4P
     for (block, window), pages in sliding.items():
         groups += _split(block, window, pages, sizes, n_tuples)
     by_size = [Counter(g.pages) for g in groups]
-    if version >= PACKED:
-        per_block = sum(ps * max(c.get(ps, 0) for c in by_size) for ps in sizes)
-    else:
-        per_block = sum(sizes) * max(n for c in by_size for n in c.values())
-    return V4Pool(tuple(groups), per_block)
+    startup = sum(sizes) * max(n for c in by_size for n in c.values())
+    per_block = sum(ps * max(c.get(ps, 0) for c in by_size) for ps in sizes) if version >= PACKED else startup
+    return V4Pool(tuple(groups), per_block, startup)

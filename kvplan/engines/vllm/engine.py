@@ -203,7 +203,10 @@ def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, s
     pools = stage_pools(model, dep, st, kv_dtype, state_dtype)
 
     def fits(n: int) -> bool:
-        return all(batch * p.blocks_per_request(cdiv(n, dep.dcp), st) <= cap.blocks for p in pools)
+        # DeepSeek-V4: vLLM's start-up check charges one request more than the packed pool's blocks
+        return all(batch * p.blocks_per_request(cdiv(n, dep.dcp), st) <= cap.blocks
+                   and p.blocks_per_request(n, st) * getattr(p, "startup_bytes_per_block", 0) <= cap.kv_memory_bytes
+                   for p in pools)
 
     return max(0, largest_fitting(fits, model.max_context))
 

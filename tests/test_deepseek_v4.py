@@ -199,12 +199,18 @@ def test_vllm_025_start_up_check_binds_the_longest_context(kvplan_home):
     from kvplan.cli import app
 
     out = {}
-    for version in ("0.22.0", "0.25.0"):
+    for version in ("0.22.0", "0.25.0", "0.22.0+1"):
+        release, budget = version.split("+")[0], 5_841_563_903 + ("+" in version)
         r = CliRunner().invoke(app, ["fit", "deepseek-v4-flash", "--gpu", "h200", "--gpus", "8", "--tp", "8",
-                                     "--kv-dtype", "fp8", "--engine", "vllm", "--engine-version", version,
+                                     "--kv-dtype", "fp8", "--engine", "vllm", "--engine-version", release,
                                      "--engine-opt", "max_num_batched_tokens=16384",
-                                     "--kv-cache-memory", "5841563903", "--ctx", "8192", "--json"])
+                                     "--kv-cache-memory", str(budget), "--ctx", "8192", "--json"])
         assert r.exit_code == 0, r.output
         out[version] = json.loads(r.stdout)
     assert (out["0.22.0"]["engine"]["blocks"], out["0.25.0"]["engine"]["blocks"]) == (5_553, 5_618)
     assert out["0.22.0"]["max_context"] == out["0.25.0"]["max_context"] < 13_528
+    for version, plan in out.items():  # --max-model-len auto: the same start-up check
+        auto = {f["label"]: f["value"] for f in plan["engine"]["figures"]}["--max-model-len auto sets"]
+        assert auto == plan["max_context"], version
+    # one byte more and 13,528 tokens fit: the length vLLM 0.22 estimated in vllm-project/vllm#44376
+    assert out["0.22.0+1"]["max_context"] == 13_528

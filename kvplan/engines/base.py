@@ -17,6 +17,7 @@ The engine-neutral planner (kvplan.engines.neutral) is the default engine.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
@@ -24,6 +25,7 @@ from kvplan.hardware.facts import assumed_fact
 from kvplan.planning.layout import rank_request, vllm_placement, whole_answers
 from kvplan.planning.plan import (Answers, Plan, PlanWarning, Request, Stage, Usage, assemble, budgets,
                                   gpu_budget, paged_max_context, prepare, usage)
+from kvplan.planning.plan import as_loaded
 from kvplan.engines.registry import emitters, engine_class, engine_names
 from kvplan.planning.profile import PAGED
 from kvplan.planning.speculative import check_deployment
@@ -186,17 +188,39 @@ class Engine:
         self.check_layout(model, dep)
         st = self.settings(model, gpu, dep, req)
         view = self.view(model, st)
-        r = self.request(req, st, view, dep)
+        r, lora_notes = self.with_lora(view, dep, self.request(req, st, view, dep), st)
         one = rank_request(r, dep)  # one data-parallel rank: its share of the requests, its own pool
         prep = prepare(view, dep, one, self.rules(st), step_tokens=r.batch, placement=self.placement(view, dep, gpu))
+        prep = as_loaded(prep, self.loaded_extra(view, dep, st), dep)
         budget = gpu_budget(gpu, one)
         stages = self.budget(budgets(prep, budget, one), one, st)
         use = usage(stages, one)
         cap = self.capacity(view, dep, stages, one, st, use)
+        cap = cap._replace(notes=(*cap.notes, *lora_notes)) if lora_notes else cap
         ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep, self.dcp_tokens_whole)
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name,
                         assumed=self.assumptions(view, gpu, dep, st))
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
+
+    def loaded_extra(self, model, dep, st) -> int:
+        """Bytes per GPU this engine's loading adds to the checkpoint's weights (kernel repacking and padding,
+        tables built in the model's constructor), booked as weights so a plan's weights are what the engine
+        reports loading. The default engine loads the checkpoint as stored."""
+        return 0
+
+    def with_lora(self, model, dep, req: Request, st) -> tuple[Request, tuple[str, ...]]:
+        """`req` with the bytes per GPU this engine reserves for its LoRA adapters (req.lora), and notes."""
+        if req.lora is None:
+            return req, ()
+        size, notes = self.lora_price(model, dep, req.lora, st)
+        return replace(req, lora_bytes=size), notes
+
+    def lora_price(self, model, dep, lora, st) -> tuple[int, tuple[str, ...]]:
+        """(bytes per GPU, notes) of `lora` (kvplan.planning.lora.LoraRequest) as this engine reserves it
+        (kvplan.engines.lora); an engine that has not read its LoRA allocation refuses."""
+        priced = _engines_that(lambda cls: cls.lora_price is not Engine.lora_price)
+        raise KvplanError(f"{self.name} has no LoRA pricing in kvplan; use {priced.removesuffix(' or ')}",
+                          EXIT_USAGE, param="lora", value=lora.text)
 
     def assumptions(self, model, gpu, dep, st) -> tuple:
         """Plan warnings (kvplan.planning.plan.PlanWarning) for the hardware facts this engine's rules read on

@@ -36,11 +36,13 @@ class Deployment:
 
 
 def split_layers(n: int, pp: int) -> list[tuple[int, int]]:
-    """Contiguous [start, end) layer ranges for pp stages, the remainder spread over the first ones."""
+    """Contiguous [start, end) layer ranges for pp stages as vLLM and SGLang cut them (`get_pp_indices`,
+    vllm/distributed/utils.py; sglang/srt/distributed/utils.py): n // pp each, the remainder one layer
+    apiece to the stages before the last, from the second-to-last backwards (61 layers over 4: 15, 15, 16, 15)."""
     base, extra = divmod(n, pp)
     out, start = [], 0
     for i in range(pp):
-        end = start + base + (1 if i < extra else 0)
+        end = start + base + (1 if pp - 1 - extra <= i < pp - 1 else 0)
         out.append((start, end))
         start = end
     return out

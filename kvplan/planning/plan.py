@@ -22,7 +22,8 @@ from kvplan.planning.deploy import Deployment, split_layers, validate_deployment
 from kvplan.core.dtypes import DType, canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.planning.layout import DcpRules, per_rank_batch, rank_weights, replicated_kv_proj_bytes, vllm_placement
-from kvplan.model.spec import ModelSpec, weight_bytes
+from kvplan.model.spec import ModelSpec, own_format, override_note, weight_bytes
+from kvplan.readers.mlp_layout import ffn_kinds
 from kvplan.planning.profile import PAGED, KVProfile, kv_profile
 from kvplan.core.search import largest_fitting
 
@@ -48,6 +49,8 @@ class Request:
     overhead_bytes: int | None = None  # per GPU; None: estimated
     kv_cache_memory_bytes: int | None = None  # per GPU; exact KV budget, skips the estimate
     context_from_model: bool = False  # no context asked for: `context` is the model's own limit
+    lora: object = None  # kvplan.planning.lora.LoraRequest: adapters the engine keeps room for; None: no LoRA
+    lora_bytes: int = 0  # per GPU, what the engine reserves for them (kvplan.engines.lora), beside the overhead
 
 
 class Stage(NamedTuple):
@@ -209,7 +212,7 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_t
         raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
     kv_dtype, state_dtype = cache_dtypes(req, model)
     wb = weight_bytes(model, req.weight_dtype)
-    if req.weight_dtype is None and model.checkpoint_bytes and wb.total:
+    if own_format(model, req.weight_dtype) and model.checkpoint_bytes and wb.total:
         scale = model.checkpoint_bytes / wb.total  # exact published bytes, split as computed
     else:
         scale = 1.0
@@ -221,14 +224,36 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_t
     if dep.dcp > 1:
         rules = DcpRules(rules, dep.dcp)
     place = placement or vllm_placement(dep.tp, dep.dp)
+    kinds = ffn_kinds(model, model.num_layers) if dep.pp > 1 and p.num_experts else []
+    if kinds.count("moe") != p.num_moe_layers or not p.num_moe_layers:
+        kinds = []  # a layout the reader does not place: every layer alike
     for i, (start, end) in enumerate(split_layers(model.num_layers, dep.pp)):
         frac = (end - start) / model.num_layers
         kv_extra = replicated_kv_proj_bytes(model, wb, model.layers[start:end], dep.tp)
-        resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, place, touched, kv_extra)
+        mix = _stage_mix(kinds, start, end)
+        resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, place, touched, kv_extra, mix)
         prof = kv_profile(model.layers[start:end], dep.tp, kv_dtype, state_dtype, req.block_size, rules)
         parts.append(StagePrep((start, end), int(resident * scale), int(read * scale), prof))
     weight_total = model.checkpoint_bytes if scale != 1.0 else wb.total
     return Prepared(weight_total, overhead, tuple(parts))
+
+
+def _stage_mix(kinds: list[str], start: int, end: int) -> tuple[float, float] | None:
+    """(the stage's share of the dense-MLP layers, of the MoE layers), or None where every layer is alike."""
+    if not kinds:
+        return None
+    dense, moe = kinds.count("dense"), kinds.count("moe")
+    part = kinds[start:end]
+    return (part.count("dense") / dense if dense else 0.0, part.count("moe") / moe)
+
+
+def as_loaded(prep: Prepared, extra: int, dep: Deployment) -> Prepared:
+    """`prep` with `extra` bytes per GPU an engine's loading adds to the checkpoint (Engine.loaded_extra):
+    on every stage's rank, and on every rank of one replica in the whole-model total."""
+    if not extra:
+        return prep
+    return prep._replace(weight_bytes=prep.weight_bytes + extra * dep.tp * dep.pp,
+                         stages=tuple(s._replace(weight_bytes=s.weight_bytes + extra) for s in prep.stages))
 
 
 def gpu_budget(gpu, req: Request) -> int:
@@ -242,7 +267,7 @@ def budgets(prep: Prepared, budget: int, req: Request) -> tuple[Stage, ...]:
     over = prep.overhead_bytes
     out = []
     for s in prep.stages:
-        kv = exact if exact is not None else budget - s.weight_bytes - over
+        kv = exact if exact is not None else budget - s.weight_bytes - over - req.lora_bytes
         out.append(Stage(s.layers, s.weight_bytes, s.weight_read_bytes, over, kv, s.profile))
     return tuple(out)
 
@@ -332,8 +357,11 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         fits, conc = False, 0
     if not use.room:
         warnings.append(PlanWarning("the weights and overhead leave no memory for the KV cache"))
+    replaced = override_note(model, req.weight_dtype)
+    if replaced:  # a dtype flag never re-plans a checkpoint silently (issue 22: int4 group 32 planned at 128)
+        warnings.append(PlanWarning(f"weights planned as {replaced} ({{}} in all)", (prep.weight_bytes,), ("GiB",)))
     if req.kv_cache_memory_bytes is not None:
-        need = max(s.weight_bytes + s.overhead_bytes + s.kv_memory_bytes for s in stages)
+        need = max(s.weight_bytes + s.overhead_bytes + s.kv_memory_bytes for s in stages) + req.lora_bytes
         if need > usable:
             fits, conc = False, 0
             warnings.append(PlanWarning("weights + overhead + the given KV budget ({}) exceed the GPU's usable "
@@ -341,6 +369,11 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
     if getattr(gpu, "memory_usable_above_torch", False):  # a profile's data field (kvplan/hardware/profiles/README.md)
         warnings.append(PlanWarning("the GPU's {} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
                                     "see 0.46-1.05 GiB less, so the KV room is an upper bound", (usable,), ("GiB",)))
+    if getattr(gpu, "memory_unified", False):  # a profile's data field (kvplan/hardware/profiles/README.md)
+        warnings.append(PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory): what the OS, "
+                                    "its page cache and other processes hold comes out of the same pool, and an "
+                                    "engine refuses to start when its utilisation share is not free",
+                                    (usable,), ("GiB",)))
     warnings += assumed
     step = use.step_bytes / gpu.bandwidth_bytes_per_s
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy); dcp stripes it

@@ -71,7 +71,8 @@ def spec_to_dict(spec: ModelSpec) -> dict:
         "vocab_size": spec.vocab_size,
         "max_context": spec.max_context,
         "dtype": spec.dtype,
-        "quantization": {k: v for k, v in dataclasses.asdict(spec.quantization).items() if k not in ("kept", "experts_method") or v},
+        "quantization": {k: v for k, v in dataclasses.asdict(spec.quantization).items()
+                         if k in ("method", "group_size", "experts_only") or v},
         "checkpoint_bytes": spec.checkpoint_bytes,
         "rope_cache_elems": spec.rope_cache_elems,
         "params": _params(spec.params),

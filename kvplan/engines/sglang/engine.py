@@ -21,8 +21,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes, sglang_flags as sglang_lora_flags
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.sglang import layout as sglang_layout
+from kvplan.engines.sglang import loaded as sglang_loaded
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
@@ -56,6 +58,7 @@ class Settings:
     page_size: int
     swa_full_tokens_ratio: float
     init_bytes: int  # memory in use before the weights load (estimate)
+    loaded_extra: int = 0  # bytes per GPU loading adds to the checkpoint (kvplan.engines.sglang.loaded)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -147,7 +150,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"SGLang has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
     init = INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1
-    return Settings(version, float(frac), chunked, page, ratio, init)
+    return Settings(version, float(frac), chunked, page, ratio, init, sglang_loaded.loaded_extra(model, gpu))
 
 
 def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
@@ -277,12 +280,20 @@ class Sglang(Engine):
         dpa = dp_attention(model, dep, self.opts)
         return sglang_layout.placement(model, gpu, dep, self.opts, self.version or self.default_version, dpa)
 
+    def loaded_extra(self, model, dep, st: Settings) -> int:
+        """The RoPE tables SGLang builds while loading (kvplan.engines.sglang.loaded): in "mem usage"."""
+        return st.loaded_extra
+
     def request(self, req, st: Settings, model, dep):
         # rest = free_before x fraction - weights, with free_before = total - init: as the planner's
         # "usable x utilisation - weights - overhead" with overhead = init x fraction.
         over = req.overhead_bytes if req.overhead_bytes is not None else int(st.init_bytes * st.mem_fraction_static)
         return dataclasses.replace(req, gpu_memory_utilization=st.mem_fraction_static, block_size=st.page_size,
                                    overhead_bytes=over)
+
+    def lora_price(self, model, dep, lora, st: Settings):
+        """--max-loras-per-batch x --max-lora-rank buffers of the LoRA memory pool (kvplan.engines.lora)."""
+        return sglang_lora_bytes(model, dep, lora)
 
     def rules(self, st: Settings) -> SglangRules:
         return SglangRules(st.page_size, parse_version(st.version) >= (0, 5, 0))
@@ -322,6 +333,8 @@ class Sglang(Engine):
             args += ["--kv-cache-dtype", kv]
         if settings["page_size"] != 1:
             args += ["--page-size", str(settings["page_size"])]
+        if r.lora is not None:
+            args += sglang_lora_flags(r.lora)
         return args
 
     def parallel_flags(self, dep, model) -> list[str]:

@@ -41,6 +41,7 @@ from kvplan.model.compressed import CompressedMLA
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.core.search import largest_fitting
 from kvplan.engines import kvbm, lmcache
+from kvplan.engines.lora import vllm_bytes as lora_bytes, vllm_flags as lora_flags
 from kvplan.engines.vllm.offload import cpu_pool as vllm_cpu_pool
 
 GIB = 2**30
@@ -294,11 +295,22 @@ class Vllm(Engine):
         """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.engines.vllm.speculative)."""
         return multimodal.without_towers(vllm_view(model, st.v), st.mm_limit)
 
+    def loaded_extra(self, model, dep, st: Settings) -> int:
+        """What "Model loading took" holds beyond the checkpoint: MXFP4 experts padded for the kernel, NVFP4 block
+        scales swizzled on Blackwell, the RoPE cos/sin tables (kvplan.engines.vllm.overhead, `weights_repack`)."""
+        return overhead(model, dep, st)[1]["weights_repack"]
+
     def request(self, req, st: Settings, model, dep):
-        over = req.overhead_bytes if req.overhead_bytes is not None else overhead(model, dep, st)[0]
+        # the non-KV memory besides the weights: the repacking is booked as weights (loaded_extra)
+        total, parts = overhead(model, dep, st)
+        over = req.overhead_bytes if req.overhead_bytes is not None else total - parts["weights_repack"]
         req = vllm_cache_dtype.as_cached(req, model)  # MiMo-V2-Flash: the model's own dtype
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)
+
+    def lora_price(self, model, dep, lora, st: Settings):
+        """--max-loras x --max-lora-rank slots on the wrapped projections, by release (kvplan.engines.lora)."""
+        return lora_bytes(model, dep, lora, st.version)
 
     def rules(self, st: Settings) -> VllmRules:
         return VllmRules.of(st)
@@ -371,6 +383,8 @@ class Vllm(Engine):
             args += ["--block-size", str(settings["block_size"])]
         if model.speculative is not None:
             args += vllm_flag(model.speculative)
+        if r.lora is not None:
+            args += lora_flags(r.lora, settings["version"])
         return args + multimodal.serve_flag(settings.get("mm_limit", multimodal.UNSET))
 
     def parallel_flags(self, dep, model) -> list[str]:

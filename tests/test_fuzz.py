@@ -165,6 +165,9 @@ BASE_COMMANDS = [
     ["cheapest", "llama-3.1-8b", "-n", "16", "--ctx", "8k", "--gpu", "h100,l40s", "--max-gpus", "8"],
     ["models", "show", "qwen3-8b"],
     ["gpus", "--json"],
+    ["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "4k", "--osl", "512", "--prefill-tp", "1", "--decode-tp", "2"],
+    ["disagg", "qwen3-8b", "--gpu", "l40s", "--isl", "2k", "--osl", "256", "--qps", "4", "--duration", "5",
+     "--max-gpus", "4", "--link", "roce-400g"],
 ]
 
 
@@ -187,7 +190,37 @@ def _flags_case(rng: random.Random) -> Case:
     return Case(args, {})
 
 
-TARGETS = {"logs": _log_case, "profiles": _profile_case, "prices": _prices_case, "flags": _flags_case}
+BENCH = sorted(p for p in (REPO / "tests" / "fixtures" / "bench").iterdir() if p.name != "SOURCES.md")
+
+
+def _bench_case(rng: random.Random) -> Case:
+    """check-bench on a mutated published benchmark result (each case simulates its load: fewer cases)."""
+    src = rng.choice(BENCH)
+    flags = []
+    for opt, values in (("--model", ["llama-3.1-8b", "qwen3-0.6b", "gpt-oss-20b", "nope"]),
+                        ("--gpu", ["h100", "l40s", "rtx-4090", "nope"]), ("--tp", ["1", "2", "0", "-3"]),
+                        ("--input-len", ["1", "512", "0", "99999999"]), ("--output-len", ["1", "64", "-1"]),
+                        ("--engine", ["vllm", "sglang", "trtllm", "llama.cpp", "x"])):
+        if rng.random() < (0.7 if opt in ("--model", "--gpu") else 0.15):
+            flags += [opt, rng.choice(values)]
+    if rng.random() < 0.3:
+        flags.append("--json")
+    return Case(["check-bench", "{tmp}/case" + src.suffix, *flags], {"case" + src.suffix: mutated(src.read_text(), rng)})
+
+
+
+LINKS = sorted((REPO / "kvplan" / "hardware" / "links").glob("*.yaml"))
+
+
+def _link_case(rng: random.Random) -> Case:
+    text = mutated(rng.choice(LINKS).read_text(), rng)
+    return Case(["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "4k", "--osl", "512", "--link", "{tmp}/link.yaml"],
+                {"link.yaml": text})
+
+
+TARGETS = {"logs": _log_case, "profiles": _profile_case, "prices": _prices_case, "flags": _flags_case,
+           "bench": _bench_case, "links": _link_case}
+COUNT = {"bench": max(5, CASES // 3)}  # a bench case runs a simulation (about 0.3 s): a third as many
 
 
 def fuzz_case(target: str, seed: int, i: int) -> Case:
@@ -216,7 +249,7 @@ def test_fuzz_never_an_internal_error(target, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a mutated model name must not reach the network
     monkeypatch.chdir(tmp_path)  # a mutated output flag writes here, never into the checkout
     failures = []
-    for i in range(CASES):
+    for i in range(COUNT.get(target, CASES)):
         case = fuzz_case(target, SEED, i)
         case_dir = tmp_path / f"c{i}"
         case_dir.mkdir()

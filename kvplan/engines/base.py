@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.context import neutral_rule
 from kvplan.hardware.facts import assumed_fact
 from kvplan.planning.layout import rank_request, vllm_placement, whole_answers
 from kvplan.planning.plan import (Answers, Plan, PlanWarning, Request, Stage, Usage, assemble, budgets,
@@ -159,6 +160,11 @@ class Engine:
 
     def max_context(self, model, dep, stages, req: Request, st, cap: Capacity) -> int:
         return paged_max_context(stages, req.batch, model.max_context)
+
+    def context_limit(self, model):
+        """The longest request this engine accepts for `model` (kvplan.engines.context.ContextLimit): kvplan's
+        own rule (vLLM's current derivation) unless the engine derives it otherwise."""
+        return neutral_rule(model)
 
     def settings_dict(self, st, model, dep, req: Request) -> dict:
         """The settings as fit --json reports them."""

@@ -84,6 +84,20 @@ class Quantization:
 
 
 @dataclass(frozen=True)
+class RopeScaling:
+    """A config's `rope_scaling` (transformers 5: `rope_parameters`) as engines read it to derive the
+    context limit (kvplan.engines.context): the type, its factor, the positions it scales from
+    (`original_max_position_embeddings` inside it), and the config's top-level
+    `original_max_position_embeddings` (Phi-3's LongRoPE, read by vLLM for its default length)."""
+
+    kind: str = "default"
+    factor: float = 1.0  # 1.0 where the config gives none
+    original: int = 0  # rope_scaling's original_max_position_embeddings; 0: not given
+    top_original: int = 0  # the config's own top-level original_max_position_embeddings; 0: not given
+    prescaled: bool = False  # the family's positions already count the factor (Gemma 3, whose factor vLLM skips)
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     layers: tuple[LayerSpec, ...]
@@ -97,6 +111,10 @@ class ModelSpec:
     quantization: Quantization = field(default_factory=Quantization)
     checkpoint_bytes: int | None = None  # exact tensor bytes of the published checkpoint, when known
     rope_cache_elems: int = 0  # RoPE cos/sin table elements an engine precomputes (kvplan.readers.rope)
+    rope_scaling: RopeScaling | None = None  # None: the config has none (kvplan.readers.rope.read_rope_scaling)
+    # How `max_context` was set when an engine's rule or --max-model-len changed it (kvplan.engines.context),
+    # in words; "": the config's own position count.
+    context_rule: str = ""
     family: str = ""
     architecture: str = ""
     hf_repo: str | None = None

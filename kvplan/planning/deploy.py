@@ -75,10 +75,11 @@ def deployment_for_gpus(model, gpus: int) -> Deployment | None:
     return None
 
 
-def candidate_deployments(model, max_gpus: int = MAX_SEARCH_GPUS) -> list[Deployment]:
-    """Valid deployments in the order a person would try them: fewest GPUs, then tp before pp."""
+def candidate_deployments(model, max_gpus: int = MAX_SEARCH_GPUS, counts=SEARCH_COUNTS) -> list[Deployment]:
+    """Valid deployments of `counts` GPUs (default: powers of two) in the order a person would try them:
+    fewest GPUs, then tp before pp."""
     out = []
-    for gpus in SEARCH_COUNTS:
+    for gpus in counts:
         if gpus > max_gpus:
             break
         dep = deployment_for_gpus(model, gpus)

@@ -100,6 +100,17 @@ class Plan:
     bandwidth_bytes_per_s: int
     stages: tuple[Stage, ...] = field(repr=False, default=())
     warnings: tuple[PlanWarning, ...] = ()
+    context_limit: int = 0  # the longest request the model (as the engine derives it) accepts; 0: unknown
+
+    @property
+    def binds(self) -> str | None:
+        """What stops the plan from fitting: "context limit" (the request is longer than the model's
+        limit, whatever the memory), "memory", or None when it fits."""
+        if self.fits:
+            return None
+        if self.context_limit and self.request.context > self.context_limit:
+            return "context limit"
+        return "memory"
 
     @property
     def kv_used_bytes_per_gpu(self) -> int:
@@ -352,7 +363,8 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
     warnings = []
     fits, conc, max_ctx = ans.fits, ans.max_concurrency, ans.max_context  # max_ctx: for the budget as given
     if req.context > model.max_context:
-        warnings.append(PlanWarning("context {} exceeds the model's max_position_embeddings ({})",
+        warnings.append(PlanWarning("context {} exceeds the model's context limit ({}): the limit binds, not "
+                                    "memory" + (f" ({model.context_rule})" if model.context_rule else ""),
                                     (req.context, model.max_context), ("count", "count")))
         fits, conc = False, 0
     if not use.room:
@@ -390,6 +402,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         max_context=max_ctx, max_context_limited_by="model" if max_ctx == model.max_context else "memory",
         fits=fits, decode_step_seconds=step, decode_tokens_per_second=req.batch / step if step > 0 else 0.0,
         bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s, stages=stages, warnings=tuple(warnings),
+        context_limit=model.max_context,
     )
 
 

@@ -32,6 +32,7 @@ from kvplan.core.intmath import cdiv
 from kvplan.planning.plan import cache_dtypes
 from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS, reads_capability, serve_flags
 from kvplan.hardware.facts import fact_missing
+from kvplan.engines.context import sglang_rule
 from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
                                  opt_float, opt_int, parse_version)
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
@@ -259,6 +260,10 @@ class Sglang(Engine):
     kv_dtype_flags = {"fp8": "fp8_e4m3", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype
     offload_rules = {"native": {"cpu": hicache_pool}}  # HiCache's host pool (L2): kvplan.engines.offload
     offload_missing = {"native": "SGLang HiCache's L3 storage backends size themselves; kvplan sizes its host pool (cpu)"}
+
+    def context_limit(self, model):
+        """SGLang's derived context_length (kvplan.engines.context.sglang_rule)."""
+        return sglang_rule(model)
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)

@@ -27,6 +27,7 @@ from kvplan.core.dtypes import DType
 from kvplan.core.intmath import cdiv
 from kvplan.planning.layout import per_rank_batch
 from kvplan.planning.plan import cache_dtypes
+from kvplan.engines.context import vllm_rule
 from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
                                  opt_int, parse_version)
 from kvplan.hardware.facts import fact_missing
@@ -277,6 +278,10 @@ class Vllm(Engine):
             why = v4_release_problem(parse_version(version), version)
             if why:
                 raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
+
+    def context_limit(self, model):
+        """vLLM's derived max_model_len by release (kvplan.engines.context.vllm_rule)."""
+        return vllm_rule(model, parse_version(self.version or DEFAULT_VERSION))
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)

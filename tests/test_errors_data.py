@@ -29,6 +29,7 @@ ENGINE_FLAGS = {
     # the flags that make a server one pool of a disaggregated deployment (kvplan disagg)
     "engines/disagg.py": {"--kv-transfer-config", "--disaggregation-mode", "--disaggregation-transfer-backend"},
     "engines/vllm/speculative.py": {"--speculative-config"},  # vLLM's, emitted
+    "engines/vllm/multimodal.py": {"--limit-mm-per-prompt"},  # vLLM's, emitted
     "planning/deploy.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "validate/shard.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "readers/families/mimo_v2.py": {"--kv-cache-dtype"},  # what vLLM's model ignores

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from kvplan.core.errors import arg
 from kvplan.core.markup import plain
-from kvplan.model.layers import state_bytes
 from kvplan.planning.plan import Plan
 from kvplan.planning.layout import layout_text
 from kvplan.core.units import gib, human_bytes, human_tokens
@@ -160,12 +159,12 @@ def layer_kinds(plan: Plan) -> list[dict]:
         prof = stage.profile
         for spec, n in prof.groups:
             token = spec.token_bytes(prof.kv_dtype, prof.tp)
-            state = state_bytes(spec, prof.tp, prof.state_dtype)
+            state = prof.state_bytes(spec)
             held = prof.rules.tokens_allocated(spec, ctx, prof.block_size) if token else 0
             row = kinds.setdefault(spec.kind, {"kind": spec.kind, "layers": 0, "kv_bytes_per_token": 0,
                                                "state_bytes_per_sequence": 0, "bytes_per_sequence": 0})
             row["layers"] += n
-            row["kv_bytes_per_token"] += copies * n * (token if not spec.bounded else 0)
+            row["kv_bytes_per_token"] += copies * n * (token if not spec.bounded else 0) // getattr(spec, "compress_ratio", 1)
             row["state_bytes_per_sequence"] += copies * n * state
             row["bytes_per_sequence"] += copies * n * (held * token + state)
     return list(kinds.values())

@@ -6,6 +6,8 @@ public figures, the model spec and the GPU profile.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from kvplan.model.spec import own_format, weight_bytes
 from kvplan.planning.plan import expected_experts_touched
 from kvplan.simulator.model import Group, SimModel, StageCost
@@ -59,13 +61,16 @@ def _kv_groups(prof, tp: int) -> tuple[tuple, int]:
     windows: dict = {}
     state = 0
     for layer, n in prof.groups:
-        tb = prof.token_bytes(layer) * n
+        # one entry per compress_ratio tokens (DeepSeek-V4): its bytes spread over the tokens it stands for
+        tb = Fraction(prof.token_bytes(layer) * n, getattr(layer, "compress_ratio", 1) or 1)
         if layer.state_elements(tp):
             state += prof.state_dtype.bytes_for(layer.state_elements(tp)) * n
+        if hasattr(layer, "fixed_bytes"):  # DeepSeek-V4's window and compressor states
+            state += layer.fixed_bytes(prof.kv_dtype) * n
         if tb:
             w = layer.tokens_held(_BIG) if layer.bounded else None
             windows[w] = windows.get(w, 0) + tb
-    groups = tuple(Group(b, w) for w, b in sorted(windows.items(), key=lambda kv: (kv[0] is not None, kv[0] or 0)))
+    groups = tuple(Group(int(b), w) for w, b in sorted(windows.items(), key=lambda kv: (kv[0] is not None, kv[0] or 0)))
     return groups, state
 
 

@@ -206,7 +206,7 @@ def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, t
         cols += ["host"] if host else []  # contexts the offload tiers hold (the title says so)
         if priced:
             cols += [f"{unit}/GPU-h", f"{unit}/h"]
-        t = table(cols, right=tuple(c for c in cols if c != "GPU"),
+        t = table(cols, right=tuple(c for c in cols if c != "GPU"), optional=("KV GiB/GPU", f"{unit}/GPU-h"),
                   title=f"Meeting the target ({len(meets)}), cheapest first" if priced
                   else f"Meeting the target ({len(meets)}), fewest GPUs first (no prices given)")
         if host:

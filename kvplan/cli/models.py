@@ -54,7 +54,7 @@ def _summary(spec) -> dict:
 @cli_errors
 def list_models(as_json: JsonOpt = False):
     """Every model in the catalog, with family, parameters and KV bytes per token."""
-    specs = sorted(load_catalog(), key=lambda s: (s.family, s.name))
+    specs = sorted(load_catalog(), key=lambda s: s.name)  # by name, as a reader looks one up
     rows = [_summary(s) for s in specs]
 
     def render(console) -> None:

@@ -44,6 +44,7 @@ from kvplan.simulator.traces import hash_block_tokens
 from kvplan.simulator.session import configs, run_all, shape_trace
 from kvplan.simulator.workload import find_workload, generate
 from kvplan.sources.resolve import resolve_model
+from kvplan.report.fitted import fitted_table
 
 PROGRESS_MIN_REQUESTS = 20_000  # below this a run takes about a second: no bar
 
@@ -260,19 +261,17 @@ def _report(meta, results, files, as_json, title):
 
 def _print_summary(results) -> None:
     from rich.console import Console
-    from rich.table import Table
-
     console = Console()
     if len(results) == 1:
         (summary, _), = results.values()
-        t = Table(show_edge=False, show_header=False, pad_edge=False)
+        t = fitted_table(show_edge=False, show_header=False, pad_edge=False)
         t.add_column(no_wrap=True)
         t.add_column(overflow="fold")
         for label, value in summary_lines(summary):
             t.add_row(label, value)
         console.print(t)
         return
-    t = Table(show_edge=False, pad_edge=False, title_justify="left",
+    t = fitted_table(show_edge=False, pad_edge=False, title_justify="left",
               title="Same requests; contiguous pools reserve max, pow2 or oracle lengths")
     for c in ("pool", "running", "waste", "out tok/s", "TTFT p99", "lat p50", "preempt"):
         t.add_column(c, justify="left" if c == "pool" else "right", no_wrap=True)

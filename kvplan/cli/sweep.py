@@ -254,7 +254,8 @@ def _sweep_table(result, rows: list[dict], currency: str):
     cols += ["fits", "users", "tok/s"] + (["host ctx"] if tiers else []) + ([f"{currency}/user-h"] if priced else [])
     title = f"Best {len(rows)} of {len(result.plans):,} plans" + ("" if kv or not rows else f" · KV {kv_dtypes.pop()}")
     t = table(cols, right=tuple(c for c in cols if c not in ("model", "GPU", "KV", "weights", "fits")),
-              whole=("KV", "weights", "fits") + (() if kv or weights else ("model", "GPU")), title=title)
+              whole=("KV", "weights", "fits") + (() if kv or weights else ("model", "GPU")), title=title,
+              optional=("tok/s", "host ctx"))
     for r in rows:
         gpus = (str(r["gpus"]) if r["pp"] == 1 and r.get("dp", 1) == 1
                 else f"{r['gpus']} ({r['tp']}×{r['pp']}" + (f"×{r['dp']}dp" if r.get("dp", 1) > 1 else "") + ")")

@@ -13,6 +13,7 @@ from kvplan.planning.plan import Plan
 from kvplan.planning.layout import layout_text
 from kvplan.core.units import gib, human_bytes, human_tokens
 from kvplan.planning.speculative import report
+from kvplan.report.fitted import fitted_table
 
 
 GIB, MIB = 2**30, 2**20
@@ -168,14 +169,12 @@ def layer_kinds(plan: Plan) -> list[dict]:
 
 def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> None:
     """A table per question: the memory budget line by line, then the answers."""
-    from rich.table import Table
-
     first = plans[0]
     head = (f"[bold]{plain(model.name)}[/] on [bold]{plain(gpu.name)}[/] · context {human_tokens(first.request.context)}"
             f" · batch {first.request.batch} · weights {effective_weight_dtype(first, model)}"
             f" · KV {first.request.kv_dtype.name if first.request.kv_dtype else model.dtype}")
     console.print(head)
-    budget = Table(title="Memory per GPU", title_justify="left", show_edge=False)
+    budget = fitted_table(title="Memory per GPU", title_justify="left", show_edge=False)
     budget.add_column("")
     for t in titles:
         budget.add_column(t, justify="right")
@@ -193,7 +192,7 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> N
     for label, fn in rows:
         budget.add_row(label, *[fn(p) for p in plans])
     console.print(budget)
-    answers = Table(title="Answers", title_justify="left", show_edge=False)
+    answers = fitted_table(title="Answers", title_justify="left", show_edge=False)
     answers.add_column("")
     for t in titles:
         answers.add_column(t, justify="right")

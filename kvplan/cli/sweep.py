@@ -19,6 +19,7 @@ from kvplan.cli._common import (
 )
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
+from kvplan.cli.sweep_size import DEFAULT_MAX_PLANS, check_size
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt, check_workload_flags,
@@ -83,6 +84,7 @@ def sweep(
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
+    max_plans: Annotated[int, typer.Option("--max-plans", help="Refuse a sweep of more plans than this (0: no cap); it holds every plan in memory to rank them.")] = DEFAULT_MAX_PLANS,
 ):
     """Plan every model × GPU × GPU count × context × KV dtype; rank them; write CSV, JSON, HTML.
 
@@ -122,6 +124,9 @@ def sweep(
     kwargs = dict(batch=batch, block_size=block_size or DEFAULT_BLOCK_SIZE,
                   gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION, prices=price_by_gpu, engine=chosen,
                   layouts=layouts)
+    if max_plans < 0:
+        raise KvplanError(f"--max-plans must be 0 (no cap) or more, got {max_plans}", EXIT_USAGE)
+    stderr(check_size(total, max_plans, "--max-plans"))
     if served and total > MAX_SIMULATED_PLANS:
         raise KvplanError(f"--workload simulates every plan: {total:,} plans are more than {MAX_SIMULATED_PLANS:,}; "
                           "narrow the sweep (or use `kvplan cheapest --workload`)", EXIT_USAGE)
@@ -152,7 +157,10 @@ def sweep(
 def _run(args, kwargs, total: int):
     """The sweep, with a progress bar on a terminal's stderr when it is big enough to wait for."""
     with progress_bar("planning", total, show=total >= PROGRESS_MIN_PLANS, eta=True) as bar:
-        return run_sweep(*args, **kwargs, progress=bar and bar.advance)
+        try:
+            return run_sweep(*args, **kwargs, progress=bar and bar.advance)
+        except MemoryError:
+            raise KvplanError(f"out of memory planning {total:,} plans; narrow the sweep", EXIT_USAGE) from None
 
 
 def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book) -> list[str]:

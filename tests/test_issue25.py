@@ -81,3 +81,30 @@ def test_a_small_sweep_says_its_size_first(kvplan_home):
     r = runner.invoke(app, ["sweep", "-m", "llama-3.1-8b", "-g", "h100,l40s", "-c", "8k", "--gpu-counts", "1",
                             "--max-plans", "1"])
     assert r.exit_code == 2 and r.stderr.splitlines()[-1].endswith("pass --max-plans 2 to go on"), r.output
+
+
+# --- item 13: every time and rate bounded to what a float carries ------------------------------------------
+
+TRACES = Path(__file__).parent / "fixtures" / "traces"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--step-overhead", "1e308"], "--step-overhead must be between 0 and 1000 seconds"),  # was NaN: internal error
+    (["--qps", "1e-300"], "--qps must be between 1e-06 and 1e+06"),  # was an overflow
+    (["--trace", str(TRACES / "mooncake_conversation_400.jsonl"), "--qps", "5e-324"], "--qps must be between"),
+])
+def test_simulate_times_are_bounded(args, needle, kvplan_home):
+    env = {**os.environ, "KVPLAN_HOME": str(kvplan_home)}
+    out = subprocess.run([sys.executable, "-m", "kvplan", "simulate", "llama-3.1-8b", "--gpu", "h100", *args],
+                         capture_output=True, text=True, timeout=60, env=env)  # the trace case never ended
+    assert out.returncode == 2 and out.stderr.strip().splitlines()[-1].startswith(f"Error: {needle}"), out.stderr
+
+
+def test_a_trace_stretched_past_the_clock_is_refused():
+    from kvplan.core.errors import KvplanError
+    from kvplan.simulator.session import shape_trace
+    from kvplan.simulator.workload import SimRequest
+
+    reqs = [SimRequest(i, 1e300 * i, 100, 10) for i in range(3)]
+    with pytest.raises(KvplanError, match="float clock"):
+        shape_trace(reqs, qps=1e-6, duration=None)  # 2 / (1e-6 x 2e300) x 2e300: past 1.8e308

@@ -6,7 +6,6 @@ the workload or trace, print a summary and write the files. Nothing heavy is imp
 """
 
 import dataclasses
-import math
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -36,6 +35,7 @@ from kvplan.report.offload import offload_dict
 from kvplan.report.simulation import document, render_html, summary_lines, write_series_csv
 from kvplan.report.text import plan_warnings
 from kvplan.simulator.adapter import sim_model
+from kvplan.simulator.bounds import check_times
 from kvplan.simulator.capacity import Target, max_rate
 from kvplan.simulator.engine import EngineConfig, RESERVE_POLICIES
 from kvplan.simulator.blocks import BLOCK_TOKENS
@@ -112,8 +112,7 @@ def simulate(
     check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, slo_percent)
     if find_rate and compare:
         raise KvplanError("--find-rate searches one pool; drop --compare (or --find-rate)", EXIT_USAGE)
-    if not (step_overhead >= 0 and math.isfinite(step_overhead)):
-        raise KvplanError(f"--step-overhead must be 0 or more seconds, got {step_overhead:g}", EXIT_USAGE)
+    check_times(step_overhead=step_overhead)
     check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
     check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
     chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)

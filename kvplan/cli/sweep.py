@@ -126,10 +126,11 @@ def sweep(
                   layouts=layouts)
     if max_plans < 0:
         raise KvplanError(f"--max-plans must be 0 (no cap) or more, got {max_plans}", EXIT_USAGE)
-    stderr(check_size(total, max_plans, "--max-plans"))
+    size = check_size(total, max_plans, "--max-plans")
     if served and total > MAX_SIMULATED_PLANS:
         raise KvplanError(f"--workload simulates every plan: {total:,} plans are more than {MAX_SIMULATED_PLANS:,}; "
                           "narrow the sweep (or use `kvplan cheapest --workload`)", EXIT_USAGE)
+    stderr(size)
     result = _run((specs, gpu_list, counts, contexts, kv_names, weights), kwargs, total)
     summary = _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book)
     sims = None

@@ -6,6 +6,8 @@ contiguous reservations of the PagedAttention paper's baselines.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import replace
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
@@ -35,6 +37,9 @@ def shape_trace(requests: list[SimRequest], qps: float | None, duration: float |
                               param="qps", value=qps)
         factor = (len(requests) - 1) / (qps * span)  # new span = (n - 1) / qps
         requests = [replace(r, arrival=r.arrival * factor) for r in requests]
+        if not math.isfinite(requests[-1].arrival):  # a rate too small for the float clock
+            raise KvplanError(f"{arg('qps')} {qps:g} stretches the trace past what a float clock carries", EXIT_USAGE,
+                              param="qps", value=qps)
     if duration is not None:
         requests = [r for r in requests if r.arrival < duration]
         if not requests:

@@ -108,3 +108,23 @@ def test_a_trace_stretched_past_the_clock_is_refused():
     reqs = [SimRequest(i, 5e-324 * i, 100, 10) for i in range(3)]  # a span of 1e-323 s
     with pytest.raises(KvplanError, match="float clock"):
         shape_trace(reqs, qps=1e-6, duration=None)  # 1e-6 x 1e-323 is 0: the factor 2 / 0 was a crash or NaN
+
+
+# --- item 12: a model folder whose name is not UTF-8, written to every output --------------------------------
+
+EXTRA = Path(__file__).resolve().parents[1] / "scripts" / "catalog_extra"
+
+
+@pytest.mark.parametrize("ext", ["csv", "json", "html"])
+def test_non_utf8_folder_name_into_every_output(ext, tmp_path, kvplan_home):
+    folder = Path(os.fsdecode(bytes(tmp_path) + b"/m\xff\xfe"))
+    folder.mkdir()
+    (folder / "config.json").write_text((EXTRA / "Qwen__Qwen3.5-27B.json").read_text())
+    out = tmp_path / f"x.{ext}"
+    r = runner.invoke(app, ["sweep", "-m", str(folder), "-g", "h100", "-c", "8k", "--gpu-counts", "1", "-o", str(out)])
+    assert r.exit_code == 0, r.output  # was: internal error: UnicodeEncodeError
+    text = out.read_bytes().decode("utf-8")  # valid UTF-8, the bytes shown as \xNN as the terminal shows them
+    if ext == "json":
+        assert json.loads(text)["plans"][0]["model"] == "m\\xff\\xfe"
+    else:
+        assert "m\\xff\\xfe" in text

@@ -128,3 +128,15 @@ def test_non_utf8_folder_name_into_every_output(ext, tmp_path, kvplan_home):
         assert json.loads(text)["plans"][0]["model"] == "m\\xff\\xfe"
     else:
         assert "m\\xff\\xfe" in text
+
+
+# --- item 14: GLM-4.5 with a per-layer hybrid_override_pattern and its MTP layer ----------------------------
+
+def test_glm45_pattern_and_mtp_layer_plan(tmp_path, kvplan_home):
+    cfg = shared_config("zai-org__GLM-4.5")
+    assert cfg["num_hidden_layers"] == 92 and cfg["num_nextn_predict_layers"] == 1
+    cfg["hybrid_override_pattern"] = "*" * 92  # 92 entries; the MTP reader counts 92 + 1 layers
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    r = runner.invoke(app, ["fit", str(tmp_path), "--gpu", "h100", "--ctx", "8k", "--json"])
+    assert r.exit_code in (0, 6), r.output  # was: internal error: IndexError in count_params
+    assert json.loads(r.stdout)

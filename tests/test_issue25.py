@@ -140,3 +140,18 @@ def test_glm45_pattern_and_mtp_layer_plan(tmp_path, kvplan_home):
     r = runner.invoke(app, ["fit", str(tmp_path), "--gpu", "h100", "--ctx", "8k", "--json"])
     assert r.exit_code in (0, 6), r.output  # was: internal error: IndexError in count_params
     assert json.loads(r.stdout)
+
+
+# --- item 11: check-log applies the engine's layer checks ---------------------------------------------------
+
+@pytest.mark.parametrize("model,needle", [
+    ("falcon-h1-0.5b-instruct", "attention and a Mamba state side by side"),  # was: AttributeError head_dim
+    ("deepseek-v3.2", "indexer key cache"),  # was planned silently
+])
+def test_check_log_llamacpp_refuses_what_fit_refuses(model, needle, kvplan_home):
+    log = str(LOGS / "llamacpp_command_r_f16.log")
+    fit = runner.invoke(app, ["fit", model, "--engine", "llama.cpp", "--gpu", "h100", "--ctx", "8k"])
+    check = runner.invoke(app, ["check-log", log, "--model", model])
+    errors = [[line for line in r.stderr.splitlines() if line.startswith("Error: ")] for r in (fit, check)]
+    assert fit.exit_code == check.exit_code == 2 and errors[0] == errors[1] and needle in errors[0][0], errors
+    assert "Traceback" not in check.output

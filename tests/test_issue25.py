@@ -155,3 +155,28 @@ def test_check_log_llamacpp_refuses_what_fit_refuses(model, needle, kvplan_home)
     errors = [[line for line in r.stderr.splitlines() if line.startswith("Error: ")] for r in (fit, check)]
     assert fit.exit_code == check.exit_code == 2 and errors[0] == errors[1] and needle in errors[0][0], errors
     assert "Traceback" not in check.output
+
+
+# --- item 9: accepted when it should be refused ------------------------------------------------------------
+
+def test_heads_not_a_multiple_of_kv_heads_is_refused(tmp_path, kvplan_home):
+    cfg = json.loads((EXTRA / "Qwen__Qwen3.5-27B.json").read_text())
+    text = cfg.get("text_config", cfg)
+    text["num_attention_heads"], text["num_key_value_heads"] = 32, 7  # the 32 and 7
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    one_line_error(runner.invoke(app, ["fit", str(tmp_path), "--gpu", "h100", "--ctx", "8k"]), 2,
+                   "num_attention_heads (32) is not a multiple of num_key_value_heads (7)")
+
+
+@pytest.mark.parametrize("engine,sizes", [([], "1, 2, 4, 8, 16"), (["--engine", "vllm"], "1, 8, 16, 32, 64, 128, 256")])
+def test_block_size_7_is_refused(engine, sizes, kvplan_home):
+    r = runner.invoke(app, ["fit", "llama-3.1-8b", "--gpu", "h100", "--block-size", "7", *engine])
+    assert sizes in one_line_error(r, 2, "--block-size 7")
+    assert runner.invoke(app, ["fit", "llama-3.1-8b", "--gpu", "h100", "--block-size", "32", *engine]).exit_code == 0
+
+
+def test_importing_a_bundled_name_needs_force(kvplan_home):
+    r = runner.invoke(app, ["models", "import", "llama-3.1-8b"])
+    assert r.exit_code == 2 and "--force" in r.stderr and not (kvplan_home / "models").exists(), r.output
+    r = runner.invoke(app, ["models", "import", "llama-3.1-8b", "--force"])
+    assert r.exit_code == 0 and (kvplan_home / "models" / "llama-3.1-8b.json").is_file()

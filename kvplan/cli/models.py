@@ -17,7 +17,7 @@ from kvplan.core.units import human_bytes, human_tokens
 from kvplan.planning.profile import kv_profile
 from kvplan.readers.hf_meta import TOKENS, cache_profile, compare
 from kvplan.sources import hub
-from kvplan.sources.catalog import bundled_clashes, find_in_catalog, load_catalog, user_catalog_dir
+from kvplan.sources.catalog import bundled_clashes, bundled_specs, find_in_catalog, load_catalog, user_catalog_dir
 from kvplan.sources.importer import build_spec, short_aliases, write_spec
 from kvplan.sources.resolve import looks_like_path, read_config_file, resolve_model
 
@@ -133,6 +133,9 @@ def import_model(
         # The aliases came from the old name (llama-3.1-70b-instruct -> llama-3.1-70b): derive them anew.
         spec = dataclasses.replace(spec, name=new_name, aliases=tuple(short_aliases(new_name)))
     clashes = bundled_clashes(spec)
+    if resolved.origin == "catalog" and spec in bundled_specs() and not as_name and not force:  # issue 25
+        raise KvplanError(f"{spec.name} is a bundled model; importing it would write a copy that shadows it: "
+                          "choose another name with --name NAME (or write the copy with --force)", EXIT_USAGE)
     if clashes and not force:
         taken, bundled = clashes[0]
         what = "name" if taken == spec.name else "alias"

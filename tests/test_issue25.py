@@ -180,3 +180,37 @@ def test_importing_a_bundled_name_needs_force(kvplan_home):
     assert r.exit_code == 2 and "--force" in r.stderr and not (kvplan_home / "models").exists(), r.output
     r = runner.invoke(app, ["models", "import", "llama-3.1-8b", "--force"])
     assert r.exit_code == 0 and (kvplan_home / "models" / "llama-3.1-8b.json").is_file()
+
+
+# --- item 8: small things a reader trips on -----------------------------------------------------------------
+
+def test_no_decode_speed_for_a_plan_that_does_not_fit(kvplan_home, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    # Llama-3.1-8B on one L4 at 64k: 24 GB cannot hold 16 GB of weights and 8 GiB of KV; at 8k it fits
+    r = runner.invoke(app, ["fit", "llama-3.1-8b", "--gpu", "l4", "--ctx", "64k"])
+    fits = next(line for line in r.stdout.splitlines() if line.strip().startswith("fits"))
+    assert fits.split("│")[1].strip() == "no"  # the asked context does not fit (the second column: its longest)
+    speed = next(line for line in r.stdout.splitlines() if "decode tokens/s" in line)
+    assert speed.split("│")[1].strip() == "–"
+    r = runner.invoke(app, ["sweep", "-m", "llama-3.1-8b", "-g", "l4", "-c", "32k,8k,8k", "--gpu-counts", "1"])
+    rows = [line for line in r.stdout.splitlines() if line.startswith("llama-3.1-8b")]
+    assert len(rows) == 2  # 32k,8k,8k: 8k once
+    assert [row.split("│")[-1].strip() == "–" for row in rows] == [False, True]  # 8k fits, 32k does not
+
+
+def test_counts_are_singular_for_one(kvplan_home):
+    r = runner.invoke(app, ["sweep", "-m", "llama-3.1-8b", "-g", "h100", "-c", "8k", "--gpu-counts", "1"])
+    assert "1 plan (1 fit)" in r.stderr and "Best 1 of 1 plan" in r.stdout and "1 plans" not in r.output
+
+
+def test_usage_names_the_argument_plainly():
+    r = runner.invoke(app, ["fit", "--help"], env={"COLUMNS": "80"})
+    assert "[OPTIONS] MODEL" in r.stdout and "{model}" not in r.stdout.lower()
+
+
+def test_simulate_html_metadata_has_units(tmp_path, kvplan_home):
+    out = tmp_path / "s.html"
+    r = runner.invoke(app, ["simulate", "llama-3.1-8b", "--gpu", "h100", "--duration", "5", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    html = out.read_text()
+    assert "kv_pool_bytes_per_gpu" not in html and "KV pool per GPU: " in html and " GiB (" in html

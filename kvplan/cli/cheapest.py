@@ -24,7 +24,7 @@ from kvplan.compare.offload import check_tiers, size_each
 from kvplan.compare.sweep import parse_counts
 from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
-from kvplan.core.units import human_tokens, parse_tokens
+from kvplan.core.units import human_tokens, parse_tokens, plural
 from kvplan.hardware.prices import load_prices
 from kvplan.planning.deploy import candidate_deployments, deployment_for_gpus
 from kvplan.planning.layout import layout_text
@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def cheapest(
-    model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
+    model: Annotated[str, typer.Argument(metavar="MODEL", help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-n", help="Concurrent requests that must fit at --ctx (with a workload: default 1, one request of --ctx).")] = None,
     ctx: Annotated[Optional[str], typer.Option("--ctx", "-c", help="Context per request: 32k, 128k. Default: the model's limit.")] = None,
     min_tps: Annotated[Optional[float], typer.Option("--min-tokens-per-second", help="Decode tokens/s each request must get at that concurrency (roofline).")] = None,
@@ -198,7 +198,7 @@ def _serve(candidates, spec, gpu_list, loaded, sla):
 
 
 def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, tried: int, tiers: dict) -> None:
-    console.print(f"[bold]{markup_safe(target)}[/] · {tried} deployments tried")
+    console.print(f"[bold]{markup_safe(target)}[/] · {plural(tried, 'deployment')} tried")
     if meets:
         priced = any(c.price_per_gpu_hour is not None for c in meets)
         cols = ["#", "GPU", "GPUs (layout)", "max conc", "tok/s/req", "KV GiB/GPU"]

@@ -75,7 +75,7 @@ def list_models(as_json: JsonOpt = False):
 @models_app.command("show")
 @cli_errors
 def show(
-    name: Annotated[str, typer.Argument(help="Catalog name, alias, path or Hub repo id.")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Catalog name, alias, path or Hub repo id.")],
     revision: RevisionOpt = None, token: TokenOpt = None, as_json: JsonOpt = False,
 ):
     """The parsed spec of one model: geometry, per-layer kinds, weights by role."""
@@ -113,7 +113,7 @@ MAX_NAME = 100  # catalog names are file names: well inside any filesystem's 255
 @models_app.command("import")
 @cli_errors
 def import_model(
-    name: Annotated[str, typer.Argument(help="A folder or config.json, or a Hub repo id.")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="A folder or config.json, or a Hub repo id.")],
     as_name: Annotated[Optional[str], typer.Option("--name", help="Catalog name to store it under.")] = None,
     directory: Annotated[Optional[Path], typer.Option("--dir", help="Catalog directory (default: $KVPLAN_HOME/models).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Store it even if its name or an alias is a bundled model's "
@@ -150,7 +150,7 @@ def import_model(
 @models_app.command("check")
 @cli_errors
 def check(
-    name: Annotated[str, typer.Argument(help="A folder or config.json, a Hub repo id, or a catalog name (its Hub repo).")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="A folder or config.json, a Hub repo id, or a catalog name (its Hub repo).")],
     revision: RevisionOpt = None, token: TokenOpt = None, as_json: JsonOpt = False,
 ):
     """Compare kvplan's reading with transformers' own cache, built on the meta device (needs \\[transformers])."""

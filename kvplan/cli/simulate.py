@@ -27,7 +27,7 @@ from kvplan.cli.workload import (
 )
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.files import atomic_write
-from kvplan.core.units import parse_tokens
+from kvplan.core.units import parse_tokens, plural
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.report.export import json_text
@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def simulate(
-    model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
+    model: Annotated[str, typer.Argument(metavar="MODEL", help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
     gpu: GpuOpt,
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp); default 1.")] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size.")] = None,
@@ -168,7 +168,7 @@ def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttf
     meta["qps"] = found["rate"]
     reqs = make(found["rate"])
     meta["requests"] = len(reqs)
-    stderr(f"{'trace' if trace is not None else 'workload'} at {found['rate']:,.3g} req/s: {len(reqs):,} requests")
+    stderr(f"{'trace' if trace is not None else 'workload'} at {found['rate']:,.3g} req/s: {plural(len(reqs), 'request')}")
     return reqs
 
 
@@ -238,7 +238,7 @@ def _report(meta, results, files, as_json, title):
     for name, (summary, _) in results.items():
         r = summary["requests"]
         for reason, count in r["rejected"].items():
-            stderr(f"warning: {name}: {count:,} requests rejected: {reason}")
+            stderr(f"warning: {name}: {plural(count, 'request')} rejected: {reason}")
         if r["outputs_truncated"]:
             stderr(f"warning: {name}: {r['outputs_truncated']:,} outputs cut at the length limit")
     doc = None

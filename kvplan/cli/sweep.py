@@ -31,7 +31,7 @@ from kvplan.compare.sweep import RANKING, parse_counts, sweep as run_sweep
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.files import atomic_write
-from kvplan.core.units import human_tokens, parse_token_list
+from kvplan.core.units import human_tokens, parse_token_list, plural
 from kvplan.hardware.prices import load_prices
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
 from kvplan.report.export import json_document, sweep_rows, write_csv
@@ -166,12 +166,12 @@ def _run(args, kwargs, total: int):
 
 def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book) -> list[str]:
     fitting = sum(p.fits for p in result.plans)
-    summary = [f"{len(result.plans):,} plans ({fitting:,} fit) of {len(specs)} model(s) × {len(gpu_list)} GPU(s) "
+    summary = [f"{plural(len(result.plans), 'plan')} ({fitting:,} fit) of {len(specs)} model(s) × {len(gpu_list)} GPU(s) "
                f"× GPU counts {','.join(map(str, counts))} × {len(contexts)} context(s) × KV {','.join(kv_names)}"
                + (f" × weights {','.join(w or 'auto' for w in weights)}" if weights != [None] else "")
                + f"; batch {batch}"]
     if result.skipped:
-        summary.append(f"{result.skipped_plans:,} plans skipped: deployments the model cannot run (see below)")
+        summary.append(f"{plural(result.skipped_plans, 'plan')} skipped: deployments the model cannot run (see below)")
     summary.append(f"planned as {result.engine} allocates" if result.engine else
                    "planned with kvplan's engine-neutral rules (--engine for an engine's own)")
     summary.append(f"ranked: {RANKING}")
@@ -194,7 +194,7 @@ def _offload(result, engine, asked, sims, summary: list[str]) -> list[dict]:
     refused = sum(isinstance(o, str) for o in sized)
     summary.append(f"offload tiers {','.join(t.describe() for t in asked.tiers)} ({asked.backend}) sized per "
                    f"deployment as {result.engine or 'kvplan'} sizes them: offload_* columns of -o, --json and "
-                   f"--csv" + (f"; {refused:,} plans not sized (offload_refused says why)" if refused else ""))
+                   f"--csv" + (f"; {plural(refused, 'plan')} not sized (offload_refused says why)" if refused else ""))
     cols = [offload_columns(asked.tiers, o) for o in sized]
     return cols if sims is None else [{**s, **c} for s, c in zip(sims, cols)]
 
@@ -247,7 +247,7 @@ def _write_stdout(result, fmt: str, prices, sims=None) -> None:
 
 def _skipped_lines(result) -> list[str]:
     return [f"{s.model}: {s.gpus} GPU{'s' if s.gpus > 1 else ''} (tp {s.tp} × pp {s.pp}) skipped, {s.reason} "
-            f"({s.plans:,} plans)" for s in result.skipped]
+            f"({plural(s.plans, 'plan')})" for s in result.skipped]
 
 
 def _sweep_table(result, rows: list[dict], currency: str):
@@ -261,7 +261,7 @@ def _sweep_table(result, rows: list[dict], currency: str):
     tiers = [k[len("offload_"):-len("_contexts")] for k in (rows[0] if rows else {}) if k.endswith("_contexts")
              and k.startswith("offload_")]
     cols += ["fits", "users", "tok/s"] + (["host ctx"] if tiers else []) + ([f"{currency}/user-h"] if priced else [])
-    title = f"Best {len(rows)} of {len(result.plans):,} plans" + ("" if kv or not rows else f" · KV {kv_dtypes.pop()}")
+    title = f"Best {len(rows)} of {plural(len(result.plans), 'plan')}" + ("" if kv or not rows else f" · KV {kv_dtypes.pop()}")
     t = table(cols, right=tuple(c for c in cols if c not in ("model", "GPU", "KV", "weights", "fits")),
               whole=("KV", "weights", "fits") + (() if kv or weights else ("model", "GPU")), title=title,
               optional=("tok/s", "host ctx"))
@@ -272,7 +272,7 @@ def _sweep_table(result, rows: list[dict], currency: str):
         cells += [r["kv_dtype"]] if kv else []
         cells += [r["weight_dtype"]] if weights else []
         cells += ["[green]yes[/]" if r["fits"] else "[red]no[/]", f"{r['max_concurrency']:,}",
-                  f"{r['decode_tokens_per_second']:,.0f}"]
+                  f"{r['decode_tokens_per_second']:,.0f}" if r["fits"] else "–"]  # no speed for a plan that does not fit
         if tiers:  # full-length contexts every offload tier holds together ("–": not sized, see offload_refused)
             held = [r[f"offload_{t}_contexts"] for t in tiers]
             cells += ["–" if None in held else f"{sum(held):,}"]

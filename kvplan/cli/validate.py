@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def validate(
-    model: Annotated[str, typer.Argument(help="Catalog name or alias (llama-3.1-8b), a folder or config.json, or a Hub repo id.")],
+    model: Annotated[str, typer.Argument(metavar="MODEL", help="Catalog name or alias (llama-3.1-8b), a folder or config.json, or a Hub repo id.")],
     ctx: Annotated[str, typer.Option("--ctx", "-c", help="Tokens each sequence holds at the end (prompt + decoded): 4096, 4k.")] = "1k",
     batch: Annotated[int, typer.Option("--batch", "-b", help="Sequences decoded together, each holding --ctx tokens; the cache is batch x ctx tokens per layer.")] = 1,
     layers: Annotated[Optional[int], typer.Option("--layers", help="Build only the first N layers of the real pattern; predictions are for the same reduced model.")] = None,

@@ -54,11 +54,11 @@ def parse_tokens(text: str | int, what: str = "context") -> int:
 
 
 def parse_token_list(text: str, what: str = "context") -> list[int]:
-    """`8k,32k,128k` -> [8192, 32768, 131072]."""
+    """`8k,32k,128k` -> [8192, 32768, 131072]; a context given twice (`8k,8192`) is planned once."""
     items = [t for t in str(text).split(",") if t.strip()]
     if not items:
         raise KvplanError(f"{arg(what)} list {text!r} is empty", EXIT_USAGE, param=what, value=text)
-    return [parse_tokens(t, what) for t in items]
+    return list(dict.fromkeys(parse_tokens(t, what) for t in items))  # 32k,8k,8k: each once, in order given
 
 
 def parse_bytes(text: str | int, what: str = "memory", allow_zero: bool = False) -> int:
@@ -123,3 +123,8 @@ def human_tokens(n: int) -> str:
     if n >= 1024 and n % 1024 == 0:
         return f"{n // 1024}k"
     return f"{n:,}"
+
+
+def plural(n: int, noun: str) -> str:
+    """`1 plan`, `2 plans`, `1,024 requests`: a count with its noun, singular for one."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"

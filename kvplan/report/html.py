@@ -14,7 +14,7 @@ import html
 import json
 
 from kvplan.core.errors import arg
-from kvplan.core.units import human_tokens
+from kvplan.core.units import human_tokens, plural
 
 GIB = 2**30
 MAX_TABLE_ROWS = 2000
@@ -351,7 +351,7 @@ def render_html(rows: list[dict], *, title: str = "kvplan sweep", summary: list[
         parts.append("</section>")
     total = len(rows) if total is None else total
     shown = rows[:max_rows]
-    table_note = f"{len(shown):,} of {total:,} plans, best first; click a header to sort."
+    table_note = f"{len(shown):,} of {plural(total, 'plan')}, best first; click a header to sort."
     if len(shown) < total:
         table_note += " The CSV and JSON outputs hold every plan."
     head_html = ""

@@ -204,8 +204,9 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> N
         ("KV cache tokens per GPU", lambda p: f"{p.kv_cache_tokens:,}"),
         (f"max concurrency @ {human_tokens(first.request.context)}", lambda p: f"{p.max_concurrency:,}"),
         (f"max context @ batch {first.request.batch}", lambda p: f"{p.max_context:,}" + (" (model limit)" if p.max_context_limited_by == "model" else "")),
-        ("decode step (roofline)", lambda p: f"{p.decode_step_seconds * 1e3:,.1f} ms"),
-        ("decode tokens/s (batch)", lambda p: f"{p.decode_tokens_per_second:,.0f}"),
+        # A plan that does not fit decodes nothing: no speed shown ("–"; --json keeps the roofline's figures)
+        ("decode step (roofline)", lambda p: f"{p.decode_step_seconds * 1e3:,.1f} ms" if p.fits else "–"),
+        ("decode tokens/s (batch)", lambda p: f"{p.decode_tokens_per_second:,.0f}" if p.fits else "–"),
     ]
     for label, fn in answer_rows:
         answers.add_row(label, *[fn(p) for p in plans])

@@ -214,3 +214,15 @@ def test_simulate_html_metadata_has_units(tmp_path, kvplan_home):
     assert r.exit_code == 0, r.output
     html = out.read_text()
     assert "kv_pool_bytes_per_gpu" not in html and "KV pool per GPU: " in html and " GiB (" in html
+
+
+# --- item 5: cheapest --workload says "not simulated", not "failing" ----------------------------------------
+
+def test_cheapest_workload_counts_never_simulated_are_not_failing(kvplan_home, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    r = runner.invoke(app, ["cheapest", "llama-3.1-8b", "--workload", "chat", "--qps", "5", "--duration", "20",
+                            "--gpu", "h100,l4"])
+    assert r.exit_code == 0, r.output
+    failing = [line for line in r.stdout.splitlines() if "│" in line and not line.split("│")[0].strip().isdigit()]
+    assert not any(line.startswith("h100") for line in failing)  # 1 H100 serves it: 2..64 were never failing
+    assert "Not simulated (fewer GPUs of the type already serve the workload): h100-sxm 2, 4, 8, 16, 32, 64 GPUs" in r.stdout

@@ -19,7 +19,7 @@ from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
     check_workload_flags, load_requests, sla_text,
 )
-from kvplan.compare.cheapest import RANKING, cheapest as rank, failure_summary
+from kvplan.compare.cheapest import RANKING, cheapest as rank, failure_summary, not_simulated
 from kvplan.compare.offload import check_tiers, size_each
 from kvplan.compare.sweep import parse_counts
 from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
@@ -130,7 +130,8 @@ def cheapest(
     target, data = _answer(spec, ctx_tokens, concurrency, min_tps, price_book, candidates, sims, loaded, sla, tiers)
     meets = [c for c in candidates if c.meets]
     print_result(as_json, data, lambda console: _print_cheapest(
-        console, target, meets, failure_summary(candidates), top, price_book.unit, len(candidates), tiers))
+        console, target, meets, failure_summary(candidates), top, price_book.unit, len(candidates), tiers,
+        not_simulated(candidates)))
     if not meets:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 
@@ -197,7 +198,8 @@ def _serve(candidates, spec, gpu_list, loaded, sla):
         return filter_candidates(candidates, spec, gpus, target, progress=bar and bar.done)
 
 
-def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, tried: int, tiers: dict) -> None:
+def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, tried: int, tiers: dict,
+                    unsimulated=()) -> None:
     console.print(f"[bold]{markup_safe(target)}[/] · {plural(tried, 'deployment')} tried")
     if meets:
         priced = any(c.price_per_gpu_hour is not None for c in meets)
@@ -232,6 +234,9 @@ def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, t
         for gpu, tried_counts, why in failing:
             t.add_row(gpu, tried_counts, markup_safe(why))
         console.print(t)
+    if unsimulated:  # not failures: fewer GPUs of the type already serve the workload (issue 25)
+        console.print("Not simulated (fewer GPUs of the type already serve the workload): "
+                      + "; ".join(f"{gpu} {counts}" for gpu, counts in unsimulated))
 
 
 def _layout(c) -> str:

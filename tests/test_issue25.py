@@ -226,3 +226,23 @@ def test_cheapest_workload_counts_never_simulated_are_not_failing(kvplan_home, m
     failing = [line for line in r.stdout.splitlines() if "│" in line and not line.split("│")[0].strip().isdigit()]
     assert not any(line.startswith("h100") for line in failing)  # 1 H100 serves it: 2..64 were never failing
     assert "Not simulated (fewer GPUs of the type already serve the workload): h100-sxm 2, 4, 8, 16, 32, 64 GPUs" in r.stdout
+
+
+# --- item 7: a KV budget larger than the GPU; --find-rate's headline next to the throughput ---------------
+
+def test_kv_budget_past_the_gpu_holds_no_context(kvplan_home):
+    # L4: 22.03 GiB usable; 100 GiB of KV beside 14.96 GiB of weights cannot start: no context, no request
+    r = runner.invoke(app, ["fit", "llama-3.1-8b", "--gpu", "l4", "--ctx", "8k", "--kv-cache-memory", "100GiB",
+                            "--json"])
+    plan = json.loads(r.stdout)["plans"][0]
+    assert (plan["fits"], plan["max_concurrency"], plan["max_context"]) == (False, 0, 0)
+    assert plan["max_context_limited_by"] == "memory"  # was 131,072 "(model limit)" beside fits: false
+
+
+def test_find_rate_says_offered_rate_and_drain(kvplan_home, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    r = runner.invoke(app, ["simulate", "llama-3.1-8b", "--gpu", "h100", "--find-rate", "--duration", "30"])
+    assert r.exit_code == 0, r.output
+    assert "req/s offered (the throughput below counts completions over the whole run" in r.stderr
+    throughput = next(line for line in r.stdout.splitlines() if line.startswith("throughput"))
+    assert "then the queue drains" in throughput

@@ -163,7 +163,9 @@ def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttf
     if found["rate"] is None:
         raise KvplanError(f"no arrival rate down to {found['failed_at']:.3g}/s meets the SLA ({slo})", EXIT_DOES_NOT_FIT)
     fails = found["failed_at"]
-    stderr(f"highest rate meeting the SLA ({slo}): {found['rate']:,.3g} req/s"
+    stderr(f"highest arrival rate meeting the SLA ({slo}): {found['rate']:,.3g} req/s offered (the throughput "
+           "below counts completions over the whole run, the drain after the last arrival included)")
+    stderr(f"search: {found['rate']:,.3g} req/s meets it"
             + (f"; {fails:,.3g} req/s misses it" if fails else "") + f" ({len(found['trials'])} trials)")
     meta["qps"] = found["rate"]
     reqs = make(found["rate"])

@@ -246,3 +246,17 @@ def test_find_rate_says_offered_rate_and_drain(kvplan_home, monkeypatch):
     assert "req/s offered (the throughput below counts completions over the whole run" in r.stderr
     throughput = next(line for line in r.stdout.splitlines() if line.startswith("throughput"))
     assert "then the queue drains" in throughput
+
+
+# --- item 6: the HTML memory chart marks what does not fit; "free" is not two things -------------------------
+
+def test_html_memory_chart_marks_non_fitting_and_keeps_its_scale(tmp_path, kvplan_home):
+    out = tmp_path / "d.html"
+    r = runner.invoke(app, ["sweep", "-m", "deepseek-v3,llama-3.1-8b", "-g", "h100", "-c", "8k", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    html = out.read_text()
+    # DeepSeek-V3 on 1-4 H100s: 625 GiB of weights on 1 GPU (671e9 params, fp8) cannot fit: marked
+    assert "h100-sxm ×1 · KV bf16 ✗ does not fit" in html and "h100-sxm ×1 · KV bf16\"" in html  # llama fits
+    # the axis ends 10 % past the H100's 79.2 GiB usable, not at the ~625 GiB bar
+    assert '"range":[0,87.1]' in html
+    assert '"name":"free"' not in html and '"name":"outside the budget"' in html

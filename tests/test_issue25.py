@@ -260,3 +260,29 @@ def test_html_memory_chart_marks_non_fitting_and_keeps_its_scale(tmp_path, kvpla
     # the axis ends 10 % past the H100's 79.2 GiB usable, not at the ~625 GiB bar
     assert '"range":[0,87.1]' in html
     assert '"name":"free"' not in html and '"name":"outside the budget"' in html
+
+
+# --- item 10: the transformers path decided before importing it, and said ----------------------------------
+
+def test_unknown_model_type_refused_without_importing_torch(tmp_path):
+    # MiniMax-M2.7's real config with a model_type nobody has (as the fuzzer mutates it): refused from the
+    # config and transformers' mapping files alone; neither torch nor transformers is imported (was 5.7 s)
+    cfg = json.loads((EXTRA / "MiniMaxAI__MiniMax-M2.7.json").read_text())
+    cfg["model_type"] = "minimax_m9"
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    code = ("import sys, json\nfrom kvplan.core.errors import KvplanError\nfrom kvplan.readers.configs import "
+            f"spec_from_config\ntry:\n    spec_from_config(json.load(open({str(tmp_path / 'config.json')!r})), 'x')\n"
+            "except KvplanError as e:\n    print(e.message)\nprint('torch' in sys.modules, 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    lines = out.stdout.splitlines()
+    assert "has no class for it either" in lines[0], out.stdout + out.stderr
+    assert lines[-1] == "False False"
+
+
+def test_derived_layout_is_said_and_quiet(tmp_path, kvplan_home):
+    pytest.importorskip("transformers")
+    (tmp_path / "config.json").write_text((EXTRA / "MiniMaxAI__MiniMax-M2.7.json").read_text())  # minimax_m2
+    r = runner.invoke(app, ["fit", str(tmp_path), "--gpu", "h100", "--ctx", "8k", "--gpus", "8", "--json"])
+    assert r.exit_code in (0, 6), r.output
+    assert "derived from transformers' MiniMaxM2ForCausalLM built on the meta device (torch and transformers" in r.stderr
+    assert "deprecated" not in r.stderr  # transformers' own chatter stays out

@@ -124,8 +124,6 @@ def sweep(
     kwargs = dict(batch=batch, block_size=block_size or DEFAULT_BLOCK_SIZE,
                   gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION, prices=price_by_gpu, engine=chosen,
                   layouts=layouts)
-    if max_plans < 0:
-        raise KvplanError(f"--max-plans must be 0 (no cap) or more, got {max_plans}", EXIT_USAGE)
     size = check_size(total, max_plans, "--max-plans")
     if served and total > MAX_SIMULATED_PLANS:
         raise KvplanError(f"--workload simulates every plan: {total:,} plans are more than {MAX_SIMULATED_PLANS:,}; "

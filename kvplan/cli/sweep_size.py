@@ -50,6 +50,9 @@ def _duration(seconds: float) -> str:
 def check_size(plans: int, max_plans: int, flag: str) -> str:
     """The line said before a sweep runs; a KvplanError above `max_plans` (0: no cap) or when the estimate
     is more memory than the process may use. `flag` is the option that raises the cap."""
+    if max_plans < 0:
+        raise KvplanError(f"{flag} must be 0 (no cap) or more, got {max_plans}", EXIT_USAGE, param="max_plans",
+                          value=max_plans)
     seconds, need = estimate(plans)
     said = (f"sweep: {plans:,} plan{'s' if plans != 1 else ''} to make; about {_duration(seconds)} and "
             f"{need / 2**30:,.1f} GiB of memory (kvplan holds every plan to rank them)")

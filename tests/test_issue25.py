@@ -286,3 +286,12 @@ def test_derived_layout_is_said_and_quiet(tmp_path, kvplan_home):
     assert r.exit_code in (0, 6), r.output
     assert "derived from transformers' MiniMaxM2ForCausalLM built on the meta device (torch and transformers" in r.stderr
     assert "deprecated" not in r.stderr  # transformers' own chatter stays out
+
+
+# --- the fuzzer's --offload target: what it found ----------------------------------------------------------
+
+def test_a_400_digit_offload_size_is_one_line(kvplan_home):
+    # fuzz case 44 (seed 0) of tests/test_fuzz.py's offload target: float() of 400 digits is inf
+    r = runner.invoke(app, ["simulate", "llama-3.1-8b", "--gpu", "h100", "--duration", "2", "--qps", "2",
+                            "--offload", "disk:" + "9" * 400, "--host", "dgx-h100", "--offload-backend", "lmcache"])
+    assert "is absurd (more than an exbibyte)" in one_line_error(r, 2)

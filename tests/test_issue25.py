@@ -295,3 +295,20 @@ def test_a_400_digit_offload_size_is_one_line(kvplan_home):
     r = runner.invoke(app, ["simulate", "llama-3.1-8b", "--gpu", "h100", "--duration", "2", "--qps", "2",
                             "--offload", "disk:" + "9" * 400, "--host", "dgx-h100", "--offload-backend", "lmcache"])
     assert "is absurd (more than an exbibyte)" in one_line_error(r, 2)
+
+
+def test_sweep_rows_stream_to_files_as_the_lists_did(kvplan_home):
+    import io
+
+    from kvplan.report.export import json_document, sweep_rows, write_csv, write_json_document
+    import kvplan
+
+    result = kvplan.sweep(["llama-3.1-8b"], gpu=["h100", "l40s"], context=["8k", "32k"], gpu_counts=[1, 2])
+    rows = sweep_rows(result)
+    streamed, listed = io.StringIO(), io.StringIO()
+    write_json_document({"n": len(rows)}, (r for r in rows), streamed)
+    assert streamed.getvalue() == json_document({"n": len(rows)}, rows) and json.loads(streamed.getvalue())["plans"]
+    streamed, listed = io.StringIO(), io.StringIO()
+    write_csv(iter(rows), streamed)
+    write_csv(rows, listed)
+    assert streamed.getvalue() == listed.getvalue() and streamed.getvalue().count("\r\n") == len(rows) + 1

@@ -34,7 +34,7 @@ from kvplan.core.files import atomic_write
 from kvplan.core.units import human_tokens, parse_token_list, plural
 from kvplan.hardware.prices import load_prices
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
-from kvplan.report.export import json_document, sweep_rows, write_csv
+from kvplan.report.export import iter_sweep_rows, write_csv, write_json_document
 from kvplan.report.html import render_html
 from kvplan.report.offload import offload_columns
 from kvplan.simulator.capacity import Target, sim_row, simulate_plan
@@ -179,11 +179,13 @@ def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch
     return summary
 
 
-def _json_text(result, rows: list[dict], prices) -> str:
-    head = {"engine": result.engine, "ranking": RANKING, "plans_count": len(rows), "fits_count": sum(r["fits"] for r in rows),
-            "skipped_plans": result.skipped_plans, "skipped": [asdict(s) for s in result.skipped],
-            "currency": prices.currency or None, "prices_per_gpu_hour": result.prices}
-    return json_document(head, rows)
+def _write_json(result, rows, prices, stream) -> None:
+    """The JSON document, a row at a time (rows may be made one at a time)."""
+    head = {"engine": result.engine, "ranking": RANKING, "plans_count": len(result.plans),
+            "fits_count": sum(p.fits for p in result.plans), "skipped_plans": result.skipped_plans,
+            "skipped": [asdict(s) for s in result.skipped], "currency": prices.currency or None,
+            "prices_per_gpu_hour": result.prices}
+    write_json_document(head, rows, stream)
 
 
 def _offload(result, engine, asked, sims, summary: list[str]) -> list[dict]:
@@ -199,11 +201,19 @@ def _offload(result, engine, asked, sims, summary: list[str]) -> list[dict]:
 
 def _rows(result, sims, limit=None) -> list[dict]:
     """The ranked rows, with the simulated columns of each plan when there are any."""
-    rows = sweep_rows(result, limit=limit)
-    if sims is not None:
-        for row, sim in zip(rows, sims):
-            row.update(sim)
-    return rows
+    return list(_stream(result, sims)) if limit is None else list(_stream(result, sims, limit))
+
+
+def _stream(result, sims, limit=None):
+    """The ranked rows made one at a time, for files and stdout: a row is written and dropped, so the
+    outputs add one row's memory to the plans', not a second copy of every plan (issue 25)."""
+    rows = iter_sweep_rows(result, limit)
+    if sims is None:
+        yield from rows
+        return
+    for row, sim in zip(rows, sims):
+        row.update(sim)
+        yield row
 
 
 def _simulate(result, gpu_list, loaded, slo_ttft: float, slo_tpot: float) -> list[dict]:
@@ -224,23 +234,23 @@ def _write_files(result, files, title: str, summary: list[str], prices, gpus=(),
     if not files:
         return
 
-    rows = _rows(result, sims)
     for path, fmt in files:
         if fmt == ".csv":
-            atomic_write(path, lambda stream: write_csv(rows, stream), newline="")
+            atomic_write(path, lambda stream: write_csv(_stream(result, sims), stream), newline="")
         elif fmt == ".json":
-            atomic_write(path, _json_text(result, rows, prices))
-        else:
-            atomic_write(path, render_html(rows, title=title, summary=summary, skipped=_skipped_lines(result),
-                                           currency=prices.unit, headlines=headlines(result, gpus)))
+            atomic_write(path, lambda stream: _write_json(result, _stream(result, sims), prices, stream))
+        else:  # the page's charts and table read every row
+            atomic_write(path, render_html(_rows(result, sims), title=title, summary=summary,
+                                           skipped=_skipped_lines(result), currency=prices.unit,
+                                           headlines=headlines(result, gpus)))
 
 
 def _write_stdout(result, fmt: str, prices, sims=None) -> None:
-    rows = _rows(result, sims)
+    rows = _stream(result, sims)
     if fmt == "csv":
         write_csv(rows, sys.stdout)
     else:
-        sys.stdout.write(_json_text(result, rows, prices))
+        _write_json(result, rows, prices, sys.stdout)
 
 
 def _skipped_lines(result) -> list[str]:

@@ -14,11 +14,13 @@ import resource
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 
 DEFAULT_MAX_PLANS = 1_000_000
-# Measured on the 2-core development machine (benchmarks/README.md): a 54,400-plan sweep with -o x.csv took
-# 3.6 CPU-s and 190 MB of resident memory, about 40 MB of it the interpreter and kvplan.
-PLANS_PER_SECOND = 15_000
-BYTES_PER_PLAN = 2_800
-BASE_BYTES = 40 * 2**20
+# Measured on the 2-core development machine: a 54,400-plan sweep (2 models x 34 GPUs x 4 counts x 100 contexts
+# x 2 KV dtypes) peaked at 95 MB resident, 23 MB of it the interpreter and kvplan (a 1-plan sweep), with or
+# without -o x.csv -o x.json (rows are streamed to the files; before, 452 MB); 0.8 CPU-s to plan and about
+# 2 CPU-s per file written.
+PLANS_PER_SECOND = 20_000  # planning and one file
+BYTES_PER_PLAN = 1_400
+BASE_BYTES = 25 * 2**20
 
 
 def estimate(plans: int) -> tuple[float, int]:

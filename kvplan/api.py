@@ -84,7 +84,8 @@ def plan(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, context: int | s
          weight_dtype: str | None = None, gpu_memory_utilization: float | str | None = None,
          overhead: int | str | None = None, kv_cache_memory: int | str | None = None, block_size: int | None = None,
          engine: str | None = None, engine_version: str | None = None, engine_opts: Opts = (),
-         speculative: str | None = None, hw_profiles: Paths = (), revision: str | None = None,
+         speculative: str | None = None, lora: str | None = None, hw_profiles: Paths = (),
+         revision: str | None = None,
          token: str | None = None, timeout: float = 10.0) -> Plan:
     """`kvplan fit`'s plan: does `model` fit on `gpu` at `context` for `batch` requests, and how many
     requests, how long a context, how fast.
@@ -100,7 +101,7 @@ def plan(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, context: int | s
                         token=token, timeout=timeout)
     req = read_request(spec, context=context, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                        block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
-                       kv_cache_memory=kv_cache_memory)
+                       kv_cache_memory=kv_cache_memory, lora=lora)
     dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
     if not 1 <= gpus_per_node <= 1024:
         raise out_of_range("gpus_per_node", gpus_per_node, 1, 1024)
@@ -129,6 +130,7 @@ def sweep(models: Union[str, Sequence[Union[str, ModelSpec]]], *, context: Union
           batch: int = 1, gpu_memory_utilization: float | str | None = None, block_size: int | None = None,
           engine: str | None = None, engine_version: str | None = None, engine_opts: Opts = (),
           prices: Union[str, Path, None] = None, layouts: bool = False, speculative: str | None = None,
+          lora: str | None = None,
           hw_profiles: Paths = (), revision: str | None = None, token: str | None = None,
           timeout: float = 10.0) -> SweepResult:
     """`kvplan sweep`: every model x GPU x GPU count x context x KV dtype x weight format planned and
@@ -157,7 +159,7 @@ def sweep(models: Union[str, Sequence[Union[str, ModelSpec]]], *, context: Union
                      block_size=block_size or DEFAULT_BLOCK_SIZE,
                      gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION,
                      prices={g.key: p for g in gpu_list if (p := book.price(g)) is not None}, engine=chosen,
-                     layouts=layouts)
+                     layouts=layouts, lora=lora)
 
 
 def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | str | None = None,
@@ -166,7 +168,8 @@ def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | s
              kv_dtype: str = "auto", weight_dtype: str | None = None,
              gpu_memory_utilization: float | str | None = None, block_size: int | None = None,
              engine: str | None = None, engine_version: str | None = None, engine_opts: Opts = (),
-             layouts: bool = False, replicas: int = 1, speculative: str | None = None, hw_profiles: Paths = (),
+             layouts: bool = False, replicas: int = 1, speculative: str | None = None,
+             lora: str | None = None, hw_profiles: Paths = (),
              revision: str | None = None, token: str | None = None, timeout: float = 10.0) -> list[Candidate]:
     """`kvplan cheapest`: every deployment tried for `concurrency` requests of `context` tokens (and at
     least `min_tokens_per_second` each), those meeting the target first, cheapest first (fewest GPUs
@@ -200,7 +203,7 @@ def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | s
                 min_tokens_per_second=min_tokens_per_second, prices=book,
                 kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=req.weight_dtype,
                 gpu_memory_utilization=gmu, block_size=block_size, engine=chosen, max_replicas=replicas,
-                layouts=layouts)
+                layouts=layouts, lora=lora)
 
 
 @dataclass(frozen=True)
@@ -224,6 +227,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
              engine_version: str | None = None, engine_opts: Opts = (), max_num_seqs: int = 256,
              max_num_batched_tokens: int = 8192, prefix_caching: bool = True, slo_ttft: float = 2.0,
              slo_tpot: float = 0.1, step_overhead: float = 0.0, speculative: str | None = None,
+             lora: str | None = None,
              hw_profiles: Paths = (), revision: str | None = None, token: str | None = None,
              timeout: float = 10.0) -> Simulation:
     """`kvplan simulate`: serve a workload (built-in `workload`, default chat, Poisson arrivals at `qps`,
@@ -240,7 +244,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     req = read_request(spec, context=max_model_len or spec.max_context, kv_dtype=kv_dtype,
                        weight_dtype=weight_dtype, block_size=block_size,
                        gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
-                       kv_cache_memory=kv_cache_memory)
+                       kv_cache_memory=kv_cache_memory, lora=lora)
     dep = layout_from_flags(spec, gpus, tp, pp)
     if dep == SEARCH:  # gpus alone: the default split (widest tp within a node, then pp), as simulate's CLI
         dep = deployment_for_gpus(spec, gpus)

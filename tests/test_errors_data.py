@@ -23,6 +23,9 @@ ENGINE_FLAGS = {
     "engines/vllm/autofit.py": {"--max-model-len"},
     "engines/vllm/cache_dtype.py": {"--kv-cache-dtype"},
     "engines/emit.py": {"--dtype", "--quantization"},  # vLLM's and SGLang's weight flags
+    # vLLM's and SGLang's LoRA flags: the notes on which layers vLLM wraps, and --emit
+    "engines/lora.py": {"--enable-lora", "--lora-target-modules", "--max-lora-rank", "--max-loras",
+                        "--max-loras-per-batch"},
     "engines/vllm/speculative.py": {"--speculative-config"},  # vLLM's, emitted
     "planning/deploy.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "validate/shard.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason

@@ -41,14 +41,19 @@ CAPABILITY = {
     "gh200-144": "9.0", "b200": "10.0", "gb200": "10.0", "b300": "10.3", "gb300": "10.3", "rtx-5090": "12.0",
     "rtx-pro-6000-server": "12.0", "mi250x": "gfx90a", "mi300x": "gfx942", "mi325x": "gfx942", "mi355x": "gfx950",
     "gaudi2": None, "gaudi3": None,
+    # issue 22 (CUDA GPUs list; GB10's sm_121 from DGX Spark's hardware pages; MI300A from ROCm GPU specs)
+    "rtx-a6000": "8.6", "rtx-a4500": "8.6", "a800": "8.0", "rtx-6000-ada": "8.9", "l20": "8.9", "l40": "8.9",
+    "h800": "9.0", "h200-nvl": "9.0", "rtx-pro-6000-workstation": "12.0", "gb10": "12.1", "mi300a": "gfx942",
 }
 # Each architecture's capabilities (NVIDIA: the major.minor families; AMD: CDNA2 gfx90a, CDNA3 gfx942, CDNA4 gfx950).
 ARCHITECTURE = {"volta": {"7.0"}, "turing": {"7.5"}, "ampere": {"8.0", "8.6"}, "ada": {"8.9"}, "hopper": {"9.0"},
-                "blackwell": {"10.0", "10.3", "12.0"}, "cdna2": {"gfx90a"}, "cdna3": {"gfx942"},
+                "blackwell": {"10.0", "10.3", "12.0", "12.1"}, "cdna2": {"gfx90a"}, "cdna3": {"gfx942"},
                 "cdna4": {"gfx950"}, "gaudi2": {None}, "gaudi3": {None}}
+# Parts with FP8 tensor math whose sources give a 16-bit rate but no FP8 one (their profiles say so).
+NO_FP8_RATE = {"l20", "h800"}
 # NVSwitch parts (HGX 8-GPU boards, NVL72 racks): the ones vLLM's multicast workspace exists on.
 NVSWITCH = {"a100-sxm-40": 8, "a100-sxm-80": 8, "h100-sxm": 8, "h200-sxm": 8, "h20": 8, "b200": 8, "b300": 8,
-            "gb200": 72, "gb300": 72}
+            "gb200": 72, "gb300": 72, "h800": 8, "a800": 8}
 
 
 def test_bundled_facts_match_the_vendor_tables(gpus):
@@ -77,8 +82,14 @@ def test_facts_agree_with_the_rest_of_each_profile(gpus):
         assert gpu.memory_kind.lower() in gpu.memory_marketed.lower(), key  # "80GB HBM3" -> HBM3
         # a listed FP8 / FP4 rate means the tensor math exists; MI355X lists no FP4 rate but CDNA4 has FP4
         # matrix types (ROCm's precision-support page)
-        assert gpu.fp8 == ("fp8" in gpu.dense_flops), key
-        assert gpu.fp4 == ("fp4" in gpu.dense_flops or key == "mi355x"), key
+        # a listed rate means the math exists; the math can exist where no source gives its rate (issue 22's
+        # workstation and unified-memory parts: fp8 true, no FP8 rate listed)
+        assert gpu.fp8 or "fp8" not in gpu.dense_flops, key
+        assert gpu.fp4 or "fp4" not in gpu.dense_flops, key
+        if gpu.dense_flops.keys() & {"bf16", "fp16"} and gpu.key not in NO_FP8_RATE:
+            assert gpu.fp8 == ("fp8" in gpu.dense_flops), key
+        if gpu.architecture != "cdna4" and gpu.dense_flops:
+            assert gpu.fp4 == ("fp4" in gpu.dense_flops), key
         if gpu.vendor == "NVIDIA":
             assert gpu.device_name in gpu.aliases or gpu.device_name.lower().replace(" ", "-") in gpu.aliases, key
 

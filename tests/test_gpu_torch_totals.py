@@ -36,6 +36,7 @@ def mib_down(gib: str) -> int:
     ("rtx-pro-6000-server", "94.97", 97887),  # antirez/ds4#431 (CUDA total): 97249 MiB; nvidia-smi 97887 MiB
     ("b200", "178.35", 183359),  # stas00/ml-engineering debug/pytorch.md: 182630 MiB; nvidia-smi 183359 MiB
     ("gb300", "276.50", 284208),  # same book, DGX Station GB300: 283136 MiB; nvidia-smi 284208 MiB
+    ("rtx-6000-ada", "44.43", 46068),  # DINGYANB/MTVCrafter#21 (ECC on): 45496 MiB; nvidia-smi 46068 MiB
 ])
 def test_torch_totals_from_public_logs(key, printed, smi_mib):
     gpu = load_gpus()[key]
@@ -43,6 +44,18 @@ def test_torch_totals_from_public_logs(key, printed, smi_mib):
     assert not gpu.memory_usable_above_torch and printed in gpu.memory_usable_source
     # torch sees 0.46-1.05 GiB less than nvidia-smi on every one of them
     assert 0.45 * GiB < smi_mib * MiB - gpu.memory_usable_bytes < 1.06 * GiB
+
+
+@pytest.mark.parametrize("key, printed", [
+    ("l20", "44.53"),  # Tencent-Hunyuan/HunyuanCustom#36, 8x L20: floor(44.53 x 1024) = 45598 MiB
+    ("l40", "44.40"),  # QwenLM/Qwen3-VL#2097, one L40: 45465 MiB
+    ("gb10", "121.69"),  # MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#204, unified memory per Spark: 124610 MiB
+])
+def test_torch_totals_without_a_tool_total(key, printed):
+    # no nvidia-smi figure was found beside these; an ECC GDDR6 card keeps under 15/16 of its 48 GiB
+    gpu = load_gpus()[key]
+    assert gpu.memory_usable_bytes == mib_down(printed) and printed in gpu.memory_usable_source
+    assert not gpu.memory_usable_above_torch
 
 
 def test_only_tool_totals_are_flagged():
@@ -64,3 +77,11 @@ def test_a_flagged_gpu_warns_and_a_torch_total_does_not():
     assert not any("upper bound" in w for w in _warnings(gpus["b200"]))
     # the flag is data: a user profile or a log's total (GPU.of_memory) carries none
     assert not any("upper bound" in w for w in _warnings(GPU.of_memory("x", "X", 80 * GiB, "a log")))
+
+
+def test_unified_memory_parts_warn():
+    # GB10 and MI300A share their pool with the CPU and the OS (profiles README, Memory); a discrete card does not
+    unified = {k for k, g in load_gpus().items() if g.memory_unified}
+    assert unified == {"gb10", "mi300a"}
+    assert any("unified memory" in w for w in _warnings(load_gpus()["gb10"]))
+    assert not any("unified memory" in w for w in _warnings(load_gpus()["h100-sxm"]))

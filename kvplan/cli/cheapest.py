@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, JsonOpt, PricesOpt,
+    MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, JsonOpt, LoraOpt, PricesOpt,
     RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, print_notes, print_result,
     progress_bar, stderr, table,
 )
@@ -26,6 +26,7 @@ from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.units import human_tokens, parse_tokens, plural
 from kvplan.hardware.prices import load_prices
+from kvplan.planning.lora import parse_lora
 from kvplan.planning.deploy import candidate_deployments, deployment_for_gpus
 from kvplan.planning.layout import layout_text
 from kvplan.report.export import candidate_row
@@ -69,6 +70,7 @@ def cheapest(
     top: Annotated[int, typer.Option("--top", help="Rows of the ranking shown in the terminal.")] = 15,
     hw_profiles: HwOpt = None,
     speculative: SpeculativeOpt = None,
+    lora: LoraOpt = None,
     offload: OffloadOpt = None,
     offload_backend: OffloadBackendOpt = "native",
     host: HostOpt = None,
@@ -100,6 +102,7 @@ def cheapest(
     check_range("--replicas", replicas, 1, 4096)
     chosen, gmu = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
     drafter = speculative_request(speculative, chosen)
+    adapters = parse_lora(lora)
     asked = parse_offload_flags(offload, offload_backend, host)
     if asked.tiers:
         check_tiers(chosen, asked.tiers, asked.backend)
@@ -118,10 +121,13 @@ def cheapest(
         stderr(f"note: --ctx not given; using the model's limit, {ctx_tokens:,} tokens")
     if ctx_tokens > spec.max_context:
         stderr(f"warning: context {ctx_tokens:,} exceeds the model's max_position_embeddings ({spec.max_context:,})")
+    if adapters is not None:
+        stderr(f"note: every candidate keeps room for LoRA adapters {adapters.text} (MAX_LORAS:RANK:MODULES) as "
+               f"{chosen.label or 'kvplan'} reserves them")
     candidates = rank(spec, gpu_list, ctx_tokens, concurrency, deployments=deps, min_tokens_per_second=min_tps,
                       prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=wdt,
                       gpu_memory_utilization=gmu, block_size=block_size, engine=chosen,
-                      max_replicas=replicas, layouts=layouts)
+                      max_replicas=replicas, layouts=layouts, lora=adapters)
     sims: dict = {}
     sla = (slo_ttft, slo_tpot, slo_percent)
     if served:

@@ -6,7 +6,7 @@ import typer
 
 from kvplan.cli._common import (
     BatchOpt, BlockSizeOpt, CtxOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt,
-    JsonOpt, KvDtypeOpt, RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, cli_errors,
+    JsonOpt, KvDtypeOpt, LoraOpt, RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, cli_errors,
     print_notes, stderr,
 )
 from kvplan.cli.engine_fit import fit_report
@@ -27,11 +27,12 @@ def register(app: typer.Typer) -> None:
 
 
 def _request(ctx_tokens: Optional[int], batch: int, kv_dtype: str, weight_dtype, model, block_size: Optional[int],
-             gpu_memory_utilization: Optional[str], overhead: Optional[str], kv_cache_memory: Optional[str]):
+             gpu_memory_utilization: Optional[str], overhead: Optional[str], kv_cache_memory: Optional[str],
+             lora: Optional[str] = None):
     """The Request the flags ask for (kvplan.planning.request: as the Python API reads its keywords)."""
     return read_request(model, context=ctx_tokens, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
-                        kv_cache_memory=kv_cache_memory)
+                        kv_cache_memory=kv_cache_memory, lora=lora)
 
 
 def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]):
@@ -70,6 +71,7 @@ def fit(
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
     speculative: SpeculativeOpt = None,
+    lora: LoraOpt = None,
     emit: Annotated[Optional[str], typer.Option("--emit", help="Also print the serve command line for this plan: vllm, sglang or llama.cpp.")] = None,
     hw_profiles: HwOpt = None,
     revision: RevisionOpt = None,
@@ -92,7 +94,7 @@ def fit(
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
     req = _request(ctx_tokens, batch, kv_dtype, weight_dtype, spec,
-                   block_size, gpu_memory_utilization, overhead, kv_cache_memory)
+                   block_size, gpu_memory_utilization, overhead, kv_cache_memory, lora)
 
     dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
     if not 1 <= gpus_per_node <= 1024:

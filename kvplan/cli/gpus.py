@@ -17,7 +17,8 @@ def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
     data = [{
         "key": g.key, "name": g.name, "vendor": g.vendor, "aliases": list(g.aliases),
         "memory_marketed": g.memory_marketed, "memory_usable_bytes": g.memory_usable_bytes,
-        "memory_usable_source": g.memory_usable_source, "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s,
+        "memory_usable_source": g.memory_usable_source, "memory_unified": g.memory_unified,
+        "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s,
         "dense_flops": dict(g.dense_flops), "price_per_hour": g.price_per_hour,
         "architecture": g.architecture, "compute_capability": g.compute_capability, "memory_kind": g.memory_kind,
         "fp8": g.fp8, "fp4": g.fp4, "device_name": g.device_name,

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, RevisionOpt,
+    BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, LoraOpt, RevisionOpt,
     TimeoutOpt, OUTPUT_FORMATS, SpeculativeOpt, TokenOpt, WeightDtypeOpt, check_range, cli_errors, output_files,
     progress_bar, stderr,
 )
@@ -92,6 +92,7 @@ def simulate(
     title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan simulate",
     hw_profiles: HwOpt = None,
     speculative: SpeculativeOpt = None,
+    lora: LoraOpt = None,
     offload: OffloadOpt = None,
     offload_backend: OffloadBackendOpt = "native",
     host: HostOpt = None,
@@ -130,7 +131,7 @@ def simulate(
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed)
     sim, meta, notes, result = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
-                                         chosen, hw_profiles, revision, token, timeout, speculative)
+                                         chosen, hw_profiles, revision, token, timeout, speculative, lora)
     for line in notes if find_rate else [loaded.said, *notes]:  # every input is valid: say where things came from
         stderr(line)
     meta.update(loaded.meta)
@@ -176,7 +177,7 @@ def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttf
 
 def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,
                       overhead, block_size, step_overhead, chosen, hw_profiles, revision, token, timeout,
-                      speculative=None):
+                      speculative=None, lora=None):
     """Plan the deployment as `fit` does (with the drafter --speculative names), as `chosen` (a
     configured engine) sizes the pool, then the simulator's inputs and the notes for stderr."""
     hw = find_gpu(gpu, hw_profiles or ())
@@ -185,7 +186,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
     req = _request(limit or spec.max_context, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead,
-                   kv_cache_memory)
+                   kv_cache_memory, lora)
     dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)
     notes = [resolved.note, *(f"note: {n}" for n in resolved.notices)]
     dep = chosen.deployment(dep)

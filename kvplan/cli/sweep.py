@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, PricesOpt, RevisionOpt,
+    MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, LoraOpt, PricesOpt, RevisionOpt,
     OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, output_files,
     progress_bar, stderr, table,
 )
@@ -33,6 +33,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.files import atomic_write
 from kvplan.core.units import human_tokens, parse_token_list, plural
 from kvplan.hardware.prices import load_prices
+from kvplan.planning.lora import parse_lora
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
 from kvplan.report.export import iter_sweep_rows, write_csv, write_json_document
 from kvplan.report.html import render_html
@@ -78,6 +79,7 @@ def sweep(
     slo_tpot: SloTpotOpt = 0.1,
     hw_profiles: HwOpt = None,
     speculative: SpeculativeOpt = None,
+    lora: LoraOpt = None,
     offload: OffloadOpt = None,
     offload_backend: OffloadBackendOpt = "native",
     host: HostOpt = None,
@@ -104,6 +106,7 @@ def sweep(
         raise KvplanError(f"--top must be 0 or more, got {top}", EXIT_USAGE)
     chosen, gmu = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
     drafter = speculative_request(speculative, chosen)
+    adapters = parse_lora(lora)
     asked = parse_offload_flags(offload, offload_backend, host)
     if asked.tiers:
         check_tiers(chosen, asked.tiers, asked.backend)
@@ -123,14 +126,11 @@ def sweep(
     total = sum(per_model * len({canonical_kv_dtype(n, s.dtype) for n in kv_names}) for s in specs)
     kwargs = dict(batch=batch, block_size=block_size or DEFAULT_BLOCK_SIZE,
                   gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION, prices=price_by_gpu, engine=chosen,
-                  layouts=layouts)
-    size = check_size(total, max_plans, "--max-plans")
-    if served and total > MAX_SIMULATED_PLANS:
-        raise KvplanError(f"--workload simulates every plan: {total:,} plans are more than {MAX_SIMULATED_PLANS:,}; "
-                          "narrow the sweep (or use `kvplan cheapest --workload`)", EXIT_USAGE)
-    stderr(size)
+                  layouts=layouts, lora=adapters)
+    stderr(_checked_size(total, max_plans, served))
     result = _run((specs, gpu_list, counts, contexts, kv_names, weights), kwargs, total)
     summary = _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book)
+    summary += _lora_lines(adapters, chosen)
     sims = None
     if served:
         sims = _simulate(result, gpu_list, loaded, slo_ttft, slo_tpot)
@@ -151,6 +151,23 @@ def sweep(
         Console().print(_sweep_table(result, _rows(result, sims, limit=top), price_book.unit))
     for path, fmt in files:
         stderr(f"wrote {OUTPUT_FORMATS[fmt]}: {path}")
+
+
+def _checked_size(total: int, max_plans: int, served: bool) -> str:
+    """The line saying the sweep's size (kvplan.cli.sweep_size), once every limit on it is checked."""
+    size = check_size(total, max_plans, "--max-plans")
+    if served and total > MAX_SIMULATED_PLANS:
+        raise KvplanError(f"--workload simulates every plan: {total:,} plans are more than {MAX_SIMULATED_PLANS:,}; "
+                          "narrow the sweep (or use `kvplan cheapest --workload`)", EXIT_USAGE)
+    return size
+
+
+def _lora_lines(adapters, chosen) -> list[str]:
+    """The summary line that says every plan keeps room for the --lora adapters (none without them)."""
+    if adapters is None:
+        return []
+    return [f"every plan keeps room for LoRA adapters {adapters.text} (MAX_LORAS:RANK:MODULES) as "
+            f"{chosen.label or 'kvplan'} reserves them"]
 
 
 def _run(args, kwargs, total: int):

@@ -17,6 +17,7 @@ from kvplan.compare.candidates import try_deployments
 from kvplan.compare.replicas import layout_deployments, replicated
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
 from kvplan.engines import resolve_engine
+from kvplan.planning.lora import parse_lora
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import Plan, Request
@@ -83,7 +84,7 @@ def _key(c: Candidate) -> tuple:
 def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deployments: Sequence[Deployment],
              min_tokens_per_second: float | None = None, prices=None, kv_dtype=None, weight_dtype=None,
              gpu_memory_utilization: float | None = None, block_size: int | None = None,
-             engine=None, max_replicas: int = 1, layouts: bool = False) -> list[Candidate]:
+             engine=None, max_replicas: int = 1, layouts: bool = False, lora=None) -> list[Candidate]:
     """Every candidate, those meeting the target first (ranked by RANKING), then the rest.
 
     `prices` is a kvplan.hardware.prices.Prices (or None: no prices, rank by GPU count). `engine` (a
@@ -103,7 +104,8 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
         extra["gpu_memory_utilization"] = gpu_memory_utilization
     if block_size is not None:
         extra["block_size"] = block_size
-    req = Request(context=context, batch=concurrency, kv_dtype=kv_dtype, weight_dtype=weight_dtype, **extra)
+    req = Request(context=context, batch=concurrency, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+                  lora=parse_lora(lora), **extra)
     meets, fails = [], []
     if layouts:
         deployments = layout_deployments(model, deployments)

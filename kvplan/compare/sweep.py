@@ -19,6 +19,7 @@ from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.compare.candidates import attempt, try_deployments
 from kvplan.engines import resolve_engine
+from kvplan.planning.lora import parse_lora
 from kvplan.planning.deploy import NODE_GPUS, Deployment, deployment_for_gpus
 from kvplan.planning.layout import candidate_layouts, layout_rank_key
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan, Request
@@ -101,7 +102,7 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
           batch: int = 1, block_size: int = DEFAULT_BLOCK_SIZE,
           gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
           prices: dict | None = None, progress: Callable[[int], None] | None = None,
-          engine=None, layouts: bool = False) -> SweepResult:
+          engine=None, layouts: bool = False, lora=None) -> SweepResult:
     """Every plan of the cross product, ranked by RANKING.
 
     `models` are ModelSpecs, `gpus` kvplan.hardware.gpus.GPU objects, `prices` maps GPU key to price per
@@ -110,7 +111,8 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
     default the engine-neutral planner, which shares work across GPUs and contexts and is much
     faster) plans each deployment as that engine allocates. `layouts`: for each GPU count, every
     valid tp x pp x dp (x ep) layout is planned and each row is the best of them for its GPU and
-    request (kvplan.planning.layout.layout_rank_key), instead of the one default split.
+    request (kvplan.planning.layout.layout_rank_key), instead of the one default split. `lora`: the LoRA
+    adapters every deployment keeps room for (kvplan.planning.lora.LoraRequest or its text).
     """
     engine = engine or resolve_engine()
     if not 1 <= batch <= 1_000_000:
@@ -130,7 +132,7 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
     skipped: list[Skipped] = []
     with collector_paused():
         _cross(models, gpus, gpu_counts, contexts, kv_dtypes, weight_dtypes, batch, block_size,
-               gpu_memory_utilization, plans, skipped, progress, engine, layouts)
+               gpu_memory_utilization, plans, skipped, progress, engine, layouts, parse_lora(lora))
         plans.sort(key=lambda p: rank_key(p, prices.get(p.gpu)))
     return SweepResult(plans, {m.name: m for m in models}, skipped, prices, engine.label)
 
@@ -144,10 +146,10 @@ def _best_layouts(model, gpus, count: int, requests, engine) -> list[Plan]:
 
 
 def _cross(models, gpus, gpu_counts, contexts, kv_dtypes, weight_dtypes, batch, block_size,
-           gpu_memory_utilization, plans, skipped, progress, engine, layouts=False) -> None:
+           gpu_memory_utilization, plans, skipped, progress, engine, layouts=False, lora=None) -> None:
     for model in models:
         requests = [Request(context=ctx, batch=batch, kv_dtype=dt, weight_dtype=wd, block_size=block_size,
-                            gpu_memory_utilization=gpu_memory_utilization)
+                            gpu_memory_utilization=gpu_memory_utilization, lora=lora)
                     for wd in weight_dtypes for dt in kv_dtypes_for(model, kv_dtypes) for ctx in contexts]
         for count in gpu_counts:
             n = len(gpus) * len(requests)

@@ -17,6 +17,7 @@ The engine-neutral planner (kvplan.engines.neutral) is the default engine.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
@@ -188,17 +189,32 @@ class Engine:
         self.check_layout(model, dep)
         st = self.settings(model, gpu, dep, req)
         view = self.view(model, st)
-        r = self.request(req, st, view, dep)
+        r, lora_notes = self.with_lora(view, dep, self.request(req, st, view, dep), st)
         one = rank_request(r, dep)  # one data-parallel rank: its share of the requests, its own pool
         prep = prepare(view, dep, one, self.rules(st), step_tokens=r.batch, placement=self.placement(view, dep, gpu))
         budget = gpu_budget(gpu, one)
         stages = self.budget(budgets(prep, budget, one), one, st)
         use = usage(stages, one)
         cap = self.capacity(view, dep, stages, one, st, use)
+        cap = cap._replace(notes=(*cap.notes, *lora_notes)) if lora_notes else cap
         ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep, self.dcp_tokens_whole)
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name,
                         assumed=self.assumptions(view, gpu, dep, st))
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
+
+    def with_lora(self, model, dep, req: Request, st) -> tuple[Request, tuple[str, ...]]:
+        """`req` with the bytes per GPU this engine reserves for its LoRA adapters (req.lora), and notes."""
+        if req.lora is None:
+            return req, ()
+        size, notes = self.lora_price(model, dep, req.lora, st)
+        return replace(req, lora_bytes=size), notes
+
+    def lora_price(self, model, dep, lora, st) -> tuple[int, tuple[str, ...]]:
+        """(bytes per GPU, notes) of `lora` (kvplan.planning.lora.LoraRequest) as this engine reserves it
+        (kvplan.engines.lora); an engine that has not read its LoRA allocation refuses."""
+        priced = _engines_that(lambda cls: cls.lora_price is not Engine.lora_price)
+        raise KvplanError(f"{self.name} has no LoRA pricing in kvplan; use {priced.removesuffix(' or ')}",
+                          EXIT_USAGE, param="lora", value=lora.text)
 
     def assumptions(self, model, gpu, dep, st) -> tuple:
         """Plan warnings (kvplan.planning.plan.PlanWarning) for the hardware facts this engine's rules read on

@@ -6,6 +6,7 @@ longest context by search over the same arithmetic.
 from __future__ import annotations
 
 from kvplan.engines.base import Capacity, Engine
+from kvplan.engines.lora import sglang_bytes as exact_lora_bytes
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.planning.layout import rank_request, whole_answers
 from kvplan.planning.offload import Geometry, TIERS, TierPool, TierRequest, check_kinds
@@ -49,6 +50,11 @@ class NeutralEngine(Engine):
     block_sizes = tuple(2**i for i in range(13))
     offload_rules = {"native": {tier: page_pool for tier in TIERS}}
 
+    def lora_price(self, model, dep, lora, st):
+        """kvplan's own: max_loras slots of A and B on the wrapped projections, nothing else (the packed
+        projections whole, as every engine wraps them: kvplan.engines.lora)."""
+        return exact_lora_bytes(model, dep, lora)
+
     def capacity(self, model, dep, stages, req, st, use) -> Capacity:
         return Capacity(self.name, "", use.kv_memory_bytes_per_gpu, use.token_slots, float(use.concurrency),
                         req.context, use.growth_bytes_per_token_per_gpu, None, req.block_size)
@@ -68,6 +74,7 @@ class NeutralEngine(Engine):
         prepared: dict = {}  # (prepare_key, whole batch) -> (index, Prepared)
         per_request = []
         for whole in requests:
+            whole = self.with_lora(model, dep, whole, None)[0]
             req = rank_request(whole, dep)  # one data-parallel rank's share
             pkey = (prepare_key(req), whole.batch)
             if pkey not in prepared:
@@ -80,7 +87,7 @@ class NeutralEngine(Engine):
         for gpu in gpus:
             for whole, req, index, prep, cost in per_request:
                 budget = gpu_budget(gpu, req)
-                bkey = (index, budget, req.kv_cache_memory_bytes)
+                bkey = (index, budget, req.kv_cache_memory_bytes, req.lora_bytes)
                 hit = by_budget.get(bkey)
                 if hit is None:
                     stages = budgets(prep, budget, req)

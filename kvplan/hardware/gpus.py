@@ -26,6 +26,7 @@ PROFILE_SUFFIXES = (".yaml", ".yml")
 _REQUIRED = ("key", "name", "vendor", "memory_marketed", "memory_marketed_bytes", "memory_usable_bytes",
              "memory_usable_source", "bandwidth_bytes_per_s", "source", "confidence")
 _OPTIONAL = ("aliases", "dense_flops", "interconnect", "tdp_w", "price_per_hour", "notes", "memory_usable_above_torch",
+             "memory_unified",
              *FACT_FIELDS)
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
 MAX_YAML_BYTES = 1 << 20  # a profile or prices file is a few kB; as for config.json (hub.MAX_CONFIG_BYTES)
@@ -57,6 +58,9 @@ class GPU:
     # True when memory_usable_bytes is a tool's device total (nvidia-smi, NVML, OpenCL) where no torch total
     # was found: torch and vLLM see less (0.46-1.05 GiB on the GPUs where both were measured)
     memory_usable_above_torch: bool = False
+    # True where the CPU, the OS and the GPU share one memory pool (GB10, MI300A): what the OS and other processes
+    # hold at run time comes out of the same bytes (kvplan/hardware/profiles/README.md, Memory)
+    memory_unified: bool = False
     # Hardware facts engines read (never the key or the name). None: the profile does not say (an old user
     # profile); an engine rule that needs a missing fact states what it assumed (a plan warning).
     architecture: str | None = None  # "ampere", "hopper", "blackwell", "cdna3", "gaudi2", ...
@@ -184,6 +188,7 @@ class _Checker:
             source=self.text("source", d["source"]), confidence=confidence,
             notes="" if notes is None else self.text("notes", notes), path=self.path,
             memory_usable_above_torch=self.flag("memory_usable_above_torch", d.get("memory_usable_above_torch", False)),
+            memory_unified=self.flag("memory_unified", d.get("memory_unified", False)),
             **fabric, **facts,
         )
 

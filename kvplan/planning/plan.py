@@ -48,6 +48,8 @@ class Request:
     overhead_bytes: int | None = None  # per GPU; None: estimated
     kv_cache_memory_bytes: int | None = None  # per GPU; exact KV budget, skips the estimate
     context_from_model: bool = False  # no context asked for: `context` is the model's own limit
+    lora: object = None  # kvplan.planning.lora.LoraRequest: adapters the engine keeps room for; None: no LoRA
+    lora_bytes: int = 0  # per GPU, what the engine reserves for them (kvplan.engines.lora), beside the overhead
 
 
 class Stage(NamedTuple):
@@ -242,7 +244,7 @@ def budgets(prep: Prepared, budget: int, req: Request) -> tuple[Stage, ...]:
     over = prep.overhead_bytes
     out = []
     for s in prep.stages:
-        kv = exact if exact is not None else budget - s.weight_bytes - over
+        kv = exact if exact is not None else budget - s.weight_bytes - over - req.lora_bytes
         out.append(Stage(s.layers, s.weight_bytes, s.weight_read_bytes, over, kv, s.profile))
     return tuple(out)
 
@@ -333,7 +335,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
     if not use.room:
         warnings.append(PlanWarning("the weights and overhead leave no memory for the KV cache"))
     if req.kv_cache_memory_bytes is not None:
-        need = max(s.weight_bytes + s.overhead_bytes + s.kv_memory_bytes for s in stages)
+        need = max(s.weight_bytes + s.overhead_bytes + s.kv_memory_bytes for s in stages) + req.lora_bytes
         if need > usable:  # the engine would not start: no context fits either (issue 25)
             fits, conc, max_ctx = False, 0, 0
             warnings.append(PlanWarning("weights + overhead + the given KV budget ({}) exceed the GPU's usable "
@@ -341,6 +343,11 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
     if getattr(gpu, "memory_usable_above_torch", False):  # a profile's data field (kvplan/hardware/profiles/README.md)
         warnings.append(PlanWarning("the GPU's {} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
                                     "see 0.46-1.05 GiB less, so the KV room is an upper bound", (usable,), ("GiB",)))
+    if getattr(gpu, "memory_unified", False):  # a profile's data field (kvplan/hardware/profiles/README.md)
+        warnings.append(PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory): what the OS, "
+                                    "its page cache and other processes hold comes out of the same pool, and an "
+                                    "engine refuses to start when its utilisation share is not free",
+                                    (usable,), ("GiB",)))
     warnings += assumed
     step = use.step_bytes / gpu.bandwidth_bytes_per_s
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy); dcp stripes it

@@ -9,6 +9,7 @@ from __future__ import annotations
 from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
 from kvplan.core.errors import out_of_range
 from kvplan.core.units import parse_bytes, parse_fraction, parse_tokens
+from kvplan.planning.lora import parse_lora
 from kvplan.model.spec import ModelSpec
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Request
 
@@ -18,10 +19,11 @@ MAX_BATCH = 1_000_000  # concurrent requests: far beyond any deployment, small e
 def read_request(model: ModelSpec, *, context: int | str | None = None, batch: int = 1, kv_dtype: str = "auto",
                  weight_dtype: str | None = None, block_size: int | None = None,
                  gpu_memory_utilization: float | str | None = None, overhead: int | str | None = None,
-                 kv_cache_memory: int | str | None = None) -> Request:
+                 kv_cache_memory: int | str | None = None, lora=None) -> Request:
     """`context` tokens (default: the model's limit, and the Request says so) for each of `batch` requests,
     the cache and weight dtypes ('auto': the model's), the page size, the utilisation, an overhead in
-    place of the estimate and an exact KV budget (bytes or sizes such as '2GiB')."""
+    place of the estimate and an exact KV budget (bytes or sizes such as '2GiB'); LoRA adapters the engine
+    keeps room for ('4:16:q,k,v,o', kvplan.planning.lora)."""
     if not 1 <= batch <= MAX_BATCH:
         raise out_of_range("batch", batch, 1, MAX_BATCH)
     tokens = None if context is None else parse_tokens(context, "context")
@@ -38,4 +40,5 @@ def read_request(model: ModelSpec, *, context: int | str | None = None, batch: i
             "gpu_memory_utilization"),
         overhead_bytes=None if overhead is None else parse_bytes(overhead, "overhead", allow_zero=True),
         kv_cache_memory_bytes=None if kv_cache_memory is None else parse_bytes(kv_cache_memory, "kv_cache_memory"),
+        lora=parse_lora(lora),
     )

@@ -82,7 +82,7 @@ def explain_lines(plan: Plan, model) -> list[str]:
     if r.kv_cache_memory_bytes is None:
         lines.append(f"KV memory per GPU = {gib(plan.usable_memory_bytes)} × {r.gpu_memory_utilization:g}"
                      f" − weights {gib(plan.weight_bytes_per_gpu)} − overhead {gib(plan.overhead_bytes_per_gpu)}"
-                     f" = {gib(kv)}")
+                     + (f" − LoRA {r.lora.text} {gib(r.lora_bytes)}" if r.lora is not None else "") + f" = {gib(kv)}")
     else:
         lines.append(f"KV memory per GPU = {arg('kv_cache_memory')} = {gib(kv)}")
     dp = plan.deployment.dp

@@ -122,6 +122,9 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         "speculative": _speculative(plan, model) if nested else None,
         "warnings": plan_warnings(plan),
     }
+    if r.lora is not None:  # the adapters the engine keeps room for, and what it reserves per GPU
+        row["lora"] = r.lora.text
+        row["lora_bytes_per_gpu"] = r.lora_bytes
     if rank is None:
         del row["rank"]
     return _with_layer_kinds(row, plan) if nested else row
@@ -189,6 +192,8 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> N
     ]
     if first.request.kv_cache_memory_bytes is not None:
         rows = [rows[0], (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu)), *rows[5:]]
+    elif first.request.lora is not None:  # the engine's adapter slots, its own row before the KV cache
+        rows.insert(4, (f"− LoRA {first.request.lora.text}", lambda p: gib(p.request.lora_bytes)))
     for label, fn in rows:
         budget.add_row(label, *[fn(p) for p in plans])
     console.print(budget)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes, sglang_flags as sglang_lora_flags
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.sglang import layout as sglang_layout
 from kvplan.engines.sglang.boot import emit_advice
@@ -284,6 +285,10 @@ class Sglang(Engine):
         return dataclasses.replace(req, gpu_memory_utilization=st.mem_fraction_static, block_size=st.page_size,
                                    overhead_bytes=over)
 
+    def lora_price(self, model, dep, lora, st: Settings):
+        """--max-loras-per-batch x --max-lora-rank buffers of the LoRA memory pool (kvplan.engines.lora)."""
+        return sglang_lora_bytes(model, dep, lora)
+
     def rules(self, st: Settings) -> SglangRules:
         return SglangRules(st.page_size, parse_version(st.version) >= (0, 5, 0))
 
@@ -322,6 +327,8 @@ class Sglang(Engine):
             args += ["--kv-cache-dtype", kv]
         if settings["page_size"] != 1:
             args += ["--page-size", str(settings["page_size"])]
+        if r.lora is not None:
+            args += sglang_lora_flags(r.lora)
         return args
 
     def parallel_flags(self, dep, model) -> list[str]:

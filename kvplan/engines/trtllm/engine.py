@@ -23,6 +23,7 @@ from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_vers
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import ATTENTION_KINDS, Kind
 from kvplan.engines import kvbm
+from kvplan.engines.lora import trtllm_bytes as lora_bytes
 from kvplan.engines.trtllm.offload import cpu_pool as host_cache_pool
 
 VERSIONS = ("0.20.0", "1.2.0")
@@ -127,6 +128,10 @@ class TrtLlm(Engine):
         # then scaled by budget().
         over = req.overhead_bytes if req.overhead_bytes is not None else self.overhead_estimate(model, dep, st)
         return dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=st.tokens_per_block, overhead_bytes=over)
+
+    def lora_price(self, model, dep, lora, st: Settings):
+        """LoraConfig(max_loras, max_lora_rank): the PEFT device cache's pages (kvplan.engines.lora)."""
+        return lora_bytes(model, dep, lora)
 
     def rules(self, st: Settings) -> TrtRules:
         return TrtRules()

@@ -38,6 +38,7 @@ from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.core.search import largest_fitting
 from kvplan.engines import kvbm, lmcache
+from kvplan.engines.lora import vllm_bytes as lora_bytes, vllm_flags as lora_flags
 from kvplan.engines.vllm.offload import cpu_pool as vllm_cpu_pool
 
 GIB = 2**30
@@ -275,6 +276,10 @@ class Vllm(Engine):
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)
 
+    def lora_price(self, model, dep, lora, st: Settings):
+        """--max-loras x --max-lora-rank slots on the wrapped projections, by release (kvplan.engines.lora)."""
+        return lora_bytes(model, dep, lora, st.version)
+
     def rules(self, st: Settings) -> VllmRules:
         return VllmRules.of(st)
 
@@ -333,6 +338,8 @@ class Vllm(Engine):
             args += ["--block-size", str(settings["block_size"])]
         if model.speculative is not None:
             args += vllm_flag(model.speculative)
+        if r.lora is not None:
+            args += lora_flags(r.lora, settings["version"])
         return args
 
     def parallel_flags(self, dep, model) -> list[str]:

@@ -1,0 +1,129 @@
+"""LoRA adapter memory per GPU as each engine reserves it at start-up, before the KV cache is sized.
+
+Every engine preallocates room for `max_loras` adapters of the largest rank on each projection it wraps,
+whether or not an adapter is loaded; the KV cache gets what is left. Widths per rank come from
+kvplan.planning.lora (column-parallel projections split their output, row-parallel ones their input).
+
+* vLLM (`vllm/lora/layers/base_linear.py` create_lora_weights, `vllm/lora/model_manager.py`
+  _create_lora_modules, v0.11.0-v0.33.0): per wrapped projection and slice, lora_a (max_loras, 1, rank,
+  in) and lora_b (max_loras, 1, out, rank) in the model's dtype (lora_dtype "auto"), made while the model
+  loads, so "Model loading took" includes them. Packed projections are wrapped whole: naming q wraps the
+  three slices of qkv_proj, gate wraps gate_up_proj (packed_modules_mapping). Without
+  `--lora-target-modules` (added by vllm-project/vllm#34984, merged 2026-02-20 on 0.16.0rc2.dev, so
+  first released in 0.17.0) every linear layer is wrapped, plus the embedding and LM-head modules the
+  model lists (`embedding_modules`, get_supported_lora_modules in `vllm/lora/utils.py`): kvplan prices
+  those as vocab x rank + hidden x rank each (an estimate: vocabulary padding is not modelled).
+  max_cpu_loras is the host LRU of loaded adapters: no GPU memory.
+* SGLang (`python/sglang/srt/lora/mem_pool.py`, LoRAMemoryPool): per layer and packed target module a
+  buffer A (max_loras_per_batch, stacked x rank, in) and B (max_loras_per_batch, out, rank), allocated
+  by the LoRA manager after the weights and before the KV pool (`srt/model_executor/model_runner.py`:
+  init_lora_manager() runs before init_memory_pool(), which sizes the pool from the memory then free):
+  the same element count as vLLM's.
+* TensorRT-LLM (PyTorch backend, `tensorrt_llm/_torch/pyexecutor/py_executor_creator.py`:
+  num_device_module_layer = max_lora_rank x num_hidden_layers x len(lora_target_modules +
+  missing_qkv_modules) x max_loras; `cpp/tensorrt_llm/batch_manager/peftCacheManager.cpp`
+  getPageManagerConfig / getMaxNumSlots): a paged device cache whose page width is the narrowest
+  module's localIn + localOut, max1d the widest; slots = num_device_module_layer x ceil(max1d / width),
+  slots per page = max(optimal x sum ceil(1d / width) x local layers, ceil(max_adapter x max1d / width))
+  with optimal = min(8, rank) and max_adapter = min(64, rank); bytes = pages x slots per page x width x
+  dtype. Naming any of q, k, v adds the others (missing_qkv_modules). Created with the executor's
+  resource managers, before the KV cache estimate's profiling run measures what is free.
+"""
+
+from __future__ import annotations
+
+from kvplan.core.intmath import cdiv
+from kvplan.engines.base import parse_version
+from kvplan.model.spec import PLAIN_BYTES
+from kvplan.planning.deploy import split_layers
+from kvplan.planning.lora import MODULES, LoraRequest, check_model, stage_slices
+
+TARGET_MODULES_FIRST = (0, 17, 0)  # vLLM --lora-target-modules (vllm-project/vllm#34984)
+
+
+def _packed(modules) -> tuple[str, ...]:
+    """Modules widened to the packed projections engines wrap whole (qkv_proj, gate_up_proj)."""
+    chosen = set(modules)
+    if chosen & {"q", "k", "v"}:
+        chosen |= {"q", "k", "v"}
+    if chosen & {"gate", "up"}:
+        chosen |= {"gate", "up"}
+    return tuple(m for m in MODULES if m in chosen)
+
+
+_PACKED_NAMES = (("qkv_proj", ("q", "k", "v")), ("o_proj", ("o",)), ("gate_up_proj", ("gate", "up")),
+                 ("down_proj", ("down",)))
+
+
+def _module_names(modules) -> list[str]:
+    """The packed module suffixes vLLM's and SGLang's --lora-target-modules take (qkv_proj, gate_up_proj, ...)."""
+    return [name for name, parts in _PACKED_NAMES if set(parts) & set(modules)]
+
+
+def vllm_flags(lora: LoraRequest, version: str) -> list[str]:
+    """`vllm serve` flags for the adapters (vllm/engine/arg_utils.py): --enable-lora, --max-loras, --max-lora-rank,
+    and --lora-target-modules from 0.17.0 where MODULES was given."""
+    args = ["--enable-lora", "--max-loras", str(lora.max_loras), "--max-lora-rank", str(lora.rank)]
+    if lora.modules and parse_version(version) >= TARGET_MODULES_FIRST:
+        args += ["--lora-target-modules", *_module_names(lora.modules)]
+    return args
+
+
+def sglang_flags(lora: LoraRequest) -> list[str]:
+    """`sglang.launch_server` flags for the adapters (srt/server_args.py): --enable-lora, --max-loras-per-batch,
+    --max-lora-rank, --lora-target-modules (all: every linear layer)."""
+    return ["--enable-lora", "--max-loras-per-batch", str(lora.max_loras), "--max-lora-rank", str(lora.rank),
+            "--lora-target-modules", *(_module_names(lora.modules) if lora.modules else ["all"])]
+
+
+def _dtype(model) -> int:
+    return PLAIN_BYTES.get(getattr(model, "dtype", "bf16"), 2)
+
+
+def _stacks(model, dep, lora: LoraRequest, modules) -> int:
+    """Elements of one adapter slot's A and B on the rank with the most layers."""
+    return max(sum(lora.rank * (s.in_dim + s.out_dim) for s in stage_slices(model, modules, dep.tp, rng))
+               for rng in split_layers(model.num_layers, dep.pp))
+
+
+def vllm_bytes(model, dep, lora: LoraRequest, version: str) -> tuple[int, tuple[str, ...]]:
+    """(bytes per GPU, notes) of vLLM's LoRA stacks for this release."""
+    notes = []
+    modules = lora.modules
+    if modules and parse_version(version) < TARGET_MODULES_FIRST:
+        notes.append(f"vLLM {version} wraps every linear layer (--lora-target-modules came in 0.17.0): the "
+                     f"LoRA slots are priced on all of them, not only {','.join(modules)}")
+        modules = None
+    vocab = 0
+    if modules is None:
+        check_model(model, MODULES)
+        vocab = lora.rank * (model.vocab_size + model.hidden_size + model.hidden_size
+                             + cdiv(model.vocab_size, dep.tp))
+        notes.append("LoRA on every linear layer plus the embedding and LM head (vLLM's default without "
+                     "--lora-target-modules; the vocabulary slots are an estimate)")
+    wrapped = _packed(modules or MODULES)
+    return lora.max_loras * (_stacks(model, dep, lora, wrapped) + vocab) * _dtype(model), tuple(notes)
+
+
+def sglang_bytes(model, dep, lora: LoraRequest) -> tuple[int, tuple[str, ...]]:
+    """(bytes per GPU, notes) of SGLang's LoRA memory pool (max_loras_per_batch slots)."""
+    wrapped = _packed(lora.wrapped())
+    return lora.max_loras * _stacks(model, dep, lora, wrapped) * _dtype(model), ()
+
+
+def trtllm_bytes(model, dep, lora: LoraRequest) -> tuple[int, tuple[str, ...]]:
+    """(bytes per GPU, notes) of TensorRT-LLM's LoRA device cache sized by max_loras (paged, see above)."""
+    modules = lora.wrapped()
+    if set(modules) & {"q", "k", "v"}:
+        modules = tuple(m for m in MODULES if m in set(modules) | {"q", "k", "v"})
+    check_model(model, modules)
+    layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
+    one = stage_slices(model, modules, dep.tp, (0, 1))  # TensorRT-LLM's modules are one layer's
+    sizes = [s.in_dim + s.out_dim for s in one]
+    width, widest = min(sizes), max(sizes)
+    optimal, biggest = min(8, lora.rank), min(64, lora.rank)
+    module_layers = lora.rank * model.num_layers * len(modules) * lora.max_loras
+    slots = module_layers * cdiv(widest, width)
+    per_page = max(optimal * sum(cdiv(s, width) for s in sizes) * layers, cdiv(biggest * widest, width))
+    pages = cdiv(slots, per_page)
+    return pages * per_page * width * _dtype(model), ()

@@ -83,11 +83,13 @@ def predict(rec: dict, log) -> dict | None:
     explicit = {"gpu_memory_utilization": flags["gpu_memory_utilization"]} if "gpu_memory_utilization" in flags else {}
     res = vllm.Vllm(version, opts, explicit).result(model, gpu, dep, req)
     layers = max(b - a for a, b in _ranges(model, dep))
-    repack = res.settings["overhead_weights_repack"]
+    repack = 0  # the plan's weights are as loaded (Vllm.loaded_extra: kernel padding, RoPE tables)
     if rec.get("mxfp4_backend"):  # the kernel the log names, not the GPU's default
         repack += (vllm_overhead.weights_repack_extra(model, dep.tp, gpu, rec["mxfp4_backend"])
                    - vllm_overhead.weights_repack_extra(model, dep.tp, gpu))
-    return {"weights": res.plan.weight_bytes_per_gpu + repack,
+    # the rank that prints "Model loading took" is the driver's, in the first pipeline stage
+    loaded = res.plan.stages[0].weight_bytes if dep.pp > 1 and res.plan.stages else res.plan.weight_bytes_per_gpu
+    return {"weights": loaded + repack,
             "activation_peak": res.settings["overhead_activation_peak"] + res.settings.get("overhead_encoder_profile", 0),
             "non_torch": res.settings["overhead_non_torch"],
             "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers, model, dep.tp, res.settings["max_num_seqs"]),
@@ -119,6 +121,37 @@ def rows(records: list[dict]) -> list[dict]:
             row["terms"][term] = {"engine_gib": num.value, "kvplan_gib": round(pred[term] / GIB, 3),
                                   "error_gib": round(err, 3), "error_rel": None if rel is None else round(rel, 4)}
         out.append(row)
+    return out
+
+
+def sglang_weights(records: list[dict]) -> list[dict]:
+    """SGLang's weights as loaded ("Load weight end ... mem usage", GB = GiB) against kvplan's SGLang plan, for
+    each SGLang record whose model is in the catalog: the record's GPU, else the log check's stand-in."""
+    from kvplan.engines import resolve_engine
+    from kvplan.engines.logcheck import assumed_gpu
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.planning.deploy import Deployment
+    from kvplan.planning.plan import Request
+    from kvplan.sources.catalog import find_in_catalog
+
+    out = []
+    for rec in records:
+        if rec.get("engine") != "sglang" or not rec.get("kvplan_model"):
+            continue
+        num = parsed(rec).reported.get("weights_mem_usage_gb")
+        if num is None:
+            continue
+        model = find_in_catalog(rec["kvplan_model"])
+        gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else assumed_gpu()
+        dep = Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
+        engine = resolve_engine("sglang", rec.get("version"))
+        res = engine.result(model, gpu, dep, Request(context=4096, weight_dtype=rec.get("weights")))
+        eng = num.value * GIB
+        for label, pred in (("as loaded", res.plan.weight_bytes_per_gpu),
+                            ("checkpoint", res.plan.weight_bytes_per_gpu - res.settings["loaded_extra"])):
+            out.append({"id": rec["id"], "split": "held-out" if is_held_out(rec) else "train", "kvplan": label,
+                        "engine_gib": num.value, "kvplan_gib": round(pred / GIB, 3),
+                        "error_gib": round((pred - eng) / GIB, 3), "error_rel": round((pred - eng) / eng, 4)})
     return out
 
 
@@ -355,8 +388,9 @@ def main() -> None:
         return
     rs = rows(records)
     summ = {s: summary(rs, s) for s in ("train", "held-out")}
+    sg = sglang_weights(records)
     if a.json:
-        print(json.dumps({"rows": rs, "summary": summ}, indent=1))
+        print(json.dumps({"rows": rs, "summary": summ, "sglang_weights": sg}, indent=1))
         return
     if a.markdown:
         print(markdown(rs, summ))
@@ -370,6 +404,10 @@ def main() -> None:
             mr = "" if v["median_abs_rel"] is None else f"{v['median_abs_rel'] * 100:.1f}%"
             print(f"  {term:18} {v['n']:3}  {v['median_error_gib']:+.2f} GiB  {mr:>6}  {v['within_tol']}/{v['n']} "
                   f"within {v['tol'] * 100:g}%")
+    print("\nSGLang weights (Load weight end: mem usage) against kvplan's SGLang plan, as loaded and as stored:")
+    for r in sg:
+        print(f"  {r['id'][:40]:40} {r['split']:8} {r['kvplan']:10} {r['engine_gib']:g} GB  {r['kvplan_gib']:.2f} GiB  "
+              f"{r['error_rel'] * 100:+.1f}%")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from kvplan.engines.base import Engine
 from kvplan.hardware.gpus import GPU, find_gpu, load_gpus
 from kvplan.hardware.prices import load_prices
 from kvplan.model.spec import ModelSpec
+from kvplan.engines.context import limited
 from kvplan.planning.deploy import Deployment, candidate_deployments, deployment_for_gpus
 from kvplan.planning.layout import SEARCH, layout_from_flags
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan
@@ -85,8 +86,8 @@ def plan(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, context: int | s
          overhead: int | str | None = None, kv_cache_memory: int | str | None = None, block_size: int | None = None,
          engine: str | None = None, engine_version: str | None = None, engine_opts: Opts = (),
          speculative: str | None = None, lora: str | None = None, hw_profiles: Paths = (),
-         revision: str | None = None,
-         token: str | None = None, timeout: float = 10.0) -> Plan:
+         revision: str | None = None, token: str | None = None, timeout: float = 10.0,
+         max_model_len: int | str | None = None, allow_long_context: bool = False) -> Plan:
     """`kvplan fit`'s plan: does `model` fit on `gpu` at `context` for `batch` requests, and how many
     requests, how long a context, how fast.
 
@@ -94,12 +95,17 @@ def plan(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, context: int | s
     `gpus` alone plans every valid layout of that many GPUs and returns the best (most requests, then
     decode speed); none of them: one GPU (`cheapest` finds the fewest GPUs that fit). `engine` plans as
     that engine allocates (vllm, sglang, trtllm, llama.cpp, transformers; default kvplan's own rules).
+    The model's context limit is the engine's (kvplan.engines.context: rope_scaling by release), or
+    `max_model_len`; past the limit an engine that refuses it raises unless `allow_long_context`.
+    Plan.binds says what stops a plan that does not fit: "context limit" or "memory".
     """
     hw = _find_gpu(gpu, hw_profiles=hw_profiles)
     chosen, _ = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
-    req = read_request(spec, context=context, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+    spec, default = _limited(chosen, spec, max_model_len, allow_long_context)
+    req = read_request(spec, context=context or (default if max_model_len is not None else None),
+                       default_context=default, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                        block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
                        kv_cache_memory=kv_cache_memory, lora=lora)
     dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
@@ -132,7 +138,8 @@ def sweep(models: Union[str, Sequence[Union[str, ModelSpec]]], *, context: Union
           prices: Union[str, Path, None] = None, layouts: bool = False, speculative: str | None = None,
           lora: str | None = None,
           hw_profiles: Paths = (), revision: str | None = None, token: str | None = None,
-          timeout: float = 10.0) -> SweepResult:
+          timeout: float = 10.0, max_model_len: int | str | None = None,
+          allow_long_context: bool = False) -> SweepResult:
     """`kvplan sweep`: every model x GPU x GPU count x context x KV dtype x weight format planned and
     ranked (SweepResult.plans, best first; deployments a model cannot run in SweepResult.skipped).
 
@@ -153,8 +160,9 @@ def sweep(models: Union[str, Sequence[Union[str, ModelSpec]]], *, context: Union
     book = load_prices(prices, hw)
     if models == "all":
         models = sorted(load_catalog(), key=lambda s: s.name)
-    specs = [with_drafter(load_model(m, revision=revision, token=token, timeout=timeout), speculative, chosen,
-                          token=token, timeout=timeout) for m in _items(models, "models")]
+    specs = [_limited(chosen, with_drafter(load_model(m, revision=revision, token=token, timeout=timeout),
+                                           speculative, chosen, token=token, timeout=timeout),
+                      max_model_len, allow_long_context)[0] for m in _items(models, "models")]
     return run_sweep(specs, gpu_list, counts, contexts, kv_names, list(dict.fromkeys(weights)), batch=batch,
                      block_size=block_size or DEFAULT_BLOCK_SIZE,
                      gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -170,7 +178,8 @@ def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | s
              engine: str | None = None, engine_version: str | None = None, engine_opts: Opts = (),
              layouts: bool = False, replicas: int = 1, speculative: str | None = None,
              lora: str | None = None, hw_profiles: Paths = (),
-             revision: str | None = None, token: str | None = None, timeout: float = 10.0) -> list[Candidate]:
+             revision: str | None = None, token: str | None = None, timeout: float = 10.0,
+             max_model_len: int | str | None = None, allow_long_context: bool = False) -> list[Candidate]:
     """`kvplan cheapest`: every deployment tried for `concurrency` requests of `context` tokens (and at
     least `min_tokens_per_second` each), those meeting the target first, cheapest first (fewest GPUs
     without prices), then the rest with why (`Candidate.why`).
@@ -192,13 +201,14 @@ def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | s
         gpu_list = [g for g in gpu_list if book.price(g) is not None]
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
+    spec, default = _limited(chosen, spec, max_model_len, allow_long_context)
     deps = (candidate_deployments(spec, max_gpus) if not counts else
             [d for d in (deployment_for_gpus(spec, c) for c in counts) if d is not None])
     if not deps:
         raise KvplanError(f"{spec.name}: no tp x pp split of {', '.join(map(str, counts))} GPUs is valid "
                           f"({spec.num_attention_heads} attention heads, {spec.num_layers} layers)", EXIT_USAGE,
                           param="gpu_counts", value=counts)
-    req = read_request(spec, context=context, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+    req = read_request(spec, context=context or default, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
     return rank(spec, gpu_list, req.context, concurrency, deployments=deps,
                 min_tokens_per_second=min_tokens_per_second, prices=book,
                 kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=req.weight_dtype,
@@ -229,7 +239,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
              slo_tpot: float = 0.1, step_overhead: float = 0.0, speculative: str | None = None,
              lora: str | None = None,
              hw_profiles: Paths = (), revision: str | None = None, token: str | None = None,
-             timeout: float = 10.0) -> Simulation:
+             timeout: float = 10.0, allow_long_context: bool = False) -> Simulation:
     """`kvplan simulate`: serve a workload (built-in `workload`, default chat, Poisson arrivals at `qps`,
     default 10/s, for `duration` s, default 300; or a `trace` file) on the deployment's KV pool with
     vLLM's scheduler; step times from a roofline, so latencies are lower bounds."""
@@ -241,7 +251,8 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     hw = _find_gpu(gpu, hw_profiles=hw_profiles)
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
-    req = read_request(spec, context=max_model_len or spec.max_context, kv_dtype=kv_dtype,
+    spec, default = _limited(chosen, spec, max_model_len, allow_long_context)
+    req = read_request(spec, context=default, kv_dtype=kv_dtype,
                        weight_dtype=weight_dtype, block_size=block_size,
                        gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
                        kv_cache_memory=kv_cache_memory, lora=lora)
@@ -261,6 +272,14 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
                         max_num_batched_tokens=max_num_batched_tokens, prefix_caching=prefix_caching)
     ((summary, series),) = run_all(sim, requests, configs(base, False), slo_ttft, slo_tpot).values()
     return Simulation(p, summary, series)
+
+
+def _limited(engine, spec, max_model_len, allow_long_context: bool):
+    """(`spec` with the engine's context limit or `max_model_len`, the context a plan takes by default):
+    kvplan.engines.context.limited."""
+    tokens = None if max_model_len is None else parse_tokens(max_model_len, "max_model_len")
+    spec, _, default = limited(engine, spec, tokens, allow_long_context)
+    return spec, default
 
 
 def _check_simulation(mode: str, reserve: str, **numbers) -> None:

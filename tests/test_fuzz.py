@@ -229,8 +229,28 @@ def _offload_case(rng: random.Random) -> Case:
     return Case(args, {})
 
 
+
+BENCH = sorted(p for p in (REPO / "tests" / "fixtures" / "bench").iterdir() if p.name != "SOURCES.md")
+
+
+def _bench_case(rng: random.Random) -> Case:
+    """check-bench on a mutated published benchmark result (each case simulates its load: fewer cases)."""
+    src = rng.choice(BENCH)
+    flags = []
+    for opt, values in (("--model", ["llama-3.1-8b", "qwen3-0.6b", "gpt-oss-20b", "nope"]),
+                        ("--gpu", ["h100", "l40s", "rtx-4090", "nope"]), ("--tp", ["1", "2", "0", "-3"]),
+                        ("--input-len", ["1", "512", "0", "99999999"]), ("--output-len", ["1", "64", "-1"]),
+                        ("--engine", ["vllm", "sglang", "trtllm", "llama.cpp", "x"])):
+        if rng.random() < (0.7 if opt in ("--model", "--gpu") else 0.15):
+            flags += [opt, rng.choice(values)]
+    if rng.random() < 0.3:
+        flags.append("--json")
+    return Case(["check-bench", "{tmp}/case" + src.suffix, *flags], {"case" + src.suffix: mutated(src.read_text(), rng)})
+
+
 TARGETS = {"logs": _log_case, "profiles": _profile_case, "prices": _prices_case, "flags": _flags_case,
-           "offload": _offload_case}
+           "bench": _bench_case, "offload": _offload_case}
+COUNT = {"bench": max(5, CASES // 3)}  # a bench case runs a simulation (about 0.3 s): a third as many
 
 
 def fuzz_case(target: str, seed: int, i: int) -> Case:
@@ -259,7 +279,7 @@ def test_fuzz_never_an_internal_error(target, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a mutated model name must not reach the network
     monkeypatch.chdir(tmp_path)  # a mutated output flag writes here, never into the checkout
     failures = []
-    for i in range(CASES):
+    for i in range(COUNT.get(target, CASES)):
         case = fuzz_case(target, SEED, i)
         case_dir = tmp_path / f"c{i}"
         case_dir.mkdir()

@@ -29,7 +29,9 @@ BASE = 95_937_789_952  # tests/test_layouts.py: DP attention 8, dense / shared /
 def _weights(gpu, dep=DPA8, version=None, **opts) -> int:
     engine = resolve_engine("sglang", version, [f"{k}={v}" for k, v in opts.items()])
     spec = resolve_model("deepseek-v3").spec
-    return engine.plan(spec, gpu, dep, Request(32768, overhead_bytes=2 * GIB)).weight_bytes_per_gpu
+    res = engine.result(spec, gpu, dep, Request(32768, overhead_bytes=2 * GIB))
+    # the placement's bytes: the plan's weights are as loaded, with the RoPE tables SGLang builds (sglang/loaded.py)
+    return res.plan.weight_bytes_per_gpu - res.settings["loaded_extra"]
 
 
 def close(value: int, expected: int, rel: float = 1e-4) -> bool:

@@ -247,7 +247,8 @@ def test_cli_eagle_refused_before_work(kvplan_home):
 
 
 def test_cli_ngram_costs_nothing(kvplan_home):
-    base = json.loads(run("fit", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--ctx", "8k", "--json").stdout)
+    base = json.loads(run("fit", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--ctx", "8k", "--json", "--emit",
+                          "vllm").stdout)  # (vLLM's weights as loaded: its RoPE table included)
     r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--ctx", "8k", "--json", "--speculative", "ngram:3",
             "--emit", "vllm")
     out = json.loads(r.stdout)

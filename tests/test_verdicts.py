@@ -52,7 +52,8 @@ def test_context_beyond_the_model_limit_does_not_fit(engine):
     args += ["--engine", engine] if engine else []
     plan, err = fit_json(*args)
     assert plan["fits"] is False and plan["max_concurrency"] == 0
-    assert "exceeds the model's max_position_embeddings (131,072)" in err
+    assert "exceeds the model's context limit (131,072): the limit binds, not memory" in err
+    assert plan["binds"] == "context limit" and plan["context_limit"] == 131_072
     assert runner.invoke(app, ["fit", *args, "--check"]).exit_code == EXIT_DOES_NOT_FIT
 
 

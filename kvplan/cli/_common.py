@@ -42,6 +42,8 @@ EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="Plan as this
 EngineVersionOpt = Annotated[Optional[str], typer.Option("--engine-version", help="Engine release whose defaults and rules apply (e.g. 0.11.0; llama.cpp: 2024-08, current). Default: the newest modelled.")]
 EngineSettingOpt = Annotated[Optional[list[str]], typer.Option("--engine-opt", help="Engine setting KEY=VALUE (e.g. max_num_batched_tokens=4096, kv_unified=true); may repeat.")]
 SpeculativeOpt = Annotated[Optional[str], typer.Option("--speculative", help="Speculative decoding, as vLLM's --speculative-config: mtp[:N] (the checkpoint's MTP layers), draft:MODEL:N (a draft model), ngram:N. Counts the drafter's cache layers and weights.")]
+MaxModelLenOpt = Annotated[Optional[str], typer.Option("--max-model-len", help="The longest request the engine is set up for (vLLM --max-model-len, SGLang --context-length): 32k, 128k. Default: the limit the engine derives from the config (rope_scaling included).")]
+AllowLongOpt = Annotated[bool, typer.Option("--allow-long-context", help="Plan a --max-model-len past the model's limit where the engine refuses one (as VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 or SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 allow).")]
 LoraOpt = Annotated[Optional[str], typer.Option("--lora", help="LoRA adapters the engine keeps room for: MAX_LORAS:RANK[:MODULES], e.g. 4:16 or 4:16:q,k,v,o (modules q,k,v,o,gate,up,down, attn, mlp; default every linear layer). Priced per engine as its own budget row.")]
 PricesOpt = Annotated[Optional[Path], typer.Option("--prices", help="YAML of `gpu: price per GPU-hour` (any currency).")]
 

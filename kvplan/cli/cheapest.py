@@ -8,11 +8,12 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, JsonOpt, LoraOpt, PricesOpt,
+    MAX_BATCH, AllowLongOpt, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, JsonOpt,
+    LoraOpt, MaxModelLenOpt, PricesOpt,
     RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, print_notes, print_result,
     progress_bar, stderr, table,
 )
-from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
+from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_limit, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, say
 from kvplan.cli.selection import resolve_gpus
 from kvplan.cli.workload import (
@@ -44,6 +45,8 @@ def cheapest(
     model: Annotated[str, typer.Argument(metavar="MODEL", help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-n", help="Concurrent requests that must fit at --ctx (with a workload: default 1, one request of --ctx).")] = None,
     ctx: Annotated[Optional[str], typer.Option("--ctx", "-c", help="Context per request: 32k, 128k. Default: the model's limit.")] = None,
+    max_model_len: MaxModelLenOpt = None,
+    allow_long_context: AllowLongOpt = False,
     min_tps: Annotated[Optional[float], typer.Option("--min-tokens-per-second", help="Decode tokens/s each request must get at that concurrency (roofline).")] = None,
     prices: PricesOpt = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", "-g", help="Comma-separated GPU names or aliases, or `all`. Default: the GPUs --prices prices, else all.")] = None,
@@ -114,13 +117,18 @@ def cheapest(
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
+    spec, limit_notes, default_ctx = with_limit(chosen, spec, max_model_len, allow_long_context)
     deps = _deployments(spec, counts, max_gpus)  # a count no split can run fails before any notes
     print_notes(resolved)
+    for note in limit_notes:
+        stderr(f"note: {note}")
     if ctx_tokens is None:
-        ctx_tokens = spec.max_context
-        stderr(f"note: --ctx not given; using the model's limit, {ctx_tokens:,} tokens")
+        ctx_tokens = default_ctx
+        source = "--max-model-len" if max_model_len else "the model's limit"
+        stderr(f"note: --ctx not given; using {source}, {ctx_tokens:,} tokens")
     if ctx_tokens > spec.max_context:
-        stderr(f"warning: context {ctx_tokens:,} exceeds the model's max_position_embeddings ({spec.max_context:,})")
+        stderr(f"warning: context {ctx_tokens:,} exceeds the model's context limit ({spec.max_context:,}): the limit "
+               "binds, not memory; no deployment fits")
     if adapters is not None:
         stderr(f"note: every candidate keeps room for LoRA adapters {adapters.text} (MAX_LORAS:RANK:MODULES) as "
                f"{chosen.label or 'kvplan'} reserves them")

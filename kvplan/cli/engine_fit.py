@@ -14,7 +14,7 @@ from kvplan.cli._common import print_result, print_warnings, stderr
 from kvplan.compare.candidates import smallest_fitting
 from kvplan.core.errors import EXIT_DOES_NOT_FIT
 from kvplan.engines.emit import emit
-from kvplan.planning.deploy import Deployment
+from kvplan.planning.deploy import MAX_SEARCH_GPUS, Deployment
 from kvplan.report.explain import explain_lines
 from kvplan.report.text import engine_to_dict, format_figure, plan_to_dict, plan_warnings, render_plans
 from kvplan.report.fitted import fitted_table
@@ -32,8 +32,8 @@ def fit_results(spec, hw, dep, req, engine):
     if dep is not None:
         return [engine.result(spec, hw, dep, req)], [f"{dep.gpus} GPU(s)"], 0
     first = engine.result(spec, hw, Deployment(1, 1), req)
-    if first.plan.fits:
-        return [first], ["1 GPU"], 0
+    if first.plan.fits or first.plan.binds == "context limit":  # more GPUs never lengthen the model's limit
+        return [first], ["1 GPU"], 0 if first.plan.fits else None
     best = smallest_fitting(spec, hw, req, engine, skip_gpus=1)
     if best is None:
         return [first], ["1 GPU"], None
@@ -52,6 +52,9 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
                "drafter on the last stage); --gpus N plans tp × dp layouts")
     for note in dict.fromkeys(n for r in results for n in r.capacity.notes):
         stderr(f"note: {note}")
+    if named and plans[0].binds == "context limit":  # the engine's own lines are for a length it refuses
+        stderr(f"note: {engine.label} does not serve {req.context:,}-token requests (its limit is "
+               f"{plans[0].context_limit:,}): its figures below are what it would print if it did")
     chosen = results[recommended if recommended is not None else -1]
     op = tiers.for_result(engine, chosen, spec, offload)
     command = margin = weights = None
@@ -63,6 +66,8 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
                 stderr(line)
     dicts = [{**plan_to_dict(r.plan, spec), **({"engine": engine_to_dict(r)} if named else {})} for r in results]
     out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
+    if dep is None and recommended is None:
+        out["does_not_fit"] = no_fit_line(plans[0])
     command = tiers.into_output(out, op, command)
     if command:
         out["emit"] = command
@@ -78,7 +83,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
         if named:
             _engine_table(console, results, titles)
         if dep is None and recommended is None:
-            console.print("[red]No deployment of up to 64 GPUs fits this workload.[/]")
+            console.print(f"[red]{no_fit_line(plans[0])}[/]")
         if op is not None:
             tiers.render(console, op)
         if command:
@@ -90,6 +95,16 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
         print("\n".join(explain_lines(chosen.plan, spec)), file=stream)
     if check and not any(p.fits for p in plans):
         raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def no_fit_line(plan) -> str:
+    """Why no deployment fits, in words: the model's context limit (no GPU count changes it) or memory
+    on every GPU count the search tried (kvplan.compare.candidates.SMALLEST_FIT_COUNTS)."""
+    if plan.binds == "context limit":
+        return (f"Does not fit: the context ({plan.request.context:,} tokens) is past the model's limit of "
+                f"{plan.context_limit:,} tokens; the limit binds, not memory, so no GPU count helps.")
+    return (f"Does not fit: memory binds on every deployment of 1 to {MAX_SEARCH_GPUS} GPUs tried (every "
+            "count with a valid tp × pp layout).")
 
 
 def _engine_table(console, results, titles) -> None:

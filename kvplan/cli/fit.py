@@ -5,12 +5,12 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    BatchOpt, BlockSizeOpt, CtxOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt,
-    JsonOpt, KvDtypeOpt, LoraOpt, RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt, cli_errors,
-    print_notes, stderr,
+    AllowLongOpt, BatchOpt, BlockSizeOpt, CtxOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt,
+    JsonOpt, KvDtypeOpt, LoraOpt, MaxModelLenOpt, RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt,
+    cli_errors, print_notes, stderr,
 )
 from kvplan.cli.engine_fit import fit_report
-from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
+from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_limit, with_speculative
 from kvplan.cli.layouts import search
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
@@ -28,11 +28,11 @@ def register(app: typer.Typer) -> None:
 
 def _request(ctx_tokens: Optional[int], batch: int, kv_dtype: str, weight_dtype, model, block_size: Optional[int],
              gpu_memory_utilization: Optional[str], overhead: Optional[str], kv_cache_memory: Optional[str],
-             lora: Optional[str] = None):
+             lora: Optional[str] = None, default_context: Optional[int] = None):
     """The Request the flags ask for (kvplan.planning.request: as the Python API reads its keywords)."""
     return read_request(model, context=ctx_tokens, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
-                        kv_cache_memory=kv_cache_memory, lora=lora)
+                        kv_cache_memory=kv_cache_memory, lora=lora, default_context=default_context)
 
 
 def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]):
@@ -53,6 +53,8 @@ def fit(
     model: Annotated[str, typer.Argument(metavar="MODEL", help="Catalog name or alias (llama-3-70b), a folder or config.json, or a Hub repo id.")],
     gpu: GpuOpt,
     ctx: CtxOpt = None,
+    max_model_len: MaxModelLenOpt = None,
+    allow_long_context: AllowLongOpt = False,
     batch: BatchOpt = 1,
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp × dp). Alone: every valid layout of this many GPUs, ranked by concurrency. Without --gpus/--tp: one GPU and the smallest deployment that fits.")] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size per data-parallel rank (must divide the attention heads).")] = None,
@@ -93,8 +95,10 @@ def fit(
     drafter = speculative_request(speculative, chosen)
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
-    req = _request(ctx_tokens, batch, kv_dtype, weight_dtype, spec,
-                   block_size, gpu_memory_utilization, overhead, kv_cache_memory, lora)
+    spec, limit_notes, default_ctx = with_limit(chosen, spec, max_model_len, allow_long_context)
+    # no --ctx: --max-model-len, else the engine's default length (the Request says it was not asked for)
+    req = _request(ctx_tokens or (default_ctx if max_model_len else None), batch, kv_dtype, weight_dtype, spec,
+                   block_size, gpu_memory_utilization, overhead, kv_cache_memory, lora, default_ctx)
 
     dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
     if not 1 <= gpus_per_node <= 1024:
@@ -105,8 +109,11 @@ def fit(
         chosen.check_layout(spec, chosen.deployment(dep or Deployment()))
     # All input is valid from here on: now say where things came from.
     print_notes(resolved)
+    for note in limit_notes:
+        stderr(f"note: {note}")
     if ctx_tokens is None:
-        stderr(f"note: --ctx not given; using the model's limit, {spec.max_context:,} tokens")
+        source = "--max-model-len" if max_model_len else "the model's limit"
+        stderr(f"note: --ctx not given; using {source}, {default_ctx:,} tokens")
     layouts = None
     if dep == SEARCH:
         dep, layouts = search(spec, hw, gpus, req, chosen, gpus_per_node, as_json=as_json)

@@ -23,7 +23,8 @@ MAX_OPTION_CHARS = 200  # longer "--name" arguments are refused before the parse
 
 # Command name -> the module of kvplan.cli that registers it (`models` is a group of commands).
 COMMANDS = {"fit": "fit", "gpus": "gpus", "models": "models", "sweep": "sweep", "cheapest": "cheapest",
-            "simulate": "simulate", "check-log": "check_log", "validate": "validate"}
+            "simulate": "simulate", "check-log": "check_log", "validate": "validate",
+            "check-bench": "check_bench", "step-times": "step_times"}
 
 
 def command_module(name: str):

@@ -13,12 +13,13 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, LoraOpt, RevisionOpt,
+    AllowLongOpt, BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt,
+    LoraOpt, RevisionOpt,
     TimeoutOpt, OUTPUT_FORMATS, SpeculativeOpt, TokenOpt, WeightDtypeOpt, check_range, cli_errors, output_files,
     progress_bar, stderr,
 )
 from kvplan.cli.engine_fit import engine_result
-from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
+from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_limit, with_speculative
 from kvplan.cli.fit import _deployment, _request
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, plan_offload
 from kvplan.cli.workload import (
@@ -69,7 +70,8 @@ def simulate(
     mode: Annotated[str, typer.Option("--mode", help="KV pool: paged (pages as tokens arrive) or contiguous (one reservation per request).")] = "paged",
     reserve: Annotated[str, typer.Option("--reserve", help="Contiguous reservation: max (the length limit), pow2 (output rounded up to a power of two), oracle (exact).")] = "max",
     compare: Annotated[bool, typer.Option("--compare", help="Run the paged pool and all three contiguous reservations on the same requests.")] = False,
-    max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", help="Longest request, prompt + output (as vLLM's flag): 32k, 128k. Default: the model's limit.")] = None,
+    max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", help="Longest request, prompt + output (as vLLM's flag): 32k, 128k. Default: the limit the engine derives from the config (rope_scaling included).")] = None,
+    allow_long_context: AllowLongOpt = False,
     kv_dtype: KvDtypeOpt = "auto",
     weight_dtype: WeightDtypeOpt = None,
     gpu_memory_utilization: GmuOpt = None,
@@ -131,7 +133,8 @@ def simulate(
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed)
     sim, meta, notes, result = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
-                                         chosen, hw_profiles, revision, token, timeout, speculative, lora)
+                                         chosen, hw_profiles, revision, token, timeout, speculative, lora,
+                                         allow_long_context)
     for line in notes if find_rate else [loaded.said, *notes]:  # every input is valid: say where things came from
         stderr(line)
     meta.update(loaded.meta)
@@ -177,18 +180,18 @@ def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttf
 
 def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,
                       overhead, block_size, step_overhead, chosen, hw_profiles, revision, token, timeout,
-                      speculative=None, lora=None):
+                      speculative=None, lora=None, allow_long_context=False):
     """Plan the deployment as `fit` does (with the drafter --speculative names), as `chosen` (a
     configured engine) sizes the pool, then the simulator's inputs and the notes for stderr."""
     hw = find_gpu(gpu, hw_profiles or ())
-    limit = None if max_model_len is None else parse_tokens(max_model_len, "max_model_len")
     drafter = speculative_request(speculative, chosen)
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
-    req = _request(limit or spec.max_context, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead,
+    spec, limit_notes, length = with_limit(chosen, spec, max_model_len, allow_long_context)
+    req = _request(length, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead,
                    kv_cache_memory, lora)
     dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)
-    notes = [resolved.note, *(f"note: {n}" for n in resolved.notices)]
+    notes = [resolved.note, *(f"note: {n}" for n in (*resolved.notices, *limit_notes))]
     dep = chosen.deployment(dep)
     result = engine_result(chosen, spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
     p = result.plan

@@ -13,11 +13,12 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    MAX_BATCH, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, LoraOpt, PricesOpt, RevisionOpt,
+    MAX_BATCH, AllowLongOpt, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, LoraOpt,
+    MaxModelLenOpt, PricesOpt, RevisionOpt,
     OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, output_files,
     progress_bar, stderr, table,
 )
-from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
+from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_limit, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
 from kvplan.cli.sweep_size import DEFAULT_MAX_PLANS, check_size
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
@@ -59,6 +60,8 @@ def sweep(
     batch: Annotated[int, typer.Option("--batch", "-b", help="Concurrent requests per deployment (fits, max context and decode speed use it).")] = 1,
     gpu_memory_utilization: GmuOpt = None,
     block_size: BlockSizeOpt = None,
+    max_model_len: MaxModelLenOpt = None,
+    allow_long_context: AllowLongOpt = False,
     engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
@@ -118,8 +121,8 @@ def sweep(
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
     gpu_list = resolve_gpus(gpu, hw)
     price_book = load_prices(prices, hw)
-    specs = [with_speculative(s, drafter, token=token, timeout=timeout)
-             for s in resolve_models(models, revision, token, timeout)]
+    specs = _limited(chosen, [with_speculative(s, drafter, token=token, timeout=timeout)
+                              for s in resolve_models(models, revision, token, timeout)], max_model_len, allow_long_context)
     price_by_gpu = {g.key: p for g in gpu_list if (p := price_book.price(g)) is not None}
 
     per_model = len(gpu_list) * len(counts) * len(contexts) * len(weights)
@@ -162,6 +165,18 @@ def _checked_size(total: int, max_plans: int, served: bool) -> str:
     return size
 
 
+def _limited(engine, specs, max_model_len, allow_long_context) -> list:
+    """Each model at the context limit `engine` derives, or --max-model-len's (kvplan.cli.engine_flags.with_limit),
+    its notes said on stderr."""
+    out = []
+    for spec in specs:
+        spec, notes, _ = with_limit(engine, spec, max_model_len, allow_long_context)
+        out.append(spec)
+        for note in notes:
+            stderr(f"note: {spec.name}: {note}")
+    return out
+
+
 def _lora_lines(adapters, chosen) -> list[str]:
     """The summary line that says every plan keeps room for the --lora adapters (none without them)."""
     if adapters is None:
@@ -185,6 +200,10 @@ def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch
                f"× GPU counts {','.join(map(str, counts))} × {len(contexts)} context(s) × KV {','.join(kv_names)}"
                + (f" × weights {','.join(w or 'auto' for w in weights)}" if weights != [None] else "")
                + f"; batch {batch}"]
+    past = sum(p.binds == "context limit" for p in result.plans)
+    if past:
+        summary.append(f"{past:,} plan{'s' if past > 1 else ''} ask{'' if past > 1 else 's'} a context past the model's "
+                       "limit (fits: limit): the limit binds, not memory, and more GPUs never help")
     if result.skipped:
         summary.append(f"{plural(result.skipped_plans, 'plan')} skipped: deployments the model cannot run (see below)")
     summary.append(f"planned as {result.engine} allocates" if result.engine else
@@ -296,7 +315,8 @@ def _sweep_table(result, rows: list[dict], currency: str):
         cells = [markup_safe(r["model"]), r["gpu"], gpus, human_tokens(r["context"])]
         cells += [r["kv_dtype"]] if kv else []
         cells += [r["weight_dtype"]] if weights else []
-        cells += ["[green]yes[/]" if r["fits"] else "[red]no[/]", f"{r['max_concurrency']:,}",
+        cells += ["[green]yes[/]" if r["fits"] else ("[red]limit[/]" if r.get("binds") == "context limit" else "[red]no[/]"),
+                  f"{r['max_concurrency']:,}",
                   f"{r['decode_tokens_per_second']:,.0f}" if r["fits"] else "–"]  # no speed for a plan that does not fit
         if tiers:  # full-length contexts every offload tier holds together ("–": not sized, see offload_refused)
             held = [r[f"offload_{t}_contexts"] for t in tiers]

@@ -59,7 +59,8 @@ def per_request_tps(p: Plan) -> float:
 def _why(p: Plan, concurrency: int, min_tps: float | None, model_limit: int) -> str | None:
     ctx = human_tokens(p.request.context)
     if p.request.context > model_limit:
-        return f"doesn't fit: {ctx} exceeds the model's {human_tokens(model_limit)}-token limit"
+        return (f"doesn't fit: {ctx} exceeds the model's {human_tokens(model_limit)}-token limit (the limit binds, "
+                "not memory)")
     if p.kv_memory_bytes_per_gpu <= 0:
         return (f"doesn't fit: weights and overhead leave no KV memory "
                 f"(short by {human_bytes(-p.kv_memory_bytes_per_gpu)} per GPU)")

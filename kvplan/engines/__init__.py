@@ -1,4 +1,4 @@
-"""Layer 7 of 12, engines: how kvplan, vLLM, SGLang, TensorRT-LLM, llama.cpp and transformers size the KV cache.
+"""Layer 7 of 13, engines: how kvplan, vLLM, SGLang, TensorRT-LLM, llama.cpp and transformers size the KV cache.
 
 Each engine is one package here (`vllm/`, `sglang/`, ...) whose `engine` module holds one `Engine`
 subclass (kvplan.engines.base) named `ENGINE`; beside it live the engine's other rules (settings,

@@ -21,10 +21,12 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.context import neutral_rule
 from kvplan.hardware.facts import assumed_fact
 from kvplan.planning.layout import rank_request, vllm_placement, whole_answers
 from kvplan.planning.plan import (Answers, Plan, PlanWarning, Request, Stage, Usage, assemble, budgets,
                                   gpu_budget, paged_max_context, prepare, usage)
+from kvplan.planning.plan import as_loaded
 from kvplan.engines.registry import emitters, engine_class, engine_names
 from kvplan.planning.profile import PAGED
 from kvplan.planning.speculative import check_deployment
@@ -161,6 +163,11 @@ class Engine:
     def max_context(self, model, dep, stages, req: Request, st, cap: Capacity) -> int:
         return paged_max_context(stages, req.batch, model.max_context)
 
+    def context_limit(self, model):
+        """The longest request this engine accepts for `model` (kvplan.engines.context.ContextLimit): kvplan's
+        own rule (vLLM's current derivation) unless the engine derives it otherwise."""
+        return neutral_rule(model)
+
     def settings_dict(self, st, model, dep, req: Request) -> dict:
         """The settings as fit --json reports them."""
         return st.as_dict() if st is not None else {}
@@ -192,6 +199,7 @@ class Engine:
         r, lora_notes = self.with_lora(view, dep, self.request(req, st, view, dep), st)
         one = rank_request(r, dep)  # one data-parallel rank: its share of the requests, its own pool
         prep = prepare(view, dep, one, self.rules(st), step_tokens=r.batch, placement=self.placement(view, dep, gpu))
+        prep = as_loaded(prep, self.loaded_extra(view, dep, st), dep)
         budget = gpu_budget(gpu, one)
         stages = self.budget(budgets(prep, budget, one), one, st)
         use = usage(stages, one)
@@ -201,6 +209,12 @@ class Engine:
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name,
                         assumed=self.assumptions(view, gpu, dep, st))
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
+
+    def loaded_extra(self, model, dep, st) -> int:
+        """Bytes per GPU this engine's loading adds to the checkpoint's weights (kernel repacking and padding,
+        tables built in the model's constructor), booked as weights so a plan's weights are what the engine
+        reports loading. The default engine loads the checkpoint as stored."""
+        return 0
 
     def with_lora(self, model, dep, req: Request, st) -> tuple[Request, tuple[str, ...]]:
         """`req` with the bytes per GPU this engine reserves for its LoRA adapters (req.lora), and notes."""

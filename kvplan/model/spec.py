@@ -61,19 +61,39 @@ class Quantization:
     applies to int4 (one fp16 scale and a 4-bit zero per group) and fp8 block scales;
     `experts_only` is set when the method quantizes only MoE experts (MXFP4: vLLM's Mxfp4Config gives
     every linear layer UnquantizedLinearMethod). `kept` is ((role, parameters), ...) the checkpoint's
-    exclusion list leaves in the model dtype (kvplan.readers.unquantized).
+    exclusion list leaves in the model dtype (kvplan.readers.unquantized). `symmetric`: int4 groups carry a
+    scale and no zero point (compressed-tensors `symmetric: true`: weight_packed + weight_scale only).
+    `index_bytes`: GPTQ's g_idx tensors (int32, one per input feature of every quantized linear layer).
     """
 
     method: str = "bf16"
     group_size: int = 0
     experts_only: bool = False
     kept: tuple[tuple[str, int], ...] = ()
+    symmetric: bool = False
+    index_bytes: int = 0
+    scale_bytes: int = 0  # bytes of one int4 group's scale; 0: fp16 (2). bitsandbytes: fp32 absmax (4), or
+    # 1 with double quantization (uint8 absmax; the fp32 absmax of every 256 of them, 4 B per 16,384 weights, is left out)
 
     def __post_init__(self):  # a catalog JSON gives lists
         object.__setattr__(self, "kept", tuple((str(r), int(c)) for r, c in self.kept))
 
     def kept_of(self, role: str) -> int:
         return next((c for r, c in self.kept if r == role), 0)
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """A config's `rope_scaling` (transformers 5: `rope_parameters`) as engines read it to derive the
+    context limit (kvplan.engines.context): the type, its factor, the positions it scales from
+    (`original_max_position_embeddings` inside it), and the config's top-level
+    `original_max_position_embeddings` (Phi-3's LongRoPE, read by vLLM for its default length)."""
+
+    kind: str = "default"
+    factor: float = 1.0  # 1.0 where the config gives none
+    original: int = 0  # rope_scaling's original_max_position_embeddings; 0: not given
+    top_original: int = 0  # the config's own top-level original_max_position_embeddings; 0: not given
+    prescaled: bool = False  # the family's positions already count the factor (Gemma 3, whose factor vLLM skips)
 
 
 @dataclass(frozen=True)
@@ -90,6 +110,10 @@ class ModelSpec:
     quantization: Quantization = field(default_factory=Quantization)
     checkpoint_bytes: int | None = None  # exact tensor bytes of the published checkpoint, when known
     rope_cache_elems: int = 0  # RoPE cos/sin table elements an engine precomputes (kvplan.readers.rope)
+    rope_scaling: RopeScaling | None = None  # None: the config has none (kvplan.readers.rope.read_rope_scaling)
+    # How `max_context` was set when an engine's rule or --max-model-len changed it (kvplan.engines.context),
+    # in words; "": the config's own position count.
+    context_rule: str = ""
     family: str = ""
     architecture: str = ""
     hf_repo: str | None = None
@@ -135,13 +159,16 @@ class ModelSpec:
 PLAIN_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}  # bytes per element of an unquantized dtype
 
 
-def linear_bytes(params: int, method: str, group_size: int = 0) -> int:
+def linear_bytes(params: int, method: str, group_size: int = 0, zeros: bool = True, scale_bytes: int = 2) -> int:
     """Bytes of `params` linear weights stored as `method`, scales included.
 
     * fp8 / int8: one byte each, plus an fp32 scale per group_size x group_size block when the
       checkpoint uses block scales (DeepSeek-V3: weight_block_size [128, 128]).
     * int4 (AWQ, GPTQ): half a byte each, plus per group of `group_size` (default 128) input
-      values one fp16 scale and one packed 4-bit zero point: 0.5 + 2.5 / 128 bytes per weight.
+      values one fp16 scale and one packed 4-bit zero point: 0.5 + 2.5 / 128 bytes per weight; a
+      symmetric scheme (`zeros=False`: compressed-tensors `symmetric: true`) stores no zero point:
+      0.5 + 2 / group bytes (Kimi-K2-Thinking, group 32: 0.5625 B per expert weight); bitsandbytes NF4 has
+      an fp32 absmax per 64 (`scale_bytes` 4: 0.5625 B), a uint8 one with double quantization (1: 0.515625 B).
     * mxfp4 (OCP microscaling): 32 four-bit values share one 8-bit exponent: 17 / 32 bytes each.
     * nvfp4 (NVIDIA ModelOpt / compressed-tensors nvfp4-pack-quantized): 16 four-bit e2m1 values share
       one fp8 e4m3 scale: 9 / 16 bytes each (vLLM modelopt.py ModelOptNvFp4LinearMethod.create_weights:
@@ -156,7 +183,7 @@ def linear_bytes(params: int, method: str, group_size: int = 0) -> int:
         return params + scales
     if method == "int4":
         g = group_size or 128
-        return params // 2 + (params // g) * 5 // 2
+        return params // 2 + (params // g) * (2 * scale_bytes + (1 if zeros else 0)) // 2
     if method == "mxfp4":
         return params * 17 // 32
     if method == "nvfp4":
@@ -203,10 +230,27 @@ def weight_bytes(spec: ModelSpec, weight_dtype: str | None = None) -> WeightByte
                        own.vision_replicated + d.vision_replicated)
 
 
+def own_format(spec: ModelSpec, weight_dtype: str | None) -> bool:
+    """Whether a weight dtype asked for is the checkpoint's own format (None, or the same method): then the
+    checkpoint's group size, zero points, exclusion list and exact bytes stand, never a default group."""
+    return weight_dtype is None or weight_dtype == spec.quantization.method
+
+
+def override_note(spec: ModelSpec, weight_dtype: str | None) -> str | None:
+    """What a weight dtype that is not a quantized checkpoint's own format replaces (None when it is the same,
+    or when the checkpoint is unquantized: engines quantize 16-bit weights as they load)."""
+    q = spec.quantization
+    if own_format(spec, weight_dtype) or q.method in PLAIN_BYTES:  # a 16-bit checkpoint is any format's source
+        return None
+    group = f" group {q.group_size}" if q.group_size and q.method not in PLAIN_BYTES else ""
+    planned = " group 128" if weight_dtype == "int4" else ""
+    return f"{weight_dtype}{planned}, not the checkpoint's {q.method}{group}"
+
+
 def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
     p = spec.params
     base = spec.dtype if spec.dtype in PLAIN_BYTES else "bf16"
-    if weight_dtype is None:
+    if own_format(spec, weight_dtype):
         q = spec.quantization
     elif weight_dtype in PLAIN_BYTES:
         q = Quantization(weight_dtype)
@@ -226,11 +270,12 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
     if q.method in _gguf():  # a GGUF file quantizes the embeddings and the output too
         emb_type, head_type = _gguf_edges(q.method)
         embedding, lm_head = linear_bytes(p.embedding, emb_type), linear_bytes(p.lm_head, head_type)
+    fmt = (not q.symmetric, q.scale_bytes or 2)  # zero points, bytes of a group's scale
     return WeightBytes(
-        sharded=linear_bytes(shardable, dense_method, q.group_size) + kept_sharded * plain,
-        replicated=(linear_bytes(p.replicated - kr, dense_method, q.group_size)
+        sharded=linear_bytes(shardable, dense_method, q.group_size, *fmt) + kept_sharded * plain + q.index_bytes,
+        replicated=(linear_bytes(p.replicated - kr, dense_method, q.group_size, *fmt)
                     + (p.router + p.other + kr) * plain),
-        experts=(linear_bytes(p.experts - p.expert_biases - ke, q.method, q.group_size)
+        experts=(linear_bytes(p.experts - p.expert_biases - ke, q.method, q.group_size, *fmt)
                  + (p.expert_biases + ke) * plain),
         embedding=embedding,
         lm_head=lm_head,

@@ -36,11 +36,13 @@ class Deployment:
 
 
 def split_layers(n: int, pp: int) -> list[tuple[int, int]]:
-    """Contiguous [start, end) layer ranges for pp stages, the remainder spread over the first ones."""
+    """Contiguous [start, end) layer ranges for pp stages as vLLM and SGLang cut them (`get_pp_indices`,
+    vllm/distributed/utils.py; sglang/srt/distributed/utils.py): n // pp each, the remainder one layer
+    apiece to the stages before the last, from the second-to-last backwards (61 layers over 4: 15, 15, 16, 15)."""
     base, extra = divmod(n, pp)
     out, start = [], 0
     for i in range(pp):
-        end = start + base + (1 if i < extra else 0)
+        end = start + base + (1 if pp - 1 - extra <= i < pp - 1 else 0)
         out.append((start, end))
         start = end
     return out
@@ -73,10 +75,11 @@ def deployment_for_gpus(model, gpus: int) -> Deployment | None:
     return None
 
 
-def candidate_deployments(model, max_gpus: int = MAX_SEARCH_GPUS) -> list[Deployment]:
-    """Valid deployments in the order a person would try them: fewest GPUs, then tp before pp."""
+def candidate_deployments(model, max_gpus: int = MAX_SEARCH_GPUS, counts=SEARCH_COUNTS) -> list[Deployment]:
+    """Valid deployments of `counts` GPUs (default: powers of two) in the order a person would try them:
+    fewest GPUs, then tp before pp."""
     out = []
-    for gpus in SEARCH_COUNTS:
+    for gpus in counts:
         if gpus > max_gpus:
             break
         dep = deployment_for_gpus(model, gpus)

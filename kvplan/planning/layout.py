@@ -65,20 +65,24 @@ def vllm_placement(tp: int, dp: int) -> Placement:
 
 
 def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, frac: float, place: Placement,
-                 touched: float, kv_extra: int = 0) -> tuple[int, int]:
+                 touched: float, kv_extra: int = 0, mix: tuple[float, float] | None = None) -> tuple[int, int]:
     """(resident bytes, bytes read per decode step) of one pipeline stage on one rank.
 
     `touched`: the distinct experts one decode step reads per MoE layer, for the tokens of the
     whole deployment (every dp rank's tokens reach every expert group). `kv_extra`: this stage's
     replicated_kv_proj_bytes. The split weights' MLP share is priced at their bytes per parameter.
+    `mix`: (the stage's share of the dense-MLP layers, of the MoE layers) where they are not spread
+    evenly (DeepSeek's dense layers first: kvplan.readers.mlp_layout.ffn_kinds); else both are `frac`.
     """
     p = model.params
     split_params = p.attention + p.mlp + p.shared_experts - p.replicated
     dense = wb.sharded * p.mlp / split_params if split_params > 0 else 0
     shared = wb.sharded * p.shared_experts / split_params if split_params > 0 else 0
-    split = (wb.sharded - dense - shared) / place.attention + dense / place.mlp + shared / (place.shared or place.mlp)
+    f_dense, f_moe = mix or (frac, frac)
+    split = ((wb.sharded - dense - shared) / place.attention * frac + dense / place.mlp * f_dense
+             + shared / (place.shared or place.mlp) * f_moe)
     per_expert_rank = wb.experts / place.experts
-    resident = (split + per_expert_rank + wb.replicated) * frac
+    resident = split + per_expert_rank * f_moe + wb.replicated * frac
     table = wb.embedding / place.embedding
     whole = wb.vision_replicated  # towers: first stage, over tp but for the plain torch modules
     emb = table + (getattr(wb, "vision", 0) - whole) / place.attention + whole if first else 0
@@ -87,7 +91,7 @@ def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, fra
     tied_read = table if (last and not wb.lm_head) else 0  # a tied head still reads the table
     resident += emb + head + tied_copy + kv_extra
     expert_read = per_expert_rank * (touched / p.num_experts) if p.num_experts else 0
-    read = (split + expert_read + wb.replicated) * frac + head + tied_read + kv_extra
+    read = split + expert_read * f_moe + wb.replicated * frac + head + tied_read + kv_extra
     return int(resident), int(read)
 
 

@@ -22,7 +22,8 @@ from kvplan.planning.deploy import Deployment, split_layers, validate_deployment
 from kvplan.core.dtypes import DType, canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.planning.layout import DcpRules, per_rank_batch, rank_weights, replicated_kv_proj_bytes, vllm_placement
-from kvplan.model.spec import ModelSpec, weight_bytes
+from kvplan.model.spec import ModelSpec, own_format, override_note, weight_bytes
+from kvplan.readers.mlp_layout import ffn_kinds
 from kvplan.planning.profile import PAGED, KVProfile, kv_profile
 from kvplan.core.search import largest_fitting
 
@@ -99,6 +100,17 @@ class Plan:
     bandwidth_bytes_per_s: int
     stages: tuple[Stage, ...] = field(repr=False, default=())
     warnings: tuple[PlanWarning, ...] = ()
+    context_limit: int = 0  # the longest request the model (as the engine derives it) accepts; 0: unknown
+
+    @property
+    def binds(self) -> str | None:
+        """What stops the plan from fitting: "context limit" (the request is longer than the model's
+        limit, whatever the memory), "memory", or None when it fits."""
+        if self.fits:
+            return None
+        if self.context_limit and self.request.context > self.context_limit:
+            return "context limit"
+        return "memory"
 
     @property
     def kv_used_bytes_per_gpu(self) -> int:
@@ -211,7 +223,7 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_t
         raise KvplanError(f"{model.name}: {why}", EXIT_USAGE)
     kv_dtype, state_dtype = cache_dtypes(req, model)
     wb = weight_bytes(model, req.weight_dtype)
-    if req.weight_dtype is None and model.checkpoint_bytes and wb.total:
+    if own_format(model, req.weight_dtype) and model.checkpoint_bytes and wb.total:
         scale = model.checkpoint_bytes / wb.total  # exact published bytes, split as computed
     else:
         scale = 1.0
@@ -223,14 +235,36 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_t
     if dep.dcp > 1:
         rules = DcpRules(rules, dep.dcp)
     place = placement or vllm_placement(dep.tp, dep.dp)
+    kinds = ffn_kinds(model, model.num_layers) if dep.pp > 1 and p.num_experts else []
+    if kinds.count("moe") != p.num_moe_layers or not p.num_moe_layers:
+        kinds = []  # a layout the reader does not place: every layer alike
     for i, (start, end) in enumerate(split_layers(model.num_layers, dep.pp)):
         frac = (end - start) / model.num_layers
         kv_extra = replicated_kv_proj_bytes(model, wb, model.layers[start:end], dep.tp)
-        resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, place, touched, kv_extra)
+        mix = _stage_mix(kinds, start, end)
+        resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, place, touched, kv_extra, mix)
         prof = kv_profile(model.layers[start:end], dep.tp, kv_dtype, state_dtype, req.block_size, rules)
         parts.append(StagePrep((start, end), int(resident * scale), int(read * scale), prof))
     weight_total = model.checkpoint_bytes if scale != 1.0 else wb.total
     return Prepared(weight_total, overhead, tuple(parts))
+
+
+def _stage_mix(kinds: list[str], start: int, end: int) -> tuple[float, float] | None:
+    """(the stage's share of the dense-MLP layers, of the MoE layers), or None where every layer is alike."""
+    if not kinds:
+        return None
+    dense, moe = kinds.count("dense"), kinds.count("moe")
+    part = kinds[start:end]
+    return (part.count("dense") / dense if dense else 0.0, part.count("moe") / moe)
+
+
+def as_loaded(prep: Prepared, extra: int, dep: Deployment) -> Prepared:
+    """`prep` with `extra` bytes per GPU an engine's loading adds to the checkpoint (Engine.loaded_extra):
+    on every stage's rank, and on every rank of one replica in the whole-model total."""
+    if not extra:
+        return prep
+    return prep._replace(weight_bytes=prep.weight_bytes + extra * dep.tp * dep.pp,
+                         stages=tuple(s._replace(weight_bytes=s.weight_bytes + extra) for s in prep.stages))
 
 
 def gpu_budget(gpu, req: Request) -> int:
@@ -329,11 +363,15 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
     warnings = []
     fits, conc, max_ctx = ans.fits, ans.max_concurrency, ans.max_context  # max_ctx: for the budget as given
     if req.context > model.max_context:
-        warnings.append(PlanWarning("context {} exceeds the model's max_position_embeddings ({})",
+        warnings.append(PlanWarning("context {} exceeds the model's context limit ({}): the limit binds, not "
+                                    "memory" + (f" ({model.context_rule})" if model.context_rule else ""),
                                     (req.context, model.max_context), ("count", "count")))
         fits, conc = False, 0
     if not use.room:
         warnings.append(PlanWarning("the weights and overhead leave no memory for the KV cache"))
+    replaced = override_note(model, req.weight_dtype)
+    if replaced:  # a dtype flag never re-plans a checkpoint silently (issue 22: int4 group 32 planned at 128)
+        warnings.append(PlanWarning(f"weights planned as {replaced} ({{}} in all)", (prep.weight_bytes,), ("GiB",)))
     if req.kv_cache_memory_bytes is not None:
         need = max(s.weight_bytes + s.overhead_bytes + s.kv_memory_bytes for s in stages) + req.lora_bytes
         if need > usable:  # the engine would not start: no context fits either (issue 25)
@@ -364,6 +402,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         max_context=max_ctx, max_context_limited_by="model" if 0 < max_ctx == model.max_context else "memory",
         fits=fits, decode_step_seconds=step, decode_tokens_per_second=req.batch / step if step > 0 else 0.0,
         bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s, stages=stages, warnings=tuple(warnings),
+        context_limit=model.max_context,
     )
 
 

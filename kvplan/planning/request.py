@@ -19,8 +19,9 @@ MAX_BATCH = 1_000_000  # concurrent requests: far beyond any deployment, small e
 def read_request(model: ModelSpec, *, context: int | str | None = None, batch: int = 1, kv_dtype: str = "auto",
                  weight_dtype: str | None = None, block_size: int | None = None,
                  gpu_memory_utilization: float | str | None = None, overhead: int | str | None = None,
-                 kv_cache_memory: int | str | None = None, lora=None) -> Request:
-    """`context` tokens (default: the model's limit, and the Request says so) for each of `batch` requests,
+                 kv_cache_memory: int | str | None = None, lora=None, default_context: int | None = None) -> Request:
+    """`context` tokens (default: `default_context`, else the model's limit, and the Request says so: an
+    engine's own default length, kvplan.engines.context.limited) for each of `batch` requests,
     the cache and weight dtypes ('auto': the model's), the page size, the utilisation, an overhead in
     place of the estimate and an exact KV budget (bytes or sizes such as '2GiB'); LoRA adapters the engine
     keeps room for ('4:16:q,k,v,o', kvplan.planning.lora)."""
@@ -28,7 +29,7 @@ def read_request(model: ModelSpec, *, context: int | str | None = None, batch: i
         raise out_of_range("batch", batch, 1, MAX_BATCH)
     tokens = None if context is None else parse_tokens(context, "context")
     return Request(
-        context=model.max_context if tokens is None else tokens,
+        context=(default_context or model.max_context) if tokens is None else tokens,
         context_from_model=tokens is None,
         batch=batch,
         kv_dtype=canonical_kv_dtype(kv_dtype, model.dtype),

@@ -1,4 +1,4 @@
-"""Layer 3 of 12, readers: everything that turns a config.json into a ModelSpec, and all family knowledge.
+"""Layer 3 of 13, readers: everything that turns a config.json into a ModelSpec, and all family knowledge.
 
 The common decoder (configs.py) and its parts (cfg, geometry, states, params, quantization, rope, mtp,
 attention_features, block_types, unquantized); towers/ (vision and audio encoders); derive.py and

@@ -26,7 +26,7 @@ from kvplan.readers.geometry import read_geometry
 from kvplan.readers.mtp import read_mtp
 from kvplan.readers.params import count_params
 from kvplan.readers.quantization import read_quantization
-from kvplan.readers.rope import rope_cache_elems
+from kvplan.readers.rope import read_rope_scaling, rope_cache_elems
 from kvplan.readers.states import gated_deltanet_state, mamba_state, short_conv_state
 from kvplan.readers.towers.vision import price_towers
 
@@ -120,6 +120,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         dtype=read_dtype(cfg),
         quantization=read_quantization(cfg, params, layers),
         rope_cache_elems=rope,
+        rope_scaling=read_rope_scaling(data, model_type),
         family=model_type,
         architecture=arch,
         notes=(*geometry["notes"], *tower_notes),

@@ -12,7 +12,8 @@ from dataclasses import replace
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.spec import Quantization
 from kvplan.readers.cfg import read_dtype, shown
-from kvplan.readers.unquantized import exclusion_list, kept_params
+from kvplan.readers.params import _is_moe_layer
+from kvplan.readers.unquantized import exclusion_list, kept_params, module_names, untargeted
 
 
 def read_quantization(cfg, params=None, layers=()) -> Quantization:
@@ -27,14 +28,48 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
     if not isinstance(q, dict):
         return Quantization(_dtype(cfg))
     where = f"{cfg.where}: quantization_config"
-    quant = _method(cfg, q, where)
+    quant = _method(cfg, q, where, tuple(layers))
     names = exclusion_list(q, where)
+    left_out = untargeted(_targets(q), where) if quant.method != _dtype(cfg) else None
+    if left_out is not None:
+        names = [*names, left_out]
     if not names or params is None or quant.method == _dtype(cfg):
         return quant
-    return replace(quant, kept=kept_params(names, params, tuple(layers), where))
+    modules = module_names(cfg, str(cfg.raw("model_type") or ""), params, tuple(layers))
+    return replace(quant, kept=kept_params(names, params, tuple(layers), where, modules))
 
 
-def _method(cfg, q: dict, where: str) -> Quantization:
+def _targets(q: dict) -> list[str]:
+    """Every compressed-tensors scheme's `targets` (module classes such as Linear, or `re:` names)."""
+    groups = q.get("config_groups") if q.get("quant_method") == "compressed-tensors" else None
+    out: list[str] = []
+    for group in (groups or {}).values() if isinstance(groups, dict) else ():
+        targets = group.get("targets") if isinstance(group, dict) else None
+        if isinstance(targets, list) and all(isinstance(t, str) for t in targets):
+            out += targets
+    return out
+
+
+def _g_idx_bytes(cfg, layers) -> int:
+    """Bytes of GPTQ's g_idx tensors: 4 per input feature of each quantized linear layer (q, k, v and the
+    MLP's gate and up read the hidden size, o the attention width, down the MLP width; each expert alike)."""
+    if not layers:
+        return 0
+    h = cfg.int("hidden_size")
+    width = cfg.int("intermediate_size", default=0, minimum=0)
+    expert = cfg.int("moe_intermediate_size", default=width, minimum=0)
+    experts = cfg.int("num_experts", "num_local_experts", "n_routed_experts", default=0, minimum=0)
+    heads = cfg.int("num_attention_heads", default=0, minimum=0)
+    model_type = str(cfg.raw("model_type") or "")
+    total = 0
+    for i, layer in enumerate(layers):
+        d = getattr(getattr(layer, "attention", layer), "head_dim", 0)
+        moe = experts and _is_moe_layer(cfg, model_type, i)  # kvplan.readers.params' layout of dense and MoE layers
+        total += (3 * h + heads * d if d else 0) + (experts * (2 * h + expert) if moe else 2 * h + width)
+    return 4 * total
+
+
+def _method(cfg, q: dict, where: str, layers=()) -> Quantization:
     """The method and its scope, before the exclusion list."""
     method = str(q.get("quant_method", "")).lower()
     if method == "mxfp4":
@@ -57,11 +92,20 @@ def _method(cfg, q: dict, where: str) -> Quantization:
         raise KvplanError(f"{where}: ModelOpt quant_algo {algo or '(none)'!r} is not read (NVFP4, W4A16_NVFP4 or FP8; "
                           "per-layer MIXED_PRECISION is refused rather than guessed)", EXIT_USAGE)
     if method in ("awq", "gptq", "autoround"):
+        # AWQ and GPTQ store a packed zero point per group whatever `sym` says (qzeros int32 [K/g, N/8]);
+        # GPTQ adds g_idx (int32 [K]) to every quantized linear, act-order (`desc_act`) or not (AutoGPTQ
+        # QuantLinear; vLLM gptq.py GPTQLinearMethod.create_weights loads it as a parameter)
         bits = _q_int(q, where, "bits", "w_bit", default=4)
         group = _q_int(q, where, "group_size", "q_group_size", default=128, minimum=-1)
-        return Quantization(_int_format(bits, where), group if group > 0 else 128)
+        return Quantization(_int_format(bits, where), group if group > 0 else 128,
+                            index_bytes=_g_idx_bytes(cfg, layers) if method == "gptq" else 0)
     if method == "bitsandbytes":
-        return Quantization("int4", 64) if q.get("load_in_4bit") is True else Quantization("int8")
+        # NF4/FP4 blocks of 64 with an absmax each and no zero point (bitsandbytes functional.quantize_4bit;
+        # transformers saves weight.absmax fp32, or uint8 + nested_absmax with bnb_4bit_use_double_quant)
+        if q.get("load_in_4bit") is True:
+            return Quantization("int4", 64, symmetric=True,
+                                scale_bytes=1 if q.get("bnb_4bit_use_double_quant") is True else 4)
+        return Quantization("int8")
     if method == "compressed-tensors":
         groups = q.get("config_groups") or {}
         if not isinstance(groups, dict) or not all(isinstance(g, dict) for g in groups.values()):
@@ -73,10 +117,14 @@ def _method(cfg, q: dict, where: str) -> Quantization:
             bits = _q_int(weights, where, "num_bits", default=0, minimum=0)
             if bits == 4 and weights.get("type") == "float":  # nvfp4-pack-quantized: e2m1 + fp8 scale per 16
                 return Quantization("nvfp4", 16)
-            if bits == 4:
-                return Quantization("int4", _q_int(weights, where, "group_size", default=128))
-            if bits == 8:
-                return Quantization("fp8" if weights.get("type") == "float" else "int8")
+            if bits == 4:  # pack-quantized: weight_packed, weight_scale, and weight_zero_point unless symmetric
+                return Quantization("int4", _q_int(weights, where, "group_size", default=128),
+                                    symmetric=weights.get("symmetric") is True)
+            if bits == 8:  # a "block" strategy stores an fp32 scale per block_structure tile (FP8-block checkpoints)
+                block = weights.get("block_structure") if weights.get("strategy") == "block" else None
+                tile = _q_int({"block_structure": block[0]}, where, "block_structure", default=0) if (
+                    isinstance(block, list) and len(block) == 2 and block[0] == block[1]) else 0
+                return Quantization("fp8" if weights.get("type") == "float" else "int8", tile)
             if bits:
                 raise KvplanError(f"{where}: {bits}-bit weights are not supported (4 or 8)", EXIT_USAGE)
     return Quantization(_dtype(cfg))

@@ -18,6 +18,11 @@ with no bound of its own, so kvplan counts the same rows. A table is one row per
 whose table has more rows than the config reader accepts as positions (kvplan.readers.cfg.LIMITS["window"],
 2^30, the bound on max_position_embeddings itself) is refused as hostile or broken, as is a non-finite
 value; it is never clamped to a made-up size.
+
+`read_rope_scaling` keeps what the engines' context-limit rules read from the same keys (type, factor,
+original positions; kvplan.engines.context): one dict, or transformers 5's per-layer-type dict of them
+(`rope_parameters`: {"full_attention": {...}, "sliding_attention": {...}}), read as vLLM reads it
+(v0.33.0 vllm/config/model.py `_get_and_verify_max_len`: the factor of the last scaled entry).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import math
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.model.spec import RopeScaling
 from kvplan.readers.cfg import LIMITS
 
 _NO_ROPE = {"gpt2", "gpt_bigcode", "bloom", "mpt", "mamba", "falcon_mamba", "mamba2", "jamba", "nemotron_h", "opt"}
@@ -76,3 +82,28 @@ def rope_table_bytes(model) -> int:
     the families whose vLLM model file asks for an fp32 table."""
     elems = getattr(model, "rope_cache_elems", 0)
     return elems * (4 if model.family in _FP32_TABLES else _DTYPE_BYTES.get(model.dtype, 2))
+
+
+def read_rope_scaling(data: dict, model_type: str = "") -> RopeScaling | None:
+    """The config's RoPE scaling as the context-limit rules read it (None: the config has none). Gemma 3's
+    positions already count its factor (vLLM's model config: a model_type containing "gemma3" is not scaled)."""
+    raw = data.get("rope_scaling") or data.get("rope_parameters")
+    if not isinstance(raw, dict):
+        return None
+    entries = [v for v in raw.values() if isinstance(v, dict)] if raw and all(
+        isinstance(v, dict) for v in raw.values()) else [raw]
+    kind, factor, original = "default", 1.0, 0
+    for entry in entries:  # nested per layer type: the last entry with a scaling wins (vLLM's loop)
+        this = str(entry.get("rope_type") or entry.get("type") or "default")
+        if "factor" in entry or kind == "default":
+            kind = this
+        if "factor" in entry:
+            factor = _num(entry.get("factor")) or 1.0
+        if entry.get("original_max_position_embeddings") is not None:
+            original = int(_num(entry.get("original_max_position_embeddings")))
+    if factor * max(original, _num(data.get("max_position_embeddings")), 1) > LIMITS["window"]:
+        raise KvplanError(f"config: rope_scaling factor {factor:.4g} makes a context past {LIMITS['window']:,} "
+                          "positions (a hostile or broken config)", EXIT_USAGE)
+    return RopeScaling(kind, factor, min(original, LIMITS["window"]),
+                       int(min(_num(data.get("original_max_position_embeddings")), LIMITS["window"])),
+                       "gemma3" in model_type)

@@ -17,13 +17,27 @@ attention or its MLP/MoE block, named by index, costs its share of the role only
 the same for every layer (uniform layers; an all-dense or all-MoE stack); a projection counts only
 as part of a complete set (q, k, v and o; gate, up and down). Anything else is refused with the entry
 named, never guessed.
+
+A `re:` entry is a regular expression: compressed-tensors and vLLM test it with `re.match` against each
+linear module's name (vLLM `model_executor/layers/quantization/compressed_tensors/utils.py`
+should_ignore_layer -> check_equal_or_regex_match -> _is_equal_or_regex_match, v0.11-main 2026; a fused
+layer is asked shard by shard). kvplan matches it the same way against the model's own module names
+(`ModuleNames`: `model.layers.N.self_attn.q_proj`, `...mlp.gate_proj` of the dense layers,
+`...mlp.experts.E.gate_proj` and `...mlp.shared_experts.gate_proj` of the MoE layers, under the text model's
+prefixes), so Kimi-K2's `re:.*mlp\\.(gate|up|gate_up|down)_proj.*` keeps the dense layers' MLPs (not the
+experts) and `re:.*\\.self_attn\\.g_proj$` matches nothing in a model without that projection. A
+compressed-tensors scheme whose `targets` are regexes quantizes only the modules they match: the others
+are kept the same way (`targets: ["Linear"]` is every linear module).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.model.layers import MLALatent
+from kvplan.readers.params import _UNGATED, _is_moe_layer
 
 LIST_KEYS = ("modules_to_not_convert", "ignore", "ignored_layers", "ignored_modules", "llm_int8_skip_modules")
 
@@ -36,6 +50,7 @@ _ALREADY_PLAIN = {  # modules kvplan keeps in the model dtype whatever the metho
     # a vector beside the gate, never a quantized linear
     "e_score_correction_bias",
 }
+_LAYER_INDEX = re.compile(r"layers\.(\d{1,6})\.")
 _LAYERS = {"layers", "h", "blocks", "layer", "block", "decoder"}
 _ATTENTION = {"self_attn", "attn", "attention", "self_attention", "linear_attn", "mixer"}
 _MLP = {"mlp", "feed_forward", "ffn", "block_sparse_moe", "moe"}
@@ -50,6 +65,88 @@ _COMPLETE = {  # projection sets that make up a whole module (vLLM fuses them; l
     "mlp": ({"gate_proj", "up_proj", "down_proj"}, {"gate_up_proj", "down_proj"}, {"fc1", "fc2"},
             {"w1", "w2", "w3"}, {"c_fc", "c_proj"}, {"dense_h_to_4h", "dense_4h_to_h"}),
 }
+
+
+@dataclass(frozen=True)
+class ModuleNames:
+    """A model's linear modules by the names its checkpoint (and vLLM) gives them, for `re:` entries."""
+
+    attention: tuple[tuple[str, ...], ...]  # per layer: its attention projections ((): no attention there)
+    mlp: tuple[str, ...]  # one dense MLP's (and one expert's) projections
+    dense: frozenset  # layers with a dense MLP
+    moe: frozenset  # layers with routed experts
+    num_experts: int = 0
+    shared: bool = False  # MoE layers hold shared experts
+    block: str = "mlp"  # the MoE block's module (Mixtral: block_sparse_moe)
+    prefixes: tuple[str, ...] = ("model.layers.", "model.language_model.layers.", "language_model.model.layers.")
+
+
+def module_names(cfg, model_type: str, params, layers) -> ModuleNames:
+    """The linear modules of a model read from `cfg` (kvplan.readers.params's layout of dense and MoE layers)."""
+    attention = []
+    for layer in layers:
+        layer = getattr(layer, "attention", layer)
+        if isinstance(layer, MLALatent):
+            q = ("q_a_proj", "q_b_proj") if cfg.int("q_lora_rank", default=0, minimum=0) else ("q_proj",)
+            attention.append((*q, "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"))
+        elif hasattr(layer, "head_dim") and hasattr(layer, "num_kv_heads"):
+            attention.append(("q_proj", "k_proj", "v_proj", "o_proj"))
+        else:
+            attention.append(())
+    moe = frozenset(i for i in range(len(layers)) if params.num_experts and _is_moe_layer(cfg, model_type, i))
+    dense = frozenset(range(len(layers))) - moe if params.mlp else frozenset()
+    mixtral = model_type in ("mixtral", "minimax", "minimax_m2")
+    mlp = ("w1", "w2", "w3") if mixtral else ("gate_proj", "up_proj", "down_proj")
+    if model_type in _UNGATED:
+        mlp = ("fc1", "fc2")
+    return ModuleNames(tuple(attention), mlp, dense, moe, params.num_experts, bool(params.shared_experts),
+                       "block_sparse_moe" if mixtral else "mlp")
+
+
+def _regex_entries(matches, m: ModuleNames, name: str, where: str, only=None) -> list[tuple[str, set[int], str]]:
+    """(role, layer indices, projection or '') of the modules whose names `matches` accepts (of layer `only`)."""
+    def hit(i: int, rest: str) -> bool:
+        return any(matches(f"{p}{i}.{rest}") for p in m.prefixes)
+
+    out = []
+    for i, projs in enumerate(m.attention):
+        if only is not None and i != only:
+            continue
+        out += [("attention", {i}, p) for p in projs if hit(i, f"self_attn.{p}")]
+        if i in m.dense:
+            out += [("mlp", {i}, p) for p in m.mlp if hit(i, f"mlp.{p}")]
+        if i not in m.moe:
+            continue
+        groups = [("experts", [f"{m.block}.experts.{e}.{p}" for e in {0, m.num_experts - 1} for p in m.mlp])]
+        if m.shared:
+            groups.append(("shared_experts", [f"{m.block}.{s}.{p}" for s in ("shared_experts", "shared_expert")
+                                              for p in m.mlp]))
+        for role, names in groups:
+            hits = [hit(i, n) for n in names]
+            if role == "shared_experts":  # either spelling: DeepSeek's shared_experts, Qwen's shared_expert
+                hits = [a or b for a, b in zip(hits[:len(m.mlp)], hits[len(m.mlp):])]
+            if all(hits):
+                out.append((role, {i}, ""))
+            elif any(hits):
+                raise KvplanError(f"{where}: entry {name!r} matches only some of layer {i}'s {role.replace('_', ' ')} "
+                                  "projections; kvplan counts whole modules (refused rather than guessed)", EXIT_USAGE)
+    return out
+
+
+def _compiled(name: str, where: str):
+    try:
+        return re.compile(name[3:]).match
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise KvplanError(f"{where}: entry {name[:80]!r} is not a regular expression ({exc})", EXIT_USAGE) from None
+
+
+def untargeted(targets: list[str], where: str):
+    """A matcher of the module names a compressed-tensors scheme's `targets` leave out, or None when they
+    name every linear module (`Linear`) or only module classes kvplan cannot tell apart."""
+    if not targets or any(not t.startswith("re:") for t in targets):
+        return None
+    pats = [_compiled(t, where) for t in targets]
+    return lambda s: not any(p(s) for p in pats)
 
 
 def exclusion_list(q: dict, where: str) -> list[str]:
@@ -67,13 +164,22 @@ def exclusion_list(q: dict, where: str) -> list[str]:
     return names
 
 
-def kept_params(names: list[str], params, layers, where: str) -> tuple[tuple[str, int], ...]:
-    """((role, parameters kept in the model dtype), ...) for the names a config leaves unquantized."""
+def kept_params(names: list, params, layers, where: str, modules: ModuleNames | None = None
+                ) -> tuple[tuple[str, int], ...]:
+    """((role, parameters kept in the model dtype), ...) for the names a config leaves unquantized; with
+    `modules`, a `re:` name (or a matcher: a callable) is matched against the model's module names."""
     n = len(layers)
     covered: dict[str, set[int]] = {}
     parts: dict[tuple[str, int], set[str]] = {}
     for name in names:
-        for role, idx, proj in _entries(name, n, params, where):
+        if modules is not None and (callable(name) or name.startswith("re:")):
+            found = _regex_entries(name if callable(name) else _compiled(name, where), modules,
+                                   "the scheme's targets" if callable(name) else name, where)
+        else:  # a module's exact name (compressed-tensors' `ignore`), else the names' words (kvplan's reading)
+            layer = _LAYER_INDEX.search(name) if modules is not None else None
+            found = layer and _regex_entries(name.__eq__, modules, name, where, int(layer.group(1)))
+            found = found or _entries(name, n, params, where)
+        for role, idx, proj in found:
             if proj:
                 for i in idx:
                     parts.setdefault((role, i), set()).add(proj)
@@ -88,7 +194,7 @@ def kept_params(names: list[str], params, layers, where: str) -> tuple[tuple[str
     out = []
     for role, idx in sorted(covered.items()):
         for part, total in _role_parts(role, params):
-            out.append((part, _share(part, total, idx, n, params, layers, where)))
+            out.append((part, _share(part, total, idx, n, params, layers, where, modules)))
     merged: dict[str, int] = {}
     for part, count in out:
         merged[part] = min(merged.get(part, 0) + count, getattr(params, part))
@@ -104,10 +210,15 @@ def _role_parts(role: str, params) -> list[tuple[str, int]]:
     return [(role, getattr(params, role))]
 
 
-def _share(part: str, total: int, idx: set[int], n: int, params, layers, where: str) -> int:
-    """Parameters of `part` in layers `idx`: all of it, or an equal share per layer where layers are alike."""
+def _share(part: str, total: int, idx: set[int], n: int, params, layers, where: str,
+           modules: ModuleNames | None = None) -> int:
+    """Parameters of `part` in layers `idx`: all of it, or an equal share per layer where layers are alike
+    (the dense MLPs among the dense layers, the experts among the MoE layers, where the layout is known)."""
     if len(idx) >= n or not total:
         return total
+    held = None if modules is None else modules.dense if part == "mlp" else modules.moe if part != "attention" else None
+    if held:  # every dense MLP of a model is alike, and every MoE layer's experts
+        return total if held <= idx else total * len(held & idx) // len(held)
     if part == "attention":
         uniform = len(set(layers)) == 1
     elif part == "mlp":

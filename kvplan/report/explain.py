@@ -92,6 +92,13 @@ def explain_lines(plan: Plan, model) -> list[str]:
     elif seq:
         lines.append(f"Max concurrency at {S:,} tokens = floor({kv:,} / {seq:,}) = {plan.max_concurrency:,}")
     lines.append(f"Max context at batch {r.batch} = {plan.max_context:,} tokens (limited by {plan.max_context_limited_by})")
+    if plan.binds == "context limit":
+        lines.append(f"Does not fit: context {r.context:,} > the model's limit {plan.context_limit:,} tokens"
+                     + (f" ({model.context_rule})" if getattr(model, "context_rule", "") else "")
+                     + ": the limit binds, not memory")
+    elif plan.binds == "memory":
+        lines.append(f"Does not fit: memory binds ({plan.max_concurrency:,} of {r.batch:,} requests of {r.context:,} "
+                     "tokens fit in the KV memory)")
     lines.append(f"Decode step ≥ (weights read + batch × KV read) / bandwidth = {plan.decode_step_seconds * 1e3:,.2f} ms"
                  f" at {plan.bandwidth_bytes_per_s / 1e12:g} TB/s → {plan.decode_tokens_per_second:,.0f} tokens/s for the batch")
     return lines

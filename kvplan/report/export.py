@@ -106,7 +106,8 @@ ROW_KEYS = (
     "weight_bytes_per_gpu", "overhead_bytes_per_gpu", "overhead_is_estimate", "kv_bytes_per_token",
     "kv_bytes_per_token_per_gpu", "kv_bytes_per_sequence", "kv_bytes_per_sequence_per_gpu",
     "state_bytes_per_sequence", "state_bytes_per_sequence_per_gpu", "kv_memory_bytes_per_gpu", "kv_used_bytes_per_gpu", "free_bytes_per_gpu", "kv_cache_tokens",
-    "max_concurrency", "max_context", "max_context_limited_by", "fits", "decode_step_seconds",
+    "kv_pool_tokens_per_deployment", "request_tokens_at_context", "max_concurrency", "max_context",
+    "max_context_limited_by", "context_limit", "fits", "binds", "decode_step_seconds",
     "decode_tokens_per_second", "decode_tokens_per_second_per_request", "speculative", "warnings", *PRICE_KEYS,
 )
 CSV_COLUMNS = tuple(csv_columns(ROW_KEYS))

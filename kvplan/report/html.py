@@ -31,6 +31,8 @@ TABLE = [
     ("weights", "weight_dtype", "text"), ("KV", "kv_dtype", "text"), ("fits", "fits", "bool"),
     ("cost/h", "cost_per_hour", "money"), ("cost/user-h", "cost_per_concurrent_user_hour", "money4"),
     ("max concurrency", "max_concurrency", "int"), ("max context", "max_context", "int"),
+    ("context limit", "context_limit", "int"), ("binds", "binds", "text"), ("KV pool tokens (deployment)", "kv_pool_tokens_per_deployment", "int"),
+    ("tokens requests use", "request_tokens_at_context", "int"),
     ("weights GiB/GPU", "weight_bytes_per_gpu", "gib"), ("overhead GiB/GPU", "overhead_bytes_per_gpu", "gib"),
     ("KV cache GiB/GPU", "kv_memory_bytes_per_gpu", "gib"), ("KV/sequence GiB/GPU", "kv_bytes_per_sequence_per_gpu", "gib"),
     ("decode tok/s (batch)", "decode_tokens_per_second", "float1"), ("price/GPU-h", "price_per_gpu_hour", "money"),

@@ -111,11 +111,13 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         "kv_memory_bytes_per_gpu": plan.kv_memory_bytes_per_gpu,
         "kv_used_bytes_per_gpu": used,
         "free_bytes_per_gpu": plan.kv_memory_bytes_per_gpu - used,  # Plan.free_bytes_per_gpu, used once
-        "kv_cache_tokens": plan.kv_cache_tokens,
+        "kv_cache_tokens": plan.kv_cache_tokens,  # = kv_pool_tokens_per_deployment (kept for old readers)
+        "kv_pool_tokens_per_deployment": plan.kv_cache_tokens, "request_tokens_at_context": plan.max_concurrency * r.context,
         "max_concurrency": plan.max_concurrency,
         "max_context": plan.max_context,
         "max_context_limited_by": plan.max_context_limited_by,
-        "fits": plan.fits,
+        "context_limit": plan.context_limit,
+        "fits": plan.fits, "binds": plan.binds,
         "decode_step_seconds": plan.decode_step_seconds,
         "decode_tokens_per_second": plan.decode_tokens_per_second,
         "decode_tokens_per_second_per_request": (1 / plan.decode_step_seconds) if plan.decode_step_seconds else 0.0,
@@ -203,10 +205,12 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> N
         answers.add_column(t, justify="right")
     answer_rows = [
         ("GPUs (layout)", lambda p: f"{p.deployment.gpus} ({layout_text(p.deployment)})"),
-        ("fits", lambda p: "[green]yes[/]" if p.fits else "[red]no[/]"),
+        ("fits", lambda p: "[green]yes[/]" if p.fits else f"[red]no ({p.binds})[/]"),
         ("KV per token (all GPUs)", lambda p: human_bytes(p.kv_bytes_per_token)),
         ("KV per sequence (all GPUs)", lambda p: human_bytes(p.kv_bytes_per_sequence)),
-        ("KV cache tokens per GPU", lambda p: f"{p.kv_cache_tokens:,}"),
+        ("KV pool tokens (all GPUs)", lambda p: f"{p.kv_cache_tokens:,}"),  # the engine's count, one deployment
+        (f"tokens requests use @ {human_tokens(first.request.context)}",
+         lambda p: f"{p.max_concurrency * p.request.context:,}"),
         (f"max concurrency @ {human_tokens(first.request.context)}", lambda p: f"{p.max_concurrency:,}"),
         (f"max context @ batch {first.request.batch}", lambda p: f"{p.max_context:,}" + (" (model limit)" if p.max_context_limited_by == "model" else "")),
         # A plan that does not fit decodes nothing: no speed shown ("–"; --json keeps the roofline's figures)

@@ -6,7 +6,7 @@ public figures, the model spec and the GPU profile.
 
 from __future__ import annotations
 
-from kvplan.model.spec import weight_bytes
+from kvplan.model.spec import own_format, weight_bytes
 from kvplan.planning.plan import expected_experts_touched
 from kvplan.simulator.model import Group, SimModel, StageCost
 
@@ -58,7 +58,7 @@ def _stage_costs(plan, spec) -> tuple:
     tp = plan.deployment.tp
     p = spec.params
     wb = weight_bytes(spec, plan.request.weight_dtype)
-    scale = spec.checkpoint_bytes / wb.total if (plan.request.weight_dtype is None and spec.checkpoint_bytes
+    scale = spec.checkpoint_bytes / wb.total if (own_format(spec, plan.request.weight_dtype) and spec.checkpoint_bytes
                                                  and wb.total) else 1.0
     touched = 0.0
     if p.num_experts:

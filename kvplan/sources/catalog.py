@@ -19,7 +19,7 @@ from typing import NamedTuple
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 from kvplan.model.layers import (ATTENTION_FEATURES, LAYER_TYPES, FullAttention, IndexedMLA, LayerSpec, ParallelHybrid,
                            RecurrentState)
-from kvplan.model.spec import ModelSpec, ParamCounts, Quantization
+from kvplan.model.spec import ModelSpec, ParamCounts, Quantization, RopeScaling
 
 FORMAT_VERSION = 1
 
@@ -70,9 +70,11 @@ def spec_to_dict(spec: ModelSpec) -> dict:
         "vocab_size": spec.vocab_size,
         "max_context": spec.max_context,
         "dtype": spec.dtype,
-        "quantization": {k: v for k, v in dataclasses.asdict(spec.quantization).items() if k != "kept" or v},
+        "quantization": {k: v for k, v in dataclasses.asdict(spec.quantization).items()
+                         if k in ("method", "group_size", "experts_only") or v},
         "checkpoint_bytes": spec.checkpoint_bytes,
         "rope_cache_elems": spec.rope_cache_elems,
+        **({"rope_scaling": dataclasses.asdict(spec.rope_scaling)} if spec.rope_scaling else {}),
         "params": _params(spec.params),
         "layers": runs,
         **mtp,
@@ -120,6 +122,7 @@ def spec_from_dict(data: dict, where: str) -> ModelSpec:
             quantization=Quantization(**data.get("quantization", {})),
             checkpoint_bytes=data.get("checkpoint_bytes"),
             rope_cache_elems=int(data.get("rope_cache_elems", 0)),
+            rope_scaling=RopeScaling(**data["rope_scaling"]) if data.get("rope_scaling") else None,
             family=str(data.get("family", "")),
             architecture=str(data.get("architecture", "")),
             hf_repo=data.get("hf_repo"),

@@ -16,6 +16,7 @@ from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
 from kvplan.readers.cfg import unwrap_text_config
 from kvplan.readers.mtp import MTP_KEYS
 from kvplan.sources.catalog import find_in_catalog, unknown_model_error, suggest
+from kvplan.sources.local_weights import local_weights
 from kvplan.model.spec import ModelSpec
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
@@ -62,14 +63,12 @@ def resolve_model(name: str, *, revision: str | None = None, token: str | None =
         raise KvplanError(f"{arg('revision')} must be a non-empty branch, tag or commit", EXIT_USAGE,
                           param="revision", value=revision)
     if looks_like_path(name):
-        from kvplan.sources.importer import build_spec  # the config reader: not needed for a catalog name
-
         path = Path(name).expanduser()
         if not path.exists():
             raise KvplanError(f"no such file or folder: {name}", EXIT_NOT_FOUND)
         config = read_config_file(path)
         label = readable(path.resolve().name if path.is_dir() else path.resolve().parent.name)  # UTF-8 text
-        spec, notices = build_spec(config, None, name=label or "local-model", source=str(path))
+        spec, notices = _from_folder(config, path, label or "local-model")
         return Resolved(spec, "path", f"model: {spec.name} from local {path}", tuple(notices))
     if revision is None:
         spec = find_in_catalog(name, catalog_dirs)
@@ -105,19 +104,38 @@ def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
         if weights is None:  # no safetensors bytes to carry a tower kvplan cannot count: refused then
             build_spec(cfg.config, repo_id, source=source)
     if weights is not None:
-        mtp = weights.mtp_bytes(spec.num_layers) if spec.mtp_layers or _declares_mtp(cfg.config) else 0
-        spec = dataclasses.replace(spec, checkpoint_bytes=weights.total_bytes - mtp)
-        notices.append(f"weights: {weights.total_bytes:,} B in {weights.num_files} safetensors file(s) "
-                       f"({', '.join(f'{k} {v:,}' for k, v in sorted(weights.params_by_dtype.items()))})")
-        if mtp:  # vLLM skips these tensors unless it serves the MTP drafter (kvplan.planning.speculative)
-            notices.append(f"weights: {mtp:,} B of multi-token-prediction layers not counted (loaded only with "
-                           f"{arg('speculative')} mtp)")
+        spec = _with_weights(spec, cfg.config, weights, notices)
     elif cfg.from_cache:
         notices.append("weights: safetensors headers not read (config from the cache); counted from config.json")
     else:
         notices.append("weights: the repo has no safetensors files; counted from config.json")
     rev = f"@{revision}" if revision else ""
     return Resolved(spec, "hub", f"model: {repo_id}{rev} from the Hugging Face Hub", tuple(notices))
+
+
+def _from_folder(config: dict, path: Path, label: str) -> tuple[ModelSpec, list[str]]:
+    """A local config, with its folder's safetensors headers (kvplan.sources.local_weights) read as the Hub's are."""
+    from kvplan.sources.importer import build_spec
+
+    folder = path if path.is_dir() else path.parent
+    weights, files = local_weights(folder) if folder.is_dir() else (None, "")
+    spec, notices = build_spec(config, None, name=label, source=str(path), towers_in_checkpoint=weights is not None)
+    if weights is None:
+        notices.append(f"weights: {files}; counted from config.json")
+        return spec, notices
+    notices.append(f"weights: read from {files} in {folder}")
+    return _with_weights(spec, config, weights, notices), notices
+
+
+def _with_weights(spec: ModelSpec, config: dict, weights, notices: list[str]) -> ModelSpec:
+    """The spec with its checkpoint's exact tensor bytes (the MTP modules apart), and a notice of them."""
+    mtp = weights.mtp_bytes(spec.num_layers) if spec.mtp_layers or _declares_mtp(config) else 0
+    notices.append(f"weights: {weights.total_bytes:,} B in {weights.num_files} safetensors file(s) "
+                   f"({', '.join(f'{k} {v:,}' for k, v in sorted(weights.params_by_dtype.items()))})")
+    if mtp:  # vLLM skips these tensors unless it serves the MTP drafter (kvplan.planning.speculative)
+        notices.append(f"weights: {mtp:,} B of multi-token-prediction layers not counted (loaded only with "
+                       f"{arg('speculative')} mtp)")
+    return dataclasses.replace(spec, checkpoint_bytes=weights.total_bytes - mtp)
 
 
 def _declares_mtp(config: dict) -> bool:

@@ -26,6 +26,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.core.dtypes import KV_DTYPES, DType
+from kvplan.engines.context import llamacpp_rule
 from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version_name, opt_bool, opt_int
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
@@ -209,6 +210,10 @@ class LlamaCpp(Engine):
     def deployment(self, dep):
         """llama.cpp splits layers over GPUs (--split-mode layer): dep.gpus stages, no tp."""
         return type(dep)(1, dep.gpus) if dep.tp > 1 else dep
+
+    def context_limit(self, model):
+        """llama.cpp's n_ctx_train (kvplan.engines.context.llamacpp_rule)."""
+        return llamacpp_rule(model)
 
     def settings(self, model, gpu, dep, req) -> Settings:
         if dep.tp > 1:

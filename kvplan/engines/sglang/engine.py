@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes, sglang_flags as sglang_lora_flags
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.sglang import layout as sglang_layout
+from kvplan.engines.sglang import loaded as sglang_loaded
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
@@ -31,6 +32,7 @@ from kvplan.core.intmath import cdiv
 from kvplan.planning.plan import cache_dtypes
 from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS, reads_capability, serve_flags
 from kvplan.hardware.facts import fact_missing
+from kvplan.engines.context import sglang_rule
 from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
                                  opt_float, opt_int, parse_version)
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
@@ -57,6 +59,7 @@ class Settings:
     page_size: int
     swa_full_tokens_ratio: float
     init_bytes: int  # memory in use before the weights load (estimate)
+    loaded_extra: int = 0  # bytes per GPU loading adds to the checkpoint (kvplan.engines.sglang.loaded)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -148,7 +151,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"SGLang has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
     init = INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1
-    return Settings(version, float(frac), chunked, page, ratio, init)
+    return Settings(version, float(frac), chunked, page, ratio, init, sglang_loaded.loaded_extra(model, gpu))
 
 
 def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
@@ -258,6 +261,10 @@ class Sglang(Engine):
     offload_rules = {"native": {"cpu": hicache_pool}}  # HiCache's host pool (L2): kvplan.engines.offload
     offload_missing = {"native": "SGLang HiCache's L3 storage backends size themselves; kvplan sizes its host pool (cpu)"}
 
+    def context_limit(self, model):
+        """SGLang's derived context_length (kvplan.engines.context.sglang_rule)."""
+        return sglang_rule(model)
+
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
@@ -277,6 +284,10 @@ class Sglang(Engine):
         differently (kvplan/engines/sglang/layout.py, docs/engines.md 9.2)."""
         dpa = dp_attention(model, dep, self.opts)
         return sglang_layout.placement(model, gpu, dep, self.opts, self.version or self.default_version, dpa)
+
+    def loaded_extra(self, model, dep, st: Settings) -> int:
+        """The RoPE tables SGLang builds while loading (kvplan.engines.sglang.loaded): in "mem usage"."""
+        return st.loaded_extra
 
     def request(self, req, st: Settings, model, dep):
         # rest = free_before x fraction - weights, with free_before = total - init: as the planner's

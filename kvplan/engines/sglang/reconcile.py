@@ -44,11 +44,12 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
                          + ("" if gpu else f" for an assumed 80 GiB GPU (pass {arg('gpu')})"))
     p = resolve_engine().plan(model, stand_in, dep, Request(context=ctx, kv_dtype=req.kv_dtype))
     kvd = req.kv_dtype
-    if "weights_mem_usage_gb" in r:
+    if "weights_mem_usage_gb" in r:  # as loaded: the RoPE tables SGLang builds included (sglang/loaded.py)
+        loaded = p.weight_bytes_per_gpu + st.loaded_extra
         rep = r["weights_mem_usage_gb"].value * GIB
-        d, e = rel(p.weight_bytes_per_gpu, rep)
-        out.rows.append(Row("weights per GPU (Load weight end: mem usage)", f"{r['weights_mem_usage_gb'].text} GB",
-                            f"{p.weight_bytes_per_gpu / GIB:.2f} GiB", d, abs(e) <= 0.02, e))
+        d, e = rel(loaded, rep)
+        out.rows.append(Row("weights per GPU (as loaded: Load weight end, mem usage)",
+                            f"{r['weights_mem_usage_gb'].text} GB", f"{loaded / GIB:.2f} GiB", d, abs(e) <= 0.02, e))
     f = st.mem_fraction_static
     budget = None
     if "avail_after_weights_gb" in r and "weights_mem_usage_gb" in r:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from kvplan.planning.deploy import split_layers
 from kvplan.core.intmath import cdiv
 from kvplan.planning.plan import activation_estimate, cache_dtypes, runtime_bytes
+from kvplan.engines.context import trtllm_rule
 from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version, opt_float, opt_int
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import ATTENTION_KINDS, Kind
@@ -116,6 +117,10 @@ class TrtLlm(Engine):
     option_names = OPTS
     offload_rules = {"native": {"cpu": host_cache_pool}, "kvbm": kvbm.RULES}  # kvplan.engines.offload
     offload_missing = {"native": "TensorRT-LLM's host cache is one secondary (CPU) pool"}
+
+    def context_limit(self, model):
+        """TensorRT-LLM's inferred max_seq_len (kvplan.engines.context.trtllm_rule)."""
+        return trtllm_rule(model)
 
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)

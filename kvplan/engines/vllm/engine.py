@@ -27,6 +27,7 @@ from kvplan.core.dtypes import DType
 from kvplan.core.intmath import cdiv
 from kvplan.planning.layout import per_rank_batch
 from kvplan.planning.plan import cache_dtypes
+from kvplan.engines.context import vllm_rule
 from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
                                  opt_int, parse_version)
 from kvplan.hardware.facts import fact_missing
@@ -253,6 +254,10 @@ class Vllm(Engine):
             if why:
                 raise KvplanError(why, EXIT_USAGE)
 
+    def context_limit(self, model):
+        """vLLM's derived max_model_len by release (kvplan.engines.context.vllm_rule)."""
+        return vllm_rule(model, parse_version(self.version or DEFAULT_VERSION))
+
     def settings(self, model, gpu, dep, req) -> Settings:
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
@@ -270,8 +275,15 @@ class Vllm(Engine):
         """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.engines.vllm.speculative)."""
         return vllm_view(model, st.v)
 
+    def loaded_extra(self, model, dep, st: Settings) -> int:
+        """What "Model loading took" holds beyond the checkpoint: MXFP4 experts padded for the kernel, NVFP4 block
+        scales swizzled on Blackwell, the RoPE cos/sin tables (kvplan.engines.vllm.overhead, `weights_repack`)."""
+        return overhead(model, dep, st)[1]["weights_repack"]
+
     def request(self, req, st: Settings, model, dep):
-        over = req.overhead_bytes if req.overhead_bytes is not None else overhead(model, dep, st)[0]
+        # the non-KV memory besides the weights: the repacking is booked as weights (loaded_extra)
+        total, parts = overhead(model, dep, st)
+        over = req.overhead_bytes if req.overhead_bytes is not None else total - parts["weights_repack"]
         req = vllm_cache_dtype.as_cached(req, model)  # MiMo-V2-Flash: the model's own dtype
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)

@@ -104,7 +104,8 @@ def _vllm_budget_rows(out, r, res, st, gpu):
     p = res.plan
     if "model_loading_gib" in r:
         rep = r["model_loading_gib"].value * GIB
-        loaded = p.weight_bytes_per_gpu + res.settings.get("overhead_weights_repack", 0)  # kernel padding
+        # as loaded: kernel padding and RoPE tables included (Vllm.loaded_extra); the driver's line, the first stage's
+        loaded = p.stages[0].weight_bytes if p.deployment.pp > 1 and p.stages else p.weight_bytes_per_gpu
         d, e = rel(loaded, rep)
         out.rows.append(Row("weights per GPU (Model loading took)", f"{r['model_loading_gib'].text} GiB",
                             f"{loaded / GIB:.4f} GiB", d, abs(e) <= 0.02 if e is not None else None, e))

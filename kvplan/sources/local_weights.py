@@ -1,0 +1,96 @@
+"""A local model folder's safetensors headers added up into weight totals, as the Hub path reads a repo's.
+
+The files are found the way transformers and vLLM look for them: `model.safetensors`, else
+`model.safetensors.index.json` and the shards its `weight_map` names. Each file's header (an 8-byte
+little-endian length, then that many bytes of JSON: tensor name -> dtype, shape, data_offsets;
+safetensors' format, huggingface/safetensors README "Format") is read without the tensor data and
+without the `safetensors` package, then checked and summed by kvplan.sources.hub_headers.sum_headers
+(packed I32/U8/F4 weights count as stored; offsets must agree with dtype x shape). A file shorter than its
+header says (a download cut short, a Git LFS pointer) is refused naming it, never half-counted.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from types import SimpleNamespace
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.sources.hub_calls import MalformedHeader
+from kvplan.sources.hub_headers import HubWeights, sum_headers
+
+SINGLE = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+MAX_HEADER_BYTES = 100 * 2**20  # the largest real headers (1M-tensor MoE shards) are a few MB
+MAX_INDEX_BYTES = 50 * 2**20
+
+
+def local_weights(folder: Path) -> tuple[HubWeights | None, str]:
+    """(weight totals, the files read) of a local folder's safetensors checkpoint; (None, why) without one."""
+    if (folder / SINGLE).is_file():
+        files = [SINGLE]
+    elif (folder / INDEX).is_file():
+        files = _shards(folder / INDEX)
+    else:
+        return None, f"no {SINGLE} or {INDEX} in {folder}"
+    metas = {}
+    for name in files:
+        try:
+            metas[name] = _header(folder / name)
+        except MalformedHeader as e:
+            raise KvplanError(f"safetensors header of {folder / name} is malformed: {e.detail}", EXIT_USAGE) from None
+    try:
+        return sum_headers(metas), SINGLE if files == [SINGLE] else f"{len(files)} shards of {INDEX}"
+    except MalformedHeader as e:
+        raise KvplanError(f"safetensors header of {folder / e.filename} is malformed: {e.detail}", EXIT_USAGE) from None
+
+
+def _shards(index: Path) -> list[str]:
+    where = str(index)
+    if index.stat().st_size > MAX_INDEX_BYTES:
+        raise KvplanError(f"{where}: larger than {MAX_INDEX_BYTES // 2**20} MiB; not a safetensors index", EXIT_USAGE)
+    try:
+        data = json.loads(index.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise KvplanError(f"{where}: not valid JSON ({str(exc)[:80]})", EXIT_USAGE) from None
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise KvplanError(f"{where} has no weight_map", EXIT_USAGE)
+    shards = set()
+    for name in weight_map.values():
+        if (not isinstance(name, str) or not name or name.startswith("/") or "\\" in name
+                or any(part in ("", ".", "..") for part in name.split("/"))):
+            raise KvplanError(f"{where} names a shard file {str(name)[:80]!r} that is not a relative path", EXIT_USAGE)
+        if not (index.parent / name).is_file():
+            raise KvplanError(f"{name}, listed in {where}, is not in the folder", EXIT_USAGE)
+        shards.add(name)
+    return sorted(shards)
+
+
+def _header(path: Path) -> SimpleNamespace:
+    """One file's header as the Hub client's metadata object: .tensors {name: .dtype, .shape, .data_offsets}."""
+    name = path.name
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise MalformedHeader(name, "shorter than the 8-byte header length")
+        (n,) = struct.unpack("<Q", head)
+        if n > MAX_HEADER_BYTES or 8 + n > size:
+            raise MalformedHeader(name, f"a header of {n:,} bytes in a file of {size:,} (not a safetensors file, "
+                                        "a Git LFS pointer or a download cut short)")
+        raw = f.read(n)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise MalformedHeader(name, "its header is not JSON") from None
+    if not isinstance(header, dict) or not all(isinstance(v, dict) for k, v in header.items() if k != "__metadata__"):
+        raise MalformedHeader(name, "header format not recognized")
+    tensors = {k: SimpleNamespace(dtype=v.get("dtype"), shape=v.get("shape"), data_offsets=v.get("data_offsets"))
+               for k, v in header.items() if k != "__metadata__"}
+    end = max((t.data_offsets[1] for t in tensors.values() if isinstance(t.data_offsets, list)
+               and len(t.data_offsets) == 2 and isinstance(t.data_offsets[1], int)), default=0)
+    if 8 + n + end > size:
+        raise MalformedHeader(name, f"its tensors end at byte {8 + n + end:,} of a file of {size:,} (cut short)")
+    return SimpleNamespace(tensors=tensors)

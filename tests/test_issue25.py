@@ -189,7 +189,7 @@ def test_no_decode_speed_for_a_plan_that_does_not_fit(kvplan_home, monkeypatch):
     # Llama-3.1-8B on one L4 at 64k: 24 GB cannot hold 16 GB of weights and 8 GiB of KV; at 8k it fits
     r = runner.invoke(app, ["fit", "llama-3.1-8b", "--gpu", "l4", "--ctx", "64k"])
     fits = next(line for line in r.stdout.splitlines() if line.strip().startswith("fits"))
-    assert fits.split("│")[1].strip() == "no"  # the asked context does not fit (the second column: its longest)
+    assert fits.split("│")[1].strip().startswith("no")  # the asked context does not fit (the second: 2 GPUs)
     speed = next(line for line in r.stdout.splitlines() if "decode tokens/s" in line)
     assert speed.split("│")[1].strip() == "–"
     r = runner.invoke(app, ["sweep", "-m", "llama-3.1-8b", "-g", "l4", "-c", "32k,8k,8k", "--gpu-counts", "1"])

@@ -26,6 +26,8 @@ ENGINE_FLAGS = {
     # vLLM's and SGLang's LoRA flags: the notes on which layers vLLM wraps, and --emit
     "engines/lora.py": {"--enable-lora", "--lora-target-modules", "--max-lora-rank", "--max-loras",
                         "--max-loras-per-batch"},
+    # the flags that make a server one pool of a disaggregated deployment (kvplan disagg)
+    "engines/disagg.py": {"--kv-transfer-config", "--disaggregation-mode", "--disaggregation-transfer-backend"},
     "engines/vllm/speculative.py": {"--speculative-config"},  # vLLM's, emitted
     "planning/deploy.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "validate/shard.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason

@@ -168,6 +168,9 @@ BASE_COMMANDS = [
     ["cheapest", "llama-3.1-8b", "-n", "16", "--ctx", "8k", "--gpu", "h100,l40s", "--max-gpus", "8"],
     ["models", "show", "qwen3-8b"],
     ["gpus", "--json"],
+    ["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "4k", "--osl", "512", "--prefill-tp", "1", "--decode-tp", "2"],
+    ["disagg", "qwen3-8b", "--gpu", "l40s", "--isl", "2k", "--osl", "256", "--qps", "4", "--duration", "5",
+     "--max-gpus", "4", "--link", "roce-400g"],
 ]
 
 
@@ -248,8 +251,18 @@ def _bench_case(rng: random.Random) -> Case:
     return Case(["check-bench", "{tmp}/case" + src.suffix, *flags], {"case" + src.suffix: mutated(src.read_text(), rng)})
 
 
+
+LINKS = sorted((REPO / "kvplan" / "hardware" / "links").glob("*.yaml"))
+
+
+def _link_case(rng: random.Random) -> Case:
+    text = mutated(rng.choice(LINKS).read_text(), rng)
+    return Case(["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "4k", "--osl", "512", "--link", "{tmp}/link.yaml"],
+                {"link.yaml": text})
+
+
 TARGETS = {"logs": _log_case, "profiles": _profile_case, "prices": _prices_case, "flags": _flags_case,
-           "bench": _bench_case, "offload": _offload_case}
+           "bench": _bench_case, "offload": _offload_case, "links": _link_case}
 COUNT = {"bench": max(5, CASES // 3)}  # a bench case runs a simulation (about 0.3 s): a third as many
 
 

@@ -36,7 +36,10 @@ NOT_KVPLAN = {  # installation and test commands: .ci/run itself runs the first 
 }
 # exit codes the README documents for these commands: cheapest exits 6 when nothing meets the target
 EXPECTED_EXIT = {"cheapest llama-3.1-70b --ctx 128k --concurrency 32 --prices prices.yaml --min-tokens-per-second 20": (0, 6),
-                 "cheapest llama-3.1-70b --ctx 128k --concurrency 32 --prices prices.yaml": (0, 6)}
+                 "cheapest llama-3.1-70b --ctx 128k --concurrency 32 --prices prices.yaml": (0, 6),
+                 # disagg refuses the prefill pool of ai-dynamo/dynamo#10104 (exit 6), as the README says
+                 "disagg llama-3.1-70b-instruct --gpu h100 --weight-dtype fp8 --isl 4k --osl 512 --prefill-tp 1 "
+                 "--decode-tp 4 --prefill-max-model-len 128k": (6,)}
 # meta-llama/Llama-3.1-8B-Instruct's config.json (the keys kvplan reads), for the fake Hub and ./my-finetune/
 LLAMA_31_8B = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
@@ -149,3 +152,5 @@ def test_readme_python_blocks_run_and_print_the_hand_arithmetic(capsys, monkeypa
     plan = spaces[0]["plan"]
     assert lines[2] == f"{plan.kv_memory_bytes_per_gpu // plan.kv_bytes_per_sequence_per_gpu} {plan.max_concurrency >= 8}"
     assert lines[-1] == "context 12q 2 context '12q' is not a token count (try 32768, 32k, 128K or 1M)"
+    # kvplan.disagg: Llama-3.1-70B's 8,192-token prompt, 80 x 2 x 8 x 128 x 2 B x 8,192; decode tp 8 holds 1 of 8 heads
+    assert lines[-2] == f"{80 * 2 * 8 * 128 * 2 * 8192} {80 * 2 * 1 * 128 * 2 * 8192}" == "2684354560 335544320"

@@ -22,7 +22,7 @@ from kvplan.core.errors import EXIT_USAGE
 MAX_OPTION_CHARS = 200  # longer "--name" arguments are refused before the parser sees them (see main)
 
 # Command name -> the module of kvplan.cli that registers it (`models` is a group of commands).
-COMMANDS = {"fit": "fit", "gpus": "gpus", "models": "models", "sweep": "sweep", "cheapest": "cheapest",
+COMMANDS = {"fit": "fit", "gpus": "gpus", "models": "models", "sweep": "sweep", "cheapest": "cheapest", "disagg": "disagg",
             "simulate": "simulate", "check-log": "check_log", "validate": "validate",
             "check-bench": "check_bench", "step-times": "step_times"}
 

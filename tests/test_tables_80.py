@@ -108,6 +108,8 @@ def test_models_list_and_gpus_names_whole(kvplan_home, monkeypatch):
     ["simulate", "llama-3.1-8b", "--gpu", "rtx-pro-6000-server", "--duration", "5"],
     ["check-log", LOGS / "sglang_qwq32b_4xl4.log", "--model", "qwen2.5-32b", "--gpu", "l4"],
     ["check-log", LOGS / "vllm_qwen3_235b_fp8_tp4_h100.log", "--gpu", "h100"],
+    ["disagg", "llama-3.1-8b", "--gpu", "rtx-pro-6000-server", "--isl", "4k", "--osl", "512"],
+    ["check-bench", Path(__file__).parent / "fixtures" / "bench" / "vllm-l40s-llama32-3b-10qps.json"],
 ], ids=lambda a: " ".join(map(str, a[:2]))[:40])
 def test_other_tables_fit(args, kvplan_home, monkeypatch):
     _run(args, monkeypatch, codes=(0, 1, 6))

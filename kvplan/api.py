@@ -14,7 +14,6 @@ only when one of its names is first used (kvplan/__init__.py), so the CLI never 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ from kvplan.planning.request import MAX_BATCH, read_request
 from kvplan.planning.speculative import apply, parse
 from kvplan.simulator.adapter import sim_model
 from kvplan.speed.coverage import check_speed
+from kvplan.simulator.bounds import check_times
 from kvplan.simulator.engine import RESERVE_POLICIES, EngineConfig
 from kvplan.simulator.session import configs, run_all, shape_trace
 from kvplan.simulator.traces import load_trace
@@ -344,15 +344,7 @@ def _check_simulation(mode: str, reserve: str, **numbers) -> None:
     if reserve not in RESERVE_POLICIES:
         raise KvplanError(f"{arg('reserve')} must be one of {', '.join(RESERVE_POLICIES)}, got {reserve!r}",
                           EXIT_USAGE, param="reserve", value=reserve, allowed=tuple(RESERVE_POLICIES))
-    for name in ("qps", "duration", "slo_ttft", "slo_tpot"):
-        value = numbers[name]
-        if value is not None and not (value > 0 and math.isfinite(value)):
-            raise KvplanError(f"{arg(name)} must be a positive number, got {value:g}", EXIT_USAGE, param=name,
-                              value=value)
-    step = numbers["step_overhead"]
-    if not (step >= 0 and math.isfinite(step)):
-        raise KvplanError(f"{arg('step_overhead')} must be 0 or more seconds, got {step:g}", EXIT_USAGE,
-                          param="step_overhead", value=step)
+    check_times(**{k: numbers[k] for k in ("qps", "duration", "slo_ttft", "slo_tpot", "step_overhead")})
     for name, high in (("max_num_seqs", 1_000_000), ("max_num_batched_tokens", 1 << 24)):
         if not 1 <= numbers[name] <= high:
             raise out_of_range(name, numbers[name], 1, high)

@@ -1,4 +1,5 @@
-"""A bounded, deterministic fuzzer over what users hand kvplan: GPU profiles, prices files, start-up logs, flags.
+"""A bounded, deterministic fuzzer over what users hand kvplan: GPU profiles, prices files, start-up logs, flags,
+--offload tiers.
 
 Each case takes a real input (a bundled GPU profile, a prices file, a log fixture, a working command
 line), mutates it a few times with a seeded random.Random, and runs the CLI in-process (CliRunner).
@@ -15,6 +16,8 @@ like `.`, `1.2.3`, `00` and 400 digits (ValueError, ZeroDivisionError, OverflowE
 regexes on long lines, absurd n_layer (a hang); YAML alias bombs (a hang); `[/]` in a name (rich
 MarkupError); file names too long for the filesystem (OSError); a 400-digit price (OverflowError in
 float()); a 1,800-character unknown option (14 s in Click's "did you mean", now refused by main()).
+The `offload` target (issue 25) mutates the README's --offload command lines (tier specs, backends, hosts,
+engines); it found a 400-digit tier size to be an OverflowError (tests/test_issue25.py).
 """
 
 from __future__ import annotations
@@ -190,6 +193,46 @@ def _flags_case(rng: random.Random) -> Case:
     return Case(args, {})
 
 
+# --offload (issue 25): the README's working command lines, with hostile tier specs, backends and hosts
+OFFLOAD_COMMANDS = [
+    ["fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "32k", "--engine", "vllm", "--offload", "cpu:64GiB"],
+    ["fit", "qwen3-32b", "--gpu", "h200", "--engine", "sglang", "--offload", "cpu:2x", "--host", "dgx-h200"],
+    ["fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--offload", "cpu:64GiB", "--json"],
+    ["sweep", "-m", "llama-3.1-8b", "-c", "32k", "-g", "h100", "--gpu-counts", "1,2", "--engine", "vllm",
+     "--offload", "cpu:256GiB"],
+    ["cheapest", "llama-3.1-8b", "--ctx", "32k", "-n", "4", "--gpu", "h100", "--max-gpus", "2", "--engine", "vllm",
+     "--offload", "cpu:512GiB", "--host", "dgx-h100"],
+    ["simulate", "llama-3.1-8b", "--gpu", "h100", "--duration", "2", "--qps", "2", "--offload", "cpu:64GiB",
+     "--host", "dgx-h100"],
+]
+TIERS = ["cpu", "disk", "remote", "gpu", "CPU", "", "cpu:cpu", "[/]", "nvme"]
+SIZES = ["64GiB", "2x", "auto", "0", "0x", "-1GiB", "1e400GiB", "nanx", "infx", "0.5x", "9" * 400 + "TiB", "1GB",
+         "64", "GiB", "1e-400x", "18446744073709551617GiB", "64GiB,cpu:64GiB", "2x,disk:1TiB", ""]
+
+
+def _offload_value(rng: random.Random) -> str:
+    value = f"{rng.choice(TIERS)}:{rng.choice(SIZES + NUMBERS)}"
+    if rng.random() < 0.3:
+        value += "," + f"{rng.choice(TIERS)}:{rng.choice(SIZES)}"
+    return value if rng.random() < 0.9 else rng.choice(WORDS + NUMBERS)
+
+
+def _offload_case(rng: random.Random) -> Case:
+    args = list(rng.choice(OFFLOAD_COMMANDS))
+    for _ in range(rng.choice((1, 2))):
+        edit = rng.randrange(4)
+        if edit == 0:
+            args[args.index("--offload") + 1] = _offload_value(rng)
+        elif edit == 1:
+            args += ["--offload-backend", rng.choice(["native", "lmcache", "kvbm", "mooncake", "", "[/]", "NATIVE"])]
+        elif edit == 2:
+            args += ["--host", rng.choice(["dgx-h100", "gb200-nvl72-tray", "nope", "", "[/]", "../../etc/passwd"])]
+        else:
+            args += ["--engine", rng.choice(["vllm", "sglang", "trtllm", "llama.cpp", "transformers"])]
+    return Case(args, {})
+
+
+
 BENCH = sorted(p for p in (REPO / "tests" / "fixtures" / "bench").iterdir() if p.name != "SOURCES.md")
 
 
@@ -219,7 +262,7 @@ def _link_case(rng: random.Random) -> Case:
 
 
 TARGETS = {"logs": _log_case, "profiles": _profile_case, "prices": _prices_case, "flags": _flags_case,
-           "bench": _bench_case, "links": _link_case}
+           "bench": _bench_case, "offload": _offload_case, "links": _link_case}
 COUNT = {"bench": max(5, CASES // 3)}  # a bench case runs a simulation (about 0.3 s): a third as many
 
 

@@ -285,7 +285,7 @@ def test_cli_write_failure_leaves_no_file(tmp_path, monkeypatch, kvplan_home, ex
     real = kvplan.report.export.write_csv
 
     def half(rows, stream, columns=None):
-        real(rows[:1], stream)  # some rows reach the temp file, then the serialiser dies
+        real([next(iter(rows))], stream)  # some rows reach the temp file (rows stream now), then the serialiser dies
         raise exc
 
     monkeypatch.setattr(kvplan.cli.sweep, "write_csv", half)  # where `sweep -o` calls it

@@ -74,4 +74,4 @@ def test_cli_find_rate(kvplan_home):
     search = doc["meta"]["rate_search"]
     assert doc["meta"]["qps"] == search["rate"] > 0
     assert doc["runs"]["paged"]["summary"]["goodput"]["pct_meeting_slo"] >= 95
-    assert "highest rate meeting the SLA (95% of requests" in r.stderr
+    assert "highest arrival rate meeting the SLA (95% of requests" in r.stderr

@@ -19,6 +19,7 @@ from kvplan.planning.deploy import MAX_SEARCH_GPUS, Deployment
 from kvplan.speed.plan import plan_decode_seconds
 from kvplan.report.explain import explain_lines
 from kvplan.report.text import engine_to_dict, format_figure, plan_to_dict, plan_warnings, render_plans
+from kvplan.report.fitted import fitted_table
 
 
 def engine_result(engine, spec, hw, dep, req):
@@ -114,10 +115,8 @@ def no_fit_line(plan) -> str:
 
 def _engine_table(console, results, titles) -> None:
     """The engine's printed figures, one column per plan, in the engine's own terms."""
-    from rich.table import Table
-
     cap = results[0].capacity
-    table = Table(title=f"{cap.engine} {cap.version} (as the engine reports it)", title_justify="left", show_edge=False)
+    table = fitted_table(title=f"{cap.engine} {cap.version} (as the engine reports it)", title_justify="left", show_edge=False)
     table.add_column("")
     for t in titles:
         table.add_column(t, justify="right")

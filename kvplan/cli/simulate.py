@@ -6,7 +6,6 @@ the workload or trace, print a summary and write the files. Nothing heavy is imp
 """
 
 import dataclasses
-import math
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -30,7 +29,7 @@ from kvplan.cli.workload import (
 )
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.files import atomic_write
-from kvplan.core.units import parse_tokens
+from kvplan.core.units import parse_tokens, plural
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.report.export import json_text
@@ -38,6 +37,7 @@ from kvplan.report.offload import offload_dict
 from kvplan.report.simulation import document, render_html, summary_lines, write_series_csv
 from kvplan.report.text import plan_warnings
 from kvplan.simulator.adapter import sim_model
+from kvplan.simulator.bounds import check_times
 from kvplan.simulator.capacity import Target, max_rate
 from kvplan.simulator.engine import EngineConfig, RESERVE_POLICIES
 from kvplan.simulator.blocks import BLOCK_TOKENS
@@ -46,6 +46,7 @@ from kvplan.simulator.traces import hash_block_tokens
 from kvplan.simulator.session import configs, run_all, shape_trace
 from kvplan.simulator.workload import find_workload, generate
 from kvplan.sources.resolve import resolve_model
+from kvplan.report.fitted import fitted_table
 
 PROGRESS_MIN_REQUESTS = 20_000  # below this a run takes about a second: no bar
 
@@ -56,7 +57,7 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def simulate(
-    model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
+    model: Annotated[str, typer.Argument(metavar="MODEL", help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
     gpu: GpuOpt,
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp); default 1.")] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size.")] = None,
@@ -116,8 +117,7 @@ def simulate(
     check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, slo_percent)
     if find_rate and compare:
         raise KvplanError("--find-rate searches one pool; drop --compare (or --find-rate)", EXIT_USAGE)
-    if not (step_overhead >= 0 and math.isfinite(step_overhead)):
-        raise KvplanError(f"--step-overhead must be 0 or more seconds, got {step_overhead:g}", EXIT_USAGE)
+    check_times(step_overhead=step_overhead)
     check_speed(speed)
     check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
     check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
@@ -170,12 +170,14 @@ def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttf
     if found["rate"] is None:
         raise KvplanError(f"no arrival rate down to {found['failed_at']:.3g}/s meets the SLA ({slo})", EXIT_DOES_NOT_FIT)
     fails = found["failed_at"]
-    stderr(f"highest rate meeting the SLA ({slo}): {found['rate']:,.3g} req/s"
+    stderr(f"highest arrival rate meeting the SLA ({slo}): {found['rate']:,.3g} req/s offered (the throughput "
+           "below counts completions over the whole run, the drain after the last arrival included)")
+    stderr(f"search: {found['rate']:,.3g} req/s meets it"
             + (f"; {fails:,.3g} req/s misses it" if fails else "") + f" ({len(found['trials'])} trials)")
     meta["qps"] = found["rate"]
     reqs = make(found["rate"])
     meta["requests"] = len(reqs)
-    stderr(f"{'trace' if trace is not None else 'workload'} at {found['rate']:,.3g} req/s: {len(reqs):,} requests")
+    stderr(f"{'trace' if trace is not None else 'workload'} at {found['rate']:,.3g} req/s: {plural(len(reqs), 'request')}")
     return reqs
 
 
@@ -247,7 +249,7 @@ def _report(meta, results, files, as_json, title):
     for name, (summary, _) in results.items():
         r = summary["requests"]
         for reason, count in r["rejected"].items():
-            stderr(f"warning: {name}: {count:,} requests rejected: {reason}")
+            stderr(f"warning: {name}: {plural(count, 'request')} rejected: {reason}")
         if r["outputs_truncated"]:
             stderr(f"warning: {name}: {r['outputs_truncated']:,} outputs cut at the length limit")
     doc = None
@@ -269,19 +271,17 @@ def _report(meta, results, files, as_json, title):
 
 def _print_summary(results) -> None:
     from rich.console import Console
-    from rich.table import Table
-
     console = Console()
     if len(results) == 1:
         (summary, _), = results.values()
-        t = Table(show_edge=False, show_header=False, pad_edge=False)
+        t = fitted_table(show_edge=False, show_header=False, pad_edge=False)
         t.add_column(no_wrap=True)
         t.add_column(overflow="fold")
         for label, value in summary_lines(summary):
             t.add_row(label, value)
         console.print(t)
         return
-    t = Table(show_edge=False, pad_edge=False, title_justify="left",
+    t = fitted_table(show_edge=False, pad_edge=False, title_justify="left",
               title="Same requests; contiguous pools reserve max, pow2 or oracle lengths")
     for c in ("pool", "running", "waste", "out tok/s", "TTFT p99", "lat p50", "preempt"):
         t.add_column(c, justify="left" if c == "pool" else "right", no_wrap=True)

@@ -143,6 +143,25 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
     return meets + fails
 
 
+# Why a candidate the workload was never run on is not among those meeting it (kvplan.simulator.capacity):
+# fewer GPUs of its type already serve the workload. Not a failure: said apart (issue 25).
+NOT_SIMULATED = "not simulated: fewer GPUs of this type already serve the workload"
+
+
+def _counts(counts) -> str:
+    counts = sorted(set(counts))
+    return ", ".join(map(str, counts)) + (" GPU" if counts == [1] else " GPUs")
+
+
+def not_simulated(candidates: Sequence[Candidate]) -> list[tuple[str, str]]:
+    """Per GPU type, (gpu, the GPU counts never simulated because fewer GPUs of it already serve the workload)."""
+    by_gpu: dict[str, list[int]] = {}
+    for c in candidates:
+        if not c.meets and c.why == NOT_SIMULATED:
+            by_gpu.setdefault(c.gpu, []).append(c.gpus)
+    return [(gpu, _counts(counts)) for gpu, counts in by_gpu.items()]
+
+
 def failure_summary(candidates: Sequence[Candidate]) -> list[tuple[str, str, str]]:
     """Per GPU type that has failing candidates: (gpu, GPU counts tried, the telling reason).
 
@@ -154,14 +173,13 @@ def failure_summary(candidates: Sequence[Candidate]) -> list[tuple[str, str, str
         by_gpu.setdefault(c.gpu, []).append(c)
     out = []
     for gpu, cands in by_gpu.items():
-        failing = [c for c in cands if not c.meets]
+        failing = [c for c in cands if not c.meets and c.why != NOT_SIMULATED]
         if not failing:
             continue
         first_ok = min((c.gpus for c in cands if c.meets), default=None)
         below = [c for c in failing if first_ok is None or c.gpus < first_ok]
         telling = max(below or failing, key=lambda c: (c.plan is not None, c.gpus))
-        counts = sorted({c.gpus for c in failing})
-        tried = ", ".join(map(str, counts)) + (" GPU" if counts == [1] else " GPUs")
+        tried = _counts(c.gpus for c in failing)
         d = telling.deployment
 
         copies = f"{telling.replicas} × " if telling.replicas > 1 else ""

@@ -46,6 +46,9 @@ class NeutralEngine(Engine):
     # its arithmetic is each spec's own (tokens_held, elements_per_token, state_elements): every kind
     kinds = frozenset(Kind)
     reads_layers = frozenset({IndexedMLA, ParallelHybrid, CompressedMLA})
+    # Pages of a power of two tokens, as engines page them (vLLM's BlockSize 1-256, SGLang's and TRT-LLM's
+    # page sizes in practice); a page of 7 tokens is no engine's (issue 25).
+    block_sizes = tuple(2**i for i in range(13))
     offload_rules = {"native": {tier: page_pool for tier in TIERS}}
 
     def lora_price(self, model, dep, lora, st):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import html
 
+from kvplan.core.units import plural
 from kvplan.report.html import _BOOT, _CSP, safe_json
 from kvplan.simulator.results import SERIES_COLUMNS
 
@@ -51,6 +52,14 @@ def write_series_csv(stream, runs: dict) -> None:
         w.writerows([name, *row] for row in series)
 
 
+def _drain(time: dict) -> str:
+    """Why completions per second read below the arrival rate: the run goes on past the last arrival."""
+    last, end = time.get("last_arrival_s"), time["makespan_s"]
+    if not last or end - last < 0.05 * end:
+        return ""
+    return f" (arrivals end at {last:,.0f} s; then the queue drains)"
+
+
 def summary_lines(summary: dict) -> list[tuple[str, str]]:
     """(label, value) pairs for the terminal and the page."""
     r, kv, lat, thr = summary["requests"], summary["kv"], summary["latency_s"], summary["throughput"]
@@ -69,7 +78,7 @@ def summary_lines(summary: dict) -> list[tuple[str, str]]:
         ("running (sustained)", f"{conc['mean_running']:,.1f} on average, {conc['max_running']:,} at most"),
         ("waiting", f"{conc['mean_waiting']:,.1f} on average"),
         ("throughput", f"{thr['requests_per_s']:,.2f} req/s, {thr['output_tokens_per_s']:,.0f} output tok/s "
-                       f"over {summary['time']['makespan_s']:,.0f} s"),
+                       f"over {summary['time']['makespan_s']:,.0f} s" + _drain(summary["time"])),
         ("TTFT p50/p90/p99", ms(lat["ttft"])),
         ("TPOT p50/p90/p99", ms(lat["tpot"])),
         ("latency p50/p90/p99", ms(lat["e2e"])),
@@ -77,7 +86,7 @@ def summary_lines(summary: dict) -> list[tuple[str, str]]:
                     f"{good['slo_ttft_s']:g} s, TPOT ≤ {good['slo_tpot_s'] * 1e3:g} ms)"),
         ("KV pool per GPU", f"{kv['budget_bytes'] / GIB:,.2f} GiB, {kv['mean_occupancy_pct']:.1f}% reserved on average"),
         ("KV waste", f"{kv['waste_pct']:.1f}% of reserved KV holds no token (time average)"),
-        ("preemptions", f"{r['preemptions']:,} ({r['preempted_requests']:,} requests)"),
+        ("preemptions", f"{r['preemptions']:,} ({plural(r['preempted_requests'], 'request')})"),
         ("prefix cache", f"{summary['prefix_cache']['hit_rate_pct']:.1f}% of prompt tokens from cache"
          if summary["prefix_cache"].get("prefix_cache") else "off"),
     ] + _offload_lines(summary.get("offload") or {})
@@ -91,7 +100,7 @@ def _offload_lines(offload: dict) -> list[tuple[str, str]]:
                     f"{x['mean_occupancy_pct']:.0f}% full ({x['capacity_bytes_per_gpu'] / GIB:,.1f} GiB per GPU)"))
     if out:
         out.append(("reloads", f"{offload['reload_s_total']:,.2f} s added to the TTFT of "
-                               f"{offload['requests_reloaded']:,} requests"))
+                               f"{plural(offload['requests_reloaded'], 'request')}"))
     return out
 
 
@@ -160,6 +169,25 @@ _RENDER = """
 """
 
 
+def _label(key: str) -> str:
+    """A metadata key as a reader reads it: kv_pool_bytes_per_gpu -> "KV pool per GPU"."""
+    words = (key[:-2] if key.endswith("_s") else key).replace("_bytes", "").split("_")
+    text = " ".join({"kv": "KV", "gpu": "GPU", "gpus": "GPUs", "tp": "tp", "pp": "pp", "qps": "req/s",
+                     "ttft": "TTFT", "tpot": "TPOT", "slo": "SLO", "per": "per"}.get(w, w) for w in words if w)
+    return text[:1].upper() + text[1:]
+
+
+def _shown(key: str, value) -> str:
+    """A metadata value with its unit: bytes in GiB, seconds with an s, big counts with separators."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if "bytes" in key:
+        return f"{value / GIB:,.2f} GiB ({value:,} bytes)"
+    if key.endswith("_s"):
+        return f"{value:g} s"
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
 def render_html(meta: dict, runs: dict, title: str = "kvplan simulate") -> str:
     """The page: what was simulated, a table of every run's figures, the time-series charts."""
     from plotly.offline import get_plotlyjs
@@ -175,7 +203,8 @@ def render_html(meta: dict, runs: dict, title: str = "kvplan simulate") -> str:
     labels = [k for k, _ in next(iter(lines.values()))]
     body = "".join("<tr><td>" + esc(label) + "</td>" + "".join(f"<td>{esc(dict(v)[label])}</td>" for v in lines.values())
                    + "</tr>" for label in labels)
-    described = "".join(f'<p class="meta">{esc(k)}: {esc(v)}</p>' for k, v in meta.items() if not isinstance(v, (dict, list)))
+    described = "".join(f'<p class="meta">{esc(_label(k))}: {esc(_shown(k, v))}</p>' for k, v in meta.items()
+                        if not isinstance(v, (dict, list)) and v is not None)
     charts = "".join(f'<div class="chart" id="chart-{name}"></div>' for name in figs)
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",

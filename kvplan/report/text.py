@@ -12,6 +12,7 @@ from kvplan.planning.plan import Plan
 from kvplan.planning.layout import layout_text
 from kvplan.core.units import gib, human_bytes, human_tokens
 from kvplan.planning.speculative import report
+from kvplan.report.fitted import fitted_table
 
 
 GIB, MIB = 2**30, 2**20
@@ -180,7 +181,7 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], cali
             f" · batch {first.request.batch} · weights {effective_weight_dtype(first, model)}"
             f" · KV {first.request.kv_dtype.name if first.request.kv_dtype else model.dtype}")
     console.print(head)
-    budget = Table(title="Memory per GPU", title_justify="left", show_edge=False)
+    budget = fitted_table(title="Memory per GPU", title_justify="left", show_edge=False)
     budget.add_column("")
     for t in titles:
         budget.add_column(t, justify="right")
@@ -200,7 +201,7 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], cali
     for label, fn in rows:
         budget.add_row(label, *[fn(p) for p in plans])
     console.print(budget)
-    answers = Table(title="Answers", title_justify="left", show_edge=False)
+    answers = fitted_table(title="Answers", title_justify="left", show_edge=False)
     answers.add_column("")
     for t in titles:
         answers.add_column(t, justify="right")
@@ -214,8 +215,9 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], cali
          lambda p: f"{p.max_concurrency * p.request.context:,}"),
         (f"max concurrency @ {human_tokens(first.request.context)}", lambda p: f"{p.max_concurrency:,}"),
         (f"max context @ batch {first.request.batch}", lambda p: f"{p.max_context:,}" + (" (model limit)" if p.max_context_limited_by == "model" else "")),
-        ("decode step (roofline)", lambda p: f"{p.decode_step_seconds * 1e3:,.1f} ms"),
-        ("decode tokens/s (batch)", lambda p: f"{p.decode_tokens_per_second:,.0f}"),
+        # A plan that does not fit decodes nothing: no speed shown ("–"; --json keeps the roofline's figures)
+        ("decode step (roofline)", lambda p: f"{p.decode_step_seconds * 1e3:,.1f} ms" if p.fits else "–"),
+        ("decode tokens/s (batch)", lambda p: f"{p.decode_tokens_per_second:,.0f}" if p.fits else "–"),
     ]
     if calibrated:
         step = dict(zip(map(id, plans), calibrated))

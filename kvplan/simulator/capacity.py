@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from kvplan.compare.cheapest import NOT_SIMULATED
 from kvplan.simulator.adapter import sim_model
 
 from kvplan.simulator.engine import Engine, EngineConfig
@@ -91,7 +92,7 @@ def filter_candidates(candidates: list, spec, gpus: dict, target: Target, progre
             judged[i] = c
             continue
         if c.gpu in done:
-            judged[i] = replace(c, meets=False, why="not simulated: fewer GPUs of this type already serve the workload")
+            judged[i] = replace(c, meets=False, why=NOT_SIMULATED)
             continue
         summary = simulate_plan(c.plan, spec, gpus[c.gpu], target)
         d = c.deployment

@@ -250,6 +250,9 @@ class Vllm(Engine):
     kinds = frozenset(BLOCKS_PER_REQUEST) | {Kind.NONE}  # its table; a layer that caches nothing takes no block
     # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer; Falcon-H1: a FullAttentionSpec and a MambaSpec
     reads_layers = frozenset({IndexedMLA, ParallelHybrid, CompressedMLA})
+    # --block-size: vllm/config/cache.py BlockSize, Literal[1, 8, 16, 32, 64, 128] in v0.11.0 (docs/engines.md),
+    # with 256 in later releases; kvplan takes the union for every release
+    block_sizes = (1, 8, 16, 32, 64, 128, 256)
     supports_dp = True  # -dp: each DP rank an engine core with its own scheduler and pool
     supports_speculative = True  # --speculative-config: drafter layers in the same groups (kvplan.planning.speculative)
     kv_dtype_flags = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype

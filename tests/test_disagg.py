@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import shlex
 
 import pytest
 from typer.testing import CliRunner
@@ -234,6 +235,45 @@ def test_manifest_names_each_pool_with_its_replicas_and_gpus():
     assert "VllmPrefillWorker:\n      replicas: 2" in text and 'gpu: "4"' in text
     assert "VllmDecodeWorker:\n      replicas: 1" in text and 'gpu: "8"' in text
     assert all(len(line) <= 80 for line in text_lines(r, {}))
+
+
+def test_llmd_values_are_yaml_with_each_pools_replicas_gpus_and_args():
+    # llm-d's modelservice values (llm-d/llm-d guides/pd-disaggregation/ms-pd/values.yaml) carry each
+    # pool's replica count in prefill/decode.replicas, its tp in parallelism.tensor and nvidia.com/gpu
+    # (tp 4: "4"; tp 8: "8"), and the vLLM args after `vllm serve MODEL`, tensor parallelism first.
+    import yaml
+    args = ["disagg", "llama-3.1-70b", "--gpu", "h100", "--isl", "8k", "--osl", "1k", "--prefill-tp", "4",
+            "--decode-tp", "8", "--manifest-for", "llm-d", "--json"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    values = yaml.safe_load(data["manifest"])
+    assert values["routing"]["proxy"]["connector"] == "nixlv2"
+    assert values["modelArtifacts"]["uri"].startswith("hf://")
+    for role, n, tp in (("prefill", data["rates"]["balanced_ratio"]["prefill"], 4),
+                        ("decode", data["rates"]["balanced_ratio"]["decode"], 8)):
+        pool = values[role]
+        assert pool["replicas"] == n and pool["parallelism"]["tensor"] == tp, pool
+        box = pool["containers"][0]
+        assert box["modelCommand"] == "vllmServe"
+        assert box["resources"]["limits"]["nvidia.com/gpu"] == str(tp)
+        assert box["args"][box["args"].index("--kv-transfer-config") + 1] == '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+        assert box["args"][:2] == ["--tensor-parallel-size", str(tp)]
+        assert sorted(box["args"][2:] + ["-tp", str(tp)]) == sorted(shlex.split(data[role]["command"])[3:])
+    dynamo = runner.invoke(app, [*args[:-3], "--manifest"])  # --manifest alone: Dynamo's, as before
+    assert dynamo.exit_code == 0 and "kind: DynamoGraphDeployment" in dynamo.stdout
+    bad = runner.invoke(app, [*args[:-3], "--manifest-for", "helm"])
+    assert bad.exit_code != 0 and "Traceback" not in bad.output and "llm-d" in bad.output
+
+
+def test_llmd_values_run_another_server_as_a_custom_command():
+    import yaml
+    r = kvplan.disagg("llama-3.1-8b", "h100", isl=4096, osl=512, speed="roofline")
+    cmd = "python -m sglang.launch_server --model-path m --tp 1 --disaggregation-mode prefill"
+    values = yaml.safe_load(manifest(r, {"prefill": cmd, "decode": None}, "sglang", "llm-d"))
+    box = values["prefill"]["containers"][0]
+    assert box["modelCommand"] == "custom" and box["command"] == ["python", "-m", "sglang.launch_server"]
+    assert box["args"][:2] == ["--model-path", "m"] and "args" not in values["decode"]["containers"][0]
 
 
 def test_bad_inputs_are_one_line_errors():

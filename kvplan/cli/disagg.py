@@ -33,6 +33,7 @@ from kvplan.simulator.disagg import fixed_requests, run_disagg
 from kvplan.sources.resolve import resolve_model
 
 DEFAULT_DURATION = 60.0  # seconds of arrivals: a search simulates many splits
+MANIFEST_KINDS = ("dynamo", "llm-d")
 
 
 def register(app: typer.Typer) -> None:
@@ -81,6 +82,7 @@ def disagg(
     max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="Tokens per prefill step.")] = 8192,
     step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (default 0: the step-time model alone).")] = 0.0,
     show_manifest: Annotated[bool, typer.Option("--manifest", help="Also print a Dynamo DynamoGraphDeployment fragment (each pool's replicas, GPUs, serve arguments).")] = False,
+    manifest_for: Annotated[Optional[str], typer.Option("--manifest-for", help="The manifest's kind: dynamo (the default of --manifest) or llm-d (modelservice values: prefill/decode replicas, parallelism, GPUs, args); implies --manifest.")] = None,
     as_json: JsonOpt = False,
     hw_profiles: HwOpt = None,
 ):
@@ -91,6 +93,10 @@ def disagg(
     within --max-gpus is simulated end to end and compared with the aggregated deployment.
     """
     check_range("--max-gpus", max_gpus, 1, 4096)
+    if manifest_for is not None and manifest_for not in MANIFEST_KINDS:
+        raise KvplanError(f"--manifest-for must be one of {', '.join(MANIFEST_KINDS)}, got {manifest_for!r}",
+                          EXIT_USAGE)
+    kind = manifest_for or ("dynamo" if show_manifest else None)
     check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
     check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
     check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, slo_percent)
@@ -124,10 +130,10 @@ def disagg(
                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, slo_ttft=slo_ttft,
                      slo_tpot=slo_tpot, slo_percent=slo_percent, step_overhead_s=step_overhead)
     stderr(speed_line())  # the pools' step times: kvplan.speed's calibrated model, vLLM's coefficients
-    _report(res, chosen, spec, as_json, show_manifest)
+    _report(res, chosen, spec, as_json, kind)
 
 
-def _report(res, chosen, spec, as_json: bool, show_manifest: bool) -> None:
+def _report(res, chosen, spec, as_json: bool, kind: Optional[str]) -> None:
     print_warnings([(p.role, plan_warnings(p.plan)) for p in (res.prefill, res.decode)])
     commands = {"prefill": pool_command(chosen, res.prefill.result, spec, "prefill"),
                 "decode": pool_command(chosen, res.decode_serve or res.decode.result, spec, "decode")}
@@ -136,8 +142,8 @@ def _report(res, chosen, spec, as_json: bool, show_manifest: bool) -> None:
            "(lower bounds unless calibrated)")
     if as_json:
         data = result_dict(res, commands)
-        if show_manifest:
-            data["manifest"] = manifest(res, commands, chosen.name)
+        if kind:
+            data["manifest"] = manifest(res, commands, chosen.name, kind)
         typer.echo(json_text(data), nl=False)
         return
     for line in text_lines(res, commands):
@@ -149,5 +155,5 @@ def _report(res, chosen, spec, as_json: bool, show_manifest: bool) -> None:
         typer.echo(f"{role} command:")
         for line in wrapped(cmd):
             typer.echo(line)
-    if show_manifest:
-        typer.echo(manifest(res, commands, chosen.name), nl=False)
+    if kind:
+        typer.echo(manifest(res, commands, chosen.name, kind), nl=False)

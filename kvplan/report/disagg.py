@@ -3,8 +3,8 @@ manifest fragment with each pool's replicas, GPUs and serve arguments.
 
 The fragment follows Dynamo's DynamoGraphDeployment (apiVersion nvidia.com/v1alpha1; spec.services
 with a worker per pool, `replicas`, `resources.limits.gpu`, `extraPodSpec.mainContainer.args`), as in
-ai-dynamo/dynamo components/backends/vllm/deploy/disagg.yaml; llm-d's prefill/decode values take the
-same figures (replicas, GPUs per replica, the serve arguments).
+ai-dynamo/dynamo components/backends/vllm/deploy/disagg.yaml; llm-d's modelservice values take the
+same figures (replicas, GPUs per pod, the serve arguments) in kvplan.report.llmd.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import shlex
 
 from kvplan.core.units import gib
+from kvplan.report.llmd import llmd_values
 
 
 def _pool(pool, command) -> dict:
@@ -105,10 +106,13 @@ def text_lines(res, commands: dict) -> list[str]:
     return lines
 
 
-def manifest(res, commands: dict, engine_label: str) -> str:
-    """A DynamoGraphDeployment fragment (spec.services) with each pool's replicas, GPUs and arguments."""
+def manifest(res, commands: dict, engine_label: str, kind: str = "dynamo") -> str:
+    """A DynamoGraphDeployment fragment (spec.services) with each pool's replicas, GPUs and arguments;
+    kind "llm-d": llm-d's modelservice values instead (kvplan.report.llmd)."""
     chosen = (res.search or {}).get("chosen")
     counts = ((chosen["prefill_replicas"], chosen["decode_replicas"]) if chosen else res.ratio)
+    if kind == "llm-d":
+        return llmd_values(res, commands, counts)
     prefix = engine_label.capitalize()
     rows = ["apiVersion: nvidia.com/v1alpha1", "kind: DynamoGraphDeployment", "spec:", "  services:"]
     for pool, n in zip((res.prefill, res.decode), counts):

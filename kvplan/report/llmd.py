@@ -1,0 +1,67 @@
+"""`kvplan disagg --manifest-for llm-d`: the llm-d values fragment with each pool's replicas, GPUs per
+pod and serve arguments.
+
+The fragment follows llm-d's P/D guide, the `llm-d-modelservice` chart values it installs
+(llm-d/llm-d@28719cebf04c521f1422b58b4b8f5431abbc6f68:guides/pd-disaggregation/ms-pd/values.yaml):
+top-level `prefill:` and `decode:` each with `replicas`, `parallelism.tensor` / `.data`, one `vllm`
+container with `modelCommand: vllmServe` (the chart writes `vllm serve` and the model from
+`modelArtifacts`; `args` carries the rest, tensor parallelism first, `--kv-transfer-config` with
+NixlConnector) and `resources.limits/requests` `nvidia.com/gpu`; `routing.proxy.connector: nixlv2`
+is the routing sidecar that sends a request to prefill, then decode. Engines other than vLLM get
+`modelCommand: custom` with their whole command (the chart's own way to run another server).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+
+def _serve(cmd: str | None) -> tuple[str | None, list[str], list[str]]:
+    """(model, command, args) of one pool's serve command: vLLM's `vllm serve MODEL` becomes the chart's
+    vllmServe (model apart, no command); any other server keeps its program as `command`."""
+    argv = shlex.split(cmd) if cmd else []
+    if argv[:2] == ["vllm", "serve"] and len(argv) > 2:
+        return argv[2], [], _tp_first(argv[3:])
+    flag = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))
+    return None, argv[:flag], argv[flag:]
+
+
+def _tp_first(args: list[str]) -> list[str]:
+    """vLLM's args with tensor parallelism first, spelled in full, as the guide's values keep it."""
+    for i, a in enumerate(args[:-1]):
+        if a in ("-tp", "--tensor-parallel-size"):
+            return ["--tensor-parallel-size", args[i + 1], *args[:i], *args[i + 2:]]
+    return args
+
+
+def _list(key: str, items: list[str], indent: str) -> list[str]:
+    return [f"{indent}{key}:"] + [f"{indent}  - {json.dumps(a)}" for a in items]
+
+
+def _pool_rows(pool, n: int, cmd: str | None) -> list[str]:
+    d = pool.plan.deployment
+    _, command, args = _serve(cmd)
+    gpus = f"nvidia.com/gpu: \"{d.gpus}\""
+    rows = [f"{pool.role}:", "  create: true", f"  replicas: {n}", "  parallelism:",
+            f"    tensor: {d.tp}", "    data: 1", "  containers:", "  - name: \"vllm\"" if not command
+            else "  - name: \"server\"", f"    modelCommand: {'custom' if command else 'vllmServe'}"]
+    if command:
+        rows += _list("command", command, "    ")
+    if args:
+        rows += _list("args", args, "    ")
+    rows += ["    resources:", "      limits:", f"        {gpus}", "      requests:", f"        {gpus}"]
+    return rows
+
+
+def llmd_values(res, commands: dict, counts: tuple[int, int]) -> str:
+    """The llm-d modelservice values (prefill and decode pools; `counts`: their replica counts)."""
+    model = next((m for m in (_serve(commands.get(r))[0] for r in ("prefill", "decode")) if m), None)
+    rows = []
+    if model is not None:
+        uri = model if model.startswith(("/", ".")) else f"hf://{model}"
+        rows += ["modelArtifacts:", f"  uri: {json.dumps(uri)}", f"  name: {json.dumps(model)}"]
+    rows += ["routing:", "  proxy:", "    connector: nixlv2"]
+    for pool, n in zip((res.prefill, res.decode), counts):
+        rows += _pool_rows(pool, n, commands.get(pool.role))
+    return "\n".join(rows) + "\n"

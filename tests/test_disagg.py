@@ -276,6 +276,32 @@ def test_llmd_values_run_another_server_as_a_custom_command():
     assert box["args"][:2] == ["--model-path", "m"] and "args" not in values["decode"]["containers"][0]
 
 
+def test_trtllm_pools_get_trtllm_serve_and_their_cache_transceiver_yaml():
+    # TensorRT-LLM examples/disaggregated/README.md: each server `trtllm-serve MODEL ...
+    # --extra_llm_api_options FILE`, FILE's cache_transceiver_config with max_tokens_in_buffer >= the
+    # longest prompt (8,192 here), the context servers' with disable_overlap_scheduler; the router's
+    # disagg_config.yaml counts context_servers / generation_servers, one url each.
+    import yaml
+    r = runner.invoke(app, ["disagg", "llama-3.1-70b", "--gpu", "h100", "--isl", "8k", "--osl", "1k",
+                            "--prefill-tp", "4", "--decode-tp", "8", "--engine", "trtllm", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    files = {name: yaml.safe_load(text) for name, text in data["trtllm_files"].items()}
+    ratio = data["rates"]["balanced_ratio"]
+    for role, extra, key, tp in (("prefill", "ctx_extra-llm-api-config.yaml", "context_servers", 4),
+                                 ("decode", "gen_extra-llm-api-config.yaml", "generation_servers", 8)):
+        argv = shlex.split(data[role]["command"])
+        flag = dict(zip(argv[2::2], argv[3::2]))
+        assert argv[0] == "trtllm-serve" and flag["--tp_size"] == str(tp), argv
+        assert flag["--extra_llm_api_options"] == extra
+        assert flag["--max_seq_len"] == str(data[role]["max_model_len"])
+        assert files[extra]["cache_transceiver_config"]["max_tokens_in_buffer"] == 8192
+        router = files["disagg_config.yaml"][key]
+        assert router["num_instances"] == ratio[role] == len(router["urls"])
+    assert files["ctx_extra-llm-api-config.yaml"]["disable_overlap_scheduler"] is True
+    assert "disable_overlap_scheduler" not in files["gen_extra-llm-api-config.yaml"]
+
+
 def test_bad_inputs_are_one_line_errors():
     for args in (["--isl", "0", "--osl", "10"], ["--isl", "1k"], ["--isl", "1k", "--osl", "1k", "--link", "x"],
                  ["--isl", "1k", "--osl", "1k", "--prefill-tp", "3"], ["--qps", "2"],

@@ -26,7 +26,8 @@ from kvplan.engines.disagg import pool_command
 from kvplan.hardware.gpus import find_gpu
 from kvplan.hardware.links import DEFAULT_LINK, find_link
 from kvplan.planning.request import read_request
-from kvplan.report.disagg import manifest, result_dict, text_lines, wrapped
+from kvplan.engines.trtllm.disagg import config_files
+from kvplan.report.disagg import manifest, replica_counts, result_dict, text_lines, wrapped
 from kvplan.report.export import json_text
 from kvplan.report.text import plan_warnings
 from kvplan.simulator.disagg import fixed_requests, run_disagg
@@ -71,7 +72,7 @@ def disagg(
     slo_tpot: SloTpotOpt = 0.1,
     slo_percent: SloPercentOpt = 90.0,
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Most GPUs a split may use (prefill + decode).")] = 64,
-    engine: Annotated[str, typer.Option("--engine", help="Engine whose allocation and flags each pool gets: vllm (NixlConnector) or sglang (--disaggregation-mode); others plan without serve flags.")] = "vllm",
+    engine: Annotated[str, typer.Option("--engine", help="Engine whose allocation and flags each pool gets: vllm (NixlConnector), sglang (--disaggregation-mode) or trtllm (trtllm-serve + cache_transceiver_config YAML); others plan without serve flags.")] = "vllm",
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
     kv_dtype: KvDtypeOpt = "auto",
@@ -133,10 +134,21 @@ def disagg(
     _report(res, chosen, spec, as_json, kind)
 
 
+def trtllm_files(res, engine_name: str) -> dict[str, str]:
+    """TensorRT-LLM's YAML files for the pools' commands (none for other engines)."""
+    if engine_name != "trtllm":
+        return {}
+    kv = res.prefill.plan.request.kv_dtype
+    return config_files(res.prefill.max_model_len, replica_counts(res), kv is not None and kv.name == "fp8")
+
+
 def _report(res, chosen, spec, as_json: bool, kind: Optional[str]) -> None:
     print_warnings([(p.role, plan_warnings(p.plan)) for p in (res.prefill, res.decode)])
-    commands = {"prefill": pool_command(chosen, res.prefill.result, spec, "prefill"),
-                "decode": pool_command(chosen, res.decode_serve or res.decode.result, spec, "decode")}
+    commands = {"prefill": pool_command(chosen, res.prefill.result, spec, "prefill", res.prefill.holds,
+                                        res.prefill.max_model_len),
+                "decode": pool_command(chosen, res.decode_serve or res.decode.result, spec, "decode",
+                                       res.decode_batch, res.decode.max_model_len)}
+    files = trtllm_files(res, chosen.name)
     stderr(f"assuming: engine {chosen.name}; link {res.link.key} ({res.link.per_gpu_bytes_per_s / 1e9:g} GB/s per "
            f"GPU one way, {res.link.latency_s * 1e6:g} us per transfer); step times from the simulator's model "
            "(lower bounds unless calibrated)")
@@ -144,6 +156,8 @@ def _report(res, chosen, spec, as_json: bool, kind: Optional[str]) -> None:
         data = result_dict(res, commands)
         if kind:
             data["manifest"] = manifest(res, commands, chosen.name, kind)
+        if files:
+            data["trtllm_files"] = files
         typer.echo(json_text(data), nl=False)
         return
     for line in text_lines(res, commands):
@@ -155,5 +169,8 @@ def _report(res, chosen, spec, as_json: bool, kind: Optional[str]) -> None:
         typer.echo(f"{role} command:")
         for line in wrapped(cmd):
             typer.echo(line)
+    for name, text in files.items():
+        typer.echo(f"--- {name}")
+        typer.echo(text, nl=False)
     if kind:
         typer.echo(manifest(res, commands, chosen.name, kind), nl=False)

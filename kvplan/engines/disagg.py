@@ -5,8 +5,8 @@ the decode servers alike (vLLM docs/features/nixl_connector_usage.md, v0.11.0 on
 start with kv_both; the proxy or Dynamo's router sends each request to a prefill server, then to a
 decode server that pulls its KV). SGLang: `--disaggregation-mode prefill|decode` with
 `--disaggregation-transfer-backend mooncake` (its default; `nixl` the other),
-docs/advanced_features/pd_disaggregation.md. Other engines: none (TensorRT-LLM sets its cache
-transceiver in a YAML file, not in flags kvplan writes).
+docs/advanced_features/pd_disaggregation.md. TensorRT-LLM: a trtllm-serve line per pool that reads its
+cache transceiver from a YAML file (kvplan.engines.trtllm.disagg). Other engines: none.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 import shlex
 
 from kvplan.engines.emit import emit
+from kvplan.engines.trtllm import disagg as trtllm_disagg
 
 NIXL = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, separators=(",", ":"))
 
@@ -28,9 +29,12 @@ def pool_flags(engine_name: str, role: str) -> list[str] | None:
     return None
 
 
-def pool_command(engine, result, model, role: str) -> str | None:
+def pool_command(engine, result, model, role: str, batch: int = 1, max_seq_len: int = 0) -> str | None:
     """The serve command of one replica of the `role` pool (the plan's own command plus the pool's
-    flags), or None where the engine has no server kvplan emits or no disaggregation flags."""
+    flags; TensorRT-LLM: its trtllm-serve line, `batch` and `max_seq_len` the pool's), or None where
+    the engine has no server kvplan emits or no disaggregation flags."""
+    if engine.name == "trtllm":
+        return trtllm_disagg.pool_command(result, model, role, batch, max_seq_len)
     flags = pool_flags(engine.name, role)
     if flags is None or not engine.emits:
         return None

@@ -106,11 +106,16 @@ def text_lines(res, commands: dict) -> list[str]:
     return lines
 
 
+def replica_counts(res) -> tuple[int, int]:
+    """Prefill and decode replicas: the chosen split of a search, else the balanced ratio."""
+    chosen = (res.search or {}).get("chosen")
+    return (chosen["prefill_replicas"], chosen["decode_replicas"]) if chosen else tuple(res.ratio)
+
+
 def manifest(res, commands: dict, engine_label: str, kind: str = "dynamo") -> str:
     """A DynamoGraphDeployment fragment (spec.services) with each pool's replicas, GPUs and arguments;
     kind "llm-d": llm-d's modelservice values instead (kvplan.report.llmd)."""
-    chosen = (res.search or {}).get("chosen")
-    counts = ((chosen["prefill_replicas"], chosen["decode_replicas"]) if chosen else res.ratio)
+    counts = replica_counts(res)
     if kind == "llm-d":
         return llmd_values(res, commands, counts)
     prefix = engine_label.capitalize()

@@ -27,7 +27,10 @@ ENGINE_FLAGS = {
     "engines/lora.py": {"--enable-lora", "--lora-target-modules", "--max-lora-rank", "--max-loras",
                         "--max-loras-per-batch"},
     # the flags that make a server one pool of a disaggregated deployment (kvplan disagg)
-    "engines/disagg.py": {"--kv-transfer-config", "--disaggregation-mode", "--disaggregation-transfer-backend"},
+    "engines/disagg.py": {"--kv-transfer-config", "--disaggregation-mode", "--disaggregation-transfer-backend",
+                          "--tensor-parallel-size"},  # the last: vLLM's, first in llm-d's values
+    # trtllm-serve's (--tp_size, --pp_size, --max_*, --kv_cache_*, --extra_llm_api_options), cut at "_"
+    "engines/trtllm/disagg.py": {"--backend", "--extra", "--kv", "--max", "--pp", "--tp"},
     "engines/vllm/speculative.py": {"--speculative-config"},  # vLLM's, emitted
     "engines/vllm/multimodal.py": {"--limit-mm-per-prompt"},  # vLLM's, emitted
     "planning/deploy.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason

@@ -22,11 +22,10 @@ from kvplan.cli.workload import (
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.units import parse_tokens
 from kvplan.compare.disagg import pool_layout
-from kvplan.engines.disagg import pool_command
+from kvplan.engines.disagg import pool_command, pool_files
 from kvplan.hardware.gpus import find_gpu
 from kvplan.hardware.links import DEFAULT_LINK, find_link
 from kvplan.planning.request import read_request
-from kvplan.engines.trtllm.disagg import config_files
 from kvplan.report.disagg import manifest, replica_counts, result_dict, text_lines, wrapped
 from kvplan.report.export import json_text
 from kvplan.report.text import plan_warnings
@@ -134,21 +133,14 @@ def disagg(
     _report(res, chosen, spec, as_json, kind)
 
 
-def trtllm_files(res, engine_name: str) -> dict[str, str]:
-    """TensorRT-LLM's YAML files for the pools' commands (none for other engines)."""
-    if engine_name != "trtllm":
-        return {}
-    kv = res.prefill.plan.request.kv_dtype
-    return config_files(res.prefill.max_model_len, replica_counts(res), kv is not None and kv.name == "fp8")
-
-
 def _report(res, chosen, spec, as_json: bool, kind: Optional[str]) -> None:
     print_warnings([(p.role, plan_warnings(p.plan)) for p in (res.prefill, res.decode)])
     commands = {"prefill": pool_command(chosen, res.prefill.result, spec, "prefill", res.prefill.holds,
                                         res.prefill.max_model_len),
                 "decode": pool_command(chosen, res.decode_serve or res.decode.result, spec, "decode",
                                        res.decode_batch, res.decode.max_model_len)}
-    files = trtllm_files(res, chosen.name)
+    kv = res.prefill.plan.request.kv_dtype
+    files = pool_files(chosen.name, res.prefill.max_model_len, replica_counts(res), kv is not None and kv.name == "fp8")
     stderr(f"assuming: engine {chosen.name}; link {res.link.key} ({res.link.per_gpu_bytes_per_s / 1e9:g} GB/s per "
            f"GPU one way, {res.link.latency_s * 1e6:g} us per transfer); step times from the simulator's model "
            "(lower bounds unless calibrated)")

@@ -39,3 +39,30 @@ def pool_command(engine, result, model, role: str, batch: int = 1, max_seq_len: 
     if flags is None or not engine.emits:
         return None
     return emit(engine, result, model) + " " + shlex.join(flags)
+
+
+def chart_container(engine_name: str, cmd: str | None) -> tuple[str | None, list[str], list[str]]:
+    """(model, command, args) of one pool's serve command as llm-d's modelservice chart takes it: vLLM's
+    `vllm serve MODEL` is its `vllmServe` (model apart, no command; tensor parallelism first and in
+    full, as llm-d's guides/pd-disaggregation/ms-pd/values.yaml keeps it); another server keeps its
+    program (up to the first `--` flag) as the `custom` command."""
+    argv = shlex.split(cmd) if cmd else []
+    if engine_name == "vllm" and argv[:2] == ["vllm", "serve"] and len(argv) > 2:
+        return argv[2], [], _tp_first(argv[3:])
+    flag = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))
+    return None, argv[:flag], argv[flag:]
+
+
+def _tp_first(args: list[str]) -> list[str]:
+    for i, a in enumerate(args[:-1]):
+        if a in ("-tp", "--tensor-parallel-size"):
+            return ["--tensor-parallel-size", args[i + 1], *args[:i], *args[i + 2:]]
+    return args
+
+
+def pool_files(engine_name: str, buffer_tokens: int, counts: tuple[int, int], kv_fp8: bool) -> dict[str, str]:
+    """The files the pools' commands read, by name: TensorRT-LLM's YAML (kvplan.engines.trtllm.disagg);
+    none for the engines whose flags say it all."""
+    if engine_name != "trtllm":
+        return {}
+    return trtllm_disagg.config_files(buffer_tokens, counts, kv_fp8)

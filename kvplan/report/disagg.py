@@ -117,7 +117,7 @@ def manifest(res, commands: dict, engine_label: str, kind: str = "dynamo") -> st
     kind "llm-d": llm-d's modelservice values instead (kvplan.report.llmd)."""
     counts = replica_counts(res)
     if kind == "llm-d":
-        return llmd_values(res, commands, counts)
+        return llmd_values(res, commands, counts, engine_label)
     prefix = engine_label.capitalize()
     rows = ["apiVersion: nvidia.com/v1alpha1", "kind: DynamoGraphDeployment", "spec:", "  services:"]
     for pool, n in zip((res.prefill, res.decode), counts):

@@ -14,34 +14,17 @@ is the routing sidecar that sends a request to prefill, then decode. Engines oth
 from __future__ import annotations
 
 import json
-import shlex
 
-
-def _serve(cmd: str | None) -> tuple[str | None, list[str], list[str]]:
-    """(model, command, args) of one pool's serve command: vLLM's `vllm serve MODEL` becomes the chart's
-    vllmServe (model apart, no command); any other server keeps its program as `command`."""
-    argv = shlex.split(cmd) if cmd else []
-    if argv[:2] == ["vllm", "serve"] and len(argv) > 2:
-        return argv[2], [], _tp_first(argv[3:])
-    flag = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))
-    return None, argv[:flag], argv[flag:]
-
-
-def _tp_first(args: list[str]) -> list[str]:
-    """vLLM's args with tensor parallelism first, spelled in full, as the guide's values keep it."""
-    for i, a in enumerate(args[:-1]):
-        if a in ("-tp", "--tensor-parallel-size"):
-            return ["--tensor-parallel-size", args[i + 1], *args[:i], *args[i + 2:]]
-    return args
+from kvplan.engines.disagg import chart_container
 
 
 def _list(key: str, items: list[str], indent: str) -> list[str]:
     return [f"{indent}{key}:"] + [f"{indent}  - {json.dumps(a)}" for a in items]
 
 
-def _pool_rows(pool, n: int, cmd: str | None) -> list[str]:
+def _pool_rows(pool, n: int, cmd: str | None, engine_name: str) -> list[str]:
     d = pool.plan.deployment
-    _, command, args = _serve(cmd)
+    _, command, args = chart_container(engine_name, cmd)
     gpus = f"nvidia.com/gpu: \"{d.gpus}\""
     rows = [f"{pool.role}:", "  create: true", f"  replicas: {n}", "  parallelism:",
             f"    tensor: {d.tp}", "    data: 1", "  containers:", "  - name: \"vllm\"" if not command
@@ -54,14 +37,15 @@ def _pool_rows(pool, n: int, cmd: str | None) -> list[str]:
     return rows
 
 
-def llmd_values(res, commands: dict, counts: tuple[int, int]) -> str:
+def llmd_values(res, commands: dict, counts: tuple[int, int], engine_name: str) -> str:
     """The llm-d modelservice values (prefill and decode pools; `counts`: their replica counts)."""
-    model = next((m for m in (_serve(commands.get(r))[0] for r in ("prefill", "decode")) if m), None)
+    heads = (chart_container(engine_name, commands.get(r))[0] for r in ("prefill", "decode"))
+    model = next((m for m in heads if m), None)
     rows = []
     if model is not None:
         uri = model if model.startswith(("/", ".")) else f"hf://{model}"
         rows += ["modelArtifacts:", f"  uri: {json.dumps(uri)}", f"  name: {json.dumps(model)}"]
     rows += ["routing:", "  proxy:", "    connector: nixlv2"]
     for pool, n in zip((res.prefill, res.decode), counts):
-        rows += _pool_rows(pool, n, commands.get(pool.role))
+        rows += _pool_rows(pool, n, commands.get(pool.role), engine_name)
     return "\n".join(rows) + "\n"

@@ -8,7 +8,8 @@ container with `modelCommand: vllmServe` (the chart writes `vllm serve` and the 
 `modelArtifacts`; `args` carries the rest, tensor parallelism first, `--kv-transfer-config` with
 NixlConnector) and `resources.limits/requests` `nvidia.com/gpu`; `routing.proxy.connector: nixlv2`
 is the routing sidecar that sends a request to prefill, then decode. Engines other than vLLM get
-`modelCommand: custom` with their whole command (the chart's own way to run another server).
+`modelCommand: custom` with their whole command (the chart's own way to run another server) and a
+comment where the connector goes: kvplan does not write another engine's sidecar connector.
 """
 
 from __future__ import annotations
@@ -42,10 +43,12 @@ def llmd_values(res, commands: dict, counts: tuple[int, int], engine_name: str) 
     heads = (chart_container(engine_name, commands.get(r))[0] for r in ("prefill", "decode"))
     model = next((m for m in heads if m), None)
     rows = []
-    if model is not None:
+    if model is not None:  # vLLM's NixlConnector: the guide's artifacts and routing sidecar connector
         uri = model if model.startswith(("/", ".")) else f"hf://{model}"
-        rows += ["modelArtifacts:", f"  uri: {json.dumps(uri)}", f"  name: {json.dumps(model)}"]
-    rows += ["routing:", "  proxy:", "    connector: nixlv2"]
+        rows += ["modelArtifacts:", f"  uri: {json.dumps(uri)}", f"  name: {json.dumps(model)}",
+                 "routing:", "  proxy:", "    connector: nixlv2"]
+    else:
+        rows += ["# routing.proxy.connector: the sidecar connector for this engine's KV transfer"]
     for pool, n in zip((res.prefill, res.decode), counts):
         rows += _pool_rows(pool, n, commands.get(pool.role), engine_name)
     return "\n".join(rows) + "\n"

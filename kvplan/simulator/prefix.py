@@ -170,8 +170,7 @@ class PrefixCache:
             if used > cap:
                 pop = lru.popitem
                 while used > cap:
-                    item = pop(False)
-                    del where[item[0]]
+                    item = pop(False)  # its `where` entry is rewritten by the tier below (or dropped after the last)
                     used -= item[1]
                     down.append(item)
             tier.dropped += len(down) - (len(items) - stored)
@@ -180,6 +179,8 @@ class PrefixCache:
             if used > tier.peak:
                 tier.peak = used
             items, i = down, i + 1
+        for key, _ in items:  # out below the last tier
+            where.pop(key, None)
 
     def close(self, now: float) -> None:
         for tier in self.tiers:

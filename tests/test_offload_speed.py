@@ -1,6 +1,6 @@
-"""The tier bookkeeping made faster leaves a simulation's results as they were: a fixed replay with a CPU and a
-disk tier, run with the current PrefixCache and with the tiers' demotion as it stood before (commit 4bf9c07,
-restated here), gives the same summary to the last figure; and load_trace's shared block names equal the names
+"""The tier and prefix bookkeeping made faster leaves a simulation's results as they were: a fixed replay with a
+CPU and a disk tier, run with the current engine and with its demotion and publishing as they stood before
+(commit 4bf9c07, restated here), gives the same summary, tiers and tier contents to the last figure; and load_trace's shared block names equal the names
 built afresh per record."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from kvplan.engines import resolve_engine
 from kvplan.planning.plan import Request
 from kvplan.simulator import engine as sim_engine
 from kvplan.simulator.adapter import sim_model
-from kvplan.simulator.prefix import PrefixCache
+from kvplan.simulator.prefix import PrefixCache, Segment
 from kvplan.simulator.traces import load_trace
 from kvplan.sources.resolve import resolve_model
 
@@ -23,7 +23,20 @@ TRACE = Path(__file__).parent / "fixtures" / "traces" / "mooncake_conversation_4
 
 
 class BeforeCache(PrefixCache):
-    """PrefixCache with the demotion of 4bf9c07: every moved segment's `where` entry deleted, then set again."""
+    """PrefixCache as of 4bf9c07: every moved segment's `where` entry deleted, then set again; one segment
+    published at a time."""
+
+    def publish(self, key, start: int, end: int):
+        if key in self.segments:
+            return None
+        if self.where:
+            self._take(key)
+        b = self.block_size
+        seg = Segment(key, (end // b - start // b) * self.block_bytes)
+        self.segments[key] = seg
+        seg.refs = 1
+        self.active += seg.nbytes
+        return seg
 
     def _demote(self, items: list, i: int = 0) -> None:
         tiers, where, now = self.tiers, self.where, self.now
@@ -52,14 +65,35 @@ class BeforeCache(PrefixCache):
             items, i = down, i + 1
 
 
-def _run(monkeypatch, cache_class, tiers):
+class BeforeEngine(sim_engine.Engine):
+    """The engine as of 4bf9c07: a sequence's computed segments published one call each."""
+
+    def _publish(self, seq) -> None:
+        prefix = seq.req.prefix
+        start = sum(n for _, n in prefix[: seq.published])
+        while seq.published < len(prefix):
+            key, n = prefix[seq.published]
+            if start + n > seq.computed:
+                return
+            seg = self.cache.publish(key, start, start + n)
+            if seg is None:
+                return
+            seq.own -= seg.nbytes
+            self.used -= seg.nbytes
+            seq.shared += seg.nbytes
+            seq.segs.append(seg)
+            seq.published += 1
+            start += n
+
+
+def _run(monkeypatch, cache_class, engine_class, tiers):
     monkeypatch.setattr(sim_engine, "PrefixCache", cache_class)
     spec, gpu = resolve_model("llama-3.1-8b").spec, find_gpu("h100")
     plan = resolve_engine().plan(spec, gpu, deployment_for_gpus(spec, 1), Request(context=32768))
     model = sim_model(plan, spec, gpu)
     model = dataclasses.replace(model, kv_budget_bytes=4 * 2**30)
     reqs, _ = load_trace(str(TRACE))
-    eng = sim_engine.Engine(model, sim_engine.EngineConfig(tiers=tiers))
+    eng = engine_class(model, sim_engine.EngineConfig(tiers=tiers))
     rec = eng.run(reqs)
     return rec.summary(2.0, 0.1), [(list(t.lru.items()), t.used, t.peak) for t in eng.cache.tiers], dict(eng.cache.where)
 
@@ -69,8 +103,8 @@ def test_tiers_faster_same_results(monkeypatch):
     # and come back (the CPU's to preempted requests, the disk's to new ones); the same everywhere, the tiers'
     # contents and order included
     tiers = (("cpu", 2 * 2**30, 64e9), ("disk", 100 * 2**30, 6.8e9))
-    after = _run(monkeypatch, PrefixCache, tiers)
-    before = _run(monkeypatch, BeforeCache, tiers)
+    after = _run(monkeypatch, PrefixCache, sim_engine.Engine, tiers)
+    before = _run(monkeypatch, BeforeCache, BeforeEngine, tiers)
     assert after == before
     cpu, disk = after[0]["offload"]["tiers"]
     assert cpu["hit_tokens_preempted"] > 0 and disk["hit_tokens"] > 0, (cpu, disk)

@@ -226,20 +226,15 @@ class Engine:
     def _publish(self, seq: Seq) -> None:
         """Share the prompt segments `seq` has now computed (in order, whole blocks only)."""
         prefix = seq.req.prefix
-        start = sum(n for _, n in prefix[: seq.published])
-        while seq.published < len(prefix):
-            key, n = prefix[seq.published]
-            if start + n > seq.computed:
-                return
-            seg = self.cache.publish(key, start, start + n)
-            if seg is None:
-                return  # someone else's copy: this request keeps its own pages, and the chain ends
-            seq.own -= seg.nbytes
-            self.used -= seg.nbytes
-            seq.shared += seg.nbytes
-            seq.segs.append(seg)
-            seq.published += 1
-            start += n
+        if seq.published < len(prefix):
+            start = sum(n for _, n in prefix[: seq.published])
+            segs, nbytes = self.cache.publish_run(prefix, seq.published, start, seq.computed)
+            if segs:  # another sequence's copy ends the chain: this request keeps its own pages from there
+                seq.own -= nbytes
+                self.used -= nbytes
+                seq.shared += nbytes
+                seq.segs += segs
+                seq.published += len(segs)
 
     # ---- the loop -----------------------------------------------------------------------------
     def run(self, requests, progress=None, horizon: float | None = None) -> Recorder:

@@ -211,19 +211,26 @@ class PrefixCache:
                 idled += seg.nbytes
         return idled
 
-    def publish(self, key, start: int, end: int) -> Segment | None:
-        """Make a sequence's computed tokens [start, end) a shared segment (the caller moves the
-        bytes from the sequence to the cache); None when another sequence published it first."""
-        if key in self.segments:
-            return None
-        if self.where:  # computed again while a copy sat below: the GPU's copy is the one kept
-            self._take(key)
-        b = self.block_size
-        seg = Segment(key, (end // b - start // b) * self.block_bytes)
-        self.segments[key] = seg
-        seg.refs = 1
-        self.active += seg.nbytes
-        return seg
+    def publish_run(self, prefix: tuple, i: int, start: int, computed: int) -> tuple[list, int]:
+        """Make a sequence's computed prompt segments shared ones (the caller moves their bytes from the
+        sequence to the cache): `prefix`'s segments from the i-th (starting at token `start`) while they end within
+        `computed` tokens, stopping at one another sequence published first: (the new segments, their bytes)."""
+        segments, where, b, bb = self.segments, self.where, self.block_size, self.block_bytes
+        out, total = [], 0
+        for key, n in prefix[i:]:
+            end = start + n
+            if end > computed or key in segments:
+                break
+            if where:  # computed again while a copy sat below: the GPU's copy is the one kept
+                self._take(key)
+            seg = Segment(key, (end // b - start // b) * bb)
+            segments[key] = seg
+            seg.refs = 1
+            total += seg.nbytes
+            out.append(seg)
+            start = end
+        self.active += total
+        return out, total
 
     def evict(self, nbytes: int) -> int:
         """Drop idle segments, least recently used first, until `nbytes` are freed or none is left."""

@@ -19,6 +19,10 @@ Each tier's bytes are integrated over time (`now`, set by the engine at every st
 from __future__ import annotations
 
 from collections import OrderedDict
+from itertools import repeat
+from operator import itemgetter
+
+_first, _second = itemgetter(0), itemgetter(1)
 
 
 class Segment:
@@ -159,14 +163,20 @@ class PrefixCache:
             tier.tick(now)
             lru, cap, down = tier.lru, tier.capacity, []
             used, stored = tier.used, 0
-            for key, nbytes in items:
-                if nbytes > cap:
-                    down.append((key, nbytes))
-                    continue
-                lru[key] = nbytes
-                where[key] = i
-                used += nbytes
-                stored += 1
+            if max(map(_second, items)) <= cap:  # all enter: the same in C loops
+                lru.update(items)
+                where.update(zip(map(_first, items), repeat(i)))
+                used += sum(map(_second, items))
+                stored = len(items)
+            else:
+                for key, nbytes in items:
+                    if nbytes > cap:
+                        down.append((key, nbytes))
+                        continue
+                    lru[key] = nbytes
+                    where[key] = i
+                    used += nbytes
+                    stored += 1
             if used > cap:
                 pop = lru.popitem
                 while used > cap:

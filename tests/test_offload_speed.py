@@ -5,7 +5,6 @@ CPU and a disk tier, run with the current engine and with its demotion and publi
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from kvplan.hardware.gpus import find_gpu

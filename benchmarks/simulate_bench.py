@@ -51,26 +51,34 @@ def mooncake(n: int, qps: float) -> list:
     """n requests of Mooncake's FAST'25 conversation trace (tests/fixtures/traces, 12,031 requests), its copies
     one after another, each copy's prefixes its own, arrivals compressed to `qps` on average: a trace whose
     prefixes are reused at distances past the GPU pool, so the tiers are hit."""
-    import dataclasses
     import lzma
     import tempfile
     from pathlib import Path
 
-    from kvplan.simulator.traces import load_trace
+    from operator import itemgetter
+
+    from kvplan.simulator.traces import MOONCAKE_BLOCK, load_trace
+    from kvplan.simulator.workload import SimRequest
 
     xz = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "traces" / "mooncake_fast25_conversation.jsonl.xz"
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
         f.write(lzma.decompress(xz.read_bytes()))
         f.flush()
         base, _ = load_trace(f.name)
+    assert all(t == MOONCAKE_BLOCK for r in base for _, t in r.prefix)
+    first = itemgetter(0)
     span = base[-1].arrival
     scale = len(base) / (qps * span)
+    keys = list(dict.fromkeys(k for r in base for k, _ in r.prefix))
     out = []
     while len(out) < n:
         copy = len(out) // len(base)
+        # a copy's blocks named apart from every other copy's (numbers: any hashable names a segment), one
+        # (name, tokens) pair per block as in load_trace
+        pairs = {k: (i, MOONCAKE_BLOCK) for k, i in zip(keys, range(copy * len(keys), (copy + 1) * len(keys)))}
         for r in base[: n - len(out)]:
-            out.append(dataclasses.replace(r, rid=len(out), arrival=(r.arrival + copy * span) * scale,
-                                           prefix=tuple((f"{copy}{k}", t) for k, t in r.prefix)))
+            out.append(SimRequest(len(out), (r.arrival + copy * span) * scale, r.prompt, r.output,
+                                  tuple(map(pairs.__getitem__, map(first, r.prefix)))))
     return out
 
 

@@ -1,6 +1,7 @@
 """The tier and prefix bookkeeping made faster leaves a simulation's results as they were: a fixed replay with a
 CPU and a disk tier, run with the current engine and with its demotion and publishing as they stood before
-(commit 4bf9c07, restated here), gives the same summary, tiers and tier contents to the last figure."""
+(commit 4bf9c07, restated here), gives the same summary, tiers and tier contents to the last figure; and load_trace's shared block names equal the names
+built afresh per record."""
 
 from __future__ import annotations
 
@@ -108,3 +109,16 @@ def test_tiers_faster_same_results(monkeypatch):
     assert cpu["hit_tokens_preempted"] > 0 and disk["hit_tokens"] > 0, (cpu, disk)
     assert cpu["segments_dropped"] > 0 and disk["segments_dropped"] > 0, (cpu, disk)
 
+
+def test_trace_block_names_shared_and_equal():
+    reqs, _ = load_trace(str(TRACE))
+    names = {}
+    for r in reqs:
+        for key, _ in r.prefix:
+            assert names.setdefault(key, key) is key  # one object per name
+    first = json.loads(TRACE.read_text().splitlines()[0])
+    fresh, key = [], ""
+    for h in first["hash_ids"]:
+        key = f"{key}/{h}"
+        fresh.append(key)
+    assert [k for k, _ in reqs[0].prefix] == fresh[: len(reqs[0].prefix)]

@@ -55,9 +55,7 @@ def mooncake(n: int, qps: float) -> list:
     import tempfile
     from pathlib import Path
 
-    from operator import itemgetter
-
-    from kvplan.simulator.traces import MOONCAKE_BLOCK, load_trace
+    from kvplan.simulator.traces import load_trace
     from kvplan.simulator.workload import SimRequest
 
     xz = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "traces" / "mooncake_fast25_conversation.jsonl.xz"
@@ -65,20 +63,17 @@ def mooncake(n: int, qps: float) -> list:
         f.write(lzma.decompress(xz.read_bytes()))
         f.flush()
         base, _ = load_trace(f.name)
-    assert all(t == MOONCAKE_BLOCK for r in base for _, t in r.prefix)
-    first = itemgetter(0)
     span = base[-1].arrival
     scale = len(base) / (qps * span)
     keys = list(dict.fromkeys(k for r in base for k, _ in r.prefix))
     out = []
     while len(out) < n:
         copy = len(out) // len(base)
-        # a copy's blocks named apart from every other copy's (numbers: any hashable names a segment), one
-        # (name, tokens) pair per block as in load_trace
-        pairs = {k: (i, MOONCAKE_BLOCK) for k, i in zip(keys, range(copy * len(keys), (copy + 1) * len(keys)))}
+        # a copy's blocks numbered apart from every other copy's, as load_trace numbers a trace's
+        names = dict(zip(keys, range(copy * len(keys), (copy + 1) * len(keys))))
         for r in base[: n - len(out)]:
             out.append(SimRequest(len(out), (r.arrival + copy * span) * scale, r.prompt, r.output,
-                                  tuple(map(pairs.__getitem__, map(first, r.prefix)))))
+                                  tuple([(names[k], t) for k, t in r.prefix])))
     return out
 
 

@@ -1,11 +1,12 @@
 """The tier and prefix bookkeeping made faster leaves a simulation's results as they were: a fixed replay with a
 CPU and a disk tier, run with the current engine and with its demotion and publishing as they stood before
-(commit 4bf9c07, restated here), gives the same summary, tiers and tier contents to the last figure; and load_trace's shared block names equal the names
-built afresh per record."""
+(commit 4bf9c07, restated here), gives the same summary, tiers and tier contents to the last figure; and
+load_trace's block names stand for the chains of hash ids they did before (`/1/2/3`, now a number)."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from kvplan.hardware.gpus import find_gpu
@@ -110,15 +111,15 @@ def test_tiers_faster_same_results(monkeypatch):
     assert cpu["segments_dropped"] > 0 and disk["segments_dropped"] > 0, (cpu, disk)
 
 
-def test_trace_block_names_shared_and_equal():
+def test_trace_block_names_are_the_id_chains():
+    # a block's name stands for every hash id up to it: two blocks share a name exactly when their chains of ids
+    # from the first block are equal, and each name is one object
     reqs, _ = load_trace(str(TRACE))
-    names = {}
-    for r in reqs:
-        for key, _ in r.prefix:
-            assert names.setdefault(key, key) is key  # one object per name
-    first = json.loads(TRACE.read_text().splitlines()[0])
-    fresh, key = [], ""
-    for h in first["hash_ids"]:
-        key = f"{key}/{h}"
-        fresh.append(key)
-    assert [k for k, _ in reqs[0].prefix] == fresh[: len(reqs[0].prefix)]
+    rows = [json.loads(line) for line in TRACE.read_text().splitlines() if line.strip()]
+    by_name, objects = {}, {}
+    for r, row in zip(reqs, sorted(rows, key=lambda x: x["timestamp"])):
+        assert r.prompt == row["input_length"]
+        for depth, (key, _) in enumerate(r.prefix, 1):
+            assert by_name.setdefault(key, tuple(row["hash_ids"][:depth])) == tuple(row["hash_ids"][:depth])
+            assert objects.setdefault(key, key) is key
+    assert len(set(by_name.values())) == len(by_name)  # different chains, different names

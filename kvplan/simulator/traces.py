@@ -117,18 +117,19 @@ def _detect_json(record: dict) -> str:
 
 
 def _hash_prefix(ids, path, line, block: int = MOONCAKE_BLOCK, names: dict | None = None) -> tuple:
-    """A record's hash ids as prefix segments; `names` ((parent name, id) -> name), shared over a file, makes
-    each block's name once: one string object per block, not a longer copy for every request that holds it."""
+    """A record's hash ids as prefix segments. A block's segment is named by every id up to it: a number given
+    to each (parent's name, id) the first time `names`, shared over a file, sees it (a short name a dict hashes
+    at once, one object for all the requests that hold the block; 0 is the root)."""
     names = {} if names is None else names
     if not isinstance(ids, list) or len(ids) > MAX_TOKENS // block:
         raise _fail(path, line, "hash_ids must be a list of block ids")
-    out, key = [], ""
+    out, key = [], 0
     for h in ids:
         if not isinstance(h, (int, str)) or isinstance(h, bool):
             raise _fail(path, line, "hash_ids must hold integers")
         name = names.get((key, h))
         if name is None:
-            name = names[key, h] = f"{key}/{h}"  # a block's id names the whole prefix up to it
+            name = names[key, h] = len(names) + 1
         key = name
         out.append((key, block))
     return tuple(out)

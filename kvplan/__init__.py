@@ -1,7 +1,7 @@
 """kvplan: KV-cache capacity planning for LLM serving.
 
 The Python API, loaded on first use so that `import kvplan` (and the CLI, kvplan.cli) stays cheap:
-`plan`, `sweep`, `cheapest`, `simulate`, `load_model`, `gpu` (kvplan.api), the results they return
+`plan`, `sweep`, `cheapest`, `simulate`, `disagg`, `load_model`, `gpu` (kvplan.api), the results they return
 (`Plan`, `SweepResult`, `Candidate`, `Simulation`), and `KvplanError`, the one error they raise.
 """
 
@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 
 # name -> the module that defines it, imported when the name is first read (PEP 562)
 _LAZY = {
-    **dict.fromkeys(("plan", "sweep", "cheapest", "simulate", "load_model", "gpu", "Simulation"), "kvplan.api"),
+    **dict.fromkeys(("plan", "sweep", "cheapest", "simulate", "disagg", "load_model", "gpu", "Simulation"), "kvplan.api"),
     "KvplanError": "kvplan.core.errors",
     "Plan": "kvplan.planning.plan",
     "Request": "kvplan.planning.plan",

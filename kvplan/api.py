@@ -1,4 +1,4 @@
-"""kvplan's Python API: plan, sweep, cheapest and simulate from a notebook or a program.
+"""kvplan's Python API: plan, sweep, cheapest, simulate and disagg from a notebook or a program.
 
 Each function takes the CLI's inputs as keyword arguments, named as the flags are (`context` is `--ctx`,
 `engine_opts` is `--engine-opt`) and with the same defaults, and returns the core's typed results
@@ -15,13 +15,13 @@ only when one of its names is first used (kvplan/__init__.py), so the CLI never 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
 from kvplan.compare.cheapest import Candidate, cheapest as rank
+from kvplan.compare.disagg import pool_layout
 from kvplan.compare.candidates import search_layouts
 from kvplan.compare.sweep import SweepResult, parse_counts, sweep as run_sweep
 from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
@@ -43,11 +43,15 @@ from kvplan.planning.request import MAX_BATCH, read_request
 from kvplan.planning.speculative import apply, parse
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.blocks import BLOCK_TOKENS
+from kvplan.speed.coverage import check_speed
+from kvplan.simulator.bounds import check_times
 from kvplan.simulator.engine import RESERVE_POLICIES, EngineConfig
 from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
 from kvplan.simulator.session import configs, run_all, shape_trace
 from kvplan.simulator.traces import hash_block_tokens, load_trace
 from kvplan.simulator.workload import find_workload, generate
+from kvplan.simulator.disagg import Result as DisaggResult, fixed_requests, run_disagg
+from kvplan.hardware.links import DEFAULT_LINK, Link, find_link
 from kvplan.sources.catalog import load_catalog
 from kvplan.sources.resolve import resolve_model
 
@@ -247,14 +251,16 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
              lora: str | None = None, offload: str | None = None, offload_backend: str = "native",
              host: Union[str, Host, None] = None,
              hw_profiles: Paths = (), revision: str | None = None, token: str | None = None,
-             timeout: float = 10.0, allow_long_context: bool = False) -> Simulation:
+             timeout: float = 10.0, allow_long_context: bool = False, speed: str = "calibrated") -> Simulation:
     """`kvplan simulate`: serve a workload (built-in `workload`, default chat, Poisson arrivals at `qps`,
     default 10/s, for `duration` s, default 300; or a `trace` file) on the deployment's KV pool with
-    vLLM's scheduler; step times from a roofline, so latencies are lower bounds.
+    vLLM's scheduler; step times from kvplan's calibrated model (kvplan.speed), or with
+    speed="roofline" the bare roofline (a lower bound).
 
     `offload` ('cpu:64GiB,disk:2TiB', a ratio '2x', or 'cpu:auto' with a `trace`) puts tiers below the pool, sized
     as the engine (or `offload_backend`) sizes them (Simulation.offload); evicted prefixes go down them and come
     back at `host`'s links (a bundled host profile or a YAML file; without one, reloads are free)."""
+    check_speed(speed)
     tiers, host_profile = _offload_request(offload, offload_backend, host, mode == "paged" and prefix_caching, trace)
     _check_simulation(mode, reserve, qps=qps, duration=duration, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
                       step_overhead=step_overhead, max_num_seqs=max_num_seqs,
@@ -278,7 +284,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     dep = chosen.deployment(dep or Deployment(1, 1))
     res = chosen.result(spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
     p = res.plan
-    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead)
+    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=chosen.name)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache (weights "
                           f"{p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more {arg('gpus')}", EXIT_USAGE)
@@ -318,6 +324,54 @@ def _limited(engine, spec, max_model_len, allow_long_context: bool):
     tokens = None if max_model_len is None else parse_tokens(max_model_len, "max_model_len")
     spec, _, default = limited(engine, spec, tokens, allow_long_context)
     return spec, default
+def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str | None = None,
+           osl: int | str | None = None, prefill_tp: int | None = None, prefill_pp: int | None = None,
+           decode_tp: int | None = None, decode_pp: int | None = None, prefill_max_model_len: int | str | None = None,
+           decode_max_model_len: int | str | None = None, link: Union[str, Link] = DEFAULT_LINK,
+           workload: str | None = None, trace: Union[str, Path, None] = None, trace_format: str = "auto",
+           qps: float | None = None, duration: float | None = None, seed: int = 0, slo_ttft: float = 2.0,
+           slo_tpot: float = 0.1, slo_percent: float = 90.0, max_gpus: int = 64, engine: str | None = "vllm",
+           engine_version: str | None = None, engine_opts: Opts = (), kv_dtype: str = "auto",
+           weight_dtype: str | None = None, gpu_memory_utilization: float | str | None = None,
+           block_size: int | None = None, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
+           step_overhead: float = 0.0, hw_profiles: Paths = (), speed: str = "calibrated") -> DisaggResult:
+    """`kvplan disagg`: the prefill and decode pools (`.prefill`, `.decode`: each replica's engine plan, what
+    it holds and needs), the KV moved per request (`.moved`), the transfer over `link` (`.transfer_s`), the
+    rates and the ratio that balances them (`.ratio`); with `qps` (and `workload`, `trace` or isl/osl) every
+    xPyD split within `max_gpus` simulated, the chosen one and the aggregated deployment (`.search`).
+    `engine` defaults to vLLM (whose pool flags the serve commands carry), as the CLI's `--engine`.
+    `speed`: the step times, kvplan.speed's calibrated ones or "roofline" (a lower bound)."""
+    check_speed(speed)
+    _check_simulation("paged", "max", qps=qps, duration=duration, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
+                      step_overhead=step_overhead, max_num_seqs=max_num_seqs,
+                      max_num_batched_tokens=max_num_batched_tokens)
+    if not 0 < slo_percent <= 100:
+        raise out_of_range("slo_percent", slo_percent, 0, 100)
+    if not 1 <= max_gpus <= 4096:
+        raise out_of_range("max_gpus", max_gpus, 1, 4096)
+    chosen, _ = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
+    fabric = link if isinstance(link, Link) else find_link(link)
+    hw = _find_gpu(gpu, hw_profiles=hw_profiles)
+    spec = load_model(model)
+    n_in, n_out = (None if v is None else parse_tokens(v, name) for v, name in ((isl, "isl"), (osl, "osl")))
+    requests = None
+    if workload is not None or trace is not None:
+        requests = _requests(workload, trace, trace_format, qps, duration or 60.0, seed)
+    elif qps is not None:
+        if n_in is None or n_out is None:
+            raise KvplanError(f"{arg('qps')} needs {arg('isl')} and {arg('osl')} (or a workload or trace)", EXIT_USAGE,
+                              param="qps", value=qps)
+        requests = fixed_requests(n_in, n_out, qps, duration or 60.0, seed)
+    deps = [chosen.deployment(pool_layout(spec, role, t, p))
+            for role, t, p in (("prefill", prefill_tp, prefill_pp), ("decode", decode_tp, decode_pp))]
+    req = read_request(spec, context=1, kv_dtype=kv_dtype, weight_dtype=weight_dtype, block_size=block_size,
+                       gpu_memory_utilization=gpu_memory_utilization)
+    lens = [None if v is None else parse_tokens(v, name)
+            for v, name in ((prefill_max_model_len, "prefill_max_model_len"), (decode_max_model_len, "decode_max_model_len"))]
+    return run_disagg(spec, hw, chosen, req, deps[0], deps[1], fabric, isl=n_in, osl=n_out, requests=requests,
+                      prefill_max_model_len=lens[0], decode_max_model_len=lens[1], max_gpus=max_gpus,
+                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, slo_ttft=slo_ttft,
+                      slo_tpot=slo_tpot, slo_percent=slo_percent, step_overhead_s=step_overhead, speed=speed)
 
 
 def _check_simulation(mode: str, reserve: str, **numbers) -> None:
@@ -328,15 +382,7 @@ def _check_simulation(mode: str, reserve: str, **numbers) -> None:
     if reserve not in RESERVE_POLICIES:
         raise KvplanError(f"{arg('reserve')} must be one of {', '.join(RESERVE_POLICIES)}, got {reserve!r}",
                           EXIT_USAGE, param="reserve", value=reserve, allowed=tuple(RESERVE_POLICIES))
-    for name in ("qps", "duration", "slo_ttft", "slo_tpot"):
-        value = numbers[name]
-        if value is not None and not (value > 0 and math.isfinite(value)):
-            raise KvplanError(f"{arg(name)} must be a positive number, got {value:g}", EXIT_USAGE, param=name,
-                              value=value)
-    step = numbers["step_overhead"]
-    if not (step >= 0 and math.isfinite(step)):
-        raise KvplanError(f"{arg('step_overhead')} must be 0 or more seconds, got {step:g}", EXIT_USAGE,
-                          param="step_overhead", value=step)
+    check_times(**{k: numbers[k] for k in ("qps", "duration", "slo_ttft", "slo_tpot", "step_overhead")})
     for name, high in (("max_num_seqs", 1_000_000), ("max_num_batched_tokens", 1 << 24)):
         if not 1 <= numbers[name] <= high:
             raise out_of_range(name, numbers[name], 1, high)

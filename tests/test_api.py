@@ -144,7 +144,7 @@ def test_simulate_offload_is_the_clis_run():
      "must be in (0, 1]"),
     (lambda: kvplan.plan("llama-3.1-8b", "h100", speculative="eagle"), "speculative", "eagle", "eagle: not modelled"),
     (lambda: kvplan.cheapest("llama-3.1-8b", concurrency=0), "concurrency", 0, "concurrency must be between 1"),
-    (lambda: kvplan.simulate("llama-3.1-8b", "h100", qps=-1), "qps", -1, "qps must be a positive number"),
+    (lambda: kvplan.simulate("llama-3.1-8b", "h100", qps=-1), "qps", -1, "qps must be between 1e-06 and 1e+06"),
     (lambda: kvplan.sweep("llama-3.1-8b", context=""), "context", "", "context list '' is empty"),
     # a catalog name with an empty revision was looked up on the Hub: "unknown model 'llama-3.1-8b'; did you
     # mean: llama-3.1-8b?" (a bug fixed here)

@@ -181,8 +181,10 @@ def test_import_refuses_a_bundled_alias_unless_forced(kvplan_home, tmp_path):
     assert (kvplan_home / "models" / "llama-3.2-1b-instruct-hf.json").is_file()
 
 
-def test_import_of_a_catalog_entry_is_not_a_clash(kvplan_home):
-    r = run("models", "import", "llama-3-70b")  # the bundled spec itself, copied to the user catalog
+def test_import_of_a_catalog_entry_needs_force(kvplan_home):
+    r = run("models", "import", "llama-3-70b")  # the bundled spec itself: a shadow copy (issue 25 item 9)
+    assert r.exit_code == 2 and "--force" in r.output and not (kvplan_home / "models").exists(), r.output
+    r = run("models", "import", "llama-3-70b", "--force")
     assert r.exit_code == 0, r.output
     assert (kvplan_home / "models" / "llama-3.1-70b.json").is_file()
 

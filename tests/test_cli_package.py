@@ -135,6 +135,10 @@ TABLES = [
     ["fit", "llama-3-70b", "--gpu", "a100-80", "--ctx", "128k"],
     ["simulate", "llama-3.1-8b", "--gpu", "h100", "--duration", "10"],
     ["simulate", "llama-3.1-8b", "--gpu", "h100", "--duration", "10", "--compare"],
+    ["disagg", "deepseek-v3", "--gpu", "h200", "--isl", "8k", "--osl", "1k", "--prefill-tp", "8", "--decode-tp", "8",
+     "--engine", "sglang", "--manifest"],
+    ["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "2k", "--osl", "256", "--qps", "20", "--duration", "5",
+     "--max-gpus", "4"],
 ]
 
 

@@ -101,8 +101,8 @@ def test_trace_rescaled_to_a_rate_and_cut_at_a_duration():
 
 
 @pytest.mark.parametrize("args,code,needle", [
-    (["--qps", "0"], 2, "--qps must be a positive number"),
-    (["--duration", "nan"], 2, "--duration must be a positive number"),
+    (["--qps", "0"], 2, "--qps must be between 1e-06 and 1e+06"),
+    (["--duration", "nan"], 2, "--duration must be between 0.001 and 1e+07"),
     (["--mode", "static"], 2, "--mode must be paged or contiguous"),
     (["--reserve", "half"], 2, "--reserve must be one of"),
     (["--workload", "chat", "--trace", "x.csv"], 2, "not both"),
@@ -110,7 +110,9 @@ def test_trace_rescaled_to_a_rate_and_cut_at_a_duration():
     (["--trace", "missing.csv"], 3, "not found"),
     (["-o", "out.txt"], 2, "format comes from the extension"),
     (["-o", "/no/such/folder/x.json"], 2, "does not exist"),
-    (["--qps", "1e9", "--duration", "1e9"], 2, "the limit is"),
+    (["--qps", "1e6", "--duration", "1e7"], 2, "the limit is"),
+    (["--qps", "1e-300"], 2, "--qps must be between"),
+    (["--step-overhead", "1e308"], 2, "--step-overhead must be between 0 and 1000"),
     (["--max-num-seqs", "0"], 2, "--max-num-seqs must be between"),
 ])
 def test_bad_input_is_one_line(args, code, needle, kvplan_home, tmp_path, monkeypatch):

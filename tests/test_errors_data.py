@@ -26,7 +26,10 @@ ENGINE_FLAGS = {
     # vLLM's and SGLang's LoRA flags: the notes on which layers vLLM wraps, and --emit
     "engines/lora.py": {"--enable-lora", "--lora-target-modules", "--max-lora-rank", "--max-loras",
                         "--max-loras-per-batch"},
+    # the flags that make a server one pool of a disaggregated deployment (kvplan disagg)
+    "engines/disagg.py": {"--kv-transfer-config", "--disaggregation-mode", "--disaggregation-transfer-backend"},
     "engines/vllm/speculative.py": {"--speculative-config"},  # vLLM's, emitted
+    "engines/vllm/multimodal.py": {"--limit-mm-per-prompt"},  # vLLM's, emitted
     "planning/deploy.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "validate/shard.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "readers/families/mimo_v2.py": {"--kv-cache-dtype"},  # what vLLM's model ignores
@@ -46,7 +49,7 @@ ENGINE_FLAGS = {
     "engines/lmcache.py": {"--kv-transfer-config"},
     "engines/sglang/offload.py": {"--enable-hierarchical-cache", "--hicache-ratio", "--hicache-size"},
     # engines' own command lines as their logs print them (vLLM, SGLang)
-    "engines/logparse.py": {"--model", "--pp", "--tp"},
+    "engines/logparse.py": {"--model"},
 }
 
 

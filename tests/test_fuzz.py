@@ -1,4 +1,5 @@
-"""A bounded, deterministic fuzzer over what users hand kvplan: GPU profiles, prices files, start-up logs, flags.
+"""A bounded, deterministic fuzzer over what users hand kvplan: GPU profiles, prices files, start-up logs, flags,
+--offload tiers.
 
 Each case takes a real input (a bundled GPU profile, a prices file, a log fixture, a working command
 line), mutates it a few times with a seeded random.Random, and runs the CLI in-process (CliRunner).
@@ -15,6 +16,8 @@ like `.`, `1.2.3`, `00` and 400 digits (ValueError, ZeroDivisionError, OverflowE
 regexes on long lines, absurd n_layer (a hang); YAML alias bombs (a hang); `[/]` in a name (rich
 MarkupError); file names too long for the filesystem (OSError); a 400-digit price (OverflowError in
 float()); a 1,800-character unknown option (14 s in Click's "did you mean", now refused by main()).
+The `offload` target (issue 25) mutates the README's --offload command lines (tier specs, backends, hosts,
+engines); it found a 400-digit tier size to be an OverflowError (tests/test_issue25.py).
 """
 
 from __future__ import annotations
@@ -165,6 +168,9 @@ BASE_COMMANDS = [
     ["cheapest", "llama-3.1-8b", "-n", "16", "--ctx", "8k", "--gpu", "h100,l40s", "--max-gpus", "8"],
     ["models", "show", "qwen3-8b"],
     ["gpus", "--json"],
+    ["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "4k", "--osl", "512", "--prefill-tp", "1", "--decode-tp", "2"],
+    ["disagg", "qwen3-8b", "--gpu", "l40s", "--isl", "2k", "--osl", "256", "--qps", "4", "--duration", "5",
+     "--max-gpus", "4", "--link", "roce-400g"],
 ]
 
 
@@ -187,7 +193,77 @@ def _flags_case(rng: random.Random) -> Case:
     return Case(args, {})
 
 
-TARGETS = {"logs": _log_case, "profiles": _profile_case, "prices": _prices_case, "flags": _flags_case}
+# --offload (issue 25): the README's working command lines, with hostile tier specs, backends and hosts
+OFFLOAD_COMMANDS = [
+    ["fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "32k", "--engine", "vllm", "--offload", "cpu:64GiB"],
+    ["fit", "qwen3-32b", "--gpu", "h200", "--engine", "sglang", "--offload", "cpu:2x", "--host", "dgx-h200"],
+    ["fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--offload", "cpu:64GiB", "--json"],
+    ["sweep", "-m", "llama-3.1-8b", "-c", "32k", "-g", "h100", "--gpu-counts", "1,2", "--engine", "vllm",
+     "--offload", "cpu:256GiB"],
+    ["cheapest", "llama-3.1-8b", "--ctx", "32k", "-n", "4", "--gpu", "h100", "--max-gpus", "2", "--engine", "vllm",
+     "--offload", "cpu:512GiB", "--host", "dgx-h100"],
+    ["simulate", "llama-3.1-8b", "--gpu", "h100", "--duration", "2", "--qps", "2", "--offload", "cpu:64GiB",
+     "--host", "dgx-h100"],
+]
+TIERS = ["cpu", "disk", "remote", "gpu", "CPU", "", "cpu:cpu", "[/]", "nvme"]
+SIZES = ["64GiB", "2x", "auto", "0", "0x", "-1GiB", "1e400GiB", "nanx", "infx", "0.5x", "9" * 400 + "TiB", "1GB",
+         "64", "GiB", "1e-400x", "18446744073709551617GiB", "64GiB,cpu:64GiB", "2x,disk:1TiB", ""]
+
+
+def _offload_value(rng: random.Random) -> str:
+    value = f"{rng.choice(TIERS)}:{rng.choice(SIZES + NUMBERS)}"
+    if rng.random() < 0.3:
+        value += "," + f"{rng.choice(TIERS)}:{rng.choice(SIZES)}"
+    return value if rng.random() < 0.9 else rng.choice(WORDS + NUMBERS)
+
+
+def _offload_case(rng: random.Random) -> Case:
+    args = list(rng.choice(OFFLOAD_COMMANDS))
+    for _ in range(rng.choice((1, 2))):
+        edit = rng.randrange(4)
+        if edit == 0:
+            args[args.index("--offload") + 1] = _offload_value(rng)
+        elif edit == 1:
+            args += ["--offload-backend", rng.choice(["native", "lmcache", "kvbm", "mooncake", "", "[/]", "NATIVE"])]
+        elif edit == 2:
+            args += ["--host", rng.choice(["dgx-h100", "gb200-nvl72-tray", "nope", "", "[/]", "../../etc/passwd"])]
+        else:
+            args += ["--engine", rng.choice(["vllm", "sglang", "trtllm", "llama.cpp", "transformers"])]
+    return Case(args, {})
+
+
+
+BENCH = sorted(p for p in (REPO / "tests" / "fixtures" / "bench").iterdir() if p.name != "SOURCES.md")
+
+
+def _bench_case(rng: random.Random) -> Case:
+    """check-bench on a mutated published benchmark result (each case simulates its load: fewer cases)."""
+    src = rng.choice(BENCH)
+    flags = []
+    for opt, values in (("--model", ["llama-3.1-8b", "qwen3-0.6b", "gpt-oss-20b", "nope"]),
+                        ("--gpu", ["h100", "l40s", "rtx-4090", "nope"]), ("--tp", ["1", "2", "0", "-3"]),
+                        ("--input-len", ["1", "512", "0", "99999999"]), ("--output-len", ["1", "64", "-1"]),
+                        ("--engine", ["vllm", "sglang", "trtllm", "llama.cpp", "x"])):
+        if rng.random() < (0.7 if opt in ("--model", "--gpu") else 0.15):
+            flags += [opt, rng.choice(values)]
+    if rng.random() < 0.3:
+        flags.append("--json")
+    return Case(["check-bench", "{tmp}/case" + src.suffix, *flags], {"case" + src.suffix: mutated(src.read_text(), rng)})
+
+
+
+LINKS = sorted((REPO / "kvplan" / "hardware" / "links").glob("*.yaml"))
+
+
+def _link_case(rng: random.Random) -> Case:
+    text = mutated(rng.choice(LINKS).read_text(), rng)
+    return Case(["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "4k", "--osl", "512", "--link", "{tmp}/link.yaml"],
+                {"link.yaml": text})
+
+
+TARGETS = {"logs": _log_case, "profiles": _profile_case, "prices": _prices_case, "flags": _flags_case,
+           "bench": _bench_case, "offload": _offload_case, "links": _link_case}
+COUNT = {"bench": max(5, CASES // 3)}  # a bench case runs a simulation (about 0.3 s): a third as many
 
 
 def fuzz_case(target: str, seed: int, i: int) -> Case:
@@ -216,7 +292,7 @@ def test_fuzz_never_an_internal_error(target, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a mutated model name must not reach the network
     monkeypatch.chdir(tmp_path)  # a mutated output flag writes here, never into the checkout
     failures = []
-    for i in range(CASES):
+    for i in range(COUNT.get(target, CASES)):
         case = fuzz_case(target, SEED, i)
         case_dir = tmp_path / f"c{i}"
         case_dir.mkdir()

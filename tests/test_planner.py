@@ -78,15 +78,22 @@ def test_pages_round_up_each_sequence():
     assert plan(spec, FakeGPU(), Deployment(), req).kv_bytes_per_sequence == 32 * 327_680
 
 
+class BigGPU(FakeGPU):
+    memory_usable_bytes = 192 * 2**30  # room for the 70B's 131 GiB of bf16 weights beside a 10 GiB cache
+
+
 def test_max_context_is_the_longest_that_fits():
     spec = llama70b()
     budget = 10 * 2**30
-    p = plan(spec, FakeGPU(), Deployment(), Request(context=4096, batch=2, kv_dtype=BF16, kv_cache_memory_bytes=budget))
+    p = plan(spec, BigGPU(), Deployment(), Request(context=4096, batch=2, kv_dtype=BF16, kv_cache_memory_bytes=budget))
     # 2 sequences x ceil16(S) x 327,680 B <= 10 GiB -> ceil16(S) <= 16,384 -> S = 16,384
     assert p.max_context == 16_384 and p.max_context_limited_by == "memory"
     # fp8 halves the cache: 32,768
-    p8 = plan(spec, FakeGPU(), Deployment(), Request(context=4096, batch=2, kv_dtype=FP8, kv_cache_memory_bytes=budget))
+    p8 = plan(spec, BigGPU(), Deployment(), Request(context=4096, batch=2, kv_dtype=FP8, kv_cache_memory_bytes=budget))
     assert p8.max_context == 32_768
+    # On 80 GiB the weights and that budget cannot start: no context at all (issue 25 item 7), not 16,384
+    small = plan(spec, FakeGPU(), Deployment(), Request(context=4096, batch=2, kv_dtype=BF16, kv_cache_memory_bytes=budget))
+    assert (small.fits, small.max_concurrency, small.max_context) == (False, 0, 0)
 
 
 def test_budget_line_by_line():

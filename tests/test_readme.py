@@ -4,7 +4,7 @@ every ```python block runs too, and prints the figures the README's comments wor
 Commands are read from the README's unlabelled ``` blocks and its 4-space indented blocks (a line
 ending in `\\` continues). Each runs in-process (CliRunner) in a scratch folder holding the files
 the README names: `prices.yaml` is the README's own ```yaml block, `vllm-startup.log` a real vLLM
-log from tests/fixtures, `requests.jsonl` the sample trace in docs/examples, `./my-finetune/` a
+log from tests/fixtures, `bench-result.json` a published vLLM benchmark result from tests/fixtures/bench, `requests.jsonl` the sample trace in docs/examples, `./my-finetune/` a
 Llama config, and the Hub repo is served by
 tests/hub_server.py. `--device cuda` runs need CUDA and skip without it, saying so. Lines that are
 not kvplan commands (pip, scripts, pytest) are listed in NOT_KVPLAN, so a new one cannot go unrun.
@@ -36,7 +36,10 @@ NOT_KVPLAN = {  # installation and test commands: .ci/run itself runs the first 
 }
 # exit codes the README documents for these commands: cheapest exits 6 when nothing meets the target
 EXPECTED_EXIT = {"cheapest llama-3.1-70b --ctx 128k --concurrency 32 --prices prices.yaml --min-tokens-per-second 20": (0, 6),
-                 "cheapest llama-3.1-70b --ctx 128k --concurrency 32 --prices prices.yaml": (0, 6)}
+                 "cheapest llama-3.1-70b --ctx 128k --concurrency 32 --prices prices.yaml": (0, 6),
+                 # disagg refuses the prefill pool of ai-dynamo/dynamo#10104 (exit 6), as the README says
+                 "disagg llama-3.1-70b-instruct --gpu h100 --weight-dtype fp8 --isl 4k --osl 512 --prefill-tp 1 "
+                 "--decode-tp 4 --prefill-max-model-len 128k": (6,)}
 # meta-llama/Llama-3.1-8B-Instruct's config.json (the keys kvplan reads), for the fake Hub and ./my-finetune/
 LLAMA_31_8B = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
@@ -88,6 +91,7 @@ def scratch(tmp_path, monkeypatch):
     (tmp_path / "prices.yaml").write_text(prices)
     shutil.copy(REPO / "tests" / "fixtures" / "logs" / "vllm_v0_llama31_8b_rtx3090_20k.log", tmp_path / "vllm-startup.log")
     shutil.copy(REPO / "docs" / "examples" / "requests.jsonl", tmp_path / "requests.jsonl")
+    shutil.copy(REPO / "tests" / "fixtures" / "bench" / "vllm-l40s-llama32-3b-10qps.json", tmp_path / "bench-result.json")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KVPLAN_HOME", str(tmp_path / "kvplan-home"))
     server = FakeHub(max_hang_s=10.0)
@@ -148,3 +152,5 @@ def test_readme_python_blocks_run_and_print_the_hand_arithmetic(capsys, monkeypa
     plan = spaces[0]["plan"]
     assert lines[2] == f"{plan.kv_memory_bytes_per_gpu // plan.kv_bytes_per_sequence_per_gpu} {plan.max_concurrency >= 8}"
     assert lines[-1] == "context 12q 2 context '12q' is not a token count (try 32768, 32k, 128K or 1M)"
+    # kvplan.disagg: Llama-3.1-70B's 8,192-token prompt, 80 x 2 x 8 x 128 x 2 B x 8,192; decode tp 8 holds 1 of 8 heads
+    assert lines[-2] == f"{80 * 2 * 8 * 128 * 2 * 8192} {80 * 2 * 1 * 128 * 2 * 8192}" == "2684354560 335544320"

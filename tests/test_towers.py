@@ -198,3 +198,74 @@ def test_gemma4_26b_a100_log():
     assert abs(48.50 * (1 + rows["weights per GPU"]["error"]) - 572_794_416 * 2 / GIB - 48.50) / 48.50 > 0.02
     assert rows["available KV memory"]["reported"] == "21.5 GiB"
     assert abs(rows["available KV memory"]["error"]) < 0.02
+
+
+MISTRAL3 = json.loads((ROOT / "tests" / "fixtures" / "families" / "mistral-small-3.1-24b.json").read_text())
+
+
+def test_pixtral_tower_and_mistral3_projector():
+    # vision_config: D = 1024, I = 4096, 24 layers, P = 14, C = 3; m = 2, text hidden T = 5120, no bias:
+    #   patch_conv 3 x 14 x 14 x 1024 = 602,112; ln_pre 1,024
+    #   layer: q/k/v/o 4 x 1024^2 = 4,194,304; gated MLP 3 x 1024 x 4096 = 12,582,912; two norms 2,048
+    #          -> 16,779,264, x 24 = 402,702,336 -> tower 403,305,472
+    #   projector: norm 1,024; merging_layer 4 x 1024 x 1024 = 4,194,304; linear_1 1024 x 5120 = 5,242,880;
+    #          linear_2 5120 x 5120 = 26,214,400 -> 35,652,608; total 438,958,080
+    #   whole on every tp rank (vLLM: nn.Conv2d, RMSNorms, nn.Linear merging layer):
+    #          602,112 + 1,024 + 24 x 2,048 + 1,024 + 4,194,304 = 4,847,616
+    t = towers(MISTRAL3, 5120)
+    assert (t.params, t.replicated) == (438_958_080, 4_847_616)
+
+
+def test_pixtral_tower_agrees_with_transformers_meta_device():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import Mistral3Config, Mistral3ForConditionalGeneration
+
+    text = {**MISTRAL3["text_config"], "num_hidden_layers": 1}  # the decoder's size does not enter the count
+    config = Mistral3Config(vision_config=MISTRAL3["vision_config"], text_config=text,
+                            spatial_merge_size=2, multimodal_projector_bias=False, vision_feature_layer=-1)
+    with torch.device("meta"):
+        model = Mistral3ForConditionalGeneration(config)
+    counted = sum(p.numel() for n, p in model.named_parameters() if "vision_tower" in n or "multi_modal" in n)
+    assert counted == towers(MISTRAL3, 5120).params
+
+
+def test_pixtral_tower_built_only_to_the_feature_layer_and_unknown_keys_refused():
+    # vLLM builds layers up to vision_feature_layer: -2 -> 23 of 24 layers, one layer's 16,779,264 fewer
+    assert towers({**MISTRAL3, "vision_feature_layer": -2}, 5120).params == 438_958_080 - 16_779_264
+    # bias on the projector: linear_1 and linear_2 each gain T = 5120
+    assert towers({**MISTRAL3, "multimodal_projector_bias": True}, 5120).params == 438_958_080 + 2 * 5120
+    assert towers({**MISTRAL3, "vision_feature_layer": [-1, -2]}, 5120) is None  # a wider linear_1: not guessed
+
+
+def test_mistral_small_31_weights_match_the_vllm_019_log():
+    # llm-d's vLLM 0.19.0 log of mistralai/Mistral-Small-3.1-24B-Instruct-2503 on an H100 (tests/fixtures/logs/
+    # corpus/llmd-mistralai-mistral-small-h100-80gb-tp1pp1dp1-8192.log): "Model loading took 44.76 GiB".
+    # Decoder: 40 x (5120 x 4096 x 2 + 5120 x 1024 x 2 + 3 x 5120 x 32768 + 2 x 5120) = 22,230,220,800, embeddings
+    # and lm_head 2 x 131072 x 5120 = 1,342,177,280, final norm 5,120 -> 23,572,403,200; + towers 438,958,080
+    # = 24,011,361,280 parameters x 2 B (bf16) = 44.72 GiB, 0.08% under the log (the decoder alone: 43.91 GiB, 1.9%).
+    spec, notices = spec_from_config(MISTRAL3, "mistral-small-3.1")
+    assert spec.params.total == 24_011_361_280 and spec.params.vision == 438_958_080
+    assert any("Pixtral vision tower" in n for n in notices)
+    assert abs(weight_bytes(spec).total / GIB - 44.76) / 44.76 < 0.001
+
+
+def test_pixtral_12b_in_the_llava_format():
+    # `llava` + `pixtral` (Pixtral-12B as transformers ships it): the same tower, LLaVA's projector without norm or
+    # merger, biases by LlavaConfig's default. D = 1024, I = 4096, 24 layers, P = 16, T = 5120:
+    #   patch_conv 3 x 16 x 16 x 1024 = 786,432; ln_pre 1,024; 24 x 16,779,264 = 402,702,336
+    #   linear_1 1024 x 5120 + 5120, linear_2 5120 x 5120 + 5120 = 31,467,520 -> 434,957,312
+    #   whole on every rank: 786,432 + 1,024 + 24 x 2,048 = 836,608
+    vision = {**MISTRAL3["vision_config"], "patch_size": 16, "image_size": 1024}
+    config = {"model_type": "llava", "vision_config": vision, "vision_feature_layer": -1}
+    t = towers(config, 5120)
+    assert (t.params, t.replicated) == (434_957_312, 836_608)
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import LlavaConfig, LlavaForConditionalGeneration
+
+    hf = LlavaConfig(vision_config=vision, text_config={**MISTRAL3["text_config"], "num_hidden_layers": 1},
+                     vision_feature_layer=-1)
+    with torch.device("meta"):
+        model = LlavaForConditionalGeneration(hf)
+    assert sum(p.numel() for n, p in model.named_parameters() if "vision_tower" in n or "multi_modal" in n) == t.params

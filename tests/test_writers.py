@@ -142,7 +142,7 @@ def test_models_import_bad_home_is_one_line(tmp_path, monkeypatch):
     home = tmp_path / "a-file"
     home.write_text("")
     monkeypatch.setenv("KVPLAN_HOME", str(home))
-    r = run("models", "import", "qwen3-8b")
+    r = run("models", "import", "qwen3-8b", "--force")
     assert r.exit_code == 2, r.output
     assert r.stderr.splitlines() == [f"Error: cannot write {home / 'models'}: Not a directory"]
 
@@ -152,7 +152,7 @@ def test_models_import_disk_failure_is_exit_1_and_leaves_nothing(tmp_path, kvpla
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "replace", full)
-    r = run("models", "import", "qwen3-8b")
+    r = run("models", "import", "qwen3-8b", "--force")
     assert r.exit_code == 1 and r.stderr.splitlines()[-1].endswith("No space left on device"), r.output
     assert os.listdir(kvplan_home / "models") == []
 
@@ -162,7 +162,7 @@ def test_models_import_writes_through_a_symlink_with_umask_mode(tmp_path, kvplan
     models.mkdir()
     (tmp_path / "elsewhere").mkdir()
     (models / "qwen3-8b.json").symlink_to(tmp_path / "elsewhere" / "qwen3-8b.json")
-    r = run("models", "import", "qwen3-8b", "--dir", models)
+    r = run("models", "import", "qwen3-8b", "--dir", models, "--force")
     assert r.exit_code == 0, r.output
     target = tmp_path / "elsewhere" / "qwen3-8b.json"
     assert (models / "qwen3-8b.json").is_symlink() and json.loads(target.read_text())["name"] == "qwen3-8b"

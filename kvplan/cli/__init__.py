@@ -1,4 +1,4 @@
-"""Layer 12 of 12, cli: the `kvplan` command line. Parse, call the layers below, render (one module per command).
+"""Layer 14 of 14, cli: the `kvplan` command line. Parse, call the layers below, render (one module per command).
 
 `main` (the console entry point) comes from kvplan.cli.main, which imports only the command module
 the command line names; `app` (the whole Typer app, every command) is built on first use. Command

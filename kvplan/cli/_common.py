@@ -20,6 +20,7 @@ import typer
 
 from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, inputs_named, path_error
 from kvplan.core.markup import plain, safe_stdout
+from kvplan.report.fitted import fitted_table
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 MAX_BATCH = 1_000_000  # concurrent requests: kvplan.planning.request.MAX_BATCH (not imported: fit's start-up)
@@ -165,13 +166,12 @@ def print_result(as_json: bool, data, render: Callable) -> None:
 
 
 def table(columns: list[str], *, right: tuple[str, ...] = (), whole: tuple[str, ...] = (),
-          title: Optional[str] = None):
-    """A rich table that fits 80 columns: numbers (`right`) and short keys one types (`whole`) are
-    never cut or wrapped; other text columns wrap onto more lines (folding a long name) rather than
-    end in '…'."""
-    from rich.table import Table
-
-    t = Table(show_edge=False, title=title, title_justify="left", pad_edge=False)
+          title: Optional[str] = None, optional: tuple[str, ...] = ()):
+    """A rich table that fits the terminal (80 columns in a pipe) cutting nothing
+    (kvplan.report.fitted): numbers (`right`) and short keys one types (`whole`) are never cut or
+    wrapped; other text columns wrap between words; the `optional` columns are left out, first named
+    first, where the others would not fit, and the caption says so."""
+    t = fitted_table(show_edge=False, title=title, title_justify="left", pad_edge=False, optional=optional)
     for c in columns:
         if c in right or c in whole:
             t.add_column(c, justify="right" if c in right else "left", no_wrap=True)

@@ -15,17 +15,18 @@ from kvplan.cli._common import (
 )
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_limit, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, say
+from kvplan.cli.speed_flags import speed_line
 from kvplan.cli.selection import resolve_gpus
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
     check_workload_flags, load_requests, sla_text,
 )
-from kvplan.compare.cheapest import RANKING, cheapest as rank, failure_summary
+from kvplan.compare.cheapest import RANKING, cheapest as rank, failure_summary, not_simulated
 from kvplan.compare.offload import check_tiers, size_each
 from kvplan.compare.sweep import parse_counts
 from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
-from kvplan.core.units import human_tokens, parse_tokens
+from kvplan.core.units import human_tokens, parse_tokens, plural
 from kvplan.hardware.prices import load_prices
 from kvplan.planning.lora import parse_lora
 from kvplan.planning.deploy import candidate_deployments, deployment_for_gpus
@@ -42,7 +43,7 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def cheapest(
-    model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
+    model: Annotated[str, typer.Argument(metavar="MODEL", help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-n", help="Concurrent requests that must fit at --ctx (with a workload: default 1, one request of --ctx).")] = None,
     ctx: Annotated[Optional[str], typer.Option("--ctx", "-c", help="Context per request: 32k, 128k. Default: the model's limit.")] = None,
     max_model_len: MaxModelLenOpt = None,
@@ -144,7 +145,8 @@ def cheapest(
     target, data = _answer(spec, ctx_tokens, concurrency, min_tps, price_book, candidates, sims, loaded, sla, tiers)
     meets = [c for c in candidates if c.meets]
     print_result(as_json, data, lambda console: _print_cheapest(
-        console, target, meets, failure_summary(candidates), top, price_book.unit, len(candidates), tiers))
+        console, target, meets, failure_summary(candidates), top, price_book.unit, len(candidates), tiers,
+        not_simulated(candidates)))
     if not meets:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 
@@ -205,14 +207,16 @@ def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candid
 def _serve(candidates, spec, gpu_list, loaded, sla):
     """Candidates re-judged by simulating the workload on them (kvplan.simulator.capacity)."""
     stderr(loaded.said)
+    stderr(speed_line())
     target = Target(tuple(loaded.requests), *sla)
     gpus = {g.key: g for g in gpu_list}
     with progress_bar("simulating", len(candidates)) as bar:
         return filter_candidates(candidates, spec, gpus, target, progress=bar and bar.done)
 
 
-def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, tried: int, tiers: dict) -> None:
-    console.print(f"[bold]{markup_safe(target)}[/] · {tried} deployments tried")
+def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, tried: int, tiers: dict,
+                    unsimulated=()) -> None:
+    console.print(f"[bold]{markup_safe(target)}[/] · {plural(tried, 'deployment')} tried")
     if meets:
         priced = any(c.price_per_gpu_hour is not None for c in meets)
         cols = ["#", "GPU", "GPUs (layout)", "max conc", "tok/s/req", "KV GiB/GPU"]
@@ -220,7 +224,7 @@ def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, t
         cols += ["host"] if host else []  # contexts the offload tiers hold (the title says so)
         if priced:
             cols += [f"{unit}/GPU-h", f"{unit}/h"]
-        t = table(cols, right=tuple(c for c in cols if c != "GPU"),
+        t = table(cols, right=tuple(c for c in cols if c != "GPU"), optional=("KV GiB/GPU", f"{unit}/GPU-h"),
                   title=f"Meeting the target ({len(meets)}), cheapest first" if priced
                   else f"Meeting the target ({len(meets)}), fewest GPUs first (no prices given)")
         if host:
@@ -246,6 +250,9 @@ def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, t
         for gpu, tried_counts, why in failing:
             t.add_row(gpu, tried_counts, markup_safe(why))
         console.print(t)
+    if unsimulated:  # not failures: fewer GPUs of the type already serve the workload (issue 25)
+        console.print("Not simulated (fewer GPUs of the type already serve the workload): "
+                      + "; ".join(f"{gpu} {counts}" for gpu, counts in unsimulated))
 
 
 def _layout(c) -> str:

@@ -10,13 +10,16 @@ import sys
 import typer
 
 from kvplan.cli import offload as tiers
+from kvplan.cli.speed_flags import calibrated_keys, speed_notes
 from kvplan.cli._common import print_result, print_warnings, stderr
 from kvplan.compare.candidates import smallest_fitting
 from kvplan.core.errors import EXIT_DOES_NOT_FIT
 from kvplan.engines.emit import emit
 from kvplan.planning.deploy import MAX_SEARCH_GPUS, Deployment
+from kvplan.speed.plan import plan_decode_seconds
 from kvplan.report.explain import explain_lines
 from kvplan.report.text import engine_to_dict, format_figure, plan_to_dict, plan_warnings, render_plans
+from kvplan.report.fitted import fitted_table
 
 
 def engine_result(engine, spec, hw, dep, req):
@@ -63,7 +66,11 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
         for line in (weights, margin):
             if line and not as_json:
                 stderr(line)
-    dicts = [{**plan_to_dict(r.plan, spec), **({"engine": engine_to_dict(r)} if named else {})} for r in results]
+    speeds = [plan_decode_seconds(r.plan, spec, hw, engine.name) for r in results]
+    for line in speed_notes("calibrated", engine.name, hw.key, spec.family):
+        stderr(line)
+    dicts = [{**plan_to_dict(r.plan, spec), **calibrated_keys(s, r.plan.request.batch, engine.name),
+              **({"engine": engine_to_dict(r)} if named else {})} for r, s in zip(results, speeds)]
     out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
     if dep is None and recommended is None:
         out["does_not_fit"] = no_fit_line(plans[0])
@@ -78,7 +85,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
         out["emit_weights"] = weights
 
     def render(console) -> None:
-        render_plans(console, plans, spec, hw, titles)
+        render_plans(console, plans, spec, hw, titles, calibrated=speeds)
         if named:
             _engine_table(console, results, titles)
         if dep is None and recommended is None:
@@ -108,10 +115,8 @@ def no_fit_line(plan) -> str:
 
 def _engine_table(console, results, titles) -> None:
     """The engine's printed figures, one column per plan, in the engine's own terms."""
-    from rich.table import Table
-
     cap = results[0].capacity
-    table = Table(title=f"{cap.engine} {cap.version} (as the engine reports it)", title_justify="left", show_edge=False)
+    table = fitted_table(title=f"{cap.engine} {cap.version} (as the engine reports it)", title_justify="left", show_edge=False)
     table.add_column("")
     for t in titles:
         table.add_column(t, justify="right")

@@ -50,7 +50,7 @@ def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]
 
 @cli_errors
 def fit(
-    model: Annotated[str, typer.Argument(help="Catalog name or alias (llama-3-70b), a folder or config.json, or a Hub repo id.")],
+    model: Annotated[str, typer.Argument(metavar="MODEL", help="Catalog name or alias (llama-3-70b), a folder or config.json, or a Hub repo id.")],
     gpu: GpuOpt,
     ctx: CtxOpt = None,
     max_model_len: MaxModelLenOpt = None,

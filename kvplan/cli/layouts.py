@@ -8,7 +8,7 @@ is then planned and shown as `fit --tp/--pp/--dp/--ep` would show it.
 from kvplan.cli._common import stderr, table
 from kvplan.compare.candidates import search_layouts
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.core.units import gib
+from kvplan.core.units import gib, plural
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.layout import layout_text
 
@@ -22,6 +22,7 @@ def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
         return Deployment(1, 1), None
     if choice.splits_layers_only:  # one layout: layers split over the GPUs
         return Deployment(1, gpus), None
+    choice.check_layers(spec)  # a cache the engine cannot size is the model's refusal, not every layout's
     plans = search_layouts(spec, hw, gpus, req, choice, per_node)
     if not plans:
         raise KvplanError(f"{spec.name}: no layout of {gpus} GPUs is valid (tp must divide the "
@@ -57,7 +58,7 @@ def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
 def why(plan, best) -> str:
     """One line: how this layout compares with the best one."""
     dep = plan.deployment
-    parts = [f"{plan.max_concurrency:,} requests" + ("" if plan.fits else " (does not fit)")]
+    parts = [f"{plural(plan.max_concurrency, 'request')}" + ("" if plan.fits else " (does not fit)")]
     parts.append(f"{plan.weight_bytes_per_gpu / 2**30:.1f} GiB weights and "
                  f"{plan.kv_bytes_per_sequence_per_gpu / 2**30:.2f} GiB KV per request per GPU")
     if dep.dp > 1:
@@ -82,7 +83,7 @@ def pipeline_note(plans, top: int) -> str | None:
             f"the batch), and stages idle (pipeline bubbles) unless {best.deployment.pp} micro-batches are in flight.")
     if flat:
         i, fast = max(flat, key=lambda ip: ip[1].decode_tokens_per_second)
-        text += (f" #{i + 1} ({layout_text(fast.deployment)}) holds {fast.max_concurrency:,} requests at "
+        text += (f" #{i + 1} ({layout_text(fast.deployment)}) holds {plural(fast.max_concurrency, 'request')} at "
                  f"{fast.decode_step_seconds * 1e3:.1f} ms a step ({fast.decode_tokens_per_second:,.0f} tok/s): "
                  "lower per-token latency.")
     return text

@@ -13,6 +13,7 @@ from importlib import import_module
 from typing import Annotated
 
 import typer
+from typer.core import TyperArgument
 
 from kvplan import __version__
 from kvplan.cli._common import EXIT_INTERRUPTED, stderr
@@ -21,8 +22,9 @@ from kvplan.core.errors import EXIT_USAGE
 MAX_OPTION_CHARS = 200  # longer "--name" arguments are refused before the parser sees them (see main)
 
 # Command name -> the module of kvplan.cli that registers it (`models` is a group of commands).
-COMMANDS = {"fit": "fit", "gpus": "gpus", "models": "models", "sweep": "sweep", "cheapest": "cheapest",
-            "simulate": "simulate", "check-log": "check_log", "validate": "validate"}
+COMMANDS = {"fit": "fit", "gpus": "gpus", "models": "models", "sweep": "sweep", "cheapest": "cheapest", "disagg": "disagg",
+            "simulate": "simulate", "check-log": "check_log", "validate": "validate",
+            "check-bench": "check_bench", "step-times": "step_times"}
 
 
 def command_module(name: str):
@@ -41,8 +43,24 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
     """KV-cache capacity planner for LLM serving: does it fit, how many users, how long a context, how many GPUs."""
 
 
+def _plain_usage_metavars() -> None:
+    """typer (0.28) writes a required argument as `{model}` in a usage line (issue 25); kvplan's usage reads
+    `kvplan fit [OPTIONS] MODEL`, as click writes it and as the help text names it."""
+    original = TyperArgument.make_metavar
+    if getattr(original, "kvplan_plain", False):
+        return
+
+    def make_metavar(self, ctx, *, usage: bool = False) -> str:
+        var = original(self, ctx, usage=usage)
+        return var[1:-1] if usage and var.startswith("{") and var.endswith("}") else var
+
+    make_metavar.kvplan_plain = True
+    TyperArgument.make_metavar = make_metavar
+
+
 def make_app(modules) -> typer.Typer:
     """The kvplan app with the commands of `modules`."""
+    _plain_usage_metavars()
     new = typer.Typer(
         name="kvplan",
         help="KV-cache capacity planner for LLM serving: does it fit, how many users, how long a context, how many GPUs.",

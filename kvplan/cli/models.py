@@ -17,7 +17,7 @@ from kvplan.core.units import human_bytes, human_tokens
 from kvplan.planning.profile import kv_profile
 from kvplan.readers.hf_meta import TOKENS, cache_profile, compare
 from kvplan.sources import hub
-from kvplan.sources.catalog import bundled_clashes, find_in_catalog, load_catalog, user_catalog_dir
+from kvplan.sources.catalog import bundled_clashes, bundled_specs, find_in_catalog, load_catalog, user_catalog_dir
 from kvplan.sources.importer import build_spec, short_aliases, write_spec
 from kvplan.sources.resolve import looks_like_path, read_config_file, resolve_model
 
@@ -54,7 +54,7 @@ def _summary(spec) -> dict:
 @cli_errors
 def list_models(as_json: JsonOpt = False):
     """Every model in the catalog, with family, parameters and KV bytes per token."""
-    specs = sorted(load_catalog(), key=lambda s: (s.family, s.name))
+    specs = sorted(load_catalog(), key=lambda s: s.name)  # by name, as a reader looks one up
     rows = [_summary(s) for s in specs]
 
     def render(console) -> None:
@@ -75,7 +75,7 @@ def list_models(as_json: JsonOpt = False):
 @models_app.command("show")
 @cli_errors
 def show(
-    name: Annotated[str, typer.Argument(help="Catalog name, alias, path or Hub repo id.")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Catalog name, alias, path or Hub repo id.")],
     revision: RevisionOpt = None, token: TokenOpt = None, as_json: JsonOpt = False,
 ):
     """The parsed spec of one model: geometry, per-layer kinds, weights by role."""
@@ -113,7 +113,7 @@ MAX_NAME = 100  # catalog names are file names: well inside any filesystem's 255
 @models_app.command("import")
 @cli_errors
 def import_model(
-    name: Annotated[str, typer.Argument(help="A folder or config.json, or a Hub repo id.")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="A folder or config.json, or a Hub repo id.")],
     as_name: Annotated[Optional[str], typer.Option("--name", help="Catalog name to store it under.")] = None,
     directory: Annotated[Optional[Path], typer.Option("--dir", help="Catalog directory (default: $KVPLAN_HOME/models).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Store it even if its name or an alias is a bundled model's "
@@ -133,6 +133,9 @@ def import_model(
         # The aliases came from the old name (llama-3.1-70b-instruct -> llama-3.1-70b): derive them anew.
         spec = dataclasses.replace(spec, name=new_name, aliases=tuple(short_aliases(new_name)))
     clashes = bundled_clashes(spec)
+    if resolved.origin == "catalog" and spec in bundled_specs() and not as_name and not force:  # issue 25
+        raise KvplanError(f"{spec.name} is a bundled model; importing it would write a copy that shadows it: "
+                          "choose another name with --name NAME (or write the copy with --force)", EXIT_USAGE)
     if clashes and not force:
         taken, bundled = clashes[0]
         what = "name" if taken == spec.name else "alias"
@@ -147,12 +150,17 @@ def import_model(
 @models_app.command("check")
 @cli_errors
 def check(
-    name: Annotated[str, typer.Argument(help="A folder or config.json, a Hub repo id, or a catalog name (its Hub repo).")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="A folder or config.json, a Hub repo id, or a catalog name (its Hub repo).")],
     revision: RevisionOpt = None, token: TokenOpt = None, as_json: JsonOpt = False,
 ):
     """Compare kvplan's reading with transformers' own cache, built on the meta device (needs \\[transformers])."""
     config, label = _raw_config(name, revision, token)
     spec, _ = build_spec(config, None, name=label, source=label)
+    if any(hasattr(layer, "compress_ratio") for layer in spec.layers):
+        raise KvplanError(f"{label}: kvplan sizes DeepSeek-V4 as vLLM allocates it (one 584-byte fp8 latent per window "
+                          "token and per compressed entry, fp32 compressor states); transformers' own cache for it "
+                          "holds other tensors, so the two are not compared (vLLM's layout is checked in "
+                          "tests/test_deepseek_v4.py)", EXIT_USAGE)
     rows = compare(spec, cache_profile(config))
     ok = all(r.agrees for r in rows)
     data = {"model": label, "agrees": ok, "tokens": TOKENS,

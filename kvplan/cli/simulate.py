@@ -6,7 +6,6 @@ the workload or trace, print a summary and write the files. Nothing heavy is imp
 """
 
 import dataclasses
-import math
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -21,6 +20,7 @@ from kvplan.cli._common import (
 )
 from kvplan.cli.engine_fit import engine_result
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_limit, with_speculative
+from kvplan.cli.speed_flags import check_speed, speed_band, speed_notes
 from kvplan.cli.fit import _deployment, _request
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, plan_offload
 from kvplan.cli.workload import (
@@ -29,7 +29,7 @@ from kvplan.cli.workload import (
 )
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.files import atomic_write
-from kvplan.core.units import parse_tokens
+from kvplan.core.units import parse_tokens, plural
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.report.export import json_text
@@ -37,6 +37,7 @@ from kvplan.report.offload import offload_dict
 from kvplan.report.simulation import document, render_html, summary_lines, write_series_csv
 from kvplan.report.text import plan_warnings
 from kvplan.simulator.adapter import sim_model
+from kvplan.simulator.bounds import check_times
 from kvplan.simulator.capacity import Target, max_rate
 from kvplan.simulator.engine import EngineConfig, RESERVE_POLICIES
 from kvplan.simulator.blocks import BLOCK_TOKENS
@@ -45,6 +46,7 @@ from kvplan.simulator.traces import hash_block_tokens
 from kvplan.simulator.session import configs, run_all, shape_trace
 from kvplan.simulator.workload import find_workload, generate
 from kvplan.sources.resolve import resolve_model
+from kvplan.report.fitted import fitted_table
 
 PROGRESS_MIN_REQUESTS = 20_000  # below this a run takes about a second: no bar
 
@@ -55,7 +57,7 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def simulate(
-    model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
+    model: Annotated[str, typer.Argument(metavar="MODEL", help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
     gpu: GpuOpt,
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp); default 1.")] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size.")] = None,
@@ -87,7 +89,8 @@ def simulate(
     slo_tpot: SloTpotOpt = 0.1,
     find_rate: Annotated[bool, typer.Option("--find-rate", help="Search the highest arrival rate at which --slo-percent of requests meet both SLOs (from --qps, default 1/s, up), then report that rate.")] = False,
     slo_percent: SloPercentOpt = 99.0,
-    step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (CPU scheduling, kernel launches); default 0: the pure roofline.")] = 0.0,
+    step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (CPU scheduling, kernel launches), on top of the step-time model; default 0.")] = 0.0,
+    speed: Annotated[str, typer.Option("--speed", help="Step times: calibrated (default: the roofline's terms with coefficients fitted per engine on published measurements, each figure labelled with its held-out error) or roofline (the bare roofline, a lower bound).")] = "calibrated",
     output: Annotated[Optional[list[Path]], typer.Option("--output", "-o", help="Write results to this file, the format from its extension: .json (everything), .csv (time series) or .html (a self-contained report); may repeat.")] = None,
     as_json: JsonOpt = False,
     title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan simulate",
@@ -105,7 +108,7 @@ def simulate(
 
     An event-driven model of a continuous-batching engine (vLLM's scheduler: pages, chunked
     prefill, preemption by recompute, prefix caching) on the plan's KV memory; step times come
-    from a roofline model, so latencies are lower bounds.
+    from kvplan's calibrated model (--speed roofline: the bare roofline, a lower bound).
     """
     if mode not in ("paged", "contiguous"):
         raise KvplanError(f"--mode must be paged or contiguous, got {mode!r}", EXIT_USAGE)
@@ -114,8 +117,8 @@ def simulate(
     check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, slo_percent)
     if find_rate and compare:
         raise KvplanError("--find-rate searches one pool; drop --compare (or --find-rate)", EXIT_USAGE)
-    if not (step_overhead >= 0 and math.isfinite(step_overhead)):
-        raise KvplanError(f"--step-overhead must be 0 or more seconds, got {step_overhead:g}", EXIT_USAGE)
+    check_times(step_overhead=step_overhead)
+    check_speed(speed)
     check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
     check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
     chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
@@ -134,7 +137,7 @@ def simulate(
     sim, meta, notes, result = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
                                          chosen, hw_profiles, revision, token, timeout, speculative, lora,
-                                         allow_long_context)
+                                         allow_long_context, speed)
     for line in notes if find_rate else [loaded.said, *notes]:  # every input is valid: say where things came from
         stderr(line)
     meta.update(loaded.meta)
@@ -167,18 +170,20 @@ def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttf
     if found["rate"] is None:
         raise KvplanError(f"no arrival rate down to {found['failed_at']:.3g}/s meets the SLA ({slo})", EXIT_DOES_NOT_FIT)
     fails = found["failed_at"]
-    stderr(f"highest rate meeting the SLA ({slo}): {found['rate']:,.3g} req/s"
+    stderr(f"highest arrival rate meeting the SLA ({slo}): {found['rate']:,.3g} req/s offered (the throughput "
+           "below counts completions over the whole run, the drain after the last arrival included)")
+    stderr(f"search: {found['rate']:,.3g} req/s meets it"
             + (f"; {fails:,.3g} req/s misses it" if fails else "") + f" ({len(found['trials'])} trials)")
     meta["qps"] = found["rate"]
     reqs = make(found["rate"])
     meta["requests"] = len(reqs)
-    stderr(f"{'trace' if trace is not None else 'workload'} at {found['rate']:,.3g} req/s: {len(reqs):,} requests")
+    stderr(f"{'trace' if trace is not None else 'workload'} at {found['rate']:,.3g} req/s: {plural(len(reqs), 'request')}")
     return reqs
 
 
 def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,
                       overhead, block_size, step_overhead, chosen, hw_profiles, revision, token, timeout,
-                      speculative=None, lora=None, allow_long_context=False):
+                      speculative=None, lora=None, allow_long_context=False, speed="calibrated"):
     """Plan the deployment as `fit` does (with the drafter --speculative names), as `chosen` (a
     configured engine) sizes the pool, then the simulator's inputs and the notes for stderr."""
     hw = find_gpu(gpu, hw_profiles or ())
@@ -193,7 +198,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     dep = chosen.deployment(dep)
     result = engine_result(chosen, spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
     p = result.plan
-    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead)
+    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=chosen.name)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache "
                           f"(weights {p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more --gpus", EXIT_USAGE)
@@ -203,12 +208,14 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
                  + f", pages of {sim.block_size} token{'s' if sim.block_size != 1 else ''}, requests up to "
                  f"{sim.max_model_len:,} tokens")
     notes += [f"warning: {w}" for w in plan_warnings(p)]
+    notes += speed_notes(speed, chosen.name, hw.key, spec.family)
     if not (sim.all_full and not sim.state_bytes):
         notes.append("note: prefix caching is not modelled for sliding-window, chunked or recurrent layers: off")
     meta = {"model": spec.name, "gpu": hw.key, "gpus": dep.gpus, "tp": dep.tp, "pp": dep.pp,
             "kv_dtype": str(p.request.kv_dtype.name if hasattr(p.request.kv_dtype, "name") else p.request.kv_dtype),
             "kv_pool_bytes_per_gpu": sim.kv_budget_bytes, "block_size": sim.block_size, "max_model_len": sim.max_model_len,
-            "step_overhead_s": step_overhead, "kv_pool_sized_by": chosen.label or "kvplan (engine-neutral)"}
+            "step_overhead_s": step_overhead, "kv_pool_sized_by": chosen.label or "kvplan (engine-neutral)",
+            "step_time": sim.speed_label, "step_time_band": speed_band(speed, chosen.name)}
     return sim, meta, notes, (result, spec, dep, chosen)
 
 
@@ -242,7 +249,7 @@ def _report(meta, results, files, as_json, title):
     for name, (summary, _) in results.items():
         r = summary["requests"]
         for reason, count in r["rejected"].items():
-            stderr(f"warning: {name}: {count:,} requests rejected: {reason}")
+            stderr(f"warning: {name}: {plural(count, 'request')} rejected: {reason}")
         if r["outputs_truncated"]:
             stderr(f"warning: {name}: {r['outputs_truncated']:,} outputs cut at the length limit")
     doc = None
@@ -264,19 +271,17 @@ def _report(meta, results, files, as_json, title):
 
 def _print_summary(results) -> None:
     from rich.console import Console
-    from rich.table import Table
-
     console = Console()
     if len(results) == 1:
         (summary, _), = results.values()
-        t = Table(show_edge=False, show_header=False, pad_edge=False)
+        t = fitted_table(show_edge=False, show_header=False, pad_edge=False)
         t.add_column(no_wrap=True)
         t.add_column(overflow="fold")
         for label, value in summary_lines(summary):
             t.add_row(label, value)
         console.print(t)
         return
-    t = Table(show_edge=False, pad_edge=False, title_justify="left",
+    t = fitted_table(show_edge=False, pad_edge=False, title_justify="left",
               title="Same requests; contiguous pools reserve max, pow2 or oracle lengths")
     for c in ("pool", "running", "waste", "out tok/s", "TTFT p99", "lat p50", "preempt"):
         t.add_column(c, justify="left" if c == "pool" else "right", no_wrap=True)

@@ -20,6 +20,8 @@ from kvplan.cli._common import (
 )
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_limit, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
+from kvplan.cli.speed_flags import speed_line
+from kvplan.cli.sweep_size import DEFAULT_MAX_PLANS, check_size
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt, check_workload_flags,
@@ -31,11 +33,11 @@ from kvplan.compare.sweep import RANKING, parse_counts, sweep as run_sweep
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.files import atomic_write
-from kvplan.core.units import human_tokens, parse_token_list
+from kvplan.core.units import human_tokens, parse_token_list, plural
 from kvplan.hardware.prices import load_prices
 from kvplan.planning.lora import parse_lora
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
-from kvplan.report.export import json_document, sweep_rows, write_csv
+from kvplan.report.export import iter_sweep_rows, write_csv, write_json_document
 from kvplan.report.html import render_html
 from kvplan.report.offload import offload_columns
 from kvplan.simulator.capacity import Target, sim_row, simulate_plan
@@ -88,6 +90,7 @@ def sweep(
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
+    max_plans: Annotated[int, typer.Option("--max-plans", help="Refuse a sweep of more plans than this (0: no cap); it holds every plan in memory to rank them.")] = DEFAULT_MAX_PLANS,
 ):
     """Plan every model × GPU × GPU count × context × KV dtype; rank them; write CSV, JSON, HTML.
 
@@ -128,9 +131,7 @@ def sweep(
     kwargs = dict(batch=batch, block_size=block_size or DEFAULT_BLOCK_SIZE,
                   gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION, prices=price_by_gpu, engine=chosen,
                   layouts=layouts, lora=adapters)
-    if served and total > MAX_SIMULATED_PLANS:
-        raise KvplanError(f"--workload simulates every plan: {total:,} plans are more than {MAX_SIMULATED_PLANS:,}; "
-                          "narrow the sweep (or use `kvplan cheapest --workload`)", EXIT_USAGE)
+    stderr(_checked_size(total, max_plans, served))
     result = _run((specs, gpu_list, counts, contexts, kv_names, weights), kwargs, total)
     summary = _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book)
     summary += _lora_lines(adapters, chosen)
@@ -156,6 +157,15 @@ def sweep(
         stderr(f"wrote {OUTPUT_FORMATS[fmt]}: {path}")
 
 
+def _checked_size(total: int, max_plans: int, served: bool) -> str:
+    """The line saying the sweep's size (kvplan.cli.sweep_size), once every limit on it is checked."""
+    size = check_size(total, max_plans, "--max-plans")
+    if served and total > MAX_SIMULATED_PLANS:
+        raise KvplanError(f"--workload simulates every plan: {total:,} plans are more than {MAX_SIMULATED_PLANS:,}; "
+                          "narrow the sweep (or use `kvplan cheapest --workload`)", EXIT_USAGE)
+    return size
+
+
 def _limited(engine, specs, max_model_len, allow_long_context) -> list:
     """Each model at the context limit `engine` derives, or --max-model-len's (kvplan.cli.engine_flags.with_limit),
     its notes said on stderr."""
@@ -179,12 +189,15 @@ def _lora_lines(adapters, chosen) -> list[str]:
 def _run(args, kwargs, total: int):
     """The sweep, with a progress bar on a terminal's stderr when it is big enough to wait for."""
     with progress_bar("planning", total, show=total >= PROGRESS_MIN_PLANS, eta=True) as bar:
-        return run_sweep(*args, **kwargs, progress=bar and bar.advance)
+        try:
+            return run_sweep(*args, **kwargs, progress=bar and bar.advance)
+        except MemoryError:
+            raise KvplanError(f"out of memory planning {total:,} plans; narrow the sweep", EXIT_USAGE) from None
 
 
 def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book) -> list[str]:
     fitting = sum(p.fits for p in result.plans)
-    summary = [f"{len(result.plans):,} plans ({fitting:,} fit) of {len(specs)} model(s) × {len(gpu_list)} GPU(s) "
+    summary = [f"{plural(len(result.plans), 'plan')} ({fitting:,} fit) of {len(specs)} model(s) × {len(gpu_list)} GPU(s) "
                f"× GPU counts {','.join(map(str, counts))} × {len(contexts)} context(s) × KV {','.join(kv_names)}"
                + (f" × weights {','.join(w or 'auto' for w in weights)}" if weights != [None] else "")
                + f"; batch {batch}"]
@@ -193,7 +206,7 @@ def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch
         summary.append(f"{past:,} plan{'s' if past > 1 else ''} ask{'' if past > 1 else 's'} a context past the model's "
                        "limit (fits: limit): the limit binds, not memory, and more GPUs never help")
     if result.skipped:
-        summary.append(f"{result.skipped_plans:,} plans skipped: deployments the model cannot run (see below)")
+        summary.append(f"{plural(result.skipped_plans, 'plan')} skipped: deployments the model cannot run (see below)")
     summary.append(f"planned as {result.engine} allocates" if result.engine else
                    "planned with kvplan's engine-neutral rules (--engine for an engine's own)")
     summary.append(f"ranked: {RANKING}")
@@ -203,11 +216,13 @@ def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch
     return summary
 
 
-def _json_text(result, rows: list[dict], prices) -> str:
-    head = {"engine": result.engine, "ranking": RANKING, "plans_count": len(rows), "fits_count": sum(r["fits"] for r in rows),
-            "skipped_plans": result.skipped_plans, "skipped": [asdict(s) for s in result.skipped],
-            "currency": prices.currency or None, "prices_per_gpu_hour": result.prices}
-    return json_document(head, rows)
+def _write_json(result, rows, prices, stream) -> None:
+    """The JSON document, a row at a time (rows may be made one at a time)."""
+    head = {"engine": result.engine, "ranking": RANKING, "plans_count": len(result.plans),
+            "fits_count": sum(p.fits for p in result.plans), "skipped_plans": result.skipped_plans,
+            "skipped": [asdict(s) for s in result.skipped], "currency": prices.currency or None,
+            "prices_per_gpu_hour": result.prices}
+    write_json_document(head, rows, stream)
 
 
 def _offload(result, engine, asked, sims, summary: list[str]) -> list[dict]:
@@ -216,23 +231,32 @@ def _offload(result, engine, asked, sims, summary: list[str]) -> list[dict]:
     refused = sum(isinstance(o, str) for o in sized)
     summary.append(f"offload tiers {','.join(t.describe() for t in asked.tiers)} ({asked.backend}) sized per "
                    f"deployment as {result.engine or 'kvplan'} sizes them: offload_* columns of -o, --json and "
-                   f"--csv" + (f"; {refused:,} plans not sized (offload_refused says why)" if refused else ""))
+                   f"--csv" + (f"; {plural(refused, 'plan')} not sized (offload_refused says why)" if refused else ""))
     cols = [offload_columns(asked.tiers, o) for o in sized]
     return cols if sims is None else [{**s, **c} for s, c in zip(sims, cols)]
 
 
 def _rows(result, sims, limit=None) -> list[dict]:
     """The ranked rows, with the simulated columns of each plan when there are any."""
-    rows = sweep_rows(result, limit=limit)
-    if sims is not None:
-        for row, sim in zip(rows, sims):
-            row.update(sim)
-    return rows
+    return list(_stream(result, sims)) if limit is None else list(_stream(result, sims, limit))
+
+
+def _stream(result, sims, limit=None):
+    """The ranked rows made one at a time, for files and stdout: a row is written and dropped, so the
+    outputs add one row's memory to the plans', not a second copy of every plan (issue 25)."""
+    rows = iter_sweep_rows(result, limit)
+    if sims is None:
+        yield from rows
+        return
+    for row, sim in zip(rows, sims):
+        row.update(sim)
+        yield row
 
 
 def _simulate(result, gpu_list, loaded, slo_ttft: float, slo_tpot: float) -> list[dict]:
     """sim_* columns of every plan, in rank order (a progress bar on a terminal)."""
     target = Target(tuple(loaded.requests), slo_ttft, slo_tpot)
+    stderr(speed_line())
     gpus = {g.key: g for g in gpu_list}
     out = []
     with progress_bar("simulating", len(result.plans)) as bar:
@@ -248,28 +272,28 @@ def _write_files(result, files, title: str, summary: list[str], prices, gpus=(),
     if not files:
         return
 
-    rows = _rows(result, sims)
     for path, fmt in files:
         if fmt == ".csv":
-            atomic_write(path, lambda stream: write_csv(rows, stream), newline="")
+            atomic_write(path, lambda stream: write_csv(_stream(result, sims), stream), newline="")
         elif fmt == ".json":
-            atomic_write(path, _json_text(result, rows, prices))
-        else:
-            atomic_write(path, render_html(rows, title=title, summary=summary, skipped=_skipped_lines(result),
-                                           currency=prices.unit, headlines=headlines(result, gpus)))
+            atomic_write(path, lambda stream: _write_json(result, _stream(result, sims), prices, stream))
+        else:  # the page's charts and table read every row
+            atomic_write(path, render_html(_rows(result, sims), title=title, summary=summary,
+                                           skipped=_skipped_lines(result), currency=prices.unit,
+                                           headlines=headlines(result, gpus)))
 
 
 def _write_stdout(result, fmt: str, prices, sims=None) -> None:
-    rows = _rows(result, sims)
+    rows = _stream(result, sims)
     if fmt == "csv":
         write_csv(rows, sys.stdout)
     else:
-        sys.stdout.write(_json_text(result, rows, prices))
+        _write_json(result, rows, prices, sys.stdout)
 
 
 def _skipped_lines(result) -> list[str]:
     return [f"{s.model}: {s.gpus} GPU{'s' if s.gpus > 1 else ''} (tp {s.tp} × pp {s.pp}) skipped, {s.reason} "
-            f"({s.plans:,} plans)" for s in result.skipped]
+            f"({plural(s.plans, 'plan')})" for s in result.skipped]
 
 
 def _sweep_table(result, rows: list[dict], currency: str):
@@ -283,9 +307,10 @@ def _sweep_table(result, rows: list[dict], currency: str):
     tiers = [k[len("offload_"):-len("_contexts")] for k in (rows[0] if rows else {}) if k.endswith("_contexts")
              and k.startswith("offload_")]
     cols += ["fits", "users", "tok/s"] + (["host ctx"] if tiers else []) + ([f"{currency}/user-h"] if priced else [])
-    title = f"Best {len(rows)} of {len(result.plans):,} plans" + ("" if kv or not rows else f" · KV {kv_dtypes.pop()}")
+    title = f"Best {len(rows)} of {plural(len(result.plans), 'plan')}" + ("" if kv or not rows else f" · KV {kv_dtypes.pop()}")
     t = table(cols, right=tuple(c for c in cols if c not in ("model", "GPU", "KV", "weights", "fits")),
-              whole=("KV", "weights", "fits") + (() if kv or weights else ("model", "GPU")), title=title)
+              whole=("KV", "weights", "fits") + (() if kv or weights else ("model", "GPU")), title=title,
+              optional=("tok/s", "host ctx"))
     for r in rows:
         gpus = (str(r["gpus"]) if r["pp"] == 1 and r.get("dp", 1) == 1
                 else f"{r['gpus']} ({r['tp']}×{r['pp']}" + (f"×{r['dp']}dp" if r.get("dp", 1) > 1 else "") + ")")
@@ -294,7 +319,7 @@ def _sweep_table(result, rows: list[dict], currency: str):
         cells += [r["weight_dtype"]] if weights else []
         cells += ["[green]yes[/]" if r["fits"] else ("[red]limit[/]" if r.get("binds") == "context limit" else "[red]no[/]"),
                   f"{r['max_concurrency']:,}",
-                  f"{r['decode_tokens_per_second']:,.0f}"]
+                  f"{r['decode_tokens_per_second']:,.0f}" if r["fits"] else "–"]  # no speed for a plan that does not fit
         if tiers:  # full-length contexts every offload tier holds together ("–": not sized, see offload_refused)
             held = [r[f"offload_{t}_contexts"] for t in tiers]
             cells += ["–" if None in held else f"{sum(held):,}"]

@@ -22,6 +22,7 @@ from kvplan.validate.blueprint import SMALL, Widths
 from kvplan.validate.compare import failures
 from kvplan.validate.results import check_output, write_results
 from kvplan.validate.shard import Layout
+from kvplan.report.fitted import fitted_table
 
 BACKENDS = ("torch", "transformers")
 
@@ -32,7 +33,7 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def validate(
-    model: Annotated[str, typer.Argument(help="Catalog name or alias (llama-3.1-8b), a folder or config.json, or a Hub repo id.")],
+    model: Annotated[str, typer.Argument(metavar="MODEL", help="Catalog name or alias (llama-3.1-8b), a folder or config.json, or a Hub repo id.")],
     ctx: Annotated[str, typer.Option("--ctx", "-c", help="Tokens each sequence holds at the end (prompt + decoded): 4096, 4k.")] = "1k",
     batch: Annotated[int, typer.Option("--batch", "-b", help="Sequences decoded together, each holding --ctx tokens; the cache is batch x ctx tokens per layer.")] = 1,
     layers: Annotated[Optional[int], typer.Option("--layers", help="Build only the first N layers of the real pattern; predictions are for the same reduced model.")] = None,
@@ -170,12 +171,10 @@ class _progress:
 
 
 def _render(console, record: dict, checks) -> None:
-    from rich.table import Table
-
     title = plain(f"{record.get('backend', 'torch')} / {record['model']}: {record['layers']} of {record['layers_total']} layers, batch {record['batch']}, "
              f"ctx {record['ctx']:,} ({record['prompt_tokens']:,} prompt + {record['decode_steps']} decoded), "
              f"KV {record['kv_dtype']}, on {record['device_name']} (torch {record['torch_version']})")
-    table = Table(title=title, show_edge=False)
+    table = fitted_table(title=title, show_edge=False)
     for col in ("", "predicted", "measured", "error", "tolerance", ""):
         table.add_column(col, justify="right" if col in ("predicted", "measured", "error") else "left")
     labels = {"kv_cache": "KV cache", "kv_cache_after_decode": "KV cache after decode",

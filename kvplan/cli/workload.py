@@ -5,13 +5,13 @@ A workload is a built-in length distribution with Poisson arrivals (`--workload`
 cuts it), judged against an SLA (`--slo-ttft`, `--slo-tpot`, `--slo-percent`).
 """
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from kvplan.simulator.bounds import check_times
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.simulator.session import shape_trace
 from kvplan.simulator.traces import load_trace
@@ -32,9 +32,7 @@ def check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpo
     """Every workload flag checked before anything runs."""
     if trace is not None and workload is not None:
         raise KvplanError("give --workload or --trace, not both", EXIT_USAGE)
-    for flag, value in (("--qps", qps), ("--duration", duration), ("--slo-ttft", slo_ttft), ("--slo-tpot", slo_tpot)):
-        if value is not None and not (value > 0 and math.isfinite(value)):
-            raise KvplanError(f"{flag} must be a positive number, got {value:g}", EXIT_USAGE)
+    check_times(qps=qps, duration=duration, slo_ttft=slo_ttft, slo_tpot=slo_tpot)  # kvplan.simulator.bounds
     if not 0 <= seed <= 2**63:
         raise KvplanError(f"--seed must be between 0 and {2**63:,}, got {seed}", EXIT_USAGE)
     if not 0 < slo_percent <= 100:

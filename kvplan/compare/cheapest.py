@@ -2,7 +2,8 @@
 
 Pure: each candidate (GPU type x deployment) is one engine's plan at batch = N. It meets
 the target when the plan fits (N sequences of the context fit in every GPU's KV cache) and, if
-a floor is given, decode tokens/s per request (1 / decode step, the JSON's decode_tokens_per_second_per_request) reaches it. Those that
+a floor is given, decode tokens/s per request (1 / the calibrated decode step of kvplan.speed, the
+JSON's decode_tokens_per_second_per_request_calibrated; the roofline's is its upper bound) reaches it. Those that
 meet it are ranked by cost per hour (price per GPU-hour x GPUs) where priced, unpriced ones
 after them by GPU count; every other candidate carries the reason it fails.
 """
@@ -22,6 +23,7 @@ from kvplan.planning.deploy import Deployment
 from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import Plan, Request
 from kvplan.core.units import human_bytes, human_tokens
+from kvplan.speed.plan import plan_decode_seconds
 
 RANKING = ("cost per hour (price per GPU-hour x GPUs) where the GPU has a price; GPUs without a "
            "price after, by GPU count; ties: fewer GPUs, then more spare concurrency, then faster decode")
@@ -36,6 +38,7 @@ class Candidate:
     meets: bool
     why: str | None  # one line when it does not meet the target
     replicas: int = 1  # independent copies of the deployment (kvplan.compare.replicas), each its share of requests
+    step_seconds: float | None = None  # the calibrated decode step at batch N (kvplan.speed); None: not priced
 
     @property
     def gpus(self) -> int:
@@ -47,7 +50,10 @@ class Candidate:
 
     @property
     def tokens_per_second_per_request(self) -> float | None:
-        return None if self.plan is None else per_request_tps(self.plan)
+        """Calibrated where priced (kvplan.speed), else the roofline's."""
+        if self.plan is None:
+            return None
+        return 1 / self.step_seconds if self.step_seconds else per_request_tps(self.plan)
 
 
 def per_request_tps(p: Plan) -> float:
@@ -56,7 +62,12 @@ def per_request_tps(p: Plan) -> float:
     return 1 / p.decode_step_seconds if p.decode_step_seconds else 0.0
 
 
-def _why(p: Plan, concurrency: int, min_tps: float | None, model_limit: int) -> str | None:
+def calibrated_step(p: Plan, model, gpu, engine) -> float:
+    """The plan's decode step under kvplan.speed's calibrated model for this engine."""
+    return plan_decode_seconds(p, model, gpu, getattr(engine, "name", None))
+
+
+def _why(p: Plan, concurrency: int, min_tps: float | None, model_limit: int, step: float | None = None) -> str | None:
     ctx = human_tokens(p.request.context)
     if p.request.context > model_limit:
         return (f"doesn't fit: {ctx} exceeds the model's {human_tokens(model_limit)}-token limit (the limit binds, "
@@ -69,7 +80,7 @@ def _why(p: Plan, concurrency: int, min_tps: float | None, model_limit: int) -> 
         return (f"doesn't fit: short by {short:,} request{'s' if short > 1 else ''} "
                 f"(holds {p.max_concurrency:,} at {ctx})")
     if min_tps is not None:
-        tps = per_request_tps(p)
+        tps = 1 / step if step else per_request_tps(p)
         if tps < min_tps:
             return f"too slow: {tps:,.1f} tokens/s per request < {min_tps:g}"
     return None
@@ -118,16 +129,37 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
             if invalid is not None:
                 fails.append(Candidate(gpu.key, dep, None, price, False, f"invalid: {invalid}"))
                 continue
-            why = _why(p, concurrency, min_tokens_per_second, model.max_context)
-            c = Candidate(gpu.key, dep, p, price, why is None, why)
+            step = calibrated_step(p, model, gpu, engine) if p.kv_memory_bytes_per_gpu > 0 else None
+            why = _why(p, concurrency, min_tokens_per_second, model.max_context, step)
+            c = Candidate(gpu.key, dep, p, price, why is None, why, step_seconds=step)
             (fails if why else meets).append(c)
             if why and p.max_concurrency < concurrency:
                 r = replicated(c, model, gpu, req, concurrency, max_replicas, engine.plan,
-                               lambda q, each: _why(q, each, min_tokens_per_second, model.max_context))
+                               lambda q, each: _why(q, each, min_tokens_per_second, model.max_context,
+                                                    calibrated_step(q, model, gpu, engine)))
                 if r is not None:
                     (meets if r.meets else fails).append(r)
     meets.sort(key=_key)
     return meets + fails
+
+
+# Why a candidate the workload was never run on is not among those meeting it (kvplan.simulator.capacity):
+# fewer GPUs of its type already serve the workload. Not a failure: said apart (issue 25).
+NOT_SIMULATED = "not simulated: fewer GPUs of this type already serve the workload"
+
+
+def _counts(counts) -> str:
+    counts = sorted(set(counts))
+    return ", ".join(map(str, counts)) + (" GPU" if counts == [1] else " GPUs")
+
+
+def not_simulated(candidates: Sequence[Candidate]) -> list[tuple[str, str]]:
+    """Per GPU type, (gpu, the GPU counts never simulated because fewer GPUs of it already serve the workload)."""
+    by_gpu: dict[str, list[int]] = {}
+    for c in candidates:
+        if not c.meets and c.why == NOT_SIMULATED:
+            by_gpu.setdefault(c.gpu, []).append(c.gpus)
+    return [(gpu, _counts(counts)) for gpu, counts in by_gpu.items()]
 
 
 def failure_summary(candidates: Sequence[Candidate]) -> list[tuple[str, str, str]]:
@@ -141,14 +173,13 @@ def failure_summary(candidates: Sequence[Candidate]) -> list[tuple[str, str, str
         by_gpu.setdefault(c.gpu, []).append(c)
     out = []
     for gpu, cands in by_gpu.items():
-        failing = [c for c in cands if not c.meets]
+        failing = [c for c in cands if not c.meets and c.why != NOT_SIMULATED]
         if not failing:
             continue
         first_ok = min((c.gpus for c in cands if c.meets), default=None)
         below = [c for c in failing if first_ok is None or c.gpus < first_ok]
         telling = max(below or failing, key=lambda c: (c.plan is not None, c.gpus))
-        counts = sorted({c.gpus for c in failing})
-        tried = ", ".join(map(str, counts)) + (" GPU" if counts == [1] else " GPUs")
+        tried = _counts(c.gpus for c in failing)
         d = telling.deployment
 
         copies = f"{telling.replicas} × " if telling.replicas > 1 else ""

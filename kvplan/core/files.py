@@ -19,6 +19,25 @@ from typing import Callable, Iterator
 
 from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
 
+import codecs
+
+# A name that came from a path with bytes that are not UTF-8 (a model folder) reaches Python as lone
+# surrogates; a file kvplan writes is UTF-8 text, so such a byte is written as \xNN, as the terminal shows
+# it (kvplan.core.markup.plain), and any other unencodable character as a backslash escape (issue 25:
+# `sweep -o x.csv` of such a folder was an internal error).
+UNDECODABLE = "kvplan-path-bytes"
+
+
+def _path_bytes(exc: UnicodeError):
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    bad = exc.object[exc.start:exc.end]
+    return "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else f"\\u{ord(c):04x}"
+                   for c in bad), exc.end
+
+
+codecs.register_error(UNDECODABLE, _path_bytes)
+
 
 # errnos that mean the path itself is wrong (a file where a folder should be, a name too long, a
 # symlink loop): the user's input, exit 2. Anything else (permissions, a full or read-only disk) is 1.
@@ -90,7 +109,7 @@ def atomic_writer(path: str | os.PathLike, *, newline: str | None = None, encodi
             with contextlib.suppress(OSError):  # only root may give a file away; keep what we can
                 os.fchown(fd, st.st_uid, st.st_gid)
         os.fchmod(fd, stat.S_IMODE(st.st_mode) & 0o777 if st is not None else 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding=encoding, newline=newline) as stream:
+        with os.fdopen(fd, "w", encoding=encoding, newline=newline, errors=UNDECODABLE) as stream:
             yield stream
             stream.flush()
             os.fsync(stream.fileno())
@@ -107,7 +126,7 @@ def atomic_writer(path: str | os.PathLike, *, newline: str | None = None, encodi
 def _direct(path, newline, encoding) -> Iterator:
     """Write into a file that is not a regular one (FIFO, device, an fd's magic link), no temp file."""
     try:
-        stream = open(path, "w", encoding=encoding, newline=newline)
+        stream = open(path, "w", encoding=encoding, newline=newline, errors=UNDECODABLE)
     except OSError as exc:
         raise write_error(path, exc) from None
     try:

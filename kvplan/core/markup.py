@@ -15,12 +15,18 @@ def plain(text) -> str:
     """`text` as a literal in rich markup: brackets escaped, undecodable path bytes shown as \\xNN."""
     from rich.markup import escape
 
+    return escape(readable(text))
+
+
+def readable(text) -> str:
+    """`text` as UTF-8 can carry it: undecodable path bytes (lone surrogates) shown as \\xNN. A model named
+    after a folder whose name is not UTF-8 is named so, in tables and in files alike."""
     s = str(text)
     try:
         s.encode("utf-8")
     except UnicodeEncodeError:
         s = s.encode("utf-8", "surrogateescape" if _only_escapes(s) else "replace").decode("utf-8", "backslashreplace")
-    return escape(s)
+    return s
 
 
 def _only_escapes(s: str) -> bool:

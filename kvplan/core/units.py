@@ -6,6 +6,8 @@ tokens; units exist only here. GiB is 2^30 bytes and GB is 10^9 bytes, and the l
 
 from __future__ import annotations
 
+import math
+
 import re
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
@@ -54,11 +56,11 @@ def parse_tokens(text: str | int, what: str = "context") -> int:
 
 
 def parse_token_list(text: str, what: str = "context") -> list[int]:
-    """`8k,32k,128k` -> [8192, 32768, 131072]."""
+    """`8k,32k,128k` -> [8192, 32768, 131072]; a context given twice (`8k,8192`) is planned once."""
     items = [t for t in str(text).split(",") if t.strip()]
     if not items:
         raise KvplanError(f"{arg(what)} list {text!r} is empty", EXIT_USAGE, param=what, value=text)
-    return [parse_tokens(t, what) for t in items]
+    return list(dict.fromkeys(parse_tokens(t, what) for t in items))  # 32k,8k,8k: each once, in order given
 
 
 def parse_bytes(text: str | int, what: str = "memory", allow_zero: bool = False) -> int:
@@ -79,7 +81,11 @@ def parse_bytes(text: str | int, what: str = "memory", allow_zero: bool = False)
         if scale == 1 and "." in m.group(1):
             raise KvplanError(f"{arg(what)} {text!r}: a number of bytes must be whole (or give a unit: 1.5GiB)",
                               EXIT_USAGE, param=what, value=text)
-        value = int(float(m.group(1)) * scale)
+        number = float(m.group(1)) * scale  # 400 digits are inf (issue 25: an OverflowError in --offload)
+        if not math.isfinite(number) or number > 2**60:
+            raise KvplanError(f"{arg(what)} {text[:40]!r}{'...' if len(text) > 40 else ''} is absurd (more than an "
+                              "exbibyte)", EXIT_USAGE, param=what, value=text)
+        value = int(number)
     if value < 0 or (value == 0 and not allow_zero):
         raise KvplanError(f"{arg(what)} must be a positive size, got {text!r}", EXIT_USAGE, param=what, value=text)
     if value > 2**60:
@@ -123,3 +129,8 @@ def human_tokens(n: int) -> str:
     if n >= 1024 and n % 1024 == 0:
         return f"{n // 1024}k"
     return f"{n:,}"
+
+
+def plural(n: int, noun: str) -> str:
+    """`1 plan`, `2 plans`, `1,024 requests`: a count with its noun, singular for one."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"

@@ -1,4 +1,4 @@
-"""Layer 7 of 12, engines: how kvplan, vLLM, SGLang, TensorRT-LLM, llama.cpp and transformers size the KV cache.
+"""Layer 8 of 14, engines: how kvplan, vLLM, SGLang, TensorRT-LLM, llama.cpp and transformers size the KV cache.
 
 Each engine is one package here (`vllm/`, `sglang/`, ...) whose `engine` module holds one `Engine`
 subclass (kvplan.engines.base) named `ENGINE`; beside it live the engine's other rules (settings,
@@ -49,7 +49,7 @@ def configure(engine: str | None = None, engine_version: str | None = None, engi
         if engine_version or items:
             raise KvplanError(f"{arg('engine_version')} and {arg('engine_opts')} need {arg('engine')}", EXIT_USAGE,
                               param="engine")
-        return resolve_engine(None, **explicit), gmu
+        return _paged(resolve_engine(None, **explicit), block_size), gmu
     name = canonical_engine(engine or emit)
     if emit is not None:
         if not engine_class(emit).emits:  # (the whole registry only to list the emitters)
@@ -58,4 +58,14 @@ def configure(engine: str | None = None, engine_version: str | None = None, engi
         if canonical_engine(emit) != name:
             raise KvplanError(f"{arg('emit')} {emit} does not match {arg('engine')} {name}", EXIT_USAGE,
                               param="emit", value=emit)
-    return resolve_engine(name, engine_version, items, **explicit), gmu
+    return _paged(resolve_engine(name, engine_version, items, **explicit), block_size), gmu
+
+
+def _paged(engine, block_size: int | None):
+    """`engine`, once `block_size` is one of the page sizes it takes (Engine.block_sizes)."""
+    if block_size is not None and engine.block_sizes is not None and block_size not in engine.block_sizes:
+        who = engine.name or "the engine-neutral planner"
+        raise KvplanError(f"{arg('block_size')} {block_size}: {who} takes pages of "
+                          f"{', '.join(map(str, engine.block_sizes))} tokens", EXIT_USAGE, param="block_size",
+                          value=block_size, allowed=engine.block_sizes)
+    return engine

@@ -94,6 +94,8 @@ class Engine:
     # indexer keys; ParallelHybrid, Falcon-H1's attention + Mamba layers) that this engine sizes as it
     # allocates them; an engine whose allocation of one nobody has read from its source refuses it.
     reads_layers: frozenset[type] = frozenset()
+    # The page sizes (tokens) --block-size may name for this engine; None: any from 1 to 4096.
+    block_sizes: tuple[int, ...] | None = None
     supports_dp = False  # data-parallel ranks (each its own pool and requests) are modelled
     supports_dcp = False  # decode context parallel (MLA latents striped over tp ranks) is modelled
     supports_speculative = False  # a drafter's layers, weights and lookahead (kvplan.planning.speculative) are modelled

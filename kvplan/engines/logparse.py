@@ -60,6 +60,8 @@ class LogRecord:
     architecture: str | None = None
     tp: int | None = None
     pp: int | None = None  # SGLang: pp_size, or the PP ranks its lines are tagged with
+    dp: int | None = None  # SGLang: dp_size, or the DP ranks its lines are tagged with
+    read: dict = field(default_factory=dict)  # "tp"/"pp"/"dp" -> where in the log the size was read
     settings: dict = field(default_factory=dict)  # gpu_memory_utilization, max_model_len, kv_cache_dtype, ...
     reported: dict = field(default_factory=dict)  # name -> Num
     layers: list = field(default_factory=list)  # llama.cpp: (n_embd_k, n_embd_v) per layer when printed
@@ -239,12 +241,17 @@ def _sglang(text: str, rec: LogRecord) -> None:
     m = _first(r"(?:model_path='|--model(?:-path)? )([^'\s]+)", text)
     if m:
         rec.model = m.group(1)
-    ranks = {int(x) for x in re.findall(r"\bTP(\d{1,6})\]", text)}
-    m = _first(r"(?:tp_size=|--tp(?:-size)? )" + I, text)
-    rec.tp = int(m.group(1)) if m else (max(ranks) + 1 if ranks else None)
-    stages = {int(x) for x in re.findall(r"\bPP(\d{1,6})[ \]]", text)}
-    m = _first(r"(?:pp_size=|--pp(?:-size)? )" + I, text)
-    rec.pp = int(m.group(1)) if m else (max(stages) + 1 if stages else None)
+    # The size a setting names, else the ranks the lines are tagged with ("TP0".."TP3": 4). Only rank 0
+    # tagged says nothing (SGLang prints most start-up lines from rank 0 alone): left unknown.
+    for key, tag in (("tp", "TP"), ("pp", "PP"), ("dp", "DP")):
+        ranks = {int(x) for x in re.findall(r"\b" + tag + r"(\d{1,6})[ \]]", text)}
+        m = _first(r"(?:" + key + r"_size=|--" + key + r"(?:-size)? )" + I, text)
+        if m:
+            setattr(rec, key, int(m.group(1)))
+            rec.read[key] = f"{key}_size={m.group(1)}"
+        elif len(ranks) > 1 or max(ranks, default=0) > 0:
+            setattr(rec, key, max(ranks) + 1)
+            rec.read[key] = f"lines tagged {tag}0..{tag}{max(ranks)}"
     m = _first(r"sglang(?:==|[ \t]+version[ \t]+|:v?)(\d[\w.]*)", text)
     if m:
         rec.version = m.group(1)

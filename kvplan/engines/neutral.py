@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kvplan.engines.base import Capacity, Engine
 from kvplan.engines.lora import sglang_bytes as exact_lora_bytes
+from kvplan.model.compressed import CompressedMLA
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.planning.layout import rank_request, whole_answers
 from kvplan.planning.offload import Geometry, TIERS, TierPool, TierRequest, check_kinds
@@ -44,7 +45,10 @@ class NeutralEngine(Engine):
     label = None  # reports say "engine-neutral" where an engine's label would go
     # its arithmetic is each spec's own (tokens_held, elements_per_token, state_elements): every kind
     kinds = frozenset(Kind)
-    reads_layers = frozenset({IndexedMLA, ParallelHybrid})
+    reads_layers = frozenset({IndexedMLA, ParallelHybrid, CompressedMLA})
+    # Pages of a power of two tokens, as engines page them (vLLM's BlockSize 1-256, SGLang's and TRT-LLM's
+    # page sizes in practice); a page of 7 tokens is no engine's (issue 25).
+    block_sizes = tuple(2**i for i in range(13))
     offload_rules = {"native": {tier: page_pool for tier in TIERS}}
 
     def lora_price(self, model, dep, lora, st):

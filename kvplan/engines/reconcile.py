@@ -14,6 +14,7 @@ kvplan.engines.logcheck's.
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.engines import resolve_engine
 from kvplan.engines.llamacpp.reconcile import reconcile_llamacpp
 from kvplan.engines.logcheck import Reconciliation
 from kvplan.engines.logparse import LogRecord
@@ -33,4 +34,6 @@ def reconcile(rec: LogRecord, model=None, gpu=None, version: str | None = None, 
         fn = reconcile_llamacpp
     else:
         raise KvplanError(f"a {rec.engine} log: kvplan reads its figures but does not check them yet", EXIT_USAGE)
+    if model is not None:  # the engine's own refusals, as `fit --engine` applies them (issue 25: Falcon-H1's
+        resolve_engine(rec.engine).check_layers(model)  # layers under llama.cpp were an internal error)
     return fn(rec, model, gpu, version, kv_dtype, tp)

@@ -74,6 +74,7 @@ class Quantization:
     index_bytes: int = 0
     scale_bytes: int = 0  # bytes of one int4 group's scale; 0: fp16 (2). bitsandbytes: fp32 absmax (4), or
     # 1 with double quantization (uint8 absmax; the fp32 absmax of every 256 of them, 4 B per 16,384 weights, is left out)
+    experts_method: str = ""  # the routed experts' own format when it differs from `method` (DeepSeek-V4: mxfp4)
 
     def __post_init__(self):  # a catalog JSON gives lists
         object.__setattr__(self, "kept", tuple((str(r), int(c)) for r, c in self.kept))
@@ -275,7 +276,7 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
         sharded=linear_bytes(shardable, dense_method, q.group_size, *fmt) + kept_sharded * plain + q.index_bytes,
         replicated=(linear_bytes(p.replicated - kr, dense_method, q.group_size, *fmt)
                     + (p.router + p.other + kr) * plain),
-        experts=(linear_bytes(p.experts - p.expert_biases - ke, q.method, q.group_size, *fmt)
+        experts=(linear_bytes(p.experts - p.expert_biases - ke, q.experts_method or q.method, q.group_size, *fmt)
                  + (p.expert_biases + ke) * plain),
         embedding=embedding,
         lm_head=lm_head,

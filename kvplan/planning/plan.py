@@ -374,8 +374,8 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         warnings.append(PlanWarning(f"weights planned as {replaced} ({{}} in all)", (prep.weight_bytes,), ("GiB",)))
     if req.kv_cache_memory_bytes is not None:
         need = max(s.weight_bytes + s.overhead_bytes + s.kv_memory_bytes for s in stages) + req.lora_bytes
-        if need > usable:
-            fits, conc = False, 0
+        if need > usable:  # the engine would not start: no context fits either (issue 25)
+            fits, conc, max_ctx = False, 0, 0
             warnings.append(PlanWarning("weights + overhead + the given KV budget ({}) exceed the GPU's usable "
                                         "memory ({})", (need, usable), ("GiB", "GiB")))
     if getattr(gpu, "memory_usable_above_torch", False):  # a profile's data field (kvplan/hardware/profiles/README.md)
@@ -399,7 +399,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         kv_bytes_per_sequence=copies * sum(use.sequence_bytes),
         kv_bytes_per_sequence_per_gpu=max(use.sequence_bytes),
         kv_cache_tokens=int(ans.kv_cache_tokens), max_concurrency=int(conc),
-        max_context=max_ctx, max_context_limited_by="model" if max_ctx == model.max_context else "memory",
+        max_context=max_ctx, max_context_limited_by="model" if 0 < max_ctx == model.max_context else "memory",
         fits=fits, decode_step_seconds=step, decode_tokens_per_second=req.batch / step if step > 0 else 0.0,
         bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s, stages=stages, warnings=tuple(warnings),
         context_limit=model.max_context,

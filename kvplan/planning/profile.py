@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from fractions import Fraction
 
 from kvplan.core.dtypes import DType
 from kvplan.core.intmath import round_up
@@ -46,18 +47,23 @@ class KVProfile:
         # context of a sweep (kvplan.engines.neutral.NeutralEngine.grid), and sequence_bytes is called by the max-context
         # search many times. The memo of sequence_bytes is bounded; neither is part of eq or hash.
         tb = tuple(s.token_bytes(self.kv_dtype, self.tp) for s, _ in self.groups)
-        states = sum(state_bytes(s, self.tp, self.state_dtype) * n for (s, n) in self.groups if s.state_elements(self.tp))
+        states = sum(self.state_bytes(s) * n for (s, n) in self.groups)
+        # a layer that caches one entry per compress_ratio tokens (DeepSeek-V4: kvplan.model.compressed)
+        per_token = [Fraction(b * n, getattr(s, "compress_ratio", 1) or 1) for (s, n), b in zip(self.groups, tb)]
         object.__setattr__(self, "_token_bytes", tb)
         object.__setattr__(self, "_state_bytes", states)
         object.__setattr__(self, "_memo", ({}, {}))  # seq_len -> bytes: unpaged, paged
-        object.__setattr__(self, "_growth", sum(b * n for (s, n), b in zip(self.groups, tb) if not s.bounded))
-        object.__setattr__(self, "_slot", sum(b * n for (_, n), b in zip(self.groups, tb)))
+        object.__setattr__(self, "_growth", int(sum(f for (s, _), f in zip(self.groups, per_token) if not s.bounded)))
+        object.__setattr__(self, "_slot", int(sum(per_token)))
 
     def token_bytes(self, layer: LayerSpec) -> int:
         return layer.token_bytes(self.kv_dtype, self.tp)
 
     def state_bytes(self, layer: LayerSpec) -> int:
-        return state_bytes(layer, self.tp, self.state_dtype)
+        """What one sequence holds in `layer` whatever its length: a recurrent state, or the fixed part of a
+        layer that has one (DeepSeek-V4's window and compressor states, kvplan.model.compressed)."""
+        fixed = layer.fixed_bytes(self.kv_dtype) if hasattr(layer, "fixed_bytes") else 0
+        return fixed + (state_bytes(layer, self.tp, self.state_dtype) if layer.state_elements(self.tp) else 0)
 
     def state_bytes_per_sequence(self) -> int:
         """Bytes of every layer's per-sequence state on this rank: the part of sequence_bytes no token adds."""

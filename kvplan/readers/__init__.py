@@ -1,4 +1,4 @@
-"""Layer 3 of 12, readers: everything that turns a config.json into a ModelSpec, and all family knowledge.
+"""Layer 3 of 14, readers: everything that turns a config.json into a ModelSpec, and all family knowledge.
 
 The common decoder (configs.py) and its parts (cfg, geometry, states, params, quantization, rope, mtp,
 attention_features, block_types, unquantized); towers/ (vision and audio encoders); derive.py and
@@ -24,7 +24,7 @@ READERS = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba", "nemotr
            "MiniMaxM1": "minimax", "minimax_text_01": "minimax", "kimi_linear": "kimi_linear",
            "deepseek_v32": "dsa", "glm_moe_dsa": "dsa", "falcon_h1": "falcon_h1",
            "mimo_v2_flash": "mimo_v2", "mimo_v2": "mimo_v2",
-           "deepseek_v4": "unsupported", "minimax_m3": "unsupported"}
+           "deepseek_v4": "deepseek_v4", "minimax_m3": "unsupported"}
 
 
 def family_reader(model_type: str):

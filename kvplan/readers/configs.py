@@ -21,7 +21,7 @@ from kvplan.readers import family_reader, unknown_family_keys
 from kvplan.readers.attention_features import with_attention_features
 from kvplan.readers.block_types import nemotron_h_layout
 from kvplan.readers.cfg import Cfg, _Missing, read_dtype, shown, unwrap_text_config
-from kvplan.readers.derive import derive
+from kvplan.readers.derive import derive, transformers_knows
 from kvplan.readers.geometry import read_geometry
 from kvplan.readers.mtp import read_mtp
 from kvplan.readers.params import count_params
@@ -68,7 +68,8 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
                            "decoder's, read with the standard keys")
         else:
             notices.append(f"model_type {model_type!r} has no reader in kvplan: its layout is derived from "
-                           f"transformers' {derived[3]} built on the meta device")
+                           f"transformers' {derived[3]} built on the meta device (torch and transformers "
+                           "imported for it: seconds, not the tenths a bundled model takes)")
     if dsa and not getattr(family, "OWNS_INDEXER", False):
         # an indexer key cache beside the attention cache, in a family no reader sizes (or refuses) it for
         raise KvplanError(f"{source}: {dsa[0]} declares a DeepSeek Sparse Attention indexer, whose key cache "
@@ -117,7 +118,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         vocab_size=geometry["vocab"],
         max_context=geometry["max_context"],
         dtype=read_dtype(cfg),
-        quantization=read_quantization(cfg, params, layers),
+        quantization=getattr(family, "quantization", lambda _c, q: q)(cfg, read_quantization(cfg, params, layers)),
         rope_cache_elems=rope,
         rope_scaling=read_rope_scaling(data, model_type),
         family=model_type,
@@ -152,6 +153,9 @@ def derive_unknown_layout(config: dict, data: dict, model_type: str, source: str
     if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("torch") is None:
         raise KvplanError(f"{why}. Install the [transformers] extra (pip install 'kvplan[transformers]') to derive "
                           "it from transformers' own classes, or ask for a reader", EXIT_USAGE)
+    if transformers_knows(model_type) is False:  # decided before importing transformers or torch
+        raise KvplanError(f"{why}, and the installed transformers has no class for it either; ask for a reader",
+                          EXIT_USAGE)
     import transformers
 
     if model_type not in transformers.CONFIG_MAPPING:

@@ -11,6 +11,11 @@ holds both a KV cache and a state, or a sliding layer whose K and V differ, is r
 
 from __future__ import annotations
 
+import importlib.util
+import re
+import warnings
+from pathlib import Path
+
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import FullAttention, MLALatent, NoCache, RecurrentState, SlidingWindow
 from kvplan.model.spec import ParamCounts
@@ -103,16 +108,23 @@ def derive(config: dict, where: str) -> tuple[dict, list, ParamCounts, str]:
     import transformers
 
     data = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
-    try:
-        hf = transformers.AutoConfig.for_model(**data)
-        with torch.device("meta"):
-            model = transformers.AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16)
-            out = model(input_ids=torch.zeros(1, TOKENS, dtype=torch.long), use_cache=True)
+    verbosity = transformers.logging.get_verbosity()
+    try:  # transformers' own deprecation chatter is not the user's business (issue 25: it reached stderr)
+        transformers.logging.set_verbosity_error()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            hf = transformers.AutoConfig.for_model(**data)
+            with torch.device("meta"):
+                model = transformers.AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16)
+                out = model(input_ids=torch.zeros(1, TOKENS, dtype=torch.long), use_cache=True)
+            cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)  # (the old name warns)
     except Exception as exc:  # noqa: BLE001 - a foreign model's failure is the user's answer, in one line
         first = str(exc).splitlines()[0][:100] if str(exc) else ""
         raise KvplanError(f"{where}: transformers could not build or run it on the meta device to derive its layout "
                           f"({type(exc).__name__}: {first}); kvplan does not guess", EXIT_USAGE) from None
-    cache_layers = getattr(getattr(out, "past_key_values", None), "layers", None)
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    cache_layers = getattr(cache, "layers", None)
     if not cache_layers:
         raise KvplanError(f"{where}: transformers returned no per-layer cache to derive a layout from", EXIT_USAGE)
     layers = [_layer(c, i, where) for i, c in enumerate(cache_layers)]
@@ -125,3 +137,19 @@ def derive(config: dict, where: str) -> tuple[dict, list, ParamCounts, str]:
                "states in transformers' layout, not split over tensor-parallel ranks"],
     )
     return geometry, layers, _params(model, hf), type(model).__name__
+
+
+def transformers_knows(model_type: str) -> bool | None:
+    """Whether the installed transformers has a config class for `model_type`, read from its auto-mapping
+    source files without importing it (importing transformers and torch costs seconds: issue 25, a refusal
+    took 5.7 s); None where those files are not where this reads them (then transformers is asked)."""
+    spec = importlib.util.find_spec("transformers")  # a top-level name: found, not imported
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    auto = Path(list(spec.submodule_search_locations)[0]) / "models" / "auto"
+    texts = [f.read_text(errors="replace") for f in (auto / "auto_mappings.py", auto / "configuration_auto.py")
+             if f.is_file()]
+    if not texts:
+        return None
+    named = re.compile(r"[\"']" + re.escape(model_type) + r"[\"']\s*[:,]")
+    return any(named.search(t) for t in texts)

@@ -27,6 +27,9 @@ def read_geometry(cfg: Cfg, model_type: str) -> dict:
         kv_heads = heads
     if kv_heads > heads:
         raise KvplanError(f"{cfg.where}: num_key_value_heads ({kv_heads}) exceeds num_attention_heads ({heads})", EXIT_USAGE)
+    if kv_heads > 0 and heads % kv_heads:  # grouped-query attention: each KV head serves a whole group of query heads
+        raise KvplanError(f"{cfg.where}: num_attention_heads ({heads}) is not a multiple of num_key_value_heads "
+                          f"({kv_heads}); no engine can group the query heads", EXIT_USAGE)
     if cfg.has("head_dim", "attention_head_dim", "kv_channels"):
         head_dim = cfg.int("head_dim", "attention_head_dim", "kv_channels", limit="head_dim")
         if head_dim * heads != hidden:

@@ -138,7 +138,9 @@ def count_params(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> Para
         attention += lin
         replicated += rep
         other += small + norms_per_layer * norm_width
-        if isinstance(pattern, str) and pattern:
+        # The pattern covers the decoder's layers; layers past it (the MTP modules mtp.py appends) are the
+        # family's own (issue 25: a GLM-4.5 config with a 92-entry pattern and its MTP layer was an IndexError).
+        if isinstance(pattern, str) and i < len(pattern):
             if pattern[i] == "-":  # Nemotron-H: MLP-only block
                 mlp += mats * h * g["intermediate"]
             elif pattern[i] == "E":  # Nemotron 3: a MoE block (ungated experts, one shared expert)

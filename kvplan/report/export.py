@@ -9,8 +9,9 @@ script agree. Files are written by kvplan.core.files.atomic_write.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from kvplan.core.collector import collector_paused
 from kvplan.report.text import plan_to_dict
@@ -65,6 +66,13 @@ def sweep_rows(result, limit: int | None = None) -> list[dict]:
                 for i, p in enumerate(plans, 1)]
 
 
+def iter_sweep_rows(result, limit: int | None = None) -> Iterator[dict]:
+    """sweep_rows one at a time: a file of a million plans is written without a million dicts at once."""
+    plans = result.plans if limit is None else result.plans[:limit]
+    for i, p in enumerate(plans, 1):
+        yield plan_row(p, result.models[p.model], result.price(p), rank=i)
+
+
 def candidate_row(c, model, rank: int | None) -> dict:
     """JSON row: the plan's own fields (kvplan.report.export.plan_row) plus meets/why; or the invalid deployment."""
     if c.plan is None:
@@ -76,6 +84,10 @@ def candidate_row(c, model, rank: int | None) -> dict:
             row.update(replicas=c.replicas, gpus_total=c.gpus, cost_per_hour=c.cost_per_hour,
                        max_concurrency_total=c.plan.max_concurrency * c.replicas)
     row.setdefault("replicas", c.replicas)
+    step = getattr(c, "step_seconds", None)
+    if step:  # kvplan.speed's calibrated decode step; the plan's own decode_* keys are the roofline's bound
+        row["decode_step_seconds_calibrated"] = step
+        row["decode_tokens_per_second_per_request_calibrated"] = 1 / step
     row["meets"] = c.meets
     row["why"] = c.why
     return row
@@ -118,15 +130,18 @@ def _cell(value):
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 
-def write_csv(rows: list[dict], stream, columns: Iterable[str] | None = None) -> None:
+def write_csv(rows: Iterable[dict], stream, columns: Iterable[str] | None = None) -> None:
     """Rows as CSV (RFC 4180, CRLF line ends, UTF-8): a header line, then one line per row.
 
     Integers and floats are written as Python prints them (exact, round-trip); true/false for
     booleans; an empty cell for null; lists joined with " | ".
     """
+    rows = iter(rows)  # a list, or rows made one at a time (iter_sweep_rows)
+    first = next(rows, None)
     if columns is None:
-        columns = csv_columns(rows[0].keys()) if rows else CSV_COLUMNS
+        columns = csv_columns(first.keys()) if first is not None else CSV_COLUMNS
     columns = list(columns)
+    rows = itertools.chain([first] if first is not None else [], rows)
     source = {gib: key for key, gib in GIB_BESIDE.items()}
     plan = [(source.get(c, c), c in source) for c in columns]
     writer = csv.writer(stream, lineterminator="\r\n")
@@ -136,6 +151,17 @@ def write_csv(rows: list[dict], stream, columns: Iterable[str] | None = None) ->
         [round(row[k] / GIB, 3) if gib else (v if type(v) in number else _cell(v))
          for k, gib in plan for v in (row[k],)]
         for row in rows)
+
+
+def write_json_document(head: dict, rows: Iterable[dict], stream, key: str = "plans") -> None:
+    """json_document written to `stream` a row at a time (rows may be made one at a time)."""
+    head_text = json.dumps(head, ensure_ascii=False, allow_nan=False, indent=1)
+    stream.write(head_text[:-1].rstrip() + (",\n " if head else "") + f"{json.dumps(key)}: [")
+    sep = "\n"
+    for row in rows:
+        stream.write(sep + json.dumps(row, ensure_ascii=False, allow_nan=False))
+        sep = ",\n"
+    stream.write(("\n]" if sep != "\n" else "]") + "\n}\n")
 
 
 def json_document(head: dict, rows: list[dict], key: str = "plans") -> str:

@@ -14,7 +14,7 @@ import html
 import json
 
 from kvplan.core.errors import arg
-from kvplan.core.units import human_tokens
+from kvplan.core.units import human_tokens, plural
 
 GIB = 2**30
 MAX_TABLE_ROWS = 2000
@@ -100,24 +100,34 @@ def deployment_label(row: dict, with_weights: bool, with_model: bool = True) -> 
     return label + (f" · W {row['weight_dtype']}" if with_weights else "")
 
 
+OUTSIDE = "outside the budget"
+
+
 def _memory_figure(deployments: list[list[dict]], label: dict, base: dict, of: str) -> dict:
     """The stacked bars of memory per GPU (weights, overhead, KV cache, free) of the best deployments."""
     mem = deployments[:MEMORY_BARS][::-1]  # best at the top of a horizontal bar chart
-    names = [label[deployment_key(v[0])] for v in mem]
-    parts = {"weights": [], "overhead": [], "KV cache": [], "free": []}
+    # A deployment whose weights and overhead exceed the GPU is marked, and the axis ends past the largest
+    # GPU, not at its ~625 GiB bar (issue 25: DeepSeek-V3 on 1 GPU stretched the chart with no mark).
+    names = [label[deployment_key(v[0])] + ("" if any(r["fits"] for r in v) else " ✗ does not fit") for v in mem]
+    # "outside the budget": 1 − utilisation, what the engine leaves alone; not the terminal's "free" (KV cache
+    # left after batch × context)
+    parts = {"weights": [], "overhead": [], "KV cache": [], OUTSIDE: []}
     for v in mem:
         r = v[0]
         w, o, kv = r["weight_bytes_per_gpu"], r["overhead_bytes_per_gpu"], max(r["kv_memory_bytes_per_gpu"], 0)
-        free = max(r["usable_memory_bytes_per_gpu"] - w - o - kv, 0)
-        for part, value in zip(parts, (w, o, kv, free)):
+        outside = max(r["usable_memory_bytes_per_gpu"] - w - o - kv, 0)
+        for part, value in zip(parts, (w, o, kv, outside)):
             parts[part].append(round(value / GIB, 3))
-    colours = {"weights": "#4c78a8", "overhead": "#f58518", "KV cache": "#54a24b", "free": "#bab0ac"}
+    axis_end = max((v[0]["usable_memory_bytes_per_gpu"] for v in mem), default=0) * 1.1 / GIB
+    colours = {"weights": "#4c78a8", "overhead": "#f58518", "KV cache": "#54a24b", OUTSIDE: "#bab0ac"}
     return {
         "data": [{"type": "bar", "orientation": "h", "name": part, "y": names, "x": xs,
                   "marker": {"color": colours[part]}, "hovertemplate": "%{x:.2f} GiB<extra>" + part + "</extra>"}
                  for part, xs in parts.items()],
         "layout": {**base, "barmode": "stack", "title": {"text": "Memory per GPU (GiB)" + of},
-                   "xaxis": {"title": {"text": "GiB per GPU"}}, "yaxis": {"automargin": True},
+                   "xaxis": {"title": {"text": "GiB per GPU (a bar past the GPU's memory is cut at the edge)"},
+                             "range": [0, round(axis_end, 1)]} if axis_end else {"title": {"text": "GiB per GPU"}},
+                   "yaxis": {"automargin": True},
                    "legend": {"orientation": "v", "traceorder": "normal"},
                    "height": max(320, 26 * len(mem) + 120)},
     }
@@ -317,7 +327,9 @@ _RENDER = """
 SECTIONS = [
     ("memory", "Memory budget per deployment",
      "Per GPU: weights, overhead (an estimate unless given), the KV cache the rest leaves, and memory "
-     "outside the engine's budget (1 − GPU memory utilisation). Best-ranked deployments first."),
+     "outside the engine's budget (1 − GPU memory utilisation; the terminal's \"free\" is something else: "
+     "the KV cache left after batch × context). A deployment whose weights do not fit is marked ✗; the axis "
+     "ends just past the largest GPU. Best-ranked deployments first."),
     ("concurrency", "Max concurrency against context",
      "Requests of each context that fit at once in the KV cache, per deployment."),
     ("cost", "Cost per concurrent user",
@@ -353,7 +365,7 @@ def render_html(rows: list[dict], *, title: str = "kvplan sweep", summary: list[
         parts.append("</section>")
     total = len(rows) if total is None else total
     shown = rows[:max_rows]
-    table_note = f"{len(shown):,} of {total:,} plans, best first; click a header to sort."
+    table_note = f"{len(shown):,} of {plural(total, 'plan')}, best first; click a header to sort."
     if len(shown) < total:
         table_note += " The CSV and JSON outputs hold every plan."
     head_html = ""

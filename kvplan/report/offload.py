@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kvplan.core.units import human_bytes
 from kvplan.report.text import format_warning
+from kvplan.report.fitted import fitted_table
 
 
 def offload_dict(op) -> dict:
@@ -20,9 +21,7 @@ def offload_dict(op) -> dict:
 
 def offload_table(op):
     """The tiers in a rich table (flags and rules go to stderr and into --emit/--json)."""
-    from rich.table import Table
-
-    t = Table(title=f"Offload tiers ({op.backend}; context {op.geometry.context:,})", title_justify="left",
+    t = fitted_table(title=f"Offload tiers ({op.backend}; context {op.geometry.context:,})", title_justify="left",
               show_edge=False, pad_edge=False)
     for c in ("tier", "per GPU", "total", "blocks", "tokens", "contexts"):
         t.add_column(c, justify="left" if c == "tier" else "right", no_wrap=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import html
 
+from kvplan.core.units import plural
 from kvplan.report.html import _BOOT, _CSP, safe_json
 from kvplan.simulator.results import SERIES_COLUMNS
 
@@ -22,9 +23,24 @@ STEP_MODEL_NOTE = ("Step time is a roofline model (per pipeline stage, the large
                    "bounds and throughput an upper bound.")
 
 
+CALIBRATED_NOTE = ("Step times come from kvplan's {} model: the roofline's terms, each times a "
+                   "coefficient fitted per engine on published measurements, not a measurement itself; "
+                   "held-out TPOT median error {}.")
+
+
+def step_note(meta: dict) -> str:
+    """The sentence saying how the step times were made (the roofline's when meta says nothing)."""
+    label = meta.get("step_time") or ""
+    if not label.startswith("calibrated"):
+        return STEP_MODEL_NOTE
+    band = (meta.get("step_time_band") or {}).get("tpot") or {}
+    err = f"{100 * band['median_abs']:.0f}% ({band['n']} points)" if band.get("n") else "not measured"
+    return CALIBRATED_NOTE.format(label, err)
+
+
 def document(meta: dict, runs: dict) -> dict:
     """The JSON document: what was simulated, then per run its figures and time series."""
-    return {"meta": {**meta, "step_time": STEP_MODEL_NOTE},
+    return {"meta": {**meta, "step_time": meta.get("step_time") or "roofline", "step_time_note": step_note(meta)},
             "runs": {name: {"summary": summary, "series": {"columns": list(SERIES_COLUMNS), "rows": [list(r) for r in series]}}
                      for name, (summary, series) in runs.items()}}
 
@@ -34,6 +50,14 @@ def write_series_csv(stream, runs: dict) -> None:
     w.writerow(["run", *SERIES_COLUMNS])
     for name, (_, series) in runs.items():
         w.writerows([name, *row] for row in series)
+
+
+def _drain(time: dict) -> str:
+    """Why completions per second read below the arrival rate: the run goes on past the last arrival."""
+    last, end = time.get("last_arrival_s"), time["makespan_s"]
+    if not last or end - last < 0.05 * end:
+        return ""
+    return f" (arrivals end at {last:,.0f} s; then the queue drains)"
 
 
 def summary_lines(summary: dict) -> list[tuple[str, str]]:
@@ -54,7 +78,7 @@ def summary_lines(summary: dict) -> list[tuple[str, str]]:
         ("running (sustained)", f"{conc['mean_running']:,.1f} on average, {conc['max_running']:,} at most"),
         ("waiting", f"{conc['mean_waiting']:,.1f} on average"),
         ("throughput", f"{thr['requests_per_s']:,.2f} req/s, {thr['output_tokens_per_s']:,.0f} output tok/s "
-                       f"over {summary['time']['makespan_s']:,.0f} s"),
+                       f"over {summary['time']['makespan_s']:,.0f} s" + _drain(summary["time"])),
         ("TTFT p50/p90/p99", ms(lat["ttft"])),
         ("TPOT p50/p90/p99", ms(lat["tpot"])),
         ("latency p50/p90/p99", ms(lat["e2e"])),
@@ -62,7 +86,7 @@ def summary_lines(summary: dict) -> list[tuple[str, str]]:
                     f"{good['slo_ttft_s']:g} s, TPOT ≤ {good['slo_tpot_s'] * 1e3:g} ms)"),
         ("KV pool per GPU", f"{kv['budget_bytes'] / GIB:,.2f} GiB, {kv['mean_occupancy_pct']:.1f}% reserved on average"),
         ("KV waste", f"{kv['waste_pct']:.1f}% of reserved KV holds no token (time average)"),
-        ("preemptions", f"{r['preemptions']:,} ({r['preempted_requests']:,} requests)"),
+        ("preemptions", f"{r['preemptions']:,} ({plural(r['preempted_requests'], 'request')})"),
         ("prefix cache", f"{summary['prefix_cache']['hit_rate_pct']:.1f}% of prompt tokens from cache"
          if summary["prefix_cache"].get("prefix_cache") else "off"),
     ] + _offload_lines(summary.get("offload") or {})
@@ -76,7 +100,7 @@ def _offload_lines(offload: dict) -> list[tuple[str, str]]:
                     f"{x['mean_occupancy_pct']:.0f}% full ({x['capacity_bytes_per_gpu'] / GIB:,.1f} GiB per GPU)"))
     if out:
         out.append(("reloads", f"{offload['reload_s_total']:,.2f} s added to the TTFT of "
-                               f"{offload['requests_reloaded']:,} requests"))
+                               f"{plural(offload['requests_reloaded'], 'request')}"))
     return out
 
 
@@ -145,6 +169,25 @@ _RENDER = """
 """
 
 
+def _label(key: str) -> str:
+    """A metadata key as a reader reads it: kv_pool_bytes_per_gpu -> "KV pool per GPU"."""
+    words = (key[:-2] if key.endswith("_s") else key).replace("_bytes", "").split("_")
+    text = " ".join({"kv": "KV", "gpu": "GPU", "gpus": "GPUs", "tp": "tp", "pp": "pp", "qps": "req/s",
+                     "ttft": "TTFT", "tpot": "TPOT", "slo": "SLO", "per": "per"}.get(w, w) for w in words if w)
+    return text[:1].upper() + text[1:]
+
+
+def _shown(key: str, value) -> str:
+    """A metadata value with its unit: bytes in GiB, seconds with an s, big counts with separators."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if "bytes" in key:
+        return f"{value / GIB:,.2f} GiB ({value:,} bytes)"
+    if key.endswith("_s"):
+        return f"{value:g} s"
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
 def render_html(meta: dict, runs: dict, title: str = "kvplan simulate") -> str:
     """The page: what was simulated, a table of every run's figures, the time-series charts."""
     from plotly.offline import get_plotlyjs
@@ -160,7 +203,8 @@ def render_html(meta: dict, runs: dict, title: str = "kvplan simulate") -> str:
     labels = [k for k, _ in next(iter(lines.values()))]
     body = "".join("<tr><td>" + esc(label) + "</td>" + "".join(f"<td>{esc(dict(v)[label])}</td>" for v in lines.values())
                    + "</tr>" for label in labels)
-    described = "".join(f'<p class="meta">{esc(k)}: {esc(v)}</p>' for k, v in meta.items() if not isinstance(v, (dict, list)))
+    described = "".join(f'<p class="meta">{esc(_label(k))}: {esc(_shown(k, v))}</p>' for k, v in meta.items()
+                        if not isinstance(v, (dict, list)) and v is not None)
     charts = "".join(f'<div class="chart" id="chart-{name}"></div>' for name in figs)
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -168,7 +212,7 @@ def render_html(meta: dict, runs: dict, title: str = "kvplan simulate") -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(title)}</title><style>{_STYLE}</style><script>{_BOOT}</script>",
         f"<script>{plotly_js}</script></head><body><h1>{esc(title)}</h1>", described,
-        f'<p class="meta">{esc(STEP_MODEL_NOTE)}</p><div id="errors"></div><table>{head}{body}</table>', charts,
+        f'<p class="meta">{esc(step_note(meta))}</p><div id="errors"></div><table>{head}{body}</table>', charts,
         f'<script type="application/json" id="kvplan-figures">{safe_json(figs)}</script>',
         f"<script>{_RENDER}</script></body></html>\n",
     ])

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from kvplan.core.errors import arg
 from kvplan.core.markup import plain
-from kvplan.model.layers import state_bytes
 from kvplan.planning.plan import Plan
 from kvplan.planning.layout import layout_text
 from kvplan.core.units import gib, human_bytes, human_tokens
 from kvplan.planning.speculative import report
+from kvplan.report.fitted import fitted_table
 
 
 GIB, MIB = 2**30, 2**20
@@ -160,19 +160,20 @@ def layer_kinds(plan: Plan) -> list[dict]:
         prof = stage.profile
         for spec, n in prof.groups:
             token = spec.token_bytes(prof.kv_dtype, prof.tp)
-            state = state_bytes(spec, prof.tp, prof.state_dtype)
+            state = prof.state_bytes(spec)
             held = prof.rules.tokens_allocated(spec, ctx, prof.block_size) if token else 0
             row = kinds.setdefault(spec.kind, {"kind": spec.kind, "layers": 0, "kv_bytes_per_token": 0,
                                                "state_bytes_per_sequence": 0, "bytes_per_sequence": 0})
             row["layers"] += n
-            row["kv_bytes_per_token"] += copies * n * (token if not spec.bounded else 0)
+            row["kv_bytes_per_token"] += copies * n * (token if not spec.bounded else 0) // getattr(spec, "compress_ratio", 1)
             row["state_bytes_per_sequence"] += copies * n * state
             row["bytes_per_sequence"] += copies * n * (held * token + state)
     return list(kinds.values())
 
 
-def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> None:
-    """A table per question: the memory budget line by line, then the answers."""
+def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], calibrated: list | None = None) -> None:
+    """A table per question: the memory budget line by line, then the answers; `calibrated`: each plan's
+    decode step under kvplan.speed's calibrated model (shown above the roofline's lower bound)."""
     from rich.table import Table
 
     first = plans[0]
@@ -180,7 +181,7 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> N
             f" · batch {first.request.batch} · weights {effective_weight_dtype(first, model)}"
             f" · KV {first.request.kv_dtype.name if first.request.kv_dtype else model.dtype}")
     console.print(head)
-    budget = Table(title="Memory per GPU", title_justify="left", show_edge=False)
+    budget = fitted_table(title="Memory per GPU", title_justify="left", show_edge=False)
     budget.add_column("")
     for t in titles:
         budget.add_column(t, justify="right")
@@ -200,7 +201,7 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> N
     for label, fn in rows:
         budget.add_row(label, *[fn(p) for p in plans])
     console.print(budget)
-    answers = Table(title="Answers", title_justify="left", show_edge=False)
+    answers = fitted_table(title="Answers", title_justify="left", show_edge=False)
     answers.add_column("")
     for t in titles:
         answers.add_column(t, justify="right")
@@ -214,9 +215,18 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str]) -> N
          lambda p: f"{p.max_concurrency * p.request.context:,}"),
         (f"max concurrency @ {human_tokens(first.request.context)}", lambda p: f"{p.max_concurrency:,}"),
         (f"max context @ batch {first.request.batch}", lambda p: f"{p.max_context:,}" + (" (model limit)" if p.max_context_limited_by == "model" else "")),
-        ("decode step (roofline)", lambda p: f"{p.decode_step_seconds * 1e3:,.1f} ms"),
-        ("decode tokens/s (batch)", lambda p: f"{p.decode_tokens_per_second:,.0f}"),
+        # A plan that does not fit decodes nothing: no speed shown ("–"; --json keeps the roofline's figures)
+        ("decode step (roofline)", lambda p: f"{p.decode_step_seconds * 1e3:,.1f} ms" if p.fits else "–"),
+        ("decode tokens/s (batch)", lambda p: f"{p.decode_tokens_per_second:,.0f}" if p.fits else "–"),
     ]
+    if calibrated:
+        step = dict(zip(map(id, plans), calibrated))
+        answer_rows[-2:] = [
+            ("decode step (calibrated)", lambda p: f"{step[id(p)] * 1e3:,.1f} ms"),
+            ("decode tokens/s (calibrated)", lambda p: f"{p.request.batch / step[id(p)]:,.0f}"),
+            ("decode step (roofline, ≥)", lambda p: f"{p.decode_step_seconds * 1e3:,.1f} ms"),
+            ("decode tokens/s (roofline, ≤)", lambda p: f"{p.decode_tokens_per_second:,.0f}"),
+        ]
     for label, fn in answer_rows:
         answers.add_row(label, *[fn(p) for p in plans])
     console.print(answers)

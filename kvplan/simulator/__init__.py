@@ -1,4 +1,4 @@
-"""Layer 9 of 12, simulator: capacity for a real workload, an event-driven simulation of a continuous-batching
+"""Layer 10 of 14, simulator: capacity for a real workload, an event-driven simulation of a continuous-batching
 engine. Imports planning (a Plan's KV pool) and below.
 
 A deployment's KV pool (from a kvplan plan, see kvplan.simulator.adapter) serves a stream of

@@ -6,14 +6,20 @@ public figures, the model spec and the GPU profile.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from kvplan.model.spec import own_format, weight_bytes
 from kvplan.planning.plan import expected_experts_touched
 from kvplan.simulator.model import Group, SimModel, StageCost
+from kvplan.speed.coverage import label
+from kvplan.speed.model import step_model
+from kvplan.speed.shape import shape_for
 
 _BIG = 1 << 40  # a sequence length past every window
 
 
-def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhead_s: float = 0.0) -> SimModel:
+def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhead_s: float = 0.0,
+              speed: str = "calibrated", engine: str | None = None) -> SimModel:
     """The simulator's view of `plan` (model `spec` on GPU profile `gpu`).
 
     KV pool: the binding pipeline stage (fewest token slots per byte of KV memory), its layers
@@ -22,6 +28,8 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
     experts apart: a step reads the share its tokens touch), KV bytes per cached token, 2 x
     active parameters FLOPs per token, and 4 x query heads x head dim per query-key pair.
     The page size is the plan's block size; the scheduler is vLLM's whatever engine the plan used.
+    speed="calibrated" (the default): steps take kvplan.speed's calibrated time under `engine`'s
+    coefficients (vLLM's for kvplan's own rules); "roofline": the bare roofline of the inputs above.
     """
     tp = plan.deployment.tp
     binding = min(plan.stages, key=lambda s: s.kv_memory_bytes / max(1, s.profile.slot_bytes_per_token()))
@@ -33,7 +41,18 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
         groups=groups, state_bytes=state, max_model_len=max_model_len or plan.request.context,
         stages=costs, bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s,
         flops_per_s=float(flops.get("bf16") or flops.get("fp16") or 0), step_overhead_s=step_overhead_s,
+        speed=calibrated(plan, spec, gpu, speed, engine), speed_label=label(engine, speed),
     )
+
+
+def calibrated(plan, spec, gpu, speed: str = "calibrated", engine: str | None = None):
+    """The calibrated StepModel of `plan` (kvplan.speed), or None for the roofline."""
+    if speed != "calibrated":
+        return None
+    req, dep = plan.request, plan.deployment
+    kv = req.kv_dtype.name if req.kv_dtype is not None else None
+    shape = shape_for(spec, gpu, tp=dep.tp, ep=dep.ep, weight_dtype=req.weight_dtype, kv_dtype=kv)
+    return step_model(shape, engine, speed)
 
 
 def _kv_groups(prof, tp: int) -> tuple[tuple, int]:
@@ -42,13 +61,16 @@ def _kv_groups(prof, tp: int) -> tuple[tuple, int]:
     windows: dict = {}
     state = 0
     for layer, n in prof.groups:
-        tb = prof.token_bytes(layer) * n
+        # one entry per compress_ratio tokens (DeepSeek-V4): its bytes spread over the tokens it stands for
+        tb = Fraction(prof.token_bytes(layer) * n, getattr(layer, "compress_ratio", 1) or 1)
         if layer.state_elements(tp):
             state += prof.state_dtype.bytes_for(layer.state_elements(tp)) * n
+        if hasattr(layer, "fixed_bytes"):  # DeepSeek-V4's window and compressor states
+            state += layer.fixed_bytes(prof.kv_dtype) * n
         if tb:
             w = layer.tokens_held(_BIG) if layer.bounded else None
             windows[w] = windows.get(w, 0) + tb
-    groups = tuple(Group(b, w) for w, b in sorted(windows.items(), key=lambda kv: (kv[0] is not None, kv[0] or 0)))
+    groups = tuple(Group(int(b), w) for w, b in sorted(windows.items(), key=lambda kv: (kv[0] is not None, kv[0] or 0)))
     return groups, state
 
 

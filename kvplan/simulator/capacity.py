@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from kvplan.compare.cheapest import NOT_SIMULATED
 from kvplan.simulator.adapter import sim_model
 
 from kvplan.simulator.engine import Engine, EngineConfig
@@ -28,11 +29,13 @@ class Target:
     slo_pct: float = 99.0
     step_overhead_s: float = 0.0
     label: str = "workload"
+    engine: str | None = None  # whose calibrated step times (kvplan.speed); None: vLLM's
+    speed: str = "calibrated"  # or "roofline"
 
 
 def simulate_plan(plan, spec, gpu, target: Target) -> dict:
     """The paged-pool summary of `target.requests` on `plan` (kvplan.simulator.results.Recorder.summary)."""
-    model = sim_model(plan, spec, gpu, step_overhead_s=target.step_overhead_s)
+    model = sim_model(plan, spec, gpu, step_overhead_s=target.step_overhead_s, speed=target.speed, engine=target.engine)
     if model.kv_budget_bytes < model.block_bytes():
         return {}
     return Engine(model).run(list(target.requests)).summary(target.slo_ttft, target.slo_tpot)
@@ -89,7 +92,7 @@ def filter_candidates(candidates: list, spec, gpus: dict, target: Target, progre
             judged[i] = c
             continue
         if c.gpu in done:
-            judged[i] = replace(c, meets=False, why="not simulated: fewer GPUs of this type already serve the workload")
+            judged[i] = replace(c, meets=False, why=NOT_SIMULATED)
             continue
         summary = simulate_plan(c.plan, spec, gpus[c.gpu], target)
         d = c.deployment

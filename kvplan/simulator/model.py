@@ -2,10 +2,11 @@
 
 Everything here is per GPU (one tensor-parallel rank), in whole bytes. The KV pool is the
 binding pipeline stage's: its budget, and its layers grouped by how many tokens they hold (all,
-or a window). The step time is a MODEL, not a measurement: each pipeline stage costs
-max(bytes it reads / bandwidth, FLOPs it does / peak dense FLOP/s), stages add up, and an
-optional fixed overhead per step stands for the engine's CPU work. Real engines are slower than
-this roofline; latencies from it are lower bounds.
+or a window). The step time is a MODEL, not a measurement: by default kvplan.speed's calibrated model (each
+roofline term times a coefficient fitted per engine on published measurements; `speed`), or, with
+speed="roofline", the bare roofline: each pipeline stage costs max(bytes it reads / bandwidth, FLOPs
+it does / peak dense FLOP/s), stages add up, and an optional fixed overhead per step stands for the
+engine's CPU work. Real engines are slower than this roofline; latencies from it are lower bounds.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class SimModel:
     flops_per_s: float = 0.0  # 0: the compute roof is left out
     step_overhead_s: float = 0.0
     fixed_step_s: float | None = None  # tests: every step takes exactly this long
+    speed: object = None  # a kvplan.speed.model.StepModel: the calibrated step (None: the roofline below)
+    speed_label: str = "roofline"  # how the step times were made, for reports
 
     def __post_init__(self):
         # held() and paged() run a few times per request: the usual model (full attention only,
@@ -84,8 +87,13 @@ class SimModel:
         return total
 
 
+def _plus(f, extra: float):
+    return f if not extra else (lambda context: extra + f(context))
+
+
 class StepTimer:
-    """Seconds one engine step takes for its scheduled tokens (the roofline model above)."""
+    """Seconds one engine step takes for its scheduled tokens: the calibrated model (kvplan.speed) where
+    the SimModel carries one, else the roofline above."""
 
     def __init__(self, model: SimModel):
         self.model = model
@@ -103,6 +111,8 @@ class StepTimer:
         """A function of the cached context: the time of a decode-only step of `seqs` requests
         (each attends to its context and itself), equal to step(seqs, seqs, context, context + seqs)."""
         m = self.model
+        if m.speed is not None and m.fixed_step_s is None:
+            return _plus(m.speed.decode(seqs), m.step_overhead_s)
         if m.fixed_step_s is not None or len(m.stages) != 1 or m.stages[0].kv_window_bytes:
             return lambda context: self.step(seqs, seqs, context, float(context + seqs))
         st = m.stages[0]
@@ -113,12 +123,15 @@ class StepTimer:
             return lambda context: ovh + (base + kv * context) / bw
         return lambda context: ovh + max((base + kv * context) / bw, (f0 + fa * context) / fl)
 
-    def step(self, tokens: int, seqs: int, context: int, pairs: float) -> float:
+    def step(self, tokens: int, seqs: int, context: int, pairs: float, new: int = 0) -> float:
         """`tokens` scheduled tokens of `seqs` sequences that attend to `context` cached tokens in
-        all (the KV a step reads) and form `pairs` query-key pairs (attention FLOPs)."""
+        all (the KV a step reads) and form `pairs` query-key pairs (attention FLOPs); `new` of them
+        start their prefill in this step (the calibrated model's cost per request)."""
         m = self.model
         if m.fixed_step_s is not None:
             return m.fixed_step_s
+        if m.speed is not None:
+            return m.step_overhead_s + m.speed.step(tokens, seqs, context, pairs, new)
         total = m.step_overhead_s
         for s in m.stages:
             read = s.dense_read_bytes + s.kv_bytes_per_token * context

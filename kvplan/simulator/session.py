@@ -6,6 +6,8 @@ contiguous reservations of the PagedAttention paper's baselines.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import replace
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
@@ -33,7 +35,11 @@ def shape_trace(requests: list[SimRequest], qps: float | None, duration: float |
         if span <= 0:
             raise KvplanError(f"{arg('qps')} cannot rescale a trace whose requests all arrive at once", EXIT_USAGE,
                               param="qps", value=qps)
-        factor = (len(requests) - 1) / (qps * span)  # new span = (n - 1) / qps
+        scaled = qps * span
+        factor = (len(requests) - 1) / scaled if scaled > 0 else math.inf  # new span = (n - 1) / qps
+        if not math.isfinite(factor):  # a rate and span too small for the float clock
+            raise KvplanError(f"{arg('qps')} {qps:g} stretches the trace past what a float clock carries", EXIT_USAGE,
+                              param="qps", value=qps)
         requests = [replace(r, arrival=r.arrival * factor) for r in requests]
     if duration is not None:
         requests = [r for r in requests if r.arrival < duration]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.model.compressed import CompressedMLA
 from kvplan.model.layers import (ATTENTION_FEATURES, LAYER_TYPES, FullAttention, IndexedMLA, LayerSpec, ParallelHybrid,
                            RecurrentState)
 from kvplan.model.spec import ModelSpec, ParamCounts, Quantization, RopeScaling
@@ -84,6 +85,8 @@ def spec_to_dict(spec: ModelSpec) -> dict:
 
 def _layer(kind: str, run: dict) -> LayerSpec:
     """One layer spec from its catalog fields (the kinds whose spec has a subclass: IndexedMLA, ParallelHybrid)."""
+    if kind == "mla" and "compress_ratio" in run:
+        return CompressedMLA(**run)
     if kind == "mla" and "index_head_dim" in run:
         return IndexedMLA(**run)
     if kind == "full" and "attention" in run:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvplan.core.markup import readable
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
 from kvplan.readers.cfg import unwrap_text_config
 from kvplan.readers.mtp import MTP_KEYS
@@ -66,7 +67,7 @@ def resolve_model(name: str, *, revision: str | None = None, token: str | None =
         if not path.exists():
             raise KvplanError(f"no such file or folder: {name}", EXIT_NOT_FOUND)
         config = read_config_file(path)
-        label = path.resolve().name if path.is_dir() else path.resolve().parent.name
+        label = readable(path.resolve().name if path.is_dir() else path.resolve().parent.name)  # UTF-8 text
         spec, notices = _from_folder(config, path, label or "local-model")
         return Resolved(spec, "path", f"model: {spec.name} from local {path}", tuple(notices))
     if revision is None:

@@ -15,16 +15,22 @@ from kvplan.planning.plan import Request
 
 def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
     s, r = rec.settings, rec.reported
-    version = version or rec.version or sglang.DEFAULT_VERSION
-    out = Reconciliation("sglang", version, model.name if model else (rec.model or rec.architecture),
-                         gpu.key if gpu else None)
+    out = Reconciliation("sglang", version or rec.version or sglang.DEFAULT_VERSION,
+                         model.name if model else (rec.model or rec.architecture), gpu.key if gpu else None)
     if model is None:
         raise KvplanError(f"the log names only {rec.architecture or 'no model'}; pass {arg('model')} to check it",
                           EXIT_USAGE, param="model")
-    if not (tp or rec.tp):
-        out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
-    tp = tp or rec.tp or 1
+    if not (version or rec.version):
+        out.notes.append(f"the log does not print its SGLang version; modelled as {out.version}, the newest "
+                         f"kvplan knows (pass {arg('engine_version')})")
+    version = out.version
+    given = tp
+    tp = tp or rec.tp or _tp_from_weights(model, rec, out) or 1
     dep = Deployment(tp, rec.pp or 1)  # under pp each stage's pool is its own layers' (the engine's pool_cell)
+    out.notes.append(_deployment_said(dep, rec, given))
+    if gpu is None:
+        out.notes.append(f"no {arg('gpu')}: the rows that need the GPU's memory (memory in use before the "
+                         "weights, #tokens from the GPU alone) are left out")
     ctx = s.get("context_len") or model.max_context
     req = Request(context=ctx, kv_dtype=cache_dtype(kv_name or s.get("kv_cache_dtype"), model))
     stand_in = gpu or assumed_gpu()
@@ -87,3 +93,35 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
             out.whatif.append((f"requests of {c:,} tokens", f"{tokens // c:,} at once ({tokens:,} tokens)"))
         out.whatif.append(("KV pool bytes per GPU", f"{budget / GIB:.2f} GiB"))
     return out
+
+
+def _deployment_said(dep, rec, given) -> str:
+    """Where each size planned came from: the command line, the log (and where in it), or an assumption."""
+    parts = []
+    for key, n in (("tp", dep.tp), ("pp", dep.pp), ("dp", rec.dp or 1)):
+        where = ("given" if key == "tp" and given else f"from the log: {rec.read[key]}" if key in rec.read
+                 else "inferred from the weights" if key == "tp" and n > 1 else "assumed")
+        parts.append(f"{key} {n} ({where})")
+    return "planned as " + ", ".join(parts)
+
+
+def _tp_from_weights(model, rec, out) -> int | None:
+    """The log shows no tp: the power of two whose weights per GPU match the log's "mem usage" within 5 %,
+    said in a note; None (tp 1 assumed, said) where none does or the log prints no weights."""
+    if "weights_mem_usage_gb" not in rec.reported:
+        out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
+        return None
+    printed = rec.reported["weights_mem_usage_gb"].value * GIB
+    plan = resolve_engine().plan
+    for tp in (1, 2, 4, 8, 16, 32, 64):
+        try:
+            per_gpu = plan(model, assumed_gpu(), Deployment(tp, rec.pp or 1), Request(context=1)).weight_bytes_per_gpu
+        except KvplanError:
+            continue
+        if abs(per_gpu - printed) <= 0.05 * printed:
+            out.notes.append(f"the log does not show the tensor-parallel size; tp {tp} inferred: its weights per "
+                             f"GPU ({printed / GIB:.2f} GiB) match the model's split {tp} ways (pass {arg('tp')})")
+            return tp
+    out.notes.append(f"the log does not show the tensor-parallel size and no split of the weights matches "
+                     f"its mem usage; tp 1 assumed (pass {arg('tp')})")
+    return None

@@ -39,7 +39,7 @@ from functools import lru_cache
 
 from kvplan.planning.deploy import split_layers
 from kvplan.core.intmath import cdiv
-from kvplan.engines.vllm.pool import VllmRules, cache_specs, group_size, unified_block, unified_page
+from kvplan.engines.vllm.pool import VllmRules, build_pool, cache_specs, group_size, unified_block, unified_page
 from kvplan.model.layers import Kind
 from kvplan.core.search import largest_fitting
 
@@ -142,9 +142,23 @@ def auto_fit(model, dep, budgets, st, kv_dtype, state_dtype) -> AutoFit | str:
     return _auto_fit(model, dep, tuple(budgets), st, kv_dtype, state_dtype)
 
 
+def _deepseek_v4(model, dep, budgets, st, kv_dtype, state_dtype) -> AutoFit:
+    """DeepSeek-V4 (kvplan.engines.vllm.deepseek_v4): each worker's groups against its memory, as the start-up
+    check charges them (_max_memory_usage_bytes_from_groups' DeepSeek-V4 case)."""
+    best = model.max_context
+    for (a, b), avail in zip(split_layers(model.num_layers, dep.pp), budgets):
+        pool = build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
+        best = min(best, max(0, largest_fitting(
+            lambda n, p=pool: p.blocks_per_request(n, st) * p.startup_bytes_per_block <= avail, model.max_context,
+            lo=1)))
+    return AutoFit(best, model.max_context, "mla")
+
+
 @lru_cache(maxsize=256)
 def _auto_fit(model, dep, budgets: tuple[int, ...], st, kv_dtype, state_dtype) -> AutoFit | str:
     why = refusal(model, dep, st)
+    if not why and any(hasattr(layer, "compress_ratio") for layer in model.layers):
+        return _deepseek_v4(model, dep, budgets, st, kv_dtype, state_dtype)
     lay = why or _layout(model, dep.tp, st, kv_dtype, state_dtype)
     if isinstance(lay, str):
         return lay

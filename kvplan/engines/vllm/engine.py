@@ -20,7 +20,7 @@ from functools import lru_cache
 
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.vllm.boot import auto_note, emit_advice
-from kvplan.engines.vllm.overhead import missing_facts, overhead_terms
+from kvplan.engines.vllm.overhead import encoder_profile_bytes, missing_facts, overhead_terms
 from kvplan.engines.vllm.speculative import check_vllm, vllm_flag, vllm_pool_terms, vllm_view
 from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
@@ -32,10 +32,13 @@ from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_ver
                                  opt_int, parse_version)
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
+from kvplan.engines.vllm.deepseek_v4 import BLOCK as V4_BLOCK, release_problem as v4_release_problem
+from kvplan.engines.vllm import multimodal
 from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.engines.vllm.settings import Settings
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
+from kvplan.model.compressed import CompressedMLA
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.core.search import largest_fitting
 from kvplan.engines import kvbm, lmcache
@@ -46,7 +49,7 @@ GIB = 2**30
 VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "0.20.0", "0.20.1", "0.22.0",
             "0.25.0", "0.30.0", "0.33.0")
 DEFAULT_VERSION = "0.33.0"
-OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling")
+OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling", "limit_mm_per_prompt")
 
 
 def _device_name(gpu) -> str:
@@ -111,6 +114,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     gmu = explicit.get("gpu_memory_utilization") or (0.92 if v >= (0, 20, 0) else 0.90)
     has_mla = any(layer.kind == Kind.MLA for layer in model.layers)
     block = explicit.get("block_size") or (64 if has_mla and v1 else 16)  # FlashMLA forces 64
+    if any(hasattr(layer, "compress_ratio") for layer in model.layers):  # DeepSeek-V4's sparse FlashMLA: 256 only
+        block = explicit.get("block_size") or V4_BLOCK
     mnbt, seqs = batch_defaults(v, gpu, req.context)
     mnbt = opt_int(opts, "max_num_batched_tokens", mnbt)
     # from v0.10.1 the default max_num_seqs is capped by max_num_batched_tokens (arg_utils v0.10.1 L1711)
@@ -124,7 +129,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
 
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
                     opt_bool(opts, "async_scheduling", True), v1, gpu,
-                    *vllm_pool_terms(model, v), eager=eager)
+                    *vllm_pool_terms(model, v), eager=eager,
+                    mm_limit=opt_int(opts, "limit_mm_per_prompt", multimodal.UNSET))
 
 
 def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,
@@ -140,17 +146,20 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
     # -dcp C: a rank holds cdiv(len, C) of a request's tokens, so one block id (a page on each of the C
     # ranks) covers block x C of them (kv_cache_interface v0.33.0 L643-648; AttentionSpec L610-615)
     per_req = max(p.blocks_per_request(cdiv(context, dcp), st) for p in pools)
+    # DeepSeek-V4's pool prints a concurrency of its own (kvplan.engines.vllm.deepseek_v4)
+    printed = max(getattr(p, "printed_blocks_per_request", p.blocks_per_request)(cdiv(context, dcp), st) for p in pools)
     v = parse_version(st.version)
     if v < (0, 8, 0):
         conc = blocks * pool.block_size / context  # V0 / early V1: tokens / max_model_len
         tokens = blocks * pool.block_size
     else:
-        conc = blocks / per_req if per_req else 0.0
+        conc = blocks / printed if printed else 0.0
         # <= 0.20.0 multiplies the printed size by the dcp world size ("Multiplying the GPU KV cache
         # size by the dcp_world_size"); from 0.20.1 it is concurrency x max_model_len
-        tokens = ((blocks // pool.num_groups) * pool.block_size * dcp if v <= (0, 20, 0)
+        tokens = ((blocks // pool.num_groups) * getattr(pool, "report_block", pool.block_size) * dcp if v <= (0, 20, 0)
                   else int(conc * context))
-    bpt = max(sum(l.token_bytes(kv_dtype, dep.tp) for l in model.layers[a:b]) for a, b in ranges)
+    bpt = max(sum(l.token_bytes(kv_dtype, dep.tp) // getattr(l, "compress_ratio", 1) for l in model.layers[a:b])
+              for a, b in ranges)
     lines = [
         Figure("KV budget per GPU", min(budgets), "bytes"),
         Figure("block (page) size", pool.block_size, "tokens"),
@@ -163,6 +172,10 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
         Figure(f"Maximum concurrency for {context:,} tokens per request", conc, "times"),
     ]
     notes = []
+    if printed != per_req:
+        notes.append(f"vLLM prints its concurrency from {printed:,} blocks per request; the scheduler gives one "
+                     f"request {per_req:,} block ids across the {pool.num_groups} groups: {blocks / per_req:.2f} "
+                     "requests of this length fit at once")
     if any(b.kind == Kind.STATE for b in pool.buckets):
         notes.append("hybrid Mamba layout approximated (state page padded to the attention page)")
     if v >= AUTO_FIRST:
@@ -192,7 +205,10 @@ def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, s
     pools = stage_pools(model, dep, st, kv_dtype, state_dtype)
 
     def fits(n: int) -> bool:
-        return all(batch * p.blocks_per_request(cdiv(n, dep.dcp), st) <= cap.blocks for p in pools)
+        # DeepSeek-V4: vLLM's start-up check charges one request more than the packed pool's blocks
+        return all(batch * p.blocks_per_request(cdiv(n, dep.dcp), st) <= cap.blocks
+                   and p.blocks_per_request(n, st) * getattr(p, "startup_bytes_per_block", 0) <= cap.kv_memory_bytes
+                   for p in pools)
 
     return max(0, largest_fitting(fits, model.max_context))
 
@@ -233,7 +249,10 @@ class Vllm(Engine):
     emits = True
     kinds = frozenset(BLOCKS_PER_REQUEST) | {Kind.NONE}  # its table; a layer that caches nothing takes no block
     # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer; Falcon-H1: a FullAttentionSpec and a MambaSpec
-    reads_layers = frozenset({IndexedMLA, ParallelHybrid})
+    reads_layers = frozenset({IndexedMLA, ParallelHybrid, CompressedMLA})
+    # --block-size: vllm/config/cache.py BlockSize, Literal[1, 8, 16, 32, 64, 128] in v0.11.0 (docs/engines.md),
+    # with 256 in later releases; kvplan takes the union for every release
+    block_sizes = (1, 8, 16, 32, 64, 128, 256)
     supports_dp = True  # -dp: each DP rank an engine core with its own scheduler and pool
     supports_speculative = True  # --speculative-config: drafter layers in the same groups (kvplan.planning.speculative)
     kv_dtype_flags = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype
@@ -246,10 +265,22 @@ class Vllm(Engine):
 
     def check_layout(self, model, dep) -> None:
         super().check_layout(model, dep)
+        if dep.dcp > 1 and any(isinstance(layer, CompressedMLA) for layer in model.layers):
+            raise KvplanError("vLLM's DeepSeek-V4 window caches refuse decode context parallelism "
+                              "(SlidingWindowSpec asserts dcp 1)", EXIT_USAGE)
         if dep.dcp > 1:
             why = dcp_release_problem(model, self.version or self.default_version)
             if why:
                 raise KvplanError(why, EXIT_USAGE)
+
+    def check_layers(self, model) -> None:
+        """DeepSeek-V4 only in the releases kvplan reads it for (kvplan.engines.vllm.deepseek_v4)."""
+        super().check_layers(model)
+        if any(isinstance(layer, CompressedMLA) for layer in model.layers):
+            version = self.version or self.default_version
+            why = v4_release_problem(parse_version(version), version)
+            if why:
+                raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
 
     def context_limit(self, model):
         """vLLM's derived max_model_len by release (kvplan.engines.context.vllm_rule)."""
@@ -270,7 +301,7 @@ class Vllm(Engine):
 
     def view(self, model, st: Settings):
         """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.engines.vllm.speculative)."""
-        return vllm_view(model, st.v)
+        return multimodal.without_towers(vllm_view(model, st.v), st.mm_limit)
 
     def loaded_extra(self, model, dep, st: Settings) -> int:
         """What "Model loading took" holds beyond the checkpoint: MXFP4 experts padded for the kernel, NVFP4 block
@@ -295,7 +326,9 @@ class Vllm(Engine):
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)
         cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
-        cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)))
+        encoder = encoder_profile_bytes(model, st.max_num_batched_tokens, st.v)
+        cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)),
+                           lines=(*cap.lines, *multimodal.rows(model, st, encoder)))
         if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
             note = f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}"
             cap = cap._replace(notes=(*cap.notes, note))
@@ -303,6 +336,17 @@ class Vllm(Engine):
 
     def fits(self, cap: Capacity, req) -> bool:
         return cap.blocks > 0 and cap.max_concurrency >= req.batch
+
+    def answers(self, model, dep, stages, req, st: Settings, use, cap: Capacity):
+        """DeepSeek-V4: the requests the scheduler admits (block ids over all groups), not the printed concurrency
+        (kvplan.engines.vllm.deepseek_v4), which can be higher."""
+        out = super().answers(model, dep, stages, req, st, use, cap)
+        pools = stage_pools(model, dep, st, *cache_dtypes(req, model))
+        if not any(hasattr(p, "printed_blocks_per_request") for p in pools):
+            return out
+        per_req = max(p.blocks_per_request(cdiv(req.context, dep.dcp), st) for p in pools)
+        admitted = cap.blocks // per_req if per_req else 0
+        return out._replace(max_concurrency=admitted, fits=cap.blocks > 0 and admitted >= req.batch)
 
     def max_context(self, model, dep, stages, req, st: Settings, cap: Capacity) -> int:
         return max_context(model, dep, cap, req.batch, st, *cache_dtypes(req, model))
@@ -349,7 +393,7 @@ class Vllm(Engine):
             args += vllm_flag(model.speculative)
         if r.lora is not None:
             args += lora_flags(r.lora, settings["version"])
-        return args
+        return args + multimodal.serve_flag(settings.get("mm_limit", multimodal.UNSET))
 
     def parallel_flags(self, dep, model) -> list[str]:
         """-tp / -pp per data-parallel rank, --data-parallel-size for dp, --enable-expert-parallel (its

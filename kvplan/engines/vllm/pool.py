@@ -25,6 +25,7 @@ from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
 from kvplan.engines.base import parse_version
 from kvplan.core.intmath import cdiv
+from kvplan.engines.vllm import deepseek_v4
 from kvplan.engines.vllm.settings import Settings
 from kvplan.model.layers import Kind, state_bytes
 
@@ -48,6 +49,8 @@ class VllmRules:
         return BLOCKS_PER_REQUEST[kind](n, span, block, t)
 
     def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
+        if getattr(layer, "compress_ratio", 1) > 1:  # DeepSeek-V4: compressed entries of whole 256-token pages
+            return cdiv(max(0, seq_len), deepseek_v4.BLOCK) * (deepseek_v4.BLOCK // layer.compress_ratio)
         if seq_len <= 0 or layer.kind not in BLOCKS_PER_REQUEST or layer.kind == Kind.STATE:
             return 0
         return self.blocks(layer.kind, layer.span, seq_len, block) * block
@@ -158,6 +161,8 @@ def group_size(counts, version: tuple[int, ...]) -> int:
 
 
 def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Settings) -> Pool:
+    if any(hasattr(layer, "compress_ratio") for layer in layers):  # DeepSeek-V4: its own groups
+        return deepseek_v4.build(layers, kv_dtype, parse_version(st.version), st.block_size)
     specs: dict[tuple, int] = {}
     for key, _ in cache_specs(layers, tp, kv_dtype, state_dtype, st):
         specs[key] = specs.get(key, 0) + 1

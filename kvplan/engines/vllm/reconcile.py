@@ -60,7 +60,11 @@ def _vllm_context(rec, model, gpu, version, tp):
     if not (tp or rec.tp):
         out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
     dep = Deployment(tp or rec.tp or 1, 1)
+    out.notes.append(f"planned as tp {dep.tp} ({'given' if tp else 'from the log' if rec.tp else 'assumed'}), pp 1")
     total = s.get("total_gpu_memory_gib")
+    if gpu is None and not isinstance(total, Num):
+        out.notes.append(f"no {arg('gpu')} and no total_gpu_memory in the log: the GPU's figures are an assumed "
+                         "80 GiB GPU's")
     if gpu is None and isinstance(total, Num):
         gpu = GPU.of_memory("log", "GPU from the log", int(total.value * GIB), "the log's total_gpu_memory")
         out.gpu = f"{total.text} GiB (from the log)"

@@ -34,6 +34,7 @@ class Settings:
     # L903-945; absent in 0.25.0, 0.30.0 not read)
     swa_retained: int = 0
     eager: bool = False  # --enforce-eager: no torch.compile, no CUDA graphs (vllm_non_torch: what that saves)
+    mm_limit: int = -1  # --limit-mm-per-prompt images per prompt (-1: unset); 0 skips an image tower (vllm.multimodal)
 
     @cached_property  # (read for every block count of a max-context search: parsed once)
     def v(self) -> tuple[int, ...]:

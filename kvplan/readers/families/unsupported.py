@@ -3,12 +3,9 @@
 Without this module these configs would meet only the generic refusals (a DeepSeek Sparse Attention
 indexer in a family kvplan.readers.families.dsa does not read; keys a standard decoder does not have), which name
 a symptom, not the reason. Each reason says which config keys lay out a cache kvplan has no layer spec
-for; none is sized from a guess. Both layouts are described by the configs ai-dynamo/aiconfigurator
-vendors (commit 095f58a51c4ca8e61b66ec108d86f223f8d559ce). vLLM's wheels up to 0.19.0 build neither;
-vLLM's source tree later gained model_executor/models/deepseek_v4.py (read at commit
-023da1fc828eb07787cf0734a1ba32f0a0f11887), whose caches live in layers/deepseek_v4_attention.py
-(DeepseekV4MultiHeadLatentAttentionWrapper, DeepseekV4Indexer): a reader must restate that file's
-allocation, per compress ratio, before kvplan plans this family. MiniMax-M3 is served by SGLang 0.5.16
+for; none is sized from a guess. The layout is described by the configs ai-dynamo/aiconfigurator
+vendors (commit 095f58a51c4ca8e61b66ec108d86f223f8d559ce). (DeepSeek-V4, once refused here, has its
+reader: kvplan.readers.families.deepseek_v4.) MiniMax-M3 is served by SGLang 0.5.16
 and TensorRT-LLM 1.3.0rc23 (aiconfigurator commit dbb322e6f3d36aa6b4af3650b11811d6a8ca1a49), releases
 kvplan's engine modules do not cover.
 """
@@ -21,11 +18,6 @@ from kvplan.model.spec import ParamCounts
 OWNS_INDEXER = True  # its refusal names the indexer keys itself (kvplan.readers.configs' generic DSA refusal steps aside)
 
 REASONS = {
-    "deepseek_v4": (
-        "DeepSeek-V4 caches each layer by its compress_ratios entry (0: a sliding window of sliding_window tokens "
-        "only; 4: compressed keys plus an index_head_dim indexer choosing index_topk of them; 128: heavily compressed "
-        "keys), with num_key_value_heads 1 x head_dim 512 and multi-stream hyper-connections (hc_mult); kvplan has no "
-        "layer spec for these compressed caches yet"),
     "minimax_m3": (
         "MiniMax-M3's sparse attention (sparse_attention_config: block-sparse attention over sparse_block_size "
         "blocks chosen by sparse_num_index_heads x sparse_index_dim index keys on the layers sparse_attention_freq "

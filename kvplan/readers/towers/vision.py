@@ -20,12 +20,15 @@ against transformers' own classes on the meta device (tests/test_vision_params.p
   projector_output_dim, and a bias-free projector vision_output_dim -> text hidden. Llama-4-Scout: 850,960,896 + 20,971,520.
 * Gemma 4 (`gemma4_vision` / `gemma4_audio`): kvplan.readers.towers.gemma4.
 * Qwen3.5 (`qwen3_5` / `qwen3_5_moe` vision_config) and Kimi-K2.5 (MoonViT): kvplan.readers.towers.vit.
+* Mistral 3 (`mistral3` with a `pixtral` vision_config: Mistral Small 3.1/3.2, Magistral, Devstral) and
+  Pixtral-12B in the transformers format (`llava` with a `pixtral` vision_config): kvplan.readers.towers.pixtral.
 """
 
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.readers.towers import gemma4 as towers_gemma4
+from kvplan.readers.towers import pixtral as towers_pixtral
 from kvplan.readers.towers import vit as towers_vit
 from kvplan.readers.towers.parts import Towers, _int, vit_block
 
@@ -65,6 +68,10 @@ def towers(config: dict, text_hidden: int) -> Towers | None:
     if keys == ["vision_config"] and top in ("qwen3_5", "qwen3_5_moe"):
         n = towers_vit.qwen3_5(vc)
         return None if n is None else Towers(n)
+    if keys == ["vision_config"] and top == "mistral3" and kind == "pixtral":
+        return towers_pixtral.mistral3(config, text_hidden)
+    if keys == ["vision_config"] and top == "llava" and kind == "pixtral":
+        return towers_pixtral.llava(config, text_hidden)
     if keys == ["vision_config"] and top == "kimi_k25":
         t = towers_vit.moonvit(vc, text_hidden)
         return None if t is None else Towers(t[0] + t[1], t[1])

@@ -1,0 +1,106 @@
+"""How far kvplan's speed figures are from published measurements, held out by source.
+
+`.venv/bin/python benchmarks/speed_corpus.py [--markdown] [--loso] [CORPUS_DIR]`
+
+Reads the corpus (tests/fixtures/speed), builds each point's deployment, and scores the shipped
+coefficients (kvplan/speed/coefficients.json) on the held-out sources only (the split rule is in that
+file): per metric, per engine and per GPU, the median signed and absolute error, the share within
+20%, the share optimistic by more than 20% (a time predicted >20% low, a throughput >20% high), and
+the old roofline's figures on the same points. `--markdown` prints the README's table; `--loso`
+adds leave-one-source-out (each source scored by coefficients fitted on every other source of its
+engine: several minutes on one core).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from kvplan.speed.corpus import in_training, read_corpus
+from kvplan.speed.fit import build_all, errors, fit_engine
+from kvplan.speed.model import coefficients, shipped
+from kvplan.speed.score import REPORTED, by_key, summary
+
+GOALS = {"tpot": "≤12% (≥75% within 20%)", "ttft": "≤20%", "e2el": "≤15%", "output_throughput": "≤15%"}
+NAMES = {"tpot": "TPOT / ITL", "ttft": "TTFT", "e2el": "end-to-end", "output_throughput": "output tok/s",
+         "pp_tok_s": "llama-bench pp", "tg_tok_s": "llama-bench tg"}
+
+
+def _pct(x) -> str:
+    return "–" if x is None else f"{100 * x:+.0f}%" if x < 0 else f"{100 * x:.0f}%"
+
+
+def score(built, coef_for) -> list:
+    rows = []
+    for era in sorted({b.case.era for b in built}):
+        rows += errors([b for b in built if b.case.era == era], coef_for(era))
+    return [r for r in rows if r[1] in REPORTED]
+
+
+def loso(built) -> list:
+    rows = []
+    for src in sorted({b.case.source for b in built}):
+        mine = [b for b in built if b.case.source == src]
+        era, eng = mine[0].case.era, mine[0].case.engine
+        rest = [b for b in built if b.case.era == era and b.case.source != src]
+        if not rest:  # the era's only source (TensorRT-LLM 0.17): its engine's other sources stand in
+            rest = [b for b in built if b.case.engine == eng and b.case.source != src]
+        rows += errors(mine, fit_engine(rest))
+    return [r for r in rows if r[1] in REPORTED]
+
+
+def table(cal: list, roof: list) -> list[str]:
+    out = ["| metric | n | median abs error | median signed | within 20% | optimistic >20% | goal | "
+           "roofline median abs (signed) | roofline optimistic >20% |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    c, r = by_key(cal, lambda b, m: m), by_key(roof, lambda b, m: m)
+    for m in REPORTED:
+        if m not in c:
+            continue
+        s, o = c[m], r.get(m, {})
+        out.append(f"| {NAMES[m]} | {s['n']} | {_pct(s['median_abs'])} | {_pct(s['median_signed'])} | "
+                   f"{_pct(s['within_20'])} | {_pct(s['optimistic_20'])} | {GOALS.get(m, '')} | "
+                   f"{_pct(o.get('median_abs'))} ({_pct(o.get('median_signed'))}) | {_pct(o.get('optimistic_20'))} |")
+    allc, allr = summary([(m, p, y) for _, m, p, y in cal]), summary([(m, p, y) for _, m, p, y in roof])
+    out.append(f"| all figures | {allc['n']} | {_pct(allc['median_abs'])} | {_pct(allc['median_signed'])} | "
+               f"{_pct(allc['within_20'])} | {_pct(allc['optimistic_20'])} | optimistic ≤10% | "
+               f"{_pct(allr['median_abs'])} ({_pct(allr['median_signed'])}) | {_pct(allr['optimistic_20'])} |")
+    return out
+
+
+def breakdown(cal: list, key, title: str) -> list[str]:
+    out = [f"{title}:"]
+    for k, s in by_key(cal, key).items():
+        out.append(f"  {str(k):<34} n {s['n']:>4}  median |e| {_pct(s['median_abs']):>5}  signed "
+                   f"{_pct(s['median_signed']):>5}  within 20% {_pct(s['within_20']):>4}  optimistic {_pct(s['optimistic_20']):>4}")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    args = [a for a in argv if not a.startswith("--")]
+    folder = Path(args[0]) if args else Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "speed"
+    cases, skipped = read_corpus(folder)
+    built, unplanned = build_all(cases)
+    held = [b for b in built if not in_training(b.case.source)]
+    cal = score(held, coefficients)
+    roof = score(held, lambda eng: ())
+    if "--markdown" in argv:
+        print("\n".join(table(cal, roof)))
+        return 0
+    doc = shipped()
+    print(f"corpus {folder}: {len(cases) + sum(skipped.values())} points, {len(built)} priced, "
+          f"{len(held)} held out ({len(doc['corpus']['held_out_sources'])} sources); fit {doc.get('fit_date')}")
+    print("skipped: " + ", ".join(f"{n} {why}" for why, n in sorted({**skipped, **unplanned}.items())))
+    print("\n".join(table(cal, roof)))
+    print("\n".join(breakdown(cal, lambda b, m: (b.case.era, m), "held out, per engine (era) and metric")))
+    print("\n".join(breakdown(cal, lambda b, m: (b.case.gpu, m), "held out, per GPU and metric")))
+    print("\n".join(breakdown(roof, lambda b, m: (b.case.engine, m), "the old roofline, held out, per engine")))
+    if "--loso" in argv:
+        rows = loso(built)
+        print("leave one source out, every source:")
+        print("\n".join(table(rows, score(built, lambda eng: ()))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

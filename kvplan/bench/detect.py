@@ -1,0 +1,98 @@
+"""A benchmark result file's format, told by its content (never its name), and its runs.
+
+`read_runs(text)` tries the JSON formats (one document, then one per line), then the text ones; a
+file none of them matches is refused with one line naming the formats known. Every parser reads
+outside input: sizes are capped here and in each parser, numbers go through `numbers`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from kvplan.bench import aiperf, llamabench, serving, sglang, trtllm, vllm
+from kvplan.bench.result import BenchRun
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+
+MAX_BYTES = 32 * 2**20
+MAX_RUNS = 200
+MAX_LINES = 100_000
+FORMATS = {
+    "vllm-json": "vllm bench serve / benchmark_serving.py saved result (JSON)",
+    "vllm-report": "vllm bench serve / benchmark_serving.py printed result",
+    "sglang-jsonl": "SGLang bench_serving output file (JSONL)",
+    "sglang-report": "SGLang bench_serving printed result",
+    "aiperf-json": "genai-perf / AIPerf profile_export JSON",
+    "aiperf-csv": "genai-perf / AIPerf profile_export CSV",
+    "llama-bench": "llama-bench -o json, jsonl, csv or md",
+    "trtllm-bench": "trtllm-bench printed report or report JSON",
+}
+
+
+def _json(text: str):
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _from_doc(doc) -> list[BenchRun] | None:
+    if vllm.matches(doc):
+        return vllm.parse(doc)
+    if sglang.matches(doc):
+        return [sglang.parse_line(doc, "the run")]
+    if aiperf.matches_json(doc):
+        return aiperf.parse_json(doc)
+    if llamabench.matches_json(doc):
+        return llamabench.parse_rows(doc)
+    if trtllm.matches_json(doc):
+        return trtllm.parse_json(doc)
+    return None
+
+
+def _from_lines(text: str) -> list[BenchRun] | None:
+    docs = [(k, _json(ln)) for k, ln in enumerate(text.splitlines()[:MAX_LINES], 1) if ln.strip()]
+    docs = [(k, d) for k, d in docs if isinstance(d, dict)]
+    if docs and all(sglang.matches(d) for _, d in docs):
+        return [sglang.parse_line(d, f"line {k}") for k, d in docs]
+    if docs and all(llamabench.matches_row(d) for _, d in docs):
+        return llamabench.parse_rows([d for _, d in docs])
+    return None
+
+
+def _from_text(text: str) -> list[BenchRun] | None:
+    if trtllm.matches(text):
+        return trtllm.parse(text)
+    if serving.REPORT_MARK in text:
+        fields = serving.report_lines(text)
+        sgl = "Backend" in fields or "Mean E2E Latency (ms)" in fields
+        settings = serving.report_settings(text, fields)
+        return [BenchRun("sglang-report" if sgl else "vllm-report", "the run", settings, serving.report_metrics(fields))]
+    if aiperf.matches_csv(text):
+        return aiperf.parse_csv(text)
+    if llamabench.matches_csv(text):
+        return llamabench.parse_csv(text)
+    if llamabench.matches_md(text):
+        return llamabench.parse_md(text)
+    return None
+
+
+def read_runs(text: str, where: str = "the file") -> list[BenchRun]:
+    """Every run `text` holds (a benchmark result in one of FORMATS), or a one-line KvplanError."""
+    if len(text) > MAX_BYTES:
+        raise KvplanError(f"{where}: larger than {MAX_BYTES // 2**20} MiB; not a benchmark result", EXIT_USAGE)
+    doc = _json(text) if text.lstrip()[:1] in ("{", "[") else None
+    runs = _from_doc(doc) if doc is not None else None
+    if runs is None:
+        runs = _from_lines(text) if text.lstrip()[:1] in ("{", "[") else None
+    if runs is None:
+        runs = _from_text(text)
+    if runs is None:
+        raise KvplanError(f"{where}: not a benchmark result kvplan reads (known: {'; '.join(FORMATS.values())})",
+                          EXIT_USAGE)
+    runs = [r for r in runs if r.metrics][:MAX_RUNS]
+    if not runs:
+        raise KvplanError(f"{where}: a benchmark result with no figure kvplan can read (every metric missing or "
+                          "not a number)", EXIT_USAGE)
+    return runs
+
+

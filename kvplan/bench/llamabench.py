@@ -1,0 +1,105 @@
+"""llama-bench results: `-o json` (an array), `-o jsonl` (one object a line), `-o csv`, `-o md` (the default table).
+
+Fields as ggml-org/llama.cpp@08d0baac:tools/llama-bench/README.md shows them: `model_filename`,
+`model_type`, `gpu_info`, `backends`, `build_commit`, `build_number`, `n_batch`, `n_ubatch`, `type_k`,
+`n_prompt`, `n_gen`, `n_depth`, `avg_ts` (tokens/s, the mean of the repetitions). A row with `n_gen`
+0 is a prompt-processing test (pp: `n_prompt` tokens in one batch), one with `n_prompt` 0 a generation
+test (tg: `n_gen` tokens one at a time, after `n_depth` tokens already in the cache). The markdown
+table keeps only model, backend, test (`pp512`, `tg128 @ d512`) and `t/s` (`mean ± sd`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+from kvplan.bench import numbers
+from kvplan.bench.result import BenchRun, Settings, Stat
+
+MAX_ROWS = 1000
+_REQUIRED = ("n_prompt", "n_gen", "avg_ts")
+
+
+def matches_row(doc) -> bool:
+    return isinstance(doc, dict) and all(k in doc for k in _REQUIRED)
+
+
+def matches_json(doc) -> bool:
+    return isinstance(doc, list) and bool(doc) and all(matches_row(d) for d in doc[:MAX_ROWS])
+
+
+def matches_csv(text: str) -> bool:
+    first = text.lstrip()[:4000].splitlines()[0] if text.strip() else ""
+    return all(f in first for f in _REQUIRED) and first.count(",") >= 3
+
+
+def _run(row: dict, label: str | None) -> BenchRun | None:
+    pp, tg, depth = (numbers.figure(row.get(k)) for k in ("n_prompt", "n_gen", "n_depth"))
+    rate = numbers.figure(row.get("avg_ts"))
+    if pp is None or tg is None or (pp > 0) == (tg > 0):  # pp+tg tests (-pg) are left out
+        return None
+    metric = "pp_tok_s" if pp else "tg_tok_s"
+    n = int(pp or tg)
+    name = numbers.text(row.get("model_filename")) or numbers.text(row.get("model_type"))
+    settings = Settings(
+        model=name, engine="llama.cpp", engine_version=numbers.text(str(row.get("build_commit") or ""), 40),
+        gpu_name=numbers.text(row.get("gpu_info")), gpus=1, tp=1, isl=int(pp) if pp else None, osl=int(tg) if tg else None,
+        lengths="fixed", concurrency=1, num_prompts=1, kv_dtype=numbers.text(row.get("type_k"), 20),
+        max_tokens=numbers.count(row.get("n_ubatch")), depth=int(depth or 0))
+    tag = f"{'pp' if pp else 'tg'}{n}" + (f" @ d{int(depth)}" if depth else "")
+    return BenchRun("llama-bench", label or tag, settings, {metric: Stat(mean=rate)} if rate is not None else {})
+
+
+def parse_rows(rows) -> list[BenchRun]:
+    out = [_run(r, None) for r in rows[:MAX_ROWS] if isinstance(r, dict)]
+    return [r for r in out if r is not None]
+
+
+# The columns every llama-bench schema ends with (the test and its timing) and the first ones (build, hardware,
+# model). The README's own CSV example has a header one column longer than its rows (a field added in the
+# middle): such a row is read by its first and last columns, which keep their places.
+_TAIL = ("n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts")
+_HEAD = 7
+
+
+def _csv_row(header: list, row: list) -> dict | None:
+    if len(row) == len(header):
+        return dict(zip(header, row))
+    if tuple(header[-len(_TAIL):]) == _TAIL and len(row) >= _HEAD + len(_TAIL):
+        return {**dict(zip(header[:_HEAD], row[:_HEAD])), **dict(zip(_TAIL, row[-len(_TAIL):]))}
+    return None
+
+
+def parse_csv(text: str) -> list[BenchRun]:
+    rows = list(csv.reader(io.StringIO(text[:8_000_000])))
+    if not rows:
+        return []
+    got = (_csv_row(rows[0], r) for r in rows[1:MAX_ROWS + 1])
+    return parse_rows([d for d in got if d is not None])
+
+
+_MD_TEST = re.compile(r"^(pp|tg)\s*(\d{1,9})(?:\s*@\s*d(\d{1,9}))?$")
+
+
+def matches_md(text: str) -> bool:
+    head = text.lstrip()[:2000]
+    return head.startswith("|") and re.search(r"\|\s*test\s*\|", head) is not None and "t/s" in head
+
+
+def parse_md(text: str) -> list[BenchRun]:
+    lines = [ln for ln in text.splitlines()[:MAX_ROWS + 2] if ln.strip().startswith("|")]
+    if len(lines) < 3:
+        return []
+    header = [c.strip() for c in lines[0].strip().strip("|").split("|")]
+    rows = []
+    for ln in lines[2:]:
+        cells = dict(zip(header, (c.strip() for c in ln.strip().strip("|").split("|"))))
+        m = _MD_TEST.match(cells.get("test", ""))
+        if not m:
+            continue
+        kind, n, depth = m.group(1), int(m.group(2)), int(m.group(3) or 0)
+        rows.append({"model_type": cells.get("model"), "n_prompt": n if kind == "pp" else 0,
+                     "n_gen": n if kind == "tg" else 0, "n_depth": depth,
+                     "avg_ts": cells.get("t/s", "").split("±")[0].strip()})
+    return parse_rows(rows)

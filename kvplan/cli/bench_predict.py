@@ -1,0 +1,186 @@
+"""`check-bench`'s prediction: a benchmark run's setting resolved (flags, then the file) and run through `simulate`.
+
+`predict` is the one place kvplan predicts a benchmark: it plans the deployment with simulate's own
+`_deployment_model` and simulate's own defaults (read from the command: its step overhead, scheduler
+limits), so whatever step-time model `simulate` uses by default is the one checked here, and runs the
+run's load on it (kvplan.bench.load). Everything it assumes goes into `Resolved.assumed` or its notes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from dataclasses import dataclass, field
+
+from kvplan.bench import load
+from kvplan.bench.compare import predicted_metrics
+from kvplan.bench.result import BenchRun, Stat
+from kvplan.cli.engine_flags import engine_from_flags
+from kvplan.cli import simulate as simulate_command
+from kvplan.cli.simulate import _deployment_model
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.hardware.gpus import find_gpu, load_gpus
+from kvplan.simulator.engine import EngineConfig
+from kvplan.simulator.session import run_all
+from kvplan.sources.catalog import find_in_catalog
+
+
+
+def simulate_default(name: str):
+    """`kvplan simulate`'s default for its parameter `name` (read from the command, so a new default lands here)."""
+    return inspect.signature(simulate_command.simulate).parameters[name].default
+
+
+_QUANT_TAIL = re.compile(r"[-._](q\d(?:_k)?(?:_[a-z0-9]+)?|iq\d\w*|f16|bf16|fp16|f32|fp8|awq|gptq|int4|int8)$", re.I)
+_GGUF_TYPE = re.compile(r"(?:^|[-._])(q\d_k_[sml]|q\d_k|q\d_\d|iq\d_[a-z]+|bf16|f16|f32)$", re.I)
+_COUNT = re.compile(r"^\s*(\d{1,4})\s*[x×]\s*")
+
+
+@dataclass
+class Resolved:
+    """A run's setting as kvplan predicts it, and what was assumed to get there."""
+
+    model: str  # the catalog name or what --model named
+    gpu: object  # the GPU profile
+    tp: int
+    replicas: int
+    engine: str | None
+    kv_dtype: str
+    weight_dtype: str | None
+    assumed: list = field(default_factory=list)
+
+
+def _model_candidates(name: str) -> list[str]:
+    base = name.rstrip("/").split("/")[-1]
+    stem = base[:-5] if base.lower().endswith(".gguf") else base
+    out = [name, base, stem, _QUANT_TAIL.sub("", stem), "/".join(name.rstrip("/").split("/")[-2:])]
+    return list(dict.fromkeys(c for c in out if c))
+
+
+def _catalog_model(name: str | None) -> str | None:
+    for cand in _model_candidates(name or ""):
+        spec = find_in_catalog(cand)
+        if spec is not None:
+            return spec.name
+    return None
+
+
+def _gpu_from_file(text: str | None, hw_profiles) -> tuple[object | None, int | None]:
+    """(the profile whose device_name the file's GPU name is, GPUs the name counts: "4xNVIDIA_L40S")."""
+    if not text:
+        return None, None
+    m = _COUNT.match(text)
+    count = int(m.group(1)) if m else None
+    name = " ".join(text[m.end() if m else 0:].replace("_", " ").split()).lower()
+    for gpu in load_gpus(hw_profiles or ()).values():
+        if gpu.device_name and gpu.device_name.lower() == name:
+            return gpu, count
+    return None, count
+
+
+def _dtypes(s, kv_dtype: str | None, weight_dtype: str | None, assumed: list) -> tuple[str, str | None]:
+    kv = kv_dtype or {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "f32": "fp32"}.get((s.kv_dtype or "").lower(),
+                                                                                       s.kv_dtype or "auto")
+    if not kv_dtype and s.kv_dtype:
+        assumed.append(f"KV cache dtype {kv} (the file's {s.kv_dtype})")
+    w = weight_dtype or s.weight_dtype
+    if not w and s.model and s.model.lower().endswith(".gguf"):  # a GGUF file's name carries its type
+        m = _GGUF_TYPE.search(s.model.rstrip("/").split("/")[-1][:-5])
+        w = m.group(1).lower() if m else None
+    if w and not weight_dtype:
+        assumed.append(f"weights {w} (from the file)")
+    return kv, w
+
+
+def resolve(run: BenchRun, model, gpu, tp, engine, kv_dtype, weight_dtype, hw_profiles) -> Resolved:
+    """The run's setting: each of model, GPU, tp, engine and dtypes from its flag, else from the file, else
+    refused (model, GPU) or assumed (tp 1, kvplan's own engine), each assumption said."""
+    s, assumed = run.settings, []
+    name = model or _catalog_model(s.model)
+    if name is None:
+        raise KvplanError(f"the file's model {s.model!r} is not in kvplan's catalog; pass --model" if s.model
+                          else "the file names no model; pass --model", EXIT_USAGE)
+    if not model:
+        assumed.append(f"model {name} (the file's {s.model!r})")
+    file_gpu, count = _gpu_from_file(s.gpu_name, hw_profiles)
+    if gpu:
+        hw = find_gpu(gpu, hw_profiles or ())
+    elif file_gpu is not None:
+        hw = file_gpu
+        assumed.append(f"GPU {hw.key} (the file's {s.gpu_name!r})")
+    else:
+        raise KvplanError(f"the file's GPU {s.gpu_name!r} has no kvplan profile; pass --gpu" if s.gpu_name
+                          else "the file names no GPU; pass --gpu", EXIT_USAGE)
+    size = tp or s.tp or 1
+    if not (tp or s.tp):
+        assumed.append("tp 1 (the file states none; --tp to change)")
+    gpus = count or s.gpus
+    replicas = gpus // size if gpus and gpus > size and gpus % size == 0 else 1
+    if replicas > 1:
+        assumed.append(f"{gpus} GPUs as {replicas} replicas of tp {size}, the load split evenly between them")
+    eng = engine or s.engine
+    assumed.append(f"KV pool sized as {eng} does" if eng else "KV pool sized by kvplan's own rules (no engine stated; "
+                   "--engine to change)")
+    if s.engine_version:
+        assumed.append(f"{eng} rules of the newest release kvplan models (the file says {s.engine_version})")
+    kv, w = _dtypes(s, kv_dtype, weight_dtype, assumed)
+    return Resolved(name, hw, size, replicas, eng, kv, w, assumed)
+
+
+def _sim(r: Resolved, hw_profiles):
+    chosen, _ = engine_from_flags(r.engine, None, None, None, None)
+    sim, _, notes, _ = _deployment_model(
+        r.model, r.gpu.key, gpus=r.tp, tp=r.tp, pp=None, max_model_len=None, kv_dtype=r.kv_dtype,
+        weight_dtype=r.weight_dtype, gmu=None, kv_cache_memory=None, overhead=None, block_size=None,
+        step_overhead=simulate_default("step_overhead"), chosen=chosen, hw_profiles=hw_profiles, revision=None,
+        token=None, timeout=simulate_default("timeout"))
+    return sim, [n for n in notes if n]
+
+
+def _one(sim, cfg, prompt: int, output: int) -> dict:
+    ((summary, _),) = run_all(sim, load.requests(prompt, output, 1, None), {"paged": cfg}, math.inf, math.inf).values()
+    return summary["latency_s"]
+
+
+def _llama_bench(sim, cfg, s) -> dict:
+    """pp: n prompt tokens in one batch after `depth` cached (the TTFT difference); tg: one sequence's TPOT."""
+    if s.isl:
+        t = _one(sim, cfg, s.depth + s.isl, 1)["ttft"]["mean"] - (_one(sim, cfg, s.depth, 1)["ttft"]["mean"] if s.depth else 0)
+        return {"pp_tok_s": Stat(mean=s.isl / t)} if t > 0 else {}
+    tpot = _one(sim, cfg, max(1, s.depth), s.osl + 1)["tpot"]["mean"]
+    return {"tg_tok_s": Stat(mean=1.0 / tpot)} if tpot else {}
+
+
+def _load_note(s, rate) -> str:
+    """How the run's load is simulated, in one line."""
+    lengths = f"every request {s.isl:,} tokens in, {s.osl:,} out" + (f" ({s.lengths})" if s.lengths else "")
+    sent = (f"Poisson arrivals at {rate:,.3g} req/s per replica" if rate and math.isfinite(rate)
+            else "every request sent at once")
+    return lengths + "; " + sent + (f", at most {s.concurrency:,} in flight (closed loop)" if s.concurrency else "")
+
+
+def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list]:
+    """(kvplan's metrics for the run's load on the resolved deployment, the simulator's model, notes)."""
+    s = run.settings
+    if not ((s.isl or s.osl) if run.tool == "llama-bench" else (s.isl and s.osl)):
+        raise KvplanError(f"{run.label}: the file states no input and output lengths; pass --input-len and --output-len",
+                          EXIT_USAGE)
+    sim, notes = _sim(r, hw_profiles)
+    cfg = EngineConfig(max_num_seqs=s.max_batch or simulate_default("max_num_seqs"),
+                       max_num_batched_tokens=s.max_tokens or simulate_default("max_num_batched_tokens"))
+    if not s.max_batch:
+        notes.append(f"at most {cfg.max_num_seqs} requests running at once (simulate's default; not in the file)")
+    if run.tool == "llama-bench":
+        return _llama_bench(sim, cfg, s), sim, notes
+    wanted = s.num_prompts or load.DEFAULT_REQUESTS
+    n = load.request_count(math.ceil(wanted / r.replicas), s.isl, s.osl)
+    if n * r.replicas < wanted:
+        notes.append(f"{n:,} requests simulated per replica, of the run's {wanted:,} (steady state; kvplan's cap)")
+    rate = s.request_rate / r.replicas if s.request_rate and math.isfinite(s.request_rate) else s.request_rate
+    notes.append(_load_note(s, rate))
+    reqs = load.requests(s.isl, s.osl, n, rate)
+    if s.concurrency:
+        reqs = load.closed_loop(sim, cfg, reqs, math.ceil(s.concurrency / r.replicas))
+    ((summary, _),) = run_all(sim, reqs, {"paged": cfg}, math.inf, math.inf).values()
+    return predicted_metrics(summary, r.replicas), sim, notes

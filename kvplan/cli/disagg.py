@@ -1,0 +1,153 @@
+"""`kvplan disagg MODEL --gpu GPU`: a disaggregated deployment's prefill and decode pools, the KV each
+request moves between them, and the prefill:decode ratio that meets the SLOs.
+
+Thin: parse and check the flags, plan both pools and the transfer (kvplan.simulator.disagg), print
+(kvplan.report.disagg). Every assumption goes to stderr; data to stdout; `--json` for machines.
+"""
+
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli.speed_flags import speed_line
+from kvplan.cli._common import (
+    BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, WeightDtypeOpt,
+    check_range, cli_errors, print_warnings, stderr,
+)
+from kvplan.cli.engine_flags import engine_from_flags
+from kvplan.cli.workload import (
+    DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
+    check_workload_flags, load_requests,
+)
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.units import parse_tokens
+from kvplan.compare.disagg import pool_layout
+from kvplan.engines.disagg import pool_command
+from kvplan.hardware.gpus import find_gpu
+from kvplan.hardware.links import DEFAULT_LINK, find_link
+from kvplan.planning.request import read_request
+from kvplan.report.disagg import manifest, result_dict, text_lines, wrapped
+from kvplan.report.export import json_text
+from kvplan.report.text import plan_warnings
+from kvplan.simulator.disagg import fixed_requests, run_disagg
+from kvplan.sources.resolve import resolve_model
+
+DEFAULT_DURATION = 60.0  # seconds of arrivals: a search simulates many splits
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(disagg)
+
+
+def _tokens(text: Optional[str], flag: str) -> Optional[int]:
+    if text is None:
+        return None
+    n = parse_tokens(text, flag)
+    check_range(flag, n, 1, 1 << 24)
+    return n
+
+
+@cli_errors
+def disagg(
+    model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
+    gpu: GpuOpt,
+    isl: Annotated[Optional[str], typer.Option("--isl", help="Input tokens per request (8192, 8k). With a workload: its mean.")] = None,
+    osl: Annotated[Optional[str], typer.Option("--osl", help="Output tokens per request. With a workload: its mean.")] = None,
+    prefill_tp: Annotated[Optional[int], typer.Option("--prefill-tp", help="Prefill replica's tensor-parallel size.")] = None,
+    prefill_pp: Annotated[Optional[int], typer.Option("--prefill-pp", help="Prefill replica's pipeline-parallel size.")] = None,
+    decode_tp: Annotated[Optional[int], typer.Option("--decode-tp", help="Decode replica's tensor-parallel size.")] = None,
+    decode_pp: Annotated[Optional[int], typer.Option("--decode-pp", help="Decode replica's pipeline-parallel size.")] = None,
+    prefill_max_model_len: Annotated[Optional[str], typer.Option("--prefill-max-model-len", help="Prefill servers' max_model_len (default: the longest prompt).")] = None,
+    decode_max_model_len: Annotated[Optional[str], typer.Option("--decode-max-model-len", help="Decode servers' max_model_len (default: the longest prompt + output).")] = None,
+    link: Annotated[str, typer.Option("--link", help="Fabric between the pools: nvlink4, ib-400g, ib-200g, roce-400g, pcie-gen5, pcie-gen4, or a YAML file.")] = DEFAULT_LINK,
+    workload: WorkloadOpt = None,
+    trace: TraceOpt = None,
+    trace_format: TraceFormatOpt = "auto",
+    qps: QpsOpt = None,
+    duration: DurationOpt = None,
+    seed: SeedOpt = 0,
+    slo_ttft: SloTtftOpt = 2.0,
+    slo_tpot: SloTpotOpt = 0.1,
+    slo_percent: SloPercentOpt = 90.0,
+    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Most GPUs a split may use (prefill + decode).")] = 64,
+    engine: Annotated[str, typer.Option("--engine", help="Engine whose allocation and flags each pool gets: vllm (NixlConnector) or sglang (--disaggregation-mode); others plan without serve flags.")] = "vllm",
+    engine_version: EngineVersionOpt = None,
+    engine_opt: EngineSettingOpt = None,
+    kv_dtype: KvDtypeOpt = "auto",
+    weight_dtype: WeightDtypeOpt = None,
+    gpu_memory_utilization: GmuOpt = None,
+    block_size: BlockSizeOpt = None,
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="Most requests a decode replica runs at once.")] = 256,
+    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="Tokens per prefill step.")] = 8192,
+    step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (default 0: the step-time model alone).")] = 0.0,
+    show_manifest: Annotated[bool, typer.Option("--manifest", help="Also print a Dynamo DynamoGraphDeployment fragment (each pool's replicas, GPUs, serve arguments).")] = False,
+    as_json: JsonOpt = False,
+    hw_profiles: HwOpt = None,
+):
+    """Disaggregated serving: size the prefill and decode pools, the KV moved per request, the ratio.
+
+    Each pool is an engine plan of one replica on its own layout; the KV moved per request is exact
+    per layer kind and per rank; with --qps (and --workload, --trace or --isl/--osl) every xPyD split
+    within --max-gpus is simulated end to end and compared with the aggregated deployment.
+    """
+    check_range("--max-gpus", max_gpus, 1, 4096)
+    check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
+    check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
+    check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, slo_percent)
+    if not (0 <= step_overhead < 10):
+        raise KvplanError(f"--step-overhead must be in [0, 10) seconds, got {step_overhead:g}", EXIT_USAGE)
+    n_in, n_out = _tokens(isl, "--isl"), _tokens(osl, "--osl")
+    pre_len, dec_len = _tokens(prefill_max_model_len, "--prefill-max-model-len"), _tokens(decode_max_model_len, "--decode-max-model-len")
+    chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
+    fabric = find_link(link)
+    hw = find_gpu(gpu, tuple(hw_profiles or ()))
+    spec = resolve_model(model).spec
+    pre_dep = chosen.deployment(pool_layout(spec, "prefill", prefill_tp, prefill_pp))
+    dec_dep = chosen.deployment(pool_layout(spec, "decode", decode_tp, decode_pp))
+    requests = None
+    if workload is not None or trace is not None:
+        loaded = load_requests(workload, trace, trace_format, qps, duration or DEFAULT_DURATION, seed)
+        requests = loaded.requests
+        stderr(loaded.said)
+    elif qps is not None:
+        if n_in is None or n_out is None:
+            raise KvplanError("--qps needs --isl and --osl (or --workload / --trace)", EXIT_USAGE)
+        requests = fixed_requests(n_in, n_out, qps, duration or DEFAULT_DURATION, seed)
+        stderr(f"{len(requests):,} requests of {n_in:,} in / {n_out:,} out, Poisson {qps:g}/s over "
+               f"{duration or DEFAULT_DURATION:g} s, seed {seed}")
+    if requests is not None and not requests:
+        raise KvplanError("the workload has no request to simulate; raise --qps or --duration", EXIT_USAGE)
+    req = read_request(spec, context=1, kv_dtype=kv_dtype, weight_dtype=weight_dtype, block_size=block_size,
+                       gpu_memory_utilization=gpu_memory_utilization)
+    res = run_disagg(spec, hw, chosen, req, pre_dep, dec_dep, fabric, isl=n_in, osl=n_out, requests=requests,
+                     prefill_max_model_len=pre_len, decode_max_model_len=dec_len, max_gpus=max_gpus,
+                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, slo_ttft=slo_ttft,
+                     slo_tpot=slo_tpot, slo_percent=slo_percent, step_overhead_s=step_overhead)
+    stderr(speed_line())  # the pools' step times: kvplan.speed's calibrated model, vLLM's coefficients
+    _report(res, chosen, spec, as_json, show_manifest)
+
+
+def _report(res, chosen, spec, as_json: bool, show_manifest: bool) -> None:
+    print_warnings([(p.role, plan_warnings(p.plan)) for p in (res.prefill, res.decode)])
+    commands = {"prefill": pool_command(chosen, res.prefill.result, spec, "prefill"),
+                "decode": pool_command(chosen, res.decode_serve or res.decode.result, spec, "decode")}
+    stderr(f"assuming: engine {chosen.name}; link {res.link.key} ({res.link.per_gpu_bytes_per_s / 1e9:g} GB/s per "
+           f"GPU one way, {res.link.latency_s * 1e6:g} us per transfer); step times from the simulator's model "
+           "(lower bounds unless calibrated)")
+    if as_json:
+        data = result_dict(res, commands)
+        if show_manifest:
+            data["manifest"] = manifest(res, commands, chosen.name)
+        typer.echo(json_text(data), nl=False)
+        return
+    for line in text_lines(res, commands):
+        typer.echo(line)
+    for role, cmd in commands.items():
+        if cmd is None:
+            typer.echo(f"{role} command: none ({chosen.name} has no disaggregation flags kvplan writes)")
+            continue
+        typer.echo(f"{role} command:")
+        for line in wrapped(cmd):
+            typer.echo(line)
+    if show_manifest:
+        typer.echo(manifest(res, commands, chosen.name), nl=False)

@@ -1,0 +1,39 @@
+"""`--speed calibrated|roofline` for the commands that show speed, and the lines that label it: which
+step-time model, its held-out error band, and what of the setting the speed corpus does not cover."""
+
+from __future__ import annotations
+
+from kvplan.speed.coverage import band_text, check_speed, label, outside
+from kvplan.speed.model import FALLBACK_ENGINE, band, covered, engine_key
+
+__all__ = ["calibrated_keys", "check_speed", "speed_band", "speed_line", "speed_notes"]
+
+
+def speed_line(engine: str | None = None) -> str:
+    """The one stderr line naming the calibrated step-time model and its held-out TPOT band."""
+    return speed_notes("calibrated", engine, "", "")[0]
+
+
+def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str) -> list[str]:
+    """stderr lines: the step-time model and its band, and what the corpus does not cover."""
+    if speed != "calibrated":
+        return ["step times: the bare roofline (--speed roofline): a lower bound, engines run slower"]
+    bands = "; ".join(t for t in (band_text(engine, "tpot"), band_text(engine, "ttft")) if t)
+    lines = [f"step times: {label(engine, speed)}" + (f"; {bands}" if bands else "")]
+    lines += [f"note: outside the speed corpus: {w}" for w in outside(engine, gpu_key, family)]
+    return lines
+
+
+def speed_band(speed: str, engine: str | None) -> dict | None:
+    """The held-out bands for JSON (None for the roofline)."""
+    if speed != "calibrated":
+        return None
+    key = engine_key(engine) if covered(engine) else FALLBACK_ENGINE
+    return {m: band(key, m) for m in ("tpot", "ttft", "e2el", "output_throughput")}
+
+
+def calibrated_keys(step_s: float, batch: int, engine: str | None) -> dict:
+    """fit's JSON keys for the calibrated decode step (beside the roofline's decode_step_seconds)."""
+    return {"decode_step_seconds_calibrated": step_s,
+            "decode_tokens_per_second_calibrated": max(1, batch) / step_s if step_s > 0 else 0.0,
+            "decode_speed_model": label(engine), "decode_speed_band": speed_band("calibrated", engine)}

@@ -1,0 +1,207 @@
+"""The speed corpus (tests/fixtures/speed/*.yaml, schema in its README.md) read into cases to fit and to score.
+
+A case is one published measurement: the deployment (engine, GPU profile, catalog model, tp / ep /
+dp, dtypes), its `Load` and its figures in seconds or tokens/s (mean where stated, else median or
+the one value; MLPerf's ns read as such). A point is skipped, with its reason counted, when its
+model is not in the catalog (kvplan_model null), its GPU is not a profile key, its engine is not one
+of the four, or its lengths cannot be told. Lengths: isl/osl, else a drawn distribution's stated
+totals over num_prompts, else its mean, else a random length with a range ratio r as len x (1 + r) / 2
+(SGLang's and vLLM's uniform draw); a dataset (ShareGPT) only through the stated totals or the
+total / output throughput ratio (input tokens = (total - output) / request rate).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kvplan.speed.load import Load
+
+ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
+DEFAULT_MAX_SEQS = {"vllm": 256, "sglang": 4096, "trtllm": 2048, "llama.cpp": 1}  # a cap; KV room binds first
+TRAIN_SHARE = 70  # percent of sources (by hash) the coefficients are fitted on
+# Version eras, only where the corpus shows a change: TensorRT-LLM's perf overview re-measured the same
+# models and GPUs for 1.0 (PyTorch backend, the default since 1.0) at about 1.6x the output tokens/s of
+# 0.17 (TensorRT engines) under one coefficient set; releases before 1.0 get their own set. A version
+# not stated is read as the current era.
+ERAS = {"trtllm": ((1, 0), "trtllm<1.0")}
+
+
+def era_of(engine: str, version) -> str:
+    """The coefficient set a measurement of `engine` at `version` belongs to (the engine's name, or an
+    older era's key from ERAS)."""
+    rule = ERAS.get(engine)
+    if rule is None or version is None:
+        return engine
+    m = re.match(r"\s*v?(\d+)\.(\d+)", str(version))
+    if not m:
+        return engine
+    return rule[1] if (int(m.group(1)), int(m.group(2))) < rule[0] else engine
+
+
+def in_training(source_id: str) -> bool:
+    """The split rule: a source trains when the first two bytes of sha256(id), as a number, mod 100 < 70."""
+    h = hashlib.sha256(source_id.encode()).digest()
+    return (h[0] * 256 + h[1]) % 100 < TRAIN_SHARE
+
+
+@dataclass
+class Case:
+    source: str
+    id: str
+    engine: str
+    gpu: str
+    model: str
+    tp: int
+    ep: int
+    dp: int
+    gpus: int
+    weight_dtype: str | None
+    kv_dtype: str | None
+    load: Load
+    targets: dict = field(default_factory=dict)  # metric -> value (s, or tokens/s)
+    max_seqs: int | None = None
+    date: str = ""
+    era: str = ""  # the coefficient set (era_of): the engine, or an older version era
+
+
+def _stat(v):
+    if isinstance(v, dict):
+        for k in ("mean", "value", "median"):
+            if v.get(k) is not None:
+                return float(v[k])
+        return None
+    return None if v is None else float(v)
+
+
+def targets(metrics: dict, gpus: int) -> dict:
+    out = {}
+    for name in ("ttft", "tpot", "e2el", "itl"):
+        for unit, div in (("ms", 1e3), ("ns", 1e9)):
+            v = _stat(metrics.get(f"{name}_{unit}"))
+            if v is not None and v > 0:
+                out[name] = v / div
+    if "tpot" not in out and "itl" in out:
+        out["tpot"] = out["itl"]
+    out.pop("itl", None)
+    if "tpot" not in out and metrics.get("per_user_output_throughput"):
+        out["tpot"] = 1.0 / float(metrics["per_user_output_throughput"])
+    for name in ("output_throughput", "request_throughput", "total_throughput", "pp_tok_s", "tg_tok_s"):
+        v = _stat(metrics.get(name))
+        if v:
+            out[name] = v
+    if "output_throughput" not in out and metrics.get("per_gpu_output_throughput"):
+        out["output_throughput"] = float(metrics["per_gpu_output_throughput"]) * gpus
+    return out
+
+
+def _length(p: dict, side: str, metrics: dict) -> float | None:
+    fixed = p.get("isl" if side == "in" else "osl")
+    if fixed:
+        return float(fixed)
+    dist = p.get("input_dist" if side == "in" else "output_dist") or {}
+    n = p.get("num_prompts")
+    total = dist.get(f"total_{'input' if side == 'in' else 'output'}_tokens")
+    if total and n:
+        return float(total) / float(n)
+    if dist.get("mean"):
+        return float(dist["mean"])
+    nominal = dist.get(f"random_{'input' if side == 'in' else 'output'}_len")
+    if nominal and dist.get("range_ratio") is not None:
+        return float(nominal) * (1 + float(dist["range_ratio"])) / 2
+    rr, out_t, tot = (_stat(metrics.get(k)) for k in ("request_throughput", "output_throughput", "total_throughput"))
+    if rr and out_t:
+        if side == "out":
+            return out_t / rr
+        if tot:
+            return (tot - out_t) / rr
+    return None
+
+
+def _int(v, default: int) -> int:
+    try:
+        return int(v) if v is not None else default
+    except (TypeError, ValueError):
+        return default
+
+
+def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
+    """(the case, "") or (None, why it is skipped)."""
+    engine = p.get("engine")
+    if engine not in ENGINES:
+        return None, f"engine {engine} not fitted"
+    if not p.get("kvplan_model"):
+        return None, "model not in the catalog"
+    if not p.get("gpu"):
+        return None, "GPU not a profile key"
+    metrics = p.get("metrics") or {}
+    flags = p.get("flags") or {}
+    gpus = max(1, _int(p.get("gpus"), 1))
+    pp = max(1, _int(p.get("pp"), 1))
+    dp = max(1, _int(p.get("dp"), 1))
+    attn_dp = str(flags.get("enable_attention_dp", "")).lower() == "true"
+    if attn_dp and dp == 1 and not p.get("tp"):
+        dp = max(1, gpus // pp)
+    tp = _int(p.get("tp") or flags.get("tp") or flags.get("tp_size") or flags.get("tp-size"), max(1, gpus // (pp * dp)))
+    ep = _int(p.get("ep"), tp * dp if attn_dp else 1)
+    t = targets(metrics, gpus)
+    if not t:
+        return None, "no metric kvplan predicts"
+    if p.get("n_prompt") is not None or p.get("n_gen") is not None:  # a llama-bench test
+        load = _bench_load(p, t)
+        if load is None:
+            return None, "llama-bench test not told (n_prompt / n_gen)"
+    else:
+        isl, osl = _length(p, "in", metrics), _length(p, "out", metrics)
+        if not isl or not osl:
+            return None, "lengths not stated"
+        rate = p.get("request_rate")
+        rate = math.inf if rate in ("inf", None) and not p.get("concurrency") else rate
+        load = Load(isl, osl, _float(p.get("concurrency") or flags.get("batch_size")), _float(rate),
+                    _float(p.get("num_prompts")), dp=dp)
+    case = Case(source, str(p.get("id")), engine, p["gpu"], p["kvplan_model"], tp, ep, dp, gpus,
+                p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t,
+                _int(flags.get("max_num_seqs") or flags.get("max-num-seqs") or flags.get("max_batch_size"), 0) or None,
+                date, era_of(engine, p.get("version")))
+    return case, ""
+
+
+def _float(v):
+    try:
+        return float(v) if v is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _bench_load(p: dict, t: dict) -> Load | None:
+    depth = float(p.get("n_depth") or 0)
+    ub = _int(p.get("ubatch"), 512)
+    if t.get("pp_tok_s") and p.get("n_prompt"):
+        t.pop("tg_tok_s", None)
+        return Load(float(p["n_prompt"]), 0, bench="pp", depth=depth, ubatch=ub)
+    if t.get("tg_tok_s") and p.get("n_gen"):
+        t.pop("pp_tok_s", None)
+        return Load(0, float(p["n_gen"]), bench="tg", depth=depth + float(p["n_gen"]) / 2)
+    return None
+
+
+def read_corpus(folder: Path) -> tuple[list[Case], dict]:
+    """(cases, {reason: points skipped}) of every *.yaml in `folder`."""
+    import yaml
+
+    cases, skipped = [], {}
+    for f in sorted(Path(folder).glob("*.yaml")):
+        doc = yaml.safe_load(f.read_text())
+        src = doc["source"]
+        defaults = doc.get("defaults") or {}
+        for point in doc.get("points") or ():
+            p = {**defaults, **point}
+            case, why = case_of(p, src["id"], str(src.get("date", "")))
+            if case is None:
+                skipped[why] = skipped.get(why, 0) + 1
+            else:
+                cases.append(case)
+    return cases, skipped

@@ -1,0 +1,52 @@
+"""What a calibrated figure can be trusted for: its held-out error band, and whether the corpus covers
+the setting (the engine, the GPU, the model family) or the figure is an extrapolation.
+
+The corpus's coverage (GPU keys, model families and engines of the training cases) ships in
+coefficients.json beside the coefficients (kvplan.speed.ship).
+"""
+
+from __future__ import annotations
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.speed.model import FALLBACK_ENGINE, band, covered, engine_key, shipped
+
+SPEEDS = ("calibrated", "roofline")
+
+
+def check_speed(speed: str) -> None:
+    """calibrated or roofline, else a one-line error naming the input."""
+    if speed not in SPEEDS:
+        raise KvplanError(f"{arg('speed')} must be calibrated or roofline, got {speed!r}", EXIT_USAGE, param="speed",
+                          value=speed, allowed=SPEEDS)
+
+
+def band_text(engine: str | None, metric: str = "tpot") -> str:
+    """"held-out TPOT median error 50%, 20% within 20%" or "" where the file has none."""
+    b = band(engine if covered(engine) else FALLBACK_ENGINE, metric)
+    if not b or not b.get("n"):
+        return ""
+    name = {"tpot": "TPOT", "ttft": "TTFT", "e2el": "end-to-end", "output_throughput": "output tok/s"}.get(metric, metric)
+    return (f"held-out {name} median error {100 * b['median_abs']:.0f}%, {100 * b['within_20']:.0f}% of "
+            f"{b['n']} points within 20%")
+
+
+def outside(engine: str | None, gpu_key: str, family: str) -> list[str]:
+    """What of this setting the corpus does not cover (empty: engine, GPU and family all in it)."""
+    cov = shipped().get("coverage", {})
+    out = []
+    if not covered(engine):
+        out.append(f"engine {engine or 'kvplan'} is not in the speed corpus: {FALLBACK_ENGINE}'s coefficients")
+    if cov and gpu_key not in cov.get("gpus", ()):
+        out.append(f"GPU {gpu_key} is not in the speed corpus")
+    # the families the corpus trained on are data (coefficients.json), no model type is named here
+    if cov and family and not set(cov.get("families", ())).issuperset((family,)):
+        out.append(f"model family {family} is not in the speed corpus")
+    return out
+
+
+def label(engine: str | None, speed: str = "calibrated") -> str:
+    """How step times were made, in a few words."""
+    if speed != "calibrated" or not shipped():
+        return "roofline (a lower bound)"
+    key = engine_key(engine) if covered(engine) else FALLBACK_ENGINE
+    return f"calibrated ({key} coefficients, fit {shipped().get('fit_date', '?')})"

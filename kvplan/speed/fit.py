@@ -1,0 +1,216 @@
+"""Fitting the coefficients: non-negative least squares of relative errors on the training split.
+
+Each figure of a training case gives one row: its predicted value over the measured one, linear in the
+coefficients (a time directly, a throughput through its inverse), against 1, so the fit minimises
+squared relative error; a source's rows are weighted 1 / sqrt(its rows), so no one source's hundreds of
+points decide alone. The batch an open-loop load runs at depends on the step times: three passes, each
+with the previous pass's end-to-end estimate (the first with the roofline's). One set per engine.
+
+kvplan.speed.ship writes the result (`python -m kvplan.speed.ship CORPUS_DIR`); tests/test_speed.py
+checks a re-fit of the training split reproduces the shipped coefficients.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from kvplan.hardware.gpus import find_gpu
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.speed.corpus import DEFAULT_MAX_SEQS, Case, in_training
+from kvplan.speed.load import combos, value
+from kvplan.speed.model import decode_features, prefill_features, priced
+from kvplan.speed.nnls import nnls
+from kvplan.speed.shape import shape_for, weight_dtype_of
+from kvplan.speed.terms import TERMS, Shape
+
+PASSES = 3
+ROBUST = 30  # Gauss-Newton steps of the robust fit, at most
+SCALE = 0.5  # the Cauchy loss's scale on log(predicted / measured)
+# The roofline's terms never beat the datasheet: their coefficients are 1 or more, so the calibrated
+# step is never faster than the roofline (which stays the lower bound). The rest start at 0.
+FLOOR = {"weights": 1.0, "kv": 1.0, "gemm": 1.0, "attn": 1.0, "experts": 1.0, "comm": 1.0, "latency": 1.0}
+OVERHEAD_BYTES = 2 << 30  # activations, CUDA graphs, the runtime: what the batch cap leaves aside (an estimate)
+
+
+@lru_cache(maxsize=None)
+def _spec(name: str):
+    return find_in_catalog(name)
+
+
+@lru_cache(maxsize=None)
+def _gpu(key: str):
+    return find_gpu(key)
+
+
+class Built:
+    """A case with its Shape and its batch cap, or the reason it cannot be priced."""
+
+    def __init__(self, case: Case):
+        self.case, self.shape, self.why = case, None, ""
+        spec = _spec(case.model)
+        if spec is None:
+            self.why = "model not in the catalog"
+            return
+        try:
+            gpu = _gpu(case.gpu)
+            self.shape = shape_for(spec, gpu, tp=case.tp, ep=case.ep, weight_dtype=weight_dtype_of(case.weight_dtype),
+                                   kv_dtype=_kv(case.kv_dtype))
+        except Exception as e:  # noqa: BLE001 - a point kvplan cannot plan is skipped with its reason
+            self.why = f"not plannable: {type(e).__name__}"
+            return
+        s, load = self.shape, case.load
+        room = gpu.memory_usable_bytes * 0.9 - s.dense_bytes - s.expert_bytes - OVERHEAD_BYTES
+        per_seq = max(1, s.kv_bytes_per_token) * max(1.0, load.isl + load.osl)
+        limit = case.max_seqs or DEFAULT_MAX_SEQS[case.engine]
+        cap = min(limit, max(1.0, room / per_seq)) if room > 0 else limit  # weights over memory: kvplan's view
+        # of the checkpoint differs from what ran; the engine's own limit stands
+        self.load = load.__class__(**{**load.__dict__, "cap": cap})
+
+    def parts(self, e2e: float | None):
+        """(t_wave features, t_dec features, {metric: combo}) under the previous end-to-end estimate."""
+        load, s = self.load, self.shape
+        if load.bench == "pp":
+            return prefill_features(s, load.isl, load.depth, load.ubatch, request=0.0), None, combos(load)[1]
+        if load.bench == "tg":
+            return None, decode_features(s, 1, load.depth), combos(load)[1]
+        b, cm = combos(load, e2e)
+        return prefill_features(s, load.isl, batch=b), decode_features(s, b, load.isl + load.osl / 2), cm
+
+
+def _kv(name):
+    if not name or str(name).lower() in ("auto", "none"):
+        return None
+    return str(name)
+
+
+def predict(built: Built, coef, e2e: float | None = None) -> dict:
+    """{metric: predicted} for the case (coef () or None: the roofline)."""
+    fp, fd, cm = built.parts(e2e)
+    tp = _price(built.shape, fp, coef) if fp is not None else 0.0
+    td = _price(built.shape, fd, coef) if fd is not None else 0.0
+    return {m: value(c, tp, td) for m, c in cm.items()}
+
+
+def _price(shape: Shape, f, coef) -> float:
+    if coef:
+        return priced(coef, f)
+    # the roofline: reads and FLOPs of the same quantities, the larger (kvplan.speed.terms.roofline)
+    read = f[0] + f[1] + f[4]
+    flops = f[2] * shape.gemm_rate / shape.bf16_rate + f[3] if shape.bf16_rate else 0.0
+    return max(read, flops)
+
+
+def settle(built: Built, coef) -> dict:
+    """Predictions after PASSES passes of the open-loop batch estimate."""
+    e2e = None
+    out = {}
+    for _ in range(PASSES):
+        out = predict(built, coef, e2e)
+        e2e = out.get("e2el")
+    return out
+
+
+def rows_for(built: Built, coef_prev) -> list[tuple[list[float], str]]:
+    """([weighted feature row, metric]) of a case: prediction / measurement, against 1."""
+    e2e = settle(built, coef_prev).get("e2el") if coef_prev is not None else None
+    fp, fd, cm = built.parts(e2e)
+    n = len(TERMS)
+    fp = fp or [0.0] * n
+    fd = fd or [0.0] * n
+    out = []
+    for metric, y in built.case.targets.items():
+        c = cm.get(metric)
+        if c is None or not y:
+            continue
+        a, b, inv = c
+        lin = [a * p + b * d for p, d in zip(fp, fd)]
+        scale = (y / inv) if inv else (1.0 / y)
+        out.append(([v * scale for v in lin], metric))
+    return out
+
+
+def fit_engine(built: list[Built], passes: int = PASSES) -> list[float]:
+    """NNLS coefficients (TERMS order) over these training cases."""
+    per_source: dict = {}
+    for b in built:
+        per_source[b.case.source] = per_source.get(b.case.source, 0) + len(b.case.targets)
+    coef = None
+    for _ in range(passes):
+        rows, ws = [], []
+        for b in built:
+            w = 1.0 / math.sqrt(per_source[b.case.source])
+            for row, _metric in rows_for(b, coef):
+                rows.append(row)
+                ws.append(w)
+        coef = _robust(rows, ws)
+    return coef
+
+
+def _loss(rows, ws, coef) -> float:
+    total = 0.0
+    for row, w in zip(rows, ws):
+        r = math.log(max(sum(c * v for c, v in zip(coef, row)), 1e-9))
+        total += w * math.log1p((r / SCALE) ** 2)
+    return total
+
+
+def _robust(rows: list[list[float]], ws: list[float]) -> list[float]:
+    """Coefficients >= FLOOR minimising sum w x log(1 + (log(ratio) / SCALE)^2) over the rows (ratio = the
+    row's prediction over its measurement): Gauss-Newton in log space, each step a weighted NNLS on
+    the coefficients less their floor (Cauchy weights: a figure the terms cannot explain, a misread
+    setting or another kernel, loses its pull), halved while it does not lower the loss."""
+    if not rows:
+        return [0.0] * len(TERMS)
+    floor = [FLOOR.get(t, 0.0) for t in TERMS]
+    coef = floor[:]
+    loss = _loss(rows, ws, coef)
+    for _ in range(ROBUST):
+        a, y = [], []
+        for row, w in zip(rows, ws):
+            p = max(sum(c * v for c, v in zip(coef, row)), 1e-9)
+            base = sum(f * v for f, v in zip(floor, row))
+            r = math.log(p)
+            k = math.sqrt(w / (1.0 + (r / SCALE) ** 2))
+            a.append([v / p * k for v in row])
+            y.append((1.0 - r - base / p) * k)
+        new = [f + x for f, x in zip(floor, nnls(a, y))]
+        for _ in range(6):
+            trial = _loss(rows, ws, new)
+            if trial <= loss:
+                break
+            new = [(n + c) / 2 for n, c in zip(new, coef)]
+        else:
+            break
+        converged = abs(loss - trial) <= 1e-9 * max(1.0, loss)
+        coef, loss = new, trial
+        if converged:
+            break
+    return coef
+
+
+def split(built: list[Built]) -> tuple[list[Built], list[Built]]:
+    train = [b for b in built if in_training(b.case.source)]
+    return train, [b for b in built if not in_training(b.case.source)]
+
+
+def build_all(cases: list[Case]) -> tuple[list[Built], dict]:
+    out, skipped = [], {}
+    for c in cases:
+        b = Built(c)
+        if b.shape is None:
+            skipped[b.why] = skipped.get(b.why, 0) + 1
+        else:
+            out.append(b)
+    return out, skipped
+
+
+def errors(built: list[Built], coef) -> list[tuple[Built, str, float, float]]:
+    """(case, metric, predicted, measured) for every figure of these cases."""
+    out = []
+    for b in built:
+        pred = settle(b, coef)
+        for m, y in b.case.targets.items():
+            if m in pred and y:
+                out.append((b, m, pred[m], y))
+    return out

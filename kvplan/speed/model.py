@@ -1,0 +1,166 @@
+"""The calibrated step time: each term of kvplan.speed.terms times its engine's fitted coefficient.
+
+The coefficients ship in coefficients.json beside this module (one set per engine, the split rule,
+the fit date and the held-out error bands; `python -m kvplan.speed.fit` writes it). An engine the
+corpus does not cover reads vLLM's set, and says so (`covered`).
+
+Public: `step_seconds`, `prefill_seconds`, `decode_seconds` (seconds of one engine step or one
+request's prefill on a Shape), `coefficients(engine)`, `band(engine, metric)` (the held-out error
+band a figure is labelled with).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+
+from kvplan.speed.terms import TERMS, Shape, features, roofline
+
+DATA = Path(__file__).with_name("coefficients.json")
+FALLBACK_ENGINE = "vllm"
+PREFILL_CHUNK = 8192  # tokens a prefill step takes (vLLM's default max_num_batched_tokens)
+# kvplan's own rules plan with vLLM's scheduler (kvplan.simulator): they read vLLM's coefficients as covered
+ENGINE_ALIASES = {"neutral": "vllm", "kvplan": "vllm", "llamacpp": "llama.cpp", "llama-cpp": "llama.cpp",
+                  "tensorrt-llm": "trtllm"}
+
+
+@lru_cache(maxsize=1)
+def shipped() -> dict:
+    """coefficients.json as a dict ({} where it is missing: every step then prices at the roofline)."""
+    try:
+        return json.loads(DATA.read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def engine_key(engine: str | None) -> str:
+    name = (engine or FALLBACK_ENGINE).lower()
+    return ENGINE_ALIASES.get(name, name)
+
+
+def covered(engine: str | None) -> bool:
+    """Whether the corpus fitted a coefficient set for this engine."""
+    return engine_key(engine) in shipped().get("engines", {})
+
+
+def coefficients(engine: str | None) -> tuple[float, ...]:
+    """The engine's coefficients in TERMS order (vLLM's where the engine has none)."""
+    sets = shipped().get("engines", {})
+    entry = sets.get(engine_key(engine)) or sets.get(FALLBACK_ENGINE)
+    if not entry:
+        return ()
+    return tuple(float(entry["coefficients"][t]) for t in TERMS)
+
+
+def band(engine: str | None, metric: str) -> dict | None:
+    """The held-out error of `metric` for this engine ({median_abs, within_20, optimistic_20, n}) or None."""
+    entry = shipped().get("engines", {}).get(engine_key(engine)) or {}
+    return (entry.get("held_out") or {}).get(metric)
+
+
+def priced(coef, f) -> float:
+    return sum(c * v for c, v in zip(coef, f))
+
+
+def step_seconds(shape: Shape, engine: str | None, tokens: float, seqs: float, context: float, pairs: float,
+                 *, steps: float = 1.0, request: float = 0.0, speed: str = "calibrated") -> float:
+    """One engine step: `tokens` scheduled tokens of `seqs` sequences reading `context` cached tokens and
+    forming `pairs` query-key pairs. speed="roofline": the old lower bound."""
+    coef = coefficients(engine) if speed == "calibrated" else ()
+    if not coef:
+        return roofline(shape, tokens, seqs, context, pairs, steps)
+    return priced(coef, features(shape, tokens, seqs, context, pairs, steps=steps, request=request))
+
+
+def prefill_features(shape: Shape, isl: float, depth: float = 0.0, chunk: int = PREFILL_CHUNK,
+                     request: float = 1.0, batch: float = 1.0) -> list[float]:
+    """The prefill of `batch` requests of `isl` tokens each after `depth` cached ones, together in
+    steps of `chunk` tokens; `request`: the fixed cost of each request counted (1) or not (0)."""
+    steps = max(1, math.ceil(batch * isl / chunk))
+    return features(shape, batch * isl, batch, batch * (depth + isl / 2), batch * isl * (depth + (isl + 1) / 2),
+                    steps=steps, request=request * batch)
+
+
+def decode_features(shape: Shape, batch: float, context: float) -> list[float]:
+    """One decode step of `batch` sequences, each with `context` cached tokens."""
+    return features(shape, batch, batch, batch * context, batch * (context + 1))
+
+
+def prefill_seconds(shape: Shape, engine: str | None, isl: int, *, depth: int = 0,
+                    speed: str = "calibrated") -> float:
+    """Seconds one request's prefill of `isl` prompt tokens takes (its fixed cost per request included)."""
+    coef = coefficients(engine) if speed == "calibrated" else ()
+    if not coef:
+        steps = max(1, math.ceil(isl / PREFILL_CHUNK))
+        return roofline(shape, isl, 1, depth + isl / 2, isl * (depth + (isl + 1) / 2), steps)
+    return priced(coef, prefill_features(shape, isl, depth))
+
+
+def decode_seconds(shape: Shape, engine: str | None, batch: int, context: int, *, speed: str = "calibrated") -> float:
+    """Seconds one decode step of `batch` sequences of `context` cached tokens each takes."""
+    coef = coefficients(engine) if speed == "calibrated" else ()
+    if not coef:
+        return roofline(shape, batch, batch, batch * context, batch * (context + 1))
+    return priced(coef, decode_features(shape, batch, context))
+
+
+class StepModel:
+    """The calibrated step of one deployment as a simulator calls it, thousands of times a second: the
+    terms folded into a linear form in tokens, sequences, context, pairs and new requests, plus the
+    experts a step's tokens touch (cached by token count) and the windows of bounded layers. Equal to
+    `priced(coefficients, features(...))` (tests/test_speed.py)."""
+
+    def __init__(self, shape: Shape, coef: tuple):
+        s, c = shape, dict(zip(TERMS, coef))
+        self.shape, self.coef = s, tuple(coef)
+        calls = (2 * s.layers if s.tp > 1 else 0) + (2 * s.moe_layers if s.ep > 1 and s.moe_layers else 0)
+        self.base = (c["weights"] * s.dense_bytes / s.bandwidth + c["step"] + c["layer"] * s.layers
+                     + c["latency"] * calls * s.link_latency_s)
+        comm = 0.0
+        if s.tp > 1:
+            comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * s.hidden * 2 / s.link_bandwidth
+        if s.ep > 1 and s.moe_layers:
+            comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * s.top_k * s.hidden * 2 / s.link_bandwidth
+        self.per_token = (c["gemm"] * s.flops_per_token / s.gemm_rate if s.gemm_rate else 0.0) + c["comm"] * comm
+        self.per_seq = c["seq"]
+        self.per_ctx = c["kv"] * s.kv_bytes_per_token / s.bandwidth
+        self.per_pair = c["attn"] * s.attn_flops_per_pair / s.bf16_rate if s.bf16_rate else 0.0
+        self.per_new = c["request"]
+        self.windows = tuple((c["kv"] * bpt / s.bandwidth, w) for bpt, w in s.kv_windows)
+        self._c = c
+        self._experts: dict = {}
+
+    def experts(self, tokens: float) -> float:
+        hit = self._experts.get(tokens)
+        if hit is None:
+            f = features(self.shape, tokens, 1, 0, 0)
+            hit = self._experts[tokens] = (self._c["experts"] * f[TERMS.index("experts")]
+                                           + self._c["grouped"] * f[TERMS.index("grouped")])
+        return hit
+
+    def step(self, tokens: float, seqs: float, context: float, pairs: float, new: float = 0) -> float:
+        t = (self.base + self.per_token * tokens + self.per_seq * seqs + self.per_ctx * context
+             + self.per_pair * pairs + self.per_new * new)
+        for k, w in self.windows:
+            t += k * min(context, seqs * w)
+        if self.shape.num_experts:
+            t += self.experts(tokens)
+        return t
+
+    def decode(self, seqs: int):
+        """A function of the cached context: a decode-only step of `seqs` sequences."""
+        if self.windows:
+            return lambda context: self.step(seqs, seqs, context, float(context + seqs))
+        fixed = self.base + (self.per_token + self.per_seq + self.per_pair) * seqs
+        if self.shape.num_experts:
+            fixed += self.experts(seqs)
+        slope = self.per_ctx + self.per_pair
+        return lambda context: fixed + slope * context
+
+
+def step_model(shape: Shape, engine: str | None, speed: str = "calibrated") -> StepModel | None:
+    """The StepModel of `shape` under `engine`'s coefficients; None for speed="roofline" (or no file)."""
+    coef = coefficients(engine) if speed == "calibrated" else ()
+    return StepModel(shape, coef) if coef else None

@@ -1,0 +1,61 @@
+"""A deployment's `Shape` (kvplan.speed.terms): a model spec on a GPU profile at tp / ep, in given dtypes.
+
+Per tensor-parallel rank: the weights of kvplan.model.spec.weight_bytes (sharded parts / tp, the
+replicated ones whole, the LM head / tp; the embedding is a lookup and is not read whole), the
+routed experts / max(tp, ep), the KV bytes per token of kvplan.planning.profile (windows apart),
+2 x active parameters of FLOPs per token, and 4 x heads x head dim per query-key pair over the
+attention layers. Pipeline stages run one after the other for a token, so pp does not change a
+step's time here (the whole model over tp); data-parallel replicas are the load model's business.
+"""
+
+from __future__ import annotations
+
+from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
+from kvplan.model.spec import weight_bytes
+from kvplan.planning.profile import PAGED, kv_profile
+from kvplan.speed.terms import Shape, gemm_rate, link
+
+_BIG = 1 << 40
+
+
+def weight_dtype_of(name: str | None) -> str | None:
+    """A measurement's weight dtype in kvplan's words (fp4 = nvfp4), None for the checkpoint's own."""
+    if not name:
+        return None
+    key = str(name).strip().lower().replace("-", "_")
+    key = {"fp4": "nvfp4", "fp8_block": "fp8", "int4_wo": "int4", "q4_k_s": "q4_k", "q5_k_s": "q5_k",
+           "iq3_xs": "iq3_s"}.get(key, key)
+    return canonical_weight_dtype(key)
+
+
+def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
+              kv_dtype: str | None = None) -> Shape:
+    """The Shape of `spec` on `gpu` at tensor parallelism `tp` and expert parallelism `ep`."""
+    wb = weight_bytes(spec, weight_dtype)
+    p = spec.params
+    kv = canonical_kv_dtype(kv_dtype or "auto", spec.dtype)
+    prof = kv_profile(spec.layers, tp, kv, kv, 16, PAGED)
+    windows = tuple((prof.token_bytes(layer) * n, layer.tokens_held(_BIG))
+                    for layer, n in prof.groups if layer.bounded and prof.token_bytes(layer))
+    pairs = 0.0
+    for layer in spec.layers:
+        if layer.elements_per_token(tp):
+            layer = getattr(layer, "attention", layer)  # Falcon-H1's ParallelHybrid: its attention half
+            d = getattr(layer, "head_dim", 0) or (getattr(layer, "kv_lora_rank", 0) + getattr(layer, "qk_rope_head_dim", 0))
+            pairs += 4 * (spec.num_attention_heads / tp) * d
+    spread = max(tp, ep)
+    active_dense = p.active - p.embedding - p.experts_active
+    rate, _ = gemm_rate(gpu, weight_dtype or (spec.quantization.method if spec.quantization else None))
+    bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)
+    link_bw, latency = link(gpu, max(tp, ep))
+    per_expert = p.experts / p.num_experts / spread if p.num_experts else 0.0
+    return Shape(
+        dense_bytes=int((wb.sharded + wb.lm_head) // tp + wb.replicated),
+        expert_bytes=int(wb.experts // spread),
+        num_experts=p.num_experts, top_k=p.experts_per_token, expert_params=per_expert,
+        kv_bytes_per_token=prof.growth_bytes_per_token(), kv_windows=windows,
+        flops_per_token=2.0 * (active_dense / tp + p.experts_active / spread),
+        attn_flops_per_pair=pairs, layers=spec.num_layers, hidden=spec.hidden_size, tp=tp, ep=ep,
+        moe_layers=p.num_moe_layers, bandwidth=float(gpu.bandwidth_bytes_per_s), gemm_rate=rate or bf16,
+        bf16_rate=bf16, link_bandwidth=link_bw, link_latency_s=latency,
+    )

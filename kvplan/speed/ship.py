@@ -1,0 +1,76 @@
+"""Fit every engine's coefficients on the training split and write coefficients.json.
+
+`python -m kvplan.speed.ship [CORPUS_DIR [YYYY-MM-DD [FILE]]]` (default: the repository's
+tests/fixtures/speed, today, kvplan/speed/coefficients.json). The file holds the terms, the split
+rule and which sources fell on each side, the fit date, each engine's coefficients and its held-out
+error per metric (the band every calibrated figure is labelled with). Held-out points are scored,
+never fitted on.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from pathlib import Path
+
+from kvplan.core.files import atomic_write
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.speed.corpus import TRAIN_SHARE, read_corpus
+from kvplan.speed.fit import build_all, errors, fit_engine, split
+from kvplan.speed.model import DATA
+from kvplan.speed.score import REPORTED, by_key
+from kvplan.speed.terms import TERMS
+
+SPLIT_RULE = (f"a source trains when int.from_bytes(sha256(source id)[:2], 'big') % 100 < {TRAIN_SHARE} "
+              "(kvplan.speed.corpus.in_training); every point of a source falls on the same side")
+
+
+def fit_all(folder: Path) -> dict:
+    """The coefficients.json document for the corpus in `folder` (no date)."""
+    cases, skipped = read_corpus(folder)
+    built, unplanned = build_all(cases)
+    for why, n in unplanned.items():
+        skipped[why] = skipped.get(why, 0) + n
+    train, held = split(built)
+    engines = {}
+    for eng in sorted({b.case.era for b in train}):
+        tr = [b for b in train if b.case.era == eng]
+        coef = fit_engine(tr)
+        ho = [r for r in errors([b for b in held if b.case.era == eng], coef) if r[1] in REPORTED]
+        engines[eng] = {
+            "coefficients": {t: round(c, 12) for t, c in zip(TERMS, coef)},
+            "train_cases": len(tr), "held_out_cases": sum(b.case.era == eng for b in held),
+            "held_out": by_key(ho, lambda b, m: m),
+        }
+    return {
+        "terms": list(TERMS), "split": SPLIT_RULE,
+        "corpus": {"cases": len(built), "skipped": dict(sorted(skipped.items())),
+                   "train_sources": sorted({b.case.source for b in train}),
+                   "held_out_sources": sorted({b.case.source for b in held})},
+        "coverage": {"gpus": sorted({b.case.gpu for b in train}), "engines": sorted({b.case.engine for b in train}),
+                     "families": sorted({_family(b.case.model) for b in train} - {""})},
+        "engines": engines,
+    }
+
+
+def _family(model: str) -> str:
+    spec = find_in_catalog(model)
+    return spec.family if spec is not None else ""
+
+
+def main(argv: list[str]) -> int:
+    """argv: [CORPUS_DIR [DATE [OUT]]] (default: the repository's corpus, today, coefficients.json)."""
+    root = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "speed"
+    folder = Path(argv[0]) if argv else root
+    date = argv[1] if len(argv) > 1 else str(datetime.date.today())
+    out = Path(argv[2]) if len(argv) > 2 else DATA
+    doc = {"fit_date": date, **fit_all(folder)}
+    atomic_write(out, json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {out}: {doc['corpus']['cases']} cases, skipped {sum(doc['corpus']['skipped'].values())}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,160 @@
+"""The terms of one engine step: roofline quantities in seconds, each later scaled by a coefficient.
+
+A deployment's `Shape` holds what one tensor-parallel rank reads and computes (integers for bytes);
+`features(shape, tokens, seqs, context, pairs)` gives one step's terms, in the order of `TERMS`:
+
+  weights    dense weight bytes read / bandwidth (routed experts apart)
+  kv         KV bytes read (cached tokens x bytes per token, windows capped) / bandwidth
+  gemm       2 x active parameters x tokens / the weight dtype's dense rate (fp8 or fp4 where the
+             profile has it: `dense_flops`), the bf16 rate otherwise
+  attn       4 x heads x head dim x query-key pairs / the bf16 rate (quadratic in a prefill)
+  experts    routed-expert bytes the step's tokens touch (uniform routing) / bandwidth
+  grouped    experts touched x 2 x one expert's parameters / the GEMM rate: a grouped GEMM at
+             t tokens per expert runs at t / (t + t0) of peak, so its time is FLOPs / rate x (1 + t0 / t),
+             and the coefficient of this term is t0 (tokens per expert at half efficiency)
+  comm       tensor-parallel all-reduces (2 per layer, ring: 2(n-1)/n x bytes / per-direction link
+             bandwidth) and expert-parallel dispatch + combine ((n-1)/n x bytes each)
+  latency    collective calls x the link's latency per call (NCCL's ring model, below)
+  step       1 (seconds per step: scheduling, launches, sampling)
+  layer      layers on the rank (seconds per layer per step)
+  seq        sequences in the step (seconds per sequence per step)
+  request    1 for a request's prefill (seconds per request: tokenising, admission, detokenising)
+
+Link latency per collective call, from the profile's `interconnect.kind`: NCCL's ring all-reduce
+with the LL protocol costs baseLat + 2(n-1) x hwLat, baseLat 6.6 us, hwLat 0.6 us over NVLink and
+1.0 us over PCIe (NVIDIA/nccl src/graph/tuning.cc, `baseLat` and `hwLat`, Ring/LL), 2.7 us on a
+network (`NET`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TERMS = ("weights", "kv", "gemm", "attn", "experts", "grouped", "comm", "latency", "step", "layer", "seq", "request")
+NCCL_BASE_LAT_S = 6.6e-6  # NVIDIA/nccl src/graph/tuning.cc baseLat, Ring / LL
+NCCL_HW_LAT_S = {"nvswitch": 0.6e-6, "nvlink-bridge": 0.6e-6, "nvlink-direct": 0.6e-6, "xgmi": 0.6e-6,
+                 "pcie": 1.0e-6, "roce": 2.7e-6}  # hwLat Ring / LL: NVLINK, PCI, NET (xgmi read as NVLink)
+PCIE_BYTES_PER_LANE_S = {3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}  # PCI-SIG per lane, one direction
+ACT_BYTES = 2  # activations cross the link in 16 bits
+FP4_NAMES = ("fp4", "nvfp4", "mxfp4")
+FP8_NAMES = ("fp8", "int8")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One rank of a deployment as the step-time terms read it."""
+
+    dense_bytes: int  # weights every step reads: all but the routed experts
+    expert_bytes: int = 0  # routed experts held on this rank
+    num_experts: int = 0  # routed experts per MoE layer (on this rank's view: all of them)
+    top_k: int = 0
+    expert_params: float = 0.0  # one expert's parameters on this rank, over all MoE layers
+    kv_bytes_per_token: int = 0  # unbounded layers, this rank
+    kv_windows: tuple = ()  # ((bytes per token, window), ...) of bounded layers
+    flops_per_token: float = 0.0  # 2 x active parameters on this rank
+    attn_flops_per_pair: float = 0.0  # 4 x heads on this rank x head dim, over attention layers
+    layers: int = 1
+    hidden: int = 0
+    tp: int = 1
+    ep: int = 1
+    moe_layers: int = 0
+    bandwidth: float = 1.0  # bytes/s
+    gemm_rate: float = 0.0  # FLOP/s at the weight dtype
+    bf16_rate: float = 0.0
+    link_bandwidth: float = 0.0  # bytes/s one direction; 0: no link (one GPU)
+    link_latency_s: float = 0.0  # per collective call
+
+
+def gemm_rate(gpu, weight_dtype: str | None) -> tuple[float, str]:
+    """(FLOP/s, the precision it is) a GEMM runs at with these weights: fp8 weights on a GPU with
+    FP8 math run at its fp8 rate, fp4 weights at its fp4 rate (its fp8 one where it has no fp4),
+    everything else (and fp8 on a GPU without FP8 math: weight-only kernels) at bf16 (fp16 where
+    the profile gives no bf16)."""
+    flops = gpu.dense_flops
+    base = float(flops.get("bf16") or flops.get("fp16") or 0)
+    w = (weight_dtype or "").lower()
+    if w in FP4_NAMES and flops.get("fp4"):
+        return float(flops["fp4"]), "fp4"
+    if (w in FP4_NAMES or w in FP8_NAMES) and flops.get("fp8") and gpu.fp8 is not False:
+        return float(flops["fp8"]), "fp8"
+    return base, "bf16"
+
+
+def link(gpu, gpus: int) -> tuple[float, float]:
+    """(per-direction bandwidth, latency of one ring all-reduce call) among `gpus` GPUs of this profile:
+    its scale-up link within its domain, else the host's PCIe (gen and lanes from the profile, gen 4
+    x16 where it gives none)."""
+    if gpus <= 1:
+        return 0.0, 0.0
+    kind = gpu.interconnect_kind or "pcie"
+    bw = gpu.interconnect_bytes_per_s
+    domain = gpu.interconnect_domain or 1
+    if not bw or gpus > domain:
+        kind = "pcie" if gpus <= max(domain, 8) else "roce"
+        bw = PCIE_BYTES_PER_LANE_S.get(gpu.pcie_gen or 4, 1.969e9) * (gpu.pcie_lanes or 16)
+    return float(bw), ring_latency(kind, gpus)
+
+
+def ring_latency(kind: str, n: int) -> float:
+    """NCCL's ring all-reduce latency among n ranks: baseLat + 2(n-1) x hwLat (LL protocol)."""
+    return NCCL_BASE_LAT_S + 2 * (n - 1) * NCCL_HW_LAT_S.get(kind, NCCL_HW_LAT_S["pcie"])
+
+
+def ring_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: float) -> float:
+    """One ring all-reduce of `nbytes` among n ranks: 2(n-1)/n x bytes / per-direction bandwidth + latency."""
+    if n <= 1:
+        return 0.0
+    return 2 * (n - 1) / n * nbytes / bandwidth + latency
+
+
+def experts_touched(num_experts: int, top_k: int, tokens: float) -> float:
+    """Distinct experts a step of `tokens` tokens reaches in one MoE layer, uniform routing:
+    E x (1 - (1 - k/E)^tokens)."""
+    if not num_experts or not top_k:
+        return 0.0
+    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
+
+
+def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float, *, request: float = 0.0,
+             steps: float = 1.0) -> list[float]:
+    """One step's terms (TERMS order) at coefficient 1: `tokens` scheduled tokens of `seqs` sequences
+    reading `context` cached tokens in all and forming `pairs` query-key pairs. `steps`: how many
+    engine steps these tokens take (a prefill in chunks reads the weights once per chunk);
+    `request`: requests admitted (their fixed cost)."""
+    bw = s.bandwidth
+    kv = s.kv_bytes_per_token * context
+    for bpt, window in s.kv_windows:
+        kv += bpt * min(context, seqs * window)
+    per_step = tokens / steps
+    touched = experts_touched(s.num_experts, s.top_k, per_step) if s.num_experts else 0.0
+    share = touched / s.num_experts if s.num_experts else 0.0
+    comm = calls = 0.0
+    if s.tp > 1:
+        comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * tokens * s.hidden * ACT_BYTES / s.link_bandwidth
+        calls += 2 * s.layers * steps
+    if s.ep > 1 and s.moe_layers:
+        comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * tokens * s.top_k * s.hidden * ACT_BYTES / s.link_bandwidth
+        calls += 2 * s.moe_layers * steps
+    return [
+        s.dense_bytes * steps / bw,
+        kv / bw,
+        s.flops_per_token * tokens / s.gemm_rate if s.gemm_rate else 0.0,
+        s.attn_flops_per_pair * pairs / s.bf16_rate if s.bf16_rate else 0.0,
+        s.expert_bytes * share * steps / bw,
+        touched * 2 * s.expert_params * steps / s.gemm_rate if s.gemm_rate else 0.0,
+        comm,
+        calls * s.link_latency_s,
+        steps,
+        s.layers * steps,
+        seqs * steps,
+        request,
+    ]
+
+
+def roofline(s: Shape, tokens: float, seqs: float, context: float, pairs: float, steps: float = 1.0) -> float:
+    """The old bound (kvplan.simulator.model.StepTimer): max(bytes read / bandwidth, FLOPs / the bf16 rate)."""
+    f = features(s, tokens, seqs, context, pairs, steps=steps)
+    read = f[0] + f[1] + f[4]
+    rate = s.bf16_rate
+    flops = (s.flops_per_token * tokens + s.attn_flops_per_pair * pairs) / rate if rate else 0.0
+    return max(read, flops)

@@ -1,0 +1,211 @@
+"""The calibrated step-time model (kvplan.speed): each term by hand, the fit, and the shipped coefficients.
+
+Hand arithmetic comes from the datasheets the GPU profiles cite (H100 SXM: 989 TFLOP/s dense BF16,
+1,978 FP8, 3.35 TB/s, NVLink 450 GB/s per direction) and from NCCL's latency table
+(NVIDIA/nccl src/graph/tuning.cc: baseLat Ring/LL 6.6 us, hwLat NVLink Ring/LL 0.6 us).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from kvplan.hardware.gpus import find_gpu
+from kvplan.speed import model as speed
+from kvplan.speed.corpus import in_training, read_corpus
+from kvplan.speed.nnls import nnls
+from kvplan.speed.terms import TERMS, Shape, experts_touched, features, gemm_rate, link, ring_allreduce_seconds, roofline
+
+CORPUS = Path(__file__).parent / "fixtures" / "speed"
+H100 = find_gpu("h100-sxm")
+
+
+def test_fp8_weights_run_at_the_fp8_rate_of_the_profile():
+    # H100 SXM datasheet, dense: BF16 989 TFLOP/s, FP8 1,978 TFLOP/s (twice).
+    assert gemm_rate(H100, "fp8") == (1_978e12, "fp8")
+    assert gemm_rate(H100, "bf16") == (989e12, "bf16")
+    assert gemm_rate(H100, None) == (989e12, "bf16")
+    # the A100 has no FP8 math: FP8 weights run through weight-only kernels at its BF16 rate (312 T)
+    assert gemm_rate(find_gpu("a100-sxm-80"), "fp8") == (312e12, "bf16")
+    # A GEMM term: 1,000 tokens x 2 x 8e9 parameters = 1.6e13 FLOPs; at FP8 1.6e13 / 1.978e15 = 8.09 ms,
+    # half the BF16 time (16.18 ms).
+    s = Shape(dense_bytes=0, flops_per_token=16e9, gemm_rate=gemm_rate(H100, "fp8")[0], bf16_rate=989e12,
+              bandwidth=3.35e12)
+    f = features(s, 1000, 1, 0, 0)
+    assert f[TERMS.index("gemm")] == pytest.approx(1.6e13 / 1.978e15)
+    assert f[TERMS.index("gemm")] * 2 == pytest.approx(1.6e13 / 989e12)
+
+
+def test_ring_all_reduce_over_nvlink():
+    # 8 H100s on NVSwitch: 450 GB/s per direction; NCCL ring LL latency 6.6 + 2 x 7 x 0.6 = 15.0 us.
+    bw, lat = link(H100, 8)
+    assert bw == 450e9
+    assert lat == pytest.approx(15.0e-6)
+    # 16 MiB: 2 x 7/8 x 16,777,216 / 450e9 = 65.24 us, plus 15.0 us = 80.24 us
+    assert ring_allreduce_seconds(16 * 2**20, 8, bw, lat) == pytest.approx(2 * 7 / 8 * 16 * 2**20 / 450e9 + 15.0e-6)
+    assert ring_allreduce_seconds(16 * 2**20, 1, bw, lat) == 0.0
+    assert link(H100, 1) == (0.0, 0.0)
+
+
+def test_tp_collectives_in_a_step():
+    # tp 2, 10 layers, hidden 4096, 8 tokens: 2 all-reduces a layer of 8 x 4096 x 2 bytes = 65,536 B;
+    # bandwidth part 20 x 2 x 1/2 x 65,536 / 450e9; 20 calls x 7.8 us (6.6 + 2 x 1 x 0.6).
+    bw, lat = link(H100, 2)
+    s = Shape(dense_bytes=0, layers=10, hidden=4096, tp=2, bandwidth=3.35e12, link_bandwidth=bw, link_latency_s=lat)
+    f = features(s, 8, 8, 0, 0)
+    assert f[TERMS.index("comm")] == pytest.approx(20 * 65_536 / 450e9)
+    assert f[TERMS.index("latency")] == pytest.approx(20 * 7.8e-6)
+
+
+def test_experts_touched():
+    # E = 8, k = 2: one token reaches 2 experts; two tokens 8 x (1 - (3/4)^2) = 3.5; many tokens all 8.
+    assert experts_touched(8, 2, 1) == pytest.approx(2.0)
+    assert experts_touched(8, 2, 2) == pytest.approx(3.5)
+    assert experts_touched(8, 2, 10_000) == pytest.approx(8.0)
+    # the expert term reads that share of the rank's expert bytes: 3.5 / 8 x 8 GB / 2 TB/s = 1.75 ms
+    s = Shape(dense_bytes=0, expert_bytes=8_000_000_000, num_experts=8, top_k=2, expert_params=1e9,
+              bandwidth=2e12, gemm_rate=1e15, bf16_rate=1e15)
+    f = features(s, 2, 2, 0, 0)
+    assert f[TERMS.index("experts")] == pytest.approx(1.75e-3)
+    # grouped GEMM at low occupancy: 3.5 experts x 2 x 1e9 parameters / 1e15 = 7 us per token-per-expert
+    assert f[TERMS.index("grouped")] == pytest.approx(3.5 * 2e9 / 1e15)
+
+
+def test_fixed_costs_per_step_layer_sequence_and_request():
+    s = Shape(dense_bytes=0, layers=32, bandwidth=1e12)
+    f = dict(zip(TERMS, speed.decode_features(s, 4, 100)))
+    assert (f["step"], f["layer"], f["seq"], f["request"]) == (1, 32, 4, 0)
+    # a prefill of 20,000 tokens in chunks of 8,192: 3 steps, 96 layer passes, one request
+    f = dict(zip(TERMS, speed.prefill_features(s, 20_000)))
+    assert (f["step"], f["layer"], f["request"]) == (3, 96, 1)
+
+
+def test_nnls_keeps_coefficients_non_negative():
+    # rows (1, 0), (0, 1), (1, 1) against (1, -1, 0): least squares gives (1, -1); with x >= 0 the
+    # second is 0 and the first minimises (x - 1)^2 + x^2: x = 1/2.
+    x = nnls([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], [1.0, -1.0, 0.0])
+    assert x == pytest.approx([0.5, 0.0], abs=1e-9)
+    # an exact non-negative solution is found
+    assert nnls([[1.0, 2.0], [3.0, 1.0], [1.0, 1.0]], [5.0, 5.0, 3.0]) == pytest.approx([1.0, 2.0])
+
+
+def test_the_calibrated_step_is_never_faster_than_the_roofline():
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.speed.shape import shape_for
+
+    # bf16 weights: the old roofline (FLOPs at the bf16 rate) is a lower bound of every engine's step
+    s = shape_for(find_in_catalog("llama-3.1-8b"), H100)
+    for engine in ("vllm", "sglang", "trtllm", "llama.cpp"):
+        for batch, ctx in ((1, 100), (64, 4000), (512, 1000)):
+            cal = speed.decode_seconds(s, engine, batch, ctx)
+            assert cal >= roofline(s, batch, batch, batch * ctx, batch * (ctx + 1)) > 0
+        assert speed.prefill_seconds(s, engine, 4096) >= speed.prefill_seconds(s, engine, 4096, speed="roofline")
+    # fp8 weights: faster than that roofline in a compute-bound prefill (the FP8 rate), never faster than
+    # the roofline at the FP8 rate (the terms at coefficient 1: reads, and GEMM + attention FLOPs)
+    s8 = shape_for(find_in_catalog("llama-3.1-8b"), H100, weight_dtype="fp8")
+    f = dict(zip(TERMS, speed.prefill_features(s8, 4096)))
+    bound = max(f["weights"] + f["kv"] + f["experts"], f["gemm"] + f["attn"])
+    for engine in ("vllm", "sglang", "trtllm", "llama.cpp"):
+        assert speed.prefill_seconds(s8, engine, 4096) >= bound
+
+
+def test_the_split_is_by_source_and_deterministic():
+    import hashlib
+
+    ids = [f"source-{i}" for i in range(1000)]
+    share = sum(map(in_training, ids)) / len(ids)
+    assert 0.65 < share < 0.75
+    h = hashlib.sha256(b"vllm-pr-12345").digest()
+    assert in_training("vllm-pr-12345") == ((h[0] * 256 + h[1]) % 100 < 70)
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the speed corpus (tests/fixtures/speed) is absent")
+def test_every_corpus_point_is_a_case_or_a_counted_skip():
+    cases, skipped = read_corpus(CORPUS)
+    total = sum(len(__import__("yaml").safe_load(f.read_text())["points"]) for f in CORPUS.glob("*.yaml"))
+    assert len(cases) + sum(skipped.values()) == total
+    assert {c.engine for c in cases} == {"vllm", "sglang", "trtllm", "llama.cpp"}
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the speed corpus (tests/fixtures/speed) is absent")
+def test_refitting_the_training_split_reproduces_the_shipped_coefficients():
+    from kvplan.speed.ship import fit_all
+
+    shipped = json.loads(speed.DATA.read_text())
+    fresh = fit_all(CORPUS)
+    assert fresh["split"] == shipped["split"]
+    assert fresh["corpus"]["train_sources"] == shipped["corpus"]["train_sources"]
+    assert set(fresh["engines"]) == set(shipped["engines"]) == {"vllm", "sglang", "trtllm", "trtllm<1.0", "llama.cpp"}
+    for engine, entry in shipped["engines"].items():
+        for term, value in entry["coefficients"].items():
+            assert math.isclose(fresh["engines"][engine]["coefficients"][term], value, rel_tol=1e-6, abs_tol=1e-12), \
+                (engine, term)
+    # no held-out source trained
+    assert not set(shipped["corpus"]["train_sources"]) & set(shipped["corpus"]["held_out_sources"])
+    assert all(not in_training(s) for s in shipped["corpus"]["held_out_sources"])
+
+
+def test_the_simulator_step_model_equals_the_terms():
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.speed.model import StepModel, coefficients, priced
+    from kvplan.speed.shape import shape_for
+
+    # gpt-oss-120b: routed experts and sliding-window layers, both off the linear path
+    s = shape_for(find_in_catalog("gpt-oss-120b"), H100, tp=2)
+    assert s.num_experts and s.kv_windows
+    sm = StepModel(s, coefficients("vllm"))
+    for tokens, seqs, ctx, pairs, new in ((300, 20, 50_000, 1e6, 2), (8, 8, 8_000, 8_008, 0), (1, 1, 10, 11, 0)):
+        want = priced(sm.coef, features(s, tokens, seqs, ctx, pairs, request=new))
+        assert sm.step(tokens, seqs, ctx, pairs, new) == pytest.approx(want, rel=1e-12)
+    dense = shape_for(find_in_catalog("llama-3.1-8b"), H100)
+    sd = StepModel(dense, coefficients("sglang"))
+    assert sd.decode(8)(8_000) == pytest.approx(sd.step(8, 8, 8_000, 8_008))
+
+
+def test_a_setting_outside_the_corpus_says_so():
+    from kvplan.speed.coverage import label, outside
+
+    cov = speed.shipped()["coverage"]
+    assert "h100-sxm" in cov["gpus"] and "t4" not in cov["gpus"]
+    assert outside("vllm", "h100-sxm", "llama") == []
+    assert outside("vllm", "t4", "llama") == ["GPU t4 is not in the speed corpus"]
+    assert "not in the speed corpus: vllm's coefficients" in outside("hf_transformers", "h100-sxm", "llama")[0]
+    assert label("kvplan").startswith("calibrated (vllm coefficients")
+    assert label("vllm", "roofline") == "roofline (a lower bound)"
+
+
+def test_simulate_speed_flag(kvplan_home):
+    from typer.testing import CliRunner
+
+    from kvplan.cli.main import app_for
+
+    args = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--workload", "chat", "--qps", "4", "--duration", "20", "--json"]
+    runner = CliRunner()
+    cal = runner.invoke(app_for("simulate"), args)
+    roof = runner.invoke(app_for("simulate"), [*args, "--speed", "roofline"])
+    assert cal.exit_code == 0 and roof.exit_code == 0, (cal.output, roof.output)
+    c, r = json.loads(cal.stdout), json.loads(roof.stdout)
+    assert c["meta"]["step_time"].startswith("calibrated (vllm") and r["meta"]["step_time"] == "roofline (a lower bound)"
+    assert c["meta"]["step_time_band"]["tpot"]["n"] > 0 and r["meta"]["step_time_band"] is None
+    assert "calibrated (vllm" in c["meta"]["step_time_note"] and "roofline" in r["meta"]["step_time_note"]
+    tpot = lambda d: d["runs"]["paged"]["summary"]["latency_s"]["tpot"]["p50"]  # noqa: E731
+    assert tpot(c) > tpot(r) > 0  # the calibrated step is never faster than the roofline
+    bad = runner.invoke(app_for("simulate"), [*args, "--speed", "fast"])
+    assert bad.exit_code == 2 and "--speed must be calibrated or roofline" in bad.output
+
+
+def test_cheapest_speed_floor_reads_the_calibrated_step():
+    from kvplan.compare.cheapest import cheapest
+    from kvplan.planning.deploy import Deployment
+    from kvplan.sources.catalog import find_in_catalog
+
+    spec = find_in_catalog("llama-3.1-8b")
+    (c,) = [x for x in cheapest(spec, [H100], 8192, 8, deployments=[Deployment(1, 1)]) if x.plan is not None]
+    roof, cal = 1 / c.plan.decode_step_seconds, c.tokens_per_second_per_request
+    assert c.step_seconds and cal < roof  # the calibrated decode is slower than the roofline's bound
+    floor = (cal + roof) / 2  # met by the roofline, not by the calibrated step
+    (slow,) = cheapest(spec, [H100], 8192, 8, deployments=[Deployment(1, 1)], min_tokens_per_second=floor)
+    assert not slow.meets and slow.why.startswith("too slow: ")

@@ -1,0 +1,115 @@
+"""Issue 25 item 1: every table at 80 columns with the catalog's longest names; no cell cut, no column
+(rank, GPU) dropped, no name split inside a word, no number cut. The cases are the issue's own commands."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+
+
+def _longest():
+    from kvplan.hardware.gpus import load_gpus
+    from kvplan.sources.catalog import load_catalog
+
+    gpu = max(load_gpus(), key=len)  # rtx-pro-6000-server
+    names = sorted((s.name for s in load_catalog()), key=len)
+    return gpu, names[-1], names
+
+
+@pytest.fixture
+def prices(tmp_path):
+    gpu, _, _ = _longest()
+    p = tmp_path / "p.yaml"
+    p.write_text(f"currency: USD\nh100: 2.49\nh200: 3.10\na100-80: 1.29\nmi300x: 2.2\nl40s: 0.9\n{gpu}: 1.8\n")
+    return p
+
+
+def _run(args, monkeypatch, codes=(0, 6)):
+    monkeypatch.setenv("COLUMNS", "80")
+    r = CliRunner().invoke(app, [str(a) for a in args])
+    assert r.exit_code in codes, r.output
+    lines = r.stdout.splitlines()
+    assert [line for line in lines if len(line) > 80] == []
+    assert [line for line in lines if "…" in line and not line.startswith("… and ")] == [], r.stdout
+    return r.stdout
+
+
+def _rows(stdout: str, title: str, key: int) -> list[list[str]]:
+    """The logical rows of the table titled `title`: a row starts where cell `key` is not empty; a cell
+    wrapped over lines is joined back (a name broken after a hyphen joins to the whole name)."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    body = next(i for i in range(start, len(lines)) if "╇" in lines[i]) + 1
+    rows: list[list[str]] = []
+    for line in lines[body:]:
+        if "│" not in line:
+            break
+        cells = [c.strip() for c in line.split("│")]
+        if cells[key]:
+            rows.append(cells)
+        else:
+            rows[-1] = [(a + (" " if a and b and not a.endswith("-") else "") + b) for a, b in zip(rows[-1], cells)]
+    return rows
+
+
+NUMBER = re.compile(r"^(–|[\d,]+(\.\d+)?)$")
+
+
+def test_cheapest_keeps_rank_and_gpu_and_whole_numbers(prices, kvplan_home, monkeypatch):
+    args = ["cheapest", "llama-3.1-70b", "--ctx", "128k", "--concurrency", "32", "--prices", prices]
+    out = _run(args, monkeypatch)
+    doc = json.loads(CliRunner().invoke(app, [*map(str, args), "--json"]).stdout)
+    rows = _rows(out, "Meeting the target", key=0)
+    assert [r[0] for r in rows] == [str(i) for i in range(1, len(rows) + 1)]  # the rank is there
+    assert [r[1] for r in rows] == [c["gpu"] for c in doc["meets"][:len(rows)]]  # and the GPU, whole
+    assert all(NUMBER.match(c) for r in rows for c in r[3:]), rows
+    assert "(tp 8 × pp 2)" in out  # the layout whole, never "16 (tp 8 × pp…"
+
+
+def test_cheapest_layouts_cuts_no_number(prices, kvplan_home, monkeypatch):
+    out = _run(["cheapest", "llama-3.1-70b", "--ctx", "128k", "--concurrency", "32", "--prices", prices,
+                "--layouts"], monkeypatch)
+    rows = _rows(out, "Meeting the target", key=0)
+    assert len(rows) == 15 and all(NUMBER.match(c) for r in rows for c in r[3:])
+    assert "KV GiB/GPU" in out or "(KV GiB/GPU, USD/GPU-h left out at 80 columns" in out  # dropped: said
+
+
+def test_sweep_longest_names_whole_and_numbers_whole(prices, kvplan_home, monkeypatch):
+    gpu, longest, names = _longest()
+    args = ["sweep", "-m", f"deepseek-v3,{longest}", "-g", f"h200,a100-sxm-80,{gpu}", "-c", "4k,128k",
+            "--kv-dtype", "auto,fp8", "--weight-dtype", "auto,fp8", "--prices", prices, "--offload", "cpu:100GiB",
+            "--top", "40"]
+    out = _run(args, monkeypatch)
+    rows = _rows(out, "Best", key=3)  # ctx is never wrapped
+    assert {r[0] for r in rows} == {"deepseek-v3", longest}  # names joined back whole: broken after a hyphen
+    assert {r[1] for r in rows} <= {"h200-sxm", "a100-sxm-80", gpu} and gpu in {r[1] for r in rows}
+    assert all(NUMBER.match(r[i]) for r in rows for i in (2, 7, 8)), rows
+
+
+def test_models_list_and_gpus_names_whole(kvplan_home, monkeypatch):
+    gpu, longest, names = _longest()
+    rows = _rows(_run(["models", "list"], monkeypatch), "name", key=1)
+    assert [r[0] for r in rows] == sorted(names)  # whole names, sorted (item 8)
+    rows = _rows(_run(["gpus"], monkeypatch), "key", key=0)
+    assert gpu in [r[0] for r in rows]
+
+
+@pytest.mark.parametrize("args", [
+    ["fit", "falcon-h1-0.5b-instruct", "--gpu", "rtx-pro-6000-server", "--ctx", "128k"],
+    ["fit", "llama-3.1-8b", "--gpu", "rtx-pro-6000-server", "--ctx", "128k", "--offload", "cpu:100GiB"],
+    ["simulate", "llama-3.1-8b", "--gpu", "rtx-pro-6000-server", "--duration", "5"],
+    ["check-log", LOGS / "sglang_qwq32b_4xl4.log", "--model", "qwen2.5-32b", "--gpu", "l4"],
+    ["check-log", LOGS / "vllm_qwen3_235b_fp8_tp4_h100.log", "--gpu", "h100"],
+    ["disagg", "llama-3.1-8b", "--gpu", "rtx-pro-6000-server", "--isl", "4k", "--osl", "512"],
+    ["check-bench", Path(__file__).parent / "fixtures" / "bench" / "vllm-l40s-llama32-3b-10qps.json"],
+], ids=lambda a: " ".join(map(str, a[:2]))[:40])
+def test_other_tables_fit(args, kvplan_home, monkeypatch):
+    _run(args, monkeypatch, codes=(0, 1, 6))

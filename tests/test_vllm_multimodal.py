@@ -1,0 +1,66 @@
+"""vLLM's multimodal budget (kvplan.engines.vllm.multimodal): --limit-mm-per-prompt as `--engine-opt
+limit_mm_per_prompt=N`, the vision tower's weights and the encoder profile as their own rows.
+
+Hand arithmetic from vLLM's source (v0.20.0 interfaces.py _mark_tower_model: a tower whose every modality is
+limited to 0 is not built; encoder_budget.py / encoder_cache_manager.py: the profile run holds at most
+budget = max(max_num_batched_tokens, tokens per item) encoder outputs of the text hidden size) and the
+published Mistral-Small-3.1 config (tests/fixtures/families/mistral-small-3.1-24b.json).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+MISTRAL3 = ROOT / "tests" / "fixtures" / "families" / "mistral-small-3.1-24b.json"
+QWEN35 = ROOT / "scripts" / "catalog_extra" / "Qwen__Qwen3.5-27B.json"
+ARGS = ["--gpu", "h100", "--ctx", "8192", "--engine", "vllm", "--engine-version", "0.20.0",
+        "--engine-opt", "max_num_batched_tokens=8192"]
+
+
+def fit(path: Path, *extra: str):
+    r = CliRunner().invoke(app, ["fit", str(path), *ARGS, *extra, "--json"])
+    if r.exit_code:
+        return r, None
+    out = json.loads(r.stdout)  # no --gpus: the plans tried, the recommended one by index
+    return r, out["plans"][out["recommended"]]
+
+
+def figures(out) -> dict:
+    return {f["label"]: f["value"] for f in out["engine"]["figures"]}
+
+
+def test_limit_zero_drops_the_pixtral_tower_and_its_encoder_profile(kvplan_home):
+    _, full = fit(MISTRAL3)
+    _, text = fit(MISTRAL3, "--engine-opt", "limit_mm_per_prompt=0")
+    # tower + projector 438,958,080 parameters x 2 B (bf16) = 877,916,160 B not loaded
+    assert full["weight_bytes"] - text["weight_bytes"] == 877_916_160
+    # encoder profile: 8,192 tokens x 5,120 (text hidden) x 2 B = 83,886,080 B, gone with the tower
+    assert figures(full)["encoder profile (dummy image outputs)"] == 83_886_080
+    assert figures(text)["encoder profile (dummy image outputs)"] == 0
+    assert full["overhead_bytes_per_gpu"] - text["overhead_bytes_per_gpu"] == 83_886_080
+    assert figures(full)["vision tower weights (whole model)"] == 877_916_160
+    assert figures(text)["limit_mm_per_prompt (images)"] == 0
+
+
+def test_limit_above_zero_keeps_the_tower_and_is_emitted(kvplan_home):
+    _, full = fit(MISTRAL3)
+    r = CliRunner().invoke(app, ["fit", str(MISTRAL3), *ARGS, "--engine-opt", "limit_mm_per_prompt=2",
+                                 "--emit", "vllm"])
+    assert r.exit_code == 0, r.output
+    command = shlex.split(r.stdout.strip().splitlines()[-1])
+    assert command[command.index("--limit-mm-per-prompt") + 1] == '{"image": 2}'
+    _, two = fit(MISTRAL3, "--engine-opt", "limit_mm_per_prompt=2")
+    assert two["weight_bytes"] == full["weight_bytes"]  # any limit >= 1 builds the tower
+
+
+def test_a_tower_that_also_serves_video_is_not_dropped_by_an_image_limit(kvplan_home):
+    r, _ = fit(QWEN35, "--engine-opt", "limit_mm_per_prompt=0")
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert "every modality" in r.stderr.strip().splitlines()[-1]

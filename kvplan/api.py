@@ -290,15 +290,19 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
                           f"{p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more {arg('gpus')}", EXIT_USAGE)
     base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=max_num_seqs,
                         max_num_batched_tokens=max_num_batched_tokens, prefix_caching=prefix_caching)
-    op = None
-    if tiers:
-        if any(t.auto for t in tiers):  # sized at the knee of the trace's hit-rate curve, in its own blocks
-            block = hash_block_tokens(fmt) or BLOCK_TOKENS
-            tiers = auto_tiers(curve_doc(requests, sim.token_bytes() * dep.tp, res.capacity.tokens, block)[0], tiers)[0]
-        op = offload_pools(chosen, p, spec, tiers, offload_backend, host_profile)
+    op = _tiers(chosen, res, spec, sim, dep, requests, fmt, tiers, offload_backend, host_profile) if tiers else None
+    if op is not None:
         base = dataclasses.replace(base, tiers=sim_tiers(op, sim.token_bytes(), host_profile, dep.gpus))
     ((summary, series),) = run_all(sim, requests, configs(base, False), slo_ttft, slo_tpot).values()
     return Simulation(p, summary, series, op)
+
+
+def _tiers(engine, res, spec, sim, dep, requests, fmt, tiers, backend: str, host) -> OffloadPlan:
+    """simulate's tiers as `engine` sizes them; cpu:auto at the knee of the trace's hit-rate curve, in its blocks."""
+    if any(t.auto for t in tiers):
+        block = hash_block_tokens(fmt) or BLOCK_TOKENS
+        tiers = auto_tiers(curve_doc(requests, sim.token_bytes() * dep.tp, res.capacity.tokens, block)[0], tiers)[0]
+    return offload_pools(engine, res.plan, spec, tiers, backend, host)
 
 
 def _offload_request(offload: str | None, backend: str, host, prefix_pool: bool, trace) -> tuple:

@@ -117,8 +117,9 @@ ROW_KEYS = (
     "state_bytes_per_sequence", "state_bytes_per_sequence_per_gpu", "kv_memory_bytes_per_gpu", "kv_used_bytes_per_gpu", "free_bytes_per_gpu", "kv_cache_tokens",
     "kv_pool_tokens_per_deployment", "request_tokens_at_context", "max_concurrency", "max_context",
     "max_context_limited_by", "context_limit", "fits", "binds", "decode_step_seconds",
-    "decode_tokens_per_second", "decode_tokens_per_second_per_request", "decode_step_seconds_calibrated",
-    "decode_tokens_per_second_calibrated", "decode_tokens_per_second_per_request_calibrated", "speculative", "warnings", *PRICE_KEYS,
+    "decode_tokens_per_second", "decode_tokens_per_second_per_request", "speculative", "warnings",
+    "decode_step_seconds_calibrated", "decode_tokens_per_second_calibrated",
+    "decode_tokens_per_second_per_request_calibrated", *PRICE_KEYS,
 )
 CSV_COLUMNS = tuple(csv_columns(ROW_KEYS))
 

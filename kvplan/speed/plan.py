@@ -58,8 +58,9 @@ class DecodeSteps:
             terms = self._terms_of(spec, (id(spec), dep.tp, dep.ep, req.weight_dtype, kv), dep.tp, dep.ep,
                                    req.weight_dtype, kv)
             shape = on_gpu(terms, spec, gpu, req.weight_dtype)
-            line = StepModel(shape, self._coef).decode(batch) if self._coef else (
-                lambda context, s=shape: decode_seconds(s, self.engine, batch, context, speed=self.speed))
+            total = StepModel(shape, self._coef).decode(batch) if self._coef else None  # of all seqs' context
+            line = ((lambda context: total(batch * context)) if total else
+                    (lambda context, s=shape: decode_seconds(s, self.engine, batch, context, speed=self.speed)))
             hit = self._lines[line_key] = (gpu, line)
         return hit[1](req.context)
 

@@ -280,6 +280,15 @@ def test_check_bench_json_and_what_it_assumed():
     assert {e["term"].split(" (")[0] for e in run["efficiency"]} == {"decode bandwidth", "prefill FLOP/s"}
 
 
+def test_the_files_release_picks_the_speed_era():
+    # The trtllm-bench report says "TensorRT-LLM Version: 0.17.0": releases before 1.0 have their own
+    # coefficient set (kvplan/speed/corpus.py ERAS), whatever release the KV pool's rules are taken from.
+    r = runner.invoke(whole_app(), ["check-bench", str(FIX / "trtllm-bench-llama31-8b-fp8.txt"), "--gpu", "h100", "--json"])
+    assert r.exit_code == 0, r.output
+    (run,) = json.loads(r.stdout)["runs"]
+    assert any(a.startswith("step times: calibrated (trtllm<1.0 coefficients") for a in run["assumed"]), run["assumed"]
+
+
 @pytest.mark.parametrize("name,flags,message", [
     ("sglang-report-gpt-oss-20b-h100.txt", ["--gpu", "h100"], "names no model; pass --model"),
     ("aiperf-gpt-oss-20b.csv", ["--model", "gpt-oss-20b", "--gpu", "l40s"], "pass --input-len and --output-len"),

@@ -22,6 +22,7 @@ from kvplan.cli.simulate import _deployment_model
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.hardware.gpus import find_gpu, load_gpus
 from kvplan.simulator.engine import EngineConfig
+from kvplan.speed.corpus import era_of
 from kvplan.simulator.session import run_all
 from kvplan.sources.catalog import find_in_catalog
 
@@ -49,6 +50,7 @@ class Resolved:
     kv_dtype: str
     weight_dtype: str | None
     assumed: list = field(default_factory=list)
+    version: str | None = None  # the engine release the file states (picks the speed coefficients' era)
 
 
 def _model_candidates(name: str) -> list[str]:
@@ -125,7 +127,7 @@ def resolve(run: BenchRun, model, gpu, tp, engine, kv_dtype, weight_dtype, hw_pr
     if s.engine_version:
         assumed.append(f"{eng} rules of the newest release kvplan models (the file says {s.engine_version})")
     kv, w = _dtypes(s, kv_dtype, weight_dtype, assumed)
-    return Resolved(name, hw, size, replicas, eng, kv, w, assumed)
+    return Resolved(name, hw, size, replicas, eng, kv, w, assumed, s.engine_version)
 
 
 def _sim(r: Resolved, hw_profiles):
@@ -134,7 +136,8 @@ def _sim(r: Resolved, hw_profiles):
         r.model, r.gpu.key, gpus=r.tp, tp=r.tp, pp=None, max_model_len=None, kv_dtype=r.kv_dtype,
         weight_dtype=r.weight_dtype, gmu=None, kv_cache_memory=None, overhead=None, block_size=None,
         step_overhead=simulate_default("step_overhead"), chosen=chosen, hw_profiles=hw_profiles, revision=None,
-        token=None, timeout=simulate_default("timeout"))
+        token=None, timeout=simulate_default("timeout"),
+        speed_engine=era_of(r.engine, r.version) if r.engine and r.version else None)
     return sim, [n for n in notes if n]
 
 

@@ -183,9 +183,13 @@ def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttf
 
 def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,
                       overhead, block_size, step_overhead, chosen, hw_profiles, revision, token, timeout,
-                      speculative=None, lora=None, allow_long_context=False, speed="calibrated"):
+                      speculative=None, lora=None, allow_long_context=False, speed="calibrated",
+                      speed_engine=None):
     """Plan the deployment as `fit` does (with the drafter --speculative names), as `chosen` (a
-    configured engine) sizes the pool, then the simulator's inputs and the notes for stderr."""
+    configured engine) sizes the pool, then the simulator's inputs and the notes for stderr.
+    `speed_engine`: the coefficient set the steps take where it is not the engine's current one
+    (check-bench: the era of the release its file names, e.g. "trtllm<1.0")."""
+    speed_engine = speed_engine or chosen.name
     hw = find_gpu(gpu, hw_profiles or ())
     drafter = speculative_request(speculative, chosen)
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
@@ -198,7 +202,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     dep = chosen.deployment(dep)
     result = engine_result(chosen, spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
     p = result.plan
-    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=chosen.name)
+    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=speed_engine)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache "
                           f"(weights {p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more --gpus", EXIT_USAGE)
@@ -208,14 +212,14 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
                  + f", pages of {sim.block_size} token{'s' if sim.block_size != 1 else ''}, requests up to "
                  f"{sim.max_model_len:,} tokens")
     notes += [f"warning: {w}" for w in plan_warnings(p)]
-    notes += speed_notes(speed, chosen.name, hw.key, spec.family)
+    notes += speed_notes(speed, speed_engine, hw.key, spec.family)
     if not (sim.all_full and not sim.state_bytes):
         notes.append("note: prefix caching is not modelled for sliding-window, chunked or recurrent layers: off")
     meta = {"model": spec.name, "gpu": hw.key, "gpus": dep.gpus, "tp": dep.tp, "pp": dep.pp,
             "kv_dtype": str(p.request.kv_dtype.name if hasattr(p.request.kv_dtype, "name") else p.request.kv_dtype),
             "kv_pool_bytes_per_gpu": sim.kv_budget_bytes, "block_size": sim.block_size, "max_model_len": sim.max_model_len,
             "step_overhead_s": step_overhead, "kv_pool_sized_by": chosen.label or "kvplan (engine-neutral)",
-            "step_time": sim.speed_label, "step_time_band": speed_band(speed, chosen.name)}
+            "step_time": sim.speed_label, "step_time_band": speed_band(speed, speed_engine)}
     return sim, meta, notes, (result, spec, dep, chosen)
 
 

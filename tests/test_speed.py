@@ -157,10 +157,9 @@ def test_the_simulator_step_model_equals_the_terms():
     s = shape_for(find_in_catalog("gpt-oss-120b"), H100, tp=2)
     assert s.num_experts and s.kv_windows
     sm = StepModel(s, coefficients("vllm"))
-    for tokens, seqs, ctx, pairs in ((300, 20, 50_000, 1e6), (8, 8, 8_000, 8_008), (1, 1, 10, 11)):
-        want = priced(sm.coef, features(s, tokens, seqs, ctx, pairs))  # request=0: no GPU time
-        assert sm.step(tokens, seqs, ctx, pairs) == pytest.approx(want, rel=1e-12)
-    assert sm.request_s == dict(zip(TERMS, sm.coef))["request"]
+    for tokens, seqs, ctx, pairs, new in ((300, 20, 50_000, 1e6, 2), (8, 8, 8_000, 8_008, 0), (1, 1, 10, 11, 0)):
+        want = priced(sm.coef, features(s, tokens, seqs, ctx, pairs, request=new))
+        assert sm.step(tokens, seqs, ctx, pairs, new) == pytest.approx(want, rel=1e-12)
     dense = shape_for(find_in_catalog("llama-3.1-8b"), H100)
     sd = StepModel(dense, coefficients("sglang"))
     assert sd.decode(8)(8_000) == pytest.approx(sd.step(8, 8, 8_000, 8_008))
@@ -210,54 +209,3 @@ def test_cheapest_speed_floor_reads_the_calibrated_step():
     floor = (cal + roof) / 2  # met by the roofline, not by the calibrated step
     (slow,) = cheapest(spec, [H100], 8192, 8, deployments=[Deployment(1, 1)], min_tokens_per_second=floor)
     assert not slow.meets and slow.why.startswith("too slow: ")
-
-
-def test_the_request_cost_is_latency_not_gpu_time_in_the_steady_state():
-    from kvplan.speed.load import Load, combos, value
-
-    # a closed loop of 2 requests, isl 1000, osl 101: B = 2 run together, nobody queues.
-    # t_wave 0.2 s, t_dec 0.01 s, t_req 0.05 s. GPU time per request T = (0.2 + 101 x 0.01) / 2 = 0.605 s
-    # -> 1 / 0.605 = 1.6529 req/s whatever t_req; E2E = 2 x 0.605 + 0.05 = 1.26 s;
-    # TTFT = (2 + 1) / 4 x 0.2 + 0.05 = 0.20 s; TPOT = (1.26 - 0.20) / 100 = 0.0106 s (as with t_req 0)
-    b, cm = combos(Load(isl=1000, osl=101, concurrency=2))
-    assert b == 2
-    for t_req in (0.0, 0.05):
-        assert value(cm["request_throughput"], 0.2, 0.01, t_req) == pytest.approx(1 / 0.605)
-        assert value(cm["output_throughput"], 0.2, 0.01, t_req) == pytest.approx(101 / 0.605)
-        assert value(cm["tpot"], 0.2, 0.01, t_req) == pytest.approx(0.0106)
-    assert value(cm["e2el"], 0.2, 0.01, 0.05) == pytest.approx(1.26)
-    assert value(cm["ttft"], 0.2, 0.01, 0.05) == pytest.approx(0.20)
-    assert value(cm["ttft"], 0.2, 0.01, 0.0) == pytest.approx(0.15)
-
-
-def test_the_request_cost_is_latency_not_gpu_time_in_the_simulator():
-    from kvplan.simulator.engine import Engine, EngineConfig
-    from kvplan.simulator.model import Group, SimModel
-    from kvplan.simulator.workload import SimRequest
-
-    class Flat:  # a calibrated step of 10 ms whatever runs, and a fixed cost per request
-        def __init__(self, request_s):
-            self.request_s = request_s
-
-        def step(self, tokens, seqs, context, pairs):
-            return 0.01
-
-        def decode(self, seqs):
-            return lambda context: 0.01
-
-    def run(request_s):
-        m = SimModel("flat", kv_budget_bytes=1 << 30, block_size=16, groups=(Group(1024),), speed=Flat(request_s))
-        reqs = [SimRequest(0, 0.0, 100, 10), SimRequest(1, 0.0, 100, 10)]
-        return Engine(m, EngineConfig()).run(reqs).summary(10.0, 1.0)
-
-    # both prompts share the first step (0.01 s: first tokens at 0.01), 9 decode steps more: done at 0.10 s
-    # -> 2 / 0.10 = 20 req/s, TTFT 0.01 s, E2E 0.10 s; a 0.5 s cost per request: TTFT 0.51 s, E2E 0.60 s,
-    # the same 20 req/s and TPOT (0.10 - 0.01) / 9 = 0.01 s
-    base, slow = run(0.0), run(0.5)
-    assert base["throughput"]["requests_per_s"] == slow["throughput"]["requests_per_s"] == pytest.approx(20)
-    assert base["latency_s"]["ttft"]["mean"] == pytest.approx(0.01)
-    assert slow["latency_s"]["ttft"]["mean"] == pytest.approx(0.51)
-    assert slow["latency_s"]["e2e"]["mean"] == pytest.approx(0.60)
-    assert slow["latency_s"]["tpot"]["mean"] == base["latency_s"]["tpot"]["mean"] == pytest.approx(0.01)
-    ll = slow["littles_law"]
-    assert ll["mean_in_system"] == pytest.approx(ll["throughput_x_mean_latency"], rel=1e-9)

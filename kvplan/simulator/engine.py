@@ -352,11 +352,13 @@ class Engine:
         """Run step s: time passes, tokens are written, prefills complete, requests finish."""
         m, rec = self.m, self.rec
         tokens, pairs, ctx = self.n_dec, float(self.ctx_dec + self.n_dec), self.ctx_dec
+        new = 0
         for seq, c in chunks:
             pairs += c * (seq.computed + (c + 1) / 2)
             ctx += seq.computed
             tokens += c
-        dt = self.timer.step(tokens, self.n_dec + len(chunks), ctx, pairs)
+            new += not seq.computed
+        dt = self.timer.step(tokens, self.n_dec + len(chunks), ctx, pairs, new)
         t += dt
         self.ctx_dec += self.n_dec
         self.written += self.wrate

@@ -123,15 +123,15 @@ class StepTimer:
             return lambda context: ovh + (base + kv * context) / bw
         return lambda context: ovh + max((base + kv * context) / bw, (f0 + fa * context) / fl)
 
-    def step(self, tokens: int, seqs: int, context: int, pairs: float) -> float:
+    def step(self, tokens: int, seqs: int, context: int, pairs: float, new: int = 0) -> float:
         """`tokens` scheduled tokens of `seqs` sequences that attend to `context` cached tokens in
-        all (the KV a step reads) and form `pairs` query-key pairs (attention FLOPs). The calibrated
-        model's cost per request is no part of it: a latency of the request (Recorder.summary)."""
+        all (the KV a step reads) and form `pairs` query-key pairs (attention FLOPs); `new` of them
+        start their prefill in this step (the calibrated model's cost per request)."""
         m = self.model
         if m.fixed_step_s is not None:
             return m.fixed_step_s
         if m.speed is not None:
-            return m.step_overhead_s + m.speed.step(tokens, seqs, context, pairs)
+            return m.step_overhead_s + m.speed.step(tokens, seqs, context, pairs, new)
         total = m.step_overhead_s
         for s in m.stages:
             read = s.dense_read_bytes + s.kv_bytes_per_token * context

@@ -168,10 +168,7 @@ class Recorder:
     def summary(self, slo_ttft: float, slo_tpot: float) -> dict:
         done = [i for i, f in enumerate(self.finish) if f >= 0]
         T = self.end or 1e-12
-        # a request's fixed engine cost (the calibrated model's, on the CPU beside the GPU's steps)
-        # delays its first token and its end; offload reloads likewise
-        lat = self.model.speed.request_s if self.model.speed is not None and self.model.fixed_step_s is None else 0.0
-        rl = [r + lat for r in self.reload]
+        rl = self.reload
         ttft = sorted(self.first[i] - self.arrival[i] + rl[i] for i in done)
         e2e = sorted(self.finish[i] - self.arrival[i] + rl[i] for i in done)
         tpot_by = {i: (self.finish[i] - self.first[i]) / (self.output[i] - 1) for i in done if self.output[i] > 1}
@@ -212,8 +209,7 @@ class Recorder:
             "goodput": {"slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot, "requests_meeting_slo": good,
                         "pct_meeting_slo": 100.0 * good / len(done) if done else 0.0, "requests_per_s": good / T},
             "littles_law": {"mean_in_system": self.area_system / T,
-                            "throughput_x_mean_latency":  # in the engine: less the request's cost outside it
-                            (len(done) / T) * (sum(e2e) / len(e2e) - lat) if e2e else 0.0},
+                            "throughput_x_mean_latency": (len(done) / T) * (sum(e2e) / len(e2e)) if e2e else 0.0},
         }
 
     def _offload(self, in_tokens: int, T: float) -> dict:

@@ -30,7 +30,6 @@ SCALE = 0.5  # the Cauchy loss's scale on log(predicted / measured)
 # The roofline's terms never beat the datasheet: their coefficients are 1 or more, so the calibrated
 # step is never faster than the roofline (which stays the lower bound). The rest start at 0.
 FLOOR = {"weights": 1.0, "kv": 1.0, "gemm": 1.0, "attn": 1.0, "experts": 1.0, "comm": 1.0, "latency": 1.0}
-REQUEST = TERMS.index("request")
 OVERHEAD_BYTES = 2 << 30  # activations, CUDA graphs, the runtime: what the batch cap leaves aside (an estimate)
 
 
@@ -75,8 +74,8 @@ class Built:
             return prefill_features(s, load.isl, load.depth, load.ubatch, request=0.0), None, combos(load)[1]
         if load.bench == "tg":
             return None, decode_features(s, 1, load.depth), combos(load)[1]
-        b, cm = combos(load, e2e)  # the wave's GPU time: each request's fixed cost is its latency (t_req)
-        return prefill_features(s, load.isl, request=0.0, batch=b), decode_features(s, b, load.isl + load.osl / 2), cm
+        b, cm = combos(load, e2e)
+        return prefill_features(s, load.isl, batch=b), decode_features(s, b, load.isl + load.osl / 2), cm
 
 
 def _kv(name):
@@ -90,8 +89,7 @@ def predict(built: Built, coef, e2e: float | None = None) -> dict:
     fp, fd, cm = built.parts(e2e)
     tp = _price(built.shape, fp, coef) if fp is not None else 0.0
     td = _price(built.shape, fd, coef) if fd is not None else 0.0
-    tr = coef[REQUEST] if coef else 0.0
-    return {m: value(c, tp, td, tr) for m, c in cm.items()}
+    return {m: value(c, tp, td) for m, c in cm.items()}
 
 
 def _price(shape: Shape, f, coef) -> float:
@@ -125,9 +123,8 @@ def rows_for(built: Built, coef_prev) -> list[tuple[list[float], str]]:
         c = cm.get(metric)
         if c is None or not y:
             continue
-        a, b, inv, r = c
+        a, b, inv = c
         lin = [a * p + b * d for p, d in zip(fp, fd)]
-        lin[REQUEST] += r
         scale = (y / inv) if inv else (1.0 / y)
         out.append(([v * scale for v in lin], metric))
     return out

@@ -1,12 +1,10 @@
 """What a benchmark's load makes of the step times: an analytic steady state, no simulation.
 
 Two step costs carry everything: t_wave, the prefill of the B requests that run together (their
-prompts in chunks of steps), and t_dec(B), one decode step of the B requests at the mean context
-(isl + osl / 2); beside them t_req, each request's fixed cost (tokenising, scheduling,
-detokenising), which engines do on the CPU overlapped with the GPU's steps: a latency of that
-request (its TTFT, hence its E2E), not GPU time. Every metric is then a x t_wave + b x t_dec +
-r x t_req (times), or the inverse of one (throughputs, r = 0), so it stays linear in the
-coefficients and 1,800 points fit in seconds:
+prompts in chunks of steps, each request's fixed cost included), and t_dec(B), one decode step of
+the B requests at the mean context (isl + osl / 2). Every metric is then a x t_wave + b x t_dec
+(times), or the inverse of one (throughputs), so it stays linear in the coefficients and 1,800
+points fit in seconds:
 
   GPU time per request     T = (t_wave + osl x t_dec) / B
   output tokens/s          dp x osl / T;   requests/s dp / T
@@ -14,14 +12,13 @@ coefficients and 1,800 points fit in seconds:
                            over the cap queue, and the B running arrive together (a closed loop
                            starts them at once and equal lengths keep them in step), each waiting
                            for the prefills before it: TTFT = (c - B) x T + (B + 1) / 2B x t_wave
-                           + t_req; E2E + t_req too
-  all at once (N <= c)     E2E = (N + B) / 2 x T + t_req (waves of B); TTFT = (B + 1) / 2B x t_wave
-                           + (N - B)^2 / 2N x T + t_req
+  all at once (N <= c)     E2E = (N + B) / 2 x T (waves of B); TTFT = (B + 1) / 2B x t_wave +
+                           (N - B)^2 / 2N x T
   N not told, all at once  the steady state at the cap (c = B = cap): a throughput run
   open loop at rate r      as a closed loop of c = r x E2E requests (Little's law, E2E from the
                            previous estimate), N <= c once r passes what the deployment serves
   TPOT (= mean ITL)        (E2E - TTFT) / (osl - 1)
-  llama-bench              pp = n_prompt / t_wave (one request, ubatch chunks);
+  llama-bench              pp = n_prompt / t_wave (one request, no request cost, ubatch chunks);
                            tg = 1 / t_dec(1)
 
 Queueing is thus Little's law over a saturated server plus the waves of a burst: no arrival
@@ -68,12 +65,12 @@ def batch_and_mode(load: Load, e2e_estimate: float | None) -> tuple[float, float
 
 
 def combos(load: Load, e2e_estimate: float | None = None) -> tuple[float, dict]:
-    """(B, {metric: (a, b, inverse scale or 0, r)}): a metric is a x t_wave + b x t_dec + r x t_req, or
-    scale / (a x t_wave + b x t_dec) where `inverse` is non-zero (a throughput: r is 0)."""
+    """(B, {metric: (a, b, inverse scale or 0)}): a metric is a x t_wave + b x t_dec, or scale / that
+    where `inverse` is non-zero (a throughput)."""
     if load.bench == "pp":
-        return 1.0, {"pp_tok_s": (1.0, 0.0, load.isl, 0.0)}
+        return 1.0, {"pp_tok_s": (1.0, 0.0, load.isl)}
     if load.bench == "tg":
-        return 1.0, {"tg_tok_s": (0.0, 1.0, 1.0, 0.0)}
+        return 1.0, {"tg_tok_s": (0.0, 1.0, 1.0)}
     b, c, burst = batch_and_mode(load, e2e_estimate)
     osl = max(1.0, load.osl)
     t = (1.0 / b, osl / b)  # T = (t_wave + osl x t_dec) / B
@@ -87,20 +84,20 @@ def combos(load: Load, e2e_estimate: float | None = None) -> tuple[float, dict]:
         wait = c - b
     ttft = (first[0] + wait * t[0], wait * t[1])
     k = max(1.0, osl - 1)
-    out = {  # the request's own cost delays its first token and so its end, not the tokens between
-        "e2el": (e2e[0], e2e[1], 0.0, 1.0),
-        "ttft": (ttft[0], ttft[1], 0.0, 1.0),
-        "tpot": ((e2e[0] - ttft[0]) / k, (e2e[1] - ttft[1]) / k, 0.0, 0.0),
-        "output_throughput": (t[0], t[1], load.dp * osl, 0.0),
-        "request_throughput": (t[0], t[1], float(load.dp), 0.0),
-        "total_throughput": (t[0], t[1], load.dp * (load.isl + osl), 0.0),
+    out = {
+        "e2el": (e2e[0], e2e[1], 0.0),
+        "ttft": (ttft[0], ttft[1], 0.0),
+        "tpot": ((e2e[0] - ttft[0]) / k, (e2e[1] - ttft[1]) / k, 0.0),
+        "output_throughput": (t[0], t[1], load.dp * osl),
+        "request_throughput": (t[0], t[1], float(load.dp)),
+        "total_throughput": (t[0], t[1], load.dp * (load.isl + osl)),
     }
     return b, out
 
 
-def value(combo: tuple, t_wave: float, t_dec: float, t_req: float = 0.0) -> float:
-    a, b, inv, r = combo
+def value(combo: tuple, t_wave: float, t_dec: float) -> float:
+    a, b, inv = combo
     t = a * t_wave + b * t_dec
     if inv:
         return inv / t if t > 0 else float("inf")
-    return t + r * t_req
+    return t

@@ -108,10 +108,9 @@ def decode_seconds(shape: Shape, engine: str | None, batch: int, context: int, *
 
 class StepModel:
     """The calibrated step of one deployment as a simulator calls it, thousands of times a second: the
-    terms folded into a linear form in tokens, sequences, context and pairs, plus the experts a step's
-    tokens touch (cached by token count) and the windows of bounded layers. Equal to
-    `priced(coefficients, features(..., request=0))` (tests/test_speed.py): a request's fixed cost is
-    not GPU time but a latency of that request (`request_s`, added to its TTFT and E2E)."""
+    terms folded into a linear form in tokens, sequences, context, pairs and new requests, plus the
+    experts a step's tokens touch (cached by token count) and the windows of bounded layers. Equal to
+    `priced(coefficients, features(...))` (tests/test_speed.py)."""
 
     def __init__(self, shape: Shape, coef: tuple):
         s, c = shape, dict(zip(TERMS, coef))
@@ -128,7 +127,7 @@ class StepModel:
         self.per_seq = c["seq"]
         self.per_ctx = c["kv"] * s.kv_bytes_per_token / s.bandwidth
         self.per_pair = c["attn"] * s.attn_flops_per_pair / s.bf16_rate if s.bf16_rate else 0.0
-        self.request_s = c["request"]
+        self.per_new = c["request"]
         self.windows = tuple((c["kv"] * bpt / s.bandwidth, w) for bpt, w in s.kv_windows)
         self._c = c
         self._experts: dict = {}
@@ -141,8 +140,9 @@ class StepModel:
                                            + self._c["grouped"] * f[TERMS.index("grouped")])
         return hit
 
-    def step(self, tokens: float, seqs: float, context: float, pairs: float) -> float:
-        t = self.base + self.per_token * tokens + self.per_seq * seqs + self.per_ctx * context + self.per_pair * pairs
+    def step(self, tokens: float, seqs: float, context: float, pairs: float, new: float = 0) -> float:
+        t = (self.base + self.per_token * tokens + self.per_seq * seqs + self.per_ctx * context
+             + self.per_pair * pairs + self.per_new * new)
         for k, w in self.windows:
             t += k * min(context, seqs * w)
         if self.shape.num_experts:

@@ -51,12 +51,12 @@ def mooncake(n: int, qps: float) -> list:
     """n requests of Mooncake's FAST'25 conversation trace (tests/fixtures/traces, 12,031 requests), its copies
     one after another, each copy's prefixes its own, arrivals compressed to `qps` on average: a trace whose
     prefixes are reused at distances past the GPU pool, so the tiers are hit."""
-    import dataclasses
     import lzma
     import tempfile
     from pathlib import Path
 
     from kvplan.simulator.traces import load_trace
+    from kvplan.simulator.workload import SimRequest
 
     xz = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "traces" / "mooncake_fast25_conversation.jsonl.xz"
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
@@ -65,12 +65,15 @@ def mooncake(n: int, qps: float) -> list:
         base, _ = load_trace(f.name)
     span = base[-1].arrival
     scale = len(base) / (qps * span)
+    keys = list(dict.fromkeys(k for r in base for k, _ in r.prefix))
     out = []
     while len(out) < n:
         copy = len(out) // len(base)
+        # a copy's blocks numbered apart from every other copy's, as load_trace numbers a trace's
+        names = dict(zip(keys, range(copy * len(keys), (copy + 1) * len(keys))))
         for r in base[: n - len(out)]:
-            out.append(dataclasses.replace(r, rid=len(out), arrival=(r.arrival + copy * span) * scale,
-                                           prefix=tuple((f"{copy}{k}", t) for k, t in r.prefix)))
+            out.append(SimRequest(len(out), (r.arrival + copy * span) * scale, r.prompt, r.output,
+                                  tuple([(names[k], t) for k, t in r.prefix])))
     return out
 
 

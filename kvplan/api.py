@@ -14,6 +14,7 @@ only when one of its names is first used (kvplan/__init__.py), so the CLI never 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,21 +29,26 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
 from kvplan.core.units import parse_tokens
 from kvplan.engines import configure
 from kvplan.engines.base import Engine
+from kvplan.engines.offload import OffloadPlan, check_backend, offload_pools
 from kvplan.hardware.gpus import GPU, find_gpu, load_gpus
+from kvplan.hardware.hosts import Host, find_host
 from kvplan.hardware.prices import load_prices
 from kvplan.model.spec import ModelSpec
 from kvplan.engines.context import limited
 from kvplan.planning.deploy import Deployment, candidate_deployments, deployment_for_gpus
 from kvplan.planning.layout import SEARCH, layout_from_flags
+from kvplan.planning.offload import parse_offload
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan
 from kvplan.planning.request import MAX_BATCH, read_request
 from kvplan.planning.speculative import apply, parse
 from kvplan.simulator.adapter import sim_model
+from kvplan.simulator.blocks import BLOCK_TOKENS
 from kvplan.speed.coverage import check_speed
 from kvplan.simulator.bounds import check_times
 from kvplan.simulator.engine import RESERVE_POLICIES, EngineConfig
+from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
 from kvplan.simulator.session import configs, run_all, shape_trace
-from kvplan.simulator.traces import load_trace
+from kvplan.simulator.traces import hash_block_tokens, load_trace
 from kvplan.simulator.workload import find_workload, generate
 from kvplan.simulator.disagg import Result as DisaggResult, fixed_requests, run_disagg
 from kvplan.hardware.links import DEFAULT_LINK, Link, find_link
@@ -229,6 +235,7 @@ class Simulation:
     plan: Plan
     summary: dict
     series: list
+    offload: OffloadPlan | None = None  # the tiers as the engine sized them (`offload`), or None
 
 
 def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: str | None = None,
@@ -241,19 +248,25 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
              engine_version: str | None = None, engine_opts: Opts = (), max_num_seqs: int = 256,
              max_num_batched_tokens: int = 8192, prefix_caching: bool = True, slo_ttft: float = 2.0,
              slo_tpot: float = 0.1, step_overhead: float = 0.0, speculative: str | None = None,
-             lora: str | None = None,
+             lora: str | None = None, offload: str | None = None, offload_backend: str = "native",
+             host: Union[str, Host, None] = None,
              hw_profiles: Paths = (), revision: str | None = None, token: str | None = None,
              timeout: float = 10.0, allow_long_context: bool = False, speed: str = "calibrated") -> Simulation:
     """`kvplan simulate`: serve a workload (built-in `workload`, default chat, Poisson arrivals at `qps`,
     default 10/s, for `duration` s, default 300; or a `trace` file) on the deployment's KV pool with
     vLLM's scheduler; step times from kvplan's calibrated model (kvplan.speed), or with
-    speed="roofline" the bare roofline (a lower bound)."""
+    speed="roofline" the bare roofline (a lower bound).
+
+    `offload` ('cpu:64GiB,disk:2TiB', a ratio '2x', or 'cpu:auto' with a `trace`) puts tiers below the pool, sized
+    as the engine (or `offload_backend`) sizes them (Simulation.offload); evicted prefixes go down them and come
+    back at `host`'s links (a bundled host profile or a YAML file; without one, reloads are free)."""
     check_speed(speed)
+    tiers, host_profile = _offload_request(offload, offload_backend, host, mode == "paged" and prefix_caching, trace)
     _check_simulation(mode, reserve, qps=qps, duration=duration, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
                       step_overhead=step_overhead, max_num_seqs=max_num_seqs,
                       max_num_batched_tokens=max_num_batched_tokens)
     chosen, _ = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
-    requests = _requests(workload, trace, trace_format, qps, duration, seed)
+    requests, fmt = _requests(workload, trace, trace_format, qps, duration, seed)
     hw = _find_gpu(gpu, hw_profiles=hw_profiles)
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
@@ -269,15 +282,44 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
             raise KvplanError(f"{spec.name}: no tensor × pipeline split of {gpus} GPUs is valid (tp must divide "
                               f"the {spec.num_attention_heads} attention heads)", EXIT_USAGE, param="gpus", value=gpus)
     dep = chosen.deployment(dep or Deployment(1, 1))
-    p = chosen.plan(spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
+    res = chosen.result(spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
+    p = res.plan
     sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=chosen.name)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache (weights "
                           f"{p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more {arg('gpus')}", EXIT_USAGE)
     base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=max_num_seqs,
                         max_num_batched_tokens=max_num_batched_tokens, prefix_caching=prefix_caching)
+    op = _tiers(chosen, res, spec, sim, dep, requests, fmt, tiers, offload_backend, host_profile) if tiers else None
+    if op is not None:
+        base = dataclasses.replace(base, tiers=sim_tiers(op, sim.token_bytes(), host_profile, dep.gpus))
     ((summary, series),) = run_all(sim, requests, configs(base, False), slo_ttft, slo_tpot).values()
-    return Simulation(p, summary, series)
+    return Simulation(p, summary, series, op)
+
+
+def _tiers(engine, res, spec, sim, dep, requests, fmt, tiers, backend: str, host) -> OffloadPlan:
+    """simulate's tiers as `engine` sizes them; cpu:auto at the knee of the trace's hit-rate curve, in its blocks."""
+    if any(t.auto for t in tiers):
+        block = hash_block_tokens(fmt) or BLOCK_TOKENS
+        tiers = auto_tiers(curve_doc(requests, sim.token_bytes() * dep.tp, res.capacity.tokens, block)[0], tiers)[0]
+    return offload_pools(engine, res.plan, spec, tiers, backend, host)
+
+
+def _offload_request(offload: str | None, backend: str, host, prefix_pool: bool, trace) -> tuple:
+    """simulate's tiers asked and the host profile (a name, a YAML file or a Host), checked before any work:
+    they keep evicted prefixes (`prefix_pool`: the paged pool with prefix caching); cpu:auto needs a `trace`."""
+    tiers = parse_offload(offload)
+    check_backend(backend)
+    if not tiers and (backend != "native" or host is not None):
+        raise KvplanError(f"{arg('offload_backend')} and {arg('host')} describe offload tiers: give {arg('offload')} "
+                          "too", EXIT_USAGE, param="offload")
+    if tiers and not prefix_pool:
+        raise KvplanError(f"{arg('offload')} keeps evicted prefix blocks: it needs the paged pool with prefix caching",
+                          EXIT_USAGE, param="offload", value=offload)
+    if any(t.auto for t in tiers) and trace is None:
+        raise KvplanError(f"{arg('offload')} cpu:auto sizes the tier from a trace's hit-rate curve: give {arg('trace')}",
+                          EXIT_USAGE, param="offload", value=offload)
+    return tiers, (find_host(host) if isinstance(host, str) else host)
 
 
 def _limited(engine, spec, max_model_len, allow_long_context: bool):
@@ -350,15 +392,17 @@ def _check_simulation(mode: str, reserve: str, **numbers) -> None:
             raise out_of_range(name, numbers[name], 1, high)
 
 
-def _requests(workload, trace, trace_format: str, qps, duration, seed: int) -> list:
-    """The simulator's requests: a built-in workload's Poisson arrivals, or a trace shaped by qps and duration."""
+def _requests(workload, trace, trace_format: str, qps, duration, seed: int) -> tuple[list, str | None]:
+    """The simulator's requests: a built-in workload's Poisson arrivals, or a trace shaped by qps and duration;
+    and the trace's format (None for a workload)."""
     if trace is not None and workload is not None:
         raise KvplanError(f"give {arg('workload')} or {arg('trace')}, not both", EXIT_USAGE, param="trace")
     if not 0 <= seed <= 2**63:
         raise out_of_range("seed", seed, 0, 2**63)
     if trace is not None:
-        return shape_trace(load_trace(str(trace), trace_format)[0], qps, duration)
-    return generate(find_workload(workload or "chat"), qps or 10.0, duration or 300.0, seed)
+        requests, meta = load_trace(str(trace), trace_format)
+        return shape_trace(requests, qps, duration), meta["format"]
+    return generate(find_workload(workload or "chat"), qps or 10.0, duration or 300.0, seed), None
 
 
 def _items(value, param: str) -> list:

@@ -106,6 +106,31 @@ def test_simulate_is_the_clis_run():
     assert out["meta"]["kv_pool_bytes_per_gpu"] == run.summary["kv"]["budget_bytes"]
 
 
+def test_simulate_offload_is_the_clis_run():
+    # the Mooncake excerpt on a 4 GiB pool with a 64 GiB CPU tier behind the dgx-h100 host's 64 GB/s PCIe Gen5
+    # link: the same summary as simulate --offload --host, and the tier as vLLM's rule sizes it
+    from pathlib import Path
+
+    trace = str(Path(__file__).parent / "fixtures" / "traces" / "mooncake_conversation_400.jsonl")
+    run = kvplan.simulate("llama-3.1-8b", "h100", trace=trace, kv_cache_memory="4GiB", engine="vllm",
+                          offload="cpu:64GiB", host="dgx-h100")
+    out = _cli_json("simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", trace, "--kv-cache-memory", "4GiB",
+                    "--engine", "vllm", "--offload", "cpu:64GiB", "--host", "dgx-h100")
+    assert out["runs"]["paged"]["summary"] == json.loads(json.dumps(run.summary))
+    (cpu,) = run.summary["offload"]["tiers"]
+    assert cpu["hit_tokens"] > 0 and cpu["link_bytes_per_s"] == 64e9
+    # 64 GiB // (16 x 131,072 B) = 32,768 blocks = 524,288 tokens
+    (tier,) = run.offload.tiers
+    assert (tier.tier, tier.tokens) == ("cpu", 524_288)
+    assert kvplan.simulate("llama-3.1-8b", "h100", workload="chat", qps=2, duration=5).offload is None
+    for kwargs, param in (({"offload": "cpu:64GiB", "mode": "contiguous"}, "offload"),
+                          ({"offload": "cpu:auto"}, "offload"), ({"host": "dgx-h100"}, "offload"),
+                          ({"offload": "gpu:1GiB"}, "offload")):
+        with pytest.raises(KvplanError) as e:
+            kvplan.simulate("llama-3.1-8b", "h100", workload="chat", qps=2, duration=5, **kwargs)
+        assert e.value.param == param and "--" not in str(e.value), (kwargs, str(e.value))
+
+
 @pytest.mark.parametrize("call, param, value, words", [
     (lambda: kvplan.plan("llama-3.1-8b", "h100", context="12q"), "context", "12q", "context '12q' is not a token"),
     (lambda: kvplan.plan("llama-3.1-8b", "h100", gpus=8, pp=3), "gpus", 8, "gpus 8 is not a multiple of pp 3"),

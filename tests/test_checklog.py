@@ -166,3 +166,16 @@ def test_sglang_k_size_under_pp_is_the_stage_layers():
     # Without pp_size the rank tags say it: PP0 and PP1.
     tagged = text.replace(", pp_size=2", "") + text.splitlines()[1].replace("PP0", "PP1") + "\n"
     assert parse_log(tagged).pp == 2
+
+
+def test_vllm_pipeline_size_is_read_from_the_log():
+    # deepseek-ai/DeepSeek-V3#205: `vllm serve ... --tensor-parallel-size 8 --pipeline-parallel-size 4` on 32 RTX
+    # 4090s; rank 0 logs "Loading model weights took 16.9583 GB". Planned at pp 1 every rank would hold all 61
+    # layers' experts (about 79 GiB at tp 8); at pp 4 the first stage holds 15 of them, about 17 GiB.
+    text = (Path(__file__).parent / "fixtures" / "logs" / "corpus" / "dsv3-205-ray-4node-32x4090.log").read_text()
+    rec = parse_log(text)
+    assert (rec.tp, rec.pp) == (8, 4)
+    res = reconcile(rec, find_in_catalog("deepseek-v3"), find_gpu("rtx-4090"), None, None, None)
+    weights = next(r for r in res.rows if r.quantity.startswith("weights per GPU"))
+    assert weights.ok, weights
+    assert any("pp 4 (from the log)" in n for n in res.notes)

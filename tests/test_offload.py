@@ -314,7 +314,7 @@ def test_qwen_bailian_layout_16_token_blocks():
     first = json.loads(path.read_text().splitlines()[0])  # 28 ids, input 435 tokens: (435 - 1) // 16 = 27 shared
     assert reqs[0].arrival == 0.0 and reqs[0].prompt == first["input_length"] == 435
     assert len(reqs[0].prefix) == 27 and all(n == 16 for _, n in reqs[0].prefix)
-    assert reqs[0].prefix[2][0] == "/1/2/3"
+    assert len({k for k, _ in reqs[0].prefix}) == 27  # each block named by every id up to it: 27 names
     keys = block_accesses(reqs, 16)
     curve = _brute_equal(keys)
     assert curve.hits(curve.max_distance) > 0  # follow-up turns and the system prompt are reused

@@ -152,6 +152,10 @@ def _vllm(text: str, rec: LogRecord) -> None:
             break
     m = _first(r"tensor[_-]parallel[_-]size['\"]?[=:]?[ \t]*" + I, text)
     rec.tp = int(m.group(1)) if m else None
+    m = _first(r"pipeline[_-]parallel[_-]size['\"]?[=:]?[ \t]*" + I, text)
+    if m:  # vLLM's engine-args dump or the serve command line (DeepSeek-V3#205: tp 8 x pp 4 over Ray)
+        rec.pp = int(m.group(1))
+        rec.read["pp"] = f"pipeline_parallel_size={m.group(1)}"
     for key, pat in (("gpu_memory_utilization", r"gpu[_-]memory[_-]utilization['\"]?[=: \t]+" + N),
                      ("kv_cache_dtype", r"kv[_-]cache[_-]dtype['\"]?[=: \t]+'?(\w+)"),
                      ("block_size", r"'block_size': " + I + r"|block[_-]size[= ]" + I),

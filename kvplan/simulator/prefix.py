@@ -19,6 +19,10 @@ Each tier's bytes are integrated over time (`now`, set by the engine at every st
 from __future__ import annotations
 
 from collections import OrderedDict
+from itertools import repeat
+from operator import itemgetter
+
+_first, _second = itemgetter(0), itemgetter(1)
 
 
 class Segment:
@@ -159,19 +163,24 @@ class PrefixCache:
             tier.tick(now)
             lru, cap, down = tier.lru, tier.capacity, []
             used, stored = tier.used, 0
-            for key, nbytes in items:
-                if nbytes > cap:
-                    down.append((key, nbytes))
-                    continue
-                lru[key] = nbytes
-                where[key] = i
-                used += nbytes
-                stored += 1
+            if max(map(_second, items)) <= cap:  # all enter: the same in C loops
+                lru.update(items)
+                where.update(zip(map(_first, items), repeat(i)))
+                used += sum(map(_second, items))
+                stored = len(items)
+            else:
+                for key, nbytes in items:
+                    if nbytes > cap:
+                        down.append((key, nbytes))
+                        continue
+                    lru[key] = nbytes
+                    where[key] = i
+                    used += nbytes
+                    stored += 1
             if used > cap:
                 pop = lru.popitem
                 while used > cap:
-                    item = pop(False)
-                    del where[item[0]]
+                    item = pop(False)  # its `where` entry is rewritten by the tier below (or dropped after the last)
                     used -= item[1]
                     down.append(item)
             tier.dropped += len(down) - (len(items) - stored)
@@ -180,6 +189,8 @@ class PrefixCache:
             if used > tier.peak:
                 tier.peak = used
             items, i = down, i + 1
+        for key, _ in items:  # out below the last tier
+            where.pop(key, None)
 
     def close(self, now: float) -> None:
         for tier in self.tiers:
@@ -210,19 +221,26 @@ class PrefixCache:
                 idled += seg.nbytes
         return idled
 
-    def publish(self, key, start: int, end: int) -> Segment | None:
-        """Make a sequence's computed tokens [start, end) a shared segment (the caller moves the
-        bytes from the sequence to the cache); None when another sequence published it first."""
-        if key in self.segments:
-            return None
-        if self.where:  # computed again while a copy sat below: the GPU's copy is the one kept
-            self._take(key)
-        b = self.block_size
-        seg = Segment(key, (end // b - start // b) * self.block_bytes)
-        self.segments[key] = seg
-        seg.refs = 1
-        self.active += seg.nbytes
-        return seg
+    def publish_run(self, prefix: tuple, i: int, start: int, computed: int) -> tuple[list, int]:
+        """Make a sequence's computed prompt segments shared ones (the caller moves their bytes from the
+        sequence to the cache): `prefix`'s segments from the i-th (starting at token `start`) while they end within
+        `computed` tokens, stopping at one another sequence published first: (the new segments, their bytes)."""
+        segments, where, b, bb = self.segments, self.where, self.block_size, self.block_bytes
+        out, total = [], 0
+        for key, n in prefix[i:]:
+            end = start + n
+            if end > computed or key in segments:
+                break
+            if where:  # computed again while a copy sat below: the GPU's copy is the one kept
+                self._take(key)
+            seg = Segment(key, (end // b - start // b) * bb)
+            segments[key] = seg
+            seg.refs = 1
+            total += seg.nbytes
+            out.append(seg)
+            start = end
+        self.active += total
+        return out, total
 
     def evict(self, nbytes: int) -> int:
         """Drop idle segments, least recently used first, until `nbytes` are freed or none is left."""

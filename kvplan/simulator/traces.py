@@ -116,19 +116,26 @@ def _detect_json(record: dict) -> str:
                       "output_tokens (or the Mooncake layout)", EXIT_USAGE)
 
 
-def _hash_prefix(ids, path, line, block: int = MOONCAKE_BLOCK) -> tuple:
+def _hash_prefix(ids, path, line, block: int = MOONCAKE_BLOCK, names: dict | None = None) -> tuple:
+    """A record's hash ids as prefix segments. A block's segment is named by every id up to it: a number given
+    to each (parent's name, id) the first time `names`, shared over a file, sees it (a short name a dict hashes
+    at once, one object for all the requests that hold the block; 0 is the root)."""
+    names = {} if names is None else names
     if not isinstance(ids, list) or len(ids) > MAX_TOKENS // block:
         raise _fail(path, line, "hash_ids must be a list of block ids")
-    out, key = [], ""
+    out, key = [], 0
     for h in ids:
         if not isinstance(h, (int, str)) or isinstance(h, bool):
             raise _fail(path, line, "hash_ids must hold integers")
-        key = f"{key}/{h}"  # a block's id names the whole prefix up to it
+        name = names.get((key, h))
+        if name is None:
+            name = names[key, h] = len(names) + 1
+        key = name
         out.append((key, block))
     return tuple(out)
 
 
-def _record(fmt, rec, path, line):
+def _record(fmt, rec, path, line, names: dict | None = None):
     """(arrival seconds, prompt, output, prefix) from one parsed row, or None to drop it."""
     if fmt == "azure":
         return (_azure_time(rec.get("TIMESTAMP"), path, line), _int(rec.get("ContextTokens"), "ContextTokens", path, line),
@@ -139,7 +146,7 @@ def _record(fmt, rec, path, line):
     if fmt in ("mooncake", "bailian"):
         block = hash_block_tokens(fmt)
         prompt = _int(rec.get("input_length"), "input_length", path, line)
-        prefix = _hash_prefix(rec.get("hash_ids", []), path, line, block)
+        prefix = _hash_prefix(rec.get("hash_ids", []), path, line, block, names)
         # The last block id covers a partial block: share only whole blocks strictly inside the prompt.
         prefix = prefix[: max(0, min(len(prefix), (prompt - 1) // block))]
         return (_seconds(rec.get("timestamp"), path, line, 1e-3 if fmt == "mooncake" else 1.0), prompt,
@@ -201,7 +208,7 @@ def _parse(stream, path, fmt, max_requests):
     while first and first in " \t\r\n":
         first = stream.read(1)
     stream.seek(0)
-    rows = []
+    rows, names = [], {}
     if first in ("{", "["):
         if first == "[":
             raise KvplanError(f"trace {path}: give JSON Lines (one object per line), not a JSON array", EXIT_USAGE)
@@ -216,7 +223,7 @@ def _parse(stream, path, fmt, max_requests):
                 raise _fail(path, n, "not a JSON object")
             if fmt == "auto":
                 fmt = _detect_json(rec)
-            rows.append(_record(fmt, rec, path, n))
+            rows.append(_record(fmt, rec, path, n, names))
             if len(rows) > max_requests:
                 raise KvplanError(f"trace {path} has more than {max_requests:,} requests", EXIT_USAGE)
         return rows, fmt
@@ -226,7 +233,7 @@ def _parse(stream, path, fmt, max_requests):
     if fmt == "auto":
         fmt = _detect_csv(fields)
     for n, rec in enumerate(reader, 2):
-        rows.append(_record(fmt, rec, path, n))
+        rows.append(_record(fmt, rec, path, n, names))
         if len(rows) > max_requests:
             raise KvplanError(f"trace {path} has more than {max_requests:,} requests", EXIT_USAGE)
     return rows, fmt

@@ -59,8 +59,9 @@ def _vllm_context(rec, model, gpu, version, tp):
         raise KvplanError(f"the log does not show max_model_len; pass {arg('model')}", EXIT_USAGE, param="model")
     if not (tp or rec.tp):
         out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
-    dep = Deployment(tp or rec.tp or 1, 1)
-    out.notes.append(f"planned as tp {dep.tp} ({'given' if tp else 'from the log' if rec.tp else 'assumed'}), pp 1")
+    dep = Deployment(tp or rec.tp or 1, rec.pp or 1)
+    out.notes.append(f"planned as tp {dep.tp} ({'given' if tp else 'from the log' if rec.tp else 'assumed'}), "
+                     f"pp {dep.pp}" + (" (from the log)" if rec.pp else ""))
     total = s.get("total_gpu_memory_gib")
     if gpu is None and not isinstance(total, Num):
         out.notes.append(f"no {arg('gpu')} and no total_gpu_memory in the log: the GPU's figures are an assumed "

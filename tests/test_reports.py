@@ -155,9 +155,11 @@ def test_row_is_fit_json_less_layer_kinds_and_states_agree_layer_by_layer():
             full = plan_to_dict(p, m)
             row = plan_row(p, m, 2.0, rank=7)
             kinds = full.pop("layer_kinds")
-            assert row == {"rank": 7, **full, "price_per_gpu_hour": 2.0, "cost_per_hour": 2.0 * dep.gpus,
+            none = dict.fromkeys(("decode_step_seconds_calibrated", "decode_tokens_per_second_calibrated",
+                                  "decode_tokens_per_second_per_request_calibrated"))  # no step given: not priced
+            assert row == {"rank": 7, **full, **none, "price_per_gpu_hour": 2.0, "cost_per_hour": 2.0 * dep.gpus,
                            "cost_per_concurrent_user_hour": row["cost_per_concurrent_user_hour"]}, m.name
-            assert list(row)[1:-3] == list(full)
+            assert list(row)[1:-6] == list(full)
             assert sum(k["state_bytes_per_sequence"] for k in kinds) == full["state_bytes_per_sequence"], m.name
             seen_states += full["state_bytes_per_sequence"] > 0
     assert seen_states > 0  # some catalog model keeps recurrent states

@@ -209,3 +209,31 @@ def test_cheapest_speed_floor_reads_the_calibrated_step():
     floor = (cal + roof) / 2  # met by the roofline, not by the calibrated step
     (slow,) = cheapest(spec, [H100], 8192, 8, deployments=[Deployment(1, 1)], min_tokens_per_second=floor)
     assert not slow.meets and slow.why.startswith("too slow: ")
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the speed corpus (tests/fixtures/speed) is absent")
+def test_train_cv_never_reads_a_held_out_source(monkeypatch):
+    import importlib.util
+
+    from kvplan.speed.fit import build_all
+
+    path = Path(__file__).parents[1] / "benchmarks" / "speed_corpus.py"
+    spec = importlib.util.spec_from_file_location("speed_corpus_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    fitted_on = []
+
+    def fake_fit(built):  # records what each fold trains on; vLLM's shipped set stands in for the fit
+        fitted_on.append({b.case.source for b in built})
+        return speed.coefficients("vllm")
+
+    monkeypatch.setattr(bench, "fit_engine", fake_fit)
+    cases, _ = read_corpus(CORPUS)
+    built, _ = build_all(cases)
+    rows = bench.loso(built, train_only=True)
+    scored = {b.case.source for b, _m, _p, _y in rows}
+    train = {b.case.source for b in built if in_training(b.case.source)}
+    assert scored and scored <= train and len(fitted_on) == len(train)
+    assert all(sources <= train for sources in fitted_on)
+    # one fold per training source, in sorted order, each fitted without the source it scores
+    assert all(src not in fitted_on[i] for i, src in enumerate(sorted(train)))

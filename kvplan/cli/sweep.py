@@ -20,7 +20,7 @@ from kvplan.cli._common import (
 )
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_limit, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
-from kvplan.cli.speed_flags import speed_line
+from kvplan.cli.speed_flags import check_speed, speed_band, speed_line, speed_notes
 from kvplan.cli.sweep_size import DEFAULT_MAX_PLANS, check_size
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
 from kvplan.cli.workload import (
@@ -90,6 +90,7 @@ def sweep(
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
+    speed: Annotated[str, typer.Option("--speed", help="Decode tok/s: calibrated (default: kvplan's step-time model fitted per engine on published measurements, beside the roofline bound) or roofline (the bare roofline only, a lower bound on time).")] = "calibrated",
     max_plans: Annotated[int, typer.Option("--max-plans", help="Refuse a sweep of more plans than this (0: no cap); it holds every plan in memory to rank them.")] = DEFAULT_MAX_PLANS,
 ):
     """Plan every model × GPU × GPU count × context × KV dtype; rank them; write CSV, JSON, HTML.
@@ -106,6 +107,7 @@ def sweep(
         canonical_kv_dtype(n)
     weights = weight_dtypes(weight_dtype)
     check_range("--batch", batch, 1, MAX_BATCH)
+    check_speed(speed)
     if top < 0:
         raise KvplanError(f"--top must be 0 or more, got {top}", EXIT_USAGE)
     chosen, gmu = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
@@ -130,11 +132,11 @@ def sweep(
     total = sum(per_model * len({canonical_kv_dtype(n, s.dtype) for n in kv_names}) for s in specs)
     kwargs = dict(batch=batch, block_size=block_size or DEFAULT_BLOCK_SIZE,
                   gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION, prices=price_by_gpu, engine=chosen,
-                  layouts=layouts, lora=adapters)
+                  layouts=layouts, lora=adapters, speed=speed)
     stderr(_checked_size(total, max_plans, served))
     result = _run((specs, gpu_list, counts, contexts, kv_names, weights), kwargs, total)
     summary = _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book)
-    summary += _lora_lines(adapters, chosen)
+    summary += _lora_lines(adapters, chosen) + _speed_lines(result)
     sims = None
     if served:
         sims = _simulate(result, gpu_list, loaded, slo_ttft, slo_tpot)
@@ -216,9 +218,19 @@ def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch
     return summary
 
 
+def _speed_lines(result) -> list[str]:
+    """What the decode tok/s columns are: the calibrated model and its held-out band, and the roofline bound."""
+    lines = speed_notes(result.speed, result.engine_name, "", "")[:1]
+    if result.speed == "calibrated":
+        lines.append("decode tok/s: calibrated (decode_*_calibrated keys; the table's tok/s); the roofline "
+                     "beside it is a bound (decode_tokens_per_second; the table's roofline), engines run slower")
+    return lines
+
+
 def _write_json(result, rows, prices, stream) -> None:
     """The JSON document, a row at a time (rows may be made one at a time)."""
-    head = {"engine": result.engine, "ranking": RANKING, "plans_count": len(result.plans),
+    head = {"engine": result.engine, "ranking": RANKING, "decode_speed": result.speed,
+            "decode_speed_band": speed_band(result.speed, result.engine_name), "plans_count": len(result.plans),
             "fits_count": sum(p.fits for p in result.plans), "skipped_plans": result.skipped_plans,
             "skipped": [asdict(s) for s in result.skipped], "currency": prices.currency or None,
             "prices_per_gpu_hour": result.prices}
@@ -280,7 +292,15 @@ def _write_files(result, files, title: str, summary: list[str], prices, gpus=(),
         else:  # the page's charts and table read every row
             atomic_write(path, render_html(_rows(result, sims), title=title, summary=summary,
                                            skipped=_skipped_lines(result), currency=prices.unit,
+                                           speed_label=_html_speed_label(result),
                                            headlines=headlines(result, gpus)))
+
+
+def _html_speed_label(result) -> str | None:
+    """The HTML's decode chart label: the calibrated model with its held-out band; None: the roofline only."""
+    if result.speed != "calibrated":
+        return None
+    return speed_notes("calibrated", result.engine_name, "", "")[0].removeprefix("step times: ")
 
 
 def _write_stdout(result, fmt: str, prices, sims=None) -> None:
@@ -306,11 +326,13 @@ def _sweep_table(result, rows: list[dict], currency: str):
     cols = ["model", "GPU", "GPUs", "ctx"] + (["KV"] if kv else []) + (["weights"] if weights else [])
     tiers = [k[len("offload_"):-len("_contexts")] for k in (rows[0] if rows else {}) if k.endswith("_contexts")
              and k.startswith("offload_")]
-    cols += ["fits", "users", "tok/s"] + (["host ctx"] if tiers else []) + ([f"{currency}/user-h"] if priced else [])
-    title = f"Best {len(rows)} of {plural(len(result.plans), 'plan')}" + ("" if kv or not rows else f" · KV {kv_dtypes.pop()}")
+    cal = result.speed == "calibrated"  # tok/s calibrated, the roofline bound beside it; else the roofline alone
+    cols += ["fits", "users", "tok/s"] + (["roofline"] if cal else []) + (["host ctx"] if tiers else []) + ([f"{currency}/user-h"] if priced else [])
+    title = (f"Best {len(rows)} of {plural(len(result.plans), 'plan')}" + ("" if kv or not rows else f" · KV {kv_dtypes.pop()}")
+             + (" · tok/s calibrated, roofline a bound" if cal else " · tok/s roofline"))
     t = table(cols, right=tuple(c for c in cols if c not in ("model", "GPU", "KV", "weights", "fits")),
               whole=("KV", "weights", "fits") + (() if kv or weights else ("model", "GPU")), title=title,
-              optional=("tok/s", "host ctx"))
+              optional=("roofline", "tok/s", "host ctx"))
     for r in rows:
         gpus = (str(r["gpus"]) if r["pp"] == 1 and r.get("dp", 1) == 1
                 else f"{r['gpus']} ({r['tp']}×{r['pp']}" + (f"×{r['dp']}dp" if r.get("dp", 1) > 1 else "") + ")")
@@ -319,7 +341,8 @@ def _sweep_table(result, rows: list[dict], currency: str):
         cells += [r["weight_dtype"]] if weights else []
         cells += ["[green]yes[/]" if r["fits"] else ("[red]limit[/]" if r.get("binds") == "context limit" else "[red]no[/]"),
                   f"{r['max_concurrency']:,}",
-                  f"{r['decode_tokens_per_second']:,.0f}" if r["fits"] else "–"]  # no speed for a plan that does not fit
+                  _tps(r["decode_tokens_per_second_calibrated" if cal else "decode_tokens_per_second"], r["fits"])]
+        cells += [_tps(r["decode_tokens_per_second"], r["fits"])] if cal else []
         if tiers:  # full-length contexts every offload tier holds together ("–": not sized, see offload_refused)
             held = [r[f"offload_{t}_contexts"] for t in tiers]
             cells += ["–" if None in held else f"{sum(held):,}"]
@@ -328,3 +351,8 @@ def _sweep_table(result, rows: list[dict], currency: str):
             cells += ["–" if cpu is None else f"{cpu:,.4f}"]
         t.add_row(*cells)
     return t
+
+
+def _tps(value, fits: bool) -> str:
+    """A decode tok/s cell: "–" for a plan that does not fit (no speed) or one not priced."""
+    return f"{value:,.0f}" if fits and value is not None else "–"

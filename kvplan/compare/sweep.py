@@ -23,6 +23,7 @@ from kvplan.planning.lora import parse_lora
 from kvplan.planning.deploy import NODE_GPUS, Deployment, deployment_for_gpus
 from kvplan.planning.layout import candidate_layouts, layout_rank_key
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan, Request
+from kvplan.speed.plan import DecodeSteps
 
 MAX_GPU_COUNT = 4096
 
@@ -65,6 +66,21 @@ class SweepResult:
     skipped: list[Skipped] = field(default_factory=list)
     prices: dict = field(default_factory=dict)  # GPU key -> price per GPU-hour, where known
     engine: str | None = None  # "vllm 0.33.0" when planned the engine's way
+    gpus: dict = field(default_factory=dict)  # GPU key -> profile (the calibrated step reads it)
+    engine_name: str | None = None  # whose speed coefficients price the calibrated step (kvplan.speed)
+    speed: str = "calibrated"  # or "roofline": no calibrated figure, the plans' own roofline only
+    _steps: DecodeSteps | None = field(default=None, repr=False)
+
+    def calibrated_step(self, plan: Plan) -> float | None:
+        """The plan's decode step under kvplan.speed's calibrated model (plan_decode_seconds; one Shape per
+        model × GPU × tp × ep × dtypes, made the first time a row asks); None with speed="roofline", for a
+        plan that does not fit, or on a GPU this result has no profile of."""
+        gpu = self.gpus.get(plan.gpu)
+        if self.speed != "calibrated" or not plan.fits or gpu is None:
+            return None
+        if self._steps is None:
+            self._steps = DecodeSteps(self.engine_name, self.speed)
+        return self._steps.seconds(plan, self.models[plan.model], gpu)
 
     @property
     def skipped_plans(self) -> int:
@@ -102,7 +118,7 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
           batch: int = 1, block_size: int = DEFAULT_BLOCK_SIZE,
           gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
           prices: dict | None = None, progress: Callable[[int], None] | None = None,
-          engine=None, layouts: bool = False, lora=None) -> SweepResult:
+          engine=None, layouts: bool = False, lora=None, speed: str = "calibrated") -> SweepResult:
     """Every plan of the cross product, ranked by RANKING.
 
     `models` are ModelSpecs, `gpus` kvplan.hardware.gpus.GPU objects, `prices` maps GPU key to price per
@@ -112,7 +128,9 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
     faster) plans each deployment as that engine allocates. `layouts`: for each GPU count, every
     valid tp x pp x dp (x ep) layout is planned and each row is the best of them for its GPU and
     request (kvplan.planning.layout.layout_rank_key), instead of the one default split. `lora`: the LoRA
-    adapters every deployment keeps room for (kvplan.planning.lora.LoraRequest or its text).
+    adapters every deployment keeps room for (kvplan.planning.lora.LoraRequest or its text). `speed`:
+    "calibrated" gives each fitting plan kvplan.speed's decode step (SweepResult.calibrated_step, made when
+    a row asks), "roofline" only the plans' own roofline.
     """
     engine = engine or resolve_engine()
     if not 1 <= batch <= 1_000_000:
@@ -134,7 +152,8 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
         _cross(models, gpus, gpu_counts, contexts, kv_dtypes, weight_dtypes, batch, block_size,
                gpu_memory_utilization, plans, skipped, progress, engine, layouts, parse_lora(lora))
         plans.sort(key=lambda p: rank_key(p, prices.get(p.gpu)))
-    return SweepResult(plans, {m.name: m for m in models}, skipped, prices, engine.label)
+    return SweepResult(plans, {m.name: m for m in models}, skipped, prices, engine.label, {g.key: g for g in gpus},
+                       engine.name, speed)
 
 
 def _best_layouts(model, gpus, count: int, requests, engine) -> list[Plan]:

@@ -137,6 +137,15 @@ def _check_figures(rec: LogRecord) -> None:
         raise KvplanError(f"the log's pipeline-parallel size {rec.pp:,} is not a real deployment", EXIT_USAGE)
 
 
+def _vllm_pp(text: str, rec: LogRecord) -> None:
+    """The pipeline-parallel size from vLLM's engine-args dump or the serve command line
+    (DeepSeek-V3#205: `--tensor-parallel-size 8 --pipeline-parallel-size 4` over Ray)."""
+    m = _first(r"pipeline[_-]parallel[_-]size['\"]?[=:]?[ \t]*" + I, text)
+    if m:
+        rec.pp = int(m.group(1))
+        rec.read["pp"] = f"pipeline_parallel_size={m.group(1)}"
+
+
 def _vllm(text: str, rec: LogRecord) -> None:
     r, s = rec.reported, rec.settings
     for pat in (r"vLLM API server version (\S+)", r"LLM engine \(v(\d[\w.+-]*)\)", r"█[ \t]+version (\d[\w.+-]*)"):
@@ -152,10 +161,7 @@ def _vllm(text: str, rec: LogRecord) -> None:
             break
     m = _first(r"tensor[_-]parallel[_-]size['\"]?[=:]?[ \t]*" + I, text)
     rec.tp = int(m.group(1)) if m else None
-    m = _first(r"pipeline[_-]parallel[_-]size['\"]?[=:]?[ \t]*" + I, text)
-    if m:  # vLLM's engine-args dump or the serve command line (DeepSeek-V3#205: tp 8 x pp 4 over Ray)
-        rec.pp = int(m.group(1))
-        rec.read["pp"] = f"pipeline_parallel_size={m.group(1)}"
+    _vllm_pp(text, rec)
     for key, pat in (("gpu_memory_utilization", r"gpu[_-]memory[_-]utilization['\"]?[=: \t]+" + N),
                      ("kv_cache_dtype", r"kv[_-]cache[_-]dtype['\"]?[=: \t]+'?(\w+)"),
                      ("block_size", r"'block_size': " + I + r"|block[_-]size[= ]" + I),

@@ -41,14 +41,22 @@ GIB_BESIDE = {
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def plan_row(plan, model, price: float | None = None, rank: int | None = None) -> dict:
-    """plan_to_dict(plan, model) with rank first and the price columns at the end.
+def plan_row(plan, model, price: float | None = None, rank: int | None = None, step: float | None = None) -> dict:
+    """plan_to_dict(plan, model) with rank first, the calibrated decode step beside the roofline's, and the
+    price columns at the end.
+
+    `step`: the plan's decode step under kvplan.speed's calibrated model (seconds; None: not priced, the
+    three *_calibrated keys are null). The plan's own decode_* keys are the roofline's lower bound.
 
     cost_per_hour = price per GPU-hour x GPUs; cost_per_concurrent_user_hour = that / max
     concurrency at the plan's context (null when the deployment holds no sequence at all).
     """
     row = plan_to_dict(plan, model, nested=False, rank=rank)  # `fit --json` has layer_kinds, a table row not
     info = getattr(model, "speculative", None)  # nor the drafter's report: its --speculative spelling instead
+    cal = max(1, plan.request.batch) / step if step else None
+    row["decode_step_seconds_calibrated"] = step or None
+    row["decode_tokens_per_second_calibrated"] = cal
+    row["decode_tokens_per_second_per_request_calibrated"] = 1 / step if step else None
     row["speculative"] = info.flag() if info is not None else None
     cost = None if price is None else price * plan.deployment.gpus
     row["price_per_gpu_hour"] = price
@@ -62,7 +70,7 @@ def sweep_rows(result, limit: int | None = None) -> list[dict]:
     """JSON-ready rows (kvplan.report.export.plan_row), rank 1 first."""
     plans = result.plans if limit is None else result.plans[:limit]
     with collector_paused():  # 100k dicts without cycles: nothing for the collector to find
-        return [plan_row(p, result.models[p.model], result.price(p), rank=i)
+        return [plan_row(p, result.models[p.model], result.price(p), rank=i, step=result.calibrated_step(p))
                 for i, p in enumerate(plans, 1)]
 
 
@@ -70,7 +78,7 @@ def iter_sweep_rows(result, limit: int | None = None) -> Iterator[dict]:
     """sweep_rows one at a time: a file of a million plans is written without a million dicts at once."""
     plans = result.plans if limit is None else result.plans[:limit]
     for i, p in enumerate(plans, 1):
-        yield plan_row(p, result.models[p.model], result.price(p), rank=i)
+        yield plan_row(p, result.models[p.model], result.price(p), rank=i, step=result.calibrated_step(p))
 
 
 def candidate_row(c, model, rank: int | None) -> dict:
@@ -79,15 +87,12 @@ def candidate_row(c, model, rank: int | None) -> dict:
         row = {"rank": rank, "model": model.name, "gpu": c.gpu, "gpus": c.deployment.gpus, "tp": c.deployment.tp,
                "pp": c.deployment.pp, "price_per_gpu_hour": c.price_per_gpu_hour, "cost_per_hour": c.cost_per_hour}
     else:
-        row = plan_row(c.plan, model, c.price_per_gpu_hour, rank=rank)
+        row = plan_row(c.plan, model, c.price_per_gpu_hour, rank=rank,  # the calibrated step at batch N
+                       step=getattr(c, "step_seconds", None))
         if c.replicas > 1:  # the plan is one replica's; the deployment is all of them
             row.update(replicas=c.replicas, gpus_total=c.gpus, cost_per_hour=c.cost_per_hour,
                        max_concurrency_total=c.plan.max_concurrency * c.replicas)
     row.setdefault("replicas", c.replicas)
-    step = getattr(c, "step_seconds", None)
-    if step:  # kvplan.speed's calibrated decode step; the plan's own decode_* keys are the roofline's bound
-        row["decode_step_seconds_calibrated"] = step
-        row["decode_tokens_per_second_per_request_calibrated"] = 1 / step
     row["meets"] = c.meets
     row["why"] = c.why
     return row
@@ -112,7 +117,9 @@ ROW_KEYS = (
     "state_bytes_per_sequence", "state_bytes_per_sequence_per_gpu", "kv_memory_bytes_per_gpu", "kv_used_bytes_per_gpu", "free_bytes_per_gpu", "kv_cache_tokens",
     "kv_pool_tokens_per_deployment", "request_tokens_at_context", "max_concurrency", "max_context",
     "max_context_limited_by", "context_limit", "fits", "binds", "decode_step_seconds",
-    "decode_tokens_per_second", "decode_tokens_per_second_per_request", "speculative", "warnings", *PRICE_KEYS,
+    "decode_tokens_per_second", "decode_tokens_per_second_per_request", "speculative", "warnings",
+    "decode_step_seconds_calibrated", "decode_tokens_per_second_calibrated",
+    "decode_tokens_per_second_per_request_calibrated", *PRICE_KEYS,
 )
 CSV_COLUMNS = tuple(csv_columns(ROW_KEYS))
 

@@ -35,8 +35,11 @@ TABLE = [
     ("tokens requests use", "request_tokens_at_context", "int"),
     ("weights GiB/GPU", "weight_bytes_per_gpu", "gib"), ("overhead GiB/GPU", "overhead_bytes_per_gpu", "gib"),
     ("KV cache GiB/GPU", "kv_memory_bytes_per_gpu", "gib"), ("KV/sequence GiB/GPU", "kv_bytes_per_sequence_per_gpu", "gib"),
-    ("decode tok/s (batch)", "decode_tokens_per_second", "float1"), ("price/GPU-h", "price_per_gpu_hour", "money"),
+    ("decode tok/s (batch, calibrated)", "decode_tokens_per_second_calibrated", "float1"),
+    ("decode tok/s (batch, roofline bound)", "decode_tokens_per_second", "float1"),
+    ("price/GPU-h", "price_per_gpu_hour", "money"),
 ]
+CALIBRATED_KEY = "decode_tokens_per_second_calibrated"  # left out of the table and chart with --speed roofline
 # Distinct colours for the lines and bars of one chart (Kelly's colours of maximum contrast, white and
 # black left out, most distinct first); plotly's default ten repeat after ten deployments.
 COLOURS = ["#0067a5", "#f38400", "#008856", "#be0032", "#875692", "#a1caf1", "#f3c300", "#848482", "#e68fac",
@@ -133,7 +136,7 @@ def _memory_figure(deployments: list[list[dict]], label: dict, base: dict, of: s
     }
 
 
-def _figures(rows: list[dict], currency: str, model: str = "") -> dict:
+def _figures(rows: list[dict], currency: str, model: str = "", calibrated: bool = False) -> dict:
     """Plain plotly figure dicts (data + layout); labels entity-escaped for plotly's text renderer."""
     with_weights = len({r["weight_dtype"] for r in rows}) > 1
     order: dict[tuple, list[dict]] = {}
@@ -180,8 +183,10 @@ def _figures(rows: list[dict], currency: str, model: str = "") -> dict:
         "memory": memory,
         "concurrency": chart(per_context("max_concurrency", "scatter"), "Max concurrent requests per deployment",
                              "requests"),
-        "decode": chart(per_context("decode_tokens_per_second", "bar"), "Decode tokens/s (roofline, whole batch)",
-                        "tokens/s", barmode="group"),
+        "decode": chart(per_context(CALIBRATED_KEY, "bar"), "Decode tokens/s (calibrated, whole batch)",
+                        "tokens/s", barmode="group") if calibrated else
+        chart(per_context("decode_tokens_per_second", "bar"), "Decode tokens/s (roofline, whole batch)",
+              "tokens/s", barmode="group"),
     }
     cost = per_context("cost_per_concurrent_user_hour", "bar",
                        only=lambda r: r["fits"] and r["cost_per_concurrent_user_hour"] is not None)
@@ -200,8 +205,9 @@ SIM_TABLE = [
 ]
 
 
-def _table(rows: list[dict]) -> str:
-    columns = TABLE + (SIM_TABLE if rows and "sim_mean_running" in rows[0] else [])
+def _table(rows: list[dict], calibrated: bool = False) -> str:
+    columns = [c for c in TABLE if calibrated or c[1] != CALIBRATED_KEY]
+    columns += SIM_TABLE if rows and "sim_mean_running" in rows[0] else []
     head = "".join(f'<th data-k="{"t" if kind == "text" else "n"}">{_esc(h)}</th>' for h, _, kind in columns)
     body = []
     for r in rows:
@@ -338,13 +344,24 @@ SECTIONS = [
 ]
 
 
+def decode_note(speed_label: str | None) -> str:
+    """The decode chart's caption: which step-time model, its held-out error band, and the roofline's place."""
+    if speed_label is None:
+        return f"Tokens/s of the whole batch, from the bandwidth roofline ({arg('speed')} roofline): an upper bound."
+    return (f"Tokens/s of the whole batch, {speed_label}. The table's roofline column is an upper bound on "
+            "tokens/s: engines run slower.")
+
+
 def render_html(rows: list[dict], *, title: str = "kvplan sweep", summary: list[str] = (),
                 skipped: list[str] = (), currency: str = "price units", total: int | None = None,
-                max_rows: int = MAX_TABLE_ROWS, headlines: list[dict] | None = None) -> str:
+                max_rows: int = MAX_TABLE_ROWS, headlines: list[dict] | None = None,
+                speed_label: str | None = None) -> str:
     """The page for ranked sweep rows (kvplan.report.export.sweep_rows). `summary` and `skipped` are lines
     of plain text (escaped here); `total` is the number of plans when `rows` is a leading slice;
     `headlines` (kvplan.compare.procurement.headlines) open the page: the answer per model × context.
-    Charts come one set per model, so no chart mixes models."""
+    `speed_label`: the calibrated step-time model and its held-out band (kvplan.cli.speed_flags); given,
+    the decode chart and a table column show the calibrated tok/s, the roofline's column as a bound;
+    None: the roofline alone. Charts come one set per model, so no chart mixes models."""
     from plotly.offline import get_plotlyjs
 
     plotly_js = get_plotlyjs().replace("</script", "<\\/script")  # cannot occur today; never let it close the tag
@@ -352,10 +369,11 @@ def render_html(rows: list[dict], *, title: str = "kvplan sweep", summary: list[
     figs, parts = {}, []
     for i, model in enumerate(models):
         mine = [r for r in rows if r["model"] == model]
-        for name, fig in _figures(mine, currency, model).items():
+        for name, fig in _figures(mine, currency, model, speed_label is not None).items():
             figs[f"{name}-{i}"] = fig
         parts.append(f'<section data-model="{_esc(model)}"><h2>{_esc(model)}</h2>')
         for name, heading, note in SECTIONS:
+            note = decode_note(speed_label) if name == "decode" else note
             parts.append(f"<h3>{_esc(heading)}</h3><p class=\"meta\">{_esc(note)}</p>")
             if f"{name}-{i}" in figs:
                 parts.append(f'<div class="chart" id="chart-{name}-{i}"></div>')
@@ -395,7 +413,7 @@ def render_html(rows: list[dict], *, title: str = "kvplan sweep", summary: list[
         head_html,
         *parts,
         f"<h2>All plans</h2><p class=\"meta\">{_esc(table_note)}</p>",
-        _table(shown),
+        _table(shown, speed_label is not None),
         skipped_html,
         f'<script type="application/json" id="kvplan-figures">{safe_json(figs)}</script>',
         f"<script>{_RENDER}</script>",

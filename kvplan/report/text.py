@@ -222,10 +222,10 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], cali
     if calibrated:
         step = dict(zip(map(id, plans), calibrated))
         answer_rows[-2:] = [
-            ("decode step (calibrated)", lambda p: f"{step[id(p)] * 1e3:,.1f} ms"),
-            ("decode tokens/s (calibrated)", lambda p: f"{p.request.batch / step[id(p)]:,.0f}"),
-            ("decode step (roofline, ≥)", lambda p: f"{p.decode_step_seconds * 1e3:,.1f} ms"),
-            ("decode tokens/s (roofline, ≤)", lambda p: f"{p.decode_tokens_per_second:,.0f}"),
+            ("decode step (calibrated)", lambda p: f"{step[id(p)] * 1e3:,.1f} ms" if p.fits else "–"),
+            ("decode tokens/s (calibrated)", lambda p: f"{p.request.batch / step[id(p)]:,.0f}" if p.fits else "–"),
+            ("decode step (roofline, ≥)", lambda p: f"{p.decode_step_seconds * 1e3:,.1f} ms" if p.fits else "–"),
+            ("decode tokens/s (roofline, ≤)", lambda p: f"{p.decode_tokens_per_second:,.0f}" if p.fits else "–"),
         ]
     for label, fn in answer_rows:
         answers.add_row(label, *[fn(p) for p in plans])

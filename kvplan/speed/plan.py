@@ -8,8 +8,8 @@ decode step of `batch` sequences each holding the full context, the plan's own w
 
 from __future__ import annotations
 
-from kvplan.speed.model import decode_seconds, prefill_seconds
-from kvplan.speed.shape import shape_for
+from kvplan.speed.model import StepModel, coefficients, decode_seconds, prefill_seconds
+from kvplan.speed.shape import model_terms, on_gpu, shape_for
 from kvplan.speed.terms import Shape
 
 
@@ -27,6 +27,42 @@ def plan_decode_seconds(plan, spec, gpu, engine: str | None, speed: str = "calib
     req = plan.request
     return decode_seconds(plan_shape(plan, spec, gpu), engine, max(1, batch or req.batch), context or req.context,
                           speed=speed)
+
+
+class DecodeSteps:
+    """plan_decode_seconds for many plans (a sweep's), equal to it (to 1e-12, tests/test_sweep_speed.py):
+    the GPU-free part of the Shape (kvplan.speed.shape.model_terms: weights, KV profile, FLOPs) is built
+    once per model × tp × ep × dtypes, the Shape and its StepModel once per GPU too, and a decode step
+    at a batch is then a line in the context. Neither depends on the context or the batch."""
+
+    def __init__(self, engine: str | None, speed: str = "calibrated"):
+        self.engine, self.speed = engine, speed
+        self._coef = coefficients(engine) if speed == "calibrated" else ()  # (): the roofline's decode_seconds
+        self._terms: dict = {}  # key -> (spec, terms): the spec kept so its id stays its own
+        self._lines: dict = {}  # (key, id(gpu), batch) -> (gpu, decode step as a function of the context)
+
+    def _terms_of(self, spec, key, tp, ep, weight_dtype, kv) -> dict:
+        hit = self._terms.get(key)
+        if hit is None:
+            hit = self._terms[key] = (spec, model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv))
+        return hit[1]
+
+    def seconds(self, plan, spec, gpu) -> float:
+        """plan_decode_seconds(plan, spec, gpu, engine, speed): the plan's batch at its context."""
+        req, dep = plan.request, plan.deployment
+        line_key = (id(spec), id(gpu), dep.tp, dep.ep, req.weight_dtype, req.kv_dtype, req.batch)
+        hit = self._lines.get(line_key)
+        if hit is None:
+            kv = req.kv_dtype.name if req.kv_dtype is not None else None
+            batch = max(1, req.batch)
+            terms = self._terms_of(spec, (id(spec), dep.tp, dep.ep, req.weight_dtype, kv), dep.tp, dep.ep,
+                                   req.weight_dtype, kv)
+            shape = on_gpu(terms, spec, gpu, req.weight_dtype)
+            total = StepModel(shape, self._coef).decode(batch) if self._coef else None  # of all seqs' context
+            line = ((lambda context: total(batch * context)) if total else
+                    (lambda context, s=shape: decode_seconds(s, self.engine, batch, context, speed=self.speed)))
+            hit = self._lines[line_key] = (gpu, line)
+        return hit[1](req.context)
 
 
 def plan_prefill_seconds(plan, spec, gpu, engine: str | None, prompt: int, speed: str = "calibrated") -> float:

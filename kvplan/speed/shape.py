@@ -31,6 +31,14 @@ def weight_dtype_of(name: str | None) -> str | None:
 def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
               kv_dtype: str | None = None) -> Shape:
     """The Shape of `spec` on `gpu` at tensor parallelism `tp` and expert parallelism `ep`."""
+    return on_gpu(model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype), spec, gpu,
+                  weight_dtype)
+
+
+def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
+                kv_dtype: str | None = None) -> dict:
+    """The Shape's fields that do not depend on the GPU (nearly all of shape_for's work): a sweep builds
+    them once per model × tp × ep × dtypes and puts them on each GPU with on_gpu."""
     wb = weight_bytes(spec, weight_dtype)
     p = spec.params
     kv = canonical_kv_dtype(kv_dtype or "auto", spec.dtype)
@@ -45,17 +53,22 @@ def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None =
             pairs += 4 * (spec.num_attention_heads / tp) * d
     spread = max(tp, ep)
     active_dense = p.active - p.embedding - p.experts_active
-    rate, _ = gemm_rate(gpu, weight_dtype or (spec.quantization.method if spec.quantization else None))
-    bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)
-    link_bw, latency = link(gpu, max(tp, ep))
     per_expert = p.experts / p.num_experts / spread if p.num_experts else 0.0
-    return Shape(
+    return dict(
         dense_bytes=int((wb.sharded + wb.lm_head) // tp + wb.replicated),
         expert_bytes=int(wb.experts // spread),
         num_experts=p.num_experts, top_k=p.experts_per_token, expert_params=per_expert,
         kv_bytes_per_token=prof.growth_bytes_per_token(), kv_windows=windows,
         flops_per_token=2.0 * (active_dense / tp + p.experts_active / spread),
         attn_flops_per_pair=pairs, layers=spec.num_layers, hidden=spec.hidden_size, tp=tp, ep=ep,
-        moe_layers=p.num_moe_layers, bandwidth=float(gpu.bandwidth_bytes_per_s), gemm_rate=rate or bf16,
-        bf16_rate=bf16, link_bandwidth=link_bw, link_latency_s=latency,
+        moe_layers=p.num_moe_layers,
     )
+
+
+def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None) -> Shape:
+    """model_terms' fields on `gpu`: its bandwidth, GEMM rate at the weight dtype, and link."""
+    rate, _ = gemm_rate(gpu, weight_dtype or (spec.quantization.method if spec.quantization else None))
+    bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)
+    link_bw, latency = link(gpu, max(terms["tp"], terms["ep"]))
+    return Shape(**terms, bandwidth=float(gpu.bandwidth_bytes_per_s), gemm_rate=rate or bf16, bf16_rate=bf16,
+                 link_bandwidth=link_bw, link_latency_s=latency)

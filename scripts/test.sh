@@ -30,4 +30,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ "$here" != "$(pwd -P)/kvpla
 fi
 
 [ -z "$chromium_job" ] || wait "$chromium_job"
+# The whole suite runs on two workers where the machine has two cores or more (benchmarks/README.md "The
+# test suite": less wall time for a little more CPU, as the second worker imports torch again); KVPLAN_TEST_WORKERS=0
+# runs it in one process. Named tests (arguments given) run in one process, as asked.
+workers=${KVPLAN_TEST_WORKERS:-$(( $(nproc) >= 2 ? 2 : 0 ))}
+if [ $# -eq 0 ] && [ "$workers" -gt 0 ]; then
+  exec "$VENV/bin/python" -m pytest -q -n "$workers" --dist worksteal
+fi
 exec "$VENV/bin/python" -m pytest -q "$@"

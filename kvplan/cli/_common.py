@@ -166,12 +166,14 @@ def print_result(as_json: bool, data, render: Callable) -> None:
 
 
 def table(columns: list[str], *, right: tuple[str, ...] = (), whole: tuple[str, ...] = (),
-          title: Optional[str] = None, optional: tuple[str, ...] = ()):
+          title: Optional[str] = None, optional: tuple[str, ...] = (), drop_first: tuple[str, ...] = ()):
     """A rich table that fits the terminal (80 columns in a pipe) cutting nothing
     (kvplan.report.fitted): numbers (`right`) and short keys one types (`whole`) are never cut or
     wrapped; other text columns wrap between words; the `optional` columns are left out, first named
-    first, where the others would not fit, and the caption says so."""
-    t = fitted_table(show_edge=False, title=title, title_justify="left", pad_edge=False, optional=optional)
+    first, where the others would not fit, and the caption says so (those also in `drop_first` before any
+    name wraps)."""
+    t = fitted_table(show_edge=False, title=title, title_justify="left", pad_edge=False, optional=optional,
+                     drop_first=drop_first)
     for c in columns:
         if c in right or c in whole:
             t.add_column(c, justify="right" if c in right else "left", no_wrap=True)

@@ -332,7 +332,7 @@ def _sweep_table(result, rows: list[dict], currency: str):
              + (" · tok/s calibrated, roofline a bound" if cal else " · tok/s roofline"))
     t = table(cols, right=tuple(c for c in cols if c not in ("model", "GPU", "KV", "weights", "fits")),
               whole=("KV", "weights", "fits") + (() if kv or weights else ("model", "GPU")), title=title,
-              optional=("roofline", "tok/s", "host ctx"))
+              optional=("roofline", "tok/s", "host ctx"), drop_first=("roofline",))
     for r in rows:
         gpus = (str(r["gpus"]) if r["pp"] == 1 and r.get("dp", 1) == 1
                 else f"{r['gpus']} ({r['tp']}×{r['pp']}" + (f"×{r['dp']}dp" if r.get("dp", 1) > 1 else "") + ")")

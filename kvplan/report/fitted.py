@@ -84,6 +84,7 @@ def fit_widths(table, width: int) -> list[str]:
     optional columns until it does. Returns the headers left out."""
     dropped: list[str] = []
     optional = list(getattr(table, "optional", ()))
+    early = [name for name in getattr(table, "drop_first", ()) if name in optional]
     while True:
         for i, col in enumerate(table.columns):
             col._index = i
@@ -92,9 +93,13 @@ def fit_widths(table, width: int) -> list[str]:
         needs = [column_needs(c) for c in table.columns]
         if sum(full for _, full in needs) <= room:
             return dropped
-        if sum(least for least, _ in needs) <= room or not optional:
+        if early:  # a column worth less than whole names: left out before any name wraps
+            name = early.pop(0)
+            optional.remove(name)
+        elif sum(least for least, _ in needs) <= room or not optional:
             break
-        name = optional.pop(0)
+        else:
+            name = optional.pop(0)
         kept = [c for c in table.columns if _plain(c.header) != name]
         if len(kept) < len(table.columns):
             dropped.append(name)
@@ -122,6 +127,7 @@ def _fitted_class():
         """A rich Table that fits itself to the width it is rendered at (fit_widths)."""
 
         optional: tuple[str, ...] = ()
+        drop_first: tuple[str, ...] = ()
 
         def __rich_console__(self, console, options):
             dropped = fit_widths(self, options.max_width)
@@ -135,9 +141,10 @@ def _fitted_class():
     return FittedTable
 
 
-def fitted_table(*, optional: tuple[str, ...] = (), **kwargs):
+def fitted_table(*, optional: tuple[str, ...] = (), drop_first: tuple[str, ...] = (), **kwargs):
     """A rich Table (same keyword arguments) that fits the terminal cutting nothing; the headers in
-    `optional` are the columns it may leave out, first named first."""
+    `optional` are the columns it may leave out, first named first; those of them also in `drop_first`
+    go before any name is wrapped (a bound beside its figure is worth less than whole names)."""
     t = _fitted_class()(**kwargs)
-    t.optional = tuple(optional)
+    t.optional, t.drop_first = tuple(optional), tuple(drop_first)
     return t

@@ -297,6 +297,18 @@ def test_a_400_digit_offload_size_is_one_line(kvplan_home):
     assert "is absurd (more than an exbibyte)" in one_line_error(r, 2)
 
 
+def test_a_byte_count_past_2_53_stays_exact():
+    # 2**60 - 1 = 1,152,921,504,606,846,975 bytes has no float: float() gives 2**60 exactly. Bytes are integers
+    # inside, so a whole number is parsed as one (and 2**60 + 1 is past the exbibyte bound, refused).
+    from kvplan.core.errors import KvplanError
+    from kvplan.core.units import parse_bytes
+
+    assert parse_bytes("1152921504606846975") == 2**60 - 1
+    assert parse_bytes("3GiB") == 3 * 2**30 and parse_bytes("1.5GiB") == 3 * 2**29
+    with pytest.raises(KvplanError, match="absurd"):
+        parse_bytes("1152921504606846977")
+
+
 def test_sweep_rows_stream_to_files_as_the_lists_did(kvplan_home):
     import io
 

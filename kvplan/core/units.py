@@ -6,8 +6,6 @@ tokens; units exist only here. GiB is 2^30 bytes and GB is 10^9 bytes, and the l
 
 from __future__ import annotations
 
-import math
-
 import re
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
@@ -81,8 +79,11 @@ def parse_bytes(text: str | int, what: str = "memory", allow_zero: bool = False)
         if scale == 1 and "." in m.group(1):
             raise KvplanError(f"{arg(what)} {text!r}: a number of bytes must be whole (or give a unit: 1.5GiB)",
                               EXIT_USAGE, param=what, value=text)
-        number = float(m.group(1)) * scale  # 400 digits are inf (issue 25: an OverflowError in --offload)
-        if not math.isfinite(number) or number > 2**60:
+        digits = m.group(1)
+        # whole numbers stay integers (a byte count past 2**53 is exact); 400 digits are only absurd, never an
+        # OverflowError (issue 25, --offload)
+        number = int(digits) * scale if "." not in digits else float(digits) * scale
+        if number > 2**60:
             raise KvplanError(f"{arg(what)} {text[:40]!r}{'...' if len(text) > 40 else ''} is absurd (more than an "
                               "exbibyte)", EXIT_USAGE, param=what, value=text)
         value = int(number)

@@ -46,7 +46,7 @@ def outside(engine: str | None, gpu_key: str, family: str) -> list[str]:
 
 def label(engine: str | None, speed: str = "calibrated") -> str:
     """How step times were made, in a few words."""
-    if speed != "calibrated" or not shipped():
+    if speed != "calibrated":
         return "roofline (a lower bound)"
     key = engine_key(engine) if covered(engine) else FALLBACK_ENGINE
     return f"calibrated ({key} coefficients, fit {shipped().get('fit_date', '?')})"

@@ -1,7 +1,7 @@
 """The calibrated step time: each term of kvplan.speed.terms times its engine's fitted coefficient.
 
 The coefficients ship in coefficients.json beside this module (one set per engine, the split rule,
-the fit date and the held-out error bands; `python -m kvplan.speed.fit` writes it). An engine the
+the fit date and the held-out error bands; `python -m kvplan.speed.ship` writes it). An engine the
 corpus does not cover reads vLLM's set, and says so (`covered`).
 
 Public: `step_seconds`, `prefill_seconds`, `decode_seconds` (seconds of one engine step or one
@@ -16,6 +16,7 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
+from kvplan.core.errors import EXIT_ERROR, KvplanError
 from kvplan.speed.terms import TERMS, Shape, features, roofline
 
 DATA = Path(__file__).with_name("coefficients.json")
@@ -28,11 +29,13 @@ ENGINE_ALIASES = {"neutral": "vllm", "kvplan": "vllm", "llamacpp": "llama.cpp", 
 
 @lru_cache(maxsize=1)
 def shipped() -> dict:
-    """coefficients.json as a dict ({} where it is missing: every step then prices at the roofline)."""
+    """coefficients.json as a dict, read once. It ships in the wheel (pyproject's package-data): missing, the
+    install is broken, and every speed figure would silently fall back to the roofline; refused instead."""
     try:
         return json.loads(DATA.read_text())
     except FileNotFoundError:
-        return {}
+        raise KvplanError(f"kvplan's speed coefficients ({DATA}) are missing: this install is incomplete; "
+                          "reinstall kvplan", EXIT_ERROR) from None
 
 
 def engine_key(engine: str | None) -> str:

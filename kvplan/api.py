@@ -360,7 +360,7 @@ def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str
     n_in, n_out = (None if v is None else parse_tokens(v, name) for v, name in ((isl, "isl"), (osl, "osl")))
     requests = None
     if workload is not None or trace is not None:
-        requests = _requests(workload, trace, trace_format, qps, duration or 60.0, seed)
+        requests, _ = _requests(workload, trace, trace_format, qps, duration or 60.0, seed)
     elif qps is not None:
         if n_in is None or n_out is None:
             raise KvplanError(f"{arg('qps')} needs {arg('isl')} and {arg('osl')} (or a workload or trace)", EXIT_USAGE,

@@ -196,11 +196,11 @@ def test_a_rate_searches_splits_and_runs_the_aggregated_deployment_beside():
                       max_gpus=8)
     s = r.search
     assert s["tried"] and s["tried"][0]["gpus"] == 2  # the fewest GPUs first: 1P1D of tp 1
-    chosen = s["chosen"]
-    assert chosen is None or chosen["pct_meeting_slo"] >= 90
-    assert s["aggregated_same_gpus"]["gpus"] <= (chosen or {"gpus": 8})["gpus"]
+    chosen = s["chosen"]  # 20 req/s of 2k/256 tokens is light for up to 8 H100s: a split meets the SLOs
+    assert chosen is not None and chosen["pct_meeting_slo"] >= 90
+    assert s["aggregated_same_gpus"]["gpus"] <= chosen["gpus"]
     fewest = s["aggregated_fewest"]
-    assert fewest is None or fewest["pct_meeting_slo"] >= 90
+    assert fewest is not None and fewest["pct_meeting_slo"] >= 90
 
 
 # --- output ---------------------------------------------------------------------------------------
@@ -363,3 +363,9 @@ def test_aiconfigurator_silicon_points_side_by_side_and_our_ttft_alone_stays_bel
     for row in rows:
         assert 0 < row["our_ttft_ms"] <= row["their_ttft_ms"], row
         assert 0 < row["our_batch"] <= row["their_batch"] and math.isfinite(row["our_tpot_ms"]), row
+
+
+def test_the_api_takes_a_workload():
+    # api.disagg once stored _requests' (requests, format) pair as the requests: every workload= call failed
+    r = kvplan.disagg("llama-3.1-8b", "h100", workload="chat", qps=2, duration=5, max_gpus=4)
+    assert r.search["tried"]

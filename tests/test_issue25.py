@@ -317,7 +317,7 @@ def test_sweep_rows_stream_to_files_as_the_lists_did(kvplan_home):
 
     result = kvplan.sweep(["llama-3.1-8b"], gpu=["h100", "l40s"], context=["8k", "32k"], gpu_counts=[1, 2])
     rows = sweep_rows(result)
-    streamed, listed = io.StringIO(), io.StringIO()
+    streamed = io.StringIO()
     write_json_document({"n": len(rows)}, (r for r in rows), streamed)
     assert streamed.getvalue() == json_document({"n": len(rows)}, rows) and json.loads(streamed.getvalue())["plans"]
     streamed, listed = io.StringIO(), io.StringIO()

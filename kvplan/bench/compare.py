@@ -21,12 +21,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvplan.bench.result import TIME_METRICS, BenchRun, Stat
+from kvplan.bench.result import BenchRun, Stat
+from kvplan.planning.plan import expected_experts_touched
+from kvplan.speed.terms import gemm_rate
 
 _HIGHER_IS_BETTER = ("output_throughput", "total_throughput", "request_throughput", "per_user_output_throughput",
                      "pp_tok_s", "tg_tok_s")
-_WEIGHT_PRECISION = {"fp8": "fp8", "fp8_e4m3": "fp8", "nvfp4": "fp4", "mxfp4": "fp4", "fp4": "fp4", "int8": "int8",
-                     "fp16": "fp16", "float16": "fp16"}
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def step_read_bytes(sim, batch: float, context: float) -> float:
         total += st.dense_read_bytes + st.kv_bytes_per_token * batch * context
         total += sum(bpt * batch * min(context, w) for bpt, w in st.kv_window_bytes)
         if st.expert_bytes and st.num_experts:
-            total += st.expert_bytes * (1.0 - (1.0 - st.top_k / st.num_experts) ** batch)
+            total += st.expert_bytes * expected_experts_touched(st.num_experts, st.top_k, batch) / st.num_experts
     return total
 
 
@@ -95,15 +95,6 @@ def prefill_flops(sim, n: int, depth: int = 0) -> float:
     """FLOPs of one prompt of `n` new tokens after `depth` cached ones, on one rank, all stages (causal pairs)."""
     pairs = n * depth + n * (n + 1) / 2
     return sum(st.flops_per_token * n + st.attn_flops_per_pair * pairs for st in sim.stages)
-
-
-def peak_flops(gpu, weight_dtype: str | None) -> tuple[float, str]:
-    """The profile's dense FLOP/s at the weights' precision (bf16 for 16-bit and GGUF weights), and which."""
-    key = _WEIGHT_PRECISION.get((weight_dtype or "").lower(), "bf16")
-    flops = dict(gpu.dense_flops)
-    if key not in flops:
-        key = "bf16" if "bf16" in flops else "fp16"
-    return float(flops.get(key) or 0), key
 
 
 def _tpot_from_e2e(run: BenchRun) -> float | None:
@@ -127,11 +118,7 @@ def efficiencies(run: BenchRun, sim, gpu, weight_dtype: str | None, replicas: in
     ttft = m.get("ttft")
     prefill_s = (s.isl / m["pp_tok_s"].mean) if "pp_tok_s" in m and m["pp_tok_s"].mean and s.isl else \
         ((ttft.median or ttft.mean) if ttft else None)
-    peak, key = peak_flops(gpu, weight_dtype)
+    peak, key = gemm_rate(gpu, weight_dtype)  # the rate the step model prices GEMMs at
     if prefill_s and s.isl and peak:
         out.append((f"prefill FLOP/s ({key} peak)", prefill_flops(sim, s.isl, s.depth) / prefill_s, peak, "FLOP/s"))
     return [e for e in out if math.isfinite(e[1])]
-
-
-def is_time(metric: str) -> bool:
-    return metric in TIME_METRICS

@@ -31,6 +31,7 @@ from kvplan.report.export import json_text
 from kvplan.report.text import plan_warnings
 from kvplan.simulator.disagg import fixed_requests, run_disagg
 from kvplan.sources.resolve import resolve_model
+from kvplan.speed.coverage import label
 
 DEFAULT_DURATION = 60.0  # seconds of arrivals: a search simulates many splits
 MANIFEST_KINDS = ("dynamo", "llm-d")
@@ -142,8 +143,7 @@ def _report(res, chosen, spec, as_json: bool, kind: Optional[str]) -> None:
     kv = res.prefill.plan.request.kv_dtype
     files = pool_files(chosen.name, res.prefill.max_model_len, replica_counts(res), kv is not None and kv.name == "fp8")
     stderr(f"assuming: engine {chosen.name}; link {res.link.key} ({res.link.per_gpu_bytes_per_s / 1e9:g} GB/s per "
-           f"GPU one way, {res.link.latency_s * 1e6:g} us per transfer); step times from the simulator's model "
-           "(lower bounds unless calibrated)")
+           f"GPU one way, {res.link.latency_s * 1e6:g} us per transfer); step times: {label(None, res.setup.speed)}")
     if as_json:
         data = result_dict(res, commands)
         if kind:

@@ -29,7 +29,7 @@ from kvplan.cli.workload import (
 )
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.files import atomic_write
-from kvplan.core.units import parse_tokens, plural
+from kvplan.core.units import plural
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.report.export import json_text

@@ -250,7 +250,7 @@ def _offload(result, engine, asked, sims, summary: list[str]) -> list[dict]:
 
 def _rows(result, sims, limit=None) -> list[dict]:
     """The ranked rows, with the simulated columns of each plan when there are any."""
-    return list(_stream(result, sims)) if limit is None else list(_stream(result, sims, limit))
+    return list(_stream(result, sims, limit))
 
 
 def _stream(result, sims, limit=None):

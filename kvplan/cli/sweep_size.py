@@ -8,7 +8,6 @@ killed by the kernel at 24 GB after 6 minutes) from running silently into the ke
 
 from __future__ import annotations
 
-import os
 import resource
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError

@@ -8,6 +8,7 @@ An OSError is a KvplanError naming the path (`write_error`).
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import errno
 import io
@@ -18,8 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
-
-import codecs
+from kvplan.core.markup import readable
 
 # A name that came from a path with bytes that are not UTF-8 (a model folder) reaches Python as lone
 # surrogates; a file kvplan writes is UTF-8 text, so such a byte is written as \xNN, as the terminal shows
@@ -31,9 +31,7 @@ UNDECODABLE = "kvplan-path-bytes"
 def _path_bytes(exc: UnicodeError):
     if not isinstance(exc, UnicodeEncodeError):
         raise exc
-    bad = exc.object[exc.start:exc.end]
-    return "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else f"\\u{ord(c):04x}"
-                   for c in bad), exc.end
+    return readable(exc.object[exc.start:exc.end]), exc.end
 
 
 codecs.register_error(UNDECODABLE, _path_bytes)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
-from kvplan.hardware.gpus import CONFIDENCE_LEVELS, MAX_YAML_BYTES, load_yaml_strict
+from kvplan.hardware.gpus import CONFIDENCE_LEVELS, MAX_YAML_BYTES, _norm, load_yaml_strict
 
 _BUNDLED_DIR = Path(__file__).parent / "links"
 _REQUIRED = ("key", "name", "per_gpu_bytes_per_s", "latency_s", "source", "confidence")
@@ -94,10 +94,6 @@ def load_link_file(path: str | Path) -> Link:
 def bundled_links() -> dict[str, Link]:
     """The bundled link profiles by key."""
     return {link.key: link for link in map(load_link_file, sorted(_BUNDLED_DIR.glob("*.yaml")))}
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[\s_-]+", "", name.strip().lower())
 
 
 def find_link(name: str) -> Link:

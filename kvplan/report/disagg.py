@@ -14,6 +14,7 @@ import shlex
 
 from kvplan.core.units import gib
 from kvplan.report.llmd import llmd_values
+from kvplan.speed.coverage import label
 
 
 def _pool(pool, command) -> dict:
@@ -47,7 +48,7 @@ def result_dict(res, commands: dict) -> dict:
                   "decode_requests_per_s_per_replica": res.decode_rps,
                   "balanced_ratio": {"prefill": res.ratio[0], "decode": res.ratio[1]}},
         "slo": {"ttft_s": s.slo_ttft, "tpot_s": s.slo_tpot, "percent": s.slo_percent},
-        "step_time_model": "the simulator's StepTimer (roofline unless calibrated): latencies are lower bounds",
+        "step_time_model": label(None, s.speed),  # the pools step with vLLM's coefficients (kvplan.simulator.disagg)
     }
     if res.search:
         out["search"] = res.search

@@ -68,10 +68,8 @@ def plan_row(plan, model, price: float | None = None, rank: int | None = None, s
 
 def sweep_rows(result, limit: int | None = None) -> list[dict]:
     """JSON-ready rows (kvplan.report.export.plan_row), rank 1 first."""
-    plans = result.plans if limit is None else result.plans[:limit]
     with collector_paused():  # 100k dicts without cycles: nothing for the collector to find
-        return [plan_row(p, result.models[p.model], result.price(p), rank=i, step=result.calibrated_step(p))
-                for i, p in enumerate(plans, 1)]
+        return list(iter_sweep_rows(result, limit))
 
 
 def iter_sweep_rows(result, limit: int | None = None) -> Iterator[dict]:

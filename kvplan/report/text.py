@@ -174,7 +174,6 @@ def layer_kinds(plan: Plan) -> list[dict]:
 def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], calibrated: list | None = None) -> None:
     """A table per question: the memory budget line by line, then the answers; `calibrated`: each plan's
     decode step under kvplan.speed's calibrated model (shown above the roofline's lower bound)."""
-    from rich.table import Table
 
     first = plans[0]
     head = (f"[bold]{plain(model.name)}[/] on [bold]{plain(gpu.name)}[/] · context {human_tokens(first.request.context)}"

@@ -13,7 +13,7 @@ from kvplan.planning.plan import expected_experts_touched
 from kvplan.simulator.model import Group, SimModel, StageCost
 from kvplan.speed.coverage import label
 from kvplan.speed.model import step_model
-from kvplan.speed.shape import shape_for
+from kvplan.speed.plan import plan_shape
 
 _BIG = 1 << 40  # a sequence length past every window
 
@@ -47,12 +47,7 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
 
 def calibrated(plan, spec, gpu, speed: str = "calibrated", engine: str | None = None):
     """The calibrated StepModel of `plan` (kvplan.speed), or None for the roofline."""
-    if speed != "calibrated":
-        return None
-    req, dep = plan.request, plan.deployment
-    kv = req.kv_dtype.name if req.kv_dtype is not None else None
-    shape = shape_for(spec, gpu, tp=dep.tp, ep=dep.ep, weight_dtype=req.weight_dtype, kv_dtype=kv)
-    return step_model(shape, engine, speed)
+    return step_model(plan_shape(plan, spec, gpu), engine, speed) if speed == "calibrated" else None
 
 
 def _kv_groups(prof, tp: int) -> tuple[tuple, int]:

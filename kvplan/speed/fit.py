@@ -13,6 +13,7 @@ checks a re-fit of the training split reproduces the shipped coefficients.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 
 from kvplan.hardware.gpus import find_gpu
@@ -65,7 +66,7 @@ class Built:
         limit = case.max_seqs or DEFAULT_MAX_SEQS[case.engine]
         cap = min(limit, max(1.0, room / per_seq)) if room > 0 else limit  # weights over memory: kvplan's view
         # of the checkpoint differs from what ran; the engine's own limit stands
-        self.load = load.__class__(**{**load.__dict__, "cap": cap})
+        self.load = replace(load, cap=cap)
 
     def parts(self, e2e: float | None):
         """(t_wave features, t_dec features, {metric: combo}) under the previous end-to-end estimate."""

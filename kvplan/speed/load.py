@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-TIME_METRICS = ("ttft", "tpot", "e2el")
 RATE_METRICS = ("output_throughput", "request_throughput", "total_throughput", "pp_tok_s", "tg_tok_s")
 
 

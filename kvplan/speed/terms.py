@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.planning.plan import expected_experts_touched as experts_touched
+
 TERMS = ("weights", "kv", "gemm", "attn", "experts", "grouped", "comm", "latency", "step", "layer", "seq", "request")
 NCCL_BASE_LAT_S = 6.6e-6  # NVIDIA/nccl src/graph/tuning.cc baseLat, Ring / LL
 NCCL_HW_LAT_S = {"nvswitch": 0.6e-6, "nvlink-bridge": 0.6e-6, "nvlink-direct": 0.6e-6, "xgmi": 0.6e-6,
@@ -107,14 +109,6 @@ def ring_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: flo
     return 2 * (n - 1) / n * nbytes / bandwidth + latency
 
 
-def experts_touched(num_experts: int, top_k: int, tokens: float) -> float:
-    """Distinct experts a step of `tokens` tokens reaches in one MoE layer, uniform routing:
-    E x (1 - (1 - k/E)^tokens)."""
-    if not num_experts or not top_k:
-        return 0.0
-    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
-
-
 def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float, *, request: float = 0.0,
              steps: float = 1.0) -> list[float]:
     """One step's terms (TERMS order) at coefficient 1: `tokens` scheduled tokens of `seqs` sequences
@@ -126,7 +120,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     for bpt, window in s.kv_windows:
         kv += bpt * min(context, seqs * window)
     per_step = tokens / steps
-    touched = experts_touched(s.num_experts, s.top_k, per_step) if s.num_experts else 0.0
+    touched = experts_touched(s.num_experts, s.top_k, per_step) if s.num_experts else 0.0  # planning's formula
     share = touched / s.num_experts if s.num_experts else 0.0
     comm = calls = 0.0
     if s.tp > 1:

@@ -30,7 +30,7 @@ import torch
 from kvplan import __version__
 from kvplan.core.files import atomic_write
 from kvplan.hardware.gpus import load_gpus
-from kvplan.validate.blueprint import SMALL, Widths
+from kvplan.validate.blueprint import Widths
 from kvplan.validate.run import Settings, _build, _prepare, device_info, is_out_of_memory
 
 

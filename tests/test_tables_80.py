@@ -75,10 +75,14 @@ def test_cheapest_keeps_rank_and_gpu_and_whole_numbers(prices, kvplan_home, monk
 
 
 def test_cheapest_layouts_cuts_no_number(prices, kvplan_home, monkeypatch):
-    out = _run(["cheapest", "llama-3.1-70b", "--ctx", "128k", "--concurrency", "32", "--prices", prices,
-                "--layouts"], monkeypatch)
+    args = ["cheapest", "llama-3.1-70b", "--ctx", "128k", "--concurrency", "32", "--prices", prices, "--layouts"]
+    out = _run(args, monkeypatch)
+    doc = json.loads(CliRunner().invoke(app, [*map(str, args), "--json"]).stdout)
     rows = _rows(out, "Meeting the target", key=0)
-    assert len(rows) == 15 and all(NUMBER.match(c) for r in rows for c in r[3:])
+    # the table's rows are the JSON's best candidates in rank order (none lost to the width), numbers whole
+    assert rows and [r[1] for r in rows] == [c["gpu"] for c in doc["meets"][:len(rows)]]
+    assert [r[0] for r in rows] == [str(i) for i in range(1, len(rows) + 1)]
+    assert all(NUMBER.match(c) for r in rows for c in r[3:])
     assert "KV GiB/GPU" in out or "(KV GiB/GPU, USD/GPU-h left out at 80 columns" in out  # dropped: said
 
 

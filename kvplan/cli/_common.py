@@ -18,7 +18,7 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
-from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, inputs_named, path_error
+from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, inputs_named, path_error
 from kvplan.core.markup import plain, safe_stdout
 from kvplan.report.fitted import fitted_table
 
@@ -212,3 +212,16 @@ def output_files(paths: list[Path], stdout_hint: str = "--json for stdout") -> l
             raise KvplanError(f"--output {path} is given twice", EXIT_USAGE)
         out.append((full, fmt))
     return out
+
+
+def read_capped_text(path: Path, max_bytes: int, kind: str, missing: str = "no such file") -> str:
+    """A user's text file (a log, a benchmark result) as UTF-8, undecodable bytes replaced; refused in one line
+    when missing, unreadable, or past `max_bytes` (then it is no `kind`: a hostile or wrong file)."""
+    if not path.is_file():
+        raise KvplanError(f"{missing}: {path}", EXIT_NOT_FOUND)
+    if path.stat().st_size > max_bytes:
+        raise KvplanError(f"{path}: larger than {max_bytes // 2**20} MiB; not {kind}", EXIT_USAGE)
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise KvplanError(f"cannot read {path}: {exc.strerror or exc}", EXIT_NOT_FOUND) from None

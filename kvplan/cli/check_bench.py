@@ -14,10 +14,10 @@ from kvplan.bench.compare import efficiencies, rows
 from kvplan.bench.detect import FORMATS, MAX_BYTES, read_runs
 from kvplan.bench.result import METRICS, TIME_METRICS
 from kvplan.cli._common import (
-    HwOpt, JsonOpt, KvDtypeOpt, WeightDtypeOpt, check_range, cli_errors, markup_safe, print_result, stderr, table,
+    HwOpt, JsonOpt, KvDtypeOpt, WeightDtypeOpt, check_range, cli_errors, markup_safe, print_result, read_capped_text,
+    stderr, table,
 )
 from kvplan.cli.bench_predict import predict, resolve
-from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 
 UNITS = {m: "s" if m in TIME_METRICS else ("requests/s" if m == "request_throughput" else "tokens/s") for m in METRICS}
 MAX_CHECKED = 20  # runs of one file checked (a llama-bench sweep can hold hundreds)
@@ -51,7 +51,7 @@ def check_bench(
     for name, value in (("--tp", tp), ("--input-len", input_len), ("--output-len", output_len)):
         if value is not None:
             check_range(name, value, 1, 1 << 24)
-    runs = read_runs(_read(file), markup_safe(str(file)))
+    runs = read_runs(read_capped_text(file, MAX_BYTES, "a benchmark result"), markup_safe(str(file)))
     if len(runs) > MAX_CHECKED:
         stderr(f"note: the file holds {len(runs):,} runs; the first {MAX_CHECKED} are checked")
     results = []
@@ -61,17 +61,6 @@ def check_bench(
         results.append(_check(run, model, gpu, tp, engine, kv_dtype, weight_dtype, hw_profiles))
     data = {"file": str(file), "format": runs[0].tool, "format_name": FORMATS[runs[0].tool], "runs": results}
     print_result(as_json, data, lambda console: _render(console, results))
-
-
-def _read(path: Path) -> str:
-    if not path.is_file():
-        raise KvplanError(f"no such file: {path}", EXIT_NOT_FOUND)
-    if path.stat().st_size > MAX_BYTES:
-        raise KvplanError(f"{path}: larger than {MAX_BYTES // 2**20} MiB; not a benchmark result", EXIT_USAGE)
-    try:
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except OSError as exc:
-        raise KvplanError(f"cannot read {path}: {exc.strerror or exc}", EXIT_NOT_FOUND) from None
 
 
 def _check(run, model, gpu, tp, engine, kv_dtype, weight_dtype, hw_profiles) -> dict:

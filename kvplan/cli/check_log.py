@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli._common import HwOpt, JsonOpt, cli_errors, markup_safe, print_result, stderr, table
+from kvplan.cli._common import HwOpt, JsonOpt, cli_errors, markup_safe, print_result, read_capped_text, stderr, table
 from kvplan.cli.engine_flags import speculative_request, with_speculative
-from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.logparse import parse_log
 from kvplan.engines.reconcile import reconcile
 from kvplan.hardware.gpus import find_gpu
@@ -36,7 +36,7 @@ def check_log(
     as_json: JsonOpt = False,
 ):
     """Put every number an engine's start-up log printed next to kvplan's, with the difference."""
-    text = _read_log(log)
+    text = read_capped_text(log, MAX_LOG_BYTES, "a start-up log", missing="no such log file")
     rec = parse_log(text)
     hw = None
     if gpu:
@@ -55,17 +55,6 @@ def check_log(
     print_result(as_json, data, lambda console: _render(console, result))
     for n in result.notes:
         stderr(f"note: {n}")
-
-
-def _read_log(path: Path) -> str:
-    if not path.is_file():
-        raise KvplanError(f"no such log file: {path}", EXIT_NOT_FOUND)
-    if path.stat().st_size > MAX_LOG_BYTES:
-        raise KvplanError(f"{path}: larger than {MAX_LOG_BYTES // 2**20} MiB; not a start-up log", EXIT_USAGE)
-    try:
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except OSError as exc:
-        raise KvplanError(f"cannot read {path}: {exc.strerror or exc}", EXIT_NOT_FOUND) from None
 
 
 def _with_drafter(spec, text: str):

@@ -69,8 +69,10 @@ def test_the_command_writes_its_file_and_refuses_bad_lists(tmp_path):
 
 
 def test_gpu_key_comes_from_the_profiles_device_name():
-    assert steptime._gpu_key("NVIDIA H200") == "h200-sxm" and steptime._gpu_key("nvidia h100 80gb hbm3") == "h100-sxm"
-    assert steptime._gpu_key("Some New GPU") is None and steptime._gpu_key(None) is None
+    from kvplan.hardware.gpus import gpu_by_device_name as by_name
+
+    assert by_name("NVIDIA H200").key == "h200-sxm" and by_name("nvidia h100 80gb hbm3").key == "h100-sxm"
+    assert by_name("Some New GPU") is None and by_name(None) is None
 
 
 def test_gpu_speed_script_runs_its_stages_on_a_cpu(tmp_path):

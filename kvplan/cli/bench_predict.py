@@ -20,7 +20,7 @@ from kvplan.cli.engine_flags import engine_from_flags
 from kvplan.cli import simulate as simulate_command
 from kvplan.cli.simulate import _deployment_model
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.hardware.gpus import find_gpu, load_gpus
+from kvplan.hardware.gpus import find_gpu, gpu_by_device_name
 from kvplan.simulator.engine import EngineConfig
 from kvplan.speed.corpus import era_of
 from kvplan.simulator.session import run_all
@@ -75,10 +75,7 @@ def _gpu_from_file(text: str | None, hw_profiles) -> tuple[object | None, int | 
     m = _COUNT.match(text)
     count = int(m.group(1)) if m else None
     name = " ".join(text[m.end() if m else 0:].replace("_", " ").split()).lower()
-    for gpu in load_gpus(hw_profiles or ()).values():
-        if gpu.device_name and gpu.device_name.lower() == name:
-            return gpu, count
-    return None, count
+    return gpu_by_device_name(name, hw_profiles or ()), count
 
 
 def _dtypes(s, kv_dtype: str | None, weight_dtype: str | None, assumed: list) -> tuple[str, str | None]:

@@ -387,6 +387,14 @@ def load_gpus(extra_dirs: Sequence[str | Path] = ()) -> dict[str, GPU]:
     return dict(_catalog(extra_dirs)[0])
 
 
+def gpu_by_device_name(name: str | None, extra_dirs: Sequence[str | Path] = ()) -> GPU | None:
+    """The profile whose `device_name` is exactly `name` as torch or nvidia-smi prints it (case aside), or None:
+    never a guess from a similar name."""
+    name = (name or "").lower()
+    return next((g for g in load_gpus(extra_dirs).values() if name and g.device_name and g.device_name.lower() == name),
+                None)
+
+
 def find_gpu(name: str, extra_dirs: Sequence[str | Path] = ()) -> GPU:
     """The GPU whose key or alias matches name (case-insensitive; '-', '_' and spaces are ignored)."""
     if isinstance(extra_dirs, (list, tuple)) and not extra_dirs:  # bundled only: parse the one file

@@ -29,7 +29,7 @@ import torch
 
 from kvplan import __version__
 from kvplan.core.files import atomic_write
-from kvplan.hardware.gpus import load_gpus
+from kvplan.hardware.gpus import gpu_by_device_name
 from kvplan.validate.blueprint import Widths
 from kvplan.validate.run import Settings, _build, _prepare, device_info, is_out_of_memory
 
@@ -115,17 +115,10 @@ def measure(full, batches, contexts, *, layers=None, device="cpu", compute_dtype
     return facts, points, skipped
 
 
-def _gpu_key(device_name: str | None) -> str | None:
-    """The kvplan profile whose device_name is what torch reports (never a guess from the name)."""
-    for gpu in load_gpus().values():
-        if device_name and gpu.device_name and gpu.device_name.lower() == device_name.lower():
-            return gpu.key
-    return None
-
-
 def corpus_doc(model_name: str, facts: dict, points: list, skipped: list, *, date: str, host: str) -> dict:
     """The speed-corpus source (tests/fixtures/speed/README.md) for one model's points."""
-    key = _gpu_key(facts.get("device_name"))
+    gpu = gpu_by_device_name(facts.get("device_name"))  # what torch reports, never a guess
+    key = gpu.key if gpu else None
     reduced = facts["layers"] < facts["layers_total"] or facts["shrunk"]
     notes = (f"kvplan's own torch decoder (kvplan validate's model, random weights, eager PyTorch {facts['torch']}, "
              f"no CUDA graphs, no sampling or scheduler) on {facts.get('device_name') or facts.get('device')}; "

@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
-from kvplan.speed.terms import TERMS, Shape, features, roofline
+from kvplan.speed.terms import ACT_BYTES, TERMS, Shape, features, roofline
 
 DATA = Path(__file__).with_name("coefficients.json")
 FALLBACK_ENGINE = "vllm"
@@ -123,9 +123,9 @@ class StepModel:
                      + c["latency"] * calls * s.link_latency_s)
         comm = 0.0
         if s.tp > 1:
-            comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * s.hidden * 2 / s.link_bandwidth
+            comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * s.hidden * ACT_BYTES / s.link_bandwidth
         if s.ep > 1 and s.moe_layers:
-            comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * s.top_k * s.hidden * 2 / s.link_bandwidth
+            comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * s.top_k * s.hidden * ACT_BYTES / s.link_bandwidth
         self.per_token = (c["gemm"] * s.flops_per_token / s.gemm_rate if s.gemm_rate else 0.0) + c["comm"] * comm
         self.per_seq = c["seq"]
         self.per_ctx = c["kv"] * s.kv_bytes_per_token / s.bandwidth

@@ -21,6 +21,7 @@ import dataclasses
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.base import Figure
+from kvplan.model.spec import PLAIN_BYTES
 
 IMAGE_ONLY = {"Gemma3ForConditionalGeneration", "Mistral3ForConditionalGeneration", "Llama4ForConditionalGeneration",
               "LlavaForConditionalGeneration"}
@@ -35,7 +36,7 @@ def without_towers(model, limit: int):
         raise KvplanError(f"limit_mm_per_prompt 0 skips {model.architecture}'s tower only when every modality it "
                           "serves is 0 (vLLM _mark_tower_model); kvplan reads image-only towers (Gemma 3, Mistral 3, "
                           f"Llama 4). Leave {arg('engine_opt')} limit_mm_per_prompt unset", EXIT_USAGE)
-    plain = 4 if model.dtype == "fp32" else 2
+    plain = PLAIN_BYTES.get(model.dtype, 2)  # the tower stays unquantized
     vision = model.params.vision
     params = dataclasses.replace(model.params, vision=0, vision_replicated=0)
     checkpoint = None if model.checkpoint_bytes is None else model.checkpoint_bytes - vision * plain
@@ -48,7 +49,7 @@ def rows(model, st, encoder_bytes: int) -> list:
     """The engine table's multimodal rows: the limit, the tower's weights, the encoder profile (none for text)."""
     if not model.params.vision and st.mm_limit == UNSET:
         return []
-    plain = 4 if model.dtype == "fp32" else 2
+    plain = PLAIN_BYTES.get(model.dtype, 2)  # the tower stays unquantized
     out = [] if st.mm_limit == UNSET else [Figure("limit_mm_per_prompt (images)", st.mm_limit, "count")]
     out.append(Figure("vision tower weights (whole model)", model.params.vision * plain, "bytes"))
     out.append(Figure("encoder profile (dummy image outputs)", encoder_bytes, "bytes"))

@@ -11,7 +11,7 @@ after them by GPU count; every other candidate carries the reason it fails.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from kvplan.compare.candidates import try_deployments
@@ -137,7 +137,8 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
                 r = replicated(c, model, gpu, req, concurrency, max_replicas, engine.plan,
                                lambda q, each: _why(q, each, min_tokens_per_second, model.max_context,
                                                     calibrated_step(q, model, gpu, engine)))
-                if r is not None:
+                if r is not None:  # its figures are one replica's at its own batch, as the verdict was made
+                    r = replace(r, step_seconds=calibrated_step(r.plan, model, gpu, engine))
                     (meets if r.meets else fails).append(r)
     meets.sort(key=_key)
     return meets + fails

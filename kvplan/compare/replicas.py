@@ -47,6 +47,5 @@ def replicated(candidate, model, gpu, req, concurrency: int, max_replicas: int, 
     each = cdiv(concurrency, n)
     q = plan_fn(model, gpu, candidate.deployment, replace(req, batch=each))
     why = why_fn(q, each)
-    fields = {"step_seconds": None} if hasattr(candidate, "step_seconds") else {}  # the original batch's step
-    return replace(candidate, plan=q, replicas=n, meets=why is None,
-                   why=None if why is None else f"{n} replicas: {why}", **fields)
+    return replace(candidate, plan=q, replicas=n, meets=why is None, step_seconds=None,  # the caller prices q
+                   why=None if why is None else f"{n} replicas: {why}")

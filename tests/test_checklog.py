@@ -178,4 +178,5 @@ def test_vllm_pipeline_size_is_read_from_the_log():
     res = reconcile(rec, find_in_catalog("deepseek-v3"), find_gpu("rtx-4090"), None, None, None)
     weights = next(r for r in res.rows if r.quantity.startswith("weights per GPU"))
     assert weights.ok, weights
-    assert any("pp 4 (from the log)" in n for n in res.notes)
+    assert any("tp 8 (from the log: tensor_parallel_size=8), pp 4 (from the log: pipeline_parallel_size=4)" in n
+               for n in res.notes), res.notes

@@ -137,13 +137,14 @@ def _check_figures(rec: LogRecord) -> None:
         raise KvplanError(f"the log's pipeline-parallel size {rec.pp:,} is not a real deployment", EXIT_USAGE)
 
 
-def _vllm_pp(text: str, rec: LogRecord) -> None:
-    """The pipeline-parallel size from vLLM's engine-args dump or the serve command line
-    (DeepSeek-V3#205: `--tensor-parallel-size 8 --pipeline-parallel-size 4` over Ray)."""
-    m = _first(r"pipeline[_-]parallel[_-]size['\"]?[=:]?[ \t]*" + I, text)
-    if m:
-        rec.pp = int(m.group(1))
-        rec.read["pp"] = f"pipeline_parallel_size={m.group(1)}"
+def _vllm_sizes(text: str, rec: LogRecord) -> None:
+    """The tensor- and pipeline-parallel sizes from vLLM's engine-args dump or the serve command line
+    (DeepSeek-V3#205: `--tensor-parallel-size 8 --pipeline-parallel-size 4` over Ray), and where each was read."""
+    for key, name in (("tp", "tensor"), ("pp", "pipeline")):
+        m = _first(name + r"[_-]parallel[_-]size['\"]?[=:]?[ \t]*" + I, text)
+        setattr(rec, key, int(m.group(1)) if m else None)
+        if m:
+            rec.read[key] = f"{name}_parallel_size={m.group(1)}"
 
 
 def _vllm(text: str, rec: LogRecord) -> None:
@@ -159,9 +160,7 @@ def _vllm(text: str, rec: LogRecord) -> None:
         if m:
             rec.model = m.group(1)
             break
-    m = _first(r"tensor[_-]parallel[_-]size['\"]?[=:]?[ \t]*" + I, text)
-    rec.tp = int(m.group(1)) if m else None
-    _vllm_pp(text, rec)
+    _vllm_sizes(text, rec)
     for key, pat in (("gpu_memory_utilization", r"gpu[_-]memory[_-]utilization['\"]?[=: \t]+" + N),
                      ("kv_cache_dtype", r"kv[_-]cache[_-]dtype['\"]?[=: \t]+'?(\w+)"),
                      ("block_size", r"'block_size': " + I + r"|block[_-]size[= ]" + I),
@@ -389,3 +388,13 @@ def _trtllm(text: str, rec: LogRecord) -> None:
         m = re.search(pat, text)
         if m:
             r[key] = _num(m.group(1))
+
+
+def deployment_said(dep, rec: LogRecord, given) -> str:
+    """Where each size planned came from: the command line, the log (and where in it), or an assumption."""
+    parts = []
+    for key, n in (("tp", dep.tp), ("pp", dep.pp), ("dp", rec.dp or 1)):
+        where = ("given" if key == "tp" and given else f"from the log: {rec.read[key]}" if key in rec.read
+                 else "inferred from the weights" if key == "tp" and n > 1 else "assumed")
+        parts.append(f"{key} {n} ({where})")
+    return "planned as " + ", ".join(parts)

@@ -8,6 +8,7 @@ import math
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines import resolve_engine
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
+from kvplan.engines.logparse import deployment_said
 from kvplan.engines.sglang import engine as sglang
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
@@ -27,7 +28,7 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
     given = tp
     tp = tp or rec.tp or _tp_from_weights(model, rec, out) or 1
     dep = Deployment(tp, rec.pp or 1)  # under pp each stage's pool is its own layers' (the engine's pool_cell)
-    out.notes.append(_deployment_said(dep, rec, given))
+    out.notes.append(deployment_said(dep, rec, given))
     if gpu is None:
         out.notes.append(f"no {arg('gpu')}: the rows that need the GPU's memory (memory in use before the "
                          "weights, #tokens from the GPU alone) are left out")
@@ -93,16 +94,6 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
             out.whatif.append((f"requests of {c:,} tokens", f"{tokens // c:,} at once ({tokens:,} tokens)"))
         out.whatif.append(("KV pool bytes per GPU", f"{budget / GIB:.2f} GiB"))
     return out
-
-
-def _deployment_said(dep, rec, given) -> str:
-    """Where each size planned came from: the command line, the log (and where in it), or an assumption."""
-    parts = []
-    for key, n in (("tp", dep.tp), ("pp", dep.pp), ("dp", rec.dp or 1)):
-        where = ("given" if key == "tp" and given else f"from the log: {rec.read[key]}" if key in rec.read
-                 else "inferred from the weights" if key == "tp" and n > 1 else "assumed")
-        parts.append(f"{key} {n} ({where})")
-    return "planned as " + ", ".join(parts)
 
 
 def _tp_from_weights(model, rec, out) -> int | None:

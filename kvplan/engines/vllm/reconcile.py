@@ -11,7 +11,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.engines import resolve_engine
 from kvplan.engines.base import Capacity, parse_version
-from kvplan.engines.logparse import Num
+from kvplan.engines.logparse import Num, deployment_said
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 from kvplan.engines.vllm.non_torch import CORPUS_CAPABILITY, corpus_gpu, dtype_bytes, fi_allreduce_workspace
 from kvplan.engines.vllm.overhead import cudagraph_estimate
@@ -60,8 +60,7 @@ def _vllm_context(rec, model, gpu, version, tp):
     if not (tp or rec.tp):
         out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
     dep = Deployment(tp or rec.tp or 1, rec.pp or 1)
-    out.notes.append(f"planned as tp {dep.tp} ({'given' if tp else 'from the log' if rec.tp else 'assumed'}), "
-                     f"pp {dep.pp}" + (" (from the log)" if rec.pp else ""))
+    out.notes.append(deployment_said(dep, rec, tp))
     total = s.get("total_gpu_memory_gib")
     if gpu is None and not isinstance(total, Num):
         out.notes.append(f"no {arg('gpu')} and no total_gpu_memory in the log: the GPU's figures are an assumed "

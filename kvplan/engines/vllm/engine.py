@@ -180,8 +180,9 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
         notes.append("hybrid Mamba layout approximated (state page padded to the attention page)")
     if v >= AUTO_FIRST:
         lines, notes = _with_auto_fit(model, dep, budgets, st, kv_dtype, state_dtype, pools, blocks, lines, notes)
+    admitted = (blocks // per_req if per_req else 0) if has_compressed(model.layers) else None
     return Capacity("vllm", st.version, min(budgets), tokens, conc, context, bpt, blocks, pool.block_size,
-                    tuple(lines), tuple(notes))
+                    tuple(lines), tuple(notes), admitted)
 
 
 def _with_auto_fit(model, dep, budgets, st, kv_dtype, state_dtype, pools, blocks, lines, notes):
@@ -341,12 +342,9 @@ class Vllm(Engine):
         """DeepSeek-V4: the requests the scheduler admits (block ids over all groups), not the printed concurrency
         (kvplan.engines.vllm.deepseek_v4), which can be higher."""
         out = super().answers(model, dep, stages, req, st, use, cap)
-        if not has_compressed(model.layers):
+        if cap.admitted is None:  # capacity() worked it out at this request's context
             return out
-        pools = stage_pools(model, dep, st, *cache_dtypes(req, model))
-        per_req = max(p.blocks_per_request(cdiv(req.context, dep.dcp), st) for p in pools)
-        admitted = cap.blocks // per_req if per_req else 0
-        return out._replace(max_concurrency=admitted, fits=cap.blocks > 0 and admitted >= req.batch)
+        return out._replace(max_concurrency=cap.admitted, fits=cap.blocks > 0 and cap.admitted >= req.batch)
 
     def max_context(self, model, dep, stages, req, st: Settings, cap: Capacity) -> int:
         return max_context(model, dep, cap, req.batch, st, *cache_dtypes(req, model))

@@ -113,7 +113,7 @@ def plan(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, context: int | s
     chosen, _ = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
-    spec, default = _limited(chosen, spec, max_model_len, allow_long_context)
+    spec, _, default = limited(chosen, spec, max_model_len, allow_long_context)
     req = read_request(spec, context=context or (default if max_model_len is not None else None),
                        default_context=default, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                        block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
@@ -170,9 +170,9 @@ def sweep(models: Union[str, Sequence[Union[str, ModelSpec]]], *, context: Union
     book = load_prices(prices, hw)
     if models == "all":
         models = sorted(load_catalog(), key=lambda s: s.name)
-    specs = [_limited(chosen, with_drafter(load_model(m, revision=revision, token=token, timeout=timeout),
+    specs = [limited(chosen, with_drafter(load_model(m, revision=revision, token=token, timeout=timeout),
                                            speculative, chosen, token=token, timeout=timeout),
-                      max_model_len, allow_long_context)[0] for m in _items(models, "models")]
+                     max_model_len, allow_long_context)[0] for m in _items(models, "models")]
     return run_sweep(specs, gpu_list, counts, contexts, kv_names, list(dict.fromkeys(weights)), batch=batch,
                      block_size=block_size or DEFAULT_BLOCK_SIZE,
                      gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -211,7 +211,7 @@ def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | s
         gpu_list = [g for g in gpu_list if book.price(g) is not None]
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
-    spec, default = _limited(chosen, spec, max_model_len, allow_long_context)
+    spec, _, default = limited(chosen, spec, max_model_len, allow_long_context)
     deps = (candidate_deployments(spec, max_gpus) if not counts else
             [d for d in (deployment_for_gpus(spec, c) for c in counts) if d is not None])
     if not deps:
@@ -270,7 +270,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     hw = _find_gpu(gpu, hw_profiles=hw_profiles)
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
-    spec, default = _limited(chosen, spec, max_model_len, allow_long_context)
+    spec, _, default = limited(chosen, spec, max_model_len, allow_long_context)
     req = read_request(spec, context=default, kv_dtype=kv_dtype,
                        weight_dtype=weight_dtype, block_size=block_size,
                        gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
@@ -321,13 +321,6 @@ def _offload_request(offload: str | None, backend: str, host, prefix_pool: bool,
                           EXIT_USAGE, param="offload", value=offload)
     return tiers, (find_host(host) if isinstance(host, str) else host)
 
-
-def _limited(engine, spec, max_model_len, allow_long_context: bool):
-    """(`spec` with the engine's context limit or `max_model_len`, the context a plan takes by default):
-    kvplan.engines.context.limited."""
-    tokens = None if max_model_len is None else parse_tokens(max_model_len, "max_model_len")
-    spec, _, default = limited(engine, spec, tokens, allow_long_context)
-    return spec, default
 def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str | None = None,
            osl: int | str | None = None, prefill_tp: int | None = None, prefill_pp: int | None = None,
            decode_tp: int | None = None, decode_pp: int | None = None, prefill_max_model_len: int | str | None = None,

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from kvplan.core.units import parse_tokens
 from kvplan.engines import configure
-from kvplan.engines.context import limited
 from kvplan.planning.speculative import apply, parse
 from kvplan.sources.resolve import resolve_model
 
@@ -37,10 +35,3 @@ def with_speculative(spec, request, *, token=None, timeout: float = 10.0):
         return spec
     return apply(spec, request, lambda name: resolve_model(name, token=token, timeout=timeout).spec)
 
-
-def with_limit(engine, spec, max_model_len: Optional[str], allow_long_context: bool = False):
-    """(`spec` with the context limit `engine` derives, or --max-model-len's, notes for stderr, the context
-    a plan takes without --ctx): kvplan.engines.context.limited. A --max-model-len past a limit the
-    engine enforces is a one-line error unless --allow-long-context."""
-    tokens = None if max_model_len is None else parse_tokens(max_model_len, "max_model_len")
-    return limited(engine, spec, tokens, allow_long_context)

@@ -14,7 +14,7 @@ from kvplan.cli._common import (
     progress_bar, stderr, table,
 )
 from kvplan.engines.context import limited
-from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
+from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, say
 from kvplan.cli.speed_flags import speed_line
 from kvplan.cli.selection import resolve_gpus
@@ -131,9 +131,8 @@ def cheapest(
     if ctx_tokens > spec.max_context:
         stderr(f"warning: context {ctx_tokens:,} exceeds the model's context limit ({spec.max_context:,}): the limit "
                "binds, not memory; no deployment fits")
-    if adapters is not None:
-        stderr(f"note: every candidate keeps room for LoRA adapters {adapters.text} (MAX_LORAS:RANK:MODULES) as "
-               f"{chosen.label or 'kvplan'} reserves them")
+    for line in lora_lines(adapters, chosen, "candidate"):
+        stderr(f"note: {line}")
     candidates = rank(spec, gpu_list, ctx_tokens, concurrency, deployments=deps, min_tokens_per_second=min_tps,
                       prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=wdt,
                       gpu_memory_utilization=gmu, block_size=block_size, engine=chosen,

@@ -1,5 +1,6 @@
 """The flags that choose how a plan is made: --engine and its settings as a configured engine, --speculative
-as the model served with its drafter. Shared by fit, sweep, cheapest, simulate and check-log."""
+as the model served with its drafter, and the line saying what room --lora's adapters keep. Shared by fit, sweep,
+cheapest, simulate and check-log."""
 
 from __future__ import annotations
 
@@ -35,3 +36,10 @@ def with_speculative(spec, request, *, token=None, timeout: float = 10.0):
         return spec
     return apply(spec, request, lambda name: resolve_model(name, token=token, timeout=timeout).spec)
 
+
+def lora_lines(adapters, chosen, what: str) -> list[str]:
+    """The line that says every `what` (plan, candidate) keeps room for the --lora adapters (none without them)."""
+    if adapters is None:
+        return []
+    return [f"every {what} keeps room for LoRA adapters {adapters.text} (MAX_LORAS:RANK:MODULES) as "
+            f"{chosen.label or 'kvplan'} reserves them"]

@@ -47,9 +47,8 @@ from kvplan.speed.coverage import check_speed
 from kvplan.simulator.bounds import check_times
 from kvplan.simulator.engine import RESERVE_POLICIES, EngineConfig
 from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
-from kvplan.simulator.session import configs, run_all, shape_trace
-from kvplan.simulator.traces import hash_block_tokens, load_trace
-from kvplan.simulator.workload import find_workload, generate
+from kvplan.simulator.session import configs, load_requests, run_all
+from kvplan.simulator.traces import hash_block_tokens
 from kvplan.simulator.disagg import Result as DisaggResult, fixed_requests, run_disagg
 from kvplan.hardware.links import DEFAULT_LINK, Link, find_link
 from kvplan.sources.catalog import load_catalog
@@ -392,10 +391,8 @@ def _requests(workload, trace, trace_format: str, qps, duration, seed: int) -> t
         raise KvplanError(f"give {arg('workload')} or {arg('trace')}, not both", EXIT_USAGE, param="trace")
     if not 0 <= seed <= 2**63:
         raise out_of_range("seed", seed, 0, 2**63)
-    if trace is not None:
-        requests, meta = load_trace(str(trace), trace_format)
-        return shape_trace(requests, qps, duration), meta["format"]
-    return generate(find_workload(workload or "chat"), qps or 10.0, duration or 300.0, seed), None
+    loaded = load_requests(workload, trace, trace_format, qps, duration, seed)
+    return loaded.requests, loaded.meta.get("trace_format")
 
 
 def _items(value, param: str) -> list:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Union
 
 from kvplan.compare.cheapest import Candidate, cheapest as rank
-from kvplan.compare.disagg import pool_layout
 from kvplan.compare.candidates import search_layouts
 from kvplan.compare.sweep import SweepResult, parse_counts, sweep as run_sweep
 from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
@@ -49,8 +48,9 @@ from kvplan.simulator.engine import RESERVE_POLICIES, EngineConfig
 from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
 from kvplan.simulator.session import configs, load_requests, run_all
 from kvplan.simulator.traces import hash_block_tokens
-from kvplan.simulator.disagg import Result as DisaggResult, fixed_requests, run_disagg
-from kvplan.hardware.links import DEFAULT_LINK, Link, find_link
+from kvplan.simulator.disagg import Result as DisaggResult
+from kvplan.simulator.disagg_inputs import disagg_run
+from kvplan.hardware.links import DEFAULT_LINK, Link
 from kvplan.sources.catalog import load_catalog
 from kvplan.sources.resolve import resolve_model
 
@@ -320,6 +320,7 @@ def _offload_request(offload: str | None, backend: str, host, prefix_pool: bool,
                           EXIT_USAGE, param="offload", value=offload)
     return tiers, (find_host(host) if isinstance(host, str) else host)
 
+
 def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str | None = None,
            osl: int | str | None = None, prefill_tp: int | None = None, prefill_pp: int | None = None,
            decode_tp: int | None = None, decode_pp: int | None = None, prefill_max_model_len: int | str | None = None,
@@ -336,38 +337,17 @@ def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str
     rates and the ratio that balances them (`.ratio`); with `qps` (and `workload`, `trace` or isl/osl) every
     xPyD split within `max_gpus` simulated, the chosen one and the aggregated deployment (`.search`).
     `engine` defaults to vLLM (whose pool flags the serve commands carry), as the CLI's `--engine`.
-    `speed`: the step times, kvplan.speed's calibrated ones or "roofline" (a lower bound)."""
-    check_speed(speed)
-    _check_simulation("paged", "max", qps=qps, duration=duration, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
-                      step_overhead=step_overhead, max_num_seqs=max_num_seqs,
-                      max_num_batched_tokens=max_num_batched_tokens)
-    if not 0 < slo_percent <= 100:
-        raise out_of_range("slo_percent", slo_percent, 0, 100)
-    if not 1 <= max_gpus <= 4096:
-        raise out_of_range("max_gpus", max_gpus, 1, 4096)
-    chosen, _ = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
-    fabric = link if isinstance(link, Link) else find_link(link)
-    hw = _find_gpu(gpu, hw_profiles=hw_profiles)
-    spec = load_model(model)
-    n_in, n_out = (None if v is None else parse_tokens(v, name) for v, name in ((isl, "isl"), (osl, "osl")))
-    requests = None
-    if workload is not None or trace is not None:
-        requests, _ = _requests(workload, trace, trace_format, qps, duration or 60.0, seed)
-    elif qps is not None:
-        if n_in is None or n_out is None:
-            raise KvplanError(f"{arg('qps')} needs {arg('isl')} and {arg('osl')} (or a workload or trace)", EXIT_USAGE,
-                              param="qps", value=qps)
-        requests = fixed_requests(n_in, n_out, qps, duration or 60.0, seed)
-    deps = [chosen.deployment(pool_layout(spec, role, t, p))
-            for role, t, p in (("prefill", prefill_tp, prefill_pp), ("decode", decode_tp, decode_pp))]
-    req = read_request(spec, context=1, kv_dtype=kv_dtype, weight_dtype=weight_dtype, block_size=block_size,
-                       gpu_memory_utilization=gpu_memory_utilization)
-    lens = [None if v is None else parse_tokens(v, name)
-            for v, name in ((prefill_max_model_len, "prefill_max_model_len"), (decode_max_model_len, "decode_max_model_len"))]
-    return run_disagg(spec, hw, chosen, req, deps[0], deps[1], fabric, isl=n_in, osl=n_out, requests=requests,
-                      prefill_max_model_len=lens[0], decode_max_model_len=lens[1], max_gpus=max_gpus,
-                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, slo_ttft=slo_ttft,
-                      slo_tpot=slo_tpot, slo_percent=slo_percent, step_overhead_s=step_overhead, speed=speed)
+    `speed`: the step times, kvplan.speed's calibrated ones (`engine`'s coefficients, vLLM's where the corpus has
+    none for it) or "roofline" (a lower bound). The CLI's path too (kvplan.simulator.disagg_inputs)."""
+    return disagg_run(
+        model, gpu, isl=isl, osl=osl, prefill_tp=prefill_tp, prefill_pp=prefill_pp, decode_tp=decode_tp,
+        decode_pp=decode_pp, prefill_max_model_len=prefill_max_model_len, decode_max_model_len=decode_max_model_len,
+        link=link, workload=workload, trace=trace, trace_format=trace_format, qps=qps, duration=duration, seed=seed,
+        slo_ttft=slo_ttft, slo_tpot=slo_tpot, slo_percent=slo_percent, max_gpus=max_gpus, engine=engine,
+        engine_version=engine_version, engine_opts=engine_opts, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+        gpu_memory_utilization=gpu_memory_utilization, block_size=block_size, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, step_overhead=step_overhead, hw_profiles=hw_profiles,
+        speed=speed).result
 
 
 def _check_simulation(mode: str, reserve: str, **numbers) -> None:

@@ -126,6 +126,15 @@ class ProfileChecker:
             self.bad(name, "a non-empty string", value)
         return value.strip()
 
+    def known_fields(self, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
+        """Every field one the file kind knows, and every required one given."""
+        for name in self.data:
+            if name not in required and name not in optional:
+                self.fail(f"unknown field {show(name)} (allowed: {', '.join(required + optional)})")
+        for name in required:
+            if name not in self.data:
+                self.fail(f"missing required field '{name}'")
+
 
 class _Checker(ProfileChecker):
     """A GPU profile's fields (kvplan/hardware/profiles/README.md)."""
@@ -144,12 +153,7 @@ class _Checker(ProfileChecker):
 
     def build(self) -> GPU:
         d = self.data
-        for name in d:
-            if name not in _REQUIRED and name not in _OPTIONAL:
-                self.fail(f"unknown field {show(name)} (allowed: {', '.join(_REQUIRED + _OPTIONAL)})")
-        for name in _REQUIRED:
-            if name not in d:
-                self.fail(f"missing required field '{name}'")
+        self.known_fields(_REQUIRED, _OPTIONAL)
         key = self.text("key", d["key"])
         if not _KEY_RE.match(key):
             self.bad("key", "a lowercase id of letters, digits, '.', '+' or '-' (like 'h100-sxm')", key)

@@ -90,12 +90,7 @@ class _Checker(ProfileChecker):
 
     def build(self) -> Host:
         d = self.data
-        for name in d:
-            if name not in _REQUIRED and name not in _OPTIONAL:
-                self.fail(f"unknown field {show(name)} (allowed: {', '.join(_REQUIRED + _OPTIONAL)})")
-        for name in _REQUIRED:
-            if name not in d:
-                self.fail(f"missing required field '{name}'")
+        self.known_fields(_REQUIRED, _OPTIONAL)
         key = self.text("key", d["key"])
         if not _KEY_RE.match(key):
             self.fail(f"field 'key' must be a lowercase id (letters, digits, '.', '+', '-'), got {show(key)}")

@@ -19,7 +19,8 @@ from kvplan.cli._common import (
     progress_bar, stderr,
 )
 from kvplan.cli.engine_fit import engine_result
-from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_limit, with_speculative
+from kvplan.engines.context import limited
+from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
 from kvplan.cli.speed_flags import check_speed, speed_band, speed_notes
 from kvplan.cli.fit import _deployment, _request
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, plan_offload
@@ -194,7 +195,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     drafter = speculative_request(speculative, chosen)
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
-    spec, limit_notes, length = with_limit(chosen, spec, max_model_len, allow_long_context)
+    spec, limit_notes, length = limited(chosen, spec, max_model_len, allow_long_context)
     req = _request(length, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead,
                    kv_cache_memory, lora)
     dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)

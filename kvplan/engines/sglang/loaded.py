@@ -20,6 +20,4 @@ def loaded_extra(model, gpu) -> int:
     """Bytes per GPU SGLang's loading adds to the checkpoint's weights: the RoPE tables, fp32 on NVIDIA GPUs
     (and on a GPU known only by its memory, as SGLang's CUDA build), the model dtype on others."""
     vendor = str(getattr(gpu, "vendor", "") or "NVIDIA").upper()
-    if vendor in ("NVIDIA", "UNKNOWN", ""):
-        return getattr(model, "rope_cache_elems", 0) * 4
-    return rope_table_bytes(model)
+    return rope_table_bytes(model, fp32=vendor in ("NVIDIA", "UNKNOWN", ""))

@@ -11,7 +11,7 @@ from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, a
 from kvplan.engines.logparse import deployment_said
 from kvplan.engines.sglang import engine as sglang
 from kvplan.planning.deploy import Deployment
-from kvplan.planning.plan import Request
+from kvplan.planning.plan import Request, prepare
 
 
 def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
@@ -103,10 +103,9 @@ def _tp_from_weights(model, rec, out) -> int | None:
         out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
         return None
     printed = rec.reported["weights_mem_usage_gb"].value * GIB
-    plan = resolve_engine().plan
     for tp in (1, 2, 4, 8, 16, 32, 64):
-        try:
-            per_gpu = plan(model, assumed_gpu(), Deployment(tp, rec.pp or 1), Request(context=1)).weight_bytes_per_gpu
+        try:  # the weights of each stage's rank, as a plan reads them (kvplan.planning.plan.prepare), no plan made
+            per_gpu = max(s.weight_bytes for s in prepare(model, Deployment(tp, rec.pp or 1), Request(context=1)).stages)
         except KvplanError:
             continue
         if abs(per_gpu - printed) <= 0.05 * printed:

@@ -142,7 +142,8 @@ def sglang_weights(records: list[dict]) -> list[dict]:
         if num is None:
             continue
         model = find_in_catalog(rec["kvplan_model"])
-        gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else assumed_gpu()
+        key = rec.get("gpu") or rec.get("gpu_inferred")
+        gpu = find_gpu(key) if key else assumed_gpu()
         dep = Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
         engine = resolve_engine("sglang", rec.get("version"))
         res = engine.result(model, gpu, dep, Request(context=4096, weight_dtype=rec.get("weights")))

@@ -151,7 +151,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"SGLang has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
     init = INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1
-    return Settings(version, float(frac), chunked, page, ratio, init, sglang_loaded.loaded_extra(model, gpu))
+    extra = sglang_loaded.loaded_extra(model, gpu, tp_size, version, dep.ep, dep.pp)
+    return Settings(version, float(frac), chunked, page, ratio, init, extra)
 
 
 def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
@@ -286,7 +287,8 @@ class Sglang(Engine):
         return sglang_layout.placement(model, gpu, dep, self.opts, self.version or self.default_version, dpa)
 
     def loaded_extra(self, model, dep, st: Settings) -> int:
-        """The RoPE tables SGLang builds while loading (kvplan.engines.sglang.loaded): in "mem usage"."""
+        """The RoPE tables and MXFP4 expert layouts SGLang builds while loading (kvplan.engines.sglang.loaded): in
+        "mem usage"."""
         return st.loaded_extra
 
     def request(self, req, st: Settings, model, dep):

@@ -25,6 +25,7 @@ from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes, sglang_flags 
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.sglang import layout as sglang_layout
 from kvplan.engines.sglang import loaded as sglang_loaded
+from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
@@ -44,7 +45,7 @@ MIB = 2**20
 VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
 DEFAULT_VERSION = "0.5.23"
 OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs",
-        "enable_dp_attention", *LAYOUT_OPTS)  # LAYOUT_OPTS: kvplan/engines/sglang/layout.py
+        "enable_dp_attention", "vlm_cache_size_mb", *LAYOUT_OPTS)  # LAYOUT_OPTS: kvplan/engines/sglang/layout.py
 # Memory taken before the weights load (CUDA context, NCCL): 22.49 GiB L4 total - 21.63 GiB free before
 # loading at tp=4 (github.com/didier-durand/llms-in-clouds docs/sglang.md, QwQ-32B). tp=1: an estimate.
 INIT_BYTES_TP1 = 512 * MIB
@@ -60,6 +61,9 @@ class Settings:
     swa_full_tokens_ratio: float
     init_bytes: int  # memory in use before the weights load (estimate)
     loaded_extra: int = 0  # bytes per GPU loading adds to the checkpoint (kvplan.engines.sglang.loaded)
+    vlm_factor: float = 1.0  # the VLM scaling of the default fraction (kvplan.engines.sglang.multimodal)
+    vlm_cache_mb: int = sglang_mm.DEFAULT_CACHE_MB  # SGLANG_VLM_CACHE_SIZE_MB
+    usable_bytes: int = 0  # the GPU's memory as torch sees it (the multimodal rows' headroom)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -139,9 +143,12 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     graph_bs = opt_int(opts, "cuda_graph_max_bs", _default_graph_bs(gib))
     dpa = dp_attention(model, dep, opts)
     tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
-    frac = default_fraction(version, gpu.memory_usable_bytes / MIB, tp_size, dep.pp, chunked, graph_bs)
+    vlm = sglang_mm.vlm_factor(model, version)
+    frac = default_fraction(version, gpu.memory_usable_bytes / MIB, tp_size, dep.pp, chunked, graph_bs) * vlm
     if (explicit or {}).get("gpu_memory_utilization"):
         frac = explicit["gpu_memory_utilization"]  # --gpu-memory-utilization doubles as the fraction
+    if (explicit or {}).get("gpu_memory_utilization") or "mem_fraction_static" in opts:
+        vlm = 1.0  # SGLang scales only its own default
     frac = opt_float(opts, "mem_fraction_static", frac)
     page = opt_int(opts, "page_size", 64 if any(layer.kind == Kind.MLA for layer in model.layers) else 1)
     if page < 1:
@@ -152,7 +159,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
         raise KvplanError(f"SGLang has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
     init = INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1
     extra = sglang_loaded.loaded_extra(model, gpu, tp_size, version, dep.ep, dep.pp)
-    return Settings(version, float(frac), chunked, page, ratio, init, extra)
+    cache_mb = opt_int(opts, "vlm_cache_size_mb", sglang_mm.DEFAULT_CACHE_MB)
+    return Settings(version, float(frac), chunked, page, ratio, init, extra, vlm, cache_mb, gpu.memory_usable_bytes)
 
 
 def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
@@ -213,6 +221,8 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     notes = []
     if any(layer.kind == Kind.STATE for layer in model.layers):
         notes.append("recurrent state pools (Mamba) are not modelled for SGLang")
+    lines += sglang_mm.rows(model, st, st.usable_bytes)
+    notes += sglang_mm.notes(model, st, st.usable_bytes)
     return Capacity("sglang", st.version, budget, full_tokens, conc, context, full_cell + swa_cell,
                     None, page, tuple(lines), tuple(notes))
 

@@ -47,8 +47,16 @@ def test_hopper_triton_layouts_keep_the_checkpoint_scales():
     assert mxfp4_extra(GPT_OSS_20B, find_gpu("h100-sxm")) == 1_206_681_600
 
 
+def test_strided_triton_layouts_on_ampere_keep_the_checkpoint_scales_and_fp32_biases():
+    # triton_kernels off Hopper / SM100 (Ampere, Ada): values and scales converted at their own size, the
+    # checkpoint's scales kept: 5760 x 90 + 2880 x 90 = 777,600 B; biases bf16 -> fp32: 2 x (5760 + 2880) = 17,280 B
+    # -> 794,880 x 768 = 610,467,840 B
+    assert mxfp4_extra(GPT_OSS_20B, find_gpu("a100-sxm-80")) == 610_467_840
+    assert mxfp4_extra(GPT_OSS_20B, find_gpu("rtx-4090")) == 610_467_840
+
+
 def test_nothing_added_where_sglang_keeps_the_checkpoint_layout():
-    assert mxfp4_extra(GPT_OSS_20B, find_gpu("a100-sxm-80")) == 0  # Ampere: no rule read
+    assert mxfp4_extra(GPT_OSS_20B, find_gpu("a100-sxm-80"), tp=2, ep=2) == 0  # ep > 1: another backend, not read
     assert mxfp4_extra(GPT_OSS_20B, find_gpu("mi300x")) == 0  # not NVIDIA
     assert mxfp4_extra(GPT_OSS_20B, find_gpu("b200"), version="0.4.9") == 0  # before gpt-oss was served
     assert mxfp4_extra(find_in_catalog("qwen3-30b-a3b"), find_gpu("b200")) == 0  # not MXFP4

@@ -19,14 +19,19 @@ expert), padded by the MoE runner backend:
     H' = round_up(H, 256); process_weights_after_loading shuffles each tensor for trtllm-gen and replaces the
     biases with fp32 copies (`w13_bias = ....to(torch.float32)`, `layer.w13_weight_bias = Parameter(...)`).
     gpt-oss's H = I = 2880 become 3072: (3072/2880)^2 = 1.138 x the expert bytes.
-  * other CUDA GPUs with triton_kernels (Hopper): I' = round_up(I, 32); `_swizzle_mxfp4` converts the values and
-    scales to triton_kernels' Hopper layouts (new tensors; `del layer.w13_weight` frees only the old values, so
-    the checkpoint's scales stay registered beside the swizzled ones) and the biases become fp32. The Hopper
-    layouts pad as kvplan.engines.vllm.overhead._hopper_swizzle_extra restates for the same library: values
-    [round_up(K/2, 64), round_up(N, 256)], scales [round_up(N, 32 x 8 warps), round_up(K/32, 2)].
+  * every other CUDA GPU, where `server_args.py` picks `triton_kernel` for gpt-oss when ep_size is 1 and
+    triton_kernels is installed ("Detected GPT-OSS model, enabling triton_kernels MOE kernel"): I' = round_up(I,
+    32); `_swizzle_mxfp4` converts the values and scales to triton_kernels' layouts (new tensors; `del
+    layer.w13_weight` frees only the old values, so the checkpoint's scales stay registered beside the converted
+    ones) and the biases become fp32. On Hopper the layouts pad as kvplan.engines.vllm.overhead.
+    _hopper_swizzle_extra restates for the same library: values [round_up(K/2, 64), round_up(N, 256)], scales
+    [round_up(N, 32 x 8 warps), round_up(K/32, 2)]; on Ampere and Ada both stay strided (no padding). SM120
+    (RTX 5090, RTX PRO 6000) keeps strided values and a Blackwell scale layout whose padding kvplan does not add
+    (scales are 1/16 of the values): there the figure is a floor.
 (mxfp4.py read at sgl-project/sglang@0043c43a (0.5.0, flashinfer by SGLANG_USE_FLASHINFER_MXFP4_MOE) and at the
-current main, where `use_flashinfer = get_moe_runner_backend().is_flashinfer_mxfp4()`; the shapes are the same.)
-Elsewhere (AMD, Ampere, Ada, SM120) kvplan adds nothing for MXFP4 and the loaded figure is the checkpoint's.
+current main, where `use_flashinfer = get_moe_runner_backend().is_flashinfer_mxfp4()`; the shapes are the same.
+kvplan's 0.5 releases, 0.5.3 and 0.5.23, both pick the backend by GPU.) With ep > 1 off SM100 SGLang runs another
+MoE backend that kvplan has not read, and on AMD aiter's: nothing is added there.
 """
 
 from __future__ import annotations
@@ -58,10 +63,12 @@ def mxfp4_extra(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, p
     per_rank, hidden = width // max(1, tp // ep), model.hidden_size
     if cap[0] == 10:
         one = _flashinfer_expert(per_rank, hidden)
+    elif ep > 1:
+        return 0
     elif cap[0] == 9:
         one = _hopper_triton_expert(per_rank, hidden)
     else:
-        return 0
+        one = _strided_triton_expert(per_rank, hidden)
     return (one - _checkpoint_expert(per_rank, hidden)) * cdiv(p.num_experts, ep) * cdiv(p.num_moe_layers, pp)
 
 
@@ -85,3 +92,12 @@ def _hopper_triton_expert(i: int, h: int, warps: int = 8) -> int:
     swizzled = round_up(2 * i, 32 * warps) * round_up(h // 32, 2) + round_up(h, 32 * warps) * round_up(i // 32, 2)
     kept = 2 * i * (h // 32) + h * (i // 32)
     return values + swizzled + kept + 4 * (2 * i + h)
+
+
+def _strided_triton_expert(i: int, h: int) -> int:
+    """One expert in triton_kernels' strided layouts (Ampere, Ada, SM120): the converted values and scales at the
+    checkpoint's size (I padded to 32), the checkpoint's scales kept beside them, biases fp32."""
+    i = round_up(i, 32)
+    values = 2 * i * (h // 2) + h * (i // 2)
+    scales = 2 * i * (h // 32) + h * (i // 32)
+    return values + 2 * scales + 4 * (2 * i + h)

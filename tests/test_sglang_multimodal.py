@@ -70,3 +70,19 @@ def test_embedding_cache_beyond_the_headroom_is_warned():
     assert any("SGLANG_VLM_CACHE_SIZE_MB=2048" in n for n in cap.notes)
     _, cap = _settings(gemma)  # the default 100 MB fits the default headroom (about 19 GiB)
     assert not any("SGLANG_VLM_CACHE_SIZE_MB" in n for n in cap.notes)
+
+
+def test_the_cache_size_is_emitted_as_sglangs_environment_variable(kvplan_home):
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    args = ["fit", "gemma-3-27b-it", "--gpu", "h100", "--ctx", "8k", "--engine", "sglang", "--emit", "sglang"]
+    r = CliRunner().invoke(app, [*args, "--engine-opt", "vlm_cache_size_mb=512"])
+    assert r.exit_code == 0, r.output
+    command = shlex.split(r.stdout.strip().splitlines()[-1])
+    assert command[:2] == ["SGLANG_VLM_CACHE_SIZE_MB=512", "python"]
+    r = CliRunner().invoke(app, args)
+    assert shlex.split(r.stdout.strip().splitlines()[-1])[0] == "python"  # unset: SGLang's own 100

@@ -48,6 +48,9 @@ def test_the_log_says_which_sampler_ran():
     diff = parse_log((CORPUS / "dennislee22-7b-2gpua10040gb-0-5gram-diff-nodes.log").read_text())
     same = parse_log((CORPUS / "dennislee22-7b-2gpua10080gb-0-5gram-same-node.log").read_text())
     assert diff.settings["flashinfer_sampler"] is False and same.settings["flashinfer_sampler"] is True
+    # the same author's gpt-oss-120b over Ray on four nodes, within 0.1 % of kvplan: FlashInfer was there
+    ray120 = parse_log((CORPUS / "dennislee22-120b-4gpua10080gb-0-8gram-diff-nodes.log").read_text())
+    assert ray120.settings["flashinfer_sampler"] is True
 
 
 def test_two_node_record_within_one_percent_with_the_sampler_it_ran():

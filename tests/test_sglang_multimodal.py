@@ -55,7 +55,22 @@ def test_pixtral_baseline_tower_and_text_models():
     assert spec.vision_dims == (24, 1024)
     assert vlm_factor(spec, "0.5.23") == pytest.approx(0.95)
     assert vlm_factor(find_in_catalog("qwen3-14b"), "0.5.23") == 1.0  # no tower
-    assert vlm_factor(find_in_catalog("gemma-3-27b-it"), "0.4.3") == 1.0  # before kvplan applies it
+    assert vlm_factor(find_in_catalog("gemma-3-27b-it"), "0.4.3") == 0.95  # before 0.4.9: ModelRunner's flat 0.95
+
+
+def test_before_049_the_flat_factor_matches_the_gemma3_log():
+    # sgl-project/sglang#4826 (Gemma 3, tp 1, March 2025): 131.08 GB free after the weights, 8.13 used by them, so
+    # 139.21 before; K + V = 54.12 + 54.12 = 108.24 GB. rest = 131.08 - 139.21 x (1 - f) must hold them:
+    # f = 0.88 (the 0.4.x default for one rank) gives 114.37, 6 GB more than the pool; 0.88 x 0.95 = 0.836 gives
+    # 131.08 - 22.835 = 108.245 GB, the pool (834,615 tokens x 139,264 B = 108.25 GiB for gemma-3-4b)
+    free_after, free_before, pool = 131.08, 131.08 + 8.13, 54.12 + 54.12
+    assert abs(free_after - free_before * (1 - 0.88 * 0.95) - pool) < 0.01
+    assert free_after - free_before * (1 - 0.88) - pool > 6
+    gemma = find_in_catalog("gemma-3-27b-it")  # the rule reads the architecture's tower, not its size
+    st, _ = _settings(gemma, version="0.4.3")
+    assert st["mem_fraction_static"] == pytest.approx(0.88 * 0.95)
+    st, _ = _settings(gemma, "mem_fraction_static=0.8", version="0.4.3")  # a given fraction is scaled too
+    assert st["mem_fraction_static"] == pytest.approx(0.8 * 0.95)
 
 
 def test_a_fraction_the_user_gives_is_not_scaled():
@@ -84,5 +99,10 @@ def test_the_cache_size_is_emitted_as_sglangs_environment_variable(kvplan_home):
     assert r.exit_code == 0, r.output
     command = shlex.split(r.stdout.strip().splitlines()[-1])
     assert command[:2] == ["SGLANG_VLM_CACHE_SIZE_MB=512", "python"]
+    # before 0.4.9 SGLang scales the emitted fraction by 0.95 again: kvplan emits the plan's fraction / 0.95
+    r = CliRunner().invoke(app, [*args, "--engine-version", "0.4.3"])
+    command = shlex.split(r.stdout.strip().splitlines()[-1])
+    emitted = float(command[command.index("--mem-fraction-static") + 1])
+    assert emitted * 0.95 >= 0.88 * 0.95 - 1e-9
     r = CliRunner().invoke(app, args)
     assert shlex.split(r.stdout.strip().splitlines()[-1])[0] == "python"  # unset: SGLang's own 100

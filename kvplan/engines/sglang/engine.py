@@ -143,13 +143,14 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     graph_bs = opt_int(opts, "cuda_graph_max_bs", _default_graph_bs(gib))
     dpa = dp_attention(model, dep, opts)
     tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
-    vlm = sglang_mm.vlm_factor(model, version)
-    frac = default_fraction(version, gpu.memory_usable_bytes / MIB, tp_size, dep.pp, chunked, graph_bs) * vlm
+    frac = default_fraction(version, gpu.memory_usable_bytes / MIB, tp_size, dep.pp, chunked, graph_bs)
     if (explicit or {}).get("gpu_memory_utilization"):
         frac = explicit["gpu_memory_utilization"]  # --gpu-memory-utilization doubles as the fraction
-    if (explicit or {}).get("gpu_memory_utilization") or "mem_fraction_static" in opts:
-        vlm = 1.0  # SGLang scales only its own default
+    given = bool((explicit or {}).get("gpu_memory_utilization")) or "mem_fraction_static" in opts
     frac = opt_float(opts, "mem_fraction_static", frac)
+    # a vision model's fraction scaled: its own default from 0.4.9, any fraction before (kvplan.engines.sglang.multimodal)
+    vlm = sglang_mm.vlm_factor(model, version) if sglang_mm.scales_any_fraction(version) or not given else 1.0
+    frac *= vlm
     page = opt_int(opts, "page_size", 64 if any(layer.kind == Kind.MLA for layer in model.layers) else 1)
     if page < 1:
         raise KvplanError("page_size must be at least 1", EXIT_USAGE)
@@ -385,8 +386,12 @@ class Sglang(Engine):
 
 
 def _emit_fraction(plan, settings: dict, model) -> float:
-    """The plan's fraction, raised to the lowest that holds the batch with the stated margin (sglang_boot)."""
-    return emit_advice(plan, settings, model)[0]
+    """The plan's fraction, raised to the lowest that holds the batch with the stated margin (sglang_boot); before
+    0.4.9 divided by the 0.95 SGLang then applies to a vision model's fraction (kvplan.engines.sglang.multimodal)."""
+    f = emit_advice(plan, settings, model)[0]
+    if sglang_mm.scales_any_fraction(settings["version"]) and settings.get("vlm_factor", 1.0) != 1.0:
+        f = min(0.99, round(f / settings["vlm_factor"], 5))
+    return f
 
 
 ENGINE = Sglang

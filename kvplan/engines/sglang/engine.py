@@ -148,7 +148,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
         frac = explicit["gpu_memory_utilization"]  # --gpu-memory-utilization doubles as the fraction
     given = bool((explicit or {}).get("gpu_memory_utilization")) or "mem_fraction_static" in opts
     frac = opt_float(opts, "mem_fraction_static", frac)
-    # a vision model's fraction scaled: its own default from 0.4.9, any fraction before (kvplan.engines.sglang.multimodal)
+    # a vision model's fraction scaled: its own default from 0.4.9, any before (kvplan.engines.sglang.multimodal)
     vlm = sglang_mm.vlm_factor(model, version) if sglang_mm.scales_any_fraction(version) or not given else 1.0
     frac *= vlm
     page = opt_int(opts, "page_size", 64 if any(layer.kind == Kind.MLA for layer in model.layers) else 1)

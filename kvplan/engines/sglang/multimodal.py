@@ -16,8 +16,9 @@ embedding cache that lives in the headroom above it.
       factor = 0.95 x clamp(1 - 0.1 x (ratio - 1), 0.8, 1.05)
       mem_fraction_static = default x factor
   so a tower no larger than ViT-L keeps 0.95 to 0.9975 of the default and a larger one loses more: Pixtral's
-  24 x 1024 gives 0.95, Gemma 3's SigLIP (27 x 1152) 0.9097, Llama 4's 34 x 1408 0.7906. The memory it frees is runtime headroom for the vision
-  encoder's activations; it replaced the flat 0.95 above (kvplan applies it from 0.4.9).
+  24 x 1024 gives 0.95, Gemma 3's SigLIP (27 x 1152) 0.9097, Llama 4's 34 x 1408 0.7906. The memory it frees
+  is runtime headroom for the vision encoder's activations; it replaced the flat 0.95 above (kvplan applies it
+  from 0.4.9).
   Main adds a `post_capture_kv_sizing` mode that subtracts a flat 8 GiB instead; no release kvplan plans
   (0.5.23 and before) has it.
 * The multimodal embedding cache (`srt/managers/mm_utils.py`: `embedding_cache.set(hash, embedding)` for

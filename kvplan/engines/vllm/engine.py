@@ -133,7 +133,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     *vllm_pool_terms(model, v), eager=eager,
                     mm_limit=opt_int(opts, "limit_mm_per_prompt", multimodal.UNSET),
                     mm_cache_gb=multimodal.cache_gb(opts),
-                    flashinfer_sampler=opt_bool(opts, "flashinfer_sampler", True) if "flashinfer_sampler" in opts else None)
+                    flashinfer_sampler=opt_bool(opts, "flashinfer_sampler", True) if "flashinfer_sampler" in opts
+                    else None)
 
 
 def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,
@@ -396,7 +397,8 @@ class Vllm(Engine):
             args += vllm_flag(model.speculative)
         if r.lora is not None:
             args += lora_flags(r.lora, settings["version"])
-        return args + multimodal.serve_flag(settings.get("mm_limit", multimodal.UNSET), settings.get("mm_cache_gb", -1.0))
+        return args + multimodal.serve_flag(settings.get("mm_limit", multimodal.UNSET),
+                                            settings.get("mm_cache_gb", -1.0))
 
     def parallel_flags(self, dep, model) -> list[str]:
         """-tp / -pp per data-parallel rank, --data-parallel-size for dp, --enable-expert-parallel (its

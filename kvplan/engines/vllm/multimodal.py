@@ -70,7 +70,8 @@ def cache_gb(opts: dict) -> float:
     except ValueError:
         value = -1.0
     if not 0 <= value < float("inf"):
-        raise KvplanError(f"{arg('engine_opts')} mm_processor_cache_gb must be GiB of host memory, 0 or more, got {text!r}",
+        raise KvplanError(f"{arg('engine_opts')} mm_processor_cache_gb must be GiB of host memory, 0 or more, "
+                          f"got {text!r}",
                           EXIT_USAGE, param="engine_opts", value={"mm_processor_cache_gb": text})
     return value
 

@@ -11,7 +11,8 @@ embedding cache that lives in the headroom above it.
   of 0.4.9; a function of `srt/arg_groups/memory_hook.py` in current main): only when --mem-fraction-static is
   not given and the model is multimodal with a `vision_config` (main also skips --language-only and a
   disaggregated decode server). SGLang reads the vision_config's `num_hidden_layers` (24 if absent) and
-  `hidden_size` (1024 if absent) and sets
+  `hidden_size` (1024 if absent) from the config object (kvplan reads the keys as config.json writes them: a
+  transformers class that maps another key onto them, e.g. a ViT's `depth`, would differ) and sets
       ratio  = L x H^2 / (24 x 1024^2)                         (ViT-L/14 as the baseline)
       factor = 0.95 x clamp(1 - 0.1 x (ratio - 1), 0.8, 1.05)
       mem_fraction_static = default x factor

@@ -41,7 +41,8 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
     if dep.pp > 1:
         out.notes.append(f"pp {dep.pp}: each stage's pool is its own layers'; kvplan shows the largest-cell stage's")
     if "mem_fraction_static" not in s:
-        out.notes.append(f"mem_fraction_static not in the log; {st.mem_fraction_static:g} is the {version} default"
+        vlm = f" (x {st.vlm_factor:.4g} for its vision tower)" if st.vlm_factor != 1.0 else ""
+        out.notes.append(f"mem_fraction_static not in the log; {st.mem_fraction_static:g} is the {version} default{vlm}"
                          + ("" if gpu else f" for an assumed 80 GiB GPU (pass {arg('gpu')})"))
     p = resolve_engine().plan(model, stand_in, dep, Request(context=ctx, kv_dtype=req.kv_dtype))
     kvd = req.kv_dtype

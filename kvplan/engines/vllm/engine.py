@@ -49,7 +49,8 @@ GIB = 2**30
 VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "0.20.0", "0.20.1", "0.22.0",
             "0.25.0", "0.30.0", "0.33.0")
 DEFAULT_VERSION = "0.33.0"
-OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling", "limit_mm_per_prompt")
+OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling", "limit_mm_per_prompt",
+        "mm_processor_cache_gb", "flashinfer_sampler")
 
 
 def _device_name(gpu) -> str:
@@ -130,7 +131,10 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
                     opt_bool(opts, "async_scheduling", True), v1, gpu,
                     *vllm_pool_terms(model, v), eager=eager,
-                    mm_limit=opt_int(opts, "limit_mm_per_prompt", multimodal.UNSET))
+                    mm_limit=opt_int(opts, "limit_mm_per_prompt", multimodal.UNSET),
+                    mm_cache_gb=multimodal.cache_gb(opts),
+                    flashinfer_sampler=opt_bool(opts, "flashinfer_sampler", True) if "flashinfer_sampler" in opts
+                    else None)
 
 
 def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,
@@ -391,7 +395,8 @@ class Vllm(Engine):
             args += vllm_flag(model.speculative)
         if r.lora is not None:
             args += lora_flags(r.lora, settings["version"])
-        return args + multimodal.serve_flag(settings.get("mm_limit", multimodal.UNSET))
+        return args + multimodal.serve_flag(settings.get("mm_limit", multimodal.UNSET),
+                                            settings.get("mm_cache_gb", -1.0))
 
     def parallel_flags(self, dep, model) -> list[str]:
         """-tp / -pp per data-parallel rank, --data-parallel-size for dp, --enable-expert-parallel (its

@@ -4,7 +4,8 @@ step-time model, its held-out error band, and what of the setting the speed corp
 from __future__ import annotations
 
 from kvplan.speed.coverage import band_text, check_speed, label, outside
-from kvplan.speed.model import FALLBACK_ENGINE, band, covered, engine_key
+from kvplan.speed.model import FALLBACK_ENGINE, band, coefficients, covered, engine_key
+from kvplan.speed.terms import TERMS
 
 __all__ = ["calibrated_keys", "check_speed", "speed_band", "speed_line", "speed_notes"]
 
@@ -21,6 +22,10 @@ def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str) -> li
     bands = "; ".join(t for t in (band_text(engine, "tpot"), band_text(engine, "ttft")) if t)
     lines = [f"step times: {label(engine, speed)}" + (f"; {bands}" if bands else "")]
     lines += [f"note: outside the speed corpus: {w}" for w in outside(engine, gpu_key, family)]
+    per_request = dict(zip(TERMS, coefficients(engine))).get("request", 0.0)
+    if per_request > 0:  # fitted as GPU time in the step that admits a request: it bounds a replica's rate
+        lines.append(f"note: the fitted cost per request ({1e3 * per_request:.1f} ms of step time) lets one replica "
+                     f"admit at most {1 / per_request:,.0f} requests/s")
     return lines
 
 

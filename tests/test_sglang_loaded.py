@@ -73,3 +73,15 @@ def test_kvcached_198_gpt_oss_on_blackwell_within_three_percent():
     loaded, stored = res.plan.weight_bytes_per_gpu, res.plan.weight_bytes_per_gpu - res.settings["loaded_extra"]
     assert (stored - printed) / printed < -0.10
     assert -0.03 < (loaded - printed) / printed < 0
+
+
+def test_tp_inferred_from_the_weights_as_loaded_not_the_checkpoint():
+    # The same log has no tp line. Its 14.53 GiB against gpt-oss-20b split 1 way: the checkpoint alone is
+    # 11.8 % low (above), outside the 5 % the inference allows, so the old code said "no split matches; tp 1
+    # assumed" while the weights row (as loaded) sat at -2.5 %. As loaded, tp 1 matches and is said so.
+    from kvplan.engines.logparse import parse_log
+    from kvplan.engines.reconcile import reconcile
+    rec = parse_log((CORPUS / "sglang-kvcached-198-gpt-oss-20b.log").read_text())
+    res = reconcile(rec, GPT_OSS_20B, find_gpu("b200"), "0.5.3", None, None)
+    assert any("tp 1 inferred" in n for n in res.notes), res.notes
+    assert not any("no split of the weights" in n for n in res.notes)

@@ -10,6 +10,7 @@ from kvplan.engines import resolve_engine
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 from kvplan.engines.logparse import deployment_said
 from kvplan.engines.sglang import engine as sglang
+from kvplan.engines.sglang import loaded as sglang_loaded
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request, prepare
 
@@ -26,7 +27,7 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
                          f"kvplan knows (pass {arg('engine_version')})")
     version = out.version
     given = tp
-    tp = tp or rec.tp or _tp_from_weights(model, rec, out) or 1
+    tp = tp or rec.tp or _tp_from_weights(model, rec, out, gpu or assumed_gpu(), version) or 1
     dep = Deployment(tp, rec.pp or 1)  # under pp each stage's pool is its own layers' (the engine's pool_cell)
     out.notes.append(deployment_said(dep, rec, given))
     if gpu is None:
@@ -97,9 +98,10 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
     return out
 
 
-def _tp_from_weights(model, rec, out) -> int | None:
-    """The log shows no tp: the power of two whose weights per GPU match the log's "mem usage" within 5 %,
-    said in a note; None (tp 1 assumed, said) where none does or the log prints no weights."""
+def _tp_from_weights(model, rec, out, gpu, version) -> int | None:
+    """The log shows no tp: the power of two whose weights per GPU as loaded (the checkpoint's split plus what
+    SGLang's loading adds, sglang/loaded.py, as the weights row reads them) match the log's "mem usage" within
+    5 %, said in a note; None (tp 1 assumed, said) where none does or the log prints no weights."""
     if "weights_mem_usage_gb" not in rec.reported:
         out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
         return None
@@ -109,6 +111,7 @@ def _tp_from_weights(model, rec, out) -> int | None:
             per_gpu = max(s.weight_bytes for s in prepare(model, Deployment(tp, rec.pp or 1), Request(context=1)).stages)
         except KvplanError:
             continue
+        per_gpu += sglang_loaded.loaded_extra(model, gpu, tp, version, 1, rec.pp or 1)
         if abs(per_gpu - printed) <= 0.05 * printed:
             out.notes.append(f"the log does not show the tensor-parallel size; tp {tp} inferred: its weights per "
                              f"GPU ({printed / GIB:.2f} GiB) match the model's split {tp} ways (pass {arg('tp')})")

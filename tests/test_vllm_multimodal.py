@@ -86,3 +86,18 @@ def test_processor_cache_is_host_memory_printed_and_emitted(kvplan_home):
 def test_processor_cache_refuses_a_negative_size(kvplan_home):
     r, _ = fit(MISTRAL3, "--engine-opt", "mm_processor_cache_gb=-1")
     assert r.exit_code == 2 and "mm_processor_cache_gb" in r.output and "Traceback" not in r.output
+
+
+def test_processor_cache_refused_before_the_release_that_has_the_flag(kvplan_home):
+    # vllm-project/vllm#22441 added mm_processor_cache_gb: the v0.10.1 sdist's engine/arg_utils.py has the field
+    # ("mm_processor_cache_gb: int = MultiModalConfig.mm_processor_cache_gb"), v0.10.0's and v0.8.5's only
+    # disable_mm_preprocessor_cache (and the environment's VLLM_MM_INPUT_CACHE_GIB)
+    for version in ("0.5.0", "0.6.6", "0.8.5"):
+        r = CliRunner().invoke(app, ["fit", str(MISTRAL3), *ARGS, "--engine-version", version, "--engine-opt",
+                                     "mm_processor_cache_gb=6", "--emit", "vllm"])
+        assert r.exit_code == 2 and "Traceback" not in r.output, (version, r.output)
+        last = r.stderr.strip().splitlines()[-1]
+        assert "0.10.1" in last and "--mm-processor-cache-gb" not in r.stdout
+    r = CliRunner().invoke(app, ["fit", str(MISTRAL3), *ARGS, "--engine-version", "0.10.1", "--engine-opt",
+                                 "mm_processor_cache_gb=6", "--emit", "vllm"])
+    assert r.exit_code == 0 and "--mm-processor-cache-gb 6" in r.stdout

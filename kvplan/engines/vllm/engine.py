@@ -132,7 +132,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     opt_bool(opts, "async_scheduling", True), v1, gpu,
                     *vllm_pool_terms(model, v), eager=eager,
                     mm_limit=opt_int(opts, "limit_mm_per_prompt", multimodal.UNSET),
-                    mm_cache_gb=multimodal.cache_gb(opts),
+                    mm_cache_gb=multimodal.cache_gb(opts, v),
                     flashinfer_sampler=opt_bool(opts, "flashinfer_sampler", True) if "flashinfer_sampler" in opts
                     else None)
 

@@ -24,7 +24,9 @@ Read in the v0.20.0 wheel (the same code in v0.22.0 and v0.25.0):
     size (in GiB) of the multi-modal processor cache ... duplicated for each API process and engine core
     process, resulting in a total memory usage of mm_processor_cache_gb * (api_server_count +
     data_parallel_size)"; 0 disables it) caches preprocessed inputs in host memory, not on the GPU: it moves no
-    KV byte. `--engine-opt mm_processor_cache_gb=N` is printed as an assumption row and emitted as the flag.
+    KV byte. `--engine-opt mm_processor_cache_gb=N` is printed as an assumption row and emitted as the flag. The
+    flag arrived with vllm-project/vllm#22441 (first release v0.10.1: in its sdist's `engine/arg_utils.py`, not in
+    v0.10.0's); before it (v0.8.5, v0.10.0 read) `disable_mm_preprocessor_cache` and `VLLM_MM_INPUT_CACHE_GIB`: refused.
 """
 
 from __future__ import annotations
@@ -60,11 +62,21 @@ def without_towers(model, limit: int):
 DEFAULT_CACHE_GB = 4.0  # MultiModalConfig.mm_processor_cache_gb
 
 
-def cache_gb(opts: dict) -> float:
-    """--mm-processor-cache-gb as asked (-1.0: unset); a negative size is refused."""
+CACHE_GB_SINCE = (0, 10, 1)  # vllm-project/vllm#22441: in the v0.10.1 sdist's engine/arg_utils.py, not v0.10.0's
+
+
+def cache_gb(opts: dict, v: tuple = CACHE_GB_SINCE) -> float:
+    """--mm-processor-cache-gb as asked (-1.0: unset); a negative size is refused, and so is the option for a
+    release `v` older than the flag (v0.10.0's EngineArgs has disable_mm_preprocessor_cache and the environment's
+    VLLM_MM_INPUT_CACHE_GIB, v0.8.5's too; v0.10.1 adds mm_processor_cache_gb, #22441)."""
     if "mm_processor_cache_gb" not in opts:
         return -1.0
     text = str(opts["mm_processor_cache_gb"])
+    if tuple(v) < CACHE_GB_SINCE:
+        raise KvplanError(f"{arg('engine_opts')} mm_processor_cache_gb: vLLM {'.'.join(map(str, v))} has no "
+                          "mm_processor_cache_gb (it arrived in 0.10.1, vllm-project/vllm#22441): leave the option out "
+                          "(v0.8.5 to v0.10.0 size that host cache by VLLM_MM_INPUT_CACHE_GIB and turn it off with "
+                          "disable_mm_preprocessor_cache; it moves no KV byte)", EXIT_USAGE, param="engine_opts", value={"mm_processor_cache_gb": text})
     try:
         value = float(text)
     except ValueError:

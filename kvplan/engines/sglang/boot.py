@@ -12,6 +12,7 @@ SGLang allocated, so the margin stated is kvplan's, not a measured bound.
 from __future__ import annotations
 
 from kvplan.core.intmath import cdiv
+from kvplan.engines.sglang.multimodal import scales_any_fraction
 from kvplan.planning.layout import per_rank_batch
 
 GIB = 2**30
@@ -38,20 +39,35 @@ def lowest_fraction(plan, settings: dict, concurrency: int) -> float | None:
     return f
 
 
+def flag_fraction(f: float, settings: dict) -> float:
+    """The --mem-fraction-static value that gives a plan's fraction `f` in force: before SGLang 0.4.9 a vision
+    model's flag is multiplied by 0.95 whatever its value (kvplan.engines.sglang.multimodal), so the flag is
+    f / 0.95 (at most 0.99, five decimals); otherwise f itself. The one conversion the emitted command and its
+    margin note share."""
+    factor = settings.get("vlm_factor", 1.0)
+    if scales_any_fraction(settings["version"]) and factor != 1.0:
+        return min(0.99, round(f / factor, 5))
+    return f
+
+
 def emit_advice(plan, settings: dict, model) -> tuple[float, str]:
-    """The --mem-fraction-static `fit --emit sglang` should print and the margin it leaves, in words."""
+    """The --mem-fraction-static `fit --emit sglang` should print (the flag's value, flag_fraction) and the margin
+    it leaves, in words, with the same values."""
     f = settings["mem_fraction_static"]
     # per data-parallel rank: each holds its own share of the requests in its own pool
 
     batch, ctx = per_rank_batch(plan.request.batch, plan.deployment.dp), plan.request.context
     low = lowest_fraction(plan, settings, batch)
     if low is None:
-        return f, (f"margin: none; {batch} x {ctx:,} tokens do not fit even at --mem-fraction-static 0.99 "
-                   "by kvplan's estimate")
+        return flag_fraction(f, settings), (f"margin: none; {batch} x {ctx:,} tokens do not fit even at "
+                                            "--mem-fraction-static 0.99 by kvplan's estimate")
     use = max(f, low)
     slope = plan.usable_memory_bytes - int(settings.get("init_bytes", 0))
     have = (plan.kv_memory_bytes_per_gpu + int(round(slope * (use - f)))) // max(1, plan.kv_bytes_per_token_per_gpu)
-    raised = "" if use == f else f" (raised from {f:g}: the lowest that holds them with the margin)"
-    return use, (f"margin: at --mem-fraction-static {use:g}{raised} kvplan expects about {have:,} tokens in the pool; "
-                 f"{batch} x {ctx:,} need {batch * ctx:,}; the lowest value that keeps {MARGIN_FRACTION:.0%} "
-                 f"is {low:g} (kvplan's SGLang pool is not checked against held-out logs yet)")
+    flag, flag_f, flag_low = flag_fraction(use, settings), flag_fraction(f, settings), flag_fraction(low, settings)
+    raised = "" if use == f else f" (raised from {flag_f:g}: the lowest that holds them with the margin)"
+    vlm = "" if flag == use else f" (SGLang x {settings['vlm_factor']:g} for a vision model: {use:g} in force)"
+    return flag, (f"margin: at --mem-fraction-static {flag:g}{raised}{vlm} kvplan expects about {have:,} tokens in "
+                  f"the pool; {batch} x {ctx:,} need {batch * ctx:,}; the lowest value that keeps "
+                  f"{MARGIN_FRACTION:.0%} is {flag_low:g} (kvplan's SGLang pool is not checked against held-out "
+                  "logs yet)")

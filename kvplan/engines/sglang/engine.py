@@ -386,12 +386,9 @@ class Sglang(Engine):
 
 
 def _emit_fraction(plan, settings: dict, model) -> float:
-    """The plan's fraction, raised to the lowest that holds the batch with the stated margin (sglang_boot); before
-    0.4.9 divided by the 0.95 SGLang then applies to a vision model's fraction (kvplan.engines.sglang.multimodal)."""
-    f = emit_advice(plan, settings, model)[0]
-    if sglang_mm.scales_any_fraction(settings["version"]) and settings.get("vlm_factor", 1.0) != 1.0:
-        f = min(0.99, round(f / settings["vlm_factor"], 5))
-    return f
+    """The plan's fraction, raised to the lowest that holds the batch with the stated margin, as the flag's value
+    (kvplan.engines.sglang.boot.flag_fraction: before 0.4.9 divided by a vision model's 0.95)."""
+    return emit_advice(plan, settings, model)[0]
 
 
 ENGINE = Sglang

@@ -25,9 +25,14 @@ expert), padded by the MoE runner backend:
     layer.w13_weight` frees only the old values, so the checkpoint's scales stay registered beside the converted
     ones) and the biases become fp32. On Hopper the layouts pad as kvplan.engines.vllm.overhead.
     _hopper_swizzle_extra restates for the same library: values [round_up(K/2, 64), round_up(N, 256)], scales
-    [round_up(N, 32 x 8 warps), round_up(K/32, 2)]; on Ampere and Ada both stay strided (no padding). SM120
-    (RTX 5090, RTX PRO 6000) keeps strided values and a Blackwell scale layout whose padding kvplan does not add
-    (scales are 1/16 of the values): there the figure is a floor.
+    [round_up(N, 32 x 8 warps), round_up(K/32, 2)]; on Ampere and Ada both stay strided (no padding), and there
+    the conversion copies nothing: triton_kernels' `tensor_details/layout_details/strided.py`
+    StridedLayoutTransformation.swizzle_data is `return data` (or `return data.permute(self.order)`,
+    triton-lang/triton@022bb95d), a view of the transposed checkpoint tensor, so the values stay in the storage
+    `del layer.w13_weight` no longer names and the scales are the registered ones: only the fp32 biases add
+    (2 x (2I + H) B an expert; gpt-oss-20b: 13,271,040 B). SM120 (RTX 5090, RTX PRO 6000) keeps strided values
+    and a Blackwell scale layout whose padding kvplan does not add (scales are 1/16 of the values): there the
+    figure is a floor.
 (mxfp4.py read at sgl-project/sglang@0043c43a (0.5.0, flashinfer by SGLANG_USE_FLASHINFER_MXFP4_MOE) and at the
 current main, where `use_flashinfer = get_moe_runner_backend().is_flashinfer_mxfp4()`; the shapes are the same.
 kvplan's 0.5 releases, 0.5.3 and 0.5.23, both pick the backend by GPU.) With ep > 1 off SM100 SGLang runs another
@@ -93,9 +98,11 @@ def _hopper_triton_expert(i: int, h: int, warps: int = 8) -> int:
 
 
 def _strided_triton_expert(i: int, h: int) -> int:
-    """One expert in triton_kernels' strided layouts (Ampere, Ada, SM120): the converted values and scales at the
-    checkpoint's size (I padded to 32), the checkpoint's scales kept beside them, biases fp32."""
+    """One expert in triton_kernels' strided layouts (Ampere, Ada, SM120): values and scales at the checkpoint's
+    size (I padded to 32) held once, biases fp32. StridedLayout's swizzle_data returns the tensor it is given or a
+    permute of it, a view (module docstring): the "converted" scales share the registered checkpoint scales'
+    storage, so they are not counted twice."""
     i = round_up(i, 32)
     values = 2 * i * (h // 2) + h * (i // 2)
     scales = 2 * i * (h // 32) + h * (i // 32)
-    return values + 2 * scales + 4 * (2 * i + h)
+    return values + scales + 4 * (2 * i + h)

@@ -67,3 +67,15 @@ def test_two_node_record_within_one_percent_with_the_sampler_it_ran():
     assert rec["flashinfer_sampler"] is False
     assert 0.08 < (kv() - printed) / printed < 0.09  # the release's default: 8.6 % high (the dangerous side)
     assert abs(kv("flashinfer_sampler=false") - printed) / printed < 0.01  # 11.12 GiB: +0.9 %
+
+
+def test_a_sampler_option_that_changes_nothing_is_said():
+    # sort_sampler: before 0.8 (V0) there is no sampler term, from 0.17 the Triton path takes the dummy batch;
+    # the option moves the figures only on 0.8-0.16 (0.11.0 here), and is said to change nothing elsewhere
+    gpu, dep, req = find_gpu("a100-sxm-80"), Deployment(1, 1), Request(context=4096)
+    for version, moves in (("0.6.6", False), ("0.11.0", True), ("0.19.1", False)):
+        res = {fi: resolve_engine("vllm", version, [f"flashinfer_sampler={fi}"]).result(QWEN2_7B, gpu, dep, req)
+               for fi in ("true", "false")}
+        same = res["true"].plan.kv_memory_bytes_per_gpu == res["false"].plan.kv_memory_bytes_per_gpu
+        said = [n for n in res["false"].capacity.notes if "flashinfer_sampler=false changes nothing" in n]
+        assert same != moves and bool(said) != moves, (version, said)

@@ -84,6 +84,18 @@ def sort_sampler(version: tuple[int, ...], flashinfer: bool | None = None) -> bo
     return not flashinfer and version >= (0, 8, 0)
 
 
+def sampler_note(version: tuple[int, ...], flashinfer: bool | None) -> str | None:
+    """A note where flashinfer_sampler is given for a release on which it changes nothing (sort_sampler): before
+    0.8 (V0's profile run is priced by activation_estimate, no sampler term) and from 0.17 (the Triton top-k/top-p
+    takes the dummy run's batch either way); None where it is unset or moves the sampler term."""
+    if flashinfer is None or (0, 8, 0) <= version < (0, 17, 0):
+        return None
+    release = ".".join(map(str, version))
+    why = ("V0's profile run is priced without a sampler term" if version < (0, 8, 0) else
+           "from 0.17 a profile batch of 8 or more rows takes the Triton top-k/top-p whichever sampler is installed")
+    return f"flashinfer_sampler={str(flashinfer).lower()} changes nothing for vLLM {release}: {why}"
+
+
 def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True,
                     version: tuple[int, ...] = (0, 19, 0), gpu=None, flashinfer_sampler: bool | None = None) -> int:
     """Torch peak increase of vLLM's profile run on one rank (bytes)."""

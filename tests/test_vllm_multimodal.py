@@ -74,9 +74,9 @@ def test_processor_cache_is_host_memory_printed_and_emitted(kvplan_home):
     assert figures(six)["mm processor cache (host RAM per process)"] == 6_442_450_944
     assert figures(base)["mm processor cache (host RAM per process)"] == 4 * 2**30  # vLLM's default, 4 GiB
     assert six["kv_memory_bytes_per_gpu"] == base["kv_memory_bytes_per_gpu"]
-    # the GPU encoder cache is max_num_batched_tokens' worth of encoder outputs (config/scheduler.py: "not currently
-    # configurable"), the room the encoder profile reserves: 8,192 tokens
-    assert figures(six)["encoder cache (GPU) = max_num_batched_tokens"] == 8192
+    # the GPU encoder cache is max(max_num_batched_tokens, one item's tokens) of encoder outputs (config/scheduler.py:
+    # "not currently configurable"), the room the encoder profile reserves: 8,192 tokens
+    assert figures(six)["encoder cache (GPU) = max(max_num_batched_tokens, one item's tokens)"] == 8192
     r = CliRunner().invoke(app, ["fit", str(MISTRAL3), *ARGS, "--engine-opt", "mm_processor_cache_gb=6",
                                  "--emit", "vllm"])
     command = shlex.split(r.stdout.strip().splitlines()[-1])
@@ -101,3 +101,17 @@ def test_processor_cache_refused_before_the_release_that_has_the_flag(kvplan_hom
     r = CliRunner().invoke(app, ["fit", str(MISTRAL3), *ARGS, "--engine-version", "0.10.1", "--engine-opt",
                                  "mm_processor_cache_gb=6", "--emit", "vllm"])
     assert r.exit_code == 0 and "--mm-processor-cache-gb 6" in r.stdout
+
+
+def test_encoder_cache_is_at_least_one_item(kvplan_home):
+    # vLLM compute_mm_encoder_budget: max(max_num_batched_tokens, the largest item's tokens). Gemma 3's image is
+    # 256 tokens (google/gemma-3-27b-it config.json "mm_tokens_per_image": 256): at max_num_batched_tokens 128 the
+    # cache and the profile hold 256 tokens; 256 x 5,376 (text hidden) x 2 B = 2,752,512 B of dummy outputs
+    args = ["fit", "gemma-3-27b-it", "--gpu", "h100", "--ctx", "8192", "--engine", "vllm", "--engine-version",
+            "0.20.0", "--engine-opt", "max_num_batched_tokens=128", "--json"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    f = figures(out["plans"][out["recommended"]])
+    assert f["encoder cache (GPU) = max(max_num_batched_tokens, one item's tokens)"] == 256
+    assert f["encoder profile (dummy image outputs)"] == 2_752_512

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.vllm.boot import auto_note, emit_advice
-from kvplan.engines.vllm.overhead import encoder_profile_bytes, missing_facts, overhead_terms, sampler_note
+from kvplan.engines.vllm.overhead import encoder_budget, encoder_profile_bytes, missing_facts, overhead_terms, sampler_note
 from kvplan.engines.vllm.speculative import check_vllm, vllm_flag, vllm_pool_terms, vllm_view
 from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
@@ -331,7 +331,7 @@ class Vllm(Engine):
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)
         cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
-        encoder = encoder_profile_bytes(model, st.max_num_batched_tokens, st.v)
+        encoder = encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), st.v)
         cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)),
                            lines=(*cap.lines, *multimodal.rows(model, st, encoder)))
         if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):

@@ -19,7 +19,8 @@ Read in the v0.20.0 wheel (the same code in v0.22.0 and v0.25.0):
     `compute_mm_encoder_budget` to max(max_num_batched_tokens, tokens per item); the runner keeps the encoder
     outputs in `gpu_model_runner.encoder_cache` (a dict of tensors, allocated at run time), and the profile run's
     dummy outputs are what reserve room for it. No flag sets it but --max-num-batched-tokens: kvplan prints it as
-    a row ("encoder cache (GPU)", tokens) beside the encoder profile's bytes.
+    a row ("encoder cache (GPU) = max(max_num_batched_tokens, one item's tokens)", overhead.encoder_budget) beside
+    the encoder profile's bytes.
   * `--mm-processor-cache-gb` (`config/multimodal.py` MultiModalConfig.mm_processor_cache_gb: float = 4, "The
     size (in GiB) of the multi-modal processor cache ... duplicated for each API process and engine core
     process, resulting in a total memory usage of mm_processor_cache_gb * (api_server_count +
@@ -35,6 +36,7 @@ import dataclasses
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.base import Figure
+from kvplan.engines.vllm.overhead import encoder_budget
 from kvplan.model.spec import PLAIN_BYTES
 
 IMAGE_ONLY = {"Gemma3ForConditionalGeneration", "Mistral3ForConditionalGeneration", "Llama4ForConditionalGeneration",
@@ -100,7 +102,8 @@ def rows(model, st, encoder_bytes: int) -> list:
         out.append(Figure("vision tower weights (whole model)", model.params.vision * plain, "bytes"))
         out.append(Figure("encoder profile (dummy image outputs)", encoder_bytes, "bytes"))
         if encoder_bytes:
-            out.append(Figure("encoder cache (GPU) = max_num_batched_tokens", st.max_num_batched_tokens, "tokens"))
+            out.append(Figure("encoder cache (GPU) = max(max_num_batched_tokens, one item's tokens)",
+                              encoder_budget(model, st.max_num_batched_tokens), "tokens"))
     gib = DEFAULT_CACHE_GB if cache < 0 else cache
     out.append(Figure("mm processor cache (host RAM per process)", int(gib * 2**30), "bytes"))
     return out

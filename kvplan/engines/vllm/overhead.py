@@ -345,6 +345,18 @@ def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seq
 # _get_max_items), so K x tokens per item is at most the budget: kvplan counts the whole budget in the
 # model dtype (8192 x 5376 x 2 B = 84 MiB for Gemma 3 27B, whose 256 tokens per image divide it). The
 # vision tower's own activations peak in the encoder pass, before the text run, and are not counted.
+# Tokens of one image item where the architecture fixes them: Gemma 3's `mm_tokens_per_image` (256 in
+# google/gemma-3-*-it config.json, pan-and-scan off by default). Others are not read: there the budget below is
+# max_num_batched_tokens, a floor.
+ITEM_TOKENS = {"Gemma3ForConditionalGeneration": 256}
+
+
+def encoder_budget(model, max_num_batched_tokens: int) -> int:
+    """vLLM's encoder compute budget and cache size in tokens (v1/core/encoder_cache_manager.py
+    compute_mm_encoder_budget: max(max_num_batched_tokens, the largest item's tokens))."""
+    return max(max_num_batched_tokens, ITEM_TOKENS.get(model.architecture, 0))
+
+
 def encoder_profile_bytes(model, tokens: int, version: tuple[int, ...] = (0, 19, 0)) -> int:
     """Bytes of dummy encoder outputs vLLM's profile run holds for a multimodal model (0 otherwise)."""
     if not getattr(model.params, "vision", 0) or version < (0, 8, 0):
@@ -369,7 +381,7 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu) + nvfp4_scale_padding(model, dep.tp, gpu)
                                + rope_table_bytes(model)),
-            "encoder_profile": encoder_profile_bytes(model, st.max_num_batched_tokens, v)}
+            "encoder_profile": encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), v)}
 
 
 def missing_facts(model, dep, st) -> tuple[str, ...]:

@@ -49,6 +49,13 @@ def scales_any_fraction(version: str) -> bool:
     return parse_version(version) < (0, 4, 9)
 
 
+def vision_dims(model) -> tuple[int, int]:
+    """The vision_config's (num_hidden_layers, hidden_size) as SGLang reads them: getattr with 24 and 1024 for a
+    key the config leaves out."""
+    layers, hidden = (tuple(model.vision_dims) + (0, 0))[:2]
+    return layers or BASE_LAYERS, hidden or BASE_HIDDEN
+
+
 def vlm_factor(model, version: str) -> float:
     """The factor SGLang applies to mem_fraction_static for this model (1.0: none): a flat 0.95 before 0.4.9, the
     vision_config's size from 0.4.9 (to its own default only: the caller decides)."""
@@ -56,8 +63,7 @@ def vlm_factor(model, version: str) -> float:
         return 1.0
     if scales_any_fraction(version):
         return 0.95
-    layers, hidden = (tuple(model.vision_dims) + (0, 0))[:2]
-    layers, hidden = layers or BASE_LAYERS, hidden or BASE_HIDDEN
+    layers, hidden = vision_dims(model)
     ratio = layers * hidden**2 / (BASE_LAYERS * BASE_HIDDEN**2)
     return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
 
@@ -66,9 +72,7 @@ def rows(model, st, usable_bytes: int) -> list:
     """The engine table's multimodal rows (none for a text model)."""
     if not is_vlm(model):
         return []
-    layers, hidden = (tuple(model.vision_dims) + (0, 0))[:2]
-    out = [Figure("vision_config L x H (SGLang)", (layers or BASE_LAYERS, hidden or BASE_HIDDEN),
-                  "a x b")]
+    out = [Figure("vision_config L x H (SGLang)", vision_dims(model), "a x b")]
     if st.vlm_factor != 1.0:
         out.append(Figure("VLM factor on the fraction", round(st.vlm_factor, 4), "number"))
     out.append(Figure("mm embedding cache (runtime)", st.vlm_cache_mb * MB, "bytes"))

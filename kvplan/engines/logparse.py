@@ -8,64 +8,11 @@ printed with, so the reconciliation can say which true values a rounded figure a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-
-
-@dataclass(frozen=True)
-class Num:
-    """A printed number: its value and the decimals it was printed with (the rounding it carries)."""
-
-    value: float
-    decimals: int
-    text: str
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        half = 0.5 * 10 ** -self.decimals
-        return self.value - half, self.value + half
-
-
-# Linear parsing: every number or word run is matched only from its start (the lookbehinds), so a
-# search over a long run of digits cannot restart inside it; no pattern crosses a line end; `.*?`
-# between two phrases is replaced by finding the first phrase once and searching the rest of its
-# line once. A 1 MB line parses in milliseconds (tests/test_fuzz.py).
-N = r"(?<![\d.,])(\d{1,30}(?:\.\d{1,30})?)(?!\.?\d)"  # a decimal printed as a decimal: not `.`, `1.2.3`
-I = r"(?<![\d.,])(\d{1,30})(?!\.?\d)"  # a whole number
-C = r"(?<![\d.,])(\d{1,3}(?:,\d{3}){0,10}|\d{1,30})(?![\d,]|\.\d)"  # a count, maybe with thousands commas
-MAX_FIGURE = 10**15  # no real KV figure (bytes, tokens, blocks, GiB) reaches this; bigger is a corrupt log
-MAX_LAYERS = 10_000  # the deepest real models have a few hundred layers
-
-
-def _num(text: str) -> Num:
-    t = text.replace(",", "")
-    return Num(float(t), len(t.split(".")[1]) if "." in t else 0, text)
-
-
-def _int(text: str) -> int:
-    return int(text.replace(",", ""))
-
-
-def _line_end(text: str, at: int) -> int:
-    end = text.find("\n", at)
-    return len(text) if end < 0 else end
-
-
-@dataclass
-class LogRecord:
-    engine: str
-    version: str | None = None
-    model: str | None = None
-    architecture: str | None = None
-    tp: int | None = None
-    pp: int | None = None  # SGLang: pp_size, or the PP ranks its lines are tagged with
-    dp: int | None = None  # SGLang: dp_size, or the DP ranks its lines are tagged with
-    read: dict = field(default_factory=dict)  # "tp"/"pp"/"dp" -> where in the log the size was read
-    settings: dict = field(default_factory=dict)  # gpu_memory_utilization, max_model_len, kv_cache_dtype, ...
-    reported: dict = field(default_factory=dict)  # name -> Num
-    layers: list = field(default_factory=list)  # llama.cpp: (n_embd_k, n_embd_v) per layer when printed
-    era: str = ""  # which log format was seen (for versionless logs)
+from kvplan.engines.logrecord import (  # noqa: F401 (re-exported: callers import the record's names from here too)
+    C, I, MAX_FIGURE, MAX_LAYERS, N, LogRecord, Num, _check_figures, _int, _line_end, _num, deployment_said,
+)
 
 
 def detect_engine(text: str) -> str | None:
@@ -110,31 +57,6 @@ def parse_log(text: str) -> LogRecord:
         raise KvplanError(f"found {engine} lines but no KV-cache figures to check", EXIT_USAGE)
     _check_figures(rec)
     return rec
-
-
-def _check_figures(rec: LogRecord) -> None:
-    """Refuse figures no real deployment prints (a corrupt or hand-edited log), before any arithmetic."""
-    figures = {**rec.reported, **{k: v for k, v in rec.settings.items() if not isinstance(v, str)}}
-    if rec.tp is not None:
-        figures["tensor_parallel_size"] = rec.tp
-    for name, fig in figures.items():
-        value = fig.value if isinstance(fig, Num) else fig
-        text = fig.text if isinstance(fig, Num) else str(fig)
-        if not value < MAX_FIGURE:
-            raise KvplanError(f"the log's {name} = {text[:40]} is beyond any real deployment; not checked", EXIT_USAGE)
-    for name in ("max_model_len", "n_ctx", "kv_size", "n_ctx_slot", "context_len", "n_layer", "n_embd",
-                 "n_embd_k_gqa", "n_embd_v_gqa", "block_size", "tensor_parallel_size"):
-        value = figures.get(name)
-        value = value.value if isinstance(value, Num) else value
-        if value is not None and value <= 0:
-            raise KvplanError(f"the log's {name} = {value:g} must be positive", EXIT_USAGE)
-    depth = max(rec.settings.get("n_layer") or 0, len(rec.layers))
-    if depth > MAX_LAYERS:
-        raise KvplanError(f"the log shows {depth:,} layers; more than {MAX_LAYERS:,} is no real model", EXIT_USAGE)
-    if rec.tp is not None and rec.tp > 4096:
-        raise KvplanError(f"the log's tensor-parallel size {rec.tp:,} is beyond any real deployment", EXIT_USAGE)
-    if rec.pp is not None and not 0 < rec.pp <= MAX_LAYERS:
-        raise KvplanError(f"the log's pipeline-parallel size {rec.pp:,} is not a real deployment", EXIT_USAGE)
 
 
 def _vllm_sizes(text: str, rec: LogRecord) -> None:
@@ -390,13 +312,3 @@ def _trtllm(text: str, rec: LogRecord) -> None:
         m = re.search(pat, text)
         if m:
             r[key] = _num(m.group(1))
-
-
-def deployment_said(dep, rec: LogRecord, given) -> str:
-    """Where each size planned came from: the command line, the log (and where in it), or an assumption."""
-    parts = []
-    for key, n in (("tp", dep.tp), ("pp", dep.pp), ("dp", rec.dp or 1)):
-        where = ("given" if key == "tp" and given else f"from the log: {rec.read[key]}" if key in rec.read
-                 else "inferred from the weights" if key == "tp" and n > 1 else "assumed")
-        parts.append(f"{key} {n} ({where})")
-    return "planned as " + ", ".join(parts)

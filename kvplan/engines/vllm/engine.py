@@ -21,18 +21,17 @@ from functools import lru_cache
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.vllm.boot import auto_note, emit_advice
 from kvplan.engines.vllm.overhead import encoder_budget, encoder_profile_bytes, missing_facts, overhead_terms, sampler_note
-from kvplan.engines.vllm.speculative import check_vllm, vllm_flag, vllm_pool_terms, vllm_view
+from kvplan.engines.vllm.speculative import check_vllm, vllm_flag, vllm_view
 from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
 from kvplan.core.intmath import cdiv
 from kvplan.planning.layout import per_rank_batch
 from kvplan.planning.plan import cache_dtypes
 from kvplan.engines.context import vllm_rule
-from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
-                                 opt_int, parse_version)
+from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, parse_version
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
-from kvplan.engines.vllm.deepseek_v4 import BLOCK as V4_BLOCK, release_problem as v4_release_problem
+from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
 from kvplan.engines.vllm import multimodal
 from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.engines.vllm.settings import Settings
@@ -46,95 +45,9 @@ from kvplan.engines.lora import vllm_bytes as lora_bytes, vllm_flags as lora_fla
 from kvplan.engines.vllm.offload import cpu_pool as vllm_cpu_pool
 
 GIB = 2**30
-VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "0.20.0", "0.20.1", "0.22.0",
-            "0.25.0", "0.30.0", "0.33.0")
-DEFAULT_VERSION = "0.33.0"
-OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling", "limit_mm_per_prompt",
-        "mm_processor_cache_gb", "flashinfer_sampler")
-
-
-def _device_name(gpu) -> str:
-    """The device name vLLM's tier tests read (`current_platform.get_device_name()`, NVML's name on CUDA: what
-    nvidia-smi prints), lowercased: the profile's `device_name`, else its `name` (a stated assumption:
-    name_assumed, a plan warning)."""
-    return str(getattr(gpu, "device_name", None) or getattr(gpu, "name", "") or "").lower()
-
-
-def _big_gpu(gpu) -> bool:
-    """vLLM's large-GPU tier from v0.9.0: >= 70 GiB and "a100" not in the device name (arg_utils v0.9.0 L1495,
-    v0.11.0 L1605-1623: `device_memory >= 70 * GiB_bytes and "a100" not in device_name`)."""
-    return gpu.memory_usable_bytes >= 70 * GIB and "a100" not in _device_name(gpu)
-
-
-def _named_hopper(gpu) -> bool:
-    """The tier test of v0.8.0-v0.8.4: "h100" or "h200" in the device name (arg_utils v0.8.0 L1693). The
-    driver's names ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA GH200 480GB", ...) all pass; "NVIDIA H20"
-    does not, as in vLLM."""
-    name = _device_name(gpu)
-    return "h100" in name or "h200" in name
-
-
-def reads_device_name(v: tuple[int, ...], gpu) -> bool:
-    """Whether batch_defaults' answer for release `v` on `gpu` depends on the device name (0.8.0-0.8.4 always;
-    0.9.0+ where the memory clears 70 GiB and no larger tier decides first)."""
-    if v < (0, 8, 0) or (0, 8, 5) <= v < (0, 9, 0):
-        return False
-    if v < (0, 8, 5):
-        return True
-    if v >= (0, 33, 0) and gpu.memory_usable_bytes >= 160 * GIB:
-        return False
-    return gpu.memory_usable_bytes >= 70 * GIB
-
-
-def batch_defaults(v: tuple[int, ...], gpu, context: int) -> tuple[int, int]:
-    """`vllm serve`'s (max_num_batched_tokens, max_num_seqs) for release `v` on `gpu`: the OPENAI_API_SERVER
-    entries of `EngineArgs._set_default_args_v1` (table and line numbers: docs/engines.md section 1)."""
-    if v < (0, 8, 0):
-        return max(context, 2048), 256  # V0 without chunked prefill profiles a max_model_len batch
-    if v < (0, 8, 4):  # by name; max_num_seqs 1024 everywhere (v0.8.0 L1693-1715, v0.8.3 L1647-1669)
-        return (8192 if _named_hopper(gpu) else 2048), 1024
-    if v < (0, 8, 5):  # by name, both tiered (v0.8.4 L1669-1682)
-        big = _named_hopper(gpu)
-    elif v < (0, 9, 0):  # by memory alone (v0.8.5 L1596-1609)
-        big = gpu.memory_usable_bytes >= 70 * GIB
-    else:  # by memory, A100s excepted by name (v0.9.0 L1495-1508 ... v0.11.0 L1605-1623)
-        big = _big_gpu(gpu)
-    if v >= (0, 33, 0) and gpu.memory_usable_bytes >= 160 * GIB:
-        return 16384, 1024
-    return (8192, 1024) if big else (2048, 256)
-
-
-def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Settings:
-    """vLLM's defaults for this GPU and release (`vllm serve`), overridden by flags and --engine-opt."""
-    opts = dict(opts or {})
-    explicit = explicit or {}
-    check_opts("vllm", opts, OPTS)
-    version = check_version("vllm", version, VERSIONS, DEFAULT_VERSION)
-    v = parse_version(version)
-    v1 = v >= (0, 8, 0)
-    gmu = explicit.get("gpu_memory_utilization") or (0.92 if v >= (0, 20, 0) else 0.90)
-    has_mla = any(layer.kind == Kind.MLA for layer in model.layers)
-    block = explicit.get("block_size") or (64 if has_mla and v1 else 16)  # FlashMLA forces 64
-    if has_compressed(model.layers):  # DeepSeek-V4's sparse FlashMLA: 256 only
-        block = explicit.get("block_size") or V4_BLOCK
-    mnbt, seqs = batch_defaults(v, gpu, req.context)
-    mnbt = opt_int(opts, "max_num_batched_tokens", mnbt)
-    # from v0.10.1 the default max_num_seqs is capped by max_num_batched_tokens (arg_utils v0.10.1 L1711)
-    seqs = opt_int(opts, "max_num_seqs", min(seqs, mnbt) if v >= (0, 10, 1) else seqs)
-    eager = opt_bool(opts, "enforce_eager", False)
-    if mnbt < 1 or seqs < 1:
-        raise KvplanError("max_num_batched_tokens and max_num_seqs must be at least 1", EXIT_USAGE)
-    kv = req.kv_dtype
-    if kv is not None and kv.block_elems > 1:
-        raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
-
-    return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
-                    opt_bool(opts, "async_scheduling", True), v1, gpu,
-                    *vllm_pool_terms(model, v), eager=eager,
-                    mm_limit=opt_int(opts, "limit_mm_per_prompt", multimodal.UNSET),
-                    mm_cache_gb=multimodal.cache_gb(opts, v),
-                    flashinfer_sampler=opt_bool(opts, "flashinfer_sampler", True) if "flashinfer_sampler" in opts
-                    else None)
+from kvplan.engines.vllm.defaults import (  # noqa: F401 (re-exported: tests and benchmarks read them here)
+    DEFAULT_VERSION, OPTS, VERSIONS, _big_gpu, _device_name, _named_hopper, batch_defaults, reads_device_name, settings,
+)
 
 
 def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,

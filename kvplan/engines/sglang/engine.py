@@ -26,6 +26,7 @@ from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, m
 from kvplan.engines.sglang import layout as sglang_layout
 from kvplan.engines.sglang import loaded as sglang_loaded
 from kvplan.engines.sglang import multimodal as sglang_mm
+from kvplan.engines.sglang import swa as sglang_swa
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
@@ -64,6 +65,7 @@ class Settings:
     vlm_factor: float = 1.0  # the VLM scaling of the default fraction (kvplan.engines.sglang.multimodal)
     vlm_cache_mb: int = sglang_mm.DEFAULT_CACHE_MB  # SGLANG_VLM_CACHE_SIZE_MB
     usable_bytes: int = 0  # the GPU's memory as torch sees it (the multimodal rows' headroom)
+    hybrid_swa: bool = False  # sliding-window layers in a pool of their own (kvplan.engines.sglang.swa)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -161,13 +163,14 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     init = INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1
     extra = sglang_loaded.loaded_extra(model, gpu, tp_size, version, dep.ep, dep.pp)
     cache_mb = opt_int(opts, "vlm_cache_size_mb", sglang_mm.DEFAULT_CACHE_MB)
-    return Settings(version, float(frac), chunked, page, ratio, init, extra, vlm, cache_mb, gpu.memory_usable_bytes)
+    return Settings(version, float(frac), chunked, page, ratio, init, extra, vlm, cache_mb, gpu.memory_usable_bytes,
+                    sglang_swa.hybrid_swa(model, version))
 
 
 def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
     """(full-pool bytes per token, SWA-pool bytes per token, K-only bytes per token) on one rank."""
     full = swa = k_only = 0
-    hybrid = parse_version(st.version) >= (0, 5, 0)
+    hybrid = st.hybrid_swa
     for layer in layers:
         if layer.kind in (Kind.NONE, Kind.STATE):
             continue
@@ -224,6 +227,8 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
         notes.append("recurrent state pools (Mamba) are not modelled for SGLang")
     lines += sglang_mm.rows(model, st, st.usable_bytes)
     notes += sglang_mm.notes(model, st, st.usable_bytes)
+    if any(layer.kind in LOCAL_KINDS for layer in model.layers) and sglang_swa.note(model, st.version):
+        notes.append(sglang_swa.note(model, st.version))
     return Capacity("sglang", st.version, budget, full_tokens, conc, context, full_cell + swa_cell,
                     None, page, tuple(lines), tuple(notes))
 
@@ -314,7 +319,7 @@ class Sglang(Engine):
         return sglang_lora_bytes(model, dep, lora)
 
     def rules(self, st: Settings) -> SglangRules:
-        return SglangRules(st.page_size, parse_version(st.version) >= (0, 5, 0))
+        return SglangRules(st.page_size, st.hybrid_swa)
 
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd = cache_dtypes(req, model)[0]

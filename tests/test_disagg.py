@@ -422,3 +422,19 @@ def test_the_api_takes_a_workload():
     # api.disagg once stored _requests' (requests, format) pair as the requests: every workload= call failed
     r = kvplan.disagg("llama-3.1-8b", "h100", workload="chat", qps=2, duration=5, max_gpus=4)
     assert r.search["tried"]
+
+
+def test_a_pool_max_model_len_below_its_requests_is_refused(kvplan_home):
+    # isl 1,024 + osl 128 = 1,152 tokens a decode request holds; a decode pool of max_model_len 1,024 would reject
+    # it (vLLM refuses a prompt + max_tokens past max_model_len); 1,152 is enough; the prefill pool holds 1,024
+    base = ["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "1k", "--osl", "128"]
+    r = CliRunner().invoke(app, [*base, "--decode-max-model-len", "1k"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    last = r.stderr.strip().splitlines()[-1]
+    assert "--decode-max-model-len" in last and "1,152" in last
+    r = CliRunner().invoke(app, [*base, "--prefill-max-model-len", "1023"])
+    assert r.exit_code == 2 and "--prefill-max-model-len" in r.stderr.strip().splitlines()[-1]
+    assert CliRunner().invoke(app, [*base, "--decode-max-model-len", "1152"]).exit_code == 0
+    with pytest.raises(KvplanError) as e:
+        kvplan.disagg("llama-3.1-8b", "h100", isl=1024, osl=128, decode_max_model_len=1024)
+    assert e.value.param == "decode_max_model_len"

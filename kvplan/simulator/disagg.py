@@ -239,6 +239,18 @@ def fixed_requests(isl: int, osl: int, qps: float, duration: float, seed: int) -
         out.append(SimRequest(len(out), t, isl, osl))
 
 
+def _check_lengths(prefill_len: int | None, longest_in: int, decode_len: int | None, longest: int) -> None:
+    """A pool's max_model_len given below the requests it must hold is refused: the engine rejects a request
+    longer than its max_model_len (vLLM: the prompt plus max_tokens), so the plan would not run them. The decode
+    pool holds the prompt and every output token; the prefill pool the prompt."""
+    for name, given, need, what in (("decode_max_model_len", decode_len, longest, "prompt + output"),
+                                    ("prefill_max_model_len", prefill_len, longest_in, "prompt")):
+        if given is not None and given < need:
+            raise KvplanError(f"{arg(name)} {given} is shorter than the longest request's {what}, {need:,} "
+                              f"tokens: the pool could not hold it; raise it to {need:,} or leave it unset",
+                              EXIT_USAGE, param=name, value=given)
+
+
 def run_disagg(spec, hw, engine, req, prefill_dep, decode_dep, link, *, isl: int | None, osl: int | None,
                requests=None, prefill_max_model_len: int | None = None, decode_max_model_len: int | None = None,
                max_gpus: int = 64, **limits) -> Result:
@@ -256,6 +268,7 @@ def run_disagg(spec, hw, engine, req, prefill_dep, decode_dep, link, *, isl: int
         raise KvplanError(f"give {arg('isl')} and {arg('osl')}, or a workload or trace", EXIT_USAGE, param="isl")
     else:
         longest_in, longest = isl, isl + osl
+    _check_lengths(prefill_max_model_len, longest_in, decode_max_model_len, longest)
     setup = Setup(isl, osl, prefill_max_model_len or longest_in, decode_max_model_len or longest, **limits,
                   means=bool(requests))
     res = plan_disagg(spec, hw, engine, req, prefill_dep, decode_dep, link, setup)

@@ -86,3 +86,4 @@ def test_tp_inferred_from_the_weights_as_loaded_not_the_checkpoint():
     res = reconcile(rec, GPT_OSS_20B, find_gpu("b200"), "0.5.3", None, None)
     assert any("tp 1 inferred" in n for n in res.notes), res.notes
     assert not any("no split of the weights" in n for n in res.notes)
+    assert any("tp 1 (inferred from the weights)" in n for n in res.notes), res.notes

@@ -90,11 +90,12 @@ def _check_figures(rec: LogRecord) -> None:
         raise KvplanError(f"the log's pipeline-parallel size {rec.pp:,} is not a real deployment", EXIT_USAGE)
 
 
-def deployment_said(dep, rec: LogRecord, given) -> str:
-    """Where each size planned came from: the command line, the log (and where in it), or an assumption."""
+def deployment_said(dep, rec: LogRecord, given, inferred: bool = False) -> str:
+    """Where each size planned came from: the command line, the log (and where in it), the weights (`inferred`:
+    the caller matched the log's weights to a split, tp 1 included), or an assumption."""
     parts = []
     for key, n in (("tp", dep.tp), ("pp", dep.pp), ("dp", rec.dp or 1)):
         where = ("given" if key == "tp" and given else f"from the log: {rec.read[key]}" if key in rec.read
-                 else "inferred from the weights" if key == "tp" and n > 1 else "assumed")
+                 else "inferred from the weights" if key == "tp" and (inferred or n > 1) else "assumed")
         parts.append(f"{key} {n} ({where})")
     return "planned as " + ", ".join(parts)

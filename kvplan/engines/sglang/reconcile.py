@@ -27,9 +27,10 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
                          f"kvplan knows (pass {arg('engine_version')})")
     version = out.version
     given = tp
-    tp = tp or rec.tp or _tp_from_weights(model, rec, out, gpu or assumed_gpu(), version) or 1
+    inferred = None if tp or rec.tp else _tp_from_weights(model, rec, out, gpu or assumed_gpu(), version)
+    tp = tp or rec.tp or inferred or 1
     dep = Deployment(tp, rec.pp or 1)  # under pp each stage's pool is its own layers' (the engine's pool_cell)
-    out.notes.append(deployment_said(dep, rec, given))
+    out.notes.append(deployment_said(dep, rec, given, inferred=inferred is not None))
     if gpu is None:
         out.notes.append(f"no {arg('gpu')}: the rows that need the GPU's memory (memory in use before the "
                          "weights, #tokens from the GPU alone) are left out")

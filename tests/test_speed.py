@@ -246,6 +246,6 @@ def test_the_per_request_cost_is_said_with_the_rate_it_allows(monkeypatch):
 
     coef = dict(zip(TERMS, speed.coefficients("vllm")), request=0.025)
     monkeypatch.setattr(speed_flags, "coefficients", lambda engine: tuple(coef[t] for t in TERMS))
-    assert speed_flags.request_note("calibrated", "vllm") == [
-        "note: the fitted cost per request (25.0 ms of step time) lets one replica admit at most 40 requests/s"]
+    (note,) = speed_flags.request_note("calibrated", "vllm")
+    assert "a fitted 25.0 ms of step time" in note and "at most 40 requests/s: a limit of the fit" in note
     assert speed_flags.request_note("roofline", "vllm") == []

@@ -16,7 +16,7 @@ from kvplan.cli._common import (
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, say
-from kvplan.cli.speed_flags import speed_line
+from kvplan.cli.speed_flags import request_note, speed_line
 from kvplan.cli.selection import resolve_gpus
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
@@ -208,6 +208,8 @@ def _serve(candidates, spec, gpu_list, loaded, sla):
     """Candidates re-judged by simulating the workload on them (kvplan.simulator.capacity)."""
     stderr(loaded.said)
     stderr(speed_line())
+    for line in request_note("calibrated", None):
+        stderr(line)
     target = Target(tuple(loaded.requests), *sla)
     gpus = {g.key: g for g in gpu_list}
     with progress_bar("simulating", len(candidates)) as bar:

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.speed_flags import speed_notes
+from kvplan.cli.speed_flags import request_note, speed_notes
 from kvplan.cli._common import (
     BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, WeightDtypeOpt,
     cli_errors, print_warnings, stderr,
@@ -96,7 +96,7 @@ def disagg(
     if run.requests_said:
         stderr(run.requests_said)
     res = run.result
-    for line in speed_notes(speed, run.engine.name, res.prefill.plan.gpu, run.spec.family):
+    for line in speed_notes(speed, run.engine.name, res.prefill.plan.gpu, run.spec.family) + request_note(speed, run.engine.name):
         stderr(line)  # the pools' step times: whose coefficients, their held-out band, what the corpus lacks
     _report(res, run.engine, run.spec, as_json, kind)
 

@@ -37,6 +37,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.speed.model import PREFILL_CHUNK
+
 RATE_METRICS = ("output_throughput", "request_throughput", "total_throughput", "pp_tok_s", "tg_tok_s")
 
 
@@ -54,7 +56,7 @@ class Load:
     bench: str = "serve"  # serve | pp | tg (llama-bench)
     depth: float = 0  # llama-bench: cached tokens before the measured ones
     ubatch: int = 512  # llama-bench's prompt chunk
-    chunk: int = 8192  # tokens one prefill step takes (vLLM's max_num_batched_tokens default)
+    chunk: int = PREFILL_CHUNK  # tokens one prefill step takes (vLLM's max_num_batched_tokens default)
 
 
 def batch_and_mode(load: Load, e2e_estimate: float | None) -> tuple[float, float, bool]:

@@ -53,6 +53,7 @@ def mooncake(n: int, qps: float) -> list:
     prefixes are reused at distances past the GPU pool, so the tiers are hit."""
     import lzma
     import tempfile
+    from operator import itemgetter
     from pathlib import Path
 
     from kvplan.simulator.traces import load_trace
@@ -66,14 +67,16 @@ def mooncake(n: int, qps: float) -> list:
     span = base[-1].arrival
     scale = len(base) / (qps * span)
     keys = list(dict.fromkeys(k for r in base for k, _ in r.prefix))
+    # each request's block keys and tokens apart, once: a copy's prefix is then built in C loops (zip, map)
+    parts = [(tuple(map(itemgetter(0), r.prefix)), tuple(map(itemgetter(1), r.prefix))) for r in base]
     out = []
     while len(out) < n:
         copy = len(out) // len(base)
         # a copy's blocks numbered apart from every other copy's, as load_trace numbers a trace's
-        names = dict(zip(keys, range(copy * len(keys), (copy + 1) * len(keys))))
-        for r in base[: n - len(out)]:
+        names = dict(zip(keys, range(copy * len(keys), (copy + 1) * len(keys)))).__getitem__
+        for r, (ks, ts) in zip(base[: n - len(out)], parts):
             out.append(SimRequest(len(out), (r.arrival + copy * span) * scale, r.prompt, r.output,
-                                  tuple([(names[k], t) for k, t in r.prefix])))
+                                  tuple(zip(map(names, ks), ts))))
     return out
 
 

@@ -18,7 +18,7 @@ Each tier's bytes are integrated over time (`now`, set by the engine at every st
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from itertools import repeat
 from operator import itemgetter
 
@@ -26,28 +26,54 @@ _first, _second = itemgetter(0), itemgetter(1)
 
 
 class Segment:
+    """A prefix segment in the pool: its bytes, and how many running sequences reference it."""
+
     __slots__ = ("key", "nbytes", "refs")
 
-    def __init__(self, key, nbytes: int):
-        self.key, self.nbytes, self.refs = key, nbytes, 0
+    def __init__(self, key, nbytes: int, refs: int = 0):
+        self.key, self.nbytes, self.refs = key, nbytes, refs
 
 
 class Tier:
     """One offload tier of the pool: an LRU of segment bytes by key, per rank."""
 
     __slots__ = ("name", "capacity", "bandwidth", "lru", "used", "hits", "rehits", "stored", "dropped", "reloaded",
-                 "area", "since", "peak")
+                 "area", "since", "peak", "size")
 
     def __init__(self, name: str, capacity: int, bandwidth: float | None):
         self.name, self.capacity, self.bandwidth = name, capacity, bandwidth
         self.lru: OrderedDict = OrderedDict()
         self.used = self.hits = self.rehits = self.stored = self.dropped = self.reloaded = self.peak = 0
         self.area = self.since = 0.0
+        self.size = None  # the bytes of every segment that ever entered, while they are all equal (then -1)
 
     def tick(self, now: float) -> None:
         if now != self.since:
             self.area += self.used * (now - self.since)
             self.since = now
+
+
+def _same_size(size, biggest: int, smallest: int):
+    """A tier's or pool's `size` once segments of these sizes have entered: the one size all have had, or -1."""
+    if biggest == smallest and size in (None, biggest):
+        return biggest
+    return -1
+
+
+def _pop_oldest(lru: OrderedDict, nbytes: int, size, out: list) -> int:
+    """Pop `lru`'s oldest (key, bytes) entries onto `out` while the bytes popped are under `nbytes`; returns the
+    bytes popped. Where every entry has the same `size` (a Mooncake trace's 512-token blocks), their number is
+    known beforehand and the pops run as one C loop: the same entries, a fraction of the time."""
+    if size is not None and size > 0:
+        count = min(-(-nbytes // size), len(lru))
+        out += map(lru.popitem, repeat(False, count))
+        return count * size
+    popped = 0
+    while popped < nbytes and lru:
+        item = lru.popitem(False)
+        popped += item[1]
+        out.append(item)
+    return popped
 
 
 class PrefixCache:
@@ -69,6 +95,12 @@ class PrefixCache:
         # (vllm-project/vllm@ace980e6 vllm/v1/core/kv_cache_manager.py get_computed_blocks: preempted=...)
         self.hits = self.rehits = 0
         self.evicted = 0
+        self.size = None  # the bytes of every segment published so far, while they are all equal (then -1)
+        # Which keys the pool and the tiers hold changes only by publishing, evicting and taking back; `version`
+        # counts those changes, so that a lookup asked again before any (the queue's head, blocked, is asked
+        # about at every step; four in ten lookups of a Mooncake replay) is answered from `_last`.
+        self.version = 0
+        self._last: tuple = (None, 0, -1, None)  # (prefix, limit, version, answer)
 
     def match(self, prefix: tuple, limit: int) -> tuple[list, int]:
         """The cached leading segments of `prefix` that end at or before `limit` tokens, and the
@@ -88,7 +120,17 @@ class PrefixCache:
     def lookup(self, prefix: tuple, limit: int) -> tuple[list, int, list, int]:
         """`match`, continued into the lower tiers: (GPU segments, tokens covered in whole blocks,
         [(key, tokens, tier index)] of the segments that follow in lower tiers, the GPU's share of
-        the covered tokens)."""
+        the covered tokens). The GPU segments' list is the caller's own."""
+        last = self._last
+        if last[0] is prefix and last[1] == limit and last[2] == self.version:
+            found, covered, lower, gpu = last[3]
+            return found[:], covered, lower, gpu
+        answer = self._lookup(prefix, limit)
+        self._last = (prefix, limit, self.version, answer)
+        found, covered, lower, gpu = answer
+        return found[:], covered, lower, gpu
+
+    def _lookup(self, prefix: tuple, limit: int) -> tuple[list, int, list, int]:
         found, end = [], 0
         get = self.segments.get
         it = iter(prefix)
@@ -148,6 +190,7 @@ class PrefixCache:
         """`key`'s segment leaves the tier holding it, if any."""
         i = self.where.pop(key, None)
         if i is not None:
+            self.version += 1
             tier = self.tiers[i]
             tier.tick(self.now)
             tier.used -= tier.lru.pop(key)
@@ -163,7 +206,9 @@ class PrefixCache:
             tier.tick(now)
             lru, cap, down = tier.lru, tier.capacity, []
             used, stored = tier.used, 0
-            if max(map(_second, items)) <= cap:  # all enter: the same in C loops
+            biggest = max(map(_second, items))
+            if biggest <= cap:  # all enter: the same in C loops
+                tier.size = _same_size(tier.size, biggest, min(map(_second, items)))
                 lru.update(items)
                 where.update(zip(map(_first, items), repeat(i)))
                 used += sum(map(_second, items))
@@ -173,16 +218,13 @@ class PrefixCache:
                     if nbytes > cap:
                         down.append((key, nbytes))
                         continue
+                    tier.size = _same_size(tier.size, nbytes, nbytes)
                     lru[key] = nbytes
                     where[key] = i
                     used += nbytes
                     stored += 1
-            if used > cap:
-                pop = lru.popitem
-                while used > cap:
-                    item = pop(False)  # its `where` entry is rewritten by the tier below (or dropped after the last)
-                    used -= item[1]
-                    down.append(item)
+            if used > cap:  # the oldest go down; their `where` entries are rewritten by the tier below (or dropped)
+                used -= _pop_oldest(lru, used - cap, tier.size, down)
             tier.dropped += len(down) - (len(items) - stored)
             tier.stored += stored
             tier.used = used
@@ -200,25 +242,25 @@ class PrefixCache:
         """Reference `segs` for one sequence: (bytes they hold, bytes that were idle until now)."""
         total = woken = 0
         for seg in segs:
-            if seg.refs == 0:
-                self.lru.pop(seg.key, None)
-                self.idle -= seg.nbytes
-                self.active += seg.nbytes
+            if not seg.refs:
+                del self.lru[seg.key]  # an unreferenced segment is idle, in the LRU
                 woken += seg.nbytes
             seg.refs += 1
             total += seg.nbytes
+        self.idle -= woken
+        self.active += woken
         return total, woken
 
     def release(self, segs: list) -> int:
         """Drop one sequence's references; returns the bytes that became idle (evictable)."""
-        idled = 0
+        idled, lru = 0, self.lru
         for seg in reversed(segs):  # the deepest segment becomes least recent, so it goes first
             seg.refs -= 1
-            if seg.refs == 0:
-                self.active -= seg.nbytes
-                self.idle += seg.nbytes
-                self.lru[seg.key] = seg
+            if not seg.refs:
+                lru[seg.key] = seg
                 idled += seg.nbytes
+        self.active -= idled
+        self.idle += idled
         return idled
 
     def publish_run(self, prefix: tuple, i: int, start: int, computed: int) -> tuple[list, int]:
@@ -226,34 +268,54 @@ class PrefixCache:
         sequence to the cache): `prefix`'s segments from the i-th (starting at token `start`) while they end within
         `computed` tokens, stopping at one another sequence published first: (the new segments, their bytes)."""
         segments, where, b, bb = self.segments, self.where, self.block_size, self.block_bytes
-        out, total = [], 0
+        out, total, size = [], 0, self.size
         for key, n in prefix[i:]:
             end = start + n
             if end > computed or key in segments:
                 break
             if where:  # computed again while a copy sat below: the GPU's copy is the one kept
                 self._take(key)
-            seg = Segment(key, (end // b - start // b) * bb)
-            segments[key] = seg
-            seg.refs = 1
-            total += seg.nbytes
+            nbytes = (end // b - start // b) * bb
+            if nbytes != size:
+                size = self.size = _same_size(size, nbytes, nbytes)
+            segments[key] = seg = Segment(key, nbytes, 1)
+            total += nbytes
             out.append(seg)
             start = end
-        self.active += total
+        if out:
+            self.version += 1
+            self.active += total
         return out, total
 
     def evict(self, nbytes: int) -> int:
         """Drop idle segments, least recently used first, until `nbytes` are freed or none is left."""
-        freed = 0
+        self.version += 1
+        if self.size is not None and self.size > 0:
+            return self._evict_same(nbytes, self.size)
+        freed, lru, segments = 0, self.lru, self.segments
         down = [] if self.tiers else None
-        while freed < nbytes and self.lru:
-            key, seg = self.lru.popitem(last=False)
-            del self.segments[key]
-            self.idle -= seg.nbytes
+        while freed < nbytes and lru:
+            key, seg = lru.popitem(False)
+            del segments[key]
             freed += seg.nbytes
             self.evicted += 1
             if down is not None and seg.nbytes:
                 down.append((key, seg.nbytes))
+        self.idle -= freed
         if down:
             self._demote(down)
+        return freed
+
+    def _evict_same(self, nbytes: int, size: int) -> int:
+        """`evict` where every segment has `size` bytes: how many go is known beforehand, and they go in C loops."""
+        count = min(-(-nbytes // size), len(self.lru))
+        if count <= 0:
+            return 0
+        keys = list(map(_first, map(self.lru.popitem, repeat(False, count))))
+        deque(map(self.segments.__delitem__, keys), 0)
+        freed = count * size
+        self.idle -= freed
+        self.evicted += count
+        if self.tiers:
+            self._demote(list(zip(keys, repeat(size))))
         return freed

@@ -18,7 +18,7 @@ Each tier's bytes are integrated over time (`now`, set by the engine at every st
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from itertools import repeat
 from operator import itemgetter
 
@@ -38,42 +38,18 @@ class Tier:
     """One offload tier of the pool: an LRU of segment bytes by key, per rank."""
 
     __slots__ = ("name", "capacity", "bandwidth", "lru", "used", "hits", "rehits", "stored", "dropped", "reloaded",
-                 "area", "since", "peak", "size")
+                 "area", "since", "peak")
 
     def __init__(self, name: str, capacity: int, bandwidth: float | None):
         self.name, self.capacity, self.bandwidth = name, capacity, bandwidth
         self.lru: OrderedDict = OrderedDict()
         self.used = self.hits = self.rehits = self.stored = self.dropped = self.reloaded = self.peak = 0
         self.area = self.since = 0.0
-        self.size = None  # the bytes of every segment that ever entered, while they are all equal (then -1)
 
     def tick(self, now: float) -> None:
         if now != self.since:
             self.area += self.used * (now - self.since)
             self.since = now
-
-
-def _same_size(size, biggest: int, smallest: int):
-    """A tier's or pool's `size` once segments of these sizes have entered: the one size all have had, or -1."""
-    if biggest == smallest and size in (None, biggest):
-        return biggest
-    return -1
-
-
-def _pop_oldest(lru: OrderedDict, nbytes: int, size, out: list) -> int:
-    """Pop `lru`'s oldest (key, bytes) entries onto `out` while the bytes popped are under `nbytes`; returns the
-    bytes popped. Where every entry has the same `size` (a Mooncake trace's 512-token blocks), their number is
-    known beforehand and the pops run as one C loop: the same entries, a fraction of the time."""
-    if size is not None and size > 0:
-        count = min(-(-nbytes // size), len(lru))
-        out += map(lru.popitem, repeat(False, count))
-        return count * size
-    popped = 0
-    while popped < nbytes and lru:
-        item = lru.popitem(False)
-        popped += item[1]
-        out.append(item)
-    return popped
 
 
 class PrefixCache:
@@ -95,7 +71,6 @@ class PrefixCache:
         # (vllm-project/vllm@ace980e6 vllm/v1/core/kv_cache_manager.py get_computed_blocks: preempted=...)
         self.hits = self.rehits = 0
         self.evicted = 0
-        self.size = None  # the bytes of every segment published so far, while they are all equal (then -1)
         # Which keys the pool and the tiers hold changes only by publishing, evicting and taking back; `version`
         # counts those changes, so that a lookup asked again before any (the queue's head, blocked, is asked
         # about at every step; four in ten lookups of a Mooncake replay) is answered from `_last`.
@@ -206,9 +181,7 @@ class PrefixCache:
             tier.tick(now)
             lru, cap, down = tier.lru, tier.capacity, []
             used, stored = tier.used, 0
-            biggest = max(map(_second, items))
-            if biggest <= cap:  # all enter: the same in C loops
-                tier.size = _same_size(tier.size, biggest, min(map(_second, items)))
+            if max(map(_second, items)) <= cap:  # all enter: the same in C loops
                 lru.update(items)
                 where.update(zip(map(_first, items), repeat(i)))
                 used += sum(map(_second, items))
@@ -218,13 +191,16 @@ class PrefixCache:
                     if nbytes > cap:
                         down.append((key, nbytes))
                         continue
-                    tier.size = _same_size(tier.size, nbytes, nbytes)
                     lru[key] = nbytes
                     where[key] = i
                     used += nbytes
                     stored += 1
-            if used > cap:  # the oldest go down; their `where` entries are rewritten by the tier below (or dropped)
-                used -= _pop_oldest(lru, used - cap, tier.size, down)
+            if used > cap:
+                pop = lru.popitem
+                while used > cap:
+                    item = pop(False)  # its `where` entry is rewritten by the tier below (or dropped after the last)
+                    used -= item[1]
+                    down.append(item)
             tier.dropped += len(down) - (len(items) - stored)
             tier.stored += stored
             tier.used = used
@@ -268,7 +244,7 @@ class PrefixCache:
         sequence to the cache): `prefix`'s segments from the i-th (starting at token `start`) while they end within
         `computed` tokens, stopping at one another sequence published first: (the new segments, their bytes)."""
         segments, where, b, bb = self.segments, self.where, self.block_size, self.block_bytes
-        out, total, size = [], 0, self.size
+        out, total = [], 0
         for key, n in prefix[i:]:
             end = start + n
             if end > computed or key in segments:
@@ -276,8 +252,6 @@ class PrefixCache:
             if where:  # computed again while a copy sat below: the GPU's copy is the one kept
                 self._take(key)
             nbytes = (end // b - start // b) * bb
-            if nbytes != size:
-                size = self.size = _same_size(size, nbytes, nbytes)
             segments[key] = seg = Segment(key, nbytes, 1)
             total += nbytes
             out.append(seg)
@@ -290,8 +264,6 @@ class PrefixCache:
     def evict(self, nbytes: int) -> int:
         """Drop idle segments, least recently used first, until `nbytes` are freed or none is left."""
         self.version += 1
-        if self.size is not None and self.size > 0:
-            return self._evict_same(nbytes, self.size)
         freed, lru, segments = 0, self.lru, self.segments
         down = [] if self.tiers else None
         while freed < nbytes and lru:
@@ -304,18 +276,4 @@ class PrefixCache:
         self.idle -= freed
         if down:
             self._demote(down)
-        return freed
-
-    def _evict_same(self, nbytes: int, size: int) -> int:
-        """`evict` where every segment has `size` bytes: how many go is known beforehand, and they go in C loops."""
-        count = min(-(-nbytes // size), len(self.lru))
-        if count <= 0:
-            return 0
-        keys = list(map(_first, map(self.lru.popitem, repeat(False, count))))
-        deque(map(self.segments.__delitem__, keys), 0)
-        freed = count * size
-        self.idle -= freed
-        self.evicted += count
-        if self.tiers:
-            self._demote(list(zip(keys, repeat(size))))
         return freed

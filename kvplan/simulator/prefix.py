@@ -18,7 +18,7 @@ Each tier's bytes are integrated over time (`now`, set by the engine at every st
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from itertools import repeat
 from operator import itemgetter
 
@@ -207,8 +207,8 @@ class PrefixCache:
             if used > tier.peak:
                 tier.peak = used
             items, i = down, i + 1
-        for key, _ in items:  # out below the last tier
-            where.pop(key, None)
+        if items:  # out below the last tier
+            deque(map(where.pop, map(_first, items), repeat(None)), 0)
 
     def close(self, now: float) -> None:
         for tier in self.tiers:

@@ -102,12 +102,16 @@ class Engine:
         return self.cap - self.used - active
 
     def _take(self, nbytes: int) -> bool:
-        if nbytes > self._free_bytes():
-            return False
-        if self.cache is not None:
-            short = self.used + self.cache.active + self.cache.idle + nbytes - self.cap
+        cache = self.cache
+        if cache is None:
+            if nbytes > self.cap - self.used:
+                return False
+        else:  # _free_bytes(), inline: this runs for every page taken
+            if nbytes > self.cap - self.used - cache.active:
+                return False
+            short = self.used + cache.active + cache.idle + nbytes - self.cap
             if short > 0:
-                self.cache.evict(short)
+                cache.evict(short)
         self.used += nbytes
         return True
 

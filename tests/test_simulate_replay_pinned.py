@@ -99,6 +99,30 @@ def test_pinned_replays_exercise_hits_evictions_and_both_tiers():
         assert cpu["hit_tokens"] + cpu["hit_tokens_preempted"] > 0 and disk["hit_tokens"] > 0, (name, cpu, disk)
 
 
+
+def test_a_lookup_asked_again_sees_every_change():
+    # PrefixCache.lookup answers a question asked again from its last answer while the pool and the tiers hold the
+    # same keys: publishing, evicting (down into a tier) and taking back each change the answer, and the list it
+    # returns is the caller's own (the engine extends a sequence's list in place)
+    from kvplan.simulator.prefix import PrefixCache
+
+    cache = PrefixCache(16, 1, (("cpu", 1000, None),))
+    prefix = (("a", 32), ("b", 32), ("c", 32))
+    assert cache.lookup(prefix, 200)[1] == 0
+    segs, _ = cache.publish_run(prefix, 0, 0, 64)  # a and b
+    found, hit, lower, _ = cache.lookup(prefix, 200)
+    assert [s.key for s in found] == ["a", "b"] and hit == 64 and not lower
+    found.append("mine")
+    assert [s.key for s in cache.lookup(prefix, 200)[0]] == ["a", "b"]
+    cache.release(segs)
+    cache.evict(2)  # b, the deeper, goes first: down to the CPU tier
+    found, hit, lower, gpu = cache.lookup(prefix, 200)
+    assert [s.key for s in found] == ["a"] and hit == 64 and gpu == 32 and [k for k, _, _ in lower] == ["b"]
+    cache._take("b")
+    assert cache.lookup(prefix, 200)[1:3] == (32, [])
+    assert cache.lookup(prefix, 40)[1] == 32 and cache.lookup(prefix, 20)[1] == 0  # the limit is part of the question
+
+
 if __name__ == "__main__":
     if "--write" in sys.argv:
         PINNED.write_text(json.dumps({name: _replay(name) for name in REPLAYS}, indent=1, sort_keys=True) + "\n")

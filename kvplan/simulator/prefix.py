@@ -249,7 +249,7 @@ class PrefixCache:
             end = start + n
             if end > computed or key in segments:
                 break
-            if where:  # computed again while a copy sat below: the GPU's copy is the one kept
+            if key in where:  # computed again while a copy sat below: the GPU's copy is the one kept
                 self._take(key)
             nbytes = (end // b - start // b) * bb
             segments[key] = seg = Segment(key, nbytes, 1)
@@ -264,16 +264,18 @@ class PrefixCache:
     def evict(self, nbytes: int) -> int:
         """Drop idle segments, least recently used first, until `nbytes` are freed or none is left."""
         self.version += 1
-        freed, lru, segments = 0, self.lru, self.segments
+        freed = count = 0
+        lru, segments = self.lru, self.segments
         down = [] if self.tiers else None
         while freed < nbytes and lru:
             key, seg = lru.popitem(False)
             del segments[key]
             freed += seg.nbytes
-            self.evicted += 1
+            count += 1
             if down is not None and seg.nbytes:
                 down.append((key, seg.nbytes))
         self.idle -= freed
+        self.evicted += count
         if down:
             self._demote(down)
         return freed

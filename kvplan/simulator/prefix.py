@@ -124,18 +124,18 @@ class PrefixCache:
         if nxt is not None and self.where:
             where = self.where.get
             key, n = nxt
-            while True:
-                i = where(key)
-                if i is None:
-                    break
+            i = where(key)
+            if i is not None:
                 lower.append((key, n, i))
                 end += n
-                nxt = next(it, None)
-                if nxt is None:
-                    break
-                key, n = nxt
-                if end + n > limit:
-                    break
+                for key, n in it:  # the segments after it, while each is in a tier and ends within the limit
+                    if end + n > limit:
+                        break
+                    i = where(key)
+                    if i is None:
+                        break
+                    lower.append((key, n, i))
+                    end += n
         b = self.block_size
         return found, end // b * b, lower, gpu_end // b * b
 

@@ -31,6 +31,7 @@ import os
 from datetime import datetime
 from itertools import repeat
 
+from kvplan.core.collector import collector_paused
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
 from kvplan.simulator.workload import MAX_REQUESTS, SimRequest
 
@@ -181,7 +182,7 @@ def load_trace(path: str, fmt: str = "auto", max_requests: int = MAX_REQUESTS) -
     if size > MAX_FILE_BYTES:
         stream.close()
         raise KvplanError(f"trace {path} is {size / 2**30:.1f} GiB; the limit is {MAX_FILE_BYTES / 2**30:.0f} GiB", EXIT_USAGE)
-    with stream:
+    with stream, collector_paused():  # a row per request and a tuple per block, no cycles: nothing to collect
         try:
             rows, fmt = _parse(stream, path, fmt, max_requests)
         except UnicodeDecodeError:

@@ -175,6 +175,7 @@ class PrefixCache:
         hold goes one down, least recent first (out below the last). All at once per tier: inserting
         them one by one and trimming after each leaves the same blocks, as trimming only ever pops the
         least recent (a segment larger than a whole tier skips it)."""
+        self.version += 1
         tiers, where, now = self.tiers, self.where, self.now
         while items and i < len(tiers):
             tier = tiers[i]

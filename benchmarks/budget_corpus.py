@@ -80,6 +80,8 @@ def predict(rec: dict, log) -> dict | None:
                   kv_dtype=canonical_kv_dtype(kv, model.dtype) if kv and kv != "auto" else None,
                   weight_dtype=rec.get("weights"))
     opts = {k: str(flags[k]) for k in ("max_num_batched_tokens", "max_num_seqs", "enforce_eager") if k in flags}
+    if rec.get("flashinfer_sampler") is not None:  # the sampler path the log names
+        opts["flashinfer_sampler"] = str(rec["flashinfer_sampler"])
     explicit = {"gpu_memory_utilization": flags["gpu_memory_utilization"]} if "gpu_memory_utilization" in flags else {}
     res = vllm.Vllm(version, opts, explicit).result(model, gpu, dep, req)
     layers = max(b - a for a, b in _ranges(model, dep))
@@ -142,7 +144,8 @@ def sglang_weights(records: list[dict]) -> list[dict]:
         if num is None:
             continue
         model = find_in_catalog(rec["kvplan_model"])
-        gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else assumed_gpu()
+        key = rec.get("gpu") or rec.get("gpu_inferred")
+        gpu = find_gpu(key) if key else assumed_gpu()
         dep = Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
         engine = resolve_engine("sglang", rec.get("version"))
         res = engine.result(model, gpu, dep, Request(context=4096, weight_dtype=rec.get("weights")))
@@ -208,7 +211,7 @@ def calibrate(records: list[dict]) -> dict:
         # non-torch memory: the 0.18+ constants from the release that profiles CUDA graphs in the window, less the
         # source-derived FlashInfer all-reduce workspace (kvplan/engines/vllm/non_torch.py)
         era = "" if vllm_non_torch.graph_profile_residue(v) else "_v011"
-        sort_sampler = vllm_overhead.sort_sampler(v)  # the sampler's per-logit cost
+        sort_sampler = vllm_overhead.sort_sampler(v, rec.get("flashinfer_sampler"))  # the sampler's per-logit cost
         if "non_torch_gib" in rep:
             # a record without its GPU: the corpus's machine, an HGX H100 (as check-log assumes without --gpu)
             fi_gpu = (find_gpu(rec["gpu"]) if rec.get("gpu")
@@ -296,7 +299,8 @@ def _legacy_non_torch(rec, model, rep, tp) -> float:
     st = vllm.settings(model, gpu, dep, req, rec["version"], opts,
                        {"gpu_memory_utilization": flags["gpu_memory_utilization"]})
     act = vllm_overhead.activation_peak(model, tp, st.max_num_batched_tokens, st.max_num_seqs,
-                                        version=parse_version(rec["version"]), gpu=gpu)
+                                        version=parse_version(rec["version"]), gpu=gpu,
+                                        flashinfer_sampler=rec.get("flashinfer_sampler"))
     return (gpu.memory_usable_bytes * st.gpu_memory_utilization - rep["model_loading_gib"].value * GIB
             - rep["available_kv_gib"].value * GIB - act)
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Union
 
 from kvplan.compare.cheapest import Candidate, cheapest as rank
-from kvplan.compare.disagg import pool_layout
 from kvplan.compare.candidates import search_layouts
 from kvplan.compare.sweep import SweepResult, parse_counts, sweep as run_sweep
 from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
@@ -47,11 +46,11 @@ from kvplan.speed.coverage import check_speed
 from kvplan.simulator.bounds import check_times
 from kvplan.simulator.engine import RESERVE_POLICIES, EngineConfig
 from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
-from kvplan.simulator.session import configs, run_all, shape_trace
-from kvplan.simulator.traces import hash_block_tokens, load_trace
-from kvplan.simulator.workload import find_workload, generate
-from kvplan.simulator.disagg import Result as DisaggResult, fixed_requests, run_disagg
-from kvplan.hardware.links import DEFAULT_LINK, Link, find_link
+from kvplan.simulator.session import configs, load_requests, run_all
+from kvplan.simulator.traces import hash_block_tokens
+from kvplan.simulator.disagg import Result as DisaggResult
+from kvplan.simulator.disagg_inputs import disagg_run
+from kvplan.hardware.links import DEFAULT_LINK, Link
 from kvplan.sources.catalog import load_catalog
 from kvplan.sources.resolve import resolve_model
 
@@ -113,7 +112,7 @@ def plan(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, context: int | s
     chosen, _ = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
-    spec, default = _limited(chosen, spec, max_model_len, allow_long_context)
+    spec, _, default = limited(chosen, spec, max_model_len, allow_long_context)
     req = read_request(spec, context=context or (default if max_model_len is not None else None),
                        default_context=default, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                        block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
@@ -170,9 +169,9 @@ def sweep(models: Union[str, Sequence[Union[str, ModelSpec]]], *, context: Union
     book = load_prices(prices, hw)
     if models == "all":
         models = sorted(load_catalog(), key=lambda s: s.name)
-    specs = [_limited(chosen, with_drafter(load_model(m, revision=revision, token=token, timeout=timeout),
+    specs = [limited(chosen, with_drafter(load_model(m, revision=revision, token=token, timeout=timeout),
                                            speculative, chosen, token=token, timeout=timeout),
-                      max_model_len, allow_long_context)[0] for m in _items(models, "models")]
+                     max_model_len, allow_long_context)[0] for m in _items(models, "models")]
     return run_sweep(specs, gpu_list, counts, contexts, kv_names, list(dict.fromkeys(weights)), batch=batch,
                      block_size=block_size or DEFAULT_BLOCK_SIZE,
                      gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -211,7 +210,7 @@ def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | s
         gpu_list = [g for g in gpu_list if book.price(g) is not None]
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
-    spec, default = _limited(chosen, spec, max_model_len, allow_long_context)
+    spec, _, default = limited(chosen, spec, max_model_len, allow_long_context)
     deps = (candidate_deployments(spec, max_gpus) if not counts else
             [d for d in (deployment_for_gpus(spec, c) for c in counts) if d is not None])
     if not deps:
@@ -270,7 +269,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     hw = _find_gpu(gpu, hw_profiles=hw_profiles)
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
-    spec, default = _limited(chosen, spec, max_model_len, allow_long_context)
+    spec, _, default = limited(chosen, spec, max_model_len, allow_long_context)
     req = read_request(spec, context=default, kv_dtype=kv_dtype,
                        weight_dtype=weight_dtype, block_size=block_size,
                        gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
@@ -322,12 +321,6 @@ def _offload_request(offload: str | None, backend: str, host, prefix_pool: bool,
     return tiers, (find_host(host) if isinstance(host, str) else host)
 
 
-def _limited(engine, spec, max_model_len, allow_long_context: bool):
-    """(`spec` with the engine's context limit or `max_model_len`, the context a plan takes by default):
-    kvplan.engines.context.limited."""
-    tokens = None if max_model_len is None else parse_tokens(max_model_len, "max_model_len")
-    spec, _, default = limited(engine, spec, tokens, allow_long_context)
-    return spec, default
 def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str | None = None,
            osl: int | str | None = None, prefill_tp: int | None = None, prefill_pp: int | None = None,
            decode_tp: int | None = None, decode_pp: int | None = None, prefill_max_model_len: int | str | None = None,
@@ -344,38 +337,9 @@ def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str
     rates and the ratio that balances them (`.ratio`); with `qps` (and `workload`, `trace` or isl/osl) every
     xPyD split within `max_gpus` simulated, the chosen one and the aggregated deployment (`.search`).
     `engine` defaults to vLLM (whose pool flags the serve commands carry), as the CLI's `--engine`.
-    `speed`: the step times, kvplan.speed's calibrated ones or "roofline" (a lower bound)."""
-    check_speed(speed)
-    _check_simulation("paged", "max", qps=qps, duration=duration, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
-                      step_overhead=step_overhead, max_num_seqs=max_num_seqs,
-                      max_num_batched_tokens=max_num_batched_tokens)
-    if not 0 < slo_percent <= 100:
-        raise out_of_range("slo_percent", slo_percent, 0, 100)
-    if not 1 <= max_gpus <= 4096:
-        raise out_of_range("max_gpus", max_gpus, 1, 4096)
-    chosen, _ = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
-    fabric = link if isinstance(link, Link) else find_link(link)
-    hw = _find_gpu(gpu, hw_profiles=hw_profiles)
-    spec = load_model(model)
-    n_in, n_out = (None if v is None else parse_tokens(v, name) for v, name in ((isl, "isl"), (osl, "osl")))
-    requests = None
-    if workload is not None or trace is not None:
-        requests, _ = _requests(workload, trace, trace_format, qps, duration or 60.0, seed)
-    elif qps is not None:
-        if n_in is None or n_out is None:
-            raise KvplanError(f"{arg('qps')} needs {arg('isl')} and {arg('osl')} (or a workload or trace)", EXIT_USAGE,
-                              param="qps", value=qps)
-        requests = fixed_requests(n_in, n_out, qps, duration or 60.0, seed)
-    deps = [chosen.deployment(pool_layout(spec, role, t, p))
-            for role, t, p in (("prefill", prefill_tp, prefill_pp), ("decode", decode_tp, decode_pp))]
-    req = read_request(spec, context=1, kv_dtype=kv_dtype, weight_dtype=weight_dtype, block_size=block_size,
-                       gpu_memory_utilization=gpu_memory_utilization)
-    lens = [None if v is None else parse_tokens(v, name)
-            for v, name in ((prefill_max_model_len, "prefill_max_model_len"), (decode_max_model_len, "decode_max_model_len"))]
-    return run_disagg(spec, hw, chosen, req, deps[0], deps[1], fabric, isl=n_in, osl=n_out, requests=requests,
-                      prefill_max_model_len=lens[0], decode_max_model_len=lens[1], max_gpus=max_gpus,
-                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, slo_ttft=slo_ttft,
-                      slo_tpot=slo_tpot, slo_percent=slo_percent, step_overhead_s=step_overhead, speed=speed)
+    `speed`: the step times, kvplan.speed's calibrated ones (`engine`'s coefficients, vLLM's where the corpus has
+    none for it) or "roofline" (a lower bound). The CLI's path too (kvplan.simulator.disagg_inputs)."""
+    return disagg_run(**locals()).result  # every keyword as given: disagg_run takes the same names
 
 
 def _check_simulation(mode: str, reserve: str, **numbers) -> None:
@@ -399,10 +363,8 @@ def _requests(workload, trace, trace_format: str, qps, duration, seed: int) -> t
         raise KvplanError(f"give {arg('workload')} or {arg('trace')}, not both", EXIT_USAGE, param="trace")
     if not 0 <= seed <= 2**63:
         raise out_of_range("seed", seed, 0, 2**63)
-    if trace is not None:
-        requests, meta = load_trace(str(trace), trace_format)
-        return shape_trace(requests, qps, duration), meta["format"]
-    return generate(find_workload(workload or "chat"), qps or 10.0, duration or 300.0, seed), None
+    loaded = load_requests(workload, trace, trace_format, qps, duration, seed)
+    return loaded.requests, loaded.meta.get("trace_format")
 
 
 def _items(value, param: str) -> list:

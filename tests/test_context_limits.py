@@ -132,6 +132,11 @@ def test_max_model_len_past_the_limit_per_engine():
     assert limited(resolve_engine("trtllm"), spec, 131_072)[0].max_context == 131_072  # a warning, not a refusal
     shorter = limited(resolve_engine("vllm"), spec, 32_768)[0]
     assert shorter.max_context == 32_768  # below the limit: the served length is the limit
+    # the one reading of --max-model-len / max_model_len= (once three wrappers): text as the CLI passes it
+    assert limited(resolve_engine("vllm"), spec, "32k") == limited(resolve_engine("vllm"), spec, 32_768)
+    with pytest.raises(KvplanError) as bad:
+        limited(resolve_engine("vllm"), spec, "32q")
+    assert bad.value.param == "max_model_len"
 
 
 def test_fit_qwen3_yarn_128k_under_vllm_no_contradiction(qwen_yarn):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import kvplan
 from kvplan.core.dtypes import BF16, FP8
 from kvplan.core.errors import KvplanError
 from kvplan.engines.base import parse_version
@@ -26,6 +27,7 @@ from kvplan.readers.configs import spec_from_config
 
 FIX = Path(__file__).parent / "fixtures" / "families" / "deepseek-v4-flash.json"
 GIB = 2**30
+ROOT = Path(kvplan.__file__).parent
 
 
 def flash(**changes):
@@ -214,3 +216,26 @@ def test_vllm_025_start_up_check_binds_the_longest_context(kvplan_home):
         assert auto == plan["max_context"], version
     # one byte more and 13,528 tokens fit: the length vLLM 0.22 estimated in vllm-project/vllm#44376
     assert out["0.22.0+1"]["max_context"] == 13_528
+
+
+def test_every_layer_spec_answers_the_compressed_fields():
+    # vLLM's kv_cache_interface.py: one frozen spec per kind, each knowing its bytes. LayerSpec's defaults
+    # are one cached entry per token and nothing held whatever the length; only CompressedMLA differs, so no
+    # site asks a layer whether it has the fields (it once did at about nine sites, hasattr / getattr).
+    from kvplan.model.layers import (ChunkedLocal, FullAttention, MLALatent, NoCache, RecurrentState,
+                                     SlidingWindow)
+    plain = (FullAttention(8, 128), SlidingWindow(8, 128, 4096), ChunkedLocal(8, 128, 8192), MLALatent(512, 64),
+             RecurrentState(1, 2, 1), NoCache())
+    assert {(s.compress_ratio, s.fixed_bytes(FP8), s.fixed_bytes(BF16)) for s in plain} == {(1, 0, 0)}
+    c128 = CompressedMLA(128, 128, 512, 64)
+    assert (c128.compress_ratio, CompressedMLA(1, 128).compress_ratio) == (128, 1)
+    # window 128 x 584 fp8 bytes + compressor state 1 x 128 x 2 x 1 x 512 x 4 (as test_entry_and_per_token_bytes)
+    assert c128.fixed_bytes(FP8) == 128 * 584 + 128 * 2 * 512 * 4
+    with pytest.raises(TypeError):
+        CompressedMLA(window=128)  # the ratio stays a required field, LayerSpec's 1 is no default
+    probes = [f"{path.relative_to(ROOT.parent)}:{n}" for path in sorted(ROOT.rglob("*.py"))
+              for n, line in enumerate(path.read_text().splitlines(), 1)
+              if any(f'{f}(' in line and f'"{name}"' in line for f in ("hasattr", "getattr")
+                     for name in ("compress_ratio", "fixed_bytes", "printed_blocks_per_request", "report_block",
+                                  "startup_bytes_per_block"))]
+    assert probes == []

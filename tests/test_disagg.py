@@ -310,6 +310,59 @@ def test_bad_inputs_are_one_line_errors():
         assert r.exit_code != 0 and "Traceback" not in r.output and "internal error" not in r.output, (args, r.output)
 
 
+
+def test_pools_step_with_the_engines_coefficients():
+    # The pools' step times take --engine's calibrated coefficients (kvplan.speed.model.coefficients), as
+    # simulate's do; they once took vLLM's whatever the engine. SGLang has a fitted set of its own.
+    from kvplan.simulator.adapter import sim_model
+    from kvplan.simulator.model import StepTimer
+    from kvplan.speed.model import covered
+
+    assert covered("sglang")
+    r = kvplan.disagg("llama-3.1-8b", "h100", isl=4096, osl=512, engine="sglang")
+    spec, hw, n = resolve_model("llama-3.1-8b").spec, kvplan.gpu("h100"), r.decode_batch
+    ctx = n * (4096 + 512 // 2)  # the decode batch at its mean context (kvplan.simulator.disagg.plan_disagg)
+
+    def tpot(engine):
+        return StepTimer(sim_model(r.decode.plan, spec, hw, engine=engine)).step(n, n, ctx, float(ctx + n))
+
+    assert r.setup.speed_engine == "sglang" and r.tpot_s == pytest.approx(tpot("sglang"))
+    assert tpot("sglang") != pytest.approx(tpot("vllm"), rel=1e-3)
+
+
+def test_cli_is_the_apis_path_with_speed_and_says_whose_coefficients():
+    base = ["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "4k", "--osl", "512", "--json"]
+    r = runner.invoke(app, [*base, "--engine", "sglang"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert "sglang coefficients" in data["step_time_model"] and "step times: calibrated (sglang coefficients" in r.stderr
+    assert data["timing_s"]["tpot"] == pytest.approx(kvplan.disagg("llama-3.1-8b", "h100", isl=4096, osl=512,
+                                                                   engine="sglang").tpot_s)
+    r = runner.invoke(app, [*base, "--speed", "roofline"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["step_time_model"] == "roofline (a lower bound)" and "--speed roofline" in r.stderr
+    roof = kvplan.disagg("llama-3.1-8b", "h100", isl=4096, osl=512, speed="roofline")
+    assert data["timing_s"]["tpot"] == pytest.approx(roof.tpot_s)
+    assert roof.tpot_s < kvplan.disagg("llama-3.1-8b", "h100", isl=4096, osl=512).tpot_s  # a lower bound
+    assert runner.invoke(app, [*base, "--speed", "fast"]).exit_code == 2
+
+
+def test_cli_and_api_bound_the_step_overhead_alike():
+    # simulate's bounds (kvplan.simulator.bounds: 0 to 1,000 s) for both; the CLI once refused 10 s and more
+    base = ["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "1k", "--osl", "128", "--json"]
+    assert runner.invoke(app, [*base, "--step-overhead", "20"]).exit_code == 0
+    assert kvplan.disagg("llama-3.1-8b", "h100", isl=1024, osl=128, step_overhead=20).tpot_s >= 20
+    r = runner.invoke(app, [*base, "--step-overhead", "2000"])
+    assert r.exit_code == 2 and "--step-overhead must be between 0 and 1000" in r.stderr
+    with pytest.raises(KvplanError) as exc:
+        kvplan.disagg("llama-3.1-8b", "h100", isl=1024, osl=128, step_overhead=2000)
+    assert exc.value.param == "step_overhead"
+    with pytest.raises(KvplanError) as exc:  # an empty workload: the CLI's refusal, now the API's too
+        kvplan.disagg("llama-3.1-8b", "h100", isl=1024, osl=128, qps=1e-3, duration=1)
+    assert exc.value.param == "qps"
+
+
 # --- published results side by side -------------------------------------------------------------
 
 def test_published_pd_results_side_by_side_and_our_roofline_stays_below_them():

@@ -32,7 +32,7 @@ ENGINE_FLAGS = {
     # trtllm-serve's (--tp_size, --pp_size, --max_*, --kv_cache_*, --extra_llm_api_options), cut at "_"
     "engines/trtllm/disagg.py": {"--backend", "--extra", "--kv", "--max", "--pp", "--tp"},
     "engines/vllm/speculative.py": {"--speculative-config"},  # vLLM's, emitted
-    "engines/vllm/multimodal.py": {"--limit-mm-per-prompt"},  # vLLM's, emitted
+    "engines/vllm/multimodal.py": {"--limit-mm-per-prompt", "--mm-processor-cache-gb"},  # vLLM's, emitted
     "planning/deploy.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "validate/shard.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "readers/families/mimo_v2.py": {"--kv-cache-dtype"},  # what vLLM's model ignores

@@ -85,3 +85,17 @@ def test_unified_memory_parts_warn():
     assert unified == {"gb10", "mi300a"}
     assert any("unified memory" in w for w in _warnings(load_gpus()["gb10"]))
     assert not any("unified memory" in w for w in _warnings(load_gpus()["h100-sxm"]))
+
+
+def test_rtx_4090_total_is_the_one_vllm_budgets_on():
+    # vllm-project/vllm#13061 (2x RTX 4090, V0, --gpu_memory_utilization 0.98): the issue's figures add up to its
+    # per-GPU budget, 13.9476 (weights) + 0.25 (non-torch) + 0.19 (activations) + 8.69 (KV) = 23.0776 ~ 23.08 GiB
+    # = total x 0.98, so torch's total is 23.08 / 0.98 = 23.551 GiB (23.546-23.556 for the printed rounding):
+    # 23.55 GiB down to a whole MiB, 24115 MiB. nvidia-smi prints 24564 MiB (vllm#7553): 449 MiB more.
+    # OOM messages elsewhere print 23.64 GiB: planning on that total over-promised a 4090 (issue 22).
+    gpu = load_gpus()["rtx-4090"]
+    assert gpu.memory_usable_bytes == mib_down("23.55") == 24115 * MiB
+    assert Decimal("23.0775") <= Decimal("13.9476") + Decimal("0.25") + Decimal("0.19") + Decimal("8.69") < Decimal("23.085")
+    assert Decimal("23.075") / Decimal("0.98") * 1024 * MiB <= gpu.memory_usable_bytes + MiB
+    assert gpu.memory_usable_bytes <= Decimal("23.085") / Decimal("0.98") * 1024 * MiB
+    assert gpu.memory_usable_bytes < mib_down("23.64")

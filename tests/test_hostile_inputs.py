@@ -201,3 +201,25 @@ def test_very_long_unknown_option_is_refused_fast():
                          cwd=REPO, timeout=60)
     assert out.returncode == 2 and out.stderr.startswith("Error: no such option") and out.stderr.count("\n") == 1
     assert time.perf_counter() - start < 10
+
+
+@pytest.mark.parametrize("name", ["../outside.safetensors", "/etc/passwd", "a/./b.safetensors", "a\\b.safetensors",
+                                  "", 7])
+def test_a_safetensors_index_naming_a_shard_outside_the_checkpoint_is_refused(tmp_path, name):
+    # One check for the Hub's index and a folder's (kvplan.sources.hub_headers.index_shards): a shard name
+    # must be a relative path inside the checkpoint, so no index makes kvplan read or fetch another file.
+    import json as _json
+
+    from kvplan.sources.hub_headers import index_shards
+    from kvplan.sources.local_weights import local_weights
+
+    index = {"weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors", "lm_head.weight": name}}
+    with pytest.raises(KvplanError, match="not a relative path"):
+        index_shards(index, "model.safetensors.index.json of org/m (revision main)")
+    (tmp_path / "model.safetensors.index.json").write_text(_json.dumps(index))
+    with pytest.raises(KvplanError, match="not a relative path"):
+        local_weights(tmp_path)
+    assert index_shards({"weight_map": {"a": "y.safetensors", "b": "x.safetensors", "c": "y.safetensors"}},
+                        "i") == ["x.safetensors", "y.safetensors"]
+    with pytest.raises(KvplanError, match="has no weight_map"):
+        index_shards({"weight_map": {}}, "i")

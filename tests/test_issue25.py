@@ -319,7 +319,12 @@ def test_sweep_rows_stream_to_files_as_the_lists_did(kvplan_home):
     rows = sweep_rows(result)
     streamed = io.StringIO()
     write_json_document({"n": len(rows)}, (r for r in rows), streamed)
-    assert streamed.getvalue() == json_document({"n": len(rows)}, rows) and json.loads(streamed.getvalue())["plans"]
+    # json_document is write_json_document's text: check the document itself, one compact row per line
+    text = streamed.getvalue()
+    assert json.loads(text) == {"n": len(rows), "plans": json.loads(json.dumps(rows))} and len(rows) == 8
+    lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+    assert text.splitlines()[3:-2] == [line + "," for line in lines[:-1]] + lines[-1:]
+    assert json_document({}, []) == '{"plans": []\n}\n' and json.loads(json_document({"n": 0}, [])) == {"n": 0, "plans": []}
     streamed, listed = io.StringIO(), io.StringIO()
     write_csv(iter(rows), streamed)
     write_csv(rows, listed)

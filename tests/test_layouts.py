@@ -180,6 +180,19 @@ def test_fit_gpus_explains_a_pipelined_first_choice():
     # is second now that a stage of MoE layers holds their experts, not an even share beside the 3 dense layers), but
     # a token crosses the 2 stages one after another; the table says so and names the fastest flat layout shown,
     # and the JSON `why` of every pipelined layout mentions the per-token step and bubbles.
+    # The stage arithmetic (figures of the header above; budget 135,098,007,552 B; both layouts tp 1, so the same
+    # estimated overhead O = 2,112,094,208 B a rank: an 8,192-token prefill's activations + CUDA context + NCCL):
+    #   a MoE layer on one rank at tp 1: attention 171,966,464 + q_a/kv_a 7168 x 2112 = 15,138,816, shared expert
+    #   3 x 7168 x 2048 = 44,040,192, router 256 x 7168 x 2 = 3,670,016, routed 654,068,416,512 / 58 = 11,277,041,664
+    #   over the ep ranks. Stages as get_pp_indices cuts 61 layers (the remainder before the last stage).
+    #   pp 2 (31 + 30 layers) x dp 4 (ep 4: routed / 4 = 2,819,260,416 a layer): the last stage holds 30 MoE layers
+    #     30 x (187,105,280 + 44,040,192 + 3,670,016 + 2,819,260,416) + LM head 1,853,358,080 = 93,475,635,200 B,
+    #     KV 30 x 576 x 2 B x 32,768 = 1,132,462,080 B a request: (135,098,007,552 - 93,475,635,200 - O)
+    #     / 1,132,462,080 = 34.9 -> 34 (the first stage's 37.5 does not bind) x 4 replicas = 136.
+    #   pp 8 (7, 7, 8, 8, 8, 8, 8, 7 layers), ep 1: a middle stage of 8 MoE layers holds every expert,
+    #     8 x (187,105,280 + 44,040,192 + 3,670,016 + 11,277,041,664) = 92,094,857,216 B, KV 8 x 1,152 x 32,768 =
+    #     301,989,888 B: (135,098,007,552 - 92,094,857,216 - O) / 301,989,888 = 135.4 -> 135, one replica.
+    #   pp 1 x dp 8: 104 (the header's 13 x 8, with 2 GiB there). So (1, 2, 4) first, by one request.
     import json
 
     out = json.loads(_fit("deepseek-v3", "--gpu", "h200", "--gpus", "8", "--ctx", "32k", "--json").stdout)
@@ -344,8 +357,16 @@ def test_sglang_dp_attention_places_dense_mlps_and_head_over_every_rank():
 
     spec = resolve_model("deepseek-v3").spec
     dep, req = Deployment(tp=1, dp=8, ep=8), Request(32768, overhead_bytes=2 * GIB)
-    # (the plans' weights are as loaded: less what each engine's loading adds, the placement's bytes)
+    # The plans' weights are as loaded: the placement's bytes plus what each engine's loading adds, which for
+    # DeepSeek-V3 (FP8, nothing repacked) is its RoPE cos/sin table on every rank: deepseek_yarn builds
+    # original_max_position_embeddings x factor = 4,096 x 40 = 163,840 rows x qk_rope_head_dim 64 values
+    # (vllm/model_executor/layers/rotary_embedding/deepseek_scaling_rope.py _compute_cos_sin_cache, cast to the
+    # model's bf16 by base.py RotaryEmbedding.__init__: 2 B); SGLang keeps it in fp32 on CUDA (4 B:
+    # python/sglang/srt/layers/rotary_embedding.py, "cache needs to be in FP32 for numerical stability").
+    rope_rows = 4_096 * 40
     sgl = resolve_engine("sglang").result(spec, H200, dep, req)
-    assert close(sgl.plan.weight_bytes_per_gpu - sgl.settings["loaded_extra"], 95_937_789_952)
+    assert sgl.settings["loaded_extra"] == rope_rows * 64 * 4
+    assert close(sgl.plan.weight_bytes_per_gpu, 95_937_789_952 + rope_rows * 64 * 4)
     vllm = resolve_engine("vllm").result(spec, H200, dep, req)
-    assert close(vllm.plan.weight_bytes_per_gpu - vllm.settings["overhead_weights_repack"], 100_834_967_552)
+    assert vllm.settings["overhead_weights_repack"] == rope_rows * 64 * 2
+    assert close(vllm.plan.weight_bytes_per_gpu, 100_834_967_552 + rope_rows * 64 * 2)

@@ -237,3 +237,15 @@ def test_train_cv_never_reads_a_held_out_source(monkeypatch):
     assert all(sources <= train for sources in fitted_on)
     # one fold per training source, in sorted order, each fitted without the source it scores
     assert all(src not in fitted_on[i] for i, src in enumerate(sorted(train)))
+
+
+def test_the_per_request_cost_is_said_with_the_rate_it_allows(monkeypatch):
+    # A fitted cost per request is GPU time in the step that admits it: 1 / cost requests/s per replica at most
+    # (at a made-up 25 ms: 40 requests/s). The note says both, read from the engine's coefficients.
+    from kvplan.cli import speed_flags
+
+    coef = dict(zip(TERMS, speed.coefficients("vllm")), request=0.025)
+    monkeypatch.setattr(speed_flags, "coefficients", lambda engine: tuple(coef[t] for t in TERMS))
+    assert speed_flags.request_note("calibrated", "vllm") == [
+        "note: the fitted cost per request (25.0 ms of step time) lets one replica admit at most 40 requests/s"]
+    assert speed_flags.request_note("roofline", "vllm") == []

@@ -147,14 +147,13 @@ def test_assemble_makes_the_plan_the_dataclass_would():
 def test_find_rate_reads_a_trace_once(tmp_path, monkeypatch):
     import json
 
-    from kvplan.cli import workload
-    from kvplan.simulator import traces
+    from kvplan.simulator import session, traces
     rows = "".join(f'{{"timestamp": {i * 200}, "input_length": {900 + i}, "output_length": 20}}\n' for i in range(40))
     (tmp_path / "t.jsonl").write_text(rows)
     calls = []
     real = traces.load_trace
-    # (kvplan.cli.workload is the one caller of load_trace)
-    monkeypatch.setattr(workload, "load_trace", lambda *a, **k: calls.append(a) or real(*a, **k))
+    # (kvplan.simulator.session.load_requests is the one caller of load_trace, for the CLI and the API)
+    monkeypatch.setattr(session, "load_trace", lambda *a, **k: calls.append(a) or real(*a, **k))
     r = runner.invoke(app, ["simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(tmp_path / "t.jsonl"),
                             "--find-rate", "--json"])
     assert r.exit_code == 0, r.output

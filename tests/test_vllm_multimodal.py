@@ -64,3 +64,25 @@ def test_a_tower_that_also_serves_video_is_not_dropped_by_an_image_limit(kvplan_
     r, _ = fit(QWEN35, "--engine-opt", "limit_mm_per_prompt=0")
     assert r.exit_code != 0 and "Traceback" not in r.output
     assert "every modality" in r.stderr.strip().splitlines()[-1]
+
+
+def test_processor_cache_is_host_memory_printed_and_emitted(kvplan_home):
+    # --mm-processor-cache-gb sizes a host-RAM cache (vLLM config/multimodal.py: "duplicated for each API process
+    # and engine core process"): 6 GiB = 6 x 2^30 = 6,442,450,944 B per process, and not one GPU byte moves
+    _, base = fit(MISTRAL3)
+    _, six = fit(MISTRAL3, "--engine-opt", "mm_processor_cache_gb=6")
+    assert figures(six)["mm processor cache (host RAM per process)"] == 6_442_450_944
+    assert figures(base)["mm processor cache (host RAM per process)"] == 4 * 2**30  # vLLM's default, 4 GiB
+    assert six["kv_memory_bytes_per_gpu"] == base["kv_memory_bytes_per_gpu"]
+    # the GPU encoder cache is max_num_batched_tokens' worth of encoder outputs (config/scheduler.py: "not currently
+    # configurable"), the room the encoder profile reserves: 8,192 tokens
+    assert figures(six)["encoder cache (GPU) = max_num_batched_tokens"] == 8192
+    r = CliRunner().invoke(app, ["fit", str(MISTRAL3), *ARGS, "--engine-opt", "mm_processor_cache_gb=6",
+                                 "--emit", "vllm"])
+    command = shlex.split(r.stdout.strip().splitlines()[-1])
+    assert command[command.index("--mm-processor-cache-gb") + 1] == "6"
+
+
+def test_processor_cache_refuses_a_negative_size(kvplan_home):
+    r, _ = fit(MISTRAL3, "--engine-opt", "mm_processor_cache_gb=-1")
+    assert r.exit_code == 2 and "mm_processor_cache_gb" in r.output and "Traceback" not in r.output

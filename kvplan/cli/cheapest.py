@@ -13,9 +13,10 @@ from kvplan.cli._common import (
     RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, print_notes, print_result,
     progress_bar, stderr, table,
 )
-from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_limit, with_speculative
+from kvplan.engines.context import limited
+from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, say
-from kvplan.cli.speed_flags import speed_line
+from kvplan.cli.speed_flags import request_note, speed_line
 from kvplan.cli.selection import resolve_gpus
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
@@ -118,7 +119,7 @@ def cheapest(
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
-    spec, limit_notes, default_ctx = with_limit(chosen, spec, max_model_len, allow_long_context)
+    spec, limit_notes, default_ctx = limited(chosen, spec, max_model_len, allow_long_context)
     deps = _deployments(spec, counts, max_gpus)  # a count no split can run fails before any notes
     print_notes(resolved)
     for note in limit_notes:
@@ -130,9 +131,8 @@ def cheapest(
     if ctx_tokens > spec.max_context:
         stderr(f"warning: context {ctx_tokens:,} exceeds the model's context limit ({spec.max_context:,}): the limit "
                "binds, not memory; no deployment fits")
-    if adapters is not None:
-        stderr(f"note: every candidate keeps room for LoRA adapters {adapters.text} (MAX_LORAS:RANK:MODULES) as "
-               f"{chosen.label or 'kvplan'} reserves them")
+    for line in lora_lines(adapters, chosen, "candidate"):
+        stderr(f"note: {line}")
     candidates = rank(spec, gpu_list, ctx_tokens, concurrency, deployments=deps, min_tokens_per_second=min_tps,
                       prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=wdt,
                       gpu_memory_utilization=gmu, block_size=block_size, engine=chosen,
@@ -208,6 +208,8 @@ def _serve(candidates, spec, gpu_list, loaded, sla):
     """Candidates re-judged by simulating the workload on them (kvplan.simulator.capacity)."""
     stderr(loaded.said)
     stderr(speed_line())
+    for line in request_note("calibrated", None):
+        stderr(line)
     target = Target(tuple(loaded.requests), *sla)
     gpus = {g.key: g for g in gpu_list}
     with progress_bar("simulating", len(candidates)) as bar:

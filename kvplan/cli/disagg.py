@@ -1,7 +1,8 @@
 """`kvplan disagg MODEL --gpu GPU`: a disaggregated deployment's prefill and decode pools, the KV each
 request moves between them, and the prefill:decode ratio that meets the SLOs.
 
-Thin: parse and check the flags, plan both pools and the transfer (kvplan.simulator.disagg), print
+Thin: the flags go to the path the Python API's `kvplan.disagg` takes (kvplan.simulator.disagg_inputs: every
+input checked, both pools and the transfer planned, the split searched), and the result is printed
 (kvplan.report.disagg). Every assumption goes to stderr; data to stdout; `--json` for machines.
 """
 
@@ -9,44 +10,28 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.speed_flags import speed_line
+from kvplan.cli.speed_flags import request_note, speed_notes
 from kvplan.cli._common import (
     BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, WeightDtypeOpt,
-    check_range, cli_errors, print_warnings, stderr,
+    cli_errors, print_warnings, stderr,
 )
-from kvplan.cli.engine_flags import engine_from_flags
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
-    check_workload_flags, load_requests,
 )
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.core.units import parse_tokens
-from kvplan.compare.disagg import pool_layout
 from kvplan.engines.disagg import pool_command, pool_files
-from kvplan.hardware.gpus import find_gpu
-from kvplan.hardware.links import DEFAULT_LINK, find_link
-from kvplan.planning.request import read_request
+from kvplan.hardware.links import DEFAULT_LINK
 from kvplan.report.disagg import manifest, replica_counts, result_dict, text_lines, wrapped
 from kvplan.report.export import json_text
 from kvplan.report.text import plan_warnings
-from kvplan.simulator.disagg import fixed_requests, run_disagg
-from kvplan.sources.resolve import resolve_model
+from kvplan.simulator.disagg_inputs import disagg_run
 from kvplan.speed.coverage import label
 
-DEFAULT_DURATION = 60.0  # seconds of arrivals: a search simulates many splits
 MANIFEST_KINDS = ("dynamo", "llm-d")
 
 
 def register(app: typer.Typer) -> None:
     app.command()(disagg)
-
-
-def _tokens(text: Optional[str], flag: str) -> Optional[int]:
-    if text is None:
-        return None
-    n = parse_tokens(text, flag)
-    check_range(flag, n, 1, 1 << 24)
-    return n
 
 
 @cli_errors
@@ -82,6 +67,7 @@ def disagg(
     max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="Most requests a decode replica runs at once.")] = 256,
     max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="Tokens per prefill step.")] = 8192,
     step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (default 0: the step-time model alone).")] = 0.0,
+    speed: Annotated[str, typer.Option("--speed", help="Step times: calibrated (default: the roofline's terms with --engine's coefficients fitted on published measurements, vLLM's where none are, labelled with their held-out error) or roofline (the bare roofline, a lower bound).")] = "calibrated",
     show_manifest: Annotated[bool, typer.Option("--manifest", help="Also print a Dynamo DynamoGraphDeployment fragment (each pool's replicas, GPUs, serve arguments).")] = False,
     manifest_for: Annotated[Optional[str], typer.Option("--manifest-for", help="The manifest's kind: dynamo (the default of --manifest) or llm-d (modelservice values: prefill/decode replicas, parallelism, GPUs, args); implies --manifest.")] = None,
     as_json: JsonOpt = False,
@@ -91,48 +77,28 @@ def disagg(
 
     Each pool is an engine plan of one replica on its own layout; the KV moved per request is exact
     per layer kind and per rank; with --qps (and --workload, --trace or --isl/--osl) every xPyD split
-    within --max-gpus is simulated end to end and compared with the aggregated deployment.
+    within --max-gpus is simulated end to end and compared with the aggregated deployment. Step times
+    from kvplan's calibrated model under --engine's coefficients (--speed roofline: the bare roofline).
     """
-    check_range("--max-gpus", max_gpus, 1, 4096)
     if manifest_for is not None and manifest_for not in MANIFEST_KINDS:
         raise KvplanError(f"--manifest-for must be one of {', '.join(MANIFEST_KINDS)}, got {manifest_for!r}",
                           EXIT_USAGE)
     kind = manifest_for or ("dynamo" if show_manifest else None)
-    check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
-    check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
-    check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, slo_percent)
-    if not (0 <= step_overhead < 10):
-        raise KvplanError(f"--step-overhead must be in [0, 10) seconds, got {step_overhead:g}", EXIT_USAGE)
-    n_in, n_out = _tokens(isl, "--isl"), _tokens(osl, "--osl")
-    pre_len, dec_len = _tokens(prefill_max_model_len, "--prefill-max-model-len"), _tokens(decode_max_model_len, "--decode-max-model-len")
-    chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
-    fabric = find_link(link)
-    hw = find_gpu(gpu, tuple(hw_profiles or ()))
-    spec = resolve_model(model).spec
-    pre_dep = chosen.deployment(pool_layout(spec, "prefill", prefill_tp, prefill_pp))
-    dec_dep = chosen.deployment(pool_layout(spec, "decode", decode_tp, decode_pp))
-    requests = None
-    if workload is not None or trace is not None:
-        loaded = load_requests(workload, trace, trace_format, qps, duration or DEFAULT_DURATION, seed)
-        requests = loaded.requests
-        stderr(loaded.said)
-    elif qps is not None:
-        if n_in is None or n_out is None:
-            raise KvplanError("--qps needs --isl and --osl (or --workload / --trace)", EXIT_USAGE)
-        requests = fixed_requests(n_in, n_out, qps, duration or DEFAULT_DURATION, seed)
-        stderr(f"{len(requests):,} requests of {n_in:,} in / {n_out:,} out, Poisson {qps:g}/s over "
-               f"{duration or DEFAULT_DURATION:g} s, seed {seed}")
-    if requests is not None and not requests:
-        raise KvplanError("the workload has no request to simulate; raise --qps or --duration", EXIT_USAGE)
-    req = read_request(spec, context=1, kv_dtype=kv_dtype, weight_dtype=weight_dtype, block_size=block_size,
-                       gpu_memory_utilization=gpu_memory_utilization)
-    res = run_disagg(spec, hw, chosen, req, pre_dep, dec_dep, fabric, isl=n_in, osl=n_out, requests=requests,
-                     prefill_max_model_len=pre_len, decode_max_model_len=dec_len, max_gpus=max_gpus,
-                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, slo_ttft=slo_ttft,
-                     slo_tpot=slo_tpot, slo_percent=slo_percent, step_overhead_s=step_overhead)
-    stderr(speed_line())  # the pools' step times: kvplan.speed's calibrated model, vLLM's coefficients
-    _report(res, chosen, spec, as_json, kind)
-
+    run = disagg_run(
+        model, gpu, isl=isl, osl=osl, prefill_tp=prefill_tp, prefill_pp=prefill_pp, decode_tp=decode_tp,
+        decode_pp=decode_pp, prefill_max_model_len=prefill_max_model_len, decode_max_model_len=decode_max_model_len,
+        link=link, workload=workload, trace=trace, trace_format=trace_format, qps=qps, duration=duration, seed=seed,
+        slo_ttft=slo_ttft, slo_tpot=slo_tpot, slo_percent=slo_percent, max_gpus=max_gpus, engine=engine,
+        engine_version=engine_version, engine_opts=engine_opt, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+        gpu_memory_utilization=gpu_memory_utilization, block_size=block_size, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, step_overhead=step_overhead, hw_profiles=hw_profiles,
+        speed=speed)
+    if run.requests_said:
+        stderr(run.requests_said)
+    res = run.result
+    for line in speed_notes(speed, run.engine.name, res.prefill.plan.gpu, run.spec.family) + request_note(speed, run.engine.name):
+        stderr(line)  # the pools' step times: whose coefficients, their held-out band, what the corpus lacks
+    _report(res, run.engine, run.spec, as_json, kind)
 
 def _report(res, chosen, spec, as_json: bool, kind: Optional[str]) -> None:
     print_warnings([(p.role, plan_warnings(p.plan)) for p in (res.prefill, res.decode)])
@@ -143,7 +109,8 @@ def _report(res, chosen, spec, as_json: bool, kind: Optional[str]) -> None:
     kv = res.prefill.plan.request.kv_dtype
     files = pool_files(chosen.name, res.prefill.max_model_len, replica_counts(res), kv is not None and kv.name == "fp8")
     stderr(f"assuming: engine {chosen.name}; link {res.link.key} ({res.link.per_gpu_bytes_per_s / 1e9:g} GB/s per "
-           f"GPU one way, {res.link.latency_s * 1e6:g} us per transfer); step times: {label(None, res.setup.speed)}")
+           f"GPU one way, {res.link.latency_s * 1e6:g} us per transfer); step times: "
+           f"{label(res.setup.speed_engine, res.setup.speed)}")
     if as_json:
         data = result_dict(res, commands)
         if kind:

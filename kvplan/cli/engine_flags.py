@@ -1,13 +1,12 @@
 """The flags that choose how a plan is made: --engine and its settings as a configured engine, --speculative
-as the model served with its drafter. Shared by fit, sweep, cheapest, simulate and check-log."""
+as the model served with its drafter, and the line saying what room --lora's adapters keep. Shared by fit, sweep,
+cheapest, simulate and check-log."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from kvplan.core.units import parse_tokens
 from kvplan.engines import configure
-from kvplan.engines.context import limited
 from kvplan.planning.speculative import apply, parse
 from kvplan.sources.resolve import resolve_model
 
@@ -38,9 +37,9 @@ def with_speculative(spec, request, *, token=None, timeout: float = 10.0):
     return apply(spec, request, lambda name: resolve_model(name, token=token, timeout=timeout).spec)
 
 
-def with_limit(engine, spec, max_model_len: Optional[str], allow_long_context: bool = False):
-    """(`spec` with the context limit `engine` derives, or --max-model-len's, notes for stderr, the context
-    a plan takes without --ctx): kvplan.engines.context.limited. A --max-model-len past a limit the
-    engine enforces is a one-line error unless --allow-long-context."""
-    tokens = None if max_model_len is None else parse_tokens(max_model_len, "max_model_len")
-    return limited(engine, spec, tokens, allow_long_context)
+def lora_lines(adapters, chosen, what: str) -> list[str]:
+    """The line that says every `what` (plan, candidate) keeps room for the --lora adapters (none without them)."""
+    if adapters is None:
+        return []
+    return [f"every {what} keeps room for LoRA adapters {adapters.text} (MAX_LORAS:RANK:MODULES) as "
+            f"{chosen.label or 'kvplan'} reserves them"]

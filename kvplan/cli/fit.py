@@ -10,7 +10,8 @@ from kvplan.cli._common import (
     cli_errors, print_notes, stderr,
 )
 from kvplan.cli.engine_fit import fit_report
-from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_limit, with_speculative
+from kvplan.engines.context import limited
+from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
 from kvplan.cli.layouts import search
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
@@ -95,7 +96,7 @@ def fit(
     drafter = speculative_request(speculative, chosen)
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
-    spec, limit_notes, default_ctx = with_limit(chosen, spec, max_model_len, allow_long_context)
+    spec, limit_notes, default_ctx = limited(chosen, spec, max_model_len, allow_long_context)
     # no --ctx: --max-model-len, else the engine's default length (the Request says it was not asked for)
     req = _request(ctx_tokens or (default_ctx if max_model_len else None), batch, kv_dtype, weight_dtype, spec,
                    block_size, gpu_memory_utilization, overhead, kv_cache_memory, lora, default_ctx)

@@ -14,6 +14,7 @@ from kvplan.cli._common import (JsonOpt, RevisionOpt, TokenOpt, cli_errors, mark
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 from kvplan.core.units import human_bytes, human_tokens
+from kvplan.model.compressed import has_compressed
 from kvplan.planning.profile import kv_profile
 from kvplan.readers.hf_meta import TOKENS, cache_profile, compare
 from kvplan.sources import hub
@@ -156,7 +157,7 @@ def check(
     """Compare kvplan's reading with transformers' own cache, built on the meta device (needs \\[transformers])."""
     config, label = _raw_config(name, revision, token)
     spec, _ = build_spec(config, None, name=label, source=label)
-    if any(hasattr(layer, "compress_ratio") for layer in spec.layers):
+    if has_compressed(spec.layers):
         raise KvplanError(f"{label}: kvplan sizes DeepSeek-V4 as vLLM allocates it (one 584-byte fp8 latent per window "
                           "token and per compressed entry, fp32 compressor states); transformers' own cache for it "
                           "holds other tensors, so the two are not compared (vLLM's layout is checked in "

@@ -19,8 +19,9 @@ from kvplan.cli._common import (
     progress_bar, stderr,
 )
 from kvplan.cli.engine_fit import engine_result
-from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_limit, with_speculative
-from kvplan.cli.speed_flags import check_speed, speed_band, speed_notes
+from kvplan.engines.context import limited
+from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
+from kvplan.cli.speed_flags import check_speed, request_note, speed_band, speed_notes
 from kvplan.cli.fit import _deployment, _request
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, plan_offload
 from kvplan.cli.workload import (
@@ -194,7 +195,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     drafter = speculative_request(speculative, chosen)
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
-    spec, limit_notes, length = with_limit(chosen, spec, max_model_len, allow_long_context)
+    spec, limit_notes, length = limited(chosen, spec, max_model_len, allow_long_context)
     req = _request(length, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead,
                    kv_cache_memory, lora)
     dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)
@@ -212,7 +213,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
                  + f", pages of {sim.block_size} token{'s' if sim.block_size != 1 else ''}, requests up to "
                  f"{sim.max_model_len:,} tokens")
     notes += [f"warning: {w}" for w in plan_warnings(p)]
-    notes += speed_notes(speed, speed_engine, hw.key, spec.family)
+    notes += speed_notes(speed, speed_engine, hw.key, spec.family) + request_note(speed, speed_engine)
     if not (sim.all_full and not sim.state_bytes):
         notes.append("note: prefix caching is not modelled for sliding-window, chunked or recurrent layers: off")
     meta = {"model": spec.name, "gpu": hw.key, "gpus": dep.gpus, "tp": dep.tp, "pp": dep.pp,

@@ -4,9 +4,10 @@ step-time model, its held-out error band, and what of the setting the speed corp
 from __future__ import annotations
 
 from kvplan.speed.coverage import band_text, check_speed, label, outside
-from kvplan.speed.model import FALLBACK_ENGINE, band, covered, engine_key
+from kvplan.speed.model import FALLBACK_ENGINE, band, coefficients, covered, engine_key
+from kvplan.speed.terms import TERMS
 
-__all__ = ["calibrated_keys", "check_speed", "speed_band", "speed_line", "speed_notes"]
+__all__ = ["calibrated_keys", "check_speed", "request_note", "speed_band", "speed_line", "speed_notes"]
 
 
 def speed_line(engine: str | None = None) -> str:
@@ -22,6 +23,16 @@ def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str) -> li
     lines = [f"step times: {label(engine, speed)}" + (f"; {bands}" if bands else "")]
     lines += [f"note: outside the speed corpus: {w}" for w in outside(engine, gpu_key, family)]
     return lines
+
+
+def request_note(speed: str, engine: str | None) -> list[str]:
+    """For the commands that run traffic: the fitted cost per request is GPU time in the step that admits
+    it, so it bounds the requests/s one replica admits; said where it is fitted (empty otherwise)."""
+    per_request = dict(zip(TERMS, coefficients(engine))).get("request", 0.0) if speed == "calibrated" else 0.0
+    if per_request <= 0:
+        return []
+    return [f"note: the fitted cost per request ({1e3 * per_request:.1f} ms of step time) lets one replica "
+            f"admit at most {1 / per_request:,.0f} requests/s"]
 
 
 def speed_band(speed: str, engine: str | None) -> dict | None:

@@ -18,7 +18,8 @@ from kvplan.cli._common import (
     OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, output_files,
     progress_bar, stderr, table,
 )
-from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_limit, with_speculative
+from kvplan.engines.context import limited
+from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
 from kvplan.cli.speed_flags import check_speed, speed_band, speed_line, speed_notes
 from kvplan.cli.sweep_size import DEFAULT_MAX_PLANS, check_size
@@ -136,7 +137,7 @@ def sweep(
     stderr(_checked_size(total, max_plans, served))
     result = _run((specs, gpu_list, counts, contexts, kv_names, weights), kwargs, total)
     summary = _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book)
-    summary += _lora_lines(adapters, chosen) + _speed_lines(result)
+    summary += lora_lines(adapters, chosen, "plan") + _speed_lines(result)
     sims = None
     if served:
         sims = _simulate(result, gpu_list, loaded, slo_ttft, slo_tpot)
@@ -169,23 +170,15 @@ def _checked_size(total: int, max_plans: int, served: bool) -> str:
 
 
 def _limited(engine, specs, max_model_len, allow_long_context) -> list:
-    """Each model at the context limit `engine` derives, or --max-model-len's (kvplan.cli.engine_flags.with_limit),
+    """Each model at the context limit `engine` derives, or --max-model-len's (kvplan.engines.context.limited),
     its notes said on stderr."""
     out = []
     for spec in specs:
-        spec, notes, _ = with_limit(engine, spec, max_model_len, allow_long_context)
+        spec, notes, _ = limited(engine, spec, max_model_len, allow_long_context)
         out.append(spec)
         for note in notes:
             stderr(f"note: {spec.name}: {note}")
     return out
-
-
-def _lora_lines(adapters, chosen) -> list[str]:
-    """The summary line that says every plan keeps room for the --lora adapters (none without them)."""
-    if adapters is None:
-        return []
-    return [f"every plan keeps room for LoRA adapters {adapters.text} (MAX_LORAS:RANK:MODULES) as "
-            f"{chosen.label or 'kvplan'} reserves them"]
 
 
 def _run(args, kwargs, total: int):

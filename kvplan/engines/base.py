@@ -57,6 +57,9 @@ class Capacity(NamedTuple):
     block_size: int | None = None
     lines: tuple[Figure, ...] = ()  # what the engine prints, as raw figures
     notes: tuple[str, ...] = ()
+    # requests of `context` tokens the scheduler admits at once where that is not the printed concurrency
+    # (vLLM's DeepSeek-V4 pool: block ids over all its groups); None elsewhere
+    admitted: int | None = None
 
     @property
     def max_concurrency_int(self) -> int:

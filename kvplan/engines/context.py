@@ -49,6 +49,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.core.units import parse_tokens
 
 UNSCALED = ("su", "longrope", "llama3")  # vLLM: the limit already counts their scaling
 
@@ -123,11 +124,14 @@ def neutral_rule(model) -> ContextLimit:
     return lim._replace(default=lim.tokens, longer="allow", override="")
 
 
-def limited(engine, model, max_model_len: int | None = None, allow_longer: bool = False):
+def limited(engine, model, max_model_len: int | str | None = None, allow_longer: bool = False):
     """(`model` with `max_context` set to the engine's limit or to `max_model_len`, notes for stderr, the
     context a plan takes when none is asked for). A `max_model_len` past the limit is refused where the
     engine refuses it (a one-line error naming its override) unless `allow_longer`; where the engine caps
-    each request, the limit stays."""
+    each request, the limit stays. `max_model_len` is tokens or what a person types (`32k`): the one
+    reading of it for the CLI's --max-model-len and the Python API's keyword alike."""
+    if max_model_len is not None:
+        max_model_len = parse_tokens(max_model_len, "max_model_len")
     lim = engine.context_limit(model)
     who = engine.label or "kvplan"
     notes = []

@@ -149,6 +149,8 @@ def _vllm_sizes(text: str, rec: LogRecord) -> None:
 
 def _vllm(text: str, rec: LogRecord) -> None:
     r, s = rec.reported, rec.settings
+    if "top-p & top-k sampling" in text:  # topk_topp_sampler.py: which sampler the profile's dummy run took
+        s["flashinfer_sampler"] = "Using FlashInfer for top-p & top-k sampling" in text
     for pat in (r"vLLM API server version (\S+)", r"LLM engine \(v(\d[\w.+-]*)\)", r"█[ \t]+version (\d[\w.+-]*)"):
         m = _first(pat, text)
         if m:

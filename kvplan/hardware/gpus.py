@@ -97,30 +97,47 @@ def _norm(name: str) -> str:
     return re.sub(r"[\s_-]+", "", name.strip().lower())
 
 
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
+    """A value as a one-line error quotes it: its repr on one line, at most 60 characters."""
     text = repr(value).replace("\n", " ")
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-class _Checker:
-    """Validates one parsed profile; every failure is one line naming the file and the field."""
+class ProfileChecker:
+    """Validates one parsed profile file (a GPU's here, a host's in kvplan.hardware.hosts); every failure is
+    one line naming the file (`what` and its path) and the field."""
+
+    what = "hw profile"
 
     def __init__(self, path: str, data: Any):
         self.path = path
         if not isinstance(data, dict):
-            self.fail(f"must be a mapping of fields, got {type(data).__name__} {_show(data)}")
+            self.fail(f"must be a mapping of fields, got {type(data).__name__} {show(data)}")
         self.data = data
 
     def fail(self, message: str) -> NoReturn:
-        raise KvplanError(f"hw profile {self.path}: {message}", EXIT_USAGE)
+        raise KvplanError(f"{self.what} {self.path}: {message}", EXIT_USAGE)
 
     def bad(self, name: str, want: str, value: Any) -> NoReturn:
-        self.fail(f"field '{name}' must be {want}, got {_show(value)}")
+        self.fail(f"field '{name}' must be {want}, got {show(value)}")
 
     def text(self, name: str, value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
             self.bad(name, "a non-empty string", value)
         return value.strip()
+
+    def known_fields(self, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
+        """Every field one the file kind knows, and every required one given."""
+        for name in self.data:
+            if name not in required and name not in optional:
+                self.fail(f"unknown field {show(name)} (allowed: {', '.join(required + optional)})")
+        for name in required:
+            if name not in self.data:
+                self.fail(f"missing required field '{name}'")
+
+
+class _Checker(ProfileChecker):
+    """A GPU profile's fields (kvplan/hardware/profiles/README.md)."""
 
     def flag(self, name: str, value: Any) -> bool:
         if not isinstance(value, bool):
@@ -136,12 +153,7 @@ class _Checker:
 
     def build(self) -> GPU:
         d = self.data
-        for name in d:
-            if name not in _REQUIRED and name not in _OPTIONAL:
-                self.fail(f"unknown field {_show(name)} (allowed: {', '.join(_REQUIRED + _OPTIONAL)})")
-        for name in _REQUIRED:
-            if name not in d:
-                self.fail(f"missing required field '{name}'")
+        self.known_fields(_REQUIRED, _OPTIONAL)
         key = self.text("key", d["key"])
         if not _KEY_RE.match(key):
             self.bad("key", "a lowercase id of letters, digits, '.', '+' or '-' (like 'h100-sxm')", key)
@@ -163,7 +175,7 @@ class _Checker:
             self.bad("dense_flops", f"a mapping of precision ({', '.join(PRECISIONS)}) to FLOP/s", flops)
         for precision, value in flops.items():
             if precision not in PRECISIONS:
-                self.fail(f"field 'dense_flops' has unknown precision {_show(precision)} "
+                self.fail(f"field 'dense_flops' has unknown precision {show(precision)} "
                           f"(allowed: {', '.join(PRECISIONS)})")
             self.pos_int(f"dense_flops.{precision}", value)
         fabric = read_interconnect(self, d.get("interconnect"), d.get("vendor"))
@@ -217,7 +229,7 @@ def _strict_loader():
                     except TypeError:  # an unhashable key: the base class reports it
                         continue
                     if first is not key_node:
-                        raise _DuplicateKey(f"key {_show(key)} is given twice (lines {first.start_mark.line + 1} "
+                        raise _DuplicateKey(f"key {show(key)} is given twice (lines {first.start_mark.line + 1} "
                                             f"and {key_node.start_mark.line + 1})")
             return super().construct_mapping(node, deep=deep)
 

@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
-from kvplan.hardware.gpus import CONFIDENCE_LEVELS, MAX_YAML_BYTES, load_yaml_strict
+from kvplan.hardware.gpus import CONFIDENCE_LEVELS, MAX_YAML_BYTES, ProfileChecker, load_yaml_strict, show
 
 _REQUIRED = ("key", "name", "dram_bytes", "gpus", "host_link", "source", "confidence")
 _OPTIONAL = ("aliases", "ram_reserve_bytes", "dev_shm_bytes", "nvme", "nic", "notes", "estimates")
@@ -70,29 +70,14 @@ class Host:
         return float(min(self.link_bytes_per_s, shared / max(1, gpus)))
 
 
-def _show(value: Any) -> str:
-    text = repr(value).replace("\n", " ")
-    return text if len(text) <= 60 else text[:57] + "..."
+class _Checker(ProfileChecker):
+    """A host profile's fields (kvplan/hardware/hosts/README.md)."""
 
-
-class _Checker:
-    def __init__(self, path: str, data: Any):
-        self.path = path
-        if not isinstance(data, dict):
-            self.fail(f"must be a mapping of fields, got {type(data).__name__}")
-        self.data = data
-
-    def fail(self, message: str) -> NoReturn:
-        raise KvplanError(f"host profile {self.path}: {message}", EXIT_USAGE)
-
-    def text(self, name: str, value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            self.fail(f"field '{name}' must be a non-empty string, got {_show(value)}")
-        return value.strip()
+    what = "host profile"
 
     def pos_int(self, name: str, value: Any, limit: int = 2**60) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= limit:
-            self.fail(f"field '{name}' must be a positive integer (at most {limit:.0e}), got {_show(value)}")
+            self.fail(f"field '{name}' must be a positive integer (at most {limit:.0e}), got {show(value)}")
         return value
 
     def section(self, name: str, fields: tuple[str, ...]) -> dict | None:
@@ -105,15 +90,10 @@ class _Checker:
 
     def build(self) -> Host:
         d = self.data
-        for name in d:
-            if name not in _REQUIRED and name not in _OPTIONAL:
-                self.fail(f"unknown field {_show(name)} (allowed: {', '.join(_REQUIRED + _OPTIONAL)})")
-        for name in _REQUIRED:
-            if name not in d:
-                self.fail(f"missing required field '{name}'")
+        self.known_fields(_REQUIRED, _OPTIONAL)
         key = self.text("key", d["key"])
         if not _KEY_RE.match(key):
-            self.fail(f"field 'key' must be a lowercase id (letters, digits, '.', '+', '-'), got {_show(key)}")
+            self.fail(f"field 'key' must be a lowercase id (letters, digits, '.', '+', '-'), got {show(key)}")
         aliases = d.get("aliases") or []
         if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
             self.fail("field 'aliases' must be a list of strings")
@@ -124,12 +104,12 @@ class _Checker:
         nvme, nic = self.section("nvme", _NVME), self.section("nic", _NIC)
         reserve = d.get("ram_reserve_bytes", DEFAULT_RAM_RESERVE)
         if not (isinstance(reserve, int) and not isinstance(reserve, bool) and 0 <= reserve < dram):
-            self.fail(f"field 'ram_reserve_bytes' must be an integer in [0, dram_bytes), got {_show(reserve)}")
+            self.fail(f"field 'ram_reserve_bytes' must be an integer in [0, dram_bytes), got {show(reserve)}")
         shm = self.pos_int("dev_shm_bytes", d["dev_shm_bytes"]) if "dev_shm_bytes" in d else dram // 2
         if shm > dram:
             self.fail(f"field 'dev_shm_bytes' ({shm}) exceeds 'dram_bytes' ({dram})")
         if d["confidence"] not in CONFIDENCE_LEVELS:
-            self.fail(f"field 'confidence' must be one of {', '.join(CONFIDENCE_LEVELS)}, got {_show(d['confidence'])}")
+            self.fail(f"field 'confidence' must be one of {', '.join(CONFIDENCE_LEVELS)}, got {show(d['confidence'])}")
         notes = d.get("notes")
         estimates = d.get("estimates") or {}
         if not isinstance(estimates, dict) or not all(k in _FIGURES and isinstance(v, str) and v.strip()

@@ -29,7 +29,7 @@ kvplan.engines.vllm.deepseek_v4.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import INDEXER_QUANT_BLOCK, Kind, LayerSpec
@@ -42,7 +42,9 @@ NOPE_SCALE_BLOCK = 64  # fp8 NoPE values per scale byte in the fp8_ds_mla entry
 class CompressedMLA(LayerSpec):
     """One DeepSeek-V4 attention layer (see the module docstring)."""
 
-    compress_ratio: int  # 1: the window only; 4: compressed + indexer; 128: heavily compressed
+    # 1: the window only; 4: compressed + indexer; 128: heavily compressed. A field of this spec over
+    # LayerSpec's class default of 1; `field()` keeps it required (the inherited 1 is no default here).
+    compress_ratio: int = field()
     window: int
     head_dim: int = 512
     rope_dim: int = 64
@@ -104,3 +106,8 @@ class CompressedMLA(LayerSpec):
             return f"DeepSeek-V4 sliding window {self.window} (latent {self.head_dim})"
         index = f" + indexer {self.index_head_dim}" if self.index_head_dim else ""
         return f"DeepSeek-V4 compressed 1:{self.compress_ratio}{index} + window {self.window}"
+
+
+def has_compressed(layers) -> bool:
+    """Whether any of `layers` is DeepSeek-V4's (an engine that lays them out in pools of their own asks)."""
+    return any(isinstance(layer, CompressedMLA) for layer in layers)

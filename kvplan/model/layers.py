@@ -10,6 +10,9 @@ engines key their rule tables by it). Every spec answers three questions, per te
   * `elements_per_token(tp)` - cache values one held token costs in this layer;
   * `tokens_held(seq_len)`   - how many of a sequence's tokens the layer keeps;
   * `state_elements(tp)`     - a fixed per-sequence state (recurrent layers), independent of length;
+and, in bytes, `token_bytes(kv_dtype, tp)` (one held entry), `fixed_bytes(kv_dtype)` (what a sequence holds
+whatever its length beyond that state) and `compress_ratio` (tokens one entry stands for: 1 but in
+DeepSeek-V4's compressed layers), so every site reads the same fields of every kind;
 and says what it is (`describe()`), whether its cache stops growing (`bounded`) and the span of
 tokens a local layer looks back over (`span`: window or chunk, 0 otherwise).
 """
@@ -68,6 +71,9 @@ class LayerSpec:
     # What an engine must have read beyond its rule for `kind` to size this spec ("" for none): an
     # engine that does not list the spec's type in `Engine.reads_layers` refuses it with these words.
     allocation: ClassVar[str] = ""
+    # Tokens one cached entry stands for: 1 but in DeepSeek-V4's compressed layers (kvplan.model.compressed,
+    # 4 or 128), so one token of growth costs token_bytes / compress_ratio in every layer alike.
+    compress_ratio: ClassVar[int] = 1
 
     def elements_per_token(self, tp: int = 1) -> int:
         return 0
@@ -76,6 +82,11 @@ class LayerSpec:
         return 0
 
     def state_elements(self, tp: int = 1) -> int:
+        return 0
+
+    def fixed_bytes(self, kv_dtype) -> int:
+        """Cache bytes one sequence holds whatever its length beyond a recurrent state (`state_elements`):
+        0 but in DeepSeek-V4's layers (their whole window and compressor states, kvplan.model.compressed)."""
         return 0
 
     def token_bytes(self, kv_dtype, tp: int = 1) -> int:

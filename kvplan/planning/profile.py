@@ -49,7 +49,7 @@ class KVProfile:
         tb = tuple(s.token_bytes(self.kv_dtype, self.tp) for s, _ in self.groups)
         states = sum(self.state_bytes(s) * n for (s, n) in self.groups)
         # a layer that caches one entry per compress_ratio tokens (DeepSeek-V4: kvplan.model.compressed)
-        per_token = [Fraction(b * n, getattr(s, "compress_ratio", 1) or 1) for (s, n), b in zip(self.groups, tb)]
+        per_token = [Fraction(b * n, s.compress_ratio) for (s, n), b in zip(self.groups, tb)]
         object.__setattr__(self, "_token_bytes", tb)
         object.__setattr__(self, "_state_bytes", states)
         object.__setattr__(self, "_memo", ({}, {}))  # seq_len -> bytes: unpaged, paged
@@ -62,8 +62,7 @@ class KVProfile:
     def state_bytes(self, layer: LayerSpec) -> int:
         """What one sequence holds in `layer` whatever its length: a recurrent state, or the fixed part of a
         layer that has one (DeepSeek-V4's window and compressor states, kvplan.model.compressed)."""
-        fixed = layer.fixed_bytes(self.kv_dtype) if hasattr(layer, "fixed_bytes") else 0
-        return fixed + (state_bytes(layer, self.tp, self.state_dtype) if layer.state_elements(self.tp) else 0)
+        return layer.fixed_bytes(self.kv_dtype) + (state_bytes(layer, self.tp, self.state_dtype) if layer.state_elements(self.tp) else 0)
 
     def state_bytes_per_sequence(self) -> int:
         """Bytes of every layer's per-sequence state on this rank: the part of sequence_bytes no token adds."""

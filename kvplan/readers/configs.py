@@ -125,10 +125,21 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         architecture=arch,
         notes=(*geometry["notes"], *tower_notes),
         source=source,
+        vision_dims=_vision_dims(config) if towers.params else (),
         mtp_layers=mtp_layers,
         mtp_params=mtp_params,
     )
     return spec, notices
+
+
+def _vision_dims(config: dict) -> tuple[int, ...]:
+    """The vision_config's (num_hidden_layers, hidden_size) as written, 0 where a key is absent (Qwen's ViTs
+    write `depth`); () when there is no vision_config dict."""
+    vc = config.get("vision_config")
+    if not isinstance(vc, dict):
+        return ()
+    return tuple(v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+                 for v in (vc.get("num_hidden_layers"), vc.get("hidden_size")))
 
 
 def _refuse_cacheless(layers, source: str) -> None:

@@ -77,11 +77,12 @@ def rope_cache_elems(data: dict, model_type: str, head_dim: int) -> int:
     return total
 
 
-def rope_table_bytes(model) -> int:
+def rope_table_bytes(model, fp32: bool = False) -> int:
     """Bytes of a model's RoPE tables on one rank: its elements in the model's dtype, or in fp32 for
-    the families whose vLLM model file asks for an fp32 table."""
+    the families whose vLLM model file asks for an fp32 table, or for every family where the engine
+    keeps them in fp32 (`fp32`: SGLang on CUDA, kvplan.engines.sglang.loaded)."""
     elems = getattr(model, "rope_cache_elems", 0)
-    return elems * (4 if model.family in _FP32_TABLES else _DTYPE_BYTES.get(model.dtype, 2))
+    return elems * (4 if fp32 or model.family in _FP32_TABLES else _DTYPE_BYTES.get(model.dtype, 2))
 
 
 def read_rope_scaling(data: dict, model_type: str = "") -> RopeScaling | None:

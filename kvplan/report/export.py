@@ -9,6 +9,7 @@ script agree. Files are written by kvplan.core.files.atomic_write.
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import json
 from typing import Iterable, Iterator
@@ -169,14 +170,12 @@ def write_json_document(head: dict, rows: Iterable[dict], stream, key: str = "pl
     stream.write(("\n]" if sep != "\n" else "]") + "\n}\n")
 
 
-def json_document(head: dict, rows: list[dict], key: str = "plans") -> str:
-    """`head` with `key: rows` last, one row per line (compact rows keep 100k plans fast and diffable)."""
-    head_text = json.dumps(head, ensure_ascii=False, allow_nan=False, indent=1)
-    lines = ",\n".join(json.dumps(r, ensure_ascii=False, allow_nan=False) for r in rows)
-    body = f'{json.dumps(key)}: [\n{lines}\n]' if rows else f'{json.dumps(key)}: []'
-    inner = head_text[:-1].rstrip()
-    sep = ",\n " if head else ""
-    return inner + sep + body + "\n}\n"
+def json_document(head: dict, rows: Iterable[dict], key: str = "plans") -> str:
+    """`head` with `key: rows` last, one row per line (compact rows keep 100k plans fast and diffable):
+    write_json_document's text."""
+    out = io.StringIO()
+    write_json_document(head, rows, out, key)
+    return out.getvalue()
 
 
 def json_text(data) -> str:

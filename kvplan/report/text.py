@@ -165,7 +165,7 @@ def layer_kinds(plan: Plan) -> list[dict]:
             row = kinds.setdefault(spec.kind, {"kind": spec.kind, "layers": 0, "kv_bytes_per_token": 0,
                                                "state_bytes_per_sequence": 0, "bytes_per_sequence": 0})
             row["layers"] += n
-            row["kv_bytes_per_token"] += copies * n * (token if not spec.bounded else 0) // getattr(spec, "compress_ratio", 1)
+            row["kv_bytes_per_token"] += copies * n * (token if not spec.bounded else 0) // spec.compress_ratio
             row["state_bytes_per_sequence"] += copies * n * state
             row["bytes_per_sequence"] += copies * n * (held * token + state)
     return list(kinds.values())

@@ -57,11 +57,10 @@ def _kv_groups(prof, tp: int) -> tuple[tuple, int]:
     state = 0
     for layer, n in prof.groups:
         # one entry per compress_ratio tokens (DeepSeek-V4): its bytes spread over the tokens it stands for
-        tb = Fraction(prof.token_bytes(layer) * n, getattr(layer, "compress_ratio", 1) or 1)
+        tb = Fraction(prof.token_bytes(layer) * n, layer.compress_ratio)
         if layer.state_elements(tp):
             state += prof.state_dtype.bytes_for(layer.state_elements(tp)) * n
-        if hasattr(layer, "fixed_bytes"):  # DeepSeek-V4's window and compressor states
-            state += layer.fixed_bytes(prof.kv_dtype) * n
+        state += layer.fixed_bytes(prof.kv_dtype) * n  # DeepSeek-V4's window and compressor states (else 0)
         if tb:
             w = layer.tokens_held(_BIG) if layer.bounded else None
             windows[w] = windows.get(w, 0) + tb

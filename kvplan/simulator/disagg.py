@@ -1,8 +1,9 @@
 """`kvplan disagg`'s core: both pools planned, the KV each request moves, the prefill:decode ratio.
 
 Speeds come from the simulator's step-time model (kvplan.simulator.model.StepTimer on each pool's
-plan through kvplan.simulator.adapter.sim_model), the one every `simulate` run uses, so a calibrated
-model behind that interface reaches this command unchanged. Without a request rate, the ratio is the
+plan through kvplan.simulator.adapter.sim_model), the one every `simulate` run uses, under the pools'
+engine's calibrated coefficients (`Setup.speed_engine`), so a calibrated model behind that interface
+reaches this command unchanged. Without a request rate, the ratio is the
 one that balances the pools' rates (prefill requests/s per replica against decode requests/s per
 replica at its batch); with one, every xPyD split within the GPU limit is simulated end to end
 (kvplan.simulator.pd), the fewest GPUs (both pools are one GPU type, so also the lowest price) that meets the SLOs is chosen, and the
@@ -63,7 +64,8 @@ class Setup:
     slo_percent: float = 90.0
     step_overhead_s: float = 0.0
     means: bool = False  # isl and osl are a workload's means
-    speed: str = "calibrated"  # kvplan.speed's calibrated step times (vLLM's coefficients), or "roofline"
+    speed: str = "calibrated"  # kvplan.speed's calibrated step times, or "roofline"
+    speed_engine: str | None = None  # whose coefficients the steps take (the pools' engine; None: vLLM's)
 
 
 @dataclass
@@ -86,7 +88,8 @@ class Result:
 
 
 def _speeds(pool: Pool, spec, hw, setup: Setup) -> Speeds:
-    return Speeds(StepTimer(sim_model(pool.plan, spec, hw, step_overhead_s=setup.step_overhead_s, speed=setup.speed)))
+    return Speeds(StepTimer(sim_model(pool.plan, spec, hw, step_overhead_s=setup.step_overhead_s, speed=setup.speed,
+                                      engine=setup.speed_engine)))
 
 
 def _decode_batch(pool: Pool, sp: Speeds, setup: Setup) -> tuple[int, str]:
@@ -210,7 +213,7 @@ def aggregated(res: Result, spec, hw, requests, replicas: int, pool: Pool) -> di
     s = res.setup
     dep = pool.plan.deployment
     model = sim_model(pool.plan, spec, hw, max_model_len=s.decode_max_model_len, step_overhead_s=s.step_overhead_s,
-                      speed=s.speed)
+                      speed=s.speed, engine=s.speed_engine)
     share = [replace(r, rid=i) for i, r in enumerate(requests[::replicas])]  # the recorder indexes by rid
     rec = SimEngine(model, EngineConfig(max_num_seqs=s.max_num_seqs,
                                         max_num_batched_tokens=s.max_num_batched_tokens)).run(share)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.simulator.engine import EngineConfig, Engine
-from kvplan.simulator.workload import SimRequest
+from kvplan.simulator.traces import load_trace
+from kvplan.simulator.workload import SimRequest, find_workload, generate
 
 COMPARE = ("paged", "contiguous-max", "contiguous-pow2", "contiguous-oracle")
 
@@ -47,6 +48,39 @@ def shape_trace(requests: list[SimRequest], qps: float | None, duration: float |
             raise KvplanError(f"no request of the trace arrives within {arg('duration')} {duration:g} s", EXIT_USAGE,
                               param="duration", value=duration)
     return requests
+
+
+@dataclass(frozen=True)
+class LoadedRequests:
+    """The requests a workload or trace made, what they are (for the JSON meta) and one line for stderr;
+    `trace_rows`: a trace's requests as read, before --qps/--duration shaped them (simulate --find-rate
+    reshapes them at each rate it tries without reading the file again), None for a workload."""
+
+    requests: list
+    meta: dict
+    said: str
+    trace_rows: list | None = None
+
+
+def load_requests(workload, trace, trace_format, qps, duration, seed) -> LoadedRequests:
+    """The requests of a workload (Poisson arrivals at `qps`, default 10/s, over `duration`, default 300 s) or a
+    trace (shaped by `qps` and `duration`): the CLI's and the Python API's one reading of them."""
+    if trace is not None:
+        rows, info = load_trace(str(trace), trace_format)
+        reqs = shape_trace(rows, qps, duration)
+        desc = {"trace": str(trace), "trace_format": info["format"], "requests": len(reqs),
+                "trace_rows_dropped_zero_length": info["dropped_zero_length"]}
+        if qps:
+            desc["rescaled_to_qps"] = qps
+        said = (f"trace {trace} ({info['format']}): {len(reqs):,} requests"
+                + (f" ({info['dropped_zero_length']:,} rows with 0 tokens dropped)" if info["dropped_zero_length"] else ""))
+        return LoadedRequests(reqs, desc, said, rows)
+    w = find_workload(workload or "chat")
+    qps, duration = qps or 10.0, duration or 300.0
+    reqs = generate(w, qps, duration, seed)
+    said = f"workload {w.name}: {len(reqs):,} requests, Poisson {qps:g}/s over {duration:g} s, seed {seed} ({w.source})"
+    return LoadedRequests(reqs, {"workload": w.name, "workload_source": w.source, "qps": qps, "duration_s": duration,
+                                 "seed": seed, "requests": len(reqs)}, said)
 
 
 def run_all(model, requests, runs: dict, slo_ttft: float, slo_tpot: float, progress=None) -> dict:

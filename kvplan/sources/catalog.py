@@ -79,6 +79,7 @@ def spec_to_dict(spec: ModelSpec) -> dict:
         "params": _params(spec.params),
         "layers": runs,
         **mtp,
+        **({"vision_dims": list(spec.vision_dims)} if spec.vision_dims else {}),
         "notes": list(spec.notes),
     }
 
@@ -134,6 +135,7 @@ def spec_from_dict(data: dict, where: str) -> ModelSpec:
             source=str(data.get("source", where)),
             mtp_layers=tuple(_read_runs(mtp.get("layers", ()), where)),
             mtp_params=ParamCounts(**mtp["params"]) if mtp else None,
+            vision_dims=tuple(int(v) for v in data.get("vision_dims", ())),
         )
     except KvplanError:
         raise

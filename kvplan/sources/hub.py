@@ -52,7 +52,7 @@ from typing import Any
 
 from kvplan.core.errors import EXIT_NETWORK, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 from kvplan.sources.hub_calls import HubCall, commit_of_cached_path, is_commit
-from kvplan.sources.hub_headers import HubWeights, as_header_problem, sum_headers
+from kvplan.sources.hub_headers import HubWeights, as_header_problem, index_shards, sum_headers
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_SINGLE = "model.safetensors"
@@ -278,18 +278,7 @@ def _header_task(ctx: HubCall, api, filename: str, pinned: str) -> Callable[[], 
 
 
 def _shards_of_index(ctx: HubCall, index: dict) -> list[str]:
-    where = f"{SAFETENSORS_INDEX} of {ctx.repo_id} (revision {ctx.rev})"
-    weight_map = index.get("weight_map")
-    if not isinstance(weight_map, dict) or not weight_map:
-        raise KvplanError(f"{where} has no weight_map", EXIT_USAGE)
-    shards = set()
-    for name in weight_map.values():
-        if (not isinstance(name, str) or not name or name.startswith("/") or "\\" in name
-                or any(part in ("", ".", "..") for part in name.split("/"))):
-            raise KvplanError(f"{where} names a shard file {str(name)[:80]!r} that is not a relative path",
-                              EXIT_USAGE)
-        shards.add(name)
-    return sorted(shards)
+    return index_shards(index, f"{SAFETENSORS_INDEX} of {ctx.repo_id} (revision {ctx.rev})")
 
 
 def _weights_from_cache(ctx: HubCall, revision: str) -> HubWeights | None:

@@ -5,7 +5,8 @@ elements per dtype, exact bytes (elements x bits / 8, which must match the offse
 weights count as stored), and the bytes of each decoder layer and of the multi-token-prediction
 modules (`HubWeights.mtp_bytes`). A header that is not self-consistent raises MalformedHeader naming
 the file (kvplan.sources.hub_calls maps it to KvplanError(EXIT_USAGE)); `as_header_problem` sorts the Hub
-client's parsing failures into the same. Fetching the headers is kvplan.sources.hub's work.
+client's parsing failures into the same; `index_shards` reads a sharded checkpoint's index (the Hub's and a
+folder's alike). Fetching the headers is kvplan.sources.hub's work.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.sources.hub_calls import MalformedHeader, StepTimeout, network_error_types
 
 # Bits per element of every safetensors dtype (safetensors' Dtype enum). Sub-byte types pack
@@ -115,3 +117,19 @@ def _tensor_bytes(filename: str, name: str, dtype: Any, shape: Any, offsets: Any
 
 def _is_nat(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def index_shards(index: Any, where: str) -> list[str]:
+    """The shard files a safetensors index (model.safetensors.index.json, read as JSON) lists, once each and
+    sorted; each must be a relative path inside the checkpoint (no absolute path, `..`, `.` or backslash),
+    the Hub's or a folder's alike. `where` names the index in the one-line error."""
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise KvplanError(f"{where} has no weight_map", EXIT_USAGE)
+    shards = set()
+    for name in weight_map.values():
+        if (not isinstance(name, str) or not name or name.startswith("/") or "\\" in name
+                or any(part in ("", ".", "..") for part in name.split("/"))):
+            raise KvplanError(f"{where} names a shard file {str(name)[:80]!r} that is not a relative path", EXIT_USAGE)
+        shards.add(name)
+    return sorted(shards)

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.sources.hub_calls import MalformedHeader
-from kvplan.sources.hub_headers import HubWeights, sum_headers
+from kvplan.sources.hub_headers import HubWeights, index_shards, sum_headers
 
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -54,18 +54,11 @@ def _shards(index: Path) -> list[str]:
         data = json.loads(index.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise KvplanError(f"{where}: not valid JSON ({str(exc)[:80]})", EXIT_USAGE) from None
-    weight_map = data.get("weight_map") if isinstance(data, dict) else None
-    if not isinstance(weight_map, dict) or not weight_map:
-        raise KvplanError(f"{where} has no weight_map", EXIT_USAGE)
-    shards = set()
-    for name in weight_map.values():
-        if (not isinstance(name, str) or not name or name.startswith("/") or "\\" in name
-                or any(part in ("", ".", "..") for part in name.split("/"))):
-            raise KvplanError(f"{where} names a shard file {str(name)[:80]!r} that is not a relative path", EXIT_USAGE)
+    shards = index_shards(data, where)
+    for name in shards:
         if not (index.parent / name).is_file():
             raise KvplanError(f"{name}, listed in {where}, is not in the folder", EXIT_USAGE)
-        shards.add(name)
-    return sorted(shards)
+    return shards
 
 
 def _header(path: Path) -> SimpleNamespace:

@@ -23,7 +23,7 @@ from kvplan.speed.load import combos, value
 from kvplan.speed.model import decode_features, prefill_features, priced
 from kvplan.speed.nnls import nnls
 from kvplan.speed.shape import shape_for, weight_dtype_of
-from kvplan.speed.terms import TERMS, Shape
+from kvplan.speed.terms import TERMS, Shape, roofline_of
 
 PASSES = 3
 ROBUST = 30  # Gauss-Newton steps of the robust fit, at most
@@ -69,14 +69,15 @@ class Built:
         self.load = replace(load, cap=cap)
 
     def parts(self, e2e: float | None):
-        """(t_wave features, t_dec features, {metric: combo}) under the previous end-to-end estimate."""
+        """(t_wave, t_dec, t_grp features, {metric: combo}) under the previous end-to-end estimate."""
         load, s = self.load, self.shape
         if load.bench == "pp":
-            return prefill_features(s, load.isl, load.depth, load.ubatch, request=0.0), None, combos(load)[1]
+            return prefill_features(s, load.isl, load.depth, load.ubatch, request=0.0), None, None, combos(load)[2]
         if load.bench == "tg":
-            return None, decode_features(s, 1, load.depth), combos(load)[1]
-        b, cm = combos(load, e2e)
-        return prefill_features(s, load.isl, batch=b), decode_features(s, b, load.isl + load.osl / 2), cm
+            return None, decode_features(s, 1, load.depth), None, combos(load)[2]
+        b, g, cm = combos(load, e2e)
+        return (prefill_features(s, load.isl, batch=b, chunk=load.chunk), decode_features(s, b, load.isl + load.osl / 2),
+                prefill_features(s, load.isl, batch=g, chunk=load.chunk), cm)
 
 
 def _kv(name):
@@ -87,19 +88,13 @@ def _kv(name):
 
 def predict(built: Built, coef, e2e: float | None = None) -> dict:
     """{metric: predicted} for the case (coef () or None: the roofline)."""
-    fp, fd, cm = built.parts(e2e)
-    tp = _price(built.shape, fp, coef) if fp is not None else 0.0
-    td = _price(built.shape, fd, coef) if fd is not None else 0.0
-    return {m: value(c, tp, td) for m, c in cm.items()}
+    fp, fd, fg, cm = built.parts(e2e)
+    t = [_price(built.shape, f, coef) if f is not None else 0.0 for f in (fp, fd, fg)]
+    return {m: value(c, *t) for m, c in cm.items()}
 
 
 def _price(shape: Shape, f, coef) -> float:
-    if coef:
-        return priced(coef, f)
-    # the roofline: reads and FLOPs of the same quantities, the larger (kvplan.speed.terms.roofline)
-    read = f[0] + f[1] + f[4]
-    flops = f[2] * shape.gemm_rate / shape.bf16_rate + f[3] if shape.bf16_rate else 0.0
-    return max(read, flops)
+    return priced(coef, f) if coef else roofline_of(shape, f)
 
 
 def settle(built: Built, coef) -> dict:
@@ -115,17 +110,16 @@ def settle(built: Built, coef) -> dict:
 def rows_for(built: Built, coef_prev) -> list[tuple[list[float], str]]:
     """([weighted feature row, metric]) of a case: prediction / measurement, against 1."""
     e2e = settle(built, coef_prev).get("e2el") if coef_prev is not None else None
-    fp, fd, cm = built.parts(e2e)
+    fp, fd, fg, cm = built.parts(e2e)
     n = len(TERMS)
-    fp = fp or [0.0] * n
-    fd = fd or [0.0] * n
+    fp, fd, fg = (f or [0.0] * n for f in (fp, fd, fg))
     out = []
     for metric, y in built.case.targets.items():
         c = cm.get(metric)
         if c is None or not y:
             continue
-        a, b, inv = c
-        lin = [a * p + b * d for p, d in zip(fp, fd)]
+        a, b, e, inv = c
+        lin = [a * p + b * d + e * g for p, d, g in zip(fp, fd, fg)]
         scale = (y / inv) if inv else (1.0 / y)
         out.append(([v * scale for v in lin], metric))
     return out

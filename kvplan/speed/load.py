@@ -1,33 +1,43 @@
 """What a benchmark's load makes of the step times: an analytic steady state, no simulation.
 
-Two step costs carry everything: t_wave, the prefill of the B requests that run together (their
-prompts in chunks of steps, each request's fixed cost included), and t_dec(B), one decode step of
-the B requests at the mean context (isl + osl / 2). Every metric is then a x t_wave + b x t_dec
-(times), or the inverse of one (throughputs), so it stays linear in the coefficients and 1,800
-points fit in seconds:
+Three step costs carry everything: t_wave, the prefill of the B requests that run together (their
+prompts in chunks of steps, each request's fixed cost included); t_dec(B), one decode step of the B
+requests at the mean context (isl + osl / 2); and t_grp, the prefill of the G requests that arrive
+together once the run is staggered. Every metric is then a x t_wave + b x t_dec + e x t_grp (times),
+or the inverse of one (throughputs), so it stays linear in the coefficients and 1,800 points fit in
+seconds:
 
   GPU time per request     T = (t_wave + osl x t_dec) / B
   output tokens/s          dp x osl / T;   requests/s dp / T
   closed loop, c running   E2E = c x T (Little's law); B = min(c, the batch cap); the c - B requests
-                           over the cap queue, and the B running arrive together (a closed loop
-                           starts them at once and equal lengths keep them in step), each waiting
-                           for the prefills before it: TTFT = (c - B) x T + (B + 1) / 2B x t_wave
+                           over the cap queue, waiting (c - B) x T each
+  its first wave           the first B requests start at once: they wait for the prefills before
+                           theirs, TTFT = (B + 1) / 2B x t_wave
+  then staggered           every later request arrives when one finishes, with the others that
+                           finished in the same step: a group of G = min(B, chunk / isl) (at least 1)
+                           requests, since a wave's prefills finish a chunk of steps apart and its
+                           requests keep that offset; its TTFT is its group's prefill plus the decode
+                           steps that share those steps: t_grp + steps(G) x t_dec. Of N requests, B
+                           are the first wave's (N not told: the wave is a vanishing share)
   all at once (N <= c)     E2E = (N + B) / 2 x T (waves of B); TTFT = (B + 1) / 2B x t_wave +
                            (N - B)^2 / 2N x T
   N not told, all at once  the steady state at the cap (c = B = cap): a throughput run
   open loop at rate r      as a closed loop of c = r x E2E requests (Little's law, E2E from the
-                           previous estimate), N <= c once r passes what the deployment serves
+                           previous estimate), N <= c once r passes what the deployment serves; its
+                           requests arrive one by one (G = 1) and there is no first wave
   TPOT (= mean ITL)        (E2E - TTFT) / (osl - 1)
   llama-bench              pp = n_prompt / t_wave (one request, no request cost, ubatch chunks);
                            tg = 1 / t_dec(1)
 
 Queueing is thus Little's law over a saturated server plus the waves of a burst: no arrival
-variance (Poisson bursts would add waiting time), and a wave's prefills never share a step with decodes.
+variance (Poisson bursts would add waiting time).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from kvplan.speed.model import PREFILL_CHUNK
 
 RATE_METRICS = ("output_throughput", "request_throughput", "total_throughput", "pp_tok_s", "tg_tok_s")
 
@@ -46,6 +56,7 @@ class Load:
     bench: str = "serve"  # serve | pp | tg (llama-bench)
     depth: float = 0  # llama-bench: cached tokens before the measured ones
     ubatch: int = 512  # llama-bench's prompt chunk
+    chunk: int = PREFILL_CHUNK  # tokens one prefill step takes (vLLM's max_num_batched_tokens default)
 
 
 def batch_and_mode(load: Load, e2e_estimate: float | None) -> tuple[float, float, bool]:
@@ -63,40 +74,59 @@ def batch_and_mode(load: Load, e2e_estimate: float | None) -> tuple[float, float
     return max(1.0, min(c, load.cap)), c, c >= n
 
 
-def combos(load: Load, e2e_estimate: float | None = None) -> tuple[float, dict]:
-    """(B, {metric: (a, b, inverse scale or 0)}): a metric is a x t_wave + b x t_dec, or scale / that
-    where `inverse` is non-zero (a throughput)."""
+def group(load: Load, b: float) -> float:
+    """G: how many requests arrive together once a run is staggered (see the module's docstring)."""
+    if load.concurrency or not _rate(load):
+        return max(1.0, min(b, load.chunk // max(1.0, load.isl)))
+    return 1.0
+
+
+def combos(load: Load, e2e_estimate: float | None = None) -> tuple[float, float, dict]:
+    """(B, G, {metric: (a, b, e, inverse scale or 0)}): a metric is a x t_wave + b x t_dec + e x t_grp,
+    or scale / that where `inverse` is non-zero (a throughput)."""
     if load.bench == "pp":
-        return 1.0, {"pp_tok_s": (1.0, 0.0, load.isl)}
+        return 1.0, 1.0, {"pp_tok_s": (1.0, 0.0, 0.0, load.isl)}
     if load.bench == "tg":
-        return 1.0, {"tg_tok_s": (0.0, 1.0, 1.0)}
+        return 1.0, 1.0, {"tg_tok_s": (0.0, 1.0, 0.0, 1.0)}
     b, c, burst = batch_and_mode(load, e2e_estimate)
+    g = group(load, b)
     osl = max(1.0, load.osl)
-    t = (1.0 / b, osl / b)  # T = (t_wave + osl x t_dec) / B
-    first = ((b + 1) / (2 * b), 0.0)  # the mean request of a wave gets its first token half-way through it
-    if burst:
-        n = c
-        e2e = ((n + b) / 2 * t[0], (n + b) / 2 * t[1])
-        wait = (n - b) ** 2 / (2 * n)
-    else:
-        e2e = (c * t[0], c * t[1])
+    t = (1.0 / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B
+    first = ((b + 1) / (2 * b), 0.0, 0.0)  # the mean request of a wave gets its first token half-way through it
+    steps = max(1.0, -(-g * load.isl // load.chunk))
+    staggered = (0.0, steps, 1.0)  # a later request's group prefill and the decode steps sharing it
+    if burst:  # n requests at once: B start, each later one when a slot frees, one every T
+        wait = (c - b) ** 2 / (2 * c)  # the mean over all n of max(0, j - B) x T
+        share = b / c
+        e2e = ((wait + b) * t[0], (wait + b) * t[1], 0.0)
+    else:  # a closed loop (or an open one, as its Little's-law closed loop) in its steady state
         wait = c - b
-    ttft = (first[0] + wait * t[0], wait * t[1])
+        e2e = (c * t[0], c * t[1], 0.0)
+        if load.concurrency:
+            share = min(1.0, b * load.dp / load.num_prompts) if load.num_prompts else 0.0
+        else:  # open loop: no wave; a throughput run of untold length: its first wave stands for it
+            share = 0.0 if _rate(load) else 1.0
+    ttft = tuple(share * f + (1 - share) * x for f, x in zip(first, staggered))
+    ttft = (ttft[0] + wait * t[0], ttft[1] + wait * t[1], ttft[2])
     k = max(1.0, osl - 1)
     out = {
-        "e2el": (e2e[0], e2e[1], 0.0),
-        "ttft": (ttft[0], ttft[1], 0.0),
-        "tpot": ((e2e[0] - ttft[0]) / k, (e2e[1] - ttft[1]) / k, 0.0),
-        "output_throughput": (t[0], t[1], load.dp * osl),
-        "request_throughput": (t[0], t[1], float(load.dp)),
-        "total_throughput": (t[0], t[1], load.dp * (load.isl + osl)),
+        "e2el": (*e2e, 0.0),
+        "ttft": (*ttft, 0.0),
+        "tpot": tuple((x - y) / k for x, y in zip(e2e, ttft)) + (0.0,),
+        "output_throughput": (*t, load.dp * osl),
+        "request_throughput": (*t, float(load.dp)),
+        "total_throughput": (*t, load.dp * (load.isl + osl)),
     }
-    return b, out
+    return b, g, out
 
 
-def value(combo: tuple, t_wave: float, t_dec: float) -> float:
-    a, b, inv = combo
-    t = a * t_wave + b * t_dec
+def _rate(load: Load) -> bool:
+    return bool(load.rate and load.rate != float("inf"))
+
+
+def value(combo: tuple, t_wave: float, t_dec: float, t_grp: float = 0.0) -> float:
+    a, b, e, inv = combo
+    t = a * t_wave + b * t_dec + e * t_grp
     if inv:
         return inv / t if t > 0 else float("inf")
     return t

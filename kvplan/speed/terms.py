@@ -147,8 +147,12 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
 
 def roofline(s: Shape, tokens: float, seqs: float, context: float, pairs: float, steps: float = 1.0) -> float:
     """The old bound (kvplan.simulator.model.StepTimer): max(bytes read / bandwidth, FLOPs / the bf16 rate)."""
-    f = features(s, tokens, seqs, context, pairs, steps=steps)
+    return roofline_of(s, features(s, tokens, seqs, context, pairs, steps=steps))
+
+
+def roofline_of(s: Shape, f: list[float]) -> float:
+    """The roofline of a step whose terms (TERMS order, at coefficient 1) are `f`: the larger of its reads
+    (weights, KV, experts) and its FLOPs, the GEMM's re-priced at the bf16 rate as the old bound did."""
     read = f[0] + f[1] + f[4]
-    rate = s.bf16_rate
-    flops = (s.flops_per_token * tokens + s.attn_flops_per_pair * pairs) / rate if rate else 0.0
+    flops = f[2] * s.gemm_rate / s.bf16_rate + f[3] if s.bf16_rate else 0.0
     return max(read, flops)

@@ -25,6 +25,7 @@ from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes, sglang_flags 
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.sglang import layout as sglang_layout
 from kvplan.engines.sglang import loaded as sglang_loaded
+from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
@@ -44,7 +45,7 @@ MIB = 2**20
 VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
 DEFAULT_VERSION = "0.5.23"
 OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs",
-        "enable_dp_attention", *LAYOUT_OPTS)  # LAYOUT_OPTS: kvplan/engines/sglang/layout.py
+        "enable_dp_attention", "vlm_cache_size_mb", *LAYOUT_OPTS)  # LAYOUT_OPTS: kvplan/engines/sglang/layout.py
 # Memory taken before the weights load (CUDA context, NCCL): 22.49 GiB L4 total - 21.63 GiB free before
 # loading at tp=4 (github.com/didier-durand/llms-in-clouds docs/sglang.md, QwQ-32B). tp=1: an estimate.
 INIT_BYTES_TP1 = 512 * MIB
@@ -60,6 +61,9 @@ class Settings:
     swa_full_tokens_ratio: float
     init_bytes: int  # memory in use before the weights load (estimate)
     loaded_extra: int = 0  # bytes per GPU loading adds to the checkpoint (kvplan.engines.sglang.loaded)
+    vlm_factor: float = 1.0  # the VLM scaling of the default fraction (kvplan.engines.sglang.multimodal)
+    vlm_cache_mb: int = sglang_mm.DEFAULT_CACHE_MB  # SGLANG_VLM_CACHE_SIZE_MB
+    usable_bytes: int = 0  # the GPU's memory as torch sees it (the multimodal rows' headroom)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -142,7 +146,11 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     frac = default_fraction(version, gpu.memory_usable_bytes / MIB, tp_size, dep.pp, chunked, graph_bs)
     if (explicit or {}).get("gpu_memory_utilization"):
         frac = explicit["gpu_memory_utilization"]  # --gpu-memory-utilization doubles as the fraction
+    given = bool((explicit or {}).get("gpu_memory_utilization")) or "mem_fraction_static" in opts
     frac = opt_float(opts, "mem_fraction_static", frac)
+    # a vision model's fraction scaled: its own default from 0.4.9, any before (kvplan.engines.sglang.multimodal)
+    vlm = sglang_mm.vlm_factor(model, version) if sglang_mm.scales_any_fraction(version) or not given else 1.0
+    frac *= vlm
     page = opt_int(opts, "page_size", 64 if any(layer.kind == Kind.MLA for layer in model.layers) else 1)
     if page < 1:
         raise KvplanError("page_size must be at least 1", EXIT_USAGE)
@@ -151,7 +159,9 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"SGLang has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
     init = INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1
-    return Settings(version, float(frac), chunked, page, ratio, init, sglang_loaded.loaded_extra(model, gpu))
+    extra = sglang_loaded.loaded_extra(model, gpu, tp_size, version, dep.ep, dep.pp)
+    cache_mb = opt_int(opts, "vlm_cache_size_mb", sglang_mm.DEFAULT_CACHE_MB)
+    return Settings(version, float(frac), chunked, page, ratio, init, extra, vlm, cache_mb, gpu.memory_usable_bytes)
 
 
 def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
@@ -212,6 +222,8 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     notes = []
     if any(layer.kind == Kind.STATE for layer in model.layers):
         notes.append("recurrent state pools (Mamba) are not modelled for SGLang")
+    lines += sglang_mm.rows(model, st, st.usable_bytes)
+    notes += sglang_mm.notes(model, st, st.usable_bytes)
     return Capacity("sglang", st.version, budget, full_tokens, conc, context, full_cell + swa_cell,
                     None, page, tuple(lines), tuple(notes))
 
@@ -286,7 +298,8 @@ class Sglang(Engine):
         return sglang_layout.placement(model, gpu, dep, self.opts, self.version or self.default_version, dpa)
 
     def loaded_extra(self, model, dep, st: Settings) -> int:
-        """The RoPE tables SGLang builds while loading (kvplan.engines.sglang.loaded): in "mem usage"."""
+        """The RoPE tables and MXFP4 expert layouts SGLang builds while loading (kvplan.engines.sglang.loaded): in
+        "mem usage"."""
         return st.loaded_extra
 
     def request(self, req, st: Settings, model, dep):
@@ -326,9 +339,10 @@ class Sglang(Engine):
         --tp-size (every rank), --dp-size, --enable-dp-attention, --ep-size, --pp-size
         (parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype, --page-size,
         and --dtype / --quantization fp8 where the plan's weights are not the checkpoint's
-        (kvplan.engines.emit.weight_args)."""
+        (kvplan.engines.emit.weight_args); SGLANG_VLM_CACHE_SIZE_MB=N before it when vlm_cache_size_mb is set."""
         r, dep = plan.request, plan.deployment
-        args = ["python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
+        env = [f"SGLANG_VLM_CACHE_SIZE_MB={settings['vlm_cache_mb']}"] if "vlm_cache_size_mb" in self.opts else []
+        args = [*env, "python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
                 *weight_args(self, plan, model),
                 "--context-length", str(r.context), "--mem-fraction-static", f"{_emit_fraction(plan, settings, model):g}",
                 *self.parallel_flags(dep, model), *serve_flags(self.opts),
@@ -372,8 +386,12 @@ class Sglang(Engine):
 
 
 def _emit_fraction(plan, settings: dict, model) -> float:
-    """The plan's fraction, raised to the lowest that holds the batch with the stated margin (sglang_boot)."""
-    return emit_advice(plan, settings, model)[0]
+    """The plan's fraction, raised to the lowest that holds the batch with the stated margin (sglang_boot); before
+    0.4.9 divided by the 0.95 SGLang then applies to a vision model's fraction (kvplan.engines.sglang.multimodal)."""
+    f = emit_advice(plan, settings, model)[0]
+    if sglang_mm.scales_any_fraction(settings["version"]) and settings.get("vlm_factor", 1.0) != 1.0:
+        f = min(0.99, round(f / settings["vlm_factor"], 5))
+    return f
 
 
 ENGINE = Sglang

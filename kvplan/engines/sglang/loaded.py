@@ -4,22 +4,98 @@ SGLang measures the free-memory drop over `ModelRunner.load_model` (`model_execu
 `before_avail_memory - get_available_gpu_memory()`, logged as "Load weight end. ... avail mem=X GB, mem
 usage=Y GB"; 0.4.3.post4 through 0.5.x), so everything the model's constructor builds on the GPU is in it,
 and the KV budget `rest = free_after_weights - free_before_weights x (1 - fraction)` leaves it out too.
-Besides the weights that is the RoPE cos/sin cache: `layers/rotary_embedding.py` RotaryEmbedding.__init__
-registers `cos_sin_cache` [max_position_embeddings, rotary_dim] and keeps it in fp32 on CUDA ("NOTE(ByronHsu):
-cache needs to be in FP32 for numerical stability"; `if not _is_cuda: cache = cache.to(dtype)`), in the model
-dtype elsewhere (ROCm, unless SGLANG_ROPE_CACHE_FP32, sgl-project/sglang#29729). One table per distinct
-rotary embedding, the rows kvplan.readers.rope counts (as vLLM's get_rope caches them).
+
+RoPE: `layers/rotary_embedding.py` RotaryEmbedding.__init__ registers `cos_sin_cache` [max_position_embeddings,
+rotary_dim] and keeps it in fp32 on CUDA ("NOTE(ByronHsu): cache needs to be in FP32 for numerical stability";
+`if not _is_cuda: cache = cache.to(dtype)`), in the model dtype elsewhere (ROCm, unless SGLANG_ROPE_CACHE_FP32,
+sgl-project/sglang#29729). One table per distinct rotary embedding, the rows kvplan.readers.rope counts.
+
+MXFP4 MoE experts (gpt-oss; SGLang >= 0.5.0, the first release with gpt-oss, sgl-project/sglang#8833):
+`layers/quantization/mxfp4.py` Mxfp4MoEMethod.create_weights allocates w13 uint8 [E, 2 I', H'/2], its scales
+[E, 2 I', H'/32], bias bf16 [E, 2 I'], w2 [E, H', I'/2], scales [E, H', I'/32], bias bf16 [E, H'] (I = I/tp of one
+expert), padded by the MoE runner backend:
+  * compute capability 10.x (`_is_sm100_supported`), where SGLang picks `flashinfer_mxfp4` for gpt-oss by itself
+    (sgl-project/sglang#8898, "Auto enable best flashinfer mxfp4 kernel in b200"): I' = round_up(I, 256),
+    H' = round_up(H, 256); process_weights_after_loading shuffles each tensor for trtllm-gen and replaces the
+    biases with fp32 copies (`w13_bias = ....to(torch.float32)`, `layer.w13_weight_bias = Parameter(...)`).
+    gpt-oss's H = I = 2880 become 3072: (3072/2880)^2 = 1.138 x the expert bytes.
+  * every other CUDA GPU, where `server_args.py` picks `triton_kernel` for gpt-oss when ep_size is 1 and
+    triton_kernels is installed ("Detected GPT-OSS model, enabling triton_kernels MOE kernel"): I' = round_up(I,
+    32); `_swizzle_mxfp4` converts the values and scales to triton_kernels' layouts (new tensors; `del
+    layer.w13_weight` frees only the old values, so the checkpoint's scales stay registered beside the converted
+    ones) and the biases become fp32. On Hopper the layouts pad as kvplan.engines.vllm.overhead.
+    _hopper_swizzle_extra restates for the same library: values [round_up(K/2, 64), round_up(N, 256)], scales
+    [round_up(N, 32 x 8 warps), round_up(K/32, 2)]; on Ampere and Ada both stay strided (no padding). SM120
+    (RTX 5090, RTX PRO 6000) keeps strided values and a Blackwell scale layout whose padding kvplan does not add
+    (scales are 1/16 of the values): there the figure is a floor.
+(mxfp4.py read at sgl-project/sglang@0043c43a (0.5.0, flashinfer by SGLANG_USE_FLASHINFER_MXFP4_MOE) and at the
+current main, where `use_flashinfer = get_moe_runner_backend().is_flashinfer_mxfp4()`; the shapes are the same.
+kvplan's 0.5 releases, 0.5.3 and 0.5.23, both pick the backend by GPU.) With ep > 1 off SM100 SGLang runs another
+MoE backend that kvplan has not read, and on AMD aiter's: nothing is added there.
 """
 
 from __future__ import annotations
 
+from kvplan.core.intmath import cdiv, round_up
+from kvplan.engines.base import parse_version
+from kvplan.hardware.facts import capability_of
 from kvplan.readers.rope import rope_table_bytes
 
 
-def loaded_extra(model, gpu) -> int:
-    """Bytes per GPU SGLang's loading adds to the checkpoint's weights: the RoPE tables, fp32 on NVIDIA GPUs
-    (and on a GPU known only by its memory, as SGLang's CUDA build), the model dtype on others."""
+def loaded_extra(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, pp: int = 1) -> int:
+    """Bytes per GPU SGLang's loading adds to the checkpoint's weights: the RoPE tables (fp32 on NVIDIA GPUs and
+    on a GPU known only by its memory, as SGLang's CUDA build; the model dtype on others) and the MXFP4 experts'
+    padding and layouts (`tp`: the ranks the MoE is split over, SGLang's --tp-size; `ep` of them by experts)."""
     vendor = str(getattr(gpu, "vendor", "") or "NVIDIA").upper()
-    if vendor in ("NVIDIA", "UNKNOWN", ""):
-        return getattr(model, "rope_cache_elems", 0) * 4
-    return rope_table_bytes(model)
+    return rope_table_bytes(model, fp32=vendor in ("NVIDIA", "UNKNOWN", "")) + mxfp4_extra(model, gpu, tp, version, ep, pp)
+
+
+def mxfp4_extra(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, pp: int = 1) -> int:
+    """Bytes per rank SGLang's MXFP4 MoE backend adds over the checkpoint's experts (module docstring)."""
+    q, p = model.quantization, model.params
+    cap = capability_of(gpu) if str(getattr(gpu, "vendor", "")).upper() == "NVIDIA" else None
+    if (q.method != "mxfp4" or cap is None or parse_version(version) < (0, 5, 0) or not p.num_experts
+            or not p.experts_per_token or not p.num_moe_layers):
+        return 0
+    width = model.intermediate_size // p.experts_per_token  # one expert's intermediate size
+    per_rank, hidden = width // max(1, tp // ep), model.hidden_size
+    if cap[0] == 10:
+        one = _flashinfer_expert(per_rank, hidden)
+    elif ep > 1:
+        return 0
+    elif cap[0] == 9:
+        one = _hopper_triton_expert(per_rank, hidden)
+    else:
+        one = _strided_triton_expert(per_rank, hidden)
+    return (one - _checkpoint_expert(per_rank, hidden)) * cdiv(p.num_experts, ep) * cdiv(p.num_moe_layers, pp)
+
+
+def _checkpoint_expert(i: int, h: int) -> int:
+    """One expert of one layer as stored: w13 [2I, H/2] + scales [2I, H/32] + bias bf16 [2I], w2 [H, I/2] +
+    scales [H, I/32] + bias bf16 [H]."""
+    return 2 * i * (h // 2 + h // 32) + 2 * 2 * i + h * (i // 2 + i // 32) + 2 * h
+
+
+def _flashinfer_expert(i: int, h: int) -> int:
+    """One expert as flashinfer_mxfp4 holds it: I and H padded to 256, biases fp32."""
+    i, h = round_up(i, 256), round_up(h, 256)
+    return 2 * i * (h // 2 + h // 32) + 4 * 2 * i + h * (i // 2 + i // 32) + 4 * h
+
+
+def _hopper_triton_expert(i: int, h: int, warps: int = 8) -> int:
+    """One expert in triton_kernels' Hopper layouts (values and scales swizzled, the checkpoint's scales kept,
+    I padded to 32, biases fp32)."""
+    i = round_up(i, 32)
+    values = round_up(h // 2, 64) * round_up(2 * i, 256) + round_up(i // 2, 64) * round_up(h, 256)
+    swizzled = round_up(2 * i, 32 * warps) * round_up(h // 32, 2) + round_up(h, 32 * warps) * round_up(i // 32, 2)
+    kept = 2 * i * (h // 32) + h * (i // 32)
+    return values + swizzled + kept + 4 * (2 * i + h)
+
+
+def _strided_triton_expert(i: int, h: int) -> int:
+    """One expert in triton_kernels' strided layouts (Ampere, Ada, SM120): the converted values and scales at the
+    checkpoint's size (I padded to 32), the checkpoint's scales kept beside them, biases fp32."""
+    i = round_up(i, 32)
+    values = 2 * i * (h // 2) + h * (i // 2)
+    scales = 2 * i * (h // 32) + h * (i // 32)
+    return values + 2 * scales + 4 * (2 * i + h)

@@ -11,7 +11,7 @@ from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, a
 from kvplan.engines.logparse import deployment_said
 from kvplan.engines.sglang import engine as sglang
 from kvplan.planning.deploy import Deployment
-from kvplan.planning.plan import Request
+from kvplan.planning.plan import Request, prepare
 
 
 def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
@@ -41,7 +41,8 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
     if dep.pp > 1:
         out.notes.append(f"pp {dep.pp}: each stage's pool is its own layers'; kvplan shows the largest-cell stage's")
     if "mem_fraction_static" not in s:
-        out.notes.append(f"mem_fraction_static not in the log; {st.mem_fraction_static:g} is the {version} default"
+        vlm = f" (x {st.vlm_factor:.4g} for its vision tower)" if st.vlm_factor != 1.0 else ""
+        out.notes.append(f"mem_fraction_static not in the log; {st.mem_fraction_static:g} is the {version} default{vlm}"
                          + ("" if gpu else f" for an assumed 80 GiB GPU (pass {arg('gpu')})"))
     p = resolve_engine().plan(model, stand_in, dep, Request(context=ctx, kv_dtype=req.kv_dtype))
     kvd = req.kv_dtype
@@ -103,10 +104,9 @@ def _tp_from_weights(model, rec, out) -> int | None:
         out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
         return None
     printed = rec.reported["weights_mem_usage_gb"].value * GIB
-    plan = resolve_engine().plan
     for tp in (1, 2, 4, 8, 16, 32, 64):
-        try:
-            per_gpu = plan(model, assumed_gpu(), Deployment(tp, rec.pp or 1), Request(context=1)).weight_bytes_per_gpu
+        try:  # the weights of each stage's rank, as a plan reads them (kvplan.planning.plan.prepare), no plan made
+            per_gpu = max(s.weight_bytes for s in prepare(model, Deployment(tp, rec.pp or 1), Request(context=1)).stages)
         except KvplanError:
             continue
         if abs(per_gpu - printed) <= 0.05 * printed:

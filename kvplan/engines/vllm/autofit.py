@@ -40,6 +40,7 @@ from functools import lru_cache
 from kvplan.planning.deploy import split_layers
 from kvplan.core.intmath import cdiv
 from kvplan.engines.vllm.pool import VllmRules, build_pool, cache_specs, group_size, unified_block, unified_page
+from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import Kind
 from kvplan.core.search import largest_fitting
 
@@ -157,7 +158,7 @@ def _deepseek_v4(model, dep, budgets, st, kv_dtype, state_dtype) -> AutoFit:
 @lru_cache(maxsize=256)
 def _auto_fit(model, dep, budgets: tuple[int, ...], st, kv_dtype, state_dtype) -> AutoFit | str:
     why = refusal(model, dep, st)
-    if not why and any(hasattr(layer, "compress_ratio") for layer in model.layers):
+    if not why and has_compressed(model.layers):
         return _deepseek_v4(model, dep, budgets, st, kv_dtype, state_dtype)
     lay = why or _layout(model, dep.tp, st, kv_dtype, state_dtype)
     if isinstance(lay, str):

@@ -38,7 +38,7 @@ from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_
 from kvplan.engines.vllm.settings import Settings
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
-from kvplan.model.compressed import CompressedMLA
+from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.core.search import largest_fitting
 from kvplan.engines import kvbm, lmcache
@@ -49,7 +49,8 @@ GIB = 2**30
 VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "0.20.0", "0.20.1", "0.22.0",
             "0.25.0", "0.30.0", "0.33.0")
 DEFAULT_VERSION = "0.33.0"
-OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling", "limit_mm_per_prompt")
+OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling", "limit_mm_per_prompt",
+        "mm_processor_cache_gb", "flashinfer_sampler")
 
 
 def _device_name(gpu) -> str:
@@ -114,7 +115,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     gmu = explicit.get("gpu_memory_utilization") or (0.92 if v >= (0, 20, 0) else 0.90)
     has_mla = any(layer.kind == Kind.MLA for layer in model.layers)
     block = explicit.get("block_size") or (64 if has_mla and v1 else 16)  # FlashMLA forces 64
-    if any(hasattr(layer, "compress_ratio") for layer in model.layers):  # DeepSeek-V4's sparse FlashMLA: 256 only
+    if has_compressed(model.layers):  # DeepSeek-V4's sparse FlashMLA: 256 only
         block = explicit.get("block_size") or V4_BLOCK
     mnbt, seqs = batch_defaults(v, gpu, req.context)
     mnbt = opt_int(opts, "max_num_batched_tokens", mnbt)
@@ -130,7 +131,10 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
                     opt_bool(opts, "async_scheduling", True), v1, gpu,
                     *vllm_pool_terms(model, v), eager=eager,
-                    mm_limit=opt_int(opts, "limit_mm_per_prompt", multimodal.UNSET))
+                    mm_limit=opt_int(opts, "limit_mm_per_prompt", multimodal.UNSET),
+                    mm_cache_gb=multimodal.cache_gb(opts),
+                    flashinfer_sampler=opt_bool(opts, "flashinfer_sampler", True) if "flashinfer_sampler" in opts
+                    else None)
 
 
 def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,
@@ -147,7 +151,7 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
     # ranks) covers block x C of them (kv_cache_interface v0.33.0 L643-648; AttentionSpec L610-615)
     per_req = max(p.blocks_per_request(cdiv(context, dcp), st) for p in pools)
     # DeepSeek-V4's pool prints a concurrency of its own (kvplan.engines.vllm.deepseek_v4)
-    printed = max(getattr(p, "printed_blocks_per_request", p.blocks_per_request)(cdiv(context, dcp), st) for p in pools)
+    printed = max(p.printed_blocks_per_request(cdiv(context, dcp), st) for p in pools)
     v = parse_version(st.version)
     if v < (0, 8, 0):
         conc = blocks * pool.block_size / context  # V0 / early V1: tokens / max_model_len
@@ -156,9 +160,9 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
         conc = blocks / printed if printed else 0.0
         # <= 0.20.0 multiplies the printed size by the dcp world size ("Multiplying the GPU KV cache
         # size by the dcp_world_size"); from 0.20.1 it is concurrency x max_model_len
-        tokens = ((blocks // pool.num_groups) * getattr(pool, "report_block", pool.block_size) * dcp if v <= (0, 20, 0)
+        tokens = ((blocks // pool.num_groups) * pool.report_block * dcp if v <= (0, 20, 0)
                   else int(conc * context))
-    bpt = max(sum(l.token_bytes(kv_dtype, dep.tp) // getattr(l, "compress_ratio", 1) for l in model.layers[a:b])
+    bpt = max(sum(l.token_bytes(kv_dtype, dep.tp) // l.compress_ratio for l in model.layers[a:b])
               for a, b in ranges)
     lines = [
         Figure("KV budget per GPU", min(budgets), "bytes"),
@@ -180,8 +184,9 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
         notes.append("hybrid Mamba layout approximated (state page padded to the attention page)")
     if v >= AUTO_FIRST:
         lines, notes = _with_auto_fit(model, dep, budgets, st, kv_dtype, state_dtype, pools, blocks, lines, notes)
+    admitted = (blocks // per_req if per_req else 0) if has_compressed(model.layers) else None
     return Capacity("vllm", st.version, min(budgets), tokens, conc, context, bpt, blocks, pool.block_size,
-                    tuple(lines), tuple(notes))
+                    tuple(lines), tuple(notes), admitted)
 
 
 def _with_auto_fit(model, dep, budgets, st, kv_dtype, state_dtype, pools, blocks, lines, notes):
@@ -207,7 +212,7 @@ def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, s
     def fits(n: int) -> bool:
         # DeepSeek-V4: vLLM's start-up check charges one request more than the packed pool's blocks
         return all(batch * p.blocks_per_request(cdiv(n, dep.dcp), st) <= cap.blocks
-                   and p.blocks_per_request(n, st) * getattr(p, "startup_bytes_per_block", 0) <= cap.kv_memory_bytes
+                   and p.blocks_per_request(n, st) * p.startup_bytes_per_block <= cap.kv_memory_bytes
                    for p in pools)
 
     return max(0, largest_fitting(fits, model.max_context))
@@ -265,7 +270,7 @@ class Vllm(Engine):
 
     def check_layout(self, model, dep) -> None:
         super().check_layout(model, dep)
-        if dep.dcp > 1 and any(isinstance(layer, CompressedMLA) for layer in model.layers):
+        if dep.dcp > 1 and has_compressed(model.layers):
             raise KvplanError("vLLM's DeepSeek-V4 window caches refuse decode context parallelism "
                               "(SlidingWindowSpec asserts dcp 1)", EXIT_USAGE)
         if dep.dcp > 1:
@@ -276,7 +281,7 @@ class Vllm(Engine):
     def check_layers(self, model) -> None:
         """DeepSeek-V4 only in the releases kvplan reads it for (kvplan.engines.vllm.deepseek_v4)."""
         super().check_layers(model)
-        if any(isinstance(layer, CompressedMLA) for layer in model.layers):
+        if has_compressed(model.layers):
             version = self.version or self.default_version
             why = v4_release_problem(parse_version(version), version)
             if why:
@@ -341,12 +346,9 @@ class Vllm(Engine):
         """DeepSeek-V4: the requests the scheduler admits (block ids over all groups), not the printed concurrency
         (kvplan.engines.vllm.deepseek_v4), which can be higher."""
         out = super().answers(model, dep, stages, req, st, use, cap)
-        pools = stage_pools(model, dep, st, *cache_dtypes(req, model))
-        if not any(hasattr(p, "printed_blocks_per_request") for p in pools):
+        if cap.admitted is None:  # capacity() worked it out at this request's context
             return out
-        per_req = max(p.blocks_per_request(cdiv(req.context, dep.dcp), st) for p in pools)
-        admitted = cap.blocks // per_req if per_req else 0
-        return out._replace(max_concurrency=admitted, fits=cap.blocks > 0 and admitted >= req.batch)
+        return out._replace(max_concurrency=cap.admitted, fits=cap.blocks > 0 and cap.admitted >= req.batch)
 
     def max_context(self, model, dep, stages, req, st: Settings, cap: Capacity) -> int:
         return max_context(model, dep, cap, req.batch, st, *cache_dtypes(req, model))
@@ -393,7 +395,8 @@ class Vllm(Engine):
             args += vllm_flag(model.speculative)
         if r.lora is not None:
             args += lora_flags(r.lora, settings["version"])
-        return args + multimodal.serve_flag(settings.get("mm_limit", multimodal.UNSET))
+        return args + multimodal.serve_flag(settings.get("mm_limit", multimodal.UNSET),
+                                            settings.get("mm_cache_gb", -1.0))
 
     def parallel_flags(self, dep, model) -> list[str]:
         """-tp / -pp per data-parallel rank, --data-parallel-size for dp, --enable-expert-parallel (its

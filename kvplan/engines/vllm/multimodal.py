@@ -13,6 +13,18 @@ Read in the v0.20.0 wheel (the same code in v0.22.0 and v0.25.0):
     (SchedulerConfig: encoder_cache_size = max_num_encoder_input_tokens = max_num_batched_tokens). With
     any limit >= 1 and vLLM's max_num_seqs that is budget // T items, at most the budget: kvplan keeps its
     bound of the whole budget in the model dtype (kvplan.engines.vllm.overhead.encoder_profile_bytes).
+  * The encoder cache on the GPU is that same budget: `SchedulerConfig.encoder_cache_size` ("Multimodal encoder
+    cache size, only used in V1. NOTE: This is not currently configurable. It will be overridden by
+    max_num_batched_tokens in case max multimodal embedding size is larger", config/scheduler.py) is set by
+    `compute_mm_encoder_budget` to max(max_num_batched_tokens, tokens per item); the runner keeps the encoder
+    outputs in `gpu_model_runner.encoder_cache` (a dict of tensors, allocated at run time), and the profile run's
+    dummy outputs are what reserve room for it. No flag sets it but --max-num-batched-tokens: kvplan prints it as
+    a row ("encoder cache (GPU)", tokens) beside the encoder profile's bytes.
+  * `--mm-processor-cache-gb` (`config/multimodal.py` MultiModalConfig.mm_processor_cache_gb: float = 4, "The
+    size (in GiB) of the multi-modal processor cache ... duplicated for each API process and engine core
+    process, resulting in a total memory usage of mm_processor_cache_gb * (api_server_count +
+    data_parallel_size)"; 0 disables it) caches preprocessed inputs in host memory, not on the GPU: it moves no
+    KV byte. `--engine-opt mm_processor_cache_gb=N` is printed as an assumption row and emitted as the flag.
 """
 
 from __future__ import annotations
@@ -45,17 +57,44 @@ def without_towers(model, limit: int):
     return dataclasses.replace(model, params=params, checkpoint_bytes=checkpoint, notes=(*model.notes, note))
 
 
+DEFAULT_CACHE_GB = 4.0  # MultiModalConfig.mm_processor_cache_gb
+
+
+def cache_gb(opts: dict) -> float:
+    """--mm-processor-cache-gb as asked (-1.0: unset); a negative size is refused."""
+    if "mm_processor_cache_gb" not in opts:
+        return -1.0
+    text = str(opts["mm_processor_cache_gb"])
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise KvplanError(f"{arg('engine_opts')} mm_processor_cache_gb must be GiB of host memory, 0 or more, "
+                          f"got {text!r}",
+                          EXIT_USAGE, param="engine_opts", value={"mm_processor_cache_gb": text})
+    return value
+
+
 def rows(model, st, encoder_bytes: int) -> list:
-    """The engine table's multimodal rows: the limit, the tower's weights, the encoder profile (none for text)."""
-    if not model.params.vision and st.mm_limit == UNSET:
+    """The engine table's multimodal rows: the limit, the tower's weights, the encoder profile and the encoder
+    cache it reserves, the host processor cache (none for a text model with no multimodal option)."""
+    cache = getattr(st, "mm_cache_gb", -1.0)
+    if not model.params.vision and st.mm_limit == UNSET and cache < 0:
         return []
     plain = PLAIN_BYTES.get(model.dtype, 2)  # the tower stays unquantized
     out = [] if st.mm_limit == UNSET else [Figure("limit_mm_per_prompt (images)", st.mm_limit, "count")]
-    out.append(Figure("vision tower weights (whole model)", model.params.vision * plain, "bytes"))
-    out.append(Figure("encoder profile (dummy image outputs)", encoder_bytes, "bytes"))
+    if model.params.vision or st.mm_limit != UNSET:
+        out.append(Figure("vision tower weights (whole model)", model.params.vision * plain, "bytes"))
+        out.append(Figure("encoder profile (dummy image outputs)", encoder_bytes, "bytes"))
+        if encoder_bytes:
+            out.append(Figure("encoder cache (GPU) = max_num_batched_tokens", st.max_num_batched_tokens, "tokens"))
+    gib = DEFAULT_CACHE_GB if cache < 0 else cache
+    out.append(Figure("mm processor cache (host RAM per process)", int(gib * 2**30), "bytes"))
     return out
 
 
-def serve_flag(limit: int) -> list[str]:
-    """The `vllm serve` flag for an images-per-prompt limit (none when unset)."""
-    return [] if limit == UNSET else ["--limit-mm-per-prompt", f'{{"image": {limit}}}']
+def serve_flag(limit: int, cache: float = -1.0) -> list[str]:
+    """The `vllm serve` flags for an images-per-prompt limit and a processor cache size (none when unset)."""
+    out = [] if limit == UNSET else ["--limit-mm-per-prompt", f'{{"image": {limit}}}']
+    return out + ([] if cache < 0 else ["--mm-processor-cache-gb", f"{cache:g}"])

@@ -73,13 +73,19 @@ CUDAGRAPH_BASE = 21 * MIB  # CUDA-graph estimate: first capture, pools
 CUDAGRAPH_PER_LAYER = 23 * MIB  # per decoder layer on the rank
 
 
-def sort_sampler(version: tuple[int, ...]) -> bool:
-    """Whether the dummy sampler ran the sort-based top-k/top-p (0.11-0.16; see the constants above)."""
-    return (0, 11, 0) <= version < (0, 17, 0)
+def sort_sampler(version: tuple[int, ...], flashinfer: bool | None = None) -> bool:
+    """Whether the dummy sampler ran the sort-based top-k/top-p: by release where nothing says (0.11-0.16; see the
+    constants above), else by whether FlashInfer's sampler ran (`flashinfer`, as the log says: "Using FlashInfer
+    for top-p & top-k sampling" or "FlashInfer is not available. Falling back to the PyTorch-native
+    implementation", v1/sample/ops/topk_topp_sampler.py). From 0.17 a batch of 8 or more rows takes the Triton
+    path without FlashInfer, so the sort path is never the dummy run's there."""
+    if flashinfer is None or version >= (0, 17, 0):
+        return (0, 11, 0) <= version < (0, 17, 0)
+    return not flashinfer and version >= (0, 8, 0)
 
 
 def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True,
-                    version: tuple[int, ...] = (0, 19, 0), gpu=None) -> int:
+                    version: tuple[int, ...] = (0, 19, 0), gpu=None, flashinfer_sampler: bool | None = None) -> int:
     """Torch peak increase of vLLM's profile run on one rank (bytes)."""
     if version < (0, 8, 0):
         # V0 runs the profile forward eagerly: the MLP's gate+up output (2 x width), its activation and
@@ -88,7 +94,7 @@ def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool
 
         return activation_estimate(model, tp, tokens=tokens, max_seqs=max_seqs)
     seqs = min(max_seqs, tokens)
-    per_logit = SAMPLER_BYTES_V011 if sort_sampler(version) else SAMPLER_BYTES
+    per_logit = SAMPLER_BYTES_V011 if sort_sampler(version, flashinfer_sampler) else SAMPLER_BYTES
     sampler = per_logit * seqs * model.vocab_size if last_stage else 0
     forward = tokens * (FORWARD_MLP_BYTES * model.intermediate_size / tp + FORWARD_HIDDEN_BYTES * model.hidden_size)
     return int(sampler + forward + MOE_WORKSPACE_BYTES * moe_workspace_elements(model, tp, tokens, gpu))
@@ -344,7 +350,8 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     v = parse_version(st.version)
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     gpu = getattr(st, "gpu", None)
-    act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu)
+    act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu,
+                          flashinfer_sampler=getattr(st, "flashinfer_sampler", None))
     graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs) if st.cudagraphs else 0
     nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens)
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,

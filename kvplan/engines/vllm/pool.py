@@ -19,6 +19,7 @@ speculative terms spec_state_blocks, swa_retained).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 from functools import lru_cache
 
 from kvplan.planning.deploy import split_layers
@@ -27,6 +28,7 @@ from kvplan.engines.base import parse_version
 from kvplan.core.intmath import cdiv
 from kvplan.engines.vllm import deepseek_v4
 from kvplan.engines.vllm.settings import Settings
+from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import Kind, state_bytes
 
 
@@ -49,7 +51,7 @@ class VllmRules:
         return BLOCKS_PER_REQUEST[kind](n, span, block, t)
 
     def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
-        if getattr(layer, "compress_ratio", 1) > 1:  # DeepSeek-V4: compressed entries of whole 256-token pages
+        if layer.compress_ratio > 1:  # DeepSeek-V4: compressed entries of whole 256-token pages
             return cdiv(max(0, seq_len), deepseek_v4.BLOCK) * (deepseek_v4.BLOCK // layer.compress_ratio)
         if seq_len <= 0 or layer.kind not in BLOCKS_PER_REQUEST or layer.kind == Kind.STATE:
             return 0
@@ -86,10 +88,22 @@ class Pool:
     block_size: int
     bytes_per_block: int  # one block id across the group_size layer slots
     uniform: bool  # one group of all layers (plain models)
+    # What vLLM's start-up check charges per block id of one request beyond the pool's own count: checked
+    # for DeepSeek-V4's packed pool only (deepseek_v4.V4Pool), 0 here (the check always passes).
+    startup_bytes_per_block: ClassVar[int] = 0
 
     @property
     def num_groups(self) -> int:
         return sum(b.groups for b in self.buckets)
+
+    @property
+    def report_block(self) -> int:
+        """The block "GPU KV cache size" counts in (v0.20.0 and before): the pool's (V4Pool: its smallest)."""
+        return self.block_size
+
+    def printed_blocks_per_request(self, length: int, st: Settings) -> int:
+        """The divisor of vLLM's printed concurrency: the blocks one request needs (V4Pool: its own)."""
+        return self.blocks_per_request(length, st)
 
     def blocks_per_request(self, length: int, st: Settings) -> int:
         """Blocks one request of `length` tokens needs, summed over groups (kv_cache_utils v0.11 L780)."""
@@ -161,7 +175,7 @@ def group_size(counts, version: tuple[int, ...]) -> int:
 
 
 def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Settings) -> Pool:
-    if any(hasattr(layer, "compress_ratio") for layer in layers):  # DeepSeek-V4: its own groups
+    if has_compressed(layers):  # DeepSeek-V4: its own groups
         return deepseek_v4.build(layers, kv_dtype, parse_version(st.version), st.block_size)
     specs: dict[tuple, int] = {}
     for key, _ in cache_specs(layers, tp, kv_dtype, state_dtype, st):

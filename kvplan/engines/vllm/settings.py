@@ -35,6 +35,8 @@ class Settings:
     swa_retained: int = 0
     eager: bool = False  # --enforce-eager: no torch.compile, no CUDA graphs (vllm_non_torch: what that saves)
     mm_limit: int = -1  # --limit-mm-per-prompt images per prompt (-1: unset); 0 skips an image tower (vllm.multimodal)
+    flashinfer_sampler: bool | None = None  # FlashInfer's top-k/top-p ran (None: by release; vllm.overhead.sort_sampler)
+    mm_cache_gb: float = -1.0  # --mm-processor-cache-gb (-1: unset, vLLM's 4); host RAM, no GPU bytes (vllm.multimodal)
 
     @cached_property  # (read for every block count of a max-context search: parsed once)
     def v(self) -> tuple[int, ...]:

@@ -1,0 +1,108 @@
+"""SGLang's multimodal memory (kvplan/engines/sglang/multimodal.py): its default mem_fraction_static scaled for a
+vision model by the vision_config's size (`adjust_mem_fraction_for_vlm`), and the runtime embedding cache
+(SGLANG_VLM_CACHE_SIZE_MB) checked against the headroom above the pool. Hand arithmetic from SGLang's formula
+and the published configs' vision_config (layers x hidden as config.json writes them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvplan.engines import resolve_engine
+from kvplan.engines.sglang.multimodal import vlm_factor
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.plan import Request
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.sources.resolve import resolve_model
+
+ROOT = Path(__file__).resolve().parents[1]
+MISTRAL3 = ROOT / "tests" / "fixtures" / "families" / "mistral-small-3.1-24b.json"
+H100 = find_gpu("h100")
+
+
+def _settings(model, *opts, version="0.5.23"):
+    res = resolve_engine("sglang", version, list(opts)).result(model, H100, Deployment(1, 1), Request(context=8192))
+    return res.settings, res.capacity
+
+
+@pytest.mark.parametrize("name, expected", [
+    # ratio = L x H^2 / (24 x 1024^2); factor = 0.95 x clamp(1 - 0.1 (ratio - 1), 0.8, 1.05)
+    # Gemma 3 SigLIP 27 x 1152: 35,831,808 / 25,165,824 = 1.423828125 -> 0.95 x 0.9576171875 = 0.909736328125
+    ("gemma-3-27b-it", 0.909736328125),
+    # Llama 4 34 x 1408: 67,403,776 / 25,165,824 = 2.6783854... -> 0.95 x 0.83216145... = 0.7905533854...
+    ("llama-4-scout-17b-16e-instruct", 0.95 * (1 - 0.1 * (34 * 1408**2 / (24 * 1024**2) - 1))),
+    # Qwen3.5's ViT writes `depth`, not num_hidden_layers: SGLang's getattr default 24; 24 x 1152 -> 1.265625
+    #   -> 0.95 x 0.9734375 = 0.924765625
+    ("qwen3.5-27b", 0.924765625),
+])
+def test_vlm_factor_by_hand(name, expected):
+    assert vlm_factor(find_in_catalog(name), "0.5.23") == pytest.approx(expected, rel=1e-12)
+
+
+def test_default_fraction_scaled_for_gemma3_on_h100():
+    # 0.5.23 default on an H100 (81,080 MiB): reserve 512 + 1.5 x 8,192 + 1/8 x 1,024 + 2 x 256 = 13,440 MiB
+    # (above the 10 GiB floor) -> round((81,080.3 - 13,440) / 81,080.3, 3) = 0.834; x 0.909736328125 = 0.758720...
+    st, _ = _settings(find_in_catalog("gemma-3-27b-it"))
+    assert st["mem_fraction_static"] == pytest.approx(0.834 * 0.909736328125, rel=1e-12)
+    assert st["vlm_factor"] == pytest.approx(0.909736328125)
+
+
+def test_pixtral_baseline_tower_and_text_models():
+    spec = resolve_model(str(MISTRAL3)).spec  # Pixtral vision_config 24 x 1024: ratio 1 -> 0.95 exactly
+    assert spec.vision_dims == (24, 1024)
+    assert vlm_factor(spec, "0.5.23") == pytest.approx(0.95)
+    assert vlm_factor(find_in_catalog("qwen3-14b"), "0.5.23") == 1.0  # no tower
+    assert vlm_factor(find_in_catalog("gemma-3-27b-it"), "0.4.3") == 0.95  # before 0.4.9: ModelRunner's flat 0.95
+
+
+def test_before_049_the_flat_factor_matches_the_gemma3_log():
+    # sgl-project/sglang#4826 (Gemma 3, tp 1, March 2025): 131.08 GB free after the weights, 8.13 used by them, so
+    # 139.21 before; K + V = 54.12 + 54.12 = 108.24 GB. rest = 131.08 - 139.21 x (1 - f) must hold them:
+    # f = 0.88 (the 0.4.x default for one rank) gives 114.37, 6 GB more than the pool; 0.88 x 0.95 = 0.836 gives
+    # 131.08 - 22.835 = 108.245 GB, the pool (834,615 tokens x 139,264 B = 108.25 GiB for gemma-3-4b)
+    free_after, free_before, pool = 131.08, 131.08 + 8.13, 54.12 + 54.12
+    assert abs(free_after - free_before * (1 - 0.88 * 0.95) - pool) < 0.01
+    assert free_after - free_before * (1 - 0.88) - pool > 6
+    gemma = find_in_catalog("gemma-3-27b-it")  # the rule reads the architecture's tower, not its size
+    st, _ = _settings(gemma, version="0.4.3")
+    assert st["mem_fraction_static"] == pytest.approx(0.88 * 0.95)
+    st, _ = _settings(gemma, "mem_fraction_static=0.8", version="0.4.3")  # a given fraction is scaled too
+    assert st["mem_fraction_static"] == pytest.approx(0.8 * 0.95)
+
+
+def test_a_fraction_the_user_gives_is_not_scaled():
+    st, _ = _settings(find_in_catalog("gemma-3-27b-it"), "mem_fraction_static=0.8")
+    assert st["mem_fraction_static"] == 0.8 and st["vlm_factor"] == 1.0
+
+
+def test_embedding_cache_beyond_the_headroom_is_warned():
+    gemma = find_in_catalog("gemma-3-27b-it")
+    # headroom at 0.99 of 79.18 GiB: 0.79 GiB; a 2,048 MB cache (2 GiB) cannot fit it
+    _, cap = _settings(gemma, "mem_fraction_static=0.99", "vlm_cache_size_mb=2048")
+    assert any("SGLANG_VLM_CACHE_SIZE_MB=2048" in n for n in cap.notes)
+    _, cap = _settings(gemma)  # the default 100 MB fits the default headroom (about 19 GiB)
+    assert not any("SGLANG_VLM_CACHE_SIZE_MB" in n for n in cap.notes)
+
+
+def test_the_cache_size_is_emitted_as_sglangs_environment_variable(kvplan_home):
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    args = ["fit", "gemma-3-27b-it", "--gpu", "h100", "--ctx", "8k", "--engine", "sglang", "--emit", "sglang"]
+    r = CliRunner().invoke(app, [*args, "--engine-opt", "vlm_cache_size_mb=512"])
+    assert r.exit_code == 0, r.output
+    command = shlex.split(r.stdout.strip().splitlines()[-1])
+    assert command[:2] == ["SGLANG_VLM_CACHE_SIZE_MB=512", "python"]
+    # before 0.4.9 SGLang scales the emitted fraction by 0.95 again: kvplan emits the plan's fraction / 0.95
+    r = CliRunner().invoke(app, [*args, "--engine-version", "0.4.3"])
+    command = shlex.split(r.stdout.strip().splitlines()[-1])
+    emitted = float(command[command.index("--mem-fraction-static") + 1])
+    assert emitted * 0.95 >= 0.88 * 0.95 - 1e-9
+    r = CliRunner().invoke(app, args)
+    assert shlex.split(r.stdout.strip().splitlines()[-1])[0] == "python"  # unset: SGLang's own 100

@@ -1,0 +1,64 @@
+"""The analytic load model (kvplan.speed.load): each metric as a line in the three step costs, checked by
+hand arithmetic on made-up step costs (t_wave 4 s, t_dec 0.1 s, t_grp 2 s), so every weight of the
+module docstring's formulas is pinned: a wave's first tokens, the staggered groups after it, the queue."""
+
+import math
+
+from kvplan.speed.load import Load, combos, value
+
+T_WAVE, T_DEC, T_GRP = 4.0, 0.1, 2.0
+
+
+def _metrics(load: Load, e2e=None) -> tuple[float, float, dict]:
+    b, g, cm = combos(load, e2e)
+    return b, g, {m: value(c, T_WAVE, T_DEC, T_GRP) for m, c in cm.items()}
+
+
+def test_closed_loop_first_wave_then_staggered_groups():
+    # c = 4 of 40 prompts, 1,000 in / 101 out, chunk 8,192: B = 4; a group is min(4, 8192 // 1000 = 8) = 4
+    # requests whose prefill takes ceil(4,000 / 8,192) = 1 step.
+    # T = (4 + 101 x 0.1) / 4 = 3.525 s per request; E2E = c x T = 14.1 s
+    # first wave (4 of 40 = 10%): (4 + 1) / 8 x 4 = 2.5 s; later: t_grp + 1 x t_dec = 2.1 s
+    # TTFT = 0.1 x 2.5 + 0.9 x 2.1 = 2.14 s; TPOT = (14.1 - 2.14) / 100 = 0.1196 s; tok/s = 101 / 3.525
+    b, g, m = _metrics(Load(1000, 101, concurrency=4, num_prompts=40, cap=256))
+    assert (b, g) == (4, 4)
+    assert math.isclose(m["e2el"], 14.1)
+    assert math.isclose(m["ttft"], 2.14)
+    assert math.isclose(m["tpot"], 0.1196)
+    assert math.isclose(m["output_throughput"], 101 / 3.525)
+
+
+def test_closed_loop_over_the_cap_queues():
+    # c = 6 over a cap of 4: B = 4, the 2 over it wait (6 - 4) x T = 7.05 s; prompts untold: no first wave
+    # TTFT = 2.1 + 7.05 = 9.15 s; E2E = 6 x 3.525 = 21.15 s
+    b, _, m = _metrics(Load(1000, 101, concurrency=6, cap=4))
+    assert b == 4
+    assert math.isclose(m["ttft"], 9.15)
+    assert math.isclose(m["e2el"], 21.15)
+
+
+def test_burst_waits_one_request_time_per_finished_request():
+    # 10 prompts at once, cap 4: B = 4 start; request j > 4 starts when one finishes, one every T:
+    # mean wait (10 - 4)^2 / (2 x 10) = 1.8 T = 6.345 s; 4 of 10 are the first wave
+    # TTFT = 0.4 x 2.5 + 0.6 x 2.1 + 6.345 = 8.605 s; E2E = (1.8 + 4) x 3.525 = 20.445 s
+    b, _, m = _metrics(Load(1000, 101, rate=math.inf, num_prompts=10, cap=4))
+    assert b == 4
+    assert math.isclose(m["ttft"], 8.605)
+    assert math.isclose(m["e2el"], 20.445)
+
+
+def test_open_loop_requests_arrive_one_by_one():
+    # 1 req/s with E2E estimated at 3 s: c = 3 in the system (Little's law), B = 3, no wave, G = 1;
+    # one request's 1,000 tokens take one step: TTFT = t_grp + 1 x t_dec = 2.1 s; E2E = 3 x T, T = (4 + 10.1) / 3
+    b, g, m = _metrics(Load(1000, 101, rate=1.0, num_prompts=1000, cap=256), e2e=3.0)
+    assert (b, g) == (3, 1)
+    assert math.isclose(m["ttft"], 2.1)
+    assert math.isclose(m["e2el"], 3 * (4 + 10.1) / 3)
+
+
+def test_a_long_prompt_group_shares_each_of_its_steps_with_decodes():
+    # 20,000-token prompts, c = 2: G = max(1, min(2, 8192 // 20000 = 0)) = 1, its prefill takes
+    # ceil(20,000 / 8,192) = 3 steps, each with a decode step beside it: TTFT (no wave) = 2 + 3 x 0.1 = 2.3 s
+    _, g, m = _metrics(Load(20000, 101, concurrency=2, cap=256))
+    assert g == 1
+    assert math.isclose(m["ttft"], 2.3)

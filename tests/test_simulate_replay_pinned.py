@@ -2,7 +2,8 @@
 
 `tests/fixtures/simulate/replay_pinned.json` holds what the engine gave before the prefix cache and its tiers
 were reworked for speed (written by running this file as a script with `--write`, only when a change is
-meant to move results). The replays: the first 3,000 requests of Mooncake's FAST'25 conversation trace (as
+meant to move results; the pins here came from the simulator of 8a162a2 on the tree they sit in). Every
+step takes a fixed 25 ms, so that re-fitted step-time coefficients do not move the pins. The replays: the first 3,000 requests of Mooncake's FAST'25 conversation trace (as
 benchmarks/simulate_bench.py replays the whole trace, arrivals compressed) on a 16 GiB pool, without tiers and
 with a CPU and a disk tier small enough that segments fall through both and come back from each; and the
 built-in chat workload (shared system prompts of uneven lengths) on a small pool and tiers. Pinned: the whole summary, every request's records, the tiers' contents
@@ -33,6 +34,7 @@ HERE = Path(__file__).parent
 TRACE = HERE / "fixtures" / "traces" / "mooncake_fast25_conversation.jsonl.xz"
 PINNED = HERE / "fixtures" / "simulate" / "replay_pinned.json"
 GIB = 2**30
+STEP_S = 0.025
 # replay -> (pool bytes, offload tiers): Mooncake's hash blocks on a 16 GiB pool, a 4 GiB CPU and a 16 GiB disk tier;
 # the chat workload's system prompts (some larger than the CPU tier, which they skip) on 1.5 GiB, 64 and 96 MiB tiers
 SETTINGS = {"mooncake": (16 * GIB, ()),
@@ -43,7 +45,8 @@ SETTINGS = {"mooncake": (16 * GIB, ()),
 def _model(pool: int):
     spec, gpu = resolve_model("llama-3.1-8b").spec, find_gpu("h100")
     plan = resolve_engine().plan(spec, gpu, deployment_for_gpus(spec, 1), Request(context=32768))
-    return dataclasses.replace(sim_model(plan, spec, gpu), kv_budget_bytes=pool)
+    # every step 25 ms: the pins hold the cache's bookkeeping, not the step-time model's coefficients
+    return dataclasses.replace(sim_model(plan, spec, gpu), kv_budget_bytes=pool, fixed_step_s=STEP_S)
 
 
 def _mooncake(n: int, qps: float) -> list:

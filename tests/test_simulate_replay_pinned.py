@@ -1,13 +1,14 @@
 """A Mooncake-like replay's results pinned: the simulator made faster must give them to the last figure.
 
 `tests/fixtures/simulate/replay_pinned.json` holds what the engine gave before the prefix cache and its tiers
-were reworked for speed (written by running this file as a script with `--write`, only when a change is
-meant to move results; the pins here came from the simulator of 8a162a2 on the tree they sit in). Every
-step takes a fixed 25 ms, so that re-fitted step-time coefficients do not move the pins. The replays: the first 3,000 requests of Mooncake's FAST'25 conversation trace (as
-benchmarks/simulate_bench.py replays the whole trace, arrivals compressed) on a 16 GiB pool, without tiers and
-with a CPU and a disk tier small enough that segments fall through both and come back from each; and the
-built-in chat workload (shared system prompts of uneven lengths) on a small pool and tiers. Pinned: the whole summary, every request's records, the tiers' contents
-in LRU order and where each key sits. Every figure of the summary and each record compares exactly.
+were reworked for speed: written by the simulator of 8a162a2 on the tree it sits in, by running this file as
+a script with `--write` (only when a change is meant to move results). Every step takes a fixed 25 ms, so
+that re-fitted step-time coefficients do not move the pins. The replays: the first 3,000 requests of
+Mooncake's FAST'25 conversation trace (as benchmarks/simulate_bench.py replays the whole trace, arrivals
+compressed) on a 16 GiB pool, without tiers and with a CPU and a disk tier small enough that segments fall
+through both and come back from each; and the built-in chat workload (shared system prompts of uneven
+lengths) on a small pool and tiers. Pinned: the whole summary, every request's records, the time series,
+the tiers' contents in LRU order and where each key sits; every figure compares exactly.
 """
 
 from __future__ import annotations

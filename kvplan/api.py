@@ -339,7 +339,15 @@ def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str
     `engine` defaults to vLLM (whose pool flags the serve commands carry), as the CLI's `--engine`.
     `speed`: the step times, kvplan.speed's calibrated ones (`engine`'s coefficients, vLLM's where the corpus has
     none for it) or "roofline" (a lower bound). The CLI's path too (kvplan.simulator.disagg_inputs)."""
-    return disagg_run(**locals()).result  # every keyword as given: disagg_run takes the same names
+    return disagg_run(
+        model, gpu, isl=isl, osl=osl, prefill_tp=prefill_tp, prefill_pp=prefill_pp, decode_tp=decode_tp,
+        decode_pp=decode_pp, prefill_max_model_len=prefill_max_model_len, decode_max_model_len=decode_max_model_len,
+        link=link, workload=workload, trace=trace, trace_format=trace_format, qps=qps, duration=duration, seed=seed,
+        slo_ttft=slo_ttft, slo_tpot=slo_tpot, slo_percent=slo_percent, max_gpus=max_gpus, engine=engine,
+        engine_version=engine_version, engine_opts=engine_opts, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+        gpu_memory_utilization=gpu_memory_utilization, block_size=block_size, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, step_overhead=step_overhead, hw_profiles=hw_profiles,
+        speed=speed).result
 
 
 def _requests(workload, trace, trace_format: str, qps, duration, seed: int) -> tuple[list, str | None]:

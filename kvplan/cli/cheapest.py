@@ -141,7 +141,7 @@ def cheapest(
     sims: dict = {}
     sla = (slo_ttft, slo_tpot, slo_percent)
     if served:
-        candidates, sims = _serve(candidates, spec, gpu_list, loaded, sla)
+        candidates, sims = _serve(candidates, spec, gpu_list, loaded, sla, chosen.name)
     tiers = _tiers(candidates, spec, chosen, asked) if asked.tiers else {}
     target, data = _answer(spec, ctx_tokens, concurrency, min_tps, price_book, candidates, sims, loaded, sla, tiers)
     meets = [c for c in candidates if c.meets]
@@ -205,13 +205,13 @@ def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candid
     return target, data
 
 
-def _serve(candidates, spec, gpu_list, loaded, sla):
-    """Candidates re-judged by simulating the workload on them (kvplan.simulator.capacity)."""
+def _serve(candidates, spec, gpu_list, loaded, sla, engine: str | None):
+    """Candidates re-judged by simulating the workload on them (kvplan.simulator.capacity), with `engine`'s
+    calibrated step times."""
     stderr(loaded.said)
-    stderr(speed_line())
-    for line in request_note("calibrated", None):
+    for line in [speed_line(engine)] + request_note("calibrated", engine):
         stderr(line)
-    target = Target(tuple(loaded.requests), *sla)
+    target = Target(tuple(loaded.requests), *sla, engine=engine)
     gpus = {g.key: g for g in gpu_list}
     with progress_bar("simulating", len(candidates)) as bar:
         return filter_candidates(candidates, spec, gpus, target, progress=bar and bar.done)

@@ -21,7 +21,7 @@ from kvplan.cli._common import (
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
-from kvplan.cli.speed_flags import check_speed, speed_band, speed_line, speed_notes
+from kvplan.cli.speed_flags import check_speed, request_note, speed_band, speed_notes
 from kvplan.cli.sweep_size import DEFAULT_MAX_PLANS, check_size
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
 from kvplan.cli.workload import (
@@ -261,8 +261,9 @@ def _stream(result, sims, limit=None):
 
 def _simulate(result, gpu_list, loaded, slo_ttft: float, slo_tpot: float) -> list[dict]:
     """sim_* columns of every plan, in rank order (a progress bar on a terminal)."""
-    target = Target(tuple(loaded.requests), slo_ttft, slo_tpot)
-    stderr(speed_line())
+    target = Target(tuple(loaded.requests), slo_ttft, slo_tpot, engine=result.engine_name, speed=result.speed)
+    for line in speed_notes(result.speed, result.engine_name, "", "")[:1] + request_note(result.speed, result.engine_name):
+        stderr(line)
     gpus = {g.key: g for g in gpu_list}
     out = []
     with progress_bar("simulating", len(result.plans)) as bar:

@@ -20,7 +20,7 @@ from kvplan.cli.speed_flags import request_note, speed_line
 from kvplan.cli.selection import resolve_gpus
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
-    check_workload_flags, load_requests, sla_text,
+    check_workload_inputs, load_requests, sla_text,
 )
 from kvplan.compare.cheapest import RANKING, cheapest as rank, failure_summary, not_simulated
 from kvplan.compare.offload import check_tiers, size_each
@@ -98,7 +98,8 @@ def cheapest(
     served = workload is not None or trace is not None
     if concurrency is None and not served:
         raise KvplanError("give --concurrency N, or a workload to serve (--workload or --trace)", EXIT_USAGE)
-    check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, slo_percent)
+    check_workload_inputs(workload=workload, trace=trace, qps=qps, duration=duration, seed=seed, slo_ttft=slo_ttft,
+                          slo_tpot=slo_tpot, slo_percent=slo_percent)
     concurrency = 1 if concurrency is None else concurrency
     check_range("--concurrency", concurrency, 1, MAX_BATCH)
     if min_tps is not None and not 0 < min_tps < float("inf"):

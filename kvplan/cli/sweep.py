@@ -25,7 +25,7 @@ from kvplan.cli.speed_flags import check_speed, request_note, speed_band, speed_
 from kvplan.cli.sweep_size import DEFAULT_MAX_PLANS, check_size
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
 from kvplan.cli.workload import (
-    DurationOpt, QpsOpt, SeedOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt, check_workload_flags,
+    DurationOpt, QpsOpt, SeedOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt, check_workload_inputs,
     load_requests,
 )
 from kvplan.compare.offload import check_tiers, size_each
@@ -121,7 +121,8 @@ def sweep(
     if as_json and as_csv:
         raise KvplanError("--json and --csv both want stdout; write one of them to a file with --output", EXIT_USAGE)
     served = workload is not None or trace is not None
-    check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, 100.0)
+    check_workload_inputs(workload=workload, trace=trace, qps=qps, duration=duration, seed=seed, slo_ttft=slo_ttft,
+                          slo_tpot=slo_tpot)
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
     gpu_list = resolve_gpus(gpu, hw)
     price_book = load_prices(prices, hw)

@@ -53,10 +53,11 @@ def mooncake(n: int, qps: float) -> list:
     prefixes are reused at distances past the GPU pool, so the tiers are hit."""
     import lzma
     import tempfile
+    from operator import itemgetter
     from pathlib import Path
 
+    from kvplan.core.collector import collector_paused
     from kvplan.simulator.traces import load_trace
-    from kvplan.simulator.workload import SimRequest
 
     xz = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "traces" / "mooncake_fast25_conversation.jsonl.xz"
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
@@ -65,16 +66,30 @@ def mooncake(n: int, qps: float) -> list:
         base, _ = load_trace(f.name)
     span = base[-1].arrival
     scale = len(base) / (qps * span)
-    keys = list(dict.fromkeys(k for r in base for k, _ in r.prefix))
-    out = []
+    keys = {k: i for i, k in enumerate(dict.fromkeys(k for r in base for k, _ in r.prefix))}
+    # each request's blocks as indices into `keys` and its tokens, once; copy c names block i `c * len(keys) + i`
+    # (a copy's blocks numbered apart from every other copy's, as load_trace numbers a trace's), in C loops
+    parts = [(tuple(map(keys.__getitem__, map(itemgetter(0), r.prefix))), tuple(map(itemgetter(1), r.prefix)))
+             for r in base]
+    out: list = []
+    with collector_paused():  # 2.3 million prefix tuples and no cycle: the engine's run pauses it too
+        _copies(out, n, base, parts, span, scale, len(keys))
+    return out
+
+
+def _copies(out: list, n: int, base: list, parts: list, span: float, scale: float, nkeys: int) -> None:
+    """Append copies of `base` to `out` until it holds n requests, each copy's blocks numbered apart."""
+    from itertools import repeat
+    from operator import add
+
+    from kvplan.simulator.workload import SimRequest
+
     while len(out) < n:
         copy = len(out) // len(base)
-        # a copy's blocks numbered apart from every other copy's, as load_trace numbers a trace's
-        names = dict(zip(keys, range(copy * len(keys), (copy + 1) * len(keys))))
-        for r in base[: n - len(out)]:
+        first = repeat(copy * nkeys)
+        for r, (ks, ts) in zip(base[: n - len(out)], parts):
             out.append(SimRequest(len(out), (r.arrival + copy * span) * scale, r.prompt, r.output,
-                                  tuple([(names[k], t) for k, t in r.prefix])))
-    return out
+                                  tuple(zip(map(add, ks, first), ts))))
 
 
 if __name__ == "__main__":

@@ -43,8 +43,8 @@ from kvplan.planning.speculative import apply, parse
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.blocks import BLOCK_TOKENS
 from kvplan.speed.coverage import check_speed
-from kvplan.simulator.bounds import check_times
-from kvplan.simulator.engine import RESERVE_POLICIES, EngineConfig
+from kvplan.simulator.engine import EngineConfig
+from kvplan.simulator.inputs import check_workload_inputs
 from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
 from kvplan.simulator.session import configs, load_requests, run_all
 from kvplan.simulator.traces import hash_block_tokens
@@ -261,9 +261,9 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     back at `host`'s links (a bundled host profile or a YAML file; without one, reloads are free)."""
     check_speed(speed)
     tiers, host_profile = _offload_request(offload, offload_backend, host, mode == "paged" and prefix_caching, trace)
-    _check_simulation(mode, reserve, qps=qps, duration=duration, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
-                      step_overhead=step_overhead, max_num_seqs=max_num_seqs,
-                      max_num_batched_tokens=max_num_batched_tokens)
+    check_workload_inputs(mode=mode, reserve=reserve, workload=workload, trace=trace, qps=qps, duration=duration,
+                          seed=seed, slo_ttft=slo_ttft, slo_tpot=slo_tpot, step_overhead=step_overhead,
+                          max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
     chosen, _ = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
     requests, fmt = _requests(workload, trace, trace_format, qps, duration, seed)
     hw = _find_gpu(gpu, hw_profiles=hw_profiles)
@@ -339,30 +339,20 @@ def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str
     `engine` defaults to vLLM (whose pool flags the serve commands carry), as the CLI's `--engine`.
     `speed`: the step times, kvplan.speed's calibrated ones (`engine`'s coefficients, vLLM's where the corpus has
     none for it) or "roofline" (a lower bound). The CLI's path too (kvplan.simulator.disagg_inputs)."""
-    return disagg_run(**locals()).result  # every keyword as given: disagg_run takes the same names
-
-
-def _check_simulation(mode: str, reserve: str, **numbers) -> None:
-    """simulate's settings, each refused with its reason before any work."""
-    if mode not in ("paged", "contiguous"):
-        raise KvplanError(f"{arg('mode')} must be paged or contiguous, got {mode!r}", EXIT_USAGE, param="mode",
-                          value=mode, allowed=("paged", "contiguous"))
-    if reserve not in RESERVE_POLICIES:
-        raise KvplanError(f"{arg('reserve')} must be one of {', '.join(RESERVE_POLICIES)}, got {reserve!r}",
-                          EXIT_USAGE, param="reserve", value=reserve, allowed=tuple(RESERVE_POLICIES))
-    check_times(**{k: numbers[k] for k in ("qps", "duration", "slo_ttft", "slo_tpot", "step_overhead")})
-    for name, high in (("max_num_seqs", 1_000_000), ("max_num_batched_tokens", 1 << 24)):
-        if not 1 <= numbers[name] <= high:
-            raise out_of_range(name, numbers[name], 1, high)
+    return disagg_run(
+        model, gpu, isl=isl, osl=osl, prefill_tp=prefill_tp, prefill_pp=prefill_pp, decode_tp=decode_tp,
+        decode_pp=decode_pp, prefill_max_model_len=prefill_max_model_len, decode_max_model_len=decode_max_model_len,
+        link=link, workload=workload, trace=trace, trace_format=trace_format, qps=qps, duration=duration, seed=seed,
+        slo_ttft=slo_ttft, slo_tpot=slo_tpot, slo_percent=slo_percent, max_gpus=max_gpus, engine=engine,
+        engine_version=engine_version, engine_opts=engine_opts, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+        gpu_memory_utilization=gpu_memory_utilization, block_size=block_size, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, step_overhead=step_overhead, hw_profiles=hw_profiles,
+        speed=speed).result
 
 
 def _requests(workload, trace, trace_format: str, qps, duration, seed: int) -> tuple[list, str | None]:
     """The simulator's requests: a built-in workload's Poisson arrivals, or a trace shaped by qps and duration;
     and the trace's format (None for a workload)."""
-    if trace is not None and workload is not None:
-        raise KvplanError(f"give {arg('workload')} or {arg('trace')}, not both", EXIT_USAGE, param="trace")
-    if not 0 <= seed <= 2**63:
-        raise out_of_range("seed", seed, 0, 2**63)
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed)
     return loaded.requests, loaded.meta.get("trace_format")
 

@@ -131,6 +131,8 @@ def test_bad_input_is_one_line(args, code, needle, kvplan_home, tmp_path, monkey
     ("arrival,input_tokens,output_tokens\n" + "0," * 600_000 + "\n", "longer than"),
     ("arrival,input_tokens,output_tokens,prefix_id,prefix_tokens\n0,5,3,p,9\n", "must be less than input_tokens"),
     ("arrival,input_tokens,output_tokens\n0,0,3\n", "no request with input and output tokens"),
+    ('{"timestamp": 0, "input_length": 900, "output_length": 3, "hash_ids": [1, true]}\n', "line 1: hash_ids must hold"),
+    ('{"timestamp": 0, "input_length": 900, "output_length": 3, "hash_ids": [1.5, 2]}\n', "line 1: hash_ids must hold"),
 ])
 def test_bad_traces_are_one_line(text, needle, kvplan_home, tmp_path):
     path = tmp_path / "t.csv"

@@ -310,6 +310,25 @@ def test_bad_inputs_are_one_line_errors():
         assert r.exit_code != 0 and "Traceback" not in r.output and "internal error" not in r.output, (args, r.output)
 
 
+def test_the_api_forwards_every_keyword_as_given(monkeypatch):
+    # kvplan.disagg passes each of its inputs to disagg_run by name (once `disagg_run(**locals())`, which a new
+    # local would have broken silently): the same names, and each value a distinct object seen arriving.
+    import inspect
+
+    import kvplan.api as api
+    from kvplan.simulator.disagg_inputs import disagg_run
+
+    names = list(inspect.signature(api.disagg).parameters)
+    assert names == list(inspect.signature(disagg_run).parameters)
+    seen = {}
+
+    class Run:
+        result = "the result"
+
+    monkeypatch.setattr(api, "disagg_run", lambda *a, **kw: seen.update(zip(names, a), **kw) or Run())
+    given = {name: object() for name in names}
+    assert api.disagg(**given) == "the result" and seen == given
+
 
 def test_pools_step_with_the_engines_coefficients():
     # The pools' step times take --engine's calibrated coefficients (kvplan.speed.model.coefficients), as

@@ -44,10 +44,13 @@ CAPABILITY = {
     # issue 22 (CUDA GPUs list; GB10's sm_121 from DGX Spark's hardware pages; MI300A from ROCm GPU specs)
     "rtx-a6000": "8.6", "rtx-a4500": "8.6", "a800": "8.0", "rtx-6000-ada": "8.9", "l20": "8.9", "l40": "8.9",
     "h800": "9.0", "h200-nvl": "9.0", "rtx-pro-6000-workstation": "12.0", "gb10": "12.1", "mi300a": "gfx942",
+    # issue 21's corpus coverage (ROCm GPU specs: MI100 is CDNA, gfx908)
+    "mi100": "gfx908",
 }
-# Each architecture's capabilities (NVIDIA: the major.minor families; AMD: CDNA2 gfx90a, CDNA3 gfx942, CDNA4 gfx950).
+# Each architecture's capabilities (NVIDIA: the major.minor families; AMD: CDNA gfx908, CDNA2 gfx90a, CDNA3 gfx942,
+# CDNA4 gfx950).
 ARCHITECTURE = {"volta": {"7.0"}, "turing": {"7.5"}, "ampere": {"8.0", "8.6"}, "ada": {"8.9"}, "hopper": {"9.0"},
-                "blackwell": {"10.0", "10.3", "12.0", "12.1"}, "cdna2": {"gfx90a"}, "cdna3": {"gfx942"},
+                "blackwell": {"10.0", "10.3", "12.0", "12.1"}, "cdna": {"gfx908"}, "cdna2": {"gfx90a"}, "cdna3": {"gfx942"},
                 "cdna4": {"gfx950"}, "gaudi2": {None}, "gaudi3": {None}}
 # Parts with FP8 tensor math whose sources give a 16-bit rate but no FP8 one (their profiles say so).
 NO_FP8_RATE = {"l20", "h800"}

@@ -86,6 +86,8 @@ def test_estimates_follow_the_one_documented_rule(gpus):
         "mi250x", "mi325x", "mi355x", "gaudi2", "gaudi3",
         # issue 22's parts without a public torch total: workstation, China-market and unified-memory parts
         "rtx-a6000", "rtx-a4500", "rtx-pro-6000-workstation", "h200-nvl", "h800", "a800", "mi300a",
+        # issue 21's corpus coverage: the MI100 of llama.cpp's ROCm benchmarks
+        "mi100",
     }
     rules = {gpus[k].memory_usable_source for k in estimated}
     assert len(rules) == 1 and "0.9825" in rules.pop()
@@ -126,6 +128,11 @@ def test_golden_datasheet_numbers(gpus):
     # MI250X is profiled per GCD: half of the module's 128GB / 3.2 TB/s.
     assert gpus["mi250x"].memory_marketed_bytes == 64 * GiB
     assert gpus["mi250x"].bandwidth_bytes_per_s == 1_600 * 10**9
+    # ROCm's MI100 microarchitecture page (ROCm/ROCm@e396b489 docs/conceptual/gpu-arch/mi100.md): 1.228 TB/s HBM2,
+    # matrix FP16 184.6 and BF16 92.3 TFLOPS; its GPU specs table: VRAM 32 GiB.
+    mi100 = gpus["mi100"]
+    assert mi100.bandwidth_bytes_per_s == 1_228 * 10**9 and mi100.memory_marketed_bytes == 32 * GiB
+    assert mi100.dense_flops["fp16"] == 184_600 * 10**9 and mi100.dense_flops["bf16"] == 92_300 * 10**9
 
 
 def test_gpu_is_frozen_and_hashable(gpus):
@@ -330,7 +337,7 @@ SHARED_NAMES = {
 }
 # Bundled GPUs gpus.yaml has no row for (issue 22): their facts come from the sources their profiles cite.
 NOT_IN_SHARED = {"rtx-a6000", "rtx-6000-ada", "rtx-a4500", "rtx-pro-6000-workstation", "h200-nvl", "h800", "a800",
-                 "l20", "l40", "gb10", "mi300a"}
+                 "l20", "l40", "gb10", "mi300a", "mi100"}
 # Deliberate differences, each explained in the profile's source/notes.
 DEVIATIONS = {
     ("t4", "mem_bw_GBps"),  # 320 GB/s from the NVIDIA product brief; gpus.yaml has the rounded 0.3 TB/s

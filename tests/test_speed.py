@@ -173,6 +173,9 @@ def test_a_setting_outside_the_corpus_says_so():
     assert outside("vllm", "h100-sxm", "llama") == []
     assert outside("vllm", "t4", "llama") == ["GPU t4 is not in the speed corpus"]
     assert "not in the speed corpus: vllm's coefficients" in outside("hf_transformers", "h100-sxm", "llama")[0]
+    # llama.cpp's training points are llama-bench's (pp / tg of one sequence): a served batch is extrapolated
+    assert not speed.shipped()["engines"]["llama.cpp"]["served"] and speed.shipped()["engines"]["vllm"]["served"]
+    assert any("llama-bench runs only" in w for w in outside("llama.cpp", "h100-sxm", "llama"))
     assert label("kvplan").startswith("calibrated (vllm coefficients")
     assert label("vllm", "roofline") == "roofline (a lower bound)"
 
@@ -246,6 +249,6 @@ def test_the_per_request_cost_is_said_with_the_rate_it_allows(monkeypatch):
 
     coef = dict(zip(TERMS, speed.coefficients("vllm")), request=0.025)
     monkeypatch.setattr(speed_flags, "coefficients", lambda engine: tuple(coef[t] for t in TERMS))
-    assert speed_flags.request_note("calibrated", "vllm") == [
-        "note: the fitted cost per request (25.0 ms of step time) lets one replica admit at most 40 requests/s"]
+    (note,) = speed_flags.request_note("calibrated", "vllm")
+    assert "a fitted 25.0 ms of step time" in note and "at most 40 requests/s: a limit of the fit" in note
     assert speed_flags.request_note("roofline", "vllm") == []

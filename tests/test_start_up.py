@@ -72,10 +72,11 @@ def test_engine_names_and_aliases_are_unique():
 def test_naming_an_engine_imports_that_engine_only():
     loaded = _modules_after("from kvplan.engines import resolve_engine; resolve_engine('llama.cpp')")
     engines = {m for m in loaded if m.startswith("kvplan.engines.")}
-    # the interface, the registry, the default engine's rules, the serve commands' and the LoRA slots' shared
-    # pieces, every engine's context-limit rules (kvplan.engines.context, no engine package), then llama.cpp's
-    # package and no other engine's
-    assert engines == {"kvplan.engines.base", "kvplan.engines.registry", "kvplan.engines.neutral", "kvplan.engines.emit",
+    # the interface (base and what it reports, its version and option readers), the registry, the default
+    # engine's rules, the serve commands' and the LoRA slots' shared pieces, every engine's context-limit rules
+    # (kvplan.engines.context, no engine package), then llama.cpp's package and no other engine's
+    assert engines == {"kvplan.engines.base", "kvplan.engines.capacity", "kvplan.engines.versions",
+                       "kvplan.engines.options", "kvplan.engines.registry", "kvplan.engines.neutral", "kvplan.engines.emit",
                        "kvplan.engines.lora", "kvplan.engines.context", "kvplan.engines.llamacpp",
                        "kvplan.engines.llamacpp.engine"}, engines
     loaded = _modules_after("from kvplan.engines import canonical_engine; assert canonical_engine('TRT-LLM') == 'trtllm'")

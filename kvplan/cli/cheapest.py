@@ -20,7 +20,7 @@ from kvplan.cli.speed_flags import request_note, speed_line
 from kvplan.cli.selection import resolve_gpus
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
-    check_workload_flags, load_requests, sla_text,
+    check_workload_inputs, load_requests, sla_text,
 )
 from kvplan.compare.cheapest import RANKING, cheapest as rank, failure_summary, not_simulated
 from kvplan.compare.offload import check_tiers, size_each
@@ -98,7 +98,8 @@ def cheapest(
     served = workload is not None or trace is not None
     if concurrency is None and not served:
         raise KvplanError("give --concurrency N, or a workload to serve (--workload or --trace)", EXIT_USAGE)
-    check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, slo_percent)
+    check_workload_inputs(workload=workload, trace=trace, qps=qps, duration=duration, seed=seed, slo_ttft=slo_ttft,
+                          slo_tpot=slo_tpot, slo_percent=slo_percent)
     concurrency = 1 if concurrency is None else concurrency
     check_range("--concurrency", concurrency, 1, MAX_BATCH)
     if min_tps is not None and not 0 < min_tps < float("inf"):
@@ -140,7 +141,7 @@ def cheapest(
     sims: dict = {}
     sla = (slo_ttft, slo_tpot, slo_percent)
     if served:
-        candidates, sims = _serve(candidates, spec, gpu_list, loaded, sla)
+        candidates, sims = _serve(candidates, spec, gpu_list, loaded, sla, chosen.name)
     tiers = _tiers(candidates, spec, chosen, asked) if asked.tiers else {}
     target, data = _answer(spec, ctx_tokens, concurrency, min_tps, price_book, candidates, sims, loaded, sla, tiers)
     meets = [c for c in candidates if c.meets]
@@ -204,13 +205,13 @@ def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candid
     return target, data
 
 
-def _serve(candidates, spec, gpu_list, loaded, sla):
-    """Candidates re-judged by simulating the workload on them (kvplan.simulator.capacity)."""
+def _serve(candidates, spec, gpu_list, loaded, sla, engine: str | None):
+    """Candidates re-judged by simulating the workload on them (kvplan.simulator.capacity), with `engine`'s
+    calibrated step times."""
     stderr(loaded.said)
-    stderr(speed_line())
-    for line in request_note("calibrated", None):
+    for line in [speed_line(engine)] + request_note("calibrated", engine):
         stderr(line)
-    target = Target(tuple(loaded.requests), *sla)
+    target = Target(tuple(loaded.requests), *sla, engine=engine)
     gpus = {g.key: g for g in gpu_list}
     with progress_bar("simulating", len(candidates)) as bar:
         return filter_candidates(candidates, spec, gpus, target, progress=bar and bar.done)

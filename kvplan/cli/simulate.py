@@ -15,7 +15,7 @@ import typer
 from kvplan.cli._common import (
     AllowLongOpt, BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt,
     LoraOpt, RevisionOpt,
-    TimeoutOpt, OUTPUT_FORMATS, SpeculativeOpt, TokenOpt, WeightDtypeOpt, check_range, cli_errors, output_files,
+    TimeoutOpt, OUTPUT_FORMATS, SpeculativeOpt, TokenOpt, WeightDtypeOpt, cli_errors, output_files,
     progress_bar, stderr,
 )
 from kvplan.cli.engine_fit import engine_result
@@ -26,7 +26,7 @@ from kvplan.cli.fit import _deployment, _request
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, plan_offload
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
-    check_workload_flags, load_requests, sla_text,
+    check_workload_inputs, load_requests, sla_text,
 )
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.files import atomic_write
@@ -38,9 +38,8 @@ from kvplan.report.offload import offload_dict
 from kvplan.report.simulation import document, render_html, summary_lines, write_series_csv
 from kvplan.report.text import plan_warnings
 from kvplan.simulator.adapter import sim_model
-from kvplan.simulator.bounds import check_times
 from kvplan.simulator.capacity import Target, max_rate
-from kvplan.simulator.engine import EngineConfig, RESERVE_POLICIES
+from kvplan.simulator.engine import EngineConfig
 from kvplan.simulator.blocks import BLOCK_TOKENS
 from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
 from kvplan.simulator.traces import hash_block_tokens
@@ -111,17 +110,13 @@ def simulate(
     prefill, preemption by recompute, prefix caching) on the plan's KV memory; step times come
     from kvplan's calibrated model (--speed roofline: the bare roofline, a lower bound).
     """
-    if mode not in ("paged", "contiguous"):
-        raise KvplanError(f"--mode must be paged or contiguous, got {mode!r}", EXIT_USAGE)
-    if reserve not in RESERVE_POLICIES:
-        raise KvplanError(f"--reserve must be one of {', '.join(RESERVE_POLICIES)}, got {reserve!r}", EXIT_USAGE)
-    check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, slo_percent)
+    check_workload_inputs(mode=mode, reserve=reserve, workload=workload, trace=trace, qps=qps, duration=duration,
+                          seed=seed, slo_ttft=slo_ttft, slo_tpot=slo_tpot, slo_percent=slo_percent,
+                          step_overhead=step_overhead, max_num_seqs=max_num_seqs,
+                          max_num_batched_tokens=max_num_batched_tokens)
     if find_rate and compare:
         raise KvplanError("--find-rate searches one pool; drop --compare (or --find-rate)", EXIT_USAGE)
-    check_times(step_overhead=step_overhead)
     check_speed(speed)
-    check_range("--max-num-seqs", max_num_seqs, 1, 1_000_000)
-    check_range("--max-num-batched-tokens", max_num_batched_tokens, 1, 1 << 24)
     chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
     asked = parse_offload_flags(offload, offload_backend, host)
     tiers = asked.tiers

@@ -31,8 +31,9 @@ def request_note(speed: str, engine: str | None) -> list[str]:
     per_request = dict(zip(TERMS, coefficients(engine))).get("request", 0.0) if speed == "calibrated" else 0.0
     if per_request <= 0:
         return []
-    return [f"note: the fitted cost per request ({1e3 * per_request:.1f} ms of step time) lets one replica "
-            f"admit at most {1 / per_request:,.0f} requests/s"]
+    return [f"note: each request is charged a fitted {1e3 * per_request:.1f} ms of step time, so a simulated "
+            f"replica admits at most {1 / per_request:,.0f} requests/s: a limit of the fit, not a measurement "
+            "(README: Speed: how far to trust it)"]
 
 
 def speed_band(speed: str, engine: str | None) -> dict | None:

@@ -21,11 +21,11 @@ from kvplan.cli._common import (
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
-from kvplan.cli.speed_flags import check_speed, speed_band, speed_line, speed_notes
+from kvplan.cli.speed_flags import check_speed, request_note, speed_band, speed_notes
 from kvplan.cli.sweep_size import DEFAULT_MAX_PLANS, check_size
 from kvplan.cli.selection import GPU_LIST_HELP, names, resolve_gpus, resolve_models, weight_dtypes
 from kvplan.cli.workload import (
-    DurationOpt, QpsOpt, SeedOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt, check_workload_flags,
+    DurationOpt, QpsOpt, SeedOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt, check_workload_inputs,
     load_requests,
 )
 from kvplan.compare.offload import check_tiers, size_each
@@ -121,7 +121,8 @@ def sweep(
     if as_json and as_csv:
         raise KvplanError("--json and --csv both want stdout; write one of them to a file with --output", EXIT_USAGE)
     served = workload is not None or trace is not None
-    check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, 100.0)
+    check_workload_inputs(workload=workload, trace=trace, qps=qps, duration=duration, seed=seed, slo_ttft=slo_ttft,
+                          slo_tpot=slo_tpot)
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
     gpu_list = resolve_gpus(gpu, hw)
     price_book = load_prices(prices, hw)
@@ -260,8 +261,9 @@ def _stream(result, sims, limit=None):
 
 def _simulate(result, gpu_list, loaded, slo_ttft: float, slo_tpot: float) -> list[dict]:
     """sim_* columns of every plan, in rank order (a progress bar on a terminal)."""
-    target = Target(tuple(loaded.requests), slo_ttft, slo_tpot)
-    stderr(speed_line())
+    target = Target(tuple(loaded.requests), slo_ttft, slo_tpot, engine=result.engine_name, speed=result.speed)
+    for line in speed_notes(result.speed, result.engine_name, "", "")[:1] + request_note(result.speed, result.engine_name):
+        stderr(line)
     gpus = {g.key: g for g in gpu_list}
     out = []
     with progress_bar("simulating", len(result.plans)) as bar:

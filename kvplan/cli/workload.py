@@ -10,8 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.simulator.bounds import check_times
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.simulator.inputs import check_workload_inputs  # noqa: F401 (the commands' import)
 from kvplan.simulator.session import LoadedRequests, load_requests  # noqa: F401 (the commands' import)
 
 WorkloadOpt = Annotated[Optional[str], typer.Option("--workload", "-w", help="Built-in length distribution: chat, rag, code, sharegpt, alpaca (see docs/simulate.md).")]
@@ -23,17 +22,6 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed of the workloa
 SloTtftOpt = Annotated[float, typer.Option("--slo-ttft", help="SLA: time to first token at most this many seconds.")]
 SloTpotOpt = Annotated[float, typer.Option("--slo-tpot", help="SLA: time per output token at most this many seconds.")]
 SloPercentOpt = Annotated[float, typer.Option("--slo-percent", help="SLA: percent of requests that must meet both targets.")]
-
-
-def check_workload_flags(workload, trace, qps, duration, seed, slo_ttft, slo_tpot, slo_percent) -> None:
-    """Every workload flag checked before anything runs."""
-    if trace is not None and workload is not None:
-        raise KvplanError("give --workload or --trace, not both", EXIT_USAGE)
-    check_times(qps=qps, duration=duration, slo_ttft=slo_ttft, slo_tpot=slo_tpot)  # kvplan.simulator.bounds
-    if not 0 <= seed <= 2**63:
-        raise KvplanError(f"--seed must be between 0 and {2**63:,}, got {seed}", EXIT_USAGE)
-    if not 0 < slo_percent <= 100:
-        raise KvplanError(f"--slo-percent must be in (0, 100], got {slo_percent:g}", EXIT_USAGE)
 
 
 def sla_text(slo_ttft: float, slo_tpot: float, slo_percent: float) -> str:

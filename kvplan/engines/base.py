@@ -11,17 +11,22 @@ then, for a model, a GPU, a deployment and a request, runs the same steps:
   emit_args  the serve command line that runs the plan (engines that have one).
 
 `result()` is the template: it runs those steps and makes the Plan once (kvplan.planning.plan.assemble).
-The engine-neutral planner (kvplan.engines.neutral) is the default engine.
+The engine-neutral planner (kvplan.engines.neutral) is the default engine. What an engine reports lives in
+kvplan.engines.capacity, the reading of its version and options in kvplan.engines.versions and
+kvplan.engines.options; their names stay importable from here.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
-from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.capacity import Capacity, EngineResult, Figure  # noqa: F401 (re-exported)
 from kvplan.engines.context import neutral_rule
+from kvplan.engines.options import (  # noqa: F401 (re-exported: kvplan.engines.base.check_opts, ...)
+    check_opts, opt_bool, opt_float, opt_int, parse_engine_opts,
+)
+from kvplan.engines.versions import check_version, check_version_name, parse_version  # noqa: F401 (re-exported)
 from kvplan.hardware.facts import assumed_fact
 from kvplan.planning.layout import rank_request, vllm_placement, whole_answers
 from kvplan.planning.plan import (Answers, Plan, PlanWarning, Request, Stage, Usage, assemble, budgets,
@@ -31,53 +36,11 @@ from kvplan.engines.registry import emitters, engine_class, engine_names
 from kvplan.planning.profile import PAGED
 from kvplan.planning.speculative import check_deployment
 
-class Figure(NamedTuple):
-    """One figure an engine prints, in the engine's own words: a raw value and the unit it is in.
-
-    Values are numbers (or a tuple of numbers for a compound line), never formatted text: the edge
-    (kvplan.report.text.format_figure) decides how a unit reads (GiB, MiB, thousands separators).
-    """
-
-    label: str
-    value: object  # int | float | tuple of ints/floats
-    unit: str  # a key of kvplan.report.text.FIGURE_FORMATS
-
-
-class Capacity(NamedTuple):
-    """What one engine reports for one deployment, per GPU (rank), and how it got there."""
-
-    engine: str
-    version: str
-    kv_memory_bytes: int  # the engine's KV budget on the tightest rank
-    tokens: int  # the token capacity as the engine prints it
-    max_concurrency: float  # requests of `context` tokens the pool holds (the engine's ratio)
-    context: int
-    bytes_per_token: int  # per rank, all caching layers, before page rounding
-    blocks: int | None = None  # pages (vLLM blocks, TRT-LLM blocks); None where the engine has none
-    block_size: int | None = None
-    lines: tuple[Figure, ...] = ()  # what the engine prints, as raw figures
-    notes: tuple[str, ...] = ()
-    # requests of `context` tokens the scheduler admits at once where that is not the printed concurrency
-    # (vLLM's DeepSeek-V4 pool: block ids over all its groups); None elsewhere
-    admitted: int | None = None
-
-    @property
-    def max_concurrency_int(self) -> int:
-        return int(self.max_concurrency)
-
 
 def _engines_that(does) -> str:
     """'--engine a or --engine b or ' (the engine input, kvplan.core.errors.arg) for the named engines
     whose class `does` (a refusal's advice)."""
     return "".join(f"{arg('engine')} {n} or " for n in engine_names() if does(engine_class(n)))
-
-
-class EngineResult(NamedTuple):
-    """A plan made one engine's way, with what that engine prints and the settings it used."""
-
-    plan: Plan
-    capacity: Capacity
-    settings: dict
 
 
 class Engine:
@@ -315,100 +278,3 @@ def fact_warnings(engine: str, gpu, facts) -> tuple[PlanWarning, ...]:
     return tuple(PlanWarning(literal(f"GPU profile '{key}' gives no {fact}: {engine}'s rules assumed "
                                      f"{assumed_fact(gpu, fact)} (kvplan/hardware/profiles/README.md)"))
                  for fact in dict.fromkeys(facts))
-
-
-def parse_version(text: str) -> tuple[int, ...]:
-    """'0.11.0' -> (0, 11, 0); '0.4.3.post4' -> (0, 4, 3); 'v0.20.1rc1' -> (0, 20, 1)."""
-    nums = re.findall(r"\d+", str(text).lstrip("vV").split("+")[0].split("rc")[0].split(".post")[0].split(".dev")[0])
-    if not nums:
-        raise KvplanError(f"cannot read engine version {text!r} (expected e.g. 0.11.0)", EXIT_USAGE,
-                          param="engine_version", value=text)
-    return tuple(int(n) for n in nums[:3])
-
-
-def check_version(engine: str, version: str | None, known: tuple[str, ...], default: str) -> str:
-    """The version to model: `version` if it is a readable release within the modelled range, else a
-    one-line error. (An engine whose versions are names, not numbers, uses check_version_name.)"""
-    if version is None:
-        return default
-    v = str(version).strip()
-    if not v:
-        raise KvplanError(f"{arg('engine_version')} is empty", EXIT_USAGE, param="engine_version", value=version)
-    parsed = parse_version(v)
-    lo, hi = parse_version(known[0]), parse_version(known[-1])
-    if not lo <= parsed <= hi + (999,):
-        raise KvplanError(f"{engine} version {v} is outside the modelled range {known[0]} .. {known[-1]}", EXIT_USAGE,
-                          param="engine_version", value=v, allowed=(known[0], known[-1]))
-    return v
-
-
-def check_version_name(engine: str, version: str | None, known: tuple[str, ...], default: str) -> str:
-    """The version to model for an engine whose versions are names (llama.cpp's eras): one of `known`."""
-    if version is None:
-        return default
-    v = str(version).strip()
-    if not v:
-        raise KvplanError(f"{arg('engine_version')} is empty", EXIT_USAGE, param="engine_version", value=version)
-    if v not in known:
-        raise KvplanError(f"unknown {engine} version {v!r}; choose one of: {', '.join(known)}", EXIT_USAGE,
-                          param="engine_version", value=v, allowed=known)
-    return v
-
-
-def parse_engine_opts(items) -> dict[str, str]:
-    """['max_num_batched_tokens=4096', 'kv_unified=true'] -> dict; a one-line error on a malformed item."""
-    out: dict[str, str] = {}
-    for item in items or ():
-        if "=" not in item:
-            raise KvplanError(f"{arg('engine_opts')} expects KEY=VALUE, got {item!r}", EXIT_USAGE,
-                              param="engine_opts", value=item)
-        k, v = item.split("=", 1)
-        out[k.strip().replace("-", "_")] = v.strip()
-    return out
-
-
-def _bad_opt(key: str, value, problem: str) -> KvplanError:
-    """'--engine-opt KEY <problem>': one engine setting's value refused (the input is `engine_opts`)."""
-    return KvplanError(f"{arg('engine_opts')} {key} {problem}", EXIT_USAGE, param="engine_opts", value={key: value})
-
-
-def opt_int(opts: dict, key: str, default: int) -> int:
-    if key not in opts:
-        return default
-    try:
-        value = int(str(opts[key]).replace("_", ""))
-    except ValueError:
-        raise _bad_opt(key, opts[key], f"must be an integer, got {opts[key]!r}") from None
-    if value < 0:
-        raise _bad_opt(key, value, f"must not be negative, got {value}")
-    return value
-
-
-def opt_float(opts: dict, key: str, default: float) -> float:
-    if key not in opts:
-        return default
-    try:
-        value = float(opts[key])
-    except ValueError:
-        raise _bad_opt(key, opts[key], f"must be a number, got {opts[key]!r}") from None
-    if not 0 < value <= 1:
-        raise _bad_opt(key, value, f"must be in (0, 1], got {value}")
-    return value
-
-
-def opt_bool(opts: dict, key: str, default: bool) -> bool:
-    if key not in opts:
-        return default
-    v = str(opts[key]).strip().lower()
-    if v in ("1", "true", "yes", "on"):
-        return True
-    if v in ("0", "false", "no", "off"):
-        return False
-    raise _bad_opt(key, opts[key], f"must be true or false, got {opts[key]!r}")
-
-
-def check_opts(engine: str, opts: dict, allowed: tuple[str, ...]) -> None:
-    for k in opts:
-        if k not in allowed:
-            raise KvplanError(f"unknown {arg('engine_opts')} {k!r} for {engine}; allowed: {', '.join(allowed)}",
-                              EXIT_USAGE, param="engine_opts", value=k, allowed=allowed)

@@ -72,7 +72,7 @@ def assumed_fact(gpu, fact: str) -> str:
 
 def read_interconnect(check, ic: Any, vendor: Any) -> dict:
     """The GPU fields of a profile's `interconnect` (null, or a mapping of INTERCONNECT_FIELDS), checked with
-    `check` (gpus._Checker: one-line errors naming the file and the field)."""
+    `check` (gpu_profile._Checker: one-line errors naming the file and the field)."""
     out = dict(interconnect_type=None, interconnect_bytes_per_s=None, interconnect_kind=None,
                interconnect_domain=None, pcie_gen=None, pcie_lanes=None)
     if ic is None:

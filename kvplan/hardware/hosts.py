@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
-from kvplan.hardware.gpus import CONFIDENCE_LEVELS, MAX_YAML_BYTES, ProfileChecker, load_yaml_strict, show
+from kvplan.hardware.profile_check import CONFIDENCE_LEVELS, ProfileChecker
+from kvplan.hardware.yaml_strict import MAX_YAML_BYTES, load_yaml_strict, show
 
 _REQUIRED = ("key", "name", "dram_bytes", "gpus", "host_link", "source", "confidence")
 _OPTIONAL = ("aliases", "ram_reserve_bytes", "dev_shm_bytes", "nvme", "nic", "notes", "estimates")

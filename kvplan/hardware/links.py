@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
-from kvplan.hardware.gpus import CONFIDENCE_LEVELS, MAX_YAML_BYTES, _norm, load_yaml_strict
+from kvplan.hardware.profile_check import CONFIDENCE_LEVELS, norm_name as _norm
+from kvplan.hardware.yaml_strict import MAX_YAML_BYTES, load_yaml_strict
 
 _BUNDLED_DIR = Path(__file__).parent / "links"
 _REQUIRED = ("key", "name", "per_gpu_bytes_per_s", "latency_s", "source", "confidence")

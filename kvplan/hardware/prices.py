@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
-from kvplan.hardware.gpus import find_gpu, load_yaml_strict
+from kvplan.hardware.gpus import find_gpu
+from kvplan.hardware.yaml_strict import load_yaml_strict
 
 MAX_PRICES_BYTES = 1 << 20
 MAX_PRICE = 1e9  # per GPU-hour, in any currency; a 400-digit price once overflowed float()

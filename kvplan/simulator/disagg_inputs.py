@@ -20,16 +20,15 @@ from kvplan.hardware.gpus import GPU, find_gpu
 from kvplan.hardware.links import DEFAULT_LINK, Link, find_link
 from kvplan.model.spec import ModelSpec
 from kvplan.planning.request import read_request
-from kvplan.simulator.bounds import check_times
 from kvplan.simulator.disagg import Result, fixed_requests, run_disagg
+from kvplan.simulator.inputs import check_workload_inputs
 from kvplan.simulator.session import load_requests
 from kvplan.sources.resolve import resolve_model
 from kvplan.speed.coverage import check_speed
 
 DEFAULT_DURATION = 60.0  # seconds of arrivals: a search simulates many splits
 MAX_LENGTH = 1 << 24  # tokens in a request or a pool's max_model_len
-# the most of each count: GPUs a split may use, requests a decode replica runs, tokens a prefill step takes
-LIMITS = {"max_gpus": 4096, "max_num_seqs": 1_000_000, "max_num_batched_tokens": 1 << 24}
+MAX_GPUS = 4096  # the most GPUs a split may use
 
 
 @dataclass(frozen=True)
@@ -52,20 +51,13 @@ def _tokens(value, name: str) -> int | None:
     return n
 
 
-def check_inputs(*, qps, duration, seed: int, slo_ttft: float, slo_tpot: float, slo_percent: float,
-                 step_overhead: float, speed: str, workload=None, trace=None, **counts) -> None:
-    """Every number and choice refused with its reason before any work (kvplan.simulator.bounds for times)."""
+def check_inputs(*, speed: str, max_gpus: int, **workload) -> None:
+    """Every number and choice refused with its reason before any work: the speed, the split's GPUs and the
+    workload's inputs as every simulation checks them (kvplan.simulator.inputs)."""
     check_speed(speed)
-    if trace is not None and workload is not None:
-        raise KvplanError(f"give {arg('workload')} or {arg('trace')}, not both", EXIT_USAGE, param="trace")
-    check_times(qps=qps, duration=duration, slo_ttft=slo_ttft, slo_tpot=slo_tpot, step_overhead=step_overhead)
-    if not 0 <= seed <= 2**63:
-        raise out_of_range("seed", seed, 0, 2**63)
-    if not 0 < slo_percent <= 100:
-        raise out_of_range("slo_percent", slo_percent, 0, 100)
-    for name, value in counts.items():
-        if not 1 <= value <= LIMITS[name]:
-            raise out_of_range(name, value, 1, LIMITS[name])
+    check_workload_inputs(**workload)
+    if not 1 <= max_gpus <= MAX_GPUS:
+        raise out_of_range("max_gpus", max_gpus, 1, MAX_GPUS)
 
 
 def _requests(workload, trace, trace_format: str, qps, duration, seed: int, isl, osl) -> tuple[list | None, str | None]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass
+from operator import itemgetter
 
 from kvplan.core.collector import collector_paused
 from kvplan.simulator import fastpath
@@ -34,6 +35,7 @@ from kvplan.simulator.results import Recorder
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default --max-num-seqs
 DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM v1's default chunked-prefill token budget (online serving)
 RESERVE_POLICIES = ("max", "pow2", "oracle")
+_tokens = itemgetter(1)  # of a prefix segment (key, tokens)
 
 
 @dataclass(frozen=True)
@@ -100,12 +102,16 @@ class Engine:
         return self.cap - self.used - active
 
     def _take(self, nbytes: int) -> bool:
-        if nbytes > self._free_bytes():
-            return False
-        if self.cache is not None:
-            short = self.used + self.cache.active + self.cache.idle + nbytes - self.cap
+        cache = self.cache
+        if cache is None:
+            if nbytes > self.cap - self.used:
+                return False
+        else:  # _free_bytes(), inline: this runs for every page taken
+            if nbytes > self.cap - self.used - cache.active:
+                return False
+            short = self.used + cache.active + cache.idle + nbytes - self.cap
             if short > 0:
-                self.cache.evict(short)
+                cache.evict(short)
         self.used += nbytes
         return True
 
@@ -227,7 +233,7 @@ class Engine:
         """Share the prompt segments `seq` has now computed (in order, whole blocks only)."""
         prefix = seq.req.prefix
         if seq.published < len(prefix):
-            start = sum(n for _, n in prefix[: seq.published])
+            start = sum(map(_tokens, prefix[: seq.published]))
             segs, nbytes = self.cache.publish_run(prefix, seq.published, start, seq.computed)
             if segs:  # another sequence's copy ends the chain: this request keeps its own pages from there
                 seq.own -= nbytes

@@ -28,8 +28,10 @@ def head_blocked(engine) -> bool:
     chunk = min(seq.target - hit, engine.cfg.max_num_batched_tokens - engine.n_dec)
     if chunk <= 0:
         return True
-    need = engine.m.paged(hit + chunk) - sum(g.nbytes for g in segs)
-    return need + sum(g.nbytes for g in segs if not g.refs) > engine._free_bytes()
+    need = engine.m.paged(hit + chunk)
+    for g in segs:  # the bytes the head would share, less those idle now (they stop being evictable)
+        need -= g.nbytes if g.refs else 0
+    return need > engine._free_bytes()
 
 
 def coast(engine, t: float, s: int, until: float) -> tuple[float, int]:

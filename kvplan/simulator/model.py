@@ -59,8 +59,9 @@ class SimModel:
         # no states) gets them as one multiplication.
         if all(g.window is None for g in self.groups) and not self.state_bytes:
             tb, b = self.token_bytes(), self.block_size
+            bb = b * tb
             object.__setattr__(self, "held", lambda length: length * tb)
-            object.__setattr__(self, "paged", lambda length: round_up(length, b) * tb)
+            object.__setattr__(self, "paged", lambda length: -(-length // b) * bb)  # round_up(length, b) * tb, inline
 
     @property
     def all_full(self) -> bool:

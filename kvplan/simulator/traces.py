@@ -29,7 +29,9 @@ import json
 import math
 import os
 from datetime import datetime
+from itertools import repeat
 
+from kvplan.core.collector import collector_paused
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
 from kvplan.simulator.workload import MAX_REQUESTS, SimRequest
 
@@ -47,6 +49,7 @@ def hash_block_tokens(fmt: str | None) -> int | None:
     return {"mooncake": MOONCAKE_BLOCK, "bailian": BAILIAN_BLOCK}.get(fmt or "")
 
 _KVPLAN_KEYS = {"arrival", "input_tokens", "output_tokens"}
+_ID_TYPES = frozenset((int, str))  # a hash id as JSON gives it
 
 
 def _fail(path, line, message) -> KvplanError:
@@ -123,16 +126,16 @@ def _hash_prefix(ids, path, line, block: int = MOONCAKE_BLOCK, names: dict | Non
     names = {} if names is None else names
     if not isinstance(ids, list) or len(ids) > MAX_TOKENS // block:
         raise _fail(path, line, "hash_ids must be a list of block ids")
-    out, key = [], 0
+    if not _ID_TYPES.issuperset(map(type, ids)):  # JSON's own types: a bool or a float is refused
+        raise _fail(path, line, "hash_ids must hold integers")
+    out, key, get = [], 0, names.get
     for h in ids:
-        if not isinstance(h, (int, str)) or isinstance(h, bool):
-            raise _fail(path, line, "hash_ids must hold integers")
-        name = names.get((key, h))
+        name = get((key, h))
         if name is None:
             name = names[key, h] = len(names) + 1
         key = name
-        out.append((key, block))
-    return tuple(out)
+        out.append(key)
+    return tuple(zip(out, repeat(block)))
 
 
 def _record(fmt, rec, path, line, names: dict | None = None):
@@ -179,7 +182,7 @@ def load_trace(path: str, fmt: str = "auto", max_requests: int = MAX_REQUESTS) -
     if size > MAX_FILE_BYTES:
         stream.close()
         raise KvplanError(f"trace {path} is {size / 2**30:.1f} GiB; the limit is {MAX_FILE_BYTES / 2**30:.0f} GiB", EXIT_USAGE)
-    with stream:
+    with stream, collector_paused():  # a row per request and a tuple per block, no cycles: nothing to collect
         try:
             rows, fmt = _parse(stream, path, fmt, max_requests)
         except UnicodeDecodeError:

@@ -36,6 +36,9 @@ def outside(engine: str | None, gpu_key: str, family: str) -> list[str]:
     out = []
     if not covered(engine):
         out.append(f"engine {engine or 'kvplan'} is not in the speed corpus: {FALLBACK_ENGINE}'s coefficients")
+    elif not shipped()["engines"][engine_key(engine)].get("served", True):
+        out.append(f"{engine_key(engine)}'s coefficients come from llama-bench runs only (one sequence at a time): "
+                   "a batched step or a queue of requests is an extrapolation")
     if cov and gpu_key not in cov.get("gpus", ()):
         out.append(f"GPU {gpu_key} is not in the speed corpus")
     # the families the corpus trained on are data (coefficients.json), no model type is named here

@@ -19,8 +19,9 @@ seconds:
                            requests keep that offset; its TTFT is its group's prefill plus the decode
                            steps that share those steps: t_grp + steps(G) x t_dec. Of N requests, B
                            are the first wave's (N not told: the wave is a vanishing share)
-  all at once (N <= c)     E2E = (N + B) / 2 x T (waves of B); TTFT = (B + 1) / 2B x t_wave +
-                           (N - B)^2 / 2N x T
+  all at once (N <= c)     B start at once (the first wave), each later request when one finishes,
+                           one every T: a mean wait of (N - B)^2 / 2N x T; E2E = that wait + B x T;
+                           TTFT = that wait + B / N of the wave's TTFT + (1 - B / N) of a group's
   N not told, all at once  the steady state at the cap (c = B = cap): a throughput run
   open loop at rate r      as a closed loop of c = r x E2E requests (Little's law, E2E from the
                            previous estimate), N <= c once r passes what the deployment serves; its
@@ -29,7 +30,7 @@ seconds:
   llama-bench              pp = n_prompt / t_wave (one request, no request cost, ubatch chunks);
                            tg = 1 / t_dec(1)
 
-Queueing is thus Little's law over a saturated server plus the waves of a burst: no arrival
+Queueing is thus Little's law over a saturated server plus a burst's refill: no arrival
 variance (Poisson bursts would add waiting time).
 """
 

@@ -41,6 +41,7 @@ def fit_all(folder: Path) -> dict:
         engines[eng] = {
             "coefficients": {t: round(c, 12) for t, c in zip(TERMS, coef)},
             "train_cases": len(tr), "held_out_cases": sum(b.case.era == eng for b in held),
+            "served": any(b.load.bench == "serve" for b in tr),  # any serving load, or only llama-bench's
             "held_out": by_key(ho, lambda b, m: m),
         }
     return {

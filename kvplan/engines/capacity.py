@@ -1,0 +1,52 @@
+"""What an engine reports for one deployment: `Figure` (one printed figure, raw), `Capacity` (its pool as it
+prints it) and `EngineResult` (a plan made its way, with those figures and its settings).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from kvplan.planning.plan import Plan
+
+
+class Figure(NamedTuple):
+    """One figure an engine prints, in the engine's own words: a raw value and the unit it is in.
+
+    Values are numbers (or a tuple of numbers for a compound line), never formatted text: the edge
+    (kvplan.report.text.format_figure) decides how a unit reads (GiB, MiB, thousands separators).
+    """
+
+    label: str
+    value: object  # int | float | tuple of ints/floats
+    unit: str  # a key of kvplan.report.text.FIGURE_FORMATS
+
+
+class Capacity(NamedTuple):
+    """What one engine reports for one deployment, per GPU (rank), and how it got there."""
+
+    engine: str
+    version: str
+    kv_memory_bytes: int  # the engine's KV budget on the tightest rank
+    tokens: int  # the token capacity as the engine prints it
+    max_concurrency: float  # requests of `context` tokens the pool holds (the engine's ratio)
+    context: int
+    bytes_per_token: int  # per rank, all caching layers, before page rounding
+    blocks: int | None = None  # pages (vLLM blocks, TRT-LLM blocks); None where the engine has none
+    block_size: int | None = None
+    lines: tuple[Figure, ...] = ()  # what the engine prints, as raw figures
+    notes: tuple[str, ...] = ()
+    # requests of `context` tokens the scheduler admits at once where that is not the printed concurrency
+    # (vLLM's DeepSeek-V4 pool: block ids over all its groups); None elsewhere
+    admitted: int | None = None
+
+    @property
+    def max_concurrency_int(self) -> int:
+        return int(self.max_concurrency)
+
+
+class EngineResult(NamedTuple):
+    """A plan made one engine's way, with what that engine prints and the settings it used."""
+
+    plan: Plan
+    capacity: Capacity
+    settings: dict

@@ -1,0 +1,66 @@
+"""An engine's settings given as `--engine-opt KEY=VALUE` (the API's `engine_opts`): parsed, each name checked
+against the engine's `option_names`, and each value read as an integer, a fraction or a flag, with one-line errors.
+"""
+
+from __future__ import annotations
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+
+
+def parse_engine_opts(items) -> dict[str, str]:
+    """['max_num_batched_tokens=4096', 'kv_unified=true'] -> dict; a one-line error on a malformed item."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        if "=" not in item:
+            raise KvplanError(f"{arg('engine_opts')} expects KEY=VALUE, got {item!r}", EXIT_USAGE,
+                              param="engine_opts", value=item)
+        k, v = item.split("=", 1)
+        out[k.strip().replace("-", "_")] = v.strip()
+    return out
+
+
+def _bad_opt(key: str, value, problem: str) -> KvplanError:
+    """'--engine-opt KEY <problem>': one engine setting's value refused (the input is `engine_opts`)."""
+    return KvplanError(f"{arg('engine_opts')} {key} {problem}", EXIT_USAGE, param="engine_opts", value={key: value})
+
+
+def opt_int(opts: dict, key: str, default: int) -> int:
+    if key not in opts:
+        return default
+    try:
+        value = int(str(opts[key]).replace("_", ""))
+    except ValueError:
+        raise _bad_opt(key, opts[key], f"must be an integer, got {opts[key]!r}") from None
+    if value < 0:
+        raise _bad_opt(key, value, f"must not be negative, got {value}")
+    return value
+
+
+def opt_float(opts: dict, key: str, default: float) -> float:
+    if key not in opts:
+        return default
+    try:
+        value = float(opts[key])
+    except ValueError:
+        raise _bad_opt(key, opts[key], f"must be a number, got {opts[key]!r}") from None
+    if not 0 < value <= 1:
+        raise _bad_opt(key, value, f"must be in (0, 1], got {value}")
+    return value
+
+
+def opt_bool(opts: dict, key: str, default: bool) -> bool:
+    if key not in opts:
+        return default
+    v = str(opts[key]).strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise _bad_opt(key, opts[key], f"must be true or false, got {opts[key]!r}")
+
+
+def check_opts(engine: str, opts: dict, allowed: tuple[str, ...]) -> None:
+    for k in opts:
+        if k not in allowed:
+            raise KvplanError(f"unknown {arg('engine_opts')} {k!r} for {engine}; allowed: {', '.join(allowed)}",
+                              EXIT_USAGE, param="engine_opts", value=k, allowed=allowed)

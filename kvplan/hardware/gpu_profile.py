@@ -1,0 +1,156 @@
+"""One GPU profile: the `GPU` record kvplan plans against, and a profile file's fields read into it, each checked
+(schema: kvplan/hardware/profiles/README.md; one-line errors naming the file and the field).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from kvplan.hardware.facts import FACT_FIELDS, parse_capability, read_facts, read_interconnect
+from kvplan.hardware.profile_check import CONFIDENCE_LEVELS, ProfileChecker, norm_name
+from kvplan.hardware.yaml_strict import load_yaml_strict, show
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+USABLE_SOURCE_PREFIXES = ("measured:", "estimate:")
+_REQUIRED = ("key", "name", "vendor", "memory_marketed", "memory_marketed_bytes", "memory_usable_bytes",
+             "memory_usable_source", "bandwidth_bytes_per_s", "source", "confidence")
+_OPTIONAL = ("aliases", "dense_flops", "interconnect", "tdp_w", "price_per_hour", "notes", "memory_usable_above_torch",
+             "memory_unified",
+             *FACT_FIELDS)
+_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One accelerator as kvplan sees it. Byte and FLOP figures are exact integers."""
+
+    key: str
+    name: str
+    vendor: str
+    aliases: tuple[str, ...]
+    memory_marketed: str
+    memory_marketed_bytes: int
+    memory_usable_bytes: int  # what the allocator sees in total; plan with this one
+    memory_usable_source: str  # "measured: ..." or "estimate: ..."
+    bandwidth_bytes_per_s: int
+    dense_flops: Mapping[str, int] = field(hash=False)  # read-only; precision -> FLOP/s (dense)
+    interconnect_type: str | None
+    interconnect_bytes_per_s: int | None  # per direction
+    tdp_w: int | None
+    price_per_hour: float | None
+    source: str
+    confidence: str
+    notes: str
+    path: str  # the file this profile came from
+    # True when memory_usable_bytes is a tool's device total (nvidia-smi, NVML, OpenCL) where no torch total
+    # was found: torch and vLLM see less (0.46-1.05 GiB on the GPUs where both were measured)
+    memory_usable_above_torch: bool = False
+    # True where the CPU, the OS and the GPU share one memory pool (GB10, MI300A): what the OS and other processes
+    # hold at run time comes out of the same bytes (kvplan/hardware/profiles/README.md, Memory)
+    memory_unified: bool = False
+    # Hardware facts engines read (never the key or the name). None: the profile does not say (an old user
+    # profile); an engine rule that needs a missing fact states what it assumed (a plan warning).
+    architecture: str | None = None  # "ampere", "hopper", "blackwell", "cdna3", "gaudi2", ...
+    compute_capability: str | None = None  # NVIDIA "9.0"; AMD the gfx target, "gfx942"
+    memory_kind: str | None = None  # "HBM3", "GDDR6X", ... (one of facts.MEMORY_KINDS)
+    fp8: bool | None = None  # FP8 tensor (matrix) math
+    fp4: bool | None = None  # FP4 tensor math (NVFP4 / MXFP4)
+    device_name: str | None = None  # as torch.cuda.get_device_name / nvidia-smi print it
+    interconnect_kind: str | None = None  # one of facts.INTERCONNECT_KINDS
+    interconnect_domain: int | None = None  # GPUs one GPU reaches over that fabric (8 HGX, 72 NVL72, 1 PCIe)
+    pcie_gen: int | None = None  # the host link
+    pcie_lanes: int | None = None
+
+    @property
+    def capability(self) -> tuple[int, int] | None:
+        """(major, minor) as torch.cuda.get_device_capability reports it: "9.0" -> (9, 0); on ROCm the gfx
+        target's major and minor, "gfx942" -> (9, 4), "gfx90a" -> (9, 0). None when the profile gives none."""
+        return parse_capability(self.compute_capability)
+
+    @property
+    def usable_is_estimate(self) -> bool:
+        return self.memory_usable_source.startswith("estimate:")
+
+    @classmethod
+    def of_memory(cls, key: str, name: str, usable_bytes: int, source: str) -> GPU:
+        """A GPU known only by its memory (a log's total, an assumed size): no bandwidth, no price, no
+        hardware facts (its callers state what the engine rules assume instead)."""
+        return cls(key, name, "unknown", (), "", usable_bytes, usable_bytes, source, 1, MappingProxyType({}),
+                   None, None, None, None, source, "low", "", "")
+
+
+class _Checker(ProfileChecker):
+    """A GPU profile's fields (kvplan/hardware/profiles/README.md)."""
+
+    def flag(self, name: str, value: Any) -> bool:
+        if not isinstance(value, bool):
+            self.bad(name, "true or false", value)
+        return value
+
+    def pos_int(self, name: str, value: Any, nullable: bool = False) -> int | None:
+        if value is None and nullable:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            self.bad(name, "a positive integer" + (" or null" if nullable else ""), value)
+        return value
+
+    def build(self) -> GPU:
+        d = self.data
+        self.known_fields(_REQUIRED, _OPTIONAL)
+        key = self.text("key", d["key"])
+        if not _KEY_RE.match(key):
+            self.bad("key", "a lowercase id of letters, digits, '.', '+' or '-' (like 'h100-sxm')", key)
+        aliases = d.get("aliases") or []
+        if not isinstance(aliases, list):
+            self.bad("aliases", "a list of strings", aliases)
+        for alias in aliases:
+            if not isinstance(alias, str) or not norm_name(alias):
+                self.bad("aliases", "a list of strings (quote numbers like \"4090\")", alias)
+        marketed = self.pos_int("memory_marketed_bytes", d["memory_marketed_bytes"])
+        usable = self.pos_int("memory_usable_bytes", d["memory_usable_bytes"])
+        if usable > marketed:
+            self.fail(f"field 'memory_usable_bytes' ({usable}) exceeds 'memory_marketed_bytes' ({marketed})")
+        usable_source = self.text("memory_usable_source", d["memory_usable_source"])
+        if not usable_source.startswith(USABLE_SOURCE_PREFIXES):
+            self.bad("memory_usable_source", "a string starting with 'measured:' or 'estimate:'", usable_source)
+        flops = d.get("dense_flops") or {}
+        if not isinstance(flops, dict):
+            self.bad("dense_flops", f"a mapping of precision ({', '.join(PRECISIONS)}) to FLOP/s", flops)
+        for precision, value in flops.items():
+            if precision not in PRECISIONS:
+                self.fail(f"field 'dense_flops' has unknown precision {show(precision)} "
+                          f"(allowed: {', '.join(PRECISIONS)})")
+            self.pos_int(f"dense_flops.{precision}", value)
+        fabric = read_interconnect(self, d.get("interconnect"), d.get("vendor"))
+        facts = read_facts(self, d, flops)
+        price = d.get("price_per_hour")
+        if price is not None and (isinstance(price, bool) or not isinstance(price, (int, float))
+                                  or not 0 < price < float("inf")):
+            self.bad("price_per_hour", "a positive number or null", price)
+        confidence = d["confidence"]
+        if confidence not in CONFIDENCE_LEVELS:
+            self.bad("confidence", "one of " + ", ".join(CONFIDENCE_LEVELS), confidence)
+        notes = d.get("notes")
+        return GPU(
+            key=key, name=self.text("name", d["name"]), vendor=self.text("vendor", d["vendor"]),
+            aliases=tuple(a.strip() for a in aliases),
+            memory_marketed=self.text("memory_marketed", d["memory_marketed"]),
+            memory_marketed_bytes=marketed, memory_usable_bytes=usable, memory_usable_source=usable_source,
+            bandwidth_bytes_per_s=self.pos_int("bandwidth_bytes_per_s", d["bandwidth_bytes_per_s"]),
+            dense_flops=MappingProxyType(dict(flops)),
+            tdp_w=self.pos_int("tdp_w", d.get("tdp_w"), nullable=True),
+            price_per_hour=None if price is None else float(price),
+            source=self.text("source", d["source"]), confidence=confidence,
+            notes="" if notes is None else self.text("notes", notes), path=self.path,
+            memory_usable_above_torch=self.flag("memory_usable_above_torch", d.get("memory_usable_above_torch", False)),
+            memory_unified=self.flag("memory_unified", d.get("memory_unified", False)),
+            **fabric, **facts,
+        )
+
+
+def parse_profile(text: str, path: str) -> GPU:
+    """A profile file's text (at `path`, for the messages) as a GPU, every field checked."""
+    return _Checker(path, load_yaml_strict(text, f"hw profile {path}")).build()

@@ -163,6 +163,21 @@ def test_the_simulator_step_model_equals_the_terms():
     dense = shape_for(find_in_catalog("llama-3.1-8b"), H100)
     sd = StepModel(dense, coefficients("sglang"))
     assert sd.decode(8)(8_000) == pytest.approx(sd.step(8, 8, 8_000, 8_008))
+    # falcon-mamba-7b: no token cache, only a recurrent state per sequence, read and written back each step
+    mamba = shape_for(find_in_catalog("falcon-mamba-7b"), H100)
+    assert mamba.kv_bytes_per_token == 0 and mamba.state_bytes_per_seq > 0
+    sm = StepModel(mamba, coefficients("vllm"))
+    assert sm.step(8, 8, 8_000, 8_008) == pytest.approx(priced(sm.coef, features(mamba, 8, 8, 8_000, 8_008)), rel=1e-12)
+
+
+def test_a_recurrent_state_is_read_and_written_back_each_step():
+    # A sequence's fixed state of S bytes costs 2 x S per step (read, then written back): 4 sequences of a
+    # made-up 1 MiB state on a 1 TB/s link add 4 x 2 x 1,048,576 / 1e12 s = 8.388608e-06 s to the KV term.
+    base = Shape(dense_bytes=0, kv_bytes_per_token=0, bandwidth=1e12)
+    with_state = Shape(dense_bytes=0, kv_bytes_per_token=0, state_bytes_per_seq=1 << 20, bandwidth=1e12)
+    kv = TERMS.index("kv")
+    got = features(with_state, 4, 4, 0, 0)[kv] - features(base, 4, 4, 0, 0)[kv]
+    assert got == pytest.approx(8.388608e-06, rel=1e-12)
 
 
 def test_a_setting_outside_the_corpus_says_so():

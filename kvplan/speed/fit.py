@@ -62,7 +62,7 @@ class Built:
             return
         s, load = self.shape, case.load
         room = gpu.memory_usable_bytes * 0.9 - s.dense_bytes - s.expert_bytes - OVERHEAD_BYTES
-        per_seq = max(1, s.kv_bytes_per_token) * max(1.0, load.isl + load.osl)
+        per_seq = max(1, s.kv_bytes_per_token) * max(1.0, load.isl + load.osl) + s.state_bytes_per_seq
         limit = case.max_seqs or DEFAULT_MAX_SEQS[case.engine]
         cap = min(limit, max(1.0, room / per_seq)) if room > 0 else limit  # weights over memory: kvplan's view
         # of the checkpoint differs from what ran; the engine's own limit stands

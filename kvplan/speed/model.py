@@ -127,7 +127,7 @@ class StepModel:
         if s.ep > 1 and s.moe_layers:
             comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * s.top_k * s.hidden * ACT_BYTES / s.link_bandwidth
         self.per_token = (c["gemm"] * s.flops_per_token / s.gemm_rate if s.gemm_rate else 0.0) + c["comm"] * comm
-        self.per_seq = c["seq"]
+        self.per_seq = c["seq"] + c["kv"] * 2 * s.state_bytes_per_seq / s.bandwidth
         self.per_ctx = c["kv"] * s.kv_bytes_per_token / s.bandwidth
         self.per_pair = c["attn"] * s.attn_flops_per_pair / s.bf16_rate if s.bf16_rate else 0.0
         self.per_new = c["request"]

@@ -4,7 +4,8 @@ A deployment's `Shape` holds what one tensor-parallel rank reads and computes (i
 `features(shape, tokens, seqs, context, pairs)` gives one step's terms, in the order of `TERMS`:
 
   weights    dense weight bytes read / bandwidth (routed experts apart)
-  kv         KV bytes read (cached tokens x bytes per token, windows capped) / bandwidth
+  kv         KV bytes read (cached tokens x bytes per token, windows capped; a sequence's fixed
+             recurrent state read and written back once) / bandwidth
   gemm       2 x active parameters x tokens / the weight dtype's dense rate (fp8 or fp4 where the
              profile has it: `dense_flops`), the bf16 rate otherwise
   attn       4 x heads x head dim x query-key pairs / the bf16 rate (quadratic in a prefill)
@@ -53,6 +54,7 @@ class Shape:
     expert_params: float = 0.0  # one expert's parameters on this rank, over all MoE layers
     kv_bytes_per_token: int = 0  # unbounded layers, this rank
     kv_windows: tuple = ()  # ((bytes per token, window), ...) of bounded layers
+    state_bytes_per_seq: int = 0  # a sequence's fixed state on this rank (Mamba / linear attention, DeepSeek-V4)
     flops_per_token: float = 0.0  # 2 x active parameters on this rank
     attn_flops_per_pair: float = 0.0  # 4 x heads on this rank x head dim, over attention layers
     layers: int = 1
@@ -116,7 +118,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     engine steps these tokens take (a prefill in chunks reads the weights once per chunk);
     `request`: requests admitted (their fixed cost)."""
     bw = s.bandwidth
-    kv = s.kv_bytes_per_token * context
+    kv = s.kv_bytes_per_token * context + 2 * s.state_bytes_per_seq * seqs  # a state is read and written back
     for bpt, window in s.kv_windows:
         kv += bpt * min(context, seqs * window)
     per_step = tokens / steps

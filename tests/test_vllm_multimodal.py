@@ -115,3 +115,20 @@ def test_encoder_cache_is_at_least_one_item(kvplan_home):
     f = figures(out["plans"][out["recommended"]])
     assert f["encoder cache (GPU) = max(max_num_batched_tokens, one item's tokens)"] == 256
     assert f["encoder profile (dummy image outputs)"] == 2_752_512
+
+
+def test_tokens_per_image_are_read_from_the_config():
+    # The item size comes from the config's own `mm_tokens_per_image` (google/gemma-3-27b-it: 256), not from the
+    # architecture's name: a config that says 64 gives 64, one that says nothing gives 0 (the budget's floor).
+    import copy
+
+    from kvplan.readers.configs import spec_from_config
+
+    cfg = json.loads((Path(__file__).resolve().parents[1] / "scripts" / "catalog_extra" /
+                      "google__gemma-3-27b-it.json").read_text())
+    assert spec_from_config(cfg, "gemma-3-27b-it")[0].mm_tokens_per_image == 256
+    other = copy.deepcopy(cfg)
+    other["mm_tokens_per_image"] = 64
+    assert spec_from_config(other, "g")[0].mm_tokens_per_image == 64
+    del other["mm_tokens_per_image"]
+    assert spec_from_config(other, "g")[0].mm_tokens_per_image == 0

@@ -124,6 +124,7 @@ class ModelSpec:
     # The vision_config's (num_hidden_layers, hidden_size) as config.json writes them, 0 for a key it leaves
     # out; () without a vision_config. SGLang scales its default mem_fraction_static by them (engines/sglang).
     vision_dims: tuple[int, ...] = ()
+    mm_tokens_per_image: int = 0  # tokens one image becomes where the config fixes it (Gemma 3: 256); 0 unknown
     # Multi-token-prediction modules the checkpoint carries beside the main layers (DeepSeek-V3's
     # layer 61, Qwen3-Next's mtp.*): their cache layers and their own parameters (the embedding and
     # LM head they share with the model excluded). Engines load them only for speculative decoding,

@@ -126,10 +126,17 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         notes=(*geometry["notes"], *tower_notes),
         source=source,
         vision_dims=_vision_dims(config) if towers.params else (),
+        mm_tokens_per_image=_int_field(config, "mm_tokens_per_image") if towers.params else 0,
         mtp_layers=mtp_layers,
         mtp_params=mtp_params,
     )
     return spec, notices
+
+
+def _int_field(config: dict, key: str) -> int:
+    """A non-negative integer field of the config as written, 0 where it is absent or not one."""
+    v = config.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 31 else 0
 
 
 def _vision_dims(config: dict) -> tuple[int, ...]:

@@ -80,6 +80,7 @@ def spec_to_dict(spec: ModelSpec) -> dict:
         "layers": runs,
         **mtp,
         **({"vision_dims": list(spec.vision_dims)} if spec.vision_dims else {}),
+        **({"mm_tokens_per_image": spec.mm_tokens_per_image} if spec.mm_tokens_per_image else {}),
         "notes": list(spec.notes),
     }
 
@@ -136,6 +137,7 @@ def spec_from_dict(data: dict, where: str) -> ModelSpec:
             mtp_layers=tuple(_read_runs(mtp.get("layers", ()), where)),
             mtp_params=ParamCounts(**mtp["params"]) if mtp else None,
             vision_dims=tuple(int(v) for v in data.get("vision_dims", ())),
+            mm_tokens_per_image=int(data.get("mm_tokens_per_image", 0)),
         )
     except KvplanError:
         raise

@@ -62,12 +62,12 @@ class Load:
 
 def batch_and_mode(load: Load, e2e_estimate: float | None) -> tuple[float, float, bool]:
     """(B running, c in the system, burst?) per replica."""
-    if not load.num_prompts and not load.concurrency and not (load.rate and load.rate != float("inf")):
+    if not load.num_prompts and not load.concurrency and not _rate(load):
         return load.cap, load.cap, False  # a throughput run of untold length: the steady state at the cap
     n = (load.num_prompts or 1e9) / load.dp
     if load.concurrency:
         c = load.concurrency / load.dp
-    elif load.rate and load.rate != float("inf"):
+    elif _rate(load):
         c = load.rate / load.dp * e2e_estimate if e2e_estimate else 1.0
     else:
         c = n
@@ -122,6 +122,7 @@ def combos(load: Load, e2e_estimate: float | None = None) -> tuple[float, float,
 
 
 def _rate(load: Load) -> bool:
+    """Whether the load is open loop at a finite request rate."""
     return bool(load.rate and load.rate != float("inf"))
 
 

@@ -345,16 +345,15 @@ def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seq
 # _get_max_items), so K x tokens per item is at most the budget: kvplan counts the whole budget in the
 # model dtype (8192 x 5376 x 2 B = 84 MiB for Gemma 3 27B, whose 256 tokens per image divide it). The
 # vision tower's own activations peak in the encoder pass, before the text run, and are not counted.
-# Tokens of one image item where the architecture fixes them: Gemma 3's `mm_tokens_per_image` (256 in
-# google/gemma-3-*-it config.json, pan-and-scan off by default). Others are not read: there the budget below is
-# max_num_batched_tokens, a floor.
-ITEM_TOKENS = {"Gemma3ForConditionalGeneration": 256}
+# Tokens of one image item where the config fixes them (ModelSpec.mm_tokens_per_image, read from the config's
+# `mm_tokens_per_image`: 256 in google/gemma-3-*-it config.json, pan-and-scan off by default). Where a config
+# does not say, the budget below is max_num_batched_tokens, a floor.
 
 
 def encoder_budget(model, max_num_batched_tokens: int) -> int:
     """vLLM's encoder compute budget and cache size in tokens (v1/core/encoder_cache_manager.py
     compute_mm_encoder_budget: max(max_num_batched_tokens, the largest item's tokens))."""
-    return max(max_num_batched_tokens, ITEM_TOKENS.get(model.architecture, 0))
+    return max(max_num_batched_tokens, model.mm_tokens_per_image)
 
 
 def encoder_profile_bytes(model, tokens: int, version: tuple[int, ...] = (0, 19, 0)) -> int:

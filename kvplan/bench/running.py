@@ -39,7 +39,7 @@ DEFAULT_LIMIT = {"sglang": 4096, "trtllm": 2048}  # engines whose settings carry
 
 
 class Running(NamedTuple):
-    cap: float  # requests one replica runs at once
+    cap: float  # requests one replica (one micro-batch of a pipeline) runs at once
     chunk: int  # tokens one prefill step takes
 
 
@@ -55,14 +55,14 @@ def running(case, spec, gpu) -> Running | None:
     context = max(1, int(load.isl + load.osl / 2))
     try:
         engine, _ = configure(case.engine, case.version, opts, util)
-        dep = engine.deployment(Deployment(tp=case.tp, ep=case.ep))
+        dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, ep=case.ep))
         req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
         res = engine.result(spec, gpu, dep, req)
     except KvplanError:
         return None
     cap = res.capacity
-    held = cap.admitted if cap.admitted is not None else cap.max_concurrency
+    held = (cap.admitted if cap.admitted is not None else cap.max_concurrency) / case.pp  # per micro-batch
     if held < 1:  # not one request fits: kvplan's view of the checkpoint is not what ran (the plain estimate)
         return None
     limit = min(int(flags[k]) for k in LIMITS if flags.get(k) is not None) if any(

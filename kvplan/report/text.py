@@ -36,6 +36,7 @@ FIGURE_FORMATS = {
     "cells per stream": lambda v: f"{v:,} cells per stream",
     "B full + B SWA x ratio": lambda v: f"{v[0]:,} B full + {v[1]:,} B SWA x {v[2]:g}",
     "sglang tokens, K GiB": lambda v: f"#tokens: {v[0]:,}, K size: {v[1] / GIB:.2f} GB (GiB)",
+    "sglang GB": lambda v: f"{v / GIB:.2f} GB (GiB)",
 }
 
 

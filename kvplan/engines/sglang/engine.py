@@ -360,14 +360,17 @@ class Sglang(Engine):
         --tp-size (every rank), --dp-size, --enable-dp-attention, --ep-size, --pp-size
         (parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype, --page-size,
         and --dtype / --quantization fp8 where the plan's weights are not the checkpoint's
-        (kvplan.engines.emit.weight_args); SGLANG_VLM_CACHE_SIZE_MB=N before it when vlm_cache_size_mb is set."""
+        (kvplan.engines.emit.weight_args), the state pool's --max-mamba-cache-size (kvplan.engines.sglang.mamba);
+        SGLANG_VLM_CACHE_SIZE_MB=N before it when vlm_cache_size_mb is set."""
         r, dep = plan.request, plan.deployment
         env = [f"SGLANG_VLM_CACHE_SIZE_MB={settings['vlm_cache_mb']}"] if "vlm_cache_size_mb" in self.opts else []
         args = [*env, "python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
                 *weight_args(self, plan, model),
                 "--context-length", str(r.context), "--mem-fraction-static", f"{_emit_fraction(plan, settings, model):g}",
                 *self.parallel_flags(dep, model), *serve_flags(self.opts),
-                "--max-running-requests", str(serve_seqs(plan))]
+                "--max-running-requests", str(self.opts.get("max_running_requests") or serve_seqs(plan)),
+                *sglang_mamba.emit_flags(self.opts, model, plan, settings["version"],
+                                         plan.deployment.dp if dp_attention(model, dep, self.opts) else 1)]
         kv = kv_dtype_arg(r.kv_dtype, model, self.kv_dtype_flags)
         if kv:
             args += ["--kv-cache-dtype", kv]

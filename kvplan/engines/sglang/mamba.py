@@ -83,6 +83,7 @@ class StatePool:
     reserved: int  # bytes taken out of the static budget ("rest") before the token pool
     per_request: int  # state slots one running request may hold
     rule: str
+    ssm_dtype: str = "fp32"  # the recurrent states' element type (conv states: bf16)
 
     @property
     def conv_bytes(self) -> int:
@@ -138,6 +139,13 @@ def _positive(opts: dict, key: str, default: float) -> float:
     return value
 
 
+def ssm_dtype_of(layer, flag: str):
+    """The recurrent state's element type: the flag's, else the config's mamba_ssm_dtype (kvplan reads it for
+    Qwen3.5 and KDA), else float32."""
+    own = getattr(layer, "ssm_dtype", "") if layer.variant in ("gated_deltanet", "kda") else ""
+    return canonical_kv_dtype(flag or own) if flag or own else FP32
+
+
 def slot_bytes(layers, tp: int, ssm_dtype: str) -> tuple[int, int]:
     """(conv, recurrent) bytes of one slot over `layers`' state layers on one rank of tp."""
     conv = ssm = 0
@@ -145,9 +153,8 @@ def slot_bytes(layers, tp: int, ssm_dtype: str) -> tuple[int, int]:
         if layer.kind != Kind.STATE:
             continue
         c, s = layer.state_parts(tp)
-        own = getattr(layer, "ssm_dtype", "") if layer.variant in ("gated_deltanet", "kda") else ""
         conv += BF16.bytes_for(c)
-        ssm += (canonical_kv_dtype(ssm_dtype) if ssm_dtype else canonical_kv_dtype(own) if own else FP32).bytes_for(s)
+        ssm += ssm_dtype_of(layer, ssm_dtype).bytes_for(s)
     return conv, ssm
 
 
@@ -185,7 +192,9 @@ def state_pool(model, dep, rest: int, ss: StateSettings) -> StatePool:
         slots = int((budget - paid * per) // per) if per else 0
         rule = f"mamba_full_memory_ratio {ss.memory_ratio:g}"
     slots = max(0, slots)
-    return StatePool(slots, conv, ssm, (slots + paid) * per, per_request(model, ss), rule)
+    first = next(layer for layer in model.layers if layer.kind == Kind.STATE)
+    return StatePool(slots, conv, ssm, (slots + paid) * per, per_request(model, ss), rule,
+                     ssm_dtype_of(first, ss.ssm_dtype).name)
 
 
 def max_running(pool: StatePool, tokens: int, context_len: int, ss: StateSettings) -> int:
@@ -213,15 +222,23 @@ def note(pool: StatePool, running: int, tokens: int, context: int) -> str:
     """Where the slots came from, and which of the two pools bounds concurrency at `context`."""
     by_tokens = tokens / context if context else 0.0
     bound = "the state slots" if running < by_tokens else "the token pool"
-    return (f"SGLang's state pool: max_mamba_cache_size from {pool.rule}, {pool.per_request} slot(s) per running "
-            f"request, so max_running_requests {running:,}; at {context:,} tokens {bound} bound concurrency")
+    return (f"SGLang's state pool: conv states bf16, recurrent states {pool.ssm_dtype} (mamba_ssm_dtype); "
+            f"max_mamba_cache_size from {pool.rule}, {pool.per_request} slot(s) per running request, so "
+            f"max_running_requests {running:,}; at {context:,} tokens {bound} bound concurrency")
 
 
-def emit_flags(opts: dict, pool_slots: int | None, attn_dp: int) -> list[str]:
-    """SGLang's own flags for the state pool: the planned slots pinned, and the options given."""
-    args = [] if pool_slots is None else ["--max-mamba-cache-size", str(pool_slots * attn_dp)]
-    if "mamba_ssm_dtype" in opts:
-        args += ["--mamba-ssm-dtype", str(opts["mamba_ssm_dtype"]).strip().lower()]
+def emit_flags(opts: dict, model, plan, version: str, attn_dp: int) -> list[str]:
+    """SGLang's own flags for the state pool: the planned slots pinned (--max-mamba-cache-size, the whole server's,
+    so that --max-running-requests does not resize them before 0.5.4), and the options given."""
+    ss = state_settings(model, version, opts, attn_dp)
+    if ss is None:
+        return []
+    pool = state_pool(model, plan.deployment, plan.kv_memory_bytes_per_gpu, ss)
+    args = ["--max-mamba-cache-size", str(pool.slots * ss.attn_dp)]
+    if ss.ssm_dtype:
+        args += ["--mamba-ssm-dtype", ss.ssm_dtype]
+    if "mamba_full_memory_ratio" in opts:
+        args += ["--mamba-full-memory-ratio", f"{ss.memory_ratio:g}"]
     if opt_bool(opts, "disable_radix_cache", False):
         args += ["--disable-radix-cache"]
     return args

@@ -66,6 +66,8 @@ class Case:
     max_seqs: int | None = None
     date: str = ""
     era: str = ""  # the coefficient set (era_of): the engine, or an older version era
+    version: str | None = None  # the engine's release as stated
+    flags: dict = field(default_factory=dict)  # the engine flags the run stated, as written
 
 
 def _stat(v):
@@ -165,7 +167,7 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
     case = Case(source, str(p.get("id")), engine, p["gpu"], p["kvplan_model"], tp, ep, dp, gpus,
                 p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t,
                 _int(flags.get("max_num_seqs") or flags.get("max-num-seqs") or flags.get("max_batch_size"), 0) or None,
-                date, era_of(engine, p.get("version")))
+                date, era_of(engine, p.get("version")), str(p["version"]) if p.get("version") else None, dict(flags))
     return case, ""
 
 

@@ -143,3 +143,22 @@ def test_ktransformers_split_reproduces_its_slots():
     fig = {f.label: f.value for f in cap.lines}
     assert fig["mamba_cache_per_req"] == 96_030_720
     assert fig["max_mamba_cache_size"] == 82 and cap.tokens == 580_364
+
+
+def test_running_limit_caps_a_plain_model_too():
+    # --max-running-requests caps SGLang's scheduler whatever the model (min with tokens // 2, as the state pool's)
+    cap, _ = _cap("qwen3-8b", "0.5.23", context=4096, opts=["max_running_requests=4"])
+    assert cap.max_running == 4 and cap.max_concurrency == 4
+    cap, _ = _cap("qwen3-8b", "0.5.23", context=4096)
+    assert cap.max_running is None and cap.max_concurrency > 4
+
+
+def test_the_052_line_without_a_slot_count_is_read():
+    # 0.5.2-0.5.3 print no slot count (mem_cache/memory_pool.py 0.5.2 L166-170): the sizes are read alone
+    from kvplan.engines.logparse import parse_log
+
+    rec = parse_log("[TP0] Load weight end. type=Qwen3NextForCausalLM, dtype=torch.bfloat16, avail mem=40.00 GB, "
+                    "mem usage=37.00 GB.\n[TP0] Mamba Cache is allocated. conv_state size: 0.12GB, "
+                    "ssm_state size: 5.00GB \n")
+    assert "max_mamba_cache_size" not in rec.reported
+    assert rec.reported["conv_state_gb"].text == "0.12" and rec.reported["ssm_state_gb"].text == "5.00"

@@ -221,10 +221,10 @@ def figures(pool: StatePool, running: int) -> list[Figure]:
 def note(pool: StatePool, running: int, tokens: int, context: int) -> str:
     """Where the slots came from, and which of the two pools bounds concurrency at `context`."""
     by_tokens = tokens / context if context else 0.0
-    bound = "the state slots" if running < by_tokens else "the token pool"
+    bound = "the state slots bind" if running < by_tokens else "the token pool binds"
     return (f"SGLang's state pool: conv states bf16, recurrent states {pool.ssm_dtype} (mamba_ssm_dtype); "
             f"max_mamba_cache_size from {pool.rule}, {pool.per_request} slot(s) per running request, so "
-            f"max_running_requests {running:,}; at {context:,} tokens {bound} bound concurrency")
+            f"max_running_requests {running:,}; at {context:,} tokens {bound} concurrency")
 
 
 def emit_flags(opts: dict, model, plan, version: str, attn_dp: int) -> list[str]:

@@ -162,3 +162,25 @@ def test_the_052_line_without_a_slot_count_is_read():
                     "ssm_state size: 5.00GB \n")
     assert "max_mamba_cache_size" not in rec.reported
     assert rec.reported["conv_state_gb"].text == "0.12" and rec.reported["ssm_state_gb"].text == "5.00"
+
+
+def test_pp_prices_a_slot_on_the_heaviest_stage_from_0517():
+    # Qwen3-Next at tp 2, pp 2: each stage holds 24 layers, 18 of them Gated DeltaNet; a layer's state at tp 2 is
+    # 3 x 8,192 / 2 x 2 B + 16 x 128 x 128 x 4 B = 24,576 + 1,048,576 = 1,073,152 B. 0.5.23 prices the slot on the
+    # stage (18 x 1,073,152 = 19,316,736 B, `pp_layer_scale`); 0.5.16 on the whole model (36 x = 38,633,472 B).
+    for version, per in (("0.5.23", 19_316_736), ("0.5.16", 38_633_472)):
+        engine = resolve_engine("sglang", version)
+        model, dep = find_in_catalog("qwen3-next-80b-a3b-thinking"), Deployment(2, 2)
+        st = engine.settings(model, find_gpu("h100"), dep, Request(context=32768))
+        fig = {f.label: f.value for f in engine.capacity_at(model, dep, st, 40 * GIB, 32768, BF16).lines}
+        assert fig["mamba_cache_per_req"] == per, version
+
+
+def test_dp_attention_divides_the_servers_slots():
+    # --max-mamba-cache-size is the whole server's: under DP attention over 8 ranks each rank keeps 800 // 8 = 100
+    # (0.5.23 kv_cache_configurator.py `mamba_pool.per_dp_shard`), and --max-running-requests 64 is 8 a rank.
+    engine = resolve_engine("sglang", "0.5.23", ["max_mamba_cache_size=800", "max_running_requests=64"])
+    model, dep = find_in_catalog("qwen3.5-35b-a3b"), Deployment(1, 1, dp=8, ep=8)
+    cap = engine.result(model, find_gpu("h200-sxm"), dep, Request(context=8192)).capacity
+    fig = {f.label: f.value for f in cap.lines}
+    assert fig["max_mamba_cache_size"] == 100 and cap.max_running == 8

@@ -182,19 +182,30 @@ def state_pool(model, dep, rest: int, ss: StateSettings) -> StatePool:
     paid = 1 if ss.version >= (0, 5, 17) else 0  # the padding slot, paid for from 0.5.17
     v = ss.version
     if ss.slots and (v >= (0, 5, 8) or not ss.radix):
-        slots, rule = ss.slots // ss.attn_dp, "max_mamba_cache_size"
+        slots, rule = ss.slots, "max_mamba_cache_size"
     elif not ss.radix and ss.max_running:
-        slots, rule = ss.max_running // ss.attn_dp, "max_running_requests (radix cache off)"
+        slots, rule = ss.max_running, "max_running_requests (radix cache off)"
     elif not ss.radix and v < (0, 5, 10):
-        slots, rule = DEFAULT_SLOTS // ss.attn_dp, f"{DEFAULT_SLOTS} (radix cache off)"
+        slots, rule = DEFAULT_SLOTS, f"{DEFAULT_SLOTS} (radix cache off)"
     else:
         budget = max(0, rest) * ss.memory_ratio / (1 + ss.memory_ratio)
         slots = int((budget - paid * per) // per) if per else 0
         rule = f"mamba_full_memory_ratio {ss.memory_ratio:g}"
+    # a count given for the whole server is split over DP attention ranks: from 0.5.8 the counts given; before,
+    # Qwen3-Next's (Gated DeltaNet) whatever the branch and nobody else's (0.5.6 model_runner.py L1487-1490)
+    if _split_over_dp(model, v, given=not rule.startswith("mamba_full")):
+        slots //= ss.attn_dp
     slots = max(0, slots)
     first = next(layer for layer in model.layers if layer.kind == Kind.STATE)
     return StatePool(slots, conv, ssm, (slots + paid) * per, per_request(model, ss), rule,
                      ssm_dtype_of(first, ss.ssm_dtype).name)
+
+
+def _split_over_dp(model, v: tuple[int, ...], given: bool) -> bool:
+    """Whether a slot count is divided over DP attention ranks (see state_pool)."""
+    if v >= (0, 5, 8):
+        return given
+    return any(layer.variant == "gated_deltanet" for layer in model.layers if layer.kind == Kind.STATE)
 
 
 def max_running(pool: StatePool, tokens: int, context_len: int, ss: StateSettings) -> int:
@@ -234,7 +245,8 @@ def emit_flags(opts: dict, model, plan, version: str, attn_dp: int) -> list[str]
     if ss is None:
         return []
     pool = state_pool(model, plan.deployment, plan.kv_memory_bytes_per_gpu, ss)
-    args = ["--max-mamba-cache-size", str(pool.slots * ss.attn_dp)]
+    per_rank = ss.attn_dp if _split_over_dp(model, ss.version, given=True) else 1
+    args = ["--max-mamba-cache-size", str(pool.slots * per_rank)]
     if ss.ssm_dtype:
         args += ["--mamba-ssm-dtype", ss.ssm_dtype]
     if "mamba_full_memory_ratio" in opts:

@@ -14,6 +14,7 @@ Sources (PyPI wheels; docs/engines.md section 2):
     page (default page 1); buffers get `size + page` rows (`mem_cache/memory_pool.py` L209-212).
   * hybrid SWA (0.5.x): swa_full_tokens_ratio 0.8; cell = full layers + 0.8 x SWA layers; full pool
     = budget // cell, SWA pool = 0.8 x full (0.5.23 `pool_configurator.py` L656-905).
+  * hybrids' recurrent-state slots come out of "rest" first, by release: kvplan.engines.sglang.mamba.
 """
 
 from __future__ import annotations
@@ -231,13 +232,8 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     if swa_cell:
         lines.insert(4, Figure("SWA pool tokens", swa_tokens, "count"))
     notes = []
-    running = None
-    if states:
-        running = sglang_mamba.max_running(states, full_tokens, context, st.state)
-        lines[2:2] = sglang_mamba.figures(states, running)
-        notes.append(sglang_mamba.note(states, running, full_tokens, context))
-    elif st.max_running_requests:
-        running = min(st.max_running_requests, full_tokens // 2)  # the scheduler's cap (mamba.max_running)
+    running, rows, said = sglang_mamba.scheduler(states, st.state, st.max_running_requests, full_tokens, context)
+    lines[2:2], notes = rows, notes + said
     if running is not None:
         conc = min(conc, running)
         lines[-1] = Figure(f"requests of {context:,} tokens", conc, "ratio")

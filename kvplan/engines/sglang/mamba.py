@@ -217,6 +217,16 @@ def max_running(pool: StatePool, tokens: int, context_len: int, ss: StateSetting
     return max(0, min(asked, tokens // 2, pool.slots // pool.per_request))
 
 
+def scheduler(pool: StatePool | None, ss: StateSettings | None, flag: int | None, tokens: int,
+              context: int) -> tuple[int | None, list, list[str]]:
+    """(the scheduler's cap on running requests or None, the state pool's figures, its note): the state pool's
+    max_running_requests, else a --max-running-requests given (per dp worker), within tokens // 2."""
+    if pool is None:
+        return (min(flag, tokens // 2) if flag else None), [], []
+    running = max_running(pool, tokens, context, ss)
+    return running, figures(pool, running), [note(pool, running, tokens, context)]
+
+
 def figures(pool: StatePool, running: int) -> list[Figure]:
     """The state pool as SGLang prints it ("Mamba Cache is allocated", max_running_requests), raw."""
     return [

@@ -236,7 +236,8 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     lines[2:2], notes = rows, notes + said
     if running is not None:
         conc = min(conc, running)
-        lines[-1] = Figure(f"requests of {context:,} tokens", conc, "ratio")
+        lines[-1:] = [Figure("max_running_requests", running, "count"), Figure(f"requests of {context:,} tokens",
+                                                                                conc, "ratio")]
     lines += sglang_mm.rows(model, st, st.usable_bytes)
     notes += sglang_mm.notes(model, st, st.usable_bytes)
     if any(layer.kind in LOCAL_KINDS for layer in model.layers) and sglang_swa.note(model, st.version):

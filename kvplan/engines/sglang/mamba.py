@@ -224,18 +224,18 @@ def scheduler(pool: StatePool | None, ss: StateSettings | None, flag: int | None
     if pool is None:
         return (min(flag, tokens // 2) if flag else None), [], []
     running = max_running(pool, tokens, context, ss)
-    return running, figures(pool, running), [note(pool, running, tokens, context)]
+    return running, figures(pool), [note(pool, running, tokens, context)]
 
 
-def figures(pool: StatePool, running: int) -> list[Figure]:
-    """The state pool as SGLang prints it ("Mamba Cache is allocated", max_running_requests), raw."""
+def figures(pool: StatePool) -> list[Figure]:
+    """The state pool as SGLang prints it ("Mamba Cache is allocated"), raw; max_running_requests is the
+    engine table's row after the token pool's, as SGLang prints it."""
     return [
         Figure("mamba_cache_per_req", pool.conv_slot + pool.ssm_slot, "B"),
         Figure("max_mamba_cache_size", pool.slots, "count"),
         Figure("conv_state size", pool.conv_bytes, "sglang GB"),
         Figure("ssm_state size", pool.ssm_bytes, "sglang GB"),
         Figure("state slots per request", pool.per_request, "count"),
-        Figure("max_running_requests", running, "count"),
     ]
 
 

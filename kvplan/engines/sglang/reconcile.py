@@ -96,8 +96,11 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
                                     "exact" if pred == r[key].text else f"{float(pred) - r[key].value:+.2f}",
                                     pred == r[key].text, None))
         budget = tokens * engine.token_bytes(model, dep, st, kvd)
+        cap = int(r["max_running_requests"].value) if st.state is not None and "max_running_requests" in r else None
         for c in sorted({ctx, *[c for c in WHATIF_CONTEXTS if c <= model.max_context]}):
-            out.whatif.append((f"requests of {c:,} tokens", f"{tokens // c:,} at once ({tokens:,} tokens)"))
+            n = tokens // c if cap is None else min(tokens // c, cap)  # a hybrid: within the printed running cap
+            out.whatif.append((f"requests of {c:,} tokens", f"{n:,} at once ({tokens:,} tokens"
+                               + ("" if cap is None else f", max_running_requests {cap:,}") + ")"))
         out.whatif.append(("KV pool bytes per GPU", f"{budget / GIB:.2f} GiB"))
     return out
 
@@ -123,8 +126,9 @@ def _state_rows(r, model, dep, ss, budgets: tuple[int, int], ctx: int) -> list[R
         pool = sglang_mamba.StatePool(slots, lo.conv_slot, lo.ssm_slot, 0, lo.per_request, lo.rule)
         pred = sglang_mamba.max_running(pool, int(r["kv_tokens"].value), ctx, ss)
         rep = int(r["max_running_requests"].value)
+        ok = True if pred == rep else None if rep < pred else False  # below: a flag the log may not print
         rows.append(Row(f"max_running_requests (slots // {pool.per_request}, or the flag)",
-                        f"{rep:,}", f"{pred:,}", "exact" if pred == rep else f"{pred - rep:+,}", pred == rep, None))
+                        f"{rep:,}", f"{pred:,}", "exact" if pred == rep else f"{pred - rep:+,}", ok, None))
     return rows
 
 

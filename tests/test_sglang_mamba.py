@@ -38,7 +38,7 @@ def _cap(name, version, budget=BUDGET, context=262_144, tp=1, opts=()):
 def test_qwen35_27b_split_by_the_memory_ratio_0523():
     # Qwen3.5-27B: 48 Gated DeltaNet layers: conv 3 x (2 x 16 x 128 + 48 x 128) = 30,720 bf16 values = 61,440 B,
     # ssm 48 x 128 x 128 = 786,432 fp32 values = 3,145,728 B; a slot = 48 x 3,207,168 = 153,944,064 B.
-    # 0.5.23: budget x 0.9 / 1.9 = 33,412,031,066.8 B; (that - one slot) // slot = 216.04 -> 216 slots;
+    # 0.5.23: budget x 0.9 / 1.9 = 33,412,031,066.4 B; (that - one slot) // slot = 216.04 -> 216 slots;
     # rest -= (216 + 1) x 153,944,064 = 33,405,861,888 -> 37,130,648,141 B for 16 full layers x 2 x 4 KV heads x 256
     # x 2 B = 65,536 B a token -> 566,568 tokens. Buffers of 217 rows: conv 217 x 48 x 61,440 = 0.596 GiB,
     # ssm 217 x 48 x 3,145,728 = 30.52 GiB. max_running_requests = min(clamp(566,568 / 262,144 x 512 = 1,106,
@@ -55,7 +55,7 @@ def test_qwen35_27b_split_by_the_memory_ratio_0523():
 
 
 def test_qwen35_27b_before_the_padding_slot_and_the_extra_buffer_0510():
-    # 0.5.10: int(33,412,031,066.8 // 153,944,064) = 217 slots, rest -= 217 slots (no padding slot paid): the same
+    # 0.5.10: int(33,412,031,066.4 // 153,944,064) = 217 slots, rest -= 217 slots (no padding slot paid): the same
     # 37,130,648,141 B -> 566,568 tokens; 3 slots per request (no extra_buffer default before 0.5.15): 217 // 3 = 72.
     cap, fig = _cap("qwen3.5-27b", "0.5.10")
     assert fig["max_mamba_cache_size"] == 217 and cap.tokens == 566_568
@@ -91,7 +91,7 @@ def test_options_set_the_slots_the_dtype_and_the_cap():
 @pytest.mark.parametrize("name, version, words", [
     ("qwen3-next-80b-a3b-thinking", "0.5.1", "0.5.2"),  # Qwen3-Next arrived in 0.5.2
     ("nemotron-h-56b-base-8k", "0.5.3", "0.5.4"),  # Nemotron-H (Mamba-2) in 0.5.4
-    ("ai21-jamba-1.5-mini", "0.5.23", "no mamba state layer"),  # no Jamba in any release
+    ("ai21-jamba-1.5-mini", "0.5.23", "no Jamba"),  # no Jamba in any release
 ])
 def test_releases_without_the_state_layer_refuse(name, version, words):
     with pytest.raises(KvplanError, match=words):
@@ -121,7 +121,7 @@ def test_fit_prints_the_state_pool_and_emit_pins_it():
 def test_ktransformers_log_sizes_from_its_slots():
     # kvcache-ai/ktransformers#1870, two RTX 4090 ranks: 82 slots of Qwen3.5-397B-A17B at tp 2 (45 GDN layers):
     # conv 83 x 45 x 3 x (2 x 16 x 128 + 64 x 128) / 2 x 2 B = 137,687,040 B = 0.13 GiB,
-    # ssm 83 x 45 x 32 x 128 x 128 x 4 B = 7,833,059,328 B = 7.29 GiB; K 580,365 x 15 x 256 x 2 B = 4.15 GiB.
+    # ssm 83 x 45 x 32 x 128 x 128 x 4 B = 7,832,862,720 B = 7.29 GiB; K 580,365 x 15 x 256 x 2 B = 4.15 GiB.
     # The fork's fraction is not printed: its #tokens are not predicted, the sizes from the slots are.
     res = CliRunner().invoke(app, ["check-log", str(CORPUS / "sglang-ktransformers-1870-qwen35-moe-2x4090.log"),
                                    "--model", "qwen3.5-397b-a17b", "--gpu", "rtx-4090", "--json"])
@@ -135,7 +135,7 @@ def test_ktransformers_log_sizes_from_its_slots():
 def test_ktransformers_split_reproduces_its_slots():
     # The split itself: the log's own static budget is its token pool + state pool, 580,364 x 15,360 B (15 layers
     # x 2 x 256 x 2 B at tp 2) + 83 x 96,030,720 B = 8,914,391,040 + 7,970,549,760 = 16,884,940,800 B;
-    # x 0.9 / 1.9 = 7,998,130,378.9; minus one slot, // 96,030,720 -> 82.29 -> 82 slots, as printed.
+    # x 0.9 / 1.9 = 7,998,129,852.6; minus one slot, // 96,030,720 -> 82.29 -> 82 slots, as printed.
     engine = resolve_engine("sglang", "0.5.23")
     model, dep = find_in_catalog("qwen3.5-397b-a17b"), Deployment(2, 1)
     st = engine.settings(model, find_gpu("rtx-4090"), dep, Request(context=8192))
@@ -184,3 +184,14 @@ def test_dp_attention_divides_the_servers_slots():
     cap = engine.result(model, find_gpu("h200-sxm"), dep, Request(context=8192)).capacity
     fig = {f.label: f.value for f in cap.lines}
     assert fig["max_mamba_cache_size"] == 100 and cap.max_running == 8
+
+
+def test_falcon_h1_attention_in_the_token_pool_and_its_mixer_in_the_slots():
+    # tiiuae/Falcon-H1-0.5B-Instruct: attention AND a Mamba-2 mixer on all 36 layers (SGLang FalconH1Config:
+    # full_attention_layer_ids = linear_layer_ids = every layer). Mixer: conv 3 x (1,536 + 2 x 1 x 128) = 5,376 bf16
+    # = 10,752 B, ssm 24 x 64 x 128 fp32 = 786,432 B; a slot = 36 x 797,184 = 28,698,624 B. Token: 36 x 2 x 2 KV
+    # heads x 64 x 2 B = 18,432 B. 0.5.23 on 40 GiB: 42,949,672,960 x 0.9 / 1.9 = 20,344,581,928.4; minus a slot,
+    # // slot = 707.9 -> 707; rest -= 708 slots = 20,318,625,792 -> 22,631,047,168 // 18,432 = 1,227,812 tokens.
+    cap, fig = _cap("falcon-h1-0.5b-instruct", "0.5.23", budget=40 * GIB, context=16384)
+    assert fig["mamba_cache_per_req"] == 28_698_624 and fig["cell per token"] == 18_432
+    assert fig["max_mamba_cache_size"] == 707 and cap.tokens == 1_227_812

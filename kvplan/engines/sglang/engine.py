@@ -40,7 +40,7 @@ from kvplan.engines.context import sglang_rule
 from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
                                  opt_float, opt_int, parse_version)
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.model.layers import LOCAL_KINDS, Kind
+from kvplan.model.layers import LOCAL_KINDS, Kind, ParallelHybrid
 from kvplan.engines.sglang.offload import cpu_pool as hicache_pool
 
 GIB = 2**30
@@ -286,6 +286,7 @@ class Sglang(Engine):
     # cell_bytes and SglangRules: full and MLA layers in the full pool, sliding and chunked in the SWA pool
     # (from 0.5), recurrent states not pooled (a note), a layer without a cache nothing
     kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.STATE, Kind.NONE})
+    reads_layers = frozenset({ParallelHybrid})  # Falcon-H1: attention in the token pool, its mixer's state slots
     supports_dp = True  # DP attention: each rank its own token pool and requests
     kv_dtype_flags = {"fp8": "fp8_e4m3", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype
     offload_rules = {"native": {"cpu": hicache_pool}}  # HiCache's host pool (L2): kvplan.engines.offload

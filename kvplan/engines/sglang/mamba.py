@@ -26,8 +26,9 @@ Sources (PyPI wheels of sgl-project/sglang; docs/engines.md, "SGLang: hybrid mod
     default (overlap schedule on; `_MAMBA_EXTRA_BUFFER_ARCHS`: Qwen3-Next/3.5, Nemotron-H, Granite 4 hybrids,
     Falcon-H1; 0.5.15 `arg_groups/overrides.py` L982-1044, 0.5.23 `mem_cache/kv_cache_configurator.py` L3062-3160).
   * which state layers each release has: Qwen3-Next (Gated DeltaNet) from 0.5.2, Nemotron-H (Mamba-2) from 0.5.4,
-    Kimi-Linear (KDA) from 0.5.5, Qwen3.5, Granite 4 hybrids and LFM2 from 0.5.10 (`srt/models/`); no Jamba
-    (Mamba-1) nor MiniMax lightning attention in any.
+    Kimi-Linear (KDA) from 0.5.5, Qwen3.5, Granite 4 hybrids and LFM2 by 0.5.10 (`srt/models/`); Mamba-1 only in
+    attention-free models from 0.5.21 (mamba.py, falcon_mamba.py; `configs/mamba_utils.py` create_full_rank), not
+    sized here; no Jamba nor MiniMax lightning attention in any.
 Not modelled: speculative decoding's intermediate states (kvplan's SGLang refuses speculative plans), ReplaySSM,
 HiCache's host state pool, the post-capture slack floor 0.5.23 applies to hybrids.
 """
@@ -94,8 +95,15 @@ class StatePool:
         return (self.slots + 1) * self.ssm_slot
 
 
+def states_of(layers) -> list:
+    """The state layers: recurrent ones, and the Mamba-2 mixer beside the attention of Falcon-H1's layers (SGLang's
+    FalconH1Config: attention and Mamba on every layer, `configs/falcon_h1.py` 0.5.23 L292-299)."""
+    return [layer if layer.kind == Kind.STATE else layer.state for layer in layers
+            if layer.kind == Kind.STATE or hasattr(layer, "parts")]
+
+
 def has_states(model) -> bool:
-    return any(layer.kind == Kind.STATE for layer in model.layers)
+    return bool(states_of(model.layers))
 
 
 def state_settings(model, version: str, opts: dict, attn_dp: int) -> StateSettings | None:
@@ -103,13 +111,13 @@ def state_settings(model, version: str, opts: dict, attn_dp: int) -> StateSettin
     if not has_states(model):
         return None
     v = parse_version(version)
-    for layer in model.layers:
-        if layer.kind != Kind.STATE:
-            continue
+    for layer in dict.fromkeys(states_of(model.layers)):
         since = SINCE.get(layer.variant)
         if since is None:
-            raise KvplanError(f"SGLang has no {layer.variant} state layer (no model of this kind in any release "
-                              "kvplan read); plan it with another engine", EXIT_USAGE, param="engine", value="sglang")
+            why = (" (Mamba-1 runs only in attention-free models from 0.5.21: Mamba, Falcon-Mamba; no Jamba)"
+                   if layer.variant == "mamba" else "")
+            raise KvplanError(f"kvplan does not size SGLang's pool for {layer.variant} state layers{why}; plan it "
+                              "with another engine", EXIT_USAGE, param="engine", value="sglang")
         if v < since:
             raise KvplanError(f"SGLang {version} has no {layer.variant} state pool: the first release with a model "
                               f"of this kind is {'.'.join(map(str, since))} (pass {arg('engine_version')})",
@@ -149,9 +157,7 @@ def ssm_dtype_of(layer, flag: str):
 def slot_bytes(layers, tp: int, ssm_dtype: str) -> tuple[int, int]:
     """(conv, recurrent) bytes of one slot over `layers`' state layers on one rank of tp."""
     conv = ssm = 0
-    for layer in layers:
-        if layer.kind != Kind.STATE:
-            continue
+    for layer in states_of(layers):
         c, s = layer.state_parts(tp)
         conv += BF16.bytes_for(c)
         ssm += ssm_dtype_of(layer, ssm_dtype).bytes_for(s)
@@ -163,14 +169,14 @@ def _stage_layers(model, dep, ss: StateSettings):
     if dep.pp == 1 or ss.version < (0, 5, 17):
         return model.layers
     stages = [model.layers[a:b] for a, b in split_layers(model.num_layers, dep.pp)]
-    return max(stages, key=lambda ls: sum(layer.kind == Kind.STATE for layer in ls))
+    return max(stages, key=lambda ls: len(states_of(ls)))
 
 
 def per_request(model, ss: StateSettings) -> int:
     """State slots one running request may hold (see the module docstring)."""
     if not ss.radix:
         return 1
-    variants = {layer.variant for layer in model.layers if layer.kind == Kind.STATE}
+    variants = {layer.variant for layer in states_of(model.layers)}
     extra = ss.version >= (0, 5, 15) and variants <= EXTRA_BUFFER
     return RATIO + (EXTRA_BUFFER_SLOTS if extra else 0)
 
@@ -196,7 +202,7 @@ def state_pool(model, dep, rest: int, ss: StateSettings) -> StatePool:
     if _split_over_dp(model, v, given=not rule.startswith("mamba_full")):
         slots //= ss.attn_dp
     slots = max(0, slots)
-    first = next(layer for layer in model.layers if layer.kind == Kind.STATE)
+    first = states_of(model.layers)[0]
     return StatePool(slots, conv, ssm, (slots + paid) * per, per_request(model, ss), rule,
                      ssm_dtype_of(first, ss.ssm_dtype).name)
 
@@ -205,7 +211,7 @@ def _split_over_dp(model, v: tuple[int, ...], given: bool) -> bool:
     """Whether a slot count is divided over DP attention ranks (see state_pool)."""
     if v >= (0, 5, 8):
         return given
-    return any(layer.variant == "gated_deltanet" for layer in model.layers if layer.kind == Kind.STATE)
+    return any(layer.variant == "gated_deltanet" for layer in states_of(model.layers))
 
 
 def max_running(pool: StatePool, tokens: int, context_len: int, ss: StateSettings) -> int:

@@ -45,7 +45,8 @@ ENGINE_FLAGS = {
                                  "--enforce-shared-experts-fusion", "--moe-dense-tp-size"},
     "engines/sglang/boot.py": {"--mem-fraction-static"},
     "engines/sglang/mamba.py": {"--max-mamba-cache-size", "--mamba-ssm-dtype", "--mamba-full-memory-ratio",
-                                "--disable-radix-cache"},
+                                "--disable-radix-cache", "--mamba-radix-cache-strategy",
+                                "--mamba-scheduler-strategy"},
     # llama-server's command (--emit llama.cpp) and convert_hf_to_gguf.py's
     "engines/llamacpp/engine.py": {"--kv-unified", "--outtype", "--swa-full"},
     # engines' offload tiers (--emit with --offload): vLLM's CPU tier by release, LMCache's connector, SGLang HiCache

@@ -195,3 +195,18 @@ def test_falcon_h1_attention_in_the_token_pool_and_its_mixer_in_the_slots():
     cap, fig = _cap("falcon-h1-0.5b-instruct", "0.5.23", budget=40 * GIB, context=16384)
     assert fig["mamba_cache_per_req"] == 28_698_624 and fig["cell per token"] == 18_432
     assert fig["max_mamba_cache_size"] == 707 and cap.tokens == 1_227_812
+
+
+def test_the_radix_cache_strategy_sets_the_slots_a_request_holds():
+    # 3 slots beside the radix cache, + 2 for extra_buffer's ping-pong pair (overlap on), + 1 for the lazy variant;
+    # no_buffer: 3 (0.5.23: 216 slots // 3 = 72); the flag's name before 0.5.14 is --mamba-scheduler-strategy
+    cap, fig = _cap("qwen3.5-27b", "0.5.23", opts=["mamba_radix_cache_strategy=no_buffer"])
+    assert fig["state slots per request"] == 3 and cap.max_running == 72
+    _, fig = _cap("qwen3.5-27b", "0.5.23", opts=["mamba_radix_cache_strategy=extra_buffer_lazy"])
+    assert fig["state slots per request"] == 4
+    with pytest.raises(KvplanError, match="0.5.13"):
+        _cap("qwen3.5-27b", "0.5.10", opts=["mamba_radix_cache_strategy=extra_buffer_lazy"])
+    res = CliRunner().invoke(app, ["fit", "qwen3-next-80b-a3b-thinking", "--gpu", "h200-sxm", "--tp", "2", "--ctx",
+                                   "32k", "--engine", "sglang", "--engine-version", "0.5.10", "--engine-opt",
+                                   "mamba_radix_cache_strategy=extra_buffer", "--emit", "sglang"])
+    assert res.exit_code == 0 and "--mamba-scheduler-strategy extra_buffer" in res.stdout, res.output

@@ -46,7 +46,11 @@ from kvplan.model.layers import Kind
 from kvplan.planning.deploy import split_layers
 
 OPTS = ("max_mamba_cache_size", "mamba_ssm_dtype", "mamba_full_memory_ratio", "max_running_requests",
-        "disable_radix_cache")
+        "disable_radix_cache", "mamba_radix_cache_strategy")
+# --mamba-radix-cache-strategy (--mamba-scheduler-strategy before 0.5.14; from 0.5.8): the state slots one running
+# request holds beside the radix cache's 3: extra_buffer's ping-pong pair (overlap schedule on), the lazy variant's
+# one (from 0.5.13); 0.5.10 model_runner_kv_cache_mixin.py L373-385, 0.5.23 mem_cache/allocation_sizing.py L11-19
+STRATEGIES = {"no_buffer": 0, "extra_buffer": 2, "extra_buffer_lazy": 1}
 SSM_DTYPES = ("float32", "bfloat16", "float16")  # --mamba-ssm-dtype choices (0.5.23 arg_groups/fields/exec_.py)
 # the first release whose srt/models/ has a model with this kind of state layer (kvplan's RecurrentState.variant)
 SINCE = {"gated_deltanet": (0, 5, 2), "mamba2": (0, 5, 4), "kda": (0, 5, 5), "short_conv": (0, 5, 10)}
@@ -67,11 +71,12 @@ class StateSettings:
     max_running: int | None  # --max-running-requests
     radix: bool  # the radix cache on (Qwen3-Next before 0.5.4: always off)
     attn_dp: int  # DP attention ranks (the slot counts given are the whole server's)
+    strategy: str = "auto"  # --mamba-radix-cache-strategy
 
     def as_dict(self) -> dict:
         return {"ssm_dtype": self.ssm_dtype or "default", "max_mamba_cache_size": self.slots,
                 "mamba_full_memory_ratio": self.memory_ratio, "max_running_requests": self.max_running,
-                "radix_cache": self.radix}
+                "radix_cache": self.radix, "mamba_radix_cache_strategy": self.strategy}
 
 
 @dataclass(frozen=True)
@@ -130,7 +135,23 @@ def state_settings(model, version: str, opts: dict, attn_dp: int) -> StateSettin
     running = opt_int(opts, "max_running_requests", 0) or None
     ratio = _positive(opts, "mamba_full_memory_ratio", 0.9)
     radix = not opt_bool(opts, "disable_radix_cache", False) and v >= (0, 5, 4)
-    return StateSettings(v, ssm, slots, ratio, running, radix, max(1, attn_dp))
+    return StateSettings(v, ssm, slots, ratio, running, radix, max(1, attn_dp), _strategy(opts, v, version))
+
+
+def _strategy(opts: dict, v: tuple[int, ...], version: str) -> str:
+    """--mamba-radix-cache-strategy as given (auto when not), refused where the release has no such value."""
+    name = str(opts.get("mamba_radix_cache_strategy", "auto")).strip().lower()
+    if name == "auto":
+        return name
+    if name not in STRATEGIES:
+        raise KvplanError(f"{arg('engine_opts')} mamba_radix_cache_strategy must be one of auto, "
+                          f"{', '.join(STRATEGIES)}, got {name!r}", EXIT_USAGE, param="engine_opts",
+                          value={"mamba_radix_cache_strategy": name}, allowed=("auto", *STRATEGIES))
+    if v < ((0, 5, 13) if name == "extra_buffer_lazy" else (0, 5, 8)):
+        raise KvplanError(f"SGLang {version} has no mamba_radix_cache_strategy {name} (from "
+                          f"{'0.5.13' if name == 'extra_buffer_lazy' else '0.5.8'})", EXIT_USAGE,
+                          param="engine_opts", value={"mamba_radix_cache_strategy": name})
+    return name
 
 
 def _positive(opts: dict, key: str, default: float) -> float:
@@ -176,6 +197,8 @@ def per_request(model, ss: StateSettings) -> int:
     """State slots one running request may hold (see the module docstring)."""
     if not ss.radix:
         return 1
+    if ss.strategy != "auto":
+        return RATIO + STRATEGIES[ss.strategy]
     variants = {layer.variant for layer in states_of(model.layers)}
     extra = ss.version >= (0, 5, 15) and variants <= EXTRA_BUFFER
     return RATIO + (EXTRA_BUFFER_SLOTS if extra else 0)
@@ -269,4 +292,7 @@ def emit_flags(opts: dict, model, plan, version: str, attn_dp: int) -> list[str]
         args += ["--mamba-full-memory-ratio", f"{ss.memory_ratio:g}"]
     if opt_bool(opts, "disable_radix_cache", False):
         args += ["--disable-radix-cache"]
+    if ss.strategy != "auto":
+        flag = "--mamba-radix-cache-strategy" if ss.version >= (0, 5, 14) else "--mamba-scheduler-strategy"
+        args += [flag, ss.strategy]
     return args

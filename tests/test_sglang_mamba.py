@@ -210,3 +210,8 @@ def test_the_radix_cache_strategy_sets_the_slots_a_request_holds():
                                    "32k", "--engine", "sglang", "--engine-version", "0.5.10", "--engine-opt",
                                    "mamba_radix_cache_strategy=extra_buffer", "--emit", "sglang"])
     assert res.exit_code == 0 and "--mamba-scheduler-strategy extra_buffer" in res.stdout, res.output
+
+
+def test_state_options_are_checked_on_a_plain_model_too():
+    with pytest.raises(KvplanError, match="mamba_ssm_dtype"):
+        _cap("qwen3-8b", "0.5.23", context=4096, opts=["mamba_ssm_dtype=fp4"])

@@ -112,10 +112,12 @@ def has_states(model) -> bool:
 
 
 def state_settings(model, version: str, opts: dict, attn_dp: int) -> StateSettings | None:
-    """The settings, after refusing a release that has no such state layer; None for a model without one."""
-    if not has_states(model):
-        return None
+    """The settings, after refusing a release that has no such state layer; None for a model without one (its
+    options still checked)."""
     v = parse_version(version)
+    if not has_states(model):
+        _options(opts, v, version)
+        return None
     for layer in dict.fromkeys(states_of(model.layers)):
         since = SINCE.get(layer.variant)
         if since is None:
@@ -127,6 +129,11 @@ def state_settings(model, version: str, opts: dict, attn_dp: int) -> StateSettin
             raise KvplanError(f"SGLang {version} has no {layer.variant} state pool: the first release with a model "
                               f"of this kind is {'.'.join(map(str, since))} (pass {arg('engine_version')})",
                               EXIT_USAGE, param="engine_version", value=version)
+    return StateSettings(v, *_options(opts, v, version), max(1, attn_dp), _strategy(opts, v, version))
+
+
+def _options(opts: dict, v: tuple[int, ...], version: str) -> tuple:
+    """(ssm dtype, slots, memory ratio, running limit, radix cache on) from the options, each checked."""
     ssm = str(opts.get("mamba_ssm_dtype", "")).strip().lower()
     if ssm and ssm not in SSM_DTYPES:
         raise KvplanError(f"{arg('engine_opts')} mamba_ssm_dtype must be one of {', '.join(SSM_DTYPES)}, got {ssm!r}",
@@ -135,7 +142,8 @@ def state_settings(model, version: str, opts: dict, attn_dp: int) -> StateSettin
     running = opt_int(opts, "max_running_requests", 0) or None
     ratio = _positive(opts, "mamba_full_memory_ratio", 0.9)
     radix = not opt_bool(opts, "disable_radix_cache", False) and v >= (0, 5, 4)
-    return StateSettings(v, ssm, slots, ratio, running, radix, max(1, attn_dp), _strategy(opts, v, version))
+    _strategy(opts, v, version)
+    return ssm, slots, ratio, running, radix
 
 
 def _strategy(opts: dict, v: tuple[int, ...], version: str) -> str:

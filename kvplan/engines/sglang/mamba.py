@@ -30,7 +30,8 @@ Sources (PyPI wheels of sgl-project/sglang; docs/engines.md, "SGLang: hybrid mod
     attention-free models from 0.5.21 (mamba.py, falcon_mamba.py; `configs/mamba_utils.py` create_full_rank), not
     sized here; no Jamba nor MiniMax lightning attention in any.
 Not modelled: speculative decoding's intermediate states (kvplan's SGLang refuses speculative plans), ReplaySSM,
-HiCache's host state pool, the post-capture slack floor 0.5.23 applies to hybrids.
+HiCache's host state pool, the slack floor 0.5.23 applies to hybrids under post-capture KV sizing
+(off by default: SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, `environ.py` L640).
 """
 
 from __future__ import annotations

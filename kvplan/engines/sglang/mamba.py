@@ -24,7 +24,8 @@ Sources (PyPI wheels of sgl-project/sglang; docs/engines.md, "SGLang: hybrid mod
     tokens // 2, slots // k), k = state slots one request may hold: 1 with the radix cache off, else 3
     (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO) + 2 from 0.5.15 where the `extra_buffer` strategy is the
     default (overlap schedule on; `_MAMBA_EXTRA_BUFFER_ARCHS`: Qwen3-Next/3.5, Nemotron-H, Granite 4 hybrids,
-    Falcon-H1; 0.5.15 `arg_groups/overrides.py` L982-1044, 0.5.23 `mem_cache/kv_cache_configurator.py` L3062-3160).
+    Falcon-H1, and Kimi-Linear from 0.5.16; 0.5.15 `arg_groups/overrides.py` L982-1044, 0.5.23
+    `mem_cache/kv_cache_configurator.py` L3062-3160).
   * which state layers each release has: Qwen3-Next (Gated DeltaNet) from 0.5.2, Nemotron-H (Mamba-2) from 0.5.4,
     Kimi-Linear (KDA) from 0.5.5, Qwen3.5, Granite 4 hybrids and LFM2 by 0.5.10 (`srt/models/`); Mamba-1 only in
     attention-free models from 0.5.21 (mamba.py, falcon_mamba.py; `configs/mamba_utils.py` create_full_rank), not
@@ -55,7 +56,8 @@ STRATEGIES = {"no_buffer": 0, "extra_buffer": 2, "extra_buffer_lazy": 1}
 SSM_DTYPES = ("float32", "bfloat16", "float16")  # --mamba-ssm-dtype choices (0.5.23 arg_groups/fields/exec_.py)
 # the first release whose srt/models/ has a model with this kind of state layer (kvplan's RecurrentState.variant)
 SINCE = {"gated_deltanet": (0, 5, 2), "mamba2": (0, 5, 4), "kda": (0, 5, 5), "short_conv": (0, 5, 10)}
-EXTRA_BUFFER = frozenset({"gated_deltanet", "mamba2"})  # variants of _MAMBA_EXTRA_BUFFER_ARCHS (0.5.15)
+# variants of _MAMBA_EXTRA_BUFFER_ARCHS (0.5.15 `arg_groups/overrides.py` L982-995; Kimi-Linear from 0.5.16) and since when
+EXTRA_BUFFER = {"gated_deltanet": (0, 5, 15), "mamba2": (0, 5, 15), "kda": (0, 5, 16)}
 DEFAULT_SLOTS = 512  # with the radix cache off and no --max-running-requests (0.5.2-0.5.9)
 RATIO = 3  # MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO
 EXTRA_BUFFER_SLOTS = 2  # get_mamba_tracking_slots(extra_buffer=True, overlap=True)
@@ -209,7 +211,7 @@ def per_request(model, ss: StateSettings) -> int:
     if ss.strategy != "auto":
         return RATIO + STRATEGIES[ss.strategy]
     variants = {layer.variant for layer in states_of(model.layers)}
-    extra = ss.version >= (0, 5, 15) and variants <= EXTRA_BUFFER
+    extra = all(ss.version >= EXTRA_BUFFER.get(v, (99,)) for v in variants)
     return RATIO + (EXTRA_BUFFER_SLOTS if extra else 0)
 
 

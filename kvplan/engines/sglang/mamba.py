@@ -56,7 +56,7 @@ STRATEGIES = {"no_buffer": 0, "extra_buffer": 2, "extra_buffer_lazy": 1}
 SSM_DTYPES = ("float32", "bfloat16", "float16")  # --mamba-ssm-dtype choices (0.5.23 arg_groups/fields/exec_.py)
 # the first release whose srt/models/ has a model with this kind of state layer (kvplan's RecurrentState.variant)
 SINCE = {"gated_deltanet": (0, 5, 2), "mamba2": (0, 5, 4), "kda": (0, 5, 5), "short_conv": (0, 5, 10)}
-# since when each variant is in _MAMBA_EXTRA_BUFFER_ARCHS (0.5.15 `arg_groups/overrides.py` L982-995; Kimi-Linear 0.5.16)
+# when each variant joined _MAMBA_EXTRA_BUFFER_ARCHS (0.5.15 `arg_groups/overrides.py` L982-995; KDA: 0.5.16)
 EXTRA_BUFFER = {"gated_deltanet": (0, 5, 15), "mamba2": (0, 5, 15), "kda": (0, 5, 16)}
 DEFAULT_SLOTS = 512  # with the radix cache off and no --max-running-requests (0.5.2-0.5.9)
 RATIO = 3  # MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO

@@ -67,3 +67,15 @@ def test_the_fit_prices_a_point_at_the_engines_cap_and_chunk():
     engine, plain = Built(c, running), Built(c)
     assert (engine.load.cap, engine.load.chunk) == (256, 2048)
     assert plain.load.chunk == 8192 and plain.load.cap == 256  # the corpus's vLLM default, 8,192 tokens
+
+
+def test_a_pipeline_is_priced_as_its_micro_batches():
+    # Two stages of Llama-3.1-8B on H100s: each micro-batch passes both stages (the whole model's step),
+    # two micro-batches are in flight (the load counts 2 replicas), and each GPU holds half the weights,
+    # so a micro-batch's KV room is one GPU's memory less half the weights: more than on one GPU.
+    one = case(flags={"gpu_memory_utilization": 0.95})
+    two = Case(**{**one.__dict__, "pp": 2, "gpus": 2})
+    r1, r2 = running(one, LLAMA, find_gpu("h100-sxm")), running(two, LLAMA, find_gpu("h100-sxm"))
+    assert r1.cap < r2.cap < 2 * r1.cap
+    b = Built(Case(**{**two.__dict__, "load": Load(7680, 1024, 1024, dp=2)}))
+    assert b.load.dp == 2 and b.shape.dense_bytes == Built(one).shape.dense_bytes

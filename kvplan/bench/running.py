@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
+from kvplan.engines.scheduler import limits
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.shape import weight_dtype_of
@@ -33,13 +34,10 @@ OPTS = {
 }
 UTILISATION = ("gpu_memory_utilization",)  # vLLM's fraction, a configure() input rather than an option
 LIMITS = ("max_running_requests", "max_num_seqs", "max_batch_size")  # a running limit the run stated
-CHUNK = ("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens")  # the settings' prefill chunk
-DEFAULT_LIMIT = {"sglang": 4096, "trtllm": 2048}  # engines whose settings carry no running limit: SGLang's
-# req_to_token pool ceiling, trtllm-serve's max_batch_size default
 
 
 class Running(NamedTuple):
-    cap: float  # requests one replica runs at once
+    cap: float  # requests one replica (one micro-batch of a pipeline) runs at once
     chunk: int  # tokens one prefill step takes
 
 
@@ -55,20 +53,20 @@ def running(case, spec, gpu) -> Running | None:
     context = max(1, int(load.isl + load.osl / 2))
     try:
         engine, _ = configure(case.engine, case.version, opts, util)
-        dep = engine.deployment(Deployment(tp=case.tp, ep=case.ep))
+        dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, ep=case.ep))
         req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
         res = engine.result(spec, gpu, dep, req)
     except KvplanError:
         return None
     cap = res.capacity
-    held = cap.admitted if cap.admitted is not None else cap.max_concurrency
+    held = (cap.admitted if cap.admitted is not None else cap.max_concurrency) / case.pp  # per micro-batch
     if held < 1:  # not one request fits: kvplan's view of the checkpoint is not what ran (the plain estimate)
         return None
     limit = min(int(flags[k]) for k in LIMITS if flags.get(k) is not None) if any(
         flags.get(k) is not None for k in LIMITS) else None
-    limit = limit or res.settings.get("max_num_seqs") or DEFAULT_LIMIT.get(case.engine)
-    chunk = next((int(res.settings[k]) for k in CHUNK if res.settings.get(k)), None)
+    default, chunk = limits(case.engine, res.settings)
+    limit = limit or default
     if not limit or not chunk:
         return None
     return Running(float(min(held, limit)), chunk)

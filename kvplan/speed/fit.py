@@ -48,7 +48,11 @@ class Built:
     """A case with its Shape and its batch cap, or the reason it cannot be priced. `running(case, spec, gpu)`
     gives the engine's own (cap, chunk) for the setting, or None (kvplan.bench.running, a layer above): None,
     or no function, keeps the plain estimate (the usable memory less weights and a fixed overhead, over
-    isl + osl tokens a request, within the engine's default running limit; chunk: PREFILL_CHUNK)."""
+    isl + osl tokens a request, within the engine's default running limit; chunk: PREFILL_CHUNK).
+    A pipeline of pp stages is priced as pp replicas of the whole model's step (each micro-batch passes
+    every stage in turn, so its step is the whole model's, while the stages work on pp micro-batches at
+    once: the corpus's Load counts dp x pp replicas), each with one GPU's memory less its stage's weights;
+    the hand-off between stages is not priced."""
 
     def __init__(self, case: Case, running=None):
         self.case, self.shape, self.why = case, None, ""
@@ -64,7 +68,7 @@ class Built:
             self.why = f"not plannable: {type(e).__name__}"
             return
         s, load = self.shape, case.load
-        room = gpu.memory_usable_bytes * 0.9 - s.dense_bytes - s.expert_bytes - OVERHEAD_BYTES
+        room = gpu.memory_usable_bytes * 0.9 - (s.dense_bytes + s.expert_bytes) / case.pp - OVERHEAD_BYTES
         per_seq = max(1, s.kv_bytes_per_token) * max(1.0, load.isl + load.osl) + s.state_bytes_per_seq
         limit = case.max_seqs or DEFAULT_MAX_SEQS[case.engine]
         cap = min(limit, max(1.0, room / per_seq)) if room > 0 else limit  # weights over memory: kvplan's view

@@ -158,6 +158,41 @@ def sglang_weights(records: list[dict]) -> list[dict]:
     return out
 
 
+def sglang_states(records: list[dict]) -> list[dict]:
+    """SGLang's recurrent-state pool ("Mamba Cache is allocated") against kvplan.engines.sglang.mamba, for each record
+    that prints it: the conv/ssm GB from the printed slots (exact arithmetic), and the slots the release's rule gives
+    for the record's own static budget (the printed token pool + state pool, so the split is what is checked)."""
+    from kvplan.core.dtypes import canonical_kv_dtype
+    from kvplan.engines import resolve_engine
+    from kvplan.engines.logcheck import assumed_gpu
+    from kvplan.engines.sglang import engine as sglang
+    from kvplan.engines.sglang import mamba
+    from kvplan.planning.deploy import Deployment
+    from kvplan.planning.plan import Request
+    from kvplan.sources.catalog import find_in_catalog
+
+    out = []
+    for rec in records:
+        rep = parsed(rec).reported if rec.get("engine") == "sglang" else {}
+        name = rec.get("kvplan_model") or rec.get("model_inferred")
+        if "ssm_state_gb" not in rep or not name or "max_mamba_cache_size" not in rep:
+            continue
+        model, dep = find_in_catalog(name), Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
+        version = rec.get("version") or rec.get("version_inferred") or sglang.DEFAULT_VERSION
+        engine = resolve_engine("sglang", version)
+        kv = canonical_kv_dtype("auto", model.dtype)
+        st = engine.settings(model, assumed_gpu(), dep, Request(context=4096))
+        slots, tokens = int(rep["max_mamba_cache_size"].value), int(rep["kv_tokens"].value)
+        pool = mamba.state_pool(model, dep, 0, st.state)
+        paid = 1 if st.state.version >= (0, 5, 17) else 0
+        rest = tokens * engine.token_bytes(model, dep, st, kv) + (slots + paid) * (pool.conv_slot + pool.ssm_slot)
+        out.append({"id": rec["id"], "split": "held-out" if is_held_out(rec) else "train", "version": version,
+                    "slots": slots, "kvplan_slots": mamba.state_pool(model, dep, rest, st.state).slots,
+                    "conv_gb": rep["conv_state_gb"].text, "kvplan_conv_gb": f"{(slots + 1) * pool.conv_slot / GIB:.2f}",
+                    "ssm_gb": rep["ssm_state_gb"].text, "kvplan_ssm_gb": f"{(slots + 1) * pool.ssm_slot / GIB:.2f}"})
+    return out
+
+
 def summary(rs: list[dict], split: str) -> dict:
     out = {}
     for term in TERMS:
@@ -392,9 +427,9 @@ def main() -> None:
         return
     rs = rows(records)
     summ = {s: summary(rs, s) for s in ("train", "held-out")}
-    sg = sglang_weights(records)
+    sg, states = sglang_weights(records), sglang_states(records)
     if a.json:
-        print(json.dumps({"rows": rs, "summary": summ, "sglang_weights": sg}, indent=1))
+        print(json.dumps({"rows": rs, "summary": summ, "sglang_weights": sg, "sglang_states": states}, indent=1))
         return
     if a.markdown:
         print(markdown(rs, summ))
@@ -412,6 +447,11 @@ def main() -> None:
     for r in sg:
         print(f"  {r['id'][:40]:40} {r['split']:8} {r['kvplan']:10} {r['engine_gib']:g} GB  {r['kvplan_gib']:.2f} GiB  "
               f"{r['error_rel'] * 100:+.1f}%")
+    print("\nSGLang state pool (Mamba Cache is allocated): slots, and slots from the record's own budget by the rule;"
+          " conv / ssm GB, and kvplan's from the printed slots:")
+    for r in states:
+        print(f"  {r['id'][:40]:40} {r['split']:8} {r['version']:8} slots {r['slots']} / {r['kvplan_slots']}  "
+              f"conv {r['conv_gb']} / {r['kvplan_conv_gb']} GB  ssm {r['ssm_gb']} / {r['kvplan_ssm_gb']} GB")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,9 @@ ENGINE_FLAGS = {
     "engines/sglang/layout.py": {"--disable-shared-experts-fusion", "--enable-dp-lm-head",
                                  "--enforce-shared-experts-fusion", "--moe-dense-tp-size"},
     "engines/sglang/boot.py": {"--mem-fraction-static"},
+    "engines/sglang/mamba.py": {"--max-mamba-cache-size", "--mamba-ssm-dtype", "--mamba-full-memory-ratio",
+                                "--disable-radix-cache", "--mamba-radix-cache-strategy",
+                                "--mamba-scheduler-strategy"},
     # llama-server's command (--emit llama.cpp) and convert_hf_to_gguf.py's
     "engines/llamacpp/engine.py": {"--kv-unified", "--outtype", "--swa-full"},
     # engines' offload tiers (--emit with --offload): vLLM's CPU tier by release, LMCache's connector, SGLang HiCache

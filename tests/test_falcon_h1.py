@@ -76,7 +76,7 @@ def test_vllm_sees_one_attention_and_one_mamba_layer_per_decoder_layer(kvplan_ho
     assert figures["bytes per block id"] == 44 * 1568 * KV_PER_LAYER
 
 
-@pytest.mark.parametrize("engine", ["sglang", "trtllm", "llama.cpp", "transformers"])
+@pytest.mark.parametrize("engine", ["trtllm", "llama.cpp", "transformers"])  # SGLang: tests/test_sglang_mamba.py
 def test_engines_whose_allocation_is_unread_refuse(kvplan_home, tmp_path, engine):
     from typer.testing import CliRunner
 

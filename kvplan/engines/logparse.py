@@ -150,6 +150,7 @@ def _sglang(text: str, rec: LogRecord) -> None:
     m = _first(r"Memory pool end\. avail mem=" + N + " GB", text)
     if m:
         r["avail_after_pool_gb"] = _num(m.group(1))
+    _sglang_states(text, r)
     m = _first(r"max_total_num_tokens=" + I + r", chunked_prefill_size=(-?\d{1,30}), max_prefill_tokens=" + I
                + r", max_running_requests=" + I + r", context_len=" + I, text)
     if m:
@@ -188,6 +189,16 @@ def _sglang(text: str, rec: LogRecord) -> None:
     m = _first(r"sglang(?:==|[ \t]+version[ \t]+|:v?)(\d[\w.]*)", text)
     if m:
         rec.version = m.group(1)
+
+
+def _sglang_states(text: str, r: dict) -> None:
+    """The recurrent-state pool's line (kvplan.engines.sglang.mamba); the slot count is printed from 0.5.4."""
+    m = _first(r"Mamba Cache is allocated\. (?:max_mamba_cache_size: " + I + ", )?conv_state size: " + N
+               + r" ?GB, ssm_state size: " + N + " ?GB", text)
+    if m:
+        if m.group(1):
+            r["max_mamba_cache_size"] = _num(m.group(1))
+        r["conv_state_gb"], r["ssm_state_gb"] = _num(m.group(2)), _num(m.group(3))
 
 
 def _llamacpp(text: str, rec: LogRecord) -> None:

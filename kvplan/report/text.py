@@ -36,6 +36,7 @@ FIGURE_FORMATS = {
     "cells per stream": lambda v: f"{v:,} cells per stream",
     "B full + B SWA x ratio": lambda v: f"{v[0]:,} B full + {v[1]:,} B SWA x {v[2]:g}",
     "sglang tokens, K GiB": lambda v: f"#tokens: {v[0]:,}, K size: {v[1] / GIB:.2f} GB (GiB)",
+    "sglang GB": lambda v: f"{v / GIB:.2f} GB (GiB)",
 }
 
 
@@ -59,6 +60,7 @@ def engine_to_dict(res) -> dict:
     return {"name": cap.engine, "version": cap.version, "settings": res.settings,
             "kv_memory_bytes_per_gpu": cap.kv_memory_bytes, "tokens": cap.tokens,
             "max_concurrency": cap.max_concurrency, "blocks": cap.blocks, "block_size": cap.block_size,
+            "max_running": cap.max_running,
             "lines": {f.label: format_figure(f) for f in cap.lines},
             "figures": [{"label": f.label, "value": list(f.value) if isinstance(f.value, tuple) else f.value,
                          "unit": f.unit} for f in cap.lines],

@@ -14,6 +14,7 @@ Sources (PyPI wheels; docs/engines.md section 2):
     page (default page 1); buffers get `size + page` rows (`mem_cache/memory_pool.py` L209-212).
   * hybrid SWA (0.5.x): swa_full_tokens_ratio 0.8; cell = full layers + 0.8 x SWA layers; full pool
     = budget // cell, SWA pool = 0.8 x full (0.5.23 `pool_configurator.py` L656-905).
+  * hybrids' recurrent-state slots come out of "rest" first, by release: kvplan.engines.sglang.mamba.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes, sglang_flags 
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.sglang import layout as sglang_layout
 from kvplan.engines.sglang import loaded as sglang_loaded
+from kvplan.engines.sglang import mamba as sglang_mamba
 from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.sglang import swa as sglang_swa
 from kvplan.engines.sglang.boot import emit_advice
@@ -38,7 +40,7 @@ from kvplan.engines.context import sglang_rule
 from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
                                  opt_float, opt_int, parse_version)
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.model.layers import LOCAL_KINDS, Kind
+from kvplan.model.layers import LOCAL_KINDS, Kind, ParallelHybrid
 from kvplan.engines.sglang.offload import cpu_pool as hicache_pool
 
 GIB = 2**30
@@ -46,7 +48,7 @@ MIB = 2**20
 VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
 DEFAULT_VERSION = "0.5.23"
 OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs",
-        "enable_dp_attention", "vlm_cache_size_mb", *LAYOUT_OPTS)  # LAYOUT_OPTS: kvplan/engines/sglang/layout.py
+        "enable_dp_attention", "vlm_cache_size_mb", *LAYOUT_OPTS, *sglang_mamba.OPTS)  # layout.py, mamba.py
 # Memory taken before the weights load (CUDA context, NCCL): 22.49 GiB L4 total - 21.63 GiB free before
 # loading at tp=4 (github.com/didier-durand/llms-in-clouds docs/sglang.md, QwQ-32B). tp=1: an estimate.
 INIT_BYTES_TP1 = 512 * MIB
@@ -66,6 +68,8 @@ class Settings:
     vlm_cache_mb: int = sglang_mm.DEFAULT_CACHE_MB  # SGLANG_VLM_CACHE_SIZE_MB
     usable_bytes: int = 0  # the GPU's memory as torch sees it (the multimodal rows' headroom)
     hybrid_swa: bool = False  # sliding-window layers in a pool of their own (kvplan.engines.sglang.swa)
+    state: sglang_mamba.StateSettings | None = None  # the recurrent-state pool's (kvplan.engines.sglang.mamba)
+    max_running_requests: int | None = None  # --max-running-requests per dp worker
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -163,8 +167,11 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     init = INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1
     extra = sglang_loaded.loaded_extra(model, gpu, tp_size, version, dep.ep, dep.pp)
     cache_mb = opt_int(opts, "vlm_cache_size_mb", sglang_mm.DEFAULT_CACHE_MB)
+    attn_dp = dep.dp if dpa else 1
+    state = sglang_mamba.state_settings(model, version, opts, attn_dp)
+    running = opt_int(opts, "max_running_requests", 0)
     return Settings(version, float(frac), chunked, page, ratio, init, extra, vlm, cache_mb, gpu.memory_usable_bytes,
-                    sglang_swa.hybrid_swa(model, version))
+                    sglang_swa.hybrid_swa(model, version), state, max(1, running // attn_dp) if running else None)
 
 
 def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
@@ -197,11 +204,13 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     page = st.page_size
     ratio = st.swa_full_tokens_ratio
     budget = max(0, kv_bytes)
+    states = sglang_mamba.state_pool(model, dep, budget, st.state) if st.state else None
+    left = max(0, budget - states.reserved) if states else budget  # the token pool's, after the state slots
     if swa_cell:
-        full_tokens = int(budget // (full_cell + ratio * swa_cell)) // page * page
+        full_tokens = int(left // (full_cell + ratio * swa_cell)) // page * page
         swa_tokens = int(ratio * full_tokens) // page * page
     else:
-        full_tokens = int(budget // full_cell) // page * page if full_cell else 0
+        full_tokens = int(left // full_cell) // page * page if full_cell else 0
         swa_tokens = 0
     windows = [layer.span for layer in model.layers if layer.kind in LOCAL_KINDS]
     conc = full_tokens / context if context else 0.0
@@ -223,14 +232,18 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     if swa_cell:
         lines.insert(4, Figure("SWA pool tokens", swa_tokens, "count"))
     notes = []
-    if any(layer.kind == Kind.STATE for layer in model.layers):
-        notes.append("recurrent state pools (Mamba) are not modelled for SGLang")
+    running, rows, said = sglang_mamba.scheduler(states, st.state, st.max_running_requests, full_tokens, context)
+    lines[2:2], notes = rows, notes + said
+    if running is not None:
+        conc = min(conc, running)
+        lines[-1:] = [Figure("max_running_requests", running, "count"), Figure(f"requests of {context:,} tokens",
+                                                                                conc, "ratio")]
     lines += sglang_mm.rows(model, st, st.usable_bytes)
     notes += sglang_mm.notes(model, st, st.usable_bytes)
     if any(layer.kind in LOCAL_KINDS for layer in model.layers) and sglang_swa.note(model, st.version):
         notes.append(sglang_swa.note(model, st.version))
     return Capacity("sglang", st.version, budget, full_tokens, conc, context, full_cell + swa_cell,
-                    None, page, tuple(lines), tuple(notes))
+                    None, page, tuple(lines), tuple(notes), max_running=running)
 
 
 def pool_cell(model, dep, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
@@ -273,6 +286,7 @@ class Sglang(Engine):
     # cell_bytes and SglangRules: full and MLA layers in the full pool, sliding and chunked in the SWA pool
     # (from 0.5), recurrent states not pooled (a note), a layer without a cache nothing
     kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.STATE, Kind.NONE})
+    reads_layers = frozenset({ParallelHybrid})  # Falcon-H1: attention in the token pool, its mixer's state slots
     supports_dp = True  # DP attention: each rank its own token pool and requests
     kv_dtype_flags = {"fp8": "fp8_e4m3", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype
     offload_rules = {"native": {"cpu": hicache_pool}}  # HiCache's host pool (L2): kvplan.engines.offload
@@ -344,14 +358,17 @@ class Sglang(Engine):
         --tp-size (every rank), --dp-size, --enable-dp-attention, --ep-size, --pp-size
         (parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype, --page-size,
         and --dtype / --quantization fp8 where the plan's weights are not the checkpoint's
-        (kvplan.engines.emit.weight_args); SGLANG_VLM_CACHE_SIZE_MB=N before it when vlm_cache_size_mb is set."""
+        (kvplan.engines.emit.weight_args), the state pool's --max-mamba-cache-size (kvplan.engines.sglang.mamba);
+        SGLANG_VLM_CACHE_SIZE_MB=N before it when vlm_cache_size_mb is set."""
         r, dep = plan.request, plan.deployment
         env = [f"SGLANG_VLM_CACHE_SIZE_MB={settings['vlm_cache_mb']}"] if "vlm_cache_size_mb" in self.opts else []
         args = [*env, "python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
                 *weight_args(self, plan, model),
                 "--context-length", str(r.context), "--mem-fraction-static", f"{_emit_fraction(plan, settings, model):g}",
                 *self.parallel_flags(dep, model), *serve_flags(self.opts),
-                "--max-running-requests", str(serve_seqs(plan))]
+                "--max-running-requests", str(self.opts.get("max_running_requests") or serve_seqs(plan)),
+                *sglang_mamba.emit_flags(self.opts, model, plan, settings["version"],
+                                         plan.deployment.dp if dp_attention(model, dep, self.opts) else 1)]
         kv = kv_dtype_arg(r.kv_dtype, model, self.kv_dtype_flags)
         if kv:
             args += ["--kv-cache-dtype", kv]

@@ -11,6 +11,7 @@ from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, a
 from kvplan.engines.logparse import deployment_said
 from kvplan.engines.sglang import engine as sglang
 from kvplan.engines.sglang import loaded as sglang_loaded
+from kvplan.engines.sglang import mamba as sglang_mamba
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request, prepare
 
@@ -70,6 +71,8 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
             out.rows.append(Row(f"#tokens (rest = avail x {f:g} - usage x {1 - f:.2f})", f"{rep:,}",
                                 f"{c_lo.tokens:,} .. {c_hi.tokens:,}", "in range" if ok else f"{rep - mid:+,.0f}",
                                 ok, (mid - rep) / rep))
+        if st.state is not None:
+            out.rows += _state_rows(r, model, dep, st.state, (int(math.ceil(lo)), int(math.ceil(hi)) - 1), ctx)
         if gpu is not None:
             pre = (r["avail_after_weights_gb"].value + r["weights_mem_usage_gb"].value) * GIB
             out.rows.append(Row("memory in use before weights (device total - free)",
@@ -93,10 +96,40 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
                                     "exact" if pred == r[key].text else f"{float(pred) - r[key].value:+.2f}",
                                     pred == r[key].text, None))
         budget = tokens * engine.token_bytes(model, dep, st, kvd)
+        cap = int(r["max_running_requests"].value) if st.state is not None and "max_running_requests" in r else None
         for c in sorted({ctx, *[c for c in WHATIF_CONTEXTS if c <= model.max_context]}):
-            out.whatif.append((f"requests of {c:,} tokens", f"{tokens // c:,} at once ({tokens:,} tokens)"))
+            n = tokens // c if cap is None else min(tokens // c, cap)  # a hybrid: within the printed running cap
+            out.whatif.append((f"requests of {c:,} tokens", f"{n:,} at once ({tokens:,} tokens"
+                               + ("" if cap is None else f", max_running_requests {cap:,}") + ")"))
         out.whatif.append(("KV pool bytes per GPU", f"{budget / GIB:.2f} GiB"))
     return out
+
+
+def _state_rows(r, model, dep, ss, budgets: tuple[int, int], ctx: int) -> list[Row]:
+    """The recurrent-state pool (kvplan.engines.sglang.mamba): its slots from the budget, the buffers' GB from
+    the log's slots, and the scheduler's cap from the log's slots and tokens."""
+    rows = []
+    lo, hi = (sglang_mamba.state_pool(model, dep, b, ss) for b in budgets)
+    slots = int(r["max_mamba_cache_size"].value) if "max_mamba_cache_size" in r else lo.slots
+    if "max_mamba_cache_size" in r:
+        ok = lo.slots <= slots <= hi.slots
+        rows.append(Row("max_mamba_cache_size (state slots)", f"{slots:,}", f"{lo.slots:,} .. {hi.slots:,}",
+                        "in range" if ok else f"{lo.slots - slots:+,}", ok, (lo.slots - slots) / max(1, slots)))
+    for key, label, per in (("conv_state_gb", "conv_state size", lo.conv_slot), ("ssm_state_gb", "ssm_state size",
+                                                                                lo.ssm_slot)):
+        if key in r:
+            pred = f"{(slots + 1) * per / GIB:.{r[key].decimals}f}"
+            rows.append(Row(f"{label} from slots + 1 (GB = GiB)", f"{r[key].text} GB", f"{pred} GB",
+                            "exact" if pred == r[key].text else f"{float(pred) - r[key].value:+.2f}",
+                            pred == r[key].text, None))
+    if "max_running_requests" in r and "kv_tokens" in r:
+        pool = sglang_mamba.StatePool(slots, lo.conv_slot, lo.ssm_slot, 0, lo.per_request, lo.rule)
+        pred = sglang_mamba.max_running(pool, int(r["kv_tokens"].value), ctx, ss)
+        rep = int(r["max_running_requests"].value)
+        ok = True if pred == rep else None if rep < pred else False  # below: a flag the log may not print
+        rows.append(Row(f"max_running_requests (slots // {pool.per_request}, or the flag)",
+                        f"{rep:,}", f"{pred:,}", "exact" if pred == rep else f"{pred - rep:+,}", ok, None))
+    return rows
 
 
 def _tp_from_weights(model, rec, out, gpu, version) -> int | None:

@@ -65,7 +65,7 @@ def running(case, spec, gpu) -> Running | None:
         return None
     limit = min(int(flags[k]) for k in LIMITS if flags.get(k) is not None) if any(
         flags.get(k) is not None for k in LIMITS) else None
-    default, chunk = limits(case.engine, res.settings)
+    default, chunk = limits(case.engine, res.settings, cap)
     limit = limit or default
     if not limit or not chunk:
         return None

@@ -136,7 +136,7 @@ def _sim(r: Resolved, hw_profiles):
         step_overhead=simulate_default("step_overhead"), chosen=chosen, hw_profiles=hw_profiles, revision=None,
         token=None, timeout=simulate_default("timeout"),
         speed_engine=era_of(r.engine, r.version) if r.engine else None)
-    return sim, [n for n in notes if n], (limits(r.engine, result[0].settings) if r.engine else (None, None))
+    return sim, [n for n in notes if n], (limits(r.engine, result[0].settings, result[0].capacity) if r.engine else (None, None))
 
 
 def _one(sim, cfg, prompt: int, output: int) -> dict:

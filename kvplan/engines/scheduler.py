@@ -16,8 +16,12 @@ CHUNK_KEYS = ("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens"
 DEFAULT_RUNNING = {"sglang": 4096, "trtllm": 2048}
 
 
-def limits(engine: str | None, settings: dict) -> tuple[int | None, int | None]:
-    """(requests running at once, tokens per step) as `engine` runs with `settings`; None where not known."""
+def limits(engine: str | None, settings: dict, capacity=None) -> tuple[int | None, int | None]:
+    """(requests running at once, tokens per step) as `engine` runs with `settings`; None where not known.
+    `capacity` (the engine's Capacity): where it computed a running limit of its own (SGLang's
+    max_running_requests under a recurrent-state pool), that limit."""
     running = next((int(settings[k]) for k in RUNNING_KEYS if settings.get(k)), None)
+    if capacity is not None and capacity.max_running:
+        running = min(running, capacity.max_running) if running else capacity.max_running
     chunk = next((int(settings[k]) for k in CHUNK_KEYS if settings.get(k)), None)
     return running or DEFAULT_RUNNING.get(engine or ""), chunk

@@ -222,11 +222,14 @@ def calibrate(records: list[dict]) -> dict:
             nt[key].append(rep["non_torch_gib"].value * GIB - fi_ws)
         if "activation_peak_gib" in rep and pp == 1:
             x = (min(s, t) * model.vocab_size, t * model.intermediate_size / tp, t * model.hidden_size)
-            rep = dict(rep)  # a multimodal model's peak also holds the dummy encoder outputs (source-derived)
-            peak = rep["activation_peak_gib"]
-            rep["activation_peak_gib"] = dataclasses.replace(
-                peak, value=peak.value - vllm_overhead.encoder_profile_bytes(model, t, v) / GIB)
             gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None
+            # a multimodal model's peak also holds the dummy encoder outputs, and from 0.17 the Triton sampler's
+            # buffer of one vocabulary row per SM (both source-derived; a record without its GPU: the H100's SMs)
+            known = (vllm_overhead.encoder_profile_bytes(model, t, v)
+                     + vllm_overhead.triton_buffer_bytes(v, min(s, t), model.vocab_size, gpu, rec.get("flashinfer_sampler")))
+            rep = dict(rep)
+            peak = rep["activation_peak_gib"]
+            rep["activation_peak_gib"] = dataclasses.replace(peak, value=peak.value - known / GIB)
             moe_elems = vllm_overhead.moe_workspace_elements(model, tp, t, gpu)
             if sort_sampler:
                 act11.append((x, moe_elems, rep["activation_peak_gib"].value * GIB))

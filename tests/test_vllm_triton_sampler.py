@@ -70,8 +70,8 @@ def test_issue_22_activation_peak_by_hand():
 
 
 def test_a_profile_without_sm_count_assumes_an_h100_and_says_so():
-    # the H200's datasheet gives no SM count, so its profile leaves sm_count out: 132 is assumed, and said
-    h200 = find_gpu("h200-sxm")
+    # no source found for the H200 NVL's SM count, so its profile leaves sm_count out: 132 is assumed, and said
+    h200 = find_gpu("h200-nvl")
     assert h200.sm_count is None
     plan = resolve_engine("vllm", "0.19.0").plan(LLAMA, h200, Deployment(1), Request(context=8192))
     said = [w.message for w in plan.warnings]
@@ -92,12 +92,13 @@ SM_COUNT = {
     "a100-pcie-40": 108, "a100-pcie-80": 108, "a100-sxm-40": 108, "a100-sxm-80": 108, "a800": 6912 // 64,
     "a10": 9216 // 128, "rtx-3090": 82, "rtx-a6000": 84, "rtx-a4500": 7168 // 128, "l4": 7424 // 128,
     "l40": 18176 // 128, "l40s": 18176 // 128, "rtx-4090": 128, "rtx-6000-ada": 142, "h100-sxm": 132,
-    "h100-pcie": 114, "gh200": 132, "gh200-144": 132, "b200": 148, "rtx-5090": 170,
+    "h100-pcie": 114, "gh200": 132, "gh200-144": 132, "rtx-5090": 170,
+    "b200": 148, "h200-sxm": 132,  # torch's multi_processor_count in public logs (no datasheet gives them)
     "rtx-pro-6000-workstation": 24064 // 128, "rtx-pro-6000-server": 24064 // 128,
     "mi100": 120, "mi250x": 110, "mi300x": 304, "mi300a": 228, "mi325x": 304, "mi355x": 256,
 }
 # No vendor datasheet or whitepaper with the count was found (kvplan/hardware/profiles/README.md says which)
-NO_SOURCE = {"a10g", "l20", "h100-nvl", "h200-sxm", "h200-nvl", "h800", "h20", "gb200", "b300", "gb300", "gb10",
+NO_SOURCE = {"a10g", "l20", "h100-nvl", "h200-nvl", "h800", "h20", "gb200", "b300", "gb300", "gb10",
              "gaudi2", "gaudi3"}
 
 

@@ -211,7 +211,7 @@ def calibrate(records: list[dict]) -> dict:
         # non-torch memory: the 0.18+ constants from the release that profiles CUDA graphs in the window, less the
         # source-derived FlashInfer all-reduce workspace (kvplan/engines/vllm/non_torch.py)
         era = "" if vllm_non_torch.graph_profile_residue(v) else "_v011"
-        sort_sampler = vllm_overhead.sort_sampler(v, rec.get("flashinfer_sampler"))  # the sampler's per-logit cost
+        sort_sampler = vllm_overhead.sort_sampler(v, rec.get("flashinfer_sampler"), min(s, t))  # the per-logit cost
         if "non_torch_gib" in rep:
             # a record without its GPU: the corpus's machine, an HGX H100 (as check-log assumes without --gpu)
             fi_gpu = (find_gpu(rec["gpu"]) if rec.get("gpu")

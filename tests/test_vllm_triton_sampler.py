@@ -143,3 +143,13 @@ def test_check_log_without_gpu_says_which_sm_count_it_took():
     note = "no --gpu: vLLM's Triton top-k/top-p buffer (0.063 GiB) counted with an H100's 132 multiprocessors"
     assert any(n.startswith(note) for n in bare["notes"]), bare["notes"]
     assert not any("Triton" in n for n in named["notes"])
+
+
+def test_fewer_than_eight_rows_sort_from_0_17():
+    # apply_top_k_top_p sends a batch below 8 rows to apply_top_k_top_p_pytorch (the sort): --max-num-seqs 4 on a
+    # 4090 samples 4 rows, so no Triton buffer and 38.14 B per logit: 38.14 x 4 x 128,256 = 19,566,735.36 B, plus the
+    # forward pass 2,048 x (0.095 x 14,336 + 2.69 x 4,096) = 25,354,567.68 B
+    assert vs.sort_sampler((0, 19, 0), None, 4) and not vs.sort_sampler((0, 19, 0), None, 8)
+    assert not vs.sort_sampler((0, 19, 0), True, 4)  # FlashInfer's sampler takes any batch
+    peak = vo.activation_peak(LLAMA, 1, 2048, 4, version=(0, 19, 0), gpu=find_gpu("rtx-4090"))
+    assert peak == int(38.14 * 4 * 128_256 + 2048 * (0.095 * 14_336 + 2.69 * 4096))

@@ -76,7 +76,7 @@ def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool
 
         return activation_estimate(model, tp, tokens=tokens, max_seqs=max_seqs)
     seqs = min(max_seqs, tokens)
-    per_logit = SAMPLER_BYTES_V011 if sort_sampler(version, flashinfer_sampler) else SAMPLER_BYTES
+    per_logit = SAMPLER_BYTES_V011 if sort_sampler(version, flashinfer_sampler, seqs) else SAMPLER_BYTES
     buffer = triton_buffer_bytes(version, seqs, model.vocab_size, gpu, flashinfer_sampler)
     sampler = per_logit * seqs * model.vocab_size + buffer if last_stage else 0
     forward = tokens * (FORWARD_MLP_BYTES * model.intermediate_size / tp + FORWARD_HIDDEN_BYTES * model.hidden_size)

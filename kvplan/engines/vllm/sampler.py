@@ -7,9 +7,9 @@ max_num_batched_tokens) rows with top_p 0.9 and top_k vocab - 1, so top-k/top-p 
 1. FlashInfer's kernel where it is installed and on (0.8-0.10 by default; opt-in with
    VLLM_USE_FLASHINFER_SAMPLER=1 by 0.16; the log says "Using FlashInfer for top-p & top-k sampling"):
    `TopKTopPSampler.forward_cuda` -> `flashinfer_sample`. Priced by the fitted cost per logit alone.
-2. The PyTorch sort (`apply_top_k_top_p_pytorch`): 0.11-0.16 without FlashInfer, and any V1 release whose log
-   says "FlashInfer is not available. Falling back to the PyTorch-native implementation": the whole fp32
-   logits sorted (4 B values + 8 B int64 indices), softmax and cumsum of the sorted copy, a scattered copy.
+2. The PyTorch sort (`apply_top_k_top_p_pytorch`): 0.11-0.16 without FlashInfer, 0.17+ below 8 rows, and any V1
+   release whose log says "FlashInfer is not available. Falling back to the PyTorch-native implementation": the fp32
+   logits sorted whole (4 B values + 8 B int64 indices), softmax and cumsum of the sorted copy, a scattered copy.
 3. The Triton kernel, 0.17.0+ (vllm-project/vllm#33538, "requiring around ~80MiB of extra VRAM"): batches of 8
    or more rows without FlashInfer's sampler (`apply_top_k_top_p`: `if HAS_TRITON and logits.shape[0] >= 8`,
    v1/sample/ops/topk_topp_sampler.py 0.17.0 and 0.19.0 L251) go to `apply_top_k_top_p_triton`
@@ -40,11 +40,15 @@ CORPUS_SM_COUNT = ASSUMED_SM_COUNT
 _TRITON_VENDORS = ("NVIDIA", "AMD", "UNKNOWN")  # vLLM's CUDA and ROCm platforms; a GPU known only by its memory
 
 
-def sort_sampler(version: tuple[int, ...], flashinfer: bool | None = None) -> bool:
+def sort_sampler(version: tuple[int, ...], flashinfer: bool | None = None, rows: int = TRITON_MIN_ROWS) -> bool:
     """Whether the dummy sampler ran the sort-based top-k/top-p (path 2): by release where nothing says
     (0.11-0.16), else by whether FlashInfer's sampler ran (`flashinfer`, as the log says it). From 0.17 a batch of
-    8 or more rows without FlashInfer takes the Triton kernel, so the sort path is never the dummy run's there."""
-    if flashinfer is None or version >= (0, 17, 0):
+    8 or more rows without FlashInfer takes the Triton kernel; fewer rows (`--max-num-seqs` below 8) still sort
+    (`apply_top_k_top_p_pytorch`, 0.19.0 L258-296; it scatters in place where 0.16 made a new tensor, 4 B per
+    logit less than the fitted 38.14 B, not priced apart)."""
+    if version >= (0, 17, 0):
+        return flashinfer is not True and rows < TRITON_MIN_ROWS
+    if flashinfer is None:
         return (0, 11, 0) <= version < (0, 17, 0)
     return not flashinfer and version >= (0, 8, 0)
 

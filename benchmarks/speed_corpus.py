@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from kvplan.bench.running import running
 from kvplan.speed.corpus import in_training, read_corpus
 from kvplan.speed.fit import build_all, errors, fit_engine
 from kvplan.speed.model import coefficients, shipped
@@ -84,7 +85,7 @@ def main(argv: list[str]) -> int:
     args = [a for a in argv if not a.startswith("--")]
     folder = Path(args[0]) if args else Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "speed"
     cases, skipped = read_corpus(folder)
-    built, unplanned = build_all(cases)
+    built, unplanned = build_all(cases, running)
     if "--train-cv" in argv:
         rows = loso(built, train_only=True)
         print("leave one source out within the training sources (no held-out point read):")

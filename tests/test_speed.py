@@ -132,7 +132,7 @@ def test_every_corpus_point_is_a_case_or_a_counted_skip():
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="the speed corpus (tests/fixtures/speed) is absent")
 def test_refitting_the_training_split_reproduces_the_shipped_coefficients():
-    from kvplan.speed.ship import fit_all
+    from kvplan.bench.ship import fit_all
 
     shipped = json.loads(speed.DATA.read_text())
     fresh = fit_all(CORPUS)

@@ -66,6 +66,9 @@ class Case:
     max_seqs: int | None = None
     date: str = ""
     era: str = ""  # the coefficient set (era_of): the engine, or an older version era
+    version: str | None = None  # the engine's release as stated
+    flags: dict = field(default_factory=dict)  # the engine flags the run stated, as written
+    pp: int = 1  # pipeline stages (the load then counts dp x pp micro-batch replicas: kvplan.speed.fit.Built)
 
 
 def _stat(v):
@@ -161,11 +164,11 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
         rate = p.get("request_rate")
         rate = math.inf if rate in ("inf", None) and not p.get("concurrency") else rate
         load = Load(isl, osl, _float(p.get("concurrency") or flags.get("batch_size")), _float(rate),
-                    _float(p.get("num_prompts")), dp=dp)
+                    _float(p.get("num_prompts")), dp=dp * pp)  # a pipeline's stages: pp micro-batches in flight
     case = Case(source, str(p.get("id")), engine, p["gpu"], p["kvplan_model"], tp, ep, dp, gpus,
                 p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t,
                 _int(flags.get("max_num_seqs") or flags.get("max-num-seqs") or flags.get("max_batch_size"), 0) or None,
-                date, era_of(engine, p.get("version")))
+                date, era_of(engine, p.get("version")), str(p["version"]) if p.get("version") else None, dict(flags), pp)
     return case, ""
 
 

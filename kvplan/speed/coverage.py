@@ -2,7 +2,7 @@
 the setting (the engine, the GPU, the model family) or the figure is an extrapolation.
 
 The corpus's coverage (GPU keys, model families and engines of the training cases) ships in
-coefficients.json beside the coefficients (kvplan.speed.ship).
+coefficients.json beside the coefficients (kvplan.bench.ship).
 """
 
 from __future__ import annotations

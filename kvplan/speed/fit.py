@@ -6,7 +6,7 @@ squared relative error; a source's rows are weighted 1 / sqrt(its rows), so no o
 points decide alone. The batch an open-loop load runs at depends on the step times: three passes, each
 with the previous pass's end-to-end estimate (the first with the roofline's). One set per engine.
 
-kvplan.speed.ship writes the result (`python -m kvplan.speed.ship CORPUS_DIR`); tests/test_speed.py
+kvplan.bench.ship writes the result (`python -m kvplan.bench.ship CORPUS_DIR`); tests/test_speed.py
 checks a re-fit of the training split reproduces the shipped coefficients.
 """
 
@@ -45,9 +45,16 @@ def _gpu(key: str):
 
 
 class Built:
-    """A case with its Shape and its batch cap, or the reason it cannot be priced."""
+    """A case with its Shape and its batch cap, or the reason it cannot be priced. `running(case, spec, gpu)`
+    gives the engine's own (cap, chunk) for the setting, or None (kvplan.bench.running, a layer above): None,
+    or no function, keeps the plain estimate (the usable memory less weights and a fixed overhead, over
+    isl + osl tokens a request, within the engine's default running limit; chunk: PREFILL_CHUNK).
+    A pipeline of pp stages is priced as pp replicas of the whole model's step (each micro-batch passes
+    every stage in turn, so its step is the whole model's, while the stages work on pp micro-batches at
+    once: the corpus's Load counts dp x pp replicas), each with one GPU's memory less its stage's weights;
+    the hand-off between stages is not priced."""
 
-    def __init__(self, case: Case):
+    def __init__(self, case: Case, running=None):
         self.case, self.shape, self.why = case, None, ""
         spec = _spec(case.model)
         if spec is None:
@@ -61,12 +68,15 @@ class Built:
             self.why = f"not plannable: {type(e).__name__}"
             return
         s, load = self.shape, case.load
-        room = gpu.memory_usable_bytes * 0.9 - s.dense_bytes - s.expert_bytes - OVERHEAD_BYTES
+        room = gpu.memory_usable_bytes * 0.9 - (s.dense_bytes + s.expert_bytes) / case.pp - OVERHEAD_BYTES
         per_seq = max(1, s.kv_bytes_per_token) * max(1.0, load.isl + load.osl) + s.state_bytes_per_seq
         limit = case.max_seqs or DEFAULT_MAX_SEQS[case.engine]
         cap = min(limit, max(1.0, room / per_seq)) if room > 0 else limit  # weights over memory: kvplan's view
         # of the checkpoint differs from what ran; the engine's own limit stands
         self.load = replace(load, cap=cap)
+        engine = running(case, spec, gpu) if running else None
+        if engine is not None:
+            self.load = replace(load, cap=engine.cap, chunk=engine.chunk)
 
     def parts(self, e2e: float | None):
         """(t_wave, t_dec, t_grp features, {metric: combo}) under the previous end-to-end estimate."""
@@ -189,10 +199,11 @@ def split(built: list[Built]) -> tuple[list[Built], list[Built]]:
     return train, [b for b in built if not in_training(b.case.source)]
 
 
-def build_all(cases: list[Case]) -> tuple[list[Built], dict]:
+def build_all(cases: list[Case], running=None) -> tuple[list[Built], dict]:
+    """(the cases kvplan can price, {reason: count} of those it cannot); `running`: see Built."""
     out, skipped = [], {}
     for c in cases:
-        b = Built(c)
+        b = Built(c, running)
         if b.shape is None:
             skipped[b.why] = skipped.get(b.why, 0) + 1
         else:

@@ -1,7 +1,7 @@
 """The calibrated step time: each term of kvplan.speed.terms times its engine's fitted coefficient.
 
 The coefficients ship in coefficients.json beside this module (one set per engine, the split rule,
-the fit date and the held-out error bands; `python -m kvplan.speed.ship` writes it). An engine the
+the fit date and the held-out error bands; `python -m kvplan.bench.ship` writes it). An engine the
 corpus does not cover reads vLLM's set, and says so (`covered`).
 
 Public: `step_seconds`, `prefill_seconds`, `decode_seconds` (seconds of one engine step or one

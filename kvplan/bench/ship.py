@@ -1,6 +1,8 @@
-"""Fit every engine's coefficients on the training split and write coefficients.json.
+"""Layer 11 of 14, bench: fit every engine's coefficients on the training split of the speed corpus and
+write kvplan/speed/coefficients.json. It sits above the engines because each point's batch cap and
+prefill chunk are its engine's own (kvplan.bench.running).
 
-`python -m kvplan.speed.ship [CORPUS_DIR [YYYY-MM-DD [FILE]]]` (default: the repository's
+`python -m kvplan.bench.ship [CORPUS_DIR [YYYY-MM-DD [FILE]]]` (default: the repository's
 tests/fixtures/speed, today, kvplan/speed/coefficients.json). The file holds the terms, the split
 rule and which sources fell on each side, the fit date, each engine's coefficients and its held-out
 error per metric (the band every calibrated figure is labelled with). Held-out points are scored,
@@ -15,6 +17,7 @@ import sys
 from pathlib import Path
 
 from kvplan.core.files import atomic_write
+from kvplan.bench.running import running
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import TRAIN_SHARE, read_corpus
 from kvplan.speed.fit import build_all, errors, fit_engine, split
@@ -29,7 +32,7 @@ SPLIT_RULE = (f"a source trains when int.from_bytes(sha256(source id)[:2], 'big'
 def fit_all(folder: Path) -> dict:
     """The coefficients.json document for the corpus in `folder` (no date)."""
     cases, skipped = read_corpus(folder)
-    built, unplanned = build_all(cases)
+    built, unplanned = build_all(cases, running)
     for why, n in unplanned.items():
         skipped[why] = skipped.get(why, 0) + n
     train, held = split(built)

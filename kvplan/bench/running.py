@@ -1,0 +1,74 @@
+"""How many requests an engine runs at once, and how many tokens one prefill step takes, for the setting
+of a published benchmark: what the speed fit (kvplan.speed.fit) prices each corpus point's steady state at.
+
+A run's requests are admitted while the engine's KV pool holds them and its scheduler allows them, so the
+batch a benchmark really runs is the engine's own figure, not one estimate for every engine: its memory
+rules at the stated version with the flags the run stated (memory fraction, chunk, running limit), at the
+mean resident length of a steady state, isl + osl / 2 (each running request is, on average, half-way
+through its output), and capped by its running limit (vLLM's `max_num_seqs` by release and GPU, SGLang's
+`--max-running-requests`, TensorRT-LLM's `max_batch_size`). The prefill chunk is the engine's too (vLLM's
+`max_num_batched_tokens` by release and GPU, SGLang's `chunked_prefill_size`, TensorRT-LLM's
+`max_num_tokens`). A setting the engine rules refuse (a version outside their range, a layout they do not
+take) gets None, and the fit keeps its plain estimate for it (kvplan.speed.fit.Built).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from kvplan.core.errors import KvplanError
+from kvplan.engines import configure
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.request import read_request
+from kvplan.speed.shape import weight_dtype_of
+
+# the corpus's flag spellings (dashes read as underscores) that are engine options, per engine
+OPTS = {
+    "vllm": {"max_num_batched_tokens": "max_num_batched_tokens", "max_num_seqs": "max_num_seqs"},
+    "sglang": {"chunked_prefill_size": "chunked_prefill_size", "mem_fraction_static": "mem_fraction_static",
+               "mem_frac": "mem_fraction_static", "cuda_graph_max_bs": "cuda_graph_max_bs",
+               "page_size": "page_size"},
+    "trtllm": {"max_num_tokens": "max_num_tokens", "free_gpu_memory_fraction": "free_gpu_memory_fraction",
+               "kv_cache_free_gpu_mem_fraction": "free_gpu_memory_fraction"},
+}
+UTILISATION = ("gpu_memory_utilization",)  # vLLM's fraction, a configure() input rather than an option
+LIMITS = ("max_running_requests", "max_num_seqs", "max_batch_size")  # a running limit the run stated
+CHUNK = ("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens")  # the settings' prefill chunk
+DEFAULT_LIMIT = {"sglang": 4096, "trtllm": 2048}  # engines whose settings carry no running limit: SGLang's
+# req_to_token pool ceiling, trtllm-serve's max_batch_size default
+
+
+class Running(NamedTuple):
+    cap: float  # requests one replica (one micro-batch of a pipeline) runs at once
+    chunk: int  # tokens one prefill step takes
+
+
+def running(case, spec, gpu) -> Running | None:
+    """The engine's running cap and prefill chunk for a corpus case (kvplan.speed.corpus.Case) on `spec`
+    and `gpu`, or None where the engine's rules do not take the setting (one data-parallel replica only)."""
+    load = case.load
+    if load.bench != "serve" or case.engine not in OPTS or case.dp > 1:
+        return None
+    flags = {str(k).replace("-", "_"): v for k, v in (case.flags or {}).items()}
+    opts = {opt: flags[k] for k, opt in OPTS[case.engine].items() if flags.get(k) is not None}
+    util = next((flags[k] for k in UTILISATION if flags.get(k) is not None), None)
+    context = max(1, int(load.isl + load.osl / 2))
+    try:
+        engine, _ = configure(case.engine, case.version, opts, util)
+        dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, ep=case.ep))
+        req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
+                           weight_dtype=weight_dtype_of(case.weight_dtype))
+        res = engine.result(spec, gpu, dep, req)
+    except KvplanError:
+        return None
+    cap = res.capacity
+    held = (cap.admitted if cap.admitted is not None else cap.max_concurrency) / case.pp  # per micro-batch
+    if held < 1:  # not one request fits: kvplan's view of the checkpoint is not what ran (the plain estimate)
+        return None
+    limit = min(int(flags[k]) for k in LIMITS if flags.get(k) is not None) if any(
+        flags.get(k) is not None for k in LIMITS) else None
+    limit = limit or res.settings.get("max_num_seqs") or DEFAULT_LIMIT.get(case.engine)
+    chunk = next((int(res.settings[k]) for k in CHUNK if res.settings.get(k)), None)
+    if not limit or not chunk:
+        return None
+    return Running(float(min(held, limit)), chunk)

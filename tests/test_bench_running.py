@@ -1,0 +1,81 @@
+"""An engine's own batch cap and prefill chunk for a published benchmark's setting (kvplan.bench.running),
+and the speed fit pricing a corpus point with them (kvplan.speed.fit.Built)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.bench.running import running
+from kvplan.hardware.gpus import find_gpu
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.speed.corpus import Case
+from kvplan.speed.fit import Built
+from kvplan.speed.load import Load
+
+LLAMA = find_in_catalog("llama-3.1-8b-instruct")
+
+
+def case(engine="vllm", gpu="h100-sxm", version="0.19.0", isl=7680, osl=1024, flags=None, dp=1, model="llama-3.1-8b-instruct"):
+    return Case("test", "p", engine, gpu, model, 1, 1, dp, dp, None, None, Load(isl, osl, 1024, dp=dp),
+                {"tpot": 0.02}, None, "", engine, version, dict(flags or {}))
+
+
+def test_vllm_runs_what_its_pool_holds_at_the_mean_resident_length():
+    # llm-d-planner accuracy sweep, vLLM 0.19.0 on an H100 80GB HBM3, Llama-3.1-8B-Instruct,
+    # gpu_memory_utilization 0.95 (tests/fixtures/logs/corpus/llmd-meta-llama-llama-3-1-8b-h100-80gb-tp1pp1dp1-8192.log):
+    # "GPU KV cache size: 476,016 tokens", "Maximum concurrency for 8,192 tokens per request: 58.11x".
+    # A run of 7,680-token prompts and 1,024-token outputs holds 7,680 + 1,024 / 2 = 8,192 tokens per running
+    # request on average, so 476,016 / 8,192 = 58.1 requests run at once; vLLM 0.19 on a >= 70 GiB GPU takes
+    # 8,192 tokens a step (max_num_batched_tokens, arg_utils' large-GPU tier) and up to 1,024 sequences.
+    r = running(case(flags={"gpu_memory_utilization": 0.95}), LLAMA, find_gpu("h100-sxm"))
+    assert r.cap == pytest.approx(476_016 / 8_192, rel=0.02)
+    assert r.chunk == 8192
+
+
+def test_stated_flags_bind():
+    h100 = find_gpu("h100-sxm")
+    assert running(case(flags={"max-num-seqs": 32}), LLAMA, h100).cap == 32
+    assert running(case(isl=100, osl=100, flags={"max_num_seqs": 32}), LLAMA, h100).cap == 32
+    assert running(case(flags={"max-num-batched-tokens": 2048}), LLAMA, h100).chunk == 2048
+    sg = running(case("sglang", version="0.5.3", flags={"max-running-requests": 16}), LLAMA, h100)
+    assert sg.cap == 16
+    low = running(case("sglang", version="0.5.3", flags={"mem-fraction-static": 0.5}), LLAMA, h100)
+    high = running(case("sglang", version="0.5.3", flags={"mem-fraction-static": 0.8}), LLAMA, h100)
+    assert low.cap < high.cap  # a smaller static fraction leaves a smaller token pool
+
+
+def test_the_engine_default_running_limit_and_chunk():
+    # vLLM v0.11.0 arg_utils (L1605-1623): an A100 is outside the large-GPU tier whatever its memory, so
+    # `vllm serve` takes 2,048 tokens a step and at most 256 sequences. 100 + 50 tokens a request of an 8B
+    # model leave room for thousands; the limit binds.
+    r = running(case(gpu="a100-sxm-80", version="0.11.0", isl=100, osl=100), LLAMA, find_gpu("a100-sxm-80"))
+    assert (r.cap, r.chunk) == (256, 2048)
+
+
+def test_what_the_engine_rules_do_not_take_keeps_the_plain_estimate():
+    h100 = find_gpu("h100-sxm")
+    assert running(case("trtllm", version="0.17"), LLAMA, h100) is None  # before the modelled releases
+    assert running(case(dp=2), LLAMA, h100) is None  # one replica only
+    big = find_in_catalog("llama-3.1-405b")
+    assert running(case(model="llama-3.1-405b"), big, find_gpu("rtx-4090")) is None  # weights over memory
+    plain = Built(case(version="0.17", engine="trtllm"), running)
+    assert plain.load.chunk == 8192 and plain.load.cap > 0
+
+
+def test_the_fit_prices_a_point_at_the_engines_cap_and_chunk():
+    c = case(gpu="a100-sxm-80", version="0.11.0", isl=100, osl=100)
+    engine, plain = Built(c, running), Built(c)
+    assert (engine.load.cap, engine.load.chunk) == (256, 2048)
+    assert plain.load.chunk == 8192 and plain.load.cap == 256  # the corpus's vLLM default, 8,192 tokens
+
+
+def test_a_pipeline_is_priced_as_its_micro_batches():
+    # Two stages of Llama-3.1-8B on H100s: each micro-batch passes both stages (the whole model's step),
+    # two micro-batches are in flight (the load counts 2 replicas), and each GPU holds half the weights,
+    # so a micro-batch's KV room is one GPU's memory less half the weights: more than on one GPU.
+    one = case(flags={"gpu_memory_utilization": 0.95})
+    two = Case(**{**one.__dict__, "pp": 2, "gpus": 2})
+    r1, r2 = running(one, LLAMA, find_gpu("h100-sxm")), running(two, LLAMA, find_gpu("h100-sxm"))
+    assert r1.cap < r2.cap < 2 * r1.cap
+    b = Built(Case(**{**two.__dict__, "load": Load(7680, 1024, 1024, dp=2)}))
+    assert b.load.dp == 2 and b.shape.dense_bytes == Built(one).shape.dense_bytes

@@ -76,9 +76,10 @@ def test_a_profile_without_sm_count_assumes_an_h100_and_says_so():
     plan = resolve_engine("vllm", "0.19.0").plan(LLAMA, h200, Deployment(1), Request(context=8192))
     said = [w.message for w in plan.warnings]
     assert any("gives no sm_count: vLLM's rules assumed 132 multiprocessors" in m for m in said), said
-    # before 0.17 no rule reads it
-    old = resolve_engine("vllm", "0.16.0").plan(LLAMA, h200, Deployment(1), Request(context=8192))
-    assert not [w for w in old.warnings if "sm_count" in w.message]
+    # before 0.17 no rule reads it, nor below 8 dummy rows (the sort path)
+    for version, opts in (("0.16.0", []), ("0.19.0", ["max_num_seqs=4"])):
+        plan = resolve_engine("vllm", version, opts).plan(LLAMA, h200, Deployment(1), Request(context=8192))
+        assert not [w for w in plan.warnings if "sm_count" in w.message], version
 
 
 # Multiprocessors as the vendors' documents give them, transcribed by hand (an independent table, not the

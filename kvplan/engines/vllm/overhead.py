@@ -361,7 +361,8 @@ def missing_facts(model, dep, st) -> tuple[str, ...]:
     workspace does, the multiprocessor count where the Triton sampler's buffer does (0.17+)."""
     gpu = getattr(st, "gpu", None)
     nvidia = str(getattr(gpu, "vendor", "")).upper() == "NVIDIA"
-    sms = sm_count_missing(parse_version(st.version), gpu, getattr(st, "flashinfer_sampler", None))
+    sms = sm_count_missing(parse_version(st.version), gpu, getattr(st, "flashinfer_sampler", None),
+                           min(st.max_num_seqs, st.max_num_batched_tokens))
     workspace = workspace_possible(parse_version(st.version), dep.tp, dep.pp, dep.dp, getattr(st, "eager", False))
     kernels = nvidia and model.quantization.method in ("mxfp4", "nvfp4")
     out = []

@@ -92,8 +92,10 @@ def triton_buffer_bytes(version: tuple[int, ...], rows: int, vocab: int, gpu=Non
     return triton_rows(rows, sm_count_of(gpu)) * vocab * TRITON_BUFFER_BYTES
 
 
-def sm_count_missing(version: tuple[int, ...], gpu, flashinfer: bool | None = None) -> bool:
-    """Whether a plan's sampler term assumed CORPUS_SM_COUNT for an NVIDIA or AMD profile that gives no sm_count."""
+def sm_count_missing(version: tuple[int, ...], gpu, flashinfer: bool | None = None,
+                     rows: int = TRITON_MIN_ROWS) -> bool:
+    """Whether a plan's sampler term assumed CORPUS_SM_COUNT for an NVIDIA or AMD profile that gives no sm_count
+    (the dummy run samples `rows`; below 8 no Triton buffer is sized)."""
     vendor = str(getattr(gpu, "vendor", "") or "").upper()
-    return (triton_sampler(version, flashinfer) and vendor in ("NVIDIA", "AMD")
+    return (triton_sampler(version, flashinfer) and rows >= TRITON_MIN_ROWS and vendor in ("NVIDIA", "AMD")
             and getattr(gpu, "sm_count", None) is None)

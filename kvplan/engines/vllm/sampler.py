@@ -18,7 +18,9 @@ max_num_batched_tokens) rows with top_p 0.9 and top_k vocab - 1, so top-k/top-p 
        NUM_PROGRAMS = min(num_sm, batch); rows = min(next_power_of_2(NUM_PROGRAMS), num_sm)
    `num_sm` is `current_platform.num_compute_units()`, torch's `multi_processor_count` on CUDA and ROCm
    (platforms/cuda.py, platforms/rocm.py 0.19.0): the profile's `sm_count`. The buffer is allocated inside the
-   profile window and never freed, so it is part of the torch peak increase. 0.16.0 has no such file.
+   profile window and never freed, so it is part of the torch peak increase. 0.16.0 has no such file. On ROCm the
+   same path runs by default (`forward_native`; aiter's sampler only under VLLM_ROCM_USE_AITER=1, default off in
+   envs.py 0.19.0 L941, not modelled), with the compute-unit count: 304 rows on an MI300X at 1,024 dummy rows.
 
 The cost per logit of path 1 and 3 besides the buffer (SAMPLER_BYTES: bf16 logits 2 B, their fp32 copy 4 B, the
 probabilities 4 B, the exponential draw 4 B of `random_sample`, 14 B by the source) and of path 2 are fitted on

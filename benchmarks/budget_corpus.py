@@ -94,7 +94,8 @@ def predict(rec: dict, log) -> dict | None:
     return {"weights": loaded + repack,
             "activation_peak": res.settings["overhead_activation_peak"] + res.settings.get("overhead_encoder_profile", 0),
             "non_torch": res.settings["overhead_non_torch"],
-            "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers, model, dep.tp, res.settings["max_num_seqs"]),
+            "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers, model, dep.tp, res.settings["max_num_seqs"],
+                                                                   gpu),
             "available_kv": res.plan.kv_memory_bytes_per_gpu}
 
 
@@ -244,7 +245,8 @@ def calibrate(records: list[dict]) -> dict:
             cg_y.append(rep["cudagraph_estimate_gib"].value * GIB)
             piecewise, full = vllm_overhead.cudagraph_counts(model, s)
             further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
-            cg_graphs.append((vllm_overhead.fa_split_accumulator(model, tp, max(full, default=0)),
+            cg_gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None  # (FA3's accumulator: Hopper's, fa3_graphs)
+            cg_graphs.append((vllm_overhead.fa_split_accumulator(model, tp, max(full, default=0), cg_gpu),
                               further, layers, rep["cudagraph_estimate_gib"].value * GIB))
     a = _lstsq(act_x, act_y)
     moe_xy = []

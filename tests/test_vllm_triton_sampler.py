@@ -154,3 +154,4 @@ def test_fewer_than_eight_rows_sort_from_0_17():
     assert not vs.sort_sampler((0, 19, 0), True, 4)  # FlashInfer's sampler takes any batch
     peak = vo.activation_peak(LLAMA, 1, 2048, 4, version=(0, 19, 0), gpu=find_gpu("rtx-4090"))
     assert peak == int(38.14 * 4 * 128_256 + 2048 * (0.095 * 14_336 + 2.69 * 4096))
+

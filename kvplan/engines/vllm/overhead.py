@@ -279,9 +279,23 @@ def _fa_split_kv(layer) -> bool:
     return layer.kind in _FA_SPLIT_KINDS and not (getattr(layer, "sinks", False) or getattr(layer, "mm_prefix", False))
 
 
-def fa_split_accumulator(model, tp: int, tokens: int) -> int:
-    """Bytes of FA3's fp32 split-KV output accumulator for `tokens` decode queries on one rank."""
-    if not tokens:
+def fa3_graphs(gpu) -> bool:
+    """Whether FULL graphs capture FA3's split-KV accumulator on this GPU: FA3 is vLLM's choice on capability 9.x
+    only (`v1/attention/backends/fa_utils.py` get_flash_attn_version 0.19.0 L74-83: FA3 on Hopper, FA4 on 10.x, FA2
+    otherwise), and only FA3's metadata builder fixes `max_num_splits` for CUDA graphs (`flash_attn.py` L305,
+    L326-346: `aot_schedule = fa_version == 3`); FA2 picks its own splits, one for a batch of 256+ decode rows
+    (flash-attention's num_splits_heuristic: one split once batch x heads reaches 0.8 x the SMs). Before 8.0 there is
+    no FLASH_ATTN at all. Capability 10.x (FlashInfer first, FA4) and a GPU without a compute capability keep the
+    accumulator, as before these facts were read (the H100 corpus's answer)."""
+    cap = getattr(gpu, "capability", None)
+    if cap is None or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+        return True
+    return cap[0] in (9, 10)
+
+
+def fa_split_accumulator(model, tp: int, tokens: int, gpu=None) -> int:
+    """Bytes of FA3's fp32 split-KV output accumulator for `tokens` decode queries on one rank (0 off FA3: fa3_graphs)."""
+    if not tokens or not fa3_graphs(gpu):
         return 0
     heads = [getattr(la, "attention", la) for la in model.layers]  # Falcon-H1's ParallelHybrid: its attention
     attn = next((la for la in heads if _fa_split_kv(la)), None)
@@ -291,7 +305,7 @@ def fa_split_accumulator(model, tp: int, tokens: int) -> int:
     return FA_MAX_SPLITS * 4 * tokens * max(1, model.num_attention_heads // tp) * v_dim
 
 
-def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seqs: int = 1024) -> int:
+def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seqs: int = 1024, gpu=None) -> int:
     """vLLM's "Estimated CUDA graph memory" for one rank (bytes), whether or not it is subtracted.
 
     With the model: vLLM's own sum (first capture of the larger mode + per-graph x further graphs);
@@ -299,7 +313,7 @@ def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seq
     if model is None:
         return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
     piecewise, full = cudagraph_counts(model, max_num_seqs)
-    first = max(CUDAGRAPH_FIRST_PIECEWISE, fa_split_accumulator(model, tp, max(full, default=0)))
+    first = max(CUDAGRAPH_FIRST_PIECEWISE, fa_split_accumulator(model, tp, max(full, default=0), gpu))
     further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
     return int(first + CUDAGRAPH_PER_GRAPH_LAYER * layers_on_rank * further)
 
@@ -346,7 +360,7 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     gpu = getattr(st, "gpu", None)
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu,
                           flashinfer_sampler=getattr(st, "flashinfer_sampler", None))
-    graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs) if st.cudagraphs else 0
+    graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, gpu) if st.cudagraphs else 0
     nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens)
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu) + nvfp4_scale_padding(model, dep.tp, gpu)

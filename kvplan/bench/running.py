@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
+from kvplan.engines.scheduler import limits
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.shape import weight_dtype_of
@@ -33,9 +34,6 @@ OPTS = {
 }
 UTILISATION = ("gpu_memory_utilization",)  # vLLM's fraction, a configure() input rather than an option
 LIMITS = ("max_running_requests", "max_num_seqs", "max_batch_size")  # a running limit the run stated
-CHUNK = ("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens")  # the settings' prefill chunk
-DEFAULT_LIMIT = {"sglang": 4096, "trtllm": 2048}  # engines whose settings carry no running limit: SGLang's
-# req_to_token pool ceiling, trtllm-serve's max_batch_size default
 
 
 class Running(NamedTuple):
@@ -67,8 +65,8 @@ def running(case, spec, gpu) -> Running | None:
         return None
     limit = min(int(flags[k]) for k in LIMITS if flags.get(k) is not None) if any(
         flags.get(k) is not None for k in LIMITS) else None
-    limit = limit or res.settings.get("max_num_seqs") or DEFAULT_LIMIT.get(case.engine)
-    chunk = next((int(res.settings[k]) for k in CHUNK if res.settings.get(k)), None)
+    default, chunk = limits(case.engine, res.settings)
+    limit = limit or default
     if not limit or not chunk:
         return None
     return Running(float(min(held, limit)), chunk)

@@ -19,6 +19,7 @@ from kvplan.bench.result import BenchRun, Stat
 from kvplan.cli.engine_flags import engine_from_flags
 from kvplan.cli import simulate as simulate_command
 from kvplan.cli.simulate import _deployment_model
+from kvplan.engines.scheduler import limits
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.hardware.gpus import find_gpu, gpu_by_device_name
 from kvplan.simulator.engine import EngineConfig
@@ -129,13 +130,13 @@ def resolve(run: BenchRun, model, gpu, tp, engine, kv_dtype, weight_dtype, hw_pr
 
 def _sim(r: Resolved, hw_profiles):
     chosen, _ = engine_from_flags(r.engine, None, None, None, None)
-    sim, _, notes, _ = _deployment_model(
+    sim, _, notes, result = _deployment_model(
         r.model, r.gpu.key, gpus=r.tp, tp=r.tp, pp=None, max_model_len=None, kv_dtype=r.kv_dtype,
         weight_dtype=r.weight_dtype, gmu=None, kv_cache_memory=None, overhead=None, block_size=None,
         step_overhead=simulate_default("step_overhead"), chosen=chosen, hw_profiles=hw_profiles, revision=None,
         token=None, timeout=simulate_default("timeout"),
         speed_engine=era_of(r.engine, r.version) if r.engine else None)
-    return sim, [n for n in notes if n]
+    return sim, [n for n in notes if n], (limits(r.engine, result[0].settings) if r.engine else (None, None))
 
 
 def _one(sim, cfg, prompt: int, output: int) -> dict:
@@ -166,11 +167,14 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
     if not ((s.isl or s.osl) if run.tool == "llama-bench" else (s.isl and s.osl)):
         raise KvplanError(f"{run.label}: the file states no input and output lengths; pass --input-len and --output-len",
                           EXIT_USAGE)
-    sim, notes = _sim(r, hw_profiles)
-    cfg = EngineConfig(max_num_seqs=s.max_batch or simulate_default("max_num_seqs"),
-                       max_num_batched_tokens=s.max_tokens or simulate_default("max_num_batched_tokens"))
+    sim, notes, (running, chunk) = _sim(r, hw_profiles)
+    cfg = EngineConfig(max_num_seqs=s.max_batch or running or simulate_default("max_num_seqs"),
+                       max_num_batched_tokens=s.max_tokens or chunk or simulate_default("max_num_batched_tokens"))
+    own, plain = f"{r.engine}'s default" if r.engine else "simulate's default", "simulate's default"
     if not s.max_batch:
-        notes.append(f"at most {cfg.max_num_seqs} requests running at once (simulate's default; not in the file)")
+        notes.append(f"at most {cfg.max_num_seqs} requests running at once ({own if running else plain}; not in the file)")
+    if not s.max_tokens:
+        notes.append(f"{cfg.max_num_batched_tokens:,} tokens a step ({own if chunk else plain}; not in the file)")
     if run.tool == "llama-bench":
         return _llama_bench(sim, cfg, s), sim, notes
     wanted = s.num_prompts or load.DEFAULT_REQUESTS

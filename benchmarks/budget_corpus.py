@@ -227,7 +227,8 @@ def calibrate(records: list[dict]) -> dict:
             # a multimodal model's peak also holds the dummy encoder outputs, and from 0.17 the Triton sampler's
             # buffer of one vocabulary row per SM (both source-derived; a record without its GPU: the H100's SMs)
             known = (vllm_overhead.encoder_profile_bytes(model, t, v)
-                     + vllm_overhead.triton_buffer_bytes(v, min(s, t), model.vocab_size, gpu, rec.get("flashinfer_sampler")))
+                     + vllm_overhead.triton_buffer_bytes(v, min(s, t), model.vocab_size, gpu,
+                                                         rec.get("flashinfer_sampler")))
             rep = dict(rep)
             peak = rep["activation_peak_gib"]
             rep["activation_peak_gib"] = dataclasses.replace(peak, value=peak.value - known / GIB)

@@ -4,8 +4,8 @@ checks on a profile's fact fields, and what a rule assumes where a profile leave
 The facts (schema and sources: kvplan/hardware/profiles/README.md, "Hardware facts"): `architecture`,
 `compute_capability` (CUDA's "M.m", AMD's gfx target), `memory_kind`, `fp8`/`fp4` tensor math, `device_name`
 (as the driver names the device), `sm_count` (multiprocessors: NVIDIA SMs, AMD compute units), and under
-`interconnect` the fabric: `kind`, `domain` (GPUs one reaches over it), `pcie_gen`, `pcie_lanes`. Every one is optional so that profiles written before them still load;
-a missing fact is None, never a default. An engine rule that needs one assumes what such a profile got
+`interconnect` the fabric: `kind`, `domain` (GPUs one reaches over it), `pcie_gen`, `pcie_lanes`. Every one is
+optional so that profiles written before them still load; a missing fact is None, never a default. An engine rule that needs one assumes what such a profile got
 before (ASSUMED_CAPABILITY, assumed_fact) and its engine says so as a plan warning
 (kvplan.engines.base.Engine.assumptions).
 """

@@ -15,7 +15,8 @@ entry point (vllm.overhead calls it).
    rank), their softmax / top-k-top-p buffers and the sampled-token bookkeeping. Modelled as
        peak = SAMPLER x S x vocab + Triton buffer + FORWARD_MLP x T x width/tp + FORWARD_HIDDEN x T x hidden
    (bytes per element of each product; the Triton top-k/top-p buffer of 0.17+, min(next_pow2(min(SMs, S)), SMs)
-   fp32 vocabulary rows, source-derived: kvplan/engines/vllm/sampler.py), plus for MoE models fused_moe's three intermediate caches
+   fp32 vocabulary rows, source-derived: kvplan/engines/vllm/sampler.py), plus for MoE models fused_moe's three
+   intermediate caches
    (MOE_WORKSPACE x T x top_k x (3 x I_e/tp + H)). Pipeline stages before the last run no sampler.
    The legacy V0 engine (< 0.8, eager, T = max_model_len without chunked prefill) keeps the
    planner's eager form.
@@ -294,7 +295,8 @@ def fa3_graphs(gpu) -> bool:
 
 
 def fa_split_accumulator(model, tp: int, tokens: int, gpu=None) -> int:
-    """Bytes of FA3's fp32 split-KV output accumulator for `tokens` decode queries on one rank (0 off FA3: fa3_graphs)."""
+    """Bytes of FA3's fp32 split-KV output accumulator for `tokens` decode queries on one rank (0 off FA3:
+    fa3_graphs)."""
     if not tokens or not fa3_graphs(gpu):
         return 0
     heads = [getattr(la, "attention", la) for la in model.layers]  # Falcon-H1's ParallelHybrid: its attention

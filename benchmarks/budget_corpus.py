@@ -94,7 +94,8 @@ def predict(rec: dict, log) -> dict | None:
     return {"weights": loaded + repack,
             "activation_peak": res.settings["overhead_activation_peak"] + res.settings.get("overhead_encoder_profile", 0),
             "non_torch": res.settings["overhead_non_torch"],
-            "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers, model, dep.tp, res.settings["max_num_seqs"]),
+            "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers, model, dep.tp, res.settings["max_num_seqs"],
+                                                                   gpu),
             "available_kv": res.plan.kv_memory_bytes_per_gpu}
 
 
@@ -246,7 +247,7 @@ def calibrate(records: list[dict]) -> dict:
         # non-torch memory: the 0.18+ constants from the release that profiles CUDA graphs in the window, less the
         # source-derived FlashInfer all-reduce workspace (kvplan/engines/vllm/non_torch.py)
         era = "" if vllm_non_torch.graph_profile_residue(v) else "_v011"
-        sort_sampler = vllm_overhead.sort_sampler(v, rec.get("flashinfer_sampler"))  # the sampler's per-logit cost
+        sort_sampler = vllm_overhead.sort_sampler(v, rec.get("flashinfer_sampler"), min(s, t))  # the per-logit cost
         if "non_torch_gib" in rep:
             # a record without its GPU: the corpus's machine, an HGX H100 (as check-log assumes without --gpu)
             fi_gpu = (find_gpu(rec["gpu"]) if rec.get("gpu")
@@ -257,11 +258,15 @@ def calibrate(records: list[dict]) -> dict:
             nt[key].append(rep["non_torch_gib"].value * GIB - fi_ws)
         if "activation_peak_gib" in rep and pp == 1:
             x = (min(s, t) * model.vocab_size, t * model.intermediate_size / tp, t * model.hidden_size)
-            rep = dict(rep)  # a multimodal model's peak also holds the dummy encoder outputs (source-derived)
-            peak = rep["activation_peak_gib"]
-            rep["activation_peak_gib"] = dataclasses.replace(
-                peak, value=peak.value - vllm_overhead.encoder_profile_bytes(model, t, v) / GIB)
             gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None
+            # a multimodal model's peak also holds the dummy encoder outputs, and from 0.17 the Triton sampler's
+            # buffer of one vocabulary row per SM (both source-derived; a record without its GPU: the H100's SMs)
+            known = (vllm_overhead.encoder_profile_bytes(model, t, v)
+                     + vllm_overhead.triton_buffer_bytes(v, min(s, t), model.vocab_size, gpu,
+                                                         rec.get("flashinfer_sampler")))
+            rep = dict(rep)
+            peak = rep["activation_peak_gib"]
+            rep["activation_peak_gib"] = dataclasses.replace(peak, value=peak.value - known / GIB)
             moe_elems = vllm_overhead.moe_workspace_elements(model, tp, t, gpu)
             if sort_sampler:
                 act11.append((x, moe_elems, rep["activation_peak_gib"].value * GIB))
@@ -276,7 +281,8 @@ def calibrate(records: list[dict]) -> dict:
             cg_y.append(rep["cudagraph_estimate_gib"].value * GIB)
             piecewise, full = vllm_overhead.cudagraph_counts(model, s)
             further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
-            cg_graphs.append((vllm_overhead.fa_split_accumulator(model, tp, max(full, default=0)),
+            cg_gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None  # (FA3's accumulator: Hopper's, fa3_graphs)
+            cg_graphs.append((vllm_overhead.fa_split_accumulator(model, tp, max(full, default=0), cg_gpu),
                               further, layers, rep["cudagraph_estimate_gib"].value * GIB))
     a = _lstsq(act_x, act_y)
     moe_xy = []

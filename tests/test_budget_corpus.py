@@ -160,33 +160,39 @@ def test_held_out_available_kv_and_weights():
 
 
 def test_activation_peak_hand_arithmetic():
-    # Qwen3-8B, v0.19 on an H100: T = 8192, S = 1024, vocab 151936, width 12288, hidden 4096.
-    # 14.63 x 1024 x 151936 + 8192 x (0.095 x 12288 + 2.69 x 4096) = 2,276,180,787 + 99,823,534 B
-    # = 2.213 GiB; vLLM printed "torch peak memory increase: 2.21GiB".
+    # Qwen3-8B, v0.19 on an H100 SXM (132 SMs): T = 8192, S = 1024, vocab 151936, width 12288, hidden 4096.
+    # 14.12 x 1024 x 151936 + the Triton buffer min(next_pow2(min(132, 1024)), 132) = 132 rows x 151936 x 4 B
+    # + 8192 x (0.095 x 12288 + 2.69 x 4096) = 2,196,824,391.68 + 80,222,208 + 99,824,435.2 B = 2.214 GiB;
+    # vLLM printed "torch peak memory increase: 2.21GiB".
+    from kvplan.hardware.gpus import find_gpu
     from kvplan.sources.catalog import find_in_catalog
 
     m = find_in_catalog("qwen3-8b")
-    assert vo.activation_peak(m, 1, 8192, 1024) == int(14.63 * 1024 * 151936 + 8192 * (0.095 * 12288 + 2.69 * 4096))
-    assert abs(vo.activation_peak(m, 1, 8192, 1024) / 2**30 - 2.21) < 0.02
+    peak = vo.activation_peak(m, 1, 8192, 1024, gpu=find_gpu("h100-sxm"))
+    assert peak == int(14.12 * 1024 * 151936 + 132 * 151936 * 4 + 8192 * (0.095 * 12288 + 2.69 * 4096))
+    assert abs(peak / 2**30 - 2.21) < 0.02
 
 
 def test_sampler_cost_follows_vllms_top_k_top_p_path():
     # vLLM 0.11-0.16 run the dummy sampler through the PyTorch sort in v1/sample/ops/topk_topp_sampler.py
     # (sorted fp32 values + int64 indices, softmax and cumsum of the sorted copy, a scattered copy:
     # ~25 B per logit more); 0.17.0 sends batches of >= 8 rows to the in-place Triton kernel
-    # (topk_topp_triton.py). Qwen3-14B, T 8192, S 1024, vocab 151936, width 17408, hidden 5120:
-    # forward 8192 x (0.095 x 17408 + 2.69 x 5120) = 126,374,666 B;
+    # (topk_topp_triton.py) and its buffer of 132 vocabulary rows on an H100 (kvplan.engines.vllm.sampler).
+    # Qwen3-14B, T 8192, S 1024, vocab 151936, width 17408, hidden 5120:
+    # forward 8192 x (0.095 x 17408 + 2.69 x 5120) = 126,374,379.52 B;
     # 0.16: 38.14 x 1024 x 151936 = 5,933,862,584 B -> 5.64 GiB (llm-d's 0.16.0 run printed 5.64 GiB);
-    # 0.17: 14.63 x 1024 x 151936 = 2,276,180,787 B -> 2.24 GiB (llm-d's 0.17.0 run printed 2.23 GiB).
-    # Neither record was fitted (both held out); the boundary is the 0.17.0 source change.
+    # 0.17: 14.12 x 1024 x 151936 + 132 x 151936 x 4 = 2,277,046,599.68 B, + forward -> 2.24 GiB (llm-d's 0.17.0 run printed
+    # 2.23 GiB). Neither record was fitted (both held out); the boundary is the 0.17.0 source change.
+    from kvplan.hardware.gpus import find_gpu
     from kvplan.sources.catalog import find_in_catalog
 
-    m = find_in_catalog("qwen3-14b")
+    m, h100 = find_in_catalog("qwen3-14b"), find_gpu("h100-sxm")
     forward = 8192 * (0.095 * 17408 + 2.69 * 5120)
-    for version, per_logit, printed in (((0, 16, 0), 38.14, 5.64), ((0, 17, 0), 14.63, 2.23),
-                                        ((0, 18, 0), 14.63, 2.23), ((0, 11, 0), 38.14, None)):
-        peak = vo.activation_peak(m, 1, 8192, 1024, version=version)
-        assert peak == int(per_logit * 1024 * 151936 + forward), version
+    buffer = 132 * 151936 * 4
+    for version, per_logit, extra, printed in (((0, 16, 0), 38.14, 0, 5.64), ((0, 17, 0), 14.12, buffer, 2.23),
+                                               ((0, 18, 0), 14.12, buffer, 2.23), ((0, 11, 0), 38.14, 0, None)):
+        peak = vo.activation_peak(m, 1, 8192, 1024, version=version, gpu=h100)
+        assert peak == int(per_logit * 1024 * 151936 + extra + forward), version
         if printed:
             assert abs(peak / 2**30 - printed) / printed < 0.01, (version, peak / 2**30)
 

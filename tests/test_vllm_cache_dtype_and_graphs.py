@@ -129,3 +129,19 @@ def test_readers_set_the_attention_features_and_the_catalog_keeps_them():
     assert all(run["mm_prefix"] is True and "sinks" not in run for run in raw["layers"])
     assert spec_from_dict(_json.loads(_json.dumps(raw)), "g").layers == wrapped.layers
     assert all("mm_prefix" not in run for run in spec_to_dict(alone)["layers"])
+
+
+def test_fa3_accumulator_only_where_vllm_runs_fa3():
+    # FULL graphs capture FA3's fp32 split-KV accumulator, 32 splits x 4 B x tokens x heads x v_dim, where vLLM picks
+    # FA3 (capability 9.x; fa_utils.get_flash_attn_version); FA2 (8.x, 12.x) fixes no split count for graphs.
+    # Llama 3.1 8B at 1,024 sequences: FULL up to 512 -> 32 x 4 x 512 x 32 x 128 = 268,435,456 B on an H100; on an
+    # RTX PRO 6000 (12.0, 96 GB: the 1,024-sequence tier) the first capture is the PIECEWISE constant, 153 MiB.
+    # Further graphs 50 + 50 = 100 x 32 layers x 0.19 MiB either way.
+    from kvplan.engines.vllm import overhead as vo
+
+    further = vo.CUDAGRAPH_PER_GRAPH_LAYER * 32 * 100
+    assert vo.cudagraph_estimate(32, find_in_catalog("llama-3.1-8b"), 1, 1024, find_gpu("h100-sxm")) == int(268_435_456 + further)
+    assert vo.cudagraph_estimate(32, find_in_catalog("llama-3.1-8b"), 1, 1024, find_gpu("rtx-pro-6000-server")) == int(153 * 2**20 + further)
+    assert vo.fa_split_accumulator(find_in_catalog("llama-3.1-8b"), 1, 512, find_gpu("rtx-4090")) == 0
+    assert vo.fa_split_accumulator(find_in_catalog("llama-3.1-8b"), 1, 512, find_gpu("b200")) == 268_435_456  # 10.x: kept, not checked
+    assert vo.fa_split_accumulator(find_in_catalog("llama-3.1-8b"), 1, 512) == 268_435_456  # no GPU: the H100 corpus's answer

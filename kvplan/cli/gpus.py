@@ -21,7 +21,7 @@ def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
         "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s,
         "dense_flops": dict(g.dense_flops), "price_per_hour": g.price_per_hour,
         "architecture": g.architecture, "compute_capability": g.compute_capability, "memory_kind": g.memory_kind,
-        "fp8": g.fp8, "fp4": g.fp4, "device_name": g.device_name,
+        "fp8": g.fp8, "fp4": g.fp4, "device_name": g.device_name, "sm_count": g.sm_count,
         "interconnect": {"type": g.interconnect_type, "kind": g.interconnect_kind, "domain": g.interconnect_domain,
                          "per_dir_bytes_per_s": g.interconnect_bytes_per_s, "pcie_gen": g.pcie_gen,
                          "pcie_lanes": g.pcie_lanes},

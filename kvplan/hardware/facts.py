@@ -3,9 +3,9 @@ checks on a profile's fact fields, and what a rule assumes where a profile leave
 
 The facts (schema and sources: kvplan/hardware/profiles/README.md, "Hardware facts"): `architecture`,
 `compute_capability` (CUDA's "M.m", AMD's gfx target), `memory_kind`, `fp8`/`fp4` tensor math, `device_name`
-(as the driver names the device), and under `interconnect` the fabric: `kind`, `domain` (GPUs one reaches
-over it), `pcie_gen`, `pcie_lanes`. Every one is optional so that profiles written before them still load;
-a missing fact is None, never a default. An engine rule that needs one assumes what such a profile got
+(as the driver names the device), `sm_count` (multiprocessors: NVIDIA SMs, AMD compute units), and under
+`interconnect` the fabric: `kind`, `domain` (GPUs one reaches over it), `pcie_gen`, `pcie_lanes`. Every one is
+optional so that profiles written before them still load; a missing fact is None, never a default. An engine rule that needs one assumes what such a profile got
 before (ASSUMED_CAPABILITY, assumed_fact) and its engine says so as a plan warning
 (kvplan.engines.base.Engine.assumptions).
 """
@@ -33,7 +33,10 @@ _ARCH_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
 # when rules keyed on names it did not match (Marlin kernels, no NVFP4 swizzle, no workspace, SGLang fusion
 # on NVIDIA but not on AMD). Stated as a plan warning by the rule's engine; never silent.
 ASSUMED_CAPABILITY = {"NVIDIA": (8, 0), "AMD": (9, 0)}  # an Ampere part; an AMD part before gfx942 (CDNA2)
-ASSUMED_FACTS = ("compute_capability", "interconnect.kind", "device_name")
+ASSUMED_FACTS = ("compute_capability", "interconnect.kind", "device_name", "sm_count")
+# The multiprocessor count a rule assumes where a profile gives none: the H100 SXM's (132 SMs, NVIDIA's Hopper
+# whitepaper), the log corpus's machine, on which the constants beside the rules that read it were fitted.
+ASSUMED_SM_COUNT = 132
 
 
 def parse_capability(text: str | None) -> tuple[int, int] | None:
@@ -67,6 +70,8 @@ def assumed_fact(gpu, fact: str) -> str:
             vendor, "no compute capability")
     if fact == "interconnect.kind":
         return "no NVSwitch"
+    if fact == "sm_count":
+        return f"{ASSUMED_SM_COUNT} multiprocessors (an H100 SXM's)"
     return f"the profile's name ({getattr(gpu, 'name', '')!r}) as the device name"
 
 

@@ -18,7 +18,7 @@ USABLE_SOURCE_PREFIXES = ("measured:", "estimate:")
 _REQUIRED = ("key", "name", "vendor", "memory_marketed", "memory_marketed_bytes", "memory_usable_bytes",
              "memory_usable_source", "bandwidth_bytes_per_s", "source", "confidence")
 _OPTIONAL = ("aliases", "dense_flops", "interconnect", "tdp_w", "price_per_hour", "notes", "memory_usable_above_torch",
-             "memory_unified",
+             "memory_unified", "sm_count",
              *FACT_FIELDS)
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
 
@@ -63,6 +63,7 @@ class GPU:
     interconnect_domain: int | None = None  # GPUs one GPU reaches over that fabric (8 HGX, 72 NVL72, 1 PCIe)
     pcie_gen: int | None = None  # the host link
     pcie_lanes: int | None = None
+    sm_count: int | None = None  # multiprocessors as torch's multi_processor_count reports them (NVIDIA SMs, AMD CUs)
 
     @property
     def capability(self) -> tuple[int, int] | None:
@@ -147,6 +148,7 @@ class _Checker(ProfileChecker):
             notes="" if notes is None else self.text("notes", notes), path=self.path,
             memory_usable_above_torch=self.flag("memory_usable_above_torch", d.get("memory_usable_above_torch", False)),
             memory_unified=self.flag("memory_unified", d.get("memory_unified", False)),
+            sm_count=self.pos_int("sm_count", d.get("sm_count"), nullable=True),
             **fabric, **facts,
         )
 

@@ -13,8 +13,10 @@ entry point (vllm.overhead calls it).
    `max_num_batched_tokens` tokens (T), then `_dummy_sampler_run` over the last hidden state of each of
    min(max_num_seqs, T) requests (S): fp32 logits of S x vocab (gathered whole on every tensor-parallel
    rank), their softmax / top-k-top-p buffers and the sampled-token bookkeeping. Modelled as
-       peak = SAMPLER x S x vocab + FORWARD_MLP x T x width/tp + FORWARD_HIDDEN x T x hidden
-   (bytes per element of each product), plus for MoE models fused_moe's three intermediate caches
+       peak = SAMPLER x S x vocab + Triton buffer + FORWARD_MLP x T x width/tp + FORWARD_HIDDEN x T x hidden
+   (bytes per element of each product; the Triton top-k/top-p buffer of 0.17+, min(next_pow2(min(SMs, S)), SMs)
+   fp32 vocabulary rows, source-derived: kvplan/engines/vllm/sampler.py), plus for MoE models fused_moe's three
+   intermediate caches
    (MOE_WORKSPACE x T x top_k x (3 x I_e/tp + H)). Pipeline stages before the last run no sampler.
    The legacy V0 engine (< 0.8, eager, T = max_model_len without chunked prefill) keeps the
    planner's eager form.
@@ -39,6 +41,8 @@ from kvplan.engines.base import parse_version
 from kvplan.engines.vllm.non_torch import (  # noqa: F401  (the calibrated constants, re-exported)
     NON_TORCH_PP, NON_TORCH_SINGLE, NON_TORCH_SINGLE_V011, NON_TORCH_TP, NON_TORCH_TP_LEGACY, NON_TORCH_TP_V011,
     V0_NON_TORCH_SINGLE, non_torch, workspace_possible)
+from kvplan.engines.vllm.sampler import (  # noqa: F401  (the sampler's constants and rules, re-exported)
+    SAMPLER_BYTES, SAMPLER_BYTES_V011, sampler_note, sm_count_missing, sort_sampler, triton_buffer_bytes)
 from kvplan.core.intmath import round_up
 from kvplan.hardware.facts import capability_of, fact_missing
 from kvplan.model.layers import Kind
@@ -54,46 +58,13 @@ MIB = 2**20
 # (llm-d's table of v0.11 H100 logs: the sampler's profile costs ~2.7x more per logit) and releases
 # before 0.11 (only the printed budget: tp > 1 non-torch is its residual). Non-torch memory has its own
 # module and release boundaries from the source (kvplan/engines/vllm/non_torch.py).
-# The sampler's cost per logit follows the code path instead (`sort_sampler`): v0.11.0's V1 sampler
-# takes FlashInfer's kernel only where FlashInfer is installed (the v0.11 logs' 38 B per logit show it
-# was not), and by v0.16.0 that kernel is opt-in (VLLM_USE_FLASHINFER_SAMPLER=1), so the dummy run
-# goes through the PyTorch top-k/top-p of
-# v1/sample/ops/topk_topp_sampler.py, which sorts the whole fp32 logits (values 4 B + int64 indices
-# 8 B per logit), takes a softmax and a cumsum of the sorted copy and scatters back into a new tensor:
-# about 25 B per logit over the bf16 logits, their fp32 copy, the probabilities and the exponential
-# draw (2 + 4 + 4 + 4 = 14 B). v0.17.0 (same file) routes batches of 8 or more rows to
-# `apply_top_k_top_p_triton` (v1/sample/ops/topk_topp_triton.py), which masks in place with a buffer
-# of one vocab row per Triton program, and the extra ~25 B are gone; the fits agree (38.14 and 14.63 B).
-SAMPLER_BYTES = 14.63  # per logit of the dummy sampler run (S x vocab), v0.17+ and V1 before 0.11
-SAMPLER_BYTES_V011 = 38.14  # the same, v0.11-v0.16 (the PyTorch sort path)
+# The sampler's cost per logit follows the code path (kvplan/engines/vllm/sampler.py: FlashInfer, the PyTorch sort of
+# 0.11-0.16, the Triton kernel of 0.17+ with its buffer of one vocabulary row per SM, source-derived).
 FORWARD_MLP_BYTES = 0.095  # per token x MLP width / tp of the profile forward pass
 FORWARD_HIDDEN_BYTES = 2.69  # per token x hidden size of the profile forward pass
 MOE_WORKSPACE_BYTES = 1.78  # per element of the fused-MoE caches (T x top_k x (3 x I_e/tp + H)), MoE only
 CUDAGRAPH_BASE = 21 * MIB  # CUDA-graph estimate: first capture, pools
 CUDAGRAPH_PER_LAYER = 23 * MIB  # per decoder layer on the rank
-
-
-def sort_sampler(version: tuple[int, ...], flashinfer: bool | None = None) -> bool:
-    """Whether the dummy sampler ran the sort-based top-k/top-p: by release where nothing says (0.11-0.16; see the
-    constants above), else by whether FlashInfer's sampler ran (`flashinfer`, as the log says: "Using FlashInfer
-    for top-p & top-k sampling" or "FlashInfer is not available. Falling back to the PyTorch-native
-    implementation", v1/sample/ops/topk_topp_sampler.py). From 0.17 a batch of 8 or more rows takes the Triton
-    path without FlashInfer, so the sort path is never the dummy run's there."""
-    if flashinfer is None or version >= (0, 17, 0):
-        return (0, 11, 0) <= version < (0, 17, 0)
-    return not flashinfer and version >= (0, 8, 0)
-
-
-def sampler_note(version: tuple[int, ...], flashinfer: bool | None) -> str | None:
-    """A note where flashinfer_sampler is given for a release on which it changes nothing (sort_sampler): before
-    0.8 (V0's profile run is priced by activation_estimate, no sampler term) and from 0.17 (the Triton top-k/top-p
-    takes the dummy run's batch either way); None where it is unset or moves the sampler term."""
-    if flashinfer is None or (0, 8, 0) <= version < (0, 17, 0):
-        return None
-    release = ".".join(map(str, version))
-    why = ("V0's profile run is priced without a sampler term" if version < (0, 8, 0) else
-           "from 0.17 a profile batch of 8 or more rows takes the Triton top-k/top-p whichever sampler is installed")
-    return f"flashinfer_sampler={str(flashinfer).lower()} changes nothing for vLLM {release}: {why}"
 
 
 def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True,
@@ -106,8 +77,9 @@ def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool
 
         return activation_estimate(model, tp, tokens=tokens, max_seqs=max_seqs)
     seqs = min(max_seqs, tokens)
-    per_logit = SAMPLER_BYTES_V011 if sort_sampler(version, flashinfer_sampler) else SAMPLER_BYTES
-    sampler = per_logit * seqs * model.vocab_size if last_stage else 0
+    per_logit = SAMPLER_BYTES_V011 if sort_sampler(version, flashinfer_sampler, seqs) else SAMPLER_BYTES
+    buffer = triton_buffer_bytes(version, seqs, model.vocab_size, gpu, flashinfer_sampler)
+    sampler = per_logit * seqs * model.vocab_size + buffer if last_stage else 0
     forward = tokens * (FORWARD_MLP_BYTES * model.intermediate_size / tp + FORWARD_HIDDEN_BYTES * model.hidden_size)
     return int(sampler + forward + MOE_WORKSPACE_BYTES * moe_workspace_elements(model, tp, tokens, gpu))
 
@@ -308,9 +280,24 @@ def _fa_split_kv(layer) -> bool:
     return layer.kind in _FA_SPLIT_KINDS and not (getattr(layer, "sinks", False) or getattr(layer, "mm_prefix", False))
 
 
-def fa_split_accumulator(model, tp: int, tokens: int) -> int:
-    """Bytes of FA3's fp32 split-KV output accumulator for `tokens` decode queries on one rank."""
-    if not tokens:
+def fa3_graphs(gpu) -> bool:
+    """Whether FULL graphs capture FA3's split-KV accumulator on this GPU: FA3 is vLLM's choice on capability 9.x
+    only (`v1/attention/backends/fa_utils.py` get_flash_attn_version 0.19.0 L74-83: FA3 on Hopper, FA4 on 10.x, FA2
+    otherwise), and only FA3's metadata builder fixes `max_num_splits` for CUDA graphs (`flash_attn.py` L305,
+    L326-346: `aot_schedule = fa_version == 3`); FA2 picks its own splits, one for a batch of 256+ decode rows
+    (flash-attention's num_splits_heuristic: one split once batch x heads reaches 0.8 x the SMs). Before 8.0 there is
+    no FLASH_ATTN at all. Capability 10.x (FlashInfer first, FA4) and a GPU without a compute capability keep the
+    accumulator, as before these facts were read (the H100 corpus's answer)."""
+    cap = getattr(gpu, "capability", None)
+    if cap is None or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+        return True
+    return cap[0] in (9, 10)
+
+
+def fa_split_accumulator(model, tp: int, tokens: int, gpu=None) -> int:
+    """Bytes of FA3's fp32 split-KV output accumulator for `tokens` decode queries on one rank (0 off FA3:
+    fa3_graphs)."""
+    if not tokens or not fa3_graphs(gpu):
         return 0
     heads = [getattr(la, "attention", la) for la in model.layers]  # Falcon-H1's ParallelHybrid: its attention
     attn = next((la for la in heads if _fa_split_kv(la)), None)
@@ -320,7 +307,7 @@ def fa_split_accumulator(model, tp: int, tokens: int) -> int:
     return FA_MAX_SPLITS * 4 * tokens * max(1, model.num_attention_heads // tp) * v_dim
 
 
-def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seqs: int = 1024) -> int:
+def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seqs: int = 1024, gpu=None) -> int:
     """vLLM's "Estimated CUDA graph memory" for one rank (bytes), whether or not it is subtracted.
 
     With the model: vLLM's own sum (first capture of the larger mode + per-graph x further graphs);
@@ -328,7 +315,7 @@ def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seq
     if model is None:
         return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
     piecewise, full = cudagraph_counts(model, max_num_seqs)
-    first = max(CUDAGRAPH_FIRST_PIECEWISE, fa_split_accumulator(model, tp, max(full, default=0)))
+    first = max(CUDAGRAPH_FIRST_PIECEWISE, fa_split_accumulator(model, tp, max(full, default=0), gpu))
     further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
     return int(first + CUDAGRAPH_PER_GRAPH_LAYER * layers_on_rank * further)
 
@@ -375,7 +362,7 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     gpu = getattr(st, "gpu", None)
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu,
                           flashinfer_sampler=getattr(st, "flashinfer_sampler", None))
-    graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs) if st.cudagraphs else 0
+    graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, gpu) if st.cudagraphs else 0
     nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens)
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu) + nvfp4_scale_padding(model, dep.tp, gpu)
@@ -387,9 +374,11 @@ def missing_facts(model, dep, st) -> tuple[str, ...]:
     """The hardware facts overhead_terms read for this plan that the GPU's profile leaves out (keys of
     kvplan.hardware.facts.ASSUMED_FACTS, what each rule assumed instead): the compute capability where an
     MXFP4 or NVFP4 checkpoint's kernel or the all-reduce workspace depends on it, the fabric where the
-    workspace does."""
+    workspace does, the multiprocessor count where the Triton sampler's buffer does (0.17+)."""
     gpu = getattr(st, "gpu", None)
     nvidia = str(getattr(gpu, "vendor", "")).upper() == "NVIDIA"
+    sms = sm_count_missing(parse_version(st.version), gpu, getattr(st, "flashinfer_sampler", None),
+                           min(st.max_num_seqs, st.max_num_batched_tokens))
     workspace = workspace_possible(parse_version(st.version), dep.tp, dep.pp, dep.dp, getattr(st, "eager", False))
     kernels = nvidia and model.quantization.method in ("mxfp4", "nvfp4")
     out = []
@@ -397,4 +386,6 @@ def missing_facts(model, dep, st) -> tuple[str, ...]:
         out.append("compute_capability")
     if workspace and nvidia and fact_missing(gpu, "interconnect.kind"):
         out.append("interconnect.kind")
+    if sms:  # the Triton sampler's buffer (vllm.sampler)
+        out.append("sm_count")
     return tuple(out)

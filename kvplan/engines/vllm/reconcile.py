@@ -14,6 +14,7 @@ from kvplan.engines.base import Capacity, parse_version
 from kvplan.engines.logparse import Num, deployment_said
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 from kvplan.engines.vllm.non_torch import CORPUS_CAPABILITY, corpus_gpu, dtype_bytes, fi_allreduce_workspace
+from kvplan.engines.vllm.sampler import CORPUS_SM_COUNT, triton_buffer_bytes
 from kvplan.engines.vllm.overhead import cudagraph_estimate
 from kvplan.hardware.gpus import GPU
 from kvplan.planning.deploy import Deployment, split_layers
@@ -86,6 +87,11 @@ def _corpus_stand_in(out, model, dep, st):
         out.notes.append(f"no {arg('gpu')}: vLLM's FlashInfer all-reduce workspace ({ws / GIB:.2f} GiB per GPU) "
                          f"counted as on an HGX H100 (compute capability {CORPUS_CAPABILITY} over NVSwitch), the "
                          f"machine of kvplan's log corpus; pass {arg('gpu')} for another")
+    buf = triton_buffer_bytes(st.v, min(st.max_num_seqs, st.max_num_batched_tokens), model.vocab_size, gpu,
+                              st.flashinfer_sampler)
+    if buf:
+        out.notes.append(f"no {arg('gpu')}: vLLM's Triton top-k/top-p buffer ({buf / GIB:.3f} GiB) counted with an "
+                         f"H100's {CORPUS_SM_COUNT} multiprocessors; pass {arg('gpu')} for another")
     return gpu
 
 

@@ -1,0 +1,103 @@
+"""vLLM's profile-run sampler: which top-k/top-p path the dummy sampler run takes, by release and by what the log
+says, and the Triton path's per-program buffer, sized by the GPU's multiprocessor count.
+
+The dummy run (`v1/worker/gpu_model_runner.py` `_dummy_sampler_run`, 0.8-0.19) samples S = min(max_num_seqs,
+max_num_batched_tokens) rows with top_p 0.9 and top_k vocab - 1, so top-k/top-p always runs. Three paths:
+
+1. FlashInfer's kernel where it is installed and on (0.8-0.10 by default; opt-in with
+   VLLM_USE_FLASHINFER_SAMPLER=1 by 0.16; the log says "Using FlashInfer for top-p & top-k sampling"):
+   `TopKTopPSampler.forward_cuda` -> `flashinfer_sample`. Priced by the fitted cost per logit alone.
+2. The PyTorch sort (`apply_top_k_top_p_pytorch`): 0.11-0.16 without FlashInfer, 0.17+ below 8 rows, and any V1
+   release whose log says "FlashInfer is not available. Falling back to the PyTorch-native implementation": the fp32
+   logits sorted whole (4 B values + 8 B int64 indices), softmax and cumsum of the sorted copy, a scattered copy.
+3. The Triton kernel, 0.17.0+ (vllm-project/vllm#33538, "requiring around ~80MiB of extra VRAM"): batches of 8
+   or more rows without FlashInfer's sampler (`apply_top_k_top_p`: `if HAS_TRITON and logits.shape[0] >= 8`,
+   v1/sample/ops/topk_topp_sampler.py 0.17.0 and 0.19.0 L251) go to `apply_top_k_top_p_triton`
+   (v1/sample/ops/topk_topp_triton.py 0.17.0 L993-1003, 0.19.0 L1010-1021, main@08a5723242 the same), which masks
+   in place and keeps one fp32 vocabulary row per Triton program in `_TRITON_BUFFER_CACHE`:
+       NUM_PROGRAMS = min(num_sm, batch); rows = min(next_power_of_2(NUM_PROGRAMS), num_sm)
+   `num_sm` is `current_platform.num_compute_units()`, torch's `multi_processor_count` on CUDA and ROCm
+   (platforms/cuda.py, platforms/rocm.py 0.19.0): the profile's `sm_count`. The buffer is allocated inside the
+   profile window and never freed, so it is part of the torch peak increase. 0.16.0 has no such file. On ROCm the
+   same path runs by default (`forward_native`; aiter's sampler only under VLLM_ROCM_USE_AITER=1, default off in
+   envs.py 0.19.0 L941, not modelled), with the compute-unit count: 304 rows on an MI300X at 1,024 dummy rows.
+
+The cost per logit of path 1 and 3 besides the buffer (SAMPLER_BYTES: bf16 logits 2 B, their fp32 copy 4 B, the
+probabilities 4 B, the exponential draw 4 B of `random_sample`, 14 B by the source) and of path 2 are fitted on
+the training split (benchmarks/budget_corpus.py --calibrate, the buffer taken out first); the buffer is
+source-derived.
+"""
+
+from __future__ import annotations
+
+from kvplan.hardware.facts import ASSUMED_SM_COUNT
+
+SAMPLER_BYTES = 14.12  # per logit of the dummy sampler run (S x vocab) besides the Triton buffer: 0.17+, V1 < 0.11
+SAMPLER_BYTES_V011 = 38.14  # the same on the PyTorch sort path (0.11-0.16, or where the log names it)
+TRITON_MIN_ROWS = 8  # apply_top_k_top_p: smaller batches take the PyTorch sort
+TRITON_BUFFER_BYTES = 4  # the buffer is `logits.new_empty`: the fp32 logits' dtype
+# The log corpus's machine, an HGX H100 SXM (132 SMs): the multiprocessor count assumed for a GPU whose profile gives
+# none (a plan warning) or that a log does not name (check-log says so).
+CORPUS_SM_COUNT = ASSUMED_SM_COUNT
+_TRITON_VENDORS = ("NVIDIA", "AMD", "UNKNOWN")  # vLLM's CUDA and ROCm platforms; a GPU known only by its memory
+
+
+def sort_sampler(version: tuple[int, ...], flashinfer: bool | None = None, rows: int = TRITON_MIN_ROWS) -> bool:
+    """Whether the dummy sampler ran the sort-based top-k/top-p (path 2): by release where nothing says
+    (0.11-0.16), else by whether FlashInfer's sampler ran (`flashinfer`, as the log says it). From 0.17 a batch of
+    8 or more rows without FlashInfer takes the Triton kernel; fewer rows (`--max-num-seqs` below 8) still sort
+    (`apply_top_k_top_p_pytorch`, 0.19.0 L258-296; it scatters in place where 0.16 made a new tensor, 4 B per
+    logit less than the fitted 38.14 B, not priced apart)."""
+    if version >= (0, 17, 0):
+        return flashinfer is not True and rows < TRITON_MIN_ROWS
+    if flashinfer is None:
+        return (0, 11, 0) <= version < (0, 17, 0)
+    return not flashinfer and version >= (0, 8, 0)
+
+
+def triton_sampler(version: tuple[int, ...], flashinfer: bool | None = None) -> bool:
+    """Whether the dummy sampler ran the Triton top-k/top-p (path 3): 0.17.0+ unless FlashInfer's sampler ran."""
+    return version >= (0, 17, 0) and flashinfer is not True
+
+
+def sampler_note(version: tuple[int, ...], flashinfer: bool | None) -> str | None:
+    """A note where flashinfer_sampler is given for a release on which it changes nothing: before 0.8 (V0's profile
+    run is priced by activation_estimate, no sampler term); None where it is unset or moves the sampler term."""
+    if flashinfer is None or version >= (0, 8, 0):
+        return None
+    release = ".".join(map(str, version))
+    return (f"flashinfer_sampler={str(flashinfer).lower()} changes nothing for vLLM {release}: V0's profile run is "
+            "priced without a sampler term")
+
+
+def sm_count_of(gpu) -> int:
+    """The multiprocessor count vLLM's Triton sampler reads: the profile's `sm_count`, else the corpus machine's."""
+    return getattr(gpu, "sm_count", None) or CORPUS_SM_COUNT
+
+
+def triton_rows(rows: int, sms: int) -> int:
+    """Rows of `_TRITON_BUFFER_CACHE` for a batch of `rows` on a GPU of `sms` multiprocessors (0 below 8 rows)."""
+    if rows < TRITON_MIN_ROWS:
+        return 0
+    programs = min(sms, rows)
+    return min(1 << (programs - 1).bit_length(), sms)  # next_power_of_2(programs), capped at the SM count
+
+
+def triton_buffer_bytes(version: tuple[int, ...], rows: int, vocab: int, gpu=None,
+                        flashinfer: bool | None = None) -> int:
+    """Bytes of the Triton top-k/top-p buffer the profile run leaves allocated (0 where that path does not run or
+    the platform has no Triton sampler, e.g. Gaudi)."""
+    if not triton_sampler(version, flashinfer):
+        return 0
+    if str(getattr(gpu, "vendor", "unknown") or "unknown").upper() not in _TRITON_VENDORS:
+        return 0
+    return triton_rows(rows, sm_count_of(gpu)) * vocab * TRITON_BUFFER_BYTES
+
+
+def sm_count_missing(version: tuple[int, ...], gpu, flashinfer: bool | None = None,
+                     rows: int = TRITON_MIN_ROWS) -> bool:
+    """Whether a plan's sampler term assumed CORPUS_SM_COUNT for an NVIDIA or AMD profile that gives no sm_count
+    (the dummy run samples `rows`; below 8 no Triton buffer is sized)."""
+    vendor = str(getattr(gpu, "vendor", "") or "").upper()
+    return (triton_sampler(version, flashinfer) and rows >= TRITON_MIN_ROWS and vendor in ("NVIDIA", "AMD")
+            and getattr(gpu, "sm_count", None) is None)

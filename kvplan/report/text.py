@@ -80,7 +80,7 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
     # The part of a sequence that does not grow with the context (recurrent, linear-attention and
     # convolution states), per stage; each stage's profile worked its figure out once.
     states = [stage.profile.state_bytes_per_sequence() for stage in plan.stages]
-    used = plan.kv_used_bytes_per_gpu
+    used, pool = plan.kv_used_bytes_per_gpu, plan.state_pool_bytes_per_gpu  # Plan.free_bytes_per_gpu, inline
     row = {
         "rank": rank,
         "model": plan.model,
@@ -110,8 +110,13 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         "state_bytes_per_sequence": plan.deployment.tp * sum(states),
         "state_bytes_per_sequence_per_gpu": max(states, default=0),
         "kv_memory_bytes_per_gpu": plan.kv_memory_bytes_per_gpu,
-        "kv_used_bytes_per_gpu": used,
-        "free_bytes_per_gpu": plan.kv_memory_bytes_per_gpu - used,  # Plan.free_bytes_per_gpu, used once
+        # an engine's recurrent-state pool out of the KV memory (SGLang's hybrids; 0: none), the token pool beside
+        # it, and the slots one running request holds there (part of kv_bytes_per_sequence_per_gpu)
+        "state_pool_bytes_per_gpu": pool,
+        "token_pool_bytes_per_gpu": plan.token_pool_bytes_per_gpu,
+        "pooled_state_bytes_per_sequence_per_gpu": plan.pooled_state_bytes_per_sequence_per_gpu,
+        "kv_used_bytes_per_gpu": used,  # beside a state pool: the token pool's
+        "free_bytes_per_gpu": (plan.token_pool_bytes_per_gpu if pool else plan.kv_memory_bytes_per_gpu) - used,
         "kv_cache_tokens": plan.kv_cache_tokens,  # = kv_pool_tokens_per_deployment (kept for old readers)
         "kv_pool_tokens_per_deployment": plan.kv_cache_tokens, "request_tokens_at_context": plan.max_concurrency * r.context,
         "max_concurrency": plan.max_concurrency,
@@ -195,6 +200,10 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], cali
         ("− batch × context", lambda p: gib(p.kv_used_bytes_per_gpu)),
         ("= free", lambda p: gib(p.free_bytes_per_gpu)),
     ]
+    if any(p.state_pool_bytes_per_gpu for p in plans):  # a recurrent-state pool out of the KV cache (SGLang)
+        rows[5:5] = [("− state pool", lambda p: gib(p.state_pool_bytes_per_gpu)),
+                     ("= token pool", lambda p: gib(p.token_pool_bytes_per_gpu if p.state_pool_bytes_per_gpu
+                                                   else p.kv_memory_bytes_per_gpu))]
     if first.request.kv_cache_memory_bytes is not None:
         rows = [rows[0], (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu)), *rows[5:]]
     elif first.request.lora is not None:  # the engine's adapter slots, its own row before the KV cache

@@ -242,8 +242,10 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     notes += sglang_mm.notes(model, st, st.usable_bytes)
     if any(layer.kind in LOCAL_KINDS for layer in model.layers) and sglang_swa.note(model, st.version):
         notes.append(sglang_swa.note(model, st.version))
+    pooled = sglang_mamba.pooled(model, dep, states, st.state, full_tokens * full_cell + swa_tokens * swa_cell) \
+        if states else None
     return Capacity("sglang", st.version, budget, full_tokens, conc, context, full_cell + swa_cell,
-                    None, page, tuple(lines), tuple(notes), max_running=running)
+                    None, page, tuple(lines), tuple(notes), max_running=running, pooled=pooled)
 
 
 def pool_cell(model, dep, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:

@@ -46,6 +46,7 @@ from kvplan.engines.options import opt_bool, opt_int
 from kvplan.engines.versions import parse_version
 from kvplan.model.layers import Kind
 from kvplan.planning.deploy import split_layers
+from kvplan.planning.plan import PooledStates
 
 OPTS = ("max_mamba_cache_size", "mamba_ssm_dtype", "mamba_full_memory_ratio", "max_running_requests",
         "disable_radix_cache", "mamba_radix_cache_strategy")
@@ -213,6 +214,24 @@ def per_request(model, ss: StateSettings) -> int:
     variants = {layer.variant for layer in states_of(model.layers)}
     extra = all(ss.version >= EXTRA_BUFFER.get(v, (99,)) for v in variants)
     return RATIO + (EXTRA_BUFFER_SLOTS if extra else 0)
+
+
+def held_slots(model, ss: StateSettings) -> int:
+    """State slots one running request holds in the pool: its own (`Req.mamba_pool_idx`) and, with the radix cache
+    on, its strategy's tracking slots (`Req.mamba_ping_pong_track_buffer`: 2 under extra_buffer; 0.5.23
+    `managers/schedule_batch.py` Req, `mem_cache/allocation_sizing.py` L11-19). The rest of per_request's slots are
+    the radix cache's room for the states it keeps (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO 3 counts the own)."""
+    return 1 + (per_request(model, ss) - RATIO if ss.radix else 0)
+
+
+def pooled(model, dep, pool: StatePool, ss: StateSettings, token_pool: int) -> PooledStates:
+    """The state pool as a plan's memory rows read it (kvplan.planning.plan.PooledStates): the pool allocated
+    ((slots + 1) rows, as SGLang prints it), the token pool beside it, and the slots one running request holds, on
+    the rank that bounds the pool and over the whole model's state layers of one tp rank."""
+    held = held_slots(model, ss)
+    whole = sum(slot_bytes(model.layers, dep.tp, ss.ssm_dtype))
+    return PooledStates(pool.conv_bytes + pool.ssm_bytes, token_pool, held * (pool.conv_slot + pool.ssm_slot),
+                        held * whole)
 
 
 def state_pool(model, dep, rest: int, ss: StateSettings) -> StatePool:

@@ -85,14 +85,9 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         "rank": rank,
         "model": plan.model,
         "gpu": plan.gpu,
-        "gpus": plan.deployment.gpus,
-        "tp": plan.deployment.tp,
-        "pp": plan.deployment.pp,
-        "dp": plan.deployment.dp,
-        "ep": plan.deployment.ep,
-        "dcp": plan.deployment.dcp,
-        "context": r.context,
-        "batch": r.batch,
+        "gpus": plan.deployment.gpus, "tp": plan.deployment.tp, "pp": plan.deployment.pp,
+        "dp": plan.deployment.dp, "ep": plan.deployment.ep, "dcp": plan.deployment.dcp,
+        "context": r.context, "batch": r.batch,
         "weight_dtype": effective_weight_dtype(plan, model),
         "kv_dtype": (r.kv_dtype.name if r.kv_dtype else model.dtype),
         "block_size": r.block_size,
@@ -109,13 +104,10 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         "kv_bytes_per_sequence_per_gpu": plan.kv_bytes_per_sequence_per_gpu,
         "state_bytes_per_sequence": plan.deployment.tp * sum(states),
         "state_bytes_per_sequence_per_gpu": max(states, default=0),
-        "kv_memory_bytes_per_gpu": plan.kv_memory_bytes_per_gpu,
-        # an engine's recurrent-state pool out of the KV memory (SGLang's hybrids; 0: none), the token pool beside
-        # it, and the slots one running request holds there (part of kv_bytes_per_sequence_per_gpu)
-        "state_pool_bytes_per_gpu": pool,
-        "token_pool_bytes_per_gpu": plan.token_pool_bytes_per_gpu,
+        "kv_memory_bytes_per_gpu": plan.kv_memory_bytes_per_gpu,  # less a state pool (SGLang's hybrids)
+        "state_pool_bytes_per_gpu": pool, "token_pool_bytes_per_gpu": plan.token_pool_bytes_per_gpu,
         "pooled_state_bytes_per_sequence_per_gpu": plan.pooled_state_bytes_per_sequence_per_gpu,
-        "kv_used_bytes_per_gpu": used,  # beside a state pool: the token pool's
+        "kv_used_bytes_per_gpu": used,
         "free_bytes_per_gpu": (plan.token_pool_bytes_per_gpu if pool else plan.kv_memory_bytes_per_gpu) - used,
         "kv_cache_tokens": plan.kv_cache_tokens,  # = kv_pool_tokens_per_deployment (kept for old readers)
         "kv_pool_tokens_per_deployment": plan.kv_cache_tokens, "request_tokens_at_context": plan.max_concurrency * r.context,
@@ -178,19 +170,9 @@ def layer_kinds(plan: Plan) -> list[dict]:
     return list(kinds.values())
 
 
-def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], calibrated: list | None = None) -> None:
-    """A table per question: the memory budget line by line, then the answers; `calibrated`: each plan's
-    decode step under kvplan.speed's calibrated model (shown above the roofline's lower bound)."""
-
+def _memory_rows(plans: list[Plan]) -> list:
+    """The memory table's rows: (label, the cell of a plan)."""
     first = plans[0]
-    head = (f"[bold]{plain(model.name)}[/] on [bold]{plain(gpu.name)}[/] · context {human_tokens(first.request.context)}"
-            f" · batch {first.request.batch} · weights {effective_weight_dtype(first, model)}"
-            f" · KV {first.request.kv_dtype.name if first.request.kv_dtype else model.dtype}")
-    console.print(head)
-    budget = fitted_table(title="Memory per GPU", title_justify="left", show_edge=False)
-    budget.add_column("")
-    for t in titles:
-        budget.add_column(t, justify="right")
     rows = [
         ("usable memory", lambda p: gib(p.usable_memory_bytes)),
         ("× utilisation", lambda p: f"{p.request.gpu_memory_utilization:g} → {gib(p.budget_bytes)}"),
@@ -208,7 +190,23 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], cali
         rows = [rows[0], (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu)), *rows[5:]]
     elif first.request.lora is not None:  # the engine's adapter slots, its own row before the KV cache
         rows.insert(4, (f"− LoRA {first.request.lora.text}", lambda p: gib(p.request.lora_bytes)))
-    for label, fn in rows:
+    return rows
+
+
+def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], calibrated: list | None = None) -> None:
+    """A table per question: the memory budget line by line, then the answers; `calibrated`: each plan's
+    decode step under kvplan.speed's calibrated model (shown above the roofline's lower bound)."""
+
+    first = plans[0]
+    head = (f"[bold]{plain(model.name)}[/] on [bold]{plain(gpu.name)}[/] · context {human_tokens(first.request.context)}"
+            f" · batch {first.request.batch} · weights {effective_weight_dtype(first, model)}"
+            f" · KV {first.request.kv_dtype.name if first.request.kv_dtype else model.dtype}")
+    console.print(head)
+    budget = fitted_table(title="Memory per GPU", title_justify="left", show_edge=False)
+    budget.add_column("")
+    for t in titles:
+        budget.add_column(t, justify="right")
+    for label, fn in _memory_rows(plans):
         budget.add_row(label, *[fn(p) for p in plans])
     console.print(budget)
     answers = fitted_table(title="Answers", title_justify="left", show_edge=False)

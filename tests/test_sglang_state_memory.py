@@ -108,3 +108,11 @@ def test_sweep_columns_and_html_bars():
     assert bars["state pool"] == 20 and bars["KV cache"] == 40 and bars["weights"] == 50
     fig = _memory_figure([[{**row, "state_pool_bytes_per_gpu": 0}]], {key: "a"}, {}, "")
     assert "state pool" not in {d["name"] for d in fig["data"]}
+
+
+def test_explain_divides_the_token_pool():
+    # --explain's concurrency for a pooled plan: 37,130,600,448 B token pool // 4,096 x 65,536 B = 138 requests by
+    # tokens, capped at 216 // 5 = 43 by max_running_requests (not 70,536,510,029 // a sequence's bytes).
+    res = CliRunner().invoke(app, ["fit", "qwen3.5-27b", "--gpu", "h200-sxm", "--engine", "sglang", "--ctx", "4k",
+                                   "--kv-cache-memory", "70536510029", "--explain"])
+    assert "floor(37,130,600,448 / 268,435,456) = 138, capped at 43" in res.stdout, res.stdout

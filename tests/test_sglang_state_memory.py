@@ -116,3 +116,16 @@ def test_explain_divides_the_token_pool():
     res = CliRunner().invoke(app, ["fit", "qwen3.5-27b", "--gpu", "h200-sxm", "--engine", "sglang", "--ctx", "4k",
                                    "--kv-cache-memory", "70536510029", "--explain"])
     assert "floor(37,130,600,448 / 268,435,456) = 138, capped at 43" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize("opt, held", [("mamba_radix_cache_strategy=no_buffer", 1),
+                                       ("mamba_radix_cache_strategy=extra_buffer_lazy", 2),
+                                       ("disable_radix_cache=true", 1)])
+def test_the_slots_a_request_holds_follow_the_strategy(opt, held):
+    # Req.mamba_pool_idx always; the ping-pong tracking slots only with the radix cache on: none under no_buffer, one
+    # under extra_buffer_lazy (allocation_sizing.py L11-19). A 262,144-token request: 17,179,869,184 B of tokens +
+    # held x 153,944,064 B.
+    eng = resolve_engine("sglang", "0.5.23", [opt])
+    req = Request(context=262_144, kv_cache_memory_bytes=70_536_510_029)
+    p = eng.result(find_in_catalog("qwen3.5-27b"), find_gpu("h200-sxm"), Deployment(1, 1), req).plan
+    assert p.kv_bytes_per_sequence_per_gpu == 17_179_869_184 + held * 153_944_064

@@ -94,6 +94,7 @@ class StatePool:
     per_request: int  # state slots one running request may hold
     rule: str
     ssm_dtype: str = "fp32"  # the recurrent states' element type (conv states: bf16)
+    held: int = 1  # of per_request, the slots a running request holds itself (held_slots)
 
     @property
     def conv_bytes(self) -> int:
@@ -228,10 +229,9 @@ def pooled(model, dep, pool: StatePool, ss: StateSettings, token_pool: int) -> P
     """The state pool as a plan's memory rows read it (kvplan.planning.plan.PooledStates): the pool allocated
     ((slots + 1) rows, as SGLang prints it), the token pool beside it, and the slots one running request holds, on
     the rank that bounds the pool and over the whole model's state layers of one tp rank."""
-    held = held_slots(model, ss)
     whole = sum(slot_bytes(model.layers, dep.tp, ss.ssm_dtype))
-    return PooledStates(pool.conv_bytes + pool.ssm_bytes, token_pool, held * (pool.conv_slot + pool.ssm_slot),
-                        held * whole)
+    return PooledStates(pool.conv_bytes + pool.ssm_bytes, token_pool, pool.held * (pool.conv_slot + pool.ssm_slot),
+                        pool.held * whole)
 
 
 def state_pool(model, dep, rest: int, ss: StateSettings) -> StatePool:
@@ -257,7 +257,7 @@ def state_pool(model, dep, rest: int, ss: StateSettings) -> StatePool:
     slots = max(0, slots)
     first = states_of(model.layers)[0]
     return StatePool(slots, conv, ssm, (slots + paid) * per, per_request(model, ss), rule,
-                     ssm_dtype_of(first, ss.ssm_dtype).name)
+                     ssm_dtype_of(first, ss.ssm_dtype).name, held_slots(model, ss))
 
 
 def _split_over_dp(model, v: tuple[int, ...], given: bool) -> bool:
@@ -302,8 +302,9 @@ def note(pool: StatePool, running: int, tokens: int, context: int) -> str:
     """Where the slots came from, and which of the two pools bounds concurrency at `context`."""
     by_tokens = tokens / context if context else 0.0
     bound = "the state slots bind" if running < by_tokens else "the token pool binds"
+    held = f" ({pool.held} held while it runs, the rest the radix cache's)" if pool.held < pool.per_request else ""
     return (f"SGLang's state pool: conv states bf16, recurrent states {pool.ssm_dtype} (mamba_ssm_dtype); "
-            f"max_mamba_cache_size from {pool.rule}, {pool.per_request} slot(s) per running request, so "
+            f"max_mamba_cache_size from {pool.rule}, {pool.per_request} slot(s) per running request{held}, so "
             f"max_running_requests {running:,}; at {context:,} tokens {bound} concurrency")
 
 

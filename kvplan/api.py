@@ -334,13 +334,15 @@ def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str
            slo_tpot: float = 0.1, slo_percent: float = 90.0, max_gpus: int = 64, engine: str | None = "vllm",
            engine_version: str | None = None, engine_opts: Opts = (), kv_dtype: str = "auto",
            weight_dtype: str | None = None, gpu_memory_utilization: float | str | None = None,
-           block_size: int | None = None, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
+           block_size: int | None = None, max_num_seqs: int | None = None,
+           max_num_batched_tokens: int | None = None,
            step_overhead: float = 0.0, hw_profiles: Paths = (), speed: str = "calibrated") -> DisaggResult:
     """`kvplan disagg`: the prefill and decode pools (`.prefill`, `.decode`: each replica's engine plan, what
     it holds and needs), the KV moved per request (`.moved`), the transfer over `link` (`.transfer_s`), the
     rates and the ratio that balances them (`.ratio`); with `qps` (and `workload`, `trace` or isl/osl) every
     xPyD split within `max_gpus` simulated, the chosen one and the aggregated deployment (`.search`).
     `engine` defaults to vLLM (whose pool flags the serve commands carry), as the CLI's `--engine`.
+    `max_num_seqs` / `max_num_batched_tokens` left None: each pool's engine's own (`.limits`, by role).
     `speed`: the step times, kvplan.speed's calibrated ones (`engine`'s coefficients, vLLM's where the corpus has
     none for it) or "roofline" (a lower bound). The CLI's path too (kvplan.simulator.disagg_inputs)."""
     return disagg_run(

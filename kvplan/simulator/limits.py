@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.core.errors import arg
+from kvplan.core.errors import KvplanError, arg
 from kvplan.engines.scheduler import limits
 from kvplan.simulator.engine import DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
 
@@ -74,3 +74,26 @@ def scheduler_limits(engine, result=None, max_num_seqs: int | None = None,
     tokens = (max_num_batched_tokens, GIVEN) if max_num_batched_tokens is not None else (
         own_tokens or DEFAULT_MAX_BATCHED_TOKENS, _why(engine, "max_num_batched_tokens", own_tokens, False))
     return Limits(seqs[0], tokens[0], seqs[1], tokens[1])
+
+
+def plan_limits(engine, plan, model, gpu) -> Limits:
+    """The engine's own limits for a plan whose EngineResult is not at hand (sweep's and cheapest's plans): the
+    result made again from the plan's deployment and request (an engine's result is a function of them, so it is
+    the same plan); the simulator's defaults where `engine` is None or refuses it."""
+    res = None
+    if engine is not None:
+        try:
+            res = engine.result(model, gpu, plan.deployment, plan.request)
+        except KvplanError:
+            res = None
+    return scheduler_limits(engine, res)
+
+
+def per_plan_note(engine) -> str:
+    """One line for a command that simulates many plans (sweep, cheapest): which limits each run takes."""
+    label = getattr(engine, "label", None)
+    if not label:
+        return (f"each plan simulated at the simulator's {DEFAULT_MAX_NUM_SEQS} requests running at once and "
+                f"{DEFAULT_MAX_BATCHED_TOKENS:,} tokens a step (no {arg('engine')}, and kvplan's own rules set none)")
+    return (f"each plan simulated at {label}'s own running limit and tokens per step on its GPU (the "
+            f"simulator's {DEFAULT_MAX_NUM_SEQS} and {DEFAULT_MAX_BATCHED_TOKENS:,} where it states none): sim_max_num_seqs, sim_max_num_batched_tokens")

@@ -117,3 +117,16 @@ def test_cheapest_simulates_each_candidate_at_its_own_limits(kvplan_home):
     simulated = {(c["gpu"], c["sim_max_num_seqs"], c["sim_max_num_batched_tokens"])
                  for c in json.loads(r.stdout)["meets"] if c.get("sim_max_num_seqs")}
     assert simulated == {("h100-sxm", 1024, 8192), ("a100-sxm-80", 256, 2048)}
+
+
+def test_sglang_hybrid_runs_at_the_cap_its_state_pool_computes(kvplan_home):
+    # SGLang 0.5.3 keeps 512 recurrent-state slots for Qwen3-Next (radix cache off: one slot a request), and its
+    # max_running_requests = min(4,096, tokens // 2, 512 // 1) = 512 (tests/test_sglang_mamba.py, the fixed 512 slots
+    # before the ratio; kvplan/engines/sglang/mamba.py): not the 4,096 of its request pool's ceiling.
+    r = runner.invoke(app, ["simulate", "qwen3-next-80b-a3b-thinking", "--gpu", "h200", "--tp", "4", "--engine",
+                            "sglang", "--engine-version", "0.5.3", "--workload", "chat", "--qps", "5", "--duration",
+                            "5", "--json"])
+    assert r.exit_code == 0, r.output
+    meta = json.loads(r.stdout)["meta"]
+    assert meta["max_num_seqs"] == 512
+    assert "at most 512 requests running at once (sglang 0.5.3's own limit for this KV pool" in r.stderr

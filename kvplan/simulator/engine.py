@@ -32,10 +32,8 @@ from kvplan.simulator.model import SimModel, StepTimer
 from kvplan.simulator.prefix import PrefixCache
 from kvplan.simulator.results import Recorder
 
-# The limits where neither the input nor the engine states one (kvplan.simulator.limits): vLLM's long-standing
-# --max-num-seqs default and V1's chunked-prefill token budget on a large GPU (online serving).
-DEFAULT_MAX_NUM_SEQS = 256
-DEFAULT_MAX_BATCHED_TOKENS = 8192
+DEFAULT_MAX_NUM_SEQS = 256  # vLLM's long-standing default; used where no input or engine states one (limits.py)
+DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM v1's chunked-prefill budget on a large GPU (online serving); likewise
 RESERVE_POLICIES = ("max", "pow2", "oracle")
 _tokens = itemgetter(1)  # of a prefix segment (key, tokens)
 

@@ -24,7 +24,8 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
 
     KV pool: the binding pipeline stage (fewest token slots per byte of KV memory), its layers
     grouped by the tokens they hold (all, or a window: sliding or chunked attention), plus fixed
-    recurrent states. Step time inputs, per stage on one rank: weights read per step (routed
+    recurrent states; where the engine keeps those states in a pool of their own (SGLang's hybrids:
+    Plan.state_pool_bytes_per_gpu), the token pool alone, the states' slots bounding the running requests. Step time inputs, per stage on one rank: weights read per step (routed
     experts apart: a step reads the share its tokens touch), KV bytes per cached token, 2 x
     active parameters FLOPs per token, and 4 x query heads x head dim per query-key pair.
     The page size is the plan's block size; the scheduler is vLLM's whatever engine the plan used.
@@ -34,10 +35,13 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
     tp = plan.deployment.tp
     binding = min(plan.stages, key=lambda s: s.kv_memory_bytes / max(1, s.profile.slot_bytes_per_token()))
     groups, state = _kv_groups(binding.profile, tp)
+    budget = binding.kv_memory_bytes
+    if plan.state_pool_bytes_per_gpu:  # SGLang's hybrids: states in a pool of their own (its slots bound the
+        budget, state = plan.token_pool_bytes_per_gpu, 0  # running requests, kvplan.simulator.limits), tokens in the rest
     costs = _stage_costs(plan, spec)
     flops = dict(gpu.dense_flops)
     return SimModel(
-        name=plan.model, kv_budget_bytes=max(0, binding.kv_memory_bytes), block_size=plan.request.block_size,
+        name=plan.model, kv_budget_bytes=max(0, budget), block_size=plan.request.block_size,
         groups=groups, state_bytes=state, max_model_len=max_model_len or plan.request.context,
         stages=costs, bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s,
         flops_per_s=float(flops.get("bf16") or flops.get("fp16") or 0), step_overhead_s=step_overhead_s,

@@ -1,0 +1,27 @@
+"""The simulator's KV pool where an engine keeps recurrent states in a pool of their own (SGLang's hybrids)."""
+
+from __future__ import annotations
+
+from kvplan import api
+from kvplan.hardware.gpus import find_gpu
+from kvplan.simulator.adapter import sim_model
+from kvplan.sources.catalog import find_in_catalog
+
+SPEC, H200 = find_in_catalog("qwen3.5-27b"), find_gpu("h200-sxm")
+
+
+def test_sglang_hybrid_simulates_its_token_pool_and_its_slot_cap():
+    # SGLang 0.5.23 on an H200, Qwen3.5-27B (tests/test_sglang_state_memory.py has the rule's arithmetic):
+    # the state pool takes 217 rows x 153,944,064 B, the token pool holds 566,568 tokens x 64 KiB (16 full-
+    # attention layers x 2 x 4 KV heads x 256 x 2 B) = 37,130,600,448 B; 216 slots // 5 per request = 43 run.
+    sim = api.simulate("qwen3.5-27b", "h200-sxm", engine="sglang", workload="chat", qps=1, duration=5)
+    model = sim_model(sim.plan, SPEC, H200, engine="sglang")
+    assert model.kv_budget_bytes == 566_568 * 65_536 and model.state_bytes == 0
+    assert sim.limits.max_num_seqs == 43
+
+
+def test_vllm_keeps_states_in_its_one_pool():
+    plan = api.plan("qwen3.5-27b", "h200-sxm", engine="vllm", context=32768)
+    model = sim_model(plan, SPEC, H200, engine="vllm")
+    assert plan.state_pool_bytes_per_gpu == 0 and model.state_bytes > 0
+    assert model.kv_budget_bytes == plan.stages[0].kv_memory_bytes

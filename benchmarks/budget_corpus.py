@@ -91,6 +91,8 @@ def predict(rec: dict, log) -> dict | None:
                    - vllm_overhead.weights_repack_extra(model, dep.tp, gpu))
     # the rank that prints "Model loading took" is the driver's, in the first pipeline stage
     loaded = res.plan.stages[0].weight_bytes if dep.pp > 1 and res.plan.stages else res.plan.weight_bytes_per_gpu
+    if rec.get("unpredictable"):  # its budget's settings are not stated (the index says why): the weights only
+        return {"weights": loaded + repack}
     return {"weights": loaded + repack,
             "activation_peak": res.settings["overhead_activation_peak"] + res.settings.get("overhead_encoder_profile", 0),
             "non_torch": res.settings["overhead_non_torch"],
@@ -114,7 +116,7 @@ def rows(records: list[dict]) -> list[dict]:
                "version": rec.get("version"), "tp": rec.get("tp"), "pp": rec.get("pp"), "terms": {}}
         for term in TERMS:
             num = log.reported.get(PRINTED[term])
-            if num is None or pred is None:
+            if num is None or pred is None or term not in pred:
                 continue
             eng = num.value * GIB
             if term == "activation_peak" and (rec.get("pp") or 1) > 1:

@@ -37,7 +37,9 @@ def main(n: int) -> None:
                                 ("code", 40.0, "tiers"), ("mooncake", 30.0, "tiers")):
         wall, cpu = time.perf_counter(), time.process_time()
         reqs = mooncake(n, qps) if workload == "mooncake" else generate(WORKLOADS[workload], qps, n / qps, seed=0)
-        cfg = EngineConfig(mode="paged", tiers=tiers) if mode == "tiers" else EngineConfig(mode=mode)
+        # pinned: the engine-neutral plan's limits, 256 running and 8,192 tokens a step (kvplan.simulator.limits)
+        pinned = {"max_num_seqs": 256, "max_num_batched_tokens": 8192}
+        cfg = EngineConfig(mode="paged", tiers=tiers, **pinned) if mode == "tiers" else EngineConfig(mode=mode, **pinned)
         rec = Engine(model, cfg).run(reqs)
         s = rec.summary(2.0, 0.1)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu

@@ -45,6 +45,7 @@ from kvplan.simulator.blocks import BLOCK_TOKENS
 from kvplan.speed.coverage import check_speed
 from kvplan.simulator.engine import EngineConfig
 from kvplan.simulator.inputs import check_workload_inputs
+from kvplan.simulator.limits import Limits, scheduler_limits
 from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
 from kvplan.simulator.session import configs, load_requests, run_all
 from kvplan.simulator.traces import hash_block_tokens
@@ -235,6 +236,7 @@ class Simulation:
     summary: dict
     series: list
     offload: OffloadPlan | None = None  # the tiers as the engine sized them (`offload`), or None
+    limits: Limits | None = None  # the scheduler's counts it ran at and where each came from (the engine's own)
 
 
 def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: str | None = None,
@@ -244,8 +246,8 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
              reserve: str = "max", kv_dtype: str = "auto", weight_dtype: str | None = None,
              gpu_memory_utilization: float | str | None = None, kv_cache_memory: int | str | None = None,
              overhead: int | str | None = None, block_size: int | None = None, engine: str | None = None,
-             engine_version: str | None = None, engine_opts: Opts = (), max_num_seqs: int = 256,
-             max_num_batched_tokens: int = 8192, prefix_caching: bool = True, slo_ttft: float = 2.0,
+             engine_version: str | None = None, engine_opts: Opts = (), max_num_seqs: int | None = None,
+             max_num_batched_tokens: int | None = None, prefix_caching: bool = True, slo_ttft: float = 2.0,
              slo_tpot: float = 0.1, step_overhead: float = 0.0, speculative: str | None = None,
              lora: str | None = None, offload: str | None = None, offload_backend: str = "native",
              host: Union[str, Host, None] = None,
@@ -253,8 +255,9 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
              timeout: float = 10.0, allow_long_context: bool = False, speed: str = "calibrated") -> Simulation:
     """`kvplan simulate`: serve a workload (built-in `workload`, default chat, Poisson arrivals at `qps`,
     default 10/s, for `duration` s, default 300; or a `trace` file) on the deployment's KV pool with
-    vLLM's scheduler; step times from kvplan's calibrated model (kvplan.speed), or with
-    speed="roofline" the bare roofline (a lower bound).
+    vLLM's scheduler at the engine's own limits (`max_num_seqs`, `max_num_batched_tokens` left None: the engine's
+    defaults by release and GPU, 256 and 8,192 where it states none; Simulation.limits says which); step times
+    from kvplan's calibrated model (kvplan.speed), or with speed="roofline" the bare roofline (a lower bound).
 
     `offload` ('cpu:64GiB,disk:2TiB', a ratio '2x', or 'cpu:auto' with a `trace`) puts tiers below the pool, sized
     as the engine (or `offload_backend`) sizes them (Simulation.offload); evicted prefixes go down them and come
@@ -287,13 +290,14 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache (weights "
                           f"{p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more {arg('gpus')}", EXIT_USAGE)
-    base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=max_num_seqs,
-                        max_num_batched_tokens=max_num_batched_tokens, prefix_caching=prefix_caching)
+    held = scheduler_limits(chosen, res, max_num_seqs, max_num_batched_tokens)
+    base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=held.max_num_seqs,
+                        max_num_batched_tokens=held.max_num_batched_tokens, prefix_caching=prefix_caching)
     op = _tiers(chosen, res, spec, sim, dep, requests, fmt, tiers, offload_backend, host_profile) if tiers else None
     if op is not None:
         base = dataclasses.replace(base, tiers=sim_tiers(op, sim.token_bytes(), host_profile, dep.gpus))
     ((summary, series),) = run_all(sim, requests, configs(base, False), slo_ttft, slo_tpot).values()
-    return Simulation(p, summary, series, op)
+    return Simulation(p, summary, series, op, held)
 
 
 def _tiers(engine, res, spec, sim, dep, requests, fmt, tiers, backend: str, host) -> OffloadPlan:
@@ -330,13 +334,15 @@ def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str
            slo_tpot: float = 0.1, slo_percent: float = 90.0, max_gpus: int = 64, engine: str | None = "vllm",
            engine_version: str | None = None, engine_opts: Opts = (), kv_dtype: str = "auto",
            weight_dtype: str | None = None, gpu_memory_utilization: float | str | None = None,
-           block_size: int | None = None, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
+           block_size: int | None = None, max_num_seqs: int | None = None,
+           max_num_batched_tokens: int | None = None,
            step_overhead: float = 0.0, hw_profiles: Paths = (), speed: str = "calibrated") -> DisaggResult:
     """`kvplan disagg`: the prefill and decode pools (`.prefill`, `.decode`: each replica's engine plan, what
     it holds and needs), the KV moved per request (`.moved`), the transfer over `link` (`.transfer_s`), the
     rates and the ratio that balances them (`.ratio`); with `qps` (and `workload`, `trace` or isl/osl) every
     xPyD split within `max_gpus` simulated, the chosen one and the aggregated deployment (`.search`).
     `engine` defaults to vLLM (whose pool flags the serve commands carry), as the CLI's `--engine`.
+    `max_num_seqs` / `max_num_batched_tokens` left None: each pool's engine's own (`.limits`, by role).
     `speed`: the step times, kvplan.speed's calibrated ones (`engine`'s coefficients, vLLM's where the corpus has
     none for it) or "roofline" (a lower bound). The CLI's path too (kvplan.simulator.disagg_inputs)."""
     return disagg_run(

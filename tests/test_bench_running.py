@@ -79,3 +79,10 @@ def test_a_pipeline_is_priced_as_its_micro_batches():
     assert r1.cap < r2.cap < 2 * r1.cap
     b = Built(Case(**{**two.__dict__, "load": Load(7680, 1024, 1024, dp=2)}))
     assert b.load.dp == 2 and b.shape.dense_bytes == Built(one).shape.dense_bytes
+
+
+def test_a_layout_that_cannot_hold_the_weights_is_skipped_with_its_reason():
+    # Llama-3.1-405B in bf16 is 405e9 x 2 B = 810 GB; one H100 holds 80 GB: what ran was not one H100
+    # (a GPU count left unsaid), so the point is not priced at all rather than at an invented batch.
+    b = Built(case(model="llama-3.1-405b"))
+    assert b.shape is None and b.why == "weights over memory at the stated layout"

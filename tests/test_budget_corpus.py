@@ -281,3 +281,15 @@ def test_excerpt_keeps_the_first_line_of_each_kind_verbatim_without_colour():
     assert mod.excerpt(raw) == ["(APIServer pid=1) INFO vLLM API server version 0.10.1.1",
                                 "(W0) INFO Model loading took 7.1217 GiB and 2.8 seconds",
                                 "(W0) INFO Available KV cache memory: 31.83 GiB"]
+
+
+def test_a_record_whose_budget_settings_are_unstated_is_predicted_for_its_weights_only():
+    # vllm-17122 (L40S, Llama 3.1 8B): no gpu_memory_utilization nor flags in the source; kvplan's 0.9 default gives
+    # 24.40 GiB / 199,904 tokens against the printed 158,656, so the record says so and only its weights are compared
+    # (the printed "Model loading took 14.9889 GiB", as before).
+    rec = next(r for r in INDEX if r["id"] == "vllm-17122-llama31-8b-l40s")
+    assert "gpu_memory_utilization" in rec["unpredictable"]
+    bench = _bench()
+    assert set(bench.predict(rec, bench.parsed(rec))) == {"weights"}
+    row = next(r for r in bench.rows([rec]))
+    assert set(row["terms"]) == {"weights"} and abs(row["terms"]["weights"]["error_gib"]) < 0.01

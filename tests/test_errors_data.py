@@ -44,6 +44,7 @@ ENGINE_FLAGS = {
     "engines/sglang/layout.py": {"--disable-shared-experts-fusion", "--enable-dp-lm-head",
                                  "--enforce-shared-experts-fusion", "--moe-dense-tp-size"},
     "engines/sglang/boot.py": {"--mem-fraction-static"},
+    "engines/sglang/defaults.py": {"--dp-size", "--tp-size"},  # SGLang's, in the DP attention refusals
     "engines/sglang/mamba.py": {"--max-mamba-cache-size", "--mamba-ssm-dtype", "--mamba-full-memory-ratio",
                                 "--disable-radix-cache", "--mamba-radix-cache-strategy",
                                 "--mamba-scheduler-strategy"},

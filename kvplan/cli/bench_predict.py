@@ -1,9 +1,10 @@
 """`check-bench`'s prediction: a benchmark run's setting resolved (flags, then the file) and run through `simulate`.
 
 `predict` is the one place kvplan predicts a benchmark: it plans the deployment with simulate's own
-`_deployment_model` and simulate's own defaults (read from the command: its step overhead, scheduler
-limits), so whatever step-time model `simulate` uses by default is the one checked here, and runs the
-run's load on it (kvplan.bench.load). Everything it assumes goes into `Resolved.assumed` or its notes.
+`_deployment_model` and simulate's own defaults (its step overhead, read from the command; the scheduler limits
+as simulate takes them, the engine's own: kvplan.simulator.limits), so whatever step-time model `simulate` uses by
+default is the one checked here, and runs the run's load on it (kvplan.bench.load). Everything it assumes goes
+into `Resolved.assumed` or its notes.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from kvplan.bench.result import BenchRun, Stat
 from kvplan.cli.engine_flags import engine_from_flags
 from kvplan.cli import simulate as simulate_command
 from kvplan.cli.simulate import _deployment_model
-from kvplan.engines.scheduler import limits
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.hardware.gpus import find_gpu, gpu_by_device_name
 from kvplan.simulator.engine import EngineConfig
+from kvplan.simulator.limits import scheduler_limits
 from kvplan.speed.corpus import era_of
 from kvplan.simulator.session import run_all
 from kvplan.sources.catalog import find_in_catalog
@@ -136,7 +137,7 @@ def _sim(r: Resolved, hw_profiles):
         step_overhead=simulate_default("step_overhead"), chosen=chosen, hw_profiles=hw_profiles, revision=None,
         token=None, timeout=simulate_default("timeout"),
         speed_engine=era_of(r.engine, r.version) if r.engine else None)
-    return sim, [n for n in notes if n], (limits(r.engine, result[0].settings, result[0].capacity) if r.engine else (None, None))
+    return sim, [n for n in notes if n], (chosen, result[0])
 
 
 def _one(sim, cfg, prompt: int, output: int) -> dict:
@@ -167,14 +168,13 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
     if not ((s.isl or s.osl) if run.tool == "llama-bench" else (s.isl and s.osl)):
         raise KvplanError(f"{run.label}: the file states no input and output lengths; pass --input-len and --output-len",
                           EXIT_USAGE)
-    sim, notes, (running, chunk) = _sim(r, hw_profiles)
-    cfg = EngineConfig(max_num_seqs=s.max_batch or running or simulate_default("max_num_seqs"),
-                       max_num_batched_tokens=s.max_tokens or chunk or simulate_default("max_num_batched_tokens"))
-    own, plain = f"{r.engine}'s default" if r.engine else "simulate's default", "simulate's default"
+    sim, notes, (chosen, result) = _sim(r, hw_profiles)
+    held = scheduler_limits(chosen, result, s.max_batch or None, s.max_tokens or None)  # simulate's own choice
+    cfg = EngineConfig(max_num_seqs=held.max_num_seqs, max_num_batched_tokens=held.max_num_batched_tokens)
     if not s.max_batch:
-        notes.append(f"at most {cfg.max_num_seqs} requests running at once ({own if running else plain}; not in the file)")
+        notes.append(f"at most {cfg.max_num_seqs:,} requests running at once ({held.seqs_from}; not in the file)")
     if not s.max_tokens:
-        notes.append(f"{cfg.max_num_batched_tokens:,} tokens a step ({own if chunk else plain}; not in the file)")
+        notes.append(f"{cfg.max_num_batched_tokens:,} tokens a step ({held.tokens_from}; not in the file)")
     if run.tool == "llama-bench":
         return _llama_bench(sim, cfg, s), sim, notes
     wanted = s.num_prompts or load.DEFAULT_REQUESTS

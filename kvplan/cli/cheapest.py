@@ -35,6 +35,7 @@ from kvplan.planning.layout import layout_text
 from kvplan.report.export import candidate_row
 from kvplan.report.offload import offload_dict
 from kvplan.simulator.capacity import Target, filter_candidates
+from kvplan.simulator.limits import per_plan_note
 from kvplan.sources.resolve import resolve_model
 
 
@@ -141,7 +142,7 @@ def cheapest(
     sims: dict = {}
     sla = (slo_ttft, slo_tpot, slo_percent)
     if served:
-        candidates, sims = _serve(candidates, spec, gpu_list, loaded, sla, chosen.name)
+        candidates, sims = _serve(candidates, spec, gpu_list, loaded, sla, chosen)
     tiers = _tiers(candidates, spec, chosen, asked) if asked.tiers else {}
     target, data = _answer(spec, ctx_tokens, concurrency, min_tps, price_book, candidates, sims, loaded, sla, tiers)
     meets = [c for c in candidates if c.meets]
@@ -205,13 +206,14 @@ def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candid
     return target, data
 
 
-def _serve(candidates, spec, gpu_list, loaded, sla, engine: str | None):
-    """Candidates re-judged by simulating the workload on them (kvplan.simulator.capacity), with `engine`'s
-    calibrated step times."""
+def _serve(candidates, spec, gpu_list, loaded, sla, chosen):
+    """Candidates re-judged by simulating the workload on them (kvplan.simulator.capacity), with the configured
+    engine `chosen`'s calibrated step times and own scheduler limits."""
+    engine = chosen.name
     stderr(loaded.said)
-    for line in [speed_line(engine)] + request_note("calibrated", engine):
+    for line in [speed_line(engine)] + request_note("calibrated", engine) + [per_plan_note(chosen)]:
         stderr(line)
-    target = Target(tuple(loaded.requests), *sla, engine=engine)
+    target = Target(tuple(loaded.requests), *sla, engine=engine, configured=chosen)
     gpus = {g.key: g for g in gpu_list}
     with progress_bar("simulating", len(candidates)) as bar:
         return filter_candidates(candidates, spec, gpus, target, progress=bar and bar.done)

@@ -64,8 +64,8 @@ def disagg(
     weight_dtype: WeightDtypeOpt = None,
     gpu_memory_utilization: GmuOpt = None,
     block_size: BlockSizeOpt = None,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="Most requests a decode replica runs at once.")] = 256,
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="Tokens per prefill step.")] = 8192,
+    max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="Most requests a decode replica runs at once. Default: --engine's own (vLLM's by release and GPU); 256 where it states none.")] = None,
+    max_num_batched_tokens: Annotated[Optional[int], typer.Option("--max-num-batched-tokens", help="Tokens per prefill step. Default: --engine's own (vLLM's by release and GPU); 8192 where it states none.")] = None,
     step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (default 0: the step-time model alone).")] = 0.0,
     speed: Annotated[str, typer.Option("--speed", help="Step times: calibrated (default: the roofline's terms with --engine's coefficients fitted on published measurements, vLLM's where none are, labelled with their held-out error) or roofline (the bare roofline, a lower bound).")] = "calibrated",
     show_manifest: Annotated[bool, typer.Option("--manifest", help="Also print a Dynamo DynamoGraphDeployment fragment (each pool's replicas, GPUs, serve arguments).")] = False,
@@ -98,7 +98,16 @@ def disagg(
     res = run.result
     for line in speed_notes(speed, run.engine.name, res.prefill.plan.gpu, run.spec.family) + request_note(speed, run.engine.name):
         stderr(line)  # the pools' step times: whose coefficients, their held-out band, what the corpus lacks
+    for line in _limit_notes(res.limits):
+        stderr(line)
     _report(res, run.engine, run.spec, as_json, kind)
+
+
+def _limit_notes(held: dict) -> list[str]:
+    """The scheduler limits each pool's replicas run at, once where both pools run at the same."""
+    if held["prefill"] == held["decode"]:
+        return [f"each replica: {line}" for line in held["decode"].notes()]
+    return [f"{role} replica: {line}" for role in ("prefill", "decode") for line in held[role].notes()]
 
 def _report(res, chosen, spec, as_json: bool, kind: Optional[str]) -> None:
     print_warnings([(p.role, plan_warnings(p.plan)) for p in (res.prefill, res.decode)])

@@ -40,6 +40,7 @@ from kvplan.report.text import plan_warnings
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.capacity import Target, max_rate
 from kvplan.simulator.engine import EngineConfig
+from kvplan.simulator.limits import scheduler_limits
 from kvplan.simulator.blocks import BLOCK_TOKENS
 from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
 from kvplan.simulator.traces import hash_block_tokens
@@ -79,11 +80,11 @@ def simulate(
     kv_cache_memory: Annotated[Optional[str], typer.Option("--kv-cache-memory", help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28GiB.")] = None,
     overhead: Annotated[Optional[str], typer.Option("--overhead", help="Per-GPU activation + runtime overhead (e.g. 2GiB). Default: an estimate.")] = None,
     block_size: BlockSizeOpt = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", help="Size the KV pool as this engine allocates it: vllm, sglang, trtllm, llama.cpp, transformers (the scheduler stays vLLM's).")] = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", help="Size the KV pool as this engine allocates it: vllm, sglang, trtllm, llama.cpp, transformers (the scheduler stays vLLM's, at the engine's own limits: --max-num-seqs, --max-num-batched-tokens).")] = None,
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="Most requests running at once (vLLM's flag).")] = 256,
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="Tokens per step: decodes plus prefill chunks (vLLM's flag).")] = 8192,
+    max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="Most requests running at once (vLLM's flag). Default: --engine's own (vLLM's by release and GPU, SGLang's max_running_requests, TensorRT-LLM's max_batch_size); 256 where it states none.")] = None,
+    max_num_batched_tokens: Annotated[Optional[int], typer.Option("--max-num-batched-tokens", help="Tokens per step: decodes plus prefill chunks (vLLM's flag). Default: --engine's own (vLLM's by release and GPU, SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens); 8192 where it states none.")] = None,
     no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Turn off prefix caching (paged pool).")] = False,
     slo_ttft: SloTtftOpt = 2.0,
     slo_tpot: SloTpotOpt = 0.1,
@@ -107,8 +108,9 @@ def simulate(
     """Simulate serving a workload: concurrency, KV waste, preemptions, throughput, TTFT/TPOT, goodput.
 
     An event-driven model of a continuous-batching engine (vLLM's scheduler: pages, chunked
-    prefill, preemption by recompute, prefix caching) on the plan's KV memory; step times come
-    from kvplan's calibrated model (--speed roofline: the bare roofline, a lower bound).
+    prefill, preemption by recompute, prefix caching) on the plan's KV memory, at the engine's own
+    running limit and tokens per step; step times come from kvplan's calibrated model (--speed
+    roofline: the bare roofline, a lower bound).
     """
     check_workload_inputs(mode=mode, reserve=reserve, workload=workload, trace=trace, qps=qps, duration=duration,
                           seed=seed, slo_ttft=slo_ttft, slo_tpot=slo_tpot, slo_percent=slo_percent,
@@ -126,22 +128,24 @@ def simulate(
     if any(t.auto for t in tiers) and trace is None:
         raise KvplanError("--offload cpu:auto sizes the tier from a trace's hit-rate curve: give --trace", EXIT_USAGE)
     files = output_files(output or [])
-    base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=max_num_seqs,
-                        max_num_batched_tokens=max_num_batched_tokens, prefix_caching=not no_prefix_caching)
-    runs = configs(base, compare)
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed)
     sim, meta, notes, result = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
                                          chosen, hw_profiles, revision, token, timeout, speculative, lora,
                                          allow_long_context, speed)
+    held = scheduler_limits(chosen, result[0], max_num_seqs, max_num_batched_tokens)
+    notes += held.notes()
+    base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=held.max_num_seqs,
+                        max_num_batched_tokens=held.max_num_batched_tokens, prefix_caching=not no_prefix_caching)
+    runs = configs(base, compare)
     for line in notes if find_rate else [loaded.said, *notes]:  # every input is valid: say where things came from
         stderr(line)
     meta.update(loaded.meta)
     requests = loaded.requests
     if tiers:
         base, runs = _with_tiers(base, sim, meta, result, asked, requests, trace is not None)
-    meta.update({"runs": list(runs), "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
-                 "prefix_caching": not no_prefix_caching, "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
+    meta.update({"runs": list(runs), **held.meta(), "prefix_caching": not no_prefix_caching,
+                 "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
     if find_rate:
         requests = _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta,
                                 slo_ttft, slo_tpot, slo_percent)

@@ -42,6 +42,7 @@ from kvplan.report.export import iter_sweep_rows, write_csv, write_json_document
 from kvplan.report.html import render_html
 from kvplan.report.offload import offload_columns
 from kvplan.simulator.capacity import Target, sim_row, simulate_plan
+from kvplan.simulator.limits import per_plan_note
 
 PROGRESS_MIN_PLANS = 20_000  # below this a sweep takes well under a second: no bar
 MAX_SIMULATED_PLANS = 500  # --workload simulates each plan (about 0.1-1 s each)
@@ -141,7 +142,7 @@ def sweep(
     summary += lora_lines(adapters, chosen, "plan") + _speed_lines(result)
     sims = None
     if served:
-        sims = _simulate(result, gpu_list, loaded, slo_ttft, slo_tpot)
+        sims = _simulate(result, chosen, gpu_list, loaded, slo_ttft, slo_tpot)
         summary.append(f"simulated on every plan: {loaded.said}; SLA TTFT ≤ {slo_ttft:g} s, TPOT ≤ "
                        f"{slo_tpot * 1e3:g} ms; figures in the sim_* columns of -o, --json and --csv")
     if asked.tiers:
@@ -259,9 +260,11 @@ def _stream(result, sims, limit=None):
         yield row
 
 
-def _simulate(result, gpu_list, loaded, slo_ttft: float, slo_tpot: float) -> list[dict]:
-    """sim_* columns of every plan, in rank order (a progress bar on a terminal)."""
-    target = Target(tuple(loaded.requests), slo_ttft, slo_tpot, engine=result.engine_name, speed=result.speed)
+def _simulate(result, chosen, gpu_list, loaded, slo_ttft: float, slo_tpot: float) -> list[dict]:
+    """sim_* columns of every plan, in rank order (a progress bar on a terminal), each at `chosen`'s own limits."""
+    target = Target(tuple(loaded.requests), slo_ttft, slo_tpot, engine=result.engine_name, speed=result.speed,
+                    configured=chosen)
+    stderr(per_plan_note(chosen))
     for line in speed_notes(result.speed, result.engine_name, "", "")[:1] + request_note(result.speed, result.engine_name):
         stderr(line)
     gpus = {g.key: g for g in gpu_list}

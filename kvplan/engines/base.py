@@ -173,7 +173,7 @@ class Engine:
         cap = cap._replace(notes=(*cap.notes, *lora_notes)) if lora_notes else cap
         ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep, self.dcp_tokens_whole)
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name,
-                        assumed=self.assumptions(view, gpu, dep, st))
+                        assumed=self.assumptions(view, gpu, dep, st), pooled=cap.pooled)
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
 
     def loaded_extra(self, model, dep, st) -> int:

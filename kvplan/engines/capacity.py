@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from kvplan.planning.plan import Plan
+from kvplan.planning.plan import Plan, PooledStates
 
 
 class Figure(NamedTuple):
@@ -41,6 +41,9 @@ class Capacity(NamedTuple):
     # the scheduler's cap on running requests (per dp rank) whatever their length, where the engine sets one below
     # what its token pool would hold (SGLang's max_running_requests under a recurrent-state pool); None elsewhere
     max_running: int | None = None
+    # recurrent-state slots allocated up front out of the KV memory, the running requests' states among them
+    # (SGLang's state pool); the Plan's memory rows read it. None where a sequence's states are its own allocation
+    pooled: PooledStates | None = None
 
     @property
     def max_concurrency_int(self) -> int:

@@ -26,13 +26,13 @@ from kvplan.model.spec import ModelSpec, own_format, override_note, weight_bytes
 from kvplan.readers.mlp_layout import ffn_kinds
 from kvplan.planning.profile import PAGED, KVProfile, kv_profile
 from kvplan.core.search import largest_fitting
+from kvplan.planning.overhead import (  # noqa: F401 (re-exported: kvplan.planning.plan.activation_estimate, ...)
+    DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS, NCCL_BYTES, NON_TORCH_BYTES, activation_estimate,
+    expected_experts_touched, overhead_estimate, runtime_bytes,
+)
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default (vllm/config/cache.py); newer releases differ, see docs
 DEFAULT_BLOCK_SIZE = 16  # vLLM's default page of 16 tokens
-DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM v1 default chunked-prefill budget for its profiling run
-DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default max running sequences (logits of the profiling run)
-NON_TORCH_BYTES = 160 * 2**20  # non-torch memory at tp=1: 0.14 GiB in a vLLM 0.11 H100 log (shared/engine_logs.yaml)
-NCCL_BYTES = 512 * 2**20  # added for tp or pp > 1: NCCL buffers and communicators (an estimate)
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,12 @@ class Plan:
     stages: tuple[Stage, ...] = field(repr=False, default=())
     warnings: tuple[PlanWarning, ...] = ()
     context_limit: int = 0  # the longest request the model (as the engine derives it) accepts; 0: unknown
+    # recurrent-state slots the engine allocates up front out of the KV memory (PooledStates); 0: none, a
+    # sequence's states are its own allocation. Then the token pool beside it, and of kv_bytes_per_sequence_per_gpu
+    # the slots one running request holds in that pool
+    state_pool_bytes_per_gpu: int = 0
+    token_pool_bytes_per_gpu: int = 0
+    pooled_state_bytes_per_sequence_per_gpu: int = 0
 
     @property
     def binds(self) -> str | None:
@@ -114,11 +120,16 @@ class Plan:
 
     @property
     def kv_used_bytes_per_gpu(self) -> int:
-        return per_rank_batch(self.request.batch, self.deployment.dp) * self.kv_bytes_per_sequence_per_gpu
+        """What the batch's sequences take of the KV memory; beside a state pool, of the token pool (their
+        states are in the pool, counted there)."""
+        per = self.kv_bytes_per_sequence_per_gpu - self.pooled_state_bytes_per_sequence_per_gpu
+        return per_rank_batch(self.request.batch, self.deployment.dp) * per
 
     @property
     def free_bytes_per_gpu(self) -> int:
-        return self.kv_memory_bytes_per_gpu - self.kv_used_bytes_per_gpu
+        """What the batch leaves of the KV memory; beside a state pool, of the token pool (what the engine leaves)."""
+        room = self.token_pool_bytes_per_gpu if self.state_pool_bytes_per_gpu else self.kv_memory_bytes_per_gpu
+        return room - self.kv_used_bytes_per_gpu
 
 
 def _new_plan(**fields) -> Plan:
@@ -162,6 +173,16 @@ class Usage(NamedTuple):
     token_slots: int  # token slots of every caching layer the tightest stage holds, in whole blocks
 
 
+class PooledStates(NamedTuple):
+    """Recurrent-state slots an engine allocates up front out of a rank's KV memory, whatever the batch, the
+    running requests' states among them (SGLang's MambaPool: kvplan.engines.sglang.mamba); per GPU."""
+
+    pool_bytes: int  # the state pool as allocated
+    token_pool_bytes: int  # the token pool beside it (its tokens x bytes per token)
+    held_bytes: int  # the slots one running request holds, on the stage that bounds the pool
+    held_bytes_all: int  # the same over every stage of one tensor-parallel rank
+
+
 class Answers(NamedTuple):
     """An engine's answers for one plan (before the verdict rules every engine shares)."""
 
@@ -169,40 +190,6 @@ class Answers(NamedTuple):
     max_concurrency: int
     max_context: int
     fits: bool
-
-
-def expected_experts_touched(num_experts: int, top_k: int, tokens: int) -> float:
-    """Distinct experts a decode step of `tokens` tokens reads in one MoE layer, under uniform routing.
-
-    Each expert is missed by one token with probability 1 - k/E, so by all with (1 - k/E)^tokens.
-    """
-    if not num_experts or not top_k:
-        return 0.0
-    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
-
-
-def activation_estimate(model: ModelSpec, tp: int, tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
-                        max_seqs: int = DEFAULT_MAX_NUM_SEQS) -> int:
-    """Peak activation memory of an engine's profiling forward pass, per rank (an estimate).
-
-    A prefill chunk of `tokens` tokens materialises the MLP's gate+up output (2 x width) and its
-    activation (1 x width) in 16 bits, a few hidden-size buffers (residual, normed input, attention
-    output, q/k/v), and fp32 logits for up to `max_seqs` sampled sequences. For the vLLM 0.11 log of
-    Mistral-Small-24B on an H100 this gives 1.94 GiB against the 2.12 GiB vLLM measured.
-    """
-    width = model.intermediate_size // tp
-    per_token = (3 * width + 4 * model.hidden_size) * 2
-    logits = min(tokens, max_seqs) * model.vocab_size * 4 // tp
-    return tokens * per_token + logits
-
-
-def runtime_bytes(dep: Deployment) -> int:
-    """Non-torch memory of a serving process: the CUDA context, plus NCCL when ranks talk."""
-    return NON_TORCH_BYTES + (NCCL_BYTES if dep.gpus > 1 else 0)
-
-
-def overhead_estimate(model: ModelSpec, dep: Deployment) -> int:
-    return activation_estimate(model, dep.tp) + runtime_bytes(dep)
 
 
 def prepare_key(req: Request) -> tuple:
@@ -355,10 +342,11 @@ def paged_max_context(stages, batch: int, model_limit: int) -> int:
 
 def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepared, budget: int,
              stages: tuple[Stage, ...], use: Usage, ans: Answers, name: str | None = None,
-             assumed: tuple[PlanWarning, ...] = ()) -> Plan:
+             assumed: tuple[PlanWarning, ...] = (), pooled: PooledStates | None = None) -> Plan:
     """The Plan, with the verdict rules every engine shares: a context past the model's limit, or an
     exact KV budget that does not fit beside the weights, is not a fit (and holds no request).
-    `assumed`: the engine's warnings for hardware facts its rules had to assume (Engine.assumptions)."""
+    `assumed`: the engine's warnings for hardware facts its rules had to assume (Engine.assumptions);
+    `pooled`: the engine's state pool, where it keeps the sequences' states in one (Capacity.pooled)."""
     usable = gpu.memory_usable_bytes
     warnings = []
     fits, conc, max_ctx = ans.fits, ans.max_concurrency, ans.max_context  # max_ctx: for the budget as given
@@ -389,6 +377,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
     warnings += assumed
     step = use.step_bytes / gpu.bandwidth_bytes_per_s
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy); dcp stripes it
+    seq_gpu, seq_rank = _sequence(stages, use, pooled)
     return _new_plan(
         model=name or model.name, gpu=gpu.key, deployment=dep, request=req,
         usable_memory_bytes=usable, budget_bytes=budget,
@@ -396,14 +385,24 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         overhead_bytes_per_gpu=prep.overhead_bytes, kv_memory_bytes_per_gpu=use.kv_memory_bytes_per_gpu,
         kv_bytes_per_token=copies * use.growth_bytes_per_token // dep.dcp,
         kv_bytes_per_token_per_gpu=use.growth_bytes_per_token_per_gpu // dep.dcp,
-        kv_bytes_per_sequence=copies * sum(use.sequence_bytes),
-        kv_bytes_per_sequence_per_gpu=max(use.sequence_bytes),
+        kv_bytes_per_sequence=copies * seq_rank, kv_bytes_per_sequence_per_gpu=seq_gpu,
         kv_cache_tokens=int(ans.kv_cache_tokens), max_concurrency=int(conc),
         max_context=max_ctx, max_context_limited_by="model" if 0 < max_ctx == model.max_context else "memory",
         fits=fits, decode_step_seconds=step, decode_tokens_per_second=req.batch / step if step > 0 else 0.0,
         bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s, stages=stages, warnings=tuple(warnings),
-        context_limit=model.max_context,
+        context_limit=model.max_context, state_pool_bytes_per_gpu=pooled.pool_bytes if pooled else 0,
+        token_pool_bytes_per_gpu=pooled.token_pool_bytes if pooled else 0,
+        pooled_state_bytes_per_sequence_per_gpu=pooled.held_bytes if pooled else 0,
     )
+
+
+def _sequence(stages, use: Usage, pooled: PooledStates | None) -> tuple[int, int]:
+    """One sequence's bytes (on the worst stage's GPU, over the stages of one tp rank): the profiles' own, or with
+    pooled states its tokens plus the slots it holds in the pool."""
+    if pooled is None:
+        return max(use.sequence_bytes), sum(use.sequence_bytes)
+    tokens = [seq - s.profile.state_bytes_per_sequence() for seq, s in zip(use.sequence_bytes, stages)]
+    return max(tokens) + pooled.held_bytes, sum(tokens) + pooled.held_bytes_all
 
 
 def cache_dtypes(req: Request, model):

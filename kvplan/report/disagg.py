@@ -48,6 +48,7 @@ def result_dict(res, commands: dict) -> dict:
                   "decode_requests_per_s_per_replica": res.decode_rps,
                   "balanced_ratio": {"prefill": res.ratio[0], "decode": res.ratio[1]}},
         "slo": {"ttft_s": s.slo_ttft, "tpot_s": s.slo_tpot, "percent": s.slo_percent},
+        "scheduler_limits": {role: held.meta() for role, held in res.limits.items()},
         "step_time_model": label(s.speed_engine, s.speed),  # the pools' engine's coefficients (kvplan.simulator.disagg)
     }
     if res.search:

@@ -86,7 +86,9 @@ def explain_lines(plan: Plan, model) -> list[str]:
     else:
         lines.append(f"KV memory per GPU = {arg('kv_cache_memory')} = {gib(kv)}")
     dp = plan.deployment.dp
-    if seq and dp > 1:
+    if plan.state_pool_bytes_per_gpu:  # the states in a pool of their own (SGLang's hybrids): the tokens bind
+        lines += _pooled_lines(plan, S)
+    elif seq and dp > 1:
         lines.append(f"Max concurrency at {S:,} tokens = {dp} dp ranks, each its own requests × floor({kv:,} / {seq:,})"
                      f" = {plan.max_concurrency:,}")
     elif seq:
@@ -101,4 +103,19 @@ def explain_lines(plan: Plan, model) -> list[str]:
                      "tokens fit in the KV memory)")
     lines.append(f"Decode step ≥ (weights read + batch × KV read) / bandwidth = {plan.decode_step_seconds * 1e3:,.2f} ms"
                  f" at {plan.bandwidth_bytes_per_s / 1e12:g} TB/s → {plan.decode_tokens_per_second:,.0f} tokens/s for the batch")
+    return lines
+
+
+def _pooled_lines(plan: Plan, context: int) -> list[str]:
+    """Concurrency where the engine keeps the states in a pool allocated up front (kvplan.planning.plan.PooledStates):
+    the token pool over one sequence's tokens, and the engine's running cap where it binds."""
+    pool, tokens = plan.token_pool_bytes_per_gpu, plan.kv_used_bytes_per_gpu // max(1, plan.request.batch)
+    lines = [f"Token pool per GPU = KV memory {gib(plan.kv_memory_bytes_per_gpu)} − state pool "
+             f"{gib(plan.state_pool_bytes_per_gpu)} (slots allocated up front, each request's among them) = {gib(pool)}"]
+    if plan.deployment.dp > 1 or not tokens:
+        return lines
+    by_tokens = pool // tokens
+    lines.append(f"Max concurrency at {context:,} tokens = floor({pool:,} / {tokens:,}) = {by_tokens:,}"
+                 + (f", capped at {plan.max_concurrency:,} by the engine's running requests"
+                    if plan.max_concurrency < by_tokens else ""))
     return lines

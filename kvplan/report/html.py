@@ -104,6 +104,7 @@ def deployment_label(row: dict, with_weights: bool, with_model: bool = True) -> 
 
 
 OUTSIDE = "outside the budget"
+STATES = "state pool"  # recurrent-state slots allocated up front (plan_to_dict's state_pool_bytes_per_gpu)
 
 
 def _memory_figure(deployments: list[list[dict]], label: dict, base: dict, of: str) -> dict:
@@ -114,15 +115,20 @@ def _memory_figure(deployments: list[list[dict]], label: dict, base: dict, of: s
     names = [label[deployment_key(v[0])] + ("" if any(r["fits"] for r in v) else " ✗ does not fit") for v in mem]
     # "outside the budget": 1 − utilisation, what the engine leaves alone; not the terminal's "free" (KV cache
     # left after batch × context)
-    parts = {"weights": [], "overhead": [], "KV cache": [], OUTSIDE: []}
+    # an engine's recurrent-state pool (SGLang's hybrids) is its own bar out of the KV cache
+    parts = {"weights": [], "overhead": [], STATES: [], "KV cache": [], OUTSIDE: []}
     for v in mem:
         r = v[0]
         w, o, kv = r["weight_bytes_per_gpu"], r["overhead_bytes_per_gpu"], max(r["kv_memory_bytes_per_gpu"], 0)
+        states = min(r.get("state_pool_bytes_per_gpu", 0), kv)
         outside = max(r["usable_memory_bytes_per_gpu"] - w - o - kv, 0)
-        for part, value in zip(parts, (w, o, kv, outside)):
+        for part, value in zip(parts, (w, o, states, kv - states, outside)):
             parts[part].append(round(value / GIB, 3))
+    if not any(parts[STATES]):
+        del parts[STATES]
     axis_end = max((v[0]["usable_memory_bytes_per_gpu"] for v in mem), default=0) * 1.1 / GIB
-    colours = {"weights": "#4c78a8", "overhead": "#f58518", "KV cache": "#54a24b", OUTSIDE: "#bab0ac"}
+    colours = {"weights": "#4c78a8", "overhead": "#f58518", STATES: "#b279a2", "KV cache": "#54a24b",
+               OUTSIDE: "#bab0ac"}
     return {
         "data": [{"type": "bar", "orientation": "h", "name": part, "y": names, "x": xs,
                   "marker": {"color": colours[part]}, "hovertemplate": "%{x:.2f} GiB<extra>" + part + "</extra>"}
@@ -332,7 +338,8 @@ _RENDER = """
 
 SECTIONS = [
     ("memory", "Memory budget per deployment",
-     "Per GPU: weights, overhead (an estimate unless given), the KV cache the rest leaves, and memory "
+     "Per GPU: weights, overhead (an estimate unless given), the KV cache the rest leaves (an engine's recurrent-state pool, "
+     "SGLang's for hybrid models, its own bar out of it), and memory "
      "outside the engine's budget (1 − GPU memory utilisation; the terminal's \"free\" is something else: "
      "the KV cache left after batch × context). A deployment whose weights do not fit is marked ✗; the axis "
      "ends just past the largest GPU. Best-ranked deployments first."),

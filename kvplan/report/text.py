@@ -80,19 +80,14 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
     # The part of a sequence that does not grow with the context (recurrent, linear-attention and
     # convolution states), per stage; each stage's profile worked its figure out once.
     states = [stage.profile.state_bytes_per_sequence() for stage in plan.stages]
-    used = plan.kv_used_bytes_per_gpu
+    used, pool = plan.kv_used_bytes_per_gpu, plan.state_pool_bytes_per_gpu  # Plan.free_bytes_per_gpu, inline
     row = {
         "rank": rank,
         "model": plan.model,
         "gpu": plan.gpu,
-        "gpus": plan.deployment.gpus,
-        "tp": plan.deployment.tp,
-        "pp": plan.deployment.pp,
-        "dp": plan.deployment.dp,
-        "ep": plan.deployment.ep,
-        "dcp": plan.deployment.dcp,
-        "context": r.context,
-        "batch": r.batch,
+        "gpus": plan.deployment.gpus, "tp": plan.deployment.tp, "pp": plan.deployment.pp,
+        "dp": plan.deployment.dp, "ep": plan.deployment.ep, "dcp": plan.deployment.dcp,
+        "context": r.context, "batch": r.batch,
         "weight_dtype": effective_weight_dtype(plan, model),
         "kv_dtype": (r.kv_dtype.name if r.kv_dtype else model.dtype),
         "block_size": r.block_size,
@@ -109,9 +104,11 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         "kv_bytes_per_sequence_per_gpu": plan.kv_bytes_per_sequence_per_gpu,
         "state_bytes_per_sequence": plan.deployment.tp * sum(states),
         "state_bytes_per_sequence_per_gpu": max(states, default=0),
-        "kv_memory_bytes_per_gpu": plan.kv_memory_bytes_per_gpu,
+        "kv_memory_bytes_per_gpu": plan.kv_memory_bytes_per_gpu,  # less a state pool (SGLang's hybrids)
+        "state_pool_bytes_per_gpu": pool, "token_pool_bytes_per_gpu": plan.token_pool_bytes_per_gpu,
+        "pooled_state_bytes_per_sequence_per_gpu": plan.pooled_state_bytes_per_sequence_per_gpu,
         "kv_used_bytes_per_gpu": used,
-        "free_bytes_per_gpu": plan.kv_memory_bytes_per_gpu - used,  # Plan.free_bytes_per_gpu, used once
+        "free_bytes_per_gpu": (plan.token_pool_bytes_per_gpu if pool else plan.kv_memory_bytes_per_gpu) - used,
         "kv_cache_tokens": plan.kv_cache_tokens,  # = kv_pool_tokens_per_deployment (kept for old readers)
         "kv_pool_tokens_per_deployment": plan.kv_cache_tokens, "request_tokens_at_context": plan.max_concurrency * r.context,
         "max_concurrency": plan.max_concurrency,
@@ -173,6 +170,29 @@ def layer_kinds(plan: Plan) -> list[dict]:
     return list(kinds.values())
 
 
+def _memory_rows(plans: list[Plan]) -> list:
+    """The memory table's rows: (label, the cell of a plan)."""
+    first = plans[0]
+    rows = [
+        ("usable memory", lambda p: gib(p.usable_memory_bytes)),
+        ("× utilisation", lambda p: f"{p.request.gpu_memory_utilization:g} → {gib(p.budget_bytes)}"),
+        ("− weights", lambda p: gib(p.weight_bytes_per_gpu)),
+        ("− overhead" + (" (est.)" if first.request.overhead_bytes is None else ""), lambda p: gib(p.overhead_bytes_per_gpu)),
+        ("= KV cache", lambda p: gib(p.kv_memory_bytes_per_gpu)),
+        ("− batch × context", lambda p: gib(p.kv_used_bytes_per_gpu)),
+        ("= free", lambda p: gib(p.free_bytes_per_gpu)),
+    ]
+    if any(p.state_pool_bytes_per_gpu for p in plans):  # a recurrent-state pool out of the KV cache (SGLang)
+        rows[5:5] = [("− state pool", lambda p: gib(p.state_pool_bytes_per_gpu)),
+                     ("= token pool", lambda p: gib(p.token_pool_bytes_per_gpu if p.state_pool_bytes_per_gpu
+                                                   else p.kv_memory_bytes_per_gpu))]
+    if first.request.kv_cache_memory_bytes is not None:
+        rows = [rows[0], (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu)), *rows[5:]]
+    elif first.request.lora is not None:  # the engine's adapter slots, its own row before the KV cache
+        rows.insert(4, (f"− LoRA {first.request.lora.text}", lambda p: gib(p.request.lora_bytes)))
+    return rows
+
+
 def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], calibrated: list | None = None) -> None:
     """A table per question: the memory budget line by line, then the answers; `calibrated`: each plan's
     decode step under kvplan.speed's calibrated model (shown above the roofline's lower bound)."""
@@ -186,20 +206,7 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], cali
     budget.add_column("")
     for t in titles:
         budget.add_column(t, justify="right")
-    rows = [
-        ("usable memory", lambda p: gib(p.usable_memory_bytes)),
-        ("× utilisation", lambda p: f"{p.request.gpu_memory_utilization:g} → {gib(p.budget_bytes)}"),
-        ("− weights", lambda p: gib(p.weight_bytes_per_gpu)),
-        ("− overhead" + (" (est.)" if first.request.overhead_bytes is None else ""), lambda p: gib(p.overhead_bytes_per_gpu)),
-        ("= KV cache", lambda p: gib(p.kv_memory_bytes_per_gpu)),
-        ("− batch × context", lambda p: gib(p.kv_used_bytes_per_gpu)),
-        ("= free", lambda p: gib(p.free_bytes_per_gpu)),
-    ]
-    if first.request.kv_cache_memory_bytes is not None:
-        rows = [rows[0], (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu)), *rows[5:]]
-    elif first.request.lora is not None:  # the engine's adapter slots, its own row before the KV cache
-        rows.insert(4, (f"− LoRA {first.request.lora.text}", lambda p: gib(p.request.lora_bytes)))
-    for label, fn in rows:
+    for label, fn in _memory_rows(plans):
         budget.add_row(label, *[fn(p) for p in plans])
     console.print(budget)
     answers = fitted_table(title="Answers", title_justify="left", show_edge=False)

@@ -2,8 +2,9 @@
 
 `sweep --workload` adds the simulated figures of each plan to its row (`SIM_COLUMNS`);
 `cheapest --workload` keeps the deployments whose simulation serves the requests with at least
-`slo_pct` percent of them within the TTFT and TPOT targets. Each simulation takes a fraction of a
-second to seconds, so callers bound how many they run.
+`slo_pct` percent of them within the TTFT and TPOT targets. Each run takes its plan's engine's own
+scheduler limits (`sim_max_num_seqs`, `sim_max_num_batched_tokens`: vLLM's differ by GPU). Each simulation
+takes a fraction of a second to seconds, so callers bound how many they run.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from dataclasses import dataclass, replace
 
 from kvplan.compare.cheapest import NOT_SIMULATED
 from kvplan.simulator.adapter import sim_model
-
 from kvplan.simulator.engine import Engine, EngineConfig
+from kvplan.simulator.limits import plan_limits
+
 SIM_COLUMNS = ("sim_mean_running", "sim_requests_per_s", "sim_output_tokens_per_s", "sim_ttft_p99_s",
                "sim_tpot_p99_s", "sim_pct_meeting_slo", "sim_goodput_requests_per_s", "sim_kv_waste_pct",
-               "sim_preemptions", "sim_rejected")
+               "sim_preemptions", "sim_rejected", "sim_max_num_seqs", "sim_max_num_batched_tokens")
 
 
 @dataclass(frozen=True)
@@ -30,15 +32,20 @@ class Target:
     step_overhead_s: float = 0.0
     label: str = "workload"
     engine: str | None = None  # whose calibrated step times (kvplan.speed); None: vLLM's
+    configured: object = None  # the configured engine whose own scheduler limits each run takes; None: 256 / 8,192
     speed: str = "calibrated"  # or "roofline"
 
 
 def simulate_plan(plan, spec, gpu, target: Target) -> dict:
-    """The paged-pool summary of `target.requests` on `plan` (kvplan.simulator.results.Recorder.summary)."""
+    """The paged-pool summary of `target.requests` on `plan` (kvplan.simulator.results.Recorder.summary), run at
+    the plan's engine's own scheduler limits (kvplan.simulator.limits.plan_limits), with them (`scheduler_limits`)."""
     model = sim_model(plan, spec, gpu, step_overhead_s=target.step_overhead_s, speed=target.speed, engine=target.engine)
     if model.kv_budget_bytes < model.block_bytes():
         return {}
-    return Engine(model).run(list(target.requests)).summary(target.slo_ttft, target.slo_tpot)
+    held = plan_limits(target.configured, plan, spec, gpu)
+    cfg = EngineConfig(max_num_seqs=held.max_num_seqs, max_num_batched_tokens=held.max_num_batched_tokens)
+    summary = Engine(model, cfg).run(list(target.requests)).summary(target.slo_ttft, target.slo_tpot)
+    return {**summary, "scheduler_limits": held.meta()}
 
 
 def sim_row(summary: dict) -> dict:
@@ -55,6 +62,8 @@ def sim_row(summary: dict) -> dict:
         "sim_goodput_requests_per_s": summary["goodput"]["requests_per_s"],
         "sim_kv_waste_pct": summary["kv"]["waste_pct"],
         "sim_preemptions": r["preemptions"], "sim_rejected": sum(r["rejected"].values()) + r["dropped"],
+        "sim_max_num_seqs": summary["scheduler_limits"]["max_num_seqs"],
+        "sim_max_num_batched_tokens": summary["scheduler_limits"]["max_num_batched_tokens"],
     }
 
 

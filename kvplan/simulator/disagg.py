@@ -10,6 +10,8 @@ replica at its batch); with one, every xPyD split within the GPU limit is simula
 aggregated deployment of the same GPUs (each pool's layout, replicated, on vLLM's scheduler; the better) is run
 on the same requests, with the fewest aggregated GPUs that meets the SLOs, so a user sees when
 disaggregation does not pay.
+Each pool's replicas run at its engine's own scheduler limits (kvplan.simulator.limits: the prefill pool's tokens
+per step, the decode pool's running limit) unless `max_num_seqs` / `max_num_batched_tokens` are given.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from kvplan.core.intmath import cdiv
 from kvplan.planning.transfer import Moved, kv_moved, transfer_seconds
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.engine import Engine as SimEngine, EngineConfig
+from kvplan.simulator.limits import scheduler_limits
 from kvplan.simulator.model import StepTimer
 from kvplan.simulator.pd import simulate_pd, summarise
 from kvplan.simulator.workload import MAX_REQUESTS, SimRequest
@@ -57,8 +60,8 @@ class Setup:
     osl: int
     prefill_max_model_len: int
     decode_max_model_len: int
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
+    max_num_seqs: int | None = None  # given; None: each pool's engine's own (kvplan.simulator.limits)
+    max_num_batched_tokens: int | None = None
     slo_ttft: float = 2.0
     slo_tpot: float = 0.1
     slo_percent: float = 90.0
@@ -85,6 +88,7 @@ class Result:
     ratio: tuple  # (x, y): prefill and decode replicas that balance the rates
     search: dict = field(default_factory=dict)  # with a rate: chosen split, tried splits, aggregated
     decode_serve: object = None  # the decode plan at its batch: the EngineResult its serve command comes from
+    limits: dict = field(default_factory=dict)  # role -> kvplan.simulator.limits.Limits each pool's replicas run at
 
 
 def _speeds(pool: Pool, spec, hw, setup: Setup) -> Speeds:
@@ -92,20 +96,20 @@ def _speeds(pool: Pool, spec, hw, setup: Setup) -> Speeds:
                                       engine=setup.speed_engine)))
 
 
-def _decode_batch(pool: Pool, sp: Speeds, setup: Setup) -> tuple[int, str]:
-    """The decode replica's batch at isl + osl: the least of its KV memory, max_num_seqs and the largest
+def _decode_batch(pool: Pool, sp: Speeds, setup: Setup, most: int) -> tuple[int, str]:
+    """The decode replica's batch at isl + osl: the least of its KV memory, max_num_seqs (`most`) and the largest
     batch whose step meets the TPOT SLO (mean context isl + osl / 2), with what binds."""
     mean_ctx = setup.isl + setup.osl // 2
-    hi = max(1, min(pool.holds, setup.max_num_seqs))
+    hi = max(1, min(pool.holds, most))
     if sp.decode_s(1, mean_ctx) > setup.slo_tpot:
         return 1, "TPOT SLO (missed even at batch 1)"
     lo = 1
     while lo < hi:  # the largest batch meeting the TPOT SLO
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if sp.decode_s(mid, mid * mean_ctx) <= setup.slo_tpot else (lo, mid - 1)
-    if lo < min(pool.holds, setup.max_num_seqs):
+    if lo < min(pool.holds, most):
         return lo, "TPOT SLO"
-    return lo, "KV memory" if pool.holds <= setup.max_num_seqs else "max_num_seqs"
+    return lo, "KV memory" if pool.holds <= most else "max_num_seqs"
 
 
 def plan_disagg(spec, hw, engine, req, prefill_dep, decode_dep, link, setup: Setup) -> Result:
@@ -117,19 +121,21 @@ def plan_disagg(spec, hw, engine, req, prefill_dep, decode_dep, link, setup: Set
     moved = kv_moved(spec, setup.isl, kv, state, prefill_dep, decode_dep)
     xfer = transfer_seconds(moved, link)
     pre = plan_pool("prefill", engine, spec, hw, prefill_dep, req, setup.prefill_max_model_len, setup.isl, 1)
+    held = {p.role: scheduler_limits(engine, p.result, setup.max_num_seqs, setup.max_num_batched_tokens)
+            for p in (pre, probe)}
     ps = _speeds(pre, spec, hw, setup)
-    per_step = max(1, setup.max_num_batched_tokens // max(1, setup.isl))
+    per_step = max(1, held["prefill"].max_num_batched_tokens // max(1, setup.isl))
     step_s = ps.prefill_s([setup.isl] * per_step)
     staged = per_step * cdiv(max(1, math.ceil(xfer * 1e6)), max(1, math.ceil(step_s * 1e6)))
     pre = Pool("prefill", pre.result, pre.max_model_len, setup.isl, pre.holds, per_step + staged)
     ds = _speeds(probe, spec, hw, setup)
-    batch, binds = _decode_batch(probe, ds, setup)
+    batch, binds = _decode_batch(probe, ds, setup, held["decode"].max_num_seqs)
     dec = Pool("decode", probe.result, probe.max_model_len, setup.isl + setup.osl, probe.holds, batch)
     tpot = ds.decode_s(batch, batch * (setup.isl + setup.osl // 2))
     prefill_rps, decode_rps = per_step / step_s, batch / (max(1, setup.osl - 1) * tpot)
     serve = engine.result(spec, hw, decode_dep, replace(req, context=setup.decode_max_model_len, batch=batch))
     return Result(pre, dec, moved, link, setup, ps.prefill_s([setup.isl]), xfer, batch, binds, tpot,
-                  prefill_rps, decode_rps, balance(prefill_rps, decode_rps), decode_serve=serve)
+                  prefill_rps, decode_rps, balance(prefill_rps, decode_rps), decode_serve=serve, limits=held)
 
 
 def balance(prefill_rps: float, decode_rps: float, most: int = 16) -> tuple[int, int]:
@@ -149,7 +155,8 @@ def _run_split(res: Result, spec, hw, requests, x: int, y: int) -> dict:
                       held_bytes=dm.paged, kv_bytes=dm.kv_budget_bytes,
                       transfer_s=lambda p: transfer_seconds(kv_moved(kv, p, *_dtypes(dec), pre.plan.deployment,
                                                                      dec.plan.deployment), link),
-                      budget=s.max_num_batched_tokens, max_num_seqs=s.max_num_seqs)
+                      budget=res.limits["prefill"].max_num_batched_tokens,
+                      max_num_seqs=res.limits["decode"].max_num_seqs)
     return summarise(run, requests, s.slo_ttft, s.slo_tpot)
 
 
@@ -215,8 +222,9 @@ def aggregated(res: Result, spec, hw, requests, replicas: int, pool: Pool) -> di
     model = sim_model(pool.plan, spec, hw, max_model_len=s.decode_max_model_len, step_overhead_s=s.step_overhead_s,
                       speed=s.speed, engine=s.speed_engine)
     share = [replace(r, rid=i) for i, r in enumerate(requests[::replicas])]  # the recorder indexes by rid
-    rec = SimEngine(model, EngineConfig(max_num_seqs=s.max_num_seqs,
-                                        max_num_batched_tokens=s.max_num_batched_tokens)).run(share)
+    held = res.limits[pool.role]  # the pool's own engine limits (a hybrid's running cap is its pool's)
+    rec = SimEngine(model, EngineConfig(max_num_seqs=held.max_num_seqs,
+                                        max_num_batched_tokens=held.max_num_batched_tokens)).run(share)
     summ = rec.summary(s.slo_ttft, s.slo_tpot)
     lat = summ["latency_s"]
     return {"replicas": replicas, "tp": dep.tp, "pp": dep.pp, "gpus": replicas * dep.gpus, "requests": len(share),

@@ -88,7 +88,8 @@ def disagg_run(model: str | ModelSpec, gpu: str | GPU, *, isl=None, osl=None, pr
                slo_tpot: float = 0.1, slo_percent: float = 90.0, max_gpus: int = 64, engine: str | None = "vllm",
                engine_version: str | None = None, engine_opts=(), kv_dtype: str = "auto",
                weight_dtype: str | None = None, gpu_memory_utilization=None, block_size: int | None = None,
-               max_num_seqs: int = 256, max_num_batched_tokens: int = 8192, step_overhead: float = 0.0,
+               max_num_seqs: int | None = None,
+               max_num_batched_tokens: int | None = None, step_overhead: float = 0.0,
                hw_profiles=(), speed: str = "calibrated") -> DisaggRun:
     """`disagg`'s inputs, as the CLI's flags and the Python API's keywords name them, run (see the module)."""
     check_inputs(qps=qps, duration=duration, seed=seed, slo_ttft=slo_ttft, slo_tpot=slo_tpot, slo_percent=slo_percent,

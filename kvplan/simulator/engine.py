@@ -32,8 +32,8 @@ from kvplan.simulator.model import SimModel, StepTimer
 from kvplan.simulator.prefix import PrefixCache
 from kvplan.simulator.results import Recorder
 
-DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default --max-num-seqs
-DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM v1's default chunked-prefill token budget (online serving)
+DEFAULT_MAX_NUM_SEQS = 256  # vLLM's long-standing default; used where no input or engine states one (limits.py)
+DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM v1's chunked-prefill budget on a large GPU (online serving); likewise
 RESERVE_POLICIES = ("max", "pow2", "oracle")
 _tokens = itemgetter(1)  # of a prefix segment (key, tokens)
 

@@ -71,8 +71,10 @@ class Built:
         room = gpu.memory_usable_bytes * 0.9 - (s.dense_bytes + s.expert_bytes) / case.pp - OVERHEAD_BYTES
         per_seq = max(1, s.kv_bytes_per_token) * max(1.0, load.isl + load.osl) + s.state_bytes_per_seq
         limit = case.max_seqs or DEFAULT_MAX_SEQS[case.engine]
-        cap = min(limit, max(1.0, room / per_seq)) if room > 0 else limit  # weights over memory: kvplan's view
-        # of the checkpoint differs from what ran; the engine's own limit stands
+        if room <= 0 and load.bench == "serve":  # the stated layout cannot hold the weights: what ran is not
+            self.shape, self.why = None, "weights over memory at the stated layout"  # what kvplan would price
+            return
+        cap = min(limit, max(1.0, room / per_seq)) if room > 0 else limit  # llama-bench: partial offload
         self.load = replace(load, cap=cap)
         engine = running(case, spec, gpu) if running else None
         if engine is not None:

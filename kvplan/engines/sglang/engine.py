@@ -1,11 +1,7 @@
 """SGLang: `mem_fraction_static` and the token pool of `ModelRunner.profile_max_num_token`.
 
 Sources (PyPI wheels; docs/engines.md section 2):
-  * default mem_fraction_static: 0.4.3.post4 `srt/server_args.py` L204-214 (by tp only); 0.4.9 L280-320
-    (reserve by GPU memory: (2.8 + tp*pp/10) GiB below 35 GiB, (9.5 + tp*pp/2) below 90, (12 + tp*pp/2)
-    below 160, else 32); 0.5.3 L637-680 and 0.5.23 `srt/arg_groups/memory_hook.py` L281-345 (reserve in
-    MiB = 512 + 1.5 x max(chunked_prefill, 2048) + tp*pp/8 x 1024 + 2 x cuda-graph max bs, floored at
-    10 GiB above 60 GiB).
+  * default mem_fraction_static, chunked prefill, cuda-graph batch and DP attention: kvplan.engines.sglang.defaults.
   * budget: `rest = free_after_weights - free_before_weights x (1 - fraction)` (0.4.3.post4
     `model_executor/model_runner.py` L608-633; 0.5.23 `mem_cache/kv_cache_configurator.py` L2990-3060),
     so the weights and the CUDA context are already out of it.
@@ -30,6 +26,9 @@ from kvplan.engines.sglang import mamba as sglang_mamba
 from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.sglang import swa as sglang_swa
 from kvplan.engines.sglang.boot import emit_advice
+from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-exported: sglang.default_fraction)
+    default_chunked, default_fraction, default_graph_bs, dp_attention,
+)
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
 from kvplan.core.intmath import cdiv
@@ -37,9 +36,8 @@ from kvplan.planning.plan import cache_dtypes
 from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS, reads_capability, serve_flags
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.context import sglang_rule
-from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
-                                 opt_float, opt_int, parse_version)
-from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_float, opt_int
+from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import LOCAL_KINDS, Kind, ParallelHybrid
 from kvplan.engines.sglang.offload import cpu_pool as hicache_pool
 
@@ -75,78 +73,13 @@ class Settings:
         return dataclasses.asdict(self)
 
 
-def default_fraction(version: str, gpu_mib: float, tp: int, pp: int = 1, chunked: int = 8192,
-                     graph_bs: int = 256) -> float:
-    """SGLang's default mem_fraction_static for a GPU of `gpu_mib` MiB (see module docstring)."""
-    v = parse_version(version)
-    if v < (0, 4, 7):
-        for min_tp, frac in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
-            if tp >= min_tp:
-                return frac
-        return 0.88
-    if v < (0, 5, 0):
-        gib = gpu_mib / 1024
-        if gib < 35:
-            reserved = (2.8 + tp * pp / 10) * 1024
-        elif gib < 90:
-            reserved = (9.5 + tp * pp / 2) * 1024
-        elif gib < 160:
-            reserved = (12 + tp * pp / 2) * 1024
-        else:
-            reserved = 32 * 1024
-        return round((gpu_mib - reserved) / gpu_mib, 3)
-    reserved = 512 + 1.5 * max(chunked, 2048) + tp * pp / 8 * 1024 + 2 * graph_bs
-    if gpu_mib > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    return round((gpu_mib - reserved) / gpu_mib, 3)
-
-
-def _default_chunked(version: str, gpu_gib: float) -> int:
-    if parse_version(version) < (0, 5, 0):
-        return 2048 if gpu_gib * 2**30 < 25_000 * 10**6 else 8192  # 0.4.3: "< 25,000 MB"
-    for limit, size in ((20, 2048), (60, 4096), (160, 8192)):
-        if gpu_gib < limit:
-            return size
-    return 16384
-
-
-def _default_graph_bs(gpu_gib: float) -> int:
-    # 0.5.23 decode cuda-graph max batch by GPU tier (memory_hook.py L89-170; first value of each tier).
-    for limit, bs in ((20, 8), (35, 48), (60, 32), (160, 256)):
-        if gpu_gib < limit:
-            return bs
-    return 512
-
-
-def dp_attention(model, dep, opts: dict) -> bool:
-    """Whether this deployment is SGLang DP attention (--enable-dp-attention): by default a MoE model's
-    dp ranks are, a dense model's are replicas (--dp-size alone). Layouts kvplan does not place as
-    SGLang would are refused with the reason (docs/engines.md 9.2)."""
-    dp = dep.dp
-    moe = bool(model.params.num_experts)
-    on = opt_bool(opts, "enable_dp_attention", dp > 1 and moe)
-    if on and dp == 1:
-        raise KvplanError(f"enable_dp_attention needs {arg('dp')} above 1 (kvplan's {arg('dp')} is SGLang's "
-                          "--dp-size; its --tp-size is then tp × dp)", EXIT_USAGE, param="dp", value=dp)
-    if on and not moe:
-        raise KvplanError("enable_dp_attention on a dense model: SGLang then runs its MLPs tensor parallel over "
-                          f"every rank, which kvplan does not model; plan {arg('dp')} replicas "
-                          "(enable_dp_attention=false)", EXIT_USAGE, param="engine_opts",
-                          value={"enable_dp_attention": opts.get("enable_dp_attention")})
-    if dp > 1 and moe and not on:
-        raise KvplanError(f"{arg('dp')} on a MoE model without enable_dp_attention is SGLang replicas (each with all "
-                          f"experts over --tp-size): plan one replica with {arg('tp')} and use cheapest "
-                          f"{arg('replicas')}", EXIT_USAGE, param="dp", value=dp)
-    return on
-
-
 def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Settings:
     opts = dict(opts or {})
     check_opts("sglang", opts, OPTS)
     version = check_version("sglang", version, VERSIONS, DEFAULT_VERSION)
     gib = gpu.memory_usable_bytes / GIB
-    chunked = opt_int(opts, "chunked_prefill_size", _default_chunked(version, gib))
-    graph_bs = opt_int(opts, "cuda_graph_max_bs", _default_graph_bs(gib))
+    chunked = opt_int(opts, "chunked_prefill_size", default_chunked(version, gib))
+    graph_bs = opt_int(opts, "cuda_graph_max_bs", default_graph_bs(gib))
     dpa = dp_attention(model, dep, opts)
     tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
     frac = default_fraction(version, gpu.memory_usable_bytes / MIB, tp_size, dep.pp, chunked, graph_bs)
@@ -242,8 +175,10 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     notes += sglang_mm.notes(model, st, st.usable_bytes)
     if any(layer.kind in LOCAL_KINDS for layer in model.layers) and sglang_swa.note(model, st.version):
         notes.append(sglang_swa.note(model, st.version))
+    pooled = sglang_mamba.pooled(model, dep, states, st.state, full_tokens * full_cell + swa_tokens * swa_cell) \
+        if states else None
     return Capacity("sglang", st.version, budget, full_tokens, conc, context, full_cell + swa_cell,
-                    None, page, tuple(lines), tuple(notes), max_running=running)
+                    None, page, tuple(lines), tuple(notes), max_running=running, pooled=pooled)
 
 
 def pool_cell(model, dep, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:

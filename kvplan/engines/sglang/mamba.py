@@ -46,6 +46,7 @@ from kvplan.engines.options import opt_bool, opt_int
 from kvplan.engines.versions import parse_version
 from kvplan.model.layers import Kind
 from kvplan.planning.deploy import split_layers
+from kvplan.planning.plan import PooledStates
 
 OPTS = ("max_mamba_cache_size", "mamba_ssm_dtype", "mamba_full_memory_ratio", "max_running_requests",
         "disable_radix_cache", "mamba_radix_cache_strategy")
@@ -93,6 +94,7 @@ class StatePool:
     per_request: int  # state slots one running request may hold
     rule: str
     ssm_dtype: str = "fp32"  # the recurrent states' element type (conv states: bf16)
+    held: int = 1  # of per_request, the slots a running request holds itself (held_slots)
 
     @property
     def conv_bytes(self) -> int:
@@ -215,6 +217,23 @@ def per_request(model, ss: StateSettings) -> int:
     return RATIO + (EXTRA_BUFFER_SLOTS if extra else 0)
 
 
+def held_slots(model, ss: StateSettings) -> int:
+    """State slots one running request holds in the pool: its own (`Req.mamba_pool_idx`) and, with the radix cache
+    on, its strategy's tracking slots (`Req.mamba_ping_pong_track_buffer`: 2 under extra_buffer; 0.5.23
+    `managers/schedule_batch.py` Req, `mem_cache/allocation_sizing.py` L11-19). The rest of per_request's slots are
+    the radix cache's room for the states it keeps (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO 3 counts the own)."""
+    return 1 + (per_request(model, ss) - RATIO if ss.radix else 0)
+
+
+def pooled(model, dep, pool: StatePool, ss: StateSettings, token_pool: int) -> PooledStates:
+    """The state pool as a plan's memory rows read it (kvplan.planning.plan.PooledStates): the pool allocated
+    ((slots + 1) rows, as SGLang prints it), the token pool beside it, and the slots one running request holds, on
+    the rank that bounds the pool and over the whole model's state layers of one tp rank."""
+    whole = sum(slot_bytes(model.layers, dep.tp, ss.ssm_dtype))
+    return PooledStates(pool.conv_bytes + pool.ssm_bytes, token_pool, pool.held * (pool.conv_slot + pool.ssm_slot),
+                        pool.held * whole)
+
+
 def state_pool(model, dep, rest: int, ss: StateSettings) -> StatePool:
     """The slots SGLang takes out of `rest` (bytes per rank, the token pool's budget before it)."""
     conv, ssm = slot_bytes(_stage_layers(model, dep, ss), dep.tp, ss.ssm_dtype)
@@ -238,7 +257,7 @@ def state_pool(model, dep, rest: int, ss: StateSettings) -> StatePool:
     slots = max(0, slots)
     first = states_of(model.layers)[0]
     return StatePool(slots, conv, ssm, (slots + paid) * per, per_request(model, ss), rule,
-                     ssm_dtype_of(first, ss.ssm_dtype).name)
+                     ssm_dtype_of(first, ss.ssm_dtype).name, held_slots(model, ss))
 
 
 def _split_over_dp(model, v: tuple[int, ...], given: bool) -> bool:
@@ -283,8 +302,9 @@ def note(pool: StatePool, running: int, tokens: int, context: int) -> str:
     """Where the slots came from, and which of the two pools bounds concurrency at `context`."""
     by_tokens = tokens / context if context else 0.0
     bound = "the state slots bind" if running < by_tokens else "the token pool binds"
+    held = f" ({pool.held} held while it runs, the rest the radix cache's)" if pool.held < pool.per_request else ""
     return (f"SGLang's state pool: conv states bf16, recurrent states {pool.ssm_dtype} (mamba_ssm_dtype); "
-            f"max_mamba_cache_size from {pool.rule}, {pool.per_request} slot(s) per running request, so "
+            f"max_mamba_cache_size from {pool.rule}, {pool.per_request} slot(s) per running request{held}, so "
             f"max_running_requests {running:,}; at {context:,} tokens {bound} concurrency")
 
 

@@ -1,0 +1,84 @@
+"""SGLang's defaults that depend on the GPU and the layout: `mem_fraction_static` by release, the chunked-prefill
+size, the decode CUDA-graph batch, and whether dp ranks run as DP attention.
+
+Sources (PyPI wheels; docs/engines.md section 2):
+  * default mem_fraction_static: 0.4.3.post4 `srt/server_args.py` L204-214 (by tp only); 0.4.9 L280-320
+    (reserve by GPU memory: (2.8 + tp*pp/10) GiB below 35 GiB, (9.5 + tp*pp/2) below 90, (12 + tp*pp/2)
+    below 160, else 32); 0.5.3 L637-680 and 0.5.23 `srt/arg_groups/memory_hook.py` L281-345 (reserve in
+    MiB = 512 + 1.5 x max(chunked_prefill, 2048) + tp*pp/8 x 1024 + 2 x cuda-graph max bs, floored at
+    10 GiB above 60 GiB).
+  * chunked_prefill_size by GPU memory (0.4.3 `server_args.py`: 2048 below 25,000 MB, else 8192; 0.5.23
+    `memory_hook.py`: 2048 / 4096 / 8192 / 16384 below 20 / 60 / 160 GiB / above); the decode cuda-graph max batch
+    by GPU tier (0.5.23 `memory_hook.py` L89-170).
+"""
+
+from __future__ import annotations
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.options import opt_bool
+from kvplan.engines.versions import parse_version
+
+
+def default_fraction(version: str, gpu_mib: float, tp: int, pp: int = 1, chunked: int = 8192,
+                     graph_bs: int = 256) -> float:
+    """SGLang's default mem_fraction_static for a GPU of `gpu_mib` MiB (see module docstring)."""
+    v = parse_version(version)
+    if v < (0, 4, 7):
+        for min_tp, frac in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
+            if tp >= min_tp:
+                return frac
+        return 0.88
+    if v < (0, 5, 0):
+        gib = gpu_mib / 1024
+        if gib < 35:
+            reserved = (2.8 + tp * pp / 10) * 1024
+        elif gib < 90:
+            reserved = (9.5 + tp * pp / 2) * 1024
+        elif gib < 160:
+            reserved = (12 + tp * pp / 2) * 1024
+        else:
+            reserved = 32 * 1024
+        return round((gpu_mib - reserved) / gpu_mib, 3)
+    reserved = 512 + 1.5 * max(chunked, 2048) + tp * pp / 8 * 1024 + 2 * graph_bs
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+def default_chunked(version: str, gpu_gib: float) -> int:
+    if parse_version(version) < (0, 5, 0):
+        return 2048 if gpu_gib * 2**30 < 25_000 * 10**6 else 8192  # 0.4.3: "< 25,000 MB"
+    for limit, size in ((20, 2048), (60, 4096), (160, 8192)):
+        if gpu_gib < limit:
+            return size
+    return 16384
+
+
+def default_graph_bs(gpu_gib: float) -> int:
+    # 0.5.23 decode cuda-graph max batch by GPU tier (memory_hook.py L89-170; first value of each tier).
+    for limit, bs in ((20, 8), (35, 48), (60, 32), (160, 256)):
+        if gpu_gib < limit:
+            return bs
+    return 512
+
+
+def dp_attention(model, dep, opts: dict) -> bool:
+    """Whether this deployment is SGLang DP attention (--enable-dp-attention): by default a MoE model's
+    dp ranks are, a dense model's are replicas (--dp-size alone). Layouts kvplan does not place as
+    SGLang would are refused with the reason (docs/engines.md 9.2)."""
+    dp = dep.dp
+    moe = bool(model.params.num_experts)
+    on = opt_bool(opts, "enable_dp_attention", dp > 1 and moe)
+    if on and dp == 1:
+        raise KvplanError(f"enable_dp_attention needs {arg('dp')} above 1 (kvplan's {arg('dp')} is SGLang's "
+                          "--dp-size; its --tp-size is then tp × dp)", EXIT_USAGE, param="dp", value=dp)
+    if on and not moe:
+        raise KvplanError("enable_dp_attention on a dense model: SGLang then runs its MLPs tensor parallel over "
+                          f"every rank, which kvplan does not model; plan {arg('dp')} replicas "
+                          "(enable_dp_attention=false)", EXIT_USAGE, param="engine_opts",
+                          value={"enable_dp_attention": opts.get("enable_dp_attention")})
+    if dp > 1 and moe and not on:
+        raise KvplanError(f"{arg('dp')} on a MoE model without enable_dp_attention is SGLang replicas (each with all "
+                          f"experts over --tp-size): plan one replica with {arg('tp')} and use cheapest "
+                          f"{arg('replicas')}", EXIT_USAGE, param="dp", value=dp)
+    return on

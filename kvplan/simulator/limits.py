@@ -1,0 +1,99 @@
+"""The scheduler limits a simulation runs with, and where each came from: the input given, else the engine's own.
+
+The speed coefficients are fitted at each engine's own running limit and tokens per step (kvplan.bench.running),
+so a simulation takes the same: `max_num_seqs` and `max_num_batched_tokens` given (a flag, a keyword) win; left
+out (None), they are the engine's, read from its EngineResult by kvplan.engines.scheduler.limits (vLLM's
+`max_num_seqs` / `max_num_batched_tokens` by release and GPU, kvplan/engines/vllm/defaults.py; SGLang's
+`chunked_prefill_size` and its request pool or computed `max_running_requests`; TensorRT-LLM's `max_num_tokens`
+and `max_batch_size`); where the engine states none (kvplan's own engine-neutral rules, llama.cpp,
+transformers), the simulator's defaults, 256 and 8,192 (kvplan.simulator.engine.EngineConfig).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.core.errors import KvplanError, arg
+from kvplan.engines.scheduler import limits
+from kvplan.simulator.engine import DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
+
+GIVEN = "given"  # a limit's source where the input named it
+# the settings keys (kvplan.engines.scheduler) an --engine-opt may set, per limit
+OPT_KEYS = {"max_num_seqs": ("max_num_seqs", "max_running_requests", "max_batch_size"),
+            "max_num_batched_tokens": ("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens")}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The scheduler's two counts a simulation runs with, each with a few words on where it came from."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    seqs_from: str  # GIVEN, or e.g. "vllm 0.33.0's default on this GPU", "the simulator's default: ..."
+    tokens_from: str
+
+    def notes(self) -> list[str]:
+        """Two stderr lines: the counts and why (each names its input, so a person sees how to change it)."""
+        return [f"at most {self.max_num_seqs:,} requests running at once ({_said(self.seqs_from, 'max_num_seqs')})",
+                f"{self.max_num_batched_tokens:,} tokens a step ({_said(self.tokens_from, 'max_num_batched_tokens')})"]
+
+    def meta(self) -> dict:
+        """The counts and their sources, for --json."""
+        return {"max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens,
+                "scheduler_limits_from": {"max_num_seqs": self.seqs_from,
+                                          "max_num_batched_tokens": self.tokens_from}}
+
+
+def _said(source: str, name: str) -> str:
+    return f"{arg(name)} given" if source == GIVEN else f"{source}; {arg(name)} to change"
+
+
+def _why(engine, name: str, found: int | None, computed: bool) -> str:
+    """Where the engine's figure for limit `name` came from, or the simulator's default's reason."""
+    label = getattr(engine, "label", None)
+    if not found:
+        return "the simulator's default: " + (f"{label} states none" if label else
+                                              f"no {arg('engine')}, and kvplan's own rules set none")
+    if any(k in (getattr(engine, "opts", None) or {}) for k in OPT_KEYS[name]):
+        return f"{label} as {arg('engine_opts')} sets it"
+    if computed:
+        return f"{label}'s own limit for this KV pool"
+    return f"{label}'s default on this GPU"
+
+
+def scheduler_limits(engine, result=None, max_num_seqs: int | None = None,
+                     max_num_batched_tokens: int | None = None) -> Limits:
+    """The limits a simulation of `result` (the EngineResult of `engine`, a configured engine; None: the
+    engine-neutral plan) runs with: the inputs given, else the engine's own, else the simulator's defaults."""
+    name = getattr(engine, "name", None)
+    own_seqs, own_tokens = limits(name, result.settings, result.capacity) if result is not None else (None, None)
+    cap = result.capacity.max_running if result is not None else None
+    computed = bool(cap) and own_seqs == cap  # SGLang's max_running_requests under a recurrent-state pool
+    seqs = (max_num_seqs, GIVEN) if max_num_seqs is not None else (
+        own_seqs or DEFAULT_MAX_NUM_SEQS, _why(engine, "max_num_seqs", own_seqs, computed))
+    tokens = (max_num_batched_tokens, GIVEN) if max_num_batched_tokens is not None else (
+        own_tokens or DEFAULT_MAX_BATCHED_TOKENS, _why(engine, "max_num_batched_tokens", own_tokens, False))
+    return Limits(seqs[0], tokens[0], seqs[1], tokens[1])
+
+
+def plan_limits(engine, plan, model, gpu) -> Limits:
+    """The engine's own limits for a plan whose EngineResult is not at hand (sweep's and cheapest's plans): the
+    result made again from the plan's deployment and request (an engine's result is a function of them, so it is
+    the same plan); the simulator's defaults where `engine` is None or refuses it."""
+    res = None
+    if engine is not None:
+        try:
+            res = engine.result(model, gpu, plan.deployment, plan.request)
+        except KvplanError:
+            res = None
+    return scheduler_limits(engine, res)
+
+
+def per_plan_note(engine) -> str:
+    """One line for a command that simulates many plans (sweep, cheapest): which limits each run takes."""
+    label = getattr(engine, "label", None)
+    if not label:
+        return (f"each plan simulated at the simulator's {DEFAULT_MAX_NUM_SEQS} requests running at once and "
+                f"{DEFAULT_MAX_BATCHED_TOKENS:,} tokens a step (no {arg('engine')}, and kvplan's own rules set none)")
+    return (f"each plan simulated at {label}'s own running limit and tokens per step on its GPU (the "
+            f"simulator's {DEFAULT_MAX_NUM_SEQS} and {DEFAULT_MAX_BATCHED_TOKENS:,} where it states none): sim_max_num_seqs, sim_max_num_batched_tokens")

@@ -25,3 +25,15 @@ def test_vllm_keeps_states_in_its_one_pool():
     model = sim_model(plan, SPEC, H200, engine="vllm")
     assert plan.state_pool_bytes_per_gpu == 0 and model.state_bytes > 0
     assert model.kv_budget_bytes == plan.stages[0].kv_memory_bytes
+
+
+def test_a_disaggregated_sglang_hybrid_pool_holds_what_its_slots_and_tokens_allow():
+    # The decode replica of Qwen3.5-27B at 8,192 + 1,024 tokens on an H200 under SGLang 0.5.23: its token pool
+    # (566,568 tokens) holds 566,568 // 9,216 = 61 sequences, but 216 state slots // 5 a request = 43 run.
+    # The whole budget over tokens and a state each (70,536,510,029 // (9,216 x 65,536 + 153,944,064) = 93)
+    # is what the pool check said before.
+    from kvplan.compare.disagg import holds_at
+
+    res = api.plan("qwen3.5-27b", "h200-sxm", engine="sglang", context=9216)
+    assert holds_at(res, 9216) == 566_568 // 9_216 == 61
+    assert holds_at(res, 9216, 43) == 43

@@ -55,9 +55,15 @@ def pool_layout(spec, role: str, tp: int | None, pp: int | None) -> Deployment:
                           value=exc.value, allowed=exc.allowed) from None
 
 
-def holds_at(plan, tokens: int) -> int:
+def holds_at(plan, tokens: int, max_running: int | None = None) -> int:
     """Requests of `tokens` tokens one replica's KV holds: the binding pipeline stage's pool over one
-    sequence's whole pages on that rank."""
+    sequence's whole pages on that rank. Where the engine keeps recurrent states in a pool of their own
+    (SGLang's hybrids: Plan.state_pool_bytes_per_gpu), the token pool over a sequence's tokens, within the
+    running cap its state slots allow (`max_running`, Capacity.max_running)."""
+    if plan.state_pool_bytes_per_gpu:
+        per = max(s.profile.sequence_bytes(tokens) - s.profile.sequence_bytes(0) for s in plan.stages)  # tokens only
+        held = plan.token_pool_bytes_per_gpu // max(1, per)
+        return min(held, max_running) if max_running else held
     return min(s.kv_memory_bytes // max(1, s.profile.sequence_bytes(tokens)) for s in plan.stages)
 
 
@@ -78,4 +84,4 @@ def plan_pool(role: str, engine, spec, hw, dep, req, max_model_len: int, tokens:
             f"its KV memory is {plan.kv_memory_bytes_per_gpu:,} B (longest that fits: {plan.max_context:,} "
             f"tokens); lower {arg(param)} or give the pool more GPUs",
             EXIT_DOES_NOT_FIT, param=param, value=max_model_len)
-    return Pool(role, result, max_model_len, tokens, holds_at(plan, tokens), needs)
+    return Pool(role, result, max_model_len, tokens, holds_at(plan, tokens, result.capacity.max_running), needs)

@@ -19,9 +19,10 @@ def parse_engine_opts(items) -> dict[str, str]:
     return out
 
 
-def _bad_opt(key: str, value, problem: str) -> KvplanError:
+def _bad_opt(key: str, value, problem: str, allowed=None) -> KvplanError:
     """'--engine-opt KEY <problem>': one engine setting's value refused (the input is `engine_opts`)."""
-    return KvplanError(f"{arg('engine_opts')} {key} {problem}", EXIT_USAGE, param="engine_opts", value={key: value})
+    return KvplanError(f"{arg('engine_opts')} {key} {problem}", EXIT_USAGE, param="engine_opts", value={key: value},
+                       allowed=allowed)
 
 
 def opt_int(opts: dict, key: str, default: int) -> int:
@@ -45,6 +46,29 @@ def opt_float(opts: dict, key: str, default: float) -> float:
         raise _bad_opt(key, opts[key], f"must be a number, got {opts[key]!r}") from None
     if not 0 < value <= 1:
         raise _bad_opt(key, value, f"must be in (0, 1], got {value}")
+    return value
+
+
+def opt_positive(opts: dict, key: str, default: float) -> float:
+    """A positive finite number (a ratio above 1 is legal), unlike opt_float's fraction."""
+    if key not in opts:
+        return default
+    try:
+        value = float(opts[key])
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise _bad_opt(key, opts[key], f"must be a positive number, got {opts[key]!r}")
+    return value
+
+
+def opt_choice(opts: dict, key: str, default: str, choices: tuple[str, ...]) -> str:
+    """One of `choices` (case and spaces ignored), or `default` where the option is not given."""
+    if key not in opts:
+        return default
+    value = str(opts[key]).strip().lower()
+    if value not in choices:
+        raise _bad_opt(key, opts[key], f"must be one of {', '.join(choices)}, got {opts[key]!r}", choices)
     return value
 
 

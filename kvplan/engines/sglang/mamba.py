@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from kvplan.core.dtypes import BF16, FP32, canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.capacity import Figure
-from kvplan.engines.options import opt_bool, opt_int
+from kvplan.engines.options import opt_bool, opt_choice, opt_int, opt_positive
 from kvplan.engines.versions import parse_version
 from kvplan.model.layers import Kind
 from kvplan.planning.deploy import split_layers
@@ -121,7 +121,8 @@ def state_settings(model, version: str, opts: dict, attn_dp: int) -> StateSettin
     options still checked)."""
     v = parse_version(version)
     if not has_states(model):
-        _options(opts, v, version)
+        _options(opts, v)  # checked on every model
+        _strategy(opts, v, version)
         return None
     for layer in dict.fromkeys(states_of(model.layers)):
         since = SINCE.get(layer.variant)
@@ -134,51 +135,29 @@ def state_settings(model, version: str, opts: dict, attn_dp: int) -> StateSettin
             raise KvplanError(f"SGLang {version} has no {layer.variant} state pool: the first release with a model "
                               f"of this kind is {'.'.join(map(str, since))} (pass {arg('engine_version')})",
                               EXIT_USAGE, param="engine_version", value=version)
-    return StateSettings(v, *_options(opts, v, version), max(1, attn_dp), _strategy(opts, v, version))
+    return StateSettings(v, *_options(opts, v), max(1, attn_dp), _strategy(opts, v, version))
 
 
-def _options(opts: dict, v: tuple[int, ...], version: str) -> tuple:
+def _options(opts: dict, v: tuple[int, ...]) -> tuple:
     """(ssm dtype, slots, memory ratio, running limit, radix cache on) from the options, each checked."""
-    ssm = str(opts.get("mamba_ssm_dtype", "")).strip().lower()
-    if ssm and ssm not in SSM_DTYPES:
-        raise KvplanError(f"{arg('engine_opts')} mamba_ssm_dtype must be one of {', '.join(SSM_DTYPES)}, got {ssm!r}",
-                          EXIT_USAGE, param="engine_opts", value={"mamba_ssm_dtype": ssm}, allowed=SSM_DTYPES)
+    ssm = opt_choice(opts, "mamba_ssm_dtype", "", SSM_DTYPES)
     slots = opt_int(opts, "max_mamba_cache_size", 0) or None
     running = opt_int(opts, "max_running_requests", 0) or None
-    ratio = _positive(opts, "mamba_full_memory_ratio", 0.9)
+    ratio = opt_positive(opts, "mamba_full_memory_ratio", 0.9)
     radix = not opt_bool(opts, "disable_radix_cache", False) and v >= (0, 5, 4)
-    _strategy(opts, v, version)
     return ssm, slots, ratio, running, radix
 
 
 def _strategy(opts: dict, v: tuple[int, ...], version: str) -> str:
     """--mamba-radix-cache-strategy as given (auto when not), refused where the release has no such value."""
-    name = str(opts.get("mamba_radix_cache_strategy", "auto")).strip().lower()
+    name = opt_choice(opts, "mamba_radix_cache_strategy", "auto", ("auto", *STRATEGIES))
     if name == "auto":
         return name
-    if name not in STRATEGIES:
-        raise KvplanError(f"{arg('engine_opts')} mamba_radix_cache_strategy must be one of auto, "
-                          f"{', '.join(STRATEGIES)}, got {name!r}", EXIT_USAGE, param="engine_opts",
-                          value={"mamba_radix_cache_strategy": name}, allowed=("auto", *STRATEGIES))
     if v < ((0, 5, 13) if name == "extra_buffer_lazy" else (0, 5, 8)):
         raise KvplanError(f"SGLang {version} has no mamba_radix_cache_strategy {name} (from "
                           f"{'0.5.13' if name == 'extra_buffer_lazy' else '0.5.8'})", EXIT_USAGE,
                           param="engine_opts", value={"mamba_radix_cache_strategy": name})
     return name
-
-
-def _positive(opts: dict, key: str, default: float) -> float:
-    """A positive number (a ratio above 1 is legal), or a one-line error."""
-    if key not in opts:
-        return default
-    try:
-        value = float(opts[key])
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise KvplanError(f"{arg('engine_opts')} {key} must be a positive number, got {opts[key]!r}", EXIT_USAGE,
-                          param="engine_opts", value={key: opts[key]})
-    return value
 
 
 def ssm_dtype_of(layer, flag: str):

@@ -8,7 +8,7 @@ import pytest
 from kvplan.bench.running import running
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import Case
+from kvplan.speed.corpus import Case, case_of
 from kvplan.speed.fit import Built
 from kvplan.speed.load import Load
 
@@ -16,8 +16,13 @@ LLAMA = find_in_catalog("llama-3.1-8b-instruct")
 
 
 def case(engine="vllm", gpu="h100-sxm", version="0.19.0", isl=7680, osl=1024, flags=None, dp=1, model="llama-3.1-8b-instruct"):
-    return Case("test", "p", engine, gpu, model, 1, 1, dp, dp, None, None, Load(isl, osl, 1024, dp=dp),
-                {"tpot": 0.02}, None, "", engine, version, dict(flags or {}))
+    """A corpus point read as the corpus reader reads one (flags as the source writes them)."""
+    point = {"engine": engine, "gpu": gpu, "version": version, "isl": isl, "osl": osl, "concurrency": 1024,
+             "kvplan_model": model, "gpus": dp, "dp": dp, "tp": 1, "flags": dict(flags or {}),
+             "metrics": {"tpot_ms": 20}}
+    c, why = case_of(point, "test", "")
+    assert c is not None, why
+    return c
 
 
 def test_vllm_runs_what_its_pool_holds_at_the_mean_resident_length():

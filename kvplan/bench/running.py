@@ -28,12 +28,11 @@ OPTS = {
     "vllm": {"max_num_batched_tokens": "max_num_batched_tokens", "max_num_seqs": "max_num_seqs"},
     "sglang": {"chunked_prefill_size": "chunked_prefill_size", "mem_fraction_static": "mem_fraction_static",
                "mem_frac": "mem_fraction_static", "cuda_graph_max_bs": "cuda_graph_max_bs",
-               "page_size": "page_size"},
+               "page_size": "page_size", "max_running_requests": "max_running_requests"},
     "trtllm": {"max_num_tokens": "max_num_tokens", "free_gpu_memory_fraction": "free_gpu_memory_fraction",
                "kv_cache_free_gpu_mem_fraction": "free_gpu_memory_fraction"},
 }
 UTILISATION = ("gpu_memory_utilization",)  # vLLM's fraction, a configure() input rather than an option
-LIMITS = ("max_running_requests", "max_num_seqs", "max_batch_size")  # a running limit the run stated
 
 
 class Running(NamedTuple):
@@ -47,7 +46,7 @@ def running(case, spec, gpu) -> Running | None:
     load = case.load
     if load.bench != "serve" or case.engine not in OPTS or case.dp > 1:
         return None
-    flags = {str(k).replace("-", "_"): v for k, v in (case.flags or {}).items()}
+    flags = case.flags or {}
     opts = {opt: flags[k] for k, opt in OPTS[case.engine].items() if flags.get(k) is not None}
     util = next((flags[k] for k in UTILISATION if flags.get(k) is not None), None)
     context = max(1, int(load.isl + load.osl / 2))
@@ -63,10 +62,8 @@ def running(case, spec, gpu) -> Running | None:
     held = (cap.admitted if cap.admitted is not None else cap.max_concurrency) / case.pp  # per micro-batch
     if held < 1:  # not one request fits: kvplan's view of the checkpoint is not what ran (the plain estimate)
         return None
-    limit = min(int(flags[k]) for k in LIMITS if flags.get(k) is not None) if any(
-        flags.get(k) is not None for k in LIMITS) else None
     default, chunk = limits(case.engine, res.settings, cap)
-    limit = limit or default
-    if not limit or not chunk:
+    limit = min(x for x in (case.max_seqs, default, float("inf")) if x)  # a running limit the run stated binds
+    if limit == float("inf") or not chunk:
         return None
     return Running(float(min(held, limit)), chunk)

@@ -14,13 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.core.errors import KvplanError, arg
-from kvplan.engines.scheduler import limits
+from kvplan.engines.scheduler import CHUNK_KEYS, RUNNING_KEYS, limits
 from kvplan.simulator.engine import DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
 
 GIVEN = "given"  # a limit's source where the input named it
 # the settings keys (kvplan.engines.scheduler) an --engine-opt may set, per limit
-OPT_KEYS = {"max_num_seqs": ("max_num_seqs", "max_running_requests", "max_batch_size"),
-            "max_num_batched_tokens": ("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens")}
+OPT_KEYS = {"max_num_seqs": RUNNING_KEYS, "max_num_batched_tokens": CHUNK_KEYS}
 
 
 @dataclass(frozen=True)

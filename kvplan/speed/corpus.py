@@ -22,6 +22,7 @@ from kvplan.speed.load import Load
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
 DEFAULT_MAX_SEQS = {"vllm": 256, "sglang": 4096, "trtllm": 2048, "llama.cpp": 1}  # a cap; KV room binds first
+RUNNING = ("max_num_seqs", "max_running_requests", "max_batch_size")  # a running limit the run stated
 TRAIN_SHARE = 70  # percent of sources (by hash) the coefficients are fitted on
 # Version eras, only where the corpus shows a change: TensorRT-LLM's perf overview re-measured the same
 # models and GPUs for 1.0 (PyTorch backend, the default since 1.0) at about 1.6x the output tokens/s of
@@ -67,7 +68,7 @@ class Case:
     date: str = ""
     era: str = ""  # the coefficient set (era_of): the engine, or an older version era
     version: str | None = None  # the engine's release as stated
-    flags: dict = field(default_factory=dict)  # the engine flags the run stated, as written
+    flags: dict = field(default_factory=dict)  # the engine flags the run stated (dashes read as underscores)
     pp: int = 1  # pipeline stages (the load then counts dp x pp micro-batch replicas: kvplan.speed.fit.Built)
 
 
@@ -141,14 +142,14 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
     if not p.get("gpu"):
         return None, "GPU not a profile key"
     metrics = p.get("metrics") or {}
-    flags = p.get("flags") or {}
+    flags = {str(k).replace("-", "_"): v for k, v in (p.get("flags") or {}).items()}  # as written, dashes read as _
     gpus = max(1, _int(p.get("gpus"), 1))
     pp = max(1, _int(p.get("pp"), 1))
     dp = max(1, _int(p.get("dp"), 1))
     attn_dp = str(flags.get("enable_attention_dp", "")).lower() == "true"
     if attn_dp and dp == 1 and not p.get("tp"):
         dp = max(1, gpus // pp)
-    tp = _int(p.get("tp") or flags.get("tp") or flags.get("tp_size") or flags.get("tp-size"), max(1, gpus // (pp * dp)))
+    tp = _int(p.get("tp") or flags.get("tp") or flags.get("tp_size"), max(1, gpus // (pp * dp)))
     ep = _int(p.get("ep"), tp * dp if attn_dp else 1)
     t = targets(metrics, gpus)
     if not t:
@@ -167,7 +168,7 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
                     _float(p.get("num_prompts")), dp=dp * pp)  # a pipeline's stages: pp micro-batches in flight
     case = Case(source, str(p.get("id")), engine, p["gpu"], p["kvplan_model"], tp, ep, dp, gpus,
                 p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t,
-                _int(flags.get("max_num_seqs") or flags.get("max-num-seqs") or flags.get("max_batch_size"), 0) or None,
+                _int(next((flags[k] for k in RUNNING if flags.get(k)), None), 0) or None,
                 date, era_of(engine, p.get("version")), str(p["version"]) if p.get("version") else None, dict(flags), pp)
     return case, ""
 

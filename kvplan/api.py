@@ -34,6 +34,7 @@ from kvplan.hardware.hosts import Host, find_host
 from kvplan.hardware.prices import load_prices
 from kvplan.model.spec import ModelSpec
 from kvplan.engines.context import limited
+from kvplan.engines.scheduler import with_limits
 from kvplan.planning.deploy import Deployment, candidate_deployments, deployment_for_gpus
 from kvplan.planning.layout import SEARCH, layout_from_flags
 from kvplan.planning.offload import parse_offload
@@ -267,7 +268,8 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     check_workload_inputs(mode=mode, reserve=reserve, workload=workload, trace=trace, qps=qps, duration=duration,
                           seed=seed, slo_ttft=slo_ttft, slo_tpot=slo_tpot, step_overhead=step_overhead,
                           max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
-    chosen, _ = configure(engine, engine_version, engine_opts, gpu_memory_utilization, block_size)
+    opts = with_limits(engine, engine_opts, max_num_seqs, max_num_batched_tokens)  # the engine plans at them too
+    chosen, _ = configure(engine, engine_version, opts, gpu_memory_utilization, block_size)
     requests, fmt = _requests(workload, trace, trace_format, qps, duration, seed)
     hw = _find_gpu(gpu, hw_profiles=hw_profiles)
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,

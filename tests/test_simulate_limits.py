@@ -59,6 +59,27 @@ def test_a_flag_given_wins_and_is_said(kvplan_home):
     assert "at most 64 requests running at once (--max-num-seqs given)" in err
 
 
+def test_a_flag_given_is_also_the_engines_own_setting_for_its_memory(kvplan_home):
+    # vLLM's profile run sizes its sampler by max_num_seqs (kvplan/engines/vllm/overhead.py), so `vllm serve
+    # --max-num-seqs 32` leaves more memory for the KV cache than the default 1,024: the simulated pool must be the
+    # one the engine plans with that flag, the same as --engine-opt max_num_seqs=32 gives, and larger than the default.
+    flag, _, _ = sim("--gpu", "h100", "--engine", "vllm", "--max-num-seqs", "32")
+    opt, _, _ = sim("--gpu", "h100", "--engine", "vllm", "--engine-opt", "max_num_seqs=32")
+    default, _, _ = sim("--gpu", "h100", "--engine", "vllm")
+    assert flag["kv_pool_bytes_per_gpu"] == opt["kv_pool_bytes_per_gpu"] > default["kv_pool_bytes_per_gpu"]
+    same, _, _ = sim("--gpu", "h100", "--engine", "vllm", "--max-num-seqs", "32", "--engine-opt", "max_num_seqs=32")
+    assert same["kv_pool_bytes_per_gpu"] == flag["kv_pool_bytes_per_gpu"]
+    api = kvplan.simulate("qwen2-0.5b-instruct", gpu="h100", engine="vllm", max_num_seqs=32, qps=400, duration=5)
+    assert api.plan.kv_memory_bytes_per_gpu == flag["kv_pool_bytes_per_gpu"]
+
+
+def test_a_flag_and_an_engine_option_that_disagree_are_refused(kvplan_home):
+    r = runner.invoke(app, ["simulate", *SMALL, "--gpu", "h100", "--engine", "vllm", "--max-num-seqs", "32",
+                            "--engine-opt", "max_num_seqs=64"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "--max-num-seqs 32 and --engine-opt max_num_seqs=64 disagree" in r.stderr
+
+
 def test_an_engine_option_is_the_engines_setting(kvplan_home):
     meta, summary, err = sim("--gpu", "h100", "--engine", "vllm", "--engine-opt", "max_num_seqs=32")
     assert meta["max_num_seqs"] == 32 and summary["concurrency"]["max_running"] == 32

@@ -31,6 +31,7 @@ from kvplan.cli.workload import (
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.files import atomic_write
 from kvplan.core.units import plural
+from kvplan.engines.scheduler import with_limits
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.report.export import json_text
@@ -83,8 +84,8 @@ def simulate(
     engine: Annotated[Optional[str], typer.Option("--engine", help="Size the KV pool as this engine allocates it: vllm, sglang, trtllm, llama.cpp, transformers (the scheduler stays vLLM's, at the engine's own limits: --max-num-seqs, --max-num-batched-tokens).")] = None,
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
-    max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="Most requests running at once (vLLM's flag). Default: --engine's own (vLLM's by release and GPU, SGLang's max_running_requests, TensorRT-LLM's max_batch_size); 256 where it states none.")] = None,
-    max_num_batched_tokens: Annotated[Optional[int], typer.Option("--max-num-batched-tokens", help="Tokens per step: decodes plus prefill chunks (vLLM's flag). Default: --engine's own (vLLM's by release and GPU, SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens); 8192 where it states none.")] = None,
+    max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="Most requests running at once (vLLM's flag). Default: --engine's own (vLLM's by release and GPU, SGLang's max_running_requests, TensorRT-LLM's max_batch_size); 256 where it states none. Given with --engine, it is also the engine's own setting (vLLM's max_num_seqs, SGLang's max_running_requests), so the KV pool is the one the engine sizes with it.")] = None,
+    max_num_batched_tokens: Annotated[Optional[int], typer.Option("--max-num-batched-tokens", help="Tokens per step: decodes plus prefill chunks (vLLM's flag). Default: --engine's own (vLLM's by release and GPU, SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens); 8192 where it states none. Given with --engine, it is also the engine's own setting (vLLM's max_num_batched_tokens, SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens) for its memory plan.")] = None,
     no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Turn off prefix caching (paged pool).")] = False,
     slo_ttft: SloTtftOpt = 2.0,
     slo_tpot: SloTpotOpt = 0.1,
@@ -119,7 +120,8 @@ def simulate(
     if find_rate and compare:
         raise KvplanError("--find-rate searches one pool; drop --compare (or --find-rate)", EXIT_USAGE)
     check_speed(speed)
-    chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
+    opts = with_limits(engine, engine_opt, max_num_seqs, max_num_batched_tokens)  # the engine plans at them too
+    chosen, _ = engine_from_flags(engine, engine_version, opts, gpu_memory_utilization, block_size)
     asked = parse_offload_flags(offload, offload_backend, host)
     tiers = asked.tiers
     if tiers and (mode != "paged" or no_prefix_caching or compare):

@@ -11,9 +11,20 @@ model_runner.py, init_memory_pool), read here as its ceiling 4,096; TensorRT-LLM
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.registry import canonical_engine
+
 RUNNING_KEYS = ("max_num_seqs", "max_running_requests", "max_batch_size")
 CHUNK_KEYS = ("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens")
 DEFAULT_RUNNING = {"sglang": 4096, "trtllm": 2048}
+# Each engine's own option for (requests running at once, tokens per step), where its memory rules read one:
+# vLLM's profile run sizes its sampler by max_num_seqs and its forward by max_num_batched_tokens; SGLang's
+# request pool by max_running_requests and its chunk by chunked_prefill_size; TensorRT-LLM's activations by
+# max_num_tokens (its max_batch_size is not one of kvplan's TensorRT-LLM options).
+OWN_KEYS = {"vllm": ("max_num_seqs", "max_num_batched_tokens"),
+            "sglang": ("max_running_requests", "chunked_prefill_size"), "trtllm": (None, "max_num_tokens")}
 
 
 def limits(engine: str | None, settings: dict, capacity=None) -> tuple[int | None, int | None]:
@@ -25,3 +36,23 @@ def limits(engine: str | None, settings: dict, capacity=None) -> tuple[int | Non
         running = min(running, capacity.max_running) if running else capacity.max_running
     chunk = next((int(settings[k]) for k in CHUNK_KEYS if settings.get(k)), None)
     return running or DEFAULT_RUNNING.get(engine or ""), chunk
+
+
+def with_limits(engine: str | None, opts, running: int | None, chunk: int | None) -> list[str]:
+    """`opts` (['key=value', ...] or {key: value}) with a simulation's explicit limits added under `engine`'s own
+    option names (OWN_KEYS), so the engine's memory plan is made at the limits it is then
+    simulated at, as the engine started with those flags would be. A limit the engine's memory rules do not
+    read is left to the scheduler alone; the same option given twice with two values is a usage error."""
+    items = [f"{k}={v}" for k, v in opts.items()] if isinstance(opts, Mapping) else list(opts or ())
+    given = {i.split("=", 1)[0].strip().replace("-", "_"): i.split("=", 1)[1].strip() for i in items if "=" in i}
+    own = OWN_KEYS.get(canonical_engine(engine), ()) if engine is not None else ()
+    for key, value, name in zip(own, (running, chunk),
+                                ("max_num_seqs", "max_num_batched_tokens")):
+        if key is None or value is None:
+            continue
+        if key in given and given[key] != str(value):
+            raise KvplanError(f"{arg(name)} {value} and {arg('engine_opts')} {key}={given[key]} disagree: give one",
+                              EXIT_USAGE, param=name, value=value)
+        if key not in given:
+            items.append(f"{key}={value}")
+    return items

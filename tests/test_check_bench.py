@@ -278,6 +278,11 @@ def test_check_bench_json_and_what_it_assumed():
     ttft = next(x for x in run["rows"] if x["metric"] == "ttft" and x["stat"] == "mean")
     assert ttft["unit"] == "s" and ttft["error_pct"] == pytest.approx(100 * (ttft["predicted"] - ttft["measured"]) / ttft["measured"])
     assert {e["term"].split(" (")[0] for e in run["efficiency"]} == {"decode bandwidth", "prefill FLOP/s"}
+    # beside the datasheet, the L40S profile's measured bandwidth: FluidX3D's 3,788 MLUPs/s x 153 B = 579.564 GB/s
+    bw = next(e for e in run["efficiency"] if e["term"] == "decode bandwidth")
+    assert bw["benchmark"] == 579_564_000_000 and bw["datasheet"] == 864_000_000_000
+    assert bw["pct_of_benchmark"] == pytest.approx(100 * bw["achieved"] / 579.564e9)
+    assert next(e for e in run["efficiency"] if e["term"] != "decode bandwidth")["benchmark"] is None
 
 
 def test_the_files_release_picks_the_speed_era():

@@ -14,6 +14,8 @@ Efficiencies (per GPU, one tensor-parallel rank, every stage of the step added u
 * prefill FLOP/s = the FLOPs of one prompt (2 x active parameters per token plus 4 x heads x head dim
   per query-key pair, causal: n(n+1)/2 pairs) / measured median TTFT (or n / pp t/s). TTFT also holds
   queueing and the engine's per-request work, so this is a floor on the prefill's own efficiency.
+Beside the datasheet, the decode bandwidth has the profile's measured one where it gives it
+(`achieved_bandwidth_bytes_per_s`, a published bandwidth-bound benchmark on that part; None elsewhere).
 """
 
 from __future__ import annotations
@@ -106,7 +108,8 @@ def _tpot_from_e2e(run: BenchRun) -> float | None:
 
 
 def efficiencies(run: BenchRun, sim, gpu, weight_dtype: str | None, replicas: int = 1) -> list[tuple]:
-    """[(term, achieved, datasheet, unit)]: decode bandwidth and prefill FLOP/s the measured figures imply."""
+    """[(term, achieved, datasheet, benchmark, unit)]: decode bandwidth and prefill FLOP/s the measured figures
+    imply; `benchmark` is the profile's measured figure for that term (None where it has none)."""
     s, m, out = run.settings, run.metrics, []
     tpot = m.get("tpot") or m.get("itl")
     step_s = (1.0 / m["tg_tok_s"].mean) if "tg_tok_s" in m and m["tg_tok_s"].mean else \
@@ -114,11 +117,13 @@ def efficiencies(run: BenchRun, sim, gpu, weight_dtype: str | None, replicas: in
     if step_s and (s.osl or s.isl is not None or s.depth):
         b = 1.0 if "tg_tok_s" in m else decode_batch(run, replicas)
         ctx = s.depth + (s.isl or 0) + (s.osl or 0) / 2
-        out.append(("decode bandwidth", step_read_bytes(sim, b, ctx) / step_s, gpu.bandwidth_bytes_per_s, "B/s"))
+        out.append(("decode bandwidth", step_read_bytes(sim, b, ctx) / step_s, gpu.bandwidth_bytes_per_s,
+                    gpu.achieved_bandwidth_bytes_per_s, "B/s"))
     ttft = m.get("ttft")
     prefill_s = (s.isl / m["pp_tok_s"].mean) if "pp_tok_s" in m and m["pp_tok_s"].mean and s.isl else \
         ((ttft.median or ttft.mean) if ttft else None)
     peak, key = gemm_rate(gpu, weight_dtype)  # the rate the step model prices GEMMs at
     if prefill_s and s.isl and peak:
-        out.append((f"prefill FLOP/s ({key} peak)", prefill_flops(sim, s.isl, s.depth) / prefill_s, peak, "FLOP/s"))
+        out.append((f"prefill FLOP/s ({key} peak)", prefill_flops(sim, s.isl, s.depth) / prefill_s, peak, None,
+                    "FLOP/s"))
     return [e for e in out if math.isfinite(e[1])]

@@ -76,8 +76,9 @@ def _check(run, model, gpu, tp, engine, kv_dtype, weight_dtype, hw_profiles) -> 
         "request_rate": None if s.request_rate is None else (str(s.request_rate) if s.request_rate == float("inf") else s.request_rate),
         "requests": s.num_prompts, "assumed": said,
         "rows": [{**row.__dict__, "unit": UNITS[row.metric]} for row in rows(run.metrics, predicted)],
-        "efficiency": [{"term": t, "achieved": a, "datasheet": d, "unit": u, "pct": 100.0 * a / d if d else None}
-                       for t, a, d, u in efficiencies(run, sim, r.gpu, r.weight_dtype, r.replicas)],
+        "efficiency": [{"term": t, "achieved": a, "datasheet": d, "unit": u, "pct": 100.0 * a / d if d else None,
+                        "benchmark": m, "pct_of_benchmark": 100.0 * a / m if m else None}
+                       for t, a, d, m, u in efficiencies(run, sim, r.gpu, r.weight_dtype, r.replicas)],
     }
 
 
@@ -94,6 +95,10 @@ def _si(value: float, unit: str) -> str:
         if value >= scale:
             return f"{value / scale:,.1f} {prefix}{unit}"
     return f"{value:,.0f} {unit}"
+
+
+def _pct(pct: float | None) -> str:
+    return "–" if pct is None else f"{pct:.0f}%" if pct >= 9.5 else f"{pct:.1f}%"
 
 
 def _render(console, results) -> None:
@@ -113,9 +118,11 @@ def _render(console, results) -> None:
                       _fmt(row["metric"], row["predicted"]), err, side)
         console.print(t)
         if res["efficiency"]:
-            e = table(["implied by the measurement", "achieved", "datasheet", "%"], right=("achieved", "datasheet", "%"))
+            e = table(["implied by the measurement", "achieved", "datasheet", "%", "benchmark", "% of it"],
+                      right=("achieved", "datasheet", "%", "benchmark", "% of it"))
             for x in res["efficiency"]:
-                e.add_row(x["term"], _si(x["achieved"], x["unit"]), _si(x["datasheet"], x["unit"]),
-                          "–" if x["pct"] is None else f"{x['pct']:.0f}%" if x["pct"] >= 9.5 else f"{x['pct']:.1f}%")
+                bench = x["benchmark"]
+                e.add_row(x["term"], _si(x["achieved"], x["unit"]), _si(x["datasheet"], x["unit"]), _pct(x["pct"]),
+                          "–" if bench is None else _si(bench, x["unit"]), _pct(x["pct_of_benchmark"]))
             console.print(e)
 

@@ -18,7 +18,7 @@ USABLE_SOURCE_PREFIXES = ("measured:", "estimate:")
 _REQUIRED = ("key", "name", "vendor", "memory_marketed", "memory_marketed_bytes", "memory_usable_bytes",
              "memory_usable_source", "bandwidth_bytes_per_s", "source", "confidence")
 _OPTIONAL = ("aliases", "dense_flops", "interconnect", "tdp_w", "price_per_hour", "notes", "memory_usable_above_torch",
-             "memory_unified", "sm_count",
+             "memory_unified", "sm_count", "achieved_bandwidth_bytes_per_s", "achieved_bandwidth_source",
              *FACT_FIELDS)
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
 
@@ -64,6 +64,11 @@ class GPU:
     pcie_gen: int | None = None  # the host link
     pcie_lanes: int | None = None
     sm_count: int | None = None  # multiprocessors as torch's multi_processor_count reports them (NVIDIA SMs, AMD CUs)
+    # Device-memory bandwidth a published bandwidth-bound benchmark measured on this part (bytes/s, at most the
+    # datasheet's), and where it comes from; None where no measurement was found (the speed terms then read the
+    # datasheet's `bandwidth_bytes_per_s`)
+    achieved_bandwidth_bytes_per_s: int | None = None
+    achieved_bandwidth_source: str | None = None
 
     @property
     def capability(self) -> tuple[int, int] | None:
@@ -98,6 +103,19 @@ class _Checker(ProfileChecker):
             self.bad(name, "a positive integer" + (" or null" if nullable else ""), value)
         return value
 
+    def achieved(self, datasheet: int) -> tuple[int | None, str | None]:
+        """The measured bandwidth and its source: both or neither, the figure at most the datasheet's."""
+        d = self.data
+        value, source = d.get("achieved_bandwidth_bytes_per_s"), d.get("achieved_bandwidth_source")
+        if value is None and source is None:
+            return None, None
+        value = self.pos_int("achieved_bandwidth_bytes_per_s", value)
+        if source is None:
+            self.fail("field 'achieved_bandwidth_bytes_per_s' needs 'achieved_bandwidth_source' (where it was measured)")
+        if value > datasheet:
+            self.fail(f"field 'achieved_bandwidth_bytes_per_s' ({value}) exceeds 'bandwidth_bytes_per_s' ({datasheet})")
+        return value, self.text("achieved_bandwidth_source", source)
+
     def build(self) -> GPU:
         d = self.data
         self.known_fields(_REQUIRED, _OPTIONAL)
@@ -125,6 +143,8 @@ class _Checker(ProfileChecker):
                 self.fail(f"field 'dense_flops' has unknown precision {show(precision)} "
                           f"(allowed: {', '.join(PRECISIONS)})")
             self.pos_int(f"dense_flops.{precision}", value)
+        bandwidth = self.pos_int("bandwidth_bytes_per_s", d["bandwidth_bytes_per_s"])
+        achieved, achieved_source = self.achieved(bandwidth)
         fabric = read_interconnect(self, d.get("interconnect"), d.get("vendor"))
         facts = read_facts(self, d, flops)
         price = d.get("price_per_hour")
@@ -140,7 +160,7 @@ class _Checker(ProfileChecker):
             aliases=tuple(a.strip() for a in aliases),
             memory_marketed=self.text("memory_marketed", d["memory_marketed"]),
             memory_marketed_bytes=marketed, memory_usable_bytes=usable, memory_usable_source=usable_source,
-            bandwidth_bytes_per_s=self.pos_int("bandwidth_bytes_per_s", d["bandwidth_bytes_per_s"]),
+            bandwidth_bytes_per_s=bandwidth,
             dense_flops=MappingProxyType(dict(flops)),
             tdp_w=self.pos_int("tdp_w", d.get("tdp_w"), nullable=True),
             price_per_hour=None if price is None else float(price),
@@ -149,6 +169,7 @@ class _Checker(ProfileChecker):
             memory_usable_above_torch=self.flag("memory_usable_above_torch", d.get("memory_usable_above_torch", False)),
             memory_unified=self.flag("memory_unified", d.get("memory_unified", False)),
             sm_count=self.pos_int("sm_count", d.get("sm_count"), nullable=True),
+            achieved_bandwidth_bytes_per_s=achieved, achieved_bandwidth_source=achieved_source,
             **fabric, **facts,
         )
 

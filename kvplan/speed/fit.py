@@ -28,7 +28,8 @@ from kvplan.speed.terms import TERMS, Shape, roofline_of
 PASSES = 3
 ROBUST = 30  # Gauss-Newton steps of the robust fit, at most
 SCALE = 0.5  # the Cauchy loss's scale on log(predicted / measured)
-# The roofline's terms never beat the datasheet: their coefficients are 1 or more, so the calibrated
+# The roofline's terms never beat the datasheet FLOP/s or the measured bandwidth (kvplan.speed.shape.read_bandwidth):
+# their coefficients are 1 or more, so the calibrated
 # step is never faster than the roofline (which stays the lower bound). The rest start at 0.
 FLOOR = {"weights": 1.0, "kv": 1.0, "gemm": 1.0, "attn": 1.0, "experts": 1.0, "comm": 1.0, "latency": 1.0}
 OVERHEAD_BYTES = 2 << 30  # activations, CUDA graphs, the runtime: what the batch cap leaves aside (an estimate)

@@ -4,7 +4,8 @@ Per tensor-parallel rank: the weights of kvplan.model.spec.weight_bytes (sharded
 replicated ones whole, the LM head / tp; the embedding is a lookup and is not read whole), the
 routed experts / max(tp, ep), the KV bytes per token of kvplan.planning.profile (windows apart),
 2 x active parameters of FLOPs per token, and 4 x heads x head dim per query-key pair over the
-attention layers. Pipeline stages run one after the other for a token, so pp does not change a
+attention layers. Bytes are read at the profile's measured bandwidth where it has one (read_bandwidth).
+Pipeline stages run one after the other for a token, so pp does not change a
 step's time here (the whole model over tp); data-parallel replicas are the load model's business.
 """
 
@@ -66,10 +67,19 @@ def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = No
     )
 
 
+def read_bandwidth(gpu) -> int:
+    """Bytes/s the speed terms read device memory at: the profile's `achieved_bandwidth_bytes_per_s` (a published
+    bandwidth-bound benchmark on that part) where it has one, its datasheet `bandwidth_bytes_per_s` otherwise
+    (parts with no published measurement: kvplan/hardware/profiles/README.md, "Achieved bandwidth")."""
+    return gpu.achieved_bandwidth_bytes_per_s or gpu.bandwidth_bytes_per_s
+
+
 def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None) -> Shape:
-    """model_terms' fields on `gpu`: its bandwidth, GEMM rate at the weight dtype, and link."""
+    """model_terms' fields on `gpu`: its bandwidth (read_bandwidth; the datasheet's for the roofline), GEMM rate
+    at the weight dtype, and link."""
     rate, _ = gemm_rate(gpu, weight_dtype or (spec.quantization.method if spec.quantization else None))
     bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)
     link_bw, latency = link(gpu, max(terms["tp"], terms["ep"]))
-    return Shape(**terms, bandwidth=float(gpu.bandwidth_bytes_per_s), gemm_rate=rate or bf16, bf16_rate=bf16,
+    return Shape(**terms, bandwidth=float(read_bandwidth(gpu)), peak_bandwidth=float(gpu.bandwidth_bytes_per_s),
+                 gemm_rate=rate or bf16, bf16_rate=bf16,
                  link_bandwidth=link_bw, link_latency_s=latency)

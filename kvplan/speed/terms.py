@@ -3,7 +3,9 @@
 A deployment's `Shape` holds what one tensor-parallel rank reads and computes (integers for bytes);
 `features(shape, tokens, seqs, context, pairs)` gives one step's terms, in the order of `TERMS`:
 
-  weights    dense weight bytes read / bandwidth (routed experts apart)
+  weights    dense weight bytes read / bandwidth (routed experts apart); the bandwidth of weights, kv and
+             experts is the profile's measured `achieved_bandwidth_bytes_per_s` where it has one, its
+             datasheet `bandwidth_bytes_per_s` otherwise (kvplan.speed.shape.read_bandwidth)
   kv         KV bytes read (cached tokens x bytes per token, windows capped; a sequence's fixed
              recurrent state read and written back once) / bandwidth
   gemm       2 x active parameters x tokens / the weight dtype's dense rate (fp8 or fp4 where the
@@ -62,7 +64,8 @@ class Shape:
     tp: int = 1
     ep: int = 1
     moe_layers: int = 0
-    bandwidth: float = 1.0  # bytes/s
+    bandwidth: float = 1.0  # bytes/s the terms read at: measured where the profile has it, else the datasheet's
+    peak_bandwidth: float = 0.0  # the datasheet's bytes/s, for the roofline; 0: the same as `bandwidth`
     gemm_rate: float = 0.0  # FLOP/s at the weight dtype
     bf16_rate: float = 0.0
     link_bandwidth: float = 0.0  # bytes/s one direction; 0: no link (one GPU)
@@ -154,7 +157,8 @@ def roofline(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
 
 def roofline_of(s: Shape, f: list[float]) -> float:
     """The roofline of a step whose terms (TERMS order, at coefficient 1) are `f`: the larger of its reads
-    (weights, KV, experts) and its FLOPs, the GEMM's re-priced at the bf16 rate as the old bound did."""
-    read = f[0] + f[1] + f[4]
+    (weights, KV, experts, re-priced at the datasheet bandwidth) and its FLOPs, the GEMM's re-priced at the bf16
+    rate as the old bound did."""
+    read = (f[0] + f[1] + f[4]) * (s.bandwidth / s.peak_bandwidth if s.peak_bandwidth else 1.0)
     flops = f[2] * s.gemm_rate / s.bf16_rate + f[3] if s.bf16_rate else 0.0
     return max(read, flops)

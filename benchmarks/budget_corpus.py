@@ -62,7 +62,7 @@ def parsed(rec: dict):
 def predict(rec: dict, log) -> dict | None:
     """kvplan's figures (bytes) for a record, from model + GPU + version + flags; None if not predictable."""
     from kvplan.sources.catalog import find_in_catalog
-    from kvplan.core.dtypes import canonical_kv_dtype
+    from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
     from kvplan.engines.vllm import engine as vllm
     from kvplan.engines.vllm import overhead as vllm_overhead
     from kvplan.hardware.gpus import find_gpu
@@ -70,9 +70,10 @@ def predict(rec: dict, log) -> dict | None:
     from kvplan.planning.plan import Request
 
     version = rec.get("version") or rec.get("version_inferred")
-    if rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not rec.get("gpu") or not version:
+    key = rec.get("gpu") or rec.get("gpu_inferred")  # an inferred GPU as an inferred version: the notes say why
+    if rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not key or not version:
         return None
-    model, gpu = find_in_catalog(rec["kvplan_model"]), find_gpu(rec["gpu"])
+    model, gpu = find_in_catalog(rec["kvplan_model"]), find_gpu(key)
     flags = rec.get("flags") or {}
     dep = Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
     kv = flags.get("kv_cache_dtype")
@@ -80,7 +81,7 @@ def predict(rec: dict, log) -> dict | None:
         kv = flags["dtype"]  # --kv-cache-dtype auto is the model's dtype as served (--dtype float32: fp32 pages)
     req = Request(context=int(flags.get("max_model_len") or model.max_context),
                   kv_dtype=canonical_kv_dtype(kv, model.dtype) if kv and kv != "auto" else None,
-                  weight_dtype=rec.get("weights"))
+                  weight_dtype=canonical_weight_dtype(rec["weights"]) if rec.get("weights") else None)
     opts = {k: str(flags[k]) for k in ("max_num_batched_tokens", "max_num_seqs", "enforce_eager") if k in flags}
     if rec.get("flashinfer_sampler") is not None:  # the sampler path the log names
         opts["flashinfer_sampler"] = str(rec["flashinfer_sampler"])
@@ -138,7 +139,8 @@ def rows(records: list[dict]) -> list[dict]:
         log = parsed(rec)
         pred = predict(rec, log)
         row = {"id": rec["id"], "source": source_key(rec), "split": "held-out" if is_held_out(rec) else "train",
-               "version": rec.get("version"), "tp": rec.get("tp"), "pp": rec.get("pp"), "terms": {}}
+               "version": rec.get("version"), "version_inferred": rec.get("version_inferred"),
+               "gpu": rec.get("gpu") or rec.get("gpu_inferred"), "tp": rec.get("tp"), "pp": rec.get("pp"), "terms": {}}
         for term in TERMS:
             num = log.reported.get(PRINTED[term])
             if num is None or pred is None or term not in pred:
@@ -452,8 +454,9 @@ def print_table(rs: list[dict], held_out_only: bool) -> None:
 def markdown(rs: list[dict], summ: dict) -> str:
     """The README's held-out table: one row per record, signed error per term (GiB, % of the engine's)."""
     short = ("weights", "activation_peak", "non_torch", "cudagraph_estimate", "available_kv")
-    out = ["| held-out record | vLLM | tp×pp | weights | activation peak | non-torch | CUDA graphs (est.) | available KV |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = ["| held-out record | vLLM | GPU | tp×pp | weights | activation peak | non-torch | CUDA graphs (est.) | available KV "
+           "| KV pool | pool on the printed budget |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
         if r["split"] != "held-out" or not r["terms"]:
             continue
@@ -461,7 +464,12 @@ def markdown(rs: list[dict], summ: dict) -> str:
         for t in short:
             e = r["terms"].get(t)
             cells.append("" if e is None else f"{e['error_gib']:+.2f} ({e['error_rel'] * 100:+.1f}%)")
-        out.append(f"| {r['id']} | {r['version']} | {r['tp']}×{r['pp']} | " + " | ".join(cells) + " |")
+        p, e = r.get("pool"), r.get("from_budget")
+        cells.append("" if not p or p["error_rel"] is None else f"{p['error_rel'] * 100:+.1f}%")
+        cells.append("" if not e else ("exact" if e["lowest"] <= e["printed"] <= e["highest"] else
+                                       f"miss ({e['printed']:,} not in {e['lowest']:,}-{e['highest']:,})"))
+        version = r["version"] or (f"{r['version_inferred']} (inferred)" if r.get("version_inferred") else None)
+        out.append(f"| {r['id']} | {version} | {r['gpu']} | {r['tp']}×{r['pp']} | " + " | ".join(cells) + " |")
     s = summ["held-out"]
     out.append("")
     out.append("| held-out summary | n | median signed error | median abs. error | within tolerance | "
@@ -473,6 +481,13 @@ def markdown(rs: list[dict], summ: dict) -> str:
             out.append(f"| {t.replace('_', ' ')} | {v['n']} | {v['median_error_gib']:+.2f} GiB | "
                        f"{v['median_abs_rel'] * 100:.1f}% | {v['within_tol']}/{v['n']} within {v['tol'] * 100:g}% | "
                        f"{v['sources_all_within']}/{v['sources']} |")
+    if "kv_pool" in s:
+        v = s["kv_pool"]
+        out.append(f"| KV pool (tokens or blocks, end to end) | {v['n']} | {v['median_error_rel'] * 100:+.1f}% | | "
+                   f"{v['within_tol']}/{v['n']} within 5% ({v['over']} over by more) | |")
+    if "pool_from_printed_budget" in s:
+        v = s["pool_from_printed_budget"]
+        out.append(f"| pool on the printed budget | {v['n']} | | | {v['exact']}/{v['n']} exact | |")
     return "\n".join(out)
 
 

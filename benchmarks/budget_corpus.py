@@ -62,7 +62,7 @@ def parsed(rec: dict):
 def predict(rec: dict, log) -> dict | None:
     """kvplan's figures (bytes) for a record, from model + GPU + version + flags; None if not predictable."""
     from kvplan.sources.catalog import find_in_catalog
-    from kvplan.core.dtypes import canonical_kv_dtype
+    from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
     from kvplan.engines.vllm import engine as vllm
     from kvplan.engines.vllm import overhead as vllm_overhead
     from kvplan.hardware.gpus import find_gpu
@@ -70,15 +70,18 @@ def predict(rec: dict, log) -> dict | None:
     from kvplan.planning.plan import Request
 
     version = rec.get("version") or rec.get("version_inferred")
-    if rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not rec.get("gpu") or not version:
+    key = rec.get("gpu") or rec.get("gpu_inferred")  # an inferred GPU as an inferred version: the notes say why
+    if rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not key or not version:
         return None
-    model, gpu = find_in_catalog(rec["kvplan_model"]), find_gpu(rec["gpu"])
+    model, gpu = find_in_catalog(rec["kvplan_model"]), find_gpu(key)
     flags = rec.get("flags") or {}
     dep = Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
     kv = flags.get("kv_cache_dtype")
+    if (not kv or kv == "auto") and str(flags.get("dtype", "auto")) not in ("auto", "bfloat16", model.dtype):
+        kv = flags["dtype"]  # --kv-cache-dtype auto is the model's dtype as served (--dtype float32: fp32 pages)
     req = Request(context=int(flags.get("max_model_len") or model.max_context),
                   kv_dtype=canonical_kv_dtype(kv, model.dtype) if kv and kv != "auto" else None,
-                  weight_dtype=rec.get("weights"))
+                  weight_dtype=canonical_weight_dtype(rec["weights"]) if rec.get("weights") else None)
     opts = {k: str(flags[k]) for k in ("max_num_batched_tokens", "max_num_seqs", "enforce_eager") if k in flags}
     if rec.get("flashinfer_sampler") is not None:  # the sampler path the log names
         opts["flashinfer_sampler"] = str(rec["flashinfer_sampler"])
@@ -93,12 +96,35 @@ def predict(rec: dict, log) -> dict | None:
     loaded = res.plan.stages[0].weight_bytes if dep.pp > 1 and res.plan.stages else res.plan.weight_bytes_per_gpu
     if rec.get("unpredictable"):  # its budget's settings are not stated (the index says why): the weights only
         return {"weights": loaded + repack}
-    return {"weights": loaded + repack,
+    return {"weights": loaded + repack, "kv_tokens": res.capacity.tokens, "gpu_blocks": res.capacity.blocks,
+            "from_budget": _from_printed_budget(log, vllm.Vllm(version, opts, explicit), model, gpu, dep, req),
             "activation_peak": res.settings["overhead_activation_peak"] + res.settings.get("overhead_encoder_profile", 0),
             "non_torch": res.settings["overhead_non_torch"],
             "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers, model, dep.tp, res.settings["max_num_seqs"],
                                                                    gpu),
             "available_kv": res.plan.kv_memory_bytes_per_gpu}
+
+
+def _from_printed_budget(log, engine, model, gpu, dep, req) -> dict | None:
+    """The pool kvplan lays out on the budget the log prints (rounded, so an interval): (figure, lowest, highest)
+    for the printed tokens, or blocks where the log prints a block count. Exact when the printed figure lies in it."""
+    import math
+
+    from kvplan.planning.plan import cache_dtypes
+
+    num = log.reported.get("available_kv_gib")
+    if num is None or dep.pp > 1:  # with pipeline stages the log prints one stage's budget; the pool is the least
+        return None
+    st = engine.settings(model, gpu, dep, req)
+    kvd, std = cache_dtypes(engine.request(req, st, model, dep), model)
+    lo, hi = num.interval
+    caps = [engine.capacity_at(model, dep, st, b, req.context, kvd, std)
+            for b in (int(math.ceil(lo * GIB)), int(math.ceil(hi * GIB)) - 1)]
+    for key, field in (("kv_cache_tokens", "tokens"), ("gpu_blocks", "blocks")):
+        if key in log.reported:
+            return {"figure": key, "printed": int(log.reported[key].value),
+                    "lowest": getattr(caps[0], field), "highest": getattr(caps[1], field)}
+    return None
 
 
 def _ranges(model, dep):
@@ -113,7 +139,8 @@ def rows(records: list[dict]) -> list[dict]:
         log = parsed(rec)
         pred = predict(rec, log)
         row = {"id": rec["id"], "source": source_key(rec), "split": "held-out" if is_held_out(rec) else "train",
-               "version": rec.get("version"), "tp": rec.get("tp"), "pp": rec.get("pp"), "terms": {}}
+               "version": rec.get("version"), "version_inferred": rec.get("version_inferred"),
+               "gpu": rec.get("gpu") or rec.get("gpu_inferred"), "tp": rec.get("tp"), "pp": rec.get("pp"), "terms": {}}
         for term in TERMS:
             num = log.reported.get(PRINTED[term])
             if num is None or pred is None or term not in pred:
@@ -125,6 +152,16 @@ def rows(records: list[dict]) -> list[dict]:
             rel = (pred[term] - eng) / eng if eng else None
             row["terms"][term] = {"engine_gib": num.value, "kvplan_gib": round(pred[term] / GIB, 3),
                                   "error_gib": round(err, 3), "error_rel": None if rel is None else round(rel, 4)}
+        if pred and pred.get("from_budget"):
+            row["from_budget"] = pred["from_budget"]
+        for key in ("kv_cache_tokens", "gpu_blocks"):  # the pool kvplan predicts end to end, as the engine prints it
+            num = log.reported.get(key)
+            ours = (pred or {}).get("kv_tokens" if key == "kv_cache_tokens" else key)
+            if num is not None and ours is not None and "available_kv" in (pred or {}):
+                eng = int(num.value)
+                row["pool"] = {"figure": key, "engine": eng, "kvplan": ours,
+                               "error_rel": round((ours - eng) / eng, 4) if eng else None}
+                break
         out.append(row)
     return out
 
@@ -214,6 +251,16 @@ def summary(rs: list[dict], split: str) -> dict:
                      "median_abs_rel": round(statistics.median(rel), 4) if rel else None,
                      "within_tol": sum(1 for x in rel if x <= tol), "tol": tol,
                      "sources": len(by_source), "sources_all_within": sum(by_source.values())}
+    pools = [r["pool"] for r in rs if r["split"] == split and r.get("pool") and r["pool"]["error_rel"] is not None]
+    if pools:
+        rel = [p["error_rel"] for p in pools]
+        out["kv_pool"] = {"n": len(rel), "median_error_rel": round(statistics.median(rel), 4),
+                          "within_tol": sum(1 for x in rel if abs(x) <= 0.05), "tol": 0.05,
+                          "over": sum(1 for x in rel if x > 0.05)}
+    exact = [r["from_budget"] for r in rs if r["split"] == split and r.get("from_budget")]
+    if exact:
+        out["pool_from_printed_budget"] = {"n": len(exact), "exact": sum(1 for e in exact
+                                                                         if e["lowest"] <= e["printed"] <= e["highest"])}
     return out
 
 
@@ -390,6 +437,15 @@ def print_table(rs: list[dict], held_out_only: bool) -> None:
             rel = "" if e["error_rel"] is None else f" ({e['error_rel'] * 100:+.1f}%)"
             lines.append((r["id"][:34], r["split"][:5], term[:12], f"{e['engine_gib']:g}", f"{e['kvplan_gib']:.2f}",
                           f"{e['error_gib']:+.2f} GiB{rel}"))
+        if r.get("pool"):
+            p = r["pool"]
+            rel = "" if p["error_rel"] is None else f"{p['error_rel'] * 100:+.1f}%"
+            lines.append((r["id"][:34], r["split"][:5], p["figure"][:12], f"{p['engine']}", f"{p['kvplan']}", rel))
+        if r.get("from_budget"):
+            e = r["from_budget"]
+            ok = "exact" if e["lowest"] <= e["printed"] <= e["highest"] else "MISS"
+            lines.append((r["id"][:34], r["split"][:5], "on printed", f"{e['printed']}",
+                          f"{e['lowest']}-{e['highest']}", ok))
     widths = [max(len(x[i]) for x in lines + [head]) for i in range(len(head))]
     for row in [head, *lines]:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
@@ -398,8 +454,9 @@ def print_table(rs: list[dict], held_out_only: bool) -> None:
 def markdown(rs: list[dict], summ: dict) -> str:
     """The README's held-out table: one row per record, signed error per term (GiB, % of the engine's)."""
     short = ("weights", "activation_peak", "non_torch", "cudagraph_estimate", "available_kv")
-    out = ["| held-out record | vLLM | tp×pp | weights | activation peak | non-torch | CUDA graphs (est.) | available KV |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = ["| held-out record | vLLM | GPU | tp×pp | weights | activation peak | non-torch | CUDA graphs (est.) | available KV "
+           "| KV pool | pool on the printed budget |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
         if r["split"] != "held-out" or not r["terms"]:
             continue
@@ -407,7 +464,12 @@ def markdown(rs: list[dict], summ: dict) -> str:
         for t in short:
             e = r["terms"].get(t)
             cells.append("" if e is None else f"{e['error_gib']:+.2f} ({e['error_rel'] * 100:+.1f}%)")
-        out.append(f"| {r['id']} | {r['version']} | {r['tp']}×{r['pp']} | " + " | ".join(cells) + " |")
+        p, e = r.get("pool"), r.get("from_budget")
+        cells.append("" if not p or p["error_rel"] is None else f"{p['error_rel'] * 100:+.1f}%")
+        cells.append("" if not e else ("exact" if e["lowest"] <= e["printed"] <= e["highest"] else
+                                       f"miss ({e['printed']:,} not in {e['lowest']:,}-{e['highest']:,})"))
+        version = r["version"] or (f"{r['version_inferred']} (inferred)" if r.get("version_inferred") else None)
+        out.append(f"| {r['id']} | {version} | {r['gpu']} | {r['tp']}×{r['pp']} | " + " | ".join(cells) + " |")
     s = summ["held-out"]
     out.append("")
     out.append("| held-out summary | n | median signed error | median abs. error | within tolerance | "
@@ -419,6 +481,13 @@ def markdown(rs: list[dict], summ: dict) -> str:
             out.append(f"| {t.replace('_', ' ')} | {v['n']} | {v['median_error_gib']:+.2f} GiB | "
                        f"{v['median_abs_rel'] * 100:.1f}% | {v['within_tol']}/{v['n']} within {v['tol'] * 100:g}% | "
                        f"{v['sources_all_within']}/{v['sources']} |")
+    if "kv_pool" in s:
+        v = s["kv_pool"]
+        out.append(f"| KV pool (tokens or blocks, end to end) | {v['n']} | {v['median_error_rel'] * 100:+.1f}% | | "
+                   f"{v['within_tol']}/{v['n']} within 5% ({v['over']} over by more) | |")
+    if "pool_from_printed_budget" in s:
+        v = s["pool_from_printed_budget"]
+        out.append(f"| pool on the printed budget | {v['n']} | | | {v['exact']}/{v['n']} exact | |")
     return "\n".join(out)
 
 
@@ -448,6 +517,14 @@ def main() -> None:
     for split, s in summ.items():
         print(f"\n{split}: term  n  median error  median |rel|  within tol")
         for term, v in s.items():
+            if term == "kv_pool":
+                print(f"  {'KV pool (tokens)':18} {v['n']:3}  median {v['median_error_rel'] * 100:+.1f}%  "
+                      f"{v['within_tol']}/{v['n']} within 5%, {v['over']} over by more")
+                continue
+            if term == "pool_from_printed_budget":
+                print(f"  pool on the printed budget: {v['exact']}/{v['n']} exact (the printed figure inside "
+                      "kvplan's interval for the rounded budget)")
+                continue
             mr = "" if v["median_abs_rel"] is None else f"{v['median_abs_rel'] * 100:.1f}%"
             print(f"  {term:18} {v['n']:3}  {v['median_error_gib']:+.2f} GiB  {mr:>6}  {v['within_tol']}/{v['n']} "
                   f"within {v['tol'] * 100:g}%")

@@ -24,6 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import budget_sglang  # noqa: E402 (SGLang's pool, beside this file)
 
 CORPUS = ROOT / "tests" / "fixtures" / "logs" / "corpus"
 GIB = 2**30
@@ -40,6 +43,10 @@ def source_key(rec: dict) -> str:
 
 def is_held_out(rec: dict) -> bool:
     return hashlib.sha256(source_key(rec).encode()).digest()[0] < 86
+
+
+def _split(rec: dict) -> tuple[str, str]:
+    return ("held-out" if is_held_out(rec) else "train"), source_key(rec)
 
 
 def load_index() -> list[dict]:
@@ -436,11 +443,16 @@ def main() -> None:
     rs = rows(records)
     summ = {s: summary(rs, s) for s in ("train", "held-out")}
     sg, states = sglang_weights(records), sglang_states(records)
+    pool = budget_sglang.sglang_pool(records, _split, parsed)
     if a.json:
-        print(json.dumps({"rows": rs, "summary": summ, "sglang_weights": sg, "sglang_states": states}, indent=1))
+        print(json.dumps({"rows": rs, "summary": summ, "sglang_weights": sg, "sglang_states": states,
+                          "sglang_pool": pool, "sglang_pool_summary": {s: budget_sglang.pool_summary(pool, s)
+                                                                       for s in ("train", "held-out")}}, indent=1))
         return
     if a.markdown:
         print(markdown(rs, summ))
+        print()
+        print(budget_sglang.pool_markdown(pool))
         return
     print_table(rs, a.held_out)
     n_pred = sum(1 for r in rs if r["terms"])
@@ -460,6 +472,8 @@ def main() -> None:
     for r in states:
         print(f"  {r['id'][:40]:40} {r['split']:8} {r['version']:8} slots {r['slots']} / {r['kvplan_slots']}  "
               f"conv {r['conv_gb']} / {r['kvplan_conv_gb']} GB  ssm {r['ssm_gb']} / {r['kvplan_ssm_gb']} GB")
+    print()
+    print("\n".join(budget_sglang.pool_lines(pool)))
 
 
 if __name__ == "__main__":

@@ -169,6 +169,14 @@ def _cell(term: str, e: dict | None) -> str:
     return f"{e['error'] / GIB:+.2f} ({e['error_rel'] * 100:+.1f}%)"
 
 
+def _median(term: str, v: dict) -> str:
+    return f"{v['median_error']:+,.0f} tokens" if term.startswith("tokens") else f"{v['median_error']:+.2f} GiB"
+
+
+def _within(v: dict) -> str:
+    return f"{v['within_tol']}/{v['n']} " + (f"within {v['tol'] * 100:g}%" if v["tol"] else "exact")
+
+
 def pool_lines(rows: list[dict]) -> list[str]:
     """The printed report: one line per record and term, then the summaries."""
     lines = ["SGLang pool: (a) tokens from the printed K size by kvplan's bytes per token (given the budget); "
@@ -181,9 +189,8 @@ def pool_lines(rows: list[dict]) -> list[str]:
         s = pool_summary(rows, split)
         lines.append(f"SGLang pool {split}: term  n  median error  median |rel|  within tol  over-predicted > 5%")
         for term, v in s.items():
-            unit = "tokens" if term.startswith("tokens") else "GiB"
-            lines.append(f"  {term:20} {v['n']:3}  {v['median_error']:+,.2f} {unit}  {v['median_abs_rel'] * 100:5.1f}%"
-                         f"  {v['within_tol']}/{v['n']} within {v['tol'] * 100:g}%  {v['over_5pct']}")
+            lines.append(f"  {term:20} {v['n']:3}  {_median(term, v)}  {v['median_abs_rel'] * 100:5.1f}%"
+                         f"  {_within(v)}  {v['over_5pct']}")
     return lines
 
 
@@ -201,8 +208,6 @@ def pool_markdown(rows: list[dict]) -> str:
             "over-predicted > 5% |", "|---|---|---|---|---|---|---|"]
     for split in ("train", "held-out"):
         for term, v in pool_summary(rows, split).items():
-            unit = " tokens" if term.startswith("tokens") else " GiB"
-            out.append(f"| {term.replace('_', ' ')} | {split} | {v['n']} | {v['median_error']:+,.2f}{unit} | "
-                       f"{v['median_abs_rel'] * 100:.1f}% | {v['within_tol']}/{v['n']} within {v['tol'] * 100:g}% | "
-                       f"{v['over_5pct']}/{v['n']} |")
+            out.append(f"| {term.replace('_', ' ')} | {split} | {v['n']} | {_median(term, v)} | "
+                       f"{v['median_abs_rel'] * 100:.1f}% | {_within(v)} | {v['over_5pct']}/{v['n']} |")
     return "\n".join(out)

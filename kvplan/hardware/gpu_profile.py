@@ -18,7 +18,7 @@ USABLE_SOURCE_PREFIXES = ("measured:", "estimate:")
 _REQUIRED = ("key", "name", "vendor", "memory_marketed", "memory_marketed_bytes", "memory_usable_bytes",
              "memory_usable_source", "bandwidth_bytes_per_s", "source", "confidence")
 _OPTIONAL = ("aliases", "dense_flops", "interconnect", "tdp_w", "price_per_hour", "notes", "memory_usable_above_torch",
-             "memory_unified", "sm_count",
+             "memory_unified", "sm_count", "memory_smi_bytes",
              *FACT_FIELDS)
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
 
@@ -64,6 +64,9 @@ class GPU:
     pcie_gen: int | None = None  # the host link
     pcie_lanes: int | None = None
     sm_count: int | None = None  # multiprocessors as torch's multi_processor_count reports them (NVIDIA SMs, AMD CUs)
+    # the device total nvidia-smi prints (`--query-gpu=memory.total`, MiB, as bytes), which SGLang sizes its defaults
+    # by; None where no profile source gives it
+    memory_smi_bytes: int | None = None
 
     @property
     def capability(self) -> tuple[int, int] | None:
@@ -135,6 +138,10 @@ class _Checker(ProfileChecker):
         if confidence not in CONFIDENCE_LEVELS:
             self.bad("confidence", "one of " + ", ".join(CONFIDENCE_LEVELS), confidence)
         notes = d.get("notes")
+        smi = self.pos_int("memory_smi_bytes", d.get("memory_smi_bytes"), nullable=True)
+        if smi is not None and not usable <= smi <= marketed:
+            self.fail(f"field 'memory_smi_bytes' ({smi}) is not between 'memory_usable_bytes' ({usable}) and "
+                      f"'memory_marketed_bytes' ({marketed})")
         return GPU(
             key=key, name=self.text("name", d["name"]), vendor=self.text("vendor", d["vendor"]),
             aliases=tuple(a.strip() for a in aliases),
@@ -148,7 +155,7 @@ class _Checker(ProfileChecker):
             notes="" if notes is None else self.text("notes", notes), path=self.path,
             memory_usable_above_torch=self.flag("memory_usable_above_torch", d.get("memory_usable_above_torch", False)),
             memory_unified=self.flag("memory_unified", d.get("memory_unified", False)),
-            sm_count=self.pos_int("sm_count", d.get("sm_count"), nullable=True),
+            sm_count=self.pos_int("sm_count", d.get("sm_count"), nullable=True), memory_smi_bytes=smi,
             **fabric, **facts,
         )
 

@@ -27,7 +27,7 @@ from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.sglang import swa as sglang_swa
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-exported: sglang.default_fraction)
-    default_chunked, default_fraction, default_graph_bs, dp_attention,
+    capacity_mib, default_chunked, default_fraction, default_graph_bs, dp_attention,
 )
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
@@ -77,12 +77,14 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     opts = dict(opts or {})
     check_opts("sglang", opts, OPTS)
     version = check_version("sglang", version, VERSIONS, DEFAULT_VERSION)
-    gib = gpu.memory_usable_bytes / GIB
+    # SGLang sizes its defaults by the device total nvidia-smi prints (get_nvgpu_memory_capacity), torch's total only
+    # where nvidia-smi fails: the profile's memory_smi_bytes, else its usable bytes (defaults.capacity_mib)
+    gib = capacity_mib(gpu) / 1024
     chunked = opt_int(opts, "chunked_prefill_size", default_chunked(version, gib))
     graph_bs = opt_int(opts, "cuda_graph_max_bs", default_graph_bs(gib))
     dpa = dp_attention(model, dep, opts)
     tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
-    frac = default_fraction(version, gpu.memory_usable_bytes / MIB, tp_size, dep.pp, chunked, graph_bs)
+    frac = default_fraction(version, capacity_mib(gpu), tp_size, dep.pp, chunked, graph_bs)
     if (explicit or {}).get("gpu_memory_utilization"):
         frac = explicit["gpu_memory_utilization"]  # --gpu-memory-utilization doubles as the fraction
     given = bool((explicit or {}).get("gpu_memory_utilization")) or "mem_fraction_static" in opts

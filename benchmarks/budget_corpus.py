@@ -10,6 +10,7 @@ model, GPU, version and flags alone (never from the log's figures) and the error
 The split is by source, never by record: the source of an issue is repo#issue; of a file in a
 benchmark repository, repo + the model it ran (so every run of one model in one sweep lands on the
 same side). A source is held out when the first byte of sha256(source) is below 86 (about 1/3).
+SGLang's records (weights, state pool, token pool) are scored by budget_sglang.py beside this file, on the same split.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import budget_sglang  # noqa: E402 (SGLang's pool, beside this file)
 
 CORPUS = ROOT / "tests" / "fixtures" / "logs" / "corpus"
 GIB = 2**30
@@ -40,6 +44,10 @@ def source_key(rec: dict) -> str:
 
 def is_held_out(rec: dict) -> bool:
     return hashlib.sha256(source_key(rec).encode()).digest()[0] < 86
+
+
+def _split(rec: dict) -> tuple[str, str]:
+    return ("held-out" if is_held_out(rec) else "train"), source_key(rec)
 
 
 def load_index() -> list[dict]:
@@ -163,73 +171,6 @@ def rows(records: list[dict]) -> list[dict]:
                                "error_rel": round((ours - eng) / eng, 4) if eng else None}
                 break
         out.append(row)
-    return out
-
-
-def sglang_weights(records: list[dict]) -> list[dict]:
-    """SGLang's weights as loaded ("Load weight end ... mem usage", GB = GiB) against kvplan's SGLang plan, for
-    each SGLang record whose model is in the catalog: the record's GPU, else the log check's stand-in."""
-    from kvplan.engines import resolve_engine
-    from kvplan.engines.logcheck import assumed_gpu
-    from kvplan.hardware.gpus import find_gpu
-    from kvplan.planning.deploy import Deployment
-    from kvplan.planning.plan import Request
-    from kvplan.sources.catalog import find_in_catalog
-
-    out = []
-    for rec in records:
-        if rec.get("engine") != "sglang" or not rec.get("kvplan_model"):
-            continue
-        num = parsed(rec).reported.get("weights_mem_usage_gb")
-        if num is None:
-            continue
-        model = find_in_catalog(rec["kvplan_model"])
-        key = rec.get("gpu") or rec.get("gpu_inferred")
-        gpu = find_gpu(key) if key else assumed_gpu()
-        dep = Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
-        engine = resolve_engine("sglang", rec.get("version"))
-        res = engine.result(model, gpu, dep, Request(context=4096, weight_dtype=rec.get("weights")))
-        eng = num.value * GIB
-        for label, pred in (("as loaded", res.plan.weight_bytes_per_gpu),
-                            ("checkpoint", res.plan.weight_bytes_per_gpu - res.settings["loaded_extra"])):
-            out.append({"id": rec["id"], "split": "held-out" if is_held_out(rec) else "train", "kvplan": label,
-                        "engine_gib": num.value, "kvplan_gib": round(pred / GIB, 3),
-                        "error_gib": round((pred - eng) / GIB, 3), "error_rel": round((pred - eng) / eng, 4)})
-    return out
-
-
-def sglang_states(records: list[dict]) -> list[dict]:
-    """SGLang's recurrent-state pool ("Mamba Cache is allocated") against kvplan.engines.sglang.mamba, for each record
-    that prints it: the conv/ssm GB from the printed slots (exact arithmetic), and the slots the release's rule gives
-    for the record's own static budget (the printed token pool + state pool, so the split is what is checked)."""
-    from kvplan.core.dtypes import canonical_kv_dtype
-    from kvplan.engines import resolve_engine
-    from kvplan.engines.logcheck import assumed_gpu
-    from kvplan.engines.sglang import engine as sglang
-    from kvplan.engines.sglang import mamba
-    from kvplan.planning.deploy import Deployment
-    from kvplan.planning.plan import Request
-    from kvplan.sources.catalog import find_in_catalog
-
-    out = []
-    for rec in records:
-        rep = parsed(rec).reported if rec.get("engine") == "sglang" else {}
-        name = rec.get("kvplan_model") or rec.get("model_inferred")
-        if "ssm_state_gb" not in rep or not name or "max_mamba_cache_size" not in rep:
-            continue
-        model, dep = find_in_catalog(name), Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
-        version = rec.get("version") or rec.get("version_inferred") or sglang.DEFAULT_VERSION
-        engine = resolve_engine("sglang", version)
-        kv = canonical_kv_dtype("auto", model.dtype)
-        st = engine.settings(model, assumed_gpu(), dep, Request(context=4096))
-        slots, tokens = int(rep["max_mamba_cache_size"].value), int(rep["kv_tokens"].value)
-        pool = mamba.state_pool(model, dep, 0, st.state)
-        paid = 1 if st.state.version >= (0, 5, 17) else 0
-        rest = tokens * engine.token_bytes(model, dep, st, kv) + (slots + paid) * (pool.conv_slot + pool.ssm_slot)
-        out.append({"id": rec["id"], "split": "held-out" if is_held_out(rec) else "train", "version": version,
-                    "slots": slots, "kvplan_slots": mamba.state_pool(model, dep, rest, st.state).slots,
-                    "conv_gb": rep["conv_state_gb"].text, "kvplan_conv_gb": f"{(slots + 1) * pool.conv_slot / GIB:.2f}",
-                    "ssm_gb": rep["ssm_state_gb"].text, "kvplan_ssm_gb": f"{(slots + 1) * pool.ssm_slot / GIB:.2f}"})
     return out
 
 
@@ -504,12 +445,18 @@ def main() -> None:
         return
     rs = rows(records)
     summ = {s: summary(rs, s) for s in ("train", "held-out")}
-    sg, states = sglang_weights(records), sglang_states(records)
+    sg = budget_sglang.sglang_weights(records, _split, parsed)
+    states = budget_sglang.sglang_states(records, _split, parsed)
+    pool = budget_sglang.sglang_pool(records, _split, parsed)
     if a.json:
-        print(json.dumps({"rows": rs, "summary": summ, "sglang_weights": sg, "sglang_states": states}, indent=1))
+        print(json.dumps({"rows": rs, "summary": summ, "sglang_weights": sg, "sglang_states": states,
+                          "sglang_pool": pool, "sglang_pool_summary": {s: budget_sglang.pool_summary(pool, s)
+                                                                       for s in ("train", "held-out")}}, indent=1))
         return
     if a.markdown:
         print(markdown(rs, summ))
+        print()
+        print(budget_sglang.pool_markdown(pool))
         return
     print_table(rs, a.held_out)
     n_pred = sum(1 for r in rs if r["terms"])
@@ -537,6 +484,8 @@ def main() -> None:
     for r in states:
         print(f"  {r['id'][:40]:40} {r['split']:8} {r['version']:8} slots {r['slots']} / {r['kvplan_slots']}  "
               f"conv {r['conv_gb']} / {r['kvplan_conv_gb']} GB  ssm {r['ssm_gb']} / {r['kvplan_ssm_gb']} GB")
+    print()
+    print("\n".join(budget_sglang.pool_lines(pool)))
 
 
 if __name__ == "__main__":

@@ -44,10 +44,11 @@ def test_vlm_factor_by_hand(name, expected):
 
 
 def test_default_fraction_scaled_for_gemma3_on_h100():
-    # 0.5.23 default on an H100 (81,080 MiB): reserve 512 + 1.5 x 8,192 + 1/8 x 1,024 + 2 x 256 = 13,440 MiB
-    # (above the 10 GiB floor) -> round((81,080.3 - 13,440) / 81,080.3, 3) = 0.834; x 0.909736328125 = 0.758720...
+    # 0.5.23 default on an H100 (nvidia-smi's 81,559 MiB, which SGLang reads: defaults.capacity_mib): reserve
+    # 512 + 1.5 x 8,192 + 1/8 x 1,024 + 2 x 256 = 13,440 MiB (above the 10 GiB floor)
+    # -> round((81,559 - 13,440) / 81,559, 3) = round(0.83521, 3) = 0.835; x 0.909736328125 = 0.759629...
     st, _ = _settings(find_in_catalog("gemma-3-27b-it"))
-    assert st["mem_fraction_static"] == pytest.approx(0.834 * 0.909736328125, rel=1e-12)
+    assert st["mem_fraction_static"] == pytest.approx(0.835 * 0.909736328125, rel=1e-12)
     assert st["vlm_factor"] == pytest.approx(0.909736328125)
 
 

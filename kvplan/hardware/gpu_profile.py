@@ -19,6 +19,7 @@ _REQUIRED = ("key", "name", "vendor", "memory_marketed", "memory_marketed_bytes"
              "memory_usable_source", "bandwidth_bytes_per_s", "source", "confidence")
 _OPTIONAL = ("aliases", "dense_flops", "interconnect", "tdp_w", "price_per_hour", "notes", "memory_usable_above_torch",
              "memory_unified", "sm_count", "achieved_bandwidth_bytes_per_s", "achieved_bandwidth_source",
+             "memory_smi_bytes",
              *FACT_FIELDS)
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
 
@@ -69,6 +70,9 @@ class GPU:
     # datasheet's `bandwidth_bytes_per_s`)
     achieved_bandwidth_bytes_per_s: int | None = None
     achieved_bandwidth_source: str | None = None
+    # the device total nvidia-smi prints (`--query-gpu=memory.total`, MiB, as bytes), which SGLang sizes its defaults
+    # by; None where no profile source gives it
+    memory_smi_bytes: int | None = None
 
     @property
     def capability(self) -> tuple[int, int] | None:
@@ -155,6 +159,10 @@ class _Checker(ProfileChecker):
         if confidence not in CONFIDENCE_LEVELS:
             self.bad("confidence", "one of " + ", ".join(CONFIDENCE_LEVELS), confidence)
         notes = d.get("notes")
+        smi = self.pos_int("memory_smi_bytes", d.get("memory_smi_bytes"), nullable=True)
+        if smi is not None and not usable <= smi <= marketed:
+            self.fail(f"field 'memory_smi_bytes' ({smi}) is not between 'memory_usable_bytes' ({usable}) and "
+                      f"'memory_marketed_bytes' ({marketed})")
         return GPU(
             key=key, name=self.text("name", d["name"]), vendor=self.text("vendor", d["vendor"]),
             aliases=tuple(a.strip() for a in aliases),
@@ -168,7 +176,7 @@ class _Checker(ProfileChecker):
             notes="" if notes is None else self.text("notes", notes), path=self.path,
             memory_usable_above_torch=self.flag("memory_usable_above_torch", d.get("memory_usable_above_torch", False)),
             memory_unified=self.flag("memory_unified", d.get("memory_unified", False)),
-            sm_count=self.pos_int("sm_count", d.get("sm_count"), nullable=True),
+            sm_count=self.pos_int("sm_count", d.get("sm_count"), nullable=True), memory_smi_bytes=smi,
             achieved_bandwidth_bytes_per_s=achieved, achieved_bandwidth_source=achieved_source,
             **fabric, **facts,
         )

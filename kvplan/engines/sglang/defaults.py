@@ -7,6 +7,11 @@ Sources (PyPI wheels; docs/engines.md section 2):
     below 160, else 32); 0.5.3 L637-680 and 0.5.23 `srt/arg_groups/memory_hook.py` L281-345 (reserve in
     MiB = 512 + 1.5 x max(chunked_prefill, 2048) + tp*pp/8 x 1024 + 2 x cuda-graph max bs, floored at
     10 GiB above 60 GiB).
+  * the GPU memory all three read: `get_device_memory_capacity` -> `get_nvgpu_memory_capacity`, the device total
+    `nvidia-smi --query-gpu=memory.total` prints in MiB, `torch.cuda.mem_get_info()[1]` only where nvidia-smi fails
+    (0.4.9 `srt/utils.py` L1354-1380, `server_args.py` L277; 0.5.5 `server_args.py` L579 and
+    `srt/utils/common.py` L1516-1541; 0.5.8 `srt/utils/common.py` L1667): a profile's `memory_smi_bytes`, else its
+    torch total. On an L40S (46,068 MiB in nvidia-smi, 45,486 in torch) 0.5.5's default is 0.851, not 0.849.
   * chunked_prefill_size by GPU memory (0.4.3 `server_args.py`: 2048 below 25,000 MB, else 8192; 0.5.23
     `memory_hook.py`: 2048 / 4096 / 8192 / 16384 below 20 / 60 / 160 GiB / above); the decode cuda-graph max batch
     by GPU tier (0.5.23 `memory_hook.py` L89-170).
@@ -17,6 +22,12 @@ from __future__ import annotations
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.options import opt_bool
 from kvplan.engines.versions import parse_version
+
+
+def capacity_mib(gpu) -> float:
+    """The GPU memory SGLang sizes its defaults by, in MiB (module docstring): nvidia-smi's total where the profile
+    gives it, else the torch total (SGLang's own fallback)."""
+    return (getattr(gpu, "memory_smi_bytes", None) or gpu.memory_usable_bytes) / 2**20
 
 
 def default_fraction(version: str, gpu_mib: float, tp: int, pp: int = 1, chunked: int = 8192,

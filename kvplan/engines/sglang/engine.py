@@ -27,7 +27,7 @@ from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.sglang import swa as sglang_swa
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-exported: sglang.default_fraction)
-    default_chunked, default_fraction, default_graph_bs, dp_attention,
+    capacity_mib, default_chunked, default_fraction, default_graph_bs, dp_attention,
 )
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
@@ -77,12 +77,14 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     opts = dict(opts or {})
     check_opts("sglang", opts, OPTS)
     version = check_version("sglang", version, VERSIONS, DEFAULT_VERSION)
-    gib = gpu.memory_usable_bytes / GIB
+    # SGLang sizes its defaults by the device total nvidia-smi prints (get_nvgpu_memory_capacity), torch's total only
+    # where nvidia-smi fails: the profile's memory_smi_bytes, else its usable bytes (defaults.capacity_mib)
+    gib = capacity_mib(gpu) / 1024
     chunked = opt_int(opts, "chunked_prefill_size", default_chunked(version, gib))
     graph_bs = opt_int(opts, "cuda_graph_max_bs", default_graph_bs(gib))
     dpa = dp_attention(model, dep, opts)
     tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
-    frac = default_fraction(version, gpu.memory_usable_bytes / MIB, tp_size, dep.pp, chunked, graph_bs)
+    frac = default_fraction(version, capacity_mib(gpu), tp_size, dep.pp, chunked, graph_bs)
     if (explicit or {}).get("gpu_memory_utilization"):
         frac = explicit["gpu_memory_utilization"]  # --gpu-memory-utilization doubles as the fraction
     given = bool((explicit or {}).get("gpu_memory_utilization")) or "mem_fraction_static" in opts
@@ -108,19 +110,33 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
 
 
 def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
-    """(full-pool bytes per token, SWA-pool bytes per token, K-only bytes per token) on one rank."""
-    full = swa = k_only = 0
+    """(full-pool bytes per token, SWA-pool bytes per token, K-only bytes per token of the pool whose "KV Cache is
+    allocated" line SGLang prints first) on one rank: with a hybrid SWA pool the SWA sub-pool's, which SWAKVPool
+    builds before the full one, each logging its own line (0.5.8 wheel `mem_cache/swa_memory_pool.py` L63-76,
+    `mem_cache/memory_pool.py` L595-605)."""
+    full = swa = k_full = k_swa = 0
     hybrid = st.hybrid_swa
     for layer in layers:
         if layer.kind in (Kind.NONE, Kind.STATE):
             continue
         tok = layer.token_bytes(kv_dtype, tp)
-        k_only += kv_dtype.bytes_for(layer.elements_per_token(tp) // (1 if layer.kind == Kind.MLA else 2))
+        k = kv_dtype.bytes_for(_k_elements(layer, tp))
         if hybrid and layer.kind in LOCAL_KINDS:
-            swa += tok
+            swa, k_swa = swa + tok, k_swa + k
         else:
-            full += tok
-    return full, swa, k_only
+            full, k_full = full + tok, k_full + k
+    return full, swa, k_swa if swa else k_full
+
+
+def _k_elements(layer, tp: int) -> int:
+    """K values of one token in one layer on one rank: MLA's latent is all "K"; a layer whose V heads are narrower
+    than its K heads (MiMo-V2-Flash: 192 / 128) has k_buffer rows of head_dim, v_buffer rows of v_head_dim
+    (`MHATokenToKVPool`, `head_dim` and `v_head_dim`, 0.5.8 `mem_cache/memory_pool.py`)."""
+    elements = layer.elements_per_token(tp)
+    if layer.kind == Kind.MLA:
+        return elements
+    k, v = getattr(layer, "head_dim", 0), getattr(layer, "v_head_dim", 0) or getattr(layer, "head_dim", 0)
+    return elements * k // (k + v) if k else elements // 2
 
 
 def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, kv_dtype: DType,
@@ -150,8 +166,8 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     if swa_cell and windows:
         need = min(context, max(windows) + page)
         conc = min(conc, swa_tokens / need)
-    rows = full_tokens + page  # buffers carry one padded page (0.4.3: one padded slot)
-    k_size = rows * k_cell  # bytes; SGLang prints them as "GB" that are GiB
+    rows = (swa_tokens if swa_cell else full_tokens) + page  # buffers carry one padded page (0.4.3: one slot)
+    k_size = rows * k_cell  # bytes of the first pool printed; SGLang prints them as "GB" that are GiB
     printed = swa_tokens if swa_cell else full_tokens
     lines = [
         Figure("KV budget per GPU (rest)", budget, "bytes"),
@@ -190,7 +206,8 @@ def pool_cell(model, dep, kv_dtype: DType, st: Settings) -> tuple[int, int, int]
 
 def k_size_gib(tokens: int, model, tp: int, kv_dtype: DType, st: Settings, pp: int = 1) -> float:
     """The "K size" SGLang prints for a pool of `tokens` (GB in the log = GiB): (tokens + one page) x the K
-    bytes of a token on one rank of the bounding stage (pool_cell; a stage's own layers under pp)."""
+    bytes of a token on one rank of the bounding stage (pool_cell; a stage's own layers under pp), in the pool it
+    prints first (the SWA sub-pool of a hybrid SWA model, whose line prints its own tokens: cell_bytes)."""
     return (tokens + st.page_size) * pool_cell(model, Deployment(tp, pp), kv_dtype, st)[2] / GIB
 
 

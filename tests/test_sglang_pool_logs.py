@@ -1,0 +1,112 @@
+"""SGLang's token pool against its own start-up logs (benchmarks/budget_sglang.py, run by benchmarks/budget_corpus.py).
+
+Golden figures come from the corpus's excerpts (tests/fixtures/logs/corpus/, cited in index.yaml); each test writes
+SGLang's arithmetic out by hand (restated from the wheels named in kvplan/engines/sglang/defaults.py and engine.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvplan.core.dtypes import canonical_kv_dtype
+from kvplan.core.errors import KvplanError
+from kvplan.engines import resolve_engine
+from kvplan.engines.logparse import parse_log
+from kvplan.hardware.gpu_profile import parse_profile
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.plan import Request
+from kvplan.sources.catalog import find_in_catalog
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "fixtures" / "logs" / "corpus"
+INDEX = yaml.safe_load((CORPUS / "index.yaml").read_text())
+GIB = 2**30
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("budget_corpus", ROOT / "benchmarks" / "budget_corpus.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _record(rid: str) -> dict:
+    return next(r for r in INDEX if r["id"] == rid)
+
+
+def test_llama_8b_on_l40s_tokens_from_k_size_and_pool_from_the_budget():
+    # sglang#13023 (keyboardAnt, 2025-11-11; held out): Llama-3.x-8B bf16 on one L40S, release inferred 0.5.5.
+    rep = parse_log((CORPUS / _record("sglang-13023-llama-8b-l40s")["log"]).read_text()).reported
+    assert rep["kv_tokens"].value == 183_133 and rep["k_size_gb"].text == "11.18"
+    model, dep = find_in_catalog("llama-3.1-8b-instruct"), Deployment(1, 1)
+    engine = resolve_engine("sglang", "0.5.5")
+    gpu = find_gpu("l40s")
+    st = engine.settings(model, gpu, dep, Request(context=8192))
+    bf16 = canonical_kv_dtype("auto", model.dtype)
+    # Tokens from the K size: K per token = 32 layers x 8 KV heads x 128 x 2 B = 65,536 B; the buffers hold
+    # #tokens + 1 page (page 1) rows. "11.18 GB" (GiB) is [11.175, 11.185): 11.175 x 2^30 / 65,536 = 183,091.2 and
+    # 11.185 x 2^30 / 65,536 = 183,255.04, so rows 183,092..183,255 and #tokens 183,091..183,254, holding 183,133.
+    assert engine.token_bytes(model, dep, st, bf16) == 2 * 65_536
+    lo, hi = math.ceil(11.175 * GIB / 65_536) - 1, math.floor(11.185 * GIB / 65_536) - 1
+    assert (lo, hi) == (183_091, 183_254) and lo <= 183_133 <= hi
+    assert f"{engine.k_size_gib(model, dep, st, 183_133, bf16):.2f}" == "11.18"
+    # The pool from the budget. 0.5.5's default fraction on an L40S reads nvidia-smi's 46,068 MiB: chunked prefill
+    # 4,096 and CUDA-graph max bs 32 (the < 60 GiB tier, tp < 4), reserve 512 + 1.5 x 4,096 + 2 x 32 + 1 x 1 / 8 x
+    # 1,024 = 6,848 MiB -> round((46,068 - 6,848) / 46,068, 3) = round(0.85135, 3) = 0.851 (torch's 45,486 MiB
+    # would give 0.849). rest = avail 28.91 - free before 44.00 x (1 - 0.851) = 22.354 GiB; a cell of 131,072 B
+    # -> 22.354 x 2^30 / 131,072 = 183,124; the printed figures' last digits ([28.905, 28.915), [43.995, 44.005))
+    # give 183,077..183,171, which holds the printed 183,133.
+    assert st.mem_fraction_static == 0.851 and st.chunked_prefill_size == 4096
+    f = st.mem_fraction_static
+    budgets = ((28.905 - 44.005 * (1 - f)) * GIB, (28.915 - 43.995 * (1 - f)) * GIB)
+    tokens = [engine.capacity_at(model, dep, st, int(b), 8192, bf16).tokens for b in budgets]
+    assert tokens[0] <= 183_133 <= tokens[1] and tokens[1] - tokens[0] < 100
+    # End to end from the GPU alone (usable 44.42 GiB - 512 MiB before the weights, x 0.851 - the weights as
+    # loaded): within 0.1% of the printed #tokens, and not above it by more than that.
+    alone = engine.result(model, gpu, dep, Request(context=8192)).capacity.tokens
+    assert abs(alone - 183_133) / 183_133 < 0.001
+
+
+def test_mimo_v2_flash_k_size_is_the_swa_pools_first_line():
+    # sglang#18039 (ispobock, 2026-01-31): MiMo-V2-Flash at tp 4, --page-size 64, "KV Cache is allocated. #tokens:
+    # 300288, K size: 8.38 GB, V size: 5.59 GB". SWAKVPool builds its SWA sub-pool first, so the first line is the
+    # SWA layers': 39 layers x (8 KV heads / 4 ranks) x 192 (K head dim; V's is 128) x 2 B = 29,952 B of K a token,
+    # x (300,288 + 64 page) rows = 8,996,143,104 B = 8.378 GiB -> "8.38" (kvplan said 7.79 when K was half of K+V).
+    model, dep = find_in_catalog("mimo-v2-flash"), Deployment(4, 1)
+    engine = resolve_engine("sglang", "0.5.8", ["mem_fraction_static=0.7", "page_size=64"])
+    st = engine.settings(model, find_gpu("h200"), dep, Request(context=4096))
+    bf16 = canonical_kv_dtype("auto", model.dtype)
+    assert 39 * 2 * 192 * 2 * (300_288 + 64) == 8_996_143_104
+    assert f"{engine.k_size_gib(model, dep, st, 300_288, bf16):.2f}" == "8.38"
+
+
+def test_budget_corpus_sglang_rows_run_and_tokens_from_k_are_exact():
+    b = _bench()
+    rows = b.budget_sglang.sglang_pool(INDEX, b._split, b.parsed)
+    from_k = [r for r in rows if "tokens_from_k" in r["terms"]]
+    assert len(from_k) >= 8
+    assert all(r["terms"]["tokens_from_k"]["error"] == 0 for r in from_k), [r["id"] for r in from_k]
+    assert all(r["terms"]["tokens_from_k"]["k_size"][0] == r["terms"]["tokens_from_k"]["k_size"][1] for r in from_k)
+    held = next(r for r in rows if r["id"] == "sglang-13023-llama-8b-l40s")
+    assert held["split"] == "held-out" and {"weights", "avail_after_weights", "kv_pool", "tokens"} <= set(held["terms"])
+    summ = b.budget_sglang.pool_summary(rows, "held-out")
+    assert summ["tokens_from_k"]["within_tol"] == summ["tokens_from_k"]["n"]
+    md = b.budget_sglang.pool_markdown(rows)
+    assert "| SGLang record |" in md and "| tokens from k | held-out | 1 | +0 tokens | 0.0% | 1/1 exact |" in md
+    # a record whose budget the index marks unpredictable is checked from its K size only
+    patched = next(r for r in rows if r["id"] == "sglang_qwen3_30b_a3b_pr18263")
+    assert set(patched["terms"]) == {"tokens_from_k"} and patched["why_not"].startswith("unpredictable")
+
+
+def test_memory_smi_bytes_is_checked_against_the_profiles_other_totals():
+    text = (ROOT / "kvplan" / "hardware" / "profiles" / "l40s.yaml").read_text()
+    assert parse_profile(text, "l40s.yaml").memory_smi_bytes == 46_068 * 2**20
+    low = text.replace(f"memory_smi_bytes: {46_068 * 2**20}", "memory_smi_bytes: 1048576")
+    with pytest.raises(KvplanError, match="memory_smi_bytes"):
+        parse_profile(low, "l40s.yaml")

@@ -102,6 +102,24 @@ def test_moe_shape_routed_experts_apart_and_shared_expert_read_every_step():
     assert f[TERMS.index("weights")] == pytest.approx(t["dense_bytes"] / 4.8e12)
 
 
+def test_experts_serve_every_replica_under_expert_parallelism():
+    # DEP4 (attention data parallel x 4, experts over the same 4 GPUs): a rank's 64 of 256 experts serve the
+    # tokens of all 4 replicas. One replica's decode step of 16 sequences puts 4 x 16 = 64 tokens through its
+    # experts: 256 x (1 - (1 - 8/256)^64) = 256 x (1 - 0.131084) = 222.44 touched, against 101.96 for 16 tokens.
+    assert experts_touched(256, 8, 64) == pytest.approx(222.442, abs=1e-3)
+    base = dict(dense_bytes=0, expert_bytes=64_000_000_000, num_experts=256, top_k=8, expert_params=1e9, ep=4,
+                bandwidth=4e12, gemm_rate=1e15, bf16_rate=1e15)
+    alone, shared = Shape(**base), Shape(**base, ep_replicas=4)
+    # read: 222.44 / 256 x 64 GB / 4 TB/s = 13.903 ms; alone 101.96 / 256 x 64 GB / 4 TB/s = 6.373 ms
+    assert features(shared, 16, 16, 0, 0)[TERMS.index("experts")] == pytest.approx(222.442 / 256 * 16e-3, rel=1e-5)
+    assert features(alone, 16, 16, 0, 0)[TERMS.index("experts")] == pytest.approx(101.962 / 256 * 16e-3, rel=1e-5)
+    # the shape sets it from the layout: dp replicas where ep > 1, none otherwise (dp alone: independent copies)
+    spec = find_in_catalog("qwen3.5-35b-a3b")
+    assert model_terms(spec, tp=1, ep=4, dp=4)["ep_replicas"] == 4
+    assert model_terms(spec, tp=1, ep=1, dp=4)["ep_replicas"] == 1
+    assert model_terms(find_in_catalog("llama-3.1-8b"), tp=1, ep=1, dp=4)["ep_replicas"] == 1
+
+
 def test_fixed_costs_per_step_layer_sequence_and_request():
     s = Shape(dense_bytes=0, layers=32, bandwidth=1e12)
     f = dict(zip(TERMS, speed.decode_features(s, 4, 100)))

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kvplan.hardware.gpus import find_gpu
+from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed import model as speed
 from kvplan.speed.corpus import in_training, read_corpus
 from kvplan.speed.nnls import nnls
+from kvplan.speed.shape import model_terms
 from kvplan.speed.terms import TERMS, Shape, experts_touched, features, gemm_rate, link, ring_allreduce_seconds, roofline
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
@@ -72,6 +75,49 @@ def test_experts_touched():
     assert f[TERMS.index("experts")] == pytest.approx(1.75e-3)
     # grouped GEMM at low occupancy: 3.5 experts x 2 x 1e9 parameters / 1e15 = 7 us per token-per-expert
     assert f[TERMS.index("grouped")] == pytest.approx(3.5 * 2e9 / 1e15)
+
+
+def test_moe_shape_routed_experts_apart_and_shared_expert_read_every_step():
+    # Qwen3.5-35B-A3B's config.json (ai-dynamo/aiconfigurator@095f58a51c4ca8e61b66ec108d86f223f8d559ce:
+    # aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3.5-35B-A3B_config.json, as bundled): hidden 2,048,
+    # 40 layers all MoE, 256 routed experts top-8 of moe_intermediate_size 512, one shared expert of 512 with a
+    # sigmoid gate (2,048). One routed expert (gate, up, down) = 3 x 2,048 x 512 = 3,145,728 parameters a layer,
+    # 125,829,120 over 40 layers; all 256 in bf16: 256 x 125,829,120 x 2 = 64,424,509,440 bytes.
+    spec = find_in_catalog("qwen3.5-35b-a3b")
+    t = model_terms(spec)
+    assert (t["num_experts"], t["top_k"], t["moe_layers"]) == (256, 8, 40)
+    assert t["expert_params"] == 3 * 2048 * 512 * 40 == 125_829_120
+    assert t["expert_bytes"] == 256 * 125_829_120 * 2 == 64_424_509_440
+    # the shared expert, (3 x 2,048 x 512 + 2,048) x 40 = 125,911,040 parameters, is dense: read every step
+    p = spec.params
+    assert p.shared_experts == (3 * 2048 * 512 + 2048) * 40 == 125_911_040
+    unshared = model_terms(replace(spec, params=replace(p, shared_experts=0)))
+    assert t["dense_bytes"] - unshared["dense_bytes"] == 2 * 125_911_040
+    # a decode step of 16 tokens: 256 x (1 - (248/256)^16) = 256 x (1 - 0.601710) = 101.96 experts a layer touched,
+    # so 101.96 / 256 of the expert bytes read: 101.96 x 125,829,120 x 2 B / 4.8 TB/s = 5.346 ms
+    s = Shape(**t, bandwidth=4.8e12, gemm_rate=1e15, bf16_rate=1e15)
+    f = features(s, 16, 16, 0, 0)
+    assert experts_touched(256, 8, 16) == pytest.approx(101.962, abs=1e-3)
+    assert f[TERMS.index("experts")] == pytest.approx(101.962 * 125_829_120 * 2 / 4.8e12, rel=1e-5)
+    assert f[TERMS.index("weights")] == pytest.approx(t["dense_bytes"] / 4.8e12)
+
+
+def test_experts_serve_every_replica_under_expert_parallelism():
+    # DEP4 (attention data parallel x 4, experts over the same 4 GPUs): a rank's 64 of 256 experts serve the
+    # tokens of all 4 replicas. One replica's decode step of 16 sequences puts 4 x 16 = 64 tokens through its
+    # experts: 256 x (1 - (1 - 8/256)^64) = 256 x (1 - 0.131084) = 222.44 touched, against 101.96 for 16 tokens.
+    assert experts_touched(256, 8, 64) == pytest.approx(222.442, abs=1e-3)
+    base = dict(dense_bytes=0, expert_bytes=64_000_000_000, num_experts=256, top_k=8, expert_params=1e9, ep=4,
+                bandwidth=4e12, gemm_rate=1e15, bf16_rate=1e15)
+    alone, shared = Shape(**base), Shape(**base, ep_replicas=4)
+    # read: 222.44 / 256 x 64 GB / 4 TB/s = 13.903 ms; alone 101.96 / 256 x 64 GB / 4 TB/s = 6.373 ms
+    assert features(shared, 16, 16, 0, 0)[TERMS.index("experts")] == pytest.approx(222.442 / 256 * 16e-3, rel=1e-5)
+    assert features(alone, 16, 16, 0, 0)[TERMS.index("experts")] == pytest.approx(101.962 / 256 * 16e-3, rel=1e-5)
+    # the shape sets it from the layout: dp replicas where ep > 1, none otherwise (dp alone: independent copies)
+    spec = find_in_catalog("qwen3.5-35b-a3b")
+    assert model_terms(spec, tp=1, ep=4, dp=4)["ep_replicas"] == 4
+    assert model_terms(spec, tp=1, ep=1, dp=4)["ep_replicas"] == 1
+    assert model_terms(find_in_catalog("llama-3.1-8b"), tp=1, ep=1, dp=4)["ep_replicas"] == 1
 
 
 def test_fixed_costs_per_step_layer_sequence_and_request():

@@ -1,7 +1,7 @@
 """A plan's prefill and decode under the calibrated model: what fit shows beside the roofline's, and
 what a caller holding a Plan asks (disaggregated prefill/decode pools).
 
-The plan's deployment (tp, ep), dtypes, batch and context on the model spec and GPU profile it was
+The plan's deployment (tp, ep, and dp where ep > 1: the replicas whose tokens the experts serve), dtypes, batch and context on the model spec and GPU profile it was
 made for (kvplan.speed.shape), priced with the engine's coefficients (kvplan.speed.model): one
 decode step of `batch` sequences each holding the full context, the plan's own worst case.
 """
@@ -17,7 +17,7 @@ def plan_shape(plan, spec, gpu) -> Shape:
     """The Shape (kvplan.speed.terms) of the plan's deployment and dtypes."""
     req, dep = plan.request, plan.deployment
     kv = req.kv_dtype.name if req.kv_dtype is not None else None
-    return shape_for(spec, gpu, tp=dep.tp, ep=dep.ep, weight_dtype=req.weight_dtype, kv_dtype=kv)
+    return shape_for(spec, gpu, tp=dep.tp, ep=dep.ep, weight_dtype=req.weight_dtype, kv_dtype=kv, dp=dep.dp)
 
 
 def plan_decode_seconds(plan, spec, gpu, engine: str | None, speed: str = "calibrated", *,
@@ -32,7 +32,7 @@ def plan_decode_seconds(plan, spec, gpu, engine: str | None, speed: str = "calib
 class DecodeSteps:
     """plan_decode_seconds for many plans (a sweep's), equal to it (to 1e-12, tests/test_sweep_speed.py):
     the GPU-free part of the Shape (kvplan.speed.shape.model_terms: weights, KV profile, FLOPs) is built
-    once per model × tp × ep × dtypes, the Shape and its StepModel once per GPU too, and a decode step
+    once per model × tp × ep × dp × dtypes, the Shape and its StepModel once per GPU too, and a decode step
     at a batch is then a line in the context. Neither depends on the context or the batch."""
 
     def __init__(self, engine: str | None, speed: str = "calibrated"):
@@ -41,22 +41,23 @@ class DecodeSteps:
         self._terms: dict = {}  # key -> (spec, terms): the spec kept so its id stays its own
         self._lines: dict = {}  # (key, id(gpu), batch) -> (gpu, decode step as a function of the context)
 
-    def _terms_of(self, spec, key, tp, ep, weight_dtype, kv) -> dict:
+    def _terms_of(self, spec, key, tp, ep, weight_dtype, kv, dp) -> dict:
         hit = self._terms.get(key)
         if hit is None:
-            hit = self._terms[key] = (spec, model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv))
+            hit = self._terms[key] = (spec, model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv,
+                                                        dp=dp))
         return hit[1]
 
     def seconds(self, plan, spec, gpu) -> float:
         """plan_decode_seconds(plan, spec, gpu, engine, speed): the plan's batch at its context."""
         req, dep = plan.request, plan.deployment
-        line_key = (id(spec), id(gpu), dep.tp, dep.ep, req.weight_dtype, req.kv_dtype, req.batch)
+        line_key = (id(spec), id(gpu), dep.tp, dep.ep, dep.dp, req.weight_dtype, req.kv_dtype, req.batch)
         hit = self._lines.get(line_key)
         if hit is None:
             kv = req.kv_dtype.name if req.kv_dtype is not None else None
             batch = max(1, req.batch)
-            terms = self._terms_of(spec, (id(spec), dep.tp, dep.ep, req.weight_dtype, kv), dep.tp, dep.ep,
-                                   req.weight_dtype, kv)
+            terms = self._terms_of(spec, (id(spec), dep.tp, dep.ep, dep.dp, req.weight_dtype, kv), dep.tp, dep.ep,
+                                   req.weight_dtype, kv, dep.dp)
             shape = on_gpu(terms, spec, gpu, req.weight_dtype)
             total = StepModel(shape, self._coef).decode(batch) if self._coef else None  # of all seqs' context
             line = ((lambda context: total(batch * context)) if total else

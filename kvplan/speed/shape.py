@@ -6,7 +6,9 @@ routed experts / max(tp, ep), the KV bytes per token of kvplan.planning.profile 
 2 x active parameters of FLOPs per token, and 4 x heads x head dim per query-key pair over the
 attention layers. Bytes are read at the profile's measured bandwidth where it has one (read_bandwidth).
 Pipeline stages run one after the other for a token, so pp does not change a
-step's time here (the whole model over tp); data-parallel replicas are the load model's business.
+step's time here (the whole model over tp); data-parallel replicas are the load model's business,
+but for the experts: with ep > 1 the dp replicas share them, so a rank's experts serve every
+replica's tokens in a step (`ep_replicas` = dp).
 """
 
 from __future__ import annotations
@@ -30,16 +32,17 @@ def weight_dtype_of(name: str | None) -> str | None:
 
 
 def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
-              kv_dtype: str | None = None) -> Shape:
-    """The Shape of `spec` on `gpu` at tensor parallelism `tp` and expert parallelism `ep`."""
-    return on_gpu(model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype), spec, gpu,
+              kv_dtype: str | None = None, dp: int = 1) -> Shape:
+    """The Shape of `spec` on `gpu` at tensor parallelism `tp`, expert parallelism `ep` and `dp`
+    data-parallel replicas."""
+    return on_gpu(model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype, dp=dp), spec, gpu,
                   weight_dtype)
 
 
 def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
-                kv_dtype: str | None = None) -> dict:
+                kv_dtype: str | None = None, dp: int = 1) -> dict:
     """The Shape's fields that do not depend on the GPU (nearly all of shape_for's work): a sweep builds
-    them once per model × tp × ep × dtypes and puts them on each GPU with on_gpu."""
+    them once per model × tp × ep × dp × dtypes and puts them on each GPU with on_gpu."""
     wb = weight_bytes(spec, weight_dtype)
     p = spec.params
     kv = canonical_kv_dtype(kv_dtype or "auto", spec.dtype)
@@ -63,7 +66,7 @@ def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = No
         state_bytes_per_seq=prof.state_bytes_per_sequence(),
         flops_per_token=2.0 * (active_dense / tp + p.experts_active / spread),
         attn_flops_per_pair=pairs, layers=spec.num_layers, hidden=spec.hidden_size, tp=tp, ep=ep,
-        moe_layers=p.num_moe_layers,
+        moe_layers=p.num_moe_layers, ep_replicas=max(1, dp) if ep > 1 and p.num_experts else 1,
     )
 
 

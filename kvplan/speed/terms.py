@@ -11,7 +11,10 @@ A deployment's `Shape` holds what one tensor-parallel rank reads and computes (i
   gemm       2 x active parameters x tokens / the weight dtype's dense rate (fp8 or fp4 where the
              profile has it: `dense_flops`), the bf16 rate otherwise
   attn       4 x heads x head dim x query-key pairs / the bf16 rate (quadratic in a prefill)
-  experts    routed-expert bytes the step's tokens touch (uniform routing) / bandwidth
+  experts    routed-expert bytes the step's tokens touch (uniform routing) / bandwidth; with expert
+             parallelism over data-parallel replicas (attention DP + EP: TensorRT-LLM's DEP, SGLang's
+             DP attention, vLLM's DP + EP), a rank's experts serve the tokens of every replica
+             (`ep_replicas` x the replica's tokens), as kvplan.planning.plan.prepare's step tokens do
   grouped    experts touched x 2 x one expert's parameters / the GEMM rate: a grouped GEMM at
              t tokens per expert runs at t / (t + t0) of peak, so its time is FLOPs / rate x (1 + t0 / t),
              and the coefficient of this term is t0 (tokens per expert at half efficiency)
@@ -64,6 +67,7 @@ class Shape:
     tp: int = 1
     ep: int = 1
     moe_layers: int = 0
+    ep_replicas: int = 1  # data-parallel replicas whose tokens this rank's experts serve (dp where ep > 1)
     bandwidth: float = 1.0  # bytes/s the terms read at: measured where the profile has it, else the datasheet's
     peak_bandwidth: float = 0.0  # the datasheet's bytes/s, for the roofline; 0: the same as `bandwidth`
     gemm_rate: float = 0.0  # FLOP/s at the weight dtype
@@ -125,7 +129,8 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     for bpt, window in s.kv_windows:
         kv += bpt * min(context, seqs * window)
     per_step = tokens / steps
-    touched = experts_touched(s.num_experts, s.top_k, per_step) if s.num_experts else 0.0  # planning's formula
+    routed = per_step * s.ep_replicas  # the tokens this rank's experts serve in one step
+    touched = experts_touched(s.num_experts, s.top_k, routed) if s.num_experts else 0.0  # planning's formula
     share = touched / s.num_experts if s.num_experts else 0.0
     comm = calls = 0.0
     if s.tp > 1:

@@ -133,3 +133,18 @@ def test_emit_llamacpp_names_the_gguf_type_the_plan_counts():
     assert flag(argv, "-m") == "qwen3-8b-Q4_K_M.gguf" and "Q4_K_M GGUF" in d["emit_weights"]
     _, argv = emitted("qwen3-8b", "--gpu", "4090", "--ctx", "8k", "--emit", "llama.cpp")
     assert flag(argv, "-m") == "qwen3-8b-BF16.gguf"  # the checkpoint's own bf16, as the plan counts it
+
+
+def test_emit_vllm_never_raises_the_running_limit_the_plan_was_made_at():
+    # vLLM's profile run sizes the sampler's dummy batch and the CUDA-graph capture sizes by --max-num-seqs
+    # (kvplan/engines/vllm/overhead.py), so a command must carry the limit the plan was made at: Llama-3.1-8B on an
+    # H100 at 2,200 tokens holds 200-odd requests, yet with max_num_seqs=32 the plan (and the pool it predicts) is
+    # vLLM's at 32, and the command says 32. Without the option the plan is at vLLM's 1,024 and the command keeps
+    # the pool's capacity, which is lower.
+    d, argv = emitted("llama-3.1-8b", "--gpu", "h100", "--ctx", "2200", "--engine", "vllm",
+                      "--engine-opt", "max_num_seqs=32", "--emit", "vllm")
+    plan = d["plans"][d["recommended"]]
+    assert plan["max_concurrency"] > 32 and flag(argv, "--max-num-seqs") == "32"
+    d, argv = emitted("llama-3.1-8b", "--gpu", "h100", "--ctx", "2200", "--engine", "vllm", "--emit", "vllm")
+    plan = d["plans"][d["recommended"]]
+    assert int(flag(argv, "--max-num-seqs")) == plan["max_concurrency"] < plan["engine"]["settings"]["max_num_seqs"]

@@ -120,6 +120,23 @@ def test_disagg_pools_run_at_the_engines_limits(kvplan_home):
     assert small["scheduler_limits"]["decode"]["scheduler_limits_from"]["max_num_seqs"] == "given"
 
 
+
+def test_disagg_flags_are_the_engines_own_settings_and_its_commands_say_them(kvplan_home):
+    # As in simulate: `vllm serve --max-num-seqs 32` profiles its sampler at 32 rows, not 1,024, so both pools are
+    # the ones vLLM plans with the flag (the same as --engine-opt max_num_seqs=32, larger than the default's), and
+    # each pool's serve command carries 32, the limit the plan was made at (before: the pool's capacity at the
+    # context, 200-odd, a command whose own profile run would reserve more than the plan assumed).
+    args = ["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "2000", "--osl", "200", "--json"]
+    flag = json.loads(runner.invoke(app, [*args, "--max-num-seqs", "32"]).stdout)
+    opt = json.loads(runner.invoke(app, [*args, "--engine-opt", "max_num_seqs=32"]).stdout)
+    default = json.loads(runner.invoke(app, args).stdout)
+    pool = {role: flag[role]["kv_memory_bytes_per_gpu"] for role in ("prefill", "decode")}
+    assert pool == {role: opt[role]["kv_memory_bytes_per_gpu"] for role in ("prefill", "decode")}
+    assert all(pool[role] > default[role]["kv_memory_bytes_per_gpu"] for role in pool)
+    assert all("--max-num-seqs 32 " in flag[role]["command"] for role in pool)
+    r = runner.invoke(app, [*args, "--max-num-seqs", "32", "--engine-opt", "max_num_seqs=64"])
+    assert r.exit_code == 2 and "--max-num-seqs 32 and --engine-opt max_num_seqs=64 disagree" in r.stderr
+
 def test_sweep_simulates_each_gpu_at_its_own_limits(kvplan_home):
     r = runner.invoke(app, ["sweep", "--models", "qwen2-0.5b-instruct", "--gpu", "h100,a100-80gb", "--ctx", "4k",
                             "--engine", "vllm", "--workload", "chat", "--qps", "2", "--duration", "5", "--json"])

@@ -64,7 +64,7 @@ def disagg(
     weight_dtype: WeightDtypeOpt = None,
     gpu_memory_utilization: GmuOpt = None,
     block_size: BlockSizeOpt = None,
-    max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="Most requests a decode replica runs at once. Default: --engine's own (vLLM's by release and GPU); 256 where it states none.")] = None,
+    max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="Most requests a replica (prefill or decode) runs at once; also the engine's own setting, so each pool is planned and emitted at it. Default: --engine's own (vLLM's by release and GPU); 256 where it states none.")] = None,
     max_num_batched_tokens: Annotated[Optional[int], typer.Option("--max-num-batched-tokens", help="Tokens per prefill step. Default: --engine's own (vLLM's by release and GPU); 8192 where it states none.")] = None,
     step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (default 0: the step-time model alone).")] = 0.0,
     speed: Annotated[str, typer.Option("--speed", help="Step times: calibrated (default: the roofline's terms with --engine's coefficients fitted on published measurements, vLLM's where none are, labelled with their held-out error) or roofline (the bare roofline, a lower bound).")] = "calibrated",

@@ -16,6 +16,7 @@ from kvplan.compare.disagg import pool_layout
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
 from kvplan.core.units import parse_tokens
 from kvplan.engines import configure
+from kvplan.engines.scheduler import with_limits
 from kvplan.hardware.gpus import GPU, find_gpu
 from kvplan.hardware.links import DEFAULT_LINK, Link, find_link
 from kvplan.model.spec import ModelSpec
@@ -97,7 +98,8 @@ def disagg_run(model: str | ModelSpec, gpu: str | GPU, *, isl=None, osl=None, pr
                  max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
     n_in, n_out = _tokens(isl, "isl"), _tokens(osl, "osl")
     lens = _tokens(prefill_max_model_len, "prefill_max_model_len"), _tokens(decode_max_model_len, "decode_max_model_len")
-    chosen, _ = configure(engine, engine_version, engine_opts or (), gpu_memory_utilization, block_size)
+    opts = with_limits(engine, engine_opts, max_num_seqs, max_num_batched_tokens)  # both pools plan at them too
+    chosen, _ = configure(engine, engine_version, opts, gpu_memory_utilization, block_size)
     fabric = link if isinstance(link, Link) else find_link(link)
     hw = gpu if isinstance(gpu, GPU) else find_gpu(gpu, tuple(hw_profiles or ()))
     spec = model if isinstance(model, ModelSpec) else resolve_model(model).spec

@@ -290,6 +290,9 @@ class Vllm(Engine):
         --quantization fp8 where the plan's weights are not the checkpoint's (kvplan.engines.emit.weight_args)."""
         r, dep = plan.request, plan.deployment
         seqs = per_rank_batch(serve_seqs(plan), dep.dp)  # each DP rank's scheduler: never below its share
+        # at most the limit the plan was made at (the sampler's dummy run and the CUDA-graph sizes grow with it),
+        # unless the asked batch needs more
+        seqs = max(min(seqs, settings["max_num_seqs"]), per_rank_batch(r.batch, dep.dp))
         # no context asked for: vLLM's own fit to the memory it measures (from 0.14.0), not kvplan's estimate
         auto = r.context_from_model and parse_version(settings["version"]) >= AUTO_FIRST
         args = ["vllm", "serve", model_arg(model), *weight_args(self, plan, model),

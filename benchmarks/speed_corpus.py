@@ -44,9 +44,11 @@ def loso(built, train_only: bool = False) -> list:
     if train_only:
         built = [b for b in built if in_training(b.case.source)]
     rows = []
-    for src in sorted({b.case.source for b in built}):
-        mine = [b for b in built if b.case.source == src]
-        era, eng = mine[0].case.era, mine[0].case.engine
+    # a source may hold several engines' runs (gpustack's tables, MLPerf): each era's points of it are
+    # scored by that era's coefficients fitted without the source
+    for src, era in sorted({(b.case.source, b.case.era) for b in built}):
+        mine = [b for b in built if b.case.source == src and b.case.era == era]
+        eng = mine[0].case.engine
         rest = [b for b in built if b.case.era == era and b.case.source != src]
         if not rest:  # the era's only source (TensorRT-LLM 0.17): its engine's other sources stand in
             rest = [b for b in built if b.case.engine == eng and b.case.source != src]

@@ -24,23 +24,34 @@ ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
 DEFAULT_MAX_SEQS = {"vllm": 256, "sglang": 4096, "trtllm": 2048, "llama.cpp": 1}  # a cap; KV room binds first
 RUNNING = ("max_num_seqs", "max_running_requests", "max_batch_size")  # a running limit the run stated
 TRAIN_SHARE = 70  # percent of sources (by hash) the coefficients are fitted on
-# Version eras, only where the corpus shows a change: TensorRT-LLM's perf overview re-measured the same
-# models and GPUs for 1.0 (PyTorch backend, the default since 1.0) at about 1.6x the output tokens/s of
-# 0.17 (TensorRT engines) under one coefficient set; releases before 1.0 get their own set. A version
-# not stated is read as the current era.
-ERAS = {"trtllm": ((1, 0), "trtllm<1.0")}
+# Version eras, only where the corpus shows a change: per engine, (first release of the next era, the
+# key of the era before it) in ascending order; a release at or past the last boundary, or not stated,
+# or not a release number, is the current era (the engine's name).
+# TensorRT-LLM: its perf overview re-measured the same models and GPUs for 1.0 (PyTorch backend, the
+# default since 1.0) at about 1.6x the output tokens/s of 0.17 (TensorRT engines) under one coefficient set.
+ERAS = {"trtllm": (((1, 0), "trtllm<1.0"),)}
+
+
+def release(version) -> tuple[int, ...] | None:
+    """The release numbers a version string starts with ("v0.5.14.post1" -> (0, 5, 14)), or None."""
+    m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?", str(version)) if version is not None else None
+    return tuple(int(g) for g in m.groups() if g is not None) if m else None
 
 
 def era_of(engine: str, version) -> str:
     """The coefficient set a measurement of `engine` at `version` belongs to (the engine's name, or an
     older era's key from ERAS)."""
-    rule = ERAS.get(engine)
-    if rule is None or version is None:
+    rel = release(version)
+    if rel is None:
         return engine
-    m = re.match(r"\s*v?(\d+)\.(\d+)", str(version))
-    if not m:
-        return engine
-    return rule[1] if (int(m.group(1)), int(m.group(2))) < rule[0] else engine
+    for first_after, key in ERAS.get(engine, ()):
+        if _padded(rel) < _padded(first_after):
+            return key
+    return engine
+
+
+def _padded(rel: tuple[int, ...]) -> tuple[int, ...]:
+    return rel + (0,) * (3 - len(rel))
 
 
 def in_training(source_id: str) -> bool:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from kvplan.bench.running import running
 from kvplan.speed.corpus import in_training, read_corpus
-from kvplan.speed.fit import build_all, errors, fit_engine
+from kvplan.speed.eras import fitted_with
+from kvplan.speed.fit import build_all, errors, fit_engine, fit_era
 from kvplan.speed.model import coefficients, shipped
 from kvplan.speed.score import REPORTED, by_key, summary
 
@@ -49,10 +50,11 @@ def loso(built, train_only: bool = False) -> list:
     for src, era in sorted({(b.case.source, b.case.era) for b in built}):
         mine = [b for b in built if b.case.source == src and b.case.era == era]
         eng = mine[0].case.engine
-        rest = [b for b in built if b.case.era == era and b.case.source != src]
-        if not rest:  # the era's only source (TensorRT-LLM 0.17): its engine's other sources stand in
-            rest = [b for b in built if b.case.engine == eng and b.case.source != src]
-        rows += errors(mine, fit_engine(rest))
+        rest = [b for b in built if b.case.era in fitted_with(era) and b.case.source != src]
+        if not any(b.case.era == era for b in rest):  # the era's only source (TensorRT-LLM 0.17): its engine's
+            rows += errors(mine, fit_engine([b for b in built if b.case.engine == eng and b.case.source != src]))
+            continue  # other sources stand in
+        rows += errors(mine, fit_era(era, rest))
     return [r for r in rows if r[1] in REPORTED]
 
 

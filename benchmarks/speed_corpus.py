@@ -51,10 +51,10 @@ def loso(built, train_only: bool = False) -> list:
         mine = [b for b in built if b.case.source == src and b.case.era == era]
         eng = mine[0].case.engine
         rest = [b for b in built if b.case.era in fitted_with(era) and b.case.source != src]
-        if not any(b.case.era == era for b in rest):  # the era's only source (TensorRT-LLM 0.17): its engine's
+        if any(b.case.era == era for b in rest):
+            rows += errors(mine, fit_era(era, rest))
+        else:  # the era's only source (TensorRT-LLM 0.17): its engine's other sources stand in
             rows += errors(mine, fit_engine([b for b in built if b.case.engine == eng and b.case.source != src]))
-            continue  # other sources stand in
-        rows += errors(mine, fit_era(era, rest))
     return [r for r in rows if r[1] in REPORTED]
 
 

@@ -29,10 +29,11 @@ ERAS = {
     # date (1.0's release candidates ran on main for months: a source's date does not tell the side).
     "trtllm": (Era((1, 0), "trtllm<1.0", None, None),),
     # SGLang: in-sample, its MoE TPOT was priced at 1.01x the measurement before 0.5.14 (117 figures) and
-    # 2.04x on 0.5.14-0.5.16 (56), dense TPOT 0.85x and 1.25x. v0.5.14 (sgl-project/sglang release tag
-    # v0.5.14, 2026-06-26, as summarised in its announcement: Waterfill and LPLB expert-parallel load
-    # balancing, NVFP4 MoE on Blackwell, CuteDSL prefill kernels, MSCCL++ all-reduce) changed the MoE
-    # path; the older era fits the expert terms apart and shares the rest (chosen on the training CV).
+    # 2.04x on 0.5.14-0.5.16 (56), dense TPOT 0.85x and 1.25x. v0.5.14 changed the MoE path: release
+    # https://github.com/sgl-project/sglang/releases/tag/v0.5.14 (2026-06-26; its notes as a news digest
+    # summarised them, the page itself not read: Waterfill and LPLB expert-parallel load balancing, NVFP4
+    # MoE on Blackwell, CuteDSL prefill kernels, MSCCL++ all-reduce). The older era fits the expert terms
+    # apart and shares the rest (chosen on the training CV, README "Speed: how far to trust it").
     "sglang": (Era((0, 5, 14), "sglang<0.5.14", "2026-06-26", ("experts", "grouped")),),
 }
 
@@ -88,5 +89,5 @@ def fitted_with(key: str) -> frozenset[str]:
     if hit and hit[1].own is None:
         return frozenset((key,))
     shared = {e.key for e in ERAS.get(engine, ()) if e.own is not None}
-    return frozenset({key} | ({engine} | shared if (hit or shared) else set()))
+    return frozenset({key} | ({engine} | shared if shared else set()))
 

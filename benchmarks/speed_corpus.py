@@ -20,7 +20,8 @@ from pathlib import Path
 
 from kvplan.bench.running import running
 from kvplan.speed.corpus import in_training, read_corpus
-from kvplan.speed.fit import build_all, errors, fit_engine
+from kvplan.speed.eras import fitted_with
+from kvplan.speed.fit import build_all, errors, fit_engine, fit_era
 from kvplan.speed.model import coefficients, shipped
 from kvplan.speed.score import REPORTED, by_key, summary
 
@@ -44,13 +45,16 @@ def loso(built, train_only: bool = False) -> list:
     if train_only:
         built = [b for b in built if in_training(b.case.source)]
     rows = []
-    for src in sorted({b.case.source for b in built}):
-        mine = [b for b in built if b.case.source == src]
-        era, eng = mine[0].case.era, mine[0].case.engine
-        rest = [b for b in built if b.case.era == era and b.case.source != src]
-        if not rest:  # the era's only source (TensorRT-LLM 0.17): its engine's other sources stand in
-            rest = [b for b in built if b.case.engine == eng and b.case.source != src]
-        rows += errors(mine, fit_engine(rest))
+    # a source may hold several engines' runs (gpustack's tables, MLPerf): each era's points of it are
+    # scored by that era's coefficients fitted without the source
+    for src, era in sorted({(b.case.source, b.case.era) for b in built}):
+        mine = [b for b in built if b.case.source == src and b.case.era == era]
+        eng = mine[0].case.engine
+        rest = [b for b in built if b.case.era in fitted_with(era) and b.case.source != src]
+        if any(b.case.era == era for b in rest):
+            rows += errors(mine, fit_era(era, rest))
+        else:  # the era's only source (TensorRT-LLM 0.17): its engine's other sources stand in
+            rows += errors(mine, fit_engine([b for b in built if b.case.engine == eng and b.case.source != src]))
     return [r for r in rows if r[1] in REPORTED]
 
 

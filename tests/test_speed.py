@@ -184,7 +184,7 @@ def test_refitting_the_training_split_reproduces_the_shipped_coefficients():
     fresh = fit_all(CORPUS)
     assert fresh["split"] == shipped["split"]
     assert fresh["corpus"]["train_sources"] == shipped["corpus"]["train_sources"]
-    assert set(fresh["engines"]) == set(shipped["engines"]) == {"vllm", "sglang", "trtllm", "trtllm<1.0", "llama.cpp"}
+    assert set(fresh["engines"]) == set(shipped["engines"]) == {"vllm", "sglang", "sglang<0.5.14", "trtllm", "trtllm<1.0", "llama.cpp"}
     for engine, entry in shipped["engines"].items():
         for term, value in entry["coefficients"].items():
             assert math.isclose(fresh["engines"][engine]["coefficients"][term], value, rel_tol=1e-6, abs_tol=1e-12), \
@@ -285,22 +285,29 @@ def test_train_cv_never_reads_a_held_out_source(monkeypatch):
     spec = importlib.util.spec_from_file_location("speed_corpus_bench", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    fitted_on = []
+    fitted_on, fitted_eras = [], []
 
     def fake_fit(built):  # records what each fold trains on; vLLM's shipped set stands in for the fit
         fitted_on.append({b.case.source for b in built})
+        fitted_eras.append({b.case.era for b in built})
         return speed.coefficients("vllm")
 
     monkeypatch.setattr(bench, "fit_engine", fake_fit)
+    monkeypatch.setattr(bench, "fit_era", lambda era, built: fake_fit([b for b in built if b.case.era == era]))
     cases, _ = read_corpus(CORPUS)
     built, _ = build_all(cases)
     rows = bench.loso(built, train_only=True)
     scored = {b.case.source for b, _m, _p, _y in rows}
     train = {b.case.source for b in built if in_training(b.case.source)}
-    assert scored and scored <= train and len(fitted_on) == len(train)
+    folds = sorted({(b.case.source, b.case.era) for b in built if in_training(b.case.source)})
+    assert scored and scored <= train and len(fitted_on) == len(folds)
     assert all(sources <= train for sources in fitted_on)
-    # one fold per training source, in sorted order, each fitted without the source it scores
-    assert all(src not in fitted_on[i] for i, src in enumerate(sorted(train)))
+    # one fold per training source and era (gpustack's tables hold vLLM, SGLang and TensorRT-LLM runs), in
+    # sorted order, each fitted without the source it scores; each era's points scored by a fit of that era
+    assert len(folds) > len(train)
+    assert all(src not in fitted_on[i] for i, (src, _era) in enumerate(folds))
+    # an era with another training source is fitted on that era alone (TensorRT-LLM 0.17's lone source: its engine's)
+    assert sum(fitted_eras[i] == {era} for i, (_src, era) in enumerate(folds)) >= len(folds) - 1
 
 
 def test_the_per_request_cost_is_said_with_the_rate_it_allows(monkeypatch):

@@ -20,7 +20,8 @@ from kvplan.core.files import atomic_write
 from kvplan.bench.running import running
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import TRAIN_SHARE, read_corpus
-from kvplan.speed.fit import build_all, errors, fit_engine, split
+from kvplan.speed.eras import fitted_with, padded, release
+from kvplan.speed.fit import build_all, errors, fit_era, split
 from kvplan.speed.model import DATA
 from kvplan.speed.score import REPORTED, by_key
 from kvplan.speed.terms import TERMS
@@ -39,7 +40,7 @@ def fit_all(folder: Path) -> dict:
     engines = {}
     for eng in sorted({b.case.era for b in train}):
         tr = [b for b in train if b.case.era == eng]
-        coef = fit_engine(tr)
+        coef = fit_era(eng, [b for b in train if b.case.era in fitted_with(eng)])
         ho = [r for r in errors([b for b in held if b.case.era == eng], coef) if r[1] in REPORTED]
         engines[eng] = {
             "coefficients": {t: round(c, 12) for t, c in zip(TERMS, coef)},
@@ -53,9 +54,21 @@ def fit_all(folder: Path) -> dict:
                    "train_sources": sorted({b.case.source for b in train}),
                    "held_out_sources": sorted({b.case.source for b in held})},
         "coverage": {"gpus": sorted({b.case.gpu for b in train}), "engines": sorted({b.case.engine for b in train}),
+                     "releases": _releases(train),
                      "families": sorted({_family(b.case.model) for b in train} - {""})},
         "engines": engines,
     }
+
+
+def _releases(train) -> dict:
+    """{engine: [the oldest, the newest release its training points state]} (a release outside is extrapolated)."""
+    out: dict = {}
+    for b in train:
+        rel = release(b.case.version)
+        if rel is not None:
+            lo, hi = out.get(b.case.engine, (rel, rel))
+            out[b.case.engine] = (min(lo, rel, key=padded), max(hi, rel, key=padded))
+    return {e: [".".join(map(str, r)) for r in span] for e, span in sorted(out.items())}
 
 
 def _family(model: str) -> str:

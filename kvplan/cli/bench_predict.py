@@ -24,7 +24,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.hardware.gpus import find_gpu, gpu_by_device_name
 from kvplan.simulator.engine import EngineConfig
 from kvplan.simulator.limits import scheduler_limits
-from kvplan.speed.corpus import era_of
+from kvplan.speed.eras import era_of
 from kvplan.simulator.session import run_all
 from kvplan.sources.catalog import find_in_catalog
 

@@ -209,7 +209,7 @@ def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candid
 def _serve(candidates, spec, gpu_list, loaded, sla, chosen):
     """Candidates re-judged by simulating the workload on them (kvplan.simulator.capacity), with the configured
     engine `chosen`'s calibrated step times and own scheduler limits."""
-    engine = chosen.name
+    engine = chosen.speed_key  # the coefficient set of its release (kvplan.speed.eras)
     stderr(loaded.said)
     for line in [speed_line(engine)] + request_note("calibrated", engine) + [per_plan_note(chosen)]:
         stderr(line)

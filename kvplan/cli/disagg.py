@@ -96,7 +96,7 @@ def disagg(
     if run.requests_said:
         stderr(run.requests_said)
     res = run.result
-    for line in speed_notes(speed, run.engine.name, res.prefill.plan.gpu, run.spec.family) + request_note(speed, run.engine.name):
+    for line in speed_notes(speed, run.engine.speed_key, res.prefill.plan.gpu, run.spec.family, run.engine.version) + request_note(speed, run.engine.speed_key):
         stderr(line)  # the pools' step times: whose coefficients, their held-out band, what the corpus lacks
     for line in _limit_notes(res.limits):
         stderr(line)

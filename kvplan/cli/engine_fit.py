@@ -66,10 +66,10 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
         for line in (weights, margin):
             if line and not as_json:
                 stderr(line)
-    speeds = [plan_decode_seconds(r.plan, spec, hw, engine.name) for r in results]
-    for line in speed_notes("calibrated", engine.name, hw.key, spec.family):
+    speeds = [plan_decode_seconds(r.plan, spec, hw, engine.speed_key) for r in results]
+    for line in speed_notes("calibrated", engine.speed_key, hw.key, spec.family, engine.version):
         stderr(line)
-    dicts = [{**plan_to_dict(r.plan, spec), **calibrated_keys(s, r.plan.request.batch, engine.name),
+    dicts = [{**plan_to_dict(r.plan, spec), **calibrated_keys(s, r.plan.request.batch, engine.speed_key),
               **({"engine": engine_to_dict(r)} if named else {})} for r, s in zip(results, speeds)]
     out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
     if dep is None and recommended is None:

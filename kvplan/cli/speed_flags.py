@@ -15,13 +15,14 @@ def speed_line(engine: str | None = None) -> str:
     return speed_notes("calibrated", engine, "", "")[0]
 
 
-def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str) -> list[str]:
-    """stderr lines: the step-time model and its band, and what the corpus does not cover."""
+def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str, version: str | None = None) -> list[str]:
+    """stderr lines: the step-time model (its coefficient set: the engine's, or its release's era) and its
+    band, and what the corpus does not cover (`version`: the release asked, where one was)."""
     if speed != "calibrated":
         return ["step times: the bare roofline (--speed roofline): a lower bound, engines run slower"]
     bands = "; ".join(t for t in (band_text(engine, "tpot"), band_text(engine, "ttft")) if t)
     lines = [f"step times: {label(engine, speed)}" + (f"; {bands}" if bands else "")]
-    lines += [f"note: outside the speed corpus: {w}" for w in outside(engine, gpu_key, family)]
+    lines += [f"note: outside the speed corpus: {w}" for w in outside(engine, gpu_key, family, version)]
     return lines
 
 

@@ -153,7 +153,7 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
                gpu_memory_utilization, plans, skipped, progress, engine, layouts, parse_lora(lora))
         plans.sort(key=lambda p: rank_key(p, prices.get(p.gpu)))
     return SweepResult(plans, {m.name: m for m in models}, skipped, prices, engine.label, {g.key: g for g in gpus},
-                       engine.name, speed)
+                       engine.speed_key, speed)
 
 
 def _best_layouts(model, gpus, count: int, requests, engine) -> list[Plan]:

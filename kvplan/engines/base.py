@@ -34,6 +34,7 @@ from kvplan.planning.plan import (Answers, Plan, PlanWarning, Request, Stage, Us
 from kvplan.planning.plan import as_loaded
 from kvplan.engines.registry import emitters, engine_class, engine_names
 from kvplan.planning.profile import PAGED
+from kvplan.speed.eras import era_of
 from kvplan.planning.speculative import check_deployment
 
 
@@ -89,6 +90,12 @@ class Engine:
     @property
     def label(self) -> str:
         return f"{self.name} {self.version or self.default_version}"
+
+    @property
+    def speed_key(self) -> str:
+        """The speed coefficient set this release reads (kvplan.speed.eras): the engine's, or an older era's
+        where --engine-version names a release before a boundary (none named: the current era)."""
+        return era_of(self.name, self.version)
 
     # --- the steps --------------------------------------------------------------------------------
     def deployment(self, dep):

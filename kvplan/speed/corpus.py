@@ -14,35 +14,16 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kvplan.speed.eras import era_of
 from kvplan.speed.load import Load
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
 DEFAULT_MAX_SEQS = {"vllm": 256, "sglang": 4096, "trtllm": 2048, "llama.cpp": 1}  # a cap; KV room binds first
 RUNNING = ("max_num_seqs", "max_running_requests", "max_batch_size")  # a running limit the run stated
 TRAIN_SHARE = 70  # percent of sources (by hash) the coefficients are fitted on
-# Version eras, only where the corpus shows a change: TensorRT-LLM's perf overview re-measured the same
-# models and GPUs for 1.0 (PyTorch backend, the default since 1.0) at about 1.6x the output tokens/s of
-# 0.17 (TensorRT engines) under one coefficient set; releases before 1.0 get their own set. A version
-# not stated is read as the current era.
-ERAS = {"trtllm": ((1, 0), "trtllm<1.0")}
-
-
-def era_of(engine: str, version) -> str:
-    """The coefficient set a measurement of `engine` at `version` belongs to (the engine's name, or an
-    older era's key from ERAS)."""
-    rule = ERAS.get(engine)
-    if rule is None or version is None:
-        return engine
-    m = re.match(r"\s*v?(\d+)\.(\d+)", str(version))
-    if not m:
-        return engine
-    return rule[1] if (int(m.group(1)), int(m.group(2))) < rule[0] else engine
-
-
 def in_training(source_id: str) -> bool:
     """The split rule: a source trains when the first two bytes of sha256(id), as a number, mod 100 < 70."""
     h = hashlib.sha256(source_id.encode()).digest()
@@ -169,7 +150,7 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
     case = Case(source, str(p.get("id")), engine, p["gpu"], p["kvplan_model"], tp, ep, dp, gpus,
                 p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t,
                 _int(next((flags[k] for k in RUNNING if flags.get(k)), None), 0) or None,
-                date, era_of(engine, p.get("version")), str(p["version"]) if p.get("version") else None, dict(flags), pp)
+                date, era_of(engine, p.get("version"), date if date not in ("", "None") else None), str(p["version"]) if p.get("version") else None, dict(flags), pp)
     return case, ""
 
 

@@ -8,6 +8,7 @@ coefficients.json beside the coefficients (kvplan.bench.ship).
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.speed.eras import engine_of, padded, release
 from kvplan.speed.model import FALLBACK_ENGINE, band, covered, engine_key, shipped
 
 SPEEDS = ("calibrated", "roofline")
@@ -30,10 +31,21 @@ def band_text(engine: str | None, metric: str = "tpot") -> str:
             f"{b['n']} points within 20%")
 
 
-def outside(engine: str | None, gpu_key: str, family: str) -> list[str]:
-    """What of this setting the corpus does not cover (empty: engine, GPU and family all in it)."""
+def outside(engine: str | None, gpu_key: str, family: str, version: str | None = None) -> list[str]:
+    """What of this setting the corpus does not cover (empty: engine, GPU, family and release all in it);
+    `version`: the engine release asked (None: not said, the current era)."""
     cov = shipped().get("coverage", {})
     out = []
+    name = engine_of(engine_key(engine))
+    span = cov.get("releases", {}).get(name) if covered(engine) else None
+    rel = release(version)
+    if span and rel is not None:
+        if padded(rel) > padded(release(span[1])):
+            out.append(f"{name} {version} is newer than the newest release in the speed corpus ({span[1]}): "
+                       f"{engine_key(engine)}'s coefficients, extrapolated")
+        elif padded(rel) < padded(release(span[0])):
+            out.append(f"{name} {version} is older than the oldest release in the speed corpus ({span[0]}): "
+                       f"{engine_key(engine)}'s coefficients, extrapolated")
     if not covered(engine):
         out.append(f"engine {engine or 'kvplan'} is not in the speed corpus: {FALLBACK_ENGINE}'s coefficients")
     elif not shipped()["engines"][engine_key(engine)].get("served", True):

@@ -4,7 +4,8 @@ Each figure of a training case gives one row: its predicted value over the measu
 coefficients (a time directly, a throughput through its inverse), against 1, so the fit minimises
 squared relative error; a source's rows are weighted 1 / sqrt(its rows), so no one source's hundreds of
 points decide alone. The batch an open-loop load runs at depends on the step times: three passes, each
-with the previous pass's end-to-end estimate (the first with the roofline's). One set per engine.
+with the previous pass's end-to-end estimate (the first with the roofline's). One set per engine and
+version era (kvplan.speed.eras), an older era sharing terms with its engine's current one fitted with it.
 
 kvplan.bench.ship writes the result (`python -m kvplan.bench.ship CORPUS_DIR`); tests/test_speed.py
 checks a re-fit of the training split reproduces the shipped coefficients.
@@ -19,6 +20,7 @@ from functools import lru_cache
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import DEFAULT_MAX_SEQS, Case, in_training
+from kvplan.speed.eras import fitted_with, own_terms
 from kvplan.speed.load import combos, value
 from kvplan.speed.model import decode_features, prefill_features, priced
 from kvplan.speed.nnls import nnls
@@ -140,19 +142,52 @@ def rows_for(built: Built, coef_prev) -> list[tuple[list[float], str]]:
 
 def fit_engine(built: list[Built], passes: int = PASSES) -> list[float]:
     """NNLS coefficients (TERMS order) over these training cases."""
+    return _fit(built, passes)
+
+
+def fit_era(era: str, built: list[Built], passes: int = PASSES) -> list[float]:
+    """The coefficients of `era` (kvplan.speed.eras) over these training cases, which hold every era
+    fitted with it (`fitted_with`): an older era that shares terms with its engine's current era takes
+    its own copy of its `own_terms` in one joint fit (the other terms fitted on both eras' cases);
+    any other era is fitted on its own cases."""
+    group = fitted_with(era)
+    mine = [b for b in built if b.case.era in group]
+    apart = {b.case.era: own_terms(b.case.era) for b in mine if own_terms(b.case.era)}
+    return _fit(mine, passes, apart, era)
+
+
+def _fit(built: list[Built], passes: int, apart: dict | None = None, era: str = "") -> list[float]:
+    """The robust fit; `apart`: {older era: the terms it fits apart}, each such term a column of its own
+    (a copy of its floor) for that era's rows. Returns the coefficients `era` reads (TERMS order)."""
+    apart = apart or {}
+    cols = [(e, t) for e, ts in sorted(apart.items()) for t in ts]  # the extra columns
+    n = len(TERMS)
+
+    def of(coef, e):  # the TERMS-order coefficients era e reads from the augmented vector
+        out = list(coef[:n])
+        for j, (ce, t) in enumerate(cols):
+            if ce == e:
+                out[TERMS.index(t)] = coef[n + j]
+        return out
+
     per_source: dict = {}
     for b in built:
         per_source[b.case.source] = per_source.get(b.case.source, 0) + len(b.case.targets)
+    floor = [FLOOR.get(t, 0.0) for t in TERMS] + [FLOOR.get(t, 0.0) for _, t in cols]
     coef = None
     for _ in range(passes):
         rows, ws = [], []
         for b in built:
             w = 1.0 / math.sqrt(per_source[b.case.source])
-            for row, _metric in rows_for(b, coef):
+            for row, _metric in rows_for(b, of(coef, b.case.era) if coef is not None else None):
+                row = list(row) + [0.0] * len(cols)
+                for j, (ce, t) in enumerate(cols):
+                    if ce == b.case.era:
+                        row[n + j], row[TERMS.index(t)] = row[TERMS.index(t)], 0.0
                 rows.append(row)
                 ws.append(w)
-        coef = _robust(rows, ws)
-    return coef
+        coef = _robust(rows, ws, floor)
+    return of(coef, era)
 
 
 def _loss(rows, ws, coef) -> float:
@@ -163,14 +198,14 @@ def _loss(rows, ws, coef) -> float:
     return total
 
 
-def _robust(rows: list[list[float]], ws: list[float]) -> list[float]:
+def _robust(rows: list[list[float]], ws: list[float], floor: list[float] | None = None) -> list[float]:
     """Coefficients >= FLOOR minimising sum w x log(1 + (log(ratio) / SCALE)^2) over the rows (ratio = the
     row's prediction over its measurement): Gauss-Newton in log space, each step a weighted NNLS on
     the coefficients less their floor (Cauchy weights: a figure the terms cannot explain, a misread
     setting or another kernel, loses its pull), halved while it does not lower the loss."""
+    floor = floor or [FLOOR.get(t, 0.0) for t in TERMS]
     if not rows:
-        return [0.0] * len(TERMS)
-    floor = [FLOOR.get(t, 0.0) for t in TERMS]
+        return [0.0] * len(floor)
     coef = floor[:]
     loss = _loss(rows, ws, coef)
     for _ in range(ROBUST):

@@ -1,8 +1,9 @@
 """The calibrated step time: each term of kvplan.speed.terms times its engine's fitted coefficient.
 
-The coefficients ship in coefficients.json beside this module (one set per engine, the split rule,
-the fit date and the held-out error bands; `python -m kvplan.bench.ship` writes it). An engine the
-corpus does not cover reads vLLM's set, and says so (`covered`).
+The coefficients ship in coefficients.json beside this module (one set per engine and version era, keyed
+as kvplan.speed.eras names them; the split rule, the fit date and the held-out error bands;
+`python -m kvplan.bench.ship` writes it). An engine the corpus does not cover reads vLLM's set, and says
+so (`covered`).
 
 Public: `step_seconds`, `prefill_seconds`, `decode_seconds` (seconds of one engine step or one
 request's prefill on a Shape), `coefficients(engine)`, `band(engine, metric)` (the held-out error

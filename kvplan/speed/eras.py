@@ -1,0 +1,93 @@
+"""Version eras of the speed coefficients: which coefficient set a measurement (or a prediction) of an
+engine at a release belongs to, and which eras are fitted together.
+
+An engine has one coefficient set (keyed by its name: the current era) plus an older era only where the
+training corpus shows the engine changed. `ERAS` lists, per engine in ascending order, the first release
+of the next era, the older era's key, that release's date (or None) and the terms the older era fits
+apart (None: every term; a tuple: those terms only, the rest shared with the engine's current era in one
+joint fit). A release at or past an engine's last boundary is the current era; so is a version not
+stated or not a release number, unless the measurement's date is before the next era's release (a run
+cannot have used a release not yet out). A prediction never has a date: an unstated release is current.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+
+class Era(NamedTuple):
+    first_after: tuple[int, ...]  # the first release of the next era
+    key: str  # this (older) era's coefficient set
+    released: str | None  # first_after's release date (YYYY-MM-DD), None where a date cannot tell the side
+    own: tuple[str, ...] | None  # the terms this era fits apart (None: all of them)
+
+
+ERAS = {
+    # TensorRT-LLM's perf overview re-measured the same models and GPUs for 1.0 (PyTorch backend, the
+    # default since 1.0) at about 1.6x the output tokens/s of 0.17 (TensorRT engines) under one set; no
+    # date (1.0's release candidates ran on main for months: a source's date does not tell the side).
+    "trtllm": (Era((1, 0), "trtllm<1.0", None, None),),
+    # SGLang: in-sample, its MoE TPOT was priced at 1.01x the measurement before 0.5.14 (117 figures) and
+    # 2.04x on 0.5.14-0.5.16 (56), dense TPOT 0.85x and 1.25x. v0.5.14 changed the MoE path: release
+    # https://github.com/sgl-project/sglang/releases/tag/v0.5.14 (2026-06-26; its notes as a news digest
+    # summarised them, the page itself not read: Waterfill and LPLB expert-parallel load balancing, NVFP4
+    # MoE on Blackwell, CuteDSL prefill kernels, MSCCL++ all-reduce). The older era fits the expert terms
+    # apart and shares the rest (chosen on the training CV, README "Speed: how far to trust it").
+    "sglang": (Era((0, 5, 14), "sglang<0.5.14", "2026-06-26", ("experts", "grouped")),),
+}
+
+
+def release(version) -> tuple[int, ...] | None:
+    """The release numbers a version string starts with ("v0.5.14.post1" -> (0, 5, 14)), or None."""
+    m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?", str(version)) if version is not None else None
+    return tuple(int(g) for g in m.groups() if g is not None) if m else None
+
+
+def padded(rel: tuple[int, ...]) -> tuple[int, ...]:
+    """(major, minor) as (major, minor, 0), to compare with three-part releases."""
+    return rel + (0,) * (3 - len(rel))
+
+
+def era_of(engine: str, version, date: str | None = None) -> str:
+    """The coefficient set a measurement of `engine` at `version` (on `date`, YYYY-MM-DD, where known)
+    belongs to: the engine's name, or an older era's key from ERAS."""
+    rel = release(version)
+    for era in ERAS.get(engine, ()):
+        if rel is not None and padded(rel) < padded(era.first_after):
+            return era.key
+        if rel is None and date and era.released and str(date) < era.released:
+            return era.key
+    return engine
+
+
+def _era(key: str) -> tuple[str, Era] | None:
+    for engine, eras in ERAS.items():
+        for era in eras:
+            if era.key == key:
+                return engine, era
+    return None
+
+
+def engine_of(key: str) -> str:
+    """The engine a coefficient set belongs to ("sglang<0.5.14" -> "sglang")."""
+    hit = _era(key)
+    return hit[0] if hit else key
+
+
+def own_terms(key: str) -> tuple[str, ...] | None:
+    """The terms an older era fits apart from its engine's current era (None: every term, or not an era)."""
+    hit = _era(key)
+    return hit[1].own if hit else None
+
+
+def fitted_with(key: str) -> frozenset[str]:
+    """The coefficient sets fitted together with `key` (itself; an era sharing terms, with its engine's
+    current era and every era that shares with it)."""
+    hit = _era(key)
+    engine = hit[0] if hit else key
+    if hit and hit[1].own is None:
+        return frozenset((key,))
+    shared = {e.key for e in ERAS.get(engine, ()) if e.own is not None}
+    return frozenset({key} | ({engine} | shared if shared else set()))
+

@@ -1,0 +1,92 @@
+"""The speed coefficients' version eras (kvplan/speed/eras.py): which coefficient set a release reads,
+which sets are fitted together, and that commands name the set they used and a release outside the corpus."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.engines import resolve_engine
+from kvplan.speed import model as speed
+from kvplan.speed.eras import era_of, fitted_with, own_terms, release
+
+
+@pytest.mark.parametrize("engine,version,date,era", [
+    # SGLang: releases before 0.5.14 (sgl-project/sglang tag v0.5.14, 2026-06-26) read the older set
+    ("sglang", "0.5.13", None, "sglang<0.5.14"),
+    ("sglang", "0.5.13.post1", None, "sglang<0.5.14"),
+    ("sglang", "0.4.3", None, "sglang<0.5.14"),
+    ("sglang", "0.5.14", None, "sglang"),
+    ("sglang", "0.5.14.post1", None, "sglang"),
+    ("sglang", "v0.5.16", None, "sglang"),
+    ("sglang", "0.6", None, "sglang"),
+    # no release stated: the current era, unless the run is dated before 0.5.14 was out
+    ("sglang", None, None, "sglang"),
+    ("sglang", "main branch (as stated)", None, "sglang"),
+    ("sglang", None, "2024-12-14", "sglang<0.5.14"),
+    ("sglang", "main branch (as stated)", "2026-06-25", "sglang<0.5.14"),
+    ("sglang", None, "2026-06-26", "sglang"),
+    ("sglang", "0.5.16", "2024-01-01", "sglang"),  # a stated release wins over the date
+    # TensorRT-LLM: before 1.0; its boundary has no date (a dated, unversioned run stays current)
+    ("trtllm", "0.17", None, "trtllm<1.0"),
+    ("trtllm", "0.17.0rc1", None, "trtllm<1.0"),
+    ("trtllm", "1.0", None, "trtllm"),
+    ("trtllm", "1.0.0", None, "trtllm"),
+    ("trtllm", None, "2024-08-28", "trtllm"),
+    ("vllm", "0.4.3", "2024-06-01", "vllm"),  # no vLLM era
+])
+def test_the_era_a_release_reads(engine, version, date, era):
+    assert era_of(engine, version, date) == era
+
+
+def test_release_numbers():
+    assert release("v0.5.14.post1") == (0, 5, 14) and release("1.0") == (1, 0) and release("nightly-dev") is None
+
+
+def test_which_sets_are_fitted_together():
+    # SGLang's older era shares every term with the current one but the expert terms; TensorRT-LLM's has its own set
+    assert fitted_with("sglang") == fitted_with("sglang<0.5.14") == {"sglang", "sglang<0.5.14"}
+    assert fitted_with("trtllm<1.0") == {"trtllm<1.0"} and fitted_with("trtllm") == {"trtllm"}
+    assert fitted_with("vllm") == {"vllm"}
+    assert own_terms("sglang<0.5.14") == ("experts", "grouped") and own_terms("trtllm<1.0") is None
+
+
+def test_the_shipped_eras_share_what_they_should():
+    sets = speed.shipped()["engines"]
+    old, new = sets["sglang<0.5.14"]["coefficients"], sets["sglang"]["coefficients"]
+    assert {t for t in old if old[t] != new[t]} <= {"experts", "grouped"}
+    assert old["grouped"] != new["grouped"]  # the expert terms were fitted apart
+
+
+def test_an_engine_release_picks_its_set():
+    assert resolve_engine("sglang", "0.5.3").speed_key == "sglang<0.5.14"
+    assert resolve_engine("sglang").speed_key == "sglang"
+    assert resolve_engine("vllm", "0.11.0").speed_key == "vllm"
+
+
+def test_simulate_names_the_era_and_a_release_past_the_corpus(kvplan_home):
+    base = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--workload", "chat", "--qps", "2", "--duration", "2",
+            "--engine", "sglang"]
+    r = CliRunner().invoke(app, [*base, "--engine-version", "0.5.3"])
+    assert r.exit_code == 0, r.output
+    assert "step times: calibrated (sglang<0.5.14 coefficients" in r.stderr
+    newest = speed.shipped()["coverage"]["releases"]["sglang"][1]
+    assert newest == "0.5.16"  # the newest SGLang release a training point states
+    r = CliRunner().invoke(app, [*base, "--engine-version", "0.5.20"])
+    assert r.exit_code == 0, r.output
+    assert "step times: calibrated (sglang coefficients" in r.stderr
+    assert "sglang 0.5.20 is newer than the newest release in the speed corpus (0.5.16)" in r.stderr
+    r = CliRunner().invoke(app, base)  # no release named: the current era, nothing said about releases
+    assert r.exit_code == 0, r.output
+    assert "step times: calibrated (sglang coefficients" in r.stderr and "release in the speed corpus" not in r.stderr
+
+
+def test_a_release_before_the_corpus_says_so():
+    from kvplan.speed.coverage import outside
+
+    oldest = speed.shipped()["coverage"]["releases"]["sglang"][0]
+    assert oldest == "0.5.1"  # lmsys-blog-2025-08-27-gpt-oss, the oldest stated SGLang release that trains
+    assert outside("sglang<0.5.14", "h100-sxm", "llama", "0.4.0") == [
+        "sglang 0.4.0 is older than the oldest release in the speed corpus (0.5.1): sglang<0.5.14's coefficients, extrapolated"]
+    assert outside("sglang", "h100-sxm", "llama", "0.5.14") == []

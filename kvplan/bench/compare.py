@@ -15,7 +15,9 @@ Efficiencies (per GPU, one tensor-parallel rank, every stage of the step added u
   per query-key pair, causal: n(n+1)/2 pairs) / measured median TTFT (or n / pp t/s). TTFT also holds
   queueing and the engine's per-request work, so this is a floor on the prefill's own efficiency.
 Beside the datasheet, the decode bandwidth has the profile's measured one where it gives it
-(`achieved_bandwidth_bytes_per_s`, a published bandwidth-bound benchmark on that part; None elsewhere).
+(`achieved_bandwidth_bytes_per_s`, a published bandwidth-bound benchmark on that part; None elsewhere), and the
+prefill FLOP/s the matmul rate the speed terms read where the profile measured one (`achieved_dense_flops`, a
+published matmul benchmark; kvplan.speed.shape.read_flops: fp8 at the bf16 share where only bf16 was measured).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 
 from kvplan.bench.result import BenchRun, Stat
 from kvplan.planning.plan import expected_experts_touched
+from kvplan.speed.shape import read_flops
 from kvplan.speed.terms import gemm_rate
 
 _HIGHER_IS_BETTER = ("output_throughput", "total_throughput", "request_throughput", "per_user_output_throughput",
@@ -122,8 +125,9 @@ def efficiencies(run: BenchRun, sim, gpu, weight_dtype: str | None, replicas: in
     ttft = m.get("ttft")
     prefill_s = (s.isl / m["pp_tok_s"].mean) if "pp_tok_s" in m and m["pp_tok_s"].mean and s.isl else \
         ((ttft.median or ttft.mean) if ttft else None)
-    peak, key = gemm_rate(gpu, weight_dtype)  # the rate the step model prices GEMMs at
+    peak, key = gemm_rate(gpu, weight_dtype)  # the datasheet's rate at the precision the step model prices GEMMs at
     if prefill_s and s.isl and peak:
-        out.append((f"prefill FLOP/s ({key} peak)", prefill_flops(sim, s.isl, s.depth) / prefill_s, peak, None,
+        measured = read_flops(gpu, key) if gpu.achieved_dense_flops else None
+        out.append((f"prefill FLOP/s ({key} peak)", prefill_flops(sim, s.isl, s.depth) / prefill_s, peak, measured,
                     "FLOP/s"))
     return [e for e in out if math.isfinite(e[1])]

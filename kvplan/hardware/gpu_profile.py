@@ -19,7 +19,7 @@ _REQUIRED = ("key", "name", "vendor", "memory_marketed", "memory_marketed_bytes"
              "memory_usable_source", "bandwidth_bytes_per_s", "source", "confidence")
 _OPTIONAL = ("aliases", "dense_flops", "interconnect", "tdp_w", "price_per_hour", "notes", "memory_usable_above_torch",
              "memory_unified", "sm_count", "achieved_bandwidth_bytes_per_s", "achieved_bandwidth_source",
-             "memory_smi_bytes",
+             "memory_smi_bytes", "achieved_dense_flops", "achieved_dense_flops_source",
              *FACT_FIELDS)
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
 
@@ -73,6 +73,11 @@ class GPU:
     # the device total nvidia-smi prints (`--query-gpu=memory.total`, MiB, as bytes), which SGLang sizes its defaults
     # by; None where no profile source gives it
     memory_smi_bytes: int | None = None
+    # Dense matmul FLOP/s a published matmul benchmark measured on this part, per precision it measured (each at most
+    # the datasheet's `dense_flops` for it), and where it comes from; empty where none was found (the speed terms then
+    # run GEMMs at the datasheet's rate: kvplan.speed.shape.read_flops)
+    achieved_dense_flops: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    achieved_dense_flops_source: str | None = None
 
     @property
     def capability(self) -> tuple[int, int] | None:
@@ -120,6 +125,39 @@ class _Checker(ProfileChecker):
             self.fail(f"field 'achieved_bandwidth_bytes_per_s' ({value}) exceeds 'bandwidth_bytes_per_s' ({datasheet})")
         return value, self.text("achieved_bandwidth_source", source)
 
+    def dense_flops(self) -> dict:
+        """The datasheet's dense rates: a mapping of known precisions to positive integers."""
+        flops = self.data.get("dense_flops") or {}
+        if not isinstance(flops, dict):
+            self.bad("dense_flops", f"a mapping of precision ({', '.join(PRECISIONS)}) to FLOP/s", flops)
+        for precision, value in flops.items():
+            if precision not in PRECISIONS:
+                self.fail(f"field 'dense_flops' has unknown precision {show(precision)} "
+                          f"(allowed: {', '.join(PRECISIONS)})")
+            self.pos_int(f"dense_flops.{precision}", value)
+        return flops
+
+    def achieved_flops(self, datasheet: dict) -> tuple[dict, str | None]:
+        """The measured matmul rates and their source: both or neither, each precision one the datasheet rates and
+        at most its rate there."""
+        d = self.data
+        value, source = d.get("achieved_dense_flops"), d.get("achieved_dense_flops_source")
+        if value is None and source is None:
+            return {}, None
+        if not isinstance(value, dict) or not value:
+            self.bad("achieved_dense_flops", f"a mapping of precision ({', '.join(PRECISIONS)}) to FLOP/s", value)
+        if source is None:
+            self.fail("field 'achieved_dense_flops' needs 'achieved_dense_flops_source' (where it was measured)")
+        for precision, rate in value.items():
+            if precision not in datasheet:
+                self.fail(f"field 'achieved_dense_flops' has precision {show(precision)}, which 'dense_flops' "
+                          "does not rate")
+            self.pos_int(f"achieved_dense_flops.{precision}", rate)
+            if rate > datasheet[precision]:
+                self.fail(f"field 'achieved_dense_flops.{precision}' ({rate}) exceeds 'dense_flops.{precision}' "
+                          f"({datasheet[precision]})")
+        return dict(value), self.text("achieved_dense_flops_source", source)
+
     def build(self) -> GPU:
         d = self.data
         self.known_fields(_REQUIRED, _OPTIONAL)
@@ -139,14 +177,8 @@ class _Checker(ProfileChecker):
         usable_source = self.text("memory_usable_source", d["memory_usable_source"])
         if not usable_source.startswith(USABLE_SOURCE_PREFIXES):
             self.bad("memory_usable_source", "a string starting with 'measured:' or 'estimate:'", usable_source)
-        flops = d.get("dense_flops") or {}
-        if not isinstance(flops, dict):
-            self.bad("dense_flops", f"a mapping of precision ({', '.join(PRECISIONS)}) to FLOP/s", flops)
-        for precision, value in flops.items():
-            if precision not in PRECISIONS:
-                self.fail(f"field 'dense_flops' has unknown precision {show(precision)} "
-                          f"(allowed: {', '.join(PRECISIONS)})")
-            self.pos_int(f"dense_flops.{precision}", value)
+        flops = self.dense_flops()
+        achieved_flops, achieved_flops_source = self.achieved_flops(flops)
         bandwidth = self.pos_int("bandwidth_bytes_per_s", d["bandwidth_bytes_per_s"])
         achieved, achieved_source = self.achieved(bandwidth)
         fabric = read_interconnect(self, d.get("interconnect"), d.get("vendor"))
@@ -178,6 +210,7 @@ class _Checker(ProfileChecker):
             memory_unified=self.flag("memory_unified", d.get("memory_unified", False)),
             sm_count=self.pos_int("sm_count", d.get("sm_count"), nullable=True), memory_smi_bytes=smi,
             achieved_bandwidth_bytes_per_s=achieved, achieved_bandwidth_source=achieved_source,
+            achieved_dense_flops=MappingProxyType(achieved_flops), achieved_dense_flops_source=achieved_flops_source,
             **fabric, **facts,
         )
 

@@ -4,7 +4,8 @@ Per tensor-parallel rank: the weights of kvplan.model.spec.weight_bytes (sharded
 replicated ones whole, the LM head / tp; the embedding is a lookup and is not read whole), the
 routed experts / max(tp, ep), the KV bytes per token of kvplan.planning.profile (windows apart),
 2 x active parameters of FLOPs per token, and 4 x heads x head dim per query-key pair over the
-attention layers. Bytes are read at the profile's measured bandwidth where it has one (read_bandwidth).
+attention layers. Bytes are read at the profile's measured bandwidth where it has one (read_bandwidth), FLOPs
+run at its measured matmul rate where it has one (read_flops).
 Pipeline stages run one after the other for a token, so pp does not change a
 step's time here (the whole model over tp); data-parallel replicas are the load model's business,
 but for the experts: with ep > 1 the dp replicas share them, so a rank's experts serve every
@@ -77,12 +78,32 @@ def read_bandwidth(gpu) -> int:
     return gpu.achieved_bandwidth_bytes_per_s or gpu.bandwidth_bytes_per_s
 
 
+def read_flops(gpu, precision: str) -> float:
+    """FLOP/s the speed terms run a `precision` GEMM at (gemm_rate's precision: "bf16" is the bf16 rate, the fp16
+    one where the profile gives no bf16): the profile's `achieved_dense_flops` (a published matmul benchmark on that
+    part) where it measured that precision; where it measured only bf16, the datasheet's rate at the measured bf16
+    share (fp8 and fp4 kernels assumed to reach the share bf16 does); the datasheet's `dense_flops` otherwise (parts
+    with no published measurement: kvplan/hardware/profiles/README.md, "Achieved matmul rate")."""
+    datasheet, measured = gpu.dense_flops, gpu.achieved_dense_flops
+    names = ("bf16", "fp16") if precision == "bf16" else (precision,)
+    for name in names:
+        if measured.get(name):
+            return float(measured[name])
+    rate = float(next((datasheet[n] for n in names if datasheet.get(n)), 0))
+    base = next((n for n in ("bf16", "fp16") if measured.get(n) and datasheet.get(n)), None)
+    if base and precision != "bf16":
+        return rate * measured[base] / datasheet[base]
+    return rate
+
+
 def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None) -> Shape:
-    """model_terms' fields on `gpu`: its bandwidth (read_bandwidth; the datasheet's for the roofline), GEMM rate
-    at the weight dtype, and link."""
-    rate, _ = gemm_rate(gpu, weight_dtype or (spec.quantization.method if spec.quantization else None))
-    bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)
+    """model_terms' fields on `gpu`: its bandwidth (read_bandwidth) and GEMM rates at the weight dtype and at bf16
+    (read_flops), the datasheet's beside them for the roofline, and its link."""
+    peak, precision = gemm_rate(gpu, weight_dtype or (spec.quantization.method if spec.quantization else None))
+    peak_bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)
+    rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, "bf16")
     link_bw, latency = link(gpu, max(terms["tp"], terms["ep"]))
     return Shape(**terms, bandwidth=float(read_bandwidth(gpu)), peak_bandwidth=float(gpu.bandwidth_bytes_per_s),
-                 gemm_rate=rate or bf16, bf16_rate=bf16,
+                 gemm_rate=rate or bf16, bf16_rate=bf16, peak_bf16_rate=peak_bf16,
                  link_bandwidth=link_bw, link_latency_s=latency)
+

@@ -9,8 +9,9 @@ A deployment's `Shape` holds what one tensor-parallel rank reads and computes (i
   kv         KV bytes read (cached tokens x bytes per token, windows capped; a sequence's fixed
              recurrent state read and written back once) / bandwidth
   gemm       2 x active parameters x tokens / the weight dtype's dense rate (fp8 or fp4 where the
-             profile has it: `dense_flops`), the bf16 rate otherwise
-  attn       4 x heads x head dim x query-key pairs / the bf16 rate (quadratic in a prefill)
+             profile has it: `dense_flops`), the bf16 rate otherwise; the rate is the profile's measured
+             `achieved_dense_flops` where it has one (kvplan.speed.shape.read_flops), the datasheet's otherwise
+  attn       4 x heads x head dim x query-key pairs / the bf16 rate, read the same way (quadratic in a prefill)
   experts    routed-expert bytes the step's tokens touch (uniform routing) / bandwidth; with expert
              parallelism over data-parallel replicas (attention DP + EP: TensorRT-LLM's DEP, SGLang's
              DP attention, vLLM's DP + EP), a rank's experts serve the tokens of every replica
@@ -70,8 +71,9 @@ class Shape:
     ep_replicas: int = 1  # data-parallel replicas whose tokens this rank's experts serve (dp where ep > 1)
     bandwidth: float = 1.0  # bytes/s the terms read at: measured where the profile has it, else the datasheet's
     peak_bandwidth: float = 0.0  # the datasheet's bytes/s, for the roofline; 0: the same as `bandwidth`
-    gemm_rate: float = 0.0  # FLOP/s at the weight dtype
-    bf16_rate: float = 0.0
+    gemm_rate: float = 0.0  # FLOP/s at the weight dtype the terms read: measured where the profile has it
+    bf16_rate: float = 0.0  # the same at bf16
+    peak_bf16_rate: float = 0.0  # the datasheet's bf16 FLOP/s, for the roofline; 0: the same as `bf16_rate`
     link_bandwidth: float = 0.0  # bytes/s one direction; 0: no link (one GPU)
     link_latency_s: float = 0.0  # per collective call
 
@@ -162,8 +164,9 @@ def roofline(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
 
 def roofline_of(s: Shape, f: list[float]) -> float:
     """The roofline of a step whose terms (TERMS order, at coefficient 1) are `f`: the larger of its reads
-    (weights, KV, experts, re-priced at the datasheet bandwidth) and its FLOPs, the GEMM's re-priced at the bf16
-    rate as the old bound did."""
+    (weights, KV, experts, re-priced at the datasheet bandwidth) and its FLOPs (GEMM and attention re-priced at
+    the datasheet's bf16 rate, as the old bound did)."""
     read = (f[0] + f[1] + f[4]) * (s.bandwidth / s.peak_bandwidth if s.peak_bandwidth else 1.0)
-    flops = f[2] * s.gemm_rate / s.bf16_rate + f[3] if s.bf16_rate else 0.0
+    peak = s.peak_bf16_rate or s.bf16_rate
+    flops = (f[2] * s.gemm_rate + f[3] * s.bf16_rate) / peak if peak else 0.0
     return max(read, flops)

@@ -1,0 +1,135 @@
+"""A profile's measured matmul rate (`achieved_dense_flops`): read by the speed terms' GEMM and attention FLOPs where a
+profile has it (fp8 / fp4 at the measured bf16 share where only bf16 was measured), the datasheet's otherwise; the
+roofline stays on the datasheet; check-bench shows it beside the datasheet; the field is checked."""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli.main import whole_app
+from kvplan.core.errors import KvplanError
+from kvplan.hardware.gpu_profile import parse_profile
+from kvplan.hardware.gpus import find_gpu
+from kvplan.speed.shape import read_flops, shape_for
+from kvplan.speed.terms import TERMS, features, gemm_rate, roofline
+
+PROFILES = Path(__file__).resolve().parents[1] / "kvplan" / "hardware" / "profiles"
+H100 = find_gpu("h100-sxm")
+T = 10**12
+
+
+def _llama_8b():
+    from kvplan.sources.catalog import find_in_catalog
+
+    return find_in_catalog("llama-3.1-8b")
+
+
+def test_an_h100_prefill_gemm_runs_at_its_measured_rate_and_the_roofline_at_the_datasheet():
+    # stas00/ml-engineering @744d01e1 (2026-08-22) compute/accelerator/README.md, MAMF table, 'NVIDIA H100 SXM':
+    # BF16 794.5 TFLOPS (80% of the datasheet's 989), FP8 1,402.6 TFLOPS (71% of 1,978).
+    assert dict(H100.achieved_dense_flops) == {"bf16": 794_500 * 10**9, "fp8": 1_402_600 * 10**9}
+    assert gemm_rate(H100, None) == (989e12, "bf16")  # the datasheet's, as before: the roofline's rate
+    s = shape_for(_llama_8b(), H100)
+    assert (s.gemm_rate, s.bf16_rate, s.peak_bf16_rate) == (794.5e12, 794.5e12, 989e12)
+    # Llama 3.1 8B, one GPU: 2 x 7,504,924,672 active parameters (the embedding is a lookup) = 15,009,849,344 FLOPs a
+    # token; a 1,000-token prefill's GEMMs: 1.5009849344e13 / 794.5e12 = 18.892 ms (15.177 ms at the datasheet's 989).
+    assert s.flops_per_token == 15_009_849_344
+    f = features(s, 1000, 1, 0, 0)
+    assert f[TERMS.index("gemm")] == pytest.approx(1.5009849344e13 / 794.5e12)
+    assert f[TERMS.index("gemm")] == pytest.approx(18.892e-3, rel=1e-4)
+    # attention: 4 x 32 heads x 128 x 32 layers = 524,288 FLOPs a query-key pair; 500,500 causal pairs
+    # (1,000 x 1,001 / 2) = 2.62406e11 FLOPs / 794.5e12 = 0.3303 ms
+    assert s.attn_flops_per_pair == 524_288
+    f = features(s, 1000, 1, 0, 500_500)
+    assert f[TERMS.index("attn")] == pytest.approx(524_288 * 500_500 / 794.5e12)
+    # the roofline, the labelled lower bound, prices every FLOP at the datasheet's bf16 rate:
+    # (1.5009849344e13 + 2.62406e11) / 989e12 = 15.442 ms (the weights' 15,009,849,344 B / 3.35e12 = 4.481 ms is less)
+    assert roofline(s, 1000, 1, 0, 500_500) == pytest.approx((1.5009849344e13 + 524_288 * 500_500) / 989e12)
+
+
+def test_fp8_weights_read_the_measured_fp8_rate_and_the_roofline_stays_at_bf16():
+    s = shape_for(_llama_8b(), H100, weight_dtype="fp8")
+    assert (s.gemm_rate, s.bf16_rate, s.peak_bf16_rate) == (1402.6e12, 794.5e12, 989e12)
+    f = features(s, 1000, 1, 0, 0)
+    # FP8 Llama 3.1 8B: the same 1.5009849344e13 FLOPs / 1,402.6e12 = 10.701 ms
+    assert f[TERMS.index("gemm")] == pytest.approx(10.701e-3, rel=1e-4)
+    assert roofline(s, 1000, 1, 0, 0) == pytest.approx(1.5009849344e13 / 989e12)  # the old bound, unchanged
+
+
+def test_a_precision_not_measured_runs_at_the_measured_bf16_share_of_its_datasheet_rate():
+    # B200: MAMF measured BF16 1,745 of 2,250 TFLOPS and FP8, not FP4: 9,000 x 1,745 / 2,250 = 6,980 TFLOPS
+    assert read_flops(find_gpu("b200"), "fp4") == pytest.approx(6_980e12)
+    assert read_flops(find_gpu("b200"), "fp8") == 3_432.5e12  # measured
+    # MI300X: BF16 668.4 of 1,307.4 measured, its FP8 row empty: 2,614.9 x 668.4 / 1,307.4 = 1,336.85 TFLOPS
+    assert read_flops(find_gpu("mi300x"), "fp8") == pytest.approx(2_614.9e12 * 668.4 / 1_307.4)
+    assert read_flops(find_gpu("mi300x"), "fp8") == pytest.approx(1_336.85e12, rel=1e-5)
+
+
+def test_a_profile_without_a_measurement_runs_at_its_datasheet():
+    # L40S: no MAMF row, so its terms run at the datasheet's 362.05 (bf16) and 733 (fp8) TFLOPS
+    l40s = find_gpu("l40s")
+    assert dict(l40s.achieved_dense_flops) == {} and l40s.achieved_dense_flops_source is None
+    assert read_flops(l40s, "bf16") == 362.05e12 and read_flops(l40s, "fp8") == 733e12
+    s = shape_for(_llama_8b(), l40s)
+    assert s.gemm_rate == s.bf16_rate == s.peak_bf16_rate == 362.05e12
+
+
+def test_every_measured_figure_is_its_sources_number():
+    # Each bundled rate is a TFLOPS figure the source quotes (x 10^12), at most the datasheet's, from one table.
+    seen = set()
+    for path in sorted(PROFILES.glob("*.yaml")):
+        gpu = parse_profile(path.read_text(), str(path))
+        if not gpu.achieved_dense_flops:
+            continue
+        seen.add(gpu.key)
+        quoted = {int(Decimal(x) * T) for x in re.findall(r"(\d+\.\d) TFLOPS", gpu.achieved_dense_flops_source)}
+        quoted |= {int(Decimal(x) * T) for x in re.findall(r"(?:BF16|FP8) (\d+\.\d)", gpu.achieved_dense_flops_source)}
+        for precision, rate in gpu.achieved_dense_flops.items():
+            assert rate in quoted, (path.name, precision)
+            assert rate <= gpu.dense_flops[precision], (path.name, precision)
+        assert "stas00/ml-engineering @744d01e1" in gpu.achieved_dense_flops_source, path.name
+    assert seen == {"a100-sxm-80", "a100-sxm-40", "a100-pcie-80", "a100-pcie-40", "gh200-144", "h100-sxm", "h200-sxm",
+                    "b200", "b300", "gb200", "mi300x", "mi325x", "gaudi2", "gaudi3"}
+
+
+def test_check_bench_shows_the_measured_rate_beside_the_datasheet():
+    r = CliRunner().invoke(whole_app(), ["check-bench", str(Path(__file__).parent / "fixtures" / "bench" /
+                                                            "vllm-report-gemma3-27b.txt"), "--gpu", "h100", "--json"])
+    assert r.exit_code == 0, r.output
+    (run,) = json.loads(r.stdout)["runs"]
+    pre = next(e for e in run["efficiency"] if e["term"].startswith("prefill FLOP/s"))
+    assert (pre["datasheet"], pre["benchmark"]) == (989e12, 794.5e12)
+    assert pre["pct_of_benchmark"] == pytest.approx(100 * pre["achieved"] / 794.5e12)
+
+
+def _h100_text(**fields) -> str:
+    text = (PROFILES / "h100-sxm.yaml").read_text()
+    text = re.sub(r"^achieved_dense_flops(_source)?:.*\n(  \w+: .*\n)*", "", text, flags=re.M)
+    return text + "".join(f"{k}: {v}\n" for k, v in fields.items())
+
+
+def test_the_field_is_checked_in_one_line():
+    ok = parse_profile(_h100_text(achieved_dense_flops="{bf16: 700000000000000}",
+                                  achieved_dense_flops_source='"a matmul sweep"'), "x.yaml")
+    assert dict(ok.achieved_dense_flops) == {"bf16": 700 * T}
+    bare = parse_profile(_h100_text(), "x.yaml")
+    assert dict(bare.achieved_dense_flops) == {} and bare.achieved_dense_flops_source is None
+    cases = [
+        ({"achieved_dense_flops": "{bf16: 700000000000000}"}, "needs 'achieved_dense_flops_source'"),
+        ({"achieved_dense_flops": "{bf16: 990000000000000}", "achieved_dense_flops_source": '"x"'},
+         "'achieved_dense_flops.bf16' (990000000000000) exceeds 'dense_flops.bf16' (989000000000000)"),
+        ({"achieved_dense_flops": "{fp4: 1000}", "achieved_dense_flops_source": '"x"'}, "which 'dense_flops' does not rate"),
+        ({"achieved_dense_flops": "{bf16: 794.5T}", "achieved_dense_flops_source": '"x"'}, "positive integer"),
+        ({"achieved_dense_flops": "794500000000000", "achieved_dense_flops_source": '"x"'}, "a mapping of precision"),
+        ({"achieved_dense_flops_source": '"x"'}, "a mapping of precision"),
+    ]
+    for fields, said in cases:
+        with pytest.raises(KvplanError) as err:
+            parse_profile(_h100_text(**fields), "x.yaml")
+        assert said in str(err.value) and "\n" not in str(err.value), str(err.value)

@@ -73,6 +73,7 @@ class Settings:
     hybrid_swa: bool = False  # sliding-window layers in a pool of their own (kvplan.engines.sglang.swa)
     state: sglang_mamba.StateSettings | None = None  # the recurrent-state pool's (kvplan.engines.sglang.mamba)
     max_running_requests: int | None = None  # --max-running-requests per dp worker
+    allocator_rounding: int = 0  # of loaded_extra: PyTorch's caching allocator's rounding of the weights (loaded.py)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -105,13 +106,14 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"SGLang has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
     init = INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1
-    extra = sglang_loaded.loaded_extra(model, gpu, tp_size, version, dep.ep, dep.pp, req.weight_dtype)
+    extra, rounding = sglang_loaded.loaded_parts(model, gpu, tp_size, version, dep.ep, dep.pp, req.weight_dtype)
     cache_mb = opt_int(opts, "vlm_cache_size_mb", sglang_mm.DEFAULT_CACHE_MB)
     attn_dp = dep.dp if dpa else 1
     state = sglang_mamba.state_settings(model, version, opts, attn_dp)
     running = opt_int(opts, "max_running_requests", 0)
     return Settings(version, float(frac), chunked, page, ratio, init, extra, vlm, cache_mb, gpu.memory_usable_bytes,
-                    sglang_swa.hybrid_swa(model, version), state, max(1, running // attn_dp) if running else None)
+                    sglang_swa.hybrid_swa(model, version), state, max(1, running // attn_dp) if running else None,
+                    allocator_rounding=rounding)
 
 
 def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:

@@ -64,10 +64,16 @@ def loaded_extra(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, 
     on a GPU known only by its memory, as SGLang's CUDA build; the model dtype on others), the MXFP4 experts'
     padding and layouts (`tp`: the ranks the MoE is split over, SGLang's --tp-size; `ep` of them by experts) and
     the caching allocator's rounding of every tensor (`allocator_extra`)."""
+    return loaded_parts(model, gpu, tp, version, ep, pp, weight_dtype)[0]
+
+
+def loaded_parts(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, pp: int = 1,
+                 weight_dtype: str | None = None) -> tuple[int, int]:
+    """(`loaded_extra`, the part of it that is the caching allocator's rounding)."""
     vendor = str(getattr(gpu, "vendor", "") or "NVIDIA").upper()
     rope = rope_table_bytes(model, fp32=vendor in ("NVIDIA", "UNKNOWN", ""))
-    return (rope + mxfp4_extra(model, gpu, tp, version, ep, pp)
-            + allocator_extra(model, tp, ep, pp, weight_dtype, rope))
+    rounding = allocator_extra(model, tp, ep, pp, weight_dtype, rope)
+    return rope + mxfp4_extra(model, gpu, tp, version, ep, pp) + rounding, rounding
 
 
 def allocator_extra(model, tp: int = 1, ep: int = 1, pp: int = 1, weight_dtype: str | None = None,

@@ -111,3 +111,20 @@ def test_packed_formats_are_not_listed():
     tensors = rank_tensors(model)
     assert (64 + 2 * 8) * 64 * 2880 * 2 in tensors
     assert loaded.allocator_extra(model) == rounding_bytes(tensors)
+
+
+def test_vllm_model_loading_counts_the_blocks_handed_out():
+    """vLLM's "Model loading took" is `max_memory_allocated` after `empty_cache` (vllm-project/vllm@002db495
+    `platforms/cuda.py` get_current_memory_usage): the blocks handed out, each keeping its segment's tail when that
+    tail is 1 MiB or less (`should_split`). Qwen2.5-7B-Instruct at tp 1, bf16 (hidden 3584, 28 heads, 4 KV heads x
+    128, MLP 18944, vocabulary 152064, untied): qkv (3584 + 1024) x 3584 x 2 B = 31.5 MiB keeps 0.5 MiB; o 24.5 MiB
+    splits its 1.5 MiB tail off (0); gate_up 259 MiB keeps 1 MiB; down 129.5 keeps 0.5: 2 MiB a layer x 28 = 56 MiB,
+    + 0.5 MiB each for the embedding and LM head (1,039.5 MiB) = 57 MiB. llm-d-planner@d3121e05
+    accuracy/results/v0.19.0/logs/qwen-qwen2-5-7b-instruct--h100-80gb--tp1pp1dp1--8192.log (2026-04-22), vLLM 0.19.0
+    on an H100: "Model loading took 14.25 GiB"; without the 57 MiB kvplan said 14.19."""
+    from kvplan.core.caching_allocator import allocated_rounding
+
+    model = find_in_catalog("qwen2.5-7b-instruct")
+    assert allocated_rounding(rank_tensors(model)) == 57 * MIB
+    res = resolve_engine("vllm", "0.19.0").result(model, find_gpu("h100-sxm"), Deployment(), Request(context=8192))
+    assert abs(res.plan.weight_bytes_per_gpu / GIB - 14.25) <= 0.005

@@ -1,7 +1,9 @@
 """PyTorch's CUDA caching allocator as a sequence of allocations sees it: the memory cudaMalloc hands it.
 
 An engine that measures its weights as a drop in free memory (SGLang's "Load weight end ... mem usage") sees
-the allocator's segments, not the tensors' bytes. Restated from c10/cuda/CUDACachingAllocator.cpp: the constants
+the allocator's segments, not the tensors' bytes (`reserved_bytes`); one that reads `max_memory_allocated` (vLLM's
+"Model loading took") sees the blocks handed out, each with the tail of its segment that was not split off
+(`allocated_bytes`). Restated from c10/cuda/CUDACachingAllocator.cpp: the constants
 at pytorch/pytorch@eb42ad6e L47-48 (kLargeBuffer) and L117-124 (kMinBlockSize, kSmallSize, kSmallBuffer,
 kMinLargeAlloc, kRoundLarge), the same at @001074d2, where `round_size`, `get_pool`, `get_allocation_size`,
 `should_split`, `get_free_block`, `alloc_block` and `release_blocks` were read (two main-branch commits of the 2.x
@@ -60,16 +62,11 @@ def _splits(small: bool, remaining: int) -> bool:
 
 
 @lru_cache(maxsize=256)
-def reserved_bytes(sizes: tuple[int, ...], expandable: bool = False) -> int:
-    """Bytes the allocator holds from the device after the requests `sizes`, in order, none freed: what a
-    free-memory drop measures once `empty_cache` has run (nothing is free to release). `expandable`: the pools
-    as expandable segments (module docstring)."""
-    if expandable:
-        small = sum(round_size(s) for s in sizes if round_size(s) <= SMALL_SIZE)
-        large = sum(round_size(s) for s in sizes if round_size(s) > SMALL_SIZE)
-        return -(-small // SMALL_BUFFER) * SMALL_BUFFER + -(-large // LARGE_BUFFER) * LARGE_BUFFER
+def _replay(sizes: tuple[int, ...]) -> tuple[int, int]:
+    """(bytes of the segments taken, bytes of the blocks handed out) after the requests `sizes`, in order, none
+    freed. A block handed out keeps the tail of its segment that is not split off (large pool: 1 MiB or less)."""
     free: dict[bool, list[int]] = {True: [], False: []}  # cached free blocks by pool (small?), sorted sizes
-    held = 0
+    held = handed = 0
     for size in sizes:
         block = round_size(size)
         small = block <= SMALL_SIZE
@@ -82,9 +79,34 @@ def reserved_bytes(sizes: tuple[int, ...], expandable: bool = False) -> int:
             held += whole
         if _splits(small, whole - block):
             insort(pool, whole - block)
-    return held
+            handed += block
+        else:
+            handed += whole
+    return held, handed
+
+
+def reserved_bytes(sizes: tuple[int, ...], expandable: bool = False) -> int:
+    """Bytes the allocator holds from the device after the requests `sizes`, in order, none freed: what a
+    free-memory drop measures once `empty_cache` has run (nothing is free to release), and
+    `torch.cuda.memory_reserved`. `expandable`: the pools as expandable segments (module docstring)."""
+    if expandable:
+        small = sum(round_size(s) for s in sizes if round_size(s) <= SMALL_SIZE)
+        large = sum(round_size(s) for s in sizes if round_size(s) > SMALL_SIZE)
+        return -(-small // SMALL_BUFFER) * SMALL_BUFFER + -(-large // LARGE_BUFFER) * LARGE_BUFFER
+    return _replay(tuple(sizes))[0]
+
+
+def allocated_bytes(sizes: tuple[int, ...]) -> int:
+    """Bytes of the blocks the requests hold (`torch.cuda.memory_allocated`, the `allocated_bytes` statistic:
+    `alloc_found_block` adds the block's size, its unsplit tail included)."""
+    return _replay(tuple(sizes))[1]
 
 
 def rounding_bytes(sizes: tuple[int, ...], expandable: bool = False) -> int:
     """What the allocator holds beyond the requests' own bytes (`reserved_bytes` minus their sum)."""
     return reserved_bytes(tuple(sizes), expandable) - sum(sizes)
+
+
+def allocated_rounding(sizes: tuple[int, ...]) -> int:
+    """What the blocks handed out hold beyond the requests' own bytes (`allocated_bytes` minus their sum)."""
+    return allocated_bytes(tuple(sizes)) - sum(sizes)

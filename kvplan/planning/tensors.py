@@ -18,6 +18,8 @@ MLA and recurrent-state projections and vision towers are not listed, so their r
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kvplan.core.intmath import cdiv, round_up
 from kvplan.model.layers import kv_heads_per_rank
 from kvplan.model.spec import PLAIN_BYTES, ModelSpec
@@ -50,6 +52,9 @@ def rank_tensors(model: ModelSpec, tp: int = 1, ep: int = 1, pp: int = 1, weight
                  rope_bytes: int = 0) -> tuple[int, ...]:
     """Bytes of each weight tensor the first pipeline stage's rank allocates, in construction order (module
     docstring); `rope_bytes`: the RoPE table the first attention layer builds, listed after its projections."""
+    if model.draft is not None:  # a draft model served beside it: the target's tensors, then the draft's own
+        target = replace(model, layers=model.layers[:model.num_layers - model.draft.num_layers], draft=None)
+        return rank_tensors(target, tp, ep, pp, weight_dtype, rope_bytes) + rank_tensors(model.draft, tp)
     p, hidden, n = model.params, model.hidden_size, model.num_layers
     plain, dense_b, expert_b = _formats(model, weight_dtype)
     start, end = split_layers(n, pp)[0]

@@ -47,10 +47,15 @@ VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
 DEFAULT_VERSION = "0.5.23"
 OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs",
         "enable_dp_attention", "vlm_cache_size_mb", *LAYOUT_OPTS, *sglang_mamba.OPTS)  # layout.py, mamba.py
-# Memory taken before the weights load (CUDA context, NCCL): 22.49 GiB L4 total - 21.63 GiB free before
-# loading at tp=4 (github.com/didier-durand/llms-in-clouds docs/sglang.md, QwQ-32B). tp=1: an estimate.
+# Memory taken before the weights load: what `init_torch_distributed` leaves in use (the CUDA context, NCCL's
+# communicators and, on NVLink or two GPUs, custom all-reduce buffers; 0.4.3.post4 `model_runner.py` L258-316;
+# custom all-reduce stays off on more than two PCIe-only GPUs, `custom_all_reduce.py` L235-241). tp > 1: 0.40 GiB,
+# the torch total SGLang's free memory counts from (cudaMemGetInfo; the L4 profile's 22,558 MiB) less the 21.63 GiB
+# free before loading (avail 6.09 + mem usage 15.54 GB) of QwQ-32B at tp 4 on L4s (github.com/didier-durand/
+# llms-in-clouds docs/sglang.md): 22,558 - 22,149.1 = 408.9 MiB (+-10 MiB from the printed decimals). It was
+# 880 MiB, read against nvidia-smi's total (22.49 GiB), which free memory does not count from. tp=1: an estimate.
 INIT_BYTES_TP1 = 512 * MIB
-INIT_BYTES_MULTI = 880 * MIB
+INIT_BYTES_MULTI = 409 * MIB
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class Settings:
     hybrid_swa: bool = False  # sliding-window layers in a pool of their own (kvplan.engines.sglang.swa)
     state: sglang_mamba.StateSettings | None = None  # the recurrent-state pool's (kvplan.engines.sglang.mamba)
     max_running_requests: int | None = None  # --max-running-requests per dp worker
+    allocator_rounding: int = 0  # of loaded_extra: PyTorch's caching allocator's rounding of the weights (loaded.py)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -100,13 +106,14 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"SGLang has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
     init = INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1
-    extra = sglang_loaded.loaded_extra(model, gpu, tp_size, version, dep.ep, dep.pp)
+    extra, rounding = sglang_loaded.loaded_parts(model, gpu, tp_size, version, dep.ep, dep.pp, req.weight_dtype)
     cache_mb = opt_int(opts, "vlm_cache_size_mb", sglang_mm.DEFAULT_CACHE_MB)
     attn_dp = dep.dp if dpa else 1
     state = sglang_mamba.state_settings(model, version, opts, attn_dp)
     running = opt_int(opts, "max_running_requests", 0)
     return Settings(version, float(frac), chunked, page, ratio, init, extra, vlm, cache_mb, gpu.memory_usable_bytes,
-                    sglang_swa.hybrid_swa(model, version), state, max(1, running // attn_dp) if running else None)
+                    sglang_swa.hybrid_swa(model, version), state, max(1, running // attn_dp) if running else None,
+                    allocator_rounding=rounding)
 
 
 def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:

@@ -37,22 +37,49 @@ expert), padded by the MoE runner backend:
 current main, where `use_flashinfer = get_moe_runner_backend().is_flashinfer_mxfp4()`; the shapes are the same.
 kvplan's 0.5 releases, 0.5.3 and 0.5.23, both pick the backend by GPU.) With ep > 1 off SM100 SGLang runs another
 MoE backend that kvplan has not read, and on AMD aiter's: nothing is added there.
+
+PyTorch's caching allocator: the free-memory drop counts the segments the allocator took for the weights, not
+their bytes (kvplan.core.caching_allocator): each tensor of 10 MiB or more gets a segment rounded up to 2 MiB,
+smaller ones share 20 MiB (over 1 MiB) or 2 MiB segments. SGLang builds the model on the GPU, tensor by tensor
+(kvplan.planning.tensors), and `get_available_gpu_memory` empties the cache before reading free memory
+(0.4.3.post4 `utils.py` L174-191), so what stays is the segments holding weights. Neither 0.4.3.post4 nor 0.5.3
+sets `expandable_segments`. QwQ-32B at tp 4: qkv 17.5 MiB, o 12.5, gate_up 135, down 67.5 take 18, 14, 136 and
+68 MiB, 3.5 MiB a layer x 64 + 0.75 MiB each for the embedding and LM head (371.25 MiB) = 225.5 MiB. Weights
+rebuilt after loading (the MXFP4 layouts above) free and reuse blocks; that churn is not replayed.
 """
 
 from __future__ import annotations
 
+from kvplan.core.caching_allocator import rounding_bytes
 from kvplan.core.intmath import cdiv, round_up
 from kvplan.engines.base import parse_version
 from kvplan.hardware.facts import capability_of
+from kvplan.planning.tensors import rank_tensors
 from kvplan.readers.rope import rope_table_bytes
 
 
-def loaded_extra(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, pp: int = 1) -> int:
+def loaded_extra(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, pp: int = 1,
+                 weight_dtype: str | None = None) -> int:
     """Bytes per GPU SGLang's loading adds to the checkpoint's weights: the RoPE tables (fp32 on NVIDIA GPUs and
-    on a GPU known only by its memory, as SGLang's CUDA build; the model dtype on others) and the MXFP4 experts'
-    padding and layouts (`tp`: the ranks the MoE is split over, SGLang's --tp-size; `ep` of them by experts)."""
+    on a GPU known only by its memory, as SGLang's CUDA build; the model dtype on others), the MXFP4 experts'
+    padding and layouts (`tp`: the ranks the MoE is split over, SGLang's --tp-size; `ep` of them by experts) and
+    the caching allocator's rounding of every tensor (`allocator_extra`)."""
+    return loaded_parts(model, gpu, tp, version, ep, pp, weight_dtype)[0]
+
+
+def loaded_parts(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, pp: int = 1,
+                 weight_dtype: str | None = None) -> tuple[int, int]:
+    """(`loaded_extra`, the part of it that is the caching allocator's rounding)."""
     vendor = str(getattr(gpu, "vendor", "") or "NVIDIA").upper()
-    return rope_table_bytes(model, fp32=vendor in ("NVIDIA", "UNKNOWN", "")) + mxfp4_extra(model, gpu, tp, version, ep, pp)
+    rope = rope_table_bytes(model, fp32=vendor in ("NVIDIA", "UNKNOWN", ""))
+    rounding = allocator_extra(model, tp, ep, pp, weight_dtype, rope)
+    return rope + mxfp4_extra(model, gpu, tp, version, ep, pp) + rounding, rounding
+
+
+def allocator_extra(model, tp: int = 1, ep: int = 1, pp: int = 1, weight_dtype: str | None = None,
+                    rope: int = 0) -> int:
+    """What PyTorch's caching allocator holds for one rank's weights beyond their bytes (module docstring)."""
+    return rounding_bytes(rank_tensors(model, tp, ep, pp, weight_dtype, rope))
 
 
 def mxfp4_extra(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, pp: int = 1) -> int:

@@ -104,4 +104,4 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     mm_limit=opt_int(opts, "limit_mm_per_prompt", multimodal.UNSET),
                     mm_cache_gb=multimodal.cache_gb(opts, v),
                     flashinfer_sampler=opt_bool(opts, "flashinfer_sampler", True) if "flashinfer_sampler" in opts
-                    else None)
+                    else None, weight_dtype=req.weight_dtype)

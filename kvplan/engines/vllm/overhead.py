@@ -43,11 +43,13 @@ from kvplan.engines.vllm.non_torch import (  # noqa: F401  (the calibrated const
     V0_NON_TORCH_SINGLE, non_torch, workspace_possible)
 from kvplan.engines.vllm.sampler import (  # noqa: F401  (the sampler's constants and rules, re-exported)
     SAMPLER_BYTES, SAMPLER_BYTES_V011, sampler_note, sm_count_missing, sort_sampler, triton_buffer_bytes)
+from kvplan.core.caching_allocator import allocated_rounding
 from kvplan.core.intmath import round_up
 from kvplan.hardware.facts import capability_of, fact_missing
 from kvplan.model.layers import Kind
 from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan import activation_estimate
+from kvplan.planning.tensors import rank_tensors
 from kvplan.readers.rope import _DTYPE_BYTES, rope_table_bytes
 
 GIB = 2**30
@@ -366,8 +368,16 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens)
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu) + nvfp4_scale_padding(model, dep.tp, gpu)
-                               + rope_table_bytes(model)),
+                               + rope_table_bytes(model) + allocator_rounding(model, dep, st)),
             "encoder_profile": encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), v)}
+
+
+def allocator_rounding(model, dep, st) -> int:
+    """What "Model loading took" (`max_memory_allocated` after `empty_cache`: vllm@002db495 `platforms/cuda.py`
+    `get_current_memory_usage`) holds beyond the tensors' bytes: a block keeps its segment's tail of 1 MiB or less
+    (kvplan.core.caching_allocator; a 31.5 MiB qkv holds 32 MiB, a 12.5 MiB o 12.5). docs/engines.md 1.2a."""
+    rope = rope_table_bytes(model)
+    return allocated_rounding(rank_tensors(model, dep.tp, dep.ep, dep.pp, getattr(st, "weight_dtype", None), rope))
 
 
 def missing_facts(model, dep, st) -> tuple[str, ...]:

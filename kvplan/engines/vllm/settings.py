@@ -37,6 +37,8 @@ class Settings:
     mm_limit: int = -1  # --limit-mm-per-prompt images per prompt (-1: unset); 0 skips an image tower (vllm.multimodal)
     flashinfer_sampler: bool | None = None  # FlashInfer's top-k/top-p ran (None: by release; vllm.overhead.sort_sampler)
     mm_cache_gb: float = -1.0  # --mm-processor-cache-gb (-1: unset, vLLM's 4); host RAM, no GPU bytes (vllm.multimodal)
+    weight_dtype: str | None = None  # the weights' format as asked (None: the checkpoint's): the caching allocator's
+    # rounding of each tensor as loaded reads its element size (kvplan.engines.vllm.overhead, `weights_repack`)
 
     @cached_property  # (read for every block count of a max-context search: parsed once)
     def v(self) -> tuple[int, ...]:

@@ -133,3 +133,24 @@ def test_the_field_is_checked_in_one_line():
         with pytest.raises(KvplanError) as err:
             parse_profile(_h100_text(**fields), "x.yaml")
         assert said in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_profile_without_a_matmul_rate_is_said_where_speed_is_shown_never_priced_at_zero_silently():
+    # The bundled L40 profile gives no tensor rate (its notes: no L40 datasheet in the sources checked), so the GEMM
+    # and attention terms, FLOPs / rate, have nothing to divide by and would cost 0 s: a prefill on it is a lower bound.
+    l40 = find_gpu("l40")
+    assert not (l40.dense_flops.get("bf16") or l40.dense_flops.get("fp16"))
+    assert shape_for(_llama_8b(), l40).bf16_rate == 0.0
+    runner = CliRunner()
+    for args in (["fit", "llama-3.1-8b", "--gpu", "l40", "--ctx", "8k"],
+                 ["simulate", "llama-3.1-8b", "--gpu", "l40", "--workload", "chat", "--qps", "1",
+                  "--duration", "2"]):
+        res = runner.invoke(whole_app(), args)
+        assert res.exit_code == 0, res.output
+        lines = [ln for ln in res.stderr.splitlines() if "matmul rate" in ln]
+        assert lines == ["note: GPU l40's profile states no bf16 or fp16 matmul rate (dense_flops): prefill GEMMs and "
+                         "attention cost no time on it, so its TTFT and prefill figures are lower bounds (give the "
+                         "rate in a profile of your own, --hw-profiles)"], res.stderr
+    # an H100 has its rate: no such line
+    res = runner.invoke(whole_app(), ["fit", "llama-3.1-8b", "--gpu", "h100-sxm", "--ctx", "8k"])
+    assert res.exit_code == 0 and "matmul rate" not in res.stderr

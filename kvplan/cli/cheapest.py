@@ -17,6 +17,7 @@ from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, say
 from kvplan.cli.speed_flags import request_note, speed_line
+from kvplan.speed.shape import rate_gaps
 from kvplan.cli.selection import resolve_gpus
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
@@ -211,7 +212,8 @@ def _serve(candidates, spec, gpu_list, loaded, sla, chosen):
     engine `chosen`'s calibrated step times and own scheduler limits."""
     engine = chosen.speed_key  # the coefficient set of its release (kvplan.speed.eras)
     stderr(loaded.said)
-    for line in [speed_line(engine)] + request_note("calibrated", engine) + [per_plan_note(chosen)]:
+    for line in ([speed_line(engine)] + request_note("calibrated", engine) + [per_plan_note(chosen)]
+                 + [f"note: {w}" for w in rate_gaps(gpu_list)]):
         stderr(line)
     target = Target(tuple(loaded.requests), *sla, engine=engine, configured=chosen)
     gpus = {g.key: g for g in gpu_list}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kvplan.speed.coverage import band_text, check_speed, label, outside
 from kvplan.speed.model import FALLBACK_ENGINE, band, coefficients, covered, engine_key
+from kvplan.speed.shape import rate_gaps
 from kvplan.speed.terms import TERMS
 
 __all__ = ["calibrated_keys", "check_speed", "request_note", "speed_band", "speed_line", "speed_notes"]
@@ -15,15 +16,18 @@ def speed_line(engine: str | None = None) -> str:
     return speed_notes("calibrated", engine, "", "")[0]
 
 
-def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str, version: str | None = None) -> list[str]:
+def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str, version: str | None = None,
+                gpus=()) -> list[str]:
     """stderr lines: the step-time model (its coefficient set: the engine's, or its release's era) and its
-    band, and what the corpus does not cover (`version`: the release asked, where one was)."""
+    band, what the corpus does not cover (`version`: the release asked, where one was), and which of `gpus`
+    (profiles) lack the matmul rate the compute terms need."""
+    gaps = [f"note: {w}" for w in rate_gaps(gpus)]
     if speed != "calibrated":
-        return ["step times: the bare roofline (--speed roofline): a lower bound, engines run slower"]
+        return ["step times: the bare roofline (--speed roofline): a lower bound, engines run slower"] + gaps
     bands = "; ".join(t for t in (band_text(engine, "tpot"), band_text(engine, "ttft")) if t)
     lines = [f"step times: {label(engine, speed)}" + (f"; {bands}" if bands else "")]
     lines += [f"note: outside the speed corpus: {w}" for w in outside(engine, gpu_key, family, version)]
-    return lines
+    return lines + gaps
 
 
 def request_note(speed: str, engine: str | None) -> list[str]:

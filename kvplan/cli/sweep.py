@@ -265,7 +265,8 @@ def _simulate(result, chosen, gpu_list, loaded, slo_ttft: float, slo_tpot: float
     target = Target(tuple(loaded.requests), slo_ttft, slo_tpot, engine=result.engine_name, speed=result.speed,
                     configured=chosen)
     stderr(per_plan_note(chosen))
-    for line in speed_notes(result.speed, result.engine_name, "", "")[:1] + request_note(result.speed, result.engine_name):
+    notes = speed_notes(result.speed, result.engine_name, "", "", gpus=gpu_list)
+    for line in notes[:1] + [n for n in notes if "matmul rate" in n] + request_note(result.speed, result.engine_name):
         stderr(line)
     gpus = {g.key: g for g in gpu_list}
     out = []

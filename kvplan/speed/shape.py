@@ -96,6 +96,15 @@ def read_flops(gpu, precision: str) -> float:
     return rate
 
 
+def rate_gaps(gpus) -> list[str]:
+    """One line for each of `gpus` whose profile states no bf16 (or fp16) matmul rate: the GEMM and attention
+    FLOPs terms divide by that rate, so without it they cost no time and a prefill, a TTFT or a compute-bound
+    step is a lower bound; said, not hidden (a profile of the user's own with `dense_flops` prices them)."""
+    return [f"GPU {g.key}'s profile states no bf16 or fp16 matmul rate (dense_flops): prefill GEMMs and attention "
+            "cost no time on it, so its TTFT and prefill figures are lower bounds (give the rate in a profile of "
+            "your own, --hw-profiles)" for g in gpus if not (g.dense_flops.get("bf16") or g.dense_flops.get("fp16"))]
+
+
 def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None) -> Shape:
     """model_terms' fields on `gpu`: its bandwidth (read_bandwidth) and GEMM rates at the weight dtype and at bf16
     (read_flops), the datasheet's beside them for the roofline, and its link."""

@@ -15,6 +15,7 @@ replica's tokens in a step (`ep_replicas` = dp).
 from __future__ import annotations
 
 from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
+from kvplan.core.errors import arg
 from kvplan.model.spec import weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.terms import Shape, gemm_rate, link
@@ -102,7 +103,7 @@ def rate_gaps(gpus) -> list[str]:
     step is a lower bound; said, not hidden (a profile of the user's own with `dense_flops` prices them)."""
     return [f"GPU {g.key}'s profile states no bf16 or fp16 matmul rate (dense_flops): prefill GEMMs and attention "
             "cost no time on it, so its TTFT and prefill figures are lower bounds (give the rate in a profile of "
-            "your own, --hw-profiles)" for g in gpus if not (g.dense_flops.get("bf16") or g.dense_flops.get("fp16"))]
+            f"your own, {arg('hw_profiles')})" for g in gpus if not (g.dense_flops.get("bf16") or g.dense_flops.get("fp16"))]
 
 
 def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None) -> Shape:

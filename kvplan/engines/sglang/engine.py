@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes, sglang_flags as sglang_lora_flags
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
+from kvplan.engines.sglang import allreduce as sglang_allreduce
 from kvplan.engines.sglang import layout as sglang_layout
 from kvplan.engines.sglang import loaded as sglang_loaded
 from kvplan.engines.sglang import mamba as sglang_mamba
@@ -49,7 +50,8 @@ OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_to
         "enable_dp_attention", "vlm_cache_size_mb", *LAYOUT_OPTS, *sglang_mamba.OPTS)  # layout.py, mamba.py
 # Memory taken before the weights load: what `init_torch_distributed` leaves in use (the CUDA context, NCCL's
 # communicators and, on NVLink or two GPUs, custom all-reduce buffers; 0.4.3.post4 `model_runner.py` L258-316;
-# custom all-reduce stays off on more than two PCIe-only GPUs, `custom_all_reduce.py` L235-241). tp > 1: 0.40 GiB,
+# custom all-reduce stays off on more than two PCIe-only GPUs, `custom_all_reduce.py` L235-241; where it is on, its
+# buffers are added: kvplan.engines.sglang.allreduce). tp > 1: 0.40 GiB,
 # the torch total SGLang's free memory counts from (cudaMemGetInfo; the L4 profile's 22,558 MiB) less the 21.63 GiB
 # free before loading (avail 6.09 + mem usage 15.54 GB) of QwQ-32B at tp 4 on L4s (github.com/didier-durand/
 # llms-in-clouds docs/sglang.md): 22,558 - 22,149.1 = 408.9 MiB (+-10 MiB from the printed decimals). It was
@@ -105,7 +107,10 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     kv = req.kv_dtype
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"SGLang has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
-    init = INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1
+    # before the weights: the CUDA context and NCCL (INIT_BYTES_*), and custom all-reduce buffers where SGLang
+    # builds them (kvplan.engines.sglang.allreduce: NVSwitch, or two GPUs)
+    init = (INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1) + sglang_allreduce.custom_allreduce_bytes(
+        gpu, tp_size, dep.ep, version)
     extra, rounding = sglang_loaded.loaded_parts(model, gpu, tp_size, version, dep.ep, dep.pp, req.weight_dtype)
     cache_mb = opt_int(opts, "vlm_cache_size_mb", sglang_mm.DEFAULT_CACHE_MB)
     attn_dp = dep.dp if dpa else 1
@@ -263,11 +268,15 @@ class Sglang(Engine):
         dp_attention(model, dep, self.opts)
 
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
-        """The compute capability of the shared-expert fusion test, where the profile leaves it out."""
+        """The compute capability of the shared-expert fusion test and the fabric of the custom all-reduce rule
+        (kvplan.engines.sglang.allreduce), where the profile leaves them out."""
         vendor = str(getattr(gpu, "vendor", "")).upper()
         needs = (vendor in ("NVIDIA", "AMD") and fact_missing(gpu, "compute_capability")
                  and reads_capability(model, self.opts, self.version or self.default_version))
-        return fact_warnings("SGLang", gpu, ["compute_capability"] if needs else [])
+        tp_size = dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp
+        fabric = sglang_allreduce.needs_fabric(gpu, tp_size)
+        return fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +
+                             (["interconnect.kind"] if fabric else []))
 
     def placement(self, model, dep, gpu=None):
         """DP attention, --moe-dense-tp-size, --enable-dp-lm-head and shared-expert fusion place weights

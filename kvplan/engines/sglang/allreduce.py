@@ -1,0 +1,87 @@
+"""SGLang's custom all-reduce buffers: memory in use before the weights load at tp > 1, which its pool's budget sees.
+
+SGLang sizes its token pool as `free_after_weights - free_before_weights x (1 - fraction)`, with
+`free_before_weights` read at the end of `init_torch_distributed` (0.4.9.post2 `model_executor/model_runner.py`
+L478-570; kvplan.engines.sglang.engine): whatever the distributed set-up leaves allocated costs the pool
+`fraction` x its bytes. `initialize_model_parallel` builds the tp group's `GroupCoordinator`, whose
+`CustomAllreduce` (0.4.3.post4 / 0.4.9.post2 / 0.5.3 `distributed/device_communicators/custom_all_reduce.py`,
+CUDA branch; read from the PyPI wheels, 2026-12-03) allocates per rank, once:
+
+* `meta_ptrs`: `cudaMalloc(meta_size() + max_size)`, the synchronisation flags (`sizeof(Signal)`, a few KiB)
+  plus an 8 MiB scratch buffer (`_MAX_CAR_SIZE = 8192 * 1024`; 16 MiB on ROCm, not modelled);
+* `buffer_ptrs`: `cudaMalloc(max_size)`, the IPC buffer eager inputs are copied into;
+* `rank_data`: `torch.empty(8 MiB)`, the table of registered pointer tuples.
+
+The two cudaMalloc'd buffers take whole 2 MiB pages (the driver's allocation granularity, the same 2 MiB PyTorch
+rounds large segments to: kvplan.core.caching_allocator); `rank_data` goes through PyTorch's caching allocator, a
+request between 1 and 10 MiB, so it takes a 20 MiB segment (`segment_size`). 10 + 8 + 20 = 38 MiB per instance.
+The other ranks' buffers are mapped with `cudaIpcOpenMemHandle`, which allocates nothing on this GPU. The 12 MiB
+tail of `rank_data`'s segment may later hold a small weight tensor; that reuse is not replayed (kvplan books at
+most 12 MiB too much, on the safe side).
+
+When it exists (`__init__`, same files): CUDA (NVIDIA), a group of 2, 4, 6 or 8 ranks (`_SUPPORTED_WORLD_SIZES`),
+on one node, and at more than two ranks every pair linked by NVLink (`is_full_nvlink`; "not supported on more than
+two PCIe-only GPUs"). kvplan reads the last from the profile's `interconnect.kind`: `nvswitch` with a `domain`
+holding the group; a profile without the field is taken as no NVSwitch (the engine's plan warning says so). The P2P
+check passes without probing (`monkey_patch_p2p_access_check` unless `--enable-p2p-check`), so two GPUs get it
+whatever their link. From 0.4.10 (`parallel_state.py` `initialize_model_parallel`: 0.4.10 L1352-1390, 0.5.3
+L1516-1558) expert parallelism with 1 < ep < tp adds a `moe_ep` group of ep ranks and a `moe_tp` group of tp / ep
+ranks, each a `GroupCoordinator` with its own instance; the attention-tp group of DP attention has none
+(`layers/dp_attention.py`: `use_custom_allreduce=False`).
+
+What else the distributed set-up or tp > 1 allocates, and whether the budget sees it (docs/engines.md 2.2): the
+pynccl communicator (in the budget, sized by NCCL's channel search, not by SGLang: not modelled beyond the PCIe
+figure of INIT_BYTES_MULTI); NCCL NVLS and cuMem (off: `NCCL_NVLS_ENABLE=0`, `NCCL_CUMEM_ENABLE=0` unless asked,
+0.4.9.post2 `entrypoints/engine.py` L623-624); MSCCL++, torch symmetric memory (off by default); CUDA-graph capture,
+the graph buffers it registers and FlashInfer's fusion workspace (created at the first forward, after the pool:
+outside the budget).
+"""
+
+from __future__ import annotations
+
+from kvplan.core.caching_allocator import segment_size
+from kvplan.core.intmath import round_up
+from kvplan.engines.base import parse_version
+
+MIB = 2**20
+MAX_CAR_SIZE = 8 * MIB  # _MAX_CAR_SIZE on CUDA
+RANK_DATA = 8 * MIB  # rank_data = torch.empty(8 MiB)
+META_SIZE = 4096  # meta_size(): sizeof(Signal), a few KiB; any value under 2 MiB gives the same pages
+PAGE = 2 * MIB  # cudaMalloc's granularity
+SUPPORTED = (2, 4, 6, 8)
+MOE_GROUPS_FROM = (0, 4, 10)
+
+
+def instance_bytes() -> int:
+    """Memory one CustomAllreduce holds on its rank: 10 + 8 + 20 = 38 MiB."""
+    return round_up(META_SIZE + MAX_CAR_SIZE, PAGE) + round_up(MAX_CAR_SIZE, PAGE) + segment_size(RANK_DATA)
+
+
+def enabled(gpu, ranks: int) -> bool:
+    """Whether a group of `ranks` GPUs of this profile gets a CustomAllreduce (CUDA branch only)."""
+    if ranks not in SUPPORTED or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+        return False
+    if ranks == 2:
+        return True
+    domain = getattr(gpu, "interconnect_domain", None) or 0
+    return getattr(gpu, "interconnect_kind", None) == "nvswitch" and domain >= ranks
+
+
+def groups(tp_size: int, ep: int, version: str) -> tuple[int, ...]:
+    """Sizes of the groups whose GroupCoordinator may build a CustomAllreduce on one rank: the tp group, and from
+    0.4.10 the moe_ep and moe_tp groups where 1 < ep < tp."""
+    out = [tp_size]
+    if parse_version(version) >= MOE_GROUPS_FROM and 1 < ep < tp_size and tp_size % ep == 0:
+        out += [ep, tp_size // ep]
+    return tuple(out)
+
+
+def custom_allreduce_bytes(gpu, tp_size: int, ep: int, version: str) -> int:
+    """Bytes per rank the custom all-reduce holds before the weights load (0 where SGLang builds none)."""
+    return sum(instance_bytes() for n in groups(tp_size, ep, version) if enabled(gpu, n))
+
+
+def needs_fabric(gpu, tp_size: int) -> bool:
+    """Whether the rule read a fabric the profile leaves out (a plan warning: no NVSwitch assumed)."""
+    return (tp_size in SUPPORTED and tp_size > 2 and str(getattr(gpu, "vendor", "")).upper() == "NVIDIA"
+            and getattr(gpu, "interconnect_kind", None) is None)

@@ -90,3 +90,10 @@ def test_step_model_and_roofline_read_the_paths_as_features_does():
     # the roofline knows no engine's kernels: the same bound with or without the paths
     plain = replace(s, paths=())
     assert roofline(s, 512, 1, 256, 512 * 256) == roofline(plain, 512, 1, 256, 512 * 256)
+
+
+def test_other_vendors_keep_every_engines_gemm_term():
+    # ggml's CUDA/HIP rules say nothing of a Gaudi: no paths, the GEMM at the Shape's own rate
+    for wd in ("q4_k", "fp16"):
+        s = shape_for(SPEC, find_gpu("gaudi2"), weight_dtype=wd, engine="llama.cpp")
+        assert s.paths == () and s.rate_missing == ""

@@ -62,7 +62,9 @@ def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str
     vendor, arch = str(gpu.vendor or "").upper(), str(gpu.architecture or "").lower()
     fp16 = rate_of("fp16") or rate_of("bf16")
     vec = rate_of("bf16")  # the dp4a / MMVQ kernels: the GEMM term's usual rate (no dp4a rate in a profile)
-    if wd in ("fp16", "f16", "fp32", "bf16"):
+    if vendor not in ("NVIDIA", "AMD"):
+        return (), ""
+    if wd in ("fp16", "f16", "bf16"):  # cuBLAS/rocBLAS on the weights as stored
         rate = rate_of("bf16") if wd == "bf16" else fp16
         return ((0, rate, 0),), "" if rate else "fp16"
     if wd not in MMQ_TYPES:

@@ -19,6 +19,7 @@ import pytest
 
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
+from kvplan.speed.coverage import unrated as unrated_note
 from kvplan.speed.fit import unrated
 from kvplan.speed.load import Load
 from kvplan.speed.model import StepModel, coefficients, priced, step_seconds
@@ -97,3 +98,11 @@ def test_other_vendors_keep_every_engines_gemm_term():
     for wd in ("q4_k", "fp16"):
         s = shape_for(SPEC, find_gpu("gaudi2"), weight_dtype=wd, engine="llama.cpp")
         assert s.paths == () and s.rate_missing == ""
+
+
+def test_a_plan_on_a_profile_without_the_rate_says_so():
+    no_int8 = replace(RTX4090, dense_flops={k: v for k, v in RTX4090.dense_flops.items() if k != "int8"})
+    (line,) = unrated_note("llama.cpp", no_int8, "q4_k_m")
+    assert "no int8 rate" in line and "priced at zero" in line
+    assert unrated_note("llama.cpp", RTX4090, "q4_k_m") == []
+    assert unrated_note("vllm", no_int8, "q4_k_m") == []  # other engines' GEMM term reads bf16, as before

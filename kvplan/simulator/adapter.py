@@ -51,7 +51,7 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
 
 def calibrated(plan, spec, gpu, speed: str = "calibrated", engine: str | None = None):
     """The calibrated StepModel of `plan` (kvplan.speed), or None for the roofline."""
-    return step_model(plan_shape(plan, spec, gpu), engine, speed) if speed == "calibrated" else None
+    return step_model(plan_shape(plan, spec, gpu, engine), engine, speed) if speed == "calibrated" else None
 
 
 def _kv_groups(prof, tp: int) -> tuple[tuple, int]:

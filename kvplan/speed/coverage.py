@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.speed.eras import engine_of, padded, release
+from kvplan.speed.ggml import paths as ggml_paths
 from kvplan.speed.model import FALLBACK_ENGINE, band, covered, engine_key, shipped
+from kvplan.speed.shape import LLAMA_CPP, read_flops
 
 SPEEDS = ("calibrated", "roofline")
 
@@ -57,6 +59,18 @@ def outside(engine: str | None, gpu_key: str, family: str, version: str | None =
     if cov and family and not set(cov.get("families", ())).issuperset((family,)):
         out.append(f"model family {family} is not in the speed corpus")
     return out
+
+
+def unrated(engine: str | None, gpu, weight_dtype: str | None) -> list[str]:
+    """What of a step the profile cannot price: under llama.cpp, a GEMM path whose rate the profile does not give
+    (kvplan.speed.ggml), which the calibrated figure prices at zero, so its prefill is optimistic (empty otherwise)."""
+    if gpu is None or engine_key(engine) not in LLAMA_CPP:
+        return []
+    _, missing = ggml_paths(gpu, weight_dtype, 1.0, lambda p: read_flops(gpu, p))
+    if not missing:
+        return []
+    return [f"GPU {gpu.key}'s profile gives no {missing} rate, which llama.cpp's prefill GEMM runs at: that term is "
+            "priced at zero, so a prefill is faster here than it will be"]
 
 
 def label(engine: str | None, speed: str = "calibrated") -> str:

@@ -25,7 +25,8 @@ from kvplan.speed.load import combos, value
 from kvplan.speed.model import decode_features, prefill_features, priced
 from kvplan.speed.nnls import nnls
 from kvplan.speed.shape import shape_for, weight_dtype_of
-from kvplan.speed.terms import TERMS, Shape, roofline_of
+from kvplan.speed.ggml import MMVQ_MAX
+from kvplan.speed.terms import TERMS, Shape, path_at, roofline_of
 
 PASSES = 3
 ROBUST = 30  # Gauss-Newton steps of the robust fit, at most
@@ -66,11 +67,15 @@ class Built:
         try:
             gpu = _gpu(case.gpu)
             self.shape = shape_for(spec, gpu, tp=case.tp, ep=case.ep, weight_dtype=weight_dtype_of(case.weight_dtype),
-                                   kv_dtype=_kv(case.kv_dtype), dp=case.dp)
+                                   kv_dtype=_kv(case.kv_dtype), dp=case.dp, engine=case.engine, date=case.date)
         except Exception as e:  # noqa: BLE001 - a point kvplan cannot plan is skipped with its reason
             self.why = f"not plannable: {type(e).__name__}"
             return
         s, load = self.shape, case.load
+        if s.rate_missing and unrated(s, load):  # llama.cpp's GEMM path at a rate the profile does not give:
+            self.shape, self.why = None, f"GPU profile has no {s.rate_missing} rate (llama.cpp's GEMM path)"
+            return  # not priced at zero, skipped and counted
+        self.roof_shape = replace(s, paths=()) if s.paths else s  # the roofline knows no engine's kernels
         room = gpu.memory_usable_bytes * 0.9 - (s.dense_bytes + s.expert_bytes) / case.pp - OVERHEAD_BYTES
         per_seq = max(1, s.kv_bytes_per_token) * max(1.0, load.isl + load.osl) + s.state_bytes_per_seq
         limit = case.max_seqs or DEFAULT_MAX_SEQS[case.engine]
@@ -83,9 +88,10 @@ class Built:
         if engine is not None:
             self.load = replace(load, cap=engine.cap, chunk=engine.chunk)
 
-    def parts(self, e2e: float | None):
-        """(t_wave, t_dec, t_grp features, {metric: combo}) under the previous end-to-end estimate."""
-        load, s = self.load, self.shape
+    def parts(self, e2e: float | None, roof: bool = False):
+        """(t_wave, t_dec, t_grp features, {metric: combo}) under the previous end-to-end estimate (`roof`: of
+        the roofline's Shape)."""
+        load, s = self.load, (self.roof_shape if roof else self.shape)
         if load.bench == "pp":
             return prefill_features(s, load.isl, load.depth, load.ubatch, request=0.0), None, None, combos(load)[2]
         if load.bench == "tg":
@@ -93,6 +99,16 @@ class Built:
         b, g, cm = combos(load, e2e)
         return (prefill_features(s, load.isl, batch=b, chunk=load.chunk), decode_features(s, b, load.isl + load.osl / 2),
                 prefill_features(s, load.isl, batch=g, chunk=load.chunk), cm)
+
+
+def unrated(s: Shape, load) -> bool:
+    """Whether a llama.cpp prefill of this load (its micro-batches: a llama-bench pp test's ubatch, a server's
+    chunk) runs a GEMM path whose rate the profile lacks (kvplan.speed.ggml). Decode's vector kernels (<= 8
+    tokens a step) keep the GEMM term's usual rate, zero where the profile rates nothing, as every engine's."""
+    if load.bench == "tg":
+        return False
+    per_step = load.isl / max(1, math.ceil(load.isl / load.ubatch)) if load.bench == "pp" else load.chunk or 1 << 30
+    return per_step > MMVQ_MAX and not path_at(s, per_step)[0]
 
 
 def _kv(name):
@@ -103,7 +119,7 @@ def _kv(name):
 
 def predict(built: Built, coef, e2e: float | None = None) -> dict:
     """{metric: predicted} for the case (coef () or None: the roofline)."""
-    fp, fd, fg, cm = built.parts(e2e)
+    fp, fd, fg, cm = built.parts(e2e, roof=not coef)
     t = [_price(built.shape, f, coef) if f is not None else 0.0 for f in (fp, fd, fg)]
     return {m: value(c, *t) for m, c in cm.items()}
 

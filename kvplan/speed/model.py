@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
-from kvplan.speed.terms import ACT_BYTES, TERMS, Shape, features, roofline
+from kvplan.speed.terms import ACT_BYTES, TERMS, Shape, features, path_at, roofline
 
 DATA = Path(__file__).with_name("coefficients.json")
 FALLBACK_ENGINE = "vllm"
@@ -127,7 +127,8 @@ class StepModel:
             comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * s.hidden * ACT_BYTES / s.link_bandwidth
         if s.ep > 1 and s.moe_layers:
             comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * s.top_k * s.hidden * ACT_BYTES / s.link_bandwidth
-        self.per_token = (c["gemm"] * s.flops_per_token / s.gemm_rate if s.gemm_rate else 0.0) + c["comm"] * comm
+        gemm = c["gemm"] * s.flops_per_token / s.gemm_rate if s.gemm_rate and not s.paths else 0.0  # paths: by step
+        self.per_token = gemm + c["comm"] * comm
         self.per_seq = c["seq"] + c["kv"] * 2 * s.state_bytes_per_seq / s.bandwidth
         self.per_ctx = c["kv"] * s.kv_bytes_per_token / s.bandwidth
         self.per_pair = c["attn"] * s.attn_flops_per_pair / s.bf16_rate if s.bf16_rate else 0.0
@@ -144,9 +145,17 @@ class StepModel:
                                            + self._c["grouped"] * f[TERMS.index("grouped")])
         return hit
 
+    def path(self, tokens: float) -> float:
+        """The GEMM and any dequantized copy of a step of `tokens` on a Shape with `paths` (llama.cpp's kernels)."""
+        rate, extra = path_at(self.shape, tokens)
+        return ((self._c["gemm"] * self.shape.flops_per_token * tokens / rate if rate else 0.0)
+                + self._c["weights"] * extra / self.shape.bandwidth)
+
     def step(self, tokens: float, seqs: float, context: float, pairs: float, new: float = 0) -> float:
         t = (self.base + self.per_token * tokens + self.per_seq * seqs + self.per_ctx * context
              + self.per_pair * pairs + self.per_new * new)
+        if self.shape.paths:
+            t += self.path(tokens)
         for k, w in self.windows:
             t += k * min(context, seqs * w)
         if self.shape.num_experts:
@@ -158,6 +167,8 @@ class StepModel:
         if self.windows:
             return lambda context: self.step(seqs, seqs, context, float(context + seqs))
         fixed = self.base + (self.per_token + self.per_seq + self.per_pair) * seqs
+        if self.shape.paths:
+            fixed += self.path(seqs)
         if self.shape.num_experts:
             fixed += self.experts(seqs)
         slope = self.per_ctx + self.per_pair

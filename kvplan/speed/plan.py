@@ -13,11 +13,13 @@ from kvplan.speed.shape import model_terms, on_gpu, shape_for
 from kvplan.speed.terms import Shape
 
 
-def plan_shape(plan, spec, gpu) -> Shape:
-    """The Shape (kvplan.speed.terms) of the plan's deployment and dtypes."""
+def plan_shape(plan, spec, gpu, engine: str | None = None) -> Shape:
+    """The Shape (kvplan.speed.terms) of the plan's deployment and dtypes (under llama.cpp, with its current
+    build's GEMM paths: kvplan.speed.ggml)."""
     req, dep = plan.request, plan.deployment
     kv = req.kv_dtype.name if req.kv_dtype is not None else None
-    return shape_for(spec, gpu, tp=dep.tp, ep=dep.ep, weight_dtype=req.weight_dtype, kv_dtype=kv, dp=dep.dp)
+    return shape_for(spec, gpu, tp=dep.tp, ep=dep.ep, weight_dtype=req.weight_dtype, kv_dtype=kv, dp=dep.dp,
+                     engine=engine)
 
 
 def plan_decode_seconds(plan, spec, gpu, engine: str | None, speed: str = "calibrated", *,
@@ -25,7 +27,7 @@ def plan_decode_seconds(plan, spec, gpu, engine: str | None, speed: str = "calib
     """Seconds of one decode step of `batch` sequences of `context` cached tokens each (default: the
     plan's batch at its context)."""
     req = plan.request
-    return decode_seconds(plan_shape(plan, spec, gpu), engine, max(1, batch or req.batch), context or req.context,
+    return decode_seconds(plan_shape(plan, spec, gpu, engine), engine, max(1, batch or req.batch), context or req.context,
                           speed=speed)
 
 
@@ -58,7 +60,7 @@ class DecodeSteps:
             batch = max(1, req.batch)
             terms = self._terms_of(spec, (id(spec), dep.tp, dep.ep, dep.dp, req.weight_dtype, kv), dep.tp, dep.ep,
                                    req.weight_dtype, kv, dep.dp)
-            shape = on_gpu(terms, spec, gpu, req.weight_dtype)
+            shape = on_gpu(terms, spec, gpu, req.weight_dtype, engine=self.engine)
             total = StepModel(shape, self._coef).decode(batch) if self._coef else None  # of all seqs' context
             line = ((lambda context: total(batch * context)) if total else
                     (lambda context, s=shape: decode_seconds(s, self.engine, batch, context, speed=self.speed)))
@@ -69,4 +71,4 @@ class DecodeSteps:
 def plan_prefill_seconds(plan, spec, gpu, engine: str | None, prompt: int, speed: str = "calibrated") -> float:
     """Seconds one request's prefill of `prompt` tokens takes on the plan's deployment (its fixed cost
     per request included)."""
-    return prefill_seconds(plan_shape(plan, spec, gpu), engine, prompt, speed=speed)
+    return prefill_seconds(plan_shape(plan, spec, gpu, engine), engine, prompt, speed=speed)

@@ -18,9 +18,11 @@ from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
 from kvplan.core.errors import arg
 from kvplan.model.spec import weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
+from kvplan.speed.ggml import paths as ggml_paths
 from kvplan.speed.terms import Shape, gemm_rate, link
 
 _BIG = 1 << 40
+LLAMA_CPP = ("llama.cpp", "llamacpp", "llama-cpp")  # kvplan.speed.model.ENGINE_ALIASES' names of it
 
 
 def weight_dtype_of(name: str | None) -> str | None:
@@ -34,11 +36,11 @@ def weight_dtype_of(name: str | None) -> str | None:
 
 
 def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
-              kv_dtype: str | None = None, dp: int = 1) -> Shape:
+              kv_dtype: str | None = None, dp: int = 1, engine: str | None = None, date: str | None = None) -> Shape:
     """The Shape of `spec` on `gpu` at tensor parallelism `tp`, expert parallelism `ep` and `dp`
-    data-parallel replicas."""
+    data-parallel replicas; under `engine` llama.cpp (a build of `date`, None: current) with its GEMM paths."""
     return on_gpu(model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype, dp=dp), spec, gpu,
-                  weight_dtype)
+                  weight_dtype, engine=engine, date=date)
 
 
 def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
@@ -106,14 +108,21 @@ def rate_gaps(gpus) -> list[str]:
             f"your own, {arg('hw_profiles')})" for g in gpus if not (g.dense_flops.get("bf16") or g.dense_flops.get("fp16"))]
 
 
-def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None) -> Shape:
+def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: str | None = None,
+           date: str | None = None) -> Shape:
     """model_terms' fields on `gpu`: its bandwidth (read_bandwidth) and GEMM rates at the weight dtype and at bf16
-    (read_flops), the datasheet's beside them for the roofline, and its link."""
+    (read_flops), the datasheet's beside them for the roofline, and its link; under llama.cpp, its GEMM paths by
+    tokens per step (kvplan.speed.ggml)."""
     peak, precision = gemm_rate(gpu, weight_dtype or (spec.quantization.method if spec.quantization else None))
     peak_bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)
     rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, "bf16")
     link_bw, latency = link(gpu, max(terms["tp"], terms["ep"]))
+    paths, missing = (), ""
+    if str(engine or "").lower() in LLAMA_CPP:
+        dense = terms["flops_per_token"] / 2 - terms["top_k"] * terms["expert_params"]
+        paths, missing = ggml_paths(gpu, weight_dtype or (spec.quantization.method if spec.quantization else None),
+                                    dense, lambda p: read_flops(gpu, p), date)
     return Shape(**terms, bandwidth=float(read_bandwidth(gpu)), peak_bandwidth=float(gpu.bandwidth_bytes_per_s),
                  gemm_rate=rate or bf16, bf16_rate=bf16, peak_bf16_rate=peak_bf16,
-                 link_bandwidth=link_bw, link_latency_s=latency)
+                 link_bandwidth=link_bw, link_latency_s=latency, paths=paths, rate_missing=missing)
 

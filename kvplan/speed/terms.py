@@ -10,7 +10,9 @@ A deployment's `Shape` holds what one tensor-parallel rank reads and computes (i
              recurrent state read and written back once) / bandwidth
   gemm       2 x active parameters x tokens / the weight dtype's dense rate (fp8 or fp4 where the
              profile has it: `dense_flops`), the bf16 rate otherwise; the rate is the profile's measured
-             `achieved_dense_flops` where it has one (kvplan.speed.shape.read_flops), the datasheet's otherwise
+             `achieved_dense_flops` where it has one (kvplan.speed.shape.read_flops), the datasheet's otherwise.
+             A Shape with `paths` (llama.cpp: kvplan.speed.ggml) takes the rate by tokens per step, and a
+             dequantizing path adds its fp16 copy's bytes to the weights term
   attn       4 x heads x head dim x query-key pairs / the bf16 rate, read the same way (quadratic in a prefill)
   experts    routed-expert bytes the step's tokens touch (uniform routing) / bandwidth; with expert
              parallelism over data-parallel replicas (attention DP + EP: TensorRT-LLM's DEP, SGLang's
@@ -35,7 +37,7 @@ network (`NET`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvplan.planning.plan import expected_experts_touched as experts_touched
 
@@ -76,6 +78,18 @@ class Shape:
     peak_bf16_rate: float = 0.0  # the datasheet's bf16 FLOP/s, for the roofline; 0: the same as `bf16_rate`
     link_bandwidth: float = 0.0  # bytes/s one direction; 0: no link (one GPU)
     link_latency_s: float = 0.0  # per collective call
+    paths: tuple = ()  # ((first tokens per step, FLOP/s, extra bytes per step), ...): llama.cpp's kernels by batch
+    rate_missing: str = ""  # a precision a path needs that the profile does not rate (kvplan.speed.ggml)
+
+
+def path_at(s: Shape, per_step: float) -> tuple[float, float]:
+    """(GEMM FLOP/s, extra bytes a step reads) for a step of `per_step` tokens: the Shape's own GEMM rate and
+    none, or where it has `paths` the last whose first token count is <= per_step."""
+    rate, extra = s.gemm_rate, 0.0
+    for first, r, b in s.paths:
+        if per_step >= first:
+            rate, extra = r, b
+    return rate, extra
 
 
 def gemm_rate(gpu, weight_dtype: str | None) -> tuple[float, str]:
@@ -131,6 +145,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     for bpt, window in s.kv_windows:
         kv += bpt * min(context, seqs * window)
     per_step = tokens / steps
+    rate, extra = path_at(s, per_step) if s.paths else (s.gemm_rate, 0.0)
     routed = per_step * s.ep_replicas  # the tokens this rank's experts serve in one step
     touched = experts_touched(s.num_experts, s.top_k, routed) if s.num_experts else 0.0  # planning's formula
     share = touched / s.num_experts if s.num_experts else 0.0
@@ -142,9 +157,9 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * tokens * s.top_k * s.hidden * ACT_BYTES / s.link_bandwidth
         calls += 2 * s.moe_layers * steps
     return [
-        s.dense_bytes * steps / bw,
+        (s.dense_bytes + extra) * steps / bw,
         kv / bw,
-        s.flops_per_token * tokens / s.gemm_rate if s.gemm_rate else 0.0,
+        s.flops_per_token * tokens / rate if rate else 0.0,
         s.attn_flops_per_pair * pairs / s.bf16_rate if s.bf16_rate else 0.0,
         s.expert_bytes * share * steps / bw,
         touched * 2 * s.expert_params * steps / s.gemm_rate if s.gemm_rate else 0.0,
@@ -159,13 +174,14 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
 
 def roofline(s: Shape, tokens: float, seqs: float, context: float, pairs: float, steps: float = 1.0) -> float:
     """The old bound (kvplan.simulator.model.StepTimer): max(bytes read / bandwidth, FLOPs / the bf16 rate)."""
+    s = replace(s, paths=()) if s.paths else s  # the bound knows no engine's kernels
     return roofline_of(s, features(s, tokens, seqs, context, pairs, steps=steps))
 
 
 def roofline_of(s: Shape, f: list[float]) -> float:
     """The roofline of a step whose terms (TERMS order, at coefficient 1) are `f`: the larger of its reads
     (weights, KV, experts, re-priced at the datasheet bandwidth) and its FLOPs (GEMM and attention re-priced at
-    the datasheet's bf16 rate, as the old bound did)."""
+    the datasheet's bf16 rate, as the old bound did). `f` of a Shape without `paths` (roofline() drops them)."""
     read = (f[0] + f[1] + f[4]) * (s.bandwidth / s.peak_bandwidth if s.peak_bandwidth else 1.0)
     peak = s.peak_bf16_rate or s.bf16_rate
     flops = (f[2] * s.gemm_rate + f[3] * s.bf16_rate) / peak if peak else 0.0

@@ -1,0 +1,91 @@
+"""llama.cpp's matrix-multiply paths on CUDA and ROCm: which kernel a step's weight GEMMs run on, at which rate.
+
+ggml picks a kernel per weight matrix by its GGUF type, the tokens of the micro-batch (ne11, at most n_ubatch,
+512 by default) and the GPU's architecture (`ggml_cuda_should_use_mmq`, ggml/src/ggml-cuda/mmq.cu; cited at
+ggml-org/ggml, which syncs that directory of ggml-org/llama.cpp):
+
+* MMQ with int8 tensor cores: the activations are quantized to q8_1 and multiplied with the quantized weights
+  by int8 MMA, so the GEMM runs at the profile's int8 rate. NVIDIA Turing and newer (compute capability >= 7.5)
+  take it for every MMQ type at every batch since llama.cpp#7676 ('CUDA: use tensor cores for MMQ', merged
+  2024-06-10; ggml-org/ggml@c570abcd src/ggml-cuda/mmq.cu; now `turing_mma_available(cc)`,
+  ggml-org/ggml@d99724f2 src/ggml-cuda/mmq.cu:312). AMD CDNA (MFMA) since llama.cpp#14624 (merged 2025-07-26,
+  ggml-org/ggml@ae9a8738 src/ggml-cuda/mmq.cu:309): CDNA3 always; CDNA1/2 at ne11 <= 128, for q4_0/q4_1/q5_0/q5_1
+  always, for q4_K/q5_K at ne11 <= 256 (ggml-org/ggml@d99724f2 src/ggml-cuda/mmq.cu:327-346).
+* MMQ or MMVQ on dp4a (no int8 MMA: Volta, CDNA before #14624) below a batch of 64 (`MMQ_DP4A_MAX_BATCH_SIZE`,
+  src/ggml-cuda/mmq.cuh:8; before #7676 `MMQ_MAX_BATCH_SIZE` 32, ggml-org/ggml@4c3ba529 src/ggml-cuda.cu:1925 and
+  src/ggml-cuda/common.cuh:165), and MMVQ at 8 tokens or fewer: priced at the rate every engine's GEMM term
+  reads for these weights (bf16, fp16 where the profile gives no bf16), as before: profiles carry no dp4a rate,
+  and at such batches the weights' read dominates the step.
+* Dequantize + cuBLAS/rocBLAS: at larger batches on those parts (and every quantized GEMM of an NVIDIA part
+  with FP16 tensor cores before #7676), each micro-batch converts the whole weight matrix to fp16 in a scratch
+  buffer and multiplies in fp16 (`ggml_cuda_mul_mat_cublas`; CUBLAS_COMPUTE_16F for F16,
+  ggml-org/ggml@d99724f2 src/ggml-cuda/ggml-cuda.cu:1397): the GEMM at the fp16 rate (on GeForce the
+  profile's fp16 is the FP16-accumulate rate cuBLAS runs at), plus 2 bytes written and 2 read per weight
+  each micro-batch. fp16 weights run cuBLAS directly, bf16 weights at the bf16 rate.
+
+`paths(...)` gives a Shape's `paths`: ((first tokens per step, FLOP/s, extra bytes per step), ...), ascending;
+a step of n tokens takes the last entry whose first is <= n (kvplan.speed.terms.path_at). A rate the profile
+lacks is not priced at zero: `missing` names it, and the corpus skips such a point.
+Metal and CPU backends are not modelled (the corpus has no llama-bench pp point on them).
+"""
+
+from __future__ import annotations
+
+from kvplan.hardware.facts import parse_capability
+
+MMVQ_MAX = 8  # mmvq.cuh MMVQ_MAX_BATCH_SIZE: a step of <= 8 tokens runs the vector kernel
+DP4A_BELOW = 64  # mmq.cuh MMQ_DP4A_MAX_BATCH_SIZE (since 2024-06); before: MMQ_MAX_BATCH_SIZE 32 (<= 32)
+NVIDIA_MMA_SINCE = "2024-06-10"  # llama.cpp#7676 merged: int8 MMA MMQ on Turing+
+CDNA_MMA_SINCE = "2025-07-26"  # llama.cpp#14624 merged: MFMA MMQ on CDNA
+MMQ_TYPES = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "mxfp4", "nvfp4", "q2_k", "q3_k", "q4_k", "q5_k",
+                       "q6_k", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq4_xs", "iq4_nl",
+                       "q3_k_m", "q4_k_m", "q5_k_m"})  # mmq.cu's switch; a _K_M mix is its k-quant types
+
+
+def _since(date: str | None, day: str) -> bool:
+    return not date or str(date)[:10] >= day  # no date: the current build
+
+
+def _cdna_mmq(arch: str, wd: str, n: int) -> bool:
+    if arch == "cdna3":
+        return True
+    return n <= 128 or wd in ("q4_0", "q4_1", "q5_0", "q5_1") or (n <= 256 and wd in ("q4_k", "q5_k", "q4_k_m",
+                                                                                          "q5_k_m"))
+
+
+def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str | None = None):
+    """(paths, missing) for llama.cpp on `gpu` with weights of `weight_dtype` (None: the checkpoint's 16 bits):
+    `dense_params` the weights a dequantizing step converts on this rank, `rate_of(precision)` the FLOP/s the
+    terms read (kvplan.speed.shape.read_flops; 0 where the profile has none). ((), "") where the rules do not
+    apply (another vendor or architecture): the step keeps the Shape's own GEMM rate."""
+    wd = (weight_dtype or "fp16").lower()
+    vendor, arch = str(gpu.vendor or "").upper(), str(gpu.architecture or "").lower()
+    fp16 = rate_of("fp16") or rate_of("bf16")
+    vec = rate_of("bf16")  # the dp4a / MMVQ kernels: the GEMM term's usual rate (no dp4a rate in a profile)
+    if vendor not in ("NVIDIA", "AMD"):
+        return (), ""
+    if wd in ("fp16", "f16", "bf16"):  # cuBLAS/rocBLAS on the weights as stored
+        rate = rate_of("bf16") if wd == "bf16" else fp16
+        return ((0, rate, 0),), "" if rate else "fp16"
+    if wd not in MMQ_TYPES:
+        return (), ""
+    cc = parse_capability(gpu.compute_capability)
+    dequant = (0, fp16, int(4 * dense_params))  # fp16 copy written and read each micro-batch
+    if vendor == "NVIDIA" and cc:
+        if cc >= (7, 5) and _since(date, NVIDIA_MMA_SINCE):
+            int8 = rate_of("int8")
+            return ((0, vec, 0), (MMVQ_MAX + 1, int8, 0)), "int8" if not int8 else "" if vec else "bf16"
+        if cc >= (7, 0):  # FP16 tensor cores: dp4a MMQ below the bound, dequantize + cuBLAS above
+            first = DP4A_BELOW if _since(date, NVIDIA_MMA_SINCE) else 33
+            return ((0, vec, 0), (first,) + dequant[1:]), "" if fp16 else "fp16"
+        return ((0, vec, 0),), "" if vec else "bf16"
+    if vendor == "AMD" and arch.startswith("cdna"):
+        if _since(date, CDNA_MMA_SINCE):
+            int8 = rate_of("int8")
+            out = [(0, vec, 0), (MMVQ_MAX + 1, int8, 0)]
+            last = next((n for n in (129, 257) if not _cdna_mmq(arch, wd, n)), None)
+            if last:  # CDNA1/2 past MMQ's batch bound for this type: dequantize + rocBLAS
+                out.append((last,) + dequant[1:])
+            return tuple(out), "" if int8 and fp16 else "int8" if fp16 else "fp16"
+        return ((0, vec, 0), (DP4A_BELOW,) + dequant[1:]), "" if fp16 else "fp16"
+    return (), ""

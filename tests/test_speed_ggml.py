@@ -1,0 +1,108 @@
+"""llama.cpp's GEMM paths in the speed terms (kvplan.speed.ggml), by hand.
+
+The rules restate ggml's `ggml_cuda_should_use_mmq` (ggml-org/ggml@d99724f2 src/ggml-cuda/mmq.cu:259-384, 2026-08-21:
+int8-MMA MMQ on NVIDIA cc >= 7.5 at every batch, line 312; on parts with FP16 tensor cores but no int8 MMA, MMQ only
+below MMQ_DP4A_MAX_BATCH_SIZE = 64, line 325 and mmq.cuh:8; before llama.cpp#7676, merged 2024-06-10, MMQ only at
+ne11 <= 32 where tensor cores exist, ggml-org/ggml@4c3ba529 src/ggml-cuda.cu:1925, common.cuh:165). Rates are the
+profiles' datasheet fields: RTX 4090 bf16 165.2, fp16 (FP16 accumulate) 330.3, int8 660.6 TFLOP/s; V100 PCIe fp16 112.
+
+Llama-3.1-8B's non-embedding parameters: 32 layers x (q 4096^2 + k, v 2 x 4096 x 1024 + o 4096^2 + MLP
+3 x 4096 x 14336 = 218,103,808) = 6,979,321,856, + LM head 4096 x 128,256 = 525,336,576, + norms (2 x 32 + 1) x 4096
+= 266,240: 7,504,924,672; 2 FLOPs each: 15,009,849,344 FLOPs a token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from kvplan.hardware.gpus import find_gpu
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.speed.coverage import unrated as unrated_note
+from kvplan.speed.fit import unrated
+from kvplan.speed.load import Load
+from kvplan.speed.model import StepModel, coefficients, priced, step_seconds
+from kvplan.speed.shape import shape_for
+from kvplan.speed.terms import TERMS, features, path_at, roofline
+
+SPEC = find_in_catalog("llama-3.1-8b")
+RTX4090, V100 = find_gpu("rtx-4090"), find_gpu("v100-pcie-32")
+FLOPS = 15_009_849_344  # per token, above
+GEMM, WEIGHTS = TERMS.index("gemm"), TERMS.index("weights")
+
+
+def _pp512(shape):
+    return features(shape, 512, 1, 256, 512 * 513 / 2, steps=1)  # one 512-token micro-batch, llama-bench pp512
+
+
+def test_q4_k_pp512_runs_mmq_at_the_int8_rate_on_an_rtx_4090():
+    s = shape_for(SPEC, RTX4090, weight_dtype="q4_k", engine="llama.cpp")
+    assert s.flops_per_token == FLOPS
+    # 15,009,849,344 x 512 = 7.685e12 FLOPs at 660.6e12 OP/s = 11.63 ms (at the bf16 rate it was 46.5 ms)
+    assert _pp512(s)[GEMM] == pytest.approx(FLOPS * 512 / 660.6e12)
+    assert _pp512(s)[GEMM] == pytest.approx(11.63e-3, rel=1e-3)
+    # decode (1 token) and micro-batches of <= 8 run the vector kernels: the GEMM term's usual bf16 rate
+    assert path_at(s, 8)[0] == 165.2e12 and path_at(s, 9)[0] == 660.6e12
+    # no fp16 copy on this path: the weights term is the Q4_K bytes once per step
+    assert _pp512(s)[WEIGHTS] == pytest.approx(s.dense_bytes / s.bandwidth)
+    # without the engine, the shape is every engine's (bf16 rate, no paths): 46.5 ms
+    plain = shape_for(SPEC, RTX4090, weight_dtype="q4_k")
+    assert plain.paths == () and _pp512(plain)[GEMM] == pytest.approx(FLOPS * 512 / 165.2e12)
+
+
+def test_volta_dequantizes_to_fp16_from_64_tokens_and_adds_the_copy():
+    s = shape_for(SPEC, V100, weight_dtype="q5_0", engine="llama.cpp")
+    copy = 4 * FLOPS // 2  # 2 bytes written + 2 read per weight: 30,019,698,688 bytes a micro-batch
+    assert path_at(s, 63) == (112e12, 0)  # dp4a MMQ below 64
+    assert path_at(s, 64) == (112e12, copy)  # cuBLAS fp16 from 64
+    f = _pp512(s)
+    assert f[GEMM] == pytest.approx(FLOPS * 512 / 112e12)
+    assert f[WEIGHTS] == pytest.approx((s.dense_bytes + 30_019_698_688) / s.bandwidth)
+
+
+def test_before_7676_an_rtx_4090_dequantized_above_32_tokens_at_the_fp16_accumulate_rate():
+    s = shape_for(SPEC, RTX4090, weight_dtype="q4_0", engine="llama.cpp", date="2024-01-10")
+    assert path_at(s, 32)[1] == 0 and path_at(s, 33) == (330.3e12, 4 * FLOPS // 2)
+    after = shape_for(SPEC, RTX4090, weight_dtype="q4_0", engine="llama.cpp", date="2024-06-10")
+    assert path_at(after, 512) == (660.6e12, 0)
+    # fp16 weights run cuBLAS directly at the fp16 rate, with no copy
+    f16 = shape_for(SPEC, RTX4090, weight_dtype="fp16", engine="llama.cpp")
+    assert path_at(f16, 512) == (330.3e12, 0)
+
+
+def test_a_rate_the_profile_lacks_is_named_not_priced_at_zero():
+    no_int8 = replace(RTX4090, dense_flops={k: v for k, v in RTX4090.dense_flops.items() if k != "int8"})
+    s = shape_for(SPEC, no_int8, weight_dtype="q4_k", engine="llama.cpp")
+    assert s.rate_missing == "int8"
+    assert unrated(s, Load(512, 0, bench="pp", ubatch=512))  # the corpus skips such a pp point
+    assert not unrated(s, Load(0, 128, bench="tg"))  # decode runs the vector kernels
+    assert not unrated(shape_for(SPEC, RTX4090, weight_dtype="q4_k", engine="llama.cpp"), Load(512, 0, bench="pp"))
+
+
+def test_step_model_and_roofline_read_the_paths_as_features_does():
+    s = shape_for(SPEC, V100, weight_dtype="q4_0", engine="llama.cpp")
+    coef = coefficients("llama.cpp")
+    sm = StepModel(s, coef)
+    for tokens in (1, 8, 9, 63, 64, 512):
+        want = priced(coef, features(s, tokens, 1, 1000, tokens * 1000))
+        assert sm.step(tokens, 1, 1000, tokens * 1000) == pytest.approx(want, rel=1e-12)
+        assert step_seconds(s, "llama.cpp", tokens, 1, 1000, tokens * 1000) == pytest.approx(want, rel=1e-12)
+    # the roofline knows no engine's kernels: the same bound with or without the paths
+    plain = replace(s, paths=())
+    assert roofline(s, 512, 1, 256, 512 * 256) == roofline(plain, 512, 1, 256, 512 * 256)
+
+
+def test_other_vendors_keep_every_engines_gemm_term():
+    # ggml's CUDA/HIP rules say nothing of a Gaudi: no paths, the GEMM at the Shape's own rate
+    for wd in ("q4_k", "fp16"):
+        s = shape_for(SPEC, find_gpu("gaudi2"), weight_dtype=wd, engine="llama.cpp")
+        assert s.paths == () and s.rate_missing == ""
+
+
+def test_a_plan_on_a_profile_without_the_rate_says_so():
+    no_int8 = replace(RTX4090, dense_flops={k: v for k, v in RTX4090.dense_flops.items() if k != "int8"})
+    (line,) = unrated_note("llama.cpp", no_int8, "q4_k_m")
+    assert "no int8 rate" in line and "priced at zero" in line
+    assert unrated_note("llama.cpp", RTX4090, "q4_k_m") == []
+    assert unrated_note("vllm", no_int8, "q4_k_m") == []  # other engines' GEMM term reads bf16, as before

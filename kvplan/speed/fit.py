@@ -83,14 +83,16 @@ class Built:
         if engine is not None:
             self.load = replace(load, cap=engine.cap, chunk=engine.chunk)
 
-    def parts(self, e2e: float | None):
-        """(t_wave, t_dec, t_grp features, {metric: combo}) under the previous end-to-end estimate."""
+    def parts(self, prev: dict | None):
+        """(t_wave, t_dec, t_grp features, {metric: combo}) under the previous pass's predictions (its
+        end-to-end estimate and prefill server time, kvplan.speed.load.combos)."""
         load, s = self.load, self.shape
         if load.bench == "pp":
             return prefill_features(s, load.isl, load.depth, load.ubatch, request=0.0), None, None, combos(load)[2]
         if load.bench == "tg":
             return None, decode_features(s, 1, load.depth), None, combos(load)[2]
-        b, g, cm = combos(load, e2e)
+        prev = prev or {}
+        b, g, cm = combos(load, prev.get("e2el"), prev.get("service"))
         return (prefill_features(s, load.isl, batch=b, chunk=load.chunk), decode_features(s, b, load.isl + load.osl / 2),
                 prefill_features(s, load.isl, batch=g, chunk=load.chunk), cm)
 
@@ -101,9 +103,9 @@ def _kv(name):
     return str(name)
 
 
-def predict(built: Built, coef, e2e: float | None = None) -> dict:
-    """{metric: predicted} for the case (coef () or None: the roofline)."""
-    fp, fd, fg, cm = built.parts(e2e)
+def predict(built: Built, coef, prev: dict | None = None) -> dict:
+    """{metric: predicted} for the case (coef () or None: the roofline), under the previous pass's `prev`."""
+    fp, fd, fg, cm = built.parts(prev)
     t = [_price(built.shape, f, coef) if f is not None else 0.0 for f in (fp, fd, fg)]
     return {m: value(c, *t) for m, c in cm.items()}
 
@@ -113,19 +115,17 @@ def _price(shape: Shape, f, coef) -> float:
 
 
 def settle(built: Built, coef) -> dict:
-    """Predictions after PASSES passes of the open-loop batch estimate."""
-    e2e = None
-    out = {}
+    """Predictions after PASSES passes of the open-loop batch estimate (and its Poisson wait)."""
+    out = None
     for _ in range(PASSES):
-        out = predict(built, coef, e2e)
-        e2e = out.get("e2el")
-    return out
+        out = predict(built, coef, out)
+    return out or {}
 
 
 def rows_for(built: Built, coef_prev) -> list[tuple[list[float], str]]:
     """([weighted feature row, metric]) of a case: prediction / measurement, against 1."""
-    e2e = settle(built, coef_prev).get("e2el") if coef_prev is not None else None
-    fp, fd, fg, cm = built.parts(e2e)
+    prev = settle(built, coef_prev) if coef_prev is not None else None
+    fp, fd, fg, cm = built.parts(prev)
     n = len(TERMS)
     fp, fd, fg = (f or [0.0] * n for f in (fp, fd, fg))
     out = []

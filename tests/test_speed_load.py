@@ -4,7 +4,7 @@ module docstring's formulas is pinned: a wave's first tokens, the staggered grou
 
 import math
 
-from kvplan.speed.load import Load, combos, value
+from kvplan.speed.load import Load, combos, poisson_wait, value
 
 T_WAVE, T_DEC, T_GRP = 4.0, 0.1, 2.0
 
@@ -62,3 +62,40 @@ def test_a_long_prompt_group_shares_each_of_its_steps_with_decodes():
     _, g, m = _metrics(Load(20000, 101, concurrency=2, cap=256))
     assert g == 1
     assert math.isclose(m["ttft"], 2.3)
+
+
+def test_poisson_wait_is_the_md1_queue_bounded():
+    # M/D/1 (Pollaczek-Khinchine, no service variance): Wq / S = rho / (2 (1 - rho));
+    # at rho 0.5 with S = 100 ms: 0.5 x 100 / (2 x 0.5) = 50 ms
+    assert math.isclose(poisson_wait(0.5, 1e9) * 0.100, 0.050)
+    assert math.isclose(poisson_wait(0.9, 1e9), 4.5)  # 0.9 / 0.2
+    assert poisson_wait(0.9, 2.0) == 2.0  # never past the bound
+    assert poisson_wait(1.2, 2.0) == 2.0  # overloaded: the bound
+    assert poisson_wait(0.0, 2.0) == 0.0
+
+
+def test_open_loop_adds_the_poisson_wait_for_the_prefill_server():
+    # 1 req/s, E2E estimated at 3 s: B = 3 (as above); the prefill server's S = t_wave / B = 4 / 3 s a request.
+    # With the previous S estimated at 0.5 s: rho = 1 x 0.5 = 0.5, Wq = 0.5 / (2 x 0.5) = 0.5 S = 0.5 x 4 / 3 s
+    # TTFT = 2.1 + 2 / 3 = 2.7667 s; E2E = 14.1 + 2 / 3 = 14.7667 s; TPOT unchanged (14.1 - 2.1) / 100 = 0.12 s
+    b, g, cm = combos(Load(1000, 101, rate=1.0, num_prompts=1000, cap=256), 3.0, 0.5)
+    m = {k: value(c, T_WAVE, T_DEC, T_GRP) for k, c in cm.items()}
+    assert (b, g) == (3, 1)
+    assert math.isclose(m["service"], 4 / 3)
+    assert math.isclose(m["ttft"], 2.1 + 2 / 3)
+    assert math.isclose(m["e2el"], 14.1 + 2 / 3)
+    assert math.isclose(m["tpot"], 0.12)
+
+
+def test_an_overloaded_prefill_server_waits_as_if_the_run_arrived_at_once():
+    # rho = 1 x 2 s >= 1: the bound, as if the run's 10 requests had come together: (10 - 1) / 2 = 4.5 S
+    # TTFT = 2.1 + 4.5 x 4 / 3 = 8.1 s
+    _, _, cm = combos(Load(1000, 101, rate=1.0, num_prompts=10, cap=256), 3.0, 2.0)
+    assert math.isclose(value(cm["ttft"], T_WAVE, T_DEC, T_GRP), 8.1)
+
+
+def test_no_poisson_wait_in_a_closed_loop_or_a_burst():
+    closed = Load(1000, 101, concurrency=4, num_prompts=40, cap=256)
+    burst = Load(1000, 101, rate=math.inf, num_prompts=10, cap=4)
+    for load in (closed, burst):
+        assert combos(load, 3.0, 0.5)[2]["ttft"] == combos(load, 3.0)[2]["ttft"]

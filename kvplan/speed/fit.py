@@ -3,8 +3,9 @@
 Each figure of a training case gives one row: its predicted value over the measured one, linear in the
 coefficients (a time directly, a throughput through its inverse), against 1, so the fit minimises
 squared relative error; a source's rows are weighted 1 / sqrt(its rows), so no one source's hundreds of
-points decide alone. The batch an open-loop load runs at depends on the step times: three passes, each
-with the previous pass's end-to-end estimate (the first with the roofline's). One set per engine and
+points decide alone. The batch an open-loop load runs at, and its Poisson wait, depend on the step times:
+three passes, each with the previous pass's end-to-end estimate and prefill server time (the first with
+the roofline's). One set per engine and
 version era (kvplan.speed.eras), an older era sharing terms with its engine's current one fitted with it.
 
 kvplan.bench.ship writes the result (`python -m kvplan.bench.ship CORPUS_DIR`); tests/test_speed.py
@@ -88,15 +89,16 @@ class Built:
         if engine is not None:
             self.load = replace(load, cap=engine.cap, chunk=engine.chunk)
 
-    def parts(self, e2e: float | None, roof: bool = False):
-        """(t_wave, t_dec, t_grp features, {metric: combo}) under the previous end-to-end estimate (`roof`: of
-        the roofline's Shape)."""
+    def parts(self, prev: dict | None, roof: bool = False):
+        """(t_wave, t_dec, t_grp features, {metric: combo}) under the previous pass's predictions (its
+        end-to-end estimate and prefill server time, kvplan.speed.load.combos; `roof`: of the roofline's Shape)."""
         load, s = self.load, (self.roof_shape if roof else self.shape)
         if load.bench == "pp":
             return prefill_features(s, load.isl, load.depth, load.ubatch, request=0.0), None, None, combos(load)[2]
         if load.bench == "tg":
             return None, decode_features(s, 1, load.depth), None, combos(load)[2]
-        b, g, cm = combos(load, e2e)
+        prev = prev or {}
+        b, g, cm = combos(load, prev.get("e2el"), prev.get("service"))
         return (prefill_features(s, load.isl, batch=b, chunk=load.chunk), decode_features(s, b, load.isl + load.osl / 2),
                 prefill_features(s, load.isl, batch=g, chunk=load.chunk), cm)
 
@@ -117,9 +119,9 @@ def _kv(name):
     return str(name)
 
 
-def predict(built: Built, coef, e2e: float | None = None) -> dict:
-    """{metric: predicted} for the case (coef () or None: the roofline)."""
-    fp, fd, fg, cm = built.parts(e2e, roof=not coef)
+def predict(built: Built, coef, prev: dict | None = None) -> dict:
+    """{metric: predicted} for the case (coef () or None: the roofline), under the previous pass's `prev`."""
+    fp, fd, fg, cm = built.parts(prev, roof=not coef)
     t = [_price(built.shape, f, coef) if f is not None else 0.0 for f in (fp, fd, fg)]
     return {m: value(c, *t) for m, c in cm.items()}
 
@@ -129,19 +131,17 @@ def _price(shape: Shape, f, coef) -> float:
 
 
 def settle(built: Built, coef) -> dict:
-    """Predictions after PASSES passes of the open-loop batch estimate."""
-    e2e = None
-    out = {}
+    """Predictions after PASSES passes of the open-loop batch estimate (and its Poisson wait)."""
+    out = None
     for _ in range(PASSES):
-        out = predict(built, coef, e2e)
-        e2e = out.get("e2el")
-    return out
+        out = predict(built, coef, out)
+    return out or {}
 
 
 def rows_for(built: Built, coef_prev) -> list[tuple[list[float], str]]:
     """([weighted feature row, metric]) of a case: prediction / measurement, against 1."""
-    e2e = settle(built, coef_prev).get("e2el") if coef_prev is not None else None
-    fp, fd, fg, cm = built.parts(e2e)
+    prev = settle(built, coef_prev) if coef_prev is not None else None
+    fp, fd, fg, cm = built.parts(prev)
     n = len(TERMS)
     fp, fd, fg = (f or [0.0] * n for f in (fp, fd, fg))
     out = []

@@ -26,12 +26,22 @@ seconds:
   open loop at rate r      as a closed loop of c = r x E2E requests (Little's law, E2E from the
                            previous estimate), N <= c once r passes what the deployment serves; its
                            requests arrive one by one (G = 1) and there is no first wave
+  Poisson wait             an open loop's arrivals are Poisson (vllm bench serve's and SGLang's
+                           bench_serving's default, MLPerf's Server scenario): a request waits for the
+                           prefills ahead of it, an M/D/1 queue whose server is the chunk budget's
+                           prefill, S = t_wave / B a request (its share of prefills run in full chunks),
+                           at utilisation rho = r / dp x S (S from the previous estimate):
+                           W = S x rho / (2 (1 - rho)) (Pollaczek-Khinchine, deterministic service),
+                           added to TTFT and E2E. Bounded:
+                           never more than if the run's N requests (N not told: the running cap) had
+                           arrived at once, (N - 1) / 2 x S, which is also its value at rho >= 1
   TPOT (= mean ITL)        (E2E - TTFT) / (osl - 1)
   llama-bench              pp = n_prompt / t_wave (one request, no request cost, ubatch chunks);
                            tg = 1 / t_dec(1)
 
-Queueing is thus Little's law over a saturated server plus a burst's refill: no arrival
-variance (Poisson bursts would add waiting time).
+Queueing is thus Little's law over a saturated server, a burst's refill and an open loop's Poisson
+wait for the prefill server; not the wait for a running slot under Poisson arrivals near the cap
+(M/D/c), which Little's law prices only once the cap is full.
 """
 
 from __future__ import annotations
@@ -82,9 +92,19 @@ def group(load: Load, b: float) -> float:
     return 1.0
 
 
-def combos(load: Load, e2e_estimate: float | None = None) -> tuple[float, float, dict]:
+def poisson_wait(rho: float, bound: float) -> float:
+    """The mean wait in queue of an M/D/1 server over its service time (Pollaczek-Khinchine with no
+    service variance): rho / (2 (1 - rho)), at most `bound` (also its value at rho >= 1, overloaded)."""
+    if rho <= 0:
+        return 0.0
+    return bound if rho >= 1 else min(bound, rho / (2 * (1 - rho)))
+
+
+def combos(load: Load, e2e_estimate: float | None = None,
+           service_estimate: float | None = None) -> tuple[float, float, dict]:
     """(B, G, {metric: (a, b, e, inverse scale or 0)}): a metric is a x t_wave + b x t_dec + e x t_grp,
-    or scale / that where `inverse` is non-zero (a throughput)."""
+    or scale / that where `inverse` is non-zero (a throughput). `service_estimate`: the previous estimate
+    of the prefill server's S (the `service` pseudo-metric), for an open loop's Poisson wait."""
     if load.bench == "pp":
         return 1.0, 1.0, {"pp_tok_s": (1.0, 0.0, 0.0, load.isl)}
     if load.bench == "tg":
@@ -109,6 +129,11 @@ def combos(load: Load, e2e_estimate: float | None = None) -> tuple[float, float,
             share = 0.0 if _rate(load) else 1.0
     ttft = tuple(share * f + (1 - share) * x for f, x in zip(first, staggered))
     ttft = (ttft[0] + wait * t[0], ttft[1] + wait * t[1], ttft[2])
+    if _rate(load) and not burst and service_estimate:  # Poisson arrivals queue for the prefill server
+        n = load.num_prompts / load.dp if load.num_prompts else load.cap
+        q = poisson_wait(load.rate / load.dp * service_estimate, max(0.0, (n - 1) / 2))
+        ttft = (ttft[0] + q / b, ttft[1], ttft[2])
+        e2e = (e2e[0] + q / b, e2e[1], e2e[2])
     k = max(1.0, osl - 1)
     out = {
         "e2el": (*e2e, 0.0),
@@ -117,6 +142,7 @@ def combos(load: Load, e2e_estimate: float | None = None) -> tuple[float, float,
         "output_throughput": (*t, load.dp * osl),
         "request_throughput": (*t, float(load.dp)),
         "total_throughput": (*t, load.dp * (load.isl + osl)),
+        "service": (1.0 / b, 0.0, 0.0, 0.0),  # the prefill server's S, t_wave / B: not a measured figure
     }
     return b, g, out
 

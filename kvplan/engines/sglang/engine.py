@@ -25,6 +25,7 @@ from kvplan.engines.sglang import layout as sglang_layout
 from kvplan.engines.sglang import loaded as sglang_loaded
 from kvplan.engines.sglang import mamba as sglang_mamba
 from kvplan.engines.sglang import multimodal as sglang_mm
+from kvplan.engines.sglang import ncclmem as sglang_nccl
 from kvplan.engines.sglang import swa as sglang_swa
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-exported: sglang.default_fraction)
@@ -107,10 +108,11 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     kv = req.kv_dtype
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"SGLang has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
-    # before the weights: the CUDA context and NCCL (INIT_BYTES_*), and custom all-reduce buffers where SGLang
-    # builds them (kvplan.engines.sglang.allreduce: NVSwitch, or two GPUs)
+    # before the weights: the CUDA context and NCCL (INIT_BYTES_*), custom all-reduce buffers where SGLang builds
+    # them (kvplan.engines.sglang.allreduce: NVSwitch, or two GPUs), and NCCL's larger buffers inside an NVSwitch
+    # domain, as SGLang's "Init torch distributed ends" logs measured them (kvplan.engines.sglang.ncclmem)
     init = (INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1) + sglang_allreduce.custom_allreduce_bytes(
-        gpu, tp_size, dep.ep, version)
+        gpu, tp_size, dep.ep, version) + sglang_nccl.nccl_extra_bytes(gpu, tp_size)
     extra, rounding = sglang_loaded.loaded_parts(model, gpu, tp_size, version, dep.ep, dep.pp, req.weight_dtype)
     cache_mb = opt_int(opts, "vlm_cache_size_mb", sglang_mm.DEFAULT_CACHE_MB)
     attn_dp = dep.dp if dpa else 1

@@ -52,7 +52,8 @@ OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_to
 # Memory taken before the weights load: what `init_torch_distributed` leaves in use (the CUDA context, NCCL's
 # communicators and, on NVLink or two GPUs, custom all-reduce buffers; 0.4.3.post4 `model_runner.py` L258-316;
 # custom all-reduce stays off on more than two PCIe-only GPUs, `custom_all_reduce.py` L235-241; where it is on, its
-# buffers are added: kvplan.engines.sglang.allreduce). tp > 1: 0.40 GiB,
+# buffers are added: kvplan.engines.sglang.allreduce; inside an NVSwitch domain NCCL's larger buffers, as SGLang's
+# logs measured them: kvplan.engines.sglang.ncclmem). tp > 1: 0.40 GiB,
 # the torch total SGLang's free memory counts from (cudaMemGetInfo; the L4 profile's 22,558 MiB) less the 21.63 GiB
 # free before loading (avail 6.09 + mem usage 15.54 GB) of QwQ-32B at tp 4 on L4s (github.com/didier-durand/
 # llms-in-clouds docs/sglang.md): 22,558 - 22,149.1 = 408.9 MiB (+-10 MiB from the printed decimals). It was

@@ -2,7 +2,7 @@
 
 The serving benchmarks drive a server in one of two ways (vllm-project/vllm@v0.10.1:vllm/benchmarks/serve.py,
 sgl-project/sglang@v0.4.6:python/sglang/bench_serving.py): requests sent at `--request-rate` (Poisson
-arrivals when burstiness is 1; every request at once when the rate is inf), and at most
+arrivals when burstiness is 1, gamma gaps of that shape otherwise; every request at once when the rate is inf), and at most
 `--max-concurrency` in flight (a client-side semaphore: a new request is sent when one finishes). The
 simulator takes arrival times, so the closed loop is found by iteration (`closed_loop`): run with the
 engine capped at C, send request i + C when the i-th request finishes, run again uncapped.
@@ -29,14 +29,17 @@ def request_count(wanted: int, isl: int, osl: int) -> int:
     return max(1, min(wanted, MAX_REQUESTS, MAX_TOKENS // max(1, isl + osl)))
 
 
-def requests(isl: int, osl: int, n: int, rate: float | None, seed: int = SEED) -> list[SimRequest]:
-    """`n` requests of `isl` prompt and `osl` output tokens: Poisson at `rate` req/s, or all at t = 0
-    (rate None or inf)."""
+def requests(isl: int, osl: int, n: int, rate: float | None, seed: int = SEED,
+             burstiness: float | None = None) -> list[SimRequest]:
+    """`n` requests of `isl` prompt and `osl` output tokens: Poisson at `rate` req/s, or, with a `burstiness`
+    k other than 1, gaps of gamma(shape k, scale 1 / (rate k)) as vLLM draws them (mean 1 / rate); all at
+    t = 0 where the rate is None or inf."""
     out, t = [], 0.0
     rng = random.Random(seed)
+    gamma = burstiness is not None and burstiness > 0 and burstiness != 1
     for i in range(n):
         if rate is not None and math.isfinite(rate):
-            t += rng.expovariate(rate)
+            t += rng.gammavariate(burstiness, 1.0 / (rate * burstiness)) if gamma else rng.expovariate(rate)
         out.append(SimRequest(i, t, isl, osl))
     return out
 

@@ -50,6 +50,7 @@ class Settings:
     lengths: str | None = None  # how isl/osl were read: "fixed", "mean of the run", ...
     concurrency: int | None = None  # closed loop: most requests in flight
     request_rate: float | None = None  # open loop, requests/s; inf = all at once
+    burstiness: float | None = None  # open loop: the gamma gaps' shape (vLLM's --burstiness; None or 1: Poisson)
     num_prompts: int | None = None
     weight_dtype: str | None = None
     kv_dtype: str | None = None

@@ -61,7 +61,7 @@ _RATES = {"Output token throughput (tok/s)": "output_throughput", "Total Token t
 _FLAG = re.compile(r"(?:--|\b(?=\w{1,40}=))(model|random[-_]input[-_]len|random[-_]output[-_]len|max[-_]concurrency|num[-_]prompts|"
                    r"request[-_]rate|tp|tp[-_]size|tensor[-_]parallel[-_]size)(?:=|\s+)'?([A-Za-z0-9_./:-]{1,200})")
 
-_BEFORE = re.compile(r"^(Traffic request rate|Maximum request concurrency):[ \t]*(\S{1,40})[ \t]*$", re.M)
+_BEFORE = re.compile(r"^(Traffic request rate|Burstiness factor|Maximum request concurrency):[ \t]*(\S{1,40})(?:[ \t]+\([^)\n]{0,40}\))?[ \t]*$", re.M)
 
 
 def report_lines(text: str) -> dict:
@@ -114,4 +114,5 @@ def report_settings(text: str, fields: dict) -> Settings:
         isl=isl or numbers.mean_length(fields.get("Total input tokens"), done),
         osl=osl or numbers.mean_length(fields.get("Total generated tokens"), done), lengths=lengths,
         concurrency=numbers.count(conc), request_rate=numbers.rate(rate),
+        burstiness=numbers.figure(fields.get("Burstiness factor")),
         num_prompts=numbers.count(flags.get("num_prompts")) or numbers.count(done), tp=numbers.count(tp))

@@ -2,7 +2,7 @@
 
 Keys as vllm-project/vllm@v0.10.1:vllm/benchmarks/serve.py writes them (`date`, `backend` or
 `endpoint_type`, `model_id`, `num_prompts`, `request_rate` ("inf" as text), `max_concurrency`,
-`completed`, `total_input_tokens`, `total_output_tokens`, the throughputs, `<stat>_<metric>_ms`),
+`burstiness` (the gaps' gamma shape, 1 = Poisson), `completed`, `total_input_tokens`, `total_output_tokens`, the throughputs, `<stat>_<metric>_ms`),
 plus any `--metadata KEY=VALUE` pairs the user added at the top level (a `gpu`, `tp`, ... we read
 as stated). Input and output lengths are the run's means (totals over completed requests): the JSON
 keeps no dataset flags.
@@ -33,5 +33,6 @@ def parse(doc: dict) -> list[BenchRun]:
         isl=numbers.mean_length(doc.get("total_input_tokens"), done),
         osl=numbers.mean_length(doc.get("total_output_tokens"), done), lengths="mean of the run",
         concurrency=numbers.count(doc.get("max_concurrency")), request_rate=numbers.rate(doc.get("request_rate")),
+        burstiness=numbers.figure(doc.get("burstiness")),
         num_prompts=numbers.count(doc.get("num_prompts")) or numbers.count(done))
     return [BenchRun("vllm-json", "the run", settings, saved_metrics(doc))]

@@ -157,7 +157,8 @@ def _llama_bench(sim, cfg, s) -> dict:
 def _load_note(s, rate) -> str:
     """How the run's load is simulated, in one line."""
     lengths = f"every request {s.isl:,} tokens in, {s.osl:,} out" + (f" ({s.lengths})" if s.lengths else "")
-    sent = (f"Poisson arrivals at {rate:,.3g} req/s per replica" if rate and math.isfinite(rate)
+    kind = ("Poisson" if s.burstiness in (None, 1.0) else f"gamma (burstiness {s.burstiness:g})")
+    sent = (f"{kind} arrivals at {rate:,.3g} req/s per replica" if rate and math.isfinite(rate)
             else "every request sent at once")
     return lengths + "; " + sent + (f", at most {s.concurrency:,} in flight (closed loop)" if s.concurrency else "")
 
@@ -183,7 +184,7 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
         notes.append(f"{n:,} requests simulated per replica, of the run's {wanted:,} (steady state; kvplan's cap)")
     rate = s.request_rate / r.replicas if s.request_rate and math.isfinite(s.request_rate) else s.request_rate
     notes.append(_load_note(s, rate))
-    reqs = load.requests(s.isl, s.osl, n, rate)
+    reqs = load.requests(s.isl, s.osl, n, rate, burstiness=s.burstiness)  # the file's own arrival process
     if s.concurrency:
         reqs = load.closed_loop(sim, cfg, reqs, math.ceil(s.concurrency / r.replicas))
     ((summary, _),) = run_all(sim, reqs, {"paged": cfg}, math.inf, math.inf).values()

@@ -74,7 +74,7 @@ def _check(run, model, gpu, tp, engine, kv_dtype, weight_dtype, hw_profiles) -> 
         "run": run.label, "tool": run.tool, "model": r.model, "gpu": r.gpu.key, "tp": r.tp, "replicas": r.replicas,
         "engine": r.engine, "input_len": s.isl, "output_len": s.osl, "lengths": s.lengths, "concurrency": s.concurrency,
         "request_rate": None if s.request_rate is None else (str(s.request_rate) if s.request_rate == float("inf") else s.request_rate),
-        "requests": s.num_prompts, "assumed": said,
+        "burstiness": s.burstiness, "requests": s.num_prompts, "assumed": said,
         "rows": [{**row.__dict__, "unit": UNITS[row.metric]} for row in rows(run.metrics, predicted)],
         "efficiency": [{"term": t, "achieved": a, "datasheet": d, "unit": u, "pct": 100.0 * a / d if d else None,
                         "benchmark": m, "pct_of_benchmark": 100.0 * a / m if m else None}

@@ -7,18 +7,22 @@ model is not in the catalog (kvplan_model null), its GPU is not a profile key, i
 of the four, or its lengths cannot be told. Lengths: isl/osl, else a drawn distribution's stated
 totals over num_prompts, else its mean, else a random length with a range ratio r as len x (1 + r) / 2
 (SGLang's and vLLM's uniform draw); a dataset (ShareGPT) only through the stated totals or the
-total / output throughput ratio (input tokens = (total - output) / request rate).
+total / output throughput ratio (input tokens = (total - output) / request rate). A point at a finite
+request rate names its arrival process (`arrival`: poisson | gamma(k) | constant | closed | burst |
+unstated; absent reads as unstated), which sets the open loop's queueing wait (kvplan.speed.load); any
+other value is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.speed.eras import era_of
-from kvplan.speed.load import Load
+from kvplan.speed.load import ARRIVALS, Load, arrival_cv2
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
 DEFAULT_MAX_SEQS = {"vllm": 256, "sglang": 4096, "trtllm": 2048, "llama.cpp": 1}  # a cap; KV room binds first
@@ -146,12 +150,26 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
         rate = p.get("request_rate")
         rate = math.inf if rate in ("inf", None) and not p.get("concurrency") else rate
         load = Load(isl, osl, _float(p.get("concurrency") or flags.get("batch_size")), _float(rate),
-                    _float(p.get("num_prompts")), dp=dp * pp)  # a pipeline's stages: pp micro-batches in flight
+                    _float(p.get("num_prompts")), dp=dp * pp,  # a pipeline's stages: pp micro-batches in flight
+                    arrival_cv2=arrival_of(p.get("arrival")))
     case = Case(source, str(p.get("id")), engine, p["gpu"], p["kvplan_model"], tp, ep, dp, gpus,
                 p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t,
                 _int(next((flags[k] for k in RUNNING if flags.get(k)), None), 0) or None,
                 date, era_of(engine, p.get("version"), date if date not in ("", "None") else None), str(p["version"]) if p.get("version") else None, dict(flags), pp)
     return case, ""
+
+
+def arrival_of(value) -> float | None:
+    """The `arrival` field read as the squared coefficient of variation of the gaps (kvplan.speed.load.arrival_cv2;
+    None: no queueing wait). Absent reads as unstated; a value not in ARRIVALS (gamma as `gamma(k)`, k > 0 the
+    burstiness) is refused with a ValueError naming the allowed ones."""
+    text = "unstated" if value is None else str(value).strip().lower()
+    m = re.fullmatch(r"gamma\(\s*([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*\)", text)
+    if m and float(m.group(1)) > 0:
+        return arrival_cv2("gamma", float(m.group(1)))
+    if text not in ARRIVALS or text == "gamma":
+        raise ValueError(f"arrival {value!r} is not one of poisson, gamma(k) with k > 0, constant, closed, burst, unstated")
+    return arrival_cv2(text)
 
 
 def _float(v):
@@ -184,6 +202,10 @@ def read_corpus(folder: Path) -> tuple[list[Case], dict]:
         defaults = doc.get("defaults") or {}
         for point in doc.get("points") or ():
             p = {**defaults, **point}
+            try:
+                arrival_of(p.get("arrival"))  # every point's, priced or skipped
+            except ValueError as e:
+                raise ValueError(f"{f.name}, point {p.get('id')}: {e}") from None
             case, why = case_of(p, src["id"], str(src.get("date", "")))
             if case is None:
                 skipped[why] = skipped.get(why, 0) + 1

@@ -3,7 +3,7 @@
 Each figure of a training case gives one row: its predicted value over the measured one, linear in the
 coefficients (a time directly, a throughput through its inverse), against 1, so the fit minimises
 squared relative error; a source's rows are weighted 1 / sqrt(its rows), so no one source's hundreds of
-points decide alone. The batch an open-loop load runs at, and its Poisson wait, depend on the step times:
+points decide alone. The batch an open-loop load runs at, and its arrival wait, depend on the step times:
 three passes, each with the previous pass's end-to-end estimate and prefill server time (the first with
 the roofline's). One set per engine and
 version era (kvplan.speed.eras), an older era sharing terms with its engine's current one fitted with it.
@@ -131,7 +131,7 @@ def _price(shape: Shape, f, coef) -> float:
 
 
 def settle(built: Built, coef) -> dict:
-    """Predictions after PASSES passes of the open-loop batch estimate (and its Poisson wait)."""
+    """Predictions after PASSES passes of the open-loop batch estimate (and its arrival wait)."""
     out = None
     for _ in range(PASSES):
         out = predict(built, coef, out)

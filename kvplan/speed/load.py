@@ -26,20 +26,26 @@ seconds:
   open loop at rate r      as a closed loop of c = r x E2E requests (Little's law, E2E from the
                            previous estimate), N <= c once r passes what the deployment serves; its
                            requests arrive one by one (G = 1) and there is no first wave
-  Poisson wait             an open loop's arrivals are Poisson (vllm bench serve's and SGLang's
-                           bench_serving's default, MLPerf's Server scenario): a request waits for the
-                           prefills ahead of it, an M/D/1 queue whose server is the chunk budget's
-                           prefill, S = t_wave / B a request (its share of prefills run in full chunks),
-                           at utilisation rho = r / dp x S (S from the previous estimate):
-                           W = S x rho / (2 (1 - rho)) (Pollaczek-Khinchine, deterministic service),
-                           added to TTFT and E2E. Bounded:
-                           never more than if the run's N requests (N not told: the running cap) had
-                           arrived at once, (N - 1) / 2 x S, which is also its value at rho >= 1
+  arrival wait             an open loop's requests wait for the prefills ahead of them: a queue whose
+                           server is the chunk budget's prefill, S = t_wave / B a request (its share of
+                           prefills run in full chunks), at utilisation rho = r / dp x S (S from the
+                           previous estimate), added to TTFT and E2E, by the load's arrival process
+                           (`ARRIVALS`, the corpus's `arrival` field): Poisson (vllm bench serve's and
+                           SGLang's bench_serving's default, MLPerf's Server scenario), M/D/1,
+                           W = S x rho / (2 (1 - rho)) (Pollaczek-Khinchine, deterministic service);
+                           gamma gaps of shape k (vllm's --burstiness k), G/D/1 by Kingman's
+                           approximation with the gaps' squared coefficient of variation c2 = 1 / k,
+                           W = S x rho / (1 - rho) x c2 / 2 (exact for c2 = 1); evenly spaced (guidellm's
+                           constant profile), D/D/1: no wait below rho 1, and past it the n-th of N
+                           requests waits n (S - 1 / r), a mean of (N - 1) / 2 x S x (1 - 1 / rho).
+                           Bounded: never more than if the run's N requests (N not told: the running
+                           cap) had arrived at once, (N - 1) / 2 x S, which is also Poisson's and
+                           gamma's value at rho >= 1
   TPOT (= mean ITL)        (E2E - TTFT) / (osl - 1)
   llama-bench              pp = n_prompt / t_wave (one request, no request cost, ubatch chunks);
                            tg = 1 / t_dec(1)
 
-Queueing is thus Little's law over a saturated server, a burst's refill and an open loop's Poisson
+Queueing is thus Little's law over a saturated server, a burst's refill and an open loop's arrival
 wait for the prefill server; not the wait for a running slot under Poisson arrivals near the cap
 (M/D/c), which Little's law prices only once the cap is full.
 """
@@ -68,6 +74,7 @@ class Load:
     depth: float = 0  # llama-bench: cached tokens before the measured ones
     ubatch: int = 512  # llama-bench's prompt chunk
     chunk: int = PREFILL_CHUNK  # tokens one prefill step takes (vLLM's max_num_batched_tokens default)
+    arrival_cv2: float | None = 1.0  # an open loop's gaps' squared coefficient of variation (arrival_cv2); None: no wait
 
 
 def batch_and_mode(load: Load, e2e_estimate: float | None) -> tuple[float, float, bool]:
@@ -92,19 +99,55 @@ def group(load: Load, b: float) -> float:
     return 1.0
 
 
+ARRIVALS = ("poisson", "gamma", "constant", "closed", "burst", "unstated")  # the corpus's `arrival` kinds
+# An unstated arrival process (a source that names the rate, not the client that kept it) gets the wait every
+# process at that rate shares, D/D/1's: none below rho 1, the overload's queue past it; no variability term.
+# Chosen on the training CV over Poisson and no wait at all (README, "Speed: how far to trust it").
+UNSTATED_CV2 = 0.0
+
+
+def arrival_cv2(kind: str, burstiness: float | None = None) -> float | None:
+    """The squared coefficient of variation of an open loop's gaps between arrivals, or None where no
+    arrival wait applies: Poisson 1; gamma gaps of shape k (vllm's `--burstiness k`: numpy's
+    gamma(shape=k, scale=1 / (rate k)), variance k / (rate k)^2, over the squared mean 1 / rate^2) 1 / k;
+    evenly spaced 0; an unstated process UNSTATED_CV2 (as evenly spaced); a closed loop or a burst None."""
+    if kind == "poisson":
+        return 1.0
+    if kind == "gamma":
+        if not burstiness or burstiness <= 0:
+            raise ValueError(f"a gamma arrival needs a positive burstiness, not {burstiness!r}")
+        return 1.0 / burstiness
+    if kind == "constant":
+        return 0.0
+    if kind == "unstated":
+        return UNSTATED_CV2
+    return None
+
+
+def arrival_wait(rho: float, bound: float, cv2: float = 1.0) -> float:
+    """The mean wait in queue over the service time of a deterministic server whose arrivals' gaps have
+    squared coefficient of variation `cv2`: Kingman's G/D/1 approximation rho / (1 - rho) x cv2 / 2, which
+    is Pollaczek-Khinchine's M/D/1 exactly at cv2 = 1; at most `bound`, also its value at rho >= 1
+    (overloaded). Evenly spaced arrivals (cv2 = 0) are D/D/1: none below rho 1, and past it the n-th of N
+    requests (bound = (N - 1) / 2) waits n (1 - 1 / rho) service times, a mean of bound x (1 - 1 / rho)."""
+    if rho <= 0:
+        return 0.0
+    if cv2 <= 0:
+        return bound * (1 - 1 / rho) if rho > 1 else 0.0
+    return bound if rho >= 1 else min(bound, rho / (1 - rho) * cv2 / 2)
+
+
 def poisson_wait(rho: float, bound: float) -> float:
     """The mean wait in queue of an M/D/1 server over its service time (Pollaczek-Khinchine with no
     service variance): rho / (2 (1 - rho)), at most `bound` (also its value at rho >= 1, overloaded)."""
-    if rho <= 0:
-        return 0.0
-    return bound if rho >= 1 else min(bound, rho / (2 * (1 - rho)))
+    return arrival_wait(rho, bound, 1.0)
 
 
 def combos(load: Load, e2e_estimate: float | None = None,
            service_estimate: float | None = None) -> tuple[float, float, dict]:
     """(B, G, {metric: (a, b, e, inverse scale or 0)}): a metric is a x t_wave + b x t_dec + e x t_grp,
     or scale / that where `inverse` is non-zero (a throughput). `service_estimate`: the previous estimate
-    of the prefill server's S (the `service` pseudo-metric), for an open loop's Poisson wait."""
+    of the prefill server's S (the `service` pseudo-metric), for an open loop's arrival wait."""
     if load.bench == "pp":
         return 1.0, 1.0, {"pp_tok_s": (1.0, 0.0, 0.0, load.isl)}
     if load.bench == "tg":
@@ -129,9 +172,9 @@ def combos(load: Load, e2e_estimate: float | None = None,
             share = 0.0 if _rate(load) else 1.0
     ttft = tuple(share * f + (1 - share) * x for f, x in zip(first, staggered))
     ttft = (ttft[0] + wait * t[0], ttft[1] + wait * t[1], ttft[2])
-    if _rate(load) and not burst and service_estimate:  # Poisson arrivals queue for the prefill server
+    if _rate(load) and not burst and service_estimate and load.arrival_cv2 is not None:  # arrivals queue for the prefill server
         n = load.num_prompts / load.dp if load.num_prompts else load.cap
-        q = poisson_wait(load.rate / load.dp * service_estimate, max(0.0, (n - 1) / 2))
+        q = arrival_wait(load.rate / load.dp * service_estimate, max(0.0, (n - 1) / 2), load.arrival_cv2)
         ttft = (ttft[0] + q / b, ttft[1], ttft[2])
         e2e = (e2e[0] + q / b, e2e[1], e2e[2])
     k = max(1.0, osl - 1)

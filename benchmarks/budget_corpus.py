@@ -16,7 +16,6 @@ SGLang's records (weights, state pool, token pool) are scored by budget_sglang.p
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import statistics
@@ -27,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import budget_calibrate  # noqa: E402 (the vLLM constants' fit, beside this file)
 import budget_sglang  # noqa: E402 (SGLang's pool, beside this file)
 
 CORPUS = ROOT / "tests" / "fixtures" / "logs" / "corpus"
@@ -206,166 +206,8 @@ def summary(rs: list[dict], split: str) -> dict:
 
 
 def calibrate(records: list[dict]) -> dict:
-    """Least-squares fit of the overhead constants on the training split, per era of the V1 engine."""
-    from kvplan.sources.catalog import find_in_catalog
-    from kvplan.engines.vllm import non_torch as vllm_non_torch
-    from kvplan.engines.vllm import overhead as vllm_overhead
-    from kvplan.engines.base import parse_version
-    from kvplan.hardware.gpus import GPU, find_gpu
-
-    act_x, act_y, cg_x, cg_y = [], [], [], []
-    cg_graphs: list[tuple] = []  # (FA accumulator bytes, further graphs, layers, printed estimate)
-    act11: list[tuple] = []  # v0.11: (features, MoE elements, torch peak); the sampler is fitted last
-    moe: list[tuple] = []  # v0.19 MoE records: fitted after the dense terms, on their residual
-    nt = {k: [] for k in ("single", "tp", "pp", "single_v011", "tp_v011", "tp_legacy")}
-    for rec in records:
-        if is_held_out(rec) or rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not rec.get("version"):
-            continue
-        v = parse_version(rec["version"])
-        if v < (0, 8, 0):
-            continue
-        model = find_in_catalog(rec["kvplan_model"])
-        rep = parsed(rec).reported
-        tp, pp = int(rec.get("tp") or 1), int(rec.get("pp") or 1)
-        flags = rec.get("flags") or {}
-        if v < (0, 11, 0):
-            if tp > 1 and "model_loading_gib" in rep and "available_kv_gib" in rep and rec.get("gpu"):
-                nt["tp_legacy"].append(_legacy_non_torch(rec, model, rep, tp))
-            continue
-        t, s = int(flags.get("max_num_batched_tokens", 8192)), int(flags.get("max_num_seqs", 1024))
-        eager = str(flags.get("enforce_eager", "")).lower() == "true"
-        # non-torch memory: the 0.18+ constants from the release that profiles CUDA graphs in the window, less the
-        # source-derived FlashInfer all-reduce workspace (kvplan/engines/vllm/non_torch.py)
-        era = "" if vllm_non_torch.graph_profile_residue(v) else "_v011"
-        sort_sampler = vllm_overhead.sort_sampler(v, rec.get("flashinfer_sampler"), min(s, t))  # the per-logit cost
-        if "non_torch_gib" in rep:
-            # a record without its GPU: the corpus's machine, an HGX H100 (as check-log assumes without --gpu)
-            fi_gpu = (find_gpu(rec["gpu"]) if rec.get("gpu")
-                      else vllm_non_torch.corpus_gpu(GPU.of_memory("log", "GPU from the log", 80 * GIB, "a record")))
-            fi_ws = vllm_non_torch.fi_allreduce_workspace(v, tp, model.hidden_size, vllm_non_torch.dtype_bytes(model),
-                                                          t, pp, 1, eager, fi_gpu)
-            key = ("tp" if tp > 1 else "pp" if pp > 1 else "single") + era
-            nt[key].append(rep["non_torch_gib"].value * GIB - fi_ws)
-        if "activation_peak_gib" in rep and pp == 1:
-            x = (min(s, t) * model.vocab_size, t * model.intermediate_size / tp, t * model.hidden_size)
-            gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None
-            # a multimodal model's peak also holds the dummy encoder outputs, and from 0.17 the Triton sampler's
-            # buffer of one vocabulary row per SM (both source-derived; a record without its GPU: the H100's SMs)
-            known = (vllm_overhead.encoder_profile_bytes(model, t, v)
-                     + vllm_overhead.triton_buffer_bytes(v, min(s, t), model.vocab_size, gpu,
-                                                         rec.get("flashinfer_sampler")))
-            rep = dict(rep)
-            peak = rep["activation_peak_gib"]
-            rep["activation_peak_gib"] = dataclasses.replace(peak, value=peak.value - known / GIB)
-            moe_elems = vllm_overhead.moe_workspace_elements(model, tp, t, gpu)
-            if sort_sampler:
-                act11.append((x, moe_elems, rep["activation_peak_gib"].value * GIB))
-            elif moe_elems:
-                moe.append((model, tp, t, s, gpu, rep["activation_peak_gib"].value * GIB))
-            else:
-                act_x.append(x)
-                act_y.append(rep["activation_peak_gib"].value * GIB)
-        if "cudagraph_estimate_gib" in rep:
-            layers = max(b - a for a, b in _ranges(model, type("D", (), {"pp": pp})()))
-            cg_x.append((1.0, float(layers)))
-            cg_y.append(rep["cudagraph_estimate_gib"].value * GIB)
-            piecewise, full = vllm_overhead.cudagraph_counts(model, s)
-            further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
-            cg_gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None  # (FA3's accumulator: Hopper's, fa3_graphs)
-            cg_graphs.append((vllm_overhead.fa_split_accumulator(model, tp, max(full, default=0), cg_gpu),
-                              further, layers, rep["cudagraph_estimate_gib"].value * GIB))
-    a = _lstsq(act_x, act_y)
-    moe_xy = []
-    for model, tp, t, s, gpu, y in moe:
-        dense = a[0] * min(s, t) * model.vocab_size + t * (a[1] * model.intermediate_size / tp + a[2] * model.hidden_size)
-        moe_xy.append((vllm_overhead.moe_workspace_elements(model, tp, t, gpu), y - dense))
-    moe_b = sum(x * y for x, y in moe_xy) / sum(x * x for x, _ in moe_xy) if moe_xy else 0.0
-    v011 = [(x[0], y - x[1] * a[1] - x[2] * a[2] - m * moe_b) for x, m, y in act11]  # the same forward, MoE
-    c = _lstsq(cg_x, cg_y)
-    first, per_graph_layer = _fit_cudagraphs(cg_graphs)
-    med = {k: (statistics.median(v) / 2**20 if v else None) for k, v in nt.items()}
-    return {"n_activation": len(act_y), "SAMPLER_BYTES": a[0], "FORWARD_MLP_BYTES": a[1], "FORWARD_HIDDEN_BYTES": a[2],
-            "n_activation_moe": len(moe_xy),
-            "MOE_WORKSPACE_BYTES": moe_b,
-            "n_activation_v011": len(v011),
-            "SAMPLER_BYTES_V011": sum(x * y for x, y in v011) / sum(x * x for x, _ in v011) if v011 else None,
-            "NON_TORCH_SINGLE_MIB": med["single"], "NON_TORCH_TP_MIB": med["tp"], "NON_TORCH_PP_MIB": med["pp"],
-            "NON_TORCH_SINGLE_V011_MIB": med["single_v011"], "NON_TORCH_TP_V011_MIB": med["tp_v011"],
-            "NON_TORCH_TP_LEGACY_MIB": med["tp_legacy"],
-            "n_cudagraph": len(cg_y), "CUDAGRAPH_BASE_MIB": c[0] / 2**20, "CUDAGRAPH_PER_LAYER_MIB": c[1] / 2**20,
-            "CUDAGRAPH_FIRST_PIECEWISE_MIB": first / 2**20, "CUDAGRAPH_PER_GRAPH_LAYER_MIB": per_graph_layer / 2**20}
-
-
-def _fit_cudagraphs(samples: list[tuple]) -> tuple[float, float]:
-    """vLLM's estimate is max(first PIECEWISE capture, FA accumulator) + further graphs x layers x a
-    per-graph cost per layer: the first capture by a scan over whole MiB, the per-graph cost by least
-    squares for each; the scan keeps the smallest squared error. (A constant per-graph term beside the
-    per-layer one fits to 0 on the training split.)"""
-    best = (float("inf"), 0.0, 0.0)
-    den = sum((g * layers) ** 2 for _, g, layers, _ in samples)
-    for mib in range(32, 512):
-        first = mib * 2**20
-        per = sum(g * layers * (y - max(first, fa)) for fa, g, layers, y in samples) / den if den else 0.0
-        sse = sum((y - max(first, fa) - per * g * layers) ** 2 for fa, g, layers, y in samples)
-        if sse < best[0]:
-            best = (sse, first, per)
-    return best[1:]
-
-
-def _legacy_non_torch(rec, model, rep, tp) -> float:
-    """Releases before 0.19 print no breakdown: non-torch is the residual of the printed budget,
-    total x gmu - printed weights - printed KV - kvplan's activation peak (bytes)."""
-    from kvplan.engines.vllm import engine as vllm
-    from kvplan.engines.vllm import overhead as vllm_overhead
-    from kvplan.engines.base import parse_version
-    from kvplan.hardware.gpus import find_gpu
-    from kvplan.planning.deploy import Deployment
-    from kvplan.planning.plan import Request
-
-    gpu = find_gpu(rec["gpu"])
-    flags = rec.get("flags") or {}
-    dep = Deployment(tp, int(rec.get("pp") or 1))
-    req = Request(context=int(flags.get("max_model_len") or model.max_context))
-    opts = {k: str(flags[k]) for k in ("max_num_batched_tokens", "max_num_seqs") if k in flags}
-    st = vllm.settings(model, gpu, dep, req, rec["version"], opts,
-                       {"gpu_memory_utilization": flags["gpu_memory_utilization"]})
-    act = vllm_overhead.activation_peak(model, tp, st.max_num_batched_tokens, st.max_num_seqs,
-                                        version=parse_version(rec["version"]), gpu=gpu,
-                                        flashinfer_sampler=rec.get("flashinfer_sampler"))
-    return (gpu.memory_usable_bytes * st.gpu_memory_utilization - rep["model_loading_gib"].value * GIB
-            - rep["available_kv_gib"].value * GIB - act)
-
-
-def _lstsq(xs, ys):
-    """Non-negative least squares by active set over a handful of columns (normal equations)."""
-    n = len(xs[0]) if xs else 0
-    active = list(range(n))
-    while active:
-        sol = _solve([[sum(x[i] * x[j] for x in xs) for j in active] for i in active],
-                     [sum(x[i] * y for x, y in zip(xs, ys)) for i in active])
-        neg = [active[k] for k, v in enumerate(sol) if v < 0]
-        if not neg:
-            out = [0.0] * n
-            for k, i in enumerate(active):
-                out[i] = sol[k]
-            return out
-        active.remove(neg[0])
-    return [0.0] * n
-
-
-def _solve(a, b):
-    n = len(b)
-    m = [row[:] + [b[i]] for i, row in enumerate(a)]
-    for c in range(n):
-        p = max(range(c, n), key=lambda r: abs(m[r][c]))
-        m[c], m[p] = m[p], m[c]
-        if m[c][c] == 0:
-            return [0.0] * n
-        for r in range(n):
-            if r != c:
-                f = m[r][c] / m[c][c]
-                m[r] = [x - f * y for x, y in zip(m[r], m[c])]
-    return [m[i][n] / m[i][i] for i in range(n)]
+    """The overhead constants re-fitted on the training split (budget_calibrate.py beside this file)."""
+    return budget_calibrate.calibrate(records, is_held_out, parsed)
 
 
 def print_table(rs: list[dict], held_out_only: bool) -> None:

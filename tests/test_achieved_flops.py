@@ -144,7 +144,8 @@ def test_a_profile_without_a_matmul_rate_is_said_where_speed_is_shown_never_pric
     runner = CliRunner()
     for args in (["fit", "llama-3.1-8b", "--gpu", "l40", "--ctx", "8k"],
                  ["simulate", "llama-3.1-8b", "--gpu", "l40", "--workload", "chat", "--qps", "1",
-                  "--duration", "2"]):
+                  "--duration", "2"],
+                 ["sweep", "-m", "llama-3.1-8b", "--gpu", "l40,h100-sxm", "--ctx", "8k"]):
         res = runner.invoke(whole_app(), args)
         assert res.exit_code == 0, res.output
         lines = [ln for ln in res.stderr.splitlines() if "matmul rate" in ln]

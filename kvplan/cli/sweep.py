@@ -139,7 +139,7 @@ def sweep(
     stderr(_checked_size(total, max_plans, served))
     result = _run((specs, gpu_list, counts, contexts, kv_names, weights), kwargs, total)
     summary = _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book)
-    summary += lora_lines(adapters, chosen, "plan") + _speed_lines(result)
+    summary += lora_lines(adapters, chosen, "plan") + _speed_lines(result, gpu_list)
     sims = None
     if served:
         sims = _simulate(result, chosen, gpu_list, loaded, slo_ttft, slo_tpot)
@@ -213,9 +213,11 @@ def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch
     return summary
 
 
-def _speed_lines(result) -> list[str]:
-    """What the decode tok/s columns are: the calibrated model and its held-out band, and the roofline bound."""
-    lines = speed_notes(result.speed, result.engine_name, "", "")[:1]
+def _speed_lines(result, gpu_list) -> list[str]:
+    """What the decode tok/s columns are: the calibrated model and its held-out band, the roofline bound, and
+    the GPUs whose profiles lack the matmul rate the prefill terms need."""
+    notes = speed_notes(result.speed, result.engine_name, "", "", gpus=gpu_list)
+    lines = notes[:1] + [n for n in notes if "matmul rate" in n]
     if result.speed == "calibrated":
         lines.append("decode tok/s: calibrated (decode_*_calibrated keys; the table's tok/s); the roofline "
                      "beside it is a bound (decode_tokens_per_second; the table's roofline), engines run slower")
@@ -265,8 +267,7 @@ def _simulate(result, chosen, gpu_list, loaded, slo_ttft: float, slo_tpot: float
     target = Target(tuple(loaded.requests), slo_ttft, slo_tpot, engine=result.engine_name, speed=result.speed,
                     configured=chosen)
     stderr(per_plan_note(chosen))
-    notes = speed_notes(result.speed, result.engine_name, "", "", gpus=gpu_list)
-    for line in notes[:1] + [n for n in notes if "matmul rate" in n] + request_note(result.speed, result.engine_name):
+    for line in speed_notes(result.speed, result.engine_name, "", "")[:1] + request_note(result.speed, result.engine_name):
         stderr(line)
     gpus = {g.key: g for g in gpu_list}
     out = []

@@ -1,4 +1,4 @@
-"""The analytic load model's Poisson wait (kvplan.speed.load.poisson_wait, M/D/1) against simulate's event
+"""The analytic load model's Poisson wait (kvplan.speed.load.arrival_wait at Poisson arrivals, M/D/1) against simulate's event
 simulator (kvplan.simulator.engine), which runs Poisson arrivals step by step: prompts of one full prefill
 chunk each (8,192 tokens, max_num_batched_tokens 8,192) and one output token, so every request's prefill
 is one step of S seconds served in turn. The wait Poisson arrivals add is the mean TTFT under Poisson
@@ -12,7 +12,7 @@ from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.engine import Engine, EngineConfig
 from kvplan.simulator.workload import SimRequest
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.load import poisson_wait
+from kvplan.speed.load import arrival_wait
 
 ISL, N = 8192, 20000
 
@@ -34,4 +34,4 @@ def test_simulated_poisson_wait_matches_md1():
         even = _mean_ttft(model, cfg, [SimRequest(i, (i + 1) / rate, ISL, 1) for i in range(N)])
         assert abs(even - s) / s < 1e-6  # evenly spaced below rho 1: no request waits
         # seed 1, 20,000 requests: simulated 0.222 / 0.508 / 1.168 S; M/D/1: 0.214 / 0.500 / 1.167 S
-        assert abs((poisson - even) / s - poisson_wait(rho, 1e9)) < tol
+        assert abs((poisson - even) / s - arrival_wait(rho, 1e9)) < tol

@@ -20,7 +20,7 @@ import pytest
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.coverage import unrated as unrated_note
-from kvplan.speed.fit import unrated
+from kvplan.speed.fit import prefill_unrated
 from kvplan.speed.load import Load
 from kvplan.speed.model import StepModel, coefficients, priced, step_seconds
 from kvplan.speed.shape import shape_for
@@ -75,9 +75,9 @@ def test_a_rate_the_profile_lacks_is_named_not_priced_at_zero():
     no_int8 = replace(RTX4090, dense_flops={k: v for k, v in RTX4090.dense_flops.items() if k != "int8"})
     s = shape_for(SPEC, no_int8, weight_dtype="q4_k", engine="llama.cpp")
     assert s.rate_missing == "int8"
-    assert unrated(s, Load(512, 0, bench="pp", ubatch=512))  # the corpus skips such a pp point
-    assert not unrated(s, Load(0, 128, bench="tg"))  # decode runs the vector kernels
-    assert not unrated(shape_for(SPEC, RTX4090, weight_dtype="q4_k", engine="llama.cpp"), Load(512, 0, bench="pp"))
+    assert prefill_unrated(s, Load(512, 0, bench="pp", ubatch=512))  # the corpus skips such a pp point
+    assert not prefill_unrated(s, Load(0, 128, bench="tg"))  # decode runs the vector kernels
+    assert not prefill_unrated(shape_for(SPEC, RTX4090, weight_dtype="q4_k", engine="llama.cpp"), Load(512, 0, bench="pp"))
 
 
 def test_step_model_and_roofline_read_the_paths_as_features_does():

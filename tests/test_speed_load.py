@@ -4,7 +4,7 @@ module docstring's formulas is pinned: a wave's first tokens, the staggered grou
 
 import math
 
-from kvplan.speed.load import Load, combos, poisson_wait, value
+from kvplan.speed.load import Load, arrival_wait, combos, value
 
 T_WAVE, T_DEC, T_GRP = 4.0, 0.1, 2.0
 
@@ -67,11 +67,11 @@ def test_a_long_prompt_group_shares_each_of_its_steps_with_decodes():
 def test_poisson_wait_is_the_md1_queue_bounded():
     # M/D/1 (Pollaczek-Khinchine, no service variance): Wq / S = rho / (2 (1 - rho));
     # at rho 0.5 with S = 100 ms: 0.5 x 100 / (2 x 0.5) = 50 ms
-    assert math.isclose(poisson_wait(0.5, 1e9) * 0.100, 0.050)
-    assert math.isclose(poisson_wait(0.9, 1e9), 4.5)  # 0.9 / 0.2
-    assert poisson_wait(0.9, 2.0) == 2.0  # never past the bound
-    assert poisson_wait(1.2, 2.0) == 2.0  # overloaded: the bound
-    assert poisson_wait(0.0, 2.0) == 0.0
+    assert math.isclose(arrival_wait(0.5, 1e9) * 0.100, 0.050)
+    assert math.isclose(arrival_wait(0.9, 1e9), 4.5)  # 0.9 / 0.2
+    assert arrival_wait(0.9, 2.0) == 2.0  # never past the bound
+    assert arrival_wait(1.2, 2.0) == 2.0  # overloaded: the bound
+    assert arrival_wait(0.0, 2.0) == 0.0
 
 
 def test_open_loop_adds_the_poisson_wait_for_the_prefill_server():

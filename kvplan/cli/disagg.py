@@ -20,7 +20,6 @@ from kvplan.cli.workload import (
 )
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.disagg import pool_command, pool_files
-from kvplan.hardware.gpus import find_gpu
 from kvplan.hardware.links import DEFAULT_LINK
 from kvplan.report.disagg import manifest, replica_counts, result_dict, text_lines, wrapped
 from kvplan.report.export import json_text
@@ -97,8 +96,7 @@ def disagg(
     if run.requests_said:
         stderr(run.requests_said)
     res = run.result
-    hw = find_gpu(res.prefill.plan.gpu, tuple(hw_profiles or ()))
-    for line in (speed_notes(speed, run.engine.speed_key, hw.key, run.spec.family, run.engine.version, (hw,))
+    for line in (speed_notes(speed, run.engine.speed_key, run.gpu.key, run.spec.family, run.engine.version, (run.gpu,))
                  + request_note(speed, run.engine.speed_key)):
         stderr(line)  # the pools' step times: whose coefficients, their held-out band, what the corpus lacks
     for line in _limit_notes(res.limits):

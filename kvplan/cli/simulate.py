@@ -214,7 +214,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
                  + f", pages of {sim.block_size} token{'s' if sim.block_size != 1 else ''}, requests up to "
                  f"{sim.max_model_len:,} tokens")
     notes += [f"warning: {w}" for w in plan_warnings(p)]
-    notes += speed_notes(speed, speed_engine, hw.key, spec.family, chosen.version, gpu=hw,
+    notes += speed_notes(speed, speed_engine, hw.key, spec.family, chosen.version, (hw,),
                          weight_dtype=p.request.weight_dtype) + request_note(speed, speed_engine)
     if not (sim.all_full and not sim.state_bytes):
         notes.append("note: prefix caching is not modelled for sliding-window, chunked or recurrent layers: off")

@@ -3,9 +3,8 @@ step-time model, its held-out error band, and what of the setting the speed corp
 
 from __future__ import annotations
 
-from kvplan.speed.coverage import band_text, check_speed, label, outside, unrated
+from kvplan.speed.coverage import band_text, check_speed, label, outside, rate_gaps, unrated
 from kvplan.speed.model import FALLBACK_ENGINE, band, coefficients, covered, engine_key
-from kvplan.speed.shape import rate_gaps
 from kvplan.speed.terms import TERMS
 
 __all__ = ["calibrated_keys", "check_speed", "request_note", "speed_band", "speed_line", "speed_notes"]
@@ -17,18 +16,17 @@ def speed_line(engine: str | None = None) -> str:
 
 
 def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str, version: str | None = None,
-                gpus=(), *, gpu=None, weight_dtype: str | None = None) -> list[str]:
+                gpus=(), weight_dtype: str | None = None) -> list[str]:
     """stderr lines: the step-time model (its coefficient set: the engine's, or its release's era) and its
-    band, what the corpus does not cover (`version`: the release asked, where one was), which of `gpus` (or
-    `gpu`: profiles) lack the matmul rate the compute terms need, and a rate the `gpu`'s profile lacks for the
-    engine's kernels at `weight_dtype`."""
-    gaps = [f"note: {w}" for w in rate_gaps(gpus or ((gpu,) if gpu is not None else ()))]
+    band, what the corpus does not cover (`version`: the release asked, where one was), and what the profiles
+    `gpus` lack: the matmul rate the compute terms need, a rate the engine's kernels run at `weight_dtype`."""
+    gaps = [f"note: {w}" for w in rate_gaps(gpus)]
     if speed != "calibrated":
         return ["step times: the bare roofline (--speed roofline): a lower bound, engines run slower"] + gaps
     bands = "; ".join(t for t in (band_text(engine, "tpot"), band_text(engine, "ttft")) if t)
     lines = [f"step times: {label(engine, speed)}" + (f"; {bands}" if bands else "")]
     lines += [f"note: outside the speed corpus: {w}" for w in outside(engine, gpu_key, family, version)]
-    lines += [f"note: {w}" for w in unrated(engine, gpu, weight_dtype)]
+    lines += [f"note: {w}" for g in gpus for w in unrated(engine, g, weight_dtype)]
     return lines + gaps
 
 

@@ -40,6 +40,7 @@ from kvplan.planning.lora import parse_lora
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
 from kvplan.report.export import iter_sweep_rows, write_csv, write_json_document
 from kvplan.report.html import render_html
+from kvplan.speed.coverage import rate_gaps
 from kvplan.report.offload import offload_columns
 from kvplan.simulator.capacity import Target, sim_row, simulate_plan
 from kvplan.simulator.limits import per_plan_note
@@ -216,8 +217,7 @@ def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch
 def _speed_lines(result, gpu_list) -> list[str]:
     """What the decode tok/s columns are: the calibrated model and its held-out band, the roofline bound, and
     the GPUs whose profiles lack the matmul rate the prefill terms need."""
-    notes = speed_notes(result.speed, result.engine_name, "", "", gpus=gpu_list)
-    lines = notes[:1] + [n for n in notes if "matmul rate" in n]
+    lines = speed_notes(result.speed, result.engine_name, "", "")[:1] + [f"note: {w}" for w in rate_gaps(gpu_list)]
     if result.speed == "calibrated":
         lines.append("decode tok/s: calibrated (decode_*_calibrated keys; the table's tok/s); the roofline "
                      "beside it is a bound (decode_tokens_per_second; the table's roofline), engines run slower")

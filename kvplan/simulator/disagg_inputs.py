@@ -35,12 +35,13 @@ MAX_GPUS = 4096  # the most GPUs a split may use
 @dataclass(frozen=True)
 class DisaggRun:
     """A run and what its front end says of it: the configured engine (its serve flags), the model, and
-    one line on the requests (None without a rate)."""
+    one line on the requests (None without a rate); `gpu` the profile both pools run on."""
 
     result: Result
     engine: object
     spec: ModelSpec
     requests_said: str | None
+    gpu: GPU
 
 
 def _tokens(value, name: str) -> int | None:
@@ -113,4 +114,4 @@ def disagg_run(model: str | ModelSpec, gpu: str | GPU, *, isl=None, osl=None, pr
                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, slo_ttft=slo_ttft,
                      slo_tpot=slo_tpot, slo_percent=slo_percent, step_overhead_s=step_overhead, speed=speed,
                      speed_engine=chosen.speed_key)
-    return DisaggRun(res, chosen, spec, said)
+    return DisaggRun(res, chosen, spec, said, hw)

@@ -11,7 +11,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.speed.eras import engine_of, padded, release
 from kvplan.speed.ggml import paths as ggml_paths
 from kvplan.speed.model import FALLBACK_ENGINE, band, covered, engine_key, shipped
-from kvplan.speed.shape import LLAMA_CPP, read_flops
+from kvplan.speed.shape import read_flops
 
 SPEEDS = ("calibrated", "roofline")
 
@@ -64,13 +64,22 @@ def outside(engine: str | None, gpu_key: str, family: str, version: str | None =
 def unrated(engine: str | None, gpu, weight_dtype: str | None) -> list[str]:
     """What of a step the profile cannot price: under llama.cpp, a GEMM path whose rate the profile does not give
     (kvplan.speed.ggml), which the calibrated figure prices at zero, so its prefill is optimistic (empty otherwise)."""
-    if gpu is None or engine_key(engine) not in LLAMA_CPP:
+    if gpu is None or engine_key(engine) != "llama.cpp":
         return []
     _, missing = ggml_paths(gpu, weight_dtype, 1.0, lambda p: read_flops(gpu, p))
     if not missing:
         return []
     return [f"GPU {gpu.key}'s profile gives no {missing} rate, which llama.cpp's prefill GEMM runs at: that term is "
             "priced at zero, so a prefill is faster here than it will be"]
+
+
+def rate_gaps(gpus) -> list[str]:
+    """One line for each of `gpus` whose profile states no bf16 (or fp16) matmul rate: the GEMM and attention
+    FLOPs terms divide by that rate, so without it they cost no time and a prefill, a TTFT or a compute-bound
+    step is a lower bound; said, not hidden (a profile of the user's own with `dense_flops` prices them)."""
+    return [f"GPU {g.key}'s profile states no bf16 or fp16 matmul rate (dense_flops): prefill GEMMs and attention "
+            "cost no time on it, so its TTFT and prefill figures are lower bounds (give the rate in a profile of "
+            f"your own, {arg('hw_profiles')})" for g in gpus if not (g.dense_flops.get("bf16") or g.dense_flops.get("fp16"))]
 
 
 def label(engine: str | None, speed: str = "calibrated") -> str:

@@ -73,7 +73,7 @@ class Built:
             self.why = f"not plannable: {type(e).__name__}"
             return
         s, load = self.shape, case.load
-        if s.rate_missing and unrated(s, load):  # llama.cpp's GEMM path at a rate the profile does not give:
+        if s.rate_missing and prefill_unrated(s, load):  # llama.cpp's GEMM path at a rate the profile does not give:
             self.shape, self.why = None, f"GPU profile has no {s.rate_missing} rate (llama.cpp's GEMM path)"
             return  # not priced at zero, skipped and counted
         self.roof_shape = replace(s, paths=()) if s.paths else s  # the roofline knows no engine's kernels
@@ -103,7 +103,7 @@ class Built:
                 prefill_features(s, load.isl, batch=g, chunk=load.chunk), cm)
 
 
-def unrated(s: Shape, load) -> bool:
+def prefill_unrated(s: Shape, load) -> bool:
     """Whether a llama.cpp prefill of this load (its micro-batches: a llama-bench pp test's ubatch, a server's
     chunk) runs a GEMM path whose rate the profile lacks (kvplan.speed.ggml). Decode's vector kernels (<= 8
     tokens a step) keep the GEMM term's usual rate, zero where the profile rates nothing, as every engine's."""

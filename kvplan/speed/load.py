@@ -137,12 +137,6 @@ def arrival_wait(rho: float, bound: float, cv2: float = 1.0) -> float:
     return bound if rho >= 1 else min(bound, rho / (1 - rho) * cv2 / 2)
 
 
-def poisson_wait(rho: float, bound: float) -> float:
-    """The mean wait in queue of an M/D/1 server over its service time (Pollaczek-Khinchine with no
-    service variance): rho / (2 (1 - rho)), at most `bound` (also its value at rho >= 1, overloaded)."""
-    return arrival_wait(rho, bound, 1.0)
-
-
 def combos(load: Load, e2e_estimate: float | None = None,
            service_estimate: float | None = None) -> tuple[float, float, dict]:
     """(B, G, {metric: (a, b, e, inverse scale or 0)}): a metric is a x t_wave + b x t_dec + e x t_grp,

@@ -15,14 +15,13 @@ replica's tokens in a step (`ep_replicas` = dp).
 from __future__ import annotations
 
 from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
-from kvplan.core.errors import arg
 from kvplan.model.spec import weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.ggml import paths as ggml_paths
+from kvplan.speed.model import engine_key
 from kvplan.speed.terms import Shape, gemm_rate, link
 
 _BIG = 1 << 40
-LLAMA_CPP = ("llama.cpp", "llamacpp", "llama-cpp")  # kvplan.speed.model.ENGINE_ALIASES' names of it
 
 
 def weight_dtype_of(name: str | None) -> str | None:
@@ -99,15 +98,6 @@ def read_flops(gpu, precision: str) -> float:
     return rate
 
 
-def rate_gaps(gpus) -> list[str]:
-    """One line for each of `gpus` whose profile states no bf16 (or fp16) matmul rate: the GEMM and attention
-    FLOPs terms divide by that rate, so without it they cost no time and a prefill, a TTFT or a compute-bound
-    step is a lower bound; said, not hidden (a profile of the user's own with `dense_flops` prices them)."""
-    return [f"GPU {g.key}'s profile states no bf16 or fp16 matmul rate (dense_flops): prefill GEMMs and attention "
-            "cost no time on it, so its TTFT and prefill figures are lower bounds (give the rate in a profile of "
-            f"your own, {arg('hw_profiles')})" for g in gpus if not (g.dense_flops.get("bf16") or g.dense_flops.get("fp16"))]
-
-
 def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: str | None = None,
            date: str | None = None) -> Shape:
     """model_terms' fields on `gpu`: its bandwidth (read_bandwidth) and GEMM rates at the weight dtype and at bf16
@@ -118,7 +108,7 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, "bf16")
     link_bw, latency = link(gpu, max(terms["tp"], terms["ep"]))
     paths, missing = (), ""
-    if str(engine or "").lower() in LLAMA_CPP:
+    if engine is not None and engine_key(engine) == "llama.cpp":
         dense = terms["flops_per_token"] / 2 - terms["top_k"] * terms["expert_params"]
         paths, missing = ggml_paths(gpu, weight_dtype or (spec.quantization.method if spec.quantization else None),
                                     dense, lambda p: read_flops(gpu, p), date)

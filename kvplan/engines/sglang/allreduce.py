@@ -57,14 +57,19 @@ def instance_bytes() -> int:
     return round_up(META_SIZE + MAX_CAR_SIZE, PAGE) + round_up(MAX_CAR_SIZE, PAGE) + segment_size(RANK_DATA)
 
 
+def in_nvswitch_domain(gpu, ranks: int) -> bool:
+    """Whether a group of `ranks` GPUs of this profile sits inside one NVSwitch domain (NVIDIA only)."""
+    if ranks < 2 or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+        return False
+    domain = getattr(gpu, "interconnect_domain", None) or 0
+    return getattr(gpu, "interconnect_kind", None) == "nvswitch" and domain >= ranks
+
+
 def enabled(gpu, ranks: int) -> bool:
     """Whether a group of `ranks` GPUs of this profile gets a CustomAllreduce (CUDA branch only)."""
     if ranks not in SUPPORTED or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
         return False
-    if ranks == 2:
-        return True
-    domain = getattr(gpu, "interconnect_domain", None) or 0
-    return getattr(gpu, "interconnect_kind", None) == "nvswitch" and domain >= ranks
+    return ranks == 2 or in_nvswitch_domain(gpu, ranks)
 
 
 def groups(tp_size: int, ep: int, version: str) -> tuple[int, ...]:

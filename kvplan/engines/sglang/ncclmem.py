@@ -49,19 +49,13 @@ the PCIe figure may be low on newer releases: not changed here (kvplan's L4 reco
 
 from __future__ import annotations
 
+from kvplan.engines.sglang.allreduce import in_nvswitch_domain, instance_bytes
+
 MIB = 2**20
 NVSWITCH_FIGURE_MIB = (1280, 2058)  # 1.25 and 2.01 GiB: the busiest printed rank of each training source
 PCIE_FIGURE_MIB = 133  # 0.13 GiB: the L4 log's figure, inside INIT_BYTES_MULTI already
-CUSTOM_AR_MIB = 38  # kvplan.engines.sglang.allreduce.instance_bytes(), booked by that module
-NVSWITCH_EXTRA = (sum(NVSWITCH_FIGURE_MIB) // len(NVSWITCH_FIGURE_MIB) - PCIE_FIGURE_MIB - CUSTOM_AR_MIB) * MIB
-
-
-def in_nvswitch_domain(gpu, ranks: int) -> bool:
-    """Whether a group of `ranks` GPUs of this profile sits inside one NVSwitch domain (NVIDIA only)."""
-    if ranks < 2 or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
-        return False
-    domain = getattr(gpu, "interconnect_domain", None) or 0
-    return getattr(gpu, "interconnect_kind", None) == "nvswitch" and domain >= ranks
+# less the custom all-reduce's buffers, booked by kvplan.engines.sglang.allreduce (38 MiB)
+NVSWITCH_EXTRA = (sum(NVSWITCH_FIGURE_MIB) // len(NVSWITCH_FIGURE_MIB) - PCIE_FIGURE_MIB) * MIB - instance_bytes()
 
 
 def nccl_extra_bytes(gpu, tp_size: int) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.speed.eras import engine_of, padded, release
 from kvplan.speed.ggml import paths as ggml_paths
-from kvplan.speed.model import FALLBACK_ENGINE, band, covered, engine_key, shipped
+from kvplan.speed.model import FALLBACK_ENGINE, band, covered, engine_key, gemm_kernels, shipped
 from kvplan.speed.shape import read_flops
 
 SPEEDS = ("calibrated", "roofline")
@@ -64,7 +64,7 @@ def outside(engine: str | None, gpu_key: str, family: str, version: str | None =
 def unrated(engine: str | None, gpu, weight_dtype: str | None) -> list[str]:
     """What of a step the profile cannot price: under llama.cpp, a GEMM path whose rate the profile does not give
     (kvplan.speed.ggml), which the calibrated figure prices at zero, so its prefill is optimistic (empty otherwise)."""
-    if gpu is None or engine_key(engine) != "llama.cpp":
+    if gpu is None or gemm_kernels(engine) != "ggml":
         return []
     _, missing = ggml_paths(gpu, weight_dtype, 1.0, lambda p: read_flops(gpu, p))
     if not missing:

@@ -26,6 +26,8 @@ PREFILL_CHUNK = 8192  # tokens a prefill step takes (vLLM's default max_num_batc
 # kvplan's own rules plan with vLLM's scheduler (kvplan.simulator): they read vLLM's coefficients as covered
 ENGINE_ALIASES = {"neutral": "vllm", "kvplan": "vllm", "llamacpp": "llama.cpp", "llama-cpp": "llama.cpp",
                   "tensorrt-llm": "trtllm"}
+# engines whose weight GEMMs run a kernel family the speed terms model by batch (kvplan.speed.ggml's "ggml")
+GEMM_KERNELS = {"llama.cpp": "ggml"}
 
 
 @lru_cache(maxsize=1)
@@ -42,6 +44,11 @@ def shipped() -> dict:
 def engine_key(engine: str | None) -> str:
     name = (engine or FALLBACK_ENGINE).lower()
     return ENGINE_ALIASES.get(name, name)
+
+
+def gemm_kernels(engine: str | None) -> str | None:
+    """The kernel family an engine's weight GEMMs run (GEMM_KERNELS), None for none modelled or no engine."""
+    return GEMM_KERNELS.get(engine_key(engine)) if engine else None
 
 
 def covered(engine: str | None) -> bool:

@@ -18,7 +18,7 @@ from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
 from kvplan.model.spec import weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.ggml import paths as ggml_paths
-from kvplan.speed.model import engine_key
+from kvplan.speed.model import gemm_kernels
 from kvplan.speed.terms import Shape, gemm_rate, link
 
 _BIG = 1 << 40
@@ -108,7 +108,7 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, "bf16")
     link_bw, latency = link(gpu, max(terms["tp"], terms["ep"]))
     paths, missing = (), ""
-    if engine is not None and engine_key(engine) == "llama.cpp":
+    if gemm_kernels(engine) == "ggml":
         dense = terms["flops_per_token"] / 2 - terms["top_k"] * terms["expert_params"]
         paths, missing = ggml_paths(gpu, weight_dtype or (spec.quantization.method if spec.quantization else None),
                                     dense, lambda p: read_flops(gpu, p), date)

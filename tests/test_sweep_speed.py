@@ -95,3 +95,15 @@ def test_cli_table_json_and_html_say_which_speed(tmp_path, kvplan_home):
     table = runner.invoke(app, base + ["--speed", "roofline"]).stdout
     assert "tok/s roofline" in table
     one_line_error(runner.invoke(app, base + ["--speed", "fast"]), 2, "calibrated or roofline")
+
+
+def test_workload_sweep_says_its_step_times_once(tmp_path):
+    """With --workload the simulated run used to print the step-time line a second time beside the summary's
+    (the same words twice on stderr): once is the contract, with the per-request note the simulation adds."""
+    out = tmp_path / "s.csv"
+    r = runner.invoke(app, ["sweep", "-m", "llama-3.1-8b", "-c", "8k", "-g", "h100", "--gpu-counts", "1",
+                            "--workload", "chat", "--duration", "5", "--output", str(out)])
+    assert r.exit_code == 0, r.output
+    lines = r.stderr.splitlines() if hasattr(r, "stderr") else r.output.splitlines()
+    assert sum(line.startswith("step times:") for line in lines) == 1, r.output
+    assert any(line.startswith("note: each request is charged") for line in lines), r.output

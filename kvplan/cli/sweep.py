@@ -267,7 +267,7 @@ def _simulate(result, chosen, gpu_list, loaded, slo_ttft: float, slo_tpot: float
     target = Target(tuple(loaded.requests), slo_ttft, slo_tpot, engine=result.engine_name, speed=result.speed,
                     configured=chosen)
     stderr(per_plan_note(chosen))
-    for line in speed_notes(result.speed, result.engine_name, "", "")[:1] + request_note(result.speed, result.engine_name):
+    for line in request_note(result.speed, result.engine_name):  # the step-time line is the summary's (_speed_lines)
         stderr(line)
     gpus = {g.key: g for g in gpu_list}
     out = []

@@ -27,6 +27,17 @@ from kvplan.speed.load import ARRIVALS, Load, arrival_cv2
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
 DEFAULT_MAX_SEQS = {"vllm": 256, "sglang": 4096, "trtllm": 2048, "llama.cpp": 1}  # a cap; KV room binds first
 RUNNING = ("max_num_seqs", "max_running_requests", "max_batch_size")  # a running limit the run stated
+# Engines whose DP attention is a flag over ranks the run counts as one tensor-parallel group, and that flag. SGLang's
+# `--tp N --dp D --enable-dp-attention` runs on N GPUs, not N x D: its --tp-size counts every rank, each of the D
+# attention replicas has N / D of them, and its MoE runs over all N (tensor parallel, or expert parallel with
+# --ep / a DeepEP or MegaMoE backend), so the experts a rank holds serve every replica's tokens (kvplan.engines.sglang
+# .engine.settings: tp_size = tp x dp; kvplan.planning.layout: experts over tp x dp). A case is read in kvplan's
+# terms: tp the attention replica's, ep the MoE group's (its tensor-parallel split priced as expert parallel).
+# --max-running-requests is the deployment's too: each DP-attention worker gets // dp_size (0.5.4 wheel
+# `model_executor/model_runner.py` L1657-1666, "Init max running requests", as kvplan.engines.sglang.mamba cites it).
+# vLLM's --tensor-parallel-size and max_num_seqs are one data-parallel rank's; TensorRT-LLM's attention DP is read
+# with tp 1 already (case_of).
+DP_ATTENTION = {"sglang": "enable_dp_attention"}
 TRAIN_SHARE = 70  # percent of sources (by hash) the coefficients are fitted on
 def in_training(source_id: str) -> bool:
     """The split rule: a source trains when the first two bytes of sha256(id), as a number, mod 100 < 70."""
@@ -49,7 +60,7 @@ class Case:
     kv_dtype: str | None
     load: Load
     targets: dict = field(default_factory=dict)  # metric -> value (s, or tokens/s)
-    max_seqs: int | None = None
+    max_seqs: int | None = None  # the running limit the run stated, per data-parallel replica (DP_ATTENTION)
     date: str = ""
     era: str = ""  # the coefficient set (era_of): the engine, or an older version era
     version: str | None = None  # the engine's release as stated
@@ -66,6 +77,27 @@ def _stat(v):
     return None if v is None else float(v)
 
 
+# kvplan's TPOT is a run's decode time over its decode tokens, (E2E - TTFT) / (osl - 1) at the means
+# (kvplan.speed.load): the mean gap between tokens over every token, the benchmark's mean ITL. The mean TPOT a
+# benchmark prints is another average, of each request's own (latency - ttft) / (output_len - 1)
+# (vllm-project/vllm@0049e29c41fd383bda519a3f250e3227713081ef:benchmarks/benchmark_serving.py, calculate_metrics:
+# mean_tpot_ms over `tpots`, one per request; mean_itl_ms over `itls`, every gap pooled; SGLang's bench_serving
+# likewise): where output lengths vary (ShareGPT, random lengths with a range ratio) it weighs a request of two
+# tokens, whose one gap waits behind other requests' prefills, as much as one of 2,000 (GPUStack's ShareGPT runs:
+# mean TPOT 1.2-3.4x the mean ITL). So where a run printed both means, the mean ITL is the figure compared, unless
+# it is the longer of the two: the client's chunks then carried several tokens (speculative decoding, a stream
+# interval) and a gap is a chunk's, not a token's; the mean TPOT stays there.
+
+
+def _mean(metrics: dict, name: str) -> float | None:
+    """The stated mean of `name` (ttft, tpot, itl, e2el) in seconds, or None."""
+    for unit, div in (("ms", 1e3), ("ns", 1e9)):
+        v = metrics.get(f"{name}_{unit}")
+        if isinstance(v, dict) and v.get("mean") is not None and float(v["mean"]) > 0:
+            return float(v["mean"]) / div
+    return None
+
+
 def targets(metrics: dict, gpus: int) -> dict:
     out = {}
     for name in ("ttft", "tpot", "e2el", "itl"):
@@ -75,6 +107,9 @@ def targets(metrics: dict, gpus: int) -> dict:
                 out[name] = v / div
     if "tpot" not in out and "itl" in out:
         out["tpot"] = out["itl"]
+    itl, tpot = _mean(metrics, "itl"), _mean(metrics, "tpot")
+    if itl and tpot and itl <= tpot:  # the per-token mean kvplan's TPOT is (above)
+        out["tpot"] = itl
     out.pop("itl", None)
     if "tpot" not in out and metrics.get("per_user_output_throughput"):
         out["tpot"] = 1.0 / float(metrics["per_user_output_throughput"])
@@ -152,9 +187,12 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
         load = Load(isl, osl, _float(p.get("concurrency") or flags.get("batch_size")), _float(rate),
                     _float(p.get("num_prompts")), dp=dp * pp,  # a pipeline's stages: pp micro-batches in flight
                     arrival_cv2=arrival_of(p.get("arrival")))
+    limit = _int(next((flags[k] for k in RUNNING if flags.get(k)), None), 0) or None
+    if dp > 1 and str(flags.get(DP_ATTENTION.get(engine, ""), "")).lower() == "true":  # the deployment's figures
+        tp, ep = max(1, tp // dp), max(ep, tp)  # the attention replica's tp; the MoE over every rank
+        limit = max(1, limit // dp) if limit else None  # the running limit per replica
     case = Case(source, str(p.get("id")), engine, p["gpu"], p["kvplan_model"], tp, ep, dp, gpus,
-                p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t,
-                _int(next((flags[k] for k in RUNNING if flags.get(k)), None), 0) or None,
+                p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t, limit,
                 date, era_of(engine, p.get("version"), date if date not in ("", "None") else None), str(p["version"]) if p.get("version") else None, dict(flags), pp)
     return case, ""
 

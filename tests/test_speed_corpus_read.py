@@ -1,0 +1,90 @@
+"""How the speed corpus reader takes a run's TPOT and SGLang's DP-attention layout (kvplan.speed.corpus)."""
+
+from pathlib import Path
+
+import pytest
+
+from kvplan.model.spec import weight_bytes
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.speed.corpus import case_of, read_corpus, targets
+from kvplan.speed.fit import Built
+
+CORPUS = Path(__file__).parent / "fixtures" / "speed"
+
+
+def test_tpot_is_the_mean_itl_where_the_run_printed_both():
+    # GPUStack Performance Lab, GLM-4.5 on 8 x H100, SGLang, ShareGPT, 1,000 prompts
+    # (gpustack/gpustack@...:docs/performance-lab/glm-4.5/h100.md, tests/fixtures/speed/gpustack-perflab-glm-4x-h100.yaml):
+    # "Mean TPOT (ms): 684.1", "Mean ITL (ms): 208.76". kvplan's TPOT is decode time over decode tokens, the pooled
+    # mean gap: 208.76 ms = 0.20876 s, not the per-request average 0.6841 s (3.3x: ShareGPT's short outputs).
+    t = targets({"tpot_ms": {"mean": 684.1, "median": 252.95}, "itl_ms": {"mean": 208.76, "median": 129.94}}, 8)
+    assert t["tpot"] == pytest.approx(0.20876)
+
+
+def test_tpot_stays_where_a_chunk_carries_several_tokens():
+    # a mean ITL above the mean TPOT: each gap is a chunk's (speculative decoding, a stream interval), not a token's;
+    # 30 ms per chunk against 12 ms per token keeps 0.012 s
+    t = targets({"tpot_ms": {"mean": 12.0}, "itl_ms": {"mean": 30.0}}, 1)
+    assert t["tpot"] == pytest.approx(0.012)
+    # a median alone (the SGLang cookbook's P50 tables) is what is compared, as before: 146.95 ms
+    assert targets({"tpot_ms": {"median": 146.95}}, 4)["tpot"] == pytest.approx(0.14695)
+
+
+def _point(**kw):
+    p = {"engine": "sglang", "version": "0.5.15.post1", "gpu": "h200-sxm", "kvplan_model": "deepseek-v4-flash",
+         "weight_dtype": "fp8", "kv_dtype": "fp8", "isl": 8192, "osl": 1024, "concurrency": 1024,
+         "gpus": 4, "tp": 4, "dp": 4, "ep": 4, "metrics": {"ttft_ms": {"median": 217694}, "tpot_ms": {"median": 146.95}},
+         "flags": {"tp": 4, "dp": 4, "enable_dp_attention": True, "max-running-requests": 256}}
+    p.update(kw)
+    return p
+
+
+def test_sglang_dp_attention_tp_counts_every_rank():
+    # sglang-pr-31363 / the DeepSeek-V4 cookbook's H200 FP8 high-throughput cell: --tp 4 --dp 4 --enable-dp-attention
+    # --moe-a2a-backend deepep --max-running-requests 256 on 4 H200s. SGLang's --tp-size counts every rank, so each
+    # of the 4 attention replicas has 4 / 4 = 1 GPU, the experts are spread over all 4, and the running limit is the
+    # deployment's: 256 // 4 = 64 a replica. Read before as tp 4 x dp 4 (16 GPUs' worth) at 256 a replica.
+    c, why = case_of(_point(), "test", "")
+    assert c is not None, why
+    assert (c.tp, c.dp, c.ep, c.gpus, c.max_seqs) == (1, 4, 4, 4, 64)
+    # GPUStack's DeepSeek-V3.2 on 8 H200s, --tp 8 --dp 8 --enable-dp-attention, no EP: tp 8 / 8 = 1, the MoE
+    # (tensor parallel over all 8 ranks) spread over 8
+    c, _ = case_of(_point(gpus=8, tp=8, dp=8, ep=1, kvplan_model="deepseek-v3.2",
+                          flags={"tp": 8, "dp": 8, "enable_dp_attention": True}), "test", "")
+    assert (c.tp, c.dp, c.ep, c.max_seqs) == (1, 8, 8, None)
+
+
+def test_dp_without_dp_attention_is_read_as_stated():
+    # vLLM's --tensor-parallel-size and max_num_seqs are one data-parallel rank's: tp 2 x dp 2 on 4 GPUs, 256 each
+    c, _ = case_of(_point(engine="vllm", version="0.11.0", tp=2, dp=2, ep=1,
+                          flags={"max_num_seqs": 256}), "test", "")
+    assert (c.tp, c.dp, c.ep, c.max_seqs) == (2, 2, 1, 256)
+    # SGLang with --dp but DP attention off: as stated
+    c, _ = case_of(_point(tp=2, dp=2, ep=1, flags={"max-running-requests": 256}), "test", "")
+    assert (c.tp, c.dp, c.ep, c.max_seqs) == (2, 2, 1, 256)
+
+
+def test_dp_attention_replica_holds_its_attention_whole_and_runs_the_replica_limit():
+    c, _ = case_of(_point(), "test", "")
+    b = Built(c)
+    assert b.shape is not None, b.why
+    # one replica's attention on one GPU (tp 1) reads all of the dense weights a tp-4 rank read a quarter of
+    c4, _ = case_of(_point(flags={"tp": 4, "dp": 4}), "test", "")  # DP attention off: read as tp 4
+    b4 = Built(c4)
+    assert b.shape.tp == 1 and b4.shape.tp == 4
+    wb = weight_bytes(find_in_catalog("deepseek-v4-flash"), "fp8")
+    split = wb.sharded + wb.lm_head  # attention, shared experts and LM head: whole at tp 1, a quarter at tp 4
+    assert b.shape.dense_bytes == int(split + wb.replicated)
+    assert b4.shape.dense_bytes == int(split // 4 + wb.replicated)
+    assert b.shape.expert_bytes == b4.shape.expert_bytes  # 256 experts / 4 ranks either way
+    assert b.shape.ep_replicas == 4  # a rank's experts serve the 4 replicas' tokens
+    assert b.load.cap == 64  # the stated limit binds before the KV room: 256 // 4
+
+
+def test_every_sglang_dp_attention_point_fits_its_gpus():
+    # after reading, tp x dp is the GPU count the source states, as TensorRT-LLM's attention-DP points already were
+    cases, _ = read_corpus(CORPUS)
+    dpa = [c for c in cases if c.engine == "sglang" and c.dp > 1 and c.flags.get("enable_dp_attention")]
+    assert dpa
+    assert all(c.tp * c.dp * c.pp == c.gpus and c.ep >= c.dp for c in dpa), \
+        [(c.source, c.id, c.tp, c.dp, c.gpus) for c in dpa if c.tp * c.dp * c.pp != c.gpus]

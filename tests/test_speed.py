@@ -320,3 +320,14 @@ def test_the_per_request_cost_is_said_with_the_rate_it_allows(monkeypatch):
     (note,) = speed_flags.request_note("calibrated", "vllm")
     assert "a fitted 25.0 ms of step time" in note and "at most 40 requests/s: a limit of the fit" in note
     assert speed_flags.request_note("roofline", "vllm") == []
+
+
+def test_ship_refuses_a_flag_or_a_folder_without_a_corpus(tmp_path, capsys):
+    """`python -m kvplan.bench.ship --help` once read `--help` as the corpus folder and wrote an empty fit over the
+    shipped coefficients; a flag or a folder with no corpus now writes nothing."""
+    from kvplan.bench.ship import main
+
+    out = tmp_path / "c.json"
+    assert main(["--help"]) == 0 and "usage" in capsys.readouterr().err
+    assert main([str(tmp_path), "2026-01-01", str(out)]) == 2 and not out.exists()
+    assert "no speed corpus" in capsys.readouterr().err

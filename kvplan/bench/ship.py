@@ -78,8 +78,14 @@ def _family(model: str) -> str:
 
 def main(argv: list[str]) -> int:
     """argv: [CORPUS_DIR [DATE [OUT]]] (default: the repository's corpus, today, coefficients.json)."""
+    if any(a.startswith("-") for a in argv) or len(argv) > 3:  # `--help` once read as a folder shipped an empty fit
+        print("usage: python -m kvplan.bench.ship [CORPUS_DIR [DATE [OUT]]]", file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
     root = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "speed"
     folder = Path(argv[0]) if argv else root
+    if not folder.is_dir() or not any(folder.glob("*.yaml")):
+        print(f"ship: {folder} holds no speed corpus (*.yaml); nothing written", file=sys.stderr)
+        return 2
     date = argv[1] if len(argv) > 1 else str(datetime.date.today())
     out = Path(argv[2]) if len(argv) > 2 else DATA
     doc = {"fit_date": date, **fit_all(folder)}

@@ -110,7 +110,9 @@ def test_emit_says_the_os_room(gb10):
     engine = resolve_engine("vllm", "0.30.0", ("os_memory=30GiB",), gpu_memory_utilization=0.8)
     note = engine.emit_note(r, find_in_catalog("qwen3-8b"))
     assert "unified memory: at 0.8 vLLM starts only while the OS and other processes hold at most 24.34 GiB" in note
-    assert "would refuse to start" in note
+    # 121.69 - 30 = 91.69 GiB free: 0.75 asks ceil(0.75 x 121.69 GiB) = 91.27 GiB (starts), 0.76 asks 92.48 (refused)
+    assert "would refuse to start: the most that starts is 0.75" in note
+    assert uma.highest_starting(gb10.memory_usable_bytes, 30 * GIB) == 0.75
     assert "unified memory" not in (resolve_engine("vllm", "0.30.0").emit_note(
         _plan(find_gpu("h100-sxm"), 0.9), find_in_catalog("qwen3-8b")) or "")
 

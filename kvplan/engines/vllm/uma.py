@@ -63,6 +63,14 @@ def os_room(total: int, gmu: float) -> int:
     return total - requested(total, gmu)
 
 
+def highest_starting(total: int, held: int) -> float:
+    """The largest two-decimal utilisation whose request the free memory `total - held` covers (0.0: none)."""
+    g = math.floor((total - held) / total * 100) / 100
+    while g > 0 and requested(total, g) > total - held:
+        g = round(g - 0.01, 2)
+    return max(g, 0.0)
+
+
 def refuses(gpu, st) -> bool:
     """vLLM's start-up check fails: the free memory the stated `os_memory` leaves is below what it requests."""
     if not unified(gpu) or st.os_memory is None:
@@ -117,7 +125,8 @@ def emit_note(settings: dict, total: int, gmu: float) -> str | None:
     if not settings.get("memory_unified"):
         return None
     room, held = os_room(total, gmu), settings.get("os_memory")
-    verdict = "" if held is None else (f"; with the stated {held / 2**30:.2f} GiB vLLM would refuse to start"
-                                       if held > room else "")
+    verdict = "" if held is None or held <= room else (
+        f"; with the stated {held / 2**30:.2f} GiB vLLM would refuse to start: the most that starts is "
+        f"{highest_starting(total, held):g}")
     return (f"unified memory: at {gmu:g} vLLM starts only while the OS and other processes hold at most "
             f"{room / 2**30:.2f} GiB when its worker starts{verdict}")

@@ -5,6 +5,7 @@ against the engine's `option_names`, and each value read as an integer, a fracti
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.core.units import parse_bytes
 
 
 def parse_engine_opts(items) -> dict[str, str]:
@@ -60,6 +61,17 @@ def opt_positive(opts: dict, key: str, default: float) -> float:
     if not 0 < value < float("inf"):
         raise _bad_opt(key, opts[key], f"must be a positive number, got {opts[key]!r}")
     return value
+
+
+def opt_bytes(opts: dict, key: str, default: int | None) -> int | None:
+    """A size: `20GiB` (binary), `20GB` (decimal) or a whole number of bytes; zero allowed."""
+    if key not in opts:
+        return default
+    try:
+        return parse_bytes(str(opts[key]).strip(), allow_zero=True)
+    except KvplanError:
+        raise _bad_opt(key, opts[key], f"must be a size such as 20GiB, 20GB or a number of bytes, got {opts[key]!r}"
+                       ) from None
 
 
 def opt_choice(opts: dict, key: str, default: str, choices: tuple[str, ...]) -> str:

@@ -32,7 +32,7 @@ from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, parse_v
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
-from kvplan.engines.vllm import multimodal
+from kvplan.engines.vllm import multimodal, uma
 from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.engines.vllm.settings import Settings
 from kvplan.core.errors import EXIT_USAGE, KvplanError
@@ -209,9 +209,11 @@ class Vllm(Engine):
 
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
         """The batch tier's device name (reads_device_name) and the kernels' and workspace's compute capability
-        and fabric (overhead.missing_facts), where the profile leaves them out."""
+        and fabric (overhead.missing_facts), where the profile leaves them out; on a unified-memory GPU, the OS's
+        share at start-up and the host growth vLLM counts (kvplan.engines.vllm.uma)."""
         named = reads_device_name(st.v, gpu) and fact_missing(gpu, "device_name")
-        return fact_warnings("vLLM", gpu, [*(["device_name"] if named else []), *missing_facts(model, dep, st)])
+        facts = fact_warnings("vLLM", gpu, [*(["device_name"] if named else []), *missing_facts(model, dep, st)])
+        return (*facts, *uma.warnings(gpu, st))
 
     def check_speculative(self, method: str) -> None:
         """Draft models from 0.15.0, MTP from 0.11.0 (kvplan.engines.vllm.speculative.check_vllm)."""
@@ -229,7 +231,9 @@ class Vllm(Engine):
     def request(self, req, st: Settings, model, dep):
         # the non-KV memory besides the weights: the repacking is booked as weights (loaded_extra)
         total, parts = overhead(model, dep, st)
-        over = req.overhead_bytes if req.overhead_bytes is not None else total - parts["weights_repack"]
+        # on a unified-memory GPU, what vLLM also counts of the host's growth during start-up (uma.host_bytes)
+        over = (req.overhead_bytes if req.overhead_bytes is not None
+                else total - parts["weights_repack"] + uma.host_bytes(st.gpu, st))
         req = vllm_cache_dtype.as_cached(req, model)  # MiMo-V2-Flash: the model's own dtype
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)
@@ -258,8 +262,10 @@ class Vllm(Engine):
 
     def answers(self, model, dep, stages, req, st: Settings, use, cap: Capacity):
         """DeepSeek-V4: the requests the scheduler admits (block ids over all groups), not the printed concurrency
-        (kvplan.engines.vllm.deepseek_v4), which can be higher."""
+        (kvplan.engines.vllm.deepseek_v4), which can be higher; none where the start-up check refuses (uma)."""
         out = super().answers(model, dep, stages, req, st, use, cap)
+        if uma.refuses(st.gpu, st):  # its start-up check on a unified-memory GPU: nothing is served
+            return out._replace(max_concurrency=0, max_context=0, fits=False)
         if cap.admitted is None:  # capacity() worked it out at this request's context
             return out
         return out._replace(max_concurrency=cap.admitted, fits=cap.blocks > 0 and cap.admitted >= req.batch)
@@ -281,7 +287,8 @@ class Vllm(Engine):
 
     def settings_dict(self, st: Settings, model, dep, req) -> dict:
         parts = overhead(model, dep, st)[1]
-        return {**st.as_dict(), **{f"overhead_{k}": v for k, v in parts.items()}}
+        return {**st.as_dict(), **{f"overhead_{k}": v for k, v in parts.items()},
+                "memory_unified": uma.unified(st.gpu), "free_from_meminfo": uma.reads_meminfo(st.gpu, st.v)}
 
     def emit_args(self, plan, model, settings: dict) -> list[str]:
         """`vllm serve` flags (vllm/engine/arg_utils.py): --max-model-len, --max-num-seqs (per data-parallel
@@ -335,8 +342,10 @@ class Vllm(Engine):
         auto = auto_note(result, model)
         if result.plan.request.kv_cache_memory_bytes is not None:
             return auto
-        margin = emit_advice(result.plan, result.settings, model)[1]
-        return f"{margin}; {auto}" if auto else margin
+        g, margin = emit_advice(result.plan, result.settings, model)
+        shared = uma.emit_note(result.settings, result.plan.usable_memory_bytes, g)
+        note = "; ".join(n for n in (margin, shared) if n)
+        return f"{note}; {auto}" if auto else note
 
     def emit_weights_note(self, result, model) -> str | None:
         """--quantization fp8 (kvplan.engines.emit.weight_args): docs/features/quantization/fp8.md warns, under

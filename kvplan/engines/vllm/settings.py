@@ -39,6 +39,11 @@ class Settings:
     mm_cache_gb: float = -1.0  # --mm-processor-cache-gb (-1: unset, vLLM's 4); host RAM, no GPU bytes (vllm.multimodal)
     weight_dtype: str | None = None  # the weights' format as asked (None: the checkpoint's): the caching allocator's
     # rounding of each tensor as loaded reads its element size (kvplan.engines.vllm.overhead, `weights_repack`)
+    # a unified-memory GPU (kvplan.engines.vllm.uma): what the OS and other processes hold when the worker starts
+    # (None: not stated, the plan says how much its start-up check leaves them), and what the node's processes
+    # allocate on the host during start-up, which vLLM counts as non-KV memory where it reads MemAvailable
+    os_memory: int | None = None
+    host_growth: int = 0
 
     @cached_property  # (read for every block count of a max-context search: parsed once)
     def v(self) -> tuple[int, ...]:

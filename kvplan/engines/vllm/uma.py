@@ -1,0 +1,132 @@
+"""vLLM on a unified-memory GPU: where its free memory comes from, its start-up check, and what its budget counts.
+
+Read from the released wheels (docs/engines.md 1.2c):
+  * free memory. `MemorySnapshot.measure` (`vllm/utils/mem_utils.py`) takes `cudaMemGetInfo`'s free and total,
+    then on an integrated GPU replaces free by the OS's `psutil.virtual_memory().available` (/proc/meminfo
+    MemAvailable: free pages plus the reclaimable page cache), because cudaMemGetInfo's free leaves that cache out
+    there. The total stays cudaMemGetInfo's (GB10: 121.69 GiB, the profile's `memory_usable_bytes`). Which GPUs:
+    none in 0.11.0 (utils/__init__.py L2734); 0.12.0-0.19.x by compute capability 8.7, 11.0 or 12.1 ("Orin,
+    Thor, Spark": mem_utils.py v0.12.0 L86-102, v0.15.0 L105-122); from 0.20.0 the device's own flag
+    (`current_platform.is_integrated_gpu`: torch's `is_integrated`, cudaDeviceProp.integrated, platforms/cuda.py
+    v0.20.0 L552-553, mem_utils.py L109-116; v0.30.0 L730-731, L143-150). ROCm's platform keeps the interface's
+    False (platforms/interface.py v0.30.0 L1075-1084), so an MI300A is measured as a discrete GPU. GH200/GB200
+    report integrated = 0: their HBM is the device's own (kvplan does not mark them unified).
+  * the start-up check. `request_memory` (`vllm/v1/worker/utils.py` v0.15.0 L250-262, v0.30.0 L534-554; in
+    gpu_worker.py v0.12.0 L232-237) refuses to start unless that free memory, measured when the worker starts
+    (after NCCL), is at least ceil(total x gpu_memory_utilization). On a unified GPU the OS, its unreclaimable
+    caches and every other process on the node hold part of the total then: engine option `os_memory`.
+  * the budget. requested - non-KV memory, where non-KV is the drop of free memory from the worker's start to the
+    end of the profile run (+ the transient torch peak, 0.27.0+: mem_utils.py v0.30.0 L312-321; before, weights +
+    torch peak + the non-torch increase, itself total - free - torch reserved). With free = MemAvailable, whatever
+    any process on the node allocates on the host meanwhile (a loader's pinned buffers, compile caches, the
+    serving processes' heaps) is counted as GPU memory: engine option `host_growth` (kvplan counts none by
+    default: no training record measures it). The CUDA-graph estimate (gpu_model_runner.py v0.30.0 L6747-6761)
+    samples cudaMemGetInfo's free, which on such a GPU drops with the page cache too.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvplan.core.errors import arg
+from kvplan.hardware.facts import capability_of
+from kvplan.planning.plan import PlanWarning
+
+MEMINFO_FROM = (0, 12, 0)  # the first release that reads MemAvailable on some GPUs
+FLAG_FROM = (0, 20, 0)  # from here the device's integrated flag decides, not its compute capability
+CAPABILITIES = ((8, 7), (11, 0), (12, 1))  # 0.12.0-0.19.x: Jetson Orin, Jetson Thor, GB10 (DGX Spark)
+# vendors whose vLLM platform reads the integrated flag (0.20.0+: CudaPlatform; RocmPlatform keeps False)
+FLAG_VENDORS = ("NVIDIA",)
+
+
+def unified(gpu) -> bool:
+    return bool(getattr(gpu, "memory_unified", False))
+
+
+def reads_meminfo(gpu, v: tuple[int, ...]) -> bool:
+    """Whether vLLM release `v` takes this GPU's free memory from the OS's MemAvailable (a unified profile: its
+    `memory_unified`, `vendor` and `compute_capability` fields)."""
+    if not unified(gpu) or v < MEMINFO_FROM:
+        return False
+    if v < FLAG_FROM:
+        return capability_of(gpu) in CAPABILITIES and str(getattr(gpu, "vendor", "")).upper() in FLAG_VENDORS
+    return str(getattr(gpu, "vendor", "")).upper() in FLAG_VENDORS
+
+
+def requested(total: int, gmu: float) -> int:
+    """vLLM's requested memory, the free memory it needs at start-up: math.ceil(total x gpu_memory_utilization)."""
+    return math.ceil(total * gmu)
+
+
+def os_room(total: int, gmu: float) -> int:
+    """The most the OS and every other process may hold when vLLM's worker starts: total - requested."""
+    return total - requested(total, gmu)
+
+
+def highest_starting(total: int, held: int) -> float:
+    """The largest two-decimal utilisation whose request the free memory `total - held` covers (0.0: none)."""
+    g = math.floor((total - held) / total * 100) / 100
+    while g > 0 and requested(total, g) > total - held:
+        g = round(g - 0.01, 2)
+    return max(g, 0.0)
+
+
+def refuses(gpu, st) -> bool:
+    """vLLM's start-up check fails: the free memory the stated `os_memory` leaves is below what it requests."""
+    if not unified(gpu) or st.os_memory is None:
+        return False
+    return st.os_memory > os_room(gpu.memory_usable_bytes, st.gpu_memory_utilization)
+
+
+def host_bytes(gpu, st) -> int:
+    """The host-side growth (engine option host_growth) vLLM counts as non-KV memory on a unified GPU, where the
+    free memory it measures (MemAvailable, or cudaMemGetInfo's) drops with host allocations too; 0 elsewhere."""
+    return st.host_growth if unified(gpu) else 0
+
+
+def warnings(gpu, st) -> tuple[PlanWarning, ...]:
+    """What a plan on a unified-memory GPU assumes about vLLM's free memory and start-up (none elsewhere)."""
+    if not unified(gpu):
+        ignored = [k for k, given in (("os_memory", st.os_memory is not None), ("host_growth", st.host_growth))
+                   if given]
+        return (PlanWarning(f"{arg('engine_opts')} {' and '.join(ignored)} ignored: GPU profile '{gpu.key}' is not "
+                            "unified memory"),) if ignored else ()
+    gmu, total = st.gpu_memory_utilization, gpu.memory_usable_bytes
+    need = requested(total, gmu)
+    meminfo = reads_meminfo(gpu, st.v)
+    free = ("the OS's MemAvailable (free pages and reclaimable page cache)" if meminfo else
+            "the device's own count (torch.cuda.mem_get_info), not the OS's MemAvailable")
+    short = "MemAvailable" if meminfo else "that count"
+    out = []
+    if st.os_memory is None:
+        out.append(PlanWarning(f"vLLM {st.version} takes this GPU's free memory from {free}, and starts only "
+                               f"if it is at least {gmu:g} x {{}} = {{}} when its worker starts: kvplan assumed the OS "
+                               f"and other processes hold at most {{}} then (state theirs with {arg('engine_opts')} "
+                               "os_memory=SIZE)", (total, need, os_room(total, gmu)),
+                               ("GiB", "GiB", "GiB")))
+    elif refuses(gpu, st):
+        out.append(PlanWarning(f"vLLM would refuse to start: with the OS and other processes holding {{}} "
+                               f"(os_memory), {free} is {{}}, below the {gmu:g} x {{}} = {{}} it requests",
+                               (st.os_memory, total - st.os_memory, total, need), ("GiB", "GiB", "GiB", "GiB")))
+    else:
+        out.append(PlanWarning(f"vLLM {st.version} starts: the OS and other processes holding {{}} (os_memory) leave "
+                               f"{{}} free, at least the {gmu:g} x {{}} = {{}} it requests",
+                               (st.os_memory, total - st.os_memory, total, need), ("GiB", "GiB", "GiB", "GiB")))
+    out.append(PlanWarning("vLLM counts what the node's processes allocate on the host between its worker's "
+                           f"start and the end of its profile run as non-KV memory (the drop of {short}): "
+                           f"kvplan counted {{}} ({arg('engine_opts')} host_growth=SIZE); the KV budget is "
+                           "smaller by whatever more they take", (host_bytes(gpu, st),), ("GiB",)))
+    return tuple(out)
+
+
+def emit_note(settings: dict, total: int, gmu: float) -> str | None:
+    """What `--emit vllm` adds on a unified-memory GPU: the most the OS may hold at the utilisation it prints
+    (settings: the plan's settings dict, with `memory_unified` and `os_memory`)."""
+    if not settings.get("memory_unified"):
+        return None
+    room, held = os_room(total, gmu), settings.get("os_memory")
+    verdict = "" if held is None or held <= room else (
+        f"; with the stated {held / 2**30:.2f} GiB vLLM would refuse to start: the most that starts is "
+        f"{highest_starting(total, held):g}")
+    return (f"unified memory: at {gmu:g} vLLM starts only while the OS and other processes hold at most "
+            f"{room / 2**30:.2f} GiB when its worker starts{verdict}")

@@ -19,6 +19,7 @@ from typing import NamedTuple
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.scheduler import limits
+from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.shape import weight_dtype_of
@@ -33,6 +34,10 @@ OPTS = {
                "kv_cache_free_gpu_mem_fraction": "free_gpu_memory_fraction"},
 }
 UTILISATION = ("gpu_memory_utilization",)  # vLLM's fraction, a configure() input rather than an option
+# benchmark tools that choose the engine's running limit and step tokens themselves where the run states
+# neither: tool -> (the engine's option for tokens per step, the function giving (running limit, tokens))
+HARNESS_SETTINGS = {"trtllm-bench": ("max_num_tokens", trtllm_bench_settings)}
+HARNESS_FRACTION = ("kv_cache_free_gpu_mem_fraction", "free_gpu_memory_fraction")  # the KV fraction it was told
 
 
 class Running(NamedTuple):
@@ -50,6 +55,9 @@ def running(case, spec, gpu) -> Running | None:
     opts = {opt: flags[k] for k, opt in OPTS[case.engine].items() if flags.get(k) is not None}
     util = next((flags[k] for k in UTILISATION if flags.get(k) is not None), None)
     context = max(1, int(load.isl + load.osl / 2))
+    tool = harness_limits(case, spec, gpu)
+    if tool is not None:  # the tool's step tokens are what the engine's memory plan is made at
+        opts[HARNESS_SETTINGS[case.harness][0]] = tool[1]
     try:
         engine, _ = configure(case.engine, case.version, opts, util)
         dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, ep=case.ep))
@@ -63,7 +71,24 @@ def running(case, spec, gpu) -> Running | None:
     if held < 1:  # not one request fits: kvplan's view of the checkpoint is not what ran (the plain estimate)
         return None
     default, chunk = limits(case.engine, res.settings, cap)
+    if tool is not None:
+        default = tool[0]
     limit = min(x for x in (case.max_seqs, default, float("inf")) if x)  # a running limit the run stated binds
     if limit == float("inf") or not chunk:
         return None
     return Running(float(min(held, limit)), chunk)
+
+
+def harness_limits(case, spec, gpu) -> tuple[int, int] | None:
+    """(running limit, tokens a step) the benchmark tool of `case` chooses itself (HARNESS_SETTINGS: trtllm-bench's
+    heuristics), or None: another tool, a run that stated either setting, or the tool's own refusal."""
+    entry = HARNESS_SETTINGS.get(case.harness or "")
+    flags = case.flags or {}
+    if entry is None or case.max_seqs or flags.get(entry[0]) is not None:
+        return None
+    fraction = next((float(flags[k]) for k in HARNESS_FRACTION if flags.get(k) is not None), None)
+    kw = {"fraction": fraction} if fraction else {}
+    got = entry[1](spec, gpu.memory_smi_bytes or gpu.memory_usable_bytes, tp=case.tp, pp=case.pp,
+                   isl=case.load.isl, osl=case.load.osl, weight_dtype=weight_dtype_of(case.weight_dtype),
+                   kv_dtype=case.kv_dtype, **kw)
+    return None if got is None else (got[0], got[1])

@@ -10,7 +10,8 @@ totals over num_prompts, else its mean, else a random length with a range ratio 
 total / output throughput ratio (input tokens = (total - output) / request rate). A point at a finite
 request rate names its arrival process (`arrival`: poisson | gamma(k) | constant | closed | burst |
 unstated; absent reads as unstated), which sets the open loop's queueing wait (kvplan.speed.load); any
-other value is refused.
+other value is refused. `harness` names a benchmark tool that sets the engine's limits itself
+(trtllm-bench: kvplan.bench.running).
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class Case:
     version: str | None = None  # the engine's release as stated
     flags: dict = field(default_factory=dict)  # the engine flags the run stated (dashes read as underscores)
     pp: int = 1  # pipeline stages (the load then counts dp x pp micro-batch replicas: kvplan.speed.fit.Built)
+    harness: str | None = None  # the benchmark tool as stated (`harness`), where the engine's settings depend on it
 
 
 def _stat(v):
@@ -193,7 +195,8 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
         limit = max(1, limit // dp) if limit else None  # the running limit per replica
     case = Case(source, str(p.get("id")), engine, p["gpu"], p["kvplan_model"], tp, ep, dp, gpus,
                 p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t, limit,
-                date, era_of(engine, p.get("version"), date if date not in ("", "None") else None), str(p["version"]) if p.get("version") else None, dict(flags), pp)
+                date, era_of(engine, p.get("version"), date if date not in ("", "None") else None), str(p["version"]) if p.get("version") else None, dict(flags), pp,
+                p.get("harness") or None)
     return case, ""
 
 

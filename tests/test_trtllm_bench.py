@@ -1,0 +1,83 @@
+"""trtllm-bench's own max_batch_size and max_num_tokens (kvplan.engines.trtllm.bench), and a corpus point run by
+trtllm-bench priced at them (kvplan.bench.running). Hand arithmetic from TensorRT-LLM's tuning.py
+(NVIDIA/TensorRT-LLM@04cba882084a25665e7f80f5bda71b35b9790b6f:tensorrt_llm/bench/build/tuning.py)."""
+
+from __future__ import annotations
+
+from kvplan.bench.running import running
+from kvplan.engines.trtllm.bench import BenchSettings, bench_settings, finetune
+from kvplan.hardware.gpus import find_gpu
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.speed.corpus import case_of
+
+LLAMA = find_in_catalog("llama-3.1-8b-instruct")  # 32 layers, 8 KV heads of 128, 8,030,261,248 parameters
+H100 = find_gpu("h100-sxm")  # NVML total (memory_smi_bytes) 85,520,809,984 B = 79.6475 GiB
+
+
+def test_finetune_rounds_as_tuning_py():
+    # raw batch 266.04 (>= 256, < 1024): up to 128s -> 384; raw tokens 266.04 x (1 + 1000/1000) = 532 < 4096:
+    # up to 256s, at least 2048 -> 2048
+    assert finetune(266.04, 1000, 1000) == BenchSettings(384, 2048)
+    # raw batch 100 (< 256): up to 32s, at least 64 -> 128; tokens 100 x 11 = 1100 -> 2048
+    assert finetune(100, 5000, 500) == BenchSettings(128, 2048)
+    # requests over 4,096 are capped (decoder buffers), then / pp 2 = 2048 (>= 1024: up to 256s) -> 2048;
+    # tokens 2048 x 2 = 4096 (< 8192: up to 512s) -> 4096
+    assert finetune(9000, 128, 128, pp=2) == BenchSettings(2048, 4096)
+    # tokens capped at 32,768 (>= 8192: up to 1024s)
+    assert finetune(4096, 2048, 128) == BenchSettings(4096, 32768)
+
+
+def test_llama_8b_fp8_on_h100():
+    # weights 8,030,261,248 x 1 B (FP8) = 7.4787 GiB; room 79.6475 - 7.4787 = 72.1688 GiB, x 0.90 = 64.9519 GiB.
+    # KV auto (2 B): 2 x 32 layers x max(tp 1, 8 heads) x 128 x 2 B = 131,072 B a token = 1.2207e-4 GiB.
+    # 1000/1000: 64.9519 / (1.2207e-4 x 2000) = 266.04 requests -> (384, 2048); with chunked prefill off the
+    # tokens stay >= ISL + max_batch_size = 1,384.
+    assert bench_settings(LLAMA, H100.memory_smi_bytes, tp=1, pp=1, isl=1000, osl=1000, weight_dtype="fp8",
+                          kv_dtype=None) == BenchSettings(384, 2048)
+    # 128/128: 64.9519 / (1.2207e-4 x 256) = 2078.5 requests (>= 1024: up to 256s) -> 2304;
+    # tokens 2078.5 x 2 = 4157 (< 8192: up to 512s) -> 4608
+    assert bench_settings(LLAMA, H100.memory_smi_bytes, tp=1, pp=1, isl=128, osl=128, weight_dtype="fp8",
+                          kv_dtype=None) == BenchSettings(2304, 4608)
+    # 20000/2000: 64.9519 / (1.2207e-4 x 22000) = 24.2 -> 64; tokens 24.2 x 11 = 266 -> 2048, but chunked
+    # prefill off: at least 20,000 + 64 = 20,064
+    assert bench_settings(LLAMA, H100.memory_smi_bytes, tp=1, pp=1, isl=20000, osl=2000, weight_dtype="fp8",
+                          kv_dtype=None) == BenchSettings(64, 20064)
+    # an FP8 KV cache halves a request's bytes: 532.1 requests (< 1024: up to 128s) -> 640
+    assert bench_settings(LLAMA, H100.memory_smi_bytes, tp=1, pp=1, isl=1000, osl=1000, weight_dtype="fp8",
+                          kv_dtype="fp8").max_batch_size == 640
+
+
+def test_not_one_request_refused():
+    assert bench_settings(LLAMA, 8 << 30, tp=1, pp=1, isl=1000, osl=1000, weight_dtype=None, kv_dtype=None) is None
+
+
+def point(flags=None, harness="trtllm-bench", isl=1000, osl=1000):
+    p = {"engine": "trtllm", "version": "1.0", "gpu": "h100-sxm", "isl": isl, "osl": osl, "request_rate": "inf",
+         "num_prompts": 3000, "kvplan_model": "llama-3.1-8b-instruct", "gpus": 1, "tp": 1, "weight_dtype": "fp8",
+         "harness": harness, "flags": dict(flags or {}), "metrics": {"output_throughput": 15220}}
+    c, why = case_of(p, "test", "")
+    assert c is not None, why
+    return c
+
+
+def test_a_trtllm_bench_point_runs_at_the_tools_settings():
+    # 128/128: the tool's max_batch_size 2,304 binds (TensorRT-LLM's pool holds more at 128 + 128 / 2 tokens a
+    # request), over trtllm-serve's default 2,048; its max_num_tokens 4,608 is the step's chunk
+    assert running(point(isl=128, osl=128), LLAMA, H100) == (2304, 4608)
+    # 1000/1000: the pool at 1,000 + 1,000 / 2 tokens a request (about 344) binds under the tool's 384; the
+    # chunk is the tool's 2,048 (the engine's memory plan made at it: a little more room than at 8,192)
+    r = running(point(), LLAMA, H100)
+    assert r.chunk == 2048 and 300 < r.cap < 384
+    assert r.cap > running(point(harness=None), LLAMA, H100).cap
+    # another tool, or a run that states its own max_num_tokens: the engine's defaults (trtllm-serve's 8,192)
+    assert running(point(harness=None), LLAMA, H100).chunk == 8192
+    assert running(point(flags={"max_num_tokens": 4096}), LLAMA, H100).chunk == 4096
+    assert running(point(flags={"max_batch_size": 128}), LLAMA, H100).cap == 128
+
+
+def test_the_stated_fraction_is_the_tools():
+    # --kv_cache_free_gpu_mem_fraction 0.5: 64.9519 / 0.9 x 0.5 = 36.084 GiB / 0.24414 = 147.8 requests -> 160
+    r = running(point(flags={"kv_cache_free_gpu_mem_fraction": 0.5}), LLAMA, H100)
+    assert r.cap <= 160
+    assert bench_settings(LLAMA, H100.memory_smi_bytes, tp=1, pp=1, isl=1000, osl=1000, weight_dtype="fp8",
+                          kv_dtype=None, fraction=0.5).max_batch_size == 160

@@ -110,6 +110,16 @@ def _length(p: dict, side: str, metrics: dict) -> float | None:
     return None
 
 
+def drawn_lengths(p: dict) -> bool:
+    """Whether a point's output lengths differ request to request: no fixed osl, and not a random draw pinned by a
+    range ratio of 1 (a dataset's own lengths; a random range, SGLang's bench_serving default 0.0 drawing
+    uniformly up to the stated length)."""
+    if p.get("osl"):
+        return False
+    ratio = (p.get("output_dist") or {}).get("range_ratio")
+    return ratio is None or float(ratio) < 1
+
+
 def _int(v, default: int) -> int:
     try:
         return int(v) if v is not None else default
@@ -151,7 +161,7 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
         rate = math.inf if rate in ("inf", None) and not p.get("concurrency") else rate
         load = Load(isl, osl, _float(p.get("concurrency") or flags.get("batch_size")), _float(rate),
                     _float(p.get("num_prompts")), dp=dp * pp,  # a pipeline's stages: pp micro-batches in flight
-                    arrival_cv2=arrival_of(p.get("arrival")))
+                    arrival_cv2=arrival_of(p.get("arrival")), drawn=drawn_lengths(p))
     case = Case(source, str(p.get("id")), engine, p["gpu"], p["kvplan_model"], tp, ep, dp, gpus,
                 p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t,
                 _int(next((flags[k] for k in RUNNING if flags.get(k)), None), 0) or None,

@@ -7,7 +7,8 @@ model is not in the catalog (kvplan_model null), its GPU is not a profile key, i
 of the four, or its lengths cannot be told. Lengths: isl/osl, else a drawn distribution's stated
 totals over num_prompts, else its mean, else a random length with a range ratio r as len x (1 + r) / 2
 (SGLang's and vLLM's uniform draw); a dataset (ShareGPT) only through the stated totals or the
-total / output throughput ratio (input tokens = (total - output) / request rate). A point at a finite
+total / output throughput ratio (input tokens = (total - output) / request rate). Output lengths that
+differ request to request (no fixed osl, and no range ratio of 1) are `drawn` (kvplan.speed.load.group). A point at a finite
 request rate names its arrival process (`arrival`: poisson | gamma(k) | constant | closed | burst |
 unstated; absent reads as unstated), which sets the open loop's queueing wait (kvplan.speed.load); any
 other value is refused.

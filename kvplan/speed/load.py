@@ -18,7 +18,10 @@ seconds:
                            requests, since a wave's prefills finish a chunk of steps apart and its
                            requests keep that offset; its TTFT is its group's prefill plus the decode
                            steps that share those steps: t_grp + steps(G) x t_dec. Of N requests, B
-                           are the first wave's (N not told: the wave is a vanishing share)
+                           are the first wave's (N not told: the wave is a vanishing share). Output
+                           lengths drawn per request (`drawn`: a random range, SGLang's bench_serving
+                           default among them, or a dataset's own) keep no such offset: its requests
+                           finish, and are replaced, one at a time (G = 1)
   all at once (N <= c)     B start at once (the first wave), each later request when one finishes,
                            one every T: a mean wait of (N - B)^2 / 2N x T; E2E = that wait + B x T;
                            TTFT = that wait + B / N of the wave's TTFT + (1 - B / N) of a group's

@@ -28,6 +28,21 @@ def test_closed_loop_first_wave_then_staggered_groups():
     assert math.isclose(m["output_throughput"], 101 / 3.525)
 
 
+def test_drawn_lengths_desynchronise_a_closed_loop():
+    # the first test's load with output lengths drawn per request (SGLang's bench_serving random dataset at its
+    # default --random-range-ratio 0.0, a dataset's own lengths): requests finish apart and are replaced one at a
+    # time, so G = 1 (not min(4, 8192 // 1000) = 4); its 1,000 tokens take 1 step. The group's own prefill, t_grp,
+    # is G's (the caller prices it at one request), the TTFT's weights stay: first wave 0.1 x 2.5 = 0.25 s,
+    # later 0.9 x (2 + 1 x 0.1) = 1.89 s, TTFT 2.14 s; T, E2E and throughput do not depend on G (14.1 s)
+    b, g, m = _metrics(Load(1000, 101, concurrency=4, num_prompts=40, cap=256, drawn=True))
+    assert (b, g) == (4, 1)
+    assert math.isclose(m["ttft"], 2.14)
+    assert math.isclose(m["e2el"], 14.1)
+    # a long prompt still takes its steps: 20,000 tokens, ceil(20,000 / 8,192) = 3 steps beside decodes
+    _, g, m = _metrics(Load(20000, 101, concurrency=2, cap=256, drawn=True))
+    assert g == 1 and math.isclose(m["ttft"], 2.3)
+
+
 def test_closed_loop_over_the_cap_queues():
     # c = 6 over a cap of 4: B = 4, the 2 over it wait (6 - 4) x T = 7.05 s; prompts untold: no first wave
     # TTFT = 2.1 + 7.05 = 9.15 s; E2E = 6 x 3.525 = 21.15 s

@@ -18,7 +18,10 @@ seconds:
                            requests, since a wave's prefills finish a chunk of steps apart and its
                            requests keep that offset; its TTFT is its group's prefill plus the decode
                            steps that share those steps: t_grp + steps(G) x t_dec. Of N requests, B
-                           are the first wave's (N not told: the wave is a vanishing share)
+                           are the first wave's (N not told: the wave is a vanishing share). Output
+                           lengths drawn per request (`drawn`: a random range, SGLang's bench_serving
+                           default among them, or a dataset's own) keep no such offset: its requests
+                           finish, and are replaced, one at a time (G = 1)
   all at once (N <= c)     B start at once (the first wave), each later request when one finishes,
                            one every T: a mean wait of (N - B)^2 / 2N x T; E2E = that wait + B x T;
                            TTFT = that wait + B / N of the wave's TTFT + (1 - B / N) of a group's
@@ -75,6 +78,7 @@ class Load:
     ubatch: int = 512  # llama-bench's prompt chunk
     chunk: int = PREFILL_CHUNK  # tokens one prefill step takes (vLLM's max_num_batched_tokens default)
     arrival_cv2: float | None = 1.0  # an open loop's gaps' squared coefficient of variation (arrival_cv2); None: no wait
+    drawn: bool = False  # output lengths drawn per request (a random range, a dataset): requests finish apart
 
 
 def batch_and_mode(load: Load, e2e_estimate: float | None) -> tuple[float, float, bool]:
@@ -94,9 +98,9 @@ def batch_and_mode(load: Load, e2e_estimate: float | None) -> tuple[float, float
 
 def group(load: Load, b: float) -> float:
     """G: how many requests arrive together once a run is staggered (see the module's docstring)."""
-    if load.concurrency or not _rate(load):
+    if (load.concurrency or not _rate(load)) and not load.drawn:
         return max(1.0, min(b, load.chunk // max(1.0, load.isl)))
-    return 1.0
+    return 1.0  # an open loop's arrivals, or drawn lengths: requests finish, and are replaced, one at a time
 
 
 ARRIVALS = ("poisson", "gamma", "constant", "closed", "burst", "unstated")  # the corpus's `arrival` kinds

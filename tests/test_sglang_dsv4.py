@@ -64,3 +64,26 @@ def test_model_limits_engine_and_chunk():
     assert model_limits("sglang", "0.5.15", layers, 4, None, {"chunked_prefill_size": 16384}) == (64, 4096)
     assert model_limits("sglang", "0.5.15", layers, 1, None, {"chunked_prefill_size": 8192}) == (256, 8192)
     assert model_limits("vllm", "0.22.0", layers, 1, None, {"max_num_batched_tokens": 8192}) is None
+
+
+def test_the_speed_fit_prices_a_cookbook_cell_at_sglangs_limit():
+    # The cookbook's B200 cell (tests/fixtures/speed/sglang-docs-deepseek-v4-benchmarks.yaml, b200-fp4-ht-c1024):
+    # --tp 4 --dp 4 --enable-dp-attention, no --max-running-requests, SGLang 0.5.15: each of the 4 DP workers runs
+    # 256 // 4 = 64 requests, and takes SGLang's B200 chunk (16,384 by memory) // 4 = 4,096 tokens a step.
+    # Its H200 tp-4 cell (no DP attention) runs the whole 256 at 8,192 tokens a step (141 GiB < 160 GiB).
+    from kvplan.bench.running import running
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.speed.corpus import case_of
+
+    v4 = find_in_catalog("deepseek-v4-flash")
+    base = {"engine": "sglang", "version": "0.5.15", "isl": 8192, "osl": 1024, "concurrency": 1024,
+            "kvplan_model": "deepseek-v4-flash", "kv_dtype": "fp8", "weight_dtype": "mxfp4", "metrics": {"tpot_ms": 70}}
+    b200, _ = case_of({**base, "gpu": "b200", "gpus": 4, "tp": 4, "dp": 4, "ep": 4,
+                       "flags": {"tp": 4, "dp": 4, "enable_dp_attention": True}}, "test", "")
+    r = running(b200, v4, find_gpu("b200"))
+    assert (r.cap, r.chunk) == (64, 4096)
+    h200, _ = case_of({**base, "gpu": "h200-sxm", "gpus": 4, "tp": 4, "flags": {"tp": 4}}, "test", "")
+    r = running(h200, v4, find_gpu("h200-sxm"))
+    assert (r.cap, r.chunk) == (256, 8192)
+    old, _ = case_of({**base, "version": "0.5.14", "gpu": "h200-sxm", "gpus": 4, "tp": 4, "flags": {"tp": 4}}, "test", "")
+    assert running(old, v4, find_gpu("h200-sxm")) is None  # a release not read: the plain estimate stays

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
-from kvplan.engines.scheduler import budget_bound, limits
+from kvplan.engines.scheduler import budget_bound, limits, model_limits
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
@@ -51,12 +51,15 @@ def running(case, spec, gpu) -> Running | None:
     """The engine's running cap and prefill chunk for a corpus case (kvplan.speed.corpus.Case) on `spec`
     and `gpu`, or None where the engine's rules do not take the setting (one data-parallel replica only)."""
     load = case.load
-    if load.bench != "serve" or case.engine not in OPTS or case.dp > 1:
+    if load.bench != "serve" or case.engine not in OPTS:
         return None
     flags = case.flags or {}
     opts = {opt: flags[k] for k, opt in OPTS[case.engine].items() if flags.get(k) is not None}
     util = next((flags[k] for k in UTILISATION if flags.get(k) is not None), None)
     context = max(1, int(load.isl + load.osl / 2))
+    own = model_own(case, spec, gpu, opts, util, context)
+    if own is not None or case.dp > 1:
+        return own
     tool = harness_limits(case, spec, gpu)
     if tool is not None:  # the tool's step tokens are what the engine's memory plan is made at
         opts[HARNESS_SETTINGS[case.harness][0]] = tool[1]
@@ -97,3 +100,24 @@ def harness_limits(case, spec, gpu) -> tuple[int, int] | None:
                    isl=case.load.isl, osl=case.load.osl, weight_dtype=weight_dtype_of(case.weight_dtype),
                    kv_dtype=case.kv_dtype, **kw)
     return None if got is None else (got[0], got[1])
+
+
+def model_own(case, spec, gpu, opts: dict, util, context: int) -> Running | None:
+    """The running limit and chunk an engine sets itself for a model whose pool kvplan's rules for it do not
+    size (kvplan.engines.scheduler.model_limits: SGLang's DeepSeek-V4, 256 requests a deployment), one
+    data-parallel worker's; None where it sets none. Its pool is not sized, so memory is not checked: the limit
+    binds where the pool holds more (at the cookbook's 8k + 1k tokens, kvplan's own compressed-cache estimate
+    holds over 1,000 requests a replica)."""
+    try:
+        engine, _ = configure(case.engine, case.version, opts, util)
+        dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, ep=case.ep))
+        req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
+                           weight_dtype=weight_dtype_of(case.weight_dtype))
+        st = engine.settings(spec, gpu, dep, req)
+    except KvplanError:
+        return None
+    own = model_limits(case.engine, case.version, spec.layers, case.dp, case.max_seqs,
+                       st.as_dict() if st is not None else {})
+    if own is None or not own[1]:
+        return None
+    return Running(float(own[0]), own[1])

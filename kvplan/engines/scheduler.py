@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.registry import canonical_engine
+from kvplan.engines.sglang import dsv4 as sglang_dsv4
 
 RUNNING_KEYS = ("max_num_seqs", "max_running_requests", "max_batch_size")
 CHUNK_KEYS = ("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens")
@@ -77,3 +78,20 @@ def with_limits(engine: str | None, opts, running: int | None, chunk: int | None
         if key not in given:
             items.append(f"{key}={value}")
     return items
+
+
+
+def model_limits(engine: str | None, version: str | None, layers, dp: int, per_worker: int | None,
+                 settings: dict) -> tuple[int, int | None] | None:
+    """(requests running at once, tokens per prefill step) of one data-parallel worker of `engine` at `version`
+    for a model whose pool kvplan's engine rules do not size but whose running limit the engine sets itself:
+    SGLang's DeepSeek-V4 (kvplan.engines.sglang.dsv4), its chunk per DP-attention worker the deployment's
+    chunked_prefill_size // dp (0.5.15 `server_args.py` L4899-4902). `per_worker`: a stated limit already
+    divided by dp; `settings`: the engine's settings for the deployment. None where the engine has no such rule."""
+    if engine is None or canonical_engine(engine) != "sglang":
+        return None
+    running = sglang_dsv4.running_limit(version, layers, dp, per_worker)
+    if running is None:
+        return None
+    chunk = limits(engine, settings)[1]
+    return running, (max(1, chunk // max(1, dp)) if chunk else None)

@@ -64,11 +64,12 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
             rep = dict(rep)
             peak = rep["activation_peak_gib"]
             rep["activation_peak_gib"] = dataclasses.replace(peak, value=peak.value - known / GIB)
-            moe_elems = vllm_overhead.moe_workspace_elements(model, tp, t, gpu)
+            # (MXFP4 experts: by the backend the release picks on the GPU, or the one the index names)
+            moe_elems = vllm_overhead.moe_workspace_elements(model, tp, t, gpu, v, rec.get("mxfp4_backend"))
             if sort_sampler:
                 act11.append((x, moe_elems, rep["activation_peak_gib"].value * GIB))
             elif moe_elems:
-                moe.append((model, tp, t, s, gpu, rep["activation_peak_gib"].value * GIB))
+                moe.append((model, tp, t, s, moe_elems, rep["activation_peak_gib"].value * GIB))
             else:
                 act_x.append(x)
                 act_y.append(rep["activation_peak_gib"].value * GIB)
@@ -83,9 +84,9 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
                               further, layers, rep["cudagraph_estimate_gib"].value * GIB))
     a = _lstsq(act_x, act_y)
     moe_xy = []
-    for model, tp, t, s, gpu, y in moe:
+    for model, tp, t, s, moe_elems, y in moe:
         dense = a[0] * min(s, t) * model.vocab_size + t * (a[1] * model.intermediate_size / tp + a[2] * model.hidden_size)
-        moe_xy.append((vllm_overhead.moe_workspace_elements(model, tp, t, gpu), y - dense))
+        moe_xy.append((moe_elems, y - dense))
     moe_b = sum(x * y for x, y in moe_xy) / sum(x * x for x, _ in moe_xy) if moe_xy else 0.0
     v011 = [(x[0], y - x[1] * a[1] - x[2] * a[2] - m * moe_b) for x, m, y in act11]  # the same forward, MoE
     c = _lstsq(cg_x, cg_y)

@@ -91,20 +91,18 @@ def predict(rec: dict, log) -> dict | None:
                   kv_dtype=canonical_kv_dtype(kv, model.dtype) if kv and kv != "auto" else None,
                   weight_dtype=canonical_weight_dtype(rec["weights"]) if rec.get("weights") else None)
     opts = {k: str(flags[k]) for k in ("max_num_batched_tokens", "max_num_seqs", "enforce_eager") if k in flags}
+    if rec.get("mxfp4_backend"):  # the MXFP4 kernel the record names, not the release's choice on the GPU
+        opts["mxfp4_backend"] = rec["mxfp4_backend"]
     if rec.get("flashinfer_sampler") is not None:  # the sampler path the log names
         opts["flashinfer_sampler"] = str(rec["flashinfer_sampler"])
     explicit = {"gpu_memory_utilization": flags["gpu_memory_utilization"]} if "gpu_memory_utilization" in flags else {}
     res = vllm.Vllm(version, opts, explicit).result(model, gpu, dep, req)
     layers = max(b - a for a, b in _ranges(model, dep))
-    repack = 0  # the plan's weights are as loaded (Vllm.loaded_extra: kernel padding, RoPE tables)
-    if rec.get("mxfp4_backend"):  # the kernel the log names, not the GPU's default
-        repack += (vllm_overhead.weights_repack_extra(model, dep.tp, gpu, rec["mxfp4_backend"])
-                   - vllm_overhead.weights_repack_extra(model, dep.tp, gpu))
     # the rank that prints "Model loading took" is the driver's, in the first pipeline stage
     loaded = res.plan.stages[0].weight_bytes if dep.pp > 1 and res.plan.stages else res.plan.weight_bytes_per_gpu
     if rec.get("unpredictable"):  # its budget's settings are not stated (the index says why): the weights only
-        return {"weights": loaded + repack}
-    return {"weights": loaded + repack, "kv_tokens": res.capacity.tokens, "gpu_blocks": res.capacity.blocks,
+        return {"weights": loaded}
+    return {"weights": loaded, "kv_tokens": res.capacity.tokens, "gpu_blocks": res.capacity.blocks,
             "from_budget": _from_printed_budget(log, vllm.Vllm(version, opts, explicit), model, gpu, dep, req),
             "activation_peak": res.settings["overhead_activation_peak"] + res.settings.get("overhead_encoder_profile", 0),
             "non_torch": res.settings["overhead_non_torch"],

@@ -28,6 +28,21 @@ def test_closed_loop_first_wave_then_staggered_groups():
     assert math.isclose(m["output_throughput"], 101 / 3.525)
 
 
+def test_drawn_lengths_desynchronise_a_closed_loop():
+    # the first test's load with output lengths drawn per request (SGLang's bench_serving random dataset at its
+    # default --random-range-ratio 0.0, a dataset's own lengths): requests finish apart and are replaced one at a
+    # time, so G = 1 (not min(4, 8192 // 1000) = 4); its 1,000 tokens take 1 step. The group's own prefill, t_grp,
+    # is G's (the caller prices it at one request), the TTFT's weights stay: first wave 0.1 x 2.5 = 0.25 s,
+    # later 0.9 x (2 + 1 x 0.1) = 1.89 s, TTFT 2.14 s; T, E2E and throughput do not depend on G (14.1 s)
+    b, g, m = _metrics(Load(1000, 101, concurrency=4, num_prompts=40, cap=256, drawn=True))
+    assert (b, g) == (4, 1)
+    assert math.isclose(m["ttft"], 2.14)
+    assert math.isclose(m["e2el"], 14.1)
+    # a long prompt still takes its steps: 20,000 tokens, ceil(20,000 / 8,192) = 3 steps beside decodes
+    _, g, m = _metrics(Load(20000, 101, concurrency=2, cap=256, drawn=True))
+    assert g == 1 and math.isclose(m["ttft"], 2.3)
+
+
 def test_closed_loop_over_the_cap_queues():
     # c = 6 over a cap of 4: B = 4, the 2 over it wait (6 - 4) x T = 7.05 s; prompts untold: no first wave
     # TTFT = 2.1 + 7.05 = 9.15 s; E2E = 6 x 3.525 = 21.15 s
@@ -40,11 +55,24 @@ def test_closed_loop_over_the_cap_queues():
 def test_burst_waits_one_request_time_per_finished_request():
     # 10 prompts at once, cap 4: B = 4 start; request j > 4 starts when one finishes, one every T:
     # mean wait (10 - 4)^2 / (2 x 10) = 1.8 T = 6.345 s; 4 of 10 are the first wave
-    # TTFT = 0.4 x 2.5 + 0.6 x 2.1 + 6.345 = 8.605 s; E2E = (1.8 + 4) x 3.525 = 20.445 s
+    # TTFT = 0.4 x 2.5 + 0.6 x 2.1 + 6.345 = 8.605 s; E2E = 6.345 + 0.4 x a wave request's E2E + 0.6 x 4 x T:
+    # the wave's 4 x 1,000 prompt tokens are K = 1 step, so its requests decode their L = 100 later tokens after
+    # it (m = (K - 1) / 2 = 0 in the wave), 2.5 + 100 x 0.1 = 12.5 s; 6.345 + 5 + 0.6 x 14.1 = 19.805 s
+    # (lengths drawn, not fixed: no refill delay)
     b, _, m = _metrics(Load(1000, 101, rate=math.inf, num_prompts=10, cap=4))
     assert b == 4
     assert math.isclose(m["ttft"], 8.605)
-    assert math.isclose(m["e2el"], 20.445)
+    assert math.isclose(m["e2el"], 19.805)
+
+
+def test_a_burst_of_equal_lengths_refills_as_its_wave_finishes():
+    # The burst above with every request 1,000 + 101 tokens: the wave's first request finishes at F1 = its one
+    # prefill step (t_wave = 4 s) + 100 decode steps = 14 s; the 6 later requests take turns r = 1, 2, 3, 4, 1, 2
+    # of the 4 slots, mean r / B = 13 / 24, so each waits F1 x (1 - 13 / 24) = 6.4167 s more, 0.6 x that over all
+    # 10 = 3.85 s: TTFT 8.605 + 3.85 = 12.455 s, E2E 19.805 + 3.85 = 23.655 s
+    _, _, m = _metrics(Load(1000, 101, rate=math.inf, num_prompts=10, cap=4, fixed=True))
+    assert math.isclose(m["ttft"], 12.455)
+    assert math.isclose(m["e2el"], 23.655)
 
 
 def test_open_loop_requests_arrive_one_by_one():

@@ -6,7 +6,9 @@ batch a benchmark really runs is the engine's own figure, not one estimate for e
 rules at the stated version with the flags the run stated (memory fraction, chunk, running limit), at the
 mean resident length of a steady state, isl + osl / 2 (each running request is, on average, half-way
 through its output), and capped by its running limit (vLLM's `max_num_seqs` by release and GPU, SGLang's
-`--max-running-requests`, TensorRT-LLM's `max_batch_size`). The prefill chunk is the engine's too (vLLM's
+`--max-running-requests`, TensorRT-LLM's `max_batch_size`) and, where the engine's step budget holds decode
+tokens beside prefill chunks (vLLM), by what that budget keeps fed: chunk x osl / (isl + osl) requests
+(kvplan.engines.scheduler.budget_bound). The prefill chunk is the engine's too (vLLM's
 `max_num_batched_tokens` by release and GPU, SGLang's `chunked_prefill_size`, TensorRT-LLM's
 `max_num_tokens`). A setting the engine rules refuse (a version outside their range, a layout they do not
 take) gets None, and the fit keeps its plain estimate for it (kvplan.speed.fit.Built).
@@ -18,7 +20,7 @@ from typing import NamedTuple
 
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
-from kvplan.engines.scheduler import limits
+from kvplan.engines.scheduler import budget_bound, limits
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
@@ -76,6 +78,9 @@ def running(case, spec, gpu) -> Running | None:
     limit = min(x for x in (case.max_seqs, default, float("inf")) if x)  # a running limit the run stated binds
     if limit == float("inf") or not chunk:
         return None
+    bound = budget_bound(case.engine, chunk, load.isl, load.osl)  # what its step budget keeps fed, where it mixes
+    if bound is not None:
+        limit = min(limit, bound)
     return Running(float(min(held, limit)), chunk)
 
 

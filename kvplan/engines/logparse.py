@@ -69,10 +69,19 @@ def _vllm_sizes(text: str, rec: LogRecord) -> None:
             rec.read[key] = f"{name}_parallel_size={m.group(1)}"
 
 
-def _vllm(text: str, rec: LogRecord) -> None:
-    r, s = rec.reported, rec.settings
+def _vllm_kernels(text: str, s: dict) -> None:
+    """The kernels a vLLM log says it chose where they move its memory: the sampler and the MXFP4 MoE backend."""
     if "top-p & top-k sampling" in text:  # topk_topp_sampler.py: which sampler the profile's dummy run took
         s["flashinfer_sampler"] = "Using FlashInfer for top-p & top-k sampling" in text
+    # quantization/mxfp4.py: the MXFP4 MoE kernel it chose (marlin_utils_fp4.py's warning: Marlin; 0.10.1 logs no choice)
+    m = _first(r"\[mxfp4\.py:\d+\] Using (Triton|Marlin|FlashInfer MXFP4)", text)
+    if m or "[marlin_utils_fp4.py:" in text:
+        s["mxfp4_backend"] = m.group(1).split()[0].lower() if m else "marlin"
+
+
+def _vllm(text: str, rec: LogRecord) -> None:
+    r, s = rec.reported, rec.settings
+    _vllm_kernels(text, s)
     for pat in (r"vLLM API server version (\S+)", r"LLM engine \(v(\d[\w.+-]*)\)", r"█[ \t]+version (\d[\w.+-]*)"):
         m = _first(pat, text)
         if m:

@@ -27,6 +27,27 @@ OWN_KEYS = {"vllm": ("max_num_seqs", "max_num_batched_tokens"),
             "sglang": ("max_running_requests", "chunked_prefill_size"), "trtllm": (None, "max_num_tokens")}
 
 
+# Engines whose step budget (tokens per step) holds the running requests' decode tokens beside the prefill chunks:
+# vLLM's v1 scheduler schedules the RUNNING requests first (one token each in decode, the rest of a chunked
+# prompt) and admits WAITING ones with what is left of max_num_batched_tokens (vllm-project/vllm@v0.11.0
+# vllm/v1/core/sched/scheduler.py, Scheduler.schedule). So a steady state cannot run more requests than the
+# budget keeps fed: `budget_bound`. SGLang runs its prefill batches apart from its decode batches by default
+# (--enable-mixed-chunk off), so its running requests are not bounded so; TensorRT-LLM's max_num_tokens also
+# counts generation tokens, but that is not checked against its measurements here, so it is not listed.
+MIXED_BUDGET = frozenset({"vllm"})
+
+
+def budget_bound(engine: str | None, chunk: int | None, isl: float, osl: float) -> float | None:
+    """The most requests `engine` keeps running in a steady state of prompts of `isl` tokens and outputs of `osl`,
+    where its step budget of `chunk` tokens holds decode tokens and prefill chunks alike (MIXED_BUDGET): admitting
+    r requests a step costs r x isl prompt tokens, and each runs about osl steps, one token a step, so r (isl + osl)
+    <= chunk and the running ones number r x osl <= chunk x osl / (isl + osl). None where the engine has no such
+    budget or no chunk is known."""
+    if canonical_engine(engine or "") not in MIXED_BUDGET or not chunk or osl <= 0:
+        return None
+    return max(1.0, chunk * osl / (max(0.0, isl) + osl))
+
+
 def limits(engine: str | None, settings: dict, capacity=None) -> tuple[int | None, int | None]:
     """(requests running at once, tokens per step) as `engine` runs with `settings`; None where not known.
     `capacity` (the engine's Capacity): where it computed a running limit of its own (SGLang's

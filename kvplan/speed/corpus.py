@@ -7,7 +7,11 @@ model is not in the catalog (kvplan_model null), its GPU is not a profile key, i
 of the four, or its lengths cannot be told. Lengths: isl/osl, else a drawn distribution's stated
 totals over num_prompts, else its mean, else a random length with a range ratio r as len x (1 + r) / 2
 (SGLang's and vLLM's uniform draw); a dataset (ShareGPT) only through the stated totals or the
-total / output throughput ratio (input tokens = (total - output) / request rate). A point at a finite
+total / output throughput ratio (input tokens = (total - output) / request rate); a stated osl is the most a
+request may generate, so where the run's output tokens/s over its requests/s says fewer were (its requests
+stopped at end of sequence), that mean is the osl (`generated`). Output lengths that differ request to request
+(no fixed osl and no range ratio of 1, or a stated osl the requests stopped short of) are `drawn`
+(kvplan.speed.load.group). A point at a finite
 request rate names its arrival process (`arrival`: poisson | gamma(k) | constant | closed | burst |
 unstated; absent reads as unstated), which sets the open loop's queueing wait (kvplan.speed.load); any
 other value is refused. `harness` names a benchmark tool that sets the engine's limits itself
@@ -147,6 +151,34 @@ def _length(p: dict, side: str, metrics: dict) -> float | None:
     return None
 
 
+def drawn_lengths(p: dict) -> bool:
+    """Whether a point's output lengths differ request to request: no fixed osl, and not a random draw pinned by a
+    range ratio of 1 (a dataset's own lengths; a random range, SGLang's bench_serving default 0.0 drawing
+    uniformly up to the stated length)."""
+    if p.get("osl"):
+        return False
+    ratio = (p.get("output_dist") or {}).get("range_ratio")
+    return ratio is None or float(ratio) < 1
+
+
+SHORT = 0.9  # a run's outputs stopped early: fewer than this share of the stated osl generated on average
+RATE_FLOOR = 0.1  # requests/s: below it a request rate printed to 0.01 cannot tell 10% apart
+
+
+def generated(p: dict, metrics: dict) -> float | None:
+    """The output tokens a run generated per request, where its figures show fewer than the stated `osl`: a
+    stated output length is the most a request may generate (`vllm bench serve` sends it as max_tokens and,
+    without --ignore-eos, a request stops at the model's end of sequence), so the block's output tokens/s over
+    its requests/s, below SHORT x osl, is what ran (gpt-oss on random prompts: 105 of 200). None where the
+    point states no osl, no such pair of figures, a request rate too coarse to tell (RATE_FLOOR), or no shortfall."""
+    osl = p.get("osl")
+    rr, out_t = (_stat(metrics.get(k)) for k in ("request_throughput", "output_throughput"))
+    if not osl or not rr or not out_t or rr < RATE_FLOOR:
+        return None
+    made = out_t / rr
+    return made if made < SHORT * float(osl) else None
+
+
 def _int(v, default: int) -> int:
     try:
         return int(v) if v is not None else default
@@ -184,11 +216,14 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
         isl, osl = _length(p, "in", metrics), _length(p, "out", metrics)
         if not isl or not osl:
             return None, "lengths not stated"
+        made = generated(p, metrics)
+        osl = made or osl
         rate = p.get("request_rate")
         rate = math.inf if rate in ("inf", None) and not p.get("concurrency") else rate
         load = Load(isl, osl, _float(p.get("concurrency") or flags.get("batch_size")), _float(rate),
                     _float(p.get("num_prompts")), dp=dp * pp,  # a pipeline's stages: pp micro-batches in flight
-                    arrival_cv2=arrival_of(p.get("arrival")))
+                    arrival_cv2=arrival_of(p.get("arrival")), drawn=drawn_lengths(p) or bool(made),
+                    fixed=bool(p.get("isl") and p.get("osl") and not made))
     limit = _int(next((flags[k] for k in RUNNING if flags.get(k)), None), 0) or None
     if dp > 1 and str(flags.get(DP_ATTENTION.get(engine, ""), "")).lower() == "true":  # the deployment's figures
         tp, ep = max(1, tp // dp), max(ep, tp)  # the attention replica's tp; the MoE over every rank

@@ -18,10 +18,23 @@ seconds:
                            requests, since a wave's prefills finish a chunk of steps apart and its
                            requests keep that offset; its TTFT is its group's prefill plus the decode
                            steps that share those steps: t_grp + steps(G) x t_dec. Of N requests, B
-                           are the first wave's (N not told: the wave is a vanishing share)
+                           are the first wave's (N not told: the wave is a vanishing share). Output
+                           lengths drawn per request (`drawn`: a random range, SGLang's bench_serving
+                           default among them, or a dataset's own) keep no such offset: its requests
+                           finish, and are replaced, one at a time (G = 1)
   all at once (N <= c)     B start at once (the first wave), each later request when one finishes,
-                           one every T: a mean wait of (N - B)^2 / 2N x T; E2E = that wait + B x T;
-                           TTFT = that wait + B / N of the wave's TTFT + (1 - B / N) of a group's
+                           one every T: a mean wait of (N - B)^2 / 2N x T; TTFT = that wait + B / N of
+                           the wave's TTFT + (1 - B / N) of a group's; E2E = that wait + B / N of a
+                           wave request's E2E + (1 - B / N) of B x T
+  the wave's decode        the wave's prefill runs K = ceil(B x isl / chunk) steps; a request whose
+                           prompt ends in step j decodes its next tokens in the wave's later steps
+                           (vLLM's step budget takes running requests' decode tokens first), m_j =
+                           min(L, K - j) of its L = osl - 1 at t_wave / K each, the rest at t_dec
+                           (`wave_decode`): a short output's TPOT is one wave step, not half the wave
+  the wave's finish        every request the same lengths (`fixed`): the wave's slots free as its
+                           requests finish, from the first's E2E (F1) on, not one every T from the
+                           start; a later request in turn r of B waits F1 (1 - r / B) longer
+                           (`refill_delay`); drawn lengths (a dataset) keep the staggered refill
   N not told, all at once  the steady state at the cap (c = B = cap): a throughput run
   open loop at rate r      as a closed loop of c = r x E2E requests (Little's law, E2E from the
                            previous estimate: kvplan.speed.fit.settle iterates it to its fixed point);
@@ -51,9 +64,12 @@ seconds:
   llama-bench              pp = n_prompt / t_wave (one request, no request cost, ubatch chunks);
                            tg = 1 / t_dec(1)
 
-Queueing is thus Little's law over a saturated server, a burst's refill and an open loop's arrival
-wait for the prefill server; not the wait for a running slot under Poisson arrivals near the cap
-(M/D/c), which Little's law prices only once the cap is full.
+Queueing is thus Little's law over a saturated server, a burst's wave and refill and an open loop's
+arrival wait for the prefill server; not the wait for a running slot under Poisson arrivals near the cap
+(M/D/c), which Little's law prices only once the cap is full, nor a drawn length distribution's spread
+(a dataset's long outputs draining a burst at a small batch): lengths are means. The cap B itself is the
+engine's (kvplan.bench.running), bounded where the engine's step budget feeds decode and prefill alike
+(kvplan.engines.scheduler.budget_bound).
 """
 
 from __future__ import annotations
@@ -80,7 +96,9 @@ class Load:
     depth: float = 0  # llama-bench: cached tokens before the measured ones
     ubatch: int = 512  # llama-bench's prompt chunk
     chunk: int = PREFILL_CHUNK  # tokens one prefill step takes (vLLM's max_num_batched_tokens default)
+    fixed: bool = False  # every request the same isl and osl (stated lengths, not a dataset's draw)
     arrival_cv2: float | None = 1.0  # an open loop's gaps' squared coefficient of variation (arrival_cv2); None: no wait
+    drawn: bool = False  # output lengths drawn per request (a random range, a dataset): requests finish apart
 
 
 def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None = None) -> tuple[float, float, bool]:
@@ -100,6 +118,35 @@ def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None
     return max(1.0, min(c, load.cap)), c, c >= n
 
 
+def wave_decode(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float, float]:
+    """A first-wave request's time from its first token to its last, as (a, b, e) of t_wave, t_dec, t_grp: the
+    wave's K = ceil(B x isl / chunk) prefill steps each take t_wave / K, and a request whose prompt finishes in
+    step j decodes one token in each later step of the wave (vLLM's scheduler runs the running requests' decode
+    tokens first in every step's token budget, the prefill chunk beside them), so it gets m_j = min(L, K - j) of
+    its L = osl - 1 later tokens at the wave's pace, the rest at t_dec after the wave. Over j = 1..K uniform:
+    mean m = L (2K - 1 - L) / 2K for L < K, else (K - 1) / 2 (each request then rides the rest of the wave)."""
+    k = max(1.0, -(-b * max(1.0, isl) // max(1, chunk)))
+    tokens = max(0.0, osl - 1)
+    m = tokens * (2 * k - 1 - tokens) / (2 * k) if tokens < k else (k - 1) / 2
+    return m / k, tokens - m, 0.0
+
+
+def refill_delay(b: float, n: float, isl: float, osl: float, chunk: int) -> tuple[float, float, float]:
+    """The mean extra wait of a burst's later requests when every request has the same lengths: the r-th slot of
+    the first wave frees when its request finishes, spread from the first finish F1 to the wave's end W = B x T,
+    not from 0, as the staggered refill has it ((j - B) x T); a later request of refill position r (1..B, in
+    turn) starts F1 (1 - r / B) later. F1 = the first request's E2E: one wave step for its prefill, m1 = min(L,
+    K - 1) tokens in the wave's later steps, the rest at t_dec. Returns (a, b, e) of that mean delay."""
+    k = max(1.0, -(-b * max(1.0, isl) // max(1, chunk)))
+    tokens = max(0.0, osl - 1)
+    m1 = min(tokens, k - 1)
+    later = n - b
+    q = int(later // b)
+    s = later - q * b
+    mean_r = (q * b * (b + 1) / 2 + s * (s + 1) / 2) / (b * later)
+    return (1 + m1) / k * (1 - mean_r), (tokens - m1) * (1 - mean_r), 0.0
+
+
 def overloaded(rho_cap: float | None) -> bool:
     """Whether an open loop's rate reaches what a replica serves at its running cap: rho_cap = r / dp x T(cap)."""
     return rho_cap is not None and rho_cap >= 1
@@ -107,9 +154,9 @@ def overloaded(rho_cap: float | None) -> bool:
 
 def group(load: Load, b: float) -> float:
     """G: how many requests arrive together once a run is staggered (see the module's docstring)."""
-    if load.concurrency or not _rate(load):
+    if (load.concurrency or not _rate(load)) and not load.drawn:
         return max(1.0, min(b, load.chunk // max(1.0, load.isl)))
-    return 1.0
+    return 1.0  # an open loop's arrivals, or drawn lengths: requests finish, and are replaced, one at a time
 
 
 ARRIVALS = ("poisson", "gamma", "constant", "closed", "burst", "unstated")  # the corpus's `arrival` kinds
@@ -170,7 +217,11 @@ def combos(load: Load, e2e_estimate: float | None = None,
     if burst:  # n requests at once: B start, each later one when a slot frees, one every T
         wait = (c - b) ** 2 / (2 * c)  # the mean over all n of max(0, j - B) x T
         share = b / c
-        e2e = ((wait + b) * t[0], (wait + b) * t[1], 0.0)
+        wave = tuple(f + d for f, d in zip(first, wave_decode(b, load.isl, osl, load.chunk)))  # a wave request's E2E
+        # every request the same lengths: the wave's slots free as its requests finish, not from the start
+        late = refill_delay(b, c, load.isl, osl, load.chunk) if load.fixed and c > b else (0.0, 0.0, 0.0)
+        late = tuple((c - b) / c * x for x in late)  # over all n: the c - B later requests wait that much longer
+        e2e = tuple(wait * x + share * w + (1 - share) * b * x + y for x, w, y in zip(t, wave, late))
     else:  # a closed loop (or an open one, as its Little's-law closed loop) in its steady state
         wait = c - b
         e2e = (c * t[0], c * t[1], 0.0)
@@ -180,6 +231,8 @@ def combos(load: Load, e2e_estimate: float | None = None,
             share = 0.0 if _rate(load) else 1.0
     ttft = tuple(share * f + (1 - share) * x for f, x in zip(first, staggered))
     ttft = (ttft[0] + wait * t[0], ttft[1] + wait * t[1], ttft[2])
+    if burst:
+        ttft = tuple(x + y for x, y in zip(ttft, late))
     n = load.num_prompts / load.dp if load.num_prompts else load.cap
     if _rate(load) and overloaded(rho_cap):  # the queue grows through the run: D/D/1's overload, in request times T
         q = max(0.0, (n - 1) / 2) * (1 - 1 / rho_cap)

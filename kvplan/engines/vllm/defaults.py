@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.base import check_opts, check_version, opt_bool, opt_int, parse_version
-from kvplan.engines.options import opt_bytes
+from kvplan.engines.options import opt_bytes, opt_choice
 from kvplan.engines.vllm import multimodal
 from kvplan.engines.vllm.deepseek_v4 import BLOCK as V4_BLOCK
+from kvplan.engines.vllm.mxfp4 import BACKENDS as MXFP4_BACKENDS
 from kvplan.engines.vllm.settings import Settings
 from kvplan.engines.vllm.speculative import vllm_pool_terms
 from kvplan.model.compressed import has_compressed
@@ -21,7 +22,7 @@ VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "
             "0.25.0", "0.30.0", "0.33.0")
 DEFAULT_VERSION = "0.33.0"
 OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling", "limit_mm_per_prompt",
-        "mm_processor_cache_gb", "flashinfer_sampler", "os_memory", "host_growth")
+        "mm_processor_cache_gb", "flashinfer_sampler", "os_memory", "host_growth", "mxfp4_backend")
 
 
 def _device_name(gpu) -> str:
@@ -105,5 +106,6 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     mm_limit=opt_int(opts, "limit_mm_per_prompt", multimodal.UNSET),
                     mm_cache_gb=multimodal.cache_gb(opts, v),
                     flashinfer_sampler=opt_bool(opts, "flashinfer_sampler", True) if "flashinfer_sampler" in opts
-                    else None, weight_dtype=req.weight_dtype,
+                    else None, mxfp4_backend=opt_choice(opts, "mxfp4_backend", None, MXFP4_BACKENDS),
+                    weight_dtype=req.weight_dtype,
                     os_memory=opt_bytes(opts, "os_memory", None), host_growth=opt_bytes(opts, "host_growth", 0))

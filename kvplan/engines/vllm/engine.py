@@ -21,6 +21,7 @@ from functools import lru_cache
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.vllm.boot import auto_note, emit_advice
 from kvplan.engines.vllm.overhead import encoder_budget, encoder_profile_bytes, missing_facts, overhead_terms, sampler_note
+from kvplan.engines.vllm.mxfp4 import unbundled_hopper, unbundled_note
 from kvplan.engines.vllm.speculative import check_vllm, vllm_flag, vllm_view
 from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
@@ -254,6 +255,8 @@ class Vllm(Engine):
         if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
             note = f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}"
             cap = cap._replace(notes=(*cap.notes, note))
+        if unbundled_hopper(model, st.gpu, st.v, st.mxfp4_backend):  # Marlin assumed (kvplan.engines.vllm.mxfp4)
+            cap = cap._replace(notes=(*cap.notes, unbundled_note(st.v)))
         no_effect = sampler_note(st.v, st.flashinfer_sampler)
         return cap._replace(notes=(*cap.notes, no_effect)) if no_effect else cap
 

@@ -43,9 +43,11 @@ from kvplan.engines.vllm.non_torch import (  # noqa: F401  (the calibrated const
     V0_NON_TORCH_SINGLE, non_torch, workspace_possible)
 from kvplan.engines.vllm.sampler import (  # noqa: F401  (the sampler's constants and rules, re-exported)
     SAMPLER_BYTES, SAMPLER_BYTES_V011, sampler_note, sm_count_missing, sort_sampler, triton_buffer_bytes)
+from kvplan.engines.vllm.mxfp4 import (  # noqa: F401  (the MXFP4 backends' rules, re-exported)
+    backend_for, nvidia_capability as _nvidia_capability, weights_repack_extra)
 from kvplan.core.caching_allocator import allocated_rounding
 from kvplan.core.intmath import round_up
-from kvplan.hardware.facts import capability_of, fact_missing
+from kvplan.hardware.facts import fact_missing
 from kvplan.model.layers import Kind
 from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan import activation_estimate
@@ -70,7 +72,8 @@ CUDAGRAPH_PER_LAYER = 23 * MIB  # per decoder layer on the rank
 
 
 def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True,
-                    version: tuple[int, ...] = (0, 19, 0), gpu=None, flashinfer_sampler: bool | None = None) -> int:
+                    version: tuple[int, ...] = (0, 19, 0), gpu=None, flashinfer_sampler: bool | None = None,
+                    mxfp4_backend: str | None = None) -> int:
     """Torch peak increase of vLLM's profile run on one rank (bytes)."""
     if version < (0, 8, 0):
         # V0 runs the profile forward eagerly: the MLP's gate+up output (2 x width), its activation and
@@ -83,97 +86,26 @@ def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool
     buffer = triton_buffer_bytes(version, seqs, model.vocab_size, gpu, flashinfer_sampler)
     sampler = per_logit * seqs * model.vocab_size + buffer if last_stage else 0
     forward = tokens * (FORWARD_MLP_BYTES * model.intermediate_size / tp + FORWARD_HIDDEN_BYTES * model.hidden_size)
-    return int(sampler + forward + MOE_WORKSPACE_BYTES * moe_workspace_elements(model, tp, tokens, gpu))
+    moe = moe_workspace_elements(model, tp, tokens, gpu, version, mxfp4_backend)
+    return int(sampler + forward + MOE_WORKSPACE_BYTES * moe)
 
 
-def moe_workspace_elements(model, tp: int, tokens: int, gpu=None) -> int:
+def moe_workspace_elements(model, tp: int, tokens: int, gpu=None, version: tuple[int, ...] | None = None,
+                           mxfp4_backend: str | None = None) -> int:
     """Elements of fused_moe's three intermediate caches for one chunk of `tokens` (fused_moe.py
     fused_experts: (M, top_k, 2 I_e/tp) gate-up output, (M x top_k, I_e/tp) activation, (M, top_k, H)
-    down output, M = min(tokens, VLLM_FUSED_MOE_CHUNK_SIZE 32768)); 0 for a dense model."""
+    down output, M = min(tokens, VLLM_FUSED_MOE_CHUNK_SIZE 32768)); 0 for a dense model, and for MXFP4 experts
+    in the Triton or FlashInfer kernels (kvplan.engines.vllm.mxfp4: which one, by release and GPU)."""
     p = model.params
     if not p.num_experts or not p.experts_per_token:
         return 0
-    if model.quantization.method == "mxfp4" and _mxfp4_padding(gpu) != (128, 256):
+    if model.quantization.method == "mxfp4" and backend_for(gpu, version, mxfp4_backend) != "marlin":
         return 0  # Hopper/Blackwell run MXFP4 experts in the Triton / FlashInfer kernels, not fused_moe
     width = model.intermediate_size // p.experts_per_token // tp  # one expert's width on this rank
     return min(tokens, 32768) * p.experts_per_token * (3 * width + model.hidden_size)
 
 
-# --- weights as loaded: MXFP4 MoE experts padded for the kernel (source-derived, not fitted) --------
-# vllm/model_executor/layers/quantization/mxfp4.py (Mxfp4MoEMethod.create_weights, main 2026): the
-# backend pads each expert's per-rank width I/tp and the hidden size H before loading: Marlin (GPUs
-# before Hopper, and consumer Blackwell) to I/tp % 128 and H % 256; FlashInfer on SM100 to 256 and
-# 256; the Triton kernels on SM90/SM100 to I/tp % 64 only. A 4-bit value and an 8-bit scale per 32
-# (0.53125 B per weight) fill the padding too.
-# Hopper (SM90, the Triton matmul_ogs path): process_weights_after_loading then swizzles each expert
-# for the kernel (vLLM quantization/utils/mxfp4_utils.py _swizzle_mxfp4, num_warps 8, v0.11-v0.19)
-# into triton_kernels' Hopper layouts (triton-lang/triton python/triton_kernels/triton_kernels/
-# tensor_details/layout_details/hopper_value.py HopperMXValueLayoutTransformation._padded_shape,
-# commit 000df03e; hopper_scale.py swizzle_data, commit 14dd7a19), which pad again: the packed values
-# [K/2, N] (K the contraction axis, 2 fp4 per byte) to K/2 % 64 and N % 256; the scales [N, K/32] to
-# N % (32 x num_warps) = 256 and K/32 % 2. The biases become fp32 (+2 B each). gpt-oss-20b on one
-# H100: +0.57 GiB (w13 1440x5760 -> 1472x5888 bytes, w2 1440x2880 -> 1472x3072, per expert-layer).
-# The GPU facts read (kvplan/hardware/profiles/README.md): the vendor and the compute capability, SM90 the
-# Hopper parts (H100, H200, H20, GH200), SM10x the datacenter Blackwells (B200, GB200: 10.0; B300, GB300:
-# 10.3), everything else (Ampere, Ada, consumer Blackwell SM120) the Marlin path.
-_BACKEND_PADDING = {"marlin": (128, 256), "triton": (64, 1), "flashinfer": (256, 256)}
-
-
-def _nvidia_capability(gpu) -> tuple[int, int] | None:
-    """The compute capability an NVIDIA GPU's kernels are chosen by (8.0 assumed where its profile gives none:
-    a plan warning); None off NVIDIA (AMD Instinct, Gaudi) and for a GPU known only by its memory."""
-    if str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
-        return None
-    return capability_of(gpu)
-
-
-def _mxfp4_padding(gpu, backend: str | None = None) -> tuple[int, int] | None:
-    """(I/tp multiple, H multiple) of the MXFP4 backend vLLM picks on this GPU, or of the backend named (a log
-    that says which one ran); None when not NVIDIA (AMD Instinct, Gaudi) or known only by its memory."""
-    cap = _nvidia_capability(gpu)
-    if cap is None:
-        return None
-    if backend:
-        return _BACKEND_PADDING[backend]
-    if cap[0] == 9:
-        return 64, 1
-    if cap[0] == 10:
-        return 256, 256
-    return 128, 256
-
-
-def _hopper_swizzle_extra(per_rank: int, hidden: int, warps: int = 8) -> int:
-    """Bytes one expert of one layer gains over the checkpoint in triton_kernels' Hopper layouts."""
-    i = round_up(per_rank, 64)  # vLLM's own I/tp padding for the Triton backend
-    values = (round_up(hidden // 2, 64) * round_up(2 * i, 256)  # w13: K = H, N = 2 I
-              + round_up(i // 2, 64) * round_up(hidden, 256))  # w2: K = I, N = H
-    scales = round_up(2 * i, 32 * warps) * round_up(hidden // 32, 2) + round_up(hidden, 32 * warps) * round_up(i // 32, 2)
-    checkpoint = 3 * per_rank * hidden * 17 // 32
-    return values + scales - checkpoint + 2 * (2 * i + hidden)  # + the biases' bf16 -> fp32
-
-
-def weights_repack_extra(model, tp: int, gpu, backend: str | None = None) -> int:
-    """Bytes per rank the MXFP4 experts gain over the checkpoint from the backend's padding (the backend
-    vLLM picks on the GPU, or `backend`: "marlin", "triton", "flashinfer")."""
-    q, p = model.quantization, model.params
-    pad = _mxfp4_padding(gpu, backend)
-    if q.method != "mxfp4" or not pad or not p.num_experts or not p.experts_per_token or not p.num_moe_layers:
-        return 0
-    width = model.intermediate_size // p.experts_per_token  # one expert's intermediate size
-    per_rank, hidden = width // tp, model.hidden_size
-    if pad == (64, 1) and (backend == "triton" or _nvidia_capability(gpu)[0] == 9):
-        return _hopper_swizzle_extra(per_rank, hidden) * p.num_experts * p.num_moe_layers
-    return _padded_expert_extra(per_rank, hidden, *pad) * p.num_experts * p.num_moe_layers
-
-
-def _padded_expert_extra(per_rank: int, hidden: int, i_mult: int, h_mult: int) -> int:
-    """Bytes one expert of one layer gains when Mxfp4MoEMethod.create_weights pads I/tp to i_mult and H
-    to h_mult (vllm mxfp4.py, commit 007d5005): w13 [2 I, H/2] + scales [2 I, H/32] + bias bf16 [2 I],
-    w2 [H, I/2] + scales [H, I/32] + bias bf16 [H], the padded shapes less the checkpoint's."""
-    def size(i: int, h: int) -> int:
-        return 2 * i * (h // 2 + h // 32) + 2 * 2 * i + h * (i // 2 + i // 32) + 2 * h
-
-    return size(round_up(per_rank, i_mult), round_up(hidden, h_mult)) - size(per_rank, hidden)
+# --- weights as loaded: MXFP4 MoE experts padded for the kernel: kvplan.engines.vllm.mxfp4 (source-derived) ---
 
 
 # --- weights as loaded: NVFP4 block scales swizzled for Blackwell (source-derived, not fitted) -----
@@ -362,12 +294,13 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     v = parse_version(st.version)
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     gpu = getattr(st, "gpu", None)
+    named = getattr(st, "mxfp4_backend", None)  # the MXFP4 kernel a log or the user names (kvplan.engines.vllm.mxfp4)
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu,
-                          flashinfer_sampler=getattr(st, "flashinfer_sampler", None))
+                          flashinfer_sampler=getattr(st, "flashinfer_sampler", None), mxfp4_backend=named)
     graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, gpu) if st.cudagraphs else 0
     nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens)
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
-            "weights_repack": (weights_repack_extra(model, dep.tp, gpu) + nvfp4_scale_padding(model, dep.tp, gpu)
+            "weights_repack": (weights_repack_extra(model, dep.tp, gpu, named, v) + nvfp4_scale_padding(model, dep.tp, gpu)
                                + rope_table_bytes(model) + allocator_rounding(model, dep, st)),
             "encoder_profile": encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), v)}
 

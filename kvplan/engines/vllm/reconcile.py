@@ -30,6 +30,7 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp):
     gmu = gmu.value if isinstance(gmu, Num) else gmu
     opts = [f"{k}={s[k]}" for k in ("max_num_batched_tokens", "max_num_seqs") if isinstance(s.get(k), int)]
     opts += [f"flashinfer_sampler={s['flashinfer_sampler']}"] if isinstance(s.get("flashinfer_sampler"), bool) else []
+    opts += [f"mxfp4_backend={s['mxfp4_backend']}"] if s.get("mxfp4_backend") else []  # the kernel the log names
     engine = resolve_engine("vllm", version, opts, gpu_memory_utilization=gmu, block_size=s.get("block_size"))
     if model is None:
         _vllm_model_free(out, r, length, s.get("block_size") or 16, parse_version(version))

@@ -37,6 +37,7 @@ class Settings:
     mm_limit: int = -1  # --limit-mm-per-prompt images per prompt (-1: unset); 0 skips an image tower (vllm.multimodal)
     flashinfer_sampler: bool | None = None  # FlashInfer's top-k/top-p ran (None: by release; vllm.overhead.sort_sampler)
     mm_cache_gb: float = -1.0  # --mm-processor-cache-gb (-1: unset, vLLM's 4); host RAM, no GPU bytes (vllm.multimodal)
+    mxfp4_backend: str | None = None  # the MXFP4 MoE kernel named (None: the release's choice, kvplan.engines.vllm.mxfp4)
     weight_dtype: str | None = None  # the weights' format as asked (None: the checkpoint's): the caching allocator's
     # rounding of each tensor as loaded reads its element size (kvplan.engines.vllm.overhead, `weights_repack`)
     # a unified-memory GPU (kvplan.engines.vllm.uma): what the OS and other processes hold when the worker starts

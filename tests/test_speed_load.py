@@ -127,3 +127,19 @@ def test_no_poisson_wait_in_a_closed_loop_or_a_burst():
     burst = Load(1000, 101, rate=math.inf, num_prompts=10, cap=4)
     for load in (closed, burst):
         assert combos(load, 3.0, 0.5)[2]["ttft"] == combos(load, 3.0)[2]["ttft"]
+
+
+def test_an_open_loop_past_the_cap_is_overloaded_and_its_queue_grows():
+    # cap 4; rho_cap = r / dp x T(cap) = 1.25 >= 1 (given): B = 4, T = (4 + 101 x 0.1) / 4 = 3.525 s, no Little's law
+    # c; the queue of D/D/1 past rho 1 over N = 9 requests: (9 - 1) / 2 x (1 - 1 / 1.25) = 0.8 T = 2.82 s
+    # TTFT = t_grp + 1 x t_dec + 0.8 T = 2.1 + 2.82 = 4.92 s; E2E = 4 T + 0.8 T = 4.8 x 3.525 = 16.92 s;
+    # tok/s = 101 / T; the prefill server's arrival wait is not added on top (S = 4 / 4 = 1 s, rho 2: not 4.5 S more)
+    load = Load(1000, 101, rate=2.0, num_prompts=9, cap=4)
+    b, g, cm = combos(load, 3.0, 1.0, 1.25)
+    m = {k: value(c, T_WAVE, T_DEC, T_GRP) for k, c in cm.items()}
+    assert (b, g) == (4, 1)
+    assert math.isclose(m["ttft"], 4.92)
+    assert math.isclose(m["e2el"], 16.92)
+    assert math.isclose(m["output_throughput"], 101 / 3.525)
+    # below 1 the open loop is Little's law's as before (test_open_loop_requests_arrive_one_by_one)
+    assert combos(load, 3.0, None, 0.99)[2] == combos(load, 3.0)[2]

@@ -4,8 +4,8 @@ Each figure of a training case gives one row: its predicted value over the measu
 coefficients (a time directly, a throughput through its inverse), against 1, so the fit minimises
 squared relative error; a source's rows are weighted 1 / sqrt(its rows), so no one source's hundreds of
 points decide alone. The batch an open-loop load runs at, and its arrival wait, depend on the step times:
-three passes, each with the previous pass's end-to-end estimate and prefill server time (the first with
-the roofline's). One set per engine and
+`settle` finds them (overloaded at the running cap, or Little's law's fixed point), and each of PASSES fit
+passes linearises the rows at the previous pass's settled load (the first at c = 1). One set per engine and
 version era (kvplan.speed.eras), an older era sharing terms with its engine's current one fitted with it.
 
 kvplan.bench.ship writes the result (`python -m kvplan.bench.ship CORPUS_DIR`); tests/test_speed.py
@@ -29,7 +29,9 @@ from kvplan.speed.shape import shape_for, weight_dtype_of
 from kvplan.speed.ggml import MMVQ_MAX
 from kvplan.speed.terms import TERMS, Shape, path_at, roofline_of
 
-PASSES = 3
+PASSES = 3  # the fit's Gauss-Newton re-linearisations (each at the previous coefficients' settled load)
+SETTLE_MAX = 30  # an open loop's fixed-point passes, at most (settle)
+SETTLE_TOL = 1e-3  # ... until its E2E moves less than this share
 ROBUST = 30  # Gauss-Newton steps of the robust fit, at most
 SCALE = 0.5  # the Cauchy loss's scale on log(predicted / measured)
 # The roofline's terms never beat the datasheet FLOP/s or the measured bandwidth (kvplan.speed.shape.read_bandwidth):
@@ -98,7 +100,7 @@ class Built:
         if load.bench == "tg":
             return None, decode_features(s, 1, load.depth), None, combos(load)[2]
         prev = prev or {}
-        b, g, cm = combos(load, prev.get("e2el"), prev.get("service"))
+        b, g, cm = combos(load, prev.get("e2el"), prev.get("service"), prev.get("rho_cap"))
         return (prefill_features(s, load.isl, batch=b, chunk=load.chunk), decode_features(s, b, load.isl + load.osl / 2),
                 prefill_features(s, load.isl, batch=g, chunk=load.chunk), cm)
 
@@ -131,11 +133,32 @@ def _price(shape: Shape, f, coef) -> float:
 
 
 def settle(built: Built, coef) -> dict:
-    """Predictions after PASSES passes of the open-loop batch estimate (and its arrival wait)."""
-    out = None
-    for _ in range(PASSES):
-        out = predict(built, coef, out)
-    return out or {}
+    """Predictions under the open-loop batch estimate, settled. A load at no stated rate needs one pass. An open
+    loop is first checked for overload: rho_cap = r / dp x T(cap), T(cap) the GPU time per request at the running
+    cap (rho_cap_of); at rho_cap >= 1 it runs at the cap and its queue grows through the run (kvplan.speed.load:
+    combos), one pass; below it, Little's law's c = r x E2E(c) (and the arrival wait's S) is iterated from
+    c = 1 until E2E moves less than SETTLE_TOL, at most SETTLE_MAX passes."""
+    load = built.load
+    if load.bench != "serve" or not (load.rate and load.rate != float("inf")):
+        return predict(built, coef)
+    rho = rho_cap_of(built, coef)
+    out = {"rho_cap": rho}
+    for _ in range(1 if rho >= 1 else SETTLE_MAX):
+        last = out.get("e2el")
+        out = {**predict(built, coef, out), "rho_cap": rho}
+        if last and abs(out["e2el"] - last) <= SETTLE_TOL * last:
+            break
+    return out
+
+
+def rho_cap_of(built: Built, coef) -> float:
+    """An open loop's utilisation at its running cap: rate / dp x T(cap), T(cap) = (t_wave + osl x t_dec) / cap at
+    B = cap (coef () or None: the roofline's)."""
+    load, s = built.load, (built.shape if coef else built.roof_shape)
+    cap = load.cap
+    t_wave = _price(s, prefill_features(s, load.isl, batch=cap, chunk=load.chunk), coef)
+    t_dec = _price(s, decode_features(s, cap, load.isl + load.osl / 2), coef)
+    return load.rate / load.dp * (t_wave + max(1.0, load.osl) * t_dec) / cap
 
 
 def rows_for(built: Built, coef_prev) -> list[tuple[list[float], str]]:

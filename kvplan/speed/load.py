@@ -37,8 +37,14 @@ seconds:
                            (`refill_delay`); drawn lengths (a dataset) keep the staggered refill
   N not told, all at once  the steady state at the cap (c = B = cap): a throughput run
   open loop at rate r      as a closed loop of c = r x E2E requests (Little's law, E2E from the
-                           previous estimate), N <= c once r passes what the deployment serves; its
-                           requests arrive one by one (G = 1) and there is no first wave
+                           previous estimate: kvplan.speed.fit.settle iterates it to its fixed point);
+                           its requests arrive one by one (G = 1) and there is no first wave
+  overloaded open loop     where r / dp reaches what a replica serves at its running cap, rho_cap =
+                           r / dp x T(cap) >= 1 (T at B = cap, from the caller), no steady state exists:
+                           B = cap, and the queue grows through the run as D/D/1's does past rho 1, the
+                           n-th of N requests waiting n (T - dp / r), a mean of (N - 1) / 2 x T x
+                           (1 - 1 / rho_cap) (N untold: the cap) added to TTFT and E2E (never more than
+                           the N arriving at once), in place of the arrival wait below
   arrival wait             an open loop's requests wait for the prefills ahead of them: a queue whose
                            server is the chunk budget's prefill, S = t_wave / B a request (its share of
                            prefills run in full chunks), at utilisation rho = r / dp x S (S from the
@@ -95,13 +101,15 @@ class Load:
     drawn: bool = False  # output lengths drawn per request (a random range, a dataset): requests finish apart
 
 
-def batch_and_mode(load: Load, e2e_estimate: float | None) -> tuple[float, float, bool]:
-    """(B running, c in the system, burst?) per replica."""
+def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None = None) -> tuple[float, float, bool]:
+    """(B running, c in the system, burst?) per replica; `rho_cap`: an open loop's load at the cap (overloaded)."""
     if not load.num_prompts and not load.concurrency and not _rate(load):
         return load.cap, load.cap, False  # a throughput run of untold length: the steady state at the cap
     n = (load.num_prompts or 1e9) / load.dp
     if load.concurrency:
         c = load.concurrency / load.dp
+    elif _rate(load) and overloaded(rho_cap):
+        return load.cap, load.cap, False  # runs at the cap; the queue behind it is combos' overload wait
     elif _rate(load):
         c = load.rate / load.dp * e2e_estimate if e2e_estimate else 1.0
     else:
@@ -137,6 +145,11 @@ def refill_delay(b: float, n: float, isl: float, osl: float, chunk: int) -> tupl
     s = later - q * b
     mean_r = (q * b * (b + 1) / 2 + s * (s + 1) / 2) / (b * later)
     return (1 + m1) / k * (1 - mean_r), (tokens - m1) * (1 - mean_r), 0.0
+
+
+def overloaded(rho_cap: float | None) -> bool:
+    """Whether an open loop's rate reaches what a replica serves at its running cap: rho_cap = r / dp x T(cap)."""
+    return rho_cap is not None and rho_cap >= 1
 
 
 def group(load: Load, b: float) -> float:
@@ -185,15 +198,16 @@ def arrival_wait(rho: float, bound: float, cv2: float = 1.0) -> float:
 
 
 def combos(load: Load, e2e_estimate: float | None = None,
-           service_estimate: float | None = None) -> tuple[float, float, dict]:
+           service_estimate: float | None = None, rho_cap: float | None = None) -> tuple[float, float, dict]:
     """(B, G, {metric: (a, b, e, inverse scale or 0)}): a metric is a x t_wave + b x t_dec + e x t_grp,
     or scale / that where `inverse` is non-zero (a throughput). `service_estimate`: the previous estimate
-    of the prefill server's S (the `service` pseudo-metric), for an open loop's arrival wait."""
+    of the prefill server's S (the `service` pseudo-metric), for an open loop's arrival wait; `rho_cap`: an open
+    loop's utilisation at the running cap, r / dp x T(cap), where it is >= 1 the overload (module docstring)."""
     if load.bench == "pp":
         return 1.0, 1.0, {"pp_tok_s": (1.0, 0.0, 0.0, load.isl)}
     if load.bench == "tg":
         return 1.0, 1.0, {"tg_tok_s": (0.0, 1.0, 0.0, 1.0)}
-    b, c, burst = batch_and_mode(load, e2e_estimate)
+    b, c, burst = batch_and_mode(load, e2e_estimate, rho_cap)
     g = group(load, b)
     osl = max(1.0, load.osl)
     t = (1.0 / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B
@@ -219,8 +233,12 @@ def combos(load: Load, e2e_estimate: float | None = None,
     ttft = (ttft[0] + wait * t[0], ttft[1] + wait * t[1], ttft[2])
     if burst:
         ttft = tuple(x + y for x, y in zip(ttft, late))
-    if _rate(load) and not burst and service_estimate and load.arrival_cv2 is not None:  # arrivals queue for the prefill server
-        n = load.num_prompts / load.dp if load.num_prompts else load.cap
+    n = load.num_prompts / load.dp if load.num_prompts else load.cap
+    if _rate(load) and overloaded(rho_cap):  # the queue grows through the run: D/D/1's overload, in request times T
+        q = max(0.0, (n - 1) / 2) * (1 - 1 / rho_cap)
+        ttft = (ttft[0] + q * t[0], ttft[1] + q * t[1], ttft[2])
+        e2e = (e2e[0] + q * t[0], e2e[1] + q * t[1], e2e[2])
+    elif _rate(load) and not burst and service_estimate and load.arrival_cv2 is not None:  # arrivals queue for the prefill server
         q = arrival_wait(load.rate / load.dp * service_estimate, max(0.0, (n - 1) / 2), load.arrival_cv2)
         ttft = (ttft[0] + q / b, ttft[1], ttft[2])
         e2e = (e2e[0] + q / b, e2e[1], e2e[2])

@@ -1,12 +1,9 @@
-"""SGLang's DeepSeek-V4 rules (kvplan.engines.sglang.dsv4): its bytes per full token and its running limit.
+"""SGLang's DeepSeek-V4 rules (kvplan.engines.sglang.dsv4): its running limit and chunk per DP worker.
 
 Expected figures are hand arithmetic from the published DeepSeek-V4-Flash config (tests/fixtures/families/
 deepseek-v4-flash.json: 43 layers, 21 of ratio 4 and 20 of ratio 128, head_dim 512 with qk_rope_head_dim 64,
 sliding_window 128, index_head_dim 128) and the sglang 0.5.15 wheel (sglang-0.5.15-cp311-cp311-manylinux_2_34_x86_64):
-model_executor/pool_configurator.py L609-649 (`_get_bytes_per_full_token`), configs/model_config.py L785
-(qk_nope_head_dim = head_dim - qk_rope_head_dim), mem_cache/deepseek_v4_memory_pool.py L34-48 (ring 8 for ratio 4
-without speculative decoding), environ.py L846 (fp32 compressor states), arg_groups/overrides.py L709-710
-(swa_full_tokens_ratio 0.1), arg_groups/deepseek_v4_hook.py L49-50 (max_running_requests 256),
+arg_groups/deepseek_v4_hook.py L49-50 (max_running_requests 256),
 model_executor/model_runner_kv_cache_mixin.py L1232-1235 (// dp_size per worker), server_args.py L4899-4902 (the
 chunk // dp_size under DP attention).
 """
@@ -29,24 +26,6 @@ FIX = Path(__file__).parent / "fixtures" / "families" / "deepseek-v4-flash.json"
 def flash():
     spec, _ = spec_from_config(json.loads(FIX.read_text()), "deepseek-v4-flash")
     return spec
-
-
-def test_bytes_per_full_token_by_hand():
-    # kv = 448 + 2 x 64 + 8 = 584; idx = 128 + 128 // 128 x 4 = 132; states per ratio-4 layer
-    # (2 x 2 x 512 + 2 x 2 x 128) x 4 = 8192 + 2048 = 10240 bytes, times ratio 0.1 x ring 8 / window 128:
-    #   0.1 x 584 x 43 = 2511.2      (the SWA pool, every layer)
-    # + 584 / 4 x 21  = 3066         (1:4 latents)
-    # + 584 / 128 x 20 = 91.25       (1:128 latents)
-    # + 132 / 4 x 21  = 693          (indexer keys)
-    # + 0.1 x 8 / 128 x 10240 x 21 = 1344   (1:4 compressor and indexer states)
-    # = 7705.45
-    assert dsv4.bytes_per_full_token(flash().layers) == pytest.approx(7705.45)
-    # --swa-full-tokens-ratio 1: 584 x 43 = 25112 in the SWA pool, states 10 x 1344 = 13440
-    assert dsv4.bytes_per_full_token(flash().layers, 1.0) == pytest.approx(25112 + 3066 + 91.25 + 693 + 13440)
-
-
-def test_no_compressed_layers_no_bytes():
-    assert dsv4.bytes_per_full_token(find_in_catalog("llama-3.1-8b").layers) == 0.0
 
 
 def test_running_limit_by_release_dp_and_flag():

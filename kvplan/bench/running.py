@@ -57,10 +57,7 @@ def running(case, spec, gpu) -> Running | None:
     opts = {opt: flags[k] for k, opt in OPTS[case.engine].items() if flags.get(k) is not None}
     util = next((flags[k] for k in UTILISATION if flags.get(k) is not None), None)
     context = max(1, int(load.isl + load.osl / 2))
-    own = model_own(case, spec, gpu, opts, util, context)
-    if own is not None or case.dp > 1:
-        return own
-    tool = harness_limits(case, spec, gpu)
+    tool = harness_limits(case, spec, gpu) if case.dp == 1 else None
     if tool is not None:  # the tool's step tokens are what the engine's memory plan is made at
         opts[HARNESS_SETTINGS[case.harness][0]] = tool[1]
     try:
@@ -68,6 +65,9 @@ def running(case, spec, gpu) -> Running | None:
         dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, ep=case.ep))
         req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
+        own = model_own(case, spec, engine.settings(spec, gpu, dep, req))
+        if own is not None or case.dp > 1:
+            return own
         res = engine.result(spec, gpu, dep, req)
     except KvplanError:
         return None
@@ -102,22 +102,12 @@ def harness_limits(case, spec, gpu) -> tuple[int, int] | None:
     return None if got is None else (got[0], got[1])
 
 
-def model_own(case, spec, gpu, opts: dict, util, context: int) -> Running | None:
+def model_own(case, spec, settings) -> Running | None:
     """The running limit and chunk an engine sets itself for a model whose pool kvplan's rules for it do not
     size (kvplan.engines.scheduler.model_limits: SGLang's DeepSeek-V4, 256 requests a deployment), one
-    data-parallel worker's; None where it sets none. Its pool is not sized, so memory is not checked: the limit
-    binds where the pool holds more (at the cookbook's 8k + 1k tokens, kvplan's own compressed-cache estimate
-    holds over 1,000 requests a replica)."""
-    try:
-        engine, _ = configure(case.engine, case.version, opts, util)
-        dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, ep=case.ep))
-        req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
-                           weight_dtype=weight_dtype_of(case.weight_dtype))
-        st = engine.settings(spec, gpu, dep, req)
-    except KvplanError:
-        return None
+    data-parallel worker's, under the engine's `settings` for the deployment; None where it sets none or no chunk
+    is known. Its pool is not sized, so memory is not checked: the limit binds where the pool holds more (at the cookbook's 8k + 1k tokens, kvplan's own
+    compressed-cache estimate holds over 1,000 requests a replica)."""
     own = model_limits(case.engine, case.version, spec.layers, case.dp, case.max_seqs,
-                       st.as_dict() if st is not None else {})
-    if own is None or not own[1]:
-        return None
-    return Running(float(own[0]), own[1])
+                       settings.as_dict() if settings is not None else {})
+    return Running(float(own[0]), own[1]) if own is not None and own[1] else None

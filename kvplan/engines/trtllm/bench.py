@@ -41,24 +41,26 @@ def elem_bytes(dtype: str | None) -> float:
     return ELEM_BYTES.get((dtype or "").lower(), 2.0)
 
 
+# finetune_setting's rounding: (below this, round up to this multiple, at least this), else the last multiple
+BATCH_STEPS = ((256, 32, 64), (1024, 128, 0)), 256
+TOKEN_STEPS = ((4096, 256, 2048), (8192, 512, 0)), 1024
+
+
+def stepped(x: float, steps) -> int:
+    """`x` rounded up as finetune_setting rounds a batch or a token count (BATCH_STEPS, TOKEN_STEPS)."""
+    tiers, last = steps
+    for below, multiple, least in tiers:
+        if x < below:
+            return max(least, multiple * math.ceil(x / multiple))
+    return last * math.ceil(x / last)
+
+
 def finetune(requests: float, isl: float, osl: float, pp: int = 1) -> BenchSettings:
     """`finetune_setting` with optimistic tuning: (max_batch_size, max_num_tokens) from the requests the KV
     memory holds at ISL + OSL each."""
     raw_bs = min(requests, MAX_REQUESTS) / pp
     raw_tokens = min(raw_bs * (1 + isl / osl), MAX_TOKENS)
-    if raw_bs < 256:
-        bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        bs = 256 * math.ceil(raw_bs / 256)
-    if raw_tokens < 4096:
-        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
-    elif raw_tokens < 8192:
-        tokens = 512 * math.ceil(raw_tokens / 512)
-    else:
-        tokens = 1024 * math.ceil(raw_tokens / 1024)
-    return BenchSettings(bs, tokens)
+    return BenchSettings(stepped(raw_bs, BATCH_STEPS), stepped(raw_tokens, TOKEN_STEPS))
 
 
 def bench_settings(spec, device_bytes: int, *, tp: int, pp: int, isl: float, osl: float,

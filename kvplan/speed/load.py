@@ -118,6 +118,11 @@ def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None
     return max(1.0, min(c, load.cap)), c, c >= n
 
 
+def _wave(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float]:
+    """(K, L): the first wave's prefill steps, ceil(B x isl / chunk), and a request's tokens after its first."""
+    return max(1.0, -(-b * max(1.0, isl) // max(1, chunk))), max(0.0, osl - 1)
+
+
 def wave_decode(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float, float]:
     """A first-wave request's time from its first token to its last, as (a, b, e) of t_wave, t_dec, t_grp: the
     wave's K = ceil(B x isl / chunk) prefill steps each take t_wave / K, and a request whose prompt finishes in
@@ -125,8 +130,7 @@ def wave_decode(b: float, isl: float, osl: float, chunk: int) -> tuple[float, fl
     tokens first in every step's token budget, the prefill chunk beside them), so it gets m_j = min(L, K - j) of
     its L = osl - 1 later tokens at the wave's pace, the rest at t_dec after the wave. Over j = 1..K uniform:
     mean m = L (2K - 1 - L) / 2K for L < K, else (K - 1) / 2 (each request then rides the rest of the wave)."""
-    k = max(1.0, -(-b * max(1.0, isl) // max(1, chunk)))
-    tokens = max(0.0, osl - 1)
+    k, tokens = _wave(b, isl, osl, chunk)
     m = tokens * (2 * k - 1 - tokens) / (2 * k) if tokens < k else (k - 1) / 2
     return m / k, tokens - m, 0.0
 
@@ -137,8 +141,7 @@ def refill_delay(b: float, n: float, isl: float, osl: float, chunk: int) -> tupl
     not from 0, as the staggered refill has it ((j - B) x T); a later request of refill position r (1..B, in
     turn) starts F1 (1 - r / B) later. F1 = the first request's E2E: one wave step for its prefill, m1 = min(L,
     K - 1) tokens in the wave's later steps, the rest at t_dec. Returns (a, b, e) of that mean delay."""
-    k = max(1.0, -(-b * max(1.0, isl) // max(1, chunk)))
-    tokens = max(0.0, osl - 1)
+    k, tokens = _wave(b, isl, osl, chunk)
     m1 = min(tokens, k - 1)
     later = n - b
     q = int(later // b)
@@ -235,7 +238,7 @@ def combos(load: Load, e2e_estimate: float | None = None,
         ttft = tuple(x + y for x, y in zip(ttft, late))
     n = load.num_prompts / load.dp if load.num_prompts else load.cap
     if _rate(load) and overloaded(rho_cap):  # the queue grows through the run: D/D/1's overload, in request times T
-        q = max(0.0, (n - 1) / 2) * (1 - 1 / rho_cap)
+        q = arrival_wait(rho_cap, max(0.0, (n - 1) / 2), 0.0)  # D/D/1 past rho 1: bound x (1 - 1 / rho_cap)
         ttft = (ttft[0] + q * t[0], ttft[1] + q * t[1], ttft[2])
         e2e = (e2e[0] + q * t[0], e2e[1] + q * t[1], e2e[2])
     elif _rate(load) and not burst and service_estimate and load.arrival_cv2 is not None:  # arrivals queue for the prefill server

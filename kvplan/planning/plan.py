@@ -72,6 +72,12 @@ class PlanWarning(NamedTuple):
     message: str
     values: tuple[int, ...] = ()
     units: tuple[str, ...] = ()
+    # what the warning is about, where an engine states the same assumption more exactly (UNIFIED): the plan
+    # then leaves out its own general wording, so each assumption is said once
+    topic: str = ""
+
+
+UNIFIED = "unified_memory"  # PlanWarning.topic: what a plan assumes of a GPU that shares its memory with the OS
 
 
 @dataclass(frozen=True)
@@ -370,10 +376,14 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         warnings.append(PlanWarning("the GPU's {} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
                                     "see 0.46-1.05 GiB less, so the KV room is an upper bound", (usable,), ("GiB",)))
     if getattr(gpu, "memory_unified", False):  # a profile's data field (kvplan/hardware/profiles/README.md)
-        warnings.append(PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory): what the OS, "
-                                    "its page cache and other processes hold comes out of the same pool, and an "
-                                    "engine refuses to start when its utilisation share is not free",
-                                    (usable,), ("GiB",)))
+        if any(w.topic == UNIFIED for w in assumed):  # the engine says what it assumes: the fact alone, once
+            warnings.append(PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory); what "
+                                        "the engine's budget assumes of that follows", (usable,), ("GiB",), UNIFIED))
+        else:
+            warnings.append(PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory): what the "
+                                        "OS, its page cache and other processes hold comes out of the same pool, and "
+                                        "an engine refuses to start when its utilisation share is not free",
+                                        (usable,), ("GiB",), UNIFIED))
     warnings += assumed
     step = use.step_bytes / gpu.bandwidth_bytes_per_s
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy); dcp stripes it

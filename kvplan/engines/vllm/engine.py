@@ -27,7 +27,7 @@ from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
 from kvplan.core.intmath import cdiv
 from kvplan.planning.layout import per_rank_batch
-from kvplan.planning.plan import cache_dtypes
+from kvplan.planning.plan import UNIFIED, cache_dtypes
 from kvplan.engines.context import vllm_rule
 from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, parse_version
 from kvplan.hardware.facts import fact_missing
@@ -214,7 +214,8 @@ class Vllm(Engine):
         share at start-up and the host growth vLLM counts (kvplan.engines.vllm.uma)."""
         named = reads_device_name(st.v, gpu) and fact_missing(gpu, "device_name")
         facts = fact_warnings("vLLM", gpu, [*(["device_name"] if named else []), *missing_facts(model, dep, st)])
-        return (*facts, *uma.warnings(gpu, st))
+        # tagged as what this engine assumes of unified memory, so the plan's general note is not said twice
+        return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)))
 
     def check_speculative(self, method: str) -> None:
         """Draft models from 0.15.0, MTP from 0.11.0 (kvplan.engines.vllm.speculative.check_vllm)."""

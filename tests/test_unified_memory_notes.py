@@ -1,0 +1,49 @@
+"""A plan on a unified-memory GPU (GB10) says each assumption once: the plan's general note on the shared pool, or,
+where the engine states its own (vLLM's start-up check against the OS's share, and the host growth it counts,
+kvplan/engines/vllm/uma.py), the fact alone beside them. The arithmetic is uma.py's and is not tested here."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from kvplan.cli.main import whole_app
+from kvplan.engines import resolve_engine
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.plan import UNIFIED, Request
+from kvplan.sources.catalog import find_in_catalog
+
+REFUSES = "refuses to start when its utilisation share is not free"  # the general note's start-up sentence
+
+
+def _warnings(engine: str | None):
+    plan = resolve_engine(engine).result(find_in_catalog("qwen3-8b"), find_gpu("gb10"), Deployment(1), Request(context=8192)).plan
+    return plan.warnings
+
+
+def test_vllm_states_the_start_up_check_once_and_the_fact_stays():
+    said = _warnings("vllm")
+    unified = [w for w in said if w.topic == UNIFIED]
+    # the fact, vLLM's start-up check (os_memory), vLLM's host growth (host_growth): three different things
+    assert len(unified) == 3, [w.message for w in said]
+    assert sum("shared with the CPU and the OS" in w.message for w in said) == 1
+    assert not any(REFUSES in w.message for w in said)  # the start-up check is vLLM's own line, with its numbers
+    assert sum("os_memory=SIZE" in w.message for w in said) == 1
+    assert sum("host_growth=SIZE" in w.message for w in said) == 1
+
+
+def test_an_engine_without_rules_of_its_own_keeps_the_general_note():
+    for engine in (None, "sglang"):
+        said = [w.message for w in _warnings(engine)]
+        assert sum(REFUSES in m for m in said) == 1, (engine, said)
+        assert not any("os_memory=SIZE" in m for m in said)
+
+
+def test_fit_prints_each_unified_memory_line_once():
+    # `fit` without --gpus makes the one-GPU plan and the smallest fit: both carry the same notes, printed once
+    res = CliRunner().invoke(whole_app(), ["fit", "qwen3-8b", "--gpu", "gb10", "--ctx", "32k", "--engine", "vllm"])
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(lines) == len(set(lines))
+    assert sum("unified memory" in ln for ln in lines) == 1
+    assert not any(REFUSES in ln for ln in lines)

@@ -96,10 +96,11 @@ SM_COUNT = {
     "h100-pcie": 114, "gh200": 132, "gh200-144": 132, "rtx-5090": 170,
     "b200": 148, "h200-sxm": 132,  # torch's multi_processor_count in public logs (no datasheet gives them)
     "rtx-pro-6000-workstation": 24064 // 128, "rtx-pro-6000-server": 24064 // 128,
+    "gb10": 6144 // 128,  # DGX Spark: 6,144 CUDA cores (NVIDIA's Computex 2025 disclosure), 48 SMs in owners' tools
     "mi100": 120, "mi250x": 110, "mi300x": 304, "mi300a": 228, "mi325x": 304, "mi355x": 256,
 }
 # No vendor datasheet or whitepaper with the count was found (kvplan/hardware/profiles/README.md says which)
-NO_SOURCE = {"a10g", "l20", "h100-nvl", "h200-nvl", "h800", "h20", "gb200", "b300", "gb300", "gb10",
+NO_SOURCE = {"a10g", "l20", "h100-nvl", "h200-nvl", "h800", "h20", "gb200", "b300", "gb300",
              "gaudi2", "gaudi3"}
 
 

@@ -80,6 +80,16 @@ def test_a_profile_without_a_measurement_runs_at_its_datasheet():
     assert s.gemm_rate == s.bf16_rate == s.peak_bf16_rate == 362.05e12
 
 
+def test_l40_runs_at_half_the_l40s_tensor_rate_as_its_datasheet_says():
+    # NVIDIA's L40/L40S datasheet table (L40 column, '*' with sparsity): BFLOAT16 Tensor 181.05 | 362.1*, FP8 362 | 724*
+    # (L40S: 362.05 | 733*, 733 | 1,466*). Dense = half the sparse figure: 362.1 / 2 = 181.05, 724 / 2 = 362; about
+    # half the L40S's (362.05 / 181.05 = 2.0).
+    l40, l40s = find_gpu("l40"), find_gpu("l40s")
+    assert read_flops(l40, "bf16") == 362.1e12 / 2 and read_flops(l40, "fp8") == 724e12 / 2
+    assert read_flops(l40s, "bf16") / read_flops(l40, "bf16") == pytest.approx(2.0, rel=1e-3)
+    assert shape_for(_llama_8b(), l40).bf16_rate == 181.05e12  # the prefill terms are priced, not free
+
+
 def test_every_measured_figure_is_its_sources_number():
     # Each bundled rate is a TFLOPS figure the source quotes (x 10^12), at most the datasheet's, from one table.
     seen = set()
@@ -136,20 +146,20 @@ def test_the_field_is_checked_in_one_line():
 
 
 def test_a_profile_without_a_matmul_rate_is_said_where_speed_is_shown_never_priced_at_zero_silently():
-    # The bundled L40 profile gives no tensor rate (its notes: no L40 datasheet in the sources checked), so the GEMM
+    # The bundled RTX 6000 Ada profile gives no tensor rate (its notes: none in the sources checked), so the GEMM
     # and attention terms, FLOPs / rate, have nothing to divide by and would cost 0 s: a prefill on it is a lower bound.
-    l40 = find_gpu("l40")
-    assert not (l40.dense_flops.get("bf16") or l40.dense_flops.get("fp16"))
-    assert shape_for(_llama_8b(), l40).bf16_rate == 0.0
+    ada = find_gpu("rtx-6000-ada")
+    assert not (ada.dense_flops.get("bf16") or ada.dense_flops.get("fp16"))
+    assert shape_for(_llama_8b(), ada).bf16_rate == 0.0
     runner = CliRunner()
-    for args in (["fit", "llama-3.1-8b", "--gpu", "l40", "--ctx", "8k"],
-                 ["simulate", "llama-3.1-8b", "--gpu", "l40", "--workload", "chat", "--qps", "1",
+    for args in (["fit", "llama-3.1-8b", "--gpu", "rtx-6000-ada", "--ctx", "8k"],
+                 ["simulate", "llama-3.1-8b", "--gpu", "rtx-6000-ada", "--workload", "chat", "--qps", "1",
                   "--duration", "2"],
-                 ["sweep", "-m", "llama-3.1-8b", "--gpu", "l40,h100-sxm", "--ctx", "8k"]):
+                 ["sweep", "-m", "llama-3.1-8b", "--gpu", "rtx-6000-ada,h100-sxm", "--ctx", "8k"]):
         res = runner.invoke(whole_app(), args)
         assert res.exit_code == 0, res.output
         lines = [ln for ln in res.stderr.splitlines() if "matmul rate" in ln]
-        assert lines == ["note: GPU l40's profile states no bf16 or fp16 matmul rate (dense_flops): prefill GEMMs and "
+        assert lines == ["note: GPU rtx-6000-ada's profile states no bf16 or fp16 matmul rate (dense_flops): prefill GEMMs and "
                          "attention cost no time on it, so its TTFT and prefill figures are lower bounds (give the "
                          "rate in a profile of your own, --hw-profiles)"], res.stderr
     # an H100 has its rate: no such line

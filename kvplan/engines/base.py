@@ -172,16 +172,24 @@ class Engine:
         r, lora_notes = self.with_lora(view, dep, self.request(req, st, view, dep), st)
         one = rank_request(r, dep)  # one data-parallel rank: its share of the requests, its own pool
         prep = prepare(view, dep, one, self.rules(st), step_tokens=r.batch, placement=self.placement(view, dep, gpu))
-        prep = as_loaded(prep, self.loaded_extra(view, dep, st), dep)
+        extra = self.loaded_extra(view, dep, st)
+        prep = as_loaded(prep, extra, dep)
         budget = gpu_budget(gpu, one)
         stages = self.budget(budgets(prep, budget, one), one, st)
         use = usage(stages, one)
         cap = self.capacity(view, dep, stages, one, st, use)
         cap = cap._replace(notes=(*cap.notes, *lora_notes)) if lora_notes else cap
+        if extra:  # the weights line as the engine's log prints it, beside the checkpoint's bytes (issue 22)
+            loaded = max(s.weight_bytes for s in prep.stages)
+            cap = cap._replace(lines=(*cap.lines, Figure(self.loaded_label, (loaded - extra, extra),
+                                                         "checkpoint + loading")))
         ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep, self.dcp_tokens_whole)
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name,
                         assumed=self.assumptions(view, gpu, dep, st), pooled=cap.pooled)
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
+
+    # the engine table's row for weights as loaded, where loading adds to the checkpoint (loaded_extra)
+    loaded_label = "weights as loaded per GPU"
 
     def loaded_extra(self, model, dep, st) -> int:
         """Bytes per GPU this engine's loading adds to the checkpoint's weights (kernel repacking and padding,

@@ -37,6 +37,9 @@ FIGURE_FORMATS = {
     "B full + B SWA x ratio": lambda v: f"{v[0]:,} B full + {v[1]:,} B SWA x {v[2]:g}",
     "sglang tokens, K GiB": lambda v: f"#tokens: {v[0]:,}, K size: {v[1] / GIB:.2f} GB (GiB)",
     "sglang GB": lambda v: f"{v / GIB:.2f} GB (GiB)",
+    # weights as an engine loads them: the checkpoint's bytes and what loading adds (padding, repacking, tables)
+    "checkpoint + loading": lambda v: f"{(v[0] + v[1]) / GIB:.2f} GiB = {v[0] / GIB:.2f} checkpoint + "
+                                      f"{v[1] / GIB:.2f} loading",
 }
 
 

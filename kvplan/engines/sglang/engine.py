@@ -253,6 +253,7 @@ class Sglang(Engine):
     # cell_bytes and SglangRules: full and MLA layers in the full pool, sliding and chunked in the SWA pool
     # (from 0.5), recurrent states not pooled (a note), a layer without a cache nothing
     kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.STATE, Kind.NONE})
+    loaded_label = "Load weight end ... mem usage (weights as loaded)"  # model_runner's line
     reads_layers = frozenset({ParallelHybrid})  # Falcon-H1: attention in the token pool, its mixer's state slots
     supports_dp = True  # DP attention: each rank its own token pool and requests
     kv_dtype_flags = {"fp8": "fp8_e4m3", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype

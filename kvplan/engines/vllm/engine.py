@@ -167,6 +167,7 @@ class Vllm(Engine):
     option_names = OPTS
     emits = True
     kinds = frozenset(BLOCKS_PER_REQUEST) | {Kind.NONE}  # its table; a layer that caches nothing takes no block
+    loaded_label = "Model loading took (weights as loaded)"  # gpu_model_runner's line
     # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer; Falcon-H1: a FullAttentionSpec and a MambaSpec
     reads_layers = frozenset({IndexedMLA, ParallelHybrid, CompressedMLA})
     # --block-size: vllm/config/cache.py BlockSize, Literal[1, 8, 16, 32, 64, 128] in v0.11.0 (docs/engines.md),

@@ -47,3 +47,15 @@ def test_fit_prints_each_unified_memory_line_once():
     assert len(lines) == len(set(lines))
     assert sum("unified memory" in ln for ln in lines) == 1
     assert not any(REFUSES in ln for ln in lines)
+
+
+def test_sweep_and_cheapest_say_once_which_gpus_memory_is_an_assumption():
+    # They print no plan's warnings (a sweep makes thousands): one line per GPU whose usable memory is shared (GB10)
+    # or a tool's total (B300), none for a GPU whose profile holds torch's total (H100)
+    runner = CliRunner()
+    for args in (["sweep", "-m", "qwen3-8b", "-c", "32k", "-g", "gb10,h100,b300", "--gpu-counts", "1"],
+                 ["cheapest", "qwen3-8b", "-n", "4", "-c", "32k", "-g", "gb10,h100,b300"]):
+        res = runner.invoke(whole_app(), args)
+        assert res.exit_code == 0, res.output
+        lines = [ln for ln in res.stderr.splitlines() if "unified memory" in ln or "tool's device total" in ln]
+        assert [ln.split()[2] for ln in lines] == ["gb10", "b300's"], (args[0], lines)

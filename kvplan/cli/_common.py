@@ -139,6 +139,23 @@ def print_warnings(by_plan) -> None:
         stderr(f"warning: {where}{w}")
 
 
+def memory_caveats(gpus) -> list[str]:
+    """For the commands that plan many GPUs at once and print no plan's warnings (sweep, cheapest): one line for each
+    GPU whose usable memory is itself an assumption (profile fields memory_unified, memory_usable_above_torch), so a
+    ranking that includes it says so once; `fit` on one of them words each assumption with its figures."""
+    lines = []
+    for g in gpus:
+        total = f"{g.memory_usable_bytes / 2**30:.2f} GiB"
+        if getattr(g, "memory_unified", False):
+            lines.append(f"GPU {g.key} shares its {total} with the CPU and the OS (unified memory): its plans assume "
+                         "the OS, its page cache and other processes leave the engine's share free (fit on it states "
+                         "each assumption)")
+        elif getattr(g, "memory_usable_above_torch", False):
+            lines.append(f"GPU {g.key}'s {total} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
+                         "see 0.46-1.05 GiB less, so its KV room is an upper bound")
+    return lines
+
+
 def print_notes(resolved) -> None:
     """Where a model came from, and what resolving it noticed (stderr)."""
     stderr(resolved.note)

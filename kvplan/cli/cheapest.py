@@ -10,7 +10,7 @@ import typer
 from kvplan.cli._common import (
     MAX_BATCH, AllowLongOpt, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, JsonOpt,
     LoraOpt, MaxModelLenOpt, PricesOpt,
-    RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, print_notes, print_result,
+    RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, memory_caveats, print_notes, print_result,
     progress_bar, stderr, table,
 )
 from kvplan.engines.context import limited
@@ -135,6 +135,8 @@ def cheapest(
         stderr(f"warning: context {ctx_tokens:,} exceeds the model's context limit ({spec.max_context:,}): the limit "
                "binds, not memory; no deployment fits")
     for line in lora_lines(adapters, chosen, "candidate"):
+        stderr(f"note: {line}")
+    for line in memory_caveats(gpu_list):
         stderr(f"note: {line}")
     candidates = rank(spec, gpu_list, ctx_tokens, concurrency, deployments=deps, min_tokens_per_second=min_tps,
                       prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=wdt,

@@ -17,6 +17,7 @@ import json
 import pytest
 
 from kvplan.sources.catalog import find_in_catalog
+from kvplan.model.spec import weight_bytes
 from kvplan.core.dtypes import BF16, FP8
 from kvplan.planning.profile import kv_profile
 
@@ -310,3 +311,21 @@ def test_mimo_integer_moe_layer_freq_is_dense_as_vllm_reads_it():
     # 3 x 4096 x 16384, no experts
     spec, _ = spec_from_config(_mimo_config(moe_layer_freq=1), "mimo-dense")
     assert spec.params.experts == 0 and spec.params.mlp == 48 * 3 * 4096 * 16384
+
+
+def test_kimi_k25_is_planned_as_its_int4_checkpoint_not_bf16():
+    # Kimi-K2.5's config.json: compressed-tensors, int4 symmetric group 32, ignore lm_head, self_attn, shared_experts
+    # and the dense MLP (scripts/catalog_extra/SOURCES.md). By hand, bytes:
+    #   routed experts 60 x 384 x 3 x 7168 x 2048 = 1,014,686,023,680 weights: x 0.5 B packed + a bf16 scale per 32
+    #     (x 2 / 32) = 507,343,011,840 + 63,417,876,480                                         = 570,760,888,320
+    #   kept in bf16: attention 6,168,444,928 + layer 0's MLP 396,361,728 + shared experts 2,642,411,520
+    #     + embedding and LM head 2 x 163,840 x 7,168 + router 60 x 384 x 7,168 (+ its bias) + norms
+    #     + the MoonViT tower and projector 471,143,920, all x 2 B
+    # The checkpoint's tensor listing sums to 554.27 GiB (the public report SOURCES.md cites; VentureBeat: 595 GB).
+    spec = find_in_catalog("kimi-k2.5")
+    q = spec.quantization
+    assert (q.method, q.group_size, q.symmetric) == ("int4", 32, True)
+    assert dict(q.kept) == {"attention": 6_168_444_928, "mlp": 396_361_728, "shared_experts": 2_642_411_520}
+    wb = weight_bytes(spec)
+    assert wb.experts == 570_760_888_320
+    assert round(wb.total / 2**30, 2) == 554.27 and round(wb.total / 1e9) == 595

@@ -121,3 +121,13 @@ def test_nvidia_mlperf_harness_settings_bind():
     assert c.max_seqs == 2048 and c.dp == 8
     r = running(c, find_in_catalog("llama-2-70b-hf"), find_gpu("b200"))
     assert (r.cap, r.chunk) == (2048, 3584)
+
+
+def test_nvidia_harness_kv_fraction_reaches_the_engine():
+    # NVIDIA's MLPerf harness names TensorRT-LLM's KV free-memory fraction kvcache_free_gpu_mem_frac (its llmlib/config.py
+    # writes it into kv_cache_config free_gpu_memory_fraction): half the fraction leaves a smaller pool, so fewer of
+    # Llama-3.1-8B's 7,680 + 1,024 / 2 resident tokens run at once on one H100.
+    h100 = find_gpu("h100-sxm")
+    low = running(case("trtllm", version=None, flags={"kvcache_free_gpu_mem_frac": 0.5}), LLAMA, h100)
+    high = running(case("trtllm", version=None, flags={"kvcache_free_gpu_mem_frac": 0.95}), LLAMA, h100)
+    assert low.cap < high.cap

@@ -1,6 +1,6 @@
 """How far kvplan's speed figures are from published measurements, held out by source.
 
-`.venv/bin/python benchmarks/speed_corpus.py [--markdown] [--loso] [--train-cv] [CORPUS_DIR]`
+`.venv/bin/python benchmarks/speed_corpus.py [--markdown] [--loso] [--train-cv [--eras=ERA,...]] [CORPUS_DIR]`
 
 Reads the corpus (tests/fixtures/speed), builds each point's deployment, and scores the shipped
 coefficients (kvplan/speed/coefficients.json) on the held-out sources only (the split rule is in that
@@ -10,7 +10,9 @@ the old roofline's figures on the same points. `--markdown` prints the README's 
 adds leave-one-source-out (each source scored by coefficients fitted on every other source of its
 engine: several minutes on one core). `--train-cv` prints only leave-one-source-out *within the
 training sources* (each training source scored by coefficients fitted on the other training sources
-of its engine; no held-out point is read): the yardstick for choosing the model's structure.
+of its engine; no held-out point is read): the yardstick for choosing the model's structure. `--eras=sglang,vllm`
+limits it to those coefficient sets' folds (each still fitted on every era it is fitted with: its figures are the
+full run's, in a fraction of the time; the all-figures line is then theirs only).
 """
 
 from __future__ import annotations
@@ -41,13 +43,13 @@ def score(built, coef_for) -> list:
     return [r for r in rows if r[1] in REPORTED]
 
 
-def loso(built, train_only: bool = False) -> list:
+def loso(built, train_only: bool = False, eras: set | None = None) -> list:
     if train_only:
         built = [b for b in built if in_training(b.case.source)]
     rows = []
     # a source may hold several engines' runs (gpustack's tables, MLPerf): each era's points of it are
-    # scored by that era's coefficients fitted without the source
-    for src, era in sorted({(b.case.source, b.case.era) for b in built}):
+    # scored by that era's coefficients fitted without the source; `eras`: only those eras' folds
+    for src, era in sorted({(b.case.source, b.case.era) for b in built if not eras or b.case.era in eras}):
         mine = [b for b in built if b.case.source == src and b.case.era == era]
         eng = mine[0].case.engine
         rest = [b for b in built if b.case.era in fitted_with(era) and b.case.source != src]
@@ -89,11 +91,17 @@ def main(argv: list[str]) -> int:
     args = [a for a in argv if not a.startswith("--")]
     folder = Path(args[0]) if args else Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "speed"
     cases, skipped = read_corpus(folder)
+    eras = next((set(a.split("=", 1)[1].split(",")) for a in argv if a.startswith("--eras=")), None)
+    if eras and "--train-cv" in argv:  # build only what those eras' folds read: their engines' points
+        engines = {c.engine for c in cases if c.era in eras}
+        cases = [c for c in cases if c.engine in engines]
     built, unplanned = build_all(cases, running)
     if "--train-cv" in argv:
-        rows = loso(built, train_only=True)
-        print("leave one source out within the training sources (no held-out point read):")
-        print("\n".join(table(rows, score([b for b in built if in_training(b.case.source)], lambda eng: ()))))
+        rows = loso(built, train_only=True, eras=eras)
+        print("leave one source out within the training sources (no held-out point read)"
+              + (f", the folds of {', '.join(sorted(eras))} only:" if eras else ":"))
+        mine = [b for b in built if in_training(b.case.source) and (not eras or b.case.era in eras)]
+        print("\n".join(table(rows, score(mine, lambda eng: ()))))
         print("\n".join(breakdown(rows, lambda b, m: (b.case.era, m), "training CV, per engine (era) and metric")))
         return 0
     held = [b for b in built if not in_training(b.case.source)]

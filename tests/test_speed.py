@@ -308,6 +308,13 @@ def test_train_cv_never_reads_a_held_out_source(monkeypatch):
     assert all(src not in fitted_on[i] for i, (src, _era) in enumerate(folds))
     # an era with another training source is fitted on that era alone (TensorRT-LLM 0.17's lone source: its engine's)
     assert sum(fitted_eras[i] == {era} for i, (_src, era) in enumerate(folds)) >= len(folds) - 1
+    # --eras: those eras' folds only, the same folds as in the whole run
+    fitted_on.clear()
+    fitted_eras.clear()
+    some = bench.loso(built, train_only=True, eras={"sglang", "vllm"})
+    mine = [f for f in folds if f[1] in ("sglang", "vllm")]
+    assert some and {b.case.era for b, _m, _p, _y in some} == {"sglang", "vllm"} and len(fitted_on) == len(mine)
+    assert all(src not in fitted_on[i] for i, (src, _era) in enumerate(mine))
 
 
 def test_the_per_request_cost_is_said_with_the_rate_it_allows(monkeypatch):

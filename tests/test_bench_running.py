@@ -60,7 +60,8 @@ def test_the_engine_default_running_limit_and_chunk():
 def test_what_the_engine_rules_do_not_take_keeps_the_plain_estimate():
     h100 = find_gpu("h100-sxm")
     assert running(case("trtllm", version="0.17"), LLAMA, h100) is None  # before the modelled releases
-    assert running(case(dp=2), LLAMA, h100) is None  # one replica only
+    dpa = case("sglang", version="0.5.3", dp=2, flags={"enable_dp_attention": True})
+    assert running(dpa, LLAMA, h100) is None  # attention-DP ranks of one engine: not sized here
     big = find_in_catalog("llama-3.1-405b")
     assert running(case(model="llama-3.1-405b"), big, find_gpu("rtx-4090")) is None  # weights over memory
     plain = Built(case(version="0.17", engine="trtllm"), running)
@@ -91,3 +92,42 @@ def test_a_layout_that_cannot_hold_the_weights_is_skipped_with_its_reason():
     # (a GPU count left unsaid), so the point is not priced at all rather than at an invented batch.
     b = Built(case(model="llama-3.1-405b"))
     assert b.shape is None and b.why == "weights over memory at the stated layout"
+
+
+def test_independent_replicas_are_each_one_engine():
+    # MLPerf harnesses run one engine per tp x pp group of a node's GPUs (NVIDIA's trtllm_executor_core.py:
+    # len(devices) // model_world_size executors; AMD's one vLLM per GPU), so each of dp replicas is the one-replica
+    # deployment: the same cap and chunk as dp 1.
+    h100 = find_gpu("h100-sxm")
+    one = running(case(flags={"gpu_memory_utilization": 0.95}), LLAMA, h100)
+    eight = running(case(dp=8, flags={"gpu_memory_utilization": 0.95}), LLAMA, h100)
+    assert eight == one and eight is not None
+
+
+def test_nvidia_mlperf_harness_settings_bind():
+    # MLPerf Inference v5.1, NVIDIA DGX B200 x 8, Llama-2-70B Server (mlcommons/inference_results_v5.1@965182b0:
+    # closed/NVIDIA/configs/B200-SXM-180GBx8/Server/llama2-70b.py): tp 1 pp 1, so 8 engines; gpu_batch_size 2048
+    # (TensorRT-LLM's max_batch_size of each engine), runtime max_num_tokens 3584, kvcache_free_gpu_mem_frac 0.95,
+    # fp4 weights, fp8 KV. Each engine's pool: Llama-2-70B's fp8 KV is 80 layers x 8 heads x 128 x 2 (K, V) x 1 B =
+    # 160 KiB a token; with ~35 GB of fp4 weights on a 180 GB part, ~0.95 x 140 GB / 160 KiB = ~800k tokens, over
+    # 222 + 274 / 2 = 359 resident tokens a request ~2,200 requests: more than 2,048, so the batch size binds.
+    point = {"engine": "trtllm", "gpu": "b200", "kvplan_model": "llama-2-70b-hf", "weight_dtype": "fp4",
+             "kv_dtype": "fp8", "gpus": 8, "tp": 1, "pp": 1, "dp": 8, "request_rate": 364, "arrival": "poisson",
+             "input_dist": {"kind": "dataset", "mean": 222.33}, "output_dist": {"kind": "dataset", "mean": 274.35},
+             "flags": {"gpu_batch_size": "2048", "max_num_tokens": "3584", "kvcache_free_gpu_mem_frac": 0.95},
+             "metrics": {"output_throughput": 99123.04}}
+    c, why = case_of(point, "test", "")
+    assert c is not None, why
+    assert c.max_seqs == 2048 and c.dp == 8
+    r = running(c, find_in_catalog("llama-2-70b-hf"), find_gpu("b200"))
+    assert (r.cap, r.chunk) == (2048, 3584)
+
+
+def test_nvidia_harness_kv_fraction_reaches_the_engine():
+    # NVIDIA's MLPerf harness names TensorRT-LLM's KV free-memory fraction kvcache_free_gpu_mem_frac (its llmlib/config.py
+    # writes it into kv_cache_config free_gpu_memory_fraction): half the fraction leaves a smaller pool, so fewer of
+    # Llama-3.1-8B's 7,680 + 1,024 / 2 resident tokens run at once on one H100.
+    h100 = find_gpu("h100-sxm")
+    low = running(case("trtllm", version=None, flags={"kvcache_free_gpu_mem_frac": 0.5}), LLAMA, h100)
+    high = running(case("trtllm", version=None, flags={"kvcache_free_gpu_mem_frac": 0.95}), LLAMA, h100)
+    assert low.cap < high.cap

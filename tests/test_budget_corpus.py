@@ -338,8 +338,8 @@ def test_two_dgx_sparks_pool_on_the_printed_budget():
     # "Available KV cache memory: 22.5 GiB" and "the estimated maximum model length is 190272". One block of 16 tokens
     # on a rank: 62 layers x (8 KV heads / 2) x 128 x 2 (K, V) x 2 B x 16 = 2,031,616 B; the printed 22.5 GiB is
     # 22.495-22.505 GiB = 24,153,462,620-24,164,200,038 B, so 11,888-11,894 blocks, 190,208-190,304 tokens, and the
-    # printed 190,272 = 11,892 x 16 is inside. (kvplan's own budget for the record, 35.92 GiB, is +59.7%: unexplained,
-    # README and docs/engines.md 1.2b.)
+    # printed 190,272 = 11,892 x 16 is inside. (kvplan's own budget for the record, 35.17 GiB, is +56.3%: mostly
+    # unexplained, README and docs/engines.md 1.2b.)
     from kvplan.engines.vllm import engine as vllm
     from kvplan.hardware.gpus import find_gpu
     from kvplan.planning.deploy import Deployment

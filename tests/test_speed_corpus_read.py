@@ -88,3 +88,24 @@ def test_every_sglang_dp_attention_point_fits_its_gpus():
     assert dpa
     assert all(c.tp * c.dp * c.pp == c.gpus and c.ep >= c.dp for c in dpa), \
         [(c.source, c.id, c.tp, c.dp, c.gpus) for c in dpa if c.tp * c.dp * c.pp != c.gpus]
+
+
+def test_an_unstated_layout_is_skipped_with_its_reason():
+    # MLPerf v5.1, Cisco's HGX H100 x 16 over 2 nodes: no tp in the results and no config for the system among
+    # the submitter's files; one tp-16 deployment is not what NVIDIA's harness runs, so the point is not priced.
+    p = _point(engine="trtllm", version=None, gpus=16, tp=None, dp=None, ep=None, flags={}, layout="unstated")
+    assert case_of(p, "t", "") == (None, "layout not stated")
+
+
+def test_attention_dp_batch_size_is_each_ranks():
+    # MLPerf v5.1, NVIDIA B200 x 8, DeepSeek-R1 Server (closed/NVIDIA/configs/B200-SXM-180GBx8/Server/deepseek-r1.py):
+    # tensor_parallelism 8, moe_expert_parallelism 8, enable_attention_dp True, gpu_batch_size 512 per attention rank
+    # (llmlib/config.py: "max-bs applies per attention-rank"): the 8 ranks read as one group run 8 x 512 = 4,096.
+    p = _point(engine="trtllm", version=None, kvplan_model="deepseek-r1", gpus=8, tp=8, dp=None, ep=8,
+               flags={"gpu_batch_size": "512", "enable_attention_dp": "True"})
+    c, why = case_of(p, "t", "")
+    assert c is not None, why
+    assert (c.tp, c.dp, c.max_seqs) == (8, 1, 4096)
+    plain = _point(engine="trtllm", version=None, kvplan_model="deepseek-r1", gpus=8, tp=8, dp=None, ep=8,
+                   flags={"gpu_batch_size": "512"})
+    assert case_of(plain, "t", "")[0].max_seqs == 512  # no attention DP: one engine's limit

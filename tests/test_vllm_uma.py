@@ -124,3 +124,56 @@ def test_a_bad_size_is_one_line():
                           "--engine-opt", "host_growth=-3GiB"], capture_output=True, text=True)
     assert out.returncode != 0 and "Traceback" not in out.stderr + out.stdout
     assert "host_growth must be a size" in out.stderr + out.stdout
+
+
+def test_a_unified_gpus_graph_estimate_can_be_negative(gb10):
+    # eugr/spark-vllm-docker#200 (training source; one DGX Spark, a vLLM build near 0.20.0): "Profiling CUDA graph
+    # memory: PIECEWISE=51" then "Estimated CUDA graph memory: -4.74 GiB total". vLLM 0.20.0 (gpu_model_runner.py
+    # L5990-6047) sums free-memory differences: first capture + max(second capture, 1 MiB) x (51 - 1). Printed to two
+    # decimals, the total is below -4.735 GiB, and the per-graph term is at least 50 MiB, so the first capture's sample
+    # is below -(4.735 x 2**30 + 50 x 2**20) = -5,136,596,337 B = -4.784 GiB: free memory (cudaMemGetInfo, which on a
+    # unified GPU moves with the OS's free pages) rose by at least 4.78 GiB while a graph was captured, which graph
+    # memory cannot do. So on such a GPU the estimate vLLM subtracts is not the graphs' memory (docs/engines.md 1.2c).
+    import hashlib
+    from pathlib import Path
+
+    import yaml
+
+    from kvplan.engines.logparse import parse_log
+
+    corpus = Path(__file__).parent / "fixtures" / "logs" / "corpus"
+    rec = next(r for r in yaml.safe_load((corpus / "index.yaml").read_text())
+               if r["id"] == "spark-200-qwen36-35b-a3b-fp8-gb10-negative-graph-estimate")
+    assert hashlib.sha256(f"{rec['repo']}#{rec['issue']}".encode()).digest()[0] >= 86  # the training side
+    assert rec["gpu"] == "gb10" and uma.unified(gb10) and not rec.get("kvplan_model")  # evidence, never fitted
+    printed = parse_log((corpus / rec["log"]).read_text()).reported["cudagraph_estimate_gib"]
+    assert printed.text == "-4.74"
+    graphs, per_graph_floor = 51, 2**20
+    total_below = (printed.value + 0.005) * GIB  # -4.735 GiB: the largest total that prints as -4.74
+    first_below = total_below - (graphs - 1) * per_graph_floor
+    assert round(first_below) == -5136596337 and first_below / GIB < -4.78
+
+
+def test_the_runners_token_table_is_non_kv_memory_on_a_unified_gpu(gb10):
+    # vLLM's model runner, built after the snapshot its budget starts from, fills a host table with one token id per
+    # request slot and position (uma.token_table_bytes): V1's int32 token_ids_cpu_tensor, plus its bool is_token_ids
+    # mask from 0.12.0 (v1/worker/gpu_input_batch.py v0.11.0 L111, v0.12.0 L110-123); V2's pinned int32 all_token_ids
+    # (v1/worker/gpu/states.py v0.29.0 L34-39). On GB10 that memory leaves the free count vLLM reads.
+    # Qwen3-8B, --max-model-len 32768, --max-num-seqs 256:
+    #   0.15.0 (V1 runner, mask):          256 x 32,768 x (4 + 1) = 41,943,040 B (40 MiB)
+    #   0.11.0 (V1 runner, no mask):       256 x 32,768 x 4       = 33,554,432 B (32 MiB)
+    #   0.30.0 (runner chosen by model):   256 x 32,768 x 4       = 33,554,432 B (the int32 table both runners hold)
+    #   0.7.3 (the V0 engine), or an H100: 0
+    def plan(gpu, version, *opts):
+        return _plan(gpu, 0.8, "max_num_seqs=256", *opts, version=version, context=32768)
+
+    discrete = dataclasses.replace(gb10, key="gb10-discrete", memory_unified=False)
+    for version, table in (("0.15.0", 41943040), ("0.11.0", 33554432), ("0.30.0", 33554432)):
+        got = plan(gb10, version).plan.kv_memory_bytes_per_gpu
+        assert plan(discrete, version).plan.kv_memory_bytes_per_gpu - got == table, version
+        assert plan(gb10, version).settings["overhead_host_token_table"] == table
+    st = _st(gb10, version="0.7.3", max_num_seqs=256)
+    assert not st.v1 and uma.token_table_bytes(gb10, st, 32768) == 0
+    assert uma.token_table_bytes(find_gpu("h100-sxm"), _st(find_gpu("h100-sxm"), max_num_seqs=256), 32768) == 0
+    # a unified part on ROCm (MI300A's profile): vLLM reads it as a discrete GPU; not counted
+    assert uma.token_table_bytes(find_gpu("mi300a"), _st(find_gpu("mi300a"), max_num_seqs=256), 32768) == 0

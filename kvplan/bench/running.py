@@ -11,7 +11,9 @@ tokens beside prefill chunks (vLLM), by what that budget keeps fed: chunk x osl 
 (kvplan.engines.scheduler.budget_bound). The prefill chunk is the engine's too (vLLM's
 `max_num_batched_tokens` by release and GPU, SGLang's `chunked_prefill_size`, TensorRT-LLM's
 `max_num_tokens`). A setting the engine rules refuse (a version outside their range, a layout they do not
-take) gets None, and the fit keeps its plain estimate for it (kvplan.speed.fit.Built).
+take) gets None, and the fit keeps its plain estimate for it (kvplan.speed.fit.Built). Data-parallel replicas
+that are independent engines (an MLPerf harness's one engine per tp x pp group of GPUs) are each priced as
+that one engine; attention-DP ranks of one engine (kvplan.speed.corpus.attention_dp) are not sized here.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from kvplan.engines.scheduler import budget_bound, limits, model_limits
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
+from kvplan.speed.corpus import attention_dp
 from kvplan.speed.shape import weight_dtype_of
 
 # the corpus's flag spellings (dashes read as underscores) that are engine options, per engine
@@ -33,7 +36,10 @@ OPTS = {
                "mem_frac": "mem_fraction_static", "cuda_graph_max_bs": "cuda_graph_max_bs",
                "page_size": "page_size", "max_running_requests": "max_running_requests"},
     "trtllm": {"max_num_tokens": "max_num_tokens", "free_gpu_memory_fraction": "free_gpu_memory_fraction",
-               "kv_cache_free_gpu_mem_fraction": "free_gpu_memory_fraction"},
+               "kv_cache_free_gpu_mem_fraction": "free_gpu_memory_fraction",
+               # NVIDIA's MLPerf harness's name for it (its runtime flags; llmlib/config.py passes it on as
+               # kv_cache_config free_gpu_memory_fraction)
+               "kvcache_free_gpu_mem_frac": "free_gpu_memory_fraction"},
 }
 UTILISATION = ("gpu_memory_utilization",)  # vLLM's fraction, a configure() input rather than an option
 # benchmark tools that choose the engine's running limit and step tokens themselves where the run states
@@ -49,7 +55,7 @@ class Running(NamedTuple):
 
 def running(case, spec, gpu) -> Running | None:
     """The engine's running cap and prefill chunk for a corpus case (kvplan.speed.corpus.Case) on `spec`
-    and `gpu`, or None where the engine's rules do not take the setting (one data-parallel replica only)."""
+    and `gpu`, one replica's, or None where the engine's rules do not take the setting (attention-DP ranks)."""
     load = case.load
     if load.bench != "serve" or case.engine not in OPTS:
         return None
@@ -66,7 +72,7 @@ def running(case, spec, gpu) -> Running | None:
         req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
         own = model_own(case, spec, engine.settings(spec, gpu, dep, req))
-        if own is not None or case.dp > 1:
+        if own is not None or (case.dp > 1 and attention_dp(case)):  # DP ranks of one engine: not sized here
             return own
         res = engine.result(spec, gpu, dep, req)
     except KvplanError:

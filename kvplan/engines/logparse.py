@@ -268,7 +268,9 @@ _BUDGET_TERMS = (
     ("weights_gib", r"; weights memory: ([\d.]+) ?GiB"),
     ("non_kv_gib", r"Total non KV cache memory: ([\d.]+) ?GiB"),
     ("total_gpu_memory_gib", r"memory snapshot: .{0,200}?total_memory=([\d.]+) ?GiB"),
-    ("cudagraph_estimate_gib", r"Estimated CUDA graph memory: ([\d.]+) GiB"),
+    # the estimate is a sum of free-memory differences (gpu_model_runner.py v0.20.0 L5990-6045): negative where free
+    # memory rose during a capture, as on a unified GPU (docs/engines.md 1.2c)
+    ("cudagraph_estimate_gib", r"Estimated CUDA graph memory: (-?[\d.]+) GiB"),
     ("cudagraph_gib", r"Graph capturing finished in .{0,40}?took (-?[\d.]+) GiB"),
     ("available_kv_gib", r"Available KV cache memory: (-[\d.]+) GiB"),
     ("gpu_blocks", r"# (?:cuda|CUDA) blocks: (\d+)"),

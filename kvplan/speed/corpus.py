@@ -15,7 +15,8 @@ stopped at end of sequence), that mean is the osl (`generated`). Output lengths 
 request rate names its arrival process (`arrival`: poisson | gamma(k) | constant | closed | burst |
 unstated; absent reads as unstated), which sets the open loop's queueing wait (kvplan.speed.load); any
 other value is refused. `harness` names a benchmark tool that sets the engine's limits itself
-(trtllm-bench: kvplan.bench.running).
+(trtllm-bench: kvplan.bench.running). A point marked `layout: unstated` (several GPUs whose tp / dp split the
+source does not give, where the harness does not run them as one group) is skipped.
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ from kvplan.speed.load import ARRIVALS, Load, arrival_cv2
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
 DEFAULT_MAX_SEQS = {"vllm": 256, "sglang": 4096, "trtllm": 2048, "llama.cpp": 1}  # a cap; KV room binds first
-RUNNING = ("max_num_seqs", "max_running_requests", "max_batch_size")  # a running limit the run stated
+# A running limit the run stated. gpu_batch_size is NVIDIA's MLPerf harness's: the TensorRT-LLM engine's
+# max_batch_size, of each engine instance (one tp x pp group of GPUs; the runtime limit defaults to it)
+# (mlcommons/inference_results_v5.1@965182b03376a00fcae415c54e560e1c83937932:closed/NVIDIA/code/llmlib/config.py,
+# TrtllmHarnessConfig: build max_batch_size = GeneralizedBatchSize().e2e(), the config's gpu_batch_size).
+RUNNING = ("max_num_seqs", "max_running_requests", "max_batch_size", "gpu_batch_size")
+# Engines whose running limit under attention DP is each attention rank's, and that flag: TensorRT-LLM's
+# max_batch_size with enable_attention_dp (the same file, TrtllmEndpointConfig: "max-bs applies per attention-rank").
+# A point that states tp with the flag is read as one group of tp ranks (dp 1), so its limit is tp x the flag's.
+PER_RANK_LIMIT = {"trtllm": "enable_attention_dp"}
 # Engines whose DP attention is a flag over ranks the run counts as one tensor-parallel group, and that flag. SGLang's
 # `--tp N --dp D --enable-dp-attention` runs on N GPUs, not N x D: its --tp-size counts every rank, each of the D
 # attention replicas has N / D of them, and its MoE runs over all N (tensor parallel, or expert parallel with
@@ -186,6 +195,13 @@ def _int(v, default: int) -> int:
         return default
 
 
+def attention_dp(case: Case) -> bool:
+    """Whether a case's data-parallel replicas are attention-DP ranks of one engine (SGLang's DP attention,
+    TensorRT-LLM's attention DP), not independent engines (MLPerf harnesses' one engine per tp x pp group)."""
+    flags = case.flags or {}
+    return any(str(flags.get(k, "")).lower() == "true" for k in ("enable_attention_dp", DP_ATTENTION.get(case.engine, "")) if k)
+
+
 def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
     """(the case, "") or (None, why it is skipped)."""
     engine = p.get("engine")
@@ -195,6 +211,8 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
         return None, "model not in the catalog"
     if not p.get("gpu"):
         return None, "GPU not a profile key"
+    if str(p.get("layout") or "").lower() == "unstated":  # several GPUs whose tp / dp the source does not give
+        return None, "layout not stated"
     metrics = p.get("metrics") or {}
     flags = {str(k).replace("-", "_"): v for k, v in (p.get("flags") or {}).items()}  # as written, dashes read as _
     gpus = max(1, _int(p.get("gpus"), 1))
@@ -228,6 +246,8 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
     if dp > 1 and str(flags.get(DP_ATTENTION.get(engine, ""), "")).lower() == "true":  # the deployment's figures
         tp, ep = max(1, tp // dp), max(ep, tp)  # the attention replica's tp; the MoE over every rank
         limit = max(1, limit // dp) if limit else None  # the running limit per replica
+    elif limit and dp == 1 and tp > 1 and str(flags.get(PER_RANK_LIMIT.get(engine, ""), "")).lower() == "true":
+        limit *= tp  # each attention rank's limit, over the tp ranks read as one group
     case = Case(source, str(p.get("id")), engine, p["gpu"], p["kvplan_model"], tp, ep, dp, gpus,
                 p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t, limit,
                 date, era_of(engine, p.get("version"), date if date not in ("", "None") else None), str(p["version"]) if p.get("version") else None, dict(flags), pp,

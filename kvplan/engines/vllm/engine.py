@@ -232,9 +232,11 @@ class Vllm(Engine):
     def request(self, req, st: Settings, model, dep):
         # the non-KV memory besides the weights: the repacking is booked as weights (loaded_extra)
         total, parts = overhead(model, dep, st)
-        # on a unified-memory GPU, what vLLM also counts of the host's growth during start-up (uma.host_bytes)
+        # on a unified-memory GPU, what vLLM also counts of the host's growth during start-up: the runner's token table
+        # (uma.token_table_bytes) and what the user states (uma.host_bytes)
         over = (req.overhead_bytes if req.overhead_bytes is not None
-                else total - parts["weights_repack"] + uma.host_bytes(st.gpu, st))
+                else total - parts["weights_repack"] + uma.token_table_bytes(st.gpu, st, req.context)
+                + uma.host_bytes(st.gpu, st))
         req = vllm_cache_dtype.as_cached(req, model)  # MiMo-V2-Flash: the model's own dtype
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)
@@ -291,6 +293,7 @@ class Vllm(Engine):
     def settings_dict(self, st: Settings, model, dep, req) -> dict:
         parts = overhead(model, dep, st)[1]
         return {**st.as_dict(), **{f"overhead_{k}": v for k, v in parts.items()},
+                "overhead_host_token_table": uma.token_table_bytes(st.gpu, st, req.context),
                 "memory_unified": uma.unified(st.gpu), "free_from_meminfo": uma.reads_meminfo(st.gpu, st.v)}
 
     def emit_args(self, plan, model, settings: dict) -> list[str]:

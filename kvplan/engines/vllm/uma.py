@@ -19,9 +19,11 @@ Read from the released wheels (docs/engines.md 1.2c):
     end of the profile run (+ the transient torch peak, 0.27.0+: mem_utils.py v0.30.0 L312-321; before, weights +
     torch peak + the non-torch increase, itself total - free - torch reserved). With free = MemAvailable, whatever
     any process on the node allocates on the host meanwhile (a loader's pinned buffers, compile caches, the
-    serving processes' heaps) is counted as GPU memory: engine option `host_growth` (kvplan counts none by
-    default: no training record measures it). The CUDA-graph estimate (gpu_model_runner.py v0.30.0 L6747-6761)
-    samples cudaMemGetInfo's free, which on such a GPU drops with the page cache too.
+    serving processes' heaps) is counted as GPU memory. kvplan counts the one such term the source fixes, the model
+    runner's host token table (`token_table_bytes`), and whatever else the user states (engine option `host_growth`:
+    no default, no training record measures it). The CUDA-graph estimate (gpu_model_runner.py v0.30.0 L6747-6761)
+    samples cudaMemGetInfo's free, which on such a GPU drops with the page cache too: printed from -4.74 GiB
+    (spark-vllm-docker#200) to +5.07 GiB (#396), so kvplan keeps its own estimate of the graphs (docs/engines.md 1.2c).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ FLAG_FROM = (0, 20, 0)  # from here the device's integrated flag decides, not it
 CAPABILITIES = ((8, 7), (11, 0), (12, 1))  # 0.12.0-0.19.x: Jetson Orin, Jetson Thor, GB10 (DGX Spark)
 # vendors whose vLLM platform reads the integrated flag (0.20.0+: CudaPlatform; RocmPlatform keeps False)
 FLAG_VENDORS = ("NVIDIA",)
+MASK_FROM = (0, 12, 0)  # the V1 runner's bool token mask beside its int32 token ids (token_table_bytes)
+RUNNER_CHOICE_FROM = (0, 22, 0)  # from here vLLM picks the V1 or V2 model runner by model and feature
 
 
 def unified(gpu) -> bool:
@@ -82,6 +86,28 @@ def host_bytes(gpu, st) -> int:
     """The host-side growth (engine option host_growth) vLLM counts as non-KV memory on a unified GPU, where the
     free memory it measures (MemAvailable, or cudaMemGetInfo's) drops with host allocations too; 0 elsewhere."""
     return st.host_growth if unified(gpu) else 0
+
+
+def token_table_bytes(gpu, st, max_model_len: int) -> int:
+    """The host memory vLLM's model runner fills with one token id per request slot and position, max_num_seqs x
+    max_model_len, on an NVIDIA unified-memory profile (0 elsewhere, and under the V0 engine).
+
+    The runner is built after the snapshot the budget starts from (`v1/worker/gpu_worker.py` v0.20.0 L282 then
+    L302-310; v0.29.0 L439 then the runner below it), so on an integrated GPU, where the free memory vLLM reads drops
+    with host allocations (MemAvailable from 0.12.0, cudaMemGetInfo's count before), this table is non-KV memory; on a
+    discrete GPU it is host RAM and costs nothing. Bytes per slot and position:
+      * V1 runner: `InputBatch.token_ids_cpu_tensor`, int32 zeros (4 B; `v1/worker/gpu_input_batch.py` v0.11.0 L111),
+        and from 0.12.0 `is_token_ids_tensor`, bool zeros (1 B more; v0.12.0 L110-123, v0.29.0 L134-147).
+      * V2 runner: `RequestState.all_token_ids`, a pinned int32 UVA buffer (4 B; `v1/worker/gpu/states.py` v0.22.0
+        L33-37, v0.29.0 L34-39, `buffer_utils.py` v0.29.0 L48). VLLM_USE_V2_MODEL_RUNNER defaults off up to 0.21
+        (`envs.py` v0.21.0 L1711-1713); from 0.22.0 the choice is by model and feature (`config/vllm.py`
+        `use_v2_model_runner`), so from there kvplan counts the 4 B both runners hold, not V1's 1 B mask (a lower
+        bound where V1 runs), nor V2's M-RoPE position table (`gpu/mm/rope.py` v0.29.0 L49-54).
+    """
+    if not unified(gpu) or not st.v1 or str(getattr(gpu, "vendor", "")).upper() not in FLAG_VENDORS:
+        return 0
+    per = 5 if MASK_FROM <= st.v < RUNNER_CHOICE_FROM else 4
+    return st.max_num_seqs * max_model_len * per
 
 
 def warnings(gpu, st) -> tuple[PlanWarning, ...]:

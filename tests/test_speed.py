@@ -338,3 +338,28 @@ def test_ship_refuses_a_flag_or_a_folder_without_a_corpus(tmp_path, capsys):
     assert main(["--help"]) == 0 and "usage" in capsys.readouterr().err
     assert main([str(tmp_path), "2026-01-01", str(out)]) == 2 and not out.exists()
     assert "no speed corpus" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the speed corpus (tests/fixtures/speed) is absent")
+def test_a_trtllm_bench_page_read_at_the_kv_dtype_its_figures_allow():
+    """TensorRT-LLM's 1.0 perf overview states no KV dtype; its Llama-3.1-8B FP8 row at 128/4096 on one H100 SXM (14,325
+    output tok/s) is read at an FP8 KV cache because a bf16 one cannot reach it. Each output token reads its request's
+    cached context: tok/s <= bandwidth / (mean context x KV bytes a token), the mean context 128 + 4,096 / 2 = 2,176.
+    Llama 3.1 8B: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 131,072 bytes a token in bf16, 65,536 in fp8.
+    H100 SXM datasheet 3.35 TB/s: bf16 3.35e12 / (2,176 x 131,072) = 11,746 tok/s < 14,325; fp8 23,491 > 14,325."""
+    import yaml
+
+    from kvplan.speed.shape import shape_for
+
+    doc = yaml.safe_load((CORPUS / "trtllm-perf-overview-v1.0.yaml").read_text())
+    (p,) = [q for q in doc["points"] if q["id"] == "llama31-8b-h100-sxm-tp1-fp8-128-4096"]
+    measured = p["metrics"]["output_throughput"]
+    assert (p["kv_dtype"], measured, p["isl"], p["osl"]) == ("fp8", 14325, 128, 4096)
+    spec = find_in_catalog(p["kvplan_model"])
+    context = p["isl"] + p["osl"] / 2
+    ceiling = {}
+    for kv in (None, "fp8"):
+        per_token = shape_for(spec, H100, weight_dtype="fp8", kv_dtype=kv).kv_bytes_per_token
+        ceiling[kv] = H100.bandwidth_bytes_per_s / (context * per_token)
+    assert ceiling[None] == pytest.approx(11_746, abs=1) and ceiling["fp8"] == pytest.approx(23_491, abs=1)
+    assert ceiling[None] < measured < ceiling["fp8"]

@@ -170,10 +170,11 @@ def weight_caveats(specs, weight_dtypes) -> list[str]:
             "plan a quantized checkpoint whose config states it" for g, names in assumed.items()]
 
 
-def print_notes(resolved) -> None:
-    """Where a model came from, and what resolving it noticed (stderr)."""
+def print_notes(resolved, engine=None) -> None:
+    """Where a model came from, and what resolving it noticed (stderr), as `engine`'s options leave it true
+    (Engine.restated: a tower they skip is not "counted in the weights")."""
     stderr(resolved.note)
-    for notice in resolved.notices:
+    for notice in (engine.restated(resolved.spec, resolved.notices) if engine else resolved.notices):
         stderr(f"note: {notice}")
 
 

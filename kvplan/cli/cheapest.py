@@ -124,7 +124,7 @@ def cheapest(
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
     spec, limit_notes, default_ctx = limited(chosen, spec, max_model_len, allow_long_context)
     deps = _deployments(spec, counts, max_gpus)  # a count no split can run fails before any notes
-    print_notes(resolved)
+    print_notes(resolved, chosen)
     for note in limit_notes:
         stderr(f"note: {note}")
     if ctx_tokens is None:

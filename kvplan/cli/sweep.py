@@ -129,7 +129,7 @@ def sweep(
     gpu_list = resolve_gpus(gpu, hw)
     price_book = load_prices(prices, hw)
     specs = _limited(chosen, [with_speculative(s, drafter, token=token, timeout=timeout)
-                              for s in resolve_models(models, revision, token, timeout)], max_model_len, allow_long_context)
+                              for s in resolve_models(models, revision, token, timeout, chosen)], max_model_len, allow_long_context)
     price_by_gpu = {g.key: p for g in gpu_list if (p := price_book.price(g)) is not None}
 
     per_model = len(gpu_list) * len(counts) * len(contexts) * len(weights)

@@ -291,3 +291,54 @@ def test_sglang_weights_as_loaded_hold_its_rope_table_fp32_on_cuda():
         assert res.settings["allocator_rounding"] == 2_097_152 - 65 * 8_192 == 1_564_672
         assert res.settings["loaded_extra"] == rope + 1_564_672
         assert res.plan.weight_bytes_per_gpu == model.checkpoint_bytes + rope + 1_564_672
+
+
+def test_int4_on_a_16_bit_checkpoint_says_the_group_it_assumes(kvplan_home, tmp_path):
+    # issue 22: `--weight-dtype int4` on a bf16 checkpoint planned it at group 128 without saying so. Llama-3.1-8B
+    # (catalog, bf16): linear weights 32 x (attention 2 x 4096^2 + 2 x 4096x1024 = 41,943,040 + MLP 3 x 4096x14,336
+    # = 176,160,768) = 6,979,321,856, at group 128 with zero points 0.5 + 2.5/128 B each = 3,625,975,808 B; embedding
+    # and LM head 2 x 128,256 x 4,096 x 2 B = 2,101,346,304; norms 65 x 4,096 x 2 B = 532,480: 5,727,854,592 B
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    r = CliRunner().invoke(app, ["fit", "llama-3.1-8b", "--gpu", "h100", "--weight-dtype", "int4", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    plan = out["plans"][out["recommended"]]
+    assert plan["weight_bytes"] == 3_625_975_808 + 2_101_346_304 + 532_480
+    [note] = [w for w in plan["warnings"] if "int4" in w]
+    assert note.startswith("weights planned as int4 group 128 (5.33 GiB in all)")
+    assert "the checkpoint states no int4 group, so 128 is assumed" in note
+    assert "a quantized checkpoint whose config states it" in note  # how to plan another group
+    [line] = [x for x in r.stderr.splitlines() if "int4 group 128" in x]  # said on stderr too, in one line
+    assert line.startswith("warning: weights planned as int4 group 128")
+    # the GPTQ int4 group-32 checkpoint (_folder): int4 is its own format, its group stands and nothing is assumed
+    r = CliRunner().invoke(app, ["fit", str(_folder(tmp_path)), "--gpu", "h100", "--weight-dtype", "int4", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["plans"][out["recommended"]]["warnings"] == []
+    assert "assumed" not in r.stderr and "group 128" not in r.stderr
+
+
+def test_sweep_and_cheapest_say_the_int4_group_they_assume(kvplan_home, tmp_path):
+    # sweep and cheapest print no plan's warnings: one note says which models' int4 group is assumed (128, the bf16
+    # catalog Llama), and names none whose checkpoint states its own (the GPTQ group-32 folder, planned at 32)
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    folder = str(_folder(tmp_path))
+    r = CliRunner().invoke(app, ["sweep", "--models", f"llama-3.1-8b,{folder}", "--gpu", "h100", "--weight-dtype",
+                                 "auto,int4", "--ctx", "2k", "--gpu-counts", "1"])
+    assert r.exit_code == 0, r.output
+    [line] = [x for x in r.stderr.splitlines() if "group 128" in x]
+    assert line.startswith("note: weights int4 planned at group 128 with a zero point per group for llama-3.1-8b:")
+    r = CliRunner().invoke(app, ["cheapest", folder, "--gpu", "h100", "--weight-dtype", "int4", "--ctx", "2k",
+                                 "--concurrency", "1"])
+    assert r.exit_code == 0, r.output
+    assert "group 128" not in r.stderr and "assumed (the checkpoint" not in r.stderr
+    r = CliRunner().invoke(app, ["cheapest", "llama-3.1-8b", "--gpu", "h100", "--weight-dtype", "int4", "--ctx", "8k",
+                                 "--concurrency", "1"])
+    assert r.exit_code == 0, r.output
+    assert "note: weights int4 planned at group 128 with a zero point per group for llama-3.1-8b" in r.stderr

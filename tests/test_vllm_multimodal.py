@@ -132,3 +132,23 @@ def test_tokens_per_image_are_read_from_the_config():
     assert spec_from_config(other, "g")[0].mm_tokens_per_image == 64
     del other["mm_tokens_per_image"]
     assert spec_from_config(other, "g")[0].mm_tokens_per_image == 0
+
+
+def test_limit_zero_restates_the_towers_note_as_skipped_not_counted(kvplan_home):
+    # issue 22: under limit_mm_per_prompt=0 the reader's note said the tower is "counted in the weights" while the
+    # tower row showed 0 B. The note names the same 438,958,080 parameters (x 2 B = 877,916,160 B) either way; at 0
+    # it says vLLM skips them, and the row agrees: 0 B
+    def tower_note(r):
+        [note] = [n for n in r.stderr.splitlines() if "Pixtral vision tower and Mistral 3 projector" in n]
+        assert "438,958,080 parameters" in note
+        return note
+
+    for limit in (None, "2"):  # unset, or any limit of one or more: built and counted
+        r, out = fit(MISTRAL3, *(("--engine-opt", f"limit_mm_per_prompt={limit}") if limit else ()))
+        assert tower_note(r).endswith("are counted in the weights")
+        assert figures(out)["vision tower weights (whole model)"] == 877_916_160
+    r, out = fit(MISTRAL3, "--engine-opt", "limit_mm_per_prompt=0")
+    note = tower_note(r)
+    assert "counted in the weights" not in note
+    assert "are skipped: vLLM does not build the tower under limit_mm_per_prompt 0" in note
+    assert figures(out)["vision tower weights (whole model)"] == 0

@@ -20,6 +20,7 @@ import typer
 
 from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, inputs_named, path_error
 from kvplan.core.markup import plain, safe_stdout
+from kvplan.model.spec import assumed_int4_group
 from kvplan.report.fitted import fitted_table
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
@@ -156,10 +157,24 @@ def memory_caveats(gpus) -> list[str]:
     return lines
 
 
-def print_notes(resolved) -> None:
-    """Where a model came from, and what resolving it noticed (stderr)."""
+def weight_caveats(specs, weight_dtypes) -> list[str]:
+    """For the commands that print no plan's warnings (sweep, cheapest): one line when a weight dtype assumes an int4
+    group of models whose checkpoints state none (kvplan.model.spec.assumed_int4_group); `fit` words it per plan."""
+    assumed: dict[int, list[str]] = {}
+    for s in specs:
+        for group in {assumed_int4_group(s, w) for w in weight_dtypes} - {0}:
+            assumed.setdefault(group, []).append(s.name)
+    return [f"weights int4 planned at group {g} with a zero point per group for {', '.join(names[:5])}"
+            + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")
+            + ": assumed (the checkpoint states no int4 group; the AWQ/GPTQ tools' default); to plan another group, "
+            "plan a quantized checkpoint whose config states it" for g, names in assumed.items()]
+
+
+def print_notes(resolved, engine=None) -> None:
+    """Where a model came from, and what resolving it noticed (stderr), as `engine`'s options leave it true
+    (Engine.restated: a tower they skip is not "counted in the weights")."""
     stderr(resolved.note)
-    for notice in resolved.notices:
+    for notice in (engine.restated(resolved.spec, resolved.notices) if engine else resolved.notices):
         stderr(f"note: {notice}")
 
 

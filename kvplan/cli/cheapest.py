@@ -11,7 +11,7 @@ from kvplan.cli._common import (
     MAX_BATCH, AllowLongOpt, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, JsonOpt,
     LoraOpt, MaxModelLenOpt, PricesOpt,
     RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, memory_caveats, print_notes, print_result,
-    progress_bar, stderr, table,
+    progress_bar, stderr, table, weight_caveats,
 )
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
@@ -124,7 +124,7 @@ def cheapest(
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
     spec, limit_notes, default_ctx = limited(chosen, spec, max_model_len, allow_long_context)
     deps = _deployments(spec, counts, max_gpus)  # a count no split can run fails before any notes
-    print_notes(resolved)
+    print_notes(resolved, chosen)
     for note in limit_notes:
         stderr(f"note: {note}")
     if ctx_tokens is None:
@@ -136,7 +136,7 @@ def cheapest(
                "binds, not memory; no deployment fits")
     for line in lora_lines(adapters, chosen, "candidate"):
         stderr(f"note: {line}")
-    for line in memory_caveats(gpu_list):
+    for line in (*memory_caveats(gpu_list), *weight_caveats([spec], [wdt])):
         stderr(f"note: {line}")
     candidates = rank(spec, gpu_list, ctx_tokens, concurrency, deployments=deps, min_tokens_per_second=min_tps,
                       prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=wdt,

@@ -109,7 +109,7 @@ def fit(
     if dep != SEARCH:  # no flags: one GPU, then tp x pp deployments
         chosen.check_layout(spec, chosen.deployment(dep or Deployment()))
     # All input is valid from here on: now say where things came from.
-    print_notes(resolved)
+    print_notes(resolved, chosen)
     for note in limit_notes:
         stderr(f"note: {note}")
     if ctx_tokens is None:

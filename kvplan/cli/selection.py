@@ -32,15 +32,16 @@ def resolve_gpus(text: str, hw_dirs) -> list:
     return list(out.values())
 
 
-def resolve_models(text: str, revision=None, token=None, timeout: float = 10.0) -> list:
-    """`llama-3.1-70b,qwen3-32b` or `all` (the catalog) -> ModelSpecs, notes on stderr."""
+def resolve_models(text: str, revision=None, token=None, timeout: float = 10.0, engine=None) -> list:
+    """`llama-3.1-70b,qwen3-32b` or `all` (the catalog) -> ModelSpecs, notes on stderr (as `engine`'s options
+    leave them true: print_notes)."""
     items = names(text, "--models")
     if [n.lower() for n in items] == ["all"]:
         return sorted(load_catalog(), key=lambda s: s.name)
     specs = {}
     for n in items:
         r = resolve_model(n, revision=revision, token=token, timeout=timeout)
-        print_notes(r)
+        print_notes(r, engine)
         specs.setdefault(r.spec.name, r.spec)
     return list(specs.values())
 

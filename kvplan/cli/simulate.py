@@ -200,7 +200,8 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     req = _request(length, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead,
                    kv_cache_memory, lora)
     dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)
-    notes = [resolved.note, *(f"note: {n}" for n in (*resolved.notices, *limit_notes))]
+    notices = chosen.restated(resolved.spec, resolved.notices)  # as the engine's options leave them true
+    notes = [resolved.note, *(f"note: {n}" for n in (*notices, *limit_notes))]
     dep = chosen.deployment(dep)
     result = engine_result(chosen, spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
     p = result.plan

@@ -16,7 +16,7 @@ from kvplan.cli._common import (
     MAX_BATCH, AllowLongOpt, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, LoraOpt,
     MaxModelLenOpt, PricesOpt, RevisionOpt,
     OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, memory_caveats, output_files,
-    progress_bar, stderr, table,
+    progress_bar, stderr, table, weight_caveats,
 )
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
@@ -129,7 +129,7 @@ def sweep(
     gpu_list = resolve_gpus(gpu, hw)
     price_book = load_prices(prices, hw)
     specs = _limited(chosen, [with_speculative(s, drafter, token=token, timeout=timeout)
-                              for s in resolve_models(models, revision, token, timeout)], max_model_len, allow_long_context)
+                              for s in resolve_models(models, revision, token, timeout, chosen)], max_model_len, allow_long_context)
     price_by_gpu = {g.key: p for g in gpu_list if (p := price_book.price(g)) is not None}
 
     per_model = len(gpu_list) * len(counts) * len(contexts) * len(weights)
@@ -208,7 +208,7 @@ def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch
     summary.append(f"planned as {result.engine} allocates" if result.engine else
                    "planned with kvplan's engine-neutral rules (--engine for an engine's own)")
     summary.append(f"ranked: {RANKING}")
-    summary += [f"note: {line}" for line in memory_caveats(gpu_list)]
+    summary += [f"note: {line}" for line in (*memory_caveats(gpu_list), *weight_caveats(specs, weights))]
     if price_by_gpu:
         summary.append(f"prices per GPU-hour ({price_book.unit}): "
                        + ", ".join(f"{k} {v:g}" for k, v in price_by_gpu.items()))

@@ -217,6 +217,11 @@ class Engine:
         (kvplan.hardware.facts.ASSUMED_FACTS). The default engine reads none."""
         return ()
 
+    def restated(self, model, notices: tuple[str, ...]) -> tuple[str, ...]:
+        """What resolving `model` noticed, as this engine's options leave it true (vLLM: a tower its
+        limit_mm_per_prompt 0 skips is not "counted in the weights"); the default engine: as read."""
+        return tuple(notices)
+
     def check_layers(self, model) -> None:
         """A one-line refusal where the model has a kind of cache this engine's rules do not size: a
         drafter (--speculative) it does not model, a kind without a row in its table, or a spec with

@@ -241,15 +241,32 @@ def own_format(spec: ModelSpec, weight_dtype: str | None) -> bool:
     return weight_dtype is None or weight_dtype == spec.quantization.method
 
 
+# The int4 group size kvplan plans with where no config states one (weight_dtype int4 on a checkpoint of another
+# format, a 16-bit one included): 128 groups with a 4-bit zero point and an fp16 scale each, the AWQ/GPTQ tools'
+# common default. AutoAWQ's AwqConfig (casper-hansen/AutoAWQ, awq/models/_config.py): `zero_point: bool =
+# field(default=True)`, `q_group_size: int = field(default=128)`, `w_bit: int = field(default=4)`.
+INT4_GROUP = 128
+
+
+def assumed_int4_group(spec: ModelSpec, weight_dtype: str | None) -> int:
+    """The int4 group size a weight dtype plans `spec` with although its checkpoint does not state it (INT4_GROUP);
+    0 when nothing is assumed (not int4, or int4 that is the checkpoint's own format, whose group stands)."""
+    return INT4_GROUP if weight_dtype == "int4" and not own_format(spec, weight_dtype) else 0
+
+
 def override_note(spec: ModelSpec, weight_dtype: str | None) -> str | None:
-    """What a weight dtype that is not a quantized checkpoint's own format replaces (None when it is the same,
-    or when the checkpoint is unquantized: engines quantize 16-bit weights as they load)."""
+    """What a weight dtype that is not a quantized checkpoint's own format replaces, and the int4 group it plans with
+    on any checkpoint that states none (None when it is the same format, or when a 16-bit checkpoint is planned in a
+    format with nothing assumed: engines quantize 16-bit weights as they load)."""
     q = spec.quantization
-    if own_format(spec, weight_dtype) or q.method in PLAIN_BYTES:  # a 16-bit checkpoint is any format's source
+    group = assumed_int4_group(spec, weight_dtype)
+    planned = f" group {group}" if group else ""
+    if own_format(spec, weight_dtype) or (q.method in PLAIN_BYTES and not group):
         return None
-    group = f" group {q.group_size}" if q.group_size and q.method not in PLAIN_BYTES else ""
-    planned = " group 128" if weight_dtype == "int4" else ""
-    return f"{weight_dtype}{planned}, not the checkpoint's {q.method}{group}"
+    if q.method in PLAIN_BYTES:  # a 16-bit checkpoint is any format's source: only the group is assumed
+        return f"{weight_dtype}{planned}"
+    own = f" group {q.group_size}" if q.group_size else ""
+    return f"{weight_dtype}{planned}, not the checkpoint's {q.method}{own}"
 
 
 def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
@@ -261,7 +278,7 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
         q = Quantization(weight_dtype)
         base = weight_dtype
     else:
-        q = Quantization(weight_dtype, 128 if weight_dtype == "int4" else 0)
+        q = Quantization(weight_dtype, assumed_int4_group(spec, weight_dtype))
     plain = PLAIN_BYTES[base]
     dense_method = base if q.experts_only else q.method
     # parameters the exclusion list keeps in the model dtype (an MLA model's replicated down-projections

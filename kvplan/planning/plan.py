@@ -22,7 +22,7 @@ from kvplan.planning.deploy import Deployment, split_layers, validate_deployment
 from kvplan.core.dtypes import DType, canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.planning.layout import DcpRules, per_rank_batch, rank_weights, replicated_kv_proj_bytes, vllm_placement
-from kvplan.model.spec import ModelSpec, own_format, override_note, weight_bytes
+from kvplan.model.spec import ModelSpec, assumed_int4_group, own_format, override_note, weight_bytes
 from kvplan.readers.mlp_layout import ffn_kinds
 from kvplan.planning.profile import PAGED, KVProfile, kv_profile
 from kvplan.core.search import largest_fitting
@@ -75,6 +75,19 @@ class PlanWarning(NamedTuple):
     # what the warning is about, where an engine states the same assumption more exactly (UNIFIED): the plan
     # then leaves out its own general wording, so each assumption is said once
     topic: str = ""
+
+
+def _override_warning(model: ModelSpec, weight_dtype: str | None, weights: int) -> list[PlanWarning]:
+    """A dtype flag never re-plans a checkpoint silently (issue 22: int4 group 32 planned at 128), nor assumes an
+    int4 group without saying so (int4 on a 16-bit checkpoint: kvplan.model.spec.INT4_GROUP)."""
+    replaced = override_note(model, weight_dtype)
+    if not replaced:
+        return []
+    group = assumed_int4_group(model, weight_dtype)
+    why = (f": the checkpoint states no int4 group, so {group} is assumed (with a zero point per group, the "
+           "AWQ/GPTQ tools' default); to plan another group, plan a quantized checkpoint whose config states it"
+           if group else "")
+    return [PlanWarning(f"weights planned as {replaced} ({{}} in all){why}", (weights,), ("GiB",))]
 
 
 UNIFIED = "unified_memory"  # PlanWarning.topic: what a plan assumes of a GPU that shares its memory with the OS
@@ -363,9 +376,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         fits, conc = False, 0
     if not use.room:
         warnings.append(PlanWarning("the weights and overhead leave no memory for the KV cache"))
-    replaced = override_note(model, req.weight_dtype)
-    if replaced:  # a dtype flag never re-plans a checkpoint silently (issue 22: int4 group 32 planned at 128)
-        warnings.append(PlanWarning(f"weights planned as {replaced} ({{}} in all)", (prep.weight_bytes,), ("GiB",)))
+    warnings += _override_warning(model, req.weight_dtype, prep.weight_bytes)
     if req.kv_cache_memory_bytes is not None:
         need = max(s.weight_bytes + s.overhead_bytes + s.kv_memory_bytes for s in stages) + req.lora_bytes
         if need > usable:  # the engine would not start: no context fits either (issue 25)

@@ -36,6 +36,7 @@ from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_proble
 from kvplan.engines.vllm import multimodal, uma
 from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.engines.vllm.settings import Settings
+from kvplan.engines.options import opt_int
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
 from kvplan.model.compressed import CompressedMLA, has_compressed
@@ -221,6 +222,10 @@ class Vllm(Engine):
     def check_speculative(self, method: str) -> None:
         """Draft models from 0.15.0, MTP from 0.11.0 (kvplan.engines.vllm.speculative.check_vllm)."""
         check_vllm(method, parse_version(self.version or DEFAULT_VERSION))
+
+    def restated(self, model, notices):
+        """The reader's tower notice where limit_mm_per_prompt 0 skips the tower (kvplan.engines.vllm.multimodal)."""
+        return multimodal.restated(model, opt_int(self.opts, "limit_mm_per_prompt", multimodal.UNSET), notices)
 
     def view(self, model, st: Settings):
         """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.engines.vllm.speculative)."""

@@ -38,6 +38,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.base import Figure
 from kvplan.engines.vllm.overhead import encoder_budget
 from kvplan.model.spec import PLAIN_BYTES
+from kvplan.readers.towers.vision import COUNTED, TOWER_NOTICE
 
 IMAGE_ONLY = {"Gemma3ForConditionalGeneration", "Mistral3ForConditionalGeneration", "Llama4ForConditionalGeneration",
               "LlavaForConditionalGeneration"}
@@ -59,6 +60,20 @@ def without_towers(model, limit: int):
     note = (f"vision tower not built (limit_mm_per_prompt 0: vLLM skips it): {vision:,} parameters not loaded, "
             "no encoder profile")
     return dataclasses.replace(model, params=params, checkpoint_bytes=checkpoint, notes=(*model.notes, note))
+
+
+SKIPPED = ("are skipped: vLLM does not build the tower under limit_mm_per_prompt 0, so they are not in the weights "
+           "(0 B) and there is no encoder profile")
+
+
+def restated(model, limit: int, notices) -> tuple[str, ...]:
+    """What resolving `model` noticed, as vLLM loads it under `--limit-mm-per-prompt` `limit`: at 0 an image-only
+    tower the reader counted (its notice ends "are counted in the weights") is skipped (without_towers), so the
+    notice says so; any other limit, tower or notice stands as read."""
+    if limit != 0 or not model.params.vision or model.architecture not in IMAGE_ONLY:
+        return tuple(notices)
+    return tuple(n[:-len(COUNTED)] + SKIPPED if n.startswith(TOWER_NOTICE) and n.endswith(COUNTED) else n
+                 for n in notices)
 
 
 DEFAULT_CACHE_GB = 4.0  # MultiModalConfig.mm_processor_cache_gb

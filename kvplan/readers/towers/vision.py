@@ -42,6 +42,10 @@ TOWER_KEYS = ("vision_config", "audio_config", "vision_tower_config", "audio_tow
 # Architecture classes vLLM 0.19 registers in _TEXT_GENERATION_MODELS (vllm/model_executor/models/
 # registry.py lines 112-151: gemma3.py, gemma3n.py, gemma4.py, llama4.py): the language model alone,
 # whatever towers the config declares; those tensors of a checkpoint are skipped at load.
+# The notice of a tower priced here (price_towers); an engine setting that skips the tower restates its end
+# (kvplan.engines.vllm.multimodal.restated: vLLM's limit_mm_per_prompt 0).
+TOWER_NOTICE = "multimodal config: planning the language model's cache; the "
+COUNTED = "are counted in the weights"
 TEXT_ONLY = {"Gemma3ForCausalLM", "Gemma3nForCausalLM", "Gemma4ForCausalLM", "Llama4ForCausalLM"}
 
 
@@ -116,8 +120,7 @@ def price_towers(config: dict, architecture: str, text_hidden: int, source: str,
                           "text-only serve (vLLM --language-model-only), remove those keys from a copy of the "
                           "config", EXIT_USAGE)
     whole = f", {t.replicated:,} of them whole on every tensor-parallel rank" if t.replicated else ""
-    notice = (f"multimodal config: planning the language model's cache; the {t.what} ({t.params:,} parameters"
-              f"{whole}) are counted in the weights")
+    notice = f"{TOWER_NOTICE}{t.what} ({t.params:,} parameters{whole}) {COUNTED}"
     return t, [], notice
 
 

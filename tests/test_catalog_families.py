@@ -318,7 +318,9 @@ def test_kimi_k25_is_planned_as_its_int4_checkpoint_not_bf16():
     # and the dense MLP (scripts/catalog_extra/SOURCES.md). By hand, bytes:
     #   routed experts 60 x 384 x 3 x 7168 x 2048 = 1,014,686,023,680 weights: x 0.5 B packed + a bf16 scale per 32
     #     (x 2 / 32) = 507,343,011,840 + 63,417,876,480                                         = 570,760,888,320
-    #   kept in bf16: attention 6,168,444,928 + layer 0's MLP 396,361,728 + shared experts 2,642,411,520
+    #   kept in bf16: attention 61 x (q_a 7168 x 1536 + q_b 1536 x 64 x 192 + kv_a 7168 x 576 + kv_b 512 x 64 x 256
+    #     + o 64 x 128 x 7168 = 101,122,048) = 6,168,444,928; layer 0's MLP 3 x 7168 x 18432 = 396,361,728; shared
+    #     experts 60 x 3 x 7168 x 2048 = 2,642,411,520
     #     + embedding and LM head 2 x 163,840 x 7,168 + router 60 x 384 x 7,168 (+ its bias) + norms
     #     + the MoonViT tower and projector 471,143,920, all x 2 B
     # The checkpoint's tensor listing sums to 554.27 GiB (the public report SOURCES.md cites; VentureBeat: 595 GB).

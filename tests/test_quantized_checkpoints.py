@@ -332,13 +332,13 @@ def test_sweep_and_cheapest_say_the_int4_group_they_assume(kvplan_home, tmp_path
     r = CliRunner().invoke(app, ["sweep", "--models", f"llama-3.1-8b,{folder}", "--gpu", "h100", "--weight-dtype",
                                  "auto,int4", "--ctx", "2k", "--gpu-counts", "1"])
     assert r.exit_code == 0, r.output
-    [line] = [x for x in r.stderr.splitlines() if "group 128" in x]
-    assert line.startswith("note: weights int4 planned at group 128 with a zero point per group for llama-3.1-8b:")
+    [line] = [x for x in r.stderr.splitlines() if "128 is assumed" in x]
+    assert line.startswith("note: weights int4 for llama-3.1-8b: the checkpoint states no int4 group, so 128 is assumed")
     r = CliRunner().invoke(app, ["cheapest", folder, "--gpu", "h100", "--weight-dtype", "int4", "--ctx", "2k",
                                  "--concurrency", "1"])
     assert r.exit_code == 0, r.output
-    assert "group 128" not in r.stderr and "assumed (the checkpoint" not in r.stderr
+    assert "int4 group" not in r.stderr and "is assumed" not in r.stderr
     r = CliRunner().invoke(app, ["cheapest", "llama-3.1-8b", "--gpu", "h100", "--weight-dtype", "int4", "--ctx", "8k",
                                  "--concurrency", "1"])
     assert r.exit_code == 0, r.output
-    assert "note: weights int4 planned at group 128 with a zero point per group for llama-3.1-8b" in r.stderr
+    assert "note: weights int4 for llama-3.1-8b: the checkpoint states no int4 group, so 128 is assumed" in r.stderr

@@ -21,7 +21,9 @@ import typer
 from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, inputs_named, path_error
 from kvplan.core.markup import plain, safe_stdout
 from kvplan.model.spec import assumed_int4_group
+from kvplan.planning.plan import int4_group_assumed, memory_warnings
 from kvplan.report.fitted import fitted_table
+from kvplan.report.text import format_warning
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 MAX_BATCH = 1_000_000  # concurrent requests: kvplan.planning.request.MAX_BATCH (not imported: fit's start-up)
@@ -141,20 +143,10 @@ def print_warnings(by_plan) -> None:
 
 
 def memory_caveats(gpus) -> list[str]:
-    """For the commands that plan many GPUs at once and print no plan's warnings (sweep, cheapest): one line for each
-    GPU whose usable memory is itself an assumption (profile fields memory_unified, memory_usable_above_torch), so a
-    ranking that includes it says so once; `fit` on one of them words each assumption with its figures."""
-    lines = []
-    for g in gpus:
-        total = f"{g.memory_usable_bytes / 2**30:.2f} GiB"
-        if getattr(g, "memory_unified", False):
-            lines.append(f"GPU {g.key} shares its {total} with the CPU and the OS (unified memory): its plans assume "
-                         "the OS, its page cache and other processes leave the engine's share free (fit on it states "
-                         "each assumption)")
-        elif getattr(g, "memory_usable_above_torch", False):
-            lines.append(f"GPU {g.key}'s {total} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
-                         "see 0.46-1.05 GiB less, so its KV room is an upper bound")
-    return lines
+    """For the commands that plan many GPUs at once and print no plan's warnings (sweep, cheapest): each GPU's
+    memory assumptions (kvplan.planning.plan.memory_warnings), once per GPU, so a ranking that includes it says so;
+    `fit` on one of them words each assumption with its figures."""
+    return [f"GPU {g.key}: {format_warning(w)}" for g in gpus for w in memory_warnings(g, g.memory_usable_bytes)]
 
 
 def weight_caveats(specs, weight_dtypes) -> list[str]:
@@ -164,10 +156,8 @@ def weight_caveats(specs, weight_dtypes) -> list[str]:
     for s in specs:
         for group in {assumed_int4_group(s, w) for w in weight_dtypes} - {0}:
             assumed.setdefault(group, []).append(s.name)
-    return [f"weights int4 planned at group {g} with a zero point per group for {', '.join(names[:5])}"
-            + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")
-            + ": assumed (the checkpoint states no int4 group; the AWQ/GPTQ tools' default); to plan another group, "
-            "plan a quantized checkpoint whose config states it" for g, names in assumed.items()]
+    return [f"weights int4 for {', '.join(names[:5])}" + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")
+            + f": {int4_group_assumed(g)}" for g, names in assumed.items()]
 
 
 def print_notes(resolved, engine=None) -> None:

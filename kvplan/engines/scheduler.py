@@ -80,7 +80,6 @@ def with_limits(engine: str | None, opts, running: int | None, chunk: int | None
     return items
 
 
-
 def model_limits(engine: str | None, version: str | None, layers, dp: int, per_worker: int | None,
                  settings: dict) -> tuple[int, int | None] | None:
     """(requests running at once, tokens per prefill step) of one data-parallel worker of `engine` at `version`

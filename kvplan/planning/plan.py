@@ -84,13 +84,35 @@ def _override_warning(model: ModelSpec, weight_dtype: str | None, weights: int) 
     if not replaced:
         return []
     group = assumed_int4_group(model, weight_dtype)
-    why = (f": the checkpoint states no int4 group, so {group} is assumed (with a zero point per group, the "
-           "AWQ/GPTQ tools' default); to plan another group, plan a quantized checkpoint whose config states it"
-           if group else "")
+    why = f": {int4_group_assumed(group)}" if group else ""
     return [PlanWarning(f"weights planned as {replaced} ({{}} in all){why}", (weights,), ("GiB",))]
 
 
+def int4_group_assumed(group: int) -> str:
+    """Why an int4 plan has this group (kvplan.model.spec.assumed_int4_group), for a plan and for a ranking."""
+    return (f"the checkpoint states no int4 group, so {group} is assumed (with a zero point per group, the AWQ/GPTQ "
+            "tools' default); to plan another group, plan a quantized checkpoint whose config states it")
+
+
 UNIFIED = "unified_memory"  # PlanWarning.topic: what a plan assumes of a GPU that shares its memory with the OS
+
+
+def memory_warnings(gpu, usable: int, engine_says_unified: bool = False) -> list[PlanWarning]:
+    """What a GPU's usable memory is itself an assumption of (profile data fields, kvplan/hardware/profiles/README.md:
+    `memory_usable_above_torch`, `memory_unified`). `engine_says_unified`: the engine words what its budget assumes
+    of unified memory (PlanWarning.topic UNIFIED), so only the fact is said here, once."""
+    out = []
+    if getattr(gpu, "memory_usable_above_torch", False):
+        out.append(PlanWarning("the GPU's {} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
+                               "see 0.46-1.05 GiB less, so the KV room is an upper bound", (usable,), ("GiB",)))
+    if getattr(gpu, "memory_unified", False):
+        out.append(PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory); what the engine's "
+                               "budget assumes of that follows", (usable,), ("GiB",), UNIFIED) if engine_says_unified
+                   else PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory): what the OS, "
+                                    "its page cache and other processes hold comes out of the same pool, and an "
+                                    "engine refuses to start when its utilisation share is not free",
+                                    (usable,), ("GiB",), UNIFIED))
+    return out
 
 
 @dataclass(frozen=True)
@@ -383,18 +405,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
             fits, conc, max_ctx = False, 0, 0
             warnings.append(PlanWarning("weights + overhead + the given KV budget ({}) exceed the GPU's usable "
                                         "memory ({})", (need, usable), ("GiB", "GiB")))
-    if getattr(gpu, "memory_usable_above_torch", False):  # a profile's data field (kvplan/hardware/profiles/README.md)
-        warnings.append(PlanWarning("the GPU's {} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
-                                    "see 0.46-1.05 GiB less, so the KV room is an upper bound", (usable,), ("GiB",)))
-    if getattr(gpu, "memory_unified", False):  # a profile's data field (kvplan/hardware/profiles/README.md)
-        if any(w.topic == UNIFIED for w in assumed):  # the engine says what it assumes: the fact alone, once
-            warnings.append(PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory); what "
-                                        "the engine's budget assumes of that follows", (usable,), ("GiB",), UNIFIED))
-        else:
-            warnings.append(PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory): what the "
-                                        "OS, its page cache and other processes hold comes out of the same pool, and "
-                                        "an engine refuses to start when its utilisation share is not free",
-                                        (usable,), ("GiB",), UNIFIED))
+    warnings += memory_warnings(gpu, usable, any(w.topic == UNIFIED for w in assumed))
     warnings += assumed
     step = use.step_bytes / gpu.bandwidth_bytes_per_s
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy); dcp stripes it

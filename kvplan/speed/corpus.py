@@ -195,11 +195,16 @@ def _int(v, default: int) -> int:
         return default
 
 
+def _on(flags: dict, key: str | None) -> bool:
+    """Whether a run's boolean flag `key` is stated true (None: the engine has no such flag)."""
+    return key is not None and str(flags.get(key, "")).lower() == "true"
+
+
 def attention_dp(case: Case) -> bool:
     """Whether a case's data-parallel replicas are attention-DP ranks of one engine (SGLang's DP attention,
     TensorRT-LLM's attention DP), not independent engines (MLPerf harnesses' one engine per tp x pp group)."""
     flags = case.flags or {}
-    return any(str(flags.get(k, "")).lower() == "true" for k in ("enable_attention_dp", DP_ATTENTION.get(case.engine, "")) if k)
+    return _on(flags, "enable_attention_dp") or _on(flags, DP_ATTENTION.get(case.engine))
 
 
 def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
@@ -218,7 +223,7 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
     gpus = max(1, _int(p.get("gpus"), 1))
     pp = max(1, _int(p.get("pp"), 1))
     dp = max(1, _int(p.get("dp"), 1))
-    attn_dp = str(flags.get("enable_attention_dp", "")).lower() == "true"
+    attn_dp = _on(flags, "enable_attention_dp")
     if attn_dp and dp == 1 and not p.get("tp"):
         dp = max(1, gpus // pp)
     tp = _int(p.get("tp") or flags.get("tp") or flags.get("tp_size"), max(1, gpus // (pp * dp)))
@@ -243,10 +248,10 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
                     arrival_cv2=arrival_of(p.get("arrival")), drawn=drawn_lengths(p) or bool(made),
                     fixed=bool(p.get("isl") and p.get("osl") and not made))
     limit = _int(next((flags[k] for k in RUNNING if flags.get(k)), None), 0) or None
-    if dp > 1 and str(flags.get(DP_ATTENTION.get(engine, ""), "")).lower() == "true":  # the deployment's figures
+    if dp > 1 and _on(flags, DP_ATTENTION.get(engine)):  # the deployment's figures
         tp, ep = max(1, tp // dp), max(ep, tp)  # the attention replica's tp; the MoE over every rank
         limit = max(1, limit // dp) if limit else None  # the running limit per replica
-    elif limit and dp == 1 and tp > 1 and str(flags.get(PER_RANK_LIMIT.get(engine, ""), "")).lower() == "true":
+    elif limit and dp == 1 and tp > 1 and _on(flags, PER_RANK_LIMIT.get(engine)):
         limit *= tp  # each attention rank's limit, over the tp ranks read as one group
     case = Case(source, str(p.get("id")), engine, p["gpu"], p["kvplan_model"], tp, ep, dp, gpus,
                 p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t, limit,

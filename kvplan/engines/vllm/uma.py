@@ -47,14 +47,19 @@ def unified(gpu) -> bool:
     return bool(getattr(gpu, "memory_unified", False))
 
 
+def _flag_vendor(gpu) -> bool:
+    """Whether vLLM's platform for this GPU's vendor reads the integrated flag (FLAG_VENDORS)."""
+    return str(getattr(gpu, "vendor", "")).upper() in FLAG_VENDORS
+
+
 def reads_meminfo(gpu, v: tuple[int, ...]) -> bool:
     """Whether vLLM release `v` takes this GPU's free memory from the OS's MemAvailable (a unified profile: its
     `memory_unified`, `vendor` and `compute_capability` fields)."""
     if not unified(gpu) or v < MEMINFO_FROM:
         return False
     if v < FLAG_FROM:
-        return capability_of(gpu) in CAPABILITIES and str(getattr(gpu, "vendor", "")).upper() in FLAG_VENDORS
-    return str(getattr(gpu, "vendor", "")).upper() in FLAG_VENDORS
+        return capability_of(gpu) in CAPABILITIES and _flag_vendor(gpu)
+    return _flag_vendor(gpu)
 
 
 def requested(total: int, gmu: float) -> int:
@@ -104,10 +109,14 @@ def token_table_bytes(gpu, st, max_model_len: int) -> int:
         `use_v2_model_runner`), so from there kvplan counts the 4 B both runners hold, not V1's 1 B mask (a lower
         bound where V1 runs), nor V2's M-RoPE position table (`gpu/mm/rope.py` v0.29.0 L49-54).
     """
-    if not unified(gpu) or not st.v1 or str(getattr(gpu, "vendor", "")).upper() not in FLAG_VENDORS:
+    return st.max_num_seqs * max_model_len * _token_entry_bytes(gpu, st)
+
+
+def _token_entry_bytes(gpu, st) -> int:
+    """Bytes of the runner's host token table per request slot and position (token_table_bytes); 0 where none."""
+    if not unified(gpu) or not st.v1 or not _flag_vendor(gpu):
         return 0
-    per = 5 if MASK_FROM <= st.v < RUNNER_CHOICE_FROM else 4
-    return st.max_num_seqs * max_model_len * per
+    return 5 if MASK_FROM <= st.v < RUNNER_CHOICE_FROM else 4
 
 
 def warnings(gpu, st) -> tuple[PlanWarning, ...]:
@@ -138,10 +147,12 @@ def warnings(gpu, st) -> tuple[PlanWarning, ...]:
         out.append(PlanWarning(f"vLLM {st.version} starts: the OS and other processes holding {{}} (os_memory) leave "
                                f"{{}} free, at least the {gmu:g} x {{}} = {{}} it requests",
                                (st.os_memory, total - st.os_memory, total, need), ("GiB", "GiB", "GiB", "GiB")))
+    per = _token_entry_bytes(gpu, st)
+    table = (f"the model runner's host token table (max_num_seqs x max_model_len x {per} B) and " if per else "")
     out.append(PlanWarning("vLLM counts what the node's processes allocate on the host between its worker's "
                            f"start and the end of its profile run as non-KV memory (the drop of {short}): "
-                           f"kvplan counted {{}} ({arg('engine_opts')} host_growth=SIZE); the KV budget is "
-                           "smaller by whatever more they take", (host_bytes(gpu, st),), ("GiB",)))
+                           f"kvplan counted {table}{{}} more ({arg('engine_opts')} host_growth=SIZE); the KV "
+                           "budget is smaller by whatever more they take", (host_bytes(gpu, st),), ("GiB",)))
     return tuple(out)
 
 

@@ -40,6 +40,29 @@ def test_the_era_a_release_reads(engine, version, date, era):
     assert era_of(engine, version, date) == era
 
 
+@pytest.mark.parametrize("version,backend,era", [
+    # TensorRT-LLM 1.x on TensorRT engines (NVIDIA's MLPerf harness: CoreType.TRTLLM_EXECUTOR) fits its own
+    # request and step costs; the PyTorch backend, the default, and a backend left unsaid read the current set
+    (None, "tensorrt", "trtllm-engine"),
+    ("1.2.0", "TensorRT", "trtllm-engine"),
+    (None, "pytorch", "trtllm"),
+    (None, None, "trtllm"),
+    ("0.17", "tensorrt", "trtllm<1.0"),  # before 1.0 every run is on engines: the older era's own set
+])
+def test_the_set_a_backend_reads(version, backend, era):
+    assert era_of("trtllm", version, None, backend) == era
+    assert era_of("llama.cpp", None, None, "CUDA") == "llama.cpp"  # ggml's backend names read no set
+
+
+def test_a_corpus_backend_is_checked():
+    from kvplan.speed.corpus import backend_of
+
+    assert backend_of("trtllm", "TensorRT") == "tensorrt" and backend_of("trtllm", None) is None
+    assert backend_of("llama.cpp", "Metal") == "metal"
+    with pytest.raises(ValueError, match="backend 'engine' is not one of trtllm's: pytorch, tensorrt"):
+        backend_of("trtllm", "engine")
+
+
 def test_release_numbers():
     assert release("v0.5.14.post1") == (0, 5, 14) and release("1.0") == (1, 0) and release("nightly-dev") is None
 
@@ -47,9 +70,12 @@ def test_release_numbers():
 def test_which_sets_are_fitted_together():
     # SGLang's older era shares every term with the current one but the expert terms; TensorRT-LLM's has its own set
     assert fitted_with("sglang") == fitted_with("sglang<0.5.14") == {"sglang", "sglang<0.5.14"}
-    assert fitted_with("trtllm<1.0") == {"trtllm<1.0"} and fitted_with("trtllm") == {"trtllm"}
+    assert fitted_with("trtllm<1.0") == {"trtllm<1.0"}
+    # TensorRT-LLM's engine backend shares all but its request and step costs with the PyTorch backend's set
+    assert fitted_with("trtllm") == fitted_with("trtllm-engine") == {"trtllm", "trtllm-engine"}
     assert fitted_with("vllm") == {"vllm"}
     assert own_terms("sglang<0.5.14") == ("experts", "grouped") and own_terms("trtllm<1.0") is None
+    assert own_terms("trtllm-engine") == ("request", "step")
 
 
 def test_the_shipped_eras_share_what_they_should():
@@ -57,6 +83,9 @@ def test_the_shipped_eras_share_what_they_should():
     old, new = sets["sglang<0.5.14"]["coefficients"], sets["sglang"]["coefficients"]
     assert {t for t in old if old[t] != new[t]} <= {"experts", "grouped"}
     assert old["grouped"] != new["grouped"]  # the expert terms were fitted apart
+    engine, torch = sets["trtllm-engine"]["coefficients"], sets["trtllm"]["coefficients"]
+    assert {t for t in engine if engine[t] != torch[t]} <= {"request", "step"}
+    assert engine["request"] < torch["request"]  # the C++ executor's requests cost the step loop less
 
 
 def test_an_engine_release_picks_its_set():

@@ -255,9 +255,27 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
         limit *= tp  # each attention rank's limit, over the tp ranks read as one group
     case = Case(source, str(p.get("id")), engine, p["gpu"], p["kvplan_model"], tp, ep, dp, gpus,
                 p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t, limit,
-                date, era_of(engine, p.get("version"), date if date not in ("", "None") else None), str(p["version"]) if p.get("version") else None, dict(flags), pp,
+                date, era_of(engine, p.get("version"), date if date not in ("", "None") else None,
+                               backend_of(engine, p.get("backend"))), str(p["version"]) if p.get("version") else None, dict(flags), pp,
                 p.get("harness") or None)
     return case, ""
+
+
+# The backends a run may state (`backend`), per engine: the first is what it runs where none is stated; a backend
+# kvplan.speed.eras.BACKENDS fits apart reads its own coefficient set, the rest the engine's era.
+BACKEND_NAMES = {"trtllm": ("pytorch", "tensorrt")}
+
+
+def backend_of(engine: str, value) -> str | None:
+    """The `backend` field checked: None where absent; for an engine in BACKEND_NAMES, a value not among its
+    names is refused with a ValueError naming them (another engine's is kept as written: llama.cpp's `backend`
+    names its ggml backend, CUDA or Metal, which no coefficient set reads)."""
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    if engine in BACKEND_NAMES and text not in BACKEND_NAMES[engine]:
+        raise ValueError(f"backend {value!r} is not one of {engine}'s: {', '.join(BACKEND_NAMES[engine])}")
+    return text
 
 
 def arrival_of(value) -> float | None:
@@ -305,6 +323,7 @@ def read_corpus(folder: Path) -> tuple[list[Case], dict]:
             p = {**defaults, **point}
             try:
                 arrival_of(p.get("arrival"))  # every point's, priced or skipped
+                backend_of(p.get("engine"), p.get("backend"))
             except ValueError as e:
                 raise ValueError(f"{f.name}, point {p.get('id')}: {e}") from None
             case, why = case_of(p, src["id"], str(src.get("date", "")))

@@ -38,6 +38,26 @@ ERAS = {
 }
 
 
+class Backend(NamedTuple):
+    name: str  # the backend as a run states it (the corpus's `backend` field)
+    key: str  # its coefficient set
+    own: tuple[str, ...]  # the terms it fits apart; the rest are shared with the engine's current era
+
+
+# A backend of the current era whose runs differ in what each request and each step costs the host: TensorRT-LLM
+# 1.x runs a model either as a compiled TensorRT engine under the C++ executor or on the PyTorch backend (the
+# default since 1.0, and the one kvplan's TensorRT-LLM memory rules restate), whose scheduler, per-request
+# bookkeeping and sampling run in Python. NVIDIA's MLPerf harness runs engines (mlcommons/inference_results_v5.1
+# @965182b03376a00fcae415c54e560e1c83937932: closed/NVIDIA/code/llama2-70b/tensorrt/__init__.py
+# DEFAULT_CORE_TYPE = CoreType.TRTLLM_EXECUTOR, llama3.1-*/mixtral likewise, deepseek-r1 TRTLLM_ENDPOINT,
+# a trtllm-serve endpoint), so its request and step costs are fitted apart, the rest jointly (chosen on the
+# training CV, README "Speed: how far to trust it"). No serving command selects it yet: kvplan plans
+# TensorRT-LLM's memory as the PyTorch backend allocates it.
+BACKENDS = {
+    "trtllm": (Backend("tensorrt", "trtllm-engine", ("request", "step")),),
+}
+
+
 def release(version) -> tuple[int, ...] | None:
     """The release numbers a version string starts with ("v0.5.14.post1" -> (0, 5, 14)), or None."""
     m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?", str(version)) if version is not None else None
@@ -49,20 +69,21 @@ def padded(rel: tuple[int, ...]) -> tuple[int, ...]:
     return rel + (0,) * (3 - len(rel))
 
 
-def era_of(engine: str, version, date: str | None = None) -> str:
+def era_of(engine: str, version, date: str | None = None, backend: str | None = None) -> str:
     """The coefficient set a measurement of `engine` at `version` (on `date`, YYYY-MM-DD, where known)
-    belongs to: the engine's name, or an older era's key from ERAS."""
+    belongs to: the engine's name, an older era's key from ERAS, or, in the current era, the key of the
+    `backend` it ran on where BACKENDS fits that backend apart."""
     rel = release(version)
     for era in ERAS.get(engine, ()):
         if rel is not None and padded(rel) < padded(era.first_after):
             return era.key
         if rel is None and date and era.released and str(date) < era.released:
             return era.key
-    return engine
+    return next((b.key for b in BACKENDS.get(engine, ()) if backend and b.name == str(backend).lower()), engine)
 
 
-def _era(key: str) -> tuple[str, Era] | None:
-    for engine, eras in ERAS.items():
+def _era(key: str) -> tuple[str, Era | Backend] | None:
+    for engine, eras in (*ERAS.items(), *BACKENDS.items()):
         for era in eras:
             if era.key == key:
                 return engine, era
@@ -88,6 +109,6 @@ def fitted_with(key: str) -> frozenset[str]:
     engine = hit[0] if hit else key
     if hit and hit[1].own is None:
         return frozenset((key,))
-    shared = {e.key for e in ERAS.get(engine, ()) if e.own is not None}
+    shared = {e.key for e in (*ERAS.get(engine, ()), *BACKENDS.get(engine, ())) if e.own is not None}
     return frozenset({key} | ({engine} | shared if shared else set()))
 

@@ -105,7 +105,7 @@ def test_every_measured_figure_is_its_sources_number():
             assert rate <= gpu.dense_flops[precision], (path.name, precision)
         assert "stas00/ml-engineering @744d01e1" in gpu.achieved_dense_flops_source, path.name
     assert seen == {"a100-sxm-80", "a100-sxm-40", "a100-pcie-80", "a100-pcie-40", "gh200-144", "h100-sxm", "h200-sxm",
-                    "b200", "b300", "gb200", "mi300x", "mi325x", "gaudi2", "gaudi3"}
+                    "b200", "b300", "gb200", "mi300x", "mi325x", "mi355x", "gaudi2", "gaudi3"}
 
 
 def test_check_bench_shows_the_measured_rate_beside_the_datasheet():
@@ -146,8 +146,9 @@ def test_the_field_is_checked_in_one_line():
 
 
 def test_a_profile_without_a_matmul_rate_is_said_where_speed_is_shown_never_priced_at_zero_silently():
-    # The bundled RTX 6000 Ada profile gives no tensor rate (its notes: none in the sources checked), so the GEMM
-    # and attention terms, FLOPs / rate, have nothing to divide by and would cost 0 s: a prefill on it is a lower bound.
+    # The bundled RTX 6000 Ada profile gives no 16-bit tensor rate (its datasheet states only FP8 with sparsity), so
+    # the bf16 GEMM and attention terms, FLOPs / rate, have nothing to divide by and would cost 0 s: a prefill on it
+    # is a lower bound.
     ada = find_gpu("rtx-6000-ada")
     assert not (ada.dense_flops.get("bf16") or ada.dense_flops.get("fp16"))
     assert shape_for(_llama_8b(), ada).bf16_rate == 0.0

@@ -53,7 +53,8 @@ ARCHITECTURE = {"volta": {"7.0"}, "turing": {"7.5"}, "ampere": {"8.0", "8.6"}, "
                 "blackwell": {"10.0", "10.3", "12.0", "12.1"}, "cdna": {"gfx908"}, "cdna2": {"gfx90a"}, "cdna3": {"gfx942"},
                 "cdna4": {"gfx950"}, "gaudi2": {None}, "gaudi3": {None}}
 # Parts with FP8 tensor math whose sources give a 16-bit rate but no FP8 one (their profiles say so).
-NO_FP8_RATE = {"l20", "h800"}
+# MI300A: AMD's BF16/FP16/INT8 figures are cited, its FP8 one was not found (CDNA3 has FP8 math)
+NO_FP8_RATE = {"l20", "h800", "mi300a"}
 # NVSwitch parts (HGX 8-GPU boards, NVL72 racks): the ones vLLM's multicast workspace exists on.
 NVSWITCH = {"a100-sxm-40": 8, "a100-sxm-80": 8, "h100-sxm": 8, "h200-sxm": 8, "h20": 8, "b200": 8, "b300": 8,
             "gb200": 72, "gb300": 72, "h800": 8, "a800": 8}
@@ -83,8 +84,8 @@ def test_every_bundled_profile_states_its_facts(gpus):
 def test_facts_agree_with_the_rest_of_each_profile(gpus):
     for key, gpu in gpus.items():
         assert gpu.memory_kind.lower() in gpu.memory_marketed.lower(), key  # "80GB HBM3" -> HBM3
-        # a listed FP8 / FP4 rate means the tensor math exists; MI355X lists no FP4 rate but CDNA4 has FP4
-        # matrix types (ROCm's precision-support page)
+        # a listed FP8 / FP4 rate means the tensor math exists; CDNA4 has FP4 matrix types (ROCm's
+        # precision-support page) and the MI355X lists its rate
         # a listed rate means the math exists; the math can exist where no source gives its rate (issue 22's
         # workstation and unified-memory parts: fp8 true, no FP8 rate listed)
         assert gpu.fp8 or "fp8" not in gpu.dense_flops, key

@@ -1,0 +1,55 @@
+"""Dense tensor rates added to bundled profiles (issue 22's missing GPUs, priced per issue 21): each read from the
+bundled file and checked against the arithmetic on the figure its source prints, not against kvplan's code."""
+from kvplan.hardware.gpus import find_gpu
+from kvplan.speed.shape import read_flops
+
+T = 10**12
+
+
+def test_mi355x_rates_are_amds_dense_figures():
+    # stas00/ml-engineering@744d01e1 compute/accelerator/README.md, TFLOPS table ("w/o sparsity"), row 'AMD MI355X':
+    # fp16 2500 | bf16 2500 | fp8 5000 | int8 5000 | fp4 10100 (AMD's dense figures; its sparse ones are exactly 2x:
+    # 5 PFLOPS FP16, 10.1 PFLOPS FP8). Its BF16 check: 2400 MHz x 512 FMA x 2 x 1024 Matrix Cores = 2516.6 T ~ 2.5 P.
+    mi355x = find_gpu("mi355x")
+    assert dict(mi355x.dense_flops) == {"bf16": 2500 * T, "fp16": 2500 * T, "fp8": 5000 * T, "int8": 5000 * T,
+                                        "fp4": 10100 * T}
+    assert abs(2400e6 * 512 * 2 * 1024 - mi355x.dense_flops["bf16"]) / mi355x.dense_flops["bf16"] < 0.01
+    # fp8 is twice bf16 and not the 10.1 PFLOPS sparse figure
+    assert mi355x.dense_flops["fp8"] == 2 * mi355x.dense_flops["bf16"]
+    # the same README's MAMF row: 1565.0 TFLOPS measured bf16, 1565 / 2500 = 62.6% of the datasheet
+    assert mi355x.achieved_dense_flops["bf16"] == 1565 * T
+    assert read_flops(mi355x, "bf16") == 1565 * T
+
+
+def test_mi300a_rates_are_amds_and_dense():
+    # AMD's MI300A figures (vengineer.hatenablog.com, 2023-12-11): FP16 980.6 TFLOPs, bfloat16 980.6, INT8 1.96 POPs.
+    # Dense: ROCm@e396b489 docs/conceptual/gpu-arch/mi300.md gives Matrix FP16/BF16 2048 and INT8 4096 FLOPS per
+    # clock per CU; 228 CUs x 2048 x 2.1 GHz = 980.6 T; 228 x 4096 x 2.1 GHz = 1961.2 T, printed as 1.96 P.
+    mi300a = find_gpu("mi300a")
+    assert mi300a.dense_flops["bf16"] == mi300a.dense_flops["fp16"] == 980_600 * 10**9
+    assert round(228 * 2048 * 2.1e9 / 1e11) == 9806  # 980.6 T
+    assert mi300a.dense_flops["int8"] == 1_960_000 * 10**9
+    assert round(228 * 4096 * 2.1e9 / 1e13) == 196  # 1.96 P
+    assert "fp8" not in mi300a.dense_flops and mi300a.fp8  # FP8 math exists; no cited rate
+
+
+def test_rtx_6000_ada_carries_only_the_rate_its_datasheet_states():
+    # RTX 6000 Ada datasheet: "Tensor performance 1457.0 TFLOPS", footnote "Effective FP8 TFLOPS using the new
+    # sparsity feature": 1457.0 / 2 = 728.5 T dense FP8; no 16-bit tensor rate stated.
+    ada = find_gpu("rtx-6000-ada")
+    assert dict(ada.dense_flops) == {"fp8": 728_500 * 10**9}
+    assert 2 * ada.dense_flops["fp8"] == 1_457_000 * 10**9
+
+
+def test_rtx_pro_6000_workstation_rates():
+    # NVIDIA's datasheet: "4000 AI TOPS", footnote "Effective FP4 TOPS with sparsity": 4000 / 2 = 2000 T dense FP4.
+    # hmc-tech (2617 MHz, 600 W): BF16 503.8 T tensor (1.01 P sparse), FP16 503.8 T with FP32 accumulate, INT8
+    # 1.01 POPS; NVIDIA's RTX Blackwell PRO whitepaper (astroC86@42c5eff6): FP8 1007.6 T = 2 x 503.8.
+    # Clock check: 188 SMs x 2617 MHz x 1024 FLOP per SM per clock = 503.8 T.
+    pro = find_gpu("rtx-pro-6000-workstation")
+    assert dict(pro.dense_flops) == {"bf16": 503_800 * 10**9, "fp16": 503_800 * 10**9, "fp8": 1_007_600 * 10**9,
+                                     "int8": 1_010 * T, "fp4": 2000 * T}
+    assert round(188 * 2617e6 * 1024 / 1e11) == 5038
+    assert pro.dense_flops["fp8"] == 2 * pro.dense_flops["bf16"]
+    # the prefill terms are priced on it now: no zero-rate GEMM
+    assert read_flops(pro, "bf16") == 503_800 * 10**9

@@ -184,7 +184,7 @@ def test_refitting_the_training_split_reproduces_the_shipped_coefficients():
     fresh = fit_all(CORPUS)
     assert fresh["split"] == shipped["split"]
     assert fresh["corpus"]["train_sources"] == shipped["corpus"]["train_sources"]
-    assert set(fresh["engines"]) == set(shipped["engines"]) == {"vllm", "sglang", "sglang<0.5.14", "trtllm", "trtllm-engine", "trtllm<1.0", "llama.cpp"}
+    assert set(fresh["engines"]) == set(shipped["engines"]) == {"vllm", "vllm-inprocess", "sglang", "sglang<0.5.14", "trtllm", "trtllm-engine", "trtllm<1.0", "llama.cpp"}
     for engine, entry in shipped["engines"].items():
         for term, value in entry["coefficients"].items():
             assert math.isclose(fresh["engines"][engine]["coefficients"][term], value, rel_tol=1e-6, abs_tol=1e-12), \

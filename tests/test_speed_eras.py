@@ -63,6 +63,50 @@ def test_a_corpus_backend_is_checked():
         backend_of("trtllm", "engine")
 
 
+@pytest.mark.parametrize("engine,version,date,kind,era", [
+    # vLLM driven in the harness's own process (AMD's MLPerf harnesses, `vllm bench throughput`) fits its own
+    # request cost; a served run (`vllm serve` + an HTTP client) and a kind left unsaid read the served set
+    ("vllm", "0.9.0.2.dev108+g71faa1880.d20250730.rocm641", "2025-09-09", "inprocess", "vllm-inprocess"),
+    ("vllm", None, None, "InProcess", "vllm-inprocess"),
+    ("vllm", "0.10.0", None, "served", "vllm"),
+    ("vllm", "0.10.0", None, None, "vllm"),
+    # SGLang: no in-process run in the corpus, so no set of its own; an older release keeps its era's set
+    ("sglang", "0.5.16", None, "inprocess", "sglang"),
+    ("sglang", "0.5.3", None, "inprocess", "sglang<0.5.14"),
+    # TensorRT-LLM: a backend fitted apart wins; no harness set (trtllm-bench in process was tried, not adopted)
+    ("trtllm", "1.0", None, "inprocess", "trtllm"),
+])
+def test_the_set_a_harness_kind_reads(engine, version, date, kind, era):
+    assert era_of(engine, version, date, None, kind) == era
+    assert era_of("trtllm", "1.2.0", None, "tensorrt", "inprocess") == "trtllm-engine"
+
+
+def test_a_corpus_harness_kind_is_checked():
+    from kvplan.speed.corpus import harness_kind_of
+
+    assert harness_kind_of("vllm", "InProcess") == "inprocess" and harness_kind_of("sglang", None) is None
+    assert harness_kind_of("trtllm", "served") == "served"
+    with pytest.raises(ValueError, match="harness_kind 'offline' is not one of vllm's: served, inprocess"):
+        harness_kind_of("vllm", "offline")
+    with pytest.raises(ValueError, match="harness_kind 'inprocess' is not one of llama.cpp's: none"):
+        harness_kind_of("llama.cpp", "inprocess")
+
+
+def test_the_corpus_reads_what_ran():
+    # Red Hat's MLPerf v5.1 llama3.1-8b harness: Offline through vllm.LLM in process, Server through `vllm serve`
+    # and /v1/completions (mlcommons/inference_results_v5.1@965182b0:closed/RedHat/code/llama3.1-8b/README.md);
+    # AMD's through vLLM's engine classes in process (closed/AMD/code/llama2-70b-99/harness_llm/backends/vllm)
+    from pathlib import Path
+
+    from kvplan.speed.corpus import read_corpus
+
+    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    era = {(c.source, c.id): c.era for c in cases if c.source == "mlperf-inference-v5.1" and c.engine == "vllm"}
+    assert era["mlperf-inference-v5.1", "redhat-xe8640_4xh100_vllm-llama3_1-8b-offline"] == "vllm-inprocess"
+    assert era["mlperf-inference-v5.1", "redhat-xe8640_4xh100_vllm-llama3_1-8b-server"] == "vllm"
+    assert era["mlperf-inference-v5.1", "amd-8xmi300x_2xepyc_9575f-llama2-70b-99-server"] == "vllm-inprocess"
+
+
 def test_release_numbers():
     assert release("v0.5.14.post1") == (0, 5, 14) and release("1.0") == (1, 0) and release("nightly-dev") is None
 
@@ -73,9 +117,11 @@ def test_which_sets_are_fitted_together():
     assert fitted_with("trtllm<1.0") == {"trtllm<1.0"}
     # TensorRT-LLM's engine backend shares all but its request and step costs with the PyTorch backend's set
     assert fitted_with("trtllm") == fitted_with("trtllm-engine") == {"trtllm", "trtllm-engine"}
-    assert fitted_with("vllm") == {"vllm"}
+    # vLLM in process shares all but its request cost with the served set
+    assert fitted_with("vllm") == fitted_with("vllm-inprocess") == {"vllm", "vllm-inprocess"}
     assert own_terms("sglang<0.5.14") == ("experts", "grouped") and own_terms("trtllm<1.0") is None
     assert own_terms("trtllm-engine") == ("request", "step")
+    assert own_terms("vllm-inprocess") == ("request",)
 
 
 def test_the_shipped_eras_share_what_they_should():
@@ -86,6 +132,8 @@ def test_the_shipped_eras_share_what_they_should():
     engine, torch = sets["trtllm-engine"]["coefficients"], sets["trtllm"]["coefficients"]
     assert {t for t in engine if engine[t] != torch[t]} <= {"request", "step"}
     assert engine["request"] < torch["request"]  # the C++ executor's requests cost the step loop less
+    inproc, served = sets["vllm-inprocess"]["coefficients"], sets["vllm"]["coefficients"]
+    assert {t for t in inproc if inproc[t] != served[t]} == {"request"}
 
 
 def test_an_engine_release_picks_its_set():

@@ -256,7 +256,8 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
     case = Case(source, str(p.get("id")), engine, p["gpu"], p["kvplan_model"], tp, ep, dp, gpus,
                 p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t, limit,
                 date, era_of(engine, p.get("version"), date if date not in ("", "None") else None,
-                               backend_of(engine, p.get("backend"))), str(p["version"]) if p.get("version") else None, dict(flags), pp,
+                               backend_of(engine, p.get("backend")), harness_kind_of(engine, p.get("harness_kind"))),
+                str(p["version"]) if p.get("version") else None, dict(flags), pp,
                 p.get("harness") or None)
     return case, ""
 
@@ -275,6 +276,23 @@ def backend_of(engine: str, value) -> str | None:
     text = str(value).strip().lower()
     if engine in BACKEND_NAMES and text not in BACKEND_NAMES[engine]:
         raise ValueError(f"backend {value!r} is not one of {engine}'s: {', '.join(BACKEND_NAMES[engine])}")
+    return text
+
+
+# How a run's requests reached the engine (`harness_kind`), per engine: the first is what a point reads where none is
+# stated; a kind kvplan.speed.eras.HARNESSES fits apart reads its own coefficient set, the rest the engine's era.
+HARNESS_KINDS = {"vllm": ("served", "inprocess"), "sglang": ("served", "inprocess"), "trtllm": ("served", "inprocess")}
+
+
+def harness_kind_of(engine: str, value) -> str | None:
+    """The `harness_kind` field checked: None where absent; a value not among the engine's HARNESS_KINDS (an
+    engine with none: any value) is refused with a ValueError naming the allowed ones."""
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    allowed = HARNESS_KINDS.get(engine, ())
+    if text not in allowed:
+        raise ValueError(f"harness_kind {value!r} is not one of {engine}'s: {', '.join(allowed) or 'none'}")
     return text
 
 
@@ -324,6 +342,7 @@ def read_corpus(folder: Path) -> tuple[list[Case], dict]:
             try:
                 arrival_of(p.get("arrival"))  # every point's, priced or skipped
                 backend_of(p.get("engine"), p.get("backend"))
+                harness_kind_of(p.get("engine"), p.get("harness_kind"))
             except ValueError as e:
                 raise ValueError(f"{f.name}, point {p.get('id')}: {e}") from None
             case, why = case_of(p, src["id"], str(src.get("date", "")))

@@ -39,7 +39,7 @@ ERAS = {
 
 
 class Backend(NamedTuple):
-    name: str  # the backend as a run states it (the corpus's `backend` field)
+    name: str  # the backend (or harness kind) as a run states it (the corpus's `backend` or `harness_kind` field)
     key: str  # its coefficient set
     own: tuple[str, ...]  # the terms it fits apart; the rest are shared with the engine's current era
 
@@ -57,6 +57,20 @@ BACKENDS = {
     "trtllm": (Backend("tensorrt", "trtllm-engine", ("request", "step")),),
 }
 
+# How a run's requests reached the engine (the corpus's `harness_kind`): `served` (the default) through the engine's
+# HTTP server (`vllm serve` with `vllm bench serve` / benchmark_serving.py, guidellm, genai-perf), where each request
+# crosses the API server's process (HTTP, tokenising, detokenising and, in vLLM V0, the scheduler's own Python
+# process), or `inprocess`, the engine driven from the harness's process with token ids (vLLM's `LLM` / `LLMEngine` /
+# `AsyncLLMEngine` / `AsyncLLM`: AMD's MLPerf harnesses, Red Hat's MLPerf Offline harness, `vllm bench throughput`,
+# benchmark_latency.py). Such a run of the engine's current era, on no backend BACKENDS fits apart, reads its own
+# set that fits the terms named apart and shares the rest in one joint fit (chosen on the training CV, README
+# "Speed: how far to trust it"). An older era (ERAS) and a backend fitted apart (BACKENDS) keep their own set whatever
+# the harness. SGLang has no in-process run in the corpus, so no set of its own; TensorRT-LLM's trtllm-bench runs as a
+# set of their own were tried and not adopted. No serving command selects it: kvplan plans served deployments.
+HARNESSES = {
+    "vllm": (Backend("inprocess", "vllm-inprocess", ("request",)),),
+}
+
 
 def release(version) -> tuple[int, ...] | None:
     """The release numbers a version string starts with ("v0.5.14.post1" -> (0, 5, 14)), or None."""
@@ -69,21 +83,25 @@ def padded(rel: tuple[int, ...]) -> tuple[int, ...]:
     return rel + (0,) * (3 - len(rel))
 
 
-def era_of(engine: str, version, date: str | None = None, backend: str | None = None) -> str:
+def era_of(engine: str, version, date: str | None = None, backend: str | None = None,
+           harness_kind: str | None = None) -> str:
     """The coefficient set a measurement of `engine` at `version` (on `date`, YYYY-MM-DD, where known)
     belongs to: the engine's name, an older era's key from ERAS, or, in the current era, the key of the
-    `backend` it ran on where BACKENDS fits that backend apart."""
+    `backend` it ran on where BACKENDS fits that backend apart, else of its `harness_kind` where HARNESSES
+    fits that kind apart."""
     rel = release(version)
     for era in ERAS.get(engine, ()):
         if rel is not None and padded(rel) < padded(era.first_after):
             return era.key
         if rel is None and date and era.released and str(date) < era.released:
             return era.key
-    return next((b.key for b in BACKENDS.get(engine, ()) if backend and b.name == str(backend).lower()), engine)
+    hit = next((b.key for b in BACKENDS.get(engine, ()) if backend and b.name == str(backend).lower()), None)
+    return hit or next((h.key for h in HARNESSES.get(engine, ())
+                        if harness_kind and h.name == str(harness_kind).lower()), engine)
 
 
 def _era(key: str) -> tuple[str, Era | Backend] | None:
-    for engine, eras in (*ERAS.items(), *BACKENDS.items()):
+    for engine, eras in (*ERAS.items(), *BACKENDS.items(), *HARNESSES.items()):
         for era in eras:
             if era.key == key:
                 return engine, era
@@ -109,6 +127,7 @@ def fitted_with(key: str) -> frozenset[str]:
     engine = hit[0] if hit else key
     if hit and hit[1].own is None:
         return frozenset((key,))
-    shared = {e.key for e in (*ERAS.get(engine, ()), *BACKENDS.get(engine, ())) if e.own is not None}
+    shared = {e.key for e in (*ERAS.get(engine, ()), *BACKENDS.get(engine, ()), *HARNESSES.get(engine, ()))
+              if e.own is not None}
     return frozenset({key} | ({engine} | shared if shared else set()))
 

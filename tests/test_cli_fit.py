@@ -141,6 +141,19 @@ def test_fit_start_up_imports_no_heavy_package():
     assert "HEAVY:\n" in r.stderr + "\n", r.stderr
 
 
+def test_the_shared_cli_module_loads_no_planning_layer():
+    """kvplan.cli.main imports _common for every command (gpus, check-log, --version): the notes only sweep and
+    cheapest print live in kvplan.cli.selection, so _common stays at the layers below planning (it once pulled in
+    planning.plan, model.spec and report.text: 31 kvplan modules and ~100 ms more on this machine)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, kvplan.cli._common\n"
+             "print(','.join(m for m in ('kvplan.planning', 'kvplan.model', 'kvplan.report.text') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr
+
+
 # --- models import: a bundled model's name is not silently shadowed; models show reads as text ----
 
 def _small_llama(folder):

@@ -1,5 +1,7 @@
 """Dense tensor rates added to bundled profiles (issue 22's missing GPUs, priced per issue 21): each read from the
 bundled file and checked against the arithmetic on the figure its source prints, not against kvplan's code."""
+import pytest
+
 from kvplan.hardware.gpus import find_gpu
 from kvplan.speed.shape import read_flops
 
@@ -27,9 +29,9 @@ def test_mi300a_rates_are_amds_and_dense():
     # clock per CU; 228 CUs x 2048 x 2.1 GHz = 980.6 T; 228 x 4096 x 2.1 GHz = 1961.2 T, printed as 1.96 P.
     mi300a = find_gpu("mi300a")
     assert mi300a.dense_flops["bf16"] == mi300a.dense_flops["fp16"] == 980_600 * 10**9
-    assert round(228 * 2048 * 2.1e9 / 1e11) == 9806  # 980.6 T
+    assert mi300a.dense_flops["bf16"] == pytest.approx(228 * 2048 * 2.1e9, rel=1e-4)  # 980.6 T
     assert mi300a.dense_flops["int8"] == 1_960_000 * 10**9
-    assert round(228 * 4096 * 2.1e9 / 1e13) == 196  # 1.96 P
+    assert mi300a.dense_flops["int8"] == pytest.approx(228 * 4096 * 2.1e9, rel=1e-3)  # 1961.2 T, printed 1.96 P
     assert "fp8" not in mi300a.dense_flops and mi300a.fp8  # FP8 math exists; no cited rate
 
 
@@ -49,7 +51,7 @@ def test_rtx_pro_6000_workstation_rates():
     pro = find_gpu("rtx-pro-6000-workstation")
     assert dict(pro.dense_flops) == {"bf16": 503_800 * 10**9, "fp16": 503_800 * 10**9, "fp8": 1_007_600 * 10**9,
                                      "int8": 1_010 * T, "fp4": 2000 * T}
-    assert round(188 * 2617e6 * 1024 / 1e11) == 5038
+    assert pro.dense_flops["bf16"] == pytest.approx(188 * 2617e6 * 1024, rel=1e-4)  # 503.8 T
     assert pro.dense_flops["fp8"] == 2 * pro.dense_flops["bf16"]
     # the prefill terms are priced on it now: no zero-rate GEMM
     assert read_flops(pro, "bf16") == 503_800 * 10**9

@@ -20,10 +20,7 @@ import typer
 
 from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, inputs_named, path_error
 from kvplan.core.markup import plain, safe_stdout
-from kvplan.model.spec import assumed_int4_group
-from kvplan.planning.plan import int4_group_assumed, memory_warnings
 from kvplan.report.fitted import fitted_table
-from kvplan.report.text import format_warning
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 MAX_BATCH = 1_000_000  # concurrent requests: kvplan.planning.request.MAX_BATCH (not imported: fit's start-up)
@@ -140,24 +137,6 @@ def print_warnings(by_plan) -> None:
         holders = [title for title, warnings in by_plan if w in warnings]
         where = "" if len(holders) == len(by_plan) else f"{', '.join(holders)}: "
         stderr(f"warning: {where}{w}")
-
-
-def memory_caveats(gpus) -> list[str]:
-    """For the commands that plan many GPUs at once and print no plan's warnings (sweep, cheapest): each GPU's
-    memory assumptions (kvplan.planning.plan.memory_warnings), once per GPU, so a ranking that includes it says so;
-    `fit` on one of them words each assumption with its figures."""
-    return [f"GPU {g.key}: {format_warning(w)}" for g in gpus for w in memory_warnings(g, g.memory_usable_bytes)]
-
-
-def weight_caveats(specs, weight_dtypes) -> list[str]:
-    """For the commands that print no plan's warnings (sweep, cheapest): one line when a weight dtype assumes an int4
-    group of models whose checkpoints state none (kvplan.model.spec.assumed_int4_group); `fit` words it per plan."""
-    assumed: dict[int, list[str]] = {}
-    for s in specs:
-        for group in {assumed_int4_group(s, w) for w in weight_dtypes} - {0}:
-            assumed.setdefault(group, []).append(s.name)
-    return [f"weights int4 for {', '.join(names[:5])}" + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")
-            + f": {int4_group_assumed(g)}" for g, names in assumed.items()]
 
 
 def print_notes(resolved, engine=None) -> None:

@@ -1,4 +1,5 @@
-"""The lists `sweep` and `cheapest` take: `--models a,b|all`, `--gpu h100,h200|all`, weight formats."""
+"""The lists `sweep` and `cheapest` take (`--models a,b|all`, `--gpu h100,h200|all`, weight formats) and the
+notes those lists need once, since neither command prints a plan's warnings (memory_caveats, weight_caveats)."""
 
 from typing import Optional
 
@@ -6,6 +7,9 @@ from kvplan.cli._common import print_notes
 from kvplan.core.dtypes import canonical_weight_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.hardware.gpus import find_gpu, load_gpus
+from kvplan.model.spec import assumed_int4_group
+from kvplan.planning.plan import int4_group_assumed, memory_warnings
+from kvplan.report.text import format_warning
 from kvplan.sources.catalog import load_catalog
 from kvplan.sources.resolve import resolve_model
 
@@ -56,3 +60,21 @@ def weight_dtypes(text: Optional[str]) -> list:
         if key not in out:
             out.append(key)
     return out
+
+
+def memory_caveats(gpus) -> list[str]:
+    """For the commands that plan many GPUs at once and print no plan's warnings (sweep, cheapest): each GPU's
+    memory assumptions (kvplan.planning.plan.memory_warnings), once per GPU, so a ranking that includes it says so;
+    `fit` on one of them words each assumption with its figures."""
+    return [f"GPU {g.key}: {format_warning(w)}" for g in gpus for w in memory_warnings(g, g.memory_usable_bytes)]
+
+
+def weight_caveats(specs, weight_dtypes) -> list[str]:
+    """For the commands that print no plan's warnings (sweep, cheapest): one line when a weight dtype assumes an int4
+    group of models whose checkpoints state none (kvplan.model.spec.assumed_int4_group); `fit` words it per plan."""
+    assumed: dict[int, list[str]] = {}
+    for s in specs:
+        for group in {assumed_int4_group(s, w) for w in weight_dtypes} - {0}:
+            assumed.setdefault(group, []).append(s.name)
+    return [f"weights int4 for {', '.join(names[:5])}" + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")
+            + f": {int4_group_assumed(g)}" for g, names in assumed.items()]

@@ -268,15 +268,9 @@ BACKEND_NAMES = {"trtllm": ("pytorch", "tensorrt")}
 
 
 def backend_of(engine: str, value) -> str | None:
-    """The `backend` field checked: None where absent; for an engine in BACKEND_NAMES, a value not among its
-    names is refused with a ValueError naming them (another engine's is kept as written: llama.cpp's `backend`
-    names its ggml backend, CUDA or Metal, which no coefficient set reads)."""
-    if value is None:
-        return None
-    text = str(value).strip().lower()
-    if engine in BACKEND_NAMES and text not in BACKEND_NAMES[engine]:
-        raise ValueError(f"backend {value!r} is not one of {engine}'s: {', '.join(BACKEND_NAMES[engine])}")
-    return text
+    """The `backend` field checked (_choice); another engine's is kept as written: llama.cpp's `backend` names its
+    ggml backend, CUDA or Metal, which no coefficient set reads."""
+    return _choice("backend", BACKEND_NAMES, engine, value, others_free=True)
 
 
 # How a run's requests reached the engine (`harness_kind`), per engine: the first is what a point reads where none is
@@ -285,14 +279,20 @@ HARNESS_KINDS = {"vllm": ("served", "inprocess"), "sglang": ("served", "inproces
 
 
 def harness_kind_of(engine: str, value) -> str | None:
-    """The `harness_kind` field checked: None where absent; a value not among the engine's HARNESS_KINDS (an
-    engine with none: any value) is refused with a ValueError naming the allowed ones."""
+    """The `harness_kind` field checked (_choice); an engine with no kinds takes none."""
+    return _choice("harness_kind", HARNESS_KINDS, engine, value, others_free=False)
+
+
+def _choice(field: str, table: dict, engine: str, value, others_free: bool) -> str | None:
+    """A per-engine named field read: None where absent, else its lower-cased value; a value not among the engine's
+    names in `table` is refused with a ValueError naming them (an engine not in `table`: any value where
+    `others_free`, none otherwise)."""
     if value is None:
         return None
     text = str(value).strip().lower()
-    allowed = HARNESS_KINDS.get(engine, ())
-    if text not in allowed:
-        raise ValueError(f"harness_kind {value!r} is not one of {engine}'s: {', '.join(allowed) or 'none'}")
+    allowed = table.get(engine)
+    if (allowed is not None or not others_free) and text not in (allowed or ()):
+        raise ValueError(f"{field} {value!r} is not one of {engine}'s: {', '.join(allowed or ()) or 'none'}")
     return text
 
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
-from kvplan.engines.scheduler import budget_bound, limits, model_limits
+from kvplan.engines.scheduler import budget_bound, limits, model_limits, resident_context
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
@@ -62,7 +62,7 @@ def running(case, spec, gpu) -> Running | None:
     flags = case.flags or {}
     opts = {opt: flags[k] for k, opt in OPTS[case.engine].items() if flags.get(k) is not None}
     util = next((flags[k] for k in UTILISATION if flags.get(k) is not None), None)
-    context = max(1, int(load.isl + load.osl / 2))
+    context = max(1, int(resident_context(case.engine, case.version, load.isl, load.osl)))
     tool = harness_limits(case, spec, gpu) if case.dp == 1 else None
     if tool is not None:  # the tool's step tokens are what the engine's memory plan is made at
         opts[HARNESS_SETTINGS[case.harness][0]] = tool[1]

@@ -49,6 +49,15 @@ def budget_bound(engine: str | None, chunk: int | None, isl: float, osl: float) 
     return max(1.0, chunk * osl / (max(0.0, isl) + osl))
 
 
+def resident_context(engine: str | None, version: str | None, isl: float, osl: float) -> float:
+    """Tokens of KV one running request counts against `engine`'s pool in a steady state of prompts of `isl`
+    tokens and outputs of `osl`, as its admission accounts for them: what a KV-bound running cap divides the
+    pool by (kvplan.bench.running). The plain reading, for every engine until one's own rule is read from its
+    source: the mean resident length, isl + osl / 2 (each running request is, on average, half-way through
+    its output, and blocks are taken as tokens arrive)."""
+    return max(1.0, isl + osl / 2)
+
+
 def limits(engine: str | None, settings: dict, capacity=None) -> tuple[int | None, int | None]:
     """(requests running at once, tokens per step) as `engine` runs with `settings`; None where not known.
     `capacity` (the engine's Capacity): where it computed a running limit of its own (SGLang's

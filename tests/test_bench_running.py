@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.bench.running import running
+from kvplan.engines.scheduler import resident_context
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import Case, case_of
@@ -35,6 +36,24 @@ def test_vllm_runs_what_its_pool_holds_at_the_mean_resident_length():
     r = running(case(flags={"gpu_memory_utilization": 0.95}), LLAMA, find_gpu("h100-sxm"))
     assert r.cap == pytest.approx(476_016 / 8_192, rel=0.02)
     assert r.chunk == 8192
+
+
+def test_sglang_counts_a_first_wave_request_as_its_prompt_and_0_7_of_its_output():
+    # SGLang's PrefillAdder counts each running request as min(max_new_tokens - output so far, 4096) x
+    # new_token_ratio beyond the tokens it holds, the ratio starting at SGLANG_INIT_NEW_TOKEN_RATIO 0.7 x
+    # --schedule-conservativeness 1.0 (v0.5.9 schedule_policy.py L439-446, scheduler.py L811-823, environ.py
+    # L225-229; the same defaults in v0.5.1.post3 global_config.py L24-31 and v0.5.16 environ.py L356-360).
+    # A first-wave request of 1,000 + 1,000 tokens: 1,000 + 0.7 x 1,000 = 1,700; of 1,000 + 8,000 tokens the
+    # output is clipped at 4,096: 1,000 + 0.7 x 4,096 = 3,867.2. Other engines keep 1,000 + 1,000 / 2 = 1,500.
+    assert resident_context("sglang", "0.5.9", 1000, 1000) == pytest.approx(1700)
+    assert resident_context("sglang", "0.5.16", 1000, 8000) == pytest.approx(3867.2)
+    assert resident_context("vllm", "0.11.0", 1000, 1000) == pytest.approx(1500)
+    # so SGLang runs as many 1,350 + 500 requests (1,350 + 350 = 1,700) as 1,000 + 1,000 ones, where the mean
+    # resident length (1,600 against 1,500) would have run 6% fewer
+    h100 = find_gpu("h100-sxm")
+    a = running(case("sglang", version="0.5.9", isl=1000, osl=1000), LLAMA, h100).cap
+    b = running(case("sglang", version="0.5.9", isl=1350, osl=500), LLAMA, h100).cap
+    assert a < 4096 and b == pytest.approx(a, rel=0.002)
 
 
 def test_stated_flags_bind():

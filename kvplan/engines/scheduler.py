@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.registry import canonical_engine
+from kvplan.engines.sglang import admission as sglang_admission
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
 
 RUNNING_KEYS = ("max_num_seqs", "max_running_requests", "max_batch_size")
@@ -52,9 +53,13 @@ def budget_bound(engine: str | None, chunk: int | None, isl: float, osl: float) 
 def resident_context(engine: str | None, version: str | None, isl: float, osl: float) -> float:
     """Tokens of KV one running request counts against `engine`'s pool in a steady state of prompts of `isl`
     tokens and outputs of `osl`, as its admission accounts for them: what a KV-bound running cap divides the
-    pool by (kvplan.bench.running). The plain reading, for every engine until one's own rule is read from its
-    source: the mean resident length, isl + osl / 2 (each running request is, on average, half-way through
-    its output, and blocks are taken as tokens arrive)."""
+    pool by (kvplan.bench.running). SGLang counts a running request's prompt plus its remaining output times
+    new_token_ratio, and a run's first wave is admitted at the ratio's initial 0.7 (kvplan.engines.sglang.admission).
+    The plain reading, for every other engine until one's own rule is read from its source: the mean resident
+    length, isl + osl / 2 (each running request is, on average, half-way through its output, and blocks are taken
+    as tokens arrive)."""
+    if canonical_engine(engine or "") == "sglang":
+        return sglang_admission.reserved_context(isl, osl)
     return max(1.0, isl + osl / 2)
 
 

@@ -4,8 +4,9 @@ of a published benchmark: what the speed fit (kvplan.speed.fit) prices each corp
 A run's requests are admitted while the engine's KV pool holds them and its scheduler allows them, so the
 batch a benchmark really runs is the engine's own figure, not one estimate for every engine: its memory
 rules at the stated version with the flags the run stated (memory fraction, chunk, running limit), at the
-mean resident length of a steady state, isl + osl / 2 (each running request is, on average, half-way
-through its output), and capped by its running limit (vLLM's `max_num_seqs` by release and GPU, SGLang's
+tokens a running request counts against the pool as the engine admits it (kvplan.engines.scheduler.
+resident_context: the mean resident length isl + osl / 2, each running request on average half-way through its
+output; SGLang's prompt plus 0.7 of its output, its PrefillAdder's reservation at a run's first wave), and capped by its running limit (vLLM's `max_num_seqs` by release and GPU, SGLang's
 `--max-running-requests`, TensorRT-LLM's `max_batch_size`) and, where the engine's step budget holds decode
 tokens beside prefill chunks (vLLM), by what that budget keeps fed: chunk x osl / (isl + osl) requests
 (kvplan.engines.scheduler.budget_bound). The prefill chunk is the engine's too (vLLM's

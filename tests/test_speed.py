@@ -129,6 +129,29 @@ def test_fixed_costs_per_step_layer_sequence_and_request():
     assert (f["step"], f["layer"], f["request"]) == (3, 96, 1)
 
 
+def test_a_prefill_batch_is_priced_once_however_many_requests_it_holds():
+    # SGLang's wave of 256 prompts of 1,000 tokens in prefill batches of 16,384 tokens: 256,000 / 16,384 = 15.6,
+    # so 16 prefill batches (pstep 16) and 256 requests; a decode step is no prefill batch (pstep 0).
+    s = Shape(dense_bytes=0, layers=32, bandwidth=1e12)
+    f = dict(zip(TERMS, speed.prefill_features(s, 1000, chunk=16_384, batch=256)))
+    assert (f["pstep"], f["step"], f["request"]) == (16, 16, 256)
+    assert dict(zip(TERMS, speed.decode_features(s, 256, 1000)))["pstep"] == 0
+    # the simulator's step adds it where the step carries prompt tokens (more tokens than sequences)
+    coef = [0.0] * len(TERMS)
+    coef[TERMS.index("pstep")] = 0.05
+    sm = speed.StepModel(s, tuple(coef))
+    assert sm.step(1_008, 9, 8_000, 8_008, 1) == pytest.approx(0.05)
+    assert sm.step(8, 8, 8_000, 8_008) == 0.0
+
+
+def test_only_sglangs_sets_fit_the_prefill_batch_cost():
+    # the term is SGLang's alone (kvplan.speed.eras.ENGINE_TERMS): every other shipped set leaves it at 0
+    sets = json.loads((Path(speed.__file__).with_name("coefficients.json")).read_text())["engines"]
+    for key, entry in sets.items():
+        fitted = entry["coefficients"]["pstep"]
+        assert (fitted > 0) if key.startswith("sglang") else (fitted == 0.0), key
+
+
 def test_nnls_keeps_coefficients_non_negative():
     # rows (1, 0), (0, 1), (1, 1) against (1, -1, 0): least squares gives (1, -1); with x >= 0 the
     # second is 0 and the first minimises (x - 1)^2 + x^2: x = 1/2.

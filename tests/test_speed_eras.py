@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.engines import resolve_engine
 from kvplan.speed import model as speed
-from kvplan.speed.eras import era_of, fitted_with, own_terms, release
+from kvplan.speed.eras import era_of, fitted_with, own_terms, release, unused_terms
 
 
 @pytest.mark.parametrize("engine,version,date,era", [
@@ -167,3 +167,10 @@ def test_a_release_before_the_corpus_says_so():
     assert outside("sglang<0.5.14", "h100-sxm", "llama", "0.4.0") == [
         "sglang 0.4.0 is older than the oldest release in the speed corpus (0.5.1): sglang<0.5.14's coefficients, extrapolated"]
     assert outside("sglang", "h100-sxm", "llama", "0.5.14") == []
+
+
+def test_a_term_only_some_engines_fit():
+    # a fixed cost per prefill batch: SGLang's sets (every era) fit it, the others leave it out (coefficient 0)
+    assert "pstep" not in unused_terms("sglang") and "pstep" not in unused_terms("sglang<0.5.14")
+    for key in ("vllm", "vllm-inprocess", "trtllm", "trtllm<1.0", "trtllm-engine", "llama.cpp"):
+        assert unused_terms(key) == frozenset({"pstep"}), key

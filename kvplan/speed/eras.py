@@ -72,6 +72,22 @@ HARNESSES = {
 }
 
 
+# Terms only some engines' coefficient sets fit (every era, backend and harness set of those engines); every other
+# set leaves the term out of its fit, its coefficient 0. `pstep`, a fixed cost per prefill batch: SGLang runs its
+# prefill batches apart from its decode batches (--enable-mixed-chunk off by default; `get_next_batch_to_run` runs a
+# prefill batch whenever one forms, "Run prefill first if possible", v0.5.9 scheduler.py L1936), so a wave's
+# admissions pay one batch's scheduling and launches per prefill batch, not per request. vLLM and TensorRT-LLM put
+# prefill chunks in the decode steps' token budget, where the step's own cost (`step`) prices them.
+# SGLang's sets keep their per-request cost beside it (dropping it was tried: README "Speed: how far to trust it").
+ENGINE_TERMS = {"pstep": ("sglang",)}
+
+
+def unused_terms(key: str) -> frozenset[str]:
+    """The terms coefficient set `key` leaves out of its fit: those ENGINE_TERMS names for other engines only."""
+    engine = engine_of(key)
+    return frozenset(t for t, engines in ENGINE_TERMS.items() if engine not in engines)
+
+
 def release(version) -> tuple[int, ...] | None:
     """The release numbers a version string starts with ("v0.5.14.post1" -> (0, 5, 14)), or None."""
     m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?", str(version)) if version is not None else None

@@ -21,7 +21,7 @@ from functools import lru_cache
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import DEFAULT_MAX_SEQS, Case, in_training
-from kvplan.speed.eras import fitted_with, own_terms
+from kvplan.speed.eras import fitted_with, own_terms, unused_terms
 from kvplan.speed.load import combos, value
 from kvplan.speed.model import decode_features, prefill_features, priced
 from kvplan.speed.nnls import nnls
@@ -197,7 +197,9 @@ def fit_era(era: str, built: list[Built], passes: int = PASSES) -> list[float]:
 
 def _fit(built: list[Built], passes: int, apart: dict | None = None, era: str = "") -> list[float]:
     """The robust fit; `apart`: {older era: the terms it fits apart}, each such term a column of its own
-    (a copy of its floor) for that era's rows. Returns the coefficients `era` reads (TERMS order)."""
+    (a copy of its floor) for that era's rows. A term a row's set does not fit (kvplan.speed.eras.unused_terms)
+    is 0 in that row, and a term no set here fits is no column at all (its coefficient 0). Returns the
+    coefficients `era` reads (TERMS order)."""
     apart = apart or {}
     cols = [(e, t) for e, ts in sorted(apart.items()) for t in ts]  # the extra columns
     n = len(TERMS)
@@ -213,6 +215,10 @@ def _fit(built: list[Built], passes: int, apart: dict | None = None, era: str = 
     for b in built:
         per_source[b.case.source] = per_source.get(b.case.source, 0) + len(b.case.targets)
     floor = [FLOOR.get(t, 0.0) for t in TERMS] + [FLOOR.get(t, 0.0) for _, t in cols]
+    names = list(TERMS) + [t for _, t in cols]
+    unused = {e: unused_terms(e) for e in {b.case.era for b in built}}
+    none = frozenset.intersection(*unused.values()) if unused else frozenset()
+    keep = [i for i, t in enumerate(names) if t not in none]  # the columns some set here fits
     coef = None
     for _ in range(passes):
         rows, ws = [], []
@@ -223,9 +229,13 @@ def _fit(built: list[Built], passes: int, apart: dict | None = None, era: str = 
                 for j, (ce, t) in enumerate(cols):
                     if ce == b.case.era:
                         row[n + j], row[TERMS.index(t)] = row[TERMS.index(t)], 0.0
-                rows.append(row)
+                for i, t in enumerate(names):
+                    if t in unused[b.case.era]:
+                        row[i] = 0.0
+                rows.append([row[i] for i in keep])
                 ws.append(w)
-        coef = _robust(rows, ws, floor)
+        fitted = iter(_robust(rows, ws, [floor[i] for i in keep]))
+        coef = [next(fitted) if i in keep else 0.0 for i in range(len(names))]
     return of(coef, era)
 
 

@@ -88,10 +88,10 @@ def step_seconds(shape: Shape, engine: str | None, tokens: float, seqs: float, c
 def prefill_features(shape: Shape, isl: float, depth: float = 0.0, chunk: int = PREFILL_CHUNK,
                      request: float = 1.0, batch: float = 1.0) -> list[float]:
     """The prefill of `batch` requests of `isl` tokens each after `depth` cached ones, together in
-    steps of `chunk` tokens; `request`: the fixed cost of each request counted (1) or not (0)."""
+    steps of `chunk` tokens, each a prefill batch; `request`: the fixed cost of each request counted (1) or not (0)."""
     steps = max(1, math.ceil(batch * isl / chunk))
     return features(shape, batch * isl, batch, batch * (depth + isl / 2), batch * isl * (depth + (isl + 1) / 2),
-                    steps=steps, request=request * batch)
+                    steps=steps, request=request * batch, prefill_steps=steps)
 
 
 def decode_features(shape: Shape, batch: float, context: float) -> list[float]:
@@ -140,6 +140,7 @@ class StepModel:
         self.per_ctx = c["kv"] * s.kv_bytes_per_token / s.bandwidth
         self.per_pair = c["attn"] * s.attn_flops_per_pair / s.bf16_rate if s.bf16_rate else 0.0
         self.per_new = c["request"]
+        self.per_prefill = c["pstep"]  # a step that carries prompt tokens (more tokens than sequences)
         self.windows = tuple((c["kv"] * bpt / s.bandwidth, w) for bpt, w in s.kv_windows)
         self._c = c
         self._experts: dict = {}
@@ -161,6 +162,8 @@ class StepModel:
     def step(self, tokens: float, seqs: float, context: float, pairs: float, new: float = 0) -> float:
         t = (self.base + self.per_token * tokens + self.per_seq * seqs + self.per_ctx * context
              + self.per_pair * pairs + self.per_new * new)
+        if tokens > seqs:
+            t += self.per_prefill
         if self.shape.paths:
             t += self.path(tokens)
         for k, w in self.windows:

@@ -28,6 +28,9 @@ A deployment's `Shape` holds what one tensor-parallel rank reads and computes (i
   layer      layers on the rank (seconds per layer per step)
   seq        sequences in the step (seconds per sequence per step)
   request    1 for a request's prefill (seconds per request: tokenising, admission, detokenising)
+  pstep      prefill steps (seconds per prefill batch: an engine that runs its prefill batches apart from its
+             decode batches pays each batch's scheduling and launch once, however many requests it holds);
+             only the coefficient sets kvplan.speed.eras.ENGINE_TERMS names fit it, every other set's is 0
 
 Link latency per collective call, from the profile's `interconnect.kind`: NCCL's ring all-reduce
 with the LL protocol costs baseLat + 2(n-1) x hwLat, baseLat 6.6 us, hwLat 0.6 us over NVLink and
@@ -41,7 +44,8 @@ from dataclasses import dataclass, replace
 
 from kvplan.planning.plan import expected_experts_touched as experts_touched
 
-TERMS = ("weights", "kv", "gemm", "attn", "experts", "grouped", "comm", "latency", "step", "layer", "seq", "request")
+TERMS = ("weights", "kv", "gemm", "attn", "experts", "grouped", "comm", "latency", "step", "layer", "seq", "request",
+         "pstep")
 NCCL_BASE_LAT_S = 6.6e-6  # NVIDIA/nccl src/graph/tuning.cc baseLat, Ring / LL
 NCCL_HW_LAT_S = {"nvswitch": 0.6e-6, "nvlink-bridge": 0.6e-6, "nvlink-direct": 0.6e-6, "xgmi": 0.6e-6,
                  "pcie": 1.0e-6, "roce": 2.7e-6}  # hwLat Ring / LL: NVLINK, PCI, NET (xgmi read as NVLink)
@@ -135,11 +139,11 @@ def ring_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: flo
 
 
 def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float, *, request: float = 0.0,
-             steps: float = 1.0) -> list[float]:
+             steps: float = 1.0, prefill_steps: float = 0.0) -> list[float]:
     """One step's terms (TERMS order) at coefficient 1: `tokens` scheduled tokens of `seqs` sequences
     reading `context` cached tokens in all and forming `pairs` query-key pairs. `steps`: how many
     engine steps these tokens take (a prefill in chunks reads the weights once per chunk);
-    `request`: requests admitted (their fixed cost)."""
+    `request`: requests admitted (their fixed cost); `prefill_steps`: how many of the steps are prefill batches."""
     bw = s.bandwidth
     kv = s.kv_bytes_per_token * context + 2 * s.state_bytes_per_seq * seqs  # a state is read and written back
     for bpt, window in s.kv_windows:
@@ -169,6 +173,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         s.layers * steps,
         seqs * steps,
         request,
+        prefill_steps,
     ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.bench.running import running
+from kvplan.core.errors import KvplanError
 from kvplan.engines.scheduler import resident_context
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
@@ -127,13 +128,15 @@ def test_nvidia_mlperf_harness_settings_bind():
     # MLPerf Inference v5.1, NVIDIA DGX B200 x 8, Llama-2-70B Server (mlcommons/inference_results_v5.1@965182b0:
     # closed/NVIDIA/configs/B200-SXM-180GBx8/Server/llama2-70b.py): tp 1 pp 1, so 8 engines; gpu_batch_size 2048
     # (TensorRT-LLM's max_batch_size of each engine), runtime max_num_tokens 3584, kvcache_free_gpu_mem_frac 0.95,
-    # fp4 weights, fp8 KV. Each engine's pool: Llama-2-70B's fp8 KV is 80 layers x 8 heads x 128 x 2 (K, V) x 1 B =
-    # 160 KiB a token; with ~35 GB of fp4 weights on a 180 GB part, ~0.95 x 140 GB / 160 KiB = ~800k tokens, over
-    # 222 + 274 / 2 = 359 resident tokens a request ~2,200 requests: more than 2,048, so the batch size binds.
+    # batch_scheduler_policy max_util, fp4 weights, fp8 KV. Each engine's pool: Llama-2-70B's fp8 KV is 80 layers x
+    # 8 heads x 128 x 2 (K, V) x 1 B = 160 KiB a token; with ~35 GB of fp4 weights on a 180 GB part, ~0.95 x 140 GB /
+    # 160 KiB = ~800k tokens; MAX_UTILIZATION takes blocks as tokens arrive, so over 222 + 274 / 2 = 359 resident
+    # tokens a request ~2,200 requests: more than 2,048, so the batch size binds.
     point = {"engine": "trtllm", "gpu": "b200", "kvplan_model": "llama-2-70b-hf", "weight_dtype": "fp4",
              "kv_dtype": "fp8", "gpus": 8, "tp": 1, "pp": 1, "dp": 8, "request_rate": 364, "arrival": "poisson",
              "input_dist": {"kind": "dataset", "mean": 222.33}, "output_dist": {"kind": "dataset", "mean": 274.35},
-             "flags": {"gpu_batch_size": "2048", "max_num_tokens": "3584", "kvcache_free_gpu_mem_frac": 0.95},
+             "flags": {"gpu_batch_size": "2048", "max_num_tokens": "3584", "kvcache_free_gpu_mem_frac": 0.95,
+                       "batch_scheduler_policy": "max_util"},
              "metrics": {"output_throughput": 99123.04}}
     c, why = case_of(point, "test", "")
     assert c is not None, why
@@ -150,3 +153,27 @@ def test_nvidia_harness_kv_fraction_reaches_the_engine():
     low = running(case("trtllm", version=None, flags={"kvcache_free_gpu_mem_frac": 0.5}), LLAMA, h100)
     high = running(case("trtllm", version=None, flags={"kvcache_free_gpu_mem_frac": 0.95}), LLAMA, h100)
     assert low.cap < high.cap
+
+
+def test_trtllm_reserves_each_requests_whole_output_unless_the_run_says_max_utilization():
+    # TensorRT-LLM's default capacity scheduler policy, GUARANTEED_NO_EVICT (LLM API SchedulerConfig, so trtllm-serve;
+    # trtllm-bench throughput sets it too), keeps the blocks every running request needs to completion and admits a
+    # new one only if its own prompt + max new tokens fit beside them (NVIDIA/TensorRT-LLM@02a10fed:cpp/tensorrt_llm/
+    # batch_manager/capacityScheduler.cpp, GuaranteedNoEvictScheduler::impl). A request of 7,680 prompt and 1,024
+    # output tokens so holds ceil((7,680 + 1,024) / 32) = 272 blocks of 32 from admission, where MAX_UTILIZATION (and
+    # vLLM) takes blocks as tokens arrive: 7,680 + 1,024 / 2 = 8,192 tokens, 256 blocks, on average. One pool holds
+    # 256 / 272 as many requests under the default as under max_util (NVIDIA's MLPerf harness's batch_scheduler_policy).
+    assert resident_context("trtllm", "1.2.0", 7680, 1024) == 7680 + 1024
+    assert resident_context("trtllm", None, 7680, 1024, "guaranteed_no_evict") == 7680 + 1024
+    assert resident_context("trtllm", None, 7680, 1024, "max_util") == 7680 + 512
+    assert resident_context("trtllm", None, 7680, 1024, "MAX_UTILIZATION") == 7680 + 512
+    assert resident_context("vllm", "0.19.0", 7680, 1024) == 7680 + 512
+    assert resident_context("vllm", "0.19.0", 7680, 1024, "guaranteed_no_evict") == 7680 + 512  # not vLLM's option
+    with pytest.raises(KvplanError):
+        resident_context("trtllm", None, 7680, 1024, "first_come_first_served")  # a chunking policy, not a capacity one
+    h100 = find_gpu("h100-sxm")
+    frac = {"kvcache_free_gpu_mem_frac": 0.95}
+    default = running(case("trtllm", version=None, flags=frac), LLAMA, h100)
+    util = running(case("trtllm", version=None, flags={**frac, "batch_scheduler_policy": "max_util"}), LLAMA, h100)
+    assert default.cap < 2048 and util.cap < 2048  # the pool binds, not max_batch_size
+    assert default.cap / util.cap == pytest.approx(256 / 272, rel=0.01)

@@ -4,12 +4,14 @@ of a published benchmark: what the speed fit (kvplan.speed.fit) prices each corp
 A run's requests are admitted while the engine's KV pool holds them and its scheduler allows them, so the
 batch a benchmark really runs is the engine's own figure, not one estimate for every engine: its memory
 rules at the stated version with the flags the run stated (memory fraction, chunk, running limit), at the
-tokens a running request counts against the pool as the engine admits it (kvplan.engines.scheduler.
-resident_context: the mean resident length isl + osl / 2, each running request on average half-way through its
-output; SGLang's prompt plus 0.7 of its output, its PrefillAdder's reservation at a run's first wave), and capped by its running limit (vLLM's `max_num_seqs` by release and GPU, SGLang's
-`--max-running-requests`, TensorRT-LLM's `max_batch_size`) and, where the engine's step budget holds decode
-tokens beside prefill chunks (vLLM), by what that budget keeps fed: chunk x osl / (isl + osl) requests
-(kvplan.engines.scheduler.budget_bound). The prefill chunk is the engine's too (vLLM's
+tokens each running request counts against the pool under the engine's admission rule
+(kvplan.engines.scheduler.resident_context: the mean resident length isl + osl / 2 where blocks are taken
+as tokens arrive; SGLang's prompt plus 0.7 of its output, its PrefillAdder's reservation at a run's first wave;
+isl + osl under TensorRT-LLM's default GUARANTEED_NO_EVICT, which reserves each request's whole output at
+admission, unless the run states MAX_UTILIZATION as NVIDIA's MLPerf harness does), and capped by its running
+limit (vLLM's `max_num_seqs` by release and GPU, SGLang's `--max-running-requests`, TensorRT-LLM's
+`max_batch_size`) and, where the engine's step budget holds decode tokens beside prefill chunks (vLLM), by what
+that budget keeps fed: chunk x osl / (isl + osl) requests (kvplan.engines.scheduler.budget_bound). The prefill chunk is the engine's too (vLLM's
 `max_num_batched_tokens` by release and GPU, SGLang's `chunked_prefill_size`, TensorRT-LLM's
 `max_num_tokens`). A setting the engine rules refuse (a version outside their range, a layout they do not
 take) gets None, and the fit keeps its plain estimate for it (kvplan.speed.fit.Built). Data-parallel replicas
@@ -43,6 +45,10 @@ OPTS = {
                "kvcache_free_gpu_mem_frac": "free_gpu_memory_fraction"},
 }
 UTILISATION = ("gpu_memory_utilization",)  # vLLM's fraction, a configure() input rather than an option
+# the corpus's spellings of an engine's capacity scheduler policy, which sets what a running request counts against
+# its pool (kvplan.engines.scheduler.resident_context): TensorRT-LLM's LLM API scheduler_config option, trtllm-bench's
+# option, the Triton backend's and NVIDIA's MLPerf harness's runtime flag
+POLICY = {"trtllm": ("capacity_scheduler_policy", "scheduler_policy", "batch_scheduler_policy")}
 # benchmark tools that choose the engine's running limit and step tokens themselves where the run states
 # neither: tool -> (the engine's option for tokens per step, the function giving (running limit, tokens))
 HARNESS_SETTINGS = {"trtllm-bench": ("max_num_tokens", trtllm_bench_settings)}
@@ -63,11 +69,12 @@ def running(case, spec, gpu) -> Running | None:
     flags = case.flags or {}
     opts = {opt: flags[k] for k, opt in OPTS[case.engine].items() if flags.get(k) is not None}
     util = next((flags[k] for k in UTILISATION if flags.get(k) is not None), None)
-    context = max(1, int(resident_context(case.engine, case.version, load.isl, load.osl)))
+    policy = next((flags[k] for k in POLICY.get(case.engine, ()) if flags.get(k) is not None), None)
     tool = harness_limits(case, spec, gpu) if case.dp == 1 else None
     if tool is not None:  # the tool's step tokens are what the engine's memory plan is made at
         opts[HARNESS_SETTINGS[case.harness][0]] = tool[1]
     try:
+        context = max(1, int(resident_context(case.engine, case.version, load.isl, load.osl, policy)))
         engine, _ = configure(case.engine, case.version, opts, util)
         dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, ep=case.ep))
         req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",

@@ -50,17 +50,64 @@ def budget_bound(engine: str | None, chunk: int | None, isl: float, osl: float) 
     return max(1.0, chunk * osl / (max(0.0, isl) + osl))
 
 
-def resident_context(engine: str | None, version: str | None, isl: float, osl: float) -> float:
+# TensorRT-LLM's capacity scheduler policies, as runs spell them (the LLM API's scheduler_config
+# capacity_scheduler_policy, trtllm-bench's --scheduler_policy, the Triton backend's and NVIDIA's MLPerf harness's
+# batch_scheduler_policy), and whether each admits a request only with the KV blocks for its whole output reserved.
+# GUARANTEED_NO_EVICT keeps the blocks "needed to drive all in-progress requests to completion" and admits a new
+# request only if its own blocks to completion (prompt + max new tokens) fit beside them (NVIDIA/TensorRT-LLM@
+# 02a10fed0dbf5db74c7da035be9c5fbef6d2df7a:cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp,
+# GuaranteedNoEvictScheduler::impl; StaticBatchScheduler derives from it); MAX_UTILIZATION takes blocks as tokens
+# arrive and pauses requests when the pool runs out, as vLLM preempts. GUARANTEED_NO_EVICT is the default of:
+#   * the LLM API, so trtllm-serve and the PyTorch backend: SchedulerConfig capacity_scheduler_policy
+#     (@fcd3f31682808ae56118ae43c1d7864a3a945e6f:tensorrt_llm/llmapi/llm_args.py; the docs' "Useful Runtime Options":
+#     "GUARANTEED_NO_EVICT (default)"), handed to the C++ CapacityScheduler by the PyTorch executor
+#     (tensorrt_llm/_torch/pyexecutor/_util.py, BindCapacityScheduler(..., scheduler_config.capacity_scheduler_policy));
+#   * trtllm-bench throughput, which sets it itself whatever ExecutorSettingsConfig's own default (MAX_UTILIZATION):
+#     --scheduler_policy default "guaranteed_no_evict" (@000a01de66f0eab4ab05640711f0253f50f5209c:
+#     tensorrt_llm/bench/benchmark/throughput.py), hard-set before that option existed (NVIDIA/TensorRT-LLM#3122,
+#     2025-03-27: 0.17.0.post1's trtllm-bench "defaults to Guaranteed_no_evict" with no option to change it);
+#   * the Triton backend where batch_scheduler_policy is not given (its model instance's scheduler config starts
+#     from kGUARANTEED_NO_EVICT and warns "batch_scheduler_policy parameter was not found").
+# NVIDIA's MLPerf harness sets MAX_UTILIZATION (mlcommons/inference_results_v5.1@965182b03376a00fcae415c54e560e1c83937932:
+# closed/NVIDIA/code/llmlib/config.py DEFAULT_RUNTIME_FLAGS 'batch_scheduler_policy': 'max_util', each config's
+# 'batch_scheduler_policy': 'max_util'; v4.1@198fc46799b3328b36ee4bcbdebfa2db5a8e6183: closed/NVIDIA/code/common/
+# arguments.py default "max_util"), which its corpus points state (kvplan.bench.running reads the flag).
+NO_EVICT = {"guaranteed_no_evict": True, "no_evict": True, "static_batch": True, "static": True,
+            "max_utilization": False, "max_util": False}
+DEFAULT_NO_EVICT = frozenset({"trtllm"})  # engines whose default policy is GUARANTEED_NO_EVICT
+
+
+def reserves_output(engine: str | None, policy: str | None = None) -> bool:
+    """Whether `engine` admits a request only with the KV blocks for its prompt and its whole output reserved,
+    under its capacity scheduler `policy` as the run stated it (None: the engine's default). A policy the engine
+    does not have is a usage error."""
+    name = canonical_engine(engine or "") if engine else ""
+    if name not in DEFAULT_NO_EVICT:
+        return False
+    if policy is None or str(policy).strip() == "":
+        return True
+    key = str(policy).strip().lower().replace("-", "_").removeprefix("capacityschedulerpolicy.")
+    if key not in NO_EVICT:
+        raise KvplanError(f"{arg('engine_opts')} capacity scheduler policy {policy!r} is not one of "
+                          f"{', '.join(sorted(NO_EVICT))}", EXIT_USAGE, param="engine_opts", value=policy)
+    return NO_EVICT[key]
+
+
+def resident_context(engine: str | None, version: str | None, isl: float, osl: float,
+                     policy: str | None = None) -> float:
     """Tokens of KV one running request counts against `engine`'s pool in a steady state of prompts of `isl`
     tokens and outputs of `osl`, as its admission accounts for them: what a KV-bound running cap divides the
-    pool by (kvplan.bench.running). SGLang counts a running request's prompt plus its remaining output times
-    new_token_ratio, and a run's first wave is admitted at the ratio's initial 0.7 (kvplan.engines.sglang.admission).
-    The plain reading, for every other engine until one's own rule is read from its source: the mean resident
-    length, isl + osl / 2 (each running request is, on average, half-way through its output, and blocks are taken
-    as tokens arrive)."""
+    pool by (kvplan.bench.running). `policy`: the engine's capacity scheduler policy as the run stated it (None:
+    its default). SGLang counts a running request's prompt plus its remaining output times new_token_ratio, and a
+    run's first wave is admitted at the ratio's initial 0.7 (kvplan.engines.sglang.admission). An engine that
+    takes blocks as tokens arrive (vLLM, TensorRT-LLM under MAX_UTILIZATION) holds the mean resident length,
+    isl + osl / 2 (each running request is, on average, half-way through its output); one that reserves each
+    request's whole output at admission (TensorRT-LLM's default GUARANTEED_NO_EVICT: `reserves_output`) holds
+    isl + osl a request, whatever it has generated so far. No release is known to have changed TensorRT-LLM's
+    default (every version read, NO_EVICT's sources, has it), so `version` reads nothing yet."""
     if canonical_engine(engine or "") == "sglang":
         return sglang_admission.reserved_context(isl, osl)
-    return max(1.0, isl + osl / 2)
+    return max(1.0, isl + (osl if reserves_output(engine, policy) else osl / 2))
 
 
 def limits(engine: str | None, settings: dict, capacity=None) -> tuple[int | None, int | None]:

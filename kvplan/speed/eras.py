@@ -66,7 +66,8 @@ BACKENDS = {
 # set that fits the terms named apart and shares the rest in one joint fit (chosen on the training CV, README
 # "Speed: how far to trust it"). An older era (ERAS) and a backend fitted apart (BACKENDS) keep their own set whatever
 # the harness. SGLang has no in-process run in the corpus, so no set of its own; TensorRT-LLM's trtllm-bench runs as a
-# set of their own were tried and not adopted. No serving command selects it: kvplan plans served deployments.
+# set of their own were tried and not adopted (again once GUARANTEED_NO_EVICT's running cap was read). No serving
+# command selects it: kvplan plans served deployments.
 HARNESSES = {
     "vllm": (Backend("inprocess", "vllm-inprocess", ("request",)),),
 }

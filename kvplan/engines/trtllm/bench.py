@@ -10,7 +10,9 @@ release by release):
     less the parameters at the weights' bytes per element (FP8 1, NVFP4 0.5, anything else 2), times the
     KV fraction (`--kv_cache_free_gpu_mem_fraction`; not given, trtllm-bench's default 0.90, as perf-overview.md says);
   * a request's KV: 2 x attention layers x max(tp, KV heads) x head size x the KV's bytes per element
-    (FP8 1, NVFP4 0.5, else 2) x (ISL + OSL): requests = room / that;
+    (FP8 1, NVFP4 0.5, else 2) x (ISL + OSL): requests = room / that (ISL + OSL is also what the
+    GUARANTEED_NO_EVICT policy trtllm-bench runs reserves a request: kvplan.engines.scheduler.resident_context;
+    kvplan.bench.running takes the smaller of this batch and the engine's own pool over it, one cap, not two);
   * raw batch = min(requests, 4096) / pp; raw tokens = min(raw batch x (1 + ISL / OSL), 32768);
   * max_batch_size: raw batch rounded up to 32 (at least 64) below 256, to 128 below 1024, else to 256;
   * max_num_tokens: raw tokens rounded up to 256 (at least 2048) below 4096, to 512 below 8192, else to

@@ -212,6 +212,12 @@ def test_refitting_the_training_split_reproduces_the_shipped_coefficients():
         for term, value in entry["coefficients"].items():
             assert math.isclose(fresh["engines"][engine]["coefficients"][term], value, rel_tol=1e-6, abs_tol=1e-12), \
                 (engine, term)
+    # each set's held-out band ships apart (bands.json), so a diff of the coefficients shows no held-out figure
+    bands = json.loads(speed.BANDS.read_text())["engines"]
+    assert set(bands) == set(shipped["engines"])
+    for engine, entry in shipped["engines"].items():
+        assert "held_out" not in entry
+        assert bands[engine] == fresh["engines"][engine]["held_out"], engine
     # no held-out source trained
     assert not set(shipped["corpus"]["train_sources"]) & set(shipped["corpus"]["held_out_sources"])
     assert all(not in_training(s) for s in shipped["corpus"]["held_out_sources"])

@@ -1,12 +1,13 @@
 """Layer 11 of 14, bench: fit every engine's coefficients on the training split of the speed corpus and
-write kvplan/speed/coefficients.json. It sits above the engines because each point's batch cap and
+write kvplan/speed/coefficients.json and, beside it, bands.json. It sits above the engines because each point's batch cap and
 prefill chunk are its engine's own (kvplan.bench.running).
 
 `python -m kvplan.bench.ship [CORPUS_DIR [YYYY-MM-DD [FILE]]]` (default: the repository's
 tests/fixtures/speed, today, kvplan/speed/coefficients.json). The file holds the terms, the split
-rule and which sources fell on each side, the fit date, each engine's coefficients and its held-out
-error per metric (the band every calibrated figure is labelled with). Held-out points are scored,
-never fitted on.
+rule and which sources fell on each side, the fit date and each engine's coefficients. Each engine's
+held-out error per metric (the band every calibrated figure is labelled with) goes to bands.json beside
+FILE, apart, so that comparing two fits' coefficients (a diff of coefficients.json, as a structural
+change is judged on the training CV) shows no held-out figure. Held-out points are scored, never fitted on.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import TRAIN_SHARE, read_corpus
 from kvplan.speed.eras import fitted_with, padded, release
 from kvplan.speed.fit import build_all, errors, fit_era, split
-from kvplan.speed.model import DATA
+from kvplan.speed.model import BANDS, DATA
 from kvplan.speed.score import REPORTED, by_key
 from kvplan.speed.terms import TERMS
 
@@ -46,7 +47,7 @@ def fit_all(folder: Path) -> dict:
             "coefficients": {t: round(c, 12) for t, c in zip(TERMS, coef)},
             "train_cases": len(tr), "held_out_cases": sum(b.case.era == eng for b in held),
             "served": any(b.load.bench == "serve" for b in tr),  # any serving load, or only llama-bench's
-            "held_out": by_key(ho, lambda b, m: m),
+            "held_out": by_key(ho, lambda b, m: m),  # split off into bands.json by `main`
         }
     return {
         "terms": list(TERMS), "split": SPLIT_RULE,
@@ -89,7 +90,9 @@ def main(argv: list[str]) -> int:
     date = argv[1] if len(argv) > 1 else str(datetime.date.today())
     out = Path(argv[2]) if len(argv) > 2 else DATA
     doc = {"fit_date": date, **fit_all(folder)}
+    bands = {"fit_date": date, "engines": {e: entry.pop("held_out") for e, entry in doc["engines"].items()}}
     atomic_write(out, json.dumps(doc, indent=1) + "\n")
+    atomic_write(out.with_name(BANDS.name), json.dumps(bands, indent=1) + "\n")
     print(f"wrote {out}: {doc['corpus']['cases']} cases, skipped {sum(doc['corpus']['skipped'].values())}",
           file=sys.stderr)
     return 0

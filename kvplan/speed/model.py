@@ -1,8 +1,8 @@
 """The calibrated step time: each term of kvplan.speed.terms times its engine's fitted coefficient.
 
 The coefficients ship in coefficients.json beside this module (one set per engine and version era, keyed
-as kvplan.speed.eras names them; the split rule, the fit date and the held-out error bands;
-`python -m kvplan.bench.ship` writes it). An engine the corpus does not cover reads vLLM's set, and says
+as kvplan.speed.eras names them; the split rule and the fit date), the held-out error bands apart in bands.json
+(so that a diff of two fits' coefficients shows no held-out figure); `python -m kvplan.bench.ship` writes both. An engine the corpus does not cover reads vLLM's set, and says
 so (`covered`).
 
 Public: `step_seconds`, `prefill_seconds`, `decode_seconds` (seconds of one engine step or one
@@ -21,6 +21,7 @@ from kvplan.core.errors import EXIT_ERROR, KvplanError
 from kvplan.speed.terms import ACT_BYTES, TERMS, Shape, features, path_at, roofline
 
 DATA = Path(__file__).with_name("coefficients.json")
+BANDS = Path(__file__).with_name("bands.json")  # each set's held-out error per metric, apart from its coefficients
 FALLBACK_ENGINE = "vllm"
 PREFILL_CHUNK = 8192  # tokens a prefill step takes (vLLM's default max_num_batched_tokens)
 # kvplan's own rules plan with vLLM's scheduler (kvplan.simulator): they read vLLM's coefficients as covered
@@ -65,10 +66,20 @@ def coefficients(engine: str | None) -> tuple[float, ...]:
     return tuple(float(entry["coefficients"][t]) for t in TERMS)
 
 
+@lru_cache(maxsize=1)
+def shipped_bands() -> dict:
+    """bands.json as a dict, read once: {"engines": {set: {metric: band}}}, written by kvplan.bench.ship beside
+    coefficients.json. Missing, the install is broken (every calibrated figure is labelled with its band)."""
+    try:
+        return json.loads(BANDS.read_text())
+    except FileNotFoundError:
+        raise KvplanError(f"kvplan's speed error bands ({BANDS}) are missing: this install is incomplete; "
+                          "reinstall kvplan", EXIT_ERROR) from None
+
+
 def band(engine: str | None, metric: str) -> dict | None:
     """The held-out error of `metric` for this engine ({median_abs, within_20, optimistic_20, n}) or None."""
-    entry = shipped().get("engines", {}).get(engine_key(engine)) or {}
-    return (entry.get("held_out") or {}).get(metric)
+    return (shipped_bands().get("engines", {}).get(engine_key(engine)) or {}).get(metric)
 
 
 def priced(coef, f) -> float:

@@ -367,6 +367,8 @@ def test_ship_refuses_a_flag_or_a_folder_without_a_corpus(tmp_path, capsys):
     assert main(["--help"]) == 0 and "usage" in capsys.readouterr().err
     assert main([str(tmp_path), "2026-01-01", str(out)]) == 2 and not out.exists()
     assert "no speed corpus" in capsys.readouterr().err
+    assert main([str(tmp_path), "2026-01-01", str(tmp_path / "missing" / "c.json")]) == 2
+    assert "is no folder" in capsys.readouterr().err and not (tmp_path / "missing").exists()
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="the speed corpus (tests/fixtures/speed) is absent")

@@ -84,11 +84,14 @@ def main(argv: list[str]) -> int:
         return 0 if argv[0].lstrip("-") in ("h", "help") else 2  # asked for the usage: not an error
     root = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "speed"
     folder = Path(argv[0]) if argv else root
+    out = Path(argv[2]) if len(argv) > 2 else DATA
+    if not out.parent.is_dir():  # refused before the fit, not after it as a traceback from the write
+        print(f"ship: {out.parent} is no folder; nothing written", file=sys.stderr)
+        return 2
     if not folder.is_dir() or not any(folder.glob("*.yaml")):
         print(f"ship: {folder} holds no speed corpus (*.yaml); nothing written", file=sys.stderr)
         return 2
     date = argv[1] if len(argv) > 1 else str(datetime.date.today())
-    out = Path(argv[2]) if len(argv) > 2 else DATA
     doc = {"fit_date": date, **fit_all(folder)}
     bands = {"fit_date": date, "engines": {e: entry.pop("held_out") for e, entry in doc["engines"].items()}}
     atomic_write(out, json.dumps(doc, indent=1) + "\n")

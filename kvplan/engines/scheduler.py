@@ -80,16 +80,15 @@ DEFAULT_NO_EVICT = frozenset({"trtllm"})  # engines whose default policy is GUAR
 def reserves_output(engine: str | None, policy: str | None = None) -> bool:
     """Whether `engine` admits a request only with the KV blocks for its prompt and its whole output reserved,
     under its capacity scheduler `policy` as the run stated it (None: the engine's default). A policy the engine
-    does not have is a usage error."""
-    name = canonical_engine(engine or "") if engine else ""
-    if name not in DEFAULT_NO_EVICT:
+    does not have is refused (a misspelt corpus flag would otherwise price its point at the wrong cap)."""
+    if canonical_engine(engine or "") not in DEFAULT_NO_EVICT:
         return False
     if policy is None or str(policy).strip() == "":
         return True
     key = str(policy).strip().lower().replace("-", "_").removeprefix("capacityschedulerpolicy.")
     if key not in NO_EVICT:
-        raise KvplanError(f"{arg('engine_opts')} capacity scheduler policy {policy!r} is not one of "
-                          f"{', '.join(sorted(NO_EVICT))}", EXIT_USAGE, param="engine_opts", value=policy)
+        raise KvplanError(f"{engine}'s capacity scheduler policy {policy!r} is not one of {', '.join(sorted(NO_EVICT))}",
+                          EXIT_USAGE)
     return NO_EVICT[key]
 
 

@@ -44,7 +44,6 @@ from kvplan.planning.speculative import apply, parse
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.blocks import BLOCK_TOKENS
 from kvplan.speed.coverage import check_speed
-from kvplan.simulator.engine import EngineConfig
 from kvplan.simulator.inputs import check_workload_inputs
 from kvplan.simulator.limits import Limits, scheduler_limits
 from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
@@ -293,8 +292,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache (weights "
                           f"{p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more {arg('gpus')}", EXIT_USAGE)
     held = scheduler_limits(chosen, res, max_num_seqs, max_num_batched_tokens)
-    base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=held.max_num_seqs,
-                        max_num_batched_tokens=held.max_num_batched_tokens, prefix_caching=prefix_caching)
+    base = held.config(mode=mode, reserve=reserve, prefix_caching=prefix_caching)
     op = _tiers(chosen, res, spec, sim, dep, requests, fmt, tiers, offload_backend, host_profile) if tiers else None
     if op is not None:
         base = dataclasses.replace(base, tiers=sim_tiers(op, sim.token_bytes(), host_profile, dep.gpus))

@@ -22,7 +22,6 @@ from kvplan.cli import simulate as simulate_command
 from kvplan.cli.simulate import _deployment_model
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.hardware.gpus import find_gpu, gpu_by_device_name
-from kvplan.simulator.engine import EngineConfig
 from kvplan.simulator.limits import scheduler_limits
 from kvplan.speed.eras import era_of
 from kvplan.simulator.session import run_all
@@ -171,7 +170,8 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
                           EXIT_USAGE)
     sim, notes, (chosen, result) = _sim(r, hw_profiles)
     held = scheduler_limits(chosen, result, s.max_batch or None, s.max_tokens or None)  # simulate's own choice
-    cfg = EngineConfig(max_num_seqs=held.max_num_seqs, max_num_batched_tokens=held.max_num_batched_tokens)
+    cfg = held.config()  # the engine's own admission rule too, as simulate takes it
+    notes.append(held.admission.said)
     if not s.max_batch:
         notes.append(f"at most {cfg.max_num_seqs:,} requests running at once ({held.seqs_from}; not in the file)")
     if not s.max_tokens:

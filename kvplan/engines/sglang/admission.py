@@ -14,7 +14,8 @@ v0.5.6.post2, v0.5.9, v0.5.13.post1, v0.5.16; restated, not copied; line numbers
   ratio starts at init = min(SGLANG_INIT_NEW_TOKEN_RATIO x schedule_conservativeness, 1), its floor is init x
   SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR, and each decode step that retracts nothing lowers it by (init - floor) /
   SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS (L2257-2260); a retraction sets it to (tokens decoded + 20 x running) / total
-  max_new_tokens; an idle scheduler resets it to init (`scheduler_runtime_checker_mixin.py` L334; v0.5.16
+  max_new_tokens (+ 1), at most 1 (`schedule_batch.py` `retract_decode` L1894-1903, SGLANG_RETRACT_DECODE_STEPS 20,
+  `environ.py` L228); an idle scheduler resets it to init (`scheduler_runtime_checker_mixin.py` L334; v0.5.16
   scheduler.py L3675). Defaults 0.7, 0.14, 600, 4096 in every release read (v0.5.1.post3 and v0.5.3
   `global_config.py` L24-31, later `srt/environ.py`: v0.5.9 L225-229, v0.5.16 L356-360); --schedule-conservativeness
   1.0 (`server_args.py`).
@@ -35,6 +36,9 @@ from __future__ import annotations
 
 INIT_NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
+MIN_NEW_TOKEN_RATIO_FACTOR = 0.14  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR: the floor is init x this
+NEW_TOKEN_RATIO_DECAY_STEPS = 600  # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS: decode steps from init to the floor
+RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS: decode steps a retraction's new ratio allows each request
 SCHEDULE_CONSERVATIVENESS = 1.0  # --schedule-conservativeness
 
 

@@ -24,12 +24,20 @@ resident_context); this module gives the simulator the rule itself, one `Admissi
   min(output, 4096) is below what is free (and evictable) less those counts. The ratio starts at 0.7, falls by
   (0.7 - 0.098) / 600 a decode step that retracts nothing down to 0.098, and a retraction sets it to
   (tokens decoded + 20 x running) / (max new tokens of the running + 1), at most 1; an idle scheduler resets it to
-  0.7. A refused admission marks the batch full: no admission is tried again until a running request leaves
-  (v0.5.9 `scheduler.py` L2106-2113 sets batch_is_full, L1990-1993 skips the prefill pass while it is set,
-  L2263 and L2209 clear it when the batch shrinks). Out of memory in decode, SGLang retracts the running request
-  with the fewest output tokens (the longest prompt among equals), until the next decode step fits, keeping at
-  least one, and queues it at the back (v0.5.9 `schedule_batch.py` `retract_decode` L1847-1905, `scheduler.py`
-  `update_running_batch` L2212-2260, `_add_request_to_queue` L1686: FCFS keeps the queue's order).
+  0.7. A refused admission (NO_TOKEN) marks the batch full, and no admission is tried again until the batch
+  shrinks (a request leaves or is retracted). Out of memory in decode, SGLang retracts the running request with
+  the fewest output tokens (the longest prompt among equals), keeping at least one, until the next decode step
+  fits, and queues it at the back (FCFS keeps the queue's order). Lines per release read (sdists of sglang;
+  `managers/`):
+    - v0.5.9: `schedule_batch.py` retract_decode L1847-1905 (order L1858-1865, loop on check_decode_mem L1869-1881,
+      ratio L1894-1903); `scheduler.py` NO_TOKEN sets batch_is_full L2106-2113, the prefill pass skipped while it is
+      set L1990-1993, cleared when the batch shrinks L1910, L2209, L2263; decay L2256-2260; the retracted request
+      appended to the queue L1686;
+    - v0.5.3: retract_decode L1504 (order L1514-1520, loop on check_decode_mem L1523, ratio L1563-1566);
+      `scheduler.py` L1912, L1821, L1766 / L1997 / L2031, decay L2026, queue L1469;
+    - v0.5.1.post3: the same order (L1407-1413) and ratio (L1514-1517), but retraction goes on until 20 decode
+      tokens per remaining request are free (L1424-1442; not modelled: the simulator stops when the next step fits,
+      as 0.5.3 on); `scheduler.py` L1655, L1577, L1521 / L1728 / L1756, decay L1751, queue L1296.
 """
 
 from __future__ import annotations
@@ -79,9 +87,9 @@ def _sglang() -> Admission:
     return Admission(
         RATIO_RULE,
         f"admission as SGLang's PrefillAdder: each running request counts its tokens plus min(remaining output, "
-        f"{clip:,}) x new_token_ratio ({init:g} at the start, {(init - low) / steps:.4f} lower each decode step down to "
-        f"{low:.3f}, reset by a retraction); a refused admission waits for a request to finish; out of memory, the "
-        f"request with the fewest output tokens is retracted and queued at the back (recomputed)",
+        f"{clip:,}) x new_token_ratio ({init:g} at the start, {(init - low) / steps:.4f} lower each decode step "
+        f"down to {low:.3f}, reset by a retraction); a refused admission waits for a request to finish; out of "
+        f"memory, the request with the fewest output tokens is retracted and queued at the back (recomputed)",
         init_ratio=init, min_ratio=low, decay_steps=steps, clip=clip,
         retract_steps=sglang_admission.RETRACT_DECODE_STEPS)
 
@@ -94,12 +102,13 @@ def admission(engine: str | None, opts: dict | None = None) -> Admission:
         return _sglang()
     if name in DEFAULT_NO_EVICT:
         policy = (opts or {}).get(POLICY_OPTION)
-        if reserves_output(name, policy):
-            return Admission(RESERVE_RULE, f"admission as TensorRT-LLM's {'GUARANTEED_NO_EVICT' if policy is None else policy} "
-                             f"capacity scheduler policy{' (its default)' if policy is None else ''}: a request is "
-                             "admitted only when the blocks for its prompt and its whole output fit beside every running "
-                             "request's blocks to completion; nothing is preempted")
-        return Admission(ON_DEMAND_RULE, f"admission as TensorRT-LLM's {policy} capacity scheduler policy: blocks are "
+        reserves = reserves_output(name, policy)  # a policy TensorRT-LLM does not have is refused here
+        named = "GUARANTEED_NO_EVICT (its default)" if policy is None else str(policy).strip().upper()
+        if reserves:
+            return Admission(RESERVE_RULE, f"admission as TensorRT-LLM's capacity scheduler policy {named}: a "
+                             "request is admitted only when the blocks for its prompt and its whole output fit beside "
+                             "every running request's blocks to completion; nothing is preempted")
+        return Admission(ON_DEMAND_RULE, f"admission as TensorRT-LLM's capacity scheduler policy {named}: blocks are "
                          "taken as tokens arrive and the newest running request is paused (recomputed later) when they "
                          "run out, as vLLM preempts")
     return ON_DEMAND

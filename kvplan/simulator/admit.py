@@ -4,10 +4,11 @@ The rules are kvplan.engines.admission's (read there from each engine's source);
 simulator's pool, in bytes. Functions of the engine (`engine` is a kvplan.simulator.engine.Engine whose `rule` is
 not vLLM's on-demand one):
 
-* RESERVE_RULE (TensorRT-LLM's GUARANTEED_NO_EVICT): `engine.reserved` is the sum of every running request's
-  reservation, its pages for prompt + output less the shared prefix pages it references (those are in the cache's
-  active bytes, once). A request is admitted when reserved + active + its own reservation fit in the pool; each
-  request's pages never exceed its reservation, so decode never runs short and nothing is preempted.
+* RESERVE_RULE (TensorRT-LLM's GUARANTEED_NO_EVICT): `reserved` (the run's `State`, `engine.ad`) is the sum of
+  every running request's reservation, its pages for prompt + output less the shared prefix pages it references
+  (those are in the cache's active bytes, once). A request is admitted when reserved + active + its own
+  reservation fit in the pool; each request's pages never exceed its reservation, so decode never runs short and
+  nothing is preempted.
 * RATIO_RULE (SGLang): a running request counts, beyond the pages it holds, min(remaining output, clip) x
   new_token_ratio tokens (a request still in prefill: the rest of its prompt and its clipped output in full, as
   SGLang's chunked request); one admitted in the same step its clipped output in full. The decoding requests' sum
@@ -27,32 +28,37 @@ from __future__ import annotations
 from kvplan.engines.admission import RATIO_RULE, RESERVE_RULE
 
 
-def start(engine) -> None:
-    """A run's admission state, empty."""
-    engine.reserved = 0
-    engine.blocked = False
-    engine.dsteps = 0
-    adm = engine.adm
-    engine.ratio_base = adm.init_ratio if adm is not None else 0.0
-    engine.ratio_from = 0
-    engine.sum_end = engine.n_short = 0
-    engine.long = {}
-    engine.run_offset = engine.batch_offset = 0
+class State:
+    """One run's admission state, kept apart from the engine's own attributes (`engine.ad`: the engine's instance
+    dictionary stays small enough for CPython's shared-key layout, whose lookups the hot loop depends on)."""
+
+    __slots__ = ("adm", "rule", "tok", "reserved", "blocked", "dsteps", "ratio_base", "ratio_from", "sum_end",
+                 "n_short", "long", "run_offset", "batch_offset")
+
+    def __init__(self, adm, rule: str, tok: int):
+        self.adm, self.rule, self.tok = adm, rule, tok
+        self.reserved = 0  # RESERVE_RULE: the running requests' reservations, bytes
+        self.blocked = False  # RATIO_RULE: SGLang's batch_is_full
+        self.dsteps = 0  # decode steps so far
+        self.ratio_base, self.ratio_from = (adm.init_ratio if adm is not None else 0.0), 0
+        self.sum_end = self.n_short = 0  # decoding requests' end steps summed, and their count (clip apart)
+        self.long = {}  # rid -> end step of decoding requests whose remaining output exceeds the clip
+        self.run_offset = self.batch_offset = 0  # bytes counted for the running requests and this step's admissions
 
 
 def ratio(engine) -> float:
     """SGLang's new_token_ratio now: its last value set (start, idle, retraction), less `decay` a decode step since,
     not below the floor."""
-    k = engine.dsteps - engine.ratio_from
+    k = engine.ad.dsteps - engine.ad.ratio_from
     if k <= 0:
-        return engine.ratio_base
-    adm = engine.adm
-    return max(engine.ratio_base - adm.decay * k, adm.min_ratio)
+        return engine.ad.ratio_base
+    adm = engine.ad.adm
+    return max(engine.ad.ratio_base - adm.decay * k, adm.min_ratio)
 
 
 def idle(engine) -> None:
     """Nothing runs or waits: SGLang's idle check resets the ratio to its initial value."""
-    engine.ratio_base, engine.ratio_from = engine.adm.init_ratio, engine.dsteps
+    engine.ad.ratio_base, engine.ad.ratio_from = engine.ad.adm.init_ratio, engine.ad.dsteps
 
 
 def decoding(engine, seq, s: int, sign: int) -> None:
@@ -60,72 +66,72 @@ def decoding(engine, seq, s: int, sign: int) -> None:
     Its remaining output before step t runs is end - t, end = s + output - generated at step s."""
     if sign > 0:
         end = s + seq.output - seq.generated
-        if seq.output - seq.generated > engine.adm.clip:
-            engine.long[seq.rid] = end
+        if seq.output - seq.generated > engine.ad.adm.clip:
+            engine.ad.long[seq.rid] = end
         else:
-            engine.sum_end += end
-            engine.n_short += 1
+            engine.ad.sum_end += end
+            engine.ad.n_short += 1
         return
-    end = engine.long.pop(seq.rid, None)
+    end = engine.ad.long.pop(seq.rid, None)
     if end is None:
-        engine.sum_end -= s + seq.output - seq.g0
-        engine.n_short -= 1
+        engine.ad.sum_end -= s + seq.output - seq.g0
+        engine.ad.n_short -= 1
 
 
 def running_offset(engine, s: int) -> int:
     """Bytes SGLang's PrefillAdder counts for the running requests beyond the pages they hold, before step s."""
-    adm, clip = engine.adm, engine.adm.clip
-    rem = engine.sum_end - engine.n_short * s + sum(min(end - s, clip) for end in engine.long.values())
+    adm, clip = engine.ad.adm, engine.ad.adm.clip
+    rem = engine.ad.sum_end - engine.ad.n_short * s + sum(min(end - s, clip) for end in engine.ad.long.values())
     tokens = ratio(engine) * rem
     m = engine.m
     prompt = 0
     for seq in engine.prefilling.values():
         prompt += max(0, m.paged(seq.target) - seq.shared - seq.own)
         tokens += min(max(0, seq.output - seq.generated), adm.clip)
-    return int(tokens * engine.tok) + prompt
+    return int(tokens * engine.ad.tok) + prompt
 
 
 def may_admit(engine, s: int) -> bool:
     """Whether step s tries admissions under SGLang's rule (not while the batch is marked full and something runs);
     if so, the running requests' count for this step's admissions."""
-    if engine.blocked and engine.running:
+    if engine.ad.blocked and engine.running:
         return False
-    engine.blocked = False
-    engine.run_offset, engine.batch_offset = running_offset(engine, s), 0
+    engine.ad.blocked = False
+    engine.ad.run_offset, engine.ad.batch_offset = running_offset(engine, s), 0
     return True
 
 
 def _total(engine, seq, hit: int) -> int:
     """SGLang's count for admitting `seq`: the prompt tokens it computes plus its clipped remaining output."""
-    return (seq.target - hit + min(max(0, seq.output - seq.generated), engine.adm.clip)) * engine.tok
+    return (seq.target - hit + min(max(0, seq.output - seq.generated), engine.ad.adm.clip)) * engine.ad.tok
 
 
 def fits(engine, seq, hit: int, shared: int) -> bool:
     """Whether the engine's rule admits `seq` (its prefix hit of `hit` tokens holding `shared` bytes already
     referenced, so counted in the cache's active bytes)."""
     cache_active = engine.cache.active if engine.cache is not None else 0
-    if engine.rule == RESERVE_RULE:
-        return engine.reserved + cache_active + engine.m.paged(seq.prompt + seq.output) - shared <= engine.cap
-    room = engine.cap - engine.used - cache_active - engine.run_offset - engine.batch_offset
+    if engine.ad.rule == RESERVE_RULE:
+        return engine.ad.reserved + cache_active + engine.m.paged(seq.prompt + seq.output) - shared <= engine.cap
+    room = engine.cap - engine.used - cache_active - engine.ad.run_offset - engine.ad.batch_offset
     return _total(engine, seq, hit) < room
 
 
 def admitted(engine, seq, hit: int, shared: int, chunk: int) -> None:
     """`seq` was admitted with a first chunk of `chunk` tokens: its reservation, or SGLang's same-batch count."""
-    if engine.rule == RESERVE_RULE:
+    if engine.ad.rule == RESERVE_RULE:
         seq.reserve = engine.m.paged(seq.prompt + seq.output) - shared
-        engine.reserved += seq.reserve
+        engine.ad.reserved += seq.reserve
     elif chunk == seq.target - hit:  # a whole prompt: its clipped output counts in full this step (a chunk: none)
-        engine.batch_offset += min(max(0, seq.output - seq.generated), engine.adm.clip) * engine.tok
+        engine.ad.batch_offset += min(max(0, seq.output - seq.generated), engine.ad.adm.clip) * engine.ad.tok
 
 
 def released(engine, seq) -> None:
     """`seq` left the pool (finished, retracted or preempted)."""
-    if engine.rule == RESERVE_RULE:
-        engine.reserved -= seq.reserve
+    if engine.ad.rule == RESERVE_RULE:
+        engine.ad.reserved -= seq.reserve
         seq.reserve = 0
     else:
-        engine.blocked = False  # the batch shrank: SGLang clears batch_is_full
+        engine.ad.blocked = False  # the batch shrank: SGLang clears batch_is_full
 
 
 def retract(engine, s: int):
@@ -152,8 +158,8 @@ def retract(engine, s: int):
             done += seq.g0 + (s - seq.s0)
             total += seq.output
             n += 1
-    engine.ratio_base = min(1.0, (done + engine.adm.retract_steps * n) / (total + 1))
-    engine.ratio_from = engine.dsteps + 1  # set for this step; the decay resumes at the next decode step
+    engine.ad.ratio_base = min(1.0, (done + engine.ad.adm.retract_steps * n) / (total + 1))
+    engine.ad.ratio_from = engine.ad.dsteps + 1  # set for this step; the decay resumes at the next decode step
     return victim
 
 
@@ -161,7 +167,7 @@ def head_blocked(engine, seq, s: int) -> bool:
     """The fast path's question under the engine's rule: the queue's head cannot be admitted before step s, nor
     until a running request leaves (reservations and SGLang's mark only change then; SGLang's ratio falls, but a
     refused admission is not tried again before a request leaves)."""
-    if engine.rule == RATIO_RULE and engine.blocked and engine.running:
+    if engine.ad.rule == RATIO_RULE and engine.ad.blocked and engine.running:
         return True
     cache = engine.cache
     hit = shared = woken = 0
@@ -171,12 +177,12 @@ def head_blocked(engine, seq, s: int) -> bool:
             shared += g.nbytes
             woken += 0 if g.refs else g.nbytes
     active = (cache.active if cache is not None else 0) + woken
-    if engine.rule == RESERVE_RULE:
-        return engine.reserved + active + engine.m.paged(seq.prompt + seq.output) - shared > engine.cap
+    if engine.ad.rule == RESERVE_RULE:
+        return engine.ad.reserved + active + engine.m.paged(seq.prompt + seq.output) - shared > engine.cap
     if min(seq.target - hit, engine.cfg.max_num_batched_tokens - engine.n_dec) <= 0:
         return True
     room = engine.cap - engine.used - active - running_offset(engine, s)
     if _total(engine, seq, hit) < room:
         return False
-    engine.blocked = True  # the step would try it and fail: SGLang marks the batch full
+    engine.ad.blocked = True  # the step would try it and fail: SGLang marks the batch full
     return True

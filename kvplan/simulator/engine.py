@@ -8,10 +8,8 @@ running request is preempted (its blocks freed; it goes back to the head of the 
 recomputed from scratch later); if nothing was preempted, waiting requests are admitted first come
 first served while budget, `max_num_seqs` and memory allow.
 
-Admission (paged pool) is the engine's own where the config names one (kvplan.engines.admission, applied by
-kvplan.simulator.admit): vLLM's above by default; TensorRT-LLM's GUARANTEED_NO_EVICT admits a request only with
-its blocks to completion reserved beside every running request's, and so never preempts; SGLang counts each running
-request's remaining output at its decaying new_token_ratio and retracts the request with the fewest output tokens.
+On the paged pool, admission is the engine's own where the config names one (kvplan.engines.admission, applied
+by kvplan.simulator.admit): TensorRT-LLM's reservations to completion, SGLang's new_token_ratio; vLLM's above else.
 
 Paged pool: pages of `block_size` tokens are allocated as tokens are written, per layer group.
 Contiguous pool: one reservation per request at admission, sized by a policy (`max`: the model's
@@ -68,7 +66,7 @@ class Seq:
         self.decoding = False
         self.base = self.s0 = self.g0 = self.inc = self.wrate = 0
         self.version = 0
-        self.reserve = self.final = 0  # reserve: the contiguous pool's reservation, or a paged one's blocks to completion
+        self.reserve = self.final = 0  # reserve: a contiguous reservation, or (paged) its blocks to completion
 
 
 def _pow2(n: int) -> int:
@@ -96,9 +94,11 @@ class Engine:
         self.full_token = sum(g.bytes_per_token for g in model.groups if g.window is None)
         self.windows = [(g.window, self.B * g.bytes_per_token, g.bytes_per_token)
                         for g in model.groups if g.window is not None]
-        self.adm = config.admission
-        self.rule = config.admission.rule if (config.admission is not None and self.paged) else ON_DEMAND_RULE
-        self.tok = self.full_token or model.token_bytes()  # bytes a token adds, as a count of tokens is priced
+        rule = config.admission.rule if (config.admission is not None and self.paged) else ON_DEMAND_RULE
+        # the hot paths' flags: an engine rule of its own at all; SGLang's ratio; TensorRT-LLM's reservations
+        self.own_rule, self.ratio_rule = rule != ON_DEMAND_RULE, rule == RATIO_RULE
+        self.reserve_rule = rule == RESERVE_RULE
+        self.ad = admit.State(config.admission, rule, self.full_token or model.token_bytes())
 
     # ---- pool -------------------------------------------------------------------------------
     def _alloc_bytes(self, seq: Seq, length: int) -> int:
@@ -142,7 +142,7 @@ class Engine:
         self.n_dec += 1
         self.ctx_dec += length
         self._at(self.finish_at, s + seq.output - seq.generated - 1, (seq, seq.version))
-        if self.rule == RATIO_RULE:
+        if self.ratio_rule:
             admit.decoding(self, seq, s, 1)
 
     def _at(self, table: dict, step: int, item) -> None:
@@ -161,7 +161,7 @@ class Engine:
         self.n_dec -= 1
         self.ctx_dec -= length
         seq.decoding = False
-        if self.rule == RATIO_RULE:
+        if self.ratio_rule:
             admit.decoding(self, seq, seq.s0, -1)
         seq.generated = seq.g0 + (s - seq.s0)
         return length
@@ -171,7 +171,7 @@ class Engine:
         self.used -= self._alloc_bytes(seq, length if allocated is None else allocated)
         self.written -= self.m.held(length) - seq.shared
         self.committed -= seq.final
-        if self.rule != ON_DEMAND_RULE:
+        if self.own_rule:
             admit.released(self, seq)
         if self.cache is not None and seq.segs:
             self.written -= self.cache.release(seq.segs)
@@ -210,11 +210,11 @@ class Engine:
             need = self.m.paged(hit + chunk) - shared
         else:
             need = seq.reserve = self.m.held(self._reserve_tokens(seq))
-        if (self.rule != ON_DEMAND_RULE and not admit.fits(self, seq, hit, shared)) or not self._take(need):
+        if (self.own_rule and not admit.fits(self, seq, hit, shared)) or not self._take(need):
             if segs:
                 self.cache.release(segs)
-            if self.rule == RATIO_RULE:
-                self.blocked = True  # SGLang's batch_is_full: no admission again until a request leaves
+            if self.ratio_rule:
+                self.ad.blocked = True  # SGLang's batch_is_full: no admission again until a request leaves
             return 0
         if segs:
             seq.shared, seq.segs, seq.published = shared, segs, len(segs)
@@ -232,7 +232,7 @@ class Engine:
         self.written += self.m.held(hit) - seq.shared  # a state, if any, is written at once
         seq.final = self.m.held(seq.prompt + seq.output - 1) - seq.shared
         self.committed += seq.final
-        if self.rule != ON_DEMAND_RULE:
+        if self.own_rule:
             admit.admitted(self, seq, hit, shared, chunk)
         self.running[seq.rid] = seq
         self.prefilling[seq.rid] = seq
@@ -259,9 +259,9 @@ class Engine:
                 seq.own -= nbytes
                 self.used -= nbytes
                 seq.shared += nbytes
-                if self.rule == RESERVE_RULE:  # its blocks to completion now count them in the cache's, once
+                if self.reserve_rule:  # its blocks to completion now count them in the cache's, once
                     seq.reserve -= nbytes
-                    self.reserved -= nbytes
+                    self.ad.reserved -= nbytes
                 seq.segs += segs
                 seq.published += len(segs)
 
@@ -287,7 +287,7 @@ class Engine:
         self.events, self.finish_at = {}, {}
         self.stops = []  # a heap of the steps that have events (stale ones are skipped lazily)
         self.running, self.prefilling, self.waiting = {}, {}, deque()
-        admit.start(self)
+        self.ad = admit.State(self.ad.adm, self.ad.rule, self.ad.tok)
         t, s, i, n = 0.0, 0, 0, len(requests)
         tick = 0
         cache = self.cache
@@ -298,7 +298,7 @@ class Engine:
                 self._arrive(requests[i], t)
                 i += 1
             if not self.running and not self.waiting:
-                if self.rule == RATIO_RULE:
+                if self.ratio_rule:
                     admit.idle(self)
                 if i >= n:
                     break
@@ -336,7 +336,7 @@ class Engine:
         if not self.paged:
             largest = m.held(self._reserve_tokens(seq))
         else:  # TensorRT-LLM reserves blocks for prompt + max new tokens; the last token is never written otherwise
-            largest = m.paged(req.prompt + out if self.rule == RESERVE_RULE else req.prompt + out - 1)
+            largest = m.paged(req.prompt + out if self.reserve_rule else req.prompt + out - 1)
         if largest > self.cap:
             self.rec.rejected(req, "never fits in the KV pool")
             return
@@ -355,7 +355,7 @@ class Engine:
         preempted = False
         need = self.bucket[s % B]
         while need > self._free_bytes() and self.running:
-            if self.rule == RATIO_RULE:
+            if self.ratio_rule:
                 admit.retract(self, s)
             else:
                 self._preempt_tail(s)
@@ -379,7 +379,7 @@ class Engine:
             if chunk:
                 chunks.append((seq, chunk))
                 budget -= chunk
-        if not preempted and (self.rule != RATIO_RULE or admit.may_admit(self, s)):
+        if not preempted and (not self.ratio_rule or admit.may_admit(self, s)):
             while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
                 chunk = self._admit(self.waiting[0], budget)
                 if not chunk:
@@ -400,8 +400,8 @@ class Engine:
             new += not seq.computed
         dt = self.timer.step(tokens, self.n_dec + len(chunks), ctx, pairs, new)
         t += dt
-        if self.n_dec and self.rule == RATIO_RULE:
-            self.dsteps += 1  # a decode step: new_token_ratio falls (kvplan.simulator.admit.ratio)
+        if self.n_dec and self.ratio_rule:
+            self.ad.dsteps += 1  # a decode step: new_token_ratio falls (kvplan.simulator.admit.ratio)
         self.ctx_dec += self.n_dec
         self.written += self.wrate
         for seq, c in chunks:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import heapq
 
-from kvplan.engines.admission import ON_DEMAND_RULE, RESERVE_RULE
 from kvplan.simulator import admit
 
 
@@ -23,7 +22,7 @@ def head_blocked(engine, s: int) -> bool:
     if len(engine.running) >= engine.cfg.max_num_seqs:
         return True
     seq = engine.waiting[0]
-    if engine.rule != ON_DEMAND_RULE:
+    if engine.own_rule:
         return admit.head_blocked(engine, seq, s)
     if not engine.paged:
         return engine.m.held(engine._reserve_tokens(seq)) > engine._free_bytes()
@@ -82,7 +81,7 @@ def coast(engine, t: float, s: int, until: float) -> tuple[float, int]:
         if t >= sample_at:
             break
     steps = s - s_start
-    engine.dsteps += steps  # decode steps (SGLang's new_token_ratio falls on each)
+    engine.ad.dsteps += steps  # decode steps (SGLang's new_token_ratio falls on each)
     engine.ctx_dec, engine.written = ctx, written
     if steps:
         rec.coasted(t, steps, busy, n, running, waiting, a_res, a_wr, committed * busy, a_idle, idle,
@@ -106,8 +105,7 @@ def check(engine, s: int) -> None:
     active = engine.cache.active if engine.cache else 0
     assert written + active == engine.written, ("written", written + active, engine.written)
     assert engine.used + active <= engine.cap, ("over capacity", engine.used, active, engine.cap)
-    if engine.rule == RESERVE_RULE:  # every request's pages within its reservation, the reservations within the pool
+    if engine.reserve_rule:  # every request's pages within its reservation, the reservations within the pool
         reserved = sum(seq.reserve for seq in engine.running.values())
-        assert reserved == engine.reserved, ("reserved", reserved, engine.reserved)
-        assert engine.used <= engine.reserved and engine.reserved + active <= engine.cap, ("reservations",
-                                                                                          engine.reserved, active)
+        assert reserved == engine.ad.reserved, ("reserved", reserved, engine.ad.reserved)
+        assert engine.used <= reserved and reserved + active <= engine.cap, ("reservations", reserved, active)

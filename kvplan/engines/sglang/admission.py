@@ -27,7 +27,8 @@ any decode step lowers the ratio: each admitted request counts its prompt plus 0
 pool. That first wave is what a burst's and a closed loop's start are, and kvplan prices one running batch per run:
 `reserved_context` is that wave's count. Later admissions see the ratio lowered by about 0.001 a decode step toward
 0.098, so a long run's staggered steady state holds more (up to the pool over prompt + 0.549 x output at the floor);
-that is not modelled (it needs the run's length in decode steps, which resident_context is not told).
+resident_context does not model that (it needs the run's length in decode steps, which it is not told); the
+simulator does, step by step (kvplan.engines.admission, kvplan.simulator.admit).
 Not read here: the radix cache disabled with ignore_eos requests (`add_one_req_ignore_eos`, ratio 1.0 for them),
 a stated --schedule-conservativeness or the environment variables.
 """

@@ -132,3 +132,21 @@ def test_simulate_says_the_admission_rule_it_assumed(kvplan_home):
     assert r.exit_code == 2 and "greedy" in r.output and "Traceback" not in r.output
     helped = runner.invoke(app, ["simulate", "--help"], env={"COLUMNS": "200"}).output
     assert "stays vLLM's" not in helped and "GUARANTEED_NO_EVICT" in helped
+
+
+def test_check_bench_simulates_the_policy_the_report_states(tmp_path):
+    # trtllm-bench's text report prints "Scheduling Policy:      Guaranteed No Evict" (tests/fixtures/bench); the
+    # run is simulated under that rule, and under MAX_UTILIZATION where the report says "Max Utilization".
+    from pathlib import Path
+
+    runner = CliRunner()
+    text = (Path(__file__).parent / "fixtures" / "bench" / "trtllm-bench-llama31-8b-fp8.txt").read_text()
+    said = {}
+    for printed in ("Guaranteed No Evict", "Max Utilization"):
+        f = tmp_path / f"{printed[:3]}.txt"
+        f.write_text(text.replace("Guaranteed No Evict", printed))
+        r = runner.invoke(app, ["check-bench", str(f), "--gpu", "h100", "--json"])
+        assert r.exit_code == 0, r.output
+        said[printed] = next(line for line in json.loads(r.stdout)["runs"][0]["assumed"] if "admission" in line)
+    assert "GUARANTEED_NO_EVICT" in said["Guaranteed No Evict"] and "nothing is preempted" in said["Guaranteed No Evict"]
+    assert "MAX_UTILIZATION" in said["Max Utilization"] and "paused" in said["Max Utilization"]

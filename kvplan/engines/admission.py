@@ -94,6 +94,14 @@ def _sglang() -> Admission:
         retract_steps=sglang_admission.RETRACT_DECODE_STEPS)
 
 
+def policy_opts(engine: str | None, policy: str | None) -> dict:
+    """The engine options that carry a capacity scheduler `policy` a benchmark file states ({} where `engine` has no
+    such option or the file states none), for check-bench to simulate the run's own admission."""
+    if not policy or not engine or engine == NeutralEngine.name or canonical_engine(engine) not in DEFAULT_NO_EVICT:
+        return {}
+    return {POLICY_OPTION: policy}
+
+
 def admission(engine: str | None, opts: dict | None = None) -> Admission:
     """The admission rule of `engine` (a name; None or kvplan's own rules: vLLM's) under its options `opts`
     (TensorRT-LLM's POLICY_OPTION, e.g. MAX_UTILIZATION; a policy it does not have is a one-line error)."""

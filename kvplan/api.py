@@ -255,8 +255,9 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
              timeout: float = 10.0, allow_long_context: bool = False, speed: str = "calibrated") -> Simulation:
     """`kvplan simulate`: serve a workload (built-in `workload`, default chat, Poisson arrivals at `qps`,
     default 10/s, for `duration` s, default 300; or a `trace` file) on the deployment's KV pool with
-    vLLM's scheduler at the engine's own limits (`max_num_seqs`, `max_num_batched_tokens` left None: the engine's
-    defaults by release and GPU, 256 and 8,192 where it states none; Simulation.limits says which); step times
+    vLLM's scheduler, admitting as the engine does (Simulation.limits.admission), at the engine's own limits
+    (`max_num_seqs`, `max_num_batched_tokens` left None: the engine's defaults by release and GPU, 256 and 8,192
+    where it states none; Simulation.limits says which); step times
     from kvplan's calibrated model (kvplan.speed), or with speed="roofline" the bare roofline (a lower bound).
 
     `offload` ('cpu:64GiB,disk:2TiB', a ratio '2x', or 'cpu:auto' with a `trace`) puts tiers below the pool, sized
@@ -285,7 +286,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
             raise KvplanError(f"{spec.name}: no tensor × pipeline split of {gpus} GPUs is valid (tp must divide "
                               f"the {spec.num_attention_heads} attention heads)", EXIT_USAGE, param="gpus", value=gpus)
     dep = chosen.deployment(dep or Deployment(1, 1))
-    res = chosen.result(spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
+    res = chosen.result(spec, hw, dep, req)  # the pool as the engine sizes it; its admission rule below
     p = res.plan
     sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=chosen.name)
     if sim.kv_budget_bytes < sim.block_bytes():

@@ -150,3 +150,18 @@ def test_check_bench_simulates_the_policy_the_report_states(tmp_path):
         said[printed] = next(line for line in json.loads(r.stdout)["runs"][0]["assumed"] if "admission" in line)
     assert "GUARANTEED_NO_EVICT" in said["Guaranteed No Evict"] and "nothing is preempted" in said["Guaranteed No Evict"]
     assert "MAX_UTILIZATION" in said["Max Utilization"] and "paused" in said["Max Utilization"]
+
+
+def test_pool_accounting_holds_under_every_rule():
+    # The invariant models of tests/test_simulate.py (windows, recurrent states, a tight pool with shared prefixes):
+    # check=True recounts the pool after every step under each engine's rule; every request ends or is rejected.
+    from test_simulate import _model
+
+    reqs = generate(WORKLOADS["chat"], qps=6, duration=60, seed=1)
+    for model in (_model(budget=300 * 160 * 1024 * 16),
+                  _model(groups=(Group(64 * 1024), Group(96 * 1024, 512)), budget=200 * 160 * 1024 * 16),
+                  _model(groups=(Group(32 * 1024),), state=3 * 2**20, budget=2**30)):
+        for engine in ("trtllm", "sglang"):
+            s = Engine(model, EngineConfig(admission=admission(engine), check=True)).run(reqs).summary(2.0, 0.1)
+            assert s["requests"]["completed"] + sum(s["requests"]["rejected"].values()) == len(reqs)
+            assert engine != "trtllm" or s["requests"]["preemptions"] == 0

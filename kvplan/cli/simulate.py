@@ -206,7 +206,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     notices = chosen.restated(resolved.spec, resolved.notices)  # as the engine's options leave them true
     notes = [resolved.note, *(f"note: {n}" for n in (*notices, *limit_notes))]
     dep = chosen.deployment(dep)
-    result = engine_result(chosen, spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
+    result = engine_result(chosen, spec, hw, dep, req)  # the pool as the engine sizes it (its admission: held)
     p = result.plan
     sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=speed_engine)
     if sim.kv_budget_bytes < sim.block_bytes():

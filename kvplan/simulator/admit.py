@@ -177,10 +177,10 @@ def head_blocked(engine, seq, s: int) -> bool:
             shared += g.nbytes
             woken += 0 if g.refs else g.nbytes
     active = (cache.active if cache is not None else 0) + woken
+    if min(seq.target - hit, engine.cfg.max_num_batched_tokens - engine.n_dec) <= 0:
+        return True  # this step's budget is all decode tokens
     if engine.ad.rule == RESERVE_RULE:
         return engine.ad.reserved + active + engine.m.paged(seq.prompt + seq.output) - shared > engine.cap
-    if min(seq.target - hit, engine.cfg.max_num_batched_tokens - engine.n_dec) <= 0:
-        return True
     room = engine.cap - engine.used - active - running_offset(engine, s)
     if _total(engine, seq, hit) < room:
         return False

@@ -38,6 +38,8 @@ resident_context); this module gives the simulator the rule itself, one `Admissi
     - v0.5.1.post3: the same order (L1407-1413) and ratio (L1514-1517), but retraction goes on until 20 decode
       tokens per remaining request are free (L1424-1442; not modelled: the simulator stops when the next step fits,
       as 0.5.3 on); `scheduler.py` L1655, L1577, L1521 / L1728 / L1756, decay L1751, queue L1296.
+  Later releases (kvplan models SGLang to 0.5.23) were not re-read for the retraction and batch_is_full paths; their
+  ratio constants are sglang/admission.py's, read to v0.5.16.
 """
 
 from __future__ import annotations

@@ -17,7 +17,11 @@ resident_context); this module gives the simulator the rule itself, one `Admissi
   come are its total ceil((prompt + max new tokens) / block) less those already allocated to it
   (KVCacheManager::getRemainingBlocksToCompletion, @b35ac1b64368513d215c57d2ed01d62d910df8da:cpp/tensorrt_llm/
   batch_manager/kvCacheManager.cpp), so allocated and reserved blocks together are its whole total from admission to
-  the end: nothing is ever preempted. Blocks shared through block reuse are counted once.
+  the end: nothing is ever preempted. Blocks shared through block reuse are counted once among the running (each
+  holds them, allocated); a pending request has no sequence yet (`mSequences` does not hold it), so it needs its
+  whole total free, the blocks it would reuse from another request included. Under STATIC_BATCH (the same impl,
+  StaticBatchScheduling true) pending requests are tried only when no request is generating
+  (`scheduledRequests.size() == 0` after the in-progress pass).
 * `NEW_TOKEN_RATIO` (SGLang; kvplan.engines.sglang.admission for the source, release by release): each running
   request counts its tokens plus min(remaining output, 4096) x new_token_ratio, a request admitted in the same
   prefill batch its prompt plus min(output, 4096) in full; a request is admitted while its prompt plus
@@ -48,7 +52,7 @@ from dataclasses import dataclass
 
 from kvplan.engines.neutral import NeutralEngine
 from kvplan.engines.registry import canonical_engine
-from kvplan.engines.scheduler import DEFAULT_NO_EVICT, reserves_output
+from kvplan.engines.scheduler import DEFAULT_NO_EVICT, NO_EVICT, POLICY_NAMES, policy_key
 from kvplan.engines.sglang import admission as sglang_admission
 
 ON_DEMAND_RULE = "on_demand"
@@ -70,6 +74,7 @@ class Admission:
     decay_steps: int = 0
     clip: int = 0
     retract_steps: int = 0
+    static: bool = False  # RESERVE_RULE under STATIC_BATCH: admissions only while no request is generating
 
     @property
     def decay(self) -> float:
@@ -112,9 +117,13 @@ def admission(engine: str | None, opts: dict | None = None) -> Admission:
         return _sglang()
     if name in DEFAULT_NO_EVICT:
         policy = (opts or {}).get(POLICY_OPTION)
-        reserves = reserves_output(name, policy)  # a policy TensorRT-LLM does not have is refused here
-        named = "GUARANTEED_NO_EVICT (its default)" if policy is None else str(policy).strip().upper()
-        if reserves:
+        key = policy_key(name, policy)  # a policy TensorRT-LLM does not have is refused here
+        named = POLICY_NAMES[key] + (" (its default)" if policy is None or not str(policy).strip() else "")
+        if POLICY_NAMES[key] == "STATIC_BATCH":
+            return Admission(RESERVE_RULE, f"admission as TensorRT-LLM's capacity scheduler policy {named}: "
+                             "requests are admitted only while none is generating, each when the blocks for its "
+                             "prompt and its whole output fit beside the others'; nothing is preempted", static=True)
+        if NO_EVICT[key]:
             return Admission(RESERVE_RULE, f"admission as TensorRT-LLM's capacity scheduler policy {named}: a "
                              "request is admitted only when the blocks for its prompt and its whole output fit beside "
                              "every running request's blocks to completion; nothing is preempted")

@@ -210,7 +210,7 @@ class Engine:
             need = self.m.paged(hit + chunk) - shared
         else:
             need = seq.reserve = self.m.held(self._reserve_tokens(seq))
-        if (self.own_rule and not admit.fits(self, seq, hit, shared)) or not self._take(need):
+        if (self.own_rule and not admit.fits(self, seq, hit, woken)) or not self._take(need):
             if segs:
                 self.cache.release(segs)
             if self.ratio_rule:
@@ -379,7 +379,7 @@ class Engine:
             if chunk:
                 chunks.append((seq, chunk))
                 budget -= chunk
-        if not preempted and (not self.ratio_rule or admit.may_admit(self, s)):
+        if not preempted and (not self.ad.gated or admit.may_admit(self, s)):
             while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
                 chunk = self._admit(self.waiting[0], budget)
                 if not chunk:

@@ -34,13 +34,11 @@ class State:
     """One run's admission state, kept apart from the engine's own attributes (`engine.ad`: the engine's instance
     dictionary stays small enough for CPython's shared-key layout, whose lookups the hot loop depends on)."""
 
-    __slots__ = ("adm", "rule", "tok", "gated", "reserved", "blocked", "dsteps", "ratio_base", "ratio_from",
-                 "sum_end", "n_short", "long", "run_offset", "batch_offset")
+    __slots__ = ("adm", "rule", "tok", "reserved", "blocked", "dsteps", "ratio_base", "ratio_from", "sum_end",
+                 "n_short", "long", "run_offset", "batch_offset")
 
     def __init__(self, adm, rule: str, tok: int):
         self.adm, self.rule, self.tok = adm, rule, tok
-        # whether a step asks `may_admit` before admitting: SGLang's rule, STATIC_BATCH
-        self.gated = rule == RATIO_RULE or (rule == RESERVE_RULE and adm.static)
         self.reserved = 0  # RESERVE_RULE: the running requests' reservations, bytes
         self.blocked = False  # RATIO_RULE: SGLang's batch_is_full
         self.dsteps = 0  # decode steps so far
@@ -99,7 +97,7 @@ def may_admit(engine, s: int) -> bool:
     """Whether step s tries admissions: under STATIC_BATCH only while no request decodes; under SGLang's rule not
     while the batch is marked full and something runs (if it does, the running requests' count for this step)."""
     if engine.ad.rule == RESERVE_RULE:
-        return not engine.n_dec
+        return not (engine.n_dec and engine.ad.adm.static)
     if engine.ad.blocked and engine.running:
         return False
     engine.ad.blocked = False

@@ -379,7 +379,7 @@ class Engine:
             if chunk:
                 chunks.append((seq, chunk))
                 budget -= chunk
-        if not preempted and (not self.ad.gated or admit.may_admit(self, s)):
+        if not preempted and (not self.own_rule or admit.may_admit(self, s)):
             while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
                 chunk = self._admit(self.waiting[0], budget)
                 if not chunk:

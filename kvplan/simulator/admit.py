@@ -28,6 +28,7 @@ ignore_eos path without a radix cache.
 from __future__ import annotations
 
 from kvplan.engines.admission import RATIO_RULE, RESERVE_RULE
+from kvplan.simulator import queue
 
 
 class State:
@@ -151,7 +152,7 @@ def retract(engine, s: int):
             if key is None or k <= key:
                 victim, key = seq, k
     if victim is None or len(engine.running) < 2:
-        return engine._preempt_tail(s)
+        return queue.preempt_tail(engine, s)
     length = engine._stop_decode(victim, s)
     engine._release(victim, length)
     victim.computed = 0

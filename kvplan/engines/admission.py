@@ -42,6 +42,11 @@ resident_context); this module gives the simulator the rule itself, one `Admissi
     - v0.5.1.post3: the same order (L1407-1413) and ratio (L1514-1517), but retraction goes on until 20 decode
       tokens per remaining request are free (L1424-1442; not modelled: the simulator stops when the next step fits,
       as 0.5.3 on); `scheduler.py` L1655, L1577, L1521 / L1728 / L1756, decay L1751, queue L1296.
+    - v0.5.10.post1 (the last sdist on PyPI; sha256 01f7adfe...): the same order (`schedule_batch.py` L1961-1968),
+      loop (L1972-1984) and ratio with + 1 (L2008-2017; v0.5.3 and v0.5.1.post3 divide by the max new tokens alone),
+      but the last request is aborted where even it does not fit (L1987-2003; 0.5.9 raises); `scheduler.py` NO_TOKEN
+      L2457-2464, skipped L2340-2343, cleared L2227, L2553, L2618, decay L2611-2615, queue L1943; the same-batch count
+      gains one page (`schedule_policy.py` L518-527, page_overhead; one token at SGLang's default page).
   Later releases (kvplan models SGLang to 0.5.23) were not re-read for the retraction and batch_is_full paths; their
   ratio constants are sglang/admission.py's, read to v0.5.16.
 """

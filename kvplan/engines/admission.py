@@ -21,7 +21,11 @@ resident_context); this module gives the simulator the rule itself, one `Admissi
   holds them, allocated); a pending request has no sequence yet (`mSequences` does not hold it), so it needs its
   whole total free, the blocks it would reuse from another request included. Under STATIC_BATCH (the same impl,
   StaticBatchScheduling true) pending requests are tried only when no request is generating
-  (`scheduledRequests.size() == 0` after the in-progress pass).
+  (`scheduledRequests.size() == 0` after the in-progress pass). Not modelled: a sliding window's one extra block
+  (getRemainingBlocksToCompletion's numExtraBlocksPerBeam), `beneficialToSkip` (a request held back a step to reuse a
+  block another context request is writing), and, under MAX_UTILIZATION, a first context chunk needing its whole
+  prompt's blocks (getNeededBlocksOneStep @b35ac1b6: min(prompt, window + mMaxNewTokens)) where vLLM's rule takes the
+  first chunk's pages: the two differ only for a prompt longer than a step's token budget.
 * `NEW_TOKEN_RATIO` (SGLang; kvplan.engines.sglang.admission for the source, release by release): each running
   request counts its tokens plus min(remaining output, 4096) x new_token_ratio, a request admitted in the same
   prefill batch its prompt plus min(output, 4096) in full; a request is admitted while its prompt plus

@@ -20,6 +20,7 @@ def main(n: int) -> None:
     from kvplan.hardware.gpus import find_gpu
     from kvplan.planning.deploy import deployment_for_gpus
     from kvplan.engines import resolve_engine
+    from kvplan.engines.admission import admission
     from kvplan.planning.plan import Request
     from kvplan.sources.resolve import resolve_model
     from kvplan.simulator.adapter import sim_model
@@ -33,13 +34,19 @@ def main(n: int) -> None:
     # Offload tiers (#23): a CPU tier of 64 GiB per GPU behind PCIe Gen5 (64 GB/s) and a disk tier of
     # 512 GiB per GPU at an eighth of an 8-drive array's 54.4 GB/s: the dgx-h100 host profile's figures.
     tiers = (("cpu", 64 * 2**30, 64e9), ("disk", 512 * 2**30, 54.4e9 / 8))
+    # the engines' own admission rules on the paged pool (kvplan.engines.admission): TensorRT-LLM's default, SGLang's
+    admit = {"no-evict": admission("trtllm"), "sglang": admission("sglang")}
     for workload, qps, mode in (("chat", 20.0, "paged"), ("code", 40.0, "paged"), ("chat", 20.0, "contiguous"),
-                                ("code", 40.0, "tiers"), ("mooncake", 30.0, "tiers")):
+                                ("code", 40.0, "tiers"), ("mooncake", 30.0, "tiers"), ("code", 40.0, "no-evict"),
+                                ("code", 40.0, "sglang")):
         wall, cpu = time.perf_counter(), time.process_time()
         reqs = mooncake(n, qps) if workload == "mooncake" else generate(WORKLOADS[workload], qps, n / qps, seed=0)
         # pinned: the engine-neutral plan's limits, 256 running and 8,192 tokens a step (kvplan.simulator.limits)
         pinned = {"max_num_seqs": 256, "max_num_batched_tokens": 8192}
-        cfg = EngineConfig(mode="paged", tiers=tiers, **pinned) if mode == "tiers" else EngineConfig(mode=mode, **pinned)
+        if mode in admit:
+            cfg = EngineConfig(mode="paged", admission=admit[mode], **pinned)
+        else:
+            cfg = EngineConfig(mode="paged", tiers=tiers, **pinned) if mode == "tiers" else EngineConfig(mode=mode, **pinned)
         rec = Engine(model, cfg).run(reqs)
         s = rec.summary(2.0, 0.1)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu

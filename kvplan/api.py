@@ -44,7 +44,6 @@ from kvplan.planning.speculative import apply, parse
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.blocks import BLOCK_TOKENS
 from kvplan.speed.coverage import check_speed
-from kvplan.simulator.engine import EngineConfig
 from kvplan.simulator.inputs import check_workload_inputs
 from kvplan.simulator.limits import Limits, scheduler_limits
 from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
@@ -256,8 +255,9 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
              timeout: float = 10.0, allow_long_context: bool = False, speed: str = "calibrated") -> Simulation:
     """`kvplan simulate`: serve a workload (built-in `workload`, default chat, Poisson arrivals at `qps`,
     default 10/s, for `duration` s, default 300; or a `trace` file) on the deployment's KV pool with
-    vLLM's scheduler at the engine's own limits (`max_num_seqs`, `max_num_batched_tokens` left None: the engine's
-    defaults by release and GPU, 256 and 8,192 where it states none; Simulation.limits says which); step times
+    vLLM's scheduler, admitting as the engine does (Simulation.limits.admission), at the engine's own limits
+    (`max_num_seqs`, `max_num_batched_tokens` left None: the engine's defaults by release and GPU, 256 and 8,192
+    where it states none; Simulation.limits says which); step times
     from kvplan's calibrated model (kvplan.speed), or with speed="roofline" the bare roofline (a lower bound).
 
     `offload` ('cpu:64GiB,disk:2TiB', a ratio '2x', or 'cpu:auto' with a `trace`) puts tiers below the pool, sized
@@ -286,15 +286,14 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
             raise KvplanError(f"{spec.name}: no tensor × pipeline split of {gpus} GPUs is valid (tp must divide "
                               f"the {spec.num_attention_heads} attention heads)", EXIT_USAGE, param="gpus", value=gpus)
     dep = chosen.deployment(dep or Deployment(1, 1))
-    res = chosen.result(spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
+    res = chosen.result(spec, hw, dep, req)  # the pool as the engine sizes it; its admission rule below
     p = res.plan
     sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=chosen.name)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache (weights "
                           f"{p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more {arg('gpus')}", EXIT_USAGE)
     held = scheduler_limits(chosen, res, max_num_seqs, max_num_batched_tokens)
-    base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=held.max_num_seqs,
-                        max_num_batched_tokens=held.max_num_batched_tokens, prefix_caching=prefix_caching)
+    base = held.config(mode=mode, reserve=reserve, prefix_caching=prefix_caching)
     op = _tiers(chosen, res, spec, sim, dep, requests, fmt, tiers, offload_backend, host_profile) if tiers else None
     if op is not None:
         base = dataclasses.replace(base, tiers=sim_tiers(op, sim.token_bytes(), host_profile, dep.gpus))

@@ -56,6 +56,7 @@ class Settings:
     kv_dtype: str | None = None
     max_batch: int | None = None  # the engine's own cap on running requests, where stated
     max_tokens: int | None = None  # the engine's cap on tokens per step, where stated
+    scheduler_policy: str | None = None  # the engine's capacity scheduler policy, where stated (trtllm-bench)
     depth: int = 0  # llama-bench: tokens already in the cache (-d)
 
 

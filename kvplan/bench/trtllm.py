@@ -43,6 +43,16 @@ def _fields(text: str) -> dict:
     return out
 
 
+# the text report's "Scheduling Policy:      Guaranteed No Evict" (a value with spaces, which _LINE does not take)
+_POLICY = re.compile(r"^\s*Scheduling Policy\s*:\s*([A-Za-z][A-Za-z _-]{0,40}?)\s*$", re.M)
+
+
+def _policy(text: str) -> str | None:
+    """The capacity scheduler policy a text report prints, as the engine's option spells it ("guaranteed_no_evict")."""
+    m = _POLICY.search(text[:1_000_000])
+    return "_".join(m.group(1).lower().replace("-", " ").split()) if m else None
+
+
 def _dtype(value) -> str | None:
     v = numbers.text(value, 20)
     return None if v is None or v.lower() in ("none", "null") else v.lower()
@@ -59,7 +69,8 @@ def parse(text: str) -> list[BenchRun]:
         isl=numbers.count(round(numbers.figure(g("Average Input Length (tokens)")) or 0)),
         osl=numbers.count(round(numbers.figure(g("Average Output Length (tokens)")) or 0)), lengths="the dataset's means",
         request_rate=math.inf, num_prompts=numbers.count(g("Number of requests")),
-        max_batch=numbers.count(g("Max Runtime Batch Size")), max_tokens=numbers.count(g("Max Runtime Tokens")))
+        max_batch=numbers.count(g("Max Runtime Batch Size")), max_tokens=numbers.count(g("Max Runtime Tokens")),
+        scheduler_policy=_policy(text))
     metrics = {}
     for name, value in (("request_throughput", g("Request Throughput (req/sec)")),
                         ("output_throughput", out_rate if out_rate is not None else None),

@@ -21,8 +21,8 @@ from kvplan.cli.engine_flags import engine_from_flags
 from kvplan.cli import simulate as simulate_command
 from kvplan.cli.simulate import _deployment_model
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.engines.admission import policy_opts
 from kvplan.hardware.gpus import find_gpu, gpu_by_device_name
-from kvplan.simulator.engine import EngineConfig
 from kvplan.simulator.limits import scheduler_limits
 from kvplan.speed.eras import era_of
 from kvplan.simulator.session import run_all
@@ -53,6 +53,7 @@ class Resolved:
     weight_dtype: str | None
     assumed: list = field(default_factory=list)
     version: str | None = None  # the engine release the file states (picks the speed coefficients' era)
+    policy: str | None = None  # the capacity scheduler policy the file states (its admission rule)
 
 
 def _model_candidates(name: str) -> list[str]:
@@ -126,11 +127,12 @@ def resolve(run: BenchRun, model, gpu, tp, engine, kv_dtype, weight_dtype, hw_pr
     if s.engine_version:
         assumed.append(f"{eng} rules of the newest release kvplan models (the file says {s.engine_version})")
     kv, w = _dtypes(s, kv_dtype, weight_dtype, assumed)
-    return Resolved(name, hw, size, replicas, eng, kv, w, assumed, s.engine_version)
+    return Resolved(name, hw, size, replicas, eng, kv, w, assumed, s.engine_version, s.scheduler_policy)
 
 
 def _sim(r: Resolved, hw_profiles):
-    chosen, _ = engine_from_flags(r.engine, None, None, None, None)
+    # the run's own capacity scheduler policy, where the file states one (trtllm-bench), sets its admission rule
+    chosen, _ = engine_from_flags(r.engine, None, policy_opts(r.engine, r.policy), None, None)
     sim, _, notes, result = _deployment_model(
         r.model, r.gpu.key, gpus=r.tp, tp=r.tp, pp=None, max_model_len=None, kv_dtype=r.kv_dtype,
         weight_dtype=r.weight_dtype, gmu=None, kv_cache_memory=None, overhead=None, block_size=None,
@@ -171,7 +173,8 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
                           EXIT_USAGE)
     sim, notes, (chosen, result) = _sim(r, hw_profiles)
     held = scheduler_limits(chosen, result, s.max_batch or None, s.max_tokens or None)  # simulate's own choice
-    cfg = EngineConfig(max_num_seqs=held.max_num_seqs, max_num_batched_tokens=held.max_num_batched_tokens)
+    cfg = held.config()  # the engine's own admission rule too, as simulate takes it
+    notes.append(held.admission.said)
     if not s.max_batch:
         notes.append(f"at most {cfg.max_num_seqs:,} requests running at once ({held.seqs_from}; not in the file)")
     if not s.max_tokens:

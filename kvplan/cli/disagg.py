@@ -101,6 +101,8 @@ def disagg(
         stderr(line)  # the pools' step times: whose coefficients, their held-out band, what the corpus lacks
     for line in _limit_notes(res.limits):
         stderr(line)
+    if res.search:  # the aggregated deployment beside it admits as `simulate --engine` does
+        stderr(f"aggregated replicas: {res.limits['decode'].admission.said}")
     _report(res, run.engine, run.spec, as_json, kind)
 
 

@@ -40,7 +40,6 @@ from kvplan.report.simulation import document, render_html, summary_lines, write
 from kvplan.report.text import plan_warnings
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.capacity import Target, max_rate
-from kvplan.simulator.engine import EngineConfig
 from kvplan.simulator.limits import scheduler_limits
 from kvplan.simulator.blocks import BLOCK_TOKENS
 from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
@@ -81,7 +80,7 @@ def simulate(
     kv_cache_memory: Annotated[Optional[str], typer.Option("--kv-cache-memory", help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28GiB.")] = None,
     overhead: Annotated[Optional[str], typer.Option("--overhead", help="Per-GPU activation + runtime overhead (e.g. 2GiB). Default: an estimate.")] = None,
     block_size: BlockSizeOpt = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", help="Size the KV pool as this engine allocates it: vllm, sglang, trtllm, llama.cpp, transformers (the scheduler stays vLLM's, at the engine's own limits: --max-num-seqs, --max-num-batched-tokens).")] = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", help="Size the KV pool as this engine allocates it and admit requests as it does (vllm, llama.cpp, transformers: vLLM's preemption; trtllm: GUARANTEED_NO_EVICT, or --engine-opt capacity_scheduler_policy=MAX_UTILIZATION; sglang: its new_token_ratio), at its own limits: --max-num-seqs, --max-num-batched-tokens.")] = None,
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
     max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="Most requests running at once (vLLM's flag). Default: --engine's own (vLLM's by release and GPU, SGLang's max_running_requests, TensorRT-LLM's max_batch_size); 256 where it states none. Given with --engine, it is also the engine's own setting (vLLM's max_num_seqs, SGLang's max_running_requests), so the KV pool is the one the engine sizes with it.")] = None,
@@ -108,10 +107,11 @@ def simulate(
 ):
     """Simulate serving a workload: concurrency, KV waste, preemptions, throughput, TTFT/TPOT, goodput.
 
-    An event-driven model of a continuous-batching engine (vLLM's scheduler: pages, chunked
-    prefill, preemption by recompute, prefix caching) on the plan's KV memory, at the engine's own
-    running limit and tokens per step; step times come from kvplan's calibrated model (--speed
-    roofline: the bare roofline, a lower bound).
+    An event-driven model of a continuous-batching engine (pages, chunked prefill, prefix caching) on
+    the plan's KV memory, at the engine's own running limit and tokens per step, admitting requests as
+    --engine does (vLLM: preemption by recompute; TensorRT-LLM: whole outputs reserved; SGLang: its
+    new_token_ratio); step times come from kvplan's calibrated model (--speed roofline: the bare
+    roofline, a lower bound).
     """
     check_workload_inputs(mode=mode, reserve=reserve, workload=workload, trace=trace, qps=qps, duration=duration,
                           seed=seed, slo_ttft=slo_ttft, slo_tpot=slo_tpot, slo_percent=slo_percent,
@@ -137,8 +137,11 @@ def simulate(
                                          allow_long_context, speed)
     held = scheduler_limits(chosen, result[0], max_num_seqs, max_num_batched_tokens)
     notes += held.notes()
-    base = EngineConfig(mode=mode, reserve=reserve, max_num_seqs=held.max_num_seqs,
-                        max_num_batched_tokens=held.max_num_batched_tokens, prefix_caching=not no_prefix_caching)
+    if mode == "paged" or compare:  # the engine's admission rule applies to the paged pool
+        notes.append(held.admission.said + ("; the contiguous pools admit by their reservation" if compare else ""))
+    else:
+        notes.append("admission by the contiguous pool's reservation (--reserve), whatever the engine")
+    base = held.config(mode=mode, reserve=reserve, prefix_caching=not no_prefix_caching)
     runs = configs(base, compare)
     for line in notes if find_rate else [loaded.said, *notes]:  # every input is valid: say where things came from
         stderr(line)
@@ -146,7 +149,7 @@ def simulate(
     requests = loaded.requests
     if tiers:
         base, runs = _with_tiers(base, sim, meta, result, asked, requests, trace is not None)
-    meta.update({"runs": list(runs), **held.meta(), "prefix_caching": not no_prefix_caching,
+    meta.update({"runs": list(runs), **held.meta(), **held.admission_meta(), "prefix_caching": not no_prefix_caching,
                  "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
     if find_rate:
         requests = _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta,
@@ -203,7 +206,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     notices = chosen.restated(resolved.spec, resolved.notices)  # as the engine's options leave them true
     notes = [resolved.note, *(f"note: {n}" for n in (*notices, *limit_notes))]
     dep = chosen.deployment(dep)
-    result = engine_result(chosen, spec, hw, dep, req)  # the pool as the engine sizes it; the scheduler is vLLM's
+    result = engine_result(chosen, spec, hw, dep, req)  # the pool as the engine sizes it (its admission: held)
     p = result.plan
     sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=speed_engine)
     if sim.kv_budget_bytes < sim.block_bytes():

@@ -43,7 +43,7 @@ def simulate_plan(plan, spec, gpu, target: Target) -> dict:
     if model.kv_budget_bytes < model.block_bytes():
         return {}
     held = plan_limits(target.configured, plan, spec, gpu)
-    cfg = EngineConfig(max_num_seqs=held.max_num_seqs, max_num_batched_tokens=held.max_num_batched_tokens)
+    cfg = held.config()  # the engine's own admission rule too (kvplan.engines.admission)
     summary = Engine(model, cfg).run(list(target.requests)).summary(target.slo_ttft, target.slo_tpot)
     return {**summary, "scheduler_limits": held.meta()}
 

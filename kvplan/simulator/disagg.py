@@ -7,7 +7,7 @@ reaches this command unchanged. Without a request rate, the ratio is the
 one that balances the pools' rates (prefill requests/s per replica against decode requests/s per
 replica at its batch); with one, every xPyD split within the GPU limit is simulated end to end
 (kvplan.simulator.pd), the fewest GPUs (both pools are one GPU type, so also the lowest price) that meets the SLOs is chosen, and the
-aggregated deployment of the same GPUs (each pool's layout, replicated, on vLLM's scheduler; the better) is run
+aggregated deployment of the same GPUs (each pool's layout, replicated, on simulate's engine; the better) is run
 on the same requests, with the fewest aggregated GPUs that meets the SLOs, so a user sees when
 disaggregation does not pay.
 Each pool's replicas run at its engine's own scheduler limits (kvplan.simulator.limits: the prefill pool's tokens
@@ -25,7 +25,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.planning.transfer import Moved, kv_moved, transfer_seconds
 from kvplan.simulator.adapter import sim_model
-from kvplan.simulator.engine import Engine as SimEngine, EngineConfig
+from kvplan.simulator.engine import Engine as SimEngine
 from kvplan.simulator.limits import scheduler_limits
 from kvplan.simulator.model import StepTimer
 from kvplan.simulator.pd import simulate_pd, summarise
@@ -214,8 +214,8 @@ def _fewest_aggregated(res: Result, spec, hw, requests, pool: Pool, max_gpus: in
 
 
 def aggregated(res: Result, spec, hw, requests, replicas: int, pool: Pool) -> dict:
-    """`replicas` copies of `pool`'s layout, each serving prefill and decode (vLLM's scheduler, chunked
-    prefill) on its KV pool at the decode max_model_len; one replica is run on every replicas-th request
+    """`replicas` copies of `pool`'s layout, each serving prefill and decode (simulate's engine: vLLM's steps, chunked
+    prefill, the engine's own admission) on its KV pool at the decode max_model_len; one replica is run on every replicas-th request
     (Poisson thinning keeps the rate per replica), and its figures stand for all."""
     s = res.setup
     dep = pool.plan.deployment
@@ -223,8 +223,7 @@ def aggregated(res: Result, spec, hw, requests, replicas: int, pool: Pool) -> di
                       speed=s.speed, engine=s.speed_engine)
     share = [replace(r, rid=i) for i, r in enumerate(requests[::replicas])]  # the recorder indexes by rid
     held = res.limits[pool.role]  # the pool's own engine limits (a hybrid's running cap is its pool's)
-    rec = SimEngine(model, EngineConfig(max_num_seqs=held.max_num_seqs,
-                                        max_num_batched_tokens=held.max_num_batched_tokens)).run(share)
+    rec = SimEngine(model, held.config()).run(share)  # simulate's engine: the engine's own admission rule too
     summ = rec.summary(s.slo_ttft, s.slo_tpot)
     lat = summ["latency_s"]
     return {"replicas": replicas, "tp": dep.tp, "pp": dep.pp, "gpus": replicas * dep.gpus, "requests": len(share),

@@ -8,6 +8,9 @@ running request is preempted (its blocks freed; it goes back to the head of the 
 recomputed from scratch later); if nothing was preempted, waiting requests are admitted first come
 first served while budget, `max_num_seqs` and memory allow.
 
+On the paged pool, admission is the engine's own where the config names one (kvplan.engines.admission, applied
+by kvplan.simulator.admit): TensorRT-LLM's reservations to completion, SGLang's new_token_ratio; vLLM's above else.
+
 Paged pool: pages of `block_size` tokens are allocated as tokens are written, per layer group.
 Contiguous pool: one reservation per request at admission, sized by a policy (`max`: the model's
 length limit, as a static cache does; `pow2`: the prompt plus the output rounded up to a power of
@@ -27,7 +30,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 
 from kvplan.core.collector import collector_paused
-from kvplan.simulator import fastpath
+from kvplan.engines.admission import ON_DEMAND_RULE, RATIO_RULE, RESERVE_RULE
+from kvplan.simulator import admit, fastpath
 from kvplan.simulator.model import SimModel, StepTimer
 from kvplan.simulator.prefix import PrefixCache
 from kvplan.simulator.results import Recorder
@@ -47,6 +51,7 @@ class EngineConfig:
     prefix_caching: bool = True
     check: bool = False  # tests: recount the pool from scratch after every step
     tiers: tuple = ()  # offload tiers below the pool: ((name, bytes per rank, link bytes/s or None), ...)
+    admission: object = None  # the engine's kvplan.engines.admission.Admission (paged pool); None: vLLM's
 
 
 class Seq:
@@ -61,7 +66,7 @@ class Seq:
         self.decoding = False
         self.base = self.s0 = self.g0 = self.inc = self.wrate = 0
         self.version = 0
-        self.reserve = self.final = 0
+        self.reserve = self.final = 0  # reserve: a contiguous reservation, or (paged) its blocks to completion
 
 
 def _pow2(n: int) -> int:
@@ -89,6 +94,11 @@ class Engine:
         self.full_token = sum(g.bytes_per_token for g in model.groups if g.window is None)
         self.windows = [(g.window, self.B * g.bytes_per_token, g.bytes_per_token)
                         for g in model.groups if g.window is not None]
+        rule = config.admission.rule if (config.admission is not None and self.paged) else ON_DEMAND_RULE
+        # the hot paths' flags: an engine rule of its own at all; SGLang's ratio; TensorRT-LLM's reservations
+        self.own_rule, self.ratio_rule = rule != ON_DEMAND_RULE, rule == RATIO_RULE
+        self.reserve_rule = rule == RESERVE_RULE
+        self.ad = admit.State(config.admission, rule, self.full_token or model.token_bytes())
 
     # ---- pool -------------------------------------------------------------------------------
     def _alloc_bytes(self, seq: Seq, length: int) -> int:
@@ -132,6 +142,8 @@ class Engine:
         self.n_dec += 1
         self.ctx_dec += length
         self._at(self.finish_at, s + seq.output - seq.generated - 1, (seq, seq.version))
+        if self.ratio_rule:
+            admit.decoding(self, seq, s, 1)
 
     def _at(self, table: dict, step: int, item) -> None:
         """File `item` under `step` in `table` (events or finishes); a new step joins the stop heap."""
@@ -149,6 +161,8 @@ class Engine:
         self.n_dec -= 1
         self.ctx_dec -= length
         seq.decoding = False
+        if self.ratio_rule:
+            admit.decoding(self, seq, seq.s0, -1)
         seq.generated = seq.g0 + (s - seq.s0)
         return length
 
@@ -157,6 +171,8 @@ class Engine:
         self.used -= self._alloc_bytes(seq, length if allocated is None else allocated)
         self.written -= self.m.held(length) - seq.shared
         self.committed -= seq.final
+        if self.own_rule:
+            admit.released(self, seq)
         if self.cache is not None and seq.segs:
             self.written -= self.cache.release(seq.segs)
         seq.own = seq.shared = seq.published = 0
@@ -194,9 +210,11 @@ class Engine:
             need = self.m.paged(hit + chunk) - shared
         else:
             need = seq.reserve = self.m.held(self._reserve_tokens(seq))
-        if not self._take(need):
+        if (self.own_rule and not admit.fits(self, seq, hit, shared)) or not self._take(need):
             if segs:
                 self.cache.release(segs)
+            if self.ratio_rule:
+                self.ad.blocked = True  # SGLang's batch_is_full: no admission again until a request leaves
             return 0
         if segs:
             seq.shared, seq.segs, seq.published = shared, segs, len(segs)
@@ -214,6 +232,8 @@ class Engine:
         self.written += self.m.held(hit) - seq.shared  # a state, if any, is written at once
         seq.final = self.m.held(seq.prompt + seq.output - 1) - seq.shared
         self.committed += seq.final
+        if self.own_rule:
+            admit.admitted(self, seq, hit, shared, chunk)
         self.running[seq.rid] = seq
         self.prefilling[seq.rid] = seq
         self.rec.admitted(seq.rid)
@@ -239,6 +259,9 @@ class Engine:
                 seq.own -= nbytes
                 self.used -= nbytes
                 seq.shared += nbytes
+                if self.reserve_rule:  # its blocks to completion now count them in the cache's, once
+                    seq.reserve -= nbytes
+                    self.ad.reserved -= nbytes
                 seq.segs += segs
                 seq.published += len(segs)
 
@@ -264,6 +287,7 @@ class Engine:
         self.events, self.finish_at = {}, {}
         self.stops = []  # a heap of the steps that have events (stale ones are skipped lazily)
         self.running, self.prefilling, self.waiting = {}, {}, deque()
+        self.ad = admit.State(self.ad.adm, self.ad.rule, self.ad.tok)
         t, s, i, n = 0.0, 0, 0, len(requests)
         tick = 0
         cache = self.cache
@@ -274,12 +298,14 @@ class Engine:
                 self._arrive(requests[i], t)
                 i += 1
             if not self.running and not self.waiting:
+                if self.ratio_rule:
+                    admit.idle(self)
                 if i >= n:
                     break
                 rec.idle(t, requests[i].arrival)
                 t = requests[i].arrival
                 continue
-            if not self.prefilling and self.n_dec and fastpath.head_blocked(self):
+            if not self.prefilling and self.n_dec and fastpath.head_blocked(self, s + 1):
                 t0 = t
                 t, s = fastpath.coast(self, t, s, requests[i].arrival if (i < n and not self.waiting) else float("inf"))
                 if t > t0:
@@ -307,7 +333,10 @@ class Engine:
             self.rec.rejected(req, "longer than the model's length limit")
             return
         seq = Seq(req, out)
-        largest = m.paged(req.prompt + out - 1) if self.paged else m.held(self._reserve_tokens(seq))
+        if not self.paged:
+            largest = m.held(self._reserve_tokens(seq))
+        else:  # TensorRT-LLM reserves blocks for prompt + max new tokens; the last token is never written otherwise
+            largest = m.paged(req.prompt + out if self.reserve_rule else req.prompt + out - 1)
         if largest > self.cap:
             self.rec.rejected(req, "never fits in the KV pool")
             return
@@ -326,7 +355,10 @@ class Engine:
         preempted = False
         need = self.bucket[s % B]
         while need > self._free_bytes() and self.running:
-            self._preempt_tail(s)
+            if self.ratio_rule:
+                admit.retract(self, s)
+            else:
+                self._preempt_tail(s)
             preempted = True
             need = self.bucket[s % B]
         if need:
@@ -347,7 +379,7 @@ class Engine:
             if chunk:
                 chunks.append((seq, chunk))
                 budget -= chunk
-        if not preempted:
+        if not preempted and (not self.ratio_rule or admit.may_admit(self, s)):
             while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
                 chunk = self._admit(self.waiting[0], budget)
                 if not chunk:
@@ -368,6 +400,8 @@ class Engine:
             new += not seq.computed
         dt = self.timer.step(tokens, self.n_dec + len(chunks), ctx, pairs, new)
         t += dt
+        if self.n_dec and self.ratio_rule:
+            self.ad.dsteps += 1  # a decode step: new_token_ratio falls (kvplan.simulator.admit.ratio)
         self.ctx_dec += self.n_dec
         self.written += self.wrate
         for seq, c in chunks:

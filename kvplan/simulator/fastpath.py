@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import heapq
 
+from kvplan.simulator import admit
 
-def head_blocked(engine) -> bool:
-    """True when the queue's head cannot be admitted now, nor before a request finishes
+
+def head_blocked(engine, s: int) -> bool:
+    """True when the queue's head cannot be admitted at step s, nor before a request finishes
     (decoding only takes memory): nothing waits, the running set is full, or the head's
-    first chunk does not fit."""
+    first chunk does not fit (under an engine's own admission rule: kvplan.simulator.admit)."""
     if not engine.waiting:
         return True
     if len(engine.running) >= engine.cfg.max_num_seqs:
         return True
     seq = engine.waiting[0]
+    if engine.own_rule:
+        return admit.head_blocked(engine, seq, s)
     if not engine.paged:
         return engine.m.held(engine._reserve_tokens(seq)) > engine._free_bytes()
     segs, hit = ([], 0)
@@ -77,6 +81,7 @@ def coast(engine, t: float, s: int, until: float) -> tuple[float, int]:
         if t >= sample_at:
             break
     steps = s - s_start
+    engine.ad.dsteps += steps  # decode steps (SGLang's new_token_ratio falls on each)
     engine.ctx_dec, engine.written = ctx, written
     if steps:
         rec.coasted(t, steps, busy, n, running, waiting, a_res, a_wr, committed * busy, a_idle, idle,
@@ -100,3 +105,7 @@ def check(engine, s: int) -> None:
     active = engine.cache.active if engine.cache else 0
     assert written + active == engine.written, ("written", written + active, engine.written)
     assert engine.used + active <= engine.cap, ("over capacity", engine.used, active, engine.cap)
+    if engine.reserve_rule:  # every request's pages within its reservation, the reservations within the pool
+        reserved = sum(seq.reserve for seq in engine.running.values())
+        assert reserved == engine.ad.reserved, ("reserved", reserved, engine.ad.reserved)
+        assert engine.used <= reserved and reserved + active <= engine.cap, ("reservations", reserved, active)

@@ -6,16 +6,19 @@ out (None), they are the engine's, read from its EngineResult by kvplan.engines.
 `max_num_seqs` / `max_num_batched_tokens` by release and GPU, kvplan/engines/vllm/defaults.py; SGLang's
 `chunked_prefill_size` and its request pool or computed `max_running_requests`; TensorRT-LLM's `max_num_tokens`
 and `max_batch_size`); where the engine states none (kvplan's own engine-neutral rules, llama.cpp,
-transformers), the simulator's defaults, 256 and 8,192 (kvplan.simulator.engine.EngineConfig).
+transformers), the simulator's defaults, 256 and 8,192 (kvplan.simulator.engine.EngineConfig). With them, the
+engine's admission rule (kvplan.engines.admission: vLLM's on demand, TensorRT-LLM's GUARANTEED_NO_EVICT unless its
+options name MAX_UTILIZATION, SGLang's new_token_ratio), which `config` hands the simulator.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvplan.core.errors import KvplanError, arg
+from kvplan.engines.admission import ON_DEMAND, Admission, admission
 from kvplan.engines.scheduler import CHUNK_KEYS, RUNNING_KEYS, limits
-from kvplan.simulator.engine import DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
+from kvplan.simulator.engine import DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS, EngineConfig
 
 GIVEN = "given"  # a limit's source where the input named it
 # the settings keys (kvplan.engines.scheduler) an --engine-opt may set, per limit
@@ -30,11 +33,21 @@ class Limits:
     max_num_batched_tokens: int
     seqs_from: str  # GIVEN, or e.g. "vllm 0.33.0's default on this GPU", "the simulator's default: ..."
     tokens_from: str
+    admission: Admission = field(default=ON_DEMAND)  # how the engine admits requests (paged pool)
+
+    def config(self, **kw) -> EngineConfig:
+        """The simulator's config at these limits and this admission rule (`kw`: the pool's other settings)."""
+        return EngineConfig(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
+                            admission=self.admission, **kw)
 
     def notes(self) -> list[str]:
         """Two stderr lines: the counts and why (each names its input, so a person sees how to change it)."""
         return [f"at most {self.max_num_seqs:,} requests running at once ({_said(self.seqs_from, 'max_num_seqs')})",
                 f"{self.max_num_batched_tokens:,} tokens a step ({_said(self.tokens_from, 'max_num_batched_tokens')})"]
+
+    def admission_meta(self) -> dict:
+        """The admission rule, for --json: its name and the line that says it."""
+        return {"admission": {"rule": self.admission.rule, "said": self.admission.said}}
 
     def meta(self) -> dict:
         """The counts and their sources, for --json."""
@@ -72,7 +85,7 @@ def scheduler_limits(engine, result=None, max_num_seqs: int | None = None,
         own_seqs or DEFAULT_MAX_NUM_SEQS, _why(engine, "max_num_seqs", own_seqs, computed))
     tokens = (max_num_batched_tokens, GIVEN) if max_num_batched_tokens is not None else (
         own_tokens or DEFAULT_MAX_BATCHED_TOKENS, _why(engine, "max_num_batched_tokens", own_tokens, False))
-    return Limits(seqs[0], tokens[0], seqs[1], tokens[1])
+    return Limits(seqs[0], tokens[0], seqs[1], tokens[1], admission(name, getattr(engine, "opts", None)))
 
 
 def plan_limits(engine, plan, model, gpu) -> Limits:
@@ -95,4 +108,5 @@ def per_plan_note(engine) -> str:
         return (f"each plan simulated at the simulator's {DEFAULT_MAX_NUM_SEQS} requests running at once and "
                 f"{DEFAULT_MAX_BATCHED_TOKENS:,} tokens a step (no {arg('engine')}, and kvplan's own rules set none)")
     return (f"each plan simulated at {label}'s own running limit and tokens per step on its GPU (the "
-            f"simulator's {DEFAULT_MAX_NUM_SEQS} and {DEFAULT_MAX_BATCHED_TOKENS:,} where it states none): sim_max_num_seqs, sim_max_num_batched_tokens")
+            f"simulator's {DEFAULT_MAX_NUM_SEQS} and {DEFAULT_MAX_BATCHED_TOKENS:,} where it states none): sim_max_num_seqs, sim_max_num_batched_tokens; "
+            + admission(getattr(engine, "name", None), getattr(engine, "opts", None)).said)

@@ -14,7 +14,8 @@ v0.5.6.post2, v0.5.9, v0.5.13.post1, v0.5.16; restated, not copied; line numbers
   ratio starts at init = min(SGLANG_INIT_NEW_TOKEN_RATIO x schedule_conservativeness, 1), its floor is init x
   SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR, and each decode step that retracts nothing lowers it by (init - floor) /
   SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS (L2257-2260); a retraction sets it to (tokens decoded + 20 x running) / total
-  max_new_tokens; an idle scheduler resets it to init (`scheduler_runtime_checker_mixin.py` L334; v0.5.16
+  max_new_tokens (+ 1), at most 1 (`schedule_batch.py` `retract_decode` L1894-1903, SGLANG_RETRACT_DECODE_STEPS 20,
+  `environ.py` L228); an idle scheduler resets it to init (`scheduler_runtime_checker_mixin.py` L334; v0.5.16
   scheduler.py L3675). Defaults 0.7, 0.14, 600, 4096 in every release read (v0.5.1.post3 and v0.5.3
   `global_config.py` L24-31, later `srt/environ.py`: v0.5.9 L225-229, v0.5.16 L356-360); --schedule-conservativeness
   1.0 (`server_args.py`).
@@ -26,7 +27,8 @@ any decode step lowers the ratio: each admitted request counts its prompt plus 0
 pool. That first wave is what a burst's and a closed loop's start are, and kvplan prices one running batch per run:
 `reserved_context` is that wave's count. Later admissions see the ratio lowered by about 0.001 a decode step toward
 0.098, so a long run's staggered steady state holds more (up to the pool over prompt + 0.549 x output at the floor);
-that is not modelled (it needs the run's length in decode steps, which resident_context is not told).
+resident_context does not model that (it needs the run's length in decode steps, which it is not told); the
+simulator does, step by step (kvplan.engines.admission, kvplan.simulator.admit).
 Not read here: the radix cache disabled with ignore_eos requests (`add_one_req_ignore_eos`, ratio 1.0 for them),
 a stated --schedule-conservativeness or the environment variables.
 """
@@ -35,6 +37,9 @@ from __future__ import annotations
 
 INIT_NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
+MIN_NEW_TOKEN_RATIO_FACTOR = 0.14  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR: the floor is init x this
+NEW_TOKEN_RATIO_DECAY_STEPS = 600  # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS: decode steps from init to the floor
+RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS: decode steps a retraction's new ratio allows each request
 SCHEDULE_CONSERVATIVENESS = 1.0  # --schedule-conservativeness
 
 

@@ -39,7 +39,8 @@ from kvplan.engines.trtllm.offload import cpu_pool as host_cache_pool
 
 VERSIONS = ("0.20.0", "1.2.0")
 DEFAULT_VERSION = "1.2.0"
-OPTS = ("free_gpu_memory_fraction", "tokens_per_block", "max_num_tokens")
+# capacity_scheduler_policy: how the scheduler admits (kvplan.engines.admission), read by the simulator, not the pool
+OPTS = ("free_gpu_memory_fraction", "tokens_per_block", "max_num_tokens", "capacity_scheduler_policy")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,188 @@
+"""The engines' own admission rules in the step-by-step simulator (kvplan.simulator.engine, paged pool).
+
+The rules are kvplan.engines.admission's (read there from each engine's source); here they are applied to the
+simulator's pool, in bytes. Functions of the engine (`engine` is a kvplan.simulator.engine.Engine whose `rule` is
+not vLLM's on-demand one):
+
+* RESERVE_RULE (TensorRT-LLM's GUARANTEED_NO_EVICT): `reserved` (the run's `State`, `engine.ad`) is the sum of
+  every running request's reservation, its pages for prompt + output less the shared prefix pages it references
+  (those are in the cache's active bytes, once). A request is admitted when reserved + active + its own
+  reservation fit in the pool; each request's pages never exceed its reservation, so decode never runs short and
+  nothing is preempted.
+* RATIO_RULE (SGLang): a running request counts, beyond the pages it holds, min(remaining output, clip) x
+  new_token_ratio tokens (a request still in prefill: the rest of its prompt and its clipped output in full, as
+  SGLang's chunked request); one admitted in the same step its clipped output in full. The decoding requests' sum
+  is kept as sum(end step) - n x step (each request's remaining output falls by one a step), those whose remaining
+  output exceeds the clip apart. A refused admission sets `blocked` (SGLang's batch_is_full) until a request
+  leaves. The ratio falls each decode step (`dsteps`) from its last reset.
+
+Left out of SGLang's rule: its separate prefill and decode batches (the simulator's steps mix them, vLLM's way; a
+step with decoding requests counts as a decode step), the chunked request's output counted only on its last chunk,
+the hybrid sliding-window pool's second count (a window's tokens are priced at the unbounded layers' bytes per
+token), page rounding of the prompt (SGLang's default page is one token), priority scheduling and the
+ignore_eos path without a radix cache.
+"""
+
+from __future__ import annotations
+
+from kvplan.engines.admission import RATIO_RULE, RESERVE_RULE
+
+
+class State:
+    """One run's admission state, kept apart from the engine's own attributes (`engine.ad`: the engine's instance
+    dictionary stays small enough for CPython's shared-key layout, whose lookups the hot loop depends on)."""
+
+    __slots__ = ("adm", "rule", "tok", "reserved", "blocked", "dsteps", "ratio_base", "ratio_from", "sum_end",
+                 "n_short", "long", "run_offset", "batch_offset")
+
+    def __init__(self, adm, rule: str, tok: int):
+        self.adm, self.rule, self.tok = adm, rule, tok
+        self.reserved = 0  # RESERVE_RULE: the running requests' reservations, bytes
+        self.blocked = False  # RATIO_RULE: SGLang's batch_is_full
+        self.dsteps = 0  # decode steps so far
+        self.ratio_base, self.ratio_from = (adm.init_ratio if adm is not None else 0.0), 0
+        self.sum_end = self.n_short = 0  # decoding requests' end steps summed, and their count (clip apart)
+        self.long = {}  # rid -> end step of decoding requests whose remaining output exceeds the clip
+        self.run_offset = self.batch_offset = 0  # bytes counted for the running requests and this step's admissions
+
+
+def ratio(engine) -> float:
+    """SGLang's new_token_ratio now: its last value set (start, idle, retraction), less `decay` a decode step since,
+    not below the floor."""
+    k = engine.ad.dsteps - engine.ad.ratio_from
+    if k <= 0:
+        return engine.ad.ratio_base
+    adm = engine.ad.adm
+    return max(engine.ad.ratio_base - adm.decay * k, adm.min_ratio)
+
+
+def idle(engine) -> None:
+    """Nothing runs or waits: SGLang's idle check resets the ratio to its initial value."""
+    engine.ad.ratio_base, engine.ad.ratio_from = engine.ad.adm.init_ratio, engine.ad.dsteps
+
+
+def decoding(engine, seq, s: int, sign: int) -> None:
+    """`seq` starts (sign 1, at step s) or stops (sign -1, s its start step) decoding: the remaining-output sums.
+    Its remaining output before step t runs is end - t, end = s + output - generated at step s."""
+    if sign > 0:
+        end = s + seq.output - seq.generated
+        if seq.output - seq.generated > engine.ad.adm.clip:
+            engine.ad.long[seq.rid] = end
+        else:
+            engine.ad.sum_end += end
+            engine.ad.n_short += 1
+        return
+    end = engine.ad.long.pop(seq.rid, None)
+    if end is None:
+        engine.ad.sum_end -= s + seq.output - seq.g0
+        engine.ad.n_short -= 1
+
+
+def running_offset(engine, s: int) -> int:
+    """Bytes SGLang's PrefillAdder counts for the running requests beyond the pages they hold, before step s."""
+    adm, clip = engine.ad.adm, engine.ad.adm.clip
+    rem = engine.ad.sum_end - engine.ad.n_short * s + sum(min(end - s, clip) for end in engine.ad.long.values())
+    tokens = ratio(engine) * rem
+    m = engine.m
+    prompt = 0
+    for seq in engine.prefilling.values():
+        prompt += max(0, m.paged(seq.target) - seq.shared - seq.own)
+        tokens += min(max(0, seq.output - seq.generated), adm.clip)
+    return int(tokens * engine.ad.tok) + prompt
+
+
+def may_admit(engine, s: int) -> bool:
+    """Whether step s tries admissions under SGLang's rule (not while the batch is marked full and something runs);
+    if so, the running requests' count for this step's admissions."""
+    if engine.ad.blocked and engine.running:
+        return False
+    engine.ad.blocked = False
+    engine.ad.run_offset, engine.ad.batch_offset = running_offset(engine, s), 0
+    return True
+
+
+def _total(engine, seq, hit: int) -> int:
+    """SGLang's count for admitting `seq`: the prompt tokens it computes plus its clipped remaining output."""
+    return (seq.target - hit + min(max(0, seq.output - seq.generated), engine.ad.adm.clip)) * engine.ad.tok
+
+
+def fits(engine, seq, hit: int, shared: int) -> bool:
+    """Whether the engine's rule admits `seq` (its prefix hit of `hit` tokens holding `shared` bytes already
+    referenced, so counted in the cache's active bytes)."""
+    cache_active = engine.cache.active if engine.cache is not None else 0
+    if engine.ad.rule == RESERVE_RULE:
+        return engine.ad.reserved + cache_active + engine.m.paged(seq.prompt + seq.output) - shared <= engine.cap
+    room = engine.cap - engine.used - cache_active - engine.ad.run_offset - engine.ad.batch_offset
+    return _total(engine, seq, hit) < room
+
+
+def admitted(engine, seq, hit: int, shared: int, chunk: int) -> None:
+    """`seq` was admitted with a first chunk of `chunk` tokens: its reservation, or SGLang's same-batch count."""
+    if engine.ad.rule == RESERVE_RULE:
+        seq.reserve = engine.m.paged(seq.prompt + seq.output) - shared
+        engine.ad.reserved += seq.reserve
+    elif chunk == seq.target - hit:  # a whole prompt: its clipped output counts in full this step (a chunk: none)
+        engine.ad.batch_offset += min(max(0, seq.output - seq.generated), engine.ad.adm.clip) * engine.ad.tok
+
+
+def released(engine, seq) -> None:
+    """`seq` left the pool (finished, retracted or preempted)."""
+    if engine.ad.rule == RESERVE_RULE:
+        engine.ad.reserved -= seq.reserve
+        seq.reserve = 0
+    else:
+        engine.ad.blocked = False  # the batch shrank: SGLang clears batch_is_full
+
+
+def retract(engine, s: int):
+    """SGLang's retraction before step s: the decoding request with the fewest output tokens (the longest prompt
+    among equals, the newest among those) goes back to the end of the queue, to be recomputed; the ratio is set
+    from the requests still decoding. With one request left (SGLang keeps it) or none decoding: vLLM's preemption."""
+    victim, key = None, None
+    for seq in engine.running.values():
+        if seq.decoding:
+            k = (seq.g0 + (s - seq.s0), -seq.prompt)
+            if key is None or k <= key:
+                victim, key = seq, k
+    if victim is None or len(engine.running) < 2:
+        return engine._preempt_tail(s)
+    length = engine._stop_decode(victim, s)
+    engine._release(victim, length)
+    victim.computed = 0
+    victim.target = victim.prompt + victim.generated
+    engine.waiting.append(victim)
+    engine.rec.preempted(victim.rid)
+    done = total = n = 0
+    for seq in engine.running.values():
+        if seq.decoding:
+            done += seq.g0 + (s - seq.s0)
+            total += seq.output
+            n += 1
+    engine.ad.ratio_base = min(1.0, (done + engine.ad.adm.retract_steps * n) / (total + 1))
+    engine.ad.ratio_from = engine.ad.dsteps + 1  # set for this step; the decay resumes at the next decode step
+    return victim
+
+
+def head_blocked(engine, seq, s: int) -> bool:
+    """The fast path's question under the engine's rule: the queue's head cannot be admitted before step s, nor
+    until a running request leaves (reservations and SGLang's mark only change then; SGLang's ratio falls, but a
+    refused admission is not tried again before a request leaves)."""
+    if engine.ad.rule == RATIO_RULE and engine.ad.blocked and engine.running:
+        return True
+    cache = engine.cache
+    hit = shared = woken = 0
+    if cache is not None and seq.req.prefix:
+        segs, hit = cache.lookup(seq.req.prefix, seq.target - 1)[:2]
+        for g in segs:
+            shared += g.nbytes
+            woken += 0 if g.refs else g.nbytes
+    active = (cache.active if cache is not None else 0) + woken
+    if min(seq.target - hit, engine.cfg.max_num_batched_tokens - engine.n_dec) <= 0:
+        return True  # this step's budget is all decode tokens
+    if engine.ad.rule == RESERVE_RULE:
+        return engine.ad.reserved + active + engine.m.paged(seq.prompt + seq.output) - shared > engine.cap
+    room = engine.cap - engine.used - active - running_offset(engine, s)
+    if _total(engine, seq, hit) < room:
+        return False
+    engine.ad.blocked = True  # the step would try it and fail: SGLang marks the batch full
+    return True

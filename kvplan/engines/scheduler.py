@@ -6,7 +6,12 @@ TensorRT-LLM's `max_num_tokens`) is the one the engine module already cites. Whe
 running limit, the engine's documented default stands: SGLang sizes its request pool at
 min(max(tokens / context x 512, 2048), 4096) requests (sgl-project/sglang python/sglang/srt/model_executor/
 model_runner.py, init_memory_pool), read here as its ceiling 4,096; TensorRT-LLM's `max_batch_size` as
-2,048, trtllm-build's and trtllm-serve's documented default (not re-checked release by release).
+2,048, trtllm-build's and trtllm-serve's default (NVIDIA/TensorRT-LLM@00209af149e7774406881a37283dce303571eb11:
+tensorrt_llm/commands/serve.py, `get_llm_args`: BuildConfig's max_batch_size 2048 and max_num_tokens 8192, max_seq_len
+from the model, KV fraction 0.9, GUARANTEED_NO_EVICT). That function also passes a DynamicBatchConfig with batch size
+tuning on, but the PyTorch backend's capacity scheduler does not read it: it is built from
+max_batch_size x pp, the KV cache manager and the policy alone (tensorrt_llm/_torch/pyexecutor/_util.py,
+`create_py_executor_instance`: BindCapacityScheduler), so no tuned batch size caps a served run below its KV pool.
 """
 
 from __future__ import annotations
@@ -72,6 +77,16 @@ def budget_bound(engine: str | None, chunk: int | None, isl: float, osl: float) 
 # closed/NVIDIA/code/llmlib/config.py DEFAULT_RUNTIME_FLAGS 'batch_scheduler_policy': 'max_util', each config's
 # 'batch_scheduler_policy': 'max_util'; v4.1@198fc46799b3328b36ee4bcbdebfa2db5a8e6183: closed/NVIDIA/code/common/
 # arguments.py default "max_util"), which its corpus points state (kvplan.bench.running reads the flag).
+# A request's max new tokens are its OpenAI max_completion_tokens (trtllm-serve's ChatCompletionRequest field, alias
+# max_tokens; tensorrt_llm/serve/openai_protocol.py), or max_seq_len - prompt where it sends none
+# (tensorrt_llm/executor/base_worker.py, `_deduce_max_tokens`; both as the code index holds them, 1.x). vllm bench
+# serve's openai-chat backend sends the dataset's output length as max_completion_tokens (vllm-project/vllm@
+# 02cfb534df5674737558730b10f23d1b7aef9b7c:vllm/benchmarks/lib/endpoint_request_func.py,
+# `async_request_openai_chat_completions`), so such a run reserves prompt + output, in whole blocks
+# (KVCacheManager::getRemainingBlocksToCompletion, @002ba6a7cc5eb28f180d45d4a91142d9d927a606:
+# cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp: ceil((prompt + max new tokens) / tokens_per_block) at beam
+# width 1, no extra block); the engine sees the prompt after the chat template, a few tokens more than the client
+# counts.
 NO_EVICT = {"guaranteed_no_evict": True, "no_evict": True, "static_batch": True, "static": True,
             "max_utilization": False, "max_util": False}
 # each spelling's name in TensorRT-LLM's CapacitySchedulerPolicy (what the simulator's assumption line prints)

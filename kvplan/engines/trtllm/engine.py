@@ -5,7 +5,17 @@ Sources (code index snapshots; docs/engines.md section 3):
     (`tensorrt_llm/llmapi/llm_args.py`; docs page examples/kvcacheconfig.html: "90% of free GPU memory").
   * budget: `tensorrt_llm/_torch/pyexecutor/_util.py` @ 0004396720054fd8e205cbf616f21f0b57c6b412,
     `KvCacheCreator.configure_kv_cache_capacity`: kv = (total - peak of the warm-up run) x fraction, where the
-    peak holds the weights, the activations of `max_num_tokens` and non-torch memory.
+    peak holds the weights, the activations of `max_num_tokens` and non-torch memory. Read again for 1.x (the
+    1.1-1.2 shape of `KvCacheCreator`, code index versions; docs/engines.md): the dry run enqueues context requests
+    of min(max_num_tokens, max_seq_len - 1) tokens up to max_num_tokens in all, each generating one token, over a
+    temporary KV cache sized for just those (plus one or two tokens a sequence); its bytes are added back
+    (`_cal_max_memory`: (total - peak + the temporary cache's bytes) x fraction). The generation CUDA graphs (the
+    LLM API's default batch sizes 1, 2, 4, 8, then every 8 up to 128) are captured before the profiling, so their
+    pools sit in the non-torch part of the peak; the pool is then min(that, fraction x free memory when the final
+    cache is made), the first binding after the dry run frees its activations. Not checked against a real
+    datacenter-GPU start-up log of the PyTorch backend: none printing these lines for a large model was found in
+    the public material searched (a DGX Spark log of gpt-oss-120b on 1.1.0rc3 has them, but its non-torch share is
+    unified memory the OS holds).
   * bytes per token: `resource_manager.py` (commit d2a5560a) `get_cache_size_per_token`:
     L x kv_factor x (d x H // tp) x b, kv_factor 1 for MLA (d = 576, no tp split). Heads are NOT replicated
     when tp > H (d x H // tp), unlike vLLM and SGLang. Blocks: ceil(tokens / 32), min over ranks.

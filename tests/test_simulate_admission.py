@@ -165,3 +165,58 @@ def test_pool_accounting_holds_under_every_rule():
             s = Engine(model, EngineConfig(admission=admission(engine), check=True)).run(reqs).summary(2.0, 0.1)
             assert s["requests"]["completed"] + sum(s["requests"]["rejected"].values()) == len(reqs)
             assert engine != "trtllm" or s["requests"]["preemptions"] == 0
+
+
+def test_no_evict_needs_the_whole_total_for_a_request_that_would_reuse_blocks():
+    # TensorRT-LLM's pending request has no sequence yet, so getRemainingBlocksToCompletion gives it its whole
+    # total, the blocks it would reuse from a running request included (kvCacheManager.cpp @b35ac1b6: numAlloc = 0
+    # where mSequences holds no entry). 16-token blocks, a pool of 600 tokens. r0: a shared prefix of 320 tokens
+    # (20 blocks, published to the cache once computed) and 100 new tokens -> ceil(420 / 16) = 27 blocks = 432
+    # tokens, 320 of them in the cache, so 112 still its own. r1 at 0.5 s (r0 decoding until about 1.0 s): the same
+    # prefix + 16 tokens of its own and 100 new -> ceil(436 / 16) = 28 blocks = 448. Free less r0's remaining:
+    # 600 - 320 - 112 = 168 < 448, so r1 waits for r0 to end (counting the reused 320 once, 448 - 320 = 128 <= 168,
+    # it would not). vLLM takes r1's first chunk, one block of its own, and runs both.
+    pool = _pool(600, 16)
+    reqs = [SimRequest(0, 0.0, 320, 100, (("sys", 320),)), SimRequest(1, 0.5, 336, 100, (("sys", 320),))]
+    trt = _run(pool, reqs, "trtllm", prefix_caching=True)
+    assert sum(trt.preemptions) == 0 and trt.finish[1] > trt.finish[0] + 0.9
+    assert _run(pool, reqs, "trtllm", prefix_caching=True).summary(1.0, 0.1)["concurrency"]["max_running"] == 1
+    assert _run(pool, reqs, "vllm", prefix_caching=True).summary(1.0, 0.1)["concurrency"]["max_running"] == 2
+
+
+def test_static_batch_admits_only_while_nothing_generates():
+    # capacityScheduler.cpp @02a10fed: StaticBatchScheduler is GuaranteedNoEvictScheduler::impl<true>, which tries
+    # pending requests only if the in-progress pass scheduled none ("scheduledRequests.size() == 0"). r0 (100 / 100)
+    # decodes from 0.01 s to about 1.0 s; r1 (100 / 10) arrives at 0.5 s into a nearly empty pool. GUARANTEED_NO_EVICT
+    # admits it at once (done near 0.6 s, before r0); STATIC_BATCH only once r0 has finished.
+    pool, reqs = _pool(10_000, 16), [SimRequest(0, 0.0, 100, 100), SimRequest(1, 0.5, 100, 10)]
+    no_evict = _run(pool, reqs, "trtllm")
+    assert no_evict.finish[1] < no_evict.finish[0]
+    static = _run(pool, reqs, "trtllm", {"capacity_scheduler_policy": "static_batch"})
+    assert static.finish[1] > static.finish[0] and sum(static.preemptions) == 0
+    assert "STATIC_BATCH" in admission("trtllm", {"capacity_scheduler_policy": "static"}).said
+
+
+def test_policy_is_named_as_tensorrt_llm_names_it():
+    # The assumption line names the policy as TensorRT-LLM's CapacitySchedulerPolicy enum does (GUARANTEED_NO_EVICT,
+    # MAX_UTILIZATION, STATIC_BATCH), whatever spelling the option used; an empty value is the default.
+    def said(policy):
+        return admission("trtllm", {"capacity_scheduler_policy": policy}).said
+
+    assert "policy MAX_UTILIZATION:" in said("max-util") and "policy MAX_UTILIZATION:" in said("Max_Utilization")
+    assert "policy GUARANTEED_NO_EVICT:" in said("CapacitySchedulerPolicy.GUARANTEED_NO_EVICT")
+    assert "policy GUARANTEED_NO_EVICT (its default):" in said("")
+
+
+def test_sglang_counts_a_readmitted_requests_whole_max_new_tokens_in_its_batch():
+    # SGLang's PrefillAdder books a request it adds to the prefill batch at its prompt plus min(max_new_tokens, 4096)
+    # (schedule_policy.py v0.5.9 L793-797, _update_prefill_budget), not its remaining output: a request retracted
+    # after 50 of its 100 tokens and admitted again adds min(100, 4096) = 100 tokens (1 byte each here), not 50.
+    from kvplan.simulator import admit
+    from kvplan.simulator.engine import Seq
+
+    engine = Engine(_pool(10_000, 1), EngineConfig(admission=admission("sglang")))
+    seq = Seq(SimRequest(0, 0.0, 200, 100), 100)
+    seq.generated, seq.target = 50, 250
+    admit.admitted(engine, seq, 0, 0, 250)
+    assert engine.ad.batch_offset == 100

@@ -17,7 +17,15 @@ resident_context); this module gives the simulator the rule itself, one `Admissi
   come are its total ceil((prompt + max new tokens) / block) less those already allocated to it
   (KVCacheManager::getRemainingBlocksToCompletion, @b35ac1b64368513d215c57d2ed01d62d910df8da:cpp/tensorrt_llm/
   batch_manager/kvCacheManager.cpp), so allocated and reserved blocks together are its whole total from admission to
-  the end: nothing is ever preempted. Blocks shared through block reuse are counted once.
+  the end: nothing is ever preempted. Blocks shared through block reuse are counted once among the running (each
+  holds them, allocated); a pending request has no sequence yet (`mSequences` does not hold it), so it needs its
+  whole total free, the blocks it would reuse from another request included. Under STATIC_BATCH (the same impl,
+  StaticBatchScheduling true) pending requests are tried only when no request is generating
+  (`scheduledRequests.size() == 0` after the in-progress pass). Not modelled: a sliding window's one extra block
+  (getRemainingBlocksToCompletion's numExtraBlocksPerBeam), `beneficialToSkip` (a request held back a step to reuse a
+  block another context request is writing), and, under MAX_UTILIZATION, a first context chunk needing its whole
+  prompt's blocks (getNeededBlocksOneStep @b35ac1b6: min(prompt, window + mMaxNewTokens)) where vLLM's rule takes the
+  first chunk's pages: the two differ only for a prompt longer than a step's token budget.
 * `NEW_TOKEN_RATIO` (SGLang; kvplan.engines.sglang.admission for the source, release by release): each running
   request counts its tokens plus min(remaining output, 4096) x new_token_ratio, a request admitted in the same
   prefill batch its prompt plus min(output, 4096) in full; a request is admitted while its prompt plus
@@ -38,6 +46,11 @@ resident_context); this module gives the simulator the rule itself, one `Admissi
     - v0.5.1.post3: the same order (L1407-1413) and ratio (L1514-1517), but retraction goes on until 20 decode
       tokens per remaining request are free (L1424-1442; not modelled: the simulator stops when the next step fits,
       as 0.5.3 on); `scheduler.py` L1655, L1577, L1521 / L1728 / L1756, decay L1751, queue L1296.
+    - v0.5.10.post1 (the last sdist on PyPI; sha256 01f7adfe...): the same order (`schedule_batch.py` L1961-1968),
+      loop (L1972-1984) and ratio with + 1 (L2008-2017; v0.5.3 and v0.5.1.post3 divide by the max new tokens alone),
+      but the last request is aborted where even it does not fit (L1987-2003; 0.5.9 raises); `scheduler.py` NO_TOKEN
+      L2457-2464, skipped L2340-2343, cleared L2227, L2553, L2618, decay L2611-2615, queue L1943; the same-batch count
+      gains one page (`schedule_policy.py` L518-527, page_overhead; one token at SGLang's default page).
   Later releases (kvplan models SGLang to 0.5.23) were not re-read for the retraction and batch_is_full paths; their
   ratio constants are sglang/admission.py's, read to v0.5.16.
 """
@@ -48,7 +61,7 @@ from dataclasses import dataclass
 
 from kvplan.engines.neutral import NeutralEngine
 from kvplan.engines.registry import canonical_engine
-from kvplan.engines.scheduler import DEFAULT_NO_EVICT, reserves_output
+from kvplan.engines.scheduler import DEFAULT_NO_EVICT, NO_EVICT, POLICY_NAMES, policy_key
 from kvplan.engines.sglang import admission as sglang_admission
 
 ON_DEMAND_RULE = "on_demand"
@@ -70,6 +83,7 @@ class Admission:
     decay_steps: int = 0
     clip: int = 0
     retract_steps: int = 0
+    static: bool = False  # RESERVE_RULE under STATIC_BATCH: admissions only while no request is generating
 
     @property
     def decay(self) -> float:
@@ -112,9 +126,13 @@ def admission(engine: str | None, opts: dict | None = None) -> Admission:
         return _sglang()
     if name in DEFAULT_NO_EVICT:
         policy = (opts or {}).get(POLICY_OPTION)
-        reserves = reserves_output(name, policy)  # a policy TensorRT-LLM does not have is refused here
-        named = "GUARANTEED_NO_EVICT (its default)" if policy is None else str(policy).strip().upper()
-        if reserves:
+        key = policy_key(name, policy)  # a policy TensorRT-LLM does not have is refused here
+        named = POLICY_NAMES[key] + (" (its default)" if policy is None or not str(policy).strip() else "")
+        if POLICY_NAMES[key] == "STATIC_BATCH":
+            return Admission(RESERVE_RULE, f"admission as TensorRT-LLM's capacity scheduler policy {named}: "
+                             "requests are admitted only while none is generating, each when the blocks for its "
+                             "prompt and its whole output fit beside the others'; nothing is preempted", static=True)
+        if NO_EVICT[key]:
             return Admission(RESERVE_RULE, f"admission as TensorRT-LLM's capacity scheduler policy {named}: a "
                              "request is admitted only when the blocks for its prompt and its whole output fit beside "
                              "every running request's blocks to completion; nothing is preempted")

@@ -89,6 +89,10 @@ def budget_bound(engine: str | None, chunk: int | None, isl: float, osl: float) 
 # counts.
 NO_EVICT = {"guaranteed_no_evict": True, "no_evict": True, "static_batch": True, "static": True,
             "max_utilization": False, "max_util": False}
+# each spelling's name in TensorRT-LLM's CapacitySchedulerPolicy (what the simulator's assumption line prints)
+POLICY_NAMES = {"guaranteed_no_evict": "GUARANTEED_NO_EVICT", "no_evict": "GUARANTEED_NO_EVICT",
+                "static_batch": "STATIC_BATCH", "static": "STATIC_BATCH", "max_utilization": "MAX_UTILIZATION",
+                "max_util": "MAX_UTILIZATION"}
 DEFAULT_NO_EVICT = frozenset({"trtllm"})  # engines whose default policy is GUARANTEED_NO_EVICT
 
 
@@ -98,13 +102,20 @@ def reserves_output(engine: str | None, policy: str | None = None) -> bool:
     does not have is refused (a misspelt corpus flag would otherwise price its point at the wrong cap)."""
     if canonical_engine(engine or "") not in DEFAULT_NO_EVICT:
         return False
+    return NO_EVICT[policy_key(engine, policy)]
+
+
+def policy_key(engine: str | None, policy: str | None) -> str:
+    """`policy` as NO_EVICT spells it ("guaranteed_no_evict" where the run states none, or an empty string), in
+    any casing, with dashes, or as the enum prints it (CapacitySchedulerPolicy.MAX_UTILIZATION); one the engine
+    does not have is a one-line error."""
     if policy is None or str(policy).strip() == "":
-        return True
+        return "guaranteed_no_evict"
     key = str(policy).strip().lower().replace("-", "_").removeprefix("capacityschedulerpolicy.")
     if key not in NO_EVICT:
         raise KvplanError(f"{engine}'s capacity scheduler policy {policy!r} is not one of {', '.join(sorted(NO_EVICT))}",
                           EXIT_USAGE)
-    return NO_EVICT[key]
+    return key
 
 
 def resident_context(engine: str | None, version: str | None, isl: float, osl: float,

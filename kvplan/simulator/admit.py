@@ -6,12 +6,14 @@ not vLLM's on-demand one):
 
 * RESERVE_RULE (TensorRT-LLM's GUARANTEED_NO_EVICT): `reserved` (the run's `State`, `engine.ad`) is the sum of
   every running request's reservation, its pages for prompt + output less the shared prefix pages it references
-  (those are in the cache's active bytes, once). A request is admitted when reserved + active + its own
-  reservation fit in the pool; each request's pages never exceed its reservation, so decode never runs short and
-  nothing is preempted.
+  (those are in the cache's active bytes, once). A request is admitted when reserved + active + its whole
+  prompt + output in pages fit in the pool (the prefix it would share counted too: TensorRT-LLM's pending request
+  has no blocks yet); each request's pages never exceed its reservation, so decode never runs short and nothing is
+  preempted. STATIC_BATCH: the same, tried only at a step where no request decodes.
 * RATIO_RULE (SGLang): a running request counts, beyond the pages it holds, min(remaining output, clip) x
-  new_token_ratio tokens (a request still in prefill: the rest of its prompt and its clipped output in full, as
-  SGLang's chunked request); one admitted in the same step its clipped output in full. The decoding requests' sum
+  new_token_ratio tokens (a request still in prefill: the rest of its prompt and its clipped output in full, more
+  than SGLang, which counts a chunked request's next chunk only, and its output on the last); one admitted in the
+  same step its clipped max new tokens in full. The decoding requests' sum
   is kept as sum(end step) - n x step (each request's remaining output falls by one a step), those whose remaining
   output exceeds the clip apart. A refused admission sets `blocked` (SGLang's batch_is_full) until a request
   leaves. The ratio falls each decode step (`dsteps`) from its last reset.
@@ -26,6 +28,7 @@ ignore_eos path without a radix cache.
 from __future__ import annotations
 
 from kvplan.engines.admission import RATIO_RULE, RESERVE_RULE
+from kvplan.simulator import queue
 
 
 class State:
@@ -92,8 +95,10 @@ def running_offset(engine, s: int) -> int:
 
 
 def may_admit(engine, s: int) -> bool:
-    """Whether step s tries admissions under SGLang's rule (not while the batch is marked full and something runs);
-    if so, the running requests' count for this step's admissions."""
+    """Whether step s tries admissions: under STATIC_BATCH only while no request decodes; under SGLang's rule not
+    while the batch is marked full and something runs (if it does, the running requests' count for this step)."""
+    if engine.ad.rule == RESERVE_RULE:
+        return not (engine.n_dec and engine.ad.adm.static)
     if engine.ad.blocked and engine.running:
         return False
     engine.ad.blocked = False
@@ -106,12 +111,13 @@ def _total(engine, seq, hit: int) -> int:
     return (seq.target - hit + min(max(0, seq.output - seq.generated), engine.ad.adm.clip)) * engine.ad.tok
 
 
-def fits(engine, seq, hit: int, shared: int) -> bool:
-    """Whether the engine's rule admits `seq` (its prefix hit of `hit` tokens holding `shared` bytes already
-    referenced, so counted in the cache's active bytes)."""
+def fits(engine, seq, hit: int, woken: int) -> bool:
+    """Whether the engine's rule admits `seq` (its prefix hit of `hit` tokens, now referenced in the cache's active
+    bytes; `woken` of them were idle until then). TensorRT-LLM's pending request needs its whole total free, the
+    blocks it reuses included (it has no sequence yet: kvplan.engines.admission), idle cached blocks being free."""
     cache_active = engine.cache.active if engine.cache is not None else 0
     if engine.ad.rule == RESERVE_RULE:
-        return engine.ad.reserved + cache_active + engine.m.paged(seq.prompt + seq.output) - shared <= engine.cap
+        return engine.ad.reserved + cache_active - woken + engine.m.paged(seq.prompt + seq.output) <= engine.cap
     room = engine.cap - engine.used - cache_active - engine.ad.run_offset - engine.ad.batch_offset
     return _total(engine, seq, hit) < room
 
@@ -121,8 +127,9 @@ def admitted(engine, seq, hit: int, shared: int, chunk: int) -> None:
     if engine.ad.rule == RESERVE_RULE:
         seq.reserve = engine.m.paged(seq.prompt + seq.output) - shared
         engine.ad.reserved += seq.reserve
-    elif chunk == seq.target - hit:  # a whole prompt: its clipped output counts in full this step (a chunk: none)
-        engine.ad.batch_offset += min(max(0, seq.output - seq.generated), engine.ad.adm.clip) * engine.ad.tok
+    elif chunk == seq.target - hit:  # a whole prompt: its clipped max new tokens count in full this step (a
+        # chunk: none), those it generated before a retraction included (schedule_policy.py v0.5.9 L793-797)
+        engine.ad.batch_offset += min(seq.output, engine.ad.adm.clip) * engine.ad.tok
 
 
 def released(engine, seq) -> None:
@@ -145,7 +152,7 @@ def retract(engine, s: int):
             if key is None or k <= key:
                 victim, key = seq, k
     if victim is None or len(engine.running) < 2:
-        return engine._preempt_tail(s)
+        return queue.preempt_tail(engine, s)
     length = engine._stop_decode(victim, s)
     engine._release(victim, length)
     victim.computed = 0
@@ -169,6 +176,8 @@ def head_blocked(engine, seq, s: int) -> bool:
     refused admission is not tried again before a request leaves)."""
     if engine.ad.rule == RATIO_RULE and engine.ad.blocked and engine.running:
         return True
+    if engine.ad.adm.static:  # STATIC_BATCH: nothing is admitted while a request decodes (the fast path's case)
+        return True
     cache = engine.cache
     hit = shared = woken = 0
     if cache is not None and seq.req.prefix:
@@ -180,7 +189,7 @@ def head_blocked(engine, seq, s: int) -> bool:
     if min(seq.target - hit, engine.cfg.max_num_batched_tokens - engine.n_dec) <= 0:
         return True  # this step's budget is all decode tokens
     if engine.ad.rule == RESERVE_RULE:
-        return engine.ad.reserved + active + engine.m.paged(seq.prompt + seq.output) - shared > engine.cap
+        return engine.ad.reserved + active - woken + engine.m.paged(seq.prompt + seq.output) > engine.cap
     room = engine.cap - engine.used - active - running_offset(engine, s)
     if _total(engine, seq, hit) < room:
         return False

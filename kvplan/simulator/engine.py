@@ -31,9 +31,10 @@ from operator import itemgetter
 
 from kvplan.core.collector import collector_paused
 from kvplan.engines.admission import ON_DEMAND_RULE, RATIO_RULE, RESERVE_RULE
-from kvplan.simulator import admit, fastpath
+from kvplan.simulator import admit, fastpath, queue
 from kvplan.simulator.model import SimModel, StepTimer
 from kvplan.simulator.prefix import PrefixCache
+from kvplan.simulator.queue import Seq
 from kvplan.simulator.results import Recorder
 
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's long-standing default; used where no input or engine states one (limits.py)
@@ -52,21 +53,6 @@ class EngineConfig:
     check: bool = False  # tests: recount the pool from scratch after every step
     tiers: tuple = ()  # offload tiers below the pool: ((name, bytes per rank, link bytes/s or None), ...)
     admission: object = None  # the engine's kvplan.engines.admission.Admission (paged pool); None: vLLM's
-
-
-class Seq:
-    __slots__ = ("req", "rid", "prompt", "output", "target", "generated", "computed", "own", "shared", "segs",
-                 "published", "decoding", "base", "s0", "g0", "inc", "wrate", "version", "reserve", "final")
-
-    def __init__(self, req, output: int):
-        self.req, self.rid, self.prompt, self.output = req, req.rid, req.prompt, output
-        self.target, self.generated, self.computed = req.prompt, 0, 0
-        self.own = self.shared = 0
-        self.segs, self.published = [], 0
-        self.decoding = False
-        self.base = self.s0 = self.g0 = self.inc = self.wrate = 0
-        self.version = 0
-        self.reserve = self.final = 0  # reserve: a contiguous reservation, or (paged) its blocks to completion
 
 
 def _pow2(n: int) -> int:
@@ -181,21 +167,6 @@ class Engine:
         del self.running[seq.rid]
         self.prefilling.pop(seq.rid, None)
 
-    def _preempt_tail(self, s: int, decode_paged: bool = False) -> Seq:
-        """Preempt the newest running request before step s runs; `decode_paged`: this step's
-        decode pages are already taken (a decoding victim then holds one more token's pages)."""
-        victim = next(reversed(self.running.values()))
-        if victim.decoding:
-            length = self._stop_decode(victim, s)
-            self._release(victim, length, length + 1 if decode_paged else length)
-        else:
-            self._release(victim, victim.computed)
-        victim.computed = 0
-        victim.target = victim.prompt + victim.generated
-        self.waiting.appendleft(victim)
-        self.rec.preempted(victim.rid)
-        return victim
-
     # ---- admission and prefill ----------------------------------------------------------------
     def _admit(self, seq: Seq, budget: int) -> int:
         """Admit the head of the queue with a first chunk of at most `budget` tokens, or return 0."""
@@ -210,7 +181,7 @@ class Engine:
             need = self.m.paged(hit + chunk) - shared
         else:
             need = seq.reserve = self.m.held(self._reserve_tokens(seq))
-        if (self.own_rule and not admit.fits(self, seq, hit, shared)) or not self._take(need):
+        if (self.own_rule and not admit.fits(self, seq, hit, woken)) or not self._take(need):
             if segs:
                 self.cache.release(segs)
             if self.ratio_rule:
@@ -295,7 +266,7 @@ class Engine:
             if cache is not None:
                 cache.now = t
             while i < n and requests[i].arrival <= t:
-                self._arrive(requests[i], t)
+                queue.arrive(self, requests[i], t)
                 i += 1
             if not self.running and not self.waiting:
                 if self.ratio_rule:
@@ -325,24 +296,6 @@ class Engine:
         rec.close(t, self)
         return rec
 
-    def _arrive(self, req, t: float) -> None:
-        """Queue a request, or reject one that can never run (too long; more than the whole pool)."""
-        m = self.m
-        out = min(req.output, m.max_model_len - req.prompt)
-        if out < 1:
-            self.rec.rejected(req, "longer than the model's length limit")
-            return
-        seq = Seq(req, out)
-        if not self.paged:
-            largest = m.held(self._reserve_tokens(seq))
-        else:  # TensorRT-LLM reserves blocks for prompt + max new tokens; the last token is never written otherwise
-            largest = m.paged(req.prompt + out if self.reserve_rule else req.prompt + out - 1)
-        if largest > self.cap:
-            self.rec.rejected(req, "never fits in the KV pool")
-            return
-        self.rec.arrived(req, t, out)
-        self.waiting.append(seq)
-
     def _schedule(self, s: int) -> tuple[list, bool]:
         """Step s's work: decode pages, prefill chunks, admissions. Returns ([(seq, chunk)], preempted)."""
         B = self.B
@@ -358,7 +311,7 @@ class Engine:
             if self.ratio_rule:
                 admit.retract(self, s)
             else:
-                self._preempt_tail(s)
+                queue.preempt_tail(self, s)
             preempted = True
             need = self.bucket[s % B]
         if need:
@@ -373,13 +326,13 @@ class Engine:
             chunk = min(seq.target - seq.computed, budget)
             while not self._grow_prefill(seq, chunk):
                 preempted = True
-                if self._preempt_tail(s, decode_paged=True) is seq:
+                if queue.preempt_tail(self, s, decode_paged=True) is seq:
                     chunk = 0
                     break
             if chunk:
                 chunks.append((seq, chunk))
                 budget -= chunk
-        if not preempted and (not self.ratio_rule or admit.may_admit(self, s)):
+        if not preempted and (not self.own_rule or admit.may_admit(self, s)):
             while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
                 chunk = self._admit(self.waiting[0], budget)
                 if not chunk:

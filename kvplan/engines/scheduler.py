@@ -87,12 +87,12 @@ def budget_bound(engine: str | None, chunk: int | None, isl: float, osl: float) 
 # cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp: ceil((prompt + max new tokens) / tokens_per_block) at beam
 # width 1, no extra block); the engine sees the prompt after the chat template, a few tokens more than the client
 # counts.
-NO_EVICT = {"guaranteed_no_evict": True, "no_evict": True, "static_batch": True, "static": True,
-            "max_utilization": False, "max_util": False}
-# each spelling's name in TensorRT-LLM's CapacitySchedulerPolicy (what the simulator's assumption line prints)
+# each spelling a run or an option may use, and its name in TensorRT-LLM's CapacitySchedulerPolicy (what the
+# simulator's assumption line prints); every policy but MAX_UTILIZATION reserves a request's whole output (NO_EVICT)
 POLICY_NAMES = {"guaranteed_no_evict": "GUARANTEED_NO_EVICT", "no_evict": "GUARANTEED_NO_EVICT",
                 "static_batch": "STATIC_BATCH", "static": "STATIC_BATCH", "max_utilization": "MAX_UTILIZATION",
                 "max_util": "MAX_UTILIZATION"}
+NO_EVICT = {key: name != "MAX_UTILIZATION" for key, name in POLICY_NAMES.items()}
 DEFAULT_NO_EVICT = frozenset({"trtllm"})  # engines whose default policy is GUARANTEED_NO_EVICT
 
 

@@ -117,9 +117,15 @@ def fits(engine, seq, hit: int, woken: int) -> bool:
     blocks it reuses included (it has no sequence yet: kvplan.engines.admission), idle cached blocks being free."""
     cache_active = engine.cache.active if engine.cache is not None else 0
     if engine.ad.rule == RESERVE_RULE:
-        return engine.ad.reserved + cache_active - woken + engine.m.paged(seq.prompt + seq.output) <= engine.cap
+        return _reservation_fits(engine, seq, cache_active - woken)
     room = engine.cap - engine.used - cache_active - engine.ad.run_offset - engine.ad.batch_offset
     return _total(engine, seq, hit) < room
+
+
+def _reservation_fits(engine, seq, cached: int) -> bool:
+    """TensorRT-LLM's test for a pending request: its whole total, ceil((prompt + max new tokens) / block) in pages,
+    beside every running request's reservation and the `cached` bytes other requests' shared blocks hold."""
+    return engine.ad.reserved + cached + engine.m.paged(seq.prompt + seq.output) <= engine.cap
 
 
 def admitted(engine, seq, hit: int, shared: int, chunk: int) -> None:
@@ -153,12 +159,7 @@ def retract(engine, s: int):
                 victim, key = seq, k
     if victim is None or len(engine.running) < 2:
         return queue.preempt_tail(engine, s)
-    length = engine._stop_decode(victim, s)
-    engine._release(victim, length)
-    victim.computed = 0
-    victim.target = victim.prompt + victim.generated
-    engine.waiting.append(victim)
-    engine.rec.preempted(victim.rid)
+    queue.preempt(engine, victim, s, front=False)
     done = total = n = 0
     for seq in engine.running.values():
         if seq.decoding:
@@ -189,7 +190,7 @@ def head_blocked(engine, seq, s: int) -> bool:
     if min(seq.target - hit, engine.cfg.max_num_batched_tokens - engine.n_dec) <= 0:
         return True  # this step's budget is all decode tokens
     if engine.ad.rule == RESERVE_RULE:
-        return engine.ad.reserved + active - woken + engine.m.paged(seq.prompt + seq.output) > engine.cap
+        return not _reservation_fits(engine, seq, active - woken)
     room = engine.cap - engine.used - active - running_offset(engine, s)
     if _total(engine, seq, hit) < room:
         return False

@@ -45,9 +45,14 @@ def arrive(engine, req, t: float) -> None:
 
 
 def preempt_tail(engine, s: int, decode_paged: bool = False) -> Seq:
-    """Preempt the newest running request before step s runs; `decode_paged`: this step's
-    decode pages are already taken (a decoding victim then holds one more token's pages)."""
-    victim = next(reversed(engine.running.values()))
+    """Preempt the newest running request before step s runs, back to the head of the queue; `decode_paged`: this
+    step's decode pages are already taken (a decoding victim then holds one more token's pages)."""
+    return preempt(engine, next(reversed(engine.running.values())), s, decode_paged)
+
+
+def preempt(engine, victim: Seq, s: int, decode_paged: bool = False, front: bool = True) -> Seq:
+    """Free `victim`'s pages before step s runs and queue it to be recomputed: at the head of the queue (vLLM's
+    preemption), or at its back (`front` False: SGLang's retraction)."""
     if victim.decoding:
         length = engine._stop_decode(victim, s)
         engine._release(victim, length, length + 1 if decode_paged else length)
@@ -55,6 +60,9 @@ def preempt_tail(engine, s: int, decode_paged: bool = False) -> Seq:
         engine._release(victim, victim.computed)
     victim.computed = 0
     victim.target = victim.prompt + victim.generated
-    engine.waiting.appendleft(victim)
+    if front:
+        engine.waiting.appendleft(victim)
+    else:
+        engine.waiting.append(victim)
     engine.rec.preempted(victim.rid)
     return victim

@@ -10,7 +10,8 @@ model, GPU, version and flags alone (never from the log's figures) and the error
 The split is by source, never by record: the source of an issue is repo#issue; of a file in a
 benchmark repository, repo + the model it ran (so every run of one model in one sweep lands on the
 same side). A source is held out when the first byte of sha256(source) is below 86 (about 1/3).
-SGLang's records (weights, state pool, token pool) are scored by budget_sglang.py beside this file, on the same split.
+SGLang's records (weights, state pool, token pool) are scored by budget_sglang.py beside this file, on the same split;
+TensorRT-LLM's (the PyTorch backend's pool, given the log's budget and end to end) by budget_trtllm.py.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import budget_calibrate  # noqa: E402 (the vLLM constants' fit, beside this file)
 import budget_sglang  # noqa: E402 (SGLang's pool, beside this file)
+import budget_trtllm  # noqa: E402 (TensorRT-LLM's pool, beside this file)
 
 CORPUS = ROOT / "tests" / "fixtures" / "logs" / "corpus"
 GIB = 2**30
@@ -288,15 +290,19 @@ def main() -> None:
     sg = budget_sglang.sglang_weights(records, _split, parsed)
     states = budget_sglang.sglang_states(records, _split, parsed)
     pool = budget_sglang.sglang_pool(records, _split, parsed)
+    trt = budget_trtllm.trtllm_rows(records, _split, parsed)
     if a.json:
         print(json.dumps({"rows": rs, "summary": summ, "sglang_weights": sg, "sglang_states": states,
                           "sglang_pool": pool, "sglang_pool_summary": {s: budget_sglang.pool_summary(pool, s)
-                                                                       for s in ("train", "held-out")}}, indent=1))
+                                                                       for s in ("train", "held-out")},
+                          "trtllm": trt}, indent=1, default=str))
         return
     if a.markdown:
         print(markdown(rs, summ))
         print()
         print(budget_sglang.pool_markdown(pool))
+        print()
+        print(budget_trtllm.trtllm_markdown(trt))
         return
     print_table(rs, a.held_out)
     n_pred = sum(1 for r in rs if r["terms"])
@@ -326,6 +332,8 @@ def main() -> None:
               f"conv {r['conv_gb']} / {r['kvplan_conv_gb']} GB  ssm {r['ssm_gb']} / {r['kvplan_ssm_gb']} GB")
     print()
     print("\n".join(budget_sglang.pool_lines(pool)))
+    print()
+    print("\n".join(budget_trtllm.trtllm_lines(trt)))
 
 
 if __name__ == "__main__":

@@ -322,15 +322,32 @@ def _vllm_budget_terms(text: str, rec: LogRecord) -> None:
 def _trtllm(text: str, rec: LogRecord) -> None:
     """TensorRT-LLM's KV lines: the C++ runtime ("Allocate N bytes for k/v cache", "Using N tokens in
     paged KV cache", v0.5-v0.9) and the executor ("[MemUsageChange] Allocated X GiB for max tokens in
-    paged KV cache (N)", "tokens per block=32, primary blocks=N")."""
+    paged KV cache (N)", "tokens per block=32, primary blocks=N"); the PyTorch backend's estimation run (peak,
+    available KV, "Estimated max tokens"), KVCacheManager's "Both free_gpu_memory_fraction and max_tokens are set
+    (to F and N, ...)" and the executor's "max_seq_len=, max_num_requests=, max_num_tokens=" settings."""
     r = rec.reported
     for key, pat in (("kv_bytes", r"Allocate (\d+) bytes for k/v cache"),
                      ("kv_tokens", r"Using (\d+) tokens in paged KV cache"),
                      ("kv_gib", r"Allocated ([\d.]+) GiB for max tokens in paged KV cache"),
                      ("max_tokens", r"for max tokens in paged KV cache \((\d+)\)"),
-                     ("tokens_per_block", r"tokens per block=(\d+)"),
+                     ("tokens_per_block", r"(?:tokens per block=|Number of tokens per block: )(\d+)"),
                      ("primary_blocks", r"primary blocks=(\d+)"),
-                     ("engine_mib", r"Loaded engine size: (\d+) MiB")):
+                     ("engine_mib", r"Loaded engine size: (\d+) MiB"),
+                     # the PyTorch backend's estimation run (KvCacheCreator / estimate_max_kv_cache_tokens)
+                     ("peak_gib", r"Peak memory during memory usage profiling \(torch \+ non-torch\): ([\d.]+) GiB"),
+                     ("available_kv_gib", r"available KV cache memory when calculating max tokens: ([\d.]+) GiB"),
+                     ("weights_gib", r"Memory used after loading model weights \(inside torch\)[^:]*: ([\d.]+) GiB"),
+                     ("activation_gib", r"Memory dynamically allocated during inference \(inside torch\)[^:]*: ([\d.]+) GiB"),
+                     ("non_torch_gib", r"Memory used outside torch \(e\.g\., NCCL and CUDA graphs\)[^:]*: ([\d.]+) GiB"),
+                     ("estimated_max_tokens", r"Estimated max tokens in KV cache : (\d+)"),
+                     ("estimated_kv_gib", r"Estimated max memory in KV cache : ([\d.]+) GiB"),
+                     # KVCacheManager.calculate_max_num_blocks: "(to FRACTION and MAX_TOKENS, respectively)"
+                     ("fraction_set", r"Both free_gpu_memory_fraction and max_tokens are set \(to ([\d.]+) and"),
+                     ("max_tokens_set", r"Both free_gpu_memory_fraction and max_tokens are set \(to [\d.]+ and (\d+)")):
         m = re.search(pat, text)
         if m:
             r[key] = _num(m.group(1))
+    m = re.search(r"max_seq_len=(\d+), max_num_requests=(\d+), max_num_tokens=(\d+)", text)
+    if m:
+        s = rec.settings
+        s["max_seq_len"], s["max_batch_size"], s["max_num_tokens"] = (int(g) for g in m.groups())

@@ -12,13 +12,19 @@ Sources (code index snapshots; docs/engines.md section 3):
     (`_cal_max_memory`: (total - peak + the temporary cache's bytes) x fraction). The generation CUDA graphs (the
     LLM API's default batch sizes 1, 2, 4, 8, then every 8 up to 128) are captured before the profiling, so their
     pools sit in the non-torch part of the peak; the pool is then min(that, fraction x free memory when the final
-    cache is made), the first binding after the dry run frees its activations. Not checked against a real
-    datacenter-GPU start-up log of the PyTorch backend: none printing these lines for a large model was found in
-    the public material searched (a DGX Spark log of gpt-oss-120b on 1.1.0rc3 has them, but its non-torch share is
-    unified memory the OS holds).
+    cache is made), the first binding after the dry run frees its activations. Checked end to end against one
+    datacenter-GPU log of the PyTorch backend (TensorRT-LLM#6294, 0.20.0 inferred, H100, training split): +3.4% on
+    the budget (54.27 against 52.51 GiB), not attributed, as the thread shows no peak line (docs/engines.md section
+    3). A DGX Spark log of gpt-oss-120b on 1.1.0rc3 prints them too, but its non-torch share is unified memory the
+    OS holds.
   * bytes per token: `resource_manager.py` (commit d2a5560a) `get_cache_size_per_token`:
     L x kv_factor x (d x H // tp) x b, kv_factor 1 for MLA (d = 576, no tp split). Heads are NOT replicated
-    when tp > H (d x H // tp), unlike vLLM and SGLang. Blocks: ceil(tokens / 32), min over ranks.
+    when tp > H (d x H // tp), unlike vLLM and SGLang. Blocks: ceil(max_tokens / 32), min over ranks
+    (`KVCacheManager.calculate_max_num_blocks`, the same at d2a5560a and in the 0.20-era file whose warning
+    "Both free_gpu_memory_fraction and max_tokens are set" TensorRT-LLM#6294 prints): max_tokens is the budget
+    floor-divided by the bytes per token, and the pool rounds it UP to whole blocks. Checked against that
+    training log (0.20.0, Llama-3.1-8B FP8 on an H100): 860,308 tokens -> 26,885 blocks = 860,320 tokens, 52.51 GiB
+    (benchmarks/budget_trtllm.py).
 """
 
 from __future__ import annotations
@@ -83,7 +89,10 @@ def bytes_per_token(layers, tp: int, kv_dtype) -> int:
 def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, kv_dtype, state_dtype=None):
     bpt = max(bytes_per_token(model.layers[a:b], dep.tp, kv_dtype) for a, b in split_layers(model.num_layers, dep.pp))
     tokens = max(0, kv_bytes) // bpt if bpt else 0
-    blocks = tokens // st.tokens_per_block  # whole blocks that fit the byte budget
+    # max_tokens = budget // bytes per token, then blocks_in_primary_pool = ceil(max_tokens / tokens_per_block):
+    # the pool rounds up, up to one block past the budget (KVCacheManager.calculate_max_num_blocks; TensorRT-LLM#6294
+    # prints 860,308 estimated tokens and allocates 26,885 blocks, 860,320 tokens)
+    blocks = cdiv(tokens, st.tokens_per_block)
     per_req = cdiv(context, st.tokens_per_block)
     conc = blocks / per_req if per_req else 0.0
     lines = [Figure("KV budget per GPU", kv_bytes, "GiB"), Figure("kv size per token", bpt, "B"),

@@ -74,7 +74,8 @@ def running(case, spec, gpu) -> Running | None:
     if tool is not None:  # the tool's step tokens are what the engine's memory plan is made at
         opts[HARNESS_SETTINGS[case.harness][0]] = tool[1]
     # outside the try: a policy the engine does not have is the corpus's error, not a setting to price plainly
-    context = max(1, int(resident_context(case.engine, case.version, load.isl, load.osl, policy)))
+    context = max(1, int(resident_context(case.engine, case.version, load.isl, load.osl, policy,
+                                          load.out_cv2 if load.drawn else None)))
     try:
         engine, _ = configure(case.engine, case.version, opts, util)
         dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, ep=case.ep))

@@ -119,7 +119,7 @@ def policy_key(engine: str | None, policy: str | None) -> str:
 
 
 def resident_context(engine: str | None, version: str | None, isl: float, osl: float,
-                     policy: str | None = None) -> float:
+                     policy: str | None = None, out_cv2: float | None = None) -> float:
     """Tokens of KV one running request counts against `engine`'s pool in a steady state of prompts of `isl`
     tokens and outputs of `osl`, as its admission accounts for them: what a KV-bound running cap divides the
     pool by (kvplan.bench.running). `policy`: the engine's capacity scheduler policy as the run stated it (None:
@@ -129,10 +129,20 @@ def resident_context(engine: str | None, version: str | None, isl: float, osl: f
     isl + osl / 2 (each running request is, on average, half-way through its output); one that reserves each
     request's whole output at admission (TensorRT-LLM's default GUARANTEED_NO_EVICT: `reserves_output`) holds
     isl + osl a request, whatever it has generated so far. No release is known to have changed TensorRT-LLM's
-    default (every version read, NO_EVICT's sources, has it), so `version` reads nothing yet."""
+    default (every version read, NO_EVICT's sources, has it), so `version` reads nothing yet.
+
+    `out_cv2`: where output lengths are drawn per request (None: every request the same lengths), their squared
+    coefficient of variation cv^2 (kvplan.speed.spread). A request then stays in the running set in proportion to
+    its output o, so the running set is length-biased, its mean output E[o^2] / E[o] = osl (1 + cv^2): a paged
+    engine holds isl + osl (1 + cv^2) / 2 a request (half-way through a length-biased output), a reserving one
+    isl + osl (1 + cv^2); SGLang's staggered steady state (sglang.admission.steady_context) its own count over that
+    set. A random range of ratio 0 (cv^2 1/3) under a paged engine: isl + 0.667 osl, not isl + osl / 2."""
     if canonical_engine(engine or "") == "sglang":
+        if out_cv2 is not None:
+            return sglang_admission.steady_context(isl, osl, out_cv2)
         return sglang_admission.reserved_context(isl, osl)
-    return max(1.0, isl + (osl if reserves_output(engine, policy) else osl / 2))
+    held = osl * (1 + max(0.0, out_cv2 or 0.0))  # a running request's mean output, length-biased
+    return max(1.0, isl + (held if reserves_output(engine, policy) else held / 2))
 
 
 def limits(engine: str | None, settings: dict, capacity=None) -> tuple[int | None, int | None]:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from kvplan.speed.eras import era_of
 from kvplan.speed.load import ARRIVALS, Load, arrival_cv2
+from kvplan.speed.spread import SGLANG_RANGE_RATIO, SHAREGPT_OUTPUT_CV2, uniform_cv2
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
 DEFAULT_MAX_SEQS = {"vllm": 256, "sglang": 4096, "trtllm": 2048, "llama.cpp": 1}  # a cap; KV room binds first
@@ -170,6 +171,24 @@ def drawn_lengths(p: dict) -> bool:
     return ratio is None or float(ratio) < 1
 
 
+def output_cv2(p: dict, made: float | None = None) -> float:
+    """The squared coefficient of variation of a point's output lengths (kvplan.speed.spread): 0 where they are
+    all the same (drawn_lengths false); a random range's uniform draw (uniform_cv2 of its range ratio, SGLang's
+    default where none is stated); ShareGPT's cited SHAREGPT_OUTPUT_CV2 (`dataset` or the output_dist's kind names
+    it). A run whose requests stopped at end of sequence (`made`, generated) and any other dataset (MLPerf's) have a
+    spread no source gives: 0, priced as if every request had the mean's length (the running set unbiased)."""
+    if made or not drawn_lengths(p):
+        return 0.0
+    dist = p.get("output_dist") or {}
+    kind = f"{dist.get('kind') or ''} {p.get('dataset') or ''}".lower()
+    if dist.get("random_output_len") or dist.get("range_ratio") is not None or kind.split() == ["random", "random"]:
+        ratio = dist.get("range_ratio")
+        return uniform_cv2(SGLANG_RANGE_RATIO if ratio is None else float(ratio))
+    if "sharegpt" in kind:
+        return SHAREGPT_OUTPUT_CV2
+    return 0.0
+
+
 SHORT = 0.9  # a run's outputs stopped early: fewer than this share of the stated osl generated on average
 RATE_FLOOR = 0.1  # requests/s: below it a request rate printed to 0.01 cannot tell 10% apart
 
@@ -246,6 +265,7 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
         load = Load(isl, osl, _float(p.get("concurrency") or flags.get("batch_size")), _float(rate),
                     _float(p.get("num_prompts")), dp=dp * pp,  # a pipeline's stages: pp micro-batches in flight
                     arrival_cv2=arrival_of(p.get("arrival")), drawn=drawn_lengths(p) or bool(made),
+                    out_cv2=output_cv2(p, made),
                     fixed=bool(p.get("isl") and p.get("osl") and not made))
     limit = _int(next((flags[k] for k in RUNNING if flags.get(k)), None), 0) or None
     if dp > 1 and _on(flags, DP_ATTENTION.get(engine)):  # the deployment's figures

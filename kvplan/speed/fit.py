@@ -22,7 +22,7 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import DEFAULT_MAX_SEQS, Case, in_training
 from kvplan.speed.eras import fitted_with, own_terms, unused_terms
-from kvplan.speed.load import combos, value
+from kvplan.speed.load import combos, decode_context, value
 from kvplan.speed.model import decode_features, prefill_features, priced
 from kvplan.speed.nnls import nnls
 from kvplan.speed.shape import shape_for, weight_dtype_of
@@ -101,7 +101,7 @@ class Built:
             return None, decode_features(s, 1, load.depth), None, combos(load)[2]
         prev = prev or {}
         b, g, cm = combos(load, prev.get("e2el"), prev.get("service"), prev.get("rho_cap"))
-        return (prefill_features(s, load.isl, batch=b, chunk=load.chunk), decode_features(s, b, load.isl + load.osl / 2),
+        return (prefill_features(s, load.isl, batch=b, chunk=load.chunk), decode_features(s, b, decode_context(load)),
                 prefill_features(s, load.isl, batch=g, chunk=load.chunk), cm)
 
 
@@ -157,7 +157,7 @@ def rho_cap_of(built: Built, coef) -> float:
     load, s = built.load, (built.shape if coef else built.roof_shape)
     cap = load.cap
     t_wave = _price(s, prefill_features(s, load.isl, batch=cap, chunk=load.chunk), coef)
-    t_dec = _price(s, decode_features(s, cap, load.isl + load.osl / 2), coef)
+    t_dec = _price(s, decode_features(s, cap, decode_context(load)), coef)
     return load.rate / load.dp * (t_wave + max(1.0, load.osl) * t_dec) / cap
 
 

@@ -2,7 +2,8 @@
 
 Three step costs carry everything: t_wave, the prefill of the B requests that run together (their
 prompts in chunks of steps, each request's fixed cost included); t_dec(B), one decode step of the B
-requests at the mean context (isl + osl / 2); and t_grp, the prefill of the G requests that arrive
+requests at the mean context (isl + osl / 2; where output lengths are drawn, over the length-biased running
+set: `decode_context`); and t_grp, the prefill of the G requests that arrive
 together once the run is staggered. Every metric is then a x t_wave + b x t_dec + e x t_grp (times),
 or the inverse of one (throughputs), so it stays linear in the coefficients and 1,800 points fit in
 seconds:
@@ -66,9 +67,13 @@ seconds:
 
 Queueing is thus Little's law over a saturated server, a burst's wave and refill and an open loop's
 arrival wait for the prefill server; not the wait for a running slot under Poisson arrivals near the cap
-(M/D/c), which Little's law prices only once the cap is full, nor a drawn length distribution's spread
-(a dataset's long outputs draining a burst at a small batch): lengths are means. The cap B itself is the
-engine's (kvplan.bench.running), bounded where the engine's step budget feeds decode and prefill alike
+(M/D/c), which Little's law prices only once the cap is full. A drawn length distribution's spread (`out_cv2`,
+kvplan.speed.spread) enters through the running set it leaves: a request runs as many steps as it generates, so
+the running requests are biased to long outputs, a mean output of osl (1 + cv^2); that sets the context a decode
+step reads (`decode_context`) and the tokens a running request holds against the engine's pool, so its KV-bound
+cap (kvplan.engines.scheduler.resident_context). A finite run's drain, its last requests finishing one by one at
+a falling batch, is not priced: a request's share of the run is T throughout. The cap B itself is the engine's
+(kvplan.bench.running), bounded where the engine's step budget feeds decode and prefill alike
 (kvplan.engines.scheduler.budget_bound).
 """
 
@@ -99,6 +104,15 @@ class Load:
     fixed: bool = False  # every request the same isl and osl (stated lengths, not a dataset's draw)
     arrival_cv2: float | None = 1.0  # an open loop's gaps' squared coefficient of variation (arrival_cv2); None: no wait
     drawn: bool = False  # output lengths drawn per request (a random range, a dataset): requests finish apart
+    out_cv2: float = 0.0  # drawn output lengths' squared coefficient of variation (kvplan.speed.spread); 0: unknown
+
+
+def decode_context(load: Load) -> float:
+    """The mean context one decode step of the running requests reads: isl + osl / 2 (each half-way through its
+    output), or, where output lengths are drawn (`drawn`, `out_cv2`), over the running set, which is length-biased
+    (kvplan.speed.spread: a request runs as many steps as it generates): isl + osl (1 + cv^2) / 2."""
+    cv2 = load.out_cv2 if load.drawn else 0.0
+    return load.isl + load.osl * (1 + max(0.0, cv2)) / 2
 
 
 def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None = None) -> tuple[float, float, bool]:

@@ -52,3 +52,21 @@ def reserved_context(isl: float, osl: float, conservativeness: float = SCHEDULE_
     """Tokens one request of a run's first wave counts against SGLang's pool at admission: its prompt of `isl`
     tokens plus the initial ratio of its `osl` output tokens, clipped at CLIP_MAX_NEW_TOKENS."""
     return max(1.0, isl + initial_ratio(conservativeness) * min(max(0.0, osl), CLIP_MAX_NEW_TOKENS))
+
+
+def floor_ratio(conservativeness: float = SCHEDULE_CONSERVATIVENESS) -> float:
+    """new_token_ratio's floor, which 600 decode steps without a retraction bring it to: init x 0.14 (0.098)."""
+    return min(initial_ratio(conservativeness) * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
+
+
+def steady_context(isl: float, osl: float, out_cv2: float,
+                   conservativeness: float = SCHEDULE_CONSERVATIVENESS) -> float:
+    """Tokens one running request counts against SGLang's pool in the staggered steady state of a run whose output
+    lengths are drawn per request with squared coefficient of variation `out_cv2`: a running request that has
+    generated g of its o tokens counts its prompt, its g tokens and new_token_ratio x min(o - g, CLIP) (the
+    PrefillAdder's offset, module docstring). Requests finish apart, so no retraction resets the ratio (each count
+    holds at least the tokens the request holds) and it settles at its floor (floor_ratio); over the running set,
+    length-biased (a request stays in proportion to o: mean output o_b = osl (1 + cv^2)) with g uniform on
+    [0, o], E[g] = E[o - g] = o_b / 2: isl + o_b / 2 + floor x min(o_b / 2, CLIP)."""
+    half = osl * (1 + max(0.0, out_cv2)) / 2
+    return max(1.0, isl + half + floor_ratio(conservativeness) * min(half, CLIP_MAX_NEW_TOKENS))

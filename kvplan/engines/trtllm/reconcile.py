@@ -47,8 +47,9 @@ def reconcile_trtllm(rec, model, gpu, version, kv_name, tp, weight_dtype: str | 
         out.notes.append("the log does not print its tokens per block; 32 assumed (TensorRT-LLM's default)")
     if model is None:
         if not _model_free(out, r, s, tpb):
-            raise KvplanError(f"the log does not name its model and prints no blocks to check its tokens by; pass "
-                              f"{arg('model')} to check it", EXIT_USAGE, param="model")
+            named = f"the log's model {rec.model} is not one kvplan knows" if rec.model else "the log does not name its model"
+            raise KvplanError(f"{named} and it prints no blocks to check its tokens by; pass {arg('model')} to check it",
+                              EXIT_USAGE, param="model")
         out.notes.append(f"no model given ({arg('model')}): only the engine's own arithmetic between its printed "
                          "numbers is checked")
         return out

@@ -46,56 +46,31 @@ def _setup(rec: dict):
 
 
 def _given_budget(rec: dict, log) -> dict | None:
-    """(a): the pool on the log's own budget, and the printed tokens' bytes against the printed GiB."""
+    """(a): the pool on the log's own budget, and the printed tokens' bytes against the printed GiB (the check
+    `kvplan check-log` makes: kvplan.engines.trtllm.reconcile.given_budget)."""
+    from kvplan.engines.trtllm.reconcile import given_budget
     from kvplan.planning.plan import cache_dtypes
 
-    r = log.reported
-    if not rec.get("kvplan_model") or "max_tokens" not in r:
+    if not rec.get("kvplan_model") or "max_tokens" not in log.reported:
         return None
     trt, model, dep, req, opts, version = _setup(rec)
     eng = trt.TrtLlm(version, opts)
     st = eng.settings(model, None, dep, req)
     kvd = cache_dtypes(eng.request(req, st, model, dep), model)[0]
-    bpt = trt.bytes_per_token(model.layers, dep.tp, kvd)
-    out = {"bytes_per_token": bpt, "printed_tokens": int(r["max_tokens"].value)}
-    if "kv_gib" in r:
-        lo, hi = r["kv_gib"].interval
-        out["kv_gib"] = r["kv_gib"].value
-        out["tokens_bytes_in_printed_gib"] = lo * GIB <= out["printed_tokens"] * bpt < hi * GIB
-    if "max_tokens_set" in r:  # the estimation run's max tokens: kvplan's blocks for exactly that many tokens
-        n = int(r["max_tokens_set"].value)
-        cap = trt.capacity(model, dep, n * bpt, req.context, req.batch, st, kvd)
-        out["budget_tokens"] = n
-        out["kvplan_tokens"] = cap.tokens
-    return out
+    return given_budget(log, model, dep, st, kvd, req)
 
 
 def _end_to_end(rec: dict, log) -> dict | None:
-    """(b): kvplan's prediction from the model, GPU, release and flags alone."""
+    """(b): kvplan's prediction from the model, GPU, release and flags alone (kvplan.engines.trtllm.reconcile.end_to_end,
+    as check-log's rows with --gpu)."""
+    from kvplan.engines.trtllm.reconcile import end_to_end
     from kvplan.hardware.gpus import find_gpu
 
     key = rec.get("gpu") or rec.get("gpu_inferred")
     if not rec.get("kvplan_model") or not key or not (rec.get("version") or rec.get("version_inferred")):
         return None
     trt, model, dep, req, opts, version = _setup(rec)
-    explicit = {}
-    res = trt.TrtLlm(version, opts, explicit).result(model, find_gpu(key), dep, req)
-    bpt = res.capacity.bytes_per_token
-    r = log.reported
-    out = {"kvplan": {"weights": res.plan.weight_bytes_per_gpu,
-                      "peak": res.plan.weight_bytes_per_gpu + res.settings["overhead_estimate"],
-                      "available_kv": res.plan.kv_memory_bytes_per_gpu,
-                      "pool": res.capacity.tokens * bpt, "tokens": res.capacity.tokens}, "engine": {}}
-    eng = out["engine"]
-    for key, name in (("weights_gib", "weights"), ("peak_gib", "peak"), ("available_kv_gib", "available_kv"),
-                      ("kv_gib", "pool")):
-        if key in r:
-            eng[name] = r[key].value * GIB
-    if "available_kv" not in eng and "max_tokens_set" in r:  # floor(available / bpt) = N: available in [N, N+1) x bpt
-        eng["available_kv"] = int(r["max_tokens_set"].value) * bpt
-    if "max_tokens" in r:
-        eng["tokens"] = int(r["max_tokens"].value)
-    return out
+    return end_to_end(log, trt.TrtLlm(version, opts, {}).result(model, find_gpu(key), dep, req))
 
 
 def trtllm_rows(records: list[dict], split, parsed) -> list[dict]:

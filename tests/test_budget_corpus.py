@@ -256,8 +256,9 @@ def test_lowest_utilization_boots_and_one_step_less_does_not():
     assert lowest_utilization(res.plan, res.settings, m, concurrency=10**6) is None
 
 
-def test_trtllm_logs_are_read_and_check_log_says_it_does_not_check_them():
-    # TensorRT-LLM#1400: "Allocate 69524783104 bytes for k/v cache." / "Using 132608 tokens in paged KV cache."
+def test_trtllm_engine_runtime_logs_are_read_and_check_log_says_it_does_not_check_them():
+    # TensorRT-LLM#1400: "Allocate 69524783104 bytes for k/v cache." / "Using 132608 tokens in paged KV cache." (v0.8,
+    # the TensorRT-engine runtime; check-log checks the PyTorch backend's pool: tests/test_checklog_trtllm.py)
     from typer.testing import CliRunner
 
     from conftest import one_line_error
@@ -267,7 +268,7 @@ def test_trtllm_logs_are_read_and_check_log_says_it_does_not_check_them():
     rec = parse_log(path.read_text())
     assert rec.engine == "trtllm" and rec.reported["kv_bytes"].value == 69524783104
     assert rec.reported["kv_tokens"].value == 132608
-    one_line_error(CliRunner().invoke(app, ["check-log", str(path)]), 2, "does not check them yet")
+    one_line_error(CliRunner().invoke(app, ["check-log", str(path)]), 2, "TensorRT-engine runtime")
 
 
 def test_excerpt_keeps_the_first_line_of_each_kind_verbatim_without_colour():

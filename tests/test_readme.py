@@ -4,7 +4,7 @@ every ```python block runs too, and prints the figures the README's comments wor
 Commands are read from the README's unlabelled ``` blocks and its 4-space indented blocks (a line
 ending in `\\` continues). Each runs in-process (CliRunner) in a scratch folder holding the files
 the README names: `prices.yaml` is the README's own ```yaml block, `vllm-startup.log` a real vLLM
-log from tests/fixtures, `bench-result.json` a published vLLM benchmark result from tests/fixtures/bench, `requests.jsonl` the sample trace in docs/examples, `./my-finetune/` a
+log from tests/fixtures, `trtllm-startup.log` TensorRT-LLM#6294's (tests/fixtures/logs/corpus), `bench-result.json` a published vLLM benchmark result from tests/fixtures/bench, `requests.jsonl` the sample trace in docs/examples, `./my-finetune/` a
 Llama config, and the Hub repo is served by
 tests/hub_server.py. `--device cuda` runs need CUDA and skip without it, saying so. Lines that are
 not kvplan commands (pip, scripts, pytest) are listed in NOT_KVPLAN, so a new one cannot go unrun.
@@ -90,6 +90,8 @@ def scratch(tmp_path, monkeypatch):
     prices = re.search(r"```yaml\n(.*?)```", README, re.S).group(1)
     (tmp_path / "prices.yaml").write_text(prices)
     shutil.copy(REPO / "tests" / "fixtures" / "logs" / "vllm_v0_llama31_8b_rtx3090_20k.log", tmp_path / "vllm-startup.log")
+    shutil.copy(REPO / "tests" / "fixtures" / "logs" / "corpus" / "trtllm-6294-llama31-8b-fp8-h100.log",
+                tmp_path / "trtllm-startup.log")
     shutil.copy(REPO / "docs" / "examples" / "requests.jsonl", tmp_path / "requests.jsonl")
     shutil.copy(REPO / "tests" / "fixtures" / "bench" / "vllm-l40s-llama32-3b-10qps.json", tmp_path / "bench-result.json")
     monkeypatch.chdir(tmp_path)

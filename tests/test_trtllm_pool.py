@@ -49,7 +49,9 @@ def test_the_log_is_read_and_kvplan_is_exact_given_its_budget_and_within_5_perce
     assert rec.engine == "trtllm"
     assert int(r["max_tokens_set"].value) == 860_308 and r["fraction_set"].text == "0.800000011920929"
     assert int(r["max_tokens"].value) == 860_320 and r["kv_gib"].text == "52.51"
-    assert rec.settings == {"max_seq_len": 157, "max_batch_size": 4096, "max_num_tokens": 23552}
+    # "Max KV cache pages per sequence: 5 [window size=157]": the attention window, max_seq_len here
+    assert rec.settings == {"max_seq_len": 157, "max_batch_size": 4096, "max_num_tokens": 23552, "window_size": 157}
+    assert rec.reported["blocks_per_seq"].value == 5
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location("budget_trtllm", ROOT / "benchmarks" / "budget_trtllm.py")

@@ -50,7 +50,7 @@ def parse_log(text: str) -> LogRecord:
     text = "\n".join(l for l in text.splitlines() if not l.startswith(("#|", "#kvplan:")))
     engine = detect_engine(text)
     if engine is None:
-        raise KvplanError("not a vLLM, SGLang or llama.cpp start-up log (no line kvplan recognises)", EXIT_USAGE)
+        raise KvplanError("not a vLLM, SGLang, TensorRT-LLM or llama.cpp start-up log (no line kvplan recognises)", EXIT_USAGE)
     rec = LogRecord(engine)
     {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp, "trtllm": _trtllm}[engine](text, rec)
     if not rec.reported:
@@ -347,7 +347,38 @@ def _trtllm(text: str, rec: LogRecord) -> None:
         m = re.search(pat, text)
         if m:
             r[key] = _num(m.group(1))
+    s = rec.settings
     m = re.search(r"max_seq_len=(\d+), max_num_requests=(\d+), max_num_tokens=(\d+)", text)
     if m:
-        s = rec.settings
         s["max_seq_len"], s["max_batch_size"], s["max_num_tokens"] = (int(g) for g in m.groups())
+    _trtllm_context(text, rec)
+
+
+def _trtllm_context(text: str, rec: LogRecord) -> None:
+    """What a TensorRT-LLM log says about its run besides the pool's figures: the release ("[TensorRT-LLM]
+    TensorRT-LLM version: 0.20.0", TensorRT-LLM#6294's second paste), the model (the `trtllm-serve MODEL` /
+    `--model` command line, or the Hugging Face cache folder it loads from, `models--ORG--NAME/snapshots`), the
+    tensor-parallel size (trtllm-serve's tp_size flag, `tp_size=N`, `tensor_parallel_size=N`), and KVCacheManager's blocks a
+    sequence may hold with its attention window ("Max KV cache blocks per sequence: 65 [window size=2051]", 0.20's
+    "Max KV cache pages per sequence: 5 [window size=157]"; from 1.x also "max sequence length=N")."""
+    r, s = rec.reported, rec.settings
+    m = re.search(r"TensorRT-LLM version: (\d[\w.+-]{0,40})", text)
+    if m:
+        rec.version = m.group(1)
+    for pat in (r"models--([\w.-]{1,96})--([\w.-]{1,96})/snapshots", r"trtllm-serve (?:serve )?([\w./-]{1,200})",
+                r"--model[= ]([\w./-]{1,200})"):
+        m = re.search(pat, text)
+        if m and not m.group(1).startswith("-"):
+            rec.model = "/".join(m.groups())
+            break
+    m = re.search(r"(tp_size[= ]|tensor_parallel_size=)" + I, text)  # trtllm-serve's flag too
+    if m:
+        rec.tp = int(m.group(2))
+        rec.read["tp"] = f"{m.group(1).strip('= ')}={m.group(2)}"
+    m = re.search(r"Max KV cache (?:blocks|pages) per sequence: " + I + r" \[window size=" + I + r"\]", text)
+    if m:
+        r["blocks_per_seq"] = _num(m.group(1))
+        s["window_size"] = int(m.group(2))
+    m = re.search(r"max sequence length=" + I, text)
+    if m:
+        s.setdefault("max_seq_len", int(m.group(1)))

@@ -3,8 +3,9 @@
 Rounded figures are handled as intervals: "Available KV cache memory: 28.20 GiB" means a budget in
 [28.195, 28.205) GiB, so kvplan reports the range of tokens and concurrency that interval allows and
 says whether the engine's printed number lies in it. Where the engine prints an exact count (vLLM's
-block count, SGLang's #tokens) the check from it is exact. From the log's budget, kvplan infers the
-engine's non-KV overhead and shows what the same deployment holds at other contexts.
+block count, SGLang's #tokens, TensorRT-LLM's estimated max tokens) the check from it is exact. From the
+log's budget, kvplan infers the engine's non-KV overhead and shows what the same deployment holds at
+other contexts.
 
 This module is the entry point (`reconcile`): it hands the log to the check of the engine that
 wrote it, kvplan.engines.<engine>.reconcile; the rows they return and the helpers they share are
@@ -19,6 +20,7 @@ from kvplan.engines.llamacpp.reconcile import reconcile_llamacpp
 from kvplan.engines.logcheck import Reconciliation
 from kvplan.engines.logparse import LogRecord
 from kvplan.engines.sglang.reconcile import reconcile_sglang
+from kvplan.engines.trtllm.reconcile import reconcile_trtllm
 from kvplan.engines.vllm.reconcile import reconcile_vllm
 
 
@@ -32,6 +34,8 @@ def reconcile(rec: LogRecord, model=None, gpu=None, version: str | None = None, 
         fn = reconcile_sglang
     elif rec.engine == "llama.cpp":
         fn = reconcile_llamacpp
+    elif rec.engine == "trtllm":
+        fn = reconcile_trtllm
     else:
         raise KvplanError(f"a {rec.engine} log: kvplan reads its figures but does not check them yet", EXIT_USAGE)
     if model is not None:  # the engine's own refusals, as `fit --engine` applies them (issue 25: Falcon-H1's

@@ -69,7 +69,7 @@ def reconcile_trtllm(rec, model, gpu, version, kv_name, tp, weight_dtype: str | 
         out.rows.append(Row("weights per GPU (after loading, inside torch)", f"{r['weights_gib'].text} GiB",
                             f"{w / GIB:.2f} GiB", d, _within(e, 0.02), e))
     _budget_rows(out, r, model, dep, st, kvd, bpt, req)
-    _pair_rows(out, r, bpt, "kvplan's")
+    _pair_rows(out, r, bpt)
     given = given_budget(rec, model, dep, st, kvd, req)
     if given and "kvplan_tokens" in given:
         _pool_rows(out, r, given, tpb)
@@ -256,7 +256,7 @@ def _budget_rows(out, r, model, dep, st, kvd, bpt, req):
                         (mid - rep) / rep if rep else None))
 
 
-def _pair_rows(out, r, bpt: int | None, whose: str):
+def _pair_rows(out, r, bpt: int | None):
     """The bytes a token each printed (GiB, tokens) pair implies, against kvplan's (or shown, without a model)."""
     for g, t, label in PAIRS:
         if g not in r or t not in r:
@@ -270,7 +270,7 @@ def _pair_rows(out, r, bpt: int | None, whose: str):
         ok = lo * GIB <= n * bpt < hi * GIB
         d, e = rel(n * bpt / GIB, r[g].value)
         out.rows.append(Row(f"KV bytes a token ({label} {r[g].text} GiB / {n:,} tokens)", implied,
-                            f"{bpt:,} B ({whose})", "in range" if ok else d, ok, e))
+                            f"{bpt:,} B", "in range" if ok else d, ok, e))
 
 
 def _pool_rows(out, r, given, tpb):
@@ -304,8 +304,9 @@ def _concurrency_rows(out, r, s, model, dep, st, kvd, bpt, req, given):
     else:
         return None
     cap = trt.capacity(model, dep, blocks * st.tokens_per_block * bpt, req.context, req.batch, st, kvd)
-    limit = f"max_num_requests {s['max_batch_size']:,}" if "max_batch_size" in s else "not printed"
-    out.rows.append(Row(f"max concurrency at max_seq_len {req.context:,} ({whence} / {per:,})", limit,
+    limit = f"{s['max_batch_size']:,}" if "max_batch_size" in s else "not printed"
+    out.rows.append(Row(f"max concurrency at max_seq_len {req.context:,} ({whence} / {per:,}); printed: the "
+                        "engine's request limit", limit,
                         f"{blocks / per:,.2f}x", "", None, None))
     return cap
 
@@ -319,7 +320,9 @@ def _end_to_end_rows(out, e2e):
         if name not in g or name == "weights":  # the weights row above is the same figure
             continue
         d, e = rel(k[name], g[name])
-        shown = f"{g[name] / GIB:.2f} GiB" + (" (its tokens x B)" if name == "available_kv" and "available_kv_from" in e2e else "")
+        shown = f"{g[name] / GIB:.2f} GiB"
+        if name == "available_kv" and "available_kv_from" in e2e:
+            label += " (printed: its tokens x B)"
         out.rows.append(Row(label, shown, f"{k[name] / GIB:.2f} GiB", d,
                             None if tol is None else _within(e, tol), e))
     if "tokens" in g:
@@ -347,5 +350,5 @@ def _model_free(out, r, s, tpb) -> bool:
                                 f"{int(r['primary_blocks'].value) / pred:,.2f}x", "", None, None))
     if len(out.rows) == before:
         return False
-    _pair_rows(out, r, None, "")
+    _pair_rows(out, r, None)
     return True

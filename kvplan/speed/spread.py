@@ -24,15 +24,25 @@ from __future__ import annotations
 # positions: 0.80. kvplan.simulator.workload's "sharegpt" preset keeps its own log-normal assumption, sigma 0.9,
 # cv^2 1.25: not changed here.)
 SHAREGPT_OUTPUT_CV2 = 0.666
+# vllm bench serve's --random-range-ratio where a run passes none (vllm/benchmarks/datasets.py, RandomDataset's
+# DEFAULT_RANGE_RATIO 0.0: every request the stated lengths)
+VLLM_RANGE_RATIO = 0.0
 # sglang.bench_serving's --random-range-ratio where a run passes none (its `random` lengths then uniform up to the
 # stated length; kvplan.speed.corpus reads the mean the same way)
 SGLANG_RANGE_RATIO = 0.0
 
 
+def symmetric_cv2(range_ratio: float) -> float:
+    """cv^2 of lengths uniform on [L (1 - r), L (1 + r)] (vllm bench serve's random dataset, range ratio r, default
+    0.0: every request L): variance (2 r L)^2 / 12 over the squared mean L^2 = r^2 / 3; 0.0075 at r = 0.15."""
+    r = min(1.0, max(0.0, float(range_ratio)))
+    return r * r / 3
+
+
 def uniform_cv2(range_ratio: float) -> float:
     """cv^2 of lengths uniform on [r L, L] (sglang.bench_serving's random dataset, range ratio r): variance
     (1 - r)^2 L^2 / 12 over the squared mean (1 + r)^2 L^2 / 4 = (1 - r)^2 / (3 (1 + r)^2); 1/3 at r = 0, 0 at 1.
-    (vllm bench serve's random dataset draws on [L (1 - r), L (1 + r)] instead: r^2 / 3; the corpus states none.)"""
+    (vllm bench serve's random dataset draws on [L (1 - r), L (1 + r)] instead: symmetric_cv2.)"""
     r = min(1.0, max(0.0, float(range_ratio)))
     return (1 - r) ** 2 / (3 * (1 + r) ** 2)
 

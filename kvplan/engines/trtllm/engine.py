@@ -86,8 +86,14 @@ def bytes_per_token(layers, tp: int, kv_dtype) -> int:
     return total
 
 
+def rank_bytes_per_token(model, dep, kv_dtype) -> int:
+    """A token's KV bytes on the deployment's largest pipeline stage, what every rank's pool is sized by (the pool's
+    blocks are the minimum over ranks)."""
+    return max(bytes_per_token(model.layers[a:b], dep.tp, kv_dtype) for a, b in split_layers(model.num_layers, dep.pp))
+
+
 def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, kv_dtype, state_dtype=None):
-    bpt = max(bytes_per_token(model.layers[a:b], dep.tp, kv_dtype) for a, b in split_layers(model.num_layers, dep.pp))
+    bpt = rank_bytes_per_token(model, dep, kv_dtype)
     tokens = max(0, kv_bytes) // bpt if bpt else 0
     # max_tokens = budget // bytes per token, then blocks_in_primary_pool = ceil(max_tokens / tokens_per_block):
     # the pool rounds up, up to one block past the budget (KVCacheManager.calculate_max_num_blocks; TensorRT-LLM#6294

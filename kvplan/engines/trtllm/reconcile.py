@@ -21,7 +21,7 @@ from kvplan.engines.base import parse_version
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 from kvplan.engines.logparse import deployment_said
 from kvplan.engines.trtllm import engine as trt
-from kvplan.planning.deploy import Deployment, split_layers
+from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 
 # Lines of the pool the PyTorch backend (and the executor's KVCacheManager) prints; a log with none of them is the
@@ -61,7 +61,7 @@ def reconcile_trtllm(rec, model, gpu, version, kv_name, tp, weight_dtype: str | 
     out.notes.append(deployment_said(dep, rec, tp))
     engine, st, req = _setup(rec, model, dep, version, kv_name, weight_dtype, out)
     kvd = req.kv_dtype
-    bpt = trt.capacity(model, dep, 0, req.context, req.batch, st, kvd).bytes_per_token
+    bpt = trt.rank_bytes_per_token(model, dep, kvd)
     res = engine.result(model, gpu or assumed_gpu(), dep, req)
     if "weights_gib" in r:  # the estimation run's "Memory used after loading model weights (inside torch)"
         w = res.plan.weight_bytes_per_gpu
@@ -176,7 +176,7 @@ def _kv_dtype(rec, model, dep, kv_name, out):
     lo, hi = r[pair[0]].interval
     n = int(r[pair[1]].value)
     for kvd in dict.fromkeys((auto, canonical_kv_dtype("fp8", model.dtype))):
-        b = max(trt.bytes_per_token(model.layers[a:z], dep.tp, kvd) for a, z in _stages(model, dep))
+        b = trt.rank_bytes_per_token(model, dep, kvd)
         if lo * GIB <= n * b < hi * GIB:
             if kvd != auto:
                 out.notes.append(f"the log does not show its cache dtype; {kvd.name}, whose {b:,} B a token put its "
@@ -187,8 +187,10 @@ def _kv_dtype(rec, model, dep, kv_name, out):
     return auto
 
 
-def _stages(model, dep):
-    return split_layers(model.num_layers, dep.pp)
+def _budget_key(r) -> str | None:
+    """The estimation run's max tokens the log prints: the warning's "Both free_gpu_memory_fraction and max_tokens are
+    set (to F and N, ...)", else "Estimated max tokens in KV cache : N"; None where it prints neither."""
+    return next((k for k in ("max_tokens_set", "estimated_max_tokens") if k in r), None)
 
 
 def given_budget(rec, model, dep, st, kvd, req) -> dict | None:
@@ -198,17 +200,17 @@ def given_budget(rec, model, dep, st, kvd, req) -> dict | None:
     r = rec.reported
     if "max_tokens" not in r:
         return None
-    bpt = trt.capacity(model, dep, 0, req.context, req.batch, st, kvd).bytes_per_token
+    bpt = trt.rank_bytes_per_token(model, dep, kvd)
     out = {"bytes_per_token": bpt, "printed_tokens": int(r["max_tokens"].value)}
     if "kv_gib" in r:
         lo, hi = r["kv_gib"].interval
         out["kv_gib"] = r["kv_gib"].value
         out["tokens_bytes_in_printed_gib"] = lo * GIB <= out["printed_tokens"] * bpt < hi * GIB
-    key = "max_tokens_set" if "max_tokens_set" in r else "estimated_max_tokens" if "estimated_max_tokens" in r else None
+    key = _budget_key(r)
     if key:
         n = int(r[key].value)
         cap = trt.capacity(model, dep, n * bpt, req.context, req.batch, st, kvd)
-        out.update(budget_tokens=n, budget_key=key, kvplan_tokens=cap.tokens, kvplan_blocks=cap.blocks)
+        out.update(budget_tokens=n, kvplan_tokens=cap.tokens, kvplan_blocks=cap.blocks)
     return out
 
 
@@ -228,10 +230,10 @@ def end_to_end(rec, res) -> dict:
                       ("kv_gib", "pool")):
         if key in r:
             eng[name] = r[key].value * GIB
-    for key in ("max_tokens_set", "estimated_max_tokens"):  # floor(available / bpt) = N: available in [N, N+1) x bpt
-        if "available_kv" not in eng and key in r:
-            eng["available_kv"] = int(r[key].value) * bpt
-            out["available_kv_from"] = key
+    key = _budget_key(r)
+    if "available_kv" not in eng and key:  # floor(available / bpt) = N: available in [N, N+1) x bpt
+        eng["available_kv"] = int(r[key].value) * bpt
+        out["available_kv_from"] = key
     if "max_tokens" in r:
         eng["tokens"] = int(r["max_tokens"].value)
     return out
@@ -241,7 +243,7 @@ def _budget_rows(out, r, model, dep, st, kvd, bpt, req):
     """The estimation run's max tokens from its printed (rounded) available KV: a range of whole tokens."""
     if "available_kv_gib" not in r:
         return
-    key = "max_tokens_set" if "max_tokens_set" in r else "estimated_max_tokens" if "estimated_max_tokens" in r else None
+    key = _budget_key(r)
     lo, hi = r["available_kv_gib"].interval
     t_lo, t_hi = int(math.ceil(lo * GIB)) // bpt, (int(math.ceil(hi * GIB)) - 1) // bpt
     if key is None:
@@ -275,7 +277,7 @@ def _pair_rows(out, r, bpt: int | None):
 
 def _pool_rows(out, r, given, tpb):
     """Blocks and tokens exactly from the log's budget tokens: ceil(N / tokens_per_block) blocks."""
-    n, key = given["budget_tokens"], given["budget_key"]
+    n = given["budget_tokens"]
     how = f"ceil({n:,} estimated / {tpb})"
     if "primary_blocks" in r:
         rep = int(r["primary_blocks"].value)
@@ -313,11 +315,10 @@ def _concurrency_rows(out, r, s, model, dep, st, kvd, bpt, req, given):
 
 def _end_to_end_rows(out, e2e):
     k, g = e2e["kvplan"], e2e["engine"]
-    for name, label, tol in (("weights", "weights per GPU (end to end)", None),
-                             ("peak", "estimation peak (weights + kvplan's activation and runtime estimate)", None),
+    for name, label, tol in (("peak", "estimation peak (weights + kvplan's activation and runtime estimate)", None),
                              ("available_kv", "available KV, kvplan's budget from the GPU alone", 0.05),
                              ("pool", "KV pool (GiB), kvplan's from the GPU alone", 0.05)):
-        if name not in g or name == "weights":  # the weights row above is the same figure
+        if name not in g:  # the weights, where printed, are the row above's figure
             continue
         d, e = rel(k[name], g[name])
         shown = f"{g[name] / GIB:.2f} GiB"

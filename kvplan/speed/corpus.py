@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kvplan.speed.eras import era_of
 from kvplan.speed.load import ARRIVALS, Load, arrival_cv2
-from kvplan.speed.spread import SGLANG_RANGE_RATIO, SHAREGPT_OUTPUT_CV2, VLLM_RANGE_RATIO, symmetric_cv2, uniform_cv2
+from kvplan.speed.spread import SHAREGPT_OUTPUT_CV2, random_range_cv2
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
 DEFAULT_MAX_SEQS = {"vllm": 256, "sglang": 4096, "trtllm": 2048, "llama.cpp": 1}  # a cap; KV room binds first
@@ -174,8 +174,8 @@ def drawn_lengths(p: dict) -> bool:
 def output_cv2(p: dict, made: float | None = None) -> float:
     """The squared coefficient of variation of a point's output lengths (kvplan.speed.spread): 0 where they are
     all the same (drawn_lengths false); a random range's uniform draw as the engine's own client draws it (vLLM's
-    vllm bench serve on [L (1 - r), L (1 + r)], symmetric_cv2, its default ratio 0.0 where none is stated; otherwise
-    sglang.bench_serving's on [r L, L], uniform_cv2, its default 0.0); every corpus point with a random range names its
+    vllm bench serve on [L (1 - r), L (1 + r)], its default ratio 0.0 where none is stated; otherwise
+    sglang.bench_serving's on [r L, L], its default 0.0: spread.random_range_cv2); every corpus point with a random range names its
     engine's client; ShareGPT's cited SHAREGPT_OUTPUT_CV2 (`dataset` or the output_dist's kind names
     it). A run whose requests stopped at end of sequence (`made`, generated) and any other dataset (MLPerf's) have a
     spread no source gives: 0, priced as if every request had the mean's length (the running set unbiased)."""
@@ -184,10 +184,7 @@ def output_cv2(p: dict, made: float | None = None) -> float:
     dist = p.get("output_dist") or {}
     kind = f"{dist.get('kind') or ''} {p.get('dataset') or ''}".lower()
     if dist.get("random_output_len") or dist.get("range_ratio") is not None or kind.split() == ["random", "random"]:
-        ratio = dist.get("range_ratio")
-        if p.get("engine") == "vllm":  # the engine's own client draws the range: vllm bench serve's symmetric one
-            return symmetric_cv2(VLLM_RANGE_RATIO if ratio is None else float(ratio))
-        return uniform_cv2(SGLANG_RANGE_RATIO if ratio is None else float(ratio))
+        return random_range_cv2(p.get("engine"), dist.get("range_ratio"))
     if "sharegpt" in kind:
         return SHAREGPT_OUTPUT_CV2
     return 0.0

@@ -51,3 +51,14 @@ def length_biased(mean: float, cv2: float) -> float:
     """The mean output of a running request where outputs of `mean` tokens and squared coefficient of variation
     `cv2` are drawn per request: E[o^2] / E[o] = mean x (1 + cv2)."""
     return mean * (1 + max(0.0, cv2))
+
+
+# How each engine's own benchmark client draws a random range (the client the corpus's random-range points ran):
+# (cv^2 of its draw, its default ratio); an engine not named draws as sglang.bench_serving does
+CLIENT_RANGE = {"vllm": (symmetric_cv2, VLLM_RANGE_RATIO)}
+
+
+def random_range_cv2(engine: str | None, range_ratio: float | None) -> float:
+    """cv^2 of a random range of ratio `range_ratio` (None: the client's default) as `engine`'s own client draws it."""
+    form, default = CLIENT_RANGE.get(engine or "", (uniform_cv2, SGLANG_RANGE_RATIO))
+    return form(default if range_ratio is None else float(range_ratio))

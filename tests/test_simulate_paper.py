@@ -42,11 +42,22 @@ def test_reservation_to_token_states_ratio_matches_fig2(policy, ours):
 
 def test_pow2_internal_fragmentation_ratio(ours):
     # At most 2x the output is reserved: paper 13.6 / 26.8 = 0.51 slots never written per slot
-    # written; ours depends on the assumed output shape (log-normal sigma), hence the wider band.
+    # written; a property of the output lengths' shape, which the preset takes from the authors' artifact
+    # (tests/test_workload_presets.py; with the old guessed sigma 0.9 it was 0.45).
     use, paper = ours["pow2"]["kv"]["memory_use_pct"], PAPER_FIG2["pow2"]
     assert use["internal_fragmentation"] / use["token_states"] == pytest.approx(
-        paper["internal_fragmentation"] / paper["token_states"], abs=0.1)
+        paper["internal_fragmentation"] / paper["token_states"], abs=0.05)
     assert ours["oracle"]["kv"]["memory_use_pct"]["internal_fragmentation"] < 0.5  # only the last token's slot
+
+
+def test_oracle_memory_split_matches_fig2(ours):
+    # Oracle reserves each request's true output at admission: its split is the lengths' alone. Fig. 2: 38.2% token
+    # states, 25.2% reservation, 36.6% external fragmentation and other (kvplan: no buddy allocator, so that share is
+    # its unused pool). With the preset's old guessed shape these were 42.9 / 29.0 / 28.0.
+    use, paper = ours["oracle"]["kv"]["memory_use_pct"], PAPER_FIG2["oracle"]
+    assert use["token_states"] == pytest.approx(paper["token_states"], abs=1.5)
+    assert use["reservation"] == pytest.approx(paper["reservation"], abs=1.5)
+    assert use["unused"] == pytest.approx(paper["external_and_other"], abs=1.5)
 
 
 def test_paged_keeps_almost_all_it_allocates_written(ours):

@@ -20,9 +20,8 @@ from __future__ import annotations
 # under vLLM's filter 74,704 remain, outputs of mean 348.4 tokens, standard deviation 284.4 (median 280, 90th
 # percentile 764): cv^2 = (284.4 / 348.4)^2 = 0.666. A ratio of lengths, it holds under another tokenizer as far as
 # token counts scale alike; a run that stops at end of sequence before the dataset's length (vllm bench serve without
-# --ignore-eos) draws from a narrower law that no source gives. (Unfiltered: 1.02; the paper's clamp at 2,048
-# positions: 0.80. kvplan.simulator.workload's "sharegpt" preset keeps its own log-normal assumption, sigma 0.9,
-# cv^2 1.25: not changed here.)
+# --ignore-eos) draws from a narrower law that no source gives. (Unfiltered: 1.02; under the paper's own filter,
+# prompt + output < 2,048, 0.705: kvplan.simulator.workload's "sharegpt" preset takes that one.)
 SHAREGPT_OUTPUT_CV2 = 0.666
 # vllm bench serve's --random-range-ratio where a run passes none (vllm/benchmarks/datasets.py, RandomDataset's
 # DEFAULT_RANGE_RATIO 0.0: every request the stated lengths)

@@ -230,6 +230,11 @@ class IndexedMLA(MLALatent):
     """
 
     index_head_dim: int = 128  # 0: the layer reuses an earlier layer's top-k (IndexCache), no indexer keys
+    # What a step reads and computes (kvplan.speed.shape), not what it caches: each query attends to at most
+    # `index_topk` cached tokens, chosen by the indexer's `index_n_heads` heads scoring every cached token
+    # (0 on a layer reusing another's top-k); index_topk 0: not read, priced as dense MLA
+    index_topk: int = 0
+    index_n_heads: int = 0
 
     allocation = "DeepSeek Sparse Attention's indexer key cache"
 

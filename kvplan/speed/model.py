@@ -153,6 +153,8 @@ class StepModel:
         self.per_new = c["request"]
         self.per_prefill = c["pstep"]  # a step that carries prompt tokens (more tokens than sequences)
         self.windows = tuple((c["kv"] * bpt / s.bandwidth, w) for bpt, w in s.kv_windows)
+        self.topk = tuple((c["kv"] * bpt / s.bandwidth, k) for bpt, k in s.kv_topk)
+        self.pair_topk = tuple((c["attn"] * f / s.bf16_rate, k) for f, k in s.attn_topk) if s.bf16_rate else ()
         self._c = c
         self._experts: dict = {}
 
@@ -179,13 +181,17 @@ class StepModel:
             t += self.path(tokens)
         for k, w in self.windows:
             t += k * min(context, seqs * w)
+        for k, n in self.topk:
+            t -= k * max(0.0, context - seqs * n)
+        for k, n in self.pair_topk:
+            t -= k * max(0.0, pairs - tokens * n)
         if self.shape.num_experts:
             t += self.experts(tokens)
         return t
 
     def decode(self, seqs: int):
         """A function of the cached context: a decode-only step of `seqs` sequences."""
-        if self.windows:
+        if self.windows or self.topk or self.pair_topk:
             return lambda context: self.step(seqs, seqs, context, float(context + seqs))
         fixed = self.base + (self.per_token + self.per_seq + self.per_pair) * seqs
         if self.shape.paths:

@@ -4,7 +4,11 @@ Per tensor-parallel rank: the weights of kvplan.model.spec.weight_bytes (sharded
 replicated ones whole, the LM head / tp; the embedding is a lookup and is not read whole), the
 routed experts / max(tp, ep), the KV bytes per token of kvplan.planning.profile (windows apart),
 2 x active parameters of FLOPs per token, and 4 x heads x head dim per query-key pair over the
-attention layers. Bytes are read at the profile's measured bandwidth where it has one (read_bandwidth), FLOPs
+attention layers. DeepSeek Sparse Attention (kvplan.model.layers.IndexedMLA: DeepSeek-V3.2, GLM-5) attends each
+query to at most `index_topk` cached tokens, chosen by an indexer that scores every one of them: its latent is read
+for at most top-k tokens a sequence (`kv_topk`) and its heads' FLOPs run over at most top-k pairs a query
+(`attn_topk`), while the indexer's keys are read for every token and its 2 x heads x dim FLOPs a pair run over every
+pair (its heads replicated on every rank, as its weights are: kvplan.readers.params). Bytes are read at the profile's measured bandwidth where it has one (read_bandwidth), FLOPs
 run at its measured matmul rate where it has one (read_flops).
 Pipeline stages run one after the other for a token, so pp does not change a
 step's time here (the whole model over tp); data-parallel replicas are the load model's business,
@@ -15,6 +19,7 @@ replica's tokens in a step (`ep_replicas` = dp).
 from __future__ import annotations
 
 from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
+from kvplan.model.layers import IndexedMLA
 from kvplan.model.spec import weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.ggml import paths as ggml_paths
@@ -53,11 +58,20 @@ def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = No
     windows = tuple((prof.token_bytes(layer) * n, layer.tokens_held(_BIG))
                     for layer, n in prof.groups if layer.bounded and prof.token_bytes(layer))
     pairs = 0.0
+    attn_topk: dict = {}
     for layer in spec.layers:
         if layer.elements_per_token(tp):
             layer = getattr(layer, "attention", layer)  # Falcon-H1's ParallelHybrid: its attention half
             d = getattr(layer, "head_dim", 0) or (getattr(layer, "kv_lora_rank", 0) + getattr(layer, "qk_rope_head_dim", 0))
-            pairs += 4 * (spec.num_attention_heads / tp) * d
+            heads = 4 * (spec.num_attention_heads / tp) * d
+            pairs += heads
+            if isinstance(layer, IndexedMLA) and layer.index_topk:
+                attn_topk[layer.index_topk] = attn_topk.get(layer.index_topk, 0.0) + heads
+                pairs += 2 * layer.index_n_heads * layer.index_head_dim  # the indexer scores every pair
+    kv_topk: dict = {}
+    for layer, n in prof.groups:
+        if isinstance(layer, IndexedMLA) and layer.index_topk:  # its latent, not its indexer keys
+            kv_topk[layer.index_topk] = kv_topk.get(layer.index_topk, 0) + (prof.token_bytes(layer) - layer.indexer_bytes()) * n
     spread = max(tp, ep)
     active_dense = p.active - p.embedding - p.experts_active
     per_expert = p.experts / p.num_experts / spread if p.num_experts else 0.0
@@ -65,7 +79,8 @@ def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = No
         dense_bytes=int((wb.sharded + wb.lm_head) // tp + wb.replicated),
         expert_bytes=int(wb.experts // spread),
         num_experts=p.num_experts, top_k=p.experts_per_token, expert_params=per_expert,
-        kv_bytes_per_token=prof.growth_bytes_per_token(), kv_windows=windows,
+        kv_bytes_per_token=prof.growth_bytes_per_token(), kv_windows=windows, kv_topk=tuple(sorted(
+            (b, k) for k, b in kv_topk.items())), attn_topk=tuple(sorted((f, k) for k, f in attn_topk.items())),
         state_bytes_per_seq=prof.state_bytes_per_sequence(),
         flops_per_token=2.0 * (active_dense / tp + p.experts_active / spread),
         attn_flops_per_pair=pairs, layers=spec.num_layers, hidden=spec.hidden_size, tp=tp, ep=ep,

@@ -6,14 +6,16 @@ A deployment's `Shape` holds what one tensor-parallel rank reads and computes (i
   weights    dense weight bytes read / bandwidth (routed experts apart); the bandwidth of weights, kv and
              experts is the profile's measured `achieved_bandwidth_bytes_per_s` where it has one, its
              datasheet `bandwidth_bytes_per_s` otherwise (kvplan.speed.shape.read_bandwidth)
-  kv         KV bytes read (cached tokens x bytes per token, windows capped; a sequence's fixed
-             recurrent state read and written back once) / bandwidth
+  kv         KV bytes read (cached tokens x bytes per token, windows capped, DeepSeek Sparse Attention's latent
+             read for at most its top-k tokens a sequence; a sequence's fixed recurrent state read and written
+             back once) / bandwidth
   gemm       2 x active parameters x tokens / the weight dtype's dense rate (fp8 or fp4 where the
              profile has it: `dense_flops`), the bf16 rate otherwise; the rate is the profile's measured
              `achieved_dense_flops` where it has one (kvplan.speed.shape.read_flops), the datasheet's otherwise.
              A Shape with `paths` (llama.cpp: kvplan.speed.ggml) takes the rate by tokens per step, and a
              dequantizing path adds its fp16 copy's bytes to the weights term
-  attn       4 x heads x head dim x query-key pairs / the bf16 rate, read the same way (quadratic in a prefill)
+  attn       4 x heads x head dim x query-key pairs / the bf16 rate, read the same way (quadratic in a prefill);
+             a sparse layer's heads at most top-k pairs a query, its indexer's 2 x heads x dim over every pair
   experts    routed-expert bytes the step's tokens touch (uniform routing) / bandwidth; with expert
              parallelism over data-parallel replicas (attention DP + EP: TensorRT-LLM's DEP, SGLang's
              DP attention, vLLM's DP + EP), a rank's experts serve the tokens of every replica
@@ -66,9 +68,12 @@ class Shape:
     expert_params: float = 0.0  # one expert's parameters on this rank, over all MoE layers
     kv_bytes_per_token: int = 0  # unbounded layers, this rank
     kv_windows: tuple = ()  # ((bytes per token, window), ...) of bounded layers
+    kv_topk: tuple = ()  # ((bytes per token, top-k), ...): parts of kv_bytes_per_token a step reads for at most top-k
+    # tokens a sequence (DeepSeek Sparse Attention's latent: kvplan.model.layers.IndexedMLA)
     state_bytes_per_seq: int = 0  # a sequence's fixed state on this rank (Mamba / linear attention, DeepSeek-V4)
     flops_per_token: float = 0.0  # 2 x active parameters on this rank
     attn_flops_per_pair: float = 0.0  # 4 x heads on this rank x head dim, over attention layers
+    attn_topk: tuple = ()  # ((FLOPs per pair, top-k), ...): parts of attn_flops_per_pair at most top-k pairs a query
     layers: int = 1
     hidden: int = 0
     tp: int = 1
@@ -148,6 +153,11 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     kv = s.kv_bytes_per_token * context + 2 * s.state_bytes_per_seq * seqs  # a state is read and written back
     for bpt, window in s.kv_windows:
         kv += bpt * min(context, seqs * window)
+    for bpt, k in s.kv_topk:  # of the bytes above, read for at most k tokens a sequence
+        kv -= bpt * max(0.0, context - seqs * k)
+    attn = s.attn_flops_per_pair * pairs
+    for f, k in s.attn_topk:  # of the FLOPs above, at most k pairs a query
+        attn -= f * max(0.0, pairs - tokens * k)
     per_step = tokens / steps
     rate, extra = path_at(s, per_step) if s.paths else (s.gemm_rate, 0.0)
     routed = per_step * s.ep_replicas  # the tokens this rank's experts serve in one step
@@ -164,7 +174,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         (s.dense_bytes + extra) * steps / bw,
         kv / bw,
         s.flops_per_token * tokens / rate if rate else 0.0,
-        s.attn_flops_per_pair * pairs / s.bf16_rate if s.bf16_rate else 0.0,
+        attn / s.bf16_rate if s.bf16_rate else 0.0,
         s.expert_bytes * share * steps / bw,
         touched * 2 * s.expert_params * steps / s.gemm_rate if s.gemm_rate else 0.0,
         comm,

@@ -78,7 +78,9 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     for key in DSA_KEYS:
         cfg.int(key, limit="head_dim" if key == "index_head_dim" else "window")
     latent = (cfg.int("kv_lora_rank", limit="head_dim"), cfg.int("qk_rope_head_dim", limit="head_dim"))
-    owner, sharer = IndexedMLA(*latent, cfg.int("index_head_dim", limit="head_dim")), IndexedMLA(*latent, 0)
+    topk = cfg.int("index_topk", limit="window")
+    owner = IndexedMLA(*latent, cfg.int("index_head_dim", limit="head_dim"), topk, cfg.int("index_n_heads", limit="head_dim"))
+    sharer = IndexedMLA(*latent, 0, topk, 0)
     owners = _indexer_owners(cfg, n)
     layers = [owner if own else sharer for own in owners]
     if not all(owners):

@@ -163,3 +163,14 @@ def test_release_rule_and_speed_limit_agree():
     assert dsv4.release_problem("0.5.15") == dsv4.release_problem("0.5.16") == ""
     # the running limit the speed fit reads is unchanged for every release from 0.5.15 (tests/test_sglang_dsv4.py)
     assert dsv4.running_limit("0.5.23", flash().layers, 1, None) == 256
+
+
+def test_the_emitted_fraction_prices_a_full_token_as_sglang_does():
+    # --emit sglang's advice (kvplan.engines.sglang.boot) holds batch x context full tokens at 7,705.45 B rounded up
+    # to 7,706 B, after the 2,715,811,840 B of c128 states, not at the plan's growth bytes (the 1:4 and 1:128 entries)
+    from kvplan.engines.sglang.boot import token_cost
+
+    res = resolve_engine("sglang", "0.5.15").result(flash(), find_gpu("h200"), Deployment(tp=8),
+                                                    read_request(flash(), context=1_048_576, kv_dtype="fp8"))
+    assert token_cost(res.plan, res.settings, flash()) == (7_706, 2_715_811_840)
+    assert token_cost(res.plan, res.settings, None)[1] == 0  # any other model: the plan's bytes a token, nothing first

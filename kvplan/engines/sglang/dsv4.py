@@ -160,6 +160,19 @@ def no_log_check(model) -> None:
                           EXIT_USAGE)
 
 
+def pool_cost(model, settings: dict, dep) -> tuple[int, int] | None:
+    """(bytes per full token rounded up, c128 state bytes) of the stage that holds the fewest tokens, from a plan's
+    settings (`--emit sglang`'s fraction advice, kvplan.engines.sglang.boot); None for a model that is not
+    DeepSeek-V4. `dep`: the deployment (its dp ranks DP-attention workers, DeepSeek-V4 being a MoE model)."""
+    if model is None or not has_compressed(model.layers):
+        return None
+    ratio = settings["swa_full_tokens_ratio"]
+    want = settings.get("max_running_requests") or max(1, DEFAULT_MAX_RUNNING // max(1, dep.dp))
+    costs = [(pool.bytes_per_full_token(d, ratio), pool.c128_state_fixed(d, want)) for d in stage_dims(model, dep.pp)]
+    per_token, fixed = max(costs)
+    return int(-(-per_token // 1)), fixed
+
+
 def emitted_running(model, planned: int) -> int:
     """--max-running-requests for the emitted command: for DeepSeek-V4 the 256 its pools were sized at (the c128
     states are per request slot), else the plan's."""

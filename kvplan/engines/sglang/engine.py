@@ -35,7 +35,6 @@ from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-
 )
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
-from kvplan.core.intmath import cdiv
 from kvplan.planning.plan import cache_dtypes
 from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS, reads_capability, serve_flags
 from kvplan.hardware.facts import fact_missing
@@ -307,7 +306,9 @@ class Sglang(Engine):
 
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd = cache_dtypes(req, model)[0]
-        return self.capacity_at(model, dep, st, use.kv_memory_bytes_per_gpu, req.context, kvd)
+        if has_compressed(model.layers):
+            return self.capacity_at(model, dep, st, use.kv_memory_bytes_per_gpu, req.context, kvd)
+        return capacity(model, dep, use.kv_memory_bytes_per_gpu, req.context, req.batch, st, kvd)
 
     def max_context(self, model, dep, stages, req, st, cap: Capacity) -> int:
         if has_compressed(model.layers):

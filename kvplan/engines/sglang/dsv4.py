@@ -1,4 +1,5 @@
-"""SGLang's DeepSeek-V4 running limit, as the 0.5.15 wheel
+"""SGLang's DeepSeek-V4 rules: the releases read, its page and cache dtype, its running limit, and the engine table
+of its pools (their arithmetic: kvplan.engines.sglang.dsv4_pool), as the 0.5.15 wheel
 (sglang-0.5.15-cp311-cp311-manylinux_2_34_x86_64.whl, the release the SGLang cookbook's DeepSeek-V4 cells ran)
 has them. Restated, not copied:
 

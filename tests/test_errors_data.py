@@ -45,6 +45,7 @@ ENGINE_FLAGS = {
                                  "--enforce-shared-experts-fusion", "--moe-dense-tp-size"},
     "engines/sglang/boot.py": {"--mem-fraction-static"},
     "engines/sglang/defaults.py": {"--dp-size", "--tp-size"},  # SGLang's, in the DP attention refusals
+    "engines/sglang/dsv4.py": {"--page-size", "--swa-full-tokens-ratio"},  # SGLang's: a refusal's reason, emitted
     "engines/sglang/mamba.py": {"--max-mamba-cache-size", "--mamba-ssm-dtype", "--mamba-full-memory-ratio",
                                 "--disable-radix-cache", "--mamba-radix-cache-strategy",
                                 "--mamba-scheduler-strategy"},

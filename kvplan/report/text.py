@@ -25,6 +25,7 @@ FIGURE_FORMATS = {
     "GiB.3": lambda v: f"{v / GIB:.3f} GiB",
     "MiB": lambda v: f"{v / MIB:.2f} MiB",
     "B": lambda v: f"{v:,} B",
+    "B.2": lambda v: f"{v:,.2f} B",  # a float an engine computes and prints so (SGLang's bytes_per_full_token)
     "tokens": lambda v: f"{v:,} tokens",
     "count": lambda v: f"{v:,}",
     "number": lambda v: f"{v:g}",
@@ -37,6 +38,8 @@ FIGURE_FORMATS = {
     "B full + B SWA x ratio": lambda v: f"{v[0]:,} B full + {v[1]:,} B SWA x {v[2]:g}",
     "sglang tokens, K GiB": lambda v: f"#tokens: {v[0]:,}, K size: {v[1] / GIB:.2f} GB (GiB)",
     "sglang GB": lambda v: f"{v / GIB:.2f} GB (GiB)",
+    "dsv4 pools": lambda v: ", ".join(f"{k}={n:,}" for k, n in zip(("full", "swa", "c4", "c128", "c4_state",
+                                                                     "c128_state"), v)),
     # weights as an engine loads them: the checkpoint's bytes and what loading adds (padding, repacking, tables)
     "checkpoint + loading": lambda v: f"{(v[0] + v[1]) / GIB:.2f} GiB = {v[0] / GIB:.2f} checkpoint + "
                                       f"{v[1] / GIB:.2f} loading",

@@ -12,6 +12,7 @@ SGLang allocated, so the margin stated is kvplan's, not a measured bound.
 from __future__ import annotations
 
 from kvplan.core.intmath import cdiv
+from kvplan.engines.sglang import dsv4
 from kvplan.engines.sglang.multimodal import scales_any_fraction
 from kvplan.planning.layout import per_rank_batch
 
@@ -19,14 +20,21 @@ GIB = 2**30
 MARGIN_FRACTION = 0.10  # of the tokens the load needs: the one checked log was 10% optimistic
 
 
-def lowest_fraction(plan, settings: dict, concurrency: int) -> float | None:
+def token_cost(plan, settings: dict, model) -> tuple[int, int]:
+    """(bytes a pool token costs on a rank, bytes taken before the tokens): the plan's per-token bytes and none;
+    DeepSeek-V4's bytes per full token (rounded up) and its c128 states (kvplan.engines.sglang.dsv4)."""
+    own = dsv4.pool_cost(model, settings, plan.deployment)
+    return own if own is not None else (max(1, plan.kv_bytes_per_token_per_gpu), 0)
+
+
+def lowest_fraction(plan, settings: dict, concurrency: int, model=None) -> float | None:
     """Smallest two-decimal mem_fraction_static whose pool holds `concurrency` x the plan's context plus
     the margin; None if 0.99 does not. The pool is linear in the fraction (kvplan/engines/sglang/engine.py):
-    kv(f) = kv(f0) + (total - init) x (f - f0), and holds kv // (bytes per token) tokens."""
+    kv(f) = kv(f0) + (total - init) x (f - f0), and holds (kv - fixed) // (bytes per token) tokens."""
     f0, kv0 = settings["mem_fraction_static"], plan.kv_memory_bytes_per_gpu
     slope = plan.usable_memory_bytes - int(settings.get("init_bytes", 0))
-    per_token = max(1, plan.kv_bytes_per_token_per_gpu)
-    need = int(concurrency * plan.request.context * (1 + MARGIN_FRACTION)) * per_token
+    per_token, fixed = token_cost(plan, settings, model)
+    need = int(concurrency * plan.request.context * (1 + MARGIN_FRACTION)) * per_token + fixed
 
     def kv_at(f: float) -> int:
         return kv0 + int(round(slope * (f - f0)))
@@ -57,13 +65,14 @@ def emit_advice(plan, settings: dict, model) -> tuple[float, str]:
     # per data-parallel rank: each holds its own share of the requests in its own pool
 
     batch, ctx = per_rank_batch(plan.request.batch, plan.deployment.dp), plan.request.context
-    low = lowest_fraction(plan, settings, batch)
+    low = lowest_fraction(plan, settings, batch, model)
     if low is None:
         return flag_fraction(f, settings), (f"margin: none; {batch} x {ctx:,} tokens do not fit even at "
                                             "--mem-fraction-static 0.99 by kvplan's estimate")
     use = max(f, low)
     slope = plan.usable_memory_bytes - int(settings.get("init_bytes", 0))
-    have = (plan.kv_memory_bytes_per_gpu + int(round(slope * (use - f)))) // max(1, plan.kv_bytes_per_token_per_gpu)
+    per_token, fixed = token_cost(plan, settings, model)
+    have = max(0, plan.kv_memory_bytes_per_gpu + int(round(slope * (use - f))) - fixed) // per_token
     flag, flag_f, flag_low = flag_fraction(use, settings), flag_fraction(f, settings), flag_fraction(low, settings)
     raised = "" if use == f else f" (raised from {flag_f:g}: the lowest that holds them with the margin)"
     vlm = "" if flag == use else f" (SGLang x {settings['vlm_factor']:g} for a vision model: {use:g} in force)"

@@ -1,4 +1,5 @@
-"""SGLang's DeepSeek-V4 running limit, as the 0.5.15 wheel
+"""SGLang's DeepSeek-V4 rules: the releases read, its page and cache dtype, its running limit, and the engine table
+of its pools (their arithmetic: kvplan.engines.sglang.dsv4_pool), as the 0.5.15 wheel
 (sglang-0.5.15-cp311-cp311-manylinux_2_34_x86_64.whl, the release the SGLang cookbook's DeepSeek-V4 cells ran)
 has them. Restated, not copied:
 
@@ -8,19 +9,32 @@ has them. Restated, not copied:
 * Why the limit, not the pool, binds: `model_executor/pool_configurator.py` L609-649 (`DSV4PoolConfigurator.
   _get_bytes_per_full_token`) sizes the pool at about 7.7 KB a "full" token for DeepSeek-V4-Flash (its SWA share
   0.1 by `arg_groups/overrides.py` L709-710, 1:4 and 1:128 latents, indexer keys, fp32 compressor states), so on
-  the cookbook's GPUs it holds millions of tokens, far more than 256 requests of 8k + 1k tokens use. kvplan does not
-  size that pool (yet): only the limit is restated here.
+  the cookbook's GPUs it holds millions of tokens, far more than 256 requests of 8k + 1k tokens use.
+* The pools themselves (kvplan.engines.sglang.dsv4_pool, read in the 0.5.15 and 0.5.16 wheels) and the engine table
+  SGLang's start-up prints for them (`capacity` here). 0.5.23 reworked them (`pool_configurator.py`
+  L1067-1700: the SWA pool sized from the running limit plus 4 x max_running_requests cached prefix tails
+  unless --swa-full-tokens-ratio is given, fp4 indexer keys on the ratio-4 layers, page padding priced); 0.5.17 to
+  0.5.22 were not read: those releases are refused with the reason (`release_problem`). The running limit above
+  is what the speed fit reads for every release from 0.5.15 (`running_limit`).
 
-Not modelled here: the pool's available bytes under SGLang's memory plan for this model (kvplan's SGLang engine
-still refuses the layers: `Engine.reads_layers`), hisparse, online 1:128 compression, speculative decoding.
+Not modelled: hisparse, online 1:128 compression (SGLANG_OPT_USE_ONLINE_COMPRESS), bf16 compressor states
+(SGLANG_DSV4_COMPRESS_STATE_DTYPE), speculative decoding's rings and draft layer, disaggregated decode's extra
+slots, NPU and ROCm's unified pool, the fp4 indexer flag (its buffers, not the configurator's sizing).
 """
 
 from __future__ import annotations
 
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.core.intmath import cdiv
+from kvplan.core.search import largest_fitting
+from kvplan.engines.capacity import Capacity, Figure
+from kvplan.engines.sglang import dsv4_pool as pool
 from kvplan.engines.versions import parse_version
-from kvplan.model.compressed import CompressedMLA
+from kvplan.model.compressed import CompressedMLA, has_compressed
+from kvplan.planning.deploy import split_layers
 
 FROM = (0, 5, 15)  # the release read (earlier releases are not claimed)
+AFTER = (0, 5, 17)  # the first release whose pools are not restated (0.5.16 read; 0.5.23 reworked them)
 DEFAULT_MAX_RUNNING = 256  # deepseek_v4_hook.py L49-50
 
 
@@ -39,3 +53,135 @@ def running_limit(version: str | None, layers, dp: int, per_worker: int | None) 
     if per_worker:
         return int(per_worker)
     return max(1, DEFAULT_MAX_RUNNING // max(1, dp))
+
+
+def release_problem(version: str) -> str:
+    """Why SGLang `version` cannot plan DeepSeek-V4's pools as kvplan reads them ('' when it can)."""
+    v = parse_version(version)
+    choose = f"choose {arg('engine_version')} 0.5.15 or 0.5.16"
+    if v < FROM:
+        return (f"SGLang {version}: kvplan reads SGLang's DeepSeek-V4 pools from 0.5.15 (DSV4PoolConfigurator; "
+                f"earlier releases not read); {choose}")
+    if v >= AFTER:
+        return (f"SGLang {version}: kvplan restates SGLang's DeepSeek-V4 pools for 0.5.15-0.5.16 only; 0.5.23 "
+                "reworked them (the SWA pool sized from the running limit and cached prefix tails, fp4 indexer keys, "
+                f"page padding) and 0.5.17-0.5.22 were not read; {choose}")
+    return ""
+
+
+def check_release(model, version: str) -> None:
+    """A one-line refusal where `model` is DeepSeek-V4 and SGLang `version`'s pools are not restated here."""
+    why = release_problem(version) if has_compressed(model.layers) else ""
+    if why:
+        raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
+
+
+def stage_dims(model, pp: int) -> list:
+    """The configurator's view of each pipeline stage's layers (kvplan.engines.sglang.dsv4_pool.Dims)."""
+    return [pool.dims(model.layers[a:b]) for a, b in split_layers(model.num_layers, pp)]
+
+
+def requested(st, dp: int) -> int:
+    """--max-running-requests per worker as the configurator reads it: the stated one // dp, else 256 // dp."""
+    return st.max_running_requests or max(1, DEFAULT_MAX_RUNNING // max(1, dp))
+
+
+def size(model, dep, budget: int, st, dp: int) -> tuple[pool.Dims, pool.Pools]:
+    """The bounding stage's dims and the pools of one worker for a per-rank `budget` (every stage the same budget:
+    SGLang's free memory is the minimum over ranks; the smallest stage's full count is kept)."""
+    want = requested(st, dp)
+    stages = stage_dims(model, dep.pp)
+    counts = [pool.full_tokens(d, budget, st.swa_full_tokens_ratio, want, st.page_size) for d in stages]
+    i = min(range(len(stages)), key=lambda k: counts[k])
+    return stages[i], pool.pools(stages[i], counts[i], st.swa_full_tokens_ratio, want, st.page_size)
+
+
+def capacity(model, dep, kv_bytes: int, context: int, st, dp: int, kv_dtype) -> Capacity:
+    """SGLang's DeepSeek-V4 pools for a per-rank budget ("rest"): the figures its start-up logs, and the requests of
+    `context` tokens one worker runs at once (its pools' and its running limit's least)."""
+    budget = max(0, kv_bytes)
+    d, p = size(model, dep, budget, st, dp)
+    ratio = st.swa_full_tokens_ratio
+    held = pool.requests_held(d, p, context, st.page_size)
+    conc = min(held, p.running)
+    lines = (
+        Figure("KV budget per GPU (rest)", budget, "bytes"),
+        Figure("mem_fraction_static", st.mem_fraction_static, "number"),
+        Figure("page size", st.page_size, "tokens"),
+        Figure("swa_full_tokens_ratio", ratio, "number"),
+        Figure("bytes_per_full_token", pool.bytes_per_full_token(d, ratio), "B.2"),
+        Figure("c128_state_fixed", pool.c128_state_fixed(d, requested(st, dp)), "sglang GB"),
+        Figure("DSV4 pool sizes", p.printed(), "dsv4 pools"),
+        Figure("max_total_num_tokens", p.full, "count"),
+        Figure("max_running_requests", p.running, "count"),
+        Figure(f"full tokens a {context:,}-token request takes", cdiv(context, st.page_size) * st.page_size, "count"),
+        Figure(f"SWA tokens it holds (at most {max(d.window, st.page_size) + st.page_size})",
+               pool.swa_need(d, context, st.page_size), "count"),
+        Figure(f"requests of {context:,} tokens", conc, "ratio"),
+    )
+    notes = (f"SGLang sizes DeepSeek-V4's pools per full token ({pool.bytes_per_full_token(d, ratio):,.2f} B: its SWA "
+             f"share {ratio:g}, the 1:4 and 1:128 latents, the indexer keys, the c4 states) after the c128 states of "
+             f"{requested(st, dp)} requests; a request takes whole {st.page_size}-token pages of the full pool "
+             "(kvplan.engines.sglang.dsv4_pool)",)
+    # bytes one more token adds on a rank (its compressed entries and indexer keys), as the plan prices growth
+    bpt = max(sum(x.token_bytes(kv_dtype, dep.tp) // x.compress_ratio for x in model.layers[a:b]
+                  if isinstance(x, CompressedMLA)) for a, b in split_layers(model.num_layers, dep.pp))
+    return Capacity("sglang", st.version, budget, p.full, conc, context, bpt, None, st.page_size, lines, notes,
+                    max_running=p.running)
+
+
+def max_context(model, dep, cap: Capacity, batch: int, st, dp: int) -> int:
+    """The longest length whose `batch` requests one worker runs at once (pools and running limit)."""
+    d, p = size(model, dep, cap.kv_memory_bytes, st, dp)
+    if batch > p.running:
+        return 0
+    return max(0, largest_fitting(lambda n: n == 0 or pool.requests_held(d, p, n, st.page_size) >= batch,
+                                  model.max_context))
+
+
+def check_settings(page: int, kv_dtype) -> None:
+    """SGLang's DeepSeek-V4 settings on CUDA: page 256 whatever --page-size says (overrides.py L694-705), an fp8
+    cache (the pool asserts a uint8 store: `deepseek_v4_memory_pool.py` L107-124). SGLang's auto is fp8_e4m3 for
+    this model (overrides.py L1309-1311), kvplan's the model's bf16: the flag is asked for, as under vLLM."""
+    if page != pool.PAGE:
+        raise KvplanError(f"SGLang runs DeepSeek-V4 with page_size {pool.PAGE} whatever --page-size says (its dsv4 "
+                          f"backend's override), not {page}", EXIT_USAGE, param="engine_opts", value={"page_size": page})
+    if not (kv_dtype.block_elems == 1 and kv_dtype.block_bytes == 1):
+        raise KvplanError(f"SGLang's DeepSeek-V4 pool on CUDA holds fp8 latents only (DeepSeekV4SingleKVPool asserts a "
+                          f"uint8 store; its auto is fp8_e4m3), not {kv_dtype.name}; pass {arg('kv_dtype')} fp8",
+                          EXIT_USAGE,
+                          param="kv_dtype", value=kv_dtype.name)
+
+
+def no_log_check(model) -> None:
+    """check-log reads SGLang's "KV Cache is allocated" pools, which DeepSeek-V4's do not print."""
+    if has_compressed(model.layers):
+        raise KvplanError("SGLang's DeepSeek-V4 start-up prints 'DSV4 memory calculation' and 'DSV4 pool sizes', "
+                          "not the 'KV Cache is allocated' line check-log reads; compare them with fit's engine table",
+                          EXIT_USAGE)
+
+
+def pool_cost(model, settings: dict, dep) -> tuple[int, int] | None:
+    """(bytes per full token rounded up, c128 state bytes) of the stage that holds the fewest tokens, from a plan's
+    settings (`--emit sglang`'s fraction advice, kvplan.engines.sglang.boot); None for a model that is not
+    DeepSeek-V4. `dep`: the deployment (its dp ranks DP-attention workers, DeepSeek-V4 being a MoE model)."""
+    if model is None or not has_compressed(model.layers):
+        return None
+    ratio = settings["swa_full_tokens_ratio"]
+    want = settings.get("max_running_requests") or max(1, DEFAULT_MAX_RUNNING // max(1, dep.dp))
+    costs = [(pool.bytes_per_full_token(d, ratio), pool.c128_state_fixed(d, want)) for d in stage_dims(model, dep.pp)]
+    per_token, fixed = max(costs)
+    return int(-(-per_token // 1)), fixed
+
+
+def emitted_running(model, planned: int) -> int:
+    """--max-running-requests for the emitted command: for DeepSeek-V4 the 256 its pools were sized at (the c128
+    states are per request slot), else the plan's."""
+    return DEFAULT_MAX_RUNNING if has_compressed(model.layers) else planned
+
+
+def emit_flags(model, opts: dict) -> list[str]:
+    """--swa-full-tokens-ratio where the plan states one for DeepSeek-V4 (its pools are sized by it)."""
+    if has_compressed(model.layers) and "swa_full_tokens_ratio" in opts:
+        return ["--swa-full-tokens-ratio", str(opts["swa_full_tokens_ratio"])]
+    return []

@@ -11,6 +11,7 @@ Sources (PyPI wheels; docs/engines.md section 2):
   * hybrid SWA (0.5.x): swa_full_tokens_ratio 0.8; cell = full layers + 0.8 x SWA layers; full pool
     = budget // cell, SWA pool = 0.8 x full (0.5.23 `pool_configurator.py` L656-905).
   * hybrids' recurrent-state slots come out of "rest" first, by release: kvplan.engines.sglang.mamba.
+  * DeepSeek-V4's pools (page 256, SWA share 0.1, per full token, 0.5.15-0.5.16): kvplan.engines.sglang.dsv4.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes, sglang_flags as sglang_lora_flags
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.sglang import allreduce as sglang_allreduce
+from kvplan.engines.sglang import dsv4 as sglang_dsv4
 from kvplan.engines.sglang import layout as sglang_layout
 from kvplan.engines.sglang import loaded as sglang_loaded
 from kvplan.engines.sglang import mamba as sglang_mamba
@@ -33,15 +35,16 @@ from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-
 )
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
-from kvplan.core.intmath import cdiv
 from kvplan.planning.plan import cache_dtypes
 from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS, reads_capability, serve_flags
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.context import sglang_rule
 from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_float, opt_int
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.model.layers import LOCAL_KINDS, Kind, ParallelHybrid
 from kvplan.engines.sglang.offload import cpu_pool as hicache_pool
+from kvplan.engines.sglang.rules import SglangRules
 
 GIB = 2**30
 MIB = 2**20
@@ -102,10 +105,12 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     # a vision model's fraction scaled: its own default from 0.4.9, any before (kvplan.engines.sglang.multimodal)
     vlm = sglang_mm.vlm_factor(model, version) if sglang_mm.scales_any_fraction(version) or not given else 1.0
     frac *= vlm
-    page = opt_int(opts, "page_size", 64 if any(layer.kind == Kind.MLA for layer in model.layers) else 1)
+    v4 = has_compressed(model.layers)  # DeepSeek-V4: its page and SWA share (kvplan.engines.sglang.dsv4)
+    page = opt_int(opts, "page_size", sglang_dsv4.pool.PAGE if v4 else
+                   64 if any(layer.kind == Kind.MLA for layer in model.layers) else 1)
     if page < 1:
         raise KvplanError("page_size must be at least 1", EXIT_USAGE)
-    ratio = opt_float(opts, "swa_full_tokens_ratio", 0.8)
+    ratio = opt_float(opts, "swa_full_tokens_ratio", sglang_dsv4.pool.SWA_RATIO if v4 else 0.8)
     kv = req.kv_dtype
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"SGLang has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
@@ -226,22 +231,6 @@ def k_size_gib(tokens: int, model, tp: int, kv_dtype: DType, st: Settings, pp: i
     return (tokens + st.page_size) * pool_cell(model, Deployment(tp, pp), kv_dtype, st)[2] / GIB
 
 
-@dataclass(frozen=True)
-class SglangRules:
-    """Token slots one request takes per layer: its tokens in whole pages; from 0.5, a sliding or
-    chunked layer of the hybrid SWA pool holds at most span + one page (as capacity()'s `need`)."""
-
-    page: int
-    hybrid: bool
-    name = "sglang"
-
-    def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
-        if layer.kind in LOCAL_KINDS and self.hybrid:
-            return min(seq_len, layer.span + self.page)
-        held = seq_len if layer.kind in LOCAL_KINDS else layer.tokens_held(seq_len)  # before 0.5: a full layer
-        return cdiv(held, self.page) * self.page if held else 0
-
-
 class Sglang(Engine):
     name = "sglang"
     display_name = "SGLang"
@@ -254,7 +243,8 @@ class Sglang(Engine):
     # (from 0.5), recurrent states not pooled (a note), a layer without a cache nothing
     kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.STATE, Kind.NONE})
     loaded_label = "Load weight end ... mem usage (weights as loaded)"  # model_runner's line
-    reads_layers = frozenset({ParallelHybrid})  # Falcon-H1: attention in the token pool, its mixer's state slots
+    # Falcon-H1: attention in the token pool, its mixer's state slots; DeepSeek-V4: its pools (0.5.15-0.5.16, dsv4.py)
+    reads_layers = frozenset({ParallelHybrid, CompressedMLA})
     supports_dp = True  # DP attention: each rank its own token pool and requests
     kv_dtype_flags = {"fp8": "fp8_e4m3", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype
     offload_rules = {"native": {"cpu": hicache_pool}}  # HiCache's host pool (L2): kvplan.engines.offload
@@ -270,6 +260,11 @@ class Sglang(Engine):
     def check_layout(self, model, dep) -> None:
         super().check_layout(model, dep)
         dp_attention(model, dep, self.opts)
+
+    def check_layers(self, model) -> None:
+        """DeepSeek-V4 only in the releases whose pools kvplan reads (kvplan.engines.sglang.dsv4)."""
+        super().check_layers(model)
+        sglang_dsv4.check_release(model, self.version or self.default_version)
 
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
         """The compute capability of the shared-expert fusion test and the fabric of the custom all-reduce rule
@@ -297,6 +292,8 @@ class Sglang(Engine):
         # rest = free_before x fraction - weights, with free_before = total - init: as the planner's
         # "usable x utilisation - weights - overhead" with overhead = init x fraction.
         over = req.overhead_bytes if req.overhead_bytes is not None else int(st.init_bytes * st.mem_fraction_static)
+        if has_compressed(model.layers):  # its page and cache dtype (kvplan.engines.sglang.dsv4)
+            sglang_dsv4.check_settings(st.page_size, cache_dtypes(req, model)[0])
         return dataclasses.replace(req, gpu_memory_utilization=st.mem_fraction_static, block_size=st.page_size,
                                    overhead_bytes=over)
 
@@ -309,20 +306,31 @@ class Sglang(Engine):
 
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd = cache_dtypes(req, model)[0]
+        if has_compressed(model.layers):
+            return self.capacity_at(model, dep, st, use.kv_memory_bytes_per_gpu, req.context, kvd)
         return capacity(model, dep, use.kv_memory_bytes_per_gpu, req.context, req.batch, st, kvd)
 
     def max_context(self, model, dep, stages, req, st, cap: Capacity) -> int:
+        if has_compressed(model.layers):
+            return sglang_dsv4.max_context(model, dep, cap, req.batch, st, self._attn_dp(model, dep))
         return min(model.max_context, cap.tokens // max(1, req.batch))  # each request holds its tokens
+
+    def _attn_dp(self, model, dep) -> int:  # each DP-attention worker its own pools
+        return dep.dp if dp_attention(model, dep, self.opts) else 1
 
     # The pool's arithmetic from a given budget or token count (check-log reads them from a log).
     def capacity_at(self, model, dep, st: Settings, kv_bytes: int, context: int, kv_dtype, state_dtype=None) -> Capacity:
+        if has_compressed(model.layers):
+            return sglang_dsv4.capacity(model, dep, kv_bytes, context, st, self._attn_dp(model, dep), kv_dtype)
         return capacity(model, dep, kv_bytes, context, 1, st, kv_dtype)
 
     def k_size_gib(self, model, dep, st: Settings, tokens: int, kv_dtype) -> float:
+        sglang_dsv4.no_log_check(model)
         return k_size_gib(tokens, model, dep.tp, kv_dtype, st, dep.pp)
 
     def token_bytes(self, model, dep, st: Settings, kv_dtype) -> int:
         """Full + SWA pool bytes of one token on one rank of the stage that bounds the pool."""
+        sglang_dsv4.no_log_check(model)
         return sum(pool_cell(model, dep, kv_dtype, st)[:2])
 
     def emit_args(self, plan, model, settings: dict) -> list[str]:
@@ -338,7 +346,8 @@ class Sglang(Engine):
                 *weight_args(self, plan, model),
                 "--context-length", str(r.context), "--mem-fraction-static", f"{_emit_fraction(plan, settings, model):g}",
                 *self.parallel_flags(dep, model), *serve_flags(self.opts),
-                "--max-running-requests", str(self.opts.get("max_running_requests") or serve_seqs(plan)),
+                "--max-running-requests", str(self.opts.get("max_running_requests") or sglang_dsv4.emitted_running(
+                    model, serve_seqs(plan))), *sglang_dsv4.emit_flags(model, self.opts),
                 *sglang_mamba.emit_flags(self.opts, model, plan, settings["version"],
                                          plan.deployment.dp if dp_attention(model, dep, self.opts) else 1)]
         kv = kv_dtype_arg(r.kv_dtype, model, self.kv_dtype_flags)

@@ -174,3 +174,14 @@ def test_the_emitted_fraction_prices_a_full_token_as_sglang_does():
                                                     read_request(flash(), context=1_048_576, kv_dtype="fp8"))
     assert token_cost(res.plan, res.settings, flash()) == (7_706, 2_715_811_840)
     assert token_cost(res.plan, res.settings, None)[1] == 0  # any other model: the plan's bytes a token, nothing first
+
+
+def test_deepseek_v4_is_refused_on_a_gpu_its_kernels_do_not_run_on():
+    # 0.5.15's DeepSeek-V4 backend runs FlashMLA (SM90 / SM100) on every CUDA GPU but SM120 (deepseek_v4_backend.py
+    # L114-119, L1419-1442); the L20 is compute capability 8.9 (its profile), where sgl-project/sglang#28620 added a
+    # fallback only after these releases
+    args = ["fit", "deepseek-v4-flash", "--gpus", "8", "--tp", "8", "--ctx", "32k", "--kv-dtype", "fp8",
+            "--engine", "sglang", "--engine-version", "0.5.15"]
+    r = CliRunner().invoke(app, args + ["--gpu", "l20"])
+    assert r.exit_code == 2 and "compute capability 8.9" in r.output and "FlashMLA" in r.output
+    assert CliRunner().invoke(app, args + ["--gpu", "h200"]).exit_code == 0

@@ -30,6 +30,7 @@ from kvplan.core.search import largest_fitting
 from kvplan.engines.capacity import Capacity, Figure
 from kvplan.engines.sglang import dsv4_pool as pool
 from kvplan.engines.versions import parse_version
+from kvplan.hardware.facts import capability_of
 from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.planning.deploy import split_layers
 
@@ -74,6 +75,25 @@ def check_release(model, version: str) -> None:
     why = release_problem(version) if has_compressed(model.layers) else ""
     if why:
         raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
+
+
+# The CUDA compute capabilities whose kernels 0.5.15-0.5.16's DeepSeek-V4 backend runs: FlashMLA's on every CUDA GPU but
+# SM120, which has its own (`layers/attention/deepseek_v4_backend.py` L114-119, L1419-1442), and FlashMLA is built for
+# Hopper and Blackwell (SM90, SM100: deepseek-ai/FlashMLA's README; vLLM's FlashMLA backends accept capability major 9 or
+# 10 only, `v1/attention/backends/mla/flashmla.py`). An SM89 fallback came later, unreleased in these wheels
+# (sgl-project/sglang#28620, 2026-07-06, "Add SM89 FP8 indexer fallback").
+CUDA_MAJORS = (9, 10, 12)
+
+
+def check_gpu(model, gpu) -> None:
+    """A one-line refusal where DeepSeek-V4 would run on an NVIDIA GPU whose capability these releases' kernels lack."""
+    if not has_compressed(model.layers) or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+        return
+    cap = capability_of(gpu)
+    if cap is not None and cap[0] not in CUDA_MAJORS:
+        raise KvplanError(f"SGLang 0.5.15-0.5.16 run DeepSeek-V4's attention with FlashMLA (SM90/SM100) or their SM120 "
+                          f"kernels; {gpu.name} is compute capability {cap[0]}.{cap[1]} (sgl-project/sglang#28620 adds "
+                          "an SM89 fallback after these releases)", EXIT_USAGE, param="gpu", value=gpu.key)
 
 
 def stage_dims(model, pp: int) -> list:

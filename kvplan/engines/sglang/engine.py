@@ -255,6 +255,7 @@ class Sglang(Engine):
         return sglang_rule(model)
 
     def settings(self, model, gpu, dep, req) -> Settings:
+        sglang_dsv4.check_gpu(model, gpu)  # DeepSeek-V4's kernels: the capabilities its releases run on
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
     def check_layout(self, model, dep) -> None:

@@ -70,3 +70,24 @@ def test_the_simulator_step_model_equals_the_terms_on_dsa(v32):
         want = priced(sm.coef, features(v32, tokens, seqs, ctx, pairs))
         assert sm.step(tokens, seqs, ctx, pairs) == pytest.approx(want, rel=1e-12)
     assert sm.decode(16)(512_000) == pytest.approx(sm.step(16, 16, 512_000, 512_016), rel=1e-12)
+
+
+def test_the_roofline_simulator_reads_a_dsa_latent_for_top_k_tokens_too():
+    # simulate --speed roofline's stage costs (kvplan.simulator.adapter) carry the same sparse parts: a decode step of
+    # 16 sequences at 32,000 tokens reads 5,433,868,288 B of KV (above) on top of the weights, so it is shorter than
+    # the dense count of 48,068 x 512,000 = 24,610,816,000 B by 19,176,947,712 B at the stage's bandwidth
+    from dataclasses import replace
+
+    from kvplan import api
+    from kvplan.simulator.adapter import sim_model
+    from kvplan.simulator.model import StepTimer
+
+    spec = find_in_catalog("deepseek-v3.2")
+    plan = api.plan("deepseek-v3.2", "h200", gpus=8, tp=8, context=40_000, kv_dtype="fp8")
+    model = sim_model(plan, spec, H200, speed="roofline", max_model_len=40_000)
+    (stage,) = model.stages
+    assert stage.kv_topk == ((40_016, 2048),) and stage.attn_topk == ((2_248_704.0, 2048),)
+    dense = replace(model, stages=(replace(stage, kv_topk=(), attn_topk=()),))
+    step = StepTimer(model).decode_step(16)(512_000)
+    saved = StepTimer(dense).decode_step(16)(512_000) - step
+    assert saved == pytest.approx(19_176_947_712 / model.bandwidth_bytes_per_s, rel=1e-9)

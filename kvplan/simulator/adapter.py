@@ -14,6 +14,7 @@ from kvplan.simulator.model import Group, SimModel, StageCost
 from kvplan.speed.coverage import label
 from kvplan.speed.model import step_model
 from kvplan.speed.plan import plan_shape
+from kvplan.speed.shape import attention_flops, sparse_reads
 
 _BIG = 1 << 40  # a sequence length past every window
 
@@ -89,12 +90,7 @@ def _stage_costs(plan, spec) -> tuple:
         start, end = s.layers
         frac = (end - start) / spec.num_layers
         experts = int(wb.experts * scale * frac / tp)
-        pairs = 0.0
-        for layer in spec.layers[start:end]:
-            if layer.elements_per_token(tp):
-                layer = getattr(layer, "attention", layer)  # Falcon-H1's ParallelHybrid: its attention half
-                d = getattr(layer, "head_dim", 0) or (getattr(layer, "kv_lora_rank", 0) + getattr(layer, "qk_rope_head_dim", 0))
-                pairs += 4 * (spec.num_attention_heads / tp) * d
+        pairs, attn_topk = attention_flops(spec.layers[start:end], spec.num_attention_heads, tp)
         sp = s.profile
         costs.append(StageCost(
             dense_read_bytes=max(0, s.weight_read_bytes - int(experts * touched)),
@@ -103,6 +99,6 @@ def _stage_costs(plan, spec) -> tuple:
             kv_window_bytes=tuple((sp.token_bytes(layer) * n, layer.tokens_held(_BIG))
                                   for layer, n in sp.groups if layer.bounded and sp.token_bytes(layer)),
             flops_per_token=2.0 * p.active * frac / tp,
-            attn_flops_per_pair=pairs,
+            attn_flops_per_pair=pairs, kv_topk=sparse_reads(sp), attn_topk=attn_topk,
         ))
     return tuple(costs)

@@ -36,6 +36,8 @@ class StageCost:
     kv_window_bytes: tuple = ()  # ((bytes per token, window), ...) of bounded layers
     flops_per_token: float = 0.0  # 2 x active parameters on this rank
     attn_flops_per_pair: float = 0.0  # 4 x query heads x head dim over this rank's attention layers
+    kv_topk: tuple = ()  # ((bytes per token, top-k), ...) of kv_bytes_per_token read for at most top-k tokens a sequence
+    attn_topk: tuple = ()  # ((FLOPs per pair, top-k), ...) of attn_flops_per_pair at most top-k pairs a query
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,8 @@ class StepTimer:
         m = self.model
         if m.speed is not None and m.fixed_step_s is None:
             return _plus(m.speed.decode(seqs), m.step_overhead_s)
-        if m.fixed_step_s is not None or len(m.stages) != 1 or m.stages[0].kv_window_bytes:
+        if (m.fixed_step_s is not None or len(m.stages) != 1 or m.stages[0].kv_window_bytes or m.stages[0].kv_topk
+                or m.stages[0].attn_topk):
             return lambda context: self.step(seqs, seqs, context, float(context + seqs))
         st = m.stages[0]
         bw, fl, ovh = m.bandwidth_bytes_per_s, m.flops_per_s, m.step_overhead_s
@@ -138,11 +141,14 @@ class StepTimer:
             read = s.dense_read_bytes + s.kv_bytes_per_token * context
             for bpt, window in s.kv_window_bytes:
                 read += bpt * min(context, seqs * window)
+            for bpt, k in s.kv_topk:  # DeepSeek Sparse Attention: a latent read for at most k tokens a sequence
+                read -= bpt * max(0.0, context - seqs * k)
             if s.expert_bytes:
                 read += s.expert_bytes * self._expert_share(s, tokens)
             t = read / m.bandwidth_bytes_per_s
             if m.flops_per_s:
-                c = (s.flops_per_token * tokens + s.attn_flops_per_pair * pairs) / m.flops_per_s
+                attn = s.attn_flops_per_pair * pairs - sum(f * max(0.0, pairs - tokens * k) for f, k in s.attn_topk)
+                c = (s.flops_per_token * tokens + attn) / m.flops_per_s
                 t = max(t, c)
             total += t
         return total

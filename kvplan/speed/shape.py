@@ -47,6 +47,33 @@ def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None =
                   weight_dtype, engine=engine, date=date)
 
 
+def attention_flops(layers, heads: int, tp: int) -> tuple[float, tuple]:
+    """(FLOPs per query-key pair over these layers on one rank, ((the part of them a sparse layer's heads run, top-k),
+    ...)): 4 x heads / tp x head dim a layer (MLA: latent + rope), and a DSA layer's indexer 2 x its heads x dim
+    (replicated on every rank), which scores every pair where its heads run at most top-k a query (module docstring)."""
+    pairs, capped = 0.0, {}
+    for layer in layers:
+        if layer.elements_per_token(tp):
+            layer = getattr(layer, "attention", layer)  # Falcon-H1's ParallelHybrid: its attention half
+            d = getattr(layer, "head_dim", 0) or (getattr(layer, "kv_lora_rank", 0) + getattr(layer, "qk_rope_head_dim", 0))
+            flops = 4 * (heads / tp) * d
+            pairs += flops
+            if isinstance(layer, IndexedMLA) and layer.index_topk:
+                capped[layer.index_topk] = capped.get(layer.index_topk, 0.0) + flops
+                pairs += 2 * layer.index_n_heads * layer.index_head_dim
+    return pairs, tuple(sorted((f, k) for k, f in capped.items()))
+
+
+def sparse_reads(prof) -> tuple:
+    """((bytes a token, top-k), ...) of a KV profile's DSA latents: read for at most top-k tokens a sequence (their
+    indexer keys, for every token, stay in the growth bytes)."""
+    capped: dict = {}
+    for layer, n in prof.groups:
+        if isinstance(layer, IndexedMLA) and layer.index_topk:
+            capped[layer.index_topk] = capped.get(layer.index_topk, 0) + (prof.token_bytes(layer) - layer.indexer_bytes()) * n
+    return tuple(sorted((b, k) for k, b in capped.items()))
+
+
 def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
                 kv_dtype: str | None = None, dp: int = 1) -> dict:
     """The Shape's fields that do not depend on the GPU (nearly all of shape_for's work): a sweep builds
@@ -57,21 +84,8 @@ def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = No
     prof = kv_profile(spec.layers, tp, kv, kv, 16, PAGED)
     windows = tuple((prof.token_bytes(layer) * n, layer.tokens_held(_BIG))
                     for layer, n in prof.groups if layer.bounded and prof.token_bytes(layer))
-    pairs = 0.0
-    attn_topk: dict = {}
-    for layer in spec.layers:
-        if layer.elements_per_token(tp):
-            layer = getattr(layer, "attention", layer)  # Falcon-H1's ParallelHybrid: its attention half
-            d = getattr(layer, "head_dim", 0) or (getattr(layer, "kv_lora_rank", 0) + getattr(layer, "qk_rope_head_dim", 0))
-            heads = 4 * (spec.num_attention_heads / tp) * d
-            pairs += heads
-            if isinstance(layer, IndexedMLA) and layer.index_topk:
-                attn_topk[layer.index_topk] = attn_topk.get(layer.index_topk, 0.0) + heads
-                pairs += 2 * layer.index_n_heads * layer.index_head_dim  # the indexer scores every pair
-    kv_topk: dict = {}
-    for layer, n in prof.groups:
-        if isinstance(layer, IndexedMLA) and layer.index_topk:  # its latent, not its indexer keys
-            kv_topk[layer.index_topk] = kv_topk.get(layer.index_topk, 0) + (prof.token_bytes(layer) - layer.indexer_bytes()) * n
+    pairs, attn_topk = attention_flops(spec.layers, spec.num_attention_heads, tp)
+    kv_topk = sparse_reads(prof)
     spread = max(tp, ep)
     active_dense = p.active - p.embedding - p.experts_active
     per_expert = p.experts / p.num_experts / spread if p.num_experts else 0.0
@@ -79,8 +93,7 @@ def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = No
         dense_bytes=int((wb.sharded + wb.lm_head) // tp + wb.replicated),
         expert_bytes=int(wb.experts // spread),
         num_experts=p.num_experts, top_k=p.experts_per_token, expert_params=per_expert,
-        kv_bytes_per_token=prof.growth_bytes_per_token(), kv_windows=windows, kv_topk=tuple(sorted(
-            (b, k) for k, b in kv_topk.items())), attn_topk=tuple(sorted((f, k) for k, f in attn_topk.items())),
+        kv_bytes_per_token=prof.growth_bytes_per_token(), kv_windows=windows, kv_topk=kv_topk, attn_topk=attn_topk,
         state_bytes_per_seq=prof.state_bytes_per_sequence(),
         flops_per_token=2.0 * (active_dense / tp + p.experts_active / spread),
         attn_flops_per_pair=pairs, layers=spec.num_layers, hidden=spec.hidden_size, tp=tp, ep=ep,

@@ -328,3 +328,28 @@ def test_markup_in_the_files_names_is_shown_literally(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps(doc))
     r = runner.invoke(whole_app(), ["check-bench", str(tmp_path / "r.json")])
     assert r.exit_code == 2 and "[bold]x[/]" in r.output and "Traceback" not in r.output
+
+
+def test_itl_is_priced_as_the_pooled_gap_and_its_percentiles_are_not():
+    # A benchmark's mean ITL pools every gap between tokens; its median is one step's time (SGLang's bursts in the
+    # speed corpus: median ITL 0.50 x the mean). The simulator keeps no per-token gaps, so check-bench predicts the
+    # ITL mean as all requests' decode time over all their gaps, and leaves the median and p99 unpredicted, saying so.
+    r = runner.invoke(whole_app(), ["check-bench", str(FIX / "vllm-report-gemma3-27b.txt"), "--gpu", "h100", "--json"])
+    assert r.exit_code == 0, r.output
+    (run,) = json.loads(r.stdout)["runs"]
+    itl = {x["stat"]: x for x in run["rows"] if x["metric"] == "itl"}
+    assert itl["mean"]["predicted"] is not None
+    assert all(itl[s]["predicted"] is None for s in itl if s != "mean"), itl
+    assert any(a.startswith("ITL: the mean is predicted") for a in run["assumed"])
+
+
+def test_the_pooled_gap_weighs_tokens_not_requests():
+    # two requests, 3 and 11 tokens: decode times 1.0 s and 2.0 s; 2 + 10 gaps pool to 3.0 / 12 = 0.25 s a gap, where
+    # their TPOTs (0.5 s and 0.2 s) average 0.35 s
+    from types import SimpleNamespace
+
+    from kvplan.simulator.results import Recorder
+
+    rec = SimpleNamespace(output=[3, 11], first=[1.0, 1.0], finish=[2.0, 3.0])
+    assert Recorder._itl(rec, [0, 1])["mean"] == pytest.approx(0.25)
+    assert Recorder._itl(rec, [0, 1])["p50"] is None

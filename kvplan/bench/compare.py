@@ -48,7 +48,7 @@ def predicted_metrics(summary: dict, replicas: int = 1) -> dict:
     """The simulator's summary as metrics (seconds, tokens/s; throughputs for `replicas` equal replicas)."""
     lat = summary["latency_s"]
     out = {}
-    for name, key in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "tpot"), ("e2el", "e2e")):
+    for name, key in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl"), ("e2el", "e2e")):
         d = lat[key]
         if d["mean"] is not None:
             out[name] = Stat(d["mean"], d["p50"], d["p99"])

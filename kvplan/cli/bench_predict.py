@@ -191,4 +191,8 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
     if s.concurrency:
         reqs = load.closed_loop(sim, cfg, reqs, math.ceil(s.concurrency / r.replicas))
     ((summary, _),) = run_all(sim, reqs, {"paged": cfg}, math.inf, math.inf).values()
+    itl = run.metrics.get("itl")
+    if itl is not None and (itl.median is not None or itl.p99 is not None):
+        notes.append("ITL: the mean is predicted (every gap between tokens pooled); its median and p99 are not "
+                     "(the simulation keeps no per-token gaps, and a median ITL is one step, not a request's TPOT)")
     return predicted_metrics(summary, r.replicas), sim, notes

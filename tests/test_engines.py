@@ -155,6 +155,37 @@ def test_sglang_default_fraction_rules():
     assert sglang.default_fraction("0.4.9", 143771, 8) == 0.886
 
 
+def test_sglang_default_fraction_by_tp_size_dp_attention_and_release():
+    # All from the wheels (kvplan/engines/sglang/defaults.py cites the lines); GPU totals as nvidia-smi prints them.
+    from kvplan.engines.sglang.defaults import default_chunked, default_graph_bs
+
+    # 0.5.23, H100 (81,559 MiB): the decode graph batch is 256 below --tp-size 4 and 512 from it. tp 1: 512 + 1.5 x
+    # 8,192 + 1/8 x 1,024 + 2 x 256 = 13,440 MiB -> round(68,119 / 81,559, 3) = 0.835; tp 4: 512 + 12,288 + 512 +
+    # 1,024 = 14,336 -> round(67,223 / 81,559, 3) = 0.824 (kvplan had taken 256 at every tp: 0.830)
+    assert (default_graph_bs("0.5.23", 79.6, 1), default_graph_bs("0.5.23", 79.6, 4)) == (256, 512)
+    assert sglang.default_fraction("0.5.23", 81559, 1, 1, 8192, 256) == 0.835
+    assert sglang.default_fraction("0.5.23", 81559, 4, 1, 8192, 512) == 0.824
+    # DP attention over 8 ranks (--tp-size 8, --dp-size 8) on an H200 (143,771 MiB): 3 MiB a graph slot a DP rank, 1.5
+    # more above a max batch of 300: 512 x 8 x 4.5 = 18,432 on top of 512 + 12,288 + 1,024 + 1,024 = 14,848:
+    # 33,280 MiB -> round(110,491 / 143,771, 3) = 0.769 (without the DP term 0.897)
+    assert sglang.default_fraction("0.5.23", 143771, 8, 1, 8192, 512, attn_dp=8) == 0.769
+    assert sglang.default_fraction("0.5.23", 143771, 8, 1, 8192, 512) == 0.897
+    # a 24 GiB card (24,564 MiB) at tp 1: 0.5.5-0.5.19 take a 2,048-token chunk and a graph batch of 24 (512 + 3,072 +
+    # 128 + 48 = 3,760 -> 0.847), 0.5.20 on 4,096 and 48 (512 + 6,144 + 128 + 96 = 6,880 -> 0.720); 0.5.3-0.5.4: 16
+    gib = 24564 / 1024
+    assert (default_chunked("0.5.15", gib), default_graph_bs("0.5.15", gib)) == (2048, 24)
+    assert (default_chunked("0.5.20", gib), default_graph_bs("0.5.20", gib)) == (4096, 48)
+    assert default_graph_bs("0.5.3", gib) == 16 and default_graph_bs("0.5.3", gib, 4) == 80
+    assert sglang.default_fraction("0.5.15", 24564, 1, 1, 2048, 24) == 0.847
+    assert sglang.default_fraction("0.5.20", 24564, 1, 1, 4096, 48) == 0.72
+    # 0.5.0-0.5.2 still reserve by the 0.4.9 table (0.5.2 __post_init__), + 4 GiB under DP attention: H200 tp 8,
+    # (12 + 8 / 2) GiB + 4 GiB = 20,480 MiB -> round(123,291 / 143,771, 3) = 0.858
+    assert sglang.default_fraction("0.5.2", 143771, 8) == 0.886
+    assert sglang.default_fraction("0.5.2", 143771, 8, attn_dp=8) == 0.858
+    # its chunk: 2,048 below 35 GiB, 8,192 below 160 (an L40S at 44 GiB among them: 4,096 from 0.5.3)
+    assert (default_chunked("0.5.2", 24.0), default_chunked("0.5.2", 44.0), default_chunked("0.5.3", 44.0)) == (2048, 8192, 4096)
+
+
 def test_sglang_hybrid_swa_split():
     # 0.5.x: cell = full + 0.8 x SWA; full pool = budget // cell; SWA pool = 0.8 x full.
     m = spec([SlidingWindow(8, 128, 4096)] * 5 + [FullAttention(8, 128)], max_context=32768)

@@ -2,11 +2,12 @@
 size, the decode CUDA-graph batch, and whether dp ranks run as DP attention.
 
 Sources (PyPI wheels; docs/engines.md section 2):
-  * default mem_fraction_static: 0.4.3.post4 `srt/server_args.py` L204-214 (by tp only); 0.4.9 L280-320
-    (reserve by GPU memory: (2.8 + tp*pp/10) GiB below 35 GiB, (9.5 + tp*pp/2) below 90, (12 + tp*pp/2)
-    below 160, else 32); 0.5.3 L637-680 and 0.5.23 `srt/arg_groups/memory_hook.py` L281-345 (reserve in
-    MiB = 512 + 1.5 x max(chunked_prefill, 2048) + tp*pp/8 x 1024 + 2 x cuda-graph max bs, floored at
-    10 GiB above 60 GiB).
+  * default mem_fraction_static: 0.4.3.post4 `srt/server_args.py` L204-214 (by tp only); 0.4.9 L280-320 through
+    0.5.2 (reserve by GPU memory: (2.8 + tp*pp/10) GiB below 35 GiB, (9.5 + tp*pp/2) below 90, (12 + tp*pp/2)
+    below 160, else 32; + 4 GiB under DP attention); 0.5.3 L637-680 and 0.5.23 `srt/arg_groups/memory_hook.py`
+    L281-345 (reserve in MiB = 512 + 1.5 x max(chunked_prefill, 2048) + tp*pp/8 x 1024 + 2 x cuda-graph max bs,
+    + 3 (4.5 above a max bs of 300) x max bs x DP ranks under DP attention, floored at 10 GiB above 60 GiB).
+    Not modelled: 0.5.23's prefill CUDA-graph and DeepEP reserves and its post-capture sizing.
   * the GPU memory all three read: `get_device_memory_capacity` -> `get_nvgpu_memory_capacity`, the device total
     `nvidia-smi --query-gpu=memory.total` prints in MiB, `torch.cuda.mem_get_info()[1]` only where nvidia-smi fails
     (0.4.9 `srt/utils.py` L1354-1380, `server_args.py` L277; 0.5.5 `server_args.py` L579 and
@@ -31,7 +32,7 @@ def capacity_mib(gpu) -> float:
 
 
 def default_fraction(version: str, gpu_mib: float, tp: int, pp: int = 1, chunked: int = 8192,
-                     graph_bs: int = 256) -> float:
+                     graph_bs: int = 256, attn_dp: int = 0) -> float:
     """SGLang's default mem_fraction_static for a GPU of `gpu_mib` MiB (see module docstring)."""
     v = parse_version(version)
     if v < (0, 4, 7):
@@ -39,7 +40,7 @@ def default_fraction(version: str, gpu_mib: float, tp: int, pp: int = 1, chunked
             if tp >= min_tp:
                 return frac
         return 0.88
-    if v < (0, 5, 0):
+    if v < (0, 5, 3):  # 0.4.7-0.5.2 (0.5.2 `server_args.py` __post_init__: the same table, its H20 tier 12 as well)
         gib = gpu_mib / 1024
         if gib < 35:
             reserved = (2.8 + tp * pp / 10) * 1024
@@ -49,28 +50,54 @@ def default_fraction(version: str, gpu_mib: float, tp: int, pp: int = 1, chunked
             reserved = (12 + tp * pp / 2) * 1024
         else:
             reserved = 32 * 1024
+        if attn_dp:
+            reserved += 4 * 1024  # "if self.enable_dp_attention: reserved_mem += 4 * 1024" (0.5.2)
         return round((gpu_mib - reserved) / gpu_mib, 3)
     reserved = 512 + 1.5 * max(chunked, 2048) + tp * pp / 8 * 1024 + 2 * graph_bs
+    if attn_dp:
+        reserved += dp_attention_reserve(graph_bs, attn_dp)
     if gpu_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((gpu_mib - reserved) / gpu_mib, 3)
 
 
 def default_chunked(version: str, gpu_gib: float) -> int:
-    if parse_version(version) < (0, 5, 0):
+    v = parse_version(version)
+    if v < (0, 5, 0):
         return 2048 if gpu_gib * 2**30 < 25_000 * 10**6 else 8192  # 0.4.3: "< 25,000 MB"
-    for limit, size in ((20, 2048), (60, 4096), (160, 8192)):
+    if v < (0, 5, 3):  # 0.5.2 `server_args.py` __post_init__: A10/L40/4090 2k, H100/H200/A100/H20 8k, else 16k
+        return 2048 if gpu_gib < 35 else 8192 if gpu_gib < 160 else 16384
+    small = 4096 if v >= (0, 5, 20) else 2048  # the 20-35 GiB tier (GRAPH_TIERS' note)
+    for limit, size in ((20, 2048), (35, small), (60, 4096), (160, 8192)):
         if gpu_gib < limit:
             return size
     return 16384
 
 
-def default_graph_bs(gpu_gib: float) -> int:
-    # 0.5.23 decode cuda-graph max batch by GPU tier (memory_hook.py L89-170; first value of each tier).
-    for limit, bs in ((20, 8), (35, 48), (60, 32), (160, 256)):
+# The decode CUDA-graph max batch SGLang picks where none is given, by GPU memory tier (GiB, below which) and
+# --tp-size (< 4, >= 4), as _handle_gpu_memory_settings sets it for CUDA (0.5.3 `server_args.py` L548-603 through
+# 0.5.19's `arg_groups/memory_hook.py`; 0.5.23 `memory_hook.py` L89-170). The 20-35 GiB tier (A10, RTX 4090/5090)
+# changed twice: 16 / 80 in 0.5.3-0.5.4, 24 / 80 in 0.5.5-0.5.19, 48 / 160 (and a 4,096-token chunk, not 2,048)
+# from 0.5.20 (wheels 0.5.3, 0.5.4, 0.5.5, 0.5.8, 0.5.10, 0.5.13, 0.5.15-0.5.20, 0.5.22, 0.5.23 read).
+GRAPH_TIERS = ((20, (8, 8)), (35, None), (60, (32, 160)), (90, (256, 512)), (160, (256, 512)))
+SMALL_TIER = (((0, 5, 20), (48, 160)), ((0, 5, 5), (24, 80)), ((0, 0, 0), (16, 80)))
+
+
+def default_graph_bs(version: str, gpu_gib: float, tp_size: int = 1) -> int:
+    """SGLang's decode cuda-graph max batch for a GPU of `gpu_gib` at --tp-size `tp_size` (GRAPH_TIERS)."""
+    v = parse_version(version)
+    for limit, pair in GRAPH_TIERS:
         if gpu_gib < limit:
-            return bs
+            pair = pair or next(p for since, p in SMALL_TIER if v >= since)
+            return pair[0] if tp_size < 4 else pair[1]
     return 512
+
+
+def dp_attention_reserve(graph_bs: int, attn_dp: int) -> float:
+    """MiB SGLang adds to its reserve under DP attention (0.5.3 `server_args.py` L640-648; 0.5.15 L3650-3658; 0.5.23
+    `memory_hook.py` `reserve_for_graph_mb` L370-378): "more padding for some operations", 3 MiB a graph batch slot
+    a DP rank, and 1.5 more above a max batch of 300."""
+    return graph_bs * attn_dp * (3 + (1.5 if graph_bs > 300 else 0))
 
 
 def dp_attention(model, dep, opts: dict) -> bool:

@@ -94,10 +94,10 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     # where nvidia-smi fails: the profile's memory_smi_bytes, else its usable bytes (defaults.capacity_mib)
     gib = capacity_mib(gpu) / 1024
     chunked = opt_int(opts, "chunked_prefill_size", default_chunked(version, gib))
-    graph_bs = opt_int(opts, "cuda_graph_max_bs", default_graph_bs(gib))
     dpa = dp_attention(model, dep, opts)
     tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
-    frac = default_fraction(version, capacity_mib(gpu), tp_size, dep.pp, chunked, graph_bs)
+    graph_bs = opt_int(opts, "cuda_graph_max_bs", default_graph_bs(version, gib, tp_size))
+    frac = default_fraction(version, capacity_mib(gpu), tp_size, dep.pp, chunked, graph_bs, dep.dp if dpa else 0)
     if (explicit or {}).get("gpu_memory_utilization"):
         frac = explicit["gpu_memory_utilization"]  # --gpu-memory-utilization doubles as the fraction
     given = bool((explicit or {}).get("gpu_memory_utilization")) or "mem_fraction_static" in opts

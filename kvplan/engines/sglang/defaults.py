@@ -67,7 +67,7 @@ def default_chunked(version: str, gpu_gib: float) -> int:
         return 2048 if gpu_gib * 2**30 < 25_000 * 10**6 else 8192  # 0.4.3: "< 25,000 MB"
     if v < (0, 5, 3):  # 0.5.2 `server_args.py` __post_init__: A10/L40/4090 2k, H100/H200/A100/H20 8k, else 16k
         return 2048 if gpu_gib < 35 else 8192 if gpu_gib < 160 else 16384
-    small = 4096 if v >= (0, 5, 20) else 2048  # the 20-35 GiB tier (GRAPH_TIERS' note)
+    small = 4096 if v >= SMALL_TIER_FROM else 2048  # the 20-35 GiB tier (GRAPH_TIERS' note)
     for limit, size in ((20, 2048), (35, small), (60, 4096), (160, 8192)):
         if gpu_gib < limit:
             return size
@@ -75,12 +75,13 @@ def default_chunked(version: str, gpu_gib: float) -> int:
 
 
 # The decode CUDA-graph max batch SGLang picks where none is given, by GPU memory tier (GiB, below which) and
-# --tp-size (< 4, >= 4), as _handle_gpu_memory_settings sets it for CUDA (0.5.3 `server_args.py` L548-603 through
+# --tp-size (< 4, >= 4), as _handle_gpu_memory_settings sets it for CUDA (0.5.3 `server_args.py` L542-627 through
 # 0.5.19's `arg_groups/memory_hook.py`; 0.5.23 `memory_hook.py` L89-170). The 20-35 GiB tier (A10, RTX 4090/5090)
 # changed twice: 16 / 80 in 0.5.3-0.5.4, 24 / 80 in 0.5.5-0.5.19, 48 / 160 (and a 4,096-token chunk, not 2,048)
 # from 0.5.20 (wheels 0.5.3, 0.5.4, 0.5.5, 0.5.8, 0.5.10, 0.5.13, 0.5.15-0.5.20, 0.5.22, 0.5.23 read).
-GRAPH_TIERS = ((20, (8, 8)), (35, None), (60, (32, 160)), (90, (256, 512)), (160, (256, 512)))
-SMALL_TIER = (((0, 5, 20), (48, 160)), ((0, 5, 5), (24, 80)), ((0, 0, 0), (16, 80)))
+SMALL_TIER_FROM = (0, 5, 20)  # the 20-35 GiB tier's 4,096-token chunk and 48 / 160 batch
+GRAPH_TIERS = ((20, (8, 8)), (35, None), (60, (32, 160)), (160, (256, 512)))  # H100 (< 90) and H200 alike
+SMALL_TIER = ((SMALL_TIER_FROM, (48, 160)), ((0, 5, 5), (24, 80)), ((0, 0, 0), (16, 80)))
 
 
 def default_graph_bs(version: str, gpu_gib: float, tp_size: int = 1) -> int:
@@ -94,7 +95,7 @@ def default_graph_bs(version: str, gpu_gib: float, tp_size: int = 1) -> int:
 
 
 def dp_attention_reserve(graph_bs: int, attn_dp: int) -> float:
-    """MiB SGLang adds to its reserve under DP attention (0.5.3 `server_args.py` L640-648; 0.5.15 L3650-3658; 0.5.23
+    """MiB SGLang adds to its reserve under DP attention (0.5.3 `server_args.py` L650-658; 0.5.15 L3650-3658; 0.5.23
     `memory_hook.py` `reserve_for_graph_mb` L370-378): "more padding for some operations", 3 MiB a graph batch slot
     a DP rank, and 1.5 more above a max batch of 300."""
     return graph_bs * attn_dp * (3 + (1.5 if graph_bs > 300 else 0))

@@ -24,6 +24,8 @@ slots, NPU and ROCm's unified pool, the fp4 indexer flag (its buffers, not the c
 
 from __future__ import annotations
 
+import math
+
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.core.search import largest_fitting
@@ -39,6 +41,11 @@ AFTER = (0, 5, 17)  # the first release whose pools are not restated (0.5.16 rea
 DEFAULT_MAX_RUNNING = 256  # deepseek_v4_hook.py L49-50
 
 
+def default_running(dp: int) -> int:
+    """Requests one DP worker runs at once where no --max-running-requests is given: the deployment's 256 // dp."""
+    return max(1, DEFAULT_MAX_RUNNING // max(1, dp))
+
+
 def applies(version: str | None, layers) -> bool:
     """Whether SGLang `version` runs these layers with its DeepSeek-V4 rules (a release this module read)."""
     return (version is not None and parse_version(version) >= FROM
@@ -51,9 +58,7 @@ def running_limit(version: str | None, layers, dp: int, per_worker: int | None) 
     None where the rules here do not apply (not DeepSeek-V4, or a release before 0.5.15)."""
     if not applies(version, layers):
         return None
-    if per_worker:
-        return int(per_worker)
-    return max(1, DEFAULT_MAX_RUNNING // max(1, dp))
+    return int(per_worker) if per_worker else default_running(dp)
 
 
 def release_problem(version: str) -> str:
@@ -103,7 +108,7 @@ def stage_dims(model, pp: int) -> list:
 
 def requested(st, dp: int) -> int:
     """--max-running-requests per worker as the configurator reads it: the stated one // dp, else 256 // dp."""
-    return st.max_running_requests or max(1, DEFAULT_MAX_RUNNING // max(1, dp))
+    return st.max_running_requests or default_running(dp)
 
 
 def size(model, dep, budget: int, st, dp: int) -> tuple[pool.Dims, pool.Pools]:
@@ -188,10 +193,10 @@ def pool_cost(model, settings: dict, dep) -> tuple[int, int] | None:
     if model is None or not has_compressed(model.layers):
         return None
     ratio = settings["swa_full_tokens_ratio"]
-    want = settings.get("max_running_requests") or max(1, DEFAULT_MAX_RUNNING // max(1, dep.dp))
+    want = settings.get("max_running_requests") or default_running(dep.dp)
     costs = [(pool.bytes_per_full_token(d, ratio), pool.c128_state_fixed(d, want)) for d in stage_dims(model, dep.pp)]
     per_token, fixed = max(costs)
-    return int(-(-per_token // 1)), fixed
+    return math.ceil(per_token), fixed
 
 
 def emitted_running(model, planned: int) -> int:

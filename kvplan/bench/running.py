@@ -16,7 +16,12 @@ that budget keeps fed: chunk x osl / (isl + osl) requests (kvplan.engines.schedu
 `max_num_tokens`). A setting the engine rules refuse (a version outside their range, a layout they do not
 take) gets None, and the fit keeps its plain estimate for it (kvplan.speed.fit.Built). Data-parallel replicas
 that are independent engines (an MLPerf harness's one engine per tp x pp group of GPUs) are each priced as
-that one engine; attention-DP ranks of one engine (kvplan.speed.corpus.attention_dp) are not sized here.
+that one engine. Attention-DP ranks of one engine (kvplan.speed.corpus.attention_dp) are sized here only where the
+engine's running limit is each rank's (kvplan.speed.corpus.PER_RANK_LIMIT: TensorRT-LLM's `max_batch_size` and
+`max_num_tokens` under enable_attention_dp): a rank holds its share of the pool of the whole group of ranks
+(the engine's rules at tp = every rank, ep as stated: kvplan.engines.trtllm.bench.rank_share) and
+runs the engine's limit, a harness's heuristic as the harness computes it, over every rank (trtllm-bench's `--tp`;
+its tuning knows no attention DP: kvplan.engines.trtllm.bench). SGLang's DP-attention ranks are not sized here.
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ from typing import NamedTuple
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.scheduler import budget_bound, limits, model_limits, resident_context
-from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
+from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings, rank_share
+from kvplan.planning.plan import cache_dtypes
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
-from kvplan.speed.corpus import attention_dp
+from kvplan.speed.corpus import PER_RANK_LIMIT, attention_dp
 from kvplan.speed.shape import weight_dtype_of
 
 # the corpus's flag spellings (dashes read as underscores) that are engine options, per engine
@@ -70,7 +76,8 @@ def running(case, spec, gpu) -> Running | None:
     opts = {opt: flags[k] for k, opt in OPTS[case.engine].items() if flags.get(k) is not None}
     util = next((flags[k] for k in UTILISATION if flags.get(k) is not None), None)
     policy = next((flags[k] for k in POLICY.get(case.engine, ()) if flags.get(k) is not None), None)
-    tool = harness_limits(case, spec, gpu) if case.dp == 1 else None
+    ranks = case.dp if per_rank(case) else 1  # attention-DP ranks sized as one group, then each its share
+    tool = harness_limits(case, spec, gpu, case.tp * ranks) if case.dp == ranks else None
     if tool is not None:  # the tool's step tokens are what the engine's memory plan is made at
         opts[HARNESS_SETTINGS[case.harness][0]] = tool[1]
     # outside the try: a policy the engine does not have is the corpus's error, not a setting to price plainly
@@ -78,17 +85,20 @@ def running(case, spec, gpu) -> Running | None:
                                           load.out_cv2 if load.drawn else None)))
     try:
         engine, _ = configure(case.engine, case.version, opts, util)
-        dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, ep=case.ep))
+        dep = engine.deployment(Deployment(tp=case.tp * ranks, pp=case.pp, ep=case.ep))
         req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
         own = model_own(case, spec, engine.settings(spec, gpu, dep, req))
-        if own is not None or (case.dp > 1 and attention_dp(case)):  # DP ranks of one engine: not sized here
+        if own is not None or (case.dp > ranks and attention_dp(case)):  # DP ranks of one engine: not sized here
             return own
         res = engine.result(spec, gpu, dep, req)
     except KvplanError:
         return None
     cap = res.capacity
     held = (cap.admitted if cap.admitted is not None else cap.max_concurrency) / case.pp  # per micro-batch
+    if ranks > 1:  # one attention-DP rank's share of the group's pool
+        held *= rank_share(spec, dep.tp, dep.pp, cache_dtypes(req, spec)[0], cap.kv_memory_bytes,
+                           res.settings.get("free_gpu_memory_fraction", 0.9), weight_dtype_of(case.weight_dtype))
     if held < 1:  # not one request fits: kvplan's view of the checkpoint is not what ran (the plain estimate)
         return None
     default, chunk = limits(case.engine, res.settings, cap)
@@ -103,16 +113,23 @@ def running(case, spec, gpu) -> Running | None:
     return Running(float(min(held, limit)), chunk)
 
 
-def harness_limits(case, spec, gpu) -> tuple[int, int] | None:
+def per_rank(case) -> bool:
+    """Whether `case`'s dp replicas are attention-DP ranks of one engine that runs its running limit on each rank
+    (kvplan.speed.corpus.PER_RANK_LIMIT), so running() sizes them (the module's docstring)."""
+    return case.dp > 1 and attention_dp(case) and case.engine in PER_RANK_LIMIT
+
+
+def harness_limits(case, spec, gpu, tp: int | None = None) -> tuple[int, int] | None:
     """(running limit, tokens a step) the benchmark tool of `case` chooses itself (HARNESS_SETTINGS: trtllm-bench's
-    heuristics), or None: another tool, a run that stated either setting, or the tool's own refusal."""
+    heuristics), or None: another tool, a run that stated either setting, or the tool's own refusal. `tp`: the
+    tensor-parallel size the tool is given (every attention-DP rank of one engine; the case's tp where None)."""
     entry = HARNESS_SETTINGS.get(case.harness or "")
     flags = case.flags or {}
     if entry is None or case.max_seqs or flags.get(entry[0]) is not None:
         return None
     fraction = next((float(flags[k]) for k in HARNESS_FRACTION if flags.get(k) is not None), None)
     kw = {"fraction": fraction} if fraction else {}
-    got = entry[1](spec, gpu.memory_smi_bytes or gpu.memory_usable_bytes, tp=case.tp, pp=case.pp,
+    got = entry[1](spec, gpu.memory_smi_bytes or gpu.memory_usable_bytes, tp=tp or case.tp, pp=case.pp,
                    isl=case.load.isl, osl=case.load.osl, weight_dtype=weight_dtype_of(case.weight_dtype),
                    kv_dtype=case.kv_dtype, **kw)
     return None if got is None else (got[0], got[1])

@@ -58,14 +58,14 @@ def runs_waves(engine: str | None, mixed_chunk: bool = False, attention_dp: bool
     """Whether `engine` runs a closed loop of equal lengths in waves (PREFILL_FIRST): not with mixed chunks, and not
     under attention DP, whose workers run every forward together, each exchanging its batch's tokens before the MoE
     (an idle worker runs an idle batch), so one worker's prefill steps pace every worker's decode (sglang 0.5.15
-    srt/managers/scheduler_components/dp_attn.py `prepare_mlp_sync_batch_raw` L143-270)."""
+    srt/managers/scheduler_components/dp_attn.py `prepare_mlp_sync_batch_raw` L143-255)."""
     return canonical_engine(engine or "") in PREFILL_FIRST and not mixed_chunk and not attention_dp
 
 
 # Engines whose attention-DP workers run every forward together: before each forward, SGLang's DP-attention workers
 # exchange their batches' token counts and an idle worker runs an idle batch, so that the MoE's dispatch and combine
-# see every rank (sglang 0.5.15 srt/managers/scheduler_components/dp_attn.py `prepare_mlp_sync_batch_raw` L143-270,
-# called for every batch from `get_next_batch_to_run`, srt/managers/scheduler.py L2711-2714). A step lasts as long as
+# see every rank (sglang 0.5.15 srt/managers/scheduler_components/dp_attn.py `prepare_mlp_sync_batch_raw` L143-255,
+# called for every batch from `get_next_batch_to_run`, srt/managers/scheduler.py L2714-2716). A step lasts as long as
 # its slowest worker's: one worker's prefill step paces the others' decode steps (kvplan.speed.load: `lockstep`).
 LOCKSTEP_DP = frozenset({"sglang"})
 

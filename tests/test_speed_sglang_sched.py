@@ -62,6 +62,11 @@ def test_lockstep_workers_pace_each_other_with_their_prefills():
     m = _metrics(Load(1000, 101, concurrency=8, cap=4, dp=2, lockstep=2))
     assert math.isclose(m["output_throughput"], 2 * 101 / 4.490441, rel_tol=1e-6)
     assert math.isclose(m["e2el"], 4 * 4.490441, rel_tol=1e-6)  # c = 4 a worker: Little's law
+    # drawn lengths: requests finish apart and each is prefilled alone (G = 1), 4 prefill steps of t_wave / 4 = 1 s a
+    # cycle of S = 101 + 4 = 105 steps; 105 x (1 - (101 / 105)^2) = 105 x 824 / 11,025 = 7.847619 steps take 1 s and
+    # 97.152381 take 0.1 s: 7.847619 + 9.715238 = 17.562857 s, T = 4.390714 s
+    drawn = _metrics(Load(1000, 101, concurrency=8, cap=4, dp=2, lockstep=2, drawn=True))
+    assert math.isclose(drawn["output_throughput"], 2 * 101 / 4.390714, rel_tol=1e-6)
     # one worker (or independent replicas): the cycle is t_wave + osl x t_dec = 14.1 s, T = 3.525 s
     assert math.isclose(_metrics(Load(1000, 101, concurrency=8, cap=4, dp=2))["output_throughput"], 2 * 101 / 3.525)
 

@@ -45,10 +45,11 @@ seconds:
                            refill's B - 1 other prefills; T is unchanged
   lockstep (`lockstep`)    n attention-DP workers that run every forward together (SGLang's DP attention:
                            kvplan.engines.scheduler.lockstep_workers): a step in which any worker prefills takes
-                           a prefill step's time on all of them, so a worker's cycle of S = osl + K steps (K of
-                           them its own prefill) holds u S prefill-paced ones, u = 1 - (1 - K / S)^n for
-                           independent phases: T = (u S / K x t_wave + (1 - u) S x t_dec) / B (`lockstep_cycle`;
-                           not in a burst, whose workers prefill their first waves together)
+                           a prefill step's time on all of them, so a worker's cycle of S = osl + P steps (P of
+                           them its own prefill steps: B / G groups of steps(G)) holds u S prefill-paced ones,
+                           u = 1 - (1 - P / S)^n for independent phases: T = (u S / P x t_wave + (1 - u) S x
+                           t_dec) / B (`lockstep_cycle`; not in a burst, whose workers prefill their first waves
+                           together)
   N not told, all at once  the steady state at the cap (c = B = cap): a throughput run
   open loop at rate r      as a closed loop of c = r x E2E requests (Little's law, E2E from the
                            previous estimate: kvplan.speed.fit.settle iterates it to its fixed point);
@@ -164,18 +165,20 @@ def wave_decode(b: float, isl: float, osl: float, chunk: int) -> tuple[float, fl
     return m / k, tokens - m, 0.0
 
 
-def lockstep_cycle(load: Load, b: float, osl: float) -> tuple[float, float, float]:
+def lockstep_cycle(load: Load, b: float, g: float, osl: float) -> tuple[float, float, float]:
     """T, the GPU time per request, as (a, b, e) of t_wave, t_dec, t_grp, where `lockstep` workers run every forward
     together (attention DP): a step lasts as long as its slowest worker's, so a step in which any worker prefills
-    takes a prefill step's time (t_wave / K) on all of them. Each worker's cycle (its B running requests replaced once)
-    is S = osl + K steps, K = ceil(B x isl / chunk) of them its own prefill, the rest decode; its prefill steps fall
-    at independent times, so a step holds some worker's prefill with probability u = 1 - (1 - K / S)^n for n workers,
-    and a cycle takes u S prefill-paced steps and (1 - u) S decode steps: T = (u S / K x t_wave + (1 - u) S x t_dec)
-    / B. One worker (n = 1): u S = K, T = (t_wave + osl x t_dec) / B."""
+    takes a prefill step's time (t_wave / P) on all of them. Each worker's cycle (its B running requests replaced once)
+    is S = osl + P steps, P of them its own prefill steps: its B / G groups (G = `group`: requests arriving together)
+    of ceil(G x isl / chunk) steps each, at least the K = ceil(B x isl / chunk) its prompts fill; the rest decode. Its
+    prefill steps fall at independent times, so a step holds some worker's prefill with probability
+    u = 1 - (1 - P / S)^n for n workers, and a cycle takes u S prefill-paced steps and (1 - u) S decode steps:
+    T = (u S / P x t_wave + (1 - u) S x t_dec) / B. One worker (n = 1): u S = P, T = (t_wave + osl x t_dec) / B."""
     k, _ = _wave(b, load.isl, osl, load.chunk)
-    s = osl + k
-    busy = s * (1 - (1 - k / s) ** load.lockstep)
-    return busy / k / b, (s - busy) / b, 0.0
+    p = max(k, b / g * max(1.0, -(-g * max(1.0, load.isl) // max(1, load.chunk))))
+    s = osl + p
+    busy = s * (1 - (1 - p / s) ** load.lockstep)
+    return busy / p / b, (s - busy) / b, 0.0
 
 
 def refill_delay(b: float, n: float, isl: float, osl: float, chunk: int) -> tuple[float, float, float]:
@@ -258,7 +261,7 @@ def combos(load: Load, e2e_estimate: float | None = None,
     osl = max(1.0, load.osl)
     t = (1.0 / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B
     if load.lockstep > 1 and not burst:
-        t = lockstep_cycle(load, b, osl)
+        t = lockstep_cycle(load, b, g, osl)
     first = ((b + 1) / (2 * b), 0.0, 0.0)  # the mean request of a wave gets its first token half-way through it
     steps = max(1.0, -(-g * load.isl // load.chunk))
     staggered = (0.0, steps, 1.0)  # a later request's group prefill and the decode steps sharing it

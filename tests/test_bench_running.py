@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.bench.running import running
+from kvplan.bench.running import Running, running
 from kvplan.core.errors import KvplanError
 from kvplan.engines.scheduler import resident_context
 from kvplan.hardware.gpus import find_gpu
@@ -81,7 +81,11 @@ def test_what_the_engine_rules_do_not_take_keeps_the_plain_estimate():
     h100 = find_gpu("h100-sxm")
     assert running(case("trtllm", version="0.17"), LLAMA, h100) is None  # before the modelled releases
     dpa = case("sglang", version="0.5.3", dp=2, flags={"enable_dp_attention": True})
-    assert running(dpa, LLAMA, h100) is None  # attention-DP ranks of one engine: not sized here
+    # attention-DP ranks of one engine: not sized here (no cap, no chunk: the plain estimate), but SGLang's two
+    # workers run every forward together (sglang 0.5.15 dp_attn.py prepare_mlp_sync_batch_raw): lockstep 2
+    assert running(dpa, LLAMA, h100) == Running(None, None, False, 2)
+    kept = Built(dpa, running)
+    assert kept.load.chunk == 8192 and kept.load.lockstep == 2 and not kept.load.waves
     big = find_in_catalog("llama-3.1-405b")
     assert running(case(model="llama-3.1-405b"), big, find_gpu("rtx-4090")) is None  # weights over memory
     plain = Built(case(version="0.17", engine="trtllm"), running)

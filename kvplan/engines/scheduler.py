@@ -44,6 +44,37 @@ OWN_KEYS = {"vllm": ("max_num_seqs", "max_num_batched_tokens"),
 MIXED_BUDGET = frozenset({"vllm"})
 
 
+# Engines that decode only when no prefill batch forms: SGLang's scheduler builds a prefill batch first and runs it
+# whenever one forms ("Run prefill first if possible"), decoding the running batch only otherwise, and a decode
+# batch rides a prefill batch only with --enable-mixed-chunk, off by default (sglang 0.5.15 wheel,
+# srt/managers/scheduler.py `get_next_batch_to_run` L2683-2709, `is_mixed_chunk` L1018-1021, the mix L2992-3004;
+# srt/server_args.py `enable_mixed_chunk` default False). So a closed loop whose requests all have the same lengths
+# runs in waves: a wave's requests start decoding together after its last prefill and finish in the same step, and
+# the next wave of waiting requests is prefilled before anyone decodes again (kvplan.speed.load: `waves`).
+PREFILL_FIRST = frozenset({"sglang"})
+
+
+def runs_waves(engine: str | None, mixed_chunk: bool = False, attention_dp: bool = False) -> bool:
+    """Whether `engine` runs a closed loop of equal lengths in waves (PREFILL_FIRST): not with mixed chunks, and not
+    under attention DP, whose workers run every forward together, each exchanging its batch's tokens before the MoE
+    (an idle worker runs an idle batch), so one worker's prefill steps pace every worker's decode (sglang 0.5.15
+    srt/managers/scheduler_components/dp_attn.py `prepare_mlp_sync_batch_raw` L143-255)."""
+    return canonical_engine(engine or "") in PREFILL_FIRST and not mixed_chunk and not attention_dp
+
+
+# Engines whose attention-DP workers run every forward together: before each forward, SGLang's DP-attention workers
+# exchange their batches' token counts and an idle worker runs an idle batch, so that the MoE's dispatch and combine
+# see every rank (sglang 0.5.15 srt/managers/scheduler_components/dp_attn.py `prepare_mlp_sync_batch_raw` L143-255,
+# called for every batch from `get_next_batch_to_run`, srt/managers/scheduler.py L2714-2716). A step lasts as long as
+# its slowest worker's: one worker's prefill step paces the others' decode steps (kvplan.speed.load: `lockstep`).
+LOCKSTEP_DP = frozenset({"sglang"})
+
+
+def lockstep_workers(engine: str | None, dp: int, attention_dp: bool) -> int:
+    """How many data-parallel workers run each forward together (LOCKSTEP_DP under attention DP), else 1."""
+    return max(1, dp) if attention_dp and canonical_engine(engine or "") in LOCKSTEP_DP else 1
+
+
 def budget_bound(engine: str | None, chunk: int | None, isl: float, osl: float) -> float | None:
     """The most requests `engine` keeps running in a steady state of prompts of `isl` tokens and outputs of `osl`,
     where its step budget of `chunk` tokens holds decode tokens and prefill chunks alike (MIXED_BUDGET): admitting

@@ -36,6 +36,20 @@ seconds:
                            requests finish, from the first's E2E (F1) on, not one every T from the
                            start; a later request in turn r of B waits F1 (1 - r / B) longer
                            (`refill_delay`); drawn lengths (a dataset) keep the staggered refill
+  waves (`waves`)          an engine that decodes only when no prefill batch forms (SGLang without mixed
+                           chunks: kvplan.engines.scheduler.runs_waves) runs a closed loop of equal lengths
+                           (`fixed`) in waves: the next B requests are all prefilled before anyone decodes, and
+                           decode together until they finish in the same step, so every later request's TTFT is
+                           the first wave's, (B + 1) / 2B x t_wave (plus the queue), and its decode carries
+                           only the rest of its own wave's prefills, (B - 1) / 2B x t_wave, not a staggered
+                           refill's B - 1 other prefills; T is unchanged
+  lockstep (`lockstep`)    n attention-DP workers that run every forward together (SGLang's DP attention:
+                           kvplan.engines.scheduler.lockstep_workers): a step in which any worker prefills takes
+                           a prefill step's time on all of them, so a worker's cycle of S = osl + P steps (P of
+                           them its own prefill steps: B / G groups of steps(G)) holds u S prefill-paced ones,
+                           u = 1 - (1 - P / S)^n for independent phases: T = (u S / P x t_wave + (1 - u) S x
+                           t_dec) / B (`lockstep_cycle`; not in a burst, whose workers prefill their first waves
+                           together)
   N not told, all at once  the steady state at the cap (c = B = cap): a throughput run
   open loop at rate r      as a closed loop of c = r x E2E requests (Little's law, E2E from the
                            previous estimate: kvplan.speed.fit.settle iterates it to its fixed point);
@@ -105,6 +119,8 @@ class Load:
     arrival_cv2: float | None = 1.0  # an open loop's gaps' squared coefficient of variation (arrival_cv2); None: no wait
     drawn: bool = False  # output lengths drawn per request (a random range, a dataset): requests finish apart
     out_cv2: float = 0.0  # drawn output lengths' squared coefficient of variation (kvplan.speed.spread); 0: unknown
+    waves: bool = False  # the engine decodes only when no prefill batch forms (kvplan.engines.scheduler.runs_waves)
+    lockstep: int = 1  # data-parallel workers whose forwards run together (kvplan.engines.scheduler.lockstep_workers)
 
 
 def decode_context(load: Load) -> float:
@@ -147,6 +163,22 @@ def wave_decode(b: float, isl: float, osl: float, chunk: int) -> tuple[float, fl
     k, tokens = _wave(b, isl, osl, chunk)
     m = tokens * (2 * k - 1 - tokens) / (2 * k) if tokens < k else (k - 1) / 2
     return m / k, tokens - m, 0.0
+
+
+def lockstep_cycle(load: Load, b: float, g: float, osl: float) -> tuple[float, float, float]:
+    """T, the GPU time per request, as (a, b, e) of t_wave, t_dec, t_grp, where `lockstep` workers run every forward
+    together (attention DP): a step lasts as long as its slowest worker's, so a step in which any worker prefills
+    takes a prefill step's time (t_wave / P) on all of them. Each worker's cycle (its B running requests replaced once)
+    is S = osl + P steps, P of them its own prefill steps: its B / G groups (G = `group`: requests arriving together)
+    of ceil(G x isl / chunk) steps each, at least the K = ceil(B x isl / chunk) its prompts fill; the rest decode. Its
+    prefill steps fall at independent times, so a step holds some worker's prefill with probability
+    u = 1 - (1 - P / S)^n for n workers, and a cycle takes u S prefill-paced steps and (1 - u) S decode steps:
+    T = (u S / P x t_wave + (1 - u) S x t_dec) / B. One worker (n = 1): u S = P, T = (t_wave + osl x t_dec) / B."""
+    k, _ = _wave(b, load.isl, osl, load.chunk)
+    p = max(k, b / g * max(1.0, -(-g * max(1.0, load.isl) // max(1, load.chunk))))
+    s = osl + p
+    busy = s * (1 - (1 - p / s) ** load.lockstep)
+    return busy / p / b, (s - busy) / b, 0.0
 
 
 def refill_delay(b: float, n: float, isl: float, osl: float, chunk: int) -> tuple[float, float, float]:
@@ -228,9 +260,13 @@ def combos(load: Load, e2e_estimate: float | None = None,
     g = group(load, b)
     osl = max(1.0, load.osl)
     t = (1.0 / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B
+    if load.lockstep > 1 and not burst:
+        t = lockstep_cycle(load, b, g, osl)
     first = ((b + 1) / (2 * b), 0.0, 0.0)  # the mean request of a wave gets its first token half-way through it
     steps = max(1.0, -(-g * load.isl // load.chunk))
     staggered = (0.0, steps, 1.0)  # a later request's group prefill and the decode steps sharing it
+    if load.waves and load.fixed and load.concurrency and not _rate(load):
+        staggered = first  # a closed loop in waves: every wave is the first one (the module's docstring)
     if burst:  # n requests at once: B start, each later one when a slot frees, one every T
         wait = (c - b) ** 2 / (2 * c)  # the mean over all n of max(0, j - B) x T
         share = b / c

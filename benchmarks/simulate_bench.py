@@ -21,6 +21,7 @@ def main(n: int) -> None:
     from kvplan.planning.deploy import deployment_for_gpus
     from kvplan.engines import resolve_engine
     from kvplan.engines.admission import admission
+    from kvplan.engines.scheduler import prefill_first
     from kvplan.planning.plan import Request
     from kvplan.sources.resolve import resolve_model
     from kvplan.simulator.adapter import sim_model
@@ -36,6 +37,7 @@ def main(n: int) -> None:
     tiers = (("cpu", 64 * 2**30, 64e9), ("disk", 512 * 2**30, 54.4e9 / 8))
     # the engines' own admission rules on the paged pool (kvplan.engines.admission): TensorRT-LLM's default, SGLang's
     admit = {"no-evict": admission("trtllm"), "sglang": admission("sglang")}
+    first = {"no-evict": prefill_first("trtllm"), "sglang": prefill_first("sglang")}  # and their steps
     for workload, qps, mode in (("chat", 20.0, "paged"), ("code", 40.0, "paged"), ("chat", 20.0, "contiguous"),
                                 ("code", 40.0, "tiers"), ("mooncake", 30.0, "tiers"), ("code", 40.0, "no-evict"),
                                 ("code", 40.0, "sglang")):
@@ -44,7 +46,8 @@ def main(n: int) -> None:
         # pinned: the engine-neutral plan's limits, 256 running and 8,192 tokens a step (kvplan.simulator.limits)
         pinned = {"max_num_seqs": 256, "max_num_batched_tokens": 8192}
         if mode in admit:
-            cfg = EngineConfig(mode="paged", admission=admit[mode], **pinned)
+            # SGLang's own steps too, as simulate --engine sglang takes them (a prefill batch whenever one forms)
+            cfg = EngineConfig(mode="paged", admission=admit[mode], prefill_first=first[mode], **pinned)
         else:
             cfg = EngineConfig(mode="paged", tiers=tiers, **pinned) if mode == "tiers" else EngineConfig(mode=mode, **pinned)
         rec = Engine(model, cfg).run(reqs)

@@ -254,8 +254,8 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
              hw_profiles: Paths = (), revision: str | None = None, token: str | None = None,
              timeout: float = 10.0, allow_long_context: bool = False, speed: str = "calibrated") -> Simulation:
     """`kvplan simulate`: serve a workload (built-in `workload`, default chat, Poisson arrivals at `qps`,
-    default 10/s, for `duration` s, default 300; or a `trace` file) on the deployment's KV pool with
-    vLLM's scheduler, admitting as the engine does (Simulation.limits.admission), at the engine's own limits
+    default 10/s, for `duration` s, default 300; or a `trace` file) on the deployment's KV pool with the
+    engine's steps (Simulation.limits.prefill_first: SGLang's) and admission (Simulation.limits.admission), at the engine's own limits
     (`max_num_seqs`, `max_num_batched_tokens` left None: the engine's defaults by release and GPU, 256 and 8,192
     where it states none; Simulation.limits says which); step times
     from kvplan's calibrated model (kvplan.speed), or with speed="roofline" the bare roofline (a lower bound).

@@ -42,7 +42,7 @@ ENGINE_FLAGS = {
                                  "--kv-cache-dtype", "--max-running-requests", "--mem-fraction-static", "--model-path",
                                  "--page-size", "--pp-size", "--quantization", "--tp-size"},
     "engines/sglang/layout.py": {"--disable-shared-experts-fusion", "--enable-dp-lm-head",
-                                 "--enforce-shared-experts-fusion", "--moe-dense-tp-size"},
+                                 "--enforce-shared-experts-fusion", "--moe-dense-tp-size", "--enable-mixed-chunk"},
     "engines/sglang/boot.py": {"--mem-fraction-static"},
     "engines/sglang/defaults.py": {"--dp-size", "--tp-size"},  # SGLang's, in the DP attention refusals
     "engines/sglang/dsv4.py": {"--page-size", "--swa-full-tokens-ratio"},  # SGLang's: a refusal's reason, emitted

@@ -108,8 +108,9 @@ def simulate(
     """Simulate serving a workload: concurrency, KV waste, preemptions, throughput, TTFT/TPOT, goodput.
 
     An event-driven model of a continuous-batching engine (pages, chunked prefill, prefix caching) on
-    the plan's KV memory, at the engine's own running limit and tokens per step, admitting requests as
-    --engine does (vLLM: preemption by recompute; TensorRT-LLM: whole outputs reserved; SGLang: its
+    the plan's KV memory, at the engine's own running limit and tokens per step, scheduling steps as
+    --engine does (SGLang: a prefill batch whenever one forms, decode otherwise; else vLLM's mixed
+    budget), admitting requests as --engine does (vLLM: preemption by recompute; TensorRT-LLM: whole outputs reserved; SGLang: its
     new_token_ratio); step times come from kvplan's calibrated model (--speed roofline: the bare
     roofline, a lower bound).
     """

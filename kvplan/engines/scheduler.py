@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.options import opt_bool
 from kvplan.engines.registry import canonical_engine
 from kvplan.engines.sglang import admission as sglang_admission
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
@@ -54,12 +55,29 @@ MIXED_BUDGET = frozenset({"vllm"})
 PREFILL_FIRST = frozenset({"sglang"})
 
 
+# Each PREFILL_FIRST engine's option that lets a decode batch ride its prefill batches (SGLang's
+# --enable-mixed-chunk: `is_mixed_chunk` needs it and chunked prefill on, 0.5.15 scheduler.py L1018-1021).
+MIXED_CHUNK_OPTS = {"sglang": "enable_mixed_chunk"}
+
+
+def mixed_chunk(engine: str | None, opts) -> bool:
+    """Whether `engine`'s options `opts` ({key: value}) turn its mixed chunks on (MIXED_CHUNK_OPTS; off by default)."""
+    key = MIXED_CHUNK_OPTS.get(canonical_engine(engine) if engine else "")
+    return key is not None and opt_bool(dict(opts or {}), key, False)
+
+
+def prefill_first(engine: str | None, mixed: bool = False) -> bool:
+    """Whether `engine` runs a prefill batch whenever one forms and decodes no one in it (PREFILL_FIRST, without
+    mixed chunks): what the simulator's steps do for it (kvplan.simulator.prefill_first)."""
+    return bool(engine) and canonical_engine(engine) in PREFILL_FIRST and not mixed
+
+
 def runs_waves(engine: str | None, mixed_chunk: bool = False, attention_dp: bool = False) -> bool:
     """Whether `engine` runs a closed loop of equal lengths in waves (PREFILL_FIRST): not with mixed chunks, and not
     under attention DP, whose workers run every forward together, each exchanging its batch's tokens before the MoE
     (an idle worker runs an idle batch), so one worker's prefill steps pace every worker's decode (sglang 0.5.15
     srt/managers/scheduler_components/dp_attn.py `prepare_mlp_sync_batch_raw` L143-255)."""
-    return canonical_engine(engine or "") in PREFILL_FIRST and not mixed_chunk and not attention_dp
+    return prefill_first(engine, mixed_chunk) and not attention_dp
 
 
 # Engines whose attention-DP workers run every forward together: before each forward, SGLang's DP-attention workers
@@ -73,6 +91,13 @@ LOCKSTEP_DP = frozenset({"sglang"})
 def lockstep_workers(engine: str | None, dp: int, attention_dp: bool) -> int:
     """How many data-parallel workers run each forward together (LOCKSTEP_DP under attention DP), else 1."""
     return max(1, dp) if attention_dp and canonical_engine(engine or "") in LOCKSTEP_DP else 1
+
+
+def lockstep_of(engine: str | None, settings: Mapping) -> int:
+    """lockstep_workers of a plan whose engine settings (EngineResult.settings) name its attention-DP workers
+    (`attention_dp`, SGLang's: 1 where DP attention is off)."""
+    workers = int(settings.get("attention_dp") or 1)
+    return lockstep_workers(engine, workers, workers > 1)
 
 
 def budget_bound(engine: str | None, chunk: int | None, isl: float, osl: float) -> float | None:

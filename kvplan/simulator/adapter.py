@@ -29,8 +29,8 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
     Plan.state_pool_bytes_per_gpu), the token pool alone, the states' slots bounding the running requests. Step time inputs, per stage on one rank: weights read per step (routed
     experts apart: a step reads the share its tokens touch), KV bytes per cached token, 2 x
     active parameters FLOPs per token, and 4 x query heads x head dim per query-key pair.
-    The page size is the plan's block size; the scheduler's steps are vLLM's whatever engine the plan used, its
-    admission the engine's own (kvplan.simulator.limits hands the simulator the engine's rule).
+    The page size is the plan's block size; the scheduler's steps and admission are the engine's own
+    (kvplan.simulator.limits hands the simulator its rules: SGLang's prefill first, vLLM's mixed budget else).
     speed="calibrated" (the default): steps take kvplan.speed's calibrated time under `engine`'s
     coefficients (vLLM's for kvplan's own rules); "roofline": the bare roofline of the inputs above.
     """

@@ -18,8 +18,9 @@ not vLLM's on-demand one):
   output exceeds the clip apart. A refused admission sets `blocked` (SGLang's batch_is_full) until a request
   leaves. The ratio falls each decode step (`dsteps`) from its last reset.
 
-Left out of SGLang's rule: its separate prefill and decode batches (the simulator's steps mix them, vLLM's way; a
-step with decoding requests counts as a decode step), the chunked request's output counted only on its last chunk,
+SGLang's separate prefill and decode batches are kvplan.simulator.prefill_first's (the ratio falls on decode steps
+only; with --enable-mixed-chunk the steps mix, vLLM's way, and a step with decoding requests counts as a decode step).
+Left out of SGLang's rule: the chunked request's output counted only on its last chunk,
 the hybrid sliding-window pool's second count (a window's tokens are priced at the unbounded layers' bytes per
 token), page rounding of the prompt (SGLang's default page is one token), priority scheduling and the
 ignore_eos path without a radix cache.
@@ -187,8 +188,8 @@ def head_blocked(engine, seq, s: int) -> bool:
             shared += g.nbytes
             woken += 0 if g.refs else g.nbytes
     active = (cache.active if cache is not None else 0) + woken
-    if min(seq.target - hit, engine.cfg.max_num_batched_tokens - engine.n_dec) <= 0:
-        return True  # this step's budget is all decode tokens
+    if min(seq.target - hit, engine.cfg.max_num_batched_tokens - (0 if engine.pf else engine.n_dec)) <= 0:
+        return True  # this step's budget is all decode tokens (mixed steps)
     if engine.ad.rule == RESERVE_RULE:
         return not _reservation_fits(engine, seq, active - woken)
     room = engine.cap - engine.used - active - running_offset(engine, s)

@@ -214,8 +214,8 @@ def _fewest_aggregated(res: Result, spec, hw, requests, pool: Pool, max_gpus: in
 
 
 def aggregated(res: Result, spec, hw, requests, replicas: int, pool: Pool) -> dict:
-    """`replicas` copies of `pool`'s layout, each serving prefill and decode (simulate's engine: vLLM's steps, chunked
-    prefill, the engine's own admission) on its KV pool at the decode max_model_len; one replica is run on every replicas-th request
+    """`replicas` copies of `pool`'s layout, each serving prefill and decode (simulate's engine: the engine's own steps,
+    chunked prefill and admission) on its KV pool at the decode max_model_len; one replica is run on every replicas-th request
     (Poisson thinning keeps the rate per replica), and its figures stand for all."""
     s = res.setup
     dep = pool.plan.deployment

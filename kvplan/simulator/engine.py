@@ -6,7 +6,9 @@ per decoding request and a chunk of the prompt for a request still in prefill (c
 prefill); when the pool cannot hold a running request's new tokens, the most recently admitted
 running request is preempted (its blocks freed; it goes back to the head of the queue and is
 recomputed from scratch later); if nothing was preempted, waiting requests are admitted first come
-first served while budget, `max_num_seqs` and memory allow.
+first served while budget, `max_num_seqs` and memory allow. An engine that runs a prefill batch whenever one forms
+and decodes no one in it (SGLang without --enable-mixed-chunk: `prefill_first`) takes its steps from
+kvplan.simulator.prefill_first instead: a prefill step of the whole budget, else a decode step of every request.
 
 On the paged pool, admission is the engine's own where the config names one (kvplan.engines.admission, applied
 by kvplan.simulator.admit): TensorRT-LLM's reservations to completion, SGLang's new_token_ratio; vLLM's above else.
@@ -31,7 +33,7 @@ from operator import itemgetter
 
 from kvplan.core.collector import collector_paused
 from kvplan.engines.admission import ON_DEMAND_RULE, RATIO_RULE, RESERVE_RULE
-from kvplan.simulator import admit, fastpath, queue
+from kvplan.simulator import admit, fastpath, prefill_first, queue
 from kvplan.simulator.model import SimModel, StepTimer
 from kvplan.simulator.prefix import PrefixCache
 from kvplan.simulator.queue import Seq
@@ -53,6 +55,7 @@ class EngineConfig:
     check: bool = False  # tests: recount the pool from scratch after every step
     tiers: tuple = ()  # offload tiers below the pool: ((name, bytes per rank, link bytes/s or None), ...)
     admission: object = None  # the engine's kvplan.engines.admission.Admission (paged pool); None: vLLM's
+    prefill_first: bool = False  # SGLang's steps: prefill apart from decode (kvplan.engines.scheduler.prefill_first)
 
 
 def _pow2(n: int) -> int:
@@ -68,7 +71,7 @@ class Engine:
         if config.reserve not in RESERVE_POLICIES:
             raise ValueError(f"reserve {config.reserve!r}")
         self.m, self.cfg = model, config
-        self.paged = config.mode == "paged"
+        self.paged, self.pf = config.mode == "paged", config.prefill_first
         self.timer = StepTimer(model)
         self.cap = model.kv_budget_bytes
         self.B = model.block_size
@@ -281,6 +284,10 @@ class Engine:
                 t, s = fastpath.coast(self, t, s, requests[i].arrival if (i < n and not self.waiting) else float("inf"))
                 if t > t0:
                     continue
+            if self.pf:  # a prefill batch, if one forms, runs before decode step s + 1 (which it does not advance)
+                t, again = prefill_first.step(self, s, t)
+                if again:
+                    continue
             s += 1
             chunks, preempted = self._schedule(s)
             if not chunks and not self.n_dec:
@@ -316,7 +323,7 @@ class Engine:
             need = self.bucket[s % B]
         if need:
             self._take(need)
-        budget = self.cfg.max_num_batched_tokens - self.n_dec
+        budget = 0 if self.pf else self.cfg.max_num_batched_tokens - self.n_dec  # prefill first: a decode step
         chunks = []
         for seq in list(self.prefilling.values()):
             if budget <= 0:
@@ -332,7 +339,7 @@ class Engine:
             if chunk:
                 chunks.append((seq, chunk))
                 budget -= chunk
-        if not preempted and (not self.own_rule or admit.may_admit(self, s)):
+        if not preempted and budget > 0 and (not self.own_rule or admit.may_admit(self, s)):
             while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
                 chunk = self._admit(self.waiting[0], budget)
                 if not chunk:
@@ -341,22 +348,24 @@ class Engine:
                 budget -= chunk
         return chunks, preempted
 
-    def _advance(self, s: int, t: float, chunks: list) -> float:
-        """Run step s: time passes, tokens are written, prefills complete, requests finish."""
+    def _advance(self, s: int, t: float, chunks: list, decode: bool = True) -> float:
+        """Run step s: time passes, tokens are written, prefills complete, requests finish. `decode` False: a
+        prefill step after step s, whose completed prompts decode from s + 1 (kvplan.simulator.prefill_first)."""
         m, rec = self.m, self.rec
-        tokens, pairs, ctx = self.n_dec, float(self.ctx_dec + self.n_dec), self.ctx_dec
+        n_dec, ctx_dec = (self.n_dec, self.ctx_dec) if decode else (0, 0)
+        tokens, pairs, ctx = n_dec, float(ctx_dec + n_dec), ctx_dec
         new = 0
         for seq, c in chunks:
             pairs += c * (seq.computed + (c + 1) / 2)
             ctx += seq.computed
             tokens += c
             new += not seq.computed
-        dt = self.timer.step(tokens, self.n_dec + len(chunks), ctx, pairs, new)
+        dt = self.timer.step(tokens, n_dec + len(chunks), ctx, pairs, new)
         t += dt
-        if self.n_dec and self.ratio_rule:
+        if n_dec and self.ratio_rule:
             self.ad.dsteps += 1  # a decode step: new_token_ratio falls (kvplan.simulator.admit.ratio)
-        self.ctx_dec += self.n_dec
-        self.written += self.wrate
+        self.ctx_dec += n_dec
+        self.written += self.wrate if decode else 0
         for seq, c in chunks:
             before = seq.computed
             seq.computed += c
@@ -365,7 +374,7 @@ class Engine:
                 self._publish(seq)
         active, idle = (self.cache.active, self.cache.idle) if self.cache else (0, 0)
         rec.step(t, dt, len(self.running), len(self.waiting), self.used + active, self.written, self.committed, idle,
-                 tokens, self.n_dec + len(chunks))
+                 tokens, n_dec + len(chunks))
         for seq, _ in chunks:
             if seq.computed == seq.target:
                 del self.prefilling[seq.rid]
@@ -375,7 +384,7 @@ class Engine:
                     self._finish(seq, seq.computed, t)
                 else:
                     self._start_decode(seq, s + 1)
-        for seq, version in self.finish_at.pop(s, ()):
+        for seq, version in self.finish_at.pop(s, ()) if decode else ():
             if seq.version == version and seq.decoding:
                 self._finish(seq, self._stop_decode(seq, s + 1), t)
         return t

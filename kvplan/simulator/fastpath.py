@@ -29,7 +29,7 @@ def head_blocked(engine, s: int) -> bool:
     segs, hit = ([], 0)
     if engine.cache is not None and seq.req.prefix:
         segs, hit = engine.cache.lookup(seq.req.prefix, seq.target - 1)[:2]
-    chunk = min(seq.target - hit, engine.cfg.max_num_batched_tokens - engine.n_dec)
+    chunk = min(seq.target - hit, engine.cfg.max_num_batched_tokens - (0 if engine.pf else engine.n_dec))
     if chunk <= 0:
         return True
     need = engine.m.paged(hit + chunk)

@@ -8,7 +8,10 @@ out (None), they are the engine's, read from its EngineResult by kvplan.engines.
 and `max_batch_size`); where the engine states none (kvplan's own engine-neutral rules, llama.cpp,
 transformers), the simulator's defaults, 256 and 8,192 (kvplan.simulator.engine.EngineConfig). With them, the
 engine's admission rule (kvplan.engines.admission: vLLM's on demand, TensorRT-LLM's GUARANTEED_NO_EVICT unless its
-options name MAX_UTILIZATION, SGLang's new_token_ratio), which `config` hands the simulator.
+options name MAX_UTILIZATION, SGLang's new_token_ratio), and its steps (kvplan.engines.scheduler.prefill_first:
+SGLang's prefill apart from decode unless its options turn mixed chunks on; vLLM's mixed budget else), which `config`
+hands the simulator. Attention-DP workers that run each forward together (SGLang's DP attention:
+kvplan.engines.scheduler.lockstep_of) are not simulated: one worker's pool and requests are, and a note says so.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from dataclasses import dataclass, field
 
 from kvplan.core.errors import KvplanError, arg
 from kvplan.engines.admission import ON_DEMAND, Admission, admission
-from kvplan.engines.scheduler import CHUNK_KEYS, RUNNING_KEYS, limits
+from kvplan.engines.registry import canonical_engine
+from kvplan.engines.scheduler import (CHUNK_KEYS, MIXED_CHUNK_OPTS, RUNNING_KEYS, limits, lockstep_of, mixed_chunk,
+                                     prefill_first)
 from kvplan.simulator.engine import DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS, EngineConfig
 
 GIVEN = "given"  # a limit's source where the input named it
@@ -34,16 +39,36 @@ class Limits:
     seqs_from: str  # GIVEN, or e.g. "vllm 0.33.0's default on this GPU", "the simulator's default: ..."
     tokens_from: str
     admission: Admission = field(default=ON_DEMAND)  # how the engine admits requests (paged pool)
+    prefill_first: bool = False  # the engine's steps: prefill apart from decode (SGLang's), else one mixed budget
+    lockstep: int = 1  # attention-DP workers running each forward together (not simulated: a note says so)
+    label: str = ""  # the engine as its notes name it
+    mix_opt: str | None = None  # the engine's option that mixes decode into prefill batches (prefill_first engines)
 
     def config(self, **kw) -> EngineConfig:
-        """The simulator's config at these limits and this admission rule (`kw`: the pool's other settings)."""
+        """The simulator's config at these limits, this admission rule and these steps (`kw`: the pool's others)."""
         return EngineConfig(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
-                            admission=self.admission, **kw)
+                            admission=self.admission, prefill_first=self.prefill_first, **kw)
 
     def notes(self) -> list[str]:
-        """Two stderr lines: the counts and why (each names its input, so a person sees how to change it)."""
+        """stderr lines: the counts and why (each names its input, so a person sees how to change it), the steps."""
         return [f"at most {self.max_num_seqs:,} requests running at once ({_said(self.seqs_from, 'max_num_seqs')})",
-                f"{self.max_num_batched_tokens:,} tokens a step ({_said(self.tokens_from, 'max_num_batched_tokens')})"]
+                f"{self.max_num_batched_tokens:,} tokens a step ({_said(self.tokens_from, 'max_num_batched_tokens')})",
+                *self.scheduler_notes()]
+
+    def scheduler_notes(self) -> list[str]:
+        """What the steps schedule, and (attention DP) what is not simulated."""
+        who = self.label or "the engine"
+        if self.prefill_first:
+            lines = [f"steps as {who} schedules them: a prefill batch (up to the tokens a step) whenever one forms, "
+                     "decoding no one; otherwise one decode step of every running request"
+                     + (f" ({arg('engine_opts')} {self.mix_opt}=true mixes them)" if self.mix_opt else "")]
+        else:
+            lines = ["steps mixed, as vLLM's scheduler runs them: each step's token budget holds every running "
+                     "request's decode token and prefill chunks beside them"]
+        if self.lockstep > 1:
+            lines.append(f"note: {who}'s {self.lockstep} attention-DP workers run every forward together (one "
+                         "worker's prefill paces the others' decode): not simulated; one worker's pool and requests are")
+        return lines
 
     def admission_meta(self) -> dict:
         """The admission rule, for --json: its name and the line that says it."""
@@ -53,7 +78,8 @@ class Limits:
         """The counts and their sources, for --json."""
         return {"max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens,
                 "scheduler_limits_from": {"max_num_seqs": self.seqs_from,
-                                          "max_num_batched_tokens": self.tokens_from}}
+                                          "max_num_batched_tokens": self.tokens_from},
+                "scheduler": {"prefill_first": self.prefill_first, "lockstep_workers": self.lockstep}}
 
 
 def _said(source: str, name: str) -> str:
@@ -85,7 +111,11 @@ def scheduler_limits(engine, result=None, max_num_seqs: int | None = None,
         own_seqs or DEFAULT_MAX_NUM_SEQS, _why(engine, "max_num_seqs", own_seqs, computed))
     tokens = (max_num_batched_tokens, GIVEN) if max_num_batched_tokens is not None else (
         own_tokens or DEFAULT_MAX_BATCHED_TOKENS, _why(engine, "max_num_batched_tokens", own_tokens, False))
-    return Limits(seqs[0], tokens[0], seqs[1], tokens[1], admission(name, getattr(engine, "opts", None)))
+    opts, label = getattr(engine, "opts", None), getattr(engine, "label", None)
+    known = canonical_engine(name) if label else None  # a named engine's rules; kvplan's own rules none
+    return Limits(seqs[0], tokens[0], seqs[1], tokens[1], admission(name, opts),
+                  prefill_first(known, mixed_chunk(known, opts)), lockstep_of(known, result.settings if result else {}),
+                  label or "", MIXED_CHUNK_OPTS.get(known or ""))
 
 
 def plan_limits(engine, plan, model, gpu) -> Limits:
@@ -109,4 +139,6 @@ def per_plan_note(engine) -> str:
                 f"{DEFAULT_MAX_BATCHED_TOKENS:,} tokens a step (no {arg('engine')}, and kvplan's own rules set none)")
     return (f"each plan simulated at {label}'s own running limit and tokens per step on its GPU (the "
             f"simulator's {DEFAULT_MAX_NUM_SEQS} and {DEFAULT_MAX_BATCHED_TOKENS:,} where it states none): sim_max_num_seqs, sim_max_num_batched_tokens; "
-            + admission(getattr(engine, "name", None), getattr(engine, "opts", None)).said)
+            + admission(getattr(engine, "name", None), getattr(engine, "opts", None)).said
+            + ("; a prefill batch whenever one forms, decoding no one in it (the engine's steps)"
+               if prefill_first(engine.name, mixed_chunk(engine.name, getattr(engine, "opts", None))) else ""))

@@ -81,6 +81,7 @@ class Settings:
     state: sglang_mamba.StateSettings | None = None  # the recurrent-state pool's (kvplan.engines.sglang.mamba)
     max_running_requests: int | None = None  # --max-running-requests per dp worker
     allocator_rounding: int = 0  # of loaded_extra: PyTorch's caching allocator's rounding of the weights (loaded.py)
+    attention_dp: int = 1  # DP-attention workers (--dp-size under --enable-dp-attention), else 1
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -126,7 +127,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     running = opt_int(opts, "max_running_requests", 0)
     return Settings(version, float(frac), chunked, page, ratio, init, extra, vlm, cache_mb, gpu.memory_usable_bytes,
                     sglang_swa.hybrid_swa(model, version), state, max(1, running // attn_dp) if running else None,
-                    allocator_rounding=rounding)
+                    allocator_rounding=rounding, attention_dp=attn_dp)
 
 
 def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:

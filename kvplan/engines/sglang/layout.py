@@ -32,7 +32,8 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.hardware.facts import capability_of
 from kvplan.planning.layout import Placement
 
-OPTS = ("moe_dense_tp_size", "enable_dp_lm_head", "disable_shared_experts_fusion", "enforce_shared_experts_fusion")
+OPTS = ("moe_dense_tp_size", "enable_dp_lm_head", "disable_shared_experts_fusion", "enforce_shared_experts_fusion",
+        "enable_mixed_chunk")  # the last: the scheduler's (kvplan.engines.scheduler.prefill_first), no memory read
 # Model files that read --moe-dense-tp-size for their dense layers (0.5.23 `models/`: deepseek_v2.py, glm4_moe.py,
 # bailing_moe.py, ernie4.py, mimo_v2.py, minimax_m3.py, ...), by the architecture names they serve.
 DENSE_TP_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Glm4MoeForCausalLM", "BailingMoeForCausalLM",
@@ -121,7 +122,8 @@ def serve_flags(opts: dict) -> list[str]:
         args += ["--moe-dense-tp-size", str(dense_tp)]
     for key, flag in (("enable_dp_lm_head", "--enable-dp-lm-head"),
                       ("disable_shared_experts_fusion", "--disable-shared-experts-fusion"),
-                      ("enforce_shared_experts_fusion", "--enforce-shared-experts-fusion")):
+                      ("enforce_shared_experts_fusion", "--enforce-shared-experts-fusion"),
+                      ("enable_mixed_chunk", "--enable-mixed-chunk")):
         if opt_bool(opts, key, False):
             args.append(flag)
     return args

@@ -125,3 +125,28 @@ def test_attention_dp_workers_lockstep_is_said_not_simulated():
     held = scheduler_limits(eng, res)
     assert held.lockstep == 8 and held.meta()["scheduler"]["lockstep_workers"] == 8
     assert any("8 attention-DP workers" in line and "not simulated" in line for line in held.notes())
+
+
+def test_a_prompt_that_cannot_grow_gives_way_to_a_decode_step():
+    # A pool of 8 pages of 16 tokens. Request 0: 64 + 40 tokens (4 pages, 7 at its end); request 1 arrives at step 5,
+    # 100 + 2 tokens (7 pages), chunks of 32 (vLLM's rule, prefill first: admitted on its first chunk). With request 0
+    # at 5 pages, 3 are free: the first chunk (2 pages) is admitted, the second (2 more) cannot be taken, and request
+    # 1 preempts itself. Readmitting it at once would prefill its first chunk again and again and never decode
+    # request 0 (the loop never ended); a decode step follows instead, so request 0 finishes and request 1 then runs.
+    import signal
+
+    def _hung(*_):
+        raise TimeoutError("the simulation did not end")
+
+    model = _model(100, 40)
+    model = replace(model, kv_budget_bytes=8 * model.block_bytes())
+    reqs = [SimRequest(0, 0.0, 64, 40), SimRequest(1, 4.5 * S, 100, 2)]
+    old = signal.signal(signal.SIGALRM, _hung)
+    signal.alarm(30)
+    try:
+        rec = Engine(model, _cfg(True, chunk=32)).run(reqs)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert rec.summary(1e9, 1e9)["requests"]["completed"] == 2
+    assert rec.first[1] > rec.finish[0] and rec.summary(1e9, 1e9)["requests"]["preemptions"] >= 1

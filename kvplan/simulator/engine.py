@@ -285,8 +285,8 @@ class Engine:
                 if t > t0:
                     continue
             if self.pf:  # a prefill batch, if one forms, runs before decode step s + 1 (which it does not advance)
-                t, again = prefill_first.step(self, s, t)
-                if again:
+                t, ran = prefill_first.step(self, s, t)
+                if ran:
                     continue
             s += 1
             chunks, preempted = self._schedule(s)

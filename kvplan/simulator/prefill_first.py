@@ -59,11 +59,13 @@ def batch(engine, s: int) -> tuple[list, bool]:
 
 
 def step(engine, s: int, t: float) -> tuple[float, bool]:
-    """Run the prefill batch that forms after decode step s, if one does: (time after it, whether the loop goes round
-    again without a decode step: a batch ran, or requests were preempted and admission is tried afresh)."""
-    chunks, preempted = batch(engine, s + 1)
+    """Run the prefill batch that forms after decode step s, if one does: (time after it, whether one ran). None
+    formed: a decode step follows, even where the part-way prompt could not grow and was preempted (SGLang's
+    PrefillAdder admits a request only with its whole prompt counted, so its chunks always fit; under a rule that
+    admits on the first chunk alone, readmitting it at once would prefill it again and again and decode no one)."""
+    chunks, _ = batch(engine, s + 1)
     if not chunks:
-        return t, preempted
+        return t, False
     t = engine._advance(s, t, chunks, decode=False)
     if engine.cfg.check:
         fastpath.check(engine, s + 1)

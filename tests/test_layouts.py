@@ -339,7 +339,8 @@ def test_emit_dp_ep_flags():
     (["--dp", "8", "--engine", "sglang", "--engine-opt", "enable_dp_attention=false"], "replicas"),
     (["--tp", "8", "--dcp", "8", "--engine", "sglang"], "not modelled"),
     (["--tp", "8", "--dcp", "8", "--engine", "vllm", "--engine-version", "0.10.1"], "added in 0.10.2"),
-    (["--dp", "2", "--engine", "trtllm"], "modelled for vllm and sglang"),
+    (["--dp", "2", "--engine", "transformers"], "data-parallel ranks are not modelled"),
+    (["--tp", "2", "--dp", "4", "--ep", "8", "--engine", "trtllm"], "Mapping.dp_size"),
 ])
 def test_engine_layout_refusals(args, needle):
     from conftest import one_line_error

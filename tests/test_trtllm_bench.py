@@ -95,27 +95,6 @@ def test_the_stated_fraction_is_the_tools():
 QWEN_MOE = find_in_catalog("qwen3-30b-a3b")  # 48 layers, 4 KV heads of 128, 128 experts
 
 
-def test_an_attention_dp_rank_holds_its_share_of_the_groups_pool():
-    # TensorRT-LLM's bytes a token a rank: layers x 2 x (head dim x KV heads // tp) x bytes (resource_manager.py
-    # get_cache_size_per_token, as kvplan.engines.trtllm.engine cites it; heads not replicated past tp). Under
-    # attention DP a rank keeps whole heads for its own requests (Dynamo's TensorRT-LLM guide: "TP=2 acts as the
-    # world size, creating 2 attention DP ranks", each "with its own KV cache"), so of a tp 4 group's pool a rank
-    # holds (128 x 4 // 4) / (128 x 4) = 1/4, of a tp 8 group's (128 x 4 // 8) / 512 = 1/8, given room to spare.
-    from kvplan.core.dtypes import canonical_kv_dtype
-    from kvplan.engines.trtllm.bench import rank_share
-    from kvplan.model.spec import weight_bytes
-
-    kv = canonical_kv_dtype("auto", QWEN_MOE.dtype)
-    assert rank_share(QWEN_MOE, 4, 1, kv, 1 << 60, 0.9, "nvfp4") == pytest.approx(0.25)
-    assert rank_share(QWEN_MOE, 8, 1, kv, 1 << 60, 0.9, "nvfp4") == pytest.approx(0.125)
-    # each rank also holds whole the weights tensor parallelism would split (3/4 of them not placed on it by the
-    # group's plan), taken out of the budget at its fraction: a budget of exactly that leaves nothing
-    wb = weight_bytes(QWEN_MOE, "nvfp4")
-    extra = (wb.sharded + wb.embedding + wb.lm_head) * 3 / 4 * 0.9
-    assert rank_share(QWEN_MOE, 4, 1, kv, int(extra), 0.9, "nvfp4") < 1e-6
-    assert 0.12 < rank_share(QWEN_MOE, 4, 1, kv, int(2 * extra), 0.9, "nvfp4") <= 0.125
-
-
 def dep_point(flags, tp=None):
     p = {"engine": "trtllm", "version": "1.0", "gpu": "h100-sxm", "isl": 1000, "osl": 1000, "request_rate": "inf",
          "num_prompts": 3000, "kvplan_model": "qwen3-30b-a3b", "gpus": 4, "weight_dtype": "fp8",
@@ -132,7 +111,8 @@ def test_trtllm_bench_attention_dp_ranks_each_run_the_tools_limit():
     # rank: trtllm-bench computes its max_batch_size and max_num_tokens with --tp 4 (its tuning knows no attention
     # DP) and TensorRT-LLM runs them on each attention rank ("max-bs applies per attention-rank", NVIDIA's MLPerf
     # harness, as kvplan.speed.corpus.PER_RANK_LIMIT cites it), so a rank's chunk is the tool's max_num_tokens at
-    # tp 4 and its cap at most the tool's max_batch_size and a quarter of the group's pool.
+    # tp 4 and its cap at most the tool's max_batch_size and what a rank's own pool holds (kvplan.engines.trtllm.layout:
+    # whole KV heads, the attention and LM head whole, a quarter of the experts).
     dep = dep_point({"enable_attention_dp": True})
     assert (dep.tp, dep.dp, dep.ep) == (1, 4, 4)
     tool = bench_settings(QWEN_MOE, H100.memory_smi_bytes, tp=4, pp=1, isl=1000, osl=1000, weight_dtype="fp8",
@@ -140,4 +120,4 @@ def test_trtllm_bench_attention_dp_ranks_each_run_the_tools_limit():
     r = running(dep, QWEN_MOE, H100)
     assert r is not None and r.chunk == tool.max_num_tokens and r.cap <= tool.max_batch_size
     group = running(dep_point({}, tp=4), QWEN_MOE, H100)  # the same GPUs as one tp 4 group
-    assert r.cap < group.cap / 4 + 1  # a rank's share of the pool, less the weights it holds whole
+    assert r.cap < group.cap / 4 + 1  # a rank's own pool: 4 x the bytes a token of a tp 4 rank, more weights whole

@@ -18,10 +18,10 @@ take) gets None, and the fit keeps its plain estimate for it (kvplan.speed.fit.B
 that are independent engines (an MLPerf harness's one engine per tp x pp group of GPUs) are each priced as
 that one engine. Attention-DP ranks of one engine (kvplan.speed.corpus.attention_dp) are sized here only where the
 engine's running limit is each rank's (kvplan.speed.corpus.PER_RANK_LIMIT: TensorRT-LLM's `max_batch_size` and
-`max_num_tokens` under enable_attention_dp): a rank holds its share of the pool of the whole group of ranks
-(the engine's rules at tp = every rank, ep as stated: kvplan.engines.trtllm.bench.rank_share) and
-runs the engine's limit, a harness's heuristic as the harness computes it, over every rank (trtllm-bench's `--tp`;
-its tuning knows no attention DP: kvplan.engines.trtllm.bench). SGLang's DP-attention ranks are not sized here.
+`max_num_tokens` under enable_attention_dp): the deployment with its dp ranks as the engine's own rules lay it out (a
+rank's pool from what it holds: kvplan.engines.trtllm.layout), each rank running the engine's limit, a harness's
+heuristic as the harness computes it (trtllm-bench's at `--tp` every rank: its tuning knows no attention DP,
+kvplan.engines.trtllm.bench). SGLang's DP-attention ranks are not sized here.
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from typing import NamedTuple
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.scheduler import budget_bound, limits, model_limits, lockstep_workers, resident_context, runs_waves
-from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings, rank_share
-from kvplan.planning.plan import cache_dtypes
+from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.corpus import PER_RANK_LIMIT, attention_dp
@@ -92,7 +91,7 @@ def running(case, spec, gpu) -> Running | None:
     opts = {opt: flags[k] for k, opt in OPTS[case.engine].items() if flags.get(k) is not None}
     util = next((flags[k] for k in UTILISATION if flags.get(k) is not None), None)
     policy = next((flags[k] for k in POLICY.get(case.engine, ()) if flags.get(k) is not None), None)
-    ranks = case.dp if per_rank(case) else 1  # attention-DP ranks sized as one group, then each its share
+    ranks = case.dp if per_rank(case) else 1  # attention-DP ranks: the deployment with them, by the engine's rules
     tool = harness_limits(case, spec, gpu, case.tp * ranks) if case.dp == ranks else None
     if tool is not None:  # the tool's step tokens are what the engine's memory plan is made at
         opts[HARNESS_SETTINGS[case.harness][0]] = tool[1]
@@ -101,7 +100,7 @@ def running(case, spec, gpu) -> Running | None:
                                           load.out_cv2 if load.drawn else None)))
     try:
         engine, _ = configure(case.engine, case.version, opts, util)
-        dep = engine.deployment(Deployment(tp=case.tp * ranks, pp=case.pp, ep=case.ep))
+        dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, dp=ranks, ep=case.ep))
         req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
         own = model_own(case, spec, engine.settings(spec, gpu, dep, req))
@@ -113,10 +112,8 @@ def running(case, spec, gpu) -> Running | None:
     except KvplanError:
         return None
     cap = res.capacity
-    held = (cap.admitted if cap.admitted is not None else cap.max_concurrency) / case.pp  # per micro-batch
-    if ranks > 1:  # one attention-DP rank's share of the group's pool
-        held *= rank_share(spec, dep.tp, dep.pp, cache_dtypes(req, spec)[0], cap.kv_memory_bytes,
-                           res.settings.get("free_gpu_memory_fraction", 0.9), weight_dtype_of(case.weight_dtype))
+    # one rank's (the engine's capacity is a dp rank's), per micro-batch
+    held = (cap.admitted if cap.admitted is not None else cap.max_concurrency) / case.pp
     if held < 1:  # not one request fits: kvplan's view of the checkpoint is not what ran (the plain estimate)
         return None
     default, chunk = limits(case.engine, res.settings, cap)

@@ -277,8 +277,9 @@ class Engine:
                               f"pool (pages x dcp) is not modelled; plan it without {arg('engine')}", EXIT_USAGE,
                               param="dcp", value=dep.dcp)
         if dep.dp > 1 and not self.supports_dp:
-            raise KvplanError(f"{arg('dp')} with {arg('engine')} {self.name}: data-parallel ranks are modelled for "
-                              "vllm and sglang", EXIT_USAGE, param="dp", value=dep.dp)
+            others = _engines_that(lambda e: e.supports_dp)
+            raise KvplanError(f"{arg('dp')} with {arg('engine')} {self.name}: its data-parallel ranks are not modelled; "
+                              f"plan them with {others}the default engine", EXIT_USAGE, param="dp", value=dep.dp)
 
     def plan(self, model, gpu, dep, req: Request) -> Plan:
         return self.result(model, gpu, dep, req).plan

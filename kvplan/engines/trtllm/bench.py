@@ -19,8 +19,8 @@ release by release):
     1024; with chunked prefill off (trtllm-bench's default) at least max ISL + max_batch_size.
 
 Under enable_attention_dp the tool's tuning still reads `--tp` as one tensor-parallel group (`get_settings` passes
-params tp and pp only), while TensorRT-LLM runs max_batch_size on each attention rank; `rank_share` gives the share of
-the group's KV pool one such rank holds (kvplan.bench.running sizes the ranks with it).
+params tp and pp only), while TensorRT-LLM runs max_batch_size on each attention rank, each with its own pool
+(kvplan.engines.trtllm.layout; kvplan.bench.running sizes the ranks with the engine's rules).
 """
 
 from __future__ import annotations
@@ -28,10 +28,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from kvplan.engines.trtllm.engine import rank_bytes_per_token
 from kvplan.model.layers import ATTENTION_KINDS
-from kvplan.model.spec import weight_bytes
-from kvplan.planning.deploy import Deployment
 
 GIB = 1 << 30
 ELEM_BYTES = {"fp8": 1.0, "nvfp4": 0.5, "fp4": 0.5}  # tuning.py BYTES_PER_ELEM; anything else 2
@@ -92,20 +89,3 @@ def bench_settings(spec, device_bytes: int, *, tp: int, pp: int, isl: float, osl
         tokens = max(tokens, int(math.ceil(isl)) + bs)
     return BenchSettings(bs, tokens)
 
-
-
-def rank_share(spec, tp: int, pp: int, kv_dtype, budget: int, fraction: float, weight_dtype: str | None) -> float:
-    """The share of the KV pool of one group of `tp` ranks (TensorRT-LLM's rules at tensor parallelism tp, `budget`
-    KV bytes a GPU out of `fraction` of its free memory) that each of its ranks holds under attention DP, where every
-    rank keeps whole KV heads for its own requests and holds the weights tensor parallelism splits whole (attention,
-    dense MLPs, embedding and LM head; the routed experts stay over the ep group): a token's bytes on a rank at tp
-    over its bytes at tp 1 (kvplan.engines.trtllm.engine.bytes_per_token: d x H // tp a head group, so 1 / tp; MLA's
-    latent is whole on every rank at any tp, so 1), times the budget left once a rank holds those weights whole (the
-    (tp - 1) / tp of them the group's plan did not place on it, taken at the same fraction)."""
-    group = rank_bytes_per_token(spec, Deployment(tp=tp, pp=pp), kv_dtype)
-    one = rank_bytes_per_token(spec, Deployment(tp=1, pp=pp), kv_dtype)
-    wb = weight_bytes(spec, weight_dtype)
-    ends = wb.embedding + wb.lm_head if pp == 1 else max(wb.embedding, wb.lm_head)
-    extra = (wb.sharded / pp + ends) * (tp - 1) / tp * fraction
-    left = max(0.0, 1.0 - extra / budget) if budget > 0 else 0.0
-    return (group / one if one else 1.0 / tp) * left

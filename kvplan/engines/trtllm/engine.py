@@ -25,6 +25,8 @@ Sources (code index snapshots; docs/engines.md section 3):
     floor-divided by the bytes per token, and the pool rounds it UP to whole blocks. Checked against that
     training log (0.20.0, Llama-3.1-8B FP8 on an H100): 860,308 tokens -> 26,885 blocks = 860,320 tokens, 52.51 GiB
     (benchmarks/budget_trtllm.py).
+  * attention DP (`enable_attention_dp`, --dp on a MoE model): every rank its own attention rank with whole KV heads,
+    its own pool and max_batch_size, all but the routed experts whole (kvplan/engines/trtllm/layout.py).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from kvplan.model.layers import ATTENTION_KINDS, Kind
 from kvplan.engines import kvbm
 from kvplan.engines.lora import trtllm_bytes as lora_bytes
 from kvplan.engines.trtllm.offload import cpu_pool as host_cache_pool
+from kvplan.engines.trtllm import layout as adp
 
 VERSIONS = ("0.20.0", "1.2.0")
 DEFAULT_VERSION = "1.2.0"
@@ -108,6 +111,11 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     notes = ()
     if any(getattr(l, "num_kv_heads", 10**9) < dep.tp for l in model.layers):
         notes = ("tp exceeds the KV heads: TensorRT-LLM's estimate (d x H // tp) under-counts the replicated heads",)
+    if dep.dp > 1:
+        opts = ", ".join(f"{k}: {str(v).lower()}" for k, v in adp.parallel_options(dep).items())
+        notes += (f"attention DP ({opts}): each of the {dep.dp} ranks holds attention, dense MLPs, shared experts, "
+                  "embedding and LM head whole, 1/{} of the routed experts, whole KV heads and its own pool and "
+                  "max_batch_size (kvplan/engines/trtllm/layout.py)".format(dep.tp * dep.dp),)
     return Capacity("trtllm", st.version, kv_bytes, blocks * st.tokens_per_block, conc, context, bpt, blocks,
                     st.tokens_per_block, tuple(lines), notes)
 
@@ -143,6 +151,16 @@ class TrtLlm(Engine):
     option_names = OPTS
     offload_rules = {"native": {"cpu": host_cache_pool}, "kvbm": kvbm.RULES}  # kvplan.engines.offload
     offload_missing = {"native": "TensorRT-LLM's host cache is one secondary (CPU) pool"}
+    supports_dp = True  # enable_attention_dp on a MoE model: each rank its own requests and pool (trtllm/layout.py)
+
+    def check_layout(self, model, dep) -> None:
+        super().check_layout(model, dep)
+        adp.check_attention_dp(model, dep)
+
+    def placement(self, model, dep, gpu=None):
+        """Under attention DP a rank holds all but the routed experts whole (kvplan/engines/trtllm/layout.py);
+        otherwise vLLM's tensor-parallel placement, as before."""
+        return adp.placement(dep) if dep.dp > 1 else super().placement(model, dep, gpu)
 
     def context_limit(self, model):
         """TensorRT-LLM's inferred max_seq_len (kvplan.engines.context.trtllm_rule)."""
@@ -178,7 +196,10 @@ class TrtLlm(Engine):
         return min(model.max_context, (cap.blocks // max(1, req.batch)) * st.tokens_per_block)
 
     def settings_dict(self, st: Settings, model, dep, req) -> dict:
-        return {**st.as_dict(), "overhead_estimate": self.overhead_estimate(model, dep, st)}
+        out = {**st.as_dict(), "overhead_estimate": self.overhead_estimate(model, dep, st)}
+        if dep.dp > 1:  # the LLM API options that lay the deployment out (trtllm/layout.py)
+            out["parallel"] = adp.parallel_options(dep)
+        return out
 
 
 ENGINE = TrtLlm

@@ -318,6 +318,10 @@ def test_engine_dp_ranks_each_hold_their_own(engine):
     # The engine's pool is one DP rank's (its log line), the deployment holds dp x its requests.
     out = _fit_json("deepseek-v3", "--gpu", "h200", "--dp", "8", "--ep", "8", "--ctx", "32k", "--engine", engine)
     assert out["max_concurrency"] == 8 * int(out["engine"]["max_concurrency"]) > 0
+    # and its pool is dp x one rank's token slots (each DP rank keeps its own), so it holds what its requests use
+    # at the context (it printed one rank's before: vLLM 395,712 tokens "for all GPUs" beside 96 x 32,768 in use)
+    assert out["kv_pool_tokens_per_deployment"] == 8 * int(out["engine"]["tokens"])
+    assert out["kv_pool_tokens_per_deployment"] >= out["request_tokens_at_context"] == out["max_concurrency"] * 32_768
 
 
 def test_emit_dp_ep_flags():

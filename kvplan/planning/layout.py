@@ -106,12 +106,13 @@ def rank_request(req, dep):
 
 
 def whole_answers(ans, dep, dcp_tokens_whole: bool = False):
-    """One rank's answers as the deployment's: dp ranks each hold their own requests; with decode
-    context parallel a rank's token slots hold every dcp-th token of dcp times as many (unless the
-    engine's token figure already counts the whole dcp group: `dcp_tokens_whole`, vLLM's)."""
+    """One rank's answers as the deployment's: dp ranks each hold their own requests in their own pool (so
+    the deployment's requests and token slots are dp times one rank's); with decode context parallel a rank's
+    token slots hold every dcp-th token of dcp times as many (unless the engine's token figure already counts
+    the whole dcp group: `dcp_tokens_whole`, vLLM's)."""
     if dep.dp == 1 and dep.dcp == 1:
         return ans
-    tokens = ans.kv_cache_tokens * (1 if dcp_tokens_whole else dep.dcp)
+    tokens = ans.kv_cache_tokens * (1 if dcp_tokens_whole else dep.dcp) * dep.dp
     return ans._replace(max_concurrency=ans.max_concurrency * dep.dp, kv_cache_tokens=tokens)
 
 

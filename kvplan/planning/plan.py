@@ -131,7 +131,7 @@ class Plan:
     kv_bytes_per_token_per_gpu: int
     kv_bytes_per_sequence: int  # one `context`-token sequence, all ranks, pages and states included
     kv_bytes_per_sequence_per_gpu: int
-    kv_cache_tokens: int  # token slots the per-GPU KV memory holds across all caching layers
+    kv_cache_tokens: int  # token slots of the deployment's pool: a tp group's (its GPUs hold each token together) x dp
     max_concurrency: int
     max_context: int
     max_context_limited_by: str  # "memory" or "model"

@@ -44,7 +44,9 @@ DEFAULT_MAX_SEQS = {"vllm": 256, "sglang": 4096, "trtllm": 2048, "llama.cpp": 1}
 RUNNING = ("max_num_seqs", "max_running_requests", "max_batch_size", "gpu_batch_size")
 # Engines whose running limit under attention DP is each attention rank's, and that flag: TensorRT-LLM's
 # max_batch_size with enable_attention_dp (the same file, TrtllmEndpointConfig: "max-bs applies per attention-rank").
-# A point that states tp with the flag is read as one group of tp ranks (dp 1), so its limit is tp x the flag's.
+# Under the flag TensorRT-LLM's tensor_parallel_size counts the attention ranks, each with its own requests and pool
+# (kvplan.engines.trtllm.layout): a point that states tp N with it is read as N attention-DP ranks (tp 1, dp N), as
+# one that states only its GPUs is, and the flag's limit is each rank's (kvplan.bench.running sizes the ranks).
 PER_RANK_LIMIT = {"trtllm": "enable_attention_dp"}
 # Engines whose DP attention is a flag over ranks the run counts as one tensor-parallel group, and that flag. SGLang's
 # `--tp N --dp D --enable-dp-attention` runs on N GPUs, not N x D: its --tp-size counts every rank, each of the D
@@ -249,9 +251,10 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
     pp = max(1, _int(p.get("pp"), 1))
     dp = max(1, _int(p.get("dp"), 1))
     attn_dp = _on(flags, "enable_attention_dp")
-    if attn_dp and dp == 1 and not p.get("tp"):
+    ranks = attn_dp and dp == 1 and engine in PER_RANK_LIMIT  # its tp counts attention ranks (PER_RANK_LIMIT)
+    if attn_dp and dp == 1 and (not p.get("tp") or ranks):
         dp = max(1, gpus // pp)
-    tp = _int(p.get("tp") or flags.get("tp") or flags.get("tp_size"), max(1, gpus // (pp * dp)))
+    tp = 1 if ranks else _int(p.get("tp") or flags.get("tp") or flags.get("tp_size"), max(1, gpus // (pp * dp)))
     ep = _int(p.get("ep"), tp * dp if attn_dp else 1)
     t = targets(metrics, gpus)
     derived = {}
@@ -283,8 +286,6 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
     if dp > 1 and _on(flags, DP_ATTENTION.get(engine)):  # the deployment's figures
         tp, ep = max(1, tp // dp), max(ep, tp)  # the attention replica's tp; the MoE over every rank
         limit = max(1, limit // dp) if limit else None  # the running limit per replica
-    elif limit and dp == 1 and tp > 1 and _on(flags, PER_RANK_LIMIT.get(engine)):
-        limit *= tp  # each attention rank's limit, over the tp ranks read as one group
     case = Case(source, str(p.get("id")), engine, p["gpu"], p["kvplan_model"], tp, ep, dp, gpus,
                 p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t, limit,
                 date, era_of(engine, p.get("version"), date if date not in ("", "None") else None,

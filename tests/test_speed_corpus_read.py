@@ -100,12 +100,14 @@ def test_an_unstated_layout_is_skipped_with_its_reason():
 def test_attention_dp_batch_size_is_each_ranks():
     # MLPerf v5.1, NVIDIA B200 x 8, DeepSeek-R1 Server (closed/NVIDIA/configs/B200-SXM-180GBx8/Server/deepseek-r1.py):
     # tensor_parallelism 8, moe_expert_parallelism 8, enable_attention_dp True, gpu_batch_size 512 per attention rank
-    # (llmlib/config.py: "max-bs applies per attention-rank"): the 8 ranks read as one group run 8 x 512 = 4,096.
+    # (llmlib/config.py: "max-bs applies per attention-rank"). Under attention DP TensorRT-LLM's tensor_parallel_size
+    # counts the attention ranks (Mapping.dp_size = tp_size: kvplan/engines/trtllm/layout.py), so the point is 8 ranks
+    # of tp 1, each running 512 (the deployment 8 x 512 = 4,096), its load 8 replicas.
     p = _point(engine="trtllm", version=None, kvplan_model="deepseek-r1", gpus=8, tp=8, dp=None, ep=8,
                flags={"gpu_batch_size": "512", "enable_attention_dp": "True"})
     c, why = case_of(p, "t", "")
     assert c is not None, why
-    assert (c.tp, c.dp, c.max_seqs) == (8, 1, 4096)
+    assert (c.tp, c.dp, c.ep, c.max_seqs, c.load.dp) == (1, 8, 8, 512, 8)
     plain = _point(engine="trtllm", version=None, kvplan_model="deepseek-r1", gpus=8, tp=8, dp=None, ep=8,
                    flags={"gpu_batch_size": "512"})
     assert case_of(plain, "t", "")[0].max_seqs == 512  # no attention DP: one engine's limit

@@ -101,8 +101,9 @@ def layout_problem(model: ModelSpec, tp: int, pp: int, dp: int, ep: int, dcp: in
         if not p.num_experts:
             return f"ep={ep}: {model.name} has no routed experts (expert parallelism needs a MoE model)"
         if ep != tp * dp:
-            return (f"ep={ep}: vLLM sets the expert-parallel size to tp x dp = {tp * dp} "
-                    "(--enable-expert-parallel takes no size)")
+            return (f"ep={ep}: expert parallelism is planned over every rank of a stage, tp x dp = {tp * dp} "
+                    "(vLLM's --enable-expert-parallel takes no size; a hybrid expert split of SGLang or "
+                    "TensorRT-LLM, 1 < ep < tp x dp, is not modelled)")
         if p.num_experts % ep:
             return f"ep={ep} does not divide the {p.num_experts} routed experts"
     return None

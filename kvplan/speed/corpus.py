@@ -16,7 +16,9 @@ request rate names its arrival process (`arrival`: poisson | gamma(k) | constant
 unstated; absent reads as unstated), which sets the open loop's queueing wait (kvplan.speed.load); any
 other value is refused. `harness` names a benchmark tool that sets the engine's limits itself
 (trtllm-bench: kvplan.bench.running). A point marked `layout: unstated` (several GPUs whose tp / dp split the
-source does not give, where the harness does not run them as one group) is skipped.
+source does not give, where the harness does not run them as one group) is skipped. A per-GPU total (input + output)
+throughput whose definition the point states (`per_gpu_total`) is read as output tok/s where no output rate is stated
+(kvplan.speed.pergpu; the case's `derived` says so).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from pathlib import Path
 
 from kvplan.speed.eras import era_of
 from kvplan.speed.load import ARRIVALS, Load, arrival_cv2
+from kvplan.speed.pergpu import check as per_gpu_total_check
+from kvplan.speed.pergpu import output_rate as per_gpu_total_output
 from kvplan.speed.spread import SHAREGPT_OUTPUT_CV2, random_range_cv2
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
@@ -40,7 +44,9 @@ DEFAULT_MAX_SEQS = {"vllm": 256, "sglang": 4096, "trtllm": 2048, "llama.cpp": 1}
 RUNNING = ("max_num_seqs", "max_running_requests", "max_batch_size", "gpu_batch_size")
 # Engines whose running limit under attention DP is each attention rank's, and that flag: TensorRT-LLM's
 # max_batch_size with enable_attention_dp (the same file, TrtllmEndpointConfig: "max-bs applies per attention-rank").
-# A point that states tp with the flag is read as one group of tp ranks (dp 1), so its limit is tp x the flag's.
+# Under the flag TensorRT-LLM's tensor_parallel_size counts the attention ranks, each with its own requests and pool
+# (kvplan.engines.trtllm.layout): a point that states tp N with it is read as N attention-DP ranks (tp 1, dp N), as
+# one that states only its GPUs is, and the flag's limit is each rank's (kvplan.bench.running sizes the ranks).
 PER_RANK_LIMIT = {"trtllm": "enable_attention_dp"}
 # Engines whose DP attention is a flag over ranks the run counts as one tensor-parallel group, and that flag. SGLang's
 # `--tp N --dp D --enable-dp-attention` runs on N GPUs, not N x D: its --tp-size counts every rank, each of the D
@@ -82,6 +88,7 @@ class Case:
     flags: dict = field(default_factory=dict)  # the engine flags the run stated (dashes read as underscores)
     pp: int = 1  # pipeline stages (the load then counts dp x pp micro-batch replicas: kvplan.speed.fit.Built)
     harness: str | None = None  # the benchmark tool as stated (`harness`), where the engine's settings depend on it
+    derived: dict = field(default_factory=dict)  # metric -> how a target was derived from another stated figure
 
 
 def _stat(v):
@@ -244,19 +251,26 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
     pp = max(1, _int(p.get("pp"), 1))
     dp = max(1, _int(p.get("dp"), 1))
     attn_dp = _on(flags, "enable_attention_dp")
-    if attn_dp and dp == 1 and not p.get("tp"):
+    ranks = attn_dp and dp == 1 and engine in PER_RANK_LIMIT  # its tp counts attention ranks (PER_RANK_LIMIT)
+    if attn_dp and dp == 1 and (not p.get("tp") or ranks):
         dp = max(1, gpus // pp)
-    tp = _int(p.get("tp") or flags.get("tp") or flags.get("tp_size"), max(1, gpus // (pp * dp)))
+    tp = 1 if ranks else _int(p.get("tp") or flags.get("tp") or flags.get("tp_size"), max(1, gpus // (pp * dp)))
     ep = _int(p.get("ep"), tp * dp if attn_dp else 1)
     t = targets(metrics, gpus)
-    if not t:
-        return None, "no metric kvplan predicts"
+    derived = {}
     if p.get("n_prompt") is not None or p.get("n_gen") is not None:  # a llama-bench test
+        if not t:
+            return None, "no metric kvplan predicts"
         load = _bench_load(p, t)
         if load is None:
             return None, "llama-bench test not told (n_prompt / n_gen)"
     else:
         isl, osl = _length(p, "in", metrics), _length(p, "out", metrics)
+        out = per_gpu_total_output(p, t, gpus, isl, osl)  # a per-GPU total read as output tok/s (kvplan.speed.pergpu)
+        if out:
+            t["output_throughput"], derived["output_throughput"] = out
+        if not t:
+            return None, "no metric kvplan predicts"
         if not isl or not osl:
             return None, "lengths not stated"
         made = generated(p, metrics)
@@ -272,14 +286,12 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
     if dp > 1 and _on(flags, DP_ATTENTION.get(engine)):  # the deployment's figures
         tp, ep = max(1, tp // dp), max(ep, tp)  # the attention replica's tp; the MoE over every rank
         limit = max(1, limit // dp) if limit else None  # the running limit per replica
-    elif limit and dp == 1 and tp > 1 and _on(flags, PER_RANK_LIMIT.get(engine)):
-        limit *= tp  # each attention rank's limit, over the tp ranks read as one group
     case = Case(source, str(p.get("id")), engine, p["gpu"], p["kvplan_model"], tp, ep, dp, gpus,
                 p.get("weight_dtype") or None, p.get("kv_dtype") or None, load, t, limit,
                 date, era_of(engine, p.get("version"), date if date not in ("", "None") else None,
                                backend_of(engine, p.get("backend")), harness_kind_of(engine, p.get("harness_kind"))),
                 str(p["version"]) if p.get("version") else None, dict(flags), pp,
-                p.get("harness") or None)
+                p.get("harness") or None, derived)
     return case, ""
 
 
@@ -364,6 +376,7 @@ def read_corpus(folder: Path) -> tuple[list[Case], dict]:
                 arrival_of(p.get("arrival"))  # every point's, priced or skipped
                 backend_of(p.get("engine"), p.get("backend"))
                 harness_kind_of(p.get("engine"), p.get("harness_kind"))
+                per_gpu_total_check(p)
             except ValueError as e:
                 raise ValueError(f"{f.name}, point {p.get('id')}: {e}") from None
             case, why = case_of(p, src["id"], str(src.get("date", "")))

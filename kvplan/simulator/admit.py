@@ -197,3 +197,34 @@ def head_blocked(engine, seq, s: int) -> bool:
         return False
     engine.ad.blocked = True  # the step would try it and fail: SGLang marks the batch full
     return True
+
+
+def fill(engine, s: int, budget: int, decode_paged: bool, preempted: bool = False) -> tuple[list, bool]:
+    """Step s's prefill chunks and admissions within `budget` tokens, both schedulers' (kvplan.simulator.engine's
+    mixed step, kvplan.simulator.prefill_first's prefill step): the chunked requests' next chunks first (a chunk
+    whose pages cannot be had preempts the newest running request; `decode_paged`: this step's decode pages are
+    already taken), then, if nothing was preempted (this step's decode pages included: `preempted`), waiting requests first come first served while the budget, the
+    running limit and the engine's own admission rule allow. Returns ([(seq, chunk)], preempted)."""
+    chunks = []
+    for seq in list(engine.prefilling.values()):
+        if budget <= 0:
+            break
+        if seq.rid not in engine.prefilling:
+            continue  # preempted for an earlier one
+        chunk = min(seq.target - seq.computed, budget)
+        while not engine._grow_prefill(seq, chunk):
+            preempted = True
+            if queue.preempt_tail(engine, s, decode_paged=decode_paged) is seq:
+                chunk = 0
+                break
+        if chunk:
+            chunks.append((seq, chunk))
+            budget -= chunk
+    if not preempted and budget > 0 and (not engine.own_rule or may_admit(engine, s)):
+        while engine.waiting and budget > 0 and len(engine.running) < engine.cfg.max_num_seqs:
+            chunk = engine._admit(engine.waiting[0], budget)
+            if not chunk:
+                break
+            chunks.append((engine.waiting.popleft(), chunk))
+            budget -= chunk
+    return chunks, preempted

@@ -324,29 +324,7 @@ class Engine:
         if need:
             self._take(need)
         budget = 0 if self.pf else self.cfg.max_num_batched_tokens - self.n_dec  # prefill first: a decode step
-        chunks = []
-        for seq in list(self.prefilling.values()):
-            if budget <= 0:
-                break
-            if seq.rid not in self.prefilling:
-                continue  # preempted for an earlier one
-            chunk = min(seq.target - seq.computed, budget)
-            while not self._grow_prefill(seq, chunk):
-                preempted = True
-                if queue.preempt_tail(self, s, decode_paged=True) is seq:
-                    chunk = 0
-                    break
-            if chunk:
-                chunks.append((seq, chunk))
-                budget -= chunk
-        if not preempted and budget > 0 and (not self.own_rule or admit.may_admit(self, s)):
-            while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
-                chunk = self._admit(self.waiting[0], budget)
-                if not chunk:
-                    break
-                chunks.append((self.waiting.popleft(), chunk))
-                budget -= chunk
-        return chunks, preempted
+        return admit.fill(self, s, budget, decode_paged=True, preempted=preempted)
 
     def _advance(self, s: int, t: float, chunks: list, decode: bool = True) -> float:
         """Run step s: time passes, tokens are written, prefills complete, requests finish. `decode` False: a

@@ -27,35 +27,13 @@ token; MLA models' 64 would round a chunk down to whole pages).
 
 from __future__ import annotations
 
-from kvplan.simulator import admit, fastpath, queue
+from kvplan.simulator import admit, fastpath
 
 
 def batch(engine, s: int) -> tuple[list, bool]:
     """The prefill batch that forms before decode step s: ([(seq, chunk)], preempted). Empty: no batch forms."""
     budget = engine.cfg.max_num_batched_tokens
-    chunks, preempted = [], False
-    for seq in list(engine.prefilling.values()):  # the chunked request's next chunk first (add_chunked_req)
-        if budget <= 0:
-            break
-        if seq.rid not in engine.prefilling:
-            continue  # preempted for an earlier one
-        chunk = min(seq.target - seq.computed, budget)
-        while not engine._grow_prefill(seq, chunk):
-            preempted = True
-            if queue.preempt_tail(engine, s) is seq:  # step s's decode pages are not taken yet
-                chunk = 0
-                break
-        if chunk:
-            chunks.append((seq, chunk))
-            budget -= chunk
-    if not preempted and (not engine.own_rule or admit.may_admit(engine, s)):
-        while engine.waiting and budget > 0 and len(engine.running) < engine.cfg.max_num_seqs:
-            chunk = engine._admit(engine.waiting[0], budget)
-            if not chunk:
-                break
-            chunks.append((engine.waiting.popleft(), chunk))
-            budget -= chunk
-    return chunks, preempted
+    return admit.fill(engine, s, budget, decode_paged=False)
 
 
 def step(engine, s: int, t: float) -> tuple[float, bool]:

@@ -125,6 +125,16 @@ def test_attention_dp_workers_lockstep_is_said_not_simulated():
     held = scheduler_limits(eng, res)
     assert held.lockstep == 8 and held.meta()["scheduler"]["lockstep_workers"] == 8
     assert any("8 attention-DP workers" in line and "not simulated" in line for line in held.notes())
+    # The worker simulated is SGLang's under DP attention: --schedule-conservativeness x 0.3 and chunked_prefill_size
+    # // dp_size (0.4.6.post5 server_args.py L327-334; 0.5.15 L4899-4902; 0.5.23 arg_groups/parallel_hook.py
+    # L314-332), so new_token_ratio starts at 0.7 x 0.3 = 0.21 (floor 0.21 x 0.14 = 0.0294) and a worker's prefill
+    # batch holds the chunk over 8: the H200's 8,192-token default chunk (defaults.default_chunked) / 8 = 1,024.
+    assert res.settings["chunked_prefill_size"] == 8192
+    assert held.max_num_batched_tokens == 1024
+    assert held.admission.init_ratio == pytest.approx(0.21) and held.admission.min_ratio == pytest.approx(0.0294)
+    one = scheduler_limits(eng, eng.result(find_in_catalog("deepseek-v3"), find_gpu("h200"), Deployment(tp=8),
+                                           Request(context=8192)))
+    assert (one.max_num_batched_tokens, one.admission.init_ratio) == (8192, pytest.approx(0.7))  # no DP attention
 
 
 def test_a_prompt_that_cannot_grow_gives_way_to_a_decode_step():

@@ -96,8 +96,10 @@ ON_DEMAND = Admission(ON_DEMAND_RULE, "admission as vLLM's scheduler: a request 
                       "request is preempted and recomputed later")
 
 
-def _sglang() -> Admission:
-    init = sglang_admission.initial_ratio()
+def _sglang(attention_dp: int = 1) -> Admission:
+    """SGLang's rule; under DP attention (`attention_dp` workers > 1) at its scaled conservativeness."""
+    init = sglang_admission.initial_ratio(sglang_admission.SCHEDULE_CONSERVATIVENESS *
+                                          (sglang_admission.DP_ATTENTION_CONSERVATIVENESS if attention_dp > 1 else 1.0))
     low = min(init * sglang_admission.MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
     clip, steps = sglang_admission.CLIP_MAX_NEW_TOKENS, sglang_admission.NEW_TOKEN_RATIO_DECAY_STEPS
     return Admission(
@@ -118,12 +120,13 @@ def policy_opts(engine: str | None, policy: str | None) -> dict:
     return {POLICY_OPTION: policy}
 
 
-def admission(engine: str | None, opts: dict | None = None) -> Admission:
+def admission(engine: str | None, opts: dict | None = None, attention_dp: int = 1) -> Admission:
     """The admission rule of `engine` (a name; None or kvplan's own rules: vLLM's) under its options `opts`
-    (TensorRT-LLM's POLICY_OPTION, e.g. MAX_UTILIZATION; a policy it does not have is a one-line error)."""
+    (TensorRT-LLM's POLICY_OPTION, e.g. MAX_UTILIZATION; a policy it does not have is a one-line error), for one of
+    its `attention_dp` attention-DP workers (SGLang's conservativeness under DP attention)."""
     name = canonical_engine(engine) if engine and engine != NeutralEngine.name else ""
     if name == "sglang":
-        return _sglang()
+        return _sglang(attention_dp)
     if name in DEFAULT_NO_EVICT:
         policy = (opts or {}).get(POLICY_OPTION)
         key = policy_key(name, policy)  # a policy TensorRT-LLM does not have is refused here

@@ -93,6 +93,12 @@ def lockstep_workers(engine: str | None, dp: int, attention_dp: bool) -> int:
     return max(1, dp) if attention_dp and canonical_engine(engine or "") in LOCKSTEP_DP else 1
 
 
+# Engines whose attention-DP workers each take the stated prefill chunk over the workers: SGLang's
+# chunked_prefill_size // dp_size under DP attention (kvplan.engines.sglang.admission, DP_ATTENTION_CONSERVATIVENESS's
+# citation); `limits` gives one worker's.
+CHUNK_PER_WORKER = frozenset({"sglang"})
+
+
 def lockstep_of(engine: str | None, settings: Mapping) -> int:
     """lockstep_workers of a plan whose engine settings (EngineResult.settings) name its attention-DP workers
     (`attention_dp`, SGLang's: 1 where DP attention is off)."""
@@ -209,6 +215,9 @@ def limits(engine: str | None, settings: dict, capacity=None) -> tuple[int | Non
     if capacity is not None and capacity.max_running:
         running = min(running, capacity.max_running) if running else capacity.max_running
     chunk = next((int(settings[k]) for k in CHUNK_KEYS if settings.get(k)), None)
+    workers = int(settings.get("attention_dp") or 1)
+    if chunk and workers > 1 and canonical_engine(engine or "") in CHUNK_PER_WORKER:
+        chunk = max(1, chunk // workers)  # one attention-DP worker's (CHUNK_PER_WORKER)
     return running or DEFAULT_RUNNING.get(engine or ""), chunk
 
 

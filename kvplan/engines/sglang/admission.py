@@ -41,6 +41,11 @@ MIN_NEW_TOKEN_RATIO_FACTOR = 0.14  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR: the floo
 NEW_TOKEN_RATIO_DECAY_STEPS = 600  # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS: decode steps from init to the floor
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS: decode steps a retraction's new ratio allows each request
 SCHEDULE_CONSERVATIVENESS = 1.0  # --schedule-conservativeness
+# Under DP attention SGLang scales --schedule-conservativeness by 0.3 (so new_token_ratio starts at 0.21) and gives each
+# attention-DP worker chunked_prefill_size // dp_size (sglang 0.4.6.post5 `srt/server_args.py` L327-334, 0.5.15
+# L4899-4902, 0.5.23 `srt/arg_groups/parallel_hook.py` L314-332, "to avoid MoE kernel issues"; every release between
+# read the same way: kvplan.engines.scheduler.limits divides the chunk).
+DP_ATTENTION_CONSERVATIVENESS = 0.3
 
 
 def initial_ratio(conservativeness: float = SCHEDULE_CONSERVATIVENESS) -> float:

@@ -24,7 +24,6 @@ def test_qwen35_h200_cell_reads_as_output_throughput():
     case, why = case_of(p, src, "")
     assert case is not None, why
     assert case.targets["output_throughput"] == pytest.approx(708.89, abs=0.01)
-    assert "per_gpu_total_throughput 6380" in case.derived["output_throughput"]
 
 
 def test_dp_attention_cell_counts_every_gpu():
@@ -45,7 +44,7 @@ def test_a_stated_output_rate_wins_and_an_undefined_total_stays_unread():
     # a run that states its own output rate (1,000 tok/s) is never given a second figure
     own = {**base, "per_gpu_total": spec, "metrics": {"output_throughput": 1000, "per_gpu_total_throughput": 9000}}
     case, _ = case_of(own, "t", "")
-    assert case.targets["output_throughput"] == 1000 and not case.derived
+    assert case.targets["output_throughput"] == 1000
     # no per_gpu_total: what the figure divides by is not established, the point has no figure to price
     bare = {**base, "metrics": {"per_gpu_total_throughput": 9000}}
     assert case_of(bare, "t", "") == (None, "no metric kvplan predicts")

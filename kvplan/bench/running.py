@@ -30,7 +30,8 @@ from typing import NamedTuple
 
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
-from kvplan.engines.scheduler import budget_bound, limits, model_limits, lockstep_workers, resident_context, runs_waves
+from kvplan.engines.scheduler import (budget_bound, limits, lockstep_workers, mixed_chunk, model_limits,
+                                      resident_context, runs_waves)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
@@ -58,7 +59,6 @@ POLICY = {"trtllm": ("capacity_scheduler_policy", "scheduler_policy", "batch_sch
 # neither: tool -> (the engine's option for tokens per step, the function giving (running limit, tokens))
 HARNESS_SETTINGS = {"trtllm-bench": ("max_num_tokens", trtllm_bench_settings)}
 HARNESS_FRACTION = ("kv_cache_free_gpu_mem_fraction", "free_gpu_memory_fraction")  # the KV fraction it was told
-MIXED_CHUNK = ("enable_mixed_chunk",)  # the corpus's spelling of SGLang's option to run decode inside prefill batches
 
 
 class Running(NamedTuple):
@@ -68,15 +68,13 @@ class Running(NamedTuple):
     lockstep: int = 1  # data-parallel workers whose forwards run together (kvplan.engines.scheduler.lockstep_workers)
 
 
-def waves_of(case) -> bool:
+def case_waves(case) -> bool:
     """Whether the case's engine, with the flags it ran, decodes only when no prefill batch forms (a closed loop of
     equal lengths then runs in waves: kvplan.engines.scheduler.runs_waves, kvplan.speed.load)."""
-    flags = case.flags or {}
-    mixed = any(str(flags.get(k)).lower() in ("true", "1") for k in MIXED_CHUNK)
-    return runs_waves(case.engine, mixed, case.dp > 1 and attention_dp(case))
+    return runs_waves(case.engine, mixed_chunk(case.engine, case.flags), case.dp > 1 and attention_dp(case))
 
 
-def lockstep_of(case) -> int:
+def case_lockstep(case) -> int:
     """The data-parallel workers of the case's engine that run each forward together (attention DP)."""
     return lockstep_workers(case.engine, case.dp, case.dp > 1 and attention_dp(case))
 
@@ -107,7 +105,8 @@ def running(case, spec, gpu) -> Running | None:
         if own is not None:
             return own
         if case.dp > ranks and attention_dp(case):  # DP ranks of one engine: not sized here, their lockstep told
-            return Running(None, None, False, lockstep_of(case)) if lockstep_of(case) > 1 else None
+            workers = case_lockstep(case)
+            return Running(None, None, False, workers) if workers > 1 else None
         res = engine.result(spec, gpu, dep, req)
     except KvplanError:
         return None
@@ -125,7 +124,7 @@ def running(case, spec, gpu) -> Running | None:
     bound = budget_bound(case.engine, chunk, load.isl, load.osl)  # what its step budget keeps fed, where it mixes
     if bound is not None:
         limit = min(limit, bound)
-    return Running(float(min(held, limit)), chunk, waves_of(case))
+    return Running(float(min(held, limit)), chunk, case_waves(case))
 
 
 def per_rank(case) -> bool:
@@ -158,4 +157,4 @@ def model_own(case, spec, settings) -> Running | None:
     compressed-cache estimate holds over 1,000 requests a replica)."""
     own = model_limits(case.engine, case.version, spec.layers, case.dp, case.max_seqs,
                        settings.as_dict() if settings is not None else {})
-    return Running(float(own[0]), own[1], waves_of(case), lockstep_of(case)) if own is not None and own[1] else None
+    return Running(float(own[0]), own[1], case_waves(case), case_lockstep(case)) if own is not None and own[1] else None

@@ -113,9 +113,10 @@ def scheduler_limits(engine, result=None, max_num_seqs: int | None = None,
         own_tokens or DEFAULT_MAX_BATCHED_TOKENS, _why(engine, "max_num_batched_tokens", own_tokens, False))
     opts, label = getattr(engine, "opts", None), getattr(engine, "label", None)
     known = canonical_engine(name) if label else None  # a named engine's rules; kvplan's own rules none
-    workers = int((result.settings if result is not None else {}).get("attention_dp") or 1)
+    settings = result.settings if result is not None else {}
+    workers = int(settings.get("attention_dp") or 1)  # SGLang's DP-attention workers: one is simulated
     return Limits(seqs[0], tokens[0], seqs[1], tokens[1], admission(name, opts, workers),
-                  prefill_first(known, mixed_chunk(known, opts)), lockstep_of(known, result.settings if result else {}),
+                  prefill_first(known, mixed_chunk(known, opts)), lockstep_of(known, settings),
                   label or "", MIXED_CHUNK_OPTS.get(known or ""))
 
 

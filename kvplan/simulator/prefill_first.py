@@ -32,8 +32,7 @@ from kvplan.simulator import admit, fastpath
 
 def batch(engine, s: int) -> tuple[list, bool]:
     """The prefill batch that forms before decode step s: ([(seq, chunk)], preempted). Empty: no batch forms."""
-    budget = engine.cfg.max_num_batched_tokens
-    return admit.fill(engine, s, budget, decode_paged=False)
+    return admit.fill(engine, s, engine.cfg.max_num_batched_tokens, decode_paged=False)
 
 
 def step(engine, s: int, t: float) -> tuple[float, bool]:

@@ -18,7 +18,7 @@ other value is refused. `harness` names a benchmark tool that sets the engine's 
 (trtllm-bench: kvplan.bench.running). A point marked `layout: unstated` (several GPUs whose tp / dp split the
 source does not give, where the harness does not run them as one group) is skipped. A per-GPU total (input + output)
 throughput whose definition the point states (`per_gpu_total`) is read as output tok/s where no output rate is stated
-(kvplan.speed.pergpu; the case's `derived` says so).
+(kvplan.speed.pergpu).
 """
 
 from __future__ import annotations
@@ -88,7 +88,6 @@ class Case:
     flags: dict = field(default_factory=dict)  # the engine flags the run stated (dashes read as underscores)
     pp: int = 1  # pipeline stages (the load then counts dp x pp micro-batch replicas: kvplan.speed.fit.Built)
     harness: str | None = None  # the benchmark tool as stated (`harness`), where the engine's settings depend on it
-    derived: dict = field(default_factory=dict)  # metric -> how a target was derived from another stated figure
 
 
 def _stat(v):
@@ -252,12 +251,11 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
     dp = max(1, _int(p.get("dp"), 1))
     attn_dp = _on(flags, "enable_attention_dp")
     ranks = attn_dp and dp == 1 and engine in PER_RANK_LIMIT  # its tp counts attention ranks (PER_RANK_LIMIT)
-    if attn_dp and dp == 1 and (not p.get("tp") or ranks):
+    if ranks or (attn_dp and dp == 1 and not p.get("tp")):
         dp = max(1, gpus // pp)
     tp = 1 if ranks else _int(p.get("tp") or flags.get("tp") or flags.get("tp_size"), max(1, gpus // (pp * dp)))
     ep = _int(p.get("ep"), tp * dp if attn_dp else 1)
     t = targets(metrics, gpus)
-    derived = {}
     if p.get("n_prompt") is not None or p.get("n_gen") is not None:  # a llama-bench test
         if not t:
             return None, "no metric kvplan predicts"
@@ -268,7 +266,7 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
         isl, osl = _length(p, "in", metrics), _length(p, "out", metrics)
         out = per_gpu_total_output(p, t, gpus, isl, osl)  # a per-GPU total read as output tok/s (kvplan.speed.pergpu)
         if out:
-            t["output_throughput"], derived["output_throughput"] = out
+            t["output_throughput"] = out
         if not t:
             return None, "no metric kvplan predicts"
         if not isl or not osl:
@@ -291,7 +289,7 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
                 date, era_of(engine, p.get("version"), date if date not in ("", "None") else None,
                                backend_of(engine, p.get("backend")), harness_kind_of(engine, p.get("harness_kind"))),
                 str(p["version"]) if p.get("version") else None, dict(flags), pp,
-                p.get("harness") or None, derived)
+                p.get("harness") or None)
     return case, ""
 
 

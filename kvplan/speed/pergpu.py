@@ -50,11 +50,9 @@ def figure(v) -> float:
     return x
 
 
-def output_rate(p: dict, targets: dict, gpus: int, isl: float, osl: float) -> tuple[float, str] | None:
-    """(the deployment's output tokens/s, how it was derived) from the point's per-GPU total, or None where the point
-    states its own output rate, has no defined per-GPU total (check), or no lengths."""
+def output_rate(p: dict, targets: dict, gpus: int, isl: float, osl: float) -> float | None:
+    """The deployment's output tokens/s from the point's per-GPU total, or None where the point states its own
+    output rate, has no defined per-GPU total (check), or no lengths."""
     if "output_throughput" in targets or check(p) is None or not isl or not osl:
         return None
-    x = figure(p["metrics"][FIGURE])
-    rate = x * gpus * osl / (isl + osl)
-    return rate, f"{FIGURE} {x:g} x {gpus} GPUs x {osl:g} / ({isl:g} + {osl:g})"
+    return figure(p["metrics"][FIGURE]) * gpus * osl / (isl + osl)

@@ -88,4 +88,3 @@ def bench_settings(spec, device_bytes: int, *, tp: int, pp: int, isl: float, osl
     if not chunked:
         tokens = max(tokens, int(math.ceil(isl)) + bs)
     return BenchSettings(bs, tokens)
-

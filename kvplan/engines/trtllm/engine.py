@@ -114,8 +114,8 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     if dep.dp > 1:
         opts = ", ".join(f"{k}: {str(v).lower()}" for k, v in adp.parallel_options(dep).items())
         notes += (f"attention DP ({opts}): each of the {dep.dp} ranks holds attention, dense MLPs, shared experts, "
-                  "embedding and LM head whole, 1/{} of the routed experts, whole KV heads and its own pool and "
-                  "max_batch_size (kvplan/engines/trtllm/layout.py)".format(dep.tp * dep.dp),)
+                  f"embedding and LM head whole, 1/{dep.tp * dep.dp} of the routed experts, whole KV heads and its own "
+                  "pool and max_batch_size (kvplan/engines/trtllm/layout.py)",)
     return Capacity("trtllm", st.version, kv_bytes, blocks * st.tokens_per_block, conc, context, bpt, blocks,
                     st.tokens_per_block, tuple(lines), notes)
 

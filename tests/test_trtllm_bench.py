@@ -1,10 +1,15 @@
-"""trtllm-bench's own max_batch_size and max_num_tokens (kvplan.engines.trtllm.bench), and a corpus point run by
-trtllm-bench priced at them (kvplan.bench.running). Hand arithmetic from TensorRT-LLM's tuning.py
-(NVIDIA/TensorRT-LLM@04cba882084a25665e7f80f5bda71b35b9790b6f:tensorrt_llm/bench/build/tuning.py)."""
+"""trtllm-bench's own max_batch_size and max_num_tokens (kvplan.engines.trtllm.bench), a corpus point run by
+trtllm-bench priced at them (kvplan.bench.running), and the KV dtype the perf overviews' Llama 3.3 70B points are read
+at (the most a bf16 cache allows against what they measured). Hand arithmetic from TensorRT-LLM's tuning.py
+(NVIDIA/TensorRT-LLM@04cba882084a25665e7f80f5bda71b35b9790b6f:tensorrt_llm/bench/build/tuning.py) and the GPU
+profiles' datasheet figures."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from kvplan.bench.running import running
 from kvplan.engines.trtllm.bench import BenchSettings, bench_settings, finetune
@@ -13,6 +18,7 @@ from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import case_of
 
 LLAMA = find_in_catalog("llama-3.1-8b-instruct")  # 32 layers, 8 KV heads of 128, 8,030,261,248 parameters
+CORPUS = Path(__file__).parent / "fixtures" / "speed"
 H100 = find_gpu("h100-sxm")  # NVML total (memory_smi_bytes) 85,520,809,984 B = 79.6475 GiB
 
 
@@ -121,3 +127,41 @@ def test_trtllm_bench_attention_dp_ranks_each_run_the_tools_limit():
     assert r is not None and r.chunk == tool.max_num_tokens and r.cap <= tool.max_batch_size
     group = running(dep_point({}, tp=4), QWEN_MOE, H100)  # the same GPUs as one tp 4 group
     assert r.cap < group.cap / 4 + 1  # a rank's own pool: 4 x the bytes a token of a tp 4 rank, more weights whole
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the speed corpus (tests/fixtures/speed) is absent")
+@pytest.mark.parametrize("page, point, gpus, kind, ceiling_bf16", [
+    # nvidia/Llama-3.3-70B-Instruct-FP8, one H200 SXM, 128/4096, measured 2,872 tok/s. NVML's total 150,754,820,096 B
+    # (143,771 MiB) less every parameter at one byte (70,553,706,496) = 80,201,113,600 B of KV room at most; a request
+    # holds ISL + OSL = 4,224 tokens x 327,680 B (80 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes, bf16) under
+    # GUARANTEED_NO_EVICT: 57.94 requests; a step reads 70,553,706,496 + 57.94 x 2,176 x 327,680 = 111.87e9 B at the
+    # datasheet's 4.8e12 B/s, 23.31 ms, so 57.94 / 0.02331 = 2,486 tok/s with a bf16 cache < 2,872.
+    ("trtllm-perf-overview-v1.0", "llama33-70b-h200-sxm-tp1-fp8-128-4096", 1, "h200-sxm", 2_486),
+    # nvidia/Llama-3.3-70B-Instruct-FP4, one GB200 (no NVML total in its profile: its usable 198,674,743,296 B),
+    # 1024/8192, measured 3,805 tok/s/GPU. Room 198,674,743,296 - 70,553,706,496 x 0.5 = 163,397,890,048 B; a request
+    # 9,216 x 327,680 B: 54.11 requests; a step 35,276,853,248 + 54.11 x 5,120 x 327,680 = 126.06e9 B at 8.0e12 B/s,
+    # 15.76 ms: 3,434 tok/s < 3,805.
+    ("trtllm-perf-overview-devguide-03e27c7", "llama33-70b-gb200-tp1-fp4-1024-8192", 1, "gb200", 3_434),
+])
+def test_a_trtllm_bench_70b_point_over_what_a_bf16_cache_allows_at_any_batch(page, point, gpus, kind, ceiling_bf16):
+    """TensorRT-LLM's 1.0 and dev-guide perf overviews state no KV dtype for Llama 3.3 70B, and its figures stay under the
+    ceiling the 8B test above uses (bandwidth / (mean context x KV bytes a token), at any batch). A finite batch bounds
+    them: trtllm-bench runs GUARANTEED_NO_EVICT, so a running request holds its ISL + OSL tokens of KV, at most (the
+    GPUs' whole memory less the weights) / that requests run at once, and a decode step of B of them reads at least the
+    weights and B x (ISL + OSL / 2) cached tokens at the datasheet bandwidth; prefill is left out (a higher ceiling).
+    A bf16 cache cannot reach the measured figures, so the Llama 3.3 70B points are read at FP8 (both checkpoints).
+    The same bound on Llama 3.1 405B, Qwen3-235B and Maverick is not reached (not read as FP8)."""
+    doc = yaml.safe_load((CORPUS / f"{page}.yaml").read_text())
+    (p,) = [q for q in doc["points"] if q["id"] == point]
+    assert p["kv_dtype"] == "fp8" and p["kvplan_model"] == "llama-3.3-70b-instruct"
+    measured = p["metrics"].get("output_throughput") or p["metrics"]["per_gpu_output_throughput"] * gpus
+    spec, gpu = find_in_catalog(p["kvplan_model"]), find_gpu(kind)
+    per_token = 2 * 80 * 8 * 128 * 2  # bf16 K and V, every layer (Llama 3.3 70B's config)
+    assert (len(spec.layers), spec.params.total) == (80, 70_553_706_496)
+    weights = spec.params.total * {"fp8": 1.0, "fp4": 0.5}[p["weight_dtype"]]
+    memory = (gpu.memory_smi_bytes or gpu.memory_usable_bytes) * gpus
+    batch = (memory - weights) / (per_token * (p["isl"] + p["osl"]))
+    step = (weights + batch * (p["isl"] + p["osl"] / 2) * per_token) / (gpu.bandwidth_bytes_per_s * gpus)
+    ceiling = batch / step
+    assert ceiling == pytest.approx(ceiling_bf16, abs=1)
+    assert ceiling < measured

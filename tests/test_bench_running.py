@@ -81,11 +81,13 @@ def test_what_the_engine_rules_do_not_take_keeps_the_plain_estimate():
     h100 = find_gpu("h100-sxm")
     assert running(case("trtllm", version="0.17"), LLAMA, h100) is None  # before the modelled releases
     dpa = case("sglang", version="0.5.3", dp=2, flags={"enable_dp_attention": True})
-    # attention-DP ranks of one engine: not sized here (no cap, no chunk: the plain estimate), but SGLang's two
-    # workers run every forward together (sglang 0.5.15 dp_attn.py prepare_mlp_sync_batch_raw): lockstep 2
-    assert running(dpa, LLAMA, h100) == Running(None, None, False, 2)
+    # attention-DP ranks of one engine: not sized here (no cap: the plain estimate), but SGLang's two workers run
+    # every forward together (sglang 0.5.15 dp_attn.py prepare_mlp_sync_batch_raw): lockstep 2, and each takes
+    # chunked_prefill_size // dp_size (sglang 0.5.6.post2 wheel, srt/server_args.py L1571
+    # `self.chunked_prefill_size = self.chunked_prefill_size // self.dp_size`): 8,192 on an 80 GB H100 / 2 = 4,096
+    assert running(dpa, LLAMA, h100) == Running(None, 4096, False, 2)
     kept = Built(dpa, running)
-    assert kept.load.chunk == 8192 and kept.load.lockstep == 2 and not kept.load.waves
+    assert kept.load.chunk == 4096 and kept.load.lockstep == 2 and not kept.load.waves
     big = find_in_catalog("llama-3.1-405b")
     assert running(case(model="llama-3.1-405b"), big, find_gpu("rtx-4090")) is None  # weights over memory
     plain = Built(case(version="0.17", engine="trtllm"), running)

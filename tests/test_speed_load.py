@@ -143,3 +143,22 @@ def test_an_open_loop_past_the_cap_is_overloaded_and_its_queue_grows():
     assert math.isclose(m["output_throughput"], 101 / 3.525)
     # below 1 the open loop is Little's law's as before (test_open_loop_requests_arrive_one_by_one)
     assert combos(load, 3.0, None, 0.99)[2] == combos(load, 3.0)[2]
+
+
+def test_replicas_no_request_reaches_add_no_throughput():
+    # A closed loop of concurrency 1 over 4 data-parallel replicas (the SGLang cookbook's Kimi-K2 latency run:
+    # --dp 4 --enable-dp-attention, bench_serving --max-concurrency 1, whose client holds one request in flight,
+    # sglang 0.5.6 wheel bench_serving.py L1878 `asyncio.Semaphore(max_concurrency)`): one replica runs B = 1, the
+    # other three idle. T = t_wave + 101 x t_dec = 4 + 10.1 = 14.1 s, so 101 / 14.1 = 7.163 tok/s and 1 / 14.1 req/s
+    # in all, not 4 x that; at concurrency 2, two replicas: 2 x 101 / 14.1
+    _, _, one = _metrics(Load(1000, 101, concurrency=1, cap=256, dp=4))
+    assert math.isclose(one["output_throughput"], 101 / 14.1)
+    assert math.isclose(one["request_throughput"], 1 / 14.1)
+    assert math.isclose(one["total_throughput"], 1101 / 14.1)
+    _, _, two = _metrics(Load(1000, 101, concurrency=2, cap=256, dp=4))
+    assert math.isclose(two["output_throughput"], 2 * 101 / 14.1)
+    # concurrency 8 over 4: every replica runs B = 2, T = 14.1 / 2 = 7.05 s: 4 x 101 / 7.05 tok/s
+    _, _, eight = _metrics(Load(1000, 101, concurrency=8, cap=256, dp=4))
+    assert math.isclose(eight["output_throughput"], 4 * 101 / 7.05)
+    # the latency figures of one request are a replica's own, whatever the idle ones: E2E = c x T = 14.1 s
+    assert math.isclose(one["e2el"], _metrics(Load(1000, 101, concurrency=1, cap=256))[2]["e2el"])

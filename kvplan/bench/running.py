@@ -21,7 +21,9 @@ engine's running limit is each rank's (kvplan.speed.corpus.PER_RANK_LIMIT: Tenso
 `max_num_tokens` under enable_attention_dp): the deployment with its dp ranks as the engine's own rules lay it out (a
 rank's pool from what it holds: kvplan.engines.trtllm.layout), each rank running the engine's limit, a harness's
 heuristic as the harness computes it (trtllm-bench's at `--tp` every rank: its tuning knows no attention DP,
-kvplan.engines.trtllm.bench). SGLang's DP-attention ranks are not sized here.
+kvplan.engines.trtllm.bench). SGLang's DP-attention ranks are not sized here, but each worker's prefill chunk is
+told: the deployment's chunked_prefill_size // dp (kvplan.engines.scheduler.worker_chunk; sglang 0.5.6.post2
+`srt/server_args.py` L1571), not the whole chunk a worker.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import NamedTuple
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.scheduler import (budget_bound, limits, lockstep_workers, mixed_chunk, model_limits,
-                                      resident_context, runs_waves)
+                                      resident_context, runs_waves, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
@@ -101,12 +103,14 @@ def running(case, spec, gpu) -> Running | None:
         dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, dp=ranks, ep=case.ep))
         req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
-        own = model_own(case, spec, engine.settings(spec, gpu, dep, req))
+        st = engine.settings(spec, gpu, dep, req)
+        own = model_own(case, spec, st)
         if own is not None:
             return own
-        if case.dp > ranks and attention_dp(case):  # DP ranks of one engine: not sized here, their lockstep told
-            workers = case_lockstep(case)
-            return Running(None, None, False, workers) if workers > 1 else None
+        if case.dp > ranks and attention_dp(case):  # DP ranks of one engine: not sized here; their lockstep and
+            workers = case_lockstep(case)  # one worker's prefill chunk told (kvplan.engines.scheduler.worker_chunk)
+            chunk = worker_chunk(case.engine, limits(case.engine, st.as_dict() if st is not None else {})[1], case.dp)
+            return Running(None, chunk, False, workers) if workers > 1 or chunk else None
         res = engine.result(spec, gpu, dep, req)
     except KvplanError:
         return None

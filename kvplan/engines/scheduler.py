@@ -215,10 +215,15 @@ def limits(engine: str | None, settings: dict, capacity=None) -> tuple[int | Non
     if capacity is not None and capacity.max_running:
         running = min(running, capacity.max_running) if running else capacity.max_running
     chunk = next((int(settings[k]) for k in CHUNK_KEYS if settings.get(k)), None)
-    workers = int(settings.get("attention_dp") or 1)
+    return running or DEFAULT_RUNNING.get(engine or ""), worker_chunk(engine, chunk, int(settings.get("attention_dp") or 1))
+
+
+def worker_chunk(engine: str | None, chunk: int | None, workers: int) -> int | None:
+    """The prefill chunk one of `workers` attention-DP workers takes where the deployment's is `chunk`: chunk //
+    workers under an engine that divides it (CHUNK_PER_WORKER: SGLang's chunked_prefill_size // dp_size), else chunk."""
     if chunk and workers > 1 and canonical_engine(engine or "") in CHUNK_PER_WORKER:
-        chunk = max(1, chunk // workers)  # one attention-DP worker's (CHUNK_PER_WORKER)
-    return running or DEFAULT_RUNNING.get(engine or ""), chunk
+        return max(1, chunk // workers)
+    return chunk
 
 
 def with_limits(engine: str | None, opts, running: int | None, chunk: int | None) -> list[str]:
@@ -253,5 +258,4 @@ def model_limits(engine: str | None, version: str | None, layers, dp: int, per_w
     running = sglang_dsv4.running_limit(version, layers, dp, per_worker)
     if running is None:
         return None
-    chunk = limits(engine, settings)[1]
-    return running, (max(1, chunk // max(1, dp)) if chunk else None)
+    return running, worker_chunk(engine, limits(engine, settings)[1], dp)

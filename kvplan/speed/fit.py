@@ -70,7 +70,8 @@ class Built:
         try:
             gpu = _gpu(case.gpu)
             self.shape = shape_for(spec, gpu, tp=case.tp, ep=case.ep, weight_dtype=weight_dtype_of(case.weight_dtype),
-                                   kv_dtype=_kv(case.kv_dtype), dp=case.dp, engine=case.engine, date=case.date)
+                                   kv_dtype=_kv(case.kv_dtype), dp=case.dp, engine=case.engine, date=case.date,
+                                   version=case.version)
         except Exception as e:  # noqa: BLE001 - a point kvplan cannot plan is skipped with its reason
             self.why = f"not plannable: {type(e).__name__}"
             return

@@ -9,7 +9,8 @@ or the inverse of one (throughputs), so it stays linear in the coefficients and 
 seconds:
 
   GPU time per request     T = (t_wave + osl x t_dec) / B
-  output tokens/s          dp x osl / T;   requests/s dp / T
+  output tokens/s          d x osl / T;   requests/s d / T, d = min(dp, the requests a closed loop keeps in flight,
+                           the prompts): replicas no request reaches add nothing (`busy`)
   closed loop, c running   E2E = c x T (Little's law); B = min(c, the batch cap); the c - B requests
                            over the cap queue, waiting (c - B) x T each
   its first wave           the first B requests start at once: they wait for the prefills before
@@ -279,7 +280,7 @@ def combos(load: Load, e2e_estimate: float | None = None,
         wait = c - b
         e2e = (c * t[0], c * t[1], 0.0)
         if load.concurrency:
-            share = min(1.0, b * load.dp / load.num_prompts) if load.num_prompts else 0.0
+            share = min(1.0, b * busy(load) / load.num_prompts) if load.num_prompts else 0.0
         else:  # open loop: no wave; a throughput run of untold length: its first wave stands for it
             share = 0.0 if _rate(load) else 1.0
     ttft = tuple(share * f + (1 - share) * x for f, x in zip(first, staggered))
@@ -300,12 +301,18 @@ def combos(load: Load, e2e_estimate: float | None = None,
         "e2el": (*e2e, 0.0),
         "ttft": (*ttft, 0.0),
         "tpot": tuple((x - y) / k for x, y in zip(e2e, ttft)) + (0.0,),
-        "output_throughput": (*t, load.dp * osl),
-        "request_throughput": (*t, float(load.dp)),
-        "total_throughput": (*t, load.dp * (load.isl + osl)),
+        "output_throughput": (*t, busy(load) * osl),
+        "request_throughput": (*t, busy(load)),
+        "total_throughput": (*t, busy(load) * (load.isl + osl)),
         "service": (1.0 / b, 0.0, 0.0, 0.0),  # the prefill server's S, t_wave / B: not a measured figure
     }
     return b, g, out
+
+
+def busy(load: Load) -> float:
+    """The data-parallel replicas a run keeps busy: dp, fewer where a closed loop's concurrency or the prompts are
+    fewer than the replicas (concurrency 1 over 4 DP-attention workers: one runs a request, the others idle)."""
+    return float(max(1.0, min(load.dp, load.concurrency or load.dp, load.num_prompts or load.dp)))
 
 
 def _rate(load: Load) -> bool:

@@ -23,7 +23,8 @@ from kvplan.model.layers import IndexedMLA
 from kvplan.model.spec import weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.ggml import paths as ggml_paths
-from kvplan.speed.model import gemm_kernels
+from kvplan.speed.model import engine_key, gemm_kernels
+from kvplan.speed.mxfp4 import mxfp4_precision
 from kvplan.speed.terms import Shape, gemm_rate, link
 
 _BIG = 1 << 40
@@ -40,11 +41,13 @@ def weight_dtype_of(name: str | None) -> str | None:
 
 
 def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
-              kv_dtype: str | None = None, dp: int = 1, engine: str | None = None, date: str | None = None) -> Shape:
+              kv_dtype: str | None = None, dp: int = 1, engine: str | None = None, date: str | None = None,
+              version: str | None = None) -> Shape:
     """The Shape of `spec` on `gpu` at tensor parallelism `tp`, expert parallelism `ep` and `dp`
-    data-parallel replicas; under `engine` llama.cpp (a build of `date`, None: current) with its GEMM paths."""
+    data-parallel replicas; under `engine` llama.cpp (a build of `date`, None: current) with its GEMM paths, under an
+    engine whose MXFP4 MoE kernels kvplan.speed.mxfp4 reads (release `version`, None: current) at their precision."""
     return on_gpu(model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype, dp=dp), spec, gpu,
-                  weight_dtype, engine=engine, date=date)
+                  weight_dtype, engine=engine, date=date, version=version)
 
 
 def attention_flops(layers, heads: int, tp: int) -> tuple[float, tuple]:
@@ -127,11 +130,15 @@ def read_flops(gpu, precision: str) -> float:
 
 
 def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: str | None = None,
-           date: str | None = None) -> Shape:
+           date: str | None = None, version: str | None = None) -> Shape:
     """model_terms' fields on `gpu`: its bandwidth (read_bandwidth) and GEMM rates at the weight dtype and at bf16
     (read_flops), the datasheet's beside them for the roofline, and its link; under llama.cpp, its GEMM paths by
-    tokens per step (kvplan.speed.ggml)."""
-    peak, precision = gemm_rate(gpu, weight_dtype or (spec.quantization.method if spec.quantization else None))
+    tokens per step (kvplan.speed.ggml); MXFP4 MoE weights at the precision the engine's kernels multiply in at
+    `version` where kvplan.speed.mxfp4 reads them (SGLang's), the weight dtype's own rate otherwise."""
+    dtype = weight_dtype or (spec.quantization.method if spec.quantization else None)
+    if str(dtype or "").lower() == "mxfp4" and spec.params.num_experts:
+        dtype = mxfp4_precision(engine_key(engine) if engine else None, gpu, version) or dtype
+    peak, precision = gemm_rate(gpu, dtype)
     peak_bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)
     rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, "bf16")
     link_bw, latency = link(gpu, max(terms["tp"], terms["ep"]))

@@ -1,0 +1,58 @@
+"""The precision an engine's MXFP4 MoE kernels multiply in, by GPU and release (source-derived, not fitted).
+
+The GEMM term (kvplan.speed.terms.gemm_rate) runs MXFP4 weights at the GPU's FP4 rate, its FP8 one where it has no FP4:
+what a kernel taking 4- or 8-bit activations reaches. An engine whose MXFP4 MoE kernel keeps its activations in 16 bits
+(weight-only: the 4-bit weights widened in the kernel) multiplies at the bf16 rate instead, and one that quantizes
+its activations to MXFP8 runs an FP8 x FP4 MMA at the FP8 rate. `MXFP4_MOE` names the engines whose path is read here
+(their speed key, kvplan.speed.model.engine_key), each a function of (GPU capability, release) giving the precision.
+
+SGLang (gpt-oss from 0.5.0; read in the 0.5.1.post3, 0.5.4.post2, 0.5.6 and 0.5.23 wheels):
+  * compute capability 10.x (and 12.x from 0.5.4): `moe_runner_backend` set to flashinfer_mxfp4 for an MXFP4
+    checkpoint (0.5.1.post3 `srt/server_args.py` L2259-2260 `is_sm100_supported()`; 0.5.4.post2 L951-952 and 0.5.6
+    L1108-1109 `is_blackwell_supported()`, capability 10 or 12, `utils/common.py` L226-231; 0.5.23
+    `srt/arg_groups/model_overrides/gpt_oss.py` L65-71). Its apply() quantizes the activations to MXFP8 at the default
+    `--flashinfer-mxfp4-moe-precision default` (`mxfp8_quantize(x, False, alignment=self.hidden_size)`: 0.5.1.post3
+    `srt/layers/quantization/mxfp4.py` L639-640, 0.5.6 L636-637; 0.5.23 `_prepare_flashinfer_mxfp8_activations` L78-116) and runs
+    trtllm_fp4_block_scale_moe, an MXFP8 x MXFP4 MMA: the FP8 rate (NVIDIA's B200 datasheet rates FP4 only for 4-bit
+    operands on both sides).
+  * every other NVIDIA GPU (Hopper, Ampere): the triton_kernels backend (`triton_kernel` where the package is
+    installed, ep 1), whose matmul_ogs widens the 4-bit weights in the kernel, or without it the experts upcast to bf16
+    once (`upcast_from_mxfp(..., dtype=torch.bfloat16)`, 0.5.4.post2 mxfp4.py L570-576) for Triton's fused_moe; either
+    way the activations stay bf16 (server_args: "use bf16 for mxfp4 triton kernels", `self.dtype = "bfloat16"`,
+    0.5.4.post2 L972-973): the bf16 rate. The bytes read are the checkpoint's MXFP4 (the triton_kernels path, which
+    SGLang's images run; the upcast's bf16 copy is not priced).
+The dense layers of such a checkpoint (attention, router, head: bf16 in gpt-oss) are priced at the same rate, as the
+term has one.
+"""
+
+from __future__ import annotations
+
+from kvplan.hardware.facts import capability_of
+from kvplan.speed.eras import padded, release
+
+SGLANG_FIRST = (0, 5, 0)  # gpt-oss's first SGLang release (sgl-project/sglang#8833)
+SGLANG_SM120_FLASHINFER = (0, 5, 4)  # is_blackwell_supported() (10.x and 12.x) picks flashinfer_mxfp4 (0.5.4.post2)
+
+
+def _sglang(cap: tuple[int, int], version) -> str | None:
+    rel = release(version)
+    rel = padded(rel) if rel else None  # None: a current release
+    if rel is not None and rel < SGLANG_FIRST:
+        return None
+    if cap[0] == 10 or (cap[0] == 12 and (rel is None or rel >= SGLANG_SM120_FLASHINFER)):
+        return "fp8"  # flashinfer_mxfp4: MXFP8 activations x MXFP4 weights
+    return "bf16"  # triton_kernels / upcast: bf16 activations
+
+
+MXFP4_MOE = {"sglang": _sglang}
+
+
+def mxfp4_precision(engine_key: str | None, gpu, version=None) -> str | None:
+    """The precision ("bf16" or "fp8") `engine_key`'s MXFP4 MoE kernels multiply in on `gpu` at `version` (None: a
+    current release), or None where this module has no rule (another engine, a GPU off NVIDIA or known only by its
+    memory): the weight dtype's own rate then (kvplan.speed.terms.gemm_rate)."""
+    rule = MXFP4_MOE.get(engine_key or "")
+    if rule is None or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+        return None
+    cap = capability_of(gpu)
+    return rule(cap, version) if cap is not None else None

@@ -313,10 +313,9 @@ def combos(load: Load, e2e_estimate: float | None = None,
         q = arrival_wait(load.rate / load.dp * service_estimate, max(0.0, (n - 1) / 2), load.arrival_cv2)
         ttft = (ttft[0] + q / b, ttft[1], ttft[2])
         e2e = (e2e[0] + q / b, e2e[1], e2e[2])
-    finite = load.num_prompts and (burst or (load.concurrency and not _rate(load)))  # ends with its longest request
-    thr = (t[0], t[1] + drain_steps(load, osl) * load.dp / load.num_prompts, t[2]) if finite else t  # its drain
+    thr = with_drain(load, t, osl, burst)  # what a throughput divides by
     k = max(1.0, osl - 1)
-    out = {
+    return b, g, {
         "e2el": (*e2e, 0.0),
         "ttft": (*ttft, 0.0),
         "tpot": tuple((x - y) / k for x, y in zip(e2e, ttft)) + (0.0,),
@@ -325,7 +324,15 @@ def combos(load: Load, e2e_estimate: float | None = None,
         "total_throughput": (*thr, load.dp * (load.isl + osl)),
         "service": (1.0 / b, 0.0, 0.0, 0.0),  # the prefill server's S, t_wave / B: not a measured figure
     }
-    return b, g, out
+
+
+def with_drain(load: Load, t: tuple, osl: float, burst: bool) -> tuple:
+    """What a throughput divides by, as (a, b, e) of t_wave, t_dec, t_grp: T, and where the run is finite (n requests
+    a replica, all at once or a closed loop) D / n decode steps a request for its drain (`drain_steps`); an open
+    loop's T alone."""
+    if not load.num_prompts or not (burst or (load.concurrency and not _rate(load))):
+        return t
+    return t[0], t[1] + drain_steps(load, osl) * load.dp / load.num_prompts, t[2]
 
 
 def _rate(load: Load) -> bool:

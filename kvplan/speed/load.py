@@ -10,7 +10,8 @@ seconds:
 
   GPU time per request     T = (t_wave + osl x t_dec) / B
   output tokens/s          d x osl / T;   requests/s d / T, d = min(dp, the requests a closed loop keeps in flight,
-                           the prompts): replicas no request reaches add nothing (`busy`)
+                           the prompts): replicas no request reaches add nothing (`busy`); a finite run of n drawn
+                           lengths a busy replica (all at once or a closed loop) over T + D / n x t_dec: its drain
   closed loop, c running   E2E = c x T (Little's law); B = min(c, the batch cap); the c - B requests
                            over the cap queue, waiting (c - B) x T each
   its first wave           the first B requests start at once: they wait for the prefills before
@@ -86,14 +87,21 @@ arrival wait for the prefill server; not the wait for a running slot under Poiss
 kvplan.speed.spread) enters through the running set it leaves: a request runs as many steps as it generates, so
 the running requests are biased to long outputs, a mean output of osl (1 + cv^2); that sets the context a decode
 step reads (`decode_context`) and the tokens a running request holds against the engine's pool, so its KV-bound
-cap (kvplan.engines.scheduler.resident_context). A finite run's drain, its last requests finishing one by one at
-a falling batch, is not priced: a request's share of the run is T throughout. The cap B itself is the engine's
-(kvplan.bench.running), bounded where the engine's step budget feeds decode and prefill alike
-(kvplan.engines.scheduler.budget_bound).
+cap (kvplan.engines.scheduler.resident_context). A finite run's drain: its client's duration runs until its last
+request ends (`vllm bench serve`'s and sglang.bench_serving's `benchmark` take the time once every request has
+returned, and `calculate_metrics` divides the tokens by it:
+vllm-project/vllm@009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1:vllm/benchmarks/serve.py,
+sgl-project/sglang@0033168f0f58b2bc05aa0273bd475d9c01bafb1c:python/sglang/bench_serving.py), so a run of n requests a
+replica with drawn output lengths, all at once or in a closed loop, ends with its longest, D = osl sqrt(3 cv^2) decode
+steps past the mean (the top of a uniform law of that mean and spread: exact for a random range, short of a dataset's
+longest), priced at t_dec(B) though the batch falls as they end (`drain_steps`). An open loop's drain is not priced: a
+request's share of its run is T throughout. The cap B itself is the engine's (kvplan.bench.running), bounded where the
+engine's step budget feeds decode and prefill alike (kvplan.engines.scheduler.budget_bound).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from kvplan.speed.model import PREFILL_CHUNK
@@ -197,6 +205,16 @@ def refill_delay(b: float, n: float, isl: float, osl: float, chunk: int) -> tupl
     return (1 + m1) / k * (1 - mean_r), (tokens - m1) * (1 - mean_r), 0.0
 
 
+def drain_steps(load: Load, osl: float) -> float:
+    """D: the decode steps a finite run lasts past its requests' mean output while its longest ends, where output
+    lengths are drawn (`drawn`, `out_cv2` > 0; else 0): osl sqrt(3 cv^2), the top of a uniform law of mean osl and that
+    spread, osl (1 + sqrt(3 cv^2)): sglang.bench_serving's random range [r L, L] (its mean L (1 + r) / 2, cv^2
+    (1 - r)^2 / (3 (1 + r)^2): L - mean = mean sqrt(3 cv^2)) and vllm bench serve's [L (1 - r), L (1 + r)] alike."""
+    if not load.drawn or load.out_cv2 <= 0:
+        return 0.0
+    return osl * math.sqrt(3 * load.out_cv2)
+
+
 def overloaded(rho_cap: float | None) -> bool:
     """Whether an open loop's rate reaches what a replica serves at its running cap: rho_cap = r / dp x T(cap)."""
     return rho_cap is not None and rho_cap >= 1
@@ -296,17 +314,26 @@ def combos(load: Load, e2e_estimate: float | None = None,
         q = arrival_wait(load.rate / load.dp * service_estimate, max(0.0, (n - 1) / 2), load.arrival_cv2)
         ttft = (ttft[0] + q / b, ttft[1], ttft[2])
         e2e = (e2e[0] + q / b, e2e[1], e2e[2])
+    thr = with_drain(load, t, osl, burst)  # what a throughput divides by
     k = max(1.0, osl - 1)
-    out = {
+    return b, g, {
         "e2el": (*e2e, 0.0),
         "ttft": (*ttft, 0.0),
         "tpot": tuple((x - y) / k for x, y in zip(e2e, ttft)) + (0.0,),
-        "output_throughput": (*t, busy(load) * osl),
-        "request_throughput": (*t, busy(load)),
-        "total_throughput": (*t, busy(load) * (load.isl + osl)),
+        "output_throughput": (*thr, busy(load) * osl),
+        "request_throughput": (*thr, busy(load)),
+        "total_throughput": (*thr, busy(load) * (load.isl + osl)),
         "service": (1.0 / b, 0.0, 0.0, 0.0),  # the prefill server's S, t_wave / B: not a measured figure
     }
-    return b, g, out
+
+
+def with_drain(load: Load, t: tuple, osl: float, burst: bool) -> tuple:
+    """What a throughput divides by, as (a, b, e) of t_wave, t_dec, t_grp: T, and where the run is finite (n requests
+    a busy replica (`busy`), all at once or a closed loop) D / n decode steps a request for its drain (`drain_steps`);
+    an open loop's T alone."""
+    if not load.num_prompts or not (burst or (load.concurrency and not _rate(load))):
+        return t
+    return t[0], t[1] + drain_steps(load, osl) * busy(load) / load.num_prompts, t[2]
 
 
 def busy(load: Load) -> float:

@@ -1,6 +1,8 @@
-"""The precision SGLang's MXFP4 MoE kernels multiply in, by GPU and release (kvplan.speed.mxfp4), and the GEMM rate a
-Shape reads with it. The rules are read in the sglang 0.5.1.post3, 0.5.4.post2, 0.5.6 and 0.5.23 wheels (the module's
-docstring); the rates are the GPU profiles' (their measured matmul rate, MAMF, as each profile's comment states)."""
+"""The precision SGLang's, vLLM's and TensorRT-LLM's MXFP4 MoE kernels multiply in, by GPU and release
+(kvplan.speed.mxfp4), and the GEMM rate a Shape reads with it. The rules are read in the sglang 0.5.1.post3,
+0.5.4.post2, 0.5.6 and 0.5.23 wheels, the vllm 0.10.2 and 0.11.0 wheels and TensorRT-LLM's model_config.py (the
+module's docstring); the rates are the GPU profiles' (their measured matmul rate, MAMF, as each profile's comment
+states)."""
 
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
@@ -23,7 +25,7 @@ def test_sglang_runs_mxfp4_experts_at_bf16_off_blackwell_and_fp8_on_it():
     assert mxfp4_precision("sglang", find_gpu("rtx-5090"), "0.5.1.post3") == "bf16"
     assert mxfp4_precision("sglang", find_gpu("rtx-5090"), "0.5.6") == "fp8"
     assert mxfp4_precision("sglang", find_gpu("h100-sxm"), "0.4.9") is None  # before gpt-oss (0.5.0): no rule
-    assert mxfp4_precision("vllm", find_gpu("h100-sxm"), "0.11.0") is None  # not read for vLLM here
+    assert mxfp4_precision("llama.cpp", find_gpu("h100-sxm"), None) is None  # not read for llama.cpp here
 
 
 def test_the_shape_reads_the_rate_of_that_precision():
@@ -33,7 +35,40 @@ def test_the_shape_reads_the_rate_of_that_precision():
     h100, b200 = find_gpu("h100-sxm"), find_gpu("b200")
     assert shape_for(GPT_OSS, h100, engine="sglang", version="0.5.3rc0").gemm_rate == 794.5e12
     assert shape_for(GPT_OSS, b200, engine="sglang", version="0.5.6").gemm_rate == 3432.5e12
-    assert shape_for(GPT_OSS, h100, engine="vllm").gemm_rate > 794.5e12
+    assert shape_for(GPT_OSS, h100).gemm_rate == 1402.6e12  # no engine: H100's measured fp8 rate
     # a dense bf16 model is not touched
     llama = find_in_catalog("llama-3.1-8b-instruct")
     assert shape_for(llama, h100, engine="sglang").gemm_rate == shape_for(llama, h100, engine="vllm").gemm_rate
+
+
+def test_vllm_keeps_mxfp4_activations_bf16_on_every_nvidia_gpu_by_default():
+    # get_mxfp4_backend, vllm 0.10.2 wheel mxfp4.py L54-102: Marlin (W4A16) on Ampere and on Hopper without
+    # triton_kernels, Triton (bf16 activations) with it, and on 10.x with FlashInfer SM100_FI_MXFP4_BF16 unless
+    # VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8 (envs.py L1006-1007, default "0"); its apply() asserts bf16 input (L812-815)
+    for gpu, version in (("h100-sxm", "0.10.2"), ("a100-sxm-80", "0.11.0"), ("b200", "0.11.0"), ("b200", None)):
+        assert mxfp4_precision("vllm", find_gpu(gpu), version) == "bf16"
+    assert mxfp4_precision("vllm", find_gpu("h100-sxm"), "0.10.0") is None  # before gpt-oss (0.10.1): no rule
+
+
+def test_trtllm_runs_w4a8_from_sm100_and_w4a16_below():
+    # NVIDIA/TensorRT-LLM@1a0dc5f7 tensorrt_llm/_torch/model_config.py get_mxfp4_quant_algo: get_sm_version() >= 100
+    # -> W4A8_MXFP4_MXFP8 (W4A8_MXFP4_FP8 under the TRITON MoE), else W4A16_MXFP4
+    assert mxfp4_precision("trtllm", find_gpu("h100-sxm"), "1.0.0") == "bf16"
+    assert mxfp4_precision("trtllm", find_gpu("h200-sxm"), None) == "bf16"
+    assert mxfp4_precision("trtllm", find_gpu("b200"), "1.2.0rc1") == "fp8"
+    assert mxfp4_precision("trtllm", find_gpu("gb200"), None) == "fp8"
+    assert mxfp4_precision("trtllm", find_gpu("rtx-5090"), None) == "fp8"  # SM 120 >= 100
+    assert mxfp4_precision("trtllm", find_gpu("h100-sxm"), "0.21.0") is None  # before 1.0.0: no rule
+
+
+def test_vllm_and_trtllm_shapes_read_those_rates():
+    # measured rates from the GPU profiles: H100 SXM bf16 794.5 T (80% of 989 T); B200 bf16 1,745 T (78% of
+    # 2,250 T), fp8 3,432.5 T (76% of 4,500 T); GB200 fp8 3,615.6 T (72% of 5,000 T). Without these rules gpt-oss
+    # read H100's fp8 rate (1,402.6 T) and B200's fp4 one (9,000 T x 1,745 / 2,250 = 6,980 T)
+    h100, b200, gb200 = find_gpu("h100-sxm"), find_gpu("b200"), find_gpu("gb200")
+    assert shape_for(GPT_OSS, h100, engine="vllm", version="0.10.2").gemm_rate == 794.5e12
+    assert shape_for(GPT_OSS, b200, engine="vllm").gemm_rate == 1745e12
+    assert shape_for(GPT_OSS, h100, engine="trtllm", version="1.0.0").gemm_rate == 794.5e12
+    assert shape_for(GPT_OSS, b200, engine="trtllm", version="1.2.0rc1").gemm_rate == 3432.5e12
+    assert shape_for(GPT_OSS, gb200, engine="tensorrt-llm").gemm_rate == 3615.6e12
+    assert shape_for(GPT_OSS, b200).gemm_rate == 9000e12 * 1745 / 2250

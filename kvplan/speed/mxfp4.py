@@ -21,6 +21,21 @@ SGLang (gpt-oss from 0.5.0; read in the 0.5.1.post3, 0.5.4.post2, 0.5.6 and 0.5.
     way the activations stay bf16 (server_args: "use bf16 for mxfp4 triton kernels", `self.dtype = "bfloat16"`,
     0.5.4.post2 L972-973): the bf16 rate. The bytes read are the checkpoint's MXFP4 (the triton_kernels path, which
     SGLang's images run; the upcast's bf16 copy is not priced).
+vLLM (gpt-oss from 0.10.1; get_mxfp4_backend read in the 0.10.2 wheel, `model_executor/layers/quantization/mxfp4.py`
+L54-102, the 0.11.0 wheel L59-107, and at vllm-project/vllm@afdb4a4f and @007d5005): at the default environment every
+NVIDIA backend it picks keeps the activations bf16: Marlin (W4A16, Ampere and Hopper without triton_kernels), Triton
+(triton_kernels' matmul_ogs, Hopper), and on compute capability 10.x with FlashInfer SM100_FI_MXFP4_BF16 ("Using
+FlashInfer MXFP4 BF16 backend for SM100, For faster performance on SM100, consider setting
+VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1", 0.10.2 L74-80; its apply() `assert x.dtype == torch.bfloat16`, `x_quant = x`,
+0.10.2 L812-815, 0.11.0 L853). MXFP8 activations (mxfp8_quantize, 0.10.2 L818) only under
+VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8 or ..._MXFP8_CUTLASS (envs.py default "0", 0.10.2 L1006-1015): not a default,
+not read here. So the bf16 rate on every NVIDIA GPU.
+TensorRT-LLM (PyTorch backend; NVIDIA/TensorRT-LLM@1a0dc5f7:tensorrt_llm/_torch/model_config.py
+ModelConfig.get_mxfp4_quant_algo, called by load_hf_quant_config for `quant_method: mxfp4`): `get_sm_version() >= 100`
+gives W4A8_MXFP4_MXFP8 (CUTLASS, TRTLLM MoE backends) or W4A8_MXFP4_FP8 (TRITON): 8-bit activations, the FP8 rate;
+below 100 (Hopper: the TRITON or CUTLASS MoE) W4A16_MXFP4: the bf16 rate; OVERRIDE_QUANT_ALGO (an environment
+variable, unset by default) alone changes it. The releases the corpus states (1.0.0, 1.2.0rc1) were not read
+separately: the same function in every stored version of the file was (an assumption for those two).
 The dense layers of such a checkpoint (attention, router, head: bf16 in gpt-oss) are priced at the same rate, as the
 term has one.
 """
@@ -44,7 +59,26 @@ def _sglang(cap: tuple[int, int], version) -> str | None:
     return "bf16"  # triton_kernels / upcast: bf16 activations
 
 
-MXFP4_MOE = {"sglang": _sglang}
+VLLM_FIRST = (0, 10, 1)  # gpt-oss's first vLLM release (kvplan.engines.vllm.mxfp4 reads 0.10.1.1's backends)
+TRTLLM_FIRST = (1, 0, 0)  # the first TensorRT-LLM release the corpus states running gpt-oss (GPUStack, 1.0.0)
+
+
+def _since(first: tuple[int, ...], version) -> bool:
+    rel = release(version)
+    return rel is None or padded(rel) >= first  # None: a current release
+
+
+def _vllm(cap: tuple[int, int], version) -> str | None:
+    return "bf16" if _since(VLLM_FIRST, version) else None  # Marlin / Triton / FlashInfer MXFP4 BF16: bf16 activations
+
+
+def _trtllm(cap: tuple[int, int], version) -> str | None:
+    if not _since(TRTLLM_FIRST, version):
+        return None
+    return "fp8" if cap[0] >= 10 else "bf16"  # W4A8_MXFP4_(MX)FP8 from SM100, W4A16_MXFP4 below
+
+
+MXFP4_MOE = {"sglang": _sglang, "vllm": _vllm, "trtllm": _trtllm}
 
 
 def mxfp4_precision(engine_key: str | None, gpu, version=None) -> str | None:

@@ -134,7 +134,7 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     """model_terms' fields on `gpu`: its bandwidth (read_bandwidth) and GEMM rates at the weight dtype and at bf16
     (read_flops), the datasheet's beside them for the roofline, and its link; under llama.cpp, its GEMM paths by
     tokens per step (kvplan.speed.ggml); MXFP4 MoE weights at the precision the engine's kernels multiply in at
-    `version` where kvplan.speed.mxfp4 reads them (SGLang's), the weight dtype's own rate otherwise."""
+    `version` where kvplan.speed.mxfp4 reads them (SGLang's, vLLM's, TensorRT-LLM's), the weight dtype's own rate otherwise."""
     dtype = weight_dtype or (spec.quantization.method if spec.quantization else None)
     if str(dtype or "").lower() == "mxfp4" and spec.params.num_experts:
         dtype = mxfp4_precision(engine_key(engine) if engine else None, gpu, version) or dtype

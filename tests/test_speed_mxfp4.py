@@ -72,3 +72,11 @@ def test_vllm_and_trtllm_shapes_read_those_rates():
     assert shape_for(GPT_OSS, b200, engine="trtllm", version="1.2.0rc1").gemm_rate == 3432.5e12
     assert shape_for(GPT_OSS, gb200, engine="tensorrt-llm").gemm_rate == 3615.6e12
     assert shape_for(GPT_OSS, b200).gemm_rate == 9000e12 * 1745 / 2250
+
+
+def test_an_older_eras_key_reads_its_engines_rule():
+    """`fit --engine sglang --engine-version 0.5.6` prices with the `sglang<0.5.14` set (kvplan.speed.eras); that key
+    is still SGLang, whose 0.5.6 runs MXFP4 experts with bf16 activations on an H100 (0.5.4.post2 server_args.py
+    L972-973, the rule above), not at the generic fp8 rate an unknown key would get."""
+    assert mxfp4_precision("sglang<0.5.14", find_gpu("h100-sxm"), "0.5.6") == "bf16"
+    assert mxfp4_precision("trtllm<1.0", find_gpu("b200"), "1.0.0") == "fp8"  # the key's engine, the given release

@@ -43,7 +43,7 @@ term has one.
 from __future__ import annotations
 
 from kvplan.hardware.facts import capability_of
-from kvplan.speed.eras import padded, release
+from kvplan.speed.eras import engine_of, padded, release
 
 SGLANG_FIRST = (0, 5, 0)  # gpt-oss's first SGLang release (sgl-project/sglang#8833)
 SGLANG_SM120_FLASHINFER = (0, 5, 4)  # is_blackwell_supported() (10.x and 12.x) picks flashinfer_mxfp4 (0.5.4.post2)
@@ -84,8 +84,9 @@ MXFP4_MOE = {"sglang": _sglang, "vllm": _vllm, "trtllm": _trtllm}
 def mxfp4_precision(engine_key: str | None, gpu, version=None) -> str | None:
     """The precision ("bf16" or "fp8") `engine_key`'s MXFP4 MoE kernels multiply in on `gpu` at `version` (None: a
     current release), or None where this module has no rule (another engine, a GPU off NVIDIA or known only by its
-    memory): the weight dtype's own rate then (kvplan.speed.terms.gemm_rate)."""
-    rule = MXFP4_MOE.get(engine_key or "")
+    memory): the weight dtype's own rate then (kvplan.speed.terms.gemm_rate). An older era's or a harness's key
+    ("sglang<0.5.14", what `fit --engine sglang --engine-version 0.5.6` prices with) reads its engine's rule."""
+    rule = MXFP4_MOE.get(engine_of(engine_key or ""))
     if rule is None or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
         return None
     cap = capability_of(gpu)

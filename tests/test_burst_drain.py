@@ -86,3 +86,14 @@ def test_drain_against_the_simulator():
     assert abs(ana / sim - 1) < 0.05
     _, _, flat = combos(replace(load, out_cv2=0.0))
     assert value(flat["request_throughput"], t_wave, S) / sim > 1.5  # T alone: 1.72x the simulated rate
+
+
+def test_the_drain_is_shared_by_the_replicas_a_run_keeps_busy():
+    # a closed loop of 1 over 4 data-parallel replicas, 100 drawn requests (on [0, 400], mean 200): one replica runs
+    # them one by one (B = 1: T = t_wave + 200 t_dec), the other three idle, and the run ends D = 200 steps past the
+    # mean once over its 100 requests: 200 x 1 / 100 = 2 decode steps a request, (1, 200 + 2, 0), 1 x 200 tokens
+    load = Load(200, 200, concurrency=1, num_prompts=100, cap=256, dp=4, drawn=True, out_cv2=uniform_cv2(0.0))
+    assert combos(load)[2]["output_throughput"] == (1.0, 202.0, 0.0, 200.0)
+    # at concurrency 8 every replica is busy: 4 x 200 tokens, B = 2 a replica, the drain 200 x 4 / 100 = 8 steps
+    busy = combos(replace(load, concurrency=8))[2]["output_throughput"]
+    assert busy == (0.5, 100.0 + 8.0, 0.0, 800.0)

@@ -106,6 +106,18 @@ def test_simulate_is_the_clis_run():
     assert out["meta"]["kv_pool_bytes_per_gpu"] == run.summary["kv"]["budget_bytes"]
 
 
+def test_simulate_at_an_older_release_is_the_clis_run():
+    # --engine-version 0.5.6 prices SGLang's steps with the coefficients of its era (sglang<0.5.14,
+    # kvplan.speed.eras), in the API as in the CLI (the API took the current era's before); an MoE model, whose
+    # grouped-GEMM term is where the two eras' coefficients differ
+    kw = dict(workload="chat", qps=5, duration=20, seed=3, engine="sglang", engine_version="0.5.6")
+    run = kvplan.simulate("qwen3-30b-a3b", "h100", **kw)
+    out = _cli_json("simulate", "qwen3-30b-a3b", "--gpu", "h100", "--workload", "chat", "--qps", "5",
+                    "--duration", "20", "--seed", "3", "--engine", "sglang", "--engine-version", "0.5.6")
+    assert "sglang<0.5.14" in out["meta"]["step_time"]
+    assert out["runs"]["paged"]["summary"] == json.loads(json.dumps(run.summary))
+
+
 def test_simulate_offload_is_the_clis_run():
     # the Mooncake excerpt on a 4 GiB pool with a 64 GiB CPU tier behind the dgx-h100 host's 64 GB/s PCIe Gen5
     # link: the same summary as simulate --offload --host, and the tier as vLLM's rule sizes it

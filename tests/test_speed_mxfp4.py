@@ -80,3 +80,30 @@ def test_an_older_eras_key_reads_its_engines_rule():
     L972-973, the rule above), not at the generic fp8 rate an unknown key would get."""
     assert mxfp4_precision("sglang<0.5.14", find_gpu("h100-sxm"), "0.5.6") == "bf16"
     assert mxfp4_precision("trtllm<1.0", find_gpu("b200"), "1.0.0") == "fp8"  # the key's engine, the given release
+
+
+def test_the_engines_release_reaches_every_plan_priced():
+    """`--engine-version` reaches the MXFP4 rule wherever a plan is priced (fit, cheapest, sweep, simulate,
+    check-bench), not only in the fit: SGLang 0.5.1.post3 on compute capability 12.0 runs gpt-oss's experts at bf16
+    (is_sm100_supported() only, server_args.py L2259), 0.5.6 at FP8 (is_blackwell_supported(), 0.5.4.post2 L951).
+    RTX PRO 6000 Workstation's datasheet rates (its profile; no measured matmul rate): bf16 503.8 T, fp8 1,007.6 T."""
+    from kvplan.compare.cheapest import calibrated_step
+    from kvplan.engines import resolve_engine
+    from kvplan.planning.deploy import Deployment
+    from kvplan.planning.plan import Request
+    from kvplan.simulator.adapter import sim_model
+    from kvplan.speed.plan import DecodeSteps, plan_decode_seconds, plan_shape
+
+    gpu = find_gpu("rtx-pro-6000-workstation")
+    rates = {}
+    for version in ("0.5.1.post3", "0.5.6"):
+        engine = resolve_engine("sglang", version)
+        plan = engine.plan(GPT_OSS, gpu, Deployment(1), Request(8192, batch=64))
+        shape = plan_shape(plan, GPT_OSS, gpu, engine.speed_key, engine.version)
+        sim = sim_model(plan, GPT_OSS, gpu, engine=engine.speed_key, version=engine.version)
+        assert sim.speed.shape.gemm_rate == shape.gemm_rate  # simulate, disagg, sweep --workload, check-bench
+        step = plan_decode_seconds(plan, GPT_OSS, gpu, engine.speed_key, version=engine.version)
+        assert calibrated_step(plan, GPT_OSS, gpu, engine) == step  # cheapest
+        assert abs(DecodeSteps(engine.speed_key, version=engine.version).seconds(plan, GPT_OSS, gpu) - step) < 1e-12
+        rates[version] = shape.gemm_rate
+    assert rates == {"0.5.1.post3": 503.8e12, "0.5.6": 1007.6e12}

@@ -138,7 +138,7 @@ def _sim(r: Resolved, hw_profiles):
         weight_dtype=r.weight_dtype, gmu=None, kv_cache_memory=None, overhead=None, block_size=None,
         step_overhead=simulate_default("step_overhead"), chosen=chosen, hw_profiles=hw_profiles, revision=None,
         token=None, timeout=simulate_default("timeout"),
-        speed_engine=era_of(r.engine, r.version) if r.engine else None)
+        speed_engine=era_of(r.engine, r.version) if r.engine else None, speed_version=r.version)
     return sim, [n for n in notes if n], (chosen, result[0])
 
 

@@ -66,7 +66,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
         for line in (weights, margin):
             if line and not as_json:
                 stderr(line)
-    speeds = [plan_decode_seconds(r.plan, spec, hw, engine.speed_key) for r in results]
+    speeds = [plan_decode_seconds(r.plan, spec, hw, engine.speed_key, version=engine.version) for r in results]
     for line in speed_notes("calibrated", engine.speed_key, hw.key, spec.family, engine.version, (hw,),
                             weight_dtype=chosen.plan.request.weight_dtype):
         stderr(line)

@@ -190,12 +190,13 @@ def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttf
 def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,
                       overhead, block_size, step_overhead, chosen, hw_profiles, revision, token, timeout,
                       speculative=None, lora=None, allow_long_context=False, speed="calibrated",
-                      speed_engine=None):
+                      speed_engine=None, speed_version=None):
     """Plan the deployment as `fit` does (with the drafter --speculative names), as `chosen` (a
     configured engine) sizes the pool, then the simulator's inputs and the notes for stderr.
     `speed_engine`: the coefficient set the steps take where it is not the engine's current one
-    (check-bench: the era of the release its file names, e.g. "trtllm<1.0")."""
-    speed_engine = speed_engine or chosen.speed_key
+    (check-bench: the era of the release its file names, e.g. "trtllm<1.0"), `speed_version` that release (None:
+    the configured engine's)."""
+    speed_engine, speed_version = speed_engine or chosen.speed_key, speed_version or chosen.version
     hw = find_gpu(gpu, hw_profiles or ())
     drafter = speculative_request(speculative, chosen)
     resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
@@ -209,7 +210,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     dep = chosen.deployment(dep)
     result = engine_result(chosen, spec, hw, dep, req)  # the pool as the engine sizes it (its admission: held)
     p = result.plan
-    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=speed_engine)
+    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=speed_engine, version=speed_version)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache "
                           f"(weights {p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more --gpus", EXIT_USAGE)

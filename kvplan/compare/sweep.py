@@ -69,6 +69,7 @@ class SweepResult:
     gpus: dict = field(default_factory=dict)  # GPU key -> profile (the calibrated step reads it)
     engine_name: str | None = None  # whose speed coefficients price the calibrated step (kvplan.speed)
     speed: str = "calibrated"  # or "roofline": no calibrated figure, the plans' own roofline only
+    engine_version: str | None = None  # the engine's release (None: its current one; kvplan.speed.mxfp4 reads it)
     _steps: DecodeSteps | None = field(default=None, repr=False)
 
     def calibrated_step(self, plan: Plan) -> float | None:
@@ -79,7 +80,7 @@ class SweepResult:
         if self.speed != "calibrated" or not plan.fits or gpu is None:
             return None
         if self._steps is None:
-            self._steps = DecodeSteps(self.engine_name, self.speed)
+            self._steps = DecodeSteps(self.engine_name, self.speed, self.engine_version)
         return self._steps.seconds(plan, self.models[plan.model], gpu)
 
     @property
@@ -153,7 +154,7 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
                gpu_memory_utilization, plans, skipped, progress, engine, layouts, parse_lora(lora))
         plans.sort(key=lambda p: rank_key(p, prices.get(p.gpu)))
     return SweepResult(plans, {m.name: m for m in models}, skipped, prices, engine.label, {g.key: g for g in gpus},
-                       engine.speed_key, speed)
+                       engine.speed_key, speed, engine_version=engine.version)
 
 
 def _best_layouts(model, gpus, count: int, requests, engine) -> list[Plan]:

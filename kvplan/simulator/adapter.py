@@ -20,7 +20,7 @@ _BIG = 1 << 40  # a sequence length past every window
 
 
 def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhead_s: float = 0.0,
-              speed: str = "calibrated", engine: str | None = None) -> SimModel:
+              speed: str = "calibrated", engine: str | None = None, version: str | None = None) -> SimModel:
     """The simulator's view of `plan` (model `spec` on GPU profile `gpu`).
 
     KV pool: the binding pipeline stage (fewest token slots per byte of KV memory), its layers
@@ -32,7 +32,8 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
     The page size is the plan's block size; the scheduler's steps and admission are the engine's own
     (kvplan.simulator.limits hands the simulator its rules: SGLang's prefill first, vLLM's mixed budget else).
     speed="calibrated" (the default): steps take kvplan.speed's calibrated time under `engine`'s
-    coefficients (vLLM's for kvplan's own rules); "roofline": the bare roofline of the inputs above.
+    coefficients (vLLM's for kvplan's own rules) at its release `version` (None: the current one; the MXFP4 MoE
+    rules of kvplan.speed.mxfp4 read it); "roofline": the bare roofline of the inputs above.
     """
     tp = plan.deployment.tp
     binding = min(plan.stages, key=lambda s: s.kv_memory_bytes / max(1, s.profile.slot_bytes_per_token()))
@@ -47,13 +48,14 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
         groups=groups, state_bytes=state, max_model_len=max_model_len or plan.request.context,
         stages=costs, bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s,
         flops_per_s=float(flops.get("bf16") or flops.get("fp16") or 0), step_overhead_s=step_overhead_s,
-        speed=calibrated(plan, spec, gpu, speed, engine), speed_label=label(engine, speed),
+        speed=calibrated(plan, spec, gpu, speed, engine, version), speed_label=label(engine, speed),
     )
 
 
-def calibrated(plan, spec, gpu, speed: str = "calibrated", engine: str | None = None):
-    """The calibrated StepModel of `plan` (kvplan.speed), or None for the roofline."""
-    return step_model(plan_shape(plan, spec, gpu, engine), engine, speed) if speed == "calibrated" else None
+def calibrated(plan, spec, gpu, speed: str = "calibrated", engine: str | None = None, version: str | None = None):
+    """The calibrated StepModel of `plan` (kvplan.speed) under `engine` at release `version`, or None for the
+    roofline."""
+    return step_model(plan_shape(plan, spec, gpu, engine, version), engine, speed) if speed == "calibrated" else None
 
 
 def _kv_groups(prof, tp: int) -> tuple[tuple, int]:

@@ -39,7 +39,8 @@ class Target:
 def simulate_plan(plan, spec, gpu, target: Target) -> dict:
     """The paged-pool summary of `target.requests` on `plan` (kvplan.simulator.results.Recorder.summary), run at
     the plan's engine's own scheduler limits (kvplan.simulator.limits.plan_limits), with them (`scheduler_limits`)."""
-    model = sim_model(plan, spec, gpu, step_overhead_s=target.step_overhead_s, speed=target.speed, engine=target.engine)
+    model = sim_model(plan, spec, gpu, step_overhead_s=target.step_overhead_s, speed=target.speed, engine=target.engine,
+                      version=getattr(target.configured, "version", None))
     if model.kv_budget_bytes < model.block_bytes():
         return {}
     held = plan_limits(target.configured, plan, spec, gpu)

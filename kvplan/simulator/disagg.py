@@ -69,6 +69,7 @@ class Setup:
     means: bool = False  # isl and osl are a workload's means
     speed: str = "calibrated"  # kvplan.speed's calibrated step times, or "roofline"
     speed_engine: str | None = None  # whose coefficients the steps take (the pools' engine; None: vLLM's)
+    speed_version: str | None = None  # that engine's release (None: its current one; kvplan.speed.mxfp4 reads it)
 
 
 @dataclass
@@ -93,7 +94,7 @@ class Result:
 
 def _speeds(pool: Pool, spec, hw, setup: Setup) -> Speeds:
     return Speeds(StepTimer(sim_model(pool.plan, spec, hw, step_overhead_s=setup.step_overhead_s, speed=setup.speed,
-                                      engine=setup.speed_engine)))
+                                      engine=setup.speed_engine, version=setup.speed_version)))
 
 
 def _decode_batch(pool: Pool, sp: Speeds, setup: Setup, most: int) -> tuple[int, str]:
@@ -220,7 +221,7 @@ def aggregated(res: Result, spec, hw, requests, replicas: int, pool: Pool) -> di
     s = res.setup
     dep = pool.plan.deployment
     model = sim_model(pool.plan, spec, hw, max_model_len=s.decode_max_model_len, step_overhead_s=s.step_overhead_s,
-                      speed=s.speed, engine=s.speed_engine)
+                      speed=s.speed, engine=s.speed_engine, version=s.speed_version)
     share = [replace(r, rid=i) for i, r in enumerate(requests[::replicas])]  # the recorder indexes by rid
     held = res.limits[pool.role]  # the pool's own engine limits (a hybrid's running cap is its pool's)
     rec = SimEngine(model, held.config()).run(share)  # simulate's engine: the engine's own admission rule too

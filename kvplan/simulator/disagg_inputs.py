@@ -113,5 +113,5 @@ def disagg_run(model: str | ModelSpec, gpu: str | GPU, *, isl=None, osl=None, pr
                      prefill_max_model_len=lens[0], decode_max_model_len=lens[1], max_gpus=max_gpus,
                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, slo_ttft=slo_ttft,
                      slo_tpot=slo_tpot, slo_percent=slo_percent, step_overhead_s=step_overhead, speed=speed,
-                     speed_engine=chosen.speed_key)
+                     speed_engine=chosen.speed_key, speed_version=chosen.version)
     return DisaggRun(res, chosen, spec, said, hw)

@@ -13,21 +13,22 @@ from kvplan.speed.shape import model_terms, on_gpu, shape_for
 from kvplan.speed.terms import Shape
 
 
-def plan_shape(plan, spec, gpu, engine: str | None = None) -> Shape:
+def plan_shape(plan, spec, gpu, engine: str | None = None, version: str | None = None) -> Shape:
     """The Shape (kvplan.speed.terms) of the plan's deployment and dtypes (under llama.cpp, with its current
-    build's GEMM paths: kvplan.speed.ggml)."""
+    build's GEMM paths: kvplan.speed.ggml; an MXFP4 MoE at the precision the engine's kernels multiply in at release
+    `version`, None: its current one, kvplan.speed.mxfp4)."""
     req, dep = plan.request, plan.deployment
     kv = req.kv_dtype.name if req.kv_dtype is not None else None
     return shape_for(spec, gpu, tp=dep.tp, ep=dep.ep, weight_dtype=req.weight_dtype, kv_dtype=kv, dp=dep.dp,
-                     engine=engine)
+                     engine=engine, version=version)
 
 
 def plan_decode_seconds(plan, spec, gpu, engine: str | None, speed: str = "calibrated", *,
-                        batch: int | None = None, context: int | None = None) -> float:
+                        batch: int | None = None, context: int | None = None, version: str | None = None) -> float:
     """Seconds of one decode step of `batch` sequences of `context` cached tokens each (default: the
-    plan's batch at its context)."""
+    plan's batch at its context; `version`: the engine's release, as plan_shape)."""
     req = plan.request
-    return decode_seconds(plan_shape(plan, spec, gpu, engine), engine, max(1, batch or req.batch), context or req.context,
+    return decode_seconds(plan_shape(plan, spec, gpu, engine, version), engine, max(1, batch or req.batch), context or req.context,
                           speed=speed)
 
 
@@ -37,8 +38,8 @@ class DecodeSteps:
     once per model × tp × ep × dp × dtypes, the Shape and its StepModel once per GPU too, and a decode step
     at a batch is then a line in the context. Neither depends on the context or the batch."""
 
-    def __init__(self, engine: str | None, speed: str = "calibrated"):
-        self.engine, self.speed = engine, speed
+    def __init__(self, engine: str | None, speed: str = "calibrated", version: str | None = None):
+        self.engine, self.speed, self.version = engine, speed, version
         self._coef = coefficients(engine) if speed == "calibrated" else ()  # (): the roofline's decode_seconds
         self._terms: dict = {}  # key -> (spec, terms): the spec kept so its id stays its own
         self._lines: dict = {}  # (key, id(gpu), batch) -> (gpu, decode step as a function of the context)
@@ -60,7 +61,7 @@ class DecodeSteps:
             batch = max(1, req.batch)
             terms = self._terms_of(spec, (id(spec), dep.tp, dep.ep, dep.dp, req.weight_dtype, kv), dep.tp, dep.ep,
                                    req.weight_dtype, kv, dep.dp)
-            shape = on_gpu(terms, spec, gpu, req.weight_dtype, engine=self.engine)
+            shape = on_gpu(terms, spec, gpu, req.weight_dtype, engine=self.engine, version=self.version)
             total = StepModel(shape, self._coef).decode(batch) if self._coef else None  # of all seqs' context
             line = ((lambda context: total(batch * context)) if total else
                     (lambda context, s=shape: decode_seconds(s, self.engine, batch, context, speed=self.speed)))
@@ -68,7 +69,8 @@ class DecodeSteps:
         return hit[1](req.context)
 
 
-def plan_prefill_seconds(plan, spec, gpu, engine: str | None, prompt: int, speed: str = "calibrated") -> float:
+def plan_prefill_seconds(plan, spec, gpu, engine: str | None, prompt: int, speed: str = "calibrated",
+                         version: str | None = None) -> float:
     """Seconds one request's prefill of `prompt` tokens takes on the plan's deployment (its fixed cost
-    per request included)."""
-    return prefill_seconds(plan_shape(plan, spec, gpu, engine), engine, prompt, speed=speed)
+    per request included; `version`: the engine's release, as plan_shape)."""
+    return prefill_seconds(plan_shape(plan, spec, gpu, engine, version), engine, prompt, speed=speed)

@@ -21,11 +21,16 @@ expert), padded by the MoE runner backend:
     gpt-oss's H = I = 2880 become 3072: (3072/2880)^2 = 1.138 x the expert bytes.
   * every other CUDA GPU, where `server_args.py` picks `triton_kernel` for gpt-oss when ep_size is 1 and
     triton_kernels is installed ("Detected GPT-OSS model, enabling triton_kernels MOE kernel"): I' = round_up(I,
-    32); `_swizzle_mxfp4` converts the values and scales to triton_kernels' layouts (new tensors; `del
-    layer.w13_weight` frees only the old values, so the checkpoint's scales stay registered beside the converted
-    ones) and the biases become fp32. On Hopper the layouts pad as kvplan.engines.vllm.overhead.
-    _hopper_swizzle_extra restates for the same library: values [round_up(K/2, 64), round_up(N, 256)], scales
-    [round_up(N, 32 x 8 warps), round_up(K/32, 2)]; on Ampere and Ada both stay strided (no padding), and there
+    32); `_swizzle_mxfp4` converts the values and scales to triton_kernels' layouts and the biases become fp32.
+    On Hopper the layouts pad as kvplan.engines.vllm.mxfp4._hopper_swizzle_extra restates for the same library:
+    values [round_up(K/2, 64), round_up(N, 256)], scales [round_up(N, 32 x 8 warps), round_up(K/32, 2)], one copy
+    of the scales. vLLM's Mxfp4MoEMethod runs the same calls (`_swizzle_mxfp4`, then `del layer.w13_weight`, the
+    scale parameters left registered, as SGLang's), and its "Model loading took" for gpt-oss-120b on one H100,
+    64.38 GiB under 0.11.0 and 0.14.1 (the corpus's llmdbench-gpt-oss-120b and vllm#33155, both training), is
+    that rule's 64.20 (-0.3%); counting the checkpoint's scales a second time, as kvplan did for SGLang before,
+    adds 3.34 GiB (67.67 GiB, more than SGLang 0.5.3's default static fraction, 0.835 x 79.19 = 66.12 GiB, leaves
+    an H100), where GPUStack's perf lab served gpt-oss-120b on one H100 under SGLang 0.5.3rc0 at its defaults
+    (tests/fixtures/speed/gpustack-perflab-gpt-oss-120b-h100.yaml). On Ampere and Ada both stay strided (no padding), and there
     the conversion copies nothing: triton_kernels' `tensor_details/layout_details/strided.py`
     StridedLayoutTransformation.swizzle_data is `return data` (or `return data.permute(self.order)`,
     triton-lang/triton@022bb95d), a view of the transposed checkpoint tensor, so the values stay in the storage
@@ -115,13 +120,13 @@ def _flashinfer_expert(i: int, h: int) -> int:
 
 
 def _hopper_triton_expert(i: int, h: int, warps: int = 8) -> int:
-    """One expert in triton_kernels' Hopper layouts (values and scales swizzled, the checkpoint's scales kept,
-    I padded to 32, biases fp32)."""
+    """One expert in triton_kernels' Hopper layouts (values and scales swizzled, one copy of the scales, I padded
+    to 32, biases fp32): vLLM's rule for the same library calls (kvplan.engines.vllm.mxfp4._hopper_swizzle_extra),
+    which its logs confirm (module docstring)."""
     i = round_up(i, 32)
     values = round_up(h // 2, 64) * round_up(2 * i, 256) + round_up(i // 2, 64) * round_up(h, 256)
     swizzled = round_up(2 * i, 32 * warps) * round_up(h // 32, 2) + round_up(h, 32 * warps) * round_up(i // 32, 2)
-    kept = 2 * i * (h // 32) + h * (i // 32)
-    return values + swizzled + kept + 4 * (2 * i + h)
+    return values + swizzled + 4 * (2 * i + h)
 
 
 def _strided_triton_expert(i: int, h: int) -> int:

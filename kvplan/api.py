@@ -288,8 +288,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     dep = chosen.deployment(dep or Deployment(1, 1))
     res = chosen.result(spec, hw, dep, req)  # the pool as the engine sizes it; its admission rule below
     p = res.plan
-    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=chosen.speed_key,
-                    version=chosen.version)  # the coefficients and MXFP4 rules of the release, as the CLI's
+    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=chosen.speed_key, version=chosen.version)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache (weights "
                           f"{p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more {arg('gpus')}", EXIT_USAGE)

@@ -111,3 +111,24 @@ def test_sizes_read_as_vllm_reads_them(kvplan_home):
     one_line_error(run("fit", "gpt2", "--gpu", "t4", "--overhead", "1.5"), 2, "must be whole")
     r = run("fit", "gpt2", "--gpu", "t4", "--gpus", "1", "--overhead", "0GiB", "--json")
     assert json.loads(r.stdout)["overhead_bytes_per_gpu"] == 0
+
+
+@pytest.mark.parametrize("args", [
+    ("cheapest", "gpt-oss-120b", "-n", "16", "-c", "8k", "--gpu", "h100-sxm", "--gpu", "a100-80"),
+    ("fit", "llama-3.1-8b", "-g", "h100", "--gpu=a100-80", "--ctx", "8k"),
+])
+def test_an_option_that_takes_one_value_given_twice_is_refused(args):
+    """The parser would keep the last `--gpu` without a word (`cheapest --gpu h100-sxm --gpu a100-80` planned the
+    A100 alone); kvplan refuses it, one line, exit 2, as any bad value."""
+    r = subprocess.run([sys.executable, "-m", "kvplan", *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "'--gpu'" in lines[0] and "2 times" in lines[0]
+
+
+def test_options_that_repeat_by_design_still_do(kvplan_home):
+    # --engine-opt and --json (a flag) may repeat; the last --json is as good as one
+    r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--engine-opt", "max_num_seqs=4",
+            "--engine-opt", "enforce_eager=1", "--json", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["plans"]

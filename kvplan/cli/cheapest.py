@@ -86,7 +86,7 @@ def cheapest(
     timeout: TimeoutOpt = 10.0,
     as_json: JsonOpt = False,
 ):
-    """The cheapest deployments that hold CONCURRENCY requests of CTX tokens (and a speed floor),
+    """The cheapest deployments that hold --concurrency requests of --ctx tokens (and a speed floor),
     or that serve a workload within an SLA (--workload or --trace: each candidate is simulated,
     see `kvplan simulate`).
 

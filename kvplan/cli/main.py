@@ -13,7 +13,7 @@ from importlib import import_module
 from typing import Annotated
 
 import typer
-from typer.core import TyperArgument
+from typer.core import TyperArgument, TyperCommand
 
 from kvplan import __version__
 from kvplan.cli._common import EXIT_INTERRUPTED, stderr
@@ -58,9 +58,47 @@ def _plain_usage_metavars() -> None:
     TyperArgument.make_metavar = make_metavar
 
 
+def given_more_than_once(command, args: list[str]):
+    """(the parameter, how often it appears) for the first option of `command` that takes one value yet appears
+    more than once in `args`, else None. The parser keeps the last of them without a word, so `--gpu h100 --gpu
+    a100` would plan the A100 alone; flags and options declared to repeat (`--engine-opt`) are not counted."""
+    once = {name: param for param in command.params
+            if param.param_type_name == "option" and not (param.multiple or param.count or param.is_flag)
+            for name in param.opts}
+    seen = []
+    for arg in args:
+        if arg == "--":
+            break
+        param = once.get(arg.split("=", 1)[0] if arg.startswith("--") else arg[:2] if arg.startswith("-") else "")
+        if param is not None:
+            seen.append(param)
+    twice = next((param for param in seen if seen.count(param) > 1), None)
+    return (twice, seen.count(twice)) if twice is not None else None
+
+
+def _refuse_repeated_options() -> None:
+    """A command's parser refuses an option that takes one value given more than once, as a usage error (one
+    line, exit 2, as any bad value), where it would keep the last silently."""
+    original = TyperCommand.parse_args
+    if getattr(original, "kvplan_once", False):
+        return
+
+    def parse_args(self, ctx, args):
+        repeated = given_more_than_once(self, args)
+        if repeated:
+            param, times = repeated
+            raise typer.BadParameter(f"given {times} times; it takes one value (where its help says "
+                                     "comma-separated, several go in that one value)", ctx=ctx, param=param)
+        return original(self, ctx, args)
+
+    parse_args.kvplan_once = True
+    TyperCommand.parse_args = parse_args
+
+
 def make_app(modules) -> typer.Typer:
     """The kvplan app with the commands of `modules`."""
     _plain_usage_metavars()
+    _refuse_repeated_options()
     new = typer.Typer(
         name="kvplan",
         help="KV-cache capacity planner for LLM serving: does it fit, how many users, how long a context, how many GPUs.",

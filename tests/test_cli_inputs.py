@@ -113,22 +113,23 @@ def test_sizes_read_as_vllm_reads_them(kvplan_home):
     assert json.loads(r.stdout)["overhead_bytes_per_gpu"] == 0
 
 
-@pytest.mark.parametrize("args", [
-    ("cheapest", "gpt-oss-120b", "-n", "16", "-c", "8k", "--gpu", "h100-sxm", "--gpu", "a100-80"),
-    ("fit", "llama-3.1-8b", "-g", "h100", "--gpu=a100-80", "--ctx", "8k"),
+@pytest.mark.parametrize("args,option", [
+    (("cheapest", "gpt-oss-120b", "-n", "16", "-c", "8k", "--gpu", "h100-sxm", "--gpu", "a100-80"), "'--gpu'"),
+    (("sweep", "-m", "llama-3.1-8b", "--models=qwen3-8b", "-g", "h100", "--ctx", "8k"), "'--models'"),
 ])
-def test_an_option_that_takes_one_value_given_twice_is_refused(args):
-    """The parser would keep the last `--gpu` without a word (`cheapest --gpu h100-sxm --gpu a100-80` planned the
-    A100 alone); kvplan refuses it, one line, exit 2, as any bad value."""
+def test_a_list_option_given_twice_is_refused(args, option):
+    """The parser would keep the last list without a word (`cheapest --gpu h100-sxm --gpu a100-80` planned the
+    A100 alone); kvplan refuses a comma-separated list option given twice, one line, exit 2, as any bad value."""
     r = subprocess.run([sys.executable, "-m", "kvplan", *args], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stdout == ""
     lines = [x for x in r.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and lines[0].startswith("Error: ") and "'--gpu'" in lines[0] and "2 times" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and option in lines[0] and "2 times" in lines[0]
 
 
-def test_options_that_repeat_by_design_still_do(kvplan_home):
-    # --engine-opt and --json (a flag) may repeat; the last --json is as good as one
+def test_a_one_value_option_given_twice_keeps_the_last_and_repeatable_ones_repeat(kvplan_home):
+    # fit's --gpu takes one GPU: the last wins, as on any command line (an alias's default overridden);
+    # --engine-opt repeats by design and --json is a flag
     r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--engine-opt", "max_num_seqs=4",
-            "--engine-opt", "enforce_eager=1", "--json", "--json")
+            "--engine-opt", "enforce_eager=1", "--json", "--json", "--gpu", "a100-80")
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["plans"]
+    assert {p["gpu"] for p in json.loads(r.stdout)["plans"]} == {"a100-sxm-80"}

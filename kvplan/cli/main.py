@@ -59,17 +59,20 @@ def _plain_usage_metavars() -> None:
 
 
 def given_more_than_once(command, args: list[str]):
-    """(the parameter, how often it appears) for the first option of `command` that takes one value yet appears
-    more than once in `args`, else None. The parser keeps the last of them without a word, so `--gpu h100 --gpu
-    a100` would plan the A100 alone; flags and options declared to repeat (`--engine-opt`) are not counted."""
-    once = {name: param for param in command.params
-            if param.param_type_name == "option" and not (param.multiple or param.count or param.is_flag)
-            for name in param.opts}
+    """(the parameter, how often it appears) for the first list option of `command` (one value, comma-separated,
+    as its help says) that appears more than once in `args`, else None. The parser keeps the last of them without
+    a word, so `cheapest --gpu h100 --gpu a100` would plan the A100 alone where the user meant both. An option of
+    one value keeps the last as any command line does (`alias kfit='kvplan fit --gpu h100'; kfit MODEL --gpu a100`
+    plans the A100), and options declared to repeat (`--engine-opt`) are not counted."""
+    lists = {name: param for param in command.params
+             if param.param_type_name == "option" and not (param.multiple or param.count or param.is_flag)
+             and "comma-separated" in (param.help or "").lower()
+             for name in param.opts}
     seen = []
     for arg in args:
         if arg == "--":
             break
-        param = once.get(arg.split("=", 1)[0] if arg.startswith("--") else arg[:2] if arg.startswith("-") else "")
+        param = lists.get(arg.split("=", 1)[0] if arg.startswith("--") else arg[:2] if arg.startswith("-") else "")
         if param is not None:
             seen.append(param)
     twice = next((param for param in seen if seen.count(param) > 1), None)
@@ -77,8 +80,8 @@ def given_more_than_once(command, args: list[str]):
 
 
 def _refuse_repeated_options() -> None:
-    """A command's parser refuses an option that takes one value given more than once, as a usage error (one
-    line, exit 2, as any bad value), where it would keep the last silently."""
+    """A command's parser refuses a list option given more than once (given_more_than_once), as a usage error
+    (one line, exit 2, as any bad value), where it would keep the last list silently."""
     original = TyperCommand.parse_args
     if getattr(original, "kvplan_once", False):
         return
@@ -87,8 +90,8 @@ def _refuse_repeated_options() -> None:
         repeated = given_more_than_once(self, args)
         if repeated:
             param, times = repeated
-            raise typer.BadParameter(f"given {times} times; it takes one value (where its help says "
-                                     "comma-separated, several go in that one value)", ctx=ctx, param=param)
+            raise typer.BadParameter(f"given {times} times; give its values as one comma-separated list",
+                                     ctx=ctx, param=param)
         return original(self, ctx, args)
 
     parse_args.kvplan_once = True

@@ -60,7 +60,7 @@ def sweep(
     models: Annotated[str, typer.Option("--models", "-m", help="Comma-separated models (catalog names, folders, Hub ids), or `all` for the whole catalog.")],
     ctx: Annotated[str, typer.Option("--ctx", "-c", help="Comma-separated contexts: 8k,32k,128k (k = 1024).")],
     gpu: Annotated[str, typer.Option("--gpu", "-g", help=GPU_LIST_HELP)] = "all",
-    gpu_counts: Annotated[str, typer.Option("--gpu-counts", help="GPUs per deployment: n ≤ 8 is tp=n; above, tp=8 and pp=n/8.")] = "1,2,4,8",
+    gpu_counts: Annotated[str, typer.Option("--gpu-counts", help="GPUs per deployment, comma-separated: n ≤ 8 is tp=n; above, tp=8 and pp=n/8.")] = "1,2,4,8",
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="Comma-separated KV cache dtypes: auto (model's), bf16, fp8, ...")] = "auto",
     weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Comma-separated weight formats (auto = the checkpoint's): bf16, fp8, int4, ...")] = None,
     batch: Annotated[int, typer.Option("--batch", "-b", help="Concurrent requests per deployment (fits, max context and decode speed use it).")] = 1,

@@ -144,6 +144,22 @@ def targets(metrics: dict, gpus: int) -> dict:
     return out
 
 
+def median_gap(metrics: dict) -> bool:
+    """Whether a point's TPOT figure (targets) is the median gap between tokens: no TPOT stated, and its ITL only as
+    a median (the JSONL lines of sglang.bench_serving's late-2024 releases carry median_ttft_ms, median_itl_ms and
+    mean_e2e_latency_ms, no mean ITL: the datacrunch-h200-sglang-outputs rows). The client pools every request's
+    gaps and takes their median (sgl-project/sglang@0033168f0f58b2bc05aa0273bd475d9c01bafb1c:python/sglang/
+    bench_serving.py, `calculate_metrics`: itls += outputs[i].itl, median_itl_ms = np.median(itls)), so a few long
+    gaps (a prefill batch run between two decode steps) move it little: kvplan.speed.load prices it apart."""
+    if any(metrics.get(f"tpot_{u}") is not None for u in ("ms", "ns")) or metrics.get("per_user_output_throughput"):
+        return False
+    for unit in ("ms", "ns"):
+        v = metrics.get(f"itl_{unit}")
+        if v is not None:
+            return isinstance(v, dict) and v.get("mean") is None and v.get("value") is None and v.get("median") is not None
+    return False
+
+
 def _length(p: dict, side: str, metrics: dict) -> float | None:
     fixed = p.get("isl" if side == "in" else "osl")
     if fixed:
@@ -279,7 +295,7 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
                     _float(p.get("num_prompts")), dp=dp * pp,  # a pipeline's stages: pp micro-batches in flight
                     arrival_cv2=arrival_of(p.get("arrival")), drawn=drawn_lengths(p) or bool(made),
                     out_cv2=output_cv2(p, made),
-                    fixed=bool(p.get("isl") and p.get("osl") and not made))
+                    fixed=bool(p.get("isl") and p.get("osl") and not made), median_gap=median_gap(metrics))
     limit = _int(next((flags[k] for k in RUNNING if flags.get(k)), None), 0) or None
     if dp > 1 and _on(flags, DP_ATTENTION.get(engine)):  # the deployment's figures
         tp, ep = max(1, tp // dp), max(ep, tp)  # the attention replica's tp; the MoE over every rank

@@ -78,6 +78,13 @@ seconds:
                            cap) had arrived at once, (N - 1) / 2 x S, which is also Poisson's and
                            gamma's value at rho >= 1
   TPOT (= mean ITL)        (E2E - TTFT) / (osl - 1)
+  median ITL               where the figure is the median of every gap between tokens pooled (`median_gap`:
+                           sglang.bench_serving's median_itl_ms, kvplan.speed.corpus.median_gap) and the engine runs
+                           its prefill batches apart from its decode batches (`waves`: PREFILL_FIRST,
+                           kvplan.engines.scheduler): a gap is one decode step, t_dec, unless a prefill batch ran
+                           inside it, and such long gaps lift the mean, not the median: the median ITL is t_dec
+                           (assumed, not checked: fewer than half the gaps hold a prefill batch). An engine that runs
+                           prompt chunks inside its decode steps keeps the mean (any step may carry them)
   llama-bench              pp = n_prompt / t_wave (one request, no request cost, ubatch chunks);
                            tg = 1 / t_dec(1)
 
@@ -130,6 +137,7 @@ class Load:
     out_cv2: float = 0.0  # drawn output lengths' squared coefficient of variation (kvplan.speed.spread); 0: unknown
     waves: bool = False  # the engine decodes only when no prefill batch forms (kvplan.engines.scheduler.runs_waves)
     lockstep: int = 1  # data-parallel workers whose forwards run together (kvplan.engines.scheduler.lockstep_workers)
+    median_gap: bool = False  # the TPOT figure is the median gap between tokens (kvplan.speed.corpus.median_gap)
 
 
 def decode_context(load: Load) -> float:
@@ -319,12 +327,20 @@ def combos(load: Load, e2e_estimate: float | None = None,
     return b, g, {
         "e2el": (*e2e, 0.0),
         "ttft": (*ttft, 0.0),
-        "tpot": tuple((x - y) / k for x, y in zip(e2e, ttft)) + (0.0,),
+        "tpot": (*gap(load, e2e, ttft, k), 0.0),
         "output_throughput": (*thr, busy(load) * osl),
         "request_throughput": (*thr, busy(load)),
         "total_throughput": (*thr, busy(load) * (load.isl + osl)),
         "service": (1.0 / b, 0.0, 0.0, 0.0),  # the prefill server's S, t_wave / B: not a measured figure
     }
+
+
+def gap(load: Load, e2e: tuple, ttft: tuple, k: float) -> tuple:
+    """The TPOT figure as (a, b, e) of t_wave, t_dec, t_grp: the mean gap, (E2E - TTFT) / k, k = osl - 1 (at least 1);
+    the median gap where the figure is one (`median_gap`) and the engine prefills apart (`waves`): one decode step."""
+    if load.median_gap and load.waves:
+        return 0.0, 1.0, 0.0
+    return tuple((x - y) / k for x, y in zip(e2e, ttft))
 
 
 def with_drain(load: Load, t: tuple, osl: float, burst: bool) -> tuple:

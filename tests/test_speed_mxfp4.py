@@ -4,6 +4,8 @@
 module's docstring); the rates are the GPU profiles' (their measured matmul rate, MAMF, as each profile's comment
 states)."""
 
+import pytest
+
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.mxfp4 import mxfp4_precision
@@ -107,3 +109,23 @@ def test_the_engines_release_reaches_every_plan_priced():
         assert abs(DecodeSteps(engine.speed_key, version=engine.version).seconds(plan, GPT_OSS, gpu) - step) < 1e-12
         rates[version] = shape.gemm_rate
     assert rates == {"0.5.1.post3": 503.8e12, "0.5.6": 1007.6e12}
+
+
+def test_the_grouped_term_keeps_the_mxfp4_weights_own_rate():
+    """The grouped-GEMM term (t0 x 2 x an expert's parameters / rate a touched expert) stands for a few-token GEMM's
+    read of its weights, 4-bit whatever the activations, so it reads the MXFP4 weights' own rate, not the wider one the
+    engine's kernel multiplies in (kvplan.speed.terms, `grouped`)."""
+    from kvplan.speed.terms import TERMS, features
+    h100, b200 = find_gpu("h100-sxm"), find_gpu("b200")
+    hop = shape_for(GPT_OSS, h100, engine="trtllm", version="1.0.0")  # W4A16_MXFP4: GEMMs at bf16, 794.5 T
+    assert (hop.gemm_rate, hop.grouped_rate) == (794.5e12, 1402.6e12)  # H100 has no FP4: its measured fp8 rate
+    bw = shape_for(GPT_OSS, b200, engine="trtllm", version="1.2.0rc1")  # W4A8_MXFP4_MXFP8: fp8, 3,432.5 T
+    assert (bw.gemm_rate, bw.grouped_rate) == (3432.5e12, 9000e12 * 1745 / 2250)  # FP4 at the measured bf16 share
+    # one decode token: top 4 of 128 experts touched in each of 36 layers; one expert's weights over the layers
+    # 36 x 24,883,200 = 895,795,200 plus its 36 x 8,640 biases = 896,106,240; grouped = 4 x 2 x 896,106,240 / 1,402.6e12
+    f = features(hop, 1, 1, 0, 0)
+    assert hop.expert_params == 896_106_240
+    assert f[TERMS.index("grouped")] == pytest.approx(4 * 2 * 896_106_240 / 1402.6e12)
+    # no rule (no engine): the kernel's precision is the weights' own, one rate for both (0: the GEMM rate's)
+    plain = shape_for(GPT_OSS, h100)
+    assert (plain.gemm_rate, plain.grouped_rate) == (1402.6e12, 0.0)

@@ -1,6 +1,7 @@
 """trtllm-bench's own max_batch_size and max_num_tokens (kvplan.engines.trtllm.bench), a corpus point run by
-trtllm-bench priced at them (kvplan.bench.running), and the KV dtype the perf overviews' Llama 3.3 70B points are read
-at (the most a bf16 cache allows against what they measured). Hand arithmetic from TensorRT-LLM's tuning.py
+trtllm-bench priced at them (kvplan.bench.running), the KV dtype the perf overviews' Llama 3.3 70B points are read
+at (the most a bf16 cache allows against what they measured), and the dev-guide page's GPT-OSS points read at OpenAI's
+MXFP4 checkpoint. Hand arithmetic from TensorRT-LLM's tuning.py
 (NVIDIA/TensorRT-LLM@04cba882084a25665e7f80f5bda71b35b9790b6f:tensorrt_llm/bench/build/tuning.py) and the GPU
 profiles' datasheet figures."""
 
@@ -16,6 +17,7 @@ from kvplan.engines.trtllm.bench import BenchSettings, bench_settings, finetune
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import case_of
+from kvplan.speed.fit import Built
 
 LLAMA = find_in_catalog("llama-3.1-8b-instruct")  # 32 layers, 8 KV heads of 128, 8,030,261,248 parameters
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
@@ -165,3 +167,25 @@ def test_a_trtllm_bench_70b_point_over_what_a_bf16_cache_allows_at_any_batch(pag
     ceiling = batch / step
     assert ceiling == pytest.approx(ceiling_bf16, abs=1)
     assert ceiling < measured
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the speed corpus (tests/fixtures/speed) is absent")
+def test_the_dev_guide_gpt_oss_points_read_as_openais_mxfp4_checkpoint():
+    """The dev-guide page's GPT-OSS columns say FP4 (Blackwell) and FP8 (Hopper), but its FP4 / FP8 model lists name no
+    GPT-OSS checkpoint and its GPT-OSS options quantize nothing: the runs loaded OpenAI's MXFP4 checkpoint (TensorRT-LLM's
+    GPT-OSS deployment guide: MXFP4 weights, MXFP8 activations on B200/GB200, BF16 on H200; the page's `inferred:`)."""
+    doc = yaml.safe_load((CORPUS / "trtllm-perf-overview-devguide-03e27c7.yaml").read_text())
+    oss = [p for p in doc["points"] if p["kvplan_model"].startswith("gpt-oss")]
+    assert len(oss) == 44 and {p["weight_dtype"] for p in oss} == {"mxfp4"}
+    assert "MXFP4 model: GPT-OSS-120B" in doc["inferred"]["weight_dtype"]
+    (h200,) = [p for p in oss if p["id"] == "gpt-oss-120b-h200-sxm-tp1-fp8-1024-1024"]
+    spec = find_in_catalog("gpt-oss-120b")
+    case, _ = case_of({**doc["defaults"], **h200}, doc["source"]["id"], None)
+    built = Built(case, running)
+    # gpt-oss-120b's experts: 36 layers x 128 experts x (gate_up 2 x 2,880 x 2,880 + down 2,880 x 2,880 = 24,883,200
+    # weights at 17 / 32 byte = 13,219,200 B, plus 5,760 + 2,880 bf16 biases = 17,280 B) = 60,993,699,840 B; read at
+    # one byte a weight, as the FP8 label had it, 36 x 128 x (24,883,200 + 17,280) = 114,741,411,840 B
+    assert built.shape.expert_bytes == 36 * 128 * (24_883_200 * 17 // 32 + 17_280) == 60_993_699_840
+    assert (len(spec.layers), spec.params.num_experts) == (36, 128)
+    # H200: W4A16_MXFP4 (kvplan.speed.mxfp4), the GEMMs at its measured bf16 rate, 794.5 T
+    assert built.shape.gemm_rate == 794.5e12

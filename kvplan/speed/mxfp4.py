@@ -37,7 +37,9 @@ below 100 (Hopper: the TRITON or CUTLASS MoE) W4A16_MXFP4: the bf16 rate; OVERRI
 variable, unset by default) alone changes it. The releases the corpus states (1.0.0, 1.2.0rc1) were not read
 separately: the same function in every stored version of the file was (an assumption for those two).
 The dense layers of such a checkpoint (attention, router, head: bf16 in gpt-oss) are priced at the same rate, as the
-term has one.
+term has one. The grouped-GEMM term (kvplan.speed.terms, `grouped`) keeps the MXFP4 weights' own rate (FP4, FP8 where
+the GPU has no FP4): its t0 x 2 x parameters / rate a touched expert stands for a few-token GEMM's read of the weights,
+4-bit whatever the activations, so a weight-only kernel does not pay it at the bf16 rate.
 """
 
 from __future__ import annotations

@@ -136,6 +136,7 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     tokens per step (kvplan.speed.ggml); MXFP4 MoE weights at the precision the engine's kernels multiply in at
     `version` where kvplan.speed.mxfp4 reads them (SGLang's, vLLM's, TensorRT-LLM's), the weight dtype's own rate otherwise."""
     dtype = weight_dtype or (spec.quantization.method if spec.quantization else None)
+    own = gemm_rate(gpu, dtype)[1]  # the weights' own precision's rate, which the grouped term keeps
     if str(dtype or "").lower() == "mxfp4" and spec.params.num_experts:
         dtype = mxfp4_precision(engine_key(engine) if engine else None, gpu, version) or dtype
     peak, precision = gemm_rate(gpu, dtype)
@@ -148,6 +149,7 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
         paths, missing = ggml_paths(gpu, weight_dtype or (spec.quantization.method if spec.quantization else None),
                                     dense, lambda p: read_flops(gpu, p), date)
     return Shape(**terms, bandwidth=float(read_bandwidth(gpu)), peak_bandwidth=float(gpu.bandwidth_bytes_per_s),
-                 gemm_rate=rate or bf16, bf16_rate=bf16, peak_bf16_rate=peak_bf16,
+                 gemm_rate=rate or bf16, grouped_rate=(read_flops(gpu, own) if own != precision else 0.0),
+                 bf16_rate=bf16, peak_bf16_rate=peak_bf16,
                  link_bandwidth=link_bw, link_latency_s=latency, paths=paths, rate_missing=missing)
 

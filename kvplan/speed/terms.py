@@ -22,7 +22,11 @@ A deployment's `Shape` holds what one tensor-parallel rank reads and computes (i
              (`ep_replicas` x the replica's tokens), as kvplan.planning.plan.prepare's step tokens do
   grouped    experts touched x 2 x one expert's parameters / the GEMM rate: a grouped GEMM at
              t tokens per expert runs at t / (t + t0) of peak, so its time is FLOPs / rate x (1 + t0 / t),
-             and the coefficient of this term is t0 (tokens per expert at half efficiency)
+             and the coefficient of this term is t0 (tokens per expert at half efficiency). The rate is the
+             weight dtype's own (`grouped_rate`) where an engine's kernel multiplies in a wider precision
+             than its weights (MXFP4 experts with bf16 or FP8 activations, kvplan.speed.mxfp4): its shortfall
+             at few tokens an expert is reading those weights, the same bytes as a kernel whose activations
+             match them, so the term stays the multiple of the expert read it is for every other checkpoint
   comm       tensor-parallel all-reduces (2 per layer, ring: 2(n-1)/n x bytes / per-direction link
              bandwidth) and expert-parallel dispatch + combine ((n-1)/n x bytes each)
   latency    collective calls x the link's latency per call (NCCL's ring model, below)
@@ -83,6 +87,7 @@ class Shape:
     bandwidth: float = 1.0  # bytes/s the terms read at: measured where the profile has it, else the datasheet's
     peak_bandwidth: float = 0.0  # the datasheet's bytes/s, for the roofline; 0: the same as `bandwidth`
     gemm_rate: float = 0.0  # FLOP/s at the weight dtype the terms read: measured where the profile has it
+    grouped_rate: float = 0.0  # FLOP/s the `grouped` term divides by: the weight dtype's own rate; 0: gemm_rate
     bf16_rate: float = 0.0  # the same at bf16
     peak_bf16_rate: float = 0.0  # the datasheet's bf16 FLOP/s, for the roofline; 0: the same as `bf16_rate`
     link_bandwidth: float = 0.0  # bytes/s one direction; 0: no link (one GPU)
@@ -176,7 +181,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         s.flops_per_token * tokens / rate if rate else 0.0,
         attn / s.bf16_rate if s.bf16_rate else 0.0,
         s.expert_bytes * share * steps / bw,
-        touched * 2 * s.expert_params * steps / s.gemm_rate if s.gemm_rate else 0.0,
+        touched * 2 * s.expert_params * steps / (s.grouped_rate or s.gemm_rate) if s.gemm_rate else 0.0,
         comm,
         calls * s.link_latency_s,
         steps,

@@ -180,10 +180,10 @@ def test_size_cap(monkeypatch):
 
 def test_long_lines_parse_fast():
     import time
-    t = time.perf_counter()
+    t = time.process_time()  # this process's CPU time: other jobs on a shared box do not stretch it
     text = (FIX / "vllm-report-gemma3-27b.txt").read_text().replace("Mean TTFT (ms):", "Mean TTFT (ms):" + " " * 200_000)
     detect.read_runs("--model " + "a" * 300_000 + "\n" + text)
-    assert time.perf_counter() - t < 2.0
+    assert time.process_time() - t < 2.0
 
 
 # ---- the load and the arithmetic by hand ----------------------------------------------------------------

@@ -55,21 +55,22 @@ def test_check_log_odd_numbers_are_one_line_errors_or_answers(tmp_path, number):
     "Maximum concurrency for " + "1," * 500_000,
 ])
 def test_check_log_long_lines_parse_in_linear_time(line):
-    # Before: minutes per 1 MB line (quadratic backtracking). Budget: 2 s on a loaded 2-core CI box.
-    start = time.perf_counter()
+    # Before: minutes per 1 MB line (quadratic backtracking). Budget: 2 s of this process's CPU time (not wall
+    # time, which other jobs on a shared 2-core box stretch: 2.2 s wall at load 10 for a parse that is linear).
+    start = time.process_time()
     with pytest.raises(KvplanError):
         parse_log("INFO vLLM " + line + "\n")
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
 
 
 def test_check_log_long_sglang_and_llamacpp_lines_are_linear():
-    start = time.perf_counter()
+    start = time.process_time()
     for text in ("sglang Load weight end. " + "type=X " * 150_000,
                  "llama_context: " + "a" * 1_000_000 + " KV buffer",
                  "llama_model_load: n_layer" + " " * 1_000_000 + "x"):
         with pytest.raises(KvplanError):
             parse_log(text)
-    assert time.perf_counter() - start < 4.0
+    assert time.process_time() - start < 4.0
 
 
 def test_check_log_absurd_layer_count_is_refused_fast(tmp_path):
@@ -77,10 +78,10 @@ def test_check_log_absurd_layer_count_is_refused_fast(tmp_path):
     text = ("llama_model_load: n_layer = 1000000000000\nllama_model_load: n_embd = 4096\n"
             "llama_new_context_with_model: n_ctx = 4096\n"
             "llama_new_context_with_model: KV self size = 5120.00 MiB, K (f16): 2560.00 MiB, V (f16): 2560.00 MiB\n")
-    start = time.perf_counter()
+    start = time.process_time()
     r = runner.invoke(app, ["check-log", str(_write_log(tmp_path, text))])
     one_line_error(r, 2, "layers")
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
 
 
 def test_check_log_zero_context_is_refused(tmp_path):
@@ -110,10 +111,10 @@ def test_profile_alias_bomb_fails_fast(tmp_path):
     data = _profile()
     del data["notes"]
     (tmp_path / "odd.yaml").write_text(yaml.safe_dump(data) + "notes: " + _bomb() + "\n")
-    start = time.perf_counter()
+    start = time.process_time()
     r = runner.invoke(app, ["gpus", "--hw-profiles", str(tmp_path)])
     one_line_error(r, 2, "aliases repeat")
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
 
 
 def test_prices_alias_bomb_and_huge_profile_fail_fast(tmp_path):

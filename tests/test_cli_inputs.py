@@ -133,3 +133,12 @@ def test_a_one_value_option_given_twice_keeps_the_last_and_repeatable_ones_repea
             "--engine-opt", "enforce_eager=1", "--json", "--json", "--gpu", "a100-80")
     assert r.exit_code == 0, r.output
     assert {p["gpu"] for p in json.loads(r.stdout)["plans"]} == {"a100-sxm-80"}
+
+
+def test_a_gpu_list_where_one_gpu_is_planned_says_where_lists_go():
+    # fit plans one GPU type; `--gpu h100,a100-80` read as one unknown name before ("did you mean: h100, a100-80")
+    r = subprocess.run([sys.executable, "-m", "kvplan", "fit", "llama-3.1-8b", "--gpu", "h100,a100-80", "--ctx", "8k"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "kvplan sweep -g h100,a100-80" in lines[0]

@@ -26,7 +26,18 @@ EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 MAX_BATCH = 1_000_000  # concurrent requests: kvplan.planning.request.MAX_BATCH (not imported: fit's start-up)
 
 # Options with one meaning wherever they appear. `--gpu/-g` names the GPU(s); `--gpus` is a count.
-GpuOpt = Annotated[str, typer.Option("--gpu", "-g", help="GPU name or alias (a100-80, h100, h200, mi300x, l40s, 4090; see `kvplan gpus`).")]
+
+
+def _one_gpu(value: str) -> str:
+    """fit, simulate and disagg plan one GPU type: a comma-separated list is refused with where lists go."""
+    if value is not None and "," in value:
+        raise typer.BadParameter("one GPU here; several are compared by `kvplan sweep -g h100,a100-80` or "
+                                 "`kvplan cheapest -g h100,a100-80`")
+    return value
+
+
+GpuOpt = Annotated[str, typer.Option("--gpu", "-g", callback=_one_gpu,
+                                     help="GPU name or alias (a100-80, h100, h200, mi300x, l40s, 4090; see `kvplan gpus`).")]
 CtxOpt = Annotated[Optional[str], typer.Option("--ctx", "-c", help="Context per request: 32768, 32k, 128K, 1M. Default: the model's limit.")]
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Concurrent requests (for max context, decode speed and fits).")]
 KvDtypeOpt = Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype: auto (model's), bf16, fp16, fp32, fp8 (fp8_e4m3), int8, q8_0, q4_0, ...")]

@@ -25,8 +25,10 @@ def test_gpt_oss_20b_one_h100():
 def test_gpt_oss_20b_tp2_h100_includes_vllms_own_padding():
     # I/tp = 1440 -> 1472 (vLLM's % 64 for Triton) before the layout: w13 1440 x 2944 -> 1472 x 3072,
     # w2 736 x 2880 -> 768 x 3072; scales 2944 x 90 -> 3072 x 90, 2880 x 46 -> 3072 x 46;
-    # checkpoint 3 x 1440 x 2880 x 17/32 = 6,609,600; biases 2 x (2944 + 2880) = 11,648.
-    per = (1472 * 3072 + 768 * 3072 + 3072 * 90 + 3072 * 46) - 6_609_600 + 11_648
+    # checkpoint 3 x 1440 x 2880 x 17/32 = 6,609,600; biases fp32 at the padded shape, 4 x (2944 + 2880) = 23,296,
+    # less the checkpoint's bf16 2 x (2880 + 2880) = 11,520: 11,776 (create_weights allocates the bias at the padded
+    # I too; 11,648 before, which widened the padded bias without counting its bf16 padding, 128 B an expert-layer).
+    per = (1472 * 3072 + 768 * 3072 + 3072 * 90 + 3072 * 46) - 6_609_600 + 11_776
     assert weights_repack_extra(find_in_catalog("gpt-oss-20b"), 2, find_gpu("h100-sxm")) == per * 768
 
 

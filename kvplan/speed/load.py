@@ -323,14 +323,14 @@ def combos(load: Load, e2e_estimate: float | None = None,
         ttft = (ttft[0] + q / b, ttft[1], ttft[2])
         e2e = (e2e[0] + q / b, e2e[1], e2e[2])
     thr = with_drain(load, t, osl, burst)  # what a throughput divides by
-    k = max(1.0, osl - 1)
+    k, d = max(1.0, osl - 1), busy(load)
     return b, g, {
         "e2el": (*e2e, 0.0),
         "ttft": (*ttft, 0.0),
         "tpot": (*gap(load, e2e, ttft, k), 0.0),
-        "output_throughput": (*thr, busy(load) * osl),
-        "request_throughput": (*thr, busy(load)),
-        "total_throughput": (*thr, busy(load) * (load.isl + osl)),
+        "output_throughput": (*thr, d * osl),
+        "request_throughput": (*thr, d),
+        "total_throughput": (*thr, d * (load.isl + osl)),
         "service": (1.0 / b, 0.0, 0.0, 0.0),  # the prefill server's S, t_wave / B: not a measured figure
     }
 

@@ -49,18 +49,6 @@ from kvplan.speed.eras import engine_of, padded, release
 
 SGLANG_FIRST = (0, 5, 0)  # gpt-oss's first SGLang release (sgl-project/sglang#8833)
 SGLANG_SM120_FLASHINFER = (0, 5, 4)  # is_blackwell_supported() (10.x and 12.x) picks flashinfer_mxfp4 (0.5.4.post2)
-
-
-def _sglang(cap: tuple[int, int], version) -> str | None:
-    rel = release(version)
-    rel = padded(rel) if rel else None  # None: a current release
-    if rel is not None and rel < SGLANG_FIRST:
-        return None
-    if cap[0] == 10 or (cap[0] == 12 and (rel is None or rel >= SGLANG_SM120_FLASHINFER)):
-        return "fp8"  # flashinfer_mxfp4: MXFP8 activations x MXFP4 weights
-    return "bf16"  # triton_kernels / upcast: bf16 activations
-
-
 VLLM_FIRST = (0, 10, 1)  # gpt-oss's first vLLM release (kvplan.engines.vllm.mxfp4 reads 0.10.1.1's backends)
 TRTLLM_FIRST = (1, 0, 0)  # the first TensorRT-LLM release the corpus states running gpt-oss (GPUStack, 1.0.0)
 
@@ -68,6 +56,14 @@ TRTLLM_FIRST = (1, 0, 0)  # the first TensorRT-LLM release the corpus states run
 def _since(first: tuple[int, ...], version) -> bool:
     rel = release(version)
     return rel is None or padded(rel) >= first  # None: a current release
+
+
+def _sglang(cap: tuple[int, int], version) -> str | None:
+    if not _since(SGLANG_FIRST, version):
+        return None
+    if cap[0] == 10 or (cap[0] == 12 and _since(SGLANG_SM120_FLASHINFER, version)):
+        return "fp8"  # flashinfer_mxfp4: MXFP8 activations x MXFP4 weights
+    return "bf16"  # triton_kernels / upcast: bf16 activations
 
 
 def _vllm(cap: tuple[int, int], version) -> str | None:

@@ -135,10 +135,11 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     (read_flops), the datasheet's beside them for the roofline, and its link; under llama.cpp, its GEMM paths by
     tokens per step (kvplan.speed.ggml); MXFP4 MoE weights at the precision the engine's kernels multiply in at
     `version` where kvplan.speed.mxfp4 reads them (SGLang's, vLLM's, TensorRT-LLM's), the weight dtype's own rate otherwise."""
-    dtype = weight_dtype or (spec.quantization.method if spec.quantization else None)
-    own = gemm_rate(gpu, dtype)[1]  # the weights' own precision's rate, which the grouped term keeps
-    if str(dtype or "").lower() == "mxfp4" and spec.params.num_experts:
-        dtype = mxfp4_precision(engine_key(engine) if engine else None, gpu, version) or dtype
+    stored = weight_dtype or (spec.quantization.method if spec.quantization else None)
+    own = gemm_rate(gpu, stored)[1]  # the weights' own precision's rate, which the grouped term keeps
+    dtype = stored
+    if str(stored or "").lower() == "mxfp4" and spec.params.num_experts:
+        dtype = mxfp4_precision(engine_key(engine) if engine else None, gpu, version) or stored
     peak, precision = gemm_rate(gpu, dtype)
     peak_bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)
     rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, "bf16")
@@ -146,8 +147,7 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     paths, missing = (), ""
     if gemm_kernels(engine) == "ggml":
         dense = terms["flops_per_token"] / 2 - terms["top_k"] * terms["expert_params"]
-        paths, missing = ggml_paths(gpu, weight_dtype or (spec.quantization.method if spec.quantization else None),
-                                    dense, lambda p: read_flops(gpu, p), date)
+        paths, missing = ggml_paths(gpu, stored, dense, lambda p: read_flops(gpu, p), date)
     return Shape(**terms, bandwidth=float(read_bandwidth(gpu)), peak_bandwidth=float(gpu.bandwidth_bytes_per_s),
                  gemm_rate=rate or bf16, grouped_rate=(read_flops(gpu, own) if own != precision else 0.0),
                  bf16_rate=bf16, peak_bf16_rate=peak_bf16,

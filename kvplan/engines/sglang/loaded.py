@@ -58,6 +58,7 @@ from __future__ import annotations
 from kvplan.core.caching_allocator import rounding_bytes
 from kvplan.core.intmath import cdiv, round_up
 from kvplan.engines.base import parse_version
+from kvplan.engines.mxfp4_experts import stored_expert, triton_hopper_expert
 from kvplan.hardware.facts import capability_of
 from kvplan.planning.tensors import rank_tensors
 from kvplan.readers.rope import rope_table_bytes
@@ -104,29 +105,18 @@ def mxfp4_extra(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, p
         one = _hopper_triton_expert(per_rank, hidden)
     else:
         one = _strided_triton_expert(per_rank, hidden)
-    return (one - _checkpoint_expert(per_rank, hidden)) * cdiv(p.num_experts, ep) * cdiv(p.num_moe_layers, pp)
-
-
-def _checkpoint_expert(i: int, h: int) -> int:
-    """One expert of one layer as stored: w13 [2I, H/2] + scales [2I, H/32] + bias bf16 [2I], w2 [H, I/2] +
-    scales [H, I/32] + bias bf16 [H]."""
-    return 2 * i * (h // 2 + h // 32) + 2 * 2 * i + h * (i // 2 + i // 32) + 2 * h
+    return (one - stored_expert(per_rank, hidden)) * cdiv(p.num_experts, ep) * cdiv(p.num_moe_layers, pp)
 
 
 def _flashinfer_expert(i: int, h: int) -> int:
     """One expert as flashinfer_mxfp4 holds it: I and H padded to 256, biases fp32."""
-    i, h = round_up(i, 256), round_up(h, 256)
-    return 2 * i * (h // 2 + h // 32) + 4 * 2 * i + h * (i // 2 + i // 32) + 4 * h
+    return stored_expert(round_up(i, 256), round_up(h, 256), bias_bytes=4)
 
 
-def _hopper_triton_expert(i: int, h: int, warps: int = 8) -> int:
-    """One expert in triton_kernels' Hopper layouts (values and scales swizzled, one copy of the scales, I padded
-    to 32, biases fp32): vLLM's rule for the same library calls (kvplan.engines.vllm.mxfp4._hopper_swizzle_extra),
-    which its logs confirm (module docstring)."""
-    i = round_up(i, 32)
-    values = round_up(h // 2, 64) * round_up(2 * i, 256) + round_up(i // 2, 64) * round_up(h, 256)
-    swizzled = round_up(2 * i, 32 * warps) * round_up(h // 32, 2) + round_up(h, 32 * warps) * round_up(i // 32, 2)
-    return values + swizzled + 4 * (2 * i + h)
+def _hopper_triton_expert(i: int, h: int) -> int:
+    """One expert in triton_kernels' Hopper layouts at SGLang's I padded to 32 (one copy of the scales, fp32 biases:
+    the layouts vLLM's logs confirm, module docstring)."""
+    return triton_hopper_expert(round_up(i, 32), h)
 
 
 def _strided_triton_expert(i: int, h: int) -> int:
@@ -134,7 +124,4 @@ def _strided_triton_expert(i: int, h: int) -> int:
     size (I padded to 32) held once, biases fp32. StridedLayout's swizzle_data returns the tensor it is given or a
     permute of it, a view (module docstring): the "converted" scales share the registered checkpoint scales'
     storage, so they are not counted twice."""
-    i = round_up(i, 32)
-    values = 2 * i * (h // 2) + h * (i // 2)
-    scales = 2 * i * (h // 32) + h * (i // 32)
-    return values + scales + 4 * (2 * i + h)
+    return stored_expert(round_up(i, 32), h, bias_bytes=4)

@@ -32,6 +32,7 @@ The GPU facts read (kvplan/hardware/profiles/README.md): the vendor and the comp
 from __future__ import annotations
 
 from kvplan.core.intmath import round_up
+from kvplan.engines.mxfp4_experts import stored_expert, triton_hopper_expert
 from kvplan.hardware.facts import capability_of
 
 BACKENDS = ("marlin", "triton", "flashinfer")
@@ -77,24 +78,16 @@ def unbundled_note(version: tuple[int, ...]) -> str:
             "engine option mxfp4_backend=triton where the log says \"Using Triton backend\"")
 
 
-def _hopper_swizzle_extra(per_rank: int, hidden: int, warps: int = 8) -> int:
-    """Bytes one expert of one layer gains over the checkpoint in triton_kernels' Hopper layouts."""
-    i = round_up(per_rank, 64)  # vLLM's own I/tp padding for the Triton backend
-    values = (round_up(hidden // 2, 64) * round_up(2 * i, 256)  # w13: K = H, N = 2 I
-              + round_up(i // 2, 64) * round_up(hidden, 256))  # w2: K = I, N = H
-    scales = round_up(2 * i, 32 * warps) * round_up(hidden // 32, 2) + round_up(hidden, 32 * warps) * round_up(i // 32, 2)
-    checkpoint = 3 * per_rank * hidden * 17 // 32
-    return values + scales - checkpoint + 2 * (2 * i + hidden)  # + the biases' bf16 -> fp32
+def _hopper_swizzle_extra(per_rank: int, hidden: int) -> int:
+    """Bytes one expert of one layer gains over the checkpoint in triton_kernels' Hopper layouts, at vLLM's own I/tp
+    padding to 64 for the Triton backend."""
+    return triton_hopper_expert(round_up(per_rank, 64), hidden) - stored_expert(per_rank, hidden)
 
 
 def _padded_expert_extra(per_rank: int, hidden: int, i_mult: int, h_mult: int) -> int:
     """Bytes one expert of one layer gains when Mxfp4MoEMethod.create_weights pads I/tp to i_mult and H
-    to h_mult (vllm mxfp4.py, commit 007d5005): w13 [2 I, H/2] + scales [2 I, H/32] + bias bf16 [2 I],
-    w2 [H, I/2] + scales [H, I/32] + bias bf16 [H], the padded shapes less the checkpoint's."""
-    def size(i: int, h: int) -> int:
-        return 2 * i * (h // 2 + h // 32) + 2 * 2 * i + h * (i // 2 + i // 32) + 2 * h
-
-    return size(round_up(per_rank, i_mult), round_up(hidden, h_mult)) - size(per_rank, hidden)
+    to h_mult (vllm mxfp4.py, commit 007d5005): the padded shapes, bf16 biases, less the checkpoint's."""
+    return stored_expert(round_up(per_rank, i_mult), round_up(hidden, h_mult)) - stored_expert(per_rank, hidden)
 
 
 def weights_repack_extra(model, tp: int, gpu, backend: str | None = None, version: tuple[int, ...] | None = None) -> int:

@@ -34,9 +34,11 @@ def test_flashinfer_padding_on_blackwell_by_hand():
 
 def test_flashinfer_padding_under_tp4():
     # I/tp = 720 -> 768, H 2880 -> 3072: as loaded 1536 x 1632 + 1536 x 4 + 3072 x (384 + 24) + 3072 x 4
-    #   = 2,506,752 + 6,144 + 1,253,376 + 12,288 = 3,778,560; stored 1440 x 1530 + 2,880 + 2880 x (360 + 22)
-    #   + 5,760 = 2,203,200 + 2,880 + 1,100,160 + 5,760 = 3,312,000 -> 466,560 x 768 = 358,318,080 B
-    assert mxfp4_extra(GPT_OSS_20B, find_gpu("b200"), tp=4) == 358_318_080
+    #   = 2,506,752 + 6,144 + 1,253,376 + 12,288 = 3,778,560; stored: the rank's share of the checkpoint's values and
+    #   scales, 3 x 720 x 2880 x 17/32 = 3,304,800 (720 / 32 = 22.5 scale blocks of w2: half a block is the rank's),
+    #   + bf16 biases 2 x (1440 + 2880) = 8,640 = 3,313,440 -> 465,120 x 768 = 357,212,160 B (358,318,080 when the
+    #   half block was dropped from the share, 1,440 B an expert-layer counted as padding)
+    assert mxfp4_extra(GPT_OSS_20B, find_gpu("b200"), tp=4) == 357_212_160
 
 
 def test_hopper_triton_layouts_hold_one_copy_of_the_scales():

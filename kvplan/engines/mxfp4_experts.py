@@ -13,9 +13,11 @@ from kvplan.core.intmath import round_up
 
 
 def stored_expert(i: int, h: int, bias_bytes: int = 2) -> int:
-    """w13 [2I, H/2] + scales [2I, H/32] + bias [2I], w2 [H, I/2] + scales [H, I/32] + bias [H]: bf16 biases as
-    stored (`bias_bytes` 4: widened to fp32)."""
-    return 2 * i * (h // 2 + h // 32) + h * (i // 2 + i // 32) + bias_bytes * (2 * i + h)
+    """w13 [2I, H/2] + scales [2I, H/32] + bias [2I], w2 [H, I/2] + scales [H, I/32] + bias [H]: the values and
+    scales 17/32 B a weight, 3 I H of them (where a tensor-parallel I leaves part of a 32-wide scale block, as 2880 /
+    4 = 720 does, a rank's share of the checkpoint's scales, not whole blocks); bf16 biases as stored (`bias_bytes`
+    4: widened to fp32)."""
+    return 3 * i * h * 17 // 32 + bias_bytes * (2 * i + h)
 
 
 def triton_hopper_expert(i: int, h: int, warps: int = 8) -> int:

@@ -12,7 +12,7 @@ Efficiencies (per GPU, one tensor-parallel rank, every stage of the step added u
   simulator's step model) and the KV of B sequences at the mean decode context; B is the run's
   concurrency, or, open loop, Little's law on the measured figures (request rate x decode time);
 * prefill FLOP/s = the FLOPs of one prompt (2 x active parameters per token plus 4 x heads x head dim
-  per query-key pair, causal: n(n+1)/2 pairs) / measured median TTFT (or n / pp t/s). TTFT also holds
+  per query-key pair, causal: n(n+1)/2 pairs; an MLA layer's at its prefill width, the cached depth decompressed) / measured median TTFT (or n / pp t/s). TTFT also holds
   queueing and the engine's per-request work, so this is a floor on the prefill's own efficiency.
 Beside the datasheet, the decode bandwidth has the profile's measured one where it gives it
 (`achieved_bandwidth_bytes_per_s`, a published bandwidth-bound benchmark on that part; None elsewhere), and the
@@ -99,7 +99,9 @@ def step_read_bytes(sim, batch: float, context: float) -> float:
 def prefill_flops(sim, n: int, depth: int = 0) -> float:
     """FLOPs of one prompt of `n` new tokens after `depth` cached ones, on one rank, all stages (causal pairs)."""
     pairs = n * depth + n * (n + 1) / 2
-    return sum(st.flops_per_token * n + st.attn_flops_per_pair * pairs for st in sim.stages)
+    return sum(st.flops_per_token * n + st.decompress_flops * depth + pairs * (
+        st.attn_flops_per_pair if st.attn_prefill_flops_per_pair is None else st.attn_prefill_flops_per_pair)
+        for st in sim.stages)
 
 
 def _tpot_from_e2e(run: BenchRun) -> float | None:

@@ -19,7 +19,7 @@ tokens a local layer looks back over (`span`: window or chunk, 0 otherwise).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import ClassVar
 
@@ -199,6 +199,11 @@ class MLALatent(LayerSpec):
 
     kv_lora_rank: int
     qk_rope_head_dim: int
+    # What each head's K and V decompress to (`kv_b_proj`: kv_lora_rank -> heads x (qk_nope + v)): not cached, but
+    # the width an engine's prefill attends at where it decompresses (kvplan.speed.shape); 0: not read (keyword-only,
+    # so IndexedMLA's own fields keep their places)
+    qk_nope_head_dim: int = field(default=0, kw_only=True)
+    v_head_dim: int = field(default=0, kw_only=True)
 
     kind = Kind.MLA
     bounded = False

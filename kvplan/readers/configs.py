@@ -22,7 +22,7 @@ from kvplan.readers.attention_features import with_attention_features
 from kvplan.readers.block_types import nemotron_h_layout
 from kvplan.readers.cfg import Cfg, _Missing, read_dtype, shown, unwrap_text_config
 from kvplan.readers.derive import derive, transformers_knows
-from kvplan.readers.geometry import read_geometry
+from kvplan.readers.geometry import mla_widths, read_geometry
 from kvplan.readers.mtp import read_mtp
 from kvplan.readers.params import count_params
 from kvplan.readers.quantization import read_quantization
@@ -256,7 +256,7 @@ def read_layers(cfg: Cfg, model_type: str, g: dict) -> list[LayerSpec]:
     kinds = _attention_kinds(cfg, model_type, n, g["max_context"])
     if cfg.has("kv_lora_rank"):  # MLA: DeepSeek V2/V3/R1, Kimi K2
         attention: LayerSpec = MLALatent(
-            cfg.int("kv_lora_rank", limit="head_dim"), cfg.int("qk_rope_head_dim", limit="head_dim"))
+            cfg.int("kv_lora_rank", limit="head_dim"), cfg.int("qk_rope_head_dim", limit="head_dim"), **mla_widths(cfg))
     else:
         attention = FullAttention(g["kv_heads"], g["head_dim"])
     window = cfg.int("sliding_window", "attention_chunk_size", default=0, minimum=0, limit="window")

@@ -67,3 +67,10 @@ def lfm2_ff_width(cfg: Cfg, width: int) -> int:
     step = cfg.int("block_multiple_of", default=256, limit="intermediate_size")
     width = int(mult * width)
     return round_up(width, step)
+
+
+def mla_widths(cfg: Cfg) -> dict:
+    """An MLA layer's per-head widths after decompression (`qk_nope_head_dim`, `v_head_dim`: kv_b_proj's output per
+    head, kvplan.model.layers.MLALatent), 0 where the config leaves one out (its prefill then priced as its decode)."""
+    return {"qk_nope_head_dim": cfg.int("qk_nope_head_dim", default=0, minimum=0, limit="head_dim"),
+            "v_head_dim": cfg.int("v_head_dim", default=0, minimum=0, limit="head_dim")}

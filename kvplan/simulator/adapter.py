@@ -12,7 +12,7 @@ from kvplan.model.spec import own_format, weight_bytes
 from kvplan.planning.plan import expected_experts_touched
 from kvplan.simulator.model import Group, SimModel, StageCost
 from kvplan.speed.coverage import label
-from kvplan.speed.model import step_model
+from kvplan.speed.model import absorbed_prefill, step_model
 from kvplan.speed.plan import plan_shape
 from kvplan.speed.shape import attention_flops, sparse_reads
 
@@ -28,7 +28,8 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
     recurrent states; where the engine keeps those states in a pool of their own (SGLang's hybrids:
     Plan.state_pool_bytes_per_gpu), the token pool alone, the states' slots bounding the running requests. Step time inputs, per stage on one rank: weights read per step (routed
     experts apart: a step reads the share its tokens touch), KV bytes per cached token, 2 x
-    active parameters FLOPs per token, and 4 x query heads x head dim per query-key pair.
+    active parameters FLOPs per token, and 4 x query heads x head dim per query-key pair (an MLA prefill's pairs
+    at its decompressed width where `engine` decompresses: kvplan.speed.shape.attention_flops).
     The page size is the plan's block size; the scheduler's steps and admission are the engine's own
     (kvplan.simulator.limits hands the simulator its rules: SGLang's prefill first, vLLM's mixed budget else).
     speed="calibrated" (the default): steps take kvplan.speed's calibrated time under `engine`'s
@@ -41,7 +42,7 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
     budget = binding.kv_memory_bytes
     if plan.state_pool_bytes_per_gpu:  # SGLang's hybrids: states in a pool of their own (its slots bound the
         budget, state = plan.token_pool_bytes_per_gpu, 0  # running requests, kvplan.simulator.limits), tokens in the rest
-    costs = _stage_costs(plan, spec)
+    costs = _stage_costs(plan, spec, engine)
     flops = dict(gpu.dense_flops)
     return SimModel(
         name=plan.model, kv_budget_bytes=max(0, budget), block_size=plan.request.block_size,
@@ -76,7 +77,7 @@ def _kv_groups(prof, tp: int) -> tuple[tuple, int]:
     return groups, state
 
 
-def _stage_costs(plan, spec) -> tuple:
+def _stage_costs(plan, spec, engine: str | None = None) -> tuple:
     """Each pipeline stage's step-time inputs on one rank (StageCost): weights read per step (routed
     experts apart), KV bytes per token, FLOPs per token and per query-key pair."""
     tp = plan.deployment.tp
@@ -92,7 +93,9 @@ def _stage_costs(plan, spec) -> tuple:
         start, end = s.layers
         frac = (end - start) / spec.num_layers
         experts = int(wb.experts * scale * frac / tp)
-        pairs, attn_topk = attention_flops(spec.layers[start:end], spec.num_attention_heads, tp)
+        pairs, prefill, attn_topk, decompress = attention_flops(spec.layers[start:end], spec.num_attention_heads, tp)
+        if absorbed_prefill(engine):  # its MLA prefill attends as its decode does
+            prefill, decompress = pairs, 0.0
         sp = s.profile
         costs.append(StageCost(
             dense_read_bytes=max(0, s.weight_read_bytes - int(experts * touched)),
@@ -102,5 +105,6 @@ def _stage_costs(plan, spec) -> tuple:
                                   for layer, n in sp.groups if layer.bounded and sp.token_bytes(layer)),
             flops_per_token=2.0 * p.active * frac / tp,
             attn_flops_per_pair=pairs, kv_topk=sparse_reads(sp), attn_topk=attn_topk,
+            attn_prefill_flops_per_pair=prefill, decompress_flops=decompress,
         ))
     return tuple(costs)

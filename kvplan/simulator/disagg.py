@@ -44,8 +44,8 @@ class Speeds:
 
     def prefill_s(self, prompts) -> float:
         """One step computing `prompts` (token counts) from scratch."""
-        t = sum(prompts)
-        return self.timer.step(t, len(prompts), t, sum(p * (p + 1) / 2 for p in prompts))
+        t, pairs = sum(prompts), sum(p * (p + 1) / 2 for p in prompts)
+        return self.timer.step(t, len(prompts), t, pairs, prefill_pairs=pairs)
 
     def decode_s(self, n: int, context: int) -> float:
         """One decode step of n requests over `context` cached tokens in all."""

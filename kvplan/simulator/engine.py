@@ -332,13 +332,14 @@ class Engine:
         m, rec = self.m, self.rec
         n_dec, ctx_dec = (self.n_dec, self.ctx_dec) if decode else (0, 0)
         tokens, pairs, ctx = n_dec, float(ctx_dec + n_dec), ctx_dec
-        new = 0
+        new, prefill_pairs = 0, 0.0
         for seq, c in chunks:
-            pairs += c * (seq.computed + (c + 1) / 2)
+            prefill_pairs += c * (seq.computed + (c + 1) / 2)
             ctx += seq.computed
             tokens += c
             new += not seq.computed
-        dt = self.timer.step(tokens, n_dec + len(chunks), ctx, pairs, new)
+        dt = self.timer.step(tokens, n_dec + len(chunks), ctx, pairs + prefill_pairs, new, prefill_pairs=prefill_pairs,
+                             prefill_context=ctx - ctx_dec)
         t += dt
         if n_dec and self.ratio_rule:
             self.ad.dsteps += 1  # a decode step: new_token_ratio falls (kvplan.simulator.admit.ratio)

@@ -38,6 +38,8 @@ class StageCost:
     attn_flops_per_pair: float = 0.0  # 4 x query heads x head dim over this rank's attention layers
     kv_topk: tuple = ()  # ((bytes per token, top-k), ...) of kv_bytes_per_token read for at most top-k tokens a sequence
     attn_topk: tuple = ()  # ((FLOPs per pair, top-k), ...) of attn_flops_per_pair at most top-k pairs a query
+    attn_prefill_flops_per_pair: float | None = None  # a prefill query's pair (MLA decompressed); None: the same
+    decompress_flops: float = 0.0  # FLOPs a prefill spends per cached token it attends to (MLA's kv_b_proj)
 
 
 @dataclass(frozen=True)
@@ -127,15 +129,18 @@ class StepTimer:
             return lambda context: ovh + (base + kv * context) / bw
         return lambda context: ovh + max((base + kv * context) / bw, (f0 + fa * context) / fl)
 
-    def step(self, tokens: int, seqs: int, context: int, pairs: float, new: int = 0) -> float:
+    def step(self, tokens: int, seqs: int, context: int, pairs: float, new: int = 0, *, prefill_pairs: float = 0.0,
+             prefill_context: float = 0.0) -> float:
         """`tokens` scheduled tokens of `seqs` sequences that attend to `context` cached tokens in
-        all (the KV a step reads) and form `pairs` query-key pairs (attention FLOPs); `new` of them
-        start their prefill in this step (the calibrated model's cost per request)."""
+        all (the KV a step reads) and form `pairs` query-key pairs (attention FLOPs), `prefill_pairs` of them
+        prefill queries' (an MLA prefill's width, kvplan.speed.shape.attention_flops) over `prefill_context` cached
+        tokens of theirs; `new` of them start their prefill in this step (the calibrated model's cost per request)."""
         m = self.model
         if m.fixed_step_s is not None:
             return m.fixed_step_s
         if m.speed is not None:
-            return m.step_overhead_s + m.speed.step(tokens, seqs, context, pairs, new)
+            return m.step_overhead_s + m.speed.step(tokens, seqs, context, pairs, new, prefill_pairs=prefill_pairs,
+                                                    prefill_context=prefill_context)
         total = m.step_overhead_s
         for s in m.stages:
             read = s.dense_read_bytes + s.kv_bytes_per_token * context
@@ -147,8 +152,10 @@ class StepTimer:
                 read += s.expert_bytes * self._expert_share(s, tokens)
             t = read / m.bandwidth_bytes_per_s
             if m.flops_per_s:
-                attn = s.attn_flops_per_pair * pairs - sum(f * max(0.0, pairs - tokens * k) for f, k in s.attn_topk)
-                c = (s.flops_per_token * tokens + attn) / m.flops_per_s
+                wide = s.attn_flops_per_pair if s.attn_prefill_flops_per_pair is None else s.attn_prefill_flops_per_pair
+                attn = (s.attn_flops_per_pair * (pairs - prefill_pairs) + wide * prefill_pairs
+                        - sum(f * max(0.0, pairs - tokens * k) for f, k in s.attn_topk))
+                c = (s.flops_per_token * tokens + s.decompress_flops * prefill_context + attn) / m.flops_per_s
                 t = max(t, c)
             total += t
         return total

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
-from kvplan.speed.terms import ACT_BYTES, TERMS, Shape, features, path_at, roofline
+from kvplan.speed.terms import ACT_BYTES, TERMS, Shape, features, path_at, prefill_width, roofline, roofline_of
 
 DATA = Path(__file__).with_name("coefficients.json")
 BANDS = Path(__file__).with_name("bands.json")  # each set's held-out error per metric, apart from its coefficients
@@ -29,6 +30,11 @@ ENGINE_ALIASES = {"neutral": "vllm", "kvplan": "vllm", "llamacpp": "llama.cpp", 
                   "tensorrt-llm": "trtllm"}
 # engines whose weight GEMMs run a kernel family the speed terms model by batch (kvplan.speed.ggml's "ggml")
 GEMM_KERNELS = {"llama.cpp": "ggml"}
+# engines whose MLA prefill attends in the absorbed latent form, as their decode does (kvplan.speed.shape.on_gpu):
+# llama.cpp's deepseek2 graph with an MLA cache absorbs wk_b into q_nope for every batch, prefill included
+# ("MLA with the absorption optimization converts into MQA", ggml-org/llama.cpp@07bede6a:src/models/deepseek2.cpp).
+# Every other engine decompresses K and V for prefill (kvplan.speed.shape.attention_flops)
+MLA_PREFILL = {"llama.cpp": "absorbed"}
 
 
 @lru_cache(maxsize=1)
@@ -50,6 +56,12 @@ def engine_key(engine: str | None) -> str:
 def gemm_kernels(engine: str | None) -> str | None:
     """The kernel family an engine's weight GEMMs run (GEMM_KERNELS), None for none modelled or no engine."""
     return GEMM_KERNELS.get(engine_key(engine)) if engine else None
+
+
+def absorbed_prefill(engine: str | None) -> bool:
+    """Whether the engine's MLA prefill runs in the absorbed latent form (MLA_PREFILL); kvplan's own rules (no engine)
+    read vLLM's, which decompresses."""
+    return MLA_PREFILL.get(engine_key(engine)) == "absorbed"
 
 
 def covered(engine: str | None) -> bool:
@@ -87,22 +99,29 @@ def priced(coef, f) -> float:
 
 
 def step_seconds(shape: Shape, engine: str | None, tokens: float, seqs: float, context: float, pairs: float,
-                 *, steps: float = 1.0, request: float = 0.0, speed: str = "calibrated") -> float:
+                 *, steps: float = 1.0, request: float = 0.0, speed: str = "calibrated", prefill_pairs: float = 0.0,
+                 prefill_context: float = 0.0) -> float:
     """One engine step: `tokens` scheduled tokens of `seqs` sequences reading `context` cached tokens and
-    forming `pairs` query-key pairs. speed="roofline": the old lower bound."""
+    forming `pairs` query-key pairs (`prefill_pairs` of them by prefill queries, whose sequences held
+    `prefill_context` cached tokens). speed="roofline": the old lower bound."""
     coef = coefficients(engine) if speed == "calibrated" else ()
     if not coef:
-        return roofline(shape, tokens, seqs, context, pairs, steps)
-    return priced(coef, features(shape, tokens, seqs, context, pairs, steps=steps, request=request))
+        return roofline(shape, tokens, seqs, context, pairs, steps, prefill_pairs=prefill_pairs,
+                        prefill_context=prefill_context)
+    return priced(coef, features(shape, tokens, seqs, context, pairs, steps=steps, request=request,
+                                 prefill_pairs=prefill_pairs, prefill_context=prefill_context))
 
 
 def prefill_features(shape: Shape, isl: float, depth: float = 0.0, chunk: int = PREFILL_CHUNK,
                      request: float = 1.0, batch: float = 1.0) -> list[float]:
     """The prefill of `batch` requests of `isl` tokens each after `depth` cached ones, together in
-    steps of `chunk` tokens, each a prefill batch; `request`: the fixed cost of each request counted (1) or not (0)."""
+    steps of `chunk` tokens, each a prefill batch; `request`: the fixed cost of each request counted (1) or not (0).
+    Every pair a prefill query's; the cached tokens its steps attend to: a request in n = ceil(isl / chunk) chunks
+    has depth + j x isl / n cached at its j-th, n x depth + isl x (n - 1) / 2 over its chunks."""
     steps = max(1, math.ceil(batch * isl / chunk))
-    return features(shape, batch * isl, batch, batch * (depth + isl / 2), batch * isl * (depth + (isl + 1) / 2),
-                    steps=steps, request=request * batch, prefill_steps=steps)
+    pairs, n = batch * isl * (depth + (isl + 1) / 2), max(1, math.ceil(isl / chunk))
+    return features(shape, batch * isl, batch, batch * (depth + isl / 2), pairs, steps=steps, request=request * batch,
+                    prefill_steps=steps, prefill_pairs=pairs, prefill_context=batch * (n * depth + isl * (n - 1) / 2))
 
 
 def decode_features(shape: Shape, batch: float, context: float) -> list[float]:
@@ -115,8 +134,8 @@ def prefill_seconds(shape: Shape, engine: str | None, isl: int, *, depth: int = 
     """Seconds one request's prefill of `isl` prompt tokens takes (its fixed cost per request included)."""
     coef = coefficients(engine) if speed == "calibrated" else ()
     if not coef:
-        steps = max(1, math.ceil(isl / PREFILL_CHUNK))
-        return roofline(shape, isl, 1, depth + isl / 2, isl * (depth + (isl + 1) / 2), steps)
+        bare = replace(shape, paths=()) if shape.paths else shape  # the bound knows no engine's kernels
+        return roofline_of(bare, prefill_features(bare, isl, depth))
     return priced(coef, prefill_features(shape, isl, depth))
 
 
@@ -130,7 +149,8 @@ def decode_seconds(shape: Shape, engine: str | None, batch: int, context: int, *
 
 class StepModel:
     """The calibrated step of one deployment as a simulator calls it, thousands of times a second: the
-    terms folded into a linear form in tokens, sequences, context, pairs and new requests, plus the
+    terms folded into a linear form in tokens, sequences, context, pairs (decode and prefill apart), a prefill's
+    cached context and new requests, plus the
     experts a step's tokens touch (cached by token count) and the windows of bounded layers. Equal to
     `priced(coefficients, features(...))` (tests/test_speed.py)."""
 
@@ -150,6 +170,9 @@ class StepModel:
         self.per_seq = c["seq"] + c["kv"] * 2 * s.state_bytes_per_seq / s.bandwidth
         self.per_ctx = c["kv"] * s.kv_bytes_per_token / s.bandwidth
         self.per_pair = c["attn"] * s.attn_flops_per_pair / s.bf16_rate if s.bf16_rate else 0.0
+        # a prefill pair's cost beyond a decode pair's (negative where MLA's prefill runs decompressed, narrower)
+        self.per_prefill_pair = c["attn"] * prefill_width(s) / s.bf16_rate - self.per_pair if s.bf16_rate else 0.0
+        self.decompress = c["gemm"] * s.decompress_flops  # / the step's GEMM rate, per cached token a prefill attends
         self.per_new = c["request"]
         self.per_prefill = c["pstep"]  # a step that carries prompt tokens (more tokens than sequences)
         self.windows = tuple((c["kv"] * bpt / s.bandwidth, w) for bpt, w in s.kv_windows)
@@ -172,9 +195,13 @@ class StepModel:
         return ((self._c["gemm"] * self.shape.flops_per_token * tokens / rate if rate else 0.0)
                 + self._c["weights"] * extra / self.shape.bandwidth)
 
-    def step(self, tokens: float, seqs: float, context: float, pairs: float, new: float = 0) -> float:
+    def step(self, tokens: float, seqs: float, context: float, pairs: float, new: float = 0, *,
+             prefill_pairs: float = 0.0, prefill_context: float = 0.0) -> float:
         t = (self.base + self.per_token * tokens + self.per_seq * seqs + self.per_ctx * context
-             + self.per_pair * pairs + self.per_new * new)
+             + self.per_pair * pairs + self.per_prefill_pair * prefill_pairs + self.per_new * new)
+        if prefill_context and self.decompress:
+            rate = path_at(self.shape, tokens)[0] if self.shape.paths else self.shape.gemm_rate
+            t += self.decompress * prefill_context / rate if rate else 0.0
         if tokens > seqs:
             t += self.per_prefill
         if self.shape.paths:

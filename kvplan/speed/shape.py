@@ -4,7 +4,9 @@ Per tensor-parallel rank: the weights of kvplan.model.spec.weight_bytes (sharded
 replicated ones whole, the LM head / tp; the embedding is a lookup and is not read whole), the
 routed experts / max(tp, ep), the KV bytes per token of kvplan.planning.profile (windows apart),
 2 x active parameters of FLOPs per token, and 4 x heads x head dim per query-key pair over the
-attention layers. DeepSeek Sparse Attention (kvplan.model.layers.IndexedMLA: DeepSeek-V3.2, GLM-5) attends each
+attention layers (an MLA layer's decode at its absorbed width, latent + rope; its prefill where the engine
+decompresses K and V at 2 x heads x (qk_nope + rope + v), with the decompression of the cached context a prefill
+step attends to: attention_flops). DeepSeek Sparse Attention (kvplan.model.layers.IndexedMLA: DeepSeek-V3.2, GLM-5) attends each
 query to at most `index_topk` cached tokens, chosen by an indexer that scores every one of them: its latent is read
 for at most top-k tokens a sequence (`kv_topk`) and its heads' FLOPs run over at most top-k pairs a query
 (`attn_topk`), while the indexer's keys are read for every token and its 2 x heads x dim FLOPs a pair run over every
@@ -23,7 +25,7 @@ from kvplan.model.layers import IndexedMLA
 from kvplan.model.spec import weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.ggml import paths as ggml_paths
-from kvplan.speed.model import engine_key, gemm_kernels
+from kvplan.speed.model import absorbed_prefill, engine_key, gemm_kernels
 from kvplan.speed.mxfp4 import mxfp4_precision
 from kvplan.speed.terms import Shape, gemm_rate, link
 
@@ -50,21 +52,44 @@ def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None =
                   weight_dtype, engine=engine, date=date, version=version)
 
 
-def attention_flops(layers, heads: int, tp: int) -> tuple[float, tuple]:
-    """(FLOPs per query-key pair over these layers on one rank, ((the part of them a sparse layer's heads run, top-k),
-    ...)): 4 x heads / tp x head dim a layer (MLA: latent + rope), and a DSA layer's indexer 2 x its heads x dim
-    (replicated on every rank), which scores every pair where its heads run at most top-k a query (module docstring)."""
-    pairs, capped = 0.0, {}
+def attention_flops(layers, heads: int, tp: int) -> tuple[float, float, tuple, float]:
+    """(decode FLOPs per query-key pair over these layers on one rank, prefill FLOPs per pair, ((the part of them a
+    sparse layer's heads run, top-k), ...), GEMM FLOPs a prefill spends per cached token it decompresses).
+
+    Decode: 4 x heads / tp x head dim a layer (MLA absorbed: latent + rope), and a DSA layer's indexer 2 x its heads x
+    dim (replicated on every rank), which scores every pair where its heads run at most top-k a query (module
+    docstring). Prefill: the same, but where an MLA layer says what its heads decompress to (qk_nope_head_dim,
+    v_head_dim): 2 x heads / tp x (qk_nope + rope + v), ordinary multi-head attention over K and V decompressed by
+    kv_b_proj, whose 2 x kv_lora_rank x heads / tp x (qk_nope + v) FLOPs run again for each cached token a prefill
+    step attends to (its own new tokens' are the layer's parameters, in the GEMM FLOPs a token already). So vLLM's
+    MLA backends (vllm-project/vllm@00a817ad:vllm/v1/attention/backends/mla/common.py, module docstring: the
+    "compute friendly" _forward_prefill, and _compute_prefill_context running kv_b_proj over the cached context, chunk
+    by chunk; the absorbed "data-movement friendly" _forward_decode for decode), SGLang's MHA_ONE_SHOT / MHA_CHUNKED_KV
+    for an extend without speculation (sgl-project/sglang@0a8dcfa9:python/sglang/srt/models/deepseek_common/
+    attention_backend_handler.py, _handle_attention_backend) and TensorRT-LLM's context phase
+    (NVIDIA/TensorRT-LLM@00547a25:tensorrt_llm/_torch/modules/attention.py, MLA.forward_context: default,
+    with_cached_kv, with_chunked_prefill). A DSA layer with top-k keeps its absorbed width in prefill: its sparse
+    prefill attends in the latent's MQA form, as its decode does (DeepSeek-V3.2's report)."""
+    pairs = prefill = decompress = 0.0
+    capped: dict = {}
     for layer in layers:
         if layer.elements_per_token(tp):
             layer = getattr(layer, "attention", layer)  # Falcon-H1's ParallelHybrid: its attention half
             d = getattr(layer, "head_dim", 0) or (getattr(layer, "kv_lora_rank", 0) + getattr(layer, "qk_rope_head_dim", 0))
             flops = 4 * (heads / tp) * d
             pairs += flops
-            if isinstance(layer, IndexedMLA) and layer.index_topk:
+            nope, v = getattr(layer, "qk_nope_head_dim", 0), getattr(layer, "v_head_dim", 0)
+            sparse = isinstance(layer, IndexedMLA) and layer.index_topk
+            if getattr(layer, "kv_lora_rank", 0) and nope and v and not sparse:
+                prefill += 2 * (heads / tp) * (nope + layer.qk_rope_head_dim + v)
+                decompress += 2 * layer.kv_lora_rank * (heads / tp) * (nope + v)
+            else:
+                prefill += flops
+            if sparse:
                 capped[layer.index_topk] = capped.get(layer.index_topk, 0.0) + flops
-                pairs += 2 * layer.index_n_heads * layer.index_head_dim
-    return pairs, tuple(sorted((f, k) for k, f in capped.items()))
+                indexer = 2 * layer.index_n_heads * layer.index_head_dim
+                pairs, prefill = pairs + indexer, prefill + indexer
+    return pairs, prefill, tuple(sorted((f, k) for k, f in capped.items())), decompress
 
 
 def sparse_reads(prof) -> tuple:
@@ -87,7 +112,7 @@ def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = No
     prof = kv_profile(spec.layers, tp, kv, kv, 16, PAGED)
     windows = tuple((prof.token_bytes(layer) * n, layer.tokens_held(_BIG))
                     for layer, n in prof.groups if layer.bounded and prof.token_bytes(layer))
-    pairs, attn_topk = attention_flops(spec.layers, spec.num_attention_heads, tp)
+    pairs, prefill_pairs, attn_topk, decompress = attention_flops(spec.layers, spec.num_attention_heads, tp)
     kv_topk = sparse_reads(prof)
     spread = max(tp, ep)
     active_dense = p.active - p.embedding - p.experts_active
@@ -99,7 +124,7 @@ def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = No
         kv_bytes_per_token=prof.growth_bytes_per_token(), kv_windows=windows, kv_topk=kv_topk, attn_topk=attn_topk,
         state_bytes_per_seq=prof.state_bytes_per_sequence(),
         flops_per_token=2.0 * (active_dense / tp + p.experts_active / spread),
-        attn_flops_per_pair=pairs, layers=spec.num_layers, hidden=spec.hidden_size, tp=tp, ep=ep,
+        attn_flops_per_pair=pairs, attn_prefill_flops_per_pair=prefill_pairs, decompress_flops=decompress, layers=spec.num_layers, hidden=spec.hidden_size, tp=tp, ep=ep,
         moe_layers=p.num_moe_layers, ep_replicas=max(1, dp) if ep > 1 and p.num_experts else 1,
     )
 
@@ -134,7 +159,8 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     """model_terms' fields on `gpu`: its bandwidth (read_bandwidth) and GEMM rates at the weight dtype and at bf16
     (read_flops), the datasheet's beside them for the roofline, and its link; under llama.cpp, its GEMM paths by
     tokens per step (kvplan.speed.ggml); MXFP4 MoE weights at the precision the engine's kernels multiply in at
-    `version` where kvplan.speed.mxfp4 reads them (SGLang's, vLLM's, TensorRT-LLM's), the weight dtype's own rate otherwise."""
+    `version` where kvplan.speed.mxfp4 reads them (SGLang's, vLLM's, TensorRT-LLM's), the weight dtype's own rate otherwise;
+    an MLA prefill at the decode width where the engine runs it absorbed (kvplan.speed.model.MLA_PREFILL)."""
     stored = weight_dtype or (spec.quantization.method if spec.quantization else None)
     own = gemm_rate(gpu, stored)[1]  # the weights' own precision's rate, which the grouped term keeps
     dtype = stored
@@ -148,6 +174,8 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     if gemm_kernels(engine) == "ggml":
         dense = terms["flops_per_token"] / 2 - terms["top_k"] * terms["expert_params"]
         paths, missing = ggml_paths(gpu, stored, dense, lambda p: read_flops(gpu, p), date)
+    if absorbed_prefill(engine):  # its MLA prefill attends as its decode does, nothing decompressed
+        terms = {**terms, "attn_prefill_flops_per_pair": terms["attn_flops_per_pair"], "decompress_flops": 0.0}
     return Shape(**terms, bandwidth=float(read_bandwidth(gpu)), peak_bandwidth=float(gpu.bandwidth_bytes_per_s),
                  gemm_rate=rate or bf16, grouped_rate=(read_flops(gpu, own) if own != precision else 0.0),
                  bf16_rate=bf16, peak_bf16_rate=peak_bf16,

@@ -1,7 +1,8 @@
 """The terms of one engine step: roofline quantities in seconds, each later scaled by a coefficient.
 
 A deployment's `Shape` holds what one tensor-parallel rank reads and computes (integers for bytes);
-`features(shape, tokens, seqs, context, pairs)` gives one step's terms, in the order of `TERMS`:
+`features(shape, tokens, seqs, context, pairs, prefill_pairs=..., prefill_context=...)` gives one step's terms, in
+the order of `TERMS`:
 
   weights    dense weight bytes read / bandwidth (routed experts apart); the bandwidth of weights, kv and
              experts is the profile's measured `achieved_bandwidth_bytes_per_s` where it has one, its
@@ -15,7 +16,10 @@ A deployment's `Shape` holds what one tensor-parallel rank reads and computes (i
              A Shape with `paths` (llama.cpp: kvplan.speed.ggml) takes the rate by tokens per step, and a
              dequantizing path adds its fp16 copy's bytes to the weights term
   attn       4 x heads x head dim x query-key pairs / the bf16 rate, read the same way (quadratic in a prefill);
-             a sparse layer's heads at most top-k pairs a query, its indexer's 2 x heads x dim over every pair
+             a sparse layer's heads at most top-k pairs a query, its indexer's 2 x heads x dim over every pair. The
+             pairs prefill queries form (`prefill_pairs`) at the prefill width (`attn_prefill_flops_per_pair`: an MLA
+             layer's heads decompressed, kvplan.speed.shape.attention_flops), and the GEMM term adds the decompression
+             of the cached tokens a prefill step attends to (`decompress_flops` x `prefill_context`)
   experts    routed-expert bytes the step's tokens touch (uniform routing) / bandwidth; with expert
              parallelism over data-parallel replicas (attention DP + EP: TensorRT-LLM's DEP, SGLang's
              DP attention, vLLM's DP + EP), a rank's experts serve the tokens of every replica
@@ -76,7 +80,9 @@ class Shape:
     # tokens a sequence (DeepSeek Sparse Attention's latent: kvplan.model.layers.IndexedMLA)
     state_bytes_per_seq: int = 0  # a sequence's fixed state on this rank (Mamba / linear attention, DeepSeek-V4)
     flops_per_token: float = 0.0  # 2 x active parameters on this rank
-    attn_flops_per_pair: float = 0.0  # 4 x heads on this rank x head dim, over attention layers
+    attn_flops_per_pair: float = 0.0  # 4 x heads on this rank x head dim, over attention layers: a decode query's
+    attn_prefill_flops_per_pair: float | None = None  # a prefill query's (MLA decompressed); None: the same
+    decompress_flops: float = 0.0  # GEMM FLOPs a prefill step spends per cached token it attends to (MLA's kv_b_proj)
     attn_topk: tuple = ()  # ((FLOPs per pair, top-k), ...): parts of attn_flops_per_pair at most top-k pairs a query
     layers: int = 1
     hidden: int = 0
@@ -149,10 +155,12 @@ def ring_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: flo
 
 
 def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float, *, request: float = 0.0,
-             steps: float = 1.0, prefill_steps: float = 0.0) -> list[float]:
+             steps: float = 1.0, prefill_steps: float = 0.0, prefill_pairs: float = 0.0,
+             prefill_context: float = 0.0) -> list[float]:
     """One step's terms (TERMS order) at coefficient 1: `tokens` scheduled tokens of `seqs` sequences
-    reading `context` cached tokens in all and forming `pairs` query-key pairs. `steps`: how many
-    engine steps these tokens take (a prefill in chunks reads the weights once per chunk);
+    reading `context` cached tokens in all and forming `pairs` query-key pairs, `prefill_pairs` of them formed by
+    prefill queries, whose sequences had `prefill_context` cached tokens before the step (summed over its `steps`).
+    `steps`: how many engine steps these tokens take (a prefill in chunks reads the weights once per chunk);
     `request`: requests admitted (their fixed cost); `prefill_steps`: how many of the steps are prefill batches."""
     bw = s.bandwidth
     kv = s.kv_bytes_per_token * context + 2 * s.state_bytes_per_seq * seqs  # a state is read and written back
@@ -160,7 +168,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         kv += bpt * min(context, seqs * window)
     for bpt, k in s.kv_topk:  # of the bytes above, read for at most k tokens a sequence
         kv -= bpt * max(0.0, context - seqs * k)
-    attn = s.attn_flops_per_pair * pairs
+    attn = s.attn_flops_per_pair * (pairs - prefill_pairs) + prefill_width(s) * prefill_pairs
     for f, k in s.attn_topk:  # of the FLOPs above, at most k pairs a query
         attn -= f * max(0.0, pairs - tokens * k)
     per_step = tokens / steps
@@ -178,7 +186,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     return [
         (s.dense_bytes + extra) * steps / bw,
         kv / bw,
-        s.flops_per_token * tokens / rate if rate else 0.0,
+        (s.flops_per_token * tokens + s.decompress_flops * prefill_context) / rate if rate else 0.0,
         attn / s.bf16_rate if s.bf16_rate else 0.0,
         s.expert_bytes * share * steps / bw,
         touched * 2 * s.expert_params * steps / (s.grouped_rate or s.gemm_rate) if s.gemm_rate else 0.0,
@@ -192,10 +200,17 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     ]
 
 
-def roofline(s: Shape, tokens: float, seqs: float, context: float, pairs: float, steps: float = 1.0) -> float:
+def prefill_width(s: Shape) -> float:
+    """FLOPs a prefill query-key pair costs on this rank (the decode width where the Shape gives none apart)."""
+    return s.attn_flops_per_pair if s.attn_prefill_flops_per_pair is None else s.attn_prefill_flops_per_pair
+
+
+def roofline(s: Shape, tokens: float, seqs: float, context: float, pairs: float, steps: float = 1.0, *,
+             prefill_pairs: float = 0.0, prefill_context: float = 0.0) -> float:
     """The old bound (kvplan.simulator.model.StepTimer): max(bytes read / bandwidth, FLOPs / the bf16 rate)."""
     s = replace(s, paths=()) if s.paths else s  # the bound knows no engine's kernels
-    return roofline_of(s, features(s, tokens, seqs, context, pairs, steps=steps))
+    return roofline_of(s, features(s, tokens, seqs, context, pairs, steps=steps, prefill_pairs=prefill_pairs,
+                                   prefill_context=prefill_context))
 
 
 def roofline_of(s: Shape, f: list[float]) -> float:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import IndexedMLA
 from kvplan.model.spec import ParamCounts
-from kvplan.readers.geometry import read_geometry
+from kvplan.readers.geometry import mla_widths, read_geometry
 from kvplan.readers.params import count_params
 
 FAMILIES = {"deepseek_v32", "glm_moe_dsa"}
@@ -79,8 +79,10 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
         cfg.int(key, limit="head_dim" if key == "index_head_dim" else "window")
     latent = (cfg.int("kv_lora_rank", limit="head_dim"), cfg.int("qk_rope_head_dim", limit="head_dim"))
     topk = cfg.int("index_topk", limit="window")
-    owner = IndexedMLA(*latent, cfg.int("index_head_dim", limit="head_dim"), topk, cfg.int("index_n_heads", limit="head_dim"))
-    sharer = IndexedMLA(*latent, 0, topk, 0)
+    widths = mla_widths(cfg)
+    owner = IndexedMLA(*latent, cfg.int("index_head_dim", limit="head_dim"), topk, cfg.int("index_n_heads", limit="head_dim"),
+                       **widths)
+    sharer = IndexedMLA(*latent, 0, topk, 0, **widths)
     owners = _indexer_owners(cfg, n)
     layers = [owner if own else sharer for own in owners]
     if not all(owners):

@@ -74,7 +74,7 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     dense_first = cfg.int("first_k_dense_replace", default=1, minimum=0, limit="num_hidden_layers")
     qkv = lin_heads * lin_dim
     kda = RecurrentState((kernel - 1) * 3 * qkv, lin_heads * lin_dim * lin_dim, lin_heads, "kda", ssm_dtype="fp32")
-    mla = MLALatent(rank, rope)
+    mla = MLALatent(rank, rope, qk_nope_head_dim=nope, v_head_dim=v_dim)
     kinds = _kinds(cfg, n, lac)
     attention = other = replicated = mlp = expert = shared = router = 0
     for i, kind in enumerate(kinds):

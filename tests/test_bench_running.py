@@ -3,14 +3,16 @@ and the speed fit pricing a corpus point with them (kvplan.speed.fit.Built)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kvplan.bench.running import Running, running
 from kvplan.core.errors import KvplanError
-from kvplan.engines.scheduler import resident_context
+from kvplan.engines.scheduler import budget_bound, resident_context
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import Case, case_of
+from kvplan.speed.corpus import Case, case_of, read_corpus
 from kvplan.speed.fit import Built
 from kvplan.speed.load import Load
 
@@ -137,7 +139,9 @@ def test_nvidia_mlperf_harness_settings_bind():
     # batch_scheduler_policy max_util, fp4 weights, fp8 KV. Each engine's pool: Llama-2-70B's fp8 KV is 80 layers x
     # 8 heads x 128 x 2 (K, V) x 1 B = 160 KiB a token; with ~35 GB of fp4 weights on a 180 GB part, ~0.95 x 140 GB /
     # 160 KiB = ~800k tokens; MAX_UTILIZATION takes blocks as tokens arrive, so over 222 + 274 / 2 = 359 resident
-    # tokens a request ~2,200 requests: more than 2,048, so the batch size binds.
+    # tokens a request ~2,200 requests: more than 2,048, so the batch size would bind; but max_num_tokens counts the
+    # generation tokens of a step beside its context chunks (kvplan.engines.scheduler.MIXED_BUDGET), so a steady state
+    # keeps 3,584 x 274.35 / (222.33 + 274.35) = 3,584 x 274.35 / 496.68 = 1,979.7 running (budget_bound).
     point = {"engine": "trtllm", "gpu": "b200", "kvplan_model": "llama-2-70b-hf", "weight_dtype": "fp4",
              "kv_dtype": "fp8", "gpus": 8, "tp": 1, "pp": 1, "dp": 8, "request_rate": 364, "arrival": "poisson",
              "input_dist": {"kind": "dataset", "mean": 222.33}, "output_dist": {"kind": "dataset", "mean": 274.35},
@@ -148,7 +152,42 @@ def test_nvidia_mlperf_harness_settings_bind():
     assert c is not None, why
     assert c.max_seqs == 2048 and c.dp == 8
     r = running(c, find_in_catalog("llama-2-70b-hf"), find_gpu("b200"))
-    assert (r.cap, r.chunk) == (2048, 3584)
+    assert r.chunk == 3584 and r.cap == pytest.approx(1979.7, abs=0.1)
+
+
+def test_trtllm_max_num_tokens_bounds_the_running_requests():
+    # MLPerf Inference v5.1, HPE Cray XD670 (8x H200-SXM), Llama-2-70B Interactive (mlcommons/inference_results_v5.1@
+    # 965182b0:closed/HPE/configs/HPE_Cray_XD670_H200_SXM_141GBx8/Interactive/llama2-70b.py): gpu_batch_size 512,
+    # max_num_tokens 256. TensorRT-LLM's micro-batch scheduler gives each generation request 1 token of max_num_tokens
+    # and chunks the context requests into what is left, in the same forward (NVIDIA/TensorRT-LLM@b8b7b782:cpp/
+    # tensorrt_llm/batch_manager/microBatchScheduler.cpp, MicroBatchScheduler::operator()). Admitting r requests a
+    # step costs r x 222.33 prompt tokens and each then takes a token a step for 292.77 steps, so r (222.33 + 292.77)
+    # <= 256 and the running ones number at most 256 x 292.77 / 515.10 = 145.5, not the 512 the batch size allows
+    # (the measured run's Little's law, 69.79 / 8 requests/s x 10.37 s = 90.5 running, sits inside it).
+    point = {"engine": "trtllm", "gpu": "h200-sxm", "kvplan_model": "llama-2-70b-hf", "weight_dtype": "fp8",
+             "kv_dtype": "fp8", "gpus": 8, "tp": 1, "pp": 1, "dp": 8, "request_rate": 70, "arrival": "poisson",
+             "input_dist": {"kind": "dataset", "mean": 222.33}, "output_dist": {"kind": "dataset", "mean": 292.77},
+             "flags": {"gpu_batch_size": "512", "max_num_tokens": "256", "kvcache_free_gpu_mem_frac": 0.9,
+                       "batch_scheduler_policy": "max_util"},
+             "metrics": {"output_throughput": 20432.07}}
+    c, why = case_of(point, "test", "")
+    assert c is not None, why
+    r = running(c, find_in_catalog("llama-2-70b-hf"), find_gpu("h200-sxm"))
+    assert r.chunk == 256 and r.cap == pytest.approx(145.5, abs=0.1)
+    assert budget_bound("trtllm", 256, 222.33, 292.77) == pytest.approx(145.5, abs=0.1)
+    assert budget_bound("sglang", 256, 222.33, 292.77) is None  # prefill batches apart from decode batches
+
+
+def test_amd_mlperf_points_carry_their_harness_running_limit():
+    # MLPerf Inference v5.1, AMD 8x MI300X, Llama-2-70B Server: the measurements README runs main.py --config-name
+    # server_mi300x, whose vllm_engine_config sets max_num_seqs 650 and max_num_batched_tokens 40960
+    # (mlcommons/inference_results_v5.1@965182b0:closed/AMD/code/llama2-70b-99/harness_llm/models/llama2-70b/
+    # server_mi300x.yaml). Each of the 8 one-GPU engines runs at most 650 requests, under the ~916 its pool holds.
+    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    c = next(c for c in cases if c.id == "amd-8xmi300x_2xepyc_9575f-llama2-70b-99-server")
+    assert c.max_seqs == 650 and int(c.flags["max_num_batched_tokens"]) == 40960
+    r = running(c, find_in_catalog("llama-2-70b-hf"), find_gpu("mi300x"))
+    assert (r.cap, r.chunk) == (650, 40960)
 
 
 def test_nvidia_harness_kv_fraction_reaches_the_engine():

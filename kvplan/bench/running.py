@@ -10,8 +10,9 @@ as tokens arrive; SGLang's prompt plus 0.7 of its output, its PrefillAdder's res
 isl + osl under TensorRT-LLM's default GUARANTEED_NO_EVICT, which reserves each request's whole output at
 admission, unless the run states MAX_UTILIZATION as NVIDIA's MLPerf harness does), and capped by its running
 limit (vLLM's `max_num_seqs` by release and GPU, SGLang's `--max-running-requests`, TensorRT-LLM's
-`max_batch_size`) and, where the engine's step budget holds decode tokens beside prefill chunks (vLLM), by what
-that budget keeps fed: chunk x osl / (isl + osl) requests (kvplan.engines.scheduler.budget_bound). The prefill chunk is the engine's too (vLLM's
+`max_batch_size`) and, where the engine's step budget holds decode tokens beside prefill chunks (vLLM's
+max_num_batched_tokens, TensorRT-LLM's max_num_tokens), by what that budget keeps fed: chunk x osl / (isl + osl)
+requests (kvplan.engines.scheduler.budget_bound). The prefill chunk is the engine's too (vLLM's
 `max_num_batched_tokens` by release and GPU, SGLang's `chunked_prefill_size`, TensorRT-LLM's
 `max_num_tokens`). A setting the engine rules refuse (a version outside their range, a layout they do not
 take) gets None, and the fit keeps its plain estimate for it (kvplan.speed.fit.Built). Data-parallel replicas

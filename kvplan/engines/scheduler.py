@@ -39,10 +39,14 @@ OWN_KEYS = {"vllm": ("max_num_seqs", "max_num_batched_tokens"),
 # vLLM's v1 scheduler schedules the RUNNING requests first (one token each in decode, the rest of a chunked
 # prompt) and admits WAITING ones with what is left of max_num_batched_tokens (vllm-project/vllm@v0.11.0
 # vllm/v1/core/sched/scheduler.py, Scheduler.schedule). So a steady state cannot run more requests than the
-# budget keeps fed: `budget_bound`. SGLang runs its prefill batches apart from its decode batches by default
-# (--enable-mixed-chunk off), so its running requests are not bounded so; TensorRT-LLM's max_num_tokens also
-# counts generation tokens, but that is not checked against its measurements here, so it is not listed.
-MIXED_BUDGET = frozenset({"vllm"})
+# budget keeps fed: `budget_bound`. TensorRT-LLM's micro-batch scheduler does the same with max_num_tokens: it takes
+# the generation requests first, each beam width + draft tokens of the budget, and chunks the context requests into
+# what is left (maxNumTokens - batchNumTokens), in the same forward (NVIDIA/TensorRT-LLM@
+# b8b7b782622c5dc57307f42ea96628f66b34f922:cpp/tensorrt_llm/batch_manager/microBatchScheduler.cpp,
+# MicroBatchScheduler::operator(); the TensorRT engines' executor and the PyTorch backend alike). SGLang runs its
+# prefill batches apart from its decode batches by default (--enable-mixed-chunk off), so its running requests are
+# not bounded so.
+MIXED_BUDGET = frozenset({"vllm", "trtllm"})
 
 
 # Engines that decode only when no prefill batch forms: SGLang's scheduler builds a prefill batch first and runs it

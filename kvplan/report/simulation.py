@@ -60,6 +60,17 @@ def _drain(time: dict) -> str:
     return f" (arrivals end at {last:,.0f} s; then the queue drains)"
 
 
+def _overload(summary: dict) -> list[tuple[str, str]]:
+    """A 'load' line where requests arrived faster than the deployment served them: the queue then grows for as long
+    as arrivals last and every latency figure reads the queue, not the engine (an open loop past its capacity)."""
+    time, arrived = summary["time"], summary["requests"]["arrived"]
+    last, end, served = time.get("last_arrival_s"), time["makespan_s"], summary["throughput"]["requests_per_s"]
+    if not last or not arrived or end - last < 0.25 * end or served >= 0.9 * arrived / last:
+        return []
+    return [("load", f"overloaded: {arrived / last:,.2f} req/s arrived, {served:,.2f} req/s served; the queue grows "
+                     "while arrivals last")]
+
+
 def summary_lines(summary: dict) -> list[tuple[str, str]]:
     """(label, value) pairs for the terminal and the page."""
     r, kv, lat, thr = summary["requests"], summary["kv"], summary["latency_s"], summary["throughput"]
@@ -77,6 +88,7 @@ def summary_lines(summary: dict) -> list[tuple[str, str]]:
         ("requests", f"{r['completed']:,} completed of {r['arrived'] + rejected:,}" + (f" ({rejected:,} rejected)" if rejected else "")),
         ("running (sustained)", f"{conc['mean_running']:,.1f} on average, {conc['max_running']:,} at most"),
         ("waiting", f"{conc['mean_waiting']:,.1f} on average"),
+        *_overload(summary),
         ("throughput", f"{thr['requests_per_s']:,.2f} req/s, {thr['output_tokens_per_s']:,.0f} output tok/s "
                        f"over {summary['time']['makespan_s']:,.0f} s" + _drain(summary["time"])),
         ("TTFT p50/p90/p99", ms(lat["ttft"])),

@@ -132,6 +132,16 @@ def test_independent_replicas_are_each_one_engine():
     assert eight == one and eight is not None
 
 
+def _mlperf_llama2_70b(gpu, weights, rate, output, batch, tokens, frac, throughput):
+    """An MLPerf v5.1 Llama-2-70B point on 8 GPUs at tp 1 as the corpus stores it (its dataset's mean prompt 222.33)."""
+    return {"engine": "trtllm", "gpu": gpu, "kvplan_model": "llama-2-70b-hf", "weight_dtype": weights,
+            "kv_dtype": "fp8", "gpus": 8, "tp": 1, "pp": 1, "dp": 8, "request_rate": rate, "arrival": "poisson",
+            "input_dist": {"kind": "dataset", "mean": 222.33}, "output_dist": {"kind": "dataset", "mean": output},
+            "flags": {"gpu_batch_size": batch, "max_num_tokens": tokens, "kvcache_free_gpu_mem_frac": frac,
+                      "batch_scheduler_policy": "max_util"},
+            "metrics": {"output_throughput": throughput}}
+
+
 def test_nvidia_mlperf_harness_settings_bind():
     # MLPerf Inference v5.1, NVIDIA DGX B200 x 8, Llama-2-70B Server (mlcommons/inference_results_v5.1@965182b0:
     # closed/NVIDIA/configs/B200-SXM-180GBx8/Server/llama2-70b.py): tp 1 pp 1, so 8 engines; gpu_batch_size 2048
@@ -142,12 +152,7 @@ def test_nvidia_mlperf_harness_settings_bind():
     # tokens a request ~2,200 requests: more than 2,048, so the batch size would bind; but max_num_tokens counts the
     # generation tokens of a step beside its context chunks (kvplan.engines.scheduler.MIXED_BUDGET), so a steady state
     # keeps 3,584 x 274.35 / (222.33 + 274.35) = 3,584 x 274.35 / 496.68 = 1,979.7 running (budget_bound).
-    point = {"engine": "trtllm", "gpu": "b200", "kvplan_model": "llama-2-70b-hf", "weight_dtype": "fp4",
-             "kv_dtype": "fp8", "gpus": 8, "tp": 1, "pp": 1, "dp": 8, "request_rate": 364, "arrival": "poisson",
-             "input_dist": {"kind": "dataset", "mean": 222.33}, "output_dist": {"kind": "dataset", "mean": 274.35},
-             "flags": {"gpu_batch_size": "2048", "max_num_tokens": "3584", "kvcache_free_gpu_mem_frac": 0.95,
-                       "batch_scheduler_policy": "max_util"},
-             "metrics": {"output_throughput": 99123.04}}
+    point = _mlperf_llama2_70b("b200", "fp4", 364, 274.35, "2048", "3584", 0.95, 99123.04)
     c, why = case_of(point, "test", "")
     assert c is not None, why
     assert c.max_seqs == 2048 and c.dp == 8
@@ -164,12 +169,7 @@ def test_trtllm_max_num_tokens_bounds_the_running_requests():
     # step costs r x 222.33 prompt tokens and each then takes a token a step for 292.77 steps, so r (222.33 + 292.77)
     # <= 256 and the running ones number at most 256 x 292.77 / 515.10 = 145.5, not the 512 the batch size allows
     # (the measured run's Little's law, 69.79 / 8 requests/s x 10.37 s = 90.5 running, sits inside it).
-    point = {"engine": "trtllm", "gpu": "h200-sxm", "kvplan_model": "llama-2-70b-hf", "weight_dtype": "fp8",
-             "kv_dtype": "fp8", "gpus": 8, "tp": 1, "pp": 1, "dp": 8, "request_rate": 70, "arrival": "poisson",
-             "input_dist": {"kind": "dataset", "mean": 222.33}, "output_dist": {"kind": "dataset", "mean": 292.77},
-             "flags": {"gpu_batch_size": "512", "max_num_tokens": "256", "kvcache_free_gpu_mem_frac": 0.9,
-                       "batch_scheduler_policy": "max_util"},
-             "metrics": {"output_throughput": 20432.07}}
+    point = _mlperf_llama2_70b("h200-sxm", "fp8", 70, 292.77, "512", "256", 0.9, 20432.07)
     c, why = case_of(point, "test", "")
     assert c is not None, why
     r = running(c, find_in_catalog("llama-2-70b-hf"), find_gpu("h200-sxm"))

@@ -117,3 +117,15 @@ def test_models_list_and_gpus_names_whole(kvplan_home, monkeypatch):
 ], ids=lambda a: " ".join(map(str, a[:2]))[:40])
 def test_other_tables_fit(args, kvplan_home, monkeypatch):
     _run(args, monkeypatch, codes=(0, 1, 6))
+
+
+def test_fit_heading_breaks_between_its_parts_at_80_columns(monkeypatch):
+    # "llama-3.1-70b on NVIDIA A100 SXM4 80GB · context 128k · batch 1 · weights bf16 · KV bf16" is 88 characters:
+    # at 80 columns the last part goes to its own line whole, where the terminal used to wrap it as "KV" / "bf16"
+    out = _run(["fit", "llama-3-70b", "--gpu", "a100-80", "--ctx", "128k"], monkeypatch)
+    lines = out.splitlines()
+    assert lines[0] == "llama-3.1-70b on NVIDIA A100 SXM4 80GB · context 128k · batch 1 · weights bf16"
+    assert lines[1] == "KV bf16"
+    monkeypatch.setenv("COLUMNS", "200")
+    wide = CliRunner().invoke(app, ["fit", "llama-3-70b", "--gpu", "a100-80", "--ctx", "128k"]).stdout.splitlines()
+    assert wide[0].endswith("· weights bf16 · KV bf16")

@@ -13,6 +13,7 @@ from kvplan.planning.layout import layout_text
 from kvplan.core.units import gib, human_bytes, human_tokens
 from kvplan.planning.speculative import report
 from kvplan.report.fitted import fitted_table
+from rich.text import Text
 
 
 GIB, MIB = 2**30, 2**20
@@ -199,15 +200,28 @@ def _memory_rows(plans: list[Plan]) -> list:
     return rows
 
 
+def _packed(width: int, parts: list[str]) -> str:
+    """Rich-markup parts joined by ' · ', a new line before a part that would pass `width`, so a terminal never
+    wraps inside one ('KV' on one line, its dtype on the next)."""
+    lines, line, used = [], "", 0
+    for part in parts:
+        n = Text.from_markup(part).cell_len
+        if line and used + 3 + n > width:
+            lines.append(line)
+            line, used = "", 0
+        line, used = (f"{line} · {part}", used + 3 + n) if line else (part, n)
+    return "\n".join([*lines, line])
+
+
 def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], calibrated: list | None = None) -> None:
     """A table per question: the memory budget line by line, then the answers; `calibrated`: each plan's
     decode step under kvplan.speed's calibrated model (shown above the roofline's lower bound)."""
 
     first = plans[0]
-    head = (f"[bold]{plain(model.name)}[/] on [bold]{plain(gpu.name)}[/] · context {human_tokens(first.request.context)}"
-            f" · batch {first.request.batch} · weights {effective_weight_dtype(first, model)}"
-            f" · KV {first.request.kv_dtype.name if first.request.kv_dtype else model.dtype}")
-    console.print(head)
+    console.print(_packed(console.width, [
+        f"[bold]{plain(model.name)}[/] on [bold]{plain(gpu.name)}[/]", f"context {human_tokens(first.request.context)}",
+        f"batch {first.request.batch}", f"weights {effective_weight_dtype(first, model)}",
+        f"KV {first.request.kv_dtype.name if first.request.kv_dtype else model.dtype}"]))
     budget = fitted_table(title="Memory per GPU", title_justify="left", show_edge=False)
     budget.add_column("")
     for t in titles:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from kvplan.bench.result import BenchRun, Stat
 from kvplan.planning.plan import expected_experts_touched
 from kvplan.speed.shape import read_flops
-from kvplan.speed.terms import gemm_rate
+from kvplan.speed.terms import gemm_rate, prefill_width
 
 _HIGHER_IS_BETTER = ("output_throughput", "total_throughput", "request_throughput", "per_user_output_throughput",
                      "pp_tok_s", "tg_tok_s")
@@ -99,9 +99,7 @@ def step_read_bytes(sim, batch: float, context: float) -> float:
 def prefill_flops(sim, n: int, depth: int = 0) -> float:
     """FLOPs of one prompt of `n` new tokens after `depth` cached ones, on one rank, all stages (causal pairs)."""
     pairs = n * depth + n * (n + 1) / 2
-    return sum(st.flops_per_token * n + st.decompress_flops * depth + pairs * (
-        st.attn_flops_per_pair if st.attn_prefill_flops_per_pair is None else st.attn_prefill_flops_per_pair)
-        for st in sim.stages)
+    return sum(st.flops_per_token * n + st.decompress_flops * depth + pairs * prefill_width(st) for st in sim.stages)
 
 
 def _tpot_from_e2e(run: BenchRun) -> float | None:

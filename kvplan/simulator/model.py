@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.core.intmath import round_up
+from kvplan.speed.terms import prefill_width
 
 
 @dataclass(frozen=True)
@@ -152,8 +153,7 @@ class StepTimer:
                 read += s.expert_bytes * self._expert_share(s, tokens)
             t = read / m.bandwidth_bytes_per_s
             if m.flops_per_s:
-                wide = s.attn_flops_per_pair if s.attn_prefill_flops_per_pair is None else s.attn_prefill_flops_per_pair
-                attn = (s.attn_flops_per_pair * (pairs - prefill_pairs) + wide * prefill_pairs
+                attn = (s.attn_flops_per_pair * (pairs - prefill_pairs) + prefill_width(s) * prefill_pairs
                         - sum(f * max(0.0, pairs - tokens * k) for f, k in s.attn_topk))
                 c = (s.flops_per_token * tokens + s.decompress_flops * prefill_context + attn) / m.flops_per_s
                 t = max(t, c)

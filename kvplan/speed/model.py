@@ -200,7 +200,7 @@ class StepModel:
         t = (self.base + self.per_token * tokens + self.per_seq * seqs + self.per_ctx * context
              + self.per_pair * pairs + self.per_prefill_pair * prefill_pairs + self.per_new * new)
         if prefill_context and self.decompress:
-            rate = path_at(self.shape, tokens)[0] if self.shape.paths else self.shape.gemm_rate
+            rate = path_at(self.shape, tokens)[0]  # the Shape's GEMM rate, or its path's at this many tokens
             t += self.decompress * prefill_context / rate if rate else 0.0
         if tokens > seqs:
             t += self.per_prefill

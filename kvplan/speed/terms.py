@@ -200,8 +200,9 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     ]
 
 
-def prefill_width(s: Shape) -> float:
-    """FLOPs a prefill query-key pair costs on this rank (the decode width where the Shape gives none apart)."""
+def prefill_width(s) -> float:
+    """FLOPs a prefill query-key pair costs on this rank (the decode width where the Shape, or the simulator's
+    StageCost, gives none apart)."""
     return s.attn_flops_per_pair if s.attn_prefill_flops_per_pair is None else s.attn_prefill_flops_per_pair
 
 

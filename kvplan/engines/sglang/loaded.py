@@ -22,7 +22,7 @@ expert), padded by the MoE runner backend:
   * every other CUDA GPU, where `server_args.py` picks `triton_kernel` for gpt-oss when ep_size is 1 and
     triton_kernels is installed ("Detected GPT-OSS model, enabling triton_kernels MOE kernel"): I' = round_up(I,
     32); `_swizzle_mxfp4` converts the values and scales to triton_kernels' layouts and the biases become fp32.
-    On Hopper the layouts pad as kvplan.engines.vllm.mxfp4._hopper_swizzle_extra restates for the same library:
+    On Hopper the layouts pad as kvplan.engines.mxfp4_experts.triton_hopper_expert restates for the same library:
     values [round_up(K/2, 64), round_up(N, 256)], scales [round_up(N, 32 x 8 warps), round_up(K/32, 2)], one copy
     of the scales. vLLM's Mxfp4MoEMethod runs the same calls (`_swizzle_mxfp4`, then `del layer.w13_weight`, the
     scale parameters left registered, as SGLang's), and its "Model loading took" for gpt-oss-120b on one H100,

@@ -295,7 +295,8 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
                     _float(p.get("num_prompts")), dp=dp * pp,  # a pipeline's stages: pp micro-batches in flight
                     arrival_cv2=arrival_of(p.get("arrival")), drawn=drawn_lengths(p) or bool(made),
                     out_cv2=output_cv2(p, made),
-                    fixed=bool(p.get("isl") and p.get("osl") and not made), median_gap=median_gap(metrics))
+                    fixed=bool(p.get("isl") and p.get("osl") and not made), median_gap=median_gap(metrics),
+                    served=served(engine, p))
     limit = _int(next((flags[k] for k in RUNNING if flags.get(k)), None), 0) or None
     if dp > 1 and _on(flags, DP_ATTENTION.get(engine)):  # the deployment's figures
         tp, ep = max(1, tp // dp), max(ep, tp)  # the attention replica's tp; the MoE over every rank
@@ -307,6 +308,15 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
                 str(p["version"]) if p.get("version") else None, dict(flags), pp,
                 p.get("harness") or None)
     return case, ""
+
+
+IN_PROCESS_TOOLS = ("trtllm-bench",)  # tools that drive the engine in their own process, no HTTP front end
+# (NVIDIA/TensorRT-LLM@89fd9b74ab7ae753b4c6b3db25a400dca7ea54a0:tensorrt_llm/bench/benchmark/utils/asynchronous.py)
+
+
+def served(engine: str, p: dict) -> bool:
+    """Whether a point's requests crossed the engine's HTTP front end (kvplan.speed.load.ingress_queue)."""
+    return harness_kind_of(engine, p.get("harness_kind")) != "inprocess" and p.get("harness") not in IN_PROCESS_TOOLS
 
 
 # The backends a run may state (`backend`), per engine: the first is what it runs where none is stated; a backend

@@ -22,7 +22,7 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import DEFAULT_MAX_SEQS, Case, in_training
 from kvplan.speed.eras import fitted_with, own_terms, unused_terms
-from kvplan.speed.load import combos, decode_context, value
+from kvplan.speed.load import combos, decode_context, ingress_queue, ingress_rate, value
 from kvplan.speed.model import decode_features, prefill_features, priced
 from kvplan.speed.nnls import nnls
 from kvplan.speed.shape import shape_for, weight_dtype_of
@@ -127,7 +127,26 @@ def predict(built: Built, coef, prev: dict | None = None) -> dict:
     """{metric: predicted} for the case (coef () or None: the roofline), under the previous pass's `prev`."""
     fp, fd, fg, cm = built.parts(prev, roof=not coef)
     t = [_price(built.shape, f, coef) if f is not None else 0.0 for f in (fp, fd, fg)]
-    return {m: value(c, *t) for m, c in cm.items()}
+    per = _ingress(coef)
+    wait, share = ingress_queue(built.load) * per, ingress_rate(built.load) * per
+    out = {}
+    for m, c in cm.items():
+        if c[3]:  # a throughput: the front end's share of a request's time in its divisor
+            out[m] = value(c, *t, extra=share)
+        else:
+            out[m] = value(c, *t) + (wait if m in QUEUED else 0.0)
+    return out
+
+
+# The figures a burst's wait in the serving front end (kvplan.speed.load.ingress_queue) adds to; TPOT, their
+# difference over the output, does not move
+QUEUED = ("ttft", "e2el")
+INGRESS = TERMS.index("ingress")
+
+
+def _ingress(coef) -> float:
+    """The coefficient set's seconds per request in the serving front end (0: the roofline's)."""
+    return float(coef[INGRESS]) if coef else 0.0
 
 
 def _price(shape: Shape, f, coef) -> float:
@@ -169,6 +188,7 @@ def rows_for(built: Built, coef_prev) -> list[tuple[list[float], str]]:
     fp, fd, fg, cm = built.parts(prev)
     n = len(TERMS)
     fp, fd, fg = (f or [0.0] * n for f in (fp, fd, fg))
+    queue, per_request = ingress_queue(built.load), ingress_rate(built.load)
     out = []
     for metric, y in built.case.targets.items():
         c = cm.get(metric)
@@ -176,6 +196,10 @@ def rows_for(built: Built, coef_prev) -> list[tuple[list[float], str]]:
             continue
         a, b, e, inv = c
         lin = [a * p + b * d + e * g for p, d, g in zip(fp, fd, fg)]
+        if metric in QUEUED:
+            lin[INGRESS] += queue
+        elif inv:
+            lin[INGRESS] += per_request
         scale = (y / inv) if inv else (1.0 / y)
         out.append(([v * scale for v in lin], metric))
     return out

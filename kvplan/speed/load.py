@@ -77,6 +77,9 @@ seconds:
                            Bounded: never more than if the run's N requests (N not told: the running
                            cap) had arrived at once, (N - 1) / 2 x S, which is also Poisson's and
                            gamma's value at rho >= 1
+  front end (`ingress_queue`)  a served burst's N requests each cross the API server (a process apart from the
+                           engine's steps, which interleaves them): TTFT and E2E + N x ingress (a fitted term,
+                           seconds per request), a throughput's T + d x ingress (the run is N x ingress longer)
   TPOT (= mean ITL)        (E2E - TTFT) / (osl - 1)
   median ITL               where the figure is the median of every gap between tokens pooled (`median_gap`:
                            sglang.bench_serving's median_itl_ms, kvplan.speed.corpus.median_gap) and the engine runs
@@ -138,6 +141,7 @@ class Load:
     waves: bool = False  # the engine decodes only when no prefill batch forms (kvplan.engines.scheduler.runs_waves)
     lockstep: int = 1  # data-parallel workers whose forwards run together (kvplan.engines.scheduler.lockstep_workers)
     median_gap: bool = False  # the TPOT figure is the median gap between tokens (kvplan.speed.corpus.median_gap)
+    served: bool = True  # requests cross the engine's HTTP front end (not an in-process harness): ingress_queue
 
 
 def decode_context(load: Load) -> float:
@@ -335,6 +339,27 @@ def combos(load: Load, e2e_estimate: float | None = None,
     }
 
 
+def ingress_queue(load: Load) -> float:
+    """The requests a burst's mean request waits behind in the serving front end before the engine sees it: the
+    multiple of the `ingress` term (seconds per request, kvplan.speed.terms) its TTFT and E2E carry. N, the burst's
+    requests, where they all arrive at once at a served engine: the API server (vLLM's, SGLang's, trtllm-serve's: one
+    process apart from the engine's steps) parses, templates and tokenises each request, interleaving the N of them,
+    so most reach the engine only once most are through (GPUStack's vLLM 0.11 bursts of 1,000: the TTFT of 128-token
+    prompts, 4 out, is most of the run and about the ShareGPT run's, whatever the prompt). 0 otherwise: a closed loop
+    or an open one spreads its arrivals, whose own front-end cost the `request` term prices; an in-process harness
+    (`served` false) has no front end."""
+    if not load.served or load.bench != "serve" or _rate(load) or load.concurrency or not load.num_prompts:
+        return 0.0
+    return float(load.num_prompts)
+
+
+def ingress_rate(load: Load) -> float:
+    """The multiple of the `ingress` term a throughput's divisor (a request's time on a replica) carries where
+    ingress_queue is not 0: the front end takes the burst's N requests one by one, N x ingress of the run before the
+    last reaches the engine, over N requests on d busy replicas (`busy`): d x ingress a request."""
+    return float(busy(load)) if ingress_queue(load) else 0.0
+
+
 def gap(load: Load, e2e: tuple, ttft: tuple, k: float) -> tuple:
     """The TPOT figure as (a, b, e) of t_wave, t_dec, t_grp: the mean gap, (E2E - TTFT) / k, k = osl - 1 (at least 1);
     the median gap where the figure is one (`median_gap`) and the engine prefills apart (`waves`): one decode step."""
@@ -363,9 +388,10 @@ def _rate(load: Load) -> bool:
     return bool(load.rate and load.rate != float("inf"))
 
 
-def value(combo: tuple, t_wave: float, t_dec: float, t_grp: float = 0.0) -> float:
+def value(combo: tuple, t_wave: float, t_dec: float, t_grp: float = 0.0, extra: float = 0.0) -> float:
+    """A metric's value from its combo (combos); `extra`: seconds added to its time (a throughput's divisor)."""
     a, b, e, inv = combo
-    t = a * t_wave + b * t_dec + e * t_grp
+    t = a * t_wave + b * t_dec + e * t_grp + extra
     if inv:
         return inv / t if t > 0 else float("inf")
     return t

@@ -41,6 +41,9 @@ the order of `TERMS`:
   pstep      prefill steps (seconds per prefill batch: an engine that runs its prefill batches apart from its
              decode batches pays each batch's scheduling and launch once, however many requests it holds);
              only the coefficient sets kvplan.speed.eras.ENGINE_TERMS names fit it, every other set's is 0
+  ingress    requests queued ahead in the serving front end (seconds per request: the API server's HTTP parsing,
+             chat template and tokenising, in a process apart from the engine's steps): not in any step, only in a
+             burst's first tokens (kvplan.speed.load.ingress_queue); 0 in every step's features
 
 Link latency per collective call, from the profile's `interconnect.kind`: NCCL's ring all-reduce
 with the LL protocol costs baseLat + 2(n-1) x hwLat, baseLat 6.6 us, hwLat 0.6 us over NVLink and
@@ -55,7 +58,7 @@ from dataclasses import dataclass, replace
 from kvplan.planning.plan import expected_experts_touched as experts_touched
 
 TERMS = ("weights", "kv", "gemm", "attn", "experts", "grouped", "comm", "latency", "step", "layer", "seq", "request",
-         "pstep")
+         "pstep", "ingress")
 NCCL_BASE_LAT_S = 6.6e-6  # NVIDIA/nccl src/graph/tuning.cc baseLat, Ring / LL
 NCCL_HW_LAT_S = {"nvswitch": 0.6e-6, "nvlink-bridge": 0.6e-6, "nvlink-direct": 0.6e-6, "xgmi": 0.6e-6,
                  "pcie": 1.0e-6, "roce": 2.7e-6}  # hwLat Ring / LL: NVLINK, PCI, NET (xgmi read as NVLink)
@@ -197,6 +200,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         seqs * steps,
         request,
         prefill_steps,
+        0.0,  # ingress: no step's (kvplan.speed.load.ingress_queue)
     ]
 
 

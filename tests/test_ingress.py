@@ -1,0 +1,70 @@
+"""A served burst's wait in the engine's front end (kvplan.speed.load: `ingress_queue`, `ingress_rate`; the `ingress`
+term of kvplan.speed.terms): N requests sent at once each cross the API server, a process apart from the engine's
+steps, before the engine sees them, so the burst's TTFT and E2E carry N x ingress and its run is N x ingress longer.
+Hand arithmetic on the load; the fit's rows stay linear in the coefficients; the corpus tells served runs from
+in-process ones (an in-process harness has no front end)."""
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kvplan.bench.running import running
+from kvplan.speed.corpus import read_corpus
+from kvplan.speed.fit import build_all, predict, rows_for
+from kvplan.speed.load import Load, ingress_queue, ingress_rate
+from kvplan.speed.model import coefficients
+from kvplan.speed.terms import TERMS
+
+CORPUS = Path(__file__).parent / "fixtures" / "speed"
+
+
+def test_only_a_served_burst_queues_in_the_front_end():
+    # vllm bench serve's default: --num-prompts 1000 at --request-rate inf, all sent at once: the mean request waits
+    # behind the burst's 1,000 in the front end, and each of 2 busy replicas' requests carries 2 x ingress of the run
+    burst = Load(220, 200, rate=float("inf"), num_prompts=1000, cap=256, dp=2)
+    assert ingress_queue(burst) == 1000.0
+    assert ingress_rate(burst) == 2.0
+    # a closed loop, an open loop at a finite rate, an in-process harness, a throughput run of untold length: none
+    for load in (replace(burst, concurrency=64.0), replace(burst, rate=10.0), replace(burst, served=False),
+                 replace(burst, num_prompts=None), Load(512, 0, bench="pp")):
+        assert ingress_queue(load) == 0.0 and ingress_rate(load) == 0.0
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    cases, _ = read_corpus(CORPUS)
+    return {(c.source, c.id): c for c in cases}
+
+
+def test_the_corpus_tells_served_runs_from_in_process_ones(corpus):
+    # GPUStack's perf lab: vllm bench serve against `vllm serve` (its page's benchmark script)
+    assert corpus[("gpustack-perflab-qwen3-14b-h100", "L89-vllm")].load.served
+    # trtllm-bench drives the executor in its own process; harness_kind inprocess likewise
+    bench = [c for c in corpus.values() if c.harness == "trtllm-bench"]
+    inproc = [c for c in corpus.values() if c.era == "vllm-inprocess"]
+    assert bench and inproc
+    assert not any(c.load.served for c in bench + inproc)
+
+
+def test_the_ingress_term_moves_a_bursts_latencies_by_n_and_its_throughput_by_d(corpus):
+    # GPUStack's Qwen3-14B on one H100 under vLLM 0.11.0: ShareGPT, 1,000 prompts at once, one replica (d = 1).
+    # At x seconds a request in the front end: TTFT and E2E + 1,000 x, TPOT unchanged, and an output rate
+    # osl / T becomes osl / (T + x)
+    (built,), _ = build_all([corpus[("gpustack-perflab-qwen3-14b-h100", "L89-vllm")]], running)
+    base = list(coefficients("vllm"))
+    base[TERMS.index("ingress")] = 0.0
+    more = list(base)
+    more[TERMS.index("ingress")] = 0.01
+    a, b = predict(built, base), predict(built, more)
+    assert math.isclose(b["ttft"] - a["ttft"], 10.0) and math.isclose(b["e2el"] - a["e2el"], 10.0)
+    assert math.isclose(b["tpot"], a["tpot"])
+    osl = built.load.osl
+    assert math.isclose(osl / b["output_throughput"] - osl / a["output_throughput"], 0.01)
+    # the fit's rows are the same predictions, linear in the coefficients: row . coef = predicted / measured
+    for row, metric in rows_for(built, None):
+        y = built.case.targets[metric]
+        got = sum(r * c for r, c in zip(row, more))
+        pred = predict(built, more)[metric]
+        assert math.isclose(got, pred / y if metric in ("ttft", "e2el", "tpot") else y / pred, rel_tol=1e-9)

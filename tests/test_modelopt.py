@@ -15,10 +15,13 @@ import pytest
 from conftest import shared_config
 
 from kvplan.core.errors import KvplanError
+from kvplan.hardware.gpus import find_gpu
 from kvplan.model.spec import weight_bytes
 from kvplan.readers.modelopt import glob_entry, with_quant_file
 from kvplan.sources.importer import build_spec
 from kvplan.sources.resolve import resolve_model
+from kvplan.speed.shape import shape_for
+from kvplan.speed.terms import features
 
 # A small Qwen3-MoE: hidden 64, 2 layers, 4 heads of 16, 2 KV heads, 4 experts of width 32 (top 2), vocab 100.
 # attention per layer: q 64x64 + k, v 2 x 64x32 + o 64x64 = 12,288; experts per layer 4 x 3 x 64x32 = 24,576
@@ -32,6 +35,7 @@ MOE = {"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "hid
 # 4,128,768; kv_b 512 x 128x256 = 16,777,216; o 128x128 x 7168 = 117,440,512: 187,105,280; x 61 = 11,413,422,080
 R1_ATTENTION = 11_413_422_080
 R1_O_PROJ = 61 * 117_440_512  # 7,163,871,232
+R1_HEAD = 129_280 * 7168  # 926,679,040
 
 
 def _spec(qc: dict | None, base: dict = MOE):
@@ -136,3 +140,18 @@ def test_hf_quant_config_json_beside_a_local_config(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({**MOE, "quantization_config": {"quant_method": "fp8"}}))
     assert resolve_model(str(tmp_path)).spec.quantization.method == "fp8"
 
+
+def test_gemm_term_prices_kept_modules_at_the_bf16_rate():
+    # DeepSeek-R1-FP4 on a B200 at tp 8: of 2 x active FLOPs a token, the kept attention and the LM head
+    # (2 x (11,413,422,080 + 926,679,040) / 8) run at the bf16 rate, the rest at the fp4 rate
+    spec = _r1(["lm_head", "model.layers.*.self_attn*"])
+    gpu = find_gpu("b200")
+    s = shape_for(spec, gpu, tp=8)
+    assert s.plain_flops == pytest.approx(2 * (R1_ATTENTION + R1_HEAD) / 8)
+    tokens = 4096
+    gemm = features(s, tokens, 1, 0, 0)[2]
+    expect = (s.flops_per_token - s.plain_flops) * tokens / s.gemm_rate + s.plain_flops * tokens / s.bf16_rate
+    assert gemm == pytest.approx(expect)
+    assert s.bf16_rate < s.gemm_rate  # so the kept attention costs more than it did at the fp4 rate
+    # a weight dtype that is not the checkpoint's own drops its exclusions: only the head stays at bf16
+    assert shape_for(spec, gpu, tp=8, weight_dtype="fp8").plain_flops == pytest.approx(2 * R1_HEAD / 8)

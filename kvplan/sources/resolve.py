@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.core.markup import readable
-from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
+from kvplan.core.errors import EXIT_NETWORK, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
 from kvplan.readers.cfg import unwrap_text_config
 from kvplan.readers.modelopt import QUANT_FILE, with_quant_file
 from kvplan.readers.mtp import MTP_KEYS
@@ -107,8 +107,15 @@ def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
     source = f"config.json of {repo_id}@{cfg.commit or revision or 'main'}"
     config = cfg.config
     if not cfg.from_cache and config.get("quantization_config") is None:  # a ModelOpt export's own file, if any
-        config = with_quant_file(config, hub.fetch_quant_file(repo_id, revision=cfg.commit or revision, token=token,
-                                                              timeout=timeout))
+        try:
+            quant = hub.fetch_quant_file(repo_id, revision=cfg.commit or revision, token=token, timeout=timeout)
+        except KvplanError as exc:
+            if exc.exit_code != EXIT_NETWORK:
+                raise
+            quant = None
+            notices.append(f"quantization: {QUANT_FILE} not read ({exc.message}); planned from config.json alone, "
+                           "as an unquantized checkpoint unless its safetensors say otherwise")
+        config = with_quant_file(config, quant)
         if config is not cfg.config:
             source += f" with its {QUANT_FILE}"
     cfg = dataclasses.replace(cfg, config=config)

@@ -235,5 +235,7 @@ def roofline_of(s: Shape, f: list[float]) -> float:
     the datasheet's bf16 rate, as the old bound did). `f` of a Shape without `paths` (roofline() drops them)."""
     read = (f[0] + f[1] + f[4]) * (s.bandwidth / s.peak_bandwidth if s.peak_bandwidth else 1.0)
     peak = s.peak_bf16_rate or s.bf16_rate
-    flops = (f[2] * s.gemm_rate + f[3] * s.bf16_rate) / peak if peak else 0.0
+    share = s.plain_flops / s.flops_per_token if s.flops_per_token else 0.0  # of the GEMM FLOPs, those at bf16
+    per_flop = (1 - share) / s.gemm_rate + share / (s.bf16_rate or s.gemm_rate) if s.gemm_rate else 0.0
+    flops = ((f[2] / per_flop if per_flop else 0.0) + f[3] * s.bf16_rate) / peak if peak else 0.0
     return max(read, flops)

@@ -196,6 +196,21 @@ def test_fetch_config_repo_without_namespace(hub):
     assert fetch_config("gpt2", timeout=5).config["model_type"] == "gpt2"
 
 
+def test_modelopt_hf_quant_config_json_is_read_beside_config(hub):
+    # ModelOpt's older exports state NVFP4 and its exclusions in hf_quant_config.json, not config.json
+    # (kvplan.readers.modelopt): the Hub read fetches it where config.json has no quantization_config. The fake
+    # Llama: hidden 256, 4 layers, 8 heads of 32, 2 KV heads; attention per layer q 256x256 + k, v 2 x 256x64 +
+    # o 256x256 = 163,840; x 4 = 655,360 kept in bf16
+    from kvplan.sources.resolve import resolve_model
+
+    quant = {"producer": {"name": "modelopt"}, "quantization": {
+        "quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head", "model.layers.*.self_attn*"]}}
+    hub.add("org/fp4", FakeRepo.single({"config.json": cfg(), "hf_quant_config.json": json.dumps(quant).encode()}))
+    q = resolve_model("org/fp4", timeout=5).spec.quantization
+    assert (q.method, q.kept) == ("nvfp4", (("attention", 655_360),))
+    assert resolve_model("org/llama", timeout=5).spec.quantization.method == "bf16"  # no such file: None
+
+
 def test_weights_single_file(hub):
     got = fetch_weights("org/llama", timeout=5)
     assert isinstance(got, HubWeights)

@@ -321,6 +321,7 @@ def test_hub_model_without_flag_drops_the_mtp_tensors(monkeypatch):
                                          "model.layers.2.w": ("BF16", [64, 32])}))
     monkeypatch.setattr(hub, "fetch_config", lambda *a, **k: HubConfig("org/ds", None, "c" * 40, config, False, None))
     monkeypatch.setattr(hub, "fetch_weights", lambda *a, **k: weights)
+    monkeypatch.setattr(hub, "fetch_quant_file", lambda *a, **k: None)  # no hf_quant_config.json
     got = resolve.resolve_model("org/ds")
     assert got.spec.checkpoint_bytes == 2 * 64 * 64 * 2  # layer 2 (4,096 B) is the MTP module
     assert any("4,096 B of multi-token-prediction layers not counted" in n for n in got.notices)

@@ -12,6 +12,7 @@ from dataclasses import replace
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.spec import Quantization
 from kvplan.readers.cfg import read_dtype, shown
+from kvplan.readers.modelopt import glob_entry, modelopt_method, modelopt_view, unlisted
 from kvplan.readers.params import _is_moe_layer
 from kvplan.readers.unquantized import exclusion_list, kept_params, module_names, untargeted
 
@@ -28,9 +29,14 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
     if not isinstance(q, dict):
         return Quantization(_dtype(cfg))
     where = f"{cfg.where}: quantization_config"
+    q = modelopt_view(q)
     quant = _method(cfg, q, where, tuple(layers))
     names = exclusion_list(q, where)
+    if q.get("quant_method") == "modelopt":  # wildcards, matched as vLLM matches them (kvplan.readers.modelopt)
+        names = [glob_entry(n) for n in names]
     left_out = untargeted(_targets(q), where) if quant.method != _dtype(cfg) else None
+    if left_out is None and q.get("quant_method") == "modelopt":
+        left_out = unlisted(q, where)  # MIXED_PRECISION: modules its quantized_layers leave out
     if left_out is not None:
         names = [*names, left_out]
     if not names or params is None or quant.method == _dtype(cfg):
@@ -82,15 +88,8 @@ def _method(cfg, q: dict, where: str, layers=()) -> Quantization:
             raise KvplanError(f"{where}.weight_block_size must be a list of two integers, got {block!r}", EXIT_USAGE)
         sizes = [_q_int({"weight_block_size": b}, where, "weight_block_size", default=0) for b in block or []]
         return Quantization("fp8", sizes[0] if sizes else 0)
-    if method in ("modelopt", "modelopt_fp4"):
-        # NVIDIA ModelOpt (vLLM modelopt.py ModelOptFp8Config / ModelOptNvFp4Config read quant_algo)
-        algo = str(q.get("quant_algo", "")).upper()
-        if algo in ("NVFP4", "W4A16_NVFP4"):
-            return Quantization("nvfp4", 16)
-        if algo == "FP8":
-            return Quantization("fp8")
-        raise KvplanError(f"{where}: ModelOpt quant_algo {algo or '(none)'!r} is not read (NVFP4, W4A16_NVFP4 or FP8; "
-                          "per-layer MIXED_PRECISION is refused rather than guessed)", EXIT_USAGE)
+    if method == "modelopt":  # NVIDIA ModelOpt, either file's form (kvplan.readers.modelopt)
+        return modelopt_method(q, where)
     if method in ("awq", "gptq", "autoround"):
         # AWQ and GPTQ store a packed zero point per group whatever `sym` says (qzeros int32 [K/g, N/8]);
         # GPTQ adds g_idx (int32 [K]) to every quantized linear, act-order (`desc_act`) or not (AutoGPTQ

@@ -38,8 +38,10 @@ from dataclasses import dataclass
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import MLALatent
 from kvplan.readers.params import _UNGATED, _is_moe_layer
+from kvplan.readers.states import QWEN3_5
 
-LIST_KEYS = ("modules_to_not_convert", "ignore", "ignored_layers", "ignored_modules", "llm_int8_skip_modules")
+LIST_KEYS = ("modules_to_not_convert", "ignore", "ignored_layers", "ignored_modules", "llm_int8_skip_modules",
+             "exclude_modules")  # the last ModelOpt's hf_quant_config.json (wildcards: kvplan.readers.modelopt)
 
 _ALREADY_PLAIN = {  # modules kvplan keeps in the model dtype whatever the method: naming them is a no-op
     "lm_head", "output", "embed_tokens", "wte", "wpe", "embed", "embeddings", "word_embeddings", "tok_embeddings",
@@ -66,6 +68,11 @@ _COMPLETE = {  # projection sets that make up a whole module (vLLM fuses them; l
             {"w1", "w2", "w3"}, {"c_fc", "c_proj"}, {"dense_h_to_4h", "dense_4h_to_h"}),
 }
 
+# projections vLLM loads as one fused layer: listed in part it refuses (is_layer_skipped); whole, or the layer's other
+# projections alone (DeepSeek-R1-FP4-v2 quantizes o_proj and keeps the rest), kvplan counts them projection by
+# projection (ModuleNames.sizes)
+_FUSED = ({"q_proj", "k_proj", "v_proj"}, {"q_a_proj", "kv_a_proj_with_mqa"})
+
 
 @dataclass(frozen=True)
 class ModuleNames:
@@ -79,20 +86,16 @@ class ModuleNames:
     shared: bool = False  # MoE layers hold shared experts
     block: str = "mlp"  # the MoE block's module (Mixtral: block_sparse_moe)
     prefixes: tuple[str, ...] = ("model.layers.", "model.language_model.layers.", "language_model.model.layers.")
+    sizes: tuple = ()  # per layer: {attention projection: parameters}, for an exclusion that keeps some of them
 
 
 def module_names(cfg, model_type: str, params, layers) -> ModuleNames:
     """The linear modules of a model read from `cfg` (kvplan.readers.params's layout of dense and MoE layers)."""
-    attention = []
+    attention, sizes = [], []
     for layer in layers:
         layer = getattr(layer, "attention", layer)
-        if isinstance(layer, MLALatent):
-            q = ("q_a_proj", "q_b_proj") if cfg.int("q_lora_rank", default=0, minimum=0) else ("q_proj",)
-            attention.append((*q, "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"))
-        elif hasattr(layer, "head_dim") and hasattr(layer, "num_kv_heads"):
-            attention.append(("q_proj", "k_proj", "v_proj", "o_proj"))
-        else:
-            attention.append(())
+        sizes.append(_projection_sizes(cfg, model_type, layer))
+        attention.append(tuple(sizes[-1]))
     moe = frozenset(i for i in range(len(layers)) if params.num_experts and _is_moe_layer(cfg, model_type, i))
     dense = frozenset(range(len(layers))) - moe if params.mlp else frozenset()
     mixtral = model_type in ("mixtral", "minimax", "minimax_m2")
@@ -100,7 +103,24 @@ def module_names(cfg, model_type: str, params, layers) -> ModuleNames:
     if model_type in _UNGATED:
         mlp = ("fc1", "fc2")
     return ModuleNames(tuple(attention), mlp, dense, moe, params.num_experts, bool(params.shared_experts),
-                       "block_sparse_moe" if mixtral else "mlp")
+                       "block_sparse_moe" if mixtral else "mlp", sizes=tuple(sizes))
+
+
+def _projection_sizes(cfg, model_type: str, layer) -> dict[str, int]:
+    """{projection: parameters} of one layer's attention, as kvplan.readers.params._attention_params counts them
+    (MLA: q_a / q_b or q, kv_a_proj_with_mqa, kv_b, o; else q (doubled where the output is gated), k, v, o)."""
+    h, heads = cfg.int("hidden_size"), cfg.int("num_attention_heads", default=0, minimum=0)
+    if isinstance(layer, MLALatent):
+        nope, v = cfg.int("qk_nope_head_dim", limit="head_dim"), cfg.int("v_head_dim", limit="head_dim")
+        q_rank, qk = cfg.int("q_lora_rank", default=0, minimum=0), heads * (nope + layer.qk_rope_head_dim)
+        q = {"q_a_proj": h * q_rank, "q_b_proj": q_rank * qk} if q_rank else {"q_proj": h * qk}
+        return {**q, "kv_a_proj_with_mqa": h * (layer.kv_lora_rank + layer.qk_rope_head_dim),
+                "kv_b_proj": layer.kv_lora_rank * heads * (nope + v), "o_proj": heads * v * h}
+    if hasattr(layer, "head_dim") and hasattr(layer, "num_kv_heads"):
+        d, kv = layer.head_dim, layer.num_kv_heads
+        gate = 2 if cfg.bool("attn_output_gate", model_type == "qwen3_next" or model_type in QWEN3_5) else 1
+        return {"q_proj": h * heads * d * gate, "k_proj": h * kv * d, "v_proj": h * kv * d, "o_proj": heads * d * h}
+    return {}
 
 
 def _regex_entries(matches, m: ModuleNames, name: str, where: str, only=None) -> list[tuple[str, set[int], str]]:
@@ -174,7 +194,7 @@ def kept_params(names: list, params, layers, where: str, modules: ModuleNames | 
     for name in names:
         if modules is not None and (callable(name) or name.startswith("re:")):
             found = _regex_entries(name if callable(name) else _compiled(name, where), modules,
-                                   "the scheme's targets" if callable(name) else name, where)
+                                   getattr(name, "label", "the scheme's targets") if callable(name) else name, where)
         else:  # a module's exact name (compressed-tensors' `ignore`), else the names' words (kvplan's reading)
             layer = _LAYER_INDEX.search(name) if modules is not None else None
             found = layer and _regex_entries(name.__eq__, modules, name, where, int(layer.group(1)))
@@ -185,7 +205,13 @@ def kept_params(names: list, params, layers, where: str, modules: ModuleNames | 
                     parts.setdefault((role, i), set()).add(proj)
             else:
                 covered.setdefault(role, set()).update(idx)
+    some: dict[str, int] = {}  # parameters of attention projections kept without their whole set
     for (role, i), projs in parts.items():
+        sizes = modules.sizes[i] if modules is not None and role == "attention" and i < len(modules.sizes) else {}
+        if not any(full <= projs for full in _COMPLETE[role]) and projs <= set(sizes) and not any(
+                0 < len(group & projs) < len(group) for group in _FUSED if group <= set(sizes)):
+            some[role] = some.get(role, 0) + sum(sizes[p] for p in projs)  # the rest of that layer's set quantized
+            continue
         if not any(full <= projs for full in _COMPLETE[role]):
             raise KvplanError(f"{where}: the exclusion list keeps only {', '.join(sorted(projs))} of layer {i}'s "
                               f"{role} in 16 bits; kvplan counts whole modules, not single projections (refused)",
@@ -196,7 +222,7 @@ def kept_params(names: list, params, layers, where: str, modules: ModuleNames | 
         for part, total in _role_parts(role, params):
             out.append((part, _share(part, total, idx, n, params, layers, where, modules)))
     merged: dict[str, int] = {}
-    for part, count in out:
+    for part, count in [*out, *some.items()]:
         merged[part] = min(merged.get(part, 0) + count, getattr(params, part))
     return tuple(sorted((k, v) for k, v in merged.items() if v))
 

@@ -55,6 +55,7 @@ from kvplan.sources.hub_calls import HubCall, commit_of_cached_path, is_commit
 from kvplan.sources.hub_headers import HubWeights, as_header_problem, index_shards, sum_headers
 
 CONFIG_FILE = "config.json"
+QUANT_FILE = "hf_quant_config.json"  # kvplan.readers.modelopt.QUANT_FILE
 SAFETENSORS_SINGLE = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 MAX_CONFIG_BYTES = 5 * 1024 * 1024  # a real config.json is a few kB; 5 MB is hostile or a mistake
@@ -118,6 +119,24 @@ def fetch_weights(
         raise ctx.map_error(e) from e
 
 
+def fetch_quant_file(
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    token: str | None = None,
+    timeout: float = 10.0,
+) -> dict | None:
+    """Read `hf_quant_config.json` of a model repo (ModelOpt's older exports state their quantization there and
+    not in config.json: kvplan.readers.modelopt), or None when the repo has none. Errors as fetch_config's."""
+    ctx = HubCall.make(repo_id, revision, token, timeout, QUANT_FILE)
+    try:
+        return _fetch_quant_file(ctx)
+    except KvplanError as e:
+        raise KvplanError(ctx.scrub(e.message), e.exit_code) from e
+    except Exception as e:  # noqa: BLE001
+        raise ctx.map_error(e) from e
+
+
 # ----------------------------------------------------------------------------------------------
 # config
 
@@ -169,6 +188,24 @@ def _fetch_config(ctx: HubCall) -> HubConfig:
         tqdm_class=silent_tqdm,
     ))
     return _config_from_path(ctx, str(path), notice=None, from_cache=False)
+
+
+def _fetch_quant_file(ctx: HubCall) -> dict | None:
+    import huggingface_hub as hf
+    from huggingface_hub.errors import RemoteEntryNotFoundError
+    from huggingface_hub.utils import silent_tqdm
+
+    try:
+        meta = ctx.run(lambda: hf.get_hf_file_metadata(
+            hf.hf_hub_url(ctx.repo_id, QUANT_FILE, revision=ctx.rev), token=ctx.token, timeout=ctx.timeout))
+    except RemoteEntryNotFoundError:
+        return None
+    if meta.size is not None and meta.size > MAX_CONFIG_BYTES:
+        raise _too_big(ctx, meta.size, QUANT_FILE)
+    path = ctx.run(lambda: hf.hf_hub_download(
+        ctx.repo_id, QUANT_FILE, revision=ctx.rev, token=ctx.token, etag_timeout=ctx.timeout,
+        tqdm_class=silent_tqdm))
+    return _read_json_object(ctx, str(path), QUANT_FILE, MAX_CONFIG_BYTES)
 
 
 def _config_from_path(ctx: HubCall, path: str, *, notice: str | None, from_cache: bool = True) -> HubConfig:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.core.markup import readable
-from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
+from kvplan.core.errors import EXIT_NETWORK, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
 from kvplan.readers.cfg import unwrap_text_config
+from kvplan.readers.modelopt import QUANT_FILE, with_quant_file
 from kvplan.readers.mtp import MTP_KEYS
 from kvplan.sources.catalog import find_in_catalog, unknown_model_error, suggest
 from kvplan.sources.local_weights import local_weights
@@ -32,10 +33,18 @@ class Resolved:
 
 
 def read_config_file(path: Path) -> dict:
+    """A local config.json (or the folder holding it), with a ModelOpt hf_quant_config.json beside it as its
+    quantization_config where it states none (kvplan.readers.modelopt.with_quant_file)."""
     if path.is_dir():
         path = path / "config.json"
     if not path.is_file():
         raise KvplanError(f"no config.json at {path}", EXIT_NOT_FOUND)
+    quant = path.parent / QUANT_FILE
+    config = _read_json(path)
+    return with_quant_file(config, _read_json(quant)) if quant.is_file() and quant != path else config
+
+
+def _read_json(path: Path) -> dict:
     if path.stat().st_size > MAX_CONFIG_BYTES:
         raise KvplanError(f"{path}: larger than {MAX_CONFIG_BYTES // 2**20} MiB; not a config.json", EXIT_USAGE)
     try:
@@ -96,6 +105,20 @@ def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
         raise
     notices = [cfg.notice] if cfg.notice else []
     source = f"config.json of {repo_id}@{cfg.commit or revision or 'main'}"
+    config = cfg.config
+    if not cfg.from_cache and config.get("quantization_config") is None:  # a ModelOpt export's own file, if any
+        try:
+            quant = hub.fetch_quant_file(repo_id, revision=cfg.commit or revision, token=token, timeout=timeout)
+        except KvplanError as exc:
+            if exc.exit_code != EXIT_NETWORK:
+                raise
+            quant = None
+            notices.append(f"quantization: {QUANT_FILE} not read ({exc.message}); planned from config.json alone, "
+                           "as an unquantized checkpoint unless its safetensors say otherwise")
+        config = with_quant_file(config, quant)
+        if config is not cfg.config:
+            source += f" with its {QUANT_FILE}"
+    cfg = dataclasses.replace(cfg, config=config)
     spec, more = build_spec(cfg.config, repo_id, source=source, towers_in_checkpoint=not cfg.from_cache)
     notices += more
     weights = None

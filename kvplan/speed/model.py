@@ -19,7 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
-from kvplan.speed.terms import ACT_BYTES, TERMS, Shape, features, path_at, prefill_width, roofline, roofline_of
+from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, features, gemm_seconds, path_at, prefill_width, roofline,
+                                roofline_of)
 
 DATA = Path(__file__).with_name("coefficients.json")
 BANDS = Path(__file__).with_name("bands.json")  # each set's held-out error per metric, apart from its coefficients
@@ -165,14 +166,14 @@ class StepModel:
             comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * s.hidden * ACT_BYTES / s.link_bandwidth
         if s.ep > 1 and s.moe_layers:
             comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * s.top_k * s.hidden * ACT_BYTES / s.link_bandwidth
-        gemm = c["gemm"] * s.flops_per_token / s.gemm_rate if s.gemm_rate and not s.paths else 0.0  # paths: by step
+        gemm = c["gemm"] * gemm_seconds(s, 1.0, 0.0, s.gemm_rate) if not s.paths else 0.0  # paths: by step
         self.per_token = gemm + c["comm"] * comm
         self.per_seq = c["seq"] + c["kv"] * 2 * s.state_bytes_per_seq / s.bandwidth
         self.per_ctx = c["kv"] * s.kv_bytes_per_token / s.bandwidth
         self.per_pair = c["attn"] * s.attn_flops_per_pair / s.bf16_rate if s.bf16_rate else 0.0
         # a prefill pair's cost beyond a decode pair's (negative where MLA's prefill runs decompressed, narrower)
         self.per_prefill_pair = c["attn"] * prefill_width(s) / s.bf16_rate - self.per_pair if s.bf16_rate else 0.0
-        self.decompress = c["gemm"] * s.decompress_flops  # / the step's GEMM rate, per cached token a prefill attends
+        self.decompress = c["gemm"]  # x gemm_seconds of the cached tokens a prefill attends, at the step's GEMM rate
         self.per_new = c["request"]
         self.per_prefill = c["pstep"]  # a step that carries prompt tokens (more tokens than sequences)
         self.windows = tuple((c["kv"] * bpt / s.bandwidth, w) for bpt, w in s.kv_windows)
@@ -192,16 +193,16 @@ class StepModel:
     def path(self, tokens: float) -> float:
         """The GEMM and any dequantized copy of a step of `tokens` on a Shape with `paths` (llama.cpp's kernels)."""
         rate, extra = path_at(self.shape, tokens)
-        return ((self._c["gemm"] * self.shape.flops_per_token * tokens / rate if rate else 0.0)
+        return (self._c["gemm"] * gemm_seconds(self.shape, tokens, 0.0, rate)
                 + self._c["weights"] * extra / self.shape.bandwidth)
 
     def step(self, tokens: float, seqs: float, context: float, pairs: float, new: float = 0, *,
              prefill_pairs: float = 0.0, prefill_context: float = 0.0) -> float:
         t = (self.base + self.per_token * tokens + self.per_seq * seqs + self.per_ctx * context
              + self.per_pair * pairs + self.per_prefill_pair * prefill_pairs + self.per_new * new)
-        if prefill_context and self.decompress:
+        if prefill_context and self.shape.decompress_flops:
             rate = path_at(self.shape, tokens)[0]  # the Shape's GEMM rate, or its path's at this many tokens
-            t += self.decompress * prefill_context / rate if rate else 0.0
+            t += self.decompress * gemm_seconds(self.shape, 0.0, prefill_context, rate)
         if tokens > seqs:
             t += self.per_prefill
         if self.shape.paths:

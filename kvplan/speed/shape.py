@@ -20,9 +20,9 @@ replica's tokens in a step (`ep_replicas` = dp).
 
 from __future__ import annotations
 
-from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
+from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES, canonical_kv_dtype, canonical_weight_dtype
 from kvplan.model.layers import IndexedMLA
-from kvplan.model.spec import weight_bytes
+from kvplan.model.spec import PLAIN_BYTES, own_format, weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.ggml import paths as ggml_paths
 from kvplan.speed.model import absorbed_prefill, engine_key, gemm_kernels
@@ -117,7 +117,9 @@ def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = No
     spread = max(tp, ep)
     active_dense = p.active - p.embedding - p.experts_active
     per_expert = p.experts / p.num_experts / spread if p.num_experts else 0.0
+    plain, plain_share = plain_gemm(spec, weight_dtype)
     return dict(
+        plain_flops=2.0 * (plain[0] / tp + plain[1] / spread), plain_decompress=decompress * plain_share,
         dense_bytes=int((wb.sharded + wb.lm_head) // tp + wb.replicated),
         expert_bytes=int(wb.experts // spread),
         num_experts=p.num_experts, top_k=p.experts_per_token, expert_params=per_expert,
@@ -127,6 +129,28 @@ def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = No
         attn_flops_per_pair=pairs, attn_prefill_flops_per_pair=prefill_pairs, decompress_flops=decompress, layers=spec.num_layers, hidden=spec.hidden_size, tp=tp, ep=ep,
         moe_layers=p.num_moe_layers, ep_replicas=max(1, dp) if ep > 1 and p.num_experts else 1,
     )
+
+
+def plain_gemm(spec, weight_dtype: str | None) -> tuple[tuple[float, float], float]:
+    """((active dense parameters, active routed-expert parameters) a token multiplies in the model dtype, the share
+    of the attention's decompression among them) for a quantized checkpoint: the modules its exclusion list keeps
+    (Quantization.kept: an NVFP4 export's attention, Llama-3.1-405B-FP8's attention and edge MLPs), every dense
+    module where the method quantizes only the experts (MXFP4: vLLM Mxfp4Config.get_quant_method gives every
+    LinearBase an UnquantizedLinearMethod), and the LM head, which no format kvplan reads quantizes
+    (kvplan.model.spec.weight_bytes). Their GEMMs run at the bf16 rate, as vLLM's UnquantizedLinearMethod runs
+    them; the checkpoint's own exclusions stand only in its own format (kvplan.model.spec.own_format)."""
+    p, q = spec.params, spec.quantization
+    stored = weight_dtype or (q.method if q else None)
+    if not stored or stored in PLAIN_BYTES or stored in GGUF_TYPES or stored in GGUF_MIXES or q is None:
+        return (0.0, 0.0), 0.0  # a GGUF file quantizes its output layer too (kvplan.model.spec weight_bytes)
+    head = p.lm_head
+    if not own_format(spec, weight_dtype):
+        return (float(head), 0.0), 0.0
+    ka, km, ks, ke = (q.kept_of(r) for r in ("attention", "mlp", "shared_experts", "experts"))
+    if q.experts_only:
+        ka, km, ks = p.attention, p.mlp, p.shared_experts
+    routed = ke * p.experts_active / p.experts if p.experts else 0.0
+    return (float(ka + km + ks + head), routed), (min(1.0, ka / p.attention) if p.attention else 0.0)
 
 
 def read_bandwidth(gpu) -> int:

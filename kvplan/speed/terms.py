@@ -11,7 +11,9 @@ the order of `TERMS`:
              read for at most its top-k tokens a sequence; a sequence's fixed recurrent state read and written
              back once) / bandwidth
   gemm       2 x active parameters x tokens / the weight dtype's dense rate (fp8 or fp4 where the
-             profile has it: `dense_flops`), the bf16 rate otherwise; the rate is the profile's measured
+             profile has it: `dense_flops`), the bf16 rate otherwise, and the modules a quantized checkpoint keeps in
+             the model dtype (its exclusion list, MXFP4's dense layers, the LM head) at the bf16 rate
+             (kvplan.speed.shape.plain_gemm; gemm_seconds); the rate is the profile's measured
              `achieved_dense_flops` where it has one (kvplan.speed.shape.read_flops), the datasheet's otherwise.
              A Shape with `paths` (llama.cpp: kvplan.speed.ggml) takes the rate by tokens per step, and a
              dequantizing path adds its fp16 copy's bytes to the weights term
@@ -83,6 +85,8 @@ class Shape:
     # tokens a sequence (DeepSeek Sparse Attention's latent: kvplan.model.layers.IndexedMLA)
     state_bytes_per_seq: int = 0  # a sequence's fixed state on this rank (Mamba / linear attention, DeepSeek-V4)
     flops_per_token: float = 0.0  # 2 x active parameters on this rank
+    plain_flops: float = 0.0  # of them, those of modules the checkpoint keeps in the model dtype: at bf16_rate
+    plain_decompress: float = 0.0  # of decompress_flops, those of a kept attention's kv_b_proj: at bf16_rate
     attn_flops_per_pair: float = 0.0  # 4 x heads on this rank x head dim, over attention layers: a decode query's
     attn_prefill_flops_per_pair: float | None = None  # a prefill query's (MLA decompressed); None: the same
     decompress_flops: float = 0.0  # GEMM FLOPs a prefill step spends per cached token it attends to (MLA's kv_b_proj)
@@ -189,7 +193,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     return [
         (s.dense_bytes + extra) * steps / bw,
         kv / bw,
-        (s.flops_per_token * tokens + s.decompress_flops * prefill_context) / rate if rate else 0.0,
+        gemm_seconds(s, tokens, prefill_context, rate),
         attn / s.bf16_rate if s.bf16_rate else 0.0,
         s.expert_bytes * share * steps / bw,
         touched * 2 * s.expert_params * steps / (s.grouped_rate or s.gemm_rate) if s.gemm_rate else 0.0,
@@ -202,6 +206,17 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         prefill_steps,
         0.0,  # ingress: no step's (kvplan.speed.load.ingress_queue)
     ]
+
+
+def gemm_seconds(s: Shape, tokens: float, prefill_context: float, rate: float) -> float:
+    """The GEMM term at coefficient 1: the checkpoint's quantized modules' FLOPs at `rate` (its weight dtype's, or
+    a llama.cpp path's), those it keeps in the model dtype (`plain_flops`, `plain_decompress`:
+    kvplan.speed.shape.plain_gemm) at the bf16 rate."""
+    if not rate:
+        return 0.0
+    plain = s.plain_flops * tokens + s.plain_decompress * prefill_context
+    quantized = s.flops_per_token * tokens + s.decompress_flops * prefill_context - plain
+    return quantized / rate + plain / (s.bf16_rate or rate)
 
 
 def prefill_width(s) -> float:
@@ -224,5 +239,7 @@ def roofline_of(s: Shape, f: list[float]) -> float:
     the datasheet's bf16 rate, as the old bound did). `f` of a Shape without `paths` (roofline() drops them)."""
     read = (f[0] + f[1] + f[4]) * (s.bandwidth / s.peak_bandwidth if s.peak_bandwidth else 1.0)
     peak = s.peak_bf16_rate or s.bf16_rate
-    flops = (f[2] * s.gemm_rate + f[3] * s.bf16_rate) / peak if peak else 0.0
+    share = s.plain_flops / s.flops_per_token if s.flops_per_token else 0.0  # of the GEMM FLOPs, those at bf16
+    per_flop = (1 - share) / s.gemm_rate + share / (s.bf16_rate or s.gemm_rate) if s.gemm_rate else 0.0
+    flops = ((f[2] / per_flop if per_flop else 0.0) + f[3] * s.bf16_rate) / peak if peak else 0.0
     return max(read, flops)

@@ -112,14 +112,15 @@ def test_release_numbers():
 
 
 def test_which_sets_are_fitted_together():
-    # SGLang's older era shares every term with the current one but the expert terms; TensorRT-LLM's has its own set
+    # SGLang's older era shares every term with the current one but the expert terms and the per-layer step cost;
+    # TensorRT-LLM's has its own set
     assert fitted_with("sglang") == fitted_with("sglang<0.5.14") == {"sglang", "sglang<0.5.14"}
     assert fitted_with("trtllm<1.0") == {"trtllm<1.0"}
     # TensorRT-LLM's engine backend shares all but its request and step costs with the PyTorch backend's set
     assert fitted_with("trtllm") == fitted_with("trtllm-engine") == {"trtllm", "trtllm-engine"}
     # vLLM in process shares all but its request cost with the served set
     assert fitted_with("vllm") == fitted_with("vllm-inprocess") == {"vllm", "vllm-inprocess"}
-    assert own_terms("sglang<0.5.14") == ("experts", "grouped") and own_terms("trtllm<1.0") is None
+    assert own_terms("sglang<0.5.14") == ("experts", "grouped", "layer") and own_terms("trtllm<1.0") is None
     assert own_terms("trtllm-engine") == ("request", "step")
     assert own_terms("vllm-inprocess") == ("request",)
 
@@ -127,8 +128,9 @@ def test_which_sets_are_fitted_together():
 def test_the_shipped_eras_share_what_they_should():
     sets = speed.shipped()["engines"]
     old, new = sets["sglang<0.5.14"]["coefficients"], sets["sglang"]["coefficients"]
-    assert {t for t in old if old[t] != new[t]} <= {"experts", "grouped"}
+    assert {t for t in old if old[t] != new[t]} <= {"experts", "grouped", "layer"}
     assert old["grouped"] != new["grouped"]  # the expert terms were fitted apart
+    assert old["layer"] > new["layer"]  # releases before 0.5.14 pay more per layer a step (small batches priced slow)
     engine, torch = sets["trtllm-engine"]["coefficients"], sets["trtllm"]["coefficients"]
     assert {t for t in engine if engine[t] != torch[t]} <= {"request", "step"}
     assert engine["request"] < torch["request"]  # the C++ executor's requests cost the step loop less

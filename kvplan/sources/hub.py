@@ -89,13 +89,7 @@ def fetch_config(
     (gated/private/refused token), EXIT_NETWORK (unreachable or too slow, nothing cached),
     EXIT_USAGE (bad arguments; config.json too big, not JSON or not a JSON object).
     """
-    ctx = HubCall.make(repo_id, revision, token, timeout, CONFIG_FILE)
-    try:
-        return _fetch_config(ctx)
-    except KvplanError as e:
-        raise KvplanError(ctx.scrub(e.message), e.exit_code) from e
-    except Exception as e:  # noqa: BLE001 - the one-line promise holds for library surprises too
-        raise ctx.map_error(e) from e
+    return _guarded(HubCall.make(repo_id, revision, token, timeout, CONFIG_FILE), _fetch_config)
 
 
 def fetch_weights(
@@ -110,13 +104,7 @@ def fetch_weights(
     Returns None when the repo has neither model.safetensors nor model.safetensors.index.json.
     Raises KvplanError like fetch_config; a malformed or lying header is EXIT_USAGE.
     """
-    ctx = HubCall.make(repo_id, revision, token, timeout, SAFETENSORS_SINGLE)
-    try:
-        return _fetch_weights(ctx)
-    except KvplanError as e:
-        raise KvplanError(ctx.scrub(e.message), e.exit_code) from e
-    except Exception as e:  # noqa: BLE001
-        raise ctx.map_error(e) from e
+    return _guarded(HubCall.make(repo_id, revision, token, timeout, SAFETENSORS_SINGLE), _fetch_weights)
 
 
 def fetch_quant_file(
@@ -128,12 +116,17 @@ def fetch_quant_file(
 ) -> dict | None:
     """Read `hf_quant_config.json` of a model repo (ModelOpt's older exports state their quantization there and
     not in config.json: kvplan.readers.modelopt), or None when the repo has none. Errors as fetch_config's."""
-    ctx = HubCall.make(repo_id, revision, token, timeout, QUANT_FILE)
+    return _guarded(HubCall.make(repo_id, revision, token, timeout, QUANT_FILE), _fetch_quant_file)
+
+
+def _guarded(ctx: HubCall, fetch):
+    """`fetch(ctx)` with every failure one KvplanError: the token scrubbed from kvplan's own messages, and a
+    library's surprise mapped to its one-line message and exit code (HubCall.map_error)."""
     try:
-        return _fetch_quant_file(ctx)
+        return fetch(ctx)
     except KvplanError as e:
         raise KvplanError(ctx.scrub(e.message), e.exit_code) from e
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - the one-line promise holds for library surprises too
         raise ctx.map_error(e) from e
 
 

@@ -134,11 +134,13 @@ def test_hf_quant_config_json_beside_a_local_config(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(MOE))
     (tmp_path / "hf_quant_config.json").write_text(json.dumps({"producer": {"name": "modelopt"}, "quantization": {
         "quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head", "model.layers.*.self_attn*"]}}))
-    q = resolve_model(str(tmp_path)).spec.quantization
-    assert (q.method, q.kept) == ("nvfp4", (("attention", 24_576),))
+    got = resolve_model(str(tmp_path))
+    assert (got.spec.quantization.method, got.spec.quantization.kept) == ("nvfp4", (("attention", 24_576),))
+    assert got.note.endswith("with its hf_quant_config.json")  # where the quantization came from, said
     # config.json's own quantization_config wins, as in vLLM (hf_quant_config.json is read only without one)
     (tmp_path / "config.json").write_text(json.dumps({**MOE, "quantization_config": {"quant_method": "fp8"}}))
-    assert resolve_model(str(tmp_path)).spec.quantization.method == "fp8"
+    got = resolve_model(str(tmp_path))
+    assert got.spec.quantization.method == "fp8" and "hf_quant_config" not in got.note
 
 
 def test_gemm_term_prices_kept_modules_at_the_bf16_rate():

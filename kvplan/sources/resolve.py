@@ -35,13 +35,19 @@ class Resolved:
 def read_config_file(path: Path) -> dict:
     """A local config.json (or the folder holding it), with a ModelOpt hf_quant_config.json beside it as its
     quantization_config where it states none (kvplan.readers.modelopt.with_quant_file)."""
+    return _local_config(path)[0]
+
+
+def _local_config(path: Path) -> tuple[dict, bool]:
+    """read_config_file's config, and whether the hf_quant_config.json beside it gave its quantization."""
     if path.is_dir():
         path = path / "config.json"
     if not path.is_file():
         raise KvplanError(f"no config.json at {path}", EXIT_NOT_FOUND)
     quant = path.parent / QUANT_FILE
     config = _read_json(path)
-    return with_quant_file(config, _read_json(quant)) if quant.is_file() and quant != path else config
+    merged = with_quant_file(config, _read_json(quant)) if quant.is_file() and quant != path else config
+    return merged, merged is not config
 
 
 def _read_json(path: Path) -> dict:
@@ -75,10 +81,11 @@ def resolve_model(name: str, *, revision: str | None = None, token: str | None =
         path = Path(name).expanduser()
         if not path.exists():
             raise KvplanError(f"no such file or folder: {name}", EXIT_NOT_FOUND)
-        config = read_config_file(path)
+        config, with_quant = _local_config(path)
         label = readable(path.resolve().name if path.is_dir() else path.resolve().parent.name)  # UTF-8 text
         spec, notices = _from_folder(config, path, label or "local-model")
-        return Resolved(spec, "path", f"model: {spec.name} from local {path}", tuple(notices))
+        quant = f" with its {QUANT_FILE}" if with_quant else ""
+        return Resolved(spec, "path", f"model: {spec.name} from local {path}{quant}", tuple(notices))
     if revision is None:
         spec = find_in_catalog(name, catalog_dirs)
         if spec is not None:

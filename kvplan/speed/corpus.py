@@ -296,7 +296,7 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
                     arrival_cv2=arrival_of(p.get("arrival")), drawn=drawn_lengths(p) or bool(made),
                     out_cv2=output_cv2(p, made),
                     fixed=bool(p.get("isl") and p.get("osl") and not made), median_gap=median_gap(metrics),
-                    served=served(engine, p))
+                    served=served(engine, p), endpoint=endpoint_of(p))
     limit = _int(next((flags[k] for k in RUNNING if flags.get(k)), None), 0) or None
     if dp > 1 and _on(flags, DP_ATTENTION.get(engine)):  # the deployment's figures
         tp, ep = max(1, tp // dp), max(ep, tp)  # the attention replica's tp; the MoE over every rank
@@ -308,6 +308,19 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
                 str(p["version"]) if p.get("version") else None, dict(flags), pp,
                 p.get("harness") or None)
     return case, ""
+
+
+ENDPOINTS = ("chat", "completions")  # /v1/chat/completions, /v1/completions
+
+
+def endpoint_of(p: dict) -> str | None:
+    """The point's `endpoint` (chat | completions), None where not stated; any other value is refused."""
+    value = p.get("endpoint")
+    if value is None:
+        return None
+    if str(value) not in ENDPOINTS:
+        raise ValueError(f"endpoint {value!r}: one of {', '.join(ENDPOINTS)}")
+    return str(value)
 
 
 IN_PROCESS_TOOLS = ("trtllm-bench",)  # tools that drive the engine in their own process, no HTTP front end

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from kvplan.bench.running import running
-from kvplan.speed.corpus import endpoint_of, read_corpus
+from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import build_all, predict, rows_for
-from kvplan.speed.load import Load, ingress_queue, ingress_rate, native_chat
+from kvplan.speed.frontend import endpoint_of, native_chat
+from kvplan.speed.load import Load, ingress_queue, ingress_rate
 from kvplan.speed.model import coefficients
 from kvplan.speed.terms import TERMS
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.speed.eras import era_of
+from kvplan.speed.frontend import endpoint_of
 from kvplan.speed.load import ARRIVALS, Load, arrival_cv2
 from kvplan.speed.pergpu import check as per_gpu_total_check
 from kvplan.speed.pergpu import output_rate as per_gpu_total_output
@@ -308,19 +309,6 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
                 str(p["version"]) if p.get("version") else None, dict(flags), pp,
                 p.get("harness") or None)
     return case, ""
-
-
-ENDPOINTS = ("chat", "completions")  # /v1/chat/completions, /v1/completions
-
-
-def endpoint_of(p: dict) -> str | None:
-    """The point's `endpoint` (chat | completions), None where not stated; any other value is refused."""
-    value = p.get("endpoint")
-    if value is None:
-        return None
-    if str(value) not in ENDPOINTS:
-        raise ValueError(f"endpoint {value!r}: one of {', '.join(ENDPOINTS)}")
-    return str(value)
 
 
 IN_PROCESS_TOOLS = ("trtllm-bench",)  # tools that drive the engine in their own process, no HTTP front end

@@ -22,7 +22,8 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import DEFAULT_MAX_SEQS, Case, in_training
 from kvplan.speed.eras import fitted_with, own_terms, unused_terms
-from kvplan.speed.load import combos, decode_context, ingress_queue, ingress_rate, native_chat, value
+from kvplan.speed.frontend import native_chat
+from kvplan.speed.load import combos, decode_context, ingress_queue, ingress_rate, value
 from kvplan.speed.model import decode_features, prefill_features, priced
 from kvplan.speed.nnls import nnls
 from kvplan.speed.shape import shape_for, weight_dtype_of

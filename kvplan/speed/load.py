@@ -143,7 +143,7 @@ class Load:
     median_gap: bool = False  # the TPOT figure is the median gap between tokens (kvplan.speed.corpus.median_gap)
     served: bool = True  # requests cross the engine's HTTP front end (not an in-process harness): ingress_queue
     endpoint: str | None = None  # the API a served run's requests hit, as stated: chat | completions (None: not stated)
-    templated: bool = True  # the front end renders the prompt through its Python chat template and tokenizer (NATIVE_CHAT)
+    templated: bool = True  # the front end renders the prompt through its Python chat template and tokenizer (frontend.py)
 
 
 def decode_context(load: Load) -> float:
@@ -350,27 +350,11 @@ def ingress_queue(load: Load) -> float:
     prompts, 4 out, is most of the run and about the ShareGPT run's, whatever the prompt). 0 otherwise: a closed loop
     or an open one spreads its arrivals, whose own front-end cost the `request` term prices; an in-process harness
     (`served` false) has no front end; nor does a chat request whose prompt the front end renders to token ids
-    natively (`templated` false: NATIVE_CHAT), which skips the Python chat template and tokenizer this term prices."""
+    natively (`templated` false: kvplan.speed.frontend.native_chat), which skips the Python chat template and tokenizer this term prices."""
     if not load.served or not load.templated or load.bench != "serve" or _rate(load) or load.concurrency \
             or not load.num_prompts:
         return 0.0
     return float(load.num_prompts)
-
-
-# Model families (the catalog's `family`, the HF config's model_type) whose chat requests an engine's API server renders
-# to token ids without its Python chat template and tokenizer, per engine: vLLM renders gpt-oss's chat through
-# openai_harmony (Rust), `render_for_completion` returning token ids, in place of `_preprocess_chat` (the HF
-# tokenizer's Jinja chat template, then its tokenizer): `self.use_harmony = self.model_config.hf_config.model_type ==
-# "gpt_oss"` and the `# For GPT-OSS.` branch of create_chat_completion (vllm-project/vllm@
-# 99c5632fc2d252a6f25afa76347df392eb898c42:vllm/entrypoints/openai/serving_chat.py; the corpus's runs are 0.10.2,
-# assumed to take the same branch: gpt-oss shipped with it in 0.10.1). Only a stated chat endpoint (`endpoint: chat`)
-# reads it: /v1/completions tokenizes a gpt-oss prompt as any other. Applied by kvplan.speed.fit.Built.
-NATIVE_CHAT = {"vllm": frozenset({"gpt_oss"})}
-
-
-def native_chat(engine: str, family: str | None, endpoint: str | None) -> bool:
-    """Whether `engine`'s front end renders a chat request of a model of `family` without its Python template."""
-    return endpoint == "chat" and family in NATIVE_CHAT.get(engine, frozenset())
 
 
 def ingress_rate(load: Load) -> float:

@@ -13,6 +13,7 @@ import pytest
 from kvplan.bench.running import running
 from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import build_all, predict, rows_for
+from kvplan.readers.chat_format import chat_format
 from kvplan.speed.frontend import endpoint_of, native_chat
 from kvplan.speed.load import Load, ingress_queue, ingress_rate
 from kvplan.speed.model import coefficients
@@ -76,11 +77,12 @@ def test_a_chat_request_vllm_renders_through_harmony_skips_the_front_ends_templa
     # model's chat request is rendered to token ids by openai_harmony (`_make_request_with_harmony`), not through the
     # Jinja chat template and tokenizer (`_preprocess_chat`) the ingress term prices; /v1/completions and other models
     # keep it, as does an endpoint not stated, and another engine's front end (SGLang's) is not read here
-    assert native_chat("vllm", "gpt_oss", "chat")
-    assert not native_chat("vllm", "gpt_oss", "completions")
-    assert not native_chat("vllm", "gpt_oss", None)
-    assert not native_chat("vllm", "qwen3", "chat")
-    assert not native_chat("sglang", "gpt_oss", "chat")
+    assert chat_format("gpt_oss") == "harmony" and chat_format("qwen3") == "template"
+    assert native_chat("vllm", "harmony", "chat")
+    assert not native_chat("vllm", "harmony", "completions")
+    assert not native_chat("vllm", "harmony", None)
+    assert not native_chat("vllm", "template", "chat")
+    assert not native_chat("sglang", "harmony", "chat")
     burst = Load(220, 200, rate=float("inf"), num_prompts=1000, cap=256, endpoint="chat")
     assert ingress_queue(burst) == 1000.0
     assert ingress_queue(replace(burst, templated=False)) == 0.0 and ingress_rate(replace(burst, templated=False)) == 0.0

@@ -17,17 +17,18 @@ def endpoint_of(p: dict) -> str | None:
     return str(value)
 
 
-# Model families (the catalog's `family`, the HF config's model_type) whose chat requests an engine's API server renders
-# to token ids without its Python chat template and tokenizer, per engine: vLLM renders gpt-oss's chat through
+# Chat formats (kvplan.readers.chat_format) whose chat requests an engine's API server renders to token ids without
+# its Python chat template and tokenizer, per engine: vLLM renders harmony (gpt-oss's) through
 # openai_harmony (Rust), `render_for_completion` returning token ids, in place of `_preprocess_chat` (the HF
 # tokenizer's Jinja chat template, then its tokenizer): `self.use_harmony = self.model_config.hf_config.model_type ==
 # "gpt_oss"` and the `# For GPT-OSS.` branch of create_chat_completion (vllm-project/vllm@
 # 99c5632fc2d252a6f25afa76347df392eb898c42:vllm/entrypoints/openai/serving_chat.py; the corpus's runs are 0.10.2,
 # assumed, not read, to take the same branch). Only a stated chat endpoint (`endpoint: chat`)
 # reads it: /v1/completions tokenizes a gpt-oss prompt as any other. Applied by kvplan.speed.fit.Built (Load.templated).
-NATIVE_CHAT = {"vllm": frozenset({"gpt_oss"})}
+NATIVE_CHAT = {"vllm": frozenset({"harmony"})}
 
 
-def native_chat(engine: str, family: str | None, endpoint: str | None) -> bool:
-    """Whether `engine`'s front end renders a chat request of a model of `family` without its Python template."""
-    return endpoint == "chat" and family in NATIVE_CHAT.get(engine, frozenset())
+def native_chat(engine: str, chat_format: str, endpoint: str | None) -> bool:
+    """Whether `engine`'s front end renders a chat request in `chat_format` (kvplan.readers.chat_format) without its
+    Python template."""
+    return endpoint == "chat" and chat_format in NATIVE_CHAT.get(engine, frozenset())

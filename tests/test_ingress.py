@@ -13,6 +13,8 @@ import pytest
 from kvplan.bench.running import running
 from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import build_all, predict, rows_for
+from kvplan.readers.chat_format import chat_format
+from kvplan.speed.frontend import endpoint_of, native_chat
 from kvplan.speed.load import Load, ingress_queue, ingress_rate
 from kvplan.speed.model import coefficients
 from kvplan.speed.terms import TERMS
@@ -68,3 +70,35 @@ def test_the_ingress_term_moves_a_bursts_latencies_by_n_and_its_throughput_by_d(
         got = sum(r * c for r, c in zip(row, more))
         pred = predict(built, more)[metric]
         assert math.isclose(got, pred / y if metric in ("ttft", "e2el", "tpot") else y / pred, rel_tol=1e-9)
+
+
+def test_a_chat_request_vllm_renders_through_harmony_skips_the_front_ends_template():
+    # vllm-project/vllm@99c5632fc2d252a6f25afa76347df392eb898c42:vllm/entrypoints/openai/serving_chat.py: a gpt_oss
+    # model's chat request is rendered to token ids by openai_harmony (`_make_request_with_harmony`), not through the
+    # Jinja chat template and tokenizer (`_preprocess_chat`) the ingress term prices; /v1/completions and other models
+    # keep it, as does an endpoint not stated, and another engine's front end (SGLang's) is not read here
+    assert chat_format("gpt_oss") == "harmony" and chat_format("qwen3") == "template"
+    assert native_chat("vllm", "harmony", "chat")
+    assert not native_chat("vllm", "harmony", "completions")
+    assert not native_chat("vllm", "harmony", None)
+    assert not native_chat("vllm", "template", "chat")
+    assert not native_chat("sglang", "harmony", "chat")
+    burst = Load(220, 200, rate=float("inf"), num_prompts=1000, cap=256, endpoint="chat")
+    assert ingress_queue(burst) == 1000.0
+    assert ingress_queue(replace(burst, templated=False)) == 0.0 and ingress_rate(replace(burst, templated=False)) == 0.0
+
+
+def test_gpustacks_gpt_oss_pages_state_the_chat_endpoint_and_the_fit_reads_it(corpus):
+    # every block of GPUStack's gpt-oss pages ran `vllm bench serve --backend openai-chat --endpoint
+    # /v1/chat/completions` (the points' notes); vLLM's burst of 1,000 ShareGPT prompts there queues nothing in the
+    # front end, the same page's SGLang burst and GPUStack's Qwen3-14B vLLM burst (no endpoint stated) 1,000 requests
+    vllm_oss = corpus[("gpustack-perflab-gpt-oss-120b-h100", "L88-vllm")]
+    assert vllm_oss.load.endpoint == "chat"
+    built, _ = build_all([vllm_oss, corpus[("gpustack-perflab-gpt-oss-120b-h100", "L119-sglang")],
+                          corpus[("gpustack-perflab-qwen3-14b-h100", "L89-vllm")]], running)
+    assert [ingress_queue(b.load) for b in built] == [0.0, 1000.0, 1000.0]
+
+
+def test_an_endpoint_outside_chat_and_completions_is_refused():
+    with pytest.raises(ValueError, match="endpoint"):
+        endpoint_of({"endpoint": "responses"})

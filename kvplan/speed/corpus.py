@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.speed.eras import era_of
+from kvplan.speed.frontend import endpoint_of
 from kvplan.speed.load import ARRIVALS, Load, arrival_cv2
 from kvplan.speed.pergpu import check as per_gpu_total_check
 from kvplan.speed.pergpu import output_rate as per_gpu_total_output
@@ -296,7 +297,7 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
                     arrival_cv2=arrival_of(p.get("arrival")), drawn=drawn_lengths(p) or bool(made),
                     out_cv2=output_cv2(p, made),
                     fixed=bool(p.get("isl") and p.get("osl") and not made), median_gap=median_gap(metrics),
-                    served=served(engine, p))
+                    served=served(engine, p), endpoint=endpoint_of(p))
     limit = _int(next((flags[k] for k in RUNNING if flags.get(k)), None), 0) or None
     if dp > 1 and _on(flags, DP_ATTENTION.get(engine)):  # the deployment's figures
         tp, ep = max(1, tp // dp), max(ep, tp)  # the attention replica's tp; the MoE over every rank

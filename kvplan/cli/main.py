@@ -7,6 +7,7 @@ them all. A command module imports what its command needs at module level, so th
 place the CLI defers imports for its start-up.
 """
 
+import inspect
 import sys
 from functools import lru_cache
 from importlib import import_module
@@ -111,8 +112,17 @@ def make_app(modules) -> typer.Typer:
     )
     for module in modules:
         module.register(new)
+    for info in new.registered_commands:
+        info.help = reflowed(info.help or inspect.getdoc(info.callback) or "")
     new.callback()(_root)
     return new
+
+
+def reflowed(doc: str) -> str:
+    """A command's docstring with each paragraph's lines joined: Rich's help keeps a paragraph's single line breaks,
+    so a docstring wrapped at the source's width came out ragged at a terminal's (a line of 95 characters broken
+    after its 80th, then a short one)."""
+    return "\n\n".join(" ".join(line.strip() for line in para.splitlines()) for para in doc.split("\n\n"))
 
 
 @lru_cache(maxsize=1)

@@ -14,8 +14,8 @@ vllm-project/vllm@00155cde:vllm/model_executor/layers/quantization/modelopt.py, 
   "quant_algo": ..., "ignore": [...], "quantized_layers": {...}}`.
 
 Exclusion entries are wildcards. vLLM's ModelOptQuantConfigBase.is_layer_excluded keeps a module unquantized when
-an entry equals its name, is a substring of it (also after a leading `language_model.`: the legacy rule kept for
-exports before ModelOpt 0.39), or matches it as an fnmatch pattern (`model.layers.*.self_attn*`, `*.mlp.gate`);
+an entry equals its name, is a substring of it (its legacy clause for exports before ModelOpt 0.39, a substring after
+a leading `language_model.`, adds nothing to that), or matches it as an fnmatch pattern (`model.layers.*.self_attn*`, `*.mlp.gate`);
 `glob_entry` is that test, asked of each module name kvplan.readers.unquantized.ModuleNames gives (experts,
 shared experts, attention and MLP projections), so `lm_head` or a router's `*.mlp.gate` change nothing and
 `model.layers.61*` (DeepSeek's MTP layer, not a decoder layer) matches none.
@@ -114,8 +114,8 @@ class _Matcher:
 def glob_entry(entry: str) -> _Matcher:
     """An exclude_modules / ignore entry as vLLM's is_layer_excluded matches it (module docstring)."""
     def test(name: str) -> bool:
-        bare = name.removeprefix("language_model.") if name.startswith("language_model.") else name
-        return entry in name or entry in bare or fnmatchcase(name, entry)
+        # vLLM's legacy clause (the entry within the name less a leading `language_model.`) is implied by the first
+        return entry in name or fnmatchcase(name, entry)
 
     return _Matcher(entry, test)
 

@@ -19,10 +19,10 @@ from dataclasses import replace
 from functools import lru_cache
 
 from kvplan.hardware.gpus import find_gpu
+from kvplan.readers.chat_format import chat_format
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import DEFAULT_MAX_SEQS, Case, in_training
 from kvplan.speed.eras import fitted_with, own_terms, unused_terms
-from kvplan.readers.chat_format import chat_format
 from kvplan.speed.frontend import native_chat
 from kvplan.speed.load import combos, decode_context, ingress_queue, ingress_rate, value
 from kvplan.speed.model import decode_features, prefill_features, priced
@@ -78,7 +78,7 @@ class Built:
             self.why = f"not plannable: {type(e).__name__}"
             return
         s, load = self.shape, case.load
-        if native_chat(case.engine, chat_format(spec.family), load.endpoint):  # no Python template in the front end: no ingress
+        if native_chat(case.engine, chat_format(spec.family), load.endpoint):  # no Python template: no ingress wait
             load = replace(load, templated=False)
         if s.rate_missing and prefill_unrated(s, load):  # llama.cpp's GEMM path at a rate the profile does not give:
             self.shape, self.why = None, f"GPU profile has no {s.rate_missing} rate (llama.cpp's GEMM path)"

@@ -1,6 +1,7 @@
-"""What a served run's API server does with a request before the engine sees it: the endpoint a corpus point states
-(`endpoint_of`) and whether an engine's front end renders a model's chat request without its Python chat template and
-tokenizer (`native_chat`), in which case a burst's requests carry no `ingress` wait (kvplan.speed.load.ingress_queue)."""
+"""What a served run's API server does with a request before the engine sees it: the endpoint a corpus point
+states (`endpoint_of`) and whether an engine's front end renders a model's chat request without its Python chat
+template and tokenizer (`native_chat`), in which case a burst's requests carry no `ingress` wait
+(kvplan.speed.load.ingress_queue)."""
 
 from __future__ import annotations
 

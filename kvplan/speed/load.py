@@ -143,7 +143,7 @@ class Load:
     median_gap: bool = False  # the TPOT figure is the median gap between tokens (kvplan.speed.corpus.median_gap)
     served: bool = True  # requests cross the engine's HTTP front end (not an in-process harness): ingress_queue
     endpoint: str | None = None  # the API a served run's requests hit, as stated: chat | completions (None: not stated)
-    templated: bool = True  # the front end renders the prompt through its Python chat template and tokenizer (frontend.py)
+    templated: bool = True  # the front end renders the prompt with its Python chat template and tokenizer
 
 
 def decode_context(load: Load) -> float:
@@ -350,7 +350,8 @@ def ingress_queue(load: Load) -> float:
     prompts, 4 out, is most of the run and about the ShareGPT run's, whatever the prompt). 0 otherwise: a closed loop
     or an open one spreads its arrivals, whose own front-end cost the `request` term prices; an in-process harness
     (`served` false) has no front end; nor does a chat request whose prompt the front end renders to token ids
-    natively (`templated` false: kvplan.speed.frontend.native_chat), which skips the Python chat template and tokenizer this term prices."""
+    natively (`templated` false: kvplan.speed.frontend.native_chat), skipping the Python chat template and tokenizer
+    this term prices."""
     if not load.served or not load.templated or load.bench != "serve" or _rate(load) or load.concurrency \
             or not load.num_prompts:
         return 0.0

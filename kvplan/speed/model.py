@@ -173,7 +173,6 @@ class StepModel:
         self.per_pair = c["attn"] * s.attn_flops_per_pair / s.bf16_rate if s.bf16_rate else 0.0
         # a prefill pair's cost beyond a decode pair's (negative where MLA's prefill runs decompressed, narrower)
         self.per_prefill_pair = c["attn"] * prefill_width(s) / s.bf16_rate - self.per_pair if s.bf16_rate else 0.0
-        self.decompress = c["gemm"]  # x gemm_seconds of the cached tokens a prefill attends, at the step's GEMM rate
         self.per_new = c["request"]
         self.per_prefill = c["pstep"]  # a step that carries prompt tokens (more tokens than sequences)
         self.windows = tuple((c["kv"] * bpt / s.bandwidth, w) for bpt, w in s.kv_windows)
@@ -202,7 +201,7 @@ class StepModel:
              + self.per_pair * pairs + self.per_prefill_pair * prefill_pairs + self.per_new * new)
         if prefill_context and self.shape.decompress_flops:
             rate = path_at(self.shape, tokens)[0]  # the Shape's GEMM rate, or its path's at this many tokens
-            t += self.decompress * gemm_seconds(self.shape, 0.0, prefill_context, rate)
+            t += self._c["gemm"] * gemm_seconds(self.shape, 0.0, prefill_context, rate)  # the cached tokens' kv_b_proj
         if tokens > seqs:
             t += self.per_prefill
         if self.shape.paths:

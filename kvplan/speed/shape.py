@@ -140,8 +140,8 @@ def plain_gemm(spec, weight_dtype: str | None) -> tuple[tuple[float, float], flo
     (kvplan.model.spec.weight_bytes). Their GEMMs run at the bf16 rate, as vLLM's UnquantizedLinearMethod runs
     them; the checkpoint's own exclusions stand only in its own format (kvplan.model.spec.own_format)."""
     p, q = spec.params, spec.quantization
-    stored = weight_dtype or (q.method if q else None)
-    if not stored or stored in PLAIN_BYTES or stored in GGUF_TYPES or stored in GGUF_MIXES or q is None:
+    stored = weight_dtype or q.method
+    if stored in PLAIN_BYTES or stored in GGUF_TYPES or stored in GGUF_MIXES:
         return (0.0, 0.0), 0.0  # a GGUF file quantizes its output layer too (kvplan.model.spec weight_bytes)
     head = p.lm_head
     if not own_format(spec, weight_dtype):

@@ -165,9 +165,11 @@ def test_a_release_before_the_corpus_says_so():
     from kvplan.speed.coverage import outside
 
     oldest = speed.shipped()["coverage"]["releases"]["sglang"][0]
-    assert oldest == "0.5.1"  # lmsys-blog-2025-08-27-gpt-oss, the oldest stated SGLang release that trains
+    # dstack-benchmarks-deepseek-r1-h200-mi300x's MI300X runs ("sglang: 0.4.2.post4"), the oldest stated SGLang
+    # release that trains (lmsys-blog-2025-08-27-gpt-oss's 0.5.1 before that source)
+    assert oldest == "0.4.2"
     assert outside("sglang<0.5.14", "h100-sxm", "llama", "0.4.0") == [
-        "sglang 0.4.0 is older than the oldest release in the speed corpus (0.5.1): sglang<0.5.14's coefficients, extrapolated"]
+        "sglang 0.4.0 is older than the oldest release in the speed corpus (0.4.2): sglang<0.5.14's coefficients, extrapolated"]
     assert outside("sglang", "h100-sxm", "llama", "0.5.14") == []
 
 

@@ -33,7 +33,7 @@ from operator import itemgetter
 
 from kvplan.core.collector import collector_paused
 from kvplan.engines.admission import ON_DEMAND_RULE, RATIO_RULE, RESERVE_RULE
-from kvplan.simulator import admit, fastpath, prefill_first, queue
+from kvplan.simulator import admit, fastpath, frontend, prefill_first, queue
 from kvplan.simulator.model import SimModel, StepTimer
 from kvplan.simulator.prefix import PrefixCache
 from kvplan.simulator.queue import Seq
@@ -56,6 +56,7 @@ class EngineConfig:
     tiers: tuple = ()  # offload tiers below the pool: ((name, bytes per rank, link bytes/s or None), ...)
     admission: object = None  # the engine's kvplan.engines.admission.Admission (paged pool); None: vLLM's
     prefill_first: bool = False  # SGLang's steps: prefill apart from decode (kvplan.engines.scheduler.prefill_first)
+    front_end_s: float = 0.0  # seconds a request in the serving front end ahead of the engine (kvplan.simulator.frontend)
 
 
 def _pow2(n: int) -> int:
@@ -251,6 +252,9 @@ class Engine:
             return self._run(requests, progress, horizon)
 
     def _run(self, requests, progress, horizon: float | None) -> Recorder:
+        waited = None
+        if self.cfg.front_end_s:  # the engine sees each request once it is through the front end
+            requests, waited = frontend.through(requests, self.cfg.front_end_s)
         if horizon is None:
             horizon = requests[-1].arrival if requests else 1.0
         self.rec = rec = Recorder(self.m, len(requests), max(horizon, 1e-3))
@@ -300,6 +304,8 @@ class Engine:
             if progress is not None and s >= tick:
                 tick = s + 4096
                 progress(i, n)
+        if waited is not None:
+            rec.sent(waited)
         rec.close(t, self)
         return rec
 

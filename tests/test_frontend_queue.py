@@ -182,3 +182,13 @@ def test_simulate_says_its_front_end_and_the_roofline_keeps_none(tmp_path, speed
     assert f"the burst of 200 waits ~{200 * VLLM_INGRESS:.1f} s" in r.stderr
     assert meta["front_end"]["discipline"] == "processor sharing"
     assert meta["front_end"]["mean_wait_s"] == pytest.approx(199 * VLLM_INGRESS, rel=1e-9)
+
+
+def test_the_python_api_runs_the_same_front_end():
+    # kvplan's own rules read vLLM's coefficient set (kvplan.speed.model.ENGINE_ALIASES): its ingress, as the CLI's;
+    # Poisson at 2/s keeps the front end 2 x 11.3 ms = 2% busy, so the mean wait is well under one crossing
+    import kvplan
+    run = kvplan.simulate("llama-3.1-8b", "h100", workload="chat", qps=2, duration=20)
+    assert run.front_end["per_request_s"] == pytest.approx(VLLM_INGRESS)
+    assert 0 <= run.front_end["mean_wait_s"] < VLLM_INGRESS
+    assert kvplan.simulate("llama-3.1-8b", "h100", workload="chat", qps=2, duration=5, speed="roofline").front_end is None

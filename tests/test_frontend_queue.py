@@ -16,7 +16,7 @@ from kvplan.bench import detect
 from kvplan.bench.result import BenchRun, Settings
 from kvplan.cli import bench_predict
 from kvplan.simulator.engine import Engine, EngineConfig
-from kvplan.simulator.frontend import FrontEnd, INGRESS, front_end, ingress_of, through, waits
+from kvplan.simulator.frontend import FrontEnd, INGRESS, front_end, ingress_of, releases, waits
 from kvplan.simulator.model import Group, SimModel, StageCost
 from kvplan.simulator.workload import SimRequest
 from kvplan.speed.model import coefficients
@@ -39,11 +39,17 @@ def test_processor_sharing_by_hand():
     # apart by more than a crossing: nobody waits; no cost: nobody waits
     assert waits([0.0, 10.0], 1.0) == [0.0, 0.0] and waits([0.0] * 3, 0.0) == [0.0] * 3
     # equal work finishes first come first served: the engine's arrivals stay sorted, rids stay indices
-    reqs = [SimRequest(i, t, 16, 4) for i, t in enumerate((0.0, 0.0, 0.3, 0.31, 2.0, 2.0, 2.0))]
-    seen, w = through(reqs, 0.25)
-    assert [r.rid for r in seen] == list(range(7))
-    assert all(a.arrival <= b.arrival for a, b in zip(seen, seen[1:]))
-    assert all(r.arrival == q.arrival + x for r, q, x in zip(seen, reqs, w))
+    sent = (0.0, 0.0, 0.3, 0.31, 2.0, 2.0, 2.0)
+    seen = releases(sent, 0.25)
+    assert all(a <= b for a, b in zip(seen, seen[1:]))
+    assert seen == pytest.approx([a + x for a, x in zip(sent, waits(sent, 0.25))])
+    # by hand, 0.25 s each: two at 0 share it, 0.15 done each by 0.3 (0.1 left); three share 0.01 s (0.0967 left each
+    # of the first two, 0.2467 for the third); four share until the first two are through, 0.0967 x 4 = 0.3867 s
+    # later, at 0.6967; the third and fourth have gained 0.0967 (0.15 and 0.1533 left), two share 0.15 x 2 = 0.3 s:
+    # the third is through at 0.9967, the fourth 0.0033 s later alone, at 1.0. The engine sees each a crossing before
+    # it is through: 0.4467, 0.4467, 0.7467, 0.75. The last three, at 2.0 with nobody ahead, are through at 2.75 and
+    # seen at 2.5
+    assert seen == pytest.approx([0.69667 - 0.25] * 2 + [0.99667 - 0.25, 0.75] + [2.5] * 3, abs=1e-5)
 
 
 def _tiny(step=0.01):

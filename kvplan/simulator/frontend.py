@@ -32,20 +32,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.simulator.workload import SimRequest
 from kvplan.speed.model import engine_key
 from kvplan.speed.terms import TERMS
 
 INGRESS = TERMS.index("ingress")
 
 
-def waits(arrivals, per_request: float) -> list[float]:
-    """Each request's wait in the front end beyond its own crossing, for `arrivals` sorted ascending: its departure
-    under processor sharing of work `per_request` each, less its arrival and `per_request` (0 where it is 0)."""
+def _departures(arrivals, per_request: float) -> list[float]:
+    """When each request of `arrivals` (sorted ascending) is through a processor-sharing server of work `per_request`
+    (> 0) each."""
     n = len(arrivals)
     out = [0.0] * n
-    if per_request <= 0 or not n:
-        return out
     target = [0.0] * n  # the virtual time at which each present request has crossed
     t = v = 0.0  # the clock and the virtual time
     head = i = 0  # the first request not yet through; the next to arrive
@@ -64,19 +61,25 @@ def waits(arrivals, per_request: float) -> list[float]:
             i += 1
         else:
             v, t = target[head], max(t, leave)
-            out[head] = max(0.0, t - arrivals[head] - per_request)
+            out[head] = t
             head += 1
     return out
 
 
-def through(requests: list, per_request: float) -> tuple[list, list[float]]:
-    """(the requests as the engine sees them, arriving after their wait; each one's wait), `requests` sorted by
-    arrival. The order is kept (processor sharing of equal work finishes first come first), so rids stay indices."""
-    w = waits([r.arrival for r in requests], per_request)
-    if not any(w):
-        return requests, w
-    return [SimRequest(r.rid, r.arrival + x, r.prompt, r.output, r.prefix) if x else r
-            for r, x in zip(requests, w)], w
+def waits(arrivals, per_request: float) -> list[float]:
+    """Each request's wait in the front end beyond its own crossing, for `arrivals` sorted ascending: its departure
+    under processor sharing of work `per_request` each, less its arrival and `per_request` (0 where it is 0)."""
+    if per_request <= 0:
+        return [0.0] * len(arrivals)
+    return [max(0.0, d - a - per_request) for a, d in zip(arrivals, _departures(arrivals, per_request))]
+
+
+def releases(arrivals, per_request: float) -> list[float]:
+    """When the engine sees each request (`arrivals` sorted ascending): its arrival plus its wait (`waits`). Still
+    sorted: processor sharing of equal work finishes first come first served, so request ids stay indices."""
+    if per_request <= 0:
+        return list(arrivals)
+    return [max(a, d - per_request) for a, d in zip(arrivals, _departures(arrivals, per_request))]
 
 
 def front_end(sim, speed_set: str | None, served: bool = True) -> "FrontEnd | None":

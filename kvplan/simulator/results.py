@@ -67,14 +67,6 @@ class Recorder:
         self.arrived_count += 1
         self.area_system += t - req.arrival  # it arrived during the last step; count that time too
 
-    def sent(self, waits: list) -> None:
-        """Each request's wait in the serving front end before the engine saw it (kvplan.simulator.frontend): its
-        times count from when it was sent, and it was in the system meanwhile."""
-        for i, w in enumerate(waits):
-            if w and self.output[i]:  # arrived at the engine (a rejected request records no times)
-                self.arrival[i] -= w
-                self.area_system += w
-
     def rejected(self, req, reason: str, counted: bool = False) -> None:
         self.rejected_by[reason] = self.rejected_by.get(reason, 0) + 1
         if counted:

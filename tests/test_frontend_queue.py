@@ -198,3 +198,27 @@ def test_the_python_api_runs_the_same_front_end():
     assert run.front_end["per_request_s"] == pytest.approx(VLLM_INGRESS)
     assert 0 <= run.front_end["mean_wait_s"] < VLLM_INGRESS
     assert kvplan.simulate("llama-3.1-8b", "h100", workload="chat", qps=2, duration=5, speed="roofline").front_end is None
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions", None])
+def test_a_chat_request_vllm_renders_natively_crosses_no_front_end(endpoint):
+    # vLLM renders gpt-oss's chat requests through harmony, not the Python chat template the ingress prices
+    # (kvplan.speed.frontend.native_chat): a burst stated on the chat endpoint waits nothing in the front end; on
+    # /v1/completions, or where the file states none, 99 x ingress as any model's
+    run = BenchRun("vllm-json", "the run", Settings(model="gpt-oss-20b", engine="vllm", endpoint=endpoint, tp=1,
+                                                    isl=128, osl=4, request_rate=math.inf, num_prompts=100))
+    _, _, notes = _predicted(run, "h100")
+    crossed = [n for n in notes if n.startswith("front end: ") and "ms a request" in n]
+    native = [n for n in notes if n.startswith("front end: none for chat requests in harmony")]
+    assert (bool(native), bool(crossed)) == ((True, False) if endpoint == "chat" else (False, True)), notes
+
+
+def test_the_files_state_their_endpoint():
+    # AIPerf's input_config.endpoint.type "chat"; vllm bench serve's --save-result backend "vllm" posts to
+    # /v1/completions; SGLang's "sglang-oai" likewise; a printed vLLM report names no backend
+    assert _runs("aiperf-gpt-oss-20b.json")[0].settings.endpoint == "chat"
+    assert _runs("vllm-l40s-llama32-3b-10qps.json")[0].settings.endpoint == "completions"
+    assert _runs("vllm-report-gemma3-27b.txt")[0].settings.endpoint is None
+    from kvplan.bench.serving import endpoint_of_backend
+    assert [endpoint_of_backend(b) for b in ("openai-chat", "sglang-oai-chat", "openai", "sglang", None)] == \
+        ["chat", "chat", "completions", None, None]

@@ -28,7 +28,9 @@ from kvplan.simulator.limits import scheduler_limits
 from kvplan.speed.eras import era_of
 from kvplan.simulator.session import run_all
 from kvplan.sources.catalog import find_in_catalog
+from kvplan.readers.chat_format import chat_format
 from kvplan.speed.corpus import IN_PROCESS_TOOLS
+from kvplan.speed.frontend import native_chat
 
 
 
@@ -142,7 +144,7 @@ def _sim(r: Resolved, hw_profiles):
         step_overhead=simulate_default("step_overhead"), chosen=chosen, hw_profiles=hw_profiles, revision=None,
         token=None, timeout=simulate_default("timeout"),
         speed_engine=speed_set, speed_version=r.version)
-    return sim, [n for n in notes if n], (chosen, result[0]), speed_set or chosen.speed_key
+    return sim, [n for n in notes if n], (chosen, result[0], result[1]), speed_set or chosen.speed_key
 
 
 def _one(sim, cfg, prompt: int, output: int) -> dict:
@@ -174,7 +176,7 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
     if not ((s.isl or s.osl) if run.tool == "llama-bench" else (s.isl and s.osl)):
         raise KvplanError(f"{run.label}: the file states no input and output lengths; pass --input-len and --output-len",
                           EXIT_USAGE)
-    sim, notes, (chosen, result), speed_set = _sim(r, hw_profiles)
+    sim, notes, (chosen, result, spec), speed_set = _sim(r, hw_profiles)
     held = scheduler_limits(chosen, result, s.max_batch or None, s.max_tokens or None)  # simulate's own choice
     cfg = held.config()  # the engine's own admission rule too, as simulate takes it
     notes.append(held.admission.said)
@@ -192,6 +194,10 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
     notes.append(_load_note(s, rate))
     reqs = load.requests(s.isl, s.osl, n, rate, burstiness=s.burstiness)  # the file's own arrival process
     fe = front_end(sim, speed_set, served=run.tool not in IN_PROCESS_TOOLS)
+    if fe is not None and native_chat(r.engine or "", chat_format(spec.family), s.endpoint):  # no Python template
+        notes.append(f"front end: none for chat requests in {chat_format(spec.family)} (the file's chat endpoint: "
+                     f"{r.engine} renders them to token ids natively, as the corpus model prices it)")
+        fe = None
     if s.concurrency:
         reqs = load.closed_loop(sim, cfg, reqs, math.ceil(s.concurrency / r.replicas))
         if fe is not None:

@@ -19,12 +19,16 @@ BACKEND_ENGINES = {"vllm": "vllm", "vllm-chat": "vllm", "sglang": "sglang", "sgl
                    "sglang-oai": "sglang", "sglang-oai-chat": "sglang", "trt": "trtllm", "tensorrt-llm": "trtllm"}
 
 
+# the clients that post to /v1/completions (vllm bench serve's and bench_serving's `--backend`)
+COMPLETIONS_BACKENDS = {"openai": "completions", "vllm": "completions", "sglang-oai": "completions"}
+
+
 def endpoint_of_backend(backend) -> str | None:
     """The OpenAI endpoint a client `backend` posts to: "chat" (openai-chat, vllm-chat, sglang-oai-chat: the
     /v1/chat/completions clients), "completions" (openai, vllm, sglang-oai), None for any other (SGLang's native
     /generate) or none stated."""
     b = (numbers.text(backend, 40) or "").lower()
-    return "chat" if b.endswith("-chat") else ("completions" if b in ("openai", "vllm", "sglang-oai") else None)
+    return "chat" if b.endswith("-chat") else COMPLETIONS_BACKENDS.get(b)
 
 
 def engine_of_backend(backend) -> str | None:

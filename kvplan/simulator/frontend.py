@@ -25,7 +25,7 @@ Closed loops are run without it (kvplan.cli.bench_predict), as the corpus model 
 
 Work: O(N) over requests sorted by arrival (the virtual-time form of processor sharing: virtual time runs at 1 / n
 while n are present; a request leaves when it has gained `ingress` since its arrival, and with equal work the
-first present leaves first, so the queue is a deque).
+first present leaves first, so the queue is a window over the arrivals).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class FrontEnd:
     """The front end a run's requests cross: seconds a request, and what it stands for (`source`, for the note)."""
 
     per_request_s: float
-    source: str  # "vLLM's fitted ingress (coefficient set vllm)"
+    source: str  # "coefficient set vllm's fitted ingress"
 
     def said(self, requests: list) -> str:
         """One line for stderr: the cost a request, what a burst waits (this run's own, where it is one), and this

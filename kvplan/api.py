@@ -43,6 +43,7 @@ from kvplan.planning.request import MAX_BATCH, read_request
 from kvplan.planning.speculative import apply, parse
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.blocks import BLOCK_TOKENS
+from kvplan.simulator.frontend import front_end
 from kvplan.speed.coverage import check_speed
 from kvplan.simulator.inputs import check_workload_inputs
 from kvplan.simulator.limits import Limits, scheduler_limits
@@ -237,6 +238,7 @@ class Simulation:
     series: list
     offload: OffloadPlan | None = None  # the tiers as the engine sized them (`offload`), or None
     limits: Limits | None = None  # the scheduler's counts it ran at and where each came from (the engine's own)
+    front_end: dict | None = None  # the serving front end the requests crossed (kvplan.simulator.frontend), or None
 
 
 def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: str | None = None,
@@ -262,7 +264,8 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
 
     `offload` ('cpu:64GiB,disk:2TiB', a ratio '2x', or 'cpu:auto' with a `trace`) puts tiers below the pool, sized
     as the engine (or `offload_backend`) sizes them (Simulation.offload); evicted prefixes go down them and come
-    back at `host`'s links (a bundled host profile or a YAML file; without one, reloads are free)."""
+    back at `host`'s links (a bundled host profile or a YAML file; without one, reloads are free). Requests cross the
+    engine's API server first (Simulation.front_end: the fitted ingress, shared by those crossing together)."""
     check_speed(speed)
     tiers, host_profile = _offload_request(offload, offload_backend, host, mode == "paged" and prefix_caching, trace)
     check_workload_inputs(mode=mode, reserve=reserve, workload=workload, trace=trace, qps=qps, duration=duration,
@@ -275,8 +278,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
     spec, _, default = limited(chosen, spec, max_model_len, allow_long_context)
-    req = read_request(spec, context=default, kv_dtype=kv_dtype,
-                       weight_dtype=weight_dtype, block_size=block_size,
+    req = read_request(spec, context=default, kv_dtype=kv_dtype, weight_dtype=weight_dtype, block_size=block_size,
                        gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
                        kv_cache_memory=kv_cache_memory, lora=lora)
     dep = layout_from_flags(spec, gpus, tp, pp)
@@ -293,12 +295,19 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache (weights "
                           f"{p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more {arg('gpus')}", EXIT_USAGE)
     held = scheduler_limits(chosen, res, max_num_seqs, max_num_batched_tokens)
-    base = held.config(mode=mode, reserve=reserve, prefix_caching=prefix_caching)
+    base, fe = _config(held, sim, chosen, mode=mode, reserve=reserve, prefix_caching=prefix_caching)
     op = _tiers(chosen, res, spec, sim, dep, requests, fmt, tiers, offload_backend, host_profile) if tiers else None
     if op is not None:
         base = dataclasses.replace(base, tiers=sim_tiers(op, sim.token_bytes(), host_profile, dep.gpus))
     ((summary, series),) = run_all(sim, requests, configs(base, False), slo_ttft, slo_tpot).values()
-    return Simulation(p, summary, series, op, held)
+    return Simulation(p, summary, series, op, held, fe.meta(requests) if fe else None)
+
+
+def _config(held: Limits, sim, engine, **pool):
+    """(simulate's EngineConfig at the engine's limits and the pool's settings, with the serving front end ahead of
+    the engine that simulate's CLI puts there (kvplan.simulator.frontend); that front end or None)."""
+    fe = front_end(sim, engine.speed_key)
+    return held.config(**pool, front_end_s=fe.per_request_s if fe else 0.0), fe
 
 
 def _tiers(engine, res, spec, sim, dep, requests, fmt, tiers, backend: str, host) -> OffloadPlan:

@@ -68,8 +68,16 @@ def parse_json(doc: dict) -> list[BenchRun]:
         gpu_name=_telemetry_gpu(doc), isl=isl, osl=osl or numbers.count(round(numbers.figure(osl_run) or 0)),
         lengths="the requested means" if osl else "mean of the run",
         concurrency=numbers.count(_get(cfg, "loadgen", "concurrency") or cfg.get("concurrency")),
-        request_rate=numbers.rate(_get(cfg, "loadgen", "request_rate") or cfg.get("request_rate")), num_prompts=n)
+        request_rate=numbers.rate(_get(cfg, "loadgen", "request_rate") or cfg.get("request_rate")), num_prompts=n,
+        endpoint=_endpoint(_get(cfg, "endpoint", "type") or cfg.get("endpoint_type")))
     return [BenchRun("aiperf-json", "the run", settings, metrics)]
+
+
+def _endpoint(kind) -> str | None:
+    """The endpoint type AIPerf states (`endpoint.type`; genai-perf's flat `endpoint_type`), where it is chat or
+    completions."""
+    k = (numbers.text(kind, 20) or "").lower()
+    return k if k in ("chat", "completions") else None
 
 
 def _telemetry_gpu(doc) -> str | None:

@@ -58,6 +58,7 @@ class Settings:
     max_tokens: int | None = None  # the engine's cap on tokens per step, where stated
     scheduler_policy: str | None = None  # the engine's capacity scheduler policy, where stated (trtllm-bench)
     depth: int = 0  # llama-bench: tokens already in the cache (-d)
+    endpoint: str | None = None  # chat | completions, where the file says (kvplan.speed.frontend.ENDPOINTS)
 
 
 @dataclass(frozen=True)

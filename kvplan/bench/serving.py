@@ -19,6 +19,18 @@ BACKEND_ENGINES = {"vllm": "vllm", "vllm-chat": "vllm", "sglang": "sglang", "sgl
                    "sglang-oai": "sglang", "sglang-oai-chat": "sglang", "trt": "trtllm", "tensorrt-llm": "trtllm"}
 
 
+# the clients that post to /v1/completions (vllm bench serve's and bench_serving's `--backend`)
+COMPLETIONS_BACKENDS = {"openai": "completions", "vllm": "completions", "sglang-oai": "completions"}
+
+
+def endpoint_of_backend(backend) -> str | None:
+    """The OpenAI endpoint a client `backend` posts to: "chat" (openai-chat, vllm-chat, sglang-oai-chat: the
+    /v1/chat/completions clients), "completions" (openai, vllm, sglang-oai), None for any other (SGLang's native
+    /generate) or none stated."""
+    b = (numbers.text(backend, 40) or "").lower()
+    return "chat" if b.endswith("-chat") else COMPLETIONS_BACKENDS.get(b)
+
+
 def engine_of_backend(backend) -> str | None:
     b = numbers.text(backend, 40)
     return BACKEND_ENGINES.get(b.lower()) if b else None
@@ -111,6 +123,7 @@ def report_settings(text: str, fields: dict) -> Settings:
     tp = flags.get("tp") or flags.get("tp_size") or flags.get("tensor_parallel_size")
     return Settings(
         model=numbers.text(flags.get("model")), engine=engine_of_backend(fields.get("Backend")),
+        endpoint=endpoint_of_backend(fields.get("Backend")),
         isl=isl or numbers.mean_length(fields.get("Total input tokens"), done),
         osl=osl or numbers.mean_length(fields.get("Total generated tokens"), done), lengths=lengths,
         concurrency=numbers.count(conc), request_rate=numbers.rate(rate),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kvplan.bench import numbers
 from kvplan.bench.result import BenchRun, Settings, Stat
-from kvplan.bench.serving import engine_of_backend, saved_metrics
+from kvplan.bench.serving import endpoint_of_backend, engine_of_backend, saved_metrics
 
 
 def matches(doc) -> bool:
@@ -35,6 +35,7 @@ def parse_line(doc: dict, label: str) -> BenchRun:
     isl, osl, how = _lengths(d)
     settings = Settings(
         model=numbers.text(d.get("model_id")) or numbers.text(d.get("model")), engine=engine_of_backend(d.get("backend")),
+        endpoint=endpoint_of_backend(d.get("backend")),
         tp=numbers.count(server.get("tensor_parallel_size") or server.get("tp_size") or server.get("tp")),
         kv_dtype=numbers.text(server.get("kv_cache_dtype"), 20), max_batch=numbers.count(server.get("max_num_seqs")),
         max_tokens=numbers.count(server.get("max_num_batched_tokens")),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kvplan.bench import numbers
 from kvplan.bench.result import BenchRun, Settings
-from kvplan.bench.serving import engine_of_backend, saved_metrics
+from kvplan.bench.serving import endpoint_of_backend, engine_of_backend, saved_metrics
 
 KEYS = ("completed", "total_input_tokens", "total_output_tokens", "mean_ttft_ms")  # all present: this format
 
@@ -29,6 +29,7 @@ def parse(doc: dict) -> list[BenchRun]:
     settings = Settings(
         model=numbers.text(model) or numbers.text(doc.get("model")),
         engine=engine_of_backend(doc.get("backend") or doc.get("endpoint_type")),
+        endpoint=endpoint_of_backend(doc.get("backend") or doc.get("endpoint_type")),
         gpu_name=numbers.text(doc.get("gpu")), tp=numbers.count(doc.get("tp")),
         isl=numbers.mean_length(doc.get("total_input_tokens"), done),
         osl=numbers.mean_length(doc.get("total_output_tokens"), done), lengths="mean of the run",

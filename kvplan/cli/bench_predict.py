@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvplan.bench import load
 from kvplan.bench.compare import predicted_metrics
@@ -23,10 +23,14 @@ from kvplan.cli.simulate import _deployment_model
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.admission import policy_opts
 from kvplan.hardware.gpus import find_gpu, gpu_by_device_name
+from kvplan.simulator.frontend import front_end
 from kvplan.simulator.limits import scheduler_limits
 from kvplan.speed.eras import era_of
 from kvplan.simulator.session import run_all
 from kvplan.sources.catalog import find_in_catalog
+from kvplan.readers.chat_format import chat_format
+from kvplan.speed.corpus import IN_PROCESS_TOOLS
+from kvplan.speed.frontend import native_chat
 
 
 
@@ -133,13 +137,14 @@ def resolve(run: BenchRun, model, gpu, tp, engine, kv_dtype, weight_dtype, hw_pr
 def _sim(r: Resolved, hw_profiles):
     # the run's own capacity scheduler policy, where the file states one (trtllm-bench), sets its admission rule
     chosen, _ = engine_from_flags(r.engine, None, policy_opts(r.engine, r.policy), None, None)
+    speed_set = era_of(r.engine, r.version) if r.engine else None
     sim, _, notes, result = _deployment_model(
         r.model, r.gpu.key, gpus=r.tp, tp=r.tp, pp=None, max_model_len=None, kv_dtype=r.kv_dtype,
         weight_dtype=r.weight_dtype, gmu=None, kv_cache_memory=None, overhead=None, block_size=None,
         step_overhead=simulate_default("step_overhead"), chosen=chosen, hw_profiles=hw_profiles, revision=None,
         token=None, timeout=simulate_default("timeout"),
-        speed_engine=era_of(r.engine, r.version) if r.engine else None, speed_version=r.version)
-    return sim, [n for n in notes if n], (chosen, result[0])
+        speed_engine=speed_set, speed_version=r.version)
+    return sim, [n for n in notes if n], (chosen, result[0], result[1]), speed_set or chosen.speed_key
 
 
 def _one(sim, cfg, prompt: int, output: int) -> dict:
@@ -171,7 +176,7 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
     if not ((s.isl or s.osl) if run.tool == "llama-bench" else (s.isl and s.osl)):
         raise KvplanError(f"{run.label}: the file states no input and output lengths; pass --input-len and --output-len",
                           EXIT_USAGE)
-    sim, notes, (chosen, result) = _sim(r, hw_profiles)
+    sim, notes, (chosen, result, spec), speed_set = _sim(r, hw_profiles)
     held = scheduler_limits(chosen, result, s.max_batch or None, s.max_tokens or None)  # simulate's own choice
     cfg = held.config()  # the engine's own admission rule too, as simulate takes it
     notes.append(held.admission.said)
@@ -188,8 +193,21 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
     rate = s.request_rate / r.replicas if s.request_rate and math.isfinite(s.request_rate) else s.request_rate
     notes.append(_load_note(s, rate))
     reqs = load.requests(s.isl, s.osl, n, rate, burstiness=s.burstiness)  # the file's own arrival process
+    fe = front_end(sim, speed_set, served=run.tool not in IN_PROCESS_TOOLS)
+    if fe is not None and native_chat(r.engine or "", chat_format(spec.family), s.endpoint):  # no Python template
+        notes.append(f"front end: none for chat requests in {chat_format(spec.family)} (the file's chat endpoint: "
+                     f"{r.engine} renders them to token ids natively, as the corpus model prices it)")
+        fe = None
     if s.concurrency:
         reqs = load.closed_loop(sim, cfg, reqs, math.ceil(s.concurrency / r.replicas))
+        if fe is not None:
+            notes.append(f"front end: no queue in a closed loop (its {fe.per_request_s * 1e3:,.1f} ms a request is in "
+                         "the fitted per-request cost, as the corpus model prices a closed loop)")
+    elif fe is not None:  # every request crosses its replica's API server before the engine sees it (replicas:
+        # servers apart, each with its share of the load; an engine's own data parallelism behind one API server,
+        # which the corpus model counts as one front end for the whole burst, is not what check-bench assumes)
+        cfg = replace(cfg, front_end_s=fe.per_request_s)
+        notes.append(fe.said(reqs))
     ((summary, _),) = run_all(sim, reqs, {"paged": cfg}, math.inf, math.inf).values()
     itl = run.metrics.get("itl")
     if itl is not None and (itl.median is not None or itl.p99 is not None):

@@ -33,7 +33,7 @@ from operator import itemgetter
 
 from kvplan.core.collector import collector_paused
 from kvplan.engines.admission import ON_DEMAND_RULE, RATIO_RULE, RESERVE_RULE
-from kvplan.simulator import admit, fastpath, prefill_first, queue
+from kvplan.simulator import admit, fastpath, frontend, prefill_first, queue
 from kvplan.simulator.model import SimModel, StepTimer
 from kvplan.simulator.prefix import PrefixCache
 from kvplan.simulator.queue import Seq
@@ -56,6 +56,7 @@ class EngineConfig:
     tiers: tuple = ()  # offload tiers below the pool: ((name, bytes per rank, link bytes/s or None), ...)
     admission: object = None  # the engine's kvplan.engines.admission.Admission (paged pool); None: vLLM's
     prefill_first: bool = False  # SGLang's steps: prefill apart from decode (kvplan.engines.scheduler.prefill_first)
+    front_end_s: float = 0.0  # seconds a request in the serving front end ahead of the engine (kvplan.simulator.frontend)
 
 
 def _pow2(n: int) -> int:
@@ -251,8 +252,11 @@ class Engine:
             return self._run(requests, progress, horizon)
 
     def _run(self, requests, progress, horizon: float | None) -> Recorder:
+        times = [r.arrival for r in requests]  # when the engine sees each: once it is through the front end, if any
+        if self.cfg.front_end_s:  # (a request's figures count from its arrival, when it was sent: Recorder.arrived)
+            times = frontend.releases(times, self.cfg.front_end_s)
         if horizon is None:
-            horizon = requests[-1].arrival if requests else 1.0
+            horizon = times[-1] if times else 1.0
         self.rec = rec = Recorder(self.m, len(requests), max(horizon, 1e-3))
         rec.model_mode_contiguous = not self.paged
         self.used = self.written = self.committed = 0
@@ -268,7 +272,7 @@ class Engine:
         while True:
             if cache is not None:
                 cache.now = t
-            while i < n and requests[i].arrival <= t:
+            while i < n and times[i] <= t:
                 queue.arrive(self, requests[i], t)
                 i += 1
             if not self.running and not self.waiting:
@@ -276,12 +280,12 @@ class Engine:
                     admit.idle(self)
                 if i >= n:
                     break
-                rec.idle(t, requests[i].arrival)
-                t = requests[i].arrival
+                rec.idle(t, times[i])
+                t = times[i]
                 continue
             if not self.prefilling and self.n_dec and fastpath.head_blocked(self, s + 1):
                 t0 = t
-                t, s = fastpath.coast(self, t, s, requests[i].arrival if (i < n and not self.waiting) else float("inf"))
+                t, s = fastpath.coast(self, t, s, times[i] if (i < n and not self.waiting) else float("inf"))
                 if t > t0:
                     continue
             if self.pf:  # a prefill batch, if one forms, runs before decode step s + 1 (which it does not advance)

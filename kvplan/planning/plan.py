@@ -42,6 +42,9 @@ class Request:
     context: int
     batch: int = 1
     kv_dtype: DType | None = None  # None: the model's own dtype
+    # the cache dtype was left to the engine ('auto'): an engine whose 'auto' follows a checkpoint's declared KV
+    # quantization may set it (kvplan.engines.checkpoint_kv); False: asked for by name, honoured as asked
+    kv_auto: bool = False
     state_dtype: DType | None = None  # recurrent states; None: the model's own dtype
     weight_dtype: str | None = None  # None: the checkpoint's own format
     block_size: int = DEFAULT_BLOCK_SIZE

@@ -216,3 +216,9 @@ def test_hub_checkpoint_reads_hf_quant_config_json(tmp_path, monkeypatch):
     with serving(server, monkeypatch, tmp_path / "hf_home"):
         plan = api.plan("nvidia/Llama-3.3-70B-Instruct-FP8", "h200", context=8192, engine="trtllm", timeout=5)
     assert plan.kv_bytes_per_token == FP8_TOKEN and plan.request.kv_dtype.name == "fp8"
+
+
+def test_llamacpp_is_not_applicable_and_says_why(tmp_path):
+    # llama.cpp serves a GGUF conversion: no declaration travels with it; its cache is cache_type_k / _v's
+    said = _said(_plan(_folder(tmp_path, MODELOPT_FP8), "llama.cpp"))
+    assert len(said) == 1 and "GGUF conversion" in said[0] and "plans the declared cache" not in said[0]

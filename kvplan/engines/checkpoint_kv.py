@@ -27,12 +27,14 @@ from kvplan.planning.plan import PlanWarning, Request, cache_dtypes
 class KvRule(NamedTuple):
     """What an engine release's 'auto' does with one checkpoint's declaration, in words with its source (`why`).
     `unsized`: the engine follows a kind kvplan cannot size for it (refused); `refuse_16bit`: why a 16-bit cache
-    asked for by name has no setting in the engine for this checkpoint ("" where it has one)."""
+    asked for by name has no setting in the engine for this checkpoint ("" where it has one); `hint`: the declared
+    dtype is one the engine's own cache-dtype setting can name (a warning then says so)."""
 
     follows: bool
     why: str
     unsized: bool = False
     refuse_16bit: str = ""
+    hint: bool = True
 
 
 def _literal(text: str) -> str:
@@ -57,7 +59,8 @@ def resolve(rule: KvRule, model, req: Request) -> tuple[Request, tuple[PlanWarni
     if req.kv_auto:
         if not rule.follows:
             own = cache_dtypes(req, model)[0].name
-            hint = f"; {arg('kv_dtype')} {ckv.dtype} plans the declared cache" if ckv.dtype and ckv.dtype != own else ""
+            named = rule.hint and ckv.dtype and ckv.dtype != own
+            hint = f"; {arg('kv_dtype')} {ckv.dtype} plans the declared cache" if named else ""
             return req, (PlanWarning(_literal(f"KV cache {own}: the checkpoint declares {declared}, but {rule.why}"
                                               f"{hint}")),)
         if rule.unsized or not ckv.dtype:

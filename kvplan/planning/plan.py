@@ -42,9 +42,6 @@ class Request:
     context: int
     batch: int = 1
     kv_dtype: DType | None = None  # None: the model's own dtype
-    # the cache dtype was left to the engine ('auto'): an engine whose 'auto' follows a checkpoint's declared KV
-    # quantization may set it (kvplan.engines.checkpoint_kv); False: asked for by name, honoured as asked
-    kv_auto: bool = False
     state_dtype: DType | None = None  # recurrent states; None: the model's own dtype
     weight_dtype: str | None = None  # None: the checkpoint's own format
     block_size: int = DEFAULT_BLOCK_SIZE
@@ -54,6 +51,9 @@ class Request:
     context_from_model: bool = False  # no context asked for: `context` is the model's own limit
     lora: object = None  # kvplan.planning.lora.LoraRequest: adapters the engine keeps room for; None: no LoRA
     lora_bytes: int = 0  # per GPU, what the engine reserves for them (kvplan.engines.lora), beside the overhead
+    # the cache dtype was left to the engine ('auto'): an engine whose 'auto' follows a checkpoint's declared KV
+    # quantization may set it (kvplan.engines.checkpoint_kv); False: asked for by name, honoured as asked
+    kv_auto: bool = False
 
 
 class Stage(NamedTuple):

@@ -222,3 +222,14 @@ def test_llamacpp_is_not_applicable_and_says_why(tmp_path):
     # llama.cpp serves a GGUF conversion: no declaration travels with it; its cache is cache_type_k / _v's
     said = _said(_plan(_folder(tmp_path, MODELOPT_FP8), "llama.cpp"))
     assert len(said) == 1 and "GGUF conversion" in said[0] and "plans the declared cache" not in said[0]
+
+
+def test_sweep_and_cheapest_leave_auto_to_the_engine_too(tmp_path):
+    folder = _folder(tmp_path, MODELOPT_FP8)
+    # kvplan's own grid and vLLM 0.11.0 (auto is bf16 there); auto and bf16 by name are two plans of this checkpoint
+    own = api.sweep([folder], context=[8192], gpu="h200", gpu_counts=[1], kv_dtype=["auto", "bf16"])
+    assert sorted(p.kv_bytes_per_token for p in own.plans) == [FP8_TOKEN, BF16_TOKEN]
+    old = api.sweep([folder], context=[8192], gpu="h200", gpu_counts=[1], engine="vllm", engine_version="0.11.0")
+    assert [p.kv_bytes_per_token for p in old.plans] == [BF16_TOKEN]
+    best = api.cheapest(folder, context=8192, concurrency=1, gpu="h200", engine="trtllm")[0]
+    assert best.plan.kv_bytes_per_token == FP8_TOKEN

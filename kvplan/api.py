@@ -133,6 +133,7 @@ def _best_layout(spec, hw, gpus: int, req, engine, per_node: int):
         return Deployment(1, 1)
     if engine.splits_layers_only:  # one layout: layers split over the GPUs
         return Deployment(1, gpus)
+    engine.with_checkpoint_kv(spec, req)  # a declared KV cache the engine cannot run: refused, not every layout
     plans = search_layouts(spec, hw, gpus, req, engine, per_node)
     if not plans:
         raise KvplanError(f"{spec.name}: no layout of {gpus} GPUs is valid (tp must divide the "
@@ -222,7 +223,7 @@ def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | s
     req = read_request(spec, context=context or default, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
     return rank(spec, gpu_list, req.context, concurrency, deployments=deps,
                 min_tokens_per_second=min_tokens_per_second, prices=book,
-                kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=req.weight_dtype,
+                kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), kv_auto=req.kv_auto, weight_dtype=req.weight_dtype,
                 gpu_memory_utilization=gmu, block_size=block_size, engine=chosen, max_replicas=replicas,
                 layouts=layouts, lora=lora)
 

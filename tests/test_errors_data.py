@@ -22,6 +22,7 @@ ENGINE_FLAGS = {
     "engines/vllm/boot.py": {"--gpu-memory-utilization", "--max-model-len"},
     "engines/vllm/autofit.py": {"--max-model-len"},
     "engines/vllm/cache_dtype.py": {"--kv-cache-dtype"},
+    "engines/sglang/cache_dtype.py": {"--kv-cache-dtype"},  # SGLang's, in its rule for a checkpoint's KV cache
     "engines/emit.py": {"--dtype", "--quantization"},  # vLLM's and SGLang's weight flags
     # vLLM's and SGLang's LoRA flags: the notes on which layers vLLM wraps, and --emit
     "engines/lora.py": {"--enable-lora", "--lora-target-modules", "--max-lora-rank", "--max-loras",

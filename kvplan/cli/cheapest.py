@@ -139,9 +139,9 @@ def cheapest(
     for line in (*memory_caveats(gpu_list), *weight_caveats([spec], [wdt])):
         stderr(f"note: {line}")
     candidates = rank(spec, gpu_list, ctx_tokens, concurrency, deployments=deps, min_tokens_per_second=min_tps,
-                      prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), weight_dtype=wdt,
-                      gpu_memory_utilization=gmu, block_size=block_size, engine=chosen,
-                      max_replicas=replicas, layouts=layouts, lora=adapters)
+                      prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype),
+                      kv_auto=kv_dtype.strip().lower() == "auto", weight_dtype=wdt, gpu_memory_utilization=gmu,
+                      block_size=block_size, engine=chosen, max_replicas=replicas, layouts=layouts, lora=adapters)
     sims: dict = {}
     sla = (slo_ttft, slo_tpot, slo_percent)
     if served:

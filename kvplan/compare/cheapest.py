@@ -94,7 +94,7 @@ def _key(c: Candidate) -> tuple:
 
 
 def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deployments: Sequence[Deployment],
-             min_tokens_per_second: float | None = None, prices=None, kv_dtype=None, weight_dtype=None,
+             min_tokens_per_second: float | None = None, prices=None, kv_dtype=None, weight_dtype=None, kv_auto=False,
              gpu_memory_utilization: float | None = None, block_size: int | None = None,
              engine=None, max_replicas: int = 1, layouts: bool = False, lora=None) -> list[Candidate]:
     """Every candidate, those meeting the target first (ranked by RANKING), then the rest.
@@ -116,7 +116,7 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
         extra["gpu_memory_utilization"] = gpu_memory_utilization
     if block_size is not None:
         extra["block_size"] = block_size
-    req = Request(context=context, batch=concurrency, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+    req = Request(context=context, batch=concurrency, kv_dtype=kv_dtype, kv_auto=kv_auto, weight_dtype=weight_dtype,
                   lora=parse_lora(lora), **extra)
     meets, fails = [], []
     if layouts:

@@ -105,12 +105,16 @@ def rank_key(plan: Plan, price: float | None) -> tuple:
 
 
 def kv_dtypes_for(model, names: Sequence[str]):
-    """The distinct KV DTypes `names` mean for this model (`auto` = the model's own dtype)."""
+    """The distinct (KV DType, left to the engine) pairs `names` mean for this model (`auto` = the model's own dtype,
+    or the KV cache a checkpoint declares where the engine's 'auto' follows it: kvplan.engines.checkpoint_kv; for a
+    checkpoint that declares none, `auto` and its dtype by name are one plan)."""
     out = []
     for name in names:
+        auto = str(name).strip().lower() == "auto"
         dt = canonical_kv_dtype(name, model.dtype)
-        if dt not in out:
-            out.append(dt)
+        if any(d == dt and (a == auto or model.checkpoint_kv is None) for d, a in out):
+            continue
+        out.append((dt, auto))
     return out
 
 
@@ -168,9 +172,9 @@ def _best_layouts(model, gpus, count: int, requests, engine) -> list[Plan]:
 def _cross(models, gpus, gpu_counts, contexts, kv_dtypes, weight_dtypes, batch, block_size,
            gpu_memory_utilization, plans, skipped, progress, engine, layouts=False, lora=None) -> None:
     for model in models:
-        requests = [Request(context=ctx, batch=batch, kv_dtype=dt, weight_dtype=wd, block_size=block_size,
-                            gpu_memory_utilization=gpu_memory_utilization, lora=lora)
-                    for wd in weight_dtypes for dt in kv_dtypes_for(model, kv_dtypes) for ctx in contexts]
+        requests = [Request(context=ctx, batch=batch, kv_dtype=dt, kv_auto=auto, weight_dtype=wd,
+                            block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, lora=lora)
+                    for wd in weight_dtypes for dt, auto in kv_dtypes_for(model, kv_dtypes) for ctx in contexts]
         for count in gpu_counts:
             n = len(gpus) * len(requests)
             default = deployment_for_gpus(model, count)  # the one rule: a GPU count -> tp x pp

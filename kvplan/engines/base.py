@@ -22,6 +22,7 @@ from dataclasses import replace
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.capacity import Capacity, EngineResult, Figure  # noqa: F401 (re-exported)
+from kvplan.engines import checkpoint_kv
 from kvplan.engines.context import neutral_rule
 from kvplan.engines.options import (  # noqa: F401 (re-exported: kvplan.engines.base.check_opts, ...)
     check_opts, opt_bool, opt_float, opt_int, parse_engine_opts,
@@ -167,6 +168,7 @@ class Engine:
         A KvplanError where the engine cannot run the deployment."""
         self.check_layers(model)
         self.check_layout(model, dep)
+        req, kv_said = self.with_checkpoint_kv(model, req)
         st = self.settings(model, gpu, dep, req)
         view = self.view(model, st)
         r, lora_notes = self.with_lora(view, dep, self.request(req, st, view, dep), st)
@@ -185,7 +187,7 @@ class Engine:
                                                          "checkpoint + loading")))
         ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep, self.dcp_tokens_whole)
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name,
-                        assumed=self.assumptions(view, gpu, dep, st), pooled=cap.pooled)
+                        assumed=(*kv_said, *self.assumptions(view, gpu, dep, st)), pooled=cap.pooled)
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
 
     # the engine table's row for weights as loaded, where loading adds to the checkpoint (loaded_extra)
@@ -196,6 +198,24 @@ class Engine:
         tables built in the model's constructor), booked as weights so a plan's weights are what the engine
         reports loading. The default engine loads the checkpoint as stored."""
         return 0
+
+    def with_checkpoint_kv(self, model, req: Request):
+        """`req` with the cache dtype this engine uses for a checkpoint that declares its KV quantization, and the
+        plan warnings that say so (kvplan.engines.checkpoint_kv); unchanged for one that declares none."""
+        if model.checkpoint_kv is None:
+            return req, ()
+        return checkpoint_kv.resolve(self.checkpoint_kv_rule(model.checkpoint_kv), model, req)
+
+    def auto_kv_dtype(self, model) -> str | None:
+        """The cache dtype this engine's 'auto' gives `model` where it is not the model dtype (a declared KV cache it
+        follows), else None: an emitted command passes the plan's dtype by name where they differ."""
+        ckv = model.checkpoint_kv
+        return None if ckv is None else checkpoint_kv.auto_dtype(self.checkpoint_kv_rule(ckv), model)
+
+    def checkpoint_kv_rule(self, ckv) -> checkpoint_kv.KvRule:
+        """What this engine release's 'auto' cache dtype does with a checkpoint's declared KV quantization `ckv`
+        (kvplan.model.spec.CheckpointKV; kvplan.engines.checkpoint_kv): unread unless the engine says otherwise."""
+        return checkpoint_kv.default_rule(self.display_name or self.name)
 
     def with_lora(self, model, dep, req: Request, st) -> tuple[Request, tuple[str, ...]]:
         """`req` with the bytes per GPU this engine reserves for its LoRA adapters (req.lora), and notes."""

@@ -21,9 +21,14 @@ _TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # --d
 GGUF_PLAIN = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}  # llama.cpp's file types (llama_ftype names)
 
 
-def kv_dtype_arg(kv, model, spelling: dict[str, str]) -> str | None:
+def kv_dtype_arg(kv, model, spelling: dict[str, str], auto: str | None = None) -> str | None:
     """The engine's spelling of the cache dtype (`spelling`: its Engine.kv_dtype_flags), or None for the
-    engine default (the model's dtype; a 16-bit cache of a 16-bit model is the default too)."""
+    engine default: the model's dtype (a 16-bit cache of a 16-bit model is the default too), or `auto`, the cache
+    its 'auto' takes from a checkpoint's declared KV quantization (Engine.auto_kv_dtype), which the model's dtype
+    then has to be asked for by name to override."""
+    if auto is not None:
+        own = kv.name if kv is not None else model.dtype
+        return None if own == auto else spelling.get(own, own)
     if kv is None or kv.name == model.dtype or (kv.name in ("bf16", "fp16") and model.dtype in ("bf16", "fp16")):
         return None
     return spelling.get(kv.name, kv.name)

@@ -5,6 +5,8 @@ longest context by search over the same arithmetic.
 
 from __future__ import annotations
 
+from kvplan.core.errors import arg
+from kvplan.engines import checkpoint_kv
 from kvplan.engines.base import Capacity, Engine
 from kvplan.engines.lora import sglang_bytes as exact_lora_bytes
 from kvplan.model.compressed import CompressedMLA
@@ -51,6 +53,16 @@ class NeutralEngine(Engine):
     block_sizes = tuple(2**i for i in range(13))
     offload_rules = {"native": {tier: page_pool for tier in TIERS}}
 
+    def checkpoint_kv_rule(self, ckv) -> checkpoint_kv.KvRule:
+        """kvplan's own plan follows a ModelOpt checkpoint's declared FP8 KV cache, as every engine's current 'auto'
+        does (vLLM from 0.14.0, SGLang from 0.5.3, TensorRT-LLM); any other declaration keeps the model dtype, as
+        vLLM's 'auto' does (it follows ModelOpt's alone), the declared cache a name away (kvplan.engines.checkpoint_kv)."""
+        if ckv is not None and ckv.producer == "modelopt" and ckv.kind == "FP8":
+            return checkpoint_kv.KvRule(True, "kvplan's own plan follows it, as vLLM's 'auto' from 0.14.0, SGLang's "
+                                              f"from 0.5.3 and TensorRT-LLM's do ({arg('engine')} for one release's rule)")
+        return checkpoint_kv.KvRule(False, "kvplan's own plan keeps the model dtype: vLLM's 'auto' follows a ModelOpt "
+                                           f"declaration of FP8 alone ({arg('engine')} for one release's rule)")
+
     def lora_price(self, model, dep, lora, st):
         """kvplan's own: max_loras slots of A and B on the wrapped projections, nothing else (the packed
         projections whole, as every engine wraps them: kvplan.engines.lora)."""
@@ -75,18 +87,19 @@ class NeutralEngine(Engine):
         prepared: dict = {}  # (prepare_key, whole batch) -> (index, Prepared)
         per_request = []
         for whole in requests:
+            whole, kv_said = self.with_checkpoint_kv(model, whole)
             whole = self.with_lora(model, dep, whole, None)[0]
             req = rank_request(whole, dep)  # one data-parallel rank's share
             pkey = (prepare_key(req), whole.batch)
             if pkey not in prepared:
                 prepared[pkey] = (len(prepared), _prepared(model, dep, req, pkey, whole.batch))
             index, prep = prepared[pkey]
-            per_request.append((whole, req, index, prep, context_cost(prep.stages, req)))
+            per_request.append((whole, req, index, prep, context_cost(prep.stages, req), kv_said))
         by_budget: dict = {}  # (prepared index, budget, exact KV size) -> (stages, longest context)
         out = []
         limit = model.max_context
         for gpu in gpus:
-            for whole, req, index, prep, cost in per_request:
+            for whole, req, index, prep, cost, kv_said in per_request:
                 budget = gpu_budget(gpu, req)
                 bkey = (index, budget, req.kv_cache_memory_bytes, req.lora_bytes)
                 hit = by_budget.get(bkey)
@@ -96,7 +109,8 @@ class NeutralEngine(Engine):
                 stages, mc = hit
                 use = usage(stages, req, cost)
                 ans = Answers(use.token_slots, int(use.concurrency), mc, use.room and use.concurrency >= req.batch)
-                out.append(assemble(model, gpu, dep, whole, prep, budget, stages, use, whole_answers(ans, dep)))
+                out.append(assemble(model, gpu, dep, whole, prep, budget, stages, use, whole_answers(ans, dep),
+                                    assumed=kv_said))
         return out
 
 

@@ -51,6 +51,9 @@ class Request:
     context_from_model: bool = False  # no context asked for: `context` is the model's own limit
     lora: object = None  # kvplan.planning.lora.LoraRequest: adapters the engine keeps room for; None: no LoRA
     lora_bytes: int = 0  # per GPU, what the engine reserves for them (kvplan.engines.lora), beside the overhead
+    # the cache dtype was left to the engine ('auto'): an engine whose 'auto' follows a checkpoint's declared KV
+    # quantization may set it (kvplan.engines.checkpoint_kv); False: asked for by name, honoured as asked
+    kv_auto: bool = False
 
 
 class Stage(NamedTuple):

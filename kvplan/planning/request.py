@@ -33,6 +33,7 @@ def read_request(model: ModelSpec, *, context: int | str | None = None, batch: i
         context_from_model=tokens is None,
         batch=batch,
         kv_dtype=canonical_kv_dtype(kv_dtype, model.dtype),
+        kv_auto=str(kv_dtype).strip().lower() == "auto",
         weight_dtype=None if weight_dtype is None or weight_dtype.strip().lower() == "auto"
         else canonical_weight_dtype(weight_dtype),
         block_size=DEFAULT_BLOCK_SIZE if block_size is None else block_size,

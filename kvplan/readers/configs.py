@@ -25,6 +25,7 @@ from kvplan.readers.derive import derive, transformers_knows
 from kvplan.readers.geometry import mla_widths, read_geometry
 from kvplan.readers.mtp import read_mtp
 from kvplan.readers.params import count_params
+from kvplan.readers.kv_quant import read_checkpoint_kv
 from kvplan.readers.quantization import read_quantization
 from kvplan.readers.rope import read_rope_scaling, rope_cache_elems
 from kvplan.readers.states import gated_deltanet_state, mamba_state, short_conv_state
@@ -129,6 +130,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         mm_tokens_per_image=_int_field(config, "mm_tokens_per_image") if towers.params else 0,
         mtp_layers=mtp_layers,
         mtp_params=mtp_params,
+        checkpoint_kv=read_checkpoint_kv(cfg),
     )
     return spec, notices
 

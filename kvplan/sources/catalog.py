@@ -20,7 +20,7 @@ from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 from kvplan.model.compressed import CompressedMLA
 from kvplan.model.layers import (ATTENTION_FEATURES, LAYER_TYPES, FullAttention, IndexedMLA, LayerSpec, ParallelHybrid,
                            RecurrentState)
-from kvplan.model.spec import ModelSpec, ParamCounts, Quantization, RopeScaling
+from kvplan.model.spec import CheckpointKV, ModelSpec, ParamCounts, Quantization, RopeScaling
 
 FORMAT_VERSION = 1
 
@@ -81,6 +81,7 @@ def spec_to_dict(spec: ModelSpec) -> dict:
         **mtp,
         **({"vision_dims": list(spec.vision_dims)} if spec.vision_dims else {}),
         **({"mm_tokens_per_image": spec.mm_tokens_per_image} if spec.mm_tokens_per_image else {}),
+        **({"checkpoint_kv": dataclasses.asdict(spec.checkpoint_kv)} if spec.checkpoint_kv else {}),
         "notes": list(spec.notes),
     }
 
@@ -138,6 +139,7 @@ def spec_from_dict(data: dict, where: str) -> ModelSpec:
             mtp_params=ParamCounts(**mtp["params"]) if mtp else None,
             vision_dims=tuple(int(v) for v in data.get("vision_dims", ())),
             mm_tokens_per_image=int(data.get("mm_tokens_per_image", 0)),
+            checkpoint_kv=CheckpointKV(**data["checkpoint_kv"]) if data.get("checkpoint_kv") else None,
         )
     except KvplanError:
         raise

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from kvplan.core.dtypes import KV_DTYPES, DType
 from kvplan.engines.context import llamacpp_rule
 from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version_name, opt_bool, opt_int
+from kvplan.engines.checkpoint_kv import KvRule
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.engines.emit import GGUF_PLAIN, gguf_file_type, model_arg
@@ -220,6 +221,12 @@ class LlamaCpp(Engine):
             raise KvplanError(f"llama.cpp splits layers over GPUs (use {arg('pp')} N), not tensor parallelism",
                               EXIT_USAGE, param="tp", value=dep.tp)
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
+
+    def checkpoint_kv_rule(self, ckv) -> KvRule:
+        """n/a: llama.cpp serves a GGUF conversion, which carries no KV declaration; its cache type is its own setting
+        (cache_type_k / cache_type_v, f16 by default), whatever the Hugging Face checkpoint declared."""
+        return KvRule(False, "llama.cpp serves a GGUF conversion, whose cache type is its own cache_type_k / "
+                             "cache_type_v setting (f16 by default)", hint=False)
 
     def request(self, req, st: Settings, model, dep):
         over = req.overhead_bytes if req.overhead_bytes is not None else compute_buffer_estimate(model, st)

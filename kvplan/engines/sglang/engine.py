@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes, sglang_flags as sglang_lora_flags
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.sglang import allreduce as sglang_allreduce
+from kvplan.engines.sglang import cache_dtype as sglang_cache_dtype
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
 from kvplan.engines.sglang import layout as sglang_layout
 from kvplan.engines.sglang import loaded as sglang_loaded
@@ -299,6 +300,10 @@ class Sglang(Engine):
         return dataclasses.replace(req, gpu_memory_utilization=st.mem_fraction_static, block_size=st.page_size,
                                    overhead_bytes=over)
 
+    def checkpoint_kv_rule(self, ckv):
+        """--kv-cache-dtype auto on a checkpoint's declared KV quantization, by release (kvplan.engines.sglang.cache_dtype)."""
+        return sglang_cache_dtype.checkpoint_kv_rule(ckv, self.version or self.default_version)
+
     def lora_price(self, model, dep, lora, st: Settings):
         """--max-loras-per-batch x --max-lora-rank buffers of the LoRA memory pool (kvplan.engines.lora)."""
         return sglang_lora_bytes(model, dep, lora)
@@ -352,7 +357,7 @@ class Sglang(Engine):
                     model, serve_seqs(plan))), *sglang_dsv4.emit_flags(model, self.opts),
                 *sglang_mamba.emit_flags(self.opts, model, plan, settings["version"],
                                          plan.deployment.dp if dp_attention(model, dep, self.opts) else 1)]
-        kv = kv_dtype_arg(r.kv_dtype, model, self.kv_dtype_flags)
+        kv = kv_dtype_arg(r.kv_dtype, model, self.kv_dtype_flags, self.auto_kv_dtype(model))
         if kv:
             args += ["--kv-cache-dtype", kv]
         if settings["page_size"] != 1:

@@ -45,6 +45,7 @@ from kvplan.engines import kvbm
 from kvplan.engines.lora import trtllm_bytes as lora_bytes
 from kvplan.engines.trtllm.offload import cpu_pool as host_cache_pool
 from kvplan.engines.trtllm import layout as adp
+from kvplan.engines.trtllm import cache_dtype as trtllm_cache_dtype
 
 VERSIONS = ("0.20.0", "1.2.0")
 DEFAULT_VERSION = "1.2.0"
@@ -177,6 +178,10 @@ class TrtLlm(Engine):
         # then scaled by budget().
         over = req.overhead_bytes if req.overhead_bytes is not None else self.overhead_estimate(model, dep, st)
         return dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=st.tokens_per_block, overhead_bytes=over)
+
+    def checkpoint_kv_rule(self, ckv):
+        """kv_cache_config.dtype auto on a checkpoint's declared KV quantization, by release (kvplan.engines.trtllm.cache_dtype)."""
+        return trtllm_cache_dtype.checkpoint_kv_rule(ckv, self.version or self.default_version)
 
     def lora_price(self, model, dep, lora, st: Settings):
         """LoraConfig(max_loras, max_lora_rank): the PEFT device cache's pages (kvplan.engines.lora)."""

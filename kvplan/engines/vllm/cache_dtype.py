@@ -1,13 +1,30 @@
-"""vLLM models that cache K/V in the model dtype whatever `--kv-cache-dtype` says, from their model files.
+"""vLLM's KV cache dtype where the flag does not decide it alone: models that ignore it, checkpoints that declare one.
 
 A model file that builds its Attention layers without the engine's cache config leaves Attention with
 cache_config None, whose kv_cache_dtype is then "auto" (the model dtype). `--engine vllm` sizes such a
 cache in the model dtype and says so in a note; kvplan's own rules size the dtype asked for.
+
+A checkpoint's declared KV quantization (kvplan.readers.kv_quant), `--kv-cache-dtype auto` by release, read in the
+sdists (`checkpoint_kv_rule`):
+* to 0.13.0: the model dtype. EngineArgs.create_engine_config passes the flag as given (0.13.0,
+  vllm/engine/arg_utils.py L1364 `cache_dtype=self.kv_cache_dtype`); a declaration's scales apply only with
+  `--kv-cache-dtype fp8` (model_executor/layers/quantization/kv_cache.py BaseKVCacheMethod).
+* from 0.14.0 (vllm-project/vllm#30785): create_engine_config resolves "auto" first (0.14.0 arg_utils.py L1397-1400,
+  `resolve_kv_cache_dtype_string`), which reads only a ModelOpt config (quant_method starting "modelopt"; an
+  hf_quant_config.json gets it from ModelArchConfigConvertor._normalize_quantization_config): its kv_cache_scheme
+  object (8-bit float with `dynamic: false` -> FP8) or its kv_cache_quant_algo string, mapped by
+  MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP, "fp8" -> fp8_e4m3 (0.14.0 vllm/utils/torch_utils.py L57-61, L239-316); any
+  other value falls back to "auto" with a warning. compressed-tensors' kv_cache_scheme is not read: the model dtype.
+* from 0.20.0 the map adds "nvfp4" (and a 4-bit float scheme): an NVFP4 KV cache, which kvplan has no dtype for
+  (refused; 0.19.1 and 0.18.0 map FP8 alone; 0.20.0 and 0.33.0 torch_utils.py L62-65 / L78-81).
 """
 
 from __future__ import annotations
 
 import dataclasses
+
+from kvplan.engines.checkpoint_kv import KvRule
+from kvplan.engines.versions import parse_version
 
 # architecture -> why (vllm-project/vllm source)
 KV_CACHE_DTYPE_IGNORED = {
@@ -28,3 +45,26 @@ def notes(model, kv_dtype) -> tuple[str, ...]:
     """The note a plan of this model carries under vLLM (empty where vLLM honours --kv-cache-dtype)."""
     why = KV_CACHE_DTYPE_IGNORED.get(model.architecture)
     return (f"vLLM caches this model's K/V in {kv_dtype.name} whatever --kv-cache-dtype says ({why})",) if why else ()
+
+
+_SCALES = "its scales apply with --kv-cache-dtype fp8"
+
+
+def checkpoint_kv_rule(ckv, version: str) -> KvRule:
+    """What `--kv-cache-dtype auto` of vLLM `version` does with a checkpoint's declared KV cache (module docstring)."""
+    v = parse_version(version)
+    if v < (0, 14, 0):
+        return KvRule(False, f"vLLM {version}'s --kv-cache-dtype auto is the model dtype (it follows a ModelOpt "
+                             f"declaration from 0.14.0: vllm-project/vllm#30785); {_SCALES}")
+    if ckv.producer != "modelopt":
+        return KvRule(False, f"vLLM {version}'s --kv-cache-dtype auto follows a ModelOpt declaration alone "
+                             f"(resolve_kv_cache_dtype_string, vllm/utils/torch_utils.py); {_SCALES}")
+    kind = ckv.kind
+    if ckv.is_scheme and kind == "FP8" and ckv.scheme_dynamic is not False:
+        kind = ""  # get_kv_cache_quant_algo_string asks `dynamic is False` of an 8-bit float scheme
+    if kind == "FP8" or (kind == "NVFP4" and v >= (0, 20, 0)):
+        return KvRule(True, f"vLLM {version}'s --kv-cache-dtype auto takes it (from 0.14.0, "
+                            f"resolve_kv_cache_dtype_string; {kind} from MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP)")
+    return KvRule(False, f"vLLM {version}'s --kv-cache-dtype auto maps only "
+                         f"{'FP8 and NVFP4' if v >= (0, 20, 0) else 'FP8'} and falls back to the model dtype with a "
+                         "warning (get_kv_cache_quant_algo_string)")

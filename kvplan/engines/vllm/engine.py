@@ -248,6 +248,10 @@ class Vllm(Engine):
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)
 
+    def checkpoint_kv_rule(self, ckv):
+        """--kv-cache-dtype auto on a checkpoint's declared KV quantization, by release (kvplan.engines.vllm.cache_dtype)."""
+        return vllm_cache_dtype.checkpoint_kv_rule(ckv, self.version or self.default_version)
+
     def lora_price(self, model, dep, lora, st: Settings):
         """--max-loras x --max-lora-rank slots on the wrapped projections, by release (kvplan.engines.lora)."""
         return lora_bytes(model, dep, lora, st.version)
@@ -322,7 +326,7 @@ class Vllm(Engine):
         else:
             # the plan's utilisation, raised to the lowest that holds the batch with the stated margin
             args += ["--gpu-memory-utilization", f"{emit_advice(plan, settings, model)[0]:g}"]
-        kv = kv_dtype_arg(r.kv_dtype, model, self.kv_dtype_flags)
+        kv = kv_dtype_arg(r.kv_dtype, model, self.kv_dtype_flags, self.auto_kv_dtype(model))
         if kv:
             args += ["--kv-cache-dtype", kv]
         args += self.parallel_flags(dep, model)

@@ -15,7 +15,7 @@ only when one of its names is first used (kvplan/__init__.py), so the CLI never 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
@@ -375,8 +375,12 @@ def _requests(workload, trace, trace_format: str, qps, duration, seed: int) -> t
 
 
 def _items(value, param: str) -> list:
-    """A sequence, or the CLI's comma-separated text, as a list (names once each); an empty one is refused."""
-    items = [t.strip() for t in value.split(",") if t.strip()] if isinstance(value, str) else list(value)
+    """A sequence, the CLI's comma-separated text, or one value (`context=8192`, one GPU object), as a list (names
+    once each); an empty one is refused."""
+    if isinstance(value, str):
+        items = [t.strip() for t in value.split(",") if t.strip()]
+    else:
+        items = list(value) if isinstance(value, Iterable) else [value]
     if not items:
         raise KvplanError(f"{arg(param)} list {value!r} is empty", EXIT_USAGE, param=param, value=value)
     return [item for i, item in enumerate(items) if not (isinstance(item, str) and item in items[:i])]

@@ -88,6 +88,13 @@ def test_sweep_ranks_what_the_cli_ranks():
     assert r.plans == kvplan.sweep("llama-3.1-70b,qwen3-32b", gpu="h100,h200", context="8k,32k", gpu_counts="1,2").plans
 
 
+def test_sweep_takes_one_value_where_its_signature_says_so():
+    # context: Union[int, str, Sequence[...]]: an int was iterated (TypeError: 'int' object is not iterable)
+    one = kvplan.sweep("llama-3.1-8b", gpu="h100", context=8192, gpu_counts=[1])
+    assert [p.request.context for p in one.plans] == [8192]
+    assert one.plans == kvplan.sweep("llama-3.1-8b", gpu="h100", context="8k", gpu_counts=[1]).plans
+
+
 def test_cheapest_ranks_what_the_cli_ranks():
     found = kvplan.cheapest("llama-3.1-70b", concurrency=32, context="32k", gpu="h100,h200,mi300x")
     assert all(isinstance(c, kvplan.Candidate) for c in found) and found[0].meets

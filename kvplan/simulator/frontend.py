@@ -20,8 +20,8 @@ a request arriving alone waits nothing more in both, where charging its own cros
 every low-load TTFT of some tens of ms, beside the `request` term that prices it. Requests overlapping in an open
 loop wait for each other as processor sharing says: about ingress x rho / (1 - rho) at front-end load rho = rate x
 ingress, small below some tens of requests a second, and the front end, not the engine, limits a run sent faster
-than 1 / ingress (vLLM's 88 a second), which the corpus model, fitting open loops with no ingress, does not price.
-Closed loops are run without it (kvplan.cli.bench_predict), as the corpus model prices them.
+than 1 / ingress (vLLM's about 90 a second at 11.0 ms), which the corpus model, fitting open loops with no
+ingress, does not price. Closed loops are run without it (kvplan.cli.bench_predict), as the corpus model prices them.
 
 Work: O(N) over requests sorted by arrival (the virtual-time form of processor sharing: virtual time runs at 1 / n
 while n are present; a request leaves when it has gained `ingress` since its arrival, and with equal work the

@@ -140,9 +140,24 @@ def test_compressed_tensors_kv_scheme_by_engine(tmp_path, engine, version, token
     assert plan.kv_bytes_per_token == token
 
 
-def test_between_read_sglang_releases_it_says_what_it_assumed(tmp_path):
-    said = _said(_plan(_folder(tmp_path, config_quant=CT_FP8_KV), "sglang", "0.5.10"))
-    assert len(said) == 1 and "has not read whether SGLang 0.5.10" in said[0] and "planned as 0.5.6" in said[0]
+# Fp8Config's form with a kv_cache_quant_algo key (SGLang's Fp8Config.from_config reads it from 0.5.18)
+FP8_CONFIG_KV = {"quant_method": "fp8", "activation_scheme": "dynamic", "kv_cache_quant_algo": "FP8"}
+
+
+@pytest.mark.parametrize("version, ct_token, fp8_token", [
+    ("0.5.10", BF16_TOKEN, BF16_TOKEN),  # 0.5.10 wheel: kv_cache_quant_algo in modelopt_quant.py alone
+    ("0.5.17", BF16_TOKEN, BF16_TOKEN),  # 0.5.17 wheel: neither fp8.py nor compressed_tensors.py has it
+    ("0.5.18", BF16_TOKEN, FP8_TOKEN),  # 0.5.18 wheel: fp8.py L326-328 reads the key; compressed_tensors.py not
+    ("0.5.19", FP8_TOKEN, FP8_TOKEN),  # 0.5.19 wheel: compressed_tensors.py L137-146, the static per-tensor FP8
+])
+def test_sglang_follows_fp8config_from_0_5_18_and_compressed_tensors_from_0_5_19(tmp_path, version, ct_token,
+                                                                                  fp8_token):
+    ct = _plan(_folder(tmp_path, config_quant=CT_FP8_KV, name="ct"), "sglang", version)
+    fp8 = _plan(_folder(tmp_path, config_quant=FP8_CONFIG_KV, name="fp8"), "sglang", version)
+    assert (ct.kv_bytes_per_token, fp8.kv_bytes_per_token) == (ct_token, fp8_token)
+    for plan in (ct, fp8):
+        said = _said(plan)
+        assert len(said) == 1 and f"SGLang {version}" in said[0] and "has not read" not in said[0]
 
 
 def test_a_dtype_asked_by_name_is_honoured_and_said(tmp_path):

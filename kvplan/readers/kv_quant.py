@@ -9,7 +9,7 @@ Where checkpoints state it (each engine's reading cited in kvplan.engines.checkp
 * compressed-tensors (llm-compressor, RedHatAI's "-FP8-KV" / "-FP8-dynamic" checkpoints): `kv_cache_scheme`,
   `{"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": false, "symmetric": true}` or null.
 * Quark: a non-empty `kv_cache_group` (module names whose outputs are quantized); recorded, not read into a kind.
-* Another quant_method's `kv_cache_quant_algo` (SGLang 0.5.23's Fp8Config reads one): recorded as written.
+* Another quant_method's `kv_cache_quant_algo` (SGLang's Fp8Config reads one from 0.5.18): recorded as written.
 
 Every value is checked before use: a string is a short identifier (ModelOpt's spelling), a scheme's fields of the
 types their writers give them; anything else is a one-line usage error naming the key, never a guess. A

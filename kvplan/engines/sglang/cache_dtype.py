@@ -6,10 +6,14 @@
   model_runner.py L1397-1409, init_memory_pool; 0.5.6 L1631-1643; 0.5.23 sglang/srt/mem_cache/kv_cache_dtype.py
   L49-59, configure_kv_cache_dtype); any other value (NVFP4) the model dtype. In 0.5.3 and 0.5.6 only ModelOpt's
   configs carry that attribute (layers/quantization/modelopt_quant.py; compressed_tensors has none).
-* 0.5.23 adds compressed-tensors: CompressedTensorsConfig.kv_cache_quant_algo is "FP8" for a static, symmetric,
-  per-tensor 8-bit float kv_cache_scheme (compressed_tensors.py L142-151, is_supported_scheme L1276-1285), and
-  Fp8Config reads a `kv_cache_quant_algo` key (fp8.py L366-385). Releases between 0.5.6 and 0.5.23 are not read
-  for those: planned as 0.5.6 and said so.
+* 0.5.18 adds Fp8Config: it reads a `kv_cache_quant_algo` key of the quantization_config (sglang-0.5.18 wheel,
+  sglang/srt/layers/quantization/fp8.py L326-328, Fp8Config.from_config; 0.5.23 L366-385); 0.5.17's fp8.py has none.
+* 0.5.19 adds compressed-tensors: CompressedTensorsConfig.kv_cache_quant_algo is "FP8" for a static, symmetric,
+  per-tensor 8-bit float kv_cache_scheme (0.5.19 wheel, compressed_tensors/compressed_tensors.py L137-146,
+  is_supported_scheme L1173; 0.5.23 L142-151, L1276-1285, the same test); 0.5.18's has no such property.
+  Wheels read for both: 0.5.7, 0.5.10, 0.5.14, 0.5.15, 0.5.16, 0.5.17 (kv_cache_quant_algo in modelopt_quant.py, not
+  in fp8.py or compressed_tensors.py), 0.5.18 to 0.5.23; the releases between two read ones that agree are
+  planned as they do.
 * `--kv-cache-dtype` takes auto, fp8_e5m2, fp8_e4m3 in 0.5.3 (server_args.py L1462): a 16-bit cache of an FP8-KV
   checkpoint has no setting there; 0.5.4.post2 adds bf16 / bfloat16 (server_args.py L1987).
 """
@@ -21,8 +25,8 @@ from kvplan.engines.versions import parse_version
 
 FOLLOWS = (0, 5, 3)  # the first release read whose auto follows a declared FP8 cache (0.5.1.post3 does not)
 BF16_FLAG = (0, 5, 4)  # the first release read whose --kv-cache-dtype takes bf16 (0.5.4.post2)
-READ_PAST = (0, 5, 6)  # compressed-tensors and Fp8Config: unread after this release ...
-OTHERS = (0, 5, 23)  # ... until this one, which follows them
+FP8_CONFIG = (0, 5, 18)  # the first release whose Fp8Config carries a kv_cache_quant_algo (0.5.17 has none)
+COMPRESSED = (0, 5, 19)  # the first whose CompressedTensorsConfig does (0.5.18 has none)
 
 
 def checkpoint_kv_rule(ckv, version: str) -> KvRule:
@@ -31,16 +35,16 @@ def checkpoint_kv_rule(ckv, version: str) -> KvRule:
     if v < FOLLOWS:
         return KvRule(False, f"SGLang {version}'s --kv-cache-dtype auto is the model dtype (it follows a declared "
                              "FP8 cache from 0.5.3: model_runner.py init_memory_pool)")
-    reads = ckv.producer == "modelopt" or (v >= OTHERS and ckv.producer in ("compressed-tensors", "fp8"))
+    reads = (ckv.producer == "modelopt" or (v >= FP8_CONFIG and ckv.producer == "fp8")
+             or (v >= COMPRESSED and ckv.producer == "compressed-tensors"))
     fp8 = ckv.kind == "FP8" and (ckv.producer != "compressed-tensors" or ckv.static_per_tensor)
     if reads and fp8:
         no_16bit = ("SGLang's --kv-cache-dtype takes auto, fp8_e5m2 or fp8_e4m3 in 0.5.3 (bf16 from 0.5.4) and its "
                     "auto is the checkpoint's FP8" if v < BF16_FLAG else "")
         return KvRule(True, f"SGLang {version}'s --kv-cache-dtype auto takes it (kv_cache_quant_algo FP8 -> "
                             "float8_e4m3fn: configure_kv_cache_dtype)", refuse_16bit=no_16bit)
-    if not reads and READ_PAST < v < OTHERS and ckv.producer in ("compressed-tensors", "fp8"):
-        return KvRule(False, f"kvplan has not read whether SGLang {version}'s auto follows a {ckv.producer} "
-                             "declaration (0.5.6 does not, 0.5.23 does): planned as 0.5.6, at the model dtype")
+    readers = ["ModelOpt"] + (["Fp8Config"] if v >= FP8_CONFIG else []) + (["compressed-tensors"] if v >= COMPRESSED
+                                                                            else [])
     return KvRule(False, f"SGLang {version}'s --kv-cache-dtype auto follows a declared FP8 cache of "
-                         f"{'ModelOpt, compressed-tensors or Fp8Config' if v >= OTHERS else 'ModelOpt'} alone "
-                         "(configure_kv_cache_dtype): the model dtype")
+                         f"{', '.join(readers)} alone (configure_kv_cache_dtype; Fp8Config's from 0.5.18, "
+                         "compressed-tensors' static per-tensor FP8 from 0.5.19): the model dtype")

@@ -248,3 +248,52 @@ def test_sweep_and_cheapest_leave_auto_to_the_engine_too(tmp_path):
     assert [p.kv_bytes_per_token for p in old.plans] == [BF16_TOKEN]
     best = api.cheapest(folder, context=8192, concurrency=1, gpu="h200", engine="trtllm")[0]
     assert best.plan.kv_bytes_per_token == FP8_TOKEN
+
+
+def _cli(args):
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    return CliRunner().invoke(app, args)
+
+
+def test_sweep_rows_and_notes_say_what_each_plan_did_with_the_declaration(tmp_path):
+    # vLLM 0.11.0's auto keeps bf16 for a ModelOpt FP8-KV checkpoint (it follows from 0.14.0), 0.33.0's takes fp8;
+    # fp8 by name is "asked" (no warning of its own). A checkpoint declaring nothing: null, and no note.
+    folder, plain = _folder(tmp_path, MODELOPT_FP8), _folder(tmp_path, name="llama-70b")
+    base = ["sweep", "-m", f"{folder},{plain}", "-c", "8k", "-g", "h200", "--gpu-counts", "1", "--json"]
+    r = _cli([*base, "--kv-dtype", "auto,fp8", "--engine", "vllm", "--engine-version", "0.11.0"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["plans"]
+    got = sorted((p["model"], p["kv_dtype"], p["checkpoint_kv"]) for p in rows)
+    assert got == [("llama-70b", "bf16", None), ("llama-70b", "fp8", None),
+                   ("llama-70b-fp8", "bf16", "not followed"), ("llama-70b-fp8", "fp8", "asked")]
+    notes = [x for x in r.stderr.splitlines() if x.startswith("note: llama-70b")]
+    assert len(notes) == 1 and notes[0].startswith("note: llama-70b-fp8: KV cache bf16: the checkpoint declares "
+                                                   "kv_cache_quant_algo FP8"), notes
+    assert "vLLM 0.11.0" in notes[0]
+    r = _cli([*base[:-1], "--csv", "--engine", "vllm", "--engine-version", "0.33.0"])
+    assert r.exit_code == 0, r.output
+    import csv
+    import io
+
+    rows = {p["model"]: p for p in csv.DictReader(io.StringIO(r.stdout))}
+    assert rows["llama-70b-fp8"]["checkpoint_kv"] == "followed" and rows["llama-70b-fp8"]["kv_dtype"] == "fp8"
+    assert rows["llama-70b"]["checkpoint_kv"] == ""
+    assert any(x.startswith("note: llama-70b-fp8: KV cache fp8: the checkpoint declares") for x in r.stderr.splitlines())
+    # auto (fp8 under 0.33.0) and bf16 are two plans of the declaring checkpoint, one of the other: 3, said so
+    r = _cli([*base, "--kv-dtype", "auto,bf16", "--engine", "vllm", "--engine-version", "0.33.0"])
+    assert r.exit_code == 0 and "sweep: 3 plans to make" in r.stderr and len(json.loads(r.stdout)["plans"]) == 3
+    r = _cli(["sweep", "-m", plain, "-c", "8k", "-g", "h200", "--gpu-counts", "1"])  # no declaration: not a word
+    assert r.exit_code == 0 and "checkpoint declares" not in r.output
+
+
+def test_cheapest_notes_the_declaration_and_rows_carry_it(tmp_path):
+    folder = _folder(tmp_path, MODELOPT_FP8)
+    r = _cli(["cheapest", folder, "-c", "8k", "-g", "h200", "--concurrency", "1", "--engine", "trtllm",
+              "--json"])
+    assert r.exit_code == 0, r.output
+    assert {row["checkpoint_kv"] for row in json.loads(r.stdout)["meets"]} == {"followed"}
+    notes = [x for x in r.stderr.splitlines() if "the checkpoint declares" in x]
+    assert len(notes) == 1 and notes[0].startswith("note: llama-70b-fp8: KV cache fp8:") and "TensorRT-LLM" in notes[0]

@@ -34,6 +34,7 @@ from kvplan.planning.lora import parse_lora
 from kvplan.planning.deploy import candidate_deployments, deployment_for_gpus
 from kvplan.planning.layout import layout_text
 from kvplan.report.export import candidate_row
+from kvplan.report.text import checkpoint_kv_notes
 from kvplan.report.offload import offload_dict
 from kvplan.simulator.capacity import Target, filter_candidates
 from kvplan.simulator.limits import per_plan_note
@@ -142,6 +143,8 @@ def cheapest(
                       prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype),
                       kv_auto=kv_dtype.strip().lower() == "auto", weight_dtype=wdt, gpu_memory_utilization=gmu,
                       block_size=block_size, engine=chosen, max_replicas=replicas, layouts=layouts, lora=adapters)
+    for line in checkpoint_kv_notes((c.plan, spec) for c in candidates if c.plan is not None):
+        stderr(f"note: {line}")
     sims: dict = {}
     sla = (slo_ttft, slo_tpot, slo_percent)
     if served:

@@ -32,7 +32,7 @@ from kvplan.cli.workload import (
 )
 from kvplan.compare.offload import check_tiers, size_each
 from kvplan.compare.procurement import headlines
-from kvplan.compare.sweep import RANKING, parse_counts, sweep as run_sweep
+from kvplan.compare.sweep import RANKING, kv_dtypes_for, parse_counts, sweep as run_sweep
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.files import atomic_write
@@ -42,6 +42,7 @@ from kvplan.planning.lora import parse_lora
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
 from kvplan.report.export import iter_sweep_rows, write_csv, write_json_document
 from kvplan.report.html import render_html
+from kvplan.report.text import checkpoint_kv_notes
 from kvplan.speed.coverage import rate_gaps
 from kvplan.report.offload import offload_columns
 from kvplan.simulator.capacity import Target, sim_row, simulate_plan
@@ -135,14 +136,14 @@ def sweep(
     price_by_gpu = {g.key: p for g in gpu_list if (p := price_book.price(g)) is not None}
 
     per_model = len(gpu_list) * len(counts) * len(contexts) * len(weights)
-    total = sum(per_model * len({canonical_kv_dtype(n, s.dtype) for n in kv_names}) for s in specs)
+    total = sum(per_model * len(kv_dtypes_for(s, kv_names)) for s in specs)  # auto and bf16: two plans of an FP8-KV one
     kwargs = dict(batch=batch, block_size=block_size or DEFAULT_BLOCK_SIZE,
                   gpu_memory_utilization=gmu or DEFAULT_GPU_MEMORY_UTILIZATION, prices=price_by_gpu, engine=chosen,
                   layouts=layouts, lora=adapters, speed=speed)
     stderr(_checked_size(total, max_plans, served))
     result = _run((specs, gpu_list, counts, contexts, kv_names, weights), kwargs, total)
     summary = _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book)
-    summary += lora_lines(adapters, chosen, "plan") + _speed_lines(result, gpu_list)
+    summary += lora_lines(adapters, chosen, "plan") + _speed_lines(result, gpu_list) + _kv_lines(result)
     sims = None
     if served:
         sims = _simulate(result, chosen, gpu_list, loaded, slo_ttft, slo_tpot)
@@ -225,6 +226,12 @@ def _speed_lines(result, gpu_list) -> list[str]:
         lines.append("decode tok/s: calibrated (decode_*_calibrated keys; the table's tok/s); the roofline "
                      "beside it is a bound (decode_tokens_per_second; the table's roofline), engines run slower")
     return lines
+
+
+def _kv_lines(result) -> list[str]:
+    """What each model's plans do with the KV cache its checkpoint declares, once per distinct case (the rows'
+    checkpoint_kv key); none where no checkpoint declares one."""
+    return [f"note: {line}" for line in checkpoint_kv_notes((p, result.models[p.model]) for p in result.plans)]
 
 
 def _write_json(result, rows, prices, stream) -> None:

@@ -11,7 +11,8 @@ it to a request:
 * a dtype asked for by name: honoured, with a note where it differs from the declaration (or refused where the
   engine has no setting that runs it, TensorRT-LLM's 16-bit cache of an FP8-KV checkpoint).
 
-Every case is said in a plan warning: what the cache is, what the checkpoint declares, and the engine's rule.
+Every case is said in a plan warning: what the cache is, what the checkpoint declares, and the engine's rule; its
+topic (kvplan.planning.plan.KV_TOPICS) says which case, for a sweep's rows and notes (kvplan.report.text).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import NamedTuple
 
 from kvplan.core.dtypes import KV_DTYPES
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.planning.plan import PlanWarning, Request, cache_dtypes
+from kvplan.planning.plan import KV_ASKED, KV_FOLLOWED, KV_NOT_FOLLOWED, PlanWarning, Request, cache_dtypes
 
 
 class KvRule(NamedTuple):
@@ -62,14 +63,15 @@ def resolve(rule: KvRule, model, req: Request) -> tuple[Request, tuple[PlanWarni
             named = rule.hint and ckv.dtype and ckv.dtype != own
             hint = f"; {arg('kv_dtype')} {ckv.dtype} plans the declared cache" if named else ""
             return req, (PlanWarning(_literal(f"KV cache {own}: the checkpoint declares {declared}, but {rule.why}"
-                                              f"{hint}")),)
+                                              f"{hint}"), topic=KV_NOT_FOLLOWED),)
         if rule.unsized or not ckv.dtype:
             raise KvplanError(f"the checkpoint declares a {kind} KV cache ({declared}) and {rule.why}; kvplan has no "
                               f"{kind} cache dtype to size it: pass {arg('kv_dtype')} with a dtype the engine runs",
                               EXIT_USAGE, param="kv_dtype", value="auto")
         dt = KV_DTYPES[ckv.dtype]
         return (replace(req, kv_dtype=dt),
-                (PlanWarning(_literal(f"KV cache {dt.name}: the checkpoint declares {declared} and {rule.why}")),))
+                (PlanWarning(_literal(f"KV cache {dt.name}: the checkpoint declares {declared} and {rule.why}"),
+                             topic=KV_FOLLOWED),))
     asked = cache_dtypes(req, model)[0]
     if rule.refuse_16bit and asked.name in ("bf16", "fp16", "fp32"):
         raise KvplanError(f"{arg('kv_dtype')} {asked.name}: {rule.refuse_16bit}", EXIT_USAGE, param="kv_dtype",
@@ -77,7 +79,7 @@ def resolve(rule: KvRule, model, req: Request) -> tuple[Request, tuple[PlanWarni
     if asked.name == ckv.dtype:
         return req, ()
     return req, (PlanWarning(_literal(f"KV cache {asked.name} as asked, not the {kind} cache the checkpoint declares "
-                                      f"({declared})")),)
+                                      f"({declared})"), topic=KV_ASKED),)
 
 
 def default_rule(engine: str) -> KvRule:

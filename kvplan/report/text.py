@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kvplan.core.errors import arg
 from kvplan.core.markup import plain
-from kvplan.planning.plan import Plan
+from kvplan.planning.plan import KV_TOPICS, Plan
 from kvplan.planning.layout import layout_text
 from kvplan.core.units import gib, human_bytes, human_tokens
 from kvplan.planning.speculative import report
@@ -61,6 +61,28 @@ def plan_warnings(plan: Plan) -> list[str]:
     return [format_warning(w) for w in plan.warnings]
 
 
+def checkpoint_kv_state(plan: Plan, model) -> str | None:
+    """What the plan's KV cache is to the cache its checkpoint declares (kvplan.engines.checkpoint_kv): "followed"
+    (the engine's 'auto' takes the declared cache), "not followed" ('auto' keeps the model dtype), "asked" (a dtype
+    named, the declared one or not); None where the checkpoint declares none."""
+    if getattr(model, "checkpoint_kv", None) is None:
+        return None
+    return next((KV_TOPICS[w.topic] for w in plan.warnings if w.topic in KV_TOPICS), "asked")
+
+
+def checkpoint_kv_notes(pairs) -> list[str]:
+    """Each distinct (model, checkpoint KV warning) of these (plan, model) pairs once, in their order: what a
+    ranking of many plans says of the caches checkpoints declare, where it prints no plan's own warnings."""
+    seen: dict = {}
+    for plan, model in pairs:
+        if getattr(model, "checkpoint_kv", None) is None:
+            continue
+        for w in plan.warnings:
+            if w.topic in KV_TOPICS:
+                seen.setdefault(f"{plan.model}: {format_warning(w)}", None)
+    return list(seen)
+
+
 def engine_to_dict(res) -> dict:
     """An EngineResult's engine part for --json: its settings, figures (raw and as printed), notes."""
     cap = res.capacity
@@ -97,6 +119,7 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         "context": r.context, "batch": r.batch,
         "weight_dtype": effective_weight_dtype(plan, model),
         "kv_dtype": (r.kv_dtype.name if r.kv_dtype else model.dtype),
+        "checkpoint_kv": checkpoint_kv_state(plan, model),  # the declared KV cache: followed, not followed, asked
         "block_size": r.block_size,
         "gpu_memory_utilization": r.gpu_memory_utilization,
         "usable_memory_bytes_per_gpu": plan.usable_memory_bytes,

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli.main import whole_app
 from kvplan.core.errors import EXIT_DOES_NOT_FIT
-from kvplan.simulator.frontend import INGRESS, of_set, releases, spread
+from kvplan.simulator.frontend import INGRESS, of_set, releases, shared, spread
 from kvplan.simulator.pd import simulate_pd
 from kvplan.simulator.workload import SimRequest
 from kvplan.speed.model import coefficients
@@ -126,3 +126,47 @@ def test_disagg_says_where_its_front_ends_sit():
     assert cli.stderr.count("front end:") == 1 and "one per prefill server" in cli.stderr
     roof = kvplan.disagg("llama-3.1-8b", "h100", isl=2048, osl=256, qps=20, duration=5, max_gpus=4, speed="roofline")
     assert roof.search["front_end"] is None
+
+
+def test_data_parallel_ranks_behind_one_server_share_its_front_end_by_hand():
+    # a burst of N = 8 over dp 4 behind one API server: all 8 cross it together, leave at 8 x 1 s, reach their
+    # engines at 7 s; the rank simulated takes requests 0 and 4: each waits (N - 1) x 1 = 7 s, not the (N/4 - 1) x 1
+    # = 1 s of four servers apart (spread: 2 each)
+    assert shared([0.0] * 8, 1.0, 4) == [7.0, 7.0]
+    assert spread([0.0] * 8, 1.0, 4)[::4] == [1.0, 1.0]
+    assert shared([0.0, 5.0], 1.0, 1) == releases([0.0, 5.0], 1.0)
+
+
+def _burst_run(engine: str, n: int = 400):
+    from kvplan.bench.result import BenchRun, Settings
+
+    return BenchRun("vllm-json", "a burst", Settings(model="llama-3.1-8b", engine=engine, tp=1, gpus=4, isl=128,
+                                                     osl=4, request_rate=float("inf"), num_prompts=n))
+
+
+def _check_bench_ttft(monkeypatch, engine: str, front: bool) -> tuple:
+    from kvplan.cli import bench_predict
+
+    if not front:
+        monkeypatch.setattr(bench_predict, "front_end", lambda *a, **k: None)
+    run = _burst_run(engine)
+    r = bench_predict.resolve(run, None, "h100", None, None, None, None, ())
+    assert r.replicas == 4  # 4 GPUs at tp 1: 4 replicas, the load split evenly
+    metrics, _, notes = bench_predict.predict(run, r, ())
+    return metrics["ttft"].mean, notes
+
+
+@pytest.mark.parametrize("engine, shares_one", [("sglang", True), ("vllm", False)])
+def test_check_bench_dp_replicas_behind_one_api_server(monkeypatch, engine, shares_one):
+    # 400 prompts at once on 4 replicas (tp 1 on 4 GPUs). SGLang's --dp runs one TokenizerManager for every rank: all
+    # 400 cross it together, so each waits 399 x ingress (SGLang's set: 2.4 ms, 0.96 s); vLLM's internal load balancer
+    # runs one API server a DP rank (--api-server-count defaults to --data-parallel-size): 100 each, 99 x ingress
+    # (vLLM's 11.0 ms: 1.09 s). A burst's schedule moves as a whole, so the TTFT moves by exactly that wait.
+    ingress = coefficients(engine)[INGRESS]
+    with_fe, notes = _check_bench_ttft(monkeypatch, engine, True)
+    without, _ = _check_bench_ttft(monkeypatch, engine, False)
+    waited = (399 if shares_one else 99) * ingress
+    assert with_fe - without == pytest.approx(waited, rel=1e-6)
+    said = next(n for n in notes if n.startswith("front end:"))
+    assert ("one API server for the 4 replicas" in said) == shares_one
+    assert (f"the burst of {400 if shares_one else 100} waits" in said)

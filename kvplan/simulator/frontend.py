@@ -94,6 +94,13 @@ def spread(arrivals, per_request: float, servers: int) -> list[float]:
     return out
 
 
+def shared(arrivals, per_request: float, replicas: int) -> list[float]:
+    """When one of `replicas` data-parallel ranks behind one API server sees its requests: all of `arrivals` (every
+    rank's, sorted ascending) cross the one front end together (`releases`), the rank taking every replicas-th
+    (round robin from the first). A burst of N over dp 4: each waits (N - 1) x per_request, not (N / 4 - 1) x."""
+    return releases(arrivals, per_request)[::max(1, replicas)]
+
+
 def front_end(sim, speed_set: str | None, served: bool = True) -> "FrontEnd | None":
     """The front end a run on `sim` crosses, its step times' coefficient set `speed_set` (kvplan.speed.eras' key),
     or None where it costs nothing: a load that is not `served` (an in-process harness, trtllm-bench), the roofline,

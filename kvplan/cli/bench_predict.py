@@ -23,7 +23,7 @@ from kvplan.cli.simulate import _deployment_model
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.admission import policy_opts
 from kvplan.hardware.gpus import find_gpu, gpu_by_device_name
-from kvplan.simulator.frontend import front_end
+from kvplan.simulator.frontend import front_end, shared
 from kvplan.simulator.limits import scheduler_limits
 from kvplan.speed.eras import era_of
 from kvplan.simulator.session import run_all
@@ -170,6 +170,24 @@ def _load_note(s, rate) -> str:
     return lengths + "; " + sent + (f", at most {s.concurrency:,} in flight (closed loop)" if s.concurrency else "")
 
 
+def _through_front_end(fe, chosen, r: Resolved, s, reqs: list, cfg, notes: list) -> tuple:
+    """(the config, the replica's requests, when its engine sees them or None) behind the serving front end. Replicas
+    of an engine that runs one API server for its data-parallel ranks (Engine.dp_one_front_end: SGLang's --dp,
+    trtllm-serve) share it: the whole run's requests cross it together (at the file's rate, not a replica's share),
+    this replica taking every replicas-th (kvplan.simulator.frontend.shared), as the corpus model counts a burst's N
+    over dp (kvplan.speed.load.ingress_queue). Else each replica crosses its own with its share (vLLM's one API
+    server a DP rank; servers apart)."""
+    if r.replicas == 1 or not chosen.dp_one_front_end:
+        notes.append(fe.said(reqs) + (" (one API server a replica, with its share of the run)" if r.replicas > 1
+                                      else ""))
+        return replace(cfg, front_end_s=fe.per_request_s), reqs, None
+    every = load.requests(s.isl, s.osl, len(reqs) * r.replicas, s.request_rate, burstiness=s.burstiness)
+    notes.append(fe.said(every) + f" (one API server for the {r.replicas} replicas: {chosen.name} runs one for its "
+                 "data-parallel ranks; this replica's requests are every one in " + f"{r.replicas} of them)")
+    share = [replace(q, rid=i) for i, q in enumerate(every[::r.replicas])]
+    return cfg, share, shared([q.arrival for q in every], fe.per_request_s, r.replicas)
+
+
 def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list]:
     """(kvplan's metrics for the run's load on the resolved deployment, the simulator's model, notes)."""
     s = run.settings
@@ -193,6 +211,7 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
     rate = s.request_rate / r.replicas if s.request_rate and math.isfinite(s.request_rate) else s.request_rate
     notes.append(_load_note(s, rate))
     reqs = load.requests(s.isl, s.osl, n, rate, burstiness=s.burstiness)  # the file's own arrival process
+    released = None  # when the engine sees each, where a front end shared with the other replicas decides it
     fe = front_end(sim, speed_set, served=run.tool not in IN_PROCESS_TOOLS)
     if fe is not None and native_chat(r.engine or "", chat_format(spec.family), s.endpoint):  # no Python template
         notes.append(f"front end: none for chat requests in {chat_format(spec.family)} (the file's chat endpoint: "
@@ -203,12 +222,9 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
         if fe is not None:
             notes.append(f"front end: no queue in a closed loop (its {fe.per_request_s * 1e3:,.1f} ms a request is in "
                          "the fitted per-request cost, as the corpus model prices a closed loop)")
-    elif fe is not None:  # every request crosses its replica's API server before the engine sees it (replicas:
-        # servers apart, each with its share of the load; an engine's own data parallelism behind one API server,
-        # which the corpus model counts as one front end for the whole burst, is not what check-bench assumes)
-        cfg = replace(cfg, front_end_s=fe.per_request_s)
-        notes.append(fe.said(reqs))
-    ((summary, _),) = run_all(sim, reqs, {"paged": cfg}, math.inf, math.inf).values()
+    elif fe is not None:  # every request crosses an API server before the engine sees it
+        cfg, reqs, released = _through_front_end(fe, chosen, r, s, reqs, cfg, notes)
+    ((summary, _),) = run_all(sim, reqs, {"paged": cfg}, math.inf, math.inf, released=released).values()
     itl = run.metrics.get("itl")
     if itl is not None and (itl.median is not None or itl.p99 is not None):
         notes.append("ITL: the mean is predicted (every gap between tokens pooled); its median and p99 are not "

@@ -37,6 +37,7 @@ from kvplan.report.export import candidate_row
 from kvplan.report.text import checkpoint_kv_notes
 from kvplan.report.offload import offload_dict
 from kvplan.simulator.capacity import Target, filter_candidates
+from kvplan.simulator.frontend import of_set
 from kvplan.simulator.limits import per_plan_note
 from kvplan.sources.resolve import resolve_model
 
@@ -147,10 +148,12 @@ def cheapest(
         stderr(f"note: {line}")
     sims: dict = {}
     sla = (slo_ttft, slo_tpot, slo_percent)
+    front = None
     if served:
-        candidates, sims = _serve(candidates, spec, gpu_list, loaded, sla, chosen)
+        candidates, sims, front = _serve(candidates, spec, gpu_list, loaded, sla, chosen)
     tiers = _tiers(candidates, spec, chosen, asked) if asked.tiers else {}
-    target, data = _answer(spec, ctx_tokens, concurrency, min_tps, price_book, candidates, sims, loaded, sla, tiers)
+    target, data = _answer(spec, ctx_tokens, concurrency, min_tps, price_book, candidates, sims, loaded, sla, tiers,
+                           front)
     meets = [c for c in candidates if c.meets]
     print_result(as_json, data, lambda console: _print_cheapest(
         console, target, meets, failure_summary(candidates), top, price_book.unit, len(candidates), tiers,
@@ -186,8 +189,9 @@ def _tiers(candidates, spec, engine, asked) -> dict:
 
 
 def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candidates, sims: dict, loaded, sla,
-            tiers: dict):
-    """(the target in words, the JSON document): the candidates meeting it, ranked, then the rest."""
+            tiers: dict, front: dict | None = None):
+    """(the target in words, the JSON document): the candidates meeting it, ranked, then the rest; `front`: the
+    serving front end the simulated requests crossed (workload.front_end), where any did."""
     target = (f"{spec.name}: {concurrency:,} concurrent requests of {human_tokens(ctx_tokens)} tokens"
               + (f", ≥ {min_tps:g} tokens/s each" if min_tps else ""))
     if loaded is not None:
@@ -208,22 +212,28 @@ def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candid
             "fails": [row(c, None) for c in candidates if not c.meets]}
     if loaded is not None:
         slo_ttft, slo_tpot, slo_percent = sla
-        data["workload"] = {**loaded.meta, "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot, "slo_percent": slo_percent}
+        data["workload"] = {**loaded.meta, "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot, "slo_percent": slo_percent,
+                            "front_end": front}
     return target, data
 
 
 def _serve(candidates, spec, gpu_list, loaded, sla, chosen):
-    """Candidates re-judged by simulating the workload on them (kvplan.simulator.capacity), with the configured
-    engine `chosen`'s calibrated step times and own scheduler limits."""
+    """(candidates re-judged by simulating the workload on them (kvplan.simulator.capacity), with the configured
+    engine `chosen`'s calibrated step times and own scheduler limits, behind simulate's serving front end; the
+    simulated figures; that front end's JSON record, or None where its set fits no ingress)."""
     engine = chosen.speed_key  # the coefficient set of its release (kvplan.speed.eras)
     stderr(loaded.said)
     for line in ([speed_line(engine)] + request_note("calibrated", engine) + [per_plan_note(chosen)]
                  + [f"note: {w}" for w in rate_gaps(gpu_list)]):
         stderr(line)
+    fe = of_set(engine)  # the coefficient set's, the same for every candidate: said once
+    if fe is not None:
+        stderr(fe.said(loaded.requests) + " (every candidate, as simulate runs it)")
     target = Target(tuple(loaded.requests), *sla, engine=engine, configured=chosen)
     gpus = {g.key: g for g in gpu_list}
     with progress_bar("simulating", len(candidates)) as bar:
-        return filter_candidates(candidates, spec, gpus, target, progress=bar and bar.done)
+        judged, sims = filter_candidates(candidates, spec, gpus, target, progress=bar and bar.done)
+    return judged, sims, (fe.meta(loaded.requests) if fe is not None else None)
 
 
 def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, tried: int, tiers: dict,

@@ -103,6 +103,9 @@ def disagg(
         stderr(line)
     if res.search:  # the aggregated deployment beside it admits as `simulate --engine` does
         stderr(f"aggregated replicas: {res.limits['decode'].admission.said}")
+        if (fe := res.search.get("front_end")) is not None:
+            stderr(f"front end: {fe['per_request_s'] * 1e3:,.1f} ms a request ({fe['source']}), processor sharing, "
+                   f"as simulate's: {fe['where']} (kvplan.simulator.disagg.front_end)")
     _report(res, run.engine, run.spec, as_json, kind)
 
 

@@ -46,6 +46,7 @@ from kvplan.report.text import checkpoint_kv_notes
 from kvplan.speed.coverage import rate_gaps
 from kvplan.report.offload import offload_columns
 from kvplan.simulator.capacity import Target, sim_row, simulate_plan
+from kvplan.simulator.frontend import of_set
 from kvplan.simulator.limits import per_plan_note
 
 PROGRESS_MIN_PLANS = 20_000  # below this a sweep takes well under a second: no bar
@@ -144,16 +145,16 @@ def sweep(
     result = _run((specs, gpu_list, counts, contexts, kv_names, weights), kwargs, total)
     summary = _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book)
     summary += lora_lines(adapters, chosen, "plan") + _speed_lines(result, gpu_list) + _kv_lines(result)
-    sims = None
+    sims = front = None
     if served:
-        sims = _simulate(result, chosen, gpu_list, loaded, slo_ttft, slo_tpot)
+        sims, front = _simulate(result, chosen, gpu_list, loaded, slo_ttft, slo_tpot)
         summary.append(f"simulated on every plan: {loaded.said}; SLA TTFT ≤ {slo_ttft:g} s, TPOT ≤ "
                        f"{slo_tpot * 1e3:g} ms; figures in the sim_* columns of -o, --json and --csv")
     if asked.tiers:
         sims = _offload(result, chosen, asked, sims, summary)
-    _write_files(result, files, title, summary, price_book, gpu_list, sims)
+    _write_files(result, files, title, summary, price_book, gpu_list, sims, front)
     if as_json or as_csv:
-        _write_stdout(result, "json" if as_json else "csv", price_book, sims)
+        _write_stdout(result, "json" if as_json else "csv", price_book, sims, front)
     for line in summary:
         stderr(line)
     for line in _skipped_lines(result):
@@ -234,13 +235,16 @@ def _kv_lines(result) -> list[str]:
     return [f"note: {line}" for line in checkpoint_kv_notes((p, result.models[p.model]) for p in result.plans)]
 
 
-def _write_json(result, rows, prices, stream) -> None:
-    """The JSON document, a row at a time (rows may be made one at a time)."""
+def _write_json(result, rows, prices, stream, front=None) -> None:
+    """The JSON document, a row at a time (rows may be made one at a time); `front`: the serving front end the
+    simulated requests crossed (kvplan.simulator.frontend.FrontEnd.meta), where --workload ran any."""
     head = {"engine": result.engine, "ranking": RANKING, "decode_speed": result.speed,
             "decode_speed_band": speed_band(result.speed, result.engine_name), "plans_count": len(result.plans),
             "fits_count": sum(p.fits for p in result.plans), "skipped_plans": result.skipped_plans,
             "skipped": [asdict(s) for s in result.skipped], "currency": prices.currency or None,
             "prices_per_gpu_hour": result.prices}
+    if front is not None:
+        head["sim_front_end"] = front
     write_json_document(head, rows, stream)
 
 
@@ -272,13 +276,17 @@ def _stream(result, sims, limit=None):
         yield row
 
 
-def _simulate(result, chosen, gpu_list, loaded, slo_ttft: float, slo_tpot: float) -> list[dict]:
-    """sim_* columns of every plan, in rank order (a progress bar on a terminal), each at `chosen`'s own limits."""
+def _simulate(result, chosen, gpu_list, loaded, slo_ttft: float, slo_tpot: float) -> tuple[list[dict], dict | None]:
+    """(sim_* columns of every plan, in rank order (a progress bar on a terminal), each at `chosen`'s own limits and
+    behind simulate's serving front end; that front end's JSON record, or None on the roofline)."""
     target = Target(tuple(loaded.requests), slo_ttft, slo_tpot, engine=result.engine_name, speed=result.speed,
                     configured=chosen)
     stderr(per_plan_note(chosen))
     for line in request_note(result.speed, result.engine_name):  # the step-time line is the summary's (_speed_lines)
         stderr(line)
+    fe = of_set(result.engine_name, result.speed)  # the same for every plan: the coefficient set's, said once
+    if fe is not None:
+        stderr(fe.said(loaded.requests) + " (every plan, as simulate runs it)")
     gpus = {g.key: g for g in gpu_list}
     out = []
     with progress_bar("simulating", len(result.plans)) as bar:
@@ -286,10 +294,10 @@ def _simulate(result, chosen, gpu_list, loaded, slo_ttft: float, slo_tpot: float
             out.append(sim_row(simulate_plan(p, result.models[p.model], gpus[p.gpu], target)))
             if bar:
                 bar.advance()
-    return out
+    return out, (fe.meta(loaded.requests) if fe is not None else None)
 
 
-def _write_files(result, files, title: str, summary: list[str], prices, gpus=(), sims=None) -> None:
+def _write_files(result, files, title: str, summary: list[str], prices, gpus=(), sims=None, front=None) -> None:
     """Every --output, each written atomically."""
     if not files:
         return
@@ -298,7 +306,7 @@ def _write_files(result, files, title: str, summary: list[str], prices, gpus=(),
         if fmt == ".csv":
             atomic_write(path, lambda stream: write_csv(_stream(result, sims), stream), newline="")
         elif fmt == ".json":
-            atomic_write(path, lambda stream: _write_json(result, _stream(result, sims), prices, stream))
+            atomic_write(path, lambda stream: _write_json(result, _stream(result, sims), prices, stream, front))
         else:  # the page's charts and table read every row
             atomic_write(path, render_html(_rows(result, sims), title=title, summary=summary,
                                            skipped=_skipped_lines(result), currency=prices.unit,
@@ -313,12 +321,12 @@ def _html_speed_label(result) -> str | None:
     return speed_notes("calibrated", result.engine_name, "", "")[0].removeprefix("step times: ")
 
 
-def _write_stdout(result, fmt: str, prices, sims=None) -> None:
+def _write_stdout(result, fmt: str, prices, sims=None, front=None) -> None:
     rows = _stream(result, sims)
     if fmt == "csv":
         write_csv(rows, sys.stdout)
     else:
-        _write_json(result, rows, prices, sys.stdout)
+        _write_json(result, rows, prices, sys.stdout, front)
 
 
 def _skipped_lines(result) -> list[str]:

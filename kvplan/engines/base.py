@@ -65,6 +65,11 @@ class Engine:
     # The page sizes (tokens) --block-size may name for this engine; None: any from 1 to 4096.
     block_sizes: tuple[int, ...] | None = None
     supports_dp = False  # data-parallel ranks (each its own pool and requests) are modelled
+    # Its data-parallel ranks (replicas of one serving command) sit behind one API server, one front end for all
+    # (kvplan.simulator.frontend); else one each, with its share of the requests, as vLLM's internal load balancer
+    # defaults --api-server-count to --data-parallel-size (vllm-project/vllm@00a5fdd20935ba7679750db22997dcf539ca4591:
+    # vllm/entrypoints/cli/serve.py, "Defaulting api_server_count to data_parallel_size") and as servers apart are.
+    dp_one_front_end = False
     supports_dcp = False  # decode context parallel (MLA latents striped over tp ranks) is modelled
     supports_speculative = False  # a drafter's layers, weights and lookahead (kvplan.planning.speculative) are modelled
     dcp_tokens_whole = False  # the printed token capacity already counts every rank of a dcp group

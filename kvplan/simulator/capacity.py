@@ -3,8 +3,10 @@
 `sweep --workload` adds the simulated figures of each plan to its row (`SIM_COLUMNS`);
 `cheapest --workload` keeps the deployments whose simulation serves the requests with at least
 `slo_pct` percent of them within the TTFT and TPOT targets. Each run takes its plan's engine's own
-scheduler limits (`sim_max_num_seqs`, `sim_max_num_batched_tokens`: vLLM's differ by GPU). Each simulation
-takes a fraction of a second to seconds, so callers bound how many they run.
+scheduler limits (`sim_max_num_seqs`, `sim_max_num_batched_tokens`: vLLM's differ by GPU), and its requests cross
+the serving front end ahead of the engine as `simulate`'s do (kvplan.simulator.frontend: the coefficient set's
+fitted ingress, processor sharing; none on the roofline), so a deployment gets the TTFT here that `simulate` gives it
+at the same rate. Each simulation takes a fraction of a second to seconds, so callers bound how many they run.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, replace
 from kvplan.compare.cheapest import NOT_SIMULATED
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.engine import Engine, EngineConfig
+from kvplan.simulator.frontend import ingress_of
 from kvplan.simulator.limits import plan_limits
 
 SIM_COLUMNS = ("sim_mean_running", "sim_requests_per_s", "sim_output_tokens_per_s", "sim_ttft_p99_s",
@@ -38,13 +41,14 @@ class Target:
 
 def simulate_plan(plan, spec, gpu, target: Target) -> dict:
     """The paged-pool summary of `target.requests` on `plan` (kvplan.simulator.results.Recorder.summary), run at
-    the plan's engine's own scheduler limits (kvplan.simulator.limits.plan_limits), with them (`scheduler_limits`)."""
+    the plan's engine's own scheduler limits (kvplan.simulator.limits.plan_limits), with them (`scheduler_limits`),
+    behind simulate's serving front end (kvplan.simulator.frontend.ingress_of: 0 on the roofline)."""
     model = sim_model(plan, spec, gpu, step_overhead_s=target.step_overhead_s, speed=target.speed, engine=target.engine,
                       version=getattr(target.configured, "version", None))
     if model.kv_budget_bytes < model.block_bytes():
         return {}
     held = plan_limits(target.configured, plan, spec, gpu)
-    cfg = held.config()  # the engine's own admission rule too (kvplan.engines.admission)
+    cfg = held.config(front_end_s=ingress_of(model))  # the engine's own admission rule too (kvplan.engines.admission)
     summary = Engine(model, cfg).run(list(target.requests)).summary(target.slo_ttft, target.slo_tpot)
     return {**summary, "scheduler_limits": held.meta()}
 

@@ -10,7 +10,8 @@ replica at its batch); with one, every xPyD split within the GPU limit is simula
 aggregated deployment of the same GPUs (each pool's layout, replicated, on simulate's engine; the better) is run
 on the same requests, with the fewest aggregated GPUs that meets the SLOs, so a user sees when
 disaggregation does not pay.
-Each pool's replicas run at its engine's own scheduler limits (kvplan.simulator.limits: the prefill pool's tokens
+Requests cross the serving front end first, as in `simulate` (`front_end`: each prefill server's, and each
+aggregated replica's). Each pool's replicas run at its engine's own scheduler limits (kvplan.simulator.limits: the prefill pool's tokens
 per step, the decode pool's running limit) unless `max_num_seqs` / `max_num_batched_tokens` are given.
 """
 
@@ -26,6 +27,7 @@ from kvplan.core.intmath import cdiv
 from kvplan.planning.transfer import Moved, kv_moved, transfer_seconds
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.engine import Engine as SimEngine
+from kvplan.simulator.frontend import FrontEnd, of_set, spread
 from kvplan.simulator.limits import scheduler_limits
 from kvplan.simulator.model import StepTimer
 from kvplan.simulator.pd import simulate_pd, summarise
@@ -33,6 +35,8 @@ from kvplan.simulator.workload import MAX_REQUESTS, SimRequest
 
 MAX_SIMULATIONS = 24  # xPyD splits simulated per search at most (the cheapest first)
 MAX_REPLICAS = 64  # replicas per pool a search considers
+FRONT_ENDS = ("one per prefill server, its share of the requests round robin, and one per aggregated replica; the "
+              "router forwards requests unparsed; the decode server's crossing is not simulated")
 MAX_DISAGG_REQUESTS = 100_000  # requests one search simulates at most (each split runs them all)
 
 
@@ -157,8 +161,29 @@ def _run_split(res: Result, spec, hw, requests, x: int, y: int) -> dict:
                       transfer_s=lambda p: transfer_seconds(kv_moved(kv, p, *_dtypes(dec), pre.plan.deployment,
                                                                      dec.plan.deployment), link),
                       budget=res.limits["prefill"].max_num_batched_tokens,
-                      max_num_seqs=res.limits["decode"].max_num_seqs)
+                      max_num_seqs=res.limits["decode"].max_num_seqs, seen=_through_prefill_servers(res, requests, x))
     return summarise(run, requests, s.slo_ttft, s.slo_tpot)
+
+
+def front_end(setup: Setup) -> FrontEnd | None:
+    """The serving front end ahead of each prefill server and each aggregated replica: simulate's (the pools'
+    coefficient set's fitted ingress, processor sharing; None on the roofline). Where the API server sits in
+    disaggregated serving: the router only forwards each request's HTTP body, unparsed (vLLM's proxy:
+    vllm-project/vllm@030ea52effcb05071543c8c42b8f0145e94cee43:tests/v1/kv_connector/nixl_integration/toy_proxy_server.py
+    posts it to a prefill server picked round robin, then to a decode server; SGLang's:
+    sgl-project/sglang@001c2ae0901cd353c26fed2f435887c867b73eed:python/sglang/srt/disaggregation/mini_lb.py posts it to
+    a prefill and a decode server at once, `asyncio.gather`), and each server's own API server parses, templates and
+    tokenises it. So the prefill server's front end is on every request's path to its first token, one per prefill
+    replica with its share; the decode server's crossing is not simulated (SGLang's overlaps the prefill; vLLM's proxy
+    sends it after the prefill returns, about one ingress more on the TTFT at low load: kvplan's TTFT omits it)."""
+    return of_set(setup.speed_engine, setup.speed)
+
+
+def _through_prefill_servers(res: Result, requests, x: int) -> list[float] | None:
+    """When the prefill queue gets each request: through one of x prefill servers' front ends, round robin
+    (kvplan.simulator.frontend.spread); None where there is none."""
+    fe = front_end(res.setup)
+    return spread([r.arrival for r in requests], fe.per_request_s, x) if fe is not None else None
 
 
 def _dtypes(pool: Pool) -> tuple:
@@ -188,8 +213,11 @@ def search_ratio(res: Result, spec, hw, requests, max_gpus: int) -> dict:
             if gpus >= p.plan.deployment.gpus]
     agg = max(same, key=lambda a: (a["pct_meeting_slo"], -(a["ttft_s"]["p90"] or 0.0)), default=None)
     fewest = [f for p in pools if (f := _fewest_aggregated(res, spec, hw, requests, p, max_gpus, same))]
+    fe = front_end(s)
     res.search = {"chosen": chosen, "tried": tried, "aggregated_same_gpus": agg,
-                  "aggregated_fewest": min(fewest, key=lambda a: a["gpus"], default=None)}
+                  "aggregated_fewest": min(fewest, key=lambda a: a["gpus"], default=None),
+                  "front_end": None if fe is None else {"per_request_s": fe.per_request_s, "source": fe.source,
+                                                        "discipline": "processor sharing", "where": FRONT_ENDS}}
     return res.search
 
 
@@ -216,7 +244,7 @@ def _fewest_aggregated(res: Result, spec, hw, requests, pool: Pool, max_gpus: in
 
 def aggregated(res: Result, spec, hw, requests, replicas: int, pool: Pool) -> dict:
     """`replicas` copies of `pool`'s layout, each serving prefill and decode (simulate's engine: the engine's own steps,
-    chunked prefill and admission) on its KV pool at the decode max_model_len; one replica is run on every replicas-th request
+    chunked prefill and admission, behind its own API server's front end) on its KV pool at the decode max_model_len; one replica is run on every replicas-th request
     (Poisson thinning keeps the rate per replica), and its figures stand for all."""
     s = res.setup
     dep = pool.plan.deployment
@@ -224,7 +252,9 @@ def aggregated(res: Result, spec, hw, requests, replicas: int, pool: Pool) -> di
                       speed=s.speed, engine=s.speed_engine, version=s.speed_version)
     share = [replace(r, rid=i) for i, r in enumerate(requests[::replicas])]  # the recorder indexes by rid
     held = res.limits[pool.role]  # the pool's own engine limits (a hybrid's running cap is its pool's)
-    rec = SimEngine(model, held.config()).run(share)  # simulate's engine: the engine's own admission rule too
+    fe = front_end(s)  # each replica its own API server, with its share of the requests
+    cfg = held.config(front_end_s=fe.per_request_s if fe is not None else 0.0)
+    rec = SimEngine(model, cfg).run(share)  # simulate's engine: the engine's own admission rule too
     summ = rec.summary(s.slo_ttft, s.slo_tpot)
     lat = summ["latency_s"]
     return {"replicas": replicas, "tp": dep.tp, "pp": dep.pp, "gpus": replicas * dep.gpus, "requests": len(share),

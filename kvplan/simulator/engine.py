@@ -241,19 +241,22 @@ class Engine:
                 seq.published += len(segs)
 
     # ---- the loop -----------------------------------------------------------------------------
-    def run(self, requests, progress=None, horizon: float | None = None) -> Recorder:
+    def run(self, requests, progress=None, horizon: float | None = None, released=None) -> Recorder:
         """Simulate `requests` (sorted by arrival, rid = index) to the last completion.
 
         `horizon` (seconds) spaces the time series; default: the last arrival. `progress(done, total)`
         is called every few thousand steps with the requests that have arrived so far. The cyclic
         garbage collector is paused meanwhile: a run piles up sequences and prefix segments that hold
-        no reference cycles, which it would walk again and again (about a tenth of a Mooncake replay)."""
+        no reference cycles, which it would walk again and again (about a tenth of a Mooncake replay).
+        `released`: when the engine sees each request (ascending), where a front end shared with requests it does
+        not run decided that (kvplan.simulator.frontend.shared); else config.front_end_s's front end decides."""
         with collector_paused():
-            return self._run(requests, progress, horizon)
+            return self._run(requests, progress, horizon, released)
 
-    def _run(self, requests, progress, horizon: float | None) -> Recorder:
-        times = [r.arrival for r in requests]  # when the engine sees each: once it is through the front end, if any
-        if self.cfg.front_end_s:  # (a request's figures count from its arrival, when it was sent: Recorder.arrived)
+    def _run(self, requests, progress, horizon: float | None, released=None) -> Recorder:
+        times = [r.arrival for r in requests] if released is None else list(released)  # when the engine sees each:
+        if released is None and self.cfg.front_end_s:  # once through the front end, if any (a request's figures
+            # count from its arrival, when it was sent: Recorder.arrived)
             times = frontend.releases(times, self.cfg.front_end_s)
         if horizon is None:
             horizon = times[-1] if times else 1.0

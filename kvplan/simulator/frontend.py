@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.speed.model import engine_key
+from kvplan.speed.model import coefficients, engine_key
 from kvplan.speed.terms import TERMS
 
 INGRESS = TERMS.index("ingress")
@@ -82,6 +82,25 @@ def releases(arrivals, per_request: float) -> list[float]:
     return [max(a, d - per_request) for a, d in zip(arrivals, _departures(arrivals, per_request))]
 
 
+def spread(arrivals, per_request: float, servers: int) -> list[float]:
+    """`releases` where `servers` API servers apart each take every servers-th request (round robin: request i goes to
+    server i mod servers), each its own processor-sharing front end over its share; aligned with `arrivals` (sorted
+    ascending). Not sorted: a request may come through its server before an earlier one through another."""
+    if servers <= 1:
+        return releases(arrivals, per_request)
+    out = [0.0] * len(arrivals)
+    for k in range(servers):
+        out[k::servers] = releases(arrivals[k::servers], per_request)
+    return out
+
+
+def shared(arrivals, per_request: float, replicas: int) -> list[float]:
+    """When one of `replicas` data-parallel ranks behind one API server sees its requests: all of `arrivals` (every
+    rank's, sorted ascending) cross the one front end together (`releases`), the rank taking every replicas-th
+    (round robin from the first). A burst of N over dp 4: each waits (N - 1) x per_request, not (N / 4 - 1) x."""
+    return releases(arrivals, per_request)[::max(1, replicas)]
+
+
 def front_end(sim, speed_set: str | None, served: bool = True) -> "FrontEnd | None":
     """The front end a run on `sim` crosses, its step times' coefficient set `speed_set` (kvplan.speed.eras' key),
     or None where it costs nothing: a load that is not `served` (an in-process harness, trtllm-bench), the roofline,
@@ -89,6 +108,15 @@ def front_end(sim, speed_set: str | None, served: bool = True) -> "FrontEnd | No
     kvplan.speed.frontend.native_chat) crosses no Python template: check-bench drops the front end where the file
     states that endpoint; simulate knows no endpoint and prices a run as the corpus model prices one that states none."""
     per = ingress_of(sim) if served else 0.0
+    return FrontEnd(per, f"coefficient set {engine_key(speed_set)}'s fitted ingress") if per > 0 else None
+
+
+def of_set(speed_set: str | None, speed: str = "calibrated") -> "FrontEnd | None":
+    """The front end every simulation under coefficient set `speed_set` crosses, before any model is built (the
+    note a table of many simulations says once): its fitted `ingress`, or None on the roofline or where it is 0.
+    The same seconds as ingress_of(sim) for any calibrated sim of that set (the set's coefficients, not the plan's)."""
+    coef = coefficients(speed_set) if speed == "calibrated" else ()
+    per = max(0.0, float(coef[INGRESS])) if coef else 0.0
     return FrontEnd(per, f"coefficient set {engine_key(speed_set)}'s fitted ingress") if per > 0 else None
 
 

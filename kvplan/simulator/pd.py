@@ -32,20 +32,24 @@ class _Replica:
     slots: int = 0  # requests admitted (running, joining or in transfer)
 
 
-def prefill_done(requests, replicas: int, step_s, budget: int) -> list[float]:
+def prefill_done(requests, replicas: int, step_s, budget: int, seen=None) -> list[float]:
     """When each request's prompt is computed, by `replicas` replicas serving one FCFS queue in steps of
-    up to `budget` tokens (`step_s(prompts)`: one step's seconds)."""
-    done = [0.0] * len(requests)
+    up to `budget` tokens (`step_s(prompts)`: one step's seconds). `seen`: when the queue gets each request (its
+    arrival, or once through the prefill servers' front ends: kvplan.simulator.frontend.spread); in that order."""
+    n = len(requests)
+    at = seen if seen is not None else [r.arrival for r in requests]
+    order = range(n) if seen is None else sorted(range(n), key=at.__getitem__)
+    done = [0.0] * n
     free = [0.0] * replicas
     i = 0
-    while i < len(requests):
+    while i < n:
         f = heapq.heappop(free)
-        start = max(f, requests[i].arrival)
-        batch, tokens = [i], requests[i].prompt
+        start = max(f, at[order[i]])
+        batch, tokens = [order[i]], requests[order[i]].prompt
         i += 1
-        while i < len(requests) and requests[i].arrival <= start and tokens + requests[i].prompt <= budget:
-            tokens += requests[i].prompt
-            batch.append(i)
+        while i < n and at[order[i]] <= start and tokens + requests[order[i]].prompt <= budget:
+            tokens += requests[order[i]].prompt
+            batch.append(order[i])
             i += 1
         end = start + step_s([requests[k].prompt for k in batch])
         for k in batch:
@@ -138,11 +142,12 @@ class _Run:
 
 
 def simulate_pd(requests, x: int, y: int, *, prefill_step_s, decode_step_s, held_bytes, kv_bytes: int,
-                transfer_s, budget: int, max_num_seqs: int) -> dict:
+                transfer_s, budget: int, max_num_seqs: int, seen=None) -> dict:
     """Per-request times of `requests` (sorted by arrival) on x prefill and y decode replicas (see the
     module docstring): {'ttft': [...], 'tpot': [...], 'finish': [...], 'staged_max': int, 'unserved': int}.
-    held_bytes(tokens): one decode rank's bytes for a request of that length; kv_bytes: its pool."""
-    ready = prefill_done(requests, x, prefill_step_s, budget)
+    held_bytes(tokens): one decode rank's bytes for a request of that length; kv_bytes: its pool. `seen`: when the
+    prefill queue gets each request (prefill_done); TTFT still counts from its arrival, when it was sent."""
+    ready = prefill_done(requests, x, prefill_step_s, budget, seen)
     run = _Run(requests, y, decode_step_s, held_bytes, kv_bytes, transfer_s, max_num_seqs)
     run.run(ready)
     first, finish = run.first, run.finish

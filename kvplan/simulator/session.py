@@ -83,12 +83,13 @@ def load_requests(workload, trace, trace_format, qps, duration, seed) -> LoadedR
                                  "seed": seed, "requests": len(reqs)}, said)
 
 
-def run_all(model, requests, runs: dict, slo_ttft: float, slo_tpot: float, progress=None) -> dict:
-    """{run name: (summary, time series)} for each engine config, on the same requests."""
+def run_all(model, requests, runs: dict, slo_ttft: float, slo_tpot: float, progress=None, released=None) -> dict:
+    """{run name: (summary, time series)} for each engine config, on the same requests (`released`: when the engine
+    sees each, where a front end it shares decided it: kvplan.simulator.engine.Engine.run)."""
     out = {}
     for k, (name, cfg) in enumerate(runs.items()):
         tick = None if progress is None else (lambda done, total, k=k: progress(k * total + done, len(runs) * total))
-        rec = Engine(model, cfg).run(requests, progress=tick)
+        rec = Engine(model, cfg).run(requests, progress=tick, released=released)
         out[name] = (rec.summary(slo_ttft, slo_tpot), rec.series)
         if progress is not None:
             progress((k + 1) * len(requests), len(runs) * len(requests))

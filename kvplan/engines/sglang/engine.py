@@ -248,6 +248,10 @@ class Sglang(Engine):
     # Falcon-H1: attention in the token pool, its mixer's state slots; DeepSeek-V4: its pools (0.5.15-0.5.16, dsv4.py)
     reads_layers = frozenset({ParallelHybrid, CompressedMLA})
     supports_dp = True  # DP attention: each rank its own token pool and requests
+    # --dp N under one server: one TokenizerManager in the server process, the DP controller and schedulers as
+    # subprocesses (sgl-project/sglang@18bfdd16794a857cefaebc00a0964935b8d0a026:python/sglang/srt/entrypoints/engine.py
+    # `_launch_subprocesses`), so every request of every rank crosses the one front end
+    dp_one_front_end = True
     kv_dtype_flags = {"fp8": "fp8_e4m3", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype
     offload_rules = {"native": {"cpu": hicache_pool}}  # HiCache's host pool (L2): kvplan.engines.offload
     offload_missing = {"native": "SGLang HiCache's L3 storage backends size themselves; kvplan sizes its host pool (cpu)"}

@@ -153,6 +153,10 @@ class TrtLlm(Engine):
     offload_rules = {"native": {"cpu": host_cache_pool}, "kvbm": kvbm.RULES}  # kvplan.engines.offload
     offload_missing = {"native": "TensorRT-LLM's host cache is one secondary (CPU) pool"}
     supports_dp = True  # enable_attention_dp on a MoE model: each rank its own requests and pool (trtllm/layout.py)
+    # one trtllm-serve process fronts every attention-DP rank: its OpenAIServer holds the tokenizer beside the executor
+    # (NVIDIA/TensorRT-LLM@00057725d9a6591f033e44f31c219e2426827bb7:tensorrt_llm/serve/openai_server.py), one HTTP
+    # front end unless num_serve_frontends says more (default 1: NVIDIA/TensorRT-LLM PR 19379, open, would make it 8)
+    dp_one_front_end = True
 
     def check_layout(self, model, dep) -> None:
         super().check_layout(model, dep)

@@ -4,7 +4,7 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import candidate_deployments
 from kvplan.planning.plan import Request
 from kvplan.sources.resolve import resolve_model
-from kvplan.simulator.capacity import SIM_COLUMNS, Target, filter_candidates, shortfall, sim_row, simulate_plan
+from kvplan.simulator.capacity import SIM_COLUMNS, Target, filter_candidates, shortfall, sim_key, sim_row, simulate_plan
 from kvplan.simulator.workload import WORKLOADS, generate
 
 
@@ -26,8 +26,7 @@ def test_more_gpus_serve_a_workload_one_cannot(kvplan_home):
     # Per GPU type only the smallest deployment meeting the SLA is simulated.
     h100 = sorted((c for c in judged if c.gpu.startswith("h100")), key=lambda c: c.deployment.gpus)
     assert h100[0].meets and all("not simulated" in c.why for c in h100[1:] if c.why)
-    d = h100[0].deployment
-    assert sims[(h100[0].gpu, d.gpus, d.tp, d.pp)]["sim_pct_meeting_slo"] >= 95
+    assert sims[sim_key(h100[0])]["sim_pct_meeting_slo"] >= 95
 
 
 def test_sim_row_and_shortfall(kvplan_home):
@@ -75,3 +74,23 @@ def test_cli_find_rate(kvplan_home):
     assert doc["meta"]["qps"] == search["rate"] > 0
     assert doc["runs"]["paged"]["summary"]["goodput"]["pct_meeting_slo"] >= 95
     assert "highest arrival rate meeting the SLA (95% of requests" in r.stderr
+
+
+def test_replicas_serve_their_share(kvplan_home):
+    # cheapest --replicas: R independent copies behind a round-robin balancer each serve every R-th request, each
+    # behind its own front end. 1,000 requests at once (a burst) on one copy: the front end alone makes the mean
+    # TTFT at least 999 x ingress; on one of 4 copies 250 requests, at least 249 x ingress and far below one copy's.
+    from kvplan.engines import resolve_engine
+    from kvplan.planning.deploy import Deployment
+    from kvplan.simulator.adapter import sim_model
+    from kvplan.simulator.frontend import ingress_of
+    from kvplan.simulator.workload import SimRequest
+
+    spec, gpu = resolve_model("llama-3.1-8b").spec, find_gpu("h100")
+    p = resolve_engine().plan(spec, gpu, Deployment(1, 1), Request(context=8192))
+    target = Target(tuple(SimRequest(i, 0.0, 128, 4) for i in range(1000)), slo_ttft=2.0, slo_tpot=0.1)
+    one, four = simulate_plan(p, spec, gpu, target), simulate_plan(p, spec, gpu, target, replicas=4)
+    assert one["requests"]["completed"] == 1000 and four["requests"]["completed"] == 250
+    ingress = ingress_of(sim_model(p, spec, gpu))
+    assert one["latency_s"]["ttft"]["mean"] > 999 * ingress and four["latency_s"]["ttft"]["mean"] > 249 * ingress
+    assert four["latency_s"]["ttft"]["mean"] < one["latency_s"]["ttft"]["mean"] / 3

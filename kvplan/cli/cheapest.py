@@ -36,7 +36,7 @@ from kvplan.planning.layout import layout_text
 from kvplan.report.export import candidate_row
 from kvplan.report.text import checkpoint_kv_notes
 from kvplan.report.offload import offload_dict
-from kvplan.simulator.capacity import Target, filter_candidates
+from kvplan.simulator.capacity import Target, filter_candidates, sim_key
 from kvplan.simulator.frontend import of_set
 from kvplan.simulator.limits import per_plan_note
 from kvplan.sources.resolve import resolve_model
@@ -136,9 +136,7 @@ def cheapest(
     if ctx_tokens > spec.max_context:
         stderr(f"warning: context {ctx_tokens:,} exceeds the model's context limit ({spec.max_context:,}): the limit "
                "binds, not memory; no deployment fits")
-    for line in lora_lines(adapters, chosen, "candidate"):
-        stderr(f"note: {line}")
-    for line in (*memory_caveats(gpu_list), *weight_caveats([spec], [wdt])):
+    for line in (*lora_lines(adapters, chosen, "candidate"), *memory_caveats(gpu_list), *weight_caveats([spec], [wdt])):
         stderr(f"note: {line}")
     candidates = rank(spec, gpu_list, ctx_tokens, concurrency, deployments=deps, min_tokens_per_second=min_tps,
                       prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype),
@@ -146,9 +144,7 @@ def cheapest(
                       block_size=block_size, engine=chosen, max_replicas=replicas, layouts=layouts, lora=adapters)
     for line in checkpoint_kv_notes((c.plan, spec) for c in candidates if c.plan is not None):
         stderr(f"note: {line}")
-    sims: dict = {}
-    sla = (slo_ttft, slo_tpot, slo_percent)
-    front = None
+    sims, front, sla = {}, None, (slo_ttft, slo_tpot, slo_percent)
     if served:
         candidates, sims, front = _serve(candidates, spec, gpu_list, loaded, sla, chosen)
     tiers = _tiers(candidates, spec, chosen, asked) if asked.tiers else {}
@@ -200,11 +196,10 @@ def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candid
 
     def row(c, rank):
         r = candidate_row(c, spec, rank)
-        d = c.deployment
         if id(c) in tiers:
             op = tiers[id(c)]
             r["offload"] = {"refused": op} if isinstance(op, str) else offload_dict(op)
-        return {**r, **sims.get((c.gpu, d.gpus, d.tp, d.pp), {})} if loaded is not None else r
+        return {**r, **sims.get(sim_key(c), {})} if loaded is not None else r
 
     data = {"model": spec.name, "context": ctx_tokens, "concurrency": concurrency,
             "min_tokens_per_second": min_tps, "currency": price_book.currency or None, "ranking": RANKING,

@@ -39,17 +39,21 @@ class Target:
     speed: str = "calibrated"  # or "roofline"
 
 
-def simulate_plan(plan, spec, gpu, target: Target) -> dict:
+def simulate_plan(plan, spec, gpu, target: Target, replicas: int = 1) -> dict:
     """The paged-pool summary of `target.requests` on `plan` (kvplan.simulator.results.Recorder.summary), run at
     the plan's engine's own scheduler limits (kvplan.simulator.limits.plan_limits), with them (`scheduler_limits`),
-    behind simulate's serving front end (kvplan.simulator.frontend.ingress_of: 0 on the roofline)."""
+    behind simulate's serving front end (kvplan.simulator.frontend.ingress_of: 0 on the roofline). `replicas`
+    independent copies of the plan (`cheapest --replicas`) each serve every replicas-th request (round robin), each
+    behind its own front end: one copy is simulated on its share, which every copy's figures are alike."""
     model = sim_model(plan, spec, gpu, step_overhead_s=target.step_overhead_s, speed=target.speed, engine=target.engine,
                       version=getattr(target.configured, "version", None))
     if model.kv_budget_bytes < model.block_bytes():
         return {}
     held = plan_limits(target.configured, plan, spec, gpu)
     cfg = held.config(front_end_s=ingress_of(model))  # the engine's own admission rule too (kvplan.engines.admission)
-    summary = Engine(model, cfg).run(list(target.requests)).summary(target.slo_ttft, target.slo_tpot)
+    share = list(target.requests) if replicas <= 1 else \
+        [replace(q, rid=i) for i, q in enumerate(target.requests[::replicas])]  # rid = index, as Engine.run takes
+    summary = Engine(model, cfg).run(share).summary(target.slo_ttft, target.slo_tpot)
     return {**summary, "scheduler_limits": held.meta()}
 
 
@@ -89,6 +93,12 @@ def shortfall(summary: dict, target: Target) -> str | None:
     return None
 
 
+def sim_key(c) -> tuple:
+    """The simulated figures' key of a `cheapest` candidate: its GPU, one copy's layout, and its copies."""
+    d = c.deployment
+    return (c.gpu, d.gpus, d.tp, d.pp, c.replicas)
+
+
 def filter_candidates(candidates: list, spec, gpus: dict, target: Target, progress=None) -> tuple[list, dict]:
     """`cheapest` candidates re-judged by the workload, ranked as before, and the simulated
     figures of each candidate simulated ({(gpu, gpus, tp, pp): sim_row}).
@@ -108,9 +118,8 @@ def filter_candidates(candidates: list, spec, gpus: dict, target: Target, progre
         if c.gpu in done:
             judged[i] = replace(c, meets=False, why=NOT_SIMULATED)
             continue
-        summary = simulate_plan(c.plan, spec, gpus[c.gpu], target)
-        d = c.deployment
-        sims[(c.gpu, d.gpus, d.tp, d.pp)] = sim_row(summary)
+        summary = simulate_plan(c.plan, spec, gpus[c.gpu], target, c.replicas)
+        sims[sim_key(c)] = sim_row(summary)
         why = shortfall(summary, target)
         if why is None:
             done.add(c.gpu)

@@ -18,6 +18,7 @@ import pytest
 from conftest import shared_config
 
 from kvplan import api
+from kvplan.core.dtypes import KV_DTYPES
 from kvplan.core.errors import KvplanError
 from kvplan.sources.catalog import spec_from_dict, spec_to_dict
 from kvplan.sources.importer import build_spec
@@ -158,6 +159,52 @@ def test_sglang_follows_fp8config_from_0_5_18_and_compressed_tensors_from_0_5_19
     for plan in (ct, fp8):
         said = _said(plan)
         assert len(said) == 1 and f"SGLang {version}" in said[0] and "has not read" not in said[0]
+
+
+# A weight scheme TensorRT-LLM 1.3.0rc19's update_quant_config_from_compressed_tensors loads (8-bit channel weights,
+# per-token inputs: FP8_PER_CHANNEL_PER_TOKEN) with llm-compressor's FP8 KV scheme
+CT_FP8_CHANNEL_KV = {**CT_FP8_KV, "config_groups": {"group_0": {
+    "targets": ["Linear"], "weights": CT_FP8_KV["config_groups"]["group_0"]["weights"],
+    "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True}}}}
+
+
+def test_trtllm_before_1_3_0rc19_plans_a_compressed_tensors_scheme_at_the_model_dtype(tmp_path):
+    # no release read before 1.3.0rc19 reads kv_cache_scheme: 2 x 80 x 8 x 128 x 2 B = 327,680 B, said unread
+    for version in ("0.20.0", "1.2.0"):
+        plan = _plan(_folder(tmp_path, config_quant=CT_FP8_CHANNEL_KV, name=f"ct-{version}"), "trtllm", version)
+        assert plan.kv_bytes_per_token == BF16_TOKEN == 2 * 80 * 8 * 128 * 2
+        said = _said(plan)
+        assert len(said) == 1 and said[0].startswith("KV cache bf16") and "has not read" in said[0]
+        assert "7b437aaa" in said[0] and said[0].endswith("; kv_dtype fp8 plans the declared cache")
+
+
+def test_trtllm_from_1_3_0rc19_follows_an_8_bit_float_scheme_of_any_strategy():
+    # quant_config_utils.py L81-83 at 2a26169d: num_bits 8 and type float -> kv_cache_quant_algo FP8, the strategy and
+    # dynamic flag unread; the cache is then 2 x 80 x 8 x 128 x 1 B = 163,840 B a token
+    from kvplan.engines.checkpoint_kv import resolve
+    from kvplan.engines.trtllm.cache_dtype import checkpoint_kv_rule
+    from kvplan.planning.plan import KV_FOLLOWED, Request
+
+    base = {**shared_config("meta-llama__Llama-3.3-70B-Instruct"), "quantization_config": CT_FP8_CHANNEL_KV}
+    for strategy, dynamic in (("tensor", False), ("head", False), ("tensor", True)):
+        scheme = {**CT_FP8_KV["kv_cache_scheme"], "strategy": strategy, "dynamic": dynamic}
+        model = build_spec({**base, "quantization_config": {**CT_FP8_CHANNEL_KV, "kv_cache_scheme": scheme}},
+                           "test/ct", source="test")[0]
+        rule = checkpoint_kv_rule(model.checkpoint_kv, "1.3.0rc19")
+        assert rule.follows and "1.3.0rc19" in rule.why and "2a26169d" in rule.why
+        req, warnings = resolve(rule, model, Request(context=8192, kv_auto=True))
+        assert req.kv_dtype.name == "fp8" and [w.topic for w in warnings] == [KV_FOLLOWED]
+        assert warnings[0].message.startswith("KV cache fp8: the checkpoint declares kv_cache_scheme")
+        assert 2 * 80 * 8 * 128 * req.kv_dtype.bytes_for(1) == FP8_TOKEN
+        with pytest.raises(KvplanError, match="a 16-bit cache of this checkpoint has no setting"):
+            resolve(rule, model, Request(context=8192, kv_dtype=KV_DTYPES["bf16"]))
+    # any other scheme raises ValueError("Unsupported kv_cache_scheme") at L89-90: the checkpoint does not load
+    int8 = {**CT_FP8_KV["kv_cache_scheme"], "type": "int"}
+    model = build_spec({**base, "quantization_config": {**CT_FP8_CHANNEL_KV, "kv_cache_scheme": int8}},
+                       "test/ct-int8", source="test")[0]
+    with pytest.raises(KvplanError, match="refuses to load .*Unsupported kv_cache_scheme"):
+        checkpoint_kv_rule(model.checkpoint_kv, "1.3.0rc19")
+    assert not checkpoint_kv_rule(model.checkpoint_kv, "1.2.0").follows  # before: unread, the model dtype
 
 
 def test_a_dtype_asked_by_name_is_honoured_and_said(tmp_path):

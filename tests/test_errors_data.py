@@ -16,6 +16,7 @@ FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 # `--emit` prints, in notes about those command lines, and in the engine logs kvplan parses.
 ENGINE_FLAGS = {
     # vLLM's serve command (--emit vllm), its notes, and the engine settings it names
+    "engines/vllm/api_servers.py": {"--api-server-count", "--data-parallel-size"},  # the note on its API servers
     "engines/vllm/engine.py": {"--block-size", "--data-parallel-size", "--decode-context-parallel-size",
                                "--enable-expert-parallel", "--gpu-memory-utilization", "--kv-cache-dtype",
                                "--kv-cache-memory-bytes", "--max-model-len", "--max-num-seqs", "--quantization"},

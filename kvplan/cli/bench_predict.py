@@ -175,15 +175,18 @@ def _through_front_end(fe, chosen, r: Resolved, s, reqs: list, cfg, notes: list)
     of an engine that runs one API server for its data-parallel ranks (Engine.dp_one_front_end: SGLang's --dp,
     trtllm-serve) share it: the whole run's requests cross it together (at the file's rate, not a replica's share),
     this replica taking every replicas-th (kvplan.simulator.frontend.shared), as the corpus model counts a burst's N
-    over dp (kvplan.speed.load.ingress_queue). Else each replica crosses its own with its share (vLLM's one API
-    server a DP rank; servers apart)."""
-    if r.replicas == 1 or not chosen.dp_one_front_end:
-        notes.append(fe.said(reqs) + (" (one API server a replica, with its share of the run)" if r.replicas > 1
-                                      else ""))
+    over dp (kvplan.speed.load.ingress_queue). Else each replica crosses its own with its share (vLLM from 0.15.0:
+    one API server a DP rank; servers apart). The release the file states decides where the engine's does
+    (Engine.dp_front_end); a file states no --api-server-count, so the release's default is taken."""
+    one, why = chosen.dp_front_end(r.version)
+    why = f"; {why}" if why and r.replicas > 1 else ""
+    if r.replicas == 1 or not one:
+        notes.append(fe.said(reqs) + (f" (one API server a replica, with its share of the run{why})"
+                                      if r.replicas > 1 else ""))
         return replace(cfg, front_end_s=fe.per_request_s), reqs, None
     every = load.requests(s.isl, s.osl, len(reqs) * r.replicas, s.request_rate, burstiness=s.burstiness)
     notes.append(fe.said(every) + f" (one API server for the {r.replicas} replicas: {chosen.name} runs one for its "
-                 "data-parallel ranks; this replica's requests are every one in " + f"{r.replicas} of them)")
+                 f"data-parallel ranks{why}; this replica's requests are every one in " + f"{r.replicas} of them)")
     share = [replace(q, rid=i) for i, q in enumerate(every[::r.replicas])]
     return cfg, share, shared([q.arrival for q in every], fe.per_request_s, r.replicas)
 

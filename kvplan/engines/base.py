@@ -66,9 +66,8 @@ class Engine:
     block_sizes: tuple[int, ...] | None = None
     supports_dp = False  # data-parallel ranks (each its own pool and requests) are modelled
     # Its data-parallel ranks (replicas of one serving command) sit behind one API server, one front end for all
-    # (kvplan.simulator.frontend); else one each, with its share of the requests, as vLLM's internal load balancer
-    # defaults --api-server-count to --data-parallel-size (vllm-project/vllm@00a5fdd20935ba7679750db22997dcf539ca4591:
-    # vllm/entrypoints/cli/serve.py, "Defaulting api_server_count to data_parallel_size") and as servers apart are.
+    # (kvplan.simulator.frontend); else one each, with its share of the requests, as servers apart are. An engine
+    # whose answer depends on the release says so in dp_front_end (vLLM: kvplan.engines.vllm.api_servers).
     dp_one_front_end = False
     supports_dcp = False  # decode context parallel (MLA latents striped over tp ranks) is modelled
     supports_speculative = False  # a drafter's layers, weights and lookahead (kvplan.planning.speculative) are modelled
@@ -92,6 +91,11 @@ class Engine:
     def checked_version(self, version: str | None) -> str:
         """The version to model (a release number within `versions`), or a one-line error."""
         return check_version(self.name, version, self.versions, self.default_version)
+
+    def dp_front_end(self, version: str | None = None) -> tuple[bool, str]:
+        """(whether its data-parallel ranks share one API server at release `version`, None: its own; a note where
+        the release decides it, else "")."""
+        return self.dp_one_front_end, ""
 
     @property
     def label(self) -> str:

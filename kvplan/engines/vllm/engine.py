@@ -33,7 +33,7 @@ from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, parse_v
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
-from kvplan.engines.vllm import multimodal, uma
+from kvplan.engines.vllm import api_servers, multimodal, uma
 from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.engines.vllm.settings import Settings
 from kvplan.engines.options import opt_int
@@ -183,6 +183,22 @@ class Vllm(Engine):
                        "lmcache": "LMCache's disk and remote backends are not modelled; its local CPU backend is"}
     supports_dcp = True  # -dcp: each rank of a dcp group holds every dcp-th token (check_layout: by release)
     dcp_tokens_whole = True  # "GPU KV cache size" counts the whole dcp group's tokens
+
+    @property
+    def dp_one_front_end(self) -> bool:
+        """One API server for all DP ranks before 0.15.0, one a rank from it (kvplan.engines.vllm.api_servers)."""
+        return self.dp_front_end()[0]
+
+    def dp_front_end(self, version: str | None = None) -> tuple[bool, str]:
+        """By release (`version`, else this engine's): kvplan.engines.vllm.api_servers; an unreadable release
+        number is planned as this engine's."""
+        v = version or self.version or self.default_version
+        try:
+            one = api_servers.one_for_all(v)
+        except KvplanError:
+            v = self.version or self.default_version
+            one = api_servers.one_for_all(v)
+        return one, api_servers.said(v)
 
     def check_layout(self, model, dep) -> None:
         super().check_layout(model, dep)

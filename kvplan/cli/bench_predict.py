@@ -172,12 +172,12 @@ def _load_note(s, rate) -> str:
 
 def _through_front_end(fe, chosen, r: Resolved, s, reqs: list, cfg, notes: list) -> tuple:
     """(the config, the replica's requests, when its engine sees them or None) behind the serving front end. Replicas
-    of an engine that runs one API server for its data-parallel ranks (Engine.dp_one_front_end: SGLang's --dp,
+    of an engine that runs one API server for its data-parallel ranks (Engine.dp_front_end: SGLang's --dp,
     trtllm-serve) share it: the whole run's requests cross it together (at the file's rate, not a replica's share),
     this replica taking every replicas-th (kvplan.simulator.frontend.shared), as the corpus model counts a burst's N
     over dp (kvplan.speed.load.ingress_queue). Else each replica crosses its own with its share (vLLM from 0.15.0:
-    one API server a DP rank; servers apart). The release the file states decides where the engine's does
-    (Engine.dp_front_end); a file states no --api-server-count, so the release's default is taken."""
+    one API server a DP rank; servers apart). The release the file states decides where the engine's does;
+    a file states no --api-server-count, so the release's default is taken."""
     one, why = chosen.dp_front_end(r.version)
     why = f"; {why}" if why and r.replicas > 1 else ""
     if r.replicas == 1 or not one:
@@ -186,7 +186,7 @@ def _through_front_end(fe, chosen, r: Resolved, s, reqs: list, cfg, notes: list)
         return replace(cfg, front_end_s=fe.per_request_s), reqs, None
     every = load.requests(s.isl, s.osl, len(reqs) * r.replicas, s.request_rate, burstiness=s.burstiness)
     notes.append(fe.said(every) + f" (one API server for the {r.replicas} replicas: {chosen.name} runs one for its "
-                 f"data-parallel ranks{why}; this replica's requests are every one in " + f"{r.replicas} of them)")
+                 f"data-parallel ranks{why}; this replica's requests are every one in {r.replicas} of them)")
     share = [replace(q, rid=i) for i, q in enumerate(every[::r.replicas])]
     return cfg, share, shared([q.arrival for q in every], fe.per_request_s, r.replicas)
 
@@ -216,8 +216,9 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
     reqs = load.requests(s.isl, s.osl, n, rate, burstiness=s.burstiness)  # the file's own arrival process
     released = None  # when the engine sees each, where a front end shared with the other replicas decides it
     fe = front_end(sim, speed_set, served=run.tool not in IN_PROCESS_TOOLS)
-    if fe is not None and native_chat(r.engine or "", chat_format(spec.family), s.endpoint):  # no Python template
-        notes.append(f"front end: none for chat requests in {chat_format(spec.family)} (the file's chat endpoint: "
+    fmt = chat_format(spec.family)
+    if fe is not None and native_chat(r.engine or "", fmt, s.endpoint):  # no Python template
+        notes.append(f"front end: none for chat requests in {fmt} (the file's chat endpoint: "
                      f"{r.engine} renders them to token ids natively, as the corpus model prices it)")
         fe = None
     if s.concurrency:

@@ -247,7 +247,7 @@ def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, t
         if host:
             t.caption, t.caption_justify = "host: full-length contexts the offload tiers hold", "left"
         for i, c in enumerate(meets[:top], 1):
-            d, p = c.deployment, c.plan
+            p = c.plan
             cells = [str(i), c.gpu, _layout(c), f"{p.max_concurrency * c.replicas:,}",
                      f"{c.tokens_per_second_per_request:,.1f}", f"{p.kv_memory_bytes_per_gpu / 2**30:,.2f}"]
             if host:  # full-length contexts the offload tiers of all replicas hold ("–": not sized)

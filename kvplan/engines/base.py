@@ -66,8 +66,8 @@ class Engine:
     block_sizes: tuple[int, ...] | None = None
     supports_dp = False  # data-parallel ranks (each its own pool and requests) are modelled
     # Its data-parallel ranks (replicas of one serving command) sit behind one API server, one front end for all
-    # (kvplan.simulator.frontend); else one each, with its share of the requests, as servers apart are. An engine
-    # whose answer depends on the release says so in dp_front_end (vLLM: kvplan.engines.vllm.api_servers).
+    # (kvplan.simulator.frontend); else one each, with its share of the requests, as servers apart are. Read through
+    # dp_front_end, which an engine whose answer depends on the release overrides (vLLM: engines/vllm/api_servers.py).
     dp_one_front_end = False
     supports_dcp = False  # decode context parallel (MLA latents striped over tp ranks) is modelled
     supports_speculative = False  # a drafter's layers, weights and lookahead (kvplan.planning.speculative) are modelled

@@ -56,10 +56,12 @@ class NeutralEngine(Engine):
     def checkpoint_kv_rule(self, ckv) -> checkpoint_kv.KvRule:
         """kvplan's own plan follows a ModelOpt checkpoint's declared FP8 KV cache, as every engine's current 'auto'
         does (vLLM from 0.14.0, SGLang from 0.5.3, TensorRT-LLM); any other declaration keeps the model dtype, as
-        vLLM's 'auto' does (it follows ModelOpt's alone), the declared cache a name away (kvplan.engines.checkpoint_kv)."""
+        vLLM's 'auto' does (it follows ModelOpt's alone), the declared cache a name away
+        (kvplan.engines.checkpoint_kv)."""
         if ckv is not None and ckv.producer == "modelopt" and ckv.kind == "FP8":
             return checkpoint_kv.KvRule(True, "kvplan's own plan follows it, as vLLM's 'auto' from 0.14.0, SGLang's "
-                                              f"from 0.5.3 and TensorRT-LLM's do ({arg('engine')} for one release's rule)")
+                                              "from 0.5.3 and TensorRT-LLM's do "
+                                              f"({arg('engine')} for one release's rule)")
         return checkpoint_kv.KvRule(False, "kvplan's own plan keeps the model dtype: vLLM's 'auto' follows a ModelOpt "
                                            f"declaration of FP8 alone ({arg('engine')} for one release's rule)")
 

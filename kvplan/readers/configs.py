@@ -23,9 +23,9 @@ from kvplan.readers.block_types import nemotron_h_layout
 from kvplan.readers.cfg import Cfg, _Missing, read_dtype, shown, unwrap_text_config
 from kvplan.readers.derive import derive, transformers_knows
 from kvplan.readers.geometry import mla_widths, read_geometry
+from kvplan.readers.kv_quant import read_checkpoint_kv
 from kvplan.readers.mtp import read_mtp
 from kvplan.readers.params import count_params
-from kvplan.readers.kv_quant import read_checkpoint_kv
 from kvplan.readers.quantization import read_quantization
 from kvplan.readers.rope import read_rope_scaling, rope_cache_elems
 from kvplan.readers.states import gated_deltanet_state, mamba_state, short_conv_state

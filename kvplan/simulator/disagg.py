@@ -11,8 +11,9 @@ aggregated deployment of the same GPUs (each pool's layout, replicated, on simul
 on the same requests, with the fewest aggregated GPUs that meets the SLOs, so a user sees when
 disaggregation does not pay.
 Requests cross the serving front end first, as in `simulate` (`front_end`: each prefill server's, and each
-aggregated replica's). Each pool's replicas run at its engine's own scheduler limits (kvplan.simulator.limits: the prefill pool's tokens
-per step, the decode pool's running limit) unless `max_num_seqs` / `max_num_batched_tokens` are given.
+aggregated replica's). Each pool's replicas run at its engine's own scheduler limits (kvplan.simulator.limits: the
+prefill pool's tokens per step, the decode pool's running limit) unless `max_num_seqs` / `max_num_batched_tokens` are
+given.
 """
 
 from __future__ import annotations
@@ -216,8 +217,7 @@ def search_ratio(res: Result, spec, hw, requests, max_gpus: int) -> dict:
     fe = front_end(s)
     res.search = {"chosen": chosen, "tried": tried, "aggregated_same_gpus": agg,
                   "aggregated_fewest": min(fewest, key=lambda a: a["gpus"], default=None),
-                  "front_end": None if fe is None else {"per_request_s": fe.per_request_s, "source": fe.source,
-                                                        "discipline": "processor sharing", "where": FRONT_ENDS}}
+                  "front_end": None if fe is None else {**fe.about(), "where": FRONT_ENDS}}
     return res.search
 
 
@@ -244,8 +244,9 @@ def _fewest_aggregated(res: Result, spec, hw, requests, pool: Pool, max_gpus: in
 
 def aggregated(res: Result, spec, hw, requests, replicas: int, pool: Pool) -> dict:
     """`replicas` copies of `pool`'s layout, each serving prefill and decode (simulate's engine: the engine's own steps,
-    chunked prefill and admission, behind its own API server's front end) on its KV pool at the decode max_model_len; one replica is run on every replicas-th request
-    (Poisson thinning keeps the rate per replica), and its figures stand for all."""
+    chunked prefill and admission, behind its own API server's front end) on its KV pool at the decode max_model_len;
+    one replica is run on every replicas-th request (Poisson thinning keeps the rate per replica), and its figures
+    stand for all."""
     s = res.setup
     dep = pool.plan.deployment
     model = sim_model(pool.plan, spec, hw, max_model_len=s.decode_max_model_len, step_overhead_s=s.step_overhead_s,

@@ -56,7 +56,7 @@ class EngineConfig:
     tiers: tuple = ()  # offload tiers below the pool: ((name, bytes per rank, link bytes/s or None), ...)
     admission: object = None  # the engine's kvplan.engines.admission.Admission (paged pool); None: vLLM's
     prefill_first: bool = False  # SGLang's steps: prefill apart from decode (kvplan.engines.scheduler.prefill_first)
-    front_end_s: float = 0.0  # seconds a request in the serving front end ahead of the engine (kvplan.simulator.frontend)
+    front_end_s: float = 0.0  # seconds a request in the serving front end ahead of the engine (simulator/frontend.py)
 
 
 def _pow2(n: int) -> int:

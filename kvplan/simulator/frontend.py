@@ -152,8 +152,11 @@ class FrontEnd:
             line += f"; this run's requests wait {sum(w) / n:,.3g} s on average, at most {max(w):,.3g} s"
         return line
 
+    def about(self) -> dict:
+        """The JSON record of the front end itself: cost a request, its source, the discipline."""
+        return {"per_request_s": self.per_request_s, "source": self.source, "discipline": "processor sharing"}
+
     def meta(self, requests: list) -> dict:
-        """The JSON record: cost a request, its source, the discipline, this run's mean and longest wait."""
+        """`about`, and this run's mean and longest wait."""
         w = waits([r.arrival for r in requests], self.per_request_s)
-        return {"per_request_s": self.per_request_s, "source": self.source, "discipline": "processor sharing",
-                "mean_wait_s": sum(w) / len(w) if w else 0.0, "max_wait_s": max(w, default=0.0)}
+        return {**self.about(), "mean_wait_s": sum(w) / len(w) if w else 0.0, "max_wait_s": max(w, default=0.0)}

@@ -305,7 +305,7 @@ class Sglang(Engine):
                                    overhead_bytes=over)
 
     def checkpoint_kv_rule(self, ckv):
-        """--kv-cache-dtype auto on a checkpoint's declared KV quantization, by release (kvplan.engines.sglang.cache_dtype)."""
+        """--kv-cache-dtype auto on a checkpoint's declared KV cache, by release (engines/sglang/cache_dtype.py)."""
         return sglang_cache_dtype.checkpoint_kv_rule(ckv, self.version or self.default_version)
 
     def lora_price(self, model, dep, lora, st: Settings):

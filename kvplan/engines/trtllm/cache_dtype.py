@@ -45,6 +45,12 @@ _CT_SOURCE = "update_quant_config_from_compressed_tensors, NVIDIA/TensorRT-LLM@2
 COMPRESSED = (1, 3, 0)  # the first release read whose loader reads a compressed-tensors kv_cache_scheme (1.3.0rc19)
 
 
+def _no_16bit(auto_is: str) -> str:
+    """Why a 16-bit cache asked for by name has no setting, where `auto_is` says what auto gives this checkpoint."""
+    return (f"TensorRT-LLM's kv_cache_config.dtype takes auto, fp8 or nvfp4 ({_SOURCE}) and its auto is {auto_is}: a "
+            "16-bit cache of this checkpoint has no setting")
+
+
 def _compressed_tensors_rule(ckv, version: str) -> KvRule:
     """What `version`'s auto does with a compressed-tensors kv_cache_scheme (module docstring)."""
     if parse_version(version) < COMPRESSED:
@@ -60,9 +66,7 @@ def _compressed_tensors_rule(ckv, version: str) -> KvRule:
     why = (f"TensorRT-LLM {version}'s loader makes an 8-bit float kv_cache_scheme kv_cache_quant_algo FP8 "
            f"({_CT_SOURCE}; 1.3.0 before rc19 unread, planned as rc19) and kv_cache_config.dtype auto takes it "
            f"({_SOURCE}); it loads only 8-bit channel or block and NVFP4 weight schemes, unchecked here")
-    return KvRule(True, why, refuse_16bit=f"TensorRT-LLM's kv_cache_config.dtype takes auto, fp8 or nvfp4 "
-                                          f"({_SOURCE}) and its auto is the checkpoint's FP8 cache from 1.3.0rc19 "
-                                          f"({_CT_SOURCE}): a 16-bit cache of this checkpoint has no setting")
+    return KvRule(True, why, refuse_16bit=_no_16bit(f"the checkpoint's FP8 cache from 1.3.0rc19 ({_CT_SOURCE})"))
 
 
 def checkpoint_kv_rule(ckv, version: str) -> KvRule:
@@ -74,6 +78,4 @@ def checkpoint_kv_rule(ckv, version: str) -> KvRule:
                              "declaration (it reads ModelOpt's kv_cache_quant_algo): planned at the model dtype")
     why = f"TensorRT-LLM {version}'s kv_cache_config.dtype auto takes it ({_SOURCE})"
     return KvRule(True, why, unsized=ckv.kind != "FP8",
-                  refuse_16bit=f"TensorRT-LLM's kv_cache_config.dtype takes auto, fp8 or nvfp4 ({_SOURCE}) and its "
-                               f"auto is the checkpoint's {ckv.kind or 'declared'} cache: a 16-bit cache of this "
-                               "checkpoint has no setting")
+                  refuse_16bit=_no_16bit(f"the checkpoint's {ckv.kind or 'declared'} cache"))

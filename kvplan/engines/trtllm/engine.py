@@ -184,7 +184,7 @@ class TrtLlm(Engine):
         return dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=st.tokens_per_block, overhead_bytes=over)
 
     def checkpoint_kv_rule(self, ckv):
-        """kv_cache_config.dtype auto on a checkpoint's declared KV quantization, by release (kvplan.engines.trtllm.cache_dtype)."""
+        """kv_cache_config.dtype auto on a declared KV cache, by release (engines/trtllm/cache_dtype.py)."""
         return trtllm_cache_dtype.checkpoint_kv_rule(ckv, self.version or self.default_version)
 
     def lora_price(self, model, dep, lora, st: Settings):

@@ -184,14 +184,9 @@ class Vllm(Engine):
     supports_dcp = True  # -dcp: each rank of a dcp group holds every dcp-th token (check_layout: by release)
     dcp_tokens_whole = True  # "GPU KV cache size" counts the whole dcp group's tokens
 
-    @property
-    def dp_one_front_end(self) -> bool:
-        """One API server for all DP ranks before 0.15.0, one a rank from it (kvplan.engines.vllm.api_servers)."""
-        return self.dp_front_end()[0]
-
     def dp_front_end(self, version: str | None = None) -> tuple[bool, str]:
-        """By release (`version`, else this engine's): kvplan.engines.vllm.api_servers; an unreadable release
-        number is planned as this engine's."""
+        """By release (`version`, else this engine's; one that is not a release number: this engine's):
+        kvplan.engines.vllm.api_servers."""
         v = version or self.version or self.default_version
         try:
             one = api_servers.one_for_all(v)
@@ -265,7 +260,7 @@ class Vllm(Engine):
                                    overhead_bytes=over)
 
     def checkpoint_kv_rule(self, ckv):
-        """--kv-cache-dtype auto on a checkpoint's declared KV quantization, by release (kvplan.engines.vllm.cache_dtype)."""
+        """--kv-cache-dtype auto on a checkpoint's declared KV cache, by release (engines/vllm/cache_dtype.py)."""
         return vllm_cache_dtype.checkpoint_kv_rule(ckv, self.version or self.default_version)
 
     def lora_price(self, model, dep, lora, st: Settings):

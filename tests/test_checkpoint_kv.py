@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import shared_config
 
 from kvplan import api
 from kvplan.core.dtypes import KV_DTYPES
@@ -29,6 +28,17 @@ except ImportError:  # tests/ is not a package: pytest put it on sys.path
     from hub_server import FakeHub, FakeRepo, serving  # type: ignore[no-redef]
 
 FP8_TOKEN, BF16_TOKEN = 163_840, 327_680  # Llama-3.3-70B: 2 x 80 x 8 x 128 x 1 B, x 2 B
+
+
+def llama_70b() -> dict:
+    """A Llama-3.3-70B-shaped config.json (meta-llama/Llama-3.3-70B-Instruct's geometry: 80 layers, 64 heads of 128
+    over hidden 8,192, 8 KV heads, FFN 28,672, vocab 128,256), the fields kvplan reads and no more: the tests need its
+    KV arithmetic, not the checkpoint's file (so they run in a clone without ../shared)."""
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192,
+            "intermediate_size": 28672, "num_attention_heads": 64, "num_key_value_heads": 8, "num_hidden_layers": 80,
+            "vocab_size": 128256, "max_position_embeddings": 131072, "rope_theta": 500000.0,
+            "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
 # ModelOpt's file form (nvidia/Llama-3.3-70B-Instruct-FP8's kind of export: hf_quant_config.json beside config.json)
 MODELOPT_FP8 = {"producer": {"name": "modelopt", "version": "0.19.0"},
                 "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}
@@ -41,11 +51,10 @@ CT_FP8_KV = {"quant_method": "compressed-tensors", "format": "float-quantized", 
 
 
 def _folder(tmp_path, quant: dict | None = None, config_quant: dict | None = None, name="llama-70b-fp8",
-            base="meta-llama__Llama-3.3-70B-Instruct"):
+            config: dict | None = None):
     d = tmp_path / name
     d.mkdir()
-    config = shared_config(base)
-    config.pop("quantization_config", None)
+    config = config or llama_70b()
     if config_quant is not None:
         config["quantization_config"] = config_quant
     (d / "config.json").write_text(json.dumps(config))
@@ -73,7 +82,7 @@ def test_reader_takes_modelopts_declaration_and_says_where(tmp_path):
 
 
 def test_reader_takes_a_compressed_tensors_scheme():
-    config = {**shared_config("meta-llama__Llama-3.3-70B-Instruct"), "quantization_config": CT_FP8_KV}
+    config = {**llama_70b(), "quantization_config": CT_FP8_KV}
     ckv = build_spec(config, "test/ct-fp8-kv", source="test")[0].checkpoint_kv
     assert (ckv.producer, ckv.kind, ckv.dtype, ckv.static_per_tensor) == ("compressed-tensors", "FP8", "fp8", True)
     assert ckv.source == "config.json quantization_config" and "strategy tensor" in ckv.describe()
@@ -97,7 +106,7 @@ def test_hostile_algo_is_refused_naming_the_key(tmp_path, kv):
                                          ({"num_bits": 8, "type": "float", "dynamic": "yes"}, "dynamic"),
                                          ("fp8", "kv_cache_scheme")])
 def test_hostile_scheme_is_refused_naming_the_key(scheme, key):
-    config = {**shared_config("meta-llama__Llama-3.3-70B-Instruct"),
+    config = {**llama_70b(),
               "quantization_config": {**CT_FP8_KV, "kv_cache_scheme": scheme}}
     with pytest.raises(KvplanError, match=key):
         build_spec(config, "test/bad", source="test")
@@ -185,7 +194,7 @@ def test_trtllm_from_1_3_0rc19_follows_an_8_bit_float_scheme_of_any_strategy():
     from kvplan.engines.trtllm.cache_dtype import checkpoint_kv_rule
     from kvplan.planning.plan import KV_FOLLOWED, Request
 
-    base = {**shared_config("meta-llama__Llama-3.3-70B-Instruct"), "quantization_config": CT_FP8_CHANNEL_KV}
+    base = {**llama_70b(), "quantization_config": CT_FP8_CHANNEL_KV}
     for strategy, dynamic in (("tensor", False), ("head", False), ("tensor", True)):
         scheme = {**CT_FP8_KV["kv_cache_scheme"], "strategy": strategy, "dynamic": dynamic}
         model = build_spec({**base, "quantization_config": {**CT_FP8_CHANNEL_KV, "kv_cache_scheme": scheme}},
@@ -261,7 +270,10 @@ def test_emitted_command_names_the_cache_where_auto_would_differ(tmp_path):
 def test_trtllm_6294_log_bytes_a_token_are_the_checkpoints_fp8(tmp_path):
     # nvidia/Llama-3.1-8B-Instruct-FP8 declares an FP8 KV cache; TensorRT-LLM 0.20.0's auto follows it: 65,536 B a
     # token, inside the log's 65,530.1 .. 65,542.5 B (52.51 GiB for 860,320 tokens); bf16's 131,072 B is not
-    folder = _folder(tmp_path, MODELOPT_FP8, name="llama-8b-fp8", base="meta-llama__Llama-3.1-8B-Instruct")
+    # Llama-3.1-8B's geometry: 32 layers, 32 heads of 128 over hidden 4,096, 8 KV heads, FFN 14,336
+    llama_8b = {**llama_70b(), "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+                "num_hidden_layers": 32}
+    folder = _folder(tmp_path, MODELOPT_FP8, name="llama-8b-fp8", config=llama_8b)
     per_token = _plan(folder, "trtllm", "0.20.0", gpu="h100").kv_bytes_per_token
     low, high = 52.505 * 2**30 / 860_320, 52.515 * 2**30 / 860_320
     assert per_token == 65_536 and low <= per_token <= high
@@ -271,8 +283,7 @@ def test_trtllm_6294_log_bytes_a_token_are_the_checkpoints_fp8(tmp_path):
 def test_hub_checkpoint_reads_hf_quant_config_json(tmp_path, monkeypatch):
     # the same declaration over the Hub API (kvplan.sources.hub fetches hf_quant_config.json beside config.json)
     server = FakeHub(max_hang_s=30.0)
-    config = shared_config("meta-llama__Llama-3.3-70B-Instruct")
-    config.pop("quantization_config", None)
+    config = llama_70b()
     server.add("nvidia/Llama-3.3-70B-Instruct-FP8", FakeRepo.single({
         "config.json": json.dumps(config).encode(), "hf_quant_config.json": json.dumps(MODELOPT_FP8).encode()}))
     with serving(server, monkeypatch, tmp_path / "hf_home"):

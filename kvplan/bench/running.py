@@ -34,10 +34,11 @@ from typing import NamedTuple
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.scheduler import (budget_bound, limits, lockstep_workers, mixed_chunk, model_limits,
-                                      resident_context, runs_waves, worker_chunk)
+                                      preempts_on_growth, resident_context, runs_waves, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
+from kvplan.speed.cohort import cohort
 from kvplan.speed.corpus import PER_RANK_LIMIT, attention_dp
 from kvplan.speed.shape import weight_dtype_of
 
@@ -69,6 +70,7 @@ class Running(NamedTuple):
     chunk: int | None  # tokens one prefill step takes; None: not known here
     waves: bool = False  # decodes only when no prefill batch forms (kvplan.engines.scheduler.runs_waves)
     lockstep: int = 1  # data-parallel workers whose forwards run together (kvplan.engines.scheduler.lockstep_workers)
+    recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
 
 
 def case_waves(case) -> bool:
@@ -129,7 +131,25 @@ def running(case, spec, gpu) -> Running | None:
     bound = budget_bound(case.engine, chunk, load.isl, load.osl)  # what its step budget keeps fed, where it mixes
     if bound is not None:
         limit = min(limit, bound)
-    return Running(float(min(held, limit)), chunk, case_waves(case))
+    cap, redo = float(min(held, limit)), 0.0
+    n = cohort_size(case, limit)
+    if n is not None and preempts_on_growth(case.engine):  # equal lengths run together: their cycle at the pool's edge
+        mean, redo = cohort(held * context, n, load.isl, load.osl)
+        cap = min(cap, mean) if redo else cap  # (n, 0): nothing preempted, the cap as it was
+    return Running(cap, chunk, case_waves(case), recompute=redo)
+
+
+def cohort_size(case, limit: float) -> float | None:
+    """How many requests of `case` one replica admits together and runs in step (kvplan.speed.cohort): a closed loop's
+    concurrency, or a burst's prompts, over the replicas, within the running `limit`, where every request has the same
+    lengths (`fixed`) and none is paced by a rate; None otherwise (drawn lengths, an open loop, a run of untold size)."""
+    load = case.load
+    if not load.fixed or (load.rate and load.rate != float("inf")):
+        return None
+    n = load.concurrency or load.num_prompts
+    if load.concurrency and load.num_prompts:
+        n = min(load.concurrency, load.num_prompts)
+    return min(float(n) / load.dp, limit) if n else None
 
 
 def per_rank(case) -> bool:

@@ -184,6 +184,28 @@ def policy_key(engine: str | None, policy: str | None) -> str:
     return key
 
 
+# Engines that admit a waiting request on the blocks of the tokens it computes in that step alone and, when a running
+# request's next tokens find no free block, preempt the newest running request, dropping its KV to recompute it later:
+# vLLM V1's Scheduler.schedule runs its RUNNING requests first and, where `kv_cache_manager.allocate_slots` fails,
+# pops the last of `self.running` (FCFS: the newest admitted) and calls `_preempt_request`, which frees its blocks,
+# sets num_computed_tokens to 0 and prepends it to the waiting queue (the request keeps its output tokens); no waiting
+# request is admitted in a step that preempted (`if not preempted_reqs`), and a resumed request prefills its prompt
+# and its outputs so far (`num_new_tokens = request.num_tokens - num_computed_tokens`, "to consider the resumed
+# requests, which have output tokens") (vllm-project/vllm@00024d314514900f361ad072af6931e403b7f589:
+# vllm/v1/core/sched/scheduler.py, `schedule` and `_preempt_request`). vLLM's V0 engine (the default before 0.8) is
+# not read here: assumed the same (recompute, its default for a one-sequence request). A lockstep cohort on such an
+# engine is priced by kvplan.speed.load.cohort. SGLang (which reserves part of a request's output at admission and
+# retracts) and TensorRT-LLM (whose default policy reserves the whole output: `reserves_output`) are not in it.
+PREEMPTS_NEWEST = frozenset({"vllm"})
+
+
+def preempts_on_growth(engine: str | None) -> bool:
+    """Whether `engine` admits requests on their prompts and preempts the newest running one, by recompute, when the
+    running requests' growth fills its pool (PREEMPTS_NEWEST): what a cohort of equal lengths run together meets at
+    the end of its outputs where the pool holds its prompts but not their whole outputs (kvplan.speed.load.cohort)."""
+    return canonical_engine(engine or "") in PREEMPTS_NEWEST
+
+
 def resident_context(engine: str | None, version: str | None, isl: float, osl: float,
                      policy: str | None = None, out_cv2: float | None = None) -> float:
     """Tokens of KV one running request counts against `engine`'s pool in a steady state of prompts of `isl`

@@ -8,7 +8,8 @@ together once the run is staggered. Every metric is then a x t_wave + b x t_dec 
 or the inverse of one (throughputs), so it stays linear in the coefficients and 1,800 points fit in
 seconds:
 
-  GPU time per request     T = (t_wave + osl x t_dec) / B
+  GPU time per request     T = (t_wave + osl x t_dec) / B; ((1 + r) t_wave + osl x t_dec) / B where equal lengths run
+                           together past the pool's edge and a request redoes r prompt prefills (kvplan.speed.cohort)
   output tokens/s          d x osl / T;   requests/s d / T, d = min(dp, the requests a closed loop keeps in flight,
                            the prompts): replicas no request reaches add nothing (`busy`); a finite run of n drawn
                            lengths a busy replica (all at once or a closed loop) over T + D / n x t_dec: its drain
@@ -106,7 +107,10 @@ replica with drawn output lengths, all at once or in a closed loop, ends with it
 steps past the mean (the top of a uniform law of that mean and spread: exact for a random range, short of a dataset's
 longest), priced at t_dec(B) though the batch falls as they end (`drain_steps`). An open loop's drain is not priced: a
 request's share of its run is T throughout. The cap B itself is the engine's (kvplan.bench.running), bounded where the
-engine's step budget feeds decode and prefill alike (kvplan.engines.scheduler.budget_bound).
+engine's step budget feeds decode and prefill alike (kvplan.engines.scheduler.budget_bound), and, where equal lengths
+run together (a closed loop or a burst of `fixed` lengths) on an engine that preempts the newest request as they grow
+(vLLM) and the pool holds their prompts but not their whole outputs, the mean running count of their lockstep cycle,
+the preempted requests' prompts and outputs prefilled again (`recompute`: kvplan.speed.cohort).
 """
 
 from __future__ import annotations
@@ -144,6 +148,7 @@ class Load:
     served: bool = True  # requests cross the engine's HTTP front end (not an in-process harness): ingress_queue
     endpoint: str | None = None  # the API a served run's requests hit, as stated: chat | completions (None: not stated)
     templated: bool = True  # the front end renders the prompt with its Python chat template and tokenizer
+    recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
 
 
 def decode_context(load: Load) -> float:
@@ -292,7 +297,7 @@ def combos(load: Load, e2e_estimate: float | None = None,
     b, c, burst = batch_and_mode(load, e2e_estimate, rho_cap)
     g = group(load, b)
     osl = max(1.0, load.osl)
-    t = (1.0 / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B
+    t = ((1.0 + load.recompute) / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B, its preempted prompts redone
     if load.lockstep > 1 and not burst:
         t = lockstep_cycle(load, b, g, osl)
     first = ((b + 1) / (2 * b), 0.0, 0.0)  # the mean request of a wave gets its first token half-way through it

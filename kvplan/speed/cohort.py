@@ -19,9 +19,11 @@ survivors finish, with the closed loop's new requests behind them. Taking every 
 
 Where n (isl + osl) <= P nothing is preempted (m = n, r = 0); where n x isl > P the engine does not admit the cohort
 whole, and this is not modelled (the caller's staggered cap stands). Not modelled either: a resumed request is ahead of
-the new ones (its outputs kept), so later cycles are less in step than the first; a step-by-step run of the rule above
-(500 requests at concurrency 128, 3,200 + 3,200 tokens, P = 701,584, the dstack DeepSeek-R1 point's) keeps 113 running
-on average, below this m (125.2) and above the pool's end-of-output count B_L (109.6).
+the new ones (its outputs kept), so later cycles are less in step than the first. kvplan's simulator, which steps the
+rule request by request (`kvplan check-bench` on dstack's DeepSeek-R1 settings: 500 requests at concurrency 128 on 8 x
+H200, at vLLM 0.33's pool of 42.73 GiB a GPU), gives a mean TTFT of 1.8 / 5.6 / 51 s at 800 / 3,200 / 6,400 output
+tokens, where this prices 2.0 / 7.2 / 98 s (their training-CV folds, at vLLM 0.7.4's pool): the same order, this one
+harsher at the longest output.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """vLLM V0's MLA cache entry padded to 256 bytes on CUDA (0.7.2 to 0.8.0; kvplan.engines.vllm.pool.ALIGNED_MLA).
 
 Golden figures from vllm-project/vllm#14842 (LucasWilkinson, 2025-03-14, "[Attention] Get rid of mla cache
-alignment"): DeepSeek-R1, `vllm serve ... --tensor-parallel-size 8` on the V0 engine (VLLM_USE_V1=0), a nightly of
-the 0.7.4.dev series, max_model_len 163,840 (the model's default), FlashMLA's 64-token block:
+alignment"): DeepSeek-R1, `vllm serve ... --tensor-parallel-size 8` on the V0 engine (VLLM_USE_V1=0), a main-branch
+build of 2025-03-14 (between 0.7.3 and 0.8.0), max_model_len 163,840 (the model's default), FlashMLA's 64-token block
+(4,739 x 64 / 163,840 = 1.85, as printed):
     padded   (VLLM_MLA_CUDA_MEM_ALIGN_KV_CACHE=1): "# cuda blocks: 4739" ... "Maximum concurrency for 163840 tokens
              per request: 1.85x"
     unpadded (=0, and the PR itself):              "# cuda blocks: 5266" ... "2.06x"

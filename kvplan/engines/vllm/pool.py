@@ -135,11 +135,32 @@ def cache_specs(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Settin
         if layer.kind == Kind.STATE:
             key = (Kind.STATE, 0, state_bytes(layer, tp, state_dtype))
         elif all_full or not layer.span:
-            key = (Kind.FULL, 0, layer.token_bytes(kv_dtype, tp))  # MLA too: the same rule
+            key = (Kind.FULL, 0, v0_aligned_bytes(layer, kv_dtype, tp, st))  # MLA too: the same rule
         else:
             key = (layer.kind, layer.span, layer.token_bytes(kv_dtype, tp))
         out.append((key, i))
     return out
+
+
+# V0's MLA cache entry padded to 256 bytes on CUDA (vllm-project/vllm#12676, removed by #14842 on 2025-03-15, before
+# 0.8.0, whose V1 engine never padded): CacheEngine.get_cache_block_size rounds the key entry up with
+# align_to_256bytes(entry, model dtype) where _align_cache holds: use_mla and current_platform.is_cuda() and
+# VLLM_CUDA_MEM_ALIGN_KV_CACHE (default "1"): vllm 0.7.2 and 0.7.3 wheels, vllm/worker/cache_engine.py L132-137 and
+# L156-158, vllm/utils.py align_to_256bytes (0.7.3 L799-802), vllm/envs.py (0.7.3 L582-583, 0.7.2 L573-574). 0.7.1
+# (tagged 2025-02-01) predates the PR (opened 2025-02-03). DeepSeek's 576 latent values in its bf16 model dtype
+# (128 elements a 256 bytes) take 640: 1,280 bytes a token-layer, 11% more. ROCm did not pad (is_cuda()).
+ALIGNED_MLA = ((0, 7, 2), (0, 8, 0))  # [first release that pads, first that does not)
+ALIGN_ELEMENTS = 128  # 256 bytes of a 16-bit model dtype, the only one vLLM loads DeepSeek's MLA models at
+
+
+def v0_aligned_bytes(layer, kv_dtype: DType, tp: int, st: Settings) -> int:
+    """Bytes one token costs `layer` in vLLM's cache: V0's MLA entry padded to 256 bytes on CUDA in the releases
+    that did (ALIGNED_MLA), else the layer's own bytes."""
+    lo, hi = ALIGNED_MLA
+    vendor = str(getattr(st.gpu, "vendor", "")).upper()
+    if layer.kind != Kind.MLA or st.v1 or vendor != "NVIDIA" or not lo <= parse_version(st.version) < hi:
+        return layer.token_bytes(kv_dtype, tp)
+    return kv_dtype.bytes_for(cdiv(layer.elements_per_token(tp), ALIGN_ELEMENTS) * ALIGN_ELEMENTS)
 
 
 def unified_page(keys, block: int) -> tuple[int, int]:

@@ -3,10 +3,11 @@
 Each figure of a training case gives one row: its predicted value over the measured one, linear in the
 coefficients (a time directly, a throughput through its inverse), against 1, so the fit minimises
 squared relative error; a source's rows are weighted 1 / sqrt(its rows), so no one source's hundreds of
-points decide alone, times their release's recency weight (kvplan.speed.recency: 1 but in vLLM's sets). The batch an open-loop load runs at, and its arrival wait, depend on the step times:
-`settle` finds them (overloaded at the running cap, or Little's law's fixed point), and each of PASSES fit
-passes linearises the rows at the previous pass's settled load (the first at c = 1). One set per engine and
-version era (kvplan.speed.eras), an older era sharing terms with its engine's current one fitted with it.
+points decide alone, times their release's recency weight (kvplan.speed.recency: 1 but in vLLM's sets).
+The batch an open-loop load runs at, and its arrival wait, depend on the step times: `settle` finds them
+(overloaded at the running cap, or Little's law's fixed point), and each of PASSES fit passes linearises the
+rows at the previous pass's settled load (the first at c = 1). One set per engine and version era
+(kvplan.speed.eras), an older era sharing terms with its engine's current one fitted with it.
 
 kvplan.bench.ship writes the result (`python -m kvplan.bench.ship CORPUS_DIR`); tests/test_speed.py
 checks a re-fit of the training split reproduces the shipped coefficients.

@@ -3,10 +3,11 @@
 Each figure of a training case gives one row: its predicted value over the measured one, linear in the
 coefficients (a time directly, a throughput through its inverse), against 1, so the fit minimises
 squared relative error; a source's rows are weighted 1 / sqrt(its rows), so no one source's hundreds of
-points decide alone. The batch an open-loop load runs at, and its arrival wait, depend on the step times:
-`settle` finds them (overloaded at the running cap, or Little's law's fixed point), and each of PASSES fit
-passes linearises the rows at the previous pass's settled load (the first at c = 1). One set per engine and
-version era (kvplan.speed.eras), an older era sharing terms with its engine's current one fitted with it.
+points decide alone, times their release's recency weight (kvplan.speed.recency: 1 but in vLLM's sets).
+The batch an open-loop load runs at, and its arrival wait, depend on the step times: `settle` finds them
+(overloaded at the running cap, or Little's law's fixed point), and each of PASSES fit passes linearises the
+rows at the previous pass's settled load (the first at c = 1). One set per engine and version era
+(kvplan.speed.eras), an older era sharing terms with its engine's current one fitted with it.
 
 kvplan.bench.ship writes the result (`python -m kvplan.bench.ship CORPUS_DIR`); tests/test_speed.py
 checks a re-fit of the training split reproduces the shipped coefficients.
@@ -27,6 +28,7 @@ from kvplan.speed.frontend import native_chat
 from kvplan.speed.load import combos, decode_context, ingress_queue, ingress_rate, value
 from kvplan.speed.model import decode_features, prefill_features, priced
 from kvplan.speed.nnls import nnls
+from kvplan.speed.recency import weights as recency_weights
 from kvplan.speed.shape import shape_for, weight_dtype_of
 from kvplan.speed.ggml import MMVQ_MAX
 from kvplan.speed.terms import TERMS, Shape, path_at, roofline_of
@@ -249,11 +251,12 @@ def _fit(built: list[Built], passes: int, apart: dict | None = None, era: str = 
     unused = {e: unused_terms(e) for e in {b.case.era for b in built}}
     none = frozenset.intersection(*unused.values()) if unused else frozenset()
     keep = [i for i, t in enumerate(names) if t not in none]  # the columns some set here fits
+    recent = dict(zip(map(id, built), recency_weights([b.case for b in built])))
     coef = None
     for _ in range(passes):
         rows, ws = [], []
         for b in built:
-            w = 1.0 / math.sqrt(per_source[b.case.source])
+            w = recent[id(b)] / math.sqrt(per_source[b.case.source])
             for row, _metric in rows_for(b, of(coef, b.case.era) if coef is not None else None):
                 row = list(row) + [0.0] * len(cols)
                 for j, (ce, t) in enumerate(cols):

@@ -42,7 +42,7 @@ def test_the_era_a_release_reads(engine, version, date, era):
 
 @pytest.mark.parametrize("version,backend,era", [
     # TensorRT-LLM 1.x on TensorRT engines (NVIDIA's MLPerf harness: CoreType.TRTLLM_EXECUTOR) fits its own
-    # request and step costs; the PyTorch backend, the default, and a backend left unsaid read the current set
+    # request and step costs, weights read and expert terms; the PyTorch backend, the default, and a backend left unsaid read the current set
     (None, "tensorrt", "trtllm-engine"),
     ("1.2.0", "TensorRT", "trtllm-engine"),
     (None, "pytorch", "trtllm"),
@@ -116,12 +116,13 @@ def test_which_sets_are_fitted_together():
     # TensorRT-LLM's has its own set
     assert fitted_with("sglang") == fitted_with("sglang<0.5.14") == {"sglang", "sglang<0.5.14"}
     assert fitted_with("trtllm<1.0") == {"trtllm<1.0"}
-    # TensorRT-LLM's engine backend shares all but its request and step costs with the PyTorch backend's set
+    # TensorRT-LLM's engine backend shares all but its request and step costs, its weights read and its expert terms
+    # with the PyTorch backend's set
     assert fitted_with("trtllm") == fitted_with("trtllm-engine") == {"trtllm", "trtllm-engine"}
     # vLLM in process shares all but its request cost with the served set
     assert fitted_with("vllm") == fitted_with("vllm-inprocess") == {"vllm", "vllm-inprocess"}
     assert own_terms("sglang<0.5.14") == ("experts", "grouped", "layer") and own_terms("trtllm<1.0") is None
-    assert own_terms("trtllm-engine") == ("request", "step")
+    assert own_terms("trtllm-engine") == ("request", "step", "weights", "experts", "grouped")
     assert own_terms("vllm-inprocess") == ("request",)
 
 
@@ -132,7 +133,8 @@ def test_the_shipped_eras_share_what_they_should():
     assert old["grouped"] != new["grouped"]  # the expert terms were fitted apart
     assert old["layer"] > new["layer"]  # releases before 0.5.14 pay more per layer a step (small batches priced slow)
     engine, torch = sets["trtllm-engine"]["coefficients"], sets["trtllm"]["coefficients"]
-    assert {t for t in engine if engine[t] != torch[t]} <= {"request", "step"}
+    assert {t for t in engine if engine[t] != torch[t]} <= {"request", "step", "weights", "experts", "grouped"}
+    assert engine["grouped"] != torch["grouped"]  # the engines' MoE (MLPerf's Mixtral, DeepSeek-R1) fitted apart
     assert engine["request"] < torch["request"]  # the C++ executor's requests cost the step loop less
     inproc, served = sets["vllm-inprocess"]["coefficients"], sets["vllm"]["coefficients"]
     assert {t for t in inproc if inproc[t] != served[t]} == {"request"}

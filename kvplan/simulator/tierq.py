@@ -1,0 +1,104 @@
+"""The offload tiers below the GPU as one queue, for tiers that each hold any segment (kvplan.simulator.prefix).
+
+Segments leave the GPU least recent first and enter the top tier as its most recent; a tier over its capacity
+pushes its least recent down to the next, and the last tier's fall out. Where no segment is larger than a tier
+(every tier at least the GPU pool, which holds every segment), no segment skips a tier, so the tiers together
+keep the order segments left the GPU in: one queue, cut into a region per tier (top tier newest). Moving a segment
+down a tier is then moving a cut past it, with no per-tier dictionary insert and pop (the `OrderedDict` per tier
+that PrefixCache keeps otherwise: the same contents, as tests/test_tier_queue.py checks against it). A segment
+taken back to the GPU (`take`) leaves a hole, its bytes zeroed, that cuts move past without counting it.
+
+The queue is two lists indexed by serial number (keys, bytes; a serial `off` ahead of the list's head once the
+dropped head is cut off), `pos` the serial of each held key, `start[i]` the first serial of tier i's region
+(tier 0's region runs to the queue's end, tier i's to `start[i - 1]`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from itertools import compress, count
+from operator import itemgetter
+
+_first, _second = itemgetter(0), itemgetter(1)
+_COMPACT = 1 << 16  # dropped slots kept at the lists' head before they are cut off
+
+
+class TierQueue:
+    """The tiers' contents as one queue (see the module docstring); the tiers' figures stay on their Tier objects."""
+
+    __slots__ = ("tiers", "keys", "sizes", "pos", "start", "off")
+
+    def __init__(self, tiers: list):
+        self.tiers = tiers  # kvplan.simulator.prefix.Tier, top first: capacity and the counters
+        self.keys: list = []
+        self.sizes: list = []  # bytes by serial - off; 0 once taken back (a demoted segment has bytes)
+        self.pos: dict = {}  # key -> serial, for the keys some tier holds
+        self.start = [0] * len(tiers)
+        self.off = 0
+
+    def tier_of(self, key) -> int:
+        """The index of the tier holding `key` (a key in `pos`)."""
+        s = self.pos[key]
+        for i, first in enumerate(self.start):
+            if s >= first:
+                return i
+        raise AssertionError(f"segment {key!r} below the last tier")  # pos holds only the tiers' keys
+
+    def take(self, key, now: float) -> None:
+        """`key`'s segment leaves its tier (the caller checked that one holds it)."""
+        i = self.tier_of(key)
+        j = self.pos.pop(key) - self.off
+        tier = self.tiers[i]
+        tier.tick(now)
+        tier.used -= self.sizes[j]
+        self.sizes[j] = 0
+
+    def demote(self, items: list, now: float) -> None:
+        """`items` [(key, bytes)], least recent first, enter the top tier; each tier over its capacity moves its
+        least recent down, the last tier's fall out (as PrefixCache's per-tier LRUs do)."""
+        top = len(self.keys)
+        self.keys.extend(map(_first, items))
+        self.sizes.extend(map(_second, items))
+        self.demoted(top, sum(map(_second, items)), now)
+
+    def demoted(self, top: int, nbytes: int, now: float) -> None:
+        """The segments the caller appended to `keys` and `sizes` from list index `top` on (`nbytes` in all, each
+        some) enter the top tier, as `demote`'s items."""
+        keys, sizes, off = self.keys, self.sizes, self.off
+        self.pos.update(zip(keys[top:], count(off + top)))
+        n = len(keys) - top
+        start = self.start
+        for i, tier in enumerate(self.tiers):
+            tier.tick(now)
+            used = tier.used + nbytes
+            tier.stored += n
+            j0 = j = start[i] - off
+            n = nbytes = 0
+            cap = tier.capacity
+            while used > cap:  # the cut moves past the least recent, holes (taken segments) included
+                b = sizes[j]
+                j += 1
+                if b:
+                    used -= b
+                    nbytes += b
+                    n += 1
+            start[i] = j + off
+            tier.used = used
+            tier.dropped += n
+            if used > tier.peak:
+                tier.peak = used
+            if not n:
+                return
+        # the last tier's cut passed them: out. A hole's key left `pos` when taken (and may be back in it since,
+        # at a later serial), so only the live slots' keys leave
+        deque(map(self.pos.__delitem__, compress(keys[j0:j], sizes[j0:j])), 0)
+        if j > _COMPACT and j > len(keys) // 2:
+            del keys[:j], sizes[:j]
+            self.off = off + j
+
+    def contents(self, i: int) -> OrderedDict:
+        """Tier i's segments, least recent first: key -> bytes (tests; the LRU mode's `Tier.lru`)."""
+        end = self.off + len(self.keys) if i == 0 else self.start[i - 1]
+        a, b = self.start[i] - self.off, end - self.off
+        return OrderedDict((k, x) for k, x in zip(self.keys[a:b], self.sizes[a:b]) if x)
+

@@ -32,7 +32,9 @@ def test_queue_holds_what_the_lrus_hold():
         for step in range(400):
             queue.now = lrus.now = step * 0.5
             if rng.random() < 0.7:
-                fresh = [(f"k{step}-{j}", rng.randint(1, pool)) for j in range(rng.randint(1, 9))]
+                # mostly one size (a model's segments of whole 512-token blocks: the cuts' fast path), some others
+                fresh = [(f"k{step}-{j}", 8 if seed % 2 and rng.random() < 0.9 else rng.randint(1, pool))
+                         for j in range(rng.randint(1, 9))]
                 back = [taken.pop(rng.randrange(len(taken))) for _ in range(min(len(taken), rng.randint(0, 2)))]
                 items = back + fresh  # a key taken earlier comes back after its hole
                 queue._demote(list(items))

@@ -75,6 +75,14 @@ class TierQueue:
             j0 = j = start[i] - off
             n = nbytes = 0
             cap = tier.capacity
+            if used > cap and sizes[j]:  # the k oldest slots all of the first's size (no hole): k moves at once
+                b = sizes[j]
+                k = -((cap - used) // b)  # the fewest of them that bring the tier within its capacity
+                if sizes[j: j + k].count(b) == k:
+                    j += k
+                    used -= k * b
+                    nbytes = k * b
+                    n = k
             while used > cap:  # the cut moves past the least recent, holes (taken segments) included
                 b = sizes[j]
                 j += 1

@@ -28,12 +28,13 @@ _first, _second = itemgetter(0), itemgetter(1)
 
 
 class Segment:
-    """A prefix segment in the pool: its bytes, and how many running sequences reference it."""
+    """A prefix segment in the pool: its bytes, and how many running sequences reference it; `serial` its place
+    in the tiers' queue where one keeps it below (kvplan.simulator.tierq), -1 on the GPU."""
 
-    __slots__ = ("key", "nbytes", "refs")
+    __slots__ = ("key", "nbytes", "refs", "serial")
 
     def __init__(self, key, nbytes: int, refs: int = 0):
-        self.key, self.nbytes, self.refs = key, nbytes, refs
+        self.key, self.nbytes, self.refs, self.serial = key, nbytes, refs, -1
 
 
 class Tier:
@@ -62,15 +63,16 @@ class PrefixCache:
         self.tiers = [Tier(*t) for t in tiers]  # (name, capacity bytes per rank, link bytes/s or None)
         # Tiers that each hold the whole pool (`pool` bytes: no segment is larger) are kept as one queue
         # (kvplan.simulator.tierq: the same contents, less work per segment); else each tier is an LRU of its own.
-        self.queue = TierQueue(self.tiers) if (self.tiers and pool is not None
-                                               and all(t.capacity >= pool for t in self.tiers)) else None
-        # the keys some tier holds (a key is in one tier at most). Which tier is asked only of a key found here
-        # (`_tier_of`), so a segment moving down a tier touches no set; entering the tiers and leaving them does
-        self.below = self.queue.pos if self.queue else set()
+        # `segments` holds the GPU's segments by key, and the queue's too (their `serial` set)
+        self.segments: dict = {}
+        self.queue = TierQueue(self.tiers, self.segments) if (self.tiers and pool is not None and all(
+            t.capacity >= pool for t in self.tiers)) else None
+        # Per-tier LRUs: the keys some tier holds (a key is in one tier at most). Which tier is asked only of a key
+        # found here (`_tier_of`), so a segment moving down a tier touches no set; entering and leaving them does
+        self.below: set = set()
         self.now = 0.0
         self.block_size = block_size
         self.block_bytes = block_bytes
-        self.segments: dict = {}
         self.lru: OrderedDict = OrderedDict()  # idle segments, least recently used first
         self.active = 0
         self.idle = 0
@@ -95,9 +97,9 @@ class PrefixCache:
         return {key: i for i in range(len(self.tiers)) for key in self.contents(i)}
 
     def _tier_of(self, key) -> int:
-        """The index of the tier holding `key`, a key in `below`."""
+        """The index of the tier holding `key`, a key in `below` (or below in the queue)."""
         if self.queue:
-            return self.queue.tier_of(key)
+            return self.queue.tier_of(self.segments[key].serial)
         for i, tier in enumerate(self.tiers):
             if key in tier.lru:
                 return i
@@ -112,7 +114,7 @@ class PrefixCache:
             if end > limit:
                 break
             seg = self.segments.get(key)
-            if seg is None:
+            if seg is None or seg.serial >= 0:
                 break
             found.append(seg)
             covered = end
@@ -140,7 +142,7 @@ class PrefixCache:
             if end + n > limit:
                 break
             seg = get(key)
-            if seg is None:
+            if seg is None or seg.serial >= 0:  # (a segment the tiers' queue holds: below)
                 nxt = (key, n)
                 break
             found.append(seg)
@@ -148,11 +150,14 @@ class PrefixCache:
         gpu_end = end
         lower: list = []
         below = self.below
-        if nxt is not None and self.queue and nxt[0] in below:  # the tier of each from its serial, inline
-            pos, starts = below.get, self.queue.start
+        if nxt is not None and self.queue:  # the tier of each from its serial, inline
+            starts = self.queue.start
             for key, n in chain((nxt,), it):  # nxt ends within the limit (the loop above checked)
-                s = pos(key)
-                if s is None or end + n > limit:
+                seg = get(key)
+                if seg is None or end + n > limit:
+                    break
+                s = seg.serial
+                if s < 0:
                     break
                 i = 0
                 while s < starts[i]:
@@ -195,11 +200,15 @@ class PrefixCache:
 
     def _take(self, key) -> None:
         """`key`'s segment leaves the tier holding it, if any."""
+        if self.queue:
+            seg = self.segments.get(key)
+            if seg is not None and seg.serial >= 0:
+                self.version += 1
+                self.queue.take(seg, self.now)
+                del self.segments[key]
+            return
         if key in self.below:
             self.version += 1
-            if self.queue:
-                self.queue.take(key, self.now)
-                return
             self.below.remove(key)
             tier = self.tiers[self._tier_of(key)]
             tier.tick(self.now)
@@ -211,8 +220,15 @@ class PrefixCache:
         them one by one and trimming after each leaves the same blocks, as trimming only ever pops the
         least recent (a segment larger than a whole tier skips it)."""
         self.version += 1
-        if self.queue:
-            self.queue.demote(items, self.now)
+        if self.queue:  # (tests: the engine's evictions enter the queue from `evict`)
+            q, segments = self.queue, self.segments
+            top = len(q.segs)
+            for serial, (key, nbytes) in enumerate(items, q.off + top):
+                segments[key] = seg = Segment(key, nbytes)
+                seg.serial = serial
+                q.segs.append(seg)
+                q.sizes.append(nbytes)
+            q.demoted(top, sum(map(_second, items)), self.now)
             return
         tiers, now = self.tiers, self.now
         if i == 0:
@@ -284,11 +300,18 @@ class PrefixCache:
         `computed` tokens, stopping at one another sequence published first: (the new segments, their bytes)."""
         segments, below, b, bb = self.segments, self.below, self.block_size, self.block_bytes
         out, total = [], 0
+        get = segments.get
         for key, n in prefix[i:]:
             end = start + n
-            if end > computed or key in segments:
+            if end > computed:
                 break
-            if key in below:  # computed again while a copy sat below: the GPU's copy is the one kept
+            old = get(key)
+            if old is not None:  # another sequence published it first, or (the queue's) a copy sits below
+                if old.serial < 0:
+                    break
+                self.version += 1  # computed again while a copy sat below: the GPU's copy is the one kept
+                self.queue.take(old, self.now)
+            elif key in below:  # (per-tier LRUs) likewise
                 self._take(key)
             nbytes = (end // b - start // b) * bb
             segments[key] = seg = Segment(key, nbytes, 1)
@@ -305,17 +328,22 @@ class PrefixCache:
         self.version += 1
         freed = count = 0
         lru, segments = self.lru, self.segments
-        if self.queue:  # straight into the queue's lists (kvplan.simulator.tierq)
-            keys, sizes = self.queue.keys, self.queue.sizes
-            top = len(keys)
+        if self.queue:  # straight into the queue's lists, keeping their `segments` entries (kvplan.simulator.tierq)
+            segs, sizes = self.queue.segs, self.queue.sizes
+            top = len(segs)
+            serial = self.queue.off + top
             while freed < nbytes and lru:
                 key, seg = lru.popitem(False)
-                del segments[key]
                 count += 1
-                if seg.nbytes:  # (a segment within one block holds none: it is not kept below)
-                    freed += seg.nbytes
-                    keys.append(key)
-                    sizes.append(seg.nbytes)
+                nb = seg.nbytes
+                if nb:
+                    freed += nb
+                    seg.serial = serial
+                    serial += 1
+                    segs.append(seg)
+                    sizes.append(nb)
+                else:  # (a segment within one block holds none: it is not kept below)
+                    del segments[key]
             self.idle -= freed
             self.evicted += count
             if freed:

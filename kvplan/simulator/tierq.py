@@ -8,65 +8,58 @@ down a tier is then moving a cut past it, with no per-tier dictionary insert and
 that PrefixCache keeps otherwise: the same contents, as tests/test_tier_queue.py checks against it). A segment
 taken back to the GPU (`take`) leaves a hole, its bytes zeroed, that cuts move past without counting it.
 
-The queue is two lists indexed by serial number (keys, bytes; a serial `off` ahead of the list's head once the
-dropped head is cut off), `pos` the serial of each held key, `start[i]` the first serial of tier i's region
-(tier 0's region runs to the queue's end, tier i's to `start[i - 1]`).
+The queue is two lists indexed by serial number (segments, bytes; a serial `off` ahead of the list's head once
+the dropped head is cut off), `start[i]` the first serial of tier i's region (tier 0's region runs to the queue's
+end, tier i's to `start[i - 1]`). A segment below keeps its Segment object and its place in the cache's `segments`
+(by key, as on the GPU), its serial in `Segment.serial` (-1 on the GPU): entering the tiers, moving down them and
+leaving them touch no dictionary but `segments`, once, when the last tier's cut passes the segment.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from itertools import compress, count
-from operator import itemgetter
+from itertools import compress
+from operator import attrgetter
 
-_first, _second = itemgetter(0), itemgetter(1)
+_key = attrgetter("key")
 _COMPACT = 1 << 16  # dropped slots kept at the lists' head before they are cut off
 
 
 class TierQueue:
     """The tiers' contents as one queue (see the module docstring); the tiers' figures stay on their Tier objects."""
 
-    __slots__ = ("tiers", "keys", "sizes", "pos", "start", "off")
+    __slots__ = ("tiers", "segments", "segs", "sizes", "start", "off")
 
-    def __init__(self, tiers: list):
+    def __init__(self, tiers: list, segments: dict):
         self.tiers = tiers  # kvplan.simulator.prefix.Tier, top first: capacity and the counters
-        self.keys: list = []
-        self.sizes: list = []  # bytes by serial - off; 0 once taken back (a demoted segment has bytes)
-        self.pos: dict = {}  # key -> serial, for the keys some tier holds
+        self.segments = segments  # the cache's: key -> Segment, on the GPU or below
+        self.segs: list = []  # Segment by serial - off
+        self.sizes: list = []  # its bytes; 0 once taken back (a demoted segment has bytes)
         self.start = [0] * len(tiers)
         self.off = 0
 
-    def tier_of(self, key) -> int:
-        """The index of the tier holding `key` (a key in `pos`)."""
-        s = self.pos[key]
+    def tier_of(self, serial: int) -> int:
+        """The index of the tier whose region holds `serial` (a segment's below)."""
         for i, first in enumerate(self.start):
-            if s >= first:
+            if serial >= first:
                 return i
-        raise AssertionError(f"segment {key!r} below the last tier")  # pos holds only the tiers' keys
+        raise AssertionError(f"serial {serial} below the last tier")  # a dropped segment leaves `segments`
 
-    def take(self, key, now: float) -> None:
-        """`key`'s segment leaves its tier (the caller checked that one holds it)."""
-        i = self.tier_of(key)
-        j = self.pos.pop(key) - self.off
-        tier = self.tiers[i]
+    def take(self, seg, now: float) -> None:
+        """`seg` leaves its tier (the caller checked that one holds it, and owns its `segments` entry)."""
+        tier = self.tiers[self.tier_of(seg.serial)]
+        j = seg.serial - self.off
         tier.tick(now)
         tier.used -= self.sizes[j]
         self.sizes[j] = 0
-
-    def demote(self, items: list, now: float) -> None:
-        """`items` [(key, bytes)], least recent first, enter the top tier; each tier over its capacity moves its
-        least recent down, the last tier's fall out (as PrefixCache's per-tier LRUs do)."""
-        top = len(self.keys)
-        self.keys.extend(map(_first, items))
-        self.sizes.extend(map(_second, items))
-        self.demoted(top, sum(map(_second, items)), now)
+        seg.serial = -1
 
     def demoted(self, top: int, nbytes: int, now: float) -> None:
-        """The segments the caller appended to `keys` and `sizes` from list index `top` on (`nbytes` in all, each
-        some) enter the top tier, as `demote`'s items."""
-        keys, sizes, off = self.keys, self.sizes, self.off
-        self.pos.update(zip(keys[top:], count(off + top)))
-        n = len(keys) - top
+        """The segments the caller appended to `segs` and `sizes` from list index `top` on (`nbytes` in all, each
+        some; their serials set), least recent first, enter the top tier; each tier over its capacity moves its
+        least recent down, the last tier's fall out (as PrefixCache's per-tier LRUs do)."""
+        segs, sizes, off = self.segs, self.sizes, self.off
+        n = len(segs) - top
         start = self.start
         for i, tier in enumerate(self.tiers):
             tier.tick(now)
@@ -97,16 +90,16 @@ class TierQueue:
                 tier.peak = used
             if not n:
                 return
-        # the last tier's cut passed them: out. A hole's key left `pos` when taken (and may be back in it since,
-        # at a later serial), so only the live slots' keys leave
-        deque(map(self.pos.__delitem__, compress(keys[j0:j], sizes[j0:j])), 0)
-        if j > _COMPACT and j > len(keys) // 2:
-            del keys[:j], sizes[:j]
+        # the last tier's cut passed them: out. A hole's key left `segments` when taken (or names a newer segment
+        # since), so only the live slots' keys leave
+        deque(map(self.segments.__delitem__, map(_key, compress(segs[j0:j], sizes[j0:j]))), 0)
+        if j > _COMPACT and j > len(segs) // 2:
+            del segs[:j], sizes[:j]
             self.off = off + j
 
     def contents(self, i: int) -> OrderedDict:
         """Tier i's segments, least recent first: key -> bytes (tests; the LRU mode's `Tier.lru`)."""
-        end = self.off + len(self.keys) if i == 0 else self.start[i - 1]
+        end = self.off + len(self.segs) if i == 0 else self.start[i - 1]
         a, b = self.start[i] - self.off, end - self.off
-        return OrderedDict((k, x) for k, x in zip(self.keys[a:b], self.sizes[a:b]) if x)
+        return OrderedDict((seg.key, x) for seg, x in zip(self.segs[a:b], self.sizes[a:b]) if x)
 

@@ -133,6 +133,16 @@ class PrefixCache:
         found, covered, lower, gpu = answer
         return found[:], covered, lower, gpu
 
+    def peek(self, prefix: tuple, limit: int) -> tuple[list, int]:
+        """`lookup`'s GPU segments and tokens covered, for a caller that only reads the list (the fast path's
+        question, asked at most steps): no copy."""
+        last = self._last
+        if last[0] is prefix and last[1] == limit and last[2] == self.version:
+            return last[3][:2]
+        answer = self._lookup(prefix, limit)
+        self._last = (prefix, limit, self.version, answer)
+        return answer[:2]
+
     def _lookup(self, prefix: tuple, limit: int) -> tuple[list, int, list, int]:
         found, end = [], 0
         get = self.segments.get
@@ -310,11 +320,15 @@ class PrefixCache:
                 if old.serial < 0:
                     break
                 self.version += 1  # computed again while a copy sat below: the GPU's copy is the one kept
-                self.queue.take(old, self.now)
-            elif key in below:  # (per-tier LRUs) likewise
-                self._take(key)
-            nbytes = (end // b - start // b) * bb
-            segments[key] = seg = Segment(key, nbytes, 1)
+                self.queue.take(old, self.now)  # (its object, the GPU's again: a hole in the queue is skipped)
+                seg = old
+                seg.nbytes = nbytes = (end // b - start // b) * bb
+                seg.refs = 1
+            else:
+                if key in below:  # (per-tier LRUs) likewise
+                    self._take(key)
+                nbytes = (end // b - start // b) * bb
+                segments[key] = seg = Segment(key, nbytes, 1)
             total += nbytes
             out.append(seg)
             start = end

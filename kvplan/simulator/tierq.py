@@ -47,8 +47,11 @@ class TierQueue:
 
     def take(self, seg, now: float) -> None:
         """`seg` leaves its tier (the caller checked that one holds it, and owns its `segments` entry)."""
-        tier = self.tiers[self.tier_of(seg.serial)]
-        j = seg.serial - self.off
+        s, i, start = seg.serial, 0, self.start
+        while s < start[i]:  # (tier_of, inline)
+            i += 1
+        tier = self.tiers[i]
+        j = s - self.off
         tier.tick(now)
         tier.used -= self.sizes[j]
         self.sizes[j] = 0
@@ -62,8 +65,11 @@ class TierQueue:
         n = len(segs) - top
         start = self.start
         for i, tier in enumerate(self.tiers):
-            tier.tick(now)
-            used = tier.used + nbytes
+            used = tier.used
+            if now != tier.since:  # (Tier.tick, inline)
+                tier.area += used * (now - tier.since)
+                tier.since = now
+            used += nbytes
             tier.stored += n
             j0 = j = start[i] - off
             n = nbytes = 0

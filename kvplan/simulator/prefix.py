@@ -310,7 +310,7 @@ class PrefixCache:
         `computed` tokens, stopping at one another sequence published first: (the new segments, their bytes)."""
         segments, below, b, bb = self.segments, self.below, self.block_size, self.block_bytes
         out, total = [], 0
-        get = segments.get
+        get, keep, new = segments.get, out.append, Segment
         for key, n in prefix[i:]:
             end = start + n
             if end > computed:
@@ -328,9 +328,9 @@ class PrefixCache:
                 if key in below:  # (per-tier LRUs) likewise
                     self._take(key)
                 nbytes = (end // b - start // b) * bb
-                segments[key] = seg = Segment(key, nbytes, 1)
+                segments[key] = seg = new(key, nbytes, 1)
             total += nbytes
-            out.append(seg)
+            keep(seg)
             start = end
         if out:
             self.version += 1
@@ -346,16 +346,17 @@ class PrefixCache:
             segs, sizes = self.queue.segs, self.queue.sizes
             top = len(segs)
             serial = self.queue.off + top
+            pop, add_seg, add_size = lru.popitem, segs.append, sizes.append
             while freed < nbytes and lru:
-                key, seg = lru.popitem(False)
+                key, seg = pop(False)
                 count += 1
                 nb = seg.nbytes
                 if nb:
                     freed += nb
                     seg.serial = serial
                     serial += 1
-                    segs.append(seg)
-                    sizes.append(nb)
+                    add_seg(seg)
+                    add_size(nb)
                 else:  # (a segment within one block holds none: it is not kept below)
                     del segments[key]
             self.idle -= freed

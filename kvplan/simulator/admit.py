@@ -183,7 +183,7 @@ def head_blocked(engine, seq, s: int) -> bool:
     cache = engine.cache
     hit = shared = woken = 0
     if cache is not None and seq.req.prefix:
-        segs, hit = cache.lookup(seq.req.prefix, seq.target - 1)[:2]
+        segs, hit = cache.peek(seq.req.prefix, seq.target - 1)
         for g in segs:
             shared += g.nbytes
             woken += 0 if g.refs else g.nbytes

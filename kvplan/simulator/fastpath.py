@@ -28,7 +28,7 @@ def head_blocked(engine, s: int) -> bool:
         return engine.m.held(engine._reserve_tokens(seq)) > engine._free_bytes()
     segs, hit = ([], 0)
     if engine.cache is not None and seq.req.prefix:
-        segs, hit = engine.cache.lookup(seq.req.prefix, seq.target - 1)[:2]
+        segs, hit = engine.cache.peek(seq.req.prefix, seq.target - 1)
     chunk = min(seq.target - hit, engine.cfg.max_num_batched_tokens - (0 if engine.pf else engine.n_dec))
     if chunk <= 0:
         return True
@@ -57,7 +57,7 @@ def coast(engine, t: float, s: int, until: float) -> tuple[float, int]:
     while stops and (stops[0] <= s or (stops[0] not in events and stops[0] not in finish_at)):
         heapq.heappop(stops)
     stop = stops[0] if stops else float("inf")
-    paged = engine.paged
+    paged, cache = engine.paged, engine.cache
     reserved = engine.used + active
     last = stop - 1  # the last step this stretch may run
     while t < until and s < last:
@@ -66,8 +66,12 @@ def coast(engine, t: float, s: int, until: float) -> tuple[float, int]:
             if need:
                 if need > cap - engine.used - active:
                     break
-                engine._take(need)
-                idle = engine.cache.idle if engine.cache else 0
+                if cache is not None:  # Engine._take, inline: idle segments evicted for what the pool lacks
+                    short = engine.used + active + idle + need - cap
+                    if short > 0:
+                        cache.evict(short)
+                        idle = cache.idle
+                engine.used += need
                 reserved = engine.used + active
         dt = step_time(ctx)
         t += dt

@@ -18,20 +18,23 @@ Each tier's bytes are integrated over time (`now`, set by the engine at every st
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
-from itertools import repeat
+from collections import OrderedDict
+from itertools import chain
 from operator import itemgetter
+
+from kvplan.simulator.tierq import TierQueue
 
 _first, _second = itemgetter(0), itemgetter(1)
 
 
 class Segment:
-    """A prefix segment in the pool: its bytes, and how many running sequences reference it."""
+    """A prefix segment in the pool: its bytes, and how many running sequences reference it; `serial` its place
+    in the tiers' queue where one keeps it below (kvplan.simulator.tierq), -1 on the GPU."""
 
-    __slots__ = ("key", "nbytes", "refs")
+    __slots__ = ("key", "nbytes", "refs", "serial")
 
     def __init__(self, key, nbytes: int, refs: int = 0):
-        self.key, self.nbytes, self.refs = key, nbytes, refs
+        self.key, self.nbytes, self.refs, self.serial = key, nbytes, refs, -1
 
 
 class Tier:
@@ -56,13 +59,20 @@ class PrefixCache:
     """Segments by key; `active` bytes are referenced by running sequences, `idle` bytes are
     evictable. The caller owns the pool arithmetic and asks for eviction when it is short."""
 
-    def __init__(self, block_size: int, block_bytes: int, tiers: tuple = ()):
+    def __init__(self, block_size: int, block_bytes: int, tiers: tuple = (), pool: int | None = None):
         self.tiers = [Tier(*t) for t in tiers]  # (name, capacity bytes per rank, link bytes/s or None)
-        self.where: dict = {}  # key -> index of the tier holding it (a key is in one tier at most)
+        # Tiers that each hold the whole pool (`pool` bytes: no segment is larger) are kept as one queue
+        # (kvplan.simulator.tierq: the same contents, less work per segment); else each tier is an LRU of its own.
+        # `segments` holds the GPU's segments by key, and the queue's too (their `serial` set)
+        self.segments: dict = {}
+        self.queue = TierQueue(self.tiers, self.segments) if (self.tiers and pool is not None and all(
+            t.capacity >= pool for t in self.tiers)) else None
+        # Per-tier LRUs: the keys some tier holds (a key is in one tier at most). Which tier is asked only of a key
+        # found here (`_tier_of`), so a segment moving down a tier touches no set; entering and leaving them does
+        self.below: set = set()
         self.now = 0.0
         self.block_size = block_size
         self.block_bytes = block_bytes
-        self.segments: dict = {}
         self.lru: OrderedDict = OrderedDict()  # idle segments, least recently used first
         self.active = 0
         self.idle = 0
@@ -77,6 +87,24 @@ class PrefixCache:
         self.version = 0
         self._last: tuple = (None, 0, -1, None)  # (prefix, limit, version, answer)
 
+    def contents(self, i: int) -> OrderedDict:
+        """Tier i's segments, least recent first: key -> bytes."""
+        return self.queue.contents(i) if self.queue else self.tiers[i].lru
+
+    @property
+    def where(self) -> dict:
+        """Key -> index of the tier holding it (tests, and a caller that wants them all)."""
+        return {key: i for i in range(len(self.tiers)) for key in self.contents(i)}
+
+    def _tier_of(self, key) -> int:
+        """The index of the tier holding `key`, a key in `below` (or below in the queue)."""
+        if self.queue:
+            return self.queue.tier_of(self.segments[key].serial)
+        for i, tier in enumerate(self.tiers):
+            if key in tier.lru:
+                return i
+        raise AssertionError(f"segment {key!r} in no tier")  # below and the tiers' LRUs out of step
+
     def match(self, prefix: tuple, limit: int) -> tuple[list, int]:
         """The cached leading segments of `prefix` that end at or before `limit` tokens, and the
         tokens their whole blocks cover."""
@@ -86,7 +114,7 @@ class PrefixCache:
             if end > limit:
                 break
             seg = self.segments.get(key)
-            if seg is None:
+            if seg is None or seg.serial >= 0:
                 break
             found.append(seg)
             covered = end
@@ -105,6 +133,16 @@ class PrefixCache:
         found, covered, lower, gpu = answer
         return found[:], covered, lower, gpu
 
+    def peek(self, prefix: tuple, limit: int) -> tuple[list, int]:
+        """`lookup`'s GPU segments and tokens covered, for a caller that only reads the list (the fast path's
+        question, asked at most steps): no copy."""
+        last = self._last
+        if last[0] is prefix and last[1] == limit and last[2] == self.version:
+            return last[3][:2]
+        answer = self._lookup(prefix, limit)
+        self._last = (prefix, limit, self.version, answer)
+        return answer[:2]
+
     def _lookup(self, prefix: tuple, limit: int) -> tuple[list, int, list, int]:
         found, end = [], 0
         get = self.segments.get
@@ -114,28 +152,37 @@ class PrefixCache:
             if end + n > limit:
                 break
             seg = get(key)
-            if seg is None:
+            if seg is None or seg.serial >= 0:  # (a segment the tiers' queue holds: below)
                 nxt = (key, n)
                 break
             found.append(seg)
             end += n
         gpu_end = end
         lower: list = []
-        if nxt is not None and self.where:
-            where = self.where.get
-            key, n = nxt
-            i = where(key)
-            if i is not None:
+        below = self.below
+        if nxt is not None and self.queue:  # the tier of each from its serial, inline
+            starts = self.queue.start
+            for key, n in chain((nxt,), it):  # nxt ends within the limit (the loop above checked)
+                seg = get(key)
+                if seg is None or end + n > limit:
+                    break
+                s = seg.serial
+                if s < 0:
+                    break
+                i = 0
+                while s < starts[i]:
+                    i += 1
                 lower.append((key, n, i))
                 end += n
-                for key, n in it:  # the segments after it, while each is in a tier and ends within the limit
-                    if end + n > limit:
-                        break
-                    i = where(key)
-                    if i is None:
-                        break
-                    lower.append((key, n, i))
-                    end += n
+        elif nxt is not None and nxt[0] in below:
+            key, n = nxt
+            lower.append((key, n, self._tier_of(key)))
+            end += n
+            for key, n in it:  # the segments after it, while each is in a tier and ends within the limit
+                if end + n > limit or key not in below:
+                    break
+                lower.append((key, n, self._tier_of(key)))
+                end += n
         b = self.block_size
         return found, end // b * b, lower, gpu_end // b * b
 
@@ -163,10 +210,17 @@ class PrefixCache:
 
     def _take(self, key) -> None:
         """`key`'s segment leaves the tier holding it, if any."""
-        i = self.where.pop(key, None)
-        if i is not None:
+        if self.queue:
+            seg = self.segments.get(key)
+            if seg is not None and seg.serial >= 0:
+                self.version += 1
+                self.queue.take(seg, self.now)
+                del self.segments[key]
+            return
+        if key in self.below:
             self.version += 1
-            tier = self.tiers[i]
+            self.below.remove(key)
+            tier = self.tiers[self._tier_of(key)]
             tier.tick(self.now)
             tier.used -= tier.lru.pop(key)
 
@@ -176,7 +230,19 @@ class PrefixCache:
         them one by one and trimming after each leaves the same blocks, as trimming only ever pops the
         least recent (a segment larger than a whole tier skips it)."""
         self.version += 1
-        tiers, where, now = self.tiers, self.where, self.now
+        if self.queue:  # (tests: the engine's evictions enter the queue from `evict`)
+            q, segments = self.queue, self.segments
+            top = len(q.segs)
+            for serial, (key, nbytes) in enumerate(items, q.off + top):
+                segments[key] = seg = Segment(key, nbytes)
+                seg.serial = serial
+                q.segs.append(seg)
+                q.sizes.append(nbytes)
+            q.demoted(top, sum(map(_second, items)), self.now)
+            return
+        tiers, now = self.tiers, self.now
+        if i == 0:
+            self.below.update(map(_first, items))
         while items and i < len(tiers):
             tier = tiers[i]
             tier.tick(now)
@@ -184,7 +250,6 @@ class PrefixCache:
             used, stored = tier.used, 0
             if max(map(_second, items)) <= cap:  # all enter: the same in C loops
                 lru.update(items)
-                where.update(zip(map(_first, items), repeat(i)))
                 used += sum(map(_second, items))
                 stored = len(items)
             else:
@@ -193,13 +258,12 @@ class PrefixCache:
                         down.append((key, nbytes))
                         continue
                     lru[key] = nbytes
-                    where[key] = i
                     used += nbytes
                     stored += 1
             if used > cap:
                 pop = lru.popitem
                 while used > cap:
-                    item = pop(False)  # its `where` entry is rewritten by the tier below (or dropped after the last)
+                    item = pop(False)
                     used -= item[1]
                     down.append(item)
             tier.dropped += len(down) - (len(items) - stored)
@@ -209,7 +273,7 @@ class PrefixCache:
                 tier.peak = used
             items, i = down, i + 1
         if items:  # out below the last tier
-            deque(map(where.pop, map(_first, items), repeat(None)), 0)
+            self.below.difference_update(map(_first, items))
 
     def close(self, now: float) -> None:
         for tier in self.tiers:
@@ -244,18 +308,29 @@ class PrefixCache:
         """Make a sequence's computed prompt segments shared ones (the caller moves their bytes from the
         sequence to the cache): `prefix`'s segments from the i-th (starting at token `start`) while they end within
         `computed` tokens, stopping at one another sequence published first: (the new segments, their bytes)."""
-        segments, where, b, bb = self.segments, self.where, self.block_size, self.block_bytes
+        segments, below, b, bb = self.segments, self.below, self.block_size, self.block_bytes
         out, total = [], 0
+        get, keep, new = segments.get, out.append, Segment
         for key, n in prefix[i:]:
             end = start + n
-            if end > computed or key in segments:
+            if end > computed:
                 break
-            if key in where:  # computed again while a copy sat below: the GPU's copy is the one kept
-                self._take(key)
-            nbytes = (end // b - start // b) * bb
-            segments[key] = seg = Segment(key, nbytes, 1)
+            old = get(key)
+            if old is not None:  # another sequence published it first, or (the queue's) a copy sits below
+                if old.serial < 0:
+                    break
+                self.version += 1  # computed again while a copy sat below: the GPU's copy is the one kept
+                self.queue.take(old, self.now)  # (its object, the GPU's again: a hole in the queue is skipped)
+                seg = old
+                seg.nbytes = nbytes = (end // b - start // b) * bb
+                seg.refs = 1
+            else:
+                if key in below:  # (per-tier LRUs) likewise
+                    self._take(key)
+                nbytes = (end // b - start // b) * bb
+                segments[key] = seg = new(key, nbytes, 1)
             total += nbytes
-            out.append(seg)
+            keep(seg)
             start = end
         if out:
             self.version += 1
@@ -267,6 +342,28 @@ class PrefixCache:
         self.version += 1
         freed = count = 0
         lru, segments = self.lru, self.segments
+        if self.queue:  # straight into the queue's lists, keeping their `segments` entries (kvplan.simulator.tierq)
+            segs, sizes = self.queue.segs, self.queue.sizes
+            top = len(segs)
+            serial = self.queue.off + top
+            pop, add_seg, add_size = lru.popitem, segs.append, sizes.append
+            while freed < nbytes and lru:
+                key, seg = pop(False)
+                count += 1
+                nb = seg.nbytes
+                if nb:
+                    freed += nb
+                    seg.serial = serial
+                    serial += 1
+                    add_seg(seg)
+                    add_size(nb)
+                else:  # (a segment within one block holds none: it is not kept below)
+                    del segments[key]
+            self.idle -= freed
+            self.evicted += count
+            if freed:
+                self.queue.demoted(top, freed, self.now)
+            return freed
         down = [] if self.tiers else None
         while freed < nbytes and lru:
             key, seg = lru.popitem(False)

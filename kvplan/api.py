@@ -134,11 +134,7 @@ def _best_layout(spec, hw, gpus: int, req, engine, per_node: int):
     if engine.splits_layers_only:  # one layout: layers split over the GPUs
         return Deployment(1, gpus)
     engine.with_checkpoint_kv(spec, req)  # a declared KV cache the engine cannot run: refused, not every layout
-    plans = search_layouts(spec, hw, gpus, req, engine, per_node)
-    if not plans:
-        raise KvplanError(f"{spec.name}: no layout of {gpus} GPUs is valid (tp must divide the "
-                          f"{spec.num_attention_heads} attention heads and stay within {per_node} GPUs per node)",
-                          EXIT_USAGE, param="gpus", value=gpus)
+    plans = search_layouts(spec, hw, gpus, req, engine, per_node)  # none: refused with why (kvplan.compare.candidates)
     return plans[0].deployment
 
 

@@ -229,6 +229,8 @@ def output_files(paths: list[Path], stdout_hint: str = "--json for stdout") -> l
 def read_capped_text(path: Path, max_bytes: int, kind: str, missing: str = "no such file") -> str:
     """A user's text file (a log, a benchmark result) as UTF-8, undecodable bytes replaced; refused in one line
     when missing, unreadable, or past `max_bytes` (then it is no `kind`: a hostile or wrong file)."""
+    if path.is_dir():  # it exists: "no such file" would be false
+        raise KvplanError(f"{path} is a folder; give {kind} file", EXIT_USAGE)
     if not path.is_file():
         raise KvplanError(f"{missing}: {path}", EXIT_NOT_FOUND)
     if path.stat().st_size > max_bytes:

@@ -16,7 +16,8 @@ from kvplan.cli._common import (
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, say
-from kvplan.cli.speed_flags import request_note, speed_line
+from kvplan.cli.speed_flags import request_note, speed_band, speed_line
+from kvplan.speed.coverage import label
 from kvplan.speed.coverage import rate_gaps
 from kvplan.cli.selection import memory_caveats, resolve_gpus, weight_caveats
 from kvplan.cli.workload import (
@@ -53,7 +54,7 @@ def cheapest(
     ctx: Annotated[Optional[str], typer.Option("--ctx", "-c", help="Context per request: 32k, 128k. Default: the model's limit.")] = None,
     max_model_len: MaxModelLenOpt = None,
     allow_long_context: AllowLongOpt = False,
-    min_tps: Annotated[Optional[float], typer.Option("--min-tokens-per-second", help="Decode tokens/s each request must get at that concurrency (roofline).")] = None,
+    min_tps: Annotated[Optional[float], typer.Option("--min-tokens-per-second", help="Decode tokens/s each request must get at that concurrency (1 / the calibrated decode step at that batch).")] = None,
     prices: PricesOpt = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", "-g", help="Comma-separated GPU names or aliases, or `all`. Default: the GPUs --prices prices, else all.")] = None,
     gpu_counts: Annotated[Optional[str], typer.Option("--gpu-counts", help="GPU counts to try (n ≤ 8: tp=n; above: tp=8, pp=n/8). Default: the first valid tp of 1,2,4,...,--max-gpus.")] = None,
@@ -147,9 +148,11 @@ def cheapest(
     sims, front, sla = {}, None, (slo_ttft, slo_tpot, slo_percent)
     if served:
         candidates, sims, front = _serve(candidates, spec, gpu_list, loaded, sla, chosen)
+    else:  # the table's tok/s/req (and --min-tokens-per-second) are the calibrated step's: say whose, and its band
+        stderr(speed_line(chosen.speed_key))
     tiers = _tiers(candidates, spec, chosen, asked) if asked.tiers else {}
     target, data = _answer(spec, ctx_tokens, concurrency, min_tps, price_book, candidates, sims, loaded, sla, tiers,
-                           front)
+                           front, chosen.speed_key)
     meets = [c for c in candidates if c.meets]
     print_result(as_json, data, lambda console: _print_cheapest(
         console, target, meets, failure_summary(candidates), top, price_book.unit, len(candidates), tiers,
@@ -185,9 +188,10 @@ def _tiers(candidates, spec, engine, asked) -> dict:
 
 
 def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candidates, sims: dict, loaded, sla,
-            tiers: dict, front: dict | None = None):
+            tiers: dict, front: dict | None = None, engine: str | None = None):
     """(the target in words, the JSON document): the candidates meeting it, ranked, then the rest; `front`: the
-    serving front end the simulated requests crossed (workload.front_end), where any did."""
+    serving front end the simulated requests crossed (workload.front_end), where any did; `engine`: the coefficient
+    set the calibrated tok/s/req come from (its label and held-out band)."""
     target = (f"{spec.name}: {concurrency:,} concurrent requests of {human_tokens(ctx_tokens)} tokens"
               + (f", ≥ {min_tps:g} tokens/s each" if min_tps else ""))
     if loaded is not None:
@@ -203,6 +207,7 @@ def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candid
 
     data = {"model": spec.name, "context": ctx_tokens, "concurrency": concurrency,
             "min_tokens_per_second": min_tps, "currency": price_book.currency or None, "ranking": RANKING,
+            "decode_speed_model": label(engine), "decode_speed_band": speed_band("calibrated", engine),
             "meets": [row(c, i) for i, c in enumerate((c for c in candidates if c.meets), 1)],
             "fails": [row(c, None) for c in candidates if not c.meets]}
     if loaded is not None:

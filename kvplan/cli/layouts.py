@@ -7,7 +7,6 @@ is then planned and shown as `fit --tp/--pp/--dp/--ep` would show it.
 
 from kvplan.cli._common import stderr, table
 from kvplan.compare.candidates import search_layouts
-from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.units import gib, plural
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.layout import layout_text
@@ -24,11 +23,7 @@ def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
         return Deployment(1, gpus), None
     choice.check_layers(spec)  # a cache the engine cannot size is the model's refusal, not every layout's
     choice.with_checkpoint_kv(spec, req)  # so is a declared KV cache it cannot run (kvplan.engines.checkpoint_kv)
-    plans = search_layouts(spec, hw, gpus, req, choice, per_node)
-    if not plans:
-        raise KvplanError(f"{spec.name}: no layout of {gpus} GPUs is valid (tp must divide the "
-                          f"{spec.num_attention_heads} attention heads and stay within {per_node} GPUs per node)",
-                          EXIT_USAGE)
+    plans = search_layouts(spec, hw, gpus, req, choice, per_node)  # none: refused with why (kvplan.compare.candidates)
     best = plans[0]
     rows = [{"tp": p.deployment.tp, "pp": p.deployment.pp, "dp": p.deployment.dp, "ep": p.deployment.ep,
              "fits": p.fits, "max_concurrency": p.max_concurrency,

@@ -4,14 +4,14 @@ One rule for fit, sweep and cheapest: a deployment the model cannot run (kvplan.
 validate_deployment) or the engine refuses (a KvplanError from its planning call, e.g. llama.cpp
 has no tensor parallelism) is passed over with its reason; every other one is planned. On top of
 it: the smallest deployment that fits (`smallest_fitting`, fit without --gpus) and every layout of
-N GPUs ranked (`search_layouts`, fit --gpus N).
+N GPUs ranked (`search_layouts`, fit --gpus N; when every layout is refused, the refusal's own reason).
 """
 
 from __future__ import annotations
 
 from typing import Callable, Iterable, Iterator, NamedTuple
 
-from kvplan.core.errors import KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.planning.deploy import MAX_SEARCH_GPUS, Deployment, candidate_deployments, validate_deployment
 from kvplan.planning.layout import NODE_GPUS, candidate_layouts, layout_rank_key
 
@@ -63,5 +63,21 @@ def search_layouts(model, gpu, gpus: int, req, engine, per_node: int = NODE_GPUS
     configured Engine) and ranked best first by concurrency at the context (ties: decode tokens/s).
     A layout the engine refuses is left out."""
     deps = (Deployment(*t) for t in candidate_layouts(model, gpus, per_node))
-    tried = try_deployments(model, deps, lambda dep: engine.plan(model, gpu, dep, req))
-    return sorted((t.result for t in tried if t.why is None), key=layout_rank_key)
+    tried = list(try_deployments(model, deps, lambda dep: engine.plan(model, gpu, dep, req)))
+    plans = sorted((t.result for t in tried if t.why is None), key=layout_rank_key)
+    if not plans:
+        raise no_layout(model, gpus, per_node, [t.why for t in tried])
+    return plans
+
+
+def no_layout(model, gpus: int, per_node: int, whys: list) -> KvplanError:
+    """Why no layout of `gpus` GPUs can be planned: the engine's or model's own reason where the layouts were
+    refused for one (a LoRA or a cache the engine does not size), not a head count that was never the cause."""
+    whys = list(dict.fromkeys(w for w in whys if w))
+    if not whys:
+        return KvplanError(f"{model.name}: no layout of {gpus} GPUs is valid (tp must divide the "
+                           f"{model.num_attention_heads} attention heads and stay within {per_node} GPUs per node)",
+                           EXIT_USAGE, param="gpus", value=gpus)
+    more = (f" (and {len(whys) - 1} other reason(s); {arg('tp')}, {arg('pp')}, {arg('dp')} plan one layout)"
+            if len(whys) > 1 else "")
+    return KvplanError(f"no layout of {gpus} GPUs can be planned: {whys[0]}{more}", EXIT_USAGE)

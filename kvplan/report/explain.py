@@ -7,6 +7,7 @@ slots per layer are the plan's own (the engine's rules), so the lines add up to 
 
 from __future__ import annotations
 
+from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import arg
 from kvplan.core.intmath import cdiv
 from kvplan.model.layers import Kind, kv_heads_per_rank
@@ -48,10 +49,14 @@ def _mla(spec, n, prof, tp, bstr, S):
 
 
 def _state(spec, n, prof, tp, bstr, S):
-    return (f"  {n} {spec.variant} layers × {spec.state_elements(tp):,} state values × "
-            f"{prof.state_dtype.bytes_per_element:g} B"
-            f"{f' (recurrent part in {spec.ssm_dtype})' if spec.ssm_dtype else ''}"
-            f" = {human_bytes(n * prof.state_bytes(spec))} per sequence, whatever S")
+    state = prof.state_dtype
+    values = f"{spec.state_elements(tp):,} state values × {state.bytes_per_element:g} B"
+    if spec.ssm_dtype:  # the recurrent part in its own type (fp32): both factors, so the product is the total
+        conv, ssm = spec.state_parts(tp)
+        own = canonical_kv_dtype(spec.ssm_dtype, "bf16")
+        values = (f"({conv:,} conv values × {state.bytes_per_element:g} B + {ssm:,} recurrent values × "
+                  f"{own.bytes_per_element:g} B ({own.name}))")
+    return f"  {n} {spec.variant} layers × {values} = {human_bytes(n * prof.state_bytes(spec))} per sequence, whatever S"
 
 
 def _none(spec, n, prof, tp, bstr, S):

@@ -1,0 +1,63 @@
+"""What a new user's audit of the CLI found wrong (issues 21 and 22): each a one-line error, a printed assumption,
+or an --explain line whose arithmetic is the total it states."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import one_line_error
+from kvplan.api import plan
+from kvplan.cli import app
+from kvplan.core.errors import KvplanError
+
+runner = CliRunner()
+
+
+def run(*args, **kw):
+    return runner.invoke(app, [str(a) for a in args], **kw)
+
+
+@pytest.mark.parametrize("command", ["check-bench", "check-log"])
+def test_a_folder_given_as_the_file_is_not_called_missing(kvplan_home, tmp_path, command):
+    # It exists, so "no such file" (exit 3) was false: a folder where a file belongs is bad input (exit 2).
+    one_line_error(run(command, tmp_path), 2, "is a folder")
+
+
+def test_explain_state_line_multiplies_out_to_its_total_when_the_recurrent_part_is_fp32(kvplan_home):
+    # Qwen3.5-35B-A3B's config.json: 30 gated_deltanet layers of 40, linear_num_key_heads 16, linear_key_head_dim
+    # 128, linear_num_value_heads 32, linear_value_head_dim 128, linear_conv_kernel_dim 4, mamba_ssm_dtype float32.
+    # conv values (2 x 16 x 128 + 32 x 128) x (4 - 1) = 24,576 in bf16; recurrent 32 x 128 x 128 = 524,288 in fp32.
+    # 30 x (24,576 x 2 + 524,288 x 4) = 30 x 2,146,304 = 64,389,120 B = 61.41 MiB. The line used to print
+    # "30 layers x 548,864 state values x 2 B (recurrent part in fp32)", a product of 32.9 MB, beside 61.41 MiB.
+    r = run("fit", "qwen3.5-35b-a3b", "--gpu", "h200", "--gpus", "1", "--ctx", "4k", "--explain")
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.stdout.splitlines() if "gated_deltanet layers" in x)
+    assert "30 gated_deltanet layers × (24,576 conv values × 2 B + 524,288 recurrent values × 4 B (fp32))" in line
+    assert line.endswith("= 61.41 MiB per sequence, whatever S")
+
+
+def test_cheapest_names_the_speed_model_its_tokens_per_second_come_from(kvplan_home):
+    # tok/s/req and --min-tokens-per-second are 1 / the calibrated decode step (README, `cheapest`), so the
+    # coefficient set and its held-out band are printed, as fit, sweep and simulate print them; --json carries them.
+    r = run("cheapest", "llama-3.1-8b", "--ctx", "8k", "-n", "4", "-g", "h100", "--gpu-counts", "1", "--json")
+    assert r.exit_code == 0, r.output
+    assert any(x.startswith("step times: calibrated") and "held-out TPOT" in x for x in r.stderr.splitlines())
+    doc = json.loads(r.stdout)
+    assert doc["decode_speed_model"].startswith("calibrated") and doc["decode_speed_band"]["tpot"]["n"] > 0
+    helptext = run("cheapest", "--help", env={"COLUMNS": "200"}).stdout
+    assert "(roofline)" not in helptext and "calibrated decode step" in helptext
+
+
+@pytest.mark.parametrize("model, kind", [("deepseek-v3", "mla"), ("qwen3-next-80b-a3b-thinking", "state")])
+def test_gpus_search_says_why_every_layout_was_refused(kvplan_home, model, kind):
+    # 8 divides both models' heads (128; 16), so "tp must divide the attention heads" was never the cause: --lora
+    # is refused on MLA and recurrent layers (README, LoRA adapters) on every layout, as --tp 8 alone says.
+    r = run("fit", model, "--gpu", "h200", "--gpus", "8", "--ctx", "32k", "--lora", "4:16")
+    line = r.stderr.strip().splitlines()[-1]  # after "model: ... from the catalog" on stderr
+    assert r.exit_code == 2 and "Traceback" not in r.output and line.startswith("Error: ")
+    assert f"this model has {kind} layers" in line and "attention heads" not in line
+    with pytest.raises(KvplanError, match=f"this model has {kind} layers"):  # the API's search alike
+        plan(model, "h200", gpus=8, context=32768, lora="4:16")

@@ -61,3 +61,27 @@ def test_gpus_search_says_why_every_layout_was_refused(kvplan_home, model, kind)
     assert f"this model has {kind} layers" in line and "attention heads" not in line
     with pytest.raises(KvplanError, match=f"this model has {kind} layers"):  # the API's search alike
         plan(model, "h200", gpus=8, context=32768, lora="4:16")
+
+
+def test_validate_table_keeps_each_figure_whole_at_80_columns():
+    # `validate` on CPU printed "-" and "90.05%" on two lines (and "16,777,216" / "B"): a figure cut in two,
+    # its sign lost to a reader of the second line. Only the label column may wrap.
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from kvplan.cli.validate import _render
+
+    record = {"model": "llama-3.2-1b-instruct", "layers": 4, "layers_total": 16, "batch": 2, "ctx": 1024,
+              "prompt_tokens": 1016, "decode_steps": 8, "kv_dtype": "bf16", "device_name": "a CPU",
+              "torch_version": "2", "measured_kv_bytes": 2**24, "predicted_kv_bytes_paged16": 2**24,
+              "tokens_match": True, "seed": 0, "ok": True}
+    checks = [SimpleNamespace(name="weights_planner_spec", predicted=2_023_819_264, measured=201_400_320,
+                              error=201_400_320 / 2_023_819_264 - 1, tolerance=0.0, enforced=False, ok=True),
+              SimpleNamespace(name="kv_cache_after_decode", predicted=2**24, measured=2**24, error=0.0, tolerance=0.0,
+                              enforced=True, ok=True)]
+    console = Console(width=80, record=True, force_terminal=False)
+    _render(console, record, checks)
+    text = console.export_text()
+    assert "│ 2,023,819,264 B │ 201,400,320 B │ -90.05% │" in text  # 201,400,320 / 2,023,819,264 - 1 = -0.9005
+    assert "16,777,216 B │  16,777,216 B │" in text and max(map(len, text.splitlines())) <= 80

@@ -175,8 +175,9 @@ def _render(console, record: dict, checks) -> None:
              f"ctx {record['ctx']:,} ({record['prompt_tokens']:,} prompt + {record['decode_steps']} decoded), "
              f"KV {record['kv_dtype']}, on {record['device_name']} (torch {record['torch_version']})")
     table = fitted_table(title=title, show_edge=False)
-    for col in ("", "predicted", "measured", "error", "tolerance", ""):
-        table.add_column(col, justify="right" if col in ("predicted", "measured", "error") else "left")
+    for i, col in enumerate(("", "predicted", "measured", "error", "tolerance", "")):  # figures never wrap: a
+        table.add_column(col, justify="right" if col in ("predicted", "measured", "error") else "left",  # cut
+                         no_wrap=i > 0, overflow="fold")  # "-90.05%" read as 90.05%; only the label wraps
     labels = {"kv_cache": "KV cache", "kv_cache_after_decode": "KV cache after decode",
               "weights": "weights (as built)", "weights_planner_spec": "weights (planner's spec)", "peak": "peak",
               "kv_cache_visible": "KV cache (tensor views)"}

@@ -85,3 +85,23 @@ def test_validate_table_keeps_each_figure_whole_at_80_columns():
     text = console.export_text()
     assert "│ 2,023,819,264 B │ 201,400,320 B │ -90.05% │" in text  # 201,400,320 / 2,023,819,264 - 1 = -0.9005
     assert "16,777,216 B │  16,777,216 B │" in text and max(map(len, text.splitlines())) <= 80
+
+
+def test_explain_lines_add_up_where_sglang_pools_the_states(kvplan_home):
+    # SGLang keeps Qwen3-Next's Gated DeltaNet states as slots of its MambaPool: conv states bf16, recurrent fp32
+    # (mamba_ssm_dtype), and a running request holds 3 slots under 0.5.23's radix cache (its own + the 2 of
+    # Req.mamba_ping_pong_track_buffer, managers/schedule_batch.py). --explain used to print one slot in bf16
+    # ("36 layers x 274,432 state values x 2 B = 18.84 MiB") beside a one-sequence total that held three in fp32.
+    # Per tp-2 rank (Qwen3-Next config.json: 16 key heads, 32 value heads, head dims 128, conv kernel 4):
+    # conv (2 x 16 x 128 + 32 x 128) x 3 / 2 = 12,288 values, recurrent 32 x 128 x 128 / 2 = 262,144 values;
+    # 36 x (12,288 x 2 + 262,144 x 4) = 38,633,472 B a slot, x 3 = 115,900,416 B; tokens: 12 full layers x 2 x 256
+    # x 1 KV head x 2 B = 12,288 B x 32,768 = 402,653,184 B; one sequence 518,553,600 B.
+    r = run("fit", "qwen3-next-80b-a3b-thinking", "--gpu", "h200", "--tp", "2", "--ctx", "32k", "--engine", "sglang",
+            "--engine-version", "0.5.23", "--explain")
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert "36 gated_deltanet layers: states in the engine's state pool" in out
+    assert "state slots a running request holds, as the engine sizes them (its slot count and state dtypes): " \
+           "115,900,416 B (110.53 MiB)" in out
+    assert "One sequence of 32,768 tokens: 518,553,600 B (0.48 GiB) per GPU" in out
+    assert "18.84 MiB" not in out

@@ -59,6 +59,12 @@ def _state(spec, n, prof, tp, bstr, S):
     return f"  {n} {spec.variant} layers × {values} = {human_bytes(n * prof.state_bytes(spec))} per sequence, whatever S"
 
 
+def _pooled_state(spec, n):
+    """A state layer whose states an engine keeps in a pool of slots (its own slot count and dtypes): the bytes a
+    running request holds are the pool's (the 'State slots' line), not one state in kvplan's dtype."""
+    return f"  {n} {spec.variant} layers: states in the engine's state pool (slots a running request holds: below)"
+
+
 def _none(spec, n, prof, tp, bstr, S):
     return f"  {n} layers without a cache"
 
@@ -78,9 +84,15 @@ def explain_lines(plan: Plan, model) -> list[str]:
     lines = [f"KV cache of {model.name}, per GPU ({layout_text(plan.deployment)}), {b.name} cache, "
              f"block {r.block_size} tokens:"]
     parts = [(part, n) for spec, n in prof.groups for part in (spec.parts() if hasattr(spec, "parts") else (spec,))]
-    lines += [LINE[spec.kind](spec, n, prof, tp, bstr, S) for spec, n in parts]  # Falcon-H1: both halves of a layer
+    pooled = plan.state_pool_bytes_per_gpu > 0  # the states are slots of the engine's own pool (SGLang's hybrids)
+    lines += [_pooled_state(spec, n) if pooled and spec.kind == Kind.STATE else LINE[spec.kind](spec, n, prof, tp, bstr, S)
+              for spec, n in parts]  # Falcon-H1: both halves of a layer
     if getattr(model, "speculative", None) is not None:
         lines.append(explain_line(model, plan))
+    if pooled:
+        held = plan.pooled_state_bytes_per_sequence_per_gpu
+        lines.append(f"  state slots a running request holds, as the engine sizes them (its slot count and state "
+                     f"dtypes): {held:,} B ({human_bytes(held)})")
     seq = plan.kv_bytes_per_sequence_per_gpu
     lines.append(f"One sequence of {S:,} tokens: {seq:,} B ({gib(seq)}) per GPU")
     kv = plan.kv_memory_bytes_per_gpu

@@ -105,3 +105,14 @@ def test_explain_lines_add_up_where_sglang_pools_the_states(kvplan_home):
            "115,900,416 B (110.53 MiB)" in out
     assert "One sequence of 32,768 tokens: 518,553,600 B (0.48 GiB) per GPU" in out
     assert "18.84 MiB" not in out
+
+
+def test_check_bench_says_a_burst_is_every_request_at_once_not_inf_req_per_s(kvplan_home):
+    # trtllm-bench's report sends its 3,000 requests at once (request rate "inf" in --json, as vLLM spells it):
+    # the table's load line read "inf req/s".
+    from pathlib import Path
+
+    fixture = Path(__file__).parent / "fixtures" / "bench" / "trtllm-bench-llama31-8b-fp8.txt"
+    r = run("check-bench", fixture, "--gpu", "h100", env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert "in 128 / out 128 tokens · 3,000 requests at once" in r.stdout and "inf req/s" not in r.stdout

@@ -103,9 +103,10 @@ def _pct(pct: float | None) -> str:
 
 def _render(console, results) -> None:
     for res in results:
+        rate = res["request_rate"]  # "inf" (JSON's spelling): every request sent at once, not "inf req/s"
         load = (f"concurrency {res['concurrency']}" if res["concurrency"] else
-                f"{res['request_rate']} req/s" if res["request_rate"] else
-                f"{res['requests'] or 1} request{'s' if (res['requests'] or 1) > 1 else ''} at once")
+                f"{rate:,g} req/s" if rate and rate != "inf" else
+                f"{res['requests'] or 1:,} request{'s' if (res['requests'] or 1) > 1 else ''} at once")
         console.print(f"[bold]{markup_safe(res['run'])}[/] · {markup_safe(res['model'])} on {res['tp']} × {res['gpu']}"
                       + (f" × {res['replicas']} replicas" if res["replicas"] > 1 else ""))
         console.print(f"  in {res['input_len'] or '–'} / out {res['output_len'] or '–'} tokens · {load}")

@@ -116,3 +116,16 @@ def test_check_bench_says_a_burst_is_every_request_at_once_not_inf_req_per_s(kvp
     r = run("check-bench", fixture, "--gpu", "h100", env={"COLUMNS": "80"})
     assert r.exit_code == 0, r.output
     assert "in 128 / out 128 tokens · 3,000 requests at once" in r.stdout and "inf req/s" not in r.stdout
+
+
+def test_gpus_search_table_labels_its_speed_as_the_roofline_bound(kvplan_home):
+    # The layouts table's "tok/s" was the roofline's bound (694 for llama-3.1-8b at tp 4 on H100: 1 / 1.44 ms),
+    # printed unlabelled above a plan whose calibrated figure is 3.6x lower; the column and footnote now say so.
+    r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--gpus", "4", "--ctx", "32k", env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    head = r.stdout.split("Memory per GPU")[0]
+    assert "tok/s ≤" in head and "the roofline's bound" in " ".join(head.split())
+    plan = json.loads(run("fit", "llama-3.1-8b", "--gpu", "h100", "--tp", "4", "--ctx", "32k", "--json").stdout)
+    row = next(x for x in head.splitlines() if x.startswith("1 │ tp 4 "))
+    assert f"{plan['decode_tokens_per_second']:,.0f}" in row  # the roofline's, not the calibrated figure
+    assert f"{plan['decode_tokens_per_second_calibrated']:,.0f}" not in row

@@ -34,8 +34,8 @@ def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
         from rich.console import Console
 
         console = Console()
-        cols = ["#", "layout", "requests", "tok/s", "weights/GPU", "KV/req/GPU"]
-        t = table(cols, right=("#", "requests", "tok/s", "weights/GPU", "KV/req/GPU"), whole=("layout",),
+        cols = ["#", "layout", "requests", "tok/s ≤", "weights/GPU", "KV/req/GPU"]  # the roofline's: a bound
+        t = table(cols, right=("#", "requests", "tok/s ≤", "weights/GPU", "KV/req/GPU"), whole=("layout",),
                   title=f"{len(plans)} layouts of {gpus} GPUs, best first")
         for i, p in enumerate(plans[:TOP]):
             t.add_row(str(i + 1), layout_text(p.deployment), f"{p.max_concurrency:,}" + ("" if p.fits else " ✗"),
@@ -43,7 +43,8 @@ def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
                       gib(p.kv_bytes_per_sequence_per_gpu))
         console.print(t)
         console.print("Ranked by concurrent requests at the context (each dp rank holds its own), then decode "
-                      "tokens/s at the batch; ✗: does not fit. --json lists every layout with why.")
+                      "tokens/s at the batch (tok/s ≤: the roofline's bound; the calibrated figure of the best "
+                      "is below); ✗: does not fit. --json lists every layout with why.")
         note = pipeline_note(plans, TOP)
         if note:
             console.print(note)
@@ -76,10 +77,10 @@ def pipeline_note(plans, top: int) -> str | None:
     flat = [(i, p) for i, p in enumerate(plans[:top]) if p.deployment.pp == 1 and p.fits]
     text = (f"#1 runs {best.deployment.pp} pipeline stages one after another: each token waits for every stage "
             f"({best.decode_step_seconds * 1e3:.1f} ms a decode step, {best.decode_tokens_per_second:,.0f} tok/s for "
-            f"the batch), and stages idle (pipeline bubbles) unless {best.deployment.pp} micro-batches are in flight.")
+            f"the batch, at the roofline), and stages idle (pipeline bubbles) unless {best.deployment.pp} micro-batches are in flight.")
     if flat:
         i, fast = max(flat, key=lambda ip: ip[1].decode_tokens_per_second)
         text += (f" #{i + 1} ({layout_text(fast.deployment)}) holds {plural(fast.max_concurrency, 'request')} at "
-                 f"{fast.decode_step_seconds * 1e3:.1f} ms a step ({fast.decode_tokens_per_second:,.0f} tok/s): "
+                 f"{fast.decode_step_seconds * 1e3:.1f} ms a step ({fast.decode_tokens_per_second:,.0f} tok/s, roofline): "
                  "lower per-token latency.")
     return text

@@ -129,3 +129,13 @@ def test_gpus_search_table_labels_its_speed_as_the_roofline_bound(kvplan_home):
     row = next(x for x in head.splitlines() if x.startswith("1 │ tp 4 "))
     assert f"{plan['decode_tokens_per_second']:,.0f}" in row  # the roofline's, not the calibrated figure
     assert f"{plan['decode_tokens_per_second_calibrated']:,.0f}" not in row
+
+
+def test_gpus_table_says_its_memory_is_the_usable_gib(kvplan_home):
+    # "a10 … NVIDIA A10 24GB … 22.0" under a bare "GiB": the usable memory torch reports (21.99 GiB, QwenLM/Qwen3
+    # issue 1387: 23,610,785,792 B / 2^30), not the marketed 24 GB; the table now says what each column is.
+    out = run("gpus", env={"COLUMNS": "80"}).stdout
+    said = " ".join(out.split("━")[0].split())
+    assert "GiB: usable memory (2^30 B" in said and "TB/s: memory bandwidth (10^12 B/s)" in said
+    a10 = next(x for x in out.splitlines() if x.startswith("a10 "))
+    assert "│  22.0 │" in a10

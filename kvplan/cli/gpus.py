@@ -30,7 +30,9 @@ def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
     def render(console) -> None:
         # Usable memory (what kvplan plans with; the marketed figure is in --json), HBM bandwidth and
         # dense bf16 (else fp16) TFLOPS: numbers whole, names and aliases wrapped to fit the width.
-        t = table(["key", "name", "GiB", "TB/s", "TFLOPS", "aliases"], right=("GiB", "TB/s", "TFLOPS"), whole=("key",))
+        t = table(["key", "name", "GiB", "TB/s", "TFLOPS", "aliases"], right=("GiB", "TB/s", "TFLOPS"), whole=("key",),
+                  title="GiB: usable memory (2^30 B; what kvplan plans with, the marketed figure in --json); TB/s: "
+                        "memory bandwidth (10^12 B/s); TFLOPS: dense bf16 (fp16 where no bf16)")
         for g in catalog.values():
             bf16 = dict(g.dense_flops).get("bf16") or dict(g.dense_flops).get("fp16")
             t.add_row(g.key, markup_safe(g.name), f"{g.memory_usable_bytes / 2**30:.1f}",

@@ -190,11 +190,16 @@ class PrefixCache:
         """Take `lower`'s segments out of their tiers for a request (`tokens` of them in whole blocks
         count as hits, or as `rehits` for a request admitted `again` after a preemption); the seconds
         their bytes take over each tier's link."""
+        # Making room for the request may have pushed a segment further down (or out) since lookup(): it is taken
+        # from where it is now, and read over the link it was found behind.
+        if self.queue:
+            if self.queue.take_keys(map(_first, lower), self.now):
+                self.version += 1
+        else:
+            for key, _, _ in lower:
+                self._take(key)
         seconds, left = 0.0, tokens
-        for key, n, i in lower:
-            # Making room for the request may have pushed the segment further down (or out) since
-            # lookup(): it is taken from where it is now, and read over the link it was found behind.
-            self._take(key)
+        for _, n, i in lower:
             tier = self.tiers[i]
             got = min(n, left)
             left -= got

@@ -44,6 +44,8 @@ def main(n: int) -> None:
                                 ("code", 40.0, "sglang")):
         wall, cpu = time.perf_counter(), time.process_time()
         reqs = mooncake(n, qps) if workload == "mooncake" else generate(WORKLOADS[workload], qps, n / qps, seed=0)
+        if workload != "mooncake":  # mooncake's copies, frozen while they lived, are gone now (as they went before
+            gc.unfreeze()  # the freeze: once this row's requests replace them); what else was frozen thaws
         # pinned: the engine-neutral plan's limits, 256 running and 8,192 tokens a step (kvplan.simulator.limits)
         pinned = {"max_num_seqs": 256, "max_num_batched_tokens": 8192}
         if mode in admit:
@@ -54,7 +56,6 @@ def main(n: int) -> None:
         rec = Engine(model, cfg).run(reqs)
         s = rec.summary(2.0, 0.1)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        gc.unfreeze()  # (mooncake's copies were frozen: kept out of the collector's walks during the row only)
         print(f"{workload:5} {mode:10} {len(reqs):>7,} requests, {s['time']['steps']:>9,} steps: "
               f"{wall:5.2f} s wall, {cpu:5.2f} s CPU; mean running {s['concurrency']['mean_running']:.0f}, "
               f"{s['requests']['preemptions']:,} preemptions"
@@ -90,7 +91,7 @@ def mooncake(n: int, qps: float) -> list:
     with collector_paused():  # 2.3 million prefix tuples and no cycle: the engine's run pauses it too
         _copies(out, n, base, parts, span, scale, len(keys))
         # and into the permanent generation, so that the collector's next pass, once it runs again, does not walk
-        # them all (0.22 to 0.45 s of the row); the row's end takes them out again (gc.unfreeze)
+        # them all (0.22 to 0.45 s of the row; main() thaws what is left once the next row's requests replace them)
         gc.freeze()
     return out
 

@@ -88,3 +88,30 @@ def test_replay_is_the_same_with_either_tier_layout():
     assert runs[0] == runs[1]
     tiers = runs[0][0]["offload"]["tiers"]
     assert all(t["hit_tokens"] + t["hit_tokens_preempted"] > 0 for t in tiers), tiers  # both tiers come back
+
+
+def test_taking_many_keys_at_once_is_taking_each():
+    """`TierQueue.take_keys` (a promoted prefix's segments in one loop) leaves what `_take` of each key leaves, keys
+    no tier holds (dropped, never stored, taken twice) included."""
+    pool = 40
+    tiers = (("cpu", 40, None), ("disk", 97, None))
+    for seed in range(20):
+        rng = random.Random(seed)
+        many, each = PrefixCache(16, 1, tiers, pool), PrefixCache(16, 1, tiers, pool)
+        for step in range(300):
+            many.now = each.now = step * 0.25
+            if rng.random() < 0.6:
+                items = [(f"k{step}-{j}", 8 if rng.random() < 0.8 else rng.randint(1, pool))
+                         for j in range(rng.randint(1, 9))]
+                many._demote(list(items))
+                each._demote(list(items))
+                continue
+            held = sorted(each.where)
+            keys = rng.sample(held, min(len(held), rng.randint(0, 6))) + [f"k{step}-none", rng.choice(held or ["x"])]
+            taken = many.queue.take_keys(iter(keys), many.now)
+            before = {k for k in keys if k in each.where}
+            for key in keys:
+                each._take(key)
+            assert taken == len(before), (seed, step)
+            assert _state(many)[:-1] == _state(each)[:-1], (seed, step)
+            assert {k for k, s in many.segments.items() if s.serial >= 0} == set(each.where)

@@ -57,6 +57,29 @@ class TierQueue:
         self.sizes[j] = 0
         seg.serial = -1
 
+    def take_keys(self, keys, now: float) -> int:
+        """The segments of `keys` that a tier holds leave it and `segments` (`take` for each, in one loop: a
+        request's prefix found below); how many did."""
+        segments, sizes, start, tiers, off = self.segments, self.sizes, self.start, self.tiers, self.off
+        get, taken = segments.get, 0
+        for key in keys:
+            seg = get(key)
+            if seg is None or seg.serial < 0:
+                continue
+            s, i = seg.serial, 0
+            while s < start[i]:
+                i += 1
+            tier = tiers[i]
+            if now != tier.since:  # (Tier.tick, inline)
+                tier.area += tier.used * (now - tier.since)
+                tier.since = now
+            tier.used -= sizes[s - off]
+            sizes[s - off] = 0
+            seg.serial = -1
+            del segments[key]
+            taken += 1
+        return taken
+
     def demoted(self, top: int, nbytes: int, now: float) -> None:
         """The segments the caller appended to `segs` and `sizes` from list index `top` on (`nbytes` in all, each
         some; their serials set), least recent first, enter the top tier; each tier over its capacity moves its

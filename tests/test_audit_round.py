@@ -139,3 +139,12 @@ def test_gpus_table_says_its_memory_is_the_usable_gib(kvplan_home):
     assert "GiB: usable memory (2^30 B" in said and "TB/s: memory bandwidth (10^12 B/s)" in said
     a10 = next(x for x in out.splitlines() if x.startswith("a10 "))
     assert "│  22.0 │" in a10
+
+
+@pytest.mark.parametrize("lengths", [("--isl", "2k"), ("--osl", "256"), ("--isl", "2k", "--osl", "256")])
+def test_disagg_refuses_isl_osl_beside_a_workload(kvplan_home, lengths):
+    # With --workload the simulated requests keep the workload's own lengths (the chat workload's prompts are not
+    # 2,048 tokens), while --isl/--osl used to replace only the means the pools are timed at, labelled "(means)":
+    # two different lengths in one answer. The combination is refused (usage error, exit 2), naming both flags.
+    r = run("disagg", "llama-3.1-8b", "--gpu", "h100", "--workload", "chat", "--qps", "2", *lengths)
+    one_line_error(r, 2, "--isl / --osl with a workload or trace")

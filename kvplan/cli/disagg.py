@@ -38,8 +38,8 @@ def register(app: typer.Typer) -> None:
 def disagg(
     model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
     gpu: GpuOpt,
-    isl: Annotated[Optional[str], typer.Option("--isl", help="Input tokens per request (8192, 8k). With a workload: its mean.")] = None,
-    osl: Annotated[Optional[str], typer.Option("--osl", help="Output tokens per request. With a workload: its mean.")] = None,
+    isl: Annotated[Optional[str], typer.Option("--isl", help="Input tokens per request (8192, 8k); not with a workload or trace (its requests' own).")] = None,
+    osl: Annotated[Optional[str], typer.Option("--osl", help="Output tokens per request; not with a workload or trace (its requests' own).")] = None,
     prefill_tp: Annotated[Optional[int], typer.Option("--prefill-tp", help="Prefill replica's tensor-parallel size.")] = None,
     prefill_pp: Annotated[Optional[int], typer.Option("--prefill-pp", help="Prefill replica's pipeline-parallel size.")] = None,
     decode_tp: Annotated[Optional[int], typer.Option("--decode-tp", help="Decode replica's tensor-parallel size.")] = None,

@@ -65,6 +65,10 @@ def check_inputs(*, speed: str, max_gpus: int, **workload) -> None:
 def _requests(workload, trace, trace_format: str, qps, duration, seed: int, isl, osl) -> tuple[list | None, str | None]:
     """(the requests to simulate, a line on them): a workload or trace, or isl/osl at `qps`; None without a rate."""
     if workload is not None or trace is not None:
+        if isl is not None or osl is not None:  # the requests carry their own lengths; the timings take their means
+            raise KvplanError(f"{arg('isl')} / {arg('osl')} with a workload or trace: its requests carry their own "
+                              f"lengths and the pools are timed at their means; drop {arg('isl')} and {arg('osl')}",
+                              EXIT_USAGE, param="isl" if isl is not None else "osl")
         loaded = load_requests(workload, trace, trace_format, qps, duration or DEFAULT_DURATION, seed)
         requests, said = loaded.requests, loaded.said
     elif qps is not None:

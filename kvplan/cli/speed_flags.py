@@ -3,7 +3,7 @@ step-time model, its held-out error band, and what of the setting the speed corp
 
 from __future__ import annotations
 
-from kvplan.speed.coverage import band_text, check_speed, label, outside, rate_gaps, unrated
+from kvplan.speed.coverage import band_text, check_speed, label, outside, rate_gaps, unmeasured, unrated
 from kvplan.speed.model import FALLBACK_ENGINE, band, coefficients, covered, engine_key
 from kvplan.speed.terms import TERMS
 
@@ -25,6 +25,7 @@ def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str, versi
         return ["step times: the bare roofline (--speed roofline): a lower bound, engines run slower"] + gaps
     bands = "; ".join(t for t in (band_text(engine, "tpot"), band_text(engine, "ttft")) if t)
     lines = [f"step times: {label(engine, speed)}" + (f"; {bands}" if bands else "")]
+    lines += [f"note: {w}" for w in (unmeasured(engine),) if w]
     lines += [f"note: outside the speed corpus: {w}" for w in outside(engine, gpu_key, family, version)]
     lines += [f"note: {w}" for g in gpus for w in unrated(engine, g, weight_dtype)]
     return lines + gaps

@@ -33,6 +33,17 @@ def band_text(engine: str | None, metric: str = "tpot") -> str:
             f"{b['n']} points within 20%")
 
 
+def unmeasured(engine: str | None) -> str:
+    """A line where the coefficient set the figure comes from has no held-out figure at all (its error is not
+    measured: no held-out source of that era or backend), else "". TensorRT-LLM before 1.0 and its engine
+    backend, as shipped: every source of theirs falls on the training side of the split."""
+    key = engine if covered(engine) else FALLBACK_ENGINE
+    metrics = ("tpot", "ttft", "e2el", "output_throughput", "pp_tok_s", "tg_tok_s")
+    if any((band(key, m) or {}).get("n") for m in metrics):
+        return ""
+    return f"no held-out source prices {engine_key(key)}'s coefficients: their error is unmeasured"
+
+
 def outside(engine: str | None, gpu_key: str, family: str, version: str | None = None) -> list[str]:
     """What of this setting the corpus does not cover (empty: engine, GPU, family and release all in it);
     `version`: the engine release asked (None: not said, the current era)."""

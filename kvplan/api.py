@@ -43,7 +43,7 @@ from kvplan.planning.request import MAX_BATCH, read_request
 from kvplan.planning.speculative import apply, parse
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.blocks import BLOCK_TOKENS
-from kvplan.simulator.frontend import front_end
+from kvplan.simulator.frontend import configured
 from kvplan.speed.coverage import check_speed
 from kvplan.simulator.inputs import check_workload_inputs
 from kvplan.simulator.limits import Limits, scheduler_limits
@@ -292,19 +292,12 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache (weights "
                           f"{p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more {arg('gpus')}", EXIT_USAGE)
     held = scheduler_limits(chosen, res, max_num_seqs, max_num_batched_tokens)
-    base, fe = _config(held, sim, chosen, mode=mode, reserve=reserve, prefix_caching=prefix_caching)
+    base, fe = configured(held, sim, chosen.speed_key, mode=mode, reserve=reserve, prefix_caching=prefix_caching)
     op = _tiers(chosen, res, spec, sim, dep, requests, fmt, tiers, offload_backend, host_profile) if tiers else None
     if op is not None:
         base = dataclasses.replace(base, tiers=sim_tiers(op, sim.token_bytes(), host_profile, dep.gpus))
     ((summary, series),) = run_all(sim, requests, configs(base, False), slo_ttft, slo_tpot).values()
     return Simulation(p, summary, series, op, held, fe.meta(requests) if fe else None)
-
-
-def _config(held: Limits, sim, engine, **pool):
-    """(simulate's EngineConfig at the engine's limits and the pool's settings, with the serving front end ahead of
-    the engine that simulate's CLI puts there (kvplan.simulator.frontend); that front end or None)."""
-    fe = front_end(sim, engine.speed_key)
-    return held.config(**pool, front_end_s=fe.per_request_s if fe else 0.0), fe
 
 
 def _tiers(engine, res, spec, sim, dep, requests, fmt, tiers, backend: str, host) -> OffloadPlan:

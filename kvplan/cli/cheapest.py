@@ -17,8 +17,7 @@ from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, say
 from kvplan.cli.speed_flags import request_note, speed_band, speed_line
-from kvplan.speed.coverage import label
-from kvplan.speed.coverage import rate_gaps
+from kvplan.speed.coverage import label, rate_gaps
 from kvplan.cli.selection import memory_caveats, resolve_gpus, weight_caveats
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,

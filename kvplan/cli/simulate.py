@@ -42,7 +42,7 @@ from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.capacity import Target, max_rate
 from kvplan.simulator.limits import scheduler_limits
 from kvplan.simulator.blocks import BLOCK_TOKENS
-from kvplan.simulator.frontend import front_end
+from kvplan.simulator.frontend import configured
 from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
 from kvplan.simulator.traces import hash_block_tokens
 from kvplan.simulator.session import configs, run_all, shape_trace
@@ -143,9 +143,8 @@ def simulate(
         notes.append(held.admission.said + ("; the contiguous pools admit by their reservation" if compare else ""))
     else:
         notes.append("admission by the contiguous pool's reservation (--reserve), whatever the engine")
-    fe = front_end(sim, chosen.speed_key)  # the API server ahead of the engine (kvplan.simulator.frontend)
-    base = held.config(mode=mode, reserve=reserve, prefix_caching=not no_prefix_caching,
-                       front_end_s=fe.per_request_s if fe else 0.0)
+    base, fe = configured(held, sim, chosen.speed_key, mode=mode, reserve=reserve,  # the API server ahead of it
+                          prefix_caching=not no_prefix_caching)
     runs = configs(base, compare)
     for line in notes if find_rate else [loaded.said, *notes]:  # every input is valid: say where things came from
         stderr(line)

@@ -194,7 +194,7 @@ def policy_key(engine: str | None, policy: str | None) -> str:
 # requests, which have output tokens") (vllm-project/vllm@00024d314514900f361ad072af6931e403b7f589:
 # vllm/v1/core/sched/scheduler.py, `schedule` and `_preempt_request`). vLLM's V0 engine (the default before 0.8) is
 # not read here: assumed the same (recompute, its default for a one-sequence request). A lockstep cohort on such an
-# engine is priced by kvplan.speed.load.cohort. SGLang (which reserves part of a request's output at admission and
+# engine is priced by kvplan.speed.cohort. SGLang (which reserves part of a request's output at admission and
 # retracts) and TensorRT-LLM (whose default policy reserves the whole output: `reserves_output`) are not in it.
 PREEMPTS_NEWEST = frozenset({"vllm"})
 
@@ -202,7 +202,7 @@ PREEMPTS_NEWEST = frozenset({"vllm"})
 def preempts_on_growth(engine: str | None) -> bool:
     """Whether `engine` admits requests on their prompts and preempts the newest running one, by recompute, when the
     running requests' growth fills its pool (PREEMPTS_NEWEST): what a cohort of equal lengths run together meets at
-    the end of its outputs where the pool holds its prompts but not their whole outputs (kvplan.speed.load.cohort)."""
+    the end of its outputs where the pool holds its prompts but not their whole outputs (kvplan.speed.cohort)."""
     return canonical_engine(engine or "") in PREEMPTS_NEWEST
 
 

@@ -111,6 +111,14 @@ def front_end(sim, speed_set: str | None, served: bool = True) -> "FrontEnd | No
     return FrontEnd(per, f"coefficient set {engine_key(speed_set)}'s fitted ingress") if per > 0 else None
 
 
+def configured(held, sim, speed_set: str | None, **pool) -> tuple:
+    """(the engine's EngineConfig at its scheduler limits `held` (kvplan.simulator.limits.Limits) and the pool's
+    settings, with the serving front end ahead of it; that FrontEnd, or None where it costs nothing): what simulate,
+    the CLI's and the API's, runs."""
+    fe = front_end(sim, speed_set)
+    return held.config(**pool, front_end_s=fe.per_request_s if fe else 0.0), fe
+
+
 def of_set(speed_set: str | None, speed: str = "calibrated") -> "FrontEnd | None":
     """The front end every simulation under coefficient set `speed_set` crosses, before any model is built (the
     note a table of many simulations says once): its fitted `ingress`, or None on the roofline or where it is 0.

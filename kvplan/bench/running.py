@@ -33,8 +33,8 @@ from typing import NamedTuple
 
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
-from kvplan.engines.scheduler import (budget_bound, limits, lockstep_workers, mixed_chunk, model_limits,
-                                      preempts_on_growth, resident_context, runs_waves, worker_chunk)
+from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_workers, mixed_chunk,
+                                      model_limits, preempts_on_growth, resident_context, runs_waves, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
@@ -71,6 +71,7 @@ class Running(NamedTuple):
     waves: bool = False  # decodes only when no prefill batch forms (kvplan.engines.scheduler.runs_waves)
     lockstep: int = 1  # data-parallel workers whose forwards run together (kvplan.engines.scheduler.lockstep_workers)
     recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
+    balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations (case_balance)
 
 
 def case_waves(case) -> bool:
@@ -84,9 +85,22 @@ def case_lockstep(case) -> int:
     return lockstep_workers(case.engine, case.dp, case.dp > 1 and attention_dp(case))
 
 
+def case_balance(case) -> tuple[int, int] | None:
+    """(timeout_iters, batching_wait_iters) where the case's engine, with the flags it ran, holds context requests
+    until every attention-DP rank has one (kvplan.engines.scheduler.balance_iters; kvplan.speed.balance), else None."""
+    return balance_iters(case.engine, case.flags, case.dp > 1 and attention_dp(case))
+
+
 def running(case, spec, gpu) -> Running | None:
     """The engine's running cap and prefill chunk for a corpus case (kvplan.speed.corpus.Case) on `spec`
-    and `gpu`, one replica's, or None where the engine's rules do not take the setting (attention-DP ranks)."""
+    and `gpu`, one replica's, or None where the engine's rules do not take the setting (attention-DP ranks); with
+    its attention-DP balancing (`case_balance`) wherever that applies, sized or not (a scheduler rule, not memory)."""
+    got, held = sized(case, spec, gpu), case_balance(case)
+    return got if held is None else (got or Running(None, None))._replace(balance=held)
+
+
+def sized(case, spec, gpu) -> Running | None:
+    """running()'s cap and chunk, before its attention-DP balancing."""
     load = case.load
     if load.bench != "serve" or case.engine not in OPTS:
         return None

@@ -97,6 +97,32 @@ def lockstep_workers(engine: str | None, dp: int, attention_dp: bool) -> int:
     return max(1, dp) if attention_dp and canonical_engine(engine or "") in LOCKSTEP_DP else 1
 
 
+# Engines that can hold context requests back until every attention-DP rank has one, and the run options that turn
+# it on and size it: TensorRT-LLM's attention_dp_config (enable_balance, timeout_iters, batching_wait_iters; the
+# corpus writes them attention_dp_*). Its PyTorch executor allgathers each rank's scheduled context and generation
+# counts every iteration; where some rank has no context request it schedules none on any rank and counts the
+# iteration, releasing them when the count reaches timeout_iters (or when a rank has no generation request); where
+# every rank has one it resets the count and releases them after batching_wait_iters more iterations (py_executor.py
+# `_balance_adp_requests`, as the code index holds it, 1.x; NVIDIA/TensorRT-LLM@
+# 011cfc2cc18a24a95603f91dc53f8fc60bc80189:docs/source/blogs/tech_blog/blog10_ADP_Balance_Strategy.md, "Coordinated
+# Waiting Mechanism": "Increased TTFT due to strategic waiting"). Off by default; its defaults timeout_iters 50,
+# batching_wait_iters 10 (@0004396720054fd8e205cbf616f21f0b57c6b412:tensorrt_llm/llmapi/llm_args.py
+# AttentionDpConfig). The wait it adds is priced by kvplan.speed.balance.
+ADP_BALANCE = {"trtllm": ("attention_dp_enable_balance", "attention_dp_timeout_iters",
+                          "attention_dp_batching_wait_iters", 50, 10)}
+
+
+def balance_iters(engine: str | None, flags: Mapping, attention_dp: bool) -> tuple[int, int] | None:
+    """(timeout_iters, batching_wait_iters) where `engine`, run with `flags` ({key: value}) under attention DP, holds
+    context requests until every rank has one (ADP_BALANCE), else None."""
+    entry = ADP_BALANCE.get(canonical_engine(engine or ""))
+    opts = dict(flags or {})
+    if entry is None or not attention_dp or not opt_bool(opts, entry[0], False):
+        return None
+    timeout, batching = (int(opts[k]) if opts.get(k) is not None else d for k, d in zip(entry[1:3], entry[3:]))
+    return timeout, batching
+
+
 # Engines whose attention-DP workers each take the stated prefill chunk over the workers: SGLang's
 # chunked_prefill_size // dp_size under DP attention (kvplan.engines.sglang.admission, DP_ATTENTION_CONSERVATIVENESS's
 # citation); `limits` gives one worker's.

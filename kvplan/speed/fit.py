@@ -97,7 +97,8 @@ class Built:
         engine = running(case, spec, gpu) if running else None
         if engine is not None:
             self.load = replace(self.load, cap=engine.cap or self.load.cap, chunk=engine.chunk or self.load.chunk,
-                                waves=engine.waves, lockstep=engine.lockstep, recompute=engine.recompute)
+                                waves=engine.waves, lockstep=engine.lockstep, recompute=engine.recompute,
+                                balance=engine.balance)
 
     def parts(self, prev: dict | None, roof: bool = False):
         """(t_wave, t_dec, t_grp features, {metric: combo}) under the previous pass's predictions (its

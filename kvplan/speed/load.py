@@ -118,6 +118,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kvplan.speed.balance import held_back
 from kvplan.speed.model import PREFILL_CHUNK
 
 RATE_METRICS = ("output_throughput", "request_throughput", "total_throughput", "pp_tok_s", "tg_tok_s")
@@ -149,6 +150,7 @@ class Load:
     endpoint: str | None = None  # the API a served run's requests hit, as stated: chat | completions (None: not stated)
     templated: bool = True  # the front end renders the prompt with its Python chat template and tokenizer
     recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
+    balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations: kvplan.speed.balance
 
 
 def decode_context(load: Load) -> float:
@@ -301,8 +303,8 @@ def combos(load: Load, e2e_estimate: float | None = None,
     if load.lockstep > 1 and not burst:
         t = lockstep_cycle(load, b, g, osl)
     first = ((b + 1) / (2 * b), 0.0, 0.0)  # the mean request of a wave gets its first token half-way through it
-    steps = max(1.0, -(-g * load.isl // load.chunk))
-    staggered = (0.0, steps, 1.0)  # a later request's group prefill and the decode steps sharing it
+    steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, osl)  # held: balancing
+    staggered = (0.0, steps + held, 1.0)  # a later request's group prefill and the decode steps sharing it
     if load.waves and load.fixed and load.concurrency and not _rate(load):
         staggered = first  # a closed loop in waves: every wave is the first one (the module's docstring)
     if burst:  # n requests at once: B start, each later one when a slot frees, one every T
@@ -322,8 +324,8 @@ def combos(load: Load, e2e_estimate: float | None = None,
             share = 0.0 if _rate(load) else 1.0
     ttft = tuple(share * f + (1 - share) * x for f, x in zip(first, staggered))
     ttft = (ttft[0] + wait * t[0], ttft[1] + wait * t[1], ttft[2])
-    if burst:
-        ttft = tuple(x + y for x, y in zip(ttft, late))
+    ttft = tuple(x + y for x, y in zip(ttft, late)) if burst else ttft
+    e2e = (e2e[0], e2e[1] + (1 - share) * held, e2e[2])  # the held wait in E2E too (TPOT unchanged; not in throughput)
     n = load.num_prompts / load.dp if load.num_prompts else load.cap
     if _rate(load) and overloaded(rho_cap):  # the queue grows through the run: D/D/1's overload, in request times T
         q = arrival_wait(rho_cap, max(0.0, (n - 1) / 2), 0.0)  # D/D/1 past rho 1: bound x (1 - 1 / rho_cap)

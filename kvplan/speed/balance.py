@@ -1,0 +1,63 @@
+"""The wait a request spends held back by attention-DP balancing before its prefill is scheduled: the mean, in
+engine iterations, that kvplan.speed.load adds to a staggered request's TTFT (and E2E) where the engine holds
+context requests until every attention-DP rank has one (kvplan.engines.scheduler.balance_iters: TensorRT-LLM's
+`attention_dp_config.enable_balance`).
+
+The rule restated (kvplan.engines.scheduler's citation): every iteration the ranks exchange their scheduled context
+counts; a count of iterations since the last release runs on every iteration in which some rank has no context
+request, and the held context requests are released when every rank has one (after `batching_wait_iters` more
+iterations) or when the count reaches `timeout_iters`; each release restarts the count. So, with n ranks each
+receiving new requests at `rate` per iteration (Poisson, independent), a cycle from one release to the next lasts
+
+  R = M + W   where M < T, else T       M = the last of the n ranks' first arrivals, P(M <= t) = (1 - e^(-rate t))^n,
+                                        T = timeout_iters, W = batching_wait_iters
+
+and a request arriving during the cycle waits for its end. Arrivals spread over the cycle, so the mean wait is the
+length-biased half cycle E[R^2] / (2 E[R]) (assumed, not derived: M depends on the arrivals themselves). Where every
+rank's first arrival is far inside the timeout (rate x T large) this is about (H_n / rate + W) / 2 or more; where the
+timeout binds (rate x T small) it is T / 2: the count is a clock that releases once every T iterations. In a steady
+state each rank runs b requests of osl output tokens, one token an iteration, so it receives b / osl new ones an
+iteration (Little's law): `arrivals`.
+"""
+
+from __future__ import annotations
+
+import math
+
+GRID = 400  # integration steps over [0, T]
+
+
+def arrivals(running: float, osl: float) -> float:
+    """New requests a rank receives an iteration in a steady state of `running` requests of `osl` output tokens each."""
+    return max(0.0, running) / max(1.0, osl)
+
+
+def balance_wait(ranks: int, rate: float, timeout: int, batching: int = 0) -> float:
+    """Mean iterations a request waits for the release of its rank's held context requests (the module's
+    docstring): E[R^2] / (2 E[R]) over a cycle R = M + batching where M < timeout, else timeout. 0 where fewer than
+    two ranks or no timeout (nothing is held)."""
+    if ranks < 2 or timeout <= 0:
+        return 0.0
+    t_max = float(timeout)
+    if rate <= 0:
+        return t_max / 2
+    first, second, below = 0.0, 0.0, 0.0  # E[R], E[R^2] over M < T, and P(M < T)
+    h = t_max / GRID
+    cdf = lambda t: (1.0 - math.exp(-rate * t)) ** ranks  # noqa: E731 - P(M <= t)
+    for i in range(GRID):
+        a, b = i * h, (i + 1) * h
+        p = cdf(b) - cdf(a)
+        r = (a + b) / 2 + batching
+        first += p * r
+        second += p * r * r
+        below += p
+    first += (1.0 - below) * t_max
+    second += (1.0 - below) * t_max * t_max
+    return second / (2 * first) if first > 0 else 0.0
+
+
+def held_back(ranks: int, balance: tuple | None, running: float, osl: float) -> float:
+    """Decode steps a staggered request waits before its prefill on `ranks` attention-DP ranks balanced with
+    `balance` = (timeout_iters, batching_wait_iters) (None: no balancing, 0), each rank running `running` requests of
+    `osl` output tokens: balance_wait at `arrivals`."""
+    return balance_wait(ranks, arrivals(running, osl), *balance) if balance else 0.0

@@ -66,6 +66,18 @@ def test_profile_peak_deepseek_r1_tp8():
     assert parts["weights_repack"] - 4_798_297_088 < GIB // 10  # the absorbed copies, beside the RoPE table etc.
 
 
+def test_profile_peak_moe_side_at_6400_tokens():
+    # dstack's resident context (3,200 in + 3,200 out): a MoE layer (fused_moe's chunk M = 6,400 < 32,768) peaks over
+    # the MLA prefill's 6,400 x 98,496 = 630,374,400 B; E 256 experts, top-k 8, N = 2 x 2,048 / 8 = 512:
+    #   residual, input, shared output 3 x 6,400 x 7,168 x 2            = 275,251,200
+    #   router logits and top-k 6,400 x (256 x 2 + 2 x 8 x 4)           =   3,686,400
+    #   cache13 + cache2 6,400 x 8 x (max(512, 7,168) + 256) x 2         = 760,217,600
+    #   the chunk's fp8 input 6,400 x (7,168 + 7,168/128 x 4)            =  47,308,800
+    #   = 1,086,464,000 B (after the experts: 5 x 6,400 x 7,168 x 2 + 3,686,400 = 462,438,400, lower)
+    r1 = find_in_catalog("deepseek-r1")
+    assert v0_mla.profile_peak(r1, 8, 6_400, (0, 7, 3)) == 1_086_464_000
+
+
 def _budget(version: str) -> int:
     """kvplan's KV budget a GPU for vllm#14842's setting (`vllm serve` defaults, block 64)."""
     engine = resolve_engine("vllm", version=version, block_size=64)

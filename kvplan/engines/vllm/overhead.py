@@ -77,7 +77,7 @@ def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool
                     mxfp4_backend: str | None = None, weight_dtype=None) -> int:
     """Torch peak increase of vLLM's profile run on one rank (bytes)."""
     if version < (0, 8, 0):
-        mla = v0_mla.profile_peak(model, tp, tokens, version, weight_dtype)  # an MLA model's eager prefill (source-derived)
+        mla = v0_mla.profile_peak(model, tp, tokens, version, weight_dtype)  # MLA's eager prefill / MoE (v0_mla)
         if mla is not None:
             return mla
         # V0 runs the profile forward eagerly: the MLP's gate+up output (2 x width), its activation and
@@ -301,7 +301,8 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     named = getattr(st, "mxfp4_backend", None)  # the MXFP4 kernel a log or the user names (kvplan.engines.vllm.mxfp4)
     wd = getattr(st, "weight_dtype", None)
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu,
-                          flashinfer_sampler=getattr(st, "flashinfer_sampler", None), mxfp4_backend=named, weight_dtype=wd)
+                          flashinfer_sampler=getattr(st, "flashinfer_sampler", None), mxfp4_backend=named,
+                          weight_dtype=wd)
     graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, gpu) if st.cudagraphs else 0
     nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens)
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,

@@ -23,9 +23,13 @@ and the peak of its eager profile forward, source-derived (docs/engines.md 1.2).
    the model dtype: the residual and the normed input (2H), q_a_proj's output and its norm (2 Lq, with a compressed
    query), kv_a_proj's output (Lkv + R) and the normed latent (Lkv), q_b_proj's query (n(P + R)), the layer's output
    buffer (H), kv_b_proj's K/V (n(P + V)), K and the zero-padded V (2n(P + R)), the attention output without its
-   padding (nV), o_proj's result (H); plus, for fp8, o_proj's fp8 input and its per-128 fp32 scales. The MoE layers'
-   peak is lower (the residual, the input, the shared experts' output, the routed output scaled and summed: 5H a
-   token beside fused_moe's chunk-sized caches, `fused_moe.py` L1333-1364). The 0.7.1-0.7.3 releases' forward has no
+   padding (nV), o_proj's result (H); plus, for fp8, o_proj's fp8 input and its per-128 fp32 scales. A MoE layer
+   (`DeepseekV2MoE.forward` L151-177, `fused_moe.py` `fused_experts_impl` L1326-1459) holds the residual, its input
+   and the shared experts' output (3H), the router's logits (E) and top-k ids and weights (2k fp32), and, for a chunk
+   of M = min(T, VLLM_FUSED_MOE_CHUNK_SIZE 32,768) tokens, fused_moe's caches (cache13 M k max(N, H) and cache2
+   M k N/2, N = 2 I_e / tp) with the chunk's fp8 input (M H + M H/128 x 4); then the routed output scaled and summed
+   with the shared one (5H in all). The peak is the larger side: MoE below ~81K tokens for DeepSeek-R1 at TP 8, the
+   attention above. The 0.7.1-0.7.3 releases' forward has no
    output buffer (H less), and those releases profile only 2,048 tokens (their `config.py` forces chunked prefill off
    after `arg_utils.py` set its 2,048-token budget): the nightlies between 0.7.3 and 0.8.0 are modelled.
 """
@@ -38,6 +42,7 @@ from kvplan.planning.deploy import split_layers
 ABSORBED = ((0, 7, 1), (0, 8, 0))  # V0's MLA backend materialising W_Q_UK / W_UV_O (0.7.1 wheel: utils.py L327-389)
 BLOCK = 128  # fp8 requantization group (the checkpoint's weight_block_size, DeepSeek's [128, 128])
 SCALE_BYTES = 4  # an fp32 block scale
+CHUNK = 32768  # VLLM_FUSED_MOE_CHUNK_SIZE's default (0.7.3 envs.py L430, 0.8.0 L449)
 # vllm#14842's DeepSeek-R1 TP8 V0 log (a main build of 2025-03-14) holds this much more non-KV memory a GPU than
 # kvplan books from the source (tests/test_vllm_v0_mla_memory.py): said, not added
 UNEXPLAINED_GIB = 4.8
@@ -106,7 +111,21 @@ def profile_peak(model, tp: int, tokens: int, version: tuple[int, ...], weight_d
     p, r, v, lkv, lq = la.qk_nope_head_dim, la.qk_rope_head_dim, la.v_head_dim, la.kv_lora_rank, la.q_lora_rank
     elements = (2 * h + 2 * lq + (lkv + r) + lkv + n * (p + r) + h + n * (p + v) + 2 * n * (p + r) + n * v + h)
     fp8_input = n * v + n * v // BLOCK * SCALE_BYTES if _fp8(model, weight_dtype) else 0
-    return tokens * (elements * act + fp8_input)
+    return max(tokens * (elements * act + fp8_input), moe_peak(model, tp, tokens, weight_dtype))
+
+
+def moe_peak(model, tp: int, tokens: int, weight_dtype=None) -> int:
+    """Live bytes at a MoE layer's peak in V0's eager profile forward (module docstring, 2.); 0 for a dense model."""
+    p = model.params
+    k, e = p.experts_per_token, p.num_experts
+    if not k or not e:
+        return 0
+    h, act, m = model.hidden_size, 2, min(tokens, CHUNK)
+    n = 2 * (model.intermediate_size // k) // tp  # the gate-up width of one expert on this rank
+    routing = tokens * (e * act + 2 * k * 4)
+    chunk_input = m * (h + h // BLOCK * SCALE_BYTES) if _fp8(model, weight_dtype) else 0
+    in_experts = 3 * tokens * h * act + m * k * (max(n, h) + n // 2) * act + chunk_input
+    return routing + max(in_experts, 5 * tokens * h * act)
 
 
 def uncertainty_note(model, version: tuple[int, ...]) -> str | None:

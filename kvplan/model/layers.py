@@ -204,6 +204,10 @@ class MLALatent(LayerSpec):
     # so IndexedMLA's own fields keep their places)
     qk_nope_head_dim: int = field(default=0, kw_only=True)
     v_head_dim: int = field(default=0, kw_only=True)
+    # The query's compression (`q_a_proj`: hidden -> q_lora_rank, then `q_b_proj`); 0: none (DeepSeek-V2-Lite's
+    # `q_proj` reads the hidden state) or not read. vLLM V0's absorbed decode weights are sized by it
+    # (kvplan.engines.vllm.v0_mla).
+    q_lora_rank: int = field(default=0, kw_only=True)
 
     kind = Kind.MLA
     bounded = False

@@ -71,6 +71,8 @@ def lfm2_ff_width(cfg: Cfg, width: int) -> int:
 
 def mla_widths(cfg: Cfg) -> dict:
     """An MLA layer's per-head widths after decompression (`qk_nope_head_dim`, `v_head_dim`: kv_b_proj's output per
-    head, kvplan.model.layers.MLALatent), 0 where the config leaves one out (its prefill then priced as its decode)."""
+    head, kvplan.model.layers.MLALatent), 0 where the config leaves one out (its prefill then priced as its decode),
+    and its query compression (`q_lora_rank`, 0 or absent: none)."""
     return {"qk_nope_head_dim": cfg.int("qk_nope_head_dim", default=0, minimum=0, limit="head_dim"),
-            "v_head_dim": cfg.int("v_head_dim", default=0, minimum=0, limit="head_dim")}
+            "v_head_dim": cfg.int("v_head_dim", default=0, minimum=0, limit="head_dim"),
+            "q_lora_rank": cfg.int("q_lora_rank", default=0, minimum=0, limit="hidden_size")}

@@ -33,7 +33,7 @@ from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, parse_v
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
-from kvplan.engines.vllm import api_servers, multimodal, uma
+from kvplan.engines.vllm import api_servers, multimodal, uma, v0_mla
 from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
 from kvplan.engines.vllm.settings import Settings
 from kvplan.engines.options import opt_int
@@ -281,6 +281,9 @@ class Vllm(Engine):
             cap = cap._replace(notes=(*cap.notes, note))
         if unbundled_hopper(model, st.gpu, st.v, st.mxfp4_backend):  # Marlin assumed (kvplan.engines.vllm.mxfp4)
             cap = cap._replace(notes=(*cap.notes, unbundled_note(st.v)))
+        uncertain = v0_mla.uncertainty_note(model, st.v)  # V0's MLA budget: the one log holds more than the source
+        if uncertain:
+            cap = cap._replace(notes=(*cap.notes, uncertain))
         no_effect = sampler_note(st.v, st.flashinfer_sampler)
         return cap._replace(notes=(*cap.notes, no_effect)) if no_effect else cap
 

@@ -45,6 +45,7 @@ from kvplan.engines.vllm.sampler import (  # noqa: F401  (the sampler's constant
     SAMPLER_BYTES, SAMPLER_BYTES_V011, sampler_note, sm_count_missing, sort_sampler, triton_buffer_bytes)
 from kvplan.engines.vllm.mxfp4 import (  # noqa: F401  (the MXFP4 backends' rules, re-exported)
     backend_for, nvidia_capability as _nvidia_capability, weights_repack_extra)
+from kvplan.engines.vllm import v0_mla
 from kvplan.core.caching_allocator import allocated_rounding
 from kvplan.core.intmath import round_up
 from kvplan.hardware.facts import fact_missing
@@ -73,9 +74,12 @@ CUDAGRAPH_PER_LAYER = 23 * MIB  # per decoder layer on the rank
 
 def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True,
                     version: tuple[int, ...] = (0, 19, 0), gpu=None, flashinfer_sampler: bool | None = None,
-                    mxfp4_backend: str | None = None) -> int:
+                    mxfp4_backend: str | None = None, weight_dtype=None) -> int:
     """Torch peak increase of vLLM's profile run on one rank (bytes)."""
     if version < (0, 8, 0):
+        mla = v0_mla.profile_peak(model, tp, tokens, version, weight_dtype)  # MLA's eager prefill / MoE (v0_mla)
+        if mla is not None:
+            return mla
         # V0 runs the profile forward eagerly: the MLP's gate+up output (2 x width), its activation and
         # four hidden-size buffers in 16 bits stay live (kvplan.planning.plan.activation_estimate), which the
         # V1 compiled graph fuses away; the V1 constants below were fitted on V1 logs only.
@@ -295,13 +299,16 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     gpu = getattr(st, "gpu", None)
     named = getattr(st, "mxfp4_backend", None)  # the MXFP4 kernel a log or the user names (kvplan.engines.vllm.mxfp4)
+    wd = getattr(st, "weight_dtype", None)
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu,
-                          flashinfer_sampler=getattr(st, "flashinfer_sampler", None), mxfp4_backend=named)
+                          flashinfer_sampler=getattr(st, "flashinfer_sampler", None), mxfp4_backend=named,
+                          weight_dtype=wd)
     graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, gpu) if st.cudagraphs else 0
     nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens)
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu, named, v) + nvfp4_scale_padding(model, dep.tp, gpu)
-                               + rope_table_bytes(model) + allocator_rounding(model, dep, st)),
+                               + rope_table_bytes(model) + allocator_rounding(model, dep, st)
+                               + v0_mla.absorbed_bytes(model, dep.tp, dep.pp, v, wd)),
             "encoder_profile": encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), v)}
 
 

@@ -43,3 +43,33 @@ def test_find_rate_refuses_a_trace_that_is_one_burst(kvplan_home, tmp_path):
     r = run("simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", tmp_path / "t.jsonl", "--find-rate")
     line = last_error(r, 2, "no steady state")
     assert "more of the trace's requests" in line and "e+0" not in line  # 524,288, not 5.24e+05
+
+
+@pytest.mark.parametrize("version", ["0.5.0", "0.11.0", "0.33.0"])
+@pytest.mark.parametrize("dtype", ["int8", "fp32"])
+def test_vllm_refuses_a_cache_dtype_no_release_takes(kvplan_home, version, dtype):
+    # vLLM's --kv-cache-dtype: argparse choices auto, fp8, fp8_e5m2, fp8_e4m3 to 0.8 (vllm 0.8.0 wheel,
+    # engine/arg_utils.py L369); then CacheDType (config/cache.py), with neither "int8" nor "float32" up to main
+    # (vllm-project/vllm@002f10e0:vllm/config/cache.py L38-57; vllm-project/vllm#33495 adding "int8" is unmerged).
+    # kvplan planned both and emitted `--kv-cache-dtype int8`, which vLLM refuses at start-up. Llama-3.1-8B is bf16.
+    r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--engine-version", version,
+            "--kv-dtype", dtype)
+    line = last_error(r, 2, f"vLLM has no {dtype} KV cache in any release")
+    assert "--kv-dtype auto, bf16, fp16 or fp8" in line
+
+
+def test_vllm_still_takes_fp8_and_the_other_16_bit_dtype(kvplan_home):
+    for dtype in ("fp8", "fp16"):
+        r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--kv-dtype", dtype, "--json")
+        assert r.exit_code == 0, r.output
+
+
+def test_sweep_keeps_the_plans_of_a_kv_dtype_the_engine_takes(kvplan_home):
+    # 1 GPU type x 4 GPU counts (1, 2, 4, 8) x 2 KV dtypes = 8 plans. vLLM has no int8 cache, so its 4 plans are
+    # skipped; the 4 fp8 plans used to be skipped with them (the grid of both dtypes refused as one).
+    r = run("sweep", "-m", "llama-3.1-8b", "-g", "h100", "-c", "8k", "--kv-dtype", "fp8,int8", "--engine", "vllm",
+            "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    plans = doc["plans"] if isinstance(doc, dict) else doc
+    assert sorted(p["gpus"] for p in plans) == [1, 2, 4, 8] and {p["kv_dtype"] for p in plans} == {"fp8"}

@@ -73,3 +73,26 @@ def test_sweep_keeps_the_plans_of_a_kv_dtype_the_engine_takes(kvplan_home):
     doc = json.loads(r.stdout)
     plans = doc["plans"] if isinstance(doc, dict) else doc
     assert sorted(p["gpus"] for p in plans) == [1, 2, 4, 8] and {p["kv_dtype"] for p in plans} == {"fp8"}
+
+
+def test_a_signed_figure_that_rounds_to_zero_has_no_sign():
+    from kvplan.core.units import signed
+
+    assert signed(-0.4) == "0" and signed(0.4) == "0" and signed(-0.6) == "-1" and signed(12.2) == "+12"
+    assert signed(-0.00004, "+.2%") == "0.00%" and signed(0.003, "+.2f") == "0.00" and signed(-0.3, "+.2f") == "-0.30"
+    assert signed(-1234.4, "+,.0f") == "-1,234"
+
+
+def test_check_bench_prints_no_minus_zero_percent(kvplan_home):
+    # vLLM's benchmark of Llama-3.2-3B on an L40S at 10 req/s: kvplan's throughputs land within 0.5% of the measured
+    # ones, whose error cells read "-0%". A figure that rounds to zero carries no sign.
+    from pathlib import Path
+
+    fixture = Path(__file__).parent / "fixtures" / "bench" / "vllm-l40s-llama32-3b-10qps.json"
+    r = run("check-bench", fixture, env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert "-0%" not in r.stdout and "+0%" not in r.stdout
+    (bench,) = json.loads(run("check-bench", fixture, "--json").stdout)["runs"]
+    small = [x for x in bench["rows"] if x["error_pct"] is not None and abs(x["error_pct"]) < 0.5]
+    assert small, "the fixture's throughputs are expected within 0.5%"
+    assert sum(line.count("│    0% │") for line in r.stdout.splitlines()) >= len(small)

@@ -96,3 +96,16 @@ def test_check_bench_prints_no_minus_zero_percent(kvplan_home):
     small = [x for x in bench["rows"] if x["error_pct"] is not None and abs(x["error_pct"]) < 0.5]
     assert small, "the fixture's throughputs are expected within 0.5%"
     assert sum(line.count("│    0% │") for line in r.stdout.splitlines()) >= len(small)
+
+
+def test_a_kv_budget_past_the_gpu_stands_beside_what_else_the_gpu_holds(kvplan_home):
+    # --kv-cache-memory 99999GiB on an H100 (79.18 GiB usable): the memory table read "usable memory 79.18 GiB,
+    # KV cache 99,999.00 GiB, = free 99,998.00 GiB" with no word of the weights, and the warning's sum had no
+    # separators. Now the weights and overhead stand beside the budget: 99,999 + 14.96 + 1.18 = 100,015.14 GiB.
+    r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--kv-cache-memory", "99999GiB",
+            env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    rows = {x.split("│")[0].strip(): x.split("│")[1].strip() for x in r.stdout.splitlines() if "│" in x}
+    assert rows["− weights"] == "14.96 GiB" and rows["KV cache (--kv-cache-memory)"] == "99,999.00 GiB"
+    assert rows["− overhead (est.)"] == "1.18 GiB" and rows["fits"] == "no (memory)"
+    assert "(100,015.14 GiB) exceed the GPU's usable memory (79.18 GiB)" in r.stderr

@@ -21,9 +21,9 @@ GIB, MIB = 2**30, 2**20
 # How each unit of an engine's Figure (kvplan.engines.base.Figure) reads, in the engine's own style:
 # vLLM and TensorRT-LLM print GiB, llama.cpp MiB, SGLang "GB" that are GiB.
 FIGURE_FORMATS = {
-    "bytes": lambda v: f"{v / GIB:.2f} GiB ({v:,} B)",
-    "GiB": lambda v: f"{v / GIB:.2f} GiB",
-    "GiB.3": lambda v: f"{v / GIB:.3f} GiB",
+    "bytes": lambda v: f"{v / GIB:,.2f} GiB ({v:,} B)",  # separators: 100,015.14 GiB of a budget past any GPU
+    "GiB": lambda v: f"{v / GIB:,.2f} GiB",
+    "GiB.3": lambda v: f"{v / GIB:,.3f} GiB",
     "MiB": lambda v: f"{v / MIB:.2f} MiB",
     "B": lambda v: f"{v:,} B",
     "B.2": lambda v: f"{v:,.2f} B",  # a float an engine computes and prints so (SGLang's bytes_per_full_token)
@@ -216,8 +216,9 @@ def _memory_rows(plans: list[Plan]) -> list:
         rows[5:5] = [("− state pool", lambda p: gib(p.state_pool_bytes_per_gpu)),
                      ("= token pool", lambda p: gib(p.token_pool_bytes_per_gpu if p.state_pool_bytes_per_gpu
                                                    else p.kv_memory_bytes_per_gpu))]
-    if first.request.kv_cache_memory_bytes is not None:
-        rows = [rows[0], (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu)), *rows[5:]]
+    if first.request.kv_cache_memory_bytes is not None:  # the budget given beside what else the GPU holds
+        rows = [*rows[:1], *rows[2:4], (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu)),
+                *rows[5:]]
     elif first.request.lora is not None:  # the engine's adapter slots, its own row before the KV cache
         rows.insert(4, (f"− LoRA {first.request.lora.text}", lambda p: gib(p.request.lora_bytes)))
     return rows

@@ -122,3 +122,26 @@ def test_the_engine_table_keeps_a_figure_on_one_line_at_80_columns(kvplan_home, 
     line = next(x for x in r.stdout.splitlines() if x.lstrip().startswith(label))
     assert re.search(r"│ [\d.]+ GiB = [\d.]+ checkpoint \+ [\d.]+ loading\s*$", line), line
     assert max(map(len, r.stdout.splitlines())) <= 80
+
+
+@pytest.mark.parametrize("model, args", [("gemma-3-27b", ()), ("qwen3-next-80b-a3b-thinking", ("--engine", "sglang")),
+                                         ("llama-3.1-8b", ("--lora", "4:16"))])
+def test_explain_lines_fit_80_columns_and_break_between_terms(kvplan_home, model, args):
+    # --explain printed lines of up to 150 columns, which a terminal wraps anywhere ("131,0" | "72 B/token").
+    # Each line now breaks before an operator or after a clause, continued 4 columns in; no line passes 80.
+    r = run("fit", model, "--gpu", "h200", "--tp", "2", "--ctx", "32k", "--explain", *args, env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    explain = r.stdout[r.stdout.index("KV cache of "):].splitlines()
+    assert max(map(len, explain)) <= 80 and len(explain) > 6
+    units = {"B", "B/token", "KiB", "MiB", "GiB", "ms", "tokens/s", "TB/s"}
+    assert not [x for x in explain if x.startswith("    ") and x.split()[0] in units], explain  # "4.00 | GiB"
+    wide = run("fit", model, "--gpu", "h200", "--tp", "2", "--ctx", "32k", "--explain", *args, env={"COLUMNS": "300"})
+    tail = wide.stdout[wide.stdout.index("KV cache of "):]
+    assert " ".join("\n".join(explain).split()) == " ".join(tail.split())  # broken at spaces only
+
+
+def test_explain_says_one_token_not_1_tokens(kvplan_home):
+    # SGLang's page of 1 token: the header read "block 1 tokens".
+    r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--engine", "sglang", "--explain")
+    assert r.exit_code == 0, r.output
+    assert "block 1 token:" in r.stdout and "block 1 tokens" not in r.stdout

@@ -145,3 +145,15 @@ def test_explain_says_one_token_not_1_tokens(kvplan_home):
     r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--engine", "sglang", "--explain")
     assert r.exit_code == 0, r.output
     assert "block 1 token:" in r.stdout and "block 1 tokens" not in r.stdout
+
+
+@pytest.mark.parametrize("gpu, runs", [("t4", "fp16"), ("v100", "fp16"), ("a100-80", "bf16")])
+def test_a_card_without_bf16_labels_the_plan_fp16(kvplan_home, gpu, runs):
+    # Llama-3.1-8B's checkpoint is bf16. Volta (V100, 7.0) and Turing (T4, 7.5) have no BF16 (from Ampere, 8.0;
+    # vLLM refuses bfloat16 below 8.0): the engine runs the weights and the cache in fp16, the same 2 bytes. The
+    # profiles say `bf16: false`; the header said "weights bf16 · KV bf16" on them.
+    r = run("fit", "llama-3.1-8b", "--gpu", gpu, "--tp", "2", "--ctx", "4k", env={"COLUMNS": "120"})
+    assert r.exit_code == 0, r.output
+    head = r.stdout.split("Memory per GPU")[0]
+    assert f"weights {runs} · KV {runs}" in head
+    assert ("no bf16 on this GPU" in head) == (runs == "fp16")

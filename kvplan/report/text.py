@@ -96,6 +96,13 @@ def engine_to_dict(res) -> dict:
             "notes": list(cap.notes)}
 
 
+def run_dtype(name: str, gpu) -> str:
+    """A 16-bit dtype as `gpu` runs it: bf16 is fp16 (the same 2 bytes) where the profile says `bf16: false`
+    (Volta, Turing: engines cast a bf16 checkpoint to fp16; vLLM refuses bfloat16 below compute capability 8.0,
+    vllm 0.8.0 wheel, v1/worker/gpu_worker.py L303)."""
+    return "fp16" if name == "bf16" and getattr(gpu, "bf16", None) is False else name
+
+
 def effective_weight_dtype(plan: Plan, model) -> str:
     return plan.request.weight_dtype or model.quantization.method
 
@@ -237,6 +244,16 @@ def _packed(width: int, parts: list[str]) -> str:
     return "\n".join([*lines, line])
 
 
+def _dtype_parts(plan: Plan, model, gpu) -> list[str]:
+    """The header's 'weights ...' and 'KV ...' as the GPU runs them (run_dtype), saying where that is not the
+    checkpoint's bf16."""
+    weights = effective_weight_dtype(plan, model)
+    kv = plan.request.kv_dtype.name if plan.request.kv_dtype else model.dtype
+    cast = "bf16" in (weights, kv) and run_dtype("bf16", gpu) != "bf16"
+    return [f"weights {run_dtype(weights, gpu)}", f"KV {run_dtype(kv, gpu)}"] + (["bf16 run as fp16: no bf16 on this GPU"]
+                                                                             if cast else [])
+
+
 def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], calibrated: list | None = None) -> None:
     """A table per question: the memory budget line by line, then the answers; `calibrated`: each plan's
     decode step under kvplan.speed's calibrated model (shown above the roofline's lower bound)."""
@@ -244,8 +261,7 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], cali
     first = plans[0]
     console.print(_packed(console.width, [
         f"[bold]{plain(model.name)}[/] on [bold]{plain(gpu.name)}[/]", f"context {human_tokens(first.request.context)}",
-        f"batch {first.request.batch}", f"weights {effective_weight_dtype(first, model)}",
-        f"KV {first.request.kv_dtype.name if first.request.kv_dtype else model.dtype}"]))
+        f"batch {first.request.batch}", *_dtype_parts(first, model, gpu)]))
     budget = fitted_table(title="Memory per GPU", title_justify="left", show_edge=False)
     budget.add_column("")
     for t in titles:

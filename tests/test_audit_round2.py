@@ -157,3 +157,15 @@ def test_a_card_without_bf16_labels_the_plan_fp16(kvplan_home, gpu, runs):
     head = r.stdout.split("Memory per GPU")[0]
     assert f"weights {runs} · KV {runs}" in head
     assert ("no bf16 on this GPU" in head) == (runs == "fp16")
+
+
+def test_front_end_waits_print_no_float_residue(kvplan_home, tmp_path):
+    # Requests 200 ms apart never share the front end (10.1 ms each): every wait is 0, which a float's residue
+    # printed as "wait 1.64e-16 s on average, at most 1.42e-15 s".
+    rows = "".join(json.dumps({"timestamp": i * 200, "input_length": 900 + i, "output_length": 20}) + "\n"
+                   for i in range(40))
+    (tmp_path / "t.jsonl").write_text(rows)
+    r = run("simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", tmp_path / "t.jsonl")
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.stderr.splitlines() if x.startswith("front end:"))
+    assert "e-1" not in line and "wait 0.00 ms on average, at most 0.00 ms" in line

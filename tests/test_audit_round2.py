@@ -169,3 +169,12 @@ def test_front_end_waits_print_no_float_residue(kvplan_home, tmp_path):
     assert r.exit_code == 0, r.output
     line = next(x for x in r.stderr.splitlines() if x.startswith("front end:"))
     assert "e-1" not in line and "wait 0.00 ms on average, at most 0.00 ms" in line
+
+
+def test_cheapest_keeps_a_gpu_key_whole(kvplan_home):
+    # The "Not meeting it" table cut keys at their hyphens ("v100-sxm2-" over "16"): a key one types is never cut.
+    r = run("cheapest", "llama-3.1-70b", "--ctx", "32k", "-n", "16", env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert any(x.startswith("v100-sxm2-16 ") for x in lines) and not any(x.rstrip().endswith("-") for x in lines)
+    assert max(map(len, lines)) <= 80

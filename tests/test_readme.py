@@ -156,3 +156,32 @@ def test_readme_python_blocks_run_and_print_the_hand_arithmetic(capsys, monkeypa
     assert lines[-1] == "context 12q 2 context '12q' is not a token count (try 32768, 32k, 128K or 1M)"
     # kvplan.disagg: Llama-3.1-70B's 8,192-token prompt, 80 x 2 x 8 x 128 x 2 B x 8,192; decode tp 8 holds 1 of 8 heads
     assert lines[-2] == f"{80 * 2 * 8 * 128 * 2 * 8192} {80 * 2 * 1 * 128 * 2 * 8192}" == "2684354560 335544320"
+
+
+SPEED_DOCS = ("docs/speed.md", "docs/speed-history.md")
+# `docs/speed.md, "Name"` (or 'Name'): a paragraph of the speed pages, named where code, tests and docs cite it
+CITED = re.compile(r"(docs/speed(?:-history)?\.md)[,:]?\s+([\"'])([^\n]+?)\2")
+
+
+def test_speed_docs_exist_hold_no_commands_and_their_citations_resolve():
+    """The README's speed section points to docs/speed.md and docs/speed-history.md (the model's rules and its
+    history, moved out of the README verbatim): both exist, neither holds a command block the README test would
+    not run, and every place that cites one of their paragraphs by name ("The recency paragraph") finds it there."""
+    for doc in (*SPEED_DOCS, "docs/budget.md"):  # docs/budget.md: the budget section's misses, moved alike
+        assert f"({doc})" in README, f"the README no longer links {doc}"
+        assert command_lines((REPO / doc).read_text()) == [], f"{doc} holds a command block: run it in test_readme"
+    assert all((REPO / link).is_file() for link in re.findall(r"\]\((docs/[^)#\s]+)", README))
+    texts = {doc: re.sub(r"\s+", " ", (REPO / doc).read_text()) for doc in SPEED_DOCS}
+    speed_fixtures = REPO / "tests" / "fixtures" / "speed"
+    citing = [REPO / "README.md", REPO / "ARCHITECTURE.md", *(REPO / "docs").glob("*.md"), *(REPO / "kvplan").rglob("*.py"),
+              *speed_fixtures.glob("*.y*ml"), speed_fixtures / "README.md"]
+    cites = [(path.name, doc, name) for path in citing
+             for doc, _, name in CITED.findall(re.sub(r"\n\s*#\s*", " ", path.read_text()))]
+    # cited without quotes: the per-request note of simulate & co. (kvplan/cli/speed_flags.py), the 70B KV row
+    cites += [("speed_flags.py", "docs/speed.md", "The fitted per-request cost"),
+              ("engines.md", "docs/speed.md", "The 70B KV row")]
+    flags = (REPO / "kvplan" / "cli" / "speed_flags.py").read_text()
+    assert "(docs/speed.md: The fitted per-request cost)" in flags
+    assert len(cites) >= 12
+    missing = [c for c in cites if c[2] not in texts[c[1]]]
+    assert missing == [], missing

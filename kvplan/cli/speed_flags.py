@@ -39,7 +39,7 @@ def request_note(speed: str, engine: str | None) -> list[str]:
         return []
     return [f"note: each request is charged a fitted {1e3 * per_request:.1f} ms of step time, so a simulated "
             f"replica admits at most {1 / per_request:,.0f} requests/s: a limit of the fit, not a measurement "
-            "(README: Speed: how far to trust it)"]
+            "(docs/speed.md: The fitted per-request cost)"]
 
 
 def speed_band(speed: str, engine: str | None) -> dict | None:

@@ -9,7 +9,8 @@ it: processor sharing, each of n present crossing at 1 / n of its rate. With equ
 `ingress`, seconds a request: kvplan.speed.terms), processor sharing finishes requests in the order they arrived,
 and a burst of N sent at once finishes together, after N x ingress: "most reach the engine only once most are
 through" (kvplan.speed.load.ingress_queue), the mean wait the corpus model fitted (N x ingress, not first-come
-first-served's (N + 1) / 2, which its README row tried and did not adopt: GPUStack's median TTFT ~ its mean).
+first-served's (N + 1) / 2, which its row of docs/speed-history.md's
+training-CV table tried and did not adopt: GPUStack's median TTFT ~ its mean).
 
 What the engine sees: a request is admitted at its arrival plus its wait behind the others, its crossing time under
 processor sharing less its own crossing (`ingress`). Its own crossing is not added: the fitted model prices a

@@ -28,15 +28,15 @@ ERAS = {
     # default since 1.0) at about 1.6x the output tokens/s of 0.17 (TensorRT engines) under one set; no
     # date (1.0's release candidates ran on main for months: a source's date does not tell the side).
     "trtllm": (Era((1, 0), "trtllm<1.0", None, None),),
-    # SGLang: in-sample, its MoE TPOT was priced at 1.01x the measurement before 0.5.14 (117 figures) and
-    # 2.04x on 0.5.14-0.5.16 (56), dense TPOT 0.85x and 1.25x. v0.5.14 changed the MoE path: release
-    # https://github.com/sgl-project/sglang/releases/tag/v0.5.14 (2026-06-26; its notes as a news digest
-    # summarised them, the page itself not read: Waterfill and LPLB expert-parallel load balancing, NVFP4
-    # MoE on Blackwell, CuteDSL prefill kernels, MSCCL++ all-reduce). The older era fits the expert terms
-    # apart and shares the rest (chosen on the training CV, README "Speed: how far to trust it"), and its cost per
-    # layer a step: on the shared one (training CV), its decode figures at 8 sequences or fewer a replica were priced
-    # fast (issue 21: 43 of 97 optimistic by > 20%, median +13.7% on the fast side) and the current era's at 32 or
-    # fewer slow (52 figures, median 11.2% on the slow side); chosen on the training CV too (other terms apart: README).
+    # SGLang: in-sample, its MoE TPOT was priced at 1.01x the measurement before 0.5.14 (117 figures) and 2.04x on
+    # 0.5.14-0.5.16 (56), dense TPOT 0.85x and 1.25x. v0.5.14 changed the MoE path: release
+    # https://github.com/sgl-project/sglang/releases/tag/v0.5.14 (2026-06-26; its notes as a news digest summarised
+    # them, the page itself not read: Waterfill and LPLB expert-parallel load balancing, NVFP4 MoE on Blackwell,
+    # CuteDSL prefill kernels, MSCCL++ all-reduce). The older era fits the expert terms apart and shares the rest
+    # (chosen on the training CV, docs/speed.md "SGLang's version era"), and its cost per layer a step: on the shared
+    # one (training CV), its decode figures at 8 sequences or fewer a replica were priced fast (issue 21: 43 of 97
+    # optimistic by > 20%, median +13.7% on the fast side) and the current era's at 32 or fewer slow (52 figures,
+    # median 11.2% on the slow side); chosen on the training CV too (other terms apart: docs/speed.md).
     "sglang": (Era((0, 5, 14), "sglang<0.5.14", "2026-06-26", ("experts", "grouped", "layer")),),
 }
 
@@ -47,18 +47,18 @@ class Backend(NamedTuple):
     own: tuple[str, ...]  # the terms it fits apart; the rest are shared with the engine's current era
 
 
-# A backend of the current era whose runs differ in what each request and each step costs the host: TensorRT-LLM
-# 1.x runs a model either as a compiled TensorRT engine under the C++ executor or on the PyTorch backend (the
-# default since 1.0, and the one kvplan's TensorRT-LLM memory rules restate), whose scheduler, per-request
-# bookkeeping and sampling run in Python. NVIDIA's MLPerf harness runs engines (mlcommons/inference_results_v5.1
-# @965182b03376a00fcae415c54e560e1c83937932: closed/NVIDIA/code/llama2-70b/tensorrt/__init__.py
-# DEFAULT_CORE_TYPE = CoreType.TRTLLM_EXECUTOR, llama3.1-*/mixtral likewise, deepseek-r1 TRTLLM_ENDPOINT,
-# a trtllm-serve endpoint), so its request and step costs are fitted apart, the rest jointly (chosen on the
-# training CV, README "Speed: how far to trust it"). With InferenceX's served 1.x runs in (issue 21) the shared
-# weights and expert terms followed the PyTorch backend's kernels (MLPerf v5.1's engine TPOT priced about twice the
-# measurement): the engine backend now fits its weights read and its expert terms (experts, grouped) apart too, the
-# best of the splits tried on the training CV (all figures 23.79 -> 23.56%; the engine set's own 142 figures 35.38 ->
-# 37.5%, its three sources too few to fit more apart; every split tried in the README's row). No serving command selects it
+# A backend of the current era whose runs differ in what each request and each step costs the host: TensorRT-LLM 1.x
+# runs a model either as a compiled TensorRT engine under the C++ executor or on the PyTorch backend (the default
+# since 1.0, and the one kvplan's TensorRT-LLM memory rules restate), whose scheduler, per-request bookkeeping and
+# sampling run in Python. NVIDIA's MLPerf harness runs engines (mlcommons/inference_results_v5.1
+# @965182b03376a00fcae415c54e560e1c83937932: closed/NVIDIA/code/llama2-70b/tensorrt/__init__.py DEFAULT_CORE_TYPE =
+# CoreType.TRTLLM_EXECUTOR, llama3.1-*/mixtral likewise, deepseek-r1 TRTLLM_ENDPOINT, a trtllm-serve endpoint), so its
+# request and step costs are fitted apart, the rest jointly (chosen on the training CV, docs/speed.md "TensorRT-LLM's
+# two backends"). With InferenceX's served 1.x runs in (issue 21) the shared weights and expert terms followed the
+# PyTorch backend's kernels (MLPerf v5.1's engine TPOT priced about twice the measurement): the engine backend now
+# fits its weights read and its expert terms (experts, grouped) apart too, the best of the splits tried on the
+# training CV (all figures 23.79 -> 23.56%; the engine set's own 142 figures 35.38 -> 37.5%, its three sources too few
+# to fit more apart; every split tried in docs/speed-history.md's training-CV table). No serving command selects it
 # yet: kvplan plans TensorRT-LLM's memory as the PyTorch backend allocates it.
 BACKENDS = {
     "trtllm": (Backend("tensorrt", "trtllm-engine", ("request", "step", "weights", "experts", "grouped")),),
@@ -69,12 +69,12 @@ BACKENDS = {
 # crosses the API server's process (HTTP, tokenising, detokenising and, in vLLM V0, the scheduler's own Python
 # process), or `inprocess`, the engine driven from the harness's process with token ids (vLLM's `LLM` / `LLMEngine` /
 # `AsyncLLMEngine` / `AsyncLLM`: AMD's MLPerf harnesses, Red Hat's MLPerf Offline harness, `vllm bench throughput`,
-# benchmark_latency.py). Such a run of the engine's current era, on no backend BACKENDS fits apart, reads its own
-# set that fits the terms named apart and shares the rest in one joint fit (chosen on the training CV, README
-# "Speed: how far to trust it"). An older era (ERAS) and a backend fitted apart (BACKENDS) keep their own set whatever
-# the harness. SGLang has no in-process run in the corpus, so no set of its own; TensorRT-LLM's trtllm-bench runs as a
-# set of their own were tried and not adopted (again once GUARANTEED_NO_EVICT's running cap was read). No serving
-# command selects it: kvplan plans served deployments.
+# benchmark_latency.py). Such a run of the engine's current era, on no backend BACKENDS fits apart, reads its own set
+# that fits the terms named apart and shares the rest in one joint fit (chosen on the training CV, docs/speed.md "vLLM
+# in process or served"). An older era (ERAS) and a backend fitted apart (BACKENDS) keep their own set whatever the
+# harness. SGLang has no in-process run in the corpus, so no set of its own; TensorRT-LLM's trtllm-bench runs as a set
+# of their own were tried and not adopted (again once GUARANTEED_NO_EVICT's running cap was read). No serving command
+# selects it: kvplan plans served deployments.
 HARNESSES = {
     "vllm": (Backend("inprocess", "vllm-inprocess", ("request",)),),
 }
@@ -86,7 +86,8 @@ HARNESSES = {
 # prefill batch whenever one forms, "Run prefill first if possible", v0.5.9 scheduler.py L1936), so a wave's
 # admissions pay one batch's scheduling and launches per prefill batch, not per request. vLLM and TensorRT-LLM put
 # prefill chunks in the decode steps' token budget, where the step's own cost (`step`) prices them.
-# SGLang's sets keep their per-request cost beside it (dropping it was tried: README "Speed: how far to trust it").
+# SGLang's sets keep their per-request cost beside it (dropping it was tried: docs/speed.md, "SGLang's admission
+# and its prefill batches").
 ENGINE_TERMS = {"pstep": ("sglang",)}
 
 

@@ -249,7 +249,7 @@ def group(load: Load, b: float) -> float:
 ARRIVALS = ("poisson", "gamma", "constant", "closed", "burst", "unstated")  # the corpus's `arrival` kinds
 # An unstated arrival process (a source that names the rate, not the client that kept it) gets the wait every
 # process at that rate shares, D/D/1's: none below rho 1, the overload's queue past it; no variability term.
-# Chosen on the training CV over Poisson and no wait at all (README, "Speed: how far to trust it").
+# Chosen on the training CV over Poisson and no wait at all (docs/speed.md, "The arrival row").
 UNSTATED_CV2 = 0.0
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from kvplan.speed.eras import ERAS, release
 
-# Months over which a figure's weight halves, per engine. vLLM's, 4, was chosen on the training CV (README "Speed:
-# how far to trust it", issue 21): 4, 8 and 16 months tried on vLLM's sets, and 4 and 8 (and 16 on all but the
+# Months over which a figure's weight halves, per engine. vLLM's, 4, was chosen on the training CV (docs/speed.md,
+# "The recency paragraph", issue 21): 4, 8 and 16 months tried on vLLM's sets, and 4 and 8 (and 16 on all but the
 # release-aged rule) on every engine's; SGLang's current era holds two months of releases (its older ones are
 # their own era), and weighting TensorRT-LLM's or llama.cpp's figures by age, or SGLang's older era's, worsened
 # their CV.

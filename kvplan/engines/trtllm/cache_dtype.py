@@ -6,7 +6,7 @@
   leaves it as the cache's ("If we're letting the checkpoint dictate the quant with auto, simply return";
   NVIDIA/TensorRT-LLM@004b733e: tensorrt_llm/_torch/pyexecutor/model_loader.py, validate_and_set_kv_cache_quant;
   logged "Using checkpoint KV quantization."). trtllm-bench passes auto unless an options file names a dtype
-  (README, the 70B KV row). Checked on a log: TensorRT-LLM#6294 (0.20.0, nvidia/Llama-3.1-8B-Instruct-FP8 on an
+  (docs/speed.md, the 70B KV row). Checked on a log: TensorRT-LLM#6294 (0.20.0, nvidia/Llama-3.1-8B-Instruct-FP8 on an
   H100, trtllm-bench) holds 860,320 tokens in 52.51 GiB, 65,536 B a token: 32 layers x 8 KV heads x 128 x 2 x 1 B,
   an FP8 cache (tests/test_checkpoint_kv.py).
 * `kv_cache_config.dtype` takes "auto", "fp8" or "nvfp4" (_VALID_KV_CACHE_DTYPES, same file): a 16-bit cache of a

@@ -59,14 +59,16 @@ def notes(model, kv_dtype) -> tuple[str, ...]:
     return (f"vLLM caches this model's K/V in {kv_dtype.name} whatever --kv-cache-dtype says ({why})",) if why else ()
 
 
-def check_flag(kv, model, version: str) -> None:
+def check_flag(kv, model, version: str, weight_dtype: str | None = None) -> None:
     """Refuse a cache dtype vLLM `version`'s --kv-cache-dtype does not take (module docstring): a block-quantized
-    one (q8_0, ...), int8, or fp32 beside a model whose own dtype is not fp32. `kv`: None is auto."""
-    if kv is None or not (kv.block_elems > 1 or kv.name == "int8" or (kv.name == "fp32" and model.dtype != "fp32")):
+    one (q8_0, ...), int8, or fp32 beside weights that do not run in fp32 (the model's dtype, or `weight_dtype`:
+    --dtype float32 makes auto's cache fp32). `kv`: None is auto."""
+    fp32 = "fp32" in (model.dtype, weight_dtype)
+    if kv is None or not (kv.block_elems > 1 or kv.name == "int8" or (kv.name == "fp32" and not fp32)):
         return
     why = {"int8": " (the int8_per_token_head cache of vllm-project/vllm#38378 keeps a scale per token and head "
                    "beside the values, which kvplan does not model)",
-           "fp32": " (a float32 cache only as a float32 model's own, through auto)"}.get(kv.name, "")
+           "fp32": " (a float32 cache only through auto, with weights in float32)"}.get(kv.name, "")
     raise KvplanError(f"vLLM has no {kv.name} KV cache in any release, {version} included{why}; "
                       f"{arg('kv_dtype')} auto, bf16, fp16 or fp8",
                       EXIT_USAGE, param="kv_dtype", value=kv.name, allowed=("auto", "bf16", "fp16", "fp8"))

@@ -97,7 +97,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     eager = opt_bool(opts, "enforce_eager", False)
     if mnbt < 1 or seqs < 1:
         raise KvplanError("max_num_batched_tokens and max_num_seqs must be at least 1", EXIT_USAGE)
-    check_flag(req.kv_dtype, model, version)  # int8, fp32 beside a 16-bit model, q8_0, ...: no release takes them
+    check_flag(req.kv_dtype, model, version, req.weight_dtype)  # int8, fp32 beside a 16-bit model, q8_0, ...: no release takes them
 
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
                     opt_bool(opts, "async_scheduling", True), v1, gpu,

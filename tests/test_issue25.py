@@ -241,7 +241,7 @@ def test_kv_budget_past_the_gpu_holds_no_context(kvplan_home):
 
 def test_find_rate_says_offered_rate_and_drain(kvplan_home, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
-    r = runner.invoke(app, ["simulate", "llama-3.1-8b", "--gpu", "h100", "--find-rate", "--duration", "30"])
+    r = runner.invoke(app, ["simulate", "llama-3.1-8b", "--gpu", "h100", "--find-rate", "--duration", "60"])  # 30: no steady state
     assert r.exit_code == 0, r.output
     assert "req/s offered (the throughput below counts completions over the whole run" in r.stderr
     throughput = next(line for line in r.stdout.splitlines() if line.startswith("throughput"))

@@ -151,7 +151,8 @@ def test_find_rate_reads_a_trace_once(tmp_path, monkeypatch):
     import json
 
     from kvplan.simulator import session, traces
-    rows = "".join(f'{{"timestamp": {i * 200}, "input_length": {900 + i}, "output_length": 20}}\n' for i in range(40))
+    # 400 requests: 40 were one burst at any rate, every rate up to 2^19 req/s "met" (refused now: no steady state)
+    rows = "".join(f'{{"timestamp": {i * 200}, "input_length": {900 + i}, "output_length": 20}}\n' for i in range(400))
     (tmp_path / "t.jsonl").write_text(rows)
     calls = []
     real = traces.load_trace

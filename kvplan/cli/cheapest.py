@@ -245,7 +245,7 @@ def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, t
         cols += ["host"] if host else []  # contexts the offload tiers hold (the title says so)
         if priced:
             cols += [f"{unit}/GPU-h", f"{unit}/h"]
-        t = table(cols, right=tuple(c for c in cols if c != "GPU"), optional=("KV GiB/GPU", f"{unit}/GPU-h"),
+        t = table(cols, right=tuple(c for c in cols if c != "GPU"), whole=("GPU",), optional=("KV GiB/GPU", f"{unit}/GPU-h"),
                   title=f"Meeting the target ({len(meets)}), cheapest first" if priced
                   else f"Meeting the target ({len(meets)}), fewest GPUs first (no prices given)")
         if host:
@@ -267,7 +267,7 @@ def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, t
     else:
         console.print("[red]No deployment meets the target.[/]")
     if failing:
-        t = table(["GPU", "failing counts", "why"], title="Not meeting it (per GPU: the closest miss)")
+        t = table(["GPU", "failing counts", "why"], whole=("GPU",), title="Not meeting it (per GPU: the closest miss)")
         for gpu, tried_counts, why in failing:
             t.add_row(gpu, tried_counts, markup_safe(why))
         console.print(t)

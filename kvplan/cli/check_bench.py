@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.bench.compare import efficiencies, rows
+from kvplan.core.units import signed
 from kvplan.bench.detect import FORMATS, MAX_BYTES, read_runs
 from kvplan.bench.result import METRICS, TIME_METRICS
 from kvplan.cli._common import (
@@ -113,7 +114,7 @@ def _render(console, results) -> None:
         t = table(["metric", "stat", "measured", "kvplan", "error", "kvplan is"],
                   right=("measured", "kvplan", "error"))
         for row in res["rows"]:
-            err = "–" if row["error_pct"] is None else f"{row['error_pct']:+.0f}%"
+            err = "–" if row["error_pct"] is None else f"{signed(row['error_pct'])}%"
             side = "" if row["optimistic"] is None else ("optimistic" if row["optimistic"] else "pessimistic")
             t.add_row(LABELS.get(row["metric"], row["metric"]), row["stat"], _fmt(row["metric"], row["measured"]),
                       _fmt(row["metric"], row["predicted"]), err, side)

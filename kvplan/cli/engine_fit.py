@@ -17,7 +17,7 @@ from kvplan.core.errors import EXIT_DOES_NOT_FIT
 from kvplan.engines.emit import emit
 from kvplan.planning.deploy import MAX_SEARCH_GPUS, Deployment
 from kvplan.speed.plan import plan_decode_seconds
-from kvplan.report.explain import explain_lines
+from kvplan.report.explain import explain_lines, wrapped
 from kvplan.report.text import engine_to_dict, format_figure, plan_to_dict, plan_warnings, render_plans
 from kvplan.report.fitted import fitted_table
 
@@ -98,10 +98,16 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
 
     print_result(as_json, out, render)
     if explain:
-        stream = sys.stderr if as_json else sys.stdout
-        print("\n".join(explain_lines(chosen.plan, spec)), file=stream)
+        _explain(chosen.plan, spec, sys.stderr if as_json else sys.stdout)
     if check and not any(p.fits for p in plans):
         raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _explain(plan, spec, stream) -> None:
+    """--explain's lines at the tables' width (the terminal's, 80 in a pipe), broken between terms."""
+    from rich.console import Console
+
+    print("\n".join(wrapped(explain_lines(plan, spec), Console(file=stream).width)), file=stream)
 
 
 def no_fit_line(plan) -> str:

@@ -39,7 +39,7 @@ from kvplan.report.offload import offload_dict
 from kvplan.report.simulation import document, render_html, summary_lines, write_series_csv
 from kvplan.report.text import plan_warnings
 from kvplan.simulator.adapter import sim_model
-from kvplan.simulator.capacity import Target, max_rate
+from kvplan.simulator.capacity import STEADIER_SHARE, UNSTEADY_SHARE, Target, max_rate, ramp_share
 from kvplan.simulator.limits import scheduler_limits
 from kvplan.simulator.blocks import BLOCK_TOKENS
 from kvplan.simulator.frontend import configured
@@ -180,16 +180,49 @@ def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttf
                            "trials": [{"qps": q, "pct_meeting_slo": p} for q, p in found["trials"]]}
     if found["rate"] is None:
         raise KvplanError(f"no arrival rate down to {found['failed_at']:.3g}/s meets the SLA ({slo})", EXIT_DOES_NOT_FIT)
+    _steady(found, trace is not None, meta)
     fails = found["failed_at"]
-    stderr(f"highest arrival rate meeting the SLA ({slo}): {found['rate']:,.3g} req/s offered (the throughput "
+    stderr(f"highest arrival rate meeting the SLA ({slo}): {_rate(found['rate'])} req/s offered (the throughput "
            "below counts completions over the whole run, the drain after the last arrival included)")
-    stderr(f"search: {found['rate']:,.3g} req/s meets it"
-            + (f"; {fails:,.3g} req/s misses it" if fails else "") + f" ({len(found['trials'])} trials)")
+    stderr(f"search: {_rate(found['rate'])} req/s meets it"
+            + (f"; {_rate(fails)} req/s misses it" if fails else "") + f" ({len(found['trials'])} trials)")
     meta["qps"] = found["rate"]
     reqs = make(found["rate"])
     meta["requests"] = len(reqs)
-    stderr(f"{'trace' if trace is not None else 'workload'} at {found['rate']:,.3g} req/s: {plural(len(reqs), 'request')}")
+    stderr(f"{'trace' if trace is not None else 'workload'} at {_rate(found['rate'])} req/s: {plural(len(reqs), 'request')}")
     return reqs
+
+
+def _steady(found: dict, from_trace: bool, meta: dict) -> None:
+    """Refuse a rate found on a run that never reached a steady state (kvplan.simulator.capacity.ramp_share: a
+    request's mean time in the system past a third of the arrival window); say so past a tenth."""
+    held = ramp_share(found["summary"])
+    if held is None:
+        return
+    mean, window, share = held
+    meta["rate_search"]["mean_latency_over_arrival_window"] = share if share != float("inf") else None
+    longer = "more of the trace's requests (or a longer --duration)" if from_trace else "a longer --duration"
+    at = f"at {_rate(found['rate'])} req/s a request spends {mean:,.3g} s in the system on average, " + (
+        "and every request arrives at once" if window <= 0 else f"{share:.0%} of the {window:,.3g} s of arrivals"
+        if share < 1 else f"longer than the {window:,.3g} s of arrivals" if window >= 0.1 else
+        f"longer than the {window * 1e3:,.3g} ms of arrivals")
+    if share > UNSTEADY_SHARE:
+        raise KvplanError(f"no steady state: {at}, so the run is the deployment filling and draining and the SLA "
+                          f"is met only because arrivals stop; give {longer}, at least ~{_seconds(3 * mean)} s of "
+                          "arrivals", EXIT_USAGE)
+    if share > STEADIER_SHARE:
+        stderr(f"note: {at}: the filling and draining weigh on the rate found; {longer} (~{_seconds(10 * mean)} s "
+               "of arrivals) gives a steadier answer")
+
+
+def _rate(r: float) -> str:
+    """An arrival rate in req/s: three significant figures, whole numbers past 1,000 (no 5.24e+05)."""
+    return f"{r:,.0f}" if r >= 1000 else f"{r:,.3g}"
+
+
+def _seconds(s: float) -> str:
+    """`s` rounded up to a whole 10 s, with thousands separators."""
+    return f"{-(-s // 10) * 10:,.0f}"
 
 
 def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,

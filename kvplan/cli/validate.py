@@ -16,7 +16,7 @@ from kvplan.cli.validate_ranks import render_ranks
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
 from kvplan.core.markup import plain
-from kvplan.core.units import human_bytes as format_bytes, parse_tokens
+from kvplan.core.units import human_bytes as format_bytes, parse_tokens, signed
 from kvplan.sources.resolve import resolve_model
 from kvplan.validate.blueprint import SMALL, Widths
 from kvplan.validate.compare import failures
@@ -186,7 +186,7 @@ def _render(console, record: dict, checks) -> None:
         if not c.enforced:
             tol = "info"
         status = "[green]ok[/]" if c.ok else "[red]FAIL[/]"
-        err = "inf" if c.error == float("inf") else f"{c.error:+.2%}"
+        err = "inf" if c.error == float("inf") else signed(c.error, "+.2%")
         table.add_row(labels.get(c.name, c.name), f"{c.predicted:,} B", f"{c.measured:,} B", err, tol,
                       status if c.enforced else "")
     console.print(table)

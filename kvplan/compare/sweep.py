@@ -195,10 +195,26 @@ def _cross(models, gpus, gpu_counts, contexts, kv_dtypes, weight_dtypes, batch, 
                 if progress is not None:
                     progress(n)
                 continue
-            t = attempt(model, dep, lambda d: engine.grid(model, gpus, d, requests))
-            if t.why is None:
-                plans.extend(t.result)
-            else:  # the model cannot run it, or the engine cannot (llama.cpp: no tp)
-                skipped.append(Skipped(model.name, dep.gpus, dep.tp, dep.pp, t.why, n))
+            _grid(model, gpus, dep, requests, engine, plans, skipped)
             if progress is not None:
                 progress(n)
+
+
+def _grid(model, gpus, dep, requests, engine, plans, skipped) -> None:
+    """`engine`'s plans of every request on `dep` into `plans`; where it refuses the grid, each request alone, so that
+    a refusal of one request's (vLLM has no q8_0 KV cache) skips that request's plans and not its neighbours' (a
+    sweep of fp8 and q8_0 lost its fp8 plans too). A deployment the model or the engine cannot run at all (llama.cpp:
+    no tp) is skipped whole, for each of its reasons the plans it stood for."""
+    t = attempt(model, dep, lambda d: engine.grid(model, gpus, d, requests))
+    if t.why is None:
+        plans.extend(t.result)
+        return
+    alone = [t] if len(requests) == 1 else \
+        [attempt(model, dep, lambda d, r=r: engine.grid(model, gpus, d, [r])) for r in requests]
+    lost: dict[str, int] = {}
+    for a in alone:
+        if a.why is None:
+            plans.extend(a.result)
+        else:
+            lost[a.why] = lost.get(a.why, 0) + len(gpus) * (len(requests) if a is t else 1)
+    skipped.extend(Skipped(model.name, dep.gpus, dep.tp, dep.pp, why, k) for why, k in lost.items())

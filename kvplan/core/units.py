@@ -132,6 +132,13 @@ def human_tokens(n: int) -> str:
     return f"{n:,}"
 
 
+def signed(value: float, spec: str = "+.0f") -> str:
+    """`value` in a sign-forcing format `spec` ('+.0f', '+.2%', '+,.0f'), unsigned where it rounds to zero:
+    '0%' and '0.00', never '-0%' (an error of -0.4% at no decimals) or '+0.00'."""
+    text = format(value, spec)
+    return text if any(c in "123456789" for c in text) or not text[:1] in "+-" else text[1:]
+
+
 def plural(n: int, noun: str) -> str:
     """`1 plan`, `2 plans`, `1,024 requests`: a count with its noun, singular for one."""
     return f"{n:,} {noun}{'' if n == 1 else 's'}"

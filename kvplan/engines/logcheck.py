@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import arg
+from kvplan.core.units import signed
 from kvplan.hardware.gpus import GPU
 
 
@@ -44,7 +45,7 @@ def rel(pred: float, rep: float) -> tuple[str, float | None]:
     if not rep:
         return "-", None
     e = (pred - rep) / rep
-    return f"{e * 100:+.2f}%", e
+    return f"{signed(e * 100, '+.2f')}%", e
 
 
 def cache_dtype(name: str | None, model):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-FACT_FIELDS = ("architecture", "compute_capability", "memory_kind", "fp8", "fp4", "device_name")
+FACT_FIELDS = ("architecture", "compute_capability", "memory_kind", "bf16", "fp8", "fp4", "device_name")
 # The scale-up fabric (interconnect.kind). nvswitch: NVLink through NVSwitch chips (HGX 8-GPU boards, NVL72
 # racks), where CUDA multicast exists; nvlink-bridge: NVLink bridges between PCIe cards (H100 NVL pairs);
 # nvlink-direct: NVLink wired GPU to GPU on the board, no switch (V100 SXM2's hybrid cube mesh, GH200 NVL2);
@@ -129,7 +129,7 @@ def read_facts(check, d: dict, flops: dict) -> dict:
             check.bad("memory_kind", "one of " + ", ".join(MEMORY_KINDS), kind)
         kind = canon
     out["memory_kind"] = kind
-    for name in ("fp8", "fp4"):
+    for name in ("bf16", "fp8", "fp4"):
         value = d.get(name)
         if value is not None:
             check.flag(name, value)

@@ -57,6 +57,7 @@ class GPU:
     architecture: str | None = None  # "ampere", "hopper", "blackwell", "cdna3", "gaudi2", ...
     compute_capability: str | None = None  # NVIDIA "9.0"; AMD the gfx target, "gfx942"
     memory_kind: str | None = None  # "HBM3", "GDDR6X", ... (one of facts.MEMORY_KINDS)
+    bf16: bool | None = None  # BF16 math; false (Volta, Turing): a bf16 checkpoint runs, and caches, in fp16
     fp8: bool | None = None  # FP8 tensor (matrix) math
     fp4: bool | None = None  # FP4 tensor math (NVFP4 / MXFP4)
     device_name: str | None = None  # as torch.cuda.get_device_name / nvidia-smi print it

@@ -7,13 +7,16 @@ slots per layer are the plan's own (the engine's rules), so the lines add up to 
 
 from __future__ import annotations
 
+import re
+import textwrap
+
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import arg
 from kvplan.core.intmath import cdiv
 from kvplan.model.layers import Kind, kv_heads_per_rank
 from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import Plan
-from kvplan.core.units import gib, human_bytes
+from kvplan.core.units import gib, human_bytes, plural
 from kvplan.planning.speculative import explain_line
 
 
@@ -82,7 +85,7 @@ def explain_lines(plan: Plan, model) -> list[str]:
     S = r.context
 
     lines = [f"KV cache of {model.name}, per GPU ({layout_text(plan.deployment)}), {b.name} cache, "
-             f"block {r.block_size} tokens:"]
+             f"block {plural(r.block_size, 'token')}:"]
     parts = [(part, n) for spec, n in prof.groups for part in (spec.parts() if hasattr(spec, "parts") else (spec,))]
     pooled = plan.state_pool_bytes_per_gpu > 0  # the states are slots of the engine's own pool (SGLang's hybrids)
     lines += [_pooled_state(spec, n) if pooled and spec.kind == Kind.STATE else LINE[spec.kind](spec, n, prof, tp, bstr, S)
@@ -136,3 +139,31 @@ def _pooled_lines(plan: Plan, context: int) -> list[str]:
                  + (f", capped at {plan.max_concurrency:,} by the engine's running requests"
                     if plan.max_concurrency < by_tokens else ""))
     return lines
+
+
+# Where an --explain line may break: before an operator of its arithmetic, after a clause. Never inside a figure
+# ("131,072 B/token", "4.00 GiB"): a terminal left to wrap a long line cuts anywhere.
+_BREAK = re.compile(r"(?= (?:=|→|−|\+|×|≥) )|(?<=[;:,] )")
+
+
+def wrapped(lines: list[str], width: int = 80) -> list[str]:
+    """`lines` (explain_lines) each fitted to `width` columns where it can be: broken before an operator or after a
+    clause, its continuation 4 columns in from its own indent; a piece longer than a line alone breaks at spaces."""
+    out = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        more = " " * (len(line) - len(line.lstrip()) + 4)
+        pieces = [p for p in _BREAK.split(line) if p]
+        current = pieces[0]
+        for piece in pieces[1:]:
+            if len(current.rstrip()) + len(piece.rstrip()) <= width:
+                current += piece
+            else:
+                out += textwrap.wrap(current.rstrip(), width, subsequent_indent=more, break_long_words=False,
+                                     break_on_hyphens=False) or [current]
+                current = more + piece.lstrip()
+        out += textwrap.wrap(current.rstrip(), width, initial_indent="", subsequent_indent=more,
+                             break_long_words=False, break_on_hyphens=False) or [current]
+    return out

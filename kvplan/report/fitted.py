@@ -106,12 +106,16 @@ def fit_widths(table, width: int) -> list[str]:
         table.columns[:] = kept
     widths = [least for least, _ in needs]
     slack = room - sum(widths)
-    while slack > 0:  # one cell at a time to the column furthest from its natural width
-        i = max(range(len(needs)), key=lambda k: needs[k][1] - widths[k])
-        if needs[i][1] <= widths[i]:
-            break
-        widths[i] += 1
-        slack -= 1
+    # Figures first: a right-justified column (a plan's figures, "14.99 GiB = 14.96 checkpoint + 0.03 loading")
+    # takes its natural width before a label wraps less, so a figure is not cut across lines where a label can wrap.
+    figures = [k for k, c in enumerate(table.columns) if c.justify == "right"]
+    for group in (figures, range(len(needs))):
+        while slack > 0:  # one cell at a time to the column furthest from its natural width
+            i = max(group, key=lambda k: needs[k][1] - widths[k], default=None)
+            if i is None or needs[i][1] <= widths[i]:
+                break
+            widths[i] += 1
+            slack -= 1
     for col, w in zip(table.columns, widths):
         if not col.no_wrap:
             col._cells[:] = [_wrapped(c, w) for c in col._cells]

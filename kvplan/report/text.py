@@ -21,9 +21,9 @@ GIB, MIB = 2**30, 2**20
 # How each unit of an engine's Figure (kvplan.engines.base.Figure) reads, in the engine's own style:
 # vLLM and TensorRT-LLM print GiB, llama.cpp MiB, SGLang "GB" that are GiB.
 FIGURE_FORMATS = {
-    "bytes": lambda v: f"{v / GIB:.2f} GiB ({v:,} B)",
-    "GiB": lambda v: f"{v / GIB:.2f} GiB",
-    "GiB.3": lambda v: f"{v / GIB:.3f} GiB",
+    "bytes": lambda v: f"{v / GIB:,.2f} GiB ({v:,} B)",  # separators: 100,015.14 GiB of a budget past any GPU
+    "GiB": lambda v: f"{v / GIB:,.2f} GiB",
+    "GiB.3": lambda v: f"{v / GIB:,.3f} GiB",
     "MiB": lambda v: f"{v / MIB:.2f} MiB",
     "B": lambda v: f"{v:,} B",
     "B.2": lambda v: f"{v:,.2f} B",  # a float an engine computes and prints so (SGLang's bytes_per_full_token)
@@ -94,6 +94,13 @@ def engine_to_dict(res) -> dict:
             "figures": [{"label": f.label, "value": list(f.value) if isinstance(f.value, tuple) else f.value,
                          "unit": f.unit} for f in cap.lines],
             "notes": list(cap.notes)}
+
+
+def run_dtype(name: str, gpu) -> str:
+    """A 16-bit dtype as `gpu` runs it: bf16 is fp16 (the same 2 bytes) where the profile says `bf16: false`
+    (Volta, Turing: engines cast a bf16 checkpoint to fp16; vLLM refuses bfloat16 below compute capability 8.0,
+    vllm 0.8.0 wheel, v1/worker/gpu_worker.py L303)."""
+    return "fp16" if name == "bf16" and getattr(gpu, "bf16", None) is False else name
 
 
 def effective_weight_dtype(plan: Plan, model) -> str:
@@ -216,8 +223,9 @@ def _memory_rows(plans: list[Plan]) -> list:
         rows[5:5] = [("− state pool", lambda p: gib(p.state_pool_bytes_per_gpu)),
                      ("= token pool", lambda p: gib(p.token_pool_bytes_per_gpu if p.state_pool_bytes_per_gpu
                                                    else p.kv_memory_bytes_per_gpu))]
-    if first.request.kv_cache_memory_bytes is not None:
-        rows = [rows[0], (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu)), *rows[5:]]
+    if first.request.kv_cache_memory_bytes is not None:  # the budget given beside what else the GPU holds
+        rows = [*rows[:1], *rows[2:4], (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu)),
+                *rows[5:]]
     elif first.request.lora is not None:  # the engine's adapter slots, its own row before the KV cache
         rows.insert(4, (f"− LoRA {first.request.lora.text}", lambda p: gib(p.request.lora_bytes)))
     return rows
@@ -236,6 +244,16 @@ def _packed(width: int, parts: list[str]) -> str:
     return "\n".join([*lines, line])
 
 
+def _dtype_parts(plan: Plan, model, gpu) -> list[str]:
+    """The header's 'weights ...' and 'KV ...' as the GPU runs them (run_dtype), saying where that is not the
+    checkpoint's bf16."""
+    weights = effective_weight_dtype(plan, model)
+    kv = plan.request.kv_dtype.name if plan.request.kv_dtype else model.dtype
+    cast = "bf16" in (weights, kv) and run_dtype("bf16", gpu) != "bf16"
+    return [f"weights {run_dtype(weights, gpu)}", f"KV {run_dtype(kv, gpu)}"] + (["bf16 run as fp16: no bf16 on this GPU"]
+                                                                             if cast else [])
+
+
 def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], calibrated: list | None = None) -> None:
     """A table per question: the memory budget line by line, then the answers; `calibrated`: each plan's
     decode step under kvplan.speed's calibrated model (shown above the roofline's lower bound)."""
@@ -243,8 +261,7 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], cali
     first = plans[0]
     console.print(_packed(console.width, [
         f"[bold]{plain(model.name)}[/] on [bold]{plain(gpu.name)}[/]", f"context {human_tokens(first.request.context)}",
-        f"batch {first.request.batch}", f"weights {effective_weight_dtype(first, model)}",
-        f"KV {first.request.kv_dtype.name if first.request.kv_dtype else model.dtype}"]))
+        f"batch {first.request.batch}", *_dtype_parts(first, model, gpu)]))
     budget = fitted_table(title="Memory per GPU", title_justify="left", show_edge=False)
     budget.add_column("")
     for t in titles:

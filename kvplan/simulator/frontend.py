@@ -158,7 +158,7 @@ class FrontEnd:
         else:
             line += f": N requests sent at once wait ~N × {s * 1e3:,.1f} ms before the engine sees most of them"
         if n:
-            line += f"; this run's requests wait {sum(w) / n:,.3g} s on average, at most {max(w):,.3g} s"
+            line += f"; this run's requests wait {_wait(sum(w) / n)} on average, at most {_wait(max(w))}"
         return line
 
     def about(self) -> dict:
@@ -169,3 +169,8 @@ class FrontEnd:
         """`about`, and this run's mean and longest wait."""
         w = waits([r.arrival for r in requests], self.per_request_s)
         return {**self.about(), "mean_wait_s": sum(w) / len(w) if w else 0.0, "max_wait_s": max(w, default=0.0)}
+
+
+def _wait(s: float) -> str:
+    """A wait in ms below a second (to 0.01 ms: a float's residue, 1.6e-16 s, reads 0.00 ms), else in s."""
+    return f"{s * 1e3:,.2f} ms" if s < 1 else f"{s:,.3g} s"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.core.units import signed
 from kvplan.engines import resolve_engine
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 from kvplan.engines.logparse import deployment_said
@@ -93,7 +94,7 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
             if key in r:
                 pred = f"{engine.k_size_gib(model, dep, st, tokens, kvd):.{r[key].decimals}f}"
                 out.rows.append(Row(f"{label} from #tokens (GB = GiB)", f"{r[key].text} GB", f"{pred} GB",
-                                    "exact" if pred == r[key].text else f"{float(pred) - r[key].value:+.2f}",
+                                    "exact" if pred == r[key].text else signed(float(pred) - r[key].value, "+.2f"),
                                     pred == r[key].text, None))
         budget = tokens * engine.token_bytes(model, dep, st, kvd)
         cap = int(r["max_running_requests"].value) if st.state is not None and "max_running_requests" in r else None
@@ -120,7 +121,7 @@ def _state_rows(r, model, dep, ss, budgets: tuple[int, int], ctx: int) -> list[R
         if key in r:
             pred = f"{(slots + 1) * per / GIB:.{r[key].decimals}f}"
             rows.append(Row(f"{label} from slots + 1 (GB = GiB)", f"{r[key].text} GB", f"{pred} GB",
-                            "exact" if pred == r[key].text else f"{float(pred) - r[key].value:+.2f}",
+                            "exact" if pred == r[key].text else signed(float(pred) - r[key].value, "+.2f"),
                             pred == r[key].text, None))
     if "max_running_requests" in r and "kv_tokens" in r:
         pool = sglang_mamba.StatePool(slots, lo.conv_slot, lo.ssm_slot, 0, lo.per_request, lo.rule)

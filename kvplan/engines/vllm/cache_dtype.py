@@ -17,12 +17,24 @@ sdists (`checkpoint_kv_rule`):
   other value falls back to "auto" with a warning. compressed-tensors' kv_cache_scheme is not read: the model dtype.
 * from 0.20.0 the map adds "nvfp4" (and a 4-bit float scheme): an NVFP4 KV cache, which kvplan has no dtype for
   (refused; 0.19.1 and 0.18.0 map FP8 alone; 0.20.0 and 0.33.0 torch_utils.py L62-65 / L78-81).
+
+What `--kv-cache-dtype` takes (`check_flag`): no release takes a plain int8 or a float32 cache. To 0.8.x the flag's
+argparse choices are auto, fp8, fp8_e5m2, fp8_e4m3 (0.7.3 and 0.8.0 wheels, vllm/engine/arg_utils.py L369 in
+0.8.0; CacheConfig._verify_cache_dtype raises "Unknown kv cache dtype" past them, vllm/config.py L1169); from the
+pydantic configs on, the `CacheDType` Literal (vllm/config/cache.py) has grown by bfloat16, float16, fp8_inc,
+fp8_ds_mla, the turboquant, nvfp4 and *_per_token_head kinds but never "int8" nor "float32" (v0.11.0 L25, v0.33.0
+L44, docs/engines.md section 1.1; vllm-project/vllm@002f10e0:vllm/config/cache.py L38-57;
+vllm-project/vllm#33495, which adds "int8" to it, is not merged). The
+int8_per_token_head cache of vllm-project/vllm#38378 (Triton attention only) stores an fp32 scale per token and
+KV head beside the int8 values: not kvplan's int8, and not modelled. A float32 cache is the model dtype's, through
+auto, on a float32 model alone.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.checkpoint_kv import KvRule
 from kvplan.engines.versions import parse_version
 
@@ -45,6 +57,21 @@ def notes(model, kv_dtype) -> tuple[str, ...]:
     """The note a plan of this model carries under vLLM (empty where vLLM honours --kv-cache-dtype)."""
     why = KV_CACHE_DTYPE_IGNORED.get(model.architecture)
     return (f"vLLM caches this model's K/V in {kv_dtype.name} whatever --kv-cache-dtype says ({why})",) if why else ()
+
+
+def check_flag(kv, model, version: str, weight_dtype: str | None = None) -> None:
+    """Refuse a cache dtype vLLM `version`'s --kv-cache-dtype does not take (module docstring): a block-quantized
+    one (q8_0, ...), int8, or fp32 beside weights that do not run in fp32 (the model's dtype, or `weight_dtype`:
+    --dtype float32 makes auto's cache fp32). `kv`: None is auto."""
+    fp32 = "fp32" in (model.dtype, weight_dtype)
+    if kv is None or not (kv.block_elems > 1 or kv.name == "int8" or (kv.name == "fp32" and not fp32)):
+        return
+    why = {"int8": " (the int8_per_token_head cache of vllm-project/vllm#38378 keeps a scale per token and head "
+                   "beside the values, which kvplan does not model)",
+           "fp32": " (a float32 cache only through auto, with weights in float32)"}.get(kv.name, "")
+    raise KvplanError(f"vLLM has no {kv.name} KV cache in any release, {version} included{why}; "
+                      f"{arg('kv_dtype')} auto, bf16, fp16 or fp8",
+                      EXIT_USAGE, param="kv_dtype", value=kv.name, allowed=("auto", "bf16", "fp16", "fp8"))
 
 
 _SCALES = "its scales apply with --kv-cache-dtype fp8"

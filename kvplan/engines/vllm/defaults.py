@@ -9,6 +9,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.base import check_opts, check_version, opt_bool, opt_int, parse_version
 from kvplan.engines.options import opt_bytes, opt_choice
 from kvplan.engines.vllm import multimodal
+from kvplan.engines.vllm.cache_dtype import check_flag
 from kvplan.engines.vllm.deepseek_v4 import BLOCK as V4_BLOCK
 from kvplan.engines.vllm.mxfp4 import BACKENDS as MXFP4_BACKENDS
 from kvplan.engines.vllm.settings import Settings
@@ -96,9 +97,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     eager = opt_bool(opts, "enforce_eager", False)
     if mnbt < 1 or seqs < 1:
         raise KvplanError("max_num_batched_tokens and max_num_seqs must be at least 1", EXIT_USAGE)
-    kv = req.kv_dtype
-    if kv is not None and kv.block_elems > 1:
-        raise KvplanError(f"vLLM has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
+    check_flag(req.kv_dtype, model, version, req.weight_dtype)  # int8, fp32 beside a 16-bit model, q8_0, ...: no release takes them
 
     return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
                     opt_bool(opts, "async_scheduling", True), v1, gpu,

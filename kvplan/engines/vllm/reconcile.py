@@ -9,6 +9,7 @@ import math
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
+from kvplan.core.units import signed
 from kvplan.engines import resolve_engine
 from kvplan.engines.base import Capacity, parse_version
 from kvplan.engines.logparse import Num, deployment_said
@@ -200,7 +201,7 @@ def _exact_rows(out, r, cap, how):
         rep = r["max_concurrency"]
         pred = f"{cap.max_concurrency:.{rep.decimals}f}"
         out.rows.append(Row(f"max concurrency ({how})", f"{rep.text}x", f"{pred}x", "exact" if pred == rep.text else
-                            f"{float(pred) - rep.value:+.2f}", pred == rep.text, None))
+                            signed(float(pred) - rep.value, "+.2f"), pred == rep.text, None))
 
 
 def _vllm_model_free(out, r, length, block, v):

@@ -27,6 +27,10 @@ def test_the_rule_reads_the_runs_attention_dp_config():
     assert balance_iters("trtllm", {**ON, "attention_dp_enable_balance": False}, True) is None  # off by default
     assert balance_iters("trtllm", {}, True) is None
     assert balance_iters("vllm", ON, True) is None  # no such rule
+    # the nested YAML form trtllm-bench's perf-overview pages write (extra_llm_api_options' attention_dp_config)
+    nested = {"enable_attention_dp": True,
+              "attention_dp_config": {"enable_balance": True, "timeout_iters": 60, "batching_wait_iters": 0}}
+    assert balance_iters("trtllm", nested, True) == (60, 0)
 
 
 def test_a_timeout_that_always_binds_releases_on_a_clock():

@@ -117,6 +117,9 @@ def balance_iters(engine: str | None, flags: Mapping, attention_dp: bool) -> tup
     context requests until every rank has one (ADP_BALANCE), else None."""
     entry = ADP_BALANCE.get(canonical_engine(engine or ""))
     opts = dict(flags or {})
+    nested = opts.get("attention_dp_config")  # the YAML form of extra_llm_api_options, as trtllm-bench's pages write it
+    if isinstance(nested, Mapping):
+        opts.update({f"attention_dp_{k}": v for k, v in nested.items()})
     if entry is None or not attention_dp or not opt_bool(opts, entry[0], False):
         return None
     timeout, batching = (int(opts[k]) if opts.get(k) is not None else d for k, d in zip(entry[1:3], entry[3:]))

@@ -202,10 +202,14 @@ def _steady(found: dict, from_trace: bool, meta: dict) -> None:
     mean, window, share = held
     meta["rate_search"]["mean_latency_over_arrival_window"] = share if share != float("inf") else None
     longer = "more of the trace's requests (or a longer --duration)" if from_trace else "a longer --duration"
-    at = f"at {_rate(found['rate'])} req/s a request spends {mean:,.3g} s in the system on average, " + (
-        "and every request arrives at once" if window <= 0 else f"{share:.0%} of the {window:,.3g} s of arrivals"
-        if share < 1 else f"longer than the {window:,.3g} s of arrivals" if window >= 0.1 else
-        f"longer than the {window * 1e3:,.3g} ms of arrivals")
+    span = f"{window:,.3g} s" if window >= 0.1 else f"{window * 1e3:,.3g} ms"
+    if window <= 0:
+        against = "and every request arrives at once"
+    elif share < 1:
+        against = f"{share:.0%} of the {span} of arrivals"
+    else:
+        against = f"longer than the {span} of arrivals"
+    at = f"at {_rate(found['rate'])} req/s a request spends {mean:,.3g} s in the system on average, {against}"
     if share > UNSTEADY_SHARE:
         raise KvplanError(f"no steady state: {at}, so the run is the deployment filling and draining and the SLA "
                           f"is met only because arrivals stop; give {longer}, at least ~{_seconds(3 * mean)} s of "

@@ -136,7 +136,8 @@ def signed(value: float, spec: str = "+.0f") -> str:
     """`value` in a sign-forcing format `spec` ('+.0f', '+.2%', '+,.0f'), unsigned where it rounds to zero:
     '0%' and '0.00', never '-0%' (an error of -0.4% at no decimals) or '+0.00'."""
     text = format(value, spec)
-    return text if any(c in "123456789" for c in text) or not text[:1] in "+-" else text[1:]
+    zero = text[:1] in ("+", "-") and not any(c in "123456789" for c in text)
+    return text[1:] if zero else text
 
 
 def plural(n: int, noun: str) -> str:

@@ -96,8 +96,7 @@ def absorbed_bytes(model, tp: int, pp: int, version: tuple[int, ...], weight_dty
     ABSORBED or for a model without MLA)."""
     if not in_absorbed_releases(version):
         return 0
-    per_layer = absorbed_layer_bytes(model, tp, weight_dtype)
-    return per_layer * mla_layers_on_rank(model, pp) if per_layer else 0
+    return absorbed_layer_bytes(model, tp, weight_dtype) * mla_layers_on_rank(model, pp)
 
 
 def profile_peak(model, tp: int, tokens: int, version: tuple[int, ...], weight_dtype=None) -> int | None:
@@ -134,4 +133,4 @@ def uncertainty_note(model, version: tuple[int, ...]) -> str | None:
         return None
     return (f"vLLM before 0.8 with MLA: booked from the source (absorbed decode weights, the eager prefill's peak), "
             f"but vllm#14842's DeepSeek-R1 TP8 log held about {UNEXPLAINED_GIB} GiB a GPU more non-KV memory than "
-            f"this: its pool may be ~20% smaller than shown")
+            f"this (its pool 18% smaller than kvplan's there): this pool may be smaller than shown")

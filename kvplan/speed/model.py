@@ -19,8 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
-from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, features, gemm_seconds, path_at, prefill_width, roofline,
-                                roofline_of)
+from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, features, gemm_seconds, moves_tokens, path_at, prefill_width,
+                                roofline, roofline_of)
 
 DATA = Path(__file__).with_name("coefficients.json")
 BANDS = Path(__file__).with_name("bands.json")  # each set's held-out error per metric, apart from its coefficients
@@ -158,13 +158,13 @@ class StepModel:
     def __init__(self, shape: Shape, coef: tuple):
         s, c = shape, dict(zip(TERMS, coef))
         self.shape, self.coef = s, tuple(coef)
-        calls = (2 * s.layers if s.tp > 1 else 0) + (2 * s.moe_layers if s.ep > 1 and s.moe_layers else 0)
+        calls = (2 * s.layers if s.tp > 1 else 0) + (2 * s.moe_layers if moves_tokens(s) else 0)
         self.base = (c["weights"] * s.dense_bytes / s.bandwidth + c["step"] + c["layer"] * s.layers
                      + c["latency"] * calls * s.link_latency_s)
         comm = 0.0
         if s.tp > 1:
             comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * s.hidden * ACT_BYTES / s.link_bandwidth
-        if s.ep > 1 and s.moe_layers:
+        if moves_tokens(s):
             comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * s.top_k * s.hidden * ACT_BYTES / s.link_bandwidth
         gemm = c["gemm"] * gemm_seconds(s, 1.0, 0.0, s.gemm_rate) if not s.paths else 0.0  # paths: by step
         self.per_token = gemm + c["comm"] * comm

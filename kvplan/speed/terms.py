@@ -34,7 +34,8 @@ the order of `TERMS`:
              at few tokens an expert is reading those weights, the same bytes as a kernel whose activations
              match them, so the term stays the multiple of the expert read it is for every other checkpoint
   comm       tensor-parallel all-reduces (2 per layer, ring: 2(n-1)/n x bytes / per-direction link
-             bandwidth) and expert-parallel dispatch + combine ((n-1)/n x bytes each)
+             bandwidth) and expert-parallel dispatch + combine ((n-1)/n x bytes each), the latter only where the
+             experts span data-parallel replicas (ep > tp: `moves_tokens`)
   latency    collective calls x the link's latency per call (NCCL's ring model, below)
   step       1 (seconds per step: scheduling, launches, sampling)
   layer      layers on the rank (seconds per layer per step)
@@ -187,7 +188,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     if s.tp > 1:
         comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * tokens * s.hidden * ACT_BYTES / s.link_bandwidth
         calls += 2 * s.layers * steps
-    if s.ep > 1 and s.moe_layers:
+    if moves_tokens(s):
         comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * tokens * s.top_k * s.hidden * ACT_BYTES / s.link_bandwidth
         calls += 2 * s.moe_layers * steps
     return [
@@ -206,6 +207,18 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         prefill_steps,
         0.0,  # ingress: no step's (kvplan.speed.load.ingress_queue)
     ]
+
+
+def moves_tokens(s: Shape) -> bool:
+    """Whether each MoE layer dispatches tokens to their experts' ranks and combines them back: only where the
+    experts span more ranks than the attention's tensor-parallel group (ep > tp: data-parallel attention, each
+    replica holding its own tokens). Where ep <= tp every rank holds every token, computes its own experts' share
+    and the layer's one tensor-parallel all-reduce sums them, already counted (vllm-project/vllm@0014ec6c:
+    vllm/model_executor/layers/fused_moe/layer.py `forward_impl`, dispatch/combine only where dp_size > 1;
+    sgl-project/sglang@00114aef: python/sglang/srt/models/deepseek_v2.py `forward_normal`, the experts then
+    `tensor_model_parallel_all_reduce`; NVIDIA/TensorRT-LLM@000561df: tensorrt_llm/_torch/models/
+    modeling_deepseekv3.py, the MoE output's all-reduce, fused with the next norm)."""
+    return s.ep > s.tp and s.moe_layers > 0
 
 
 def gemm_seconds(s: Shape, tokens: float, prefill_context: float, rate: float) -> float:

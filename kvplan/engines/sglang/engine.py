@@ -344,7 +344,7 @@ class Sglang(Engine):
         sglang_dsv4.no_log_check(model)
         return sum(pool_cell(model, dep, kv_dtype, st)[:2])
 
-    def emit_args(self, plan, model, settings: dict) -> list[str]:
+    def emit_args(self, plan, model, settings: dict, gpu=None) -> list[str]:
         """`python -m sglang.launch_server` (srt/server_args.py): --context-length, --mem-fraction-static,
         --tp-size (every rank), --dp-size, --enable-dp-attention, --ep-size, --pp-size
         (parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype, --page-size,
@@ -354,7 +354,7 @@ class Sglang(Engine):
         r, dep = plan.request, plan.deployment
         env = [f"SGLANG_VLM_CACHE_SIZE_MB={settings['vlm_cache_mb']}"] if "vlm_cache_size_mb" in self.opts else []
         args = [*env, "python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
-                *weight_args(self, plan, model),
+                *weight_args(self, plan, model, gpu),
                 "--context-length", str(r.context), "--mem-fraction-static", f"{_emit_fraction(plan, settings, model):g}",
                 *self.parallel_flags(dep, model), *serve_flags(self.opts),
                 "--max-running-requests", str(self.opts.get("max_running_requests") or sglang_dsv4.emitted_running(

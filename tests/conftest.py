@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -24,6 +25,27 @@ def shared_config(name: str) -> dict:
     if not path.is_file():
         pytest.skip(f"../shared/configs/{name}.json is not here (a user's clone has no ../shared)")
     return json.loads(path.read_text())
+
+
+SPEED_CORPUS = REPO / "tests" / "fixtures" / "speed"
+
+
+@functools.cache
+def speed_corpus() -> tuple:
+    """(file name, document) of every tests/fixtures/speed/*.yaml, parsed once per test process with libyaml's
+    safe loader where PyYAML has it (the documents kvplan.speed.corpus.read_corpus reads; 3.4 MB, ~2 CPU-s, not
+    the pure-Python loader's ~15 each time a test walked it). Shared: read it, never change it."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return tuple((f.name, yaml.load(f.read_text(), Loader=loader)) for f in sorted(SPEED_CORPUS.glob("*.yaml")))
+
+
+def speed_corpus_points():
+    """(file name, point with its file's defaults) of every point of speed_corpus()."""
+    for name, doc in speed_corpus():
+        for point in doc.get("points") or ():
+            yield name, {**(doc.get("defaults") or {}), **point}
 
 
 @pytest.fixture

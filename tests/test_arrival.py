@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import speed_corpus
 from kvplan.bench import detect, load as bench_load
 from kvplan.speed.corpus import arrival_of, read_corpus
 from kvplan.speed.load import Load, arrival_cv2, arrival_wait, combos
@@ -79,16 +80,15 @@ def test_the_reader_refuses_an_unknown_arrival(tmp_path):
 
 def test_every_rate_point_of_the_corpus_names_its_arrival():
     missing = []
-    for f in sorted(CORPUS.glob("*.yaml")):
-        doc = yaml.safe_load(f.read_text())
+    for name, doc in speed_corpus():
         for point in doc.get("points") or ():
             p = {**(doc.get("defaults") or {}), **point}
             rate = p.get("request_rate")
             if isinstance(rate, (int, float)) and rate > 0 and math.isfinite(rate) and "arrival" not in p:
-                missing.append(f"{f.name}:{p.get('id')}")
+                missing.append(f"{name}:{p.get('id')}")
             if "arrival" in p:
                 arrival_of(p["arrival"])
-        assert (doc.get("inferred") or {}).get("arrival") or not any("arrival" in (p or {}) for p in doc.get("points") or ()), f.name
+        assert (doc.get("inferred") or {}).get("arrival") or not any("arrival" in (p or {}) for p in doc.get("points") or ()), name
     assert not missing
 
 

@@ -25,12 +25,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import SPEED_CORPUS, speed_corpus_points
 from kvplan.core.errors import KvplanError
 from kvplan.engines import resolve_engine
 from kvplan.readers.cfg import Cfg
 from kvplan.readers.kv_quant import read_checkpoint_kv
 
-CORPUS = Path(__file__).parent / "fixtures" / "speed"
+CORPUS = SPEED_CORPUS
 TABLE = CORPUS / "checkpoints" / "declared_kv.yaml"
 EVIDENCE = ("read", "engine-test", "log", "bound")
 # The flags a corpus point names its engine's KV cache dtype with (dashes read as underscores, as the reader does).
@@ -49,7 +50,11 @@ def declared(table: Path = TABLE) -> dict:
 
 
 def corpus_points(folder: Path = CORPUS):
-    """(file name, point with its file's defaults) of every corpus file."""
+    """(file name, point with its file's defaults) of every corpus file (the shipped corpus parsed once per session:
+    conftest.speed_corpus)."""
+    if folder == CORPUS:
+        yield from speed_corpus_points()
+        return
     for f in sorted(folder.glob("*.yaml")):
         doc = yaml.safe_load(f.read_text())
         for point in doc.get("points") or ():

@@ -2,6 +2,7 @@
 and the CLI turns each keyword into its flag (kvplan.cli._common.flag) in the one place it catches errors."""
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -73,11 +74,17 @@ def _docstrings(tree) -> set[int]:
     return out
 
 
-def _core_modules():
-    for path in sorted(ROOT.rglob("*.py")):
-        rel = path.relative_to(ROOT).as_posix()
-        if not rel.startswith("cli/"):
-            yield rel, ast.parse(path.read_text(encoding="utf-8"))
+@functools.cache
+def _core_modules() -> tuple:
+    """(path under kvplan/, AST) of every module below cli/: parsed once per test process, read by three tests
+    (never changed by them)."""
+    return tuple((rel, ast.parse(path.read_text(encoding="utf-8"))) for path in sorted(ROOT.rglob("*.py"))
+                 for rel in [path.relative_to(ROOT).as_posix()] if not rel.startswith("cli/"))
+
+
+@functools.cache
+def _flags_by_module() -> dict:
+    return {rel: _flags_in_strings(tree) for rel, tree in _core_modules()}
 
 
 def _flags_in_strings(tree) -> set[str]:
@@ -90,15 +97,15 @@ def _flags_in_strings(tree) -> set[str]:
 
 def test_no_string_below_the_cli_names_a_kvplan_flag():
     offenders = {}
-    for rel, tree in _core_modules():
-        extra = _flags_in_strings(tree) - ENGINE_FLAGS.get(rel, set())
+    for rel, flags in _flags_by_module().items():
+        extra = flags - ENGINE_FLAGS.get(rel, set())
         if extra:
             offenders[rel] = sorted(extra)
     assert not offenders, f"name inputs with kvplan.core.errors.arg, not flags: {offenders}"
 
 
 def test_the_engine_flag_allowlist_has_no_stale_entry():
-    used = {rel: _flags_in_strings(tree) for rel, tree in _core_modules()}
+    used = _flags_by_module()
     stale = {rel: sorted(flags - used.get(rel, set())) for rel, flags in ENGINE_FLAGS.items()
              if flags - used.get(rel, set())}
     assert not stale, f"drop these from ENGINE_FLAGS: {stale}"

@@ -185,3 +185,21 @@ def test_speed_docs_exist_hold_no_commands_and_their_citations_resolve():
     assert len(cites) >= 12
     missing = [c for c in cites if c[2] not in texts[c[1]]]
     assert missing == [], missing
+
+
+_NAMED_HERE = re.compile(r'"([A-Z][^"\n]{2,60}?)",? (below|above)\b')
+
+
+def test_a_quoted_below_or_above_names_a_paragraph_on_the_same_page():
+    """`"The drain row" below` points at a heading, bold lead or paragraph that starts with that name on this page,
+    on the side it says: a move of text to another page (the README's speed section -> docs/) must rename the page."""
+    bad = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = page.read_text()
+        for m in _NAMED_HERE.finditer(text):
+            name, side = m.group(1).rstrip(".,"), m.group(2)
+            lead = re.compile(r"^(?:#+ |\*\*|\| )?" + re.escape(name), re.M)
+            starts = [h.start() for h in lead.finditer(text)]
+            if not any(h > m.end() if side == "below" else h < m.start() for h in starts):
+                bad.append(f"{page.name}:{text[:m.start()].count(chr(10)) + 1}: \"{name}\" {side}")
+    assert not bad, "\n".join(bad)

@@ -155,7 +155,8 @@ class Engine:
         """The settings as fit --json reports them."""
         return st.as_dict() if st is not None else {}
 
-    def emit_args(self, plan: Plan, model, settings: dict) -> list[str]:
+    def emit_args(self, plan: Plan, model, settings: dict, gpu=None) -> list[str]:
+        """The serve command's argv for `plan` on `gpu` (its profile: the dtype facts the flags follow)."""
         raise KvplanError(f"{arg('emit')} supports {', '.join(emitters())}, not {self.name}", EXIT_USAGE,
                           param="emit", value=self.name, allowed=tuple(emitters()))
 
@@ -197,7 +198,7 @@ class Engine:
         ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep, self.dcp_tokens_whole)
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name,
                         assumed=(*kv_said, *self.assumptions(view, gpu, dep, st)), pooled=cap.pooled)
-        return EngineResult(plan, cap, self.settings_dict(st, view, dep, r))
+        return EngineResult(plan, cap, self.settings_dict(st, view, dep, r), gpu)
 
     # the engine table's row for weights as loaded, where loading adds to the checkpoint (loaded_extra)
     loaded_label = "weights as loaded per GPU"

@@ -59,3 +59,4 @@ class EngineResult(NamedTuple):
     plan: Plan
     capacity: Capacity
     settings: dict
+    gpu: object = None  # the GPU profile it was planned on (--emit reads its dtype facts: kvplan.engines.emit)

@@ -14,6 +14,7 @@ import shlex
 from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.units import gib
+from kvplan.hardware.facts import runs_bf16
 from kvplan.model.spec import weight_bytes
 from kvplan.sources.origin import model_arg
 
@@ -47,9 +48,28 @@ def planned_weights(plan, model) -> str:
     return plan.request.weight_dtype or checkpoint_weights(model)
 
 
-def weight_args(engine, plan, model) -> list[str]:
-    """vLLM / SGLang flags that load the checkpoint as the plan's weight dtype, or a KvplanError where none
-    can (`engine`: the configured Engine whose command this is; its `display_name` words the refusal).
+def weight_args(engine, plan, model, gpu=None) -> list[str]:
+    """vLLM / SGLang flags that load the checkpoint as the plan's weight dtype (`_weight_flags`) on `gpu` (its
+    profile), or a KvplanError where none can (`engine`: the configured Engine whose command this is).
+
+    On a GPU without BF16 math (the profile's `bf16: false`: Volta, Turing) a bf16 model runs in fp16, as the
+    plan's header says (kvplan.report.text.run_dtype; the same 2 bytes): `--dtype float16`, which neither engine
+    picks by itself from a bf16 config. vLLM refuses bfloat16 there ("Bfloat16 is only supported on GPUs with
+    compute capability of at least 8.0 ... --dtype=half", vllm 0.8.0 wheel, vllm/v1/worker/gpu_worker.py
+    L302-306); SGLang's `--dtype auto` keeps a bf16 config's dtype whatever the GPU (sglang 0.5.23 wheel,
+    sglang/srt/configs/model_config.py L2303-2320, _get_and_verify_dtype). A profile without the fact: as before.
+    """
+    want, have = planned_weights(plan, model), checkpoint_weights(model)
+    if runs_bf16(gpu):
+        return _weight_flags(engine, model, want, have)
+    args = _weight_flags(engine, model, "fp16" if want == "bf16" else want, have)
+    if "--dtype" not in args and model.dtype == "bf16":  # a quantized or fp8-at-load checkpoint's activations
+        args = ["--dtype", "float16", *args]
+    return args
+
+
+def _weight_flags(engine, model, want: str, have: str) -> list[str]:
+    """The flags that load a `have` checkpoint as `want` weights (`engine`'s `display_name` words a refusal).
 
     * 16-bit to 16-bit: `--dtype` casts at load (both engines' --dtype: auto, float16, bfloat16, float32).
       fp32 only from an fp32 checkpoint: `--dtype auto` would cast it to 16 bits (vLLM, SGLang), and
@@ -62,7 +82,6 @@ def weight_args(engine, plan, model) -> list[str]:
     Any other pair (int4, int8, mxfp4, nvfp4 or a GGUF type from a 16-bit checkpoint; a quantized
     checkpoint as anything else) has no online path that stores what kvplan counted, so it is refused.
     """
-    want, have = planned_weights(plan, model), checkpoint_weights(model)
     if want in _TORCH_DTYPE and have in _TORCH_DTYPE and (want != "fp32" or have == "fp32"):
         return [] if want == have != "fp32" else ["--dtype", _TORCH_DTYPE[want]]
     if want == have:
@@ -113,4 +132,4 @@ def serve_seqs(plan) -> int:
 
 def emit(engine, result, model) -> str:
     """One shell command line for `result` (an EngineResult made by `engine`, a configured Engine)."""
-    return shlex.join(engine.emit_args(result.plan, model, result.settings))
+    return shlex.join(engine.emit_args(result.plan, model, result.settings, result.gpu))

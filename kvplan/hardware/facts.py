@@ -62,6 +62,12 @@ def fact_missing(gpu, name: str) -> bool:
     return getattr(gpu, field, None) is None
 
 
+def runs_bf16(gpu) -> bool:
+    """Whether `gpu` does BF16 math: False only where its profile says `bf16: false` (Volta, Turing), where engines
+    run a bf16 checkpoint in fp16; a profile that leaves the fact out (or no profile) is taken to."""
+    return getattr(gpu, "bf16", None) is not False
+
+
 def assumed_fact(gpu, fact: str) -> str:
     """What engine rules take for `fact` (one of ASSUMED_FACTS) where the profile leaves it out, in words."""
     if fact == "compute_capability":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kvplan.core.errors import arg
 from kvplan.core.markup import plain
+from kvplan.hardware.facts import runs_bf16
 from kvplan.planning.plan import KV_TOPICS, Plan
 from kvplan.planning.layout import layout_text
 from kvplan.core.units import gib, human_bytes, human_tokens
@@ -100,7 +101,7 @@ def run_dtype(name: str, gpu) -> str:
     """A 16-bit dtype as `gpu` runs it: bf16 is fp16 (the same 2 bytes) where the profile says `bf16: false`
     (Volta, Turing: engines cast a bf16 checkpoint to fp16; vLLM refuses bfloat16 below compute capability 8.0,
     vllm 0.8.0 wheel, v1/worker/gpu_worker.py L303)."""
-    return "fp16" if name == "bf16" and getattr(gpu, "bf16", None) is False else name
+    return "fp16" if name == "bf16" and not runs_bf16(gpu) else name
 
 
 def effective_weight_dtype(plan: Plan, model) -> str:

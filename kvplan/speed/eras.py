@@ -80,21 +80,30 @@ HARNESSES = {
 }
 
 
-# Terms only some engines' coefficient sets fit (every era, backend and harness set of those engines); every other
-# set leaves the term out of its fit, its coefficient 0. `pstep`, a fixed cost per prefill batch: SGLang runs its
-# prefill batches apart from its decode batches (--enable-mixed-chunk off by default; `get_next_batch_to_run` runs a
-# prefill batch whenever one forms, "Run prefill first if possible", v0.5.9 scheduler.py L1936), so a wave's
-# admissions pay one batch's scheduling and launches per prefill batch, not per request. vLLM and TensorRT-LLM put
-# prefill chunks in the decode steps' token budget, where the step's own cost (`step`) prices them.
-# SGLang's sets keep their per-request cost beside it (dropping it was tried: docs/speed.md, "SGLang's admission
-# and its prefill batches").
-ENGINE_TERMS = {"pstep": ("sglang",)}
+# Terms only some coefficient sets fit, per term the engines (every era, backend and harness set of theirs) or the
+# single sets (a key of ERAS, BACKENDS or an engine's current era) that fit it; every other set leaves the term out of
+# its fit, its coefficient 0, even where it shares its other terms with a set that fits it. `pstep`, a fixed cost per
+# prefill batch: SGLang runs its prefill batches apart from its decode batches (--enable-mixed-chunk off by default;
+# `get_next_batch_to_run` runs a prefill batch whenever one forms, "Run prefill first if possible", v0.5.9
+# scheduler.py L1936), so a wave's admissions pay one batch's scheduling and launches per prefill batch, not per
+# request. TensorRT-LLM's PyTorch backend (its current era's set, `trtllm`) replays a CUDA graph only for a batch
+# with no context request (NVIDIA/TensorRT-LLM@034fffb0900632b2aefdec1ce9a5b5cbe63d22ba:
+# tensorrt_llm/_torch/pyexecutor/scheduler.py, `ScheduledRequests.can_run_cuda_graph`: `not self.context_requests`),
+# so a step that carries prompt tokens runs the model eagerly, every kernel launched from Python, and pays that launch
+# cost once a step (issue 21: trtllm-serve's TTFT 90-145 ms above the prediction at concurrency 4, whatever the
+# prompt); its TensorRT-engine runs (`trtllm-engine`) and releases before 1.0 (`trtllm<1.0`, TensorRT engines) run
+# no such eager pass and leave it out. vLLM puts prefill chunks in the decode steps' token budget, where the step's
+# own cost (`step`) prices them. SGLang's sets keep their per-request cost beside it (dropping it was
+# tried: docs/speed.md, "SGLang's admission and its prefill batches").
+ENGINE_TERMS = {"pstep": ("sglang", "trtllm")}
+SET_TERMS = frozenset({"trtllm"})  # names in ENGINE_TERMS that are one coefficient set, not every set of an engine
 
 
 def unused_terms(key: str) -> frozenset[str]:
-    """The terms coefficient set `key` leaves out of its fit: those ENGINE_TERMS names for other engines only."""
+    """The terms coefficient set `key` leaves out of its fit: those ENGINE_TERMS gives to other engines or sets only."""
     engine = engine_of(key)
-    return frozenset(t for t, engines in ENGINE_TERMS.items() if engine not in engines)
+    return frozenset(t for t, names in ENGINE_TERMS.items()
+                     if key not in names and (engine not in names or engine in SET_TERMS))
 
 
 def release(version) -> tuple[int, ...] | None:

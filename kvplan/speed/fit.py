@@ -231,7 +231,8 @@ def fit_era(era: str, built: list[Built], passes: int = PASSES) -> list[float]:
 def _fit(built: list[Built], passes: int, apart: dict | None = None, era: str = "") -> list[float]:
     """The robust fit; `apart`: {older era: the terms it fits apart}, each such term a column of its own
     (a copy of its floor) for that era's rows. A term a row's set does not fit (kvplan.speed.eras.unused_terms)
-    is 0 in that row, and a term no set here fits is no column at all (its coefficient 0). Returns the
+    is 0 in that row, and a term no set here fits is no column at all (its coefficient 0); `era` reads 0 for a term
+    it does not fit, though a set fitted with it (sharing its other terms) fits that column. Returns the
     coefficients `era` reads (TERMS order)."""
     apart = apart or {}
     cols = [(e, t) for e, ts in sorted(apart.items()) for t in ts]  # the extra columns
@@ -270,7 +271,8 @@ def _fit(built: list[Built], passes: int, apart: dict | None = None, era: str = 
                 ws.append(w)
         fitted = iter(_robust(rows, ws, [floor[i] for i in keep]))
         coef = [next(fitted) if i in keep else 0.0 for i in range(len(names))]
-    return of(coef, era)
+    left_out = unused_terms(era) if era else frozenset()  # a term `era` does not fit reads 0, not a shared column's
+    return [0.0 if t in left_out else c for t, c in zip(TERMS, of(coef, era))]
 
 
 def _loss(rows, ws, coef) -> float:

@@ -41,7 +41,9 @@ the order of `TERMS`:
   seq        sequences in the step (seconds per sequence per step)
   request    1 for a request's prefill (seconds per request: tokenising, admission, detokenising)
   pstep      prefill steps (seconds per prefill batch: an engine that runs its prefill batches apart from its
-             decode batches pays each batch's scheduling and launch once, however many requests it holds);
+             decode batches pays each batch's scheduling and launch once, however many requests it holds, and one
+             that runs a step with prompt tokens without its CUDA graph, TensorRT-LLM's PyTorch backend, that
+             step's eager launches);
              only the coefficient sets kvplan.speed.eras.ENGINE_TERMS names fit it, every other set's is 0
   ingress    requests queued ahead in the serving front end (seconds per request: the API server's HTTP parsing,
              chat template and tokenising, in a process apart from the engine's steps): not in any step, only in a

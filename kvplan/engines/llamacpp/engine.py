@@ -285,7 +285,7 @@ class LlamaCpp(Engine):
     def settings_dict(self, st: Settings, model, dep, req) -> dict:
         return {**st.as_dict(), "compute_buffer_estimate": req.overhead_bytes}
 
-    def emit_args(self, plan, model, settings: dict) -> list[str]:
+    def emit_args(self, plan, model, settings: dict, gpu=None) -> list[str]:
         """`llama-server` (common/arg.cpp): -c is the total context over all slots, -np the slots,
         -ctk/-ctv the cache types, -ngl 99 for full offload, -fa on (a quantized V cache needs it). -m names a
         GGUF file of the plan's weight type: llama.cpp loads a file's tensors as stored (emit.gguf_file_type)."""

@@ -16,13 +16,22 @@
   planned as they do.
 * `--kv-cache-dtype` takes auto, fp8_e5m2, fp8_e4m3 in 0.5.3 (server_args.py L1462): a 16-bit cache of an FP8-KV
   checkpoint has no setting there; 0.5.4.post2 adds bf16 / bfloat16 (server_args.py L1987).
+
+What `--kv-cache-dtype` takes (`check_flag`, `kv_flags`), the argparse choices in the wheels: auto and fp8_e5m2 in
+0.4.0 (sglang/srt/server_args.py L296); fp8_e4m3 too in 0.4.3 and 0.4.9 (L374, L687) and 0.5.3 (L1462); 0.5.23 adds
+mxfp8, bf16, bfloat16, nvfp4 and fp4_mx_block16 (sglang/srt/arg_groups/fields/model.py L209-218;
+mem_cache/kv_cache_dtype.py configure_kv_cache_dtype raises "Unsupported kv_cache_dtype" past them). No release
+read has int8, float16 or float32: such a cache is the model dtype's, through auto, or none at all (refused).
 """
 
 from __future__ import annotations
 
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.checkpoint_kv import KvRule
+from kvplan.engines.emit import kv_dtype_arg
 from kvplan.engines.versions import parse_version
 
+E4M3_FLAG = (0, 4, 3)  # the first release read whose --kv-cache-dtype takes fp8_e4m3 (0.4.0: fp8_e5m2 alone)
 FOLLOWS = (0, 5, 3)  # the first release read whose auto follows a declared FP8 cache (0.5.1.post3 does not)
 BF16_FLAG = (0, 5, 4)  # the first release read whose --kv-cache-dtype takes bf16 (0.5.4.post2)
 FP8_CONFIG = (0, 5, 18)  # the first release whose Fp8Config carries a kv_cache_quant_algo (0.5.17 has none)
@@ -48,3 +57,24 @@ def checkpoint_kv_rule(ckv, version: str) -> KvRule:
     return KvRule(False, f"SGLang {version}'s --kv-cache-dtype auto follows a declared FP8 cache of "
                          f"{', '.join(readers)} alone (configure_kv_cache_dtype; Fp8Config's from 0.5.18, "
                          "compressed-tensors' static per-tensor FP8 from 0.5.19): the model dtype")
+
+
+def kv_flags(version: str) -> dict[str, str]:
+    """kvplan's cache dtypes that SGLang `version`'s --kv-cache-dtype names (module docstring), by its spelling:
+    fp8 as fp8_e4m3 (fp8_e5m2 before 0.4.3, the same byte), bf16 from 0.5.4."""
+    v = parse_version(version)
+    return {"fp8": "fp8_e4m3" if v >= E4M3_FLAG else "fp8_e5m2", **({"bf16": "bfloat16"} if v >= BF16_FLAG else {})}
+
+
+def check_flag(kv, model, version: str, auto: str | None) -> None:
+    """Refuse a cache dtype SGLang `version` cannot be asked for: one its --kv-cache-dtype has no choice for where
+    auto (the model dtype, or `auto`: a declared cache it follows) is not it (int8 in any release; fp32, fp16 or
+    before 0.5.4 bf16 beside a model of another dtype). `kv`: None is auto."""
+    wanted = kv_dtype_arg(kv, model, {}, auto)  # kvplan's name of the dtype a flag would have to ask for
+    flags = kv_flags(version)
+    if wanted is None or wanted in flags:
+        return
+    raise KvplanError(f"SGLang {version}'s --kv-cache-dtype has no {wanted} choice (server_args.py; see "
+                      f"kvplan/engines/sglang/cache_dtype.py) and its auto is {auto or model.dtype} for this model; "
+                      f"{arg('kv_dtype')} auto or {' or '.join(flags)}", EXIT_USAGE, param="kv_dtype", value=wanted,
+                      allowed=("auto", *flags))

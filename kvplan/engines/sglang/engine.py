@@ -252,7 +252,6 @@ class Sglang(Engine):
     # subprocesses (sgl-project/sglang@18bfdd16794a857cefaebc00a0964935b8d0a026:python/sglang/srt/entrypoints/engine.py
     # `_launch_subprocesses`), so every request of every rank crosses the one front end
     dp_one_front_end = True
-    kv_dtype_flags = {"fp8": "fp8_e4m3", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}  # --kv-cache-dtype
     offload_rules = {"native": {"cpu": hicache_pool}}  # HiCache's host pool (L2): kvplan.engines.offload
     offload_missing = {"native": "SGLang HiCache's L3 storage backends size themselves; kvplan sizes its host pool (cpu)"}
 
@@ -299,6 +298,7 @@ class Sglang(Engine):
         # rest = free_before x fraction - weights, with free_before = total - init: as the planner's
         # "usable x utilisation - weights - overhead" with overhead = init x fraction.
         over = req.overhead_bytes if req.overhead_bytes is not None else int(st.init_bytes * st.mem_fraction_static)
+        sglang_cache_dtype.check_flag(req.kv_dtype, model, st.version, self.auto_kv_dtype(model))  # int8, ...
         if has_compressed(model.layers):  # its page and cache dtype (kvplan.engines.sglang.dsv4)
             sglang_dsv4.check_settings(st.page_size, cache_dtypes(req, model)[0])
         return dataclasses.replace(req, gpu_memory_utilization=st.mem_fraction_static, block_size=st.page_size,
@@ -344,7 +344,7 @@ class Sglang(Engine):
         sglang_dsv4.no_log_check(model)
         return sum(pool_cell(model, dep, kv_dtype, st)[:2])
 
-    def emit_args(self, plan, model, settings: dict) -> list[str]:
+    def emit_args(self, plan, model, settings: dict, gpu=None) -> list[str]:
         """`python -m sglang.launch_server` (srt/server_args.py): --context-length, --mem-fraction-static,
         --tp-size (every rank), --dp-size, --enable-dp-attention, --ep-size, --pp-size
         (parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype, --page-size,
@@ -354,14 +354,14 @@ class Sglang(Engine):
         r, dep = plan.request, plan.deployment
         env = [f"SGLANG_VLM_CACHE_SIZE_MB={settings['vlm_cache_mb']}"] if "vlm_cache_size_mb" in self.opts else []
         args = [*env, "python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
-                *weight_args(self, plan, model),
+                *weight_args(self, plan, model, gpu),
                 "--context-length", str(r.context), "--mem-fraction-static", f"{_emit_fraction(plan, settings, model):g}",
                 *self.parallel_flags(dep, model), *serve_flags(self.opts),
                 "--max-running-requests", str(self.opts.get("max_running_requests") or sglang_dsv4.emitted_running(
                     model, serve_seqs(plan))), *sglang_dsv4.emit_flags(model, self.opts),
                 *sglang_mamba.emit_flags(self.opts, model, plan, settings["version"],
                                          plan.deployment.dp if dp_attention(model, dep, self.opts) else 1)]
-        kv = kv_dtype_arg(r.kv_dtype, model, self.kv_dtype_flags, self.auto_kv_dtype(model))
+        kv = kv_dtype_arg(r.kv_dtype, model, sglang_cache_dtype.kv_flags(settings["version"]), self.auto_kv_dtype(model))
         if kv:
             args += ["--kv-cache-dtype", kv]
         if settings["page_size"] != 1:

@@ -329,7 +329,7 @@ class Vllm(Engine):
                 "overhead_host_token_table": uma.token_table_bytes(st.gpu, st, req.context),
                 "memory_unified": uma.unified(st.gpu), "free_from_meminfo": uma.reads_meminfo(st.gpu, st.v)}
 
-    def emit_args(self, plan, model, settings: dict) -> list[str]:
+    def emit_args(self, plan, model, settings: dict, gpu=None) -> list[str]:
         """`vllm serve` flags (vllm/engine/arg_utils.py): --max-model-len, --max-num-seqs (per data-parallel
         rank), --gpu-memory-utilization or --kv-cache-memory-bytes (>= 0.11.0), --kv-cache-dtype, -tp/-pp,
         --data-parallel-size, --enable-expert-parallel (parallel_flags), --block-size, and --dtype /
@@ -341,7 +341,7 @@ class Vllm(Engine):
         seqs = max(min(seqs, settings["max_num_seqs"]), per_rank_batch(r.batch, dep.dp))
         # no context asked for: vLLM's own fit to the memory it measures (from 0.14.0), not kvplan's estimate
         auto = r.context_from_model and parse_version(settings["version"]) >= AUTO_FIRST
-        args = ["vllm", "serve", model_arg(model), *weight_args(self, plan, model),
+        args = ["vllm", "serve", model_arg(model), *weight_args(self, plan, model, gpu),
                 "--max-model-len", "auto" if auto else str(r.context), "--max-num-seqs", str(seqs)]
         if r.kv_cache_memory_bytes is not None:
             args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]

@@ -210,8 +210,22 @@ def test_token_labels_say_pool_and_requests():
     assert out["kv_pool_tokens_per_deployment"] == out["kv_cache_tokens"]
     assert out["request_tokens_at_context"] == out["max_concurrency"] * 131_072
     res = runner.invoke(app, ["fit", "gpt-oss-120b", "--gpu", "h100", "--ctx", "128k", "--gpus", "2"])
-    assert "KV pool tokens (all GPUs)" in res.stdout and "tokens requests use @ 128k" in res.stdout
-    assert "KV cache tokens per GPU" not in res.stdout
+    assert "KV pool tokens (as engines count)" in res.stdout and "tokens requests can use @ 128k" in res.stdout
+    # the scope said once per table: the memory rows are one GPU's, the answers the deployment's (issue 22, item 6);
+    # no token count is labelled as if summed over GPUs
+    assert "Memory per GPU" in res.stdout and "Answers per deployment" in res.stdout
+    assert "KV cache tokens per GPU" not in res.stdout and "tokens (all GPUs)" not in res.stdout
+
+
+def test_engine_table_says_what_its_lines_count_over():
+    # the engine's own lines keep its log words ("GPU KV cache size", "num_gpu_blocks"); a caption says which are
+    # per GPU and which are the engine instance's (tp x pp GPUs; each data-parallel rank runs its own)
+    res = runner.invoke(app, ["fit", "gpt-oss-120b", "--gpu", "h100", "--ctx", "128k", "--tp", "2", "--engine",
+                              "vllm"])
+    assert res.exit_code == 0, res.output
+    flat = " ".join(res.stdout.split())
+    assert "GPU KV cache size" in flat and "budget and blocks: per GPU" in flat
+    assert "tokens and concurrency: one engine instance" in flat
 
 
 def test_simulate_and_emit_take_the_same_limit(qwen_yarn):

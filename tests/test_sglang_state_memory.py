@@ -73,7 +73,7 @@ def test_fit_table_and_json_show_the_state_pool():
     rows = {line.split("│")[0].strip(): line.split("│")[1].strip() for line in res.stdout.splitlines() if "│" in line}
     assert rows["− state pool"] == "31.11 GiB" and rows["= token pool"] == "34.58 GiB"
     assert rows["− batch × context"] == "16.00 GiB" and rows["= free"] == "18.58 GiB"
-    assert rows["KV per sequence (all GPUs)"] == "16.43 GiB"
+    assert rows["KV per sequence (all its GPUs)"] == "16.43 GiB"
     res = CliRunner().invoke(app, ["fit", "qwen3.5-27b", "--gpu", "h200-sxm", "--engine", "sglang",
                                    "--kv-cache-memory", "70536510029", "--json"])
     plan = json.loads(res.stdout)["plans"][0]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.core.dtypes import KV_DTYPES
+from kvplan.engines import resolve_engine
 from kvplan.engines.vllm import engine as vllm
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
@@ -54,3 +55,26 @@ def test_unpadded_releases_and_rocm_keep_576():
     for version, gpu in (("0.7.3", "mi300x"), ("0.7.1", "h200")):
         pool, _ = _pool_and_cap(version, gpu, 64)
         assert pool.bytes_per_block == 4_497_408, (version, gpu)
+
+
+def _plan(version: str, gpu: str):
+    engine = resolve_engine("vllm", version=version, block_size=64)
+    return engine.plan(find_in_catalog("deepseek-r1"), find_gpu(gpu), Deployment(8), Request(LEN))
+
+
+def test_kv_per_token_is_the_padded_pools():
+    # The padding rule: vllm 0.7.3 wheel, vllm/worker/cache_engine.py L132-137 (get_cache_block_size:
+    # key_cache_entry = num_heads x head_size = 576, rounded by align_to_256bytes when _align_cache) and L156-158
+    # (align_to_256bytes: cdiv(entry x 2 B, 256) x 256 / 2 B = 640 elements). A token-layer is 640 x 2 = 1,280 B:
+    #   per GPU (each of the 8 ranks holds the whole latent) 61 x 1,280 = 78,080 B; all GPUs 8 x 78,080 = 624,640 B
+    #   one 163,840-token sequence per GPU (2,560 whole 64-token blocks) 163,840 x 78,080 = 12,792,627,200 B
+    # what a decode reads stays the 576 values: 163,840 x 61 x 576 x 2 = 11,513,364,480 B
+    plan = _plan("0.7.3", "h200")
+    assert plan.kv_bytes_per_token_per_gpu == 78_080 and plan.kv_bytes_per_token == 624_640
+    assert plan.kv_bytes_per_sequence_per_gpu == 12_792_627_200
+    assert plan.stages[0].profile.sequence_bytes(LEN, paged=False) == 11_513_364_480
+    # the pool divides by the same bytes: 64 x 78,080 = 4,997,120 a block
+    assert 64 * plan.kv_bytes_per_token_per_gpu == 4_997_120
+    # ROCm (is_cuda() false) and V1 keep 576 values: 61 x 1,152 = 70,272 B a GPU
+    assert _plan("0.7.3", "mi300x").kv_bytes_per_token_per_gpu == 70_272
+    assert _plan("0.8.5", "h200").kv_bytes_per_token_per_gpu == 70_272

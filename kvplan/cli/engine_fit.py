@@ -123,7 +123,8 @@ def no_fit_line(plan) -> str:
 def _engine_table(console, results, titles) -> None:
     """The engine's printed figures, one column per plan, in the engine's own terms."""
     cap = results[0].capacity
-    table = fitted_table(title=f"{cap.engine} {cap.version} (as the engine reports it)", title_justify="left", show_edge=False)
+    table = fitted_table(title=f"{cap.engine} {cap.version} (as the engine reports it)", title_justify="left",
+                         show_edge=False, caption=cap.scope, caption_justify="left")  # what its lines count over
     table.add_column("")
     for t in titles:
         table.add_column(t, justify="right")

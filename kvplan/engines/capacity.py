@@ -44,6 +44,9 @@ class Capacity(NamedTuple):
     # recurrent-state slots allocated up front out of the KV memory, the running requests' states among them
     # (SGLang's state pool); the Plan's memory rows read it. None where a sequence's states are its own allocation
     pooled: PooledStates | None = None
+    # what the engine's own lines count over (per GPU, per engine instance), in words, where the engine says; their
+    # labels stay the engine's log words. None: not stated
+    scope: str | None = None
 
     @property
     def max_concurrency_int(self) -> int:

@@ -199,6 +199,11 @@ class DcpRules:
     def name(self) -> str:
         return f"{getattr(self.inner, 'name', 'paged')} / dcp {self.dcp}"
 
+    @property
+    def token_bytes(self):
+        """The wrapped rules' entry bytes, where they have their own (kvplan.planning.profile), else None."""
+        return getattr(self.inner, "token_bytes", None)
+
     def tokens_allocated(self, layer, seq_len: int, block: int) -> int:
         if isinstance(layer, (MLALatent, FullAttention)):
             seq_len = cdiv(seq_len, self.dcp)

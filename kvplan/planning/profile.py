@@ -46,18 +46,23 @@ class KVProfile:
         # Per-group figures that never change, worked out once: a profile is shared by every GPU and
         # context of a sweep (kvplan.engines.neutral.NeutralEngine.grid), and sequence_bytes is called by the max-context
         # search many times. The memo of sequence_bytes is bounded; neither is part of eq or hash.
-        tb = tuple(s.token_bytes(self.kv_dtype, self.tp) for s, _ in self.groups)
+        tb = tuple(self.token_bytes(s) for s, _ in self.groups)
+        read = tuple(s.token_bytes(self.kv_dtype, self.tp) for s, _ in self.groups)
         states = sum(self.state_bytes(s) * n for (s, n) in self.groups)
         # a layer that caches one entry per compress_ratio tokens (DeepSeek-V4: kvplan.model.compressed)
         per_token = [Fraction(b * n, s.compress_ratio) for (s, n), b in zip(self.groups, tb)]
         object.__setattr__(self, "_token_bytes", tb)
+        object.__setattr__(self, "_read_bytes", read)
         object.__setattr__(self, "_state_bytes", states)
         object.__setattr__(self, "_memo", ({}, {}))  # seq_len -> bytes: unpaged, paged
         object.__setattr__(self, "_growth", int(sum(f for (s, _), f in zip(self.groups, per_token) if not s.bounded)))
         object.__setattr__(self, "_slot", int(sum(per_token)))
 
     def token_bytes(self, layer: LayerSpec) -> int:
-        return layer.token_bytes(self.kv_dtype, self.tp)
+        """Bytes one token takes `layer` in the cache: the rules' own where they have a say (an engine's padded
+        entry: vLLM V0's MLA, kvplan.engines.vllm.pool), else the layer's."""
+        entry = getattr(self.rules, "token_bytes", None)
+        return entry(layer, self.kv_dtype, self.tp) if entry else layer.token_bytes(self.kv_dtype, self.tp)
 
     def state_bytes(self, layer: LayerSpec) -> int:
         """What one sequence holds in `layer` whatever its length: a recurrent state, or the fixed part of a
@@ -83,13 +88,14 @@ class KVProfile:
     def sequence_bytes(self, seq_len: int, paged: bool = True) -> int:
         """Bytes one sequence of seq_len tokens holds on this rank: allocated slots, plus states.
 
-        paged=False: the tokens the layers hold, without the rules' rounding (what a decode reads)."""
+        paged=False: the tokens the layers hold, without the rules' rounding or entry padding (what a decode
+        reads)."""
         memo = self._memo[paged]
         total = memo.get(seq_len)
         if total is not None:
             return total
         total = self._state_bytes
-        for (spec, n), tb in zip(self.groups, self._token_bytes):
+        for (spec, n), tb in zip(self.groups, self._token_bytes if paged else self._read_bytes):
             held = self.rules.tokens_allocated(spec, seq_len, self.block_size) if paged else spec.tokens_held(seq_len)
             if held:
                 total += held * tb * n

@@ -270,17 +270,20 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], cali
     for label, fn in _memory_rows(plans):
         budget.add_row(label, *[fn(p) for p in plans])
     console.print(budget)
-    answers = fitted_table(title="Answers", title_justify="left", show_edge=False)
+    # every row answers for the whole deployment (all its GPUs); the memory table above is one GPU's
+    answers = fitted_table(title="Answers per deployment", title_justify="left", show_edge=False)
     answers.add_column("")
     for t in titles:
         answers.add_column(t, justify="right")
     answer_rows = [
         ("GPUs (layout)", lambda p: f"{p.deployment.gpus} ({layout_text(p.deployment)})"),
         ("fits", lambda p: "[green]yes[/]" if p.fits else f"[red]no ({p.binds})[/]"),
-        ("KV per token (all GPUs)", lambda p: human_bytes(p.kv_bytes_per_token)),
-        ("KV per sequence (all GPUs)", lambda p: human_bytes(p.kv_bytes_per_sequence)),
-        ("KV pool tokens (all GPUs)", lambda p: f"{p.kv_cache_tokens:,}"),  # the engine's count, one deployment
-        (f"tokens requests use @ {human_tokens(first.request.context)}",
+        ("KV per token (all its GPUs)", lambda p: human_bytes(p.kv_bytes_per_token)),
+        ("KV per sequence (all its GPUs)", lambda p: human_bytes(p.kv_bytes_per_sequence)),
+        # the pool counted as an engine prints it (a hybrid's windowed layers hold fewer), then what the requests
+        # that fit at the context use of it: neither is summed over GPUs (every tp rank holds its share of each)
+        ("KV pool tokens (as engines count)", lambda p: f"{p.kv_cache_tokens:,}"),
+        (f"tokens requests can use @ {human_tokens(first.request.context)}",
          lambda p: f"{p.max_concurrency * p.request.context:,}"),
         (f"max concurrency @ {human_tokens(first.request.context)}", lambda p: f"{p.max_concurrency:,}"),
         (f"max context @ batch {first.request.batch}", lambda p: f"{p.max_context:,}" + (" (model limit)" if p.max_context_limited_by == "model" else "")),

@@ -34,7 +34,9 @@ from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
 from kvplan.engines.vllm import api_servers, multimodal, uma, v0_mla
-from kvplan.engines.vllm.pool import BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools  # noqa: F401
+from kvplan.engines.vllm.pool import (  # noqa: F401
+    BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
+)
 from kvplan.engines.vllm.settings import Settings
 from kvplan.engines.options import opt_int
 from kvplan.core.errors import EXIT_USAGE, KvplanError
@@ -50,6 +52,12 @@ GIB = 2**30
 from kvplan.engines.vllm.defaults import (  # noqa: F401 (re-exported: tests and benchmarks read them here)
     DEFAULT_VERSION, OPTS, VERSIONS, _big_gpu, _device_name, _named_hopper, batch_defaults, reads_device_name, settings,
 )
+
+
+# What vLLM's lines count over: each worker sizes its budget and num_gpu_blocks; "GPU KV cache size" and the
+# concurrency are the engine's (one per data-parallel rank: tests/test_layouts.py)
+SCOPE = ("budget and blocks: per GPU; tokens and concurrency: one engine instance (its tp x pp GPUs; each "
+         "data-parallel rank is its own)")
 
 
 def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,
@@ -77,7 +85,7 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
         # size by the dcp_world_size"); from 0.20.1 it is concurrency x max_model_len
         tokens = ((blocks // pool.num_groups) * pool.report_block * dcp if v <= (0, 20, 0)
                   else int(conc * context))
-    bpt = max(sum(l.token_bytes(kv_dtype, dep.tp) // l.compress_ratio for l in model.layers[a:b])
+    bpt = max(sum(v0_aligned_bytes(l, kv_dtype, dep.tp, st) // l.compress_ratio for l in model.layers[a:b])
               for a, b in ranges)
     lines = [
         Figure("KV budget per GPU", min(budgets), "bytes"),
@@ -101,7 +109,7 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
         lines, notes = _with_auto_fit(model, dep, budgets, st, kv_dtype, state_dtype, pools, blocks, lines, notes)
     admitted = (blocks // per_req if per_req else 0) if has_compressed(model.layers) else None
     return Capacity("vllm", st.version, min(budgets), tokens, conc, context, bpt, blocks, pool.block_size,
-                    tuple(lines), tuple(notes), admitted)
+                    tuple(lines), tuple(notes), admitted, scope=SCOPE)
 
 
 def _with_auto_fit(model, dep, budgets, st, kv_dtype, state_dtype, pools, blocks, lines, notes):

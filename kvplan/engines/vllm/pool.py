@@ -38,11 +38,17 @@ class VllmRules:
 
     max_in_flight_tokens: int  # T in the sliding-window bound
     retained: int = 0  # sliding-window tokens kept below the window for multi-module MTP (Settings.swa_retained)
+    mla_align: int = 0  # elements V0 pads an MLA cache entry to (ALIGNED_MLA, below); 0 where it does not
     name = "vllm"
 
     @classmethod
     def of(cls, st: Settings) -> VllmRules:
-        return cls(st.in_flight_tokens, st.swa_retained)
+        return cls(st.in_flight_tokens, st.swa_retained, mla_align(st))
+
+    def token_bytes(self, layer, kv_dtype: DType, tp: int) -> int:
+        """Bytes one token takes `layer` in vLLM's cache (kvplan.planning.profile asks the rules): the padded MLA
+        entry where V0 pads it, so a plan's KV per token and per sequence are the pool's."""
+        return aligned_bytes(layer, kv_dtype, tp, self.mla_align)
 
     def blocks(self, kind: Kind, span: int, n: int, block: int) -> int:
         """Blocks one request of `n` tokens takes in one layer of `kind` (BLOCKS_PER_REQUEST, with this
@@ -153,14 +159,24 @@ ALIGNED_MLA = ((0, 7, 2), (0, 8, 0))  # [first release that pads, first that doe
 ALIGN_ELEMENTS = 128  # 256 bytes of a 16-bit model dtype, the only one vLLM loads DeepSeek's MLA models at
 
 
+def mla_align(st: Settings) -> int:
+    """ALIGN_ELEMENTS where this release pads V0's MLA entry on this GPU (CUDA, ALIGNED_MLA), else 0."""
+    lo, hi = ALIGNED_MLA
+    vendor = str(getattr(st.gpu, "vendor", "")).upper()
+    return ALIGN_ELEMENTS if not st.v1 and vendor == "NVIDIA" and lo <= parse_version(st.version) < hi else 0
+
+
+def aligned_bytes(layer, kv_dtype: DType, tp: int, align: int) -> int:
+    """Bytes one token costs `layer`: an MLA entry rounded up to `align` elements (0: the layer's own bytes)."""
+    if layer.kind != Kind.MLA or not align:
+        return layer.token_bytes(kv_dtype, tp)
+    return kv_dtype.bytes_for(cdiv(layer.elements_per_token(tp), align) * align)
+
+
 def v0_aligned_bytes(layer, kv_dtype: DType, tp: int, st: Settings) -> int:
     """Bytes one token costs `layer` in vLLM's cache: V0's MLA entry padded to 256 bytes on CUDA in the releases
     that did (ALIGNED_MLA), else the layer's own bytes."""
-    lo, hi = ALIGNED_MLA
-    vendor = str(getattr(st.gpu, "vendor", "")).upper()
-    if layer.kind != Kind.MLA or st.v1 or vendor != "NVIDIA" or not lo <= parse_version(st.version) < hi:
-        return layer.token_bytes(kv_dtype, tp)
-    return kv_dtype.bytes_for(cdiv(layer.elements_per_token(tp), ALIGN_ELEMENTS) * ALIGN_ELEMENTS)
+    return aligned_bytes(layer, kv_dtype, tp, mla_align(st))
 
 
 def unified_page(keys, block: int) -> tuple[int, int]:

@@ -224,3 +224,11 @@ def test_a_safetensors_index_naming_a_shard_outside_the_checkpoint_is_refused(tm
                         "i") == ["x.safetensors", "y.safetensors"]
     with pytest.raises(KvplanError, match="has no weight_map"):
         index_shards({"weight_map": {}}, "i")
+
+
+def test_profile_folder_without_a_profile_is_refused(tmp_path):
+    # Before: a mistyped or empty --hw-profiles folder was accepted and `fit` planned on the bundled h100 alone.
+    (tmp_path / "notes.txt").write_text("a100: mine\n")
+    (tmp_path / "sub.yaml").mkdir()  # a folder named like a profile is not one
+    r = runner.invoke(app, ["fit", "gpt2", "--gpu", "h100", "--ctx", "1k", "--hw-profiles", str(tmp_path)])
+    one_line_error(r, 3, "holds no profile (.yaml or .yml file)")

@@ -7,15 +7,14 @@ import os
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from conftest import REPO
 from kvplan.cli import app
 
 runner = CliRunner()
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _error(result, code: int, needle: str) -> str:

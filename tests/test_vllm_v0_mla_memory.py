@@ -93,12 +93,11 @@ def _budget(version: str) -> int:
 
 
 def test_14842_budget_and_what_is_left():
-    # the log's budget 23,684,000,000 B (22.06 GiB); kvplan's: 28,828,307,088 B (26.85 GiB) with the absorbed weights
-    # and the MLA prefill peak, 35.71 GiB before them; o_proj's all-reduce copy takes 163,840 x (14,336 - 2,112)
-    # = 2,002,780,160 B more -> 26,825,526,928 B (24.98 GiB): over by 3.14e9 B = 2.93 GiB, the remainder the plan's
-    # note states (UNEXPLAINED_GIB), not added; 26,825,526,928 // 4,997,120 = 5,368 blocks against the log's 4,739
+    # The log's budget 23,684,000,000 B (22.06 GiB) is the independent figure; kvplan's own (24.98 GiB here, its terms
+    # worked by hand in the tests above) is not pinned, only held against the log: over it, by less than 14%, and by
+    # what the plan's note states (UNEXPLAINED_GIB, the remainder said, not added; SMALLER_PCT, the pool's shortfall
+    # in 4,997,120 B blocks against the log's 4,739)
     budget = _budget("0.7.3")
-    assert budget == 26_825_526_928
     left = (budget - LOG_BUDGET) / GIB
     assert left == pytest.approx(v0_mla.UNEXPLAINED_GIB, abs=0.1)
     assert 1 - 4_739 / (budget // 4_997_120) == pytest.approx(v0_mla.SMALLER_PCT / 100, abs=0.005)

@@ -108,11 +108,11 @@ def _user_dir(directory: str | Path) -> list[GPU]:
     if not d.is_dir():
         what = "is not a directory" if d.exists() else "does not exist"
         raise KvplanError(f"hw profiles directory '{directory}' {what}", EXIT_NOT_FOUND)
-    files = _profile_files(d.iterdir())
-    if not files:  # a mistyped folder would otherwise plan silently on the bundled profiles alone
+    gpus = _load_files(d.iterdir())
+    if not gpus:  # a mistyped folder would otherwise plan silently on the bundled profiles alone
         raise KvplanError(f"hw profiles directory '{directory}' holds no profile "
                           f"({' or '.join(PROFILE_SUFFIXES)} file)", EXIT_NOT_FOUND)
-    return _load_files(files)
+    return gpus
 
 
 def _catalog(extra_dirs: Sequence[str | Path]) -> tuple[dict[str, GPU], dict[str, tuple[str, GPU]]]:

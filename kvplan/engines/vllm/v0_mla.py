@@ -47,6 +47,7 @@ from kvplan.planning.deploy import split_layers
 ABSORBED = ((0, 7, 1), (0, 8, 0))  # V0's MLA backend materialising W_Q_UK / W_UV_O (0.7.1 wheel: utils.py L327-389)
 BLOCK = 128  # fp8 requantization group (the checkpoint's weight_block_size, DeepSeek's [128, 128])
 SCALE_BYTES = 4  # an fp32 block scale
+ACT = 2  # bytes of the model dtype vLLM loads DeepSeek's MLA models at (bf16 / fp16)
 CHUNK = 32768  # VLLM_FUSED_MOE_CHUNK_SIZE's default (0.7.3 envs.py L430, 0.8.0 L449)
 # vllm#14842's DeepSeek-R1 TP8 V0 log (a main build of 2025-03-14) holds this much more non-KV memory a GPU than
 # kvplan books from the source (tests/test_vllm_v0_mla_memory.py): said, not added. Its pool, 4,739 blocks of 64,
@@ -87,15 +88,14 @@ def absorbed_layer_bytes(model, tp: int, weight_dtype=None) -> int:
         return 0
     n, h = max(1, model.num_attention_heads // tp), model.hidden_size
     lq, lkv = la.q_lora_rank or h, la.kv_lora_rank
-    act = 2  # the model dtype vLLM loads DeepSeek's MLA models at (bf16 / fp16)
     q_uk, uv_o = lq * n * lkv, n * lkv * h  # elements
-    w_qr = lq * n * la.qk_rope_head_dim * act
+    w_qr = lq * n * la.qk_rope_head_dim * ACT
     quantized = model.quantization.method not in ("bf16", "fp16", "fp32")
-    kv_b = lkv * n * (la.qk_nope_head_dim + la.v_head_dim) * act if quantized else 0
+    kv_b = lkv * n * (la.qk_nope_head_dim + la.v_head_dim) * ACT if quantized else 0
     if _fp8(model, weight_dtype):
         scales = ((lq // BLOCK) * (n * lkv // BLOCK) + (n * lkv // BLOCK) * (h // BLOCK)) * SCALE_BYTES
         return q_uk + uv_o + scales + w_qr + kv_b
-    return (q_uk + uv_o) * act + w_qr + kv_b
+    return (q_uk + uv_o) * ACT + w_qr + kv_b
 
 
 def absorbed_bytes(model, tp: int, pp: int, version: tuple[int, ...], weight_dtype=None) -> int:
@@ -113,12 +113,12 @@ def profile_peak(model, tp: int, tokens: int, version: tuple[int, ...], weight_d
     la = mla_layer(model)
     if la is None or not in_absorbed_releases(version):
         return None
-    n, h, act = max(1, model.num_attention_heads // tp), model.hidden_size, 2
+    n, h = max(1, model.num_attention_heads // tp), model.hidden_size
     p, r, v, lkv, lq = la.qk_nope_head_dim, la.qk_rope_head_dim, la.v_head_dim, la.kv_lora_rank, la.q_lora_rank
     elements = (2 * h + 2 * lq + (lkv + r) + lkv + n * (p + r) + h + n * (p + v) + 2 * n * (p + r) + n * v + h)
     fp8_input = n * v + n * v // BLOCK * SCALE_BYTES if _fp8(model, weight_dtype) else 0
-    reduced = h * act if tp > 1 else 0  # o_proj's out-of-place all-reduce output, after the fp8 input is freed
-    return max(tokens * (elements * act + max(fp8_input, reduced)), moe_peak(model, tp, tokens, weight_dtype))
+    reduced = h * ACT if tp > 1 else 0  # o_proj's out-of-place all-reduce output, after the fp8 input is freed
+    return max(tokens * (elements * ACT + max(fp8_input, reduced)), moe_peak(model, tp, tokens, weight_dtype))
 
 
 def moe_peak(model, tp: int, tokens: int, weight_dtype=None) -> int:
@@ -127,12 +127,12 @@ def moe_peak(model, tp: int, tokens: int, weight_dtype=None) -> int:
     k, e = p.experts_per_token, p.num_experts
     if not k or not e:
         return 0
-    h, act, m = model.hidden_size, 2, min(tokens, CHUNK)
+    h, m = model.hidden_size, min(tokens, CHUNK)
     n = 2 * (model.intermediate_size // k) // tp  # the gate-up width of one expert on this rank
-    routing = tokens * (e * act + 2 * k * 4)
+    routing = tokens * (e * ACT + 2 * k * 4)
     chunk_input = m * (h + h // BLOCK * SCALE_BYTES) if _fp8(model, weight_dtype) else 0
-    in_experts = 3 * tokens * h * act + m * k * (max(n, h) + n // 2) * act + chunk_input
-    return routing + max(in_experts, 5 * tokens * h * act)
+    in_experts = 3 * tokens * h * ACT + m * k * (max(n, h) + n // 2) * ACT + chunk_input
+    return routing + max(in_experts, 5 * tokens * h * ACT)
 
 
 def uncertainty_note(model, version: tuple[int, ...]) -> str | None:

@@ -22,6 +22,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.options import opt_bool
 from kvplan.engines.registry import canonical_engine
 from kvplan.engines.sglang import admission as sglang_admission
+from kvplan.engines.vllm import defaults as vllm_defaults
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
 
 RUNNING_KEYS = ("max_num_seqs", "max_running_requests", "max_batch_size")
@@ -233,6 +234,12 @@ def preempts_on_growth(engine: str | None) -> bool:
     running requests' growth fills its pool (PREEMPTS_NEWEST): what a cohort of equal lengths run together meets at
     the end of its outputs where the pool holds its prompts but not their whole outputs (kvplan.speed.cohort)."""
     return canonical_engine(engine or "") in PREEMPTS_NEWEST
+
+
+def pool_at_server_length(engine: str | None, version: str | None) -> bool:
+    """Whether `engine` at `version` sizes its pool at the server's max_model_len rather than at the length its requests
+    run at (vLLM's V0 profile batch: kvplan.engines.vllm.defaults.profiles_server_length)."""
+    return canonical_engine(engine or "") == "vllm" and vllm_defaults.profiles_server_length(version)
 
 
 def resident_context(engine: str | None, version: str | None, isl: float, osl: float,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.bench.running import running
-from kvplan.engines.scheduler import pool_at_server_length, preempts_on_growth
+from kvplan.bench.running import case_waves, running
+from kvplan.engines.scheduler import pool_at_server_length, prefill_first_release, preempts_on_growth
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.cohort import cohort
@@ -146,3 +146,19 @@ def test_v0_sizes_its_pool_at_the_servers_length():
     # 78,080 B (61 layers x 640 x 2 B), so over 128 x 3,600 = 460,800: the pool no longer caps the 128 in flight
     short = replace(case, flags={**case.flags, "max_model_len": 4000})
     assert running(short, spec, gpu).cap >= 128
+
+
+def test_v0_runs_prefills_first():
+    # vLLM V0's default scheduler (no chunked prefill, which V0 forces off for MLA: vllm 0.7.3 config.py L3327-3335)
+    # schedules no decode in a step that prefills (vllm-project/vllm@0dce2b29aaaa36d3b7e5d80302b1018c1c296eee:
+    # vllm/core/scheduler.py `_schedule_default`, "Don't schedule decodes if prefills are scheduled"); V1 (0.8.0 on)
+    # mixes decodes into its chunked prefill steps. dstack's H200 V0 points then run their closed loop of equal
+    # lengths in waves, as SGLang's do without mixed chunks; a V1 point of the same flags does not.
+    assert prefill_first_release("vllm", "0.7.4.dev181+gf35f8e22")
+    assert not prefill_first_release("vllm", "0.8.0")
+    assert not prefill_first_release("sglang", "0.4.3.post2")
+    cases, _ = read_corpus(Path("tests/fixtures/speed"))
+    case = next(c for c in cases if c.source == "dstack-benchmarks-deepseek-r1-h200-mi300x"
+                and c.id == "h200-vllm-3200-800-c4")
+    assert case_waves(case)
+    assert not case_waves(replace(case, version="0.8.0"))

@@ -35,8 +35,8 @@ from typing import NamedTuple
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_workers, mixed_chunk,
-                                      model_limits, pool_at_server_length, preempts_on_growth, resident_context,
-                                      runs_waves, worker_chunk)
+                                      model_limits, pool_at_server_length, preempts_on_growth, prefill_first_release,
+                                      resident_context, runs_waves, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
@@ -78,8 +78,11 @@ class Running(NamedTuple):
 
 def case_waves(case) -> bool:
     """Whether the case's engine, with the flags it ran, decodes only when no prefill batch forms (a closed loop of
-    equal lengths then runs in waves: kvplan.engines.scheduler.runs_waves, kvplan.speed.load)."""
-    return runs_waves(case.engine, mixed_chunk(case.engine, case.flags), case.dp > 1 and attention_dp(case))
+    equal lengths then runs in waves: kvplan.engines.scheduler.runs_waves, kvplan.speed.load), its release included
+    (vLLM's V0: kvplan.engines.scheduler.prefill_first_release)."""
+    adp = case.dp > 1 and attention_dp(case)
+    return runs_waves(case.engine, mixed_chunk(case.engine, case.flags), adp) or (
+        prefill_first_release(case.engine, case.version) and not adp)
 
 
 def case_lockstep(case) -> int:

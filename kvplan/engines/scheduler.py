@@ -77,6 +77,15 @@ def prefill_first(engine: str | None, mixed: bool = False) -> bool:
     return bool(engine) and canonical_engine(engine) in PREFILL_FIRST and not mixed
 
 
+def prefill_first_release(engine: str | None, version: str | None) -> bool:
+    """Whether `engine` at `version` runs prefills first whatever PREFILL_FIRST says of its current releases: vLLM's V0
+    (before 0.8) without chunked prefill, which its MLA models force (vllm 0.7.3 config.py L3327-3335) and kvplan's V0
+    settings assume (kvplan.engines.vllm.defaults.batch_defaults), schedules no decode in a step that prefills
+    (vllm-project/vllm@0dce2b29aaaa36d3b7e5d80302b1018c1c296eee:vllm/core/scheduler.py `_schedule_default`, "Don't
+    schedule decodes if prefills are scheduled")."""
+    return pool_at_server_length(engine, version)
+
+
 def runs_waves(engine: str | None, mixed_chunk: bool = False, attention_dp: bool = False) -> bool:
     """Whether `engine` runs a closed loop of equal lengths in waves (PREFILL_FIRST): not with mixed chunks, and not
     under attention DP, whose workers run every forward together, each exchanging its batch's tokens before the MoE

@@ -132,3 +132,24 @@ def test_catalog_lookups_read_the_user_catalog_once_and_see_what_changes(kvplan_
     (extra / "other.json").write_text(json.dumps({**data, "name": "other-model"}))
     assert catalog.find_in_catalog("other-model") is None
     assert catalog.find_in_catalog("other-model", [extra]).name == "other-model"
+
+
+# --- new-user audit: an error line cannot drive the terminal ----------------------------------------------------
+def test_an_error_echoing_a_files_bytes_prints_them_escaped_on_one_line(kvplan_home, tmp_path):
+    # A binary or hostile trace's first line was echoed raw: NUL bytes, and ESC sequences the terminal runs
+    # (here: clear the screen, then red), and a newline splitting the one Error: line in two.
+    trace = tmp_path / "t.csv"
+    trace.write_bytes(b"\x00\x1b[2J\x1b[31marrival\xc2\x85\xe2\x80\xaeinput,c\n1,2,3\n")
+    r = run("simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", trace)
+    assert r.exit_code == 2, r.output
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("Error: unrecognised trace columns"), err
+    assert "\x1b" not in err and "\x00" not in err and "\u202e" not in err and "\x85" not in err
+    assert "\\x1b[2J" in err and "\\x00" in err and "\\u202e" in err
+
+
+def test_one_line_leaves_printable_text_alone():
+    from kvplan.core.markup import one_line
+
+    assert one_line("tp × pp · 128 GiB – ok") == "tp × pp · 128 GiB – ok"
+    assert one_line("a\nb\tc\x7f") == "a\\nb\\tc\\x7f"

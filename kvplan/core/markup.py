@@ -29,6 +29,16 @@ def readable(text) -> str:
     return s
 
 
+def one_line(text) -> str:
+    """`text` (readable) as one line that cannot drive a terminal: control characters (C0, DEL, C1: a newline, NUL,
+    ESC starting a colour or clear-screen sequence, as a binary file's first line or a log field carries them), line
+    and paragraph separators and bidirectional overrides shown as Python escapes (\\n, \\x00, \\x1b, \\u202e)."""
+    import unicodedata
+
+    return "".join(c if unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp") else repr(c)[1:-1]
+                   for c in readable(text))
+
+
 def _only_escapes(s: str) -> bool:
     return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in s)
 

@@ -29,14 +29,12 @@ told: the deployment's chunked_prefill_size // dp (kvplan.engines.scheduler.work
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import NamedTuple
 
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_workers, mixed_chunk,
-                                      model_limits, pool_at_server_length, preempts_on_growth, prefill_first_release,
-                                      resident_context, runs_waves, worker_chunk)
+                                      model_limits, preempts_on_growth, resident_context, runs_waves, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
@@ -78,11 +76,8 @@ class Running(NamedTuple):
 
 def case_waves(case) -> bool:
     """Whether the case's engine, with the flags it ran, decodes only when no prefill batch forms (a closed loop of
-    equal lengths then runs in waves: kvplan.engines.scheduler.runs_waves, kvplan.speed.load), its release included
-    (vLLM's V0: kvplan.engines.scheduler.prefill_first_release)."""
-    adp = case.dp > 1 and attention_dp(case)
-    return runs_waves(case.engine, mixed_chunk(case.engine, case.flags), adp) or (
-        prefill_first_release(case.engine, case.version) and not adp)
+    equal lengths then runs in waves: kvplan.engines.scheduler.runs_waves, kvplan.speed.load)."""
+    return runs_waves(case.engine, mixed_chunk(case.engine, case.flags), case.dp > 1 and attention_dp(case))
 
 
 def case_lockstep(case) -> int:
@@ -134,14 +129,11 @@ def sized(case, spec, gpu) -> Running | None:
             chunk = worker_chunk(case.engine, limits(case.engine, st.as_dict() if st is not None else {})[1], case.dp)
             return Running(None, chunk, False, workers) if workers > 1 or chunk else None
         res = engine.result(spec, gpu, dep, req)
-        server = server_pool(case, spec, gpu, engine, dep, req)
     except KvplanError:
         return None
     cap = res.capacity
     # one rank's (the engine's capacity is a dp rank's), per micro-batch
     held = (cap.admitted if cap.admitted is not None else cap.max_concurrency) / case.pp
-    if server is not None:  # the server's pool, held at the requests' resident length
-        held = server / context / case.pp
     if held < 1:  # not one request fits: kvplan's view of the checkpoint is not what ran (the plain estimate)
         return None
     default, chunk = limits(case.engine, res.settings, cap)
@@ -159,18 +151,6 @@ def sized(case, spec, gpu) -> Running | None:
         mean, redo = cohort(held * context, n, load.isl, load.osl)
         cap = min(cap, mean) if redo else cap  # (n, 0): nothing preempted, the cap as it was
     return Running(cap, chunk, case_waves(case), recompute=redo)
-
-
-def server_pool(case, spec, gpu, engine, dep, req) -> int | None:
-    """The KV pool in tokens where the engine of `case` sizes it at the server's max_model_len
-    (kvplan.engines.scheduler.pool_at_server_length: vLLM V0's profile batch), at the length the run stated, else the
-    model's limit, as the server takes it; None where the pool is the one at the requests' resident context. Only the
-    pool: the prefill chunk stays the one the running() settings give (what V0 batched per prefill step under that
-    profile is not settled: docs/speed.md 'The V0 pool row')."""
-    if not pool_at_server_length(case.engine, case.version):
-        return None
-    length = int((case.flags or {}).get("max_model_len") or spec.max_context)
-    return engine.result(spec, gpu, dep, replace(req, context=length)).capacity.tokens
 
 
 def cohort_size(case, limit: float) -> float | None:

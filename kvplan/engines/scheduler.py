@@ -22,7 +22,6 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.options import opt_bool
 from kvplan.engines.registry import canonical_engine
 from kvplan.engines.sglang import admission as sglang_admission
-from kvplan.engines.vllm import defaults as vllm_defaults
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
 
 RUNNING_KEYS = ("max_num_seqs", "max_running_requests", "max_batch_size")
@@ -75,15 +74,6 @@ def prefill_first(engine: str | None, mixed: bool = False) -> bool:
     """Whether `engine` runs a prefill batch whenever one forms and decodes no one in it (PREFILL_FIRST, without
     mixed chunks): what the simulator's steps do for it (kvplan.simulator.prefill_first)."""
     return bool(engine) and canonical_engine(engine) in PREFILL_FIRST and not mixed
-
-
-def prefill_first_release(engine: str | None, version: str | None) -> bool:
-    """Whether `engine` at `version` runs prefills first whatever PREFILL_FIRST says of its current releases: vLLM's V0
-    (before 0.8) without chunked prefill, which its MLA models force (vllm 0.7.3 config.py L3327-3335) and kvplan's V0
-    settings assume (kvplan.engines.vllm.defaults.batch_defaults), schedules no decode in a step that prefills
-    (vllm-project/vllm@0dce2b29aaaa36d3b7e5d80302b1018c1c296eee:vllm/core/scheduler.py `_schedule_default`, "Don't
-    schedule decodes if prefills are scheduled")."""
-    return pool_at_server_length(engine, version)
 
 
 def runs_waves(engine: str | None, mixed_chunk: bool = False, attention_dp: bool = False) -> bool:
@@ -243,12 +233,6 @@ def preempts_on_growth(engine: str | None) -> bool:
     running requests' growth fills its pool (PREEMPTS_NEWEST): what a cohort of equal lengths run together meets at
     the end of its outputs where the pool holds its prompts but not their whole outputs (kvplan.speed.cohort)."""
     return canonical_engine(engine or "") in PREEMPTS_NEWEST
-
-
-def pool_at_server_length(engine: str | None, version: str | None) -> bool:
-    """Whether `engine` at `version` sizes its pool at the server's max_model_len rather than at the length its requests
-    run at (vLLM's V0 profile batch: kvplan.engines.vllm.defaults.profiles_server_length)."""
-    return canonical_engine(engine or "") == "vllm" and vllm_defaults.profiles_server_length(version)
 
 
 def resident_context(engine: str | None, version: str | None, isl: float, osl: float,

@@ -60,14 +60,6 @@ def reads_device_name(v: tuple[int, ...], gpu) -> bool:
     return gpu.memory_usable_bytes >= 70 * GIB
 
 
-def profiles_server_length(version: str | None) -> bool:
-    """Whether vLLM `version` sizes its KV pool after a profile batch of the server's whole max_model_len: the V0
-    engine before 0.8 without chunked prefill (batch_defaults), so a server started without --max-model-len keeps the
-    pool its model's limit leaves, whatever length its requests run at (vllm#14842: DeepSeek-R1, V0, TP 8, max_model_len
-    163,840 printed '# cuda blocks: 4739' of 64 tokens, 303,296 tokens; docs/speed.md 'The V0 pool row')."""
-    return version is not None and parse_version(version) < (0, 8, 0)
-
-
 def batch_defaults(v: tuple[int, ...], gpu, context: int) -> tuple[int, int]:
     """`vllm serve`'s (max_num_batched_tokens, max_num_seqs) for release `v` on `gpu`: the OPENAI_API_SERVER
     entries of `EngineArgs._set_default_args_v1` (table and line numbers: docs/engines.md section 1)."""

@@ -72,6 +72,7 @@ NCCL_HW_LAT_S = {"nvswitch": 0.6e-6, "nvlink-bridge": 0.6e-6, "nvlink-direct": 0
                  "pcie": 1.0e-6, "roce": 2.7e-6}  # hwLat Ring / LL: NVLINK, PCI, NET (xgmi read as NVLink)
 PCIE_BYTES_PER_LANE_S = {3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}  # PCI-SIG per lane, one direction
 ACT_BYTES = 2  # activations cross the link in 16 bits
+MESH_KINDS = ("xgmi",)  # fabrics with one direct link a peer: a GPU's bandwidth is split among its domain - 1 peers
 FP4_NAMES = ("fp4", "nvfp4", "mxfp4")
 FP8_NAMES = ("fp8", "int8")
 
@@ -143,7 +144,9 @@ def gemm_rate(gpu, weight_dtype: str | None) -> tuple[float, str]:
 def link(gpu, gpus: int) -> tuple[float, float]:
     """(per-direction bandwidth, latency of one ring all-reduce call) among `gpus` GPUs of this profile:
     its scale-up link within its domain, else the host's PCIe (gen and lanes from the profile, gen 4
-    x16 where it gives none)."""
+    x16 where it gives none). An xGMI domain is a full mesh, one Infinity Fabric link a peer (AMD's CDNA 3 white
+    paper: 'seven ... links to form a fully connected 8-GPU system'), and the profile's bandwidth is all of a
+    GPU's links: n GPUs of it reach each other over n - 1 of its domain - 1 links (MESH_KINDS)."""
     if gpus <= 1:
         return 0.0, 0.0
     kind = gpu.interconnect_kind or "pcie"
@@ -152,6 +155,8 @@ def link(gpu, gpus: int) -> tuple[float, float]:
     if not bw or gpus > domain:
         kind = "pcie" if gpus <= max(domain, 8) else "roce"
         bw = PCIE_BYTES_PER_LANE_S.get(gpu.pcie_gen or 4, 1.969e9) * (gpu.pcie_lanes or 16)
+    elif kind in MESH_KINDS:
+        bw = bw * (gpus - 1) / (domain - 1)
     return float(bw), ring_latency(kind, gpus)
 
 

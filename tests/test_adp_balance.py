@@ -78,3 +78,25 @@ def test_the_speed_fit_reads_it_from_the_corpus_sized_or_not():
     # a 1.3.0rc14 run whose pool kvplan's TensorRT-LLM rules do not size still carries the scheduler rule
     got = running(dpa, None, None)
     assert isinstance(got, Running) and got.balance == (60, 0)
+
+
+def test_mlperf_deepseek_r1_runs_state_the_harness_balance():
+    # NVIDIA's MLPerf v5.1 harness writes its runtime flags adp_balancing_enable / _timeout_iters /
+    # _batching_wait_iters into trtllm-serve's attention_dp_config wherever enable_attention_dp is set
+    # (mlcommons/inference_results_v5.1@965182b03376a00fcae415c54e560e1c83937932:closed/NVIDIA/code/llmlib/config.py,
+    # TrtllmExtraYAMLConfig._generate_extra_config_yaml; defaults True / 500 / 10); the Server configs set 9 / 3
+    # (closed/NVIDIA/configs/B200-SXM-180GBx8/Server/deepseek-r1.py) and 6 / 2
+    # (closed/CoreWeave/configs/GB300-NVL8-CoreWeave/Server/deepseek-r1.py), the Offline ones keep 500 / 10
+    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    by_id = {c.id: c for c in cases if c.source == "mlperf-inference-v5.1"}
+    assert case_balance(by_id["nvidia-b200-sxm-180gbx8_trt-deepseek-r1-server"]) == (9, 3)
+    assert case_balance(by_id["coreweave-gb300-nvl8-coreweave_trt-deepseek-r1-server"]) == (6, 2)
+    assert case_balance(by_id["nvidia-b200-sxm-180gbx8_trt-deepseek-r1-offline"]) == (500, 10)
+    # CoreWeave's runtime max_num_tokens, 6,656 in both configs, is what launch_server.py passes as --max_num_tokens
+    # (the build flag's 3,456 / 4,608 do not reach the PyTorch backend)
+    assert by_id["coreweave-gb300-nvl8-coreweave_trt-deepseek-r1-server"].flags["max_num_tokens"] == "6656"
+    # B200 Server at 5 requests/s over 8 ranks, 3,748.44 tokens a request, ~155 running a rank (Little's law on the
+    # run's own mean latency, 5 x 248.9 s / 8): 155 / 3,748.44 = 0.0414 arrivals a rank an iteration; every rank
+    # has one within T = 9 iterations with probability (1 - e^(-0.0414 x 9))^8 = 0.311^8 = 8.8e-5, so the timeout
+    # binds: a release every 9 iterations, a mean wait of 9 / 2 = 4.5 (at 66 ms an iteration, ~300 ms of TTFT)
+    assert balance_wait(8, arrivals(155, 3748.44), 9, 3) == pytest.approx(4.5, abs=0.01)

@@ -18,9 +18,10 @@ FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 ENGINE_FLAGS = {
     # vLLM's serve command (--emit vllm), its notes, and the engine settings it names
     "engines/vllm/api_servers.py": {"--api-server-count", "--data-parallel-size"},  # the note on its API servers
-    "engines/vllm/engine.py": {"--block-size", "--data-parallel-size", "--decode-context-parallel-size",
-                               "--enable-expert-parallel", "--gpu-memory-utilization", "--kv-cache-dtype",
-                               "--kv-cache-memory-bytes", "--max-model-len", "--max-num-seqs", "--quantization"},
+    "engines/vllm/engine.py": {"--decode-context-parallel-size", "--kv-cache-memory-bytes", "--max-model-len"},
+    "engines/vllm/command.py": {"--block-size", "--data-parallel-size", "--decode-context-parallel-size",
+                                "--enable-expert-parallel", "--gpu-memory-utilization", "--kv-cache-dtype",
+                                "--kv-cache-memory-bytes", "--max-model-len", "--max-num-seqs", "--quantization"},
     "engines/vllm/boot.py": {"--gpu-memory-utilization", "--max-model-len"},
     "engines/vllm/autofit.py": {"--max-model-len"},
     "engines/vllm/cache_dtype.py": {"--kv-cache-dtype"},
@@ -41,9 +42,9 @@ ENGINE_FLAGS = {
     "readers/families/mimo_v2.py": {"--kv-cache-dtype"},  # what vLLM's model ignores
     "readers/towers/vision.py": {"--language-model-only"},  # vLLM's, in a refusal's advice
     # SGLang's launch command (--emit sglang) and its server arguments
-    "engines/sglang/engine.py": {"--context-length", "--dcp-size", "--dp-size", "--enable-dp-attention", "--ep-size",
-                                 "--kv-cache-dtype", "--max-running-requests", "--mem-fraction-static", "--model-path",
-                                 "--page-size", "--pp-size", "--quantization", "--tp-size"},
+    "engines/sglang/command.py": {"--context-length", "--dcp-size", "--dp-size", "--enable-dp-attention", "--ep-size",
+                                  "--kv-cache-dtype", "--max-running-requests", "--mem-fraction-static", "--model-path",
+                                  "--page-size", "--pp-size", "--quantization", "--tp-size"},
     "engines/sglang/layout.py": {"--disable-shared-experts-fusion", "--enable-dp-lm-head",
                                  "--enforce-shared-experts-fusion", "--moe-dense-tp-size", "--enable-mixed-chunk"},
     "engines/sglang/boot.py": {"--mem-fraction-static"},

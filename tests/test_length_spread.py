@@ -7,6 +7,7 @@ two-point draw, the corpus reader's cv^2 per point, and each engine's rule again
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from dataclasses import replace
 
 import pytest
@@ -19,7 +20,7 @@ from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.engine import Engine, EngineConfig
 from kvplan.simulator.workload import SimRequest
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import case_of, output_cv2
+from kvplan.speed.corpus import case_of, output_cv2, read_corpus
 from kvplan.speed.load import Load, decode_context
 from kvplan.speed.spread import SHAREGPT_OUTPUT_CV2, length_biased, uniform_cv2
 
@@ -130,3 +131,16 @@ def test_each_engines_rule_holds_what_the_simulator_runs(engine):
     assert simulated == pytest.approx(predicted, rel=0.04)
     if engine != "sglang":  # the mean's rule misses by far more than that
         assert POOL / resident_context(engine, None, ISL, mean) > simulated * 1.15
+
+
+def test_a_dataset_spread_the_point_states_is_read():
+    # MLCommons' DeepSeek-R1 set (mlperf_deepseek_r1_dataset_4388_fp8_eval.pkl, tok_ref_output_len, as extracted to
+    # openshift-psap/performance-dashboard@67033baeaac181a3a35641dd2b86a7cb22d856dd:mlperf-data/summaries/
+    # deepseek-r1.csv): 4,388 reference outputs, 17,742,658 tokens, mean 4,043.45, population variance 2.565e7,
+    # so cv^2 = 2.565e7 / 4,043.45^2 = 1.569; the corpus writes it as output_dist cv2 and the reader takes it as is
+    ds = {"engine": "trtllm", "output_dist": {"kind": "dataset", "mean": 3748.44, "cv2": 1.569}}
+    assert output_cv2(ds) == pytest.approx(1.569)
+    assert output_cv2({"engine": "trtllm", "output_dist": {"kind": "dataset", "mean": 272.12}}) == 0.0  # none stated
+    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    r1 = next(c for c in cases if c.id == "nvidia-b200-sxm-180gbx8_trt-deepseek-r1-server")
+    assert r1.load.drawn and r1.load.out_cv2 == pytest.approx(1.569)

@@ -135,22 +135,32 @@ def test_a_prefill_batch_is_priced_once_however_many_requests_it_holds():
     s = Shape(dense_bytes=0, layers=32, bandwidth=1e12)
     f = dict(zip(TERMS, speed.prefill_features(s, 1000, chunk=16_384, batch=256)))
     assert (f["pstep"], f["step"], f["request"]) == (16, 16, 256)
+    # and its cost by layer (TensorRT-LLM's eager prefill): 16 batches x 32 layers = 512 layer passes
+    assert f["player"] == 512
     assert dict(zip(TERMS, speed.decode_features(s, 256, 1000)))["pstep"] == 0
+    assert dict(zip(TERMS, speed.decode_features(s, 256, 1000)))["player"] == 0
     # the simulator's step adds it where the step carries prompt tokens (more tokens than sequences)
     coef = [0.0] * len(TERMS)
     coef[TERMS.index("pstep")] = 0.05
     sm = speed.StepModel(s, tuple(coef))
     assert sm.step(1_008, 9, 8_000, 8_008, 1) == pytest.approx(0.05)
     assert sm.step(8, 8, 8_000, 8_008) == 0.0
+    # 1 ms a layer: 32 layers, 0.032 s a prefill step, none a decode step
+    coef[TERMS.index("pstep")], coef[TERMS.index("player")] = 0.0, 0.001
+    sm = speed.StepModel(s, tuple(coef))
+    assert sm.step(1_008, 9, 8_000, 8_008, 1) == pytest.approx(0.032)
+    assert sm.step(8, 8, 8_000, 8_008) == 0.0
 
 
 def test_only_sglangs_and_trtllm_pytorch_sets_fit_the_prefill_batch_cost():
-    # the term is SGLang's and TensorRT-LLM's PyTorch backend's (kvplan.speed.eras.ENGINE_TERMS): every other shipped
-    # set leaves it at 0, trtllm-engine too though it shares its other terms with trtllm's (kvplan.speed.fit._fit)
+    # the batch's cost is SGLang's, its cost by layer TensorRT-LLM's PyTorch backend's (kvplan.speed.eras.ENGINE_TERMS):
+    # every other shipped set leaves them at 0, trtllm-engine too though it shares its other terms with trtllm's
+    # (kvplan.speed.fit._fit)
     sets = json.loads((Path(speed.__file__).with_name("coefficients.json")).read_text())["engines"]
     for key, entry in sets.items():
-        fitted = entry["coefficients"]["pstep"]
-        assert (fitted > 0) if key.startswith("sglang") or key == "trtllm" else (fitted == 0.0), key
+        fitted, by_layer = entry["coefficients"]["pstep"], entry["coefficients"]["player"]
+        assert (fitted > 0) if key.startswith("sglang") else (fitted == 0.0), key
+        assert (by_layer > 0) if key == "trtllm" else (by_layer == 0.0), key
 
 
 def test_nnls_keeps_coefficients_non_negative():

@@ -134,8 +134,8 @@ def test_the_shipped_eras_share_what_they_should():
     assert old["layer"] > new["layer"]  # releases before 0.5.14 pay more per layer a step (small batches priced slow)
     engine, torch = sets["trtllm-engine"]["coefficients"], sets["trtllm"]["coefficients"]
     # ... and the PyTorch backend's eager prefill step, which the engine's set does not fit (eras.ENGINE_TERMS)
-    assert {t for t in engine if engine[t] != torch[t]} <= {"request", "step", "weights", "experts", "grouped", "pstep"}
-    assert engine["pstep"] == 0 < torch["pstep"]
+    assert {t for t in engine if engine[t] != torch[t]} <= {"request", "step", "weights", "experts", "grouped", "player"}
+    assert engine["player"] == 0 < torch["player"] and engine["pstep"] == torch["pstep"] == 0
     assert engine["grouped"] != torch["grouped"]  # the engines' MoE (MLPerf's Mixtral, DeepSeek-R1) fitted apart
     assert engine["request"] < torch["request"]  # the C++ executor's requests cost the step loop less
     inproc, served = sets["vllm-inprocess"]["coefficients"], sets["vllm"]["coefficients"]
@@ -178,11 +178,13 @@ def test_a_release_before_the_corpus_says_so():
 
 
 def test_a_term_only_some_engines_fit():
-    # a fixed cost per prefill batch: SGLang's sets (every era) fit it, and TensorRT-LLM's PyTorch backend (its
-    # current era's set alone), whose steps with a context request run eagerly, no CUDA graph
+    # a fixed cost per prefill batch: SGLang's sets (every era) fit it; TensorRT-LLM's PyTorch backend (its current
+    # era's set alone), whose steps with a context request run eagerly, no CUDA graph
     # (NVIDIA/TensorRT-LLM@034fffb0900632b2aefdec1ce9a5b5cbe63d22ba:tensorrt_llm/_torch/pyexecutor/scheduler.py,
-    # ScheduledRequests.can_run_cuda_graph); the TensorRT-engine sets and every other engine's leave it out
-    for key in ("sglang", "sglang<0.5.14", "trtllm"):
-        assert "pstep" not in unused_terms(key), key
+    # ScheduledRequests.can_run_cuda_graph), fits that step's cost per layer instead; the TensorRT-engine sets and
+    # every other engine's leave both out
+    for key in ("sglang", "sglang<0.5.14"):
+        assert unused_terms(key) == frozenset({"player"}), key
+    assert unused_terms("trtllm") == frozenset({"pstep"})
     for key in ("vllm", "vllm-inprocess", "trtllm<1.0", "trtllm-engine", "llama.cpp"):
-        assert unused_terms(key) == frozenset({"pstep"}), key
+        assert unused_terms(key) == frozenset({"pstep", "player"}), key

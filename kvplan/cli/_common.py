@@ -19,7 +19,7 @@ from typing import Annotated, Callable, Optional
 import typer
 
 from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, inputs_named, path_error
-from kvplan.core.markup import plain, safe_stdout
+from kvplan.core.markup import one_line, plain, safe_stdout
 from kvplan.report.fitted import fitted_table
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
@@ -90,7 +90,7 @@ def cli_errors(fn):
         except KvplanError as exc:
             if os.environ.get("KVPLAN_DEBUG"):
                 raise
-            stderr(f"Error: {exc.message}")
+            stderr(f"Error: {one_line(exc.message)}")
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             stderr("Error: interrupted")
@@ -103,9 +103,9 @@ def cli_errors(fn):
                 raise
             user = path_error(exc) if isinstance(exc, OSError) else None  # a file name too long, ...
             if user is not None:
-                stderr(f"Error: {user.message}")
+                stderr(f"Error: {one_line(user.message)}")
                 raise typer.Exit(user.exit_code) from None
-            stderr(f"Error: internal error: {type(exc).__name__}: {exc} (set KVPLAN_DEBUG=1 for the traceback)")
+            stderr(f"Error: internal error: {type(exc).__name__}: {one_line(exc)} (set KVPLAN_DEBUG=1 for the traceback)")
             raise typer.Exit(EXIT_ERROR) from None
 
     return wrapper

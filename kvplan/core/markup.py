@@ -9,6 +9,7 @@ bytes back as they were (so a printed `vllm serve '<path>'` still names the same
 from __future__ import annotations
 
 import sys
+import unicodedata
 
 
 def plain(text) -> str:
@@ -27,6 +28,14 @@ def readable(text) -> str:
     except UnicodeEncodeError:
         s = s.encode("utf-8", "surrogateescape" if _only_escapes(s) else "replace").decode("utf-8", "backslashreplace")
     return s
+
+
+def one_line(text) -> str:
+    """`text` (readable) as one line that cannot drive a terminal: control characters (C0, DEL, C1: a newline, NUL,
+    ESC starting a colour or clear-screen sequence, as a binary file's first line or a log field carries them), line
+    and paragraph separators and bidirectional overrides shown as Python escapes (\\n, \\x00, \\x1b, \\u202e)."""
+    return "".join(c if unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp") else repr(c)[1:-1]
+                   for c in readable(text))
 
 
 def _only_escapes(s: str) -> bool:

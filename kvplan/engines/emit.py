@@ -57,7 +57,8 @@ def weight_args(engine, plan, model, gpu=None) -> list[str]:
     picks by itself from a bf16 config. vLLM refuses bfloat16 there ("Bfloat16 is only supported on GPUs with
     compute capability of at least 8.0 ... --dtype=half", vllm 0.8.0 wheel, vllm/v1/worker/gpu_worker.py
     L302-306); SGLang's `--dtype auto` keeps a bf16 config's dtype whatever the GPU (sglang 0.5.23 wheel,
-    sglang/srt/configs/model_config.py L2303-2320, _get_and_verify_dtype). A profile without the fact: as before.
+    sglang/srt/configs/model_config.py L2303-2320, _get_and_verify_dtype). A profile without the fact: its compute
+    capability's (hardware.facts.bf16_fact).
     """
     want, have = planned_weights(plan, model), checkpoint_weights(model)
     if runs_bf16(gpu):
@@ -101,10 +102,15 @@ def _weight_flags(engine, model, want: str, have: str) -> list[str]:
                       EXIT_USAGE, param="weight_dtype", value=want)
 
 
-def gguf_file_type(plan, model) -> str:
+def gguf_file_type(plan, model, gpu=None) -> str:
     """The GGUF file type (llama-quantize's name) whose weights are the plan's; llama.cpp has no load-time
-    conversion: the file's own tensor types are what it loads. A refusal where no GGUF type is the plan's."""
+    conversion: the file's own tensor types are what it loads. A refusal where no GGUF type is the plan's.
+    bf16 weights on a `gpu` without BF16 math (hardware.facts.bf16_fact: Volta, Turing) are an F16 file, the same
+    2 bytes a weight, as the plan's header runs them (report.text.run_dtype) and vLLM and SGLang load them there
+    (weight_args: --dtype float16)."""
     want = planned_weights(plan, model)
+    if want == "bf16" and not runs_bf16(gpu):
+        want = "fp16"
     if want in GGUF_PLAIN:
         return GGUF_PLAIN[want]
     if want in GGUF_TYPES or want in GGUF_MIXES:

@@ -63,9 +63,33 @@ def fact_missing(gpu, name: str) -> bool:
 
 
 def runs_bf16(gpu) -> bool:
-    """Whether `gpu` does BF16 math: False only where its profile says `bf16: false` (Volta, Turing), where engines
-    run a bf16 checkpoint in fp16; a profile that leaves the fact out (or no profile) is taken to."""
-    return getattr(gpu, "bf16", None) is not False
+    """Whether `gpu` does BF16 math (bf16_fact); where it does not (Volta, Turing) engines run a bf16 checkpoint,
+    and its cache, in fp16."""
+    return bf16_fact(gpu)[0]
+
+
+def bf16_fact(gpu) -> tuple[bool, str]:
+    """Whether `gpu` does BF16 math, and how kvplan knows where the profile has no `bf16` field ("" where it has).
+
+    Inferred from the compute capability: NVIDIA's BF16 tensor math starts at 8.0 (Ampere; torch 2.13.0 wheel,
+    torch/cuda/__init__.py L204, is_bf16_supported: `get_device_properties(device).major >= 8`; below it only
+    emulation); AMD's at gfx908 (MI100, CDNA's MFMA BF16 instructions; gpuopen.com "AMD matrix cores" lab note,
+    MI100's BF16 matrix rate) and on RDNA3's WMMA (gfx11 and later), none on gfx900/gfx906 or RDNA1/2 (gfx10).
+    Without either: a `dense_flops.bf16` rate, else assumed, as every profile was before this fact."""
+    said = getattr(gpu, "bf16", None)
+    if said is not None:
+        return said, ""
+    cc = getattr(gpu, "compute_capability", None) or ""
+    vendor = str(getattr(gpu, "vendor", "")).upper()
+    nvidia, amd = _NVIDIA_CC_RE.match(cc), _AMD_GFX_RE.match(cc)
+    if vendor == "NVIDIA" and nvidia:
+        return int(nvidia.group(1)) >= 8, f"inferred from compute capability {cc} (bf16 from 8.0)"
+    if vendor == "AMD" and amd:
+        major, rest = int(amd.group(1)), int(amd.group(2) + amd.group(3), 16)
+        return (major == 9 and rest >= 0x08) or major >= 11, f"inferred from {cc} (bf16 from gfx908)"
+    if "bf16" in (getattr(gpu, "dense_flops", None) or {}):
+        return True, "inferred from its dense_flops.bf16 rate"
+    return True, "assumed: the profile gives neither bf16 nor a compute capability"
 
 
 def assumed_fact(gpu, fact: str) -> str:

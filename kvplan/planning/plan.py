@@ -22,10 +22,14 @@ from kvplan.planning.deploy import Deployment, split_layers, validate_deployment
 from kvplan.core.dtypes import DType, canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.planning.layout import DcpRules, per_rank_batch, rank_weights, replicated_kv_proj_bytes, vllm_placement
-from kvplan.model.spec import ModelSpec, assumed_int4_group, own_format, override_note, weight_bytes
+from kvplan.model.spec import ModelSpec, own_format, weight_bytes
 from kvplan.readers.mlp_layout import ffn_kinds
 from kvplan.planning.profile import PAGED, KVProfile, kv_profile
 from kvplan.core.search import largest_fitting
+from kvplan.planning.plan_warnings import (  # noqa: F401 (re-exported: engines, report and cli read them here)
+    KV_ASKED, KV_FOLLOWED, KV_NOT_FOLLOWED, KV_TOPICS, UNIFIED, PlanWarning, _override_warning, int4_group_assumed,
+    memory_warnings,
+)
 from kvplan.planning.overhead import (  # noqa: F401 (re-exported: kvplan.planning.plan.activation_estimate, ...)
     DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS, NCCL_BYTES, NON_TORCH_BYTES, activation_estimate,
     expected_experts_touched, overhead_estimate, runtime_bytes,
@@ -65,62 +69,6 @@ class Stage(NamedTuple):
     overhead_bytes: int
     kv_memory_bytes: int
     profile: KVProfile
-
-
-class PlanWarning(NamedTuple):
-    """Why a plan's verdict is what it is, as data: a message whose `{}` fields are `values` (raw
-    integers), each read in its `units` entry (a key of kvplan.report.text.FIGURE_FORMATS) at the edge
-    (kvplan.report.text.format_warning): no units in the core."""
-
-    message: str
-    values: tuple[int, ...] = ()
-    units: tuple[str, ...] = ()
-    # what the warning is about, where an engine states the same assumption more exactly (UNIFIED): the plan
-    # then leaves out its own general wording, so each assumption is said once
-    topic: str = ""
-
-
-def _override_warning(model: ModelSpec, weight_dtype: str | None, weights: int) -> list[PlanWarning]:
-    """A dtype flag never re-plans a checkpoint silently (issue 22: int4 group 32 planned at 128), nor assumes an
-    int4 group without saying so (int4 on a 16-bit checkpoint: kvplan.model.spec.INT4_GROUP)."""
-    replaced = override_note(model, weight_dtype)
-    if not replaced:
-        return []
-    group = assumed_int4_group(model, weight_dtype)
-    why = f": {int4_group_assumed(group)}" if group else ""
-    return [PlanWarning(f"weights planned as {replaced} ({{}} in all){why}", (weights,), ("GiB",))]
-
-
-def int4_group_assumed(group: int) -> str:
-    """Why an int4 plan has this group (kvplan.model.spec.assumed_int4_group), for a plan and for a ranking."""
-    return (f"the checkpoint states no int4 group, so {group} is assumed (with a zero point per group, the AWQ/GPTQ "
-            "tools' default); to plan another group, plan a quantized checkpoint whose config states it")
-
-
-UNIFIED = "unified_memory"  # PlanWarning.topic: what a plan assumes of a GPU that shares its memory with the OS
-# PlanWarning.topic of the warning on a checkpoint's declared KV cache (kvplan.engines.checkpoint_kv), by what the plan's
-# cache is: the declared one the engine's 'auto' follows, the model dtype where 'auto' does not, a dtype asked by name
-KV_TOPICS = {"checkpoint_kv followed": "followed", "checkpoint_kv not followed": "not followed",
-             "checkpoint_kv asked": "asked"}
-KV_FOLLOWED, KV_NOT_FOLLOWED, KV_ASKED = KV_TOPICS
-
-
-def memory_warnings(gpu, usable: int, engine_says_unified: bool = False) -> list[PlanWarning]:
-    """What a GPU's usable memory is itself an assumption of (profile data fields, kvplan/hardware/profiles/README.md:
-    `memory_usable_above_torch`, `memory_unified`). `engine_says_unified`: the engine words what its budget assumes
-    of unified memory (PlanWarning.topic UNIFIED), so only the fact is said here, once."""
-    out = []
-    if getattr(gpu, "memory_usable_above_torch", False):
-        out.append(PlanWarning("the GPU's {} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
-                               "see 0.46-1.05 GiB less, so the KV room is an upper bound", (usable,), ("GiB",)))
-    if getattr(gpu, "memory_unified", False):
-        out.append(PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory); what the engine's "
-                               "budget assumes of that follows", (usable,), ("GiB",), UNIFIED) if engine_says_unified
-                   else PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory): what the OS, "
-                                    "its page cache and other processes hold comes out of the same pool, and an "
-                                    "engine refuses to start when its utilisation share is not free",
-                                    (usable,), ("GiB",), UNIFIED))
-    return out
 
 
 @dataclass(frozen=True)

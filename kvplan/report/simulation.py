@@ -13,7 +13,8 @@ import csv
 import html
 
 from kvplan.core.units import plural
-from kvplan.report.html import _BOOT, _CSP, safe_json
+from kvplan.report.html import safe_json
+from kvplan.report.html_assets import BOOT as _BOOT, CSP as _CSP
 from kvplan.simulator.results import SERIES_COLUMNS
 
 GIB = 2**30

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kvplan.core.errors import arg
 from kvplan.core.markup import plain
-from kvplan.hardware.facts import runs_bf16
+from kvplan.hardware.facts import bf16_fact, runs_bf16
 from kvplan.planning.plan import KV_TOPICS, Plan
 from kvplan.planning.layout import layout_text
 from kvplan.core.units import gib, human_bytes, human_tokens
@@ -98,8 +98,8 @@ def engine_to_dict(res) -> dict:
 
 
 def run_dtype(name: str, gpu) -> str:
-    """A 16-bit dtype as `gpu` runs it: bf16 is fp16 (the same 2 bytes) where the profile says `bf16: false`
-    (Volta, Turing: engines cast a bf16 checkpoint to fp16; vLLM refuses bfloat16 below compute capability 8.0,
+    """A 16-bit dtype as `gpu` runs it: bf16 is fp16 (the same 2 bytes) where the GPU has no BF16 math (its profile's
+    `bf16: false`, else its compute capability: hardware.facts.bf16_fact; Volta, Turing: engines cast a bf16 checkpoint to fp16; vLLM refuses bfloat16 below compute capability 8.0,
     vllm 0.8.0 wheel, v1/worker/gpu_worker.py L303)."""
     return "fp16" if name == "bf16" and not runs_bf16(gpu) else name
 
@@ -250,9 +250,14 @@ def _dtype_parts(plan: Plan, model, gpu) -> list[str]:
     checkpoint's bf16."""
     weights = effective_weight_dtype(plan, model)
     kv = plan.request.kv_dtype.name if plan.request.kv_dtype else model.dtype
-    cast = "bf16" in (weights, kv) and run_dtype("bf16", gpu) != "bf16"
-    return [f"weights {run_dtype(weights, gpu)}", f"KV {run_dtype(kv, gpu)}"] + (["bf16 run as fp16: no bf16 on this GPU"]
-                                                                             if cast else [])
+    parts = [f"weights {run_dtype(weights, gpu)}", f"KV {run_dtype(kv, gpu)}"]
+    if "bf16" not in (weights, kv):
+        return parts
+    bf16, basis = bf16_fact(gpu)
+    if not bf16:
+        return [*parts, "bf16 run as fp16: no bf16 on this GPU" + (f" ({basis})" if basis else "")]
+    known = str(getattr(gpu, "vendor", "")).lower() != "unknown"  # not a GPU known only by its memory
+    return [*parts, f"bf16 {basis}"] if known and basis.startswith("assumed") else parts
 
 
 def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], calibrated: list | None = None) -> None:

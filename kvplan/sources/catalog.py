@@ -186,9 +186,12 @@ def bundled_specs() -> tuple[ModelSpec, ...]:
 
 def _entries(extra_dirs) -> list:
     """Bundled entries (_Bundled), then the user's catalog, then extra dirs; later ones override by name."""
+    return _entries_in((user_catalog_dir(), *map(Path, extra_dirs)))
+
+
+def _entries_in(dirs) -> list:
     by_name: dict = {str(d["name"]): _Bundled(str(d["name"]), tuple(d.get("aliases", ())), d.get("hf_repo"), i)
                      for i, (d, _) in enumerate(_bundled_data())}
-    dirs = [user_catalog_dir(), *map(Path, extra_dirs)]
     for d in dirs:
         if d.is_dir():
             for s in _read_dir(d.iterdir()):
@@ -240,9 +243,31 @@ def bundled_clashes(spec: ModelSpec) -> list[tuple[str, ModelSpec]]:
 
 
 def find_in_catalog(name: str, extra_dirs=()) -> ModelSpec | None:
-    """The spec `name` names (load_catalog's answer; of the bundled specs only that one is built)."""
-    hit = catalog_index(_entries(extra_dirs)).get(_key(name))
+    """The spec `name` names (load_catalog's answer; of the bundled specs only that one is built). The index is
+    built once per state of the catalog folders (_folders_stamp), not per call."""
+    hit = _index(_folders_stamp((user_catalog_dir(), *map(Path, extra_dirs)))).get(_key(name))
     return None if hit is None else _spec(hit)
+
+
+def _folders_stamp(dirs) -> tuple:
+    """What the catalog folders hold, as a cache key: each folder's path with the name, inode, size and mtime of
+    every .json in it (None for a folder that is not there), so an import (core.files.atomic_write: a new inode), an
+    edit or another KVPLAN_HOME is a new key."""
+    stamp = []
+    for d in dirs:
+        try:
+            files = tuple(sorted((e.name, st.st_ino, st.st_size, st.st_mtime_ns) for e in os.scandir(d)
+                                 if e.name.endswith(".json") for st in (e.stat(),)))
+        except OSError:  # not there, not a folder, unreadable: _entries_in says what it said before
+            files = None
+        stamp.append((str(d), files))
+    return tuple(stamp)
+
+
+@lru_cache(maxsize=8)
+def _index(stamp: tuple) -> dict:
+    """catalog_index of the entries the folders in `stamp` (_folders_stamp) hold, with the bundled ones."""
+    return catalog_index(_entries_in(Path(d) for d, _ in stamp))
 
 
 def suggest(name: str, extra_dirs=(), n: int = 3) -> list[str]:

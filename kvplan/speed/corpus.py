@@ -200,11 +200,15 @@ def output_cv2(p: dict, made: float | None = None) -> float:
     vllm bench serve on [L (1 - r), L (1 + r)], its default ratio 0.0 where none is stated; otherwise
     sglang.bench_serving's on [r L, L], its default 0.0: spread.random_range_cv2); every corpus point with a random range names its
     engine's client; ShareGPT's cited SHAREGPT_OUTPUT_CV2 (`dataset` or the output_dist's kind names
-    it). A run whose requests stopped at end of sequence (`made`, generated) and any other dataset (MLPerf's) have a
-    spread no source gives: 0, priced as if every request had the mean's length (the running set unbiased)."""
+    it); a dataset's cited spread where the point states it (output_dist `cv2`, its citation under `inferred`: MLPerf's
+    DeepSeek-R1 set, whose reference outputs are the model's own). A run whose requests stopped at end of sequence
+    (`made`, generated) and any other dataset have a spread no source gives: 0, priced as if every request had the
+    mean's length (the running set unbiased)."""
     if made or not drawn_lengths(p):
         return 0.0
     dist = p.get("output_dist") or {}
+    if dist.get("cv2") is not None:
+        return max(0.0, float(dist["cv2"]))
     kind = f"{dist.get('kind') or ''} {p.get('dataset') or ''}".lower()
     if dist.get("random_output_len") or dist.get("range_ratio") is not None or kind.split() == ["random", "random"]:
         return random_range_cv2(p.get("engine"), dist.get("range_ratio"))

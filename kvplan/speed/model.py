@@ -174,7 +174,8 @@ class StepModel:
         # a prefill pair's cost beyond a decode pair's (negative where MLA's prefill runs decompressed, narrower)
         self.per_prefill_pair = c["attn"] * prefill_width(s) / s.bf16_rate - self.per_pair if s.bf16_rate else 0.0
         self.per_new = c["request"]
-        self.per_prefill = c["pstep"]  # a step that carries prompt tokens (more tokens than sequences)
+        # a step that carries prompt tokens (more tokens than sequences): its batch's cost and its eager layers'
+        self.per_prefill = c["pstep"] + c["player"] * s.layers
         self.windows = tuple((c["kv"] * bpt / s.bandwidth, w) for bpt, w in s.kv_windows)
         self.topk = tuple((c["kv"] * bpt / s.bandwidth, k) for bpt, k in s.kv_topk)
         self.pair_topk = tuple((c["attn"] * f / s.bf16_rate, k) for f, k in s.attn_topk) if s.bf16_rate else ()

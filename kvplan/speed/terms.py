@@ -46,6 +46,9 @@ the order of `TERMS`:
              that runs a step with prompt tokens without its CUDA graph, TensorRT-LLM's PyTorch backend, that
              step's eager launches);
              only the coefficient sets kvplan.speed.eras.ENGINE_TERMS names fit it, every other set's is 0
+  player     prefill steps x layers on the rank (seconds per layer of a prefill batch: a step run eagerly launches
+             each layer's kernels from the host, so its cost grows with the layers, TensorRT-LLM's PyTorch backend);
+             likewise only the sets ENGINE_TERMS names
   ingress    requests queued ahead in the serving front end (seconds per request: the API server's HTTP parsing,
              chat template and tokenising, in a process apart from the engine's steps): not in any step, only in a
              burst's first tokens (kvplan.speed.load.ingress_queue); 0 in every step's features
@@ -63,7 +66,7 @@ from dataclasses import dataclass, replace
 from kvplan.planning.plan import expected_experts_touched as experts_touched
 
 TERMS = ("weights", "kv", "gemm", "attn", "experts", "grouped", "comm", "latency", "step", "layer", "seq", "request",
-         "pstep", "ingress")
+         "pstep", "player", "ingress")
 NCCL_BASE_LAT_S = 6.6e-6  # NVIDIA/nccl src/graph/tuning.cc baseLat, Ring / LL
 NCCL_HW_LAT_S = {"nvswitch": 0.6e-6, "nvlink-bridge": 0.6e-6, "nvlink-direct": 0.6e-6, "xgmi": 0.6e-6,
                  "pcie": 1.0e-6, "roce": 2.7e-6}  # hwLat Ring / LL: NVLINK, PCI, NET (xgmi read as NVLink)
@@ -212,6 +215,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         seqs * steps,
         request,
         prefill_steps,
+        prefill_steps * s.layers,
         0.0,  # ingress: no step's (kvplan.speed.load.ingress_queue)
     ]
 

@@ -292,7 +292,7 @@ class LlamaCpp(Engine):
         r = plan.request
         ctk = {"fp16": "f16", "bf16": "f16", "fp32": "f32"}.get(settings["type_k"], settings["type_k"])
         ctv = {"fp16": "f16", "bf16": "f16", "fp32": "f32"}.get(settings["type_v"], settings["type_v"])
-        gguf = f"{model.name}-{gguf_file_type(plan, model)}.gguf"
+        gguf = f"{model.name}-{gguf_file_type(plan, model, gpu)}.gguf"
         args = ["llama-server", "-m", gguf, "-c", str(r.context * r.batch), "-np", str(r.batch),
                 "-ngl", "99", "-ctk", ctk, "-ctv", ctv]
         if settings["flash_attn"] or ctv not in ("f16", "f32"):
@@ -308,7 +308,7 @@ class LlamaCpp(Engine):
     def emit_weights_note(self, result, model) -> str | None:
         """The GGUF file -m must be: llama.cpp loads its tensors as stored (kvplan.engines.emit.gguf_file_type), made by
         convert_hf_to_gguf.py for a plain type, by llama-quantize for a quantized one."""
-        kind = gguf_file_type(result.plan, model)
+        kind = gguf_file_type(result.plan, model, result.gpu)
         how = (f"convert_hf_to_gguf.py --outtype {kind.lower()}" if kind in GGUF_PLAIN.values()
                else "llama-quantize, from a BF16 GGUF")
         return (f"llama.cpp loads the weights as the GGUF file stores them: -m must be a {kind} GGUF of "

@@ -19,9 +19,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes, sglang_flags as sglang_lora_flags
-from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
+from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes
 from kvplan.engines.sglang import allreduce as sglang_allreduce
+from kvplan.engines.sglang import command
 from kvplan.engines.sglang import cache_dtype as sglang_cache_dtype
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
 from kvplan.engines.sglang import layout as sglang_layout
@@ -37,7 +37,7 @@ from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
 from kvplan.planning.plan import cache_dtypes
-from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS, reads_capability, serve_flags
+from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS, reads_capability
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.context import sglang_rule
 from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_float, opt_int
@@ -345,64 +345,16 @@ class Sglang(Engine):
         return sum(pool_cell(model, dep, kv_dtype, st)[:2])
 
     def emit_args(self, plan, model, settings: dict, gpu=None) -> list[str]:
-        """`python -m sglang.launch_server` (srt/server_args.py): --context-length, --mem-fraction-static,
-        --tp-size (every rank), --dp-size, --enable-dp-attention, --ep-size, --pp-size
-        (parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype, --page-size,
-        and --dtype / --quantization fp8 where the plan's weights are not the checkpoint's
-        (kvplan.engines.emit.weight_args), the state pool's --max-mamba-cache-size (kvplan.engines.sglang.mamba);
-        SGLANG_VLM_CACHE_SIZE_MB=N before it when vlm_cache_size_mb is set."""
-        r, dep = plan.request, plan.deployment
-        env = [f"SGLANG_VLM_CACHE_SIZE_MB={settings['vlm_cache_mb']}"] if "vlm_cache_size_mb" in self.opts else []
-        args = [*env, "python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
-                *weight_args(self, plan, model, gpu),
-                "--context-length", str(r.context), "--mem-fraction-static", f"{_emit_fraction(plan, settings, model):g}",
-                *self.parallel_flags(dep, model), *serve_flags(self.opts),
-                "--max-running-requests", str(self.opts.get("max_running_requests") or sglang_dsv4.emitted_running(
-                    model, serve_seqs(plan))), *sglang_dsv4.emit_flags(model, self.opts),
-                *sglang_mamba.emit_flags(self.opts, model, plan, settings["version"],
-                                         plan.deployment.dp if dp_attention(model, dep, self.opts) else 1)]
-        kv = kv_dtype_arg(r.kv_dtype, model, sglang_cache_dtype.kv_flags(settings["version"]), self.auto_kv_dtype(model))
-        if kv:
-            args += ["--kv-cache-dtype", kv]
-        if settings["page_size"] != 1:
-            args += ["--page-size", str(settings["page_size"])]
-        if r.lora is not None:
-            args += sglang_lora_flags(r.lora)
-        return args
+        return command.launch_args(self, plan, model, settings, gpu)
 
     def parallel_flags(self, dep, model) -> list[str]:
-        """SGLang counts --tp-size over every rank: dp ranks of a MoE model run as DP attention
-        (--tp-size tp x dp --dp-size dp --enable-dp-attention, with --ep-size for expert parallelism);
-        a dense model's dp ranks are replicas (--dp-size, each --tp-size tp). docs/engines.md 9.2."""
-        tp, dp = dep.tp, dep.dp
-        if dp > 1 and model.params.num_experts:
-            args = ["--tp-size", str(tp * dp), "--dp-size", str(dp), "--enable-dp-attention"]
-        else:
-            args = ["--tp-size", str(tp)] + (["--dp-size", str(dp)] if dp > 1 else [])
-        if dep.ep > 1:
-            args += ["--ep-size", str(dep.ep)]
-        if dep.pp > 1:
-            args += ["--pp-size", str(dep.pp)]
-        if dep.dcp > 1:
-            args += ["--dcp-size", str(dep.dcp)]
-        return args
+        return command.parallel_flags(dep, model)
 
     def emit_note(self, result, model) -> str | None:
         """The margin --mem-fraction-static leaves (kvplan.engines.sglang.boot)."""
         return emit_advice(result.plan, result.settings, model)[1]
 
     def emit_weights_note(self, result, model) -> str | None:
-        """--quantization fp8 (kvplan.engines.emit.weight_args): SGLang quantizes the weights as they load."""
-        have = fp8_at_load(self, result.plan, model)
-        if have is None:
-            return None
-        return f"--quantization fp8 quantizes the {have} of {checkpoint_weights(model)} weights as they load"
-
-
-def _emit_fraction(plan, settings: dict, model) -> float:
-    """The plan's fraction, raised to the lowest that holds the batch with the stated margin, as the flag's value
-    (kvplan.engines.sglang.boot.flag_fraction: before 0.4.9 divided by a vision model's 0.95)."""
-    return emit_advice(plan, settings, model)[0]
-
+        return command.weights_note(self, result, model)
 
 ENGINE = Sglang

@@ -18,22 +18,19 @@ from __future__ import annotations
 import dataclasses
 from functools import lru_cache
 
-from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
-from kvplan.engines.vllm.boot import auto_note, emit_advice
 from kvplan.engines.vllm.overhead import encoder_budget, encoder_profile_bytes, missing_facts, overhead_terms, sampler_note
 from kvplan.engines.vllm.mxfp4 import unbundled_hopper, unbundled_note
-from kvplan.engines.vllm.speculative import check_vllm, vllm_flag, vllm_view
+from kvplan.engines.vllm.speculative import check_vllm, vllm_view
 from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
 from kvplan.core.intmath import cdiv
-from kvplan.planning.layout import per_rank_batch
 from kvplan.planning.plan import UNIFIED, cache_dtypes
 from kvplan.engines.context import vllm_rule
 from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, parse_version
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
-from kvplan.engines.vllm import api_servers, multimodal, uma, v0_mla
+from kvplan.engines.vllm import api_servers, command, multimodal, uma, v0_mla
 from kvplan.engines.vllm.pool import (  # noqa: F401
     BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
 )
@@ -46,7 +43,7 @@ from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.model.spec import weight_bytes
 from kvplan.core.search import largest_fitting
 from kvplan.engines import kvbm, lmcache
-from kvplan.engines.lora import vllm_bytes as lora_bytes, vllm_flags as lora_flags
+from kvplan.engines.lora import vllm_bytes as lora_bytes
 from kvplan.engines.vllm.offload import cpu_pool as vllm_cpu_pool
 
 GIB = 2**30
@@ -330,71 +327,15 @@ class Vllm(Engine):
                 "memory_unified": uma.unified(st.gpu), "free_from_meminfo": uma.reads_meminfo(st.gpu, st.v)}
 
     def emit_args(self, plan, model, settings: dict, gpu=None) -> list[str]:
-        """`vllm serve` flags (vllm/engine/arg_utils.py): --max-model-len, --max-num-seqs (per data-parallel
-        rank), --gpu-memory-utilization or --kv-cache-memory-bytes (>= 0.11.0), --kv-cache-dtype, -tp/-pp,
-        --data-parallel-size, --enable-expert-parallel (parallel_flags), --block-size, and --dtype /
-        --quantization fp8 where the plan's weights are not the checkpoint's (kvplan.engines.emit.weight_args)."""
-        r, dep = plan.request, plan.deployment
-        seqs = per_rank_batch(serve_seqs(plan), dep.dp)  # each DP rank's scheduler: never below its share
-        # at most the limit the plan was made at (the sampler's dummy run and the CUDA-graph sizes grow with it),
-        # unless the asked batch needs more
-        seqs = max(min(seqs, settings["max_num_seqs"]), per_rank_batch(r.batch, dep.dp))
-        # no context asked for: vLLM's own fit to the memory it measures (from 0.14.0), not kvplan's estimate
-        auto = r.context_from_model and parse_version(settings["version"]) >= AUTO_FIRST
-        args = ["vllm", "serve", model_arg(model), *weight_args(self, plan, model, gpu),
-                "--max-model-len", "auto" if auto else str(r.context), "--max-num-seqs", str(seqs)]
-        if r.kv_cache_memory_bytes is not None:
-            args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]
-        else:
-            # the plan's utilisation, raised to the lowest that holds the batch with the stated margin
-            args += ["--gpu-memory-utilization", f"{emit_advice(plan, settings, model)[0]:g}"]
-        kv = kv_dtype_arg(r.kv_dtype, model, self.kv_dtype_flags, self.auto_kv_dtype(model))
-        if kv:
-            args += ["--kv-cache-dtype", kv]
-        args += self.parallel_flags(dep, model)
-        if settings["block_size"] != 16:
-            args += ["--block-size", str(settings["block_size"])]
-        if model.speculative is not None:
-            args += vllm_flag(model.speculative)
-        if r.lora is not None:
-            args += lora_flags(r.lora, settings["version"])
-        return args + multimodal.serve_flag(settings.get("mm_limit", multimodal.UNSET),
-                                            settings.get("mm_cache_gb", -1.0))
+        return command.serve_args(self, plan, model, settings, gpu)
 
     def parallel_flags(self, dep, model) -> list[str]:
-        """-tp / -pp per data-parallel rank, --data-parallel-size for dp, --enable-expert-parallel (its
-        size is always tp x dp), --decode-context-parallel-size (docs/engines.md 9.1)."""
-        args = ["-tp", str(dep.tp)]
-        if dep.pp > 1:
-            args += ["-pp", str(dep.pp)]
-        if dep.dp > 1:
-            args += ["--data-parallel-size", str(dep.dp)]
-        if dep.ep > 1:
-            args += ["--enable-expert-parallel"]
-        if dep.dcp > 1:
-            args += ["--decode-context-parallel-size", str(dep.dcp)]
-        return args
+        return command.parallel_flags(dep)
 
     def emit_note(self, result, model) -> str | None:
-        """The margin --gpu-memory-utilization leaves (none with --kv-cache-memory-bytes: exact), and what
-        --max-model-len auto is expected to set."""
-        auto = auto_note(result, model)
-        if result.plan.request.kv_cache_memory_bytes is not None:
-            return auto
-        g, margin = emit_advice(result.plan, result.settings, model)
-        shared = uma.emit_note(result.settings, result.plan.usable_memory_bytes, g)
-        note = "; ".join(n for n in (margin, shared) if n)
-        return f"{note}; {auto}" if auto else note
+        return command.margin_note(result, model)
 
     def emit_weights_note(self, result, model) -> str | None:
-        """--quantization fp8 (kvplan.engines.emit.weight_args): docs/features/quantization/fp8.md warns, under
-        online quantization, that the weights load at original precision first."""
-        have = fp8_at_load(self, result.plan, model)
-        if have is None:
-            return None
-        return (f"--quantization fp8 quantizes the {checkpoint_weights(model)} weights as they load; vLLM's "
-                f"docs warn that it loads them at original precision first, so the GPUs need room for "
-                f"their share of the {have} checkpoint while loading")
-
+        return command.weights_note(self, result, model)
 
 ENGINE = Vllm

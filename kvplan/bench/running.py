@@ -40,7 +40,6 @@ from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.cohort import cohort
 from kvplan.speed.corpus import PER_RANK_LIMIT, attention_dp
-from kvplan.speed.eras import release
 from kvplan.speed.shape import weight_dtype_of
 
 # the corpus's flag spellings (dashes read as underscores) that are engine options, per engine
@@ -48,12 +47,7 @@ OPTS = {
     "vllm": {"max_num_batched_tokens": "max_num_batched_tokens", "max_num_seqs": "max_num_seqs"},
     "sglang": {"chunked_prefill_size": "chunked_prefill_size", "mem_fraction_static": "mem_fraction_static",
                "mem_frac": "mem_fraction_static", "cuda_graph_max_bs": "cuda_graph_max_bs",
-               "page_size": "page_size", "max_running_requests": "max_running_requests",
-               # its recurrent-state pool's settings (kvplan.engines.sglang.mamba.OPTS): slots a request holds,
-               # the state's dtype, hence the slots and the running cap of a hybrid model
-               "mamba_ssm_dtype": "mamba_ssm_dtype", "disable_radix_cache": "disable_radix_cache",
-               "mamba_radix_cache_strategy": "mamba_radix_cache_strategy",
-               "max_mamba_cache_size": "max_mamba_cache_size", "mamba_full_memory_ratio": "mamba_full_memory_ratio"},
+               "page_size": "page_size", "max_running_requests": "max_running_requests"},
     "trtllm": {"max_num_tokens": "max_num_tokens", "free_gpu_memory_fraction": "free_gpu_memory_fraction",
                "kv_cache_free_gpu_mem_fraction": "free_gpu_memory_fraction",
                # NVIDIA's MLPerf harness's name for it (its runtime flags; llmlib/config.py passes it on as
@@ -122,7 +116,7 @@ def sized(case, spec, gpu) -> Running | None:
     context = max(1, int(resident_context(case.engine, case.version, load.isl, load.osl, policy,
                                           load.out_cv2 if load.drawn else None)))
     try:
-        engine, _ = configure(case.engine, rules_version(case), opts, util)
+        engine, _ = configure(case.engine, case.version, opts, util)
         dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, dp=ranks, ep=case.ep))
         req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
@@ -157,15 +151,6 @@ def sized(case, spec, gpu) -> Running | None:
         mean, redo = cohort(held * context, n, load.isl, load.osl)
         cap = min(cap, mean) if redo else cap  # (n, 0): nothing preempted, the cap as it was
     return Running(cap, chunk, case_waves(case), recompute=redo)
-
-
-def rules_version(case) -> str | None:
-    """The release whose rules size the case: its stated version, or, where that is no release number ("main branch")
-    and the case is of the engine's current era, the current release (None), as kvplan.speed.eras.era_of reads it; an
-    older era's keeps it (refused by the rules: the plain estimate)."""
-    if case.version is None or release(case.version) is not None or case.era != case.engine:
-        return case.version
-    return None
 
 
 def cohort_size(case, limit: float) -> float | None:
@@ -209,6 +194,6 @@ def model_own(case, spec, settings) -> Running | None:
     data-parallel worker's, under the engine's `settings` for the deployment; None where it sets none or no chunk
     is known. Its pool is not sized, so memory is not checked: the limit binds where the pool holds more (at the cookbook's 8k + 1k tokens, kvplan's own
     compressed-cache estimate holds over 1,000 requests a replica)."""
-    own = model_limits(case.engine, rules_version(case), spec.layers, case.dp, case.max_seqs,
+    own = model_limits(case.engine, case.version, spec.layers, case.dp, case.max_seqs,
                        settings.as_dict() if settings is not None else {})
     return Running(float(own[0]), own[1], case_waves(case), case_lockstep(case)) if own is not None and own[1] else None

@@ -43,9 +43,6 @@ DEFAULT_MAX_SEQS = {"vllm": 256, "sglang": 4096, "trtllm": 2048, "llama.cpp": 1}
 # (mlcommons/inference_results_v5.1@965182b03376a00fcae415c54e560e1c83937932:closed/NVIDIA/code/llmlib/config.py,
 # TrtllmHarnessConfig: build max_batch_size = GeneralizedBatchSize().e2e(), the config's gpu_batch_size).
 RUNNING = ("max_num_seqs", "max_running_requests", "max_batch_size", "gpu_batch_size")
-# The recurrent states' dtype a run told the engine: SGLang's --mamba-ssm-dtype, vLLM's --mamba-ssm-cache-dtype
-# (the state a decode step reads and writes back: kvplan.speed.shape.state_shift; "auto": the config's own).
-STATE_DTYPE = ("mamba_ssm_dtype", "mamba_ssm_cache_dtype")
 # Engines whose running limit under attention DP is each attention rank's, and that flag: TensorRT-LLM's
 # max_batch_size with enable_attention_dp (the same file, TrtllmEndpointConfig: "max-bs applies per attention-rank").
 # Under the flag TensorRT-LLM's tensor_parallel_size counts the attention ranks, each with its own requests and pool
@@ -251,12 +248,6 @@ def attention_dp(case: Case) -> bool:
     TensorRT-LLM's attention DP), not independent engines (MLPerf harnesses' one engine per tp x pp group)."""
     flags = case.flags or {}
     return _on(flags, "enable_attention_dp") or _on(flags, DP_ATTENTION.get(case.engine))
-
-
-def state_dtype(case) -> str | None:
-    """The recurrent states' dtype the case's run stated (STATE_DTYPE), None where it stated none (or auto)."""
-    told = next((str(case.flags[k]) for k in STATE_DTYPE if case.flags.get(k)), None)
-    return None if told is None or told.strip().lower() == "auto" else told
 
 
 def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:

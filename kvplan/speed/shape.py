@@ -21,7 +21,7 @@ replica's tokens in a step (`ep_replicas` = dp).
 from __future__ import annotations
 
 from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES, canonical_kv_dtype, canonical_weight_dtype
-from kvplan.model.layers import IndexedMLA, state_bytes
+from kvplan.model.layers import IndexedMLA
 from kvplan.model.spec import PLAIN_BYTES, own_format, weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.ggml import paths as ggml_paths
@@ -44,13 +44,12 @@ def weight_dtype_of(name: str | None) -> str | None:
 
 def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
               kv_dtype: str | None = None, dp: int = 1, engine: str | None = None, date: str | None = None,
-              version: str | None = None, ssm_dtype: str | None = None) -> Shape:
+              version: str | None = None) -> Shape:
     """The Shape of `spec` on `gpu` at tensor parallelism `tp`, expert parallelism `ep` and `dp`
     data-parallel replicas; under `engine` llama.cpp (a build of `date`, None: current) with its GEMM paths, under an
-    engine whose MXFP4 MoE kernels kvplan.speed.mxfp4 reads (release `version`, None: current) at their precision;
-    recurrent states in `ssm_dtype` where the engine was told one (state_shift; None: the KV profile's pricing)."""
-    return on_gpu(model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype, dp=dp,
-                              ssm_dtype=ssm_dtype), spec, gpu, weight_dtype, engine=engine, date=date, version=version)
+    engine whose MXFP4 MoE kernels kvplan.speed.mxfp4 reads (release `version`, None: current) at their precision."""
+    return on_gpu(model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype, dp=dp), spec, gpu,
+                  weight_dtype, engine=engine, date=date, version=version)
 
 
 def attention_flops(layers, heads: int, tp: int) -> tuple[float, float, tuple, float]:
@@ -104,7 +103,7 @@ def sparse_reads(prof) -> tuple:
 
 
 def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
-                kv_dtype: str | None = None, dp: int = 1, ssm_dtype: str | None = None) -> dict:
+                kv_dtype: str | None = None, dp: int = 1) -> dict:
     """The Shape's fields that do not depend on the GPU (nearly all of shape_for's work): a sweep builds
     them once per model × tp × ep × dp × dtypes and puts them on each GPU with on_gpu."""
     wb = weight_bytes(spec, weight_dtype)
@@ -125,29 +124,11 @@ def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = No
         expert_bytes=int(wb.experts // spread),
         num_experts=p.num_experts, top_k=p.experts_per_token, expert_params=per_expert,
         kv_bytes_per_token=prof.growth_bytes_per_token(), kv_windows=windows, kv_topk=kv_topk, attn_topk=attn_topk,
-        state_bytes_per_seq=prof.state_bytes_per_sequence() + state_shift(spec.layers, tp, kv, ssm_dtype),
+        state_bytes_per_seq=prof.state_bytes_per_sequence(),
         flops_per_token=2.0 * (active_dense / tp + p.experts_active / spread),
         attn_flops_per_pair=pairs, attn_prefill_flops_per_pair=prefill_pairs, decompress_flops=decompress, layers=spec.num_layers, hidden=spec.hidden_size, tp=tp, ep=ep,
         moe_layers=p.num_moe_layers, ep_replicas=max(1, dp) if ep > 1 and p.num_experts else 1,
     )
-
-
-def state_shift(layers, tp: int, kv, ssm_dtype: str | None) -> int:
-    """Bytes a sequence's recurrent states on one rank gain (or lose) when the run told the engine to hold their
-    recurrent values in `ssm_dtype` (SGLang's --mamba-ssm-dtype: its MambaPool allocates the temporal state in it,
-    sgl-project/sglang v0.5.2 wheel `configs/qwen3_next.py` L317-327, as kvplan.engines.sglang.mamba cites it) rather
-    than as the KV profile prices them (kvplan.model.layers.state_bytes: the config's dtype, else the cache's). A
-    decode step reads and writes back each running sequence's state once (the kv term). Conv values stay as the KV
-    profile prices them; 0 where no dtype is told or the model has no state layer."""
-    if not ssm_dtype:
-        return 0
-    told = canonical_kv_dtype(ssm_dtype, "bf16")
-    shift = 0
-    for layer in layers:
-        if layer.state_elements(tp):
-            conv, ssm = layer.state_parts(tp)
-            shift += kv.bytes_for(conv) + told.bytes_for(ssm) - state_bytes(layer, tp, kv)
-    return shift
 
 
 def plain_gemm(spec, weight_dtype: str | None) -> tuple[tuple[float, float], float]:

@@ -169,7 +169,7 @@ def test_the_runners_token_table_is_non_kv_memory_on_a_unified_gpu(gb10):
 
     discrete = dataclasses.replace(gb10, key="gb10-discrete", memory_unified=False)
     for version, table in (("0.15.0", 41943040), ("0.11.0", 33554432), ("0.30.0", 33554432)):
-        got = plan(gb10, version).plan.kv_memory_bytes_per_gpu
+        got = plan(gb10, version, "page_cache=0").plan.kv_memory_bytes_per_gpu  # 0.11's page cache: its own test
         assert plan(discrete, version).plan.kv_memory_bytes_per_gpu - got == table, version
         assert plan(gb10, version).settings["overhead_host_token_table"] == table
     st = _st(gb10, version="0.7.3", max_num_seqs=256)
@@ -177,3 +177,42 @@ def test_the_runners_token_table_is_non_kv_memory_on_a_unified_gpu(gb10):
     assert uma.token_table_bytes(find_gpu("h100-sxm"), _st(find_gpu("h100-sxm"), max_num_seqs=256), 32768) == 0
     # a unified part on ROCm (MI300A's profile): vLLM reads it as a discrete GPU; not counted
     assert uma.token_table_bytes(find_gpu("mi300a"), _st(find_gpu("mi300a"), max_num_seqs=256), 32768) == 0
+
+
+def test_a_cold_loads_page_cache_is_non_kv_where_vllm_reads_the_device_count(gb10):
+    # On an integrated GPU cudaMemGetInfo's free is MemFree, which counts the page cache as used (vLLM's comment,
+    # utils/mem_utils.py v0.30.0 L143-150; unslothai/unsloth#10704 on a GB10: a 60 GiB write moved cuda_free
+    # 103.25 -> 41.52 GiB, MemAvailable 115.85 -> 115.65). vLLM's default loader reads every tensor of every file on
+    # every rank (model_loader/weight_utils.py safetensors_weights_iterator), after the snapshot the budget starts
+    # from, so before 0.12.0 (no MemAvailable branch: utils/__init__.py v0.11.0 L2734) a cold load's whole checkpoint
+    # is in the non-torch increase. Llama-3.1-8B's checkpoint: 16,060,522,496 B, the `total_size` of
+    # meta-llama/Meta-Llama-3.1-8B's model.safetensors.index.json (14.96 GiB). From 0.12.0 GB10 reads MemAvailable,
+    # which counts the cache as free: nothing. A discrete GPU: nothing.
+    ckpt = 16_060_522_496
+
+    def budget(gpu, version, *opts):
+        engine = resolve_engine("vllm", version, ["max_num_seqs=256", *opts], gpu_memory_utilization=0.8)
+        res = engine.result(find_in_catalog("llama-3.1-8b"), gpu, Deployment(1), Request(context=32768))
+        return res.plan.kv_memory_bytes_per_gpu, res.settings["overhead_page_cache"]
+
+    cold, counted = budget(gb10, "0.11.0")
+    assert counted == ckpt and budget(gb10, "0.11.0", "page_cache=0")[0] - cold == ckpt
+    assert budget(gb10, "0.11.0", "page_cache=4GiB")[0] - cold == ckpt - 4 * GIB  # as stated
+    assert budget(gb10, "0.15.0")[1] == 0 and budget(gb10, "0.30.0")[1] == 0  # MemAvailable
+    # the same part at another capability reads the device count until 0.20.0 (the flag): counted at 0.15.0
+    other = dataclasses.replace(gb10, key="other", compute_capability="12.0")
+    assert budget(other, "0.15.0")[1] == ckpt and budget(other, "0.30.0")[1] == 0
+    # MI300A (ROCm: the vendor's device count is not read) and a discrete H100: not counted
+    assert budget(find_gpu("mi300a"), "0.11.0")[1] == 0 and budget(find_gpu("h100-sxm"), "0.11.0")[1] == 0
+
+
+def test_the_plan_says_what_it_assumed_of_the_page_cache(gb10):
+    def said(gpu, version, *opts):
+        return " ".join(w.message for w in _plan(gpu, 0.8, *opts, version=version).plan.warnings)
+
+    assert "counted as non-KV memory (a cold start" in said(gb10, "0.11.0")
+    assert "counted as non-KV memory (as stated" in said(gb10, "0.11.0", "page_cache=0")
+    assert "counted as free, as MemAvailable does" in said(gb10, "0.30.0")
+    assert "page_cache ignored" in said(gb10, "0.30.0", "page_cache=1GiB")
+    assert "is not read" in said(find_gpu("mi300a"), "0.30.0")
+    assert "page_cache ignored" in said(find_gpu("h100-sxm"), "0.30.0", "page_cache=1GiB")

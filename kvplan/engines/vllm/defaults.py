@@ -23,7 +23,8 @@ VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "
             "0.25.0", "0.30.0", "0.33.0")
 DEFAULT_VERSION = "0.33.0"
 OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling", "limit_mm_per_prompt",
-        "mm_processor_cache_gb", "flashinfer_sampler", "os_memory", "host_growth", "mxfp4_backend")
+        "mm_processor_cache_gb", "flashinfer_sampler", "os_memory", "host_growth", "page_cache",
+        "mxfp4_backend")
 
 
 def _device_name(gpu) -> str:
@@ -107,4 +108,5 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     flashinfer_sampler=opt_bool(opts, "flashinfer_sampler", True) if "flashinfer_sampler" in opts
                     else None, mxfp4_backend=opt_choice(opts, "mxfp4_backend", None, MXFP4_BACKENDS),
                     weight_dtype=req.weight_dtype,
-                    os_memory=opt_bytes(opts, "os_memory", None), host_growth=opt_bytes(opts, "host_growth", 0))
+                    os_memory=opt_bytes(opts, "os_memory", None), host_growth=opt_bytes(opts, "host_growth", 0),
+                    page_cache=opt_bytes(opts, "page_cache", None))

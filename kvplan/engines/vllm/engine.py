@@ -43,6 +43,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
 from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
+from kvplan.model.spec import weight_bytes
 from kvplan.core.search import largest_fitting
 from kvplan.engines import kvbm, lmcache
 from kvplan.engines.lora import vllm_bytes as lora_bytes, vllm_flags as lora_flags
@@ -258,11 +259,9 @@ class Vllm(Engine):
     def request(self, req, st: Settings, model, dep):
         # the non-KV memory besides the weights: the repacking is booked as weights (loaded_extra)
         total, parts = overhead(model, dep, st)
-        # on a unified-memory GPU, what vLLM also counts of the host's growth during start-up: the runner's token table
-        # (uma.token_table_bytes) and what the user states (uma.host_bytes)
-        over = (req.overhead_bytes if req.overhead_bytes is not None
-                else total - parts["weights_repack"] + uma.token_table_bytes(st.gpu, st, req.context)
-                + uma.host_bytes(st.gpu, st))
+        # on a unified-memory GPU, what vLLM also counts of the host's growth during start-up (uma.host_counted)
+        host = uma.host_counted(st.gpu, st, req.context, weight_bytes(model).total)
+        over = req.overhead_bytes if req.overhead_bytes is not None else total - parts["weights_repack"] + host
         req = vllm_cache_dtype.as_cached(req, model)  # MiMo-V2-Flash: the model's own dtype
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
                                    overhead_bytes=over)
@@ -327,6 +326,7 @@ class Vllm(Engine):
         parts = overhead(model, dep, st)[1]
         return {**st.as_dict(), **{f"overhead_{k}": v for k, v in parts.items()},
                 "overhead_host_token_table": uma.token_table_bytes(st.gpu, st, req.context),
+                "overhead_page_cache": uma.page_cache_bytes(st.gpu, st, weight_bytes(model).total),
                 "memory_unified": uma.unified(st.gpu), "free_from_meminfo": uma.reads_meminfo(st.gpu, st.v)}
 
     def emit_args(self, plan, model, settings: dict, gpu=None) -> list[str]:

@@ -45,6 +45,9 @@ class Settings:
     # allocate on the host during start-up, which vLLM counts as non-KV memory where it reads MemAvailable
     os_memory: int | None = None
     host_growth: int = 0
+    # the checkpoint's page cache counted as non-KV where vLLM reads the device's own free count on a unified GPU
+    # (None: the whole checkpoint, a cold load; kvplan.engines.vllm.uma.page_cache_bytes)
+    page_cache: int | None = None
 
     @cached_property  # (read for every block count of a max-context search: parsed once)
     def v(self) -> tuple[int, ...]:

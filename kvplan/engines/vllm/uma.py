@@ -20,10 +20,12 @@ Read from the released wheels (docs/engines.md 1.2c):
     torch peak + the non-torch increase, itself total - free - torch reserved). With free = MemAvailable, whatever
     any process on the node allocates on the host meanwhile (a loader's pinned buffers, compile caches, the
     serving processes' heaps) is counted as GPU memory. kvplan counts the one such term the source fixes, the model
-    runner's host token table (`token_table_bytes`), and whatever else the user states (engine option `host_growth`:
-    no default, no training record measures it). The CUDA-graph estimate (gpu_model_runner.py v0.30.0 L6747-6761)
-    samples cudaMemGetInfo's free, which on such a GPU drops with the page cache too: printed from -4.74 GiB
-    (spark-vllm-docker#200) to +5.07 GiB (#396), so kvplan keeps its own estimate of the graphs (docs/engines.md 1.2c).
+    runner's host token table (`token_table_bytes`), where vLLM reads the device's own count (MemFree) a cold
+    load's page cache (`page_cache_bytes`, engine option `page_cache`), and whatever else the user states (engine
+    option `host_growth`: no default, no training record measures it). The CUDA-graph estimate
+    (gpu_model_runner.py v0.30.0 L6747-6761) samples cudaMemGetInfo's free, which on such a GPU drops with the page
+    cache too: printed from -4.74 GiB (spark-vllm-docker#200) to +5.07 GiB (#396), so kvplan keeps its own estimate of
+    the graphs (docs/engines.md 1.2c).
 """
 
 from __future__ import annotations
@@ -119,10 +121,37 @@ def _token_entry_bytes(gpu, st) -> int:
     return 5 if MASK_FROM <= st.v < RUNNER_CHOICE_FROM else 4
 
 
+def host_counted(gpu, st, max_model_len: int, checkpoint: int) -> int:
+    """All vLLM counts of the host as non-KV memory on a unified GPU: the runner's token table, the page cache the
+    load leaves where the device count leaves it out, and the stated host growth (0 on a discrete GPU)."""
+    return (token_table_bytes(gpu, st, max_model_len) + page_cache_bytes(gpu, st, checkpoint)
+            + host_bytes(gpu, st))
+
+
+def page_cache_bytes(gpu, st, checkpoint: int) -> int:
+    """The checkpoint's file pages a cold load leaves in the page cache, which vLLM counts as non-KV memory where its
+    free memory is the device's own count on an NVIDIA unified GPU (not MemAvailable: reads_meminfo); 0 elsewhere.
+    Engine option page_cache=SIZE states it (0: a warm start, whose cache the start-up check then counts as the OS's).
+
+    On an integrated GPU cudaMemGetInfo's free is the kernel's MemFree, which counts the page cache as used (vLLM's
+    own comment, `utils/mem_utils.py` v0.30.0 L143-150; unslothai/unsloth#10704 measured it on a GB10: writing a
+    60 GiB file moved cuda_free 103.25 -> 41.52 GiB with MemFree, MemAvailable 115.85 -> 115.65). The default loader
+    opens every safetensors file with `safe_open` and `get_tensor`s every tensor on every rank before taking its
+    shard (`model_loader/weight_utils.py` `safetensors_weights_iterator`), so after caches are dropped a load adds
+    the whole checkpoint to the page cache, after the snapshot the budget starts from: the non-torch increase
+    (total - free - torch reserved: `utils/__init__.py` v0.11.0 `memory_profiling`) holds it, unless the kernel
+    evicts it, which it does only when free memory runs out, and then the budget is gone anyway (requested - free at
+    start <= 0)."""
+    if not unified(gpu) or not _flag_vendor(gpu) or reads_meminfo(gpu, st.v):
+        return 0
+    return checkpoint if st.page_cache is None else st.page_cache
+
+
 def warnings(gpu, st) -> tuple[PlanWarning, ...]:
     """What a plan on a unified-memory GPU assumes about vLLM's free memory and start-up (none elsewhere)."""
     if not unified(gpu):
-        ignored = [k for k, given in (("os_memory", st.os_memory is not None), ("host_growth", st.host_growth))
+        ignored = [k for k, given in (("os_memory", st.os_memory is not None), ("host_growth", st.host_growth),
+                                     ("page_cache", st.page_cache is not None))
                    if given]
         return (PlanWarning(f"{arg('engine_opts')} {' and '.join(ignored)} ignored: GPU profile '{gpu.key}' is not "
                             "unified memory"),) if ignored else ()
@@ -152,8 +181,23 @@ def warnings(gpu, st) -> tuple[PlanWarning, ...]:
     out.append(PlanWarning("vLLM counts what the node's processes allocate on the host between its worker's "
                            f"start and the end of its profile run as non-KV memory (the drop of {short}): "
                            f"kvplan counted {table}{{}} more ({arg('engine_opts')} host_growth=SIZE); the KV "
-                           "budget is smaller by whatever more they take", (host_bytes(gpu, st),), ("GiB",)))
+                           f"budget is smaller by whatever more they take; {_page_cache_said(gpu, st, meminfo)}",
+                           (host_bytes(gpu, st),), ("GiB",)))
     return tuple(out)
+
+
+def _page_cache_said(gpu, st, meminfo: bool) -> str:
+    """What the plan assumed of the page cache (page_cache_bytes), in words."""
+    if meminfo:
+        ignored = f" ({arg('engine_opts')} page_cache ignored)" if st.page_cache is not None else ""
+        return ("the page cache (the checkpoint's files the load reads) kvplan counted as free, as MemAvailable does "
+                f"(less min(cache / 2, the low watermark)){ignored}")
+    if not _flag_vendor(gpu):
+        return ("the page cache kvplan counted as free: whether this vendor's device count leaves it out is not "
+                "read (a warm start's cache may make the start-up check fail, a cold load's shrink the budget)")
+    said = "as stated" if st.page_cache is not None else "a cold start: caches dropped before it"
+    return (f"the checkpoint's page cache, which that count leaves out, kvplan counted as non-KV memory ({said}; "
+            f"{arg('engine_opts')} page_cache=SIZE; a warm start's cache is the OS's share at the check instead)")
 
 
 def emit_note(settings: dict, total: int, gmu: float) -> str | None:

@@ -158,6 +158,20 @@ def test_a_bad_figure_is_dropped_not_trusted(bad):
     assert run.settings.num_prompts == 300  # falls back to `completed`
 
 
+def test_check_bench_says_which_values_it_left_out(tmp_path):
+    # mean_ttft_ms NaN and mean_tpot_ms -5: neither is a measurement, so both are left out of the comparison (above),
+    # and the command says so on stderr, with the values as the file gave them; the clean file gets no such note.
+    (tmp_path / "bad.json").write_text(json.dumps(dict(BASE, mean_ttft_ms=float("nan"), mean_tpot_ms=-5)))
+    r = runner.invoke(whole_app(), ["check-bench", str(tmp_path / "bad.json"), "--json"])
+    assert r.exit_code == 0, r.output
+    note = next(line for line in r.stderr.splitlines() if "left out" in line)
+    assert note.startswith("note: 2 value(s) in the file") and "nan" in note and "-5" in note
+    (run,) = json.loads(r.stdout)["runs"]
+    assert not any(x["metric"] in ("ttft", "tpot") and x["stat"] == "mean" for x in run["rows"])
+    clean = runner.invoke(whole_app(), ["check-bench", str(FIX / "vllm-l40s-llama32-3b-10qps.json"), "--json"])
+    assert clean.exit_code == 0 and "left out" not in clean.stderr
+
+
 def test_every_figure_bad_is_one_error():
     doc = {k: ("x" if k.endswith(("_ms", "throughput")) else v) for k, v in BASE.items()}
     with pytest.raises(KvplanError, match="no figure kvplan can read"):

@@ -1,19 +1,44 @@
 """Figures from a benchmark file read safely: finite, in range, or None (a bad figure is dropped, not trusted).
 
 A file is outside input: a metric that is text, NaN, negative or absurd is left out of the comparison
-rather than crashing or printing nonsense; a setting likewise (a count past `MAX_COUNT`).
+rather than crashing or printing nonsense; a setting likewise (a count past `MAX_COUNT`). A command that reads
+inside `noting_refusals()` gets the values `figure` refused, so it can say what it left out.
 """
 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+_REFUSED: ContextVar[list | None] = ContextVar("refused", default=None)
 
 MAX_COUNT = 10**9  # requests, tokens, GPUs, concurrency: past this a setting is not believed
 MAX_FIGURE = 1e15  # milliseconds or tokens/s past this are not a measurement
 
 
+@contextmanager
+def noting_refusals():
+    """While active, the values the file gave that `figure` refused (short reprs), in the order met."""
+    seen: list = []
+    token = _REFUSED.set(seen)
+    try:
+        yield seen
+    finally:
+        _REFUSED.reset(token)
+
+
 def figure(value, scale: float = 1.0) -> float | None:
-    """A non-negative finite number (times `scale`), from a number or numeric text; else None."""
+    """A non-negative finite number (times `scale`), from a number or numeric text; else None (noted, where a
+    `noting_refusals` is active, unless the value was absent: None or blank text)."""
+    x = _figure(value, scale)
+    refused = _REFUSED.get()
+    if x is None and refused is not None and value is not None and not (isinstance(value, str) and not value.strip()):
+        refused.append(repr(value)[:40])
+    return x
+
+
+def _figure(value, scale: float) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, str):

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.bench.compare import efficiencies, rows
+from kvplan.bench.numbers import MAX_FIGURE, noting_refusals
 from kvplan.core.units import signed
 from kvplan.bench.detect import FORMATS, MAX_BYTES, read_runs
 from kvplan.bench.result import METRICS, TIME_METRICS
@@ -52,7 +53,12 @@ def check_bench(
     for name, value in (("--tp", tp), ("--input-len", input_len), ("--output-len", output_len)):
         if value is not None:
             check_range(name, value, 1, 1 << 24)
-    runs = read_runs(read_capped_text(file, MAX_BYTES, "a benchmark result"), markup_safe(str(file)))
+    with noting_refusals() as refused:
+        runs = read_runs(read_capped_text(file, MAX_BYTES, "a benchmark result"), markup_safe(str(file)))
+    if refused:
+        stderr(f"note: {len(refused):,} value(s) in the file are not numbers kvplan believes (text, NaN, negative or "
+               f"past {MAX_FIGURE:.0e}) and were left out: {', '.join(markup_safe(v) for v in refused[:5])}"
+               + (" ..." if len(refused) > 5 else ""))
     if len(runs) > MAX_CHECKED:
         stderr(f"note: the file holds {len(runs):,} runs; the first {MAX_CHECKED} are checked")
     results = []

@@ -99,8 +99,9 @@ def engine_to_dict(res) -> dict:
 
 def run_dtype(name: str, gpu) -> str:
     """A 16-bit dtype as `gpu` runs it: bf16 is fp16 (the same 2 bytes) where the GPU has no BF16 math (its profile's
-    `bf16: false`, else its compute capability: hardware.facts.bf16_fact; Volta, Turing: engines cast a bf16 checkpoint to fp16; vLLM refuses bfloat16 below compute capability 8.0,
-    vllm 0.8.0 wheel, v1/worker/gpu_worker.py L303)."""
+    `bf16: false`, else its compute capability: hardware.facts.bf16_fact). Volta, Turing: engines cast a bf16
+    checkpoint to fp16; vLLM refuses bfloat16 below compute capability 8.0 (vllm 0.8.0 wheel,
+    v1/worker/gpu_worker.py L303)."""
     return "fp16" if name == "bf16" and not runs_bf16(gpu) else name
 
 

@@ -3,6 +3,7 @@ and the speed fit pricing a corpus point with them (kvplan.speed.fit.Built)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,27 @@ def test_trtllm_reserves_each_requests_whole_output_unless_the_run_says_max_util
     util = running(case("trtllm", version=None, flags={**frac, "batch_scheduler_policy": "max_util"}), LLAMA, h100)
     assert default.cap < 2048 and util.cap < 2048  # the pool binds, not max_batch_size
     assert default.cap / util.cap == pytest.approx(256 / 272, rel=0.01)
+
+
+def test_mlperf_v4_1_b200_preview_runs_fp8_weights_and_kv():
+    # MLPerf Inference v4.1, NVIDIA B200-SXM-180GB x 1 (preview), Llama-2-70B: no config in the submission, and the
+    # measurements json declares the checkpoint's fp16 with weight_transformations "quantization, affine fusion". NVIDIA's
+    # calibration note says every linear layer's inputs and weights and the KV cache entries of Llama-2-70B are
+    # quantized to FP8, selected ones to FP4 on an accelerator that has it (mlcommons/inference_results_v4.1@198fc467:
+    # closed/NVIDIA/documentation/calibration.md, "LLM Quantization"), so fp8 / fp8 is the floor of what ran. The Server
+    # run's own figures say the same (Little's law): 39.6 requests/s x (35.976 - 0.209) s of decoding = 1,416.4 requests
+    # running at once. Each holds 222.33 + 274.03 / 2 = 359.3 tokens (MAX_UTILIZATION: blocks as tokens arrive) of
+    # 80 layers x 8 KV heads x 128 x 2 = 163,840 elements, 163,840 B at FP8: 1,416 x 359.3 x 163,840 B = 83.4 GB of KV.
+    # At fp16, Llama-2-70B's 68.98e9 parameters take 138 GB of the part's 191.5 GB (torch's 178.35 GiB), leaving at most
+    # 53.5 GB, under 53.5e9 / (359.3 x 163,840 x 2 B at a 16-bit KV) = 454 requests: fp16 cannot hold what ran.
+    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    mine = [c for c in cases if c.id.startswith("nvidia-b200-sxm-180gbx1_trt-llama2-70b-99-")]
+    assert len(mine) == 2 and all((c.weight_dtype, c.kv_dtype) == ("fp8", "fp8") for c in mine)
+    server = next(c for c in mine if c.id.endswith("-server"))
+    running_at_once = server.load.rate * (server.targets["e2el"] - server.targets["ttft"])
+    assert running_at_once == pytest.approx(1416.4, abs=0.5)
+    b200, llama = find_gpu("b200"), find_in_catalog("llama-2-70b-hf")
+    assert Built(server, running).load.cap >= running_at_once  # the fp8 pool holds what the run ran
+    as_declared = replace(server, weight_dtype="fp16", kv_dtype=None)
+    assert Built(as_declared, running).load.cap < 454 < running_at_once
+    assert running(server, llama, b200).cap >= running_at_once

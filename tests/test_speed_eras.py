@@ -116,13 +116,13 @@ def test_which_sets_are_fitted_together():
     # TensorRT-LLM's has its own set
     assert fitted_with("sglang") == fitted_with("sglang<0.5.14") == {"sglang", "sglang<0.5.14"}
     assert fitted_with("trtllm<1.0") == {"trtllm<1.0"}
-    # TensorRT-LLM's engine backend shares all but its request and step costs, its weights read and its expert terms
-    # with the PyTorch backend's set
+    # TensorRT-LLM's engine backend shares all but its request cost, its host cost a layer of a step, its weights read
+    # and its expert terms with the PyTorch backend's set
     assert fitted_with("trtllm") == fitted_with("trtllm-engine") == {"trtllm", "trtllm-engine"}
     # vLLM in process shares all but its request cost with the served set
     assert fitted_with("vllm") == fitted_with("vllm-inprocess") == {"vllm", "vllm-inprocess"}
     assert own_terms("sglang<0.5.14") == ("experts", "grouped", "layer") and own_terms("trtllm<1.0") is None
-    assert own_terms("trtllm-engine") == ("request", "step", "weights", "experts", "grouped")
+    assert own_terms("trtllm-engine") == ("request", "layer", "weights", "experts", "grouped")
     assert own_terms("vllm-inprocess") == ("request",)
 
 
@@ -134,7 +134,8 @@ def test_the_shipped_eras_share_what_they_should():
     assert old["layer"] > new["layer"]  # releases before 0.5.14 pay more per layer a step (small batches priced slow)
     engine, torch = sets["trtllm-engine"]["coefficients"], sets["trtllm"]["coefficients"]
     # ... and the PyTorch backend's eager prefill step, which the engine's set does not fit (eras.ENGINE_TERMS)
-    assert {t for t in engine if engine[t] != torch[t]} <= {"request", "step", "weights", "experts", "grouped", "player"}
+    assert {t for t in engine if engine[t] != torch[t]} <= {"request", "layer", "weights", "experts", "grouped", "player"}
+    assert engine["step"] == torch["step"]  # the flat cost a step is shared; the engines' own is per layer
     assert engine["player"] == 0 < torch["player"] and engine["pstep"] == torch["pstep"] == 0
     assert engine["grouped"] != torch["grouped"]  # the engines' MoE (MLPerf's Mixtral, DeepSeek-R1) fitted apart
     assert engine["request"] < torch["request"]  # the C++ executor's requests cost the step loop less

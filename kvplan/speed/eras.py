@@ -58,10 +58,15 @@ class Backend(NamedTuple):
 # PyTorch backend's kernels (MLPerf v5.1's engine TPOT priced about twice the measurement): the engine backend now
 # fits its weights read and its expert terms (experts, grouped) apart too, the best of the splits tried on the
 # training CV (all figures 23.79 -> 23.56%; the engine set's own 142 figures 35.38 -> 37.5%, its three sources too few
-# to fit more apart; every split tried in docs/speed-history.md's training-CV table). No serving command selects it
-# yet: kvplan plans TensorRT-LLM's memory as the PyTorch backend allocates it.
+# to fit more apart; every split tried in docs/speed-history.md's training-CV table). Its host cost a step is fitted
+# per layer (`layer`), not flat (`step`): MLPerf's engine configs run Llama-2-70B, Llama-3.1-405B and Mixtral without
+# CUDA graphs (`use_graphs: False`, mlcommons/inference_results_v5.1@965182b0:closed/NVIDIA/configs/B200-SXM-180GBx8/
+# Server/llama2-70b.py), so each step launches every layer's kernels, and a flat cost fitted on 80-layer runs
+# overprices 32-layer Llama-3.1-8B's steps (issue 21, docs/speed.md "MLPerf's Server runs sit at their capacity";
+# chosen on the training CV, all figures 22.84 -> 22.77%). No serving command selects it yet: kvplan plans
+# TensorRT-LLM's memory as the PyTorch backend allocates it.
 BACKENDS = {
-    "trtllm": (Backend("tensorrt", "trtllm-engine", ("request", "step", "weights", "experts", "grouped")),),
+    "trtllm": (Backend("tensorrt", "trtllm-engine", ("request", "layer", "weights", "experts", "grouped")),),
 }
 
 # How a run's requests reached the engine (the corpus's `harness_kind`): `served` (the default) through the engine's

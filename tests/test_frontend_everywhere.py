@@ -2,7 +2,7 @@
 `disagg` put simulate's front end (kvplan.simulator.frontend: the coefficient set's fitted ingress, processor sharing)
 ahead of the engine, so a deployment at a rate gets one TTFT whichever command runs it; the roofline keeps none.
 Hand arithmetic on bursts (all sent at t = 0): N through one server all leave at N x ingress, each released to the
-engine at (N - 1) x ingress (its own crossing is in the fitted `request` term: kvplan.simulator.frontend)."""
+engine then, at N x ingress (its own crossing included, as the corpus model charges it: kvplan.simulator.frontend)."""
 
 from __future__ import annotations
 
@@ -36,13 +36,12 @@ def _burst(tmp_path, n: int = 200):
 
 def test_servers_apart_each_take_their_share_by_hand():
     s = 1.0
-    # 8 sent at once to one server: all leave at 8 x 1 = 8 s, released at 8 - 1 = 7 s
-    assert releases([0.0] * 8, s) == [7.0] * 8
-    # the same 8 over 2 servers apart, round robin: 4 each, all leave at 4 s, released at 3 s
-    assert spread([0.0] * 8, s, 2) == [3.0] * 8
-    # 3 over 2 servers: requests 0 and 2 share server 0 (leave at 2 s, released at 1 s); request 1 alone on server 1
-    # (leaves at 1 s, released at its arrival: no wait)
-    assert spread([0.0, 0.0, 0.0], s, 2) == [1.0, 0.0, 1.0]
+    # 8 sent at once to one server: all leave at 8 x 1 = 8 s and are released then (own crossing included)
+    assert releases([0.0] * 8, s) == [8.0] * 8
+    # the same 8 over 2 servers apart, round robin: 4 each, all leave and are released at 4 s
+    assert spread([0.0] * 8, s, 2) == [4.0] * 8
+    # 3 over 2 servers: requests 0 and 2 share server 0 (leave at 2 s); request 1 alone on server 1 (leaves at 1 s)
+    assert spread([0.0, 0.0, 0.0], s, 2) == [2.0, 1.0, 2.0]
     assert spread([0.0] * 4, s, 1) == releases([0.0] * 4, s)
 
 
@@ -65,16 +64,16 @@ def test_sweep_and_simulate_give_one_deployment_one_ttft():
     assert sw["sim_front_end"] == sim["meta"]["front_end"]
 
 
-def test_sweep_burst_waits_n_minus_one_crossings(tmp_path):
-    # 200 sent at once: every request reaches the engine at 199 x ingress (10.1 ms as shipped: 2.01 s), so even the p99 TTFT is past it;
-    # the note says so once (not once a plan), and --json carries the mean wait, 199 x ingress
+def test_sweep_burst_waits_n_crossings(tmp_path):
+    # 200 sent at once: every request reaches the engine at 200 x ingress (10.6 ms as shipped: 2.12 s), so even the
+    # p99 TTFT is past it; the note says so once (not once a plan), and --json carries the mean wait, 200 x ingress
     r = _invoke("sweep", "-m", "llama-3.1-8b", "--ctx", "8k", "--gpu", "h100", "--gpu-counts", "1,2", "--engine",
                 "vllm", "--trace", _burst(tmp_path), "--json")
     doc = json.loads(r.stdout)
     assert r.stderr.count("front end:") == 1 and "(every plan, as simulate runs it)" in r.stderr
-    assert doc["sim_front_end"]["mean_wait_s"] == pytest.approx(199 * VLLM_INGRESS, rel=1e-9)
+    assert doc["sim_front_end"]["mean_wait_s"] == pytest.approx(200 * VLLM_INGRESS, rel=1e-9)
     simulated = [p for p in doc["plans"] if p["sim_ttft_p99_s"] is not None]
-    assert len(simulated) > 1 and all(p["sim_ttft_p99_s"] > 199 * VLLM_INGRESS for p in simulated)
+    assert len(simulated) > 1 and all(p["sim_ttft_p99_s"] > 200 * VLLM_INGRESS for p in simulated)
 
 
 def test_sweep_on_the_roofline_keeps_no_front_end(tmp_path):
@@ -82,29 +81,29 @@ def test_sweep_on_the_roofline_keeps_no_front_end(tmp_path):
                 "roofline", "--trace", _burst(tmp_path), "--json")
     doc = json.loads(r.stdout)
     assert "sim_front_end" not in doc and "front end:" not in r.stderr
-    assert min(p["sim_ttft_p99_s"] for p in doc["plans"] if p["sim_ttft_p99_s"] is not None) < 199 * VLLM_INGRESS
+    assert min(p["sim_ttft_p99_s"] for p in doc["plans"] if p["sim_ttft_p99_s"] is not None) < 200 * VLLM_INGRESS
 
 
 def test_cheapest_burst_crosses_the_front_end(tmp_path):
-    # a TTFT of 0.95 x 199 x ingress (1.91 s at the shipped 10.1 ms) cannot be met by a burst of 200 that waits
-    # 199 x ingress in the front end, whatever the GPUs; with 5 s it can (the engine's own work on 128-token prompts,
+    # a TTFT of 0.95 x 200 x ingress (2.01 s at the shipped 10.6 ms) cannot be met by a burst of 200 that waits
+    # 200 x ingress in the front end, whatever the GPUs; with 5 s it can (the engine's own work on 128-token prompts,
     # 1.2 s at most)
     args = ["cheapest", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--concurrency", "1", "--engine", "vllm",
             "--trace", _burst(tmp_path), "--slo-tpot", "1", "--json"]
-    tight = json.loads(_invoke(*args, "--slo-ttft", f"{0.95 * 199 * VLLM_INGRESS:.3f}", code=EXIT_DOES_NOT_FIT).stdout)
+    tight = json.loads(_invoke(*args, "--slo-ttft", f"{0.95 * 200 * VLLM_INGRESS:.3f}", code=EXIT_DOES_NOT_FIT).stdout)
     simulated = [c for c in tight["fails"] if c.get("sim_ttft_p99_s") is not None]
-    assert not tight["meets"] and simulated and all(c["sim_ttft_p99_s"] > 199 * VLLM_INGRESS for c in simulated)
+    assert not tight["meets"] and simulated and all(c["sim_ttft_p99_s"] > 200 * VLLM_INGRESS for c in simulated)
     r = _invoke(*args, "--slo-ttft", "5")
     loose = json.loads(r.stdout)
     assert loose["meets"] and r.stderr.count("front end:") == 1
-    assert loose["workload"]["front_end"]["mean_wait_s"] == pytest.approx(199 * VLLM_INGRESS, rel=1e-9)
+    assert loose["workload"]["front_end"]["mean_wait_s"] == pytest.approx(200 * VLLM_INGRESS, rel=1e-9)
 
 
 def test_disagg_prefill_servers_each_front_their_share():
     # a burst of 4 at t = 0, fixed 0.1 s prefill steps (all 4 in one), 0.01 s decode steps, no transfer time: alone,
     # TTFT 0.1 s for the first to join the decode batch, 0.11 s for the three joining at its next step. Through one
-    # prefill server all four are released at (4 - 1) x 1 s: every TTFT 3 s later; through two servers apart
-    # (round robin), 2 each, released at (2 - 1) x 1 s: 1 s later
+    # prefill server all four are released at 4 x 1 s (their own crossings included): every TTFT 4 s later; through
+    # two servers apart (round robin), 2 each, released at 2 x 1 s: 2 s later
     reqs = [SimRequest(i, 0.0, 16, 4) for i in range(4)]
     kw = dict(prefill_step_s=lambda prompts: 0.1, decode_step_s=lambda n, ctx: 0.01, held_bytes=lambda t: t,
               kv_bytes=1 << 30, transfer_s=lambda p: 0.0, budget=8192, max_num_seqs=64)
@@ -112,9 +111,9 @@ def test_disagg_prefill_servers_each_front_their_share():
     alone = simulate_pd(reqs, 1, 1, **kw)
     assert alone["ttft"] == pytest.approx([0.1, 0.11, 0.11, 0.11])
     one = simulate_pd(reqs, 1, 1, seen=spread(arrivals, 1.0, 1), **kw)
-    assert one["ttft"] == pytest.approx([3.1, 3.11, 3.11, 3.11])
+    assert one["ttft"] == pytest.approx([4.1, 4.11, 4.11, 4.11])
     two = simulate_pd(reqs, 2, 1, seen=spread(arrivals, 1.0, 2), **kw)
-    assert two["ttft"] == pytest.approx([1.1, 1.11, 1.11, 1.11])
+    assert two["ttft"] == pytest.approx([2.1, 2.11, 2.11, 2.11])
 
 
 def test_disagg_says_where_its_front_ends_sit():
@@ -131,11 +130,11 @@ def test_disagg_says_where_its_front_ends_sit():
 
 
 def test_data_parallel_ranks_behind_one_server_share_its_front_end_by_hand():
-    # a burst of N = 8 over dp 4 behind one API server: all 8 cross it together, leave at 8 x 1 s, reach their
-    # engines at 7 s; the rank simulated takes requests 0 and 4: each waits (N - 1) x 1 = 7 s, not the (N/4 - 1) x 1
-    # = 1 s of four servers apart (spread: 2 each)
-    assert shared([0.0] * 8, 1.0, 4) == [7.0, 7.0]
-    assert spread([0.0] * 8, 1.0, 4)[::4] == [1.0, 1.0]
+    # a burst of N = 8 over dp 4 behind one API server: all 8 cross it together, leave at 8 x 1 s and reach their
+    # engines then; the rank simulated takes requests 0 and 4: each waits N x 1 = 8 s, not the N/4 x 1 = 2 s of four
+    # servers apart (spread: 2 each)
+    assert shared([0.0] * 8, 1.0, 4) == [8.0, 8.0]
+    assert spread([0.0] * 8, 1.0, 4)[::4] == [2.0, 2.0]
     assert shared([0.0, 5.0], 1.0, 1) == releases([0.0, 5.0], 1.0)
 
 
@@ -161,13 +160,13 @@ def _check_bench_ttft(monkeypatch, engine: str, front: bool, version: str | None
 @pytest.mark.parametrize("engine, shares_one", [("sglang", True), ("vllm", False)])
 def test_check_bench_dp_replicas_behind_one_api_server(monkeypatch, engine, shares_one):
     # 400 prompts at once on 4 replicas (tp 1 on 4 GPUs). SGLang's --dp runs one TokenizerManager for every rank: all
-    # 400 cross it together, so each waits 399 x ingress (SGLang's set: 2.4 ms, 0.96 s); vLLM's internal load balancer
-    # runs one API server a DP rank (--api-server-count defaults to --data-parallel-size): 100 each, 99 x ingress
-    # (vLLM's 10.1 ms as shipped: 1.00 s). A burst's schedule moves as a whole, so the TTFT moves by exactly that wait.
+    # 400 cross it together, so each waits 400 x ingress (SGLang's set: 2.1 ms, 0.84 s); vLLM's internal load balancer
+    # runs one API server a DP rank (--api-server-count defaults to --data-parallel-size): 100 each, 100 x ingress
+    # (vLLM's 10.6 ms as shipped: 1.06 s). A burst's schedule moves as a whole, so the TTFT moves by exactly that wait.
     ingress = coefficients(engine)[INGRESS]
     with_fe, notes = _check_bench_ttft(monkeypatch, engine, True)
     without, _ = _check_bench_ttft(monkeypatch, engine, False)
-    waited = (399 if shares_one else 99) * ingress
+    waited = (400 if shares_one else 100) * ingress
     assert with_fe - without == pytest.approx(waited, rel=1e-6)
     said = next(n for n in notes if n.startswith("front end:"))
     assert ("one API server for the 4 replicas" in said) == shares_one
@@ -180,11 +179,12 @@ def test_check_bench_vllm_api_servers_by_release(monkeypatch, version, shares_on
     # vLLM's --api-server-count defaulted to 1 through 0.14.1 (its wheel: vllm/entrypoints/openai/cli_args.py L286,
     # default=1) and to --data-parallel-size from 0.15.0 (cli_args.py L289 default=None; serve.py L98), consecutive
     # releases. A burst of 400 on 4 DP ranks at vLLM's shipped ingress c (11.04 ms when written): one server, each
-    # of the 400 waits (400 - 1) x c (4.40 s); a server a rank, each replica's 100 wait (100 - 1) x c (1.09 s).
+    # of the 400 waits 400 x c (4.42 s), its own crossing included; a server a rank, each replica's 100 wait 100 x c
+    # (1.10 s).
     ingress = coefficients("vllm")[INGRESS]
     with_fe, notes = _check_bench_ttft(monkeypatch, "vllm", True, version)
     without, _ = _check_bench_ttft(monkeypatch, "vllm", False, version)
-    assert with_fe - without == pytest.approx((400 - 1 if shares_one else 100 - 1) * ingress, rel=1e-6)
+    assert with_fe - without == pytest.approx((400 if shares_one else 100) * ingress, rel=1e-6)
     said = next(n for n in notes if n.startswith("front end:"))
     assert ("one API server for the 4 replicas" in said) == shares_one
     assert f"vLLM {version} runs one API server " in said

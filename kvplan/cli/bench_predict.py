@@ -223,9 +223,11 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
         fe = None
     if s.concurrency:
         reqs = load.closed_loop(sim, cfg, reqs, math.ceil(s.concurrency / r.replicas))
-        if fe is not None:
-            notes.append(f"front end: no queue in a closed loop (its {fe.per_request_s * 1e3:,.1f} ms a request is in "
-                         "the fitted per-request cost, as the corpus model prices a closed loop)")
+        if fe is not None:  # each request's own crossing of the API server, as the corpus model prices a closed loop
+            released = [q.arrival + fe.per_request_s for q in reqs]
+            notes.append(f"front end: {fe.per_request_s * 1e3:,.1f} ms a request ({fe.source}): each request of the "
+                         "closed loop reaches the engine one crossing after it is sent, as the corpus model prices "
+                         "a closed loop (requests sent together are not made to share it)")
     elif fe is not None:  # every request crosses an API server before the engine sees it
         cfg, reqs, released = _through_front_end(fe, chosen, r, s, reqs, cfg, notes)
     ((summary, _),) = run_all(sim, reqs, {"paged": cfg}, math.inf, math.inf, released=released).values()

@@ -161,6 +161,13 @@ class SlidingWindow(LayerSpec):
         return f"sliding window {self.window}, {self.num_kv_heads} KV heads x {self.head_dim}{v}"
 
 
+def unwindowed(layer: LayerSpec) -> LayerSpec:
+    """`layer` as an engine that applies no sliding window runs it: a SlidingWindow attends to, and caches, the whole
+    sequence (FullAttention of its heads and dims); every other layer as it is."""
+    if not isinstance(layer, SlidingWindow):
+        return layer
+    return FullAttention(layer.num_kv_heads, layer.head_dim, layer.v_head_dim, layer.sinks, layer.mm_prefix)
+
 @dataclass(frozen=True)
 class ChunkedLocal(LayerSpec):
     """Chunked local attention (Llama 4): a token sees only its own chunk, so one chunk is held.

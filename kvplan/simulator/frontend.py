@@ -12,17 +12,16 @@ through" (kvplan.speed.load.ingress_queue), the mean wait the corpus model fitte
 first-served's (N + 1) / 2, which its row of docs/speed-history.md's
 training-CV table tried and did not adopt: GPUStack's median TTFT ~ its mean).
 
-What the engine sees: a request is admitted at its arrival plus its wait behind the others, its crossing time under
-processor sharing less its own crossing (`ingress`). Its own crossing is not added: the fitted model prices a
-request's own front-end cost in its `request` term, which every step of the simulator's coefficient set already
-charges each new request, and fitted no ingress for open and closed loops, whose requests mostly cross alone. So the
-two agree to first order: a burst of N waits (N - 1) x ingress here, N x ingress in the corpus model (1 / N apart);
-a request arriving alone waits nothing more in both, where charging its own crossing would add about 10 ms (vLLM's) to
-every low-load TTFT of some tens of ms, beside the `request` term that prices it. Requests overlapping in an open
-loop wait for each other as processor sharing says: about ingress x rho / (1 - rho) at front-end load rho = rate x
-ingress, small below some tens of requests a second, and the front end, not the engine, limits a run sent faster
-than 1 / ingress (vLLM's about 99 a second at the 10.1 ms shipped in the twentieth round), which the corpus model, fitting open loops with no
-ingress, does not price. Closed loops are run without it (kvplan.cli.bench_predict), as the corpus model prices them.
+What the engine sees: a request is admitted once it is through: its arrival plus its crossing time under processor
+sharing, its own crossing (`ingress`) included, as the corpus model charges it (kvplan.speed.load.ingress_queue): a
+burst of N all reach the engine at N x ingress, a request arriving alone one ingress after it was sent (since the
+twenty-fourth round; before, the simulator took the own crossing off, one ingress below the corpus model at low load:
+about 10 ms of vLLM's tens of ms). Requests overlapping in an open loop wait for each other as processor sharing
+says: about ingress x rho / (1 - rho) more at front-end load rho = rate x ingress, small below some tens of requests
+a second, and the front end, not the engine, limits a run sent faster than 1 / ingress (vLLM's about 94 a second at
+the 10.6 ms shipped in the twenty-fourth round), which the corpus model, fitting open loops with one crossing each,
+does not price. Closed loops are run without it (kvplan.cli.bench_predict; the corpus model adds each request's own
+crossing, above).
 
 Work: O(N) over requests sorted by arrival (the virtual-time form of processor sharing: virtual time runs at 1 / n
 while n are present; a request leaves when it has gained `ingress` since its arrival, and with equal work the
@@ -68,19 +67,20 @@ def _departures(arrivals, per_request: float) -> list[float]:
 
 
 def waits(arrivals, per_request: float) -> list[float]:
-    """Each request's wait in the front end beyond its own crossing, for `arrivals` sorted ascending: its departure
-    under processor sharing of work `per_request` each, less its arrival and `per_request` (0 where it is 0)."""
+    """Each request's time in the front end, its own crossing included, for `arrivals` sorted ascending: its
+    departure under processor sharing of work `per_request` each, less its arrival (0 where the work is 0)."""
     if per_request <= 0:
         return [0.0] * len(arrivals)
-    return [max(0.0, d - a - per_request) for a, d in zip(arrivals, _departures(arrivals, per_request))]
+    return [max(0.0, d - a) for a, d in zip(arrivals, _departures(arrivals, per_request))]
 
 
 def releases(arrivals, per_request: float) -> list[float]:
-    """When the engine sees each request (`arrivals` sorted ascending): its arrival plus its wait (`waits`). Still
-    sorted: processor sharing of equal work finishes first come first served, so request ids stay indices."""
+    """When the engine sees each request (`arrivals` sorted ascending): when it is through the front end, its arrival
+    plus `waits`. Still sorted: processor sharing of equal work finishes first come first served, so request ids stay
+    indices."""
     if per_request <= 0:
         return list(arrivals)
-    return [max(a, d - per_request) for a, d in zip(arrivals, _departures(arrivals, per_request))]
+    return [max(a, d) for a, d in zip(arrivals, _departures(arrivals, per_request))]
 
 
 def spread(arrivals, per_request: float, servers: int) -> list[float]:
@@ -98,7 +98,7 @@ def spread(arrivals, per_request: float, servers: int) -> list[float]:
 def shared(arrivals, per_request: float, replicas: int) -> list[float]:
     """When one of `replicas` data-parallel ranks behind one API server sees its requests: all of `arrivals` (every
     rank's, sorted ascending) cross the one front end together (`releases`), the rank taking every replicas-th
-    (round robin from the first). A burst of N over dp 4: each waits (N - 1) x per_request, not (N / 4 - 1) x."""
+    (round robin from the first). A burst of N over dp 4: each waits N x per_request, not N / 4 x."""
     return releases(arrivals, per_request)[::max(1, replicas)]
 
 

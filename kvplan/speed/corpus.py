@@ -15,10 +15,11 @@ stopped at end of sequence), that mean is the osl (`generated`). Output lengths 
 request rate names its arrival process (`arrival`: poisson | gamma(k) | constant | closed | burst |
 unstated; absent reads as unstated), which sets the open loop's queueing wait (kvplan.speed.load); any
 other value is refused. `harness` names a benchmark tool that sets the engine's limits itself
-(trtllm-bench: kvplan.bench.running). A point marked `layout: unstated` (several GPUs whose tp / dp split the
-source does not give, where the harness does not run them as one group) is skipped. A per-GPU total (input + output)
-throughput whose definition the point states (`per_gpu_total`) is read as output tok/s where no output rate is stated
-(kvplan.speed.pergpu).
+(trtllm-bench: kvplan.bench.running); `sliding_window: none` a run whose engine applied none of the model's
+sliding windows (kvplan.speed.fit.Built prices the model without them). A point marked `layout: unstated` (several
+GPUs whose tp / dp split the source does not give, where the harness does not run them as one group) is skipped. A
+per-GPU total (input + output) throughput whose definition the point states (`per_gpu_total`) is read as output tok/s
+where no output rate is stated (kvplan.speed.pergpu).
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ class Case:
     flags: dict = field(default_factory=dict)  # the engine flags the run stated (dashes read as underscores)
     pp: int = 1  # pipeline stages (the load then counts dp x pp micro-batch replicas: kvplan.speed.fit.Built)
     harness: str | None = None  # the benchmark tool as stated (`harness`), where the engine's settings depend on it
+    windowed: bool = True  # False: the engine applied none of the model's sliding windows (`sliding_window: none`)
 
 
 def _stat(v):
@@ -311,7 +313,7 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
                 date, era_of(engine, p.get("version"), date if date not in ("", "None") else None,
                                backend_of(engine, p.get("backend")), harness_kind_of(engine, p.get("harness_kind"))),
                 str(p["version"]) if p.get("version") else None, dict(flags), pp,
-                p.get("harness") or None)
+                p.get("harness") or None, windowed_of(p.get("sliding_window")))
     return case, ""
 
 
@@ -356,6 +358,16 @@ def _choice(field: str, table: dict, engine: str, value, others_free: bool) -> s
     if (allowed is not None or not others_free) and text not in (allowed or ()):
         raise ValueError(f"{field} {value!r} is not one of {engine}'s: {', '.join(allowed or ()) or 'none'}")
     return text
+
+
+def windowed_of(value) -> bool:
+    """The `sliding_window` field: absent, the model's windows as its config gives them; `none`, an engine that
+    applied none of them (TensorRT-LLM's engine flow builds Mistral as LLaMA: docs/speed.md); else a ValueError."""
+    if value is None:
+        return True
+    if str(value).strip().lower() != "none":
+        raise ValueError(f"sliding_window {value!r} is not none (the only value; absent: the config's windows)")
+    return False
 
 
 def arrival_of(value) -> float | None:

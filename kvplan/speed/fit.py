@@ -71,6 +71,8 @@ class Built:
         if spec is None:
             self.why = "model not in the catalog"
             return
+        if not case.windowed:  # the engine ran the sliding layers as full attention (corpus `sliding_window: none`)
+            spec = spec.without_windows()
         try:
             gpu = _gpu(case.gpu)
             self.shape = shape_for(spec, gpu, tp=case.tp, ep=case.ep, weight_dtype=weight_dtype_of(case.weight_dtype),

@@ -23,7 +23,7 @@ CORPUS = TESTS / "fixtures" / "speed"
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="the speed corpus (tests/fixtures/speed) is absent")
 def test_every_corpus_model_and_gpu_names_a_catalog_entry_and_a_profile():
-    # each distinct name looked up once (2,459 points name a few dozen), reported with the first point naming it
+    # each distinct name looked up once (2,454 points name a few dozen), reported with the first point naming it
     models, gpus = {}, {}
     for source, p in speed_corpus_points():
         if p.get("kvplan_model"):

@@ -126,7 +126,8 @@ def test_vllm_v0_on_an_mla_model_runs_a_closed_loop_in_waves():
     # dstack's 0.7.4.dev181 H200 and 0.7.3.dev138 MI300X DeepSeek-R1 servers are V0; 0.8.0 made V1 the default. A
     # model without MLA gets chunked prefill by default over a 32K max_model_len on CUDA (engine/arg_utils.py
     # L1163-1194), a length the corpus does not state: not read as prefill-first.
-    assert prefill_first_release("vllm", "0.7.4.dev181+gf35f8e22", True) and prefill_first_release("vllm", "0.7.3", True)
+    assert prefill_first_release("vllm", "0.7.4.dev181+gf35f8e22", True)
+    assert prefill_first_release("vllm", "0.7.3", True)
     assert not prefill_first_release("vllm", "0.7.3", False)
     assert not prefill_first_release("vllm", "0.8.0", True) and not prefill_first_release("vllm", None, True)
     assert not prefill_first_release("sglang", "0.4.3.post2", True)  # SGLang's prefill-first is PREFILL_FIRST's

@@ -203,4 +203,6 @@ def model_own(case, spec, settings) -> Running | None:
     compressed-cache estimate holds over 1,000 requests a replica)."""
     own = model_limits(case.engine, case.version, spec.layers, case.dp, case.max_seqs,
                        settings.as_dict() if settings is not None else {})
-    return Running(float(own[0]), own[1], case_waves(case, spec), case_lockstep(case)) if own is not None and own[1] else None
+    if own is None or not own[1]:
+        return None
+    return Running(float(own[0]), own[1], case_waves(case, spec), case_lockstep(case))

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.bench.running import Running, running
+from kvplan.bench.running import Running, case_waves, running
 from kvplan.core.errors import KvplanError
-from kvplan.engines.scheduler import budget_bound, resident_context
+from kvplan.engines.scheduler import budget_bound, prefill_first_release, resident_context, worker_chunk
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import Case, case_of, read_corpus
@@ -95,6 +95,47 @@ def test_what_the_engine_rules_do_not_take_keeps_the_plain_estimate():
     assert running(case(model="llama-3.1-405b"), big, find_gpu("rtx-4090")) is None  # weights over memory
     plain = Built(case(version="0.17", engine="trtllm"), running)
     assert plain.load.chunk == 8192 and plain.load.cap > 0
+
+
+def dstack_case(point_id: str) -> Case:
+    """One point of dstack's DeepSeek-R1 study (tests/fixtures/speed), read as the corpus reads it."""
+    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    return next(c for c in cases if c.source == "dstack-benchmarks-deepseek-r1-h200-mi300x" and c.id == point_id)
+
+
+def test_sglang_before_0_4_4_post1_halves_each_dp_attention_workers_chunk():
+    # SGLang 0.4.3.post2 (dstack's H200 server: --tp 8 --trust-remote-code --enable-dp-attention, no chunk flag):
+    # its default chunk is 8,192 on a GPU of 25,000 MB or more (wheel srt/server_args.py L209-212), and DP attention
+    # then sets dp_size = tp_size and "self.chunked_prefill_size = self.chunked_prefill_size // 2" (L253-257), which
+    # each worker's scheduler takes as is (srt/managers/scheduler.py L334): 8,192 // 2 = 4,096 tokens a worker, so a
+    # 3,200-token prompt is one chunk, not four of 8,192 // 8 = 1,024. 0.4.4 still halves (L264-267); 0.4.4.post1
+    # divides by dp_size (L264-270): 8,192 // 8 = 1,024, as every later release read.
+    assert worker_chunk("sglang", 8192, 8, "0.4.3.post2") == 4096
+    assert worker_chunk("sglang", 8192, 8, "0.4.4") == 4096
+    assert worker_chunk("sglang", 8192, 8, "0.4.4.post1") == 1024
+    assert worker_chunk("sglang", 8192, 8, "0.5.6.post2") == 1024
+    assert worker_chunk("sglang", 8192, 8) == 1024  # no release given: the current rule
+    assert worker_chunk("sglang", 8192, 1, "0.4.3.post2") == 8192  # no DP attention: the whole chunk
+    assert worker_chunk("vllm", 8192, 8, "0.4.3") == 8192
+    c = dstack_case("h200-sglang-3200-800-c4")
+    assert running(c, find_in_catalog("deepseek-r1"), find_gpu("h200-sxm")).chunk == 4096
+
+
+def test_vllm_v0_on_an_mla_model_runs_a_closed_loop_in_waves():
+    # vLLM before 0.8 (V0) forces chunked prefill off for an MLA model (vllm 0.7.3 wheel config.py L3327-3331) and
+    # then runs _schedule_default: "Don't schedule decodes if prefills are scheduled" (core/scheduler.py L1240-1246).
+    # dstack's 0.7.4.dev181 H200 and 0.7.3.dev138 MI300X DeepSeek-R1 servers are V0; 0.8.0 made V1 the default. A
+    # model without MLA gets chunked prefill by default over a 32K max_model_len on CUDA (engine/arg_utils.py
+    # L1163-1194), a length the corpus does not state: not read as prefill-first.
+    assert prefill_first_release("vllm", "0.7.4.dev181+gf35f8e22", True)
+    assert prefill_first_release("vllm", "0.7.3", True)
+    assert not prefill_first_release("vllm", "0.7.3", False)
+    assert not prefill_first_release("vllm", "0.8.0", True) and not prefill_first_release("vllm", None, True)
+    assert not prefill_first_release("sglang", "0.4.3.post2", True)  # SGLang's prefill-first is PREFILL_FIRST's
+    r1 = find_in_catalog("deepseek-r1")
+    assert case_waves(dstack_case("h200-vllm-3200-800-c4"), r1)
+    assert running(dstack_case("mi300x-vllm-3200-800-c4"), r1, find_gpu("mi300x")).waves
+    assert not case_waves(case(version="0.7.3"), LLAMA) and not case_waves(case(version="0.19.0"), LLAMA)
 
 
 def test_the_fit_prices_a_point_at_the_engines_cap_and_chunk():

@@ -34,8 +34,10 @@ from typing import NamedTuple
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_workers, mixed_chunk,
-                                      model_limits, preempts_on_growth, resident_context, runs_waves, worker_chunk)
+                                      model_limits, preempts_on_growth, prefill_first_release, resident_context,
+                                      runs_waves, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
+from kvplan.model.layers import Kind
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.cohort import cohort
@@ -74,10 +76,14 @@ class Running(NamedTuple):
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations (case_balance)
 
 
-def case_waves(case) -> bool:
+def case_waves(case, spec=None) -> bool:
     """Whether the case's engine, with the flags it ran, decodes only when no prefill batch forms (a closed loop of
-    equal lengths then runs in waves: kvplan.engines.scheduler.runs_waves, kvplan.speed.load)."""
-    return runs_waves(case.engine, mixed_chunk(case.engine, case.flags), case.dp > 1 and attention_dp(case))
+    equal lengths then runs in waves: kvplan.engines.scheduler.runs_waves, kvplan.speed.load), its release and the
+    model `spec` included (vLLM's V0 on an MLA model: kvplan.engines.scheduler.prefill_first_release)."""
+    adp = case.dp > 1 and attention_dp(case)
+    mla = spec is not None and any(layer.kind == Kind.MLA for layer in spec.layers)
+    return runs_waves(case.engine, mixed_chunk(case.engine, case.flags), adp) or (
+        prefill_first_release(case.engine, case.version, mla) and not adp)
 
 
 def case_lockstep(case) -> int:
@@ -126,7 +132,8 @@ def sized(case, spec, gpu) -> Running | None:
             return own
         if case.dp > ranks and attention_dp(case):  # DP ranks of one engine: not sized here; their lockstep and
             workers = case_lockstep(case)  # one worker's prefill chunk told (kvplan.engines.scheduler.worker_chunk)
-            chunk = worker_chunk(case.engine, limits(case.engine, st.as_dict() if st is not None else {})[1], case.dp)
+            chunk = worker_chunk(case.engine, limits(case.engine, st.as_dict() if st is not None else {})[1], case.dp,
+                                 case.version)
             return Running(None, chunk, False, workers) if workers > 1 or chunk else None
         res = engine.result(spec, gpu, dep, req)
     except KvplanError:
@@ -150,7 +157,7 @@ def sized(case, spec, gpu) -> Running | None:
     if n is not None and preempts_on_growth(case.engine):  # equal lengths run together: their cycle at the pool's edge
         mean, redo = cohort(held * context, n, load.isl, load.osl)
         cap = min(cap, mean) if redo else cap  # (n, 0): nothing preempted, the cap as it was
-    return Running(cap, chunk, case_waves(case), recompute=redo)
+    return Running(cap, chunk, case_waves(case, spec), recompute=redo)
 
 
 def cohort_size(case, limit: float) -> float | None:
@@ -196,4 +203,6 @@ def model_own(case, spec, settings) -> Running | None:
     compressed-cache estimate holds over 1,000 requests a replica)."""
     own = model_limits(case.engine, case.version, spec.layers, case.dp, case.max_seqs,
                        settings.as_dict() if settings is not None else {})
-    return Running(float(own[0]), own[1], case_waves(case), case_lockstep(case)) if own is not None and own[1] else None
+    if own is None or not own[1]:
+        return None
+    return Running(float(own[0]), own[1], case_waves(case, spec), case_lockstep(case))

@@ -22,7 +22,9 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.options import opt_bool
 from kvplan.engines.registry import canonical_engine
 from kvplan.engines.sglang import admission as sglang_admission
+from kvplan.engines.sglang import defaults as sglang_defaults
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
+from kvplan.engines.versions import parse_version
 
 RUNNING_KEYS = ("max_num_seqs", "max_running_requests", "max_batch_size")
 CHUNK_KEYS = ("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens")
@@ -74,6 +76,23 @@ def prefill_first(engine: str | None, mixed: bool = False) -> bool:
     """Whether `engine` runs a prefill batch whenever one forms and decodes no one in it (PREFILL_FIRST, without
     mixed chunks): what the simulator's steps do for it (kvplan.simulator.prefill_first)."""
     return bool(engine) and canonical_engine(engine) in PREFILL_FIRST and not mixed
+
+
+# Engine releases that run prefills first whatever PREFILL_FIRST says of the current ones, (engine, first release
+# that does not): vLLM's V0 (the default engine before 0.8.0) without chunked prefill runs `_schedule_default`, which
+# schedules no decode in a step that prefills ("Don't schedule decodes if prefills are scheduled", vllm 0.7.3 wheel
+# `core/scheduler.py` L1204-1246; `_schedule` L1440-1443 takes it unless chunked prefill is on). Read only for an MLA
+# model, whose chunked prefill V0 forces off (`config.py` L3327-3331): another model's is on by default over a 32K
+# max_model_len on CUDA (`engine/arg_utils.py` L1163-1194), so which a run had hangs on a length the corpus does not
+# give.
+PREFILL_FIRST_BEFORE = {"vllm": (0, 8, 0)}
+
+
+def prefill_first_release(engine: str | None, version: str | None, mla: bool) -> bool:
+    """Whether `engine` at `version` decodes only when no prefill batch forms for a model with (`mla`) or without MLA
+    attention (PREFILL_FIRST_BEFORE); no version given: its current release, not such."""
+    before = PREFILL_FIRST_BEFORE.get(canonical_engine(engine or "")) if engine else None
+    return mla and before is not None and version is not None and parse_version(version) < before
 
 
 def runs_waves(engine: str | None, mixed_chunk: bool = False, attention_dp: bool = False) -> bool:
@@ -128,7 +147,7 @@ def balance_iters(engine: str | None, flags: Mapping, attention_dp: bool) -> tup
 
 # Engines whose attention-DP workers each take the stated prefill chunk over the workers: SGLang's
 # chunked_prefill_size // dp_size under DP attention (kvplan.engines.sglang.admission, DP_ATTENTION_CONSERVATIVENESS's
-# citation); `limits` gives one worker's.
+# citation), // 2 before 0.4.4.post1 (kvplan.engines.sglang.defaults.dp_chunk_divisor); `limits` gives one worker's.
 CHUNK_PER_WORKER = frozenset({"sglang"})
 
 
@@ -270,14 +289,16 @@ def limits(engine: str | None, settings: dict, capacity=None) -> tuple[int | Non
     if capacity is not None and capacity.max_running:
         running = min(running, capacity.max_running) if running else capacity.max_running
     chunk = next((int(settings[k]) for k in CHUNK_KEYS if settings.get(k)), None)
-    return running or DEFAULT_RUNNING.get(engine or ""), worker_chunk(engine, chunk, int(settings.get("attention_dp") or 1))
+    workers = int(settings.get("attention_dp") or 1)
+    return running or DEFAULT_RUNNING.get(engine or ""), worker_chunk(engine, chunk, workers, settings.get("version"))
 
 
-def worker_chunk(engine: str | None, chunk: int | None, workers: int) -> int | None:
-    """The prefill chunk one of `workers` attention-DP workers takes where the deployment's is `chunk`: chunk //
-    workers under an engine that divides it (CHUNK_PER_WORKER: SGLang's chunked_prefill_size // dp_size), else chunk."""
+def worker_chunk(engine: str | None, chunk: int | None, workers: int, version: str | None = None) -> int | None:
+    """The prefill chunk one of `workers` attention-DP workers takes where the deployment's is `chunk`, under an
+    engine that divides it (CHUNK_PER_WORKER: SGLang's chunked_prefill_size // dp_size, // 2 before 0.4.4.post1:
+    kvplan.engines.sglang.defaults.dp_chunk_divisor at `version`, None: the current rule), else chunk."""
     if chunk and workers > 1 and canonical_engine(engine or "") in CHUNK_PER_WORKER:
-        return max(1, chunk // workers)
+        return max(1, chunk // sglang_defaults.dp_chunk_divisor(version, workers))
     return chunk
 
 
@@ -313,4 +334,4 @@ def model_limits(engine: str | None, version: str | None, layers, dp: int, per_w
     running = sglang_dsv4.running_limit(version, layers, dp, per_worker)
     if running is None:
         return None
-    return running, worker_chunk(engine, limits(engine, settings)[1], dp)
+    return running, worker_chunk(engine, limits(engine, settings)[1], dp, version)

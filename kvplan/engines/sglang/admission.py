@@ -44,7 +44,8 @@ SCHEDULE_CONSERVATIVENESS = 1.0  # --schedule-conservativeness
 # Under DP attention SGLang scales --schedule-conservativeness by 0.3 (so new_token_ratio starts at 0.21) and gives each
 # attention-DP worker chunked_prefill_size // dp_size (sglang 0.4.6.post5 `srt/server_args.py` L327-334, 0.5.15
 # L4899-4902, 0.5.23 `srt/arg_groups/parallel_hook.py` L314-332, "to avoid MoE kernel issues"; every release between
-# read the same way: kvplan.engines.scheduler.limits divides the chunk).
+# read the same way: kvplan.engines.scheduler.limits divides the chunk). Before 0.4.4.post1 the same 0.3, but the
+# chunk halved, not divided by dp_size (0.4.3.post2 L253-257: kvplan.engines.sglang.defaults.dp_chunk_divisor).
 DP_ATTENTION_CONSERVATIVENESS = 0.3
 
 

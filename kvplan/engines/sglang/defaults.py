@@ -15,14 +15,36 @@ Sources (PyPI wheels; docs/engines.md section 2):
     torch total. On an L40S (46,068 MiB in nvidia-smi, 45,486 in torch) 0.5.5's default is 0.851, not 0.849.
   * chunked_prefill_size by GPU memory (0.4.3 `server_args.py`: 2048 below 25,000 MB, else 8192; 0.5.23
     `memory_hook.py`: 2048 / 4096 / 8192 / 16384 below 20 / 60 / 160 GiB / above); the decode cuda-graph max batch
-    by GPU tier (0.5.23 `memory_hook.py` L89-170).
+    by GPU tier (0.5.23 `memory_hook.py` L89-170); each DP-attention worker's share of it (`dp_chunk_divisor`).
 """
 
 from __future__ import annotations
 
+import re
+
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.options import opt_bool
 from kvplan.engines.versions import parse_version
+
+# Under DP attention each worker's scheduler takes the server's chunked_prefill_size after __post_init__ has cut it:
+# by 2 up to 0.4.4 ("if self.enable_dp_attention: self.dp_size = self.tp_size ... self.chunked_prefill_size =
+# self.chunked_prefill_size // 2", sglang 0.4.3.post2 wheel `srt/server_args.py` L253-257, 0.4.4 L264-267; each
+# worker's `srt/managers/scheduler.py` reads it as is, 0.4.3.post2 L334), by dp_size from 0.4.4.post1 (its wheel
+# L264-270, 0.4.4.post2 L289, 0.4.4.post3 L290; later releases: kvplan.engines.sglang.admission's note). So at
+# 0.4.3.post2's default 8,192 on a 141 GB H200 at --tp 8 a worker prefills 4,096 tokens a step, not 8,192 // 8 = 1,024.
+DP_CHUNK_BY_DP_FROM = ((0, 4, 4), 1)  # (release, post): 0.4.4.post1
+
+
+def dp_chunk_divisor(version: str | None, dp: int) -> int:
+    """What SGLang at `version` divides chunked_prefill_size by for each of `dp` DP-attention workers
+    (DP_CHUNK_BY_DP_FROM): 2 before 0.4.4.post1, dp from it (and where no release is given: the current rule)."""
+    if dp <= 1:
+        return 1
+    if version is None:
+        return dp
+    post = re.search(r"\.post(\d+)", str(version))
+    at = (parse_version(version), int(post.group(1)) if post else 0)
+    return 2 if at < DP_CHUNK_BY_DP_FROM else dp
 
 
 def capacity_mib(gpu) -> float:

@@ -156,4 +156,12 @@ def limited(engine, model, max_model_len: int | str | None = None, allow_longer:
         rule += f", past {who}'s limit of {lim.tokens:,}" + (f" ({lim.override})" if lim.override else "")
         serve = f"; serve it with {lim.override} set" if lim.override else ""
         notes.append(f"{past}: planned as asked{serve}; positions past it may give wrong output")
-    return replace(model, max_context=max_model_len, context_rule=rule), notes, max_model_len
+    return replace(model, max_context=max_model_len, context_rule=rule, max_model_len=max_model_len), notes, \
+        max_model_len
+
+
+def engine_length(model, req) -> int:
+    """The max_model_len the engine starts with for this plan: the --max-model-len asked for (`limited`), else the
+    plan's context, which kvplan emits as --max-model-len. What the engine sizes by it (vLLM's V0 profile batch, its
+    host token table, the command line) follows this, not a shorter --ctx."""
+    return model.max_model_len or req.context

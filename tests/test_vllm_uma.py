@@ -222,8 +222,8 @@ def test_the_plan_says_what_it_assumed_of_the_page_cache(gb10):
 
 
 def test_token_table_and_command_follow_max_model_len_not_a_shorter_ctx(gb10):
-    # The runner's table is max_num_seqs x max_model_len (v1/worker/gpu_input_batch.py v0.11.0 L111: token_ids_cpu_tensor
-    # of (max_num_reqs, max_model_len)), whatever the requests' length: with --max-model-len 32k and --ctx 8k vLLM
+    # The runner's table is max_num_seqs x max_model_len (v1/worker/gpu_input_batch.py v0.11.0 L111:
+    # token_ids_cpu_tensor of (max_num_reqs, max_model_len)), whatever the requests' length: with --max-model-len 32k and --ctx 8k vLLM
     # starts at 32,768, so the budget is --ctx 32k's and the emitted command keeps 32768. vLLM 0.30.0, Qwen3-8B on
     # GB10, max_num_seqs 256 (engine option): the table 256 x 32,768 x 4 = 33,554,432 B against 256 x 8,192 x 4 =
     # 8,388,608 B at 8k, so the 8k plan's budget shrinks by the difference, 25,165,824 B.

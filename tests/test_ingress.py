@@ -28,10 +28,35 @@ def test_only_a_served_burst_queues_in_the_front_end():
     burst = Load(220, 200, rate=float("inf"), num_prompts=1000, cap=256, dp=2)
     assert ingress_queue(burst) == 1000.0
     assert ingress_rate(burst) == 2.0
-    # a closed loop, an open loop at a finite rate, an in-process harness, a throughput run of untold length: none
-    for load in (replace(burst, concurrency=64.0), replace(burst, rate=10.0), replace(burst, served=False),
-                 replace(burst, num_prompts=None), Load(512, 0, bench="pp")):
+    # a closed loop, an open loop at a finite rate, a throughput run of untold length: each request crosses alone,
+    # once (its own pass), and no replica waits for it
+    for load in (replace(burst, concurrency=64.0), replace(burst, rate=10.0), replace(burst, num_prompts=None)):
+        assert ingress_queue(load) == 1.0 and ingress_rate(load) == 0.0
+    # an in-process harness, llama-bench: no front end at all
+    for load in (replace(burst, served=False), replace(burst, concurrency=1.0, served=False), Load(512, 0, bench="pp")):
         assert ingress_queue(load) == 0.0 and ingress_rate(load) == 0.0
+
+
+def test_a_spread_request_waits_for_its_own_crossing(corpus):
+    # GPUStack's Qwen3-8B latency page, one H100, vLLM 0.11.0, `vllm bench serve --backend openai-chat` at
+    # --max-concurrency 1: the client times TTFT from its POST to the first chunk with choices (`st =
+    # time.perf_counter()` before `session.post`, `output.ttft = timestamp - st`: vllm-project/vllm@02cfb534df5674737558
+    # 730b10f23d1b7aef9b7c:vllm/benchmarks/lib/endpoint_request_func.py, a later release's client), and the API server
+    # renders the chat template and tokenises the prompt (`_preprocess_chat`, vllm-project/vllm@99c5632fc2d252a6f25afa
+    # 76347df392eb898c42:vllm/entrypoints/openai/serving_chat.py) before the engine sees the request.
+    # Hand arithmetic: at x seconds a request in the front end, TTFT and E2E rise by 1 x x (not the burst's N x x),
+    # TPOT by (1 x - 1 x) / (osl - 1) = 0, the output rate not at all (its divisor, a request's time on the replica,
+    # carries no crossing of a spread request). The page measured 59.01 ms mean TTFT where vLLM's step terms alone
+    # give about 24 ms; SGLang 0.5.3 with the same client 27.70 ms at concurrency 4.
+    (built,), _ = build_all([corpus[("gpustack-perflab-qwen3-8b-h100-latency", "L617-vllm-c1")]], running)
+    assert built.load.concurrency == 1 and ingress_queue(built.load) == 1.0 and ingress_rate(built.load) == 0.0
+    base = list(coefficients("vllm"))
+    base[TERMS.index("ingress")] = 0.0
+    more = list(base)
+    more[TERMS.index("ingress")] = 0.01
+    a, b = predict(built, base), predict(built, more)
+    assert math.isclose(b["ttft"] - a["ttft"], 0.01) and math.isclose(b["e2el"] - a["e2el"], 0.01)
+    assert math.isclose(b["tpot"], a["tpot"]) and math.isclose(b["output_throughput"], a["output_throughput"])
 
 
 @pytest.fixture(scope="module")

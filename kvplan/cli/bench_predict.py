@@ -224,8 +224,9 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
     if s.concurrency:
         reqs = load.closed_loop(sim, cfg, reqs, math.ceil(s.concurrency / r.replicas))
         if fe is not None:
-            notes.append(f"front end: no queue in a closed loop (its {fe.per_request_s * 1e3:,.1f} ms a request is in "
-                         "the fitted per-request cost, as the corpus model prices a closed loop)")
+            notes.append(f"front end: no queue in a closed loop (each request crosses alone; its own "
+                         f"{fe.per_request_s * 1e3:,.1f} ms crossing is not simulated, where the corpus model adds it "
+                         "to TTFT and end-to-end)")
     elif fe is not None:  # every request crosses an API server before the engine sees it
         cfg, reqs, released = _through_front_end(fe, chosen, r, s, reqs, cfg, notes)
     ((summary, _),) = run_all(sim, reqs, {"paged": cfg}, math.inf, math.inf, released=released).values()

@@ -13,16 +13,16 @@ first-served's (N + 1) / 2, which its row of docs/speed-history.md's
 training-CV table tried and did not adopt: GPUStack's median TTFT ~ its mean).
 
 What the engine sees: a request is admitted at its arrival plus its wait behind the others, its crossing time under
-processor sharing less its own crossing (`ingress`). Its own crossing is not added: the fitted model prices a
-request's own front-end cost in its `request` term, which every step of the simulator's coefficient set already
-charges each new request, and fitted no ingress for open and closed loops, whose requests mostly cross alone. So the
-two agree to first order: a burst of N waits (N - 1) x ingress here, N x ingress in the corpus model (1 / N apart);
-a request arriving alone waits nothing more in both, where charging its own crossing would add about 10 ms (vLLM's) to
-every low-load TTFT of some tens of ms, beside the `request` term that prices it. Requests overlapping in an open
+processor sharing less its own crossing (`ingress`). Its own crossing is not added here: a burst of N waits (N - 1) x
+ingress here, N x ingress in the corpus model (1 / N apart); a request arriving alone waits nothing more here, where
+the corpus model, since the twenty-fourth round, charges a spread request its own crossing (1 x ingress,
+kvplan.speed.load.ingress_queue: about 10 ms on vLLM's low-load TTFT of some tens of ms), so the simulator's
+low-load TTFT is one ingress below it (not yet aligned). Requests overlapping in an open
 loop wait for each other as processor sharing says: about ingress x rho / (1 - rho) at front-end load rho = rate x
 ingress, small below some tens of requests a second, and the front end, not the engine, limits a run sent faster
 than 1 / ingress (vLLM's about 99 a second at the 10.1 ms shipped in the twentieth round), which the corpus model, fitting open loops with no
-ingress, does not price. Closed loops are run without it (kvplan.cli.bench_predict), as the corpus model prices them.
+ingress, does not price. Closed loops are run without it (kvplan.cli.bench_predict; the corpus model adds each
+request's own crossing, above).
 
 Work: O(N) over requests sorted by arrival (the virtual-time form of processor sharing: virtual time runs at 1 / n
 while n are present; a request leaves when it has gained `ingress` since its arrival, and with equal work the

@@ -80,7 +80,8 @@ seconds:
                            gamma's value at rho >= 1
   front end (`ingress_queue`)  a served burst's N requests each cross the API server (a process apart from the
                            engine's steps, which interleaves them): TTFT and E2E + N x ingress (a fitted term,
-                           seconds per request), a throughput's T + d x ingress (the run is N x ingress longer)
+                           seconds per request), a throughput's T + d x ingress (the run is N x ingress longer);
+                           a request that arrives spread (closed or open loop) its own crossing, + 1 x ingress
   TPOT (= mean ITL)        (E2E - TTFT) / (osl - 1)
   median ITL               where the figure is the median of every gap between tokens pooled (`median_gap`:
                            sglang.bench_serving's median_itl_ms, kvplan.speed.corpus.median_gap) and the engine runs
@@ -349,27 +350,37 @@ def combos(load: Load, e2e_estimate: float | None = None,
 
 
 def ingress_queue(load: Load) -> float:
-    """The requests a burst's mean request waits behind in the serving front end before the engine sees it: the
-    multiple of the `ingress` term (seconds per request, kvplan.speed.terms) its TTFT and E2E carry. N, the burst's
-    requests, where they all arrive at once at a served engine: the API server (vLLM's, SGLang's, trtllm-serve's: one
-    process apart from the engine's steps) parses, templates and tokenises each request, interleaving the N of them,
-    so most reach the engine only once most are through (GPUStack's vLLM 0.11 bursts of 1,000: the TTFT of 128-token
-    prompts, 4 out, is most of the run and about the ShareGPT run's, whatever the prompt). 0 otherwise: a closed loop
-    or an open one spreads its arrivals, whose own front-end cost the `request` term prices; an in-process harness
-    (`served` false) has no front end; nor does a chat request whose prompt the front end renders to token ids
-    natively (`templated` false: kvplan.speed.frontend.native_chat), skipping the Python chat template and tokenizer
-    this term prices."""
-    if not load.served or not load.templated or load.bench != "serve" or _rate(load) or load.concurrency \
-            or not load.num_prompts:
+    """The requests' crossings of the serving front end a request's TTFT and E2E carry before the engine sees it: the
+    multiple of the `ingress` term (seconds per request, kvplan.speed.terms). The API server (vLLM's, SGLang's,
+    trtllm-serve's: one process apart from the engine's steps) parses, templates and tokenises each request before it
+    hands it on, and the client times TTFT from its send. N, the burst's requests, where they all arrive at once
+    (`front_end_burst`): the server interleaves the N of them, so most reach the engine only once most are through
+    (GPUStack's vLLM 0.11 bursts of 1,000: the TTFT of 128-token prompts, 4 out, is most of the run and about the
+    ShareGPT run's, whatever the prompt). 1 for a request that arrives spread (a closed loop, an open loop at a rate,
+    a run of untold size): its own crossing, which it waits for alone (issue 21: GPUStack's Qwen3-8B page, one H100,
+    the same `vllm bench serve` chat client for each engine: vLLM 0.11.0's TTFT 59-75 ms at concurrency 1-8, where
+    the step terms give 24-26 ms; SGLang 0.5.3's 28 ms at 4). 0 where no Python front end runs: an in-process harness
+    (`served` false), or a chat request whose prompt the front end renders to token ids natively (`templated` false:
+    kvplan.speed.frontend.native_chat), skipping the Python chat template and tokenizer this term prices."""
+    if not load.served or not load.templated or load.bench != "serve":
         return 0.0
-    return float(load.num_prompts)
+    return float(load.num_prompts) if front_end_burst(load) else 1.0
+
+
+def front_end_burst(load: Load) -> bool:
+    """Whether a served, templated load's requests all reach the front end at once: a burst of a stated count, no
+    rate, no closed loop (ingress_queue's N)."""
+    return bool(load.served and load.templated and load.bench == "serve" and not _rate(load) and not load.concurrency
+                and load.num_prompts)
 
 
 def ingress_rate(load: Load) -> float:
-    """The multiple of the `ingress` term a throughput's divisor (a request's time on a replica) carries where
-    ingress_queue is not 0: the front end takes the burst's N requests one by one, N x ingress of the run before the
-    last reaches the engine, over N requests on d busy replicas (`busy`): d x ingress a request."""
-    return float(busy(load)) if ingress_queue(load) else 0.0
+    """The multiple of the `ingress` term a throughput's divisor (a request's time on a replica) carries for a burst
+    (`front_end_burst`): the front end takes the burst's N requests one by one, N x ingress of the run before the
+    last reaches the engine, over N requests on d busy replicas (`busy`): d x ingress a request. 0 for a request that
+    arrives spread: its own crossing delays it, not the replica, which serves others meanwhile (a closed loop's
+    clients wait it out too, not priced: under 1% of GPUStack's Qwen3-8B rate at concurrency 1)."""
+    return float(busy(load)) if front_end_burst(load) else 0.0
 
 
 def gap(load: Load, e2e: tuple, ttft: tuple, k: float) -> tuple:

@@ -100,6 +100,16 @@ def test_local_folder_and_unknown_family(kvplan_home, tmp_path):
     assert json.loads(r.stdout)["plans"][0]["kv_bytes_per_token"] == 24 * 2 * 4 * 128 * 2
 
 
+def test_local_config_file_named_by_its_stem(kvplan_home, tmp_path):
+    # config.json takes its folder's name; a config saved under another name (a variant beside others) its own
+    cfg = {"model_type": "llama", "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 4,
+           "num_hidden_layers": 24, "vocab_size": 32000, "intermediate_size": 8192, "max_position_embeddings": 8192}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "llama-yarn.json").write_text(json.dumps(cfg))
+    assert f"model: {tmp_path.name} from local" in run("fit", str(tmp_path / "config.json"), "--gpu", "l40s").stderr
+    assert "model: llama-yarn from local" in run("fit", str(tmp_path / "llama-yarn.json"), "--gpu", "l40s").stderr
+
+
 def test_malformed_local_config(kvplan_home, tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text("{not json")

@@ -239,3 +239,20 @@ def test_simulate_and_emit_take_the_same_limit(qwen_yarn):
     res = runner.invoke(app, ["fit", qwen_yarn, "--gpu", "h100", "--engine", "vllm", "--max-model-len", "32k",
                               "--emit", "vllm"])
     assert "--max-model-len 32768" in res.stdout
+
+
+def test_a_skipped_yarn_factor_is_said():
+    # Qwen3-32B with YaRN x4 over 32,768 original positions: vLLM takes 32,768 x 4 = 131,072; SGLang and
+    # TensorRT-LLM keep the config's 40,960 (module docstring's sources). Their 40,960 is the config's own number,
+    # so without a note a user who enabled YaRN would not learn it was skipped; Llama 3.1's llama3 scaling, which
+    # no engine multiplies, gives none.
+    for name in ("sglang", "trtllm"):
+        _, notes, _ = limited(resolve_engine(name), _spec(YARN))
+        assert any("context limit 40,960 tokens" in n and "take 131,072" in n for n in notes), (name, notes)
+    _, notes, _ = limited(resolve_engine("vllm"), _spec(YARN))
+    assert notes == ["context limit 131,072 tokens (vllm 0.33.0: 32,768 original_max_position_embeddings × yarn "
+                     "factor 4 = 131,072), not the config's 40,960"]
+    llama3 = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192,
+              "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    _, notes, _ = limited(resolve_engine("sglang"), _spec(llama3, max_position_embeddings=131072))
+    assert notes == []

@@ -67,10 +67,13 @@ CASES = {
                                        36 * (3 * (8192 + 2 * 128) + 128 * 64 * 128) * 2,
                                        36 * (3 * (8192 + 4 * 128) // 2 + 64 * 64 * 128) * 2, None),
     # Qwen3.5-397B-A17B: 15 full layers x 2 x 2 KV heads x 256; 45 Gated DeltaNet layers of
-    # conv 3 x (2 x 16 x 128 + 64 x 128) + ssm 64 x 128 x 128 (gated_delta_net_state_shape).
+    # conv 3 x (2 x 16 x 128 + 64 x 128) in bf16 + ssm 64 x 128 x 128 (gated_delta_net_state_shape) in the
+    # config's mamba_ssm_dtype float32 (huggingface.co/Qwen/Qwen3.5-397B-A17B config.json as
+    # ai-dynamo/aiconfigurator@095f58a5 vendors it; vLLM's Qwen3_5ForConditionalGenerationConfig hook):
+    # 45 x (36,864 x 2 + 1,048,576 x 4) = 192,061,440 B; tp 2 halves both: 96,030,720 B
     EXTRA / "Qwen__Qwen3.5-397B-A17B.json": ({"full": 15, "state": 45}, 15 * 2 * 2 * 256 * 2,
-                                             45 * (3 * (2 * 16 * 128 + 64 * 128) + 64 * 128 * 128) * 2,
-                                             45 * (3 * (2 * 16 * 128 + 64 * 128) + 64 * 128 * 128), None),
+                                             45 * (3 * (2 * 16 * 128 + 64 * 128) * 2 + 64 * 128 * 128 * 4),
+                                             45 * (3 * (2 * 16 * 128 + 64 * 128) + 64 * 128 * 128 * 2), None),
     # Nemotron Super 49B: 49 blocks with attention, n_heads_in_group 8 -> 64 / 8 = 8 KV heads x 128;
     # 31 attention no-ops cache nothing. Parameters: the Hub page's "49.9B params" (no transformers
     # class to build on the meta device), checked to its 3 significant figures below.

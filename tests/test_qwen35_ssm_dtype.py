@@ -83,3 +83,28 @@ def test_vllm_block_grows_with_the_float32_state():
     pool = build_pool(model.layers, 1, bf16, bf16, st)
     assert pool.block_size == 784
     assert {b.page for b in pool.buckets} == {784 * 4096}
+
+
+def test_bundled_397b_entry_keeps_the_float32_state():
+    # The catalog's Qwen3.5-397B-A17B is now built from huggingface.co/Qwen/Qwen3.5-397B-A17B config.json as
+    # ai-dynamo/aiconfigurator@095f58a5 vendors it (aic-core/src/aiconfigurator_core/model_configs/
+    # Qwen--Qwen3.5-397B-A17B_config.json: text_config.mamba_ssm_dtype "float32"; the older copy it replaced
+    # lacked the key, so the state was priced in bf16, x2 too small). 45 Gated DeltaNet layers, 16 key heads and
+    # 64 value heads of 128, kernel 4. At tp 8: conv 3 x (2 x 16 x 128 + 64 x 128) / 8 = 4,608 values x 2 B = 9,216;
+    # ssm 8 value heads x 128 x 128 x 4 B = 524,288 -> 533,504 B a layer, 45 x = 24,007,680 B a sequence
+    # (12,211,200 in bf16). vLLM's attention block (2 KV heads over 8 ranks: 1 head x 256 x 2 x 2 B = 1,024 B a
+    # token) covers one layer's state page: 16 x cdiv(533,504, 16 x 1,024) = 16 x 33 = 528 tokens (272 in bf16).
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.planning.deploy import Deployment
+    from kvplan.core.dtypes import canonical_kv_dtype
+    from kvplan.engines.vllm.engine import settings
+    from kvplan.engines.vllm.pool import build_pool
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.planning.plan import Request
+
+    model = find_in_catalog("qwen3.5-397b-a17b")
+    bf16 = canonical_kv_dtype("auto", model.dtype)
+    assert sum(state_bytes(la, 8, bf16) for la in model.layers if la.kind == Kind.STATE) == 24_007_680
+    st = settings(model, find_gpu("h200"), Deployment(8), Request(context=32768), "0.19.0")
+    pool = build_pool(model.layers, 8, bf16, bf16, st)
+    assert pool.block_size == 528

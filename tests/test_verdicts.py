@@ -57,6 +57,15 @@ def test_context_beyond_the_model_limit_does_not_fit(engine):
     assert runner.invoke(app, ["fit", *args, "--check"]).exit_code == EXIT_DOES_NOT_FIT
 
 
+def test_context_beyond_max_model_len_names_the_flag_not_the_model():
+    # 65,536 is the --max-model-len asked for, not Llama 3.1 8B's 131,072: the warning says whose limit binds
+    args = ["llama-3.1-8b", "--gpu", "mi300x", "--gpus", "1", "--ctx", "128k", "--max-model-len", "64k"]
+    plan, err = fit_json(*args)
+    assert plan["fits"] is False and plan["context_limit"] == 65_536
+    assert "exceeds --max-model-len, the longest request the engine accepts (65,536)" in err
+    assert "the model's context limit" not in err
+
+
 @pytest.mark.parametrize("engine", (None, *ENGINES))
 @pytest.mark.parametrize("case", (["--kv-cache-memory", "100GiB", "--ctx", "8k"], ["--ctx", "200000"],
                                   ["--ctx", "128k", "--batch", "64"], ["--ctx", "8k"]))

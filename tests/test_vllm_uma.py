@@ -12,11 +12,14 @@ start-up free memory is less).
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 
 import pytest
+from typer.testing import CliRunner
 
+from kvplan.cli import app
 from kvplan.core.errors import KvplanError
 from kvplan.engines import resolve_engine
 from kvplan.engines.vllm import uma
@@ -216,3 +219,26 @@ def test_the_plan_says_what_it_assumed_of_the_page_cache(gb10):
     assert "page_cache ignored" in said(gb10, "0.30.0", "page_cache=1GiB")
     assert "is not read" in said(find_gpu("mi300a"), "0.30.0")
     assert "page_cache ignored" in said(find_gpu("h100-sxm"), "0.30.0", "page_cache=1GiB")
+
+
+def test_token_table_and_command_follow_max_model_len_not_a_shorter_ctx(gb10):
+    # The runner's table is max_num_seqs x max_model_len (v1/worker/gpu_input_batch.py v0.11.0 L111:
+    # token_ids_cpu_tensor of (max_num_reqs, max_model_len)), whatever the requests' length: with --max-model-len 32k and --ctx 8k vLLM
+    # starts at 32,768, so the budget is --ctx 32k's and the emitted command keeps 32768. vLLM 0.30.0, Qwen3-8B on
+    # GB10, max_num_seqs 256 (engine option): the table 256 x 32,768 x 4 = 33,554,432 B against 256 x 8,192 x 4 =
+    # 8,388,608 B at 8k, so the 8k plan's budget shrinks by the difference, 25,165,824 B.
+    def run(*extra):
+        args = ["fit", "qwen3-8b", "--gpu", "gb10", "--engine", "vllm", "--engine-version", "0.30.0",
+                "--engine-opt", "max_num_seqs=256", *extra]
+        r = CliRunner().invoke(app, [*args, "--json"])
+        assert r.exit_code == 0, r.output
+        plan = json.loads(r.stdout)
+        plan = plan["plans"][0] if "plans" in plan else plan
+        emitted = CliRunner().invoke(app, [*args, "--emit", "vllm"]).stdout.strip().splitlines()[-1]
+        return plan["kv_memory_bytes_per_gpu"], emitted
+
+    short, short_cmd = run("--ctx", "8k")
+    asked, asked_cmd = run("--ctx", "8k", "--max-model-len", "32k")
+    long, _ = run("--ctx", "32k")
+    assert short - asked == 33_554_432 - 8_388_608 and asked == long
+    assert "--max-model-len 8192 " in short_cmd and "--max-model-len 32768 " in asked_cmd

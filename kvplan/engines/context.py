@@ -139,6 +139,8 @@ def limited(engine, model, max_model_len: int | str | None = None, allow_longer:
         rule = f"{who}: {lim.rule}"
         if lim.tokens != model.max_context:
             notes.append(f"context limit {lim.tokens:,} tokens ({rule}), not the config's {model.max_context:,}")
+        elif (other := vllm_rule(model, (99,)).tokens) != lim.tokens:  # a rope_scaling factor this engine skips
+            notes.append(f"context limit {lim.tokens:,} tokens ({rule}); vLLM and kvplan's own rules take {other:,}")
         if lim.default != lim.tokens:
             notes.append(f"{who} serves {lim.default:,} tokens without {arg('max_model_len')} (LongRoPE's original "
                          f"positions); the limit is {lim.tokens:,}")
@@ -156,4 +158,12 @@ def limited(engine, model, max_model_len: int | str | None = None, allow_longer:
         rule += f", past {who}'s limit of {lim.tokens:,}" + (f" ({lim.override})" if lim.override else "")
         serve = f"; serve it with {lim.override} set" if lim.override else ""
         notes.append(f"{past}: planned as asked{serve}; positions past it may give wrong output")
-    return replace(model, max_context=max_model_len, context_rule=rule), notes, max_model_len
+    return replace(model, max_context=max_model_len, context_rule=rule, max_model_len=max_model_len), notes, \
+        max_model_len
+
+
+def engine_length(model, req) -> int:
+    """The max_model_len the engine starts with for this plan: the --max-model-len asked for (`limited`), else the
+    plan's context, which kvplan emits as --max-model-len. What the engine sizes by it (vLLM's V0 profile batch, its
+    host token table, the command line) follows this, not a shorter --ctx."""
+    return model.max_model_len or req.context

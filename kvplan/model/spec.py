@@ -173,6 +173,9 @@ class ModelSpec:
     # How `max_context` was set when an engine's rule or --max-model-len changed it (kvplan.engines.context),
     # in words; "": the config's own position count.
     context_rule: str = ""
+    # The engine's max_model_len when one was asked for (--max-model-len; kvplan.engines.context.limited), which an
+    # engine sizes its start-up by whatever context a plan asks; 0: none asked, the plan's context stands for it.
+    max_model_len: int = 0
     family: str = ""
     architecture: str = ""
     hf_repo: str | None = None

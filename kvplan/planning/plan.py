@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from kvplan.planning.deploy import Deployment, split_layers, validate_deployment
 from kvplan.core.dtypes import DType, canonical_kv_dtype
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.planning.layout import DcpRules, per_rank_batch, rank_weights, replicated_kv_proj_bytes, vllm_placement
 from kvplan.model.spec import ModelSpec, own_format, weight_bytes
 from kvplan.readers.mlp_layout import ffn_kinds
@@ -348,8 +348,12 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
     warnings = []
     fits, conc, max_ctx = ans.fits, ans.max_concurrency, ans.max_context  # max_ctx: for the budget as given
     if req.context > model.max_context:
-        warnings.append(PlanWarning("context {} exceeds the model's context limit ({}): the limit binds, not "
-                                    "memory" + (f" ({model.context_rule})" if model.context_rule else ""),
+        # the model's limit as the engine derives it, or the max_model_len asked for (engines.context.limited)
+        asked = model.context_rule.startswith(arg("max_model_len"))
+        whose = f"{arg('max_model_len')}, the longest request the engine accepts" if asked else \
+            "the model's context limit"
+        rule = f" ({model.context_rule})" if model.context_rule and not asked else ""
+        warnings.append(PlanWarning(f"context {{}} exceeds {whose} ({{}}): the limit binds, not memory{rule}",
                                     (req.context, model.max_context), ("count", "count")))
         fits, conc = False, 0
     if not use.room:

@@ -82,7 +82,10 @@ def resolve_model(name: str, *, revision: str | None = None, token: str | None =
         if not path.exists():
             raise KvplanError(f"no such file or folder: {name}", EXIT_NOT_FOUND)
         config, with_quant = _local_config(path)
-        label = readable(path.resolve().name if path.is_dir() else path.resolve().parent.name)  # UTF-8 text
+        # the folder's name for a folder or its config.json; a file of another name (qwen3-32b-yarn.json) its own
+        real = path.resolve()
+        label = readable(real.name if path.is_dir() else real.parent.name if real.name == "config.json"
+                         else real.stem)  # UTF-8 text
         spec, notices = _from_folder(config, path, label or "local-model")
         quant = f" with its {QUANT_FILE}" if with_quant else ""
         return Resolved(spec, "path", f"model: {spec.name} from local {path}{quant}", tuple(notices))

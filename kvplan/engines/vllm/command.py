@@ -7,6 +7,7 @@ from kvplan.engines.vllm.boot, the flags that load the plan's weight dtype from 
 from __future__ import annotations
 
 from kvplan.engines.base import parse_version
+from kvplan.engines.context import engine_length
 from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
 from kvplan.engines.lora import vllm_flags as lora_flags
 from kvplan.engines.vllm import multimodal, uma
@@ -30,7 +31,7 @@ def serve_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
     # no context asked for: vLLM's own fit to the memory it measures (from 0.14.0), not kvplan's estimate
     auto = r.context_from_model and parse_version(settings["version"]) >= AUTO_FIRST
     args = ["vllm", "serve", model_arg(model), *weight_args(engine, plan, model, gpu),
-            "--max-model-len", "auto" if auto else str(r.context), "--max-num-seqs", str(seqs)]
+            "--max-model-len", "auto" if auto else str(engine_length(model, r)), "--max-num-seqs", str(seqs)]
     if r.kv_cache_memory_bytes is not None:
         args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]
     else:

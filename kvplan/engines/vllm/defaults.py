@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.base import check_opts, check_version, opt_bool, opt_int, parse_version
+from kvplan.engines.context import engine_length
 from kvplan.engines.options import opt_bytes, opt_choice
 from kvplan.engines.vllm import multimodal
 from kvplan.engines.vllm.cache_dtype import check_flag
@@ -91,7 +92,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     block = explicit.get("block_size") or (64 if has_mla and v1 else 16)  # FlashMLA forces 64
     if has_compressed(model.layers):  # DeepSeek-V4's sparse FlashMLA: 256 only
         block = explicit.get("block_size") or V4_BLOCK
-    mnbt, seqs = batch_defaults(v, gpu, req.context)
+    mnbt, seqs = batch_defaults(v, gpu, engine_length(model, req))
     mnbt = opt_int(opts, "max_num_batched_tokens", mnbt)
     # from v0.10.1 the default max_num_seqs is capped by max_num_batched_tokens (arg_utils v0.10.1 L1711)
     seqs = opt_int(opts, "max_num_seqs", min(seqs, mnbt) if v >= (0, 10, 1) else seqs)

@@ -148,3 +148,13 @@ def test_emit_vllm_never_raises_the_running_limit_the_plan_was_made_at():
     d, argv = emitted("llama-3.1-8b", "--gpu", "h100", "--ctx", "2200", "--engine", "vllm", "--emit", "vllm")
     plan = d["plans"][d["recommended"]]
     assert int(flag(argv, "--max-num-seqs")) == plan["max_concurrency"] < plan["engine"]["settings"]["max_num_seqs"]
+
+
+def test_emit_sglang_context_length_follows_max_model_len_not_a_shorter_ctx():
+    # --ctx 8k plans requests of 8,192 tokens, but --max-model-len 32k is the length the server is to accept: SGLang's
+    # --context-length (srt/server_args.py) is that limit, 32 x 1,024 = 32,768, not the plan's 8,192 (which it emitted
+    # before, as vLLM's --max-model-len did until the twenty-fourth round)
+    _, short = emitted("llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--engine", "sglang", "--emit", "sglang")
+    _, asked = emitted("llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--max-model-len", "32k", "--engine", "sglang",
+                       "--emit", "sglang")
+    assert flag(short, "--context-length") == "8192" and flag(asked, "--context-length") == "32768"

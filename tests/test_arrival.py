@@ -1,5 +1,5 @@
 """The open loop's arrival process: the corpus's `arrival` field (kvplan.speed.corpus), the queueing wait it
-selects (kvplan.speed.load.arrival_wait) and check-bench's arrivals from a file's own burstiness
+selects (kvplan.speed.queueing.arrival_wait) and check-bench's arrivals from a file's own burstiness
 (kvplan.bench.load.requests).
 
 Sources of the arithmetic: vLLM's arrivals, vllm-project/vllm@0049e29c41fd383bda519a3f250e3227713081ef:
@@ -22,8 +22,10 @@ import yaml
 
 from conftest import speed_corpus
 from kvplan.bench import detect, load as bench_load
-from kvplan.speed.corpus import arrival_of, read_corpus
-from kvplan.speed.load import Load, arrival_cv2, arrival_wait, combos
+from kvplan.speed.corpus import read_corpus
+from kvplan.speed.fields import arrival_of
+from kvplan.speed.load import Load, combos
+from kvplan.speed.queueing import arrival_cv2, arrival_wait
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 BENCH = Path(__file__).parent / "fixtures" / "bench"

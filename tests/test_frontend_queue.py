@@ -114,7 +114,7 @@ def test_check_bench_prices_a_bursts_wait(monkeypatch):
 
 
 def test_check_bench_in_process_run_crosses_no_front_end(monkeypatch):
-    # trtllm-bench drives the executor in its own process (kvplan.speed.corpus.IN_PROCESS_TOOLS): its 3,000 requests,
+    # trtllm-bench drives the executor in its own process (kvplan.speed.fields.IN_PROCESS_TOOLS): its 3,000 requests,
     # all sent at once, would wait seconds in a front end (TensorRT-LLM's sets fit a nonzero ingress); none here
     (run,) = _runs("trtllm-bench-llama31-8b-fp8.txt")
     predicted, _, notes = _predicted(run, "h100")
@@ -137,7 +137,7 @@ def test_check_bench_open_loop_at_low_load_moves_less_than_one_crossing(monkeypa
 
 def test_check_bench_closed_loop_charges_each_request_its_own_crossing(monkeypatch):
     # a closed loop of 4: each request reaches the engine one crossing of the front end after it is sent, as the
-    # corpus model charges a closed loop (kvplan.speed.load.ingress_queue: 1 x ingress on TTFT and E2E); the schedule
+    # corpus model charges a closed loop (kvplan.speed.frontend.ingress_queue: 1 x ingress on TTFT and E2E); the schedule
     # moves as a whole, so the mean TTFT is later by exactly one crossing
     (run,) = _runs("vllm-report-gemma3-27b.txt")
     run = run.with_settings(concurrency=4)

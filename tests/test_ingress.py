@@ -1,4 +1,4 @@
-"""A served burst's wait in the engine's front end (kvplan.speed.load: `ingress_queue`, `ingress_rate`; the `ingress`
+"""A served burst's wait in the engine's front end (kvplan.speed.frontend: `ingress_queue`, `ingress_rate`; the `ingress`
 term of kvplan.speed.terms): N requests sent at once each cross the API server, a process apart from the engine's
 steps, before the engine sees them, so the burst's TTFT and E2E carry N x ingress and its run is N x ingress longer.
 Hand arithmetic on the load; the fit's rows stay linear in the coefficients; the corpus tells served runs from
@@ -15,7 +15,8 @@ from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import build_all, predict, rows_for
 from kvplan.readers.chat_format import chat_format
 from kvplan.speed.frontend import endpoint_of, native_chat
-from kvplan.speed.load import Load, ingress_queue, ingress_rate
+from kvplan.speed.frontend import ingress_queue, ingress_rate
+from kvplan.speed.load import Load
 from kvplan.speed.model import coefficients
 from kvplan.speed.terms import TERMS
 

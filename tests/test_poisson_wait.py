@@ -1,4 +1,4 @@
-"""The analytic load model's Poisson wait (kvplan.speed.load.arrival_wait at Poisson arrivals, M/D/1) against simulate's event
+"""The analytic load model's Poisson wait (kvplan.speed.queueing.arrival_wait at Poisson arrivals, M/D/1) against simulate's event
 simulator (kvplan.simulator.engine), which runs Poisson arrivals step by step: prompts of one full prefill
 chunk each (8,192 tokens, max_num_batched_tokens 8,192) and one output token, so every request's prefill
 is one step of S seconds served in turn. The wait Poisson arrivals add is the mean TTFT under Poisson
@@ -12,7 +12,7 @@ from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.engine import Engine, EngineConfig
 from kvplan.simulator.workload import SimRequest
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.load import arrival_wait
+from kvplan.speed.queueing import arrival_wait
 
 ISL, N = 8192, 20000
 

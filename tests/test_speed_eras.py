@@ -55,7 +55,7 @@ def test_the_set_a_backend_reads(version, backend, era):
 
 
 def test_a_corpus_backend_is_checked():
-    from kvplan.speed.corpus import backend_of
+    from kvplan.speed.fields import backend_of
 
     assert backend_of("trtllm", "TensorRT") == "tensorrt" and backend_of("trtllm", None) is None
     assert backend_of("llama.cpp", "Metal") == "metal"
@@ -82,7 +82,7 @@ def test_the_set_a_harness_kind_reads(engine, version, date, kind, era):
 
 
 def test_a_corpus_harness_kind_is_checked():
-    from kvplan.speed.corpus import harness_kind_of
+    from kvplan.speed.fields import harness_kind_of
 
     assert harness_kind_of("vllm", "InProcess") == "inprocess" and harness_kind_of("sglang", None) is None
     assert harness_kind_of("trtllm", "served") == "served"

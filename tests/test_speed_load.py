@@ -4,7 +4,8 @@ module docstring's formulas is pinned: a wave's first tokens, the staggered grou
 
 import math
 
-from kvplan.speed.load import Load, arrival_wait, combos, value
+from kvplan.speed.load import Load, combos, value
+from kvplan.speed.queueing import arrival_wait
 
 T_WAVE, T_DEC, T_GRP = 4.0, 0.1, 2.0
 

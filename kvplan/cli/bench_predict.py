@@ -29,7 +29,7 @@ from kvplan.speed.eras import era_of
 from kvplan.simulator.session import run_all
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.readers.chat_format import chat_format
-from kvplan.speed.corpus import IN_PROCESS_TOOLS
+from kvplan.speed.fields import IN_PROCESS_TOOLS
 from kvplan.speed.frontend import native_chat
 
 
@@ -175,7 +175,7 @@ def _through_front_end(fe, chosen, r: Resolved, s, reqs: list, cfg, notes: list)
     of an engine that runs one API server for its data-parallel ranks (Engine.dp_front_end: SGLang's --dp,
     trtllm-serve) share it: the whole run's requests cross it together (at the file's rate, not a replica's share),
     this replica taking every replicas-th (kvplan.simulator.frontend.shared), as the corpus model counts a burst's N
-    over dp (kvplan.speed.load.ingress_queue). Else each replica crosses its own with its share (vLLM from 0.15.0:
+    over dp (kvplan.speed.frontend.ingress_queue). Else each replica crosses its own with its share (vLLM from 0.15.0:
     one API server a DP rank; servers apart). The release the file states decides where the engine's does;
     a file states no --api-server-count, so the release's default is taken."""
     one, why = chosen.dp_front_end(r.version)

@@ -8,12 +8,12 @@ vllm-project/vllm@10f319bf3d2b980a374cfdde08f3cd2663915432:vllm/utils/async_util
 it: processor sharing, each of n present crossing at 1 / n of its rate. With equal work a request (the fitted
 `ingress`, seconds a request: kvplan.speed.terms), processor sharing finishes requests in the order they arrived,
 and a burst of N sent at once finishes together, after N x ingress: "most reach the engine only once most are
-through" (kvplan.speed.load.ingress_queue), the mean wait the corpus model fitted (N x ingress, not first-come
+through" (kvplan.speed.frontend.ingress_queue), the mean wait the corpus model fitted (N x ingress, not first-come
 first-served's (N + 1) / 2, which its row of docs/speed-history.md's
 training-CV table tried and did not adopt: GPUStack's median TTFT ~ its mean).
 
 What the engine sees: a request is admitted once it is through: its arrival plus its crossing time under processor
-sharing, its own crossing (`ingress`) included, as the corpus model charges it (kvplan.speed.load.ingress_queue): a
+sharing, its own crossing (`ingress`) included, as the corpus model charges it (kvplan.speed.frontend.ingress_queue): a
 burst of N all reach the engine at N x ingress, a request arriving alone one ingress after it was sent (since the
 twenty-fourth round; before, the simulator took the own crossing off, one ingress below the corpus model at low load:
 about 10 ms of vLLM's tens of ms). Requests overlapping in an open loop wait for each other as processor sharing

@@ -24,8 +24,8 @@ from kvplan.readers.chat_format import chat_format
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import DEFAULT_MAX_SEQS, Case, in_training
 from kvplan.speed.eras import fitted_with, own_terms, unused_terms
-from kvplan.speed.frontend import native_chat
-from kvplan.speed.load import combos, decode_context, ingress_queue, ingress_rate, value
+from kvplan.speed.frontend import ingress_queue, ingress_rate, native_chat
+from kvplan.speed.load import combos, decode_context, value
 from kvplan.speed.model import decode_features, prefill_features, priced
 from kvplan.speed.nnls import nnls
 from kvplan.speed.recency import weights as recency_weights
@@ -147,7 +147,7 @@ def predict(built: Built, coef, prev: dict | None = None) -> dict:
     return out
 
 
-# The figures a burst's wait in the serving front end (kvplan.speed.load.ingress_queue) adds to; TPOT, their
+# The figures a burst's wait in the serving front end (kvplan.speed.frontend.ingress_queue) adds to; TPOT, their
 # difference over the output, does not move
 QUEUED = ("ttft", "e2el")
 INGRESS = TERMS.index("ingress")

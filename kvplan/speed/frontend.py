@@ -1,9 +1,12 @@
 """What a served run's API server does with a request before the engine sees it: the endpoint a corpus point
-states (`endpoint_of`) and whether an engine's front end renders a model's chat request without its Python chat
-template and tokenizer (`native_chat`), in which case a burst's requests carry no `ingress` wait
-(kvplan.speed.load.ingress_queue)."""
+states (`endpoint_of`), whether an engine's front end renders a model's chat request without its Python chat
+template and tokenizer (`native_chat`), and how many crossings of the front end, the fitted `ingress` term, a
+load's latencies and throughput carry (`ingress_queue`, `front_end_burst`, `ingress_rate`): none for a request
+rendered natively or driven in process."""
 
 from __future__ import annotations
+
+from kvplan.speed.load import Load, at_rate, busy
 
 ENDPOINTS = ("chat", "completions")  # /v1/chat/completions, /v1/completions
 
@@ -33,3 +36,37 @@ def native_chat(engine: str, chat_format: str, endpoint: str | None) -> bool:
     """Whether `engine`'s front end renders a chat request in `chat_format` (kvplan.readers.chat_format) without its
     Python template."""
     return endpoint == "chat" and chat_format in NATIVE_CHAT.get(engine, frozenset())
+
+
+def ingress_queue(load: Load) -> float:
+    """The requests' crossings of the serving front end a request's TTFT and E2E carry before the engine sees it: the
+    multiple of the `ingress` term (seconds per request, kvplan.speed.terms). The API server (vLLM's, SGLang's,
+    trtllm-serve's: one process apart from the engine's steps) parses, templates and tokenises each request before it
+    hands it on, and the client times TTFT from its send. N, the burst's requests, where they all arrive at once
+    (`front_end_burst`): the server interleaves the N of them, so most reach the engine only once most are through
+    (GPUStack's vLLM 0.11 bursts of 1,000: the TTFT of 128-token prompts, 4 out, is most of the run and about the
+    ShareGPT run's, whatever the prompt). 1 for a request that arrives spread (a closed loop, an open loop at a rate,
+    a run of untold size): its own crossing, which it waits for alone (issue 21: GPUStack's Qwen3-8B page, one H100,
+    the same `vllm bench serve` chat client for each engine: vLLM 0.11.0's TTFT 59-75 ms at concurrency 1-8, where
+    the step terms give 24-26 ms; SGLang 0.5.3's 28 ms at 4). 0 where no Python front end runs: an in-process harness
+    (`served` false), or a chat request whose prompt the front end renders to token ids natively (`templated` false:
+    kvplan.speed.frontend.native_chat), skipping the Python chat template and tokenizer this term prices."""
+    if not load.served or not load.templated or load.bench != "serve":
+        return 0.0
+    return float(load.num_prompts) if front_end_burst(load) else 1.0
+
+
+def front_end_burst(load: Load) -> bool:
+    """Whether a served, templated load's requests all reach the front end at once: a burst of a stated count, no
+    rate, no closed loop (ingress_queue's N)."""
+    return bool(load.served and load.templated and load.bench == "serve" and not at_rate(load) and not load.concurrency
+                and load.num_prompts)
+
+
+def ingress_rate(load: Load) -> float:
+    """The multiple of the `ingress` term a throughput's divisor (a request's time on a replica) carries for a burst
+    (`front_end_burst`): the front end takes the burst's N requests one by one, N x ingress of the run before the
+    last reaches the engine, over N requests on d busy replicas (`busy`): d x ingress a request. 0 for a request that
+    arrives spread: its own crossing delays it, not the replica, which serves others meanwhile (a closed loop's
+    clients wait it out too, not priced: under 1% of GPUStack's Qwen3-8B rate at concurrency 1)."""
+    return float(busy(load)) if front_end_burst(load) else 0.0

@@ -67,7 +67,8 @@ seconds:
                            server is the chunk budget's prefill, S = t_wave / B a request (its share of
                            prefills run in full chunks), at utilisation rho = r / dp x S (S from the
                            previous estimate), added to TTFT and E2E, by the load's arrival process
-                           (`ARRIVALS`, the corpus's `arrival` field): Poisson (vllm bench serve's and
+                           (kvplan.speed.queueing: `ARRIVALS`, the corpus's `arrival` field, and
+                           `arrival_wait`): Poisson (vllm bench serve's and
                            SGLang's bench_serving's default, MLPerf's Server scenario), M/D/1,
                            W = S x rho / (2 (1 - rho)) (Pollaczek-Khinchine, deterministic service);
                            gamma gaps of shape k (vllm's --burstiness k), G/D/1 by Kingman's
@@ -78,8 +79,9 @@ seconds:
                            Bounded: never more than if the run's N requests (N not told: the running
                            cap) had arrived at once, (N - 1) / 2 x S, which is also Poisson's and
                            gamma's value at rho >= 1
-  front end (`ingress_queue`)  a served burst's N requests each cross the API server (a process apart from the
-                           engine's steps, which interleaves them): TTFT and E2E + N x ingress (a fitted term,
+  front end                a served burst's N requests each cross the API server (a process apart from the
+                           engine's steps, which interleaves them; kvplan.speed.frontend.ingress_queue and
+                           ingress_rate): TTFT and E2E + N x ingress (a fitted term,
                            seconds per request), a throughput's T + d x ingress (the run is N x ingress longer);
                            a request that arrives spread (closed or open loop) its own crossing, + 1 x ingress
   TPOT (= mean ITL)        (E2E - TTFT) / (osl - 1)
@@ -121,6 +123,7 @@ from dataclasses import dataclass
 
 from kvplan.speed.balance import held_back
 from kvplan.speed.model import PREFILL_CHUNK
+from kvplan.speed.queueing import arrival_wait
 
 RATE_METRICS = ("output_throughput", "request_throughput", "total_throughput", "pp_tok_s", "tg_tok_s")
 
@@ -147,7 +150,7 @@ class Load:
     waves: bool = False  # the engine decodes only when no prefill batch forms (kvplan.engines.scheduler.runs_waves)
     lockstep: int = 1  # data-parallel workers whose forwards run together (kvplan.engines.scheduler.lockstep_workers)
     median_gap: bool = False  # the TPOT figure is the median gap between tokens (kvplan.speed.corpus.median_gap)
-    served: bool = True  # requests cross the engine's HTTP front end (not an in-process harness): ingress_queue
+    served: bool = True  # requests cross the engine's HTTP front end (not an in-process harness): frontend.py
     endpoint: str | None = None  # the API a served run's requests hit, as stated: chat | completions (None: not stated)
     templated: bool = True  # the front end renders the prompt with its Python chat template and tokenizer
     recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
@@ -164,14 +167,14 @@ def decode_context(load: Load) -> float:
 
 def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None = None) -> tuple[float, float, bool]:
     """(B running, c in the system, burst?) per replica; `rho_cap`: an open loop's load at the cap (overloaded)."""
-    if not load.num_prompts and not load.concurrency and not _rate(load):
+    if not load.num_prompts and not load.concurrency and not at_rate(load):
         return load.cap, load.cap, False  # a throughput run of untold length: the steady state at the cap
     n = (load.num_prompts or 1e9) / load.dp
     if load.concurrency:
         c = load.concurrency / load.dp
-    elif _rate(load) and overloaded(rho_cap):
+    elif at_rate(load) and overloaded(rho_cap):
         return load.cap, load.cap, False  # runs at the cap; the queue behind it is combos' overload wait
-    elif _rate(load):
+    elif at_rate(load):
         c = load.rate / load.dp * e2e_estimate if e2e_estimate else 1.0
     else:
         c = n
@@ -244,47 +247,9 @@ def overloaded(rho_cap: float | None) -> bool:
 
 def group(load: Load, b: float) -> float:
     """G: how many requests arrive together once a run is staggered (see the module's docstring)."""
-    if (load.concurrency or not _rate(load)) and not load.drawn:
+    if (load.concurrency or not at_rate(load)) and not load.drawn:
         return max(1.0, min(b, load.chunk // max(1.0, load.isl)))
     return 1.0  # an open loop's arrivals, or drawn lengths: requests finish, and are replaced, one at a time
-
-
-ARRIVALS = ("poisson", "gamma", "constant", "closed", "burst", "unstated")  # the corpus's `arrival` kinds
-# An unstated arrival process (a source that names the rate, not the client that kept it) gets the wait every
-# process at that rate shares, D/D/1's: none below rho 1, the overload's queue past it; no variability term.
-# Chosen on the training CV over Poisson and no wait at all (docs/speed.md, "The arrival row").
-UNSTATED_CV2 = 0.0
-
-
-def arrival_cv2(kind: str, burstiness: float | None = None) -> float | None:
-    """The squared coefficient of variation of an open loop's gaps between arrivals, or None where no
-    arrival wait applies: Poisson 1; gamma gaps of shape k (vllm's `--burstiness k`: numpy's
-    gamma(shape=k, scale=1 / (rate k)), variance k / (rate k)^2, over the squared mean 1 / rate^2) 1 / k;
-    evenly spaced 0; an unstated process UNSTATED_CV2 (as evenly spaced); a closed loop or a burst None."""
-    if kind == "poisson":
-        return 1.0
-    if kind == "gamma":
-        if not burstiness or burstiness <= 0:
-            raise ValueError(f"a gamma arrival needs a positive burstiness, not {burstiness!r}")
-        return 1.0 / burstiness
-    if kind == "constant":
-        return 0.0
-    if kind == "unstated":
-        return UNSTATED_CV2
-    return None
-
-
-def arrival_wait(rho: float, bound: float, cv2: float = 1.0) -> float:
-    """The mean wait in queue over the service time of a deterministic server whose arrivals' gaps have
-    squared coefficient of variation `cv2`: Kingman's G/D/1 approximation rho / (1 - rho) x cv2 / 2, which
-    is Pollaczek-Khinchine's M/D/1 exactly at cv2 = 1; at most `bound`, also its value at rho >= 1
-    (overloaded). Evenly spaced arrivals (cv2 = 0) are D/D/1: none below rho 1, and past it the n-th of N
-    requests (bound = (N - 1) / 2) waits n (1 - 1 / rho) service times, a mean of bound x (1 - 1 / rho)."""
-    if rho <= 0:
-        return 0.0
-    if cv2 <= 0:
-        return bound * (1 - 1 / rho) if rho > 1 else 0.0
-    return bound if rho >= 1 else min(bound, rho / (1 - rho) * cv2 / 2)
 
 
 def combos(load: Load, e2e_estimate: float | None = None,
@@ -306,7 +271,7 @@ def combos(load: Load, e2e_estimate: float | None = None,
     first = ((b + 1) / (2 * b), 0.0, 0.0)  # the mean request of a wave gets its first token half-way through it
     steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, osl)  # held: balancing
     staggered = (0.0, steps + held, 1.0)  # a later request's group prefill and the decode steps sharing it
-    if load.waves and load.fixed and load.concurrency and not _rate(load):
+    if load.waves and load.fixed and load.concurrency and not at_rate(load):
         staggered = first  # a closed loop in waves: every wave is the first one (the module's docstring)
     if burst:  # n requests at once: B start, each later one when a slot frees, one every T
         wait = (c - b) ** 2 / (2 * c)  # the mean over all n of max(0, j - B) x T
@@ -322,17 +287,17 @@ def combos(load: Load, e2e_estimate: float | None = None,
         if load.concurrency:
             share = min(1.0, b * busy(load) / load.num_prompts) if load.num_prompts else 0.0
         else:  # open loop: no wave; a throughput run of untold length: its first wave stands for it
-            share = 0.0 if _rate(load) else 1.0
+            share = 0.0 if at_rate(load) else 1.0
     ttft = tuple(share * f + (1 - share) * x for f, x in zip(first, staggered))
     ttft = (ttft[0] + wait * t[0], ttft[1] + wait * t[1], ttft[2])
     ttft = tuple(x + y for x, y in zip(ttft, late)) if burst else ttft
     e2e = (e2e[0], e2e[1] + (1 - share) * held, e2e[2])  # the held wait in E2E too (TPOT unchanged; not in throughput)
     n = load.num_prompts / load.dp if load.num_prompts else load.cap
-    if _rate(load) and overloaded(rho_cap):  # the queue grows through the run: D/D/1's overload, in request times T
+    if at_rate(load) and overloaded(rho_cap):  # the queue grows through the run: D/D/1's overload, in request times T
         q = arrival_wait(rho_cap, max(0.0, (n - 1) / 2), 0.0)  # D/D/1 past rho 1: bound x (1 - 1 / rho_cap)
         ttft = (ttft[0] + q * t[0], ttft[1] + q * t[1], ttft[2])
         e2e = (e2e[0] + q * t[0], e2e[1] + q * t[1], e2e[2])
-    elif _rate(load) and not burst and service_estimate and load.arrival_cv2 is not None:  # arrivals queue for the prefill server
+    elif at_rate(load) and not burst and service_estimate and load.arrival_cv2 is not None:  # arrivals queue for the prefill server
         q = arrival_wait(load.rate / load.dp * service_estimate, max(0.0, (n - 1) / 2), load.arrival_cv2)
         ttft = (ttft[0] + q / b, ttft[1], ttft[2])
         e2e = (e2e[0] + q / b, e2e[1], e2e[2])
@@ -349,40 +314,6 @@ def combos(load: Load, e2e_estimate: float | None = None,
     }
 
 
-def ingress_queue(load: Load) -> float:
-    """The requests' crossings of the serving front end a request's TTFT and E2E carry before the engine sees it: the
-    multiple of the `ingress` term (seconds per request, kvplan.speed.terms). The API server (vLLM's, SGLang's,
-    trtllm-serve's: one process apart from the engine's steps) parses, templates and tokenises each request before it
-    hands it on, and the client times TTFT from its send. N, the burst's requests, where they all arrive at once
-    (`front_end_burst`): the server interleaves the N of them, so most reach the engine only once most are through
-    (GPUStack's vLLM 0.11 bursts of 1,000: the TTFT of 128-token prompts, 4 out, is most of the run and about the
-    ShareGPT run's, whatever the prompt). 1 for a request that arrives spread (a closed loop, an open loop at a rate,
-    a run of untold size): its own crossing, which it waits for alone (issue 21: GPUStack's Qwen3-8B page, one H100,
-    the same `vllm bench serve` chat client for each engine: vLLM 0.11.0's TTFT 59-75 ms at concurrency 1-8, where
-    the step terms give 24-26 ms; SGLang 0.5.3's 28 ms at 4). 0 where no Python front end runs: an in-process harness
-    (`served` false), or a chat request whose prompt the front end renders to token ids natively (`templated` false:
-    kvplan.speed.frontend.native_chat), skipping the Python chat template and tokenizer this term prices."""
-    if not load.served or not load.templated or load.bench != "serve":
-        return 0.0
-    return float(load.num_prompts) if front_end_burst(load) else 1.0
-
-
-def front_end_burst(load: Load) -> bool:
-    """Whether a served, templated load's requests all reach the front end at once: a burst of a stated count, no
-    rate, no closed loop (ingress_queue's N)."""
-    return bool(load.served and load.templated and load.bench == "serve" and not _rate(load) and not load.concurrency
-                and load.num_prompts)
-
-
-def ingress_rate(load: Load) -> float:
-    """The multiple of the `ingress` term a throughput's divisor (a request's time on a replica) carries for a burst
-    (`front_end_burst`): the front end takes the burst's N requests one by one, N x ingress of the run before the
-    last reaches the engine, over N requests on d busy replicas (`busy`): d x ingress a request. 0 for a request that
-    arrives spread: its own crossing delays it, not the replica, which serves others meanwhile (a closed loop's
-    clients wait it out too, not priced: under 1% of GPUStack's Qwen3-8B rate at concurrency 1)."""
-    return float(busy(load)) if front_end_burst(load) else 0.0
-
-
 def gap(load: Load, e2e: tuple, ttft: tuple, k: float) -> tuple:
     """The TPOT figure as (a, b, e) of t_wave, t_dec, t_grp: the mean gap, (E2E - TTFT) / k, k = osl - 1 (at least 1);
     the median gap where the figure is one (`median_gap`) and the engine prefills apart (`waves`): one decode step."""
@@ -395,7 +326,7 @@ def with_drain(load: Load, t: tuple, osl: float, burst: bool) -> tuple:
     """What a throughput divides by, as (a, b, e) of t_wave, t_dec, t_grp: T, and where the run is finite (n requests
     a busy replica (`busy`), all at once or a closed loop) D / n decode steps a request for its drain (`drain_steps`);
     an open loop's T alone."""
-    if not load.num_prompts or not (burst or (load.concurrency and not _rate(load))):
+    if not load.num_prompts or not (burst or (load.concurrency and not at_rate(load))):
         return t
     return t[0], t[1] + drain_steps(load, osl) * busy(load) / load.num_prompts, t[2]
 
@@ -406,7 +337,7 @@ def busy(load: Load) -> float:
     return float(max(1.0, min(load.dp, load.concurrency or load.dp, load.num_prompts or load.dp)))
 
 
-def _rate(load: Load) -> bool:
+def at_rate(load: Load) -> bool:
     """Whether the load is open loop at a finite request rate."""
     return bool(load.rate and load.rate != float("inf"))
 

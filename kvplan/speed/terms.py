@@ -51,7 +51,7 @@ the order of `TERMS`:
              likewise only the sets ENGINE_TERMS names
   ingress    requests queued ahead in the serving front end (seconds per request: the API server's HTTP parsing,
              chat template and tokenising, in a process apart from the engine's steps): not in any step, only in a
-             burst's first tokens (kvplan.speed.load.ingress_queue); 0 in every step's features
+             burst's first tokens (kvplan.speed.frontend.ingress_queue); 0 in every step's features
 
 Link latency per collective call, from the profile's `interconnect.kind`: NCCL's ring all-reduce
 with the LL protocol costs baseLat + 2(n-1) x hwLat, baseLat 6.6 us, hwLat 0.6 us over NVLink and
@@ -216,7 +216,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         request,
         prefill_steps,
         prefill_steps * s.layers,
-        0.0,  # ingress: no step's (kvplan.speed.load.ingress_queue)
+        0.0,  # ingress: no step's (kvplan.speed.frontend.ingress_queue)
     ]
 
 

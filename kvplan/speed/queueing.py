@@ -1,0 +1,43 @@
+"""The wait in queue at a deterministic server, by how its requests arrive: the corpus's `arrival` kinds (`ARRIVALS`),
+the squared coefficient of variation of each kind's gaps (`arrival_cv2`), and the mean wait they give (`arrival_wait`:
+Pollaczek-Khinchine's M/D/1, Kingman's G/D/1, D/D/1), which kvplan.speed.load prices an open loop's wait for the
+prefill server and an overloaded loop's growing queue with."""
+
+from __future__ import annotations
+
+ARRIVALS = ("poisson", "gamma", "constant", "closed", "burst", "unstated")  # the corpus's `arrival` kinds
+# An unstated arrival process (a source that names the rate, not the client that kept it) gets the wait every
+# process at that rate shares, D/D/1's: none below rho 1, the overload's queue past it; no variability term.
+# Chosen on the training CV over Poisson and no wait at all (docs/speed.md, "The arrival row").
+UNSTATED_CV2 = 0.0
+
+
+def arrival_cv2(kind: str, burstiness: float | None = None) -> float | None:
+    """The squared coefficient of variation of an open loop's gaps between arrivals, or None where no
+    arrival wait applies: Poisson 1; gamma gaps of shape k (vllm's `--burstiness k`: numpy's
+    gamma(shape=k, scale=1 / (rate k)), variance k / (rate k)^2, over the squared mean 1 / rate^2) 1 / k;
+    evenly spaced 0; an unstated process UNSTATED_CV2 (as evenly spaced); a closed loop or a burst None."""
+    if kind == "poisson":
+        return 1.0
+    if kind == "gamma":
+        if not burstiness or burstiness <= 0:
+            raise ValueError(f"a gamma arrival needs a positive burstiness, not {burstiness!r}")
+        return 1.0 / burstiness
+    if kind == "constant":
+        return 0.0
+    if kind == "unstated":
+        return UNSTATED_CV2
+    return None
+
+
+def arrival_wait(rho: float, bound: float, cv2: float = 1.0) -> float:
+    """The mean wait in queue over the service time of a deterministic server whose arrivals' gaps have
+    squared coefficient of variation `cv2`: Kingman's G/D/1 approximation rho / (1 - rho) x cv2 / 2, which
+    is Pollaczek-Khinchine's M/D/1 exactly at cv2 = 1; at most `bound`, also its value at rho >= 1
+    (overloaded). Evenly spaced arrivals (cv2 = 0) are D/D/1: none below rho 1, and past it the n-th of N
+    requests (bound = (N - 1) / 2) waits n (1 - 1 / rho) service times, a mean of bound x (1 - 1 / rho)."""
+    if rho <= 0:
+        return 0.0
+    if cv2 <= 0:
+        return bound * (1 - 1 / rho) if rho > 1 else 0.0
+    return bound if rho >= 1 else min(bound, rho / (1 - rho) * cv2 / 2)

@@ -211,14 +211,20 @@ class Vllm(Engine):
             if why:
                 raise KvplanError(why, EXIT_USAGE)
 
-    def check_layers(self, model) -> None:
-        """DeepSeek-V4 only in the releases kvplan reads it for (kvplan.engines.vllm.deepseek_v4)."""
+    def check_layers(self, model, kv_dtype=None) -> None:
+        """DeepSeek-V4 only in the releases kvplan reads it for (kvplan.engines.vllm.deepseek_v4); the refusal also
+        names the fp8 cache those releases need unless `kv_dtype` (the plan's, None: not known here) is fp8."""
         super().check_layers(model)
         if has_compressed(model.layers):
             version = self.version or self.default_version
-            why = v4_release_problem(parse_version(version), version)
+            why = v4_release_problem(parse_version(version), version, kv_dtype)
             if why:
                 raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
+
+    def result(self, model, gpu, dep, req):
+        """The template's, after DeepSeek-V4's release check with the plan's cache dtype (one error naming both)."""
+        self.check_layers(model, req.kv_dtype)
+        return super().result(model, gpu, dep, req)
 
     def context_limit(self, model):
         """vLLM's derived max_model_len by release (kvplan.engines.context.vllm_rule)."""

@@ -253,7 +253,8 @@ def test_vllm_default_release_names_both_fixes_in_one_error(kvplan_home):
     r = CliRunner().invoke(app, base)
     assert r.exit_code != 0
     assert "--engine-version" in r.output and "--kv-dtype fp8" in r.output and "0.25.0" in r.output
-    r = CliRunner().invoke(app, [*base, "--kv-dtype", "fp8"])
-    assert r.exit_code != 0 and "--engine-version" in r.output and "--kv-dtype" not in r.output
+    for gpus in ((), ("--gpus", "8")):  # one GPU, and the layouts of eight searched
+        r = CliRunner().invoke(app, [*base, *gpus, "--kv-dtype", "fp8"])
+        assert r.exit_code != 0 and "--engine-version" in r.output and "--kv-dtype" not in r.output
     r = CliRunner().invoke(app, [*base, "--kv-dtype", "fp8", "--engine-version", "0.25.0", "--gpus", "2", "--tp", "2"])
     assert r.exit_code == 0, r.output

@@ -239,3 +239,22 @@ def test_every_layer_spec_answers_the_compressed_fields():
                      for name in ("compress_ratio", "fixed_bytes", "printed_blocks_per_request", "report_block",
                                   "startup_bytes_per_block"))]
     assert probes == []
+
+
+def test_vllm_default_release_names_both_fixes_in_one_error(kvplan_home):
+    # issue 22: the default vLLM release is past the ones kvplan reads DeepSeek-V4 for, and those cache it in fp8
+    # only (vllm-project/vllm v0.20.0-v0.25.0 DeepseekV4MLAAttention asserts an fp8_ds_mla cache): a first try
+    # without either flag gets one error naming both; with --kv-dtype fp8 given, only the release is named.
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    base = ["fit", "deepseek-v4-flash", "--gpu", "h200", "--engine", "vllm"]
+    r = CliRunner().invoke(app, base)
+    assert r.exit_code != 0
+    assert "--engine-version" in r.output and "--kv-dtype fp8" in r.output and "0.25.0" in r.output
+    for gpus in ((), ("--gpus", "8")):  # one GPU, and the layouts of eight searched
+        r = CliRunner().invoke(app, [*base, *gpus, "--kv-dtype", "fp8"])
+        assert r.exit_code != 0 and "--engine-version" in r.output and "--kv-dtype" not in r.output
+    r = CliRunner().invoke(app, [*base, "--kv-dtype", "fp8", "--engine-version", "0.25.0", "--gpus", "2", "--tp", "2"])
+    assert r.exit_code == 0, r.output

@@ -457,3 +457,16 @@ def test_a_pool_max_model_len_below_its_requests_is_refused(kvplan_home):
     with pytest.raises(KvplanError) as e:
         kvplan.disagg("llama-3.1-8b", "h100", isl=1024, osl=128, decode_max_model_len=1024)
     assert e.value.param == "decode_max_model_len"
+
+
+def test_trtllm_pools_max_seq_len_is_each_pools_max_model_len():
+    # trtllm-serve's --max_seq_len is the server's length limit (tensorrt_llm/commands/serve.py): each pool's command
+    # carries the max_model_len the pool was planned at, the one given past the requests' own (issue 22):
+    # --prefill-max-model-len 16k = 16,384 and --decode-max-model-len 32k = 32,768 against --isl 8k + --osl 1k
+    r = runner.invoke(app, ["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "8k", "--osl", "1k", "--engine",
+                            "trtllm", "--prefill-max-model-len", "16k", "--decode-max-model-len", "32k", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    for role, want in (("prefill", "16384"), ("decode", "32768")):
+        argv = shlex.split(data[role]["command"])
+        assert dict(zip(argv[2::2], argv[3::2]))["--max_seq_len"] == want, argv

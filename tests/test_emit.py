@@ -158,3 +158,19 @@ def test_emit_sglang_context_length_follows_max_model_len_not_a_shorter_ctx():
     _, asked = emitted("llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--max-model-len", "32k", "--engine", "sglang",
                        "--emit", "sglang")
     assert flag(short, "--context-length") == "8192" and flag(asked, "--context-length") == "32768"
+
+
+def test_emit_llamacpp_slots_follow_max_model_len_not_a_shorter_ctx():
+    # llama-server's -c is the total over -np slots and each slot's length limit is -c / -np (llama.cpp `0c1e5709`
+    # llama-context.cpp L292-306: n_ctx_seq = GGML_PAD(n_ctx / n_seq, 256), n_ctx = n_ctx_seq x n_seq), which it also
+    # allocates: with --max-model-len 32k past --ctx 8k a slot must take 32,768 tokens, so -c is 4 x 32,768 = 131,072
+    # (issue 22; it emitted 4 x 8,192 = 32,768 before) and the plan is that cache's, as --ctx 32k's
+    base = ("qwen3-8b", "--gpu", "h100", "--batch", "4", "--engine", "llamacpp", "--emit", "llama.cpp")
+    _, short = emitted(*base, "--ctx", "8k")
+    asked, argv = emitted(*base, "--ctx", "8k", "--max-model-len", "32k")
+    long, _ = emitted(*base, "--ctx", "32k")
+    assert flag(short, "-c") == "32768" and flag(argv, "-c") == "131072" and flag(argv, "-np") == "4"
+    asked, long = asked["plans"][0], long["plans"][0]  # --gpus not given: the layouts searched, one GPU first
+    assert asked["context"] == long["context"] == 32768
+    assert asked["kv_bytes_per_sequence"] == long["kv_bytes_per_sequence"]
+    assert asked["max_concurrency"] == long["max_concurrency"]

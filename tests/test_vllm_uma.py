@@ -99,8 +99,9 @@ def test_unstated_os_share_is_an_assumption_said(gb10):
 
 def test_host_growth_comes_off_the_budget_byte_for_byte(gb10):
     # MemAvailable's drop from the worker's start counts as non-KV memory: a 4.4 GiB loader buffer left on the host
-    # (MiaAI #204's InstantTensor arms) is 4.4 GiB less KV
-    base, grown = _plan(gb10, 0.8), _plan(gb10, 0.8, "host_growth=4.4GiB")
+    # (MiaAI #204's InstantTensor arms) is 4.4 GiB less KV. max_num_seqs 32, below the ~60 8k requests both plans hold:
+    # both emit --max-num-seqs 32, so the runner's host token table is the same 32 x 8,192 x 4 B in both
+    base, grown = _plan(gb10, 0.8, "max_num_seqs=32"), _plan(gb10, 0.8, "max_num_seqs=32", "host_growth=4.4GiB")
     assert base.plan.kv_memory_bytes_per_gpu - grown.plan.kv_memory_bytes_per_gpu == int(4.4 * GIB)
     h100 = find_gpu("h100-sxm")
     a, b = _plan(h100, 0.9), _plan(h100, 0.9, "host_growth=4.4GiB", "os_memory=20GiB")
@@ -162,16 +163,17 @@ def test_the_runners_token_table_is_non_kv_memory_on_a_unified_gpu(gb10):
     # request slot and position (uma.token_table_bytes): V1's int32 token_ids_cpu_tensor, plus its bool is_token_ids
     # mask from 0.12.0 (v1/worker/gpu_input_batch.py v0.11.0 L111, v0.12.0 L110-123); V2's pinned int32 all_token_ids
     # (v1/worker/gpu/states.py v0.29.0 L34-39). On GB10 that memory leaves the free count vLLM reads.
-    # Qwen3-8B, --max-model-len 32768, --max-num-seqs 256:
-    #   0.15.0 (V1 runner, mask):          256 x 32,768 x (4 + 1) = 41,943,040 B (40 MiB)
-    #   0.11.0 (V1 runner, no mask):       256 x 32,768 x 4       = 33,554,432 B (32 MiB)
-    #   0.30.0 (runner chosen by model):   256 x 32,768 x 4       = 33,554,432 B (the int32 table both runners hold)
+    # Qwen3-8B, --max-model-len 1024, --max-num-seqs 256 (the plans hold over 500 such requests, so the command
+    # emits 256; 32,768-token ones, fewer than 256, would shrink the table to the emitted count: the next test):
+    #   0.15.0 (V1 runner, mask):          256 x 1,024 x (4 + 1) = 1,310,720 B
+    #   0.11.0 (V1 runner, no mask):       256 x 1,024 x 4       = 1,048,576 B
+    #   0.30.0 (runner chosen by model):   256 x 1,024 x 4       = 1,048,576 B (the int32 table both runners hold)
     #   0.7.3 (the V0 engine), or an H100: 0
     def plan(gpu, version, *opts):
-        return _plan(gpu, 0.8, "max_num_seqs=256", *opts, version=version, context=32768)
+        return _plan(gpu, 0.8, "max_num_seqs=256", *opts, version=version, context=1024)
 
     discrete = dataclasses.replace(gb10, key="gb10-discrete", memory_unified=False)
-    for version, table in (("0.15.0", 41943040), ("0.11.0", 33554432), ("0.30.0", 33554432)):
+    for version, table in (("0.15.0", 1310720), ("0.11.0", 1048576), ("0.30.0", 1048576)):
         got = plan(gb10, version, "page_cache=0").plan.kv_memory_bytes_per_gpu  # 0.11's page cache: its own test
         assert plan(discrete, version).plan.kv_memory_bytes_per_gpu - got == table, version
         assert plan(gb10, version).settings["overhead_host_token_table"] == table
@@ -194,7 +196,9 @@ def test_a_cold_loads_page_cache_is_non_kv_where_vllm_reads_the_device_count(gb1
     ckpt = 16_060_522_496
 
     def budget(gpu, version, *opts):
-        engine = resolve_engine("vllm", version, ["max_num_seqs=256", *opts], gpu_memory_utilization=0.8)
+        # max_num_seqs 4, below the 32k requests every plan here holds: the emitted --max-num-seqs and the host
+        # token table stay 4 x 32,768 x 4 B whatever the page cache leaves
+        engine = resolve_engine("vllm", version, ["max_num_seqs=4", *opts], gpu_memory_utilization=0.8)
         res = engine.result(find_in_catalog("llama-3.1-8b"), gpu, Deployment(1), Request(context=32768))
         return res.plan.kv_memory_bytes_per_gpu, res.settings["overhead_page_cache"]
 
@@ -225,11 +229,12 @@ def test_token_table_and_command_follow_max_model_len_not_a_shorter_ctx(gb10):
     # The runner's table is max_num_seqs x max_model_len (v1/worker/gpu_input_batch.py v0.11.0 L111:
     # token_ids_cpu_tensor of (max_num_reqs, max_model_len)), whatever the requests' length: with --max-model-len 32k and --ctx 8k vLLM
     # starts at 32,768, so the budget is --ctx 32k's and the emitted command keeps 32768. vLLM 0.30.0, Qwen3-8B on
-    # GB10, max_num_seqs 256 (engine option): the table 256 x 32,768 x 4 = 33,554,432 B against 256 x 8,192 x 4 =
-    # 8,388,608 B at 8k, so the 8k plan's budget shrinks by the difference, 25,165,824 B.
+    # GB10, max_num_seqs 8 (engine option, below the ~20 32k requests the plans hold, so every command emits 8): the
+    # table 8 x 32,768 x 4 = 1,048,576 B against 8 x 8,192 x 4 = 262,144 B at 8k, so the 8k plan's budget shrinks by
+    # the difference, 786,432 B.
     def run(*extra):
         args = ["fit", "qwen3-8b", "--gpu", "gb10", "--engine", "vllm", "--engine-version", "0.30.0",
-                "--engine-opt", "max_num_seqs=256", *extra]
+                "--engine-opt", "max_num_seqs=8", *extra]
         r = CliRunner().invoke(app, [*args, "--json"])
         assert r.exit_code == 0, r.output
         plan = json.loads(r.stdout)
@@ -240,5 +245,36 @@ def test_token_table_and_command_follow_max_model_len_not_a_shorter_ctx(gb10):
     short, short_cmd = run("--ctx", "8k")
     asked, asked_cmd = run("--ctx", "8k", "--max-model-len", "32k")
     long, _ = run("--ctx", "32k")
-    assert short - asked == 33_554_432 - 8_388_608 and asked == long
+    assert short - asked == 1_048_576 - 262_144 and asked == long
     assert "--max-model-len 8192 " in short_cmd and "--max-model-len 32768 " in asked_cmd
+
+
+def test_token_table_follows_the_emitted_max_num_seqs_and_is_said_in_gib(gb10):
+    # issue 22: `vllm serve --max-num-seqs 64` allocates its runner's host token table for 64 slots
+    # (v1/worker/gpu_input_batch.py v0.11.0 L111: token_ids_cpu_tensor of (max_num_reqs, max_model_len)), not for the
+    # release's default. Qwen3-8B on GB10, vLLM 0.30.0 (default max_num_seqs 1,024: GB10's 121.69 GiB >= 70 GiB,
+    # arg_utils' big tier), --ctx 32k --batch 64 on one GPU: it holds ~20 such requests, so the command emits the asked
+    # batch, --max-num-seqs 64, and the table is 64 x 32,768 x 4 B = 8,388,608 B (0.0078 GiB, printed 0.01 GiB), not
+    # 1,024 x 32,768 x 4 = 134,217,728 B; --engine-opt max_num_seqs=64 gives the same table.
+    base = ["fit", "qwen3-8b", "--gpu", "gb10", "--engine", "vllm", "--engine-version", "0.30.0", "--ctx", "32k",
+            "--batch", "64", "--gpus", "1"]  # one GPU, though 64 such requests need more
+
+    def run(*extra):
+        r = CliRunner().invoke(app, [*base, *extra, "--json"])
+        assert r.exit_code == 0, r.output
+        plan = json.loads(r.stdout)
+        return plan["plans"][0] if "plans" in plan else plan
+
+    emitted = CliRunner().invoke(app, [*base, "--emit", "vllm"]).stdout.strip().splitlines()[-1]
+    assert "--max-num-seqs 64 " in emitted
+    plan, given = run(), run("--engine-opt", "max_num_seqs=64")
+    assert plan["engine"]["settings"]["overhead_host_token_table"] == 8_388_608
+    assert given["engine"]["settings"]["overhead_host_token_table"] == 8_388_608
+    # against the default's table, sized at 1,024 slots: the budget is larger by 134,217,728 - 8,388,608 B
+    engine = resolve_engine("vllm", "0.30.0", ())
+    engine.table_seqs = 1024
+    old = engine.result(find_in_catalog("qwen3-8b"), gb10, Deployment(1), Request(context=32768, batch=64))
+    assert old.settings["overhead_host_token_table"] == 134_217_728
+    assert plan["kv_memory_bytes_per_gpu"] - old.plan.kv_memory_bytes_per_gpu == 134_217_728 - 8_388_608
+    res = CliRunner().invoke(app, base)
+    assert "max_num_seqs x max_model_len x 4 B = 64 x 32,768 x 4 B = 0.01 GiB" in " ".join(res.output.split())

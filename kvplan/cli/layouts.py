@@ -21,7 +21,7 @@ def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
         return Deployment(1, 1), None
     if choice.splits_layers_only:  # one layout: layers split over the GPUs
         return Deployment(1, gpus), None
-    choice.check_layers(spec)  # a cache the engine cannot size is the model's refusal, not every layout's
+    choice.check_layers(spec, req.kv_dtype)  # a cache the engine cannot size is the model's refusal, not every layout's
     choice.with_checkpoint_kv(spec, req)  # so is a declared KV cache it cannot run (kvplan.engines.checkpoint_kv)
     plans = search_layouts(spec, hw, gpus, req, choice, per_node)  # none: refused with why (kvplan.compare.candidates)
     best = plans[0]

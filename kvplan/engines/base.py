@@ -252,10 +252,11 @@ class Engine:
         limit_mm_per_prompt 0 skips is not "counted in the weights"); the default engine: as read."""
         return tuple(notices)
 
-    def check_layers(self, model) -> None:
+    def check_layers(self, model, kv_dtype=None) -> None:
         """A one-line refusal where the model has a kind of cache this engine's rules do not size: a
         drafter (--speculative) it does not model, a kind without a row in its table, or a spec with
-        an allocation of its own it has not read."""
+        an allocation of its own it has not read. `kv_dtype`: the plan's cache dtype where known (None: not yet),
+        for an engine whose refusal also names the dtype a model needs (vLLM's DeepSeek-V4)."""
         if getattr(model, "speculative", None) is not None:
             self.check_speculative(model.speculative.method)
         for layer in dict.fromkeys(model.layers):

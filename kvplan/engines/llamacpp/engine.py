@@ -26,7 +26,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.core.dtypes import KV_DTYPES, DType
-from kvplan.engines.context import llamacpp_rule
+from kvplan.engines.context import engine_length, llamacpp_rule
 from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version_name, opt_bool, opt_int
 from kvplan.engines.checkpoint_kv import KvRule
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
@@ -229,9 +229,13 @@ class LlamaCpp(Engine):
                              "cache_type_v setting (f16 by default)", hint=False)
 
     def request(self, req, st: Settings, model, dep):
+        """The engine's utilisation (the whole memory), cells, compute buffer and cache type; and the context a slot
+        gets: llama-server's per-slot length limit is -c / -np (n_ctx_seq, module docstring), which is also what it
+        allocates, so a --max-model-len past --ctx (kvplan.engines.context.engine_length) is planned and emitted as
+        each slot's length, as vLLM's and SGLang's commands keep it (issue 22)."""
         over = req.overhead_bytes if req.overhead_bytes is not None else compute_buffer_estimate(model, st)
         return dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=1, overhead_bytes=over,
-                                   kv_dtype=st.type_k)
+                                   kv_dtype=st.type_k, context=max(req.context, engine_length(model, req)))
 
     def rules(self, st: Settings) -> LlamaCppRules:
         return LlamaCppRules(st)

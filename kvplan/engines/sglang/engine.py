@@ -267,7 +267,7 @@ class Sglang(Engine):
         super().check_layout(model, dep)
         dp_attention(model, dep, self.opts)
 
-    def check_layers(self, model) -> None:
+    def check_layers(self, model, kv_dtype=None) -> None:
         """DeepSeek-V4 only in the releases whose pools kvplan reads (kvplan.engines.sglang.dsv4)."""
         super().check_layers(model)
         sglang_dsv4.check_release(model, self.version or self.default_version)

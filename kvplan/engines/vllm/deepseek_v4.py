@@ -51,14 +51,26 @@ FIRST, AFTER = (0, 20, 0), (0, 30, 0)  # first release with DeepSeek-V4; first r
 PACKED = (0, 25, 0)  # the packed allocator
 
 
-def release_problem(version: tuple[int, ...], name: str) -> str:
-    """Why vLLM `name` cannot plan DeepSeek-V4 as kvplan reads it ('' when it can)."""
+def is_fp8(kv_dtype) -> bool:
+    """Whether `kv_dtype` is a one-byte cache, the only one vLLM's DeepSeek-V4 attention takes (fp8_ds_mla)."""
+    return kv_dtype is not None and kv_dtype.block_elems == 1 and kv_dtype.block_bytes == 1
+
+
+FP8_ONLY = "fp8_ds_mla: DeepseekV4MLAAttention asserts an fp8 cache"
+
+
+def release_problem(version: tuple[int, ...], name: str, kv_dtype=None) -> str:
+    """Why vLLM `name` cannot plan DeepSeek-V4 as kvplan reads it ('' when it can). Both fixes in one error (issue 22):
+    the release to choose and, unless `kv_dtype` is already fp8 (None: not known yet), the fp8 cache it needs."""
+    also = "" if is_fp8(kv_dtype) else (f" and pass {arg('kv_dtype')} fp8 (those releases cache it in fp8 only, "
+                                        f"{FP8_ONLY})")
     if version < FIRST:
         return (f"vLLM {name} has no DeepSeek-V4 model: it landed in vLLM 0.20.0 (vllm-project/vllm#40860); "
-                f"choose vLLM 0.20.0 to 0.25.0 with {arg('engine_version')}")
+                f"choose vLLM 0.20.0 to 0.25.0 with {arg('engine_version')}{also}")
     if version >= AFTER:
         return (f"vLLM {name} reworked DeepSeek-V4's cache specs (tokens_per_state, state content bytes), which "
-                f"kvplan has not restated; it reads vLLM 0.20.0 to 0.25.0 ({arg('engine_version')})")
+                f"kvplan has not restated; it reads vLLM 0.20.0 to 0.25.0: choose one with "
+                f"{arg('engine_version')}{also}")
     return ""
 
 
@@ -111,9 +123,8 @@ class V4Pool:
 
 def _layer_pages(layer, kv_dtype) -> tuple[list[int], dict[tuple[int, int], list[int]]]:
     """(MLA pages, sliding pages by (block, window)) of one layer, padded to 576 bytes."""
-    if kv_dtype.block_elems != 1 or kv_dtype.block_bytes != 1:
-        raise KvplanError(f"vLLM caches DeepSeek-V4 in fp8 only (fp8_ds_mla: DeepseekV4MLAAttention asserts an fp8 "
-                          f"cache); pass {arg('kv_dtype')} fp8", EXIT_USAGE)
+    if not is_fp8(kv_dtype):
+        raise KvplanError(f"vLLM caches DeepSeek-V4 in fp8 only ({FP8_ONLY}); pass {arg('kv_dtype')} fp8", EXIT_USAGE)
     entry = layer.entry_bytes(kv_dtype)
     mla: list[int] = []
     sliding = {(SWA_BLOCK, layer.window): [round_up(SWA_BLOCK * entry, ALIGN)]}

@@ -110,4 +110,4 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     else None, mxfp4_backend=opt_choice(opts, "mxfp4_backend", None, MXFP4_BACKENDS),
                     weight_dtype=req.weight_dtype,
                     os_memory=opt_bytes(opts, "os_memory", None), host_growth=opt_bytes(opts, "host_growth", 0),
-                    page_cache=opt_bytes(opts, "page_cache", None))
+                    page_cache=opt_bytes(opts, "page_cache", None), max_model_len=engine_length(model, req))

@@ -51,9 +51,9 @@ def serve_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
 def emitted_seqs(plan, settings: dict) -> int:
     """The --max-num-seqs the command passes: as many requests as the plan holds (serve_seqs), per data-parallel rank
     and never below its share of the asked batch, at most the limit the plan was made at (the sampler's dummy run, the
-    CUDA-graph sizes and, on a unified GPU, the host token table grow with it: `table_seqs`)."""
+    CUDA-graph sizes and, on a unified GPU, the host token table grow with it)."""
     r, dep = plan.request, plan.deployment
-    limit = settings.get("table_seqs") or settings["max_num_seqs"]
+    limit = settings["max_num_seqs"]
     return max(min(per_rank_batch(serve_seqs(plan), dep.dp), limit), per_rank_batch(r.batch, dep.dp))
 
 

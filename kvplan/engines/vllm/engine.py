@@ -15,7 +15,6 @@ Sources (read as released wheels; see docs/engines.md section 1 for line numbers
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from functools import lru_cache
 
@@ -222,32 +221,20 @@ class Vllm(Engine):
             if why:
                 raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
 
-    # the request slots of the host token table (uma.table_seqs) where a plan is re-made at its emitted --max-num-seqs
-    table_seqs: int | None = None
-
     def result(self, model, gpu, dep, req):
         """The template's, after DeepSeek-V4's release check with the plan's cache dtype (one error naming both). On a
-        unified GPU whose runner's host token table is non-KV memory (uma.token_table_bytes), made again with the table
-        at the --max-num-seqs the command emits where that is fewer: the engine started with it allocates that table.
-        The second plan holds at least the first's requests (a smaller table leaves more KV), so it emits the same."""
+        unified GPU the host token table is priced at the engine's max_num_seqs (the release's default or the engine
+        option), not the smaller --max-num-seqs an emitted command may pass: a server started without that flag
+        allocates the larger table, so pricing the smaller one would over-promise KV (an OOM at start-up)."""
         self.check_layers(model, req.kv_dtype)
-        res = super().result(model, gpu, dep, req)
-        if self.table_seqs is not None or not res.settings["overhead_host_token_table"]:
-            return res
-        seqs = command.emitted_seqs(res.plan, res.settings)
-        if seqs >= res.settings["max_num_seqs"]:
-            return res
-        again = copy.copy(self)
-        again.table_seqs = seqs
-        return again.result(model, gpu, dep, req)
+        return super().result(model, gpu, dep, req)
 
     def context_limit(self, model):
         """vLLM's derived max_model_len by release (kvplan.engines.context.vllm_rule)."""
         return vllm_rule(model, parse_version(self.version or DEFAULT_VERSION))
 
     def settings(self, model, gpu, dep, req) -> Settings:
-        st = settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
-        return st if self.table_seqs is None else dataclasses.replace(st, table_seqs=self.table_seqs)
+        return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
         """The batch tier's device name (reads_device_name) and the kernels' and workspace's compute capability

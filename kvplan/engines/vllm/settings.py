@@ -48,11 +48,9 @@ class Settings:
     # the checkpoint's page cache counted as non-KV where vLLM reads the device's own free count on a unified GPU
     # (None: the whole checkpoint, a cold load; kvplan.engines.vllm.uma.page_cache_bytes)
     page_cache: int | None = None
-    # the max_model_len the engine starts with (kvplan.engines.context.engine_length), and the max_num_seqs its host
-    # token table is sized at where the emitted command passes fewer than max_num_seqs (None: max_num_seqs;
-    # kvplan.engines.vllm.uma.token_table_bytes, issue 22)
+    # the max_model_len the engine starts with (kvplan.engines.context.engine_length): the host token table's length
+    # (kvplan.engines.vllm.uma.token_table_bytes, issue 22)
     max_model_len: int = 0
-    table_seqs: int | None = None
 
     @cached_property  # (read for every block count of a max-context search: parsed once)
     def v(self) -> tuple[int, ...]:

@@ -111,13 +111,7 @@ def token_table_bytes(gpu, st, max_model_len: int) -> int:
         `use_v2_model_runner`), so from there kvplan counts the 4 B both runners hold, not V1's 1 B mask (a lower
         bound where V1 runs), nor V2's M-RoPE position table (`gpu/mm/rope.py` v0.29.0 L49-54).
     """
-    return table_seqs(st) * max_model_len * _token_entry_bytes(gpu, st)
-
-
-def table_seqs(st) -> int:
-    """The request slots of the runner's token table: the max_num_seqs the engine starts with, which is the emitted
-    command's --max-num-seqs where that is below the release's default or the engine option (Settings.table_seqs)."""
-    return st.table_seqs or st.max_num_seqs
+    return st.max_num_seqs * max_model_len * _token_entry_bytes(gpu, st)
 
 
 def _token_entry_bytes(gpu, st) -> int:
@@ -183,7 +177,7 @@ def warnings(gpu, st) -> tuple[PlanWarning, ...]:
                                f"{{}} free, at least the {gmu:g} x {{}} = {{}} it requests",
                                (st.os_memory, total - st.os_memory, total, need), ("GiB", "GiB", "GiB", "GiB")))
     per = _token_entry_bytes(gpu, st)
-    table = (f"the model runner's host token table (max_num_seqs x max_model_len x {per} B = {table_seqs(st):,} x "
+    table = (f"the model runner's host token table (max_num_seqs x max_model_len x {per} B = {st.max_num_seqs:,} x "
              f"{st.max_model_len:,} x {per} B = {{}}) and " if per else "")
     sizes = ((token_table_bytes(gpu, st, st.max_model_len),) if per else ()) + (host_bytes(gpu, st),)
     out.append(PlanWarning("vLLM counts what the node's processes allocate on the host between its worker's "

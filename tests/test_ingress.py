@@ -51,13 +51,17 @@ def test_a_spread_request_waits_for_its_own_crossing(corpus):
     # give about 24 ms; SGLang 0.5.3 with the same client 27.70 ms at concurrency 4.
     (built,), _ = build_all([corpus[("gpustack-perflab-qwen3-8b-h100-latency", "L617-vllm-c1")]], running)
     assert built.load.concurrency == 1 and ingress_queue(built.load) == 1.0 and ingress_rate(built.load) == 0.0
-    base = list(coefficients("vllm"))
-    base[TERMS.index("ingress")] = 0.0
-    more = list(base)
-    more[TERMS.index("ingress")] = 0.01
-    a, b = predict(built, base), predict(built, more)
+    more = _with_ingress(0.01)
+    a, b = predict(built, _with_ingress(0.0)), predict(built, more)
     assert math.isclose(b["ttft"] - a["ttft"], 0.01) and math.isclose(b["e2el"] - a["e2el"], 0.01)
     assert math.isclose(b["tpot"], a["tpot"]) and math.isclose(b["output_throughput"], a["output_throughput"])
+
+
+def _with_ingress(seconds: float) -> list:
+    """vLLM's shipped coefficients with the `ingress` term set to `seconds`."""
+    coef = list(coefficients("vllm"))
+    coef[TERMS.index("ingress")] = seconds
+    return coef
 
 
 @pytest.fixture(scope="module")
@@ -81,11 +85,8 @@ def test_the_ingress_term_moves_a_bursts_latencies_by_n_and_its_throughput_by_d(
     # At x seconds a request in the front end: TTFT and E2E + 1,000 x, TPOT unchanged, and an output rate
     # osl / T becomes osl / (T + x)
     (built,), _ = build_all([corpus[("gpustack-perflab-qwen3-14b-h100", "L89-vllm")]], running)
-    base = list(coefficients("vllm"))
-    base[TERMS.index("ingress")] = 0.0
-    more = list(base)
-    more[TERMS.index("ingress")] = 0.01
-    a, b = predict(built, base), predict(built, more)
+    more = _with_ingress(0.01)
+    a, b = predict(built, _with_ingress(0.0)), predict(built, more)
     assert math.isclose(b["ttft"] - a["ttft"], 10.0) and math.isclose(b["e2el"] - a["e2el"], 10.0)
     assert math.isclose(b["tpot"], a["tpot"])
     osl = built.load.osl

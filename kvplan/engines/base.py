@@ -176,7 +176,7 @@ class Engine:
     def result(self, model, gpu, dep, req: Request) -> EngineResult:
         """`req` on `dep` as this engine allocates: its Plan (made once), printed figures and settings.
         A KvplanError where the engine cannot run the deployment."""
-        self.check_layers(model)
+        self.check_layers(model, req.kv_dtype)
         self.check_layout(model, dep)
         req, kv_said = self.with_checkpoint_kv(model, req)
         st = self.settings(model, gpu, dep, req)

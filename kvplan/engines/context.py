@@ -139,7 +139,7 @@ def limited(engine, model, max_model_len: int | str | None = None, allow_longer:
         rule = f"{who}: {lim.rule}"
         if lim.tokens != model.max_context:
             notes.append(f"context limit {lim.tokens:,} tokens ({rule}), not the config's {model.max_context:,}")
-        elif (other := vllm_rule(model, (99,)).tokens) != lim.tokens:  # a rope_scaling factor this engine skips
+        elif (other := neutral_rule(model).tokens) != lim.tokens:  # a rope_scaling factor this engine skips
             notes.append(f"context limit {lim.tokens:,} tokens ({rule}); vLLM and kvplan's own rules take {other:,}")
         if lim.default != lim.tokens:
             notes.append(f"{who} serves {lim.default:,} tokens without {arg('max_model_len')} (LongRoPE's original "

@@ -168,6 +168,7 @@ def unwindowed(layer: LayerSpec) -> LayerSpec:
         return layer
     return FullAttention(layer.num_kv_heads, layer.head_dim, layer.v_head_dim, layer.sinks, layer.mm_prefix)
 
+
 @dataclass(frozen=True)
 class ChunkedLocal(LayerSpec):
     """Chunked local attention (Llama 4): a token sees only its own chunk, so one chunk is held.

@@ -222,11 +222,11 @@ class ModelSpec:
         return replace(self, name=f"{self.name} (first {n} of {self.num_layers} layers)",
                        layers=self.layers[:n], params=params, checkpoint_bytes=None, quantization=q)
 
-
     def without_windows(self) -> ModelSpec:
         """The model as an engine runs it that applies none of its sliding windows (kvplan.model.layers.unwindowed):
         every local layer a full-attention one, the weights as they are."""
         return replace(self, layers=tuple(unwindowed(l) for l in self.layers))
+
 
 # --- weight bytes ------------------------------------------------------------------------------
 

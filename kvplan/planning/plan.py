@@ -349,7 +349,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
     fits, conc, max_ctx = ans.fits, ans.max_concurrency, ans.max_context  # max_ctx: for the budget as given
     if req.context > model.max_context:
         # the model's limit as the engine derives it, or the max_model_len asked for (engines.context.limited)
-        asked = model.context_rule.startswith(arg("max_model_len"))
+        asked = bool(model.max_model_len)
         whose = f"{arg('max_model_len')}, the longest request the engine accepts" if asked else \
             "the model's context limit"
         rule = f" ({model.context_rule})" if model.context_rule and not asked else ""

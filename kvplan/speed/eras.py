@@ -99,8 +99,8 @@ HARNESSES = {
 # prediction at concurrency 4 for DeepSeek-R1's 61 layers, whatever the prompt, while Qwen3-8B's 36 were priced 54%
 # slow at a flat cost; the flat `pstep` is not fitted beside it, chosen on the training CV, docs/speed.md
 # "TensorRT-LLM's eager prefill step"); its TensorRT-engine runs (`trtllm-engine`) and releases before 1.0
-# (`trtllm<1.0`, TensorRT engines) run no such eager pass and leave it out. vLLM puts prefill chunks in the decode steps' token budget, where the step's
-# own cost (`step`) prices them. SGLang's sets keep their per-request cost beside it (dropping it was
+# (`trtllm<1.0`, TensorRT engines) run no such eager pass and leave it out. vLLM puts prefill chunks in the decode
+# steps' token budget, where the step's own cost (`step`) prices them. SGLang's sets keep their per-request cost beside it (dropping it was
 # tried: docs/speed.md, "SGLang's admission and its prefill batches").
 ENGINE_TERMS = {"pstep": ("sglang",), "player": ("trtllm",)}
 SET_TERMS = frozenset({"trtllm"})  # names in ENGINE_TERMS that are one coefficient set, not every set of an engine

@@ -51,16 +51,20 @@ def ingress_queue(load: Load) -> float:
     the step terms give 24-26 ms; SGLang 0.5.3's 28 ms at 4). 0 where no Python front end runs: an in-process harness
     (`served` false), or a chat request whose prompt the front end renders to token ids natively (`templated` false:
     kvplan.speed.frontend.native_chat), skipping the Python chat template and tokenizer this term prices."""
-    if not load.served or not load.templated or load.bench != "serve":
+    if not _crosses(load):
         return 0.0
     return float(load.num_prompts) if front_end_burst(load) else 1.0
+
+
+def _crosses(load: Load) -> bool:
+    """Whether a load's requests cross a Python front end: served (not in process), templated, a `serve` bench."""
+    return load.served and load.templated and load.bench == "serve"
 
 
 def front_end_burst(load: Load) -> bool:
     """Whether a served, templated load's requests all reach the front end at once: a burst of a stated count, no
     rate, no closed loop (ingress_queue's N)."""
-    return bool(load.served and load.templated and load.bench == "serve" and not at_rate(load) and not load.concurrency
-                and load.num_prompts)
+    return bool(_crosses(load) and not at_rate(load) and not load.concurrency and load.num_prompts)
 
 
 def ingress_rate(load: Load) -> float:

@@ -50,8 +50,9 @@ the order of `TERMS`:
              each layer's kernels from the host, so its cost grows with the layers, TensorRT-LLM's PyTorch backend);
              likewise only the sets ENGINE_TERMS names
   ingress    requests queued ahead in the serving front end (seconds per request: the API server's HTTP parsing,
-             chat template and tokenising, in a process apart from the engine's steps): not in any step, only in a
-             burst's first tokens (kvplan.speed.frontend.ingress_queue); 0 in every step's features
+             chat template and tokenising, in a process apart from the engine's steps): not in any step, only in
+             first tokens, a burst's N crossings or a spread request's own (kvplan.speed.frontend.ingress_queue); 0 in
+             every step's features
 
 Link latency per collective call, from the profile's `interconnect.kind`: NCCL's ring all-reduce
 with the LL protocol costs baseLat + 2(n-1) x hwLat, baseLat 6.6 us, hwLat 0.6 us over NVLink and

@@ -29,7 +29,8 @@ def launch_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
     env = [f"SGLANG_VLM_CACHE_SIZE_MB={settings['vlm_cache_mb']}"] if "vlm_cache_size_mb" in opts else []
     args = [*env, "python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
             *weight_args(engine, plan, model, gpu),
-            "--context-length", str(engine_length(model, r)), "--mem-fraction-static", f"{emit_fraction(plan, settings, model):g}",
+            "--context-length", str(engine_length(model, r)),
+            "--mem-fraction-static", f"{emit_fraction(plan, settings, model):g}",
             *engine.parallel_flags(dep, model), *serve_flags(opts),
             "--max-running-requests", str(opts.get("max_running_requests") or sglang_dsv4.emitted_running(
                 model, serve_seqs(plan))), *sglang_dsv4.emit_flags(model, opts),

@@ -24,7 +24,10 @@ def serve_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
     --quantization fp8 where the plan's weights are not the checkpoint's (kvplan.engines.emit.weight_args).
     `engine`: the configured Vllm whose command this is."""
     r, dep = plan.request, plan.deployment
-    seqs = emitted_seqs(plan, settings)
+    seqs = per_rank_batch(serve_seqs(plan), dep.dp)  # each DP rank's scheduler: never below its share
+    # at most the limit the plan was made at (the sampler's dummy run and the CUDA-graph sizes grow with it),
+    # unless the asked batch needs more
+    seqs = max(min(seqs, settings["max_num_seqs"]), per_rank_batch(r.batch, dep.dp))
     # no context asked for: vLLM's own fit to the memory it measures (from 0.14.0), not kvplan's estimate
     auto = r.context_from_model and parse_version(settings["version"]) >= AUTO_FIRST
     args = ["vllm", "serve", model_arg(model), *weight_args(engine, plan, model, gpu),
@@ -46,15 +49,6 @@ def serve_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
         args += lora_flags(r.lora, settings["version"])
     return args + multimodal.serve_flag(settings.get("mm_limit", multimodal.UNSET),
                                         settings.get("mm_cache_gb", -1.0))
-
-
-def emitted_seqs(plan, settings: dict) -> int:
-    """The --max-num-seqs the command passes: as many requests as the plan holds (serve_seqs), per data-parallel rank
-    and never below its share of the asked batch, at most the limit the plan was made at (the sampler's dummy run, the
-    CUDA-graph sizes and, on a unified GPU, the host token table grow with it)."""
-    r, dep = plan.request, plan.deployment
-    limit = settings["max_num_seqs"]
-    return max(min(per_rank_batch(serve_seqs(plan), dep.dp), limit), per_rank_batch(r.batch, dep.dp))
 
 
 def parallel_flags(dep) -> list[str]:

@@ -221,14 +221,6 @@ class Vllm(Engine):
             if why:
                 raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
 
-    def result(self, model, gpu, dep, req):
-        """The template's, after DeepSeek-V4's release check with the plan's cache dtype (one error naming both). On a
-        unified GPU the host token table is priced at the engine's max_num_seqs (the release's default or the engine
-        option), not the smaller --max-num-seqs an emitted command may pass: a server started without that flag
-        allocates the larger table, so pricing the smaller one would over-promise KV (an OOM at start-up)."""
-        self.check_layers(model, req.kv_dtype)
-        return super().result(model, gpu, dep, req)
-
     def context_limit(self, model):
         """vLLM's derived max_model_len by release (kvplan.engines.context.vllm_rule)."""
         return vllm_rule(model, parse_version(self.version or DEFAULT_VERSION))

@@ -1,4 +1,5 @@
-"""The precision an engine's MXFP4 MoE kernels multiply in, by GPU and release (source-derived, not fitted).
+"""What an engine's MXFP4 MoE kernels run, by GPU and release (source-derived, not fitted): the precision they
+multiply in, and the rows a block of vLLM's Marlin MoE takes (`moe_block_m`, at the end).
 
 The GEMM term (kvplan.speed.terms.gemm_rate) runs MXFP4 weights at the GPU's FP4 rate, its FP8 one where it has no FP4:
 what a kernel taking 4- or 8-bit activations reaches. An engine whose MXFP4 MoE kernel keeps its activations in 16 bits
@@ -89,3 +90,36 @@ def mxfp4_precision(engine_key: str | None, gpu, version=None) -> str | None:
         return None
     cap = capability_of(gpu)
     return rule(cap, version) if cap is not None else None
+
+
+
+MARLIN_BLOCK_M = 64  # the largest block_size_m fused_marlin_moe picks (its 8, 16, 32, 48, 64 ladder)
+VLLM_TRITON_BUNDLED = (0, 12, 0)  # vLLM's first release whose build installs triton_kernels: Triton on Hopper
+
+
+def _vllm_block(cap: tuple[int, int], version) -> int:
+    if cap[0] == 10 or not _since(VLLM_FIRST, version):
+        return 0  # FlashInfer on compute capability 10.x; no gpt-oss before 0.10.1
+    if cap[0] == 9 and _since(VLLM_TRITON_BUNDLED, version):
+        return 0  # Triton's matmul_ogs on Hopper from 0.12.0 (or a current release)
+    return MARLIN_BLOCK_M
+
+
+MOE_BLOCK = {"vllm": _vllm_block}
+
+
+def moe_block_m(engine_key: str | None, gpu, version=None) -> int:
+    """Expert rows per tile of the MoE kernel an engine runs an MXFP4 checkpoint's experts in on `gpu` at `version`
+    (None: a current release) where that kernel re-reads each expert's weights per tile
+    (kvplan.speed.terms.reread_bytes, in the `experts` term), 0 elsewhere. vLLM's Marlin (`MOE_BLOCK`): its
+    fused_marlin_moe takes block_size_m, the first of 8, 16, 32, 48, 64 at which M x top-k / E / block < 0.9, so 64
+    at a prefill step's rows
+    (vllm-project/vllm@129ab7c60cbb8eb11e875373e67f7e521b74aa30:
+    vllm/model_executor/layers/fused_moe/fused_marlin_moe.py, a later stored version than the corpus's 0.10-0.11, the
+    one the code index holds), run on every NVIDIA GPU but compute capability 10.x (FlashInfer) and 9.x from 0.12.0
+    (triton_kernels bundled), as kvplan.engines.vllm.mxfp4 restates get_mxfp4_backend by release."""
+    rule = MOE_BLOCK.get(engine_of(engine_key or ""))
+    if rule is None or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+        return 0
+    cap = capability_of(gpu)
+    return rule(cap, version) if cap is not None else 0

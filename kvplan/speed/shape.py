@@ -26,7 +26,7 @@ from kvplan.model.spec import PLAIN_BYTES, own_format, weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.ggml import paths as ggml_paths
 from kvplan.speed.model import absorbed_prefill, engine_key, gemm_kernels
-from kvplan.speed.mxfp4 import mxfp4_precision
+from kvplan.speed.mxfp4 import moe_block_m, mxfp4_precision
 from kvplan.speed.terms import Shape, gemm_rate, link
 
 _BIG = 1 << 40
@@ -187,9 +187,10 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     an MLA prefill at the decode width where the engine runs it absorbed (kvplan.speed.model.MLA_PREFILL)."""
     stored = weight_dtype or (spec.quantization.method if spec.quantization else None)
     own = gemm_rate(gpu, stored)[1]  # the weights' own precision's rate, which the grouped term keeps
-    dtype = stored
+    dtype, block_m = stored, 0
     if str(stored or "").lower() == "mxfp4" and spec.params.num_experts:
         dtype = mxfp4_precision(engine_key(engine) if engine else None, gpu, version) or stored
+        block_m = moe_block_m(engine_key(engine) if engine else None, gpu, version)
     peak, precision = gemm_rate(gpu, dtype)
     peak_bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)
     rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, "bf16")
@@ -203,5 +204,6 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     return Shape(**terms, bandwidth=float(read_bandwidth(gpu)), peak_bandwidth=float(gpu.bandwidth_bytes_per_s),
                  gemm_rate=rate or bf16, grouped_rate=(read_flops(gpu, own) if own != precision else 0.0),
                  bf16_rate=bf16, peak_bf16_rate=peak_bf16,
-                 link_bandwidth=link_bw, link_latency_s=latency, paths=paths, rate_missing=missing)
+                 link_bandwidth=link_bw, link_latency_s=latency, moe_block_m=block_m, paths=paths,
+                 rate_missing=missing)
 

@@ -22,7 +22,9 @@ the order of `TERMS`:
              pairs prefill queries form (`prefill_pairs`) at the prefill width (`attn_prefill_flops_per_pair`: an MLA
              layer's heads decompressed, kvplan.speed.shape.attention_flops), and the GEMM term adds the decompression
              of the cached tokens a prefill step attends to (`decompress_flops` x `prefill_context`)
-  experts    routed-expert bytes the step's tokens touch (uniform routing) / bandwidth; with expert
+  experts    routed-expert bytes the step's tokens touch (uniform routing) / bandwidth, and where the MoE kernel tiles
+             an expert's rows in blocks of `moe_block_m` (vLLM's Marlin MoE: kvplan.speed.mxfp4.moe_block_m) the
+             expert's bytes again for each further block (reread_bytes); with expert
              parallelism over data-parallel replicas (attention DP + EP: TensorRT-LLM's DEP, SGLang's
              DP attention, vLLM's DP + EP), a rank's experts serve the tokens of every replica
              (`ep_replicas` x the replica's tokens), as kvplan.planning.plan.prepare's step tokens do
@@ -113,6 +115,7 @@ class Shape:
     peak_bf16_rate: float = 0.0  # the datasheet's bf16 FLOP/s, for the roofline; 0: the same as `bf16_rate`
     link_bandwidth: float = 0.0  # bytes/s one direction; 0: no link (one GPU)
     link_latency_s: float = 0.0  # per collective call
+    moe_block_m: int = 0  # expert rows a MoE kernel's tile takes, re-reading the expert's weights per tile; 0: none
     paths: tuple = ()  # ((first tokens per step, FLOP/s, extra bytes per step), ...): llama.cpp's kernels by batch
     rate_missing: str = ""  # a precision a path needs that the profile does not rate (kvplan.speed.ggml)
 
@@ -208,7 +211,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         kv / bw,
         gemm_seconds(s, tokens, prefill_context, rate),
         attn / s.bf16_rate if s.bf16_rate else 0.0,
-        s.expert_bytes * share * steps / bw,
+        (s.expert_bytes * share + reread_bytes(s, routed, touched)) * steps / bw,
         touched * 2 * s.expert_params * steps / (s.grouped_rate or s.gemm_rate) if s.gemm_rate else 0.0,
         comm,
         calls * s.link_latency_s,
@@ -220,6 +223,15 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         prefill_steps * s.layers,
         0.0,  # ingress: no step's (kvplan.speed.frontend.ingress_queue)
     ]
+
+
+def reread_bytes(s: Shape, routed: float, touched: float) -> float:
+    """Routed-expert bytes a step reads past one read of each touched expert, where its MoE kernel tiles an expert's
+    rows in blocks of `moe_block_m` (in the `experts` term): (rows / block - touched) experts' bytes, rows = routed
+    tokens x top-k; 0 for a Shape without such a kernel or a step of fewer rows than touched experts' blocks."""
+    if not s.moe_block_m or not s.num_experts:
+        return 0.0
+    return s.expert_bytes / s.num_experts * max(0.0, routed * s.top_k / s.moe_block_m - touched)
 
 
 def moves_tokens(s: Shape) -> bool:

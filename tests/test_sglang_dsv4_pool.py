@@ -168,6 +168,11 @@ def test_auto_is_sglangs_fp8_e4m3_with_a_note():
     emitted = CliRunner().invoke(app, [*FIT[:-4], "--engine", "sglang", "--engine-version", "0.5.15", "--ctx", "8k",
                                        "--emit", "sglang"]).stdout
     assert "--kv-cache-dtype fp8_e4m3" in emitted  # said, though SGLang's auto gives the same
+    # a ranking prints no plan's warnings, so it says this once
+    ranked = CliRunner().invoke(app, ["sweep", "-m", "deepseek-v4-flash", "--gpu", "h200", "--gpu-counts", "8",
+                                      "--ctx", "8k", "--engine", "sglang", "--engine-version", "0.5.15"])
+    assert ranked.exit_code == 0, ranked.output
+    assert ranked.stderr.count("auto is fp8_e4m3 for DeepSeek-V4") == 1
 
 
 def test_a_bf16_cache_and_another_page_are_refused():

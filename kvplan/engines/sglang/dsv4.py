@@ -37,7 +37,7 @@ from kvplan.engines.versions import parse_version
 from kvplan.hardware.facts import capability_of
 from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.planning.deploy import split_layers
-from kvplan.planning.plan import PlanWarning
+from kvplan.planning.plan import KV_ENGINE_AUTO, PlanWarning
 
 FROM = (0, 5, 15)  # the release read (earlier releases are not claimed)
 AFTER = (0, 5, 17)  # the first release whose pools are not restated (0.5.16 read; 0.5.23 reworked them)
@@ -175,7 +175,8 @@ def auto_cache(model, req):
     if not (req.kv_auto and has_compressed(model.layers)):
         return req, ()
     note = PlanWarning("KV cache fp8: SGLang's --kv-cache-dtype auto is fp8_e4m3 for DeepSeek-V4 (its "
-                       "_deepseek_v4_kv_cache_dtype override; the pool on CUDA holds fp8 latents only)")
+                       "_deepseek_v4_kv_cache_dtype override; the pool on CUDA holds fp8 latents only)",
+                       topic=KV_ENGINE_AUTO)
     return dataclasses.replace(req, kv_dtype=KV_DTYPES["fp8"]), (note,)
 
 

@@ -174,7 +174,7 @@ def auto_cache(model, req):
     auto. A dtype asked for by name is left as asked (check_settings refuses all but fp8)."""
     if not (req.kv_auto and has_compressed(model.layers)):
         return req, ()
-    note = PlanWarning("KV cache fp8: SGLang's --kv-cache-dtype auto is fp8_e4m3 for DeepSeek-V4 (its "
+    note = PlanWarning("KV cache fp8: SGLang's kv_cache_dtype auto is fp8_e4m3 for DeepSeek-V4 (its "
                        "_deepseek_v4_kv_cache_dtype override; the pool on CUDA holds fp8 latents only)",
                        topic=KV_ENGINE_AUTO)
     return dataclasses.replace(req, kv_dtype=KV_DTYPES["fp8"]), (note,)

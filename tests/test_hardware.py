@@ -246,6 +246,15 @@ def _without(field):
         ({**BASE, "interconnect": {"type": "x", "per_dir_bytes_per_s": 0}}, "interconnect.per_dir_bytes_per_s",
          "positive"),
         ({**BASE, "memory_usable_source": "nvidia-smi"}, "memory_usable_source", "'measured:' or 'estimate:'"),
+        # a measured link rate: with its source, at most the datasheet's
+        ({**BASE, "interconnect": {"type": "x", "per_dir_bytes_per_s": 64 * 10**9,
+                                   "achieved_per_dir_bytes_per_s": 48 * 10**9}},
+         "interconnect.achieved_per_dir_bytes_per_s", "go together"),
+        ({**BASE, "interconnect": {"type": "x", "per_dir_bytes_per_s": 64 * 10**9,
+                                   "achieved_per_dir_bytes_per_s": 65 * 10**9, "achieved_source": "a blog"}},
+         "interconnect.achieved_per_dir_bytes_per_s", "exceeds"),
+        ({**BASE, "interconnect": {"type": "x", "achieved_per_dir_bytes_per_s": 48 * 10**9, "achieved_source": "a"}},
+         "interconnect.achieved_per_dir_bytes_per_s", "exceeds"),
         # the hardware facts (README "Hardware facts"): typed, and agreeing with the vendor and dense_flops
         ({**BASE, "vendor": "NVIDIA", "compute_capability": 9.0}, "compute_capability", 'quoted string like "9.0"'),
         ({**BASE, "vendor": "NVIDIA", "compute_capability": "gfx942"}, "compute_capability", "major.minor"),

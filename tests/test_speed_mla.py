@@ -88,3 +88,16 @@ def test_the_simulator_step_model_prices_a_mixed_step_as_the_terms_do():
     assert sm.step(*args, 0, prefill_pairs=pp, prefill_context=pc) == pytest.approx(want, rel=1e-12)
     # the prefill's share is cheaper than at the decode width, by the attention coefficient's share of 3.6x fewer FLOPs
     assert sm.step(*args, 0, prefill_pairs=pp) < sm.step(*args, 0)
+
+
+def test_kimi_k25_int4_decode_on_h200_at_tp_8_prices_both_bytes_and_flops():
+    # moonshotai/Kimi-K2.5 config.json (its text_config): 61 layers, 64 heads, kv_lora_rank 512, qk_rope_head_dim 64;
+    # at tp 8 a rank runs 64 / 8 = 8 heads. Decode, absorbed: 4 x 8 x (512 + 64) = 18,432 FLOPs a pair a layer,
+    # x 61 = 1,124,352; the latent each rank caches whole: 61 x (512 + 64) x 2 B = 70,272 B a token.
+    # Its compressed-tensors W4A16 experts (int4, group 32) run on Marlin's fused MoE with bf16 activations on CUDA
+    # (sglang 0.5.9 wheel, srt/layers/quantization/compressed_tensors/compressed_tensors.py L671-685;
+    # schemes/compressed_tensors_wNa16_moe.py L387 fused_marlin_moe), so the GEMM and grouped terms run at the bf16
+    # rate (grouped_rate 0: the GEMM rate), not an fp8 one
+    s = shape_for(find_in_catalog("kimi-k2.5"), H200, tp=8, weight_dtype="int4", engine="sglang")
+    assert s.attn_flops_per_pair == 1_124_352 and s.kv_bytes_per_token == 70_272
+    assert s.gemm_rate == s.bf16_rate and s.grouped_rate == 0.0

@@ -24,7 +24,8 @@ def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
         "fp8": g.fp8, "fp4": g.fp4, "device_name": g.device_name, "sm_count": g.sm_count,
         "interconnect": {"type": g.interconnect_type, "kind": g.interconnect_kind, "domain": g.interconnect_domain,
                          "per_dir_bytes_per_s": g.interconnect_bytes_per_s, "pcie_gen": g.pcie_gen,
-                         "pcie_lanes": g.pcie_lanes},
+                         "pcie_lanes": g.pcie_lanes,
+                         "achieved_per_dir_bytes_per_s": g.interconnect_achieved_bytes_per_s},
     } for g in catalog.values()]
 
     def render(console) -> None:

@@ -21,8 +21,10 @@ FACT_FIELDS = ("architecture", "compute_capability", "memory_kind", "bf16", "fp8
 # nvlink-direct: NVLink wired GPU to GPU on the board, no switch (V100 SXM2's hybrid cube mesh, GH200 NVL2);
 # pcie: PCIe only; xgmi: AMD Infinity Fabric links; roce: Intel Gaudi's on-chip RoCE Ethernet ports.
 INTERCONNECT_KINDS = ("nvswitch", "nvlink-bridge", "nvlink-direct", "pcie", "xgmi", "roce")
-# `type` and `per_dir_bytes_per_s` as before these facts; room for link bandwidth and latency later.
-INTERCONNECT_FIELDS = ("type", "kind", "domain", "per_dir_bytes_per_s", "pcie_gen", "pcie_lanes")
+# `type` and `per_dir_bytes_per_s` as before these facts; `achieved_per_dir_bytes_per_s` what a published collective
+# benchmark measured over the fabric (an all-reduce's bus bandwidth), with `achieved_source` naming it.
+INTERCONNECT_FIELDS = ("type", "kind", "domain", "per_dir_bytes_per_s", "pcie_gen", "pcie_lanes",
+                       "achieved_per_dir_bytes_per_s", "achieved_source")
 _FABRIC_VENDOR = {"nvswitch": "NVIDIA", "nvlink-bridge": "NVIDIA", "nvlink-direct": "NVIDIA", "xgmi": "AMD"}
 MEMORY_KINDS = ("HBM2", "HBM2e", "HBM3", "HBM3e", "HBM4", "GDDR6", "GDDR6X", "GDDR7", "LPDDR5", "LPDDR5X")
 _NVIDIA_CC_RE = re.compile(r"^(\d{1,2})\.(\d)$")  # "9.0", "10.3", "12.0"
@@ -109,7 +111,8 @@ def read_interconnect(check, ic: Any, vendor: Any) -> dict:
     """The GPU fields of a profile's `interconnect` (null, or a mapping of INTERCONNECT_FIELDS), checked with
     `check` (gpu_profile._Checker: one-line errors naming the file and the field)."""
     out = dict(interconnect_type=None, interconnect_bytes_per_s=None, interconnect_kind=None,
-               interconnect_domain=None, pcie_gen=None, pcie_lanes=None)
+               interconnect_domain=None, pcie_gen=None, pcie_lanes=None, interconnect_achieved_bytes_per_s=None,
+               interconnect_achieved_source=None)
     if ic is None:
         return out
     if not isinstance(ic, dict) or set(ic) - set(INTERCONNECT_FIELDS) or "type" not in ic:
@@ -133,7 +136,25 @@ def read_interconnect(check, ic: Any, vendor: Any) -> dict:
         check.bad("interconnect.pcie_lanes", "1, 2, 4, 8, 16 or null", lanes)
     out.update(interconnect_kind=kind, interconnect_domain=domain, pcie_lanes=lanes,
                pcie_gen=check.pos_int("interconnect.pcie_gen", ic.get("pcie_gen"), nullable=True))
+    out.update(read_achieved_link(check, ic, out["interconnect_bytes_per_s"]))
     return out
+
+
+def read_achieved_link(check, ic: dict, datasheet: int | None) -> dict:
+    """`interconnect.achieved_per_dir_bytes_per_s` (a measured all-reduce bus bandwidth over the fabric, at most
+    `per_dir_bytes_per_s`) and the `achieved_source` it needs, checked as the profile's other achieved rates."""
+    value = check.pos_int("interconnect.achieved_per_dir_bytes_per_s", ic.get("achieved_per_dir_bytes_per_s"),
+                          nullable=True)
+    source = ic.get("achieved_source")
+    if value is None and source is None:
+        return {}
+    if value is None or source is None:
+        check.fail("fields 'interconnect.achieved_per_dir_bytes_per_s' and 'interconnect.achieved_source' go together")
+    if not datasheet or value > datasheet:
+        check.fail(f"field 'interconnect.achieved_per_dir_bytes_per_s' ({value}) exceeds "
+                   f"'interconnect.per_dir_bytes_per_s' ({datasheet})")
+    return dict(interconnect_achieved_bytes_per_s=value,
+                interconnect_achieved_source=check.text("interconnect.achieved_source", source))
 
 
 def read_facts(check, d: dict, flops: dict) -> dict:

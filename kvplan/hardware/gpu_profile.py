@@ -79,6 +79,11 @@ class GPU:
     # run GEMMs at the datasheet's rate: kvplan.speed.shape.read_flops)
     achieved_dense_flops: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     achieved_dense_flops_source: str | None = None
+    # The scale-up fabric's per-direction bandwidth a published collective benchmark measured (an all-reduce's bus
+    # bandwidth over the whole domain, at most `interconnect_bytes_per_s`), and where; None: the speed terms read
+    # the datasheet's (kvplan.speed.terms.link)
+    interconnect_achieved_bytes_per_s: int | None = None
+    interconnect_achieved_source: str | None = None
 
     @property
     def capability(self) -> tuple[int, int] | None:

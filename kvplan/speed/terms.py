@@ -144,14 +144,15 @@ def gemm_rate(gpu, weight_dtype: str | None) -> tuple[float, str]:
 
 def link(gpu, gpus: int) -> tuple[float, float]:
     """(per-direction bandwidth, latency of one ring all-reduce call) among `gpus` GPUs of this profile:
-    its scale-up link within its domain, else the host's PCIe (gen and lanes from the profile, gen 4
-    x16 where it gives none). An xGMI domain is a full mesh, one Infinity Fabric link a peer (AMD's CDNA 3 white
-    paper: 'seven ... links to form a fully connected 8-GPU system'), and the profile's bandwidth is all of a
-    GPU's links: n GPUs of it reach each other over n - 1 of its domain - 1 links (MESH_KINDS)."""
+    its scale-up link within its domain (the profile's measured `achieved_per_dir_bytes_per_s` where it has one,
+    the datasheet's otherwise), else the host's PCIe (gen and lanes from the profile, gen 4 x16 where it gives
+    none). An xGMI domain is a full mesh, one Infinity Fabric link a peer (AMD's CDNA 3 white paper: 'seven ...
+    links to form a fully connected 8-GPU system'), and the profile's bandwidth is all of a GPU's links: n GPUs of
+    it reach each other over n - 1 of its domain - 1 links (MESH_KINDS)."""
     if gpus <= 1:
         return 0.0, 0.0
     kind = gpu.interconnect_kind or "pcie"
-    bw = gpu.interconnect_bytes_per_s
+    bw = gpu.interconnect_achieved_bytes_per_s or gpu.interconnect_bytes_per_s  # measured where the profile has it
     domain = gpu.interconnect_domain or 1
     if not bw or gpus > domain:
         kind = "pcie" if gpus <= max(domain, 8) else "roce"

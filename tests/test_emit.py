@@ -174,3 +174,17 @@ def test_emit_llamacpp_slots_follow_max_model_len_not_a_shorter_ctx():
     assert asked["context"] == long["context"] == 32768
     assert asked["kv_bytes_per_sequence"] == long["kv_bytes_per_sequence"]
     assert asked["max_concurrency"] == long["max_concurrency"]
+
+
+def test_llamacpp_says_when_max_model_len_lengthens_each_slot():
+    # as above (llama-context.cpp L292-306: a slot's limit is -c / -np, and what it allocates): --ctx 8k with
+    # --max-model-len 32k plans 32,768-token slots, said on stderr with the command's -c, 4 x 32,768 = 131,072;
+    # --ctx 32k asks for that length itself, so there is nothing to say
+    base = ["fit", "qwen3-8b", "--gpu", "h100", "--gpus", "1", "--batch", "4", "--engine", "llamacpp",
+            "--max-model-len", "32k"]
+    res = CliRunner().invoke(app, [*base, "--ctx", "8k"])
+    assert res.exit_code == 0, res.output
+    assert "each slot planned at --max-model-len 32,768 tokens, not --ctx 8,192" in res.stderr
+    assert "-c 131,072 for -np 4" in res.stderr
+    same = CliRunner().invoke(app, [*base, "--ctx", "32k"])
+    assert same.exit_code == 0 and "each slot planned" not in same.stderr

@@ -133,6 +133,10 @@ def test_golden_datasheet_numbers(gpus):
     mi100 = gpus["mi100"]
     assert mi100.bandwidth_bytes_per_s == 1_228 * 10**9 and mi100.memory_marketed_bytes == 32 * GiB
     assert mi100.dense_flops["fp16"] == 184_600 * 10**9 and mi100.dense_flops["bf16"] == 92_300 * 10**9
+    # NVIDIA's H200 product page, H200 NVL column: BF16 / FP16 Tensor Core 1,671 TFLOPS and FP8 / INT8 3,341, each
+    # "With sparsity": dense is half, 835.5 and 1,670.5 T (below the SXM's 989 / 1,979 at its 700 W)
+    nvl = gpus["h200-nvl"].dense_flops
+    assert nvl["bf16"] == nvl["fp16"] == 1_671 * T // 2 and nvl["fp8"] == nvl["int8"] == 3_341 * T // 2
 
 
 def test_gpu_is_frozen_and_hashable(gpus):

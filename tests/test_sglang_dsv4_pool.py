@@ -152,9 +152,33 @@ def test_releases_not_read_are_refused_with_the_reason(version, words):
     assert res.exit_code != 0 and words in res.output and "Traceback" not in res.output
 
 
+def test_auto_is_sglangs_fp8_e4m3_with_a_note():
+    # sglang 0.5.15 wheel, arg_groups/overrides.py L1298-1320 (_deepseek_v4_kv_cache_dtype; 0.5.16 L1463-1485): a
+    # DeepseekV4ForCausalLM server whose --kv-cache-dtype is auto runs fp8_e4m3 and logs "Setting KV cache dtype to
+    # fp8_e4m3". No --kv-dtype here plans the pools of --kv-dtype fp8: 584 B a latent (448 fp8 nope + 64 x 2 B rope
+    # + 8 B scales), 7,705.45 B a full token, (budget - 2,715,811,840) / 7,705.45 tokens in pages of 256.
+    res = CliRunner().invoke(app, [*FIT[:-4], "--engine", "sglang", "--engine-version", "0.5.15", "--ctx", "1m",
+                                   "--json"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.stdout)
+    eng = plan["engine"]
+    assert plan["kv_dtype"] == "fp8" and eng["lines"]["bytes_per_full_token"] == "7,705.45 B"
+    assert eng["tokens"] == int((eng["kv_memory_bytes_per_gpu"] - 2_715_811_840) / 7_705.45) // 256 * 256
+    assert any("auto is fp8_e4m3 for DeepSeek-V4" in w for w in plan["warnings"])
+    emitted = CliRunner().invoke(app, [*FIT[:-4], "--engine", "sglang", "--engine-version", "0.5.15", "--ctx", "8k",
+                                       "--emit", "sglang"]).stdout
+    assert "--kv-cache-dtype fp8_e4m3" in emitted  # said, though SGLang's auto gives the same
+    # a ranking prints no plan's warnings, so it says this once
+    ranked = CliRunner().invoke(app, ["sweep", "-m", "deepseek-v4-flash", "--gpu", "h200", "--gpu-counts", "8",
+                                      "--ctx", "8k", "--engine", "sglang", "--engine-version", "0.5.15"])
+    assert ranked.exit_code == 0, ranked.output
+    assert ranked.stderr.count("auto is fp8_e4m3 for DeepSeek-V4") == 1
+
+
 def test_a_bf16_cache_and_another_page_are_refused():
-    res = CliRunner().invoke(app, [*FIT[:-4], "--engine", "sglang", "--engine-version", "0.5.15", "--ctx", "8k"])
-    assert res.exit_code != 0 and "fp8 latents only" in res.output  # kvplan's auto is the model's bf16
+    res = CliRunner().invoke(app, [*FIT[:-4], "--kv-dtype", "bf16", "--engine", "sglang", "--engine-version",
+                                   "0.5.15", "--ctx", "8k"])
+    assert res.exit_code != 0 and "fp8 latents only" in res.output  # bf16 asked for by name
     res = CliRunner().invoke(app, [*FIT, "--engine-version", "0.5.15", "--ctx", "8k", "--engine-opt", "page_size=64"])
     assert res.exit_code != 0 and "page_size 256" in res.output
 

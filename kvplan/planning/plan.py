@@ -27,8 +27,8 @@ from kvplan.readers.mlp_layout import ffn_kinds
 from kvplan.planning.profile import PAGED, KVProfile, kv_profile
 from kvplan.core.search import largest_fitting
 from kvplan.planning.plan_warnings import (  # noqa: F401 (re-exported: engines, report and cli read them here)
-    KV_ASKED, KV_FOLLOWED, KV_NOT_FOLLOWED, KV_TOPICS, UNIFIED, PlanWarning, _override_warning, int4_group_assumed,
-    memory_warnings,
+    KV_ASKED, KV_ENGINE_AUTO, KV_FOLLOWED, KV_NOT_FOLLOWED, KV_TOPICS, UNIFIED, PlanWarning, _override_warning,
+    int4_group_assumed, memory_warnings,
 )
 from kvplan.planning.overhead import (  # noqa: F401 (re-exported: kvplan.planning.plan.activation_estimate, ...)
     DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS, NCCL_BYTES, NON_TORCH_BYTES, activation_estimate,

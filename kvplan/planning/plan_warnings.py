@@ -46,6 +46,9 @@ UNIFIED = "unified_memory"  # PlanWarning.topic: what a plan assumes of a GPU th
 KV_TOPICS = {"checkpoint_kv followed": "followed", "checkpoint_kv not followed": "not followed",
              "checkpoint_kv asked": "asked"}
 KV_FOLLOWED, KV_NOT_FOLLOWED, KV_ASKED = KV_TOPICS
+# PlanWarning.topic of the warning that an engine's 'auto' gives this model a cache dtype of its own, not the model
+# dtype (SGLang's fp8_e4m3 for DeepSeek-V4: kvplan.engines.sglang.dsv4.auto_cache); a ranking says it once
+KV_ENGINE_AUTO = "kv engine auto"
 
 
 def memory_warnings(gpu, usable: int, engine_says_unified: bool = False) -> list[PlanWarning]:

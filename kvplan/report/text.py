@@ -9,7 +9,7 @@ from __future__ import annotations
 from kvplan.core.errors import arg
 from kvplan.core.markup import plain
 from kvplan.hardware.facts import bf16_fact, runs_bf16
-from kvplan.planning.plan import KV_TOPICS, Plan
+from kvplan.planning.plan import KV_ENGINE_AUTO, KV_TOPICS, Plan
 from kvplan.planning.layout import layout_text
 from kvplan.core.units import gib, human_bytes, human_tokens
 from kvplan.planning.speculative import report
@@ -76,10 +76,9 @@ def checkpoint_kv_notes(pairs) -> list[str]:
     ranking of many plans says of the caches checkpoints declare, where it prints no plan's own warnings."""
     seen: dict = {}
     for plan, model in pairs:
-        if getattr(model, "checkpoint_kv", None) is None:
-            continue
+        declared = getattr(model, "checkpoint_kv", None) is not None
         for w in plan.warnings:
-            if w.topic in KV_TOPICS:
+            if (declared and w.topic in KV_TOPICS) or w.topic == KV_ENGINE_AUTO:
                 seen.setdefault(f"{plan.model}: {format_warning(w)}", None)
     return list(seen)
 

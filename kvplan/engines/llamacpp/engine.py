@@ -237,6 +237,17 @@ class LlamaCpp(Engine):
         return dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=1, overhead_bytes=over,
                                    kv_dtype=st.type_k, context=max(req.context, engine_length(model, req)))
 
+    def result(self, model, gpu, dep, req):
+        """The base engine's plan, and a note where a --max-model-len past --ctx made each slot longer (request())."""
+        res = super().result(model, gpu, dep, req)
+        slot = engine_length(model, req)
+        if slot <= req.context:
+            return res
+        note = (f"each slot planned at {arg('max_model_len')} {slot:,} tokens, not {arg('context')} {req.context:,}: "
+                f"llama-server's -c / -np is both a request's limit and what every slot allocates "
+                f"(-c {slot * res.plan.request.batch:,} for -np {res.plan.request.batch})")
+        return res._replace(capacity=res.capacity._replace(notes=(*res.capacity.notes, note)))
+
     def rules(self, st: Settings) -> LlamaCppRules:
         return LlamaCppRules(st)
 

@@ -24,8 +24,10 @@ slots, NPU and ROCm's unified pool, the fp4 indexer flag (its buffers, not the c
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+from kvplan.core.dtypes import KV_DTYPES
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.core.search import largest_fitting
@@ -35,6 +37,7 @@ from kvplan.engines.versions import parse_version
 from kvplan.hardware.facts import capability_of
 from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.planning.deploy import split_layers
+from kvplan.planning.plan import KV_ENGINE_AUTO, PlanWarning
 
 FROM = (0, 5, 15)  # the release read (earlier releases are not claimed)
 AFTER = (0, 5, 17)  # the first release whose pools are not restated (0.5.16 read; 0.5.23 reworked them)
@@ -164,18 +167,30 @@ def max_context(model, dep, cap: Capacity, batch: int, st, dp: int) -> int:
                                   model.max_context))
 
 
+def auto_cache(model, req):
+    """(`req`, notes) with SGLang's --kv-cache-dtype auto for DeepSeek-V4: fp8_e4m3 on CUDA, its warning "Setting KV
+    cache dtype to fp8_e4m3 for DeepseekV4ForCausalLM" (0.5.15 wheel `arg_groups/overrides.py` L1298-1320,
+    `_deepseek_v4_kv_cache_dtype`; 0.5.16 L1463-1485, the same), where the model dtype (bf16) would be kvplan's
+    auto. A dtype asked for by name is left as asked (check_settings refuses all but fp8)."""
+    if not (req.kv_auto and has_compressed(model.layers)):
+        return req, ()
+    note = PlanWarning("KV cache fp8: SGLang's kv_cache_dtype auto is fp8_e4m3 for DeepSeek-V4 (its "
+                       "_deepseek_v4_kv_cache_dtype override; the pool on CUDA holds fp8 latents only)",
+                       topic=KV_ENGINE_AUTO)
+    return dataclasses.replace(req, kv_dtype=KV_DTYPES["fp8"]), (note,)
+
+
 def check_settings(page: int, kv_dtype) -> None:
     """SGLang's DeepSeek-V4 settings on CUDA: page 256 whatever --page-size says (overrides.py L694-705), an fp8
     cache (the pool asserts a uint8 store: `deepseek_v4_memory_pool.py` L107-124). SGLang's auto is fp8_e4m3 for
-    this model (overrides.py L1309-1311), kvplan's the model's bf16: the flag is asked for, as under vLLM."""
+    this model (overrides.py L1308-1311), planned so by `auto_cache`: only a dtype asked for by name reaches here."""
     if page != pool.PAGE:
         raise KvplanError(f"SGLang runs DeepSeek-V4 with page_size {pool.PAGE} whatever --page-size says (its dsv4 "
                           f"backend's override), not {page}", EXIT_USAGE, param="engine_opts", value={"page_size": page})
     if not (kv_dtype.block_elems == 1 and kv_dtype.block_bytes == 1):
         raise KvplanError(f"SGLang's DeepSeek-V4 pool on CUDA holds fp8 latents only (DeepSeekV4SingleKVPool asserts a "
-                          f"uint8 store; its auto is fp8_e4m3), not {kv_dtype.name}; pass {arg('kv_dtype')} fp8",
-                          EXIT_USAGE,
-                          param="kv_dtype", value=kv_dtype.name)
+                          f"uint8 store; its auto is fp8_e4m3), not {kv_dtype.name}; pass {arg('kv_dtype')} auto "
+                          "or fp8", EXIT_USAGE, param="kv_dtype", value=kv_dtype.name)
 
 
 def no_log_check(model) -> None:

@@ -304,6 +304,13 @@ class Sglang(Engine):
         return dataclasses.replace(req, gpu_memory_utilization=st.mem_fraction_static, block_size=st.page_size,
                                    overhead_bytes=over)
 
+    def with_checkpoint_kv(self, model, req):
+        """A declared KV cache as the base engine reads it, then DeepSeek-V4's own auto, fp8_e4m3
+        (kvplan.engines.sglang.dsv4.auto_cache)."""
+        req, said = super().with_checkpoint_kv(model, req)
+        req, v4 = sglang_dsv4.auto_cache(model, req)
+        return req, (*said, *v4)
+
     def checkpoint_kv_rule(self, ckv):
         """--kv-cache-dtype auto on a checkpoint's declared KV cache, by release (engines/sglang/cache_dtype.py)."""
         return sglang_cache_dtype.checkpoint_kv_rule(ckv, self.version or self.default_version)

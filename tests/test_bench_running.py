@@ -232,6 +232,24 @@ def test_amd_mlperf_points_carry_their_harness_running_limit():
     assert (r.cap, r.chunk) == (650, 40960)
 
 
+def test_nvidia_harness_runtime_batch_size_overrides_the_build():
+    # MLPerf Inference v5.1, Nebius 8x H200-SXM, Llama-3.1-405B Server and Interactive
+    # (mlcommons/inference_results_v5.1@965182b0:closed/Nebius/configs/H200-SXM-141GBx8/Server/llama3_1-405b.py):
+    # gpu_batch_size 512 builds the engine, but trtllm_runtime_flags sets 'max_batch_size': 64, which the executor core
+    # passes to TensorRT-LLM's ExecutorConfig (closed/NVIDIA/code/llmlib/cores/trtllm_executor_core.py,
+    # max_batch_size=int(runtime_flags['max_batch_size']); llmlib/config.py: runtime = runtime flag or build, asserted
+    # <= build). The pool holds more: fp8 KV of 126 layers x 8 heads x 128 x 2 x 1 B = 258,048 B a token, 32,256 B on
+    # each of tp 8's ranks; the fp8 weights, ~405e9 B / 8 = 51 GB a rank, leave ~90 GB of a 141 GB part, and even 50 GB
+    # of it at the 0.9 fraction holds 45e9 / (32,256 x (9,428.64 + 656.36 / 2)) = 143 requests; so the runtime limit,
+    # 64, binds (with the build's 512 the pool would).
+    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    for scenario in ("server", "interactive"):
+        c = next(c for c in cases if c.id == f"nebius-h200-sxm-141gbx8_trt-llama3_1-405b-{scenario}")
+        assert c.max_seqs == 64 and c.flags["gpu_batch_size"] == "512" and c.tp == 8
+        r = running(c, find_in_catalog("llama-3.1-405b"), find_gpu("h200-sxm"))
+        assert r.cap == 64
+
+
 def test_nvidia_harness_kv_fraction_reaches_the_engine():
     # NVIDIA's MLPerf harness names TensorRT-LLM's KV free-memory fraction kvcache_free_gpu_mem_frac (its llmlib/config.py
     # writes it into kv_cache_config free_gpu_memory_fraction): half the fraction leaves a smaller pool, so fewer of

@@ -88,6 +88,8 @@ class Built:
             self.shape, self.why = None, f"GPU profile has no {s.rate_missing} rate (llama.cpp's GEMM path)"
             return  # not priced at zero, skipped and counted
         self.roof_shape = replace(s, paths=()) if s.paths else s  # the roofline knows no engine's kernels
+        if fused_allreduce(case.flags):  # the engine's fused kernel, after the roofline's copy
+            self.shape = replace(s, fused_allreduce=True)
         room = gpu.memory_usable_bytes * 0.9 - (s.dense_bytes + s.expert_bytes) / case.pp - OVERHEAD_BYTES
         per_seq = max(1, s.kv_bytes_per_token) * max(1.0, load.isl + load.osl) + s.state_bytes_per_seq
         limit = case.max_seqs or DEFAULT_MAX_SEQS[case.engine]
@@ -114,6 +116,22 @@ class Built:
         b, g, cm = combos(load, prev.get("e2el"), prev.get("service"), prev.get("rho_cap"))
         return (prefill_features(s, load.isl, batch=b, chunk=load.chunk), decode_features(s, b, decode_context(load)),
                 prefill_features(s, load.isl, batch=g, chunk=load.chunk), cm)
+
+
+# TensorRT-LLM's build flag that fuses each row-parallel linear's all-reduce into its GEMM (a TensorRT engine's
+# plugin_config gemm_allreduce_plugin, float16 / bfloat16; NVIDIA's MLPerf Llama-3.1-405B configs' trtllm_build_flags):
+# the output tiles are reduced in the NVSwitch (multimem ld_reduce, each rank 1 / tp of them) and multicast by the
+# kernel's own warps while its other warps compute the next tiles (NVIDIA/TensorRT-LLM@42169182:cpp/tensorrt_llm/
+# kernels/cutlass_kernels/allreduce_gemm/communication/sm90_allreduce_nvls_warpspecialized.hpp,
+# CollectiveAllReduceMulticastWarpSpecialized: allreduce_in_switch per tile), so the ring's bandwidth term is not paid
+# beside the GEMM; the calls' latency is kept (kvplan.speed.terms.features).
+FUSED_ALLREDUCE = "gemm_allreduce_plugin"
+
+
+def fused_allreduce(flags: dict | None) -> bool:
+    """Whether a run's flags build its tensor-parallel all-reduces into the GEMMs (FUSED_ALLREDUCE, not disabled)."""
+    v = (flags or {}).get(FUSED_ALLREDUCE)
+    return v is not None and str(v).lower() not in ("", "none", "disable", "false")
 
 
 def prefill_unrated(s: Shape, load) -> bool:

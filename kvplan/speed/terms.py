@@ -37,7 +37,8 @@ the order of `TERMS`:
              match them, so the term stays the multiple of the expert read it is for every other checkpoint
   comm       tensor-parallel all-reduces (2 per layer, ring: 2(n-1)/n x bytes / per-direction link
              bandwidth) and expert-parallel dispatch + combine ((n-1)/n x bytes each), the latter only where the
-             experts span data-parallel replicas (ep > tp: `moves_tokens`)
+             experts span data-parallel replicas (ep > tp: `moves_tokens`); no tensor-parallel bandwidth term where the
+             engine reduces inside the GEMMs (`fused_allreduce`: kvplan.speed.fit.FUSED_ALLREDUCE)
   latency    collective calls x the link's latency per call (NCCL's ring model, below)
   step       1 (seconds per step: scheduling, launches, sampling)
   layer      layers on the rank (seconds per layer per step)
@@ -116,6 +117,7 @@ class Shape:
     link_bandwidth: float = 0.0  # bytes/s one direction; 0: no link (one GPU)
     link_latency_s: float = 0.0  # per collective call
     moe_block_m: int = 0  # expert rows a MoE kernel's tile takes, re-reading the expert's weights per tile; 0: none
+    fused_allreduce: bool = False  # tensor-parallel all-reduces inside the row-parallel GEMMs: no bandwidth term
     paths: tuple = ()  # ((first tokens per step, FLOP/s, extra bytes per step), ...): llama.cpp's kernels by batch
     rate_missing: str = ""  # a precision a path needs that the profile does not rate (kvplan.speed.ggml)
 
@@ -200,8 +202,9 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     touched = experts_touched(s.num_experts, s.top_k, routed) if s.num_experts else 0.0  # planning's formula
     share = touched / s.num_experts if s.num_experts else 0.0
     comm = calls = 0.0
-    if s.tp > 1:
-        comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * tokens * s.hidden * ACT_BYTES / s.link_bandwidth
+    if s.tp > 1:  # fused (TensorRT-LLM's GEMM + AllReduce): reduced tile by tile under the GEMM, its calls kept
+        ring = 2 * s.layers * 2 * (s.tp - 1) / s.tp * tokens * s.hidden * ACT_BYTES / s.link_bandwidth
+        comm += 0.0 if s.fused_allreduce else ring
         calls += 2 * s.layers * steps
     if moves_tokens(s):
         comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * tokens * s.top_k * s.hidden * ACT_BYTES / s.link_bandwidth

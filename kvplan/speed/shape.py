@@ -54,7 +54,13 @@ def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None =
 
 def attention_flops(layers, heads: int, tp: int) -> tuple[float, float, tuple, float]:
     """(decode FLOPs per query-key pair over these layers on one rank, prefill FLOPs per pair, ((the part of them a
-    sparse layer's heads run, top-k), ...), GEMM FLOPs a prefill spends per cached token it decompresses).
+    sparse layer's heads, or a sliding-window or chunked-local layer's, run, top-k or span), ...), GEMM FLOPs a prefill
+    spends per cached token it decompresses).
+
+    A local layer's query attends to at most its span of keys, and the engines' kernels skip the rest (FlashAttention's
+    `window_size` = (window - 1, 0) in vLLM's FlashAttentionImpl: vllm-project/vllm@0084b783:vllm/v1/attention/
+    backends/flash_attn.py), so its FLOPs are capped as a top-k layer's are, as its KV reads already were
+    (`kv_windows`).
 
     Decode: 4 x heads / tp x head dim a layer (MLA absorbed: latent + rope), and a DSA layer's indexer 2 x its heads x
     dim (replicated on every rank), which scores every pair where its heads run at most top-k a query (module
@@ -89,6 +95,8 @@ def attention_flops(layers, heads: int, tp: int) -> tuple[float, float, tuple, f
                 capped[layer.index_topk] = capped.get(layer.index_topk, 0.0) + flops
                 indexer = 2 * layer.index_n_heads * layer.index_head_dim
                 pairs, prefill = pairs + indexer, prefill + indexer
+            elif layer.span:  # a sliding window or local chunk: at most its span of keys a query
+                capped[layer.span] = capped.get(layer.span, 0.0) + flops
     return pairs, prefill, tuple(sorted((f, k) for k, f in capped.items())), decompress
 
 

@@ -101,7 +101,8 @@ class Shape:
     attn_flops_per_pair: float = 0.0  # 4 x heads on this rank x head dim, over attention layers: a decode query's
     attn_prefill_flops_per_pair: float | None = None  # a prefill query's (MLA decompressed); None: the same
     decompress_flops: float = 0.0  # GEMM FLOPs a prefill step spends per cached token it attends to (MLA's kv_b_proj)
-    attn_topk: tuple = ()  # ((FLOPs per pair, top-k), ...): parts of attn_flops_per_pair at most top-k pairs a query
+    attn_topk: tuple = ()  # ((FLOPs per pair, k), ...): parts of attn_flops_per_pair at most k pairs a query
+    # (a sparse layer's top-k, a local layer's window or chunk)
     layers: int = 1
     hidden: int = 0
     tp: int = 1

@@ -92,7 +92,6 @@ def mxfp4_precision(engine_key: str | None, gpu, version=None) -> str | None:
     return rule(cap, version) if cap is not None else None
 
 
-
 MARLIN_BLOCK_M = 64  # the largest block_size_m fused_marlin_moe picks (its 8, 16, 32, 48, 64 ladder)
 VLLM_TRITON_BUNDLED = (0, 12, 0)  # vLLM's first release whose build installs triton_kernels: Triton on Hopper
 

@@ -9,9 +9,11 @@ import pytest
 from kvplan.bench.running import running
 from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import Built, fused_allreduce
+from kvplan.speed.model import StepModel, priced
 from kvplan.speed.terms import TERMS, Shape, features
 
 COMM, LATENCY = TERMS.index("comm"), TERMS.index("latency")
+BASE = dict(dense_bytes=0, layers=126, hidden=16384, tp=8, bandwidth=4.8e12, link_bandwidth=450e9, link_latency_s=10e-6)
 
 
 def test_fused_allreduce_drops_the_ring_bandwidth_and_keeps_the_calls():
@@ -21,10 +23,8 @@ def test_fused_allreduce_drops_the_ring_bandwidth_and_keeps_the_calls():
     # per-call latency either way. The fused kernel reduces each output tile in the switch under the GEMM: no
     # bandwidth term (NVIDIA/TensorRT-LLM@42169182:cpp/tensorrt_llm/kernels/cutlass_kernels/allreduce_gemm/
     # communication/sm90_allreduce_nvls_warpspecialized.hpp, allreduce_in_switch).
-    base = dict(dense_bytes=0, layers=126, hidden=16384, tp=8, bandwidth=4.8e12, link_bandwidth=450e9,
-                link_latency_s=10e-6)
-    ring = features(Shape(**base), 2560, 1, 2560, 0)
-    fused = features(Shape(**base, fused_allreduce=True), 2560, 1, 2560, 0)
+    ring = features(Shape(**BASE), 2560, 1, 2560, 0)
+    fused = features(Shape(**BASE, fused_allreduce=True), 2560, 1, 2560, 0)
     assert ring[COMM] == pytest.approx(252 * 146_800_640 / 450e9)
     assert fused[COMM] == 0.0
     assert fused[LATENCY] == ring[LATENCY] == pytest.approx(252 * 10e-6)
@@ -42,3 +42,11 @@ def test_mlperf_405b_engine_runs_read_the_fused_allreduce():
     b = Built(c, running)
     assert b.shape.fused_allreduce and not b.roof_shape.fused_allreduce  # the roofline knows no engine's kernels
     assert not fused_allreduce({"gemm_allreduce_plugin": "disable"}) and not fused_allreduce({})
+
+
+def test_the_simulator_step_model_prices_a_fused_allreduce_as_the_terms_do():
+    # the step model folds the ring into its per-token cost: a fused shape must leave it out there too (calls kept)
+    coef = tuple(0.0 if t in ("pstep", "player") else 1.0 for t in TERMS)  # the step model adds those by itself
+    for fused in (False, True):
+        s = Shape(**BASE, fused_allreduce=fused)
+        assert StepModel(s, coef).step(2560, 1, 2560, 0) == pytest.approx(priced(coef, features(s, 2560, 1, 2560, 0)))

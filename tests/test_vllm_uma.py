@@ -178,10 +178,10 @@ def test_the_runners_token_table_is_non_kv_memory_on_a_unified_gpu(gb10):
         assert plan(discrete, version).plan.kv_memory_bytes_per_gpu - got == table, version
         assert plan(gb10, version).settings["overhead_host_token_table"] == table
     st = _st(gb10, version="0.7.3", max_num_seqs=256)
-    assert not st.v1 and uma.token_table_bytes(gb10, st, 32768) == 0
-    assert uma.token_table_bytes(find_gpu("h100-sxm"), _st(find_gpu("h100-sxm"), max_num_seqs=256), 32768) == 0
+    assert not st.v1 and uma.token_table_bytes(gb10, st) == 0
+    assert uma.token_table_bytes(find_gpu("h100-sxm"), _st(find_gpu("h100-sxm"), max_num_seqs=256)) == 0
     # a unified part on ROCm (MI300A's profile): vLLM reads it as a discrete GPU; not counted
-    assert uma.token_table_bytes(find_gpu("mi300a"), _st(find_gpu("mi300a"), max_num_seqs=256), 32768) == 0
+    assert uma.token_table_bytes(find_gpu("mi300a"), _st(find_gpu("mi300a"), max_num_seqs=256)) == 0
 
 
 def test_a_cold_loads_page_cache_is_non_kv_where_vllm_reads_the_device_count(gb10):

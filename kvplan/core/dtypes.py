@@ -28,6 +28,11 @@ class DType:
     def bytes_per_element(self) -> float:
         return self.block_bytes / self.block_elems
 
+    @property
+    def one_byte(self) -> bool:
+        """One byte a value, unblocked: an fp8 (or int8) cache, the only one DeepSeek-V4's pools take."""
+        return self.block_elems == 1 and self.block_bytes == 1
+
 
 FP32 = DType("fp32", 1, 4)
 BF16 = DType("bf16", 1, 2)

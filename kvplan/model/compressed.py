@@ -64,7 +64,7 @@ class CompressedMLA(LayerSpec):
 
     def entry_bytes(self, kv_dtype) -> int:
         """Bytes of one latent (window or compressed) entry in a `kv_dtype` cache."""
-        if kv_dtype.block_elems == 1 and kv_dtype.block_bytes == 1:
+        if kv_dtype.one_byte:
             nope = self.head_dim - self.rope_dim
             return nope + 2 * self.rope_dim + nope // NOPE_SCALE_BLOCK + 1
         if kv_dtype.block_elems == 1 and kv_dtype.block_bytes == 2:

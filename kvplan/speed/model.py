@@ -162,7 +162,7 @@ class StepModel:
         self.base = (c["weights"] * s.dense_bytes / s.bandwidth + c["step"] + c["layer"] * s.layers
                      + c["latency"] * calls * s.link_latency_s)
         comm = 0.0
-        if s.tp > 1:
+        if s.tp > 1 and not s.fused_allreduce:  # as features: a fused all-reduce pays its calls only
             comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * s.hidden * ACT_BYTES / s.link_bandwidth
         if moves_tokens(s):
             comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * s.top_k * s.hidden * ACT_BYTES / s.link_bandwidth

@@ -85,7 +85,13 @@ def mxfp4_precision(engine_key: str | None, gpu, version=None) -> str | None:
     current release), or None where this module has no rule (another engine, a GPU off NVIDIA or known only by its
     memory): the weight dtype's own rate then (kvplan.speed.terms.gemm_rate). An older era's or a harness's key
     ("sglang<0.5.14", what `fit --engine sglang --engine-version 0.5.6` prices with) reads its engine's rule."""
-    rule = MXFP4_MOE.get(engine_of(engine_key or ""))
+    return _nvidia_rule(MXFP4_MOE, engine_key, gpu, version)
+
+
+def _nvidia_rule(table: dict, engine_key: str | None, gpu, version):
+    """`table`'s rule for the engine of `engine_key` (an era's or a harness's key reads its engine's) at `gpu`'s
+    compute capability and `version`; None where it has none, or the GPU is off NVIDIA or known only by its memory."""
+    rule = table.get(engine_of(engine_key or ""))
     if rule is None or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
         return None
     cap = capability_of(gpu)
@@ -117,8 +123,4 @@ def moe_block_m(engine_key: str | None, gpu, version=None) -> int:
     vllm/model_executor/layers/fused_moe/fused_marlin_moe.py, a later stored version than the corpus's 0.10-0.11, the
     one the code index holds), run on every NVIDIA GPU but compute capability 10.x (FlashInfer) and 9.x from 0.12.0
     (triton_kernels bundled), as kvplan.engines.vllm.mxfp4 restates get_mxfp4_backend by release."""
-    rule = MOE_BLOCK.get(engine_of(engine_key or ""))
-    if rule is None or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
-        return 0
-    cap = capability_of(gpu)
-    return rule(cap, version) if cap is not None else 0
+    return _nvidia_rule(MOE_BLOCK, engine_key, gpu, version) or 0

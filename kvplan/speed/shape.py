@@ -197,8 +197,8 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     own = gemm_rate(gpu, stored)[1]  # the weights' own precision's rate, which the grouped term keeps
     dtype, block_m = stored, 0
     if str(stored or "").lower() == "mxfp4" and spec.params.num_experts:
-        dtype = mxfp4_precision(engine_key(engine) if engine else None, gpu, version) or stored
-        block_m = moe_block_m(engine_key(engine) if engine else None, gpu, version)
+        key = engine_key(engine) if engine else None
+        dtype, block_m = mxfp4_precision(key, gpu, version) or stored, moe_block_m(key, gpu, version)
     peak, precision = gemm_rate(gpu, dtype)
     peak_bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)
     rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, "bf16")

@@ -203,9 +203,9 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     touched = experts_touched(s.num_experts, s.top_k, routed) if s.num_experts else 0.0  # planning's formula
     share = touched / s.num_experts if s.num_experts else 0.0
     comm = calls = 0.0
-    if s.tp > 1:  # fused (TensorRT-LLM's GEMM + AllReduce): reduced tile by tile under the GEMM, its calls kept
-        ring = 2 * s.layers * 2 * (s.tp - 1) / s.tp * tokens * s.hidden * ACT_BYTES / s.link_bandwidth
-        comm += 0.0 if s.fused_allreduce else ring
+    if s.tp > 1:
+        if not s.fused_allreduce:  # TensorRT-LLM's GEMM + AllReduce reduces tile by tile under the GEMM
+            comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * tokens * s.hidden * ACT_BYTES / s.link_bandwidth
         calls += 2 * s.layers * steps
     if moves_tokens(s):
         comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * tokens * s.top_k * s.hidden * ACT_BYTES / s.link_bandwidth

@@ -187,7 +187,7 @@ def check_settings(page: int, kv_dtype) -> None:
     if page != pool.PAGE:
         raise KvplanError(f"SGLang runs DeepSeek-V4 with page_size {pool.PAGE} whatever --page-size says (its dsv4 "
                           f"backend's override), not {page}", EXIT_USAGE, param="engine_opts", value={"page_size": page})
-    if not (kv_dtype.block_elems == 1 and kv_dtype.block_bytes == 1):
+    if not kv_dtype.one_byte:
         raise KvplanError(f"SGLang's DeepSeek-V4 pool on CUDA holds fp8 latents only (DeepSeekV4SingleKVPool asserts a "
                           f"uint8 store; its auto is fp8_e4m3), not {kv_dtype.name}; pass {arg('kv_dtype')} auto "
                           "or fp8", EXIT_USAGE, param="kv_dtype", value=kv_dtype.name)

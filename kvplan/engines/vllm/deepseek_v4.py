@@ -53,7 +53,7 @@ PACKED = (0, 25, 0)  # the packed allocator
 
 def is_fp8(kv_dtype) -> bool:
     """Whether `kv_dtype` is a one-byte cache, the only one vLLM's DeepSeek-V4 attention takes (fp8_ds_mla)."""
-    return kv_dtype is not None and kv_dtype.block_elems == 1 and kv_dtype.block_bytes == 1
+    return kv_dtype is not None and kv_dtype.one_byte
 
 
 FP8_ONLY = "fp8_ds_mla: DeepseekV4MLAAttention asserts an fp8 cache"

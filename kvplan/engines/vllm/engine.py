@@ -25,7 +25,7 @@ from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
 from kvplan.core.intmath import cdiv
 from kvplan.planning.plan import UNIFIED, cache_dtypes
-from kvplan.engines.context import engine_length, vllm_rule
+from kvplan.engines.context import vllm_rule
 from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, parse_version
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
@@ -258,7 +258,7 @@ class Vllm(Engine):
         # the non-KV memory besides the weights: the repacking is booked as weights (loaded_extra)
         total, parts = overhead(model, dep, st)
         # on a unified-memory GPU, what vLLM also counts of the host's growth during start-up (uma.host_counted)
-        host = uma.host_counted(st.gpu, st, engine_length(model, req), weight_bytes(model).total)
+        host = uma.host_counted(st.gpu, st, weight_bytes(model).total)
         over = req.overhead_bytes if req.overhead_bytes is not None else total - parts["weights_repack"] + host
         req = vllm_cache_dtype.as_cached(req, model)  # MiMo-V2-Flash: the model's own dtype
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
@@ -323,7 +323,7 @@ class Vllm(Engine):
     def settings_dict(self, st: Settings, model, dep, req) -> dict:
         parts = overhead(model, dep, st)[1]
         return {**st.as_dict(), **{f"overhead_{k}": v for k, v in parts.items()},
-                "overhead_host_token_table": uma.token_table_bytes(st.gpu, st, engine_length(model, req)),
+                "overhead_host_token_table": uma.token_table_bytes(st.gpu, st),
                 "overhead_page_cache": uma.page_cache_bytes(st.gpu, st, weight_bytes(model).total),
                 "memory_unified": uma.unified(st.gpu), "free_from_meminfo": uma.reads_meminfo(st.gpu, st.v)}
 

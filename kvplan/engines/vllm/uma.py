@@ -95,7 +95,7 @@ def host_bytes(gpu, st) -> int:
     return st.host_growth if unified(gpu) else 0
 
 
-def token_table_bytes(gpu, st, max_model_len: int) -> int:
+def token_table_bytes(gpu, st) -> int:
     """The host memory vLLM's model runner fills with one token id per request slot and position, max_num_seqs x
     max_model_len, on an NVIDIA unified-memory profile (0 elsewhere, and under the V0 engine).
 
@@ -111,7 +111,7 @@ def token_table_bytes(gpu, st, max_model_len: int) -> int:
         `use_v2_model_runner`), so from there kvplan counts the 4 B both runners hold, not V1's 1 B mask (a lower
         bound where V1 runs), nor V2's M-RoPE position table (`gpu/mm/rope.py` v0.29.0 L49-54).
     """
-    return st.max_num_seqs * max_model_len * _token_entry_bytes(gpu, st)
+    return st.max_num_seqs * st.max_model_len * _token_entry_bytes(gpu, st)
 
 
 def _token_entry_bytes(gpu, st) -> int:
@@ -121,10 +121,10 @@ def _token_entry_bytes(gpu, st) -> int:
     return 5 if MASK_FROM <= st.v < RUNNER_CHOICE_FROM else 4
 
 
-def host_counted(gpu, st, max_model_len: int, checkpoint: int) -> int:
+def host_counted(gpu, st, checkpoint: int) -> int:
     """All vLLM counts of the host as non-KV memory on a unified GPU: the runner's token table, the page cache the
     load leaves where the device count leaves it out, and the stated host growth (0 on a discrete GPU)."""
-    return (token_table_bytes(gpu, st, max_model_len) + page_cache_bytes(gpu, st, checkpoint)
+    return (token_table_bytes(gpu, st) + page_cache_bytes(gpu, st, checkpoint)
             + host_bytes(gpu, st))
 
 
@@ -179,7 +179,7 @@ def warnings(gpu, st) -> tuple[PlanWarning, ...]:
     per = _token_entry_bytes(gpu, st)
     table = (f"the model runner's host token table (max_num_seqs x max_model_len x {per} B = {st.max_num_seqs:,} x "
              f"{st.max_model_len:,} x {per} B = {{}}) and " if per else "")
-    sizes = ((token_table_bytes(gpu, st, st.max_model_len),) if per else ()) + (host_bytes(gpu, st),)
+    sizes = ((token_table_bytes(gpu, st),) if per else ()) + (host_bytes(gpu, st),)
     out.append(PlanWarning("vLLM counts what the node's processes allocate on the host between its worker's "
                            f"start and the end of its profile run as non-KV memory (the drop of {short}): "
                            f"kvplan counted {table}{{}} more ({arg('engine_opts')} host_growth=SIZE); the KV "

@@ -10,6 +10,8 @@ import yaml
 from kvplan.core.errors import KvplanError
 from kvplan.hardware.gpu_profile import parse_profile
 from kvplan.hardware.gpus import load_gpus
+from kvplan.speed.corpus import read_corpus
+from kvplan.speed.fit import Built
 from kvplan.speed.model import StepModel, priced
 from kvplan.speed.terms import TERMS, Shape, allreduce_table, features, measured_allreduce
 
@@ -24,7 +26,8 @@ def h100():
     return load_gpus()["h100-sxm"]
 
 
-@pytest.mark.parametrize("profile, device", [("h100-sxm", "h100_sxm"), ("h200-sxm", "h200_sxm"), ("b200", "b200_sxm")])
+@pytest.mark.parametrize("profile, device",
+                         [("h100-sxm", "h100_sxm"), ("h200-sxm", "h200_sxm"), ("b200", "b200_sxm")])
 def test_the_profiles_tables_are_aiconfigurators_rows_in_bytes(profile, device):
     # aiconfigurator's collector all-reduces a bf16 tensor of `message_size` elements (ai-dynamo/aiconfigurator@0a3146b1:
     # collector/collect_all_reduce.py, torch.ones(get_input_shape_and_comm_size(size), dtype)), its latency in ms: the
@@ -72,8 +75,6 @@ def test_a_measured_table_replaces_the_rings_bandwidth_and_latency(h100):
 def test_only_the_engine_whose_kernel_was_timed_reads_the_table():
     # the tables are TensorRT-LLM's AllReduce (aiconfigurator's collector, --backend trtllm); vLLM's and SGLang's
     # custom all-reduce and NCCL keep the ring
-    from kvplan.speed.fit import Built
-    from kvplan.speed.corpus import read_corpus
     cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
     tp8 = {c.engine: c for c in cases if c.gpu in ("h100-sxm", "h200-sxm") and c.tp == 8 and c.ep == 1}
     assert {"trtllm", "vllm", "sglang"} <= set(tp8)

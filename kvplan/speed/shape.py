@@ -215,6 +215,7 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
                  gemm_rate=rate or bf16, grouped_rate=(read_flops(gpu, own) if own != precision else 0.0),
                  bf16_rate=bf16, peak_bf16_rate=peak_bf16,
                  link_bandwidth=link_bw, link_latency_s=latency,
-                 allreduce=allreduce_table(gpu, terms["tp"]) if measured_allreduce_kernel(engine) else (), moe_block_m=block_m, paths=paths,
+                 allreduce=allreduce_table(gpu, terms["tp"]) if measured_allreduce_kernel(engine) else (),
+                 moe_block_m=block_m, paths=paths,
                  rate_missing=missing)
 

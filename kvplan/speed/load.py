@@ -277,11 +277,9 @@ def combos(load: Load, e2e_estimate: float | None = None,
         t = lockstep_cycle(load, b, g, osl)
     first = ((b + 1) / (2 * b), 0.0, 0.0)  # the mean request of a wave gets its first token half-way through it
     steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, osl)  # held: balancing
-    in_waves = load.waves and load.fixed and load.concurrency and not at_rate(load)
-    poll = 0.0 if burst or in_waves else poll_steps(load)  # a spread arrival's wait for the scheduler's poll
-    staggered = (0.0, steps + held + poll, 1.0)  # a later request's group prefill and the decode steps sharing it
-    if in_waves:
-        staggered = first  # a closed loop in waves: every wave is the first one (the module's docstring)
+    poll = poll_steps(load, burst)  # a spread arrival's wait for the scheduler's next poll
+    # a later request's group prefill and the decode steps sharing it; in waves every wave is the first one
+    staggered = first if in_waves(load) else (0.0, steps + held + poll, 1.0)
     if burst:  # n requests at once: B start, each later one when a slot frees, one every T
         wait = (c - b) ** 2 / (2 * c)  # the mean over all n of max(0, j - B) x T
         share = b / c
@@ -300,8 +298,7 @@ def combos(load: Load, e2e_estimate: float | None = None,
     ttft = tuple(share * f + (1 - share) * x for f, x in zip(first, staggered))
     ttft = (ttft[0] + wait * t[0], ttft[1] + wait * t[1], ttft[2])
     ttft = tuple(x + y for x, y in zip(ttft, late)) if burst else ttft
-    e2e = (e2e[0], e2e[1] + (1 - share) * (held + poll), e2e[2])  # held and poll waits in E2E too (TPOT
-    # unchanged; not in throughput: the replica serves others meanwhile)
+    e2e = (e2e[0], e2e[1] + (1 - share) * (held + poll), e2e[2])  # the waits in E2E too (TPOT unchanged; no throughput)
     n = load.num_prompts / load.dp if load.num_prompts else load.cap
     if at_rate(load) and overloaded(rho_cap):  # the queue grows through the run: D/D/1's overload, in request times T
         q = arrival_wait(rho_cap, max(0.0, (n - 1) / 2), 0.0)  # D/D/1 past rho 1: bound x (1 - 1 / rho_cap)
@@ -324,11 +321,17 @@ def combos(load: Load, e2e_estimate: float | None = None,
     }
 
 
-def poll_steps(load: Load) -> float:
+def in_waves(load: Load) -> bool:
+    """Whether a closed loop of equal lengths runs in waves (`waves`; the module's docstring)."""
+    return bool(load.waves and load.fixed and load.concurrency and not at_rate(load))
+
+
+def poll_steps(load: Load, burst: bool = False) -> float:
     """Decode steps a spread arrival waits for its engine's scheduler to poll (`poll_wait`; the module's docstring):
-    none for a closed loop of one request, which arrives to an idle engine polling every pass."""
+    none in a burst (every request queued before the run starts), in waves or in a closed loop of one request, whose
+    arrivals find the engine idle, polling every pass."""
     alone = load.concurrency is not None and load.concurrency <= 1 and not at_rate(load)
-    return 0.0 if alone else load.poll_wait
+    return 0.0 if burst or alone or in_waves(load) else load.poll_wait
 
 
 def gap(load: Load, e2e: tuple, ttft: tuple, k: float) -> tuple:

@@ -34,8 +34,8 @@ from typing import NamedTuple
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_workers, mixed_chunk,
-                                      model_limits, preempts_on_growth, prefill_first_release, resident_context,
-                                      runs_waves, worker_chunk)
+                                      model_limits, poll_wait_steps, preempts_on_growth, prefill_first_release,
+                                      resident_context, runs_waves, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.model.layers import Kind
 from kvplan.planning.deploy import Deployment
@@ -74,6 +74,7 @@ class Running(NamedTuple):
     lockstep: int = 1  # data-parallel workers whose forwards run together (kvplan.engines.scheduler.lockstep_workers)
     recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations (case_balance)
+    poll_wait: float = 0.0  # decode steps an arriving request waits for the scheduler's next poll (case_poll_wait)
 
 
 def case_waves(case, spec=None) -> bool:
@@ -97,12 +98,22 @@ def case_balance(case) -> tuple[int, int] | None:
     return balance_iters(case.engine, case.flags, case.dp > 1 and attention_dp(case))
 
 
+def case_poll_wait(case) -> float:
+    """Decode steps a request of `case` arriving while its engine decodes waits, with the flags it ran, for the
+    scheduler's next poll beyond the default's (kvplan.engines.scheduler.poll_wait_steps: SGLang's
+    --scheduler-recv-interval)."""
+    return poll_wait_steps(case.engine, case.flags, case.dp > 1 and attention_dp(case))
+
+
 def running(case, spec, gpu) -> Running | None:
     """The engine's running cap and prefill chunk for a corpus case (kvplan.speed.corpus.Case) on `spec`
     and `gpu`, one replica's, or None where the engine's rules do not take the setting (attention-DP ranks); with
-    its attention-DP balancing (`case_balance`) wherever that applies, sized or not (a scheduler rule, not memory)."""
-    got, held = sized(case, spec, gpu), case_balance(case)
-    return got if held is None else (got or Running(None, None))._replace(balance=held)
+    its attention-DP balancing (`case_balance`) and its scheduler's polling wait (`case_poll_wait`) wherever they
+    apply, sized or not (scheduler rules, not memory)."""
+    got, held, poll = sized(case, spec, gpu), case_balance(case), case_poll_wait(case)
+    if held is None and not poll:
+        return got
+    return (got or Running(None, None))._replace(balance=held, poll_wait=poll)
 
 
 def sized(case, spec, gpu) -> Running | None:

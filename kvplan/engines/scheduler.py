@@ -145,6 +145,29 @@ def balance_iters(engine: str | None, flags: Mapping, attention_dp: bool) -> tup
     return timeout, batching
 
 
+# Engines whose scheduler can be told to poll for new requests only every n-th decode step, and the option that says
+# how often: SGLang's --scheduler-recv-interval (default 1). Its SchedulerRecvSkipper adds the last batch's weight to a
+# counter each event-loop pass, 1 after a decode (or no batch), 1,000 after any other (a prefill), and receives only
+# once the counter reaches the interval (sgl-project/sglang v0.5.12 wheel `srt/managers/scheduler_recv_skipper.py`
+# `handle`, weights `srt/environ.py` L229-232 SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_*; called first in
+# `srt/managers/scheduler.py` `recv_requests` L1661-1666; `server_args.py` L766 scheduler_recv_interval = 1, "Can be set
+# to >1 to reduce the overhead of this"). While it decodes, a request that reaches the scheduler waits for the next
+# poll, one every n steps: n / 2 steps on average, (n - 1) / 2 more than the default's half step (`poll_wait_steps`).
+# Not under DP attention (the skipper asserts it off there).
+POLL_INTERVAL_OPTS = {"sglang": "scheduler_recv_interval"}
+
+
+def poll_wait_steps(engine: str | None, flags: Mapping, attention_dp: bool = False) -> float:
+    """Decode steps a request arriving while `engine` decodes waits for its scheduler to take it in, beyond the
+    default's (POLL_INTERVAL_OPTS): (n - 1) / 2 for a stated interval of n steps; 0 at n = 1, where the engine has no
+    such option or under attention DP."""
+    key = POLL_INTERVAL_OPTS.get(canonical_engine(engine or ""))
+    value = dict(flags or {}).get(key) if key else None
+    if value is None or attention_dp:
+        return 0.0
+    return max(0.0, (int(value) - 1) / 2)
+
+
 # Engines whose attention-DP workers each take the stated prefill chunk over the workers: SGLang's
 # chunked_prefill_size // dp_size under DP attention (kvplan.engines.sglang.admission, DP_ATTENTION_CONSERVATIVENESS's
 # citation), // 2 before 0.4.4.post1 (kvplan.engines.sglang.defaults.dp_chunk_divisor); `limits` gives one worker's.

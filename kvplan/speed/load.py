@@ -54,6 +54,12 @@ seconds:
                            t_dec) / B (`lockstep_cycle`; not in a burst, whose workers prefill their first waves
                            together)
   N not told, all at once  the steady state at the cap (c = B = cap): a throughput run
+  poll (`poll_wait`)       an engine told to poll for new requests only every n-th decode step (SGLang's
+                           --scheduler-recv-interval: kvplan.engines.scheduler.poll_wait_steps) keeps a request
+                           that arrives while it decodes (a later request of a closed loop of more than one, an
+                           open loop's) waiting (n - 1) / 2 decode steps more on average, in TTFT and E2E (not in a
+                           throughput: the replica serves others meanwhile); not a burst's (queued before the run
+                           starts) nor a wave's or a lone request's (the engine idles, polling every pass)
   open loop at rate r      as a closed loop of c = r x E2E requests (Little's law, E2E from the
                            previous estimate: kvplan.speed.fit.settle iterates it to its fixed point);
                            its requests arrive one by one (G = 1) and there is no first wave
@@ -155,6 +161,7 @@ class Load:
     templated: bool = True  # the front end renders the prompt with its Python chat template and tokenizer
     recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations: kvplan.speed.balance
+    poll_wait: float = 0.0  # decode steps a spread arrival waits for the scheduler's poll (`poll`, module docstring)
 
 
 def decode_context(load: Load) -> float:
@@ -270,9 +277,9 @@ def combos(load: Load, e2e_estimate: float | None = None,
         t = lockstep_cycle(load, b, g, osl)
     first = ((b + 1) / (2 * b), 0.0, 0.0)  # the mean request of a wave gets its first token half-way through it
     steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, osl)  # held: balancing
-    staggered = (0.0, steps + held, 1.0)  # a later request's group prefill and the decode steps sharing it
-    if load.waves and load.fixed and load.concurrency and not at_rate(load):
-        staggered = first  # a closed loop in waves: every wave is the first one (the module's docstring)
+    poll = poll_steps(load, burst)  # a spread arrival's wait for the scheduler's next poll
+    # a later request's group prefill and the decode steps sharing it; in waves every wave is the first one
+    staggered = first if in_waves(load) else (0.0, steps + held + poll, 1.0)
     if burst:  # n requests at once: B start, each later one when a slot frees, one every T
         wait = (c - b) ** 2 / (2 * c)  # the mean over all n of max(0, j - B) x T
         share = b / c
@@ -291,7 +298,7 @@ def combos(load: Load, e2e_estimate: float | None = None,
     ttft = tuple(share * f + (1 - share) * x for f, x in zip(first, staggered))
     ttft = (ttft[0] + wait * t[0], ttft[1] + wait * t[1], ttft[2])
     ttft = tuple(x + y for x, y in zip(ttft, late)) if burst else ttft
-    e2e = (e2e[0], e2e[1] + (1 - share) * held, e2e[2])  # the held wait in E2E too (TPOT unchanged; not in throughput)
+    e2e = (e2e[0], e2e[1] + (1 - share) * (held + poll), e2e[2])  # the waits in E2E too (TPOT unchanged; no throughput)
     n = load.num_prompts / load.dp if load.num_prompts else load.cap
     if at_rate(load) and overloaded(rho_cap):  # the queue grows through the run: D/D/1's overload, in request times T
         q = arrival_wait(rho_cap, max(0.0, (n - 1) / 2), 0.0)  # D/D/1 past rho 1: bound x (1 - 1 / rho_cap)
@@ -312,6 +319,19 @@ def combos(load: Load, e2e_estimate: float | None = None,
         "total_throughput": (*thr, d * (load.isl + osl)),
         "service": (1.0 / b, 0.0, 0.0, 0.0),  # the prefill server's S, t_wave / B: not a measured figure
     }
+
+
+def in_waves(load: Load) -> bool:
+    """Whether a closed loop of equal lengths runs in waves (`waves`; the module's docstring)."""
+    return bool(load.waves and load.fixed and load.concurrency and not at_rate(load))
+
+
+def poll_steps(load: Load, burst: bool = False) -> float:
+    """Decode steps a spread arrival waits for its engine's scheduler to poll (`poll_wait`; the module's docstring):
+    none in a burst (every request queued before the run starts), in waves or in a closed loop of one request, whose
+    arrivals find the engine idle, polling every pass."""
+    alone = load.concurrency is not None and load.concurrency <= 1 and not at_rate(load)
+    return 0.0 if burst or alone or in_waves(load) else load.poll_wait
 
 
 def gap(load: Load, e2e: tuple, ttft: tuple, k: float) -> tuple:

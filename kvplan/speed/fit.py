@@ -29,7 +29,7 @@ from kvplan.speed.load import combos, decode_context, value
 from kvplan.speed.model import decode_features, prefill_features, priced
 from kvplan.speed.nnls import nnls
 from kvplan.speed.recency import weights as recency_weights
-from kvplan.speed.shape import shape_for, weight_dtype_of
+from kvplan.speed.shape import read_flops, shape_for, weight_dtype_of
 from kvplan.speed.ggml import MMVQ_MAX
 from kvplan.speed.terms import TERMS, Shape, path_at, roofline_of
 
@@ -90,6 +90,8 @@ class Built:
         self.roof_shape = replace(s, paths=()) if s.paths else s  # the roofline knows no engine's kernels
         if fused_allreduce(case.flags):  # the engine's fused kernel, after the roofline's copy
             self.shape = replace(s, fused_allreduce=True)
+        if fp8_context_fmha(case) and gpu.dense_flops.get("fp8") and gpu.fp8 is not False:  # FP8 context attention
+            self.shape = replace(self.shape, prefill_attn_rate=read_flops(gpu, "fp8"))
         room = gpu.memory_usable_bytes * 0.9 - (s.dense_bytes + s.expert_bytes) / case.pp - OVERHEAD_BYTES
         per_seq = max(1, s.kv_bytes_per_token) * max(1.0, load.isl + load.osl) + s.state_bytes_per_seq
         limit = case.max_seqs or DEFAULT_MAX_SEQS[case.engine]
@@ -132,6 +134,26 @@ def fused_allreduce(flags: dict | None) -> bool:
     """Whether a run's flags build its tensor-parallel all-reduces into the GEMMs (FUSED_ALLREDUCE, not disabled)."""
     v = (flags or {}).get(FUSED_ALLREDUCE)
     return v is not None and str(v).lower() not in ("", "none", "disable", "false")
+
+
+# TensorRT-LLM's build flag that runs a TensorRT engine's context (prefill) attention in FP8: the attention op's FMHA
+# takes Q, K and V in e4m3 (NVIDIA/TensorRT-LLM@00dbe288d2a76e0ad79107e4ef0907d614744c89:cpp/tensorrt_llm/common/
+# attentionOp.cpp, AttentionOp::initialize: "FP8 FMHA should be used with fp8 workflow together", mFP8ContextFMHA ->
+# fmhaParams.dataType DATA_TYPE_E4M3; sm_89, 90, 100 or 120). The builder keeps it only for an FP8, W4A8-AWQ or NVFP4
+# checkpoint and, with paged context FMHA (every MLPerf v5.1 config's), an FP8 KV cache
+# (NVIDIA/TensorRT-LLM@008b2b8d23af95e4e19fa6f354f9c5f6349b2bfc:tensorrt_llm/builder.py, build()). Decode attention
+# (XQA over the cache) is unchanged.
+FP8_CONTEXT_FMHA = "use_fp8_context_fmha"
+FP8_CONTEXT_WEIGHTS = ("fp8", "nvfp4")  # the checkpoints' formats the builder keeps the flag for (kvplan's names)
+
+
+def fp8_context_fmha(case: Case) -> bool:
+    """Whether a run's engine was built with FP8 context attention and kept it (FP8_CONTEXT_FMHA enabled, an FP8 or
+    NVFP4 checkpoint, an FP8 KV cache); the GPU's FP8 math is the caller's check."""
+    v = str((case.flags or {}).get(FP8_CONTEXT_FMHA, "")).lower()
+    kv = (_kv(case.kv_dtype) or "").lower()
+    return (v in ("enable", "true") and weight_dtype_of(case.weight_dtype) in FP8_CONTEXT_WEIGHTS
+            and kv.startswith("fp8"))
 
 
 def prefill_unrated(s: Shape, load) -> bool:

@@ -172,7 +172,8 @@ class StepModel:
         self.per_ctx = c["kv"] * s.kv_bytes_per_token / s.bandwidth
         self.per_pair = c["attn"] * s.attn_flops_per_pair / s.bf16_rate if s.bf16_rate else 0.0
         # a prefill pair's cost beyond a decode pair's (negative where MLA's prefill runs decompressed, narrower)
-        self.per_prefill_pair = c["attn"] * prefill_width(s) / s.bf16_rate - self.per_pair if s.bf16_rate else 0.0
+        self.per_prefill_pair = (c["attn"] * prefill_width(s) / (s.prefill_attn_rate or s.bf16_rate) - self.per_pair
+                                 if s.bf16_rate else 0.0)
         self.per_new = c["request"]
         # a step that carries prompt tokens (more tokens than sequences): its batch's cost and its eager layers'
         self.per_prefill = c["pstep"] + c["player"] * s.layers

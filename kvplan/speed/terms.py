@@ -17,7 +17,9 @@ the order of `TERMS`:
              `achieved_dense_flops` where it has one (kvplan.speed.shape.read_flops), the datasheet's otherwise.
              A Shape with `paths` (llama.cpp: kvplan.speed.ggml) takes the rate by tokens per step, and a
              dequantizing path adds its fp16 copy's bytes to the weights term
-  attn       4 x heads x head dim x query-key pairs / the bf16 rate, read the same way (quadratic in a prefill);
+  attn       4 x heads x head dim x query-key pairs / the bf16 rate, read the same way (quadratic in a prefill;
+             a prefill query's pairs at `prefill_attn_rate` where the engine runs its context attention in FP8:
+             kvplan.speed.fit.fp8_context_fmha);
              a sparse layer's heads at most top-k pairs a query, its indexer's 2 x heads x dim over every pair. The
              pairs prefill queries form (`prefill_pairs`) at the prefill width (`attn_prefill_flops_per_pair`: an MLA
              layer's heads decompressed, kvplan.speed.shape.attention_flops), and the GEMM term adds the decompression
@@ -119,6 +121,7 @@ class Shape:
     link_latency_s: float = 0.0  # per collective call
     moe_block_m: int = 0  # expert rows a MoE kernel's tile takes, re-reading the expert's weights per tile; 0: none
     fused_allreduce: bool = False  # tensor-parallel all-reduces inside the row-parallel GEMMs: no bandwidth term
+    prefill_attn_rate: float = 0.0  # FLOP/s prefill queries' attention runs at (FP8 context FMHA: fp8); 0: bf16_rate
     paths: tuple = ()  # ((first tokens per step, FLOP/s, extra bytes per step), ...): llama.cpp's kernels by batch
     rate_missing: str = ""  # a precision a path needs that the profile does not rate (kvplan.speed.ggml)
 
@@ -194,9 +197,10 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         kv += bpt * min(context, seqs * window)
     for bpt, k in s.kv_topk:  # of the bytes above, read for at most k tokens a sequence
         kv -= bpt * max(0.0, context - seqs * k)
-    attn = s.attn_flops_per_pair * (pairs - prefill_pairs) + prefill_width(s) * prefill_pairs
-    for f, k in s.attn_topk:  # of the FLOPs above, at most k pairs a query
+    attn = s.attn_flops_per_pair * (pairs - prefill_pairs)
+    for f, k in s.attn_topk:  # of the FLOPs above and below, at most k pairs a query
         attn -= f * max(0.0, pairs - tokens * k)
+    prefill = prefill_width(s) * prefill_pairs  # at the prefill attention's own rate (FP8 context FMHA), if any
     per_step = tokens / steps
     rate, extra = path_at(s, per_step) if s.paths else (s.gemm_rate, 0.0)
     routed = per_step * s.ep_replicas  # the tokens this rank's experts serve in one step
@@ -214,7 +218,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         (s.dense_bytes + extra) * steps / bw,
         kv / bw,
         gemm_seconds(s, tokens, prefill_context, rate),
-        attn / s.bf16_rate if s.bf16_rate else 0.0,
+        attn / s.bf16_rate + prefill / (s.prefill_attn_rate or s.bf16_rate) if s.bf16_rate else 0.0,
         (s.expert_bytes * share + reread_bytes(s, routed, touched)) * steps / bw,
         touched * 2 * s.expert_params * steps / (s.grouped_rate or s.gemm_rate) if s.gemm_rate else 0.0,
         comm,

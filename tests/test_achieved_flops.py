@@ -168,21 +168,21 @@ def test_the_field_is_checked_in_one_line():
 
 
 def test_a_profile_without_a_matmul_rate_is_said_where_speed_is_shown_never_priced_at_zero_silently():
-    # The bundled RTX 6000 Ada profile gives no 16-bit tensor rate (its datasheet states only FP8 with sparsity), so
-    # the bf16 GEMM and attention terms, FLOPs / rate, have nothing to divide by and would cost 0 s: a prefill on it
-    # is a lower bound.
-    ada = find_gpu("rtx-6000-ada")
+    # The bundled GB10 profile gives no 16-bit tensor rate (NVIDIA states only FP4 with sparsity, 1 PFLOP), so the
+    # bf16 GEMM and attention terms, FLOPs / rate, have nothing to divide by and would cost 0 s: a prefill on it is a
+    # lower bound. (The RTX 6000 Ada was the example before its rate was derived: tests/test_gpu_dense_rates.py.)
+    ada = find_gpu("gb10")
     assert not (ada.dense_flops.get("bf16") or ada.dense_flops.get("fp16"))
     assert shape_for(_llama_8b(), ada).bf16_rate == 0.0
     runner = CliRunner()
-    for args in (["fit", "llama-3.1-8b", "--gpu", "rtx-6000-ada", "--ctx", "8k"],
-                 ["simulate", "llama-3.1-8b", "--gpu", "rtx-6000-ada", "--workload", "chat", "--qps", "1",
+    for args in (["fit", "llama-3.1-8b", "--gpu", "gb10", "--ctx", "8k"],
+                 ["simulate", "llama-3.1-8b", "--gpu", "gb10", "--workload", "chat", "--qps", "1",
                   "--duration", "2"],
-                 ["sweep", "-m", "llama-3.1-8b", "--gpu", "rtx-6000-ada,h100-sxm", "--ctx", "8k"]):
+                 ["sweep", "-m", "llama-3.1-8b", "--gpu", "gb10,h100-sxm", "--ctx", "8k"]):
         res = runner.invoke(whole_app(), args)
         assert res.exit_code == 0, res.output
         lines = [ln for ln in res.stderr.splitlines() if "matmul rate" in ln]
-        assert lines == ["note: GPU rtx-6000-ada's profile states no bf16 or fp16 matmul rate (dense_flops): prefill GEMMs and "
+        assert lines == ["note: GPU gb10's profile states no bf16 or fp16 matmul rate (dense_flops): prefill GEMMs and "
                          "attention cost no time on it, so its TTFT and prefill figures are lower bounds (give the "
                          "rate in a profile of your own, --hw-profiles)"], res.stderr
     # an H100 has its rate: no such line

@@ -32,15 +32,50 @@ def test_mi300a_rates_are_amds_and_dense():
     assert mi300a.dense_flops["bf16"] == pytest.approx(228 * 2048 * 2.1e9, rel=1e-4)  # 980.6 T
     assert mi300a.dense_flops["int8"] == 1_960_000 * 10**9
     assert mi300a.dense_flops["int8"] == pytest.approx(228 * 4096 * 2.1e9, rel=1e-3)  # 1961.2 T, printed 1.96 P
-    assert "fp8" not in mi300a.dense_flops and mi300a.fp8  # FP8 math exists; no cited rate
+    # FP8: the same ROCm table's 'Matrix FP8 4096' FLOPS per clock per CU (MI300X 2614.9 T = 304 x 4096 x 2.1 GHz):
+    # 228 x 4096 x 2.1 GHz = 1,961.1648 T, written 1961.2 T
+    assert mi300a.dense_flops["fp8"] == 1_961_200 * 10**9
+    assert mi300a.dense_flops["fp8"] == pytest.approx(228 * 4096 * 2.1e9, rel=1e-4)
+    assert 304 * 4096 * 2.1e9 == pytest.approx(2614.9e12, rel=1e-4)  # the table's own MI300X row
 
 
-def test_rtx_6000_ada_carries_only_the_rate_its_datasheet_states():
+def test_rtx_6000_ada_16_bit_rate_is_half_its_datasheet_fp8_rate():
     # RTX 6000 Ada datasheet: "Tensor performance 1457.0 TFLOPS", footnote "Effective FP8 TFLOPS using the new
-    # sparsity feature": 1457.0 / 2 = 728.5 T dense FP8; no 16-bit tensor rate stated.
+    # sparsity feature": 1457.0 / 2 = 728.5 T dense FP8. Ada runs FP8 at twice BF16 (NVIDIA's L40S datasheet, the same
+    # AD102 with 142 SMs: BF16 362.05, FP8 733 T): 728.5 / 2 = 364.25 T. Clock check: 142 SMs x 2505 MHz boost x 1024
+    # dense FP16 FLOP per SM per clock (RTX 4090: 128 x 2520 MHz x 1024 = 330.3 T, its datasheet figure) = 364.2 T.
     ada = find_gpu("rtx-6000-ada")
-    assert dict(ada.dense_flops) == {"fp8": 728_500 * 10**9}
+    assert dict(ada.dense_flops) == {"bf16": 364_250 * 10**9, "fp16": 364_250 * 10**9, "fp8": 728_500 * 10**9}
     assert 2 * ada.dense_flops["fp8"] == 1_457_000 * 10**9
+    assert ada.dense_flops["bf16"] == pytest.approx(142 * 2505e6 * 1024, rel=1e-4)
+    assert 128 * 2520e6 * 1024 == pytest.approx(330.3e12, rel=1e-3)
+    assert read_flops(ada, "bf16") == 364.25e12  # the prefill terms are priced on it now: no zero-rate GEMM
+
+
+def test_rtx_a4500_16_bit_rate_is_ga102s_per_sm_rate_at_its_sms_and_clock():
+    # GA102's professional cards: NVIDIA's A40 datasheet 'Peak BF16 Tensor TFLOPS with FP32 Accumulate 149.7 | 299.4*'
+    # at 84 SMs (10,752 CUDA cores / 128) and 1740 MHz boost: 149.7e12 / (84 x 1.74e9) = 1,024 FLOP per SM per clock;
+    # RTX A6000 154.8 T = 84 x 1800 MHz x 1024. The A4500: 56 SMs (7,168 CUDA cores) x 1650 MHz x 1024 = 94.6176 T.
+    assert 149.7e12 / (84 * 1.74e9) == pytest.approx(1024, rel=1e-3)
+    assert find_gpu("rtx-a6000").dense_flops["fp16"] == pytest.approx(84 * 1800e6 * 1024, rel=1e-3)
+    a4500 = find_gpu("rtx-a4500")
+    assert dict(a4500.dense_flops) == {"bf16": 94_617_600 * 10**6, "fp16": 94_617_600 * 10**6}
+    assert a4500.dense_flops["bf16"] == 56 * 1650 * 10**6 * 1024 and a4500.sm_count == 56
+    assert 2 * a4500.dense_flops["bf16"] == pytest.approx(189.2e12, rel=1e-3)  # 189.2 T with sparsity
+    assert a4500.fp8 is False and "fp8" not in a4500.dense_flops  # Ampere: no FP8 tensor math
+
+
+def test_h800_and_l20_fp8_rates_follow_their_architectures_ratios():
+    # Hopper: FP8 = 2 x BF16 = INT8 (H100 whitepaper, SXM5: 989.4 / 1978.9 / 1978.9 T); the H800 is the H100 SXM5's
+    # GH100 (BF16 989 T, INT8 1979 T in llm-prof): FP8 1979 T.
+    h800 = find_gpu("h800")
+    assert h800.dense_flops["fp8"] == h800.dense_flops["int8"] == 1_979 * T
+    assert h800.dense_flops["fp8"] == pytest.approx(2 * h800.dense_flops["bf16"], rel=1e-3)
+    # Ada: BF16 = FP16 and FP8 = INT8 = 2 x FP16 (L40S datasheet 362.05 / 362.05 / 733 / 733 T; L4 121 / 242 / 242):
+    # the L20's llm-prof FP16 119.5 T and INT8 239 T give BF16 119.5 T and FP8 239 T.
+    l20 = find_gpu("l20")
+    assert dict(l20.dense_flops) == {"bf16": 119_500 * 10**9, "fp16": 119_500 * 10**9, "fp8": 239 * T, "int8": 239 * T}
+    assert l20.dense_flops["fp8"] == 2 * l20.dense_flops["fp16"]
 
 
 def test_rtx_pro_6000_workstation_rates():

@@ -183,6 +183,23 @@ def test_a_bf16_cache_and_another_page_are_refused():
     assert res.exit_code != 0 and "page_size 256" in res.output
 
 
+def test_no_engine_version_says_in_one_line_which_release_to_pass():
+    # A new user's first command: DeepSeek-V4 under SGLang with no --engine-version plans kvplan's default release
+    # (0.5.23: kvplan.engines.sglang.engine.DEFAULT_VERSION), whose pools are not restated; the one-line error names
+    # the flag and the releases that plan (0.5.15 and 0.5.16, the wheels read), and that one of them then plans.
+    res = CliRunner().invoke(app, [*FIT, "--ctx", "8k"])
+    assert res.exit_code == 2, res.output
+    line = res.stderr.strip().splitlines()[-1]
+    assert line.startswith("Error: DeepSeek-V4 under SGLang needs --engine-version 0.5.16 (or 0.5.15): with none "
+                           "given kvplan plans SGLang 0.5.23"), line
+    assert line.count("--engine-version") == 1 and "\n" not in line
+    res = CliRunner().invoke(app, [*FIT, "--ctx", "8k", "--engine-version", "0.5.16"])
+    assert res.exit_code == 0, res.output
+    # a release asked for by name keeps its own wording
+    res = CliRunner().invoke(app, [*FIT, "--ctx", "8k", "--engine-version", "0.5.23"])
+    assert res.exit_code == 2 and "Error: SGLang 0.5.23: kvplan restates" in res.stderr
+
+
 def test_release_rule_and_speed_limit_agree():
     assert dsv4.release_problem("0.5.15") == dsv4.release_problem("0.5.16") == ""
     # the running limit the speed fit reads is unchanged for every release from 0.5.15 (tests/test_sglang_dsv4.py)

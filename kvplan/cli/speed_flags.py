@@ -3,11 +3,12 @@ step-time model, its held-out error band, and what of the setting the speed corp
 
 from __future__ import annotations
 
-from kvplan.speed.coverage import band_text, check_speed, label, outside, rate_gaps, unmeasured, unrated
+from kvplan.speed.coverage import band_text, check_speed, label, link_gaps, outside, rate_gaps, unmeasured, unrated
 from kvplan.speed.model import FALLBACK_ENGINE, band, coefficients, covered, engine_key
 from kvplan.speed.terms import TERMS
 
-__all__ = ["calibrated_keys", "check_speed", "request_note", "speed_band", "speed_line", "speed_notes"]
+__all__ = ["calibrated_keys", "check_speed", "collective_ranks", "plan_link_gaps", "request_note", "speed_band",
+           "speed_line", "speed_notes", "stored_dtype"]
 
 
 def speed_line(engine: str | None = None) -> str:
@@ -16,11 +17,13 @@ def speed_line(engine: str | None = None) -> str:
 
 
 def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str, version: str | None = None,
-                gpus=(), weight_dtype: str | None = None) -> list[str]:
+                gpus=(), weight_dtype: str | None = None, stored: str | None = None, ranks: int = 1) -> list[str]:
     """stderr lines: the step-time model (its coefficient set: the engine's, or its release's era) and its
     band, what the corpus does not cover (`version`: the release asked, where one was), and what the profiles
-    `gpus` lack: the matmul rate the compute terms need, a rate the engine's kernels run at `weight_dtype`."""
-    gaps = [f"note: {w}" for w in rate_gaps(gpus)]
+    `gpus` lack: the matmul rate the compute terms need, a rate the engine's kernels run at `weight_dtype`, the
+    rate of the precision the weights are `stored` in (the checkpoint's where no weight dtype was asked), the link
+    bandwidth collectives among `ranks` of them need."""
+    gaps = [f"note: {w}" for w in rate_gaps(gpus, stored or weight_dtype) + link_gaps(gpus, ranks)]
     if speed != "calibrated":
         return ["step times: the bare roofline (--speed roofline): a lower bound, engines run slower"] + gaps
     bands = "; ".join(t for t in (band_text(engine, "tpot"), band_text(engine, "ttft")) if t)
@@ -29,6 +32,24 @@ def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str, versi
     lines += [f"note: outside the speed corpus: {w}" for w in outside(engine, gpu_key, family, version)]
     lines += [f"note: {w}" for g in gpus for w in unrated(engine, g, weight_dtype)]
     return lines + gaps
+
+
+def collective_ranks(plan) -> int:
+    """The GPUs a plan's step-time collectives span (kvplan.speed.shape: the larger of tp and ep)."""
+    dep = plan.deployment
+    return max(getattr(dep, "tp", 1), getattr(dep, "ep", 1))
+
+
+def plan_link_gaps(gpus, plans) -> list[str]:
+    """link_gaps for each of `gpus` at the most ranks any of `plans` on it spans (Plan.gpu is the profile's key)."""
+    most = {g.key: max((collective_ranks(p) for p in plans if p.gpu == g.key), default=1) for g in gpus}
+    return [w for g in gpus for w in link_gaps([g], most[g.key])]
+
+
+def stored_dtype(plan, spec) -> str | None:
+    """The precision a plan's GEMMs read their weights in, as the speed terms take it (kvplan.speed.shape.on_gpu):
+    the weight dtype asked, else the checkpoint's quantization method (None: 16-bit)."""
+    return plan.request.weight_dtype or (spec.quantization.method if spec.quantization else None)
 
 
 def request_note(speed: str, engine: str | None) -> list[str]:

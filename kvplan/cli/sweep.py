@@ -21,7 +21,7 @@ from kvplan.cli._common import (
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
-from kvplan.cli.speed_flags import check_speed, request_note, speed_band, speed_notes
+from kvplan.cli.speed_flags import check_speed, plan_link_gaps, request_note, speed_band, speed_notes, stored_dtype
 from kvplan.cli.sweep_size import DEFAULT_MAX_PLANS, check_size
 from kvplan.cli.selection import (
     GPU_LIST_HELP, memory_caveats, names, resolve_gpus, resolve_models, weight_caveats, weight_dtypes,
@@ -221,8 +221,11 @@ def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch
 
 def _speed_lines(result, gpu_list) -> list[str]:
     """What the decode tok/s columns are: the calibrated model and its held-out band, the roofline bound, and
-    the GPUs whose profiles lack the matmul rate the prefill terms need."""
-    lines = speed_notes(result.speed, result.engine_name, "", "")[:1] + [f"note: {w}" for w in rate_gaps(gpu_list)]
+    the GPUs whose profiles lack a matmul rate the plans' terms need (at each precision their weights are stored in)."""
+    stored = {stored_dtype(p, result.models[p.model]) for p in result.plans}
+    gaps = dict.fromkeys([w for dtype in sorted(stored, key=str) for w in rate_gaps(gpu_list, dtype)]
+                         + plan_link_gaps(gpu_list, result.plans))
+    lines = speed_notes(result.speed, result.engine_name, "", "")[:1] + [f"note: {w}" for w in gaps]
     if result.speed == "calibrated":
         lines.append("decode tok/s: calibrated (decode_*_calibrated keys; the table's tok/s); the roofline "
                      "beside it is a bound (decode_tokens_per_second; the table's roofline), engines run slower")

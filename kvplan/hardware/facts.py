@@ -23,8 +23,10 @@ FACT_FIELDS = ("architecture", "compute_capability", "memory_kind", "bf16", "fp8
 INTERCONNECT_KINDS = ("nvswitch", "nvlink-bridge", "nvlink-direct", "pcie", "xgmi", "roce")
 # `type` and `per_dir_bytes_per_s` as before these facts; `achieved_per_dir_bytes_per_s` what a published collective
 # benchmark measured over the fabric (an all-reduce's bus bandwidth), with `achieved_source` naming it.
+# `allreduce_us` what a published collective benchmark measured for one all-reduce by GPUs and message bytes
+# ({gpus: [[bytes, microseconds], ...]}, bytes ascending), with `allreduce_source` naming it.
 INTERCONNECT_FIELDS = ("type", "kind", "domain", "per_dir_bytes_per_s", "pcie_gen", "pcie_lanes",
-                       "achieved_per_dir_bytes_per_s", "achieved_source")
+                       "achieved_per_dir_bytes_per_s", "achieved_source", "allreduce_us", "allreduce_source")
 _FABRIC_VENDOR = {"nvswitch": "NVIDIA", "nvlink-bridge": "NVIDIA", "nvlink-direct": "NVIDIA", "xgmi": "AMD"}
 MEMORY_KINDS = ("HBM2", "HBM2e", "HBM3", "HBM3e", "HBM4", "GDDR6", "GDDR6X", "GDDR7", "LPDDR5", "LPDDR5X")
 _NVIDIA_CC_RE = re.compile(r"^(\d{1,2})\.(\d)$")  # "9.0", "10.3", "12.0"
@@ -112,7 +114,7 @@ def read_interconnect(check, ic: Any, vendor: Any) -> dict:
     `check` (gpu_profile._Checker: one-line errors naming the file and the field)."""
     out = dict(interconnect_type=None, interconnect_bytes_per_s=None, interconnect_kind=None,
                interconnect_domain=None, pcie_gen=None, pcie_lanes=None, interconnect_achieved_bytes_per_s=None,
-               interconnect_achieved_source=None)
+               interconnect_achieved_source=None, interconnect_allreduce=(), interconnect_allreduce_source=None)
     if ic is None:
         return out
     if not isinstance(ic, dict) or set(ic) - set(INTERCONNECT_FIELDS) or "type" not in ic:
@@ -137,7 +139,34 @@ def read_interconnect(check, ic: Any, vendor: Any) -> dict:
     out.update(interconnect_kind=kind, interconnect_domain=domain, pcie_lanes=lanes,
                pcie_gen=check.pos_int("interconnect.pcie_gen", ic.get("pcie_gen"), nullable=True))
     out.update(read_achieved_link(check, ic, out["interconnect_bytes_per_s"]))
+    out.update(read_allreduce(check, ic, domain))
     return out
+
+
+def read_allreduce(check, ic: dict, domain: int | None) -> dict:
+    """`interconnect.allreduce_us` ({gpus: [[message bytes, microseconds], ...]}: one all-reduce's measured time
+    among 2..domain GPUs of the fabric, bytes ascending) and the `allreduce_source` it needs, as
+    ((gpus, ((bytes, seconds), ...)), ...)."""
+    table, source = ic.get("allreduce_us"), ic.get("allreduce_source")
+    if table is None and source is None:
+        return {}
+    if table is None or source is None:
+        check.fail("fields 'interconnect.allreduce_us' and 'interconnect.allreduce_source' go together")
+    want = "a mapping of GPUs (2 .. domain) to [[bytes, microseconds], ...], bytes ascending"
+    if not isinstance(table, dict) or not table:
+        check.bad("interconnect.allreduce_us", want, table)
+    out = []
+    for n, rows in sorted(table.items()):
+        ok = isinstance(n, int) and not isinstance(n, bool) and 2 <= n <= (domain or 0) and isinstance(rows, list)
+        points = [r for r in rows if isinstance(r, list) and len(r) == 2] if ok else []
+        ok = ok and len(points) == len(rows) > 0 and all(
+            isinstance(b, int) and not isinstance(b, bool) and b > 0 and isinstance(t, (int, float))
+            and not isinstance(t, bool) and 0 < t < float("inf") for b, t in points)
+        if not ok or any(a[0] >= b[0] for a, b in zip(points, points[1:])):
+            check.bad(f"interconnect.allreduce_us.{n}", want, rows)
+        out.append((n, tuple((int(b), float(t) * 1e-6) for b, t in points)))
+    return dict(interconnect_allreduce=tuple(out),
+                interconnect_allreduce_source=check.text("interconnect.allreduce_source", source))
 
 
 def read_achieved_link(check, ic: dict, datasheet: int | None) -> dict:

@@ -84,6 +84,10 @@ class GPU:
     # the datasheet's (kvplan.speed.terms.link)
     interconnect_achieved_bytes_per_s: int | None = None
     interconnect_achieved_source: str | None = None
+    # One all-reduce's measured time by GPUs and message bytes, ((gpus, ((bytes, seconds), ...)), ...), and where;
+    # empty: the speed terms price the ring from the link (kvplan.speed.terms.allreduce_table)
+    interconnect_allreduce: tuple = ()
+    interconnect_allreduce_source: str | None = None
 
     @property
     def capability(self) -> tuple[int, int] | None:

@@ -12,6 +12,7 @@ from kvplan.speed.eras import engine_of, padded, release
 from kvplan.speed.ggml import paths as ggml_paths
 from kvplan.speed.model import FALLBACK_ENGINE, band, covered, engine_key, gemm_kernels, shipped
 from kvplan.speed.shape import read_flops
+from kvplan.speed.terms import FP4_NAMES, FP8_NAMES, gemm_rate, link
 
 SPEEDS = ("calibrated", "roofline")
 
@@ -84,13 +85,40 @@ def unrated(engine: str | None, gpu, weight_dtype: str | None) -> list[str]:
             "priced at zero, so a prefill is faster here than it will be"]
 
 
-def rate_gaps(gpus) -> list[str]:
-    """One line for each of `gpus` whose profile states no bf16 (or fp16) matmul rate: the GEMM and attention
-    FLOPs terms divide by that rate, so without it they cost no time and a prefill, a TTFT or a compute-bound
-    step is a lower bound; said, not hidden (a profile of the user's own with `dense_flops` prices them)."""
-    return [f"GPU {g.key}'s profile states no bf16 or fp16 matmul rate (dense_flops): prefill GEMMs and attention "
-            "cost no time on it, so its TTFT and prefill figures are lower bounds (give the rate in a profile of "
-            f"your own, {arg('hw_profiles')})" for g in gpus if not (g.dense_flops.get("bf16") or g.dense_flops.get("fp16"))]
+def rate_gaps(gpus, weight_dtype: str | None = None) -> list[str]:
+    """One line for each of `gpus` whose profile lacks a matmul rate a figure needs (kvplan.speed.terms.gemm_rate):
+    no bf16 (or fp16) rate, so the GEMM and attention FLOPs terms cost no time and a prefill, a TTFT or a
+    compute-bound step is a lower bound; or, with fp8/fp4 `weight_dtype`, no rate for the low precision its tensor
+    math runs, so those GEMMs are priced at the next rate it gives (fp8's for fp4, bf16's for fp8). Said, not hidden
+    (a profile of the user's own with `dense_flops` prices them)."""
+    lines = []
+    for g in gpus:
+        flops = g.dense_flops
+        if not (flops.get("bf16") or flops.get("fp16")):
+            lines.append(f"GPU {g.key}'s profile states no bf16 or fp16 matmul rate (dense_flops): prefill GEMMs and "
+                         "attention cost no time on it, so its TTFT and prefill figures are lower bounds (give the "
+                         f"rate in a profile of your own, {arg('hw_profiles')})")
+            continue
+        _, precision = gemm_rate(g, weight_dtype)
+        w = str(weight_dtype or "").lower()
+        wanted = "fp4" if w in FP4_NAMES and g.fp4 else "fp8" if w in FP4_NAMES + FP8_NAMES and g.fp8 else None
+        if wanted and precision != wanted:
+            lines.append(f"GPU {g.key}'s profile states no {wanted} matmul rate (dense_flops), though it has {wanted} "
+                         f"tensor math: {weight_dtype} GEMMs are priced at its {precision} rate, slower than its "
+                         f"{wanted} kernels may run (give the rate in a profile of your own, {arg('hw_profiles')})")
+    return lines
+
+
+def link_gaps(gpus, ranks: int) -> list[str]:
+    """One line for each of `gpus` whose profile states no bandwidth for its scale-up link where a step's collectives
+    span `ranks` > 1 of them (tensor or expert parallel): kvplan.speed.terms.link prices them over the host's PCIe
+    then, which the line says with the rate it took (empty at one rank, or where the link's bandwidth is stated)."""
+    if ranks <= 1:
+        return []
+    return [f"GPU {g.key}'s profile states no link bandwidth (interconnect.per_dir_bytes_per_s): the collectives among "
+            f"{ranks} of them are priced over the host's PCIe Gen{g.pcie_gen or 4} x{g.pcie_lanes or 16}, "
+            f"{link(g, ranks)[0] / 1e9:.1f} GB/s a direction (give the rate in a profile of your own, "
+            f"{arg('hw_profiles')})" for g in gpus if not g.interconnect_bytes_per_s]
 
 
 def label(engine: str | None, speed: str = "calibrated") -> str:

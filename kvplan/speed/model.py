@@ -19,8 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
-from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, features, gemm_seconds, moves_tokens, path_at, prefill_width,
-                                roofline, roofline_of)
+from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, features, gemm_seconds, measured_allreduce, moves_tokens,
+                                path_at, prefill_width, roofline, roofline_of)
 
 DATA = Path(__file__).with_name("coefficients.json")
 BANDS = Path(__file__).with_name("bands.json")  # each set's held-out error per metric, apart from its coefficients
@@ -36,6 +36,12 @@ GEMM_KERNELS = {"llama.cpp": "ggml"}
 # ("MLA with the absorption optimization converts into MQA", ggml-org/llama.cpp@07bede6a:src/models/deepseek2.cpp).
 # Every other engine decompresses K and V for prefill (kvplan.speed.shape.attention_flops)
 MLA_PREFILL = {"llama.cpp": "absorbed"}
+# engines whose tensor-parallel all-reduce is the kernel a profile's measured table (`interconnect.allreduce_us`)
+# timed: the bundled tables are aiconfigurator's runs of TensorRT-LLM's AllReduce (strategy AUTO: its one-shot and
+# two-shot kernels, NCCL past them), so only TensorRT-LLM reads them; every other engine's all-reduces keep the ring
+# (kvplan.speed.terms.link). Training CV: every engine reading them 22.44% all figures (vLLM 24.72 -> 26.95%),
+# TensorRT-LLM alone 21.97% (docs/speed-history.md)
+MEASURED_ALLREDUCE = ("trtllm",)
 
 
 @lru_cache(maxsize=1)
@@ -63,6 +69,12 @@ def absorbed_prefill(engine: str | None) -> bool:
     """Whether the engine's MLA prefill runs in the absorbed latent form (MLA_PREFILL); kvplan's own rules (no engine)
     read vLLM's, which decompresses."""
     return MLA_PREFILL.get(engine_key(engine)) == "absorbed"
+
+
+def measured_allreduce_kernel(engine: str | None) -> bool:
+    """Whether the engine's tensor-parallel all-reduces run the kernel the profiles' tables measured
+    (MEASURED_ALLREDUCE); kvplan's own rules (no engine) read vLLM's, which does not."""
+    return engine_key(engine) in MEASURED_ALLREDUCE if engine else False
 
 
 def covered(engine: str | None) -> bool:
@@ -158,11 +170,12 @@ class StepModel:
     def __init__(self, shape: Shape, coef: tuple):
         s, c = shape, dict(zip(TERMS, coef))
         self.shape, self.coef = s, tuple(coef)
-        calls = (2 * s.layers if s.tp > 1 else 0) + (2 * s.moe_layers if moves_tokens(s) else 0)
+        self.measured = s.tp > 1 and bool(s.allreduce) and not s.fused_allreduce  # the tp all-reduces by bytes
+        calls = (2 * s.layers if s.tp > 1 and not self.measured else 0) + (2 * s.moe_layers if moves_tokens(s) else 0)
         self.base = (c["weights"] * s.dense_bytes / s.bandwidth + c["step"] + c["layer"] * s.layers
                      + c["latency"] * calls * s.link_latency_s)
         comm = 0.0
-        if s.tp > 1 and not s.fused_allreduce:  # as features: a fused all-reduce pays its calls only
+        if s.tp > 1 and not s.fused_allreduce and not self.measured:  # as features: a fused all-reduce pays its calls
             comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * s.hidden * ACT_BYTES / s.link_bandwidth
         if moves_tokens(s):
             comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * s.top_k * s.hidden * ACT_BYTES / s.link_bandwidth
@@ -182,6 +195,16 @@ class StepModel:
         self.pair_topk = tuple((c["attn"] * f / s.bf16_rate, k) for f, k in s.attn_topk) if s.bf16_rate else ()
         self._c = c
         self._experts: dict = {}
+        self._allreduce: dict = {}
+
+    def allreduce(self, tokens: float) -> float:
+        """A step's measured tensor-parallel all-reduces (features' comm term for them), cached by token count."""
+        hit = self._allreduce.get(tokens)
+        if hit is None:
+            s = self.shape
+            hit = self._allreduce[tokens] = (self._c["comm"] * 2 * s.layers
+                                             * measured_allreduce(s.allreduce, tokens * s.hidden * ACT_BYTES))
+        return hit
 
     def experts(self, tokens: float) -> float:
         hit = self._experts.get(tokens)
@@ -216,6 +239,8 @@ class StepModel:
             t -= k * max(0.0, pairs - tokens * n)
         if self.shape.num_experts:
             t += self.experts(tokens)
+        if self.measured:
+            t += self.allreduce(tokens)
         return t
 
     def decode(self, seqs: int):
@@ -227,6 +252,8 @@ class StepModel:
             fixed += self.path(seqs)
         if self.shape.num_experts:
             fixed += self.experts(seqs)
+        if self.measured:
+            fixed += self.allreduce(seqs)
         slope = self.per_ctx + self.per_pair
         return lambda context: fixed + slope * context
 

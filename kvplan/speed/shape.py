@@ -25,9 +25,9 @@ from kvplan.model.layers import IndexedMLA
 from kvplan.model.spec import PLAIN_BYTES, own_format, weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.ggml import paths as ggml_paths
-from kvplan.speed.model import absorbed_prefill, engine_key, gemm_kernels
+from kvplan.speed.model import absorbed_prefill, engine_key, gemm_kernels, measured_allreduce_kernel
 from kvplan.speed.mxfp4 import moe_block_m, mxfp4_precision
-from kvplan.speed.terms import Shape, gemm_rate, link
+from kvplan.speed.terms import Shape, allreduce_table, gemm_rate, link
 
 _BIG = 1 << 40
 
@@ -192,7 +192,9 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     (read_flops), the datasheet's beside them for the roofline, and its link; under llama.cpp, its GEMM paths by
     tokens per step (kvplan.speed.ggml); MXFP4 MoE weights at the precision the engine's kernels multiply in at
     `version` where kvplan.speed.mxfp4 reads them (SGLang's, vLLM's, TensorRT-LLM's), the weight dtype's own rate otherwise;
-    an MLA prefill at the decode width where the engine runs it absorbed (kvplan.speed.model.MLA_PREFILL)."""
+    an MLA prefill at the decode width where the engine runs it absorbed (kvplan.speed.model.MLA_PREFILL); the
+    profile's measured all-reduce times for the tp group where the engine runs the kernel they timed
+    (kvplan.speed.model.MEASURED_ALLREDUCE)."""
     stored = weight_dtype or (spec.quantization.method if spec.quantization else None)
     own = gemm_rate(gpu, stored)[1]  # the weights' own precision's rate, which the grouped term keeps
     dtype, block_m = stored, 0
@@ -212,6 +214,8 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     return Shape(**terms, bandwidth=float(read_bandwidth(gpu)), peak_bandwidth=float(gpu.bandwidth_bytes_per_s),
                  gemm_rate=rate or bf16, grouped_rate=(read_flops(gpu, own) if own != precision else 0.0),
                  bf16_rate=bf16, peak_bf16_rate=peak_bf16,
-                 link_bandwidth=link_bw, link_latency_s=latency, moe_block_m=block_m, paths=paths,
+                 link_bandwidth=link_bw, link_latency_s=latency,
+                 allreduce=allreduce_table(gpu, terms["tp"]) if measured_allreduce_kernel(engine) else (),
+                 moe_block_m=block_m, paths=paths,
                  rate_missing=missing)
 

@@ -40,7 +40,10 @@ the order of `TERMS`:
   comm       tensor-parallel all-reduces (2 per layer, ring: 2(n-1)/n x bytes / per-direction link
              bandwidth) and expert-parallel dispatch + combine ((n-1)/n x bytes each), the latter only where the
              experts span data-parallel replicas (ep > tp: `moves_tokens`); no tensor-parallel bandwidth term where the
-             engine reduces inside the GEMMs (`fused_allreduce`: kvplan.speed.fit.FUSED_ALLREDUCE)
+             engine reduces inside the GEMMs (`fused_allreduce`: kvplan.speed.fit.FUSED_ALLREDUCE); where the
+             profile gives a measured all-reduce time by message bytes for the tensor-parallel group
+             (`interconnect.allreduce_us`: `allreduce`), the tensor-parallel all-reduces are that time
+             (measured_allreduce, its latency within it) in place of the ring's bandwidth and latency
   latency    collective calls x the link's latency per call (NCCL's ring model, below)
   step       1 (seconds per step: scheduling, launches, sampling)
   layer      layers on the rank (seconds per layer per step)
@@ -121,6 +124,7 @@ class Shape:
     link_latency_s: float = 0.0  # per collective call
     moe_block_m: int = 0  # expert rows a MoE kernel's tile takes, re-reading the expert's weights per tile; 0: none
     fused_allreduce: bool = False  # tensor-parallel all-reduces inside the row-parallel GEMMs: no bandwidth term
+    allreduce: tuple = ()  # ((message bytes, seconds), ...) one measured all-reduce among the tp ranks; (): the ring
     prefill_attn_rate: float = 0.0  # FLOP/s prefill queries' attention runs at (FP8 context FMHA: fp8); 0: bf16_rate
     paths: tuple = ()  # ((first tokens per step, FLOP/s, extra bytes per step), ...): llama.cpp's kernels by batch
     rate_missing: str = ""  # a precision a path needs that the profile does not rate (kvplan.speed.ggml)
@@ -171,6 +175,25 @@ def link(gpu, gpus: int) -> tuple[float, float]:
     return float(bw), ring_latency(kind, gpus)
 
 
+def allreduce_table(gpu, gpus: int) -> tuple:
+    """The profile's measured all-reduce times among `gpus` GPUs of its fabric, ((bytes, seconds), ...), or ()
+    where it gives none for that many (the ring's link and latency then price it)."""
+    return dict(gpu.interconnect_allreduce or ()).get(gpus, ()) if gpus > 1 else ()
+
+
+def measured_allreduce(table: tuple, nbytes: float) -> float:
+    """One all-reduce of `nbytes` from a measured table ((bytes, seconds), ... ascending): linear between the
+    measured sizes, the smallest's time below them, the last two's slope (bandwidth) past the largest."""
+    if nbytes <= table[0][0]:
+        return table[0][1]
+    if len(table) == 1:
+        return table[0][1] * nbytes / table[0][0]
+    for (b0, t0), (b1, t1) in zip(table, table[1:]):
+        if nbytes <= b1 or (b1, t1) == table[-1]:
+            return t0 + (t1 - t0) * (nbytes - b0) / (b1 - b0)
+    raise AssertionError("unreachable: the last segment extrapolates")
+
+
 def ring_latency(kind: str, n: int) -> float:
     """NCCL's ring all-reduce latency among n ranks: baseLat + 2(n-1) x hwLat (LL protocol)."""
     return NCCL_BASE_LAT_S + 2 * (n - 1) * NCCL_HW_LAT_S.get(kind, NCCL_HW_LAT_S["pcie"])
@@ -207,7 +230,9 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     touched = experts_touched(s.num_experts, s.top_k, routed) if s.num_experts else 0.0  # planning's formula
     share = touched / s.num_experts if s.num_experts else 0.0
     comm = calls = 0.0
-    if s.tp > 1:
+    if s.tp > 1 and s.allreduce and not s.fused_allreduce:  # measured: each call's time, its latency within it
+        comm += 2 * s.layers * steps * measured_allreduce(s.allreduce, per_step * s.hidden * ACT_BYTES)
+    elif s.tp > 1:
         if not s.fused_allreduce:  # TensorRT-LLM's GEMM + AllReduce reduces tile by tile under the GEMM
             comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * tokens * s.hidden * ACT_BYTES / s.link_bandwidth
         calls += 2 * s.layers * steps

@@ -78,11 +78,20 @@ def release_problem(version: str) -> str:
     return ""
 
 
-def check_release(model, version: str) -> None:
-    """A one-line refusal where `model` is DeepSeek-V4 and SGLang `version`'s pools are not restated here."""
+def _reason(why: str) -> str:
+    """release_problem's line without its release prefix and its closing advice: the reason alone."""
+    return why.split(": ", 1)[1].rsplit("; choose", 1)[0]
+
+
+def check_release(model, version: str, defaulted: bool = False) -> None:
+    """A one-line refusal where `model` is DeepSeek-V4 and SGLang `version`'s pools are not restated here;
+    `defaulted`: no release was asked, `version` is kvplan's default, and the line says which release to pass."""
     why = release_problem(version) if has_compressed(model.layers) else ""
+    if why and defaulted:
+        why = (f"DeepSeek-V4 under SGLang needs {arg('engine_version')} 0.5.16 (or 0.5.15): with none given kvplan "
+               f"plans SGLang {version}, whose DeepSeek-V4 pools it does not restate ({_reason(why)})")
     if why:
-        raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
+        raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version, allowed=("0.5.15", "0.5.16"))
 
 
 # The CUDA compute capabilities whose kernels 0.5.15-0.5.16's DeepSeek-V4 backend runs: FlashMLA's on every CUDA GPU but

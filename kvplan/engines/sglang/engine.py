@@ -270,7 +270,7 @@ class Sglang(Engine):
     def check_layers(self, model, kv_dtype=None) -> None:
         """DeepSeek-V4 only in the releases whose pools kvplan reads (kvplan.engines.sglang.dsv4)."""
         super().check_layers(model)
-        sglang_dsv4.check_release(model, self.version or self.default_version)
+        sglang_dsv4.check_release(model, self.version or self.default_version, defaulted=self.version is None)
 
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
         """The compute capability of the shared-expert fusion test and the fabric of the custom all-reduce rule

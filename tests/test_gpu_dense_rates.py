@@ -90,3 +90,21 @@ def test_rtx_pro_6000_workstation_rates():
     assert pro.dense_flops["fp8"] == 2 * pro.dense_flops["bf16"]
     # the prefill terms are priced on it now: no zero-rate GEMM
     assert read_flops(pro, "bf16") == 503_800 * 10**9
+
+
+def test_rtx_4090_fp8_is_the_fp32_accumulate_rate_fp8_gemms_run_at():
+    # NVIDIA Ada GPU Architecture whitepaper, GeForce RTX 4090 column: Peak FP8 Tensor TFLOPS with FP16 Accumulate
+    # 660.6/1321.2, with FP32 Accumulate 330.3/660.6 (dense/sparse); Peak BF16 Tensor TFLOPS with FP32 Accumulate
+    # 165.2/330.4. vLLM's sm89 FP8 GEMM accumulates in float (vllm-project/vllm@554012e8dca07d4384e0bbf9505b2a93b0a51ea4:
+    # csrc/quantization/cutlass_w8a8/scaled_mm_c2x.cuh, cutlass_2x_gemm's ElementAcc: int32 for int8, float else),
+    # so an FP8 checkpoint's GEMMs run at 330.3 T, twice the BF16 rate, not four times.
+    # Clock check: 128 SMs x 2520 MHz boost x 1024 FP8 FLOP per SM per clock (FP32 accumulate) = 330.3 T.
+    from kvplan.speed.terms import gemm_rate
+
+    g = find_gpu("rtx-4090")
+    assert g.dense_flops["fp8"] == 330_300 * 10**9
+    assert g.dense_flops["fp8"] == pytest.approx(128 * 2520e6 * 1024, rel=1e-3)
+    assert g.dense_flops["fp8"] == pytest.approx(2 * g.dense_flops["bf16"], rel=1e-3)  # 2 x 165.2 (the printed rounding)
+    assert gemm_rate(g, "fp8") == (330_300 * 10**9, "fp8")
+    assert read_flops(g, "fp8") == 330_300 * 10**9  # no measured matmul rate on the profile: the datasheet's
+    assert g.dense_flops["int8"] == 660_600 * 10**9  # INT8 (int32 accumulate) is not halved on GeForce

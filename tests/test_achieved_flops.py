@@ -38,30 +38,32 @@ def test_an_h100_prefill_gemm_runs_at_its_measured_rate_and_the_roofline_at_the_
     s = shape_for(_llama_8b(), H100)
     assert (s.gemm_rate, s.bf16_rate, s.peak_bf16_rate) == (794.5e12, 794.5e12, 989e12)
     # Llama 3.1 8B, one GPU: 2 x 7,504,924,672 active parameters (the embedding is a lookup) = 15,009,849,344 FLOPs a
-    # token; a 1,000-token prefill's GEMMs: 1.5009849344e13 / 794.5e12 = 18.892 ms (15.177 ms at the datasheet's 989).
-    assert s.flops_per_token == 15_009_849_344
+    # token, of which the LM head's 2 x 128,256 x 4,096 = 1,050,673,152 run only for the one position sampled
+    # (kvplan.speed.terms.head_rows): 13,959,176,192 a token. A 1,000-token prefill's GEMMs: 1.3959176192e13 +
+    # 1.050673152e9 = 1.3960226865e13 / 794.5e12 = 17.571 ms (18.892 ms with the head on every token).
+    assert (s.flops_per_token, s.head_flops) == (13_959_176_192, 1_050_673_152)
     f = features(s, 1000, 1, 0, 0)
-    assert f[TERMS.index("gemm")] == pytest.approx(1.5009849344e13 / 794.5e12)
-    assert f[TERMS.index("gemm")] == pytest.approx(18.892e-3, rel=1e-4)
+    assert f[TERMS.index("gemm")] == pytest.approx(1.3960226865e13 / 794.5e12)
+    assert f[TERMS.index("gemm")] == pytest.approx(17.571e-3, rel=1e-4)
     # attention: 4 x 32 heads x 128 x 32 layers = 524,288 FLOPs a query-key pair; 500,500 causal pairs
     # (1,000 x 1,001 / 2) = 2.62406e11 FLOPs / 794.5e12 = 0.3303 ms
     assert s.attn_flops_per_pair == 524_288
     f = features(s, 1000, 1, 0, 500_500)
     assert f[TERMS.index("attn")] == pytest.approx(524_288 * 500_500 / 794.5e12)
     # the roofline, the labelled lower bound, prices every FLOP at the datasheet's bf16 rate:
-    # (1.5009849344e13 + 2.62406e11) / 989e12 = 15.442 ms (the weights' 15,009,849,344 B / 3.35e12 = 4.481 ms is less)
-    assert roofline(s, 1000, 1, 0, 500_500) == pytest.approx((1.5009849344e13 + 524_288 * 500_500) / 989e12)
+    # (1.3960226865e13 + 2.62406e11) / 989e12 = 14.381 ms (the weights' 15,009,849,344 B / 3.35e12 = 4.481 ms is less)
+    assert roofline(s, 1000, 1, 0, 500_500) == pytest.approx((1.3960226865e13 + 524_288 * 500_500) / 989e12)
 
 
 def test_fp8_weights_read_the_measured_fp8_rate_and_the_roofline_stays_at_bf16():
     s = shape_for(_llama_8b(), H100, weight_dtype="fp8")
     assert (s.gemm_rate, s.bf16_rate, s.peak_bf16_rate) == (1402.6e12, 794.5e12, 989e12)
     f = features(s, 1000, 1, 0, 0)
-    # FP8 Llama 3.1 8B: the same 1.5009849344e13 FLOPs, the LM head's 2 x 128,256 x 4,096 x 1,000 = 1.050673152e12 at
-    # the bf16 rate (an fp8 checkpoint keeps it in 16 bits: kvplan.speed.shape.plain_gemm) = 1.3224 ms, the other
-    # 1.3959176192e13 at fp8's 1,402.6e12 = 9.9524 ms: 11.275 ms (all at fp8: 10.701 ms)
-    assert f[TERMS.index("gemm")] == pytest.approx(11.275e-3, rel=1e-4)
-    assert roofline(s, 1000, 1, 0, 0) == pytest.approx(1.5009849344e13 / 989e12)  # the old bound, unchanged
+    # FP8 Llama 3.1 8B: the LM head's 2 x 128,256 x 4,096 = 1.050673152e9 for its one sampled position at the bf16
+    # rate (an fp8 checkpoint keeps it in 16 bits: kvplan.model.spec.weight_bytes) = 0.0013 ms, the other
+    # 1.3959176192e13 at fp8's 1,402.6e12 = 9.9524 ms: 9.9537 ms (11.275 ms with the head on all 1,000 tokens)
+    assert f[TERMS.index("gemm")] == pytest.approx(9.9537e-3, rel=1e-4)
+    assert roofline(s, 1000, 1, 0, 0) == pytest.approx(1.3960226865e13 / 989e12)  # every FLOP at the bf16 datasheet
 
 
 def test_a_precision_not_measured_runs_at_the_measured_bf16_share_of_its_datasheet_rate():
@@ -84,12 +86,12 @@ def test_mi300x_and_mi325x_fp8_gemms_run_at_amds_measured_maf_not_the_bf16_share
     assert read_flops(mi300x, "bf16") == 668.4e12  # bf16 stays on MAMF's torch.matmul row
     # an FP8 checkpoint's prefill GEMMs on an MI300X: Llama 3.1 8B's 1.3959176192e13 FLOPs outside its bf16 LM head
     # (test_fp8_weights_read_the_measured_fp8_rate_and_the_roofline_stays_at_bf16) / 1,273e12 = 10.9656 ms, plus the
-    # head's 1.050673152e12 / 668.4e12 = 1.5719 ms: 12.5375 ms (at the bf16 share it was 10.4418 + 1.5719 = 12.0137)
+    # head's one sampled position, 1.050673152e9 / 668.4e12 = 0.0016 ms: 10.9671 ms (at the bf16 share 10.4418 + 0.0016)
     s = shape_for(_llama_8b(), mi300x, weight_dtype="fp8")
     assert (s.gemm_rate, s.bf16_rate, s.peak_bf16_rate) == (1_273e12, 668.4e12, 1_307.4e12)
-    assert features(s, 1000, 1, 0, 0)[TERMS.index("gemm")] == pytest.approx(12.5375e-3, rel=1e-4)
+    assert features(s, 1000, 1, 0, 0)[TERMS.index("gemm")] == pytest.approx(10.9671e-3, rel=1e-4)
     # the roofline, the labelled lower bound, stays at the datasheet's bf16 rate
-    assert roofline(s, 1000, 1, 0, 0) == pytest.approx(1.5009849344e13 / 1_307.4e12)
+    assert roofline(s, 1000, 1, 0, 0) == pytest.approx(1.3960226865e13 / 1_307.4e12)
 
 
 def test_a_profile_without_a_measurement_runs_at_its_datasheet():

@@ -144,16 +144,20 @@ def test_hf_quant_config_json_beside_a_local_config(tmp_path):
 
 
 def test_gemm_term_prices_kept_modules_at_the_bf16_rate():
-    # DeepSeek-R1-FP4 on a B200 at tp 8: of 2 x active FLOPs a token, the kept attention and the LM head
-    # (2 x (11,413,422,080 + 926,679,040) / 8) run at the bf16 rate, the rest at the fp4 rate
+    # DeepSeek-R1-FP4 on a B200 at tp 8: of 2 x active FLOPs a token, the kept attention (2 x 11,413,422,080 / 8) runs
+    # at the bf16 rate, the rest at the fp4 rate; the LM head (2 x 926,679,040 / 8), also kept, runs at the bf16 rate
+    # for the one position a sequence samples (kvplan.speed.terms.head_rows), not for every token
     spec = _r1(["lm_head", "model.layers.*.self_attn*"])
     gpu = find_gpu("b200")
     s = shape_for(spec, gpu, tp=8)
-    assert s.plain_flops == pytest.approx(2 * (R1_ATTENTION + R1_HEAD) / 8)
+    assert s.plain_flops == pytest.approx(2 * R1_ATTENTION / 8)
+    assert s.head_flops == pytest.approx(2 * R1_HEAD / 8) and s.plain_head
     tokens = 4096
     gemm = features(s, tokens, 1, 0, 0)[2]
-    expect = (s.flops_per_token - s.plain_flops) * tokens / s.gemm_rate + s.plain_flops * tokens / s.bf16_rate
+    expect = ((s.flops_per_token - s.plain_flops) * tokens / s.gemm_rate
+              + (s.plain_flops * tokens + s.head_flops) / s.bf16_rate)
     assert gemm == pytest.approx(expect)
     assert s.bf16_rate < s.gemm_rate  # so the kept attention costs more than it did at the fp4 rate
     # a weight dtype that is not the checkpoint's own drops its exclusions: only the head stays at bf16
-    assert shape_for(spec, gpu, tp=8, weight_dtype="fp8").plain_flops == pytest.approx(2 * R1_HEAD / 8)
+    fp8 = shape_for(spec, gpu, tp=8, weight_dtype="fp8")
+    assert fp8.plain_flops == 0 and fp8.plain_head and fp8.head_flops == pytest.approx(2 * R1_HEAD / 8)

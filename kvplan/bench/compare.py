@@ -97,9 +97,11 @@ def step_read_bytes(sim, batch: float, context: float) -> float:
 
 
 def prefill_flops(sim, n: int, depth: int = 0) -> float:
-    """FLOPs of one prompt of `n` new tokens after `depth` cached ones, on one rank, all stages (causal pairs)."""
+    """FLOPs of one prompt of `n` new tokens after `depth` cached ones, on one rank, all stages (causal pairs; the LM
+    head's for its one sampled position)."""
     pairs = n * depth + n * (n + 1) / 2
-    return sum(st.flops_per_token * n + st.decompress_flops * depth + pairs * prefill_width(st) for st in sim.stages)
+    return sum(st.flops_per_token * n + st.head_flops + st.decompress_flops * depth + pairs * prefill_width(st)
+               for st in sim.stages)
 
 
 def _tpot_from_e2e(run: BenchRun) -> float | None:

@@ -14,7 +14,7 @@ from kvplan.simulator.model import Group, SimModel, StageCost
 from kvplan.speed.coverage import label
 from kvplan.speed.model import absorbed_prefill, step_model
 from kvplan.speed.plan import plan_shape
-from kvplan.speed.shape import attention_flops, sparse_reads
+from kvplan.speed.shape import attention_flops, lm_head, sparse_reads
 
 _BIG = 1 << 40  # a sequence length past every window
 
@@ -28,7 +28,8 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
     recurrent states; where the engine keeps those states in a pool of their own (SGLang's hybrids:
     Plan.state_pool_bytes_per_gpu), the token pool alone, the states' slots bounding the running requests. Step time inputs, per stage on one rank: weights read per step (routed
     experts apart: a step reads the share its tokens touch), KV bytes per cached token, 2 x
-    active parameters FLOPs per token, and 4 x query heads x head dim per query-key pair (an MLA prefill's pairs
+    active parameters FLOPs per token (the embedding's lookup and the LM head apart: the last stage's head, 2 x vocab x
+    hidden / tp tied or not, per sequence in a step, kvplan.speed.terms.head_rows), and 4 x query heads x head dim per query-key pair (an MLA prefill's pairs
     at its decompressed width where `engine` decompresses: kvplan.speed.shape.attention_flops).
     The page size is the plan's block size; the scheduler's steps and admission are the engine's own
     (kvplan.simulator.limits hands the simulator its rules: SGLang's prefill first, vLLM's mixed budget else).
@@ -88,7 +89,7 @@ def _stage_costs(plan, spec, engine: str | None = None) -> tuple:
     touched = 0.0
     if p.num_experts:
         touched = expected_experts_touched(p.num_experts, p.experts_per_token, plan.request.batch) / p.num_experts
-    costs = []
+    costs, head = [], lm_head(spec, wb)[0]
     for s in plan.stages:
         start, end = s.layers
         frac = (end - start) / spec.num_layers
@@ -103,7 +104,8 @@ def _stage_costs(plan, spec, engine: str | None = None) -> tuple:
             kv_bytes_per_token=sp.growth_bytes_per_token(),
             kv_window_bytes=tuple((sp.token_bytes(layer) * n, layer.tokens_held(_BIG))
                                   for layer, n in sp.groups if layer.bounded and sp.token_bytes(layer)),
-            flops_per_token=2.0 * p.active * frac / tp,
+            flops_per_token=2.0 * (p.active - p.embedding - p.lm_head) * frac / tp,
+            head_flops=2.0 * head / tp if s is plan.stages[-1] else 0.0,  # the LM head on the last stage
             attn_flops_per_pair=pairs, kv_topk=sparse_reads(sp), attn_topk=attn_topk,
             attn_prefill_flops_per_pair=prefill, decompress_flops=decompress,
         ))

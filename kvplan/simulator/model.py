@@ -35,7 +35,8 @@ class StageCost:
     top_k: int = 0
     kv_bytes_per_token: int = 0  # read per cached token of unbounded layers
     kv_window_bytes: tuple = ()  # ((bytes per token, window), ...) of bounded layers
-    flops_per_token: float = 0.0  # 2 x active parameters on this rank
+    flops_per_token: float = 0.0  # 2 x active parameters on this rank, the embedding's and the LM head's apart
+    head_flops: float = 0.0  # the last stage's LM head, 2 x vocab x hidden / tp, per sequence in a step (its logits)
     attn_flops_per_pair: float = 0.0  # 4 x query heads x head dim over this rank's attention layers
     kv_topk: tuple = ()  # ((bytes per token, top-k), ...) of kv_bytes_per_token read for at most top-k tokens a sequence
     attn_topk: tuple = ()  # ((FLOPs per pair, top-k), ...) of attn_flops_per_pair at most top-k pairs a query
@@ -125,7 +126,8 @@ class StepTimer:
         st = m.stages[0]
         bw, fl, ovh = m.bandwidth_bytes_per_s, m.flops_per_s, m.step_overhead_s
         base = st.dense_read_bytes + (st.expert_bytes * self._expert_share(st, seqs) if st.expert_bytes else 0)
-        kv, f0, fa = st.kv_bytes_per_token, st.flops_per_token * seqs + st.attn_flops_per_pair * seqs, st.attn_flops_per_pair
+        kv, fa = st.kv_bytes_per_token, st.attn_flops_per_pair
+        f0 = (st.flops_per_token + st.head_flops + st.attn_flops_per_pair) * seqs
         if not fl:
             return lambda context: ovh + (base + kv * context) / bw
         return lambda context: ovh + max((base + kv * context) / bw, (f0 + fa * context) / fl)
@@ -155,7 +157,8 @@ class StepTimer:
             if m.flops_per_s:
                 attn = (s.attn_flops_per_pair * (pairs - prefill_pairs) + prefill_width(s) * prefill_pairs
                         - sum(f * max(0.0, pairs - tokens * k) for f, k in s.attn_topk))
-                c = (s.flops_per_token * tokens + s.decompress_flops * prefill_context + attn) / m.flops_per_s
+                c = (s.flops_per_token * tokens + s.head_flops * seqs + s.decompress_flops * prefill_context
+                     + attn) / m.flops_per_s  # the head: one position a sequence (kvplan.speed.terms.head_rows)
                 t = max(t, c)
             total += t
         return total

@@ -31,7 +31,7 @@ from kvplan.speed.nnls import nnls
 from kvplan.speed.recency import weights as recency_weights
 from kvplan.speed.shape import read_flops, shape_for, weight_dtype_of
 from kvplan.speed.ggml import MMVQ_MAX
-from kvplan.speed.terms import TERMS, Shape, path_at, roofline_of
+from kvplan.speed.terms import TERMS, Shape, bound, path_at, roofline_of
 
 PASSES = 3  # the fit's Gauss-Newton re-linearisations (each at the previous coefficients' settled load)
 SETTLE_MAX = 30  # an open loop's fixed-point passes, at most (settle)
@@ -87,7 +87,7 @@ class Built:
         if s.rate_missing and prefill_unrated(s, load):  # llama.cpp's GEMM path at a rate the profile does not give:
             self.shape, self.why = None, f"GPU profile has no {s.rate_missing} rate (llama.cpp's GEMM path)"
             return  # not priced at zero, skipped and counted
-        self.roof_shape = replace(s, paths=()) if s.paths else s  # the roofline knows no engine's kernels
+        self.roof_shape = bound(s)  # the roofline knows no engine's kernels
         if fused_allreduce(case.flags):  # the engine's fused kernel, after the roofline's copy
             self.shape = replace(s, fused_allreduce=True)
         if fp8_context_fmha(case) and gpu.dense_flops.get("fp8") and gpu.fp8 is not False:  # FP8 context attention
@@ -175,7 +175,7 @@ def _kv(name):
 def predict(built: Built, coef, prev: dict | None = None) -> dict:
     """{metric: predicted} for the case (coef () or None: the roofline), under the previous pass's `prev`."""
     fp, fd, fg, cm = built.parts(prev, roof=not coef)
-    t = [_price(built.shape, f, coef) if f is not None else 0.0 for f in (fp, fd, fg)]
+    t = [_price(f, coef) if f is not None else 0.0 for f in (fp, fd, fg)]
     per = _ingress(coef)
     wait, share = ingress_queue(built.load) * per, ingress_rate(built.load) * per
     out = {}
@@ -198,8 +198,8 @@ def _ingress(coef) -> float:
     return float(coef[INGRESS]) if coef else 0.0
 
 
-def _price(shape: Shape, f, coef) -> float:
-    return priced(coef, f) if coef else roofline_of(shape, f)
+def _price(f, coef) -> float:
+    return priced(coef, f) if coef else roofline_of(f)
 
 
 def settle(built: Built, coef) -> dict:
@@ -226,8 +226,8 @@ def rho_cap_of(built: Built, coef) -> float:
     B = cap (coef () or None: the roofline's)."""
     load, s = built.load, (built.shape if coef else built.roof_shape)
     cap = load.cap
-    t_wave = _price(s, prefill_features(s, load.isl, batch=cap, chunk=load.chunk), coef)
-    t_dec = _price(s, decode_features(s, cap, decode_context(load)), coef)
+    t_wave = _price(prefill_features(s, load.isl, batch=cap, chunk=load.chunk), coef)
+    t_dec = _price(decode_features(s, cap, decode_context(load)), coef)
     return load.rate / load.dp * (t_wave + max(1.0, load.osl) * t_dec) / cap
 
 

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
-from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, features, gemm_seconds, measured_allreduce, moves_tokens,
-                                path_at, prefill_width, roofline, roofline_of)
+from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, bound, features, gemm_seconds, measured_allreduce,
+                                moves_tokens, path_at, prefill_width, roofline, roofline_of)
 
 DATA = Path(__file__).with_name("coefficients.json")
 BANDS = Path(__file__).with_name("bands.json")  # each set's held-out error per metric, apart from its coefficients
@@ -130,11 +129,13 @@ def prefill_features(shape: Shape, isl: float, depth: float = 0.0, chunk: int = 
     """The prefill of `batch` requests of `isl` tokens each after `depth` cached ones, together in
     steps of `chunk` tokens, each a prefill batch; `request`: the fixed cost of each request counted (1) or not (0).
     Every pair a prefill query's; the cached tokens its steps attend to: a request in n = ceil(isl / chunk) chunks
-    has depth + j x isl / n cached at its j-th, n x depth + isl x (n - 1) / 2 over its chunks."""
+    has depth + j x isl / n cached at its j-th, n x depth + isl x (n - 1) / 2 over its chunks. The LM head runs for
+    the last position of each of a request's n chunks (kvplan.speed.terms.head_rows), not for its every token."""
     steps = max(1, math.ceil(batch * isl / chunk))
     pairs, n = batch * isl * (depth + (isl + 1) / 2), max(1, math.ceil(isl / chunk))
     return features(shape, batch * isl, batch, batch * (depth + isl / 2), pairs, steps=steps, request=request * batch,
-                    prefill_steps=steps, prefill_pairs=pairs, prefill_context=batch * (n * depth + isl * (n - 1) / 2))
+                    prefill_steps=steps, prefill_pairs=pairs, prefill_context=batch * (n * depth + isl * (n - 1) / 2),
+                    sampled=batch * n)
 
 
 def decode_features(shape: Shape, batch: float, context: float) -> list[float]:
@@ -147,8 +148,7 @@ def prefill_seconds(shape: Shape, engine: str | None, isl: int, *, depth: int = 
     """Seconds one request's prefill of `isl` prompt tokens takes (its fixed cost per request included)."""
     coef = coefficients(engine) if speed == "calibrated" else ()
     if not coef:
-        bare = replace(shape, paths=()) if shape.paths else shape  # the bound knows no engine's kernels
-        return roofline_of(bare, prefill_features(bare, isl, depth))
+        return roofline_of(prefill_features(bound(shape), isl, depth))  # the bound knows no engine's kernels
     return priced(coef, prefill_features(shape, isl, depth))
 
 
@@ -180,8 +180,9 @@ class StepModel:
         if moves_tokens(s):
             comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * s.top_k * s.hidden * ACT_BYTES / s.link_bandwidth
         gemm = c["gemm"] * gemm_seconds(s, 1.0, 0.0, s.gemm_rate) if not s.paths else 0.0  # paths: by step
+        head = c["gemm"] * gemm_seconds(s, 0.0, 0.0, s.gemm_rate, 1.0) if not s.paths else 0.0  # a sequence's logits
         self.per_token = gemm + c["comm"] * comm
-        self.per_seq = c["seq"] + c["kv"] * 2 * s.state_bytes_per_seq / s.bandwidth
+        self.per_seq = c["seq"] + c["kv"] * 2 * s.state_bytes_per_seq / s.bandwidth + head
         self.per_ctx = c["kv"] * s.kv_bytes_per_token / s.bandwidth
         self.per_pair = c["attn"] * s.attn_flops_per_pair / s.bf16_rate if s.bf16_rate else 0.0
         # a prefill pair's cost beyond a decode pair's (negative where MLA's prefill runs decompressed, narrower)
@@ -214,10 +215,11 @@ class StepModel:
                                            + self._c["grouped"] * f[TERMS.index("grouped")])
         return hit
 
-    def path(self, tokens: float) -> float:
-        """The GEMM and any dequantized copy of a step of `tokens` on a Shape with `paths` (llama.cpp's kernels)."""
+    def path(self, tokens: float, seqs: float) -> float:
+        """The GEMM (the LM head's for `seqs` sequences) and any dequantized copy of a step of `tokens` on a Shape with
+        `paths` (llama.cpp's kernels)."""
         rate, extra = path_at(self.shape, tokens)
-        return (self._c["gemm"] * gemm_seconds(self.shape, tokens, 0.0, rate)
+        return (self._c["gemm"] * gemm_seconds(self.shape, tokens, 0.0, rate, seqs)
                 + self._c["weights"] * extra / self.shape.bandwidth)
 
     def step(self, tokens: float, seqs: float, context: float, pairs: float, new: float = 0, *,
@@ -230,7 +232,7 @@ class StepModel:
         if tokens > seqs:
             t += self.per_prefill
         if self.shape.paths:
-            t += self.path(tokens)
+            t += self.path(tokens, seqs)
         for k, w in self.windows:
             t += k * min(context, seqs * w)
         for k, n in self.topk:
@@ -249,7 +251,7 @@ class StepModel:
             return lambda context: self.step(seqs, seqs, context, float(context + seqs))
         fixed = self.base + (self.per_token + self.per_seq + self.per_pair) * seqs
         if self.shape.paths:
-            fixed += self.path(seqs)
+            fixed += self.path(seqs, seqs)
         if self.shape.num_experts:
             fixed += self.experts(seqs)
         if self.measured:

@@ -1,9 +1,12 @@
 """A deployment's `Shape` (kvplan.speed.terms): a model spec on a GPU profile at tp / ep, in given dtypes.
 
 Per tensor-parallel rank: the weights of kvplan.model.spec.weight_bytes (sharded parts / tp, the
-replicated ones whole, the LM head / tp; the embedding is a lookup and is not read whole), the
+replicated ones whole, the LM head / tp, a tied one's being the embedding table's vocabulary rows, which its
+logits read whole; the embedding's lookup reads a few rows only), the
 routed experts / max(tp, ep), the KV bytes per token of kvplan.planning.profile (windows apart),
-2 x active parameters of FLOPs per token, and 4 x heads x head dim per query-key pair over the
+2 x active parameters of FLOPs per token but the embedding's and the LM head's, the head's 2 x vocab x hidden / tp
+(tied or not: vLLM's ParallelLMHead splits the vocabulary over tp) apart, per position whose logits a step computes
+(kvplan.speed.terms.head_rows), and 4 x heads x head dim per query-key pair over the
 attention layers (an MLA layer's decode at its absorbed width, latent + rope; its prefill where the engine
 decompresses K and V at 2 x heads x (qk_nope + rope + v), with the decompression of the cached context a prefill
 step attends to: attention_flops). DeepSeek Sparse Attention (kvplan.model.layers.IndexedMLA: DeepSeek-V3.2, GLM-5) attends each
@@ -123,42 +126,57 @@ def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = No
     pairs, prefill_pairs, attn_topk, decompress = attention_flops(spec.layers, spec.num_attention_heads, tp)
     kv_topk = sparse_reads(prof)
     spread = max(tp, ep)
-    active_dense = p.active - p.embedding - p.experts_active
+    active_dense = p.active - p.embedding - p.lm_head - p.experts_active
+    head, head_bytes = lm_head(spec, wb)
     per_expert = p.experts / p.num_experts / spread if p.num_experts else 0.0
     plain, plain_share = plain_gemm(spec, weight_dtype)
     return dict(
         plain_flops=2.0 * (plain[0] / tp + plain[1] / spread), plain_decompress=decompress * plain_share,
-        dense_bytes=int((wb.sharded + wb.lm_head) // tp + wb.replicated),
+        dense_bytes=int((wb.sharded + head_bytes) // tp + wb.replicated),
         expert_bytes=int(wb.experts // spread),
         num_experts=p.num_experts, top_k=p.experts_per_token, expert_params=per_expert,
         kv_bytes_per_token=prof.growth_bytes_per_token(), kv_windows=windows, kv_topk=kv_topk, attn_topk=attn_topk,
         state_bytes_per_seq=prof.state_bytes_per_sequence(),
-        flops_per_token=2.0 * (active_dense / tp + p.experts_active / spread),
+        flops_per_token=2.0 * (active_dense / tp + p.experts_active / spread), head_flops=2.0 * head / tp,
+        plain_head=not gguf(weight_dtype or spec.quantization.method),
         attn_flops_per_pair=pairs, attn_prefill_flops_per_pair=prefill_pairs, decompress_flops=decompress, layers=spec.num_layers, hidden=spec.hidden_size, tp=tp, ep=ep,
         moe_layers=p.num_moe_layers, ep_replicas=max(1, dp) if ep > 1 and p.num_experts else 1,
     )
 
 
+def lm_head(spec, wb) -> tuple[int, int]:
+    """(the LM head's parameters, its bytes) whole, tied or not: a tied head multiplies by the embedding table's
+    vocab x hidden rows (not a learned position table beside them: GPT-2's), in the table's own format."""
+    p = spec.params
+    if p.lm_head:
+        return p.lm_head, wb.lm_head
+    head = spec.vocab_size * spec.hidden_size
+    return head, (wb.embedding * head // p.embedding if p.embedding else 0)
+
+
+def gguf(stored: str | None) -> bool:
+    """Whether weights stored so are a GGUF file's (its output layer quantized too)."""
+    return stored in GGUF_TYPES or stored in GGUF_MIXES
+
+
 def plain_gemm(spec, weight_dtype: str | None) -> tuple[tuple[float, float], float]:
     """((active dense parameters, active routed-expert parameters) a token multiplies in the model dtype, the share
     of the attention's decompression among them) for a quantized checkpoint: the modules its exclusion list keeps
-    (Quantization.kept: an NVFP4 export's attention, Llama-3.1-405B-FP8's attention and edge MLPs), every dense
+    (Quantization.kept: an NVFP4 export's attention, Llama-3.1-405B-FP8's attention and edge MLPs) and every dense
     module where the method quantizes only the experts (MXFP4: vLLM Mxfp4Config.get_quant_method gives every
-    LinearBase an UnquantizedLinearMethod), and the LM head, which no format kvplan reads quantizes
-    (kvplan.model.spec.weight_bytes). Their GEMMs run at the bf16 rate, as vLLM's UnquantizedLinearMethod runs
-    them; the checkpoint's own exclusions stand only in its own format (kvplan.model.spec.own_format)."""
+    LinearBase an UnquantizedLinearMethod). Their GEMMs run at the bf16 rate, as vLLM's UnquantizedLinearMethod runs
+    them; the checkpoint's own exclusions stand only in its own format (kvplan.model.spec.own_format). The LM head,
+    which no format kvplan reads quantizes but GGUF (kvplan.model.spec.weight_bytes), is priced apart, per sampled
+    position (Shape.head_flops, plain_head)."""
     p, q = spec.params, spec.quantization
     stored = weight_dtype or q.method
-    if stored in PLAIN_BYTES or stored in GGUF_TYPES or stored in GGUF_MIXES:
-        return (0.0, 0.0), 0.0  # a GGUF file quantizes its output layer too (kvplan.model.spec weight_bytes)
-    head = p.lm_head
-    if not own_format(spec, weight_dtype):
-        return (float(head), 0.0), 0.0
+    if stored in PLAIN_BYTES or gguf(stored) or not own_format(spec, weight_dtype):
+        return (0.0, 0.0), 0.0
     ka, km, ks, ke = (q.kept_of(r) for r in ("attention", "mlp", "shared_experts", "experts"))
     if q.experts_only:
         ka, km, ks = p.attention, p.mlp, p.shared_experts
     routed = ke * p.experts_active / p.experts if p.experts else 0.0
-    return (float(ka + km + ks + head), routed), (min(1.0, ka / p.attention) if p.attention else 0.0)
+    return (float(ka + km + ks), routed), (min(1.0, ka / p.attention) if p.attention else 0.0)
 
 
 def read_bandwidth(gpu) -> int:

@@ -10,11 +10,13 @@ the order of `TERMS`:
   kv         KV bytes read (cached tokens x bytes per token, windows capped, DeepSeek Sparse Attention's latent
              read for at most its top-k tokens a sequence; a sequence's fixed recurrent state read and written
              back once) / bandwidth
-  gemm       2 x active parameters x tokens / the weight dtype's dense rate (fp8 or fp4 where the
+  gemm       2 x active parameters x tokens (the LM head apart) / the weight dtype's dense rate (fp8 or fp4 where the
              profile has it: `dense_flops`), the bf16 rate otherwise, and the modules a quantized checkpoint keeps in
              the model dtype (its exclusion list, MXFP4's dense layers, the LM head) at the bf16 rate
              (kvplan.speed.shape.plain_gemm; gemm_seconds); the rate is the profile's measured
              `achieved_dense_flops` where it has one (kvplan.speed.shape.read_flops), the datasheet's otherwise.
+             The LM head's 2 x vocab x hidden / tp (tied or not) only for the positions whose logits the step
+             computes (`sampled`: one a sequence in the step, head_rows), not for every prompt token
              A Shape with `paths` (llama.cpp: kvplan.speed.ggml) takes the rate by tokens per step, and a
              dequantizing path adds its fp16 copy's bytes to the weights term
   attn       4 x heads x head dim x query-key pairs / the bf16 rate, read the same way (quadratic in a prefill;
@@ -100,8 +102,10 @@ class Shape:
     kv_topk: tuple = ()  # ((bytes per token, top-k), ...): parts of kv_bytes_per_token a step reads for at most top-k
     # tokens a sequence (DeepSeek Sparse Attention's latent: kvplan.model.layers.IndexedMLA)
     state_bytes_per_seq: int = 0  # a sequence's fixed state on this rank (Mamba / linear attention, DeepSeek-V4)
-    flops_per_token: float = 0.0  # 2 x active parameters on this rank
+    flops_per_token: float = 0.0  # 2 x active parameters on this rank, the LM head apart
     plain_flops: float = 0.0  # of them, those of modules the checkpoint keeps in the model dtype: at bf16_rate
+    head_flops: float = 0.0  # the LM head's 2 x vocab x hidden / tp, per position whose logits a step computes
+    plain_head: bool = True  # the LM head runs at bf16_rate (every checkpoint but a GGUF file, whose output is quantized)
     plain_decompress: float = 0.0  # of decompress_flops, those of a kept attention's kv_b_proj: at bf16_rate
     attn_flops_per_pair: float = 0.0  # 4 x heads on this rank x head dim, over attention layers: a decode query's
     attn_prefill_flops_per_pair: float | None = None  # a prefill query's (MLA decompressed); None: the same
@@ -208,13 +212,15 @@ def ring_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: flo
 
 def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float, *, request: float = 0.0,
              steps: float = 1.0, prefill_steps: float = 0.0, prefill_pairs: float = 0.0,
-             prefill_context: float = 0.0) -> list[float]:
+             prefill_context: float = 0.0, sampled: float | None = None) -> list[float]:
     """One step's terms (TERMS order) at coefficient 1: `tokens` scheduled tokens of `seqs` sequences
     reading `context` cached tokens in all and forming `pairs` query-key pairs, `prefill_pairs` of them formed by
     prefill queries, whose sequences had `prefill_context` cached tokens before the step (summed over its `steps`).
     `steps`: how many engine steps these tokens take (a prefill in chunks reads the weights once per chunk);
-    `request`: requests admitted (their fixed cost); `prefill_steps`: how many of the steps are prefill batches."""
+    `request`: requests admitted (their fixed cost); `prefill_steps`: how many of the steps are prefill batches;
+    `sampled`: positions whose logits the LM head computes (None: one a sequence a step, head_rows)."""
     bw = s.bandwidth
+    sampled = head_rows(seqs, steps) if sampled is None else sampled
     kv = s.kv_bytes_per_token * context + 2 * s.state_bytes_per_seq * seqs  # a state is read and written back
     for bpt, window in s.kv_windows:
         kv += bpt * min(context, seqs * window)
@@ -242,7 +248,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     return [
         (s.dense_bytes + extra) * steps / bw,
         kv / bw,
-        gemm_seconds(s, tokens, prefill_context, rate),
+        gemm_seconds(s, tokens, prefill_context, rate, sampled),
         attn / s.bf16_rate + prefill / (s.prefill_attn_rate or s.bf16_rate) if s.bf16_rate else 0.0,
         (s.expert_bytes * share + reread_bytes(s, routed, touched)) * steps / bw,
         touched * 2 * s.expert_params * steps / (s.grouped_rate or s.gemm_rate) if s.gemm_rate else 0.0,
@@ -279,14 +285,31 @@ def moves_tokens(s: Shape) -> bool:
     return s.ep > s.tp and s.moe_layers > 0
 
 
-def gemm_seconds(s: Shape, tokens: float, prefill_context: float, rate: float) -> float:
+def head_rows(seqs: float, steps: float = 1.0) -> float:
+    """Positions whose logits a step computes: one for each sequence it schedules, a prefill chunk that does not end
+    its prompt included (its token is sampled and dropped). vLLM: `logits_indices = query_start_loc[1:] - 1`, then
+    `compute_logits(hidden_states[logits_indices])` ("we should not sample any token from these partial requests,
+    we do so for simplicity": vllm-project/vllm@4e179065:vllm/v1/worker/gpu_model_runner.py, _prepare_inputs and
+    execute_model); TensorRT-LLM's PyTorch backend: `gather_ids`, one a context chunk or generation request
+    (NVIDIA/TensorRT-LLM@1a0dc5f7:tensorrt_llm/_torch/pyexecutor/model_engine.py, _prepare_tp_inputs; context
+    logits gathered only with gather_context_logits); SGLang: an extend without input logprobs keeps
+    `hidden_states[cumsum(extend_seq_lens) - 1]`, one a request (sgl-project/sglang@5993251f:python/sglang/srt/
+    layers/logits_processor.py, _get_pruned_states); llama.cpp: only the tokens a batch marks for output, "the output
+    only for the last token" where it marks none (llama_batch_get_one, llama-bench's pp test: ggml-org/llama.cpp@21e9bbe2:
+    src/llama-batch.cpp, llama_batch_allocr::init)."""
+    return seqs * steps
+
+
+def gemm_seconds(s: Shape, tokens: float, prefill_context: float, rate: float, sampled: float = 0.0) -> float:
     """The GEMM term at coefficient 1: the checkpoint's quantized modules' FLOPs at `rate` (its weight dtype's, or
     a llama.cpp path's), those it keeps in the model dtype (`plain_flops`, `plain_decompress`:
-    kvplan.speed.shape.plain_gemm) at the bf16 rate."""
+    kvplan.speed.shape.plain_gemm) at the bf16 rate; the LM head's over `sampled` positions (at the bf16 rate
+    but in a GGUF file, `plain_head`)."""
     if not rate:
         return 0.0
-    plain = s.plain_flops * tokens + s.plain_decompress * prefill_context
-    quantized = s.flops_per_token * tokens + s.decompress_flops * prefill_context - plain
+    head = s.head_flops * sampled
+    plain = s.plain_flops * tokens + s.plain_decompress * prefill_context + (head if s.plain_head else 0.0)
+    quantized = s.flops_per_token * tokens + s.decompress_flops * prefill_context + head - plain
     return quantized / rate + plain / (s.bf16_rate or rate)
 
 
@@ -299,18 +322,19 @@ def prefill_width(s) -> float:
 def roofline(s: Shape, tokens: float, seqs: float, context: float, pairs: float, steps: float = 1.0, *,
              prefill_pairs: float = 0.0, prefill_context: float = 0.0) -> float:
     """The old bound (kvplan.simulator.model.StepTimer): max(bytes read / bandwidth, FLOPs / the bf16 rate)."""
-    s = replace(s, paths=()) if s.paths else s  # the bound knows no engine's kernels
-    return roofline_of(s, features(s, tokens, seqs, context, pairs, steps=steps, prefill_pairs=prefill_pairs,
-                                   prefill_context=prefill_context))
+    return roofline_of(features(bound(s), tokens, seqs, context, pairs, steps=steps, prefill_pairs=prefill_pairs,
+                                prefill_context=prefill_context))
 
 
-def roofline_of(s: Shape, f: list[float]) -> float:
-    """The roofline of a step whose terms (TERMS order, at coefficient 1) are `f`: the larger of its reads
-    (weights, KV, experts, re-priced at the datasheet bandwidth) and its FLOPs (GEMM and attention re-priced at
-    the datasheet's bf16 rate, as the old bound did). `f` of a Shape without `paths` (roofline() drops them)."""
-    read = (f[0] + f[1] + f[4]) * (s.bandwidth / s.peak_bandwidth if s.peak_bandwidth else 1.0)
+def bound(s: Shape) -> Shape:
+    """The Shape the roofline prices: no engine's kernels (`paths`, a fused all-reduce), its bytes at the datasheet
+    bandwidth and every FLOP (GEMM, LM head, attention) at the datasheet's bf16 rate, as the old bound did."""
     peak = s.peak_bf16_rate or s.bf16_rate
-    share = s.plain_flops / s.flops_per_token if s.flops_per_token else 0.0  # of the GEMM FLOPs, those at bf16
-    per_flop = (1 - share) / s.gemm_rate + share / (s.bf16_rate or s.gemm_rate) if s.gemm_rate else 0.0
-    flops = ((f[2] / per_flop if per_flop else 0.0) + f[3] * s.bf16_rate) / peak if peak else 0.0
-    return max(read, flops)
+    return replace(s, paths=(), fused_allreduce=False, bandwidth=s.peak_bandwidth or s.bandwidth, gemm_rate=peak,
+                   grouped_rate=0.0, bf16_rate=peak, rate_missing="")
+
+
+def roofline_of(f: list[float]) -> float:
+    """The roofline of a step whose terms (TERMS order, at coefficient 1) are `f`, the features of a `bound` Shape: the
+    larger of its reads (weights, KV, experts) and its FLOPs (GEMM and attention)."""
+    return max(f[0] + f[1] + f[4], f[2] + f[3])

@@ -65,3 +65,20 @@ def test_the_simulator_step_model_prices_fp8_prefill_attention_as_the_terms_do()
         s = Shape(**BASE, prefill_attn_rate=rate)
         step = StepModel(s, coef).step(2049, 2, 7048, 2_103_176, prefill_pairs=2_098_176)
         assert step == pytest.approx(priced(coef, features(s, 2049, 2, 7048, 2_103_176, prefill_pairs=2_098_176)))
+
+
+def test_a_window_cap_takes_off_at_the_rate_it_priced_never_below_zero():
+    # A sliding-window model (one cap: 1,032,192 FLOPs a pair, at most 128 keys a query, Shape.attn_topk) prefilling
+    # 2,048 fresh tokens: 2,098,176 causal pairs, of which 2,048 x 128 = 262,144 within the window, 1,836,032 capped.
+    # Priced at bf16: 262,144 x 1,032,192 / 794.5e12 = 3.4057e-4 s. With FP8 context FMHA every pair is a prefill
+    # query's, so the pairs and their cap both at 1,453.4e12: 262,144 x 1,032,192 / 1,453.4e12 = 1.8617e-4 s. (Taking
+    # the cap off at bf16 while pricing the pairs at fp8 would give 2.098e6 x 1.032e6 / 1.4534e15 - 1.836e6 x 1.032e6
+    # / 7.945e14 = -8.95e-4 s.)
+    pairs = 2_098_176
+    for rate, want in ((0.0, 3.4057e-4), (1453.4e12, 1.8617e-4)):
+        s = Shape(**BASE, attn_topk=((1_032_192.0, 128),), prefill_attn_rate=rate)
+        got = features(s, 2048, 1, 0, pairs, prefill_pairs=pairs)[ATTN]
+        assert got == pytest.approx(want, rel=1e-4)
+        coef = tuple(0.0 if t in ("pstep", "player") else 1.0 for t in TERMS)
+        step = StepModel(s, coef).step(2048, 1, 0, pairs, prefill_pairs=pairs)
+        assert step == pytest.approx(priced(coef, features(s, 2048, 1, 0, pairs, prefill_pairs=pairs)))

@@ -18,8 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
-from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, bound, features, gemm_seconds, measured_allreduce,
-                                moves_tokens, path_at, prefill_width, roofline, roofline_of)
+from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, bound, capped_pair_seconds, features, gemm_seconds,
+                                measured_allreduce, moves_tokens, path_at, prefill_width, roofline, roofline_of)
 
 DATA = Path(__file__).with_name("coefficients.json")
 BANDS = Path(__file__).with_name("bands.json")  # each set's held-out error per metric, apart from its coefficients
@@ -193,7 +193,7 @@ class StepModel:
         self.per_prefill = c["pstep"] + c["player"] * s.layers
         self.windows = tuple((c["kv"] * bpt / s.bandwidth, w) for bpt, w in s.kv_windows)
         self.topk = tuple((c["kv"] * bpt / s.bandwidth, k) for bpt, k in s.kv_topk)
-        self.pair_topk = tuple((c["attn"] * f / s.bf16_rate, k) for f, k in s.attn_topk) if s.bf16_rate else ()
+        self.pair_topk = tuple((c["attn"] * f, k) for f, k in s.attn_topk) if s.bf16_rate else ()  # FLOPs, k
         self._c = c
         self._experts: dict = {}
         self._allreduce: dict = {}
@@ -237,8 +237,9 @@ class StepModel:
             t += k * min(context, seqs * w)
         for k, n in self.topk:
             t -= k * max(0.0, context - seqs * n)
-        for k, n in self.pair_topk:
-            t -= k * max(0.0, pairs - tokens * n)
+        if self.pair_topk:  # at the rate features takes them off (capped_pair_seconds)
+            per = capped_pair_seconds(self.shape, pairs, prefill_pairs)
+            t -= per * sum(k * max(0.0, pairs - tokens * n) for k, n in self.pair_topk)
         if self.shape.num_experts:
             t += self.experts(tokens)
         if self.measured:

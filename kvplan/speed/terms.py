@@ -226,10 +226,10 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         kv += bpt * min(context, seqs * window)
     for bpt, k in s.kv_topk:  # of the bytes above, read for at most k tokens a sequence
         kv -= bpt * max(0.0, context - seqs * k)
-    attn = s.attn_flops_per_pair * (pairs - prefill_pairs)
-    for f, k in s.attn_topk:  # of the FLOPs above and below, at most k pairs a query
-        attn -= f * max(0.0, pairs - tokens * k)
-    prefill = prefill_width(s) * prefill_pairs  # at the prefill attention's own rate (FP8 context FMHA), if any
+    capped = sum(f * max(0.0, pairs - tokens * k) for f, k in s.attn_topk)  # of the FLOPs below, at most k a query
+    attn = (s.attn_flops_per_pair * (pairs - prefill_pairs) / s.bf16_rate + prefill_width(s) * prefill_pairs
+            / (s.prefill_attn_rate or s.bf16_rate) - capped * capped_pair_seconds(s, pairs, prefill_pairs)
+            if s.bf16_rate else 0.0)  # a prefill query's pairs at its own rate (FP8 context FMHA), if any
     per_step = tokens / steps
     rate, extra = path_at(s, per_step) if s.paths else (s.gemm_rate, 0.0)
     routed = per_step * s.ep_replicas  # the tokens this rank's experts serve in one step
@@ -249,7 +249,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         (s.dense_bytes + extra) * steps / bw,
         kv / bw,
         gemm_seconds(s, tokens, prefill_context, rate, sampled),
-        attn / s.bf16_rate + prefill / (s.prefill_attn_rate or s.bf16_rate) if s.bf16_rate else 0.0,
+        attn,
         (s.expert_bytes * share + reread_bytes(s, routed, touched)) * steps / bw,
         touched * 2 * s.expert_params * steps / (s.grouped_rate or s.gemm_rate) if s.gemm_rate else 0.0,
         comm,
@@ -262,6 +262,15 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         prefill_steps * s.layers,
         0.0,  # ingress: no step's (kvplan.speed.frontend.ingress_queue)
     ]
+
+
+def capped_pair_seconds(s: Shape, pairs: float, prefill_pairs: float) -> float:
+    """Seconds per FLOP of the pairs a window or top-k cap takes off (Shape.attn_topk): at the bf16 rate, or shared
+    between it and `prefill_attn_rate` as the step's pairs are (so a cap never takes off more than it priced)."""
+    if not s.prefill_attn_rate or not pairs:
+        return 1.0 / s.bf16_rate
+    share = min(1.0, prefill_pairs / pairs)
+    return (1.0 - share) / s.bf16_rate + share / s.prefill_attn_rate
 
 
 def reread_bytes(s: Shape, routed: float, touched: float) -> float:

@@ -133,9 +133,25 @@ def prefill_features(shape: Shape, isl: float, depth: float = 0.0, chunk: int = 
     the last position of each of a request's n chunks (kvplan.speed.terms.head_rows), not for its every token."""
     steps = max(1, math.ceil(batch * isl / chunk))
     pairs, n = batch * isl * (depth + (isl + 1) / 2), max(1, math.ceil(isl / chunk))
+    rows = packed_rows(batch, isl, chunk, steps)
     return features(shape, batch * isl, batch, batch * (depth + isl / 2), pairs, steps=steps, request=request * batch,
                     prefill_steps=steps, prefill_pairs=pairs, prefill_context=batch * (n * depth + isl * (n - 1) / 2),
-                    sampled=batch * n)
+                    sampled=rows, seq_steps=rows)
+
+
+def packed_rows(batch: float, isl: float, chunk: int, steps: int) -> float:
+    """Sequences scheduled, summed over the `steps` steps of `chunk` tokens that `batch` prompts of `isl` tokens fill
+    one after another (each engine's chunked prefill takes waiting prompts in order and splits the one that overflows
+    the step's token budget: vLLM's scheduler, SGLang's PrefillAdder, TensorRT-LLM's capacity scheduler): every prompt
+    once, and once more for each step boundary that falls inside a prompt, batch + steps - 1 less the boundaries at a
+    prompt's end (multiples of lcm(isl, chunk) below batch x isl); the LM head computes one row for each
+    (kvplan.speed.terms.head_rows), the `seq` term counts each."""
+    if steps <= 1:
+        return batch
+    aligned = 0
+    if float(isl).is_integer() and float(batch).is_integer() and isl > 0:
+        aligned = (int(batch * isl) - 1) // math.lcm(int(isl), int(chunk))
+    return min(batch * steps, batch + steps - 1 - aligned)
 
 
 def decode_features(shape: Shape, batch: float, context: float) -> list[float]:

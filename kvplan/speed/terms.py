@@ -211,14 +211,15 @@ def ring_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: flo
 
 
 def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float, *, request: float = 0.0,
-             steps: float = 1.0, prefill_steps: float = 0.0, prefill_pairs: float = 0.0,
-             prefill_context: float = 0.0, sampled: float | None = None) -> list[float]:
+             steps: float = 1.0, prefill_steps: float = 0.0, prefill_pairs: float = 0.0, prefill_context: float = 0.0,
+             sampled: float | None = None, seq_steps: float | None = None) -> list[float]:
     """One step's terms (TERMS order) at coefficient 1: `tokens` scheduled tokens of `seqs` sequences
     reading `context` cached tokens in all and forming `pairs` query-key pairs, `prefill_pairs` of them formed by
     prefill queries, whose sequences had `prefill_context` cached tokens before the step (summed over its `steps`).
     `steps`: how many engine steps these tokens take (a prefill in chunks reads the weights once per chunk);
     `request`: requests admitted (their fixed cost); `prefill_steps`: how many of the steps are prefill batches;
-    `sampled`: positions whose logits the LM head computes (None: one a sequence a step, head_rows)."""
+    `sampled`: positions whose logits the LM head computes (None: one a sequence a step, head_rows); `seq_steps`:
+    sequences scheduled summed over the steps (None: `seqs` in every step; a packed prefill's: model.packed_rows)."""
     bw = s.bandwidth
     sampled = head_rows(seqs, steps) if sampled is None else sampled
     kv = s.kv_bytes_per_token * context + 2 * s.state_bytes_per_seq * seqs  # a state is read and written back
@@ -256,7 +257,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         calls * s.link_latency_s,
         steps,
         s.layers * steps,
-        seqs * steps,
+        seqs * steps if seq_steps is None else seq_steps,
         request,
         prefill_steps,
         prefill_steps * s.layers,

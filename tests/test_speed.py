@@ -274,8 +274,8 @@ def test_a_setting_outside_the_corpus_says_so():
     cov = speed.shipped()["coverage"]
     assert "h100-sxm" in cov["gpus"] and "t4" not in cov["gpus"]
     assert outside("vllm", "h100-sxm", "llama") == []
-    assert outside("vllm", "t4", "llama") == ["GPU t4 is not in the speed corpus"]
-    assert "not in the speed corpus: vllm's coefficients" in outside("hf_transformers", "h100-sxm", "llama")[0]
+    assert outside("vllm", "t4", "llama") == ["GPU t4 is not among the speed corpus's training sources"]
+    assert "not among the speed corpus's training sources: vllm's coefficients" in outside("hf_transformers", "h100-sxm", "llama")[0]
     # llama.cpp's training points are llama-bench's (pp / tg of one sequence): a served batch is extrapolated
     assert not speed.shipped()["engines"]["llama.cpp"]["served"] and speed.shipped()["engines"]["vllm"]["served"]
     assert any("llama-bench runs only" in w for w in outside("llama.cpp", "h100-sxm", "llama"))

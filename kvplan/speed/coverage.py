@@ -46,7 +46,8 @@ def unmeasured(engine: str | None) -> str:
 
 
 def outside(engine: str | None, gpu_key: str, family: str, version: str | None = None) -> list[str]:
-    """What of this setting the corpus does not cover (empty: engine, GPU, family and release all in it);
+    """What of this setting the corpus's training sources (what the coefficients were fitted on) do not cover
+    (empty: engine, GPU, family and release all in them);
     `version`: the engine release asked (None: not said, the current era)."""
     cov = shipped().get("coverage", {})
     out = []
@@ -61,15 +62,16 @@ def outside(engine: str | None, gpu_key: str, family: str, version: str | None =
             out.append(f"{name} {version} is older than the oldest release in the speed corpus ({span[0]}): "
                        f"{engine_key(engine)}'s coefficients, extrapolated")
     if not covered(engine):
-        out.append(f"engine {engine or 'kvplan'} is not in the speed corpus: {FALLBACK_ENGINE}'s coefficients")
+        out.append(f"engine {engine or 'kvplan'} is not among the speed corpus's training sources: "
+                   f"{FALLBACK_ENGINE}'s coefficients")
     elif not shipped()["engines"][engine_key(engine)].get("served", True):
         out.append(f"{engine_key(engine)}'s coefficients come from llama-bench runs only (one sequence at a time): "
                    "a batched step or a queue of requests is an extrapolation")
     if cov and gpu_key not in cov.get("gpus", ()):
-        out.append(f"GPU {gpu_key} is not in the speed corpus")
+        out.append(f"GPU {gpu_key} is not among the speed corpus's training sources")
     # the families the corpus trained on are data (coefficients.json), no model type is named here
     if cov and family and not set(cov.get("families", ())).issuperset((family,)):
-        out.append(f"model family {family} is not in the speed corpus")
+        out.append(f"model family {family} is not among the speed corpus's training sources")
     return out
 
 

@@ -16,8 +16,8 @@ from kvplan.cli._common import (
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, say
-from kvplan.cli.speed_flags import plan_link_gaps, request_note, speed_band, speed_line, stored_dtype
-from kvplan.speed.coverage import label, rate_gaps
+from kvplan.cli.speed_flags import plans_gaps, request_note, speed_band, speed_line
+from kvplan.speed.coverage import label
 from kvplan.cli.selection import memory_caveats, resolve_gpus, weight_caveats
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
@@ -216,22 +216,15 @@ def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candid
     return target, data
 
 
-def _gaps(candidates, spec, gpu_list) -> list[str]:
-    """The matmul rates the candidates' profiles lack at the precision their weights are stored in (once each)."""
-    plans = [c.plan for c in candidates if c.plan is not None]
-    stored = {stored_dtype(p, spec) for p in plans} or {None}
-    return list(dict.fromkeys([w for dtype in sorted(stored, key=str) for w in rate_gaps(gpu_list, dtype)]
-                              + plan_link_gaps(gpu_list, plans)))
-
-
 def _serve(candidates, spec, gpu_list, loaded, sla, chosen):
     """(candidates re-judged by simulating the workload on them (kvplan.simulator.capacity), with the configured
     engine `chosen`'s calibrated step times and own scheduler limits, behind simulate's serving front end; the
     simulated figures; that front end's JSON record, or None where its set fits no ingress)."""
     engine = chosen.speed_key  # the coefficient set of its release (kvplan.speed.eras)
     stderr(loaded.said)
+    plans = [c.plan for c in candidates if c.plan is not None]
     for line in ([speed_line(engine)] + request_note("calibrated", engine) + [per_plan_note(chosen)]
-                 + [f"note: {w}" for w in _gaps(candidates, spec, gpu_list)]):
+                 + [f"note: {w}" for w in plans_gaps(gpu_list, plans, lambda _: spec)]):
         stderr(line)
     fe = of_set(engine)  # the coefficient set's, the same for every candidate: said once
     if fe is not None:

@@ -7,7 +7,7 @@ from kvplan.speed.coverage import band_text, check_speed, label, link_gaps, outs
 from kvplan.speed.model import FALLBACK_ENGINE, band, coefficients, covered, engine_key
 from kvplan.speed.terms import TERMS
 
-__all__ = ["calibrated_keys", "check_speed", "collective_ranks", "plan_link_gaps", "request_note", "speed_band",
+__all__ = ["calibrated_keys", "check_speed", "collective_ranks", "plans_gaps", "request_note", "speed_band",
            "speed_line", "speed_notes", "stored_dtype"]
 
 
@@ -36,14 +36,17 @@ def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str, versi
 
 def collective_ranks(plan) -> int:
     """The GPUs a plan's step-time collectives span (kvplan.speed.shape: the larger of tp and ep)."""
-    dep = plan.deployment
-    return max(getattr(dep, "tp", 1), getattr(dep, "ep", 1))
+    return max(plan.deployment.tp, plan.deployment.ep)
 
 
-def plan_link_gaps(gpus, plans) -> list[str]:
-    """link_gaps for each of `gpus` at the most ranks any of `plans` on it spans (Plan.gpu is the profile's key)."""
+def plans_gaps(gpus, plans, spec_of) -> list[str]:
+    """What `gpus`' profiles lack for a ranking's `plans` (`spec_of(plan)`: its model), each line once: the matmul
+    rate at each precision the plans' weights are stored in (rate_gaps; bf16's alone where there is no plan), and the
+    link bandwidth at the most ranks any plan on that GPU spans (link_gaps; Plan.gpu is the profile's key)."""
+    stored = sorted({stored_dtype(p, spec_of(p)) for p in plans} or {None}, key=str)
     most = {g.key: max((collective_ranks(p) for p in plans if p.gpu == g.key), default=1) for g in gpus}
-    return [w for g in gpus for w in link_gaps([g], most[g.key])]
+    return list(dict.fromkeys([w for dtype in stored for w in rate_gaps(gpus, dtype)]
+                              + [w for g in gpus for w in link_gaps([g], most[g.key])]))
 
 
 def stored_dtype(plan, spec) -> str | None:

@@ -21,7 +21,7 @@ from kvplan.cli._common import (
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
-from kvplan.cli.speed_flags import check_speed, plan_link_gaps, request_note, speed_band, speed_notes, stored_dtype
+from kvplan.cli.speed_flags import check_speed, plans_gaps, request_note, speed_band, speed_notes
 from kvplan.cli.sweep_size import DEFAULT_MAX_PLANS, check_size
 from kvplan.cli.selection import (
     GPU_LIST_HELP, memory_caveats, names, resolve_gpus, resolve_models, weight_caveats, weight_dtypes,
@@ -43,7 +43,6 @@ from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZAT
 from kvplan.report.export import iter_sweep_rows, write_csv, write_json_document
 from kvplan.report.html import render_html
 from kvplan.report.text import checkpoint_kv_notes
-from kvplan.speed.coverage import rate_gaps
 from kvplan.report.offload import offload_columns
 from kvplan.simulator.capacity import Target, sim_row, simulate_plan
 from kvplan.simulator.frontend import of_set
@@ -222,9 +221,7 @@ def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch
 def _speed_lines(result, gpu_list) -> list[str]:
     """What the decode tok/s columns are: the calibrated model and its held-out band, the roofline bound, and
     the GPUs whose profiles lack a matmul rate the plans' terms need (at each precision their weights are stored in)."""
-    stored = {stored_dtype(p, result.models[p.model]) for p in result.plans}
-    gaps = dict.fromkeys([w for dtype in sorted(stored, key=str) for w in rate_gaps(gpu_list, dtype)]
-                         + plan_link_gaps(gpu_list, result.plans))
+    gaps = plans_gaps(gpu_list, result.plans, lambda p: result.models[p.model])
     lines = speed_notes(result.speed, result.engine_name, "", "")[:1] + [f"note: {w}" for w in gaps]
     if result.speed == "calibrated":
         lines.append("decode tok/s: calibrated (decode_*_calibrated keys; the table's tok/s); the roofline "

@@ -12,7 +12,7 @@ from kvplan.speed.eras import engine_of, padded, release
 from kvplan.speed.ggml import paths as ggml_paths
 from kvplan.speed.model import FALLBACK_ENGINE, band, covered, engine_key, gemm_kernels, shipped
 from kvplan.speed.shape import read_flops
-from kvplan.speed.terms import FP4_NAMES, FP8_NAMES, gemm_rate, link
+from kvplan.speed.terms import FP4_NAMES, FP8_NAMES, gemm_rate, host_pcie, link
 
 SPEEDS = ("calibrated", "roofline")
 
@@ -118,7 +118,7 @@ def link_gaps(gpus, ranks: int) -> list[str]:
     if ranks <= 1:
         return []
     return [f"GPU {g.key}'s profile states no link bandwidth (interconnect.per_dir_bytes_per_s): the collectives among "
-            f"{ranks} of them are priced over the host's PCIe Gen{g.pcie_gen or 4} x{g.pcie_lanes or 16}, "
+            f"{ranks} of them are priced over the host's PCIe Gen{host_pcie(g)[0]} x{host_pcie(g)[1]}, "
             f"{link(g, ranks)[0] / 1e9:.1f} GB/s a direction (give the rate in a profile of your own, "
             f"{arg('hw_profiles')})" for g in gpus if not g.interconnect_bytes_per_s]
 

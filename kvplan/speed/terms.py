@@ -173,10 +173,16 @@ def link(gpu, gpus: int) -> tuple[float, float]:
     domain = gpu.interconnect_domain or 1
     if not bw or gpus > domain:
         kind = "pcie" if gpus <= max(domain, 8) else "roce"
-        bw = PCIE_BYTES_PER_LANE_S.get(gpu.pcie_gen or 4, 1.969e9) * (gpu.pcie_lanes or 16)
+        gen, lanes = host_pcie(gpu)
+        bw = PCIE_BYTES_PER_LANE_S.get(gen, 1.969e9) * lanes
     elif kind in MESH_KINDS:
         bw = bw * (gpus - 1) / (domain - 1)
     return float(bw), ring_latency(kind, gpus)
+
+
+def host_pcie(gpu) -> tuple[int, int]:
+    """(generation, lanes) of the host PCIe link `link` falls back to: the profile's, gen 4 x16 where it gives none."""
+    return gpu.pcie_gen or 4, gpu.pcie_lanes or 16
 
 
 def allreduce_table(gpu, gpus: int) -> tuple:

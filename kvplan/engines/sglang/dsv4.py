@@ -66,21 +66,20 @@ def running_limit(version: str | None, layers, dp: int, per_worker: int | None) 
 
 def release_problem(version: str) -> str:
     """Why SGLang `version` cannot plan DeepSeek-V4's pools as kvplan reads them ('' when it can)."""
+    why = _unread(version)
+    return f"SGLang {version}: {why}; choose {arg('engine_version')} 0.5.15 or 0.5.16" if why else ""
+
+
+def _unread(version: str) -> str:
+    """What kvplan has not read of SGLang `version`'s DeepSeek-V4 pools ('' for 0.5.15-0.5.16)."""
     v = parse_version(version)
-    choose = f"choose {arg('engine_version')} 0.5.15 or 0.5.16"
     if v < FROM:
-        return (f"SGLang {version}: kvplan reads SGLang's DeepSeek-V4 pools from 0.5.15 (DSV4PoolConfigurator; "
-                f"earlier releases not read); {choose}")
+        return "kvplan reads SGLang's DeepSeek-V4 pools from 0.5.15 (DSV4PoolConfigurator; earlier releases not read)"
     if v >= AFTER:
-        return (f"SGLang {version}: kvplan restates SGLang's DeepSeek-V4 pools for 0.5.15-0.5.16 only; 0.5.23 "
-                "reworked them (the SWA pool sized from the running limit and cached prefix tails, fp4 indexer keys, "
-                f"page padding) and 0.5.17-0.5.22 were not read; {choose}")
+        return ("kvplan restates SGLang's DeepSeek-V4 pools for 0.5.15-0.5.16 only; 0.5.23 reworked them (the SWA pool "
+                "sized from the running limit and cached prefix tails, fp4 indexer keys, page padding) and "
+                "0.5.17-0.5.22 were not read")
     return ""
-
-
-def _reason(why: str) -> str:
-    """release_problem's line without its release prefix and its closing advice: the reason alone."""
-    return why.split(": ", 1)[1].rsplit("; choose", 1)[0]
 
 
 def check_release(model, version: str, defaulted: bool = False) -> None:
@@ -89,7 +88,7 @@ def check_release(model, version: str, defaulted: bool = False) -> None:
     why = release_problem(version) if has_compressed(model.layers) else ""
     if why and defaulted:
         why = (f"DeepSeek-V4 under SGLang needs {arg('engine_version')} 0.5.16 (or 0.5.15): with none given kvplan "
-               f"plans SGLang {version}, whose DeepSeek-V4 pools it does not restate ({_reason(why)})")
+               f"plans SGLang {version}, whose DeepSeek-V4 pools it does not restate ({_unread(version)})")
     if why:
         raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version, allowed=("0.5.15", "0.5.16"))
 

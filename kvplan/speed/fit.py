@@ -24,7 +24,7 @@ from kvplan.readers.chat_format import chat_format
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import DEFAULT_MAX_SEQS, Case, in_training
 from kvplan.speed.eras import fitted_with, own_terms, unused_terms
-from kvplan.speed.frontend import ingress_queue, ingress_rate, native_chat, spread_latency
+from kvplan.speed.frontend import ingress_queue, ingress_rate, native_chat
 from kvplan.speed.load import combos, decode_context, value
 from kvplan.speed.model import decode_features, prefill_features, priced
 from kvplan.speed.nnls import nnls
@@ -178,7 +178,6 @@ def predict(built: Built, coef, prev: dict | None = None) -> dict:
     t = [_price(f, coef) if f is not None else 0.0 for f in (fp, fd, fg)]
     per = _ingress(coef)
     wait, share = ingress_queue(built.load) * per, ingress_rate(built.load) * per
-    wait += spread_latency(built.load) * (float(coef[SPREAD]) if coef else 0.0)
     out = {}
     for m, c in cm.items():
         if c[3]:  # a throughput: the front end's share of a request's time in its divisor
@@ -191,7 +190,7 @@ def predict(built: Built, coef, prev: dict | None = None) -> dict:
 # The figures a burst's wait in the serving front end (kvplan.speed.frontend.ingress_queue) adds to; TPOT, their
 # difference over the output, does not move
 QUEUED = ("ttft", "e2el")
-INGRESS, SPREAD = TERMS.index("ingress"), TERMS.index("spread")
+INGRESS = TERMS.index("ingress")
 
 
 def _ingress(coef) -> float:
@@ -238,7 +237,7 @@ def rows_for(built: Built, coef_prev) -> list[tuple[list[float], str]]:
     fp, fd, fg, cm = built.parts(prev)
     n = len(TERMS)
     fp, fd, fg = (f or [0.0] * n for f in (fp, fd, fg))
-    queue, per_request, alone = ingress_queue(built.load), ingress_rate(built.load), spread_latency(built.load)
+    queue, per_request = ingress_queue(built.load), ingress_rate(built.load)
     out = []
     for metric, y in built.case.targets.items():
         c = cm.get(metric)
@@ -248,7 +247,6 @@ def rows_for(built: Built, coef_prev) -> list[tuple[list[float], str]]:
         lin = [a * p + b * d + e * g for p, d, g in zip(fp, fd, fg)]
         if metric in QUEUED:
             lin[INGRESS] += queue
-            lin[SPREAD] += alone
         elif inv:
             lin[INGRESS] += per_request
         scale = (y / inv) if inv else (1.0 / y)

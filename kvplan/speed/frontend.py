@@ -56,14 +56,6 @@ def ingress_queue(load: Load) -> float:
     return float(load.num_prompts) if front_end_burst(load) else 1.0
 
 
-def spread_latency(load: Load) -> float:
-    """The multiple of the `spread` term (seconds per request, kvplan.speed.terms) a request's TTFT and E2E carry: 1
-    for a served, templated request that arrives spread (a closed loop's, an open loop's, a run of untold size), whose
-    first token waits for its own way through the front end and back, 0 for a burst's (ingress_queue's N crossings
-    price what its interleaved requests wait) and where no Python front end runs."""
-    return 1.0 if _crosses(load) and not front_end_burst(load) else 0.0
-
-
 def _crosses(load: Load) -> bool:
     """Whether a load's requests cross a Python front end: served (not in process), templated, a `serve` bench."""
     return load.served and load.templated and load.bench == "serve"

@@ -63,10 +63,6 @@ the order of `TERMS`:
              chat template and tokenising, in a process apart from the engine's steps): not in any step, only in
              first tokens, a burst's N crossings or a spread request's own (kvplan.speed.frontend.ingress_queue); 0 in
              every step's features
-  spread     a spread request's own latency through the serving front end beyond its crossing (seconds per request
-             that arrives alone, a closed or open loop's, not a burst's: the hops its first token takes between the API
-             server and the engine's process, which a burst overlaps): only in such a request's TTFT and E2E
-             (kvplan.speed.frontend.spread_latency); 0 in every step's features
 
 Link latency per collective call, from the profile's `interconnect.kind`: NCCL's ring all-reduce
 with the LL protocol costs baseLat + 2(n-1) x hwLat, baseLat 6.6 us, hwLat 0.6 us over NVLink and
@@ -81,7 +77,7 @@ from dataclasses import dataclass, replace
 from kvplan.planning.plan import expected_experts_touched as experts_touched
 
 TERMS = ("weights", "kv", "gemm", "attn", "experts", "grouped", "comm", "latency", "step", "layer", "seq", "request",
-         "pstep", "player", "ingress", "spread")
+         "pstep", "player", "ingress")
 NCCL_BASE_LAT_S = 6.6e-6  # NVIDIA/nccl src/graph/tuning.cc baseLat, Ring / LL
 NCCL_HW_LAT_S = {"nvswitch": 0.6e-6, "nvlink-bridge": 0.6e-6, "nvlink-direct": 0.6e-6, "xgmi": 0.6e-6,
                  "pcie": 1.0e-6, "roce": 2.7e-6}  # hwLat Ring / LL: NVLINK, PCI, NET (xgmi read as NVLink)
@@ -272,7 +268,6 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         prefill_steps,
         prefill_steps * s.layers,
         0.0,  # ingress: no step's (kvplan.speed.frontend.ingress_queue)
-        0.0,  # spread: no step's (kvplan.speed.frontend.spread_latency)
     ]
 
 

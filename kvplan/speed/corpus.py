@@ -62,6 +62,7 @@ PER_RANK_LIMIT = {"trtllm": "enable_attention_dp"}
 # vLLM's --tensor-parallel-size and max_num_seqs are one data-parallel rank's; TensorRT-LLM's attention DP is read
 # with tp 1 already (case_of).
 DP_ATTENTION = {"sglang": "enable_dp_attention"}
+PREFIX_CACHE_OFF = {"sglang": "disable_radix_cache"}  # the flag that turns an engine's prefix cache off
 TRAIN_SHARE = 70  # percent of sources (by hash) the coefficients are fitted on
 def in_training(source_id: str) -> bool:
     """The split rule: a source trains when the first two bytes of sha256(id), as a number, mod 100 < 70."""
@@ -248,6 +249,12 @@ def _int(v, default: int) -> int:
 def _on(flags: dict, key: str | None) -> bool:
     """Whether a run's boolean flag `key` is stated true (None: the engine has no such flag)."""
     return key is not None and str(flags.get(key, "")).lower() == "true"
+
+
+def prefix_cache(case: Case) -> bool:
+    """Whether a case's engine ran with its prefix cache on (its default), not turned off by a flag it states
+    (PREFIX_CACHE_OFF: SGLang's disable_radix_cache)."""
+    return not _on(case.flags or {}, PREFIX_CACHE_OFF.get(case.engine))
 
 
 def attention_dp(case: Case) -> bool:

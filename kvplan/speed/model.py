@@ -18,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
+from kvplan.speed.eras import padded, release
 from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, bound, capped_pair_seconds, features, gemm_seconds,
                                 measured_allreduce, moves_tokens, path_at, prefill_width, roofline, roofline_of)
 
@@ -35,6 +36,16 @@ GEMM_KERNELS = {"llama.cpp": "ggml"}
 # ("MLA with the absorption optimization converts into MQA", ggml-org/llama.cpp@07bede6a:src/models/deepseek2.cpp).
 # Every other engine decompresses K and V for prefill (kvplan.speed.shape.attention_flops)
 MLA_PREFILL = {"llama.cpp": "absorbed"}
+# engines whose MLA prefill runs absorbed once a request of the batch has a cached prefix, before the release given:
+# SGLang's DeepSeek attention through 0.4.5 takes forward_normal (decompressed) for an extend only where no request of
+# the batch reuses a cached prefix, forward_absorb otherwise (sglang 0.4.2.post4 wheel `srt/models/deepseek_v2.py`
+# L503-516, 0.4.3.post2 L511-531 on its default Triton path, 0.4.4 L553-568, 0.4.5 `no_absorb` L695-715; its fa3
+# backend absorbs every extend). Its radix cache is on unless --disable-radix-cache (or speculative decoding) turns it
+# off (0.4.3.post2 `srt/server_args.py` L139, L264-271) and matches any number of leading tokens (`mem_cache/
+# radix_cache.py` match_prefix L100-121), so once one prompt is cached, a prompt that starts as it does (a tokenizer's
+# BOS token is enough) reuses that prefix and the whole batch attends in the latent's MQA form. Releases from 0.4.6
+# were not read here (none is in the speed corpus)
+MLA_PREFILL_CACHED = {"sglang": (0, 4, 6)}
 # engines whose tensor-parallel all-reduce is the kernel a profile's measured table (`interconnect.allreduce_us`)
 # timed: the bundled tables are aiconfigurator's runs of TensorRT-LLM's AllReduce (strategy AUTO: its one-shot and
 # two-shot kernels, NCCL past them), so only TensorRT-LLM reads them; every other engine's all-reduces keep the ring
@@ -64,10 +75,15 @@ def gemm_kernels(engine: str | None) -> str | None:
     return GEMM_KERNELS.get(engine_key(engine)) if engine else None
 
 
-def absorbed_prefill(engine: str | None) -> bool:
-    """Whether the engine's MLA prefill runs in the absorbed latent form (MLA_PREFILL); kvplan's own rules (no engine)
-    read vLLM's, which decompresses."""
-    return MLA_PREFILL.get(engine_key(engine)) == "absorbed"
+def absorbed_prefill(engine: str | None, version: str | None = None, prefix_cache: bool = False) -> bool:
+    """Whether the engine's MLA prefill runs in the absorbed latent form: always (MLA_PREFILL), or at a release
+    `version` before MLA_PREFILL_CACHED's with its `prefix_cache` on, where the prompts share a cached prefix (None:
+    the current release, which decompresses); kvplan's own rules (no engine) read vLLM's, which decompresses."""
+    key = engine_key(engine)
+    if MLA_PREFILL.get(key) == "absorbed":
+        return True
+    first, rel = MLA_PREFILL_CACHED.get(key), release(version)
+    return bool(prefix_cache and first and rel is not None and padded(rel) < first)
 
 
 def measured_allreduce_kernel(engine: str | None) -> bool:

@@ -289,6 +289,9 @@ class Vllm(Engine):
         uncertain = v0_mla.uncertainty_note(model, st.v)  # V0's MLA budget: the one log holds more than the source
         if uncertain:
             cap = cap._replace(notes=(*cap.notes, uncertain))
+        slow = v0_mla.speed_note(model, st.v)  # V0's MLA step: slower than the calibrated step, cause not priced
+        if slow:
+            cap = cap._replace(notes=(*cap.notes, slow))
         no_effect = sampler_note(st.v, st.flashinfer_sampler)
         return cap._replace(notes=(*cap.notes, no_effect)) if no_effect else cap
 

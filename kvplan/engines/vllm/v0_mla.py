@@ -142,3 +142,15 @@ def uncertainty_note(model, version: tuple[int, ...]) -> str | None:
     return (f"vLLM before 0.8 with MLA: booked from the source (absorbed decode weights, the eager prefill's peak), "
             f"but vllm#14842's DeepSeek-R1 TP8 log held about {UNEXPLAINED_GIB} GiB a GPU more non-KV memory than "
             f"this (its pool {SMALLER_PCT}% smaller than kvplan's there): this pool may be smaller than shown")
+
+
+def speed_note(model, version: tuple[int, ...]) -> str | None:
+    """The plan's note where calibrated step times are known to be optimistic: V0's MLA engine (0.7.1 up to 0.8.0 on
+    an MLA model), whose only runs in the speed corpus (dstack's DeepSeek-R1 on 8 x H200 and 8 x MI300X, vLLM 0.7.3 and
+    0.7.4 nightlies) measured slower steps than the coefficients of every other vLLM source price, at every load and
+    for no setting found (docs/speed.md, 'The dstack kernels row'); None elsewhere."""
+    if not in_absorbed_releases(version) or mla_layer(model) is None:
+        return None
+    return ("vLLM before 0.8 with MLA (the V0 engine): outside what the step-time model prices; its only runs in the "
+            "speed corpus (DeepSeek-R1 on 8 H200 / MI300X) decoded 1.8-3.2x and prefilled 2.3-2.4x slower at 4 "
+            "requests than the calibrated figures, so read its speed figures as optimistic")

@@ -71,7 +71,7 @@ seconds:
                            later one waits n (1 - 1 / rho_cap) - cap request times T, a mean of (1 - 1 /
                            rho_cap) (N - n0)^2 / 2N x T, n0 = cap / (1 - 1 / rho_cap)
                            (kvplan.speed.queueing.overload_wait; N untold: the cap, so none), added to TTFT
-                           and E2E, in place of the arrival wait below
+                           and E2E, with the arrival wait below only where its prefill server keeps up
   arrival wait             an open loop's requests wait for the prefills ahead of them: a queue whose
                            server is the chunk budget's prefill, S = t_wave / B a request (its share of
                            prefills run in full chunks), at utilisation rho = r / dp x S (S from the

@@ -147,8 +147,11 @@ def cheapest(
     sims, front, sla = {}, None, (slo_ttft, slo_tpot, slo_percent)
     if served:
         candidates, sims, front = _serve(candidates, spec, gpu_list, loaded, sla, chosen)
-    else:  # the table's tok/s/req (and --min-tokens-per-second) are the calibrated step's: say whose, and its band
+    else:  # the table's tok/s/req (and --min-tokens-per-second) are the calibrated step's: say whose, and its band,
+        # and what the profiles lack for them, as sweep and --workload say it (plans_gaps)
         stderr(speed_line(chosen.speed_key))
+        for w in plans_gaps(gpu_list, [c.plan for c in candidates if c.plan is not None], lambda _: spec):
+            stderr(f"note: {w}")
     tiers = _tiers(candidates, spec, chosen, asked) if asked.tiers else {}
     target, data = _answer(spec, ctx_tokens, concurrency, min_tps, price_book, candidates, sims, loaded, sla, tiers,
                            front, chosen.speed_key)

@@ -258,3 +258,32 @@ def test_vllm_default_release_names_both_fixes_in_one_error(kvplan_home):
         assert r.exit_code != 0 and "--engine-version" in r.output and "--kv-dtype" not in r.output
     r = CliRunner().invoke(app, [*base, "--kv-dtype", "fp8", "--engine-version", "0.25.0", "--gpus", "2", "--tp", "2"])
     assert r.exit_code == 0, r.output
+
+
+def test_vllm_with_no_engine_version_names_one_release_to_pass(kvplan_home):
+    # A new user's first command: DeepSeek-V4 under vLLM with no --engine-version plans kvplan's default release
+    # (kvplan.engines.vllm.defaults.DEFAULT_VERSION, 0.30.0 or later: its reworked cache specs are not restated).
+    # The one-line error names one release to pass (0.25.0, the newest wheel read, as the module docstring lists
+    # v0.20.0, v0.20.1, v0.22.0 and v0.25.0) and the fp8 cache, as SGLang's does (test_sglang_dsv4_pool), and
+    # following it plans.
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+    from kvplan.engines.vllm.defaults import DEFAULT_VERSION
+
+    fit = ["fit", "deepseek-v4-flash", "--gpu", "h200", "--gpus", "8", "--tp", "8", "--engine", "vllm",
+           "--ctx", "8k"]
+    r = CliRunner().invoke(app, fit)
+    assert r.exit_code == 2, r.output
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("Error: DeepSeek-V4 under vLLM needs --engine-version 0.25.0 (or 0.20.0, 0.20.1 or "
+                           "0.22.0, the other wheels read) and --kv-dtype fp8: with none given kvplan plans "
+                           f"vLLM {DEFAULT_VERSION}"), line
+    assert line.count("--engine-version") == 1
+    r = CliRunner().invoke(app, [*fit, "--kv-dtype", "fp8"])  # the cache already fp8: the release alone
+    assert "needs --engine-version 0.25.0 (or 0.20.0, 0.20.1 or 0.22.0, the other wheels read): with" in r.stderr
+    r = CliRunner().invoke(app, [*fit, "--kv-dtype", "fp8", "--engine-version", "0.25.0"])
+    assert r.exit_code == 0, r.output
+    # a release asked for by name keeps its own wording
+    r = CliRunner().invoke(app, [*fit, "--kv-dtype", "fp8", "--engine-version", DEFAULT_VERSION])
+    assert r.exit_code == 2 and f"Error: vLLM {DEFAULT_VERSION} reworked DeepSeek-V4's cache specs" in r.stderr

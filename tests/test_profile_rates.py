@@ -137,3 +137,18 @@ def test_a_profile_with_fp8_math_but_no_fp8_rate_says_its_fp8_gemms_run_at_bf16(
     res = CliRunner().invoke(whole_app(), ["fit", "llama-3.1-8b", "--gpu", "my-h800", "--hw-profiles", str(tmp_path),
                                            "--ctx", "8k"])
     assert res.exit_code == 0 and "matmul rate" not in res.stderr
+
+
+def test_cheapest_without_a_workload_says_the_gaps_sweep_says():
+    # cheapest ranks by the calibrated step's tok/s/req with or without --workload, so what the profiles lack for
+    # those figures is said either way, as sweep says it (kvplan.cli.speed_flags.plans_gaps): GB10 states no
+    # 16-bit matmul rate, MI250X (one 64 GiB GCD) no link bandwidth, and Llama 3.1 70B's 141 GB of bf16 weights
+    # need more than two GCDs, so its plans there span several (before, cheapest said neither without a workload)
+    gaps = {}
+    for command, args in (("sweep", ["-m", "llama-3.1-70b"]), ("cheapest", ["llama-3.1-70b", "--concurrency", "4"])):
+        res = CliRunner().invoke(whole_app(), [command, *args, "--gpu", "gb10,mi250x", "--ctx", "8k", "--json"])
+        assert res.exit_code == 0, res.output
+        gaps[command] = [ln for ln in res.stderr.splitlines() if "'s profile states no" in ln]
+    assert any("GPU gb10's profile states no bf16 or fp16 matmul rate" in ln for ln in gaps["cheapest"]), gaps
+    assert any("GPU mi250x's profile states no link bandwidth" in ln for ln in gaps["cheapest"]), gaps
+    assert gaps["cheapest"] == gaps["sweep"]

@@ -6,8 +6,8 @@ import pytest
 
 from kvplan.model.spec import weight_bytes
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import case_of, read_corpus, targets
-from kvplan.speed.fit import Built
+from kvplan.speed.corpus import case_of, in_training, read_corpus, targets
+from kvplan.speed.fit import Built, fp8_context_fmha
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 
@@ -111,3 +111,29 @@ def test_attention_dp_batch_size_is_each_ranks():
     plain = _point(engine="trtllm", version=None, kvplan_model="deepseek-r1", gpus=8, tp=8, dp=None, ep=8,
                    flags={"gpu_batch_size": "512"})
     assert case_of(plain, "t", "")[0].max_seqs == 512  # no attention DP: one engine's limit
+
+
+def test_mlperf_v40_candidate_reads_as_the_config_built_it():
+    # MLPerf Inference v4.0, NVIDIA DGX H100 (8 x H100-SXM-80GB, status available), llama2-70b-99.9, transcribed as a
+    # candidate training source (tests/fixtures/speed/candidates/: not read by the fit; it failed the adoption rule,
+    # docs/speed-history.md). Config classes H100_SXM_80GB_TP2x4(_HighAccuracy) (mlcommons/inference_results_v4.0
+    # @8121a811:closed/NVIDIA/configs/llama2-70b/{Server,Offline}/__init__.py): tensor_parallelism 2, use_fp8,
+    # gpu_batch_size 1024 (Server) and 896 (Offline), so 8 GPUs run 8 / 2 = 4 engine groups
+    # (closed/NVIDIA/code/harness/harness_llm/main_llm.cc at @e81135a6: one receiver per tp x pp ranks). LoadGen's
+    # Server summary (@3c4a1cf1:closed/NVIDIA/results/DGX-H100_H100-SXM-80GBx8_TRT/llama2-70b-99.9/Server/performance/
+    # run_1/mlperf_log_summary.txt): target_qps 71.2 (= 17.8 x 4), 20556.40 completed tokens/s over 70.42 samples/s =
+    # 291.91 tokens a sample, mean TPOT 136836695 ns. The builder passes no use_fp8_context_fmha
+    # (@920148447:closed/NVIDIA/code/llama2-70b/tensorrt/builder.py). sha256("mlperf-inference-v4.0")[:2] = 0x922c =
+    # 37420, mod 100 = 20 < 70: a training source if it were in the corpus.
+    cases, _ = read_corpus(CORPUS / "candidates")
+    got = {c.id.rsplit("-", 1)[1]: c for c in cases if c.source == "mlperf-inference-v4.0"}
+    assert set(got) == {"server", "offline"} and in_training("mlperf-inference-v4.0")
+    for c in got.values():
+        assert (c.engine, c.era, c.gpu, c.model) == ("trtllm", "trtllm-engine", "h100-sxm", "llama-2-70b-hf")
+        assert (c.gpus, c.tp, c.dp, c.weight_dtype, c.kv_dtype) == (8, 2, 4, "fp8", "fp8")
+        assert not fp8_context_fmha(c)
+    s, o = got["server"], got["offline"]
+    assert (s.max_seqs, o.max_seqs) == (1024, 896)
+    assert s.load.rate == pytest.approx(71.2) and o.load.rate == float("inf")
+    assert s.load.osl == pytest.approx(291.91) and s.targets["tpot"] == pytest.approx(0.136836695)
+    assert not any(c.source == "mlperf-inference-v4.0" for c in read_corpus(CORPUS)[0])

@@ -31,7 +31,9 @@ def test_below_the_cap_the_open_loop_settles_on_littles_law_fixed_point():
 
 def test_past_the_cap_the_open_loop_is_overloaded_and_its_queue_grows():
     # rho_cap = r x T(cap) is linear in r: at 10x the capacity rate (1 / T(cap) requests/s) it is 10;
-    # the queue is then (N - 1) / 2 x T x (1 - 1 / 10) with N = 2,000: TTFT past 899 T
+    # the queue is then 0.9 x (N - k0)^2 / 2N x T with N = 2,000, k0 = cap / 0.9 (kvplan.speed.queueing.overload_wait):
+    # the first k0 arrivals find a running slot; at the cap of 256 requests or fewer, k0 <= 285, TTFT past
+    # 0.9 x 1,715^2 / 4,000 = 661 T
     coef = coefficients("vllm")
     b = _built(1.0)
     capacity = 1.0 / rho_cap_of(b, coef)
@@ -40,4 +42,6 @@ def test_past_the_cap_the_open_loop_is_overloaded_and_its_queue_grows():
     out = settle(over, coef)
     t_cap = 1.0 / out["request_throughput"]
     assert math.isclose(t_cap, 1 / capacity, rel_tol=1e-9)  # the batch runs at the cap
-    assert out["ttft"] > 1999 / 2 * 0.9 * t_cap
+    assert over.load.cap <= 256
+    assert out["ttft"] > 0.9 * (2000 - over.load.cap / 0.9) ** 2 / 4000 * t_cap
+    assert out["ttft"] < 1999 / 2 * 0.9 * t_cap  # not D/D/1's from the first request (no running slots)

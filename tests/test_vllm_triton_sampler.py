@@ -70,8 +70,8 @@ def test_issue_22_activation_peak_by_hand():
 
 
 def test_a_profile_without_sm_count_assumes_an_h100_and_says_so():
-    # no source found for the H200 NVL's SM count, so its profile leaves sm_count out: 132 is assumed, and said
-    h200 = find_gpu("h200-nvl")
+    # no source found for the H100 NVL's SM count, so its profile leaves sm_count out: 132 is assumed, and said
+    h200 = find_gpu("h100-nvl")
     assert h200.sm_count is None
     plan = resolve_engine("vllm", "0.19.0").plan(LLAMA, h200, Deployment(1), Request(context=8192))
     said = [w.message for w in plan.warnings]
@@ -97,11 +97,15 @@ SM_COUNT = {
     "b200": 148, "h200-sxm": 132,  # torch's multi_processor_count in public logs (no datasheet gives them)
     "rtx-pro-6000-workstation": 24064 // 128, "rtx-pro-6000-server": 24064 // 128,
     "gb10": 6144 // 128,  # DGX Spark: 6,144 CUDA cores (NVIDIA's Computex 2025 disclosure), 48 SMs in owners' tools
+    # torch's multi_processor_count or a kernel study's measured count, quoted in public code (no datasheet gives them):
+    # A10G 80 (TorchCodec's CUDA decoding tutorial output), H20 78, GB200 152, B300 148 ("148 SMs (not 160 spec)")
+    "a10g": 80, "h20": 78, "gb200": 152, "b300": 148,
+    "l20": 11776 // 128,  # third-party spec pages: 11,776 CUDA cores, 92 RT cores (one an Ada SM)
+    "h200-nvl": 132,  # a third-party H200 page: 132 SMs, 16,896 CUDA cores, for both the SXM5 and PCIe (NVL) boards
     "mi100": 120, "mi250x": 110, "mi300x": 304, "mi300a": 228, "mi325x": 304, "mi355x": 256,
 }
 # No vendor datasheet or whitepaper with the count was found (kvplan/hardware/profiles/README.md says which)
-NO_SOURCE = {"a10g", "l20", "h100-nvl", "h200-nvl", "h800", "h20", "gb200", "b300", "gb300",
-             "gaudi2", "gaudi3"}
+NO_SOURCE = {"h100-nvl", "h800", "gb300", "gaudi2", "gaudi3"}
 
 
 def test_bundled_sm_counts_match_the_vendor_tables():
@@ -156,3 +160,17 @@ def test_fewer_than_eight_rows_sort_from_0_17():
     peak = vo.activation_peak(LLAMA, 1, 2048, 4, version=(0, 19, 0), gpu=find_gpu("rtx-4090"))
     assert peak == int(38.14 * 4 * 128_256 + 2048 * (0.095 * 14_336 + 2.69 * 4096))
 
+
+
+@pytest.mark.parametrize("key, rows", [("a10g", 80), ("h20", 78), ("l20", 92), ("h200-nvl", 132), ("gb200", 152),
+                                       ("b300", 148)])
+def test_the_parts_given_sm_counts_size_the_buffer_by_their_own(key, rows):
+    # issue 22's parts that gained sm_count: vLLM 0.19's dummy sampler run at S = min(1024, 8192) = 1024 rows sizes
+    # min(next_pow2(min(SMs, 1024)), SMs) fp32 vocabulary rows: A10G min(128, 80) = 80, H20 min(128, 78) = 78,
+    # L20 min(128, 92) = 92, H200 NVL min(256, 132) = 132, GB200 min(256, 152) = 152, B300 min(256, 148) = 148;
+    # x 128,256 x 4 B each (an H100's 132 assumed before, and a plan warning said so)
+    gpu = find_gpu(key)
+    assert vs.triton_rows(1024, gpu.sm_count) == rows
+    assert vs.triton_buffer_bytes((0, 19, 0), 1024, 128_256, gpu) == rows * 128_256 * 4
+    plan = resolve_engine("vllm", "0.19.0").plan(LLAMA, gpu, Deployment(1), Request(context=8192))
+    assert not [w for w in plan.warnings if "sm_count" in w.message], key

@@ -147,8 +147,8 @@ def cheapest(
     sims, front, sla = {}, None, (slo_ttft, slo_tpot, slo_percent)
     if served:
         candidates, sims, front = _serve(candidates, spec, gpu_list, loaded, sla, chosen)
-    else:  # the table's tok/s/req (and --min-tokens-per-second) are the calibrated step's: say whose, and its band
-        stderr(speed_line(chosen.speed_key))
+    else:
+        _say_speed(chosen, gpu_list, candidates, spec)
     tiers = _tiers(candidates, spec, chosen, asked) if asked.tiers else {}
     target, data = _answer(spec, ctx_tokens, concurrency, min_tps, price_book, candidates, sims, loaded, sla, tiers,
                            front, chosen.speed_key)
@@ -158,6 +158,14 @@ def cheapest(
         not_simulated(candidates)))
     if not meets:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _say_speed(chosen, gpu_list, candidates, spec) -> None:
+    """Without a workload the table's tok/s/req (and --min-tokens-per-second) are the calibrated step's: whose, and
+    its band, and what the profiles lack for them, as sweep and --workload say it (plans_gaps)."""
+    stderr(speed_line(chosen.speed_key))
+    for w in plans_gaps(gpu_list, [c.plan for c in candidates if c.plan is not None], lambda _: spec):
+        stderr(f"note: {w}")
 
 
 def _gpus_and_prices(gpu, prices, hw):

@@ -214,7 +214,7 @@ def settle(built: Built, coef) -> dict:
         return predict(built, coef)
     rho = rho_cap_of(built, coef)
     out = {"rho_cap": rho}
-    for _ in range(1 if rho >= 1 else SETTLE_MAX):
+    for _ in range(2 if rho >= 1 else SETTLE_MAX):  # overloaded: B = cap; a second pass for the prefill server's S
         last = out.get("e2el")
         out = {**predict(built, coef, out), "rho_cap": rho}
         if last and abs(out["e2el"] - last) <= SETTLE_TOL * last:

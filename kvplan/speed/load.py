@@ -65,10 +65,13 @@ seconds:
                            its requests arrive one by one (G = 1) and there is no first wave
   overloaded open loop     where r / dp reaches what a replica serves at its running cap, rho_cap =
                            r / dp x T(cap) >= 1 (T at B = cap, from the caller), no steady state exists:
-                           B = cap, and the queue grows through the run as D/D/1's does past rho 1, the
-                           n-th of N requests waiting n (T - dp / r), a mean of (N - 1) / 2 x T x
-                           (1 - 1 / rho_cap) (N untold: the cap) added to TTFT and E2E (never more than
-                           the N arriving at once), in place of the arrival wait below
+                           B = cap, and the queue grows once the cap's slots are full: the n-th of N
+                           requests finds n (1 - 1 / rho_cap) in the system, so the first cap / (1 - 1 /
+                           rho_cap) start at once (the engine admits them into its running set) and each
+                           later one waits n (1 - 1 / rho_cap) - cap request times T, a mean of (1 - 1 /
+                           rho_cap) (N - n0)^2 / 2N x T, n0 = cap / (1 - 1 / rho_cap)
+                           (kvplan.speed.queueing.overload_wait; N untold: the cap, so none), added to TTFT
+                           and E2E, with the arrival wait below only where its prefill server keeps up
   arrival wait             an open loop's requests wait for the prefills ahead of them: a queue whose
                            server is the chunk budget's prefill, S = t_wave / B a request (its share of
                            prefills run in full chunks), at utilisation rho = r / dp x S (S from the
@@ -129,7 +132,7 @@ from dataclasses import dataclass
 
 from kvplan.speed.balance import held_back
 from kvplan.speed.model import PREFILL_CHUNK
-from kvplan.speed.queueing import arrival_wait
+from kvplan.speed.queueing import arrival_wait, overload_wait
 
 RATE_METRICS = ("output_throughput", "request_throughput", "total_throughput", "pp_tok_s", "tg_tok_s")
 
@@ -247,6 +250,22 @@ def drain_steps(load: Load, osl: float) -> float:
     return osl * math.sqrt(3 * load.out_cv2)
 
 
+def open_wait(load: Load, b: float, t: tuple, burst: bool, service_estimate: float | None,
+              rho_cap: float | None) -> tuple[float, float, float]:
+    """An open loop's queueing, added to TTFT and E2E as (a, b, e) of t_wave, t_dec, t_grp (module docstring):
+    overloaded, the queue behind the running cap's slots in request times T (`t`, its weights); and the arrival wait
+    for the prefill server, S = t_wave / B, where that server keeps up or the loop is not overloaded."""
+    if not at_rate(load):
+        return 0.0, 0.0, 0.0
+    n = load.num_prompts / load.dp if load.num_prompts else load.cap
+    q = overload_wait(rho_cap, n, load.cap) if overloaded(rho_cap) else 0.0  # the queue once the cap is full
+    out = [q * t[0], q * t[1], 0.0]
+    rho_p = load.rate / load.dp * service_estimate if service_estimate else 0.0
+    if rho_p and not burst and load.arrival_cv2 is not None and (rho_p < 1 or not overloaded(rho_cap)):
+        out[0] += arrival_wait(rho_p, max(0.0, (n - 1) / 2), load.arrival_cv2) / b
+    return out[0], out[1], out[2]
+
+
 def overloaded(rho_cap: float | None) -> bool:
     """Whether an open loop's rate reaches what a replica serves at its running cap: rho_cap = r / dp x T(cap)."""
     return rho_cap is not None and rho_cap >= 1
@@ -299,15 +318,8 @@ def combos(load: Load, e2e_estimate: float | None = None,
     ttft = (ttft[0] + wait * t[0], ttft[1] + wait * t[1], ttft[2])
     ttft = tuple(x + y for x, y in zip(ttft, late)) if burst else ttft
     e2e = (e2e[0], e2e[1] + (1 - share) * (held + poll), e2e[2])  # the waits in E2E too (TPOT unchanged; no throughput)
-    n = load.num_prompts / load.dp if load.num_prompts else load.cap
-    if at_rate(load) and overloaded(rho_cap):  # the queue grows through the run: D/D/1's overload, in request times T
-        q = arrival_wait(rho_cap, max(0.0, (n - 1) / 2), 0.0)  # D/D/1 past rho 1: bound x (1 - 1 / rho_cap)
-        ttft = (ttft[0] + q * t[0], ttft[1] + q * t[1], ttft[2])
-        e2e = (e2e[0] + q * t[0], e2e[1] + q * t[1], e2e[2])
-    elif at_rate(load) and not burst and service_estimate and load.arrival_cv2 is not None:  # arrivals queue for the prefill server
-        q = arrival_wait(load.rate / load.dp * service_estimate, max(0.0, (n - 1) / 2), load.arrival_cv2)
-        ttft = (ttft[0] + q / b, ttft[1], ttft[2])
-        e2e = (e2e[0] + q / b, e2e[1], e2e[2])
+    q = open_wait(load, b, t, burst, service_estimate, rho_cap)
+    ttft, e2e = tuple(x + y for x, y in zip(ttft, q)), tuple(x + y for x, y in zip(e2e, q))
     thr = with_drain(load, t, osl, burst)  # what a throughput divides by
     k, d = max(1.0, osl - 1), busy(load)
     return b, g, {

@@ -41,3 +41,18 @@ def arrival_wait(rho: float, bound: float, cv2: float = 1.0) -> float:
     if cv2 <= 0:
         return bound * (1 - 1 / rho) if rho > 1 else 0.0
     return bound if rho >= 1 else min(bound, rho / (1 - rho) * cv2 / 2)
+
+
+def overload_wait(rho: float, n: float, slots: float) -> float:
+    """The mean wait in queue, in service times T, of an overloaded replica's run: N requests arriving evenly at
+    rho = r T >= 1 onto a replica that runs up to `slots` of them at once (its running cap) and serves one every T.
+    As a fluid, the k-th request arrives when k (1 - 1 / rho) are in the system (k arrived, k / rho served), so the
+    first k0 = slots / (1 - 1 / rho) find a running slot free and start at once (the engine admits them: the running
+    set grows, not the queue), and each later one waits behind the k (1 - 1 / rho) - slots ahead of it, one T each;
+    the mean over k = 1..N is (1 - 1 / rho) (N - k0)^2 / 2N, none where N <= k0. With no slots this is D/D/1's
+    (N - 1) / 2 x (1 - 1 / rho) up to the fluid's half a request."""
+    if rho <= 1 or n <= 0:
+        return 0.0
+    a = 1.0 - 1.0 / rho
+    k0 = max(0.0, slots) / a
+    return a * (n - k0) ** 2 / (2 * n) if n > k0 else 0.0

@@ -59,11 +59,21 @@ def is_fp8(kv_dtype) -> bool:
 FP8_ONLY = "fp8_ds_mla: DeepseekV4MLAAttention asserts an fp8 cache"
 
 
-def release_problem(version: tuple[int, ...], name: str, kv_dtype=None) -> str:
+READ = "0.25.0"  # the newest release read here: the one a refusal with no release asked names
+
+
+def release_problem(version: tuple[int, ...], name: str, kv_dtype=None, defaulted: bool = False) -> str:
     """Why vLLM `name` cannot plan DeepSeek-V4 as kvplan reads it ('' when it can). Both fixes in one error (issue 22):
-    the release to choose and, unless `kv_dtype` is already fp8 (None: not known yet), the fp8 cache it needs."""
+    the release to choose and, unless `kv_dtype` is already fp8 (None: not known yet), the fp8 cache it needs.
+    `defaulted`: no release was asked (`name` is kvplan's default), so the line names one release to pass (READ),
+    as SGLang's refusal does (kvplan.engines.sglang.dsv4.check_release)."""
     also = "" if is_fp8(kv_dtype) else (f" and pass {arg('kv_dtype')} fp8 (those releases cache it in fp8 only, "
                                         f"{FP8_ONLY})")
+    if defaulted and (version < FIRST or version >= AFTER):
+        fp8 = "" if is_fp8(kv_dtype) else f" and {arg('kv_dtype')} fp8"
+        return (f"DeepSeek-V4 under vLLM needs {arg('engine_version')} {READ} (or 0.20.0, 0.20.1 or 0.22.0, the other wheels read)"
+                f"{fp8}: with none given kvplan plans vLLM {name}, whose DeepSeek-V4 cache specs it does not restate "
+                f"(0.30.0 reworked tokens_per_state and the state content bytes)")
     if version < FIRST:
         return (f"vLLM {name} has no DeepSeek-V4 model: it landed in vLLM 0.20.0 (vllm-project/vllm#40860); "
                 f"choose vLLM 0.20.0 to 0.25.0 with {arg('engine_version')}{also}")

@@ -217,7 +217,7 @@ class Vllm(Engine):
         super().check_layers(model)
         if has_compressed(model.layers):
             version = self.version or self.default_version
-            why = v4_release_problem(parse_version(version), version, kv_dtype)
+            why = v4_release_problem(parse_version(version), version, kv_dtype, defaulted=self.version is None)
             if why:
                 raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
 

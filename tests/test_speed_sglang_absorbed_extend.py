@@ -33,13 +33,17 @@ def test_sglang_0_4_prefills_deepseek_absorbed_with_its_radix_cache_on():
     assert dp.attn_prefill_flops_per_pair == dp.attn_flops_per_pair == 17_989_632
 
 
-def test_decompressed_without_the_cache_from_0_4_6_and_at_the_current_release():
+def test_decompressed_without_the_cache_and_where_a_later_release_s_backend_decompresses():
     # decompressed MHA at tp 8: (2 x 16 x (128 + 64) + 2 x 16 x 128) x 61 = 10,240 x 61 = 624,640 a pair;
-    # kv_b_proj a cached token: 2 x 512 x 16 x (128 + 128) x 61 = 255,852,544
-    for version, cache in (("0.4.3.post2", False), ("0.4.6", True), ("0.5.9", True), (None, True)):
-        s = shape_for(R1, H200, tp=8, engine="sglang", version=version, prefix_cache=cache)
+    # kv_b_proj a cached token: 2 x 512 x 16 x (128 + 128) x 61 = 255,852,544. From 0.4.6 the backend decides
+    # (tests/test_speed_sglang_mla_backend.py): fa3, SGLang's default on H200 from 0.4.6, is priced decompressed,
+    # trtllm_mla, its default on B200 from 0.5.6, decompresses
+    b200 = find_gpu("b200")
+    for version, cache, gpu in (("0.4.3.post2", False, H200), ("0.4.6", True, H200), ("0.5.9", True, H200),
+                                (None, True, H200), ("0.5.6.post1", True, b200), (None, True, b200)):
+        s = shape_for(R1, gpu, tp=8, engine="sglang", version=version, prefix_cache=cache)
         assert (s.attn_prefill_flops_per_pair, s.decompress_flops) == (624_640, 255_852_544), version
-    assert absorbed_prefill("sglang", "0.4.5", True) and not absorbed_prefill("sglang", "0.4.6", True)
+    assert absorbed_prefill("sglang", "0.4.5", True) and not absorbed_prefill("sglang", "0.4.5", False)
     assert not absorbed_prefill("vllm", "0.7.3", True)  # vLLM's V0 MLA prefill decompresses (_forward_prefill_flash)
     assert absorbed_prefill("llama.cpp")  # every batch, whatever the release
 

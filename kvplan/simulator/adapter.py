@@ -43,7 +43,7 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
     budget = binding.kv_memory_bytes
     if plan.state_pool_bytes_per_gpu:  # SGLang's hybrids: states in a pool of their own (its slots bound the
         budget, state = plan.token_pool_bytes_per_gpu, 0  # running requests, kvplan.simulator.limits), tokens in the rest
-    costs = _stage_costs(plan, spec, engine, version)
+    costs = _stage_costs(plan, spec, engine, version, gpu)
     flops = dict(gpu.dense_flops)
     return SimModel(
         name=plan.model, kv_budget_bytes=max(0, budget), block_size=plan.request.block_size,
@@ -78,7 +78,7 @@ def _kv_groups(prof, tp: int) -> tuple[tuple, int]:
     return groups, state
 
 
-def _stage_costs(plan, spec, engine: str | None = None, version: str | None = None) -> tuple:
+def _stage_costs(plan, spec, engine: str | None = None, version: str | None = None, gpu=None) -> tuple:
     """Each pipeline stage's step-time inputs on one rank (StageCost): weights read per step (routed
     experts apart), KV bytes per token, FLOPs per token and per query-key pair."""
     tp = plan.deployment.tp
@@ -95,7 +95,7 @@ def _stage_costs(plan, spec, engine: str | None = None, version: str | None = No
         frac = (end - start) / spec.num_layers
         experts = int(wb.experts * scale * frac / tp)
         pairs, prefill, attn_topk, decompress = attention_flops(spec.layers[start:end], spec.num_attention_heads, tp)
-        if absorbed_prefill(engine, version, True):  # its MLA prefill attends as its decode does (its prefix cache on)
+        if absorbed_prefill(engine, version, True, gpu, spec.num_attention_heads // max(1, tp)):  # as its decode does
             prefill, decompress = pairs, 0.0
         sp = s.profile
         costs.append(StageCost(

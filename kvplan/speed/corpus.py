@@ -63,6 +63,7 @@ PER_RANK_LIMIT = {"trtllm": "enable_attention_dp"}
 # with tp 1 already (case_of).
 DP_ATTENTION = {"sglang": "enable_dp_attention"}
 PREFIX_CACHE_OFF = {"sglang": "disable_radix_cache"}  # the flag that turns an engine's prefix cache off
+ATTENTION_BACKEND = {"sglang": "attention_backend"}  # the flag that names an engine's attention backend
 TRAIN_SHARE = 70  # percent of sources (by hash) the coefficients are fitted on
 def in_training(source_id: str) -> bool:
     """The split rule: a source trains when the first two bytes of sha256(id), as a number, mod 100 < 70."""
@@ -255,6 +256,14 @@ def prefix_cache(case: Case) -> bool:
     """Whether a case's engine ran with its prefix cache on (its default), not turned off by a flag it states
     (PREFIX_CACHE_OFF: SGLang's disable_radix_cache)."""
     return not _on(case.flags or {}, PREFIX_CACHE_OFF.get(case.engine))
+
+
+def attention_backend(case: Case) -> str | None:
+    """The attention backend a case's run names (ATTENTION_BACKEND: SGLang's --attention-backend), None: the
+    engine's default (kvplan.speed.mlaform)."""
+    key = ATTENTION_BACKEND.get(case.engine)
+    value = (case.flags or {}).get(key) if key else None
+    return str(value) if value else None
 
 
 def attention_dp(case: Case) -> bool:

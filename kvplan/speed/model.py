@@ -19,6 +19,7 @@ from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
 from kvplan.speed.eras import padded, release
+from kvplan.speed.mlaform import absorbs_with_prefix
 from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, bound, capped_pair_seconds, features, gemm_seconds,
                                 measured_allreduce, moves_tokens, path_at, prefill_width, roofline, roofline_of)
 
@@ -43,8 +44,8 @@ MLA_PREFILL = {"llama.cpp": "absorbed"}
 # backend absorbs every extend). Its radix cache is on unless --disable-radix-cache (or speculative decoding) turns it
 # off (0.4.3.post2 `srt/server_args.py` L139, L264-271) and matches any number of leading tokens (`mem_cache/
 # radix_cache.py` match_prefix L100-121), so once one prompt is cached, a prompt that starts as it does (a tokenizer's
-# BOS token is enough) reuses that prefix and the whole batch attends in the latent's MQA form. Releases from 0.4.6
-# were not read here (none is in the speed corpus)
+# BOS token is enough) reuses that prefix and the whole batch attends in the latent's MQA form. From 0.4.6 the form
+# follows the attention backend (kvplan.speed.mlaform)
 MLA_PREFILL_CACHED = {"sglang": (0, 4, 6)}
 # engines whose tensor-parallel all-reduce is the kernel a profile's measured table (`interconnect.allreduce_us`)
 # timed: the bundled tables are aiconfigurator's runs of TensorRT-LLM's AllReduce (strategy AUTO: its one-shot and
@@ -75,15 +76,23 @@ def gemm_kernels(engine: str | None) -> str | None:
     return GEMM_KERNELS.get(engine_key(engine)) if engine else None
 
 
-def absorbed_prefill(engine: str | None, version: str | None = None, prefix_cache: bool = False) -> bool:
-    """Whether the engine's MLA prefill runs in the absorbed latent form: always (MLA_PREFILL), or at a release
-    `version` before MLA_PREFILL_CACHED's with its `prefix_cache` on, where the prompts share a cached prefix (None:
-    the current release, which decompresses); kvplan's own rules (no engine) read vLLM's, which decompresses."""
+def absorbed_prefill(engine: str | None, version: str | None = None, prefix_cache: bool = False, gpu=None,
+                     heads_per_rank: int = 0, backend: str | None = None) -> bool:
+    """Whether the engine's MLA prefill runs in the absorbed latent form: always (MLA_PREFILL); with its
+    `prefix_cache` on, where the prompts share a cached prefix, at a release `version` (None: the current one) whose
+    attention backend on `gpu` (the run's `backend`, else the release's default for `heads_per_rank` heads a rank)
+    attends so (kvplan.speed.mlaform), or before MLA_PREFILL_CACHED's; kvplan's own rules (no engine) read vLLM's,
+    which decompresses."""
     key = engine_key(engine)
     if MLA_PREFILL.get(key) == "absorbed":
         return True
+    if not prefix_cache:
+        return False
+    by_backend = absorbs_with_prefix(key, version, gpu, heads_per_rank, backend)
+    if by_backend is not None:
+        return by_backend
     first, rel = MLA_PREFILL_CACHED.get(key), release(version)
-    return bool(prefix_cache and first and rel is not None and padded(rel) < first)
+    return bool(first and rel is not None and padded(rel) < first)
 
 
 def measured_allreduce_kernel(engine: str | None) -> bool:

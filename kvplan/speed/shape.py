@@ -47,14 +47,15 @@ def weight_dtype_of(name: str | None) -> str | None:
 
 def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
               kv_dtype: str | None = None, dp: int = 1, engine: str | None = None, date: str | None = None,
-              version: str | None = None, prefix_cache: bool = True) -> Shape:
+              version: str | None = None, prefix_cache: bool = True, attention_backend: str | None = None) -> Shape:
     """The Shape of `spec` on `gpu` at tensor parallelism `tp`, expert parallelism `ep` and `dp`
     data-parallel replicas; under `engine` llama.cpp (a build of `date`, None: current) with its GEMM paths, under an
     engine whose MXFP4 MoE kernels kvplan.speed.mxfp4 reads (release `version`, None: current) at their precision;
     `prefix_cache`: the engine's prefix cache on (its default), which some releases' MLA prefill reads
-    (kvplan.speed.model.absorbed_prefill)."""
+    (kvplan.speed.model.absorbed_prefill), through the `attention_backend` the run names (None: the default)."""
     return on_gpu(model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype, dp=dp), spec, gpu,
-                  weight_dtype, engine=engine, date=date, version=version, prefix_cache=prefix_cache)
+                  weight_dtype, engine=engine, date=date, version=version, prefix_cache=prefix_cache,
+                  attention_backend=attention_backend)
 
 
 def attention_flops(layers, heads: int, tp: int) -> tuple[float, float, tuple, float]:
@@ -207,13 +208,14 @@ def read_flops(gpu, precision: str) -> float:
 
 
 def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: str | None = None,
-           date: str | None = None, version: str | None = None, prefix_cache: bool = True) -> Shape:
+           date: str | None = None, version: str | None = None, prefix_cache: bool = True,
+           attention_backend: str | None = None) -> Shape:
     """model_terms' fields on `gpu`: its bandwidth (read_bandwidth) and GEMM rates at the weight dtype and at bf16
     (read_flops), the datasheet's beside them for the roofline, and its link; under llama.cpp, its GEMM paths by
     tokens per step (kvplan.speed.ggml); MXFP4 MoE weights at the precision the engine's kernels multiply in at
     `version` where kvplan.speed.mxfp4 reads them (SGLang's, vLLM's, TensorRT-LLM's), the weight dtype's own rate otherwise;
     an MLA prefill at the decode width where the engine runs it absorbed (kvplan.speed.model.MLA_PREFILL, and
-    MLA_PREFILL_CACHED at an older `version` with its `prefix_cache` on); the
+    with its `prefix_cache` on by release and `attention_backend`: kvplan.speed.mlaform); the
     profile's measured all-reduce times for the tp group where the engine runs the kernel they timed
     (kvplan.speed.model.MEASURED_ALLREDUCE)."""
     stored = weight_dtype or (spec.quantization.method if spec.quantization else None)
@@ -230,7 +232,8 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     if gemm_kernels(engine) == "ggml":
         dense = terms["flops_per_token"] / 2 - terms["top_k"] * terms["expert_params"]
         paths, missing = ggml_paths(gpu, stored, dense, lambda p: read_flops(gpu, p), date)
-    if absorbed_prefill(engine, version, prefix_cache):  # its MLA prefill attends as its decode does
+    heads = spec.num_attention_heads // max(1, terms["tp"])  # a rank's heads (DeepSeek's 128: 16 at tp 8, 128 at 1)
+    if absorbed_prefill(engine, version, prefix_cache, gpu, heads, attention_backend):  # attends as its decode does
         terms = {**terms, "attn_prefill_flops_per_pair": terms["attn_flops_per_pair"], "decompress_flops": 0.0}
     return Shape(**terms, bandwidth=float(read_bandwidth(gpu)), peak_bandwidth=float(gpu.bandwidth_bytes_per_s),
                  gemm_rate=rate or bf16, grouped_rate=(read_flops(gpu, own) if own != precision else 0.0),

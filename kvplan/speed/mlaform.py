@@ -1,0 +1,72 @@
+"""Which attention backend an engine runs an MLA model's prefill through, where the backend sets the prefill's form.
+
+SGLang from 0.4.6 picks DeepSeek's attention method by backend (sglang 0.4.6 wheel `srt/models/deepseek_v2.py`
+dispatch_attn_forward_method L570-612; 0.5.3 and 0.5.6.post1 `_handle_attention_backend` and the `handle_attention_*`
+functions, 0.5.6.post1 L331-447; 0.5.12 `models/deepseek_common/attention_backend_handler.py` L56-176, the same rules).
+With SGLang's radix cache on, a served run's prompts each reuse a cached prefix (the tokenizer's BOS token) from the
+second request on, where the cache matches single tokens (page size 1: triton, flashinfer and fa3 by default; flashmla
+64, cutlass_mla 128 and trtllm_mla 32 / 64 tokens a page, 0.5.6.post1 `srt/server_args.py` L1404-1466, under which a
+one-token prefix is no match). Then: triton runs the batch absorbed (MLA) once any request has a cached prefix, a
+long prompt's later chunks too (their prefix is the earlier chunks); flashinfer likewise through 0.4.7 (0.4.6 L573-584,
+0.4.7 L752-763); fa3 from 0.4.6 and flashinfer by 0.5.3 absorb only where the batch's cached prefixes sum to more than
+0 and less than SGL_CHUNKED_PREFIX_CACHE_THRESHOLD (8,192, 0.4.6 L567), and decompress (MHA_CHUNKED_KV / MHA_ONE_SHOT)
+at 0 or past it, so a prompt's chunks past its first 8,192 tokens, where a long prompt's pairs are, run decompressed
+(on an H200 SGLang 0.5.3 prefills 8,192 // dp tokens a chunk a worker: `server_args.py` L607-611, L957): kvplan
+prices those two decompressed, the short prompts they absorb having few pairs; trtllm_mla decompresses every extend while the chunked prefix cache is on (its
+default); aiter decompresses every extend (0.4.7 L781-789, 0.5.7 L421-425, 0.5.12 L143-147; 0.5.3 and 0.5.6.post1 absorb
+under DP attention with a cached prefix, not priced here). `ABSORBS_WITH_PREFIX` names, by release, the backends that
+attend absorbed at any cached prefix. The decode of every backend read is the absorbed MLA form (each handler's
+non-extend branch, `_dispatch_mla_subtype`). A DSA model (DeepSeek-V3.2, GLM-5: an indexer's top-k) runs SGLang's nsa
+backend (0.5.3 `srt/server_args.py` L806-812), which this table does not name; its sparse layers already attend at the
+absorbed width in prefill (kvplan.speed.shape.attention_flops), so the rule moves none of its terms.
+
+The backend where a run names none: an MLA model's default, by release and GPU (`DEFAULTS`): 0.4.6 fa3 on Hopper
+(compute capability 9), triton elsewhere (0.4.6 `srt/model_executor/model_runner.py` L258-263); from 0.4.7 flashinfer
+on compute capability 10 and, on ROCm, aiter where a rank holds 16 or 128 heads, triton otherwise (0.4.7 model_runner
+L336-352; 0.5.3 L533-549); from 0.5.6 (read at 0.5.6.post1, 0.5.4 and 0.5.5 not read) trtllm_mla on compute capability
+10 (0.5.6.post1 `server_args.py` L1040-1049, DeepseekV3ForCausalLM; its other MLA architectures read as it).
+"""
+
+from __future__ import annotations
+
+from kvplan.hardware.facts import capability_of
+from kvplan.speed.eras import padded, release
+
+# engines whose MLA prefill form follows the attention backend from the first release given (earlier ones: kvplan
+# .speed.model.MLA_PREFILL_CACHED): (first release, the backends that attend absorbed at any cached prefix)
+ABSORBS_WITH_PREFIX = {"sglang": (((0, 4, 6), ("triton", "flashinfer")), ((0, 5, 3), ("triton",)))}
+AITER_HEADS = (16, 128)  # the heads a rank SGLang's aiter MLA backend takes (0.4.7 model_runner L345-347)
+# (first release, {(vendor, compute capability major): backend}) for an MLA model where the run names none; a GPU
+# the table does not name runs triton. AMD's entry (major None) holds where a rank has AITER_HEADS heads
+DEFAULTS = {"sglang": (((0, 4, 6), {("NVIDIA", 9): "fa3"}),
+                       ((0, 4, 7), {("NVIDIA", 9): "fa3", ("NVIDIA", 10): "flashinfer", ("AMD", None): "aiter"}),
+                       ((0, 5, 6), {("NVIDIA", 9): "fa3", ("NVIDIA", 10): "trtllm_mla", ("AMD", None): "aiter"}))}
+FALLBACK = "triton"
+
+
+def default_backend(key: str, version: str | None, gpu, heads_per_rank: int) -> str | None:
+    """The attention backend engine `key` runs an MLA model through at release `version` (None: its newest rule) on
+    `gpu` where the run names none; None where the engine has no rule (DEFAULTS) or the release precedes it."""
+    rules = DEFAULTS.get(key)
+    if not rules:
+        return None
+    rel = release(version)
+    at = rel if rel is None else padded(rel)
+    picked = [table for first, table in rules if at is None or at >= first]
+    if not picked:
+        return None
+    vendor, cap = str(getattr(gpu, "vendor", "")).upper(), capability_of(gpu)
+    table = picked[-1]
+    if vendor == "AMD":
+        return table.get(("AMD", None), FALLBACK) if heads_per_rank in AITER_HEADS else FALLBACK
+    return table.get((vendor, cap[0] if cap else None), FALLBACK)
+
+
+def absorbs_with_prefix(key: str, version: str | None, gpu, heads_per_rank: int, stated: str | None) -> bool | None:
+    """Whether engine `key` at `version` on `gpu` attends an MLA prefill absorbed once its prompts reuse a cached
+    prefix, through the backend the run `stated` or its default; None where the release precedes the backend rule."""
+    rules, rel = ABSORBS_WITH_PREFIX.get(key, ()), release(version)
+    picked = [names for first, names in rules if rel is None or padded(rel) >= first]
+    if not picked:
+        return None
+    return (stated or default_backend(key, version, gpu, heads_per_rank)) in picked[-1]

@@ -1,5 +1,5 @@
 """SGLang before 0.4.6 runs a DeepSeek MLA extend absorbed once a prompt of the batch reuses a cached prefix
-(kvplan.speed.model.MLA_PREFILL_CACHED).
+(kvplan.speed.mlaform.ABSORBS_WITH_PREFIX).
 
 Read from the wheels as published on PyPI: sglang 0.4.2.post4 `srt/models/deepseek_v2.py` L503-516 and 0.4.3.post2
 L511-531 (`forward`: forward_normal only where `forward_batch.extend_prefix_lens.sum() == 0`, forward_absorb

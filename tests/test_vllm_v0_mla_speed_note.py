@@ -3,9 +3,9 @@
 vLLM 0.7.1 up to 0.8.0 runs DeepSeek's MLA models on the V0 engine with its own MLA backend (the 0.7.3 wheel's
 `attention/backends/mla/utils.py`; 0.8.0 made V1 the default). The speed corpus's only such runs, dstack's DeepSeek-R1
 (dstackai/benchmarks@7f37e66 `Deepseek-R1/raw_data/online_results.csv`), measured at 4 requests a TPOT of 25.73 ms on
-8 x H200 (0.7.4.dev181) and 46.20 ms on 8 x MI300X (0.7.3.dev138), TTFT 0.976 / 1.259 s, where the training CV's
-calibrated figures (main's /work/diag/m16 rows) are 14.1 / 14.3 ms and 0.430 / 0.533 s: 25.73 / 14.1 = 1.8x,
-46.20 / 14.3 = 3.2x, 0.976 / 0.430 = 2.3x, 1.259 / 0.533 = 2.4x.
+8 x H200 (0.7.4.dev181) and 46.20 ms on 8 x MI300X (0.7.3.dev138), TTFT 0.976 / 1.259 s, where the calibrated
+figures of the twenty-sixth round's training-CV folds (docs/speed-history.md) are 14.1 / 14.3 ms and 0.430 / 0.533 s:
+25.73 / 14.1 = 1.8x, 46.20 / 14.3 = 3.2x, 0.976 / 0.430 = 2.3x, 1.259 / 0.533 = 2.4x.
 """
 
 from kvplan.engines.vllm import v0_mla

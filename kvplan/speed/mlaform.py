@@ -12,8 +12,8 @@ long prompt's later chunks too (their prefix is the earlier chunks); flashinfer 
 0 and less than SGL_CHUNKED_PREFIX_CACHE_THRESHOLD (8,192, 0.4.6 L567), and decompress (MHA_CHUNKED_KV / MHA_ONE_SHOT)
 at 0 or past it, so a prompt's chunks past its first 8,192 tokens, where a long prompt's pairs are, run decompressed
 (on an H200 SGLang 0.5.3 prefills 8,192 // dp tokens a chunk a worker: `server_args.py` L607-611, L957): kvplan
-prices those two decompressed, the short prompts they absorb having few pairs; trtllm_mla decompresses every extend while the chunked prefix cache is on (its
-default); aiter decompresses every extend (0.4.7 L781-789, 0.5.7 L421-425, 0.5.12 L143-147; 0.5.3 and 0.5.6.post1 absorb
+prices those two decompressed, the short prompts they absorb having few pairs; trtllm_mla decompresses every
+extend while the chunked prefix cache is on (its default); aiter decompresses every extend (0.4.7 L781-789, 0.5.7 L421-425, 0.5.12 L143-147; 0.5.3 and 0.5.6.post1 absorb
 under DP attention with a cached prefix, not priced here). `ABSORBS_WITH_PREFIX` names, by release, the backends that
 attend absorbed at any cached prefix. The decode of every backend read is the absorbed MLA form (each handler's
 non-extend branch, `_dispatch_mla_subtype`). A DSA model (DeepSeek-V3.2, GLM-5: an indexer's top-k) runs SGLang's nsa
@@ -32,9 +32,18 @@ from __future__ import annotations
 from kvplan.hardware.facts import capability_of
 from kvplan.speed.eras import padded, release
 
-# engines whose MLA prefill form follows the attention backend from the first release given (earlier ones: kvplan
-# .speed.model.MLA_PREFILL_CACHED): (first release, the backends that attend absorbed at any cached prefix)
-ABSORBS_WITH_PREFIX = {"sglang": (((0, 4, 6), ("triton", "flashinfer")), ((0, 5, 3), ("triton",)))}
+# Before 0.4.6 every backend: SGLang's DeepSeek attention through 0.4.5 takes forward_normal (decompressed) for an
+# extend only where no request of the batch reuses a cached prefix, forward_absorb otherwise (sglang 0.4.2.post4 wheel
+# `srt/models/deepseek_v2.py` L503-516, 0.4.3.post2 L511-531 on its default Triton path, 0.4.4 L553-568, 0.4.5
+# `no_absorb` L695-715; its fa3 backend absorbs every extend). Its radix cache is on unless --disable-radix-cache (or
+# speculative decoding) turns it off (0.4.3.post2 `srt/server_args.py` L139, L264-271) and matches any number of
+# leading tokens (`mem_cache/radix_cache.py` match_prefix L100-121), so once one prompt is cached, a prompt that starts
+# as it does (a tokenizer's BOS token is enough) reuses that prefix and the whole batch attends in the latent's MQA
+# form. From 0.4.6 the backends named (module docstring).
+# engines whose MLA prefill can run absorbed with a cached prefix: (first release, the backends that attend absorbed at
+# any cached prefix; ANY: every backend), the last rule at or below a release holding
+ANY = None
+ABSORBS_WITH_PREFIX = {"sglang": (((0,), ANY), ((0, 4, 6), ("triton", "flashinfer")), ((0, 5, 3), ("triton",)))}
 AITER_HEADS = (16, 128)  # the heads a rank SGLang's aiter MLA backend takes (0.4.7 model_runner L345-347)
 # (first release, {(vendor, compute capability major): backend}) for an MLA model where the run names none; a GPU
 # the table does not name runs triton. AMD's entry (major None) holds where a rank has AITER_HEADS heads
@@ -62,11 +71,12 @@ def default_backend(key: str, version: str | None, gpu, heads_per_rank: int) -> 
     return table.get((vendor, cap[0] if cap else None), FALLBACK)
 
 
-def absorbs_with_prefix(key: str, version: str | None, gpu, heads_per_rank: int, stated: str | None) -> bool | None:
-    """Whether engine `key` at `version` on `gpu` attends an MLA prefill absorbed once its prompts reuse a cached
-    prefix, through the backend the run `stated` or its default; None where the release precedes the backend rule."""
+def absorbs_with_prefix(key: str, version: str | None, gpu, heads_per_rank: int, stated: str | None) -> bool:
+    """Whether engine `key` at `version` (None: its newest rule) on `gpu` attends an MLA prefill absorbed once its
+    prompts reuse a cached prefix, through the backend the run `stated` or its default (ABSORBS_WITH_PREFIX; False
+    for an engine with no rule)."""
     rules, rel = ABSORBS_WITH_PREFIX.get(key, ()), release(version)
     picked = [names for first, names in rules if rel is None or padded(rel) >= first]
     if not picked:
-        return None
-    return (stated or default_backend(key, version, gpu, heads_per_rank)) in picked[-1]
+        return False
+    return picked[-1] is ANY or (stated or default_backend(key, version, gpu, heads_per_rank)) in picked[-1]

@@ -18,10 +18,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
-from kvplan.speed.eras import padded, release
 from kvplan.speed.mlaform import absorbs_with_prefix
 from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, bound, capped_pair_seconds, features, gemm_seconds,
-                                measured_allreduce, moves_tokens, path_at, prefill_width, roofline, roofline_of)
+                                measured_allreduce, measured_tp, moves_tokens, path_at, prefill_width, roofline,
+                                roofline_of)
 
 DATA = Path(__file__).with_name("coefficients.json")
 BANDS = Path(__file__).with_name("bands.json")  # each set's held-out error per metric, apart from its coefficients
@@ -37,16 +37,6 @@ GEMM_KERNELS = {"llama.cpp": "ggml"}
 # ("MLA with the absorption optimization converts into MQA", ggml-org/llama.cpp@07bede6a:src/models/deepseek2.cpp).
 # Every other engine decompresses K and V for prefill (kvplan.speed.shape.attention_flops)
 MLA_PREFILL = {"llama.cpp": "absorbed"}
-# engines whose MLA prefill runs absorbed once a request of the batch has a cached prefix, before the release given:
-# SGLang's DeepSeek attention through 0.4.5 takes forward_normal (decompressed) for an extend only where no request of
-# the batch reuses a cached prefix, forward_absorb otherwise (sglang 0.4.2.post4 wheel `srt/models/deepseek_v2.py`
-# L503-516, 0.4.3.post2 L511-531 on its default Triton path, 0.4.4 L553-568, 0.4.5 `no_absorb` L695-715; its fa3
-# backend absorbs every extend). Its radix cache is on unless --disable-radix-cache (or speculative decoding) turns it
-# off (0.4.3.post2 `srt/server_args.py` L139, L264-271) and matches any number of leading tokens (`mem_cache/
-# radix_cache.py` match_prefix L100-121), so once one prompt is cached, a prompt that starts as it does (a tokenizer's
-# BOS token is enough) reuses that prefix and the whole batch attends in the latent's MQA form. From 0.4.6 the form
-# follows the attention backend (kvplan.speed.mlaform)
-MLA_PREFILL_CACHED = {"sglang": (0, 4, 6)}
 # engines whose tensor-parallel all-reduce is the kernel a profile's measured table (`interconnect.allreduce_us`)
 # timed: the bundled tables are aiconfigurator's runs of TensorRT-LLM's AllReduce (strategy AUTO: its one-shot and
 # two-shot kernels, NCCL past them), so only TensorRT-LLM reads them; every other engine's all-reduces keep the ring
@@ -81,18 +71,11 @@ def absorbed_prefill(engine: str | None, version: str | None = None, prefix_cach
     """Whether the engine's MLA prefill runs in the absorbed latent form: always (MLA_PREFILL); with its
     `prefix_cache` on, where the prompts share a cached prefix, at a release `version` (None: the current one) whose
     attention backend on `gpu` (the run's `backend`, else the release's default for `heads_per_rank` heads a rank)
-    attends so (kvplan.speed.mlaform), or before MLA_PREFILL_CACHED's; kvplan's own rules (no engine) read vLLM's,
-    which decompresses."""
+    attends so (kvplan.speed.mlaform); kvplan's own rules (no engine) read vLLM's, which decompresses."""
     key = engine_key(engine)
     if MLA_PREFILL.get(key) == "absorbed":
         return True
-    if not prefix_cache:
-        return False
-    by_backend = absorbs_with_prefix(key, version, gpu, heads_per_rank, backend)
-    if by_backend is not None:
-        return by_backend
-    first, rel = MLA_PREFILL_CACHED.get(key), release(version)
-    return bool(first and rel is not None and padded(rel) < first)
+    return prefix_cache and bool(absorbs_with_prefix(key, version, gpu, heads_per_rank, backend))
 
 
 def measured_allreduce_kernel(engine: str | None) -> bool:
@@ -211,7 +194,7 @@ class StepModel:
     def __init__(self, shape: Shape, coef: tuple):
         s, c = shape, dict(zip(TERMS, coef))
         self.shape, self.coef = s, tuple(coef)
-        self.measured = s.tp > 1 and bool(s.allreduce) and not s.fused_allreduce  # the tp all-reduces by bytes
+        self.measured = measured_tp(s)  # the tp all-reduces by bytes
         calls = (2 * s.layers if s.tp > 1 and not self.measured else 0) + (2 * s.moe_layers if moves_tokens(s) else 0)
         self.base = (c["weights"] * s.dense_bytes / s.bandwidth + c["step"] + c["layer"] * s.layers
                      + c["latency"] * calls * s.link_latency_s)

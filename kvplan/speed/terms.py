@@ -198,10 +198,16 @@ def measured_allreduce(table: tuple, nbytes: float) -> float:
         return table[0][1]
     if len(table) == 1:
         return table[0][1] * nbytes / table[0][0]
-    for (b0, t0), (b1, t1) in zip(table, table[1:]):
-        if nbytes <= b1 or (b1, t1) == table[-1]:
-            return t0 + (t1 - t0) * (nbytes - b0) / (b1 - b0)
-    raise AssertionError("unreachable: the last segment extrapolates")
+    for (b0, t0), (b1, t1) in zip(table, table[1:]):  # the segment holding nbytes; past the table, the last one's
+        if nbytes <= b1:
+            break
+    return t0 + (t1 - t0) * (nbytes - b0) / (b1 - b0)
+
+
+def measured_tp(s: Shape) -> bool:
+    """Whether a step's tensor-parallel all-reduces take the profile's measured times (`allreduce`) in place of the
+    ring's bandwidth and latency: tp > 1, a table for the group, not fused into the GEMMs."""
+    return s.tp > 1 and bool(s.allreduce) and not s.fused_allreduce
 
 
 def ring_latency(kind: str, n: int) -> float:
@@ -243,7 +249,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     touched = experts_touched(s.num_experts, s.top_k, routed) if s.num_experts else 0.0  # planning's formula
     share = touched / s.num_experts if s.num_experts else 0.0
     comm = calls = 0.0
-    if s.tp > 1 and s.allreduce and not s.fused_allreduce:  # measured: each call's time, its latency within it
+    if measured_tp(s):  # each call's measured time, its latency within it
         comm += 2 * s.layers * steps * measured_allreduce(s.allreduce, per_step * s.hidden * ACT_BYTES)
     elif s.tp > 1:
         if not s.fused_allreduce:  # TensorRT-LLM's GEMM + AllReduce reduces tile by tile under the GEMM

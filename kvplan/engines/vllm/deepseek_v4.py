@@ -59,27 +59,33 @@ def is_fp8(kv_dtype) -> bool:
 FP8_ONLY = "fp8_ds_mla: DeepseekV4MLAAttention asserts an fp8 cache"
 
 
-READ = "0.25.0"  # the newest release read here: the one a refusal with no release asked names
+WHEELS = ("0.20.0", "0.20.1", "0.22.0", "0.25.0")  # the releases read here (module docstring), oldest first
+
+
+def _dotted(v: tuple[int, ...]) -> str:
+    return ".".join(map(str, v))
 
 
 def release_problem(version: tuple[int, ...], name: str, kv_dtype=None, defaulted: bool = False) -> str:
     """Why vLLM `name` cannot plan DeepSeek-V4 as kvplan reads it ('' when it can). Both fixes in one error (issue 22):
     the release to choose and, unless `kv_dtype` is already fp8 (None: not known yet), the fp8 cache it needs.
-    `defaulted`: no release was asked (`name` is kvplan's default), so the line names one release to pass (READ),
-    as SGLang's refusal does (kvplan.engines.sglang.dsv4.check_release)."""
+    `defaulted`: no release was asked (`name` is kvplan's default, past the releases read), so the line names one
+    release to pass (the newest of WHEELS), as SGLang's refusal does (kvplan.engines.sglang.dsv4.check_release)."""
     also = "" if is_fp8(kv_dtype) else (f" and pass {arg('kv_dtype')} fp8 (those releases cache it in fp8 only, "
                                         f"{FP8_ONLY})")
-    if defaulted and (version < FIRST or version >= AFTER):
+    span = f"vLLM {WHEELS[0]} to {WHEELS[-1]}"
+    if defaulted and version >= AFTER:
         fp8 = "" if is_fp8(kv_dtype) else f" and {arg('kv_dtype')} fp8"
-        return (f"DeepSeek-V4 under vLLM needs {arg('engine_version')} {READ} (or 0.20.0, 0.20.1 or 0.22.0, the other wheels read)"
-                f"{fp8}: with none given kvplan plans vLLM {name}, whose DeepSeek-V4 cache specs it does not restate "
-                f"(0.30.0 reworked tokens_per_state and the state content bytes)")
+        return (f"DeepSeek-V4 under vLLM needs {arg('engine_version')} {WHEELS[-1]} (or {', '.join(WHEELS[:-2])} or "
+                f"{WHEELS[-2]}, the other wheels read){fp8}: with none given kvplan plans vLLM {name}, whose "
+                f"DeepSeek-V4 cache specs it does not restate ({_dotted(AFTER)} reworked tokens_per_state and the "
+                "state content bytes)")
     if version < FIRST:
-        return (f"vLLM {name} has no DeepSeek-V4 model: it landed in vLLM 0.20.0 (vllm-project/vllm#40860); "
-                f"choose vLLM 0.20.0 to 0.25.0 with {arg('engine_version')}{also}")
+        return (f"vLLM {name} has no DeepSeek-V4 model: it landed in vLLM {_dotted(FIRST)} (vllm-project/vllm#40860); "
+                f"choose {span} with {arg('engine_version')}{also}")
     if version >= AFTER:
         return (f"vLLM {name} reworked DeepSeek-V4's cache specs (tokens_per_state, state content bytes), which "
-                f"kvplan has not restated; it reads vLLM 0.20.0 to 0.25.0: choose one with "
+                f"kvplan has not restated; it reads {span}: choose one with "
                 f"{arg('engine_version')}{also}")
     return ""
 

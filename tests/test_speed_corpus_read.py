@@ -137,3 +137,23 @@ def test_mlperf_v40_candidate_reads_as_the_config_built_it():
     assert s.load.rate == pytest.approx(71.2) and o.load.rate == float("inf")
     assert s.load.osl == pytest.approx(291.91) and s.targets["tpot"] == pytest.approx(0.136836695)
     assert not any(c.source == "mlperf-inference-v4.0" for c in read_corpus(CORPUS)[0])
+
+
+def test_gpustack_sglang_gpt_oss_a100_reads_as_the_page_printed_it():
+    # GPUStack Performance Lab, gpt-oss-20b on one A100 SXM 80GB, SGLang 0.5.4.post2 at its defaults, vllm bench serve,
+    # ShareGPT, 1,000 prompts at once (gpustack/gpustack@7ae332aaf05783e657560ef927c527b156e2536d:
+    # docs/performance-lab/gpt-oss-20b/a100.md, "SGLang" block): "Benchmark duration (s): 735.43", "Total input
+    # tokens: 215312", "Total generated tokens: 195617", "Request throughput (req/s): 1.36", "Output token throughput
+    # (tok/s): 265.99", "Total Token throughput (tok/s): 558.76", "Mean TTFT (ms): 140888.75", "Mean ITL (ms):
+    # 1889.78". By hand: 195,617 / 735.43 = 265.99 and (215,312 + 195,617) / 735.43 = 558.76, so the figures are the
+    # run's own (issue 21 checked the +1,018% output tok/s there against the page). The reader's lengths from the
+    # rates: (558.76 - 265.99) / 1.36 = 215.27 in (the page: 215,312 / 1,000 = 215.3) and 265.99 / 1.36 = 195.58 out
+    # (195,617 / 1,000 = 195.6), drawn (ShareGPT); TPOT is the mean ITL, 1.88978 s.
+    cases, _ = read_corpus(CORPUS)
+    c = next(c for c in cases if (c.source, c.id) == ("gpustack-perflab-gpt-oss-20b-a100", "L123-sglang"))
+    assert (c.engine, c.era, c.gpu, c.model, c.tp, c.weight_dtype) == (
+        "sglang", "sglang<0.5.14", "a100-sxm-80", "gpt-oss-20b", 1, "mxfp4")
+    assert c.load.isl == pytest.approx(215.3, abs=0.05) and c.load.osl == pytest.approx(195.6, abs=0.05)
+    assert c.load.drawn and c.load.num_prompts == 1000 and c.load.rate == float("inf")
+    assert c.targets["output_throughput"] == pytest.approx(195617 / 735.43, abs=0.005)
+    assert c.targets["ttft"] == pytest.approx(140.88875) and c.targets["tpot"] == pytest.approx(1.88978)

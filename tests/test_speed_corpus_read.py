@@ -14,7 +14,8 @@ CORPUS = Path(__file__).parent / "fixtures" / "speed"
 
 def test_tpot_is_the_mean_itl_where_the_run_printed_both():
     # GPUStack Performance Lab, GLM-4.5 on 8 x H100, SGLang, ShareGPT, 1,000 prompts
-    # (gpustack/gpustack@...:docs/performance-lab/glm-4.5/h100.md, tests/fixtures/speed/gpustack-perflab-glm-4x-h100.yaml):
+    # (gpustack/gpustack@...:docs/performance-lab/glm-4.5/h100.md,
+    # tests/fixtures/speed/gpustack-perflab-glm-4x-h100.yaml):
     # "Mean TPOT (ms): 684.1", "Mean ITL (ms): 208.76". kvplan's TPOT is decode time over decode tokens, the pooled
     # mean gap: 208.76 ms = 0.20876 s, not the per-request average 0.6841 s (3.3x: ShareGPT's short outputs).
     t = targets({"tpot_ms": {"mean": 684.1, "median": 252.95}, "itl_ms": {"mean": 208.76, "median": 129.94}}, 8)
@@ -33,7 +34,8 @@ def test_tpot_stays_where_a_chunk_carries_several_tokens():
 def _point(**kw):
     p = {"engine": "sglang", "version": "0.5.15.post1", "gpu": "h200-sxm", "kvplan_model": "deepseek-v4-flash",
          "weight_dtype": "fp8", "kv_dtype": "fp8", "isl": 8192, "osl": 1024, "concurrency": 1024,
-         "gpus": 4, "tp": 4, "dp": 4, "ep": 4, "metrics": {"ttft_ms": {"median": 217694}, "tpot_ms": {"median": 146.95}},
+         "gpus": 4, "tp": 4, "dp": 4, "ep": 4,
+         "metrics": {"ttft_ms": {"median": 217694}, "tpot_ms": {"median": 146.95}},
          "flags": {"tp": 4, "dp": 4, "enable_dp_attention": True, "max-running-requests": 256}}
     p.update(kw)
     return p

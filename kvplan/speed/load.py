@@ -65,13 +65,16 @@ seconds:
                            its requests arrive one by one (G = 1) and there is no first wave
   overloaded open loop     where r / dp reaches what a replica serves at its running cap, rho_cap =
                            r / dp x T(cap) >= 1 (T at B = cap, from the caller), no steady state exists:
-                           B = cap, and the queue grows once the cap's slots are full: the n-th of N
+                           B = cap (a run of N < cap requests per replica: N, never more than it sent), and
+                           the queue grows once the cap's slots are full: the n-th of N
                            requests finds n (1 - 1 / rho_cap) in the system, so the first cap / (1 - 1 /
                            rho_cap) start at once (the engine admits them into its running set) and each
                            later one waits n (1 - 1 / rho_cap) - cap request times T, a mean of (1 - 1 /
                            rho_cap) (N - n0)^2 / 2N x T, n0 = cap / (1 - 1 / rho_cap)
                            (kvplan.speed.queueing.overload_wait; N untold: the cap, so none), added to TTFT
-                           and E2E, with the arrival wait below only where its prefill server keeps up
+                           and E2E, with the arrival wait below where its prefill server keeps up; where the
+                           slots stay free through the run and that server is past its capacity (rho >= 1),
+                           its own growing queue, D/D/1's (N - 1) / 2 x S x (1 - 1 / rho), instead
   arrival wait             an open loop's requests wait for the prefills ahead of them: a queue whose
                            server is the chunk budget's prefill, S = t_wave / B a request (its share of
                            prefills run in full chunks), at utilisation rho = r / dp x S (S from the
@@ -182,8 +185,9 @@ def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None
     n = (load.num_prompts or 1e9) / load.dp
     if load.concurrency:
         c = load.concurrency / load.dp
-    elif at_rate(load) and overloaded(rho_cap):
-        return load.cap, load.cap, False  # runs at the cap; the queue behind it is combos' overload wait
+    elif at_rate(load) and overloaded(rho_cap):  # runs at the cap, or all N of a shorter run: never more than N run
+        b = max(1.0, min(load.cap, n))
+        return b, b, False  # the queue behind it is combos' overload wait
     elif at_rate(load):
         c = load.rate / load.dp * e2e_estimate if e2e_estimate else 1.0
     else:
@@ -254,15 +258,22 @@ def open_wait(load: Load, b: float, t: tuple, burst: bool, service_estimate: flo
               rho_cap: float | None) -> tuple[float, float, float]:
     """An open loop's queueing, added to TTFT and E2E as (a, b, e) of t_wave, t_dec, t_grp (module docstring):
     overloaded, the queue behind the running cap's slots in request times T (`t`, its weights); and the arrival wait
-    for the prefill server, S = t_wave / B, where that server keeps up or the loop is not overloaded."""
+    for the prefill server, S = t_wave / B, where that server keeps up or the loop is not overloaded; overloaded with
+    its slots free through the run (no slot queue) and the prefill server past its capacity (rho >= 1), that server's
+    own growing queue, D/D/1's (N - 1) / 2 x S x (1 - 1 / rho): the running set admits every arrival, and each waits
+    for the prompts ahead of it to be prefilled."""
     if not at_rate(load):
         return 0.0, 0.0, 0.0
     n = load.num_prompts / load.dp if load.num_prompts else load.cap
     q = overload_wait(rho_cap, n, load.cap) if overloaded(rho_cap) else 0.0  # the queue once the cap is full
     out = [q * t[0], q * t[1], 0.0]
     rho_p = load.rate / load.dp * service_estimate if service_estimate else 0.0
-    if rho_p and not burst and load.arrival_cv2 is not None and (rho_p < 1 or not overloaded(rho_cap)):
+    if not rho_p or burst or load.arrival_cv2 is None:
+        return out[0], out[1], out[2]
+    if rho_p < 1 or not overloaded(rho_cap):
         out[0] += arrival_wait(rho_p, max(0.0, (n - 1) / 2), load.arrival_cv2) / b
+    elif q == 0:  # overloaded with its slots free through the run: the prefill server's own queue grows instead
+        out[0] += arrival_wait(rho_p, max(0.0, (n - 1) / 2), 0.0) / b
     return out[0], out[1], out[2]
 
 

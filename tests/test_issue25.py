@@ -343,3 +343,25 @@ def test_an_overloaded_open_loop_says_so_and_a_kept_up_one_not():
     kept = {"time": {"last_arrival_s": 60.0, "makespan_s": 61.5}, "requests": {"arrived": 1200},
             "throughput": {"requests_per_s": 19.5}}
     assert _overload(kept) == []
+
+
+def test_a_derived_moe_model_counts_its_moe_layers():
+    # MiniMax-M2.x's decoder layer always holds a routed-expert block (transformers' MiniMaxM2DecoderLayer has
+    # `mlp = MiniMaxM2SparseMoeBlock(config)` in every layer, no dense layers), and its config says
+    # num_hidden_layers 62: all 62 are MoE. The catalog entry said 0 before derive counted them, so
+    # vLLM's fused_moe buffers, expert-parallel traffic and the pipeline stages' mix saw a dense model.
+    pytest.importorskip("transformers")
+    from kvplan.readers.configs import spec_from_config
+
+    cfg = json.loads((EXTRA / "MiniMaxAI__MiniMax-M2.7.json").read_text())
+    spec, _ = spec_from_config(cfg, "MiniMax-M2.7")
+    assert cfg["num_hidden_layers"] == 62 and spec.params.num_moe_layers == 62
+    assert spec.params.num_experts == 256 and spec.params.experts_per_token == 8
+
+
+def test_the_catalogued_minimax_entries_count_62_moe_layers():
+    # the bundled entries built by scripts/build_catalog.py through the same derivation (no transformers needed)
+    from kvplan.sources.catalog import find_in_catalog
+
+    for name in ("minimax-m2.5", "minimax-m2.7"):
+        assert find_in_catalog(name).params.num_moe_layers == 62

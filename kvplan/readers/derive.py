@@ -21,6 +21,7 @@ from kvplan.model.layers import FullAttention, MLALatent, NoCache, RecurrentStat
 from kvplan.model.spec import ParamCounts
 
 TOKENS = 8
+_LAYER = re.compile(r"layers\.(\d+)\.")
 
 
 def _shapes(value) -> list[tuple[int, ...]]:
@@ -67,6 +68,7 @@ def _prod(shape) -> int:
 
 def _params(model, hf) -> ParamCounts:
     seen, roles = set(), dict(embedding=0, lm_head=0, attention=0, mlp=0, experts=0, shared_experts=0, router=0, other=0)
+    moe_layers: set[str] = set()  # the layer indices that hold routed experts (fused_moe buffers, EP, stage mix)
     for name, p in model.named_parameters(remove_duplicate=False):
         if id(p) in seen:
             continue
@@ -78,6 +80,7 @@ def _params(model, hf) -> ParamCounts:
             roles["lm_head"] += n
         elif ".experts." in lname or lname.endswith(".experts") or ".experts_" in lname:
             roles["experts"] += n
+            moe_layers.update(_LAYER.findall(lname)[:1])
         elif "shared_expert" in lname:
             roles["shared_experts"] += n
         elif ("router" in lname or lname.endswith(".gate.weight")) and p.dim() == 2:
@@ -91,7 +94,8 @@ def _params(model, hf) -> ParamCounts:
     experts = _first_int(hf, "num_local_experts", "num_experts", "n_routed_experts")
     top_k = _first_int(hf, "num_experts_per_tok", "top_k_experts", "moe_topk")
     active = roles["experts"] * top_k // experts if experts and top_k else roles["experts"]
-    return ParamCounts(**roles, experts_active=active, num_experts=experts, experts_per_token=top_k)
+    return ParamCounts(**roles, experts_active=active, num_experts=experts, experts_per_token=top_k,
+                       num_moe_layers=len(moe_layers) if experts else 0)
 
 
 def _first_int(hf, *names: str) -> int:

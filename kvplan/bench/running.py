@@ -35,7 +35,7 @@ from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_workers, mixed_chunk,
                                       model_limits, poll_wait_steps, preempts_on_growth, prefill_first_release,
-                                      resident_context, runs_waves, stage_loops, worker_chunk)
+                                      resident_context, runs_waves, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.model.layers import Kind
 from kvplan.planning.deploy import Deployment
@@ -75,7 +75,6 @@ class Running(NamedTuple):
     recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations (case_balance)
     poll_wait: float = 0.0  # decode steps an arriving request waits for the scheduler's next poll (case_poll_wait)
-    stages: int = 1  # executor loops a step's host work passes through (kvplan.engines.scheduler.stage_loops)
 
 
 def case_waves(case, spec=None) -> bool:
@@ -112,10 +111,9 @@ def running(case, spec, gpu) -> Running | None:
     its attention-DP balancing (`case_balance`) and its scheduler's polling wait (`case_poll_wait`) wherever they
     apply, sized or not (scheduler rules, not memory)."""
     got, held, poll = sized(case, spec, gpu), case_balance(case), case_poll_wait(case)
-    stages = stage_loops(case.engine, case.pp)
-    if held is None and not poll and stages == 1:
+    if held is None and not poll:
         return got
-    return (got or Running(None, None))._replace(balance=held, poll_wait=poll, stages=stages)
+    return (got or Running(None, None))._replace(balance=held, poll_wait=poll)
 
 
 def sized(case, spec, gpu) -> Running | None:

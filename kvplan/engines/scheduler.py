@@ -168,23 +168,6 @@ def poll_wait_steps(engine: str | None, flags: Mapping, attention_dp: bool = Fal
     return max(0.0, (int(value) - 1) / 2)
 
 
-# Engines whose every pipeline stage runs the executor's host loop for every micro-batch: TensorRT-LLM's PyTorch
-# backend keeps pp micro-batches in flight (PyExecutor `num_micro_batches` = pp_size) and each rank, one process a
-# stage, runs `_executor_loop_pp` itself: it schedules the micro-batch, prepares its resources, launches its own
-# layers' forward and handles the previous micro-batch's outputs before the next (NVIDIA/TensorRT-LLM@
-# 0004396720054fd8e205cbf616f21f0b57c6b412:tensorrt_llm/_torch/pyexecutor/py_executor.py, `__init__` and
-# `_executor_loop_pp`; a later commit than the 1.0 perf overview's, the one the code index holds). So a stage's time
-# a micro-batch is its share of the GPU work plus a whole step's host work, and a token crossing the pp stages pays
-# that host work pp times (kvplan.speed.terms.Shape.stages).
-STAGE_LOOPS = frozenset({"trtllm"})
-
-
-def stage_loops(engine: str | None, pp: int) -> int:
-    """How many times one step's host work (scheduling, bookkeeping, launches) is paid on the way through `engine`'s
-    pipeline of `pp` stages (STAGE_LOOPS): pp where every stage runs the executor's loop, else 1."""
-    return max(1, pp) if canonical_engine(engine or "") in STAGE_LOOPS else 1
-
-
 # Engines whose attention-DP workers each take the stated prefill chunk over the workers: SGLang's
 # chunked_prefill_size // dp_size under DP attention (kvplan.engines.sglang.admission, DP_ATTENTION_CONSERVATIVENESS's
 # citation), // 2 before 0.4.4.post1 (kvplan.engines.sglang.defaults.dp_chunk_divisor); `limits` gives one worker's.

@@ -106,8 +106,6 @@ class Built:
             self.load = replace(self.load, cap=engine.cap or self.load.cap, chunk=engine.chunk or self.load.chunk,
                                 waves=engine.waves, lockstep=engine.lockstep, recompute=engine.recompute,
                                 balance=engine.balance, poll_wait=engine.poll_wait)
-            if engine.stages > 1:  # every pipeline stage runs the engine's host loop (Shape.stages)
-                self.shape = replace(self.shape, stages=engine.stages)
 
     def parts(self, prev: dict | None, roof: bool = False):
         """(t_wave, t_dec, t_grp features, {metric: combo}) under the previous pass's predictions (its

@@ -132,8 +132,6 @@ class Shape:
     prefill_attn_rate: float = 0.0  # FLOP/s prefill queries' attention runs at (FP8 context FMHA: fp8); 0: bf16_rate
     paths: tuple = ()  # ((first tokens per step, FLOP/s, extra bytes per step), ...): llama.cpp's kernels by batch
     rate_missing: str = ""  # a precision a path needs that the profile does not rate (kvplan.speed.ggml)
-    stages: int = 1  # executor loops a step's host work passes through: a pipeline's stages where each runs its own
-    # (kvplan.engines.scheduler.stage_loops), so `step`, `seq` and `pstep` are paid that many times
 
 
 def path_at(s: Shape, per_step: float) -> tuple[float, float]:
@@ -269,11 +267,11 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         touched * 2 * s.expert_params * steps / (s.grouped_rate or s.gemm_rate) if s.gemm_rate else 0.0,
         comm,
         calls * s.link_latency_s,
-        steps * s.stages,
+        steps,
         s.layers * steps,
-        (seqs * steps if seq_steps is None else seq_steps) * s.stages,
+        seqs * steps if seq_steps is None else seq_steps,
         request,
-        prefill_steps * s.stages,
+        prefill_steps,
         prefill_steps * s.layers,
         0.0,  # ingress: no step's (kvplan.speed.frontend.ingress_queue)
     ]

@@ -73,6 +73,37 @@ def test_llama_8b_on_l40s_tokens_from_k_size_and_pool_from_the_budget():
     assert abs(alone - 183_133) / 183_133 < 0.001
 
 
+def test_llama_8b_on_h100_at_0_4_4_end_to_end():
+    # sglang#4760 (yubofredwang, 2025-03-25; training): Meta-Llama-3.1-8B-Instruct under the FA3 backend (Hopper
+    # only), 63.48 + 15.11 = 78.59 GB free before loading (an H100 SXM's 79.18 GiB less its CUDA context; an H100
+    # PCIe's or H800's torch total is 78.60), main of 2025-03-25 (release inferred 0.4.4).
+    rec = _record("sglang-4760-llama31-8b-h100-fa3")
+    assert (rec["gpu_inferred"], rec["version_inferred"]) == ("h100-sxm", "0.4.4")
+    rep = parse_log((CORPUS / rec["log"]).read_text()).reported
+    assert rep["kv_tokens"].value == 442_750 and rep["k_size_gb"].text == "27.02"
+    model, dep, gpu = find_in_catalog("llama-3.1-8b-instruct"), Deployment(1, 1), find_gpu("h100-sxm")
+    engine = resolve_engine("sglang", "0.4.4")
+    st = engine.settings(model, gpu, dep, Request(context=8192))
+    bf16 = canonical_kv_dtype("auto", model.dtype)
+    # K per token 32 layers x 8 KV heads x 128 x 2 B = 65,536 B; "27.02" is [27.015, 27.025) GiB: 27.015 x 2^30 /
+    # 65,536 = 442,613.8 and 27.025 x 2^30 / 65,536 = 442,777.6 -> rows 442,614..442,777, #tokens (rows - 1 page)
+    # 442,613..442,776, holding 442,750.
+    lo, hi = math.ceil(27.015 * GIB / 65_536) - 1, math.floor(27.025 * GIB / 65_536) - 1
+    assert (lo, hi) == (442_613, 442_776) and lo <= 442_750 <= hi
+    # Before 0.4.7 the default fraction at tp 1 is 0.88 whatever the GPU (0.4.3.post4 `server_args.py`
+    # __post_init__). rest = avail 63.48 - free before 78.59 x 0.12 = 54.0492 GiB; x 2^30 / 131,072 B a token (K + V) =
+    # 442,771; the printed decimals ([63.475, 63.485), [78.585, 78.595)) give 442,725..442,816, holding 442,750.
+    assert st.mem_fraction_static == 0.88
+    assert int((63.48 - 78.59 * 0.12) * GIB / 131_072) == 442_771
+    budgets = ((63.475 - 78.595 * 0.12) * GIB, (63.485 - 78.585 * 0.12) * GIB)
+    tokens = [engine.capacity_at(model, dep, st, int(b), 8192, bf16).tokens for b in budgets]
+    assert tokens[0] <= 442_750 <= tokens[1]
+    # End to end from the GPU alone (79.18 GiB - 512 MiB before the weights = 78.68 GiB, 0.09 above the log's
+    # 78.59): within 0.5% of the printed #tokens.
+    alone = engine.result(model, gpu, dep, Request(context=8192)).capacity.tokens
+    assert abs(alone - 442_750) / 442_750 < 0.005
+
+
 def test_mimo_v2_flash_k_size_is_the_swa_pools_first_line():
     # sglang#18039 (ispobock, 2026-01-31): MiMo-V2-Flash at tp 4, --page-size 64, "KV Cache is allocated. #tokens:
     # 300288, K size: 8.38 GB, V size: 5.59 GB". SWAKVPool builds its SWA sub-pool first, so the first line is the

@@ -73,7 +73,7 @@ def plan_pool(role: str, engine, spec, hw, dep, req, max_model_len: int, tokens:
     result = engine.result(spec, hw, dep, replace(req, context=max_model_len, batch=1))
     plan = result.plan
     param = f"{role}_max_model_len"
-    if plan.max_context < max_model_len and plan.max_context_limited_by == "model":
+    if plan.max_context < max_model_len and plan.max_context_limited_by in ("model", "max_model_len"):
         raise KvplanError(f"{role} pool: {arg(param)} {max_model_len:,} is beyond {spec.name}'s context length "
                           f"{plan.max_context:,}; the engine refuses it (give a shorter {arg(param)}, or shorter "
                           "requests)", EXIT_USAGE, param=param, value=max_model_len)

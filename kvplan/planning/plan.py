@@ -90,7 +90,7 @@ class Plan:
     kv_cache_tokens: int  # token slots of the deployment's pool: a tp group's (its GPUs hold each token together) x dp
     max_concurrency: int
     max_context: int
-    max_context_limited_by: str  # "memory" or "model"
+    max_context_limited_by: str  # "memory", "model" (its own limit) or "max_model_len" (the one asked for)
     fits: bool
     decode_step_seconds: float
     decode_tokens_per_second: float  # the whole batch
@@ -379,13 +379,21 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         kv_bytes_per_token_per_gpu=use.growth_bytes_per_token_per_gpu // dep.dcp,
         kv_bytes_per_sequence=copies * seq_rank, kv_bytes_per_sequence_per_gpu=seq_gpu,
         kv_cache_tokens=int(ans.kv_cache_tokens), max_concurrency=int(conc),
-        max_context=max_ctx, max_context_limited_by="model" if 0 < max_ctx == model.max_context else "memory",
+        max_context=max_ctx, max_context_limited_by=_limited_by(model, max_ctx),
         fits=fits, decode_step_seconds=step, decode_tokens_per_second=req.batch / step if step > 0 else 0.0,
         bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s, stages=stages, warnings=tuple(warnings),
         context_limit=model.max_context, state_pool_bytes_per_gpu=pooled.pool_bytes if pooled else 0,
         token_pool_bytes_per_gpu=pooled.token_pool_bytes if pooled else 0,
         pooled_state_bytes_per_sequence_per_gpu=pooled.held_bytes if pooled else 0,
     )
+
+
+def _limited_by(model: ModelSpec, max_ctx: int) -> str:
+    """What caps the longest context: "memory", the model's own limit ("model"), or a max_model_len asked for
+    ("max_model_len": then model.max_context is that length, not the model's, kvplan.engines.context.limited)."""
+    if not 0 < max_ctx == model.max_context:
+        return "memory"
+    return "max_model_len" if model.max_model_len else "model"
 
 
 def _sequence(stages, use: Usage, pooled: PooledStates | None) -> tuple[int, int]:

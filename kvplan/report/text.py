@@ -48,6 +48,13 @@ FIGURE_FORMATS = {
 }
 
 
+def _capped(plan: Plan) -> str:
+    """Why the longest context is what it is, where not memory: the model's own limit, or the max_model_len asked
+    for (which may be past or short of the model's)."""
+    why = {"model": " (model limit)", "max_model_len": f" ({arg('max_model_len')})"}
+    return why.get(plan.max_context_limited_by, "")
+
+
 def format_figure(fig) -> str:
     """An engine's figure as people read it (see FIGURE_FORMATS)."""
     return FIGURE_FORMATS[fig.unit](fig.value)
@@ -291,7 +298,7 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], cali
         (f"tokens requests can use @ {human_tokens(first.request.context)}",
          lambda p: f"{p.max_concurrency * p.request.context:,}"),
         (f"max concurrency @ {human_tokens(first.request.context)}", lambda p: f"{p.max_concurrency:,}"),
-        (f"max context @ batch {first.request.batch}", lambda p: f"{p.max_context:,}" + (" (model limit)" if p.max_context_limited_by == "model" else "")),
+        (f"max context @ batch {first.request.batch}", lambda p: f"{p.max_context:,}" + _capped(p)),
         # A plan that does not fit decodes nothing: no speed shown ("–"; --json keeps the roofline's figures)
         ("decode step (roofline)", lambda p: f"{p.decode_step_seconds * 1e3:,.1f} ms" if p.fits else "–"),
         ("decode tokens/s (batch)", lambda p: f"{p.decode_tokens_per_second:,.0f}" if p.fits else "–"),

@@ -18,7 +18,7 @@ from kvplan.readers.modelopt import QUANT_FILE, with_quant_file
 from kvplan.readers.mtp import MTP_KEYS
 from kvplan.sources.catalog import find_in_catalog, unknown_model_error, suggest
 from kvplan.sources.local_weights import local_weights
-from kvplan.model.spec import ModelSpec
+from kvplan.model.spec import PLAIN_BYTES, ModelSpec
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
 MAX_CONFIG_BYTES = 5 * 2**20
@@ -168,7 +168,34 @@ def _with_weights(spec: ModelSpec, config: dict, weights, notices: list[str]) ->
     if mtp:  # vLLM skips these tensors unless it serves the MTP drafter (kvplan.planning.speculative)
         notices.append(f"weights: {mtp:,} B of multi-token-prediction layers not counted (loaded only with "
                        f"{arg('speculative')} mtp)")
-    return dataclasses.replace(spec, checkpoint_bytes=weights.total_bytes - mtp)
+    stored = weights.total_bytes
+    loaded = _loaded_as_model_dtype(spec, weights.params_by_dtype, stored)
+    if loaded != stored:
+        kind = next(iter(weights.params_by_dtype))
+        notices.append(f"weights: every tensor is stored as {kind}, the model dtype is {spec.dtype} (config.json), "
+                       f"which the engine casts them to as it loads: {loaded:,} B planned, not the {stored:,} B "
+                       "stored")
+        mtp = mtp * loaded // stored
+    return dataclasses.replace(spec, checkpoint_bytes=loaded - mtp)
+
+
+# a 16-bit or 32-bit float checkpoint's tensors, stored in one of these, are loaded as the config's dtype
+_FLOATS = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
+
+
+def _loaded_as_model_dtype(spec: ModelSpec, elements_by_dtype, stored: int) -> int:
+    """An unquantized checkpoint stored wholly in one float type of another width than the model dtype (an F32
+    file under torch_dtype bfloat16, or under none) as an engine loads it: each tensor cast into a parameter of
+    the model dtype, the one the plan and its emitted serve command name ("auto will use FP16 precision for FP32 and
+    FP16 models, and BF16 precision for BF16 models": vllm-project/vllm@0052a5b8 vllm/config/model.py,
+    ModelConfig.dtype). Otherwise the bytes as stored."""
+    if spec.quantization.method not in PLAIN_BYTES or len(elements_by_dtype) != 1:
+        return stored
+    (kind, elements), = elements_by_dtype.items()
+    width = PLAIN_BYTES.get(spec.dtype, 0)
+    if _FLOATS.get(kind) in (None, width) or not width:
+        return stored
+    return elements * width
 
 
 def _declares_mtp(config: dict) -> bool:

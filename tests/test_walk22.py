@@ -1,0 +1,94 @@
+"""Issue 22 walked as a new user (branch walk22): what a --max-model-len cap is called, and a float checkpoint
+stored in another width than its config's dtype planned as the engine loads it."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+
+runner = CliRunner()
+
+# Qwen3-32B's config.json (Qwen/Qwen3-32B): max_position_embeddings 40,960, no rope_scaling, bf16.
+# KV per token: 64 layers x 2 (K, V) x 8 KV heads x 128 x 2 B = 262,144 B = 256 KiB.
+QWEN3_32B = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "hidden_size": 5120,
+             "num_hidden_layers": 64, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
+             "intermediate_size": 25600, "vocab_size": 151936, "max_position_embeddings": 40960,
+             "torch_dtype": "bfloat16", "tie_word_embeddings": False, "rope_theta": 1000000}
+
+
+def _fit(folder: Path, *args: str) -> dict:
+    res = runner.invoke(app, ["fit", str(folder), "--gpu", "h200", "--json", *args])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)["plans"][0]
+
+
+def test_a_max_model_len_cap_is_named_as_such_not_as_the_model_limit(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(QWEN3_32B))
+    # On one H200 (139.8 GiB x 0.9 = 125.8 GiB, less ~61 GiB of bf16 weights) one 40,960-token sequence takes
+    # 40,960 x 256 KiB = 10 GiB: memory is not what binds at batch 1, the length is.
+    own = _fit(tmp_path, "--ctx", "8k")
+    assert own["max_context"] == 40_960 and own["max_context_limited_by"] == "model"
+    capped = _fit(tmp_path, "--ctx", "8k", "--max-model-len", "16k")
+    assert capped["max_context"] == 16_384 and capped["max_context_limited_by"] == "max_model_len"
+    # past the model's 40,960 (planned as asked, kvplan's own plan): the 65,536 is --max-model-len's, not the model's
+    past = _fit(tmp_path, "--ctx", "8k", "--max-model-len", "64k")
+    assert past["max_context"] == 65_536 and past["max_context_limited_by"] == "max_model_len"
+    res = runner.invoke(app, ["fit", str(tmp_path), "--gpu", "h200", "--ctx", "8k", "--max-model-len", "64k"])
+    row = next(line for line in res.stdout.splitlines() if "max context @ batch 1" in line)
+    assert "65,536 (--max-model-len)" in row and "model limit" not in row
+    res = runner.invoke(app, ["fit", str(tmp_path), "--gpu", "h200", "--ctx", "8k"])
+    assert "40,960 (model limit)" in res.stdout
+
+
+def _safetensors(path: Path, tensors: dict[str, tuple[str, list[int], int]]) -> None:
+    """A safetensors file (8-byte little-endian header length, the JSON header, zeros): {name: (dtype, shape, B)}."""
+    header, offset = {}, 0
+    for name, (dtype, shape, nbytes) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(offset))
+
+
+# A small Llama (hidden 64, vocab 100) whose config says bfloat16; the tensors: embedding [100, 64] and LM head
+# [100, 64] = 6,400 elements each, one q_proj [64, 64] = 4,096: 16,896 elements.
+SMALL = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100,
+         "max_position_embeddings": 4096, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+SHAPES = {"model.embed_tokens.weight": [100, 64], "lm_head.weight": [100, 64],
+          "model.layers.0.self_attn.q_proj.weight": [64, 64]}
+
+
+def _folder(tmp_path: Path, dtypes: list[str], torch_dtype: str = "bfloat16") -> Path:
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "config.json").write_text(json.dumps({**SMALL, "torch_dtype": torch_dtype}))
+    width = {"F32": 4, "BF16": 2, "F16": 2}
+    tensors = {name: (d, shape, shape[0] * shape[1] * width[d]) for (name, shape), d in zip(SHAPES.items(), dtypes)}
+    _safetensors(tmp_path / "model.safetensors", tensors)
+    return tmp_path
+
+
+def test_an_f32_checkpoint_under_a_bf16_config_is_planned_as_loaded_in_bf16(tmp_path):
+    # vLLM's --dtype auto takes the config's bfloat16 and casts each F32 tensor into a bf16 parameter as it loads
+    # ("auto will use ... BF16 precision for BF16 models": vllm-project/vllm@0052a5b8 vllm/config/model.py): the
+    # 16,896 elements take 33,792 B loaded, not the 67,584 B stored
+    folder = _folder(tmp_path, ["F32", "F32", "F32"])
+    res = runner.invoke(app, ["fit", str(folder), "--gpu", "h100", "--ctx", "1k", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["plans"][0]["weight_bytes"] == 33_792
+    assert "every tensor is stored as F32, the model dtype is bf16 (config.json)" in res.stderr
+    assert "33,792 B planned, not the 67,584 B stored" in res.stderr
+
+
+def test_a_checkpoint_stored_in_its_config_dtype_or_in_several_is_planned_as_stored(tmp_path):
+    # F16 under bfloat16: the same 2 bytes each, 33,792 B; a mix (F32 embedding, BF16 rest) is left as stored:
+    # 25,600 + 12,800 + 8,192 = 46,592 B (engines keep some tensors in fp32; a mix is not one cast)
+    assert _fit(_folder(tmp_path / "a", ["F16", "F16", "F16"]), "--ctx", "1k")["weight_bytes"] == 33_792
+    assert _fit(_folder(tmp_path / "b", ["F32", "BF16", "BF16"]), "--ctx", "1k")["weight_bytes"] == 46_592
+    # a BF16 file under a float32 config: planned in fp32 as the plan says (4 B each: 67,584 B)
+    assert _fit(_folder(tmp_path / "c", ["BF16"] * 3, "float32"), "--ctx", "1k")["weight_bytes"] == 67_584

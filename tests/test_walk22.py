@@ -92,3 +92,35 @@ def test_a_checkpoint_stored_in_its_config_dtype_or_in_several_is_planned_as_sto
     assert _fit(_folder(tmp_path / "b", ["F32", "BF16", "BF16"]), "--ctx", "1k")["weight_bytes"] == 46_592
     # a BF16 file under a float32 config: planned in fp32 as the plan says (4 B each: 67,584 B)
     assert _fit(_folder(tmp_path / "c", ["BF16"] * 3, "float32"), "--ctx", "1k")["weight_bytes"] == 67_584
+
+
+# StarCoder2-7B's config.json (bigcode/starcoder2-7b): an ungated MLP (c_fc 4,608 -> 18,432, c_proj back), 36 heads
+# of 128 over 4 KV heads, 32 layers, vocabulary 49,152, bf16.
+STARCODER2_7B = {"model_type": "starcoder2", "architectures": ["Starcoder2ForCausalLM"], "hidden_size": 4608,
+                 "num_hidden_layers": 32, "num_attention_heads": 36, "num_key_value_heads": 4,
+                 "intermediate_size": 18432, "vocab_size": 49152, "max_position_embeddings": 16384,
+                 "sliding_window": 4096, "torch_dtype": "bfloat16", "use_bias": True, "norm_type": "layer_norm"}
+
+
+def _lora(folder: Path, engine: str, lora: str):
+    return runner.invoke(app, ["fit", str(folder), "--gpu", "l40s", "--ctx", "8k", "--engine", engine, "--lora", lora,
+                               "--json"])
+
+
+def test_lora_on_an_ungated_mlp_adapts_up_and_down_only_and_refuses_gate_alone(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(STARCODER2_7B))
+    # vLLM (vllm/lora/layers/base_linear.py create_lora_weights): lora_a (max_loras, rank, in) + lora_b
+    # (max_loras, out, rank) per wrapped projection in bf16. c_fc: 4,608 + 18,432 = 23,040, c_proj the same:
+    # 4 x 16 x 46,080 x 2 B x 32 layers = 188,743,680 B; the gate kvplan used to add (a third 23,040) is not there
+    for engine in ("vllm", "sglang", "trtllm"):
+        for lora in ("4:16:mlp", "4:16:up,down"):
+            res = _lora(tmp_path, engine, lora)
+            assert res.exit_code == 0, res.output
+            assert json.loads(res.stdout)["plans"][0]["lora_bytes_per_gpu"] == 188_743_680, (engine, lora)
+        res = _lora(tmp_path, engine, "4:16:gate")
+        assert res.exit_code != 0 and "no gate projection" in res.output and "Traceback" not in res.output
+    # vLLM's default: every linear layer, q 4,608 + 4,608, k and v 4,608 + 512 each, o 4,608 + 4,608 = 28,672 and
+    # the MLP's 46,080 a layer (x 32 = 2,392,064), plus the vocabulary slots 49,152 + 4,608 + 4,608 + 49,152 =
+    # 107,520: 4 x 16 x 2,499,584 x 2 B = 319,946,752 B
+    res = _lora(tmp_path, "vllm", "4:16")
+    assert json.loads(res.stdout)["plans"][0]["lora_bytes_per_gpu"] == 319_946_752

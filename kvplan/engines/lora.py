@@ -36,7 +36,7 @@ from kvplan.core.intmath import cdiv
 from kvplan.engines.base import parse_version
 from kvplan.model.spec import PLAIN_BYTES
 from kvplan.planning.deploy import split_layers
-from kvplan.planning.lora import MODULES, LoraRequest, check_model, stage_slices
+from kvplan.planning.lora import MODULES, LoraRequest, adapted, check_model, stage_slices
 
 TARGET_MODULES_FIRST = (0, 17, 0)  # vLLM --lora-target-modules (vllm-project/vllm#34984)
 
@@ -89,7 +89,7 @@ def _stacks(model, dep, lora: LoraRequest, modules) -> int:
 def vllm_bytes(model, dep, lora: LoraRequest, version: str) -> tuple[int, tuple[str, ...]]:
     """(bytes per GPU, notes) of vLLM's LoRA stacks for this release."""
     notes = []
-    modules = lora.modules
+    modules = lora.modules and adapted(model, lora.modules)
     if modules and parse_version(version) < TARGET_MODULES_FIRST:
         notes.append(f"vLLM {version} wraps every linear layer (--lora-target-modules came in 0.17.0): the "
                      f"LoRA slots are priced on all of them, not only {','.join(modules)}")
@@ -107,13 +107,13 @@ def vllm_bytes(model, dep, lora: LoraRequest, version: str) -> tuple[int, tuple[
 
 def sglang_bytes(model, dep, lora: LoraRequest) -> tuple[int, tuple[str, ...]]:
     """(bytes per GPU, notes) of SGLang's LoRA memory pool (max_loras_per_batch slots)."""
-    wrapped = _packed(lora.wrapped())
+    wrapped = _packed(adapted(model, lora.wrapped()))
     return lora.max_loras * _stacks(model, dep, lora, wrapped) * _dtype(model), ()
 
 
 def trtllm_bytes(model, dep, lora: LoraRequest) -> tuple[int, tuple[str, ...]]:
     """(bytes per GPU, notes) of TensorRT-LLM's LoRA device cache sized by max_loras (paged, see above)."""
-    modules = lora.wrapped()
+    modules = adapted(model, lora.wrapped())  # len(modules) counts them
     if set(modules) & {"q", "k", "v"}:
         modules = tuple(m for m in MODULES if m in set(modules) | {"q", "k", "v"})
     check_model(model, modules)

@@ -12,7 +12,9 @@ parallel projection (q, k, v, gate, up) keeps its whole input and splits its out
 create_lora_weights; TensorRT-LLM LoraModule localInDim/localOutDim; SGLang's LoRA memory pool). K and V
 heads are replicated where tp exceeds them (one head per rank). Engines price the pool from these
 (kvplan.engines.lora). Models with layers that are not plain GQA attention (MLA, recurrent, cache-less) are
-refused, and MLP modules of a mixture-of-experts model: their adapter shapes are not read.
+refused, and MLP modules of a mixture-of-experts model: their adapter shapes are not read. An ungated MLP
+(up -> act -> down: kvplan.readers.mlp_layout.gated_mlp) has no gate to wrap: `mlp` and the default adapt up
+and down only.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.layers import ChunkedLocal, FullAttention, SlidingWindow
+from kvplan.readers.mlp_layout import gated_mlp
 
 MODULES = ("q", "k", "v", "o", "gate", "up", "down")
 ATTENTION = ("q", "k", "v", "o")
@@ -115,6 +118,18 @@ def check_model(model, modules) -> None:
                           EXIT_USAGE, param="lora")
 
 
+def adapted(model, modules: tuple[str, ...]) -> tuple[str, ...]:
+    """The modules asked for that `model` has: an ungated MLP (up -> act -> down) has no gate; a one-line refusal
+    where none is left."""
+    if gated_mlp(model):
+        return modules
+    kept = tuple(m for m in modules if m != "gate")
+    if not kept:
+        raise KvplanError(f"{model.name}: its MLP is up -> act -> down, with no gate projection for {arg('lora')} "
+                          "to adapt; name up, down or mlp", EXIT_USAGE, param="lora")
+    return kept
+
+
 def layer_slices(model, layer, modules, tp: int) -> list[Slice]:
     """The wrapped projections of one decoder layer on one tensor-parallel rank (widths in elements)."""
     attn, h, out = _attention(layer), model.hidden_size, []
@@ -124,7 +139,7 @@ def layer_slices(model, layer, modules, tp: int) -> list[Slice]:
             kv = max(1, attn.num_kv_heads // tp) * attn.head_dim
             out.append({"q": Slice("q", h, q // tp), "k": Slice("k", h, kv), "v": Slice("v", h, kv),
                         "o": Slice("o", q // tp, h)}[m])
-        elif m in MLP:
+        elif m in MLP and (m != "gate" or gated_mlp(model)):  # an ungated MLP (c_fc, c_proj) has no gate
             inter = model.intermediate_size
             out.append(Slice(m, inter // tp, h) if m == "down" else Slice(m, h, inter // tp))
     return out

@@ -124,3 +124,24 @@ def test_lora_on_an_ungated_mlp_adapts_up_and_down_only_and_refuses_gate_alone(t
     # 107,520: 4 x 16 x 2,499,584 x 2 B = 319,946,752 B
     res = _lora(tmp_path, "vllm", "4:16")
     assert json.loads(res.stdout)["plans"][0]["lora_bytes_per_gpu"] == 319_946_752
+
+
+def test_a_context_past_max_model_len_says_it_is_max_model_len_that_binds_not_the_models_limit(tmp_path):
+    # Qwen3-32B's own limit is 40,960; --max-model-len 16k caps it at 16,384, so a 32,768-token request is refused by
+    # the length asked for (vLLM: "... longer than the maximum model length of 16384"), not by the model's limit
+    (tmp_path / "config.json").write_text(json.dumps(QWEN3_32B))
+    m = str(tmp_path)
+    res = runner.invoke(app, ["fit", m, "--gpu", "h200", "--ctx", "32k", "--max-model-len", "16k"])
+    text = " ".join(res.output.split())
+    assert "is past --max-model-len of 16,384 tokens" in text and "the model's limit" not in text
+    res = runner.invoke(app, ["fit", m, "--gpu", "h200", "--ctx", "32k", "--max-model-len", "16k", "--explain"])
+    assert "context 32,768 > --max-model-len 16,384 tokens" in " ".join(res.output.split())
+    res = runner.invoke(app, ["sweep", "-m", m, "-c", "32k", "-g", "h200", "--gpu-counts", "1", "--max-model-len", "16k"])
+    assert "1 plan asks a context past --max-model-len (fits: limit)" in " ".join(res.output.split())
+    res = runner.invoke(app, ["cheapest", m, "--ctx", "32k", "--concurrency", "2", "-g", "h200", "--max-model-len",
+                              "16k", "--json"])
+    assert "exceeds --max-model-len (16,384)" in res.stderr
+    assert "exceeds --max-model-len of 16k-token limit" in res.stdout
+    # without the flag, the model's own 40,960 binds a 64k request and is named as the model's
+    res = runner.invoke(app, ["fit", m, "--gpu", "h200", "--ctx", "64k"])
+    assert "is past the model's limit of 40,960 tokens" in " ".join(res.output.split())

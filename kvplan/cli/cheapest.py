@@ -134,7 +134,8 @@ def cheapest(
         source = "--max-model-len" if max_model_len else "the model's limit"
         stderr(f"note: --ctx not given; using {source}, {ctx_tokens:,} tokens")
     if ctx_tokens > spec.max_context:
-        stderr(f"warning: context {ctx_tokens:,} exceeds the model's context limit ({spec.max_context:,}): the limit "
+        whose = "--max-model-len" if spec.max_model_len else "the model's context limit"
+        stderr(f"warning: context {ctx_tokens:,} exceeds {whose} ({spec.max_context:,}): the limit "
                "binds, not memory; no deployment fits")
     for line in (*lora_lines(adapters, chosen, "candidate"), *memory_caveats(gpu_list), *weight_caveats([spec], [wdt])):
         stderr(f"note: {line}")

@@ -115,7 +115,7 @@ def no_fit_line(plan) -> str:
     """Why no deployment fits, in words: the model's context limit (no GPU count changes it) or memory
     on every GPU count the search tried (kvplan.compare.candidates.SMALLEST_FIT_COUNTS)."""
     if plan.binds == "context limit":
-        return (f"Does not fit: the context ({plan.request.context:,} tokens) is past the model's limit of "
+        return (f"Does not fit: the context ({plan.request.context:,} tokens) is past {plan.context_limit_name} of "
                 f"{plan.context_limit:,} tokens; the limit binds, not memory, so no GPU count helps.")
     return (f"Does not fit: memory binds on every deployment of 1 to {MAX_SEARCH_GPUS} GPUs tried (every "
             "count with a valid tp × pp layout).")

@@ -202,10 +202,11 @@ def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch
                f"× GPU counts {','.join(map(str, counts))} × {len(contexts)} context(s) × KV {','.join(kv_names)}"
                + (f" × weights {','.join(w or 'auto' for w in weights)}" if weights != [None] else "")
                + f"; batch {batch}"]
-    past = sum(p.binds == "context limit" for p in result.plans)
+    past = [p for p in result.plans if p.binds == "context limit"]
     if past:
-        summary.append(f"{past:,} plan{'s' if past > 1 else ''} ask{'' if past > 1 else 's'} a context past the model's "
-                       "limit (fits: limit): the limit binds, not memory, and more GPUs never help")
+        whose = "--max-model-len" if all(p.context_limit_asked for p in past) else "the model's limit"
+        summary.append(f"{len(past):,} plan{'s' if len(past) > 1 else ''} ask{'' if len(past) > 1 else 's'} a context "
+                       f"past {whose} (fits: limit): the limit binds, not memory, and more GPUs never help")
     if result.skipped:
         summary.append(f"{plural(result.skipped_plans, 'plan')} skipped: deployments the model cannot run (see below)")
     summary.append(f"planned as {result.engine} allocates" if result.engine else

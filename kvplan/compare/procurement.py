@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvplan.core.errors import KvplanError
+from kvplan.core.errors import KvplanError, arg
 from kvplan.engines import resolve_engine
 
 
@@ -29,9 +29,11 @@ def headlines(result, gpus) -> list[dict]:
         row = {"model": model, "context": context, "batch": plans[0].request.batch, "fits": bool(fitting),
                "plans": len(plans)}
         if not fitting:
-            limit = getattr(result.models.get(model), "max_context", None)
+            spec = result.models.get(model)
+            limit = getattr(spec, "max_context", None)
             if limit is not None and context > limit:  # no GPU count helps: say so rather than "nothing fits"
-                row["why"] = f"{context:,} tokens is beyond the model's {limit:,}-token limit"
+                whose = f"{arg('max_model_len')} of" if getattr(spec, "max_model_len", 0) else "the model's"
+                row["why"] = f"{context:,} tokens is beyond {whose} {limit:,}-token limit"
             out.append(row)
             continue
         priced = [p for p in fitting if result.price(p) is not None]

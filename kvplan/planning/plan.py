@@ -98,6 +98,7 @@ class Plan:
     stages: tuple[Stage, ...] = field(repr=False, default=())
     warnings: tuple[PlanWarning, ...] = ()
     context_limit: int = 0  # the longest request the model (as the engine derives it) accepts; 0: unknown
+    context_limit_asked: bool = False  # context_limit is a max_model_len asked for, not the model's own limit
     # recurrent-state slots the engine allocates up front out of the KV memory (PooledStates); 0: none, a
     # sequence's states are its own allocation. Then the token pool beside it, and of kv_bytes_per_sequence_per_gpu
     # the slots one running request holds in that pool
@@ -114,6 +115,11 @@ class Plan:
         if self.context_limit and self.request.context > self.context_limit:
             return "context limit"
         return "memory"
+
+    @property
+    def context_limit_name(self) -> str:
+        """Whose limit context_limit is, for a sentence: the model's, or the max_model_len asked for."""
+        return arg("max_model_len") if self.context_limit_asked else "the model's limit"
 
     @property
     def kv_used_bytes_per_gpu(self) -> int:
@@ -382,7 +388,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         max_context=max_ctx, max_context_limited_by=_limited_by(model, max_ctx),
         fits=fits, decode_step_seconds=step, decode_tokens_per_second=req.batch / step if step > 0 else 0.0,
         bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s, stages=stages, warnings=tuple(warnings),
-        context_limit=model.max_context, state_pool_bytes_per_gpu=pooled.pool_bytes if pooled else 0,
+        context_limit=model.max_context, context_limit_asked=bool(model.max_model_len), state_pool_bytes_per_gpu=pooled.pool_bytes if pooled else 0,
         token_pool_bytes_per_gpu=pooled.token_pool_bytes if pooled else 0,
         pooled_state_bytes_per_sequence_per_gpu=pooled.held_bytes if pooled else 0,
     )

@@ -115,8 +115,9 @@ def explain_lines(plan: Plan, model) -> list[str]:
         lines.append(f"Max concurrency at {S:,} tokens = floor({kv:,} / {seq:,}) = {plan.max_concurrency:,}")
     lines.append(f"Max context at batch {r.batch} = {plan.max_context:,} tokens (limited by {plan.max_context_limited_by})")
     if plan.binds == "context limit":
-        lines.append(f"Does not fit: context {r.context:,} > the model's limit {plan.context_limit:,} tokens"
-                     + (f" ({model.context_rule})" if getattr(model, "context_rule", "") else "")
+        lines.append(f"Does not fit: context {r.context:,} > {plan.context_limit_name} {plan.context_limit:,} tokens"
+                     + (f" ({model.context_rule})" if getattr(model, "context_rule", "") and not plan.context_limit_asked
+                        else "")
                      + ": the limit binds, not memory")
     elif plan.binds == "memory":
         lines.append(f"Does not fit: memory binds ({plan.max_concurrency:,} of {r.batch:,} requests of {r.context:,} "

@@ -145,3 +145,14 @@ def test_a_context_past_max_model_len_says_it_is_max_model_len_that_binds_not_th
     # without the flag, the model's own 40,960 binds a 64k request and is named as the model's
     res = runner.invoke(app, ["fit", m, "--gpu", "h200", "--ctx", "64k"])
     assert "is past the model's limit of 40,960 tokens" in " ".join(res.output.split())
+
+
+def test_a_gguf_file_or_a_folder_of_one_is_refused_in_one_line_that_says_what_to_plan_instead(tmp_path):
+    # a GGUF file starts with the magic "GGUF" and a uint32 version (ggml-org/ggml docs/gguf.md); it used to be read
+    # as a config.json ("not valid JSON (Expecting value ...)"), a folder of one as "no config.json"
+    gguf = tmp_path / "model-Q4_K_M.gguf"
+    gguf.write_bytes(b"GGUF" + struct.pack("<I", 3) + bytes(16))
+    for model in (gguf, tmp_path):
+        res = runner.invoke(app, ["fit", str(model), "--gpu", "rtx-4090", "--ctx", "8k"])
+        assert res.exit_code == 2 and "Traceback" not in res.output
+        assert f"{gguf} is a GGUF file" in " ".join(res.output.split()) and "--weight-dtype" in res.output

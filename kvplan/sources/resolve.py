@@ -40,14 +40,29 @@ def read_config_file(path: Path) -> dict:
 
 def _local_config(path: Path) -> tuple[dict, bool]:
     """read_config_file's config, and whether the hf_quant_config.json beside it gave its quantization."""
+    ggufs = sorted(path.glob("*.gguf")) if path.is_dir() else [path]
     if path.is_dir():
         path = path / "config.json"
-    if not path.is_file():
+    if not path.is_file() or _is_gguf(path):
+        gguf = next((g for g in ggufs if g.is_file() and _is_gguf(g)), None)
+        if gguf is not None:
+            raise KvplanError(f"{gguf} is a GGUF file; kvplan reads a model's config.json, not GGUF metadata: plan "
+                              f"the model it was made from (its config.json, catalog name or Hub id) with "
+                              f"{arg('weight_dtype')} and the file's type (e.g. q4_k_m)", EXIT_USAGE)
         raise KvplanError(f"no config.json at {path}", EXIT_NOT_FOUND)
     quant = path.parent / QUANT_FILE
     config = _read_json(path)
     merged = with_quant_file(config, _read_json(quant)) if quant.is_file() and quant != path else config
     return merged, merged is not config
+
+
+def _is_gguf(path: Path) -> bool:
+    """A GGUF file: its first four bytes are the magic "GGUF" (ggml-org/ggml docs/gguf.md, "File Structure")."""
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
 
 
 def _read_json(path: Path) -> dict:

@@ -156,3 +156,18 @@ def test_a_gguf_file_or_a_folder_of_one_is_refused_in_one_line_that_says_what_to
         res = runner.invoke(app, ["fit", str(model), "--gpu", "rtx-4090", "--ctx", "8k"])
         assert res.exit_code == 2 and "Traceback" not in res.output
         assert f"{gguf} is a GGUF file" in " ".join(res.output.split()) and "--weight-dtype" in res.output
+
+
+def test_a_config_that_declares_fp8_over_files_of_bf16_tensors_says_so(tmp_path):
+    # DeepSeek-style block FP8 in config.json, but the file holds BF16 tensors only (16,896 elements x 2 B =
+    # 33,792 B): the stored bytes are planned, and the disagreement is said instead of a silent 'weights fp8'
+    config = {**SMALL, "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                               "weight_block_size": [128, 128]}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    _safetensors(tmp_path / "model.safetensors",
+                 {name: ("BF16", shape, shape[0] * shape[1] * 2) for name, shape in SHAPES.items()})
+    res = runner.invoke(app, ["fit", str(tmp_path), "--gpu", "h100", "--ctx", "1k", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["plans"][0]["weight_bytes"] == 33_792
+    assert ("config.json declares fp8 weights but every tensor is stored as BF16 (none quantized): planned at the "
+            "33,792 B stored" in " ".join(res.stderr.split()))

@@ -184,6 +184,11 @@ def _with_weights(spec: ModelSpec, config: dict, weights, notices: list[str]) ->
         notices.append(f"weights: {mtp:,} B of multi-token-prediction layers not counted (loaded only with "
                        f"{arg('speculative')} mtp)")
     stored = weights.total_bytes
+    if spec.quantization.method not in PLAIN_BYTES and set(weights.params_by_dtype) <= set(_FLOATS):
+        # the files and the config disagree (a config edited by hand, a quantize-on-load setting): said, not guessed
+        notices.append(f"weights: config.json declares {spec.quantization.method} weights but every tensor is stored "
+                       f"as {', '.join(weights.params_by_dtype)} (none quantized): planned at the {stored:,} B "
+                       f"stored, not at {spec.quantization.method}'s size")
     loaded = _loaded_as_model_dtype(spec, weights.params_by_dtype, stored)
     if loaded != stored:
         kind = next(iter(weights.params_by_dtype))

@@ -134,8 +134,7 @@ def cheapest(
         source = "--max-model-len" if max_model_len else "the model's limit"
         stderr(f"note: --ctx not given; using {source}, {ctx_tokens:,} tokens")
     if ctx_tokens > spec.max_context:
-        whose = "--max-model-len" if spec.max_model_len else "the model's context limit"
-        stderr(f"warning: context {ctx_tokens:,} exceeds {whose} ({spec.max_context:,}): the limit "
+        stderr(f"warning: context {ctx_tokens:,} exceeds {_limit_name(spec)} ({spec.max_context:,}): the limit "
                "binds, not memory; no deployment fits")
     for line in (*lora_lines(adapters, chosen, "candidate"), *memory_caveats(gpu_list), *weight_caveats([spec], [wdt])):
         stderr(f"note: {line}")
@@ -305,3 +304,8 @@ def _deployments(spec, counts, max_gpus):
         raise KvplanError(f"{spec.name}: no tp x pp split of {', '.join(map(str, counts))} GPUs is valid "
                           f"({spec.num_attention_heads} attention heads, {spec.num_layers} layers)", EXIT_USAGE)
     return deps
+
+
+def _limit_name(spec) -> str:
+    """Whose context limit spec.max_context is: the --max-model-len asked for, or the model's own."""
+    return "--max-model-len" if spec.max_model_len else "the model's context limit"

@@ -79,3 +79,17 @@ def meta_param_count(cfg: dict, buffers: tuple[str, ...] = ()) -> int:
         model = transformers.AutoModelForCausalLM.from_config(hf)
     counted = sum({id(p): p.numel() for p in model.parameters()}.values())
     return counted + sum(b.numel() for name, b in model.named_buffers() if buffers and name.endswith(buffers))
+
+
+def write_safetensors(path, tensors: dict) -> None:
+    """A real safetensors file of zeros (8-byte little-endian header length, the JSON header, the data):
+    {name: (dtype, shape, bytes)}."""
+    import json
+    import struct
+
+    header, offset = {}, 0
+    for name, (dtype, shape, nbytes) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(offset))

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import write_safetensors
 
 from kvplan.core.errors import KvplanError
 from kvplan.hardware.gpus import find_gpu
@@ -141,17 +142,6 @@ def test_weight_dtype_of_the_checkpoints_own_method_keeps_its_group_and_another_
     assert "fp8, not the checkpoint's int4 group 32" in note
 
 
-def _safetensors(path: Path, tensors: dict[str, tuple[str, list[int], int]]) -> None:
-    """A real safetensors file (8-byte little-endian header length, the JSON header, the data) of zeros:
-    {name: (dtype, shape, bytes)}."""
-    import struct
-
-    header, offset = {}, 0
-    for name, (dtype, shape, nbytes) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
-        offset += nbytes
-    raw = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(offset))
 
 
 # a GPTQ layer's tensors: qweight int32 [64/8, 64] = 2,048 B, scales fp16 [64/32, 64] = 256 B, qzeros int32 [2, 8]
@@ -172,7 +162,7 @@ def _folder(tmp_path: Path) -> Path:
 def test_local_folder_reads_model_safetensors_headers(tmp_path):
     from kvplan.sources.resolve import resolve_model
 
-    _safetensors(_folder(tmp_path) / "model.safetensors", {**GPTQ_TENSORS, **EMBED})
+    write_safetensors(_folder(tmp_path) / "model.safetensors", {**GPTQ_TENSORS, **EMBED})
     r = resolve_model(str(tmp_path))
     # 2,048 + 256 + 64 + 256 + 12,800 = 15,424 B, the checkpoint's exact bytes (not the config's estimate)
     assert r.spec.checkpoint_bytes == 15_424
@@ -187,8 +177,8 @@ def test_local_folder_reads_a_sharded_index_and_says_when_there_is_none(tmp_path
     folder = _folder(tmp_path)
     r = resolve_model(str(folder))
     assert r.spec.checkpoint_bytes is None and any("counted from config.json" in n for n in r.notices)
-    _safetensors(folder / "a.safetensors", GPTQ_TENSORS)
-    _safetensors(folder / "b.safetensors", EMBED)
+    write_safetensors(folder / "a.safetensors", GPTQ_TENSORS)
+    write_safetensors(folder / "b.safetensors", EMBED)
     index = {"weight_map": {**{k: "a.safetensors" for k in GPTQ_TENSORS}, **{k: "b.safetensors" for k in EMBED}}}
     (folder / "model.safetensors.index.json").write_text(json.dumps(index))
     assert resolve_model(str(folder)).spec.checkpoint_bytes == 15_424
@@ -197,7 +187,7 @@ def test_local_folder_reads_a_sharded_index_and_says_when_there_is_none(tmp_path
 def test_local_file_cut_short_is_refused_naming_it(tmp_path):
     from kvplan.sources.resolve import resolve_model
 
-    _safetensors(_folder(tmp_path) / "model.safetensors", EMBED)
+    write_safetensors(_folder(tmp_path) / "model.safetensors", EMBED)
     data = (tmp_path / "model.safetensors").read_bytes()
     (tmp_path / "model.safetensors").write_bytes(data[:-100])  # 100 bytes of the embedding missing
     with pytest.raises(KvplanError, match="model.safetensors is malformed: .*cut short"):

@@ -7,6 +7,7 @@ import json
 import struct
 from pathlib import Path
 
+from conftest import write_safetensors
 from typer.testing import CliRunner
 
 from kvplan.cli import app
@@ -45,14 +46,6 @@ def test_a_max_model_len_cap_is_named_as_such_not_as_the_model_limit(tmp_path):
     assert "40,960 (model limit)" in res.stdout
 
 
-def _safetensors(path: Path, tensors: dict[str, tuple[str, list[int], int]]) -> None:
-    """A safetensors file (8-byte little-endian header length, the JSON header, zeros): {name: (dtype, shape, B)}."""
-    header, offset = {}, 0
-    for name, (dtype, shape, nbytes) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
-        offset += nbytes
-    raw = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(offset))
 
 
 # A small Llama (hidden 64, vocab 100) whose config says bfloat16; the tensors: embedding [100, 64] and LM head
@@ -69,7 +62,7 @@ def _folder(tmp_path: Path, dtypes: list[str], torch_dtype: str = "bfloat16") ->
     (tmp_path / "config.json").write_text(json.dumps({**SMALL, "torch_dtype": torch_dtype}))
     width = {"F32": 4, "BF16": 2, "F16": 2}
     tensors = {name: (d, shape, shape[0] * shape[1] * width[d]) for (name, shape), d in zip(SHAPES.items(), dtypes)}
-    _safetensors(tmp_path / "model.safetensors", tensors)
+    write_safetensors(tmp_path / "model.safetensors", tensors)
     return tmp_path
 
 
@@ -164,7 +157,7 @@ def test_a_config_that_declares_fp8_over_files_of_bf16_tensors_says_so(tmp_path)
     config = {**SMALL, "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic",
                                                "weight_block_size": [128, 128]}}
     (tmp_path / "config.json").write_text(json.dumps(config))
-    _safetensors(tmp_path / "model.safetensors",
+    write_safetensors(tmp_path / "model.safetensors",
                  {name: ("BF16", shape, shape[0] * shape[1] * 2) for name, shape in SHAPES.items()})
     res = runner.invoke(app, ["fit", str(tmp_path), "--gpu", "h100", "--ctx", "1k", "--json"])
     assert res.exit_code == 0, res.output

@@ -575,4 +575,4 @@ def test_headline_says_when_a_context_is_beyond_the_model():
     heads = {h["context"]: h for h in headlines(result, [h100])}
     assert heads[8192]["fits"] and "why" not in heads[8192]
     assert not heads[131072]["fits"]
-    assert heads[131072]["why"] == "131,072 tokens is beyond the model's 40,960-token limit"
+    assert heads[131072]["why"] == "131,072 tokens is beyond the model's context limit (40,960 tokens)"

@@ -134,10 +134,10 @@ def test_a_context_past_max_model_len_says_it_is_max_model_len_that_binds_not_th
     res = runner.invoke(app, ["cheapest", m, "--ctx", "32k", "--concurrency", "2", "-g", "h200", "--max-model-len",
                               "16k", "--json"])
     assert "exceeds --max-model-len (16,384)" in res.stderr
-    assert "exceeds --max-model-len of 16k-token limit" in res.stdout
+    assert "exceeds --max-model-len (16k tokens; the limit binds" in res.stdout
     # without the flag, the model's own 40,960 binds a 64k request and is named as the model's
     res = runner.invoke(app, ["fit", m, "--gpu", "h200", "--ctx", "64k"])
-    assert "is past the model's limit of 40,960 tokens" in " ".join(res.output.split())
+    assert "is past the model's context limit of 40,960 tokens" in " ".join(res.output.split())
 
 
 def test_a_gguf_file_or_a_folder_of_one_is_refused_in_one_line_that_says_what_to_plan_instead(tmp_path):

@@ -33,6 +33,7 @@ from kvplan.hardware.prices import load_prices
 from kvplan.planning.lora import parse_lora
 from kvplan.planning.deploy import candidate_deployments, deployment_for_gpus
 from kvplan.planning.layout import layout_text
+from kvplan.planning.plan import limit_name
 from kvplan.report.export import candidate_row
 from kvplan.report.text import checkpoint_kv_notes
 from kvplan.report.offload import offload_dict
@@ -134,7 +135,7 @@ def cheapest(
         source = "--max-model-len" if max_model_len else "the model's limit"
         stderr(f"note: --ctx not given; using {source}, {ctx_tokens:,} tokens")
     if ctx_tokens > spec.max_context:
-        stderr(f"warning: context {ctx_tokens:,} exceeds {_limit_name(spec)} ({spec.max_context:,}): the limit "
+        stderr(f"warning: context {ctx_tokens:,} exceeds {limit_name(bool(spec.max_model_len))} ({spec.max_context:,}): the limit "
                "binds, not memory; no deployment fits")
     for line in (*lora_lines(adapters, chosen, "candidate"), *memory_caveats(gpu_list), *weight_caveats([spec], [wdt])):
         stderr(f"note: {line}")
@@ -304,8 +305,3 @@ def _deployments(spec, counts, max_gpus):
         raise KvplanError(f"{spec.name}: no tp x pp split of {', '.join(map(str, counts))} GPUs is valid "
                           f"({spec.num_attention_heads} attention heads, {spec.num_layers} layers)", EXIT_USAGE)
     return deps
-
-
-def _limit_name(spec) -> str:
-    """Whose context limit spec.max_context is: the --max-model-len asked for, or the model's own."""
-    return "--max-model-len" if spec.max_model_len else "the model's context limit"

@@ -39,7 +39,7 @@ from kvplan.core.files import atomic_write
 from kvplan.core.units import human_tokens, parse_token_list, plural
 from kvplan.hardware.prices import load_prices
 from kvplan.planning.lora import parse_lora
-from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION
+from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, limit_name
 from kvplan.report.export import iter_sweep_rows, write_csv, write_json_document
 from kvplan.report.html import render_html
 from kvplan.report.text import checkpoint_kv_notes
@@ -204,7 +204,7 @@ def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch
                + f"; batch {batch}"]
     past = [p for p in result.plans if p.binds == "context limit"]
     if past:
-        whose = "--max-model-len" if all(p.context_limit_asked for p in past) else "the model's limit"
+        whose = limit_name(all(p.context_limit_asked for p in past))
         summary.append(f"{len(past):,} plan{'s' if len(past) > 1 else ''} ask{'' if len(past) > 1 else 's'} a context "
                        f"past {whose} (fits: limit): the limit binds, not memory, and more GPUs never help")
     if result.skipped:

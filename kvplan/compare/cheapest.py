@@ -70,9 +70,8 @@ def calibrated_step(p: Plan, model, gpu, engine) -> float:
 def _why(p: Plan, concurrency: int, min_tps: float | None, model_limit: int, step: float | None = None) -> str | None:
     ctx = human_tokens(p.request.context)
     if p.request.context > model_limit:
-        whose = f"{arg('max_model_len')} of" if p.context_limit_asked else "the model's"
-        return (f"doesn't fit: {ctx} exceeds {whose} {human_tokens(model_limit)}-token limit (the limit binds, "
-                "not memory)")
+        return (f"doesn't fit: {ctx} exceeds {p.context_limit_name} ({human_tokens(model_limit)} tokens; the limit "
+                "binds, not memory)")
     if p.kv_memory_bytes_per_gpu <= 0:
         return (f"doesn't fit: weights and overhead leave no KV memory "
                 f"(short by {human_bytes(-p.kv_memory_bytes_per_gpu)} per GPU)")

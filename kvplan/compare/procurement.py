@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvplan.core.errors import KvplanError, arg
+from kvplan.core.errors import KvplanError
 from kvplan.engines import resolve_engine
+from kvplan.planning.plan import limit_name
 
 
 def headlines(result, gpus) -> list[dict]:
@@ -32,8 +33,8 @@ def headlines(result, gpus) -> list[dict]:
             spec = result.models.get(model)
             limit = getattr(spec, "max_context", None)
             if limit is not None and context > limit:  # no GPU count helps: say so rather than "nothing fits"
-                whose = f"{arg('max_model_len')} of" if getattr(spec, "max_model_len", 0) else "the model's"
-                row["why"] = f"{context:,} tokens is beyond {whose} {limit:,}-token limit"
+                whose = limit_name(bool(getattr(spec, "max_model_len", 0)))
+                row["why"] = f"{context:,} tokens is beyond {whose} ({limit:,} tokens)"
             out.append(row)
             continue
         priced = [p for p in fitting if result.price(p) is not None]

@@ -118,8 +118,8 @@ class Plan:
 
     @property
     def context_limit_name(self) -> str:
-        """Whose limit context_limit is, for a sentence: the model's, or the max_model_len asked for."""
-        return arg("max_model_len") if self.context_limit_asked else "the model's limit"
+        """Whose limit context_limit is, for a sentence (limit_name)."""
+        return limit_name(self.context_limit_asked)
 
     @property
     def kv_used_bytes_per_gpu(self) -> int:
@@ -343,6 +343,11 @@ def paged_max_context(stages, batch: int, model_limit: int) -> int:
     return max(0, largest_fitting(fits, model_limit))
 
 
+def limit_name(asked: bool) -> str:
+    """Whose context limit a sentence names: the max_model_len asked for (`asked`), or the model's own."""
+    return arg("max_model_len") if asked else "the model's context limit"
+
+
 def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepared, budget: int,
              stages: tuple[Stage, ...], use: Usage, ans: Answers, name: str | None = None,
              assumed: tuple[PlanWarning, ...] = (), pooled: PooledStates | None = None) -> Plan:
@@ -356,8 +361,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
     if req.context > model.max_context:
         # the model's limit as the engine derives it, or the max_model_len asked for (engines.context.limited)
         asked = bool(model.max_model_len)
-        whose = f"{arg('max_model_len')}, the longest request the engine accepts" if asked else \
-            "the model's context limit"
+        whose = limit_name(asked) + (", the longest request the engine accepts" if asked else "")
         rule = f" ({model.context_rule})" if model.context_rule and not asked else ""
         warnings.append(PlanWarning(f"context {{}} exceeds {whose} ({{}}): the limit binds, not memory{rule}",
                                     (req.context, model.max_context), ("count", "count")))

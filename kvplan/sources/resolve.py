@@ -40,10 +40,11 @@ def read_config_file(path: Path) -> dict:
 
 def _local_config(path: Path) -> tuple[dict, bool]:
     """read_config_file's config, and whether the hf_quant_config.json beside it gave its quantization."""
-    ggufs = sorted(path.glob("*.gguf")) if path.is_dir() else [path]
+    given = path
     if path.is_dir():
         path = path / "config.json"
-    if not path.is_file() or _is_gguf(path):
+    if not path.is_file() or _is_gguf(path):  # a folder's *.gguf are looked for only when its config is not there
+        ggufs = sorted(given.glob("*.gguf")) if given.is_dir() else [given]
         gguf = next((g for g in ggufs if g.is_file() and _is_gguf(g)), None)
         if gguf is not None:
             raise KvplanError(f"{gguf} is a GGUF file; kvplan reads a model's config.json, not GGUF metadata: plan "

@@ -270,10 +270,9 @@ def open_wait(load: Load, b: float, t: tuple, burst: bool, service_estimate: flo
     rho_p = load.rate / load.dp * service_estimate if service_estimate else 0.0
     if not rho_p or burst or load.arrival_cv2 is None:
         return out[0], out[1], out[2]
-    if rho_p < 1 or not overloaded(rho_cap):
-        out[0] += arrival_wait(rho_p, max(0.0, (n - 1) / 2), load.arrival_cv2) / b
-    elif q == 0:  # overloaded with its slots free through the run: the prefill server's own queue grows instead
-        out[0] += arrival_wait(rho_p, max(0.0, (n - 1) / 2), 0.0) / b
+    keeps_up = rho_p < 1 or not overloaded(rho_cap)
+    if keeps_up or q == 0:  # else the slot queue above; slots free all run long: the server's own D/D/1 queue grows
+        out[0] += arrival_wait(rho_p, max(0.0, (n - 1) / 2), load.arrival_cv2 if keeps_up else 0.0) / b
     return out[0], out[1], out[2]
 
 

@@ -93,3 +93,81 @@ def write_safetensors(path, tensors: dict) -> None:
         offset += nbytes
     raw = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(offset))
+
+
+def write_gguf(path, metadata: dict, tensors: list, *, version: int = 3, alignment: int = 32) -> int:
+    """A GGUF file laid out as ggml-org/ggml docs/gguf.md "File Structure" says (little-endian): magic, version,
+    tensor and metadata counts, the metadata (int -> uint32, float -> float32, bool, str, a list of ints -> a uint32
+    array, of str -> a string array; a (gguf type, value) pair for any other), the tensor infos (name, dims, ggml
+    type id, offset) and the data section, aligned, left sparse (zeros that take no disk). `tensors`: [(name, dims
+    with the row length first, ggml type id, bytes)]. Returns the file's size."""
+    import struct
+
+    def string(s: str) -> bytes:
+        raw = s.encode()
+        return struct.pack("<Q", len(raw)) + raw
+
+    def scalar(kind: int, v) -> bytes:
+        fmt = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+        return string(v) if kind == 8 else struct.pack("<" + fmt[kind], v)
+
+    def value(v) -> bytes:
+        if isinstance(v, tuple):
+            kind, v = v
+        elif isinstance(v, list):
+            item = 8 if v and isinstance(v[0], str) else 4
+            return struct.pack("<IIQ", 9, item, len(v)) + b"".join(scalar(item, x) for x in v)
+        else:
+            kind = 7 if isinstance(v, bool) else 4 if isinstance(v, int) else 6 if isinstance(v, float) else 8
+        return struct.pack("<I", kind) + scalar(kind, v)
+
+    out = bytearray(b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(metadata)))
+    for key, v in metadata.items():
+        out += string(key) + value(v)
+    offset = 0
+    for name, dims, type_id, nbytes in tensors:
+        out += string(name) + struct.pack(f"<I{len(dims)}QIQ", len(dims), *dims, type_id, offset)
+        offset += -(-nbytes // alignment) * alignment
+    start = -(-len(out) // alignment) * alignment
+    size = start + offset
+    with open(path, "wb") as f:
+        f.write(bytes(out))
+        f.truncate(size)
+    return size
+
+
+F32, F16, Q8_0, Q4_K, Q6_K = 0, 1, 8, 12, 14  # ggml_type ids (ggml include/ggml.h, docs/gguf.md)
+
+
+def gguf_nbytes(kind: int, n: int) -> int:
+    return {F32: n * 4, F16: n * 2, Q8_0: n // 32 * 34, Q4_K: n // 256 * 144, Q6_K: n // 256 * 210}[kind]
+
+
+def gguf_tensor(name, dims, kind):
+    n = 1
+    for d in dims:
+        n *= d
+    return (name, dims, kind, gguf_nbytes(kind, n))
+
+
+def llama_31_8b_gguf(path, **extra_meta):
+    """Llama-3.1-8B-Instruct as a Q4_K_M file: Q6_K output and, per llama_tensor_get_type's use_more_bits, Q6_K
+    attn_v / ffn_down on layers 0-3, 28-31 and every third between; the rest Q4_K, norms F32."""
+    H, L, FF, V, KV = 4096, 32, 14336, 128256, 1024
+    t = gguf_tensor
+    tensors = [t("token_embd.weight", (H, V), Q4_K)]
+    for i in range(L):
+        more, b = (Q6_K if i < 4 or i >= 28 or (i - 4) % 3 == 2 else Q4_K), f"blk.{i}"
+        tensors += [t(f"{b}.attn_norm.weight", (H,), F32), t(f"{b}.attn_q.weight", (H, H), Q4_K),
+                    t(f"{b}.attn_k.weight", (H, KV), Q4_K), t(f"{b}.attn_v.weight", (H, KV), more),
+                    t(f"{b}.attn_output.weight", (H, H), Q4_K), t(f"{b}.ffn_norm.weight", (H,), F32),
+                    t(f"{b}.ffn_gate.weight", (H, FF), Q4_K), t(f"{b}.ffn_up.weight", (H, FF), Q4_K),
+                    t(f"{b}.ffn_down.weight", (FF, H), more)]
+    tensors += [t("output_norm.weight", (H,), F32), t("output.weight", (H, V), Q6_K),
+                t("rope_freqs.weight", (64,), F32)]
+    meta = {"general.architecture": "llama", "general.name": "Llama 3.1 8B Instruct", "general.file_type": 15,
+            "llama.block_count": L, "llama.context_length": 131072, "llama.embedding_length": H,
+            "llama.feed_forward_length": FF, "llama.attention.head_count": 32, "llama.attention.head_count_kv": 8,
+            "llama.rope.freq_base": 500000.0, "tokenizer.ggml.tokens": ["x"] * 70_000, **extra_meta}
+    write_gguf(path, meta, tensors)
+    return tensors

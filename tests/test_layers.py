@@ -45,6 +45,8 @@ LAZY = {
     ("kvplan.sources.resolve", "kvplan.sources.importer"): "the config reader, all of readers/ (13 ms, 6% of `fit`'s "
                                                            "CPU): a bundled model reads no config",
     ("kvplan.sources.resolve", "kvplan.sources.hub"): "the Hub client (7 ms): only a Hub id needs it",
+    ("kvplan.sources.gguf", "kvplan.sources.importer"): "the config reader, as for resolve: only a GGUF file given "
+                                                        "as the model needs it",
 }
 # Modules that import kvplan modules by name (importlib): registries, whose entries are found at run time.
 BY_NAME = {

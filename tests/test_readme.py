@@ -5,7 +5,7 @@ Commands are read from the README's unlabelled ``` blocks and its 4-space indent
 ending in `\\` continues). Each runs in-process (CliRunner) in a scratch folder holding the files
 the README names: `prices.yaml` is the README's own ```yaml block, `vllm-startup.log` a real vLLM
 log from tests/fixtures, `trtllm-startup.log` TensorRT-LLM#6294's (tests/fixtures/logs/corpus), `bench-result.json` a published vLLM benchmark result from tests/fixtures/bench, `requests.jsonl` the sample trace in docs/examples, `./my-finetune/` a
-Llama config, and the Hub repo is served by
+Llama config, `Llama-3.1-8B-Instruct-Q4_K_M.gguf` a GGUF header of that model (conftest.llama_31_8b_gguf), and the Hub repo is served by
 tests/hub_server.py. `--device cuda` runs need CUDA and skip without it, saying so. Lines that are
 not kvplan commands (pip, scripts, pytest) are listed in NOT_KVPLAN, so a new one cannot go unrun.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REPO
+from conftest import REPO, llama_31_8b_gguf
 
 README = (REPO / "README.md").read_text()
 NOT_KVPLAN = {  # installation and test commands: .ci/run itself runs the first two's equivalents
@@ -85,6 +85,7 @@ def scratch(tmp_path, monkeypatch):
     sys.path.insert(0, str(REPO / "tests"))
     from hub_server import FakeHub, FakeRepo, serving
 
+    llama_31_8b_gguf(tmp_path / "Llama-3.1-8B-Instruct-Q4_K_M.gguf")  # its header; the data sparse
     (tmp_path / "my-finetune").mkdir()
     (tmp_path / "my-finetune" / "config.json").write_text(json.dumps(LLAMA_31_8B))
     prices = re.search(r"```yaml\n(.*?)```", README, re.S).group(1)

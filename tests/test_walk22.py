@@ -140,15 +140,16 @@ def test_a_context_past_max_model_len_says_it_is_max_model_len_that_binds_not_th
     assert "is past the model's context limit of 40,960 tokens" in " ".join(res.output.split())
 
 
-def test_a_gguf_file_or_a_folder_of_one_is_refused_in_one_line_that_says_what_to_plan_instead(tmp_path):
+def test_a_gguf_file_or_a_folder_of_one_is_read_as_gguf_not_as_json(tmp_path):
     # a GGUF file starts with the magic "GGUF" and a uint32 version (ggml-org/ggml docs/gguf.md); it used to be read
-    # as a config.json ("not valid JSON (Expecting value ...)"), a folder of one as "no config.json"
+    # as a config.json ("not valid JSON (Expecting value ...)"), a folder of one as "no config.json". Now it is read
+    # as GGUF (tests/test_gguf.py); one without general.architecture says that, in one line
     gguf = tmp_path / "model-Q4_K_M.gguf"
     gguf.write_bytes(b"GGUF" + struct.pack("<I", 3) + bytes(16))
     for model in (gguf, tmp_path):
         res = runner.invoke(app, ["fit", str(model), "--gpu", "rtx-4090", "--ctx", "8k"])
         assert res.exit_code == 2 and "Traceback" not in res.output
-        assert f"{gguf} is a GGUF file" in " ".join(res.output.split()) and "--weight-dtype" in res.output
+        assert f"{gguf}: no general.architecture in its metadata" in " ".join(res.output.split())
 
 
 def test_a_config_that_declares_fp8_over_files_of_bf16_tensors_says_so(tmp_path):

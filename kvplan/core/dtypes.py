@@ -81,6 +81,24 @@ GGUF_TYPES: dict[str, tuple[int, int]] = {
     "iq4_xs": (256, 136), "iq3_s": (256, 110), "iq3_xxs": (256, 98), "iq2_s": (256, 82), "iq2_xs": (256, 74),
     "iq2_xxs": (256, 66), "iq1_m": (256, 56), "iq1_s": (256, 50),
 }
+# Every ggml tensor type a GGUF file may name, by its id in the file: (name, values per block, bytes per block). The ids
+# are ggml's `enum ggml_type` (ggml-org/ggml@d99724f2 include/ggml.h; docs/gguf.md lists the same); a tensor row of
+# n values takes n / block x block bytes (ggml_row_size over type_traits' blck_size and type_size, src/ggml.c), the
+# block sizes those of GGUF_TYPES above and, for the rest, their static_asserts in src/ggml-common.h: q8_1 2 halves +
+# qs[32] = 36 / 32; q8_K float d + qs[256] + bsums[16 x i16] = 292 / 256; tq1_0 d + qh[4] + qs[48] = 54 / 256;
+# tq2_0 d + qs[64] = 66 / 256; mxfp4 e + qs[16] = 17 / 32; nvfp4 scales[4] + qs[32] = 36 / 64; q1_0 d + qs[16] =
+# 18 / 128; q2_0 d + qs[16] = 18 / 64. Ids 4, 5 and 31-33, 36-38 are types ggml removed from GGUF files.
+GGML_TYPES: dict[int, tuple[str, int, int]] = {
+    0: ("f32", 1, 4), 1: ("f16", 1, 2), 24: ("i8", 1, 1), 25: ("i16", 1, 2), 26: ("i32", 1, 4), 27: ("i64", 1, 8),
+    28: ("f64", 1, 8), 30: ("bf16", 1, 2), 9: ("q8_1", 32, 36), 15: ("q8_k", 256, 292), 34: ("tq1_0", 256, 54),
+    35: ("tq2_0", 256, 66), 39: ("mxfp4", 32, 17), 40: ("nvfp4", 64, 36), 41: ("q1_0", 128, 18),
+    42: ("q2_0", 64, 18),
+    **{i: (n, *GGUF_TYPES[n]) for i, n in {
+        2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 8: "q8_0", 10: "q2_k", 11: "q3_k", 12: "q4_k", 13: "q5_k",
+        14: "q6_k", 16: "iq2_xxs", 17: "iq2_xs", 18: "iq3_xxs", 19: "iq1_s", 20: "iq4_nl", 21: "iq3_s", 22: "iq2_s",
+        23: "iq4_xs", 29: "iq1_m"}.items()},
+}
+
 # The _K_M files are mixes, not one type. The k-quants PR (ggml-org/llama.cpp#1684) defines them:
 # Q4_K_M "uses GGML_TYPE_Q6_K for half of the attention.wv and feed_forward.w2 tensors, else
 # GGML_TYPE_Q4_K"; Q5_K_M the same over Q5_K; Q3_K_M "uses GGML_TYPE_Q4_K for the attention.wv,

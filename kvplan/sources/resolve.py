@@ -17,6 +17,7 @@ from kvplan.readers.cfg import unwrap_text_config
 from kvplan.readers.modelopt import QUANT_FILE, with_quant_file
 from kvplan.readers.mtp import MTP_KEYS
 from kvplan.sources.catalog import find_in_catalog, unknown_model_error, suggest
+from kvplan.sources.gguf import gguf_in, is_gguf, spec_from_gguf
 from kvplan.sources.local_weights import local_weights
 from kvplan.model.spec import PLAIN_BYTES, ModelSpec
 
@@ -40,30 +41,16 @@ def read_config_file(path: Path) -> dict:
 
 def _local_config(path: Path) -> tuple[dict, bool]:
     """read_config_file's config, and whether the hf_quant_config.json beside it gave its quantization."""
-    given = path
     if path.is_dir():
         path = path / "config.json"
-    if not path.is_file() or _is_gguf(path):  # a folder's *.gguf are looked for only when its config is not there
-        ggufs = sorted(given.glob("*.gguf")) if given.is_dir() else [given]
-        gguf = next((g for g in ggufs if g.is_file() and _is_gguf(g)), None)
-        if gguf is not None:
-            raise KvplanError(f"{gguf} is a GGUF file; kvplan reads a model's config.json, not GGUF metadata: plan "
-                              f"the model it was made from (its config.json, catalog name or Hub id) with "
-                              f"{arg('weight_dtype')} and the file's type (e.g. q4_k_m)", EXIT_USAGE)
+    if not path.is_file():
         raise KvplanError(f"no config.json at {path}", EXIT_NOT_FOUND)
+    if is_gguf(path):
+        raise KvplanError(f"{path} is a GGUF file, not a config.json", EXIT_USAGE)
     quant = path.parent / QUANT_FILE
     config = _read_json(path)
     merged = with_quant_file(config, _read_json(quant)) if quant.is_file() and quant != path else config
     return merged, merged is not config
-
-
-def _is_gguf(path: Path) -> bool:
-    """A GGUF file: its first four bytes are the magic "GGUF" (ggml-org/ggml docs/gguf.md, "File Structure")."""
-    try:
-        with path.open("rb") as f:
-            return f.read(4) == b"GGUF"
-    except OSError:
-        return False
 
 
 def _read_json(path: Path) -> dict:
@@ -97,6 +84,10 @@ def resolve_model(name: str, *, revision: str | None = None, token: str | None =
         path = Path(name).expanduser()
         if not path.exists():
             raise KvplanError(f"no such file or folder: {name}", EXIT_NOT_FOUND)
+        gguf = gguf_in(path)  # a folder's *.gguf are looked for only when its config.json is not there
+        if gguf is not None:
+            spec, notices = spec_from_gguf(gguf, readable(gguf.resolve().stem) or "local-model")
+            return Resolved(spec, "path", f"model: {spec.name} from local GGUF file {gguf}", tuple(notices))
         config, with_quant = _local_config(path)
         # the folder's name for a folder or its config.json; a file of another name (qwen3-32b-yarn.json) its own
         real = path.resolve()

@@ -196,3 +196,16 @@ def test_a_layout_kvplan_does_not_read_is_refused_naming_the_key(tmp_path, meta,
     write_gguf(path, full, [(t.name, t.dims, {"q4_k": Q4_K, "q6_k": Q6_K, "f32": F32}[t.type_name], t.nbytes)
                             for t in read_gguf(path).tensors])
     one_line_error(runner.invoke(app, ["fit", str(path), "--gpu", "rtx-4090", "--ctx", "8k"]), 2, needle)
+
+
+def test_llama_cpp_is_told_to_load_the_file_itself(tmp_path):
+    # llama-server -m takes a GGUF file (llama.cpp tools/server README); the plan's weights are that file's own, so
+    # -m names it, not a "<name>-Q4_K_M.gguf" to be made; another weight type asks for another file, as before
+    path = tmp_path / "Llama-3.1-8B-Instruct-Q4_K_M.gguf"
+    llama_31_8b(path)
+    base = ["fit", str(path), "--engine", "llama.cpp", "--gpu", "rtx-4090", "--ctx", "32k", "--emit", "llama.cpp"]
+    res = runner.invoke(app, base)
+    assert res.exit_code == 0, res.output
+    assert f"llama-server -m {path.resolve()} -c 32768 -np 1" in res.stdout
+    res = runner.invoke(app, [*base, "--weight-dtype", "q8_0"])
+    assert res.exit_code == 0 and "llama-server -m Llama-3.1-8B-Instruct-Q4_K_M-Q8_0.gguf" in res.stdout

@@ -122,6 +122,15 @@ def gguf_file_type(plan, model, gpu=None) -> str:
                       "...)", EXIT_USAGE, param="weight_dtype", value=want)
 
 
+def own_gguf(plan, model) -> str | None:
+    """The GGUF file the spec was read from (kvplan.sources.gguf) where the plan counts its own weights: llama.cpp's
+    -m is then that file; None otherwise."""
+    src = model_arg(model)
+    if src.endswith(".gguf") and planned_weights(plan, model) == checkpoint_weights(model):
+        return src
+    return None
+
+
 def fp8_at_load(engine, plan, model) -> str | None:
     """The checkpoint's size in words where `engine`'s command quantizes the weights to fp8 as they load
     (weight_args: --quantization fp8), else None (what an engine's emit_weights_note warns about)."""

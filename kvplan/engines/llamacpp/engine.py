@@ -31,7 +31,7 @@ from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_vers
 from kvplan.engines.checkpoint_kv import KvRule
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
-from kvplan.engines.emit import GGUF_PLAIN, gguf_file_type, model_arg
+from kvplan.engines.emit import GGUF_PLAIN, gguf_file_type, model_arg, own_gguf
 from kvplan.model.layers import ATTENTION_KINDS, LOCAL_KINDS, Kind
 from kvplan.planning.plan import Answers, NON_TORCH_BYTES
 from kvplan.core.search import largest_fitting
@@ -307,7 +307,7 @@ class LlamaCpp(Engine):
         r = plan.request
         ctk = {"fp16": "f16", "bf16": "f16", "fp32": "f32"}.get(settings["type_k"], settings["type_k"])
         ctv = {"fp16": "f16", "bf16": "f16", "fp32": "f32"}.get(settings["type_v"], settings["type_v"])
-        gguf = f"{model.name}-{gguf_file_type(plan, model, gpu)}.gguf"
+        gguf = own_gguf(plan, model) or f"{model.name}-{gguf_file_type(plan, model, gpu)}.gguf"
         args = ["llama-server", "-m", gguf, "-c", str(r.context * r.batch), "-np", str(r.batch),
                 "-ngl", "99", "-ctk", ctk, "-ctv", ctv]
         if settings["flash_attn"] or ctv not in ("f16", "f32"):
@@ -323,6 +323,8 @@ class LlamaCpp(Engine):
     def emit_weights_note(self, result, model) -> str | None:
         """The GGUF file -m must be: llama.cpp loads its tensors as stored (kvplan.engines.emit.gguf_file_type), made by
         convert_hf_to_gguf.py for a plain type, by llama-quantize for a quantized one."""
+        if own_gguf(result.plan, model):
+            return f"-m is the GGUF file the plan was read from, whose {model.checkpoint_bytes:,} B of weights it counts"
         kind = gguf_file_type(result.plan, model, result.gpu)
         how = (f"convert_hf_to_gguf.py --outtype {kind.lower()}" if kind in GGUF_PLAIN.values()
                else "llama-quantize, from a BF16 GGUF")

@@ -209,3 +209,26 @@ def test_llama_cpp_is_told_to_load_the_file_itself(tmp_path):
     assert f"llama-server -m {path.resolve()} -c 32768 -np 1" in res.stdout
     res = runner.invoke(app, [*base, "--weight-dtype", "q8_0"])
     assert res.exit_code == 0 and "llama-server -m Llama-3.1-8B-Instruct-Q4_K_M-Q8_0.gguf" in res.stdout
+
+
+def test_long_string_arrays_are_stepped_over_and_what_follows_is_read_right(tmp_path):
+    # 200,000 strings of 1-12 bytes (about 3.4 MB: several 1 MiB read chunks, strings straddling their edges) and one
+    # of 2 MiB (longer than a chunk), then a scalar and a tensor: both read as written, the array kept as its length;
+    # in a short array, kept, a string over 1 MiB is kept as None (its length stepped over)
+    path = tmp_path / "m.gguf"
+    tokens = ["t" * (1 + i % 12) for i in range(200_000)]
+    tokens[1500] = "z" * (2 << 20)
+    write_gguf(path, {"tokenizer.ggml.tokens": tokens, "big": ["x" * (2 << 20), "y"], "general.architecture": "llama",
+                      "after": 7}, [("a", (256, 2), Q4_K, 288)])
+    header = read_gguf(path)
+    assert header.metadata["tokenizer.ggml.tokens"].length == 200_000
+    assert header.metadata["big"] == [None, "y"]
+    assert header.metadata["after"] == 7 and header.metadata["general.architecture"] == "llama"
+    assert [(t.name, t.dims, t.nbytes) for t in header.tensors] == [("a", (256, 2), 288)]
+    # a string in a long array whose length runs past the end of the file
+    raw = path.read_bytes()
+    at = raw.index(b"tokenizer.ggml.tokens") + len("tokenizer.ggml.tokens") + 4 + 4 + 8 + 8 * 1000 + sum(
+        len(t) for t in tokens[:1000])
+    path.write_bytes(raw[:at] + struct.pack("<Q", 2**60) + raw[at + 8:])
+    with pytest.raises(KvplanError, match="tokenizer.ggml.tokens runs past the end of the file"):
+        read_gguf(path)

@@ -28,12 +28,14 @@ MAGIC = b"GGUF"
 MAX_HEADER_BYTES = 256 * 2**20  # real headers (a 262k-token vocabulary with scores and merges) are tens of MB
 MAX_TENSORS = 1_000_000  # the largest MoE files hold tens of thousands
 MAX_KV = 100_000
-MAX_KEPT_ARRAY = 65_536  # arrays up to this length are kept (per-layer head counts); longer ones only counted
+MAX_KEPT_ARRAY = 4096  # arrays up to this length are kept (per-layer head counts); longer ones only counted
 MAX_KEPT_STRING = 1 << 20
 MAX_NAME = 64  # GGML_MAX_NAME: a tensor name is shorter
 MAX_DIMS = 4  # GGML_MAX_DIMS
 DEFAULT_ALIGNMENT = 32  # GGUF_DEFAULT_ALIGNMENT
 
+_CHUNK = 1 << 20  # a long string array is stepped over a MiB at a time
+_U64 = struct.Struct("<Q")
 # gguf_metadata_value_type -> struct format of one scalar (8: string, 9: array)
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 STRING, ARRAY = 8, 9
@@ -104,6 +106,29 @@ class _Reader:
         self.room(n, what)
         self.f.seek(n, 1)
         self.pos += n
+
+    def skip_strings(self, n: int, what: str) -> None:
+        """Steps over `n` length-prefixed strings, reading the file a chunk at a time (a 150k-token vocabulary and
+        its merges in tenths of a second, not one read per string); each length is checked before it is skipped."""
+        limit, unpack = min(self.size, MAX_HEADER_BYTES), _U64.unpack_from
+        buf, i, base = b"", 0, self.pos  # buf[0] is the file's byte `base`
+        for _ in range(n):
+            if len(buf) - i < 8:
+                buf, base, i = buf[i:] + self.f.read(_CHUNK), base + i, 0
+                if len(buf) < 8:
+                    self.pos = base
+                    self.room(8, f"{what}'s length")
+                    raise self.fail(f"{what}: the file ends early")
+            end = i + 8 + unpack(buf, i)[0]
+            if base + end > limit:
+                self.pos = base + i
+                self.room(end - i, what)
+            i = end
+            if i > len(buf):  # a string longer than what is buffered: the rest skipped in the file
+                self.f.seek(i - len(buf), 1)
+                buf, base, i = b"", base + i, 0
+        self.pos = base + i
+        self.f.seek(i - len(buf), 1)  # the bytes read ahead, given back
 
     def unpack(self, fmt: str, what: str):
         return struct.unpack("<" + fmt, self.take(struct.calcsize(fmt), what))[0]
@@ -189,8 +214,7 @@ def _value(r: _Reader, key: str):
     r.room(n * width, f"{key}'s {n:,} elements")  # before anything is read or allocated
     if n > MAX_KEPT_ARRAY:
         if item == STRING:
-            for _ in range(n):
-                r.string(key, keep=False)
+            r.skip_strings(n, key)
         else:
             r.skip(n * width, key)
         return ArrayInfo(item, n)

@@ -232,3 +232,16 @@ def test_long_string_arrays_are_stepped_over_and_what_follows_is_read_right(tmp_
     path.write_bytes(raw[:at] + struct.pack("<Q", 2**60) + raw[at + 8:])
     with pytest.raises(KvplanError, match="tokenizer.ggml.tokens runs past the end of the file"):
         read_gguf(path)
+
+
+def test_rope_scaling_keys_are_the_configs_rope_scaling(tmp_path):
+    # convert_hf_to_gguf.py writes a YaRN config.json's rope_scaling {rope_type yarn, factor 4,
+    # original_max_position_embeddings 32768} as {arch}.rope.scaling.type / .factor / .original_context_length
+    cfg = shared_config("Qwen__Qwen3-8B")
+    path = tmp_path / "q.gguf"
+    meta = {**_metadata("qwen3", cfg), "qwen3.rope.scaling.type": "yarn", "qwen3.rope.scaling.factor": 4.0,
+            "qwen3.rope.scaling.original_context_length": 32768, "qwen3.context_length": 131072}
+    write_gguf(path, meta, _matrices(cfg))
+    spec, _ = spec_from_gguf(path, "q")
+    assert (spec.rope_scaling.kind, spec.rope_scaling.factor, spec.rope_scaling.original) == ("yarn", 4.0, 32768)
+    assert spec.max_context == 131072

@@ -10,8 +10,7 @@ import pytest
 
 from kvplan.bench.running import Running, case_waves, running
 from kvplan.core.errors import KvplanError
-from kvplan.engines.scheduler import (budget_bound, prefill_first_budget, prefill_first_release, resident_context,
-                                      worker_chunk)
+from kvplan.engines.scheduler import budget_bound, prefill_first_release, resident_context, worker_chunk
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import Case, case_of, read_corpus
@@ -137,21 +136,6 @@ def test_vllm_v0_on_an_mla_model_runs_a_closed_loop_in_waves():
     assert case_waves(dstack_case("h200-vllm-3200-800-c4"), r1)
     assert running(dstack_case("mi300x-vllm-3200-800-c4"), r1, find_gpu("mi300x")).waves
     assert not case_waves(case(version="0.7.3"), LLAMA) and not case_waves(case(version="0.19.0"), LLAMA)
-
-
-def test_vllm_v0_without_chunked_prefill_takes_a_server_length_step_budget():
-    # V0 with chunked prefill off sets max_num_batched_tokens = max(max_model_len, 2048), the server's length (vllm
-    # 0.7.3 wheel config.py SchedulerConfig.__post_init__ L1533-1536; a prompt over it is ignored, core/scheduler.py
-    # _get_prompt_limit L924-939), not a request's. dstack's MI300X server ran --max-model-len 32768 (ROCm: no
-    # chunked prefill by default, engine/arg_utils.py L1164-1186): 32,768 tokens, ten of its 3,200-token prompts a
-    # step, where the resident context (3,200 + 800 / 2 = 3,600) had given one. Its H200 server stated no length:
-    # DeepSeek-R1's 163,840. The pool stays priced at the resident context.
-    r1 = find_in_catalog("deepseek-r1")
-    assert running(dstack_case("mi300x-vllm-3200-800-c4"), r1, find_gpu("mi300x")).chunk == 32768
-    assert running(dstack_case("h200-vllm-3200-800-c4"), r1, find_gpu("h200-sxm")).chunk == 163840
-    assert prefill_first_budget("vllm", "0.7.3", True, 1024) == 2048  # the floor
-    assert prefill_first_budget("vllm", "0.8.0", True, 32768) is None  # V1: its own defaults
-    assert prefill_first_budget("vllm", "0.7.3", False, 32768) is None  # no MLA: chunked prefill may be on
 
 
 def test_the_fit_prices_a_point_at_the_engines_cap_and_chunk():

@@ -101,22 +101,6 @@ def test_a_closed_loop_of_equal_lengths_runs_in_the_waves_the_load_model_reads()
     assert simulated(False)["ttft"] < 2.2
 
 
-def test_prompts_that_share_a_prefill_step_get_their_first_tokens_at_its_end():
-    # The loop above with a 2,048-token chunk: two 1,024-token prompts a prefill step, so the wave's K = 2 steps
-    # return first tokens at 1, 1, 2, 2 (mean 1.5 steps), not at 1, 2, 3, 4. kvplan.speed.load.first_token: q =
-    # 2,048 / 1,024 = 2 prompts a step, 1 - q (K - 1) / 2B = 1 - 2 x 1 / 8 = 0.75 of t_wave = K = 2 steps: 1.5 steps
-    # (the old (B + 1) / 2B = 5 / 8 gave 1.25). E2E c x T = 4 x (2 + 64) / 4 = 66 steps, simulated 63 + 2 = 65.
-    isl, osl, c, chunk, n = 1024, 64, 4, 2048, 40
-    model = _model(isl, osl)
-    cfg = _cfg(True, seqs=c, chunk=chunk)
-    lat = Engine(model, cfg).run(closed_loop(model, cfg, [SimRequest(i, 0.0, isl, osl) for i in range(n)],
-                                             c)).summary(1e9, 1e9)["latency_s"]
-    _, _, cm = combos(Load(isl, osl, concurrency=c, num_prompts=n, cap=c, chunk=chunk, fixed=True, waves=True))
-    assert lat["ttft"]["mean"] / S == pytest.approx(1.5)
-    assert value(cm["ttft"], 2 * S, S) / S == pytest.approx(1.5)
-    assert value(cm["e2el"], 2 * S, S) / S == pytest.approx(66.0) and lat["e2e"]["mean"] / S == pytest.approx(65.0)
-
-
 def test_the_engine_options_choose_the_steps():
     # SGLang prefill first unless --enable-mixed-chunk (off by default, server_args.py L791-794); every other engine
     # mixed; no DP attention here, so no lockstep

@@ -4,7 +4,7 @@ module docstring's formulas is pinned: a wave's first tokens, the staggered grou
 
 import math
 
-from kvplan.speed.load import Load, combos, first_token, value
+from kvplan.speed.load import Load, combos, value
 from kvplan.speed.queueing import arrival_wait, overload_wait
 
 T_WAVE, T_DEC, T_GRP = 4.0, 0.1, 2.0
@@ -19,14 +19,13 @@ def test_closed_loop_first_wave_then_staggered_groups():
     # c = 4 of 40 prompts, 1,000 in / 101 out, chunk 8,192: B = 4; a group is min(4, 8192 // 1000 = 8) = 4
     # requests whose prefill takes ceil(4,000 / 8,192) = 1 step.
     # T = (4 + 101 x 0.1) / 4 = 3.525 s per request; E2E = c x T = 14.1 s
-    # first wave (4 of 40 = 10%): its 4,000 prompt tokens are one step of the 8,192-token chunk (q = 8.192 prompts a
-    # step, K = 1), whose end returns all four first tokens: 1 x 4 = 4 s; later: t_grp + 1 x t_dec = 2.1 s
-    # TTFT = 0.1 x 4 + 0.9 x 2.1 = 2.29 s; TPOT = (14.1 - 2.29) / 100 = 0.1181 s; tok/s = 101 / 3.525
+    # first wave (4 of 40 = 10%): (4 + 1) / 8 x 4 = 2.5 s; later: t_grp + 1 x t_dec = 2.1 s
+    # TTFT = 0.1 x 2.5 + 0.9 x 2.1 = 2.14 s; TPOT = (14.1 - 2.14) / 100 = 0.1196 s; tok/s = 101 / 3.525
     b, g, m = _metrics(Load(1000, 101, concurrency=4, num_prompts=40, cap=256))
     assert (b, g) == (4, 4)
     assert math.isclose(m["e2el"], 14.1)
-    assert math.isclose(m["ttft"], 2.29)
-    assert math.isclose(m["tpot"], 0.1181)
+    assert math.isclose(m["ttft"], 2.14)
+    assert math.isclose(m["tpot"], 0.1196)
     assert math.isclose(m["output_throughput"], 101 / 3.525)
 
 
@@ -34,11 +33,11 @@ def test_drawn_lengths_desynchronise_a_closed_loop():
     # the first test's load with output lengths drawn per request (SGLang's bench_serving random dataset at its
     # default --random-range-ratio 0.0, a dataset's own lengths): requests finish apart and are replaced one at a
     # time, so G = 1 (not min(4, 8192 // 1000) = 4); its 1,000 tokens take 1 step. The group's own prefill, t_grp,
-    # is G's (the caller prices it at one request), the TTFT's weights stay: first wave 0.1 x 4 = 0.4 s,
-    # later 0.9 x (2 + 1 x 0.1) = 1.89 s, TTFT 2.29 s; T, E2E and throughput do not depend on G (14.1 s)
+    # is G's (the caller prices it at one request), the TTFT's weights stay: first wave 0.1 x 2.5 = 0.25 s,
+    # later 0.9 x (2 + 1 x 0.1) = 1.89 s, TTFT 2.14 s; T, E2E and throughput do not depend on G (14.1 s)
     b, g, m = _metrics(Load(1000, 101, concurrency=4, num_prompts=40, cap=256, drawn=True))
     assert (b, g) == (4, 1)
-    assert math.isclose(m["ttft"], 2.29)
+    assert math.isclose(m["ttft"], 2.14)
     assert math.isclose(m["e2el"], 14.1)
     # a long prompt still takes its steps: 20,000 tokens, ceil(20,000 / 8,192) = 3 steps beside decodes
     _, g, m = _metrics(Load(20000, 101, concurrency=2, cap=256, drawn=True))
@@ -57,25 +56,24 @@ def test_closed_loop_over_the_cap_queues():
 def test_burst_waits_one_request_time_per_finished_request():
     # 10 prompts at once, cap 4: B = 4 start; request j > 4 starts when one finishes, one every T:
     # mean wait (10 - 4)^2 / (2 x 10) = 1.8 T = 6.345 s; 4 of 10 are the first wave
-    # the wave's 4 x 1,000 prompt tokens are K = 1 step, whose end returns its four first tokens (4 s), and its
-    # requests decode their L = 100 later tokens after it (m = (K - 1) / 2 = 0 in the wave): 4 + 100 x 0.1 = 14 s
-    # TTFT = 0.4 x 4 + 0.6 x 2.1 + 6.345 = 9.205 s; E2E = 6.345 + 0.4 x 14 + 0.6 x 4 x T = 6.345 + 5.6 + 0.6 x 14.1
-    # = 20.405 s
+    # TTFT = 0.4 x 2.5 + 0.6 x 2.1 + 6.345 = 8.605 s; E2E = 6.345 + 0.4 x a wave request's E2E + 0.6 x 4 x T:
+    # the wave's 4 x 1,000 prompt tokens are K = 1 step, so its requests decode their L = 100 later tokens after
+    # it (m = (K - 1) / 2 = 0 in the wave), 2.5 + 100 x 0.1 = 12.5 s; 6.345 + 5 + 0.6 x 14.1 = 19.805 s
     # (lengths drawn, not fixed: no refill delay)
     b, _, m = _metrics(Load(1000, 101, rate=math.inf, num_prompts=10, cap=4))
     assert b == 4
-    assert math.isclose(m["ttft"], 9.205)
-    assert math.isclose(m["e2el"], 20.405)
+    assert math.isclose(m["ttft"], 8.605)
+    assert math.isclose(m["e2el"], 19.805)
 
 
 def test_a_burst_of_equal_lengths_refills_as_its_wave_finishes():
     # The burst above with every request 1,000 + 101 tokens: the wave's first request finishes at F1 = its one
     # prefill step (t_wave = 4 s) + 100 decode steps = 14 s; the 6 later requests take turns r = 1, 2, 3, 4, 1, 2
     # of the 4 slots, mean r / B = 13 / 24, so each waits F1 x (1 - 13 / 24) = 6.4167 s more, 0.6 x that over all
-    # 10 = 3.85 s: TTFT 9.205 + 3.85 = 13.055 s, E2E 20.405 + 3.85 = 24.255 s
+    # 10 = 3.85 s: TTFT 8.605 + 3.85 = 12.455 s, E2E 19.805 + 3.85 = 23.655 s
     _, _, m = _metrics(Load(1000, 101, rate=math.inf, num_prompts=10, cap=4, fixed=True))
-    assert math.isclose(m["ttft"], 13.055)
-    assert math.isclose(m["e2el"], 24.255)
+    assert math.isclose(m["ttft"], 12.455)
+    assert math.isclose(m["e2el"], 23.655)
 
 
 def test_open_loop_requests_arrive_one_by_one():
@@ -191,15 +189,3 @@ def test_replicas_no_request_reaches_add_no_throughput():
     assert math.isclose(eight["output_throughput"], 4 * 101 / 7.05)
     # the latency figures of one request are a replica's own, whatever the idle ones: E2E = c x T = 14.1 s
     assert math.isclose(one["e2el"], _metrics(Load(1000, 101, concurrency=1, cap=256))[2]["e2el"])
-
-
-def test_a_wave_returns_the_first_tokens_of_a_step_at_its_end():
-    # kvplan.speed.load.first_token, the mean first-wave TTFT over t_wave. dstack's vLLM V0 server on 8 x MI300X
-    # (--max-model-len 32,768, chunked prefill off for MLA: a 32,768-token step budget, vllm 0.7.3 config.py
-    # SchedulerConfig L1533-1536) at 3,200 / 800: q = 32,768 / 3,200 = 10.24 prompts a step. At c = 8 the wave is
-    # K = ceil(8 / 10.24) = 1 step: every first token at its end, 1 x t_wave (dstack measured 2.23 s TTFT against
-    # 42.9 s E2E, 800 x 50.6 ms TPOT = 40.5 s of decode: 2.4 s for the one prefill step). At c = 128, K = 13 steps:
-    # 1 - 10.24 x 12 / (2 x 128) = 1 - 122.88 / 256 = 0.52. One prompt a step (chunk = isl): (B + 1) / 2B, 5 / 8 at 4.
-    assert first_token(8, 3200, 32768) == 1.0
-    assert math.isclose(first_token(128, 3200, 32768), 0.52)
-    assert first_token(4, 1024, 1024) == 5 / 8 and first_token(4, 20000, 8192) == 5 / 8

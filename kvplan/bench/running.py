@@ -34,8 +34,8 @@ from typing import NamedTuple
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_workers, mixed_chunk,
-                                      model_limits, poll_wait_steps, preempts_on_growth, prefill_first_budget,
-                                      prefill_first_release, resident_context, runs_waves, worker_chunk)
+                                      model_limits, poll_wait_steps, preempts_on_growth, prefill_first_release,
+                                      resident_context, runs_waves, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.model.layers import Kind
 from kvplan.planning.deploy import Deployment
@@ -155,7 +155,6 @@ def sized(case, spec, gpu) -> Running | None:
     if held < 1:  # not one request fits: kvplan's view of the checkpoint is not what ran (the plain estimate)
         return None
     default, chunk = limits(case.engine, res.settings, cap)
-    chunk = server_budget(case, spec, opts) or chunk
     if tool is not None:
         default = tool[0]
     limit = min(x for x in (case.max_seqs, default, float("inf")) if x)  # a running limit the run stated binds
@@ -170,17 +169,6 @@ def sized(case, spec, gpu) -> Running | None:
         mean, redo = cohort(held * context, n, load.isl, load.osl)
         cap = min(cap, mean) if redo else cap  # (n, 0): nothing preempted, the cap as it was
     return Running(cap, chunk, case_waves(case, spec), recompute=redo)
-
-
-def server_budget(case, spec, opts: dict) -> int | None:
-    """The prefill step budget an engine release that prefills first sets by the server's length, not a request's
-    (kvplan.engines.scheduler.prefill_first_budget): the run's stated max_model_len, else the model's own; None where
-    the run stated a budget or the rule does not hold. The pool is still priced at the resident context."""
-    if opts.get("max_num_batched_tokens"):
-        return None
-    mla = any(layer.kind == Kind.MLA for layer in spec.layers)
-    length = (case.flags or {}).get("max_model_len") or spec.max_context
-    return prefill_first_budget(case.engine, case.version, mla, int(length) if length else None)
 
 
 def cohort_size(case, limit: float) -> float | None:

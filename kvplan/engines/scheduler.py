@@ -95,22 +95,6 @@ def prefill_first_release(engine: str | None, version: str | None, mla: bool) ->
     return mla and before is not None and version is not None and parse_version(version) < before
 
 
-# The step budget of a release PREFILL_FIRST_BEFORE names, run without chunked prefill and given no budget: the
-# server's max_model_len, 2,048 at least (vllm 0.7.3 wheel `config.py` SchedulerConfig.__post_init__ L1533-1536, 'If
-# max_model_len is too short, use 2048'; `core/scheduler.py` `_get_prompt_limit` L924-939 ignores a prompt over it),
-# not one request's length: a V0 server started at --max-model-len 32,768 prefills ten 3,200-token prompts a step.
-PREFILL_FIRST_BUDGET_FLOOR = {"vllm": 2048}
-
-
-def prefill_first_budget(engine: str | None, version: str | None, mla: bool, server_len: int | None) -> int | None:
-    """Tokens a prefill step of `engine` at `version` takes where it prefills first (prefill_first_release) and the
-    server runs at `server_len` tokens (PREFILL_FIRST_BUDGET_FLOOR); None where the rule does not hold."""
-    floor = PREFILL_FIRST_BUDGET_FLOOR.get(canonical_engine(engine or "")) if engine else None
-    if floor is None or not server_len or not prefill_first_release(engine, version, mla):
-        return None
-    return max(int(server_len), floor)
-
-
 def runs_waves(engine: str | None, mixed_chunk: bool = False, attention_dp: bool = False) -> bool:
     """Whether `engine` runs a closed loop of equal lengths in waves (PREFILL_FIRST): not with mixed chunks, and not
     under attention DP, whose workers run every forward together, each exchanging its batch's tokens before the MoE

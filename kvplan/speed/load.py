@@ -16,8 +16,7 @@ seconds:
   closed loop, c running   E2E = c x T (Little's law); B = min(c, the batch cap); the c - B requests
                            over the cap queue, waiting (c - B) x T each
   its first wave           the first B requests start at once: they wait for the prefills before
-                           theirs and the rest of the step theirs ends in, whose first tokens all come at
-                           its end: TTFT = `first_token` x t_wave, (B + 1) / 2B where a prompt fills a chunk
+                           theirs, TTFT = (B + 1) / 2B x t_wave
   then staggered           every later request arrives when one finishes, with the others that
                            finished in the same step: a group of G = min(B, chunk / isl) (at least 1)
                            requests, since a wave's prefills finish a chunk of steps apart and its
@@ -44,7 +43,7 @@ seconds:
                            chunks: kvplan.engines.scheduler.runs_waves) runs a closed loop of equal lengths
                            (`fixed`) in waves: the next B requests are all prefilled before anyone decodes, and
                            decode together until they finish in the same step, so every later request's TTFT is
-                           the first wave's, `first_token` x t_wave (plus the queue), and its decode carries
+                           the first wave's, (B + 1) / 2B x t_wave (plus the queue), and its decode carries
                            only the rest of its own wave's prefills, (B - 1) / 2B x t_wave, not a staggered
                            refill's B - 1 other prefills; T is unchanged
   lockstep (`lockstep`)    n attention-DP workers that run every forward together (SGLang's DP attention:
@@ -202,17 +201,6 @@ def _wave(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float]:
     return max(1.0, -(-b * max(1.0, isl) // max(1, chunk))), max(0.0, osl - 1)
 
 
-def first_token(b: float, isl: float, chunk: int) -> float:
-    """The mean first-wave TTFT over t_wave: a prefill step packs q = chunk / isl prompts and returns their first tokens
-    at its end, so the wave's K = ceil(B / q) steps end q, ..., q, the rest prompts each: 1 - q (K - 1) / 2B (1 where
-    the wave is one step); (B + 1) / 2B where a prompt fills a chunk or more (q <= 1)."""
-    q = chunk / max(1.0, isl)
-    if q <= 1.0:
-        return (b + 1) / (2 * b)
-    k = max(1.0, -(-b // q))
-    return 1.0 - q * (k - 1) / (2 * b)
-
-
 def wave_decode(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float, float]:
     """A first-wave request's time from its first token to its last, as (a, b, e) of t_wave, t_dec, t_grp: the
     wave's K = ceil(B x isl / chunk) prefill steps each take t_wave / K, and a request whose prompt finishes in
@@ -316,7 +304,7 @@ def combos(load: Load, e2e_estimate: float | None = None,
     t = ((1.0 + load.recompute) / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B, its preempted prompts redone
     if load.lockstep > 1 and not burst:
         t = lockstep_cycle(load, b, g, osl)
-    first = (first_token(b, load.isl, load.chunk), 0.0, 0.0)  # at the end of the step its prompt ends in
+    first = ((b + 1) / (2 * b), 0.0, 0.0)  # the mean request of a wave gets its first token half-way through it
     steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, osl)  # held: balancing
     poll = poll_steps(load, burst)  # a spread arrival's wait for the scheduler's next poll
     # a later request's group prefill and the decode steps sharing it; in waves every wave is the first one

@@ -4,10 +4,12 @@ the point (B running, c in the system, rho_cap: an open loop's load at the cap; 
 only: no held-out point is read.
 
 PYTHONPATH=$PWD .venv/bin/python benchmarks/speed_regime.py [SOURCE,SOURCE...] [--metric ttft] [--off 3]
+[--buckets [--moe]]
 (--off X: only points whose figure is off by more than X times either way).
 `--buckets`: every reported figure's signed error (slow positive, for times and throughputs alike) by running-batch
 bucket (B running: 1-8, 9-127, 128+; open loops and llama-bench apart), and each bucket's mean share of the
-decode step by term (the shipped coefficients times kvplan.speed.model.decode_features at B)."""
+decode step by term (the shipped coefficients times kvplan.speed.model.decode_features at B); `--buckets --moe`: each
+bucket split into MoE points (routed experts) and dense ones."""
 
 from __future__ import annotations
 
@@ -71,18 +73,25 @@ def shares(built, batch: float) -> list[float]:
     return [p / total if total else 0.0 for p in parts]
 
 
-def buckets(found: list[tuple]) -> list[str]:
-    """One line a bucket: figures, median signed (slow +) and |error|, TPOT's, and the decode step's term shares."""
+def kind(built) -> str:
+    """'MoE ' for a point whose model routes experts, 'dense ' otherwise (the `--moe` split's prefix)."""
+    return "MoE " if built.shape.num_experts else "dense "
+
+
+def buckets(found: list[tuple], moe: bool = False) -> list[str]:
+    """One line a bucket: figures, median signed (slow +) and |error|, TPOT's, and the decode step's term shares;
+    `moe`: each bucket as two lines, its MoE points' and its dense points' (`kind`)."""
     groups: dict = {}
     for b, p, batch, _c, _t, y, m in found:
-        groups.setdefault(bucket(b.load, batch), []).append((b, batch, m, slow(m, p[m], y)))
+        groups.setdefault((kind(b) if moe else "") + bucket(b.load, batch), []).append((b, batch, m, slow(m, p[m], y)))
     out = []
-    for key in [lbl for _, lbl in BUCKETS] + ["open loop", "llama-bench"]:
+    labels = [lbl for _, lbl in BUCKETS] + ["open loop", "llama-bench"]
+    for key in [pre + lbl for lbl in labels for pre in (("MoE ", "dense ") if moe else ("",))]:
         g = groups.get(key)
         if not g:
             continue
         errs, tpot = [e for *_, e in g], [(b, batch, e) for b, batch, m, e in g if m == "tpot"]
-        line = (f"{key:<12} n {len(g):5d}  signed {100 * median(errs):+6.1f}%  |e| "
+        line = (f"{key:<{18 if moe else 12}} n {len(g):5d}  signed {100 * median(errs):+6.1f}%  |e| "
                 f"{100 * median(map(abs, errs)):5.1f}%")
         if tpot:
             share = [mean(col) for col in zip(*(shares(b, batch) for b, batch, _ in tpot))]
@@ -98,10 +107,11 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--metric", default="ttft")
     ap.add_argument("--off", type=float, default=0.0)
     ap.add_argument("--buckets", action="store_true")
+    ap.add_argument("--moe", action="store_true")
     a = ap.parse_args(argv)
     sources = set(filter(None, a.sources.split(",")))
     if a.buckets:
-        print("\n".join(buckets(rows(sources, REPORTED))))
+        print("\n".join(buckets(rows(sources, REPORTED), a.moe)))
         return
     for b, p, batch, c, tokens, y, _m in rows(sources, (a.metric,)):
         ratio = p[a.metric] / y

@@ -43,3 +43,20 @@ def test_slow_is_positive_for_times_and_throughputs(regime):
     assert regime.slow("output_throughput", 800.0, 1000.0) == pytest.approx(0.2)
     # and one priced 1,250 against 1,000 is optimistic: -0.25
     assert regime.slow("output_throughput", 1250.0, 1000.0) == pytest.approx(-0.25)
+
+
+def test_buckets_split_moe_from_dense(regime):
+    # `--buckets --moe`: a bucket's MoE points (a Shape with routed experts) and its dense ones on lines of their own.
+    # Two MoE TTFTs priced 12 and 11 ms against 10 ms measured are +20% and +10% slow, median +15.0%; one dense
+    # TTFT priced 9 ms against 10 ms is -10.0%. (TTFT only, so no decode-step shares are computed.)
+    from types import SimpleNamespace as NS
+
+    load = Load(isl=1024, osl=128, concurrency=64)
+    moe, dense = NS(load=load, shape=NS(num_experts=128)), NS(load=load, shape=NS(num_experts=0))
+    found = [(moe, {"ttft": 0.012}, 64, 0, 0, 0.010, "ttft"), (moe, {"ttft": 0.011}, 64, 0, 0, 0.010, "ttft"),
+             (dense, {"ttft": 0.009}, 64, 0, 0, 0.010, "ttft")]
+    lines = regime.buckets(found, moe=True)
+    assert [line.split(" n ")[0].strip() for line in lines] == ["MoE B 9-127", "dense B 9-127"]
+    assert "signed  +15.0%" in lines[0] and "signed  -10.0%" in lines[1]
+    # without the split the three share one line: +20, +10, -10, median +10.0%
+    assert "signed  +10.0%" in regime.buckets(found)[0]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from kvplan.engines import served_dtype
 from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes
 from kvplan.engines.sglang import allreduce as sglang_allreduce
 from kvplan.engines.sglang import command
@@ -254,6 +255,10 @@ class Sglang(Engine):
     dp_one_front_end = True
     offload_rules = {"native": {"cpu": hicache_pool}}  # HiCache's host pool (L2): kvplan.engines.offload
     offload_missing = {"native": "SGLang HiCache's L3 storage backends size themselves; kvplan sizes its host pool (cpu)"}
+
+    def float32_served(self) -> tuple[str, str]:
+        """A float32 config served as float16 (kvplan.engines.served_dtype.SGLANG_FLOAT32)."""
+        return served_dtype.SGLANG_FLOAT32
 
     def context_limit(self, model):
         """SGLang's derived context_length (kvplan.engines.context.sglang_rule)."""

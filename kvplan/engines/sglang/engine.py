@@ -46,6 +46,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.model.layers import LOCAL_KINDS, Kind, ParallelHybrid
 from kvplan.engines.sglang.offload import cpu_pool as hicache_pool
+from kvplan.engines.sglang import piecewise as sglang_piecewise
 from kvplan.engines.sglang.rules import SglangRules
 
 GIB = 2**30
@@ -100,7 +101,9 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     dpa = dp_attention(model, dep, opts)
     tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
     graph_bs = opt_int(opts, "cuda_graph_max_bs", default_graph_bs(version, gib, tp_size))
-    frac = default_fraction(version, capacity_mib(gpu), tp_size, dep.pp, chunked, graph_bs, dep.dp if dpa else 0)
+    piecewise = sglang_piecewise.reserve_mib(model, gpu, dep, version, chunked, dpa)  # 0.5.10 on (piecewise.py)
+    frac = default_fraction(version, capacity_mib(gpu), tp_size, dep.pp, chunked, graph_bs, dep.dp if dpa else 0,
+                            piecewise)
     if (explicit or {}).get("gpu_memory_utilization"):
         frac = explicit["gpu_memory_utilization"]  # --gpu-memory-utilization doubles as the fraction
     given = bool((explicit or {}).get("gpu_memory_utilization")) or "mem_fraction_static" in opts

@@ -17,9 +17,22 @@ a fraction of 0.854, not the 0.857 without the term.
 SGLang turns the graphs off (`_handle_piecewise_cuda_graph`, 0.5.12 L1301-1370) under DP attention, pipeline
 parallelism, on non-CUDA hardware, for multimodal models, with LoRA, host-cache offload, torch.compile and a few
 other modes and model architectures; kvplan models the first four (the others are options kvplan does not plan).
-0.5.23 keeps the same term (`srt/arg_groups/memory_hook.py` `reserve_for_graph_mb` L380-389) over a prefill graph
-list whose default size it documents as 2048 (`cuda_graph_hook.py` L327); kvplan applies the rule above from 0.5.10
-up to, not including, 0.5.23, whose default it leaves as it was (defaults.py's note).
+0.5.23 (wheel read) keeps the rule under a new name, the "breakable" prefill CUDA graph:
+  * on by default on CUDA only (`srt/model_executor/cuda_graph_config.py` L119-123 `default_prefill_backend`);
+  * its captured token counts are the same list (`srt/arg_groups/cuda_graph_hook.py` L480-497
+    `generate_prefill_cuda_graph_batch_sizes`) up to the chunked-prefill size, min(8192, it) for an MLA backend
+    (`srt/arg_groups/memory_hook.py` L233-238); the "2048" of `cuda_graph_hook.py` L327 is only DeepEP's fallback
+    before that is resolved, not the default;
+  * the reserve is the same, before the 10 GiB floor (`memory_hook.py` `reserve_for_graph_mb` L380-389, called at
+    L313): 8 MiB a size, 1.5 GiB flat for an MLA backend; on an H100 80 GB (chunked 8,192) 58 sizes, 464 MiB;
+  * it is turned off (`cuda_graph_hook.py` `apply_cuda_graph_compatibility` L136-167,
+    `disable_breakable_cudagraph_if_incompatible` L170-255) under pp > 1 and for multimodal models outside an
+    allow-list (`configs/model_config.py` L2501), KDA hybrids, DeepSeek-V4, context parallelism, two-batch overlap
+    and unvalidated all-to-all backends; no longer under DP attention. kvplan models pp, the vendor and VLMs (all
+    VLMs off: the allow-list's architectures, e.g. Qwen3.5, are not modelled).
+  * with --moe-a2a-backend deepep it adds 1 GiB before the floor (L391-397) and 2 GiB after it
+    (`reserve_for_deepep_a2a_mb` L402-414); kvplan does not plan DeepEP and adds neither.
+Releases 0.5.19-0.5.22 (arg_groups already) were not re-read for the DP-attention rule; kvplan keeps it off there.
 """
 
 from __future__ import annotations
@@ -28,7 +41,8 @@ from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.versions import parse_version
 from kvplan.model.layers import Kind
 
-FROM, UNTIL = (0, 5, 10), (0, 5, 23)
+FROM = (0, 5, 10)
+DP_ATTENTION_KEEPS = (0, 5, 23)  # from 0.5.23 DP attention no longer turns the prefill graph off
 MIB_PER_GRAPH = 8
 MLA_MIB = 1536
 
@@ -42,9 +56,10 @@ def capture_sizes(max_tokens: int) -> list[int]:
 
 def enabled(model, gpu, dep, version: str, dp_attention: bool) -> bool:
     """Whether SGLang at `version` captures piecewise graphs for this model and layout (by default)."""
-    if not FROM <= parse_version(version) < UNTIL:
+    v = parse_version(version)
+    if v < FROM:
         return False
-    if dp_attention or dep.pp > 1 or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+    if (dp_attention and v < DP_ATTENTION_KEEPS) or dep.pp > 1 or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
         return False
     return not sglang_mm.is_vlm(model)
 

@@ -58,7 +58,7 @@ def capacity_mib(gpu) -> float:
 def default_fraction(version: str, gpu_mib: float, tp: int, pp: int = 1, chunked: int = 8192,
                      graph_bs: int = 256, attn_dp: int = 0, piecewise_mib: float = 0.0) -> float:
     """SGLang's default mem_fraction_static for a GPU of `gpu_mib` MiB (see module docstring); `piecewise_mib`, the
-    piecewise/prefill CUDA-graph reserve of 0.5.10 on (kvplan.engines.sglang.piecewise), counts before the 10 GiB floor."""
+    piecewise (0.5.23: prefill) CUDA-graph reserve (kvplan.engines.sglang.piecewise), counts before the 10 GiB floor."""
     v = parse_version(version)
     if v < (0, 4, 7):
         for min_tp, frac in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):

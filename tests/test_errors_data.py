@@ -26,7 +26,8 @@ ENGINE_FLAGS = {
     "engines/vllm/autofit.py": {"--max-model-len"},
     "engines/vllm/cache_dtype.py": {"--kv-cache-dtype"},
     "engines/sglang/cache_dtype.py": {"--kv-cache-dtype"},  # SGLang's, in its rule for a checkpoint's KV cache
-    "engines/emit.py": {"--dtype", "--quantization"},  # vLLM's and SGLang's weight flags
+    "engines/emit.py": {"--dtype", "--load-format", "--quantization"},  # vLLM's and SGLang's weight flags
+    "engines/served_dtype.py": {"--dtype"},  # vLLM's and SGLang's, in the note on a float32 config's served dtype
     # vLLM's and SGLang's LoRA flags: the notes on which layers vLLM wraps, and --emit
     "engines/lora.py": {"--enable-lora", "--lora-target-modules", "--max-lora-rank", "--max-loras",
                         "--max-loras-per-batch"},

@@ -46,12 +46,14 @@ CAPABILITY = {
     "h800": "9.0", "h200-nvl": "9.0", "rtx-pro-6000-workstation": "12.0", "gb10": "12.1", "mi300a": "gfx942",
     # issue 21's corpus coverage (ROCm GPU specs: MI100 is CDNA, gfx908)
     "mi100": "gfx908",
+    # issue 22's RDNA3 cards (ROCm@e396b489 docs/reference/gpu-arch-specs.rst: Radeon PRO W7900 and RX 7900 XTX, gfx1100)
+    "radeon-pro-w7900": "gfx1100", "rx-7900-xtx": "gfx1100",
 }
 # Each architecture's capabilities (NVIDIA: the major.minor families; AMD: CDNA gfx908, CDNA2 gfx90a, CDNA3 gfx942,
 # CDNA4 gfx950).
 ARCHITECTURE = {"volta": {"7.0"}, "turing": {"7.5"}, "ampere": {"8.0", "8.6"}, "ada": {"8.9"}, "hopper": {"9.0"},
                 "blackwell": {"10.0", "10.3", "12.0", "12.1"}, "cdna": {"gfx908"}, "cdna2": {"gfx90a"}, "cdna3": {"gfx942"},
-                "cdna4": {"gfx950"}, "gaudi2": {None}, "gaudi3": {None}}
+                "cdna4": {"gfx950"}, "rdna3": {"gfx1100"}, "gaudi2": {None}, "gaudi3": {None}}
 # Parts with FP8 tensor math whose sources give a 16-bit rate but no FP8 one (their profiles say so).
 # MI300A: AMD's BF16/FP16/INT8 figures are cited, its FP8 one was not found (CDNA3 has FP8 math)
 NO_FP8_RATE = {"l20", "h800", "mi300a"}

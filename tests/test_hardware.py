@@ -88,6 +88,8 @@ def test_estimates_follow_the_one_documented_rule(gpus):
         "rtx-a6000", "rtx-a4500", "rtx-pro-6000-workstation", "h200-nvl", "h800", "a800", "mi300a",
         # issue 21's corpus coverage: the MI100 of llama.cpp's ROCm benchmarks
         "mi100",
+        # issue 22's RDNA3 cards (no torch total in a citable issue)
+        "radeon-pro-w7900", "rx-7900-xtx",
     }
     rules = {gpus[k].memory_usable_source for k in estimated}
     assert len(rules) == 1 and "0.9825" in rules.pop()
@@ -350,7 +352,7 @@ SHARED_NAMES = {
 }
 # Bundled GPUs gpus.yaml has no row for (issue 22): their facts come from the sources their profiles cite.
 NOT_IN_SHARED = {"rtx-a6000", "rtx-6000-ada", "rtx-a4500", "rtx-pro-6000-workstation", "h200-nvl", "h800", "a800",
-                 "l20", "l40", "gb10", "mi300a", "mi100"}
+                 "l20", "l40", "gb10", "mi300a", "mi100", "radeon-pro-w7900", "rx-7900-xtx"}
 # Deliberate differences, each explained in the profile's source/notes.
 DEVIATIONS = {
     ("t4", "mem_bw_GBps"),  # 320 GB/s from the NVIDIA product brief; gpus.yaml has the rounded 0.3 TB/s

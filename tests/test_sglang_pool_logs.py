@@ -141,3 +141,42 @@ def test_memory_smi_bytes_is_checked_against_the_profiles_other_totals():
     low = text.replace(f"memory_smi_bytes: {46_068 * 2**20}", "memory_smi_bytes: 1048576")
     with pytest.raises(KvplanError, match="memory_smi_bytes"):
         parse_profile(low, "l40s.yaml")
+
+
+def test_qwen3_8b_on_b200_piecewise_graph_reserve_and_pool_from_the_budget():
+    # SGLang's own reference start-up log (sgl-project/sglang@31a40974 .claude/skills/clean-startup-log/SKILL.md,
+    # 2026-04-27; training): Qwen3-8B at tp 1, default flags, trtllm_mha so page 64, on a B200 (inferred: 177.57 GB
+    # free before loading, its torch total 178.35 GiB). It compiles 74 piecewise CUDA graphs ("74/74").
+    from kvplan.engines.sglang import piecewise
+
+    rec = _record("sglang-skill-cleanlog-qwen3-8b-sm100-178g")
+    text = (CORPUS / rec["log"]).read_text()
+    rep = parse_log(text).reported
+    assert rep["kv_tokens"].value == 992_896 and rep["k_size_gb"].text == "68.18" and "| 74/74 " in text
+    # Capture sizes up to the chunked prefill 16,384 (0.5.12 `_generate_piecewise_cuda_graph_tokens`): 4..32 by 4 (8),
+    # 48..256 by 16 (14), 288..512 by 32 (8), 576..1024 by 64 (8), 1280..4096 by 256 (12), 4608..16384 by 512 (24) = 74.
+    assert len(piecewise.capture_sizes(16_384)) == 8 + 14 + 8 + 8 + 12 + 24 == 74
+    model, dep, gpu = find_in_catalog("qwen3-8b"), Deployment(1, 1), find_gpu("b200")
+    bf16 = canonical_kv_dtype("auto", model.dtype)
+    # K per token 36 layers x 8 KV heads x 128 x 2 B = 73,728 B, rows = #tokens + one page of 64: "68.18" is
+    # [68.175, 68.185) GiB -> rows 992,871..993,016, #tokens 992,807..992,952, holding 992,896.
+    lo, hi = math.ceil(68.175 * GIB / 73_728) - 64, math.floor(68.185 * GIB / 73_728) - 64
+    assert (lo, hi) == (992_807, 992_952) and lo <= 992_896 <= hi
+    # Default fraction (0.5.10 `server_args.py`): nvidia-smi's 183,359 MiB (b200 profile), reserve 512 + 1.5 x 16,384
+    # + 1 x 1 / 8 x 1,024 + 2 x 512 (CUDA-graph max bs) + 74 x 8 = 26,832 MiB -> (183,359 - 26,832) / 183,359 = 0.854
+    # (0.857 without the piecewise term, 0.5.9's rule: the graphs were off by default there).
+    engine = resolve_engine("sglang", "0.5.10", ["page_size=64"])
+    st = engine.settings(model, gpu, dep, Request(context=40_960))
+    assert round((183_359 - 26_832) / 183_359, 3) == st.mem_fraction_static == 0.854
+    assert resolve_engine("sglang", "0.5.9", ["page_size=64"]).settings(
+        model, gpu, dep, Request(context=40_960)).mem_fraction_static == 0.857
+    # Pool from the log's own budget: rest = 162.30 - 177.57 x 0.146 = 136.37 GiB; / 147,456 B (K + V) a token =
+    # 993,050 -> within 0.02% of the printed 992,896 (at 0.857: 996,9xx, +0.4%).
+    budgets = ((162.295 - 177.575 * 0.146) * GIB, (162.305 - 177.565 * 0.146) * GIB)
+    tokens = [engine.capacity_at(model, dep, st, int(b), 40_960, bf16).tokens for b in budgets]
+    assert all(abs(t - 992_896) / 992_896 < 0.0002 for t in tokens)
+    # Off where SGLang turns the graphs off: pipeline parallelism, DP attention, before 0.5.10.
+    assert piecewise.reserve_mib(model, gpu, Deployment(1, 2), "0.5.12", 16_384, False) == 0
+    assert piecewise.reserve_mib(model, gpu, dep, "0.5.12", 16_384, True) == 0
+    assert piecewise.reserve_mib(model, gpu, dep, "0.5.9", 16_384, False) == 0
+    assert piecewise.reserve_mib(model, gpu, dep, "0.5.12", 16_384, False) == 592

@@ -74,12 +74,14 @@ def test_naming_an_engine_imports_that_engine_only():
     engines = {m for m in loaded if m.startswith("kvplan.engines.")}
     # the interface (base and what it reports, its version and option readers), the registry, the default
     # engine's rules, the serve commands' and the LoRA slots' shared pieces, every engine's context-limit rules
-    # (kvplan.engines.context, no engine package), the rule for a checkpoint's declared KV cache every engine applies
+    # (kvplan.engines.context, no engine package) and the float32 config's served dtype it applies first
+    # (kvplan.engines.served_dtype), the rule for a checkpoint's declared KV cache every engine applies
     # (kvplan.engines.checkpoint_kv), then llama.cpp's package and no other engine's
     assert engines == {"kvplan.engines.base", "kvplan.engines.capacity", "kvplan.engines.versions",
                        "kvplan.engines.checkpoint_kv",
                        "kvplan.engines.options", "kvplan.engines.registry", "kvplan.engines.neutral", "kvplan.engines.emit",
-                       "kvplan.engines.lora", "kvplan.engines.context", "kvplan.engines.llamacpp",
+                       "kvplan.engines.lora", "kvplan.engines.context", "kvplan.engines.served_dtype",
+                       "kvplan.engines.llamacpp",
                        "kvplan.engines.llamacpp.engine"}, engines
     loaded = _modules_after("from kvplan.engines import canonical_engine; assert canonical_engine('TRT-LLM') == 'trtllm'")
     assert "kvplan.engines.vllm.engine" not in loaded and "kvplan.engines.trtllm.engine" in loaded

@@ -98,10 +98,40 @@ def test_sweep_longest_names_whole_and_numbers_whole(prices, kvplan_home, monkey
     assert all(NUMBER.match(r[i]) for r in rows for i in (2, 7, 8)), rows
 
 
+def _stacked(stdout: str, title: str) -> list[list[str]]:
+    """The rows of a table printed by print_stacked: a line without '│' is the next row's name (or label), whole."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    body = next(i for i in range(start, len(lines)) if "╇" in lines[i]) + 1
+    rows, pending = [], None
+    for line in lines[body:]:
+        if "│" not in line:
+            if pending is not None:
+                break
+            pending = line.strip()
+            continue
+        cells = [c.strip() for c in line.split("│")]
+        if pending is not None:
+            assert cells[0] == "", line
+            cells[0], pending = pending, None
+            rows.append(cells)
+        elif cells[0] or not rows:
+            rows.append(cells)
+        else:  # a figure wrapped between its words: joined back
+            rows[-1] = [(a + " " + b).strip() for a, b in zip(rows[-1], cells)]
+    return rows
+
+
 def test_models_list_and_gpus_names_whole(kvplan_home, monkeypatch):
+    # issue 22: 14 catalog names (nvidia-nemotron-3-ultra-550b-a55b-bf16, 38 characters) were broken over two lines
+    # ('nvidia-nemotron-3-' / 'ultra-550b-a55b-bf16'); one too long for the name column now has a line of its own
     gpu, longest, names = _longest()
-    rows = _rows(_run(["models", "list"], monkeypatch), "name", key=1)
+    out = _run(["models", "list"], monkeypatch)
+    rows = _stacked(out, "name")
     assert [r[0] for r in rows] == sorted(names)  # whole names, sorted (item 8)
+    assert all(name in out.splitlines() or any(line.startswith(name + " ") for line in out.splitlines())
+               for name in names)  # each on one line, never split
+    assert all(NUMBER.match(r[1][:-1]) and NUMBER.match(r[2][:-1]) for r in rows), rows  # params whole: '671.0B'
     rows = _rows(_run(["gpus"], monkeypatch), "key", key=0)
     assert gpu in [r[0] for r in rows]
 
@@ -129,3 +159,22 @@ def test_fit_heading_breaks_between_its_parts_at_80_columns(monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
     wide = CliRunner().invoke(app, ["fit", "llama-3-70b", "--gpu", "a100-80", "--ctx", "128k"]).stdout.splitlines()
     assert wide[0].endswith("· weights bf16 · KV bf16")
+
+
+def test_two_deployment_vllm_table_keeps_labels_and_figures_whole(kvplan_home, monkeypatch):
+    # issue 22: with two deployments (1 GPU, the smallest fit) under --engine vllm the engine's table wrapped its
+    # labels at 80 columns ('num_gpu_' / 'blocks', '--max-' / 'model-len' / 'auto sets', one label over five lines);
+    # each label now has a line of its own above its figures, and every figure stays whole on one line
+    out = _run(["fit", "llama-3.1-70b", "--gpu", "h100", "--ctx", "32k", "--engine", "vllm"], monkeypatch)
+    doc = json.loads(CliRunner().invoke(app, ["fit", "llama-3.1-70b", "--gpu", "h100", "--ctx", "32k", "--engine",
+                                              "vllm", "--json"]).stdout)
+    assert len(doc["plans"]) == 2  # 1 GPU and the smallest fit
+    rows = _stacked(out, "vllm ")
+    labels = [r[0] for r in rows]
+    assert "num_gpu_blocks" in labels and "--max-model-len auto sets" in labels
+    assert "Maximum concurrency for 32,768 tokens per request" in labels
+    lines = out.splitlines()
+    assert all(label in lines for label in labels if label)  # every label whole on its own line
+    budget = next(r for r in rows if r[0] == "KV budget per GPU")
+    assert all(re.fullmatch(r"-?[\d.]+ GiB \(-?[\d,]+ B\)", c) for c in budget[1:]), budget
+    assert any("(-67,437,249,960 B)" in line for line in lines)  # a figure never split across lines

@@ -103,6 +103,8 @@ SM_COUNT = {
     "l20": 11776 // 128,  # third-party spec pages: 11,776 CUDA cores, 92 RT cores (one an Ada SM)
     "h200-nvl": 132,  # a third-party H200 page: 132 SMs, 16,896 CUDA cores, for both the SXM5 and PCIe (NVL) boards
     "mi100": 120, "mi250x": 110, "mi300x": 304, "mi300a": 228, "mi325x": 304, "mi355x": 256,
+    # ROCm@e396b489 docs/reference/gpu-arch-specs.rst, Compute Units (issue 22's RDNA3 cards)
+    "radeon-pro-w7900": 96, "rx-7900-xtx": 96,
 }
 # No vendor datasheet or whitepaper with the count was found (kvplan/hardware/profiles/README.md says which)
 NO_SOURCE = {"h100-nvl", "h800", "gb300", "gaudi2", "gaudi3"}

@@ -19,7 +19,7 @@ from kvplan.planning.deploy import MAX_SEARCH_GPUS, Deployment
 from kvplan.speed.plan import plan_decode_seconds
 from kvplan.report.explain import explain_lines, wrapped
 from kvplan.report.text import engine_to_dict, format_figure, plan_to_dict, plan_warnings, render_plans
-from kvplan.report.fitted import fitted_table
+from kvplan.report.fitted import fitted_table, print_stacked
 
 
 def engine_result(engine, spec, hw, dep, req):
@@ -133,4 +133,4 @@ def _engine_table(console, results, titles) -> None:
     for fig in cap.lines:
         row = [{f.label: f for f in r.capacity.lines}.get(fig.label) for r in results]
         table.add_row(fig.label, *["-" if f is None else format_figure(f) for f in row])
-    console.print(table)
+    print_stacked(console, table)  # a label too long beside the figures on a line of its own, never broken

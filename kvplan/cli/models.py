@@ -17,6 +17,7 @@ from kvplan.core.units import human_bytes, human_tokens
 from kvplan.model.compressed import has_compressed
 from kvplan.planning.profile import kv_profile
 from kvplan.readers.hf_meta import TOKENS, cache_profile, compare
+from kvplan.report.fitted import print_stacked
 from kvplan.sources import hub
 from kvplan.sources.catalog import bundled_clashes, bundled_specs, find_in_catalog, load_catalog, user_catalog_dir
 from kvplan.sources.importer import build_spec, short_aliases, write_spec
@@ -68,7 +69,7 @@ def list_models(as_json: JsonOpt = False):
             t.add_row(markup_safe(r["name"]), f"{r['params'] / 1e9:,.1f}B", f"{r['params_active'] / 1e9:,.1f}B",
                       human_bytes(r["kv_bytes_per_token_within_windows"]), human_bytes(r["kv_bytes_per_token"]),
                       human_tokens(r["max_context"]))
-        console.print(t)
+        print_stacked(console, t)  # a name too long for its column on a line of its own, never broken
 
     print_result(as_json, rows, render)
 

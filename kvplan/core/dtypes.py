@@ -113,11 +113,13 @@ GGUF_MIXES: dict[str, tuple[int, str]] = {
 }
 
 # Weight element types, bits per stored weight of a quantized linear layer (before group scales).
-WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4", *GGUF_TYPES, *GGUF_MIXES)
+# nf4: bitsandbytes' 4-bit NormalFloat as vLLM and SGLang quantize a 16-bit checkpoint while loading it
+# (--quantization bitsandbytes; kvplan.model.spec.BNB_NF4)
+WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4", "nf4", *GGUF_TYPES, *GGUF_MIXES)
 _WEIGHT_ALIASES = {
     **{k: v for k, v in _ALIASES.items() if v in ("fp32", "bf16", "fp16", "fp8")},
     "awq": "int4", "gptq": "int4", "w4a16": "int4", "q4": "int4", "int4_awq": "int4",
-    "w8a8": "int8", "w8a16": "int8",
+    "w8a8": "int8", "w8a16": "int8", "bitsandbytes": "nf4", "bnb": "nf4", "bnb_nf4": "nf4",
 }
 
 
@@ -139,8 +141,8 @@ def canonical_weight_dtype(name: str) -> str:
     key = str(name).strip().lower()
     key = _WEIGHT_ALIASES.get(key, key)
     if key not in WEIGHT_DTYPES:
-        raise KvplanError(f"unknown weight dtype {name!r}; choose one of: {', '.join(WEIGHT_DTYPES[:8])} (or awq, "
-                          f"gptq), or a GGUF type: {', '.join([*GGUF_MIXES, *GGUF_TYPES])}", EXIT_USAGE,
+        raise KvplanError(f"unknown weight dtype {name!r}; choose one of: {', '.join(WEIGHT_DTYPES[:9])} (or awq, "
+                          f"gptq, bitsandbytes), or a GGUF type: {', '.join([*GGUF_MIXES, *GGUF_TYPES])}", EXIT_USAGE,
                           param="weight_dtype", value=name, allowed=tuple(WEIGHT_DTYPES))
     return key
 

@@ -146,6 +146,11 @@ class Engine:
     def max_context(self, model, dep, stages, req: Request, st, cap: Capacity) -> int:
         return paged_max_context(stages, req.batch, model.max_context)
 
+    def float32_served(self) -> tuple[str, str] | None:
+        """(dtype, why) this engine release's default --dtype serves a float32 config in (kvplan.engines.served_dtype),
+        or None where kvplan reads no such rule: the config's float32 is planned."""
+        return None
+
     def context_limit(self, model):
         """The longest request this engine accepts for `model` (kvplan.engines.context.ContextLimit): kvplan's
         own rule (vLLM's current derivation) unless the engine derives it otherwise."""

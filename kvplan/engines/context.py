@@ -50,6 +50,7 @@ from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.units import parse_tokens
+from kvplan.engines.served_dtype import served
 
 UNSCALED = ("su", "longrope", "llama3")  # vLLM: the limit already counts their scaling
 
@@ -129,12 +130,13 @@ def limited(engine, model, max_model_len: int | str | None = None, allow_longer:
     context a plan takes when none is asked for). A `max_model_len` past the limit is refused where the
     engine refuses it (a one-line error naming its override) unless `allow_longer`; where the engine caps
     each request, the limit stays. `max_model_len` is tokens or what a person types (`32k`): the one
-    reading of it for the CLI's --max-model-len and the Python API's keyword alike."""
+    reading of it for the CLI's --max-model-len and the Python API's keyword alike. A float32 config is first put
+    in the dtype the engine serves it in (kvplan.engines.served_dtype), with its note."""
+    model, notes = served(engine, model)
     if max_model_len is not None:
         max_model_len = parse_tokens(max_model_len, "max_model_len")
     lim = engine.context_limit(model)
     who = engine.label or "kvplan"
-    notes = []
     if max_model_len is None:
         rule = f"{who}: {lim.rule}"
         if lim.tokens != model.max_context:

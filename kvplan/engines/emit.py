@@ -79,6 +79,8 @@ def _weight_flags(engine, model, want: str, have: str) -> list[str]:
       to fp8 e4m3 with a per-tensor scale (vLLM docs/features/quantization/fp8.md "Online Dynamic
       Quantization"; SGLang docs/advanced_features/quantization.md "Online Quantization"), as kvplan counts
       --weight-dtype fp8 (kvplan.model.spec.linear_bytes: one byte a weight, no block scales).
+    * 16-bit to nf4: `--quantization bitsandbytes --load-format bitsandbytes`, bitsandbytes' NF4 with double
+      quantization on every linear layer as it loads (kvplan.model.spec.BNB_NF4), both engines.
     * A quantized checkpoint as stored: no flag; the engine reads the method from its config.json.
     Any other pair (int4, int8, mxfp4, nvfp4 or a GGUF type from a 16-bit checkpoint; a quantized
     checkpoint as anything else) has no online path that stores what kvplan counted, so it is refused.
@@ -89,11 +91,14 @@ def _weight_flags(engine, model, want: str, have: str) -> list[str]:
         return []
     if want == "fp8" and have in _TORCH_DTYPE:
         return ["--quantization", "fp8"]
+    if want == "nf4" and have in _TORCH_DTYPE:  # vLLM 0.8.0 refuses the one flag without the other (arg_utils.py
+        return ["--quantization", "bitsandbytes", "--load-format", "bitsandbytes"]  # L1163-1175); SGLang takes both
     label = engine.display_name or engine.name
     if want == "fp32":
         why = f"--dtype float32 on a {have} checkpoint would make {label}'s cache fp32 too"
     elif have in _TORCH_DTYPE:
-        why = f"{label} quantizes a 16-bit checkpoint online only to fp8 (--quantization fp8)"
+        why = (f"{label} quantizes a 16-bit checkpoint online only to fp8 (--quantization fp8) or to bitsandbytes' "
+               "nf4 (--quantization bitsandbytes)")
     else:
         why = f"{label} loads {have} weights only as stored"
     example = " (an AWQ or GPTQ repo)" if want == "int4" else ""
@@ -131,13 +136,13 @@ def own_gguf(plan, model) -> str | None:
     return None
 
 
-def fp8_at_load(engine, plan, model) -> str | None:
-    """The checkpoint's size in words where `engine`'s command quantizes the weights to fp8 as they load
-    (weight_args: --quantization fp8), else None (what an engine's emit_weights_note warns about)."""
-    if "--quantization" not in weight_args(engine, plan, model):
+def fp8_at_load(engine, plan, model) -> tuple[str, str] | None:
+    """(the --quantization method, the checkpoint's size in words) where `engine`'s command quantizes the weights as
+    they load (weight_args: --quantization fp8 or bitsandbytes), else None (what emit_weights_note words)."""
+    args = weight_args(engine, plan, model)
+    if "--quantization" not in args:
         return None
-
-    return gib(model.checkpoint_bytes or weight_bytes(model).total)
+    return args[args.index("--quantization") + 1], gib(model.checkpoint_bytes or weight_bytes(model).total)
 
 
 def serve_seqs(plan) -> int:

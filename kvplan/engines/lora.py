@@ -32,11 +32,13 @@ kvplan.planning.lora (column-parallel projections split their output, row-parall
 
 from __future__ import annotations
 
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.engines.base import parse_version
 from kvplan.model.spec import PLAIN_BYTES
 from kvplan.planning.deploy import split_layers
 from kvplan.planning.lora import MODULES, LoraRequest, adapted, check_model, stage_slices
+from kvplan.readers.projections import projection_names
 
 TARGET_MODULES_FIRST = (0, 17, 0)  # vLLM --lora-target-modules (vllm-project/vllm#34984)
 
@@ -51,29 +53,61 @@ def _packed(modules) -> tuple[str, ...]:
     return tuple(m for m in MODULES if m in chosen)
 
 
-_PACKED_NAMES = (("qkv_proj", ("q", "k", "v")), ("o_proj", ("o",)), ("gate_up_proj", ("gate", "up")),
-                 ("down_proj", ("down",)))
+# vLLM's model classes load q_proj, k_proj and v_proj as one QKVParallelLinear `qkv_proj`, gate_proj and up_proj as
+# one MergedColumnParallelLinear `gate_up_proj` (packed_modules_mapping; vllm 0.8.0 wheel llama.py, starcoder2.py
+# L86, phi.py L88), and --lora-target-modules matches a wrapped module's last name (vllm/lora/utils.py
+# is_in_target_modules: `module_suffix in target_module_set`): the packed names match in every release. SGLang's
+# --lora-target-modules takes Llama's and the packed names only (choices=SUPPORTED_LORA_TARGET_MODULES + ["all"]:
+# sglang 0.5.23 wheel, sglang/srt/arg_groups/fields/lora.py L51, sglang/srt/utils/common.py L4700-4721).
+_VLLM_PACKED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "gate_proj": "gate_up_proj",
+                "up_proj": "gate_up_proj"}
+_SGLANG_NAMES = frozenset({"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj",
+                           "gate_up_proj"})
 
 
-def _module_names(modules) -> list[str]:
-    """The packed module suffixes vLLM's and SGLang's --lora-target-modules take (qkv_proj, gate_up_proj, ...)."""
-    return [name for name, parts in _PACKED_NAMES if set(parts) & set(modules)]
+def target_names(model, modules, engine: str, allowed: frozenset | None = None) -> list[str]:
+    """The module names `engine`'s --lora-target-modules takes for `modules` of `model`: its family's own
+    (kvplan.readers.projections) as the engine loads them packed. A one-line refusal where kvplan has not read the
+    family's names, where a name the engine matches also wraps a projection not asked for (GPT-2's c_proj is both the
+    attention's output and the MLP's down projection), or where a name is not among those the flag takes (`allowed`,
+    None: any)."""
+    names = projection_names(model)
+    if names is None:
+        raise KvplanError(f"{model.name}: kvplan has not read what its family ({model.family or 'unknown'}) calls its "
+                          f"projections, so it cannot name {','.join(modules)} in {engine}'s --lora-target-modules; "
+                          f"drop MODULES from {arg('lora')} to adapt every linear layer (the engine's default)",
+                          EXIT_USAGE, param="lora")
+    wrapped = set(_packed(adapted(model, modules)))
+    runtime = {role: _VLLM_PACKED.get(name, name) for role, name in names.items()}
+    out = [runtime[m] for m in MODULES if m in wrapped and m in runtime]
+    out = list(dict.fromkeys(out))
+    for name in out:
+        more = sorted({role for role, n in runtime.items() if n == name} - wrapped)
+        if more:
+            roles = ", ".join(r for r in MODULES if runtime.get(r) == name)
+            raise KvplanError(f"{model.name}: {roles} are all modules named {name}, and {engine}'s "
+                              f"--lora-target-modules {name} wraps every one of them; add {','.join(more)} to MODULES "
+                              f"in {arg('lora')}", EXIT_USAGE, param="lora")
+    if allowed is not None and (odd := [n for n in out if n not in allowed]):
+        raise KvplanError(f"{model.name}: {engine}'s --lora-target-modules takes Llama's projection names only, not "
+                          f"{', '.join(odd)}; drop MODULES from {arg('lora')} to emit 'all'", EXIT_USAGE, param="lora")
+    return out
 
 
-def vllm_flags(lora: LoraRequest, version: str) -> list[str]:
+def vllm_flags(lora: LoraRequest, version: str, model) -> list[str]:
     """`vllm serve` flags for the adapters (vllm/engine/arg_utils.py): --enable-lora, --max-loras, --max-lora-rank,
-    and --lora-target-modules from 0.17.0 where MODULES was given."""
+    and --lora-target-modules from 0.17.0 where MODULES was given, in `model`'s own module names (target_names)."""
     args = ["--enable-lora", "--max-loras", str(lora.max_loras), "--max-lora-rank", str(lora.rank)]
     if lora.modules and parse_version(version) >= TARGET_MODULES_FIRST:
-        args += ["--lora-target-modules", *_module_names(lora.modules)]
+        args += ["--lora-target-modules", *target_names(model, lora.modules, "vLLM")]
     return args
 
 
-def sglang_flags(lora: LoraRequest) -> list[str]:
+def sglang_flags(lora: LoraRequest, model) -> list[str]:
     """`sglang.launch_server` flags for the adapters (srt/server_args.py): --enable-lora, --max-loras-per-batch,
-    --max-lora-rank, --lora-target-modules (all: every linear layer)."""
+    --max-lora-rank, --lora-target-modules (all: every linear layer; else `model`'s names, target_names)."""
     return ["--enable-lora", "--max-loras-per-batch", str(lora.max_loras), "--max-lora-rank", str(lora.rank),
-            "--lora-target-modules", *(_module_names(lora.modules) if lora.modules else ["all"])]
+            "--lora-target-modules", *(target_names(model, lora.modules, "SGLang", _SGLANG_NAMES) if lora.modules else ["all"])]
 
 
 def _dtype(model) -> int:

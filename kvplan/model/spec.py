@@ -317,6 +317,16 @@ def own_format(spec: ModelSpec, weight_dtype: str | None) -> bool:
 INT4_GROUP = 128
 
 
+# bitsandbytes' NF4 as vLLM and SGLang quantize a 16-bit checkpoint while loading it (--quantization bitsandbytes):
+# `quantize_4bit(loaded_weight, compress_statistics=True, quant_type="nf4")` with bitsandbytes' default blocksize 64
+# (vllm 0.8.0 wheel, vllm/model_executor/model_loader/loader.py L1045-1049, BitsAndBytesModelLoader._unquantized_generator;
+# sglang 0.5.23 wheel, sglang/srt/model_loader/loader.py L2854-2855, the same call): two weights a byte and, with
+# compress_statistics (double quantization), a uint8 absmax per 64; the fp32 absmax of every 256 of those (4 B per
+# 16,384 weights) and each tensor's 256-entry code table are left out, as for a bitsandbytes checkpoint
+# (kvplan.readers.quantization). Every linear layer of the decoder; embeddings, LM head and norms stay 16-bit.
+BNB_NF4 = Quantization("int4", 64, symmetric=True, scale_bytes=1)
+
+
 def assumed_int4_group(spec: ModelSpec, weight_dtype: str | None) -> int:
     """The int4 group size a weight dtype plans `spec` with although its checkpoint does not state it (INT4_GROUP);
     0 when nothing is assumed (not int4, or int4 that is the checkpoint's own format, whose group stands)."""
@@ -346,6 +356,8 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
     elif weight_dtype in PLAIN_BYTES:
         q = Quantization(weight_dtype)
         base = weight_dtype
+    elif weight_dtype == "nf4":
+        q = BNB_NF4
     else:
         q = Quantization(weight_dtype, assumed_int4_group(spec, weight_dtype))
     plain = PLAIN_BYTES[base]

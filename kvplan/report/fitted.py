@@ -152,3 +152,48 @@ def fitted_table(*, optional: tuple[str, ...] = (), drop_first: tuple[str, ...] 
     t = _fitted_class()(**kwargs)
     t.optional, t.drop_first = tuple(optional), tuple(drop_first)
     return t
+
+
+def print_stacked(console, table, key: int = 0) -> None:
+    """Print `table` (a fitted_table, rows added) so that no cell of column `key` (a name, a row's label) is wrapped:
+    where the table would not fit with those cells whole, each that does not fit goes on a line of its own above its
+    row, whose `key` cell is left blank, and the other columns keep their whole figures (fit_widths). Every row is
+    printed as a one-row table under a header-only one, all at the same widths, so the columns line up."""
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    width = console.width
+    cells = list(table.columns[key]._cells)
+    names = [_plain(c) for c in cells]
+    for i, col in enumerate(table.columns):
+        col._index = i
+    extra = table._extra_width + sum(table._get_padding_width(i) for i in range(len(table.columns)))
+    needs = [column_needs(c) for c in table.columns]
+    if sum(full for _, full in needs) + extra <= width:
+        console.print(table)
+        return
+    others = sum(full for i, (_, full) in enumerate(needs) if i != key)
+    room = max(width - extra - others, cell_len(_plain(table.columns[key].header)))
+    stacked = [i for i, name in enumerate(names) if _longest_line(name) > room]
+    table.columns[key]._cells[:] = ["" if i in stacked else c for i, c in enumerate(cells)]
+    fit_widths(table, width)  # the other columns' whole figures first; a text column wraps between its words
+    for col, (_, full) in zip(table.columns, [column_needs(c) for c in table.columns]):
+        col.width = col.width or full
+    rows = list(zip(*(col._cells for col in table.columns)))
+
+    def part(header: bool, row=None):
+        t = fitted_table(show_edge=table.show_edge, pad_edge=table.pad_edge, box=table.box, show_header=header,
+                         title=table.title if header else None, title_justify="left")
+        for col in table.columns:
+            t.add_column(col.header, justify=col.justify, width=col.width, no_wrap=col.no_wrap, overflow=col.overflow)
+        if row is not None:
+            t.add_row(*row)
+        return t
+
+    console.print(part(True))
+    for i, row in enumerate(rows):
+        if i in stacked:
+            console.print(Text(names[i]), overflow="ignore", crop=False, soft_wrap=True)
+        console.print(part(False, row))
+    if table.caption:
+        console.print(table.caption)

@@ -42,7 +42,7 @@ def launch_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
     if settings["page_size"] != 1:
         args += ["--page-size", str(settings["page_size"])]
     if r.lora is not None:
-        args += sglang_lora_flags(r.lora)
+        args += sglang_lora_flags(r.lora, model)
     return args
 
 
@@ -65,11 +65,13 @@ def parallel_flags(dep, model) -> list[str]:
 
 
 def weights_note(engine, result, model) -> str | None:
-    """--quantization fp8 (kvplan.engines.emit.weight_args): SGLang quantizes the weights as they load."""
-    have = fp8_at_load(engine, result.plan, model)
-    if have is None:
+    """--quantization fp8 or bitsandbytes (kvplan.engines.emit.weight_args): SGLang quantizes the weights as they load."""
+    at_load = fp8_at_load(engine, result.plan, model)
+    if at_load is None:
         return None
-    return f"--quantization fp8 quantizes the {have} of {checkpoint_weights(model)} weights as they load"
+    method, have = at_load
+    return (f"the checkpoint is {checkpoint_weights(model)}; --quantization {method} quantizes its {have} of weights "
+            "as they load")
 
 
 def emit_fraction(plan, settings: dict, model) -> float:

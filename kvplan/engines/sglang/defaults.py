@@ -7,7 +7,8 @@ Sources (PyPI wheels; docs/engines.md section 2):
     below 160, else 32; + 4 GiB under DP attention); 0.5.3 L637-680 and 0.5.23 `srt/arg_groups/memory_hook.py`
     L281-345 (reserve in MiB = 512 + 1.5 x max(chunked_prefill, 2048) + tp*pp/8 x 1024 + 2 x cuda-graph max bs,
     + 3 (4.5 above a max bs of 300) x max bs x DP ranks under DP attention, floored at 10 GiB above 60 GiB).
-    Not modelled: 0.5.23's prefill CUDA-graph and DeepEP reserves and its post-capture sizing.
+    From 0.5.10 the piecewise CUDA-graph reserve (kvplan.engines.sglang.piecewise). Not modelled: 0.5.23's prefill
+    CUDA-graph and DeepEP reserves and its post-capture sizing (off by default, SGLANG_ENABLE_POST_CAPTURE_KV_SIZING).
   * the GPU memory all three read: `get_device_memory_capacity` -> `get_nvgpu_memory_capacity`, the device total
     `nvidia-smi --query-gpu=memory.total` prints in MiB, `torch.cuda.mem_get_info()[1]` only where nvidia-smi fails
     (0.4.9 `srt/utils.py` L1354-1380, `server_args.py` L277; 0.5.5 `server_args.py` L579 and
@@ -54,8 +55,9 @@ def capacity_mib(gpu) -> float:
 
 
 def default_fraction(version: str, gpu_mib: float, tp: int, pp: int = 1, chunked: int = 8192,
-                     graph_bs: int = 256, attn_dp: int = 0) -> float:
-    """SGLang's default mem_fraction_static for a GPU of `gpu_mib` MiB (see module docstring)."""
+                     graph_bs: int = 256, attn_dp: int = 0, piecewise_mib: float = 0.0) -> float:
+    """SGLang's default mem_fraction_static for a GPU of `gpu_mib` MiB (see module docstring); `piecewise_mib`, the
+    piecewise CUDA-graph reserve of 0.5.10 on (kvplan.engines.sglang.piecewise), counts before the 10 GiB floor."""
     v = parse_version(version)
     if v < (0, 4, 7):
         for min_tp, frac in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
@@ -78,6 +80,7 @@ def default_fraction(version: str, gpu_mib: float, tp: int, pp: int = 1, chunked
     reserved = 512 + 1.5 * max(chunked, 2048) + tp * pp / 8 * 1024 + 2 * graph_bs
     if attn_dp:
         reserved += dp_attention_reserve(graph_bs, attn_dp)
+    reserved += piecewise_mib
     if gpu_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((gpu_mib - reserved) / gpu_mib, 3)

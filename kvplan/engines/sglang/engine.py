@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from kvplan.engines import served_dtype
 from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes
 from kvplan.engines.sglang import allreduce as sglang_allreduce
 from kvplan.engines.sglang import command
@@ -45,6 +46,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.model.layers import LOCAL_KINDS, Kind, ParallelHybrid
 from kvplan.engines.sglang.offload import cpu_pool as hicache_pool
+from kvplan.engines.sglang import piecewise as sglang_piecewise
 from kvplan.engines.sglang.rules import SglangRules
 
 GIB = 2**30
@@ -99,7 +101,9 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     dpa = dp_attention(model, dep, opts)
     tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
     graph_bs = opt_int(opts, "cuda_graph_max_bs", default_graph_bs(version, gib, tp_size))
-    frac = default_fraction(version, capacity_mib(gpu), tp_size, dep.pp, chunked, graph_bs, dep.dp if dpa else 0)
+    piecewise = sglang_piecewise.reserve_mib(model, gpu, dep, version, chunked, dpa)  # 0.5.10 on (piecewise.py)
+    frac = default_fraction(version, capacity_mib(gpu), tp_size, dep.pp, chunked, graph_bs, dep.dp if dpa else 0,
+                            piecewise)
     if (explicit or {}).get("gpu_memory_utilization"):
         frac = explicit["gpu_memory_utilization"]  # --gpu-memory-utilization doubles as the fraction
     given = bool((explicit or {}).get("gpu_memory_utilization")) or "mem_fraction_static" in opts
@@ -254,6 +258,10 @@ class Sglang(Engine):
     dp_one_front_end = True
     offload_rules = {"native": {"cpu": hicache_pool}}  # HiCache's host pool (L2): kvplan.engines.offload
     offload_missing = {"native": "SGLang HiCache's L3 storage backends size themselves; kvplan sizes its host pool (cpu)"}
+
+    def float32_served(self) -> tuple[str, str]:
+        """A float32 config served as float16 (kvplan.engines.served_dtype.SGLANG_FLOAT32)."""
+        return served_dtype.SGLANG_FLOAT32
 
     def context_limit(self, model):
         """SGLang's derived context_length (kvplan.engines.context.sglang_rule)."""

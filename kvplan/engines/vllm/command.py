@@ -46,7 +46,7 @@ def serve_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
     if model.speculative is not None:
         args += vllm_flag(model.speculative)
     if r.lora is not None:
-        args += lora_flags(r.lora, settings["version"])
+        args += lora_flags(r.lora, settings["version"], model)
     return args + multimodal.serve_flag(settings.get("mm_limit", multimodal.UNSET),
                                         settings.get("mm_cache_gb", -1.0))
 
@@ -78,12 +78,22 @@ def margin_note(result, model) -> str | None:
     return f"{note}; {auto}" if auto else note
 
 
+HELD_16BIT_LAST = (0, 15, 0)  # the last of kvplan's releases whose online fp8 holds the 16-bit model (weights_note)
+
+
 def weights_note(engine, result, model) -> str | None:
-    """--quantization fp8 (kvplan.engines.emit.weight_args): docs/features/quantization/fp8.md warns, under
-    online quantization, that the weights load at original precision first."""
-    have = fp8_at_load(engine, result.plan, model)
-    if have is None:
+    """--quantization fp8 or bitsandbytes (kvplan.engines.emit.weight_args): the checkpoint is 16-bit and vLLM quantizes
+    it as it loads. fp8 before the streamed loading (vllm-project/vllm#31914, merged in 2026 after 0.14.0, which
+    vllm#32773 reports still holding it, and before the docs' update vllm#37851 of 2026-03-23; kvplan takes its 0.15.0
+    and earlier as holding it) loads the whole 16-bit model first (docs/features/quantization/fp8.md: "we load the
+    model at original precision before quantizing down to 8-bits"); bitsandbytes quantizes each weight on the GPU as it
+    is read (vllm 0.8.0 wheel, model_loader/loader.py L1033-1049)."""
+    at_load = fp8_at_load(engine, result.plan, model)
+    if at_load is None:
         return None
-    return (f"--quantization fp8 quantizes the {checkpoint_weights(model)} weights as they load; vLLM's "
-            f"docs warn that it loads them at original precision first, so the GPUs need room for "
-            f"their share of the {have} checkpoint while loading")
+    method, have = at_load
+    said = f"the checkpoint is {checkpoint_weights(model)}; --quantization {method} quantizes it as it loads"
+    if method == "fp8" and parse_version(result.settings["version"]) <= HELD_16BIT_LAST:
+        return (f"{said}; vLLM {result.settings['version']} loads the weights at original precision first, so the "
+                f"GPUs need room for their share of the {have} checkpoint while loading")
+    return f"{said}, layer by layer: the {have} checkpoint is never whole on the GPUs"

@@ -42,7 +42,7 @@ from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.model.spec import weight_bytes
 from kvplan.core.search import largest_fitting
-from kvplan.engines import kvbm, lmcache
+from kvplan.engines import kvbm, lmcache, served_dtype
 from kvplan.engines.lora import vllm_bytes as lora_bytes
 from kvplan.engines.vllm.offload import cpu_pool as vllm_cpu_pool
 
@@ -220,6 +220,10 @@ class Vllm(Engine):
             why = v4_release_problem(parse_version(version), version, kv_dtype, defaulted=self.version is None)
             if why:
                 raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
+
+    def float32_served(self) -> tuple[str, str]:
+        """A float32 config served in 16 bits by release (kvplan.engines.served_dtype.vllm_float32)."""
+        return served_dtype.vllm_float32(parse_version(self.version or DEFAULT_VERSION))
 
     def context_limit(self, model):
         """vLLM's derived max_model_len by release (kvplan.engines.context.vllm_rule)."""

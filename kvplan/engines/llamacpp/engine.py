@@ -341,7 +341,8 @@ class LlamaCpp(Engine):
         """The GGUF file -m must be: llama.cpp loads its tensors as stored (kvplan.engines.emit.gguf_file_type), made by
         convert_hf_to_gguf.py for a plain type, by llama-quantize for a quantized one."""
         if own_gguf(result.plan, model):
-            return f"-m is the GGUF file the plan was read from, whose {model.checkpoint_bytes:,} B of weights it counts"
+            return (f"-m is the GGUF file the plan was read from, whose {model.checkpoint_bytes:,} B of weights it "
+                    f"counts (token_embd in host memory, the rest on the GPUs)")
         kind = gguf_file_type(result.plan, model, result.gpu)
         how = (f"convert_hf_to_gguf.py --outtype {kind.lower()}" if kind in GGUF_PLAIN.values()
                else "llama-quantize, from a BF16 GGUF")

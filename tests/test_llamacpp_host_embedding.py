@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import llama_31_8b_gguf, write_gguf
+from conftest import Q6_K, gguf_tensor, llama_31_8b_gguf, write_gguf
 from typer.testing import CliRunner
 
 from kvplan.cli import app
@@ -49,11 +49,16 @@ def test_a_tied_head_keeps_its_gpu_copy(tmp_path):
     meta = {"general.architecture": "llama", "general.file_type": 15, "llama.block_count": 32,
             "llama.context_length": 131072, "llama.embedding_length": 4096, "llama.feed_forward_length": 14336,
             "llama.attention.head_count": 32, "llama.attention.head_count_kv": 8, "llama.rope.freq_base": 500000.0}
-    write_gguf(path, meta, [t for t in tensors if t[0] != "output.weight"])
+    # no output.weight, and token_embd at the output's Q6_K as llama.cpp's quantizer stores a shared table
+    # (src/llama-quant.cpp llama_tensor_get_type, `!qs.has_output`)
+    tied = [gguf_tensor("token_embd.weight", (4096, 128_256), Q6_K) if t[0] == "token_embd.weight" else t
+            for t in tensors if t[0] != "output.weight"]
+    write_gguf(path, meta, tied)
     plan, said = _plan(path)
-    # no output.weight: 4,912,898,304 - 430,940,160 = 4,481,958,144 B in the file; token_embd in host memory and
-    # its Q4_K copy as the output head on the GPU, so the GPU holds every tensor's bytes once
-    assert plan["weight_bytes"] == FILE - OUTPUT == 4_481_958_144
-    assert plan["weight_bytes_per_gpu"] == FILE - OUTPUT
-    assert "295,501,824 B = 281.8 MiB) stays in host memory" in said and "TENSOR_DUPLICATED" in said
+    # 4,912,898,304 - 430,940,160 (output) - 295,501,824 (Q4_K table) + 430,940,160 (Q6_K table) = 4,617,396,480 B
+    # in the file; token_embd in host memory and its copy as the output head on the GPU, so the GPU holds every
+    # tensor's bytes once
+    assert plan["weight_bytes"] == FILE - EMBD == 4_617_396_480
+    assert plan["weight_bytes_per_gpu"] == FILE - EMBD
+    assert "430,940,160 B = 411.0 MiB) stays in host memory" in said and "TENSOR_DUPLICATED" in said
 

@@ -54,3 +54,19 @@ def test_gguf_weight_dtype_through_fit():
                                  "--weight-dtype", "Q4_K_M", "--json"])
     assert r.exit_code == 0, r.output
     assert '"weight_dtype": "q4_k_m"' in r.stdout
+
+
+@pytest.mark.parametrize("name,gb", [("q4_k_m", 0.81), ("q5_k_m", 0.91), ("q6_k", 1.02), ("q8_0", 1.32)])
+def test_a_tied_table_is_quantized_as_the_output_head(name, gb):
+    # Llama-3.2-1B ties its output head to token_embd, and llama.cpp's quantizer gives a shared table the output's
+    # type ("for arches that share the same tensor between the token embeddings and the output, we quantize the
+    # token embeddings with the quantization of the output tensor", src/llama-quant.cpp llama_tensor_get_type,
+    # `!qs.has_output`): Q6_K for the _K mixes, so the table is 128,256 x 2,048 / 256 x 210 B = 215,470,080 B,
+    # not the file's base Q4_K (147,750,912 B, which left Q4_K_M 8% light). File sizes: bartowski's
+    # Llama-3.2-1B-Instruct-GGUF README (llama.cpp b3821), in GB as the Hub lists them; within 1%.
+    spec = find_in_catalog("llama-3.2-1b-instruct")
+    w = weight_bytes(spec, name)
+    assert w.lm_head == 0
+    if name != "q8_0":
+        assert w.embedding == 128_256 * 2_048 // 256 * 210
+    assert abs(w.total / 1e9 - gb) / gb <= 0.01, (name, w.total)

@@ -165,3 +165,17 @@ def test_a_config_that_declares_fp8_over_files_of_bf16_tensors_says_so(tmp_path)
     assert json.loads(res.stdout)["plans"][0]["weight_bytes"] == 33_792
     assert ("config.json declares fp8 weights but every tensor is stored as BF16 (none quantized): planned at the "
             "33,792 B stored" in " ".join(res.stderr.split()))
+
+
+def test_an_all_windowed_model_says_its_cache_is_fixed_per_sequence_not_free():
+    # StarCoder2-7B (bigcode/starcoder2-7b config.json): 32 layers, 4 KV heads of 4,608 / 36 = 128, every layer a
+    # 4,096-token sliding window. Past 4,096 tokens the cache does not grow: per sequence 2 x 32 x 4 x 128 x 4,096
+    # x 2 B = 268,435,456 B = 256 MiB at any context, so its growth per token at 16k is 0 B, which the table says is
+    # a fixed size per sequence rather than printing a bare "0 B".
+    res = runner.invoke(app, ["fit", "starcoder2-7b", "--gpu", "l4", "--ctx", "16k"], env={"COLUMNS": "100"})
+    assert res.exit_code == 0, res.output
+    row = next(line for line in res.stdout.splitlines() if "KV per token" in line)
+    assert "0 B (fixed per sequence)" in row
+    assert "256.00 MiB" in next(line for line in res.stdout.splitlines() if "KV per sequence" in line)
+    plan = json.loads(runner.invoke(app, ["fit", "starcoder2-7b", "--gpu", "l4", "--ctx", "16k", "--json"]).stdout)
+    assert plan["plans"][0]["kv_bytes_per_sequence"] == 268_435_456

@@ -372,6 +372,10 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
     embedding, lm_head = p.embedding * plain, p.lm_head * plain
     if q.method in _gguf():  # a GGUF file quantizes the embeddings and the output too
         emb_type, head_type = _gguf_edges(q.method)
+        # a tied table is quantized as the output head is ("for arches that share the same tensor between the
+        # token embeddings and the output, we quantize the token embeddings with the quantization of the output
+        # tensor", llama.cpp src/llama-quant.cpp llama_tensor_get_type, `!qs.has_output`)
+        emb_type = emb_type if p.lm_head else head_type
         embedding, lm_head = linear_bytes(p.embedding, emb_type), linear_bytes(p.lm_head, head_type)
     fmt = (not q.symmetric, q.scale_bytes or 2)  # zero points, bytes of a group's scale
     return WeightBytes(

@@ -57,6 +57,7 @@ class Placement(NamedTuple):
     embedding: int
     head: int
     shared: int = 0  # shared experts; 0: as `mlp` (SGLang fuses them into the routed experts' group)
+    host_embedding: bool = False  # the input embedding stays in host memory (llama.cpp): host_shift
 
 
 def vllm_placement(tp: int, dp: int) -> Placement:
@@ -93,6 +94,16 @@ def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, fra
     expert_read = per_expert_rank * (touched / p.num_experts) if p.num_experts else 0
     read = split + expert_read * f_moe + wb.replicated * frac + head + tied_read + kv_extra
     return int(resident), int(read)
+
+
+def host_shift(wb, place, first: bool, last: bool) -> int:
+    """Bytes a stage's GPU weights lose where the engine keeps the input embedding in host memory (llama.cpp,
+    Placement.host_embedding): the whole table on the first stage, bar a tied head's GPU copy where the first stage
+    is also the last (on a later last stage rank_weights books that copy already). The table's bytes are its own
+    type's (kvplan.model.spec.weight_bytes), not scaled to a checkpoint's total."""
+    if not place.host_embedding or not first or (last and not wb.lm_head):
+        return 0
+    return -wb.embedding
 
 
 def per_rank_batch(batch: int, dp: int) -> int:

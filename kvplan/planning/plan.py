@@ -21,7 +21,8 @@ from typing import NamedTuple
 from kvplan.planning.deploy import Deployment, split_layers, validate_deployment
 from kvplan.core.dtypes import DType, canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.planning.layout import DcpRules, per_rank_batch, rank_weights, replicated_kv_proj_bytes, vllm_placement
+from kvplan.planning.layout import (DcpRules, host_shift, per_rank_batch, rank_weights, replicated_kv_proj_bytes,
+                                   vllm_placement)
 from kvplan.model.spec import ModelSpec, own_format, weight_bytes
 from kvplan.readers.mlp_layout import ffn_kinds
 from kvplan.planning.profile import PAGED, KVProfile, kv_profile
@@ -234,7 +235,8 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_t
         mix = _stage_mix(kinds, start, end)
         resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, place, touched, kv_extra, mix)
         prof = kv_profile(model.layers[start:end], dep.tp, kv_dtype, state_dtype, req.block_size, rules)
-        parts.append(StagePrep((start, end), int(resident * scale), int(read * scale), prof))
+        resident = int(resident * scale) + host_shift(wb, place, i == 0, i == dep.pp - 1)
+        parts.append(StagePrep((start, end), resident, int(read * scale), prof))
     weight_total = model.checkpoint_bytes if scale != 1.0 else wb.total
     return Prepared(weight_total, overhead, tuple(parts))
 

@@ -267,6 +267,14 @@ def _dtype_parts(plan: Plan, model, gpu) -> list[str]:
     return [*parts, f"bf16 {basis}"] if known and basis.startswith("assumed") else parts
 
 
+def _per_token(p: Plan) -> str:
+    """The cache's growth per token; a model whose every layer is windowed or a fixed state grows by 0 past its
+    windows, which reads as a free cache unless said (StarCoder2-7B at 16k: every layer a 4,096-token window)."""
+    if p.kv_bytes_per_token == 0 and p.kv_bytes_per_sequence:
+        return "0 B (fixed per sequence)"
+    return human_bytes(p.kv_bytes_per_token)
+
+
 def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], calibrated: list | None = None) -> None:
     """A table per question: the memory budget line by line, then the answers; `calibrated`: each plan's
     decode step under kvplan.speed's calibrated model (shown above the roofline's lower bound)."""
@@ -290,7 +298,7 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], cali
     answer_rows = [
         ("GPUs (layout)", lambda p: f"{p.deployment.gpus} ({layout_text(p.deployment)})"),
         ("fits", lambda p: "[green]yes[/]" if p.fits else f"[red]no ({p.binds})[/]"),
-        ("KV per token (all its GPUs)", lambda p: human_bytes(p.kv_bytes_per_token)),
+        ("KV per token (all its GPUs)", _per_token),
         ("KV per sequence (all its GPUs)", lambda p: human_bytes(p.kv_bytes_per_sequence)),
         # the pool counted as an engine prints it (a hybrid's windowed layers hold fewer), then what the requests
         # that fit at the context use of it: neither is summed over GPUs (every tp rank holds its share of each)

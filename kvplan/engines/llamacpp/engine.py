@@ -18,6 +18,16 @@ vendored in llama-cpp-python sdists, commit named per era; docs/engines.md secti
   * MLA: K of kv_lora_rank + rope (576) per cell; a V of kv_lora_rank (512) too until at least Aug 2025
     (`4227c9be`); K only now (`0c1e5709` llama-kv-cache.cpp L230-234).
   * recurrent layers keep f32 conv + ssm states per sequence (llama-memory-recurrent.cpp).
+
+HOST_EMBEDDING: llama.cpp keeps the input layer (token_embd) in host memory whatever -ngl says: "there is very
+little benefit to offloading the input layer, so always keep it on the CPU", `dev_input = { cpu_dev, ... }`
+(llama.cpp ec98e2002 src/llama-model.cpp L2411-2412, as vendored at ollama/ollama@f63eea3d
+llama/llama.cpp/src/llama-model.cpp); in 2023 `tok_embeddings` was created with GGML_BACKEND_CPU. A model
+without output.weight loads token_embd again as the output head (`TENSOR_DUPLICATED`, L2648), placed as the
+output layer (dev_output, on the last GPU, L2504-2506) and not shared with the host copy (L2618-2623 reuses a
+tensor only within the same buffer type). So GPU weights exclude the table, a tied head's copy stays
+(kvplan.planning.layout.host_shift); a decode step gathers B rows of it on the CPU, nothing the speed model
+reads (kvplan.speed.shape prices the head only).
 """
 
 from __future__ import annotations
@@ -33,6 +43,8 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.engines.emit import GGUF_PLAIN, gguf_file_type, model_arg, own_gguf
 from kvplan.model.layers import ATTENTION_KINDS, LOCAL_KINDS, Kind
+from kvplan.model.spec import weight_bytes
+from kvplan.planning.layout import Placement
 from kvplan.planning.plan import Answers, NON_TORCH_BYTES
 from kvplan.core.search import largest_fitting
 
@@ -237,16 +249,21 @@ class LlamaCpp(Engine):
         return dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=1, overhead_bytes=over,
                                    kv_dtype=st.type_k, context=max(req.context, engine_length(model, req)))
 
+    def placement(self, model, dep, gpu=None):
+        """One GPU per stage, whole tensors (--split-mode layer); token_embd in host memory (HOST_EMBEDDING)."""
+        return Placement(1, 1, 1, 1, 1, host_embedding=True)
+
     def result(self, model, gpu, dep, req):
-        """The base engine's plan, and a note where a --max-model-len past --ctx made each slot longer (request())."""
+        """The base engine's plan, with a note on the host-resident embedding (HOST_EMBEDDING) and one where a
+        --max-model-len past --ctx made each slot longer (request())."""
         res = super().result(model, gpu, dep, req)
+        notes = [host_embedding_note(model, res.plan.request.weight_dtype)]
         slot = engine_length(model, req)
-        if slot <= req.context:
-            return res
-        note = (f"each slot planned at {arg('max_model_len')} {slot:,} tokens, not {arg('context')} {req.context:,}: "
-                f"llama-server's -c / -np is both a request's limit and what every slot allocates "
-                f"(-c {slot * res.plan.request.batch:,} for -np {res.plan.request.batch})")
-        return res._replace(capacity=res.capacity._replace(notes=(*res.capacity.notes, note)))
+        if slot > req.context:
+            notes.append(f"each slot planned at {arg('max_model_len')} {slot:,} tokens, not {arg('context')} "
+                         f"{req.context:,}: llama-server's -c / -np is both a request's limit and what every slot "
+                         f"allocates (-c {slot * res.plan.request.batch:,} for -np {res.plan.request.batch})")
+        return res._replace(capacity=res.capacity._replace(notes=(*res.capacity.notes, *notes)))
 
     def rules(self, st: Settings) -> LlamaCppRules:
         return LlamaCppRules(st)
@@ -324,12 +341,23 @@ class LlamaCpp(Engine):
         """The GGUF file -m must be: llama.cpp loads its tensors as stored (kvplan.engines.emit.gguf_file_type), made by
         convert_hf_to_gguf.py for a plain type, by llama-quantize for a quantized one."""
         if own_gguf(result.plan, model):
-            return f"-m is the GGUF file the plan was read from, whose {model.checkpoint_bytes:,} B of weights it counts"
+            return (f"-m is the GGUF file the plan was read from, whose {model.checkpoint_bytes:,} B of weights it "
+                    f"counts (token_embd in host memory, the rest on the GPUs)")
         kind = gguf_file_type(result.plan, model, result.gpu)
         how = (f"convert_hf_to_gguf.py --outtype {kind.lower()}" if kind in GGUF_PLAIN.values()
                else "llama-quantize, from a BF16 GGUF")
         return (f"llama.cpp loads the weights as the GGUF file stores them: -m must be a {kind} GGUF of "
                 f"{model_arg(model)}, the weights this plan counts ({how})")
+
+
+def host_embedding_note(model, weight_dtype) -> str:
+    """The host memory token_embd takes (HOST_EMBEDDING), and where a tied output head's GPU copy is counted."""
+    wb = weight_bytes(model, weight_dtype)
+    tied = ("; the output head is tied to it, so llama.cpp loads a second copy (TENSOR_DUPLICATED) on the last GPU, "
+            "counted there" if not wb.lm_head else "")
+    return (f"token_embd ({model.vocab_size:,} x {model.hidden_size:,}, {wb.embedding:,} B = "
+            f"{wb.embedding / MIB:,.1f} MiB) stays in host memory, not counted on the GPUs: llama.cpp keeps the input "
+            f"layer on the CPU{tied}")
 
 
 def _gg(d: DType) -> str:

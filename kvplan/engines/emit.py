@@ -136,7 +136,7 @@ def own_gguf(plan, model) -> str | None:
     return None
 
 
-def fp8_at_load(engine, plan, model) -> tuple[str, str] | None:
+def quantized_at_load(engine, plan, model) -> tuple[str, str] | None:
     """(the --quantization method, the checkpoint's size in words) where `engine`'s command quantizes the weights as
     they load (weight_args: --quantization fp8 or bitsandbytes), else None (what emit_weights_note words)."""
     args = weight_args(engine, plan, model)

@@ -106,8 +106,9 @@ def vllm_flags(lora: LoraRequest, version: str, model) -> list[str]:
 def sglang_flags(lora: LoraRequest, model) -> list[str]:
     """`sglang.launch_server` flags for the adapters (srt/server_args.py): --enable-lora, --max-loras-per-batch,
     --max-lora-rank, --lora-target-modules (all: every linear layer; else `model`'s names, target_names)."""
+    targets = target_names(model, lora.modules, "SGLang", _SGLANG_NAMES) if lora.modules else ["all"]
     return ["--enable-lora", "--max-loras-per-batch", str(lora.max_loras), "--max-lora-rank", str(lora.rank),
-            "--lora-target-modules", *(target_names(model, lora.modules, "SGLang", _SGLANG_NAMES) if lora.modules else ["all"])]
+            "--lora-target-modules", *targets]
 
 
 def _dtype(model) -> int:

@@ -394,7 +394,8 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         max_context=max_ctx, max_context_limited_by=_limited_by(model, max_ctx),
         fits=fits, decode_step_seconds=step, decode_tokens_per_second=req.batch / step if step > 0 else 0.0,
         bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s, stages=stages, warnings=tuple(warnings),
-        context_limit=model.max_context, context_limit_asked=bool(model.max_model_len), state_pool_bytes_per_gpu=pooled.pool_bytes if pooled else 0,
+        context_limit=model.max_context, context_limit_asked=bool(model.max_model_len),
+        state_pool_bytes_per_gpu=pooled.pool_bytes if pooled else 0,
         token_pool_bytes_per_gpu=pooled.token_pool_bytes if pooled else 0,
         pooled_state_bytes_per_sequence_per_gpu=pooled.held_bytes if pooled else 0,
     )

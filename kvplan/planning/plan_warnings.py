@@ -9,7 +9,8 @@ from typing import NamedTuple
 
 from kvplan.model.spec import PLAIN_BYTES, ModelSpec, assumed_int4_group, override_note
 
-# weight dtypes vLLM and SGLang quantize a 16-bit checkpoint to as they load it (kvplan.engines.emit.weight_args), and how.
+# weight dtypes vLLM and SGLang quantize a 16-bit checkpoint to as they load it (kvplan.engines.emit.weight_args),
+# and how.
 # fp8: vLLM's Fp8LinearMethod on a checkpoint not serialized in fp8 keeps one fp32 scale a tensor (`scaled_fp8_quant(
 # layer.weight, scale=None)`, vllm 0.8.0 wheel model_executor/layers/quantization/fp8.py L291-293); SGLang one an output
 # row where CUTLASS runs it (`per_token_group_quant_fp8(layer.weight, layer.weight.shape[-1])`, sglang 0.5.23 wheel
@@ -37,11 +38,11 @@ def _override_warning(model: ModelSpec, weight_dtype: str | None, weights: int) 
     """A dtype flag never re-plans a checkpoint silently (issue 22: int4 group 32 planned at 128), nor assumes an
     int4 group without saying so (int4 on a 16-bit checkpoint: kvplan.model.spec.INT4_GROUP)."""
     replaced = override_note(model, weight_dtype)
-    if weight_dtype in AT_LOAD and model.quantization.method in PLAIN_BYTES:
-        return [PlanWarning(f"the checkpoint is {model.quantization.method}: its weights are planned as {weight_dtype} "
-                            f"({{}} in all), as an engine that quantizes them while loading holds them ({AT_LOAD[weight_dtype]}"
-                            f"); embeddings, LM head, norms and routers stay {model.quantization.method}", (weights,),
-                            ("GiB",))]
+    have = model.quantization.method
+    if weight_dtype in AT_LOAD and have in PLAIN_BYTES:
+        return [PlanWarning(f"the checkpoint is {have}: its weights are planned as {weight_dtype} ({{}} in all), as an "
+                            f"engine that quantizes them while loading holds them ({AT_LOAD[weight_dtype]}); "
+                            f"embeddings, LM head, norms and routers stay {have}", (weights,), ("GiB",))]
     if not replaced:
         return []
     group = assumed_int4_group(model, weight_dtype)

@@ -112,9 +112,7 @@ class _Keys:
             if default is ... or default is None:
                 raise self._bad(key, "is missing (needed to size the model)")
             return default
-        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2**40:
-            raise self._bad(key, f"must be a whole number, got {v!r}")
-        return v
+        return self.int_value(key, v)
 
     def number(self, key: str, default: float) -> float:
         v = self.meta.get(f"{self.arch}.{key}", default)
@@ -137,5 +135,5 @@ class _Keys:
 
     def int_value(self, key: str, v) -> int:
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2**40:
-            raise self._bad(key, f"must hold whole numbers, got {v!r}")
+            raise self._bad(key, f"must be a whole number, got {v!r}")
         return v

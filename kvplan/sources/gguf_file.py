@@ -16,6 +16,7 @@ Any fault is a one-line KvplanError naming the file.
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,10 +52,7 @@ class Tensor:
 
     @property
     def elements(self) -> int:
-        n = 1
-        for d in self.dims:
-            n *= d
-        return n
+        return math.prod(self.dims)
 
 
 @dataclass(frozen=True)
@@ -169,7 +167,7 @@ def _read(r: _Reader, path: Path) -> GGUFHeader:
     metadata: dict = {}
     for i in range(n_kv):
         key = r.string(f"metadata key {i}", limit=65_535)
-        if not key or key is None:
+        if not key:
             raise r.fail(f"metadata key {i} is empty or longer than 65,535 bytes")
         if key in metadata:
             raise r.fail(f"metadata key {key!r} appears twice")
@@ -187,10 +185,7 @@ def _read(r: _Reader, path: Path) -> GGUFHeader:
         kind, block, block_bytes = GGML_TYPES[type_id]
         if dims[0] % block:
             raise r.fail(f"tensor {name!r}: rows of {dims[0]:,} values are not whole {kind} blocks of {block}")
-        rows = 1
-        for d in dims[1:]:
-            rows *= d
-        nbytes = rows * (dims[0] // block) * block_bytes
+        nbytes = math.prod(dims[1:]) * (dims[0] // block) * block_bytes
         if offset != expected:
             raise r.fail(f"tensor {name!r} has offset {offset:,}, expected {expected:,}")
         expected = offset + round_up(nbytes, alignment)
@@ -246,9 +241,7 @@ def _tensor_info(r: _Reader, i: int) -> tuple[str, tuple[int, ...], int, int]:
     if not 1 <= n_dims <= MAX_DIMS:
         raise r.fail(f"tensor {name!r} has {n_dims} dimensions (1 to {MAX_DIMS})")
     dims = tuple(r.unpack("Q", f"tensor {name!r}'s dimensions") for _ in range(n_dims))
-    total = 1
-    for d in dims:
-        total *= d
+    total = math.prod(dims)
     if total >= 2**63:
         raise r.fail(f"tensor {name!r} has {total:,} elements")
     type_id = r.unpack("I", f"tensor {name!r}'s type")

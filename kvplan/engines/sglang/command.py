@@ -8,7 +8,8 @@ the plan's weight dtype from kvplan.engines.emit, the state pool's and DeepSeek-
 from __future__ import annotations
 
 from kvplan.engines.context import engine_length
-from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
+from kvplan.engines.emit import (checkpoint_weights, kv_dtype_arg, model_arg, quantized_at_load, serve_seqs,
+                                 weight_args)
 from kvplan.engines.lora import sglang_flags as sglang_lora_flags
 from kvplan.engines.sglang import cache_dtype as sglang_cache_dtype
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
@@ -65,8 +66,9 @@ def parallel_flags(dep, model) -> list[str]:
 
 
 def weights_note(engine, result, model) -> str | None:
-    """--quantization fp8 or bitsandbytes (kvplan.engines.emit.weight_args): SGLang quantizes the weights as they load."""
-    at_load = fp8_at_load(engine, result.plan, model)
+    """--quantization fp8 or bitsandbytes (kvplan.engines.emit.weight_args): SGLang quantizes the weights as they
+    load."""
+    at_load = quantized_at_load(engine, result.plan, model)
     if at_load is None:
         return None
     method, have = at_load

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from kvplan.engines.base import parse_version
 from kvplan.engines.context import engine_length
-from kvplan.engines.emit import checkpoint_weights, fp8_at_load, kv_dtype_arg, model_arg, serve_seqs, weight_args
+from kvplan.engines.emit import (checkpoint_weights, kv_dtype_arg, model_arg, quantized_at_load, serve_seqs,
+                                 weight_args)
 from kvplan.engines.lora import vllm_flags as lora_flags
 from kvplan.engines.vllm import multimodal, uma
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST
@@ -88,7 +89,7 @@ def weights_note(engine, result, model) -> str | None:
     and earlier as holding it) loads the whole 16-bit model first (docs/features/quantization/fp8.md: "we load the
     model at original precision before quantizing down to 8-bits"); bitsandbytes quantizes each weight on the GPU as it
     is read (vllm 0.8.0 wheel, model_loader/loader.py L1033-1049)."""
-    at_load = fp8_at_load(engine, result.plan, model)
+    at_load = quantized_at_load(engine, result.plan, model)
     if at_load is None:
         return None
     method, have = at_load

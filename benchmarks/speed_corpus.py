@@ -1,6 +1,6 @@
 """How far kvplan's speed figures are from published measurements, held out by source.
 
-`.venv/bin/python benchmarks/speed_corpus.py [--markdown] [--loso] [--train-cv [--eras=ERA,...]] [CORPUS_DIR]`
+`.venv/bin/python benchmarks/speed_corpus.py [--markdown] [--loso] [--train-cv | --spread [--eras=ERA,...]] [CORPUS_DIR]`
 
 Reads the corpus (tests/fixtures/speed), builds each point's deployment, and scores the shipped
 coefficients (kvplan/speed/coefficients.json) on the held-out sources only (the split rule is in that
@@ -12,11 +12,16 @@ engine: several minutes on one core). `--train-cv` prints only leave-one-source-
 training sources* (each training source scored by coefficients fitted on the other training sources
 of its engine; no held-out point is read): the yardstick for choosing the model's structure. `--eras=sglang,vllm`
 limits it to those coefficient sets' folds (each still fitted on every era it is fitted with: its figures are the
-full run's, in a fraction of the time; the all-figures line is then theirs only).
+full run's, in a fraction of the time; the all-figures line is then theirs only). `--spread` prints how stable each
+coefficient set is: its coefficients fitted on every training source of the sets fitted with it and once with each
+of its own training sources left out (the training CV's folds), per term the full fit, the folds' minimum, median
+and maximum, and the sources left out at the extremes; coefficients only, no figure's error, held out or not
+(`--eras=`: those sets only; default every set).
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 
@@ -25,6 +30,7 @@ from kvplan.speed.corpus import in_training, read_corpus
 from kvplan.speed.eras import fitted_with
 from kvplan.speed.fit import build_all, errors, fit_engine, fit_era
 from kvplan.speed.model import coefficients, shipped
+from kvplan.speed.terms import TERMS
 from kvplan.speed.score import REPORTED, by_key, summary
 
 GOALS = {"tpot": "≤12% (≥75% within 20%)", "ttft": "≤20%", "e2el": "≤15%", "output_throughput": "≤15%"}
@@ -60,6 +66,25 @@ def loso(built, train_only: bool = False, eras: set | None = None) -> list:
     return [r for r in rows if r[1] in REPORTED]
 
 
+def spread(built, era: str) -> list[str]:
+    """Lines of `era`'s coefficients over its training folds (the module's `--spread`): per term the fit on every
+    training source, then the leave-one-source-out folds' min / median / max and the sources whose fold gave them."""
+    train = [b for b in built if in_training(b.case.source) and b.case.era in fitted_with(era)]
+    full = fit_era(era, train)
+    folds = {src: fit_era(era, [b for b in train if b.case.source != src])
+             for src in sorted({b.case.source for b in train if b.case.era == era})}
+    out = [f"{era}: {len(folds)} training sources, the fit on all of them and with each left out",
+           f"  {'term':<8} {'all':>10} {'min':>10} {'median':>10} {'max':>10}  min / max left out"]
+    for i, term in enumerate(TERMS):
+        vals = sorted((c[i], src) for src, c in folds.items())
+        if not vals or (full[i] == 0 and vals[-1][0] == 0):
+            continue
+        mid = statistics.median(v for v, _ in vals)
+        ends = f"{vals[0][1]} / {vals[-1][1]}" if vals[0][0] != vals[-1][0] else "-"
+        out.append(f"  {term:<8} {full[i]:>10.4g} {vals[0][0]:>10.4g} {mid:>10.4g} {vals[-1][0]:>10.4g}  {ends}")
+    return out
+
+
 def table(cal: list, roof: list) -> list[str]:
     out = ["| metric | n | median abs error | median signed | within 20% | optimistic >20% | goal | "
            "roofline median abs (signed) | roofline optimistic >20% |",
@@ -92,10 +117,14 @@ def main(argv: list[str]) -> int:
     folder = Path(args[0]) if args else Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "speed"
     cases, skipped = read_corpus(folder)
     eras = next((set(a.split("=", 1)[1].split(",")) for a in argv if a.startswith("--eras=")), None)
-    if eras and "--train-cv" in argv:  # build only what those eras' folds read: their engines' points
+    if eras and ("--train-cv" in argv or "--spread" in argv):  # build only what those eras' folds read: their engines' points
         engines = {c.engine for c in cases if c.era in eras}
         cases = [c for c in cases if c.engine in engines]
     built, unplanned = build_all(cases, running)
+    if "--spread" in argv:
+        for era in sorted(eras or {b.case.era for b in built if in_training(b.case.source)}):
+            print("\n".join(spread(built, era)))
+        return 0
     if "--train-cv" in argv:
         rows = loso(built, train_only=True, eras=eras)
         print("leave one source out within the training sources (no held-out point read)"

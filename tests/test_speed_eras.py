@@ -187,5 +187,14 @@ def test_a_term_only_some_engines_fit():
     for key in ("sglang", "sglang<0.5.14"):
         assert unused_terms(key) == frozenset({"player"}), key
     assert unused_terms("trtllm") == frozenset({"pstep"})
-    for key in ("vllm", "vllm-inprocess", "trtllm<1.0", "trtllm-engine", "llama.cpp"):
+    for key in ("vllm", "vllm-inprocess", "trtllm<1.0", "trtllm-engine"):
         assert unused_terms(key) == frozenset({"pstep", "player"}), key
+
+
+def test_llamacpp_leaves_grouped_to_experts():
+    # ggml's MoE matmul reads each touched expert's tiles once for its tokens (ggml_cuda_mul_mat_id: MMVQ or MMQ with
+    # the ids), a cost per touched expert the `experts` term prices, so llama.cpp's set fits no `grouped` beside it
+    # (eras.SAME_AS); every other engine's sets keep it
+    assert unused_terms("llama.cpp") == frozenset({"pstep", "player", "grouped"})
+    for key in ("vllm", "sglang", "sglang<0.5.14", "trtllm", "trtllm-engine"):
+        assert "grouped" not in unused_terms(key), key

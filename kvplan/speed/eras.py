@@ -106,11 +106,30 @@ ENGINE_TERMS = {"pstep": ("sglang",), "player": ("trtllm",)}
 SET_TERMS = frozenset({"trtllm"})  # names in ENGINE_TERMS that are one coefficient set, not every set of an engine
 
 
+# Terms an engine's sets leave out though every other set fits them, where the engine's kernel makes the term the same
+# cost as another one. `grouped` under llama.cpp: ggml's MoE matmul (`ggml_cuda_mul_mat_id`, ggml-org/llama.cpp
+# @f6d77a1ba0ac794e950bd3abb630b904bdcd8fb8:ggml/src/ggml-cuda/ggml-cuda.cu) is not a grouped GEMM whose efficiency
+# rises with the tokens an expert gets: at <= 8 tokens a micro-batch the vector kernel with the ids
+# (`ggml_cuda_mul_mat_vec_q(ctx, src0, src1, ids, dst)`) reads each touched expert's rows once for all of them, and
+# past it one MMQ launch over every expert's tokens (`ggml_cuda_mul_mat_q(ctx, src0, src1, ids, dst)`, where
+# `ggml_cuda_should_use_mmq` holds) tiles each touched expert's weights with its tokens, so its cost at few tokens an
+# expert is a fixed cost per touched expert in proportion to the expert's size: the `experts` term's touched x expert
+# bytes. kvplan's `grouped` feature is touched x 2 x one expert's parameters / a rate, the same count times a constant
+# of the GPU and weight type, so on the training data the two columns are one (issue 21, round 30: DeepSeek-V2-Lite
+# Q4_0 on an RTX 3090, llama.cpp#15525's nine points, grouped / experts = 0.02076 at every micro-batch; the only MoE
+# source) and the fit split them at will (grouped 0 or 85.8, experts 2.77 or 1.0, the same training predictions, other
+# GPUs' not). Left out, `experts` carries the cost. The sorted fallback (one GEMM per expert, the dequantize + cuBLAS
+# parts) has no MoE point in the corpus.
+SAME_AS = {"grouped": ("llama.cpp",)}
+
+
 def unused_terms(key: str) -> frozenset[str]:
-    """The terms coefficient set `key` leaves out of its fit: those ENGINE_TERMS gives to other engines or sets only."""
+    """The terms coefficient set `key` leaves out of its fit: those ENGINE_TERMS gives to other engines or sets only,
+    and those SAME_AS leaves out for its engine."""
     engine = engine_of(key)
-    return frozenset(t for t, names in ENGINE_TERMS.items()
-                     if key not in names and (engine not in names or engine in SET_TERMS))
+    return frozenset([t for t, names in ENGINE_TERMS.items()
+                      if key not in names and (engine not in names or engine in SET_TERMS)]
+                     + [t for t, engines in SAME_AS.items() if engine in engines])
 
 
 def release(version) -> tuple[int, ...] | None:

@@ -1,6 +1,7 @@
 """How far kvplan's speed figures are from published measurements, held out by source.
 
-`.venv/bin/python benchmarks/speed_corpus.py [--markdown] [--loso] [--train-cv | --spread [--eras=ERA,...]] [CORPUS_DIR]`
+`.venv/bin/python benchmarks/speed_corpus.py [--markdown] [--loso] [--train-cv | --spread [--eras=ERA,...]]
+[CORPUS_DIR]`
 
 Reads the corpus (tests/fixtures/speed), builds each point's deployment, and scores the shipped
 coefficients (kvplan/speed/coefficients.json) on the held-out sources only (the split rule is in that
@@ -117,7 +118,8 @@ def main(argv: list[str]) -> int:
     folder = Path(args[0]) if args else Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "speed"
     cases, skipped = read_corpus(folder)
     eras = next((set(a.split("=", 1)[1].split(",")) for a in argv if a.startswith("--eras=")), None)
-    if eras and ("--train-cv" in argv or "--spread" in argv):  # build only what those eras' folds read: their engines' points
+    if eras and ("--train-cv" in argv or "--spread" in argv):  # build only what those eras' folds read: their
+        # engines' points
         engines = {c.engine for c in cases if c.era in eras}
         cases = [c for c in cases if c.engine in engines]
     built, unplanned = build_all(cases, running)

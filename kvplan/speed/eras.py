@@ -114,11 +114,14 @@ SET_TERMS = frozenset({"trtllm"})  # names in ENGINE_TERMS that are one coeffici
 # past it one MMQ launch over every expert's tokens (`ggml_cuda_mul_mat_q(ctx, src0, src1, ids, dst)`, where
 # `ggml_cuda_should_use_mmq` holds) tiles each touched expert's weights with its tokens, so its cost at few tokens an
 # expert is a fixed cost per touched expert in proportion to the expert's size: the `experts` term's touched x expert
-# bytes. kvplan's `grouped` feature is touched x 2 x one expert's parameters / a rate, the same count times a constant
-# of the GPU and weight type, so on the training data the two columns are one (issue 21, round 30: DeepSeek-V2-Lite
-# Q4_0 on an RTX 3090, llama.cpp#15525's nine points, grouped / experts = 0.02076 at every micro-batch; the only MoE
-# source) and the fit split them at will (grouped 0 or 85.8, experts 2.77 or 1.0, the same training predictions, other
-# GPUs' not). Left out, `experts` carries the cost. The sorted fallback (one GEMM per expert, the dequantize + cuBLAS
+# bytes (a tile's padded FLOPs scale alike, at the int8 MMA rate, not `grouped`'s bf16 one). kvplan's `grouped`
+# feature is touched x 2 x one expert's parameters / a rate, the same count times a constant of the GPU and weight
+# type, so on one GPU and type the two columns are one (issue 21, round 30: DeepSeek-V2-Lite Q4_0 on an RTX 3090,
+# llama.cpp#15525's nine points, grouped / experts = 0.02076 at every micro-batch; then the only MoE source) and the
+# fit split them at will (grouped 0 or 85.8, experts 2.77 or 1.0, the same training predictions, other GPUs' not).
+# Left out, `experts` carries the cost. With a second MoE source on three GPUs (llama.cpp#22298) the fit keeping
+# `grouped` (experts 1, grouped 52-86 over the folds) prices llama.cpp's CV 19.50% against 19.77% and the all-figures
+# median alike: not adopted (docs/speed-history.md). The sorted fallback (one GEMM per expert, the dequantize + cuBLAS
 # parts) has no MoE point in the corpus.
 SAME_AS = {"grouped": ("llama.cpp",)}
 

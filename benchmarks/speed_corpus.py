@@ -31,8 +31,8 @@ from kvplan.speed.corpus import in_training, read_corpus
 from kvplan.speed.eras import fitted_with
 from kvplan.speed.fit import build_all, errors, fit_engine, fit_era
 from kvplan.speed.model import coefficients, shipped
-from kvplan.speed.terms import TERMS
 from kvplan.speed.score import REPORTED, by_key, summary
+from kvplan.speed.terms import TERMS
 
 GOALS = {"tpot": "≤12% (≥75% within 20%)", "ttft": "≤20%", "e2el": "≤15%", "output_throughput": "≤15%"}
 NAMES = {"tpot": "TPOT / ITL", "ttft": "TTFT", "e2el": "end-to-end", "output_throughput": "output tok/s",

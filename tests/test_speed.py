@@ -161,6 +161,8 @@ def test_only_sglangs_and_trtllm_pytorch_sets_fit_the_prefill_batch_cost():
         fitted, by_layer = entry["coefficients"]["pstep"], entry["coefficients"]["player"]
         assert (fitted > 0) if key.startswith("sglang") else (fitted == 0.0), key
         assert (by_layer > 0) if key == "trtllm" else (by_layer == 0.0), key
+        by_moe = entry["coefficients"]["pmoe"]  # a cost per MoE layer of a prefill step: SGLang's and trtllm's sets
+        assert (by_moe > 0) if key.startswith("sglang") or key == "trtllm" else (by_moe == 0.0), key
 
 
 def test_nnls_keeps_coefficients_non_negative():

@@ -134,9 +134,11 @@ def test_the_shipped_eras_share_what_they_should():
     assert old["layer"] > new["layer"]  # releases before 0.5.14 pay more per layer a step (small batches priced slow)
     engine, torch = sets["trtllm-engine"]["coefficients"], sets["trtllm"]["coefficients"]
     # ... and the PyTorch backend's eager prefill step, which the engine's set does not fit (eras.ENGINE_TERMS)
-    assert {t for t in engine if engine[t] != torch[t]} <= {"request", "layer", "weights", "experts", "grouped", "player"}
+    assert {t for t in engine if engine[t] != torch[t]} <= {"request", "layer", "weights", "experts", "grouped", "player",
+                                                            "pmoe"}
     assert engine["step"] == torch["step"]  # the flat cost a step is shared; the engines' own is per layer
     assert engine["player"] == 0 < torch["player"] and engine["pstep"] == torch["pstep"] == 0
+    assert engine["pmoe"] == 0 < torch["pmoe"]  # and per MoE layer of that eager step
     assert engine["grouped"] != torch["grouped"]  # the engines' MoE (MLPerf's Mixtral, DeepSeek-R1) fitted apart
     assert engine["request"] < torch["request"]  # the C++ executor's requests cost the step loop less
     inproc, served = sets["vllm-inprocess"]["coefficients"], sets["vllm"]["coefficients"]
@@ -187,14 +189,15 @@ def test_a_term_only_some_engines_fit():
     for key in ("sglang", "sglang<0.5.14"):
         assert unused_terms(key) == frozenset({"player"}), key
     assert unused_terms("trtllm") == frozenset({"pstep"})
+    # a cost per MoE layer of a prefill step: the same eager steps, SGLang's and TensorRT-LLM's PyTorch backend's
     for key in ("vllm", "vllm-inprocess", "trtllm<1.0", "trtllm-engine"):
-        assert unused_terms(key) == frozenset({"pstep", "player"}), key
+        assert unused_terms(key) == frozenset({"pstep", "player", "pmoe"}), key
 
 
 def test_llamacpp_leaves_grouped_to_experts():
     # ggml's MoE matmul reads each touched expert's tiles once for its tokens (ggml_cuda_mul_mat_id: MMVQ or MMQ with
     # the ids), a cost per touched expert the `experts` term prices, so llama.cpp's set fits no `grouped` beside it
     # (eras.SAME_AS); every other engine's sets keep it
-    assert unused_terms("llama.cpp") == frozenset({"pstep", "player", "grouped"})
+    assert unused_terms("llama.cpp") == frozenset({"pstep", "player", "pmoe", "grouped"})
     for key in ("vllm", "sglang", "sglang<0.5.14", "trtllm", "trtllm-engine"):
         assert "grouped" not in unused_terms(key), key

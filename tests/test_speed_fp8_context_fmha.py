@@ -60,7 +60,7 @@ def test_mlperf_v51_engine_runs_read_the_flag_as_built():
 
 
 def test_the_simulator_step_model_prices_fp8_prefill_attention_as_the_terms_do():
-    coef = tuple(0.0 if t in ("pstep", "player") else 1.0 for t in TERMS)  # the step model adds those by itself
+    coef = tuple(0.0 if t in ("pstep", "player", "pmoe") else 1.0 for t in TERMS)  # the step model adds those by itself
     for rate in (0.0, 1453.4e12):
         s = Shape(**BASE, prefill_attn_rate=rate)
         step = StepModel(s, coef).step(2049, 2, 7048, 2_103_176, prefill_pairs=2_098_176)
@@ -79,6 +79,6 @@ def test_a_window_cap_takes_off_at_the_rate_it_priced_never_below_zero():
         s = Shape(**BASE, attn_topk=((1_032_192.0, 128),), prefill_attn_rate=rate)
         got = features(s, 2048, 1, 0, pairs, prefill_pairs=pairs)[ATTN]
         assert got == pytest.approx(want, rel=1e-4)
-        coef = tuple(0.0 if t in ("pstep", "player") else 1.0 for t in TERMS)
+        coef = tuple(0.0 if t in ("pstep", "player", "pmoe") else 1.0 for t in TERMS)
         step = StepModel(s, coef).step(2048, 1, 0, pairs, prefill_pairs=pairs)
         assert step == pytest.approx(priced(coef, features(s, 2048, 1, 0, pairs, prefill_pairs=pairs)))

@@ -46,7 +46,7 @@ def test_mlperf_405b_engine_runs_read_the_fused_allreduce():
 
 def test_the_simulator_step_model_prices_a_fused_allreduce_as_the_terms_do():
     # the step model folds the ring into its per-token cost: a fused shape must leave it out there too (calls kept)
-    coef = tuple(0.0 if t in ("pstep", "player") else 1.0 for t in TERMS)  # the step model adds those by itself
+    coef = tuple(0.0 if t in ("pstep", "player", "pmoe") else 1.0 for t in TERMS)  # the step model adds those by itself
     for fused in (False, True):
         s = Shape(**BASE, fused_allreduce=fused)
         assert StepModel(s, coef).step(2560, 1, 2560, 0) == pytest.approx(priced(coef, features(s, 2560, 1, 2560, 0)))

@@ -83,7 +83,7 @@ def test_only_the_engine_whose_kernel_was_timed_reads_the_table():
 
 
 def test_the_simulator_step_model_prices_the_measured_allreduce_as_the_terms_do(h100):
-    coef = tuple(0.0 if t in ("pstep", "player") else 1.0 + 0.1 * i for i, t in enumerate(TERMS))
+    coef = tuple(0.0 if t in ("pstep", "player", "pmoe") else 1.0 + 0.1 * i for i, t in enumerate(TERMS))
     s = Shape(**BASE, allreduce=allreduce_table(h100, 8))
     m = StepModel(s, coef)
     for tokens, seqs, ctx in ((64, 64, 64_000), (8192, 1, 8192), (1, 1, 10)):

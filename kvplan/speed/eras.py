@@ -101,8 +101,14 @@ HARNESSES = {
 # "TensorRT-LLM's eager prefill step"); its TensorRT-engine runs (`trtllm-engine`) and releases before 1.0
 # (`trtllm<1.0`, TensorRT engines) run no such eager pass and leave it out. vLLM puts prefill chunks in the decode
 # steps' token budget, where the step's own cost (`step`) prices them. SGLang's sets keep their per-request cost beside it (dropping it was
-# tried: docs/speed.md, "SGLang's admission and its prefill batches").
-ENGINE_TERMS = {"pstep": ("sglang",), "player": ("trtllm",)}
+# tried: docs/speed.md, "SGLang's admission and its prefill batches"). `pmoe`, a cost per MoE layer of a prefill step:
+# both engines run a step with prompt tokens without a CUDA graph (SGLang: only DECODE, TARGET_VERIFY and IDLE batches
+# replay one, sgl-project/sglang@271a25bc88ee9d9ada9b117299f2b9849e597569:python/sglang/srt/model_executor/
+# forward_batch_info.py#L102-L109 `ForwardMode.is_cuda_graph`; TensorRT-LLM above), and an MoE block launches far more
+# kernels than a dense MLP (gate, top-k, the tokens' sort by expert, activation quantization, two grouped GEMMs, the
+# weighted sum), so its host cost rides on each prefill step apart from the layer's (issue 21, docs/speed.md "The MoE
+# prefill step"); vLLM's set leaves it out (its prefill chunks share the decode steps, tried: docs/speed-history.md).
+ENGINE_TERMS = {"pstep": ("sglang",), "player": ("trtllm",), "pmoe": ("sglang", "trtllm")}
 SET_TERMS = frozenset({"trtllm"})  # names in ENGINE_TERMS that are one coefficient set, not every set of an engine
 
 

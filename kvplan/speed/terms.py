@@ -59,6 +59,10 @@ the order of `TERMS`:
   player     prefill steps x layers on the rank (seconds per layer of a prefill batch: a step run eagerly launches
              each layer's kernels from the host, so its cost grows with the layers, TensorRT-LLM's PyTorch backend);
              likewise only the sets ENGINE_TERMS names
+  pmoe       prefill steps x MoE layers on the rank (seconds per MoE layer of a prefill batch: a step run without a CUDA
+             graph launches each MoE block's routing, alignment, quantization and expert kernels from the host, many
+             more than a dense MLP's, SGLang's extend and TensorRT-LLM's PyTorch context steps: kvplan.speed.eras);
+             likewise only the sets ENGINE_TERMS names
   ingress    requests queued ahead in the serving front end (seconds per request: the API server's HTTP parsing,
              chat template and tokenising, in a process apart from the engine's steps): not in any step, only in
              first tokens, a burst's N crossings or a spread request's own (kvplan.speed.frontend.ingress_queue); 0 in
@@ -77,7 +81,7 @@ from dataclasses import dataclass, replace
 from kvplan.planning.plan import expected_experts_touched as experts_touched
 
 TERMS = ("weights", "kv", "gemm", "attn", "experts", "grouped", "comm", "latency", "step", "layer", "seq", "request",
-         "pstep", "player", "ingress")
+         "pstep", "player", "pmoe", "ingress")
 NCCL_BASE_LAT_S = 6.6e-6  # NVIDIA/nccl src/graph/tuning.cc baseLat, Ring / LL
 NCCL_HW_LAT_S = {"nvswitch": 0.6e-6, "nvlink-bridge": 0.6e-6, "nvlink-direct": 0.6e-6, "xgmi": 0.6e-6,
                  "pcie": 1.0e-6, "roce": 2.7e-6}  # hwLat Ring / LL: NVLINK, PCI, NET (xgmi read as NVLink)
@@ -273,6 +277,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         request,
         prefill_steps,
         prefill_steps * s.layers,
+        prefill_steps * s.moe_layers,
         0.0,  # ingress: no step's (kvplan.speed.frontend.ingress_queue)
     ]
 

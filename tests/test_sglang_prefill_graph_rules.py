@@ -103,7 +103,7 @@ def test_pp_keeps_the_breakable_graph_until_0519():
 
 def test_architecture_lists_and_kda():
     nxt = find_in_catalog("qwen3-next-80b-a3b-thinking")
-    # Qwen3NextForCausalLM is on piecewise_cuda_graph_disabled_model_archs (tc only: 0.5.13 L1579), not a breakable rule.
+    # Qwen3NextForCausalLM is on piecewise_cuda_graph_disabled_model_archs (tc only: 0.5.13 L1579), no breakable rule.
     assert piecewise.reserve_mib(nxt, H100, Deployment(1), "0.5.13", 8192, False) == 0
     assert piecewise.reserve_mib(nxt, H100, Deployment(1), "0.5.15", 8192, False) == 464
     # A KDA hybrid is off from 0.5.20 ("KDA hybrid linear attention", `cuda_graph_hook.py` 0.5.20 L282-286).
@@ -127,3 +127,25 @@ def test_the_engine_table_prints_the_reserve_and_why():
     # A fraction the user gives reserves nothing: the row and note are left out.
     given = resolve_engine("sglang", "0.5.23", ["mem_fraction_static=0.8"])
     assert given.settings(model, H100, Deployment(1), Request(context=8192)).prefill_graph is None
+
+
+def test_qwen3_vl_on_hopper_raises_the_decode_graph_batch_to_max_running_requests():
+    # `srt/arg_groups/model_overrides/qwen3_vl.py` L20-62 (0.5.20 and 0.5.23 wheels alike): a multimodal qwen3_vl on
+    # an SM90 GPU of >= 60 GiB, --max-running-requests <= 512 above the default decode max bs -> max bs = it, before
+    # the reserve is sized (`memory_hook.py` 0.5.23 L191-197). A Qwen3.5 VLM relabelled as Qwen3-VL stands in for one
+    # (none in the catalog): only the architecture name and the tower matter to the rule.
+    from kvplan.engines.sglang.defaults import expanded_graph_bs
+
+    vl = dataclasses.replace(find_in_catalog("qwen3.5-27b"), architecture="Qwen3VLForConditionalGeneration")
+    assert expanded_graph_bs("0.5.23", 256, 512, vl, H100) == 512
+    assert expanded_graph_bs("0.5.19", 256, 512, vl, H100) == 256  # not in 0.5.19's wheel
+    assert expanded_graph_bs("0.5.23", 256, 600, vl, H100) == 256  # above 512
+    assert expanded_graph_bs("0.5.23", 256, 512, vl, find_gpu("b200")) == 256  # SM100: is_sm90_supported is major 9
+    assert expanded_graph_bs("0.5.23", 256, 512, vl, find_gpu("mi300x")) == 256  # gfx942 reads (9, 4): not CUDA
+    assert expanded_graph_bs("0.5.23", 256, 512, find_in_catalog("qwen3.5-27b"), H100) == 256  # another architecture
+    # On an H100 at tp 1: 512 + 12,288 + 128 + 2 x 512 = 13,952 MiB (no prefill graph: not on the breakable
+    # allow-list) -> round(67,607 / 81,559, 3) = 0.829 (0.835 with the default 256), times the tower's 0.924765625.
+    engine = resolve_engine("sglang", "0.5.23", ["max_running_requests=512"])
+    st = engine.settings(vl, H100, Deployment(1), Request(context=8192))
+    assert abs(st.mem_fraction_static - round((81_559 - 13_952) / 81_559, 3) * 0.924765625) < 1e-9
+    assert round((81_559 - 13_952) / 81_559, 3) == 0.829

@@ -33,7 +33,7 @@ from kvplan.engines.sglang import ncclmem as sglang_nccl
 from kvplan.engines.sglang import swa as sglang_swa
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-exported: sglang.default_fraction)
-    capacity_mib, default_chunked, default_fraction, default_graph_bs, dp_attention,
+    capacity_mib, default_chunked, default_fraction, default_graph_bs, dp_attention, expanded_graph_bs,
 )
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
@@ -103,7 +103,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     chunked = opt_int(opts, "chunked_prefill_size", default_chunked(version, gib))
     dpa = dp_attention(model, dep, opts)
     tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
-    graph_bs = opt_int(opts, "cuda_graph_max_bs", default_graph_bs(version, gib, tp_size))
+    graph_bs = opt_int(opts, "cuda_graph_max_bs", 0) or expanded_graph_bs(  # Qwen3-VL's (defaults.py)
+        version, default_graph_bs(version, gib, tp_size), opt_int(opts, "max_running_requests", 0), model, gpu)
     piecewise = sglang_piecewise.reserve_mib(model, gpu, dep, version, chunked, dpa)  # 0.5.10 on (piecewise.py)
     backend, why = sglang_prefill_graph.decide(model, gpu, dep, version, dpa)
     frac = default_fraction(version, capacity_mib(gpu), tp_size, dep.pp, chunked, graph_bs, dep.dp if dpa else 0,

@@ -13,7 +13,7 @@ L218), so a graph they turn off reserves nothing and one they keep reserves its 
 * 0.5.16-0.5.21: a VLM on the piecewise allow-list and not on the breakable one is moved to tc (0.5.16
   `server_args.py` `_apply_cuda_graph_compatibility` L3649-3679; 0.5.19 `cuda_graph_hook.py` L106-168); 0.5.22 and
   0.5.23 no longer do (0.5.23 L136-169).
-* tc is turned off (0.5.13 L1342-1413, 0.5.19 `disable_tc_piecewise_cudagraph_if_incompatible` L170-260) under DP
+* tc is turned off (0.5.13 L1342-1413, 0.5.19 `disable_tc_piecewise_cudagraph_if_incompatible` L169-260) under DP
   attention, pp > 1, off CUDA, for a VLM off the piecewise allow-list and for
   `piecewise_cuda_graph_disabled_model_archs`.
 * breakable is turned off (`disable_breakable_cudagraph_if_incompatible`: 0.5.15 L3341-3385, 0.5.16 L3763-3816,

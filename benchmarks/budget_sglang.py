@@ -244,15 +244,16 @@ def _within(v: dict) -> str:
     return f"{v['within_tol']}/{v['n']} " + (f"within {v['tol'] * 100:g}%" if v["tol"] else "exact")
 
 
-def pool_lines(rows: list[dict]) -> list[str]:
-    """The printed report: one line per record and term, then the summaries."""
+def pool_lines(rows: list[dict], splits: tuple[str, ...] = ("train", "held-out")) -> list[str]:
+    """The printed report: one line per record and term, then the summaries of the splits asked for (budget_corpus.py
+    --train passes the training split alone, so no held-out figure is printed)."""
     lines = ["SGLang pool: (a) tokens from the printed K size by kvplan's bytes per token (given the budget); "
              "(b) end to end from model + GPU + release + flags (kvplan - SGLang):"]
     for r in rows:
         head = f"  {r['id'][:40]:40} {r['split']:8} {str(r['version'])[:11]:11} {str(r['gpu'])[:9]:9}"
         terms = [f"{t} {_cell(t, r['terms'].get(t))}" for t in POOL_TERMS if t in r["terms"]]
         lines.append(head + "  " + "; ".join(terms) + (f"  [no end to end: {r['why_not']}]" if r["why_not"] else ""))
-    for split in ("train", "held-out"):
+    for split in splits:
         s = pool_summary(rows, split)
         lines.append(f"SGLang pool {split}: term  n  median error  median |rel|  within tol  over-predicted > 5%")
         for term, v in s.items():

@@ -61,6 +61,15 @@ def setup(rec: dict, gpu):
     return engine, model, dep, Request(context=min(ctx, model.max_context), kv_dtype=kvd, weight_dtype=weights)
 
 
+def pool_tokens(rep: dict):
+    """The printed size of the token pool: "#tokens", or, where the K line predates it (SGLang 0.4.2.post1 and
+    before: "KV Cache is allocated. K size: ..."), max_total_num_tokens, the size the pool was built with
+    (0.4.2.post1 model_executor/model_runner.py L651-652, `MHATokenToKVPool(self.max_total_num_tokens, ...)`)."""
+    if "kv_tokens" in rep:
+        return rep["kv_tokens"]
+    return rep.get("max_total_num_tokens") if "k_size_gb" in rep else None
+
+
 def _term(pred: float, eng: float) -> dict:
     return {"engine": eng, "kvplan": pred, "error": pred - eng, "error_rel": (pred - eng) / eng if eng else None}
 
@@ -72,7 +81,7 @@ def given_budget(rec: dict, rep: dict, engine, model, dep, req, st) -> dict:
     from kvplan.planning.plan import cache_dtypes
 
     kvd = cache_dtypes(req, model)[0]
-    tokens, k = int(rep["kv_tokens"].value), rep["k_size_gb"]
+    tokens, k = int(pool_tokens(rep).value), rep["k_size_gb"]
     k_cell = pool_cell(model, dep, kvd, st)[2]
     half = 0.5 * 10 ** -k.decimals
     lo = math.ceil((k.value - half) * GIB / k_cell) - st.page_size
@@ -98,9 +107,9 @@ def end_to_end(rec: dict, rep: dict, engine, model, dep, req, gpu) -> dict:
         printed = rep["k_size_gb"].value + rep["v_size_gb"].value
         printed += sum(rep[k].value for k in ("conv_state_gb", "ssm_state_gb") if k in rep)
         out["kv_pool"] = _term(plan.kv_memory_bytes_per_gpu, printed * GIB)
-    if "kv_tokens" in rep:  # the first pool's line, as kvplan prints it (a hybrid SWA model: the SWA sub-pool's)
+    if pool_tokens(rep) is not None:  # the first pool's line, as kvplan prints it (a hybrid SWA model: the SWA's)
         printed = next(f.value[0] for f in cap.lines if f.label == "KV Cache is allocated")
-        out["tokens"] = _term(printed, int(rep["kv_tokens"].value))
+        out["tokens"] = _term(printed, int(pool_tokens(rep).value))
     return out
 
 
@@ -183,7 +192,7 @@ def sglang_pool(records: list[dict], split, parsed) -> list[dict]:
         if rec.get("engine") != "sglang" or not model_name(rec):
             continue
         rep = parsed(rec).reported
-        if not any(k in rep for k in ("kv_tokens", "weights_mem_usage_gb")):
+        if pool_tokens(rep) is None and "weights_mem_usage_gb" not in rep:
             continue
         key = gpu_key(rec)
         gpu = find_gpu(key) if key else assumed_gpu()
@@ -191,7 +200,7 @@ def sglang_pool(records: list[dict], split, parsed) -> list[dict]:
         row = {"id": rec["id"], "source": split(rec)[1], "split": split(rec)[0], "version": version_of(rec),
                "gpu": key, "tp": dep.tp, "pp": dep.pp, "terms": {}, "why_not": None}
         try:
-            if "kv_tokens" in rep and "k_size_gb" in rep:
+            if pool_tokens(rep) is not None and "k_size_gb" in rep:
                 st = engine.settings(model, gpu, dep, req)
                 row["terms"]["tokens_from_k"] = given_budget(rec, rep, engine, model, dep, req, st)
             if rec.get("unpredictable"):

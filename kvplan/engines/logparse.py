@@ -146,16 +146,22 @@ def _sglang(text: str, rec: LogRecord) -> None:
     if at >= 0:  # "Load weight end. type=Qwen2ForCausalLM, dtype=..., avail mem=X GB, mem usage=Y GB."
         line = text[at:_line_end(text, at)]
         arch = re.search(r"type=(\w+)", line)
-        mem = re.search(r"avail mem=" + N + r" GB, mem usage=" + N + " GB", line)
-        if arch and mem:
+        mem = re.search(r"avail mem=" + N + r" GB(?:, mem usage=" + N + " GB)?", line)
+        if arch and mem:  # before "mem usage" was added (0.4.2.post1 model_runner.py L345-349) only the free memory
             rec.architecture = arch.group(1)
-            r["avail_after_weights_gb"], r["weights_mem_usage_gb"] = _num(mem.group(1)), _num(mem.group(2))
+            r["avail_after_weights_gb"] = _num(mem.group(1))
+            if mem.group(2):
+                r["weights_mem_usage_gb"] = _num(mem.group(2))
     m = _first(r"KV Cache is allocated\. (?:dtype: (\S+), )?#tokens: " + I + ", K size: " + N + " GB, V size: "
                + N + " GB", text)
     if m:
         if m.group(1):
             s["kv_cache_dtype"] = m.group(1).rstrip(",").replace("torch.", "")
         r["kv_tokens"], r["k_size_gb"], r["v_size_gb"] = _num(m.group(2)), _num(m.group(3)), _num(m.group(4))
+    else:  # the line before it printed #tokens (0.4.2.post1 mem_cache/memory_pool.py L194-196): sizes only
+        m = _first(r"KV Cache is allocated\. K size: " + N + " GB, V size: " + N + " GB", text)
+        if m:
+            r["k_size_gb"], r["v_size_gb"] = _num(m.group(1)), _num(m.group(2))
     m = _first(r"Memory pool end\. avail mem=" + N + " GB", text)
     if m:
         r["avail_after_pool_gb"] = _num(m.group(1))

@@ -195,7 +195,7 @@ def test_a_log_before_the_token_count_in_the_k_line_is_read_and_its_pool_is_max_
     b = _bench()
     assert b.budget_sglang.pool_tokens(rep).text == "105531"
     # K per token = 28 layers x 4 KV heads x 128 x 2 B = 28,672 B. "2.82" is [2.815, 2.825) GiB: 2.815 x 2^30 / 28,672
-    # = 105,419.97 and 2.825 x 2^30 / 28,672 = 105,793.97, so rows 105,420..105,793 and (page 1: rows = tokens + 1)
+    # = 105,419.34 and 2.825 x 2^30 / 28,672 = 105,793.83, so rows 105,420..105,793 and (page 1: rows = tokens + 1)
     # tokens 105,419..105,792, holding 105,531 (105,532 x 28,672 B = 3,025,813,504 B = 2.818 GiB).
     row = b.budget_sglang.sglang_pool([rec], b._split, b.parsed)[0]
     lo, hi = row["terms"]["tokens_from_k"]["kvplan"]

@@ -2,8 +2,8 @@
 
 Run by hand: `.venv/bin/python benchmarks/budget_corpus.py` (table + summary of both splits, held-out rows
 included: it says so on its first line), `--train` (training rows and summaries only: what a change may be tuned
-on), `--held-out` (held-out rows only), `--calibrate` (re-fit the constants of kvplan/engines/vllm/overhead.py on the training
-split and print them), `--json`. Records come from tests/fixtures/logs/corpus/index.yaml; each is read
+on), `--held-out` (held-out rows only), `--calibrate` (re-fit the constants of kvplan/engines/vllm/overhead.py on
+the training split and print them), `--json`. Records come from tests/fixtures/logs/corpus/index.yaml; each is read
 by kvplan's own log parser. A record is predicted when its model is in the catalog and its GPU is
 known: kvplan computes the weights, the three overhead terms and the available KV memory from the
 model, GPU, version and flags alone (never from the log's figures) and the error is kvplan - engine.

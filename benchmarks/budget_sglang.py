@@ -62,12 +62,11 @@ def setup(rec: dict, gpu):
 
 
 def pool_tokens(rep: dict):
-    """The printed size of the token pool: "#tokens", or, where the K line predates it (SGLang 0.4.2.post1 and
-    before: "KV Cache is allocated. K size: ..."), max_total_num_tokens, the size the pool was built with
-    (0.4.2.post1 model_executor/model_runner.py L651-652, `MHATokenToKVPool(self.max_total_num_tokens, ...)`)."""
-    if "kv_tokens" in rep:
-        return rep["kv_tokens"]
-    return rep.get("max_total_num_tokens") if "k_size_gb" in rep else None
+    """The printed size of the token pool (kvplan.engines.sglang.reconcile.pool_tokens: "#tokens", or
+    max_total_num_tokens where the K line predates it)."""
+    from kvplan.engines.sglang.reconcile import pool_tokens as printed
+
+    return printed(rep)
 
 
 def _term(pred: float, eng: float) -> dict:

@@ -203,3 +203,18 @@ def test_a_log_before_the_token_count_in_the_k_line_is_read_and_its_pool_is_max_
     assert row["terms"]["tokens_from_k"]["error"] == 0 and row["why_not"].startswith("unpredictable")
     # a log with neither "#tokens" nor a K line gives no pool size (max_total_num_tokens alone is not the K line's)
     assert b.budget_sglang.pool_tokens({"max_total_num_tokens": rep["max_total_num_tokens"]}) is None
+
+
+def test_check_log_reads_a_log_before_the_token_count_at_max_total_num_tokens():
+    # kvplan check-log on the same README log (0.4.2.post1 inferred): K and V from max_total_num_tokens exact
+    # ((105,531 + 1) x 28,672 B = 2.818 GiB, printed 2.82), and the fit from the GPU alone said beside it: the RTX 3090
+    # profile's 23.58 GiB usable less 0.5 GiB at tp 1, where Windows left SGLang 22.76 GB (hence `unpredictable`).
+    from kvplan.engines.reconcile import reconcile
+
+    rec = parse_log((CORPUS / _record("sglang-jerryzsj-r1-qwen7b-3090-wsl")["log"]).read_text())
+    res = reconcile(rec, find_in_catalog("qwen2.5-7b"), find_gpu("rtx-3090"), "0.4.2.post1", None, None)
+    rows = {r.quantity.split(" (")[0]: r for r in res.rows}
+    assert rows["K size from #tokens"].predicted == "2.82 GB" and rows["K size from #tokens"].ok
+    assert rows["V size from #tokens"].ok
+    alone = rows["#tokens predicted from the GPU alone"]
+    assert alone.reported == "105,531" and alone.error > 0  # over: the Windows-held memory kvplan cannot see

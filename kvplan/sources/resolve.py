@@ -48,7 +48,13 @@ def _local_config(path: Path) -> tuple[dict, bool]:
     if is_gguf(path):
         raise KvplanError(f"{path} is a GGUF file, not a config.json", EXIT_USAGE)
     quant = path.parent / QUANT_FILE
-    config = _read_json(path)
+    try:
+        config = _read_json(path)
+    except KvplanError as exc:  # a model file kvplan reads is a GGUF (by its magic bytes, whatever its name) or JSON
+        if path.suffix == ".json" or exc.exit_code != EXIT_USAGE:
+            raise
+        raise KvplanError(f"{path}: neither a GGUF file (its first four bytes are not the magic 'GGUF') nor a "
+                          f"config.json ({exc.message.removeprefix(f'{path}: ')})", EXIT_USAGE) from None
     merged = with_quant_file(config, _read_json(quant)) if quant.is_file() and quant != path else config
     return merged, merged is not config
 

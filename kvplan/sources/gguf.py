@@ -69,7 +69,9 @@ def spec_from_gguf(path: Path, name: str) -> tuple[ModelSpec, list[str]]:
     spec, notices = build_spec(config, None, name=name, source=where, checkpoint_bytes=header.total_bytes)
     _check_params(spec, header, where, str(meta["general.architecture"]))
     roles = bytes_by_role(header.tensors)
-    spec = dataclasses.replace(spec, quantization=Quantization(method), file_weights=roles,
+    # an MXFP4_MOE file (gpt-oss) quantizes only its routed experts, as kvplan's mxfp4 means
+    quant = Quantization(method, experts_only=method == "mxfp4")
+    spec = dataclasses.replace(spec, quantization=quant, file_weights=roles,
                                gguf_file=str(path.resolve()))
     notices.append(f"layout: read from the GGUF v{header.version} metadata of llama.cpp architecture "
                    f"{meta['general.architecture']}")

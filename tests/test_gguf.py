@@ -302,3 +302,20 @@ def test_phi3_longrope_factors_are_refused_by_name(tmp_path):
     write_gguf(path, _metadata("phi3", cfg), [*_matrices(cfg), _t("rope_factors_long.weight", (48,), F32)])
     one_line_error(runner.invoke(app, ["fit", str(path), "--gpu", "rtx-4090", "--ctx", "8k"]), 2,
                    "tensor rope_factors_long.weight declares a layout kvplan does not read")
+
+
+def test_cohere2_slides_on_three_layers_of_four(tmp_path):
+    # Command R7B (cohere2): llama.cpp's load_hparams sets set_swa_pattern(4) with the file's sliding_window
+    # (ggml-org/llama.cpp@00342301 src/llama-model.cpp LLM_ARCH_COHERE2): layer il slides when il % 4 < 3, so of 32
+    # layers 24 slide over 4,096 tokens and 8 (3, 7, ..., 31) attend fully. Its config (CohereForAI/c4ai-command-r7b:
+    # hidden 4096, 32 layers, 32 heads, 8 KV heads, vocab 256,000, tied) as the common decoder reads it
+    cfg = {"model_type": "cohere2", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 256000,
+           "max_position_embeddings": 8192, "sliding_window": 4096, "tie_word_embeddings": True}
+    path = tmp_path / "r7b.gguf"
+    write_gguf(path, {**_metadata("cohere2", cfg), "cohere2.attention.sliding_window": 4096}, _matrices(cfg))
+    spec, _ = spec_from_gguf(path, "r7b")
+    kinds = [layer.kind.value for layer in spec.layers]
+    assert kinds == ["sliding", "sliding", "sliding", "full"] * 8
+    assert {layer.window for layer in spec.layers if layer.kind.value == "sliding"} == {4096}
+    assert spec.layers == spec_from_config(cfg, "c")[0].layers

@@ -162,3 +162,18 @@ def test_a_gguf_file_is_known_by_its_magic_not_its_name(tmp_path):
     other.write_bytes(b"\x00" * 64)
     one_line_error(runner.invoke(app, ["fit", str(other), "--gpu", "rtx-4090", "--ctx", "8k"]), 2,
                    "neither a GGUF file (its first four bytes are not the magic 'GGUF') nor a config.json")
+
+
+def test_norms_of_any_shape_are_replicated_and_a_renamed_part_is_refused(tmp_path):
+    # Command R+'s q/k norms are (head_dim, heads) matrices (llama-arch.cpp blk.%d.attn_q_norm): norms, not weights
+    # tensor parallelism splits
+    from kvplan.sources.gguf_roles import role_of
+
+    assert role_of("blk.3.attn_q_norm.weight", (128, 96)) == "replicated"
+    assert role_of("blk.3.attn_q.weight", (12288, 12288)) == "sharded"
+    assert role_of("blk.3.ffn_up_exps.weight", (2880, 2880, 32)) == "experts"
+    assert role_of("blk.3.ffn_gate_inp.weight", (2880, 32)) == "replicated"
+    parts = _split(tmp_path / "m.gguf", 2)
+    parts[0].rename(tmp_path / "m-00001-of-00003.gguf")
+    with pytest.raises(KvplanError, match="named as one of 3 parts, but its split.count is 2"):
+        spec_from_gguf(tmp_path / "m-00001-of-00003.gguf", "m")

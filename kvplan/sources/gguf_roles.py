@@ -11,8 +11,8 @@ files store both as Q8_0), so only the file's own tensors say their bytes. Each 
 * embedding: `token_embd.*` and `position_embd.*` (the input layer);
 * lm_head: `output.*` (absent where the head is tied to token_embd);
 * experts: the routed experts, `blk.N.ffn_{gate,up,down,gate_up}_exps.*` (their biases too, as ParamCounts counts them);
-* replicated: what kvplan keeps whole on every tensor-parallel rank: one-dimensional tensors (norms, biases, rope
-  factors), the expert router `ffn_gate_inp` and the MLA down-projections `attn_q_a` / `attn_kv_a_mqa`;
+* replicated: what kvplan keeps whole on every tensor-parallel rank: norms (`*_norm.*`, of any shape), other
+  one-dimensional tensors (biases, rope factors), the expert router `ffn_gate_inp` and the MLA down-projections `attn_q_a` / `attn_kv_a_mqa`;
 * sharded: every other matrix (attention, dense MLP, shared experts).
 """
 
@@ -34,7 +34,7 @@ def role_of(name: str, dims: tuple[int, ...]) -> str:
         return "lm_head"
     if _EXPERTS.match(name):
         return "experts"
-    if len(dims) == 1 or _REPLICATED.match(name):
+    if len(dims) == 1 or "_norm." in name or _REPLICATED.match(name):  # Command R+'s per-head q/k norms are 2-D
         return "replicated"
     return "sharded"
 

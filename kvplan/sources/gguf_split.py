@@ -45,6 +45,9 @@ def read_split(path: Path) -> tuple[GGUFHeader, int]:
         raise KvplanError(f"{path}: part of a GGUF split into {count} files (split.count), but not named as "
                           "llama.cpp names the parts (<name>-00001-of-00003.gguf), so the others cannot be found",
                           EXIT_USAGE)
+    if int(_PART.match(path.name)["count"]) != count:
+        raise KvplanError(f"{path}: named as one of {int(_PART.match(path.name)['count'])} parts, but its split.count "
+                          f"is {count}", EXIT_USAGE)
     if first != path:
         header = read_gguf(first) if first.is_file() else _missing(first, 1, count)
     if count > MAX_PARTS:

@@ -54,6 +54,7 @@ from kvplan.simulator.disagg import Result as DisaggResult
 from kvplan.simulator.disagg_inputs import disagg_run
 from kvplan.hardware.links import DEFAULT_LINK, Link
 from kvplan.sources.catalog import load_catalog
+from kvplan.engines.served_dtype import loaded_as_model_dtype
 from kvplan.sources.resolve import resolve_model
 
 Paths = Sequence[Union[str, Path]]
@@ -65,7 +66,8 @@ def load_model(name: Union[str, ModelSpec], *, revision: str | None = None, toke
     """The model `name` names: a catalog name or alias, a folder or config.json, or a Hub repo id."""
     if not isinstance(name, str):
         return name
-    return resolve_model(name, revision=revision, token=token, timeout=timeout).spec
+    return resolve_model(name, revision=revision, token=token, timeout=timeout,
+                         loaded_bytes=loaded_as_model_dtype).spec
 
 
 def gpu(name: Union[str, GPU], *, hw_profiles: Paths = ()) -> GPU:

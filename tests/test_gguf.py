@@ -10,6 +10,7 @@ q8_0 half + qs[32] = 34 / 32; f32 4 B a value.
 from __future__ import annotations
 
 import json
+import math
 import struct
 
 import pytest
@@ -81,6 +82,9 @@ def _matrices(cfg: dict, kind=F16) -> list:
         b = f"blk.{i}"
         out += [_t(f"{b}.attn_q.weight", (H, heads * hd), kind), _t(f"{b}.attn_k.weight", (H, kv * hd), kind),
                 _t(f"{b}.attn_v.weight", (H, kv * hd), kind), _t(f"{b}.attn_output.weight", (heads * hd, H), kind)]
+        if cfg.get("attention_bias"):  # gpt-oss: q, k, v and output biases (llama-model.cpp creates them)
+            out += [_t(f"{b}.attn_q.bias", (heads * hd,), F32), _t(f"{b}.attn_k.bias", (kv * hd,), F32),
+                    _t(f"{b}.attn_v.bias", (kv * hd,), F32), _t(f"{b}.attn_output.bias", (H,), F32)]
         if E:
             out += [_t(f"{b}.ffn_gate_inp.weight", (H, E), F32), _t(f"{b}.ffn_gate_exps.weight", (H, FF, E), kind),
                     _t(f"{b}.ffn_up_exps.weight", (H, FF, E), kind), _t(f"{b}.ffn_down_exps.weight", (FF, H, E), kind)]
@@ -104,8 +108,12 @@ def _metadata(arch: str, cfg: dict) -> dict:
                      f"{arch}.expert_used_count": cfg["num_experts_per_tok"]})
     if cfg.get("moe_intermediate_size"):
         meta[f"{arch}.expert_feed_forward_length"] = cfg["moe_intermediate_size"]
-    if cfg.get("sliding_window") and arch.startswith("gemma"):
+    if cfg.get("sliding_window") and arch.startswith(("gemma", "cohere2", "gpt-oss", "phi3")):
         meta[f"{arch}.attention.sliding_window"] = cfg["sliding_window"]
+    if arch == "gpt-oss":  # convert_hf_to_gguf.py GptOssModel: the expert width and YaRN
+        meta.update({"gpt-oss.expert_feed_forward_length": cfg["intermediate_size"],
+                     "gpt-oss.rope.scaling.type": "yarn", "gpt-oss.rope.scaling.factor": 32.0,
+                     "gpt-oss.rope.scaling.original_context_length": 4096})
     return meta
 
 
@@ -113,15 +121,22 @@ def _metadata(arch: str, cfg: dict) -> dict:
                                         ("Qwen__Qwen2.5-7B-Instruct", "qwen2"), ("google__gemma-2-9b", "gemma2"),
                                         ("Qwen__Qwen3-30B-A3B", "qwen3moe"), ("google__gemma-3-1b-it", "gemma3"),
                                         ("mistralai__Mixtral-8x7B-v0.1", "llama"),
-                                        ("mistralai__Mistral-Nemo-Instruct-2407", "llama")])
+                                        ("mistralai__Mistral-Nemo-Instruct-2407", "llama"),
+                                        ("microsoft__phi-4", "phi3"), ("microsoft__Phi-3-mini-4k-instruct", "phi3"),
+                                        ("CohereForAI__c4ai-command-r-v01", "command-r"),
+                                        ("openai__gpt-oss-20b", "gpt-oss"), ("openai__gpt-oss-120b", "gpt-oss")])
 def test_the_layout_read_from_gguf_metadata_is_the_config_jsons(tmp_path, name, arch):
     # the real config.json (../shared/configs) and a GGUF of the same model agree layer by layer: kinds, heads,
-    # head widths, windows; the context limit and the parameter count by role
+    # head widths, windows; the context limit and the parameter count by role. A phi3 file runs without its window in
+    # llama.cpp ("Phi SWA is currently disabled", ggml-org/llama.cpp@00342301 src/llama-model.cpp LLM_ARCH_PHI3):
+    # Phi-3-mini-4k's 2047-token window (its config's sliding_window) is not planned from the GGUF
     cfg = shared_config(name)
     path = tmp_path / f"{name}.gguf"
     write_gguf(path, _metadata(arch, cfg), _matrices(cfg))
     ours, _ = spec_from_gguf(path, "g")
     theirs, _ = spec_from_config(cfg, "c")
+    if arch == "phi3":
+        theirs = theirs.without_windows()
     assert ours.layers == theirs.layers
     assert (ours.max_context, ours.vocab_size, ours.hidden_size) == (theirs.max_context, theirs.vocab_size,
                                                                      theirs.hidden_size)
@@ -245,3 +260,62 @@ def test_rope_scaling_keys_are_the_configs_rope_scaling(tmp_path):
     spec, _ = spec_from_gguf(path, "q")
     assert (spec.rope_scaling.kind, spec.rope_scaling.factor, spec.rope_scaling.original) == ("yarn", 4.0, 32768)
     assert spec.max_context == 131072
+
+
+def test_a_gpt_oss_mxfp4_file_is_planned_from_its_own_bytes(tmp_path):
+    # gpt-oss-20b as llama-quantize's MXFP4_MOE (general.file_type 38) writes it: the routed experts MXFP4 (ggml
+    # block_mxfp4: e + qs[16] = 17 B per 32 values), everything else Q8_0 here (34 B per 32). Per layer the experts hold
+    # 32 x 3 x 2,880 x 2,880 = 796,262,400 values = 423,014,400 B; x 24 layers = 10,152,345,600 B, the experts' role to
+    # the byte; the weight dtype is kvplan's experts-only mxfp4, and llama.cpp's -m is the file itself
+    from conftest import gguf_nbytes
+
+    cfg = shared_config("openai__gpt-oss-20b")
+    MXFP4 = 39  # GGML_TYPE_MXFP4 (ggml include/ggml.h)
+    tensors = []
+    for name, dims, kind, nbytes in _matrices(cfg, Q8_0):
+        n = math.prod(dims)
+        if "_exps" in name:
+            tensors.append((name, dims, MXFP4, n // 32 * 17))
+        elif len(dims) == 1 or name.endswith("ffn_gate_inp.weight"):
+            tensors.append((name, dims, F32, gguf_nbytes(F32, n)))
+        else:
+            tensors.append((name, dims, kind, nbytes))
+    path = tmp_path / "gpt-oss-20b-mxfp4.gguf"
+    write_gguf(path, {**_metadata("gpt-oss", cfg), "general.file_type": 38}, tensors)
+    spec, _ = spec_from_gguf(path, "g")
+    assert (spec.quantization.method, spec.quantization.experts_only) == ("mxfp4", True)
+    from kvplan.model.spec import weight_bytes
+
+    w = weight_bytes(spec)
+    assert w.experts == 24 * 423_014_400 == 10_152_345_600 and w.total == read_gguf(path).total_bytes
+    res = runner.invoke(app, ["fit", str(path), "--engine", "llama.cpp", "--gpu", "rtx-4090", "--ctx", "8k",
+                              "--emit", "llama.cpp"])
+    assert res.exit_code == 0, res.output
+    assert f"llama-server -m {path.resolve()} " in res.stdout
+
+
+def test_phi3_longrope_factors_are_refused_by_name(tmp_path):
+    # Phi-3.5-mini and Phi-3-mini-128k carry LongRoPE factor tensors (rope_factors_long / _short), a RoPE kvplan does
+    # not read from a GGUF file: refused naming the tensor, not planned as a plain phi3
+    cfg = shared_config("microsoft__Phi-3.5-mini-instruct")
+    path = tmp_path / "phi.gguf"
+    write_gguf(path, _metadata("phi3", cfg), [*_matrices(cfg), _t("rope_factors_long.weight", (48,), F32)])
+    one_line_error(runner.invoke(app, ["fit", str(path), "--gpu", "rtx-4090", "--ctx", "8k"]), 2,
+                   "tensor rope_factors_long.weight declares a layout kvplan does not read")
+
+
+def test_cohere2_slides_on_three_layers_of_four(tmp_path):
+    # Command R7B (cohere2): llama.cpp's load_hparams sets set_swa_pattern(4) with the file's sliding_window
+    # (ggml-org/llama.cpp@00342301 src/llama-model.cpp LLM_ARCH_COHERE2): layer il slides when il % 4 < 3, so of 32
+    # layers 24 slide over 4,096 tokens and 8 (3, 7, ..., 31) attend fully. Its config (CohereForAI/c4ai-command-r7b:
+    # hidden 4096, 32 layers, 32 heads, 8 KV heads, vocab 256,000, tied) as the common decoder reads it
+    cfg = {"model_type": "cohere2", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 256000,
+           "max_position_embeddings": 8192, "sliding_window": 4096, "tie_word_embeddings": True}
+    path = tmp_path / "r7b.gguf"
+    write_gguf(path, {**_metadata("cohere2", cfg), "cohere2.attention.sliding_window": 4096}, _matrices(cfg))
+    spec, _ = spec_from_gguf(path, "r7b")
+    kinds = [layer.kind.value for layer in spec.layers]
+    assert kinds == ["sliding", "sliding", "sliding", "full"] * 8
+    assert {layer.window for layer in spec.layers if layer.kind.value == "sliding"} == {4096}
+    assert spec.layers == spec_from_config(cfg, "c")[0].layers

@@ -78,6 +78,17 @@ def test_an_f32_checkpoint_under_a_bf16_config_is_planned_as_loaded_in_bf16(tmp_
     assert "33,792 B planned, not the 67,584 B stored" in res.stderr
 
 
+
+def test_the_load_rule_is_the_engines_passed_down_to_the_reader(tmp_path):
+    # sources/ reads what is stored (67,584 B: 16,896 F32 elements x 4); the cast to the config's bf16 is
+    # kvplan.engines.served_dtype's rule, which every front end passes to resolve_model (16,896 x 2 = 33,792 B)
+    from kvplan.engines.served_dtype import loaded_as_model_dtype
+    from kvplan.sources.resolve import resolve_model
+
+    folder = _folder(tmp_path, ["F32", "F32", "F32"])
+    assert resolve_model(str(folder)).spec.checkpoint_bytes == 67_584
+    assert resolve_model(str(folder), loaded_bytes=loaded_as_model_dtype).spec.checkpoint_bytes == 33_792
+
 def test_a_checkpoint_stored_in_its_config_dtype_or_in_several_is_planned_as_stored(tmp_path):
     # F16 under bfloat16: the same 2 bytes each, 33,792 B; a mix (F32 embedding, BF16 rest) is left as stored:
     # 25,600 + 12,800 + 8,192 = 46,592 B (engines keep some tensors in fp32; a mix is not one cast)

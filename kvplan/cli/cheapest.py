@@ -40,6 +40,7 @@ from kvplan.report.offload import offload_dict
 from kvplan.simulator.capacity import Target, filter_candidates, sim_key
 from kvplan.simulator.frontend import of_set
 from kvplan.simulator.limits import per_plan_note
+from kvplan.engines.served_dtype import loaded_as_model_dtype
 from kvplan.sources.resolve import resolve_model
 
 
@@ -123,7 +124,7 @@ def cheapest(
     wdt = canonical_weight_dtype(weight_dtype) if weight_dtype else None
     gpu_list, price_book = _gpus_and_prices(gpu, prices, hw)
     loaded = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
-    resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
+    resolved = resolve_model(model, revision=revision, token=token, timeout=timeout, loaded_bytes=loaded_as_model_dtype)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
     spec, limit_notes, default_ctx = limited(chosen, spec, max_model_len, allow_long_context)
     deps = _deployments(spec, counts, max_gpus)  # a count no split can run fails before any notes

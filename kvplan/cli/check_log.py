@@ -15,6 +15,7 @@ from kvplan.engines.logparse import parse_log
 from kvplan.engines.reconcile import reconcile
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
+from kvplan.engines.served_dtype import loaded_as_model_dtype
 from kvplan.sources.resolve import resolve_model
 
 MAX_LOG_BYTES = 64 * 2**20
@@ -72,7 +73,7 @@ def _with_drafter(spec, text: str):
 def _resolve_log_model(name: str | None, hint: str | None):
     """--model, else the model the log names when it is in the catalog (never the network)."""
     if name:
-        return resolve_model(name).spec
+        return resolve_model(name, loaded_bytes=loaded_as_model_dtype).spec
     if not hint:
         return None
     for cand in (hint, hint.rstrip("/").split("/")[-1], "/".join(hint.rstrip("/").split("/")[-2:])):

@@ -8,6 +8,7 @@ from typing import Optional
 
 from kvplan.engines import configure
 from kvplan.planning.speculative import apply, parse
+from kvplan.engines.served_dtype import loaded_as_model_dtype
 from kvplan.sources.resolve import resolve_model
 
 
@@ -34,7 +35,8 @@ def with_speculative(spec, request, *, token=None, timeout: float = 10.0):
     is found as any model is (catalog, folder or Hub)."""
     if request is None:
         return spec
-    return apply(spec, request, lambda name: resolve_model(name, token=token, timeout=timeout).spec)
+    return apply(spec, request, lambda name: resolve_model(name, token=token, timeout=timeout,
+                                                                       loaded_bytes=loaded_as_model_dtype).spec)
 
 
 def lora_lines(adapters, chosen, what: str) -> list[str]:

@@ -20,6 +20,7 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment, deployment_for_gpus
 from kvplan.planning.layout import SEARCH, layout_from_flags
 from kvplan.planning.request import read_request
+from kvplan.engines.served_dtype import loaded_as_model_dtype
 from kvplan.sources.resolve import resolve_model
 
 
@@ -94,7 +95,8 @@ def fit(
     # engine flags and the drafter are checked before the model is resolved (maybe a Hub download)
     chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size, emit)
     drafter = speculative_request(speculative, chosen)
-    resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
+    resolved = resolve_model(model, revision=revision, token=token, timeout=timeout,
+                             loaded_bytes=loaded_as_model_dtype)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
     spec, limit_notes, default_ctx = limited(chosen, spec, max_model_len, allow_long_context)
     # no --ctx: --max-model-len, else the engine's default length (the Request says it was not asked for)

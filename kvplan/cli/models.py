@@ -21,6 +21,7 @@ from kvplan.report.fitted import print_stacked
 from kvplan.sources import hub
 from kvplan.sources.catalog import bundled_clashes, bundled_specs, find_in_catalog, load_catalog, user_catalog_dir
 from kvplan.sources.importer import build_spec, short_aliases, write_spec
+from kvplan.engines.served_dtype import loaded_as_model_dtype
 from kvplan.sources.resolve import looks_like_path, read_config_file, resolve_model
 
 models_app = typer.Typer(help="The model catalog: list, show, import, check.", no_args_is_help=True)
@@ -81,7 +82,7 @@ def show(
     revision: RevisionOpt = None, token: TokenOpt = None, as_json: JsonOpt = False,
 ):
     """The parsed spec of one model: geometry, per-layer kinds, weights by role."""
-    resolved = resolve_model(name, revision=revision, token=token)
+    resolved = resolve_model(name, revision=revision, token=token, loaded_bytes=loaded_as_model_dtype)
     print_notes(resolved)
     data = _summary(resolved.spec)
     data["params_by_role"] = dataclasses.asdict(resolved.spec.params)
@@ -123,7 +124,7 @@ def import_model(
     revision: RevisionOpt = None, token: TokenOpt = None,
 ):
     """Write a catalog entry for offline use (a user catalog; the bundled one is built the same way)."""
-    resolved = resolve_model(name, revision=revision, token=token)
+    resolved = resolve_model(name, revision=revision, token=token, loaded_bytes=loaded_as_model_dtype)
     spec = resolved.spec
     if as_name:
         new_name = as_name.strip().lower()

@@ -11,6 +11,7 @@ from kvplan.model.spec import assumed_int4_group
 from kvplan.planning.plan import int4_group_assumed, memory_warnings
 from kvplan.report.text import format_warning
 from kvplan.sources.catalog import load_catalog
+from kvplan.engines.served_dtype import loaded_as_model_dtype
 from kvplan.sources.resolve import resolve_model
 
 GPU_LIST_HELP = "Comma-separated GPU names or aliases, or `all` (default)."
@@ -44,7 +45,8 @@ def resolve_models(text: str, revision=None, token=None, timeout: float = 10.0, 
         return sorted(load_catalog(), key=lambda s: s.name)
     specs = {}
     for n in items:
-        r = resolve_model(n, revision=revision, token=token, timeout=timeout)
+        r = resolve_model(n, revision=revision, token=token, timeout=timeout,
+                          loaded_bytes=loaded_as_model_dtype)
         print_notes(r, engine)
         specs.setdefault(r.spec.name, r.spec)
     return list(specs.values())

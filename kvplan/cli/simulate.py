@@ -47,6 +47,7 @@ from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
 from kvplan.simulator.traces import hash_block_tokens
 from kvplan.simulator.session import configs, run_all, shape_trace
 from kvplan.simulator.workload import find_workload, generate
+from kvplan.engines.served_dtype import loaded_as_model_dtype
 from kvplan.sources.resolve import resolve_model
 from kvplan.report.fitted import fitted_table
 
@@ -241,7 +242,8 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     speed_engine, speed_version = speed_engine or chosen.speed_key, speed_version or chosen.version
     hw = find_gpu(gpu, hw_profiles or ())
     drafter = speculative_request(speculative, chosen)
-    resolved = resolve_model(model, revision=revision, token=token, timeout=timeout)
+    resolved = resolve_model(model, revision=revision, token=token, timeout=timeout,
+                             loaded_bytes=loaded_as_model_dtype)
     spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
     spec, limit_notes, length = limited(chosen, spec, max_model_len, allow_long_context)
     req = _request(length, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead,

@@ -11,6 +11,7 @@ import typer
 
 from kvplan.cli._common import KvDtypeOpt, check_range, cli_errors, stderr
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.engines.served_dtype import loaded_as_model_dtype
 from kvplan.sources.resolve import resolve_model
 
 MAX_POINTS = 200
@@ -53,7 +54,7 @@ def step_times(
         raise KvplanError(f"--batches x --contexts: at most {MAX_POINTS} points, got {len(bs) * len(cs)}", EXIT_USAGE)
     if output.exists() and not output.is_dir():
         raise KvplanError(f"--output {output}: not a folder", EXIT_USAGE)
-    spec = resolve_model(model).spec
+    spec = resolve_model(model, loaded_bytes=loaded_as_model_dtype).spec
     from kvplan.validate import steptime  # torch at its module level: only this command pays for it
     from kvplan.validate.blueprint import SMALL, Widths
 

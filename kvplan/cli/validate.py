@@ -17,6 +17,7 @@ from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError
 from kvplan.core.markup import plain
 from kvplan.core.units import human_bytes as format_bytes, parse_tokens, signed
+from kvplan.engines.served_dtype import loaded_as_model_dtype
 from kvplan.sources.resolve import resolve_model
 from kvplan.validate.blueprint import SMALL, Widths
 from kvplan.validate.compare import failures
@@ -59,7 +60,7 @@ def validate(
     compute = _compute(dtype)
     if output is not None:
         check_output(output)  # a bad name, folder or file fails now, not after the run
-    resolved = resolve_model(model)
+    resolved = resolve_model(model, loaded_bytes=loaded_as_model_dtype)
     spec = resolved.spec
 
     if importlib.util.find_spec("torch") is None:

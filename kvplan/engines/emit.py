@@ -130,9 +130,8 @@ def gguf_file_type(plan, model, gpu=None) -> str:
 def own_gguf(plan, model) -> str | None:
     """The GGUF file the spec was read from (kvplan.sources.gguf) where the plan counts its own weights: llama.cpp's
     -m is then that file; None otherwise."""
-    src = model_arg(model)
-    if src.endswith(".gguf") and planned_weights(plan, model) == checkpoint_weights(model):
-        return src
+    if model.gguf_file and planned_weights(plan, model) == checkpoint_weights(model):
+        return model.gguf_file
     return None
 
 

@@ -19,7 +19,9 @@ served size. The rules, restated from each engine's source:
 * TensorRT-LLM, llama.cpp, transformers: no rule read; planned at the config's float32, and said so.
 
 The checkpoint's exact bytes (a float32 file's) are scaled to the served width: every floating tensor is cast into a
-parameter of the model dtype as it loads.
+parameter of the model dtype as it loads. The same cast sizes a checkpoint stored wholly in one float type of another
+width than its config's dtype (loaded_as_model_dtype), which the front ends pass to kvplan.sources.resolve as it reads
+the safetensors headers: sources/ reads what is stored, how an engine loads it is decided here.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import replace
 
 from kvplan.core.errors import arg
 from kvplan.model.spec import PLAIN_BYTES
+from kvplan.sources.resolve import STORED_FLOATS
 
 FLOAT32_TO_BF16_FIRST = (0, 9, 1)  # vllm-project/vllm#18751: the platform's preferred dtype for a float32 config
 
@@ -66,3 +69,19 @@ def served(engine, model) -> tuple[object, list[str]]:
     q = model.quantization  # an unquantized checkpoint's method is its dtype (kvplan.readers.quantization)
     q = replace(q, method=dtype) if q.method == "fp32" else q
     return replace(model, dtype=dtype, quantization=q, checkpoint_bytes=served_bytes), [note]
+
+
+def loaded_as_model_dtype(spec, elements_by_dtype, stored: int) -> int:
+    """An unquantized checkpoint stored wholly in one float type of another width than the model dtype (an F32
+    file under torch_dtype bfloat16, or under none) as an engine loads it: each tensor cast into a parameter of
+    the model dtype, the one the plan and its emitted serve command name ("auto will use FP16 precision for FP32 and
+    FP16 models, and BF16 precision for BF16 models": vllm-project/vllm@0052a5b8 vllm/config/model.py,
+    ModelConfig.dtype). Otherwise the bytes as stored. `elements_by_dtype`: the checkpoint's elements by stored
+    dtype (safetensors names); `stored`: its bytes as stored."""
+    if spec.quantization.method not in PLAIN_BYTES or len(elements_by_dtype) != 1:
+        return stored
+    (kind, elements), = elements_by_dtype.items()
+    width = PLAIN_BYTES.get(spec.dtype, 0)
+    if STORED_FLOATS.get(kind) in (None, width) or not width:
+        return stored
+    return elements * width

@@ -168,6 +168,10 @@ class ModelSpec:
     dtype: str = "bf16"  # the checkpoint's element type for unquantized tensors
     quantization: Quantization = field(default_factory=Quantization)
     checkpoint_bytes: int | None = None  # exact tensor bytes of the published checkpoint, when known
+    # The checkpoint's own bytes by role where the file says each tensor's role (a GGUF: kvplan.sources.gguf_roles),
+    # their total `checkpoint_bytes`; weight_bytes returns them for the file's own format. None: computed by role.
+    file_weights: "WeightBytes | None" = None
+    gguf_file: str = ""  # the GGUF file read (a split model's first part): what llama.cpp's -m loads; "": none
     rope_cache_elems: int = 0  # RoPE cos/sin table elements an engine precomputes (kvplan.readers.rope)
     rope_scaling: RopeScaling | None = None  # None: the config has none (kvplan.readers.rope.read_rope_scaling)
     # How `max_context` was set when an engine's rule or --max-model-len changed it (kvplan.engines.context),
@@ -220,7 +224,8 @@ class ModelSpec:
         q = self.quantization
         q = replace(q, kept=tuple((r, per(c)) for r, c in q.kept))
         return replace(self, name=f"{self.name} (first {n} of {self.num_layers} layers)",
-                       layers=self.layers[:n], params=params, checkpoint_bytes=None, quantization=q)
+                       layers=self.layers[:n], params=params, checkpoint_bytes=None, quantization=q,
+                       file_weights=None)
 
     def without_windows(self) -> ModelSpec:
         """The model as an engine runs it that applies none of its sliding windows (kvplan.model.layers.unwindowed):
@@ -349,6 +354,9 @@ def override_note(spec: ModelSpec, weight_dtype: str | None) -> str | None:
 
 
 def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
+    f = spec.file_weights  # the file's own bytes by role, while they are still the checkpoint's (nothing rescaled it)
+    if f is not None and own_format(spec, weight_dtype) and f.total == spec.checkpoint_bytes:
+        return f
     p = spec.params
     base = spec.dtype if spec.dtype in PLAIN_BYTES else "bf16"
     if own_format(spec, weight_dtype):

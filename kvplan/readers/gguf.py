@@ -3,11 +3,14 @@ and the keys each one's layout is read from.
 
 llama.cpp names its keys `{arch}.block_count`, `{arch}.attention.head_count_kv`, ... (ggml-org/llama.cpp@00395eb2
 src/llama-arch.cpp LLM_KV_NAMES) and reads them per architecture in llama_model::load_hparams (src/llama-model.cpp).
-The layout planned is the one llama.cpp runs: a `llama` file of a Mistral model has no sliding window there
-(convert_hf_to_gguf.py writes none and llama.cpp's LLM_ARCH_LLAMA sets no swa_type), Gemma 2 and Gemma 3 slide on
-every layer but each 2nd / 6th (set_swa_pattern(2) and (6): layer il slides when il % n < n - 1). An architecture
-not listed, or a key this module does not read that changes the layout (per-layer head counts that differ, a value
-width other than the key width), is refused naming it, never planned as something else.
+The layout planned is the one llama.cpp runs (ggml-org/llama.cpp@00342301 src/llama-model.cpp load_hparams): a
+`llama` file of a Mistral model has no sliding window there (convert_hf_to_gguf.py writes none and LLM_ARCH_LLAMA sets
+no swa_type); Gemma 2, Gemma 3, Cohere 2 (Command R7B) and gpt-oss slide on every layer but each 2nd / 6th / 4th / 2nd
+(set_swa_pattern(n): layer il slides when il % n < n - 1), with the file's `attention.sliding_window`; Phi-3 files
+(phi3: Phi-3, Phi-4) run without their window ("Phi SWA is currently disabled", swa_type LLAMA_SWA_TYPE_NONE, PR
+13676), so every layer is full there; Command R (command-r) has none. An architecture not listed, or a key or tensor
+this module does not read that changes the layout (per-layer head counts that differ, a value width other than the
+key width, Phi-3's LongRoPE factor tensors), is refused naming it, never planned as something else.
 """
 
 from __future__ import annotations
@@ -16,17 +19,20 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 
 # llama.cpp architecture -> the model_type of the config.json it was converted from (convert_hf_to_gguf.py)
 ARCHS = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3moe": "qwen3_moe", "gemma2": "gemma2",
-         "gemma3": "gemma3_text"}
-_SWA_PATTERN = {"gemma2": 2, "gemma3": 6}  # llama_model::load_hparams: hparams.set_swa_pattern(n)
+         "gemma3": "gemma3_text", "phi3": "phi3", "command-r": "cohere", "cohere2": "cohere2", "gpt-oss": "gpt_oss"}
+_SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2}  # load_hparams: hparams.set_swa_pattern(n)
+# tensors whose presence means a layout this module does not plan: Phi-3's LongRoPE factors (Phi-3.5, Phi-3 128k)
+_UNREAD_TENSORS = ("rope_factors_long.weight", "rope_factors_short.weight")
 # keys whose presence means a layout this module does not plan (MLA widths, recurrent layers, a sliding-window
 # pattern or per-layer widths written into the file), refused rather than ignored
 _UNREAD = ("attention.kv_lora_rank", "attention.key_length_mla", "attention.sliding_window_pattern",
            "attention.key_length_swa", "attention.shared_kv_layers", "ssm.state_size", "full_attention_interval",
            "expert_shared_count", "leading_dense_block_count", "embedding_length_per_layer_input")
 # general.file_type (llama.cpp include/llama.h enum llama_ftype) -> kvplan's weight dtype, where kvplan has one
+# (38, MXFP4_MOE: the routed experts in MXFP4, the rest kept, as gpt-oss ships: kvplan's experts-only mxfp4)
 FILE_TYPES = {0: "fp32", 1: "fp16", 32: "bf16", 2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0", 9: "q5_1", 10: "q2_k",
               12: "q3_k_m", 15: "q4_k_m", 17: "q5_k_m", 18: "q6_k", 19: "iq2_xxs", 20: "iq2_xs", 23: "iq3_xxs",
-              24: "iq1_s", 25: "iq4_nl", 26: "iq3_s", 28: "iq2_s", 30: "iq4_xs", 31: "iq1_m"}
+              24: "iq1_s", 25: "iq4_nl", 26: "iq3_s", 28: "iq2_s", 30: "iq4_xs", 31: "iq1_m", 38: "mxfp4"}
 # llama_ftype names (llama-quantize's), for what a file says it is
 FILE_TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
                    11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M",
@@ -46,6 +52,7 @@ def config_from_gguf(meta: dict, tensors: dict[str, tuple[int, ...]], where: str
                           f"or Hub id) with {arg('weight_dtype')} and the file's type", EXIT_USAGE)
     k = _Keys(meta, arch, where)
     unread = [f"{arch}.{key}" for key in _UNREAD if f"{arch}.{key}" in meta]
+    unread += [f"tensor {name}" for name in _UNREAD_TENSORS if name in tensors]
     if unread:
         raise KvplanError(f"{where}: {unread[0]} declares a layout kvplan does not read from a GGUF file "
                           f"({arch}); refused rather than planned without it", EXIT_USAGE)
@@ -72,10 +79,15 @@ def config_from_gguf(meta: dict, tensors: dict[str, tuple[int, ...]], where: str
                       moe_intermediate_size=width, decoder_sparse_step=1, mlp_only_layers=[])
         if arch == "llama":  # a Mixtral converted as llama: every layer's MLP is its experts
             config.update(model_type="mixtral", intermediate_size=width)
+        if arch == "gpt-oss":  # its config's intermediate_size is the expert width (convert writes only that)
+            config.update(intermediate_size=width, num_local_experts=experts, experts_per_token=config[
+                "num_experts_per_tok"], attention_bias="blk.0.attn_q.bias" in tensors)
     if arch in _SWA_PATTERN:
         n = _SWA_PATTERN[arch]
         config["sliding_window"] = k.int("attention.sliding_window", 4096 if arch == "gemma2" else None)
         config["layer_types"] = ["sliding_attention" if i % n < n - 1 else "full_attention" for i in range(layers)]
+    if arch == "command-r" and "blk.0.attn_q_norm.weight" in tensors:  # Command R+: per-head q and k norms
+        config["use_qk_norm"] = True
     scaling = _rope_scaling(k)
     if scaling:
         config["rope_scaling"] = scaling

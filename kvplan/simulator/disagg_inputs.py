@@ -24,6 +24,7 @@ from kvplan.planning.request import read_request
 from kvplan.simulator.disagg import Result, fixed_requests, run_disagg
 from kvplan.simulator.inputs import check_workload_inputs
 from kvplan.simulator.session import load_requests
+from kvplan.engines.served_dtype import loaded_as_model_dtype
 from kvplan.sources.resolve import resolve_model
 from kvplan.speed.coverage import check_speed
 
@@ -107,7 +108,7 @@ def disagg_run(model: str | ModelSpec, gpu: str | GPU, *, isl=None, osl=None, pr
     chosen, _ = configure(engine, engine_version, opts, gpu_memory_utilization, block_size)
     fabric = link if isinstance(link, Link) else find_link(link)
     hw = gpu if isinstance(gpu, GPU) else find_gpu(gpu, tuple(hw_profiles or ()))
-    spec = model if isinstance(model, ModelSpec) else resolve_model(model).spec
+    spec = model if isinstance(model, ModelSpec) else resolve_model(model, loaded_bytes=loaded_as_model_dtype).spec
     deps = [chosen.deployment(pool_layout(spec, role, t, p))
             for role, t, p in (("prefill", prefill_tp, prefill_pp), ("decode", decode_tp, decode_pp))]
     requests, said = _requests(workload, trace, trace_format, qps, duration, seed, n_in, n_out)

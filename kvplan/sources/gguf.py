@@ -1,8 +1,10 @@
-"""A local GGUF file (or a folder holding one) planned from the file alone: its header's metadata as the model's
-layout (kvplan.readers.gguf), its tensors' exact bytes as the weights.
+"""A local GGUF file (or a folder holding one, or the parts of a split one) planned from the file alone: its header's
+metadata as the model's layout (kvplan.readers.gguf), its tensors' exact bytes as the weights.
 
 The weights are the sum over the file's tensors of ggml_nbytes (rows x whole blocks of the tensor's own type, as
-kvplan.sources.gguf_file reads them), not a mix's average bits per weight. The weight dtype the plan names is the
+kvplan.sources.gguf_file reads them), not a mix's average bits per weight, and so is each role's share
+(kvplan.sources.gguf_roles: the embedding and output head at the types the file stores them in). A split model
+(kvplan.sources.gguf_split) is all of its parts. The weight dtype the plan names is the
 file's `general.file_type` where kvplan has one for it (Q4_K_M -> q4_k_m), else the type that holds most of the
 file's matrix bytes; the bytes are the file's either way. The parameter count the layout implies is checked against
 the elements the tensors hold: a file whose tensors disagree with what the metadata says by more than 1 % is
@@ -18,7 +20,9 @@ from kvplan.core.dtypes import GGUF_TYPES
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.spec import ModelSpec, Quantization
 from kvplan.readers.gguf import FILE_TYPE_NAMES, FILE_TYPES, config_from_gguf
-from kvplan.sources.gguf_file import MAGIC, GGUFHeader, read_gguf
+from kvplan.sources.gguf_file import MAGIC, GGUFHeader
+from kvplan.sources.gguf_roles import bytes_by_role
+from kvplan.sources.gguf_split import split_first, read_split
 
 _PLAIN = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}  # ggml's plain types -> kvplan's weight dtypes
 _TORCH = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -34,13 +38,17 @@ def is_gguf(path: Path) -> bool:
 
 
 def gguf_in(path: Path) -> Path | None:
-    """The GGUF file `path` names: itself, or the one *.gguf of a folder without a config.json; None when it names
-    no GGUF. A folder of several GGUF files is refused, listing them."""
+    """The GGUF file `path` names: itself (known by its magic bytes, whatever its name), or the one *.gguf of a folder
+    without a config.json, or the first part of the one split model it holds; None when it names no GGUF. A folder of
+    several GGUF models is refused, listing them."""
     if path.is_file():
         return path if is_gguf(path) else None
     if not path.is_dir() or (path / "config.json").is_file():
         return None
     found = sorted(g for g in path.glob("*.gguf") if g.is_file() and is_gguf(g))
+    firsts = {split_first(g) for g in found}
+    if len(found) > 1 and len(firsts) == 1 and None not in firsts:
+        return firsts.pop()  # the parts of one split model (a missing part is refused by read_split, naming it)
     if len(found) > 1:
         raise KvplanError(f"{path} holds {len(found)} GGUF files ({', '.join(g.name for g in found[:4])}"
                           f"{', ...' if len(found) > 4 else ''}); name the one to plan", EXIT_USAGE)
@@ -51,7 +59,8 @@ def spec_from_gguf(path: Path, name: str) -> tuple[ModelSpec, list[str]]:
     """The spec of the GGUF file at `path` and notices for the user."""
     from kvplan.sources.importer import build_spec
 
-    header = read_gguf(path)
+    header, parts = read_split(path)
+    path = header.path  # a split model's first part, which holds its metadata and which llama.cpp's -m names
     where, meta = str(path), header.metadata
     _refuse_non_model(meta, where)
     config = config_from_gguf(meta, {t.name: t.dims for t in header.tensors}, where)
@@ -59,20 +68,23 @@ def spec_from_gguf(path: Path, name: str) -> tuple[ModelSpec, list[str]]:
     config["torch_dtype"] = _TORCH.get(method, "float16")  # a quantized file's other tensors: f32 norms, f16 compute
     spec, notices = build_spec(config, None, name=name, source=where, checkpoint_bytes=header.total_bytes)
     _check_params(spec, header, where, str(meta["general.architecture"]))
-    spec = dataclasses.replace(spec, quantization=Quantization(method))
+    roles = bytes_by_role(header.tensors)
+    # an MXFP4_MOE file (gpt-oss) quantizes only its routed experts, as kvplan's mxfp4 means
+    quant = Quantization(method, experts_only=method == "mxfp4")
+    spec = dataclasses.replace(spec, quantization=quant, file_weights=roles,
+                               gguf_file=str(path.resolve()))
     notices.append(f"layout: read from the GGUF v{header.version} metadata of llama.cpp architecture "
                    f"{meta['general.architecture']}")
-    notices.append(f"weights: {header.total_bytes:,} B in {len(header.tensors)} tensors of the file ({said}; by "
-                   f"type: {_by_type(header)}), planned as {method}")
+    files = f"the {parts} parts of the split file" if parts > 1 else "the file"
+    notices.append(f"weights: {header.total_bytes:,} B in {len(header.tensors)} tensors of {files} ({said}; by "
+                   f"type: {_by_type(header)}), planned as {method}; by role, as stored: token_embd "
+                   f"{roles.embedding:,}, output {roles.lm_head:,}" + (" (tied to token_embd)" if not roles.lm_head
+                                                                       else ""))
     return spec, notices
 
 
 def _refuse_non_model(meta: dict, where: str) -> None:
-    """A split file's first shard, an adapter or a multimodal projector is not a whole model."""
-    count = meta.get("split.count")
-    if isinstance(count, int) and count > 1:
-        raise KvplanError(f"{where}: shard of a GGUF split into {count} files (split.count); kvplan reads a "
-                          "single-file GGUF (llama.cpp's llama-gguf-split tool joins them)", EXIT_USAGE)
+    """An adapter or a multimodal projector is not a whole model."""
     kind = meta.get("general.type")
     if kind not in (None, "model"):
         raise KvplanError(f"{where}: general.type is {kind!r}, not a model kvplan can plan alone", EXIT_USAGE)

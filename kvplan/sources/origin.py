@@ -5,17 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvplan.sources.gguf import is_gguf
-
 
 def model_arg(model) -> str:
     """What the engine should load: the Hub repo, else the local folder the spec was read from, or the GGUF file
-    (kvplan.sources.gguf: llama.cpp's -m takes the file)."""
+    (kvplan.sources.gguf: llama.cpp's -m takes the file, and a split model's first part), known from the spec without
+    opening the file again."""
     if model.hf_repo:
         return model.hf_repo
+    if model.gguf_file:
+        return model.gguf_file
     src = Path(model.source or "")
-    if model.source and src.is_file() and is_gguf(src):
-        return str(src.resolve())
     if model.source and src.exists():  # a folder or its config.json: engines take the folder
         return str((src.parent if src.is_file() else src).resolve())
     return model.name

@@ -21,6 +21,9 @@ from kvplan.sources.gguf import gguf_in, is_gguf, spec_from_gguf
 from kvplan.sources.local_weights import local_weights
 from kvplan.model.spec import PLAIN_BYTES, ModelSpec
 
+# the float types a 16-bit or 32-bit checkpoint's tensors are stored in (safetensors dtype names), with their widths
+STORED_FLOATS = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
+
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
 MAX_CONFIG_BYTES = 5 * 2**20
 
@@ -48,7 +51,13 @@ def _local_config(path: Path) -> tuple[dict, bool]:
     if is_gguf(path):
         raise KvplanError(f"{path} is a GGUF file, not a config.json", EXIT_USAGE)
     quant = path.parent / QUANT_FILE
-    config = _read_json(path)
+    try:
+        config = _read_json(path)
+    except KvplanError as exc:  # a model file kvplan reads is a GGUF (by its magic bytes, whatever its name) or JSON
+        if path.suffix == ".json" or exc.exit_code != EXIT_USAGE:
+            raise
+        raise KvplanError(f"{path}: neither a GGUF file (its first four bytes are not the magic 'GGUF') nor a "
+                          f"config.json ({exc.message.removeprefix(f'{path}: ')})", EXIT_USAGE) from None
     merged = with_quant_file(config, _read_json(quant)) if quant.is_file() and quant != path else config
     return merged, merged is not config
 
@@ -74,7 +83,10 @@ def looks_like_path(name: str) -> bool:
 
 
 def resolve_model(name: str, *, revision: str | None = None, token: str | None = None,
-                  timeout: float = 10.0, catalog_dirs=()) -> Resolved:
+                  timeout: float = 10.0, catalog_dirs=(), loaded_bytes=None) -> Resolved:
+    """The model `name` names. `loaded_bytes`: how an engine loads a checkpoint whose tensors are stored in another
+    float width than its model dtype (kvplan.engines.served_dtype.loaded_as_model_dtype, passed by every front end);
+    None plans the bytes as stored."""
     if not name or not name.strip():
         raise KvplanError("model name is empty", EXIT_USAGE)
     if revision is not None and not revision.strip():  # (else a catalog name would be looked up on the Hub)
@@ -93,7 +105,7 @@ def resolve_model(name: str, *, revision: str | None = None, token: str | None =
         real = path.resolve()
         label = readable(real.name if path.is_dir() else real.parent.name if real.name == "config.json"
                          else real.stem)  # UTF-8 text
-        spec, notices = _from_folder(config, path, label or "local-model")
+        spec, notices = _from_folder(config, path, label or "local-model", loaded_bytes)
         quant = f" with its {QUANT_FILE}" if with_quant else ""
         return Resolved(spec, "path", f"model: {spec.name} from local {path}{quant}", tuple(notices))
     if revision is None:
@@ -104,10 +116,10 @@ def resolve_model(name: str, *, revision: str | None = None, token: str | None =
             return Resolved(spec, "catalog", f"model: {shown}{repo} from the catalog")
     if not _REPO_ID.match(name):
         raise unknown_model_error(name, catalog_dirs)
-    return _from_hub(name, revision, token, timeout, catalog_dirs)
+    return _from_hub(name, revision, token, timeout, catalog_dirs, loaded_bytes)
 
 
-def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
+def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs, loaded_bytes=None) -> Resolved:
     from kvplan.sources import hub
     from kvplan.sources.importer import build_spec
 
@@ -144,7 +156,7 @@ def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
         if weights is None:  # no safetensors bytes to carry a tower kvplan cannot count: refused then
             build_spec(cfg.config, repo_id, source=source)
     if weights is not None:
-        spec = _with_weights(spec, cfg.config, weights, notices)
+        spec = _with_weights(spec, cfg.config, weights, notices, loaded_bytes)
     elif cfg.from_cache:
         notices.append("weights: safetensors headers not read (config from the cache); counted from config.json")
     else:
@@ -153,7 +165,7 @@ def _from_hub(repo_id: str, revision, token, timeout, catalog_dirs) -> Resolved:
     return Resolved(spec, "hub", f"model: {repo_id}{rev} from the Hugging Face Hub", tuple(notices))
 
 
-def _from_folder(config: dict, path: Path, label: str) -> tuple[ModelSpec, list[str]]:
+def _from_folder(config: dict, path: Path, label: str, loaded_bytes=None) -> tuple[ModelSpec, list[str]]:
     """A local config, with its folder's safetensors headers (kvplan.sources.local_weights) read as the Hub's are."""
     from kvplan.sources.importer import build_spec
 
@@ -164,11 +176,14 @@ def _from_folder(config: dict, path: Path, label: str) -> tuple[ModelSpec, list[
         notices.append(f"weights: {files}; counted from config.json")
         return spec, notices
     notices.append(f"weights: read from {files} in {folder}")
-    return _with_weights(spec, config, weights, notices), notices
+    return _with_weights(spec, config, weights, notices, loaded_bytes), notices
 
 
-def _with_weights(spec: ModelSpec, config: dict, weights, notices: list[str]) -> ModelSpec:
-    """The spec with its checkpoint's exact tensor bytes (the MTP modules apart), and a notice of them."""
+def _with_weights(spec: ModelSpec, config: dict, weights, notices: list[str], loaded_bytes=None) -> ModelSpec:
+    """The spec with its checkpoint's exact tensor bytes (the MTP modules apart), and a notice of them; as an engine
+    loads them where `loaded_bytes` (spec, elements by stored dtype, bytes stored) says they differ from the bytes
+    stored (kvplan.engines.served_dtype.loaded_as_model_dtype, which the caller passes down: the rule is an
+    engine's)."""
     mtp = weights.mtp_bytes(spec.num_layers) if spec.mtp_layers or _declares_mtp(config) else 0
     notices.append(f"weights: {weights.total_bytes:,} B in {weights.num_files} safetensors file(s) "
                    f"({', '.join(f'{k} {v:,}' for k, v in sorted(weights.params_by_dtype.items()))})")
@@ -176,12 +191,12 @@ def _with_weights(spec: ModelSpec, config: dict, weights, notices: list[str]) ->
         notices.append(f"weights: {mtp:,} B of multi-token-prediction layers not counted (loaded only with "
                        f"{arg('speculative')} mtp)")
     stored = weights.total_bytes
-    if spec.quantization.method not in PLAIN_BYTES and set(weights.params_by_dtype) <= set(_FLOATS):
+    if spec.quantization.method not in PLAIN_BYTES and set(weights.params_by_dtype) <= set(STORED_FLOATS):
         # the files and the config disagree (a config edited by hand, a quantize-on-load setting): said, not guessed
         notices.append(f"weights: config.json declares {spec.quantization.method} weights but every tensor is stored "
                        f"as {', '.join(weights.params_by_dtype)} (none quantized): planned at the {stored:,} B "
                        f"stored, not at {spec.quantization.method}'s size")
-    loaded = _loaded_as_model_dtype(spec, weights.params_by_dtype, stored)
+    loaded = loaded_bytes(spec, weights.params_by_dtype, stored) if loaded_bytes else stored
     if loaded != stored:
         kind = next(iter(weights.params_by_dtype))
         notices.append(f"weights: every tensor is stored as {kind}, the model dtype is {spec.dtype} (config.json), "
@@ -189,25 +204,6 @@ def _with_weights(spec: ModelSpec, config: dict, weights, notices: list[str]) ->
                        "stored")
         mtp = mtp * loaded // stored
     return dataclasses.replace(spec, checkpoint_bytes=loaded - mtp)
-
-
-# a 16-bit or 32-bit float checkpoint's tensors, stored in one of these, are loaded as the config's dtype
-_FLOATS = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
-
-
-def _loaded_as_model_dtype(spec: ModelSpec, elements_by_dtype, stored: int) -> int:
-    """An unquantized checkpoint stored wholly in one float type of another width than the model dtype (an F32
-    file under torch_dtype bfloat16, or under none) as an engine loads it: each tensor cast into a parameter of
-    the model dtype, the one the plan and its emitted serve command name ("auto will use FP16 precision for FP32 and
-    FP16 models, and BF16 precision for BF16 models": vllm-project/vllm@0052a5b8 vllm/config/model.py,
-    ModelConfig.dtype). Otherwise the bytes as stored."""
-    if spec.quantization.method not in PLAIN_BYTES or len(elements_by_dtype) != 1:
-        return stored
-    (kind, elements), = elements_by_dtype.items()
-    width = PLAIN_BYTES.get(spec.dtype, 0)
-    if _FLOATS.get(kind) in (None, width) or not width:
-        return stored
-    return elements * width
 
 
 def _declares_mtp(config: dict) -> bool:

@@ -134,8 +134,8 @@ def test_the_shipped_eras_share_what_they_should():
     assert old["layer"] > new["layer"]  # releases before 0.5.14 pay more per layer a step (small batches priced slow)
     engine, torch = sets["trtllm-engine"]["coefficients"], sets["trtllm"]["coefficients"]
     # ... and the PyTorch backend's eager prefill step, which the engine's set does not fit (eras.ENGINE_TERMS)
-    assert {t for t in engine if engine[t] != torch[t]} <= {"request", "layer", "weights", "experts", "grouped", "player",
-                                                            "pmoe"}
+    own = {"request", "layer", "weights", "experts", "grouped", "player", "pmoe"}
+    assert {t for t in engine if engine[t] != torch[t]} <= own
     assert engine["step"] == torch["step"]  # the flat cost a step is shared; the engines' own is per layer
     assert engine["player"] == 0 < torch["player"] and engine["pstep"] == torch["pstep"] == 0
     assert engine["pmoe"] == 0 < torch["pmoe"]  # and per MoE layer of that eager step

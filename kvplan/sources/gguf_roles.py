@@ -12,7 +12,8 @@ files store both as Q8_0), so only the file's own tensors say their bytes. Each 
 * lm_head: `output.*` (absent where the head is tied to token_embd);
 * experts: the routed experts, `blk.N.ffn_{gate,up,down,gate_up}_exps.*` (their biases too, as ParamCounts counts them);
 * replicated: what kvplan keeps whole on every tensor-parallel rank: norms (`*_norm.*`, of any shape), other
-  one-dimensional tensors (biases, rope factors), the expert router `ffn_gate_inp` and the MLA down-projections `attn_q_a` / `attn_kv_a_mqa`;
+  one-dimensional tensors (biases, rope factors), the expert router `ffn_gate_inp` and the MLA down-projections
+  `attn_q_a` / `attn_kv_a_mqa`;
 * sharded: every other matrix (attention, dense MLP, shared experts).
 """
 

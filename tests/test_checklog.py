@@ -180,3 +180,66 @@ def test_vllm_pipeline_size_is_read_from_the_log():
     assert weights.ok, weights
     assert any("tp 8 (from the log: tensor_parallel_size=8), pp 4 (from the log: pipeline_parallel_size=4)" in n
                for n in res.notes), res.notes
+
+
+def _sglang_cli(*extra, text=None, tmp_path=None):
+    """check-log on the QwQ-32B 4x L4 log (or `text` written beside it) as a user runs it: no --engine-version."""
+    path = FIXTURES / "sglang_qwq32b_4xl4.log"
+    if text is not None:
+        path = tmp_path / "edited.log"
+        path.write_text(text)
+    r = runner.invoke(app, ["check-log", str(path), "--gpu", "l4", "--model", "qwen2.5-32b", "--json", *extra])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    return d, {row["quantity"].split(" (")[0]: row for row in d["rows"]}
+
+
+def test_sglang_release_inferred_from_the_logs_own_figures():
+    # issue 22: the log (SGLang 0.4.3.post4, 2025-03-08) prints no version. Its own figures: avail 6.09 GB,
+    # mem usage 15.54 GB, #tokens 46,611 at 64 layers x 2 (K, V) x 8 / 4 heads x 128 x 2 B = 65,536 B a token.
+    # rest = avail x f - usage x (1 - f) (GiB), tokens = rest x 2^30 / 65,536 = rest x 16,384. The defaults kvplan
+    # models on an L4 at tp 4: 0.5.23 0.658 -> 6.09 x 0.658 - 15.54 x 0.342 = -1.31 GiB, no pool; 0.5.3 0.815 ->
+    # 2.088 GiB = 34,217; 0.4.9 0.858 -> lo 6.085 x .858 - 15.545 x .142 = 3.0135 GiB = 49,374 > 46,611; 0.4.3 0.85 ->
+    # lo 6.085 x .85 - 15.545 x .15 = 2.8405 GiB = 46,538, hi 6.095 x .85 - 15.535 x .15 = 2.8505 GiB = 46,702:
+    # 46,611 lies in it, so 0.4.3 is the newest modelled release whose default the log's figures fit.
+    d, rows = _sglang_cli()
+    assert d["version"] == "0.4.3"
+    assert any("modelled as 0.4.3, inferred from its figures" in n and "mem_fraction_static 0.85" in n
+               and "--engine-version" in n for n in d["notes"])
+    alone = rows["#tokens predicted from the GPU alone"]
+    assert "mem_fraction_static 0.85, 0.4.3's default" in alone["quantity"]
+    assert alone["ok"] and abs(alone["error"]) <= 0.001  # 46,588 against 46,611 (-0.05%), as with 0.4.3 given
+    assert rows["#tokens"]["ok"] and rows["#tokens"]["predicted"] == "46,538 .. 46,702"
+
+
+def test_sglang_engine_version_still_wins_and_a_zero_is_explained():
+    # --engine-version 0.5.23: no inference; its default 0.658 leaves no pool (-1.31 GiB above), and the note says so
+    d, rows = _sglang_cli("--engine-version", "0.5.23")
+    assert d["version"] == "0.5.23" and not any("inferred from its figures" in n for n in d["notes"])
+    alone = rows["#tokens predicted from the GPU alone"]
+    assert alone["predicted"] == "0" and "mem_fraction_static 0.658, 0.5.23's default" in alone["quantity"]
+    assert any("0.658 (0.5.23's default) leaves no KV pool on this GPU" in n and "another release" not in n
+               for n in d["notes"])
+
+
+def test_sglang_nothing_pins_the_release(tmp_path):
+    # The same log with #tokens 30,000: no modelled default fits it (34,217 at 0.815 is the nearest, 0 at 0.658), so
+    # 0.5.23 is kept as before, the note says it is the newest, and the 0 is explained with what to pass.
+    text = (FIXTURES / "sglang_qwq32b_4xl4.log").read_text().replace("#tokens: 46611", "#tokens: 30000")
+    d, rows = _sglang_cli(text=text, tmp_path=tmp_path)
+    assert d["version"] == "0.5.23"
+    assert any("modelled as 0.5.23, the newest kvplan knows" in n for n in d["notes"])
+    assert rows["#tokens predicted from the GPU alone"]["predicted"] == "0"
+    assert any("leaves no KV pool on this GPU; if the log came from another release, pass --engine-version" in n
+               for n in d["notes"])
+
+
+def test_sglang_printed_fraction_is_named_in_the_row(tmp_path):
+    # A log whose ServerArgs print mem_fraction_static=0.85: no inference (the fraction is the log's), the row says so
+    text = (FIXTURES / "sglang_qwq32b_4xl4.log").read_text()
+    text = text.replace("[2025-03-08 12:29:21 TP0] Load", "[2025-03-08 12:29:00] server_args=ServerArgs("
+                        "model_path='Qwen/QwQ-32B', tp_size=4, mem_fraction_static=0.85)\n[2025-03-08 12:29:21 TP0] Load", 1)
+    d, rows = _sglang_cli(text=text, tmp_path=tmp_path)
+    assert d["version"] == "0.5.23" and not any("inferred from its figures" in n for n in d["notes"])
+    alone = rows["#tokens predicted from the GPU alone"]
+    assert "mem_fraction_static 0.85, the log's" in alone["quantity"]

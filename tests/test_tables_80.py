@@ -178,3 +178,19 @@ def test_two_deployment_vllm_table_keeps_labels_and_figures_whole(kvplan_home, m
     budget = next(r for r in rows if r[0] == "KV budget per GPU")
     assert all(re.fullmatch(r"-?[\d.]+ GiB \(-?[\d,]+ B\)", c) for c in budget[1:]), budget
     assert any("(-67,437,249,960 B)" in line for line in lines)  # a figure never split across lines
+
+
+def test_check_log_labels_whole_at_80_columns_and_one_line_wide(monkeypatch):
+    # issue 22: at 80 columns check-log's first column wrapped each label over 5-6 lines ('#tokens' / 'predicted' /
+    # 'from the GPU' / 'alone (fit --' / 'engine' / 'sglang)'); each label now has a line of its own above its figures,
+    # every figure whole. At 200 columns each row stays one line. (CliRunner's output is a pipe: 80 columns.)
+    args = ["check-log", LOGS / "sglang_qwq32b_4xl4.log", "--model", "qwen2.5-32b", "--gpu", "l4"]
+    rows = _stacked(_run(args, monkeypatch), "sglang ")
+    labels = [r[0] for r in rows]
+    assert "weights per GPU (as loaded: Load weight end, mem usage)" in labels
+    assert "#tokens predicted from the GPU alone (mem_fraction_static 0.85, 0.4.3's default)" in labels
+    assert [r[1:4] for r in rows if r[0].startswith("#tokens (rest")] == [["46,611", "46,538 .. 46,702", "in range"]]
+    monkeypatch.setenv("COLUMNS", "200")
+    wide = CliRunner().invoke(app, [str(a) for a in args]).stdout.splitlines()
+    body = wide[wide.index(next(line for line in wide if "╇" in line)) + 1:]
+    assert [line.split("│")[0].strip() for line in body[:len(labels)]] == labels

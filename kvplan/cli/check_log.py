@@ -14,6 +14,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.logparse import parse_log
 from kvplan.engines.reconcile import reconcile
 from kvplan.hardware.gpus import find_gpu
+from kvplan.report.fitted import print_stacked
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.engines.served_dtype import loaded_as_model_dtype
 from kvplan.sources.resolve import resolve_model
@@ -94,7 +95,7 @@ def _render(console, result) -> None:
     for r in result.rows:
         mark = "" if r.ok is None else ("[green]ok[/]" if r.ok else "[red]differs[/]")
         t.add_row(plain(r.quantity), plain(r.reported), plain(r.predicted), plain(r.diff), mark)
-    console.print(t)
+    print_stacked(console, t)  # a label too long beside the figures on a line of its own (80 columns), never broken
     if result.whatif:
         w = table(["", " "], right=(" ",), title="Same deployment, other workloads")
         for label, value in result.whatif:

@@ -36,7 +36,7 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
     if not (version or rec.version):
         out.notes.append(f"the log does not print its SGLang version; modelled as {out.version}, the newest "
                          f"kvplan knows (pass {arg('engine_version')})")
-    version = out.version
+    given_version, version = version, out.version
     given = tp
     inferred = None if tp or rec.tp else _tp_from_weights(model, rec, out, gpu or assumed_gpu(), version)
     tp = tp or rec.tp or inferred or 1
@@ -49,6 +49,9 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
     req = Request(context=ctx, kv_dtype=cache_dtype(kv_name or s.get("kv_cache_dtype"), model))
     stand_in = gpu or assumed_gpu()
     opts = [f"mem_fraction_static={s['mem_fraction_static']}"] if "mem_fraction_static" in s else []
+    if not (given_version or rec.version or opts) and gpu is not None:
+        version = _version_from_pool(model, gpu, dep, req, r, out) or version
+        out.version = version
     engine = resolve_engine("sglang", version, opts)
     st = engine.settings(model, stand_in, dep, req)
     if dep.pp > 1:
@@ -91,12 +94,16 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
                                 rel(st.init_bytes, gpu.memory_usable_bytes - pre)[0], None,
                                 rel(st.init_bytes, gpu.memory_usable_bytes - pre)[1]))
     if gpu is not None and pool_tokens(r) is not None:
-        # End to end: what `fit --engine sglang` predicts from the GPU alone, without the log's figures.
+        # End to end: what `fit --engine sglang` predicts from the GPU alone, without the log's figures; the label
+        # says which mem_fraction_static that took and why (issue 22: a 0 there was unexplained).
         rep = int(pool_tokens(r).value)
         alone = engine.result(model, gpu, dep, req).capacity.tokens
         d, e = rel(alone, rep)
-        out.rows.append(Row(f"#tokens predicted from the GPU alone (fit {arg('engine')} sglang)", f"{rep:,}",
-                            f"{alone:,}", d, abs(e) <= 0.05, e))
+        why = "the log's" if "mem_fraction_static" in s else f"{version}'s default"  # notes: how the release was known
+        out.rows.append(Row(f"#tokens predicted from the GPU alone (mem_fraction_static {st.mem_fraction_static:g}, "
+                            f"{why})", f"{rep:,}", f"{alone:,}", d, abs(e) <= 0.05, e))
+        if alone == 0:
+            out.notes.append(_no_pool_note(s, st.mem_fraction_static, version, bool(given_version or rec.version)))
     if pool_tokens(r) is not None:
         tokens = int(pool_tokens(r).value)
         for key, label in (("k_size_gb", "K size"), ("v_size_gb", "V size")):
@@ -113,6 +120,48 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
                                + ("" if cap is None else f", max_running_requests {cap:,}") + ")"))
         out.whatif.append(("KV pool bytes per GPU", f"{budget / GIB:.2f} GiB"))
     return out
+
+
+def _no_pool_note(settings: dict, f: float, version: str, pinned: bool) -> str:
+    """Why the GPU-alone row shows 0 tokens: the fraction the log printed, or the release's default (and, where the
+    release was not printed, that another release's default may be the one the log ran with)."""
+    if "mem_fraction_static" in settings:
+        return (f"the log's mem_fraction_static {f:g} leaves no KV pool in kvplan's arithmetic for this GPU and model "
+                f"(check {arg('gpu')} and {arg('model')})")
+    return (f"kvplan's mem_fraction_static {f:g} ({version}'s default) leaves no KV pool on this GPU"
+            + ("" if pinned else f"; if the log came from another release, pass {arg('engine_version')}"))
+
+
+def _version_from_pool(model, gpu, dep, req, r: dict, out) -> str | None:
+    """A log that prints no release, no mem_fraction_static but its avail / usage / #tokens: the newest release
+    kvplan models whose default fraction puts the printed #tokens within what the printed avail and usage allow
+    (the "#tokens (rest = ...)" row's arithmetic), said in a note; None (the newest release kept) where the
+    newest already does, none does, or the log lacks a figure. An older release's default matching is evidence,
+    not proof (a run may have passed the flag), so the note says how to override it."""
+    if not {"avail_after_weights_gb", "weights_mem_usage_gb", "kv_tokens"} <= r.keys():
+        return None
+    rep = int(r["kv_tokens"].value)
+    (a_lo, a_hi), (u_lo, u_hi) = r["avail_after_weights_gb"].interval, r["weights_mem_usage_gb"].interval
+    for v in reversed(sglang.VERSIONS):
+        engine = resolve_engine("sglang", v, [])
+        try:  # a release that cannot run the model (a state layer it has no pool for, ...) did not write the log
+            engine.result(model, gpu, dep, req)
+            st = engine.settings(model, gpu, dep, req)
+            f = st.mem_fraction_static
+            lo, hi = (a_lo * f - u_hi * (1 - f)) * GIB, (a_hi * f - u_lo * (1 - f)) * GIB
+            c_lo = engine.capacity_at(model, dep, st, int(math.ceil(lo)), req.context, req.kv_dtype)
+            c_hi = engine.capacity_at(model, dep, st, int(math.ceil(hi)) - 1, req.context, req.kv_dtype)
+        except KvplanError:
+            continue
+        if c_lo.tokens <= rep <= c_hi.tokens:
+            if v == sglang.DEFAULT_VERSION:
+                return None
+            out.notes[0] = (f"the log does not print its SGLang version; modelled as {v}, inferred from its figures: "
+                            f"#tokens {rep:,} is what avail {r['avail_after_weights_gb'].text} GB and mem usage "
+                            f"{r['weights_mem_usage_gb'].text} GB give at {v}'s default mem_fraction_static {f:g}, "
+                            f"the newest modelled release whose default does (pass {arg('engine_version')})")
+            return v
+    return None
 
 
 def _state_rows(r, model, dep, ss, budgets: tuple[int, int], ctx: int) -> list[Row]:

@@ -209,7 +209,8 @@ def test_sglang_release_inferred_from_the_logs_own_figures():
     alone = rows["#tokens predicted from the GPU alone"]
     assert "mem_fraction_static 0.85, 0.4.3's default" in alone["quantity"]
     assert alone["ok"] and abs(alone["error"]) <= 0.001  # 46,588 against 46,611 (-0.05%), as with 0.4.3 given
-    assert rows["#tokens"]["ok"] and rows["#tokens"]["predicted"] == "46,538 .. 46,702"
+    # the row the release was fitted to cannot fail, so it is shown, not judged
+    assert rows["#tokens"]["ok"] is None and rows["#tokens"]["predicted"] == "46,538 .. 46,702"
 
 
 def test_sglang_engine_version_still_wins_and_a_zero_is_explained():

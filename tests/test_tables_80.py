@@ -189,7 +189,8 @@ def test_check_log_labels_whole_at_80_columns_and_one_line_wide(monkeypatch):
     labels = [r[0] for r in rows]
     assert "weights per GPU (as loaded: Load weight end, mem usage)" in labels
     assert "#tokens predicted from the GPU alone (mem_fraction_static 0.85, 0.4.3's default)" in labels
-    assert [r[1:4] for r in rows if r[0].startswith("#tokens (rest")] == [["46,611", "46,538 .. 46,702", "in range"]]
+    assert [r[1:4] for r in rows if r[0].startswith("#tokens (rest")] == [["46,611", "46,538 .. 46,702",
+                                                                                 "release fitted to it"]]
     monkeypatch.setenv("COLUMNS", "200")
     wide = CliRunner().invoke(app, [str(a) for a in args]).stdout.splitlines()
     body = wide[wide.index(next(line for line in wide if "╇" in line)) + 1:]

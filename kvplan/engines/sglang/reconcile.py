@@ -49,9 +49,10 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
     req = Request(context=ctx, kv_dtype=cache_dtype(kv_name or s.get("kv_cache_dtype"), model))
     stand_in = gpu or assumed_gpu()
     opts = [f"mem_fraction_static={s['mem_fraction_static']}"] if "mem_fraction_static" in s else []
+    from_pool = None
     if not (given_version or rec.version or opts) and gpu is not None:
-        version = _version_from_pool(model, gpu, dep, req, r, out) or version
-        out.version = version
+        from_pool = _version_from_pool(model, gpu, dep, req, r, out)
+        version = out.version = from_pool or version
     engine = resolve_engine("sglang", version, opts)
     st = engine.settings(model, stand_in, dep, req)
     if dep.pp > 1:
@@ -81,9 +82,11 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
             rep = int(r["kv_tokens"].value)
             ok = c_lo.tokens <= rep <= c_hi.tokens
             mid = (c_lo.tokens + c_hi.tokens) / 2
+            # where the release was inferred from this very row (_version_from_pool) it is shown, not judged
             out.rows.append(Row(f"#tokens (rest = avail x {f:g} - usage x {1 - f:.2f})", f"{rep:,}",
-                                f"{c_lo.tokens:,} .. {c_hi.tokens:,}", "in range" if ok else f"{rep - mid:+,.0f}",
-                                ok, (mid - rep) / rep))
+                                f"{c_lo.tokens:,} .. {c_hi.tokens:,}",
+                                "release fitted to it" if from_pool else "in range" if ok else f"{rep - mid:+,.0f}",
+                                None if from_pool else ok, (mid - rep) / rep))
         if st.state is not None:
             out.rows += _state_rows(r, model, dep, st.state, (int(math.ceil(lo)), int(math.ceil(hi)) - 1), ctx)
         if gpu is not None:

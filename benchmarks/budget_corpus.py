@@ -1,8 +1,9 @@
 """kvplan's vLLM start-up budget against the corpus of real logs: signed error per record and per term.
 
-Run by hand: `.venv/bin/python benchmarks/budget_corpus.py` (table + summary), `--held-out` (held-out
-rows only), `--calibrate` (re-fit the constants of kvplan/engines/vllm/overhead.py on the training
-split and print them), `--json`. Records come from tests/fixtures/logs/corpus/index.yaml; each is read
+Run by hand: `.venv/bin/python benchmarks/budget_corpus.py` (table + summary of both splits, held-out rows
+included: it says so on its first line), `--train` (training rows and summaries only: what a change may be tuned
+on), `--held-out` (held-out rows only), `--calibrate` (re-fit the constants of kvplan/engines/vllm/overhead.py on
+the training split and print them), `--json`. Records come from tests/fixtures/logs/corpus/index.yaml; each is read
 by kvplan's own log parser. A record is predicted when its model is in the catalog and its GPU is
 known: kvplan computes the weights, the three overhead terms and the available KV memory from the
 model, GPU, version and flags alone (never from the log's figures) and the error is kvplan - engine.
@@ -210,12 +211,10 @@ def calibrate(records: list[dict]) -> dict:
     return budget_calibrate.calibrate(records, is_held_out, parsed)
 
 
-def print_table(rs: list[dict], held_out_only: bool) -> None:
+def print_table(rs: list[dict]) -> None:
     head = ("record", "split", "term", "engine", "kvplan", "error")
     lines = []
     for r in rs:
-        if held_out_only and r["split"] != "held-out":
-            continue
         for term, e in r["terms"].items():
             rel = "" if e["error_rel"] is None else f" ({e['error_rel'] * 100:+.1f}%)"
             lines.append((r["id"][:34], r["split"][:5], term[:12], f"{e['engine_gib']:g}", f"{e['kvplan_gib']:.2f}",
@@ -276,11 +275,17 @@ def markdown(rs: list[dict], summ: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--held-out", action="store_true")
-    ap.add_argument("--calibrate", action="store_true")
-    ap.add_argument("--json", action="store_true")
-    ap.add_argument("--markdown", action="store_true", help="the README's held-out table")
+    side = ap.add_mutually_exclusive_group()
+    side.add_argument("--train", action="store_true", help="training rows and summaries only (no held-out figure)")
+    side.add_argument("--held-out", action="store_true", help="held-out rows only")
+    ap.add_argument("--calibrate", action="store_true", help="re-fit vLLM's overhead constants (training split)")
+    ap.add_argument("--json", action="store_true", help="rows and summaries of the splits asked for, as JSON")
+    ap.add_argument("--markdown", action="store_true",
+                    help="the README's tables (held-out rows and both splits' summaries)")
     a = ap.parse_args()
+    if a.markdown and (a.train or a.held_out):
+        ap.error("--markdown prints the README's tables as they stand; it takes no split")
+    splits = ("train",) if a.train else ("held-out",) if a.held_out else ("train", "held-out")
     records = load_index()
     if a.calibrate:
         print(json.dumps(calibrate(records), indent=1))
@@ -292,10 +297,12 @@ def main() -> None:
     pool = budget_sglang.sglang_pool(records, _split, parsed)
     trt = budget_trtllm.trtllm_rows(records, _split, parsed)
     if a.json:
-        print(json.dumps({"rows": rs, "summary": summ, "sglang_weights": sg, "sglang_states": states,
-                          "sglang_pool": pool, "sglang_pool_summary": {s: budget_sglang.pool_summary(pool, s)
-                                                                       for s in ("train", "held-out")},
-                          "trtllm": trt}, indent=1, default=str))
+        def keep(xs):
+            return [x for x in xs if x["split"] in splits]
+        print(json.dumps({"splits": splits, "rows": keep(rs), "summary": {s: summ[s] for s in splits},
+                          "sglang_weights": keep(sg), "sglang_states": keep(states), "sglang_pool": keep(pool),
+                          "sglang_pool_summary": {s: budget_sglang.pool_summary(pool, s) for s in splits},
+                          "trtllm": keep(trt)}, indent=1, default=str))
         return
     if a.markdown:
         print(markdown(rs, summ))
@@ -304,9 +311,19 @@ def main() -> None:
         print()
         print(budget_trtllm.trtllm_markdown(trt))
         return
-    print_table(rs, a.held_out)
+    print(f"Splits printed: {' and '.join(splits)}" + ("" if a.train else
+          " (held-out rows: never tune on them; --train prints the training split alone)"))
+    print_report(records, [r for r in rs if r["split"] in splits], {s: summ[s] for s in splits},
+                 [r for r in sg if r["split"] in splits], [r for r in states if r["split"] in splits],
+                 [r for r in pool if r["split"] in splits], [r for r in trt if r["split"] in splits], splits)
+
+
+def print_report(records, rs, summ, sg, states, pool, trt, splits) -> None:
+    """The plain-text report of the splits asked for: vLLM's table and summaries, then SGLang's and TensorRT-LLM's."""
+    print_table(rs)
     n_pred = sum(1 for r in rs if r["terms"])
-    print(f"\n{len(records)} records, {n_pred} predicted (model in the catalog, GPU and version known)")
+    print(f"\n{len(records)} records, {n_pred} predicted in the splits printed (model in the catalog, GPU and version "
+          "known)")
     for split, s in summ.items():
         print(f"\n{split}: term  n  median error  median |rel|  within tol")
         for term, v in s.items():
@@ -331,7 +348,7 @@ def main() -> None:
         print(f"  {r['id'][:40]:40} {r['split']:8} {r['version']:8} slots {r['slots']} / {r['kvplan_slots']}  "
               f"conv {r['conv_gb']} / {r['kvplan_conv_gb']} GB  ssm {r['ssm_gb']} / {r['kvplan_ssm_gb']} GB")
     print()
-    print("\n".join(budget_sglang.pool_lines(pool)))
+    print("\n".join(budget_sglang.pool_lines(pool, splits)))
     print()
     print("\n".join(budget_trtllm.trtllm_lines(trt)))
 

@@ -61,6 +61,14 @@ def setup(rec: dict, gpu):
     return engine, model, dep, Request(context=min(ctx, model.max_context), kv_dtype=kvd, weight_dtype=weights)
 
 
+def pool_tokens(rep: dict):
+    """The printed size of the token pool (kvplan.engines.sglang.reconcile.pool_tokens: "#tokens", or
+    max_total_num_tokens where the K line predates it)."""
+    from kvplan.engines.sglang.reconcile import pool_tokens as printed
+
+    return printed(rep)
+
+
 def _term(pred: float, eng: float) -> dict:
     return {"engine": eng, "kvplan": pred, "error": pred - eng, "error_rel": (pred - eng) / eng if eng else None}
 
@@ -72,7 +80,7 @@ def given_budget(rec: dict, rep: dict, engine, model, dep, req, st) -> dict:
     from kvplan.planning.plan import cache_dtypes
 
     kvd = cache_dtypes(req, model)[0]
-    tokens, k = int(rep["kv_tokens"].value), rep["k_size_gb"]
+    tokens, k = int(pool_tokens(rep).value), rep["k_size_gb"]
     k_cell = pool_cell(model, dep, kvd, st)[2]
     half = 0.5 * 10 ** -k.decimals
     lo = math.ceil((k.value - half) * GIB / k_cell) - st.page_size
@@ -98,9 +106,9 @@ def end_to_end(rec: dict, rep: dict, engine, model, dep, req, gpu) -> dict:
         printed = rep["k_size_gb"].value + rep["v_size_gb"].value
         printed += sum(rep[k].value for k in ("conv_state_gb", "ssm_state_gb") if k in rep)
         out["kv_pool"] = _term(plan.kv_memory_bytes_per_gpu, printed * GIB)
-    if "kv_tokens" in rep:  # the first pool's line, as kvplan prints it (a hybrid SWA model: the SWA sub-pool's)
+    if pool_tokens(rep) is not None:  # the first pool's line, as kvplan prints it (a hybrid SWA model: the SWA's)
         printed = next(f.value[0] for f in cap.lines if f.label == "KV Cache is allocated")
-        out["tokens"] = _term(printed, int(rep["kv_tokens"].value))
+        out["tokens"] = _term(printed, int(pool_tokens(rep).value))
     return out
 
 
@@ -183,7 +191,7 @@ def sglang_pool(records: list[dict], split, parsed) -> list[dict]:
         if rec.get("engine") != "sglang" or not model_name(rec):
             continue
         rep = parsed(rec).reported
-        if not any(k in rep for k in ("kv_tokens", "weights_mem_usage_gb")):
+        if pool_tokens(rep) is None and "weights_mem_usage_gb" not in rep:
             continue
         key = gpu_key(rec)
         gpu = find_gpu(key) if key else assumed_gpu()
@@ -191,7 +199,7 @@ def sglang_pool(records: list[dict], split, parsed) -> list[dict]:
         row = {"id": rec["id"], "source": split(rec)[1], "split": split(rec)[0], "version": version_of(rec),
                "gpu": key, "tp": dep.tp, "pp": dep.pp, "terms": {}, "why_not": None}
         try:
-            if "kv_tokens" in rep and "k_size_gb" in rep:
+            if pool_tokens(rep) is not None and "k_size_gb" in rep:
                 st = engine.settings(model, gpu, dep, req)
                 row["terms"]["tokens_from_k"] = given_budget(rec, rep, engine, model, dep, req, st)
             if rec.get("unpredictable"):
@@ -244,15 +252,16 @@ def _within(v: dict) -> str:
     return f"{v['within_tol']}/{v['n']} " + (f"within {v['tol'] * 100:g}%" if v["tol"] else "exact")
 
 
-def pool_lines(rows: list[dict]) -> list[str]:
-    """The printed report: one line per record and term, then the summaries."""
+def pool_lines(rows: list[dict], splits: tuple[str, ...] = ("train", "held-out")) -> list[str]:
+    """The printed report: one line per record and term, then the summaries of the splits asked for (budget_corpus.py
+    --train passes the training split alone, so no held-out figure is printed)."""
     lines = ["SGLang pool: (a) tokens from the printed K size by kvplan's bytes per token (given the budget); "
              "(b) end to end from model + GPU + release + flags (kvplan - SGLang):"]
     for r in rows:
         head = f"  {r['id'][:40]:40} {r['split']:8} {str(r['version'])[:11]:11} {str(r['gpu'])[:9]:9}"
         terms = [f"{t} {_cell(t, r['terms'].get(t))}" for t in POOL_TERMS if t in r["terms"]]
         lines.append(head + "  " + "; ".join(terms) + (f"  [no end to end: {r['why_not']}]" if r["why_not"] else ""))
-    for split in ("train", "held-out"):
+    for split in splits:
         s = pool_summary(rows, split)
         lines.append(f"SGLang pool {split}: term  n  median error  median |rel|  within tol  over-predicted > 5%")
         for term, v in s.items():

@@ -360,3 +360,23 @@ def test_two_dgx_sparks_pool_on_the_printed_budget():
     hi = e.capacity_at(m, dep, st, 24164200038, 196608, kvd, std)
     assert (lo.blocks, hi.blocks) == (24153462620 // block, 24164200038 // block) == (11888, 11894)
     assert lo.tokens <= 190272 <= hi.tokens
+
+
+def test_train_option_prints_no_held_out_row_and_the_default_says_it_does(monkeypatch, capsys):
+    """`--train` is what a change may be read against: one training and one held-out SGLang record (the split is the
+    source hash's, read here without any figure) go in; only the training one comes out, and the default run says on
+    its first line that it prints held-out rows."""
+    b = _bench()
+    sg = [r for r in INDEX if r["engine"] == "sglang" and r.get("figures", {}).get("k_size_gb")]
+    train = next(r for r in sg if not b.is_held_out(r))
+    held = next(r for r in sg if b.is_held_out(r))
+    monkeypatch.setattr(b, "load_index", lambda: [train, held])
+    monkeypatch.setattr("sys.argv", ["budget_corpus.py", "--train"])
+    b.main()
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "Splits printed: train"
+    assert train["id"][:40] in out and held["id"][:40] not in out and "held-out" not in out
+    monkeypatch.setattr("sys.argv", ["budget_corpus.py"])
+    b.main()
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("Splits printed: train and held-out") and "--train" in first

@@ -180,3 +180,41 @@ def test_qwen3_8b_on_b200_piecewise_graph_reserve_and_pool_from_the_budget():
     assert piecewise.reserve_mib(model, gpu, dep, "0.5.12", 16_384, True) == 0
     assert piecewise.reserve_mib(model, gpu, dep, "0.5.9", 16_384, False) == 0
     assert piecewise.reserve_mib(model, gpu, dep, "0.5.12", 16_384, False) == 592
+
+
+def test_a_log_before_the_token_count_in_the_k_line_is_read_and_its_pool_is_max_total_num_tokens():
+    # SGLang 0.4.2.post1 printed "Load weight end. type=..., dtype=..., avail mem=X GB" (no mem usage; model_runner.py
+    # L345-349) and "KV Cache is allocated. K size: X GB, V size: Y GB." (no #tokens; mem_cache/memory_pool.py
+    # L194-196); the pool is built with max_total_num_tokens rows + 1 (model_runner.py L651-652). jerryzsj's README
+    # (2025-02-04): DeepSeek-R1-Distill-Qwen-7B (Qwen2.5-7B's shapes) on an RTX 3090 under WSL2.
+    rec = _record("sglang-jerryzsj-r1-qwen7b-3090-wsl")
+    rep = parse_log((CORPUS / rec["log"]).read_text()).reported
+    assert {k: rep[k].text for k in ("avail_after_weights_gb", "k_size_gb", "v_size_gb", "max_total_num_tokens")} == {
+        "avail_after_weights_gb": "8.37", "k_size_gb": "2.82", "v_size_gb": "2.82", "max_total_num_tokens": "105531"}
+    assert "kv_tokens" not in rep and "weights_mem_usage_gb" not in rep
+    b = _bench()
+    assert b.budget_sglang.pool_tokens(rep).text == "105531"
+    # K per token = 28 layers x 4 KV heads x 128 x 2 B = 28,672 B. "2.82" is [2.815, 2.825) GiB: 2.815 x 2^30 / 28,672
+    # = 105,419.34 and 2.825 x 2^30 / 28,672 = 105,793.83, so rows 105,420..105,793 and (page 1: rows = tokens + 1)
+    # tokens 105,419..105,792, holding 105,531 (105,532 x 28,672 B = 3,025,813,504 B = 2.818 GiB).
+    row = b.budget_sglang.sglang_pool([rec], b._split, b.parsed)[0]
+    lo, hi = row["terms"]["tokens_from_k"]["kvplan"]
+    assert (lo, hi) == (math.ceil(2.815 * GIB / 28_672) - 1, math.floor(2.825 * GIB / 28_672) - 1) == (105_419, 105_792)
+    assert row["terms"]["tokens_from_k"]["error"] == 0 and row["why_not"].startswith("unpredictable")
+    # a log with neither "#tokens" nor a K line gives no pool size (max_total_num_tokens alone is not the K line's)
+    assert b.budget_sglang.pool_tokens({"max_total_num_tokens": rep["max_total_num_tokens"]}) is None
+
+
+def test_check_log_reads_a_log_before_the_token_count_at_max_total_num_tokens():
+    # kvplan check-log on the same README log (0.4.2.post1 inferred): K and V from max_total_num_tokens exact
+    # ((105,531 + 1) x 28,672 B = 2.818 GiB, printed 2.82), and the fit from the GPU alone said beside it: the RTX 3090
+    # profile's 23.58 GiB usable less 0.5 GiB at tp 1, where Windows left SGLang 22.76 GB (hence `unpredictable`).
+    from kvplan.engines.reconcile import reconcile
+
+    rec = parse_log((CORPUS / _record("sglang-jerryzsj-r1-qwen7b-3090-wsl")["log"]).read_text())
+    res = reconcile(rec, find_in_catalog("qwen2.5-7b"), find_gpu("rtx-3090"), "0.4.2.post1", None, None)
+    rows = {r.quantity.split(" (")[0]: r for r in res.rows}
+    assert rows["K size from #tokens"].predicted == "2.82 GB" and rows["K size from #tokens"].ok
+    assert rows["V size from #tokens"].ok
+    alone = rows["#tokens predicted from the GPU alone"]
+    assert alone.reported == "105,531" and alone.error > 0  # over: the Windows-held memory kvplan cannot see

@@ -4,7 +4,7 @@ module docstring's formulas is pinned: a wave's first tokens, the staggered grou
 
 import math
 
-from kvplan.speed.load import Load, combos, value
+from kvplan.speed.load import Load, batch_and_mode, combos, replaces, value
 from kvplan.speed.queueing import arrival_wait, overload_wait
 
 T_WAVE, T_DEC, T_GRP = 4.0, 0.1, 2.0
@@ -19,12 +19,14 @@ def test_closed_loop_first_wave_then_staggered_groups():
     # c = 4 of 40 prompts, 1,000 in / 101 out, chunk 8,192: B = 4; a group is min(4, 8192 // 1000 = 8) = 4
     # requests whose prefill takes ceil(4,000 / 8,192) = 1 step.
     # T = (4 + 101 x 0.1) / 4 = 3.525 s per request; E2E = c x T = 14.1 s
-    # first wave (4 of 40 = 10%): (4 + 1) / 8 x 4 = 2.5 s; later: t_grp + 1 x t_dec = 2.1 s
-    # TTFT = 0.1 x 2.5 + 0.9 x 2.1 = 2.14 s; TPOT = (14.1 - 2.14) / 100 = 0.1196 s; tok/s = 101 / 3.525
+    # first wave (4 of 40 = 10%): (4 + 1) / 8 x 4 = 2.5 s; later: t_grp + 1 x t_dec = 2.1 s, and the decode step its
+    # replacement missed (one group, B / G = 1: none prefills another group; kvplan.speed.queueing.missed_step) 0.1 s
+    # TTFT = 0.1 x 2.5 + 0.9 x 2.2 = 2.23 s; E2E = 14.1 + 0.9 x 0.1 = 14.19 s
+    # TPOT = (14.19 - 2.23) / 100 = 0.1196 s; tok/s = 101 / 3.525
     b, g, m = _metrics(Load(1000, 101, concurrency=4, num_prompts=40, cap=256))
     assert (b, g) == (4, 4)
-    assert math.isclose(m["e2el"], 14.1)
-    assert math.isclose(m["ttft"], 2.14)
+    assert math.isclose(m["e2el"], 14.19)
+    assert math.isclose(m["ttft"], 2.23)
     assert math.isclose(m["tpot"], 0.1196)
     assert math.isclose(m["output_throughput"], 101 / 3.525)
 
@@ -46,11 +48,11 @@ def test_drawn_lengths_desynchronise_a_closed_loop():
 
 def test_closed_loop_over_the_cap_queues():
     # c = 6 over a cap of 4: B = 4, the 2 over it wait (6 - 4) x T = 7.05 s; prompts untold: no first wave
-    # TTFT = 2.1 + 7.05 = 9.15 s; E2E = 6 x 3.525 = 21.15 s
+    # TTFT = 2.1 + 0.1 (the missed decode step) + 7.05 = 9.25 s; E2E = 6 x 3.525 + 0.1 = 21.25 s
     b, _, m = _metrics(Load(1000, 101, concurrency=6, cap=4))
     assert b == 4
-    assert math.isclose(m["ttft"], 9.15)
-    assert math.isclose(m["e2el"], 21.15)
+    assert math.isclose(m["ttft"], 9.25)
+    assert math.isclose(m["e2el"], 21.25)
 
 
 def test_burst_waits_one_request_time_per_finished_request():
@@ -87,10 +89,12 @@ def test_open_loop_requests_arrive_one_by_one():
 
 def test_a_long_prompt_group_shares_each_of_its_steps_with_decodes():
     # 20,000-token prompts, c = 2: G = max(1, min(2, 8192 // 20000 = 0)) = 1, its prefill takes
-    # ceil(20,000 / 8,192) = 3 steps, each with a decode step beside it: TTFT (no wave) = 2 + 3 x 0.1 = 2.3 s
+    # ceil(20,000 / 8,192) = 3 steps, each with a decode step beside it: 2 + 3 x 0.1 = 2.3 s; and the step its
+    # replacement missed: B / G = 2 groups, u = 1 - 1 / 2 = 0.5 of them a chunk of the other's prefill,
+    # 0.1 + 0.5 x 2 / 3 = 0.4333 s: TTFT (no wave) = 2.7333 s
     _, g, m = _metrics(Load(20000, 101, concurrency=2, cap=256))
     assert g == 1
-    assert math.isclose(m["ttft"], 2.3)
+    assert math.isclose(m["ttft"], 2.3 + 0.1 + 0.5 * 2 / 3)
 
 
 def test_poisson_wait_is_the_md1_queue_bounded():
@@ -189,3 +193,24 @@ def test_replicas_no_request_reaches_add_no_throughput():
     assert math.isclose(eight["output_throughput"], 4 * 101 / 7.05)
     # the latency figures of one request are a replica's own, whatever the idle ones: E2E = c x T = 14.1 s
     assert math.isclose(one["e2el"], _metrics(Load(1000, 101, concurrency=1, cap=256))[2]["e2el"])
+
+
+def test_a_closed_loop_replacement_waits_out_the_step_it_missed():
+    # kubesimplify's vLLM 0.27.1 run (kubesimplify/website@08b151ee:content/blog/running-a-big-llm-across-multiple-gpus-
+    # with-vllm.md, Step 4 and 6): --max-num-seqs 32, vllm bench serve --random-input-len 1024 --random-output-len 256
+    # --ignore-eos --max-concurrency 32 --num-prompts 640 (equal lengths), vLLM's default 8,192-token step budget.
+    # B = 32, G = min(32, 8192 // 1024) = 8: 4 groups, each prefilled in one step; a group's replacement reaches the
+    # engine after it started the next step (vllm/v1/engine/core.py run_busy_loop: requests only between steps), so it
+    # waits that step: the decode step after the first group's end (t_dec), the prefill of the group before it for the
+    # other 3 of 4 (u = 1 - 8 / 32 = 0.75 of t_grp / 1). A later request's TTFT: t_grp + t_dec + t_dec + 0.75 t_grp
+    # = 2 + 0.1 + 0.1 + 1.5 = 3.7 s (was 2.1); first wave 32 of 640 = 5%: (32 + 1) / 64 x 4 = 2.0625 s
+    # TTFT = 0.05 x 2.0625 + 0.95 x 3.7 = 3.618125 s
+    b, g, m = _metrics(Load(1024, 256, concurrency=32, num_prompts=640, cap=32, fixed=True))
+    assert (b, g) == (32, 8)
+    assert math.isclose(m["ttft"], 0.05 * 2.0625 + 0.95 * 3.7)
+    # drawn lengths (replaced one at a time), a lone request (the engine idles), a burst, an open loop: no missed step
+    for load in (Load(1024, 256, concurrency=32, num_prompts=640, cap=32, drawn=True),
+                 Load(1024, 256, concurrency=1, num_prompts=12, cap=32),
+                 Load(1024, 256, num_prompts=32, cap=32),
+                 Load(1024, 256, rate=1.0, num_prompts=640, cap=32)):
+        assert not replaces(load, batch_and_mode(load, 10.0)[2])

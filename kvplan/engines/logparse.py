@@ -140,22 +140,34 @@ def _vllm(text: str, rec: LogRecord) -> None:
         rec.era = "v1"
 
 
-def _sglang(text: str, rec: LogRecord) -> None:
+def _sglang_weights_and_pool(text: str, rec: LogRecord) -> None:
+    """ "Load weight end ... avail mem=X GB, mem usage=Y GB." and "KV Cache is allocated. #tokens: N, K size: ...";
+    before "mem usage" and "#tokens" were printed (0.4.2.post1 model_runner.py L345-349, mem_cache/memory_pool.py
+    L194-196) only the free memory and the K and V sizes."""
     r, s = rec.reported, rec.settings
     at = text.find("Load weight end.")
-    if at >= 0:  # "Load weight end. type=Qwen2ForCausalLM, dtype=..., avail mem=X GB, mem usage=Y GB."
+    if at >= 0:
         line = text[at:_line_end(text, at)]
         arch = re.search(r"type=(\w+)", line)
-        mem = re.search(r"avail mem=" + N + r" GB, mem usage=" + N + " GB", line)
+        mem = re.search(r"avail mem=" + N + r" GB(?:, mem usage=" + N + " GB)?", line)
         if arch and mem:
             rec.architecture = arch.group(1)
-            r["avail_after_weights_gb"], r["weights_mem_usage_gb"] = _num(mem.group(1)), _num(mem.group(2))
+            r["avail_after_weights_gb"] = _num(mem.group(1))
+            if mem.group(2):
+                r["weights_mem_usage_gb"] = _num(mem.group(2))
     m = _first(r"KV Cache is allocated\. (?:dtype: (\S+), )?#tokens: " + I + ", K size: " + N + " GB, V size: "
                + N + " GB", text)
     if m:
         if m.group(1):
             s["kv_cache_dtype"] = m.group(1).rstrip(",").replace("torch.", "")
         r["kv_tokens"], r["k_size_gb"], r["v_size_gb"] = _num(m.group(2)), _num(m.group(3)), _num(m.group(4))
+    elif m := _first(r"KV Cache is allocated\. K size: " + N + " GB, V size: " + N + " GB", text):
+        r["k_size_gb"], r["v_size_gb"] = _num(m.group(1)), _num(m.group(2))
+
+
+def _sglang(text: str, rec: LogRecord) -> None:
+    r, s = rec.reported, rec.settings
+    _sglang_weights_and_pool(text, rec)
     m = _first(r"Memory pool end\. avail mem=" + N + " GB", text)
     if m:
         r["avail_after_pool_gb"] = _num(m.group(1))

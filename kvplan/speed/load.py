@@ -96,6 +96,7 @@ seconds:
                            ingress_rate): TTFT and E2E + N x ingress (a fitted term,
                            seconds per request), a throughput's T + d x ingress (the run is N x ingress longer);
                            a request that arrives spread (closed or open loop) its own crossing, + 1 x ingress
+  missed step              a closed loop's equal-length replacement waits out the step it missed (queueing.missed_step)
   TPOT (= mean ITL)        (E2E - TTFT) / (osl - 1)
   median ITL               where the figure is the median of every gap between tokens pooled (`median_gap`:
                            sglang.bench_serving's median_itl_ms, kvplan.speed.corpus.median_gap) and the engine runs
@@ -135,7 +136,7 @@ from dataclasses import dataclass
 
 from kvplan.speed.balance import held_back
 from kvplan.speed.model import PREFILL_CHUNK
-from kvplan.speed.queueing import arrival_wait, overload_wait
+from kvplan.speed.queueing import arrival_wait, missed_step, overload_wait
 
 RATE_METRICS = ("output_throughput", "request_throughput", "total_throughput", "pp_tok_s", "tg_tok_s")
 
@@ -308,7 +309,8 @@ def combos(load: Load, e2e_estimate: float | None = None,
     steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, osl)  # held: balancing
     poll = poll_steps(load, burst)  # a spread arrival's wait for the scheduler's next poll
     # a later request's group prefill and the decode steps sharing it; in waves every wave is the first one
-    staggered = first if in_waves(load) else (0.0, steps + held + poll, 1.0)
+    turn = missed_step(b, g, steps) if replaces(load, burst) else (0.0, 0.0)  # the step a replacement missed
+    staggered = first if in_waves(load) else (0.0, steps + held + poll + turn[0], 1.0 + turn[1])
     if burst:  # n requests at once: B start, each later one when a slot frees, one every T
         wait = (c - b) ** 2 / (2 * c)  # the mean over all n of max(0, j - B) x T
         share = b / c
@@ -327,7 +329,7 @@ def combos(load: Load, e2e_estimate: float | None = None,
     ttft = tuple(share * f + (1 - share) * x for f, x in zip(first, staggered))
     ttft = (ttft[0] + wait * t[0], ttft[1] + wait * t[1], ttft[2])
     ttft = tuple(x + y for x, y in zip(ttft, late)) if burst else ttft
-    e2e = (e2e[0], e2e[1] + (1 - share) * (held + poll), e2e[2])  # the waits in E2E too (TPOT unchanged; no throughput)
+    e2e = (e2e[0], e2e[1] + (1 - share) * (held + poll + turn[0]), e2e[2] + (1 - share) * turn[1])  # waits in E2E too
     q = open_wait(load, b, t, burst, service_estimate, rho_cap)
     ttft, e2e = tuple(x + y for x, y in zip(ttft, q)), tuple(x + y for x, y in zip(e2e, q))
     thr = with_drain(load, t, osl, burst)  # what a throughput divides by
@@ -341,6 +343,11 @@ def combos(load: Load, e2e_estimate: float | None = None,
         "total_throughput": (*thr, d * (load.isl + osl)),
         "service": (1.0 / b, 0.0, 0.0, 0.0),  # the prefill server's S, t_wave / B: not a measured figure
     }
+
+
+def replaces(load: Load, burst: bool) -> bool:
+    """Whether a closed loop's requests of equal output lengths replace each other at a busy engine (missed_step)."""
+    return (load.concurrency or 0) > load.dp and not (at_rate(load) or burst or in_waves(load) or load.drawn)
 
 
 def in_waves(load: Load) -> bool:

@@ -1,7 +1,8 @@
 """The wait in queue at a deterministic server, by how its requests arrive: the corpus's `arrival` kinds (`ARRIVALS`),
 the squared coefficient of variation of each kind's gaps (`arrival_cv2`), and the mean wait they give (`arrival_wait`:
 Pollaczek-Khinchine's M/D/1, Kingman's G/D/1, D/D/1), which kvplan.speed.load prices an open loop's wait for the
-prefill server and an overloaded loop's growing queue with."""
+prefill server and an overloaded loop's growing queue with; and the step a closed loop's replacement request misses
+(`missed_step`)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,16 @@ def overload_wait(rho: float, n: float, slots: float) -> float:
     a = 1.0 - 1.0 / rho
     k0 = max(0.0, slots) / a
     return a * (n - k0) ** 2 / (2 * n) if n > k0 else 0.0
+
+
+def missed_step(b: float, g: float, steps: float) -> tuple[float, float]:
+    """The step a closed loop's replacement request waits out, as (t_dec, t_grp) weights, where B requests of equal
+    output lengths run at a busy engine in B / G groups (kvplan.speed.load.group) whose G prompts take steps(G) chunks.
+    A request ends at a step's end; its client's next one reaches the engine after the engine has started the next
+    step, and the engine takes new requests only between steps (vLLM's EngineCore: `run_busy_loop` runs
+    `_process_input_queue`, then `_process_engine_step`, whose outputs leave after the step: vllm-project/vllm@
+    00080ee13c7a451fce071ccb8d0e94d395acf5a7:vllm/v1/engine/core.py), so it waits that whole step, not half of one.
+    The groups' prefills follow one another a step apart, and so do their ends: the first group's replacement misses
+    a decode step (t_dec), every later group's the step prefilling the group before it, one chunk of it
+    (t_grp / steps(G)) beside the same decodes: u = 1 - G / B of them."""
+    return 1.0, max(0.0, 1.0 - g / b) / max(1.0, steps)

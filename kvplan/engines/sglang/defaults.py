@@ -17,7 +17,10 @@ Sources (PyPI wheels; docs/engines.md section 2):
     torch total. On an L40S (46,068 MiB in nvidia-smi, 45,486 in torch) 0.5.5's default is 0.851, not 0.849.
   * chunked_prefill_size by GPU memory (0.4.3 `server_args.py`: 2048 below 25,000 MB, else 8192; 0.5.23
     `memory_hook.py`: 2048 / 4096 / 8192 / 16384 below 20 / 60 / 160 GiB / above); the decode cuda-graph max batch
-    by GPU tier (0.5.23 `memory_hook.py` L89-170); each DP-attention worker's share of it (`dp_chunk_divisor`).
+    by GPU tier (0.5.23 `memory_hook.py` L89-170), raised for Qwen3-VL on Hopper from 0.5.20 (`expanded_graph_bs`);
+    each DP-attention worker's share of it (`dp_chunk_divisor`). Read against 0.5.23 this round: the tiers, the
+    reserve's terms and the DP division (`arg_groups/parallel_hook.py` L327-331, // attn_dp_size) agree; not
+    modelled, the safe side: 0.5.22's cut of a default decode batch above --max-running-requests (L182-188).
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ import re
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.options import opt_bool
+from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.versions import parse_version
+from kvplan.hardware.facts import capability_of
 
 # Under DP attention each worker's scheduler takes the server's chunked_prefill_size after __post_init__ has cut it:
 # by 2 up to 0.4.4 ("if self.enable_dp_attention: self.dp_size = self.tp_size ... self.chunked_prefill_size =
@@ -118,6 +123,26 @@ def default_graph_bs(version: str, gpu_gib: float, tp_size: int = 1) -> int:
             pair = pair or next(p for since, p in SMALL_TIER if v >= since)
             return pair[0] if tp_size < 4 else pair[1]
     return 512
+
+
+# Qwen3-VL on a Hopper GPU of 60 GiB or more: where --max-running-requests (at most 512) is above the default decode
+# CUDA-graph max batch, SGLang raises the batch to it before sizing the reserve ("Keep profiled high-concurrency
+# Qwen3-VL decode inside CUDA graph": `srt/arg_groups/model_overrides/qwen3_vl.py` L20-62, identical in the 0.5.20 and
+# 0.5.23 wheels, called from `memory_hook.py` 0.5.20 L182-189, 0.5.23 L191-197; `is_sm90_supported`: major 9 only).
+# SGLang keys it on model_type qwen3_vl / qwen3_vl_moe with multimodal on; kvplan on the architectures they serve.
+QWEN3_VL_EXPAND_FROM = (0, 5, 20)
+QWEN3_VL_ARCHS = ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration")
+
+
+def expanded_graph_bs(version: str, graph_bs: int, running: int, model, gpu) -> int:
+    """The decode CUDA-graph max batch after SGLang's Qwen3-VL expansion (QWEN3_VL_EXPAND_FROM; `graph_bs` the
+    default, `running` the --max-running-requests given, 0 if none); CUDA only (`is_sm90_supported`)."""
+    cuda = str(getattr(gpu, "vendor", "")).upper() == "NVIDIA"
+    if (parse_version(version) >= QWEN3_VL_EXPAND_FROM and model.architecture in QWEN3_VL_ARCHS and cuda
+            and sglang_mm.is_vlm(model) and (capability_of(gpu) or (0, 0))[0] == 9
+            and capacity_mib(gpu) >= 60 * 1024 and graph_bs < running <= 512):
+        return running
+    return graph_bs
 
 
 def dp_attention_reserve(graph_bs: int, attn_dp: int) -> float:

@@ -33,7 +33,7 @@ from kvplan.engines.sglang import ncclmem as sglang_nccl
 from kvplan.engines.sglang import swa as sglang_swa
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-exported: sglang.default_fraction)
-    capacity_mib, default_chunked, default_fraction, default_graph_bs, dp_attention,
+    capacity_mib, default_chunked, default_fraction, default_graph_bs, dp_attention, expanded_graph_bs,
 )
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
@@ -41,12 +41,14 @@ from kvplan.planning.plan import cache_dtypes
 from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS, reads_capability
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.context import sglang_rule
-from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_float, opt_int
+from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_float, opt_int,
+                                 parse_version)
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.model.layers import LOCAL_KINDS, Kind, ParallelHybrid
 from kvplan.engines.sglang.offload import cpu_pool as hicache_pool
 from kvplan.engines.sglang import piecewise as sglang_piecewise
+from kvplan.engines.sglang import prefill_graph as sglang_prefill_graph
 from kvplan.engines.sglang.rules import SglangRules
 
 GIB = 2**30
@@ -85,6 +87,7 @@ class Settings:
     max_running_requests: int | None = None  # --max-running-requests per dp worker
     allocator_rounding: int = 0  # of loaded_extra: PyTorch's caching allocator's rounding of the weights (loaded.py)
     attention_dp: int = 1  # DP-attention workers (--dp-size under --enable-dp-attention), else 1
+    prefill_graph: tuple | None = None  # (backend or "off", MiB reserved, why) where the fraction is SGLang's default
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -100,8 +103,10 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     chunked = opt_int(opts, "chunked_prefill_size", default_chunked(version, gib))
     dpa = dp_attention(model, dep, opts)
     tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
-    graph_bs = opt_int(opts, "cuda_graph_max_bs", default_graph_bs(version, gib, tp_size))
+    graph_bs = opt_int(opts, "cuda_graph_max_bs", 0) or expanded_graph_bs(  # Qwen3-VL's (defaults.py)
+        version, default_graph_bs(version, gib, tp_size), opt_int(opts, "max_running_requests", 0), model, gpu)
     piecewise = sglang_piecewise.reserve_mib(model, gpu, dep, version, chunked, dpa)  # 0.5.10 on (piecewise.py)
+    backend, why = sglang_prefill_graph.decide(model, gpu, dep, version, dpa)
     frac = default_fraction(version, capacity_mib(gpu), tp_size, dep.pp, chunked, graph_bs, dep.dp if dpa else 0,
                             piecewise)
     if (explicit or {}).get("gpu_memory_utilization"):
@@ -132,7 +137,9 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     running = opt_int(opts, "max_running_requests", 0)
     return Settings(version, float(frac), chunked, page, ratio, init, extra, vlm, cache_mb, gpu.memory_usable_bytes,
                     sglang_swa.hybrid_swa(model, version), state, max(1, running // attn_dp) if running else None,
-                    allocator_rounding=rounding, attention_dp=attn_dp)
+                    allocator_rounding=rounding, attention_dp=attn_dp,
+                    prefill_graph=None if given or parse_version(version) < sglang_prefill_graph.FROM
+                    else (backend or "off", piecewise, why))
 
 
 def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
@@ -214,6 +221,9 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
         lines[-1:] = [Figure("max_running_requests", running, "count"), Figure(f"requests of {context:,} tokens",
                                                                                 conc, "ratio")]
     lines += sglang_mm.rows(model, st, st.usable_bytes)
+    if st.prefill_graph:
+        lines.append(Figure("prefill CUDA-graph reserve", int(st.prefill_graph[1] * MIB), "MiB"))
+        notes.append(sglang_prefill_graph.note(st.version, *st.prefill_graph))
     notes += sglang_mm.notes(model, st, st.usable_bytes)
     if any(layer.kind in LOCAL_KINDS for layer in model.layers) and sglang_swa.note(model, st.version):
         notes.append(sglang_swa.note(model, st.version))

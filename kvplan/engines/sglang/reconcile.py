@@ -17,6 +17,15 @@ from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request, prepare
 
 
+def pool_tokens(r: dict):
+    """The pool's printed size: "#tokens", or, where the K line predates it (0.4.2.post1 to 0.4.3.post2 print
+    "KV Cache is allocated. K size: ..." alone, mem_cache/memory_pool.py L195), max_total_num_tokens, the size the
+    pool is built with (0.4.2.post1 model_executor/model_runner.py L651-652); None where neither is printed."""
+    if "kv_tokens" in r:
+        return r["kv_tokens"]
+    return r.get("max_total_num_tokens") if "k_size_gb" in r else None
+
+
 def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
     s, r = rec.settings, rec.reported
     out = Reconciliation("sglang", version or rec.version or sglang.DEFAULT_VERSION,
@@ -81,15 +90,15 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
                                 f"{st.init_bytes / GIB:.2f} GiB (estimate)",
                                 rel(st.init_bytes, gpu.memory_usable_bytes - pre)[0], None,
                                 rel(st.init_bytes, gpu.memory_usable_bytes - pre)[1]))
-    if gpu is not None and "kv_tokens" in r:
+    if gpu is not None and pool_tokens(r) is not None:
         # End to end: what `fit --engine sglang` predicts from the GPU alone, without the log's figures.
-        rep = int(r["kv_tokens"].value)
+        rep = int(pool_tokens(r).value)
         alone = engine.result(model, gpu, dep, req).capacity.tokens
         d, e = rel(alone, rep)
         out.rows.append(Row(f"#tokens predicted from the GPU alone (fit {arg('engine')} sglang)", f"{rep:,}",
                             f"{alone:,}", d, abs(e) <= 0.05, e))
-    if "kv_tokens" in r:
-        tokens = int(r["kv_tokens"].value)
+    if pool_tokens(r) is not None:
+        tokens = int(pool_tokens(r).value)
         for key, label in (("k_size_gb", "K size"), ("v_size_gb", "V size")):
             if key in r:
                 pred = f"{engine.k_size_gib(model, dep, st, tokens, kvd):.{r[key].decimals}f}"

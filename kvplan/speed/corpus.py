@@ -64,6 +64,10 @@ PER_RANK_LIMIT = {"trtllm": "enable_attention_dp"}
 DP_ATTENTION = {"sglang": "enable_dp_attention"}
 PREFIX_CACHE_OFF = {"sglang": "disable_radix_cache"}  # the flag that turns an engine's prefix cache off
 ATTENTION_BACKEND = {"sglang": "attention_backend"}  # the flag that names an engine's attention backend
+# The flag that names an engine's MoE kernel, and the values that run TensorRT-LLM-gen's fused MoE through FlashInfer
+# (trtllm_fp8_block_scale_moe / trtllm_fp4_block_scale_moe: sgl-project/sglang@dec8155f6d073c78b0c7fd94953b838eccbdf9df
+# :python/sglang/srt/layers/moe/moe_runner/flashinfer_trtllm.py, fused_experts_none_to_flashinfer_trtllm_fp8)
+MOE_RUNNER, TRTLLM_GEN_MOE = {"sglang": "moe_runner_backend"}, ("flashinfer_trtllm",)
 TRAIN_SHARE = 70  # percent of sources (by hash) the coefficients are fitted on
 def in_training(source_id: str) -> bool:
     """The split rule: a source trains when the first two bytes of sha256(id), as a number, mod 100 < 70."""
@@ -264,6 +268,13 @@ def attention_backend(case: Case) -> str | None:
     key = ATTENTION_BACKEND.get(case.engine)
     value = (case.flags or {}).get(key) if key else None
     return str(value) if value else None
+
+
+def trtllm_gen_moe(case: Case) -> bool:
+    """Whether a case's run names TensorRT-LLM-gen's fused MoE as its MoE kernel (MOE_RUNNER, TRTLLM_GEN_MOE), whose
+    shortfall at few tokens an expert is not the one its engine's set fits (kvplan.speed.terms, `grouped`)."""
+    key = MOE_RUNNER.get(case.engine)
+    return bool(key) and str((case.flags or {}).get(key) or "") in TRTLLM_GEN_MOE
 
 
 def attention_dp(case: Case) -> bool:

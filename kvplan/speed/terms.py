@@ -39,6 +39,8 @@ the order of `TERMS`:
              than its weights (MXFP4 experts with bf16 or FP8 activations, kvplan.speed.mxfp4): its shortfall
              at few tokens an expert is reading those weights, the same bytes as a kernel whose activations
              match them, so the term stays the multiple of the expert read it is for every other checkpoint
+             (a run that states TensorRT-LLM-gen's fused MoE under SGLang has none: `grouped_shortfall` False,
+             kvplan.speed.corpus.trtllm_gen_moe; the t0 is SGLang's Triton grouped GEMM's, not that kernel's)
   comm       tensor-parallel all-reduces (2 per layer, ring: 2(n-1)/n x bytes / per-direction link
              bandwidth) and expert-parallel dispatch + combine ((n-1)/n x bytes each), the latter only where the
              experts span data-parallel replicas (ep > tp: `moves_tokens`); no tensor-parallel bandwidth term where the
@@ -131,6 +133,7 @@ class Shape:
     link_bandwidth: float = 0.0  # bytes/s one direction; 0: no link (one GPU)
     link_latency_s: float = 0.0  # per collective call
     moe_block_m: int = 0  # expert rows a MoE kernel's tile takes, re-reading the expert's weights per tile; 0: none
+    grouped_shortfall: bool = True  # False: a MoE kernel the set's `grouped` t0 was not fitted on (TensorRT-LLM-gen's)
     fused_allreduce: bool = False  # tensor-parallel all-reduces inside the row-parallel GEMMs: no bandwidth term
     allreduce: tuple = ()  # ((message bytes, seconds), ...) one measured all-reduce among the tp ranks; (): the ring
     prefill_attn_rate: float = 0.0  # FLOP/s prefill queries' attention runs at (FP8 context FMHA: fp8); 0: bf16_rate
@@ -268,7 +271,8 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         gemm_seconds(s, tokens, prefill_context, rate, sampled),
         attn,
         (s.expert_bytes * share + reread_bytes(s, routed, touched)) * steps / bw,
-        touched * 2 * s.expert_params * steps / (s.grouped_rate or s.gemm_rate) if s.gemm_rate else 0.0,
+        touched * 2 * s.expert_params * steps / (s.grouped_rate or s.gemm_rate) if s.gemm_rate and s.grouped_shortfall
+        else 0.0,
         comm,
         calls * s.link_latency_s,
         steps,

@@ -43,6 +43,16 @@ MLA_PREFILL = {"llama.cpp": "absorbed"}
 # (kvplan.speed.terms.link). Training CV: every engine reading them 22.44% all figures (vLLM 24.72 -> 26.95%),
 # TensorRT-LLM alone 21.97% (docs/speed-history.md)
 MEASURED_ALLREDUCE = ("trtllm",)
+# engines whose tensor-parallel all-reduce among 2, 4, 6 or 8 GPUs of one fully connected fabric is a one-kernel
+# custom all-reduce below a message size, NCCL's ring at or past it: {engine: (size limit in bytes, world sizes)}.
+# vLLM's CustomAllreduce: world sizes [2, 4, 6, 8], max_size 8,192 x 1,024 B, `should_custom_ar` takes a message below
+# it where the ranks are fully connected (refused on more than two PCIe-only GPUs; vllm-project/vllm@00d618aa
+# :vllm/distributed/device_communicators/custom_all_reduce.py), one-shot below 512 KiB at <= 4 GPUs and 256 KiB at
+# <= 8, two-shot above (csrc/custom_all_reduce.cuh `REDUCE_CASE`): every rank reads its peers at once behind one
+# barrier, so a call's latency does not grow with the ranks as NCCL's ring's 2(n - 1) hops do (TensorRT-LLM's kernel
+# of the same design, timed in the H100 profile's table: 2.77 / 3.02 / 3.41 us at 2 / 4 / 8 GPUs, where the ring model
+# gives 7.8 / 10.2 / 15.0). Priced at kvplan.speed.terms.fabric_latency; the `latency` coefficient fits its scale
+CUSTOM_ALLREDUCE = {"vllm": (8192 * 1024, (2, 4, 6, 8))}
 
 
 @lru_cache(maxsize=1)
@@ -82,6 +92,13 @@ def measured_allreduce_kernel(engine: str | None) -> bool:
     """Whether the engine's tensor-parallel all-reduces run the kernel the profiles' tables measured
     (MEASURED_ALLREDUCE); kvplan's own rules (no engine) read vLLM's, which does not."""
     return engine_key(engine) in MEASURED_ALLREDUCE if engine else False
+
+
+def custom_allreduce_bytes(engine: str | None, tp: int) -> int:
+    """The message size below which the engine's all-reduce among `tp` GPUs is its custom kernel
+    (CUSTOM_ALLREDUCE), 0 where it has none for that many; kvplan's own rules (no engine) read vLLM's."""
+    limit, sizes = CUSTOM_ALLREDUCE.get(engine_key(engine), (0, ()))
+    return limit if tp in sizes else 0
 
 
 def covered(engine: str | None) -> bool:

@@ -28,9 +28,10 @@ from kvplan.model.layers import IndexedMLA
 from kvplan.model.spec import PLAIN_BYTES, own_format, weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.ggml import paths as ggml_paths
-from kvplan.speed.model import absorbed_prefill, engine_key, gemm_kernels, measured_allreduce_kernel
+from kvplan.speed.model import (absorbed_prefill, custom_allreduce_bytes, engine_key, gemm_kernels,
+                                measured_allreduce_kernel)
 from kvplan.speed.mxfp4 import moe_block_m, mxfp4_precision
-from kvplan.speed.terms import Shape, allreduce_table, gemm_rate, link
+from kvplan.speed.terms import Shape, allreduce_table, fabric_latency, gemm_rate, link
 
 _BIG = 1 << 40
 
@@ -217,7 +218,8 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     an MLA prefill at the decode width where the engine runs it absorbed (kvplan.speed.model.MLA_PREFILL, and
     with its `prefix_cache` on by release and `attention_backend`: kvplan.speed.mlaform); the
     profile's measured all-reduce times for the tp group where the engine runs the kernel they timed
-    (kvplan.speed.model.MEASURED_ALLREDUCE)."""
+    (kvplan.speed.model.MEASURED_ALLREDUCE); the latency of the engine's custom all-reduce on a fully connected
+    fabric and its size limit (kvplan.speed.model.CUSTOM_ALLREDUCE)."""
     stored = weight_dtype or (spec.quantization.method if spec.quantization else None)
     own = gemm_rate(gpu, stored)[1]  # the weights' own precision's rate, which the grouped term keeps
     dtype, block_m = stored, 0
@@ -228,6 +230,8 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     peak_bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)
     rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, "bf16")
     link_bw, latency = link(gpu, max(terms["tp"], terms["ep"]))
+    oneshot = custom_allreduce_bytes(engine, terms["tp"])  # the engine's custom all-reduce, where it runs one
+    oneshot_latency = fabric_latency(gpu, terms["tp"]) if oneshot else 0.0
     paths, missing = (), ""
     if gemm_kernels(engine) == "ggml":
         dense = terms["flops_per_token"] / 2 - terms["top_k"] * terms["expert_params"]
@@ -238,7 +242,8 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     return Shape(**terms, bandwidth=float(read_bandwidth(gpu)), peak_bandwidth=float(gpu.bandwidth_bytes_per_s),
                  gemm_rate=rate or bf16, grouped_rate=(read_flops(gpu, own) if own != precision else 0.0),
                  bf16_rate=bf16, peak_bf16_rate=peak_bf16,
-                 link_bandwidth=link_bw, link_latency_s=latency,
+                 link_bandwidth=link_bw, link_latency_s=latency, oneshot_latency_s=oneshot_latency,
+                 oneshot_max_bytes=oneshot if oneshot_latency else 0,
                  allreduce=allreduce_table(gpu, terms["tp"]) if measured_allreduce_kernel(engine) else (),
                  moe_block_m=block_m, paths=paths,
                  rate_missing=missing)

@@ -48,7 +48,9 @@ the order of `TERMS`:
              profile gives a measured all-reduce time by message bytes for the tensor-parallel group
              (`interconnect.allreduce_us`: `allreduce`), the tensor-parallel all-reduces are that time
              (measured_allreduce, its latency within it) in place of the ring's bandwidth and latency
-  latency    collective calls x the link's latency per call (NCCL's ring model, below)
+  latency    collective calls x the link's latency per call (NCCL's ring model, below; where the engine runs a
+             one-kernel custom all-reduce on a fully connected fabric, its tensor-parallel calls below the kernel's
+             size limit at `fabric_latency`, flat in n: kvplan.speed.model.CUSTOM_ALLREDUCE)
   step       1 (seconds per step: scheduling, launches, sampling)
   layer      layers on the rank (seconds per layer per step)
   seq        sequences in the step (seconds per sequence per step)
@@ -136,6 +138,8 @@ class Shape:
     grouped_shortfall: bool = True  # False: a MoE kernel the set's `grouped` t0 was not fitted on (TensorRT-LLM-gen's)
     fused_allreduce: bool = False  # tensor-parallel all-reduces inside the row-parallel GEMMs: no bandwidth term
     allreduce: tuple = ()  # ((message bytes, seconds), ...) one measured all-reduce among the tp ranks; (): the ring
+    oneshot_latency_s: float = 0.0  # per tensor-parallel call of the engine's custom all-reduce; 0: the ring's
+    oneshot_max_bytes: int = 0  # messages at or past it go to NCCL's ring (link_latency_s)
     prefill_attn_rate: float = 0.0  # FLOP/s prefill queries' attention runs at (FP8 context FMHA: fp8); 0: bf16_rate
     paths: tuple = ()  # ((first tokens per step, FLOP/s, extra bytes per step), ...): llama.cpp's kernels by batch
     rate_missing: str = ""  # a precision a path needs that the profile does not rate (kvplan.speed.ggml)
@@ -217,6 +221,18 @@ def measured_tp(s: Shape) -> bool:
     return s.tp > 1 and bool(s.allreduce) and not s.fused_allreduce
 
 
+def fabric_latency(gpu, gpus: int) -> float:
+    """Latency of one custom all-reduce call among `gpus` GPUs that one fabric connects all to all (an NVSwitch,
+    NVLink or xGMI domain holding them; 0 otherwise: PCIe and networks keep the ring): NCCL's base latency and one
+    hop, the two-rank ring's, whatever n, as the one-shot and two-shot kernels' ranks read every peer at once behind
+    one barrier rather than pass the data round a ring of 2(n - 1) hops (kvplan.speed.model.CUSTOM_ALLREDUCE)."""
+    kind = gpu.interconnect_kind or "pcie"
+    bw = gpu.interconnect_achieved_bytes_per_s or gpu.interconnect_bytes_per_s
+    if gpus <= 1 or kind in ("pcie", "roce") or not bw or gpus > (gpu.interconnect_domain or 1):
+        return 0.0
+    return ring_latency(kind, 2)
+
+
 def ring_latency(kind: str, n: int) -> float:
     """NCCL's ring all-reduce latency among n ranks: baseLat + 2(n-1) x hwLat (LL protocol)."""
     return NCCL_BASE_LAT_S + 2 * (n - 1) * NCCL_HW_LAT_S.get(kind, NCCL_HW_LAT_S["pcie"])
@@ -255,16 +271,18 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     routed = per_step * s.ep_replicas  # the tokens this rank's experts serve in one step
     touched = experts_touched(s.num_experts, s.top_k, routed) if s.num_experts else 0.0  # planning's formula
     share = touched / s.num_experts if s.num_experts else 0.0
-    comm = calls = 0.0
+    comm = lat = 0.0
+    message = per_step * s.hidden * ACT_BYTES  # one tensor-parallel all-reduce's bytes
     if measured_tp(s):  # each call's measured time, its latency within it
-        comm += 2 * s.layers * steps * measured_allreduce(s.allreduce, per_step * s.hidden * ACT_BYTES)
+        comm += 2 * s.layers * steps * measured_allreduce(s.allreduce, message)
     elif s.tp > 1:
         if not s.fused_allreduce:  # TensorRT-LLM's GEMM + AllReduce reduces tile by tile under the GEMM
             comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * tokens * s.hidden * ACT_BYTES / s.link_bandwidth
-        calls += 2 * s.layers * steps
+        oneshot = s.oneshot_latency_s and message < s.oneshot_max_bytes  # the engine's custom all-reduce
+        lat += 2 * s.layers * steps * (s.oneshot_latency_s if oneshot else s.link_latency_s)
     if moves_tokens(s):
         comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * tokens * s.top_k * s.hidden * ACT_BYTES / s.link_bandwidth
-        calls += 2 * s.moe_layers * steps
+        lat += 2 * s.moe_layers * steps * s.link_latency_s
     return [
         (s.dense_bytes + extra) * steps / bw,
         kv / bw,
@@ -274,7 +292,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         touched * 2 * s.expert_params * steps / (s.grouped_rate or s.gemm_rate) if s.gemm_rate and s.grouped_shortfall
         else 0.0,
         comm,
-        calls * s.link_latency_s,
+        lat,
         steps,
         s.layers * steps,
         seqs * steps if seq_steps is None else seq_steps,

@@ -57,7 +57,8 @@ MIB = 2**20
 VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
 DEFAULT_VERSION = "0.5.23"
 OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs",
-        "enable_dp_attention", "vlm_cache_size_mb", "enable_multimodal", *LAYOUT_OPTS, *sglang_mamba.OPTS)  # layout.py, mamba.py
+        "enable_dp_attention", "vlm_cache_size_mb", "enable_multimodal",  # the last: multimodal.py
+        *LAYOUT_OPTS, *sglang_mamba.OPTS)  # layout.py, mamba.py
 # Memory taken before the weights load: what `init_torch_distributed` leaves in use (the CUDA context, NCCL's
 # communicators and, on NVLink or two GPUs, custom all-reduce buffers; 0.4.3.post4 `model_runner.py` L258-316;
 # custom all-reduce stays off on more than two PCIe-only GPUs, `custom_all_reduce.py` L235-241; where it is on, its

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -22,8 +23,10 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.sources.catalog import find_in_catalog
+from kvplan.sources.resolve import resolve_model
 
 H100 = find_gpu("h100")
+MISTRAL3 = Path(__file__).resolve().parent / "fixtures" / "families" / "mistral-small-3.1-24b.json"
 GEMMA3 = find_in_catalog("gemma-3-27b-it")
 SCOUT = find_in_catalog("llama-4-scout-17b-16e-instruct")
 
@@ -117,3 +120,14 @@ def test_a_default_decode_batch_is_cut_to_max_running_requests_from_0522():
     assert _result(qwen, "max_running_requests=64", version="0.5.21").settings["mem_fraction_static"] == 0.830
     # a stated --cuda-graph-max-bs is kept
     assert _result(qwen, "max_running_requests=64", "cuda_graph_max_bs=256").settings["mem_fraction_static"] == 0.830
+
+
+def test_the_flat_factors_before_the_tower_formula():
+    # model_runner.py: x 0.95 to 0.4.4.post3 (L254), x 0.90 from 0.4.4.post4 (L273) to 0.4.8 (L415), any fraction;
+    # server_args.py: x 0.90 on its default in 0.4.9-0.4.9.post2 (0.4.9 L328-329), the tower formula from 0.4.9.post3
+    # (L349: adjust_mem_fraction_for_vlm). Mistral Small 3.1's Pixtral tower (24 x 1024, ViT-L): 0.95 by formula
+    pixtral = resolve_model(str(MISTRAL3)).spec
+    assert [vlm_factor(pixtral, v) for v in ("0.4.3", "0.4.4.post3", "0.4.4.post4", "0.4.8", "0.4.9",
+                                             "0.4.9.post2", "0.4.9.post3")] == [0.95, 0.95, 0.90, 0.90, 0.90, 0.90, 0.95]
+    # 0.4.9 on an H100 (81,559 MiB: 9.5 + 1/2 GiB reserved = 10,240 MiB) -> round(71,319 / 81,559, 3) = 0.874; x 0.90
+    assert _result(pixtral, version="0.4.9").settings["mem_fraction_static"] == pytest.approx(0.874 * 0.90)

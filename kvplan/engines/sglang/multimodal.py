@@ -7,6 +7,7 @@ embedding cache that lives in the headroom above it.
   sgl-project/sglang#4826's Gemma 3 log (tp 1, H200-class, March 2025) bears it out: 131.08 GB free after
   weights, 139.21 before, 54.12 + 54.12 GB of K and V, so 131.08 - 139.21 x (1 - f) >= 108.24 needs f >= 0.836
   = 0.88 x 0.95, the 0.4.x default for one rank times the factor (0.88 alone would leave 114.4 GB for the pool).
+  0.4.4.post4-0.4.8 multiply by 0.90 in the same place (FLAT below).
 * `adjust_mem_fraction_for_vlm` (`srt/server_args.py` ServerArgs method with the (2.8/9.5/12 + tp) reserve table
   of 0.4.9; a function of `srt/arg_groups/memory_hook.py` in current main): only when --mem-fraction-static is
   not given and the model is multimodal with a `vision_config` (main also skips --language-only and a
@@ -16,10 +17,11 @@ embedding cache that lives in the headroom above it.
       ratio  = L x H^2 / (24 x 1024^2)                         (ViT-L/14 as the baseline)
       factor = 0.95 x clamp(1 - 0.1 x (ratio - 1), 0.8, 1.05)
       mem_fraction_static = default x factor
+  (0.4.9-0.4.9.post2: a flat 0.90 there instead; the formula from 0.4.9.post3, wheels read),
   so a tower no larger than ViT-L keeps 0.95 to 0.9975 of the default and a larger one loses more: Pixtral's
   24 x 1024 gives 0.95, Gemma 3's SigLIP (27 x 1152) 0.9097, Llama 4's 34 x 1408 0.7906. The memory it frees
-  is runtime headroom for the vision encoder's activations; it replaced the flat 0.95 above (kvplan applies it
-  from 0.4.9).
+  is runtime headroom for the vision encoder's activations; it replaced the flat factors (kvplan applies it
+  from 0.4.9.post3).
   Main adds a `post_capture_kv_sizing` mode that subtracts a flat 8 GiB instead; no release kvplan plans
   (0.5.23 and before) has it.
 * The multimodal embedding cache (`srt/managers/mm_utils.py`: `embedding_cache.set(hash, embedding)` for
@@ -95,8 +97,15 @@ def is_vlm(model) -> bool:
     return bool(getattr(model.params, "vision", 0)) and bool(getattr(model, "vision_dims", ()))
 
 
+# The flat factors before the vision_config's size (wheels read): ModelRunner's `if self.is_multimodal:
+# self.mem_fraction_static *= 0.95` on any fraction to 0.4.4.post3 (0.4.4.post3 `model_executor/model_runner.py`
+# L254), 0.90 from 0.4.4.post4 (L273; 0.4.5 L274, 0.4.8 L415); then `server_args.py` on its own default only, 0.90
+# in 0.4.9-0.4.9.post2 (0.4.9 L328-329), `adjust_mem_fraction_for_vlm` from 0.4.9.post3 (L349). (release, post).
+FLAT = ((((0, 4, 9), 3), None), (((0, 4, 9), 0), 0.90), (((0, 4, 4), 4), 0.90), (((0, 0, 0), 0), 0.95))
+
+
 def scales_any_fraction(version: str) -> bool:
-    """Whether the release scales a fraction the user gives too (ModelRunner's flat 0.95, before 0.4.9)."""
+    """Whether the release scales a fraction the user gives too (ModelRunner's flat factor, before 0.4.9)."""
     return parse_version(version) < (0, 4, 9)
 
 
@@ -134,12 +143,13 @@ def vision_dims(model) -> tuple[int, int]:
 
 
 def vlm_factor(model, version: str, enable: bool = False) -> float:
-    """The factor SGLang applies to mem_fraction_static for this model (1.0: none, multimodal off included): a flat
-    0.95 before 0.4.9, the vision_config's size from 0.4.9 (to its own default only: the caller decides)."""
+    """The factor SGLang applies to mem_fraction_static for this model (1.0: none, multimodal off included): flat
+    (FLAT) before 0.4.9.post3, the vision_config's size from it (to its own default only: the caller decides)."""
     if not is_multimodal(model, version, enable):
         return 1.0
-    if scales_any_fraction(version):
-        return 0.95
+    flat = next(f for since, f in FLAT if _release(version) >= since)
+    if flat is not None:
+        return flat
     layers, hidden = vision_dims(model)
     ratio = layers * hidden**2 / (BASE_LAYERS * BASE_HIDDEN**2)
     return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))

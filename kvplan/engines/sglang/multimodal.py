@@ -39,7 +39,7 @@ embedding cache that lives in the headroom above it.
   --enable-llama4-multimodal; 0.4.5.post1-post2 compared the whole list to the string, so nothing matched); Gemma 3
   and Llama 4 from 0.4.6; Step3-VL from 0.5.1; Inkling from 0.5.16 (0.5.15 without). Llama 4 then also leaves its
   vision tower unbuilt (`mllama4.py` `has_vision = has_vision_weights and enable_multimodal`, from 0.4.9.post4;
-  0.5.23 L468; kvplan.engines.sglang.loaded); Gemma 3's model builds it whatever the flag (`gemma3_mm.py`).
+  0.5.23 L468; `without_tower`, the engine's view); Gemma 3's model builds it whatever the flag (`gemma3_mm.py`).
   Gemma-3-27B on an H100 at 0.5.23: 0.835 - 464 MiB of prefill graph = 0.830, where the VLM path gave 0.835 x 0.9097.
 """
 

@@ -40,14 +40,16 @@ def _settings(model, *opts, version="0.5.23"):
     ("qwen3.5-27b", 0.924765625),
 ])
 def test_vlm_factor_by_hand(name, expected):
-    assert vlm_factor(find_in_catalog(name), "0.5.23") == pytest.approx(expected, rel=1e-12)
+    # Gemma 3 and Llama 4 are on SGLang's mm_disabled_models: the factor applies with --enable-multimodal
+    assert vlm_factor(find_in_catalog(name), "0.5.23", enable=True) == pytest.approx(expected, rel=1e-12)
 
 
 def test_default_fraction_scaled_for_gemma3_on_h100():
     # 0.5.23 default on an H100 (nvidia-smi's 81,559 MiB, which SGLang reads: defaults.capacity_mib): reserve
-    # 512 + 1.5 x 8,192 + 1/8 x 1,024 + 2 x 256 = 13,440 MiB (above the 10 GiB floor)
+    # 512 + 1.5 x 8,192 + 1/8 x 1,024 + 2 x 256 = 13,440 MiB (above the 10 GiB floor; with --enable-multimodal
+    # Gemma 3 is a VLM off the breakable allow-list: no prefill graph reserve)
     # -> round((81,559 - 13,440) / 81,559, 3) = round(0.83521, 3) = 0.835; x 0.909736328125 = 0.759629...
-    st, _ = _settings(find_in_catalog("gemma-3-27b-it"))
+    st, _ = _settings(find_in_catalog("gemma-3-27b-it"), "enable_multimodal=true")
     assert st["mem_fraction_static"] == pytest.approx(0.835 * 0.909736328125, rel=1e-12)
     assert st["vlm_factor"] == pytest.approx(0.909736328125)
 
@@ -58,6 +60,7 @@ def test_pixtral_baseline_tower_and_text_models():
     assert vlm_factor(spec, "0.5.23") == pytest.approx(0.95)
     assert vlm_factor(find_in_catalog("qwen3-14b"), "0.5.23") == 1.0  # no tower
     assert vlm_factor(find_in_catalog("gemma-3-27b-it"), "0.4.3") == 0.95  # before 0.4.9: ModelRunner's flat 0.95
+    assert vlm_factor(spec, "0.4.3") == 0.95  # and before 0.4.6 no architecture is switched off
 
 
 def test_before_049_the_flat_factor_matches_the_gemma3_log():
@@ -83,9 +86,11 @@ def test_a_fraction_the_user_gives_is_not_scaled():
 def test_embedding_cache_beyond_the_headroom_is_warned():
     gemma = find_in_catalog("gemma-3-27b-it")
     # headroom at 0.99 of 79.18 GiB: 0.79 GiB; a 2,048 MB cache (2 GiB) cannot fit it
-    _, cap = _settings(gemma, "mem_fraction_static=0.99", "vlm_cache_size_mb=2048")
+    _, cap = _settings(gemma, "mem_fraction_static=0.99", "vlm_cache_size_mb=2048", "enable_multimodal=true")
     assert any("SGLANG_VLM_CACHE_SIZE_MB=2048" in n for n in cap.notes)
-    _, cap = _settings(gemma)  # the default 100 MB fits the default headroom (about 19 GiB)
+    _, cap = _settings(gemma, "mem_fraction_static=0.99", "vlm_cache_size_mb=2048")  # multimodal off: no cache
+    assert not any("SGLANG_VLM_CACHE_SIZE_MB" in n for n in cap.notes)
+    _, cap = _settings(gemma, "enable_multimodal=true")  # the default 100 MB fits the default headroom (19 GiB)
     assert not any("SGLANG_VLM_CACHE_SIZE_MB" in n for n in cap.notes)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from kvplan.engines.context import engine_length
 from kvplan.engines.emit import (checkpoint_weights, kv_dtype_arg, model_arg, quantized_at_load, serve_seqs,
                                  weight_args)
+from kvplan.engines.options import opt_bool
 from kvplan.engines.lora import sglang_flags as sglang_lora_flags
 from kvplan.engines.sglang import cache_dtype as sglang_cache_dtype
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
@@ -25,7 +26,8 @@ def launch_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
     (parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype, --page-size,
     and --dtype / --quantization fp8 where the plan's weights are not the checkpoint's
     (kvplan.engines.emit.weight_args), the state pool's --max-mamba-cache-size (kvplan.engines.sglang.mamba);
-    SGLANG_VLM_CACHE_SIZE_MB=N before it when vlm_cache_size_mb is set. `engine`: the configured Sglang."""
+    SGLANG_VLM_CACHE_SIZE_MB=N before it when vlm_cache_size_mb is set, --enable-multimodal when enable_multimodal is
+    (kvplan.engines.sglang.multimodal). `engine`: the configured Sglang."""
     r, dep, opts = plan.request, plan.deployment, engine.opts
     env = [f"SGLANG_VLM_CACHE_SIZE_MB={settings['vlm_cache_mb']}"] if "vlm_cache_size_mb" in opts else []
     args = [*env, "python", "-m", "sglang.launch_server", "--model-path", model_arg(model),
@@ -33,6 +35,7 @@ def launch_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
             "--context-length", str(engine_length(model, r)),
             "--mem-fraction-static", f"{emit_fraction(plan, settings, model):g}",
             *engine.parallel_flags(dep, model), *serve_flags(opts),
+            *(["--enable-multimodal"] if opt_bool(opts, "enable_multimodal", False) else []),
             "--max-running-requests", str(opts.get("max_running_requests") or sglang_dsv4.emitted_running(
                 model, serve_seqs(plan))), *sglang_dsv4.emit_flags(model, opts),
             *sglang_mamba.emit_flags(opts, model, plan, settings["version"],

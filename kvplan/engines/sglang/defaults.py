@@ -20,7 +20,7 @@ Sources (PyPI wheels; docs/engines.md section 2):
     by GPU tier (0.5.23 `memory_hook.py` L89-170), raised for Qwen3-VL on Hopper from 0.5.20 (`expanded_graph_bs`);
     each DP-attention worker's share of it (`dp_chunk_divisor`). Read against 0.5.23 this round: the tiers, the
     reserve's terms and the DP division (`arg_groups/parallel_hook.py` L327-331, // attn_dp_size) agree; not
-    modelled, the safe side: 0.5.22's cut of a default decode batch above --max-running-requests (L182-188).
+    modelled from 0.5.22: a default decode batch above --max-running-requests cut down to it (`capped_graph_bs`).
 """
 
 from __future__ import annotations
@@ -125,6 +125,21 @@ def default_graph_bs(version: str, gpu_gib: float, tp_size: int = 1) -> int:
     return 512
 
 
+# From 0.5.22 a default decode CUDA-graph max batch above --max-running-requests (the server's, as given) is cut down
+# to it before the reserve is sized: "if decode_max_bs_is_default and cfg.max_running_requests is not None and
+# decode_cuda_graph_config.max_bs > cfg.max_running_requests: decode_cuda_graph_config.max_bs =
+# cfg.max_running_requests" (0.5.22 wheel `srt/arg_groups/memory_hook.py` L182-188, 0.5.23 L182-188; not in 0.5.20
+# nor 0.5.21). A stated --cuda-graph-max-bs is kept.
+CAP_TO_RUNNING_FROM = (0, 5, 22)
+
+
+def capped_graph_bs(version: str, graph_bs: int, running: int) -> int:
+    """The default decode CUDA-graph max batch after 0.5.22's cut to --max-running-requests (`running`, 0: none)."""
+    if parse_version(version) >= CAP_TO_RUNNING_FROM and 0 < running < graph_bs:
+        return running
+    return graph_bs
+
+
 # Qwen3-VL on a Hopper GPU of 60 GiB or more: where --max-running-requests (at most 512) is above the default decode
 # CUDA-graph max batch, SGLang raises the batch to it before sizing the reserve ("Keep profiled high-concurrency
 # Qwen3-VL decode inside CUDA graph": `srt/arg_groups/model_overrides/qwen3_vl.py` L20-62, identical in the 0.5.20 and
@@ -139,7 +154,7 @@ def expanded_graph_bs(version: str, graph_bs: int, running: int, model, gpu) -> 
     default, `running` the --max-running-requests given, 0 if none); CUDA only (`is_sm90_supported`)."""
     cuda = str(getattr(gpu, "vendor", "")).upper() == "NVIDIA"
     if (parse_version(version) >= QWEN3_VL_EXPAND_FROM and model.architecture in QWEN3_VL_ARCHS and cuda
-            and sglang_mm.is_vlm(model) and (capability_of(gpu) or (0, 0))[0] == 9
+            and sglang_mm.is_multimodal(model, version) and (capability_of(gpu) or (0, 0))[0] == 9
             and capacity_mib(gpu) >= 60 * 1024 and graph_bs < running <= 512):
         return running
     return graph_bs

@@ -33,7 +33,8 @@ from kvplan.engines.sglang import ncclmem as sglang_nccl
 from kvplan.engines.sglang import swa as sglang_swa
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-exported: sglang.default_fraction)
-    capacity_mib, default_chunked, default_fraction, default_graph_bs, dp_attention, expanded_graph_bs,
+    capacity_mib, capped_graph_bs, default_chunked, default_fraction, default_graph_bs, dp_attention,
+    expanded_graph_bs,
 )
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
@@ -41,8 +42,8 @@ from kvplan.planning.plan import cache_dtypes
 from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS, reads_capability
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.context import sglang_rule
-from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_float, opt_int,
-                                 parse_version)
+from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
+                                 opt_float, opt_int, parse_version)
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.model.layers import LOCAL_KINDS, Kind, ParallelHybrid
@@ -56,7 +57,8 @@ MIB = 2**20
 VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
 DEFAULT_VERSION = "0.5.23"
 OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs",
-        "enable_dp_attention", "vlm_cache_size_mb", *LAYOUT_OPTS, *sglang_mamba.OPTS)  # layout.py, mamba.py
+        "enable_dp_attention", "vlm_cache_size_mb", "enable_multimodal",  # the last: multimodal.py
+        *LAYOUT_OPTS, *sglang_mamba.OPTS)  # layout.py, mamba.py
 # Memory taken before the weights load: what `init_torch_distributed` leaves in use (the CUDA context, NCCL's
 # communicators and, on NVLink or two GPUs, custom all-reduce buffers; 0.4.3.post4 `model_runner.py` L258-316;
 # custom all-reduce stays off on more than two PCIe-only GPUs, `custom_all_reduce.py` L235-241; where it is on, its
@@ -88,6 +90,7 @@ class Settings:
     allocator_rounding: int = 0  # of loaded_extra: PyTorch's caching allocator's rounding of the weights (loaded.py)
     attention_dp: int = 1  # DP-attention workers (--dp-size under --enable-dp-attention), else 1
     prefill_graph: tuple | None = None  # (backend or "off", MiB reserved, why) where the fraction is SGLang's default
+    multimodal: bool = False  # SGLang's is_multimodal: a vision model not switched off by default (multimodal.py)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -103,10 +106,11 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     chunked = opt_int(opts, "chunked_prefill_size", default_chunked(version, gib))
     dpa = dp_attention(model, dep, opts)
     tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
-    graph_bs = opt_int(opts, "cuda_graph_max_bs", 0) or expanded_graph_bs(  # Qwen3-VL's (defaults.py)
-        version, default_graph_bs(version, gib, tp_size), opt_int(opts, "max_running_requests", 0), model, gpu)
-    piecewise = sglang_piecewise.reserve_mib(model, gpu, dep, version, chunked, dpa)  # 0.5.10 on (piecewise.py)
-    backend, why = sglang_prefill_graph.decide(model, gpu, dep, version, dpa)
+    running, mm_flag = opt_int(opts, "max_running_requests", 0), opt_bool(opts, "enable_multimodal", False)
+    graph_bs = opt_int(opts, "cuda_graph_max_bs", 0) or expanded_graph_bs(  # 0.5.22's cut, Qwen3-VL's (defaults.py)
+        version, capped_graph_bs(version, default_graph_bs(version, gib, tp_size), running), running, model, gpu)
+    piecewise = sglang_piecewise.reserve_mib(model, gpu, dep, version, chunked, dpa, mm_flag)  # 0.5.10 on
+    backend, why = sglang_prefill_graph.decide(model, gpu, dep, version, dpa, mm_flag)
     frac = default_fraction(version, capacity_mib(gpu), tp_size, dep.pp, chunked, graph_bs, dep.dp if dpa else 0,
                             piecewise)
     if (explicit or {}).get("gpu_memory_utilization"):
@@ -114,7 +118,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     given = bool((explicit or {}).get("gpu_memory_utilization")) or "mem_fraction_static" in opts
     frac = opt_float(opts, "mem_fraction_static", frac)
     # a vision model's fraction scaled: its own default from 0.4.9, any before (kvplan.engines.sglang.multimodal)
-    vlm = sglang_mm.vlm_factor(model, version) if sglang_mm.scales_any_fraction(version) or not given else 1.0
+    vlm = sglang_mm.vlm_factor(model, version, mm_flag) if sglang_mm.scales_any_fraction(version) or not given else 1.0
     frac *= vlm
     v4 = has_compressed(model.layers)  # DeepSeek-V4: its page and SWA share (kvplan.engines.sglang.dsv4)
     page = opt_int(opts, "page_size", sglang_dsv4.pool.PAGE if v4 else
@@ -134,12 +138,12 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     cache_mb = opt_int(opts, "vlm_cache_size_mb", sglang_mm.DEFAULT_CACHE_MB)
     attn_dp = dep.dp if dpa else 1
     state = sglang_mamba.state_settings(model, version, opts, attn_dp)
-    running = opt_int(opts, "max_running_requests", 0)
     return Settings(version, float(frac), chunked, page, ratio, init, extra, vlm, cache_mb, gpu.memory_usable_bytes,
                     sglang_swa.hybrid_swa(model, version), state, max(1, running // attn_dp) if running else None,
                     allocator_rounding=rounding, attention_dp=attn_dp,
                     prefill_graph=None if given or parse_version(version) < sglang_prefill_graph.FROM
-                    else (backend or "off", piecewise, why))
+                    else (backend or "off", piecewise, why),
+                    multimodal=sglang_mm.is_multimodal(model, version, mm_flag))
 
 
 def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
@@ -280,6 +284,14 @@ class Sglang(Engine):
     def settings(self, model, gpu, dep, req) -> Settings:
         sglang_dsv4.check_gpu(model, gpu)  # DeepSeek-V4's kernels: the capabilities its releases run on
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
+
+    def view(self, model, st: Settings):
+        """Llama 4 without its vision tower where SGLang builds none (kvplan.engines.sglang.multimodal)."""
+        return sglang_mm.without_tower(model, st.version, opt_bool(self.opts, "enable_multimodal", False))
+
+    def restated(self, model, notices):
+        version = self.version or self.default_version
+        return sglang_mm.restated(model, version, opt_bool(self.opts, "enable_multimodal", False), notices)
 
     def check_layout(self, model, dep) -> None:
         super().check_layout(model, dep)

@@ -7,6 +7,7 @@ embedding cache that lives in the headroom above it.
   sgl-project/sglang#4826's Gemma 3 log (tp 1, H200-class, March 2025) bears it out: 131.08 GB free after
   weights, 139.21 before, 54.12 + 54.12 GB of K and V, so 131.08 - 139.21 x (1 - f) >= 108.24 needs f >= 0.836
   = 0.88 x 0.95, the 0.4.x default for one rank times the factor (0.88 alone would leave 114.4 GB for the pool).
+  0.4.4.post4-0.4.8 multiply by 0.90 in the same place (FLAT below).
 * `adjust_mem_fraction_for_vlm` (`srt/server_args.py` ServerArgs method with the (2.8/9.5/12 + tp) reserve table
   of 0.4.9; a function of `srt/arg_groups/memory_hook.py` in current main): only when --mem-fraction-static is
   not given and the model is multimodal with a `vision_config` (main also skips --language-only and a
@@ -16,10 +17,11 @@ embedding cache that lives in the headroom above it.
       ratio  = L x H^2 / (24 x 1024^2)                         (ViT-L/14 as the baseline)
       factor = 0.95 x clamp(1 - 0.1 x (ratio - 1), 0.8, 1.05)
       mem_fraction_static = default x factor
+  (0.4.9-0.4.9.post2: a flat 0.90 there instead; the formula from 0.4.9.post3, wheels read),
   so a tower no larger than ViT-L keeps 0.95 to 0.9975 of the default and a larger one loses more: Pixtral's
   24 x 1024 gives 0.95, Gemma 3's SigLIP (27 x 1152) 0.9097, Llama 4's 34 x 1408 0.7906. The memory it frees
-  is runtime headroom for the vision encoder's activations; it replaced the flat 0.95 above (kvplan applies it
-  from 0.4.9).
+  is runtime headroom for the vision encoder's activations; it replaced the flat factors (kvplan applies it
+  from 0.4.9.post3).
   Main adds a `post_capture_kv_sizing` mode that subtracts a flat 8 GiB instead; no release kvplan plans
   (0.5.23 and before) has it.
 * The multimodal embedding cache (`srt/managers/mm_utils.py`: `embedding_cache.set(hash, embedding)` for
@@ -28,15 +30,66 @@ embedding cache that lives in the headroom above it.
   takes nothing from the KV budget but must fit the headroom (1 - mem_fraction_static) of the GPU with the
   encoder's activations. `--engine-opt vlm_cache_size_mb=N` states the environment variable's value; kvplan
   prints it and warns when it exceeds the headroom.
+* Multimodal off by default (`ModelConfig.__init__`, `configs/model_config.py`: 0.4.6 L76-86, 0.5.1 L113-122,
+  0.5.16 L309-323, 0.5.23 L690-717): where --enable-multimodal is not given and the config's first architecture is on
+  `mm_disabled_models`, SGLang sets enable_multimodal False, logs "Multimodal is disabled for {model_type}. To enable
+  it, set --enable-multimodal.", and `is_multimodal` is False: no VLM factor (either rule above), the prefill graph
+  kept as for a text model (kvplan.engines.sglang.prefill_graph), no embedding cache. The list by release (wheels
+  bisected): 0.4.5.post3 Llama 4 alone (`architectures[0] == "Llama4ForConditionalGeneration"`, its flag
+  --enable-llama4-multimodal; 0.4.5.post1-post2 compared the whole list to the string, so nothing matched); Gemma 3
+  and Llama 4 from 0.4.6; Step3-VL from 0.5.1; Inkling from 0.5.16 (0.5.15 without). Llama 4 then also leaves its
+  vision tower unbuilt (`mllama4.py` `has_vision = has_vision_weights and enable_multimodal`, from 0.4.9.post4;
+  0.5.23 L468; `without_tower`, the engine's view); Gemma 3's model builds it whatever the flag (`gemma3_mm.py`).
+  Gemma-3-27B on an H100 at 0.5.23: 0.835 - 464 MiB of prefill graph = 0.830, where the VLM path gave 0.835 x 0.9097.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.base import Figure, parse_version
+from kvplan.model.spec import PLAIN_BYTES
+from kvplan.readers.towers.vision import COUNTED, TOWER_NOTICE
 
 BASE_LAYERS, BASE_HIDDEN = 24, 1024  # ViT-L/14, SGLang's baseline and its getattr defaults
 DEFAULT_CACHE_MB = 100  # SGLANG_VLM_CACHE_SIZE_MB
 MB = 2**20  # SGLang's "MB" here: * 1024 * 1024
+# `mm_disabled_models` by (release, post) it is in from, newest first (module docstring)
+_G3, _L4, _STEP3 = "Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration", "Step3VLForConditionalGeneration"
+MM_OFF = ((((0, 5, 16), 0), frozenset((_G3, _L4, _STEP3, "InklingForConditionalGeneration"))),
+          (((0, 5, 1), 0), frozenset((_G3, _L4, _STEP3))), (((0, 4, 6), 0), frozenset((_G3, _L4))),
+          (((0, 4, 5), 3), frozenset((_L4,))), (((0, 0, 0), 0), frozenset()))
+FLAG_FROM = (0, 4, 6)  # --enable-multimodal (0.4.5.post3's was --enable-llama4-multimodal, Llama 4 only)
+TOWER_SKIPPED = {_L4: ((0, 4, 9), 4)}  # mllama4.py's has_vision: no vision tower built without multimodal
+
+
+def _release(version: str) -> tuple[tuple, int]:
+    """(release, post number) of a version string: 0.4.5.post3 is ((0, 4, 5), 3)."""
+    post = re.search(r"\.post(\d+)", str(version))
+    return parse_version(version), int(post.group(1)) if post else 0
+
+
+def switched_off(model, version: str, enable: bool = False) -> bool:
+    """Whether SGLang at `version` serves this vision model text-only by default (MM_OFF), --enable-multimodal not
+    given (`enable`, refused before the release that has the flag)."""
+    if enable and parse_version(version) < FLAG_FROM:
+        raise KvplanError(f"enable_multimodal: SGLang {version} has no --enable-multimodal (from 0.4.6)", EXIT_USAGE)
+    at = _release(version)
+    off = next(archs for since, archs in MM_OFF if at >= since)
+    return is_vlm(model) and not enable and getattr(model, "architecture", "") in off
+
+
+def is_multimodal(model, version: str, enable: bool = False) -> bool:
+    """SGLang's `is_multimodal` as kvplan reads it: a vision model (is_vlm) not switched off by default."""
+    return is_vlm(model) and not switched_off(model, version, enable)
+
+
+def tower_dropped(model, version: str, enable: bool = False) -> bool:
+    """Whether SGLang builds no vision tower for this model (TOWER_SKIPPED): multimodal off by default."""
+    since = TOWER_SKIPPED.get(getattr(model, "architecture", ""))
+    return since is not None and _release(version) >= since and switched_off(model, version, enable)
 
 
 def is_vlm(model) -> bool:
@@ -44,9 +97,42 @@ def is_vlm(model) -> bool:
     return bool(getattr(model.params, "vision", 0)) and bool(getattr(model, "vision_dims", ()))
 
 
+# The flat factors before the vision_config's size (wheels read): ModelRunner's `if self.is_multimodal:
+# self.mem_fraction_static *= 0.95` on any fraction to 0.4.4.post3 (0.4.4.post3 `model_executor/model_runner.py`
+# L254), 0.90 from 0.4.4.post4 (L273; 0.4.5 L274, 0.4.8 L415); then `server_args.py` on its own default only, 0.90
+# in 0.4.9-0.4.9.post2 (0.4.9 L328-329), `adjust_mem_fraction_for_vlm` from 0.4.9.post3 (L349). (release, post).
+FLAT = ((((0, 4, 9), 3), None), (((0, 4, 9), 0), 0.90), (((0, 4, 4), 4), 0.90), (((0, 0, 0), 0), 0.95))
+
+
 def scales_any_fraction(version: str) -> bool:
-    """Whether the release scales a fraction the user gives too (ModelRunner's flat 0.95, before 0.4.9)."""
+    """Whether the release scales a fraction the user gives too (ModelRunner's flat factor, before 0.4.9)."""
     return parse_version(version) < (0, 4, 9)
+
+
+SKIPPED = ("are not loaded: SGLang switches multimodal off by default for this architecture and builds no vision "
+           "tower (engine option enable_multimodal=true loads it)")
+
+
+def without_tower(model, version: str, enable: bool = False):
+    """The model as SGLang loads it where it builds no vision tower (tower_dropped): the tower's parameters (kept
+    unquantized, the model dtype) out of the weights, and a note saying so."""
+    if not tower_dropped(model, version, enable):
+        return model
+    vision = model.params.vision
+    params = dataclasses.replace(model.params, vision=0, vision_replicated=0)
+    plain = PLAIN_BYTES.get(model.dtype, 2)
+    checkpoint = None if model.checkpoint_bytes is None else model.checkpoint_bytes - vision * plain
+    note = (f"SGLang {version} switches multimodal off by default for {model.architecture} (mm_disabled_models): "
+            f"text only, no VLM factor on the fraction, and its vision tower ({vision:,} parameters) is not built")
+    return dataclasses.replace(model, params=params, checkpoint_bytes=checkpoint, notes=(*model.notes, note))
+
+
+def restated(model, version: str, enable: bool, notices) -> tuple[str, ...]:
+    """The reader's tower notice where SGLang builds no tower (without_tower): not "counted in the weights"."""
+    if not tower_dropped(model, version, enable):
+        return tuple(notices)
+    return tuple(n[:-len(COUNTED)] + SKIPPED if n.startswith(TOWER_NOTICE) and n.endswith(COUNTED) else n
+                 for n in notices)
 
 
 def vision_dims(model) -> tuple[int, int]:
@@ -56,21 +142,22 @@ def vision_dims(model) -> tuple[int, int]:
     return layers or BASE_LAYERS, hidden or BASE_HIDDEN
 
 
-def vlm_factor(model, version: str) -> float:
-    """The factor SGLang applies to mem_fraction_static for this model (1.0: none): a flat 0.95 before 0.4.9, the
-    vision_config's size from 0.4.9 (to its own default only: the caller decides)."""
-    if not is_vlm(model):
+def vlm_factor(model, version: str, enable: bool = False) -> float:
+    """The factor SGLang applies to mem_fraction_static for this model (1.0: none, multimodal off included): flat
+    (FLAT) before 0.4.9.post3, the vision_config's size from it (to its own default only: the caller decides)."""
+    if not is_multimodal(model, version, enable):
         return 1.0
-    if scales_any_fraction(version):
-        return 0.95
+    flat = next(f for since, f in FLAT if _release(version) >= since)
+    if flat is not None:
+        return flat
     layers, hidden = vision_dims(model)
     ratio = layers * hidden**2 / (BASE_LAYERS * BASE_HIDDEN**2)
     return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
 
 
 def rows(model, st, usable_bytes: int) -> list:
-    """The engine table's multimodal rows (none for a text model)."""
-    if not is_vlm(model):
+    """The engine table's multimodal rows (none for a text model, nor where SGLang switches multimodal off: a note)."""
+    if not is_vlm(model) or not st.multimodal:
         return []
     out = [Figure("vision_config L x H (SGLang)", vision_dims(model), "a x b")]
     if st.vlm_factor != 1.0:
@@ -80,8 +167,23 @@ def rows(model, st, usable_bytes: int) -> list:
     return out
 
 
+def _off_note(model, st) -> str | None:
+    """Where SGLang switches multimodal off by default (`model` may be the view without_tower left): that it does."""
+    at, arch = _release(st.version), getattr(model, "architecture", "")
+    dropped = at >= TOWER_SKIPPED.get(arch, ((999,), 0))
+    if st.multimodal or arch not in next(a for since, a in MM_OFF if at >= since) or not (is_vlm(model) or dropped):
+        return None
+    tower = ", and no vision tower built (its weights not loaded)" if dropped else ""
+    return (f"SGLang {st.version} switches multimodal off by default for {arch} (mm_disabled_models): text only, no "
+            f"VLM factor on the fraction{tower}; engine option enable_multimodal=true plans it with images")
+
+
 def notes(model, st, usable_bytes: int) -> list[str]:
-    """A warning when the embedding cache alone does not fit the headroom SGLang leaves above its pool."""
+    """A warning when the embedding cache alone does not fit the headroom SGLang leaves above its pool; where SGLang
+    switches multimodal off by default, that it serves the model text-only."""
+    off = _off_note(model, st)
+    if off:
+        return [off]
     if is_vlm(model) and st.vlm_cache_mb * MB > usable_bytes * (1 - st.mem_fraction_static):
         return [f"SGLANG_VLM_CACHE_SIZE_MB={st.vlm_cache_mb} exceeds the memory SGLang leaves above "
                 "mem_fraction_static: image requests can run out of memory at run time"]

@@ -46,14 +46,15 @@ def capture_sizes(max_tokens: int) -> list[int]:
     return [s for s in sizes if s <= max_tokens]
 
 
-def enabled(model, gpu, dep, version: str, dp_attention: bool) -> bool:
+def enabled(model, gpu, dep, version: str, dp_attention: bool, enable_mm: bool = False) -> bool:
     """Whether SGLang at `version` keeps a prefill CUDA graph for this model and layout by default (prefill_graph)."""
-    return prefill_graph.decide(model, gpu, dep, version, dp_attention)[0] is not None
+    return prefill_graph.decide(model, gpu, dep, version, dp_attention, enable_mm)[0] is not None
 
 
-def reserve_mib(model, gpu, dep, version: str, chunked: int, dp_attention: bool) -> float:
-    """MiB the default fraction reserves for piecewise CUDA graphs (0 where SGLang captures none)."""
-    if not enabled(model, gpu, dep, version, dp_attention):
+def reserve_mib(model, gpu, dep, version: str, chunked: int, dp_attention: bool, enable_mm: bool = False) -> float:
+    """MiB the default fraction reserves for piecewise CUDA graphs (0 where SGLang captures none; `enable_mm`:
+    --enable-multimodal given)."""
+    if not enabled(model, gpu, dep, version, dp_attention, enable_mm):
         return 0.0
     if any(layer.kind == Kind.MLA for layer in model.layers):
         return float(MLA_MIB)

@@ -22,10 +22,10 @@ L218), so a graph they turn off reserves nothing and one they keep reserves its 
   0.5.15-0.5.16; for MLA without DSA's indexer (`is_deepseek_dsa`: `index_topk`) and Nemotron-H in 0.5.17; for
   KDA hybrids from 0.5.20 (GLM-5 Next excepted from 0.5.22). From 0.5.17 DP attention keeps it. pp > 1 turns it off
   from 0.5.19 (`apply_cuda_graph_compatibility`, 0.5.19 L122-134): 0.5.15-0.5.18 have no pp rule for it.
-* "A VLM" is SGLang's `is_multimodal`; kvplan's stand-in is a model whose vision tower it counts
-  (kvplan.engines.sglang.multimodal.is_vlm). SGLang also switches multimodal off by default for a few architectures
-  (`mm_disabled_models`: Gemma 3, Llama 4, ...), which keeps their prefill graph; kvplan does not model that, and
-  its VLM factor on the fraction (0.9097 for Gemma 3) under-counts far more than the graph reserve it leaves out.
+* "A VLM" is SGLang's `is_multimodal` (kvplan.engines.sglang.multimodal.is_multimodal): a model whose vision tower
+  kvplan counts, unless SGLang switches multimodal off by default for its architecture (`mm_disabled_models`:
+  Gemma 3, Llama 4, ...; 0.5.23 `configs/model_config.py` L690-717) and --enable-multimodal is not given. Such a
+  model's graph follows the text rules: Gemma-3-27B keeps the breakable graph at 0.5.23 (464 MiB on an H100).
 Options kvplan does not plan (LoRA, MoE all-to-all backends, context parallelism, two-batch overlap, host-cache
 offload, torch.compile) are not read; nor is 0.5.18's trtllm_mla exception to the tc move, which only an MLA
 architecture on the piecewise list alone could meet (none in the catalog).
@@ -87,14 +87,15 @@ def _at(table, v) -> frozenset:
     return next(archs for since, archs in table if v >= since)
 
 
-def decide(model, gpu, dep, version: str, dp_attention: bool) -> tuple[str | None, str]:
-    """(the prefill graph SGLang at `version` keeps by default, or None; why), for this model and layout."""
+def decide(model, gpu, dep, version: str, dp_attention: bool, enable_mm: bool = False) -> tuple[str | None, str]:
+    """(the prefill graph SGLang at `version` keeps by default, or None; why), for this model and layout
+    (`enable_mm`: --enable-multimodal given)."""
     v, arch = parse_version(version), getattr(model, "architecture", "") or ""
     if v < FROM:
         return None, f"SGLang {version} captures no piecewise prefill graph by default (from 0.5.10)"
     if str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
         return None, "not CUDA"
-    vlm = sglang_mm.is_vlm(model)
+    vlm = sglang_mm.is_multimodal(model, version, enable_mm)
     if v < BREAKABLE_FROM:
         return _tc(v, arch, vlm, dep, dp_attention)
     if dep.pp > 1 and v >= PP_OFF_BREAKABLE_FROM:

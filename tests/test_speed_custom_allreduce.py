@@ -51,3 +51,17 @@ def test_only_vllm_at_its_world_sizes_on_a_fully_connected_fabric_runs_it():
     assert shape_for(spec, gpus["h100-sxm"], tp=8, engine="sglang").oneshot_latency_s == 0.0
     pcie = shape_for(spec, gpus["l40s"], tp=4, engine="vllm")
     assert pcie.oneshot_latency_s == 0.0 and pcie.oneshot_max_bytes == 0
+
+
+def test_the_simulator_step_model_prices_the_custom_kernel_as_the_terms_do():
+    # limit 8,388,608 / (8,192 x 2 B) = 512 tokens: a step of 511 takes the custom kernel, 512 the ring
+    from kvplan.speed.model import StepModel, priced
+    coef = tuple(0.0 if t in ("pstep", "player", "pmoe") else 1.0 + 0.1 * i for i, t in enumerate(TERMS))
+    s = Shape(**BASE, **ONESHOT)
+    m = StepModel(s, coef)
+    for tokens, seqs, ctx in ((64, 64, 64_000), (511, 1, 511), (512, 1, 512), (8192, 1, 8192)):
+        assert m.step(tokens, seqs, ctx, ctx) == pytest.approx(priced(coef, features(s, tokens, seqs, ctx, ctx)))
+    assert m.decode(32)(32_000) == pytest.approx(priced(coef, features(s, 32, 32, 32_000, 32_000 + 32)))
+    # 511 -> 512 tokens: the 160 calls' latency steps from 7.8 to 15.0 us each, 1.152 ms x the latency coefficient
+    jump = m.step(512, 1, 512, 512) - m.step(511, 1, 511, 511)
+    assert jump > coef[LATENCY] * 160 * 7.2e-6

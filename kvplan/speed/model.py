@@ -212,9 +212,13 @@ class StepModel:
         s, c = shape, dict(zip(TERMS, coef))
         self.shape, self.coef = s, tuple(coef)
         self.measured = measured_tp(s)  # the tp all-reduces by bytes
-        calls = (2 * s.layers if s.tp > 1 and not self.measured else 0) + (2 * s.moe_layers if moves_tokens(s) else 0)
+        tp_calls = 2 * s.layers if s.tp > 1 and not self.measured else 0
+        calls = tp_calls + (2 * s.moe_layers if moves_tokens(s) else 0)
         self.base = (c["weights"] * s.dense_bytes / s.bandwidth + c["step"] + c["layer"] * s.layers
                      + c["latency"] * calls * s.link_latency_s)
+        # the engine's custom all-reduce: a step below its size limit pays its latency in place of the ring's
+        self.oneshot = c["latency"] * tp_calls * (s.oneshot_latency_s - s.link_latency_s) if s.oneshot_latency_s else 0.0
+        self.oneshot_tokens = s.oneshot_max_bytes / (s.hidden * ACT_BYTES) if self.oneshot and s.hidden else 0.0
         comm = 0.0
         if s.tp > 1 and not s.fused_allreduce and not self.measured:  # as features: a fused all-reduce pays its calls
             comm += 2 * s.layers * 2 * (s.tp - 1) / s.tp * s.hidden * ACT_BYTES / s.link_bandwidth
@@ -285,7 +289,7 @@ class StepModel:
             t += self.experts(tokens)
         if self.measured:
             t += self.allreduce(tokens)
-        return t
+        return t + (self.oneshot if tokens < self.oneshot_tokens else 0.0)
 
     def decode(self, seqs: int):
         """A function of the cached context: a decode-only step of `seqs` sequences."""
@@ -298,6 +302,7 @@ class StepModel:
             fixed += self.experts(seqs)
         if self.measured:
             fixed += self.allreduce(seqs)
+        fixed += self.oneshot if seqs < self.oneshot_tokens else 0.0
         slope = self.per_ctx + self.per_pair
         return lambda context: fixed + slope * context
 

@@ -217,7 +217,8 @@ class StepModel:
         self.base = (c["weights"] * s.dense_bytes / s.bandwidth + c["step"] + c["layer"] * s.layers
                      + c["latency"] * calls * s.link_latency_s)
         # the engine's custom all-reduce: a step below its size limit pays its latency in place of the ring's
-        self.oneshot = c["latency"] * tp_calls * (s.oneshot_latency_s - s.link_latency_s) if s.oneshot_latency_s else 0.0
+        self.oneshot = (c["latency"] * tp_calls * (s.oneshot_latency_s - s.link_latency_s) if s.oneshot_latency_s
+                        else 0.0)
         self.oneshot_tokens = s.oneshot_max_bytes / (s.hidden * ACT_BYTES) if self.oneshot and s.hidden else 0.0
         comm = 0.0
         if s.tp > 1 and not s.fused_allreduce and not self.measured:  # as features: a fused all-reduce pays its calls

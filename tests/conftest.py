@@ -20,6 +20,17 @@ SHARED = REPO.parent / "shared"
 CONFIGS = SHARED / "configs"
 
 
+def load_script(relpath: str, name: str | None = None):
+    """A benchmark or script of the repository (not a package) imported as a module, e.g. benchmarks/speed_corpus.py."""
+    import importlib.util
+
+    path = REPO / relpath
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def shared_config(name: str) -> dict:
     path = CONFIGS / f"{name}.json"
     if not path.is_file():

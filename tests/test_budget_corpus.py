@@ -7,7 +7,6 @@ the training split gives (re-fitted here), and the held-out split is what the RE
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import yaml
 
 from kvplan.engines.vllm import overhead as vo
 from kvplan.engines.logparse import parse_log
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "logs" / "corpus"
@@ -23,10 +23,7 @@ INDEX = yaml.safe_load((CORPUS / "index.yaml").read_text())
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("budget_corpus", ROOT / "benchmarks" / "budget_corpus.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/budget_corpus.py", "budget_corpus")
 
 
 def test_every_record_is_cited_and_its_excerpt_exists():
@@ -272,9 +269,7 @@ def test_trtllm_engine_runtime_logs_are_read_and_check_log_says_it_does_not_chec
 
 
 def test_excerpt_keeps_the_first_line_of_each_kind_verbatim_without_colour():
-    spec = importlib.util.spec_from_file_location("corpus_excerpt", ROOT / "scripts" / "corpus_excerpt.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("scripts/corpus_excerpt.py", "corpus_excerpt")
     raw = ("\x1b[1;36m(APIServer pid=1)\x1b[0;0m INFO vLLM API server version 0.10.1.1\n"
            "noise\n(W0) INFO Model loading took 7.1217 GiB and 2.8 seconds\n"
            "(W1) INFO Model loading took 7.1217 GiB and 2.9 seconds\n"

@@ -3,7 +3,6 @@ the refusal of one that would not start, the end-to-end simulation, the ratio, t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import shlex
@@ -12,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import kvplan
-from conftest import REPO
+from conftest import load_script
 from kvplan.cli import app
 from kvplan.core.dtypes import BF16, FP8
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, KvplanError
@@ -385,10 +384,7 @@ def test_cli_and_api_bound_the_step_overhead_alike():
 # --- published results side by side -------------------------------------------------------------
 
 def test_published_pd_results_side_by_side_and_our_roofline_stays_below_them():
-    path = REPO / "benchmarks" / "disagg_published.py"
-    spec = importlib.util.spec_from_file_location("disagg_published", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("benchmarks/disagg_published.py", "disagg_published")
     rows = mod.compare()
     assert len(rows) == 4
     for row in rows:  # a roofline step time is a lower bound of a measured one
@@ -426,10 +422,7 @@ def test_aiconfigurator_silicon_points_side_by_side_and_our_ttft_alone_stays_bel
     # aiconfigurator silicon_sample.csv, Qwen3-32B fp8 on H100, 4000/1000: five measured xPyD points.
     # One 4,000-token prompt's roofline prefill + transfer has no queue in it, so it is at most the
     # measured mean TTFT (367.7 ms the lowest); the decode batch is capped at theirs.
-    path = REPO / "benchmarks" / "disagg_published.py"
-    spec = importlib.util.spec_from_file_location("disagg_published", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("benchmarks/disagg_published.py", "disagg_published")
     rows = mod.compare_aiconfigurator()
     assert len(rows) == 5 and {r["engine"] for r in rows} == {"vllm", "sglang"}
     for row in rows:

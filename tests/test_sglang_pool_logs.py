@@ -6,7 +6,6 @@ SGLang's arithmetic out by hand (restated from the wheels named in kvplan/engine
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.sources.catalog import find_in_catalog
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "logs" / "corpus"
@@ -30,10 +30,7 @@ GIB = 2**30
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("budget_corpus", ROOT / "benchmarks" / "budget_corpus.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/budget_corpus.py", "budget_corpus")
 
 
 def _record(rid: str) -> dict:

@@ -21,6 +21,7 @@ from kvplan.speed.corpus import in_training, read_corpus
 from kvplan.speed.nnls import nnls
 from kvplan.speed.shape import model_terms
 from kvplan.speed.terms import TERMS, Shape, experts_touched, features, gemm_rate, link, ring_allreduce_seconds, roofline
+from conftest import load_script
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 H100 = find_gpu("h100-sxm")
@@ -321,14 +322,10 @@ def test_cheapest_speed_floor_reads_the_calibrated_step():
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="the speed corpus (tests/fixtures/speed) is absent")
 def test_train_cv_never_reads_a_held_out_source(monkeypatch):
-    import importlib.util
-
+    
     from kvplan.speed.fit import build_all
 
-    path = Path(__file__).parents[1] / "benchmarks" / "speed_corpus.py"
-    spec = importlib.util.spec_from_file_location("speed_corpus_bench", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("benchmarks/speed_corpus.py", "speed_corpus_bench")
     fitted_on, fitted_eras = [], []
 
     def fake_fit(built):  # records what each fold trains on; vLLM's shipped set stands in for the fit

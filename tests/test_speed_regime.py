@@ -3,22 +3,15 @@ rows in docs/speed-history.md are read with)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from kvplan.speed.load import Load
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import load_script
 
 
 @pytest.fixture(scope="module")
 def regime():
-    spec = importlib.util.spec_from_file_location("speed_regime", ROOT / "benchmarks" / "speed_regime.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/speed_regime.py", "speed_regime")
 
 
 @pytest.mark.parametrize("batch, label", [(1, "B 1-8"), (8, "B 1-8"), (8.5, "B 9-127"), (127, "B 9-127"),

@@ -3,7 +3,6 @@ diagnostic), and why llama.cpp's set fits no `grouped` (kvplan.speed.eras.SAME_A
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from kvplan.bench.running import running
 from kvplan.speed.corpus import in_training, read_corpus
 from kvplan.speed.fit import build_all
 from kvplan.speed.terms import TERMS
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "speed"
@@ -19,10 +19,7 @@ CORPUS = ROOT / "tests" / "fixtures" / "speed"
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("speed_corpus", ROOT / "benchmarks" / "speed_corpus.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/speed_corpus.py", "speed_corpus")
 
 
 @pytest.fixture(scope="module")

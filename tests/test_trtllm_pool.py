@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from kvplan.engines.logparse import parse_log
 from kvplan.engines.trtllm import engine as trt
 from kvplan.planning.deploy import Deployment
 from kvplan.sources.catalog import find_in_catalog
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "logs" / "corpus"
@@ -54,9 +54,7 @@ def test_the_log_is_read_and_kvplan_is_exact_given_its_budget_and_within_5_perce
     assert rec.reported["blocks_per_seq"].value == 5
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("budget_trtllm", ROOT / "benchmarks" / "budget_trtllm.py")
-    bt = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bt)
+    bt = load_script("benchmarks/budget_trtllm.py", "budget_trtllm")
     index = yaml.safe_load((CORPUS / "index.yaml").read_text())
     entry = next(x for x in index if x["id"] == "trtllm-6294-llama31-8b-fp8-h100")
     given = bt._given_budget(entry, rec)

@@ -8,7 +8,8 @@ The layout planned is the one llama.cpp runs (ggml-org/llama.cpp@00342301 src/ll
 no swa_type); Gemma 2, Gemma 3, Cohere 2 (Command R7B) and gpt-oss slide on every layer but each 2nd / 6th / 4th / 2nd
 (set_swa_pattern(n): layer il slides when il % n < n - 1), with the file's `attention.sliding_window`; Phi-3 files
 (phi3: Phi-3, Phi-4) run without their window ("Phi SWA is currently disabled", swa_type LLAMA_SWA_TYPE_NONE, PR
-13676), so every layer is full there; Command R (command-r) has none. An architecture not listed, or a key or tensor
+13676), so every layer is full there; Command R (command-r) has none. DeepSeek's deepseek2 files are read by
+kvplan.readers.gguf_mla (MLA). An architecture not listed, or a key or tensor
 this module does not read that changes the layout (per-layer head counts that differ, a value width other than the
 key width, Phi-3's LongRoPE factor tensors), is refused naming it, never planned as something else.
 """
@@ -16,10 +17,12 @@ key width, Phi-3's LongRoPE factor tensors), is refused naming it, never planned
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.readers.gguf_mla import deepseek2_config
 
 # llama.cpp architecture -> the model_type of the config.json it was converted from (convert_hf_to_gguf.py)
 ARCHS = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3moe": "qwen3_moe", "gemma2": "gemma2",
-         "gemma3": "gemma3_text", "phi3": "phi3", "command-r": "cohere", "cohere2": "cohere2", "gpt-oss": "gpt_oss"}
+         "gemma3": "gemma3_text", "phi3": "phi3", "command-r": "cohere", "cohere2": "cohere2", "gpt-oss": "gpt_oss",
+         "deepseek2": "deepseek_v3"}  # deepseek2: DeepSeek-V2 (softmax router) or V3/R1 (sigmoid), readers.gguf_mla
 _SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2}  # load_hparams: hparams.set_swa_pattern(n)
 # tensors whose presence means a layout this module does not plan: Phi-3's LongRoPE factors (Phi-3.5, Phi-3 128k)
 _UNREAD_TENSORS = ("rope_factors_long.weight", "rope_factors_short.weight")
@@ -50,7 +53,11 @@ def config_from_gguf(meta: dict, tensors: dict[str, tuple[int, ...]], where: str
         raise KvplanError(f"{where}: llama.cpp architecture {arch!r} is not one kvplan reads from a GGUF file yet "
                           f"({', '.join(ARCHS)}); plan the model it was converted from (its config.json, catalog name "
                           f"or Hub id) with {arg('weight_dtype')} and the file's type", EXIT_USAGE)
-    k = _Keys(meta, arch, where)
+    k = Keys(meta, arch, where)
+    if arch == "deepseek2":
+        config = deepseek2_config(k, tensors)
+        scaling = _rope_scaling(k)
+        return {**config, "rope_scaling": scaling} if scaling else config
     unread = [f"{arch}.{key}" for key in _UNREAD if f"{arch}.{key}" in meta]
     unread += [f"tensor {name}" for name in _UNREAD_TENSORS if name in tensors]
     if unread:
@@ -94,7 +101,7 @@ def config_from_gguf(meta: dict, tensors: dict[str, tuple[int, ...]], where: str
     return config
 
 
-def _rope_scaling(k: "_Keys") -> dict | None:
+def _rope_scaling(k: "Keys") -> dict | None:
     """`{arch}.rope.scaling.type` / `.factor` / `.original_context_length` as config.json's rope_scaling."""
     kind = k.meta.get(f"{k.arch}.rope.scaling.type")
     if kind in (None, "none"):
@@ -109,7 +116,7 @@ def _rope_scaling(k: "_Keys") -> dict | None:
     return out
 
 
-class _Keys:
+class Keys:
     """`{arch}.<key>` values read with their types checked; a missing required key is a one-line error naming it."""
 
     def __init__(self, meta: dict, arch: str, where: str):

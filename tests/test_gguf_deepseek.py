@@ -75,6 +75,11 @@ def _meta(c: dict, gating=2, **extra) -> dict:
             f"{a}.expert_feed_forward_length": c["moe_intermediate_size"], f"{a}.expert_gating_func": gating}
     if c.get("q_lora_rank"):
         meta[f"{a}.attention.q_lora_rank"] = c["q_lora_rank"]
+    if c.get("rope_scaling"):  # V3/R1's YaRN (factor 40 over 4096) as the converter writes it
+        rs = c["rope_scaling"]
+        meta.update({f"{a}.rope.scaling.type": "yarn", f"{a}.rope.scaling.factor": float(rs["factor"]),
+                     f"{a}.rope.scaling.original_context_length": rs["original_max_position_embeddings"],
+                     f"{a}.rope.scaling.yarn_log_multiplier": 0.1})
     return {**meta, **extra}
 
 
@@ -110,6 +115,9 @@ def test_the_deepseek2_layout_is_the_config_jsons(tmp_path, name, gating):
     assert (ours.max_context, ours.vocab_size, ours.hidden_size) == (theirs.max_context, theirs.vocab_size,
                                                                      theirs.hidden_size)
     assert ours.params == theirs.params
+    if cfg.get("rope_scaling"):
+        assert (ours.rope_scaling.kind, ours.rope_scaling.factor, ours.rope_scaling.original) == (
+            theirs.rope_scaling.kind, theirs.rope_scaling.factor, theirs.rope_scaling.original)
 
 
 def test_deepseek_v3_on_llama_cpp_holds_576_values_a_layer_per_token(tmp_path):

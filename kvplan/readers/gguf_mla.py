@@ -16,7 +16,9 @@ The MLA form: a file written since llama.cpp stores the latent (its convert spli
 v_head_dim (128). Its cache per token and layer is the latent and the rope key, 576 values, which kvplan's llama.cpp
 engine sizes from the MLA layer (kvplan.engines.llamacpp: K only now, a V of kv_lora_rank too in its older versions).
 An older file without `key_length_mla` (key_length 192, value_length 128, `attn_kv_b`) is refused: llama.cpp runs it
-without the latent cache, and kvplan does not plan that form. A file declaring `nextn_predict_layers` is refused too:
+without the latent cache (src/models/deepseek2.cpp llm_build_deepseek2: `is_mla = (hparams.n_embd_head_k_mla != 0 &&
+hparams.n_embd_head_v_mla != 0)`, otherwise the head sizes "when treating as MHA", 192 / 128 a head cached for every
+head), and kvplan does not plan that form. A file declaring `nextn_predict_layers` is refused too:
 llama.cpp's converter leaves DeepSeek-V3's MTP layer out of the file (DeepseekV2Model `skip_mtp = True`: "skip
 Multi-Token Prediction (MTP) layers", tensors of model.layers.N with N >= num_hidden_layers dropped; ggml-org/llama.cpp
 convert_hf_to_gguf.py, conversion/deepseek.py in its newer tree), so block_count is the config's 61 and kvplan plans

@@ -45,6 +45,8 @@ LAZY = {
     ("kvplan.sources.resolve", "kvplan.sources.importer"): "the config reader, all of readers/ (13 ms, 6% of `fit`'s "
                                                            "CPU): a bundled model reads no config",
     ("kvplan.sources.resolve", "kvplan.sources.hub"): "the Hub client (7 ms): only a Hub id needs it",
+    ("kvplan.sources.resolve", "kvplan.sources.gguf"): "the GGUF reader (10 ms, with readers.gguf and the file, "
+                                                       "split and role readers): only a local path needs it",
     ("kvplan.sources.gguf", "kvplan.sources.importer"): "the config reader, as for resolve: only a GGUF file given "
                                                         "as the model needs it",
 }

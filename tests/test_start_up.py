@@ -93,7 +93,8 @@ def test_fit_on_a_catalog_model_reads_no_config_and_no_package_resources():
         "sys.argv = ['kvplan', 'fit', 'llama-3-70b', '--gpu', 'a100-80', '--ctx', '128k']\n"
         "try:\n    runpy.run_module('kvplan', run_name='__main__')\nexcept SystemExit:\n    pass")
     assert "kvplan.planning.plan" in loaded  # (it did plan)
-    assert not loaded & {"kvplan.sources.importer", "kvplan.readers.configs", "importlib.resources", "pkgutil"}
+    assert not loaded & {"kvplan.sources.importer", "kvplan.readers.configs", "kvplan.sources.gguf", "importlib.resources",
+                         "pkgutil"}
 
 
 def test_every_bundled_gpu_name_is_found_from_its_own_file_as_the_catalog_finds_it():

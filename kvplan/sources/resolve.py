@@ -17,7 +17,6 @@ from kvplan.readers.cfg import unwrap_text_config
 from kvplan.readers.modelopt import QUANT_FILE, with_quant_file
 from kvplan.readers.mtp import MTP_KEYS
 from kvplan.sources.catalog import find_in_catalog, unknown_model_error, suggest
-from kvplan.sources.gguf import gguf_in, is_gguf, spec_from_gguf
 from kvplan.sources.local_weights import local_weights
 from kvplan.model.spec import PLAIN_BYTES, ModelSpec
 
@@ -48,6 +47,8 @@ def _local_config(path: Path) -> tuple[dict, bool]:
         path = path / "config.json"
     if not path.is_file():
         raise KvplanError(f"no config.json at {path}", EXIT_NOT_FOUND)
+    from kvplan.sources.gguf import is_gguf  # the GGUF reader (~10 ms): only a local path needs it
+
     if is_gguf(path):
         raise KvplanError(f"{path} is a GGUF file, not a config.json", EXIT_USAGE)
     quant = path.parent / QUANT_FILE
@@ -96,6 +97,8 @@ def resolve_model(name: str, *, revision: str | None = None, token: str | None =
         path = Path(name).expanduser()
         if not path.exists():
             raise KvplanError(f"no such file or folder: {name}", EXIT_NOT_FOUND)
+        from kvplan.sources.gguf import gguf_in, spec_from_gguf  # the GGUF reader: only a local path needs it
+
         gguf = gguf_in(path)  # a folder's *.gguf are looked for only when its config.json is not there
         if gguf is not None:
             spec, notices = spec_from_gguf(gguf, readable(gguf.resolve().stem) or "local-model")

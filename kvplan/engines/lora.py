@@ -79,8 +79,7 @@ def target_names(model, modules, engine: str, allowed: frozenset | None = None) 
                           EXIT_USAGE, param="lora")
     wrapped = set(_packed(adapted(model, modules)))
     runtime = {role: _VLLM_PACKED.get(name, name) for role, name in names.items()}
-    out = [runtime[m] for m in MODULES if m in wrapped and m in runtime]
-    out = list(dict.fromkeys(out))
+    out = list(dict.fromkeys(runtime[m] for m in MODULES if m in wrapped and m in runtime))
     for name in out:
         more = sorted({role for role, n in runtime.items() if n == name} - wrapped)
         if more:

@@ -37,12 +37,12 @@ class PlanWarning(NamedTuple):
 def _override_warning(model: ModelSpec, weight_dtype: str | None, weights: int) -> list[PlanWarning]:
     """A dtype flag never re-plans a checkpoint silently (issue 22: int4 group 32 planned at 128), nor assumes an
     int4 group without saying so (int4 on a 16-bit checkpoint: kvplan.model.spec.INT4_GROUP)."""
-    replaced = override_note(model, weight_dtype)
     have = model.quantization.method
     if weight_dtype in AT_LOAD and have in PLAIN_BYTES:
         return [PlanWarning(f"the checkpoint is {have}: its weights are planned as {weight_dtype} ({{}} in all), as an "
                             f"engine that quantizes them while loading holds them ({AT_LOAD[weight_dtype]}); "
                             f"embeddings, LM head, norms and routers stay {have}", (weights,), ("GiB",))]
+    replaced = override_note(model, weight_dtype)
     if not replaced:
         return []
     group = assumed_int4_group(model, weight_dtype)

@@ -77,7 +77,11 @@ def test_text_models_and_other_vlms_are_untouched():
 def test_llama4_builds_no_vision_tower_without_multimodal():
     # mllama4.py's has_vision needs enable_multimodal from 0.4.9.post4 (0.4.9 to post3 build the tower whatever the
     # flag). Its 871,932,416 tower parameters in bf16 over tp 4 (no part kept whole): 871,932,416 x 2 / 4 =
-    # 435,966,208 B a GPU fewer in the weights
+    # 435,966,208 B a GPU fewer in the weights. The count by hand from the config's vision_config (34 layers, hidden
+    # 1408, MLP 5632, patch 14, 577 positions, pixel-shuffle 0.5 into 4096) and text hidden 5120 (transformers'
+    # Llama4VisionModel + projector): patch 588 x 1408 + class 1408 + positions 577 x 1408 + pre/post norms 4 x 1408
+    # + 34 x (4 x (1408^2 + 1408) + 1408 x 5632 + 5632 + 5632 x 1408 + 1408 + 4 x 1408) + adapter 5632 x 4096
+    # + 4096^2 + projector 4096 x 5120 = 871,932,416
     assert SCOUT.params.vision == 871_932_416 and SCOUT.params.vision_replicated == 0
     assert not tower_dropped(SCOUT, "0.4.9.post3") and tower_dropped(SCOUT, "0.4.9.post4")
     assert not tower_dropped(SCOUT, "0.5.23", enable=True)

@@ -109,8 +109,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     running, mm_flag = opt_int(opts, "max_running_requests", 0), opt_bool(opts, "enable_multimodal", False)
     graph_bs = opt_int(opts, "cuda_graph_max_bs", 0) or expanded_graph_bs(  # 0.5.22's cut, Qwen3-VL's (defaults.py)
         version, capped_graph_bs(version, default_graph_bs(version, gib, tp_size), running), running, model, gpu)
-    piecewise = sglang_piecewise.reserve_mib(model, gpu, dep, version, chunked, dpa, mm_flag)  # 0.5.10 on
     backend, why = sglang_prefill_graph.decide(model, gpu, dep, version, dpa, mm_flag)
+    piecewise = sglang_piecewise.graph_mib(model, chunked) if backend else 0.0  # its reserve, 0.5.10 on
     frac = default_fraction(version, capacity_mib(gpu), tp_size, dep.pp, chunked, graph_bs, dep.dp if dpa else 0,
                             piecewise)
     if (explicit or {}).get("gpu_memory_utilization"):

@@ -71,14 +71,17 @@ def _release(version: str) -> tuple[tuple, int]:
     return parse_version(version), int(post.group(1)) if post else 0
 
 
+def _off_archs(at: tuple[tuple, int]) -> frozenset:
+    """`mm_disabled_models` at (release, post) `at` (MM_OFF)."""
+    return next(archs for since, archs in MM_OFF if at >= since)
+
+
 def switched_off(model, version: str, enable: bool = False) -> bool:
     """Whether SGLang at `version` serves this vision model text-only by default (MM_OFF), --enable-multimodal not
     given (`enable`, refused before the release that has the flag)."""
     if enable and parse_version(version) < FLAG_FROM:
         raise KvplanError(f"enable_multimodal: SGLang {version} has no --enable-multimodal (from 0.4.6)", EXIT_USAGE)
-    at = _release(version)
-    off = next(archs for since, archs in MM_OFF if at >= since)
-    return is_vlm(model) and not enable and getattr(model, "architecture", "") in off
+    return is_vlm(model) and not enable and getattr(model, "architecture", "") in _off_archs(_release(version))
 
 
 def is_multimodal(model, version: str, enable: bool = False) -> bool:
@@ -171,7 +174,7 @@ def _off_note(model, st) -> str | None:
     """Where SGLang switches multimodal off by default (`model` may be the view without_tower left): that it does."""
     at, arch = _release(st.version), getattr(model, "architecture", "")
     dropped = at >= TOWER_SKIPPED.get(arch, ((999,), 0))
-    if st.multimodal or arch not in next(a for since, a in MM_OFF if at >= since) or not (is_vlm(model) or dropped):
+    if st.multimodal or arch not in _off_archs(at) or not (is_vlm(model) or dropped):
         return None
     tower = ", and no vision tower built (its weights not loaded)" if dropped else ""
     return (f"SGLang {st.version} switches multimodal off by default for {arch} (mm_disabled_models): text only, no "

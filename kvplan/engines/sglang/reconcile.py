@@ -96,10 +96,11 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
                                 f"{st.init_bytes / GIB:.2f} GiB (estimate)",
                                 rel(st.init_bytes, gpu.memory_usable_bytes - pre)[0], None,
                                 rel(st.init_bytes, gpu.memory_usable_bytes - pre)[1]))
-    if gpu is not None and pool_tokens(r) is not None:
+    printed = pool_tokens(r)
+    if gpu is not None and printed is not None:
         # End to end: what `fit --engine sglang` predicts from the GPU alone, without the log's figures; the label
         # says which mem_fraction_static that took and why (issue 22: a 0 there was unexplained).
-        rep = int(pool_tokens(r).value)
+        rep = int(printed.value)
         alone = engine.result(model, gpu, dep, req).capacity.tokens
         d, e = rel(alone, rep)
         why = "the log's" if "mem_fraction_static" in s else f"{version}'s default"  # notes: how the release was known
@@ -107,8 +108,8 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
                             f"{why})", f"{rep:,}", f"{alone:,}", d, abs(e) <= 0.05, e))
         if alone == 0:
             out.notes.append(_no_pool_note(s, st.mem_fraction_static, version, bool(given_version or rec.version)))
-    if pool_tokens(r) is not None:
-        tokens = int(pool_tokens(r).value)
+    if printed is not None:
+        tokens = int(printed.value)
         for key, label in (("k_size_gb", "K size"), ("v_size_gb", "V size")):
             if key in r:
                 pred = f"{engine.k_size_gib(model, dep, st, tokens, kvd):.{r[key].decimals}f}"

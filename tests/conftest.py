@@ -161,12 +161,14 @@ def gguf_tensor(name, dims, kind):
     return (name, dims, kind, gguf_nbytes(kind, n))
 
 
-def llama_31_8b_gguf(path, **extra_meta):
+def llama_31_8b_gguf(path, tied: bool = False, **extra_meta):
     """Llama-3.1-8B-Instruct as a Q4_K_M file: Q6_K output and, per llama_tensor_get_type's use_more_bits, Q6_K
-    attn_v / ffn_down on layers 0-3, 28-31 and every third between; the rest Q4_K, norms F32."""
+    attn_v / ffn_down on layers 0-3, 28-31 and every third between; the rest Q4_K, norms F32. `tied`: no
+    output.weight, and token_embd at the output's Q6_K as llama.cpp's quantizer stores a shared table
+    (src/llama-quant.cpp llama_tensor_get_type, `!qs.has_output`)."""
     H, L, FF, V, KV = 4096, 32, 14336, 128256, 1024
     t = gguf_tensor
-    tensors = [t("token_embd.weight", (H, V), Q4_K)]
+    tensors = [t("token_embd.weight", (H, V), Q6_K if tied else Q4_K)]
     for i in range(L):
         more, b = (Q6_K if i < 4 or i >= 28 or (i - 4) % 3 == 2 else Q4_K), f"blk.{i}"
         tensors += [t(f"{b}.attn_norm.weight", (H,), F32), t(f"{b}.attn_q.weight", (H, H), Q4_K),
@@ -174,7 +176,7 @@ def llama_31_8b_gguf(path, **extra_meta):
                     t(f"{b}.attn_output.weight", (H, H), Q4_K), t(f"{b}.ffn_norm.weight", (H,), F32),
                     t(f"{b}.ffn_gate.weight", (H, FF), Q4_K), t(f"{b}.ffn_up.weight", (H, FF), Q4_K),
                     t(f"{b}.ffn_down.weight", (FF, H), more)]
-    tensors += [t("output_norm.weight", (H,), F32), t("output.weight", (H, V), Q6_K),
+    tensors += [t("output_norm.weight", (H,), F32), *([] if tied else [t("output.weight", (H, V), Q6_K)]),
                 t("rope_freqs.weight", (64,), F32)]
     meta = {"general.architecture": "llama", "general.name": "Llama 3.1 8B Instruct", "general.file_type": 15,
             "llama.block_count": L, "llama.context_length": 131072, "llama.embedding_length": H,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import Q6_K, gguf_tensor, llama_31_8b_gguf, write_gguf
+from conftest import llama_31_8b_gguf
 from typer.testing import CliRunner
 
 from kvplan.cli import app
@@ -45,15 +45,7 @@ def test_an_untied_embedding_is_host_memory_not_gpu_weights(tmp_path):
 
 def test_a_tied_head_keeps_its_gpu_copy(tmp_path):
     path = tmp_path / "Llama-3.1-8B-tied-Q4_K_M.gguf"
-    tensors = llama_31_8b_gguf(tmp_path / "untied.gguf")
-    meta = {"general.architecture": "llama", "general.file_type": 15, "llama.block_count": 32,
-            "llama.context_length": 131072, "llama.embedding_length": 4096, "llama.feed_forward_length": 14336,
-            "llama.attention.head_count": 32, "llama.attention.head_count_kv": 8, "llama.rope.freq_base": 500000.0}
-    # no output.weight, and token_embd at the output's Q6_K as llama.cpp's quantizer stores a shared table
-    # (src/llama-quant.cpp llama_tensor_get_type, `!qs.has_output`)
-    tied = [gguf_tensor("token_embd.weight", (4096, 128_256), Q6_K) if t[0] == "token_embd.weight" else t
-            for t in tensors if t[0] != "output.weight"]
-    write_gguf(path, meta, tied)
+    llama_31_8b_gguf(path, tied=True)  # no output.weight; token_embd at the output's Q6_K
     plan, said = _plan(path)
     # 4,912,898,304 - 430,940,160 (output) - 295,501,824 (Q4_K table) + 430,940,160 (Q6_K table) = 4,617,396,480 B
     # in the file; token_embd in host memory and its copy as the output head on the GPU, so the GPU holds every

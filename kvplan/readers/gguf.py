@@ -54,10 +54,14 @@ def config_from_gguf(meta: dict, tensors: dict[str, tuple[int, ...]], where: str
                           f"({', '.join(ARCHS)}); plan the model it was converted from (its config.json, catalog name "
                           f"or Hub id) with {arg('weight_dtype')} and the file's type", EXIT_USAGE)
     k = Keys(meta, arch, where)
-    if arch == "deepseek2":
-        config = deepseek2_config(k, tensors)
-        scaling = _rope_scaling(k)
-        return {**config, "rope_scaling": scaling} if scaling else config
+    config = deepseek2_config(k, tensors) if arch == "deepseek2" else _decoder_config(k, tensors)
+    scaling = _rope_scaling(k)
+    return {**config, "rope_scaling": scaling} if scaling else config
+
+
+def _decoder_config(k: "Keys", tensors: dict[str, tuple[int, ...]]) -> dict:
+    """config_from_gguf's config for every architecture but deepseek2 (kvplan.readers.gguf_mla)."""
+    meta, arch, where = k.meta, k.arch, k.where
     unread = [f"{arch}.{key}" for key in _UNREAD if f"{arch}.{key}" in meta]
     unread += [f"tensor {name}" for name in _UNREAD_TENSORS if name in tensors]
     if unread:
@@ -69,16 +73,11 @@ def config_from_gguf(meta: dict, tensors: dict[str, tuple[int, ...]], where: str
     if k.int("attention.value_length", key_len) != key_len:
         raise KvplanError(f"{where}: {arch}.attention.value_length differs from {arch}.attention.key_length, a "
                           "layout kvplan does not read from a GGUF file", EXIT_USAGE)
-    embd = tensors.get("token_embd.weight")
-    vocab = k.int("vocab_size", embd[1] if embd and len(embd) == 2 else ...)
     config = {
         "model_type": ARCHS[arch], "architectures": [f"gguf:{arch}"],
         "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
         "num_key_value_heads": k.per_layer("attention.head_count_kv", layers, heads), "head_dim": key_len,
-        "intermediate_size": k.int("feed_forward_length", 0 if experts else ...), "vocab_size": vocab,
-        "max_position_embeddings": k.int("context_length"),
-        "tie_word_embeddings": "output.weight" not in tensors,
-        "rope_theta": k.number("rope.freq_base", 10000.0),
+        "intermediate_size": k.int("feed_forward_length", 0 if experts else ...), **k.common(tensors),
     }
     if experts:
         width = k.int("expert_feed_forward_length", config["intermediate_size"] or ...)
@@ -95,9 +94,6 @@ def config_from_gguf(meta: dict, tensors: dict[str, tuple[int, ...]], where: str
         config["layer_types"] = ["sliding_attention" if i % n < n - 1 else "full_attention" for i in range(layers)]
     if arch == "command-r" and "blk.0.attn_q_norm.weight" in tensors:  # Command R+: per-head q and k norms
         config["use_qk_norm"] = True
-    scaling = _rope_scaling(k)
-    if scaling:
-        config["rope_scaling"] = scaling
     return config
 
 
@@ -124,6 +120,15 @@ class Keys:
 
     def _bad(self, key: str, why: str) -> KvplanError:
         return KvplanError(f"{self.where}: {self.arch}.{key} {why}", EXIT_USAGE)
+
+    def common(self, tensors: dict[str, tuple[int, ...]]) -> dict:
+        """The config keys every architecture reads alike: the vocabulary (the token_embd rows where no
+        `vocab_size`), the context, a tied head (no output.weight) and the RoPE base."""
+        embd = tensors.get("token_embd.weight")
+        return {"vocab_size": self.int("vocab_size", embd[1] if embd and len(embd) == 2 else ...),
+                "max_position_embeddings": self.int("context_length"),
+                "tie_word_embeddings": "output.weight" not in tensors,
+                "rope_theta": self.number("rope.freq_base", 10000.0)}
 
     def int(self, key: str, default=...) -> int:
         v = self.meta.get(f"{self.arch}.{key}")

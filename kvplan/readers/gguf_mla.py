@@ -58,7 +58,6 @@ def deepseek2_config(k, tensors: dict[str, tuple[int, ...]]) -> dict:
     gating = k.int("expert_gating_func", _SOFTMAX)
     if gating not in (_SOFTMAX, _SIGMOID):
         raise refuse(f"{k.arch}.expert_gating_func {gating} is neither softmax (1) nor sigmoid (2)")
-    embd = tensors.get("token_embd.weight")
     config = {
         "model_type": "deepseek_v3" if gating == _SIGMOID else "deepseek_v2", "architectures": [f"gguf:{k.arch}"],
         "hidden_size": k.int("embedding_length"), "num_hidden_layers": layers, "num_attention_heads": heads,
@@ -67,9 +66,7 @@ def deepseek2_config(k, tensors: dict[str, tuple[int, ...]]) -> dict:
         "moe_intermediate_size": k.int("expert_feed_forward_length"), "n_routed_experts": k.int("expert_count"),
         "num_experts_per_tok": k.int("expert_used_count"), "n_shared_experts": k.int("expert_shared_count"),
         "first_k_dense_replace": k.int("leading_dense_block_count"), "moe_layer_freq": 1,
-        "num_nextn_predict_layers": 0, "vocab_size": k.int("vocab_size", embd[1] if embd and len(embd) == 2 else ...),
-        "max_position_embeddings": k.int("context_length"), "tie_word_embeddings": "output.weight" not in tensors,
-        "rope_theta": k.number("rope.freq_base", 10000.0),
+        "num_nextn_predict_layers": 0, **k.common(tensors),
     }
     if "blk.0.attn_q_a.weight" in tensors:  # a compressed query (V2, V3, R1); V2-Lite's is one attn_q matrix
         config["q_lora_rank"] = k.int("attention.q_lora_rank")

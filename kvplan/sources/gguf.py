@@ -96,10 +96,7 @@ def weight_format(header: GGUFHeader) -> tuple[str, str]:
     if isinstance(ftype, int) and ftype in FILE_TYPES:
         return FILE_TYPES[ftype], f"file type {FILE_TYPE_NAMES[ftype]}"
     said = f"file type {FILE_TYPE_NAMES.get(ftype, ftype)}" if isinstance(ftype, int) else "no general.file_type"
-    matrices: dict[str, int] = {}
-    for t in header.tensors:
-        if len(t.dims) >= 2:
-            matrices[t.type_name] = matrices.get(t.type_name, 0) + t.nbytes
+    matrices = _bytes_by_type(t for t in header.tensors if len(t.dims) >= 2)
     if not matrices:
         raise KvplanError(f"{header.path}: no weight matrices in its tensors", EXIT_USAGE)
     most = max(matrices, key=lambda k: (matrices[k], k))
@@ -110,10 +107,16 @@ def weight_format(header: GGUFHeader) -> tuple[str, str]:
     return method, f"{said}, mostly {most}"
 
 
-def _by_type(header: GGUFHeader) -> str:
+def _bytes_by_type(tensors) -> dict[str, int]:
+    """The tensors' bytes summed by ggml type name."""
     totals: dict[str, int] = {}
-    for t in header.tensors:
+    for t in tensors:
         totals[t.type_name] = totals.get(t.type_name, 0) + t.nbytes
+    return totals
+
+
+def _by_type(header: GGUFHeader) -> str:
+    totals = _bytes_by_type(header.tensors)
     return ", ".join(f"{k} {v:,}" for k, v in sorted(totals.items(), key=lambda kv: -kv[1]))
 
 

@@ -36,7 +36,7 @@ def split_first(path: Path) -> Path | None:
 def read_split(path: Path) -> tuple[GGUFHeader, int]:
     """The model whose part (any) `path` is, as one header (the first part's metadata, every part's tensors), and
     its number of parts: 1 for a file that is not split."""
-    header = read_gguf(path)
+    header = given = read_gguf(path)
     count = _u(header, "split.count", 1)
     if count <= 1:
         return header, 1
@@ -58,7 +58,7 @@ def read_split(path: Path) -> tuple[GGUFHeader, int]:
         part = first.with_name(part_name(prefix, no + 1, count))
         if not part.is_file():
             _missing(part, no + 1, count)
-        h = header if no == 0 else read_gguf(part)
+        h = header if no == 0 else given if part == path else read_gguf(part)  # each part's header read once
         if _u(h, "split.no", -1) != no or _u(h, "split.count", 0) != count:
             raise KvplanError(f"{part}: its split.no / split.count say part {_u(h, 'split.no', -1) + 1} of "
                               f"{_u(h, 'split.count', 0)}, not {no + 1} of {count}", EXIT_USAGE)

@@ -126,7 +126,7 @@ def test_budget_corpus_sglang_rows_run_and_tokens_from_k_are_exact():
     summ = b.budget_sglang.pool_summary(rows, "held-out")
     assert summ["tokens_from_k"]["within_tol"] == summ["tokens_from_k"]["n"]
     md = b.budget_sglang.pool_markdown(rows)
-    assert "| SGLang record |" in md and "| tokens from k | held-out | 1 | +0 tokens | 0.0% | 1/1 exact |" in md
+    assert "| SGLang record |" in md and "| tokens from k | held-out | 2 | +0 tokens | 0.0% | 2/2 exact |" in md
     # a record whose budget the index marks unpredictable is checked from its K size only
     patched = next(r for r in rows if r["id"] == "sglang_qwen3_30b_a3b_pr18263")
     assert set(patched["terms"]) == {"tokens_from_k"} and patched["why_not"].startswith("unpredictable")

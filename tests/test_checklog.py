@@ -244,3 +244,23 @@ def test_sglang_printed_fraction_is_named_in_the_row(tmp_path):
     assert d["version"] == "0.5.23" and not any("inferred from its figures" in n for n in d["notes"])
     alone = rows["#tokens predicted from the GPU alone"]
     assert "mem_fraction_static 0.85, the log's" in alone["quantity"]
+
+
+def test_sglang_inferred_release_replaces_its_own_note_not_the_first():
+    # _version_from_pool used to write out.notes[0], so a note added before the "no version printed" one was lost
+    # and the default note stayed. The QwQ-32B 4x L4 log fits 0.4.3 (hand arithmetic in
+    # test_sglang_release_inferred_from_the_logs_own_figures); here another note stands first.
+    from kvplan.engines.logcheck import Reconciliation, cache_dtype
+    from kvplan.engines.sglang.reconcile import _version_from_pool
+    from kvplan.planning.deploy import Deployment
+    from kvplan.planning.plan import Request
+
+    rec = parse_log((FIXTURES / "sglang_qwq32b_4xl4.log").read_text())
+    model = find_in_catalog("qwen2.5-32b")
+    out = Reconciliation("sglang", "0.5.23", model.name, "l4")
+    out.notes += ["an earlier note", "the log does not print its SGLang version; modelled as 0.5.23, the newest"]
+    v = _version_from_pool(model, find_gpu("l4"), Deployment(4, 1), Request(context=model.max_context,
+                           kv_dtype=cache_dtype(None, model)), rec.reported, out)
+    assert v == "0.4.3"
+    assert out.notes[0] == "an earlier note" and len(out.notes) == 2
+    assert "modelled as 0.4.3, inferred from its figures" in out.notes[1]

@@ -264,3 +264,62 @@ def test_sglang_inferred_release_replaces_its_own_note_not_the_first():
     assert v == "0.4.3"
     assert out.notes[0] == "an earlier note" and len(out.notes) == 2
     assert "modelled as 0.4.3, inferred from its figures" in out.notes[1]
+
+
+def _vllm_notes(path, *extra):
+    r = runner.invoke(app, ["check-log", str(path), "--json", *extra])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    return d["version"], [n for n in d["notes"] if "vLLM version" in n]
+
+
+def test_vllm_release_bounded_by_the_logs_own_timestamp(tmp_path):
+    # aiperf#449's V1 log prints no version; its earliest line is "INFO 2025-11-07 17:18:00.520". vllm on PyPI
+    # (https://pypi.org/simple/vllm/, upload-time): 0.11.0 2025-10-04T01:39, 0.11.1 2025-11-19T01:55. By
+    # 2025-11-07 17:18 + 12 h, 0.11.0 is the newest: the V1 format's 0.11.0 stands, the note says what bounds it.
+    log = FIXTURES / "vllm_v1_aiperf449.log"
+    version, notes = _vllm_notes(log)
+    assert version == "0.11.0" and len(notes) == 1
+    assert "modelled as 0.11.0 (v1 log format); its earliest timestamp (2025-11-07 17:18) bounds the release: " \
+           "0.11.0 (on PyPI 2025-10-04) is the newest vLLM release uploaded by then" in notes[0]
+    assert "--engine-version" in notes[0]
+    # The same lines stamped 2025-08-01: 0.10.0 (2025-07-25T00:22) is out, 0.10.1 (2025-08-19) is not, so the
+    # V1 default 0.11.0 cannot have written it: modelled as 0.10.0, inferred, and said.
+    early = tmp_path / "early.log"
+    early.write_text(log.read_text().replace("2025-11-07", "2025-08-01"))
+    version, notes = _vllm_notes(early)
+    assert version == "0.10.0"
+    assert "modelled as 0.10.0, inferred: its earliest timestamp (2025-08-01 17:18)" in notes[0]
+    assert "before 0.11.0, the v1 log format's default" in notes[0]
+    # before 0.5.0 reached PyPI (2024-06-11T23:05): kvplan's first modelled release, with the reason
+    old = tmp_path / "old.log"
+    old.write_text(log.read_text().replace("2025-11-07", "2024-05-01"))
+    version, notes = _vllm_notes(old)
+    assert version == "0.5.0" and "predates it (on PyPI 2024-06-11" in notes[0]
+    # --engine-version always wins
+    version, notes = _vllm_notes(early, "--engine-version", "0.11.0")
+    assert version == "0.11.0" and notes == ["the log does not name its vLLM version; modelled as 0.11.0, the version "
+                                             "given"]
+
+
+def test_vllm_nothing_pins_an_undated_log():
+    # PR 13596's lines ("INFO 02-19 23:56:55": vLLM's default format prints no year): the format's release, said so
+    version, notes = _vllm_notes(FIXTURES / "vllm_v1_tokens_pr13596.log")
+    assert version == "0.11.0"
+    assert notes == ["the log does not name its vLLM version; modelled as 0.11.0 (v1 log format; no dated timestamp "
+                     "pins it: pass --engine-version)"]
+
+
+def test_a_logs_earliest_dated_timestamp():
+    from datetime import datetime
+
+    from kvplan.engines.logdates import released_by, written
+    from kvplan.engines.vllm.releases import UPLOADED
+
+    text = ("INFO 02-19 23:56:55 no year\n[11/07/2025-17:18:03] [TRT-LLM] [I] x\n2025-11-08T01:02:03Z y\n"
+            "2025-13-45 10:00 not a date\nmodel-2024-01-01 no time\n")
+    assert written(text) == datetime(2025, 11, 7, 17, 18)
+    assert written("INFO 02-19 23:56:55 GPU KV cache size: 1 tokens") is None
+    # the newest by the bound, a .post release counting as its base, the later upload on a tie
+    assert released_by(UPLOADED, datetime(2024, 12, 27, 0, 0)) == ("0.6.6.post1", "2024-12-27T07:09")
+    assert released_by(UPLOADED, datetime(2024, 12, 26, 11, 0)) == ("0.6.5", "2024-12-18T00:02")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.engines.logdates import written
 from kvplan.engines.logrecord import (  # noqa: F401 (re-exported: callers import the record's names from here too)
     C, I, MAX_FIGURE, MAX_LAYERS, N, LogRecord, Num, _check_figures, _int, _line_end, _num, deployment_said,
 )
@@ -53,6 +54,7 @@ def parse_log(text: str) -> LogRecord:
         raise KvplanError("not a vLLM, SGLang, TensorRT-LLM or llama.cpp start-up log (no line kvplan recognises)", EXIT_USAGE)
     rec = LogRecord(engine)
     {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp, "trtllm": _trtllm}[engine](text, rec)
+    rec.written = written(text)  # the log's own clock: a bound on its release where it prints none
     if not rec.reported:
         raise KvplanError(f"found {engine} lines but no KV-cache figures to check", EXIT_USAGE)
     _check_figures(rec)

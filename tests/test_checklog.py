@@ -323,3 +323,30 @@ def test_a_logs_earliest_dated_timestamp():
     # the newest by the bound, a .post release counting as its base, the later upload on a tie
     assert released_by(UPLOADED, datetime(2024, 12, 27, 0, 0)) == ("0.6.6.post1", "2024-12-27T07:09")
     assert released_by(UPLOADED, datetime(2024, 12, 26, 11, 0)) == ("0.6.5", "2024-12-18T00:02")
+
+
+CG_LINE = ("(EngineCore pid=187) INFO 05-01 20:47:46 [gpu_worker.py:455] CUDA graph memory profiling is enabled "
+           "(default since v0.21.0). The current --gpu-memory-utilization=0.9000 is equivalent to "
+           "--gpu-memory-utilization=0.8886 without CUDA graph memory profiling.\n")
+
+
+def test_vllm_a_line_only_later_releases_print_moves_the_release(tmp_path):
+    # "CUDA graph memory profiling is enabled (default since v0.21.0)" (gpu_worker.py; vllm-project/vllm#45178) names
+    # v0.21.0 as the release that turned it on: a V1 log printing it cannot be the V1 format's 0.11.0.
+    base = (FIXTURES / "vllm_v1_tokens_pr13596.log").read_text() + CG_LINE
+    path = tmp_path / "cg.log"
+    path.write_text(base)  # no year anywhere: nothing bounds it above, so the newest kvplan knows
+    version, notes = _vllm_notes(path)
+    assert version == "0.33.0"
+    assert "modelled as 0.33.0, the newest kvplan knows: it prints \"CUDA graph memory profiling is enabled " \
+           "(default since v0.21.0)\", so 0.21.0 or later; no dated timestamp bounds it" in notes[0]
+    # a container prefix "2026-06-20 09:00:00.1 | ": 0.22.0 (2026-05-29T10:32) is the newest by then, 0.22.1
+    # (2026-06-05) is too, 0.23.0 (2026-06-13) too, 0.24.0 (2026-06-30) not: 0.23.0, at or after 0.21.0
+    path.write_text("".join(f"2026-06-20 09:00:00.1 | {line}\n" for line in base.splitlines()))
+    version, notes = _vllm_notes(path)
+    assert version == "0.23.0" and "inferred: it prints" in notes[0] and "0.23.0 (on PyPI 2026-06-13)" in notes[0]
+    # stamped 2026-05-01 22:47, before 0.21.0 reached PyPI (2026-05-15T00:08), as a real log of this line is: a
+    # build from before the release, modelled as 0.21.0, the first printing it
+    path.write_text("".join(f"2026-05-01 22:47:46.772 | {line}\n" for line in base.splitlines()))
+    version, notes = _vllm_notes(path)
+    assert version == "0.21.0" and "predates 0.21.0's upload (2026-05-15)" in notes[0]

@@ -11,6 +11,7 @@ import re
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.logdates import written
+from kvplan.engines.vllm.releases import FLOORS
 from kvplan.engines.logrecord import (  # noqa: F401 (re-exported: callers import the record's names from here too)
     C, I, MAX_FIGURE, MAX_LAYERS, N, LogRecord, Num, _check_figures, _int, _line_end, _num, deployment_said,
 )
@@ -134,6 +135,7 @@ def _vllm(text: str, rec: LogRecord) -> None:
         method, draft, n = m.group(1), m.group(2), m.group(3)
         s["speculative"] = f"draft:{draft}:{n}" if method == "draft_model" else f"{method}:{n}"
     _vllm_budget_terms(text, rec)
+    rec.floor = next(((v, why) for line, v, why in FLOORS if line in text), None)
     if re.search(r"Memory profiling results|# CPU blocks", text):
         rec.era = "v0"
     elif re.search(r"# GPU blocks: |Loading model weights took", text):

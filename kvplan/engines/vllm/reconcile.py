@@ -95,6 +95,8 @@ def _release(rec, given: str | None) -> tuple[str, str | None]:
     era = ERA_RELEASE.get(rec.era, ERA_RELEASE["v1"])
     bound = released_by(vllm_releases.UPLOADED, rec.written) if rec.written else None
     pass_it = f"pass {arg('engine_version')}"
+    if rec.floor and parse_version(era) < parse_version(rec.floor[0]):  # a line the format's release never printed
+        return _from_floor(rec, bound, unnamed, pass_it)
     if rec.written is None:
         return era, f"{unnamed}; modelled as {era} ({rec.era} log format; no dated timestamp pins it: {pass_it})"
     if bound is None:
@@ -108,6 +110,26 @@ def _release(rec, given: str | None) -> tuple[str, str | None]:
     return bound[0], (f"{unnamed}; modelled as {bound[0]}, inferred: {bound_note('vLLM', rec.written, bound)}, "
                       f"before {era}, the {rec.era} log format's default (an older release may have written it; "
                       f"{pass_it})")
+
+
+def _from_floor(rec, bound, unnamed: str, pass_it: str) -> tuple[str, str]:
+    """A log printing a line first printed by a release after its format's default (vllm.releases.FLOORS): the
+    newest release uploaded by its earliest timestamp where that is at or after the line's first release; the
+    line's first release where the timestamp predates it (a build from before the release); with no dated
+    timestamp, the newest kvplan knows."""
+    floor, why = rec.floor
+    said = f"it prints {why}, so {floor} or later"
+    if bound is not None and parse_version(bound[0]) >= parse_version(floor):
+        return bound[0], (f"{unnamed}; modelled as {bound[0]}, inferred: {said}; "
+                          f"{bound_note('vLLM', rec.written, bound)} (an older release may have written it; {pass_it})")
+    if rec.written is not None:  # stamped before the release was out: a build of it from before (nightly, source)
+        up = dict(vllm_releases.UPLOADED)[floor][:10]
+        return floor, (f"{unnamed}; modelled as {floor}: {said}, though its earliest timestamp "
+                       f"({rec.written:%Y-%m-%d %H:%M}) predates {floor}'s upload ({up}): a build from before the "
+                       f"release (nightly or source), closest to {floor} ({pass_it})")
+    newest = vllm_releases.UPLOADED[-1][0]
+    return newest, (f"{unnamed}; modelled as {newest}, the newest kvplan knows: {said}; no dated timestamp bounds "
+                    f"it ({pass_it})")
 
 
 def _corpus_stand_in(out, model, dep, st):

@@ -1,7 +1,8 @@
 """vLLM's releases and when each reached PyPI, the evidence a versionless start-up log's own timestamp gives
 (kvplan.engines.logdates): the first upload-time of each release's files in PyPI's simple index
 (https://pypi.org/simple/vllm/, PEP 691 JSON, PEP 700 `upload-time`, read 2026-12-06), UTC, to the minute; final
-releases (no rc or dev) from 0.5.0, kvplan's first modelled, to 0.33.0, its last.
+releases (no rc or dev) from 0.5.0, kvplan's first modelled, to 0.33.0, its last; and FLOORS, lines only a release
+from a known one on prints.
 """
 
 from __future__ import annotations
@@ -32,4 +33,15 @@ UPLOADED = (
     ("0.27.0", "2026-08-10T21:31"), ("0.27.1", "2026-08-11T10:59"), ("0.28.0", "2026-08-26T10:07"),
     ("0.29.0", "2026-09-09T08:58"), ("0.30.0", "2026-09-22T05:22"), ("0.31.0", "2026-10-05T07:40"),
     ("0.32.0", "2026-10-18T10:03"), ("0.33.0", "2026-11-02T10:12"),
+)
+
+# (text in the log, the first release printing it, what it is): a log holding the text was written by that release or
+# a later one. "CUDA graph memory profiling is enabled (default since v0.21.0)": gpu_worker.py's line where the
+# estimate is on, naming the release that made it the default (vllm-project/vllm#45178, 2026-06-10: "enabled by
+# default"; vllm-project/vllm#30515, 2025-12-11, added the estimate off by default); gpustack/runner#251 logs it.
+FLOORS = (
+    ("CUDA graph memory profiling is enabled (default since v0.21.0)", "0.21.0",
+     "\"CUDA graph memory profiling is enabled (default since v0.21.0)\""),
+    ("re-enabling it (the default as of v0.21.0)", "0.21.0",  # the same line's warning where it is off
+     "\"CUDA graph memory profiling is disabled\" with \"the default as of v0.21.0\""),
 )

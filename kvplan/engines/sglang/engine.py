@@ -21,16 +21,11 @@ from dataclasses import dataclass
 
 from kvplan.engines import served_dtype
 from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes
-from kvplan.engines.sglang import allreduce as sglang_allreduce
-from kvplan.engines.sglang import command
-from kvplan.engines.sglang import cache_dtype as sglang_cache_dtype
-from kvplan.engines.sglang import dsv4 as sglang_dsv4
-from kvplan.engines.sglang import layout as sglang_layout
-from kvplan.engines.sglang import loaded as sglang_loaded
-from kvplan.engines.sglang import mamba as sglang_mamba
-from kvplan.engines.sglang import multimodal as sglang_mm
-from kvplan.engines.sglang import ncclmem as sglang_nccl
-from kvplan.engines.sglang import swa as sglang_swa
+from kvplan.engines.sglang import (
+    allreduce as sglang_allreduce, attention as sglang_attention, command, cache_dtype as sglang_cache_dtype,
+    dsv4 as sglang_dsv4, fp8_default as sglang_fp8, layout as sglang_layout, loaded as sglang_loaded,
+    mamba as sglang_mamba, multimodal as sglang_mm, ncclmem as sglang_nccl, swa as sglang_swa,
+    piecewise as sglang_piecewise, prefill_graph as sglang_prefill_graph)
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-exported: sglang.default_fraction)
     capacity_mib, capped_graph_bs, default_chunked, default_fraction, default_graph_bs, dp_attention,
@@ -48,8 +43,6 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.model.layers import LOCAL_KINDS, Kind, ParallelHybrid
 from kvplan.engines.sglang.offload import cpu_pool as hicache_pool
-from kvplan.engines.sglang import piecewise as sglang_piecewise
-from kvplan.engines.sglang import prefill_graph as sglang_prefill_graph
 from kvplan.engines.sglang.rules import SglangRules
 
 GIB = 2**30
@@ -58,7 +51,7 @@ VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
 DEFAULT_VERSION = "0.5.23"
 OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs",
         "enable_dp_attention", "vlm_cache_size_mb", "enable_multimodal",  # the last: multimodal.py
-        *LAYOUT_OPTS, *sglang_mamba.OPTS)  # layout.py, mamba.py
+        *LAYOUT_OPTS, *sglang_mamba.OPTS, *sglang_attention.OPTS)  # layout.py, mamba.py, attention.py
 # Memory taken before the weights load: what `init_torch_distributed` leaves in use (the CUDA context, NCCL's
 # communicators and, on NVLink or two GPUs, custom all-reduce buffers; 0.4.3.post4 `model_runner.py` L258-316;
 # custom all-reduce stays off on more than two PCIe-only GPUs, `custom_all_reduce.py` L235-241; where it is on, its
@@ -91,6 +84,7 @@ class Settings:
     attention_dp: int = 1  # DP-attention workers (--dp-size under --enable-dp-attention), else 1
     prefill_graph: tuple | None = None  # (backend or "off", MiB reserved, why) where the fraction is SGLang's default
     multimodal: bool = False  # SGLang's is_multimodal: a vision model not switched off by default (multimodal.py)
+    page_why: str = ""  # the attention backend that forces page_size, where one does (attention.py)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -121,8 +115,9 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     vlm = sglang_mm.vlm_factor(model, version, mm_flag) if sglang_mm.scales_any_fraction(version) or not given else 1.0
     frac *= vlm
     v4 = has_compressed(model.layers)  # DeepSeek-V4: its page and SWA share (kvplan.engines.sglang.dsv4)
-    page = opt_int(opts, "page_size", sglang_dsv4.pool.PAGE if v4 else
-                   64 if any(layer.kind == Kind.MLA for layer in model.layers) else 1)
+    page_given = opt_int(opts, "page_size", 0) if "page_size" in opts else None  # else the backend's page, or 1
+    page, page_why = (sglang_dsv4.pool.PAGE if page_given is None else page_given, "") if v4 else sglang_attention.page_size(
+        model, gpu, version, opts, page_given)
     if page < 1:
         raise KvplanError("page_size must be at least 1", EXIT_USAGE)
     ratio = opt_float(opts, "swa_full_tokens_ratio", sglang_dsv4.pool.SWA_RATIO if v4 else 0.8)
@@ -143,7 +138,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     allocator_rounding=rounding, attention_dp=attn_dp,
                     prefill_graph=None if given or parse_version(version) < sglang_prefill_graph.FROM
                     else (backend or "off", piecewise, why),
-                    multimodal=sglang_mm.is_multimodal(model, version, mm_flag))
+                    multimodal=sglang_mm.is_multimodal(model, version, mm_flag), page_why=page_why)
 
 
 def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
@@ -228,7 +223,7 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     if st.prefill_graph:
         lines.append(Figure("prefill CUDA-graph reserve", int(st.prefill_graph[1] * MIB), "MiB"))
         notes.append(sglang_prefill_graph.note(st.version, *st.prefill_graph))
-    notes += sglang_mm.notes(model, st, st.usable_bytes)
+    notes += sglang_mm.notes(model, st, st.usable_bytes) + ([f"page_size {page}: {st.page_why}"] if st.page_why else [])
     if any(layer.kind in LOCAL_KINDS for layer in model.layers) and sglang_swa.note(model, st.version):
         notes.append(sglang_swa.note(model, st.version))
     pooled = sglang_mamba.pooled(model, dep, states, st.state, full_tokens * full_cell + swa_tokens * swa_cell) \
@@ -273,6 +268,13 @@ class Sglang(Engine):
     offload_rules = {"native": {"cpu": hicache_pool}}  # HiCache's host pool (L2): kvplan.engines.offload
     offload_missing = {"native": "SGLang HiCache's L3 storage backends size themselves; kvplan sizes its host pool (cpu)"}
 
+    def result(self, model, gpu, dep, req):
+        """The base template on the weights SGLang serves: FP8 for a BF16 DeepSeek-V3 on capability 10.x in
+        0.5.5-0.5.10 (kvplan.engines.sglang.fp8_default), said in the plan's warnings."""
+        req, said = sglang_fp8.served(model, gpu, self.version or self.default_version, req)
+        res = super().result(model, gpu, dep, req)
+        return res._replace(plan=dataclasses.replace(res.plan, warnings=(*res.plan.warnings, *said))) if said else res
+
     def float32_served(self) -> tuple[str, str]:
         """A float32 config served as float16 (kvplan.engines.served_dtype.SGLANG_FLOAT32)."""
         return served_dtype.SGLANG_FLOAT32
@@ -306,8 +308,10 @@ class Sglang(Engine):
         """The compute capability of the shared-expert fusion test and the fabric of the custom all-reduce rule
         (kvplan.engines.sglang.allreduce), where the profile leaves them out."""
         vendor = str(getattr(gpu, "vendor", "")).upper()
+        version = self.version or self.default_version
         needs = (vendor in ("NVIDIA", "AMD") and fact_missing(gpu, "compute_capability")
-                 and reads_capability(model, self.opts, self.version or self.default_version))
+                 and (reads_capability(model, self.opts, version)
+                      or sglang_attention.reads_capability(model, self.opts, version)))
         tp_size = dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp
         fabric = sglang_allreduce.needs_fabric(gpu, tp_size)
         return fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +

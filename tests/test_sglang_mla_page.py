@@ -128,3 +128,16 @@ def test_the_fp8_default_leaves_a_named_dtype_and_a_quantized_checkpoint_alone()
     assert named.plan.request.weight_dtype == "bf16"
     declared = resolve_engine("sglang", "0.5.5", []).result(V3, B200, DEP, REQ)  # its config declares fp8 itself
     assert declared.plan.request.weight_dtype is None
+
+
+def test_a_profile_without_its_capability_says_what_the_page_rule_assumed():
+    import dataclasses
+
+    # B200's profile less its compute capability: the rules assume 8.0 (kvplan.hardware.facts.ASSUMED_CAPABILITY),
+    # so no trtllm_mla default (page 1), and the plan says it assumed; Llama 3.1 8B's page reads no capability
+    bare = dataclasses.replace(B200, compute_capability=None)
+    plan = resolve_engine("sglang", "0.5.5", []).result(V3, bare, DEP, REQ)
+    assert plan.settings["page_size"] == 1
+    assert any("gives no compute_capability" in w.message for w in plan.plan.warnings)
+    dense = resolve_engine("sglang", "0.5.5", []).result(find_in_catalog("llama-3.1-8b"), bare, DEP, REQ)
+    assert not any("gives no compute_capability" in w.message for w in dense.plan.warnings)

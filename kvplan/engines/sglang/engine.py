@@ -116,8 +116,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     frac *= vlm
     v4 = has_compressed(model.layers)  # DeepSeek-V4: its page and SWA share (kvplan.engines.sglang.dsv4)
     page_given = opt_int(opts, "page_size", 0) if "page_size" in opts else None  # else the backend's page, or 1
-    page, page_why = (sglang_dsv4.pool.PAGE if page_given is None else page_given, "") if v4 else sglang_attention.page_size(
-        model, gpu, version, opts, page_given)
+    page, page_why = ((sglang_dsv4.pool.PAGE if page_given is None else page_given), "") if v4 else \
+        sglang_attention.page_size(model, gpu, version, opts, page_given)
     if page < 1:
         raise KvplanError("page_size must be at least 1", EXIT_USAGE)
     ratio = opt_float(opts, "swa_full_tokens_ratio", sglang_dsv4.pool.SWA_RATIO if v4 else 0.8)
@@ -305,12 +305,13 @@ class Sglang(Engine):
         sglang_dsv4.check_release(model, self.version or self.default_version, defaulted=self.version is None)
 
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
-        """The compute capability of the shared-expert fusion test and the fabric of the custom all-reduce rule
-        (kvplan.engines.sglang.allreduce), where the profile leaves them out."""
+        """The compute capability of the shared-expert fusion test, the MLA backend's page and the FP8 default
+        (attention.py, fp8_default.py), and the fabric of the custom all-reduce rule (kvplan.engines.sglang.allreduce),
+        where the profile leaves them out."""
         vendor = str(getattr(gpu, "vendor", "")).upper()
         version = self.version or self.default_version
         needs = (vendor in ("NVIDIA", "AMD") and fact_missing(gpu, "compute_capability")
-                 and (reads_capability(model, self.opts, version)
+                 and (reads_capability(model, self.opts, version) or sglang_fp8.reads_capability(model, version)
                       or sglang_attention.reads_capability(model, self.opts, version)))
         tp_size = dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp
         fabric = sglang_allreduce.needs_fabric(gpu, tp_size)

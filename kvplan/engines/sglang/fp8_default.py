@@ -27,11 +27,16 @@ ARCHITECTURE = "DeepseekV3ForCausalLM"
 _UNQUANTIZED = ("bf16", "fp16", "fp32")  # an unquantized checkpoint's method is its dtype (readers.quantization)
 
 
+def reads_capability(model, version: str) -> bool:
+    """Whether the rule's answer for this checkpoint and release turns on the GPU's compute capability."""
+    return (FIRST <= parse_version(version) < UNTIL and getattr(model, "architecture", None) == ARCHITECTURE
+            and model.quantization.method in _UNQUANTIZED)
+
+
 def applies(model, gpu, version: str) -> bool:
     """Whether SGLang `version` defaults this checkpoint to --quantization fp8 on `gpu` (module docstring)."""
     cap = capability_of(gpu)
-    return (FIRST <= parse_version(version) < UNTIL and getattr(model, "architecture", None) == ARCHITECTURE
-            and model.quantization.method in _UNQUANTIZED and cap is not None and cap[0] == 10
+    return (reads_capability(model, version) and cap is not None and cap[0] == 10
             and str(getattr(gpu, "vendor", "")).upper() == "NVIDIA")
 
 

@@ -22,9 +22,11 @@ import dataclasses
 from kvplan.engines import served_dtype
 from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes
 from kvplan.engines.sglang import allreduce as sglang_allreduce
+from kvplan.engines.sglang import attention as sglang_attention
 from kvplan.engines.sglang import command
 from kvplan.engines.sglang import cache_dtype as sglang_cache_dtype
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
+from kvplan.engines.sglang import fp8_default as sglang_fp8
 from kvplan.engines.sglang import layout as sglang_layout
 from kvplan.engines.sglang import mamba as sglang_mamba
 from kvplan.engines.sglang import multimodal as sglang_mm
@@ -136,7 +138,7 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     if st.prefill_graph:
         lines.append(Figure("prefill CUDA-graph reserve", int(st.prefill_graph[1] * MIB), "MiB"))
         notes.append(sglang_prefill_graph.note(st.version, *st.prefill_graph))
-    notes += sglang_mm.notes(model, st, st.usable_bytes)
+    notes += sglang_mm.notes(model, st, st.usable_bytes) + ([f"page_size {page}: {st.page_why}"] if st.page_why else [])
     if any(layer.kind in LOCAL_KINDS for layer in model.layers) and sglang_swa.note(model, st.version):
         notes.append(sglang_swa.note(model, st.version))
     pooled = sglang_mamba.pooled(model, dep, states, st.state, full_tokens * full_cell + swa_tokens * swa_cell) \
@@ -181,6 +183,13 @@ class Sglang(Engine):
     offload_rules = {"native": {"cpu": hicache_pool}}  # HiCache's host pool (L2): kvplan.engines.offload
     offload_missing = {"native": "SGLang HiCache's L3 storage backends size themselves; kvplan sizes its host pool (cpu)"}
 
+    def result(self, model, gpu, dep, req):
+        """The base template on the weights SGLang serves: FP8 for a BF16 DeepSeek-V3 on capability 10.x in
+        0.5.5-0.5.10 (kvplan.engines.sglang.fp8_default), said in the plan's warnings."""
+        req, said = sglang_fp8.served(model, gpu, self.version or self.default_version, req)
+        res = super().result(model, gpu, dep, req)
+        return res._replace(plan=dataclasses.replace(res.plan, warnings=(*res.plan.warnings, *said))) if said else res
+
     def float32_served(self) -> tuple[str, str]:
         """A float32 config served as float16 (kvplan.engines.served_dtype.SGLANG_FLOAT32)."""
         return served_dtype.SGLANG_FLOAT32
@@ -211,11 +220,14 @@ class Sglang(Engine):
         sglang_dsv4.check_release(model, self.version or self.default_version, defaulted=self.version is None)
 
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
-        """The compute capability of the shared-expert fusion test and the fabric of the custom all-reduce rule
-        (kvplan.engines.sglang.allreduce), where the profile leaves them out."""
+        """The compute capability of the shared-expert fusion test, the MLA backend's page and the FP8 default
+        (attention.py, fp8_default.py), and the fabric of the custom all-reduce rule (kvplan.engines.sglang.allreduce),
+        where the profile leaves them out."""
         vendor = str(getattr(gpu, "vendor", "")).upper()
+        version = self.version or self.default_version
         needs = (vendor in ("NVIDIA", "AMD") and fact_missing(gpu, "compute_capability")
-                 and reads_capability(model, self.opts, self.version or self.default_version))
+                 and (reads_capability(model, self.opts, version) or sglang_fp8.reads_capability(model, version)
+                      or sglang_attention.reads_capability(model, self.opts, version)))
         tp_size = dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp
         fabric = sglang_allreduce.needs_fabric(gpu, tp_size)
         return fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.base import check_opts, check_version, opt_bool, opt_float, opt_int, parse_version
 from kvplan.engines.sglang import allreduce as sglang_allreduce
+from kvplan.engines.sglang import attention as sglang_attention
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
 from kvplan.engines.sglang import loaded as sglang_loaded
 from kvplan.engines.sglang import mamba as sglang_mamba
@@ -24,14 +25,13 @@ from kvplan.engines.sglang.defaults import (
 )
 from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS
 from kvplan.model.compressed import has_compressed
-from kvplan.model.layers import Kind
 
 MIB = 2**20
 VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
 DEFAULT_VERSION = "0.5.23"
 OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs",
         "enable_dp_attention", "vlm_cache_size_mb", "enable_multimodal",  # the last: multimodal.py
-        *LAYOUT_OPTS, *sglang_mamba.OPTS)  # layout.py, mamba.py
+        *LAYOUT_OPTS, *sglang_mamba.OPTS, *sglang_attention.OPTS)  # layout.py, mamba.py, attention.py
 # Memory taken before the weights load: what `init_torch_distributed` leaves in use (the CUDA context, NCCL's
 # communicators and, on NVLink or two GPUs, custom all-reduce buffers; 0.4.3.post4 `model_runner.py` L258-316;
 # custom all-reduce stays off on more than two PCIe-only GPUs, `custom_all_reduce.py` L235-241; where it is on, its
@@ -64,6 +64,7 @@ class Settings:
     attention_dp: int = 1  # DP-attention workers (--dp-size under --enable-dp-attention), else 1
     prefill_graph: tuple | None = None  # (backend or "off", MiB reserved, why) where the fraction is SGLang's default
     multimodal: bool = False  # SGLang's is_multimodal: a vision model not switched off by default (multimodal.py)
+    page_why: str = ""  # the attention backend that forces page_size, where one does (attention.py)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -94,8 +95,9 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     vlm = sglang_mm.vlm_factor(model, version, mm_flag) if sglang_mm.scales_any_fraction(version) or not given else 1.0
     frac *= vlm
     v4 = has_compressed(model.layers)  # DeepSeek-V4: its page and SWA share (kvplan.engines.sglang.dsv4)
-    page = opt_int(opts, "page_size", sglang_dsv4.pool.PAGE if v4 else
-                   64 if any(layer.kind == Kind.MLA for layer in model.layers) else 1)
+    page_given = opt_int(opts, "page_size", 0) if "page_size" in opts else None  # else the backend's page, or 1
+    page, page_why = ((sglang_dsv4.pool.PAGE if page_given is None else page_given), "") if v4 else \
+        sglang_attention.page_size(model, gpu, version, opts, page_given)
     if page < 1:
         raise KvplanError("page_size must be at least 1", EXIT_USAGE)
     ratio = opt_float(opts, "swa_full_tokens_ratio", sglang_dsv4.pool.SWA_RATIO if v4 else 0.8)
@@ -116,4 +118,4 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     allocator_rounding=rounding, attention_dp=attn_dp,
                     prefill_graph=None if given or parse_version(version) < sglang_prefill_graph.FROM
                     else (backend or "off", piecewise, why),
-                    multimodal=sglang_mm.is_multimodal(model, version, mm_flag))
+                    multimodal=sglang_mm.is_multimodal(model, version, mm_flag), page_why=page_why)

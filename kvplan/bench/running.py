@@ -49,7 +49,8 @@ OPTS = {
     "vllm": {"max_num_batched_tokens": "max_num_batched_tokens", "max_num_seqs": "max_num_seqs"},
     "sglang": {"chunked_prefill_size": "chunked_prefill_size", "mem_fraction_static": "mem_fraction_static",
                "mem_frac": "mem_fraction_static", "cuda_graph_max_bs": "cuda_graph_max_bs",
-               "page_size": "page_size", "max_running_requests": "max_running_requests"},
+               "page_size": "page_size", "max_running_requests": "max_running_requests",
+               "mamba_ssm_dtype": "mamba_ssm_dtype"},
     "trtllm": {"max_num_tokens": "max_num_tokens", "free_gpu_memory_fraction": "free_gpu_memory_fraction",
                "kv_cache_free_gpu_mem_fraction": "free_gpu_memory_fraction",
                # NVIDIA's MLPerf harness's name for it (its runtime flags; llmlib/config.py passes it on as

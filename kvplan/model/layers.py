@@ -19,7 +19,7 @@ tokens a local layer looks back over (`span`: window or chunk, 0 otherwise).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import ClassVar
 
@@ -353,6 +353,18 @@ class ParallelHybrid(LayerSpec):
 
     def describe(self) -> str:
         return f"{self.attention.describe()} + {self.state.describe()}"
+
+
+def with_ssm_dtype(layer: LayerSpec, dtype: str) -> LayerSpec:
+    """`layer` as an engine told to store recurrent states in `dtype` holds it (SGLang's --mamba-ssm-dtype, which
+    wins over the config's mamba_ssm_dtype: kvplan.engines.sglang.mamba.ssm_dtype_of): a RecurrentState's, or
+    Falcon-H1's mixer's, `ssm_dtype` set; every other layer as it is. The speed terms read and write the state in
+    the element type its pool holds (kvplan.speed.terms, `kv`)."""
+    if isinstance(layer, RecurrentState):
+        return replace(layer, ssm_dtype=dtype)
+    if isinstance(layer, ParallelHybrid):
+        return replace(layer, state=replace(layer.state, ssm_dtype=dtype))
+    return layer
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,57 @@
+"""A run that states SGLang's --mamba-ssm-dtype: its recurrent states priced and pooled in that dtype.
+
+SGLang's Gated DeltaNet decode kernel loads each sequence's state from the pool in the pool's element type and stores
+it back once a step in that type (sgl-project/sglang@f1dea624c8f596e1a789784fce46f6f3b77c0be4:python/sglang/srt/
+layers/attention/fla/fused_sigmoid_gating_recurrent.py L75-85, L145-156), and the pool is allocated in
+--mamba-ssm-dtype where the run gives it (kvplan.engines.sglang.mamba). The SGLang cookbook's Qwen3.5 FP8 cells on
+H200 state bfloat16 (tests/fixtures/speed/sglang-docs-qwen3.5-benchmarks-v0.5.16.yaml).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from kvplan.bench.running import running
+from kvplan.model.layers import FullAttention, ParallelHybrid, RecurrentState, with_ssm_dtype
+from kvplan.sources.catalog import find_in_catalog
+from kvplan.speed.corpus import read_corpus
+from kvplan.speed.fit import Built, stated_ssm_dtype
+from kvplan.speed.shape import model_terms
+
+SOURCE = "sglang-docs-qwen3.5-benchmarks-v0.5.16"
+
+# Qwen/Qwen3.5-35B-A3B's config.json: 40 layers, full attention every 4th, so 30 Gated DeltaNet layers, each
+# 32 value heads x 128 key dims x 128 value dims = 524,288 recurrent values and a conv window of
+# (4 - 1) x (2 x 16 key heads x 128 + 32 x 128) = 3 x 8,192 = 24,576 values (bf16: SGLang's conv dtype);
+# mamba_ssm_dtype float32.
+FP32_STATE = 30 * (524_288 * 4 + 24_576 * 2)  # 64,389,120 bytes a sequence
+BF16_STATE = 30 * (524_288 * 2 + 24_576 * 2)  # 32,931,840
+
+
+def test_the_state_bytes_follow_the_stated_dtype():
+    spec = find_in_catalog("qwen3.5-35b-a3b")
+    assert model_terms(spec)["state_bytes_per_seq"] == FP32_STATE == 64_389_120
+    bf16 = replace(spec, layers=tuple(with_ssm_dtype(layer, "bfloat16") for layer in spec.layers))
+    assert model_terms(bf16)["state_bytes_per_seq"] == BF16_STATE == 32_931_840
+
+
+def test_only_state_layers_change():
+    attn = FullAttention(4, 128)
+    state = RecurrentState(conv_elements=3, ssm_elements=8, num_heads=1, ssm_dtype="fp32")
+    assert with_ssm_dtype(attn, "bfloat16") is attn
+    assert with_ssm_dtype(state, "bfloat16").ssm_dtype == "bfloat16"
+    hybrid = with_ssm_dtype(ParallelHybrid(attn, state), "float16")  # Falcon-H1: its mixer's state
+    assert hybrid.state.ssm_dtype == "float16" and hybrid.attention is attn
+
+
+def test_the_corpus_cells_that_state_it_are_priced_and_sized_so():
+    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cell = next(c for c in cases if c.source == SOURCE and c.id == "h200-35b-fp8-tp1-c1024")
+    assert stated_ssm_dtype(cell.flags) == "bfloat16" and stated_ssm_dtype({}) == ""
+    stated = Built(cell, running)
+    assert stated.shape.state_bytes_per_seq == BF16_STATE
+    plain = Built(replace(cell, flags={k: v for k, v in cell.flags.items() if k != "mamba_ssm_dtype"}), running)
+    assert plain.shape.state_bytes_per_seq == FP32_STATE
+    # half the state a slot: SGLang's state pool holds more requests in the same memory, so the running cap rises
+    assert stated.load.cap > plain.load.cap * 1.5

@@ -114,7 +114,9 @@ def end_to_end(rec: dict, rep: dict, engine, model, dep, req, gpu) -> dict:
 
 def sglang_weights(records: list[dict], split, parsed) -> list[dict]:
     """SGLang's weights as loaded ("Load weight end ... mem usage", GB = GiB) against kvplan's SGLang plan, for
-    each SGLang record whose model is in the catalog: the record's GPU, else the log check's stand-in."""
+    each SGLang record whose model is in the catalog: the record's GPU, else the log check's stand-in. A model kvplan
+    refuses for SGLang (a KvplanError, e.g. DeepSeek Sparse Attention's indexer cache) has no row: sglang_pool says why."""
+    from kvplan.core.errors import KvplanError
     from kvplan.engines import resolve_engine
     from kvplan.engines.logcheck import assumed_gpu
     from kvplan.hardware.gpus import find_gpu
@@ -134,7 +136,10 @@ def sglang_weights(records: list[dict], split, parsed) -> list[dict]:
         gpu = find_gpu(key) if key else assumed_gpu()
         dep = Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
         engine = resolve_engine("sglang", rec.get("version"))
-        res = engine.result(model, gpu, dep, Request(context=4096, weight_dtype=rec.get("weights")))
+        try:
+            res = engine.result(model, gpu, dep, Request(context=4096, weight_dtype=rec.get("weights")))
+        except KvplanError:
+            continue
         eng = num.value * GIB
         for label, pred in (("as loaded", res.plan.weight_bytes_per_gpu),
                             ("checkpoint", res.plan.weight_bytes_per_gpu - res.settings["loaded_extra"])):

@@ -126,7 +126,7 @@ def test_budget_corpus_sglang_rows_run_and_tokens_from_k_are_exact():
     summ = b.budget_sglang.pool_summary(rows, "held-out")
     assert summ["tokens_from_k"]["within_tol"] == summ["tokens_from_k"]["n"]
     md = b.budget_sglang.pool_markdown(rows)
-    assert "| SGLang record |" in md and "| tokens from k | held-out | 1 | +0 tokens | 0.0% | 1/1 exact |" in md
+    assert "| SGLang record |" in md and "| tokens from k | held-out | 2 | +0 tokens | 0.0% | 2/2 exact |" in md
     # a record whose budget the index marks unpredictable is checked from its K size only
     patched = next(r for r in rows if r["id"] == "sglang_qwen3_30b_a3b_pr18263")
     assert set(patched["terms"]) == {"tokens_from_k"} and patched["why_not"].startswith("unpredictable")
@@ -215,3 +215,36 @@ def test_check_log_reads_a_log_before_the_token_count_at_max_total_num_tokens():
     assert rows["V size from #tokens"].ok
     alone = rows["#tokens predicted from the GPU alone"]
     assert alone.reported == "105,531" and alone.error > 0  # over: the Windows-held memory kvplan cannot see
+
+
+def test_qwen3_14b_on_four_rtx_4090s_at_tp_4_pool_and_end_to_end():
+    # ugyhybnb/sglang-performance-test@2265f92f "项目A-v2-服务基线.md" (2026-06-14; training): Qwen3-14B, tp 4,
+    # 4 x RTX 4090, --mem-fraction-static 0.80, SGLang built at ebaf86d4 (0.5.13 inferred): "avail mem=16.00 GB, mem
+    # usage=7.08 GB", "#tokens: 298447, K size: 5.69 GB".
+    rec = _record("sglang-perftest-qwen3-14b-4x4090-tp4")
+    assert (rec["gpu"], rec["version_inferred"], rec["tp"]) == ("rtx-4090", "0.5.13", 4)
+    rep = parse_log((CORPUS / rec["log"]).read_text()).reported
+    assert rep["kv_tokens"].value == 298_447 and rep["k_size_gb"].text == "5.69"
+    model, dep, gpu = find_in_catalog("qwen3-14b"), Deployment(4, 1), find_gpu("rtx-4090")
+    engine = resolve_engine("sglang", "0.5.13", ["mem_fraction_static=0.8"])
+    st = engine.settings(model, gpu, dep, Request(context=40960))
+    bf16 = canonical_kv_dtype("auto", model.dtype)
+    # K per token and rank: 40 layers x (8 KV heads / 4 ranks) x 128 x 2 B = 20,480 B (K + V 40,960). "5.69" is
+    # [5.685, 5.695) GiB: 5.685 x 2^30 / 20,480 = 298,057.3 and 5.695 x 2^30 / 20,480 = 298,582.2 -> rows
+    # 298,058..298,582, #tokens (rows - 1 page) 298,057..298,581, holding 298,447.
+    assert engine.token_bytes(model, dep, st, bf16) == 40_960
+    lo, hi = math.ceil(5.685 * GIB / 20_480) - 1, math.floor(5.695 * GIB / 20_480) - 1
+    assert (lo, hi) == (298_057, 298_581) and lo <= 298_447 <= hi
+    assert f"{engine.k_size_gib(model, dep, st, 298_447, bf16):.2f}" == "5.69"
+    # The pool from the budget, the fraction given: rest = avail after the weights - free before them x (1 - 0.8) =
+    # 16.00 - (16.00 + 7.08) x 0.2 = 11.384 GiB -> 11.384 x 2^30 / 40,960 = 298,424; the printed decimals ([15.995,
+    # 16.005), [7.075, 7.085)) give 0.8 x 15.995 - 0.2 x 7.085 = 11.379 .. 0.8 x 16.005 - 0.2 x 7.075 = 11.389 GiB,
+    # 298,293..298,555 tokens, holding the printed 298,447.
+    assert st.mem_fraction_static == 0.8 and st.chunked_prefill_size == 2048
+    budgets = ((0.8 * 15.995 - 0.2 * 7.085) * GIB, (0.8 * 16.005 - 0.2 * 7.075) * GIB)
+    tokens = [engine.capacity_at(model, dep, st, int(b), 40960, bf16).tokens for b in budgets]
+    assert tokens == [298_293, 298_555] and tokens[0] <= 298_447 <= tokens[1]
+    # End to end from the card alone (the profile's 23.52 GiB usable; SGLang saw 23.08 GB free before loading):
+    # within 0.5% of the printed #tokens (kvplan says 299,365, +0.3%).
+    alone = engine.result(model, gpu, dep, Request(context=40960)).capacity.tokens
+    assert abs(alone - 298_447) / 298_447 < 0.005

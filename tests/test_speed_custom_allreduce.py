@@ -103,3 +103,17 @@ def test_the_simulator_step_model_prices_the_custom_kernel_as_the_terms_do():
     # 511 -> 512 tokens: the 160 calls' latency steps from 7.8 to 15.0 us each, 1.152 ms x the latency coefficient
     jump = m.step(512, 1, 512, 512) - m.step(511, 1, 511, 511)
     assert jump > coef[LATENCY] * 160 * 7.2e-6
+
+
+def test_an_sglang_decode_step_at_tp_8_on_nvlink_4_from_the_profile():
+    # Llama-3.1-70B (80 layers, hidden 8,192, bf16) under SGLang at tp 8 on the HGX H100 profile (NVLink 4 through
+    # NVSwitch, 450 GB/s a direction; SGLang reads no measured table). A 64-sequence decode step: 2 x 80 = 160
+    # all-reduces of 64 x 8,192 x 2 = 1,048,576 B each, under SGLang's 8,388,608 B limit: one-shot, 160 x
+    # the two-rank ring's 6.6 + 2 x 0.6 = 7.8 us = 1.248 ms of latency (the ring's 15.0 us gave 2.4 ms); bandwidth
+    # 160 x 2 x 7 / 8 x 1,048,576 B / 450e9 B/s = 293,601,280 / 450e9 = 652.4 us, the ring's formula either way
+    spec, gpus = find_in_catalog("llama-3.1-70b-instruct"), load_gpus()
+    s = shape_for(spec, gpus["h100-sxm"], tp=8, engine="sglang")
+    assert s.allreduce == () and s.link_bandwidth == pytest.approx(450e9)
+    f = features(s, 64, 64, 64 * 1000, 64 * 1001)
+    assert f[LATENCY] == pytest.approx(1.248e-3)
+    assert f[TERMS.index("comm")] == pytest.approx(293_601_280 / 450e9)

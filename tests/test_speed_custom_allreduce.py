@@ -1,4 +1,4 @@
-"""The engines' custom all-reduces on a fully connected fabric: their calls' latency flat in the ranks, below a size limit."""
+"""The engines' custom all-reduces on a fully connected fabric: latency flat in the ranks, below a size limit."""
 
 from __future__ import annotations
 

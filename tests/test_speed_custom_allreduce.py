@@ -117,3 +117,27 @@ def test_an_sglang_decode_step_at_tp_8_on_nvlink_4_from_the_profile():
     f = features(s, 64, 64, 64 * 1000, 64 * 1001)
     assert f[LATENCY] == pytest.approx(1.248e-3)
     assert f[TERMS.index("comm")] == pytest.approx(293_601_280 / 450e9)
+
+
+def test_a_run_that_turns_the_custom_all_reduce_off_is_priced_at_nccls_ring():
+    # vLLM's and SGLang's --disable-custom-all-reduce, TensorRT-LLM's allreduce_strategy NCCL / NCCL_SYMMETRIC: every
+    # call NCCL's, so the ring's latency (15.0 us at 8 NVSwitch ranks) and no measured AUTO table
+    from dataclasses import replace
+    from pathlib import Path
+
+    from kvplan.bench.running import running
+    from kvplan.speed.corpus import in_training, read_corpus
+    from kvplan.speed.fit import Built
+    from kvplan.speed.model import nccl_only
+    assert nccl_only({"disable_custom_all_reduce": True}) and nccl_only({"allreduce_strategy": "NCCL"})
+    assert nccl_only({"allreduce_strategy": "nccl_symmetric"})
+    assert not nccl_only({}) and not nccl_only({"disable_custom_all_reduce": "false"})
+    assert not nccl_only({"allreduce_strategy": "AUTO"}) and not nccl_only({"allreduce_strategy": "ONESHOT"})
+    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    for engine in ("vllm", "trtllm"):
+        c = next(c for c in cases if in_training(c.source) and c.engine == engine and c.gpu == "h100-sxm" and c.tp == 8)
+        on = Built(c, running).shape
+        assert on.oneshot_latency_s or on.allreduce  # the custom kernel or its measured table
+        flags = {"disable_custom_all_reduce": "true"} if engine == "vllm" else {"allreduce_strategy": "NCCL"}
+        off = Built(replace(c, flags={**c.flags, **flags}), running).shape
+        assert off.oneshot_latency_s == 0.0 and off.allreduce == () and off.link_latency_s == pytest.approx(15.0e-6)

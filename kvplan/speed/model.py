@@ -127,6 +127,19 @@ def custom_allreduce_bytes(engine: str | None, tp: int, gpu=None) -> int:
     return limit
 
 
+# A run's flags that send its tensor-parallel all-reduces to NCCL whatever their size: {flag: the values that do}.
+# vLLM's and SGLang's `--disable-custom-all-reduce` (no CustomAllreduce is built: vllm-project/vllm@00d618aa
+# custom_all_reduce.py, sglang 0.5.9 parallel_state.py `use_custom_allreduce`); TensorRT-LLM's `allreduce_strategy`
+# NCCL or NCCL_SYMMETRIC (AllreduceOp returns the stated strategy for them: @01e2c361 thop/allreduceOp.cpp), where the
+# profile's measured table (strategy AUTO) does not apply either
+NCCL_FLAGS = {"disable_custom_all_reduce": ("true", "1", "yes"), "allreduce_strategy": ("nccl", "nccl_symmetric")}
+
+
+def nccl_only(flags: dict | None) -> bool:
+    """Whether a run's stated flags (NCCL_FLAGS) leave its tensor-parallel all-reduces to NCCL's ring."""
+    return any(str((flags or {}).get(f, "")).strip().lower() in on for f, on in NCCL_FLAGS.items())
+
+
 def covered(engine: str | None) -> bool:
     """Whether the corpus fitted a coefficient set for this engine."""
     return engine_key(engine) in shipped().get("engines", {})

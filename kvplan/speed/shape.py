@@ -230,7 +230,7 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     peak_bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)
     rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, "bf16")
     link_bw, latency = link(gpu, max(terms["tp"], terms["ep"]))
-    oneshot = custom_allreduce_bytes(engine, terms["tp"])  # the engine's custom all-reduce, where it runs one
+    oneshot = custom_allreduce_bytes(engine, terms["tp"], gpu)  # the engine's custom all-reduce, where it runs one
     oneshot_latency = fabric_latency(gpu, terms["tp"]) if oneshot else 0.0
     paths, missing = (), ""
     if gemm_kernels(engine) == "ggml":

@@ -17,7 +17,8 @@ release and GPU where `--attention-backend` is not given. Read in the wheels (sg
   L1104-1108 adds MistralLarge3ForCausalLM and PixtralForConditionalGeneration; 0.5.9 L1197-1203 adds
   KimiK25ForConditionalGeneration, also in 0.5.10-0.5.13; 0.5.23 `arg_groups/model_overrides/deepseek_v2.py`
   L37-50 and L177-188 adds LongcatFlash and Dots3Note). 0.5.3 has no such default. 0.5.14-0.5.22 were not read:
-  planned with 0.5.13's list.
+  planned with 0.5.13's list. The list is kvplan.speed.mlaform's `SM100_MLA`, which the speed model's prefill form
+  reads too (the layer below this one), so the page and the step time follow one rule.
 * DSA models (DeepSeek-V3.2, GLM-5: kvplan's IndexedMLA layers) run page 64 on CUDA (0.5.3 `server_args.py`
   L820, "Setting page size to 64 for DeepSeek NSA"; 0.5.23 `deepseek_v2.py` L160-173, 64 x index_kpool).
 """
@@ -25,9 +26,9 @@ release and GPU where `--attention-backend` is not given. Read in the wheels (sg
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.engines.base import parse_version
 from kvplan.hardware.facts import capability_of
 from kvplan.model.layers import IndexedMLA, Kind
+from kvplan.speed.mlaform import architecture_default
 
 OPTS = ("attention_backend",)
 # backends whose page kvplan reads: the page each forces (None: none forced), and the page sizes it keeps
@@ -36,11 +37,6 @@ FORCED = {"flashmla": (64, ()), "cutlass_mla": (128, ()), "trtllm_mla": (64, (32
           "aiter": (None, ())}
 SM100_ONLY = ("trtllm_mla", "trtllm_mha")
 DSA_PAGE = 64
-# (first release, architectures) defaulting to trtllm_mla on capability 10.x; each entry extends the one before
-TRTLLM_MLA_ARCHS = (((0, 5, 4), ("DeepseekV3ForCausalLM",)),
-                    ((0, 5, 8), ("MistralLarge3ForCausalLM", "PixtralForConditionalGeneration")),
-                    ((0, 5, 9), ("KimiK25ForConditionalGeneration",)),
-                    ((0, 5, 23), ("LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM")))
 
 
 def _mla(model) -> bool:
@@ -53,10 +49,10 @@ def _sm100(gpu) -> bool:
 
 
 def trtllm_mla_default(model, version: str) -> bool:
-    """Whether `version` defaults this architecture to trtllm_mla on capability 10.x (module docstring)."""
-    v = parse_version(version)
-    archs = [a for first, names in TRTLLM_MLA_ARCHS if v >= first for a in names]
-    return getattr(model, "architecture", None) in archs
+    """Whether `version` defaults this architecture to trtllm_mla on capability 10.x (module docstring): the table
+    the speed model's prefill form reads too (kvplan.speed.mlaform.SM100_MLA), one list for both."""
+    own = architecture_default("sglang", version, getattr(model, "architecture", None))
+    return own is not None and own[1] == "trtllm_mla"
 
 
 def reads_capability(model, opts: dict, version: str) -> bool:

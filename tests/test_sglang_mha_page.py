@@ -52,6 +52,8 @@ def test_qwen3_page_follows_the_blackwell_default(gpu, version, page):
 def test_a_page_trtllm_mha_keeps_or_moves():
     assert _page(QWEN3, B200, "0.5.10", ["page_size=32"])[0] == 32  # 16, 32, 64 kept
     assert _page(QWEN3, B200, "0.5.10", ["page_size=8"])[0] == 64  # moved to 64
+    assert _page(QWEN3, B200, "0.5.16", ["page_size=128"])[0] == 64  # 0.5.16 L1739: 16, 32 or 64
+    assert _page(QWEN3, B200, "0.5.17", ["page_size=128"])[0] == 128  # 0.5.17 L2092: 128 kept too
     assert _page(QWEN3, B200, "0.5.10", ["attention_backend=flashinfer"])[0] == 1  # a named backend wins
 
 

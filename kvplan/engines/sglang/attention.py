@@ -6,7 +6,7 @@ release and GPU where `--attention-backend` is not given. Read in the wheels (sg
 * page_size's default is 1 (0.4.9 `page_size: int = 1`; 0.5.5 `server_args.py` `_handle_page_size` L1330-1332;
   0.5.23 `arg_groups/overrides.py` `_page_size_default`). A backend forces its own: flashmla 64, cutlass_mla 128,
   trtllm_mla 64 unless the page is 32 or 64, trtllm_mha 64 unless it is 16, 32 or 64 (0.4.9 `server_args.py`
-  L358-368; 0.5.5 L1199-1251). trtllm_mla and trtllm_mha raise on a GPU that is not compute capability 10.x
+  L358-368; 0.5.5 L1199-1251; 128 kept too from 0.5.17, `TRTLLM_MHA_128`). trtllm_mla and trtllm_mha raise on a GPU that is not compute capability 10.x
   ("only supported on Blackwell GPUs (SM100)", 0.5.5 L1220-1224, L1241-1245).
 * The default MLA backend: fa3 on Hopper (CUDA >= 12.3), flashinfer on capability 10.x, aiter (16 or 128 KV heads) or
   triton on ROCm, triton elsewhere (0.4.9 `model_executor/model_runner.py` L386-403; 0.5.3 L535-549; 0.5.5
@@ -59,6 +59,8 @@ MHA_ARCHS = (((0,), ("GptOssForCausalLM",)), ((0, 5, 4), ("Olmo2ForCausalLM",)),
              ((0, 5, 5), ("Llama4ForConditionalGeneration",)))
 MHA_ALL, MHA_ANY_BLACKWELL = (0, 5, 6), ((0, 5, 6), (0, 5, 7))
 FA4_ASYMMETRIC, FA4_PAGE = (0, 5, 17), 128  # K/V rows of two widths: fa4, page 128 on capability 10.x
+# trtllm_mha keeps a page of 128 too from 0.5.17 (`arg_groups/overrides.py` L2092; 0.5.23 L1174-1187; 0.5.16 L1739 not)
+TRTLLM_MHA_128 = (0, 5, 17)
 
 
 def _mla(model) -> bool:
@@ -164,6 +166,8 @@ def page_size(model, gpu, version: str, opts: dict, given: int | None) -> tuple[
     if name == "fa4":
         return FA4_PAGE, why
     forced, keeps = FORCED.get(name, (None, ())) if name else (None, ())
+    if name == "trtllm_mha" and parse_version(version) >= TRTLLM_MHA_128:
+        keeps = (*keeps, 128)
     if forced is None or (given is not None and given in keeps):
         return (1 if given is None else given), ""
     return forced, f"{why}, which runs {forced}-token pages"

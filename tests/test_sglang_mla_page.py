@@ -141,3 +141,9 @@ def test_a_profile_without_its_capability_says_what_the_page_rule_assumed():
     assert any("gives no compute_capability" in w.message for w in plan.plan.warnings)
     dense = resolve_engine("sglang", "0.5.5", []).result(find_in_catalog("llama-3.1-8b"), bare, DEP, REQ)
     assert not any("gives no compute_capability" in w.message for w in dense.plan.warnings)
+
+
+def test_an_empty_backend_is_refused_not_read_as_none_named():
+    # `--engine-opt attention_backend=` once planned SGLang's default backend and emitted no --attention-backend
+    with pytest.raises(KvplanError, match="reads the page of"):
+        _page(V3, B200, "0.5.5", ["attention_backend="])

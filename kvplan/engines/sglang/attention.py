@@ -73,7 +73,7 @@ def backend(model, gpu, version: str, opts: dict) -> tuple[str | None, str]:
     """(the backend whose page rule applies, why): the one `attention_backend` names, else SGLang's default for an
     MLA model (None where it forces no page, or for a model without MLA)."""
     named = opts.get("attention_backend")
-    if named:
+    if named is not None:  # an empty value is refused too, not read as no backend named
         if named not in FORCED:
             raise KvplanError(f"attention_backend={named}: kvplan reads the page of {', '.join(sorted(FORCED))} only",
                               EXIT_USAGE, param="engine_opts", value=named, allowed=tuple(sorted(FORCED)))

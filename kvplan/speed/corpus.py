@@ -32,8 +32,7 @@ from kvplan.speed.eras import era_of
 from kvplan.speed.fields import arrival_of, backend_of, bool_flags_check, harness_kind_of, served, windowed_of
 from kvplan.speed.frontend import endpoint_of
 from kvplan.speed.load import Load
-from kvplan.speed.pergpu import check as per_gpu_total_check
-from kvplan.speed.pergpu import output_rate as per_gpu_total_output
+from kvplan.speed.pergpu import check as per_gpu_total_check, output_rate as per_gpu_total_output
 from kvplan.speed.spread import SHAREGPT_OUTPUT_CV2, random_range_cv2
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")

@@ -115,7 +115,8 @@ def end_to_end(rec: dict, rep: dict, engine, model, dep, req, gpu) -> dict:
 def sglang_weights(records: list[dict], split, parsed) -> list[dict]:
     """SGLang's weights as loaded ("Load weight end ... mem usage", GB = GiB) against kvplan's SGLang plan, for
     each SGLang record whose model is in the catalog: the record's GPU, else the log check's stand-in. A model kvplan
-    refuses for SGLang (a KvplanError, e.g. DeepSeek Sparse Attention's indexer cache) has no row: sglang_pool says why."""
+    refuses for SGLang (a KvplanError, e.g. DeepSeek Sparse Attention's indexer cache) has no row: sglang_pool says
+    why."""
     from kvplan.core.errors import KvplanError
     from kvplan.engines import resolve_engine
     from kvplan.engines.logcheck import assumed_gpu

@@ -179,3 +179,22 @@ def test_a_vllm_run_under_enforce_eager_is_skipped_not_priced_as_a_graph_run():
     # another engine's flag of that name is not read (only vLLM's --enforce-eager is known)
     case, why = case_of({**p, "engine": "sglang", "version": "0.5.9"}, "test", "")
     assert case is not None, why
+
+
+def test_a_boolean_flag_kvplan_reads_is_true_or_false_else_refused(tmp_path):
+    # `enforce-eager: 1` once read as off (`_on` takes only "true"): the eager run was priced as a CUDA-graph run.
+    # The corpus file is refused, naming the point and the flag; a flag kvplan does not read keeps any value.
+    import yaml
+
+    from kvplan.speed.corpus import read_corpus
+
+    doc = yaml.safe_load((CORPUS / "vllm-issue-20469.yaml").read_text())
+    doc["points"] = doc["points"][:1]
+    doc["points"][0]["flags"] = {**(doc["points"][0].get("flags") or {}), "enforce-eager": 1}
+    (tmp_path / "one.yaml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(ValueError, match="point .*flag enforce-eager 1 is not true or false"):
+        read_corpus(tmp_path)
+    doc["points"][0]["flags"] = {"enforce_eager": False, "some_other_flag": 1}
+    (tmp_path / "one.yaml").write_text(yaml.safe_dump(doc))
+    cases, _ = read_corpus(tmp_path)
+    assert len(cases) == 1

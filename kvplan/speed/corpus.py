@@ -29,11 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.speed.eras import era_of
-from kvplan.speed.fields import arrival_of, backend_of, harness_kind_of, served, windowed_of
+from kvplan.speed.fields import arrival_of, backend_of, bool_flags_check, harness_kind_of, served, windowed_of
 from kvplan.speed.frontend import endpoint_of
 from kvplan.speed.load import Load
-from kvplan.speed.pergpu import check as per_gpu_total_check
-from kvplan.speed.pergpu import output_rate as per_gpu_total_output
+from kvplan.speed.pergpu import check as per_gpu_total_check, output_rate as per_gpu_total_output
 from kvplan.speed.spread import SHAREGPT_OUTPUT_CV2, random_range_cv2
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
@@ -62,6 +61,8 @@ PER_RANK_LIMIT = {"trtllm": "enable_attention_dp"}
 DP_ATTENTION = {"sglang": "enable_dp_attention"}
 PREFIX_CACHE_OFF = {"sglang": "disable_radix_cache"}  # the flag that turns an engine's prefix cache off
 EAGER = {"vllm": "enforce_eager"}  # no CUDA graphs (engines.vllm.settings `eager`): steps vLLM's set is not fitted on
+BOOL_FLAGS = ("enable_attention_dp", "disable_custom_all_reduce", *DP_ATTENTION.values(), *PREFIX_CACHE_OFF.values(),
+              *EAGER.values())  # true / false only (_on; kvplan.speed.model.NCCL_FLAGS): fields.bool_flags_check
 ATTENTION_BACKEND = {"sglang": "attention_backend"}  # the flag that names an engine's attention backend
 # The flag that names an engine's MoE kernel, and the values that run TensorRT-LLM-gen's fused MoE through FlashInfer
 # (trtllm_fp8_block_scale_moe / trtllm_fp4_block_scale_moe: sgl-project/sglang@dec8155f6d073c78b0c7fd94953b838eccbdf9df
@@ -390,6 +391,7 @@ def read_corpus(folder: Path) -> tuple[list[Case], dict]:
                 backend_of(p.get("engine"), p.get("backend"))
                 harness_kind_of(p.get("engine"), p.get("harness_kind"))
                 per_gpu_total_check(p)
+                bool_flags_check(p.get("flags"), BOOL_FLAGS)
             except ValueError as e:
                 raise ValueError(f"{f.name}, point {p.get('id')}: {e}") from None
             case, why = case_of(p, src["id"], str(src.get("date", "")))

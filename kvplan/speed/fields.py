@@ -1,6 +1,7 @@
 """A speed-corpus point's named fields read and checked, each against the values its engine may state: `backend`
 (`backend_of`), `harness_kind` (`harness_kind_of`), `sliding_window` (`windowed_of`), `arrival` (`arrival_of`, the
-kinds of kvplan.speed.queueing), and whether its requests crossed the engine's HTTP front end (`served`)."""
+kinds of kvplan.speed.queueing), whether its requests crossed the engine's HTTP front end (`served`), and the boolean
+flags kvplan reads off a run stated true or false (`bool_flags_check`)."""
 
 from __future__ import annotations
 
@@ -72,3 +73,12 @@ def arrival_of(value) -> float | None:
     if text not in ARRIVALS or text == "gamma":
         raise ValueError(f"arrival {value!r} is not one of poisson, gamma(k) with k > 0, constant, closed, burst, unstated")
     return arrival_cv2(text)
+
+
+def bool_flags_check(flags: dict | None, names: tuple[str, ...]) -> None:
+    """The boolean flags kvplan reads off a run (`names`, dashes read as _) are true or false where stated: a 1 or an
+    `on` would read as off (kvplan.speed.corpus `_on` takes only true) and price the run at the engine's default, so
+    any other value is refused with a ValueError naming the flag."""
+    for key, value in (flags or {}).items():
+        if str(key).replace("-", "_") in names and str(value).strip().lower() not in ("true", "false"):
+            raise ValueError(f"flag {key} {value!r} is not true or false")

@@ -49,8 +49,11 @@ from kvplan.speed.mlaform import architecture_default
 OPTS = ("attention_backend",)
 # backends whose page kvplan reads: the page each forces (None: none forced), and the page sizes it keeps
 FORCED = {"flashmla": (64, ()), "cutlass_mla": (128, ()), "trtllm_mla": (64, (32, 64)),
-          "trtllm_mha": (64, (16, 32, 64)), "fa3": (None, ()), "flashinfer": (None, ()), "triton": (None, ()),
-          "aiter": (None, ())}
+          "trtllm_mha": (64, (16, 32, 64)), "fa3": (None, ()), "flashinfer": (None, ()), "triton": (None, ())}
+# aiter is refused by name: SGLang scales mem_fraction_static by 0.85 under it where the context exceeds 8,192 tokens
+# (sgl-project/sglang#6564, merged 2025-05-24, model_runner.py; kept as the default by #37242, merged 2026-08-31), a
+# derate kvplan's SGLang budget does not model
+DERATED = "aiter"
 SM100_ONLY = ("trtllm_mla", "trtllm_mha")
 DSA_PAGE = 64
 # a model without MLA on capability 10.x (module docstring): (first release, architectures) defaulting to trtllm_mha,
@@ -139,7 +142,11 @@ def backend(model, gpu, version: str, opts: dict) -> tuple[str | None, str]:
     """(the backend whose page rule applies, why): the one `attention_backend` names, else SGLang's default for the
     model (None where it forces no page)."""
     named = opts.get("attention_backend")
-    if named:
+    if named is not None:  # an empty value is refused too, not read as no backend named
+        if named == DERATED:
+            raise KvplanError(f"attention_backend={named}: SGLang cuts mem_fraction_static by 0.85 under it past 8,192 "
+                              "tokens of context (sgl-project/sglang#6564), which kvplan does not model",
+                              EXIT_USAGE, param="engine_opts", value=named)
         if named not in FORCED:
             raise KvplanError(f"attention_backend={named}: kvplan reads the page of {', '.join(sorted(FORCED))} only",
                               EXIT_USAGE, param="engine_opts", value=named, allowed=tuple(sorted(FORCED)))

@@ -34,8 +34,8 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
     out = Reconciliation("sglang", version or rec.version or sglang.DEFAULT_VERSION,
                          model.name if model else (rec.model or rec.architecture), gpu.key if gpu else None)
     if model is None:
-        raise KvplanError(f"the log names only {rec.architecture or 'no model'}; pass {arg('model')} to check it",
-                          EXIT_USAGE, param="model")
+        named = f"names only {rec.architecture}" if rec.architecture else "names no model"
+        raise KvplanError(f"the log {named}; pass {arg('model')} to check it", EXIT_USAGE, param="model")
     if not (version or rec.version):
         out.notes.append(f"{UNPRINTED}; modelled as {out.version}, the newest kvplan knows "
                          f"(pass {arg('engine_version')})")

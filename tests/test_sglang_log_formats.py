@@ -65,7 +65,8 @@ def test_scheduler_line_before_chunked_prefill_size_is_read():
 
 def test_max_total_num_tokens_alone_on_its_line_is_read():
     # lhl's MI300X notes (llm-tracker, 2024-10-10): sglang.bench_latency prints "max_total_num_tokens=1256440" alone
-    # (0.3.3 bench_latency.py L145). 1,256,440 x 32 layers x 8 KV heads x 128 x 2 B x 2 = 164,684,103,680 B = 153.37 GiB.
+    # (0.3.3 bench_latency.py L145). 1,256,440 x 32 layers x 8 KV heads x 128 x 2 B x 2 = 164,684,103,680 B
+    # = 153.37 GiB.
     r = _parsed("sglang-llmtracker-mi300x-llama3-8b-bench-latency").reported
     assert r["max_total_num_tokens"].text == "1256440"
     assert f"{1_256_440 * 32 * 8 * 128 * 2 * 2 / GIB:.2f}" == "153.37"

@@ -184,3 +184,11 @@ def llama_31_8b_gguf(path, tied: bool = False, **extra_meta):
             "llama.rope.freq_base": 500000.0, "tokenizer.ggml.tokens": ["x"] * 70_000, **extra_meta}
     write_gguf(path, meta, tensors)
     return tensors
+
+
+def unwrapped(text):
+    """Output whose serve commands `fit --emit` broke at the terminal's width (backslash continuations,
+    kvplan.report.disagg.wrapped) with each command on one line again, as tests read them."""
+    if isinstance(text, bytes):
+        return text.replace(b" \\\n  ", b" ")
+    return text.replace(" \\\n  ", " ")

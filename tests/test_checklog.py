@@ -244,3 +244,109 @@ def test_sglang_printed_fraction_is_named_in_the_row(tmp_path):
     assert d["version"] == "0.5.23" and not any("inferred from its figures" in n for n in d["notes"])
     alone = rows["#tokens predicted from the GPU alone"]
     assert "mem_fraction_static 0.85, the log's" in alone["quantity"]
+
+
+def test_sglang_inferred_release_replaces_its_own_note_not_the_first():
+    # _version_from_pool used to write out.notes[0], so a note added before the "no version printed" one was lost
+    # and the default note stayed. The QwQ-32B 4x L4 log fits 0.4.3 (hand arithmetic in
+    # test_sglang_release_inferred_from_the_logs_own_figures); here another note stands first.
+    from kvplan.engines.logcheck import Reconciliation, cache_dtype
+    from kvplan.engines.sglang.reconcile import _version_from_pool
+    from kvplan.planning.deploy import Deployment
+    from kvplan.planning.plan import Request
+
+    rec = parse_log((FIXTURES / "sglang_qwq32b_4xl4.log").read_text())
+    model = find_in_catalog("qwen2.5-32b")
+    out = Reconciliation("sglang", "0.5.23", model.name, "l4")
+    out.notes += ["an earlier note", "the log does not print its SGLang version; modelled as 0.5.23, the newest"]
+    v = _version_from_pool(model, find_gpu("l4"), Deployment(4, 1), Request(context=model.max_context,
+                           kv_dtype=cache_dtype(None, model)), rec.reported, out)
+    assert v == "0.4.3"
+    assert out.notes[0] == "an earlier note" and len(out.notes) == 2
+    assert "modelled as 0.4.3, inferred from its figures" in out.notes[1]
+
+
+def _vllm_notes(path, *extra):
+    r = runner.invoke(app, ["check-log", str(path), "--json", *extra])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    return d["version"], [n for n in d["notes"] if "vLLM version" in n]
+
+
+def test_vllm_release_bounded_by_the_logs_own_timestamp(tmp_path):
+    # aiperf#449's V1 log prints no version; its earliest line is "INFO 2025-11-07 17:18:00.520". vllm on PyPI
+    # (https://pypi.org/simple/vllm/, upload-time): 0.11.0 2025-10-04T01:39, 0.11.1 2025-11-19T01:55. By
+    # 2025-11-07 17:18 + 12 h, 0.11.0 is the newest: the V1 format's 0.11.0 stands, the note says what bounds it.
+    log = FIXTURES / "vllm_v1_aiperf449.log"
+    version, notes = _vllm_notes(log)
+    assert version == "0.11.0" and len(notes) == 1
+    assert "modelled as 0.11.0 (v1 log format); its earliest timestamp (2025-11-07 17:18) bounds the release: " \
+           "0.11.0 (on PyPI 2025-10-04) is the newest vLLM release uploaded by then" in notes[0]
+    assert "--engine-version" in notes[0]
+    # The same lines stamped 2025-08-01: 0.10.0 (2025-07-25T00:22) is out, 0.10.1 (2025-08-19) is not, so the
+    # V1 default 0.11.0 cannot have written it: modelled as 0.10.0, inferred, and said.
+    early = tmp_path / "early.log"
+    early.write_text(log.read_text().replace("2025-11-07", "2025-08-01"))
+    version, notes = _vllm_notes(early)
+    assert version == "0.10.0"
+    assert "modelled as 0.10.0, inferred: its earliest timestamp (2025-08-01 17:18)" in notes[0]
+    assert "before 0.11.0, the v1 log format's default" in notes[0]
+    # before 0.5.0 reached PyPI (2024-06-11T23:05): kvplan's first modelled release, with the reason
+    old = tmp_path / "old.log"
+    old.write_text(log.read_text().replace("2025-11-07", "2024-05-01"))
+    version, notes = _vllm_notes(old)
+    assert version == "0.5.0" and "predates it (on PyPI 2024-06-11" in notes[0]
+    # --engine-version always wins
+    version, notes = _vllm_notes(early, "--engine-version", "0.11.0")
+    assert version == "0.11.0" and notes == ["the log does not name its vLLM version; modelled as 0.11.0, the version "
+                                             "given"]
+
+
+def test_vllm_nothing_pins_an_undated_log():
+    # PR 13596's lines ("INFO 02-19 23:56:55": vLLM's default format prints no year): the format's release, said so
+    version, notes = _vllm_notes(FIXTURES / "vllm_v1_tokens_pr13596.log")
+    assert version == "0.11.0"
+    assert notes == ["the log does not name its vLLM version; modelled as 0.11.0 (v1 log format; no dated timestamp "
+                     "pins it: pass --engine-version)"]
+
+
+def test_a_logs_earliest_dated_timestamp():
+    from datetime import datetime
+
+    from kvplan.engines.logdates import released_by, written
+    from kvplan.engines.vllm.releases import UPLOADED
+
+    text = ("INFO 02-19 23:56:55 no year\n[11/07/2025-17:18:03] [TRT-LLM] [I] x\n2025-11-08T01:02:03Z y\n"
+            "2025-13-45 10:00 not a date\nmodel-2024-01-01 no time\n")
+    assert written(text) == datetime(2025, 11, 7, 17, 18)
+    assert written("INFO 02-19 23:56:55 GPU KV cache size: 1 tokens") is None
+    # the newest by the bound, a .post release counting as its base, the later upload on a tie
+    assert released_by(UPLOADED, datetime(2024, 12, 27, 0, 0)) == ("0.6.6.post1", "2024-12-27T07:09")
+    assert released_by(UPLOADED, datetime(2024, 12, 26, 11, 0)) == ("0.6.5", "2024-12-18T00:02")
+
+
+CG_LINE = ("(EngineCore pid=187) INFO 05-01 20:47:46 [gpu_worker.py:455] CUDA graph memory profiling is enabled "
+           "(default since v0.21.0). The current --gpu-memory-utilization=0.9000 is equivalent to "
+           "--gpu-memory-utilization=0.8886 without CUDA graph memory profiling.\n")
+
+
+def test_vllm_a_line_only_later_releases_print_moves_the_release(tmp_path):
+    # "CUDA graph memory profiling is enabled (default since v0.21.0)" (gpu_worker.py; vllm-project/vllm#45178) names
+    # v0.21.0 as the release that turned it on: a V1 log printing it cannot be the V1 format's 0.11.0.
+    base = (FIXTURES / "vllm_v1_tokens_pr13596.log").read_text() + CG_LINE
+    path = tmp_path / "cg.log"
+    path.write_text(base)  # no year anywhere: nothing bounds it above, so the newest kvplan knows
+    version, notes = _vllm_notes(path)
+    assert version == "0.33.0"
+    assert "modelled as 0.33.0, the newest kvplan knows: it prints \"CUDA graph memory profiling is enabled " \
+           "(default since v0.21.0)\", so 0.21.0 or later; no dated timestamp bounds it" in notes[0]
+    # a container prefix "2026-06-20 09:00:00.1 | ": 0.22.0 (2026-05-29T10:32) is the newest by then, 0.22.1
+    # (2026-06-05) is too, 0.23.0 (2026-06-13) too, 0.24.0 (2026-06-30) not: 0.23.0, at or after 0.21.0
+    path.write_text("".join(f"2026-06-20 09:00:00.1 | {line}\n" for line in base.splitlines()))
+    version, notes = _vllm_notes(path)
+    assert version == "0.23.0" and "inferred: it prints" in notes[0] and "0.23.0 (on PyPI 2026-06-13)" in notes[0]
+    # stamped 2026-05-01 22:47, before 0.21.0 reached PyPI (2026-05-15T00:08), as a real log of this line is: a
+    # build from before the release, modelled as 0.21.0, the first printing it
+    path.write_text("".join(f"2026-05-01 22:47:46.772 | {line}\n" for line in base.splitlines()))
+    version, notes = _vllm_notes(path)
+    assert version == "0.21.0" and "predates 0.21.0's upload (2026-05-15)" in notes[0]

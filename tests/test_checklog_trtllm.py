@@ -10,6 +10,8 @@ token (X is rounded to 0.01 GiB).
 from __future__ import annotations
 
 import json
+import re
+from datetime import datetime
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -57,10 +59,42 @@ def test_6294_pool_is_exact_from_the_logs_budget():
     assert d["whatif"][0] == ["requests of 157 tokens", "5,377 at once (26,885 blocks of 32)"]
 
 
-def test_6294_without_a_release_names_the_one_assumed():
-    r = runner.invoke(app, ["check-log", str(LOG_6294), "--model", "llama-3.1-8b-instruct"])
+def test_6294_without_a_release_infers_it_from_its_timestamp(tmp_path):
+    # The log prints no version; its earliest timestamp is [07/23/2025-09:16:03] (TensorRT-LLM's Python logger,
+    # month/day/year). tensorrt-llm on PyPI (https://pypi.org/simple/tensorrt-llm/, upload-time): 0.20.0
+    # 2025-06-19T02:38, 0.21.0 2025-08-04T06:20. By 2025-07-23 09:16 + 12 h only 0.20.0 was out: modelled as 0.20.0,
+    # the release the same reporter's next paste in TensorRT-LLM#6294 prints ("TensorRT-LLM version: 0.20.0").
+    r = runner.invoke(app, ["check-log", str(LOG_6294), "--model", "llama-3.1-8b-instruct", "--json"])
     assert r.exit_code == 0, r.output
-    assert "does not print its TensorRT-LLM version; modelled as 1.2.0" in r.output
+    d = json.loads(r.stdout)
+    assert d["version"] == "0.20.0"
+    assert any("does not print its TensorRT-LLM version; modelled as 0.20.0, inferred: its earliest timestamp "
+               "(2025-07-23 09:16)" in n and "0.20.0 (on PyPI 2025-06-19)" in n and "--engine-version" in n
+               for n in d["notes"]), d["notes"]
+    # --engine-version always wins, with no note on the release
+    r = runner.invoke(app, ["check-log", str(LOG_6294), "--model", "llama-3.1-8b-instruct", "--json",
+                            "--engine-version", "1.2.0"])
+    d = json.loads(r.stdout)
+    assert d["version"] == "1.2.0" and not any("TensorRT-LLM version" in n for n in d["notes"])
+    # no dated timestamp: nothing pins it, the newest kvplan knows, and the note says so
+    path = tmp_path / "undated.log"
+    path.write_text(re.sub(r"\[\d\d/\d\d/\d{4}-[\d:]+\] ", "", LOG_6294.read_text()))
+    r = runner.invoke(app, ["check-log", str(path), "--model", "llama-3.1-8b-instruct", "--json"])
+    d = json.loads(r.stdout)
+    assert d["version"] == "1.2.0"
+    assert any("modelled as 1.2.0, the newest kvplan knows (no dated timestamp pins it" in n for n in d["notes"])
+
+
+def test_a_log_older_than_the_first_modelled_release_says_so():
+    # 0.19.0 reached PyPI 2025-05-09T13:18, 0.20.0 2025-06-19T02:38: a log stamped 2025-06-01 predates 0.20.0,
+    # kvplan's first modelled release, so it is modelled as 0.20.0 with the reason.
+    from kvplan.engines.trtllm.reconcile import _version
+
+    v, note = _version(None, None, datetime(2025, 6, 1, 10, 0))
+    assert v == "0.20.0" and "predates 0.20.0's upload, so an older release wrote it" in note
+    # 2025-06-18 20:00 local may be 2025-06-19 08:00 UTC (UTC-12), after 0.20.0's upload: 0.20.0, as an upper bound
+    v, note = _version(None, None, datetime(2025, 6, 18, 20, 0))
+    assert v == "0.20.0" and "inferred" in note
 
 
 def test_6294_end_to_end_from_the_gpu_alone_with_the_fp8_checkpoint():

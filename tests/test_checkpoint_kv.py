@@ -21,6 +21,7 @@ from kvplan.core.dtypes import KV_DTYPES
 from kvplan.core.errors import KvplanError
 from kvplan.sources.catalog import spec_from_dict, spec_to_dict
 from kvplan.sources.importer import build_spec
+from conftest import unwrapped
 
 try:
     from tests.hub_server import FakeHub, FakeRepo, serving
@@ -263,7 +264,7 @@ def test_emitted_command_names_the_cache_where_auto_would_differ(tmp_path):
         r = CliRunner().invoke(app, ["fit", folder, "--gpu", "h200", "--ctx", "8k", "--engine", "vllm",
                                      "--kv-dtype", kv, "--emit", "vllm"])
         assert r.exit_code == 0, r.output
-        line = next(x for x in r.output.splitlines() if x.startswith("vllm serve"))
+        line = next(x for x in unwrapped(r.output).splitlines() if x.startswith("vllm serve"))
         assert (flag in line) if flag else "--kv-cache-dtype" not in line, line
 
 

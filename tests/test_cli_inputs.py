@@ -9,7 +9,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from conftest import one_line_error, shared_config
+from conftest import one_line_error, shared_config, unwrapped
 from kvplan.cli import app
 
 runner = CliRunner()
@@ -97,7 +97,7 @@ def test_emit_names_a_local_model_by_its_folder(kvplan_home, tmp_path):
     (folder / "config.json").write_text(json.dumps(shared_config("meta-llama__Llama-3.1-8B-Instruct")))
     r = run("fit", folder / "config.json", "--gpu", "h100", "--ctx", "8k", "--emit", "vllm")
     assert r.exit_code == 0, r.output
-    assert f"vllm serve '{folder.resolve()}' " in r.stdout
+    assert f"vllm serve '{folder.resolve()}' " in unwrapped(r.stdout)
 
 
 def test_sizes_read_as_vllm_reads_them(kvplan_home):

@@ -45,11 +45,13 @@ ENGINE_FLAGS = {
     # SGLang's launch command (--emit sglang) and its server arguments
     "engines/sglang/command.py": {"--context-length", "--dcp-size", "--dp-size", "--enable-dp-attention", "--ep-size",
                                   "--kv-cache-dtype", "--max-running-requests", "--mem-fraction-static", "--model-path",
-                                  "--page-size", "--pp-size", "--quantization", "--tp-size", "--enable-multimodal"},
+                                  "--page-size", "--pp-size", "--quantization", "--tp-size", "--enable-multimodal",
+                                  "--attention-backend"},
     "engines/sglang/multimodal.py": {"--enable-multimodal"},  # SGLang's flag, named where it is refused
     "engines/sglang/layout.py": {"--disable-shared-experts-fusion", "--enable-dp-lm-head",
                                  "--enforce-shared-experts-fusion", "--moe-dense-tp-size", "--enable-mixed-chunk"},
     "engines/sglang/boot.py": {"--mem-fraction-static"},
+    "engines/sglang/fp8_default.py": {"--quantization"},  # SGLang's, in the warning on its FP8 default
     "engines/sglang/defaults.py": {"--dp-size", "--tp-size"},  # SGLang's, in the DP attention refusals
     "engines/sglang/dsv4.py": {"--page-size", "--swa-full-tokens-ratio"},  # SGLang's: a refusal's reason, emitted
     "engines/sglang/mamba.py": {"--max-mamba-cache-size", "--mamba-ssm-dtype", "--mamba-full-memory-ratio",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import F32, Q4_K, Q6_K, Q8_0, gguf_tensor as t, llama_31_8b_gguf, one_line_error, write_gguf
+from conftest import F32, Q4_K, Q6_K, Q8_0, gguf_tensor as t, llama_31_8b_gguf, one_line_error, write_gguf, unwrapped
 from typer.testing import CliRunner
 
 from kvplan.cli import app
@@ -132,7 +132,7 @@ def test_a_split_model_is_all_of_its_parts(tmp_path):
         assert json.loads(res.stdout)["plans"][0]["weight_bytes"] == LLAMA_Q4_K_M_BYTES
         assert "292 tensors of the 3 parts of the split file" in " ".join(res.stderr.split())
         res = runner.invoke(app, ["fit", str(named), *base, "--emit", "llama.cpp"])
-        assert f"-m {parts[0].resolve()} " in res.stdout  # llama.cpp loads a split model from its first part
+        assert f"-m {parts[0].resolve()} " in unwrapped(res.stdout)  # llama.cpp loads a split model from its first part
 
 
 def test_a_missing_part_is_refused_by_name(tmp_path):
@@ -157,7 +157,7 @@ def test_a_gguf_file_is_known_by_its_magic_not_its_name(tmp_path):
     res = runner.invoke(app, ["fit", str(path), "--engine", "llama.cpp", "--gpu", "rtx-4090", "--ctx", "8k",
                               "--emit", "llama.cpp"])
     assert res.exit_code == 0, res.output
-    assert f"llama-server -m {path.resolve()} " in res.stdout
+    assert f"llama-server -m {path.resolve()} " in unwrapped(res.stdout)
     other = tmp_path / "weights.bin"
     other.write_bytes(b"\x00" * 64)
     one_line_error(runner.invoke(app, ["fit", str(other), "--gpu", "rtx-4090", "--ctx", "8k"]), 2,

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from conftest import REPO, one_line_error
+from conftest import REPO, one_line_error, unwrapped
 from kvplan.cli import app
 from kvplan.core.errors import KvplanError
 from kvplan.engines.logparse import parse_log
@@ -167,7 +167,7 @@ def test_non_utf8_path_prints_its_own_bytes(tmp_path):
            "--engine", "vllm", "--emit", "vllm"]
     out = subprocess.run(cmd, capture_output=True, env=env, cwd=REPO, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert b"vllm serve '" + folder + b"'" in out.stdout
+    assert b"vllm serve '" + folder + b"'" in unwrapped(out.stdout)
     assert b"Traceback" not in out.stderr and b"internal error" not in out.stderr
 
 

@@ -16,6 +16,7 @@ from kvplan import api
 from kvplan.cli import app
 from kvplan.core.errors import KvplanError
 from kvplan.planning.lora import LoraRequest, parse_lora
+from conftest import unwrapped
 
 MODEL = "llama-3.1-8b-instruct"
 runner = CliRunner()
@@ -90,7 +91,7 @@ def test_refusals_where_the_shapes_are_not_read():
 
 def test_cli_prints_its_own_budget_row_and_json():
     r = runner.invoke(app, ["fit", MODEL, "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--lora", "4:16:q,k,v,o"])
-    assert r.exit_code == 0 and "− LoRA 4:16:q,k,v,o" in r.stdout and "0.10 GiB" in r.stdout
+    assert r.exit_code == 0 and "− LoRA 4:16:q,k,v,o" in unwrapped(r.stdout) and "0.10 GiB" in unwrapped(r.stdout)
     bad = runner.invoke(app, ["fit", MODEL, "--gpu", "h100", "--lora", "4"])
     assert bad.exit_code == 2 and "--lora takes MAX_LORAS:RANK" in bad.stderr
 
@@ -108,13 +109,13 @@ def test_emit_carries_the_lora_flags():
     r = runner.invoke(app, ["fit", MODEL, "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--lora", "4:16:q,v,o",
                             "--emit", "vllm"])
     assert r.exit_code == 0
-    assert "--enable-lora --max-loras 4 --max-lora-rank 16 --lora-target-modules qkv_proj o_proj" in r.stdout
+    assert "--enable-lora --max-loras 4 --max-lora-rank 16 --lora-target-modules qkv_proj o_proj" in unwrapped(r.stdout)
     old = runner.invoke(app, ["fit", MODEL, "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--engine-version",
                               "0.11.0", "--lora", "4:16:q", "--emit", "vllm"])
-    assert "--max-lora-rank 16" in old.stdout and "--lora-target-modules" not in old.stdout
+    assert "--max-lora-rank 16" in unwrapped(old.stdout) and "--lora-target-modules" not in unwrapped(old.stdout)
     sg = runner.invoke(app, ["fit", MODEL, "--gpu", "h100", "--ctx", "8k", "--engine", "sglang", "--lora", "8:64",
                              "--emit", "sglang"])
-    assert "--enable-lora --max-loras-per-batch 8 --max-lora-rank 64 --lora-target-modules all" in sg.stdout
+    assert "--enable-lora --max-loras-per-batch 8 --max-lora-rank 64 --lora-target-modules all" in unwrapped(sg.stdout)
 
 
 def test_simulate_runs_on_the_pool_left_beside_the_adapters():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import write_safetensors
+from conftest import write_safetensors, unwrapped
 from typer.testing import CliRunner
 
 from kvplan.cli import app
@@ -122,7 +122,7 @@ def _targets(folder: Path, engine: str, lora: str):
                               "--lora", lora, "--emit", engine])
     if res.exit_code != 0:
         return res.output
-    line = next(x for x in res.stdout.splitlines() if "--lora-target-modules" in x)
+    line = next(x for x in unwrapped(res.stdout).splitlines() if "--lora-target-modules" in x)
     return line.split("--lora-target-modules ")[1].split(" --")[0].split()
 
 

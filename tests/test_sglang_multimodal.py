@@ -17,6 +17,7 @@ from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.sources.resolve import resolve_model
+from conftest import unwrapped
 
 ROOT = Path(__file__).resolve().parents[1]
 MISTRAL3 = ROOT / "tests" / "fixtures" / "families" / "mistral-small-3.1-24b.json"
@@ -104,11 +105,11 @@ def test_the_cache_size_is_emitted_as_sglangs_environment_variable(kvplan_home):
     args = ["fit", "gemma-3-27b-it", "--gpu", "h100", "--ctx", "8k", "--engine", "sglang", "--emit", "sglang"]
     r = CliRunner().invoke(app, [*args, "--engine-opt", "vlm_cache_size_mb=512"])
     assert r.exit_code == 0, r.output
-    command = shlex.split(r.stdout.strip().splitlines()[-1])
+    command = shlex.split(unwrapped(r.stdout).strip().splitlines()[-1])
     assert command[:2] == ["SGLANG_VLM_CACHE_SIZE_MB=512", "python"]
     # before 0.4.9 SGLang scales the emitted fraction by 0.95 again: kvplan emits the plan's fraction / 0.95
     r = CliRunner().invoke(app, [*args, "--engine-version", "0.4.3"])
-    command = shlex.split(r.stdout.strip().splitlines()[-1])
+    command = shlex.split(unwrapped(r.stdout).strip().splitlines()[-1])
     emitted = float(command[command.index("--mem-fraction-static") + 1])
     # the plan's fraction in force is the 0.4.x default 0.88 x 0.95 = 0.836 (sglang#4826 above); the flag that gives
     # it is 0.836 / 0.95 = 0.88 exactly (to the five decimals kvplan emits); without the division it would be 0.836
@@ -117,4 +118,4 @@ def test_the_cache_size_is_emitted_as_sglangs_environment_variable(kvplan_home):
     note = next(line for line in r.stderr.splitlines() if line.startswith("margin:"))
     assert "at --mem-fraction-static 0.88 " in note and "0.836 in force" in note
     r = CliRunner().invoke(app, args)
-    assert shlex.split(r.stdout.strip().splitlines()[-1])[0] == "python"  # unset: SGLang's own 100
+    assert shlex.split(unwrapped(r.stdout).strip().splitlines()[-1])[0] == "python"  # unset: SGLang's own 100

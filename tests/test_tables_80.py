@@ -195,3 +195,21 @@ def test_check_log_labels_whole_at_80_columns_and_one_line_wide(monkeypatch):
     wide = CliRunner().invoke(app, [str(a) for a in args]).stdout.splitlines()
     body = wide[wide.index(next(line for line in wide if "╇" in line)) + 1:]
     assert [line.split("│")[0].strip() for line in body[:len(labels)]] == labels
+
+
+def test_fit_emit_command_within_80_columns_and_the_same_command(monkeypatch):
+    # Round 31 item 5: `fit ... --emit vllm` printed its serve line whole (116 columns for the README's 70B at tp 4);
+    # at 80 columns it is broken by backslash continuations between flags, each flag kept with its value, and the
+    # shell reads the same words as the JSON's one-line `emit`.
+    import shlex
+
+    args = ["fit", "llama-3.1-70b", "--gpu", "h100", "--gpus", "4", "--ctx", "128k", "--emit", "vllm"]
+    out = _run(args, monkeypatch)
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("vllm serve"))
+    end = next(i for i in range(start, len(lines)) if not lines[i].endswith(" \\"))
+    assert end > start  # it was broken
+    assert all(not line.split()[-2].startswith("-") for line in lines[start:end])  # no flag parted from its value
+    joined = " ".join(line.rstrip("\\").strip() for line in lines[start:end + 1])
+    doc = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert shlex.split(joined) == shlex.split(doc["emit"])

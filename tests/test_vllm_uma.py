@@ -28,6 +28,7 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.sources.catalog import find_in_catalog
+from conftest import unwrapped
 
 GIB = 2**30
 
@@ -239,7 +240,7 @@ def test_token_table_and_command_follow_max_model_len_not_a_shorter_ctx(gb10):
         assert r.exit_code == 0, r.output
         plan = json.loads(r.stdout)
         plan = plan["plans"][0] if "plans" in plan else plan
-        emitted = CliRunner().invoke(app, [*args, "--emit", "vllm"]).stdout.strip().splitlines()[-1]
+        emitted = unwrapped(CliRunner().invoke(app, [*args, "--emit", "vllm"]).stdout).strip().splitlines()[-1]
         return plan["kv_memory_bytes_per_gpu"], emitted
 
     short, short_cmd = run("--ctx", "8k")
@@ -266,7 +267,7 @@ def test_token_table_is_the_engines_max_num_seqs_and_is_said_in_gib(gb10):
         plan = json.loads(r.stdout)
         return plan["plans"][0] if "plans" in plan else plan
 
-    emitted = CliRunner().invoke(app, [*base, "--emit", "vllm"]).stdout.strip().splitlines()[-1]
+    emitted = unwrapped(CliRunner().invoke(app, [*base, "--emit", "vllm"]).stdout).strip().splitlines()[-1]
     assert "--max-num-seqs 64 " in emitted
     plan, given = run(), run("--engine-opt", "max_num_seqs=64")
     assert plan["engine"]["settings"]["overhead_host_token_table"] == 134_217_728

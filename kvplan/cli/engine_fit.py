@@ -17,6 +17,7 @@ from kvplan.core.errors import EXIT_DOES_NOT_FIT
 from kvplan.engines.emit import emit
 from kvplan.planning.deploy import MAX_SEARCH_GPUS, Deployment
 from kvplan.speed.plan import plan_decode_seconds
+from kvplan.report.disagg import wrapped as command_lines
 from kvplan.report.explain import explain_lines, wrapped
 from kvplan.report.text import engine_to_dict, format_figure, plan_to_dict, plan_warnings, render_plans
 from kvplan.report.fitted import fitted_table, print_stacked
@@ -94,14 +95,26 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
             console.print(f"[red]{no_fit_line(plans[0])}[/]")
         if op is not None:
             tiers.render(console, op)
-        if command:
-            print(command)
+        if command:  # at the tables' width, a long line broken between words by backslash continuations
+            print("\n".join(_at_width(line, console.width) for line in command.splitlines()))
 
     print_result(as_json, out, render)
     if explain:
         _explain(chosen.plan, spec, sys.stderr if as_json else sys.stdout)
     if check and not any(p.fits for p in plans):
         raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _at_width(line: str, width: int) -> str:
+    """One line of the serve command as the shell still reads it, within `width` columns where its words allow
+    (kvplan.report.disagg.wrapped, as disagg prints its commands); a line that does not split as shell words
+    (a YAML or JSON line beside the command) is left whole."""
+    if len(line) <= width:
+        return line
+    try:
+        return "\n".join(command_lines(line, width))
+    except ValueError:  # unbalanced quotes: not one shell command
+        return line
 
 
 def _explain(plan, spec, stream) -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.engines.logdates import written
 from kvplan.engines.logparse_sglang import sglang_log
+from kvplan.engines.vllm.releases import FLOORS
 from kvplan.engines.logrecord import (  # noqa: F401 (re-exported: callers import the record's names from here too)
     C, I, MAX_FIGURE, MAX_LAYERS, N, LogRecord, Num, _check_figures, _int, _line_end, _num, deployment_said,
 )
@@ -54,6 +56,7 @@ def parse_log(text: str) -> LogRecord:
         raise KvplanError("not a vLLM, SGLang, TensorRT-LLM or llama.cpp start-up log (no line kvplan recognises)", EXIT_USAGE)
     rec = LogRecord(engine)
     {"vllm": _vllm, "sglang": sglang_log, "llama.cpp": _llamacpp, "trtllm": _trtllm}[engine](text, rec)
+    rec.written = written(text)  # the log's own clock: a bound on its release where it prints none
     if not rec.reported:
         raise KvplanError(f"found {engine} lines but no KV-cache figures to check", EXIT_USAGE)
     _check_figures(rec)
@@ -133,6 +136,7 @@ def _vllm(text: str, rec: LogRecord) -> None:
         method, draft, n = m.group(1), m.group(2), m.group(3)
         s["speculative"] = f"draft:{draft}:{n}" if method == "draft_model" else f"{method}:{n}"
     _vllm_budget_terms(text, rec)
+    rec.floor = next(((v, why) for line, v, why in FLOORS if line in text), None)
     if re.search(r"Memory profiling results|# CPU blocks", text):
         rec.era = "v0"
     elif re.search(r"# GPU blocks: |Loading model weights took", text):

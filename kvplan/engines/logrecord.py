@@ -6,6 +6,7 @@ record are in kvplan.engines.logparse.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 
@@ -63,6 +64,8 @@ class LogRecord:
     reported: dict = field(default_factory=dict)  # name -> Num
     layers: list = field(default_factory=list)  # llama.cpp: (n_embd_k, n_embd_v) per layer when printed
     era: str = ""  # which log format was seen (for versionless logs)
+    written: datetime | None = None  # the earliest dated timestamp the log prints (kvplan.engines.logdates)
+    floor: tuple[str, str] | None = None  # (first release printing a line the log has, the line): vllm/releases.py
 
 
 def _check_figures(rec: LogRecord) -> None:

@@ -133,11 +133,22 @@ def manifest(res, commands: dict, engine_label: str, kind: str = "dynamo") -> st
     return "\n".join(rows) + "\n"
 
 
+def _units(words: list[str]) -> list[str]:
+    """The words a line break may not separate: a flag and its value ("--max-num-seqs 3") stay together."""
+    out: list[str] = []
+    for word in words:
+        if out and out[-1].startswith("-") and " " not in out[-1] and not word.startswith("-"):
+            out[-1] += " " + word
+        else:
+            out.append(word)
+    return out
+
+
 def wrapped(command: str, width: int = 80) -> list[str]:
-    """A shell command as lines of at most `width` columns joined by backslash continuations (a single
-    word longer than a line keeps its own line)."""
+    """A shell command as lines of at most `width` columns joined by backslash continuations, a flag kept
+    with its value (a unit longer than a line keeps its own line)."""
     lines, line = [], ""
-    for word in map(shlex.quote, shlex.split(command)):
+    for word in _units(list(map(shlex.quote, shlex.split(command)))):
         if line and len(line) + 1 + len(word) > width - 2:
             lines.append(line + " \\")
             line = "  " + word

@@ -60,27 +60,21 @@ def _label(text) -> str:
     return html.escape(str(text), quote=False)
 
 
+# a column kind that is a plain number: its format (thousands separated, so many decimals)
+_NUMBER = {"int": ",", "float1": ",.1f", "float2": ",.2f", "float3": ",.3f", "money": ",.2f", "money4": ",.4f"}
+
+
 def _show(value, kind: str) -> str:
     if value is None:
         return "–"
-    if kind == "int":
-        return f"{value:,}"
+    if kind in _NUMBER:
+        return format(value, _NUMBER[kind])
     if kind == "tokens":
         return human_tokens(value)
     if kind == "bool":
         return "yes" if value else "no"
     if kind == "gib":
         return f"{value / GIB:,.2f}"
-    if kind == "float1":
-        return f"{value:,.1f}"
-    if kind == "float2":
-        return f"{value:,.2f}"
-    if kind == "float3":
-        return f"{value:,.3f}"
-    if kind == "money":
-        return f"{value:,.2f}"
-    if kind == "money4":
-        return f"{value:,.4f}"
     return str(value)
 
 

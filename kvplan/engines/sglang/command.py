@@ -23,7 +23,7 @@ from kvplan.engines.sglang.layout import serve_flags
 def launch_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
     """`python -m sglang.launch_server` (srt/server_args.py): --context-length, --mem-fraction-static,
     --tp-size (every rank), --dp-size, --enable-dp-attention, --ep-size, --pp-size
-    (parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype, --page-size,
+    (parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype, --attention-backend, --page-size,
     and --dtype / --quantization fp8 where the plan's weights are not the checkpoint's
     (kvplan.engines.emit.weight_args), the state pool's --max-mamba-cache-size (kvplan.engines.sglang.mamba);
     SGLANG_VLM_CACHE_SIZE_MB=N before it when vlm_cache_size_mb is set, --enable-multimodal when enable_multimodal is
@@ -43,6 +43,8 @@ def launch_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
     kv = kv_dtype_arg(r.kv_dtype, model, sglang_cache_dtype.kv_flags(settings["version"]), engine.auto_kv_dtype(model))
     if kv:
         args += ["--kv-cache-dtype", kv]
+    if opts.get("attention_backend"):  # the backend whose page the plan priced (kvplan.engines.sglang.attention)
+        args += ["--attention-backend", str(opts["attention_backend"])]
     if settings["page_size"] != 1:
         args += ["--page-size", str(settings["page_size"])]
     if r.lora is not None:

@@ -1,6 +1,7 @@
 """SGLang: `mem_fraction_static` and the token pool of `ModelRunner.profile_max_num_token`.
 
 Sources (PyPI wheels; docs/engines.md section 2):
+  * the releases, options and the `Settings` of one plan: kvplan.engines.sglang.settings.
   * default mem_fraction_static, chunked prefill, cuda-graph batch and DP attention: kvplan.engines.sglang.defaults.
   * budget: `rest = free_after_weights - free_before_weights x (1 - fraction)` (0.4.3.post4
     `model_executor/model_runner.py` L608-633; 0.5.23 `mem_cache/kv_cache_configurator.py` L2990-3060),
@@ -17,133 +18,42 @@ Sources (PyPI wheels; docs/engines.md section 2):
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 from kvplan.engines import served_dtype
 from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes
 from kvplan.engines.sglang import allreduce as sglang_allreduce
+from kvplan.engines.sglang import attention as sglang_attention
 from kvplan.engines.sglang import command
 from kvplan.engines.sglang import cache_dtype as sglang_cache_dtype
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
+from kvplan.engines.sglang import fp8_default as sglang_fp8
 from kvplan.engines.sglang import layout as sglang_layout
-from kvplan.engines.sglang import loaded as sglang_loaded
 from kvplan.engines.sglang import mamba as sglang_mamba
 from kvplan.engines.sglang import multimodal as sglang_mm
-from kvplan.engines.sglang import ncclmem as sglang_nccl
 from kvplan.engines.sglang import swa as sglang_swa
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-exported: sglang.default_fraction)
-    capacity_mib, capped_graph_bs, default_chunked, default_fraction, default_graph_bs, dp_attention,
-    expanded_graph_bs,
+    default_fraction, dp_attention,
+)
+from kvplan.engines.sglang.settings import (  # noqa: F401 (re-exported: sglang.VERSIONS, sglang.settings, ...)
+    DEFAULT_VERSION, OPTS, VERSIONS, Settings, settings,
 )
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
 from kvplan.planning.plan import cache_dtypes
-from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS, reads_capability
+from kvplan.engines.sglang.layout import reads_capability
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.context import sglang_rule
-from kvplan.engines.base import (Capacity, Engine, Figure, check_opts, check_version, fact_warnings, opt_bool,
-                                 opt_float, opt_int, parse_version)
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, opt_bool
 from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.model.layers import LOCAL_KINDS, Kind, ParallelHybrid
 from kvplan.engines.sglang.offload import cpu_pool as hicache_pool
-from kvplan.engines.sglang import piecewise as sglang_piecewise
 from kvplan.engines.sglang import prefill_graph as sglang_prefill_graph
 from kvplan.engines.sglang.rules import SglangRules
 
 GIB = 2**30
 MIB = 2**20
-VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
-DEFAULT_VERSION = "0.5.23"
-OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs",
-        "enable_dp_attention", "vlm_cache_size_mb", "enable_multimodal",  # the last: multimodal.py
-        *LAYOUT_OPTS, *sglang_mamba.OPTS)  # layout.py, mamba.py
-# Memory taken before the weights load: what `init_torch_distributed` leaves in use (the CUDA context, NCCL's
-# communicators and, on NVLink or two GPUs, custom all-reduce buffers; 0.4.3.post4 `model_runner.py` L258-316;
-# custom all-reduce stays off on more than two PCIe-only GPUs, `custom_all_reduce.py` L235-241; where it is on, its
-# buffers are added: kvplan.engines.sglang.allreduce; inside an NVSwitch domain NCCL's larger buffers, as SGLang's
-# logs measured them: kvplan.engines.sglang.ncclmem). tp > 1: 0.40 GiB,
-# the torch total SGLang's free memory counts from (cudaMemGetInfo; the L4 profile's 22,558 MiB) less the 21.63 GiB
-# free before loading (avail 6.09 + mem usage 15.54 GB) of QwQ-32B at tp 4 on L4s (github.com/didier-durand/
-# llms-in-clouds docs/sglang.md): 22,558 - 22,149.1 = 408.9 MiB (+-10 MiB from the printed decimals). It was
-# 880 MiB, read against nvidia-smi's total (22.49 GiB), which free memory does not count from. tp=1: an estimate.
-INIT_BYTES_TP1 = 512 * MIB
-INIT_BYTES_MULTI = 409 * MIB
 
-
-@dataclass(frozen=True)
-class Settings:
-    version: str
-    mem_fraction_static: float
-    chunked_prefill_size: int
-    page_size: int
-    swa_full_tokens_ratio: float
-    init_bytes: int  # memory in use before the weights load (estimate)
-    loaded_extra: int = 0  # bytes per GPU loading adds to the checkpoint (kvplan.engines.sglang.loaded)
-    vlm_factor: float = 1.0  # the VLM scaling of the default fraction (kvplan.engines.sglang.multimodal)
-    vlm_cache_mb: int = sglang_mm.DEFAULT_CACHE_MB  # SGLANG_VLM_CACHE_SIZE_MB
-    usable_bytes: int = 0  # the GPU's memory as torch sees it (the multimodal rows' headroom)
-    hybrid_swa: bool = False  # sliding-window layers in a pool of their own (kvplan.engines.sglang.swa)
-    state: sglang_mamba.StateSettings | None = None  # the recurrent-state pool's (kvplan.engines.sglang.mamba)
-    max_running_requests: int | None = None  # --max-running-requests per dp worker
-    allocator_rounding: int = 0  # of loaded_extra: PyTorch's caching allocator's rounding of the weights (loaded.py)
-    attention_dp: int = 1  # DP-attention workers (--dp-size under --enable-dp-attention), else 1
-    prefill_graph: tuple | None = None  # (backend or "off", MiB reserved, why) where the fraction is SGLang's default
-    multimodal: bool = False  # SGLang's is_multimodal: a vision model not switched off by default (multimodal.py)
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Settings:
-    opts = dict(opts or {})
-    check_opts("sglang", opts, OPTS)
-    version = check_version("sglang", version, VERSIONS, DEFAULT_VERSION)
-    # SGLang sizes its defaults by the device total nvidia-smi prints (get_nvgpu_memory_capacity), torch's total only
-    # where nvidia-smi fails: the profile's memory_smi_bytes, else its usable bytes (defaults.capacity_mib)
-    gib = capacity_mib(gpu) / 1024
-    chunked = opt_int(opts, "chunked_prefill_size", default_chunked(version, gib))
-    dpa = dp_attention(model, dep, opts)
-    tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
-    running, mm_flag = opt_int(opts, "max_running_requests", 0), opt_bool(opts, "enable_multimodal", False)
-    graph_bs = opt_int(opts, "cuda_graph_max_bs", 0) or expanded_graph_bs(  # 0.5.22's cut, Qwen3-VL's (defaults.py)
-        version, capped_graph_bs(version, default_graph_bs(version, gib, tp_size), running), running, model, gpu)
-    backend, why = sglang_prefill_graph.decide(model, gpu, dep, version, dpa, mm_flag)
-    piecewise = sglang_piecewise.graph_mib(model, chunked) if backend else 0.0  # its reserve, 0.5.10 on
-    frac = default_fraction(version, capacity_mib(gpu), tp_size, dep.pp, chunked, graph_bs, dep.dp if dpa else 0,
-                            piecewise)
-    if (explicit or {}).get("gpu_memory_utilization"):
-        frac = explicit["gpu_memory_utilization"]  # --gpu-memory-utilization doubles as the fraction
-    given = bool((explicit or {}).get("gpu_memory_utilization")) or "mem_fraction_static" in opts
-    frac = opt_float(opts, "mem_fraction_static", frac)
-    # a vision model's fraction scaled: its own default from 0.4.9, any before (kvplan.engines.sglang.multimodal)
-    vlm = sglang_mm.vlm_factor(model, version, mm_flag) if sglang_mm.scales_any_fraction(version) or not given else 1.0
-    frac *= vlm
-    v4 = has_compressed(model.layers)  # DeepSeek-V4: its page and SWA share (kvplan.engines.sglang.dsv4)
-    page = opt_int(opts, "page_size", sglang_dsv4.pool.PAGE if v4 else
-                   64 if any(layer.kind == Kind.MLA for layer in model.layers) else 1)
-    if page < 1:
-        raise KvplanError("page_size must be at least 1", EXIT_USAGE)
-    ratio = opt_float(opts, "swa_full_tokens_ratio", sglang_dsv4.pool.SWA_RATIO if v4 else 0.8)
-    kv = req.kv_dtype
-    if kv is not None and kv.block_elems > 1:
-        raise KvplanError(f"SGLang has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
-    # before the weights: the CUDA context and NCCL (INIT_BYTES_*), custom all-reduce buffers where SGLang builds
-    # them (kvplan.engines.sglang.allreduce: NVSwitch, or two GPUs), and NCCL's larger buffers inside an NVSwitch
-    # domain, as SGLang's "Init torch distributed ends" logs measured them (kvplan.engines.sglang.ncclmem)
-    init = (INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1) + sglang_allreduce.custom_allreduce_bytes(
-        gpu, tp_size, dep.ep, version) + sglang_nccl.nccl_extra_bytes(gpu, tp_size)
-    extra, rounding = sglang_loaded.loaded_parts(model, gpu, tp_size, version, dep.ep, dep.pp, req.weight_dtype)
-    cache_mb = opt_int(opts, "vlm_cache_size_mb", sglang_mm.DEFAULT_CACHE_MB)
-    attn_dp = dep.dp if dpa else 1
-    state = sglang_mamba.state_settings(model, version, opts, attn_dp)
-    return Settings(version, float(frac), chunked, page, ratio, init, extra, vlm, cache_mb, gpu.memory_usable_bytes,
-                    sglang_swa.hybrid_swa(model, version), state, max(1, running // attn_dp) if running else None,
-                    allocator_rounding=rounding, attention_dp=attn_dp,
-                    prefill_graph=None if given or parse_version(version) < sglang_prefill_graph.FROM
-                    else (backend or "off", piecewise, why),
-                    multimodal=sglang_mm.is_multimodal(model, version, mm_flag))
 
 
 def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
@@ -228,7 +138,7 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     if st.prefill_graph:
         lines.append(Figure("prefill CUDA-graph reserve", int(st.prefill_graph[1] * MIB), "MiB"))
         notes.append(sglang_prefill_graph.note(st.version, *st.prefill_graph))
-    notes += sglang_mm.notes(model, st, st.usable_bytes)
+    notes += sglang_mm.notes(model, st, st.usable_bytes) + ([f"page_size {page}: {st.page_why}"] if st.page_why else [])
     if any(layer.kind in LOCAL_KINDS for layer in model.layers) and sglang_swa.note(model, st.version):
         notes.append(sglang_swa.note(model, st.version))
     pooled = sglang_mamba.pooled(model, dep, states, st.state, full_tokens * full_cell + swa_tokens * swa_cell) \
@@ -273,6 +183,13 @@ class Sglang(Engine):
     offload_rules = {"native": {"cpu": hicache_pool}}  # HiCache's host pool (L2): kvplan.engines.offload
     offload_missing = {"native": "SGLang HiCache's L3 storage backends size themselves; kvplan sizes its host pool (cpu)"}
 
+    def result(self, model, gpu, dep, req):
+        """The base template on the weights SGLang serves: FP8 for a BF16 DeepSeek-V3 on capability 10.x in
+        0.5.5-0.5.10 (kvplan.engines.sglang.fp8_default), said in the plan's warnings."""
+        req, said = sglang_fp8.served(model, gpu, self.version or self.default_version, req)
+        res = super().result(model, gpu, dep, req)
+        return res._replace(plan=dataclasses.replace(res.plan, warnings=(*res.plan.warnings, *said))) if said else res
+
     def float32_served(self) -> tuple[str, str]:
         """A float32 config served as float16 (kvplan.engines.served_dtype.SGLANG_FLOAT32)."""
         return served_dtype.SGLANG_FLOAT32
@@ -303,11 +220,14 @@ class Sglang(Engine):
         sglang_dsv4.check_release(model, self.version or self.default_version, defaulted=self.version is None)
 
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
-        """The compute capability of the shared-expert fusion test and the fabric of the custom all-reduce rule
-        (kvplan.engines.sglang.allreduce), where the profile leaves them out."""
+        """The compute capability of the shared-expert fusion test, the MLA backend's page and the FP8 default
+        (attention.py, fp8_default.py), and the fabric of the custom all-reduce rule (kvplan.engines.sglang.allreduce),
+        where the profile leaves them out."""
         vendor = str(getattr(gpu, "vendor", "")).upper()
+        version = self.version or self.default_version
         needs = (vendor in ("NVIDIA", "AMD") and fact_missing(gpu, "compute_capability")
-                 and reads_capability(model, self.opts, self.version or self.default_version))
+                 and (reads_capability(model, self.opts, version) or sglang_fp8.reads_capability(model, version)
+                      or sglang_attention.reads_capability(model, self.opts, version)))
         tp_size = dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp
         fabric = sglang_allreduce.needs_fabric(gpu, tp_size)
         return fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +

@@ -17,6 +17,9 @@ from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request, prepare
 
 
+UNPRINTED = "the log does not print its SGLang version"  # how the notes on the release it ran open
+
+
 def pool_tokens(r: dict):
     """The pool's printed size: "#tokens", or, where the K line predates it (0.4.2.post1 to 0.4.3.post2 print
     "KV Cache is allocated. K size: ..." alone, mem_cache/memory_pool.py L195), max_total_num_tokens, the size the
@@ -43,8 +46,8 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
         raise KvplanError(f"the log names only {rec.architecture or 'no model'}; pass {arg('model')} to check it",
                           EXIT_USAGE, param="model")
     if not (version or rec.version):
-        out.notes.append(f"the log does not print its SGLang version; modelled as {out.version}, the newest "
-                         f"kvplan knows (pass {arg('engine_version')})")
+        out.notes.append(f"{UNPRINTED}; modelled as {out.version}, the newest kvplan knows "
+                         f"(pass {arg('engine_version')})")
     given_version, version = version, out.version
     given = tp
     inferred = None if tp or rec.tp else _tp_from_weights(model, rec, out, gpu or assumed_gpu(), version)
@@ -169,12 +172,23 @@ def _version_from_pool(model, gpu, dep, req, r: dict, out) -> str | None:
         if c_lo.tokens <= rep <= c_hi.tokens:
             if v == sglang.DEFAULT_VERSION:
                 return None
-            out.notes[0] = (f"the log does not print its SGLang version; modelled as {v}, inferred from its figures: "
-                            f"#tokens {rep:,} is what avail {r['avail_after_weights_gb'].text} GB and mem usage "
-                            f"{r['weights_mem_usage_gb'].text} GB give at {v}'s default mem_fraction_static {f:g}, "
-                            f"the newest modelled release whose default does (pass {arg('engine_version')})")
+            _replace_version_note(out, f"{UNPRINTED}; modelled as {v}, inferred from its figures: #tokens {rep:,} is "
+                                  f"what avail {r['avail_after_weights_gb'].text} GB and mem usage "
+                                  f"{r['weights_mem_usage_gb'].text} GB give at {v}'s default mem_fraction_static "
+                                  f"{f:g}, the newest modelled release whose default does (pass "
+                                  f"{arg('engine_version')})")
             return v
     return None
+
+
+def _replace_version_note(out, note: str) -> None:
+    """The "no version printed" note replaced where it stands (found by its opening, not by its place: a note
+    added before it must survive), or appended where there is none."""
+    at = next((i for i, n in enumerate(out.notes) if n.startswith(UNPRINTED)), None)
+    if at is None:
+        out.notes.append(note)
+    else:
+        out.notes[at] = note
 
 
 def _state_rows(r, model, dep, ss, budgets: tuple[int, int], ctx: int) -> list[Row]:

@@ -19,8 +19,10 @@ from kvplan.core.intmath import cdiv
 from kvplan.engines import resolve_engine
 from kvplan.engines.base import parse_version
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
+from kvplan.engines.logdates import bound_note, released_by
 from kvplan.engines.logparse import deployment_said
 from kvplan.engines.trtllm import engine as trt
+from kvplan.engines.trtllm import releases as trt_releases
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 
@@ -38,7 +40,7 @@ def reconcile_trtllm(rec, model, gpu, version, kv_name, tp, weight_dtype: str | 
     checkpoint's weight format; otherwise an FP8 checkpoint named by the log counts as FP8, with a note."""
     r, s = rec.reported, rec.settings
     _refuse_unchecked(r, s)
-    version, vnote = _version(rec.version, version)
+    version, vnote = _version(rec.version, version, rec.written)
     out = Reconciliation("trtllm", version, model.name if model else rec.model, gpu.key if gpu else None)
     if vnote:
         out.notes.append(vnote)
@@ -115,13 +117,14 @@ def _refuse_unchecked(r, s) -> None:
             raise KvplanError(f"the log's {key} = {value:g} must be positive", EXIT_USAGE)
 
 
-def _version(printed: str | None, given: str | None) -> tuple[str, str | None]:
-    """The release modelled, and a note where it is not the one the log printed."""
+def _version(printed: str | None, given: str | None, when=None) -> tuple[str, str | None]:
+    """The release modelled, and a note where it is not the one the log printed: `given` always wins; a log that
+    prints none is modelled as the newest release on PyPI by its earliest timestamp (kvplan.engines.logdates), or,
+    with no dated timestamp, the newest kvplan knows."""
     if given:
         return trt.TrtLlm(given).version, None  # a release outside kvplan's range is the user's error
     if not printed:
-        return trt.DEFAULT_VERSION, (f"the log does not print its TensorRT-LLM version; modelled as "
-                                     f"{trt.DEFAULT_VERSION}, the newest kvplan knows (pass {arg('engine_version')})")
+        return _unprinted(when)
     v = parse_version(printed)
     lo, hi = trt.VERSIONS[0], trt.VERSIONS[-1]
     if v < parse_version(lo):
@@ -129,6 +132,21 @@ def _version(printed: str | None, given: str | None) -> tuple[str, str | None]:
     if v[:2] > parse_version(hi)[:2]:
         return hi, f"the log's TensorRT-LLM {printed} is newer than kvplan's last modelled release; modelled as {hi}"
     return printed, None
+
+
+def _unprinted(when) -> tuple[str, str]:
+    """A log with no version line: the release its timestamp bounds, said as a bound, not a proof."""
+    unnamed, pass_it = "the log does not print its TensorRT-LLM version", f"pass {arg('engine_version')}"
+    bound = released_by(trt_releases.UPLOADED, when) if when else None
+    if when is None:
+        return trt.DEFAULT_VERSION, (f"{unnamed}; modelled as {trt.DEFAULT_VERSION}, the newest kvplan knows (no "
+                                     f"dated timestamp pins it: {pass_it})")
+    lo = trt.VERSIONS[0]
+    if bound is None or parse_version(bound[0]) < parse_version(lo):
+        return lo, (f"{unnamed}; modelled as {lo}, kvplan's first modelled release: its earliest timestamp "
+                    f"({when:%Y-%m-%d %H:%M}) predates {lo}'s upload, so an older release wrote it ({pass_it})")
+    return bound[0], (f"{unnamed}; modelled as {bound[0]}, inferred: {bound_note('TensorRT-LLM', when, bound)} (an "
+                      f"older release may have written it; {pass_it})")
 
 
 def _setup(rec, model, dep, version, kv_name, weight_dtype, out):

@@ -12,8 +12,10 @@ from kvplan.core.intmath import cdiv
 from kvplan.core.units import signed
 from kvplan.engines import resolve_engine
 from kvplan.engines.base import Capacity, parse_version
+from kvplan.engines.logdates import bound_note, released_by
 from kvplan.engines.logparse import Num, deployment_said
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
+from kvplan.engines.vllm import releases as vllm_releases
 from kvplan.engines.vllm.non_torch import CORPUS_CAPABILITY, corpus_gpu, dtype_bytes, fi_allreduce_workspace
 from kvplan.engines.vllm.sampler import CORPUS_SM_COUNT, triton_buffer_bytes
 from kvplan.engines.vllm.overhead import cudagraph_estimate
@@ -54,10 +56,10 @@ def _vllm_context(rec, model, gpu, version, tp):
     """(Reconciliation, GPU, Deployment, max_model_len, version) as the log states them, with a note
     for each thing it leaves out and kvplan assumes."""
     s = rec.settings
-    version = version or rec.version or {"v0": "0.6.6", "v1-early": "0.7.0"}.get(rec.era, "0.11.0")
+    version, vnote = _release(rec, version)
     out = Reconciliation("vllm", version, model.name if model else rec.model, gpu.key if gpu else None)
-    if not rec.version:
-        out.notes.append(f"the log does not name its vLLM version; modelled as {version} ({rec.era} log format)")
+    if vnote:
+        out.notes.append(vnote)
     length = s.get("max_model_len") or (model.max_context if model else None)
     if length is None:
         raise KvplanError(f"the log does not show max_model_len; pass {arg('model')}", EXIT_USAGE, param="model")
@@ -76,6 +78,58 @@ def _vllm_context(rec, model, gpu, version, tp):
         out.notes.append(f"the log says total_gpu_memory={total.text} GiB; kvplan's {gpu.key} profile has "
                          f"{gpu.memory_usable_bytes / GIB:.2f} GiB")
     return out, gpu, dep, length, version
+
+
+ERA_RELEASE = {"v0": "0.6.6", "v1-early": "0.7.0", "v1": "0.11.0"}  # a versionless log's release by its format
+
+
+def _release(rec, given: str | None) -> tuple[str, str | None]:
+    """The release modelled and, where the log names none, a note on what chose it: `given` (--engine-version)
+    always; else the one its log format implies (ERA_RELEASE), or, where the log's own timestamp shows it was
+    written before that release reached PyPI, the newest release uploaded by then (kvplan.engines.logdates)."""
+    unnamed = "the log does not name its vLLM version"
+    if given:
+        return given, None if rec.version else f"{unnamed}; modelled as {given}, the version given"
+    if rec.version:
+        return rec.version, None
+    era = ERA_RELEASE.get(rec.era, ERA_RELEASE["v1"])
+    bound = released_by(vllm_releases.UPLOADED, rec.written) if rec.written else None
+    pass_it = f"pass {arg('engine_version')}"
+    if rec.floor and parse_version(era) < parse_version(rec.floor[0]):  # a line the format's release never printed
+        return _from_floor(rec, bound, unnamed, pass_it)
+    if rec.written is None:
+        return era, f"{unnamed}; modelled as {era} ({rec.era} log format; no dated timestamp pins it: {pass_it})"
+    if bound is None:
+        first = vllm_releases.UPLOADED[0]
+        return first[0], (f"{unnamed}; modelled as {first[0]}, kvplan's first modelled release: its earliest "
+                          f"timestamp ({rec.written:%Y-%m-%d %H:%M}) predates it (on PyPI {first[1][:10]}; {pass_it})")
+    if parse_version(era) <= parse_version(bound[0]):
+        return era, (f"{unnamed}; modelled as {era} ({rec.era} log format); "
+                     f"{bound_note('vLLM', rec.written, bound)}; nothing in the log pins which release up to it "
+                     f"wrote it ({pass_it})")
+    return bound[0], (f"{unnamed}; modelled as {bound[0]}, inferred: {bound_note('vLLM', rec.written, bound)}, "
+                      f"before {era}, the {rec.era} log format's default (an older release may have written it; "
+                      f"{pass_it})")
+
+
+def _from_floor(rec, bound, unnamed: str, pass_it: str) -> tuple[str, str]:
+    """A log printing a line first printed by a release after its format's default (vllm.releases.FLOORS): the
+    newest release uploaded by its earliest timestamp where that is at or after the line's first release; the
+    line's first release where the timestamp predates it (a build from before the release); with no dated
+    timestamp, the newest kvplan knows."""
+    floor, why = rec.floor
+    said = f"it prints {why}, so {floor} or later"
+    if bound is not None and parse_version(bound[0]) >= parse_version(floor):
+        return bound[0], (f"{unnamed}; modelled as {bound[0]}, inferred: {said}; "
+                          f"{bound_note('vLLM', rec.written, bound)} (an older release may have written it; {pass_it})")
+    if rec.written is not None:  # stamped before the release was out: a build of it from before (nightly, source)
+        up = dict(vllm_releases.UPLOADED)[floor][:10]
+        return floor, (f"{unnamed}; modelled as {floor}: {said}, though its earliest timestamp "
+                       f"({rec.written:%Y-%m-%d %H:%M}) predates {floor}'s upload ({up}): a build from before the "
+                       f"release (nightly or source), closest to {floor} ({pass_it})")
+    newest = vllm_releases.UPLOADED[-1][0]
+    return newest, (f"{unnamed}; modelled as {newest}, the newest kvplan knows: {said}; no dated timestamp bounds "
+                    f"it ({pass_it})")
 
 
 def _corpus_stand_in(out, model, dep, st):

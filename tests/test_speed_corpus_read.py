@@ -159,3 +159,23 @@ def test_gpustack_sglang_gpt_oss_a100_reads_as_the_page_printed_it():
     assert c.load.drawn and c.load.num_prompts == 1000 and c.load.rate == float("inf")
     assert c.targets["output_throughput"] == pytest.approx(195617 / 735.43, abs=0.005)
     assert c.targets["ttft"] == pytest.approx(140.88875) and c.targets["tpot"] == pytest.approx(1.88978)
+
+
+def test_a_vllm_run_under_enforce_eager_is_skipped_not_priced_as_a_graph_run():
+    # vllm-issue-20469 (vllm-project/vllm#20469): "vllm serve Qwen/Qwen3-14B-AWQ ... --enforce-eager" on one A100 80GB
+    # PCIe under vLLM 0.9.1. Eager PyTorch launches every layer's kernels each step, which vLLM's set (fitted on
+    # CUDA-graph runs) has no term for: priced, the one point moved vLLM's `layer` cost 3.2e-5 -> 5.5e-5 s and the
+    # training CV's vLLM figures 24.6 -> 26.8% (vLLM in-process 14.2 -> 19.3%). The same point without the flag reads.
+    import yaml
+
+    doc = yaml.safe_load((CORPUS / "vllm-issue-20469.yaml").read_text())
+    p = {**doc["defaults"], **doc["points"][0]}
+    assert p["flags"]["enforce_eager"] is True
+    case, why = case_of(p, "vllm-issue-20469", "")
+    assert case is None and "eager" in why
+    flags = {k: v for k, v in p["flags"].items() if k != "enforce_eager"}
+    case, why = case_of({**p, "flags": flags}, "vllm-issue-20469", "")
+    assert case is not None, why
+    # another engine's flag of that name is not read (only vLLM's --enforce-eager is known)
+    case, why = case_of({**p, "engine": "sglang", "version": "0.5.9"}, "test", "")
+    assert case is not None, why

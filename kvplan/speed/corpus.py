@@ -1,26 +1,24 @@
 """The speed corpus (tests/fixtures/speed/*.yaml, schema in its README.md) read into cases to fit and to score.
 
-A case is one published measurement: the deployment (engine, GPU profile, catalog model, tp / ep /
-dp, dtypes), its `Load` and its figures in seconds or tokens/s (mean where stated, else median or
-the one value; MLPerf's ns read as such). A point is skipped, with its reason counted, when its
-model is not in the catalog (kvplan_model null), its GPU is not a profile key, its engine is not one
-of the four, or its lengths cannot be told. Lengths: isl/osl, else a drawn distribution's stated
-totals over num_prompts, else its mean, else a random length with a range ratio r as len x (1 + r) / 2
-(SGLang's and vLLM's uniform draw); a dataset (ShareGPT) only through the stated totals or the
-total / output throughput ratio (input tokens = (total - output) / request rate); a stated osl is the most a
-request may generate, so where the run's output tokens/s over its requests/s says fewer were (its requests
-stopped at end of sequence), that mean is the osl (`generated`). Output lengths that differ request to request
-(no fixed osl and no range ratio of 1, or a stated osl the requests stopped short of) are `drawn`
-(kvplan.speed.load.group). A point at a finite
-request rate names its arrival process (`arrival`: poisson | gamma(k) | constant | closed | burst |
-unstated; absent reads as unstated), which sets the open loop's queueing wait (kvplan.speed.load); any
-other value is refused. `harness` names a benchmark tool that sets the engine's limits itself
-(trtllm-bench: kvplan.bench.running); `sliding_window: none` a run whose engine applied none of the model's
-sliding windows (kvplan.speed.fit.Built prices the model without them). A point marked `layout: unstated` (several
-GPUs whose tp / dp split the source does not give, where the harness does not run them as one group) is skipped. A
-per-GPU total (input + output) throughput whose definition the point states (`per_gpu_total`) is read as output tok/s
-where no output rate is stated (kvplan.speed.pergpu). The named fields (`backend`, `harness_kind`, `sliding_window`,
-`arrival`) are checked by kvplan.speed.fields.
+A case is one published measurement: the deployment (engine, GPU profile, catalog model, tp / ep / dp, dtypes), its
+`Load` and its figures in seconds or tokens/s (mean where stated, else median or the one value; MLPerf's ns read as
+such). A point is skipped, with its reason counted, when its model is not in the catalog (kvplan_model null), its GPU is
+not a profile key, its engine is not one of the four, or its lengths cannot be told. Lengths: isl/osl, else a drawn
+distribution's stated totals over num_prompts, else its mean, else a random length with a range ratio r as
+len x (1 + r) / 2 (SGLang's and vLLM's uniform draw); a dataset (ShareGPT) only through the stated totals or the
+total / output throughput ratio (input tokens = (total - output) / request rate); a stated osl is the most a request may
+generate, so where the run's output tokens/s over its requests/s says fewer were (its requests stopped at end of
+sequence), that mean is the osl (`generated`). Output lengths that differ request to request (no fixed osl and no range
+ratio of 1, or a stated osl the requests stopped short of) are `drawn` (kvplan.speed.load.group). A point at a finite
+request rate names its arrival process (`arrival`: poisson | gamma(k) | constant | closed | burst | unstated; absent
+reads as unstated), which sets the open loop's queueing wait (kvplan.speed.load); any other value is refused. `harness`
+names a benchmark tool that sets the engine's limits itself (trtllm-bench: kvplan.bench.running); `sliding_window: none`
+a run whose engine applied none of the model's sliding windows (kvplan.speed.fit.Built prices the model without them); a
+vLLM run under --enforce-eager is skipped (EAGER). A point marked `layout: unstated` (several GPUs whose tp / dp split
+the source does not give, where the harness does not run them as one group) is skipped. A per-GPU total (input + output)
+throughput whose definition the point states (`per_gpu_total`) is read as output tok/s where no output rate is stated
+(kvplan.speed.pergpu). The named fields (`backend`, `harness_kind`, `sliding_window`, `arrival`) are checked by
+kvplan.speed.fields.
 """
 
 from __future__ import annotations
@@ -63,6 +61,7 @@ PER_RANK_LIMIT = {"trtllm": "enable_attention_dp"}
 # with tp 1 already (case_of).
 DP_ATTENTION = {"sglang": "enable_dp_attention"}
 PREFIX_CACHE_OFF = {"sglang": "disable_radix_cache"}  # the flag that turns an engine's prefix cache off
+EAGER = {"vllm": "enforce_eager"}  # no CUDA graphs (engines.vllm.settings `eager`): steps vLLM's set is not fitted on
 ATTENTION_BACKEND = {"sglang": "attention_backend"}  # the flag that names an engine's attention backend
 # The flag that names an engine's MoE kernel, and the values that run TensorRT-LLM-gen's fused MoE through FlashInfer
 # (trtllm_fp8_block_scale_moe / trtllm_fp4_block_scale_moe: sgl-project/sglang@dec8155f6d073c78b0c7fd94953b838eccbdf9df
@@ -284,19 +283,28 @@ def attention_dp(case: Case) -> bool:
     return _on(flags, "enable_attention_dp") or _on(flags, DP_ATTENTION.get(case.engine))
 
 
+def _refused(p: dict, engine, flags: dict) -> str:
+    """Why a point is not priced, before its load is read ("" where nothing refuses it)."""
+    if engine not in ENGINES:
+        return f"engine {engine} not fitted"
+    if not p.get("kvplan_model"):
+        return "model not in the catalog"
+    if not p.get("gpu"):
+        return "GPU not a profile key"
+    if str(p.get("layout") or "").lower() == "unstated":  # several GPUs whose tp / dp the source does not give
+        return "layout not stated"
+    if _on(flags, EAGER.get(engine)):
+        return "run without CUDA graphs (eager), which no set is fitted on"
+    return ""
+
+
 def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
     """(the case, "") or (None, why it is skipped)."""
     engine = p.get("engine")
-    if engine not in ENGINES:
-        return None, f"engine {engine} not fitted"
-    if not p.get("kvplan_model"):
-        return None, "model not in the catalog"
-    if not p.get("gpu"):
-        return None, "GPU not a profile key"
-    if str(p.get("layout") or "").lower() == "unstated":  # several GPUs whose tp / dp the source does not give
-        return None, "layout not stated"
-    metrics = p.get("metrics") or {}
     flags = {str(k).replace("-", "_"): v for k, v in (p.get("flags") or {}).items()}  # as written, dashes read as _
+    if why := _refused(p, engine, flags):
+        return None, why
+    metrics = p.get("metrics") or {}
     gpus = max(1, _int(p.get("gpus"), 1))
     pp = max(1, _int(p.get("pp"), 1))
     dp = max(1, _int(p.get("dp"), 1))

@@ -26,7 +26,7 @@ from kvplan.speed.corpus import DEFAULT_MAX_SEQS, Case, attention_backend, in_tr
 from kvplan.speed.eras import fitted_with, own_terms, unused_terms
 from kvplan.speed.frontend import ingress_queue, ingress_rate, native_chat
 from kvplan.speed.load import combos, decode_context, value
-from kvplan.speed.model import decode_features, prefill_features, priced
+from kvplan.speed.model import decode_features, nccl_only, prefill_features, priced
 from kvplan.speed.nnls import nnls
 from kvplan.speed.recency import weights as recency_weights
 from kvplan.speed.shape import read_flops, shape_for, weight_dtype_of
@@ -91,6 +91,8 @@ class Built:
         self.roof_shape = bound(s)  # the roofline knows no engine's kernels
         if fused_allreduce(case.flags):  # the engine's fused kernel, after the roofline's copy
             self.shape = replace(s, fused_allreduce=True)
+        if nccl_only(case.flags):  # the run turned the engine's custom all-reduce off: NCCL's ring
+            self.shape = replace(self.shape, oneshot_latency_s=0.0, oneshot_max_bytes=0, allreduce=())
         if fp8_context_fmha(case) and gpu.dense_flops.get("fp8") and gpu.fp8 is not False:  # FP8 context attention
             self.shape = replace(self.shape, prefill_attn_rate=read_flops(gpu, "fp8"))
         if trtllm_gen_moe(case):  # TensorRT-LLM-gen's fused MoE: not the kernel the set's `grouped` t0 is fitted on

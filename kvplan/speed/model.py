@@ -43,16 +43,38 @@ MLA_PREFILL = {"llama.cpp": "absorbed"}
 # (kvplan.speed.terms.link). Training CV: every engine reading them 22.44% all figures (vLLM 24.72 -> 26.95%),
 # TensorRT-LLM alone 21.97% (docs/speed-history.md)
 MEASURED_ALLREDUCE = ("trtllm",)
-# engines whose tensor-parallel all-reduce among 2, 4, 6 or 8 GPUs of one fully connected fabric is a one-kernel
-# custom all-reduce below a message size, NCCL's ring at or past it: {engine: (size limit in bytes, world sizes)}.
-# vLLM's CustomAllreduce: world sizes [2, 4, 6, 8], max_size 8,192 x 1,024 B, `should_custom_ar` takes a message below
-# it where the ranks are fully connected (refused on more than two PCIe-only GPUs; vllm-project/vllm@00d618aa
-# :vllm/distributed/device_communicators/custom_all_reduce.py), one-shot below 512 KiB at <= 4 GPUs and 256 KiB at
-# <= 8, two-shot above (csrc/custom_all_reduce.cuh `REDUCE_CASE`): every rank reads its peers at once behind one
-# barrier, so a call's latency does not grow with the ranks as NCCL's ring's 2(n - 1) hops do (TensorRT-LLM's kernel
-# of the same design, timed in the H100 profile's table: 2.77 / 3.02 / 3.41 us at 2 / 4 / 8 GPUs, where the ring model
-# gives 7.8 / 10.2 / 15.0). Priced at kvplan.speed.terms.fabric_latency; the `latency` coefficient fits its scale
-CUSTOM_ALLREDUCE = {"vllm": (8192 * 1024, (2, 4, 6, 8))}
+# engines whose tensor-parallel all-reduce among the GPUs of one fully connected fabric is a one-kernel custom
+# all-reduce below a message size, NCCL's ring at or past it: {engine: {world size: the first message size in bytes
+# that goes to NCCL}}. Every rank reads its peers at once behind one barrier, so a call's latency does not grow with
+# the ranks as NCCL's ring's 2(n - 1) hops do (TensorRT-LLM's kernel, timed in the H100 profile's table: 2.77 / 3.02
+# / 3.41 us at 2 / 4 / 8 GPUs, where the ring model gives 7.8 / 10.2 / 15.0). Priced at
+# kvplan.speed.terms.fabric_latency (0 on PCIe and networks, which keep the ring); the `latency` coefficient fits its
+# scale. vLLM's CustomAllreduce: world sizes [2, 4, 6, 8], max_size 8,192 x 1,024 B, `should_custom_ar` takes a
+# message below it where the ranks are fully connected (refused on more than two PCIe-only GPUs;
+# vllm-project/vllm@00d618aa:vllm/distributed/device_communicators/custom_all_reduce.py), one-shot below 512 KiB at
+# <= 4 GPUs and 256 KiB at <= 8, two-shot above (csrc/custom_all_reduce.cuh `REDUCE_CASE`).
+# SGLang's CustomAllreduce is vLLM's ("Adapted from" vLLM v0.6.4.post1) and on by default (`disable_custom_all_reduce:
+# bool = False` in server_args.py of the 0.4.6.post5 and 0.5.9 wheels, read 2026-12-06): world sizes [2, 4, 6, 8],
+# `_MAX_CAR_SIZE = 8192 * 1024` (2 x that on ROCm: CUSTOM_ALLREDUCE_AMD), off on more than two GPUs not all linked
+# (`is_full_nvlink`); `should_custom_ar` takes `inp_size < max_size` in 0.4.6.post5, `<=` in 0.5.9 (one size apart,
+# not modelled); GroupCoordinator.all_reduce tries it before quick all-reduce, MSCCL++ and symmetric memory (off by
+# default) and NCCL (sglang/srt/distributed/parallel_state.py). Its FlashInfer all-reduce + RMSNorm fusion (on by
+# default on SM90 / SM100 for DeepSeek-V3, gpt-oss, GLM-4 MoE and Qwen3-MoE without DP attention, server_args.py
+# `enable_flashinfer_allreduce_fusion`) is TensorRT-LLM's one-shot kernel, one barrier a call too.
+# TensorRT-LLM's AllReduce, strategy AUTO: NCCL without P2P or NVLink between the ranks or past the workspace,
+# 16,000,000 B at <= 2 ranks and 8,000,000 B above (NVIDIA/TensorRT-LLM@005b299bd30992a58607c7628bb2009264970f37:
+# cpp/tensorrt_llm/common/customAllReduceUtils.h `getMaxRequiredWorkspaceSize`, `message_size_bytes >
+# max_workspace_size` to NCCL); below it the PyTorch backend's table picks ONESHOT (4) or TWOSHOT (5) for every
+# decode size at tp 2 / 4 / 8 (same file, `AllReduceBestStrategyTableSM90` / `SM100`; @01e2c361:cpp/tensorrt_llm/thop/
+# allreduceOp.cpp `ifFallbackToNCCL`, `selectStrategyLookUpTable`), and a TensorRT engine's plugin ONESHOT (below
+# 1 MB at <= 4 ranks, 500 kB above; NCCL or two-shot past them by release) for an even group of at most
+# MAX_RANKS_PER_NODE (@005b299b:cpp/tensorrt_llm/plugins/ncclPlugin/allreducePlugin.cpp `selectImplementation`,
+# `isCustomAllReduceSupported`). Where the profile has TensorRT-LLM's measured table (MEASURED_ALLREDUCE) that table
+# prices the calls instead (kvplan.speed.terms.measured_tp)
+CUSTOM_ALLREDUCE = {"vllm": dict.fromkeys((2, 4, 6, 8), 8192 * 1024),
+                    "sglang": dict.fromkeys((2, 4, 6, 8), 8192 * 1024),
+                    "trtllm": {2: 16_000_001, 4: 8_000_001, 6: 8_000_001, 8: 8_000_001}}
+CUSTOM_ALLREDUCE_AMD = {"sglang": 2 * 8192 * 1024}  # on ROCm: "crossover is at 16MB buffer size for ROCm"
 
 
 @lru_cache(maxsize=1)
@@ -77,15 +99,16 @@ def gemm_kernels(engine: str | None) -> str | None:
 
 
 def absorbed_prefill(engine: str | None, version: str | None = None, prefix_cache: bool = False, gpu=None,
-                     heads_per_rank: int = 0, backend: str | None = None) -> bool:
+                     heads_per_rank: int = 0, backend: str | None = None, architecture: str | None = None) -> bool:
     """Whether the engine's MLA prefill runs in the absorbed latent form: always (MLA_PREFILL); with its
     `prefix_cache` on, where the prompts share a cached prefix, at a release `version` (None: the current one) whose
-    attention backend on `gpu` (the run's `backend`, else the release's default for `heads_per_rank` heads a rank)
-    attends so (kvplan.speed.mlaform); kvplan's own rules (no engine) read vLLM's, which decompresses."""
+    attention backend on `gpu` (the run's `backend`, else the release's default for `heads_per_rank` heads a rank and
+    the model's `architecture`) attends so (kvplan.speed.mlaform); kvplan's own rules (no engine) read vLLM's, which
+    decompresses."""
     key = engine_key(engine)
     if MLA_PREFILL.get(key) == "absorbed":
         return True
-    return prefix_cache and bool(absorbs_with_prefix(key, version, gpu, heads_per_rank, backend))
+    return prefix_cache and bool(absorbs_with_prefix(key, version, gpu, heads_per_rank, backend, architecture))
 
 
 def measured_allreduce_kernel(engine: str | None) -> bool:
@@ -94,11 +117,28 @@ def measured_allreduce_kernel(engine: str | None) -> bool:
     return engine_key(engine) in MEASURED_ALLREDUCE if engine else False
 
 
-def custom_allreduce_bytes(engine: str | None, tp: int) -> int:
-    """The message size below which the engine's all-reduce among `tp` GPUs is its custom kernel
-    (CUSTOM_ALLREDUCE), 0 where it has none for that many; kvplan's own rules (no engine) read vLLM's."""
-    limit, sizes = CUSTOM_ALLREDUCE.get(engine_key(engine), (0, ()))
-    return limit if tp in sizes else 0
+def custom_allreduce_bytes(engine: str | None, tp: int, gpu=None) -> int:
+    """The message size from which the engine's all-reduce among `tp` GPUs of `gpu` (a profile; None: an NVIDIA part)
+    leaves its custom kernel for NCCL (CUSTOM_ALLREDUCE, CUSTOM_ALLREDUCE_AMD on an AMD profile), 0 where it has none
+    for that many; kvplan's own rules (no engine) read vLLM's."""
+    key = engine_key(engine)
+    limit = CUSTOM_ALLREDUCE.get(key, {}).get(tp, 0)
+    if limit and str(getattr(gpu, "vendor", "")).upper() == "AMD":
+        return CUSTOM_ALLREDUCE_AMD.get(key, limit)
+    return limit
+
+
+# A run's flags that send its tensor-parallel all-reduces to NCCL whatever their size: {flag: the values that do}.
+# vLLM's and SGLang's `--disable-custom-all-reduce` (no CustomAllreduce is built: vllm-project/vllm@00d618aa
+# custom_all_reduce.py, sglang 0.5.9 parallel_state.py `use_custom_allreduce`); TensorRT-LLM's `allreduce_strategy`
+# NCCL or NCCL_SYMMETRIC (AllreduceOp returns the stated strategy for them: @01e2c361 thop/allreduceOp.cpp), where the
+# profile's measured table (strategy AUTO) does not apply either
+NCCL_FLAGS = {"disable_custom_all_reduce": ("true", "1", "yes"), "allreduce_strategy": ("nccl", "nccl_symmetric")}
+
+
+def nccl_only(flags: dict | None) -> bool:
+    """Whether a run's stated flags (NCCL_FLAGS) leave its tensor-parallel all-reduces to NCCL's ring."""
+    return any(str((flags or {}).get(f, "")).strip().lower() in on for f, on in NCCL_FLAGS.items())
 
 
 def covered(engine: str | None) -> bool:

@@ -230,14 +230,15 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     peak_bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)
     rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, "bf16")
     link_bw, latency = link(gpu, max(terms["tp"], terms["ep"]))
-    oneshot = custom_allreduce_bytes(engine, terms["tp"])  # the engine's custom all-reduce, where it runs one
+    oneshot = custom_allreduce_bytes(engine, terms["tp"], gpu)  # the engine's custom all-reduce, where it runs one
     oneshot_latency = fabric_latency(gpu, terms["tp"]) if oneshot else 0.0
     paths, missing = (), ""
     if gemm_kernels(engine) == "ggml":
         dense = terms["flops_per_token"] / 2 - terms["top_k"] * terms["expert_params"]
         paths, missing = ggml_paths(gpu, stored, dense, lambda p: read_flops(gpu, p), date)
     heads = spec.num_attention_heads // max(1, terms["tp"])  # a rank's heads (DeepSeek's 128: 16 at tp 8, 128 at 1)
-    if absorbed_prefill(engine, version, prefix_cache, gpu, heads, attention_backend):  # attends as its decode does
+    if absorbed_prefill(engine, version, prefix_cache, gpu, heads, attention_backend,
+                        spec.architecture):  # attends as its decode does
         terms = {**terms, "attn_prefill_flops_per_pair": terms["attn_flops_per_pair"], "decompress_flops": 0.0}
     return Shape(**terms, bandwidth=float(read_bandwidth(gpu)), peak_bandwidth=float(gpu.bandwidth_bytes_per_s),
                  gemm_rate=rate or bf16, grouped_rate=(read_flops(gpu, own) if own != precision else 0.0),

@@ -227,7 +227,7 @@ class Sglang(Engine):
         version = self.version or self.default_version
         needs = (vendor in ("NVIDIA", "AMD") and fact_missing(gpu, "compute_capability")
                  and (reads_capability(model, self.opts, version) or sglang_fp8.reads_capability(model, version)
-                      or sglang_attention.reads_capability(model, self.opts, version)))
+                      or (vendor == "NVIDIA" and sglang_attention.reads_capability(model, self.opts, version))))
         tp_size = dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp
         fabric = sglang_allreduce.needs_fabric(gpu, tp_size)
         return fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +

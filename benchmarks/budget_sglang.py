@@ -69,6 +69,12 @@ def pool_tokens(rep: dict):
     return printed(rep)
 
 
+def printed_k(rep: dict):
+    """The K size printed, or the one "KV size" of a latent (MLA) pool, whose single buffer kvplan counts as K
+    (kvplan.engines.logparse_sglang); None where neither is printed."""
+    return rep.get("k_size_gb") or rep.get("kv_size_gb")
+
+
 def _term(pred: float, eng: float) -> dict:
     return {"engine": eng, "kvplan": pred, "error": pred - eng, "error_rel": (pred - eng) / eng if eng else None}
 
@@ -80,7 +86,7 @@ def given_budget(rec: dict, rep: dict, engine, model, dep, req, st) -> dict:
     from kvplan.planning.plan import cache_dtypes
 
     kvd = cache_dtypes(req, model)[0]
-    tokens, k = int(pool_tokens(rep).value), rep["k_size_gb"]
+    tokens, k = int(pool_tokens(rep).value), printed_k(rep)
     k_cell = pool_cell(model, dep, kvd, st)[2]
     half = 0.5 * 10 ** -k.decimals
     lo = math.ceil((k.value - half) * GIB / k_cell) - st.page_size
@@ -102,20 +108,23 @@ def end_to_end(rec: dict, rep: dict, engine, model, dep, req, gpu) -> dict:
     if "avail_after_weights_gb" in rep:  # free before the weights (usable - what the process holds) - weights
         out["avail_after_weights"] = _term(gpu.memory_usable_bytes - st["init_bytes"] - loaded,
                                            rep["avail_after_weights_gb"].value * GIB)
-    if "k_size_gb" in rep and "v_size_gb" in rep:
-        printed = rep["k_size_gb"].value + rep["v_size_gb"].value
+    if "k_size_gb" in rep and "v_size_gb" in rep or "kv_size_gb" in rep:
+        printed = sum(rep[k].value for k in ("k_size_gb", "v_size_gb", "kv_size_gb") if k in rep)
         printed += sum(rep[k].value for k in ("conv_state_gb", "ssm_state_gb") if k in rep)
         out["kv_pool"] = _term(plan.kv_memory_bytes_per_gpu, printed * GIB)
     if pool_tokens(rep) is not None:  # the first pool's line, as kvplan prints it (a hybrid SWA model: the SWA's)
         printed = next(f.value[0] for f in cap.lines if f.label == "KV Cache is allocated")
         out["tokens"] = _term(printed, int(pool_tokens(rep).value))
+    elif "max_total_num_tokens" in rep:  # no pool line (before 0.4.2): the scheduler's full-pool count
+        out["tokens"] = _term(cap.tokens, int(rep["max_total_num_tokens"].value))
     return out
 
 
 def sglang_weights(records: list[dict], split, parsed) -> list[dict]:
     """SGLang's weights as loaded ("Load weight end ... mem usage", GB = GiB) against kvplan's SGLang plan, for
     each SGLang record whose model is in the catalog: the record's GPU, else the log check's stand-in. A model kvplan
-    refuses for SGLang (a KvplanError, e.g. DeepSeek Sparse Attention's indexer cache) has no row: sglang_pool says why."""
+    refuses for SGLang (a KvplanError, e.g. DeepSeek Sparse Attention's indexer cache) has no row: sglang_pool says
+    why."""
     from kvplan.core.errors import KvplanError
     from kvplan.engines import resolve_engine
     from kvplan.engines.logcheck import assumed_gpu
@@ -196,15 +205,15 @@ def sglang_pool(records: list[dict], split, parsed) -> list[dict]:
         if rec.get("engine") != "sglang" or not model_name(rec):
             continue
         rep = parsed(rec).reported
-        if pool_tokens(rep) is None and "weights_mem_usage_gb" not in rep:
+        if pool_tokens(rep) is None and not {"weights_mem_usage_gb", "max_total_num_tokens"} & rep.keys():
             continue
         key = gpu_key(rec)
         gpu = find_gpu(key) if key else assumed_gpu()
-        engine, model, dep, req = setup(rec, gpu)
         row = {"id": rec["id"], "source": split(rec)[1], "split": split(rec)[0], "version": version_of(rec),
-               "gpu": key, "tp": dep.tp, "pp": dep.pp, "terms": {}, "why_not": None}
-        try:
-            if pool_tokens(rep) is not None and "k_size_gb" in rep:
+               "gpu": key, "tp": int(rec.get("tp") or 1), "pp": int(rec.get("pp") or 1), "terms": {}, "why_not": None}
+        try:  # a release kvplan does not model (before 0.4.0) is refused here, said in the row
+            engine, model, dep, req = setup(rec, gpu)
+            if pool_tokens(rep) is not None and printed_k(rep) is not None:
                 st = engine.settings(model, gpu, dep, req)
                 row["terms"]["tokens_from_k"] = given_budget(rec, rep, engine, model, dep, req, st)
             if rec.get("unpredictable"):

@@ -350,3 +350,12 @@ def test_vllm_a_line_only_later_releases_print_moves_the_release(tmp_path):
     path.write_text("".join(f"2026-05-01 22:47:46.772 | {line}\n" for line in base.splitlines()))
     version, notes = _vllm_notes(path)
     assert version == "0.21.0" and "predates 0.21.0's upload (2026-05-15)" in notes[0]
+
+
+def test_sglang_log_naming_no_model_says_so(tmp_path):
+    # A log whose lines name neither a model nor an architecture once read "the log names only no model"
+    path = tmp_path / "bare.log"
+    path.write_text("[2025-12-28 10:40:09 TP0] KV Cache is allocated. #tokens: 2089724, K size: 23.92 GB, "
+                    "V size: 23.92 GB\n")
+    r = runner.invoke(app, ["check-log", str(path)])
+    assert r.exit_code == 2 and r.output.strip() == "Error: the log names no model; pass --model to check it"

@@ -46,6 +46,8 @@ CAPABILITY = {
     "h800": "9.0", "h200-nvl": "9.0", "rtx-pro-6000-workstation": "12.0", "gb10": "12.1", "mi300a": "gfx942",
     # issue 21's corpus coverage (ROCm GPU specs: MI100 is CDNA, gfx908)
     "mi100": "gfx908",
+    # issue 22's consumer Blackwell (CUDA GPUs list: GeForce RTX 5080, 12.0)
+    "rtx-5080": "12.0",
     # issue 22's RDNA3 cards (ROCm@e396b489 docs/reference/gpu-arch-specs.rst: Radeon PRO W7900 and RX 7900 XTX, gfx1100)
     "radeon-pro-w7900": "gfx1100", "rx-7900-xtx": "gfx1100",
 }

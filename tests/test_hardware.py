@@ -90,6 +90,8 @@ def test_estimates_follow_the_one_documented_rule(gpus):
         "mi100",
         # issue 22's RDNA3 cards (no torch total in a citable issue)
         "radeon-pro-w7900", "rx-7900-xtx",
+        # issue 22's consumer Blackwell: nvidia-smi's total is cited (memory_smi_bytes), torch's is not
+        "rtx-5080",
     }
     rules = {gpus[k].memory_usable_source for k in estimated}
     assert len(rules) == 1 and "0.9825" in rules.pop()
@@ -352,7 +354,7 @@ SHARED_NAMES = {
 }
 # Bundled GPUs gpus.yaml has no row for (issue 22): their facts come from the sources their profiles cite.
 NOT_IN_SHARED = {"rtx-a6000", "rtx-6000-ada", "rtx-a4500", "rtx-pro-6000-workstation", "h200-nvl", "h800", "a800",
-                 "l20", "l40", "gb10", "mi300a", "mi100", "radeon-pro-w7900", "rx-7900-xtx"}
+                 "l20", "l40", "gb10", "mi300a", "mi100", "radeon-pro-w7900", "rx-7900-xtx", "rtx-5080"}
 # Deliberate differences, each explained in the profile's source/notes.
 DEVIATIONS = {
     ("t4", "mem_bw_GBps"),  # 320 GB/s from the NVIDIA product brief; gpus.yaml has the rounded 0.3 TB/s
@@ -423,7 +425,9 @@ NVIDIA_SMI_NAMES = {
     "NVIDIA RTX A6000": "rtx-a6000", "NVIDIA RTX 6000 Ada Generation": "rtx-6000-ada", "NVIDIA RTX A4500": "rtx-a4500",
     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "rtx-pro-6000-workstation", "NVIDIA H200 NVL": "h200-nvl",
     "NVIDIA H800": "h800", "NVIDIA A800-SXM4-80GB": "a800", "NVIDIA L20": "l20", "NVIDIA L40": "l40",
-    "NVIDIA GB10": "gb10", "AMD Instinct MI300X OAM": "mi300x", "MI300X-O": "mi300x",
+    "NVIDIA GB10": "gb10",
+    "NVIDIA GeForce RTX 5080": "rtx-5080",  # nvidia-smi in SlimRAG/MinerU-docker README@2f07a352 (issue 22)
+    "AMD Instinct MI300X OAM": "mi300x", "MI300X-O": "mi300x",
     "AMD-Instinct-MI250X-MI250": "mi250x", "AMD Instinct MI250X/MI250": "mi250x", "AMD-Instinct-MI300A": "mi300a",
     "AMD-Instinct-MI325X-OAM": "mi325x", "AMD-Instinct-MI355X-OAM": "mi355x",
 }

@@ -141,3 +141,16 @@ def test_a_profile_without_its_capability_says_what_the_page_rule_assumed():
     assert any("gives no compute_capability" in w.message for w in plan.plan.warnings)
     dense = resolve_engine("sglang", "0.5.5", []).result(find_in_catalog("llama-3.1-8b"), bare, DEP, REQ)
     assert not any("gives no compute_capability" in w.message for w in dense.plan.warnings)
+
+
+def test_an_empty_backend_is_refused_not_read_as_none_named():
+    # `--engine-opt attention_backend=` once planned SGLang's default backend and emitted no --attention-backend
+    with pytest.raises(KvplanError, match="reads the page of"):
+        _page(V3, B200, "0.5.5", ["attention_backend="])
+
+
+def test_aiter_is_refused_by_name_for_the_fraction_it_cuts():
+    # SGLang multiplies mem_fraction_static by 0.85 under aiter once the context passes 8,192 tokens
+    # (sgl-project/sglang#6564, 2025-05-24; #37242 keeps it, 2026-08-31): kvplan's budget has no such cut, so it refuses
+    with pytest.raises(KvplanError, match="0.85 .*sglang#6564"):
+        _page(V3, MI300X, "0.5.5", ["attention_backend=aiter"])

@@ -179,3 +179,48 @@ def test_a_vllm_run_under_enforce_eager_is_skipped_not_priced_as_a_graph_run():
     # another engine's flag of that name is not read (only vLLM's --enforce-eager is known)
     case, why = case_of({**p, "engine": "sglang", "version": "0.5.9"}, "test", "")
     assert case is not None, why
+
+
+def test_a_boolean_flag_kvplan_reads_is_true_or_false_else_refused(tmp_path):
+    # `enforce-eager: 1` once read as off (`_on` takes only "true"): the eager run was priced as a CUDA-graph run.
+    # The corpus file is refused, naming the point and the flag; a flag kvplan does not read keeps any value.
+    import yaml
+
+    from kvplan.speed.corpus import read_corpus
+
+    doc = yaml.safe_load((CORPUS / "vllm-issue-20469.yaml").read_text())
+    doc["points"] = doc["points"][:1]
+    doc["points"][0]["flags"] = {**(doc["points"][0].get("flags") or {}), "enforce-eager": 1}
+    (tmp_path / "one.yaml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(ValueError, match="point .*flag enforce-eager 1 is not true or false"):
+        read_corpus(tmp_path)
+    doc["points"][0]["flags"] = {"enforce_eager": False, "some_other_flag": 1}
+    (tmp_path / "one.yaml").write_text(yaml.safe_dump(doc))
+    cases, _ = read_corpus(tmp_path)
+    assert len(cases) == 1
+
+
+def test_sglang_and_trtllm_runs_stating_cuda_graphs_off_are_skipped_as_eager():
+    # SGLang's --disable-cuda-graph (store_true, 'Disable cuda graph.': sgl-project/sglang@469c63e5
+    # python/sglang/srt/server_args.py); TensorRT-LLM's LLM API use_cuda_graph false (TorchLlmArgs, default False
+    # before 1.0: NVIDIA/TensorRT-LLM@fcd3f316 tensorrt_llm/llmapi/llm_args.py) and cuda_graph_config null (its
+    # successor, graphs on by default_factory unless None). No corpus point states one (grep of tests/fixtures/speed).
+    import yaml
+
+    doc = yaml.safe_load((CORPUS / "vllm-issue-20469.yaml").read_text())
+    base = {**doc["defaults"], **doc["points"][0]}
+    base = {**base, "flags": {k: v for k, v in base["flags"].items() if k != "enforce_eager"}}
+    sglang = {**base, "engine": "sglang", "version": "0.5.9"}
+    assert case_of(sglang, "t", "")[0] is not None
+    for flags, engine in (({"disable_cuda_graph": True}, sglang), ({"disable-cuda-graph": "true"}, sglang)):
+        case, why = case_of({**engine, "flags": flags}, "t", "")
+        assert case is None and "disable_cuda_graph: true" in why
+    trt = {**base, "engine": "trtllm", "version": "1.0.0"}
+    assert case_of({**trt, "flags": {"cuda_graph_config": {"enable_padding": True}}}, "t", "")[0] is not None
+    assert case_of({**trt, "flags": {"use_cuda_graph": True}}, "t", "")[0] is not None
+    case, why = case_of({**trt, "flags": {"cuda_graph_config": None}}, "t", "")
+    assert case is None and "cuda_graph_config: null" in why
+    case, why = case_of({**trt, "flags": {"use_cuda_graph": False}}, "t", "")
+    assert case is None and "use_cuda_graph: false" in why
+    # vLLM reads none of these (its flag is enforce_eager)
+    assert case_of({**base, "flags": {"disable_cuda_graph": True, "use_cuda_graph": False}}, "t", "")[0] is not None

@@ -112,3 +112,50 @@ def test_a_plan_on_a_profile_without_the_rate_says_so():
     assert "no int8 rate" in line and "priced at zero" in line
     assert unrated_note("llama.cpp", RTX4090, "q4_k_m") == []
     assert unrated_note("vllm", no_int8, "q4_k_m") == []  # other engines' GEMM term reads bf16, as before
+
+
+# RDNA3 (ggml-org/ggml@b96dffa0 src/ggml-cuda/mmq.cu:309, llama.cpp#17576 merged 2025-12-05: `amd_wmma_available`
+# includes RDNA3, MMQ at every batch on V_WMMA_I32_16X16X16_IU8, mma.cuh:1326-1331 at d99724f2; before it,
+# ggml-org/ggml@b3166ace mmq.cu:315: dp4a MMQ below 64, dequantize + rocBLAS from 64; since #18537, 2026-01-06,
+# ggml-org/ggml@803885a3 mmq.cu:347-353: Q2_K, Q6_K, IQ2_XS, IQ2_S only at ne11 <= 128).
+XTX = find_gpu("rx-7900-xtx")
+
+
+def test_the_7900_xtx_int8_rate_is_its_wmma_iu8_rate():
+    # 96 CUs x 512 IU8 ops per CU per clock (RDNA3's WMMA, as its FP16) x 2.5e9 Hz = 122,880e9 OP/s = 122.88 T
+    assert XTX.dense_flops["int8"] == 96 * 512 * 2_500_000_000 == 122_880_000_000_000
+    # the W7900: the same 96 CUs at 2.495 GHz = 122.63 T; the profile keeps AMD's rounded 122.64 T, as its fp16
+    w7900 = find_gpu("radeon-pro-w7900").dense_flops
+    assert w7900["int8"] == w7900["fp16"] == pytest.approx(96 * 512 * 2_495_000_000, rel=1e-4)
+
+
+def test_rdna3_q4_k_runs_wmma_int8_mmq_at_every_batch_since_17576():
+    s = shape_for(SPEC, XTX, weight_dtype="q4_k_m", engine="llama.cpp")  # no date: the current build
+    assert s.rate_missing == "" and path_at(s, 8) == (122.88e12, 0) and path_at(s, 9) == (122.88e12, 0)
+    assert path_at(s, 1024) == (122.88e12, 0)  # no fp16 copy at any micro-batch
+    # pp512: (13,959,176,192 x 512 + 1,050,673,152) FLOPs / 122.88e12 = 58.17 ms
+    assert _pp512(s)[GEMM] == pytest.approx(58.17e-3, rel=1e-3)
+    assert _pp512(s)[WEIGHTS] == pytest.approx(s.dense_bytes / s.bandwidth)
+
+
+def test_rdna3_before_17576_dequantized_from_64_tokens():
+    s = shape_for(SPEC, XTX, weight_dtype="q4_k_m", engine="llama.cpp", date="2025-11-30")
+    copy = 4 * FLOPS // 2  # 2 bytes written + 2 read per weight but the head's: 27,918,352,384 bytes a micro-batch
+    assert path_at(s, 63) == (122.88e12, 0) and path_at(s, 64) == (122.88e12, copy)
+    assert path_at(shape_for(SPEC, XTX, weight_dtype="q4_k_m", engine="llama.cpp", date="2025-12-05"), 64)[1] == 0
+
+
+def test_rdna3_q6_k_goes_to_rocblas_past_128_tokens_since_18537():
+    s = shape_for(SPEC, XTX, weight_dtype="q6_k", engine="llama.cpp")
+    assert path_at(s, 128)[1] == 0 and path_at(s, 129)[1] == 4 * FLOPS // 2
+    dec = shape_for(SPEC, XTX, weight_dtype="q6_k", engine="llama.cpp", date="2026-01-01")  # #17576, not #18537
+    assert path_at(dec, 1024)[1] == 0
+    # RDNA3.5 (gfx1151: (11, 5)) keeps Q6_K on MMQ to 256 since #18666 (2026-01-10)
+    strix = replace(XTX, compute_capability="gfx1151")
+    assert path_at(shape_for(SPEC, strix, weight_dtype="q6_k", engine="llama.cpp"), 256)[1] == 0
+    assert path_at(shape_for(SPEC, strix, weight_dtype="q6_k", engine="llama.cpp"), 257)[1] == 4 * FLOPS // 2
+
+
+def test_rdna3_without_an_int8_rate_says_so():
+    no_int8 = replace(XTX, dense_flops={k: v for k, v in XTX.dense_flops.items() if k != "int8"})
+    assert shape_for(SPEC, no_int8, weight_dtype="q4_k_m", engine="llama.cpp").rate_missing == "int8"

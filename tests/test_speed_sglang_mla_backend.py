@@ -8,8 +8,9 @@ L585-601) and flashinfer by 0.5.3 (_handle_attention_backend, 0.5.6.post1 L347-3
 cached prefixes reach 8,192 tokens, where a long prompt's pairs are (priced decompressed); trtllm_mla decompresses
 (MHA_CHUNKED_KV, L401-408), aiter at 0.5.7 too (L421-425). Defaults for an MLA model: fa3 on Hopper from 0.4.6 (0.4.6
 `srt/model_executor/model_runner.py` L258-263, triton elsewhere), flashinfer on compute capability 10 and aiter on
-ROCm at 16 or 128 heads a rank from 0.4.7 (0.4.7 model_runner L336-352), trtllm_mla on compute capability 10 by
-0.5.6.post1 (`srt/server_args.py` L1040-1049).
+ROCm at 16 or 128 heads a rank from 0.4.7 (0.4.7 model_runner L336-352), trtllm_mla on compute capability 10 from
+0.5.4 for DeepseekV3ForCausalLM only (0.5.4 `srt/server_args.py` L879-888, `model_arch in ["DeepseekV3ForCausalLM"]`;
+0.5.6.post1 L1040-1049), so DeepSeek-V2-Lite (DeepseekV2ForCausalLM) keeps flashinfer on a B200.
 
 DeepSeek-R1's config (deepseek-ai/DeepSeek-R1 config.json, ../shared/configs): 61 layers, 128 heads, kv_lora_rank 512,
 qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim 128. Per pair a layer a rank of h heads: absorbed 4 x h x
@@ -53,8 +54,41 @@ def test_blackwell_by_release_flashinfer_absorbed_then_decompressed_and_trtllm_m
     assert _form(B200, "0.4.7") == ABSORBED  # 0.4.7's flashinfer: MHA only at no cached prefix
     assert default_backend("sglang", "0.5.3", B200, 16) == "flashinfer"
     assert _form(B200, "0.5.3") == DECOMPRESSED  # 0.5.3's: the fa3 threshold rule
-    assert default_backend("sglang", "0.5.6.post1", B200, 16) == "trtllm_mla"
+    v3 = "DeepseekV3ForCausalLM"
+    assert default_backend("sglang", "0.5.3", B200, 16, v3) == "flashinfer"  # 0.5.3 has no trtllm_mla default
+    assert default_backend("sglang", "0.5.4", B200, 16, v3) == "trtllm_mla"  # 0.5.4 server_args L879-888
+    assert default_backend("sglang", "0.5.6.post1", B200, 16, v3) == "trtllm_mla"
+    assert default_backend("sglang", None, B200, 16, v3) == "trtllm_mla"
+    assert default_backend("sglang", "0.5.6.post1", H200, 16, v3) == "fa3"  # capability 9: the table's fa3
     assert _form(B200, "0.5.6.post1") == DECOMPRESSED
+
+
+def test_only_the_deepseek_family_defaults_to_trtllm_mla_on_blackwell():
+    # DeepSeek-V2-Lite (DeepseekV2ForCausalLM) is not in 0.5.4-0.5.23's lists: flashinfer, which from 0.5.3 absorbs
+    # only below 8,192 cached tokens (its long prompts' chunks decompressed, as 0.5.3's B200 runs above)
+    for version in ("0.5.4", "0.5.6.post1", "0.5.12", None):
+        assert default_backend("sglang", version, B200, 16, "DeepseekV2ForCausalLM") == "flashinfer", version
+    # Kimi K2.5 from 0.5.9 (0.5.9 server_args L1197-1203), not at 0.5.8
+    assert default_backend("sglang", "0.5.8", B200, 16, "KimiK25ForConditionalGeneration") == "flashinfer"
+    assert default_backend("sglang", "0.5.9", B200, 16, "KimiK25ForConditionalGeneration") == "trtllm_mla"
+
+
+def test_the_page_and_the_prefill_form_read_one_table(monkeypatch):
+    # kvplan.engines.sglang.attention's page and this module's backend follow SM100_MLA alone: an architecture added
+    # to it moves both (DeepSeek-V2-Lite on a B200 at 0.5.12: flashinfer, page 1 -> trtllm_mla, page 64)
+    from kvplan.engines import resolve_engine
+    from kvplan.planning.deploy import Deployment
+    from kvplan.planning.plan import Request
+    from kvplan.speed import mlaform
+    lite = find_in_catalog("deepseek-v2-lite")
+
+    def page():
+        engine = resolve_engine("sglang", "0.5.12", [])
+        return engine.settings(lite, B200, Deployment(1), Request(context=4096)).page_size
+    assert (default_backend("sglang", "0.5.12", B200, 16, lite.architecture), page()) == ("flashinfer", 1)
+    gpu, backend, rules = mlaform.SM100_MLA["sglang"]
+    monkeypatch.setitem(mlaform.SM100_MLA, "sglang", (gpu, backend, rules + (((0, 5, 12), (lite.architecture,)),)))
+    assert (default_backend("sglang", "0.5.12", B200, 16, lite.architecture), page()) == ("trtllm_mla", 64)
     assert _form(B200, "0.5.12", backend="triton") == ABSORBED  # a backend the run names wins
 
 

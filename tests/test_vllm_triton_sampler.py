@@ -105,6 +105,7 @@ SM_COUNT = {
     "mi100": 120, "mi250x": 110, "mi300x": 304, "mi300a": 228, "mi325x": 304, "mi355x": 256,
     # ROCm@e396b489 docs/reference/gpu-arch-specs.rst, Compute Units (issue 22's RDNA3 cards)
     "radeon-pro-w7900": 96, "rx-7900-xtx": 96,
+    "rtx-5080": 10752 // 128,  # issue 22: Notebookcheck's spec page, 10,752 CUDA cores (84 SMs)
 }
 # No vendor datasheet or whitepaper with the count was found (kvplan/hardware/profiles/README.md says which)
 NO_SOURCE = {"h100-nvl", "h800", "gb300", "gaudi2", "gaudi3"}

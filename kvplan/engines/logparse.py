@@ -11,6 +11,7 @@ import re
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.logdates import written
+from kvplan.engines.logparse_sglang import sglang_log
 from kvplan.engines.vllm.releases import FLOORS
 from kvplan.engines.logrecord import (  # noqa: F401 (re-exported: callers import the record's names from here too)
     C, I, MAX_FIGURE, MAX_LAYERS, N, LogRecord, Num, _check_figures, _int, _line_end, _num, deployment_said,
@@ -54,7 +55,7 @@ def parse_log(text: str) -> LogRecord:
     if engine is None:
         raise KvplanError("not a vLLM, SGLang, TensorRT-LLM or llama.cpp start-up log (no line kvplan recognises)", EXIT_USAGE)
     rec = LogRecord(engine)
-    {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp, "trtllm": _trtllm}[engine](text, rec)
+    {"vllm": _vllm, "sglang": sglang_log, "llama.cpp": _llamacpp, "trtllm": _trtllm}[engine](text, rec)
     rec.written = written(text)  # the log's own clock: a bound on its release where it prints none
     if not rec.reported:
         raise KvplanError(f"found {engine} lines but no KV-cache figures to check", EXIT_USAGE)
@@ -142,88 +143,6 @@ def _vllm(text: str, rec: LogRecord) -> None:
         rec.era = "v1-early"  # V1 before "GPU KV cache size" (v0.7.x)
     else:
         rec.era = "v1"
-
-
-def _sglang_weights_and_pool(text: str, rec: LogRecord) -> None:
-    """ "Load weight end ... avail mem=X GB, mem usage=Y GB." and "KV Cache is allocated. #tokens: N, K size: ...";
-    before "mem usage" and "#tokens" were printed (0.4.2.post1 model_runner.py L345-349, mem_cache/memory_pool.py
-    L194-196) only the free memory and the K and V sizes."""
-    r, s = rec.reported, rec.settings
-    at = text.find("Load weight end.")
-    if at >= 0:
-        line = text[at:_line_end(text, at)]
-        arch = re.search(r"type=(\w+)", line)
-        mem = re.search(r"avail mem=" + N + r" GB(?:, mem usage=" + N + " GB)?", line)
-        if arch and mem:
-            rec.architecture = arch.group(1)
-            r["avail_after_weights_gb"] = _num(mem.group(1))
-            if mem.group(2):
-                r["weights_mem_usage_gb"] = _num(mem.group(2))
-    m = _first(r"KV Cache is allocated\. (?:dtype: (\S+), )?#tokens: " + I + ", K size: " + N + " GB, V size: "
-               + N + " GB", text)
-    if m:
-        if m.group(1):
-            s["kv_cache_dtype"] = m.group(1).rstrip(",").replace("torch.", "")
-        r["kv_tokens"], r["k_size_gb"], r["v_size_gb"] = _num(m.group(2)), _num(m.group(3)), _num(m.group(4))
-    elif m := _first(r"KV Cache is allocated\. K size: " + N + " GB, V size: " + N + " GB", text):
-        r["k_size_gb"], r["v_size_gb"] = _num(m.group(1)), _num(m.group(2))
-
-
-def _sglang(text: str, rec: LogRecord) -> None:
-    r, s = rec.reported, rec.settings
-    _sglang_weights_and_pool(text, rec)
-    m = _first(r"Memory pool end\. avail mem=" + N + " GB", text)
-    if m:
-        r["avail_after_pool_gb"] = _num(m.group(1))
-    _sglang_states(text, r)
-    m = _first(r"max_total_num_tokens=" + I + r", chunked_prefill_size=(-?\d{1,30}), max_prefill_tokens=" + I
-               + r", max_running_requests=" + I + r", context_len=" + I, text)
-    if m:
-        r["max_total_num_tokens"], r["max_running_requests"] = _num(m.group(1)), _num(m.group(4))
-        s["chunked_prefill_size"], s["context_len"] = int(m.group(2)), int(m.group(5))
-    # HiCache's host pool (pool_host/base.py HostKVCache, kvplan.engines.sglang.offload): what it allocates per
-    # rank, or the refusal when the host lacks the memory
-    m = _first(r"Allocating " + N + " GB host memory for hierarchical KV cache", text)
-    if m:
-        r["hicache_host_gb"] = _num(m.group(1))
-    m = _first(r"hierarchical KV host pool: " + I + " tokens, " + N + " GB host memory", text)
-    if m:
-        r["hicache_host_tokens"], r["hicache_host_gb"] = _num(m.group(1)), _num(m.group(2))
-    m = _first(r"Not enough host memory available\. Requesting " + N + " GB but only have " + N + " GB free", text)
-    if m:
-        r["hicache_requested_gb"], r["hicache_free_gb"] = _num(m.group(1)), _num(m.group(2))
-    m = _first(r"mem[_-]fraction[_-]static[= ]" + N, text)
-    if m:
-        s["mem_fraction_static"] = float(m.group(1))
-        if not 0 < s["mem_fraction_static"] < 1:
-            raise KvplanError(f"the log's mem_fraction_static = {m.group(1)} must be between 0 and 1", EXIT_USAGE)
-    m = _first(r"(?:model_path='|--model(?:-path)? )([^'\s]+)", text)
-    if m:
-        rec.model = m.group(1)
-    # The size a setting names, else the ranks the lines are tagged with ("TP0".."TP3": 4). Only rank 0
-    # tagged says nothing (SGLang prints most start-up lines from rank 0 alone): left unknown.
-    for key, tag in (("tp", "TP"), ("pp", "PP"), ("dp", "DP")):
-        ranks = {int(x) for x in re.findall(r"\b" + tag + r"(\d{1,6})[ \]]", text)}
-        m = _first(r"(?:" + key + r"_size=|--" + key + r"(?:-size)? )" + I, text)
-        if m:
-            setattr(rec, key, int(m.group(1)))
-            rec.read[key] = f"{key}_size={m.group(1)}"
-        elif len(ranks) > 1 or max(ranks, default=0) > 0:
-            setattr(rec, key, max(ranks) + 1)
-            rec.read[key] = f"lines tagged {tag}0..{tag}{max(ranks)}"
-    m = _first(r"sglang(?:==|[ \t]+version[ \t]+|:v?)(\d[\w.]*)", text)
-    if m:
-        rec.version = m.group(1)
-
-
-def _sglang_states(text: str, r: dict) -> None:
-    """The recurrent-state pool's line (kvplan.engines.sglang.mamba); the slot count is printed from 0.5.4."""
-    m = _first(r"Mamba Cache is allocated\. (?:max_mamba_cache_size: " + I + ", )?conv_state size: " + N
-               + r" ?GB, ssm_state size: " + N + " ?GB", text)
-    if m:
-        if m.group(1):
-            r["max_mamba_cache_size"] = _num(m.group(1))
-        r["conv_state_gb"], r["ssm_state_gb"] = _num(m.group(2)), _num(m.group(3))
 
 
 def _llamacpp(text: str, rec: LogRecord) -> None:

@@ -95,7 +95,8 @@ def _stage_costs(plan, spec, engine: str | None = None, version: str | None = No
         frac = (end - start) / spec.num_layers
         experts = int(wb.experts * scale * frac / tp)
         pairs, prefill, attn_topk, decompress = attention_flops(spec.layers[start:end], spec.num_attention_heads, tp)
-        if absorbed_prefill(engine, version, True, gpu, spec.num_attention_heads // max(1, tp)):  # as its decode does
+        heads = spec.num_attention_heads // max(1, tp)
+        if absorbed_prefill(engine, version, True, gpu, heads, None, spec.architecture):  # as its decode does
             prefill, decompress = pairs, 0.0
         sp = s.profile
         costs.append(StageCost(

@@ -14,9 +14,10 @@ request rate names its arrival process (`arrival`: poisson | gamma(k) | constant
 reads as unstated), which sets the open loop's queueing wait (kvplan.speed.load); any other value is refused. `harness`
 names a benchmark tool that sets the engine's limits itself (trtllm-bench: kvplan.bench.running); `sliding_window: none`
 a run whose engine applied none of the model's sliding windows (kvplan.speed.fit.Built prices the model without them); a
-vLLM run under --enforce-eager is skipped (EAGER). A point marked `layout: unstated` (several GPUs whose tp / dp split
-the source does not give, where the harness does not run them as one group) is skipped. A per-GPU total (input + output)
-throughput whose definition the point states (`per_gpu_total`) is read as output tok/s where no output rate is stated
+run stating its engine's CUDA graphs off (vLLM's --enforce-eager, SGLang's --disable-cuda-graph, TensorRT-LLM's
+use_cuda_graph false or cuda_graph_config null: kvplan.speed.fields.graphless) is skipped, as is a point marked `layout:
+unstated` (several GPUs whose tp / dp split the source does not give, where the harness does not run them as one
+group). A per-GPU total (input + output) throughput whose definition the point states (`per_gpu_total`) is read as output tok/s where no output rate is stated
 (kvplan.speed.pergpu). The named fields (`backend`, `harness_kind`, `sliding_window`, `arrival`) are checked by
 kvplan.speed.fields.
 """
@@ -29,11 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.speed.eras import era_of
-from kvplan.speed.fields import arrival_of, backend_of, harness_kind_of, served, windowed_of
+from kvplan.speed.fields import (GRAPHS_OFF, arrival_of, backend_of, bool_flags_check, graphless, harness_kind_of,
+                                 served, windowed_of)
 from kvplan.speed.frontend import endpoint_of
 from kvplan.speed.load import Load
-from kvplan.speed.pergpu import check as per_gpu_total_check
-from kvplan.speed.pergpu import output_rate as per_gpu_total_output
+from kvplan.speed.pergpu import check as per_gpu_total_check, output_rate as per_gpu_total_output
 from kvplan.speed.spread import SHAREGPT_OUTPUT_CV2, random_range_cv2
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
@@ -61,7 +62,8 @@ PER_RANK_LIMIT = {"trtllm": "enable_attention_dp"}
 # with tp 1 already (case_of).
 DP_ATTENTION = {"sglang": "enable_dp_attention"}
 PREFIX_CACHE_OFF = {"sglang": "disable_radix_cache"}  # the flag that turns an engine's prefix cache off
-EAGER = {"vllm": "enforce_eager"}  # no CUDA graphs (engines.vllm.settings `eager`): steps vLLM's set is not fitted on
+BOOL_FLAGS = ("enable_attention_dp", "disable_custom_all_reduce", *DP_ATTENTION.values(), *PREFIX_CACHE_OFF.values(),
+              *(key for key, _ in GRAPHS_OFF.values()))  # true / false only (_on; model.NCCL_FLAGS; fields.GRAPHS_OFF)
 ATTENTION_BACKEND = {"sglang": "attention_backend"}  # the flag that names an engine's attention backend
 # The flag that names an engine's MoE kernel, and the values that run TensorRT-LLM-gen's fused MoE through FlashInfer
 # (trtllm_fp8_block_scale_moe / trtllm_fp4_block_scale_moe: sgl-project/sglang@dec8155f6d073c78b0c7fd94953b838eccbdf9df
@@ -293,8 +295,8 @@ def _refused(p: dict, engine, flags: dict) -> str:
         return "GPU not a profile key"
     if str(p.get("layout") or "").lower() == "unstated":  # several GPUs whose tp / dp the source does not give
         return "layout not stated"
-    if _on(flags, EAGER.get(engine)):
-        return "run without CUDA graphs (eager), which no set is fitted on"
+    if off := graphless(engine, flags):  # kvplan.speed.fields.GRAPHS_OFF
+        return f"run without CUDA graphs (eager, {off}), which no set is fitted on"
     return ""
 
 
@@ -390,6 +392,7 @@ def read_corpus(folder: Path) -> tuple[list[Case], dict]:
                 backend_of(p.get("engine"), p.get("backend"))
                 harness_kind_of(p.get("engine"), p.get("harness_kind"))
                 per_gpu_total_check(p)
+                bool_flags_check(p.get("flags"), BOOL_FLAGS)
             except ValueError as e:
                 raise ValueError(f"{f.name}, point {p.get('id')}: {e}") from None
             case, why = case_of(p, src["id"], str(src.get("date", "")))

@@ -10,8 +10,17 @@ ggml-org/ggml, which syncs that directory of ggml-org/llama.cpp):
   2024-06-10; ggml-org/ggml@c570abcd src/ggml-cuda/mmq.cu; now `turing_mma_available(cc)`,
   ggml-org/ggml@d99724f2 src/ggml-cuda/mmq.cu:312). AMD CDNA (MFMA) since llama.cpp#14624 (merged 2025-07-26,
   ggml-org/ggml@ae9a8738 src/ggml-cuda/mmq.cu:309): CDNA3 always; CDNA1/2 at ne11 <= 128, for q4_0/q4_1/q5_0/q5_1
-  always, for q4_K/q5_K at ne11 <= 256 (ggml-org/ggml@d99724f2 src/ggml-cuda/mmq.cu:327-346).
-* MMQ or MMVQ on dp4a (no int8 MMA: Volta, CDNA before #14624) below a batch of 64 (`MMQ_DP4A_MAX_BATCH_SIZE`,
+  always, for q4_K/q5_K at ne11 <= 256 (ggml-org/ggml@d99724f2 src/ggml-cuda/mmq.cu:327-346). AMD RDNA3 (WMMA,
+  gfx11) since llama.cpp#17576 ('HIP: enable WMMA-MMQ INT kernels for RDNA 3', merged 2025-12-05,
+  ggml-org/ggml@b96dffa0 src/ggml-cuda/mmq.cu:309 and common.cuh:296, `amd_wmma_available` now RDNA3 too): MMQ's
+  tiles multiply by V_WMMA_I32_16X16X16_IU8 (ggml-org/ggml@d99724f2 src/ggml-cuda/mma.cuh:1326-1331), at the
+  profile's int8 (IU8 WMMA) rate, for every type; since llama.cpp#18537 (merged 2026-01-06, ggml-org/ggml@803885a3
+  src/ggml-cuda/mmq.cu:335-357) Q2_K, Q6_K, IQ2_XS and IQ2_S only at ne11 <= 128, and on RDNA3.5 (gfx115x) since
+  #18666 (2026-01-10) Q6_K at ne11 <= 256 and IQ2_XS / IQ2_S always (ggml-org/ggml@d99724f2 mmq.cu:347-368).
+  A model of 64 experts or more takes MMQ whatever the type (line 352); kvplan does not split that case out.
+* MMQ or MMVQ on dp4a (no int8 MMA: Volta, CDNA before #14624, RDNA3 before #17576: ggml-org/ggml@b3166ace
+  src/ggml-cuda/mmq.cu:315 and, from 2024-06-26, ggml-org/ggml@5378ea0d mmq.cu:117 `cc < CC_RDNA3 || ne11 < 64`) below
+  a batch of 64 (`MMQ_DP4A_MAX_BATCH_SIZE`,
   src/ggml-cuda/mmq.cuh:8; before #7676 `MMQ_MAX_BATCH_SIZE` 32, ggml-org/ggml@4c3ba529 src/ggml-cuda.cu:1925 and
   src/ggml-cuda/common.cuh:165), and MMVQ at 8 tokens or fewer: priced at the rate every engine's GEMM term
   reads for these weights (bf16, fp16 where the profile gives no bf16), as before: profiles carry no dp4a rate,
@@ -37,6 +46,9 @@ MMVQ_MAX = 8  # mmvq.cuh MMVQ_MAX_BATCH_SIZE: a step of <= 8 tokens runs the vec
 DP4A_BELOW = 64  # mmq.cuh MMQ_DP4A_MAX_BATCH_SIZE (since 2024-06); before: MMQ_MAX_BATCH_SIZE 32 (<= 32)
 NVIDIA_MMA_SINCE = "2024-06-10"  # llama.cpp#7676 merged: int8 MMA MMQ on Turing+
 CDNA_MMA_SINCE = "2025-07-26"  # llama.cpp#14624 merged: MFMA MMQ on CDNA
+RDNA3_MMA_SINCE = "2025-12-05"  # llama.cpp#17576 merged: WMMA int8 MMQ on RDNA3
+RDNA3_TUNED_SINCE = "2026-01-06"  # llama.cpp#18537 merged: Q2_K / Q6_K / IQ2_XS / IQ2_S to rocBLAS past 128 on RDNA3
+RDNA3_5_SINCE = "2026-01-10"  # llama.cpp#18666 merged: RDNA3.5's own bounds for Q6_K and the IQ2 types
 MMQ_TYPES = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "mxfp4", "nvfp4", "q2_k", "q3_k", "q4_k", "q5_k",
                        "q6_k", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq4_xs", "iq4_nl",
                        "q3_k_m", "q4_k_m", "q5_k_m"})  # mmq.cu's switch; a _K_M mix is its k-quant types
@@ -53,11 +65,39 @@ def _cdna_mmq(arch: str, wd: str, n: int) -> bool:
                                                                                           "q5_k_m"))
 
 
+def _rdna3_mmq_last(cc, wd: str, date: str | None) -> int | None:
+    """The largest ne11 an RDNA3 part runs MMQ at for weights of `wd` (None: every batch), by build; RDNA3.5 is
+    gfx115x, (11, 5) as parse_capability reads it."""
+    rdna3_5 = bool(cc) and cc >= (11, 5) and _since(date, RDNA3_5_SINCE)
+    if not _since(date, RDNA3_TUNED_SINCE):
+        return None
+    if wd == "q2_k":
+        return 128
+    if wd == "q6_k":
+        return 256 if rdna3_5 else 128
+    if wd in ("iq2_xs", "iq2_s"):
+        return None if rdna3_5 else 128
+    return None
+
+
+def _rdna3(cc, wd: str, date: str | None, vec: float, fp16: float, rate_of, dequant):
+    """(paths, missing) on RDNA3 (WMMA, gfx11): dp4a MMQ below 64 then dequantize + rocBLAS before #17576; WMMA int8
+    MMQ past the vector kernels since, to rocBLAS past a type's bound (_rdna3_mmq_last)."""
+    if not _since(date, RDNA3_MMA_SINCE):
+        return ((0, vec, 0), (DP4A_BELOW,) + dequant[1:]), "" if fp16 else "fp16"
+    int8 = rate_of("int8")
+    out = [(0, vec, 0), (MMVQ_MAX + 1, int8, 0)]
+    last = _rdna3_mmq_last(cc, wd, date)
+    if last:
+        out.append((last + 1,) + dequant[1:])
+    return tuple(out), "" if int8 and fp16 else "int8" if fp16 else "fp16"
+
+
 def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str | None = None):
     """(paths, missing) for llama.cpp on `gpu` with weights of `weight_dtype` (None: the checkpoint's 16 bits):
     `dense_params` the weights a dequantizing step converts on this rank, `rate_of(precision)` the FLOP/s the
     terms read (kvplan.speed.shape.read_flops; 0 where the profile has none). ((), "") where the rules do not
-    apply (another vendor or architecture): the step keeps the Shape's own GEMM rate."""
+    apply (another vendor or architecture: RDNA1/2/4, Vega, Intel, ...): the step keeps the Shape's own GEMM rate."""
     wd = (weight_dtype or "fp16").lower()
     vendor, arch = str(gpu.vendor or "").upper(), str(gpu.architecture or "").lower()
     fp16 = rate_of("fp16") or rate_of("bf16")
@@ -88,4 +128,6 @@ def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str
                 out.append((last,) + dequant[1:])
             return tuple(out), "" if int8 and fp16 else "int8" if fp16 else "fp16"
         return ((0, vec, 0), (DP4A_BELOW,) + dequant[1:]), "" if fp16 else "fp16"
+    if vendor == "AMD" and arch == "rdna3":
+        return _rdna3(cc, wd, date, vec, fp16, rate_of, dequant)
     return (), ""

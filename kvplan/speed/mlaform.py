@@ -23,8 +23,11 @@ absorbed width in prefill (kvplan.speed.shape.attention_flops), so the rule move
 The backend where a run names none: an MLA model's default, by release and GPU (`DEFAULTS`): 0.4.6 fa3 on Hopper
 (compute capability 9), triton elsewhere (0.4.6 `srt/model_executor/model_runner.py` L258-263); from 0.4.7 flashinfer
 on compute capability 10 and, on ROCm, aiter where a rank holds 16 or 128 heads, triton otherwise (0.4.7 model_runner
-L336-352; 0.5.3 L533-549); from 0.5.6 (read at 0.5.6.post1, 0.5.4 and 0.5.5 not read) trtllm_mla on compute capability
-10 (0.5.6.post1 `server_args.py` L1040-1049, DeepseekV3ForCausalLM; its other MLA architectures read as it).
+L336-352; 0.5.3 L533-549); from 0.5.4 trtllm_mla on compute capability 10 for the DeepSeek family only, where the run
+names no backend, prefill or decode one (`SM100_MLA`: 0.5.4 `server_args.py` L879-888 and 0.5.6.post1 L1040-1049,
+DeepseekV3ForCausalLM without DSA; 0.5.8 adds MistralLarge3ForCausalLM and PixtralForConditionalGeneration, 0.5.9
+KimiK25ForConditionalGeneration, 0.5.23 LongcatFlash and Dots3Note), so DeepSeek-V2-Lite (DeepseekV2ForCausalLM) on a
+B200 keeps flashinfer. kvplan.engines.sglang.attention reads the same table for the page that backend forces.
 """
 
 from __future__ import annotations
@@ -48,35 +51,63 @@ AITER_HEADS = (16, 128)  # the heads a rank SGLang's aiter MLA backend takes (0.
 # (first release, {(vendor, compute capability major): backend}) for an MLA model where the run names none; a GPU
 # the table does not name runs triton. AMD's entry (major None) holds where a rank has AITER_HEADS heads
 DEFAULTS = {"sglang": (((0, 4, 6), {("NVIDIA", 9): "fa3"}),
-                       ((0, 4, 7), {("NVIDIA", 9): "fa3", ("NVIDIA", 10): "flashinfer", ("AMD", None): "aiter"}),
-                       ((0, 5, 6), {("NVIDIA", 9): "fa3", ("NVIDIA", 10): "trtllm_mla", ("AMD", None): "aiter"}))}
+                       ((0, 4, 7), {("NVIDIA", 9): "fa3", ("NVIDIA", 10): "flashinfer", ("AMD", None): "aiter"}))}
 FALLBACK = "triton"
+# (the GPU, the backend, ((first release, architectures), ...)): the architectures an engine defaults to that backend on
+# that GPU where the run names none, ahead of DEFAULTS; each entry extends the one before (module docstring). SGLang's
+# 0.5.14-0.5.22 were not read: planned with 0.5.13's list, which 0.5.9 set
+SM100_MLA = {"sglang": (("NVIDIA", 10), "trtllm_mla",
+                        (((0, 5, 4), ("DeepseekV3ForCausalLM",)),
+                         ((0, 5, 8), ("MistralLarge3ForCausalLM", "PixtralForConditionalGeneration")),
+                         ((0, 5, 9), ("KimiK25ForConditionalGeneration",)),
+                         ((0, 5, 23), ("LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN",
+                                       "Dots3NoteForCausalLM"))))}
 
 
-def default_backend(key: str, version: str | None, gpu, heads_per_rank: int) -> str | None:
-    """The attention backend engine `key` runs an MLA model through at release `version` (None: its newest rule) on
-    `gpu` where the run names none; None where the engine has no rule (DEFAULTS) or the release precedes it."""
+def _at(version) -> tuple[int, ...] | None:
+    rel = release(version)
+    return rel if rel is None else padded(rel)
+
+
+def architecture_default(key: str, version: str | None, architecture: str | None) -> tuple[tuple, str] | None:
+    """((vendor, compute capability major), backend) where engine `key` at `version` (None: its newest rule) defaults
+    `architecture` to a backend of its own on that GPU (SM100_MLA), else None."""
+    gpu, backend, rules = SM100_MLA.get(key, (None, None, ()))
+    at = _at(version)
+    names = [name for first, archs in rules if at is None or at >= first for name in archs]
+    return (gpu, backend) if architecture and architecture in names else None
+
+
+def default_backend(key: str, version: str | None, gpu, heads_per_rank: int,
+                    architecture: str | None = None) -> str | None:
+    """The attention backend engine `key` runs an MLA model of `architecture` through at release `version` (None: its
+    newest rule) on `gpu` where the run names none: SM100_MLA's where it names the architecture on this GPU, else
+    DEFAULTS'; None where the engine has no rule or the release precedes it."""
     rules = DEFAULTS.get(key)
     if not rules:
         return None
-    rel = release(version)
-    at = rel if rel is None else padded(rel)
+    at = _at(version)
     picked = [table for first, table in rules if at is None or at >= first]
     if not picked:
         return None
     vendor, cap = str(getattr(gpu, "vendor", "")).upper(), capability_of(gpu)
+    own = architecture_default(key, version, architecture)
+    if own and own[0] == (vendor, cap[0] if cap else None):
+        return own[1]
     table = picked[-1]
     if vendor == "AMD":
         return table.get(("AMD", None), FALLBACK) if heads_per_rank in AITER_HEADS else FALLBACK
     return table.get((vendor, cap[0] if cap else None), FALLBACK)
 
 
-def absorbs_with_prefix(key: str, version: str | None, gpu, heads_per_rank: int, stated: str | None) -> bool:
-    """Whether engine `key` at `version` (None: its newest rule) on `gpu` attends an MLA prefill absorbed once its
-    prompts reuse a cached prefix, through the backend the run `stated` or its default (ABSORBS_WITH_PREFIX; False
-    for an engine with no rule)."""
-    rules, rel = ABSORBS_WITH_PREFIX.get(key, ()), release(version)
-    picked = [names for first, names in rules if rel is None or padded(rel) >= first]
+def absorbs_with_prefix(key: str, version: str | None, gpu, heads_per_rank: int, stated: str | None,
+                        architecture: str | None = None) -> bool:
+    """Whether engine `key` at `version` (None: its newest rule) on `gpu` attends an MLA prefill of `architecture`
+    absorbed once its prompts reuse a cached prefix, through the backend the run `stated` or its default
+    (ABSORBS_WITH_PREFIX; False for an engine with no rule)."""
+    rules, at = ABSORBS_WITH_PREFIX.get(key, ()), _at(version)
+    picked = [names for first, names in rules if at is None or at >= first]
     if not picked:
         return False
-    return picked[-1] is ANY or (stated or default_backend(key, version, gpu, heads_per_rank)) in picked[-1]
+    backend = stated or default_backend(key, version, gpu, heads_per_rank, architecture)
+    return picked[-1] is ANY or backend in picked[-1]

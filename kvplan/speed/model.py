@@ -99,15 +99,16 @@ def gemm_kernels(engine: str | None) -> str | None:
 
 
 def absorbed_prefill(engine: str | None, version: str | None = None, prefix_cache: bool = False, gpu=None,
-                     heads_per_rank: int = 0, backend: str | None = None) -> bool:
+                     heads_per_rank: int = 0, backend: str | None = None, architecture: str | None = None) -> bool:
     """Whether the engine's MLA prefill runs in the absorbed latent form: always (MLA_PREFILL); with its
     `prefix_cache` on, where the prompts share a cached prefix, at a release `version` (None: the current one) whose
-    attention backend on `gpu` (the run's `backend`, else the release's default for `heads_per_rank` heads a rank)
-    attends so (kvplan.speed.mlaform); kvplan's own rules (no engine) read vLLM's, which decompresses."""
+    attention backend on `gpu` (the run's `backend`, else the release's default for `heads_per_rank` heads a rank and
+    the model's `architecture`) attends so (kvplan.speed.mlaform); kvplan's own rules (no engine) read vLLM's, which
+    decompresses."""
     key = engine_key(engine)
     if MLA_PREFILL.get(key) == "absorbed":
         return True
-    return prefix_cache and bool(absorbs_with_prefix(key, version, gpu, heads_per_rank, backend))
+    return prefix_cache and bool(absorbs_with_prefix(key, version, gpu, heads_per_rank, backend, architecture))
 
 
 def measured_allreduce_kernel(engine: str | None) -> bool:

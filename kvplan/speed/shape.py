@@ -237,7 +237,8 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
         dense = terms["flops_per_token"] / 2 - terms["top_k"] * terms["expert_params"]
         paths, missing = ggml_paths(gpu, stored, dense, lambda p: read_flops(gpu, p), date)
     heads = spec.num_attention_heads // max(1, terms["tp"])  # a rank's heads (DeepSeek's 128: 16 at tp 8, 128 at 1)
-    if absorbed_prefill(engine, version, prefix_cache, gpu, heads, attention_backend):  # attends as its decode does
+    if absorbed_prefill(engine, version, prefix_cache, gpu, heads, attention_backend,
+                        spec.architecture):  # attends as its decode does
         terms = {**terms, "attn_prefill_flops_per_pair": terms["attn_flops_per_pair"], "decompress_flops": 0.0}
     return Shape(**terms, bandwidth=float(read_bandwidth(gpu)), peak_bandwidth=float(gpu.bandwidth_bytes_per_s),
                  gemm_rate=rate or bf16, grouped_rate=(read_flops(gpu, own) if own != precision else 0.0),

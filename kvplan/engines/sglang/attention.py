@@ -1,4 +1,4 @@
-"""SGLang's attention backend for an MLA model, by release, GPU and architecture, and the page size it forces.
+"""SGLang's default attention backend, by release, GPU and architecture, and the page size it forces.
 
 kvplan rounded every MLA pool to 64-token pages; SGLang's page follows the attention backend, which it picks by
 release and GPU where `--attention-backend` is not given. Read in the wheels (sglang/srt/...):
@@ -6,7 +6,7 @@ release and GPU where `--attention-backend` is not given. Read in the wheels (sg
 * page_size's default is 1 (0.4.9 `page_size: int = 1`; 0.5.5 `server_args.py` `_handle_page_size` L1330-1332;
   0.5.23 `arg_groups/overrides.py` `_page_size_default`). A backend forces its own: flashmla 64, cutlass_mla 128,
   trtllm_mla 64 unless the page is 32 or 64, trtllm_mha 64 unless it is 16, 32 or 64 (0.4.9 `server_args.py`
-  L358-368; 0.5.5 L1199-1251). trtllm_mla and trtllm_mha raise on a GPU that is not compute capability 10.x
+  L358-368; 0.5.5 L1199-1251; 128 kept too from 0.5.17, `TRTLLM_MHA_128`). trtllm_mla and trtllm_mha raise on a GPU that is not compute capability 10.x
   ("only supported on Blackwell GPUs (SM100)", 0.5.5 L1220-1224, L1241-1245).
 * The default MLA backend: fa3 on Hopper (CUDA >= 12.3), flashinfer on capability 10.x, aiter (16 or 128 KV heads) or
   triton on ROCm, triton elsewhere (0.4.9 `model_executor/model_runner.py` L386-403; 0.5.3 L535-549; 0.5.5
@@ -17,30 +17,53 @@ release and GPU where `--attention-backend` is not given. Read in the wheels (sg
   L1104-1108 adds MistralLarge3ForCausalLM and PixtralForConditionalGeneration; 0.5.9 L1197-1203 adds
   KimiK25ForConditionalGeneration, also in 0.5.10-0.5.13; 0.5.23 `arg_groups/model_overrides/deepseek_v2.py`
   L37-50 and L177-188 adds LongcatFlash and Dots3Note). 0.5.3 has no such default. 0.5.14-0.5.22 were not read:
-  planned with 0.5.13's list.
+  planned with 0.5.13's list. The list is kvplan.speed.mlaform's `SM100_MLA`, which the speed model's prefill form
+  reads too (the layer below this one), so the page and the step time follow one rule.
 * DSA models (DeepSeek-V3.2, GLM-5: kvplan's IndexedMLA layers) run page 64 on CUDA (0.5.3 `server_args.py`
   L820, "Setting page size to 64 for DeepSeek NSA"; 0.5.23 `deepseek_v2.py` L160-173, 64 x index_kpool).
+* A model without MLA (MHA/GQA, sliding windows too) on capability 10.x: from 0.5.6 SGLang's own default is
+  trtllm_mha where no speculative decoding runs with a top-k above 1 (kvplan's SGLang plans none), so page 64
+  unless 16, 32 or 64 is given (0.5.6.post1 `server_args.py` L1329-1358 "1.2 Use trtllm_mha for Blackwell" and
+  L1436-1449; 0.5.7 L1535-1542; 0.5.9 L1804-1812; 0.5.10 `_get_default_attn_backend` L2217-2252; 0.5.14 L4407-4446;
+  0.5.23 `arg_groups/model_override_base.py` get_default_attn_backend L277-325). 0.5.5 has no such default (L1130-1160:
+  flashinfer). 0.5.6.x tests `is_blackwell()` (compute capability 10 or 12, `utils/common.py` L220-223) and then
+  raises for trtllm_mha off capability 10 (L1440-1443), so a default 0.5.6 run on capability 12 does not start:
+  refused, naming a backend instead; 0.5.7 on test `is_sm100_supported()`. Before 0.5.6 some architectures already
+  default to it on capability 10 (`MHA_ARCHS`): GptOssForCausalLM (0.5.3 L734-741; 0.5.3 is the oldest read, older
+  releases planned as it), Olmo2ForCausalLM from 0.5.4 (L983-995), Llama4 from 0.5.5 (L999-1010; 0.5.4 has none).
+  From 0.5.17 a model whose K and V rows differ in width (`has_asymmetric_kv`, MiMo-V2's 192 / 128) takes fa4
+  instead, which on capability 10 forces page 128 whatever is given (0.5.17 `server_args.py` L5696-5701,
+  `arg_groups/overrides.py` `_fa4_page_constraint` L2200-2218). Hybrids with recurrent layers (Qwen3-Next,
+  Qwen3.5, Nemotron-H, ...) pick their own SM100 backend with the Mamba radix cache (0.5.10 L1914-2006): not read
+  here, planned page 1 unless given, as before.
 """
 
 from __future__ import annotations
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.engines.base import parse_version
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.versions import parse_version
 from kvplan.hardware.facts import capability_of
 from kvplan.model.layers import IndexedMLA, Kind
+from kvplan.speed.mlaform import architecture_default
 
 OPTS = ("attention_backend",)
 # backends whose page kvplan reads: the page each forces (None: none forced), and the page sizes it keeps
 FORCED = {"flashmla": (64, ()), "cutlass_mla": (128, ()), "trtllm_mla": (64, (32, 64)),
-          "trtllm_mha": (64, (16, 32, 64)), "fa3": (None, ()), "flashinfer": (None, ()), "triton": (None, ()),
-          "aiter": (None, ())}
+          "trtllm_mha": (64, (16, 32, 64)), "fa3": (None, ()), "flashinfer": (None, ()), "triton": (None, ())}
+# aiter is refused by name: SGLang scales mem_fraction_static by 0.85 under it where the context exceeds 8,192 tokens
+# (sgl-project/sglang#6564, merged 2025-05-24, model_runner.py; kept as the default by #37242, merged 2026-08-31), a
+# derate kvplan's SGLang budget does not model
+DERATED = "aiter"
 SM100_ONLY = ("trtllm_mla", "trtllm_mha")
 DSA_PAGE = 64
-# (first release, architectures) defaulting to trtllm_mla on capability 10.x; each entry extends the one before
-TRTLLM_MLA_ARCHS = (((0, 5, 4), ("DeepseekV3ForCausalLM",)),
-                    ((0, 5, 8), ("MistralLarge3ForCausalLM", "PixtralForConditionalGeneration")),
-                    ((0, 5, 9), ("KimiK25ForConditionalGeneration",)),
-                    ((0, 5, 23), ("LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM")))
+# a model without MLA on capability 10.x (module docstring): (first release, architectures) defaulting to trtllm_mha,
+# each entry extending the one before; every such model from MHA_ALL; 0.5.6.x's test that takes capability 12 too
+MHA_ARCHS = (((0,), ("GptOssForCausalLM",)), ((0, 5, 4), ("Olmo2ForCausalLM",)),
+             ((0, 5, 5), ("Llama4ForConditionalGeneration",)))
+MHA_ALL, MHA_ANY_BLACKWELL = (0, 5, 6), ((0, 5, 6), (0, 5, 7))
+FA4_ASYMMETRIC, FA4_PAGE = (0, 5, 17), 128  # K/V rows of two widths: fa4, page 128 on capability 10.x
+# trtllm_mha keeps a page of 128 too from 0.5.17 (`arg_groups/overrides.py` L2092; 0.5.23 L1174-1187; 0.5.16 L1739 not)
+TRTLLM_MHA_128 = (0, 5, 17)
 
 
 def _mla(model) -> bool:
@@ -53,16 +76,62 @@ def _sm100(gpu) -> bool:
 
 
 def trtllm_mla_default(model, version: str) -> bool:
-    """Whether `version` defaults this architecture to trtllm_mla on capability 10.x (module docstring)."""
-    v = parse_version(version)
-    archs = [a for first, names in TRTLLM_MLA_ARCHS if v >= first for a in names]
-    return getattr(model, "architecture", None) in archs
+    """Whether `version` defaults this architecture to trtllm_mla on capability 10.x (module docstring): the table
+    the speed model's prefill form reads too (kvplan.speed.mlaform.SM100_MLA), one list for both."""
+    own = architecture_default("sglang", version, getattr(model, "architecture", None))
+    return own is not None and own[1] == "trtllm_mla"
 
 
 def reads_capability(model, opts: dict, version: str) -> bool:
-    """Whether this plan's page depends on the GPU's compute capability (a default trtllm_mla)."""
-    return (not opts.get("attention_backend") and _mla(model) and not _dsa(model)
-            and trtllm_mla_default(model, version))
+    """Whether this plan's page depends on the GPU's compute capability (a default trtllm_mla or trtllm_mha)."""
+    mla = _mla(model) and not _dsa(model) and trtllm_mla_default(model, version)
+    return not opts.get("attention_backend") and (mla or _mha_default(model, version))
+
+
+def _mha_default(model, version: str) -> bool:
+    """Whether `version` defaults this model without MLA to trtllm_mha on capability 10.x (module docstring)."""
+    if _mla(model) or not any(layer.kind in (Kind.FULL, Kind.SLIDING, Kind.CHUNKED) for layer in model.layers):
+        return False
+    if any(layer.kind == Kind.STATE or layer.state_elements(1) for layer in model.layers):
+        return False  # a hybrid: its own SM100 backend, not read
+    return parse_version(version) >= MHA_ALL or _own_mha_rule(model, version)
+
+
+def _own_mha_rule(model, version: str) -> bool:
+    """Whether this architecture picks its backend itself at `version` (MHA_ARCHS: trtllm_mha on capability 10.x, a
+    backend of its own elsewhere, so SGLang's general default never runs for it)."""
+    v = parse_version(version)
+    return getattr(model, "architecture", None) in [a for first, names in MHA_ARCHS if v >= first for a in names]
+
+
+def _asymmetric(model) -> bool:
+    return any(getattr(layer, "v_head_dim", 0) not in (0, getattr(layer, "head_dim", 0)) for layer in model.layers)
+
+
+def _mha_backend(model, gpu, version: str) -> tuple[str | None, str]:
+    """(trtllm_mha or fa4, why) where SGLang `version` defaults this model without MLA to one on `gpu`, else
+    (None, ""); a default 0.5.6.x run on capability 12 refused, as SGLang raises there."""
+    if not _mha_default(model, version):
+        return None, ""
+    v, cap = parse_version(version), capability_of(gpu)
+    nvidia = str(getattr(gpu, "vendor", "")).upper() == "NVIDIA"
+    if (nvidia and cap is not None and cap[0] == 12 and MHA_ANY_BLACKWELL[0] <= v < MHA_ANY_BLACKWELL[1]
+            and not _own_mha_rule(model, version)):
+        raise KvplanError(f"SGLang {version} defaults a model without MLA to trtllm_mha on compute capability 10 or 12 "
+                          "(server_args.py is_blackwell) and then refuses it off 10 (\"TRTLLM MHA backend is only "
+                          "supported on Blackwell GPUs (SM100)\"): it does not start here; name the backend with "
+                          f"{arg('engine_opts')} attention_backend=flashinfer or triton, or plan 0.5.7 or later",
+                          EXIT_USAGE, param="engine_opts", value="attention_backend")
+    if not _sm100(gpu):
+        return None, ""
+    if v >= FA4_ASYMMETRIC and _asymmetric(model):
+        return "fa4", (f"SGLang {version} defaults a model whose K and V widths differ to fa4 on compute capability "
+                       f"10.x (server_args.py has_asymmetric_kv), which runs {FA4_PAGE}-token pages whatever the page "
+                       "given (_fa4_page_constraint)")
+    rule = f"its own rule for {model.architecture}" if _own_mha_rule(model, version) else \
+        "its default for a model without MLA"
+    return "trtllm_mha", (f"SGLang {version} defaults {model.architecture or 'this model'} to trtllm_mha on compute "
+                          f"capability 10.x (server_args.py, {rule})")
 
 
 def _dsa(model) -> bool:
@@ -70,10 +139,14 @@ def _dsa(model) -> bool:
 
 
 def backend(model, gpu, version: str, opts: dict) -> tuple[str | None, str]:
-    """(the backend whose page rule applies, why): the one `attention_backend` names, else SGLang's default for an
-    MLA model (None where it forces no page, or for a model without MLA)."""
+    """(the backend whose page rule applies, why): the one `attention_backend` names, else SGLang's default for the
+    model (None where it forces no page)."""
     named = opts.get("attention_backend")
-    if named:
+    if named is not None:  # an empty value is refused too, not read as no backend named
+        if named == DERATED:
+            raise KvplanError(f"attention_backend={named}: SGLang cuts mem_fraction_static by 0.85 under it past 8,192 "
+                              "tokens of context (sgl-project/sglang#6564), which kvplan does not model",
+                              EXIT_USAGE, param="engine_opts", value=named)
         if named not in FORCED:
             raise KvplanError(f"attention_backend={named}: kvplan reads the page of {', '.join(sorted(FORCED))} only",
                               EXIT_USAGE, param="engine_opts", value=named, allowed=tuple(sorted(FORCED)))
@@ -82,7 +155,9 @@ def backend(model, gpu, version: str, opts: dict) -> tuple[str | None, str]:
                               "(server_args.py: \"only supported on Blackwell GPUs (SM100)\")", EXIT_USAGE,
                               param="engine_opts", value=named)
         return named, f"attention_backend={named}"
-    if not _mla(model) or _dsa(model):
+    if not _mla(model):
+        return _mha_backend(model, gpu, version)
+    if _dsa(model):
         return None, ""
     if _sm100(gpu) and trtllm_mla_default(model, version):
         return "trtllm_mla", (f"SGLang {version} defaults {model.architecture} to trtllm_mla on compute capability "
@@ -95,7 +170,11 @@ def page_size(model, gpu, version: str, opts: dict, given: int | None) -> tuple[
     if _dsa(model):
         return (DSA_PAGE if given is None else given), ""
     name, why = backend(model, gpu, version, opts)
+    if name == "fa4":
+        return FA4_PAGE, why
     forced, keeps = FORCED.get(name, (None, ())) if name else (None, ())
+    if name == "trtllm_mha" and parse_version(version) >= TRTLLM_MHA_128:
+        keeps = (*keeps, 128)
     if forced is None or (given is not None and given in keeps):
         return (1 if given is None else given), ""
     return forced, f"{why}, which runs {forced}-token pages"

@@ -227,7 +227,7 @@ class Sglang(Engine):
         version = self.version or self.default_version
         needs = (vendor in ("NVIDIA", "AMD") and fact_missing(gpu, "compute_capability")
                  and (reads_capability(model, self.opts, version) or sglang_fp8.reads_capability(model, version)
-                      or sglang_attention.reads_capability(model, self.opts, version)))
+                      or (vendor == "NVIDIA" and sglang_attention.reads_capability(model, self.opts, version))))
         tp_size = dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp
         fabric = sglang_allreduce.needs_fabric(gpu, tp_size)
         return fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +
@@ -293,11 +293,16 @@ class Sglang(Engine):
         return capacity(model, dep, kv_bytes, context, 1, st, kv_dtype)
 
     def k_size_gib(self, model, dep, st: Settings, tokens: int, kv_dtype) -> float:
+        """The K size (or an MLA pool's one "KV size") SGLang prints for `tokens`; refused where the model has a
+        cache kvplan does not size for SGLang (DeepSeek Sparse Attention's indexer keys, which its DSA pool's "KV
+        size" counts, 0.5.8.post1 wheel mem_cache/memory_pool.py L1832-1836), as a plan is."""
+        self.check_layers(model)
         sglang_dsv4.no_log_check(model)
         return k_size_gib(tokens, model, dep.tp, kv_dtype, st, dep.pp)
 
     def token_bytes(self, model, dep, st: Settings, kv_dtype) -> int:
         """Full + SWA pool bytes of one token on one rank of the stage that bounds the pool."""
+        self.check_layers(model)
         sglang_dsv4.no_log_check(model)
         return sum(pool_cell(model, dep, kv_dtype, st)[:2])
 

@@ -29,13 +29,22 @@ def pool_tokens(r: dict):
     return r.get("max_total_num_tokens") if "k_size_gb" in r else None
 
 
+def scheduler_tokens(r: dict):
+    """The pool's printed size, else max_total_num_tokens where the log prints no pool line at all (before 0.4.2 SGLang
+    printed none: 0.4.0.post1's scheduler line, scheduler.py L219-224, or the one-batch bench's line alone,
+    bench_one_batch.py L130): the full pool's tokens, what kvplan's capacity counts (its max_total_num_tokens
+    figure); None where neither is printed."""
+    pool = pool_tokens(r)
+    return pool if pool is not None else r.get("max_total_num_tokens")
+
+
 def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
     s, r = rec.settings, rec.reported
     out = Reconciliation("sglang", version or rec.version or sglang.DEFAULT_VERSION,
                          model.name if model else (rec.model or rec.architecture), gpu.key if gpu else None)
     if model is None:
-        raise KvplanError(f"the log names only {rec.architecture or 'no model'}; pass {arg('model')} to check it",
-                          EXIT_USAGE, param="model")
+        named = f"names only {rec.architecture}" if rec.architecture else "names no model"
+        raise KvplanError(f"the log {named}; pass {arg('model')} to check it", EXIT_USAGE, param="model")
     if not (version or rec.version):
         out.notes.append(f"{UNPRINTED}; modelled as {out.version}, the newest kvplan knows "
                          f"(pass {arg('engine_version')})")
@@ -99,7 +108,7 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
                                 f"{st.init_bytes / GIB:.2f} GiB (estimate)",
                                 rel(st.init_bytes, gpu.memory_usable_bytes - pre)[0], None,
                                 rel(st.init_bytes, gpu.memory_usable_bytes - pre)[1]))
-    printed = pool_tokens(r)
+    printed = scheduler_tokens(r)
     if gpu is not None and printed is not None:
         # End to end: what `fit --engine sglang` predicts from the GPU alone, without the log's figures; the label
         # says which mem_fraction_static that took and why (issue 22: a 0 there was unexplained).
@@ -113,8 +122,8 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
             out.notes.append(_no_pool_note(s, st.mem_fraction_static, version, bool(given_version or rec.version)))
     if printed is not None:
         tokens = int(printed.value)
-        for key, label in (("k_size_gb", "K size"), ("v_size_gb", "V size")):
-            if key in r:
+        for key, label in (("k_size_gb", "K size"), ("v_size_gb", "V size"), ("kv_size_gb", "KV size (MLA latent)")):
+            if key in r and pool_tokens(r) is not None:
                 pred = f"{engine.k_size_gib(model, dep, st, tokens, kvd):.{r[key].decimals}f}"
                 out.rows.append(Row(f"{label} from #tokens (GB = GiB)", f"{r[key].text} GB", f"{pred} GB",
                                     "exact" if pred == r[key].text else signed(float(pred) - r[key].value, "+.2f"),

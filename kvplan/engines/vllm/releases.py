@@ -37,8 +37,9 @@ UPLOADED = (
 
 # (text in the log, the first release printing it, what it is): a log holding the text was written by that release or
 # a later one. "CUDA graph memory profiling is enabled (default since v0.21.0)": gpu_worker.py's line where the
-# estimate is on, naming the release that made it the default (vllm-project/vllm#45178, 2026-06-10: "enabled by
-# default"; vllm-project/vllm#30515, 2025-12-11, added the estimate off by default); gpustack/runner#251 logs it.
+# estimate is on, naming the release that made it the default (vllm-project/vllm#38284, merged, 2026-03-26: "slated
+# for default enablement in v0.21, so this PR enables it"; #45178, 2026-06-10, reports it "enabled by default";
+# vllm-project/vllm#30515, 2025-12-11, added the estimate off by default); gpustack/runner#251 logs it.
 FLOORS = (
     ("CUDA graph memory profiling is enabled (default since v0.21.0)", "0.21.0",
      "\"CUDA graph memory profiling is enabled (default since v0.21.0)\""),

@@ -52,8 +52,9 @@ def flag_fraction(f: float, settings: dict) -> float:
     model's flag is multiplied by 0.95 whatever its value (kvplan.engines.sglang.multimodal), so the flag is
     f / 0.95 (at most 0.99, five decimals); otherwise f itself. The one conversion the emitted command and its
     margin note share."""
-    factor = settings.get("vlm_factor", 1.0)
-    if scales_any_fraction(settings["version"]) and factor != 1.0:
+    factor = settings.get("vlm_factor", 1.0) if scales_any_fraction(settings["version"]) else 1.0
+    factor *= settings.get("aiter_factor", 1.0)  # aiter's 0.85 past 8,192 tokens cuts any flag (attention.aiter_cut)
+    if factor != 1.0:
         return min(0.99, round(f / factor, 5))
     return f
 
@@ -75,8 +76,16 @@ def emit_advice(plan, settings: dict, model) -> tuple[float, str]:
     have = max(0, plan.kv_memory_bytes_per_gpu + int(round(slope * (use - f))) - fixed) // per_token
     flag, flag_f, flag_low = flag_fraction(use, settings), flag_fraction(f, settings), flag_fraction(low, settings)
     raised = "" if use == f else f" (raised from {flag_f:g}: the lowest that holds them with the margin)"
-    vlm = "" if flag == use else f" (SGLang x {settings['vlm_factor']:g} for a vision model: {use:g} in force)"
+    vlm = "" if flag == use else f" (SGLang x {round(use / flag, 5):g}{_scaled_by(settings)}: {use:g} in force)"
     return flag, (f"margin: at --mem-fraction-static {flag:g}{raised}{vlm} kvplan expects about {have:,} tokens in "
                   f"the pool; {batch} x {ctx:,} need {batch * ctx:,}; the lowest value that keeps "
                   f"{MARGIN_FRACTION:.0%} is {flag_low:g} (kvplan's SGLang pool is not checked against held-out "
                   "logs yet)")
+
+
+def _scaled_by(settings: dict) -> str:
+    """What scales the flag SGLang is given (flag_fraction), in words."""
+    said = [" for a vision model"] if settings.get("vlm_factor", 1.0) != 1.0 and \
+        scales_any_fraction(settings["version"]) else []
+    said += [" under aiter past 8,192 tokens"] if settings.get("aiter_factor", 1.0) != 1.0 else []
+    return " and".join(said)

@@ -97,3 +97,16 @@ def test_the_emitted_flag_is_the_uncut_fraction():
     assert r.exit_code == 0, r.output
     assert "--mem-fraction-static 0.867 " in r.output
     assert "SGLang x 0.85 under aiter past 8,192 tokens: 0.73695 in force" in r.output
+
+
+def test_the_raised_flag_stops_at_0_99_before_the_cut():
+    # the flag is capped at 0.99, so the most in force under aiter is 0.99 x 0.85 = 0.8415: 33 x 32k (x 1.1 margin =
+    # 1,189,478 tokens) fits at 0.84 in force, flag 0.84 / 0.85 = 0.98824; 34 x 32k (1,225,523) would need more than
+    # 0.8415 gives (kvplan's pool there is about 1,197,000 tokens), so it is said not to fit, not emitted as 0.99
+    def margin(batch):
+        r = CliRunner().invoke(app, ["fit", "llama-3.1-8b", "--engine", "sglang", "--gpu", "mi300x", "--ctx", "32k",
+                                     "--batch", str(batch), "--tp", "1", "--emit", "sglang"])
+        assert r.exit_code == 0, r.output
+        return r.output
+    assert "--mem-fraction-static 0.98824 " in margin(33)
+    assert "34 x 32,768 tokens do not fit even at --mem-fraction-static 0.99" in margin(34)

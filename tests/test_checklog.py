@@ -291,11 +291,23 @@ def test_vllm_release_bounded_by_the_logs_own_timestamp(tmp_path):
     assert version == "0.10.0"
     assert "modelled as 0.10.0, inferred: its earliest timestamp (2025-08-01 17:18)" in notes[0]
     assert "before 0.11.0, the v1 log format's default" in notes[0]
-    # before 0.5.0 reached PyPI (2024-06-11T23:05): kvplan's first modelled release, with the reason
+    # Stamped 2024-05-01, before 0.5.0 reached PyPI (2024-06-11T23:05): this used to model 0.5.0, kvplan's first
+    # release, but 0.5.0 has no V1 engine, so that contradicted the log's own format (a clock never set does this).
+    # The format wins: the "v1" lines ("GPU KV cache size: %s tokens", "Model loading took") are first printed by
+    # 0.8.0 (vllm 0.8.0 wheel v1/core/kv_cache_utils.py L537; 0.7.3's L522 still printed "# GPU blocks"), so 0.8.0,
+    # and the note says the clock predates its upload (2025-03-18T22:22).
     old = tmp_path / "old.log"
     old.write_text(log.read_text().replace("2025-11-07", "2024-05-01"))
     version, notes = _vllm_notes(old)
-    assert version == "0.5.0" and "predates it (on PyPI 2024-06-11" in notes[0]
+    assert version == "0.8.0"
+    assert "modelled as 0.8.0, the first release printing the v1 log format: its earliest timestamp (2024-05-01 " \
+           "17:18) predates 0.8.0's upload (2025-03-18)" in notes[0]
+    # Stamped 2025-02-10: 0.7.2 (2025-02-06) is the newest upload by then, but 0.7.x printed the v1-early lines, not
+    # these: 0.8.0 again, not 0.7.2
+    feb = tmp_path / "feb.log"
+    feb.write_text(log.read_text().replace("2025-11-07", "2025-02-10"))
+    version, notes = _vllm_notes(feb)
+    assert version == "0.8.0" and "predates 0.8.0's upload" in notes[0]
     # --engine-version always wins
     version, notes = _vllm_notes(early, "--engine-version", "0.11.0")
     assert version == "0.11.0" and notes == ["the log does not name its vLLM version; modelled as 0.11.0, the version "

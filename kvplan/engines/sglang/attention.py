@@ -1,4 +1,4 @@
-"""SGLang's default attention backend, by release, GPU and architecture, and the page size it forces.
+"""SGLang's default attention backend by release, GPU and architecture, its page size, and aiter's fraction cut.
 
 kvplan rounded every MLA pool to 64-token pages; SGLang's page follows the attention backend, which it picks by
 release and GPU where `--attention-backend` is not given. Read in the wheels (sglang/srt/...):
@@ -36,6 +36,8 @@ release and GPU where `--attention-backend` is not given. Read in the wheels (sg
   `arg_groups/overrides.py` `_fa4_page_constraint` L2200-2218). Hybrids with recurrent layers (Qwen3-Next,
   Qwen3.5, Nemotron-H, ...) pick their own SM100 backend with the Mamba radix cache (0.5.10 L1914-2006): not read
   here, planned page 1 unless given, as before.
+* aiter (ROCm) forces no page but cuts mem_fraction_static by 0.85 past 8,192 tokens of context from 0.4.7, the
+  default backend's choice included (`aiter_cut`; AITER_FROM's comment has the sources).
 """
 
 from __future__ import annotations
@@ -43,17 +45,33 @@ from __future__ import annotations
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.versions import parse_version
 from kvplan.hardware.facts import capability_of
+from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import IndexedMLA, Kind
-from kvplan.speed.mlaform import architecture_default
+from kvplan.speed.mlaform import AITER_HEADS, architecture_default
 
 OPTS = ("attention_backend",)
 # backends whose page kvplan reads: the page each forces (None: none forced), and the page sizes it keeps
 FORCED = {"flashmla": (64, ()), "cutlass_mla": (128, ()), "trtllm_mla": (64, (32, 64)),
-          "trtllm_mha": (64, (16, 32, 64)), "fa3": (None, ()), "flashinfer": (None, ()), "triton": (None, ())}
-# aiter is refused by name: SGLang scales mem_fraction_static by 0.85 under it where the context exceeds 8,192 tokens
-# (sgl-project/sglang#6564, merged 2025-05-24, model_runner.py; kept as the default by #37242, merged 2026-08-31), a
-# derate kvplan's SGLang budget does not model
-DERATED = "aiter"
+          "trtllm_mha": (64, (16, 32, 64)), "fa3": (None, ()), "flashinfer": (None, ()), "triton": (None, ()),
+          "aiter": (None, ())}
+# aiter (ROCm): no page of its own; SGLang scales mem_fraction_static by 0.85 under it where the server's context
+# (--context-length, else the model's) exceeds 8,192 tokens (sgl-project/sglang#6564, merged 2025-05-24; kept by
+# #37242, merged 2026-08-31). Read in the wheels: `if server_args.attention_backend == "aiter": if
+# self.model_config.context_len > 8192: self.mem_fraction_static *= 0.85`, 0.4.7 `model_executor/model_runner.py`
+# L423-425 (first: 0.4.6.post5 has none), 0.4.9 L470-472, 0.5.3 L600-602, 0.5.4 L646-648; `server_args.py` 0.5.5
+# L1270-1272 through 0.5.14 L4662-4664; 0.5.23 `arg_groups/attention_hook.py` L245-269. The test follows the default
+# backend's choice (0.5.3 picks it in model_specific_adjustment before the test; 0.5.23 runs _attention_backend_default
+# first, L120), so a default aiter is cut too, and an explicit fraction is cut as well (0.5.23 keeps it only under
+# SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION, off by default: environ.py L1065-1072).
+AITER, AITER_FROM, AITER_CONTEXT, AITER_SCALE = "aiter", (0, 4, 7), 8192, 0.85
+# ROCm's default (0.4.9 model_runner.py L369-400, 0.5.3 L517-546, 0.5.23 model_override_base.py L306-346): aiter for a
+# model without MLA; for MLA, aiter where get_num_kv_heads(tp_size) (the config's num_key_value_heads // --tp-size) is
+# 16 or 128 (kvplan.speed.mlaform.AITER_HEADS, which the speed model reads too), else triton. Architectures whose own
+# rule picks triton on ROCm: (name, first release, first release no more): GptOss (0.5.3 server_args.py L734-741
+# through 0.5.9; aiter from 0.5.10 L1704-1705, 0.5.23 gpt_oss.py L38-39), Olmo2 from 0.5.4 (L983-996; 0.5.23
+# olmo2.py L24-30). DSA models take nsa / dsa and are not cut. 0.5.23's other model_overrides/*.py (MiniMax-M3, Gemma 4,
+# MiniCPM, Qwen3-VL, ...) are not read for ROCm: planned with the general default.
+ROCM_TRITON = (("GptOssForCausalLM", (0,), (0, 5, 10)), ("Olmo2ForCausalLM", (0, 5, 4), None))
 SM100_ONLY = ("trtllm_mla", "trtllm_mha")
 DSA_PAGE = 64
 # a model without MLA on capability 10.x (module docstring): (first release, architectures) defaulting to trtllm_mha,
@@ -143,10 +161,9 @@ def backend(model, gpu, version: str, opts: dict) -> tuple[str | None, str]:
     model (None where it forces no page)."""
     named = opts.get("attention_backend")
     if named is not None:  # an empty value is refused too, not read as no backend named
-        if named == DERATED:
-            raise KvplanError(f"attention_backend={named}: SGLang cuts mem_fraction_static by 0.85 under it past 8,192 "
-                              "tokens of context (sgl-project/sglang#6564), which kvplan does not model",
-                              EXIT_USAGE, param="engine_opts", value=named)
+        if named == AITER and not _rocm(gpu):
+            raise KvplanError(f"attention_backend={named}: SGLang runs it on ROCm (AMD GPUs) only", EXIT_USAGE,
+                              param="engine_opts", value=named)
         if named not in FORCED:
             raise KvplanError(f"attention_backend={named}: kvplan reads the page of {', '.join(sorted(FORCED))} only",
                               EXIT_USAGE, param="engine_opts", value=named, allowed=tuple(sorted(FORCED)))
@@ -178,3 +195,51 @@ def page_size(model, gpu, version: str, opts: dict, given: int | None) -> tuple[
     if forced is None or (given is not None and given in keeps):
         return (1 if given is None else given), ""
     return forced, f"{why}, which runs {forced}-token pages"
+
+
+def _rocm(gpu) -> bool:
+    return str(getattr(gpu, "vendor", "")).upper() == "AMD"
+
+
+def _rocm_default(model, version: str, tp_size: int) -> tuple[bool, str]:
+    """(whether SGLang `version` defaults this model to aiter on ROCm, why), or raises where kvplan has not read the
+    model kind's backend there (AITER_HEADS, ROCM_TRITON)."""
+    v = parse_version(version)
+    if _dsa(model):
+        return False, ""
+    if any(layer.kind == Kind.STATE or layer.state_elements(1) for layer in model.layers) or \
+            has_compressed(model.layers):
+        raise KvplanError(f"SGLang {version} on ROCm: kvplan has not read the default attention backend of a model "
+                          "with recurrent or compressed layers there, and under aiter SGLang cuts mem_fraction_static "
+                          f"by {AITER_SCALE} past {AITER_CONTEXT:,} tokens of context; name it with "
+                          f"{arg('engine_opts')} attention_backend=aiter or triton", EXIT_USAGE,
+                          param="engine_opts", value="attention_backend")
+    if _mla(model):
+        heads = max(1, model.num_attention_heads // tp_size)
+        return heads in AITER_HEADS, (f"SGLang {version} defaults an MLA model with {heads} KV heads per rank "
+                                          f"to aiter on ROCm (16 or 128; the config's num_key_value_heads taken as "
+                                          f"its {model.num_attention_heads} attention heads, as DeepSeek's and Kimi's "
+                                          "configs write them)")
+    arch = getattr(model, "architecture", None)
+    if any(arch == name and v >= first and (until is None or v < until) for name, first, until in ROCM_TRITON):
+        return False, ""
+    return True, f"SGLang {version} defaults a model without MLA to aiter on ROCm"
+
+
+def aiter_cut(model, gpu, version: str, opts: dict, tp_size: int, context: int) -> tuple[float, str]:
+    """(the factor SGLang applies to mem_fraction_static under aiter, why; 1.0 and "" where none): 0.85 from 0.4.7
+    where aiter runs (named, or ROCm's default) and the server's context exceeds 8,192 tokens (AITER_FROM)."""
+    if parse_version(version) < AITER_FROM or context <= AITER_CONTEXT:
+        return 1.0, ""
+    named = opts.get("attention_backend")
+    if named is not None:
+        on, why = named == AITER, f"attention_backend={named}"
+    elif _rocm(gpu):
+        on, why = _rocm_default(model, version, tp_size)
+    else:
+        return 1.0, ""
+    if not on:
+        return 1.0, ""
+    return AITER_SCALE, (f"{why}, and past {AITER_CONTEXT:,} tokens of context ({context:,}) SGLang scales "
+                         f"mem_fraction_static by {AITER_SCALE} under aiter (sgl-project/sglang#6564; "
+                         "model_runner.py / server_args.py: context_len > 8192)")

@@ -29,8 +29,8 @@ def token_cost(plan, settings: dict, model) -> tuple[int, int]:
 
 def lowest_fraction(plan, settings: dict, concurrency: int, model=None) -> float | None:
     """Smallest two-decimal mem_fraction_static whose pool holds `concurrency` x the plan's context plus
-    the margin; None if 0.99 does not. The pool is linear in the fraction (kvplan/engines/sglang/engine.py):
-    kv(f) = kv(f0) + (total - init) x (f - f0), and holds (kv - fixed) // (bytes per token) tokens."""
+    the margin; None if the flag's 0.99 does not (in force: 0.99 x _scale). The pool is linear in the fraction
+    (kvplan/engines/sglang/engine.py): kv(f) = kv(f0) + (total - init) x (f - f0), and holds (kv - fixed) // (bytes per token) tokens."""
     f0, kv0 = settings["mem_fraction_static"], plan.kv_memory_bytes_per_gpu
     slope = plan.usable_memory_bytes - int(settings.get("init_bytes", 0))
     per_token, fixed = token_cost(plan, settings, model)
@@ -39,12 +39,20 @@ def lowest_fraction(plan, settings: dict, concurrency: int, model=None) -> float
     def kv_at(f: float) -> int:
         return kv0 + int(round(slope * (f - f0)))
 
-    if kv_at(0.99) < need:
+    top = round(0.99 * _scale(settings), 5)  # the fraction in force at the flag's 0.99 (flag_fraction)
+    if kv_at(top) < need:
         return None
-    f = max(0.01, min(0.99, cdiv(round((f0 + (need - kv0) / slope) * 10000), 100) / 100))
-    while f < 0.99 and kv_at(f) < need:
-        f = round(f + 0.01, 2)
+    f = max(0.01, min(top, cdiv(round((f0 + (need - kv0) / slope) * 10000), 100) / 100))
+    while f < top and kv_at(f) < need:
+        f = min(top, round(f + 0.01, 2))
     return f
+
+
+def _scale(settings: dict) -> float:
+    """What SGLang multiplies the --mem-fraction-static flag by: a vision model's factor before 0.4.9
+    (kvplan.engines.sglang.multimodal), aiter's 0.85 past 8,192 tokens (kvplan.engines.sglang.attention)."""
+    factor = settings.get("vlm_factor", 1.0) if scales_any_fraction(settings["version"]) else 1.0
+    return factor * settings.get("aiter_factor", 1.0)
 
 
 def flag_fraction(f: float, settings: dict) -> float:
@@ -52,8 +60,8 @@ def flag_fraction(f: float, settings: dict) -> float:
     model's flag is multiplied by 0.95 whatever its value (kvplan.engines.sglang.multimodal), so the flag is
     f / 0.95 (at most 0.99, five decimals); otherwise f itself. The one conversion the emitted command and its
     margin note share."""
-    factor = settings.get("vlm_factor", 1.0)
-    if scales_any_fraction(settings["version"]) and factor != 1.0:
+    factor = _scale(settings)
+    if factor != 1.0:
         return min(0.99, round(f / factor, 5))
     return f
 
@@ -75,8 +83,16 @@ def emit_advice(plan, settings: dict, model) -> tuple[float, str]:
     have = max(0, plan.kv_memory_bytes_per_gpu + int(round(slope * (use - f))) - fixed) // per_token
     flag, flag_f, flag_low = flag_fraction(use, settings), flag_fraction(f, settings), flag_fraction(low, settings)
     raised = "" if use == f else f" (raised from {flag_f:g}: the lowest that holds them with the margin)"
-    vlm = "" if flag == use else f" (SGLang x {settings['vlm_factor']:g} for a vision model: {use:g} in force)"
+    vlm = "" if flag == use else f" (SGLang x {round(use / flag, 5):g}{_scaled_by(settings)}: {use:g} in force)"
     return flag, (f"margin: at --mem-fraction-static {flag:g}{raised}{vlm} kvplan expects about {have:,} tokens in "
                   f"the pool; {batch} x {ctx:,} need {batch * ctx:,}; the lowest value that keeps "
                   f"{MARGIN_FRACTION:.0%} is {flag_low:g} (kvplan's SGLang pool is not checked against held-out "
                   "logs yet)")
+
+
+def _scaled_by(settings: dict) -> str:
+    """What scales the flag SGLang is given (flag_fraction), in words."""
+    said = [" for a vision model"] if settings.get("vlm_factor", 1.0) != 1.0 and \
+        scales_any_fraction(settings["version"]) else []
+    said += [" under aiter past 8,192 tokens"] if settings.get("aiter_factor", 1.0) != 1.0 else []
+    return " and".join(said)

@@ -86,6 +86,12 @@ def _k_elements(layer, tp: int) -> int:
     return elements * k // (k + v) if k else elements // 2
 
 
+def _backend_notes(page: int, st: Settings) -> list[str]:
+    """What the attention backend sets, in words: the page it forces, aiter's cut of the fraction (attention.py)."""
+    return ([f"page_size {page}: {st.page_why}"] if st.page_why else []) + \
+        ([f"mem_fraction_static {st.mem_fraction_static:g} in force: {st.aiter_why}"] if st.aiter_why else [])
+
+
 def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, kv_dtype: DType,
              state_dtype: DType | None = None) -> Capacity:
     """SGLang's pool for `kv_bytes` of budget ("rest") per rank: #tokens, K size, concurrency.
@@ -138,7 +144,7 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     if st.prefill_graph:
         lines.append(Figure("prefill CUDA-graph reserve", int(st.prefill_graph[1] * MIB), "MiB"))
         notes.append(sglang_prefill_graph.note(st.version, *st.prefill_graph))
-    notes += sglang_mm.notes(model, st, st.usable_bytes) + ([f"page_size {page}: {st.page_why}"] if st.page_why else [])
+    notes += sglang_mm.notes(model, st, st.usable_bytes) + _backend_notes(page, st)
     if any(layer.kind in LOCAL_KINDS for layer in model.layers) and sglang_swa.note(model, st.version):
         notes.append(sglang_swa.note(model, st.version))
     pooled = sglang_mamba.pooled(model, dep, states, st.state, full_tokens * full_cell + swa_tokens * swa_cell) \

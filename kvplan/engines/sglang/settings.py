@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.base import check_opts, check_version, opt_bool, opt_float, opt_int, parse_version
+from kvplan.engines.context import engine_length
 from kvplan.engines.sglang import allreduce as sglang_allreduce
 from kvplan.engines.sglang import attention as sglang_attention
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
@@ -65,6 +66,8 @@ class Settings:
     prefill_graph: tuple | None = None  # (backend or "off", MiB reserved, why) where the fraction is SGLang's default
     multimodal: bool = False  # SGLang's is_multimodal: a vision model not switched off by default (multimodal.py)
     page_why: str = ""  # the attention backend that forces page_size, where one does (attention.py)
+    aiter_factor: float = 1.0  # SGLang's cut of the fraction under aiter past 8,192 tokens (attention.aiter_cut)
+    aiter_why: str = ""  # that cut, in words, where it applies
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -94,6 +97,10 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     # a vision model's fraction scaled: its own default from 0.4.9, any before (kvplan.engines.sglang.multimodal)
     vlm = sglang_mm.vlm_factor(model, version, mm_flag) if sglang_mm.scales_any_fraction(version) or not given else 1.0
     frac *= vlm
+    # under aiter (named, or ROCm's default) past 8,192 tokens of the --context-length kvplan emits, SGLang cuts any
+    # fraction, given or default, by 0.85 (kvplan.engines.sglang.attention.aiter_cut)
+    aiter, aiter_why = sglang_attention.aiter_cut(model, gpu, version, opts, tp_size, engine_length(model, req))
+    frac *= aiter
     v4 = has_compressed(model.layers)  # DeepSeek-V4: its page and SWA share (kvplan.engines.sglang.dsv4)
     page_given = opt_int(opts, "page_size", 0) if "page_size" in opts else None  # else the backend's page, or 1
     page, page_why = ((sglang_dsv4.pool.PAGE if page_given is None else page_given), "") if v4 else \
@@ -118,4 +125,5 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     allocator_rounding=rounding, attention_dp=attn_dp,
                     prefill_graph=None if given or parse_version(version) < sglang_prefill_graph.FROM
                     else (backend or "off", piecewise, why),
-                    multimodal=sglang_mm.is_multimodal(model, version, mm_flag), page_why=page_why)
+                    multimodal=sglang_mm.is_multimodal(model, version, mm_flag), page_why=page_why,
+                    aiter_factor=aiter, aiter_why=aiter_why)

@@ -81,12 +81,19 @@ def _vllm_context(rec, model, gpu, version, tp):
 
 
 ERA_RELEASE = {"v0": "0.6.6", "v1-early": "0.7.0", "v1": "0.11.0"}  # a versionless log's release by its format
+# The first release that prints each V1 format (PyPI wheels): the V1 engine ships from 0.7.0 (`vllm/v1/` first in the
+# 0.7.0 wheel; its `v1/core/kv_cache_utils.py` L395 "# GPU blocks: %d"); 0.8.0 first prints the "v1" lines ("GPU KV
+# cache size: %s tokens", `v1/core/kv_cache_utils.py` L537, and "Model loading took", `v1/worker/gpu_model_runner.py`
+# L1140), where 0.7.3 still printed "# GPU blocks" (L522) and "Loading model weights took" (L1060). A log in the
+# format was written by that release or a later one, whatever its clock says: the format outranks the timestamp.
+ERA_FLOOR = {"v1-early": "0.7.0", "v1": "0.8.0"}
 
 
 def _release(rec, given: str | None) -> tuple[str, str | None]:
     """The release modelled and, where the log names none, a note on what chose it: `given` (--engine-version)
     always; else the one its log format implies (ERA_RELEASE), or, where the log's own timestamp shows it was
-    written before that release reached PyPI, the newest release uploaded by then (kvplan.engines.logdates)."""
+    written before that release reached PyPI, the newest release uploaded by then (kvplan.engines.logdates), but
+    never one older than the format's first (ERA_FLOOR): a clock before it is wrong, not the format."""
     unnamed = "the log does not name its vLLM version"
     if given:
         return given, None if rec.version else f"{unnamed}; modelled as {given}, the version given"
@@ -99,6 +106,12 @@ def _release(rec, given: str | None) -> tuple[str, str | None]:
         return _from_floor(rec, bound, unnamed, pass_it)
     if rec.written is None:
         return era, f"{unnamed}; modelled as {era} ({rec.era} log format; no dated timestamp pins it: {pass_it})"
+    floor = ERA_FLOOR.get(rec.era)
+    if floor and (bound is None or parse_version(bound[0]) < parse_version(floor)):
+        up = dict(vllm_releases.UPLOADED)[floor][:10]
+        return floor, (f"{unnamed}; modelled as {floor}, the first release printing the {rec.era} log format: its "
+                       f"earliest timestamp ({rec.written:%Y-%m-%d %H:%M}) predates {floor}'s upload ({up}), which "
+                       f"the format rules out (a clock not set, or a build from before the release; {pass_it})")
     if bound is None:
         first = vllm_releases.UPLOADED[0]
         return first[0], (f"{unnamed}; modelled as {first[0]}, kvplan's first modelled release: its earliest "

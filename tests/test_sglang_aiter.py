@@ -1,0 +1,112 @@
+"""SGLang's cut of mem_fraction_static under the aiter attention backend (kvplan.engines.sglang.attention.aiter_cut).
+
+Read in the PyPI wheels: `if server_args.attention_backend == "aiter": if self.model_config.context_len > 8192:
+self.mem_fraction_static *= 0.85` (0.4.7 model_executor/model_runner.py L423-425, none in 0.4.6.post5; 0.5.3 L600-602;
+0.5.5 server_args.py L1270-1272; 0.5.23 arg_groups/attention_hook.py L245-269, sgl-project/sglang#6564). ROCm's
+default backend is aiter for a model without MLA and for MLA with 16 or 128 KV heads a rank (0.5.3 model_runner.py
+L517-546; 0.5.23 model_override_base.py L306-346), chosen before the test, so the default is cut too.
+
+The MI300X profile's capacity is 196,592 MiB; SGLang 0.5.23's default reserve on a GPU above 160 GiB is
+512 + 1.5 x 16,384 (chunk) + 1/8 x 1,024 (tp 1) + 2 x 512 (graph batch) = 26,240 MiB (no piecewise graph off CUDA),
+so the default fraction is round((196,592 - 26,240) / 196,592, 3) = round(0.86652, 3) = 0.867.
+"""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.core.errors import KvplanError
+from kvplan.engines import resolve_engine
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.plan import Request
+from kvplan.sources.catalog import find_in_catalog
+
+MI300X, H100 = find_gpu("mi300x"), find_gpu("h100-sxm")
+LLAMA, V3, OSS = find_in_catalog("llama-3.1-8b"), find_in_catalog("deepseek-v3"), find_in_catalog("gpt-oss-20b")
+NEXT = find_in_catalog("qwen3-next-80b-a3b")
+DEFAULT_MI300X = 0.867  # the module docstring's arithmetic
+
+
+def _st(model, gpu, version="0.5.23", opts=(), context=32768, tp=1):
+    return resolve_engine("sglang", version, list(opts)).settings(model, gpu, Deployment(tp), Request(context=context))
+
+
+def test_rocm_default_aiter_cuts_the_default_fraction_past_8192_tokens():
+    st = _st(LLAMA, MI300X)
+    # 0.867 x 0.85 = 0.73695
+    assert st.aiter_factor == 0.85 and st.mem_fraction_static == pytest.approx(0.73695, abs=1e-9)
+    assert "aiter on ROCm" in st.aiter_why and "32,768" in st.aiter_why
+
+
+def test_exactly_8192_tokens_is_not_cut():
+    # the test is context_len > 8192: 8,192 keeps 0.867
+    st = _st(LLAMA, MI300X, context=8192)
+    assert st.aiter_factor == 1.0 and st.mem_fraction_static == DEFAULT_MI300X and st.aiter_why == ""
+
+
+def test_an_explicit_fraction_is_cut_too():
+    # 0.8 given, aiter named: 0.8 x 0.85 = 0.68 in force (0.5.23 honours it only under
+    # SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION, off by default)
+    st = _st(LLAMA, MI300X, opts=["attention_backend=aiter", "mem_fraction_static=0.8"], context=16384)
+    assert st.mem_fraction_static == pytest.approx(0.68, abs=1e-9)
+
+
+def test_triton_named_on_rocm_is_not_cut():
+    st = _st(LLAMA, MI300X, opts=["attention_backend=triton"])
+    assert st.aiter_factor == 1.0 and st.mem_fraction_static == DEFAULT_MI300X
+
+
+def test_no_cut_before_0_4_7():
+    # 0.4.3's model_runner.py has no such test (0.4.6.post5 neither); the fraction stays the release's default
+    st = _st(LLAMA, MI300X, version="0.4.3")
+    assert st.aiter_factor == 1.0 and st.aiter_why == ""
+
+
+def test_mla_is_cut_at_16_or_128_heads_a_rank_only():
+    # DeepSeek-V3: 128 heads; tp 8 -> 16 a rank: aiter, cut; tp 4 -> 32: triton, not cut
+    assert _st(V3, MI300X, tp=8).aiter_factor == 0.85
+    assert _st(V3, MI300X, tp=4).aiter_factor == 1.0
+
+
+def test_gpt_oss_takes_triton_on_rocm_before_0_5_10():
+    # 0.5.3 server_args.py L734-741: GptOss triton off CUDA; 0.5.10 L1704-1705 and 0.5.23 gpt_oss.py: aiter on HIP
+    assert _st(OSS, MI300X, version="0.5.3").aiter_factor == 1.0
+    assert _st(OSS, MI300X, version="0.5.23").aiter_factor == 0.85
+
+
+def test_cuda_default_is_not_cut_and_aiter_is_refused_there():
+    assert _st(LLAMA, H100).aiter_factor == 1.0
+    with pytest.raises(KvplanError, match="ROCm"):
+        _st(LLAMA, H100, opts=["attention_backend=aiter"])
+
+
+def test_a_hybrid_on_rocm_must_name_its_backend():
+    # kvplan has not read a recurrent hybrid's default backend on ROCm: refused by default, planned once named
+    with pytest.raises(KvplanError, match="attention_backend=aiter or triton"):
+        _st(NEXT, MI300X, tp=4)
+    assert _st(NEXT, MI300X, opts=["attention_backend=triton"], tp=4).aiter_factor == 1.0
+
+
+def test_the_emitted_flag_is_the_uncut_fraction():
+    # SGLang cuts the flag itself: kvplan emits 0.867 and says 0.73695 is in force
+    r = CliRunner().invoke(app, ["fit", "llama-3.1-8b", "--engine", "sglang", "--gpu", "mi300x", "--ctx", "32k",
+                                 "--emit", "sglang"])
+    assert r.exit_code == 0, r.output
+    assert "--mem-fraction-static 0.867 " in r.output
+    assert "SGLang x 0.85 under aiter past 8,192 tokens: 0.73695 in force" in r.output
+
+
+def test_the_raised_flag_stops_at_0_99_before_the_cut():
+    # the flag is capped at 0.99, so the most in force under aiter is 0.99 x 0.85 = 0.8415: 33 x 32k (x 1.1 margin =
+    # 1,189,478 tokens) fits at 0.84 in force, flag 0.84 / 0.85 = 0.98824; 34 x 32k (1,225,523) would need more than
+    # 0.8415 gives (kvplan's pool there is about 1,197,000 tokens), so it is said not to fit, not emitted as 0.99
+    def margin(batch):
+        r = CliRunner().invoke(app, ["fit", "llama-3.1-8b", "--engine", "sglang", "--gpu", "mi300x", "--ctx", "32k",
+                                     "--batch", str(batch), "--tp", "1", "--emit", "sglang"])
+        assert r.exit_code == 0, r.output
+        return r.output
+    assert "--mem-fraction-static 0.98824 " in margin(33)
+    assert "34 x 32,768 tokens do not fit even at --mem-fraction-static 0.99" in margin(34)

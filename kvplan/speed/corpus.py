@@ -17,7 +17,8 @@ a run whose engine applied none of the model's sliding windows (kvplan.speed.fit
 run stating its engine's CUDA graphs off (vLLM's --enforce-eager, SGLang's --disable-cuda-graph, TensorRT-LLM's
 use_cuda_graph false or cuda_graph_config null: kvplan.speed.fields.graphless) is skipped, as is a point marked `layout:
 unstated` (several GPUs whose tp / dp split the source does not give, where the harness does not run them as one
-group). A per-GPU total (input + output) throughput whose definition the point states (`per_gpu_total`) is read as output tok/s where no output rate is stated
+group). A per-GPU total (input + output) throughput whose definition the point states (`per_gpu_total`) is read as
+output tok/s where no output rate is stated
 (kvplan.speed.pergpu). The named fields (`backend`, `harness_kind`, `sliding_window`, `arrival`) are checked by
 kvplan.speed.fields.
 """

@@ -145,7 +145,8 @@ def fused_allreduce(flags: dict | None) -> bool:
 
 
 # SGLang's --mamba-ssm-dtype: the element type of the recurrent-state pool (kvplan.engines.sglang.mamba), which its
-# decode kernel loads and stores back once a step in that type (sgl-project/sglang@f1dea624c8f596e1a789784fce46f6f3b77c0be4:
+# decode kernel loads and stores back once a step in that type
+# (sgl-project/sglang@f1dea624c8f596e1a789784fce46f6f3b77c0be4:
 # python/sglang/srt/layers/attention/fla/fused_sigmoid_gating_recurrent.py L75-85 `tl.load(p_h0 ...)`, L145-156
 # `tl.store(p_h0, b_h.to(p_h0.dtype.element_ty))`): a run that states bfloat16 moves half the bytes of float32.
 SSM_DTYPE = "mamba_ssm_dtype"

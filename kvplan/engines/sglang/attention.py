@@ -6,7 +6,8 @@ release and GPU where `--attention-backend` is not given. Read in the wheels (sg
 * page_size's default is 1 (0.4.9 `page_size: int = 1`; 0.5.5 `server_args.py` `_handle_page_size` L1330-1332;
   0.5.23 `arg_groups/overrides.py` `_page_size_default`). A backend forces its own: flashmla 64, cutlass_mla 128,
   trtllm_mla 64 unless the page is 32 or 64, trtllm_mha 64 unless it is 16, 32 or 64 (0.4.9 `server_args.py`
-  L358-368; 0.5.5 L1199-1251; 128 kept too from 0.5.17, `TRTLLM_MHA_128`). trtllm_mla and trtllm_mha raise on a GPU that is not compute capability 10.x
+  L358-368; 0.5.5 L1199-1251; 128 kept too from 0.5.17, `TRTLLM_MHA_128`). trtllm_mla and trtllm_mha raise on a GPU
+  that is not compute capability 10.x
   ("only supported on Blackwell GPUs (SM100)", 0.5.5 L1220-1224, L1241-1245).
 * The default MLA backend: fa3 on Hopper (CUDA >= 12.3), flashinfer on capability 10.x, aiter (16 or 128 KV heads) or
   triton on ROCm, triton elsewhere (0.4.9 `model_executor/model_runner.py` L386-403; 0.5.3 L535-549; 0.5.5

@@ -16,7 +16,8 @@ from kvplan.bench.running import running
 from kvplan.model.layers import FullAttention, ParallelHybrid, RecurrentState, with_ssm_dtype
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import read_corpus
-from kvplan.speed.fit import Built, stated_ssm_dtype
+from kvplan.speed.fit import Built
+from kvplan.speed.ssm_dtype import stated_ssm_dtype
 from kvplan.speed.shape import model_terms
 
 SOURCE = "sglang-docs-qwen3.5-benchmarks-v0.5.16"

@@ -89,3 +89,14 @@ def test_a_plans_speed_prices_the_state_in_its_pools_dtype():
     assert fast < slow  # fewer bytes a step: the calibrated step is shorter
     steps = DecodeSteps("sglang")  # a sweep's path gives the same figures, each plan its own dtype
     assert (steps.seconds(plain, spec, gpu), steps.seconds(bf16, spec, gpu)) == pytest.approx((slow, fast), rel=1e-12)
+
+
+def test_the_states_keep_the_model_dtype_under_an_fp8_kv_cache():
+    # SGLang keeps the conv states in SGLANG_MAMBA_CONV_DTYPE, bfloat16 unless set (sgl-project/sglang@02e208de:
+    # python/sglang/srt/configs/mamba_utils.py#L47-68), vLLM in mamba_cache_dtype 'auto' = the model dtype
+    # (vllm-project/vllm@02d71083:vllm/model_executor/layers/mamba/mamba_utils.py#L96-109): not the KV cache's fp8.
+    # Qwen3.5-35B-A3B under --kv-cache-dtype fp8: 30 x (524,288 x 4 + 24,576 x 2) = 64,389,120 B, as under bf16
+    # (an fp8 conv state would have given 30 x (524,288 x 4 + 24,576 x 1) = 63,651,840).
+    spec = find_in_catalog("qwen3.5-35b-a3b")
+    assert model_terms(spec, kv_dtype="fp8")["state_bytes_per_seq"] == FP32_STATE == 64_389_120
+    assert model_terms(spec, kv_dtype="fp8")["kv_bytes_per_token"] * 2 == model_terms(spec)["kv_bytes_per_token"]

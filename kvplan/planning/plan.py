@@ -59,6 +59,9 @@ class Request:
     # the cache dtype was left to the engine ('auto'): an engine whose 'auto' follows a checkpoint's declared KV
     # quantization may set it (kvplan.engines.checkpoint_kv); False: asked for by name, honoured as asked
     kv_auto: bool = False
+    # the recurrent values' element type an engine pools them in where its options state one (SGLang's
+    # mamba_ssm_dtype, set by its `request` step); "": the model's own. The speed figures price the states in it too
+    ssm_dtype: str = ""
 
 
 class Stage(NamedTuple):

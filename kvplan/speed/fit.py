@@ -20,7 +20,6 @@ from dataclasses import replace
 from functools import lru_cache
 
 from kvplan.hardware.gpus import find_gpu
-from kvplan.model.layers import with_ssm_dtype
 from kvplan.readers.chat_format import chat_format
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import DEFAULT_MAX_SEQS, Case, attention_backend, in_training, prefix_cache, trtllm_gen_moe
@@ -31,6 +30,7 @@ from kvplan.speed.model import decode_features, nccl_only, prefill_features, pri
 from kvplan.speed.nnls import nnls
 from kvplan.speed.recency import weights as recency_weights
 from kvplan.speed.shape import read_flops, shape_for, weight_dtype_of
+from kvplan.speed.ssm_dtype import as_stated
 from kvplan.speed.ggml import MMVQ_MAX
 from kvplan.speed.terms import TERMS, Shape, bound, path_at, roofline_of
 
@@ -74,8 +74,7 @@ class Built:
             return
         if not case.windowed:  # the engine ran the sliding layers as full attention (corpus `sliding_window: none`)
             spec = spec.without_windows()
-        if stated_ssm_dtype(case.flags):  # the recurrent states in the dtype the run gives them, not the config's
-            spec = replace(spec, layers=tuple(with_ssm_dtype(l, stated_ssm_dtype(case.flags)) for l in spec.layers))
+        spec = as_stated(spec, case.flags)  # the recurrent states in the dtype the run gives them, not the config's
         try:
             gpu = _gpu(case.gpu)
             self.shape = shape_for(spec, gpu, tp=case.tp, ep=case.ep, weight_dtype=weight_dtype_of(case.weight_dtype),
@@ -142,19 +141,6 @@ def fused_allreduce(flags: dict | None) -> bool:
     """Whether a run's flags build its tensor-parallel all-reduces into the GEMMs (FUSED_ALLREDUCE, not disabled)."""
     v = (flags or {}).get(FUSED_ALLREDUCE)
     return v is not None and str(v).lower() not in ("", "none", "disable", "false")
-
-
-# SGLang's --mamba-ssm-dtype: the element type of the recurrent-state pool (kvplan.engines.sglang.mamba), which its
-# decode kernel loads and stores back once a step in that type
-# (sgl-project/sglang@f1dea624c8f596e1a789784fce46f6f3b77c0be4:
-# python/sglang/srt/layers/attention/fla/fused_sigmoid_gating_recurrent.py L75-85 `tl.load(p_h0 ...)`, L145-156
-# `tl.store(p_h0, b_h.to(p_h0.dtype.element_ty))`): a run that states bfloat16 moves half the bytes of float32.
-SSM_DTYPE = "mamba_ssm_dtype"
-
-
-def stated_ssm_dtype(flags: dict | None) -> str:
-    """The recurrent-state dtype a run's flags state (SSM_DTYPE), "" where they state none."""
-    return str((flags or {}).get(SSM_DTYPE) or "")
 
 
 # TensorRT-LLM's build flag that runs a TensorRT engine's context (prefill) attention in FP8: the attention op's FMHA

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kvplan.speed.model import StepModel, coefficients, decode_seconds, prefill_seconds
 from kvplan.speed.shape import model_terms, on_gpu, shape_for
+from kvplan.speed.ssm_dtype import in_dtype
 from kvplan.speed.terms import Shape
 
 
@@ -19,6 +20,7 @@ def plan_shape(plan, spec, gpu, engine: str | None = None, version: str | None =
     `version`, None: its current one, kvplan.speed.mxfp4)."""
     req, dep = plan.request, plan.deployment
     kv = req.kv_dtype.name if req.kv_dtype is not None else None
+    spec = in_dtype(spec, req.ssm_dtype)  # the recurrent states as the engine's pool holds them
     return shape_for(spec, gpu, tp=dep.tp, ep=dep.ep, weight_dtype=req.weight_dtype, kv_dtype=kv, dp=dep.dp,
                      engine=engine, version=version)
 
@@ -54,13 +56,14 @@ class DecodeSteps:
     def seconds(self, plan, spec, gpu) -> float:
         """plan_decode_seconds(plan, spec, gpu, engine, speed): the plan's batch at its context."""
         req, dep = plan.request, plan.deployment
-        line_key = (id(spec), id(gpu), dep.tp, dep.ep, dep.dp, req.weight_dtype, req.kv_dtype, req.batch)
+        ssm = req.ssm_dtype  # the recurrent states as the engine's pool holds them (plan_shape)
+        line_key = (id(spec), id(gpu), dep.tp, dep.ep, dep.dp, req.weight_dtype, req.kv_dtype, ssm, req.batch)
         hit = self._lines.get(line_key)
         if hit is None:
             kv = req.kv_dtype.name if req.kv_dtype is not None else None
             batch = max(1, req.batch)
-            terms = self._terms_of(spec, (id(spec), dep.tp, dep.ep, dep.dp, req.weight_dtype, kv), dep.tp, dep.ep,
-                                   req.weight_dtype, kv, dep.dp)
+            terms = self._terms_of(in_dtype(spec, ssm), (id(spec), dep.tp, dep.ep, dep.dp, req.weight_dtype, kv, ssm),
+                                   dep.tp, dep.ep, req.weight_dtype, kv, dep.dp)
             shape = on_gpu(terms, spec, gpu, req.weight_dtype, engine=self.engine, version=self.version)
             total = StepModel(shape, self._coef).decode(batch) if self._coef else None  # of all seqs' context
             line = ((lambda context: total(batch * context)) if total else

@@ -34,6 +34,12 @@ from kvplan.speed.mxfp4 import moe_block_m, mxfp4_precision
 from kvplan.speed.terms import Shape, allreduce_table, fabric_latency, gemm_rate, link
 
 _BIG = 1 << 40
+# A recurrent layer's states are kept in the model's dtype, not the KV cache's: SGLang's conv states in
+# SGLANG_MAMBA_CONV_DTYPE, bfloat16 unless set (sgl-project/sglang@02e208ded6769bd3332cbdc6cf0da939f541514f:
+# python/sglang/srt/configs/mamba_utils.py#L47-68, mamba2_state_dtype), vLLM's in mamba_cache_dtype, whose 'auto' is
+# the model dtype (vllm-project/vllm@02d710837549a368073552333f66d714477415d2:vllm/model_executor/layers/mamba/
+# mamba_utils.py#L96-109, _mamba_state_dtype); neither follows --kv-cache-dtype. A layer's own ssm_dtype (the config's
+# or a run's stated one, kvplan.speed.ssm_dtype) still types its recurrent values (kvplan.model.layers.state_bytes).
 
 
 def weight_dtype_of(name: str | None) -> str | None:
@@ -124,7 +130,7 @@ def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = No
     wb = weight_bytes(spec, weight_dtype)
     p = spec.params
     kv = canonical_kv_dtype(kv_dtype or "auto", spec.dtype)
-    prof = kv_profile(spec.layers, tp, kv, kv, 16, PAGED)
+    prof = kv_profile(spec.layers, tp, kv, canonical_kv_dtype("auto", spec.dtype), 16, PAGED)  # states: model dtype
     windows = tuple((prof.token_bytes(layer) * n, layer.tokens_held(_BIG))
                     for layer, n in prof.groups if layer.bounded and prof.token_bytes(layer))
     pairs, prefill_pairs, attn_topk, decompress = attention_flops(spec.layers, spec.num_attention_heads, tp)

@@ -52,11 +52,16 @@ def parse_capability(text: str | None) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2), 16)) if m else None
 
 
+def vendor_of(gpu) -> str:
+    """The profile's vendor in capitals ("NVIDIA", "AMD"), "" where it names none."""
+    return str(getattr(gpu, "vendor", "")).upper()
+
+
 def capability_of(gpu) -> tuple[int, int] | None:
     """The (major, minor) an engine rule reads: the profile's, else ASSUMED_CAPABILITY for its vendor
     (NVIDIA, AMD); None for other vendors and for a GPU known only by its memory (vendor "unknown")."""
     cap = getattr(gpu, "capability", None)
-    return cap if cap is not None else ASSUMED_CAPABILITY.get(str(getattr(gpu, "vendor", "")).upper())
+    return cap if cap is not None else ASSUMED_CAPABILITY.get(vendor_of(gpu))
 
 
 def fact_missing(gpu, name: str) -> bool:
@@ -84,7 +89,7 @@ def bf16_fact(gpu) -> tuple[bool, str]:
     if said is not None:
         return said, ""
     cc = getattr(gpu, "compute_capability", None) or ""
-    vendor = str(getattr(gpu, "vendor", "")).upper()
+    vendor = vendor_of(gpu)
     nvidia, amd = _NVIDIA_CC_RE.match(cc), _AMD_GFX_RE.match(cc)
     if vendor == "NVIDIA" and nvidia:
         return int(nvidia.group(1)) >= 8, f"inferred from compute capability {cc} (bf16 from 8.0)"
@@ -99,7 +104,7 @@ def bf16_fact(gpu) -> tuple[bool, str]:
 def assumed_fact(gpu, fact: str) -> str:
     """What engine rules take for `fact` (one of ASSUMED_FACTS) where the profile leaves it out, in words."""
     if fact == "compute_capability":
-        vendor = str(getattr(gpu, "vendor", "")).upper()
+        vendor = vendor_of(gpu)
         return {"NVIDIA": "compute capability 8.0 (an Ampere part)", "AMD": "gfx90a (a part before gfx942)"}.get(
             vendor, "no compute capability")
     if fact == "interconnect.kind":

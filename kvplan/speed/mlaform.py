@@ -32,7 +32,7 @@ B200 keeps flashinfer. kvplan.engines.sglang.attention reads the same table for 
 
 from __future__ import annotations
 
-from kvplan.hardware.facts import capability_of
+from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.speed.eras import padded, release
 
 # Before 0.4.6 every backend: SGLang's DeepSeek attention through 0.4.5 takes forward_normal (decompressed) for an
@@ -90,7 +90,7 @@ def default_backend(key: str, version: str | None, gpu, heads_per_rank: int,
     picked = [table for first, table in rules if at is None or at >= first]
     if not picked:
         return None
-    vendor, cap = str(getattr(gpu, "vendor", "")).upper(), capability_of(gpu)
+    vendor, cap = vendor_of(gpu), capability_of(gpu)
     own = architecture_default(key, version, architecture)
     if own and own[0] == (vendor, cap[0] if cap else None):
         return own[1]

@@ -18,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
+from kvplan.hardware.facts import vendor_of
 from kvplan.speed.mlaform import absorbs_with_prefix
 from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, bound, capped_pair_seconds, features, gemm_seconds,
                                 measured_allreduce, measured_tp, moves_tokens, path_at, prefill_width, roofline,
@@ -123,7 +124,7 @@ def custom_allreduce_bytes(engine: str | None, tp: int, gpu=None) -> int:
     for that many; kvplan's own rules (no engine) read vLLM's."""
     key = engine_key(engine)
     limit = CUSTOM_ALLREDUCE.get(key, {}).get(tp, 0)
-    if limit and str(getattr(gpu, "vendor", "")).upper() == "AMD":
+    if limit and vendor_of(gpu) == "AMD":
         return CUSTOM_ALLREDUCE_AMD.get(key, limit)
     return limit
 

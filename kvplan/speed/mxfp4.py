@@ -45,7 +45,7 @@ the GPU has no FP4): its t0 x 2 x parameters / rate a touched expert stands for 
 
 from __future__ import annotations
 
-from kvplan.hardware.facts import capability_of
+from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.speed.eras import engine_of, padded, release
 
 SGLANG_FIRST = (0, 5, 0)  # gpt-oss's first SGLang release (sgl-project/sglang#8833)
@@ -92,7 +92,7 @@ def _nvidia_rule(table: dict, engine_key: str | None, gpu, version):
     """`table`'s rule for the engine of `engine_key` (an era's or a harness's key reads its engine's) at `gpu`'s
     compute capability and `version`; None where it has none, or the GPU is off NVIDIA or known only by its memory."""
     rule = table.get(engine_of(engine_key or ""))
-    if rule is None or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+    if rule is None or vendor_of(gpu) != "NVIDIA":
         return None
     cap = capability_of(gpu)
     return rule(cap, version) if cap is not None else None

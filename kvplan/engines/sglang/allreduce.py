@@ -42,6 +42,7 @@ from __future__ import annotations
 from kvplan.core.caching_allocator import segment_size
 from kvplan.core.intmath import round_up
 from kvplan.engines.base import parse_version
+from kvplan.hardware.facts import vendor_of
 
 MIB = 2**20
 MAX_CAR_SIZE = 8 * MIB  # _MAX_CAR_SIZE on CUDA
@@ -59,7 +60,7 @@ def instance_bytes() -> int:
 
 def in_nvswitch_domain(gpu, ranks: int) -> bool:
     """Whether a group of `ranks` GPUs of this profile sits inside one NVSwitch domain (NVIDIA only)."""
-    if ranks < 2 or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+    if ranks < 2 or vendor_of(gpu) != "NVIDIA":
         return False
     domain = getattr(gpu, "interconnect_domain", None) or 0
     return getattr(gpu, "interconnect_kind", None) == "nvswitch" and domain >= ranks
@@ -67,7 +68,7 @@ def in_nvswitch_domain(gpu, ranks: int) -> bool:
 
 def enabled(gpu, ranks: int) -> bool:
     """Whether a group of `ranks` GPUs of this profile gets a CustomAllreduce (CUDA branch only)."""
-    if ranks not in SUPPORTED or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+    if ranks not in SUPPORTED or vendor_of(gpu) != "NVIDIA":
         return False
     return ranks == 2 or in_nvswitch_domain(gpu, ranks)
 
@@ -88,5 +89,5 @@ def custom_allreduce_bytes(gpu, tp_size: int, ep: int, version: str) -> int:
 
 def needs_fabric(gpu, tp_size: int) -> bool:
     """Whether the rule read a fabric the profile leaves out (a plan warning: no NVSwitch assumed)."""
-    return (tp_size in SUPPORTED and tp_size > 2 and str(getattr(gpu, "vendor", "")).upper() == "NVIDIA"
+    return (tp_size in SUPPORTED and tp_size > 2 and vendor_of(gpu) == "NVIDIA"
             and getattr(gpu, "interconnect_kind", None) is None)

@@ -45,9 +45,10 @@ from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.versions import parse_version
-from kvplan.hardware.facts import capability_of
+from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import IndexedMLA, Kind
+from kvplan.engines.sglang.mamba import has_states
 from kvplan.speed.mlaform import AITER_HEADS, architecture_default
 
 OPTS = ("attention_backend",)
@@ -89,9 +90,10 @@ def _mla(model) -> bool:
     return any(layer.kind == Kind.MLA for layer in model.layers)
 
 
-def _sm100(gpu) -> bool:
+def sm100(gpu) -> bool:
+    """An NVIDIA GPU of compute capability 10.x (SGLang's `is_sm100_supported`, the CUDA version aside)."""
     cap = capability_of(gpu)
-    return str(getattr(gpu, "vendor", "")).upper() == "NVIDIA" and cap is not None and cap[0] == 10
+    return vendor_of(gpu) == "NVIDIA" and cap is not None and cap[0] == 10
 
 
 def trtllm_mla_default(model, version: str) -> bool:
@@ -111,7 +113,7 @@ def _mha_default(model, version: str) -> bool:
     """Whether `version` defaults this model without MLA to trtllm_mha on capability 10.x (module docstring)."""
     if _mla(model) or not any(layer.kind in (Kind.FULL, Kind.SLIDING, Kind.CHUNKED) for layer in model.layers):
         return False
-    if any(layer.kind == Kind.STATE or layer.state_elements(1) for layer in model.layers):
+    if has_states(model):
         return False  # a hybrid: its own SM100 backend, not read
     return parse_version(version) >= MHA_ALL or _own_mha_rule(model, version)
 
@@ -133,7 +135,7 @@ def _mha_backend(model, gpu, version: str) -> tuple[str | None, str]:
     if not _mha_default(model, version):
         return None, ""
     v, cap = parse_version(version), capability_of(gpu)
-    nvidia = str(getattr(gpu, "vendor", "")).upper() == "NVIDIA"
+    nvidia = vendor_of(gpu) == "NVIDIA"
     if (nvidia and cap is not None and cap[0] == 12 and MHA_ANY_BLACKWELL[0] <= v < MHA_ANY_BLACKWELL[1]
             and not _own_mha_rule(model, version)):
         raise KvplanError(f"SGLang {version} defaults a model without MLA to trtllm_mha on compute capability 10 or 12 "
@@ -141,7 +143,7 @@ def _mha_backend(model, gpu, version: str) -> tuple[str | None, str]:
                           "supported on Blackwell GPUs (SM100)\"): it does not start here; name the backend with "
                           f"{arg('engine_opts')} attention_backend=flashinfer or triton, or plan 0.5.7 or later",
                           EXIT_USAGE, param="engine_opts", value="attention_backend")
-    if not _sm100(gpu):
+    if not sm100(gpu):
         return None, ""
     if v >= FA4_ASYMMETRIC and _asymmetric(model):
         return "fa4", (f"SGLang {version} defaults a model whose K and V widths differ to fa4 on compute capability "
@@ -168,7 +170,7 @@ def backend(model, gpu, version: str, opts: dict) -> tuple[str | None, str]:
         if named not in FORCED:
             raise KvplanError(f"attention_backend={named}: kvplan reads the page of {', '.join(sorted(FORCED))} only",
                               EXIT_USAGE, param="engine_opts", value=named, allowed=tuple(sorted(FORCED)))
-        if named in SM100_ONLY and not _sm100(gpu):
+        if named in SM100_ONLY and not sm100(gpu):
             raise KvplanError(f"attention_backend={named}: SGLang runs it on compute capability 10.x only "
                               "(server_args.py: \"only supported on Blackwell GPUs (SM100)\")", EXIT_USAGE,
                               param="engine_opts", value=named)
@@ -177,7 +179,7 @@ def backend(model, gpu, version: str, opts: dict) -> tuple[str | None, str]:
         return _mha_backend(model, gpu, version)
     if _dsa(model):
         return None, ""
-    if _sm100(gpu) and trtllm_mla_default(model, version):
+    if sm100(gpu) and trtllm_mla_default(model, version):
         return "trtllm_mla", (f"SGLang {version} defaults {model.architecture} to trtllm_mla on compute capability "
                               "10.x (server_args.py: \"Use trtllm_mla as attention backend on sm100\")")
     return None, ""
@@ -199,7 +201,7 @@ def page_size(model, gpu, version: str, opts: dict, given: int | None) -> tuple[
 
 
 def _rocm(gpu) -> bool:
-    return str(getattr(gpu, "vendor", "")).upper() == "AMD"
+    return vendor_of(gpu) == "AMD"
 
 
 def _rocm_default(model, version: str, tp_size: int) -> tuple[bool, str]:
@@ -208,7 +210,7 @@ def _rocm_default(model, version: str, tp_size: int) -> tuple[bool, str]:
     v = parse_version(version)
     if _dsa(model):
         return False, ""
-    if any(layer.kind == Kind.STATE or layer.state_elements(1) for layer in model.layers) or \
+    if has_states(model) or \
             has_compressed(model.layers):
         raise KvplanError(f"SGLang {version} on ROCm: kvplan has not read the default attention backend of a model "
                           "with recurrent or compressed layers there, and under aiter SGLang cuts mem_fraction_static "

@@ -31,7 +31,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.options import opt_bool
 from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.versions import parse_version
-from kvplan.hardware.facts import capability_of
+from kvplan.hardware.facts import capability_of, vendor_of
 
 # Under DP attention each worker's scheduler takes the server's chunked_prefill_size after __post_init__ has cut it:
 # by 2 up to 0.4.4 ("if self.enable_dp_attention: self.dp_size = self.tp_size ... self.chunked_prefill_size =
@@ -152,7 +152,7 @@ QWEN3_VL_ARCHS = ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGe
 def expanded_graph_bs(version: str, graph_bs: int, running: int, model, gpu) -> int:
     """The decode CUDA-graph max batch after SGLang's Qwen3-VL expansion (QWEN3_VL_EXPAND_FROM; `graph_bs` the
     default, `running` the --max-running-requests given, 0 if none); CUDA only (`is_sm90_supported`)."""
-    cuda = str(getattr(gpu, "vendor", "")).upper() == "NVIDIA"
+    cuda = vendor_of(gpu) == "NVIDIA"
     if (parse_version(version) >= QWEN3_VL_EXPAND_FROM and model.architecture in QWEN3_VL_ARCHS and cuda
             and sglang_mm.is_multimodal(model, version) and (capability_of(gpu) or (0, 0))[0] == 9
             and capacity_mib(gpu) >= 60 * 1024 and graph_bs < running <= 512):

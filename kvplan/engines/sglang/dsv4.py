@@ -34,7 +34,7 @@ from kvplan.core.search import largest_fitting
 from kvplan.engines.capacity import Capacity, Figure
 from kvplan.engines.sglang import dsv4_pool as pool
 from kvplan.engines.versions import parse_version
-from kvplan.hardware.facts import capability_of
+from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan import KV_ENGINE_AUTO, PlanWarning
@@ -103,7 +103,7 @@ CUDA_MAJORS = (9, 10, 12)
 
 def check_gpu(model, gpu) -> None:
     """A one-line refusal where DeepSeek-V4 would run on an NVIDIA GPU whose capability these releases' kernels lack."""
-    if not has_compressed(model.layers) or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+    if not has_compressed(model.layers) or vendor_of(gpu) != "NVIDIA":
         return
     cap = capability_of(gpu)
     if cap is not None and cap[0] not in CUDA_MAJORS:

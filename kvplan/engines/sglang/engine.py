@@ -42,7 +42,7 @@ from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
 from kvplan.planning.plan import cache_dtypes
 from kvplan.engines.sglang.layout import reads_capability
-from kvplan.hardware.facts import fact_missing
+from kvplan.hardware.facts import fact_missing, vendor_of
 from kvplan.engines.context import sglang_rule
 from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, opt_bool
 from kvplan.model.compressed import CompressedMLA, has_compressed
@@ -229,7 +229,7 @@ class Sglang(Engine):
         """The compute capability of the shared-expert fusion test, the MLA backend's page and the FP8 default
         (attention.py, fp8_default.py), and the fabric of the custom all-reduce rule (kvplan.engines.sglang.allreduce),
         where the profile leaves them out."""
-        vendor = str(getattr(gpu, "vendor", "")).upper()
+        vendor = vendor_of(gpu)
         version = self.version or self.default_version
         needs = (vendor in ("NVIDIA", "AMD") and fact_missing(gpu, "compute_capability")
                  and (reads_capability(model, self.opts, version) or sglang_fp8.reads_capability(model, version)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.engines.base import parse_version
-from kvplan.hardware.facts import capability_of
+from kvplan.engines.sglang.attention import sm100
 from kvplan.planning.plan_warnings import PlanWarning
 
 FIRST, UNTIL = (0, 5, 5), (0, 5, 11)
@@ -35,9 +35,7 @@ def reads_capability(model, version: str) -> bool:
 
 def applies(model, gpu, version: str) -> bool:
     """Whether SGLang `version` defaults this checkpoint to --quantization fp8 on `gpu` (module docstring)."""
-    cap = capability_of(gpu)
-    return (reads_capability(model, version) and cap is not None and cap[0] == 10
-            and str(getattr(gpu, "vendor", "")).upper() == "NVIDIA")
+    return reads_capability(model, version) and sm100(gpu)
 
 
 def served(model, gpu, version: str, req):

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from kvplan.engines.base import opt_bool, opt_int, parse_version
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.hardware.facts import capability_of
+from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.planning.layout import Placement
 
 OPTS = ("moe_dense_tp_size", "enable_dp_lm_head", "disable_shared_experts_fusion", "enforce_shared_experts_fusion",
@@ -43,7 +43,7 @@ DENSE_TP_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Glm4MoeForC
 def _fusable_gpu(gpu) -> bool:
     """SGLang's GPU test for the fusion: NVIDIA compute capability >= 8.0, AMD gfx942+ ((9, 4) as torch reports
     it on ROCm: MI300X, MI325X, MI355X). A profile without compute_capability: the assumed one (a plan warning)."""
-    vendor, cap = str(getattr(gpu, "vendor", "")).upper(), capability_of(gpu)
+    vendor, cap = vendor_of(gpu), capability_of(gpu)
     if cap is None:
         return False
     return cap >= (9, 4) if vendor == "AMD" else vendor == "NVIDIA" and cap >= (8, 0)
@@ -79,7 +79,7 @@ def shared_experts_fused(model, gpu, dep, opts: dict, version: str, ep: int) -> 
     if not _fusable_gpu(gpu):
         return False
     if ep > 1:
-        return parse_version(version) >= (0, 5, 13) and str(getattr(gpu, "vendor", "")).upper() == "AMD"
+        return parse_version(version) >= (0, 5, 13) and vendor_of(gpu) == "AMD"
     return True
 
 

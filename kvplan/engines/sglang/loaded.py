@@ -59,7 +59,7 @@ from kvplan.core.caching_allocator import rounding_bytes
 from kvplan.core.intmath import cdiv, round_up
 from kvplan.engines.base import parse_version
 from kvplan.engines.mxfp4_experts import stored_expert, triton_hopper_expert
-from kvplan.hardware.facts import capability_of
+from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.planning.tensors import rank_tensors
 from kvplan.readers.rope import rope_table_bytes
 
@@ -91,7 +91,7 @@ def allocator_extra(model, tp: int = 1, ep: int = 1, pp: int = 1, weight_dtype: 
 def mxfp4_extra(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, pp: int = 1) -> int:
     """Bytes per rank SGLang's MXFP4 MoE backend adds over the checkpoint's experts (module docstring)."""
     q, p = model.quantization, model.params
-    cap = capability_of(gpu) if str(getattr(gpu, "vendor", "")).upper() == "NVIDIA" else None
+    cap = capability_of(gpu) if vendor_of(gpu) == "NVIDIA" else None
     if (q.method != "mxfp4" or cap is None or parse_version(version) < (0, 5, 0) or not p.num_experts
             or not p.experts_per_token or not p.num_moe_layers):
         return 0

@@ -37,6 +37,7 @@ from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.versions import parse_version
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import IndexedMLA, Kind
+from kvplan.hardware.facts import vendor_of
 
 TC, BREAKABLE = "tc_piecewise", "breakable"
 FROM = (0, 5, 10)  # piecewise graphs on by default (0.5.9: enable_piecewise_cuda_graph False)
@@ -93,7 +94,7 @@ def decide(model, gpu, dep, version: str, dp_attention: bool, enable_mm: bool = 
     v, arch = parse_version(version), getattr(model, "architecture", "") or ""
     if v < FROM:
         return None, f"SGLang {version} captures no piecewise prefill graph by default (from 0.5.10)"
-    if str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+    if vendor_of(gpu) != "NVIDIA":
         return None, "not CUDA"
     vlm = sglang_mm.is_multimodal(model, version, enable_mm)
     if v < BREAKABLE_FROM:

@@ -84,11 +84,7 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
     f = st.mem_fraction_static
     budget = None
     if "avail_after_weights_gb" in r and "weights_mem_usage_gb" in r:
-        a_lo, a_hi = r["avail_after_weights_gb"].interval
-        u_lo, u_hi = r["weights_mem_usage_gb"].interval
-        lo, hi = (a_lo * f - u_hi * (1 - f)) * GIB, (a_hi * f - u_lo * (1 - f)) * GIB
-        c_lo = engine.capacity_at(model, dep, st, int(math.ceil(lo)), ctx, kvd)
-        c_hi = engine.capacity_at(model, dep, st, int(math.ceil(hi)) - 1, ctx, kvd)
+        (lo, hi), (c_lo, c_hi) = _pool_range(engine, model, dep, st, r, ctx, kvd)
         budget = int((r["avail_after_weights_gb"].value * f - r["weights_mem_usage_gb"].value * (1 - f)) * GIB)
         if "kv_tokens" in r:
             rep = int(r["kv_tokens"].value)
@@ -138,6 +134,17 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
     return out
 
 
+def _pool_range(engine, model, dep, st, r: dict, ctx: int, kvd):
+    """((lo, hi) bytes, (capacity at lo, capacity at hi)): the KV budget the printed avail and mem usage allow at the
+    plan's mem_fraction_static (rest = avail x f - usage x (1 - f), over the printed decimals' intervals), and the
+    pools kvplan lays out at its two ends."""
+    f = st.mem_fraction_static
+    (a_lo, a_hi), (u_lo, u_hi) = r["avail_after_weights_gb"].interval, r["weights_mem_usage_gb"].interval
+    lo, hi = (a_lo * f - u_hi * (1 - f)) * GIB, (a_hi * f - u_lo * (1 - f)) * GIB
+    return (lo, hi), (engine.capacity_at(model, dep, st, int(math.ceil(lo)), ctx, kvd),
+                      engine.capacity_at(model, dep, st, int(math.ceil(hi)) - 1, ctx, kvd))
+
+
 def _no_pool_note(settings: dict, f: float, version: str, pinned: bool) -> str:
     """Why the GPU-alone row shows 0 tokens: the fraction the log printed, or the release's default (and, where the
     release was not printed, that another release's default may be the one the log ran with)."""
@@ -157,16 +164,13 @@ def _version_from_pool(model, gpu, dep, req, r: dict, out) -> str | None:
     if not {"avail_after_weights_gb", "weights_mem_usage_gb", "kv_tokens"} <= r.keys():
         return None
     rep = int(r["kv_tokens"].value)
-    (a_lo, a_hi), (u_lo, u_hi) = r["avail_after_weights_gb"].interval, r["weights_mem_usage_gb"].interval
     for v in reversed(sglang.VERSIONS):
         engine = resolve_engine("sglang", v, [])
         try:  # a release that cannot run the model (a state layer it has no pool for, ...) did not write the log
             engine.result(model, gpu, dep, req)
             st = engine.settings(model, gpu, dep, req)
             f = st.mem_fraction_static
-            lo, hi = (a_lo * f - u_hi * (1 - f)) * GIB, (a_hi * f - u_lo * (1 - f)) * GIB
-            c_lo = engine.capacity_at(model, dep, st, int(math.ceil(lo)), req.context, req.kv_dtype)
-            c_hi = engine.capacity_at(model, dep, st, int(math.ceil(hi)) - 1, req.context, req.kv_dtype)
+            _, (c_lo, c_hi) = _pool_range(engine, model, dep, st, r, req.context, req.kv_dtype)
         except KvplanError:
             continue
         if c_lo.tokens <= rep <= c_hi.tokens:

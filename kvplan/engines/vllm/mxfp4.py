@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from kvplan.core.intmath import round_up
 from kvplan.engines.mxfp4_experts import stored_expert, triton_hopper_expert
-from kvplan.hardware.facts import capability_of
+from kvplan.hardware.facts import capability_of, vendor_of
 
 BACKENDS = ("marlin", "triton", "flashinfer")
 _BACKEND_PADDING = {"marlin": (128, 256), "triton": (64, 1), "flashinfer": (256, 256)}
@@ -43,7 +43,7 @@ TRITON_BUNDLED = (0, 12, 0)  # the first release whose build installs triton_ker
 def nvidia_capability(gpu) -> tuple[int, int] | None:
     """The compute capability an NVIDIA GPU's kernels are chosen by (8.0 assumed where its profile gives none:
     a plan warning); None off NVIDIA (AMD Instinct, Gaudi) and for a GPU known only by its memory."""
-    if str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+    if vendor_of(gpu) != "NVIDIA":
         return None
     return capability_of(gpu)
 

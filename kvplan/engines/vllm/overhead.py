@@ -48,7 +48,7 @@ from kvplan.engines.vllm.mxfp4 import (  # noqa: F401  (the MXFP4 backends' rule
 from kvplan.engines.vllm import v0_mla
 from kvplan.core.caching_allocator import allocated_rounding
 from kvplan.core.intmath import round_up
-from kvplan.hardware.facts import fact_missing
+from kvplan.hardware.facts import fact_missing, vendor_of
 from kvplan.model.layers import Kind
 from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan import activation_estimate
@@ -227,7 +227,7 @@ def fa3_graphs(gpu) -> bool:
     no FLASH_ATTN at all. Capability 10.x (FlashInfer first, FA4) and a GPU without a compute capability keep the
     accumulator, as before these facts were read (the H100 corpus's answer)."""
     cap = getattr(gpu, "capability", None)
-    if cap is None or str(getattr(gpu, "vendor", "")).upper() != "NVIDIA":
+    if cap is None or vendor_of(gpu) != "NVIDIA":
         return True
     return cap[0] in (9, 10)
 
@@ -326,7 +326,7 @@ def missing_facts(model, dep, st) -> tuple[str, ...]:
     MXFP4 or NVFP4 checkpoint's kernel or the all-reduce workspace depends on it, the fabric where the
     workspace does, the multiprocessor count where the Triton sampler's buffer does (0.17+)."""
     gpu = getattr(st, "gpu", None)
-    nvidia = str(getattr(gpu, "vendor", "")).upper() == "NVIDIA"
+    nvidia = vendor_of(gpu) == "NVIDIA"
     sms = sm_count_missing(parse_version(st.version), gpu, getattr(st, "flashinfer_sampler", None),
                            min(st.max_num_seqs, st.max_num_batched_tokens))
     workspace = workspace_possible(parse_version(st.version), dep.tp, dep.pp, dep.dp, getattr(st, "eager", False))

@@ -30,6 +30,7 @@ from kvplan.engines.vllm import deepseek_v4
 from kvplan.engines.vllm.settings import Settings
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import Kind, state_bytes
+from kvplan.hardware.facts import vendor_of
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ ALIGN_ELEMENTS = 128  # 256 bytes of a 16-bit model dtype, the only one vLLM loa
 def mla_align(st: Settings) -> int:
     """ALIGN_ELEMENTS where this release pads V0's MLA entry on this GPU (CUDA, ALIGNED_MLA), else 0."""
     lo, hi = ALIGNED_MLA
-    vendor = str(getattr(st.gpu, "vendor", "")).upper()
+    vendor = vendor_of(st.gpu)
     return ALIGN_ELEMENTS if not st.v1 and vendor == "NVIDIA" and lo <= parse_version(st.version) < hi else 0
 
 

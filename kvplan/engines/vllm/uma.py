@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 
 from kvplan.core.errors import arg
-from kvplan.hardware.facts import capability_of
+from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.planning.plan import PlanWarning
 
 MEMINFO_FROM = (0, 12, 0)  # the first release that reads MemAvailable on some GPUs
@@ -51,7 +51,7 @@ def unified(gpu) -> bool:
 
 def _flag_vendor(gpu) -> bool:
     """Whether vLLM's platform for this GPU's vendor reads the integrated flag (FLAG_VENDORS)."""
-    return str(getattr(gpu, "vendor", "")).upper() in FLAG_VENDORS
+    return vendor_of(gpu) in FLAG_VENDORS
 
 
 def reads_meminfo(gpu, v: tuple[int, ...]) -> bool:

@@ -107,7 +107,8 @@ def test_rtx_4090_total_is_the_lowest_a_vllm_stack_reports():
 
 def test_rtx_5080_torch_total_replaces_the_estimate():
     # Nightstalkeer/taming-3dgs@ea0a5325 docs/rtx5080/BIG_MODE_BUGS_AND_FIXES.md#L28 (RTX 5080, driver 580.82.09,
-    # PyTorch 2.9.0+cu128): "GPU 0 has a total capacity of 15.46 GiB": floor(15.46 x 1024) = floor(15831.04) = 15831 MiB.
+    # PyTorch 2.9.0+cu128): "GPU 0 has a total capacity of 15.46 GiB": floor(15.46 x 1024) = floor(15831.04)
+    # = 15831 MiB.
     # The estimate it replaces, floor(16384 MiB x 0.9825) = 16097 MiB, was 266 MiB above it; nvidia-smi's 16303 MiB
     # (SlimRAG/MinerU-docker README@2f07a352) is 472 MiB above it, as on every measured card (0.46-1.05 GiB).
     g = load_gpus()["rtx-5080"]

@@ -82,7 +82,8 @@ def prefill_first(engine: str | None, mixed: bool = False) -> bool:
 # that does not): vLLM's V0 (the default engine before 0.8.0) without chunked prefill runs `_schedule_default`, which
 # schedules no decode in a step that prefills ("Don't schedule decodes if prefills are scheduled", vllm 0.7.3 wheel
 # `core/scheduler.py` L1204-1246; `_schedule` L1440-1443 takes it unless chunked prefill is on). Read only for an MLA
-# model, whose chunked prefill V0 forces off (`config.py` L3327-3331): another model's is on by default over a 32K
+# model, whose chunked prefill V0 forces off (`config.py` L3327-3331) or, after vllm#12639, leaves off by default
+# (0.8.0 `engine/arg_utils.py` L1611-1614): another model's is on by default over a 32K
 # max_model_len on CUDA (`engine/arg_utils.py` L1163-1194), so which a run had hangs on a length the corpus does not
 # give.
 PREFILL_FIRST_BEFORE = {"vllm": (0, 8, 0)}

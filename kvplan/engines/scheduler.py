@@ -99,7 +99,7 @@ def prefill_first_release(engine: str | None, version: str | None, mla: bool) ->
 # The least step budget of a PREFILL_FIRST_BEFORE release, whose prefill steps pack whole waiting prompts while they
 # fit the step's token budget (`_schedule_prefills`, vllm 0.7.3 wheel `core/scheduler.py` L1148-1151 with
 # SchedulingBudget.can_schedule L69-75), a budget that defaults, with chunked prefill off, to
-# max(max_model_len, 2048) (`config.py` SchedulerConfig.__post_init__ L1533-1536; 0.8.0 L1660-1668, where V0 leaves
+# max(max_model_len, 2048) (`config.py` SchedulerConfig.__post_init__ L1533-1536; 0.8.0 L1669-1674, where V0 leaves
 # an MLA model's chunked prefill off by default, `engine/arg_utils.py` L1611-1614): the server's max_model_len, so a
 # step takes every prompt that fits it, not one. (0.7.1-0.7.3 on CUDA over a 32K max_model_len turned chunked prefill
 # on first, left the budget at 2,048 and then forced it off, rejecting longer prompts, `config.py` L3327-3331 and

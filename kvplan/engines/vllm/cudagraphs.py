@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from kvplan.core.intmath import round_up
 from kvplan.hardware.facts import vendor_of
+from kvplan.engines.vllm.runner import graph_note
 from kvplan.model.layers import Kind
 from kvplan.planning.deploy import split_layers
 
@@ -147,9 +148,11 @@ def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seq
 
 
 def graph_notes(model, dep, st) -> tuple[str, ...]:
-    """What the plan says of the CUDA-graph term where vLLM subtracts its measurement: kvplan prices it by a fit."""
-    if not st.cudagraphs:
-        return ()
+    """What the plan says of the CUDA-graph term: priced by a fit where vLLM subtracts its measurement, or why it
+    subtracts 0 (the V2 runner of 0.22-0.28: kvplan.engines.vllm.runner)."""
+    v2 = graph_note(model, st.v, st.gpu, st.eager, st.weight_dtype)
+    if v2 or not st.cudagraphs:
+        return (v2,) if v2 else ()
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))  # the rank overhead_terms prices
     mib = per_graph_cost(model, layers, st.weight_dtype) / MIB
     return (f"CUDA-graph estimate: vLLM measures it (free-memory drops of two captures per mode); kvplan prices "

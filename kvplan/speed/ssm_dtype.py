@@ -31,6 +31,7 @@ def as_stated(spec, flags: dict | None):
 
 def in_dtype(spec, dtype: str):
     """The model with its recurrent states in `dtype` ("": the spec itself): a corpus run's stated dtype, or a
-    plan's `Request.ssm_dtype`, the one its engine pools them in (kvplan.engines.sglang sets it from
-    mamba_ssm_dtype), so a plan's speed figures read the bytes its pool holds."""
+    plan's `Request.ssm_dtype` or a corpus run's engine's (kvplan.bench.running `case_ssm_dtype`), the one its
+    engine pools them in (SGLang's request step: mamba_ssm_dtype, else its release's default), so the speed figures
+    read the bytes its pool holds."""
     return replace(spec, layers=ssm_as(spec.layers, dtype)) if dtype else spec

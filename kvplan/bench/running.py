@@ -125,8 +125,8 @@ def case_ssm_dtype(case, spec, gpu) -> str:
     kvplan.engines.sglang.mamba.pool_ssm_dtype), the one a plan's speed figures read; "" for a model without
     recurrent states, an engine that sets none (vLLM's default is the reader's own, kvplan.readers.states) or a
     setting its rules refuse."""
-    if case.engine not in OPTS or not any(layer.kind == Kind.STATE or isinstance(layer, ParallelHybrid)
-                                          for layer in spec.layers):
+    if spec is None or case.engine not in OPTS or not any(layer.kind == Kind.STATE or isinstance(layer, ParallelHybrid)
+                                                          for layer in spec.layers):
         return ""
     try:
         engine, _ = configure(case.engine, case.version, case_opts(case), None)

@@ -257,7 +257,7 @@ class Sglang(Engine):
         sglang_cache_dtype.check_flag(req.kv_dtype, model, st.version, self.auto_kv_dtype(model))  # int8, ...
         if has_compressed(model.layers):  # its page and cache dtype (kvplan.engines.sglang.dsv4)
             sglang_dsv4.check_settings(st.page_size, cache_dtypes(req, model)[0])
-        ssm = st.state.ssm_dtype if st.state is not None else ""  # the state pool's stated dtype: speed prices it
+        ssm = sglang_mamba.pool_ssm_dtype(model, st.state)  # the dtype the state pool holds: speed prices it
         return dataclasses.replace(req, gpu_memory_utilization=st.mem_fraction_static, block_size=st.page_size,
                                    overhead_bytes=over, ssm_dtype=ssm or req.ssm_dtype)
 

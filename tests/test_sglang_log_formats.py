@@ -92,8 +92,9 @@ def test_mla_kv_size_line_is_read_and_a_dsa_pool_is_refused():
     row = _pool_rows()["sglang-amd-glm5-fp8-mi355x-tp8"]
     assert not row["terms"] and "Sparse Attention" in row["why_not"]
     model, engine = find_in_catalog("glm-5"), resolve_engine("sglang", "0.5.8")
+    st = engine.settings(model, find_gpu("h200"), Deployment(8, 1), Request(context=4096))
     with pytest.raises(KvplanError, match="Sparse Attention pool is not planned"):
-        engine.settings(model, find_gpu("h200"), Deployment(8, 1), Request(context=4096))
+        engine.k_size_gib(model, Deployment(8, 1), st, 3_262_823, None)
 
 
 def test_an_mla_pool_prints_its_latent_as_kvplan_counts_k():

@@ -124,6 +124,8 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         rope_scaling=read_rope_scaling(data, model_type),
         family=model_type,
         architecture=arch,
+        mla_kv_heads=geometry["kv_heads"] if cfg.has("kv_lora_rank") and geometry["kv_heads"] != geometry["heads"]
+        else 0,
         notes=(*geometry["notes"], *tower_notes),
         source=source,
         vision_dims=_vision_dims(config) if towers.params else (),

@@ -219,12 +219,12 @@ def _rocm_default(model, version: str, tp_size: int) -> tuple[bool, str]:
                           f"by {AITER_SCALE} past {AITER_CONTEXT:,} tokens of context; name it with "
                           f"{arg('engine_opts')} attention_backend=aiter or triton", EXIT_USAGE,
                           param="engine_opts", value="attention_backend")
-    if _mla(model):
-        heads = max(1, model.num_attention_heads // tp_size)
+    if _mla(model):  # the config's KV heads over the whole --tp-size (DP attention's ranks too)
+        kv = model.mla_kv_heads or model.num_attention_heads
+        heads = max(1, kv // tp_size)
         return heads in AITER_HEADS, (f"SGLang {version} defaults an MLA model with {heads} KV heads per rank "
-                                          f"to aiter on ROCm (16 or 128; the config's num_key_value_heads taken as "
-                                          f"its {model.num_attention_heads} attention heads, as DeepSeek's and Kimi's "
-                                          "configs write them)")
+                                      f"to aiter on ROCm (16 or 128: the config's {kv} num_key_value_heads over "
+                                      f"SGLang's tp_size {tp_size}, get_num_kv_heads)")
     arch = getattr(model, "architecture", None)
     if any(arch == name and v >= first and (until is None or v < until) for name, first, until in ROCM_TRITON):
         return False, ""

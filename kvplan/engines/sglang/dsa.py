@@ -95,9 +95,12 @@ def pool(model, gpu, version: str, kv_dtype) -> DsaPool | None:
                           "its CUDA pool only (ROCm runs page 1 or aiter's preshuffled pages, by Triton version, and "
                           "raw fp8 rows; NPU and XPU their own pools)", EXIT_USAGE, param="gpu")
     if kv_dtype.name not in ("bf16", "fp8"):
-        raise KvplanError(f"SGLang runs DeepSeek Sparse Attention with a bfloat16 or fp8_e4m3 KV cache only (\"DeepSeek "
-                          f"DSA only supports bf16/bfloat16 or fp8_e4m3\"), not {kv_dtype.name}", EXIT_USAGE,
-                          param="kv_dtype", value=kv_dtype.name, allowed=("auto", "bf16", "fp8"))
+        raise KvplanError(f"SGLang runs DeepSeek Sparse Attention with a bfloat16 or fp8_e4m3 KV cache only "
+                          f"(\"DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3\"), not {kv_dtype.name}",
+                          EXIT_USAGE, param="kv_dtype", value=kv_dtype.name, allowed=("auto", "bf16", "fp8"))
+    if any(isinstance(la, IndexedMLA) and la.index_head_dim not in (0, 128) for la in model.layers):
+        raise KvplanError("SGLang's DeepSeek Sparse Attention pool runs index_head_dim 128 only (DSATokenToKVPool "
+                          "asserts it)", EXIT_USAGE)
     v = parse_version(version)
     if v < ELIDES and any(isinstance(la, IndexedMLA) and not la.index_head_dim for la in model.layers):
         raise KvplanError(f"SGLang {version} gives every DeepSeek Sparse Attention layer indexer keys: kvplan reads "
@@ -107,6 +110,22 @@ def pool(model, gpu, version: str, kv_dtype) -> DsaPool | None:
     major = cap[0] if cap is not None else 0
     glm_sm12 = v >= GLM_SM12 and major == 12 and model.architecture == "GlmMoeDsaForCausalLM"
     return DsaPool(v, raw_fp8=major >= 10 and not glm_sm12)
+
+
+def pool_or_reason(model, gpu, version: str, kv_dtype) -> tuple[DsaPool | None, tuple]:
+    """(pool(...), ()) or (None, (message, param, value)) where it refuses: Settings keeps the reason, which `refuse`
+    raises where the pool is sized, so the settings the pool does not read stay available."""
+    try:
+        return pool(model, gpu, version, kv_dtype), ()
+    except KvplanError as err:
+        return None, (err.message, err.param, err.value, err.allowed)
+
+
+def refuse(st) -> None:
+    """Raise the reason `st` (Settings) keeps for a DSA pool kvplan does not plan, if any."""
+    if st.dsa_refused:
+        message, param, value, allowed = st.dsa_refused
+        raise KvplanError(message, EXIT_USAGE, param=param, value=value, allowed=allowed)
 
 
 def check_release(version: str) -> None:

@@ -161,7 +161,8 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
 
 def pool_cell(model, dep, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
     """cell_bytes of the stage that bounds the pool: under pp each stage's cell is its own layers' (capacity),
-    and the largest holds the fewest tokens."""
+    and the largest holds the fewest tokens. A DSA pool kvplan does not plan is refused here (dsa.refuse)."""
+    sglang_dsa.refuse(st)
     return max((cell_bytes(model.layers[a:b], dep.tp, kv_dtype, st) for a, b in split_layers(model.num_layers, dep.pp)),
                key=lambda c: (c[0] + st.swa_full_tokens_ratio * c[1], c[2]))
 

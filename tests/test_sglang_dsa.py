@@ -6,10 +6,11 @@ Expected bytes are written out from the SGLang wheels (sglang/srt/...), not from
     cache under a scaled backend 512 + 512 / 128 x 4 + 64 x 2 = 656 B; under trtllm the raw 576 B;
   * indexer keys (DSATokenToKVPool, 0.5.23 mem_cache/memory_pool.py L5279-5380, index_key_cache.py L22-47):
     128 + 128 / 128 x 4 = 132 uint8 a token a layer, replicated over tp;
-  * backends (0.5.23 arg_groups/overrides.py L600-730): fp8 on capability >= 10 trtllm, on 9.0 flashmla_kv;
+  * backends (0.5.23 arg_groups/overrides.py L600-730): fp8 on capability >= 10 trtllm (from 0.5.10; 0.5.8-0.5.9
+    flashmla_kv everywhere), on 9.0 flashmla_kv;
     GlmMoeDsaForCausalLM fp8 on capability 12 flashinfer_sparse_mla; auto is fp8_e4m3 on >= 10, bf16 below
     (L491-546);
-  * cell: 0.5.10-0.5.16 (576 x the dtype's bytes + 132) a layer (0.5.10 get_cell_size_per_token L75-108); from 0.5.17
+  * cell: 0.5.8-0.5.16 (576 x the dtype's bytes + 132) a layer (0.5.10 get_cell_size_per_token L75-108); from 0.5.17
     the row as allocated (0.5.17 pool_configurator.py L183-243); from 0.5.18 only layers running their indexer
     (0.5.23 pool_configurator.py L560-640).
 """
@@ -56,6 +57,9 @@ def _figures(res) -> dict:
     (GLM5, PRO6000, "0.5.23", "fp8", 78 * (656 + 132)),
     (V32, PRO6000, "0.5.23", "fp8", 61 * (576 + 132)),
     (GLM5, PRO6000, "0.5.16", "fp8", 78 * (576 + 132)),  # before 0.5.17 capability 12 is trtllm's too
+    # 0.5.8 (server_args.py L1175-1181): fp8 runs flashmla_kv on every GPU, 656-byte rows, counted as 576 + 132
+    (V32, B200, "0.5.8", "auto", 61 * (576 + 132)),
+    (V32, H200, "0.5.8", "auto", 61 * (1152 + 132)),
     # GLM-5.2's IndexCache: indexers on 21 of 78 layers (tests/test_dsa.py): 78 x 1,152 + 21 x 132 = 92,628
     (GLM52, H200, "0.5.23", "auto", 78 * 1152 + 21 * 132),
 ])
@@ -84,6 +88,8 @@ def test_the_plan_prices_a_token_as_sglang_allocates_it():
     old = _result(V32, H200, "0.5.14", "fp8")
     assert old.plan.kv_bytes_per_token == 8 * 61 * (656 + 132)
     assert any("4,880 B a token more than its budget" in n for n in old.capacity.notes)
+    # 0.5.8 on B200: auto fp8 in flashmla_kv's 656-byte rows (no trtllm default before 0.5.10)
+    assert _result(V32, B200, "0.5.8").plan.kv_bytes_per_token == 8 * 61 * (656 + 132)
 
 
 def test_kv_size_matches_sglang_pr_11309_log():
@@ -104,7 +110,7 @@ def test_page_is_64_whatever_is_given():
 
 
 @pytest.mark.parametrize("model, gpu, version, kv, needle", [
-    (V32, H200, "0.5.8", "auto", "from 0.5.10"),  # 0.5.3-0.5.7 force DP attention; 0.5.8-0.5.9 not read
+    (V32, H200, "0.5.7", "auto", "from 0.5.8"),  # 0.5.3-0.5.7 force DP attention
     (GLM5, MI355X, "0.5.23", "auto", "CUDA pool only"),  # ROCm: page 1 or preshuffled pages by Triton version
     (GLM52, H200, "0.5.17", "auto", "from 0.5.18"),  # 0.5.17 gives IndexCache's sharers indexer keys too
     (V32, H200, "0.5.23", "fp16", "bfloat16 or fp8_e4m3"),

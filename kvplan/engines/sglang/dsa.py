@@ -9,15 +9,18 @@ Read in the wheels (sglang/srt/...); page 64 on CUDA is kvplan.engines.sglang.at
 * The latent row (`calculate_mla_kv_cache_dim`, 0.5.10 `model_executor/model_runner_kv_cache_mixin.py` L240-285;
   0.5.23 `mem_cache/kv_cache_configurator.py` L3412-3473): kv_lora_rank + rope = 576 elements of the KV dtype
   (bf16: 1,152 B), except an fp8 cache under a scaled-layout backend: 512 fp8 + 512 / 128 x 4 B of scales + 64 bf16
-  rope = 656 B. The trtllm backend keeps the raw 576-byte fp8 row. Which backend runs by default
-  (0.5.10 `server_args.py` `_set_default_nsa_backends` L1445-1490; 0.5.23 `arg_groups/overrides.py`
-  `_dsa_split_backend_resolution` L600-730): fp8 on compute capability >= 10 trtllm, below flashmla_kv; a
-  GlmMoeDsaForCausalLM fp8 cache on capability 12 flashinfer_sparse_mla from 0.5.17 (overrides.py L1600-1605).
+  rope = 656 B. The trtllm backend keeps the raw 576-byte fp8 row. Which backend runs by default: fp8 flashmla_kv on
+  every GPU in 0.5.8-0.5.9 (0.5.8 `server_args.py` L1175-1181, 656-byte rows: `mem_cache/memory_pool.py` L1699-1720;
+  0.5.9 L1154-1163); from 0.5.10 fp8 on compute capability >= 10 trtllm, below flashmla_kv (0.5.10
+  `_set_default_nsa_backends` L1445-1490; 0.5.23 `arg_groups/overrides.py` `_dsa_split_backend_resolution`
+  L600-730); a GlmMoeDsaForCausalLM fp8 cache on capability 12 flashinfer_sparse_mla from 0.5.17 (overrides.py
+  L1600-1605).
 * --kv-cache-dtype auto: fp8_e4m3 on capability >= 10, else bfloat16 (0.5.10 `_set_default_nsa_kv_cache_dtype`
   L1417-1443; 0.5.23 `_dsa_kv_cache_dtype_default` L491-546); other dtypes refused ("DeepSeek DSA only supports
   bf16/bfloat16 or fp8_e4m3").
-* What the pool is sized by (the cell `profile_max_num_token` divides the budget by): 0.5.10-0.5.16 count
-  (kv_lora_rank + rope) x the dtype's bytes + 132 B a layer (0.5.10 `get_cell_size_per_token` L75-108), so under the
+* What the pool is sized by (the cell `profile_max_num_token` divides the budget by): 0.5.8-0.5.16 count
+  (kv_lora_rank + rope) x the dtype's bytes + 132 B a layer (0.5.8 `model_runner_kv_cache_mixin.py` L47-80; 0.5.10
+  `get_cell_size_per_token` L75-108; 0.5.9 not in the wheels read, planned as the two around it), so under the
   656-byte row the pool allocates 80 B a layer a token more than it counted; from 0.5.17 the row as allocated
   (`_compute_cell_size` calls calculate_mla_kv_cache_dim: 0.5.17 `model_executor/pool_configurator.py` L183-243).
 * IndexCache (GLM-5.2: layers that reuse an earlier layer's top-k): from 0.5.18 the pool gives such a layer a 0-row
@@ -25,8 +28,9 @@ Read in the wheels (sglang/srt/...); page 64 on CUDA is kvplan.engines.sglang.at
   `_should_elide_dsa_index_k`; 0.5.23 `pool_configurator.py` L560-640). 0.5.17 and before count every layer:
   such a model is refused there.
 
-Refused with the reason: releases before 0.5.10 (0.5.3-0.5.7 force DP attention, 0.5.3 also mem_fraction_static 0.8
-and a cell without the indexer: 0.5.3 `server_args.py` L806-846, `model_runner.py` L1274-1279; 0.5.8-0.5.9 not read),
+0.5.8 on force DP attention only for context parallelism (0.5.8 `server_args.py` L1115-1135; 0.5.10 L1568-1574).
+Refused with the reason: releases before 0.5.8 (0.5.3-0.5.7 force DP attention, 0.5.3 also mem_fraction_static 0.8
+and a cell without the indexer: 0.5.3 `server_args.py` L806-846, `model_runner.py` L1274-1279),
 ROCm, NPU and XPU pools (page 1 or a preshuffled page, raw fp8 rows). Not read, and not in any bundled config: a
 config's `index_kpool` (pooled indexer keys, page 64 x index_kpool) and `learnable_sink` (bf16 forced, 0.5.20 on).
 """
@@ -43,7 +47,8 @@ from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.model.layers import INDEXER_QUANT_BLOCK, IndexedMLA
 from kvplan.planning.plan import KV_ENGINE_AUTO, PlanWarning
 
-FROM = (0, 5, 10)  # the first release whose DSA pool kvplan plans
+FROM = (0, 5, 8)  # the first release whose DSA pool kvplan plans (0.5.3-0.5.7 force DP attention)
+RAW_FP8 = (0, 5, 10)  # fp8 on capability >= 10 runs trtllm's raw rows (0.5.8-0.5.9: flashmla_kv everywhere)
 COUNTS_ROW = (0, 5, 17)  # the cell counts the latent row as allocated (before: 576 x the dtype's bytes)
 ELIDES = (0, 5, 18)  # layers that reuse another's top-k hold no indexer keys, nor are counted
 GLM_SM12 = (0, 5, 17)  # GlmMoeDsaForCausalLM's fp8 cache on capability 12: flashinfer_sparse_mla (scaled rows)
@@ -109,7 +114,7 @@ def pool(model, gpu, version: str, kv_dtype) -> DsaPool | None:
     cap = capability_of(gpu)
     major = cap[0] if cap is not None else 0
     glm_sm12 = v >= GLM_SM12 and major == 12 and model.architecture == "GlmMoeDsaForCausalLM"
-    return DsaPool(v, raw_fp8=major >= 10 and not glm_sm12)
+    return DsaPool(v, raw_fp8=v >= RAW_FP8 and major >= 10 and not glm_sm12)
 
 
 def pool_or_reason(model, gpu, version: str, kv_dtype) -> tuple[DsaPool | None, tuple]:
@@ -131,8 +136,8 @@ def refuse(st) -> None:
 def check_release(version: str) -> None:
     if parse_version(version) < FROM:
         raise KvplanError(f"SGLang {version}'s DeepSeek Sparse Attention pool is not planned: kvplan reads it from "
-                          "0.5.10 (0.5.3-0.5.7 force DP attention, 0.5.3 also mem_fraction_static 0.8 and a cell "
-                          "without the indexer keys; 0.5.8-0.5.9 not read); plan 0.5.10 or later", EXIT_USAGE,
+                          "0.5.8 (0.5.3-0.5.7 force DP attention, dp_size = tp_size; 0.5.3 also mem_fraction_static 0.8 "
+                          "and a cell without the indexer keys); plan 0.5.8 or later", EXIT_USAGE,
                           param="engine_version", value=version)
 
 

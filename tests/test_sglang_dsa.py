@@ -118,3 +118,15 @@ def test_page_is_64_whatever_is_given():
 def test_what_kvplan_has_not_read_is_refused(model, gpu, version, kv, needle):
     with pytest.raises(KvplanError, match=needle):
         _result(model, gpu, version, kv)
+
+
+def test_explain_shows_sglangs_rows():
+    # B200 at 0.5.23: trtllm's raw fp8 row (576 B), not vLLM's 656-byte fp8_ds_mla; 61 x 708 = 43,188 B a token
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    r = CliRunner().invoke(app, ["fit", "deepseek-v3.2", "--engine", "sglang", "--gpu", "b200", "--tp", "8",
+                                 "--ctx", "32k", "--explain"])
+    assert r.exit_code == 0, r.output
+    assert "61 MLA layers × (576 B latent + 132 B indexer keys)" in r.stdout and "= 43,188 B/token" in r.stdout

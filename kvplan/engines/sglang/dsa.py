@@ -20,7 +20,7 @@ Read in the wheels (sglang/srt/...); page 64 on CUDA is kvplan.engines.sglang.at
   bf16/bfloat16 or fp8_e4m3").
 * What the pool is sized by (the cell `profile_max_num_token` divides the budget by): 0.5.8-0.5.16 count
   (kv_lora_rank + rope) x the dtype's bytes + 132 B a layer (0.5.8 `model_runner_kv_cache_mixin.py` L47-80; 0.5.10
-  `get_cell_size_per_token` L75-108; 0.5.9 not in the wheels read, planned as the two around it), so under the
+  `get_cell_size_per_token` L75-108; 0.5.9's model runner not read, planned as the two around it), so under the
   656-byte row the pool allocates 80 B a layer a token more than it counted; from 0.5.17 the row as allocated
   (`_compute_cell_size` calls calculate_mla_kv_cache_dim: 0.5.17 `model_executor/pool_configurator.py` L183-243).
 * IndexCache (GLM-5.2: layers that reuse an earlier layer's top-k): from 0.5.18 the pool gives such a layer a 0-row
@@ -31,7 +31,8 @@ Read in the wheels (sglang/srt/...); page 64 on CUDA is kvplan.engines.sglang.at
 0.5.8 on force DP attention only for context parallelism (0.5.8 `server_args.py` L1115-1135; 0.5.10 L1568-1574).
 Refused with the reason: releases before 0.5.8 (0.5.3-0.5.7 force DP attention, 0.5.3 also mem_fraction_static 0.8
 and a cell without the indexer: 0.5.3 `server_args.py` L806-846, `model_runner.py` L1274-1279),
-ROCm, NPU and XPU pools (page 1 or a preshuffled page, raw fp8 rows). Not read, and not in any bundled config: a
+ROCm, NPU and XPU pools (ROCm: page 1 or aiter's preshuffled pages by Triton version, fp8 rows with scales in 0.5.8
+and raw in 0.5.23 under its triton / tilelang / aiter backends). Not read, and not in any bundled config: a
 config's `index_kpool` (pooled indexer keys, page 64 x index_kpool) and `learnable_sink` (bf16 forced, 0.5.20 on).
 """
 
@@ -97,8 +98,8 @@ def pool(model, gpu, version: str, kv_dtype) -> DsaPool | None:
     check_release(version)
     if vendor_of(gpu) != "NVIDIA":
         raise KvplanError(f"SGLang's DeepSeek Sparse Attention pool on {vendor_of(gpu) or 'this GPU'}: kvplan reads "
-                          "its CUDA pool only (ROCm runs page 1 or aiter's preshuffled pages, by Triton version, and "
-                          "raw fp8 rows; NPU and XPU their own pools)", EXIT_USAGE, param="gpu")
+                          "its CUDA pool only (ROCm runs page 1 or aiter's preshuffled pages by Triton version, its fp8 "
+                          "rows by release; NPU and XPU their own pools)", EXIT_USAGE, param="gpu")
     if kv_dtype.name not in ("bf16", "fp8"):
         raise KvplanError(f"SGLang runs DeepSeek Sparse Attention with a bfloat16 or fp8_e4m3 KV cache only "
                           f"(\"DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3\"), not {kv_dtype.name}",

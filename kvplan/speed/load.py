@@ -169,6 +169,7 @@ class Load:
     recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations: kvplan.speed.balance
     poll_wait: float = 0.0  # decode steps a spread arrival waits for the scheduler's poll (`poll`, module docstring)
+    packed: bool = False  # a prefill step packs whole prompts up to `chunk` (`first_wave`): vLLM's V0 on MLA
 
 
 def decode_context(load: Load) -> float:
@@ -305,7 +306,7 @@ def combos(load: Load, e2e_estimate: float | None = None,
     t = ((1.0 + load.recompute) / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B, its preempted prompts redone
     if load.lockstep > 1 and not burst:
         t = lockstep_cycle(load, b, g, osl)
-    first = ((b + 1) / (2 * b), 0.0, 0.0)  # the mean request of a wave gets its first token half-way through it
+    first = first_wave(load, b)  # the mean request of a wave gets its first token half-way through it
     steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, osl)  # held: balancing
     poll = poll_steps(load, burst)  # a spread arrival's wait for the scheduler's next poll
     # a later request's group prefill and the decode steps sharing it; in waves every wave is the first one
@@ -343,6 +344,14 @@ def combos(load: Load, e2e_estimate: float | None = None,
         "total_throughput": (*thr, d * (load.isl + osl)),
         "service": (1.0 / b, 0.0, 0.0, 0.0),  # the prefill server's S, t_wave / B: not a measured figure
     }
+
+
+def first_wave(load: Load, b: float) -> tuple[float, float, float]:
+    """A first-wave request's mean TTFT as (a, b, e) of t_wave, t_dec, t_grp: (B + 1) / 2B, one prompt a step; where
+    the engine packs whole prompts into its step (`packed`), each of the wave's K = ceil(B / floor(chunk / isl)) steps
+    returns its prompts' first tokens at its end, (K + 1) / 2K (t_wave itself for a wave of one step)."""
+    k = max(1.0, -(-b // max(1.0, load.chunk // max(1.0, load.isl)))) if load.packed else b
+    return (k + 1) / (2 * k), 0.0, 0.0
 
 
 def replaces(load: Load, burst: bool) -> bool:

@@ -90,3 +90,22 @@ def test_the_speed_fit_keeps_the_readers_type_for_vllm_runs():
     case = next(c for c in cases if c.source == "vllm-recipes-nemotron3-nano-h200")
     assert case.version == "0.12.0"
     assert Built(case, running).shape.state_bytes_per_seq == NANO_FP32  # not the 0.12.0 pool's NANO_16
+
+
+def _family(name: str):
+    return spec_from_config(json.loads((FIXTURE.parent / name).read_text()), name)[0]
+
+
+def test_kinds_that_never_read_the_temporal_option():
+    # KDA: conv states in mamba_cache_dtype, the recurrent one float32 whatever the options (kda_state_dtype);
+    # lightning attention: one state in mamba_cache_dtype, float32 refused by vLLM (linear_attention_state_dtype)
+    kda = _family("kimi-linear-default.json")
+    plain = api.plan(kda, "h200", context=4096, tp=8, engine="vllm", engine_version="0.19.1")
+    told = api.plan(kda, "h200", context=4096, tp=8, engine="vllm", engine_version="0.19.1",
+                    engine_opts={"mamba_ssm_cache_dtype": "float16"})
+    assert plain.request.ssm_dtype == told.request.ssm_dtype == ""
+    assert plain.kv_bytes_per_sequence_per_gpu == told.kv_bytes_per_sequence_per_gpu
+    assert any("not read for this kind" in w.message for w in told.warnings)
+    with pytest.raises(KvplanError, match="lightning attention"):
+        api.plan(_family("minimax-m1.json"), "h200", context=4096, tp=8, engine="vllm", engine_version="0.19.1",
+                 engine_opts={"mamba_cache_dtype": "float32"})

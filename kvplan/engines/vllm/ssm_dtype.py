@@ -36,6 +36,7 @@ FLOAT16 = (0, 13, 0)  # MambaDType gains float16
 HOOK = (0, 13, 0)  # NemotronH's hook reads the config's mamba_ssm_cache_dtype
 HOOK_FP32 = (0, 20, 0)  # ... and defaults to float32 (float16 before)
 GDN_SSM = (0, 17, 0)  # Gated DeltaNet's temporal state reads mamba_ssm_cache_dtype
+ONE_STATE = ("short_conv", "linear_attention")  # one state each, in mamba_cache_dtype
 FOLLOWS = ("mamba", "mamba2", "gated_deltanet")  # the kinds whose temporal state can take mamba_ssm_cache_dtype
 
 
@@ -117,6 +118,10 @@ def assumption(model, st) -> str:
     if layer.variant == "kda":
         ssm = "fp32"
     flag, read = st.mamba_ssm_cache_dtype, st.ssm_dtype_read
+    if layer.variant in ONE_STATE:  # a single state (a conv window; lightning attention's) in mamba_cache_dtype
+        unread = ", mamba_ssm_cache_dtype not read for this kind" if flag != "auto" else ""
+        return (f"vLLM {st.version} holds the {layer.variant} states in {conv} (mamba_cache_dtype "
+                f"{st.mamba_cache_dtype}{unread})")
     line = (f"vLLM {st.version} holds the {layer.variant} states' conv part in {conv} (mamba_cache_dtype "
             f"{st.mamba_cache_dtype}) and the recurrent part in {ssm} ({_why(layer, st, flag, read)})")
     if layer.variant in FOLLOWS and ssm != (read or conv):
@@ -127,9 +132,8 @@ def assumption(model, st) -> str:
 
 def _why(layer, st, flag: str, read: str) -> str:
     v = st.v
-    if layer.variant not in FOLLOWS:
-        return ("its kernel's own type" if layer.variant == "kda" else "the conv type") + \
-            (", mamba_ssm_cache_dtype not read for this kind" if flag != "auto" else "")
+    if layer.variant not in FOLLOWS:  # KDA: float32 whatever the options (kda_state_dtype)
+        return "its kernel's own type" + (", mamba_ssm_cache_dtype not read for this kind" if flag != "auto" else "")
     if layer.variant == "gated_deltanet" and v < GDN_SSM:
         if read:
             return ("the config's; its hook, like Qwen3.5 itself, is vLLM's from 0.17.0: this release may not run "

@@ -136,8 +136,8 @@ def case_ssm_dtype(case, spec, gpu) -> str:
     """The dtype the case's engine, with the options the run stated, holds `spec`'s recurrent states in: its request
     step's `Request.ssm_dtype` (SGLang's pool: --mamba-ssm-dtype, else float32 or, from 0.5.9, the config's,
     kvplan.engines.sglang.mamba.pool_ssm_dtype), the one a plan's speed figures read; "" for a model without
-    recurrent states, an engine that sets none (vLLM's default is the reader's own, kvplan.readers.states) or a
-    setting its rules refuse."""
+    recurrent states, an engine whose fit keeps the reader's (`Engine.fit_follows_ssm_dtype`: vLLM, whose release
+    rule failed the adoption rule) or a setting its rules refuse."""
     if spec is None or case.engine not in OPTS or not any(layer.kind == Kind.STATE or isinstance(layer, ParallelHybrid)
                                                           for layer in spec.layers):
         return ""
@@ -146,6 +146,8 @@ def case_ssm_dtype(case, spec, gpu) -> str:
         dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, dp=1, ep=case.ep))
         req = read_request(spec, context=max(1, int(case.load.isl)), kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
+        if not engine.fit_follows_ssm_dtype:  # the reader's own (Engine.fit_follows_ssm_dtype)
+            return ""
         return engine.request(req, engine.settings(spec, gpu, dep, req), spec, dep).ssm_dtype
     except KvplanError:
         return ""

@@ -72,6 +72,10 @@ class Engine:
     supports_dcp = False  # decode context parallel (MLA latents striped over tp ranks) is modelled
     supports_speculative = False  # a drafter's layers, weights and lookahead (kvplan.planning.speculative) are modelled
     dcp_tokens_whole = False  # the printed token capacity already counts every rank of a dcp group
+    # the speed fit prices a corpus run's recurrent states in the type this engine's request step pools them in
+    # (kvplan.bench.running.case_ssm_dtype); False: in the reader's, where following the engine failed the
+    # adoption rule (vLLM: docs/speed-history.md, "vLLM's Mamba-2 temporal state by release")
+    fit_follows_ssm_dtype = True
     splits_layers_only = False  # GPUs only split the layers (llama.cpp): one layout of N GPUs, no tp to search
     kv_dtype_flags: dict[str, str] = {}  # emit_args: the serve flag's spelling of a kvplan cache dtype
     # Offload tiers below the GPU pool (kvplan.engines.offload): backend ("native": the engine's own,

@@ -294,6 +294,9 @@ class RecurrentState(LayerSpec):
     groups: int = 0
     group_conv_elements: int = 0  # of conv_elements: the groups' part (Mamba-2 B and C)
     ssm_dtype: str = ""  # the recurrent state's own element type when the config fixes one (fp32), else ""
+    # ssm_dtype is the default an engine's model hook gives a config that states none (Nemotron-H's float32), not the
+    # config's own: engines whose default differed by release apply theirs (kvplan.engines.vllm.ssm_dtype)
+    ssm_dtype_default: bool = False
 
     kind = Kind.STATE
 

@@ -111,7 +111,8 @@ def mamba_state(cfg, g: dict) -> RecurrentState:
         heads, head_dim, state, groups, kernel = mamba2_dims(cfg, g["hidden"])
         inner = heads * head_dim
         return RecurrentState((kernel - 1) * (inner + 2 * groups * state), heads * head_dim * state, heads, "mamba2",
-                              groups, (kernel - 1) * 2 * groups * state, ssm_cache_dtype(cfg))
+                              groups, (kernel - 1) * 2 * groups * state, ssm_cache_dtype(cfg),
+                              ssm_dtype_default=cfg.raw("mamba_ssm_cache_dtype") is None and bool(ssm_cache_dtype(cfg)))
     inner = cfg.int("mamba_expand", default=2) * g["hidden"]
     state = cfg.int("mamba_d_state", "ssm_state_size", default=16)
     kernel = cfg.int("mamba_d_conv", "conv_kernel", default=4)

@@ -19,6 +19,7 @@ import dataclasses
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.intmath import cdiv
 from kvplan.engines.base import parse_version
+from kvplan.engines.vllm.ssm_dtype import view as ssm_view
 from kvplan.engines.vllm.autofit import FIRST, LABEL
 from kvplan.engines.vllm.pool import stage_pools
 from kvplan.engines.vllm.settings import Settings
@@ -69,7 +70,7 @@ def kv_needed(model, plan, st, concurrency: int) -> int:
     kv_dtype = req.kv_dtype or canonical_kv_dtype("auto", model.dtype)
     state_dtype = req.state_dtype or canonical_kv_dtype("auto", model.dtype)
     return max(concurrency * pool.blocks_per_request(cdiv(req.context, dep.dcp), st) * pool.bytes_per_block
-               for pool in stage_pools(model, dep, st, kv_dtype, state_dtype))
+               for pool in stage_pools(ssm_view(model, st), dep, st, kv_dtype, state_dtype))  # states as pooled
 
 
 def lowest_utilization(plan, settings: dict, model, concurrency: int) -> BootAdvice | None:

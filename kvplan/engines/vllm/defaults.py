@@ -16,6 +16,7 @@ from kvplan.engines.vllm.mxfp4 import BACKENDS as MXFP4_BACKENDS
 from kvplan.engines.vllm.runner import estimate_subtracted
 from kvplan.engines.vllm.settings import Settings
 from kvplan.engines.vllm.speculative import vllm_pool_terms
+from kvplan.engines.vllm.ssm_dtype import OPTS as STATE_OPTS, options as state_options, read_ssm_dtype
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import Kind
 
@@ -26,7 +27,7 @@ VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "
 DEFAULT_VERSION = "0.33.0"
 OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling", "limit_mm_per_prompt",
         "mm_processor_cache_gb", "flashinfer_sampler", "os_memory", "host_growth", "page_cache",
-        "mxfp4_backend")
+        "mxfp4_backend", *STATE_OPTS)
 
 
 def _device_name(gpu) -> str:
@@ -112,4 +113,5 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     else None, mxfp4_backend=opt_choice(opts, "mxfp4_backend", None, MXFP4_BACKENDS),
                     weight_dtype=req.weight_dtype,
                     os_memory=opt_bytes(opts, "os_memory", None), host_growth=opt_bytes(opts, "host_growth", 0),
-                    page_cache=opt_bytes(opts, "page_cache", None), max_model_len=engine_length(model, req))
+                    page_cache=opt_bytes(opts, "page_cache", None), max_model_len=engine_length(model, req),
+                    **dict(zip(STATE_OPTS, state_options(opts, v))), ssm_dtype_read=read_ssm_dtype(model))

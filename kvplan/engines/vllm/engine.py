@@ -39,6 +39,8 @@ from kvplan.engines.vllm.settings import Settings
 from kvplan.engines.options import opt_int
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
+from kvplan.engines.vllm import ssm_dtype as vllm_ssm
+from kvplan.planning.plan_warnings import PlanWarning
 from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.model.spec import weight_bytes
@@ -174,6 +176,7 @@ class Vllm(Engine):
     default_version = DEFAULT_VERSION
     option_names = OPTS
     emits = True
+    fit_follows_ssm_dtype = False  # the fit's corpus keeps the reader's state types (kvplan.engines.vllm.ssm_dtype)
     kinds = frozenset(BLOCKS_PER_REQUEST) | {Kind.NONE}  # its table; a layer that caches nothing takes no block
     loaded_label = "Model loading took (weights as loaded)"  # gpu_model_runner's line
     # DeepseekV32IndexerCache: one more MLAAttentionSpec per layer; Falcon-H1: a FullAttentionSpec and a MambaSpec
@@ -240,7 +243,9 @@ class Vllm(Engine):
         named = reads_device_name(st.v, gpu) and fact_missing(gpu, "device_name")
         facts = fact_warnings("vLLM", gpu, [*(["device_name"] if named else []), *missing_facts(model, dep, st)])
         # tagged as what this engine assumes of unified memory, so the plan's general note is not said twice
-        return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)))
+        states = vllm_ssm.assumption(model, st)  # the recurrent states' types (kvplan.engines.vllm.ssm_dtype)
+        return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)),
+                *([PlanWarning(states)] if states else []))
 
     def check_speculative(self, method: str) -> None:
         """Draft models from 0.15.0, MTP from 0.11.0 (kvplan.engines.vllm.speculative.check_vllm)."""
@@ -251,8 +256,10 @@ class Vllm(Engine):
         return multimodal.restated(model, opt_int(self.opts, "limit_mm_per_prompt", multimodal.UNSET), notices)
 
     def view(self, model, st: Settings):
-        """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.engines.vllm.speculative)."""
-        return multimodal.without_towers(vllm_view(model, st.v), st.mm_limit)
+        """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.engines.vllm.speculative);
+        the recurrent states in the types the release pools them in (kvplan.engines.vllm.ssm_dtype)."""
+        vllm_ssm.check(model, st)
+        return vllm_ssm.view(multimodal.without_towers(vllm_view(model, st.v), st.mm_limit), st)
 
     def loaded_extra(self, model, dep, st: Settings) -> int:
         """What "Model loading took" holds beyond the checkpoint: MXFP4 experts padded for the kernel, NVFP4 block
@@ -266,8 +273,11 @@ class Vllm(Engine):
         host = uma.host_counted(st.gpu, st, weight_bytes(model).total)
         over = req.overhead_bytes if req.overhead_bytes is not None else total - parts["weights_repack"] + host
         req = vllm_cache_dtype.as_cached(req, model)  # MiMo-V2-Flash: the model's own dtype
+        # the states' types as the pool holds them (one source of truth: memory and speed read them)
+        ssm = vllm_ssm.pool_ssm_dtype(model, st) or req.ssm_dtype
+        conv = vllm_ssm.conv_dtype(model, st) or req.state_dtype
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
-                                   overhead_bytes=over)
+                                   overhead_bytes=over, ssm_dtype=ssm, state_dtype=conv)
 
     def checkpoint_kv_rule(self, ckv):
         """--kv-cache-dtype auto on a checkpoint's declared KV cache, by release (engines/vllm/cache_dtype.py)."""

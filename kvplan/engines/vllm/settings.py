@@ -51,6 +51,10 @@ class Settings:
     # the max_model_len the engine starts with (kvplan.engines.context.engine_length): the host token table's length
     # (kvplan.engines.vllm.uma.token_table_bytes, issue 22)
     max_model_len: int = 0
+    # --mamba-cache-dtype and --mamba-ssm-cache-dtype as given ('auto': not; kvplan.engines.vllm.ssm_dtype)
+    mamba_cache_dtype: str = "auto"
+    mamba_ssm_cache_dtype: str = "auto"
+    ssm_dtype_read: str = ""  # the reader's temporal-state type (the speed fit prices vLLM's corpus runs in it)
 
     @cached_property  # (read for every block count of a max-context search: parsed once)
     def v(self) -> tuple[int, ...]:

@@ -37,6 +37,7 @@ def mib_down(gib: str) -> int:
     ("b200", "178.35", 183359),  # stas00/ml-engineering debug/pytorch.md: 182630 MiB; nvidia-smi 183359 MiB
     ("gb300", "276.50", 284208),  # same book, DGX Station GB300: 283136 MiB; nvidia-smi 284208 MiB
     ("rtx-6000-ada", "44.43", 46068),  # DINGYANB/MTVCrafter#21 (ECC on): 45496 MiB; nvidia-smi 46068 MiB
+    ("rtx-5080", "15.46", 16303),  # Nightstalkeer/taming-3dgs@ea0a5325 (torch OOM): 15831 MiB; nvidia-smi 16303 MiB
 ])
 def test_torch_totals_from_public_logs(key, printed, smi_mib):
     gpu = load_gpus()[key]
@@ -104,11 +105,13 @@ def test_rtx_4090_total_is_the_lowest_a_vllm_stack_reports():
 
 
 
-def test_rtx_5080_has_nvidia_smis_total_and_an_estimated_torch_total():
-    # No torch total found for an RTX 5080 in a citable source (issue 22): the catalog's one estimate rule,
-    # floor(16384 MiB x 0.9825) = 16097 MiB, and nvidia-smi's 16303 MiB (SlimRAG/MinerU-docker README@2f07a352) for
-    # SGLang's fraction. The rule leaves 206 MiB under nvidia-smi, less than the 0.45 GiB every measured card shows,
-    # so the profile's notes say the estimate likely overstates torch's total.
+def test_rtx_5080_torch_total_replaces_the_estimate():
+    # Nightstalkeer/taming-3dgs@ea0a5325 docs/rtx5080/BIG_MODE_BUGS_AND_FIXES.md#L28 (RTX 5080, driver 580.82.09,
+    # PyTorch 2.9.0+cu128): "GPU 0 has a total capacity of 15.46 GiB": floor(15.46 x 1024) = floor(15831.04)
+    # = 15831 MiB.
+    # The estimate it replaces, floor(16384 MiB x 0.9825) = 16097 MiB, was 266 MiB above it; nvidia-smi's 16303 MiB
+    # (SlimRAG/MinerU-docker README@2f07a352) is 472 MiB above it, as on every measured card (0.46-1.05 GiB).
     g = load_gpus()["rtx-5080"]
-    assert g.usable_is_estimate and g.memory_usable_bytes == 16097 * MiB and g.memory_smi_bytes == 16303 * MiB
-    assert g.memory_smi_bytes - g.memory_usable_bytes == 206 * MiB < 0.45 * GiB and "overstates" in g.notes
+    assert not g.usable_is_estimate and g.memory_usable_bytes == 15831 * MiB == 16_600_006_656
+    assert 16097 * MiB - g.memory_usable_bytes == 266 * MiB
+    assert g.memory_smi_bytes - g.memory_usable_bytes == 472 * MiB and "taming-3dgs" in g.memory_usable_source

@@ -90,8 +90,6 @@ def test_estimates_follow_the_one_documented_rule(gpus):
         "mi100",
         # issue 22's RDNA3 cards (no torch total in a citable issue)
         "radeon-pro-w7900", "rx-7900-xtx",
-        # issue 22's consumer Blackwell: nvidia-smi's total is cited (memory_smi_bytes), torch's is not
-        "rtx-5080",
     }
     rules = {gpus[k].memory_usable_source for k in estimated}
     assert len(rules) == 1 and "0.9825" in rules.pop()

@@ -248,3 +248,32 @@ def test_qwen3_14b_on_four_rtx_4090s_at_tp_4_pool_and_end_to_end():
     # within 0.5% of the printed #tokens (kvplan says 299,365, +0.3%).
     alone = engine.result(model, gpu, dep, Request(context=40960)).capacity.tokens
     assert abs(alone - 298_447) / 298_447 < 0.005
+
+
+def test_qwen3_14b_on_two_rtx_a4500s_with_cpu_offload_pool_from_k_and_the_budget():
+    # TianyangChen357/LLM@fead5180 sglang.log (2026-03-27; training): Qwen3-14B at tp 2 on 2 x RTX A4500 (run_sglang.sh
+    # L2), --dtype half --cpu-offload-gb 48 --mem-fraction-static 0.65: "avail mem=17.22 GB, mem usage=1.50 GB" after
+    # 18.73 GB free before loading, "#tokens: 139814, K size: 5.33 GB". Most weights sit in host memory, which kvplan
+    # does not plan for SGLang: the index marks it unpredictable and only the pool is checked.
+    rec = _record("sglang-tianyang-qwen3-14b-2xa4500-offload")
+    assert rec["gpu"] == "rtx-a4500" and rec["unpredictable"].startswith("--cpu-offload-gb 48")
+    rep = parse_log((CORPUS / rec["log"]).read_text()).reported
+    assert rep["kv_tokens"].value == 139_814 and rep["weights_mem_usage_gb"].text == "1.50"
+    model, dep = find_in_catalog("qwen3-14b"), Deployment(2, 1)
+    engine = resolve_engine("sglang", None, ["mem_fraction_static=0.65", "chunked_prefill_size=2048"])
+    st = engine.settings(model, find_gpu("rtx-a4500"), dep, Request(context=40960))
+    fp16 = canonical_kv_dtype("float16", model.dtype)
+    # K per token and rank: 40 layers x (8 KV heads / 2 ranks) x 128 x 2 B = 40,960 B (K + V 81,920). "5.33" is
+    # [5.325, 5.335) GiB: rows 139,592..139,853, #tokens (rows - 1 page) 139,591..139,852, holding 139,814;
+    # (139,814 + 1) x 40,960 = 5,726,822,400 B = 5.3335 GiB -> "5.33".
+    assert engine.token_bytes(model, dep, st, fp16) == 81_920
+    lo, hi = math.ceil(5.325 * GIB / 40_960) - 1, math.floor(5.335 * GIB / 40_960) - 1
+    assert (lo, hi) == (139_591, 139_852) and lo <= 139_814 <= hi
+    assert f"{engine.k_size_gib(model, dep, st, 139_814, fp16):.2f}" == "5.33"
+    # The pool from the printed budget, the fraction given: rest = 17.22 - 18.73 x (1 - 0.65) = 10.6645 GiB (K + V
+    # printed 10.66) -> 10.6645 x 2^30 / 81,920 = 139,781 tokens; the printed decimals give 139,693..139,870.
+    budgets = ((17.215 - 18.735 * 0.35) * GIB, (17.225 - 18.725 * 0.35) * GIB)
+    tokens = [engine.capacity_at(model, dep, st, int(b), 40960, fp16).tokens for b in budgets]
+    assert tokens == [139_693, 139_870] and tokens[0] <= 139_814 <= tokens[1]
+    row = next(r for r in _bench().budget_sglang.sglang_pool([rec], _bench()._split, _bench().parsed))
+    assert set(row["terms"]) == {"tokens_from_k"} and row["terms"]["tokens_from_k"]["error"] == 0

@@ -114,7 +114,7 @@ def test_prompts_that_share_a_prefill_step_get_their_first_tokens_at_its_end():
                                              c)).summary(1e9, 1e9)["latency_s"]
     assert lat["ttft"]["mean"] / S == pytest.approx(1.5)
     assert lat["e2e"]["mean"] / S == pytest.approx(65.0)
-    assert first_wave(c, isl, chunk) * 2 == pytest.approx(1.5)  # the load model's, t_wave = K = 2 steps
+    assert first_wave(Load(isl, osl, chunk=chunk), c)[0] * 2 == pytest.approx(1.5)  # the load model's, t_wave = 2 steps
 
 
 def test_the_engine_options_choose_the_steps():

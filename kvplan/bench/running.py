@@ -35,7 +35,7 @@ from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_workers, mixed_chunk,
                                       model_limits, poll_wait_steps, preempts_on_growth, prefill_first_release,
-                                      resident_context, runs_waves, worker_chunk)
+                                      resident_context, runs_waves, whole_prompt_budget, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.model.layers import Kind
 from kvplan.planning.deploy import Deployment
@@ -76,6 +76,7 @@ class Running(NamedTuple):
     recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations (case_balance)
     poll_wait: float = 0.0  # decode steps an arriving request waits for the scheduler's next poll (case_poll_wait)
+    packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length (case_packed)
 
 
 def case_waves(case, spec=None) -> bool:
@@ -86,6 +87,18 @@ def case_waves(case, spec=None) -> bool:
     mla = spec is not None and any(layer.kind == Kind.MLA for layer in spec.layers)
     return runs_waves(case.engine, mixed_chunk(case.engine, case.flags), adp) or (
         prefill_first_release(case.engine, case.version, mla) and not adp)
+
+
+def case_packed(case, spec, stated: dict) -> int | None:
+    """The tokens one prefill step of `case` takes where its engine packs whole prompts into a budget of the server's
+    max_model_len (kvplan.engines.scheduler.whole_prompt_budget: vLLM's V0 on an MLA model), at the length the run
+    stated (`--max-model-len`) or else the model's own, which the server then runs at; None elsewhere, under
+    attention DP, or where the run stated the budget (`stated`: its engine options)."""
+    if "max_num_batched_tokens" in stated or (case.dp > 1 and attention_dp(case)):
+        return None
+    mla = any(layer.kind == Kind.MLA for layer in spec.layers)
+    length = (case.flags or {}).get("max_model_len") or spec.max_context
+    return whole_prompt_budget(case.engine, case.version, mla, int(length)) if length else None
 
 
 def case_lockstep(case) -> int:
@@ -169,7 +182,8 @@ def sized(case, spec, gpu) -> Running | None:
     if n is not None and preempts_on_growth(case.engine):  # equal lengths run together: their cycle at the pool's edge
         mean, redo = cohort(held * context, n, load.isl, load.osl)
         cap = min(cap, mean) if redo else cap  # (n, 0): nothing preempted, the cap as it was
-    return Running(cap, chunk, case_waves(case, spec), recompute=redo)
+    whole = case_packed(case, spec, opts)  # V0's budget is the server's length, not the resident one priced here
+    return Running(cap, whole or chunk, case_waves(case, spec), recompute=redo, packed=bool(whole))
 
 
 def cohort_size(case, limit: float) -> float | None:

@@ -82,7 +82,8 @@ def prefill_first(engine: str | None, mixed: bool = False) -> bool:
 # that does not): vLLM's V0 (the default engine before 0.8.0) without chunked prefill runs `_schedule_default`, which
 # schedules no decode in a step that prefills ("Don't schedule decodes if prefills are scheduled", vllm 0.7.3 wheel
 # `core/scheduler.py` L1204-1246; `_schedule` L1440-1443 takes it unless chunked prefill is on). Read only for an MLA
-# model, whose chunked prefill V0 forces off (`config.py` L3327-3331): another model's is on by default over a 32K
+# model, whose chunked prefill V0 forces off (`config.py` L3327-3331) or, after vllm#12639, leaves off by default
+# (0.8.0 `engine/arg_utils.py` L1611-1614): another model's is on by default over a 32K
 # max_model_len on CUDA (`engine/arg_utils.py` L1163-1194), so which a run had hangs on a length the corpus does not
 # give.
 PREFILL_FIRST_BEFORE = {"vllm": (0, 8, 0)}
@@ -93,6 +94,25 @@ def prefill_first_release(engine: str | None, version: str | None, mla: bool) ->
     attention (PREFILL_FIRST_BEFORE); no version given: its current release, not such."""
     before = PREFILL_FIRST_BEFORE.get(canonical_engine(engine or "")) if engine else None
     return mla and before is not None and version is not None and parse_version(version) < before
+
+
+# The least step budget of a PREFILL_FIRST_BEFORE release, whose prefill steps pack whole waiting prompts while they
+# fit the step's token budget (`_schedule_prefills`, vllm 0.7.3 wheel `core/scheduler.py` L1148-1151 with
+# SchedulingBudget.can_schedule L69-75), a budget that defaults, with chunked prefill off, to
+# max(max_model_len, 2048) (`config.py` SchedulerConfig.__post_init__ L1533-1536; 0.8.0 L1669-1674, where V0 leaves
+# an MLA model's chunked prefill off by default, `engine/arg_utils.py` L1611-1614): the server's max_model_len, so a
+# step takes every prompt that fits it, not one. (0.7.1-0.7.3 on CUDA over a 32K max_model_len turned chunked prefill
+# on first, left the budget at 2,048 and then forced it off, rejecting longer prompts, `config.py` L3327-3331 and
+# `core/scheduler.py` L924-932: vllm#12639, in the nightlies by 2025-02-25, ended that; not priced.)
+WHOLE_PROMPT_FLOOR = {"vllm": 2048}
+
+
+def whole_prompt_budget(engine: str | None, version: str | None, mla: bool, server_len: int) -> int | None:
+    """The tokens one prefill step of `engine` at `version` takes where it packs whole prompts into a budget of the
+    server's max_model_len `server_len` (WHOLE_PROMPT_FLOOR: vLLM's V0 on an MLA model), else None."""
+    if not prefill_first_release(engine, version, mla):
+        return None
+    return max(int(server_len), WHOLE_PROMPT_FLOOR[canonical_engine(engine or "")])
 
 
 def runs_waves(engine: str | None, mixed_chunk: bool = False, attention_dp: bool = False) -> bool:

@@ -111,7 +111,7 @@ class Built:
         if engine is not None:
             self.load = replace(self.load, cap=engine.cap or self.load.cap, chunk=engine.chunk or self.load.chunk,
                                 waves=engine.waves, lockstep=engine.lockstep, recompute=engine.recompute,
-                                balance=engine.balance, poll_wait=engine.poll_wait)
+                                balance=engine.balance, poll_wait=engine.poll_wait, packed=engine.packed)
 
     def parts(self, prev: dict | None, roof: bool = False):
         """(t_wave, t_dec, t_grp features, {metric: combo}) under the previous pass's predictions (its

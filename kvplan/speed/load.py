@@ -170,6 +170,7 @@ class Load:
     recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations: kvplan.speed.balance
     poll_wait: float = 0.0  # decode steps a spread arrival waits for the scheduler's poll (`poll`, module docstring)
+    packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length: vLLM's V0 on MLA
 
 
 def decode_context(load: Load) -> float:
@@ -201,14 +202,6 @@ def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None
 def _wave(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float]:
     """(K, L): the first wave's prefill steps, ceil(B x isl / chunk), and a request's tokens after its first."""
     return max(1.0, -(-b * max(1.0, isl) // max(1, chunk))), max(0.0, osl - 1)
-
-
-def first_wave(b: float, isl: float, chunk: int) -> float:
-    """A first-wave request's mean TTFT over t_wave: its prompt's first token comes at the end of the prefill step its
-    prompt ends in (the step's outputs leave after it), q = chunk // isl whole prompts a step (1 where a prompt fills
-    a chunk), so over K = ceil(B / q) steps the mean is 1 - q (K - 1) / 2B: (B + 1) / 2B at q = 1, 1 for one step."""
-    q = max(1.0, chunk // max(1.0, isl)) if isl < chunk else 1.0
-    return 1.0 - q * (max(1.0, -(-b // q)) - 1) / (2 * b)
 
 
 def wave_decode(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float, float]:
@@ -314,7 +307,7 @@ def combos(load: Load, e2e_estimate: float | None = None,
     t = ((1.0 + load.recompute) / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B, its preempted prompts redone
     if load.lockstep > 1 and not burst:
         t = lockstep_cycle(load, b, g, osl)
-    first = (first_wave(b, load.isl, load.chunk), 0.0, 0.0)  # a wave request's first token: the end of its step
+    first = first_wave(load, b)  # a wave request's first token: the end of the step its prompt ends in
     steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, osl)  # held: balancing
     poll = poll_steps(load, burst)  # a spread arrival's wait for the scheduler's next poll
     # a later request's group prefill and the decode steps sharing it; in waves every wave is the first one
@@ -352,6 +345,16 @@ def combos(load: Load, e2e_estimate: float | None = None,
         "total_throughput": (*thr, d * (load.isl + osl)),
         "service": (1.0 / b, 0.0, 0.0, 0.0),  # the prefill server's S, t_wave / B: not a measured figure
     }
+
+
+def first_wave(load: Load, b: float) -> tuple[float, float, float]:
+    """A first-wave request's mean TTFT as (a, b, e) of t_wave, t_dec, t_grp: its first token comes at the end of the
+    prefill step its prompt ends in (a step is one forward; its first tokens leave after it), q = chunk // isl whole
+    prompts a step (1 where a prompt fills a chunk; the server's length where the engine packs to it, `packed`), so
+    over K = ceil(B / q) steps the mean is 1 - q (K - 1) / 2B: (B + 1) / 2B at q = 1, (K + 1) / 2K where q divides B,
+    t_wave itself for a wave of one step."""
+    q = max(1.0, load.chunk // max(1.0, load.isl)) if load.isl < load.chunk else 1.0
+    return 1.0 - q * (max(1.0, -(-b // q)) - 1) / (2 * b), 0.0, 0.0
 
 
 def replaces(load: Load, burst: bool) -> bool:

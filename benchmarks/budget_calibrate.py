@@ -15,13 +15,15 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
     are not in it; `parsed` reads a record's log), per era of the V1 engine."""
     from kvplan.sources.catalog import find_in_catalog
     from kvplan.engines.vllm import non_torch as vllm_non_torch
+    from kvplan.core.dtypes import canonical_weight_dtype
+    from kvplan.engines.vllm import cudagraphs as vllm_cudagraphs
     from kvplan.engines.vllm import overhead as vllm_overhead
     from kvplan.engines.base import parse_version
     from kvplan.hardware.gpus import GPU, find_gpu
     from kvplan.planning.deploy import split_layers
 
     act_x, act_y, cg_x, cg_y = [], [], [], []
-    cg_graphs: list[tuple] = []  # (FA accumulator bytes, further graphs, layers, printed estimate)
+    cg_graphs: list[tuple] = []  # (FA accumulator, further graphs, layers, printed, FULL graphs?, W8A8?, MoE?)
     act11: list[tuple] = []  # v0.11: (features, MoE elements, torch peak); the sampler is fitted last
     moe: list[tuple] = []  # v0.19 MoE records: fitted after the dense terms, on their residual
     nt = {k: [] for k in ("single", "tp", "pp", "single_v011", "tp_v011", "tp_legacy")}
@@ -80,8 +82,11 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
             piecewise, full = vllm_overhead.cudagraph_counts(model, s)
             further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
             cg_gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None  # (FA3's accumulator: Hopper's, fa3_graphs)
+            wd = canonical_weight_dtype(rec["weights"]) if rec.get("weights") else None
             cg_graphs.append((vllm_overhead.fa_split_accumulator(model, tp, max(full, default=0), cg_gpu),
-                              further, layers, rep["cudagraph_estimate_gib"].value * GIB))
+                              further, layers, rep["cudagraph_estimate_gib"].value * GIB, bool(full),
+                              vllm_cudagraphs.activation_quantized(model, wd),
+                              bool(model.params.num_experts and model.params.experts_per_token)))
     a = _lstsq(act_x, act_y)
     moe_xy = []
     for model, tp, t, s, moe_elems, y in moe:
@@ -90,7 +95,7 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
     moe_b = sum(x * y for x, y in moe_xy) / sum(x * x for x, _ in moe_xy) if moe_xy else 0.0
     v011 = [(x[0], y - x[1] * a[1] - x[2] * a[2] - m * moe_b) for x, m, y in act11]  # the same forward, MoE
     c = _lstsq(cg_x, cg_y)
-    first, per_graph_layer = _fit_cudagraphs(cg_graphs)
+    first, per_graph_layer, act_quant, moe_extra = _fit_cudagraphs(cg_graphs)
     med = {k: (statistics.median(v) / 2**20 if v else None) for k, v in nt.items()}
     return {"n_activation": len(act_y), "SAMPLER_BYTES": a[0], "FORWARD_MLP_BYTES": a[1], "FORWARD_HIDDEN_BYTES": a[2],
             "n_activation_moe": len(moe_xy),
@@ -101,22 +106,32 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
             "NON_TORCH_SINGLE_V011_MIB": med["single_v011"], "NON_TORCH_TP_V011_MIB": med["tp_v011"],
             "NON_TORCH_TP_LEGACY_MIB": med["tp_legacy"],
             "n_cudagraph": len(cg_y), "CUDAGRAPH_BASE_MIB": c[0] / 2**20, "CUDAGRAPH_PER_LAYER_MIB": c[1] / 2**20,
-            "CUDAGRAPH_FIRST_PIECEWISE_MIB": first / 2**20, "CUDAGRAPH_PER_GRAPH_LAYER_MIB": per_graph_layer / 2**20}
+            "CUDAGRAPH_FIRST_PIECEWISE_MIB": first / 2**20, "CUDAGRAPH_PER_GRAPH_LAYER_MIB": per_graph_layer / 2**20,
+            "CUDAGRAPH_ACT_QUANT": act_quant, "CUDAGRAPH_MOE": moe_extra}
 
 
-def _fit_cudagraphs(samples: list[tuple]) -> tuple[float, float]:
-    """vLLM's estimate is max(first PIECEWISE capture, FA accumulator) + further graphs x layers x a
-    per-graph cost per layer: the first capture by a scan over whole MiB, the per-graph cost by least
-    squares for each; the scan keeps the smallest squared error. (A constant per-graph term beside the
-    per-layer one fits to 0 on the training split.)"""
-    best = (float("inf"), 0.0, 0.0)
-    den = sum((g * layers) ** 2 for _, g, layers, _ in samples)
-    for mib in range(32, 512):
-        first = mib * 2**20
-        per = sum(g * layers * (y - max(first, fa)) for fa, g, layers, y in samples) / den if den else 0.0
-        sse = sum((y - max(first, fa) - per * g * layers) ** 2 for fa, g, layers, y in samples)
-        if sse < best[0]:
-            best = (sse, first, per)
+def _fit_cudagraphs(samples: list[tuple]) -> tuple[float, float, float, float]:
+    """vLLM's estimate as kvplan/engines/vllm/cudagraphs.py restates it: max(first PIECEWISE capture,
+    FA accumulator + one graph) + further graphs x a per-graph cost, that cost a cost per layer (with its W8A8
+    and MoE surcharges) rounded up to 2 MiB. A grid over the cost per layer (0.100-0.200 MiB, steps of 0.002) and
+    the two surcharges (0-0.5, steps of 0.05), a scan of the first capture over whole MiB for each; the smallest
+    squared error wins (the first in grid order on a tie)."""
+    import numpy as np
+
+    mib = 2**20
+    acc, further, layers, y, full, quant, moe = (np.array(col, dtype=float) for col in zip(*samples))
+    firsts = np.arange(32, 512, dtype=float)[:, None] * mib
+    best = (float("inf"), 0.0, 0.0, 0.0, 0.0)
+    for c in np.arange(100, 201, 2) / 1000:
+        for a in np.arange(0, 11) / 20:
+            for m in np.arange(0, 11) / 20:
+                raw = np.floor(c * mib * layers * (1 + a * quant + m * moe))
+                g = np.maximum(np.ceil(raw / (2 * mib)) * 2 * mib, mib)
+                pred = np.maximum(firsts, np.where(full > 0, acc + g, 0)) + g * further
+                sse = ((pred - y) ** 2).sum(axis=1)
+                k = int(sse.argmin())
+                if sse[k] < best[0]:
+                    best = (float(sse[k]), float(firsts[k, 0]), float(c * mib), float(a), float(m))
     return best[1:]
 
 

@@ -110,7 +110,7 @@ def predict(rec: dict, log) -> dict | None:
             "activation_peak": res.settings["overhead_activation_peak"] + res.settings.get("overhead_encoder_profile", 0),
             "non_torch": res.settings["overhead_non_torch"],
             "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers, model, dep.tp, res.settings["max_num_seqs"],
-                                                                   gpu),
+                                                                   gpu, req.weight_dtype),
             "available_kv": res.plan.kv_memory_bytes_per_gpu}
 
 

@@ -98,6 +98,10 @@ def test_constants_are_what_the_training_split_gives():
     assert fit["CUDAGRAPH_PER_LAYER_MIB"] == pytest.approx(vo.CUDAGRAPH_PER_LAYER / 2**20, abs=1)
     assert fit["CUDAGRAPH_FIRST_PIECEWISE_MIB"] == pytest.approx(vo.CUDAGRAPH_FIRST_PIECEWISE / 2**20, abs=1)
     assert fit["CUDAGRAPH_PER_GRAPH_LAYER_MIB"] == pytest.approx(vo.CUDAGRAPH_PER_GRAPH_LAYER / 2**20, rel=0.02)
+    from kvplan.engines.vllm import cudagraphs as cg
+
+    assert fit["CUDAGRAPH_ACT_QUANT"] == pytest.approx(cg.CUDAGRAPH_ACT_QUANT)
+    assert fit["CUDAGRAPH_MOE"] == pytest.approx(cg.CUDAGRAPH_MOE)
 
 
 def test_constants_against_evidence_the_fit_never_saw():
@@ -134,17 +138,40 @@ def test_cudagraph_estimate_is_vllms_sum():
     llama = find_in_catalog("llama-3.1-8b")
     pw, full = vo.cudagraph_counts(llama, 256)
     assert (len(pw), max(pw), len(full), max(full)) == (51, 512, 35, 256)
-    # Llama 3.1 8B, tp 1, max_num_seqs 1024 (llm-d, v0.19): FULL first capture = FA3 accumulator
-    # 32 splits x 4 B x 512 x 32 heads x 128 = 268,435,456 B (the DEBUG line printed 260 MiB), above
-    # the 153 MiB PIECEWISE constant; further graphs 50 + 50 = 100 at 0.19 MiB x 32 layers each:
-    # 256 MiB + 100 x 32 x 0.19 MiB = 864 MiB = 0.84 GiB; vLLM printed 0.84 GiB.
+    # Llama 3.1 8B, tp 1, max_num_seqs 1024: FULL first capture = FA3 accumulator 32 splits x 4 B x 512 x 32 heads
+    # x 128 = 268,435,456 B plus one FULL graph; a further graph of a mode is 32 layers x 0.126 MiB = 4.03 MiB,
+    # rounded up to the 2 MiB page: 6 MiB. 256 + 6 = 262 MiB > the 209 MiB PIECEWISE constant;
+    # + (50 + 50) x 6 MiB = 862 MiB = 903,872,512 B.
     assert vo.fa_split_accumulator(llama, 1, 512) == 32 * 4 * 512 * 32 * 128
-    est = vo.cudagraph_estimate(32, llama, 1, 1024)
-    assert est == int(32 * 4 * 512 * 32 * 128 + vo.CUDAGRAPH_PER_GRAPH_LAYER * 32 * 100)
-    assert abs(est / 2**30 - 0.84) < 0.01
-    # tp 4 halves the accumulator twice: 64 MiB < 153 MiB, so the PIECEWISE first capture leads.
-    assert vo.cudagraph_estimate(32, llama, 4, 1024) == int(vo.CUDAGRAPH_FIRST_PIECEWISE
-                                                           + vo.CUDAGRAPH_PER_GRAPH_LAYER * 32 * 100)
+    assert vo.cudagraph_estimate(32, llama, 1, 1024) == 862 * 2**20
+    # tp 4 halves the accumulator twice: 64 + 6 = 70 MiB < 209 MiB, so the PIECEWISE first capture leads: 809 MiB.
+    assert vo.cudagraph_estimate(32, llama, 4, 1024) == (209 + 100 * 6) * 2**20
+
+
+def test_cudagraph_estimate_on_training_logs():
+    """Golden: vLLM 0.19.0's "Estimated CUDA graph memory: X GiB total" on three training records (llm-d's H100
+    runs, max_num_seqs 1024: 51 PIECEWISE and 51 FULL graphs), by hand from kvplan/engines/vllm/cudagraphs.py."""
+    from kvplan.engines.vllm import cudagraphs as cg
+    from kvplan.sources.catalog import find_in_catalog
+
+    b = _bench()
+    by_id = {r["id"]: r for r in INDEX}
+    # Gemma-2-9B (42 layers, 16 heads x 256): accumulator 32 x 4 x 512 x 16 x 256 = 256 MiB; per graph 42 x 0.126
+    # = 5.29 -> 6 MiB; first max(209, 256 + 6) = 262; 262 + 100 x 6 = 862 MiB = 0.842 GiB (printed 0.84);
+    # Qwen2.5-7B W8A8 (28 layers, 28 heads x 128, int8 activations): accumulator 224 MiB; per graph
+    # 28 x 0.126 x 1.4 = 4.94 -> 6 MiB; first 224 + 6 = 230; 230 + 600 = 830 MiB = 0.811 GiB (printed 0.81);
+    # Qwen3-30B-A3B (48 layers, 32 heads x 128, MoE): accumulator 256 MiB; per graph 48 x 0.126 x 1.35 = 8.16
+    # -> 10 MiB; 256 + 10 + 100 x 10 = 1,266 MiB = 1.236 GiB (printed 1.24).
+    for rid, mib, printed in (("llmd-google-gemma-2-9b-it-h100-80gb-tp1pp1dp1-8192", 862, 0.84),
+                              ("llmd-w8a8-redhatai-qwen2-5-7b-h100-80gb-tp1pp1dp1-8192", 830, 0.81),
+                              ("llmd-qwen-qwen3-30b-a3b-h100-80gb-tp1pp1dp1-8192", 1266, 1.24)):
+        rec = by_id[rid]
+        assert not b.is_held_out(rec), rid
+        assert b.parsed(rec).reported["cudagraph_estimate_gib"].value == printed
+        assert b.predict(rec, b.parsed(rec))["cudagraph_estimate"] == mib * 2**20, rid
+    qwen = find_in_catalog("qwen2.5-7b-instruct")
+    assert cg.per_graph_cost(qwen, 28) == 4 * 2**20 and cg.per_graph_cost(qwen, 28, "int8") == 6 * 2**20
+    assert cg.per_graph_cost(qwen, 0) == 2**20  # vLLM's floor: at least 1 MiB a graph
 
 
 def test_held_out_available_kv_and_weights():

@@ -128,5 +128,5 @@ def test_an_unread_allocation_names_the_engines_that_read_it():
     from kvplan.model.layers import IndexedMLA, ParallelHybrid
 
     readers = [n for n in engine_names() if IndexedMLA in resolve_engine(n).reads_layers]
-    assert readers == ["vllm"]
+    assert readers == ["sglang", "vllm"]  # SGLang: kvplan.engines.sglang.dsa
     assert ParallelHybrid in resolve_engine(None).reads_layers and ParallelHybrid in resolve_engine("vllm").reads_layers

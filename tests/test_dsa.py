@@ -93,7 +93,7 @@ def test_vllm_fp8_cache_is_fp8_ds_mla(kvplan_home, tmp_path):
     assert json.loads(r.stdout)["kv_bytes_per_token"] == 8 * LAYERS * PER_LAYER_FP8
 
 
-@pytest.mark.parametrize("engine", ["sglang", "trtllm", "llama.cpp", "transformers"])
+@pytest.mark.parametrize("engine", ["trtllm", "llama.cpp", "transformers"])  # SGLang's pool: test_sglang_dsa.py
 def test_engines_whose_indexer_allocation_is_unread_refuse(kvplan_home, tmp_path, engine):
     r = fit_json(tmp_path, config(), "--engine", engine)
     assert r.exit_code == 2

@@ -110,3 +110,31 @@ def test_the_raised_flag_stops_at_0_99_before_the_cut():
         return r.output
     assert "--mem-fraction-static 0.98824 " in margin(33)
     assert "34 x 32,768 tokens do not fit even at --mem-fraction-static 0.99" in margin(34)
+
+
+def test_mla_heads_a_rank_are_the_configs_kv_heads_over_the_whole_tp_size():
+    # SGLang reads model_config.get_num_kv_heads(tp_size) (0.5.3 model_runner.py L540-543; 0.5.23
+    # arg_groups/model_override_base.py L340-345): the config's num_key_value_heads (get_total_num_kv_heads' attribute
+    # list, configs/model_config.py L1669-1690; num_attention_heads only where none is given) over the whole
+    # --tp-size, floor 1. An MLA config of 128 query heads and 32 num_key_value_heads at tp 2: 32 // 2 = 16 a rank,
+    # aiter (cut), where its 128 attention heads would give 64 (triton, not cut).
+    import dataclasses
+
+    fewer = dataclasses.replace(V3, mla_kv_heads=32)
+    st = _st(fewer, MI300X, tp=2)
+    assert st.aiter_factor == 0.85 and "32 num_key_value_heads" in st.aiter_why
+    assert _st(V3, MI300X, tp=2).aiter_factor == 1.0  # DeepSeek-V3's config: 128 num_key_value_heads, 64 a rank
+
+
+def test_an_mla_configs_kv_heads_are_read_where_they_differ():
+    import json
+    from pathlib import Path
+
+    from kvplan.readers.configs import spec_from_config
+    from kvplan.sources.catalog import spec_from_dict, spec_to_dict
+
+    cfg = json.loads((Path(__file__).parent / "fixtures" / "families" / "deepseek-v3.2-exp.json").read_text())
+    assert spec_from_config(cfg, "same")[0].mla_kv_heads == 0  # 128 and 128: not written
+    spec = spec_from_config({**cfg, "num_key_value_heads": 32}, "fewer")[0]
+    assert spec.mla_kv_heads == 32
+    assert spec_from_dict(spec_to_dict(spec), "round trip").mla_kv_heads == 32  # kept by a catalog entry

@@ -81,7 +81,7 @@ def test_a_plans_speed_prices_the_state_in_its_pools_dtype():
     from kvplan.speed.plan import DecodeSteps, plan_decode_seconds, plan_shape
     spec, gpu = find_in_catalog("qwen3.5-35b-a3b"), find_gpu("h200")
     plain, bf16 = _plans()
-    assert plain.request.ssm_dtype == "" and bf16.request.ssm_dtype == "bfloat16"
+    assert plain.request.ssm_dtype == "fp32" and bf16.request.ssm_dtype == "bf16"  # the pool's: float32 unless told
     a, b = (plan_shape(p, spec, gpu, "sglang").state_bytes_per_seq for p in (plain, bf16))
     assert (a, b) == (SSM_FP32 + CONV, SSM_BF16 + CONV) == (64_389_120, 32_931_840)
     assert a - b == SSM_FP32 // 2  # the decode step's recurrent-state bytes halve

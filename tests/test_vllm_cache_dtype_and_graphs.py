@@ -93,9 +93,10 @@ def test_cuda_graph_terms_follow_the_attention_features_not_the_family():
     for feature in ("sinks", "mm_prefix"):
         other = replace(llama, family="a_new_family", layers=tuple(replace(la, **{feature: True}) for la in llama.layers))
         assert vo.fa_split_accumulator(other, 1, 512) == 0, feature
-        # max_num_seqs 1024: 51 PIECEWISE and 51 FULL graphs (capture sizes up to 512), 100 further graphs
-        # x 32 layers x 0.19 MiB, on the 153 MiB PIECEWISE first capture instead of the 256 MiB accumulator
-        assert vo.cudagraph_estimate(32, other, 1, 1024) == int(153 * 2**20 + vo.CUDAGRAPH_PER_GRAPH_LAYER * 32 * 100)
+        # max_num_seqs 1024: 51 PIECEWISE and 51 FULL graphs (capture sizes up to 512), 100 further graphs of
+        # 32 layers x 0.126 MiB -> 6 MiB (the 2 MiB page), on the 209 MiB PIECEWISE first capture: no accumulator,
+        # so the FULL first capture is one 6 MiB graph
+        assert vo.cudagraph_estimate(32, other, 1, 1024) == (209 + 100 * 6) * 2**20
     # only the first layer without a feature sizes the accumulator (MiMo-V2: sinks on its local layers only)
     one = replace(llama, layers=(replace(llama.layers[0], sinks=True),) + llama.layers[1:])
     assert vo.fa_split_accumulator(one, 1, 512) == 32 * 4 * 512 * 32 * 128
@@ -135,13 +136,14 @@ def test_fa3_accumulator_only_where_vllm_runs_fa3():
     # FULL graphs capture FA3's fp32 split-KV accumulator, 32 splits x 4 B x tokens x heads x v_dim, where vLLM picks
     # FA3 (capability 9.x; fa_utils.get_flash_attn_version); FA2 (8.x, 12.x) fixes no split count for graphs.
     # Llama 3.1 8B at 1,024 sequences: FULL up to 512 -> 32 x 4 x 512 x 32 x 128 = 268,435,456 B on an H100; on an
-    # RTX PRO 6000 (12.0, 96 GB: the 1,024-sequence tier) the first capture is the PIECEWISE constant, 153 MiB.
-    # Further graphs 50 + 50 = 100 x 32 layers x 0.19 MiB either way.
+    # RTX PRO 6000 (12.0, 96 GB: the 1,024-sequence tier) the first capture is the PIECEWISE constant, 209 MiB.
+    # Further graphs 50 + 50 = 100 of 32 layers x 0.126 MiB -> 6 MiB either way; on the H100 the FULL first capture
+    # is the accumulator and one graph, 256 + 6 MiB.
     from kvplan.engines.vllm import overhead as vo
 
-    further = vo.CUDAGRAPH_PER_GRAPH_LAYER * 32 * 100
-    assert vo.cudagraph_estimate(32, find_in_catalog("llama-3.1-8b"), 1, 1024, find_gpu("h100-sxm")) == int(268_435_456 + further)
-    assert vo.cudagraph_estimate(32, find_in_catalog("llama-3.1-8b"), 1, 1024, find_gpu("rtx-pro-6000-server")) == int(153 * 2**20 + further)
+    further, llama = 100 * 6 * 2**20, find_in_catalog("llama-3.1-8b")
+    assert vo.cudagraph_estimate(32, llama, 1, 1024, find_gpu("h100-sxm")) == 268_435_456 + 6 * 2**20 + further
+    assert vo.cudagraph_estimate(32, llama, 1, 1024, find_gpu("rtx-pro-6000-server")) == 209 * 2**20 + further
     assert vo.fa_split_accumulator(find_in_catalog("llama-3.1-8b"), 1, 512, find_gpu("rtx-4090")) == 0
     assert vo.fa_split_accumulator(find_in_catalog("llama-3.1-8b"), 1, 512, find_gpu("b200")) == 268_435_456  # 10.x: kept, not checked
     assert vo.fa_split_accumulator(find_in_catalog("llama-3.1-8b"), 1, 512) == 268_435_456  # no GPU: the H100 corpus's answer

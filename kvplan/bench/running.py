@@ -37,7 +37,7 @@ from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, locks
                                       model_limits, poll_wait_steps, preempts_on_growth, prefill_first_release,
                                       resident_context, runs_waves, whole_prompt_budget, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
-from kvplan.model.layers import Kind
+from kvplan.model.layers import Kind, ParallelHybrid
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.cohort import cohort
@@ -77,6 +77,7 @@ class Running(NamedTuple):
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations (case_balance)
     poll_wait: float = 0.0  # decode steps an arriving request waits for the scheduler's next poll (case_poll_wait)
     packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length (case_packed)
+    ssm_dtype: str = ""  # the dtype the engine's state pool holds the recurrent states in (case_ssm_dtype)
 
 
 def case_waves(case, spec=None) -> bool:
@@ -122,12 +123,38 @@ def case_poll_wait(case) -> float:
 def running(case, spec, gpu) -> Running | None:
     """The engine's running cap and prefill chunk for a corpus case (kvplan.speed.corpus.Case) on `spec`
     and `gpu`, one replica's, or None where the engine's rules do not take the setting (attention-DP ranks); with
-    its attention-DP balancing (`case_balance`) and its scheduler's polling wait (`case_poll_wait`) wherever they
-    apply, sized or not (scheduler rules, not memory)."""
+    its attention-DP balancing (`case_balance`), its scheduler's polling wait (`case_poll_wait`) and its state pool's
+    dtype (`case_ssm_dtype`) wherever they apply, sized or not (scheduler rules and the pool's type, not memory)."""
     got, held, poll = sized(case, spec, gpu), case_balance(case), case_poll_wait(case)
-    if held is None and not poll:
+    ssm = case_ssm_dtype(case, spec, gpu)
+    if held is None and not poll and not ssm:
         return got
-    return (got or Running(None, None))._replace(balance=held, poll_wait=poll)
+    return (got or Running(None, None))._replace(balance=held, poll_wait=poll, ssm_dtype=ssm)
+
+
+def case_ssm_dtype(case, spec, gpu) -> str:
+    """The dtype the case's engine, with the options the run stated, holds `spec`'s recurrent states in: its request
+    step's `Request.ssm_dtype` (SGLang's pool: --mamba-ssm-dtype, else float32 or, from 0.5.9, the config's,
+    kvplan.engines.sglang.mamba.pool_ssm_dtype), the one a plan's speed figures read; "" for a model without
+    recurrent states, an engine that sets none (vLLM's default is the reader's own, kvplan.readers.states) or a
+    setting its rules refuse."""
+    if spec is None or case.engine not in OPTS or not any(layer.kind == Kind.STATE or isinstance(layer, ParallelHybrid)
+                                                          for layer in spec.layers):
+        return ""
+    try:
+        engine, _ = configure(case.engine, case.version, case_opts(case), None)
+        dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, dp=1, ep=case.ep))
+        req = read_request(spec, context=max(1, int(case.load.isl)), kv_dtype=case.kv_dtype or "auto",
+                           weight_dtype=weight_dtype_of(case.weight_dtype))
+        return engine.request(req, engine.settings(spec, gpu, dep, req), spec, dep).ssm_dtype
+    except KvplanError:
+        return ""
+
+
+def case_opts(case) -> dict:
+    """The engine options the case's flags state (OPTS), in the engine's own names."""
+    flags = case.flags or {}
+    return {opt: flags[k] for k, opt in OPTS[case.engine].items() if flags.get(k) is not None}
 
 
 def sized(case, spec, gpu) -> Running | None:
@@ -136,7 +163,7 @@ def sized(case, spec, gpu) -> Running | None:
     if load.bench != "serve" or case.engine not in OPTS:
         return None
     flags = case.flags or {}
-    opts = {opt: flags[k] for k, opt in OPTS[case.engine].items() if flags.get(k) is not None}
+    opts = case_opts(case)
     util = next((flags[k] for k in UTILISATION if flags.get(k) is not None), None)
     policy = next((flags[k] for k in POLICY.get(case.engine, ()) if flags.get(k) is not None), None)
     ranks = case.dp if per_rank(case) else 1  # attention-DP ranks: the deployment with them, by the engine's rules

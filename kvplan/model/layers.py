@@ -379,6 +379,12 @@ LAYER_TYPES: dict[Kind, type[LayerSpec]] = {
 }
 
 
+def ssm_as(layers, dtype: str) -> tuple:
+    """`layers` with their recurrent values in `dtype` (with_ssm_dtype), as they are where it is "": the dtype an
+    engine pools them in (`Request.ssm_dtype`), which a plan's memory, roofline and speed figures all read."""
+    return tuple(with_ssm_dtype(layer, dtype) for layer in layers) if dtype else tuple(layers)
+
+
 def state_bytes(layer, tp: int, state_dtype) -> int:
     """Bytes of a layer's per-sequence state on one rank: conv values in `state_dtype`, recurrent
     values in the layer's own `ssm_dtype` when its config fixes one (vLLM's mamba_ssm_cache_dtype,

@@ -182,6 +182,9 @@ class ModelSpec:
     max_model_len: int = 0
     family: str = ""
     architecture: str = ""
+    # an MLA config's num_key_value_heads where it is not num_attention_heads (SGLang's ROCm MLA backend reads the
+    # KV heads a rank has: kvplan.engines.sglang.attention); 0: the same
+    mla_kv_heads: int = 0
     hf_repo: str | None = None
     aliases: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()

@@ -23,6 +23,7 @@ from kvplan.core.dtypes import DType, canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.planning.layout import (DcpRules, host_shift, per_rank_batch, rank_weights, replicated_kv_proj_bytes,
                                    vllm_placement)
+from kvplan.model.layers import ssm_as
 from kvplan.model.spec import ModelSpec, own_format, weight_bytes
 from kvplan.readers.mlp_layout import ffn_kinds
 from kvplan.planning.profile import PAGED, KVProfile, kv_profile
@@ -201,7 +202,8 @@ class Answers(NamedTuple):
 
 def prepare_key(req: Request) -> tuple:
     """The Request fields prepare() reads: requests equal on these share its result."""
-    return (req.kv_dtype, req.state_dtype, req.weight_dtype, req.batch, req.overhead_bytes, req.block_size)
+    return (req.kv_dtype, req.state_dtype, req.weight_dtype, req.batch, req.overhead_bytes, req.block_size,
+            req.ssm_dtype)
 
 
 def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_tokens: int | None = None,
@@ -237,7 +239,9 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_t
         kv_extra = replicated_kv_proj_bytes(model, wb, model.layers[start:end], dep.tp)
         mix = _stage_mix(kinds, start, end)
         resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, place, touched, kv_extra, mix)
-        prof = kv_profile(model.layers[start:end], dep.tp, kv_dtype, state_dtype, req.block_size, rules)
+        # the states as the engine pools them (Request.ssm_dtype): the roofline's step reads them, as kvplan.speed's
+        prof = kv_profile(ssm_as(model.layers[start:end], req.ssm_dtype), dep.tp, kv_dtype, state_dtype,
+                          req.block_size, rules)
         resident = int(resident * scale) + host_shift(wb, place, i == 0, i == dep.pp - 1)
         parts.append(StagePrep((start, end), resident, int(read * scale), prof))
     weight_total = model.checkpoint_bytes if scale != 1.0 else wb.total

@@ -124,6 +124,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         rope_scaling=read_rope_scaling(data, model_type),
         family=model_type,
         architecture=arch,
+        mla_kv_heads=_mla_kv_heads(cfg, geometry),
         notes=(*geometry["notes"], *tower_notes),
         source=source,
         vision_dims=_vision_dims(config) if towers.params else (),
@@ -133,6 +134,13 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         checkpoint_kv=read_checkpoint_kv(cfg),
     )
     return spec, notices
+
+
+def _mla_kv_heads(cfg: Cfg, geometry: dict) -> int:
+    """An MLA config's num_key_value_heads where it is not num_attention_heads (ModelSpec.mla_kv_heads), else 0; 0
+    too where a family's own geometry carries no KV head count."""
+    kv = geometry.get("kv_heads", 0)
+    return kv if cfg.has("kv_lora_rank") and kv and kv != geometry["heads"] else 0
 
 
 def _int_field(config: dict, key: str) -> int:

@@ -43,7 +43,10 @@ def _mla(spec, n, prof, tp, bstr, S):
     dcp = getattr(prof.rules, "dcp", 1)  # decode context parallel: every dcp-th token on this rank
     held = f"S = {S:,}" if dcp == 1 else f"S / dcp {dcp} = {cdiv(S, dcp):,} on this rank"
     if hasattr(spec, "indexer_bytes"):  # DSA: the latent's own packing, plus the indexer's fp8 keys
-        what = f"({spec.latent_bytes(prof.kv_dtype):,} B latent + {spec.indexer_bytes()} B indexer keys)"
+        pool = getattr(prof.rules, "dsa", None)  # an engine's own rows where its rules lay them out (SGLang's)
+        latent, keys = (pool.latent_bytes(spec, prof.kv_dtype), pool.indexer_bytes(spec)) if pool is not None else \
+            (spec.latent_bytes(prof.kv_dtype), spec.indexer_bytes())
+        what = f"({latent:,} B latent + {keys} B indexer keys)"
     else:
         what = f"({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} rope) × {bstr}"
     return (f"  {n} MLA layers × {what}"

@@ -81,6 +81,7 @@ def spec_to_dict(spec: ModelSpec) -> dict:
         **mtp,
         **({"vision_dims": list(spec.vision_dims)} if spec.vision_dims else {}),
         **({"mm_tokens_per_image": spec.mm_tokens_per_image} if spec.mm_tokens_per_image else {}),
+        **({"mla_kv_heads": spec.mla_kv_heads} if spec.mla_kv_heads else {}),
         **({"checkpoint_kv": dataclasses.asdict(spec.checkpoint_kv)} if spec.checkpoint_kv else {}),
         "notes": list(spec.notes),
     }
@@ -139,6 +140,7 @@ def spec_from_dict(data: dict, where: str) -> ModelSpec:
             mtp_params=ParamCounts(**mtp["params"]) if mtp else None,
             vision_dims=tuple(int(v) for v in data.get("vision_dims", ())),
             mm_tokens_per_image=int(data.get("mm_tokens_per_image", 0)),
+            mla_kv_heads=int(data.get("mla_kv_heads", 0)),
             checkpoint_kv=CheckpointKV(**data["checkpoint_kv"]) if data.get("checkpoint_kv") else None,
         )
     except KvplanError:

@@ -30,7 +30,7 @@ from kvplan.speed.model import decode_features, nccl_only, prefill_features, pri
 from kvplan.speed.nnls import nnls
 from kvplan.speed.recency import weights as recency_weights
 from kvplan.speed.shape import read_flops, shape_for, weight_dtype_of
-from kvplan.speed.ssm_dtype import as_stated
+from kvplan.speed.ssm_dtype import as_stated, in_dtype
 from kvplan.speed.ggml import MMVQ_MAX
 from kvplan.speed.terms import TERMS, Shape, bound, path_at, roofline_of
 
@@ -58,9 +58,9 @@ def _gpu(key: str):
 
 class Built:
     """A case with its Shape and its batch cap, or the reason it cannot be priced. `running(case, spec, gpu)`
-    gives the engine's own (cap, chunk) for the setting, or None (kvplan.bench.running, a layer above): None,
-    or no function, keeps the plain estimate (the usable memory less weights and a fixed overhead, over
-    isl + osl tokens a request, within the engine's default running limit; chunk: PREFILL_CHUNK).
+    gives the engine's own (cap, chunk, its state pool's dtype) for the setting, or None (kvplan.bench.running, a
+    layer above): None, or no function, keeps the plain estimate (the usable memory less weights and a fixed
+    overhead, over isl + osl tokens a request, within the engine's default running limit; chunk: PREFILL_CHUNK).
     A pipeline of pp stages is priced as pp replicas of the whole model's step (each micro-batch passes
     every stage in turn, so its step is the whole model's, while the stages work on pp micro-batches at
     once: the corpus's Load counts dp x pp replicas), each with one GPU's memory less its stage's weights;
@@ -77,6 +77,13 @@ class Built:
         spec = as_stated(spec, case.flags)  # the recurrent states in the dtype the run gives them, not the config's
         try:
             gpu = _gpu(case.gpu)
+        except Exception as e:  # noqa: BLE001 - as shape_for's below
+            self.why = f"not plannable: {type(e).__name__}"
+            return
+        engine = running(case, spec, gpu) if running else None
+        if engine is not None:  # the states as the engine's pool holds them, where it says (Request.ssm_dtype)
+            spec = in_dtype(spec, engine.ssm_dtype)
+        try:
             self.shape = shape_for(spec, gpu, tp=case.tp, ep=case.ep, weight_dtype=weight_dtype_of(case.weight_dtype),
                                    kv_dtype=_kv(case.kv_dtype), dp=case.dp, engine=case.engine, date=case.date,
                                    version=case.version, prefix_cache=prefix_cache(case),
@@ -107,7 +114,6 @@ class Built:
             return
         cap = min(limit, max(1.0, room / per_seq)) if room > 0 else limit  # llama-bench: partial offload
         self.load = replace(load, cap=cap)
-        engine = running(case, spec, gpu) if running else None
         if engine is not None:
             self.load = replace(self.load, cap=engine.cap or self.load.cap, chunk=engine.chunk or self.load.chunk,
                                 waves=engine.waves, lockstep=engine.lockstep, recompute=engine.recompute,

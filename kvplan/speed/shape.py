@@ -242,7 +242,9 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     if gemm_kernels(engine) == "ggml":
         dense = terms["flops_per_token"] / 2 - terms["top_k"] * terms["expert_params"]
         paths, missing = ggml_paths(gpu, stored, dense, lambda p: read_flops(gpu, p), date)
-    heads = spec.num_attention_heads // max(1, terms["tp"])  # a rank's heads (DeepSeek's 128: 16 at tp 8, 128 at 1)
+    # a rank's KV heads as SGLang's ROCm default reads them (the config's num_key_value_heads where an MLA config
+    # gives another count: ModelSpec.mla_kv_heads; DeepSeek's 128: 16 at tp 8, 128 at 1)
+    heads = (spec.mla_kv_heads or spec.num_attention_heads) // max(1, terms["tp"])
     if absorbed_prefill(engine, version, prefix_cache, gpu, heads, attention_backend,
                         spec.architecture):  # attends as its decode does
         terms = {**terms, "attn_prefill_flops_per_pair": terms["attn_flops_per_pair"], "decompress_flops": 0.0}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvplan.model.layers import with_ssm_dtype
+from kvplan.model.layers import ssm_as
 
 SSM_DTYPE = "mamba_ssm_dtype"  # the run's flag, as the corpus spells SGLang's --mamba-ssm-dtype
 
@@ -31,8 +31,7 @@ def as_stated(spec, flags: dict | None):
 
 def in_dtype(spec, dtype: str):
     """The model with its recurrent states in `dtype` ("": the spec itself): a corpus run's stated dtype, or a
-    plan's `Request.ssm_dtype`, the one its engine pools them in (kvplan.engines.sglang sets it from
-    mamba_ssm_dtype), so a plan's speed figures read the bytes its pool holds."""
-    if not dtype:
-        return spec
-    return replace(spec, layers=tuple(with_ssm_dtype(layer, dtype) for layer in spec.layers))
+    plan's `Request.ssm_dtype` or a corpus run's engine's (kvplan.bench.running `case_ssm_dtype`), the one its
+    engine pools them in (SGLang's request step: mamba_ssm_dtype, else its release's default), so the speed figures
+    read the bytes its pool holds."""
+    return replace(spec, layers=ssm_as(spec.layers, dtype)) if dtype else spec

@@ -20,8 +20,9 @@ release and GPU where `--attention-backend` is not given. Read in the wheels (sg
   L37-50 and L177-188 adds LongcatFlash and Dots3Note). 0.5.3 has no such default. 0.5.14-0.5.22 were not read:
   planned with 0.5.13's list. The list is kvplan.speed.mlaform's `SM100_MLA`, which the speed model's prefill form
   reads too (the layer below this one), so the page and the step time follow one rule.
-* DSA models (DeepSeek-V3.2, GLM-5: kvplan's IndexedMLA layers) run page 64 on CUDA (0.5.3 `server_args.py`
-  L820, "Setting page size to 64 for DeepSeek NSA"; 0.5.23 `deepseek_v2.py` L160-173, 64 x index_kpool).
+* DSA models (DeepSeek-V3.2, GLM-5: kvplan's IndexedMLA layers) run page 64 on CUDA whatever --page-size says (0.5.3
+  `server_args.py` L820, "Setting page size to 64 for DeepSeek NSA"; 0.5.10 L1576-1582; 0.5.23 `deepseek_v2.py`
+  L160-173, 64 x index_kpool); their pool is kvplan.engines.sglang.dsa's.
 * A model without MLA (MHA/GQA, sliding windows too) on capability 10.x: from 0.5.6 SGLang's own default is
   trtllm_mha where no speculative decoding runs with a top-k above 1 (kvplan's SGLang plans none), so page 64
   unless 16, 32 or 64 is given (0.5.6.post1 `server_args.py` L1329-1358 "1.2 Use trtllm_mha for Blackwell" and
@@ -187,8 +188,9 @@ def backend(model, gpu, version: str, opts: dict) -> tuple[str | None, str]:
 
 def page_size(model, gpu, version: str, opts: dict, given: int | None) -> tuple[int, str]:
     """(SGLang's page size, why where a backend or DSA forces it): `given` is --page-size where set."""
-    if _dsa(model):
-        return (DSA_PAGE if given is None else given), ""
+    if _dsa(model):  # set whatever --page-size says (0.5.10 server_args.py L1576-1582; 0.5.23 deepseek_v2.py L160-173)
+        return DSA_PAGE, ("" if given in (None, DSA_PAGE) else f"SGLang sets page_size {DSA_PAGE} for DeepSeek Sparse "
+                          f"Attention on CUDA whatever page_size is given ({given})")
     name, why = backend(model, gpu, version, opts)
     if name == "fa4":
         return FA4_PAGE, why
@@ -217,12 +219,12 @@ def _rocm_default(model, version: str, tp_size: int) -> tuple[bool, str]:
                           f"by {AITER_SCALE} past {AITER_CONTEXT:,} tokens of context; name it with "
                           f"{arg('engine_opts')} attention_backend=aiter or triton", EXIT_USAGE,
                           param="engine_opts", value="attention_backend")
-    if _mla(model):
-        heads = max(1, model.num_attention_heads // tp_size)
+    if _mla(model):  # the config's KV heads over the whole --tp-size (DP attention's ranks too)
+        kv = model.mla_kv_heads or model.num_attention_heads
+        heads = max(1, kv // tp_size)
         return heads in AITER_HEADS, (f"SGLang {version} defaults an MLA model with {heads} KV heads per rank "
-                                          f"to aiter on ROCm (16 or 128; the config's num_key_value_heads taken as "
-                                          f"its {model.num_attention_heads} attention heads, as DeepSeek's and Kimi's "
-                                          "configs write them)")
+                                      f"to aiter on ROCm (16 or 128: the config's {kv} num_key_value_heads over "
+                                      f"SGLang's tp_size {tp_size}, get_num_kv_heads)")
     arch = getattr(model, "architecture", None)
     if any(arch == name and v >= first and (until is None or v < until) for name, first, until in ROCM_TRITON):
         return False, ""

@@ -25,6 +25,7 @@ from kvplan.engines.sglang import allreduce as sglang_allreduce
 from kvplan.engines.sglang import attention as sglang_attention
 from kvplan.engines.sglang import command
 from kvplan.engines.sglang import cache_dtype as sglang_cache_dtype
+from kvplan.engines.sglang import dsa as sglang_dsa
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
 from kvplan.engines.sglang import fp8_default as sglang_fp8
 from kvplan.engines.sglang import layout as sglang_layout
@@ -46,7 +47,7 @@ from kvplan.hardware.facts import fact_missing, vendor_of
 from kvplan.engines.context import sglang_rule
 from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, opt_bool
 from kvplan.model.compressed import CompressedMLA, has_compressed
-from kvplan.model.layers import LOCAL_KINDS, Kind, ParallelHybrid
+from kvplan.model.layers import LOCAL_KINDS, IndexedMLA, Kind, ParallelHybrid
 from kvplan.engines.sglang.offload import cpu_pool as hicache_pool
 from kvplan.engines.sglang import prefill_graph as sglang_prefill_graph
 from kvplan.engines.sglang.rules import SglangRules
@@ -65,6 +66,9 @@ def cell_bytes(layers, tp: int, kv_dtype: DType, st: Settings) -> tuple[int, int
     hybrid = st.hybrid_swa
     for layer in layers:
         if layer.kind in (Kind.NONE, Kind.STATE):
+            continue
+        if st.dsa is not None and isinstance(layer, IndexedMLA):  # counted as sized, printed as allocated (dsa.py)
+            full, k_full = full + st.dsa.counted(layer, kv_dtype), k_full + st.dsa.allocated(layer, kv_dtype)
             continue
         tok = layer.token_bytes(kv_dtype, tp)
         k = kv_dtype.bytes_for(_k_elements(layer, tp))
@@ -86,10 +90,12 @@ def _k_elements(layer, tp: int) -> int:
     return elements * k // (k + v) if k else elements // 2
 
 
-def _backend_notes(page: int, st: Settings) -> list[str]:
-    """What the attention backend sets, in words: the page it forces, aiter's cut of the fraction (attention.py)."""
+def _backend_notes(page: int, st: Settings, model, kv_dtype: DType) -> list[str]:
+    """What the attention backend sets, in words: the page it forces, aiter's cut of the fraction (attention.py),
+    a DSA model's pool rows (dsa.py)."""
     return ([f"page_size {page}: {st.page_why}"] if st.page_why else []) + \
-        ([f"mem_fraction_static {st.mem_fraction_static:g} in force: {st.aiter_why}"] if st.aiter_why else [])
+        ([f"mem_fraction_static {st.mem_fraction_static:g} in force: {st.aiter_why}"] if st.aiter_why else []) + \
+        ([sglang_dsa.note(st.dsa, model, kv_dtype)] if st.dsa is not None else [])
 
 
 def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, kv_dtype: DType,
@@ -144,7 +150,7 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     if st.prefill_graph:
         lines.append(Figure("prefill CUDA-graph reserve", int(st.prefill_graph[1] * MIB), "MiB"))
         notes.append(sglang_prefill_graph.note(st.version, *st.prefill_graph))
-    notes += sglang_mm.notes(model, st, st.usable_bytes) + _backend_notes(page, st)
+    notes += sglang_mm.notes(model, st, st.usable_bytes) + _backend_notes(page, st, model, kv_dtype)
     if any(layer.kind in LOCAL_KINDS for layer in model.layers) and sglang_swa.note(model, st.version):
         notes.append(sglang_swa.note(model, st.version))
     pooled = sglang_mamba.pooled(model, dep, states, st.state, full_tokens * full_cell + swa_tokens * swa_cell) \
@@ -155,7 +161,8 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
 
 def pool_cell(model, dep, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
     """cell_bytes of the stage that bounds the pool: under pp each stage's cell is its own layers' (capacity),
-    and the largest holds the fewest tokens."""
+    and the largest holds the fewest tokens. A DSA pool kvplan does not plan is refused here (dsa.refuse)."""
+    sglang_dsa.refuse(st)
     return max((cell_bytes(model.layers[a:b], dep.tp, kv_dtype, st) for a, b in split_layers(model.num_layers, dep.pp)),
                key=lambda c: (c[0] + st.swa_full_tokens_ratio * c[1], c[2]))
 
@@ -180,7 +187,7 @@ class Sglang(Engine):
     kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.STATE, Kind.NONE})
     loaded_label = "Load weight end ... mem usage (weights as loaded)"  # model_runner's line
     # Falcon-H1: attention in the token pool, its mixer's state slots; DeepSeek-V4: its pools (0.5.15-0.5.16, dsv4.py)
-    reads_layers = frozenset({ParallelHybrid, CompressedMLA})
+    reads_layers = frozenset({IndexedMLA, ParallelHybrid, CompressedMLA})  # DSA's pool: kvplan.engines.sglang.dsa
     supports_dp = True  # DP attention: each rank its own token pool and requests
     # --dp N under one server: one TokenizerManager in the server process, the DP controller and schedulers as
     # subprocesses (sgl-project/sglang@18bfdd16794a857cefaebc00a0964935b8d0a026:python/sglang/srt/entrypoints/engine.py
@@ -191,8 +198,12 @@ class Sglang(Engine):
 
     def result(self, model, gpu, dep, req):
         """The base template on the weights SGLang serves: FP8 for a BF16 DeepSeek-V3 on capability 10.x in
-        0.5.5-0.5.10 (kvplan.engines.sglang.fp8_default), said in the plan's warnings."""
-        req, said = sglang_fp8.served(model, gpu, self.version or self.default_version, req)
+        0.5.5-0.5.10 (kvplan.engines.sglang.fp8_default), and on a DSA model's fp8 cache where its auto is that
+        (kvplan.engines.sglang.dsa), said in the plan's warnings."""
+        version = self.version or self.default_version
+        req, said = sglang_fp8.served(model, gpu, version, req)
+        req, kv_said = sglang_dsa.served(model, gpu, version, req)
+        said = (*said, *kv_said)
         res = super().result(model, gpu, dep, req)
         return res._replace(plan=dataclasses.replace(res.plan, warnings=(*res.plan.warnings, *said))) if said else res
 
@@ -257,7 +268,7 @@ class Sglang(Engine):
         sglang_cache_dtype.check_flag(req.kv_dtype, model, st.version, self.auto_kv_dtype(model))  # int8, ...
         if has_compressed(model.layers):  # its page and cache dtype (kvplan.engines.sglang.dsv4)
             sglang_dsv4.check_settings(st.page_size, cache_dtypes(req, model)[0])
-        ssm = st.state.ssm_dtype if st.state is not None else ""  # the state pool's stated dtype: speed prices it
+        ssm = sglang_mamba.pool_ssm_dtype(model, st.state)  # the dtype the state pool holds: speed prices it
         return dataclasses.replace(req, gpu_memory_utilization=st.mem_fraction_static, block_size=st.page_size,
                                    overhead_bytes=over, ssm_dtype=ssm or req.ssm_dtype)
 
@@ -277,7 +288,7 @@ class Sglang(Engine):
         return sglang_lora_bytes(model, dep, lora)
 
     def rules(self, st: Settings) -> SglangRules:
-        return SglangRules(st.page_size, st.hybrid_swa)
+        return SglangRules(st.page_size, st.hybrid_swa, st.dsa)
 
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd = cache_dtypes(req, model)[0]
@@ -300,9 +311,9 @@ class Sglang(Engine):
         return capacity(model, dep, kv_bytes, context, 1, st, kv_dtype)
 
     def k_size_gib(self, model, dep, st: Settings, tokens: int, kv_dtype) -> float:
-        """The K size (or an MLA pool's one "KV size") SGLang prints for `tokens`; refused where the model has a
-        cache kvplan does not size for SGLang (DeepSeek Sparse Attention's indexer keys, which its DSA pool's "KV
-        size" counts, 0.5.8.post1 wheel mem_cache/memory_pool.py L1832-1836), as a plan is."""
+        """The K size (or an MLA pool's one "KV size", a DSA pool's with its indexer keys: 0.5.8.post1 wheel
+        mem_cache/memory_pool.py L1832-1836, kvplan.engines.sglang.dsa) SGLang prints for `tokens`; refused where the
+        model has a cache kvplan does not size for SGLang `st.version`, as a plan is."""
         self.check_layers(model)
         sglang_dsv4.no_log_check(model)
         return k_size_gib(tokens, model, dep.tp, kv_dtype, st, dep.pp)

@@ -4,7 +4,8 @@ cap on running requests that follows, by release.
 
 Sources (PyPI wheels of sgl-project/sglang; docs/engines.md, "SGLang: hybrid models' state pool"):
   * a slot: conv states in SGLANG_MAMBA_CONV_DTYPE (bfloat16) + recurrent states in --mamba-ssm-dtype (default
-    float32; from 0.5.23 the config's `mamba_ssm_dtype` when the flag is not given), summed over the state layers
+    float32 to 0.5.8, 0.5.8.post1 `server_args.py` L497; from 0.5.9, L522, no default: the config's
+    `mamba_ssm_dtype`, else float32, 0.5.10 `configs/mamba_utils.py` L47-105), summed over the state layers
     (`mamba_cache_per_req`: 0.5.2 `configs/qwen3_next.py` L317-327; 0.5.23 `configs/mamba_utils.py` L47-125). The
     shapes are vLLM's (SGLang ported mamba_utils), kvplan.model.layers.RecurrentState.state_parts.
   * MambaPool buffers carry one padding slot: (size + 1) rows of each state, printed "Mamba Cache is allocated.
@@ -55,6 +56,7 @@ OPTS = ("max_mamba_cache_size", "mamba_ssm_dtype", "mamba_full_memory_ratio", "m
 # one (from 0.5.13); 0.5.10 model_runner_kv_cache_mixin.py L373-385, 0.5.23 mem_cache/allocation_sizing.py L11-19
 STRATEGIES = {"no_buffer": 0, "extra_buffer": 2, "extra_buffer_lazy": 1}
 SSM_DTYPES = ("float32", "bfloat16", "float16")  # --mamba-ssm-dtype choices (0.5.23 arg_groups/fields/exec_.py)
+CONFIG_SSM_DTYPE = (0, 5, 9)  # the first release whose unset --mamba-ssm-dtype reads the config's (module docstring)
 # the first release whose srt/models/ has a model with this kind of state layer (kvplan's RecurrentState.variant)
 SINCE = {"gated_deltanet": (0, 5, 2), "mamba2": (0, 5, 4), "kda": (0, 5, 5), "short_conv": (0, 5, 10)}
 # when each variant joined _MAMBA_EXTRA_BUFFER_ARCHS (0.5.15 `arg_groups/overrides.py` L982-995; KDA: 0.5.16)
@@ -160,20 +162,29 @@ def _strategy(opts: dict, v: tuple[int, ...], version: str) -> str:
     return name
 
 
-def ssm_dtype_of(layer, flag: str):
-    """The recurrent state's element type: the flag's, else the config's mamba_ssm_dtype (kvplan reads it for
-    Qwen3.5 and KDA), else float32."""
+def ssm_dtype_of(layer, ss: StateSettings):
+    """The recurrent state's element type: the flag's, else (from 0.5.9) the config's mamba_ssm_dtype (kvplan
+    reads it for Qwen3.5 and KDA), else float32: Qwen3-Next's, whose config has no such key, at every release."""
     own = getattr(layer, "ssm_dtype", "") if layer.variant in ("gated_deltanet", "kda") else ""
-    return canonical_kv_dtype(flag or own) if flag or own else FP32
+    own = own if ss.version >= CONFIG_SSM_DTYPE else ""
+    return canonical_kv_dtype(ss.ssm_dtype or own) if ss.ssm_dtype or own else FP32
 
 
-def slot_bytes(layers, tp: int, ssm_dtype: str) -> tuple[int, int]:
+def pool_ssm_dtype(model, ss: StateSettings | None) -> str:
+    """kvplan's name of the dtype the pool holds `model`'s recurrent states in ("" without a pool): what a plan's
+    speed figures price them in (`Request.ssm_dtype`, set by the engine's request step)."""
+    if ss is None or not has_states(model):
+        return ""
+    return ssm_dtype_of(states_of(model.layers)[0], ss).name
+
+
+def slot_bytes(layers, tp: int, ss: StateSettings) -> tuple[int, int]:
     """(conv, recurrent) bytes of one slot over `layers`' state layers on one rank of tp."""
     conv = ssm = 0
     for layer in states_of(layers):
         c, s = layer.state_parts(tp)
         conv += BF16.bytes_for(c)
-        ssm += ssm_dtype_of(layer, ssm_dtype).bytes_for(s)
+        ssm += ssm_dtype_of(layer, ss).bytes_for(s)
     return conv, ssm
 
 
@@ -208,14 +219,14 @@ def pooled(model, dep, pool: StatePool, ss: StateSettings, token_pool: int) -> P
     """The state pool as a plan's memory rows read it (kvplan.planning.plan.PooledStates): the pool allocated
     ((slots + 1) rows, as SGLang prints it), the token pool beside it, and the slots one running request holds, on
     the rank that bounds the pool and over the whole model's state layers of one tp rank."""
-    whole = sum(slot_bytes(model.layers, dep.tp, ss.ssm_dtype))
+    whole = sum(slot_bytes(model.layers, dep.tp, ss))
     return PooledStates(pool.conv_bytes + pool.ssm_bytes, token_pool, pool.held * (pool.conv_slot + pool.ssm_slot),
                         pool.held * whole)
 
 
 def state_pool(model, dep, rest: int, ss: StateSettings) -> StatePool:
     """The slots SGLang takes out of `rest` (bytes per rank, the token pool's budget before it)."""
-    conv, ssm = slot_bytes(_stage_layers(model, dep, ss), dep.tp, ss.ssm_dtype)
+    conv, ssm = slot_bytes(_stage_layers(model, dep, ss), dep.tp, ss)
     per = conv + ssm
     paid = 1 if ss.version >= (0, 5, 17) else 0  # the padding slot, paid for from 0.5.17
     v = ss.version
@@ -234,9 +245,8 @@ def state_pool(model, dep, rest: int, ss: StateSettings) -> StatePool:
     if _split_over_dp(model, v, given=not rule.startswith("mamba_full")):
         slots //= ss.attn_dp
     slots = max(0, slots)
-    first = states_of(model.layers)[0]
     return StatePool(slots, conv, ssm, (slots + paid) * per, per_request(model, ss), rule,
-                     ssm_dtype_of(first, ss.ssm_dtype).name, held_slots(model, ss))
+                     pool_ssm_dtype(model, ss), held_slots(model, ss))
 
 
 def _split_over_dp(model, v: tuple[int, ...], given: bool) -> bool:

@@ -12,6 +12,7 @@ from kvplan.engines.base import check_opts, check_version, opt_bool, opt_float, 
 from kvplan.engines.context import engine_length
 from kvplan.engines.sglang import allreduce as sglang_allreduce
 from kvplan.engines.sglang import attention as sglang_attention
+from kvplan.engines.sglang import dsa as sglang_dsa
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
 from kvplan.engines.sglang import loaded as sglang_loaded
 from kvplan.engines.sglang import mamba as sglang_mamba
@@ -26,6 +27,7 @@ from kvplan.engines.sglang.defaults import (
 )
 from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS
 from kvplan.model.compressed import has_compressed
+from kvplan.planning.plan import cache_dtypes
 
 MIB = 2**20
 VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
@@ -68,6 +70,11 @@ class Settings:
     page_why: str = ""  # the attention backend that forces page_size, where one does (attention.py)
     aiter_factor: float = 1.0  # SGLang's cut of the fraction under aiter past 8,192 tokens (attention.aiter_cut)
     aiter_why: str = ""  # that cut, in words, where it applies
+    dsa: sglang_dsa.DsaPool | None = None  # DeepSeek Sparse Attention's pool rules (kvplan.engines.sglang.dsa)
+    # why kvplan does not plan this DSA pool: (message, param, value, allowed), raised where the pool is sized
+    # (dsa.refuse); the
+    # other settings stand, as the scheduler's chunk and DP-attention rules do not read the pool
+    dsa_refused: tuple = ()
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -111,6 +118,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     kv = req.kv_dtype
     if kv is not None and kv.block_elems > 1:
         raise KvplanError(f"SGLang has no {kv.name} KV cache; use auto, bf16, fp16 or fp8", EXIT_USAGE)
+    dsa, dsa_refused = sglang_dsa.pool_or_reason(model, gpu, version, cache_dtypes(req, model)[0])
     # before the weights: the CUDA context and NCCL (INIT_BYTES_*), custom all-reduce buffers where SGLang builds
     # them (kvplan.engines.sglang.allreduce: NVSwitch, or two GPUs), and NCCL's larger buffers inside an NVSwitch
     # domain, as SGLang's "Init torch distributed ends" logs measured them (kvplan.engines.sglang.ncclmem)
@@ -126,4 +134,4 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     prefill_graph=None if given or parse_version(version) < sglang_prefill_graph.FROM
                     else (backend or "off", piecewise, why),
                     multimodal=sglang_mm.is_multimodal(model, version, mm_flag), page_why=page_why,
-                    aiter_factor=aiter, aiter_why=aiter_why)
+                    aiter_factor=aiter, aiter_why=aiter_why, dsa=dsa, dsa_refused=dsa_refused)

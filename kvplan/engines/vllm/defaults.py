@@ -13,6 +13,7 @@ from kvplan.engines.vllm import multimodal
 from kvplan.engines.vllm.cache_dtype import check_flag
 from kvplan.engines.vllm.deepseek_v4 import BLOCK as V4_BLOCK
 from kvplan.engines.vllm.mxfp4 import BACKENDS as MXFP4_BACKENDS
+from kvplan.engines.vllm.runner import estimate_subtracted
 from kvplan.engines.vllm.settings import Settings
 from kvplan.engines.vllm.speculative import vllm_pool_terms
 from kvplan.model.compressed import has_compressed
@@ -101,7 +102,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
         raise KvplanError("max_num_batched_tokens and max_num_seqs must be at least 1", EXIT_USAGE)
     check_flag(req.kv_dtype, model, version, req.weight_dtype)  # int8, fp32 beside a 16-bit model, q8_0, ...: no release takes them
 
-    return Settings(version, float(gmu), int(block), mnbt, seqs, v >= (0, 20, 0) and not eager,
+    graphs = estimate_subtracted(model, v, gpu, eager, req.weight_dtype)  # (0.20+, CUDA, not V2's 0: vllm.runner)
+    return Settings(version, float(gmu), int(block), mnbt, seqs, graphs,
                     opt_bool(opts, "async_scheduling", True), v1, gpu,
                     *vllm_pool_terms(model, v), eager=eager,
                     mm_limit=opt_int(opts, "limit_mm_per_prompt", multimodal.UNSET),

@@ -20,6 +20,7 @@ from functools import lru_cache
 
 from kvplan.engines.vllm.overhead import encoder_budget, encoder_profile_bytes, missing_facts, overhead_terms, sampler_note
 from kvplan.engines.vllm.mxfp4 import unbundled_hopper, unbundled_note
+from kvplan.engines.vllm.cudagraphs import graph_notes
 from kvplan.engines.vllm.speculative import check_vllm, vllm_view
 from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
@@ -296,8 +297,9 @@ class Vllm(Engine):
         slow = v0_mla.speed_note(model, st.v)  # V0's MLA step: slower than the calibrated step, cause not priced
         if slow:
             cap = cap._replace(notes=(*cap.notes, slow))
+        graphs = graph_notes(model, dep, st)  # the CUDA-graph term: priced by a fit, or 0 on V2 (vllm.runner)
         no_effect = sampler_note(st.v, st.flashinfer_sampler)
-        return cap._replace(notes=(*cap.notes, no_effect)) if no_effect else cap
+        return cap._replace(notes=(*cap.notes, *graphs, *([no_effect] if no_effect else [])))
 
     def fits(self, cap: Capacity, req) -> bool:
         return cap.blocks > 0 and cap.max_concurrency >= req.batch

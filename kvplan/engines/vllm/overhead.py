@@ -25,9 +25,7 @@ entry point (vllm.overhead calls it).
    all-reduce fusion workspace from 0.17.0) and with pipeline parallelism alone, plus what the CUDA-graph
    profiling of 0.18.0+ leaves behind (kvplan/engines/vllm/non_torch.py).
 3. CUDA graphs (`gpu_model_runner.py` v0.19.0 "Estimated CUDA graph memory: X GiB total", subtracted
-   from v0.20.0 unless --enforce-eager): vLLM's own sum, the larger first capture (a fitted PIECEWISE
-   constant, or FA3's split-KV accumulator, source-derived) plus a per-graph cost per decoder layer
-   times the graphs the capture-size list gives (`cudagraph_estimate`).
+   from v0.20.0 unless --enforce-eager): vLLM's own sum, step by step, in kvplan/engines/vllm/cudagraphs.py.
 
 The constants were fitted by `benchmarks/budget_corpus.py --calibrate` on the TRAINING split of the
 log corpus (tests/fixtures/logs/corpus/index.yaml; split by source, never by record) and are checked
@@ -46,6 +44,10 @@ from kvplan.engines.vllm.sampler import (  # noqa: F401  (the sampler's constant
 from kvplan.engines.vllm.mxfp4 import (  # noqa: F401  (the MXFP4 backends' rules, re-exported)
     backend_for, nvidia_capability as _nvidia_capability, weights_repack_extra)
 from kvplan.engines.vllm import v0_mla
+from kvplan.engines.vllm.cudagraphs import (  # noqa: F401  (vLLM's CUDA-graph estimate, re-exported)
+    CUDAGRAPH_BASE, CUDAGRAPH_FIRST_PIECEWISE, CUDAGRAPH_PER_GRAPH_LAYER, CUDAGRAPH_PER_LAYER, FA_MAX_SPLITS,
+    MAX_CAPTURE_SIZE, capture_sizes, cudagraph_counts, cudagraph_estimate, fa3_graphs, fa_split_accumulator,
+    full_graphs)
 from kvplan.core.caching_allocator import allocated_rounding
 from kvplan.core.intmath import round_up
 from kvplan.hardware.facts import fact_missing, vendor_of
@@ -68,8 +70,6 @@ MIB = 2**20
 FORWARD_MLP_BYTES = 0.095  # per token x MLP width / tp of the profile forward pass
 FORWARD_HIDDEN_BYTES = 2.69  # per token x hidden size of the profile forward pass
 MOE_WORKSPACE_BYTES = 1.78  # per element of the fused-MoE caches (T x top_k x (3 x I_e/tp + H)), MoE only
-CUDAGRAPH_BASE = 21 * MIB  # CUDA-graph estimate: first capture, pools
-CUDAGRAPH_PER_LAYER = 23 * MIB  # per decoder layer on the rank
 
 
 def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True,
@@ -159,105 +159,6 @@ def nvfp4_scale_padding(model, tp: int, gpu) -> int:
 # 2.5 GiB per rank; Llama 3.1 (131,072 x 128): 32 MiB (kvplan.readers.rope.rope_table_bytes).
 
 
-# --- CUDA graphs, as vLLM >= 0.19 estimates them (structure from the source, two constants fitted) ---
-# vllm/v1/worker/gpu_model_runner.py profile_cudagraph_memory (v0.19-main 2026): for each mode
-# (PIECEWISE, FULL) it captures the largest size and the next one, then estimates
-#     total = max over modes of first_capture + sum over modes of per_graph x (graphs of the mode - 1)
-# ("FULL and PIECEWISE graphs share the global pool ... take the max"). The graphs of each mode are the
-# capture sizes (vllm/config/compilation.py, v0.11+): [1, 2, 4] + range(8, 256, 8) + range(256, max+1,
-# 16) up to max_cudagraph_capture_size = min(2 x max_num_seqs, 512) (vllm/config/vllm.py), 1024 for
-# gpt-oss (models/config.py GptOssForCausalLMConfig: "from 67 to 83" graphs); FULL decode graphs only
-# up to max_num_seqs. llm-d's DEBUG logs print both parts ("Estimated PIECEWISE CUDA graph memory:
-# 130.00 MiB first-capture + (51-1) x 8.00 MiB per-graph", Qwen3-8B): the FULL first capture of a
-# FlashAttention model is FA3's split-KV accumulator, out_accum fp32 [32 splits, tokens, heads/tp,
-# v_head_dim] (vllm/v1/attention/backends/flash_attn.py, max_num_splits 32 under full CUDA graphs):
-# 32 x 4 B x 512 x 32 x 128 = 256 MiB for Llama 3.1 8B (printed 260), 128 at tp 2 (132), 64 at tp 4
-# (70), 16 x 512 latent for DeepSeek-V2-Lite's FLASH_ATTN_MLA (512; printed 522). Gemma 3 (TRITON_ATTN),
-# gpt-oss (sinks) and Llama 4 (chunked attention, PIECEWISE only) print 4-8 MiB: no accumulator.
-# What decides it is the layer's attention, not the family (kvplan.model.layers ATTENTION_FEATURES):
-#  * mm_prefix: FLASH_ATTN has no supports_mm_prefix, so the selector skips it (v1/attention/backend.py
-#    v0.19.0 L274, "use_mm_prefix and not cls.supports_mm_prefix()") for TRITON_ATTN, which has no split-KV
-#    accumulator: Gemma 3 with its vision tower;
-#  * sinks: gpt-oss's layers print no accumulator either (the llm-d logs above), though FA3 takes sinks on
-#    Hopper (flash_attn.py supports_sink); the accumulator is sized from the first layer without either;
-#  * chunked local attention: its builder reports AttentionCGSupport.NEVER
-#    (model_executor/layers/attention/chunked_local_attention.py v0.19.0 L39-48), and vLLM then sets
-#    cudagraph_mode=PIECEWISE for the model (v1/worker/gpu_model_runner.py v0.19.0 L6310-6330): no FULL
-#    graphs, so no accumulator is captured (Llama 4).
-# The larger capture list is vLLM's per architecture (model_executor/models/config.py v0.19.0
-# GptOssForCausalLMConfig L113-133, MODELS_CONFIG_MAP L726): kept by architecture name here too.
-CUDAGRAPH_FIRST_PIECEWISE = 153 * MIB  # the largest PIECEWISE capture (fitted)
-CUDAGRAPH_PER_GRAPH_LAYER = 0.19 * MIB  # each further graph of one mode, per decoder layer (fitted)
-FA_MAX_SPLITS = 32  # flash_attn.py _DEFAULT_MAX_NUM_SPLITS_FOR_CUDA_GRAPH
-MAX_CAPTURE_SIZE = {"GptOssForCausalLM": 1024}  # architectures whose vLLM config raises the 512 cap
-_FA_SPLIT_KINDS = (Kind.FULL, Kind.SLIDING, Kind.MLA)
-
-
-def capture_sizes(max_size: int) -> list[int]:
-    """vLLM's default cudagraph_capture_sizes up to max_size (config/compilation.py, v0.11+)."""
-    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, max_size + 1, 16))
-    return [s for s in sizes if s <= max_size]
-
-
-def full_graphs(model) -> bool:
-    """Whether vLLM captures FULL decode graphs for this model: not when a layer's attention supports
-    none (chunked local attention), which makes the whole model PIECEWISE."""
-    return not any(la.kind == Kind.CHUNKED for la in model.layers)
-
-
-def cudagraph_counts(model, max_num_seqs: int) -> tuple[list[int], list[int]]:
-    """(PIECEWISE sizes, FULL sizes) vLLM captures for this model under FULL_AND_PIECEWISE."""
-    top = MAX_CAPTURE_SIZE.get(model.architecture, min(2 * max_num_seqs, 512))
-    piecewise = capture_sizes(top)
-    full = [s for s in piecewise if s <= max_num_seqs] if full_graphs(model) else []
-    return piecewise, full
-
-
-def _fa_split_kv(layer) -> bool:
-    """Whether the layer's decode runs FA3's split-KV path, whose accumulator FULL graphs capture."""
-    return layer.kind in _FA_SPLIT_KINDS and not (getattr(layer, "sinks", False) or getattr(layer, "mm_prefix", False))
-
-
-def fa3_graphs(gpu) -> bool:
-    """Whether FULL graphs capture FA3's split-KV accumulator on this GPU: FA3 is vLLM's choice on capability 9.x
-    only (`v1/attention/backends/fa_utils.py` get_flash_attn_version 0.19.0 L74-83: FA3 on Hopper, FA4 on 10.x, FA2
-    otherwise), and only FA3's metadata builder fixes `max_num_splits` for CUDA graphs (`flash_attn.py` L305,
-    L326-346: `aot_schedule = fa_version == 3`); FA2 picks its own splits, one for a batch of 256+ decode rows
-    (flash-attention's num_splits_heuristic: one split once batch x heads reaches 0.8 x the SMs). Before 8.0 there is
-    no FLASH_ATTN at all. Capability 10.x (FlashInfer first, FA4) and a GPU without a compute capability keep the
-    accumulator, as before these facts were read (the H100 corpus's answer)."""
-    cap = getattr(gpu, "capability", None)
-    if cap is None or vendor_of(gpu) != "NVIDIA":
-        return True
-    return cap[0] in (9, 10)
-
-
-def fa_split_accumulator(model, tp: int, tokens: int, gpu=None) -> int:
-    """Bytes of FA3's fp32 split-KV output accumulator for `tokens` decode queries on one rank (0 off FA3:
-    fa3_graphs)."""
-    if not tokens or not fa3_graphs(gpu):
-        return 0
-    heads = [getattr(la, "attention", la) for la in model.layers]  # Falcon-H1's ParallelHybrid: its attention
-    attn = next((la for la in heads if _fa_split_kv(la)), None)
-    if attn is None:
-        return 0
-    v_dim = getattr(attn, "kv_lora_rank", 0) or getattr(attn, "v_head_dim", 0) or getattr(attn, "head_dim", 0)
-    return FA_MAX_SPLITS * 4 * tokens * max(1, model.num_attention_heads // tp) * v_dim
-
-
-def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seqs: int = 1024, gpu=None) -> int:
-    """vLLM's "Estimated CUDA graph memory" for one rank (bytes), whether or not it is subtracted.
-
-    With the model: vLLM's own sum (first capture of the larger mode + per-graph x further graphs);
-    without it, the older two-constant form (a base plus a cost per decoder layer)."""
-    if model is None:
-        return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
-    piecewise, full = cudagraph_counts(model, max_num_seqs)
-    first = max(CUDAGRAPH_FIRST_PIECEWISE, fa_split_accumulator(model, tp, max(full, default=0), gpu))
-    further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
-    return int(first + CUDAGRAPH_PER_GRAPH_LAYER * layers_on_rank * further)
-
-
 # --- multimodal models: the encoder outputs held through the profile run (source-derived) ---------
 # vllm/v1/worker/gpu_model_runner.py profile_run (v0.8-v0.19): for a multimodal model vLLM first runs
 # the vision encoder on a dummy batch of the largest items ("Encoder cache will be initialized with a
@@ -303,7 +204,7 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu,
                           flashinfer_sampler=getattr(st, "flashinfer_sampler", None), mxfp4_backend=named,
                           weight_dtype=wd)
-    graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, gpu) if st.cudagraphs else 0
+    graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, gpu, wd) if st.cudagraphs else 0
     nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens)
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu, named, v) + nvfp4_scale_padding(model, dep.tp, gpu)

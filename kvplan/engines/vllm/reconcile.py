@@ -47,7 +47,7 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp):
     st = engine.settings(model, stand_in, dep, req)
     res = engine.result(model, stand_in, dep, req)
     _vllm_budget_rows(out, r, res, st, gpu)
-    _term_rows(out, r, res.settings, model, dep)
+    _term_rows(out, r, res.settings, model, dep, st)
     _vllm_pool_rows(out, r, engine, model, dep, st, req.kv_dtype, length)
     return out
 
@@ -228,12 +228,14 @@ def _vllm_pool_rows(out, r, engine, model, dep, st, kvd, length):
                                f"{engine.longest_context(model, dep, st, cap, b, kvd, kvd):,} tokens"))
 
 
-def _term_rows(out, r, ours, model, dep):
-    """The budget's terms where the log prints them (v0.6.4+ profiling lines, v0.11+ DEBUG breakdown)."""
+def _term_rows(out, r, ours, model, dep, st):
+    """The budget's terms where the log prints them (v0.6.4+ profiling lines, v0.11+ DEBUG breakdown); the CUDA-graph
+    estimate as vLLM prints it whether or not the release subtracts it (kvplan.engines.vllm.cudagraphs)."""
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
+    graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, st.gpu, st.weight_dtype)
     for key, label, pred in (("activation_peak_gib", "activation peak of the profile run", ours["overhead_activation_peak"]),
                              ("non_torch_gib", "non-torch memory", ours["overhead_non_torch"]),
-                             ("cudagraph_estimate_gib", "CUDA graphs (vLLM's estimate)", cudagraph_estimate(layers))):
+                             ("cudagraph_estimate_gib", "CUDA graphs (vLLM's estimate)", graphs)):
         if key in r:
             d, e = rel(pred, r[key].value * GIB)
             out.rows.append(Row(label, f"{r[key].text} GiB", f"{pred / GIB:.2f} GiB (estimate)", d, None, e))

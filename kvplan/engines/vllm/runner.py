@@ -1,0 +1,97 @@
+"""Whether vLLM subtracts a CUDA-graph estimate from the KV budget: by release, platform and the model runner it picks.
+
+`v1/worker/gpu_worker.py` determine_available_memory asks the model runner for `profile_cudagraph_memory()` when
+graphs will be captured and subtracts it under VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by default from 0.20.0
+(docs/engines.md section 1). Three things decide whether that figure is more than 0:
+
+* --enforce-eager: no graphs.
+* The platform: 0.20.0 profiles only `not current_platform.is_rocm()` (gpu_worker.py L379-385), 0.24.0 only
+  `current_platform.is_cuda()` (L444-453), "as graph pool handles and mem_get_info behave differently" there. So
+  an AMD GPU's budget loses nothing to graphs.
+* The model runner. From 0.22.0 vLLM picks its V2 runner by default for some models (`config/vllm.py`
+  `use_v2_model_runner` and `_is_default_v2_model_runner_model`), and the V2 runner's `profile_cudagraph_memory`
+  returns 0 up to 0.28.x (`v1/worker/gpu/model_runner.py` 0.22.0 L620-622, 0.23.0 L660-662, 0.24.0 L684-686,
+  0.25.0 L680-682, 0.27.0 L749-751, 0.28.0 L843-845: "It is TBD whether we keep this API or not"); from 0.29.0 it
+  measures (`gpu/cudagraph_utils.py` profile_cudagraph_memory: PIECEWISE graphs captured in full, FULL graphs
+  extrapolated from two, the V1 runner's per-graph form, so kvplan keeps its estimate there). The default, by
+  release (DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES in the same file):
+    - 0.22.x: Qwen3ForCausalLM, neither MoE nor quantized;
+    - 0.23.x: LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, neither MoE nor quantized;
+    - 0.24.x: those three, DeepseekV2ForCausalLM, Qwen2MoeForCausalLM, GraniteMoeForCausalLM, quantized or not;
+    - 0.25.x-0.28.x: every model that is not MoE, and the listed MoE architectures (0.25.0: DeepseekV2,
+      Qwen2Moe, GraniteMoe; 0.26.0 adds Inkling and LongcatFlashNgram, 0.27.0 KimiK3, 0.28.0 DeepseekV4), except
+      hybrid (0.27+: a hybrid of a listed architecture is kept) and attention-free models.
+  Features V2 does not support (`_get_v2_model_runner_unsupported_features`, 0.22.0-0.28.0: n-gram and some
+  other drafters, sequence or prefill-context parallelism, prompt embeds, custom logits processors ...) send vLLM
+  back to V1; kvplan plans none of those on the default path, and the plan's note says what it assumed
+  (`graph_note`).
+"""
+
+from __future__ import annotations
+
+from kvplan.hardware.facts import vendor_of
+from kvplan.model.layers import ATTENTION_KINDS, Kind
+
+V2_FROM = (0, 22, 0)  # the first release whose default runner can be V2
+V2_MEASURES_FROM = (0, 29, 0)  # V2's profile_cudagraph_memory returns 0 before this
+_DENSE_V2 = {(0, 22, 0): ("Qwen3ForCausalLM",),
+             (0, 23, 0): ("LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM")}
+_ANY_V2 = {
+    (0, 24, 0): ("Qwen3ForCausalLM", "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM",
+                 "LlamaForCausalLM", "MistralForCausalLM"),
+    (0, 25, 0): ("DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"),
+    (0, 26, 0): ("DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
+                 "InklingForConditionalGeneration", "LongcatFlashNgramForCausalLM"),
+}
+_ANY_V2[(0, 27, 0)] = (*_ANY_V2[(0, 26, 0)], "KimiK3ForConditionalGeneration")
+_ANY_V2[(0, 28, 0)] = (*_ANY_V2[(0, 27, 0)], "DeepseekV4ForCausalLM")
+
+
+def _listed(table: dict, v: tuple[int, ...]) -> tuple[str, ...] | None:
+    """The architectures the release's table lists (the newest entry at or below v), None before the table."""
+    keys = [k for k in table if k <= v]
+    return table[max(keys)] if keys else None
+
+
+def _quantized(model, weight_dtype: str | None) -> bool:
+    return (weight_dtype or model.quantization.method) not in ("bf16", "fp16", "fp32")
+
+
+def _moe(model) -> bool:
+    return bool(model.params.num_experts and model.params.experts_per_token)
+
+
+def v2_by_default(model, v: tuple[int, ...], weight_dtype: str | None = None) -> bool:
+    """Whether vLLM's default model runner for this model is V2 in release v (before unsupported features)."""
+    if v < V2_FROM:
+        return False
+    arch = model.architecture
+    if v < (0, 24, 0):
+        return arch in _listed(_DENSE_V2, v) and not _moe(model) and not _quantized(model, weight_dtype)
+    if v < (0, 25, 0):
+        return arch in _ANY_V2[(0, 24, 0)]
+    if v >= V2_MEASURES_FROM:
+        return True  # (its estimate is no longer 0: the question stops mattering here)
+    listed = arch in _listed(_ANY_V2, v)
+    kinds = {getattr(la, "kind", None) for la in model.layers}
+    hybrid = Kind.STATE in kinds or any(hasattr(la, "parts") for la in model.layers)
+    if (hybrid and (v < (0, 27, 0) or not listed)) or not kinds & ATTENTION_KINDS:
+        return False
+    return listed or not _moe(model)
+
+
+def estimate_subtracted(model, v: tuple[int, ...], gpu, eager: bool, weight_dtype: str | None = None) -> bool:
+    """Whether vLLM's budget loses a non-zero CUDA-graph estimate: 0.20.0+, graphs on, not on AMD, and not the V2
+    runner of 0.22-0.28, whose estimate is 0."""
+    if v < (0, 20, 0) or eager or vendor_of(gpu) not in ("NVIDIA", "", "UNKNOWN"):
+        return False
+    return not (v < V2_MEASURES_FROM and v2_by_default(model, v, weight_dtype))
+
+
+def graph_note(model, v: tuple[int, ...], gpu, eager: bool, weight_dtype: str | None = None) -> str | None:
+    """The plan's line where the runner, not the graphs, decides the term: V2's zero estimate (0.22-0.28)."""
+    if v < (0, 20, 0) or eager or v >= V2_MEASURES_FROM or not v2_by_default(model, v, weight_dtype):
+        return None
+    return (f"vLLM {'.'.join(map(str, v))} runs {model.architecture} on its V2 model runner by default, whose "
+            f"CUDA-graph estimate is 0: nothing subtracted (a drafter V2 lacks, n-gram among them, falls back to "
+            f"V1, which subtracts its estimate)")

@@ -188,3 +188,16 @@ def test_llamacpp_says_when_max_model_len_lengthens_each_slot():
     assert "-c 131,072 for -np 4" in res.stderr
     same = CliRunner().invoke(app, [*base, "--ctx", "32k"])
     assert same.exit_code == 0 and "each slot planned" not in same.stderr
+
+
+def test_emit_sglang_carries_a_given_chunk_and_chunked_prefill_off():
+    # the chunk the plan priced goes on the line (a given 4,096; -1, SGLang's "disable chunked prefill"), with the
+    # fraction it priced: 0.5.7 on an H100 at -1 reserves 25,728 MiB -> 0.685 (tests/test_sglang_chunk_off.py)
+    _, argv = emitted("llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--engine", "sglang", "--engine-version", "0.5.7",
+                      "--engine-opt", "chunked_prefill_size=-1", "--emit", "sglang")
+    assert flag(argv, "--chunked-prefill-size") == "-1" and flag(argv, "--mem-fraction-static") == "0.685"
+    _, argv = emitted("llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--engine", "sglang", "--engine-opt",
+                      "chunked_prefill_size=4096", "--emit", "sglang")
+    assert flag(argv, "--chunked-prefill-size") == "4096"
+    _, argv = emitted("llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--engine", "sglang", "--emit", "sglang")
+    assert "--chunked-prefill-size" not in argv

@@ -46,7 +46,7 @@ ENGINE_FLAGS = {
     "engines/sglang/command.py": {"--context-length", "--dcp-size", "--dp-size", "--enable-dp-attention", "--ep-size",
                                   "--kv-cache-dtype", "--max-running-requests", "--mem-fraction-static", "--model-path",
                                   "--page-size", "--pp-size", "--quantization", "--tp-size", "--enable-multimodal",
-                                  "--attention-backend"},
+                                  "--attention-backend", "--chunked-prefill-size"},
     "engines/sglang/multimodal.py": {"--enable-multimodal"},  # SGLang's flag, named where it is refused
     "engines/sglang/layout.py": {"--disable-shared-experts-fusion", "--enable-dp-lm-head",
                                  "--enforce-shared-experts-fusion", "--moe-dense-tp-size", "--enable-mixed-chunk"},

@@ -126,7 +126,7 @@ def test_budget_corpus_sglang_rows_run_and_tokens_from_k_are_exact():
     summ = b.budget_sglang.pool_summary(rows, "held-out")
     assert summ["tokens_from_k"]["within_tol"] == summ["tokens_from_k"]["n"]
     md = b.budget_sglang.pool_markdown(rows)
-    assert "| SGLang record |" in md and "| tokens from k | held-out | 2 | +0 tokens | 0.0% | 2/2 exact |" in md
+    assert "| SGLang record |" in md and "| tokens from k | held-out | 4 | +0 tokens | 0.0% | 4/4 exact |" in md
     # a record whose budget the index marks unpredictable is checked from its K size only
     patched = next(r for r in rows if r["id"] == "sglang_qwen3_30b_a3b_pr18263")
     assert set(patched["terms"]) == {"tokens_from_k"} and patched["why_not"].startswith("unpredictable")
@@ -277,3 +277,33 @@ def test_qwen3_14b_on_two_rtx_a4500s_with_cpu_offload_pool_from_k_and_the_budget
     assert tokens == [139_693, 139_870] and tokens[0] <= 139_814 <= tokens[1]
     row = next(r for r in _bench().budget_sglang.sglang_pool([rec], _bench()._split, _bench().parsed))
     assert set(row["terms"]) == {"tokens_from_k"} and row["terms"]["tokens_from_k"]["error"] == 0
+
+
+def test_qwen25_7b_awq_on_a_16gb_card_pool_from_k_and_the_budget():
+    # AgentiviumAI/workflow-aware-prompt-cache@628a8f54 sglang.log (2026-09-24; training): Qwen2.5-7B-Instruct-AWQ
+    # (awq_marlin) at tp 1, --mem-fraction-static 0.82, fp16 KV: 15.08 GB free before loading, "avail mem=9.83 GB, mem
+    # usage=5.25 GB", "#tokens: 133052, K size: 3.55 GB". Card and release unnamed: only the pool is checked.
+    rec = _record("sglang-agentivium-qwen25-7b-awq-16gb")
+    assert rec["gpu"] is None and rec["version"] is None and rec["weights"] == "awq"
+    rep = parse_log((CORPUS / rec["log"]).read_text()).reported
+    assert rep["kv_tokens"].value == 133_052 and rep["k_size_gb"].text == "3.55"
+    model, dep = find_in_catalog("qwen2.5-7b"), Deployment(1, 1)
+    engine = resolve_engine("sglang", None, ["mem_fraction_static=0.82", "chunked_prefill_size=8192"])
+    st = engine.settings(model, find_gpu("rtx-5080"), dep, Request(context=32768))
+    fp16 = canonical_kv_dtype("float16", model.dtype)
+    # K per token: 28 layers x 4 KV heads x 128 x 2 B = 28,672 B (K + V 57,344). "3.55" is [3.545, 3.555) GiB: rows
+    # 132,758..133,131, #tokens (rows - 1 page) 132,757..133,130, holding 133,052; (133,052 + 1) x 28,672 =
+    # 3,814,895,616 B = 3.5529 GiB -> "3.55".
+    assert engine.token_bytes(model, dep, st, fp16) == 57_344
+    lo, hi = math.ceil(3.545 * GIB / 28_672) - 1, math.floor(3.555 * GIB / 28_672) - 1
+    assert (lo, hi) == (132_757, 133_130) and lo <= 133_052 <= hi
+    assert f"{engine.k_size_gib(model, dep, st, 133_052, fp16):.2f}" == "3.55"
+    # The budget: rest = 9.83 - 15.08 x (1 - 0.82) = 7.1156 GiB (K + V printed 7.10) -> 7.1156 x 2^30 / 57,344 =
+    # 133,236 tokens; the printed decimals (9.825..9.835, 15.075..15.085) give 133,126..133,347, and the pool's
+    # 133,052 sits 74 tokens (4.0 MiB) under that range: this build took a little more than the two printed figures
+    # leave (not modelled; the card and the release, newer than 0.5.23, are unnamed, so nothing is predicted).
+    rest = [(a - b * 0.18) * GIB for a, b in ((9.83, 15.08), (9.825, 15.085), (9.835, 15.075))]
+    assert [int(r // 57_344) for r in rest] == [133_236, 133_126, 133_347]
+    row = next(r for r in _bench().budget_sglang.sglang_pool([rec], _bench()._split, _bench().parsed))
+    assert row["split"] == "train" and set(row["terms"]) == {"tokens_from_k"}
+    assert row["terms"]["tokens_from_k"]["error"] == 0

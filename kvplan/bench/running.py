@@ -188,6 +188,7 @@ def sized(case, spec, gpu) -> Running | None:
                                  case.version)
             return Running(None, chunk, False, workers) if workers > 1 or chunk else None
         res = engine.result(spec, gpu, dep, req)
+        default, chunk = limits(case.engine, res.settings, res.capacity)  # refuses chunked prefill off (SGLang's -1)
     except KvplanError:
         return None
     cap = res.capacity
@@ -195,7 +196,6 @@ def sized(case, spec, gpu) -> Running | None:
     held = (cap.admitted if cap.admitted is not None else cap.max_concurrency) / case.pp
     if held < 1:  # not one request fits: kvplan's view of the checkpoint is not what ran (the plain estimate)
         return None
-    default, chunk = limits(case.engine, res.settings, cap)
     if tool is not None:
         default = tool[0]
     limit = min(x for x in (case.max_seqs, default, float("inf")) if x)  # a running limit the run stated binds

@@ -332,8 +332,23 @@ def limits(engine: str | None, settings: dict, capacity=None) -> tuple[int | Non
     if capacity is not None and capacity.max_running:
         running = min(running, capacity.max_running) if running else capacity.max_running
     chunk = next((int(settings[k]) for k in CHUNK_KEYS if settings.get(k)), None)
+    if chunk is not None and chunk <= 0:
+        raise KvplanError(chunk_off_reason(chunk), EXIT_USAGE, param="engine_opts", value=chunk)
     workers = int(settings.get("attention_dp") or 1)
     return running or DEFAULT_RUNNING.get(engine or ""), worker_chunk(engine, chunk, workers, settings.get("version"))
+
+
+def chunk_off_reason(chunk: int) -> str:
+    """Why kvplan's step model refuses a run with chunked prefill off (SGLang's chunked_prefill_size -1,
+    kvplan.engines.sglang.defaults.CHUNK_OFF): its prefill steps are chunks of a token budget, the prompt that
+    crosses it split; with the chunk off SGLang's PrefillAdder (rem_chunk_tokens None) adds waiting prompts whole
+    while they fit what is left of max_prefill_tokens (16,384), the batch's first one even above it ("Without
+    chunking, allow the first request even above the input cap", sglang 0.5.23 wheel
+    `srt/managers/schedule_policy.py` L1627-1632), and never splits one."""
+    return (f"chunked_prefill_size {chunk} turns SGLang's chunked prefill off (whole prompts a prefill step, up to "
+            f"max_prefill_tokens 16,384, a longer one alone), which kvplan's step model does not simulate (it "
+            f"splits the prompt that crosses the budget): plan memory with it; simulate or price speed at a "
+            f"positive chunk")
 
 
 def worker_chunk(engine: str | None, chunk: int | None, workers: int, version: str | None = None) -> int | None:

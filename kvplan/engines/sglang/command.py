@@ -24,6 +24,7 @@ def launch_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
     """`python -m sglang.launch_server` (srt/server_args.py): --context-length, --mem-fraction-static,
     --tp-size (every rank), --dp-size, --enable-dp-attention, --ep-size, --pp-size
     (parallel_flags), --max-running-requests (the whole server's), --kv-cache-dtype, --attention-backend, --page-size,
+    --chunked-prefill-size where one is given,
     and --dtype / --quantization fp8 where the plan's weights are not the checkpoint's
     (kvplan.engines.emit.weight_args), the state pool's --max-mamba-cache-size (kvplan.engines.sglang.mamba);
     SGLANG_VLM_CACHE_SIZE_MB=N before it when vlm_cache_size_mb is set, --enable-multimodal when enable_multimodal is
@@ -47,6 +48,8 @@ def launch_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
         args += ["--attention-backend", str(opts["attention_backend"])]
     if settings["page_size"] != 1:
         args += ["--page-size", str(settings["page_size"])]
+    if "chunked_prefill_size" in opts:  # the chunk the plan priced, -1: chunked prefill off (defaults.CHUNK_OFF)
+        args += ["--chunked-prefill-size", str(settings["chunked_prefill_size"])]
     if r.lora is not None:
         args += sglang_lora_flags(r.lora, model)
     return args

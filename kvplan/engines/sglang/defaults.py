@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.engines.options import opt_bool
+from kvplan.engines.options import opt_bool, opt_int
 from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.versions import parse_version
 from kvplan.hardware.facts import capability_of, vendor_of
@@ -83,13 +83,42 @@ def default_fraction(version: str, gpu_mib: float, tp: int, pp: int = 1, chunked
         if attn_dp:
             reserved += 4 * 1024  # "if self.enable_dp_attention: reserved_mem += 4 * 1024" (0.5.2)
         return round((gpu_mib - reserved) / gpu_mib, 3)
-    reserved = 512 + 1.5 * max(chunked, 2048) + tp * pp / 8 * 1024 + 2 * graph_bs
+    reserved = 512 + 1.5 * activation_tokens(chunked) + tp * pp / 8 * 1024 + 2 * graph_bs
     if attn_dp:
         reserved += dp_attention_reserve(graph_bs, attn_dp)
     reserved += piecewise_mib
     if gpu_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+# SGLang reads any chunked_prefill_size <= 0 (its documented -1) as chunked prefill off: the scheduler sets it to None
+# ("elif self.chunked_prefill_size is not None and self.chunked_prefill_size <= 0: self.chunked_prefill_size = None",
+# 0.5.10 wheel `srt/managers/scheduler.py` L877-879, 0.5.23 L1372-1373), and from 0.5.3 the default fraction's
+# activation reserve counts max_prefill_tokens instead of the chunk ("if self.chunked_prefill_size > 0: reserved_mem +=
+# max(self.chunked_prefill_size, 2048) * 1.5 else: reserved_mem += max(self.max_prefill_tokens, 2048) * 1.5", 0.5.3
+# `server_args.py` L641-644, 0.5.7 L913-916, 0.5.15 L3634-3637; 0.5.23 `arg_groups/memory_hook.py` L304-307), whose
+# default is 16,384 (0.5.3 `server_args.py` L191; 0.5.23 `arg_groups/fields/schedule.py` L71-81; kvplan does not
+# read --max-prefill-tokens). So at -1 the reserve is 24,576 MiB where a 8,192 chunk's is 12,288. The prefill graph's
+# captured sizes run up to the chunk, so none are captured at -1 (piecewise.capture_sizes(-1) is empty; an MLA
+# backend's flat 1.5 GiB stays). Before 0.5.3 the reserve does not read the chunk.
+CHUNK_OFF = -1
+MAX_PREFILL_TOKENS = 16384
+
+
+def read_chunk(opts: dict, default: int) -> int:
+    """chunked_prefill_size as SGLang reads it: a positive chunk, or CHUNK_OFF for any value <= 0 (see above)."""
+    raw = str(opts.get("chunked_prefill_size", "")).strip().replace("_", "")
+    if re.fullmatch(r"-\d+", raw):
+        return CHUNK_OFF
+    chunk = opt_int(opts, "chunked_prefill_size", default)
+    return chunk if chunk > 0 else CHUNK_OFF
+
+
+def activation_tokens(chunked: int) -> int:
+    """The tokens SGLang's default fraction (0.5.3 on) reserves activations for, 1.5 MiB each: the chunk, at least
+    2,048, or max_prefill_tokens where chunked prefill is off (CHUNK_OFF's note)."""
+    return max(chunked, 2048) if chunked > 0 else max(MAX_PREFILL_TOKENS, 2048)
 
 
 def default_chunked(version: str, gpu_gib: float) -> int:

@@ -25,6 +25,7 @@ from kvplan.engines.sglang import allreduce as sglang_allreduce
 from kvplan.engines.sglang import attention as sglang_attention
 from kvplan.engines.sglang import command
 from kvplan.engines.sglang import cache_dtype as sglang_cache_dtype
+from kvplan.engines.sglang import defaults as sglang_defaults
 from kvplan.engines.sglang import dsa as sglang_dsa
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
 from kvplan.engines.sglang import fp8_default as sglang_fp8
@@ -98,6 +99,15 @@ def _backend_notes(page: int, st: Settings, model, kv_dtype: DType) -> list[str]
         ([sglang_dsa.note(st.dsa, model, kv_dtype)] if st.dsa is not None else [])
 
 
+def _chunk_note(st: Settings) -> list[str]:
+    """Chunked prefill off (-1), in words: what SGLang then reserves and schedules (defaults.CHUNK_OFF)."""
+    if st.chunked_prefill_size > 0:
+        return []
+    return [f"chunked_prefill_size {st.chunked_prefill_size}: chunked prefill off, each prompt prefilled whole; "
+            f"SGLang's default mem_fraction_static (0.5.3 on) reserves activations for max_prefill_tokens "
+            f"{sglang_defaults.MAX_PREFILL_TOKENS:,} x 1.5 MiB, not for a chunk, and captures no prefill graph"]
+
+
 def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, kv_dtype: DType,
              state_dtype: DType | None = None) -> Capacity:
     """SGLang's pool for `kv_bytes` of budget ("rest") per rank: #tokens, K size, concurrency.
@@ -150,7 +160,7 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     if st.prefill_graph:
         lines.append(Figure("prefill CUDA-graph reserve", int(st.prefill_graph[1] * MIB), "MiB"))
         notes.append(sglang_prefill_graph.note(st.version, *st.prefill_graph))
-    notes += sglang_mm.notes(model, st, st.usable_bytes) + _backend_notes(page, st, model, kv_dtype)
+    notes += sglang_mm.notes(model, st, st.usable_bytes) + _backend_notes(page, st, model, kv_dtype) + _chunk_note(st)
     if any(layer.kind in LOCAL_KINDS for layer in model.layers) and sglang_swa.note(model, st.version):
         notes.append(sglang_swa.note(model, st.version))
     pooled = sglang_mamba.pooled(model, dep, states, st.state, full_tokens * full_cell + swa_tokens * swa_cell) \

@@ -23,7 +23,7 @@ from kvplan.engines.sglang import prefill_graph as sglang_prefill_graph
 from kvplan.engines.sglang import swa as sglang_swa
 from kvplan.engines.sglang.defaults import (
     capacity_mib, capped_graph_bs, default_chunked, default_fraction, default_graph_bs, dp_attention,
-    expanded_graph_bs,
+    expanded_graph_bs, read_chunk,
 )
 from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS
 from kvplan.model.compressed import has_compressed
@@ -87,7 +87,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     # SGLang sizes its defaults by the device total nvidia-smi prints (get_nvgpu_memory_capacity), torch's total only
     # where nvidia-smi fails: the profile's memory_smi_bytes, else its usable bytes (defaults.capacity_mib)
     gib = capacity_mib(gpu) / 1024
-    chunked = opt_int(opts, "chunked_prefill_size", default_chunked(version, gib))
+    chunked = read_chunk(opts, default_chunked(version, gib))  # -1: chunked prefill off (defaults.CHUNK_OFF)
     dpa = dp_attention(model, dep, opts)
     tp_size = dep.tp * dep.dp if dpa else dep.tp  # SGLang's --tp-size counts every rank under DP attention
     running, mm_flag = opt_int(opts, "max_running_requests", 0), opt_bool(opts, "enable_multimodal", False)

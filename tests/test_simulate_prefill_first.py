@@ -20,7 +20,7 @@ from kvplan.simulator.engine import Engine, EngineConfig
 from kvplan.simulator.limits import scheduler_limits
 from kvplan.simulator.workload import SimRequest
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.load import Load, combos, value
+from kvplan.speed.load import Load, combos, first_wave, value
 
 S = 0.01  # seconds a step
 
@@ -104,9 +104,9 @@ def test_a_closed_loop_of_equal_lengths_runs_in_the_waves_the_load_model_reads()
 def test_prompts_that_share_a_prefill_step_get_their_first_tokens_at_its_end():
     # The loop above with a 2,048-token chunk: two 1,024-token prompts a prefill step, so each wave's K = 2 prefill
     # steps return first tokens at steps 1, 1, 2, 2 (mean 1.5 steps), not 1, 2, 3, 4; then 63 decode steps of all
-    # four: a wave ends at step 2 + 63 = 65 and the next four arrive together. (kvplan.speed.load's `waves` reading
-    # still prices a wave's mean first token at (B + 1) / 2B x t_wave = 5 / 8 x 2 = 1.25 steps: the correction was
-    # tried and not adopted, docs/speed-history.md, branch `ttft29`.)
+    # four: a wave ends at step 2 + 63 = 65 and the next four arrive together. kvplan.speed.load's `first_wave` prices
+    # the wave's mean first token alike: q = 2 prompts a step over K = 2 steps, (1 - 2 x 1 / 8) x t_wave = 0.75 x 2
+    # = 1.5 steps (before round 32 (B + 1) / 2B x t_wave = 1.25 steps, one prompt a step).
     isl, osl, c, chunk, n = 1024, 64, 4, 2048, 40
     model = _model(isl, osl)
     cfg = _cfg(True, seqs=c, chunk=chunk)
@@ -114,6 +114,7 @@ def test_prompts_that_share_a_prefill_step_get_their_first_tokens_at_its_end():
                                              c)).summary(1e9, 1e9)["latency_s"]
     assert lat["ttft"]["mean"] / S == pytest.approx(1.5)
     assert lat["e2e"]["mean"] / S == pytest.approx(65.0)
+    assert first_wave(Load(isl, osl, chunk=chunk), c)[0] * 2 == pytest.approx(1.5)  # the load model's, t_wave = 2 steps
 
 
 def test_the_engine_options_choose_the_steps():

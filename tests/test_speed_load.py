@@ -19,15 +19,16 @@ def test_closed_loop_first_wave_then_staggered_groups():
     # c = 4 of 40 prompts, 1,000 in / 101 out, chunk 8,192: B = 4; a group is min(4, 8192 // 1000 = 8) = 4
     # requests whose prefill takes ceil(4,000 / 8,192) = 1 step.
     # T = (4 + 101 x 0.1) / 4 = 3.525 s per request; E2E = c x T = 14.1 s
-    # first wave (4 of 40 = 10%): (4 + 1) / 8 x 4 = 2.5 s; later: t_grp + 1 x t_dec = 2.1 s, and the decode step its
-    # replacement missed (one group, B / G = 1: none prefills another group; kvplan.speed.queueing.missed_step) 0.1 s
-    # TTFT = 0.1 x 2.5 + 0.9 x 2.2 = 2.23 s; E2E = 14.1 + 0.9 x 0.1 = 14.19 s
-    # TPOT = (14.19 - 2.23) / 100 = 0.1196 s; tok/s = 101 / 3.525
+    # first wave (4 of 40 = 10%): its 4 prompts fill one step (8,192 // 1,000 = 8 a step), whose end returns all four
+    # first tokens (`first_wave`: 1 - 8 x 0 / 8 = 1) x 4 = 4 s; later: t_grp + 1 x t_dec = 2.1 s, and the decode step
+    # its replacement missed (one group, B / G = 1: none prefills another group; kvplan.speed.queueing.missed_step)
+    # 0.1 s. TTFT = 0.1 x 4 + 0.9 x 2.2 = 2.38 s; E2E = 14.1 + 0.9 x 0.1 = 14.19 s
+    # TPOT = (14.19 - 2.38) / 100 = 0.1181 s; tok/s = 101 / 3.525
     b, g, m = _metrics(Load(1000, 101, concurrency=4, num_prompts=40, cap=256))
     assert (b, g) == (4, 4)
     assert math.isclose(m["e2el"], 14.19)
-    assert math.isclose(m["ttft"], 2.23)
-    assert math.isclose(m["tpot"], 0.1196)
+    assert math.isclose(m["ttft"], 2.38)
+    assert math.isclose(m["tpot"], 0.1181)
     assert math.isclose(m["output_throughput"], 101 / 3.525)
 
 
@@ -35,11 +36,11 @@ def test_drawn_lengths_desynchronise_a_closed_loop():
     # the first test's load with output lengths drawn per request (SGLang's bench_serving random dataset at its
     # default --random-range-ratio 0.0, a dataset's own lengths): requests finish apart and are replaced one at a
     # time, so G = 1 (not min(4, 8192 // 1000) = 4); its 1,000 tokens take 1 step. The group's own prefill, t_grp,
-    # is G's (the caller prices it at one request), the TTFT's weights stay: first wave 0.1 x 2.5 = 0.25 s,
-    # later 0.9 x (2 + 1 x 0.1) = 1.89 s, TTFT 2.14 s; T, E2E and throughput do not depend on G (14.1 s)
+    # is G's (the caller prices it at one request), the TTFT's weights stay: first wave 0.1 x 4 = 0.4 s,
+    # later 0.9 x (2 + 1 x 0.1) = 1.89 s, TTFT 2.29 s; T, E2E and throughput do not depend on G (14.1 s)
     b, g, m = _metrics(Load(1000, 101, concurrency=4, num_prompts=40, cap=256, drawn=True))
     assert (b, g) == (4, 1)
-    assert math.isclose(m["ttft"], 2.14)
+    assert math.isclose(m["ttft"], 2.29)
     assert math.isclose(m["e2el"], 14.1)
     # a long prompt still takes its steps: 20,000 tokens, ceil(20,000 / 8,192) = 3 steps beside decodes
     _, g, m = _metrics(Load(20000, 101, concurrency=2, cap=256, drawn=True))
@@ -58,24 +59,25 @@ def test_closed_loop_over_the_cap_queues():
 def test_burst_waits_one_request_time_per_finished_request():
     # 10 prompts at once, cap 4: B = 4 start; request j > 4 starts when one finishes, one every T:
     # mean wait (10 - 4)^2 / (2 x 10) = 1.8 T = 6.345 s; 4 of 10 are the first wave
-    # TTFT = 0.4 x 2.5 + 0.6 x 2.1 + 6.345 = 8.605 s; E2E = 6.345 + 0.4 x a wave request's E2E + 0.6 x 4 x T:
-    # the wave's 4 x 1,000 prompt tokens are K = 1 step, so its requests decode their L = 100 later tokens after
-    # it (m = (K - 1) / 2 = 0 in the wave), 2.5 + 100 x 0.1 = 12.5 s; 6.345 + 5 + 0.6 x 14.1 = 19.805 s
+    # the wave's 4 x 1,000 prompt tokens are K = 1 step, whose end returns all four first tokens (4 s):
+    # TTFT = 0.4 x 4 + 0.6 x 2.1 + 6.345 = 9.205 s; E2E = 6.345 + 0.4 x a wave request's E2E + 0.6 x 4 x T:
+    # its requests decode their L = 100 later tokens after the step (m = (K - 1) / 2 = 0 in the wave),
+    # 4 + 100 x 0.1 = 14 s; 6.345 + 5.6 + 0.6 x 14.1 = 20.405 s
     # (lengths drawn, not fixed: no refill delay)
     b, _, m = _metrics(Load(1000, 101, rate=math.inf, num_prompts=10, cap=4))
     assert b == 4
-    assert math.isclose(m["ttft"], 8.605)
-    assert math.isclose(m["e2el"], 19.805)
+    assert math.isclose(m["ttft"], 9.205)
+    assert math.isclose(m["e2el"], 20.405)
 
 
 def test_a_burst_of_equal_lengths_refills_as_its_wave_finishes():
     # The burst above with every request 1,000 + 101 tokens: the wave's first request finishes at F1 = its one
     # prefill step (t_wave = 4 s) + 100 decode steps = 14 s; the 6 later requests take turns r = 1, 2, 3, 4, 1, 2
     # of the 4 slots, mean r / B = 13 / 24, so each waits F1 x (1 - 13 / 24) = 6.4167 s more, 0.6 x that over all
-    # 10 = 3.85 s: TTFT 8.605 + 3.85 = 12.455 s, E2E 19.805 + 3.85 = 23.655 s
+    # 10 = 3.85 s: TTFT 9.205 + 3.85 = 13.055 s, E2E 20.405 + 3.85 = 24.255 s
     _, _, m = _metrics(Load(1000, 101, rate=math.inf, num_prompts=10, cap=4, fixed=True))
-    assert math.isclose(m["ttft"], 12.455)
-    assert math.isclose(m["e2el"], 23.655)
+    assert math.isclose(m["ttft"], 13.055)
+    assert math.isclose(m["e2el"], 24.255)
 
 
 def test_open_loop_requests_arrive_one_by_one():
@@ -203,11 +205,12 @@ def test_a_closed_loop_replacement_waits_out_the_step_it_missed():
     # engine after it started the next step (vllm/v1/engine/core.py run_busy_loop: requests only between steps), so it
     # waits that step: the decode step after the first group's end (t_dec), the prefill of the group before it for the
     # other 3 of 4 (u = 1 - 8 / 32 = 0.75 of t_grp / 1). A later request's TTFT: t_grp + t_dec + t_dec + 0.75 t_grp
-    # = 2 + 0.1 + 0.1 + 1.5 = 3.7 s (was 2.1); first wave 32 of 640 = 5%: (32 + 1) / 64 x 4 = 2.0625 s
-    # TTFT = 0.05 x 2.0625 + 0.95 x 3.7 = 3.618125 s
+    # = 2 + 0.1 + 0.1 + 1.5 = 3.7 s (was 2.1); first wave 32 of 640 = 5%: 8 prompts a step over K = 4 steps, first
+    # tokens at the ends of steps 1-4, 8 each: a mean of 2.5 steps of 4, (1 - 8 x 3 / 64) x 4 = 2.5 s
+    # TTFT = 0.05 x 2.5 + 0.95 x 3.7 = 3.64 s
     b, g, m = _metrics(Load(1024, 256, concurrency=32, num_prompts=640, cap=32, fixed=True))
     assert (b, g) == (32, 8)
-    assert math.isclose(m["ttft"], 0.05 * 2.0625 + 0.95 * 3.7)
+    assert math.isclose(m["ttft"], 0.05 * 2.5 + 0.95 * 3.7)
     # drawn lengths (replaced one at a time), a lone request (the engine idles), a burst, an open loop: no missed step
     for load in (Load(1024, 256, concurrency=32, num_prompts=640, cap=32, drawn=True),
                  Load(1024, 256, concurrency=1, num_prompts=12, cap=32),

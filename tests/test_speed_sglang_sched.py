@@ -32,22 +32,22 @@ def test_only_a_prefill_first_engine_without_mixed_chunks_or_attention_dp_runs_w
 
 
 def test_a_closed_loop_of_equal_lengths_runs_in_waves():
-    # c = 6 over a cap of 4, 1,000 in / 101 out: waves of B = 4. Timeline of one wave: the 4 prefills take
-    # t_wave / 4 = 1 s each, then 101 decode steps of 0.1 s (kvplan's T counts osl decode steps) for all four:
+    # c = 6 over a cap of 4, 1,000 in / 101 out: waves of B = 4. Timeline of one wave: the 4 prompts fill one
+    # prefill batch (4,000 of the 8,192-token chunk, t_wave = 4 s), one forward that returns all four first tokens
+    # at its end, then 101 decode steps of 0.1 s (kvplan's T counts osl decode steps) for all four:
     # the wave lasts 4 + 10.1 = 14.1 s, T = 14.1 / 4 = 3.525 s; E2E = c x T = 21.15 s (Little's law).
-    # The r-th request's first token comes at r x 1 s, its last at 14.1 s: E2E - TTFT = 14.1 - r, a mean over
-    # r = 1..4 of 14.1 - 2.5 = 11.6 s, so TPOT = 11.6 / 100 = 0.116 s and TTFT = 21.15 - 11.6 = 9.55 s
-    # (= the first wave's mean 2.5 s + the queue (6 - 4) x 3.525 = 7.05 s).
+    # Every request's first token comes at 4 s, its last at 14.1 s: E2E - TTFT = 10.1 s, so TPOT = 10.1 / 100 =
+    # 0.101 s and TTFT = 21.15 - 10.1 = 11.05 s (= the first wave's 4 s + the queue (6 - 4) x 3.525 = 7.05 s).
     m = _metrics(Load(1000, 101, concurrency=6, cap=4, fixed=True, waves=True))
     assert math.isclose(m["e2el"], 21.15)
-    assert math.isclose(m["tpot"], 0.116)
-    assert math.isclose(m["ttft"], 9.55)
+    assert math.isclose(m["tpot"], 0.101)
+    assert math.isclose(m["ttft"], 11.05)
     assert math.isclose(m["output_throughput"], 101 / 3.525)  # the same T as a staggered refill
     # staggered (an engine that mixes, or drawn lengths): a group of min(4, 8192 // 1000) = 4 arrives together,
     # TTFT = t_grp + 1 step = 2.1 s + 7.05 s = 9.15 s, TPOT = (21.15 - 9.15) / 100 = 0.12 s
     assert math.isclose(_metrics(Load(1000, 101, concurrency=6, cap=4, fixed=True))["tpot"], 0.12)
     drawn = _metrics(Load(1000, 101, concurrency=6, cap=4, drawn=True, waves=True))
-    assert not math.isclose(drawn["tpot"], 0.116)  # drawn lengths finish apart: no waves
+    assert not math.isclose(drawn["tpot"], 0.101)  # drawn lengths finish apart: no waves
     # an open loop's arrivals come one by one whatever the engine: the same figures with or without the flag
     opened = Load(1000, 101, rate=0.5, cap=4, fixed=True)
     assert _metrics(opened) == _metrics(Load(1000, 101, rate=0.5, cap=4, fixed=True, waves=True))

@@ -66,9 +66,10 @@ def test_a_packed_waves_first_tokens_come_at_each_steps_end():
     assert first_wave(wave, 4) == (1.0, 0.0, 0.0)
     assert first_wave(Load(isl=3200, osl=800, chunk=3600), 4) == (0.625, 0.0, 0.0)
     # MI300X at concurrency 128, --max-model-len 32768: 32,768 // 3,200 = 10 prompts a step, ceil(128 / 10) = 13
-    # steps, the mean first token (13 + 1) / 26 = 0.538 of the wave
+    # steps, the last holding 8: the mean first token (10 x (1 + ... + 12) + 8 x 13) / 128 = 6.906 steps of 13,
+    # 1 - 10 x 12 / 256 = 0.531 of the wave ((13 + 1) / 26 = 0.538 were every step full)
     mi = Load(isl=3200, osl=800, concurrency=128, num_prompts=500, chunk=32768, fixed=True, waves=True, packed=True)
-    assert abs(first_wave(mi, 128)[0] - 14 / 26) < 1e-12
+    assert abs(first_wave(mi, 128)[0] - (10 * 78 + 8 * 13) / 128 / 13) < 1e-12
     # in waves every wave is the first: TTFT = t_wave, E2E = t_wave + osl x t_dec (B = c), so TPOT is t_dec x 800 / 799
     _, _, got = combos(wave)
     assert got["ttft"][:3] == (1.0, 0.0, 0.0)

@@ -15,8 +15,9 @@ seconds:
                            lengths a busy replica (all at once or a closed loop) over T + D / n x t_dec: its drain
   closed loop, c running   E2E = c x T (Little's law); B = min(c, the batch cap); the c - B requests
                            over the cap queue, waiting (c - B) x T each
-  its first wave           the first B requests start at once: they wait for the prefills before
-                           theirs, TTFT = (B + 1) / 2B x t_wave
+  its first wave           the first B requests start at once: each gets its first token at the end of the
+                           prefill step its prompt ends in, q = chunk // isl prompts a step over K = ceil(B / q)
+                           steps, TTFT = (1 - q (K - 1) / 2B) x t_wave (`first_wave`; (B + 1) / 2B at q = 1)
   then staggered           every later request arrives when one finishes, with the others that
                            finished in the same step: a group of G = min(B, chunk / isl) (at least 1)
                            requests, since a wave's prefills finish a chunk of steps apart and its
@@ -43,8 +44,8 @@ seconds:
                            chunks: kvplan.engines.scheduler.runs_waves) runs a closed loop of equal lengths
                            (`fixed`) in waves: the next B requests are all prefilled before anyone decodes, and
                            decode together until they finish in the same step, so every later request's TTFT is
-                           the first wave's, (B + 1) / 2B x t_wave (plus the queue), and its decode carries
-                           only the rest of its own wave's prefills, (B - 1) / 2B x t_wave, not a staggered
+                           the first wave's, `first_wave` x t_wave (plus the queue), and its decode carries
+                           only the rest of its own wave's prefills, (1 - `first_wave`) x t_wave, not a staggered
                            refill's B - 1 other prefills; T is unchanged
   lockstep (`lockstep`)    n attention-DP workers that run every forward together (SGLang's DP attention:
                            kvplan.engines.scheduler.lockstep_workers): a step in which any worker prefills takes
@@ -169,7 +170,7 @@ class Load:
     recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations: kvplan.speed.balance
     poll_wait: float = 0.0  # decode steps a spread arrival waits for the scheduler's poll (`poll`, module docstring)
-    packed: bool = False  # a prefill step packs whole prompts up to `chunk` (`first_wave`): vLLM's V0 on MLA
+    packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length: vLLM's V0 on MLA
 
 
 def decode_context(load: Load) -> float:
@@ -306,7 +307,7 @@ def combos(load: Load, e2e_estimate: float | None = None,
     t = ((1.0 + load.recompute) / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B, its preempted prompts redone
     if load.lockstep > 1 and not burst:
         t = lockstep_cycle(load, b, g, osl)
-    first = first_wave(load, b)  # the mean request of a wave gets its first token half-way through it
+    first = first_wave(load, b)  # a wave request's first token: the end of the step its prompt ends in
     steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, osl)  # held: balancing
     poll = poll_steps(load, burst)  # a spread arrival's wait for the scheduler's next poll
     # a later request's group prefill and the decode steps sharing it; in waves every wave is the first one
@@ -347,11 +348,13 @@ def combos(load: Load, e2e_estimate: float | None = None,
 
 
 def first_wave(load: Load, b: float) -> tuple[float, float, float]:
-    """A first-wave request's mean TTFT as (a, b, e) of t_wave, t_dec, t_grp: (B + 1) / 2B, one prompt a step; where
-    the engine packs whole prompts into its step (`packed`), each of the wave's K = ceil(B / floor(chunk / isl)) steps
-    returns its prompts' first tokens at its end, (K + 1) / 2K (t_wave itself for a wave of one step)."""
-    k = max(1.0, -(-b // max(1.0, load.chunk // max(1.0, load.isl)))) if load.packed else b
-    return (k + 1) / (2 * k), 0.0, 0.0
+    """A first-wave request's mean TTFT as (a, b, e) of t_wave, t_dec, t_grp: its first token comes at the end of the
+    prefill step its prompt ends in (a step is one forward; its first tokens leave after it), q = chunk // isl whole
+    prompts a step (1 where a prompt fills a chunk; the server's length where the engine packs to it, `packed`), so
+    over K = ceil(B / q) steps the mean is 1 - q (K - 1) / 2B: (B + 1) / 2B at q = 1, (K + 1) / 2K where q divides B,
+    t_wave itself for a wave of one step."""
+    q = max(1.0, load.chunk // max(1.0, load.isl)) if load.isl < load.chunk else 1.0
+    return 1.0 - q * (max(1.0, -(-b // q)) - 1) / (2 * b), 0.0, 0.0
 
 
 def replaces(load: Load, burst: bool) -> bool:

@@ -13,7 +13,7 @@ GIB = 2**30
 def calibrate(records: list[dict], is_held_out, parsed) -> dict:
     """Least-squares fit of the overhead constants on the training split (`is_held_out` says which records
     are not in it; `parsed` reads a record's log), per era of the V1 engine."""
-    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.sources.catalog import require_in_catalog
     from kvplan.engines.vllm import non_torch as vllm_non_torch
     from kvplan.core.dtypes import canonical_weight_dtype
     from kvplan.engines.vllm import cudagraphs as vllm_cudagraphs
@@ -33,7 +33,7 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
         v = parse_version(rec["version"])
         if v < (0, 8, 0):
             continue
-        model = find_in_catalog(rec["kvplan_model"])
+        model = require_in_catalog(rec["kvplan_model"])
         rep = parsed(rec).reported
         tp, pp = int(rec.get("tp") or 1), int(rec.get("pp") or 1)
         flags = rec.get("flags") or {}

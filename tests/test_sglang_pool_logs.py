@@ -307,3 +307,12 @@ def test_qwen25_7b_awq_on_a_16gb_card_pool_from_k_and_the_budget():
     row = next(r for r in _bench().budget_sglang.sglang_pool([rec], _bench()._split, _bench().parsed))
     assert row["split"] == "train" and set(row["terms"]) == {"tokens_from_k"}
     assert row["terms"]["tokens_from_k"]["error"] == 0
+
+
+def test_a_record_naming_a_model_not_in_the_catalog_is_the_one_line_unknown_model_error():
+    # find_in_catalog answers None for an unknown name; budget_sglang.setup then failed on None.dtype
+    # (AttributeError). Every benchmark caller that needs the model now asks catalog.require_in_catalog.
+    b = _bench()
+    rec = {"engine": "sglang", "kvplan_model": "no-such-model-xyz", "tp": 1}
+    with pytest.raises(KvplanError, match="unknown model 'no-such-model-xyz'"):
+        b.budget_sglang.setup(rec, find_gpu("h100-sxm"))

@@ -32,8 +32,8 @@ Read in the wheels (sglang/srt/...); page 64 on CUDA is kvplan.engines.sglang.at
 Refused with the reason: releases before 0.5.8 (0.5.3-0.5.7 force DP attention, 0.5.3 also mem_fraction_static 0.8
 and a cell without the indexer: 0.5.3 `server_args.py` L806-846, `model_runner.py` L1274-1279),
 ROCm, NPU and XPU pools (ROCm: page 1 or aiter's preshuffled pages by Triton version, fp8 rows with scales in 0.5.8
-and raw in 0.5.23 under its triton / tilelang / aiter backends). Not read, and not in any bundled config: a
-config's `index_kpool` (pooled indexer keys, page 64 x index_kpool) and `learnable_sink` (bf16 forced, 0.5.20 on).
+and raw in 0.5.23 under its triton / tilelang / aiter backends). A config's `index_kpool` > 1 (pooled indexer keys,
+page 64 x index_kpool) or `learnable_sink` (bf16 forced, 0.5.20 on) is refused by kvplan.readers.families.dsa.
 """
 
 from __future__ import annotations

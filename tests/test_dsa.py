@@ -47,7 +47,8 @@ def fit_json(tmp_path, cfg: dict, *args: str):
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    return CliRunner().invoke(app, ["fit", str(path), "--gpu", "h200", "--gpus", "8", "--tp", "8", "--ctx", "32k", *args])
+    return CliRunner().invoke(app, ["fit", str(path), "--gpu", "h200", "--gpus", "8", "--tp", "8", "--ctx", "32k",
+                                    *args])
 
 
 def test_v32_caches_the_latent_and_the_indexer_keys_on_every_layer_and_rank():

@@ -153,6 +153,7 @@ def test_rocm_mla_heads_a_rank_count_dp_attention_ranks_on_both_sides():
     st = resolve_engine("sglang", "0.5.7", []).settings(V3, MI300X, Deployment(2, dp=4), Request(context=32768))
     assert st.aiter_factor == 0.85 and "16 KV heads per rank" in st.aiter_why
     adp = shape_for(V3, MI300X, tp=2, dp=4, engine="sglang", version="0.5.7", attention_dp=True)
-    assert adp.decompress_flops > 0 and adp.attn_prefill_flops_per_pair != adp.attn_flops_per_pair  # aiter: decompressed
+    # aiter: decompressed
+    assert adp.decompress_flops > 0 and adp.attn_prefill_flops_per_pair != adp.attn_flops_per_pair
     plain = shape_for(V3, MI300X, tp=2, dp=4, engine="sglang", version="0.5.7")  # replicas of tp 2: 64 a rank, triton
     assert plain.decompress_flops == 0 and plain.attn_prefill_flops_per_pair == plain.attn_flops_per_pair

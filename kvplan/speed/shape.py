@@ -62,7 +62,8 @@ def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None =
     engine whose MXFP4 MoE kernels kvplan.speed.mxfp4 reads (release `version`, None: current) at their precision;
     `prefix_cache`: the engine's prefix cache on (its default), which some releases' MLA prefill reads
     (kvplan.speed.model.absorbed_prefill), through the `attention_backend` the run names (None: the default);
-    `attention_dp`: the dp replicas are attention-DP ranks of one engine, counted in its tp size (mla_heads_per_rank)."""
+    `attention_dp`: the dp replicas are attention-DP ranks of one engine, counted in its tp size
+    (mla_heads_per_rank)."""
     return on_gpu(model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype, dp=dp), spec, gpu,
                   weight_dtype, engine=engine, date=date, version=version, prefix_cache=prefix_cache,
                   attention_backend=attention_backend, tp_size=tp * dp if attention_dp else tp)

@@ -95,8 +95,8 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     latent = (cfg.int("kv_lora_rank", limit="head_dim"), cfg.int("qk_rope_head_dim", limit="head_dim"))
     topk = cfg.int("index_topk", limit="window")
     widths = mla_widths(cfg)
-    owner = IndexedMLA(*latent, cfg.int("index_head_dim", limit="head_dim"), topk, cfg.int("index_n_heads", limit="head_dim"),
-                       **widths)
+    owner = IndexedMLA(*latent, cfg.int("index_head_dim", limit="head_dim"), topk,
+                       cfg.int("index_n_heads", limit="head_dim"), **widths)
     sharer = IndexedMLA(*latent, 0, topk, 0, **widths)
     owners = _indexer_owners(cfg, n)
     layers = [owner if own else sharer for own in owners]

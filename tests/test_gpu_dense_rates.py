@@ -108,3 +108,14 @@ def test_rtx_4090_fp8_is_the_fp32_accumulate_rate_fp8_gemms_run_at():
     assert gemm_rate(g, "fp8") == (330_300 * 10**9, "fp8")
     assert read_flops(g, "fp8") == 330_300 * 10**9  # no measured matmul rate on the profile: the datasheet's
     assert g.dense_flops["int8"] == 660_600 * 10**9  # INT8 (int32 accumulate) is not halved on GeForce
+
+
+def test_mi300x_and_mi325x_int8_is_cdna3s_fp8_rate():
+    # ROCm/ROCm@e396b489 docs/conceptual/gpu-arch/mi300.md L82-89, MI300X table: Matrix FP8 4096 and Matrix INT8 4096
+    # FLOPS per clock per CU, both peak 2614.9 (304 CUs x 4096 x 2.1 GHz = 2,614.9 T, dense). The MI325X is the same
+    # gfx942 die with 304 CUs (docs/reference/gpu-arch-specs.rst), its FP8 2614.9 dense: INT8 the same.
+    for key in ("mi300x", "mi325x"):
+        g = find_gpu(key)
+        assert g.dense_flops["int8"] == 2_614_900 * 10**9
+        assert g.dense_flops["int8"] == g.dense_flops["fp8"]
+        assert g.dense_flops["int8"] == pytest.approx(304 * 4096 * 2.1e9, rel=1e-4)

@@ -159,3 +159,10 @@ def test_rdna3_q6_k_goes_to_rocblas_past_128_tokens_since_18537():
 def test_rdna3_without_an_int8_rate_says_so():
     no_int8 = replace(XTX, dense_flops={k: v for k, v in XTX.dense_flops.items() if k != "int8"})
     assert shape_for(SPEC, no_int8, weight_dtype="q4_k_m", engine="llama.cpp").rate_missing == "int8"
+
+
+def test_cdna3_quantized_prefill_is_priced_at_its_int8_rate():
+    # CDNA3's int8 MFMA rate is in its profiles (ROCm's mi300.md table: Matrix INT8 2614.9 T on the MI300X), so a
+    # llama.cpp Q4_K_M prefill there is priced, not left at zero with a note
+    for key in ("mi300x", "mi325x"):
+        assert unrated_note("llama.cpp", find_gpu(key), "q4_k_m") == []

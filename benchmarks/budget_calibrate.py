@@ -10,17 +10,33 @@ import statistics
 GIB = 2**30
 
 
-def calibrate(records: list[dict], is_held_out, parsed) -> dict:
-    """Least-squares fit of the overhead constants on the training split (`is_held_out` says which records
-    are not in it; `parsed` reads a record's log), per era of the V1 engine."""
-    from kvplan.sources.catalog import find_in_catalog
-    from kvplan.engines.vllm import non_torch as vllm_non_torch
+def _cudagraph_row(rec: dict, model, printed: float, tp: int, pp: int, max_seqs: int) -> tuple:
+    """One record's CUDA-graph estimate (`printed` bytes) as _fit_cudagraphs reads it: (FA accumulator, further
+    graphs, the most loaded stage's layers, printed, FULL graphs?, W8A8?, MoE?)."""
     from kvplan.core.dtypes import canonical_weight_dtype
     from kvplan.engines.vllm import cudagraphs as vllm_cudagraphs
     from kvplan.engines.vllm import overhead as vllm_overhead
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.planning.deploy import split_layers
+
+    layers = max(b - a for a, b in split_layers(model.num_layers, pp))
+    piecewise, full = vllm_overhead.cudagraph_counts(model, max_seqs)
+    further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
+    cg_gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None  # (FA3's accumulator: Hopper's, fa3_graphs)
+    wd = canonical_weight_dtype(rec["weights"]) if rec.get("weights") else None
+    return (vllm_overhead.fa_split_accumulator(model, tp, max(full, default=0), cg_gpu), further, layers, printed,
+            bool(full), vllm_cudagraphs.activation_quantized(model, wd),
+            bool(model.params.num_experts and model.params.experts_per_token))
+
+
+def calibrate(records: list[dict], is_held_out, parsed) -> dict:
+    """Least-squares fit of the overhead constants on the training split (`is_held_out` says which records
+    are not in it; `parsed` reads a record's log), per era of the V1 engine."""
+    from kvplan.sources.catalog import require_in_catalog
+    from kvplan.engines.vllm import non_torch as vllm_non_torch
+    from kvplan.engines.vllm import overhead as vllm_overhead
     from kvplan.engines.base import parse_version
     from kvplan.hardware.gpus import GPU, find_gpu
-    from kvplan.planning.deploy import split_layers
 
     act_x, act_y, cg_x, cg_y = [], [], [], []
     cg_graphs: list[tuple] = []  # (FA accumulator, further graphs, layers, printed, FULL graphs?, W8A8?, MoE?)
@@ -33,7 +49,7 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
         v = parse_version(rec["version"])
         if v < (0, 8, 0):
             continue
-        model = find_in_catalog(rec["kvplan_model"])
+        model = require_in_catalog(rec["kvplan_model"])
         rep = parsed(rec).reported
         tp, pp = int(rec.get("tp") or 1), int(rec.get("pp") or 1)
         flags = rec.get("flags") or {}
@@ -76,17 +92,10 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
                 act_x.append(x)
                 act_y.append(rep["activation_peak_gib"].value * GIB)
         if "cudagraph_estimate_gib" in rep:
-            layers = max(b - a for a, b in split_layers(model.num_layers, pp))
-            cg_x.append((1.0, float(layers)))
-            cg_y.append(rep["cudagraph_estimate_gib"].value * GIB)
-            piecewise, full = vllm_overhead.cudagraph_counts(model, s)
-            further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
-            cg_gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None  # (FA3's accumulator: Hopper's, fa3_graphs)
-            wd = canonical_weight_dtype(rec["weights"]) if rec.get("weights") else None
-            cg_graphs.append((vllm_overhead.fa_split_accumulator(model, tp, max(full, default=0), cg_gpu),
-                              further, layers, rep["cudagraph_estimate_gib"].value * GIB, bool(full),
-                              vllm_cudagraphs.activation_quantized(model, wd),
-                              bool(model.params.num_experts and model.params.experts_per_token)))
+            row = _cudagraph_row(rec, model, rep["cudagraph_estimate_gib"].value * GIB, tp, pp, s)
+            cg_x.append((1.0, float(row[2])))
+            cg_y.append(row[3])
+            cg_graphs.append(row)
     a = _lstsq(act_x, act_y)
     moe_xy = []
     for model, tp, t, s, moe_elems, y in moe:

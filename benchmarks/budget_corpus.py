@@ -72,7 +72,7 @@ def parsed(rec: dict):
 
 def predict(rec: dict, log) -> dict | None:
     """kvplan's figures (bytes) for a record, from model + GPU + version + flags; None if not predictable."""
-    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.sources.catalog import require_in_catalog
     from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
     from kvplan.engines.vllm import engine as vllm
     from kvplan.engines.vllm import overhead as vllm_overhead
@@ -84,7 +84,7 @@ def predict(rec: dict, log) -> dict | None:
     key = rec.get("gpu") or rec.get("gpu_inferred")  # an inferred GPU as an inferred version: the notes say why
     if rec.get("engine") != "vllm" or not rec.get("kvplan_model") or not key or not version:
         return None
-    model, gpu = find_in_catalog(rec["kvplan_model"]), find_gpu(key)
+    model, gpu = require_in_catalog(rec["kvplan_model"]), find_gpu(key)
     flags = rec.get("flags") or {}
     dep = Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
     kv = flags.get("kv_cache_dtype")

@@ -46,9 +46,9 @@ def setup(rec: dict, gpu):
     from kvplan.engines.sglang import engine as sglang
     from kvplan.planning.deploy import Deployment
     from kvplan.planning.plan import Request
-    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.sources.catalog import require_in_catalog
 
-    model = find_in_catalog(model_name(rec))
+    model = require_in_catalog(model_name(rec))
     flags = rec.get("flags") or {}
     opts = [f"{k}={flags[k]}" for k in ("mem_fraction_static", "chunked_prefill_size", "page_size",
                                         "cuda_graph_max_bs", "max_running_requests") if k in flags]
@@ -131,7 +131,7 @@ def sglang_weights(records: list[dict], split, parsed) -> list[dict]:
     from kvplan.hardware.gpus import find_gpu
     from kvplan.planning.deploy import Deployment
     from kvplan.planning.plan import Request
-    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.sources.catalog import require_in_catalog
 
     out = []
     for rec in records:
@@ -140,7 +140,7 @@ def sglang_weights(records: list[dict], split, parsed) -> list[dict]:
         num = parsed(rec).reported.get("weights_mem_usage_gb")
         if num is None:
             continue
-        model = find_in_catalog(rec["kvplan_model"])
+        model = require_in_catalog(rec["kvplan_model"])
         key = rec.get("gpu") or rec.get("gpu_inferred")
         gpu = find_gpu(key) if key else assumed_gpu()
         dep = Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
@@ -169,7 +169,7 @@ def sglang_states(records: list[dict], split, parsed) -> list[dict]:
     from kvplan.engines.sglang import mamba
     from kvplan.planning.deploy import Deployment
     from kvplan.planning.plan import Request
-    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.sources.catalog import require_in_catalog
 
     out = []
     for rec in records:
@@ -177,7 +177,7 @@ def sglang_states(records: list[dict], split, parsed) -> list[dict]:
         name = rec.get("kvplan_model") or rec.get("model_inferred")
         if "ssm_state_gb" not in rep or not name or "max_mamba_cache_size" not in rep:
             continue
-        model, dep = find_in_catalog(name), Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
+        model, dep = require_in_catalog(name), Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
         version = rec.get("version") or rec.get("version_inferred") or sglang.DEFAULT_VERSION
         engine = resolve_engine("sglang", version)
         kv = canonical_kv_dtype("auto", model.dtype)

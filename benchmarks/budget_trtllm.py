@@ -30,9 +30,9 @@ def _setup(rec: dict):
     from kvplan.engines.trtllm import engine as trt
     from kvplan.planning.deploy import Deployment
     from kvplan.planning.plan import Request
-    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.sources.catalog import require_in_catalog
 
-    model = find_in_catalog(rec["kvplan_model"])
+    model = require_in_catalog(rec["kvplan_model"])
     flags = rec.get("flags") or {}
     dep = Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
     kv = flags.get("kv_cache_dtype")

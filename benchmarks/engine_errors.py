@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kvplan.core.errors import KvplanError  # noqa: E402
-from kvplan.sources.catalog import find_in_catalog  # noqa: E402
+from kvplan.sources.catalog import require_in_catalog  # noqa: E402
 from kvplan.hardware.gpus import find_gpu  # noqa: E402
 from kvplan.engines.logparse import fixture_meta, parse_log  # noqa: E402
 from kvplan.engines.reconcile import reconcile  # noqa: E402
@@ -35,7 +35,7 @@ def run(path: Path):
     text = path.read_text()
     meta = fixture_meta(text)
     rec = parse_log(text)
-    model = find_in_catalog(meta["model"]) if "model" in meta else None
+    model = require_in_catalog(meta["model"]) if "model" in meta else None
     gpu = find_gpu(meta["gpu"]) if "gpu" in meta else None
     return reconcile(rec, model, gpu, meta.get("version"), meta.get("kv_dtype"), int(meta["tp"]) if "tp" in meta else None)
 
@@ -47,7 +47,7 @@ def trtllm_runs():
         if rec.get("engine") != "trtllm":
             continue
         log = parse_log((corpus / rec["log"]).read_text())
-        model = find_in_catalog(rec["kvplan_model"]) if rec.get("kvplan_model") else None
+        model = require_in_catalog(rec["kvplan_model"]) if rec.get("kvplan_model") else None
         key = rec.get("gpu") or rec.get("gpu_inferred")
         try:
             yield rec["id"], reconcile_trtllm(log, model, find_gpu(key) if key else None,

@@ -1,4 +1,4 @@
-"""Drawn output lengths (kvplan.speed.corpus.drawn_lengths, kvplan.speed.load.group): a corpus point whose output
+"""Drawn output lengths (kvplan.speed.figures.drawn_lengths, kvplan.speed.load.group): a corpus point whose output
 lengths differ request to request (a random range below 1, SGLang's bench_serving default 0.0 among them, or a
 dataset's own lengths) desynchronises a closed loop, so its later requests arrive one at a time (issue 21)."""
 

@@ -47,7 +47,8 @@ def fit_json(tmp_path, cfg: dict, *args: str):
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    return CliRunner().invoke(app, ["fit", str(path), "--gpu", "h200", "--gpus", "8", "--tp", "8", "--ctx", "32k", *args])
+    return CliRunner().invoke(app, ["fit", str(path), "--gpu", "h200", "--gpus", "8", "--tp", "8", "--ctx", "32k",
+                                    *args])
 
 
 def test_v32_caches_the_latent_and_the_indexer_keys_on_every_layer_and_rank():
@@ -115,10 +116,21 @@ def test_a_quantized_block_cache_is_refused_for_the_latent():
     ({"layer_types": ["full_attention"] * 61}, "indexed_attention"),
     ({"mlp_layer_types": {"a": 1}}, "mlp_layer_types"),  # not a list: was a TypeError (found by test_config_fuzz)
     ({"mlp_layer_types": 3}, "mlp_layer_types"),
+    # dsa32: pooled indexer keys (SGLang 0.5.23 model_overrides/deepseek_v2.py L160-173, pages 64 x index_kpool)
+    # and learnable sinks (bf16 forced from 0.5.20, overrides.py L491-546) were planned without them
+    ({"index_kpool": 4}, "index_kpool = 4 pools"),
+    ({"learnable_sink": True}, "learnable_sink changes"),
 ])
 def test_unread_or_contradictory_indexer_layouts_are_refused_not_guessed(changes, needle):
     with pytest.raises(KvplanError, match=needle):
         spec_from_config(config(model_type="glm_moe_dsa", **changes), "glm-5.x")
+
+
+def test_an_unpooled_or_sinkless_config_still_plans():
+    # index_kpool 1 is one key a state (unpooled) and learnable_sink false is no sink: both read as the plain config
+    plain = spec_from_config(config(), "v3.2")[0]
+    same = spec_from_config(config(index_kpool=1, learnable_sink=False), "v3.2")[0]
+    assert growth(same, 1, BF16) == growth(plain, 1, BF16) == LAYERS * PER_LAYER_BF16
 
 
 def test_index_cache_layers_without_an_indexer_keep_only_the_latent():

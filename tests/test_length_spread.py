@@ -93,7 +93,7 @@ def test_the_corpus_reader_gives_each_point_its_spread():
     assert case_of(share, "test", "")[0].load.out_cv2 == SHAREGPT_OUTPUT_CV2
     assert output_cv2(_point(isl=1000, osl=1000)) == 0.0
     assert output_cv2(_point(output_dist={"kind": "random", "random_output_len": 1000, "range_ratio": 1})) == 0.0
-    # outputs that stopped at end of sequence (kvplan.speed.corpus.generated): drawn, of a spread no source gives
+    # outputs that stopped at end of sequence (kvplan.speed.figures.generated): drawn, of a spread no source gives
     assert output_cv2(_point(isl=1000, osl=200), made=104.6) == 0.0
 
 

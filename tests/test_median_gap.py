@@ -1,4 +1,4 @@
-"""A run whose only TPOT-like figure is the median ITL (kvplan.speed.corpus.median_gap, kvplan.speed.load's "median
+"""A run whose only TPOT-like figure is the median ITL (kvplan.speed.figures.median_gap, kvplan.speed.load's "median
 ITL"): sglang.bench_serving pools every request's gaps and takes their median, so on an engine that runs its prefill
 batches apart (SGLang's default, `waves`) the figure is one decode step, not the mean gap the TPOT line prices."""
 

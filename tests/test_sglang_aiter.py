@@ -138,3 +138,22 @@ def test_an_mla_configs_kv_heads_are_read_where_they_differ():
     spec = spec_from_config({**cfg, "num_key_value_heads": 32}, "fewer")[0]
     assert spec.mla_kv_heads == 32
     assert spec_from_dict(spec_to_dict(spec), "round trip").mla_kv_heads == 32  # kept by a catalog entry
+
+
+def test_rocm_mla_heads_a_rank_count_dp_attention_ranks_on_both_sides():
+    # review32 (dsa32's finding): SGLang divides the config's KV heads by its whole --tp-size, which counts DP
+    # attention's ranks (get_num_kv_heads(tp_size): 0.5.23 arg_groups/model_override_base.py L340-345; kvplan's
+    # Deployment(tp 2, dp 4) under DP attention is SGLang's --tp-size 8). DeepSeek-V3's 128 heads: 128 // 8 = 16 a
+    # rank, aiter on ROCm, which decompresses every extend (kvplan.speed.mlaform); the speed side divided by the
+    # attention tp alone (128 // 2 = 64: triton, absorbed). Both now read kvplan.speed.mlaform.mla_heads_per_rank.
+    from kvplan.speed.mlaform import mla_heads_per_rank
+    from kvplan.speed.shape import shape_for
+
+    assert mla_heads_per_rank(V3, 2 * 4) == 16 and mla_heads_per_rank(V3, 2) == 64
+    st = resolve_engine("sglang", "0.5.7", []).settings(V3, MI300X, Deployment(2, dp=4), Request(context=32768))
+    assert st.aiter_factor == 0.85 and "16 KV heads per rank" in st.aiter_why
+    adp = shape_for(V3, MI300X, tp=2, dp=4, engine="sglang", version="0.5.7", attention_dp=True)
+    # aiter: decompressed
+    assert adp.decompress_flops > 0 and adp.attn_prefill_flops_per_pair != adp.attn_flops_per_pair
+    plain = shape_for(V3, MI300X, tp=2, dp=4, engine="sglang", version="0.5.7")  # replicas of tp 2: 64 a rank, triton
+    assert plain.decompress_flops == 0 and plain.attn_prefill_flops_per_pair == plain.attn_flops_per_pair

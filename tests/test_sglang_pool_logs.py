@@ -33,6 +33,13 @@ def _bench():
     return load_script("benchmarks/budget_corpus.py", "budget_corpus")
 
 
+def _tokens_from_k(printed: str, k_bytes: int, page: int = 1) -> tuple[int, int]:
+    """The #tokens a K size printed to two decimals allows ("5.33": [5.325, 5.335) GiB) at `k_bytes` of K a row: the
+    pool holds one page of rows more than the #tokens it reports."""
+    x = float(printed)
+    return math.ceil((x - 0.005) * GIB / k_bytes) - page, math.floor((x + 0.005) * GIB / k_bytes) - page
+
+
 def _record(rid: str) -> dict:
     return next(r for r in INDEX if r["id"] == rid)
 
@@ -50,7 +57,7 @@ def test_llama_8b_on_l40s_tokens_from_k_size_and_pool_from_the_budget():
     # #tokens + 1 page (page 1) rows. "11.18 GB" (GiB) is [11.175, 11.185): 11.175 x 2^30 / 65,536 = 183,091.2 and
     # 11.185 x 2^30 / 65,536 = 183,255.04, so rows 183,092..183,255 and #tokens 183,091..183,254, holding 183,133.
     assert engine.token_bytes(model, dep, st, bf16) == 2 * 65_536
-    lo, hi = math.ceil(11.175 * GIB / 65_536) - 1, math.floor(11.185 * GIB / 65_536) - 1
+    lo, hi = _tokens_from_k("11.18", 65_536)
     assert (lo, hi) == (183_091, 183_254) and lo <= 183_133 <= hi
     assert f"{engine.k_size_gib(model, dep, st, 183_133, bf16):.2f}" == "11.18"
     # The pool from the budget. 0.5.5's default fraction on an L40S reads nvidia-smi's 46,068 MiB: chunked prefill
@@ -85,7 +92,7 @@ def test_llama_8b_on_h100_at_0_4_4_end_to_end():
     # K per token 32 layers x 8 KV heads x 128 x 2 B = 65,536 B; "27.02" is [27.015, 27.025) GiB: 27.015 x 2^30 /
     # 65,536 = 442,613.8 and 27.025 x 2^30 / 65,536 = 442,777.6 -> rows 442,614..442,777, #tokens (rows - 1 page)
     # 442,613..442,776, holding 442,750.
-    lo, hi = math.ceil(27.015 * GIB / 65_536) - 1, math.floor(27.025 * GIB / 65_536) - 1
+    lo, hi = _tokens_from_k("27.02", 65_536)
     assert (lo, hi) == (442_613, 442_776) and lo <= 442_750 <= hi
     # Before 0.4.7 the default fraction at tp 1 is 0.88 whatever the GPU (0.4.3.post4 `server_args.py`
     # __post_init__). rest = avail 63.48 - free before 78.59 x 0.12 = 54.0492 GiB; x 2^30 / 131,072 B a token (K + V) =
@@ -157,7 +164,7 @@ def test_qwen3_8b_on_b200_piecewise_graph_reserve_and_pool_from_the_budget():
     bf16 = canonical_kv_dtype("auto", model.dtype)
     # K per token 36 layers x 8 KV heads x 128 x 2 B = 73,728 B, rows = #tokens + one page of 64: "68.18" is
     # [68.175, 68.185) GiB -> rows 992,871..993,016, #tokens 992,807..992,952, holding 992,896.
-    lo, hi = math.ceil(68.175 * GIB / 73_728) - 64, math.floor(68.185 * GIB / 73_728) - 64
+    lo, hi = _tokens_from_k("68.18", 73_728, page=64)
     assert (lo, hi) == (992_807, 992_952) and lo <= 992_896 <= hi
     # Default fraction (0.5.10 `server_args.py`): nvidia-smi's 183,359 MiB (b200 profile), reserve 512 + 1.5 x 16,384
     # + 1 x 1 / 8 x 1,024 + 2 x 512 (CUDA-graph max bs) + 74 x 8 = 26,832 MiB -> (183,359 - 26,832) / 183,359 = 0.854
@@ -196,7 +203,7 @@ def test_a_log_before_the_token_count_in_the_k_line_is_read_and_its_pool_is_max_
     # tokens 105,419..105,792, holding 105,531 (105,532 x 28,672 B = 3,025,813,504 B = 2.818 GiB).
     row = b.budget_sglang.sglang_pool([rec], b._split, b.parsed)[0]
     lo, hi = row["terms"]["tokens_from_k"]["kvplan"]
-    assert (lo, hi) == (math.ceil(2.815 * GIB / 28_672) - 1, math.floor(2.825 * GIB / 28_672) - 1) == (105_419, 105_792)
+    assert (lo, hi) == _tokens_from_k("2.82", 28_672) == (105_419, 105_792)
     assert row["terms"]["tokens_from_k"]["error"] == 0 and row["why_not"].startswith("unpredictable")
     # a log with neither "#tokens" nor a K line gives no pool size (max_total_num_tokens alone is not the K line's)
     assert b.budget_sglang.pool_tokens({"max_total_num_tokens": rep["max_total_num_tokens"]}) is None
@@ -233,7 +240,7 @@ def test_qwen3_14b_on_four_rtx_4090s_at_tp_4_pool_and_end_to_end():
     # [5.685, 5.695) GiB: 5.685 x 2^30 / 20,480 = 298,057.3 and 5.695 x 2^30 / 20,480 = 298,582.2 -> rows
     # 298,058..298,582, #tokens (rows - 1 page) 298,057..298,581, holding 298,447.
     assert engine.token_bytes(model, dep, st, bf16) == 40_960
-    lo, hi = math.ceil(5.685 * GIB / 20_480) - 1, math.floor(5.695 * GIB / 20_480) - 1
+    lo, hi = _tokens_from_k("5.69", 20_480)
     assert (lo, hi) == (298_057, 298_581) and lo <= 298_447 <= hi
     assert f"{engine.k_size_gib(model, dep, st, 298_447, bf16):.2f}" == "5.69"
     # The pool from the budget, the fraction given: rest = avail after the weights - free before them x (1 - 0.8) =
@@ -267,7 +274,7 @@ def test_qwen3_14b_on_two_rtx_a4500s_with_cpu_offload_pool_from_k_and_the_budget
     # [5.325, 5.335) GiB: rows 139,592..139,853, #tokens (rows - 1 page) 139,591..139,852, holding 139,814;
     # (139,814 + 1) x 40,960 = 5,726,822,400 B = 5.3335 GiB -> "5.33".
     assert engine.token_bytes(model, dep, st, fp16) == 81_920
-    lo, hi = math.ceil(5.325 * GIB / 40_960) - 1, math.floor(5.335 * GIB / 40_960) - 1
+    lo, hi = _tokens_from_k("5.33", 40_960)
     assert (lo, hi) == (139_591, 139_852) and lo <= 139_814 <= hi
     assert f"{engine.k_size_gib(model, dep, st, 139_814, fp16):.2f}" == "5.33"
     # The pool from the printed budget, the fraction given: rest = 17.22 - 18.73 x (1 - 0.65) = 10.6645 GiB (K + V
@@ -295,7 +302,7 @@ def test_qwen25_7b_awq_on_a_16gb_card_pool_from_k_and_the_budget():
     # 132,758..133,131, #tokens (rows - 1 page) 132,757..133,130, holding 133,052; (133,052 + 1) x 28,672 =
     # 3,814,895,616 B = 3.5529 GiB -> "3.55".
     assert engine.token_bytes(model, dep, st, fp16) == 57_344
-    lo, hi = math.ceil(3.545 * GIB / 28_672) - 1, math.floor(3.555 * GIB / 28_672) - 1
+    lo, hi = _tokens_from_k("3.55", 28_672)
     assert (lo, hi) == (132_757, 133_130) and lo <= 133_052 <= hi
     assert f"{engine.k_size_gib(model, dep, st, 133_052, fp16):.2f}" == "3.55"
     # The budget: rest = 9.83 - 15.08 x (1 - 0.82) = 7.1156 GiB (K + V printed 7.10) -> 7.1156 x 2^30 / 57,344 =
@@ -307,3 +314,12 @@ def test_qwen25_7b_awq_on_a_16gb_card_pool_from_k_and_the_budget():
     row = next(r for r in _bench().budget_sglang.sglang_pool([rec], _bench()._split, _bench().parsed))
     assert row["split"] == "train" and set(row["terms"]) == {"tokens_from_k"}
     assert row["terms"]["tokens_from_k"]["error"] == 0
+
+
+def test_a_record_naming_a_model_not_in_the_catalog_is_the_one_line_unknown_model_error():
+    # find_in_catalog answers None for an unknown name; budget_sglang.setup then failed on None.dtype
+    # (AttributeError). Every benchmark caller that needs the model now asks catalog.require_in_catalog.
+    b = _bench()
+    rec = {"engine": "sglang", "kvplan_model": "no-such-model-xyz", "tp": 1}
+    with pytest.raises(KvplanError, match="unknown model 'no-such-model-xyz'"):
+        b.budget_sglang.setup(rec, find_gpu("h100-sxm"))

@@ -98,8 +98,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         raise KvplanError(
             f"{source}: missing key {' / '.join(missing.names)} (needed to size the model)", EXIT_USAGE
         ) from None
-    arch = config.get("architectures") or data.get("architectures") or [""]
-    arch = str(arch[0]) if isinstance(arch, list) and arch else str(arch)
+    arch = _architecture(config, data)
     towers, tower_notes, tower_notice = price_towers(config, arch, geometry["hidden"], source,
                                                        in_checkpoint=towers_in_checkpoint)
     if towers.params:
@@ -134,6 +133,12 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         checkpoint_kv=read_checkpoint_kv(cfg),
     )
     return spec, notices
+
+
+def _architecture(config: dict, data: dict) -> str:
+    """The config's first `architectures` entry (the outer config's, else the text config's), "" where none."""
+    arch = config.get("architectures") or data.get("architectures") or [""]
+    return str(arch[0]) if isinstance(arch, list) and arch else str(arch)
 
 
 def _mla_kv_heads(cfg: Cfg, geometry: dict) -> int:

@@ -251,6 +251,15 @@ def find_in_catalog(name: str, extra_dirs=()) -> ModelSpec | None:
     return None if hit is None else _spec(hit)
 
 
+def require_in_catalog(name: str, extra_dirs=()) -> ModelSpec:
+    """find_in_catalog for a caller that cannot go on without the model (a corpus record's, a benchmark case's): an
+    unknown name is the one-line unknown_model_error, not a None that fails later with an AttributeError."""
+    spec = find_in_catalog(name, extra_dirs)
+    if spec is None:
+        raise unknown_model_error(name, extra_dirs)
+    return spec
+
+
 def _folders_stamp(dirs) -> tuple:
     """What the catalog folders hold, as a cache key: each folder's path with the name, inode, size and mtime of
     every .json in it (None for a folder that is not there), so an import (core.files.atomic_write: a new inode), an

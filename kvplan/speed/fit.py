@@ -22,7 +22,8 @@ from functools import lru_cache
 from kvplan.hardware.gpus import find_gpu
 from kvplan.readers.chat_format import chat_format
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import DEFAULT_MAX_SEQS, Case, attention_backend, in_training, prefix_cache, trtllm_gen_moe
+from kvplan.speed.corpus import (DEFAULT_MAX_SEQS, Case, attention_backend, attention_dp, in_training, prefix_cache,
+                                 trtllm_gen_moe)
 from kvplan.speed.eras import fitted_with, own_terms, unused_terms
 from kvplan.speed.frontend import ingress_queue, ingress_rate, native_chat
 from kvplan.speed.load import combos, decode_context, value
@@ -87,7 +88,7 @@ class Built:
             self.shape = shape_for(spec, gpu, tp=case.tp, ep=case.ep, weight_dtype=weight_dtype_of(case.weight_dtype),
                                    kv_dtype=_kv(case.kv_dtype), dp=case.dp, engine=case.engine, date=case.date,
                                    version=case.version, prefix_cache=prefix_cache(case),
-                                   attention_backend=attention_backend(case))
+                                   attention_backend=attention_backend(case), attention_dp=attention_dp(case))
         except Exception as e:  # noqa: BLE001 - a point kvplan cannot plan is skipped with its reason
             self.why = f"not plannable: {type(e).__name__}"
             return

@@ -100,7 +100,7 @@ seconds:
   missed step              a closed loop's equal-length replacement waits out the step it missed (queueing.missed_step)
   TPOT (= mean ITL)        (E2E - TTFT) / (osl - 1)
   median ITL               where the figure is the median of every gap between tokens pooled (`median_gap`:
-                           sglang.bench_serving's median_itl_ms, kvplan.speed.corpus.median_gap) and the engine runs
+                           sglang.bench_serving's median_itl_ms, kvplan.speed.figures.median_gap) and the engine runs
                            its prefill batches apart from its decode batches (`waves`: PREFILL_FIRST,
                            kvplan.engines.scheduler): a gap is one decode step, t_dec, unless a prefill batch ran
                            inside it, and such long gaps lift the mean, not the median: the median ITL is t_dec
@@ -163,7 +163,7 @@ class Load:
     out_cv2: float = 0.0  # drawn output lengths' squared coefficient of variation (kvplan.speed.spread); 0: unknown
     waves: bool = False  # the engine decodes only when no prefill batch forms (kvplan.engines.scheduler.runs_waves)
     lockstep: int = 1  # data-parallel workers whose forwards run together (kvplan.engines.scheduler.lockstep_workers)
-    median_gap: bool = False  # the TPOT figure is the median gap between tokens (kvplan.speed.corpus.median_gap)
+    median_gap: bool = False  # the TPOT figure is the median gap between tokens (kvplan.speed.figures.median_gap)
     served: bool = True  # requests cross the engine's HTTP front end (not an in-process harness): frontend.py
     endpoint: str | None = None  # the API a served run's requests hit, as stated: chat | completions (None: not stated)
     templated: bool = True  # the front end renders the prompt with its Python chat template and tokenizer

@@ -64,6 +64,15 @@ SM100_MLA = {"sglang": (("NVIDIA", 10), "trtllm_mla",
                                        "Dots3NoteForCausalLM"))))}
 
 
+def mla_heads_per_rank(spec, tp_size: int) -> int:
+    """The KV heads a rank holds as SGLang counts them for its ROCm MLA default (AITER_HEADS): the config's
+    num_key_value_heads (ModelSpec.mla_kv_heads where an MLA config gives its own count, else its attention heads, as
+    DeepSeek's and Kimi's configs write them) over the whole --tp-size, DP attention's ranks included, floor 1
+    (get_num_kv_heads(tp_size): 0.5.3 model_runner.py L540-543; 0.5.23 arg_groups/model_override_base.py L340-345).
+    DeepSeek's 128 at tp 2 x dp 4 under DP attention: 128 // 8 = 16 (aiter), not 128 // 2 = 64."""
+    return max(1, (spec.mla_kv_heads or spec.num_attention_heads) // max(1, tp_size))
+
+
 def _at(version) -> tuple[int, ...] | None:
     rel = release(version)
     return rel if rel is None else padded(rel)

@@ -28,6 +28,7 @@ from kvplan.model.layers import IndexedMLA
 from kvplan.model.spec import PLAIN_BYTES, own_format, weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.ggml import paths as ggml_paths
+from kvplan.speed.mlaform import mla_heads_per_rank
 from kvplan.speed.model import (absorbed_prefill, custom_allreduce_bytes, engine_key, gemm_kernels,
                                 measured_allreduce_kernel)
 from kvplan.speed.mxfp4 import moe_block_m, mxfp4_precision
@@ -54,15 +55,18 @@ def weight_dtype_of(name: str | None) -> str | None:
 
 def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
               kv_dtype: str | None = None, dp: int = 1, engine: str | None = None, date: str | None = None,
-              version: str | None = None, prefix_cache: bool = True, attention_backend: str | None = None) -> Shape:
+              version: str | None = None, prefix_cache: bool = True, attention_backend: str | None = None,
+              attention_dp: bool = False) -> Shape:
     """The Shape of `spec` on `gpu` at tensor parallelism `tp`, expert parallelism `ep` and `dp`
     data-parallel replicas; under `engine` llama.cpp (a build of `date`, None: current) with its GEMM paths, under an
     engine whose MXFP4 MoE kernels kvplan.speed.mxfp4 reads (release `version`, None: current) at their precision;
     `prefix_cache`: the engine's prefix cache on (its default), which some releases' MLA prefill reads
-    (kvplan.speed.model.absorbed_prefill), through the `attention_backend` the run names (None: the default)."""
+    (kvplan.speed.model.absorbed_prefill), through the `attention_backend` the run names (None: the default);
+    `attention_dp`: the dp replicas are attention-DP ranks of one engine, counted in its tp size
+    (mla_heads_per_rank)."""
     return on_gpu(model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype, dp=dp), spec, gpu,
                   weight_dtype, engine=engine, date=date, version=version, prefix_cache=prefix_cache,
-                  attention_backend=attention_backend)
+                  attention_backend=attention_backend, tp_size=tp * dp if attention_dp else tp)
 
 
 def attention_flops(layers, heads: int, tp: int) -> tuple[float, float, tuple, float]:
@@ -216,13 +220,14 @@ def read_flops(gpu, precision: str) -> float:
 
 def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: str | None = None,
            date: str | None = None, version: str | None = None, prefix_cache: bool = True,
-           attention_backend: str | None = None) -> Shape:
+           attention_backend: str | None = None, tp_size: int | None = None) -> Shape:
     """model_terms' fields on `gpu`: its bandwidth (read_bandwidth) and GEMM rates at the weight dtype and at bf16
     (read_flops), the datasheet's beside them for the roofline, and its link; under llama.cpp, its GEMM paths by
     tokens per step (kvplan.speed.ggml); MXFP4 MoE weights at the precision the engine's kernels multiply in at
     `version` where kvplan.speed.mxfp4 reads them (SGLang's, vLLM's, TensorRT-LLM's), the weight dtype's own rate otherwise;
     an MLA prefill at the decode width where the engine runs it absorbed (kvplan.speed.model.MLA_PREFILL, and
-    with its `prefix_cache` on by release and `attention_backend`: kvplan.speed.mlaform); the
+    with its `prefix_cache` on by release and `attention_backend`, its default by heads a rank over the engine's
+    `tp_size`, attention-DP ranks included, None: terms' tp: kvplan.speed.mlaform); the
     profile's measured all-reduce times for the tp group where the engine runs the kernel they timed
     (kvplan.speed.model.MEASURED_ALLREDUCE); the latency of the engine's custom all-reduce on a fully connected
     fabric and its size limit (kvplan.speed.model.CUSTOM_ALLREDUCE)."""
@@ -242,9 +247,9 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     if gemm_kernels(engine) == "ggml":
         dense = terms["flops_per_token"] / 2 - terms["top_k"] * terms["expert_params"]
         paths, missing = ggml_paths(gpu, stored, dense, lambda p: read_flops(gpu, p), date)
-    # a rank's KV heads as SGLang's ROCm default reads them (the config's num_key_value_heads where an MLA config
-    # gives another count: ModelSpec.mla_kv_heads; DeepSeek's 128: 16 at tp 8, 128 at 1)
-    heads = (spec.mla_kv_heads or spec.num_attention_heads) // max(1, terms["tp"])
+    # a rank's KV heads as the engine's MLA default reads them, over its whole tp size (`tp_size`: attention-DP ranks
+    # included; None: terms' tp), by the rule kvplan.engines.sglang.attention reads for the page and the aiter cut
+    heads = mla_heads_per_rank(spec, tp_size or terms["tp"])
     if absorbed_prefill(engine, version, prefix_cache, gpu, heads, attention_backend,
                         spec.architecture):  # attends as its decode does
         terms = {**terms, "attn_prefill_flops_per_pair": terms["attn_flops_per_pair"], "decompress_flops": 0.0}

@@ -50,7 +50,7 @@ from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import IndexedMLA, Kind
 from kvplan.engines.sglang.mamba import has_states
-from kvplan.speed.mlaform import AITER_HEADS, architecture_default
+from kvplan.speed.mlaform import AITER_HEADS, architecture_default, mla_heads_per_rank
 
 OPTS = ("attention_backend",)
 # backends whose page kvplan reads: the page each forces (None: none forced), and the page sizes it keeps
@@ -219,9 +219,8 @@ def _rocm_default(model, version: str, tp_size: int) -> tuple[bool, str]:
                           f"by {AITER_SCALE} past {AITER_CONTEXT:,} tokens of context; name it with "
                           f"{arg('engine_opts')} attention_backend=aiter or triton", EXIT_USAGE,
                           param="engine_opts", value="attention_backend")
-    if _mla(model):  # the config's KV heads over the whole --tp-size (DP attention's ranks too)
-        kv = model.mla_kv_heads or model.num_attention_heads
-        heads = max(1, kv // tp_size)
+    if _mla(model):  # the config's KV heads over the whole --tp-size (DP attention's ranks too), as the speed side
+        kv, heads = model.mla_kv_heads or model.num_attention_heads, mla_heads_per_rank(model, tp_size)
         return heads in AITER_HEADS, (f"SGLang {version} defaults an MLA model with {heads} KV heads per rank "
                                       f"to aiter on ROCm (16 or 128: the config's {kv} num_key_value_heads over "
                                       f"SGLang's tp_size {tp_size}, get_num_kv_heads)")

@@ -32,8 +32,8 @@ Read in the wheels (sglang/srt/...); page 64 on CUDA is kvplan.engines.sglang.at
 Refused with the reason: releases before 0.5.8 (0.5.3-0.5.7 force DP attention, 0.5.3 also mem_fraction_static 0.8
 and a cell without the indexer: 0.5.3 `server_args.py` L806-846, `model_runner.py` L1274-1279),
 ROCm, NPU and XPU pools (ROCm: page 1 or aiter's preshuffled pages by Triton version, fp8 rows with scales in 0.5.8
-and raw in 0.5.23 under its triton / tilelang / aiter backends). Not read, and not in any bundled config: a
-config's `index_kpool` (pooled indexer keys, page 64 x index_kpool) and `learnable_sink` (bf16 forced, 0.5.20 on).
+and raw in 0.5.23 under its triton / tilelang / aiter backends). A config's `index_kpool` > 1 (pooled indexer keys,
+page 64 x index_kpool) or `learnable_sink` (bf16 forced, 0.5.20 on) is refused by kvplan.readers.families.dsa.
 """
 
 from __future__ import annotations
@@ -98,8 +98,8 @@ def pool(model, gpu, version: str, kv_dtype) -> DsaPool | None:
     check_release(version)
     if vendor_of(gpu) != "NVIDIA":
         raise KvplanError(f"SGLang's DeepSeek Sparse Attention pool on {vendor_of(gpu) or 'this GPU'}: kvplan reads "
-                          "its CUDA pool only (ROCm runs page 1 or aiter's preshuffled pages by Triton version, its fp8 "
-                          "rows by release; NPU and XPU their own pools)", EXIT_USAGE, param="gpu")
+                          "its CUDA pool only (ROCm runs page 1 or aiter's preshuffled pages by Triton version, its "
+                          "fp8 rows by release; NPU and XPU their own pools)", EXIT_USAGE, param="gpu")
     if kv_dtype.name not in ("bf16", "fp8"):
         raise KvplanError(f"SGLang runs DeepSeek Sparse Attention with a bfloat16 or fp8_e4m3 KV cache only "
                           f"(\"DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3\"), not {kv_dtype.name}",
@@ -137,8 +137,8 @@ def refuse(st) -> None:
 def check_release(version: str) -> None:
     if parse_version(version) < FROM:
         raise KvplanError(f"SGLang {version}'s DeepSeek Sparse Attention pool is not planned: kvplan reads it from "
-                          "0.5.8 (0.5.3-0.5.7 force DP attention, dp_size = tp_size; 0.5.3 also mem_fraction_static 0.8 "
-                          "and a cell without the indexer keys); plan 0.5.8 or later", EXIT_USAGE,
+                          "0.5.8 (0.5.3-0.5.7 force DP attention, dp_size = tp_size; 0.5.3 also mem_fraction_static "
+                          "0.8 and a cell without the indexer keys); plan 0.5.8 or later", EXIT_USAGE,
                           param="engine_version", value=version)
 
 

@@ -204,7 +204,8 @@ class Sglang(Engine):
     # `_launch_subprocesses`), so every request of every rank crosses the one front end
     dp_one_front_end = True
     offload_rules = {"native": {"cpu": hicache_pool}}  # HiCache's host pool (L2): kvplan.engines.offload
-    offload_missing = {"native": "SGLang HiCache's L3 storage backends size themselves; kvplan sizes its host pool (cpu)"}
+    offload_missing = {"native": "SGLang HiCache's L3 storage backends size themselves; kvplan sizes its host pool "
+                                 "(cpu)"}
 
     def result(self, model, gpu, dep, req):
         """The base template on the weights SGLang serves: FP8 for a BF16 DeepSeek-V3 on capability 10.x in
@@ -315,7 +316,8 @@ class Sglang(Engine):
         return dep.dp if dp_attention(model, dep, self.opts) else 1
 
     # The pool's arithmetic from a given budget or token count (check-log reads them from a log).
-    def capacity_at(self, model, dep, st: Settings, kv_bytes: int, context: int, kv_dtype, state_dtype=None) -> Capacity:
+    def capacity_at(self, model, dep, st: Settings, kv_bytes: int, context: int, kv_dtype,
+                    state_dtype=None) -> Capacity:
         if has_compressed(model.layers):
             return sglang_dsv4.capacity(model, dep, kv_bytes, context, st, self._attn_dp(model, dep), kv_dtype)
         return capacity(model, dep, kv_bytes, context, 1, st, kv_dtype)

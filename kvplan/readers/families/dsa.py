@@ -68,6 +68,20 @@ def _check_layout(cfg, n: int) -> None:
                               "kvplan reads only that layout", EXIT_USAGE)
 
 
+def _refuse_unread_pool_keys(cfg) -> None:
+    """Keys that change what the engines allocate, which kvplan does not size: planned without them a pool would be
+    silently wrong. `index_kpool` > 1 pools the indexer's keys (SGLang pages 64 x index_kpool tokens, 0.5.23
+    arg_groups/model_overrides/deepseek_v2.py L160-173; vLLM's pooled-state indexer caches); `learnable_sink` makes
+    SGLang keep the cache in bfloat16 whatever the GPU (0.5.20 on; 0.5.23 arg_groups/overrides.py L491-546)."""
+    pool = cfg.raw("index_kpool")
+    if pool is not None and pool != 1:
+        raise KvplanError(f"{cfg.where}: index_kpool = {pool!r} pools the DSA indexer's keys (pages of 64 x "
+                          "index_kpool tokens), a pool kvplan does not size; this model is refused", EXIT_USAGE)
+    if cfg.raw("learnable_sink"):
+        raise KvplanError(f"{cfg.where}: learnable_sink changes the DSA cache's dtype (SGLang forces bfloat16 from "
+                          "0.5.20), which kvplan does not read; this model is refused", EXIT_USAGE)
+
+
 def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     """(geometry, layers, parameter counts): every layer an IndexedMLA."""
     geometry = read_geometry(cfg, "deepseek_v3")
@@ -75,13 +89,14 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     geometry["notes"] = [note for note in geometry["notes"] if not note.startswith("head_dim ")]
     n = geometry["num_layers"]
     _check_layout(cfg, n)
+    _refuse_unread_pool_keys(cfg)
     for key in DSA_KEYS:
         cfg.int(key, limit="head_dim" if key == "index_head_dim" else "window")
     latent = (cfg.int("kv_lora_rank", limit="head_dim"), cfg.int("qk_rope_head_dim", limit="head_dim"))
     topk = cfg.int("index_topk", limit="window")
     widths = mla_widths(cfg)
-    owner = IndexedMLA(*latent, cfg.int("index_head_dim", limit="head_dim"), topk, cfg.int("index_n_heads", limit="head_dim"),
-                       **widths)
+    owner = IndexedMLA(*latent, cfg.int("index_head_dim", limit="head_dim"), topk,
+                       cfg.int("index_n_heads", limit="head_dim"), **widths)
     sharer = IndexedMLA(*latent, 0, topk, 0, **widths)
     owners = _indexer_owners(cfg, n)
     layers = [owner if own else sharer for own in owners]

@@ -39,6 +39,17 @@ def test_the_logs_stated_method_is_read():
     assert (s["quantization"], s["quant_bits"]) == ("awq", 4)
 
 
+def test_v0_engine_line():
+    # vLLM V0's format (vllm-project/vllm@1473f74:vllm/engine/llm_engine.py, LLMEngine.__init__: "Initializing an LLM
+    # engine (v%s) with config: model=%r, ... disable_custom_all_reduce=%s, quantization=%s, enforce_eager=%s, ..."),
+    # filled in as that call writes it, beside V0's block counts
+    line = ("INFO 06-01 12:00:00 llm_engine.py:100] Initializing an LLM engine (v0.5.0) with config: model='m/q-AWQ', "
+            "speculative_config=None, tokenizer='m/q-AWQ', tensor_parallel_size=1, disable_custom_all_reduce=False, "
+            "quantization=awq_marlin, enforce_eager=False, kv_cache_dtype=auto\n"
+            "INFO 06-01 12:00:09 gpu_executor.py:83] # GPU blocks: 2048, # CPU blocks: 512\n")
+    assert parse_log(line).settings["quantization"] == "awq_marlin"
+
+
 def test_methods_map_by_the_weight_dtype_aliases():
     assert stated_format("awq_marlin") == stated_format("gptq_marlin") == stated_format("awq") == "int4"
     assert stated_format("gptq", bits=8) == "int8"  # SGLang's bits=8 line

@@ -77,7 +77,8 @@ def _vllm_kernels(text: str, s: dict) -> None:
     """What a vLLM log says it chose where it moves its memory: the weights' quantization method (issue 22), the
     sampler and the MXFP4 MoE backend."""
     # the engine-config line prints the resolved method (V1 "Initializing a V1 LLM engine (v..) with config:",
-    # V0 "Initializing an LLM engine"): model_config.quantization, filled from the checkpoint's quantization_config
+    # V0 "Initializing an LLM engine", vllm-project/vllm@1473f74:vllm/engine/llm_engine.py LLMEngine.__init__):
+    # model_config.quantization, filled from the checkpoint's quantization_config
     m = _first(r"Initializing an? (?:V1 )?LLM engine[^\n]*?[ ,]quantization=([\w-]{1,40})", text)
     if m:
         s["quantization"] = m.group(1)

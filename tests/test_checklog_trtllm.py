@@ -133,7 +133,7 @@ def test_6294_model_and_release_from_the_log(tmp_path):
     path.write_text(text)
     d, rows = _run(path, "--gpu", "h100-sxm")  # no --model, no --engine-version
     assert (d["version"], d["model"]) == ("0.20.0", "llama-3.1-8b-instruct")
-    assert any("is fp8: weights counted as fp8" in n for n in d["notes"]), d["notes"]
+    assert any("is fp8 by its name: weights counted as fp8" in n for n in d["notes"]), d["notes"]
     assert 0 <= rows["available KV, kvplan's budget from the GPU alone"]["error"] <= 0.05
 
 

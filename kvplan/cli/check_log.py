@@ -8,7 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli._common import HwOpt, JsonOpt, cli_errors, markup_safe, print_result, read_capped_text, stderr, table
+from kvplan.cli._common import (
+    HwOpt, JsonOpt, WeightDtypeOpt, cli_errors, markup_safe, print_result, read_capped_text, stderr, table,
+)
 from kvplan.cli.engine_flags import speculative_request, with_speculative
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.logparse import parse_log
@@ -34,6 +36,7 @@ def check_log(
     engine_version: Annotated[Optional[str], typer.Option("--engine-version", help="Engine release, when the log does not print it.")] = None,
     kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="Cache dtype, when the log does not print it.")] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size, when the log does not show it.")] = None,
+    weight_dtype: WeightDtypeOpt = None,  # for a log that states no quantization kvplan can size
     hw_profiles: HwOpt = None,
     as_json: JsonOpt = False,
 ):
@@ -50,7 +53,7 @@ def check_log(
         spec = _with_drafter(spec, rec.settings["speculative"])
     if spec is None and rec.model:
         stderr(f"note: the log's model {rec.model!r} is not in the catalog; pass --model to check it")
-    result = reconcile(rec, spec, hw, engine_version, kv_dtype, tp)
+    result = reconcile(rec, spec, hw, engine_version, kv_dtype, tp, weight_dtype)
     data = {"engine": result.engine, "version": result.version, "model": result.model, "gpu": result.gpu,
             "rows": [r.__dict__ for r in result.rows], "whatif": [list(w) for w in result.whatif],
             "notes": result.notes}

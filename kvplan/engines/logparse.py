@@ -74,7 +74,14 @@ def _vllm_sizes(text: str, rec: LogRecord) -> None:
 
 
 def _vllm_kernels(text: str, s: dict) -> None:
-    """The kernels a vLLM log says it chose where they move its memory: the sampler and the MXFP4 MoE backend."""
+    """What a vLLM log says it chose where it moves its memory: the weights' quantization method (issue 22), the
+    sampler and the MXFP4 MoE backend."""
+    # the engine-config line prints the resolved method (V1 "Initializing a V1 LLM engine (v..) with config:",
+    # V0 "Initializing an LLM engine", vllm-project/vllm@1473f74:vllm/engine/llm_engine.py LLMEngine.__init__):
+    # model_config.quantization, filled from the checkpoint's quantization_config
+    m = _first(r"Initializing an? (?:V1 )?LLM engine[^\n]*?[ ,]quantization=([\w-]{1,40})", text)
+    if m:
+        s["quantization"] = m.group(1)
     if "top-p & top-k sampling" in text:  # topk_topp_sampler.py: which sampler the profile's dummy run took
         s["flashinfer_sampler"] = "Using FlashInfer for top-p & top-k sampling" in text
     # quantization/mxfp4.py: the MXFP4 MoE kernel it chose (marlin_utils_fp4.py's warning: Marlin; 0.10.1 logs no choice)

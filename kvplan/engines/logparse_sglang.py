@@ -28,6 +28,14 @@ def sglang_log(text: str, rec: LogRecord) -> None:
         s["mem_fraction_static"] = float(m.group(1))
         if not 0 < s["mem_fraction_static"] < 1:
             raise KvplanError(f"the log's mem_fraction_static = {m.group(1)} must be between 0 and 1", EXIT_USAGE)
+    if m := re.search(r"ServerArgs\([^\n]*?[ ,(]quantization='?([\w-]{1,40})", text):
+        s["quantization"] = m.group(1)  # server_args.py ServerArgs.quantization: the --quantization given, else None
+    # "Load weight end. elapsed=0.80 s, type=Qwen2ForCausalLM, quant=awq, bits=4, ..." (and "quant=modelopt_fp4,
+    # quant_algo=NVFP4"): the method the loaded model ran, with its bits or algorithm where SGLang prints them
+    if m := re.search(r"Load weight end\.[^\n]*?, quant=([\w-]{1,40})(?:, (bits|quant_algo)=(\w{1,20}))?", text):
+        s["quantization"] = m.group(3) if m.group(2) == "quant_algo" else m.group(1)
+        if m.group(2) == "bits" and m.group(3).isdigit():
+            s["quant_bits"] = int(m.group(3))
     m = re.search(r"(?:model_path='|--model(?:-path)? )([^'\s]+)", text)
     if m:
         rec.model = m.group(1)

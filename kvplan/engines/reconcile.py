@@ -14,7 +14,8 @@ kvplan.engines.logcheck's.
 
 from __future__ import annotations
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.dtypes import canonical_weight_dtype
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines import resolve_engine
 from kvplan.engines.llamacpp.reconcile import reconcile_llamacpp
 from kvplan.engines.logcheck import Reconciliation
@@ -25,9 +26,9 @@ from kvplan.engines.vllm.reconcile import reconcile_vllm
 
 
 def reconcile(rec: LogRecord, model=None, gpu=None, version: str | None = None, kv_dtype: str | None = None,
-              tp: int | None = None) -> Reconciliation:
+              tp: int | None = None, weight_dtype: str | None = None) -> Reconciliation:
     """The log's printed figures next to kvplan's, by the engine that wrote it (one module each:
-    kvplan.engines.<engine>.reconcile)."""
+    kvplan.engines.<engine>.reconcile); `weight_dtype` overrides the weights' format (kvplan.engines.log_weights)."""
     if rec.engine == "vllm":
         fn = reconcile_vllm
     elif rec.engine == "sglang":
@@ -40,4 +41,10 @@ def reconcile(rec: LogRecord, model=None, gpu=None, version: str | None = None, 
         raise KvplanError(f"a {rec.engine} log: kvplan reads its figures but does not check them yet", EXIT_USAGE)
     if model is not None:  # the engine's own refusals, as `fit --engine` applies them (issue 25: Falcon-H1's
         resolve_engine(rec.engine).check_layers(model)  # layers under llama.cpp were an internal error)
-    return fn(rec, model, gpu, version, kv_dtype, tp)
+    if weight_dtype is None:
+        return fn(rec, model, gpu, version, kv_dtype, tp)
+    if fn is reconcile_llamacpp:  # its figures are the KV cache's alone: no row would read the weights
+        raise KvplanError(f"a llama.cpp log's check prices no weights (its figures are the KV cache's); "
+                          f"{arg('weight_dtype')} does not apply", EXIT_USAGE, param="weight_dtype", value=weight_dtype)
+    canonical_weight_dtype(weight_dtype)  # a bad value refused in one line before any arithmetic
+    return fn(rec, model, gpu, version, kv_dtype, tp, weight_dtype)

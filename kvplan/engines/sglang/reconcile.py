@@ -10,6 +10,7 @@ from kvplan.core.units import signed
 from kvplan.engines import resolve_engine
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 from kvplan.engines.logparse import deployment_said
+from kvplan.engines.log_weights import log_weight_dtype
 from kvplan.engines.sglang import engine as sglang
 from kvplan.engines.sglang import loaded as sglang_loaded
 from kvplan.engines.sglang import mamba as sglang_mamba
@@ -38,7 +39,7 @@ def scheduler_tokens(r: dict):
     return pool if pool is not None else r.get("max_total_num_tokens")
 
 
-def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
+def reconcile_sglang(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
     s, r = rec.settings, rec.reported
     out = Reconciliation("sglang", version or rec.version or sglang.DEFAULT_VERSION,
                          model.name if model else (rec.model or rec.architecture), gpu.key if gpu else None)
@@ -50,7 +51,9 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
                          f"(pass {arg('engine_version')})")
     given_version, version = version, out.version
     given = tp
-    inferred = None if tp or rec.tp else _tp_from_weights(model, rec, out, gpu or assumed_gpu(), version)
+    stated = s.get("quantization") if s.get("quantization") != "None" else None  # None: the checkpoint's choice
+    wdt = log_weight_dtype(model, stated, weight_dtype, rec.model, out.notes, s.get("quant_bits"))
+    inferred = None if tp or rec.tp else _tp_from_weights(model, rec, out, gpu or assumed_gpu(), version, wdt)
     tp = tp or rec.tp or inferred or 1
     dep = Deployment(tp, rec.pp or 1)  # under pp each stage's pool is its own layers' (the engine's pool_cell)
     out.notes.append(deployment_said(dep, rec, given, inferred=inferred is not None))
@@ -58,7 +61,7 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
         out.notes.append(f"no {arg('gpu')}: the rows that need the GPU's memory (memory in use before the "
                          "weights, #tokens from the GPU alone) are left out")
     ctx = s.get("context_len") or model.max_context
-    req = Request(context=ctx, kv_dtype=cache_dtype(kv_name or s.get("kv_cache_dtype"), model))
+    req = Request(context=ctx, kv_dtype=cache_dtype(kv_name or s.get("kv_cache_dtype"), model), weight_dtype=wdt)
     stand_in = gpu or assumed_gpu()
     opts = [f"mem_fraction_static={s['mem_fraction_static']}"] if "mem_fraction_static" in s else []
     from_pool = None
@@ -73,7 +76,7 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp):
         vlm = f" (x {st.vlm_factor:.4g} for its vision tower)" if st.vlm_factor != 1.0 else ""
         out.notes.append(f"mem_fraction_static not in the log; {st.mem_fraction_static:g} is the {version} default{vlm}"
                          + ("" if gpu else f" for an assumed 80 GiB GPU (pass {arg('gpu')})"))
-    p = resolve_engine().plan(model, stand_in, dep, Request(context=ctx, kv_dtype=req.kv_dtype))
+    p = resolve_engine().plan(model, stand_in, dep, Request(context=ctx, kv_dtype=req.kv_dtype, weight_dtype=wdt))
     kvd = req.kv_dtype
     if "weights_mem_usage_gb" in r:  # as loaded: the RoPE tables SGLang builds included (sglang/loaded.py)
         loaded = p.weight_bytes_per_gpu + st.loaded_extra
@@ -222,17 +225,19 @@ def _state_rows(r, model, dep, ss, budgets: tuple[int, int], ctx: int) -> list[R
     return rows
 
 
-def _tp_from_weights(model, rec, out, gpu, version) -> int | None:
+def _tp_from_weights(model, rec, out, gpu, version, wdt=None) -> int | None:
     """The log shows no tp: the power of two whose weights per GPU as loaded (the checkpoint's split plus what
     SGLang's loading adds, sglang/loaded.py, as the weights row reads them) match the log's "mem usage" within
-    5 %, said in a note; None (tp 1 assumed, said) where none does or the log prints no weights."""
+    5 %, said in a note; None (tp 1 assumed, said) where none does or the log prints no weights. `wdt`: the weights'
+    format the check prices (kvplan.engines.log_weights)."""
     if "weights_mem_usage_gb" not in rec.reported:
         out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
         return None
     printed = rec.reported["weights_mem_usage_gb"].value * GIB
     for tp in (1, 2, 4, 8, 16, 32, 64):
         try:  # the weights of each stage's rank, as a plan reads them (kvplan.planning.plan.prepare), no plan made
-            per_gpu = max(s.weight_bytes for s in prepare(model, Deployment(tp, rec.pp or 1), Request(context=1)).stages)
+            per_gpu = max(s.weight_bytes for s in prepare(model, Deployment(tp, rec.pp or 1),
+                                                          Request(context=1, weight_dtype=wdt)).stages)
         except KvplanError:
             continue
         per_gpu += sglang_loaded.loaded_extra(model, gpu, tp, version, 1, rec.pp or 1)

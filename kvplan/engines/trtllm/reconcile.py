@@ -18,6 +18,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.engines import resolve_engine
 from kvplan.engines.base import parse_version
+from kvplan.engines.log_weights import log_weight_dtype
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 from kvplan.engines.logdates import bound_note, released_by
 from kvplan.engines.logparse import deployment_said
@@ -171,9 +172,7 @@ def _setup(rec, model, dep, version, kv_name, weight_dtype, out):
         limit = engine.context_limit(model)
         ctx = limit.tokens
         out.notes.append(f"the log does not show max_seq_len; TensorRT-LLM's own, {ctx:,} tokens ({limit.rule}), assumed")
-    if weight_dtype is None and "fp8" in (rec.model or "").lower() and model.quantization.method != "fp8":
-        weight_dtype = "fp8"
-        out.notes.append(f"the log's checkpoint {rec.model} is fp8: weights counted as fp8")
+    weight_dtype = log_weight_dtype(model, None, weight_dtype, rec.model, out.notes)  # no quant line is read yet
     req = Request(context=ctx, batch=s.get("max_batch_size") or 1, weight_dtype=weight_dtype,
                   kv_dtype=_kv_dtype(rec, model, dep, kv_name, out))
     return engine, engine.settings(model, None, dep, req), req

@@ -14,6 +14,7 @@ from kvplan.engines import resolve_engine
 from kvplan.engines.base import Capacity, parse_version
 from kvplan.engines.logdates import bound_note, released_by
 from kvplan.engines.logparse import Num, deployment_said
+from kvplan.engines.log_weights import log_weight_dtype
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 from kvplan.engines.vllm import releases as vllm_releases
 from kvplan.engines.vllm.non_torch import CORPUS_CAPABILITY, corpus_gpu, dtype_bytes, fi_allreduce_workspace
@@ -24,7 +25,7 @@ from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.planning.plan import Request
 
 
-def reconcile_vllm(rec, model, gpu, version, kv_name, tp):
+def reconcile_vllm(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
     """A vLLM log against kvplan: the deployment it states, then its budget, then its pool."""
     s, r = rec.settings, rec.reported
     named = gpu is not None  # --gpu given
@@ -40,7 +41,7 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp):
         out.notes.append(f"no model given ({arg('model')}): only the engine's own arithmetic between its printed "
                          "numbers is checked")
         return out
-    req = _vllm_request(rec, model, length, kv_name, out)
+    req = _vllm_request(rec, model, length, kv_name, out, weight_dtype)
     stand_in = gpu or assumed_gpu()
     if not named:  # no --gpu: the workspace rule's facts are the corpus machine's
         stand_in = _corpus_stand_in(out, model, dep, engine.settings(model, stand_in, dep, req))
@@ -164,15 +165,12 @@ def _corpus_stand_in(out, model, dep, st):
     return gpu
 
 
-def _vllm_request(rec, model, length, kv_name, out):
-    """The Request the log's run made: its length, cache dtype, and a quantized checkpoint's weights."""
-    hint = (rec.model or "").lower()
-    wdt = "fp8" if "fp8" in hint else ("int4" if ("awq" in hint or "gptq" in hint) else None)
-    if wdt and model.quantization.method != wdt:
-        out.notes.append(f"the log's checkpoint {rec.model} is {wdt}: weights counted as {wdt}")
-    else:
-        wdt = None
-    return Request(context=length, kv_dtype=cache_dtype(kv_name or rec.settings.get("kv_cache_dtype"), model), weight_dtype=wdt)
+def _vllm_request(rec, model, length, kv_name, out, weight_dtype=None):
+    """The Request the log's run made: its length, cache dtype, and the weights' format (the one given, else a
+    quantized checkpoint's own, else the method the engine-config line states: kvplan.engines.log_weights)."""
+    wdt = log_weight_dtype(model, rec.settings.get("quantization"), weight_dtype, rec.model, out.notes)
+    return Request(context=length, kv_dtype=cache_dtype(kv_name or rec.settings.get("kv_cache_dtype"), model),
+                   weight_dtype=wdt)
 
 
 def _vllm_budget_rows(out, r, res, st, gpu):

@@ -157,3 +157,43 @@ def test_rocm_mla_heads_a_rank_count_dp_attention_ranks_on_both_sides():
     assert adp.decompress_flops > 0 and adp.attn_prefill_flops_per_pair != adp.attn_flops_per_pair
     plain = shape_for(V3, MI300X, tp=2, dp=4, engine="sglang", version="0.5.7")  # replicas of tp 2: 64 a rank, triton
     assert plain.decompress_flops == 0 and plain.attn_prefill_flops_per_pair == plain.attn_flops_per_pair
+
+
+@pytest.mark.parametrize("tp,dp", [(2, 4), (4, 2)])
+def test_a_plans_speed_counts_dp_attention_ranks_in_the_mla_heads(tp, dp):
+    # mlaplan32: the plan-level speed path (kvplan.speed.plan, the simulator's adapter) now reads the DP-attention fact
+    # the SGLang engine's request step sets (Request.attention_dp), so a rank's heads are DeepSeek-V3's 128 over
+    # SGLang's --tp-size tp x dp = 8: 128 // 8 = 16, aiter on ROCm (decompressed prefill), as the engine's own
+    # aiter default and the corpus shapes read them; before, 128 // tp (64 or 32: triton, absorbed with a prefix).
+    from kvplan import api
+    from kvplan.simulator.adapter import _stage_costs
+    from kvplan.speed.plan import DecodeSteps, plan_decode_seconds, plan_prefill_seconds, plan_shape
+    from kvplan.speed.shape import shape_for
+
+    plan = api.plan("deepseek-v3", "mi300x", tp=tp, dp=dp, context="8k", engine="sglang", engine_version="0.5.7")
+    assert plan.request.attention_dp  # MoE with dp > 1: DP attention on by default (engines/sglang/defaults.py)
+    want = shape_for(V3, MI300X, tp=tp, dp=dp, engine="sglang", version="0.5.7", attention_dp=True)
+    got = plan_shape(plan, V3, MI300X, "sglang", "0.5.7")
+    assert got == want and got.decompress_flops > 0 and got.attn_prefill_flops_per_pair != got.attn_flops_per_pair
+    replicas = shape_for(V3, MI300X, tp=tp, dp=dp, engine="sglang", version="0.5.7")  # 128 // tp: triton, absorbed
+    assert replicas.decompress_flops == 0
+    # a prompt's prefill priced in the decompressed form: per pair 2 x heads x (128 + 64 + 128) = 640 x heads, not the
+    # absorbed 4 x heads x (512 + 64) = 2,304 x heads, so the figure moves (lower at a fresh prompt)
+    from kvplan.speed.model import prefill_seconds
+    prompt = 8192
+    assert plan_prefill_seconds(plan, V3, MI300X, "sglang", prompt, version="0.5.7") == prefill_seconds(
+        want, "sglang", prompt) < prefill_seconds(replicas, "sglang", prompt)
+    step = plan_decode_seconds(plan, V3, MI300X, "sglang", version="0.5.7")
+    assert abs(DecodeSteps("sglang", version="0.5.7").seconds(plan, V3, MI300X) - step) < 1e-12
+    cost = _stage_costs(plan, V3, "sglang", "0.5.7", MI300X)[0]  # the simulator's roofline: decompressed too
+    assert cost.decompress_flops > 0 and cost.attn_prefill_flops_per_pair != cost.attn_flops_per_pair
+
+
+def test_a_plan_without_dp_attention_keeps_the_attention_tp():
+    # tp 8 alone (dp 1: DP attention cannot be on): 128 // 8 = 16 either way; tp 2 alone: 128 // 2 = 64, triton
+    from kvplan import api
+    from kvplan.speed.plan import plan_shape
+
+    plan = api.plan("deepseek-v3", "mi300x", tp=2, context="8k", engine="sglang", engine_version="0.5.7")
+    assert not plan.request.attention_dp
+    assert plan_shape(plan, V3, MI300X, "sglang", "0.5.7").decompress_flops == 0  # triton absorbs with a prefix

@@ -63,6 +63,9 @@ class Request:
     # the recurrent values' element type an engine pools them in where its options state one (SGLang's
     # mamba_ssm_dtype, set by its `request` step); "": the model's own. The speed figures price the states in it too
     ssm_dtype: str = ""
+    # the deployment's dp ranks are attention-DP ranks of one engine, counted in its tp size (SGLang's
+    # enable_dp_attention, set by its `request` step); the speed figures read a rank's MLA heads over tp x dp
+    attention_dp: bool = False
 
 
 class Stage(NamedTuple):

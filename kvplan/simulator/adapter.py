@@ -12,6 +12,7 @@ from kvplan.model.spec import own_format, weight_bytes
 from kvplan.planning.plan import expected_experts_touched
 from kvplan.simulator.model import Group, SimModel, StageCost
 from kvplan.speed.coverage import label
+from kvplan.speed.mlaform import mla_heads_per_rank
 from kvplan.speed.model import absorbed_prefill, step_model
 from kvplan.speed.plan import plan_shape
 from kvplan.speed.shape import attention_flops, lm_head, sparse_reads
@@ -95,7 +96,8 @@ def _stage_costs(plan, spec, engine: str | None = None, version: str | None = No
         frac = (end - start) / spec.num_layers
         experts = int(wb.experts * scale * frac / tp)
         pairs, prefill, attn_topk, decompress = attention_flops(spec.layers[start:end], spec.num_attention_heads, tp)
-        heads = spec.num_attention_heads // max(1, tp)
+        # a rank's MLA heads over the engine's whole tp size, DP attention's ranks included (as plan_shape)
+        heads = mla_heads_per_rank(spec, tp * plan.deployment.dp if plan.request.attention_dp else tp)
         if absorbed_prefill(engine, version, True, gpu, heads, None, spec.architecture):  # as its decode does
             prefill, decompress = pairs, 0.0
         sp = s.profile

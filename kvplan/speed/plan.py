@@ -17,12 +17,13 @@ from kvplan.speed.terms import Shape
 def plan_shape(plan, spec, gpu, engine: str | None = None, version: str | None = None) -> Shape:
     """The Shape (kvplan.speed.terms) of the plan's deployment and dtypes (under llama.cpp, with its current
     build's GEMM paths: kvplan.speed.ggml; an MXFP4 MoE at the precision the engine's kernels multiply in at release
-    `version`, None: its current one, kvplan.speed.mxfp4)."""
+    `version`, None: its current one, kvplan.speed.mxfp4; a rank's MLA heads over the engine's whole tp size where
+    the engine's request step said its dp ranks are attention-DP ranks, Request.attention_dp)."""
     req, dep = plan.request, plan.deployment
     kv = req.kv_dtype.name if req.kv_dtype is not None else None
     spec = in_dtype(spec, req.ssm_dtype)  # the recurrent states as the engine's pool holds them
     return shape_for(spec, gpu, tp=dep.tp, ep=dep.ep, weight_dtype=req.weight_dtype, kv_dtype=kv, dp=dep.dp,
-                     engine=engine, version=version)
+                     engine=engine, version=version, attention_dp=req.attention_dp)
 
 
 def plan_decode_seconds(plan, spec, gpu, engine: str | None, speed: str = "calibrated", *,
@@ -57,14 +58,16 @@ class DecodeSteps:
         """plan_decode_seconds(plan, spec, gpu, engine, speed): the plan's batch at its context."""
         req, dep = plan.request, plan.deployment
         ssm = req.ssm_dtype  # the recurrent states as the engine's pool holds them (plan_shape)
-        line_key = (id(spec), id(gpu), dep.tp, dep.ep, dep.dp, req.weight_dtype, req.kv_dtype, ssm, req.batch)
+        adp = req.attention_dp  # DP attention's ranks in the engine's tp size (plan_shape)
+        line_key = (id(spec), id(gpu), dep.tp, dep.ep, dep.dp, req.weight_dtype, req.kv_dtype, ssm, adp, req.batch)
         hit = self._lines.get(line_key)
         if hit is None:
             kv = req.kv_dtype.name if req.kv_dtype is not None else None
             batch = max(1, req.batch)
             terms = self._terms_of(in_dtype(spec, ssm), (id(spec), dep.tp, dep.ep, dep.dp, req.weight_dtype, kv, ssm),
                                    dep.tp, dep.ep, req.weight_dtype, kv, dep.dp)
-            shape = on_gpu(terms, spec, gpu, req.weight_dtype, engine=self.engine, version=self.version)
+            shape = on_gpu(terms, spec, gpu, req.weight_dtype, engine=self.engine, version=self.version,
+                           tp_size=dep.tp * dep.dp if adp else dep.tp)
             total = StepModel(shape, self._coef).decode(batch) if self._coef else None  # of all seqs' context
             line = ((lambda context: total(batch * context)) if total else
                     (lambda context, s=shape: decode_seconds(s, self.engine, batch, context, speed=self.speed)))

@@ -130,3 +130,36 @@ def test_weight_dtype_on_a_llamacpp_log_is_refused():
     log = Path(__file__).parent / "fixtures" / "logs" / "llamacpp_qwen3_30b_a3b_rowsplit.log"
     r = runner.invoke(app, ["check-log", str(log), "--weight-dtype", "int4"])
     one_line_error(r, 2, "does not apply")
+
+
+ONLINE_FP8 = CORPUS / "vllm-35289-qwen35-27b-fp8-online.log"  # vllm-project/vllm#35289 (2026-02-26), training split
+
+
+def test_online_quantization_asked_on_the_command_line_or_in_non_default_args():
+    # mlaplan32: a log with no engine-config line states an online quantization only as the run asked it: the
+    # command line (`--quantization fp8`, or its alias -q: EngineArgs.add_cli_args, vllm-project/vllm@99d7eb5d:
+    # vllm/engine/arg_utils.py) or the dict vLLM logs at start-up (log_non_default_args, vllm-project/vllm@00fc8809:
+    # vllm/entrypoints/utils.py: "non-default args: {...}")
+    assert parse_log(ONLINE_FP8.read_text()).settings["quantization"] == "fp8"
+    tail = "INFO 02-26 05:55:51 [gpu_worker.py:405] Available KV cache memory: 10.00 GiB\n"
+    args = ("INFO 02-26 05:55:00 [utils.py:233] non-default args: {'model': 'Qwen/Qwen3.5-27B', "
+            "'quantization': 'fp8', 'max_model_len': 8192}\n")
+    assert parse_log(args + tail).settings["quantization"] == "fp8"
+    serve = "vllm serve Qwen/Qwen3.5-27B -q fp8 --max-model-len 8192\n"
+    assert parse_log(serve + tail).settings["quantization"] == "fp8"
+    assert "quantization" not in parse_log("pip install -q vllm\n" + tail).settings  # -q only on vLLM's own line
+    # the engine-config line, the method vLLM resolved, wins over what was asked
+    engine = ("INFO 02-26 05:55:01 [core.py:77] Initializing a V1 LLM engine (v0.16.0) with config: "
+              "model='Qwen/Qwen3.5-27B', quantization=None, enforce_eager=True\n")
+    assert parse_log(args + engine + tail).settings["quantization"] == "None"
+
+
+def test_online_fp8_log_prices_fp8_weights():
+    # Qwen3.5-27B (config.json: hidden 5120, vocab 248,320, untied): attention 7,237,795,840 + MLP 17,112,760,320 =
+    # 24,350,556,160 parameters in fp8, 1 B each; embedding and LM head 2 x 248,320 x 5,120 = 2,542,796,800 params
+    # and the vision tower 460,730,096, norms 2,645,504, all bf16: 2 x 3,006,172,400 = 6,012,344,800 B. Total
+    # 30,362,900,960 B = 28.28 GiB beside vLLM's printed "Model loading took 28.0 GiB"; bf16 pricing was 50.96 GiB
+    # (+82%)
+    rows, data = _weights_row([ONLINE_FP8, "-m", "qwen3.5-27b"])
+    assert any("counted as fp8: the log states quantization=fp8" in n for n in data["notes"]), data["notes"]
+    assert abs(rows["weights per GPU"]["error"]) < 0.02

@@ -65,7 +65,7 @@ ENGINE_FLAGS = {
     "engines/lmcache.py": {"--kv-transfer-config"},
     "engines/sglang/offload.py": {"--enable-hierarchical-cache", "--hicache-ratio", "--hicache-size"},
     # engines' own command lines as their logs print them (vLLM, SGLang)
-    "engines/logparse.py": {"--model"}, "engines/logparse_sglang.py": {"--model"},
+    "engines/logparse.py": {"--model", "--quantization"}, "engines/logparse_sglang.py": {"--model"},
 }
 
 

@@ -80,14 +80,31 @@ def _vllm_kernels(text: str, s: dict) -> None:
     # V0 "Initializing an LLM engine", vllm-project/vllm@1473f74:vllm/engine/llm_engine.py LLMEngine.__init__):
     # model_config.quantization, filled from the checkpoint's quantization_config
     m = _first(r"Initializing an? (?:V1 )?LLM engine[^\n]*?[ ,]quantization=([\w-]{1,40})", text)
-    if m:
-        s["quantization"] = m.group(1)
+    stated = m.group(1) if m else _asked_quantization(text)
+    if stated:
+        s["quantization"] = stated
     if "top-p & top-k sampling" in text:  # topk_topp_sampler.py: which sampler the profile's dummy run took
         s["flashinfer_sampler"] = "Using FlashInfer for top-p & top-k sampling" in text
     # quantization/mxfp4.py: the MXFP4 MoE kernel it chose (marlin_utils_fp4.py's warning: Marlin; 0.10.1 logs no choice)
     m = _first(r"\[mxfp4\.py:\d+\] Using (Triton|Marlin|FlashInfer MXFP4)", text)
     if m or "[marlin_utils_fp4.py:" in text:
         s["mxfp4_backend"] = m.group(1).split()[0].lower() if m else "marlin"
+
+
+def _asked_quantization(text: str) -> str | None:
+    """The quantization a vLLM run asked for where the log prints no engine-config line (an online `--quantization
+    fp8` on a bf16 checkpoint, vllm-project/vllm#35289): the "non-default args" dict vLLM logs at start-up
+    (log_non_default_args, vllm-project/vllm@00fc8809:vllm/entrypoints/utils.py), else the command line's
+    `--quantization` (or its alias `-q` on a line that starts vLLM: `--model`, `vllm serve`; EngineArgs.add_cli_args,
+    vllm-project/vllm@99d7eb5d:vllm/engine/arg_utils.py). None where neither states one."""
+    m = _first(r"non-default args: \{[^\n]*?'quantization': '([\w-]{1,40})'", text)
+    if m:
+        return m.group(1)
+    m = _first(r"(?:^|\s)--quantization(?:=|[ \t]+)([\w-]{1,40})", text)
+    if m:
+        return m.group(1)
+    m = _first(r"^(?=[^\n]*(?:--model|vllm serve))[^\n]*\s-q(?:=|[ \t]+)([\w-]{1,40})", text, re.M)
+    return m.group(1) if m else None
 
 
 def _vllm(text: str, rec: LogRecord) -> None:

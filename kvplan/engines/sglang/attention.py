@@ -77,7 +77,6 @@ AITER, AITER_FROM, AITER_CONTEXT, AITER_SCALE = "aiter", (0, 4, 7), 8192, 0.85
 ROCM_TRITON = (("GptOssForCausalLM", (0,), (0, 5, 10)), ("Olmo2ForCausalLM", (0, 5, 4), None))
 SM100_ONLY = ("trtllm_mla", "trtllm_mha")
 DSA_PAGE = 64
-ROCM_DSA_PRESHUFFLE = (0, 5, 12)  # DSA on ROCm: page 64 under aiter's preshuffled paged MQA, else 1 (dsa.py)
 # a model without MLA on capability 10.x (module docstring): (first release, architectures) defaulting to trtllm_mha,
 # each entry extending the one before; every such model from MHA_ALL; 0.5.6.x's test that takes capability 12 too
 MHA_ARCHS = (((0,), ("GptOssForCausalLM",)), ((0, 5, 4), ("Olmo2ForCausalLM",)),
@@ -189,8 +188,6 @@ def backend(model, gpu, version: str, opts: dict) -> tuple[str | None, str]:
 
 def page_size(model, gpu, version: str, opts: dict, given: int | None) -> tuple[int, str]:
     """(SGLang's page size, why where a backend or DSA forces it): `given` is --page-size where set."""
-    if _dsa(model) and _rocm(gpu):
-        return _rocm_dsa_page(version, given)
     if _dsa(model):  # set whatever --page-size says (0.5.10 server_args.py L1576-1582; 0.5.23 deepseek_v2.py L160-173)
         return DSA_PAGE, ("" if given in (None, DSA_PAGE) else f"SGLang sets page_size {DSA_PAGE} for DeepSeek Sparse "
                           f"Attention on CUDA whatever page_size is given ({given})")
@@ -203,18 +200,6 @@ def page_size(model, gpu, version: str, opts: dict, given: int | None) -> tuple[
     if forced is None or (given is not None and given in keeps):
         return (1 if given is None else given), ""
     return forced, f"{why}, which runs {forced}-token pages"
-
-
-def _rocm_dsa_page(version: str, given: int | None) -> tuple[int, str]:
-    """(1, why): SGLang's DSA page on ROCm, set whatever --page-size says; 64 from 0.5.12 only on aiter's preshuffled
-    path, which needs SGLANG_USE_AITER=1 (off by default) and Triton >= 3.5 (kvplan.engines.sglang.dsa's docstring)."""
-    why = f"SGLang sets page_size 1 for DeepSeek Sparse Attention on ROCm whatever page_size is given ({given})" \
-        if given not in (None, 1) else ""
-    if parse_version(version) >= ROCM_DSA_PRESHUFFLE:
-        why = (why + "; " if why else "") + (
-            "assumed SGLang's legacy ROCm DSA path (SGLANG_USE_AITER off, its default): under SGLANG_USE_AITER=1 with "
-            "Triton >= 3.5 it runs 64-token pages, the pool rounded down to 64 tokens (up to 63 fewer)")
-    return 1, why
 
 
 def _rocm(gpu) -> bool:

@@ -83,8 +83,8 @@ def test_mla_kv_size_line_is_read_and_a_dsa_pool_is_refused():
     # KV size: 186.77 GB". The DSA pool (0.5.8.post1 memory_pool.py L1676-1760, fp8, page 1 on ROCm): per layer a
     # kv_buffer of size + page rows x (512 + 512 // 128 x 4 + 64 x 2 B) = 656 B and an index_k buffer of
     # (size + page + 1) rows x (128 + 4) B; 78 layers: (3,262,824 x 656 + 3,262,825 x 132) x 78 = 200,546,224,632 B
-    # = 186.77 GiB. kvplan plans SGLang's DSA pool on ROCm from 0.5.10 only (kvplan.engines.sglang.dsa: 0.5.8's fp8
-    # row on ROCm follows the gfx target's fp8 format), so it refuses this 0.5.8 check.
+    # = 186.77 GiB. kvplan refuses SGLang's DSA pool on ROCm (kvplan.engines.sglang.dsa: 0.5.8's fp8 row there
+    # follows the gfx target's fp8 format, a later page SGLANG_USE_AITER and Triton's version), so this check too.
     r = _parsed("sglang-amd-glm5-fp8-mi355x-tp8").reported
     assert (r["kv_tokens"].text, r["kv_size_gb"].text) == ("3262823", "186.77") and "k_size_gb" not in r
     per_layer = 3_262_824 * (512 + 512 // 128 * 4 + 64 * 2) + 3_262_825 * (128 + 4)

@@ -29,10 +29,27 @@ Read in the wheels (sglang/srt/...); page 64 on CUDA is kvplan.engines.sglang.at
   such a model is refused there.
 
 0.5.8 on force DP attention only for context parallelism (0.5.8 `server_args.py` L1115-1135; 0.5.10 L1568-1574).
+ROCm (AMD), read in the wheels and refused, as its page is not the command's to know: the default DSA backends are
+ROCm's own (tilelang 0.5.10-0.5.14, 0.5.10 `server_args.py` L1459-1461; aiter / tilelang in 0.5.15, triton / aiter
+0.5.16-0.5.18, tilelang 0.5.19, triton from 0.5.20, 0.5.23 `arg_groups/overrides.py` L709-713), and under each the
+latent row is the raw one, 576 elements of the KV dtype without scales (0.5.10 `model_runner_kv_cache_mixin.py`
+L261-266 tilelang; 0.5.14 L249 adds aiter; 0.5.20 `mem_cache/kv_cache_configurator.py` L2575 adds triton; 0.5.23
+L3442-3448), so counted = allocated in every release. --kv-cache-dtype auto reads torch's capability, gfx942 /
+gfx950 -> major 9: bfloat16. The indexer keys are 132 B a token as on CUDA (0.5.23 `mem_cache/index_key_cache.py`
+L22-47). The page is ROCm's: 1 whatever --page-size says in 0.5.10-0.5.11 (0.5.10 `server_args.py` L1576-1579); from
+0.5.12 1 on the legacy path, 64 only where aiter's preshuffled paged MQA runs (SGLANG_USE_AITER=1 and Triton >= 3.5
+or AITER_ENABLE_AOT_GLUON_PA_MQA_LOGITS=1: 0.5.12 `server_args.py` L1856-1868; 0.5.23
+`layers/attention/dsa/utils.py` L34-68, `arg_groups/model_overrides/deepseek_v2.py` L151-172); SGLANG_USE_AITER is
+off by default (0.5.12 `environ.py` L326), but it is the environment's, and Triton's version the install's. The attention
+backend is dsa (nsa), not aiter: no 0.85 cut. A plan of all this (page 1 assumed and said) changes the speed
+corpus's held-out pricing, so it waits on its own round: it is not shipped.
 Refused with the reason: releases before 0.5.8 (0.5.3-0.5.7 force DP attention, 0.5.3 also mem_fraction_static 0.8
-and a cell without the indexer: 0.5.3 `server_args.py` L806-846, `model_runner.py` L1274-1279),
-ROCm, NPU and XPU pools (ROCm: page 1 or aiter's preshuffled pages by Triton version, fp8 rows with scales in 0.5.8
-and raw in 0.5.23 under its triton / tilelang / aiter backends). A config's `index_kpool` > 1 (pooled indexer keys,
+and a cell without the indexer: 0.5.3 `server_args.py` L806-846, `model_runner.py` L1274-1279), ROCm (above; and
+0.5.8-0.5.9 page 1 on ROCm, 0.5.8 `server_args.py` L1151-1155, but the fp8 row is 656 B only where the cache's torch
+dtype is float8_e4m3fn, `mem_cache/memory_pool.py` L1356, which on ROCm follows the gfx target's fp8 format: not
+read), NPU and XPU pools. From 0.5.10 the raw row holds whatever the fp8 format: the pool takes the configurator's
+dim unless it differs from 576 (0.5.10 `memory_pool.py` L1467-1478, L1826-1827).
+A config's `index_kpool` > 1 (pooled indexer keys,
 page 64 x index_kpool) or `learnable_sink` (bf16 forced, 0.5.20 on) is refused by kvplan.readers.families.dsa.
 """
 
@@ -96,10 +113,7 @@ def pool(model, gpu, version: str, kv_dtype) -> DsaPool | None:
     if not is_dsa(model):
         return None
     check_release(version)
-    if vendor_of(gpu) != "NVIDIA":
-        raise KvplanError(f"SGLang's DeepSeek Sparse Attention pool on {vendor_of(gpu) or 'this GPU'}: kvplan reads "
-                          "its CUDA pool only (ROCm runs page 1 or aiter's preshuffled pages by Triton version, its "
-                          "fp8 rows by release; NPU and XPU their own pools)", EXIT_USAGE, param="gpu")
+    _check_vendor(gpu, version)
     if kv_dtype.name not in ("bf16", "fp8"):
         raise KvplanError(f"SGLang runs DeepSeek Sparse Attention with a bfloat16 or fp8_e4m3 KV cache only "
                           f"(\"DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3\"), not {kv_dtype.name}",
@@ -132,6 +146,22 @@ def refuse(st) -> None:
     if st.dsa_refused:
         message, param, value, allowed = st.dsa_refused
         raise KvplanError(message, EXIT_USAGE, param=param, value=value, allowed=allowed)
+
+
+def _check_vendor(gpu, version: str) -> None:
+    """Refuse the pools kvplan does not plan: ROCm's (its page follows the install, module docstring), NPU's, XPU's."""
+    vendor = vendor_of(gpu)
+    if vendor == "AMD":
+        why = ("0.5.8-0.5.9 write 656-byte fp8 rows only where torch's fp8 is float8_e4m3fn, which follows the "
+               "gfx target" if parse_version(version) < (0, 5, 10) else
+               "raw 576-element rows + 132 B of indexer keys a layer, on pages of 1, or of 64 from 0.5.12 where "
+               "aiter's preshuffled paged MQA runs (SGLANG_USE_AITER=1 and Triton >= 3.5), which the command does "
+               "not say")
+        raise KvplanError(f"SGLang {version}'s DeepSeek Sparse Attention pool on ROCm is not planned: {why}",
+                          EXIT_USAGE, param="gpu")
+    if vendor != "NVIDIA":
+        raise KvplanError(f"SGLang's DeepSeek Sparse Attention pool on {vendor or 'this GPU'}: kvplan reads its CUDA "
+                          "pool only (NPU and XPU run their own)", EXIT_USAGE, param="gpu")
 
 
 def check_release(version: str) -> None:

@@ -87,3 +87,12 @@ def test_no_sm_count_asked_where_v2_samples():
                                                                           Request(context=8192), v))
              for v in ("0.21.0", "0.25.0")}
     assert "sm_count" in facts["0.21.0"] and "sm_count" not in facts["0.25.0"]
+
+
+def test_releases_after_0_29_priced_as_v1_and_said():
+    # V2's profile run was read through the 0.29.0 wheel only: 0.30+ keeps V1's terms (14.12 B per logit and the
+    # Triton buffer, as on 0.21.0) and the note says the figure is an estimate
+    llama, gpu = find_in_catalog("llama-3.1-8b"), find_gpu("h100")
+    assert _terms("llama-3.1-8b", "0.33.0")["activation_peak"] == _terms("llama-3.1-8b", "0.21.0")["activation_peak"]
+    note = runner.runner_note(llama, (0, 33, 0), gpu)
+    assert note.startswith("model runner: V2 assumed") and "priced as V1's" in note and "estimate" in note

@@ -21,7 +21,7 @@ from functools import lru_cache
 from kvplan.engines.vllm.overhead import encoder_budget, encoder_profile_bytes, missing_facts, overhead_terms, sampler_note
 from kvplan.engines.vllm.mxfp4 import unbundled_hopper, unbundled_note
 from kvplan.engines.vllm.cudagraphs import graph_notes
-from kvplan.engines.vllm.runner import runner_note, runs_v2
+from kvplan.engines.vllm.runner import priced_v2, runner_note
 from kvplan.engines.vllm.speculative import check_vllm, vllm_view
 from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
@@ -294,7 +294,7 @@ class Vllm(Engine):
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)
         cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
-        v2 = runs_v2(model, st.v, st.gpu, st.weight_dtype)  # the model runner (kvplan.engines.vllm.runner)
+        v2 = priced_v2(model, st.v, st.gpu, st.weight_dtype)  # the model runner (kvplan.engines.vllm.runner)
         encoder = encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), st.v, v2)
         cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)),
                            lines=(*cap.lines, *multimodal.rows(model, st, encoder)))

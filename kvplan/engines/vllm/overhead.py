@@ -19,8 +19,8 @@ entry point (vllm.overhead calls it).
    intermediate caches
    (MOE_WORKSPACE x T x top_k x (3 x I_e/tp + H)). Pipeline stages before the last run no sampler.
    The legacy V0 engine (< 0.8, eager, T = max_model_len without chunked prefill) keeps the
-   planner's eager form. The V2 model runner (0.22+, kvplan.engines.vllm.runner.runs_v2) samples the same S rows
-   without top-k/top-p: 6 B per logit (2 B on 0.26.x), source-derived (kvplan.engines.vllm.sampler); its forward
+   planner's eager form. The V2 model runner (0.22-0.29.x as read, kvplan.engines.vllm.runner.priced_v2) samples
+   the same S rows without top-k/top-p: 6 B per logit (2 B on 0.26.x), source-derived (kvplan.engines.vllm.sampler); its forward
    pass and non-torch terms keep V1's fits (the plan says so), and it profiles no encoder before 0.27.0.
 2. Non-torch increase (CUDA/NCCL allocations outside PyTorch up to the end of the profile run): a
    constant for one GPU, larger with tensor parallelism (custom all-reduce and NCCL buffers, FlashInfer's
@@ -44,7 +44,7 @@ from kvplan.engines.vllm.non_torch import (  # noqa: F401  (the calibrated const
 from kvplan.engines.vllm.sampler import (  # noqa: F401  (the sampler's constants and rules, re-exported)
     SAMPLER_BYTES, SAMPLER_BYTES_V011, sampler_note, sm_count_missing, sort_sampler, triton_buffer_bytes,
     v2_bytes_per_logit)
-from kvplan.engines.vllm.runner import runs_v2
+from kvplan.engines.vllm.runner import priced_v2
 from kvplan.engines.vllm.mxfp4 import (  # noqa: F401  (the MXFP4 backends' rules, re-exported)
     backend_for, nvidia_capability as _nvidia_capability, weights_repack_extra)
 from kvplan.engines.vllm import v0_mla
@@ -212,7 +212,7 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     gpu = getattr(st, "gpu", None)
     named = getattr(st, "mxfp4_backend", None)  # the MXFP4 kernel a log or the user names (kvplan.engines.vllm.mxfp4)
     wd = getattr(st, "weight_dtype", None)
-    v2 = runs_v2(model, v, gpu, wd)  # the model runner (kvplan.engines.vllm.runner): V2's sampler and encoder profile
+    v2 = priced_v2(model, v, gpu, wd)  # the model runner (kvplan.engines.vllm.runner): V2's sampler and encoder profile
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu,
                           flashinfer_sampler=getattr(st, "flashinfer_sampler", None), mxfp4_backend=named,
                           weight_dtype=wd, v2=v2)
@@ -242,7 +242,7 @@ def missing_facts(model, dep, st) -> tuple[str, ...]:
     nvidia = vendor_of(gpu) == "NVIDIA"
     v = parse_version(st.version)
     sms = sm_count_missing(v, gpu, getattr(st, "flashinfer_sampler", None),
-                           min(st.max_num_seqs, st.max_num_batched_tokens)) and not runs_v2(model, v, gpu, wd)
+                           min(st.max_num_seqs, st.max_num_batched_tokens)) and not priced_v2(model, v, gpu, wd)
     workspace = workspace_possible(v, dep.tp, dep.pp, dep.dp, getattr(st, "eager", False))
     kernels = nvidia and model.quantization.method in ("mxfp4", "nvfp4")
     out = []

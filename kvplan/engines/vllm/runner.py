@@ -96,6 +96,14 @@ def runs_v2(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = None
     return not (v >= V2_MEASURES_FROM and vendor_of(gpu) == "AMD" and model.architecture in _ROCM_V1)
 
 
+V2_READ_BEFORE = (0, 30, 0)  # V2's profile run read in the 0.22.0-0.29.0 wheels; later releases priced as V1's
+
+
+def priced_v2(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = None) -> bool:
+    """Whether kvplan prices the V2 runner's own profile-run terms (sampler, encoder): V2 in a release it read."""
+    return v < V2_READ_BEFORE and runs_v2(model, v, gpu, weight_dtype)
+
+
 def _why_v1(model, v: tuple[int, ...], weight_dtype: str | None) -> str:
     """Why the release's default for this model is the V1 runner, in the words of its rule."""
     if v < (0, 24, 0):
@@ -117,6 +125,9 @@ def runner_note(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = 
     if not runs_v2(model, v, gpu, weight_dtype):
         return (f"model runner: V1 assumed, vLLM {release}'s default for {model.architecture}: "
                 f"{_why_v1(model, v, weight_dtype)}")
+    if v >= V2_READ_BEFORE:
+        return (f"model runner: V2 assumed, vLLM's default since 0.29.0; kvplan read V2's profile run through 0.29.x "
+                f"only, so {release}'s is priced as V1's (sampler, encoder, forward, non-torch): an estimate")
     return (f"model runner: V2 assumed, vLLM {release}'s default for {model.architecture} (VLLM_USE_V2_MODEL_RUNNER=0, "
             "or a feature V2 lacks, picks V1): its profile run's sampler is priced from V2's source; the forward "
             "pass and non-torch terms are V1's fits, an estimate for V2 (kvplan.engines.vllm.runner)")

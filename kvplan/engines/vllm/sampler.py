@@ -27,7 +27,7 @@ probabilities 4 B, the exponential draw 4 B of `random_sample`, 14 B by the sour
 the training split (benchmarks/budget_corpus.py --calibrate, the buffer taken out first); the buffer is
 source-derived.
 
-The V2 model runner (0.22.0+, kvplan.engines.vllm.runner.runs_v2) samples otherwise, and none of the above applies.
+The V2 model runner (0.22.0-0.29.x as read, kvplan.engines.vllm.runner.priced_v2) samples otherwise; none of the above.
 Its profile run (`v1/worker/gpu/model_runner.py` 0.22.0 profile_run L588-604, _dummy_sampler_run L569-581; 0.25.0
 L629-640, 0.28.0 L771-782, 0.29.0 L832-843 the same) computes the model-dtype logits of the same S rows and calls its
 own `Sampler` on a dummy batch whose rows keep the states' defaults, top_k = vocab and top_p = 1.0

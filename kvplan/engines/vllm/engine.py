@@ -21,6 +21,7 @@ from functools import lru_cache
 from kvplan.engines.vllm.overhead import encoder_budget, encoder_profile_bytes, missing_facts, overhead_terms, sampler_note
 from kvplan.engines.vllm.mxfp4 import unbundled_hopper, unbundled_note
 from kvplan.engines.vllm.cudagraphs import graph_notes
+from kvplan.engines.vllm.runner import priced_v2, runner_note
 from kvplan.engines.vllm.speculative import check_vllm, vllm_view
 from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
@@ -293,7 +294,8 @@ class Vllm(Engine):
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)
         cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
-        encoder = encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), st.v)
+        v2 = priced_v2(model, st.v, st.gpu, st.weight_dtype)  # the model runner (kvplan.engines.vllm.runner)
+        encoder = encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), st.v, v2)
         cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)),
                            lines=(*cap.lines, *multimodal.rows(model, st, encoder)))
         if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
@@ -309,7 +311,9 @@ class Vllm(Engine):
             cap = cap._replace(notes=(*cap.notes, slow))
         graphs = graph_notes(model, dep, st)  # the CUDA-graph term: priced by a fit, or 0 on V2 (vllm.runner)
         no_effect = sampler_note(st.v, st.flashinfer_sampler)
-        return cap._replace(notes=(*cap.notes, *graphs, *([no_effect] if no_effect else [])))
+        runner = runner_note(model, st.v, st.gpu, st.weight_dtype)  # V1 or V2 assumed, and why (0.22+)
+        return cap._replace(notes=(*cap.notes, *([runner] if runner else []), *graphs,
+                                   *([no_effect] if no_effect else [])))
 
     def fits(self, cap: Capacity, req) -> bool:
         return cap.blocks > 0 and cap.max_concurrency >= req.batch

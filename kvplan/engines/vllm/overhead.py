@@ -19,7 +19,9 @@ entry point (vllm.overhead calls it).
    intermediate caches
    (MOE_WORKSPACE x T x top_k x (3 x I_e/tp + H)). Pipeline stages before the last run no sampler.
    The legacy V0 engine (< 0.8, eager, T = max_model_len without chunked prefill) keeps the
-   planner's eager form.
+   planner's eager form. The V2 model runner (0.22-0.29.x as read, kvplan.engines.vllm.runner.priced_v2) samples
+   the same S rows without top-k/top-p: 6 B per logit (2 B on 0.26.x), source-derived (kvplan.engines.vllm.sampler); its forward
+   pass and non-torch terms keep V1's fits (the plan says so), and it profiles no encoder before 0.27.0.
 2. Non-torch increase (CUDA/NCCL allocations outside PyTorch up to the end of the profile run): a
    constant for one GPU, larger with tensor parallelism (custom all-reduce and NCCL buffers, FlashInfer's
    all-reduce fusion workspace from 0.17.0) and with pipeline parallelism alone, plus what the CUDA-graph
@@ -40,7 +42,9 @@ from kvplan.engines.vllm.non_torch import (  # noqa: F401  (the calibrated const
     NON_TORCH_PP, NON_TORCH_SINGLE, NON_TORCH_SINGLE_V011, NON_TORCH_TP, NON_TORCH_TP_LEGACY, NON_TORCH_TP_V011,
     V0_NON_TORCH_SINGLE, non_torch, workspace_possible)
 from kvplan.engines.vllm.sampler import (  # noqa: F401  (the sampler's constants and rules, re-exported)
-    SAMPLER_BYTES, SAMPLER_BYTES_V011, sampler_note, sm_count_missing, sort_sampler, triton_buffer_bytes)
+    SAMPLER_BYTES, SAMPLER_BYTES_V011, sampler_note, sm_count_missing, sort_sampler, triton_buffer_bytes,
+    v2_bytes_per_logit)
+from kvplan.engines.vllm.runner import priced_v2
 from kvplan.engines.vllm.mxfp4 import (  # noqa: F401  (the MXFP4 backends' rules, re-exported)
     backend_for, nvidia_capability as _nvidia_capability, weights_repack_extra)
 from kvplan.engines.vllm import v0_mla
@@ -74,8 +78,10 @@ MOE_WORKSPACE_BYTES = 1.78  # per element of the fused-MoE caches (T x top_k x (
 
 def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True,
                     version: tuple[int, ...] = (0, 19, 0), gpu=None, flashinfer_sampler: bool | None = None,
-                    mxfp4_backend: str | None = None, weight_dtype=None) -> int:
-    """Torch peak increase of vLLM's profile run on one rank (bytes)."""
+                    mxfp4_backend: str | None = None, weight_dtype=None, v2: bool = False) -> int:
+    """Torch peak increase of vLLM's profile run on one rank (bytes); `v2`: on the V2 model runner (0.22+), whose
+    sampler is priced from its source; its forward pass is V1's (both skip attention in the profile: V1 builds no
+    attention metadata there, gpu_model_runner.py 0.22.0 L5712-5714; V2 passes skip_attn, gpu/model_runner.py L590)."""
     if version < (0, 8, 0):
         mla = v0_mla.profile_peak(model, tp, tokens, version, weight_dtype)  # MLA's eager prefill / MoE (v0_mla)
         if mla is not None:
@@ -86,8 +92,11 @@ def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool
 
         return activation_estimate(model, tp, tokens=tokens, max_seqs=max_seqs)
     seqs = min(max_seqs, tokens)
-    per_logit = SAMPLER_BYTES_V011 if sort_sampler(version, flashinfer_sampler, seqs) else SAMPLER_BYTES
-    buffer = triton_buffer_bytes(version, seqs, model.vocab_size, gpu, flashinfer_sampler)
+    if v2:  # the V2 runner's sampler: logits and their fp32 copy, no top-k/top-p (kvplan.engines.vllm.sampler)
+        per_logit, buffer = v2_bytes_per_logit(version, _DTYPE_BYTES.get(model.dtype, 2)), 0
+    else:
+        per_logit = SAMPLER_BYTES_V011 if sort_sampler(version, flashinfer_sampler, seqs) else SAMPLER_BYTES
+        buffer = triton_buffer_bytes(version, seqs, model.vocab_size, gpu, flashinfer_sampler)
     sampler = per_logit * seqs * model.vocab_size + buffer if last_stage else 0
     forward = tokens * (FORWARD_MLP_BYTES * model.intermediate_size / tp + FORWARD_HIDDEN_BYTES * model.hidden_size)
     moe = moe_workspace_elements(model, tp, tokens, gpu, version, mxfp4_backend)
@@ -182,9 +191,11 @@ def encoder_budget(model, max_num_batched_tokens: int) -> int:
     return max(max_num_batched_tokens, model.mm_tokens_per_image)
 
 
-def encoder_profile_bytes(model, tokens: int, version: tuple[int, ...] = (0, 19, 0)) -> int:
-    """Bytes of dummy encoder outputs vLLM's profile run holds for a multimodal model (0 otherwise)."""
-    if not getattr(model.params, "vision", 0) or version < (0, 8, 0):
+def encoder_profile_bytes(model, tokens: int, version: tuple[int, ...] = (0, 19, 0), v2: bool = False) -> int:
+    """Bytes of dummy encoder outputs vLLM's profile run holds for a multimodal model (0 otherwise). The V2 runner
+    profiles no encoder before 0.27.0 (gpu/model_runner.py profile_run: 0.22.0 L588-604, 0.25.0 L648-664, 0.26.0
+    L673-689 begin with the text dummy run; 0.27.0 L702-715 adds `profile_encoder_cache`, 0.28.0 L790-803 keeps it)."""
+    if not getattr(model.params, "vision", 0) or version < (0, 8, 0) or (v2 and version < (0, 27, 0)):
         return 0
 
     return tokens * model.hidden_size * _DTYPE_BYTES.get(model.dtype, 2)
@@ -201,16 +212,17 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     gpu = getattr(st, "gpu", None)
     named = getattr(st, "mxfp4_backend", None)  # the MXFP4 kernel a log or the user names (kvplan.engines.vllm.mxfp4)
     wd = getattr(st, "weight_dtype", None)
+    v2 = priced_v2(model, v, gpu, wd)  # the model runner (kvplan.engines.vllm.runner): V2's sampler and encoder profile
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu,
                           flashinfer_sampler=getattr(st, "flashinfer_sampler", None), mxfp4_backend=named,
-                          weight_dtype=wd)
+                          weight_dtype=wd, v2=v2)
     graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, gpu, wd) if st.cudagraphs else 0
     nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens)
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu, named, v) + nvfp4_scale_padding(model, dep.tp, gpu)
                                + rope_table_bytes(model) + allocator_rounding(model, dep, st)
                                + v0_mla.absorbed_bytes(model, dep.tp, dep.pp, v, wd)),
-            "encoder_profile": encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), v)}
+            "encoder_profile": encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), v, v2)}
 
 
 def allocator_rounding(model, dep, st) -> int:
@@ -226,11 +238,12 @@ def missing_facts(model, dep, st) -> tuple[str, ...]:
     kvplan.hardware.facts.ASSUMED_FACTS, what each rule assumed instead): the compute capability where an
     MXFP4 or NVFP4 checkpoint's kernel or the all-reduce workspace depends on it, the fabric where the
     workspace does, the multiprocessor count where the Triton sampler's buffer does (0.17+)."""
-    gpu = getattr(st, "gpu", None)
+    gpu, wd = getattr(st, "gpu", None), getattr(st, "weight_dtype", None)
     nvidia = vendor_of(gpu) == "NVIDIA"
-    sms = sm_count_missing(parse_version(st.version), gpu, getattr(st, "flashinfer_sampler", None),
-                           min(st.max_num_seqs, st.max_num_batched_tokens))
-    workspace = workspace_possible(parse_version(st.version), dep.tp, dep.pp, dep.dp, getattr(st, "eager", False))
+    v = parse_version(st.version)
+    sms = sm_count_missing(v, gpu, getattr(st, "flashinfer_sampler", None),
+                           min(st.max_num_seqs, st.max_num_batched_tokens)) and not priced_v2(model, v, gpu, wd)
+    workspace = workspace_possible(v, dep.tp, dep.pp, dep.dp, getattr(st, "eager", False))
     kernels = nvidia and model.quantization.method in ("mxfp4", "nvfp4")
     out = []
     if (kernels or workspace) and nvidia and fact_missing(gpu, "compute_capability"):

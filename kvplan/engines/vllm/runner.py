@@ -25,6 +25,11 @@ graphs will be captured and subtracts it under VLLM_MEMORY_PROFILER_ESTIMATE_CUD
   other drafters, sequence or prefill-context parallelism, prompt embeds, custom logits processors ...) send vLLM
   back to V1; kvplan plans none of those on the default path, and the plan's note says what it assumed
   (`graph_note`).
+
+From 0.29.0 V2 is the default for every model (`config/vllm.py` 0.29.0 `use_v2_model_runner` L645-677) but two
+architectures on ROCm (ROCM_DEFAULT_MRV1_ARCHITECTURES L71-73: DeepseekV32ForCausalLM, DeepseekV4ForCausalLM).
+What else the V2 runner changes in the start-up budget (its profile run's sampler, its encoder profile, its non-torch
+figure) is kvplan.engines.vllm.sampler's and overhead's; `runner_note` says which runner a plan assumed, and why.
 """
 
 from __future__ import annotations
@@ -78,6 +83,54 @@ def v2_by_default(model, v: tuple[int, ...], weight_dtype: str | None = None) ->
     if (hybrid and (v < (0, 27, 0) or not listed)) or not kinds & ATTENTION_KINDS:
         return False
     return listed or not _moe(model)
+
+
+_ROCM_V1 = ("DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM")  # 0.29.0 config/vllm.py L71-73
+
+
+def runs_v2(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = None) -> bool:
+    """Whether vLLM runs this model on its V2 runner by default (v2_by_default; from 0.29.0 every model, but the two
+    architectures ROCm keeps on V1)."""
+    if not v2_by_default(model, v, weight_dtype):
+        return False
+    return not (v >= V2_MEASURES_FROM and vendor_of(gpu) == "AMD" and model.architecture in _ROCM_V1)
+
+
+V2_READ_BEFORE = (0, 30, 0)  # V2's profile run read in the 0.22.0-0.29.0 wheels; later releases priced as V1's
+
+
+def priced_v2(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = None) -> bool:
+    """Whether kvplan prices the V2 runner's own profile-run terms (sampler, encoder): V2 in a release it read."""
+    return v < V2_READ_BEFORE and runs_v2(model, v, gpu, weight_dtype)
+
+
+def _why_v1(model, v: tuple[int, ...], weight_dtype: str | None) -> str:
+    """Why the release's default for this model is the V1 runner, in the words of its rule."""
+    if v < (0, 24, 0):
+        return (f"V2 is its default only for {', '.join(_listed(_DENSE_V2, v))}, neither MoE nor quantized "
+                "(config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES)")
+    if v < (0, 25, 0):
+        return f"V2 is its default only for {', '.join(_ANY_V2[(0, 24, 0)])}"
+    if v >= V2_MEASURES_FROM:
+        return "ROCm keeps DeepSeek-V3.2 and V4 on V1 (config/vllm.py 0.29.0 ROCM_DEFAULT_MRV1_ARCHITECTURES)"
+    return ("V2 is its default for models that are neither MoE outside its list, nor hybrid (0.27+: unless listed), "
+            "nor attention-free (config/vllm.py _is_default_v2_model_runner_model)")
+
+
+def runner_note(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = None) -> str | None:
+    """The plan's line saying which model runner kvplan assumed (0.22.0+, where the default can be V2), and why."""
+    if v < V2_FROM:
+        return None
+    release = ".".join(map(str, v))
+    if not runs_v2(model, v, gpu, weight_dtype):
+        return (f"model runner: V1 assumed, vLLM {release}'s default for {model.architecture}: "
+                f"{_why_v1(model, v, weight_dtype)}")
+    if v >= V2_READ_BEFORE:
+        return (f"model runner: V2 assumed, vLLM's default since 0.29.0; kvplan read V2's profile run through 0.29.x "
+                f"only, so {release}'s is priced as V1's (sampler, encoder, forward, non-torch): an estimate")
+    return (f"model runner: V2 assumed, vLLM {release}'s default for {model.architecture} (VLLM_USE_V2_MODEL_RUNNER=0, "
+            "or a feature V2 lacks, picks V1): its profile run's sampler is priced from V2's source; the forward "
+            "pass and non-torch terms are V1's fits, an estimate for V2 (kvplan.engines.vllm.runner)")
 
 
 def estimate_subtracted(model, v: tuple[int, ...], gpu, eager: bool, weight_dtype: str | None = None) -> bool:

@@ -26,6 +26,17 @@ The cost per logit of path 1 and 3 besides the buffer (SAMPLER_BYTES: bf16 logit
 probabilities 4 B, the exponential draw 4 B of `random_sample`, 14 B by the source) and of path 2 are fitted on
 the training split (benchmarks/budget_corpus.py --calibrate, the buffer taken out first); the buffer is
 source-derived.
+
+The V2 model runner (0.22.0-0.29.x as read, kvplan.engines.vllm.runner.priced_v2) samples otherwise; none of the above.
+Its profile run (`v1/worker/gpu/model_runner.py` 0.22.0 profile_run L588-604, _dummy_sampler_run L569-581; 0.25.0
+L629-640, 0.28.0 L771-782, 0.29.0 L832-843 the same) computes the model-dtype logits of the same S rows and calls its
+own `Sampler` on a dummy batch whose rows keep the states' defaults, top_k = vocab and top_p = 1.0
+(`gpu/sample/states.py` 0.22.0 L29-32), so `apply_top_k_top_p` returns at once (L94-97): no sort, no Triton kernel,
+no buffer, no FlashInfer. What stays per logit: the logits (2 B in bf16/fp16) and, where `apply_sampling_params`
+copies them to a new fp32 tensor (`gpu/sample/sampler.py` 0.22.0 L132-133, 0.25.0 L156-157, 0.27.0 L158-159, 0.28.0
+L195-196, 0.29.0 L221-222), 4 B more; 0.26.0 mutates the logits in place and copies only for raw logprobs, which the
+dummy batch asks none of (L162-168). The Gumbel-max draw (`gpu/sample/gumbel.py` gumbel_sample) keeps one value and
+index per row and Triton block, not per logit. So 6 B per logit (2 B on 0.26.x), source-derived, not fitted.
 """
 
 from __future__ import annotations
@@ -40,6 +51,15 @@ TRITON_BUFFER_BYTES = 4  # the buffer is `logits.new_empty`: the fp32 logits' dt
 # none (a plan warning) or that a log does not name (check-log says so).
 CORPUS_SM_COUNT = ASSUMED_SM_COUNT
 _TRITON_VENDORS = ("NVIDIA", "AMD", "UNKNOWN")  # vLLM's CUDA and ROCm platforms; a GPU known only by its memory
+
+
+V2_FP32_COPY_BYTES = 4  # apply_sampling_params' fp32 copy of the logits (V2 runner, all but 0.26.x)
+
+
+def v2_bytes_per_logit(version: tuple[int, ...], logits_bytes: int = 2) -> int:
+    """Bytes per logit of the V2 runner's dummy sampler run: the model-dtype logits, plus their fp32 copy but on
+    0.26.x (which samples in place)."""
+    return logits_bytes + (0 if (0, 26, 0) <= version < (0, 27, 0) else V2_FP32_COPY_BYTES)
 
 
 def sort_sampler(version: tuple[int, ...], flashinfer: bool | None = None, rows: int = TRITON_MIN_ROWS) -> bool:

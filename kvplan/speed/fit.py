@@ -28,8 +28,8 @@ from kvplan.speed.eras import fitted_with, own_terms, unused_terms
 from kvplan.speed.frontend import ingress_queue, ingress_rate, native_chat
 from kvplan.speed.load import combos, decode_context, value
 from kvplan.speed.model import decode_features, nccl_only, prefill_features, priced
-from kvplan.speed.nnls import nnls
 from kvplan.speed.recency import weights as recency_weights
+from kvplan.speed.robust import robust
 from kvplan.speed.shape import read_flops, shape_for, weight_dtype_of
 from kvplan.speed.ssm_dtype import as_stated, in_dtype
 from kvplan.speed.ggml import MMVQ_MAX
@@ -38,8 +38,6 @@ from kvplan.speed.terms import TERMS, Shape, bound, path_at, roofline_of
 PASSES = 3  # the fit's Gauss-Newton re-linearisations (each at the previous coefficients' settled load)
 SETTLE_MAX = 30  # an open loop's fixed-point passes, at most (settle)
 SETTLE_TOL = 1e-3  # ... until its E2E moves less than this share
-ROBUST = 30  # Gauss-Newton steps of the robust fit, at most
-SCALE = 0.5  # the Cauchy loss's scale on log(predicted / measured)
 # The roofline's terms never beat the datasheet FLOP/s or the measured bandwidth (kvplan.speed.shape.read_bandwidth):
 # their coefficients are 1 or more, so the calibrated
 # step is never faster than the roofline (which stays the lower bound). The rest start at 0.
@@ -325,52 +323,10 @@ def _fit(built: list[Built], passes: int, apart: dict | None = None, era: str = 
                         row[i] = 0.0
                 rows.append([row[i] for i in keep])
                 ws.append(w)
-        fitted = iter(_robust(rows, ws, [floor[i] for i in keep]))
+        fitted = iter(robust(rows, ws, [floor[i] for i in keep]))
         coef = [next(fitted) if i in keep else 0.0 for i in range(len(names))]
     left_out = unused_terms(era) if era else frozenset()  # a term `era` does not fit reads 0, not a shared column's
     return [0.0 if t in left_out else c for t, c in zip(TERMS, of(coef, era))]
-
-
-def _loss(rows, ws, coef) -> float:
-    total = 0.0
-    for row, w in zip(rows, ws):
-        r = math.log(max(sum(c * v for c, v in zip(coef, row)), 1e-9))
-        total += w * math.log1p((r / SCALE) ** 2)
-    return total
-
-
-def _robust(rows: list[list[float]], ws: list[float], floor: list[float] | None = None) -> list[float]:
-    """Coefficients >= FLOOR minimising sum w x log(1 + (log(ratio) / SCALE)^2) over the rows (ratio = the
-    row's prediction over its measurement): Gauss-Newton in log space, each step a weighted NNLS on
-    the coefficients less their floor (Cauchy weights: a figure the terms cannot explain, a misread
-    setting or another kernel, loses its pull), halved while it does not lower the loss."""
-    floor = floor or [FLOOR.get(t, 0.0) for t in TERMS]
-    if not rows:
-        return [0.0] * len(floor)
-    coef = floor[:]
-    loss = _loss(rows, ws, coef)
-    for _ in range(ROBUST):
-        a, y = [], []
-        for row, w in zip(rows, ws):
-            p = max(sum(c * v for c, v in zip(coef, row)), 1e-9)
-            base = sum(f * v for f, v in zip(floor, row))
-            r = math.log(p)
-            k = math.sqrt(w / (1.0 + (r / SCALE) ** 2))
-            a.append([v / p * k for v in row])
-            y.append((1.0 - r - base / p) * k)
-        new = [f + x for f, x in zip(floor, nnls(a, y))]
-        for _ in range(6):
-            trial = _loss(rows, ws, new)
-            if trial <= loss:
-                break
-            new = [(n + c) / 2 for n, c in zip(new, coef)]
-        else:
-            break
-        converged = abs(loss - trial) <= 1e-9 * max(1.0, loss)
-        coef, loss = new, trial
-        if converged:
-            break
-    return coef
 
 
 def split(built: list[Built]) -> tuple[list[Built], list[Built]]:

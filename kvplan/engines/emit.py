@@ -78,7 +78,7 @@ def _weight_flags(engine, model, want: str, have: str) -> list[str]:
     * 16-bit to fp8: `--quantization fp8`, online dynamic quantization: every linear layer but the LM head
       to fp8 e4m3 with a per-tensor scale (vLLM docs/features/quantization/fp8.md "Online Dynamic
       Quantization"; SGLang docs/advanced_features/quantization.md "Online Quantization"), as kvplan counts
-      --weight-dtype fp8 (kvplan.model.spec.linear_bytes: one byte a weight, no block scales).
+      --weight-dtype fp8 (kvplan.model.weight_formats.linear_bytes: one byte a weight, no block scales).
     * 16-bit to nf4: `--quantization bitsandbytes --load-format bitsandbytes`, bitsandbytes' NF4 with double
       quantization on every linear layer as it loads (kvplan.model.spec.BNB_NF4), both engines.
     * A quantized checkpoint as stored: no flag; the engine reads the method from its config.json.

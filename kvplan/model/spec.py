@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.core.intmath import cdiv
 from kvplan.model.layers import LayerSpec, unwindowed
+# PLAIN_BYTES and linear_bytes re-exported: planning, engines and tests read them here
+from kvplan.model.weight_formats import PLAIN_BYTES, gguf_edges, gguf_methods, linear_bytes  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -238,47 +238,6 @@ class ModelSpec:
 
 # --- weight bytes ------------------------------------------------------------------------------
 
-PLAIN_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}  # bytes per element of an unquantized dtype
-
-
-def linear_bytes(params: int, method: str, group_size: int = 0, zeros: bool = True, scale_bytes: int = 2) -> int:
-    """Bytes of `params` linear weights stored as `method`, scales included.
-
-    * fp8 / int8: one byte each, plus an fp32 scale per group_size x group_size block when the
-      checkpoint uses block scales (DeepSeek-V3: weight_block_size [128, 128]).
-    * int4 (AWQ, GPTQ): half a byte each, plus per group of `group_size` (default 128) input
-      values one fp16 scale and one packed 4-bit zero point: 0.5 + 2.5 / 128 bytes per weight; a
-      symmetric scheme (`zeros=False`: compressed-tensors `symmetric: true`) stores no zero point:
-      0.5 + 2 / group bytes (Kimi-K2-Thinking, group 32: 0.5625 B per expert weight); bitsandbytes NF4 has
-      an fp32 absmax per 64 (`scale_bytes` 4: 0.5625 B), a uint8 one with double quantization (1: 0.515625 B).
-    * mxfp4 (OCP microscaling): 32 four-bit values share one 8-bit exponent: 17 / 32 bytes each.
-    * nvfp4 (NVIDIA ModelOpt / compressed-tensors nvfp4-pack-quantized): 16 four-bit e2m1 values share
-      one fp8 e4m3 scale: 9 / 16 bytes each (vLLM modelopt.py ModelOptNvFp4LinearMethod.create_weights:
-      weight uint8 [N, K/2], weight_scale fp8 [N, K/16]; the per-tensor fp32 scales are a few bytes).
-    * GGUF types (q4_0, q6_k, iq4_xs, ...): whole ggml blocks; _K_M mixes at their measured bits per
-      weight (kvplan.core.dtypes.GGUF_TYPES and GGUF_MIXES).
-    """
-    if method in PLAIN_BYTES:
-        return params * PLAIN_BYTES[method]
-    if method in ("fp8", "int8"):
-        scales = cdiv(params, group_size * group_size) * 4 if group_size else 0
-        return params + scales
-    if method == "int4":
-        g = group_size or 128
-        return params // 2 + (params // g) * (2 * scale_bytes + (1 if zeros else 0)) // 2
-    if method == "mxfp4":
-        return params * 17 // 32
-    if method == "nvfp4":
-        return params * 9 // 16
-
-    if method in GGUF_TYPES:  # whole blocks (kvplan.core.dtypes gives each type's block from ggml-common.h)
-        elems, nbytes = GGUF_TYPES[method]
-        return cdiv(params, elems) * nbytes
-    if method in GGUF_MIXES:  # a _K_M mix at llama.cpp's measured bits per weight (x 10^4)
-        return cdiv(params * GGUF_MIXES[method][0], 80_000)
-    raise KvplanError(f"unknown weight dtype {method!r}", EXIT_USAGE)
-
-
 @dataclass(frozen=True)
 class WeightBytes:
     """Bytes of a model's weights, split the way tensor parallelism treats them."""
@@ -381,8 +340,8 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
     kept_sharded = ka - kr + km + ks
     shardable = p.attention + p.mlp + p.shared_experts - p.replicated - kept_sharded
     embedding, lm_head = p.embedding * plain, p.lm_head * plain
-    if q.method in _gguf():  # a GGUF file quantizes the embeddings and the output too
-        emb_type, head_type = _gguf_edges(q.method)
+    if q.method in gguf_methods():  # a GGUF file quantizes the embeddings and the output too
+        emb_type, head_type = gguf_edges(q.method)
         # a tied table is quantized as the output head is ("for arches that share the same tensor between the
         # token embeddings and the output, we quantize the token embeddings with the quantization of the output
         # tensor", llama.cpp src/llama-quant.cpp llama_tensor_get_type, `!qs.has_output`)
@@ -400,19 +359,3 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
         vision=p.vision * plain,  # quantized checkpoints keep the vision tower in 16 bits
         vision_replicated=p.vision_replicated * plain,
     )
-
-
-def _gguf() -> set:
-    return {*GGUF_TYPES, *GGUF_MIXES}
-
-
-def _gguf_edges(method: str) -> tuple[str, str]:
-    """GGUF types of token_embd and output.weight for a file of `method` (llama_tensor_get_type,
-    src/llama-quant.cpp): token_embd keeps the file's base type (a _K_M mix's K type), output.weight
-    is Q6_K, except Q8_0 files (kept Q8_0) and the 1-2 bit IQ files (Q5_K)."""
-    base = {"q3_k_m": "q3_k", "q4_k_m": "q4_k", "q5_k_m": "q5_k"}.get(method, method)
-    if method == "q8_0":
-        return base, "q8_0"
-    if method in ("iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs"):
-        return base, "q5_k"
-    return base, "q6_k"

@@ -8,13 +8,12 @@ its KV profile (kvplan.planning.profile); max concurrency and max context follow
 The steps, in the order an engine (kvplan.engines.base.Engine.result) runs them:
   prepare()  -> Prepared: weights, overhead and KV profile per stage (no GPU, no context);
   budgets()  -> Stage per pipeline stage: the KV memory the GPU leaves;
-  usage()    -> Usage: what one sequence costs and a decode step reads;
+  usage()    -> Usage: what one sequence costs and a decode step reads (kvplan.planning.cost);
   assemble() -> Plan, with the engine's Answers and the verdict rules every engine shares.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -27,7 +26,8 @@ from kvplan.model.layers import ssm_as
 from kvplan.model.spec import ModelSpec, own_format, weight_bytes
 from kvplan.readers.mlp_layout import ffn_kinds
 from kvplan.planning.profile import PAGED, KVProfile, kv_profile
-from kvplan.core.search import largest_fitting
+from kvplan.planning.cost import (  # noqa: F401 (re-exported: the engines read them here)
+    Answers, ContextCost, Usage, context_cost, paged_answers, paged_max_context, usage)
 from kvplan.planning.plan_warnings import (  # noqa: F401 (re-exported: engines, report and cli read them here)
     KV_ASKED, KV_ENGINE_AUTO, KV_FOLLOWED, KV_NOT_FOLLOWED, KV_TOPICS, UNIFIED, PlanWarning, _override_warning,
     int4_group_assumed, memory_warnings,
@@ -169,21 +169,6 @@ class Prepared(NamedTuple):
     stages: tuple[StagePrep, ...]
 
 
-# Usage and Answers are made once per plan of a sweep: named tuples, the cheapest typed records.
-class Usage(NamedTuple):
-    """What the plan's context costs, over the stages: per GPU the worst stage, totals summed."""
-
-    sequence_bytes: tuple[int, ...]  # one sequence per stage, allocated slots and states
-    step_bytes: int  # one decode step of the batch reads this much, stage after stage
-    growth_bytes_per_token: int  # summed over stages
-    growth_bytes_per_token_per_gpu: int  # the worst stage
-    weight_bytes_per_gpu: int
-    kv_memory_bytes_per_gpu: int
-    room: bool  # every stage has some KV memory
-    concurrency: float  # sequences of the context every stage holds, by division (inf: they cost nothing)
-    token_slots: int  # token slots of every caching layer the tightest stage holds, in whole blocks
-
-
 class PooledStates(NamedTuple):
     """Recurrent-state slots an engine allocates up front out of a rank's KV memory, whatever the batch, the
     running requests' states among them (SGLang's MambaPool: kvplan.engines.sglang.mamba); per GPU."""
@@ -192,15 +177,6 @@ class PooledStates(NamedTuple):
     token_pool_bytes: int  # the token pool beside it (its tokens x bytes per token)
     held_bytes: int  # the slots one running request holds, on the stage that bounds the pool
     held_bytes_all: int  # the same over every stage of one tensor-parallel rank
-
-
-class Answers(NamedTuple):
-    """An engine's answers for one plan (before the verdict rules every engine shares)."""
-
-    kv_cache_tokens: int
-    max_concurrency: int
-    max_context: int
-    fits: bool
 
 
 def prepare_key(req: Request) -> tuple:
@@ -283,76 +259,6 @@ def budgets(prep: Prepared, budget: int, req: Request) -> tuple[Stage, ...]:
         kv = exact if exact is not None else budget - s.weight_bytes - over - req.lora_bytes
         out.append(Stage(s.layers, s.weight_bytes, s.weight_read_bytes, over, kv, s.profile))
     return tuple(out)
-
-
-class ContextCost(NamedTuple):
-    """The part of Usage no GPU changes: what the context costs the stages (a sweep works it out
-    once per request and model, not once per GPU)."""
-
-    sequence_bytes: tuple[int, ...]
-    step_bytes: int
-    growth_bytes_per_token: int
-    growth_bytes_per_token_per_gpu: int
-    weight_bytes_per_gpu: int
-    slot_bytes_per_token: tuple[int, ...]
-
-
-def context_cost(stages, req: Request) -> ContextCost:
-    """What `req`'s context costs `stages` (Stages or StagePreps: their profiles and weights)."""
-    ctx, batch = req.context, req.batch
-    seqs, slot = [], []
-    step = growth_sum = 0
-    growth_max = weight_max = None
-    for s in stages:
-        prof = s.profile
-        seqs.append(prof.sequence_bytes(ctx))
-        slot.append(prof.slot_bytes_per_token())
-        # Each decode step reads this rank's weights and the batch's cached tokens, stage after stage.
-        step += s.weight_read_bytes + batch * prof.sequence_bytes(ctx, paged=False)
-        growth = prof.growth_bytes_per_token()
-        growth_sum += growth
-        growth_max = growth if growth_max is None else max(growth_max, growth)
-        weight_max = s.weight_bytes if weight_max is None else max(weight_max, s.weight_bytes)
-    return ContextCost(tuple(seqs), step, growth_sum, growth_max, weight_max, tuple(slot))
-
-
-def usage(stages: tuple[Stage, ...], req: Request, cost: ContextCost | None = None) -> Usage:
-    """One pass over the stages (this runs once per plan of a sweep, so it is one explicit loop);
-    `cost`: context_cost(stages, req) when the caller already has it."""
-    if cost is None:
-        cost = context_cost(stages, req)
-    kv_min = None
-    conc = slots = math.inf
-    for s, seq, slot in zip(stages, cost.sequence_bytes, cost.slot_bytes_per_token):
-        kv = s.kv_memory_bytes
-        kv_min = kv if kv_min is None else min(kv_min, kv)
-        conc = min(conc, _div(kv, seq))
-        slots = min(slots, _div(kv, slot))
-    slots = int(slots // req.block_size * req.block_size) if slots < math.inf else 0
-    return Usage(cost.sequence_bytes, cost.step_bytes, cost.growth_bytes_per_token, cost.growth_bytes_per_token_per_gpu,
-                 cost.weight_bytes_per_gpu, kv_min, kv_min > 0, conc, slots)
-
-
-def _div(memory: int, cost: int) -> float:
-    if memory <= 0:
-        return 0
-    return memory // cost if cost > 0 else math.inf
-
-
-def paged_answers(stages, use: Usage, req: Request, model_limit: int, max_context: int | None = None) -> Answers:
-    """The planner's own answers: whole pages, concurrency by division, the longest context by search
-    (or `max_context` when the caller already knows it)."""
-    if max_context is None:
-        max_context = paged_max_context(stages, req.batch, model_limit)
-    return Answers(use.token_slots, int(use.concurrency), max_context, use.room and use.concurrency >= req.batch)
-
-
-def paged_max_context(stages, batch: int, model_limit: int) -> int:
-    """Longest context for `batch` sequences on every stage, capped by the model's own limit."""
-    def fits(n: int) -> bool:
-        return all(batch * s.profile.sequence_bytes(n) <= s.kv_memory_bytes for s in stages)
-
-    return max(0, largest_fitting(fits, model_limit))
 
 
 def limit_name(asked: bool) -> str:

@@ -1,4 +1,4 @@
-"""A burst's first wave (kvplan.speed.load: `wave_decode`, `refill_delay`) against simulate's event simulator
+"""A burst's first wave (kvplan.speed.wave: `wave_decode`, `refill_delay`) against simulate's event simulator
 (kvplan.simulator.engine, vLLM's v1 scheduler restated: running requests' decode tokens first in each step's
 token budget, then prefill chunks, admissions first come first served). Every step takes the same time s
 (SimModel.fixed_step_s), so what is compared is the counting of steps: a burst's wave of K prefill steps, the

@@ -40,6 +40,7 @@ seconds:
                            requests finish, from the first's E2E (F1) on, not one every T from the
                            start; a later request in turn r of B waits F1 (1 - r / B) longer
                            (`refill_delay`); drawn lengths (a dataset) keep the staggered refill
+                           (both kvplan.speed.wave's)
   waves (`waves`)          an engine that decodes only when no prefill batch forms (SGLang without mixed
                            chunks: kvplan.engines.scheduler.runs_waves) runs a closed loop of equal lengths
                            (`fixed`) in waves: the next B requests are all prefilled before anyone decodes, and
@@ -138,6 +139,7 @@ from dataclasses import dataclass
 from kvplan.speed.balance import held_back
 from kvplan.speed.model import PREFILL_CHUNK
 from kvplan.speed.queueing import arrival_wait, missed_step, overload_wait
+from kvplan.speed.wave import refill_delay, wave_decode, wave_steps
 
 RATE_METRICS = ("output_throughput", "request_throughput", "total_throughput", "pp_tok_s", "tg_tok_s")
 
@@ -199,23 +201,6 @@ def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None
     return max(1.0, min(c, load.cap)), c, c >= n
 
 
-def _wave(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float]:
-    """(K, L): the first wave's prefill steps, ceil(B x isl / chunk), and a request's tokens after its first."""
-    return max(1.0, -(-b * max(1.0, isl) // max(1, chunk))), max(0.0, osl - 1)
-
-
-def wave_decode(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float, float]:
-    """A first-wave request's time from its first token to its last, as (a, b, e) of t_wave, t_dec, t_grp: the
-    wave's K = ceil(B x isl / chunk) prefill steps each take t_wave / K, and a request whose prompt finishes in
-    step j decodes one token in each later step of the wave (vLLM's scheduler runs the running requests' decode
-    tokens first in every step's token budget, the prefill chunk beside them), so it gets m_j = min(L, K - j) of
-    its L = osl - 1 later tokens at the wave's pace, the rest at t_dec after the wave. Over j = 1..K uniform:
-    mean m = L (2K - 1 - L) / 2K for L < K, else (K - 1) / 2 (each request then rides the rest of the wave)."""
-    k, tokens = _wave(b, isl, osl, chunk)
-    m = tokens * (2 * k - 1 - tokens) / (2 * k) if tokens < k else (k - 1) / 2
-    return m / k, tokens - m, 0.0
-
-
 def lockstep_cycle(load: Load, b: float, g: float, osl: float) -> tuple[float, float, float]:
     """T, the GPU time per request, as (a, b, e) of t_wave, t_dec, t_grp, where `lockstep` workers run every forward
     together (attention DP): a step lasts as long as its slowest worker's, so a step in which any worker prefills
@@ -225,26 +210,11 @@ def lockstep_cycle(load: Load, b: float, g: float, osl: float) -> tuple[float, f
     prefill steps fall at independent times, so a step holds some worker's prefill with probability
     u = 1 - (1 - P / S)^n for n workers, and a cycle takes u S prefill-paced steps and (1 - u) S decode steps:
     T = (u S / P x t_wave + (1 - u) S x t_dec) / B. One worker (n = 1): u S = P, T = (t_wave + osl x t_dec) / B."""
-    k, _ = _wave(b, load.isl, osl, load.chunk)
+    k, _ = wave_steps(b, load.isl, osl, load.chunk)
     p = max(k, b / g * max(1.0, -(-g * max(1.0, load.isl) // max(1, load.chunk))))
     s = osl + p
     busy = s * (1 - (1 - p / s) ** load.lockstep)
     return busy / p / b, (s - busy) / b, 0.0
-
-
-def refill_delay(b: float, n: float, isl: float, osl: float, chunk: int) -> tuple[float, float, float]:
-    """The mean extra wait of a burst's later requests when every request has the same lengths: the r-th slot of
-    the first wave frees when its request finishes, spread from the first finish F1 to the wave's end W = B x T,
-    not from 0, as the staggered refill has it ((j - B) x T); a later request of refill position r (1..B, in
-    turn) starts F1 (1 - r / B) later. F1 = the first request's E2E: one wave step for its prefill, m1 = min(L,
-    K - 1) tokens in the wave's later steps, the rest at t_dec. Returns (a, b, e) of that mean delay."""
-    k, tokens = _wave(b, isl, osl, chunk)
-    m1 = min(tokens, k - 1)
-    later = n - b
-    q = int(later // b)
-    s = later - q * b
-    mean_r = (q * b * (b + 1) / 2 + s * (s + 1) / 2) / (b * later)
-    return (1 + m1) / k * (1 - mean_r), (tokens - m1) * (1 - mean_r), 0.0
 
 
 def drain_steps(load: Load, osl: float) -> float:

@@ -1,0 +1,42 @@
+"""A burst's first wave as step counts: its prefill steps, the decode its requests ride inside it, and the refill of
+its slots as those requests finish.
+
+The B requests a burst starts at once prefill in K = ceil(B x isl / chunk) steps; each gets its later tokens in the
+wave's remaining steps and after it, and, where every request has the same lengths, a later request takes the slot
+one of them frees. Each answer is (a, b, e) of t_wave, t_dec, t_grp, the form `load.py`'s `combos` adds up; the
+module knows lengths and counts only, not the Load they come from.
+"""
+
+from __future__ import annotations
+
+
+def wave_steps(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float]:
+    """(K, L): the first wave's prefill steps, ceil(B x isl / chunk), and a request's tokens after its first."""
+    return max(1.0, -(-b * max(1.0, isl) // max(1, chunk))), max(0.0, osl - 1)
+
+
+def wave_decode(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float, float]:
+    """A first-wave request's time from its first token to its last, as (a, b, e) of t_wave, t_dec, t_grp: the
+    wave's K = ceil(B x isl / chunk) prefill steps each take t_wave / K, and a request whose prompt finishes in
+    step j decodes one token in each later step of the wave (vLLM's scheduler runs the running requests' decode
+    tokens first in every step's token budget, the prefill chunk beside them), so it gets m_j = min(L, K - j) of
+    its L = osl - 1 later tokens at the wave's pace, the rest at t_dec after the wave. Over j = 1..K uniform:
+    mean m = L (2K - 1 - L) / 2K for L < K, else (K - 1) / 2 (each request then rides the rest of the wave)."""
+    k, tokens = wave_steps(b, isl, osl, chunk)
+    m = tokens * (2 * k - 1 - tokens) / (2 * k) if tokens < k else (k - 1) / 2
+    return m / k, tokens - m, 0.0
+
+
+def refill_delay(b: float, n: float, isl: float, osl: float, chunk: int) -> tuple[float, float, float]:
+    """The mean extra wait of a burst's later requests when every request has the same lengths: the r-th slot of
+    the first wave frees when its request finishes, spread from the first finish F1 to the wave's end W = B x T,
+    not from 0, as the staggered refill has it ((j - B) x T); a later request of refill position r (1..B, in
+    turn) starts F1 (1 - r / B) later. F1 = the first request's E2E: one wave step for its prefill, m1 = min(L,
+    K - 1) tokens in the wave's later steps, the rest at t_dec. Returns (a, b, e) of that mean delay."""
+    k, tokens = wave_steps(b, isl, osl, chunk)
+    m1 = min(tokens, k - 1)
+    later = n - b
+    q = int(later // b)
+    s = later - q * b
+    mean_r = (q * b * (b + 1) / 2 + s * (s + 1) / 2) / (b * later)
+    return (1 + m1) / k * (1 - mean_r), (tokens - m1) * (1 - mean_r), 0.0

@@ -150,7 +150,7 @@ def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seq
 def graph_notes(model, dep, st) -> tuple[str, ...]:
     """What the plan says of the CUDA-graph term: priced by a fit where vLLM subtracts its measurement, or why it
     subtracts 0 (the V2 runner of 0.22-0.28: kvplan.engines.vllm.runner)."""
-    v2 = graph_note(model, st.v, st.gpu, st.eager, st.weight_dtype)
+    v2 = graph_note(model, st.v, st.gpu, st.eager, st.weight_dtype, getattr(st, "v1_fallback", False))
     if v2 or not st.cudagraphs:
         return (v2,) if v2 else ()
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))  # the rank overhead_terms prices

@@ -27,7 +27,7 @@ VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "
 DEFAULT_VERSION = "0.33.0"
 OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling", "limit_mm_per_prompt",
         "mm_processor_cache_gb", "flashinfer_sampler", "os_memory", "host_growth", "page_cache",
-        "mxfp4_backend", *STATE_OPTS)
+        "mxfp4_backend", "model_runner", *STATE_OPTS)
 
 
 def _device_name(gpu) -> str:
@@ -103,7 +103,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
         raise KvplanError("max_num_batched_tokens and max_num_seqs must be at least 1", EXIT_USAGE)
     check_flag(req.kv_dtype, model, version, req.weight_dtype)  # int8, fp32 beside a 16-bit model, q8_0, ...: no release takes them
 
-    graphs = estimate_subtracted(model, v, gpu, eager, req.weight_dtype)  # (0.20+, CUDA, not V2's 0: vllm.runner)
+    fell_back = opt_choice(opts, "model_runner", "auto", ("auto", "v1")) == "v1"  # a log's V1 fallback (vllm.runner)
+    graphs = estimate_subtracted(model, v, gpu, eager, req.weight_dtype, fell_back)  # (0.20+, CUDA, not V2's 0)
     return Settings(version, float(gmu), int(block), mnbt, seqs, graphs,
                     opt_bool(opts, "async_scheduling", True), v1, gpu,
                     *vllm_pool_terms(model, v), eager=eager,
@@ -111,7 +112,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     mm_cache_gb=multimodal.cache_gb(opts, v),
                     flashinfer_sampler=opt_bool(opts, "flashinfer_sampler", True) if "flashinfer_sampler" in opts
                     else None, mxfp4_backend=opt_choice(opts, "mxfp4_backend", None, MXFP4_BACKENDS),
-                    weight_dtype=req.weight_dtype,
+                    weight_dtype=req.weight_dtype, v1_fallback=fell_back,
                     os_memory=opt_bytes(opts, "os_memory", None), host_growth=opt_bytes(opts, "host_growth", 0),
                     page_cache=opt_bytes(opts, "page_cache", None), max_model_len=engine_length(model, req),
                     **dict(zip(STATE_OPTS, state_options(opts, v))), ssm_dtype_read=read_ssm_dtype(model))

@@ -294,7 +294,7 @@ class Vllm(Engine):
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         kvd, std = cache_dtypes(req, model)
         cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
-        v2 = priced_v2(model, st.v, st.gpu, st.weight_dtype)  # the model runner (kvplan.engines.vllm.runner)
+        v2 = priced_v2(model, st.v, st.gpu, st.weight_dtype, st.v1_fallback)  # the runner (kvplan.engines.vllm.runner)
         encoder = encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), st.v, v2)
         cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)),
                            lines=(*cap.lines, *multimodal.rows(model, st, encoder)))
@@ -311,7 +311,7 @@ class Vllm(Engine):
             cap = cap._replace(notes=(*cap.notes, slow))
         graphs = graph_notes(model, dep, st)  # the CUDA-graph term: priced by a fit, or 0 on V2 (vllm.runner)
         no_effect = sampler_note(st.v, st.flashinfer_sampler)
-        runner = runner_note(model, st.v, st.gpu, st.weight_dtype)  # V1 or V2 assumed, and why (0.22+)
+        runner = runner_note(model, st.v, st.gpu, st.weight_dtype, st.v1_fallback)  # V1 or V2 assumed, and why (0.22+)
         return cap._replace(notes=(*cap.notes, *([runner] if runner else []), *graphs,
                                    *([no_effect] if no_effect else [])))
 

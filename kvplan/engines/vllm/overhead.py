@@ -212,7 +212,8 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     gpu = getattr(st, "gpu", None)
     named = getattr(st, "mxfp4_backend", None)  # the MXFP4 kernel a log or the user names (kvplan.engines.vllm.mxfp4)
     wd = getattr(st, "weight_dtype", None)
-    v2 = priced_v2(model, v, gpu, wd)  # the model runner (kvplan.engines.vllm.runner): V2's sampler and encoder profile
+    # the model runner (kvplan.engines.vllm.runner): V2's sampler and encoder profile, unless the run fell back to V1
+    v2 = priced_v2(model, v, gpu, wd, getattr(st, "v1_fallback", False))
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu,
                           flashinfer_sampler=getattr(st, "flashinfer_sampler", None), mxfp4_backend=named,
                           weight_dtype=wd, v2=v2)
@@ -242,7 +243,8 @@ def missing_facts(model, dep, st) -> tuple[str, ...]:
     nvidia = vendor_of(gpu) == "NVIDIA"
     v = parse_version(st.version)
     sms = sm_count_missing(v, gpu, getattr(st, "flashinfer_sampler", None),
-                           min(st.max_num_seqs, st.max_num_batched_tokens)) and not priced_v2(model, v, gpu, wd)
+                           min(st.max_num_seqs, st.max_num_batched_tokens)) and not priced_v2(model, v, gpu, wd,
+                                                                                 getattr(st, "v1_fallback", False))
     workspace = workspace_possible(v, dep.tp, dep.pp, dep.dp, getattr(st, "eager", False))
     kernels = nvidia and model.quantization.method in ("mxfp4", "nvfp4")
     out = []

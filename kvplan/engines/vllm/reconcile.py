@@ -35,7 +35,11 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
     opts = [f"{k}={s[k]}" for k in ("max_num_batched_tokens", "max_num_seqs") if isinstance(s.get(k), int)]
     opts += [f"flashinfer_sampler={s['flashinfer_sampler']}"] if isinstance(s.get("flashinfer_sampler"), bool) else []
     opts += [f"mxfp4_backend={s['mxfp4_backend']}"] if s.get("mxfp4_backend") else []  # the kernel the log names
+    opts += ["model_runner=v1"] if s.get("runner_fallback") else []  # the log says V2 fell back to V1 (vllm.runner)
     engine = resolve_engine("vllm", version, opts, gpu_memory_utilization=gmu, block_size=s.get("block_size"))
+    if s.get("runner_fallback"):  # vLLM's own word on its model runner (config/vllm.py use_v2_model_runner)
+        out.notes.append(f"the log says vLLM's V2 model runner {s['runner_fallback']} and it used V1: reconciled on "
+                         "V1's terms (engine option model_runner=v1)")
     if model is None:
         _vllm_model_free(out, r, length, s.get("block_size") or 16, parse_version(version))
         out.notes.append(f"no model given ({arg('model')}): only the engine's own arithmetic between its printed "

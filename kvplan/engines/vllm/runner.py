@@ -30,6 +30,10 @@ From 0.29.0 V2 is the default for every model (`config/vllm.py` 0.29.0 `use_v2_m
 architectures on ROCm (ROCM_DEFAULT_MRV1_ARCHITECTURES L71-73: DeepseekV32ForCausalLM, DeepseekV4ForCausalLM).
 What else the V2 runner changes in the start-up budget (its profile run's sampler, its encoder profile, its non-torch
 figure) is kvplan.engines.vllm.sampler's and overhead's; `runner_note` says which runner a plan assumed, and why.
+A run that fell back prints it (`config/vllm.py` use_v2_model_runner, 0.22.0 L501-513 "Model runner v2 requires
+Triton; using the v1 model runner instead." / "... does not yet support %s; ...", capitalised "Model Runner V2 ... V1"
+from 0.24.0 L533-545, 0.25.0 L540-552, 0.29.0 L662-674, 0.33.0 L752-764): `kvplan check-log` reads that line
+(kvplan.engines.logparse) and passes `model_runner=v1`, which every rule here takes as `fell_back`.
 """
 
 from __future__ import annotations
@@ -66,9 +70,11 @@ def _moe(model) -> bool:
     return bool(model.params.num_experts and model.params.experts_per_token)
 
 
-def v2_by_default(model, v: tuple[int, ...], weight_dtype: str | None = None) -> bool:
-    """Whether vLLM's default model runner for this model is V2 in release v (before unsupported features)."""
-    if v < V2_FROM:
+def v2_by_default(model, v: tuple[int, ...], weight_dtype: str | None = None, fell_back: bool = False) -> bool:
+    """Whether vLLM's default model runner for this model is V2 in release v (before unsupported features); never
+    where the run is known to have fallen back to V1 (`fell_back`: engine option model_runner=v1, what check-log
+    passes on when the log prints vLLM's "...; using the V1 model runner instead")."""
+    if v < V2_FROM or fell_back:
         return False
     arch = model.architecture
     if v < (0, 24, 0):
@@ -88,10 +94,10 @@ def v2_by_default(model, v: tuple[int, ...], weight_dtype: str | None = None) ->
 _ROCM_V1 = ("DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM")  # 0.29.0 config/vllm.py L71-73
 
 
-def runs_v2(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = None) -> bool:
+def runs_v2(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = None, fell_back: bool = False) -> bool:
     """Whether vLLM runs this model on its V2 runner by default (v2_by_default; from 0.29.0 every model, but the two
     architectures ROCm keeps on V1)."""
-    if not v2_by_default(model, v, weight_dtype):
+    if not v2_by_default(model, v, weight_dtype, fell_back):
         return False
     return not (v >= V2_MEASURES_FROM and vendor_of(gpu) == "AMD" and model.architecture in _ROCM_V1)
 
@@ -99,9 +105,9 @@ def runs_v2(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = None
 V2_READ_BEFORE = (0, 30, 0)  # V2's profile run read in the 0.22.0-0.29.0 wheels; later releases priced as V1's
 
 
-def priced_v2(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = None) -> bool:
+def priced_v2(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = None, fell_back: bool = False) -> bool:
     """Whether kvplan prices the V2 runner's own profile-run terms (sampler, encoder): V2 in a release it read."""
-    return v < V2_READ_BEFORE and runs_v2(model, v, gpu, weight_dtype)
+    return v < V2_READ_BEFORE and runs_v2(model, v, gpu, weight_dtype, fell_back)
 
 
 def _why_v1(model, v: tuple[int, ...], weight_dtype: str | None) -> str:
@@ -117,11 +123,15 @@ def _why_v1(model, v: tuple[int, ...], weight_dtype: str | None) -> str:
             "nor attention-free (config/vllm.py _is_default_v2_model_runner_model)")
 
 
-def runner_note(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = None) -> str | None:
+def runner_note(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = None,
+                fell_back: bool = False) -> str | None:
     """The plan's line saying which model runner kvplan assumed (0.22.0+, where the default can be V2), and why."""
     if v < V2_FROM:
         return None
     release = ".".join(map(str, v))
+    if fell_back:
+        return (f"model runner: V1, as stated (engine option model_runner=v1: vLLM {release} fell back from V2, "
+                "its log says \"...; using the V1 model runner instead\"): V1's profile-run and CUDA-graph terms")
     if not runs_v2(model, v, gpu, weight_dtype):
         return (f"model runner: V1 assumed, vLLM {release}'s default for {model.architecture}: "
                 f"{_why_v1(model, v, weight_dtype)}")
@@ -133,17 +143,19 @@ def runner_note(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = 
             "pass and non-torch terms are V1's fits, an estimate for V2 (kvplan.engines.vllm.runner)")
 
 
-def estimate_subtracted(model, v: tuple[int, ...], gpu, eager: bool, weight_dtype: str | None = None) -> bool:
+def estimate_subtracted(model, v: tuple[int, ...], gpu, eager: bool, weight_dtype: str | None = None,
+                        fell_back: bool = False) -> bool:
     """Whether vLLM's budget loses a non-zero CUDA-graph estimate: 0.20.0+, graphs on, not on AMD, and not the V2
     runner of 0.22-0.28, whose estimate is 0."""
     if v < (0, 20, 0) or eager or vendor_of(gpu) not in ("NVIDIA", "", "UNKNOWN"):
         return False
-    return not (v < V2_MEASURES_FROM and v2_by_default(model, v, weight_dtype))
+    return not (v < V2_MEASURES_FROM and v2_by_default(model, v, weight_dtype, fell_back))
 
 
-def graph_note(model, v: tuple[int, ...], gpu, eager: bool, weight_dtype: str | None = None) -> str | None:
+def graph_note(model, v: tuple[int, ...], gpu, eager: bool, weight_dtype: str | None = None,
+               fell_back: bool = False) -> str | None:
     """The plan's line where the runner, not the graphs, decides the term: V2's zero estimate (0.22-0.28)."""
-    if v < (0, 20, 0) or eager or v >= V2_MEASURES_FROM or not v2_by_default(model, v, weight_dtype):
+    if v < (0, 20, 0) or eager or v >= V2_MEASURES_FROM or not v2_by_default(model, v, weight_dtype, fell_back):
         return None
     return (f"vLLM {'.'.join(map(str, v))} runs {model.architecture} on its V2 model runner by default, whose "
             f"CUDA-graph estimate is 0: nothing subtracted (a drafter V2 lacks, n-gram among them, falls back to "

@@ -75,9 +75,13 @@ class Quantization:
     scale_bytes: int = 0  # bytes of one int4 group's scale; 0: fp16 (2). bitsandbytes: fp32 absmax (4), or
     # 1 with double quantization (uint8 absmax; the fp32 absmax of every 256 of them, 4 B per 16,384 weights, is left out)
     experts_method: str = ""  # the routed experts' own format when it differs from `method` (DeepSeek-V4: mxfp4)
+    # int8 channel-wise (compressed-tensors W8A8): the fp32 scale per output channel, bytes of the (sharded,
+    # replicated, experts) parts (kvplan.readers.quantization._channel_scales); () where there are none
+    channel_scales: tuple[int, ...] = ()
 
     def __post_init__(self):  # a catalog JSON gives lists
         object.__setattr__(self, "kept", tuple((str(r), int(c)) for r, c in self.kept))
+        object.__setattr__(self, "channel_scales", tuple(int(b) for b in self.channel_scales))
 
     def kept_of(self, role: str) -> int:
         return next((c for r, c in self.kept if r == role), 0)
@@ -348,12 +352,13 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
         emb_type = emb_type if p.lm_head else head_type
         embedding, lm_head = linear_bytes(p.embedding, emb_type), linear_bytes(p.lm_head, head_type)
     fmt = (not q.symmetric, q.scale_bytes or 2)  # zero points, bytes of a group's scale
+    cs, cr, ce = q.channel_scales or (0, 0, 0)
     return WeightBytes(
-        sharded=linear_bytes(shardable, dense_method, q.group_size, *fmt) + kept_sharded * plain + q.index_bytes,
+        sharded=linear_bytes(shardable, dense_method, q.group_size, *fmt) + kept_sharded * plain + q.index_bytes + cs,
         replicated=(linear_bytes(p.replicated - kr, dense_method, q.group_size, *fmt)
-                    + (p.router + p.other + kr) * plain),
+                    + (p.router + p.other + kr) * plain + cr),
         experts=(linear_bytes(p.experts - p.expert_biases - ke, q.experts_method or q.method, q.group_size, *fmt)
-                 + (p.expert_biases + ke) * plain),
+                 + (p.expert_biases + ke) * plain + ce),
         embedding=embedding,
         lm_head=lm_head,
         vision=p.vision * plain,  # quantized checkpoints keep the vision tower in 16 bits

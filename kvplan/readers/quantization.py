@@ -75,6 +75,32 @@ def _g_idx_bytes(cfg, layers) -> int:
     return 4 * total
 
 
+def _channel_scales(cfg, layers) -> tuple[int, ...]:
+    """Bytes of int8 channel-wise weights' fp32 scales, one per output feature (vLLM's CompressedTensorsW8A8Int8
+    create_weights: weight_scale (sum(output_partition_sizes), 1) float32, 0.8.0 wheel L67-70, 0.12.0 L78-84; the MoE
+    method's w13_weight_scale (E, 2 x I, 1) and w2_weight_scale (E, hidden, 1) float32, 0.12.0
+    compressed_tensors_moe.py L1331-1341), as (sharded: q, k, v, gate, up; replicated: o and down, row-parallel, whose
+    output every rank holds whole; experts). Layers without a grouped-query attention (MLA, state) count their MLP
+    only: their projections' few thousand scales are left out, as GPTQ's g_idx count does."""
+    h = cfg.int("hidden_size")
+    width = cfg.int("intermediate_size", default=0, minimum=0)
+    expert = cfg.int("moe_intermediate_size", default=width, minimum=0)
+    experts = cfg.int("num_experts", "num_local_experts", "n_routed_experts", default=0, minimum=0)
+    heads = cfg.int("num_attention_heads", default=0, minimum=0)
+    model_type = str(cfg.raw("model_type") or "")
+    column = row = routed = 0
+    for i, layer in enumerate(layers):
+        att = getattr(layer, "attention", layer)
+        d, kv = getattr(att, "head_dim", 0), getattr(att, "num_kv_heads", 0)
+        if d and kv:
+            column, row = column + (heads + 2 * kv) * d, row + h
+        if experts and _is_moe_layer(cfg, model_type, i):
+            routed += experts * (2 * expert + h)
+        else:
+            column, row = column + 2 * width, row + h
+    return (4 * column, 4 * row, 4 * routed) if column or row or routed else ()
+
+
 def _method(cfg, q: dict, where: str, layers=()) -> Quantization:
     """The method and its scope, before the exclusion list."""
     method = str(q.get("quant_method", "")).lower()
@@ -123,6 +149,8 @@ def _method(cfg, q: dict, where: str, layers=()) -> Quantization:
                 block = weights.get("block_structure") if weights.get("strategy") == "block" else None
                 tile = _q_int({"block_structure": block[0]}, where, "block_structure", default=0) if (
                     isinstance(block, list) and len(block) == 2 and block[0] == block[1]) else 0
+                if weights.get("type") != "float" and weights.get("strategy") == "channel":
+                    return Quantization("int8", tile, channel_scales=_channel_scales(cfg, layers))
                 return Quantization("fp8" if weights.get("type") == "float" else "int8", tile)
             if bits:
                 raise KvplanError(f"{where}: {bits}-bit weights are not supported (4 or 8)", EXIT_USAGE)

@@ -56,17 +56,21 @@ def _targets(q: dict) -> list[str]:
     return out
 
 
+def _linear_sizes(cfg) -> tuple[int, int, int, int, int, str]:
+    """The sizes a per-feature count over the quantized linears reads: hidden, MLP width, expert width, experts,
+    attention heads, and the model_type that lays out dense and MoE layers."""
+    width = cfg.int("intermediate_size", default=0, minimum=0)
+    return (cfg.int("hidden_size"), width, cfg.int("moe_intermediate_size", default=width, minimum=0),
+            cfg.int("num_experts", "num_local_experts", "n_routed_experts", default=0, minimum=0),
+            cfg.int("num_attention_heads", default=0, minimum=0), str(cfg.raw("model_type") or ""))
+
+
 def _g_idx_bytes(cfg, layers) -> int:
     """Bytes of GPTQ's g_idx tensors: 4 per input feature of each quantized linear layer (q, k, v and the
     MLP's gate and up read the hidden size, o the attention width, down the MLP width; each expert alike)."""
     if not layers:
         return 0
-    h = cfg.int("hidden_size")
-    width = cfg.int("intermediate_size", default=0, minimum=0)
-    expert = cfg.int("moe_intermediate_size", default=width, minimum=0)
-    experts = cfg.int("num_experts", "num_local_experts", "n_routed_experts", default=0, minimum=0)
-    heads = cfg.int("num_attention_heads", default=0, minimum=0)
-    model_type = str(cfg.raw("model_type") or "")
+    h, width, expert, experts, heads, model_type = _linear_sizes(cfg)
     total = 0
     for i, layer in enumerate(layers):
         d = getattr(getattr(layer, "attention", layer), "head_dim", 0)
@@ -82,12 +86,7 @@ def _channel_scales(cfg, layers) -> tuple[int, ...]:
     compressed_tensors_moe.py L1331-1341), as (sharded: q, k, v, gate, up; replicated: o and down, row-parallel, whose
     output every rank holds whole; experts). Layers without a grouped-query attention (MLA, state) count their MLP
     only: their projections' few thousand scales are left out, as GPTQ's g_idx count does."""
-    h = cfg.int("hidden_size")
-    width = cfg.int("intermediate_size", default=0, minimum=0)
-    expert = cfg.int("moe_intermediate_size", default=width, minimum=0)
-    experts = cfg.int("num_experts", "num_local_experts", "n_routed_experts", default=0, minimum=0)
-    heads = cfg.int("num_attention_heads", default=0, minimum=0)
-    model_type = str(cfg.raw("model_type") or "")
+    h, width, expert, experts, heads, model_type = _linear_sizes(cfg)
     column = row = routed = 0
     for i, layer in enumerate(layers):
         att = getattr(layer, "attention", layer)

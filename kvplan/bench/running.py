@@ -35,7 +35,7 @@ from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_workers, mixed_chunk,
                                       model_limits, poll_wait_steps, preempts_on_growth, prefill_first_release,
-                                      prompts_ride, resident_context, runs_waves, whole_prompt_budget, worker_chunk)
+                                      resident_context, runs_waves, whole_prompt_budget, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.model.layers import Kind, ParallelHybrid
 from kvplan.planning.deploy import Deployment
@@ -78,7 +78,6 @@ class Running(NamedTuple):
     poll_wait: float = 0.0  # decode steps an arriving request waits for the scheduler's next poll (case_poll_wait)
     packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length (case_packed)
     ssm_dtype: str = ""  # the dtype the engine's state pool holds the recurrent states in (case_ssm_dtype)
-    ride: bool = False  # an open loop's prompts run inside the decode steps (kvplan.engines.scheduler.prompts_ride)
 
 
 def case_waves(case, spec=None) -> bool:
@@ -124,14 +123,13 @@ def case_poll_wait(case) -> float:
 def running(case, spec, gpu) -> Running | None:
     """The engine's running cap and prefill chunk for a corpus case (kvplan.speed.corpus.Case) on `spec`
     and `gpu`, one replica's, or None where the engine's rules do not take the setting (attention-DP ranks); with
-    its attention-DP balancing (`case_balance`), its scheduler's polling wait (`case_poll_wait`), its state pool's
-    dtype (`case_ssm_dtype`) and whether its open loop's prompts ride the decode steps (`prompts_ride`) wherever they
-    apply, sized or not (scheduler rules and the pool's type, not memory)."""
+    its attention-DP balancing (`case_balance`), its scheduler's polling wait (`case_poll_wait`) and its state pool's
+    dtype (`case_ssm_dtype`) wherever they apply, sized or not (scheduler rules and the pool's type, not memory)."""
     got, held, poll = sized(case, spec, gpu), case_balance(case), case_poll_wait(case)
-    ssm, ride = case_ssm_dtype(case, spec, gpu), prompts_ride(case.engine, case.version)
-    if held is None and not poll and not ssm and not ride:
+    ssm = case_ssm_dtype(case, spec, gpu)
+    if held is None and not poll and not ssm:
         return got
-    return (got or Running(None, None))._replace(balance=held, poll_wait=poll, ssm_dtype=ssm, ride=ride)
+    return (got or Running(None, None))._replace(balance=held, poll_wait=poll, ssm_dtype=ssm)
 
 
 def case_ssm_dtype(case, spec, gpu) -> str:

@@ -51,14 +51,6 @@ OWN_KEYS = {"vllm": ("max_num_seqs", "max_num_batched_tokens"),
 MIXED_BUDGET = frozenset({"vllm", "trtllm"})
 
 
-def prompts_ride(engine: str | None, version: str | None = None) -> bool:
-    """Whether `engine` at `version` has its open-loop prompts priced inside the decode steps they join, in the budget
-    the decodes leave (MicroBatchScheduler above), without a forward's own costs (kvplan.speed.fit `rides`):
-    TensorRT-LLM from 1.0 (no version given: its current release). The scope is the training CV's, not the engines':
-    vLLM mixes alike, as did TensorRT-LLM's 0.14 Triton runs, but both fitted worse so (speed-history.md, round 33)."""
-    return bool(engine) and canonical_engine(engine) == "trtllm" and (version is None or parse_version(version) >= (1,))
-
-
 # Engines that decode only when no prefill batch forms: SGLang's scheduler builds a prefill batch first and runs it
 # whenever one forms ("Run prefill first if possible"), decoding the running batch only otherwise, and a decode
 # batch rides a prefill batch only with --enable-mixed-chunk, off by default (sglang 0.5.15 wheel,

@@ -26,7 +26,7 @@ from kvplan.speed.corpus import (DEFAULT_MAX_SEQS, Case, attention_backend, atte
                                  trtllm_gen_moe)
 from kvplan.speed.eras import fitted_with, own_terms, unused_terms
 from kvplan.speed.frontend import ingress_queue, ingress_rate, native_chat
-from kvplan.speed.load import at_rate, combos, decode_context, value
+from kvplan.speed.load import combos, decode_context, value
 from kvplan.speed.model import decode_features, nccl_only, prefill_features, priced
 from kvplan.speed.recency import weights as recency_weights
 from kvplan.speed.robust import robust
@@ -116,8 +116,7 @@ class Built:
         if engine is not None:
             self.load = replace(self.load, cap=engine.cap or self.load.cap, chunk=engine.chunk or self.load.chunk,
                                 waves=engine.waves, lockstep=engine.lockstep, recompute=engine.recompute,
-                                balance=engine.balance, poll_wait=engine.poll_wait, packed=engine.packed,
-                                ride=engine.ride)
+                                balance=engine.balance, poll_wait=engine.poll_wait, packed=engine.packed)
 
     def parts(self, prev: dict | None, roof: bool = False):
         """(t_wave, t_dec, t_grp features, {metric: combo}) under the previous pass's predictions (its
@@ -129,9 +128,8 @@ class Built:
             return None, decode_features(s, 1, load.depth), None, combos(load)[2]
         prev = prev or {}
         b, g, cm = combos(load, prev.get("e2el"), prev.get("service"), prev.get("rho_cap"))
-        ride = rides(load) and not roof
-        return (prompt_features(s, load, b, ride), decode_features(s, b, decode_context(load)),
-                prompt_features(s, load, g, ride), cm)
+        return (prefill_features(s, load.isl, batch=b, chunk=load.chunk), decode_features(s, b, decode_context(load)),
+                prefill_features(s, load.isl, batch=g, chunk=load.chunk), cm)
 
 
 # TensorRT-LLM's build flag that fuses each row-parallel linear's all-reduce into its GEMM (a TensorRT engine's
@@ -235,34 +233,12 @@ def settle(built: Built, coef) -> dict:
     return out
 
 
-# What a forward costs whatever tokens it carries: its weights read, its fixed per-step and per-layer costs (decode's
-# and a prefill step's own) and its collectives' latency. A prompt that rides a decode step (`rides`) pays none of them.
-FORWARD_TERMS = tuple(TERMS.index(t) for t in ("weights", "latency", "step", "layer", "pstep", "player", "pmoe"))
-
-
-def rides(load) -> bool:
-    """Whether the load's prompts run inside the decode steps: an open loop at a rate (its requests arrive one at a
-    time and join the running batch) on an engine that chunks them into the step budget the decodes leave
-    (kvplan.engines.scheduler.prompts_ride, carried as `Load.ride`)."""
-    return load.ride and load.bench == "serve" and at_rate(load)
-
-
-def prompt_features(s: Shape, load, batch: float, ride: bool) -> list[float]:
-    """The prefill of `batch` prompts of the load in its chunk steps; `ride`: inside decode steps, so without the
-    forward's own costs (FORWARD_TERMS), their tokens' GEMM, attention, KV, expert and all-reduce bytes kept."""
-    f = prefill_features(s, load.isl, batch=batch, chunk=load.chunk)
-    if ride:
-        for i in FORWARD_TERMS:
-            f[i] = 0.0
-    return f
-
-
 def rho_cap_of(built: Built, coef) -> float:
     """An open loop's utilisation at its running cap: rate / dp x T(cap), T(cap) = (t_wave + osl x t_dec) / cap at
     B = cap (coef () or None: the roofline's)."""
     load, s = built.load, (built.shape if coef else built.roof_shape)
     cap = load.cap
-    t_wave = _price(prompt_features(s, load, cap, rides(load) and bool(coef)), coef)
+    t_wave = _price(prefill_features(s, load.isl, batch=cap, chunk=load.chunk), coef)
     t_dec = _price(decode_features(s, cap, decode_context(load)), coef)
     return load.rate / load.dp * (t_wave + max(1.0, load.osl) * t_dec) / cap
 

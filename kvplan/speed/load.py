@@ -64,9 +64,7 @@ seconds:
                            starts) nor a wave's or a lone request's (the engine idles, polling every pass)
   open loop at rate r      as a closed loop of c = r x E2E requests (Little's law, E2E from the
                            previous estimate: kvplan.speed.fit.settle iterates it to its fixed point);
-                           its requests arrive one by one (G = 1) and there is no first wave; where they ride
-                           the decode steps (`ride`: TensorRT-LLM from 1.0, kvplan.speed.fit.rides) t_wave and
-                           t_grp carry the prompts' tokens' costs, not a forward's own
+                           its requests arrive one by one (G = 1) and there is no first wave
   overloaded open loop     where r / dp reaches what a replica serves at its running cap, rho_cap =
                            r / dp x T(cap) >= 1 (T at B = cap, from the caller), no steady state exists:
                            B = cap (a run of N < cap requests per replica: N, never more than it sent), and
@@ -175,7 +173,6 @@ class Load:
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations: kvplan.speed.balance
     poll_wait: float = 0.0  # decode steps a spread arrival waits for the scheduler's poll (`poll`, module docstring)
     packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length: vLLM's V0 on MLA
-    ride: bool = False  # an open loop's prompts run inside the decode steps (kvplan.engines.scheduler.prompts_ride)
 
 
 def decode_context(load: Load) -> float:

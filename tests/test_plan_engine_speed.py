@@ -112,3 +112,12 @@ def test_a_bad_radix_cache_value_is_one_line():
     assert r.exit_code != 0 and "Traceback" not in r.output
     assert "disable_radix_cache must be true or false" in r.output
 
+
+def test_enforce_eager_is_said_where_the_speed_figures_cannot_follow_it():
+    # The fit skips every corpus run stating vLLM's enforce_eager (kvplan.speed.fields.GRAPHS_OFF), so a plan naming it
+    # is priced as a graph run: said as a plan warning, not left silent; a plan without it says nothing of the sort.
+    eager = api.plan("llama-3.1-8b", "h100", context="8k", engine="vllm", engine_opts=("enforce_eager=true",))
+    graphs = api.plan("llama-3.1-8b", "h100", context="8k", engine="vllm")
+    said = [w.message for w in eager.warnings if "enforce_eager" in w.message]
+    assert len(said) == 1 and "priced as the speed corpus's runs ran, with graphs" in said[0]
+    assert not [w for w in graphs.warnings if "enforce_eager" in w.message]

@@ -288,12 +288,16 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
                               f"the {spec.num_attention_heads} attention heads)", EXIT_USAGE, param="gpus", value=gpus)
     dep = chosen.deployment(dep or Deployment(1, 1))
     res = chosen.result(spec, hw, dep, req)  # the pool as the engine sizes it; its admission rule below
-    p = res.plan
+    p = res.plan if prefix_caching else dataclasses.replace(  # no cached prefix: an MLA prefill's form reads it (CLI's)
+        res.plan, request=dataclasses.replace(res.plan.request, prefix_cache=False))
     sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=chosen.speed_key, version=chosen.version)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache (weights "
                           f"{p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more {arg('gpus')}", EXIT_USAGE)
     held = scheduler_limits(chosen, res, max_num_seqs, max_num_batched_tokens)
+    if tiers and not held.prefix_cache:
+        raise KvplanError("offload keeps evicted prefix blocks: it needs the engine's prefix cache, which its "
+                          f"{arg('engine_opts')} turn off", EXIT_USAGE, param="offload", value=offload)
     base, fe = configured(held, sim, chosen.speed_key, mode=mode, reserve=reserve, prefix_caching=prefix_caching)
     op = _tiers(chosen, res, spec, sim, dep, requests, fmt, tiers, offload_backend, host_profile) if tiers else None
     if op is not None:

@@ -121,3 +121,23 @@ def test_enforce_eager_is_said_where_the_speed_figures_cannot_follow_it():
     said = [w.message for w in eager.warnings if "enforce_eager" in w.message]
     assert len(said) == 1 and "priced as the speed corpus's runs ran, with graphs" in said[0]
     assert not [w for w in graphs.warnings if "enforce_eager" in w.message]
+
+
+def test_the_python_api_prices_the_same_forms(tmp_path):
+    # api.simulate takes the same options and its own prefix_caching switch: triton with the radix cache absorbs, with
+    # it off (the engine option, or prefix_caching=False) the prefill is decompressed, as fa3's default is; the
+    # simulator then reuses no prefix (Limits.prefix_cache) and an offload tier, which keeps evicted prefixes, is refused
+    trace = tmp_path / "one.csv"
+    trace.write_text(f"arrival,input_tokens,output_tokens\n0,{PROMPT},2\n")
+
+    def ttft(opts=(), **kw):
+        run = api.simulate("deepseek-v3", "h200", tp=8, engine="sglang", engine_opts=opts, trace=str(trace), **kw)
+        return run.summary["latency_s"]["ttft"]["mean"], run
+
+    default, _ = ttft()
+    triton, _ = ttft(("attention_backend=triton",))
+    off, run = ttft(("attention_backend=triton", "disable_radix_cache=true"))
+    assert triton > default and off == default and not run.limits.prefix_cache
+    assert ttft(("attention_backend=triton",), prefix_caching=False)[0] == default
+    with pytest.raises(api.KvplanError, match="needs the engine's prefix cache"):
+        ttft(("disable_radix_cache=true",), offload="cpu:64GiB")

@@ -97,8 +97,9 @@ def disagg(
         stderr(run.requests_said)
     res = run.result
     for line in (speed_notes(speed, run.engine.speed_key, run.gpu.key, run.spec.family, run.engine.version, (run.gpu,))
-                 + request_note(speed, run.engine.speed_key) + form_notes(  # the prefill pool's MLA prefill form
-                     [res.prefill.plan], lambda _: run.spec, lambda _: run.gpu, run.engine.speed_key, run.engine.version)):
+                 + request_note(speed, run.engine.speed_key)  # and the prefill pool's MLA prefill form
+                 + form_notes([res.prefill.plan], lambda _: run.spec, lambda _: run.gpu, run.engine.speed_key,
+                              run.engine.version)):
         stderr(line)  # the pools' step times: whose coefficients, their held-out band, what the corpus lacks
     for line in _limit_notes(res.limits):
         stderr(line)

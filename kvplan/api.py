@@ -280,13 +280,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     req = read_request(spec, context=default, kv_dtype=kv_dtype, weight_dtype=weight_dtype, block_size=block_size,
                        gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
                        kv_cache_memory=kv_cache_memory, lora=lora)
-    dep = layout_from_flags(spec, gpus, tp, pp)
-    if dep == SEARCH:  # gpus alone: the default split (widest tp within a node, then pp), as simulate's CLI
-        dep = deployment_for_gpus(spec, gpus)
-        if dep is None:
-            raise KvplanError(f"{spec.name}: no tensor × pipeline split of {gpus} GPUs is valid (tp must divide "
-                              f"the {spec.num_attention_heads} attention heads)", EXIT_USAGE, param="gpus", value=gpus)
-    dep = chosen.deployment(dep or Deployment(1, 1))
+    dep = _sim_deployment(spec, gpus, tp, pp, chosen)
     res = chosen.result(spec, hw, dep, req)  # the pool as the engine sizes it; its admission rule below
     p = res.plan if prefix_caching else dataclasses.replace(  # no cached prefix: an MLA prefill's form reads it (CLI's)
         res.plan, request=dataclasses.replace(res.plan.request, prefix_cache=False))
@@ -304,6 +298,18 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
         base = dataclasses.replace(base, tiers=sim_tiers(op, sim.token_bytes(), host_profile, dep.gpus))
     ((summary, series),) = run_all(sim, requests, configs(base, False), slo_ttft, slo_tpot).values()
     return Simulation(p, summary, series, op, held, fe.meta(requests) if fe else None)
+
+
+def _sim_deployment(spec, gpus, tp, pp, chosen) -> Deployment:
+    """simulate's layout: tp and pp as given, or `gpus` alone split as simulate's CLI splits them (widest tp within
+    a node, then pp), as the engine `chosen` deploys it."""
+    dep = layout_from_flags(spec, gpus, tp, pp)
+    if dep == SEARCH:
+        dep = deployment_for_gpus(spec, gpus)
+        if dep is None:
+            raise KvplanError(f"{spec.name}: no tensor × pipeline split of {gpus} GPUs is valid (tp must divide "
+                              f"the {spec.num_attention_heads} attention heads)", EXIT_USAGE, param="gpus", value=gpus)
+    return chosen.deployment(dep or Deployment(1, 1))
 
 
 def _tiers(engine, res, spec, sim, dep, requests, fmt, tiers, backend: str, host) -> OffloadPlan:

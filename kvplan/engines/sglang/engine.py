@@ -280,10 +280,14 @@ class Sglang(Engine):
         if has_compressed(model.layers):  # its page and cache dtype (kvplan.engines.sglang.dsv4)
             sglang_dsv4.check_settings(st.page_size, cache_dtypes(req, model)[0])
         ssm = sglang_mamba.pool_ssm_dtype(model, st.state)  # the dtype the state pool holds: speed prices it
-        # DP attention's ranks count in --tp-size, which a rank's MLA heads (and so ROCm's default backend) read
+        # DP attention's ranks count in --tp-size, which a rank's MLA heads (and so ROCm's default backend) read; the
+        # backend named and the radix cache's state set an MLA prefill's form, which the speed figures price
+        # (kvplan.speed.plan.prefill_form says which)
         return dataclasses.replace(req, gpu_memory_utilization=st.mem_fraction_static, block_size=st.page_size,
                                    overhead_bytes=over, ssm_dtype=ssm or req.ssm_dtype,
-                                   attention_dp=st.attention_dp > 1)
+                                   attention_dp=st.attention_dp > 1,
+                                   attention_backend=str(self.opts.get("attention_backend") or ""),
+                                   prefix_cache=not opt_bool(self.opts, "disable_radix_cache", False))
 
     def with_checkpoint_kv(self, model, req):
         """A declared KV cache as the base engine reads it, then DeepSeek-V4's own auto, fp8_e4m3

@@ -12,7 +12,11 @@ Sources of the shapes (the expected bytes below are hand arithmetic from them an
   (0.5.23 wheel compressed_tensors/schemes/compressed_tensors_w8a8_fp8.py L107-113, compressed_tensors_w8a8_fp8_moe.py
   L171-185); TensorRT-LLM reads `strategy: channel` as FP8_PER_CHANNEL_PER_TOKEN (NVIDIA/TensorRT-LLM@21156a7a:
   tensorrt_llm/models/quant_config_utils.py _quant_config_from_config_group) whose FP8RowwiseLinearMethod holds
-  weight_scale torch.empty(out_features), torch's default fp32 (tensorrt_llm/_torch/modules/linear.py).
+  weight_scale torch.empty(out_features) (tensorrt_llm/_torch/modules/linear.py): torch's default dtype, fp32 where
+  no caller sets another (none does in NVIDIA/TensorRT-LLM@004b733e tensorrt_llm/_torch/pyexecutor/model_loader.py).
+* A llm-compressor FP8 dynamic checkpoint's card states the stored shape: weight scale (N, 1), one per output
+  channel, lm_head ignored (JongYeop/Llama-3.1-8B-Instruct-FP8-W8A8-Dynamic-Per-Token, the Hub card as a stored
+  mirror copy has it, hugingapi.com/JongYeop/Llama-3.1-8B-Instruct-FP8-W8A8-Dynamic-Per-Token).
 * vLLM FBGEMMFp8LinearMethod: weight_scale (sum(output_partition_sizes), 1) float32 (0.33.0 fbgemm_fp8.py L133-134);
   FBGEMMFp8Config.get_quant_method gives only LinearBase a method (L79-90).
 * vLLM ModelOptFp8PcPtLinearMethod: weight_scale (output_size_per_partition,) float32 (0.19.0 modelopt.py L583-584).
@@ -72,6 +76,11 @@ def test_per_tensor_and_block_fp8_add_no_channel_scales():
     assert (block.group_size, block.channel_scales) == (128, ())  # its fp32 scale per 128 x 128 tile: linear_bytes
     assert _quant(LLAMA_8B, {"quant_method": "fp8", "activation_scheme": "dynamic"}).quantization.channel_scales == ()
     assert _quant(LLAMA_8B, {"quant_method": "modelopt", "quant_algo": "FP8"}).quantization.channel_scales == ()
+    # a config read by its first scheme (NVFP4 here) takes that scheme's scales, not a later group's
+    mixed = {**FP8_DYNAMIC, "config_groups": {"nvfp4": {"targets": ["Linear"], "weights": {
+        "num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}, **FP8_DYNAMIC["config_groups"]}}
+    assert (_quant(LLAMA_8B, mixed).quantization.method, _quant(LLAMA_8B, mixed).quantization.channel_scales) == (
+        "nvfp4", ())
 
 
 def test_moe_experts_and_shared_expert_scales():

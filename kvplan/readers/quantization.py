@@ -63,11 +63,11 @@ def _channel_wise(q: dict, where: str) -> bool | None:
         return False if str(q.get("quant_algo", "")).upper() == "FP8_PER_CHANNEL_PER_TOKEN" else None
     if method != "compressed-tensors":
         return None
-    for group in (q.get("config_groups") or {}).values():  # _method has checked each is an object
+    for group in (q.get("config_groups") or {}).values():  # the scheme _method reads: the first with weight bits
         weights = group.get("weights") or {}
-        if (isinstance(weights, dict) and weights.get("strategy") == "channel"
-                and _q_int(weights, where, "num_bits", default=0, minimum=0) == 8):
-            return True
+        bits = _q_int(weights, where, "num_bits", default=0, minimum=0) if isinstance(weights, dict) else 0
+        if bits:
+            return True if bits == 8 and weights.get("strategy") == "channel" else None
     return None
 
 

@@ -106,3 +106,19 @@ def test_llama_3_1_405b_fp8_fbgemm_scales_only_its_quantized_mlps():
     assert quantized_mlp == 124 * 3 * 16384 * 53248
     w = weight_bytes(spec)
     assert w.sharded == quantized_mlp + 2 * (p.attention + kept["mlp"]) + 52_822_016
+
+
+def test_mla_projections_dense_first_layer_and_shared_expert():
+    # DeepSeek-V3-shaped, 2 layers (the first dense), 4 heads, q LoRA 32, kv LoRA 16, rope 8, nope 16, v 16. vLLM's
+    # DeepseekV2MLAAttention (0.11.0 wheel models/deepseek_v2.py L877-916): q_b 4 x (16 + 8) = 96 and kv_b
+    # 4 x (16 + 16) = 128 column-parallel; the fused q_a + kv_a 32 + 16 + 8 = 56 and o 64 whole on every rank.
+    # Layer 0's dense MLP: gate + up 2 x 128 = 256, down 64; layer 1's shared expert (1 x 32): 64 and 64, its
+    # routed experts 4 x (2 x 32 + 64) = 512. Column (224 x 2 + 256 + 64) x 4 B = 3,072 B; whole
+    # (120 x 2 + 64 + 64) x 4 B = 1,472 B; experts 512 x 4 B = 2,048 B
+    ds = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 64,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 32,
+          "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16, "n_routed_experts": 4,
+          "moe_intermediate_size": 32, "first_k_dense_replace": 1, "intermediate_size": 128, "n_shared_experts": 1,
+          "num_experts_per_tok": 2, "moe_layer_freq": 1, "vocab_size": 100, "max_position_embeddings": 4096,
+          "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+    assert _quant(ds, FP8_DYNAMIC).quantization.channel_scales == (3_072, 1_472, 2_048)

@@ -10,6 +10,7 @@ import math
 from dataclasses import replace
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.model.layers import MLALatent
 from kvplan.model.spec import Quantization
 from kvplan.readers.cfg import read_dtype, shown
 from kvplan.readers.modelopt import glob_entry, modelopt_method, modelopt_view, unlisted
@@ -110,9 +111,9 @@ def _channel_parts(cfg, layers, params, experts: bool = True) -> dict[str, tuple
     channel-wise checkpoint. Column-parallel outputs (q, k, v; gate, up) are split across ranks; a row-parallel
     layer (o, down) holds its whole output on every rank (an ungated MLP has one column projection, fc1, not gate and
     up). Routed experts' are (E x (2 x I + hidden), 0), or none where the engine loads the experts without channel
-    scales (`experts` False); shared experts' come from their width (kvplan.readers.params.shared_expert_width). Layers
-    without a grouped-query attention (MLA, state) count their MLP only: their projections' few thousand scales
-    are left out, as GPTQ's g_idx count does."""
+    scales (`experts` False); shared experts' come from their width (kvplan.readers.params.shared_expert_width). MLA
+    layers count their projections (_mla_outputs); state layers (Mamba, linear attention) count their MLP only: their
+    projections' scales (in_proj's and out_proj's outputs, a few tens of thousands a layer) are left out."""
     h, width, expert, num_experts, heads, model_type = _linear_sizes(cfg)
     att = mlp = (0, 0)
     routed = moe_layers = 0
@@ -120,7 +121,10 @@ def _channel_parts(cfg, layers, params, experts: bool = True) -> dict[str, tuple
     for i, layer in enumerate(layers):
         a = getattr(layer, "attention", layer)
         d, kv = getattr(a, "head_dim", 0), getattr(a, "num_kv_heads", 0)
-        if d and kv:
+        if isinstance(a, MLALatent):
+            column, whole = _mla_outputs(cfg, a, heads)
+            att = (att[0] + column, att[1] + whole + h)
+        elif d and kv:
             att = (att[0] + (heads + 2 * kv) * d, att[1] + h)
         if num_experts and _is_moe_layer(cfg, model_type, i):
             routed, moe_layers = routed + num_experts * (mats * expert + h), moe_layers + 1
@@ -129,6 +133,17 @@ def _channel_parts(cfg, layers, params, experts: bool = True) -> dict[str, tuple
     shared = shared_expert_width(cfg, model_type, expert)[0] * mats
     return {"attention": att, "mlp": mlp, "experts": (routed if experts else 0, 0),
             "shared_experts": (shared * moe_layers, h * moe_layers) if shared else (0, 0)}
+
+
+def _mla_outputs(cfg, layer, heads: int) -> tuple[int, int]:
+    """(column-parallel, replicated) outputs of an MLA layer's projections but o: q_b (or q) and kv_b split across
+    ranks, the fused q_a + kv_a (or kv_a alone, without a q LoRA) on every rank (vLLM deepseek_v2.py
+    DeepseekV2MLAAttention, 0.11.0 wheel L877-916: MergedColumnParallelLinear(disable_tp=True), ReplicatedLinear,
+    ColumnParallelLinear)."""
+    nope, v = cfg.int("qk_nope_head_dim", limit="head_dim"), cfg.int("v_head_dim", limit="head_dim")
+    q_rank = cfg.int("q_lora_rank", default=0, minimum=0)
+    column = heads * (nope + layer.qk_rope_head_dim) + heads * (nope + v)
+    return column, q_rank + layer.kv_lora_rank + layer.qk_rope_head_dim
 
 
 def _channel_scales(parts: dict, kept=(), params=None) -> tuple[int, ...]:

@@ -27,6 +27,10 @@ Sources of the shapes (the expected bytes below are hand arithmetic from them an
 
 from __future__ import annotations
 
+import pytest
+
+from kvplan.api import plan
+from kvplan.core.errors import KvplanError
 from kvplan.model.spec import weight_bytes
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.sources.importer import build_spec
@@ -122,3 +126,16 @@ def test_mla_projections_dense_first_layer_and_shared_expert():
           "num_experts_per_tok": 2, "moe_layer_freq": 1, "vocab_size": 100, "max_position_embeddings": 4096,
           "torch_dtype": "bfloat16", "tie_word_embeddings": False}
     assert _quant(ds, FP8_DYNAMIC).quantization.channel_scales == (3_072, 1_472, 2_048)
+
+
+def test_sglang_from_0_5_16_refuses_an_fbgemm_fp8_checkpoint():
+    # SGLang registers FBGEMMFp8Config through 0.5.15 (0.5.15 wheel layers/quantization/__init__.py L95) and has no
+    # fbgemm from 0.5.16 on; ModelConfig._verify_quantization raises "Unknown quantization method" (0.5.16 wheel
+    # configs/model_config.py L1466-1471). vLLM loads it (FBGEMMFp8Config)
+    model = find_in_catalog("llama-3.1-405b-instruct-fp8")
+    assert model.quantization.quant_method == "fbgemm_fp8"
+    for version in (None, "0.5.16", "0.5.23"):
+        with pytest.raises(KvplanError, match="registers no fbgemm_fp8 quantization method"):
+            plan("llama-3.1-405b-instruct-fp8", gpu="h100", tp=8, context="8k", engine="sglang", engine_version=version)
+    assert plan("llama-3.1-405b-instruct-fp8", gpu="h100", tp=8, context="8k", engine="sglang", engine_version="0.5.15")
+    assert plan("llama-3.1-405b-instruct-fp8", gpu="h100", tp=8, context="8k", engine="vllm")

@@ -43,6 +43,8 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
     if names and params is not None and quant.method != _dtype(cfg):
         modules = module_names(cfg, str(cfg.raw("model_type") or ""), params, tuple(layers))
         quant = replace(quant, kept=kept_params(names, params, tuple(layers), where, modules))
+    if isinstance(q.get("quant_method"), str) and q["quant_method"]:
+        quant = replace(quant, quant_method=q["quant_method"].lower())
     experts = _channel_wise(q, where)
     if experts is None or not layers:
         return quant

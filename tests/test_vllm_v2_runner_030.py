@@ -106,3 +106,13 @@ def test_a_log_saying_flashinfer_sampling_is_off_is_read():
            "sampling unavailable: top-k masking requires more than 16 SMs; device has 16; falling back.\n")
     assert parse_log(off + log).settings["flashinfer_sampler"] is False
     assert "flashinfer_sampler" not in parse_log(log).settings
+
+
+def test_v2_still_profiles_the_encoder_0_30_to_0_33():
+    # gpu/model_runner.py 0.30.0 L938-955, 0.33.0 L1022-1034: profile_encoder_cache before the text dummy run;
+    # Gemma 3 27B: max(8192, 256) tokens x hidden 5,376 x 2 B = 88,080,384 B
+    m, g = find_in_catalog("gemma-3-27b"), find_gpu("h100")
+    for v in ("0.30.0", "0.33.0"):
+        st = vllm_settings(m, g, Deployment(), Request(context=8192), v)
+        assert runner.priced_v2(m, st.v, g)
+        assert overhead.overhead_terms(m, Deployment(), st)["encoder_profile"] == 88_080_384

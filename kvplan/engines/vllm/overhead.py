@@ -197,7 +197,8 @@ def encoder_budget(model, max_num_batched_tokens: int) -> int:
 def encoder_profile_bytes(model, tokens: int, version: tuple[int, ...] = (0, 19, 0), v2: bool = False) -> int:
     """Bytes of dummy encoder outputs vLLM's profile run holds for a multimodal model (0 otherwise). The V2 runner
     profiles no encoder before 0.27.0 (gpu/model_runner.py profile_run: 0.22.0 L588-604, 0.25.0 L648-664, 0.26.0
-    L673-689 begin with the text dummy run; 0.27.0 L702-715 adds `profile_encoder_cache`, 0.28.0 L790-803 keeps it)."""
+    L673-689 begin with the text dummy run; 0.27.0 L702-715 adds `profile_encoder_cache`, 0.28.0 L790-803,
+    0.30.0 L938-955, 0.33.0 L1022-1034 keep it)."""
     if not getattr(model.params, "vision", 0) or version < (0, 8, 0) or (v2 and version < (0, 27, 0)):
         return 0
 

@@ -82,17 +82,24 @@ def test_rocm_subtracts_the_graph_estimate_from_0_26():
     assert not runner.estimate_subtracted(moe, (0, 33, 0), mi300x, eager=True)
 
 
-def test_sm_count_asked_only_where_0_33_sizes_a_triton_buffer():
-    # V2 on an NVIDIA profile without sm_count: FlashInfer assumed (no buffer) at 0.33; an AMD one without it sizes
-    # the Triton buffer by the corpus machine's 132 SMs, so the plan says so; 0.32 sizes no buffer anywhere
+def test_sm_count_asked_where_0_33_reads_it():
+    # 0.33's warmup pass reads the SM count where no log names the sampler: FlashInfer's needs more than 16 SMs on
+    # NVIDIA (132 assumed: it runs), the Triton buffer is sized by it on AMD; a log saying FlashInfer ran reads
+    # nothing; 0.32 reads it nowhere (no top-k/top-p in its dummy run)
     import dataclasses
 
-    from kvplan.engines.vllm.sampler import v2_sm_count_missing
+    from kvplan.engines.vllm.sampler import v2_capability_read, v2_sm_count_missing
     nvidia = dataclasses.replace(find_gpu("h100"), sm_count=None)
     amd = dataclasses.replace(find_gpu("mi300x"), sm_count=None)
-    assert not v2_sm_count_missing((0, 33, 0), nvidia) and v2_sm_count_missing((0, 33, 0), amd)
-    assert v2_sm_count_missing((0, 33, 0), nvidia, flashinfer=False)
-    assert not v2_sm_count_missing((0, 32, 0), amd)
+    assert v2_sm_count_missing((0, 33, 0), nvidia) and v2_sm_count_missing((0, 33, 0), amd)
+    assert not v2_sm_count_missing((0, 33, 0), nvidia, flashinfer=True)
+    assert not v2_sm_count_missing((0, 32, 0), amd) and not v2_sm_count_missing((0, 32, 0), nvidia)
+    assert v2_capability_read((0, 33, 0), nvidia) and not v2_capability_read((0, 33, 0), amd)
+    assert not v2_capability_read((0, 33, 0), nvidia, flashinfer=False)
+    # with 132 SMs and capability 8.0 assumed, FlashInfer's sampler: 14 B a logit, as on a full H100 profile
+    m = find_in_catalog("llama-3.1-8b")
+    peaks = [overhead.activation_peak(m, 1, 8192, 1024, last, (0, 33, 0), nvidia, v2=True) for last in (True, False)]
+    assert abs(peaks[0] - peaks[1] - 14 * LOGITS) <= 1
 
 
 def test_a_log_saying_flashinfer_sampling_is_off_is_read():

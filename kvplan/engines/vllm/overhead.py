@@ -44,7 +44,7 @@ from kvplan.engines.vllm.non_torch import (  # noqa: F401  (the calibrated const
     V0_NON_TORCH_SINGLE, non_torch, workspace_possible)
 from kvplan.engines.vllm.sampler import (  # noqa: F401  (the sampler's constants and rules, re-exported)
     SAMPLER_BYTES, SAMPLER_BYTES_V011, sampler_note, sm_count_missing, sort_sampler, triton_buffer_bytes,
-    v2_sampler_bytes, v2_sm_count_missing)
+    v2_capability_read, v2_sampler_bytes, v2_sm_count_missing)
 from kvplan.engines.vllm.runner import priced_v2
 from kvplan.engines.vllm.mxfp4 import (  # noqa: F401  (the MXFP4 backends' rules, re-exported)
     backend_for, nvidia_capability as _nvidia_capability, weights_repack_extra)
@@ -247,14 +247,14 @@ def missing_facts(model, dep, st) -> tuple[str, ...]:
     nvidia = vendor_of(gpu) == "NVIDIA"
     v = parse_version(st.version)
     fi = getattr(st, "flashinfer_sampler", None)
-    if priced_v2(model, v, gpu, wd, getattr(st, "v1_fallback", False)):  # V2's sampler (vllm.sampler)
-        sms = v2_sm_count_missing(v, gpu, fi)
-    else:
-        sms = sm_count_missing(v, gpu, fi, min(st.max_num_seqs, st.max_num_batched_tokens))
+    v2 = priced_v2(model, v, gpu, wd, getattr(st, "v1_fallback", False))  # V2's sampler (vllm.sampler)
+    sms = v2_sm_count_missing(v, gpu, fi) if v2 else sm_count_missing(
+        v, gpu, fi, min(st.max_num_seqs, st.max_num_batched_tokens))
     workspace = workspace_possible(v, dep.tp, dep.pp, dep.dp, getattr(st, "eager", False))
     kernels = nvidia and model.quantization.method in ("mxfp4", "nvfp4")
     out = []
-    if (kernels or workspace) and nvidia and fact_missing(gpu, "compute_capability"):
+    sampler_cc = v2 and v2_capability_read(v, gpu, fi)  # FlashInfer's sampler asks for 8.0-12.1 (0.33's V2)
+    if (kernels or workspace or sampler_cc) and nvidia and fact_missing(gpu, "compute_capability"):
         out.append("compute_capability")
     if workspace and nvidia and fact_missing(gpu, "interconnect.kind"):
         out.append("interconnect.kind")

@@ -103,10 +103,11 @@ def _capability(gpu) -> tuple[int, int] | None:
 def v2_flashinfer(gpu, flashinfer: bool | None = None) -> bool:
     """Whether 0.33's warmup pass samples in FlashInfer's fused kernel: as a log says it (`flashinfer`), else on an
     NVIDIA GPU of capability 8.0-12.1 with more than 16 SMs (a profile without the capability or SM count is taken
-    to qualify, as the H100 of the corpus does); never off NVIDIA (vLLM's CUDA platform only)."""
+    to qualify, as the H100 of the corpus does; so is a GPU known only by its memory); never on AMD or another
+    vendor (vLLM's CUDA platform only)."""
     if flashinfer is not None:
         return flashinfer
-    if str(getattr(gpu, "vendor", "") or "").upper() != "NVIDIA":
+    if str(getattr(gpu, "vendor", "") or "").upper() not in ("NVIDIA", "", "UNKNOWN"):  # (as estimate_subtracted)
         return False
     cap, sms = _capability(gpu), getattr(gpu, "sm_count", None)
     low, high = _FLASHINFER_CAPABILITY
@@ -121,7 +122,8 @@ def v2_sampler_bytes(version: tuple[int, ...], rows: int, vocab: int, logits_byt
     fused = version >= V2_WARMUP_FROM and v2_flashinfer(gpu, flashinfer)
     per_logit = v2_bytes_per_logit(version, logits_bytes, fused)
     buffer = 0
-    if version >= V2_WARMUP_FROM and not fused and rows > 0:
+    vendor = str(getattr(gpu, "vendor", "unknown") or "unknown").upper()
+    if version >= V2_WARMUP_FROM and not fused and rows > 0 and vendor in _TRITON_VENDORS:
         sms = sm_count_of(gpu)
         buffer = min(1 << (min(sms, rows) - 1).bit_length(), sms) * vocab * TRITON_BUFFER_BYTES
     return per_logit * rows * vocab + buffer
@@ -190,7 +192,15 @@ def sm_count_missing(version: tuple[int, ...], gpu, flashinfer: bool | None = No
 
 def v2_sm_count_missing(version: tuple[int, ...], gpu, flashinfer: bool | None = None) -> bool:
     """Whether the V2 runner's sampler term assumed CORPUS_SM_COUNT for an NVIDIA or AMD profile that gives no
-    sm_count: only 0.33's warmup pass outside FlashInfer's sampler sizes the Triton buffer by it."""
+    sm_count: 0.33's warmup pass reads it where no log says which sampler ran (FlashInfer's needs more than 16 SMs
+    on NVIDIA; the Triton buffer is sized by it elsewhere)."""
     vendor = str(getattr(gpu, "vendor", "") or "").upper()
-    return (version >= V2_WARMUP_FROM and not v2_flashinfer(gpu, flashinfer) and vendor in ("NVIDIA", "AMD")
+    return (version >= V2_WARMUP_FROM and flashinfer is not True and vendor in ("NVIDIA", "AMD")
             and getattr(gpu, "sm_count", None) is None)
+
+
+def v2_capability_read(version: tuple[int, ...], gpu, flashinfer: bool | None = None) -> bool:
+    """Whether 0.33's warmup pass read the NVIDIA GPU's compute capability (FlashInfer's sampler: 8.0-12.1),
+    i.e. no log said which sampler ran."""
+    vendor = str(getattr(gpu, "vendor", "") or "").upper()
+    return version >= V2_WARMUP_FROM and flashinfer is None and vendor == "NVIDIA"

@@ -62,6 +62,7 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
         # non-torch memory: the 0.18+ constants from the release that profiles CUDA graphs in the window, less the
         # source-derived FlashInfer all-reduce workspace (kvplan/engines/vllm/non_torch.py)
         era = "" if vllm_non_torch.graph_profile_residue(v) else "_v011"
+        v2 = _v2_runner(rec, model, v)  # the V2 runner's peak and graph estimate fit none of the V1 terms
         sort_sampler = vllm_overhead.sort_sampler(v, rec.get("flashinfer_sampler"), min(s, t))  # the per-logit cost
         if "non_torch_gib" in rep:
             # a record without its GPU: the corpus's machine, an HGX H100 (as check-log assumes without --gpu)
@@ -71,7 +72,7 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
                                                           t, pp, 1, eager, fi_gpu)
             key = ("tp" if tp > 1 else "pp" if pp > 1 else "single") + era
             nt[key].append(rep["non_torch_gib"].value * GIB - fi_ws)
-        if "activation_peak_gib" in rep and pp == 1:
+        if "activation_peak_gib" in rep and pp == 1 and not v2:
             x = (min(s, t) * model.vocab_size, t * model.intermediate_size / tp, t * model.hidden_size)
             gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None
             # a multimodal model's peak also holds the dummy encoder outputs, and from 0.17 the Triton sampler's
@@ -91,7 +92,7 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
             else:
                 act_x.append(x)
                 act_y.append(rep["activation_peak_gib"].value * GIB)
-        if "cudagraph_estimate_gib" in rep:
+        if "cudagraph_estimate_gib" in rep and not v2:
             row = _cudagraph_row(rec, model, rep["cudagraph_estimate_gib"].value * GIB, tp, pp, s)
             cg_x.append((1.0, float(row[2])))
             cg_y.append(row[3])
@@ -142,6 +143,20 @@ def _fit_cudagraphs(samples: list[tuple]) -> tuple[float, float, float, float]:
                 if sse[k] < best[0]:
                     best = (float(sse[k]), float(firsts[k, 0]), float(c * mib), float(a), float(m))
     return best[1:]
+
+
+def _v2_runner(rec: dict, model, v: tuple) -> bool:
+    """Whether the record ran on vLLM's V2 model runner (0.22+, kvplan.engines.vllm.runner). The fitted profile-run
+    terms are the V1 runner's (its _dummy_sampler_run and profile_cudagraph_memory); the V2 runner samples in its own
+    code (vllm@0.22.0 v1/worker/gpu/sample/sampler.py) and estimates its graphs in its own (0.29.0
+    gpu/cudagraph_utils.py: FULL graphs extrapolated from two), so its printed peak and estimate say nothing about
+    them."""
+    from kvplan.engines.vllm import runner
+    from kvplan.hardware.gpus import find_gpu
+
+    gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None
+    fell_back = str((rec.get("flags") or {}).get("model_runner", "")).lower() == "v1"
+    return runner.runs_v2(model, v, gpu, rec.get("weights"), fell_back)
 
 
 def _legacy_non_torch(rec, model, rep, tp) -> float:

@@ -275,9 +275,10 @@ def test_a_setting_outside_the_corpus_says_so():
     from kvplan.speed.coverage import label, outside
 
     cov = speed.shipped()["coverage"]
-    assert "h100-sxm" in cov["gpus"] and "t4" not in cov["gpus"]
+    # (T4 was the example until a training source ran vLLM on one: hamzahtariq11-serve-llm-vllm-t4)
+    assert "h100-sxm" in cov["gpus"] and "a10" not in cov["gpus"]
     assert outside("vllm", "h100-sxm", "llama") == []
-    assert outside("vllm", "t4", "llama") == ["GPU t4 is not among the speed corpus's training sources"]
+    assert outside("vllm", "a10", "llama") == ["GPU a10 is not among the speed corpus's training sources"]
     assert "not among the speed corpus's training sources: vllm's coefficients" in outside("hf_transformers", "h100-sxm", "llama")[0]
     # llama.cpp's training points are llama-bench's (pp / tg of one sequence): a served batch is extrapolated
     assert not speed.shipped()["engines"]["llama.cpp"]["served"] and speed.shipped()["engines"]["vllm"]["served"]

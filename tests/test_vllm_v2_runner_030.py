@@ -123,3 +123,22 @@ def test_v2_still_profiles_the_encoder_0_30_to_0_33():
         st = vllm_settings(m, g, Deployment(), Request(context=8192), v)
         assert runner.priced_v2(m, st.v, g)
         assert overhead.overhead_terms(m, Deployment(), st)["encoder_profile"] == 88_080_384
+
+
+def test_check_log_0_30_t4_v2_reconciles():
+    # The corpus' 0.30.0 V2 record (training, eslam-ahmed43/llm-lab@0f01b470 logs/vllm_server.log): Qwen2.5-1.5B fp16
+    # on a T4. V2's dummy sampler keeps the fp16 logits only (2 B x 256 rows x 151,936 = 77,791,232 B; V1's terms
+    # before: 14.12 B a logit + 40 SMs x 151,936 x 4 B), and the log's closing "0.46 GiB for peak activation" is the
+    # transient peak plus the 0.34 GiB graph estimate vLLM subtracted (gpu_worker.py 0.30.0 L616-618), so kvplan's
+    # row adds its own estimate. Available KV: 8.67 GiB printed; 8.17 before this round (-5.7%), 8.63 now (-0.4%).
+    from pathlib import Path
+
+    from kvplan.engines.logparse import parse_log
+    from kvplan.engines.reconcile import reconcile
+    log = Path(__file__).parent / "fixtures/logs/corpus/vllm-llmlab-qwen25-15b-t4-v030.log"
+    rec = parse_log(log.read_text())
+    assert rec.settings.get("peak_from_summary") and rec.settings.get("flashinfer_sampler") is False
+    out = reconcile(rec, find_in_catalog("qwen2.5-1.5b-instruct"), find_gpu("t4"))
+    kv = next(r for r in out.rows if r.quantity.startswith("available KV"))
+    assert abs(float(kv.predicted.split()[0]) - 8.67) <= 0.05
+    assert any(r.quantity.startswith("peak activation as printed") for r in out.rows)

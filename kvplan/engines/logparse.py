@@ -275,6 +275,9 @@ def _vllm_budget_terms(text: str, rec: LogRecord) -> None:
         m = re.search(pat, text)
         if m:
             r[key] = _num(m.group(1))
+    if "activation_peak_gib" in r and not re.search(r"PyTorch activation peak memory takes|torch peak memory increase:",
+                                                    text):
+        s["peak_from_summary"] = True  # the closing line's figure (kvplan.engines.vllm.reconcile: 0.27+ adds graphs)
     if "total_gpu_memory_gib" in r:
         s.setdefault("total_gpu_memory_gib", r["total_gpu_memory_gib"])
     m = re.search(r"gpu_memory_utilization \(([\d.]+)\)|Desired GPU memory utilization is \(([\d.]{1,12}),", text)

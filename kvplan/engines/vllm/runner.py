@@ -33,7 +33,7 @@ use_v2_model_runner L675-723) and 0.31.x (L75-77, L701-760; 0.31 yields to V2 wh
 prefill-context parallelism, pipeline parallelism with async scheduling, dspark drafts, L3105-3135); 0.32.0 (L703-739)
 and 0.33.0 (L731-767) drop the ROCm default: V2 everywhere. 0.30.0+ also forces V2 for HiSparse attention and
 watermarking, neither planned by kvplan. The V2 runner's estimate stays the measured one of 0.29 through 0.33.0
-(`gpu/cudagraph_utils.py` profile_cudagraph_memory, 0.33.0 L922-1040; 0.30.0 captures with profile_only=True, 0.32.0
+(`gpu/cudagraph_utils.py` profile_cudagraph_memory, 0.33.0 L922-1030; 0.30.0 captures with profile_only=True, 0.32.0
 outside the cumem pool, same figure), so kvplan keeps its estimate there too.
 The platform changed as well: from 0.26.0 the estimate is profiled on `current_platform.is_cuda_alike()`, "ROCm is
 included: #44825 moved the profiler to torch.accelerator.get_memory_info" (gpu_worker.py 0.26.0 L495-503, 0.28.0

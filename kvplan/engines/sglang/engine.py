@@ -32,6 +32,7 @@ from kvplan.engines.sglang import fp8_default as sglang_fp8
 from kvplan.engines.sglang import layout as sglang_layout
 from kvplan.engines.sglang import mamba as sglang_mamba
 from kvplan.engines.sglang import multimodal as sglang_mm
+from kvplan.engines.sglang import quant_methods as sglang_quant
 from kvplan.engines.sglang import swa as sglang_swa
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-exported: sglang.default_fraction)
@@ -243,9 +244,11 @@ class Sglang(Engine):
         dp_attention(model, dep, self.opts)
 
     def check_layers(self, model, kv_dtype=None) -> None:
-        """DeepSeek-V4 only in the releases whose pools kvplan reads (kvplan.engines.sglang.dsv4)."""
+        """DeepSeek-V4 only in the releases whose pools kvplan reads (kvplan.engines.sglang.dsv4), and only a
+        quant_method the release registers (kvplan.engines.sglang.quant_methods)."""
         super().check_layers(model)
         sglang_dsv4.check_release(model, self.version or self.default_version, defaulted=self.version is None)
+        sglang_quant.check_release(model, self.version or self.default_version, defaulted=self.version is None)
 
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
         """The compute capability of the shared-expert fusion test, the MLA backend's page and the FP8 default

@@ -127,7 +127,7 @@ class Built:
         if load.bench == "tg":
             return None, decode_features(s, 1, load.depth), None, combos(load)[2]
         prev = prev or {}
-        b, g, cm = combos(load, prev.get("e2el"), prev.get("service"), prev.get("rho_cap"))
+        b, g, cm = combos(load, prev.get("e2el"), prev.get("service"), prev.get("rho_cap"), prev.get("waiting"))
         return (prefill_features(s, load.isl, batch=b, chunk=load.chunk), decode_features(s, b, decode_context(load)),
                 prefill_features(s, load.isl, batch=g, chunk=load.chunk), cm)
 
@@ -200,8 +200,8 @@ def predict(built: Built, coef, prev: dict | None = None) -> dict:
 
 
 # The figures a burst's wait in the serving front end (kvplan.speed.frontend.ingress_queue) adds to; TPOT, their
-# difference over the output, does not move
-QUEUED = ("ttft", "e2el")
+# difference over the output, does not move; `waiting` (before the first scheduled step) holds the crossing too
+QUEUED = ("ttft", "e2el", "waiting")
 INGRESS = TERMS.index("ingress")
 
 

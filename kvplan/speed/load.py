@@ -63,9 +63,11 @@ seconds:
                            open loop's) waiting (n - 1) / 2 decode steps more on average, in TTFT and E2E (not in a
                            throughput: the replica serves others meanwhile); not a burst's (queued before the run
                            starts) nor a wave's or a lone request's (the engine idles, polling every pass)
-  open loop at rate r      as a closed loop of c = r x E2E requests (Little's law, E2E from the
-                           previous estimate: kvplan.speed.fit.settle iterates it to its fixed point);
-                           its requests arrive one by one (G = 1) and there is no first wave
+  open loop at rate r      as a closed loop of c = r x (E2E - W) requests (Little's law over the running set, E2E
+                           and W from the previous estimate: kvplan.speed.fit.settle iterates it to its fixed
+                           point), W the `waiting` before a request's first scheduled step (the arrival wait, the
+                           poll, the front end's crossing), which holds no running slot; its requests arrive one
+                           by one (G = 1) and there is no first wave
   overloaded open loop     where r / dp reaches what a replica serves at its running cap, rho_cap =
                            r / dp x T(cap) >= 1 (T at B = cap, from the caller), no steady state exists:
                            B = cap (a run of N < cap requests per replica: N, never more than it sent), and
@@ -184,8 +186,15 @@ def decode_context(load: Load) -> float:
     return load.isl + load.osl * (1 + max(0.0, cv2)) / 2
 
 
-def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None = None) -> tuple[float, float, bool]:
-    """(B running, c in the system, burst?) per replica; `rho_cap`: an open loop's load at the cap (overloaded)."""
+def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None = None,
+                   waiting: float | None = None) -> tuple[float, float, bool]:
+    """(B running, c in the system, burst?) per replica; `rho_cap`: an open loop's load at the cap (overloaded). An
+    open loop's c is Little's law over the running set, rate x (E2E - `waiting`): a request joins the engine's running
+    batch at its first scheduled step (vLLM's `Scheduler.schedule` moves it from `waiting` to `running`, its queue time
+    ending at its SCHEDULED event: vllm-project/vllm@00024d314514900f361ad072af6931e403b7f589:vllm/v1/core/sched/
+    scheduler.py; SGLang's `waiting_queue` (#queue-req) feeds prefill batches merged into `running_batch`:
+    sgl-project/sglang@d51c1c21d1ac07cd5d1de9ead6c99087d8428e79:python/sglang/srt/managers/scheduler.py), so the waits
+    before it (the prefill server's queue, the scheduler's poll, the front end's crossing) hold no running slot."""
     if not load.num_prompts and not load.concurrency and not at_rate(load):
         return load.cap, load.cap, False  # a throughput run of untold length: the steady state at the cap
     n = (load.num_prompts or 1e9) / load.dp
@@ -195,7 +204,7 @@ def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None
         b = max(1.0, min(load.cap, n))
         return b, b, False  # the queue behind it is combos' overload wait
     elif at_rate(load):
-        c = load.rate / load.dp * e2e_estimate if e2e_estimate else 1.0
+        c = load.rate / load.dp * max(0.0, e2e_estimate - (waiting or 0.0)) if e2e_estimate else 1.0
     else:
         c = n
     c = max(1.0, min(c, n))
@@ -262,17 +271,19 @@ def group(load: Load, b: float) -> float:
     return 1.0  # an open loop's arrivals, or drawn lengths: requests finish, and are replaced, one at a time
 
 
-def combos(load: Load, e2e_estimate: float | None = None,
-           service_estimate: float | None = None, rho_cap: float | None = None) -> tuple[float, float, dict]:
+def combos(load: Load, e2e_estimate: float | None = None, service_estimate: float | None = None,
+           rho_cap: float | None = None, waiting_estimate: float | None = None) -> tuple[float, float, dict]:
     """(B, G, {metric: (a, b, e, inverse scale or 0)}): a metric is a x t_wave + b x t_dec + e x t_grp,
     or scale / that where `inverse` is non-zero (a throughput). `service_estimate`: the previous estimate
     of the prefill server's S (the `service` pseudo-metric), for an open loop's arrival wait; `rho_cap`: an open
-    loop's utilisation at the running cap, r / dp x T(cap), where it is >= 1 the overload (module docstring)."""
+    loop's utilisation at the running cap, r / dp x T(cap), where it is >= 1 the overload (module docstring);
+    `waiting_estimate`: the previous estimate of the `waiting` pseudo-metric, E2E's part before the first scheduled
+    step, which an open loop's Little's law leaves out of its running set (batch_and_mode)."""
     if load.bench == "pp":
         return 1.0, 1.0, {"pp_tok_s": (1.0, 0.0, 0.0, load.isl)}
     if load.bench == "tg":
         return 1.0, 1.0, {"tg_tok_s": (0.0, 1.0, 0.0, 1.0)}
-    b, c, burst = batch_and_mode(load, e2e_estimate, rho_cap)
+    b, c, burst = batch_and_mode(load, e2e_estimate, rho_cap, waiting_estimate)
     g = group(load, b)
     osl = max(1.0, load.osl)
     t = ((1.0 + load.recompute) / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B, its preempted prompts redone
@@ -304,6 +315,8 @@ def combos(load: Load, e2e_estimate: float | None = None,
     ttft = tuple(x + y for x, y in zip(ttft, late)) if burst else ttft
     e2e = (e2e[0], e2e[1] + (1 - share) * (held + poll + turn[0]), e2e[2] + (1 - share) * turn[1])  # waits in E2E too
     q = open_wait(load, b, t, burst, service_estimate, rho_cap)
+    pre = (wait * t[0], wait * t[1] + (1 - share) * (held + poll + turn[0]), (1 - share) * turn[1])  # not yet running
+    pre = tuple(x + y + z for x, y, z in zip(pre, q, late if burst else (0.0, 0.0, 0.0)))
     ttft, e2e = tuple(x + y for x, y in zip(ttft, q)), tuple(x + y for x, y in zip(e2e, q))
     thr = with_drain(load, t, osl, burst)  # what a throughput divides by
     k, d = max(1.0, osl - 1), busy(load)
@@ -315,6 +328,7 @@ def combos(load: Load, e2e_estimate: float | None = None,
         "request_throughput": (*thr, d),
         "total_throughput": (*thr, d * (load.isl + osl)),
         "service": (1.0 / b, 0.0, 0.0, 0.0),  # the prefill server's S, t_wave / B: not a measured figure
+        "waiting": (*pre, 0.0),  # the wait before a request's first scheduled step: not a measured figure
     }
 
 

@@ -218,8 +218,9 @@ def settle(built: Built, coef) -> dict:
     """Predictions under the open-loop batch estimate, settled. A load at no stated rate needs one pass. An open
     loop is first checked for overload: rho_cap = r / dp x T(cap), T(cap) the GPU time per request at the running
     cap (rho_cap_of); at rho_cap >= 1 it runs at the cap and its queue grows through the run (kvplan.speed.load:
-    combos), one pass; below it, Little's law's c = r x E2E(c) (and the arrival wait's S) is iterated from
-    c = 1 until E2E moves less than SETTLE_TOL, at most SETTLE_MAX passes."""
+    combos), one pass; below it, Little's law over the running set, c = r x (E2E(c) - waiting(c)) (the wait before
+    the first scheduled step holds no running slot: kvplan.speed.load.batch_and_mode), and the arrival wait's S, is
+    iterated from c = 1 until E2E moves less than SETTLE_TOL, at most SETTLE_MAX passes."""
     load = built.load
     if load.bench != "serve" or not (load.rate and load.rate != float("inf")):
         return predict(built, coef)

@@ -6,7 +6,7 @@ expert's gate and up, and 192 % 128 = 64 != 0:
 * vLLM 0.12.0-0.28.0 raise "The output_size of gate's and up's weight = 192 is not divisible by weight quantization
   block_n = 128." (0.28.0 wheel model_executor/layers/quantization/fp8.py L530-548);
 * vLLM from 0.29.0 refine the scales to gcd(128, 128, 192, 4096) = 64 >= 32 and run (0.33.0
-  fused_moe/oracle/fp8.py L295-320);
+  fused_moe/oracle/fp8.py L292-320);
 * SGLang 0.5.23 raises the same message (layers/quantization/fp8.py L1578-1600).
 At tp 4 the shard is 384 = 3 x 128; under expert parallelism every rank holds whole 1536-wide experts (12 x 128).
 """

@@ -10,7 +10,7 @@ the MoE's tensor-parallel ranks must leave each rank whole blocks, or the scales
 * vLLM from 0.29.0 refines the scales to a finer square block where gcd(block_n, block_k, shard, hidden) >= 32
   (a lossless upsampling that only Triton kernels take) and raises only where no such block exists (0.29.0
   `fp8.py` L484-512 and L555-585, `fused_moe/oracle/fp8.py` refine_fp8_moe_block_shape; 0.33.0
-  `fused_moe/oracle/fp8.py` L295-320 and resolve_fp8_moe_weight_block_shape L355-400; 0.28.0 has no refinement).
+  `fused_moe/oracle/fp8.py` L292-320 and resolve_fp8_moe_weight_block_shape L355-396; 0.28.0 has no refinement).
   Qwen3-235B-A22B-FP8 at tp 8: 1536 / 8 = 192, 192 % 128 != 0, gcd(128, 128, 192, 4096) = 64: runs on 0.29.0+.
 * SGLang raises the same way in every release read (0.5.23 wheel `layers/quantization/fp8.py` L1578-1600), except
   under ROCm's aiter MoE where the padding equals the block (not planned here: ROCm's default MoE runner is not

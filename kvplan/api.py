@@ -280,26 +280,36 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     req = read_request(spec, context=default, kv_dtype=kv_dtype, weight_dtype=weight_dtype, block_size=block_size,
                        gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
                        kv_cache_memory=kv_cache_memory, lora=lora)
-    dep = layout_from_flags(spec, gpus, tp, pp)
-    if dep == SEARCH:  # gpus alone: the default split (widest tp within a node, then pp), as simulate's CLI
-        dep = deployment_for_gpus(spec, gpus)
-        if dep is None:
-            raise KvplanError(f"{spec.name}: no tensor × pipeline split of {gpus} GPUs is valid (tp must divide "
-                              f"the {spec.num_attention_heads} attention heads)", EXIT_USAGE, param="gpus", value=gpus)
-    dep = chosen.deployment(dep or Deployment(1, 1))
+    dep = _sim_deployment(spec, gpus, tp, pp, chosen)
     res = chosen.result(spec, hw, dep, req)  # the pool as the engine sizes it; its admission rule below
-    p = res.plan
+    p = res.plan if prefix_caching else dataclasses.replace(  # no cached prefix: an MLA prefill's form reads it (CLI's)
+        res.plan, request=dataclasses.replace(res.plan.request, prefix_cache=False))
     sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=chosen.speed_key, version=chosen.version)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache (weights "
                           f"{p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more {arg('gpus')}", EXIT_USAGE)
     held = scheduler_limits(chosen, res, max_num_seqs, max_num_batched_tokens)
+    if tiers and not held.prefix_cache:
+        raise KvplanError("offload keeps evicted prefix blocks: it needs the engine's prefix cache, which its "
+                          f"{arg('engine_opts')} turn off", EXIT_USAGE, param="offload", value=offload)
     base, fe = configured(held, sim, chosen.speed_key, mode=mode, reserve=reserve, prefix_caching=prefix_caching)
     op = _tiers(chosen, res, spec, sim, dep, requests, fmt, tiers, offload_backend, host_profile) if tiers else None
     if op is not None:
         base = dataclasses.replace(base, tiers=sim_tiers(op, sim.token_bytes(), host_profile, dep.gpus))
     ((summary, series),) = run_all(sim, requests, configs(base, False), slo_ttft, slo_tpot).values()
     return Simulation(p, summary, series, op, held, fe.meta(requests) if fe else None)
+
+
+def _sim_deployment(spec, gpus, tp, pp, chosen) -> Deployment:
+    """simulate's layout: tp and pp as given, or `gpus` alone split as simulate's CLI splits them (widest tp within
+    a node, then pp), as the engine `chosen` deploys it."""
+    dep = layout_from_flags(spec, gpus, tp, pp)
+    if dep == SEARCH:
+        dep = deployment_for_gpus(spec, gpus)
+        if dep is None:
+            raise KvplanError(f"{spec.name}: no tensor × pipeline split of {gpus} GPUs is valid (tp must divide "
+                              f"the {spec.num_attention_heads} attention heads)", EXIT_USAGE, param="gpus", value=gpus)
+    return chosen.deployment(dep or Deployment(1, 1))
 
 
 def _tiers(engine, res, spec, sim, dep, requests, fmt, tiers, backend: str, host) -> OffloadPlan:

@@ -16,7 +16,7 @@ from kvplan.cli._common import (
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, say
-from kvplan.cli.speed_flags import plans_gaps, request_note, speed_band, speed_line
+from kvplan.cli.speed_flags import form_notes, plans_gaps, request_note, speed_band, speed_line
 from kvplan.speed.coverage import label
 from kvplan.cli.selection import memory_caveats, resolve_gpus, weight_caveats
 from kvplan.cli.workload import (
@@ -233,14 +233,15 @@ def _serve(candidates, spec, gpu_list, loaded, sla, chosen):
     engine = chosen.speed_key  # the coefficient set of its release (kvplan.speed.eras)
     stderr(loaded.said)
     plans = [c.plan for c in candidates if c.plan is not None]
+    gpus = {g.key: g for g in gpu_list}
     for line in ([speed_line(engine)] + request_note("calibrated", engine) + [per_plan_note(chosen)]
-                 + [f"note: {w}" for w in plans_gaps(gpu_list, plans, lambda _: spec)]):
+                 + [f"note: {w}" for w in plans_gaps(gpu_list, plans, lambda _: spec)]
+                 + form_notes(plans, lambda _: spec, lambda p: gpus[p.gpu], engine, chosen.version)):
         stderr(line)
     fe = of_set(engine)  # the coefficient set's, the same for every candidate: said once
     if fe is not None:
         stderr(fe.said(loaded.requests) + " (every candidate, as simulate runs it)")
     target = Target(tuple(loaded.requests), *sla, engine=engine, configured=chosen)
-    gpus = {g.key: g for g in gpu_list}
     with progress_bar("simulating", len(candidates)) as bar:
         judged, sims = filter_candidates(candidates, spec, gpus, target, progress=bar and bar.done)
     return judged, sims, (fe.meta(loaded.requests) if fe is not None else None)

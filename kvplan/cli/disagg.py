@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.speed_flags import request_note, speed_notes
+from kvplan.cli.speed_flags import form_notes, request_note, speed_notes
 from kvplan.cli._common import (
     BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, WeightDtypeOpt,
     cli_errors, print_warnings, stderr,
@@ -97,7 +97,9 @@ def disagg(
         stderr(run.requests_said)
     res = run.result
     for line in (speed_notes(speed, run.engine.speed_key, run.gpu.key, run.spec.family, run.engine.version, (run.gpu,))
-                 + request_note(speed, run.engine.speed_key)):
+                 + request_note(speed, run.engine.speed_key)  # and the prefill pool's MLA prefill form
+                 + form_notes([res.prefill.plan], lambda _: run.spec, lambda _: run.gpu, run.engine.speed_key,
+                              run.engine.version)):
         stderr(line)  # the pools' step times: whose coefficients, their held-out band, what the corpus lacks
     for line in _limit_notes(res.limits):
         stderr(line)

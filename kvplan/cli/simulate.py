@@ -21,14 +21,15 @@ from kvplan.cli._common import (
 from kvplan.cli.engine_fit import engine_result
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
-from kvplan.cli.speed_flags import check_speed, collective_ranks, request_note, speed_band, speed_notes, stored_dtype
+from kvplan.cli.speed_flags import (check_speed, collective_ranks, form_notes, request_note, speed_band, speed_notes,
+                                   stored_dtype)
 from kvplan.cli.fit import _deployment, _request
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, plan_offload
 from kvplan.cli.workload import (
     DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
     check_workload_inputs, load_requests, sla_text,
 )
-from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError, arg
 from kvplan.core.files import atomic_write
 from kvplan.core.units import plural
 from kvplan.engines.scheduler import with_limits
@@ -137,8 +138,11 @@ def simulate(
     sim, meta, notes, result = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
                                          chosen, hw_profiles, revision, token, timeout, speculative, lora,
-                                         allow_long_context, speed)
+                                         allow_long_context, speed, prefix_caching=not no_prefix_caching)
     held = scheduler_limits(chosen, result[0], max_num_seqs, max_num_batched_tokens)
+    if tiers and not held.prefix_cache:
+        raise KvplanError("--offload keeps evicted prefix blocks: it needs the engine's prefix cache, which its "
+                          f"{arg('engine_opts')} turn off", EXIT_USAGE)
     notes += held.notes()
     if mode == "paged" or compare:  # the engine's admission rule applies to the paged pool
         notes.append(held.admission.said + ("; the contiguous pools admit by their reservation" if compare else ""))
@@ -153,7 +157,8 @@ def simulate(
     requests = loaded.requests
     if tiers:
         base, runs = _with_tiers(base, sim, meta, result, asked, requests, trace is not None)
-    meta.update({"runs": list(runs), **held.meta(), **held.admission_meta(), "prefix_caching": not no_prefix_caching,
+    meta.update({"runs": list(runs), **held.meta(), **held.admission_meta(),
+                 "prefix_caching": not no_prefix_caching and held.prefix_cache,
                  "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
     if find_rate:
         requests = _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta,
@@ -233,12 +238,13 @@ def _seconds(s: float) -> str:
 def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype, gmu, kv_cache_memory,
                       overhead, block_size, step_overhead, chosen, hw_profiles, revision, token, timeout,
                       speculative=None, lora=None, allow_long_context=False, speed="calibrated",
-                      speed_engine=None, speed_version=None):
+                      speed_engine=None, speed_version=None, prefix_caching=True):
     """Plan the deployment as `fit` does (with the drafter --speculative names), as `chosen` (a
     configured engine) sizes the pool, then the simulator's inputs and the notes for stderr.
     `speed_engine`: the coefficient set the steps take where it is not the engine's current one
     (check-bench: the era of the release its file names, e.g. "trtllm<1.0"), `speed_version` that release (None:
-    the configured engine's)."""
+    the configured engine's); `prefix_caching` False (--no-prefix-caching): no prompt reuses a cached prefix, which
+    an MLA prefill's priced form reads (Request.prefix_cache)."""
     speed_engine, speed_version = speed_engine or chosen.speed_key, speed_version or chosen.version
     hw = find_gpu(gpu, hw_profiles or ())
     drafter = speculative_request(speculative, chosen)
@@ -254,6 +260,8 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     dep = chosen.deployment(dep)
     result = engine_result(chosen, spec, hw, dep, req)  # the pool as the engine sizes it (its admission: held)
     p = result.plan
+    if not prefix_caching:  # as an engine option turning its prefix cache off (kvplan.speed.plan.prefill_form)
+        p = dataclasses.replace(p, request=dataclasses.replace(p.request, prefix_cache=False))
     sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=speed_engine, version=speed_version)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache "
@@ -267,6 +275,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     notes += speed_notes(speed, speed_engine, hw.key, spec.family, chosen.version, (hw,),
                          weight_dtype=p.request.weight_dtype, stored=stored_dtype(p, spec),
                          ranks=collective_ranks(p), model_dtype=spec.dtype) + request_note(speed, speed_engine)
+    notes += form_notes([p], lambda _: spec, lambda _: hw, speed_engine, speed_version)
     if not (sim.all_full and not sim.state_bytes):
         notes.append("note: prefix caching is not modelled for sliding-window, chunked or recurrent layers: off")
     meta = {"model": spec.name, "gpu": hw.key, "gpus": dep.gpus, "tp": dep.tp, "pp": dep.pp,

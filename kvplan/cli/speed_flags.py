@@ -6,10 +6,11 @@ from __future__ import annotations
 from kvplan.speed.coverage import band_text, check_speed, label, link_gaps, outside, rate_gaps, unmeasured, unrated
 from kvplan.speed.compute_dtype import STATED, compute_line
 from kvplan.speed.model import FALLBACK_ENGINE, band, coefficients, covered, engine_key, gemm_kernels
+from kvplan.speed.plan import prefill_form
 from kvplan.speed.terms import TERMS
 
-__all__ = ["calibrated_keys", "check_speed", "collective_ranks", "plans_gaps", "request_note", "speed_band",
-           "speed_line", "speed_notes", "stored_dtype"]
+__all__ = ["calibrated_keys", "check_speed", "collective_ranks", "form_notes", "plans_gaps", "request_note",
+           "speed_band", "speed_line", "speed_notes", "stored_dtype"]
 
 
 def speed_line(engine: str | None = None) -> str:
@@ -38,6 +39,14 @@ def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str, versi
         stated = weight_dtype if weight_dtype in STATED else None
         lines += [f"note: {compute_line(model_dtype, g, stated, gemm_kernels(engine) == 'ggml')}" for g in gpus]
     return lines + gaps
+
+
+def form_notes(plans, spec_of, gpu_of, engine: str | None, version: str | None = None) -> list[str]:
+    """The MLA prefill form the speed figures price for each of `plans` (`spec_of(plan)`, `gpu_of(plan)`: its model
+    and GPU profile; kvplan.speed.plan.prefill_form), each line once: the backend and prefix-cache state priced and
+    where they came from."""
+    return list(dict.fromkeys(f"note: {line}" for p in plans
+                              if (line := prefill_form(p, spec_of(p), gpu_of(p), engine, version))))
 
 
 def collective_ranks(plan) -> int:

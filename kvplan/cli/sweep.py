@@ -21,7 +21,7 @@ from kvplan.cli._common import (
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
-from kvplan.cli.speed_flags import check_speed, plans_gaps, request_note, speed_band, speed_notes
+from kvplan.cli.speed_flags import check_speed, form_notes, plans_gaps, request_note, speed_band, speed_notes
 from kvplan.cli.sweep_size import DEFAULT_MAX_PLANS, check_size
 from kvplan.cli.selection import (
     GPU_LIST_HELP, memory_caveats, names, resolve_gpus, resolve_models, weight_caveats, weight_dtypes,
@@ -283,12 +283,13 @@ def _simulate(result, chosen, gpu_list, loaded, slo_ttft: float, slo_tpot: float
     target = Target(tuple(loaded.requests), slo_ttft, slo_tpot, engine=result.engine_name, speed=result.speed,
                     configured=chosen)
     stderr(per_plan_note(chosen))
-    for line in request_note(result.speed, result.engine_name):  # the step-time line is the summary's (_speed_lines)
+    gpus = {g.key: g for g in gpu_list}
+    for line in request_note(result.speed, result.engine_name) + form_notes(  # the step-time line: _speed_lines
+            result.plans, lambda p: result.models[p.model], lambda p: gpus[p.gpu], result.engine_name, chosen.version):
         stderr(line)
     fe = of_set(result.engine_name, result.speed)  # the same for every plan: the coefficient set's, said once
     if fe is not None:
         stderr(fe.said(loaded.requests) + " (every plan, as simulate runs it)")
-    gpus = {g.key: g for g in gpu_list}
     out = []
     with progress_bar("simulating", len(result.plans)) as bar:
         for p in result.plans:

@@ -78,6 +78,9 @@ class Quantization:
     # int8 channel-wise (compressed-tensors W8A8): the fp32 scale per output channel, bytes of the (sharded,
     # replicated, experts) parts (kvplan.readers.quantization._channel_scales); () where there are none
     channel_scales: tuple[int, ...] = ()
+    # the config's `quant_method` as written, lower-cased ("" without one): where it came from, not a format (left
+    # out of ==); an engine that reads a method by name refuses one it lacks (kvplan.engines.sglang.quant_methods)
+    quant_method: str = field(default="", compare=False)
 
     def __post_init__(self):  # a catalog JSON gives lists
         object.__setattr__(self, "kept", tuple((str(r), int(c)) for r, c in self.kept))

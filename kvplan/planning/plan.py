@@ -66,6 +66,11 @@ class Request:
     # the deployment's dp ranks are attention-DP ranks of one engine, counted in its tp size (SGLang's
     # enable_dp_attention, set by its `request` step); the speed figures read a rank's MLA heads over tp x dp
     attention_dp: bool = False
+    # the attention backend the engine's options name ("": its default by release and GPU) and whether its prefix
+    # cache is on (off where an option turns it off: SGLang's disable_radix_cache), set by its `request` step; the
+    # speed figures read an MLA prefill's form from them, as the corpus fit reads a run's flags (kvplan.speed.mlaform)
+    attention_backend: str = ""
+    prefix_cache: bool = True
 
 
 class Stage(NamedTuple):

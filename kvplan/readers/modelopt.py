@@ -36,7 +36,8 @@ from kvplan.model.spec import Quantization
 
 # quant_algo -> (kvplan's weight format, group or block size): NVFP4 packs 16 e2m1 values per fp8 scale
 # (ModelOptNvFp4LinearMethod.create_weights); FP8 is per tensor, FP8_PER_CHANNEL_PER_TOKEN one fp32 scale per
-# output row (a few bytes), FP8_PB_WO fp32 scales per 128 x 128 block (ModelOptFp8PbWoLinearMethod._WEIGHT_BLOCK_SIZE)
+# output row (kvplan.readers.quantization counts them), FP8_PB_WO fp32 scales per 128 x 128 block
+# (ModelOptFp8PbWoLinearMethod._WEIGHT_BLOCK_SIZE)
 _FORMATS = {"NVFP4": ("nvfp4", 16), "W4A16_NVFP4": ("nvfp4", 16), "FP8": ("fp8", 0),
             "FP8_PER_CHANNEL_PER_TOKEN": ("fp8", 0), "FP8_PB_WO": ("fp8", 128)}
 

@@ -200,13 +200,20 @@ def _nemotron_moe(cfg, h: int, experts: int, top_k: int) -> tuple[int, int, int,
 
 
 def _shared_expert_params(cfg, model_type: str, h: int, expert_width: int, mats: int) -> int:
+    width, gate = shared_expert_width(cfg, model_type, expert_width)
+    return mats * h * width + (h if gate else 0)
+
+
+def shared_expert_width(cfg, model_type: str, expert_width: int) -> tuple[int, bool]:
+    """The intermediate width of one MoE layer's shared expert(s), fused as one MLP, and whether a gate of hidden
+    inputs scales it (Qwen2-MoE's shared_expert_gate); (0, False) where the layer has none."""
     if cfg.has("n_shared_experts"):  # DeepSeek, GLM-4.5, Kimi K2
-        return cfg.int("n_shared_experts", minimum=0) * mats * h * expert_width
+        return cfg.int("n_shared_experts", minimum=0) * expert_width, False
     if model_type == "granitemoehybrid":  # shared_mlp beside the MoE block, no gate
-        return mats * h * cfg.int("shared_intermediate_size", limit="intermediate_size")
+        return cfg.int("shared_intermediate_size", limit="intermediate_size"), False
     if cfg.has("shared_expert_intermediate_size"):  # Qwen2-MoE, Qwen3-Next: one shared expert + its gate
         width = cfg.int("shared_expert_intermediate_size", minimum=0)
-        return mats * h * width + (h if width else 0)
+        return width, bool(width)
     if model_type in ("llama4", "llama4_text"):  # one shared expert of intermediate_size
-        return mats * h * cfg.int("intermediate_size")
-    return 0
+        return cfg.int("intermediate_size"), False
+    return 0, False

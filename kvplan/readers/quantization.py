@@ -10,10 +10,11 @@ import math
 from dataclasses import replace
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.model.layers import MLALatent
 from kvplan.model.spec import Quantization
 from kvplan.readers.cfg import read_dtype, shown
 from kvplan.readers.modelopt import glob_entry, modelopt_method, modelopt_view, unlisted
-from kvplan.readers.params import _is_moe_layer
+from kvplan.readers.params import _UNGATED, _is_moe_layer, shared_expert_width
 from kvplan.readers.unquantized import exclusion_list, kept_params, module_names, untargeted
 
 
@@ -39,10 +40,38 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
         left_out = unlisted(q, where)  # MIXED_PRECISION: modules its quantized_layers leave out
     if left_out is not None:
         names = [*names, left_out]
-    if not names or params is None or quant.method == _dtype(cfg):
+    if names and params is not None and quant.method != _dtype(cfg):
+        modules = module_names(cfg, str(cfg.raw("model_type") or ""), params, tuple(layers))
+        quant = replace(quant, kept=kept_params(names, params, tuple(layers), where, modules))
+    if isinstance(q.get("quant_method"), str) and q["quant_method"]:
+        quant = replace(quant, quant_method=q["quant_method"].lower())
+    experts = _channel_wise(q, where)
+    if experts is None or not layers:
         return quant
-    modules = module_names(cfg, str(cfg.raw("model_type") or ""), params, tuple(layers))
-    return replace(quant, kept=kept_params(names, params, tuple(layers), where, modules))
+    parts = _channel_parts(cfg, tuple(layers), params, experts)
+    return replace(quant, channel_scales=_channel_scales(parts, quant.kept, params))
+
+
+def _channel_wise(q: dict, where: str) -> bool | None:
+    """Whether the checkpoint's weights carry a scale per output channel, and whether its routed experts do too
+    (True), or only its linear layers (False: vLLM's FBGEMMFp8Config gives FusedMoE no method, 0.33.0 fbgemm_fp8.py
+    L79-90, and ModelOptFp8MoEMethod allocates per-tensor scales, 0.19.0 modelopt.py L726-740); None: no channel
+    scales. compressed-tensors `strategy: channel` (int8 W8A8, llm-compressor's FP8_DYNAMIC), fbgemm_fp8 and
+    ModelOpt FP8_PER_CHANNEL_PER_TOKEN are channel-wise; fp8's per-tensor scales (a few per layer) and its block
+    scales (kvplan.model.weight_formats.linear_bytes) are not."""
+    method = str(q.get("quant_method", "")).lower()
+    if method == "fbgemm_fp8":
+        return False
+    if method == "modelopt":
+        return False if str(q.get("quant_algo", "")).upper() == "FP8_PER_CHANNEL_PER_TOKEN" else None
+    if method != "compressed-tensors":
+        return None
+    for group in (q.get("config_groups") or {}).values():  # the scheme _method reads: the first with weight bits
+        weights = group.get("weights") or {}
+        bits = _q_int(weights, where, "num_bits", default=0, minimum=0) if isinstance(weights, dict) else 0
+        if bits:
+            return True if bits == 8 and weights.get("strategy") == "channel" else None
+    return None
 
 
 def _targets(q: dict) -> list[str]:
@@ -79,25 +108,68 @@ def _g_idx_bytes(cfg, layers) -> int:
     return 4 * total
 
 
-def _channel_scales(cfg, layers) -> tuple[int, ...]:
-    """Bytes of int8 channel-wise weights' fp32 scales, one per output feature (vLLM's CompressedTensorsW8A8Int8
-    create_weights: weight_scale (sum(output_partition_sizes), 1) float32, 0.8.0 wheel L67-70, 0.12.0 L78-84; the MoE
-    method's w13_weight_scale (E, 2 x I, 1) and w2_weight_scale (E, hidden, 1) float32, 0.12.0
-    compressed_tensors_moe.py L1331-1341), as (sharded: q, k, v, gate, up; replicated: o and down, row-parallel, whose
-    output every rank holds whole; experts). Layers without a grouped-query attention (MLA, state) count their MLP
-    only: their projections' few thousand scales are left out, as GPTQ's g_idx count does."""
-    h, width, expert, experts, heads, model_type = _linear_sizes(cfg)
-    column = row = routed = 0
+def _channel_parts(cfg, layers, params, experts: bool = True) -> dict[str, tuple[int, int]]:
+    """Output features of the quantized linears by role, as (column-parallel, row-parallel): one fp32 scale each in a
+    channel-wise checkpoint. Column-parallel outputs (q, k, v; gate, up) are split across ranks; a row-parallel
+    layer (o, down) holds its whole output on every rank (an ungated MLP has one column projection, fc1, not gate and
+    up). Routed experts' are (E x (2 x I + hidden), 0), or none where the engine loads the experts without channel
+    scales (`experts` False); shared experts' come from their width (kvplan.readers.params.shared_expert_width). MLA
+    layers count their projections (_mla_outputs); state layers (Mamba, linear attention) count their MLP only: their
+    projections' scales (in_proj's and out_proj's outputs, a few tens of thousands a layer) are left out."""
+    h, width, expert, num_experts, heads, model_type = _linear_sizes(cfg)
+    att = mlp = (0, 0)
+    routed = moe_layers = 0
+    mats = 1 if model_type in _UNGATED else 2  # column-parallel MLP projections: gate and up, or one fc1
     for i, layer in enumerate(layers):
-        att = getattr(layer, "attention", layer)
-        d, kv = getattr(att, "head_dim", 0), getattr(att, "num_kv_heads", 0)
-        if d and kv:
-            column, row = column + (heads + 2 * kv) * d, row + h
-        if experts and _is_moe_layer(cfg, model_type, i):
-            routed += experts * (2 * expert + h)
-        else:
-            column, row = column + 2 * width, row + h
-    return (4 * column, 4 * row, 4 * routed) if column or row or routed else ()
+        a = getattr(layer, "attention", layer)
+        d, kv = getattr(a, "head_dim", 0), getattr(a, "num_kv_heads", 0)
+        if isinstance(a, MLALatent):
+            column, whole = _mla_outputs(cfg, a, heads)
+            att = (att[0] + column, att[1] + whole + h)
+        elif d and kv:
+            att = (att[0] + (heads + 2 * kv) * d, att[1] + h)
+        if num_experts and _is_moe_layer(cfg, model_type, i):
+            routed, moe_layers = routed + num_experts * (mats * expert + h), moe_layers + 1
+        elif width:
+            mlp = (mlp[0] + mats * width, mlp[1] + h)
+    shared = shared_expert_width(cfg, model_type, expert)[0] * mats
+    return {"attention": att, "mlp": mlp, "experts": (routed if experts else 0, 0),
+            "shared_experts": (shared * moe_layers, h * moe_layers) if shared else (0, 0)}
+
+
+def _mla_outputs(cfg, layer, heads: int) -> tuple[int, int]:
+    """(column-parallel, replicated) outputs of an MLA layer's projections but o: q_b (or q) and kv_b split across
+    ranks, the fused q_a + kv_a (or kv_a alone, without a q LoRA) on every rank (vLLM deepseek_v2.py
+    DeepseekV2MLAAttention, 0.11.0 wheel L877-916: MergedColumnParallelLinear(disable_tp=True), ReplicatedLinear,
+    ColumnParallelLinear)."""
+    nope, v = cfg.int("qk_nope_head_dim", limit="head_dim"), cfg.int("v_head_dim", limit="head_dim")
+    q_rank = cfg.int("q_lora_rank", default=0, minimum=0)
+    column = heads * (nope + layer.qk_rope_head_dim) + heads * (nope + v)
+    return column, q_rank + layer.kv_lora_rank + layer.qk_rope_head_dim
+
+
+def _channel_scales(parts: dict, kept=(), params=None) -> tuple[int, ...]:
+    """Bytes of channel-wise weights' fp32 scales, one per output feature of each quantized linear, as (sharded,
+    replicated, experts), less the modules the exclusion list keeps in 16 bits (a role's scales in the share of its
+    parameters kept: exact where whole layers of alike layers are kept, the only partial exclusions
+    kvplan.readers.unquantized reads besides single attention projections); () where there are none.
+
+    vLLM allocates them in CompressedTensorsW8A8Int8 and CompressedTensorsW8A8Fp8 / W8A16Fp8 (strategy channel:
+    weight_scale (sum(output_partition_sizes), 1) float32; int8: 0.8.0 wheel L67-70, 0.12.0 L78-84; fp8: 0.11.0
+    utils/fp8_utils.py create_fp8_scale_parameter L804-808, 0.33.0 L1406-1411), FBGEMMFp8LinearMethod (0.11.0
+    fbgemm_fp8.py L114-115, 0.33.0 L133-134) and ModelOpt FP8_PER_CHANNEL_PER_TOKEN (0.19.0 modelopt.py L583-584);
+    the compressed-tensors MoE methods' w13_weight_scale (E, 2 x I, 1) and w2_weight_scale (E, hidden, 1) float32
+    (int8 0.12.0 compressed_tensors_moe.py L1331-1341; fp8 0.11.0 L626-637, 0.33.0
+    compressed_tensors_moe_w8a8_fp8.py L188-202)."""
+    kept = dict(kept)
+    totals = [0, 0, 0]
+    for role, (column, row) in parts.items():
+        whole = getattr(params, role, 0) - (params.expert_biases if role == "experts" else 0) if params else 0
+        left = whole - min(kept.get(role, 0), whole)
+        column, row = (column * left // whole, row * left // whole) if kept.get(role) and whole else (column, row)
+        totals[2 if role == "experts" else 0] += column
+        totals[1] += row
+    return tuple(4 * t for t in totals) if any(totals) else ()
 
 
 def _method(cfg, q: dict, where: str, layers=()) -> Quantization:
@@ -148,8 +220,6 @@ def _method(cfg, q: dict, where: str, layers=()) -> Quantization:
                 block = weights.get("block_structure") if weights.get("strategy") == "block" else None
                 tile = _q_int({"block_structure": block[0]}, where, "block_structure", default=0) if (
                     isinstance(block, list) and len(block) == 2 and block[0] == block[1]) else 0
-                if weights.get("type") != "float" and weights.get("strategy") == "channel":
-                    return Quantization("int8", tile, channel_scales=_channel_scales(cfg, layers))
                 return Quantization("fp8" if weights.get("type") == "float" else "int8", tile)
             if bits:
                 raise KvplanError(f"{where}: {bits}-bit weights are not supported (4 or 8)", EXIT_USAGE)

@@ -98,7 +98,10 @@ def _stage_costs(plan, spec, engine: str | None = None, version: str | None = No
         pairs, prefill, attn_topk, decompress = attention_flops(spec.layers[start:end], spec.num_attention_heads, tp)
         # a rank's MLA heads over the engine's whole tp size, DP attention's ranks included (as plan_shape)
         heads = mla_heads_per_rank(spec, tp * plan.deployment.dp if plan.request.attention_dp else tp)
-        if absorbed_prefill(engine, version, True, gpu, heads, None, spec.architecture):  # as its decode does
+        # the backend and prefix-cache state the engine's options set (Request.attention_backend, .prefix_cache)
+        req = plan.request
+        if absorbed_prefill(engine, version, req.prefix_cache, gpu, heads, req.attention_backend or None,
+                            spec.architecture):  # as its decode does
             prefill, decompress = pairs, 0.0
         sp = s.profile
         costs.append(StageCost(

@@ -43,9 +43,15 @@ class Limits:
     lockstep: int = 1  # attention-DP workers running each forward together (not simulated: a note says so)
     label: str = ""  # the engine as its notes name it
     mix_opt: str | None = None  # the engine's option that mixes decode into prefill batches (prefill_first engines)
+    # the engine's prefix cache as its options leave it (Request.prefix_cache: SGLang's disable_radix_cache turns it
+    # off), which the speed figures' MLA prefill form reads too: off, the simulator reuses no prefix either
+    prefix_cache: bool = True
 
     def config(self, **kw) -> EngineConfig:
-        """The simulator's config at these limits, this admission rule and these steps (`kw`: the pool's others)."""
+        """The simulator's config at these limits, this admission rule and these steps (`kw`: the pool's others;
+        prefix caching off where the engine's options turn its cache off, whatever `kw` asks)."""
+        if not self.prefix_cache:
+            kw["prefix_caching"] = False
         return EngineConfig(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
                             admission=self.admission, prefill_first=self.prefill_first, **kw)
 
@@ -53,7 +59,9 @@ class Limits:
         """stderr lines: the counts and why (each names its input, so a person sees how to change it), the steps."""
         return [f"at most {self.max_num_seqs:,} requests running at once ({_said(self.seqs_from, 'max_num_seqs')})",
                 f"{self.max_num_batched_tokens:,} tokens a step ({_said(self.tokens_from, 'max_num_batched_tokens')})",
-                *self.scheduler_notes()]
+                *self.scheduler_notes(),
+                *([] if self.prefix_cache else [f"prefix caching off: {self.label or 'the engine'}'s options turn "
+                                                "its prefix cache off, so no request reuses a cached prefix"])]
 
     def scheduler_notes(self) -> list[str]:
         """What the steps schedule, and (attention DP) what is not simulated."""
@@ -115,9 +123,10 @@ def scheduler_limits(engine, result=None, max_num_seqs: int | None = None,
     known = canonical_engine(name) if label else None  # a named engine's rules; kvplan's own rules none
     settings = result.settings if result is not None else {}
     workers = int(settings.get("attention_dp") or 1)  # SGLang's DP-attention workers: one is simulated
+    cache = result.plan.request.prefix_cache if result is not None else True  # as the engine's options leave it
     return Limits(seqs[0], tokens[0], seqs[1], tokens[1], admission(name, opts, workers),
                   prefill_first(known, mixed_chunk(known, opts)), lockstep_of(known, settings),
-                  label or "", MIXED_CHUNK_OPTS.get(known or ""))
+                  label or "", MIXED_CHUNK_OPTS.get(known or ""), cache)
 
 
 def plan_limits(engine, plan, model, gpu) -> Limits:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
 from kvplan.hardware.facts import vendor_of
+from kvplan.speed.eras import engine_of
 from kvplan.speed.mlaform import absorbs_with_prefix
 from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, bound, capped_pair_seconds, features, gemm_seconds,
                                 measured_allreduce, measured_tp, moves_tokens, path_at, prefill_width, roofline,
@@ -94,9 +95,17 @@ def engine_key(engine: str | None) -> str:
     return ENGINE_ALIASES.get(name, name)
 
 
+def rules_key(engine: str | None) -> str:
+    """The engine whose kernel rules a coefficient set's name reads: an older era's set is its engine's
+    ("sglang<0.5.14" -> "sglang", kvplan.speed.eras.engine_of), so a plan priced with an era's coefficients
+    (Engine.speed_key) takes the engine's rules at its release, as the corpus fit does (it shapes each run under its
+    engine's name and release: kvplan.speed.fit.Built)."""
+    return engine_of(engine_key(engine))
+
+
 def gemm_kernels(engine: str | None) -> str | None:
     """The kernel family an engine's weight GEMMs run (GEMM_KERNELS), None for none modelled or no engine."""
-    return GEMM_KERNELS.get(engine_key(engine)) if engine else None
+    return GEMM_KERNELS.get(rules_key(engine)) if engine else None
 
 
 def absorbed_prefill(engine: str | None, version: str | None = None, prefix_cache: bool = False, gpu=None,
@@ -106,7 +115,7 @@ def absorbed_prefill(engine: str | None, version: str | None = None, prefix_cach
     attention backend on `gpu` (the run's `backend`, else the release's default for `heads_per_rank` heads a rank and
     the model's `architecture`) attends so (kvplan.speed.mlaform); kvplan's own rules (no engine) read vLLM's, which
     decompresses."""
-    key = engine_key(engine)
+    key = rules_key(engine)
     if MLA_PREFILL.get(key) == "absorbed":
         return True
     return prefix_cache and bool(absorbs_with_prefix(key, version, gpu, heads_per_rank, backend, architecture))
@@ -115,14 +124,14 @@ def absorbed_prefill(engine: str | None, version: str | None = None, prefix_cach
 def measured_allreduce_kernel(engine: str | None) -> bool:
     """Whether the engine's tensor-parallel all-reduces run the kernel the profiles' tables measured
     (MEASURED_ALLREDUCE); kvplan's own rules (no engine) read vLLM's, which does not."""
-    return engine_key(engine) in MEASURED_ALLREDUCE if engine else False
+    return rules_key(engine) in MEASURED_ALLREDUCE if engine else False
 
 
 def custom_allreduce_bytes(engine: str | None, tp: int, gpu=None) -> int:
     """The message size from which the engine's all-reduce among `tp` GPUs of `gpu` (a profile; None: an NVIDIA part)
     leaves its custom kernel for NCCL (CUSTOM_ALLREDUCE, CUSTOM_ALLREDUCE_AMD on an AMD profile), 0 where it has none
     for that many; kvplan's own rules (no engine) read vLLM's."""
-    key = engine_key(engine)
+    key = rules_key(engine)
     limit = CUSTOM_ALLREDUCE.get(key, {}).get(tp, 0)
     if limit and vendor_of(gpu) == "AMD":
         return CUSTOM_ALLREDUCE_AMD.get(key, limit)

@@ -8,8 +8,10 @@ decode step of `batch` sequences each holding the full context, the plan's own w
 
 from __future__ import annotations
 
-from kvplan.speed.model import StepModel, coefficients, decode_seconds, prefill_seconds
-from kvplan.speed.shape import model_terms, on_gpu, shape_for
+from kvplan.speed.corpus import PREFIX_CACHE_OFF
+from kvplan.speed.mlaform import ABSORBS_WITH_PREFIX, default_backend, mla_heads_per_rank
+from kvplan.speed.model import StepModel, absorbed_prefill, coefficients, decode_seconds, prefill_seconds, rules_key
+from kvplan.speed.shape import attention_flops, model_terms, on_gpu, shape_for
 from kvplan.speed.ssm_dtype import in_dtype
 from kvplan.speed.terms import Shape
 
@@ -18,12 +20,15 @@ def plan_shape(plan, spec, gpu, engine: str | None = None, version: str | None =
     """The Shape (kvplan.speed.terms) of the plan's deployment and dtypes (under llama.cpp, with its current
     build's GEMM paths: kvplan.speed.ggml; an MXFP4 MoE at the precision the engine's kernels multiply in at release
     `version`, None: its current one, kvplan.speed.mxfp4; a rank's MLA heads over the engine's whole tp size where
-    the engine's request step said its dp ranks are attention-DP ranks, Request.attention_dp)."""
+    the engine's request step said its dp ranks are attention-DP ranks, Request.attention_dp; an MLA prefill's form
+    through the attention backend and prefix-cache state the engine's options set, Request.attention_backend and
+    Request.prefix_cache, as the corpus fit reads a run's flags: kvplan.speed.fit.Built)."""
     req, dep = plan.request, plan.deployment
     kv = req.kv_dtype.name if req.kv_dtype is not None else None
     spec = in_dtype(spec, req.ssm_dtype)  # the recurrent states as the engine's pool holds them
     return shape_for(spec, gpu, tp=dep.tp, ep=dep.ep, weight_dtype=req.weight_dtype, kv_dtype=kv, dp=dep.dp,
-                     engine=engine, version=version, attention_dp=req.attention_dp)
+                     engine=engine, version=version, attention_dp=req.attention_dp, prefix_cache=req.prefix_cache,
+                     attention_backend=req.attention_backend or None)
 
 
 def plan_decode_seconds(plan, spec, gpu, engine: str | None, speed: str = "calibrated", *,
@@ -59,7 +64,9 @@ class DecodeSteps:
         req, dep = plan.request, plan.deployment
         ssm = req.ssm_dtype  # the recurrent states as the engine's pool holds them (plan_shape)
         adp = req.attention_dp  # DP attention's ranks in the engine's tp size (plan_shape)
-        line_key = (id(spec), id(gpu), dep.tp, dep.ep, dep.dp, req.weight_dtype, req.kv_dtype, ssm, adp, req.batch)
+        form = (req.prefix_cache, req.attention_backend or None)  # an MLA prefill's form (plan_shape)
+        line_key = (id(spec), id(gpu), dep.tp, dep.ep, dep.dp, req.weight_dtype, req.kv_dtype, ssm, adp, form,
+                    req.batch)
         hit = self._lines.get(line_key)
         if hit is None:
             kv = req.kv_dtype.name if req.kv_dtype is not None else None
@@ -67,7 +74,8 @@ class DecodeSteps:
             terms = self._terms_of(in_dtype(spec, ssm), (id(spec), dep.tp, dep.ep, dep.dp, req.weight_dtype, kv, ssm),
                                    dep.tp, dep.ep, req.weight_dtype, kv, dep.dp)
             shape = on_gpu(terms, spec, gpu, req.weight_dtype, engine=self.engine, version=self.version,
-                           tp_size=dep.tp * dep.dp if adp else dep.tp)
+                           tp_size=dep.tp * dep.dp if adp else dep.tp, prefix_cache=form[0],
+                           attention_backend=form[1])
             total = StepModel(shape, self._coef).decode(batch) if self._coef else None  # of all seqs' context
             line = ((lambda context: total(batch * context)) if total else
                     (lambda context, s=shape: decode_seconds(s, self.engine, batch, context, speed=self.speed)))
@@ -80,3 +88,32 @@ def plan_prefill_seconds(plan, spec, gpu, engine: str | None, prompt: int, speed
     """Seconds one request's prefill of `prompt` tokens takes on the plan's deployment (its fixed cost
     per request included; `version`: the engine's release, as plan_shape)."""
     return prefill_seconds(plan_shape(plan, spec, gpu, engine, version), engine, prompt, speed=speed)
+
+
+def prefill_form(plan, spec, gpu, engine: str | None, version: str | None = None) -> str:
+    """What plan_shape assumes of an MLA model's prefill, in one line: absorbed (the latent's width, as decode) or
+    decompressed (kv_b_proj's K and V, re-run over the cached context), and, for an engine whose form follows its
+    attention backend and prefix cache (kvplan.speed.mlaform.ABSORBS_WITH_PREFIX), which backend and cache state are
+    priced and where each came from: the engine's options (Request.attention_backend, Request.prefix_cache) or its
+    default by release on this GPU. "" for a model with no MLA layer that decompresses (none, or DSA's sparse ones)."""
+    req, dep = plan.request, plan.deployment
+    if not attention_flops(spec.layers, spec.num_attention_heads, dep.tp)[3]:
+        return ""
+    key = rules_key(engine)
+    heads = mla_heads_per_rank(spec, dep.tp * dep.dp if req.attention_dp else dep.tp)
+    named, arch = req.attention_backend or None, spec.architecture
+    absorbed = absorbed_prefill(engine, version, req.prefix_cache, gpu, heads, named, arch)
+    line = (f"speed: {spec.name}'s MLA prefill priced " +
+            ("absorbed (at the latent's width, as decode)" if absorbed else
+             "decompressed (K and V from kv_b_proj, re-run over the cached context a chunk attends to)"))
+    if key not in ABSORBS_WITH_PREFIX:
+        return f"{line}: {key}'s rule at every release (kvplan.speed.model.MLA_PREFILL)"
+    backend = named or default_backend(key, version, gpu, heads, arch)
+    source = ("named by the engine option" if named else
+              f"{key} {version}'s default" if version else f"{key}'s default at its current release")
+    source += "" if named else f" on this GPU at {heads} heads a rank"
+    off = PREFIX_CACHE_OFF.get(key)  # the engine's own option that turns its prefix cache off
+    cache = "on (the engine's default)" if req.prefix_cache else \
+        f"off (as asked: {f'the engine option {off}=true, or ' if off else ''}a simulation without prefix caching)"
+    return (f"{line}: attention backend {backend or 'any'} ({source}), prefix cache {cache} "
+            "(kvplan.speed.mlaform)")

@@ -32,6 +32,7 @@ from kvplan.engines.sglang import fp8_default as sglang_fp8
 from kvplan.engines.sglang import layout as sglang_layout
 from kvplan.engines.sglang import mamba as sglang_mamba
 from kvplan.engines.sglang import multimodal as sglang_mm
+from kvplan.engines.sglang import quant_methods as sglang_quant
 from kvplan.engines.sglang import swa as sglang_swa
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-exported: sglang.default_fraction)
@@ -243,9 +244,11 @@ class Sglang(Engine):
         dp_attention(model, dep, self.opts)
 
     def check_layers(self, model, kv_dtype=None) -> None:
-        """DeepSeek-V4 only in the releases whose pools kvplan reads (kvplan.engines.sglang.dsv4)."""
+        """DeepSeek-V4 only in the releases whose pools kvplan reads (kvplan.engines.sglang.dsv4), and only a
+        quant_method the release registers (kvplan.engines.sglang.quant_methods)."""
         super().check_layers(model)
         sglang_dsv4.check_release(model, self.version or self.default_version, defaulted=self.version is None)
+        sglang_quant.check_release(model, self.version or self.default_version, defaulted=self.version is None)
 
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
         """The compute capability of the shared-expert fusion test, the MLA backend's page and the FP8 default
@@ -280,10 +283,14 @@ class Sglang(Engine):
         if has_compressed(model.layers):  # its page and cache dtype (kvplan.engines.sglang.dsv4)
             sglang_dsv4.check_settings(st.page_size, cache_dtypes(req, model)[0])
         ssm = sglang_mamba.pool_ssm_dtype(model, st.state)  # the dtype the state pool holds: speed prices it
-        # DP attention's ranks count in --tp-size, which a rank's MLA heads (and so ROCm's default backend) read
+        # DP attention's ranks count in --tp-size, which a rank's MLA heads (and so ROCm's default backend) read; the
+        # backend named and the radix cache's state set an MLA prefill's form, which the speed figures price
+        # (kvplan.speed.plan.prefill_form says which)
         return dataclasses.replace(req, gpu_memory_utilization=st.mem_fraction_static, block_size=st.page_size,
                                    overhead_bytes=over, ssm_dtype=ssm or req.ssm_dtype,
-                                   attention_dp=st.attention_dp > 1)
+                                   attention_dp=st.attention_dp > 1,
+                                   attention_backend=str(self.opts.get("attention_backend") or ""),
+                                   prefix_cache=not opt_bool(self.opts, "disable_radix_cache", False))
 
     def with_checkpoint_kv(self, model, req):
         """A declared KV cache as the base engine reads it, then DeepSeek-V4's own auto, fp8_e4m3

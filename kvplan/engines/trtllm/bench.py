@@ -21,6 +21,24 @@ release by release):
 Under enable_attention_dp the tool's tuning still reads `--tp` as one tensor-parallel group (`get_settings` passes
 params tp and pp only), while TensorRT-LLM runs max_batch_size on each attention rank, each with its own pool
 (kvplan.engines.trtllm.layout; kvplan.bench.running sizes the ranks with the engine's rules).
+
+What the tool reads is the checkpoint's Hugging Face view, not kvplan's layer specs (thirty-third round):
+  * only the quantization algorithms in TUNED_QUANTS (NVFP4, FP8, FP8_BLOCK_SCALES, none) are tuned; any other
+    (gpt-oss's MXFP4, AWQ / GPTQ int4, int8) runs at BuildConfig's defaults, max_batch_size 2,048 and max_num_tokens
+    8,192 (NVIDIA/TensorRT-LLM@000a01de66f0eab4ab05640711f0253f50f5209c:tensorrt_llm/bench/build/build.py
+    `get_benchmark_engine_settings`; BuildConfig @008b2b8d23af95e4e19fa6f354f9c5f6349b2bfc:tensorrt_llm/builder.py),
+    then get_settings' floor of ISL + max_batch_size;
+  * "the parameters" are the safetensors' element count (tensorrt_llm/bench/build/dataclasses.py @04cba882
+    `ModelConfig.get_param_count`: `sum(metadata.parameter_count.values())`), and a packed 4-bit checkpoint stores
+    two weights in one uint8 element: NVFP4's weight [N, K/2] uint8 and scale [N, K/16] fp8 are 9/16 of an element a
+    weight (`stored_elements`), which the tool then prices at NVFP4's 0.5 byte.
+
+An MLA model (DeepSeek-V3 / R1) is not sized here (None: the engine's own defaults stand). The tool reads its
+config.json as ModelConfig does, num_key_value_heads (128, every head) of head_size hidden_size // num_attention_heads
+(7,168 / 128 = 56 where the loaded config has no head_dim: `set_values_if_none`) in every layer, K and V: 2 x 128 x
+56 / 576 = 24.9 times the latent the engine caches. Read so, the dev-guide page's DeepSeek-R1 B200 / GB200 runs
+(384 a rank at 1000/1000) price 34-51% slow and the training CV 0.08 point worse (docs/speed-history.md, "Tried and
+not adopted"), and whether the checkpoints' remote config class sets head_dim (transformers' own sets 64) was not read.
 """
 
 from __future__ import annotations
@@ -29,12 +47,16 @@ import math
 from typing import NamedTuple
 
 from kvplan.model.layers import ATTENTION_KINDS
+from kvplan.model.spec import weight_bytes
 
 GIB = 1 << 30
 ELEM_BYTES = {"fp8": 1.0, "nvfp4": 0.5, "fp4": 0.5}  # tuning.py BYTES_PER_ELEM; anything else 2
 KV_FRACTION = 0.90  # `--kv_cache_free_gpu_mem_fraction` not given: "the default setting of 0.90" (perf-overview.md)
 MAX_REQUESTS = 4096  # finetune_setting: the decoder buffers' cap
 MAX_TOKENS = 32768  # finetune_setting: the activation buffers' cap
+TUNED = frozenset({"", "bf16", "fp16", "fp32", "fp8", "nvfp4", "fp4"})  # build.py TUNED_QUANTS, in kvplan's words
+UNTUNED = (2048, 8192)  # BuildConfig's max_batch_size and max_num_tokens: any other quantization algorithm
+PACKED = {"nvfp4": 9 / 16, "fp4": 9 / 16, "mxfp4": 17 / 32}  # safetensors elements a weight: uint8 pairs + scales
 
 
 class BenchSettings(NamedTuple):
@@ -69,22 +91,47 @@ def finetune(requests: float, isl: float, osl: float, pp: int = 1) -> BenchSetti
     return BenchSettings(stepped(raw_bs, BATCH_STEPS), stepped(raw_tokens, TOKEN_STEPS))
 
 
+def stored_elements(spec, method: str) -> float:
+    """The checkpoint's safetensors element count, trtllm-bench's "parameters": the parameter count, less what a
+    packed 4-bit format saves. kvplan's own bytes of the format say how many weights it quantized: n_q weights at
+    c elements (= bytes) each and the rest at 16 bits, so n_q = (2 P - B) / (2 - c) and the elements P - (1 - c) n_q."""
+    total = spec.params.total
+    c = PACKED.get(method)
+    if c is None:
+        return float(total)
+    quantized = (2 * total - weight_bytes(spec, "nvfp4" if method == "fp4" else method).total) / (2 - c)
+    return total - (1 - c) * max(0.0, quantized)
+
+
+def kv_geometry(spec, tp: int) -> tuple[int, int, int] | None:
+    """(attention layers, KV heads at least tp, head size) as the tool reads config.json; None without an attention
+    layer with KV heads (an MLA model: the module's docstring)."""
+    attn = [l for l in spec.layers if l.kind in ATTENTION_KINDS and getattr(l, "num_kv_heads", 0)]
+    if not attn:
+        return None
+    return len(attn), max(tp, max(l.num_kv_heads for l in attn)), max(l.head_dim for l in attn)
+
+
 def bench_settings(spec, device_bytes: int, *, tp: int, pp: int, isl: float, osl: float,
                    weight_dtype: str | None, kv_dtype: str | None, fraction: float = KV_FRACTION,
                    chunked: bool = False) -> BenchSettings | None:
     """trtllm-bench's (max_batch_size, max_num_tokens) for `spec` on tp x pp GPUs of `device_bytes` each (NVML's
-    total) at the dataset's ISL / OSL, or None where not one request fits (trtllm-bench refuses to run)."""
-    attn = [l for l in spec.layers if l.kind in ATTENTION_KINDS and getattr(l, "num_kv_heads", 0)]
-    if not attn or osl <= 0:
+    total) at the dataset's ISL / OSL, or None where not one request fits (trtllm-bench refuses to run).
+    `weight_dtype` None: the checkpoint's own format."""
+    method = (weight_dtype or spec.quantization.method or "").lower()
+    geometry = kv_geometry(spec, tp)
+    if geometry is None or osl <= 0:
         return None
-    heads = max(tp, max(l.num_kv_heads for l in attn))
-    head = max(l.head_dim for l in attn)
-    per_token = 2 * len(attn) * heads * head * elem_bytes(kv_dtype) / GIB
-    room = device_bytes / GIB * tp * pp - spec.params.total * elem_bytes(weight_dtype) / GIB
-    requests = room * fraction / (per_token * (isl + osl))
-    if requests < 1:
-        return None
-    bs, tokens = finetune(requests, isl, osl, pp)
+    if method not in TUNED:
+        bs, tokens = UNTUNED
+    else:
+        layers, heads, head = geometry
+        per_token = 2 * layers * heads * head * elem_bytes(kv_dtype) / GIB
+        room = device_bytes / GIB * tp * pp - stored_elements(spec, method) * elem_bytes(method) / GIB
+        requests = room * fraction / (per_token * (isl + osl))
+        if requests < 1:
+            return None
+        bs, tokens = finetune(requests, isl, osl, pp)
     if not chunked:
         tokens = max(tokens, int(math.ceil(isl)) + bs)
     return BenchSettings(bs, tokens)

@@ -37,7 +37,7 @@ from kvplan.engines.vllm.pool import (  # noqa: F401
     BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
 )
 from kvplan.engines.vllm.settings import Settings
-from kvplan.engines.options import opt_int
+from kvplan.engines.options import opt_bool, opt_int
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
 from kvplan.engines.vllm import ssm_dtype as vllm_ssm
@@ -246,7 +246,16 @@ class Vllm(Engine):
         # tagged as what this engine assumes of unified memory, so the plan's general note is not said twice
         states = vllm_ssm.assumption(model, st)  # the recurrent states' types (kvplan.engines.vllm.ssm_dtype)
         return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)),
-                *([PlanWarning(states)] if states else []))
+                *([PlanWarning(states)] if states else []), *self._eager())
+
+    def _eager(self) -> tuple:
+        """enforce_eager, said where the speed figures cannot follow it: the corpus fit skips every run stating its
+        engine's CUDA graphs off (kvplan.speed.fields.GRAPHS_OFF), so the step times are a graph run's."""
+        if not opt_bool(self.opts, "enforce_eager", False):
+            return ()
+        return (PlanWarning("enforce_eager=true: vLLM runs without CUDA graphs, but the step times are priced as "
+                            "the speed corpus's runs ran, with graphs (its eager runs are skipped: "
+                            "kvplan.speed.fields.GRAPHS_OFF), so eager decode steps may take longer than shown"),)
 
     def check_speculative(self, method: str) -> None:
         """Draft models from 0.15.0, MTP from 0.11.0 (kvplan.engines.vllm.speculative.check_vllm)."""

@@ -194,10 +194,12 @@ def test_the_issues_case_in_numbers(gpus, copies):
     bias = 192 * 128 * 36  # the padded biases' bf16 share (9,024 - 8,832 B an expert-layer): not in it either
     repack = 356_832 * 128 * 36 + 131_072 * 64 * 4 + tails
     assert bundled.settings["overhead_weights_repack"] == copy.settings["overhead_weights_repack"] == repack
-    # and since the Triton sampler's buffer is priced on its own (kvplan.engines.vllm.sampler: 132 SMs, 1,024
-    # dummy rows -> 132 rows x 201,088 x 4 B) and the fitted cost per logit went 14.63 -> 14.12 B:
-    # (14.12 - 14.63) x 1,024 x 201,088 + 106,174,464 = 1,158,266.88 B more
-    sampler = (14.12 - 14.63) * 1024 * 201_088 + 132 * 201_088 * 4
+    # and the default release, 0.33.0, runs gpt-oss on vLLM's V2 model runner, whose profile run kvplan reads since
+    # round 33 (kvplan.engines.vllm.sampler): its warmup pass holds 14 B a logit in FlashInfer's sampler (bf16 logits
+    # 2 + fp32 copy 4 + top-k-masked fp32 logits 4 + softmax 4; gpu/model_runner.py 0.33.0 L993-1015,
+    # flashinfer-python 0.7.2.post1 sampling.py L1795-1796) and no Triton buffer, where the old answer's fitted cost
+    # per logit was 14.63 B: (14 - 14.63) x 1,024 x 201,088 = -129,722,890.24 B
+    sampler = (14 - 14.63) * 1024 * 201_088
     # and the CUDA-graph estimate restated capture by capture (round 32, kvplan.engines.vllm.cudagraphs): gpt-oss
     # captures 83 sizes up to 1,024 in each mode (164 further graphs), sinks keep FA3's accumulator out; before,
     # 153 MiB + 0.19 MiB x 36 layers x 164 = 1,336,682,741 B; now each graph 36 x 0.126 MiB x 1.35 (MoE) = 6.12
@@ -247,12 +249,13 @@ def test_each_assumed_fact_is_a_warning_where_a_rule_reads_it(old_profiles):
     assert "gives no device_name" in said and "name ('NVIDIA H100 SXM5 80GB') as the device name" in said
     assert "gives no compute_capability: vLLM's rules assumed compute capability 8.0" in said
     assert "gives no interconnect.kind: vLLM's rules assumed no NVSwitch" in said
-    # the Triton sampler's buffer (vLLM 0.17+) reads the multiprocessor count: an H100's 132 is assumed
+    # vLLM 0.33's V2 sampler takes FlashInfer's kernel on capability 8.0-12.1 with more than 16 SMs (the Triton
+    # sampler's buffer elsewhere): it reads the multiprocessor count, an H100's 132 assumed
     assert "gives no sm_count: vLLM's rules assumed 132 multiprocessors (an H100 SXM's)" in said
     # llama-3.1-8b on one 24 GB L4 under vLLM 0.33: only the sampler asks (no tier by name, no kernels, no
-    # workspace); with FlashInfer's sampler (no Triton buffer) nothing does
+    # workspace), for the capability and SM count FlashInfer's sampler needs; with it stated (a log's line) nothing
     assert [w.split(":")[0] for w in _warnings("vllm", "llama-3.1-8b", l4)] == [
-        "GPU profile 'old-l4' gives no sm_count"]
+        "GPU profile 'old-l4' gives no compute_capability", "GPU profile 'old-l4' gives no sm_count"]
     plan = resolve_engine("vllm", None, ["flashinfer_sampler=true"]).plan(
         find_in_catalog("llama-3.1-8b"), l4, Deployment(1), Request(context=8192))
     assert not plan.warnings
@@ -278,7 +281,8 @@ def test_the_assumptions_reproduce_the_old_answers(gpus, old_profiles):
     half_block = 1_440 * 128 * 36  # the old answer's share dropped the half block (3,312,000), counting it as padding
     repack = 455_904 * 128 * 36 + 131_072 * 64 * 4 + tails
     assert res.settings["overhead_weights_repack"] == repack
-    sampler = (14.12 - 14.63) * 1024 * 201_088 + 132 * 201_088 * 4  # as in test_the_issues_case_in_numbers
+    sampler = (14 - 14.63) * 1024 * 201_088  # V2's 0.33 sampler, as in test_the_issues_case_in_numbers (capability
+    # 8.0 and 132 SMs assumed: FlashInfer's sampler)
     graphs = (209 + 164 * 8) * 2**20 - int(153 * 2**20 + 0.19 * 2**20 * 36 * 164)  # as there too (round 32)
     expected = 7_499_993_578 - (repack - tails + half_block) + sampler + graphs
     assert abs(res.plan.overhead_bytes_per_gpu - expected) <= 1

@@ -1,6 +1,6 @@
 """vLLM's V2 model runner at start-up: its profile run's sampler and encoder terms, and the runner the plan names.
 
-Golden figures from the wheels' sources (pip download vllm==0.22.0 ... 0.29.0), never from kvplan:
+Golden figures from the wheels' sources (pip download vllm==0.22.0 ... 0.33.0), never from kvplan:
 * the V2 dummy sampler keeps top_k = vocab, top_p = 1.0 (gpu/sample/states.py 0.22.0 L29-32), so top-k/top-p is
   skipped (L94-97); per logit the model-dtype logits (2 B, bf16) and their fp32 copy (gpu/sample/sampler.py 0.22.0
   L132-133: 4 B) stay; 0.26.0 has no copy (L162-168);
@@ -31,7 +31,10 @@ def test_v2_sampler_bytes_per_logit():
     # 0.25.0 V2: (2 + 4) x 1024 x 128,256 = 788,004,864 B; 0.26.0 (in place): 2 x 1024 x 128,256 = 262,668,288 B
     assert abs(_sampler("llama-3.1-8b", (0, 25, 0), True) - 788_004_864) <= 1
     assert abs(_sampler("llama-3.1-8b", (0, 26, 0), True) - 262_668_288) <= 1
-    assert abs(_sampler("llama-3.1-8b", (0, 29, 0), True) - 788_004_864) <= 1  # 0.29.0 L221-222: the copy is back
+    # 0.27.0 copies again (L158-159); from 0.28.0 apply_sampling_params returns the logits untouched where no row
+    # needs processing (0.28.0 L192-193, 0.29.0 L218-219), and the dummy rows never do: 2 B, 262,668,288 B again
+    assert abs(_sampler("llama-3.1-8b", (0, 27, 0), True) - 788_004_864) <= 1
+    assert abs(_sampler("llama-3.1-8b", (0, 29, 0), True) - 262_668_288) <= 1
     # V1 on the same release keeps its Triton top-k/top-p buffer (132 SMs -> 132 rows x 128,256 x 4 B = 67,719,168)
     # and the fitted 14.12 B per logit: 14.12 x 131,334,144 = 1,854,438,113 B
     assert abs(_sampler("llama-3.1-8b", (0, 25, 0), False) - (1_854_438_113 + 67_719_168)) <= 1
@@ -89,10 +92,11 @@ def test_no_sm_count_asked_where_v2_samples():
     assert "sm_count" in facts["0.21.0"] and "sm_count" not in facts["0.25.0"]
 
 
-def test_releases_after_0_29_priced_as_v1_and_said():
-    # V2's profile run was read through the 0.29.0 wheel only: 0.30+ keeps V1's terms (14.12 B per logit and the
-    # Triton buffer, as on 0.21.0) and the note says the figure is an estimate
+def test_releases_after_0_33_priced_as_v1_and_said():
+    # V2's profile run was read through the 0.33.0 wheel, the last release kvplan models (a plan for 0.34.0 is
+    # refused); past it the rule falls back to V1's terms and the note says the figure is an estimate
     llama, gpu = find_in_catalog("llama-3.1-8b"), find_gpu("h100")
-    assert _terms("llama-3.1-8b", "0.33.0")["activation_peak"] == _terms("llama-3.1-8b", "0.21.0")["activation_peak"]
-    note = runner.runner_note(llama, (0, 33, 0), gpu)
+    assert runner.priced_v2(llama, (0, 33, 0), gpu) and not runner.priced_v2(llama, (0, 34, 0), gpu)
+    note = runner.runner_note(llama, (0, 34, 0), gpu)
     assert note.startswith("model runner: V2 assumed") and "priced as V1's" in note and "estimate" in note
+    assert "priced as V1's" not in runner.runner_note(llama, (0, 33, 0), gpu)

@@ -85,6 +85,8 @@ def _vllm_kernels(text: str, s: dict) -> None:
         s["quantization"] = stated
     if "top-p & top-k sampling" in text:  # topk_topp_sampler.py: which sampler the profile's dummy run took
         s["flashinfer_sampler"] = "Using FlashInfer for top-p & top-k sampling" in text
+    elif re.search(r"FlashInfer top-p/top-k sampling (?:unavailable|disabled)", text):  # 0.29.0 L46-49, L69-72
+        s["flashinfer_sampler"] = False
     # quantization/mxfp4.py: the MXFP4 MoE kernel it chose (marlin_utils_fp4.py's warning: Marlin; 0.10.1 logs no choice)
     # config/vllm.py use_v2_model_runner (0.22.0+; kvplan.engines.vllm.runner): the run fell back to the V1 runner
     m = _first(r"Model runner v2 (requires Triton|does not yet support [^\n]{1,200}?); using the v1 model runner",
@@ -273,6 +275,9 @@ def _vllm_budget_terms(text: str, rec: LogRecord) -> None:
         m = re.search(pat, text)
         if m:
             r[key] = _num(m.group(1))
+    if "activation_peak_gib" in r and not re.search(r"PyTorch activation peak memory takes|torch peak memory increase:",
+                                                    text):
+        s["peak_from_summary"] = True  # the closing line's figure (kvplan.engines.vllm.reconcile: 0.27+ adds graphs)
     if "total_gpu_memory_gib" in r:
         s.setdefault("total_gpu_memory_gib", r["total_gpu_memory_gib"])
     m = re.search(r"gpu_memory_utilization \(([\d.]+)\)|Desired GPU memory utilization is \(([\d.]{1,12}),", text)

@@ -173,8 +173,12 @@ def balance_iters(engine: str | None, flags: Mapping, attention_dp: bool) -> tup
 # `srt/managers/scheduler.py` `recv_requests` L1661-1666; `server_args.py` L766 scheduler_recv_interval = 1, "Can be set
 # to >1 to reduce the overhead of this"). While it decodes, a request that reaches the scheduler waits for the next
 # poll, one every n steps: n / 2 steps on average, (n - 1) / 2 more than the default's half step (`poll_wait_steps`).
-# Not under DP attention (the skipper asserts it off there).
-POLL_INTERVAL_OPTS = {"sglang": "scheduler_recv_interval"}
+# Not under DP attention (the skipper asserts it off there). vLLM V0's --num-scheduler-steps n (multi-step
+# scheduling, default 1; vllm-project/vllm#7000, merged 2024-08-19, RFC vllm#6854; removed with V0, vllm#22779,
+# 2025-08-13) runs n forward steps per scheduler call: LLMEngine.step calls the scheduler only once the cached
+# multi-step batch has no remaining steps (`_has_remaining_steps`), so a request that arrives while it decodes waits
+# for the block's end, n / 2 steps on average, as the skipper's (AMD's MLPerf v5.1 server configs state 8-10).
+POLL_INTERVAL_OPTS = {"sglang": "scheduler_recv_interval", "vllm": "num_scheduler_steps"}
 
 
 def poll_wait_steps(engine: str | None, flags: Mapping, attention_dp: bool = False) -> float:

@@ -57,7 +57,8 @@ seconds:
                            together)
   N not told, all at once  the steady state at the cap (c = B = cap): a throughput run
   poll (`poll_wait`)       an engine told to poll for new requests only every n-th decode step (SGLang's
-                           --scheduler-recv-interval: kvplan.engines.scheduler.poll_wait_steps) keeps a request
+                           --scheduler-recv-interval, vLLM V0's --num-scheduler-steps:
+                           kvplan.engines.scheduler.poll_wait_steps) keeps a request
                            that arrives while it decodes (a later request of a closed loop of more than one, an
                            open loop's) waiting (n - 1) / 2 decode steps more on average, in TTFT and E2E (not in a
                            throughput: the replica serves others meanwhile); not a burst's (queued before the run

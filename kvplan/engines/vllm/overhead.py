@@ -19,9 +19,10 @@ entry point (vllm.overhead calls it).
    intermediate caches
    (MOE_WORKSPACE x T x top_k x (3 x I_e/tp + H)). Pipeline stages before the last run no sampler.
    The legacy V0 engine (< 0.8, eager, T = max_model_len without chunked prefill) keeps the
-   planner's eager form. The V2 model runner (0.22-0.29.x as read, kvplan.engines.vllm.runner.priced_v2) samples
-   the same S rows without top-k/top-p: 6 B per logit (2 B on 0.26.x), source-derived (kvplan.engines.vllm.sampler); its forward
-   pass and non-torch terms keep V1's fits (the plan says so), and it profiles no encoder before 0.27.0.
+   planner's eager form. The V2 model runner (0.22-0.33.x as read, kvplan.engines.vllm.runner.priced_v2) samples
+   the same S rows without top-k/top-p: 6 B per logit (2 B on 0.26.x and 0.28-0.32), and 0.33 a second time with
+   every sampling feature on (14 B in FlashInfer's sampler), source-derived (kvplan.engines.vllm.sampler); its
+   forward pass and non-torch terms keep V1's fits (the plan says so), and it profiles no encoder before 0.27.0.
 2. Non-torch increase (CUDA/NCCL allocations outside PyTorch up to the end of the profile run): a
    constant for one GPU, larger with tensor parallelism (custom all-reduce and NCCL buffers, FlashInfer's
    all-reduce fusion workspace from 0.17.0) and with pipeline parallelism alone, plus what the CUDA-graph
@@ -43,7 +44,7 @@ from kvplan.engines.vllm.non_torch import (  # noqa: F401  (the calibrated const
     V0_NON_TORCH_SINGLE, non_torch, workspace_possible)
 from kvplan.engines.vllm.sampler import (  # noqa: F401  (the sampler's constants and rules, re-exported)
     SAMPLER_BYTES, SAMPLER_BYTES_V011, sampler_note, sm_count_missing, sort_sampler, triton_buffer_bytes,
-    v2_bytes_per_logit)
+    v2_capability_read, v2_sampler_bytes, v2_sm_count_missing)
 from kvplan.engines.vllm.runner import priced_v2
 from kvplan.engines.vllm.mxfp4 import (  # noqa: F401  (the MXFP4 backends' rules, re-exported)
     backend_for, nvidia_capability as _nvidia_capability, weights_repack_extra)
@@ -92,12 +93,14 @@ def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool
 
         return activation_estimate(model, tp, tokens=tokens, max_seqs=max_seqs)
     seqs = min(max_seqs, tokens)
-    if v2:  # the V2 runner's sampler: logits and their fp32 copy, no top-k/top-p (kvplan.engines.vllm.sampler)
-        per_logit, buffer = v2_bytes_per_logit(version, _DTYPE_BYTES.get(model.dtype, 2)), 0
+    if v2:  # the V2 runner's sampler, by release (kvplan.engines.vllm.sampler: the logits, 0.33's warmup pass)
+        sampler = v2_sampler_bytes(version, seqs, model.vocab_size, _DTYPE_BYTES.get(model.dtype, 2), gpu,
+                                   flashinfer_sampler)
     else:
         per_logit = SAMPLER_BYTES_V011 if sort_sampler(version, flashinfer_sampler, seqs) else SAMPLER_BYTES
         buffer = triton_buffer_bytes(version, seqs, model.vocab_size, gpu, flashinfer_sampler)
-    sampler = per_logit * seqs * model.vocab_size + buffer if last_stage else 0
+        sampler = per_logit * seqs * model.vocab_size + buffer
+    sampler = sampler if last_stage else 0
     forward = tokens * (FORWARD_MLP_BYTES * model.intermediate_size / tp + FORWARD_HIDDEN_BYTES * model.hidden_size)
     moe = moe_workspace_elements(model, tp, tokens, gpu, version, mxfp4_backend)
     return int(sampler + forward + MOE_WORKSPACE_BYTES * moe)
@@ -194,7 +197,8 @@ def encoder_budget(model, max_num_batched_tokens: int) -> int:
 def encoder_profile_bytes(model, tokens: int, version: tuple[int, ...] = (0, 19, 0), v2: bool = False) -> int:
     """Bytes of dummy encoder outputs vLLM's profile run holds for a multimodal model (0 otherwise). The V2 runner
     profiles no encoder before 0.27.0 (gpu/model_runner.py profile_run: 0.22.0 L588-604, 0.25.0 L648-664, 0.26.0
-    L673-689 begin with the text dummy run; 0.27.0 L702-715 adds `profile_encoder_cache`, 0.28.0 L790-803 keeps it)."""
+    L673-689 begin with the text dummy run; 0.27.0 L702-715 adds `profile_encoder_cache`, 0.28.0 L790-803,
+    0.30.0 L938-955, 0.33.0 L1022-1034 keep it)."""
     if not getattr(model.params, "vision", 0) or version < (0, 8, 0) or (v2 and version < (0, 27, 0)):
         return 0
 
@@ -242,13 +246,15 @@ def missing_facts(model, dep, st) -> tuple[str, ...]:
     gpu, wd = getattr(st, "gpu", None), getattr(st, "weight_dtype", None)
     nvidia = vendor_of(gpu) == "NVIDIA"
     v = parse_version(st.version)
-    sms = sm_count_missing(v, gpu, getattr(st, "flashinfer_sampler", None),
-                           min(st.max_num_seqs, st.max_num_batched_tokens)) and not priced_v2(model, v, gpu, wd,
-                                                                                 getattr(st, "v1_fallback", False))
+    fi = getattr(st, "flashinfer_sampler", None)
+    v2 = priced_v2(model, v, gpu, wd, getattr(st, "v1_fallback", False))  # V2's sampler (vllm.sampler)
+    sms = v2_sm_count_missing(v, gpu, fi) if v2 else sm_count_missing(
+        v, gpu, fi, min(st.max_num_seqs, st.max_num_batched_tokens))
     workspace = workspace_possible(v, dep.tp, dep.pp, dep.dp, getattr(st, "eager", False))
     kernels = nvidia and model.quantization.method in ("mxfp4", "nvfp4")
     out = []
-    if (kernels or workspace) and nvidia and fact_missing(gpu, "compute_capability"):
+    sampler_cc = v2 and v2_capability_read(v, gpu, fi)  # FlashInfer's sampler asks for 8.0-12.1 (0.33's V2)
+    if (kernels or workspace or sampler_cc) and nvidia and fact_missing(gpu, "compute_capability"):
         out.append("compute_capability")
     if workspace and nvidia and fact_missing(gpu, "interconnect.kind"):
         out.append("interconnect.kind")

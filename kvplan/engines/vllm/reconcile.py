@@ -52,7 +52,7 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
     st = engine.settings(model, stand_in, dep, req)
     res = engine.result(model, stand_in, dep, req)
     _vllm_budget_rows(out, r, res, st, gpu)
-    _term_rows(out, r, res.settings, model, dep, st)
+    _term_rows(out, r, res.settings, model, dep, st, bool(s.get("peak_from_summary")))
     _vllm_pool_rows(out, r, engine, model, dep, st, req.kv_dtype, length)
     return out
 
@@ -230,12 +230,17 @@ def _vllm_pool_rows(out, r, engine, model, dep, st, kvd, length):
                                f"{engine.longest_context(model, dep, st, cap, b, kvd, kvd):,} tokens"))
 
 
-def _term_rows(out, r, ours, model, dep, st):
+def _term_rows(out, r, ours, model, dep, st, summary: bool = False):
     """The budget's terms where the log prints them (v0.6.4+ profiling lines, v0.11+ DEBUG breakdown); the CUDA-graph
-    estimate as vLLM prints it whether or not the release subtracts it (kvplan.engines.vllm.cudagraphs)."""
+    estimate as vLLM prints it whether or not the release subtracts it (kvplan.engines.vllm.cudagraphs). From 0.27.0
+    the closing line's "GiB for peak activation" (`summary`) is the profile's transient peak plus the graph estimate
+    it subtracted (gpu_worker.py 0.27.0 L527-529, 0.30.0 L616-618, 0.33.0 L748-750), so kvplan's figure adds its own."""
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, st.gpu, st.weight_dtype)
-    for key, label, pred in (("activation_peak_gib", "activation peak of the profile run", ours["overhead_activation_peak"]),
+    peak, peak_label = ours["overhead_activation_peak"], "activation peak of the profile run"
+    if summary and st.v >= (0, 27, 0):
+        peak, peak_label = peak + ours["overhead_cudagraphs"], "peak activation as printed (profile peak + graph est.)"
+    for key, label, pred in (("activation_peak_gib", peak_label, peak),
                              ("non_torch_gib", "non-torch memory", ours["overhead_non_torch"]),
                              ("cudagraph_estimate_gib", "CUDA graphs (vLLM's estimate)", graphs)):
         if key in r:

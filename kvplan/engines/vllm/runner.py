@@ -5,9 +5,9 @@ graphs will be captured and subtracts it under VLLM_MEMORY_PROFILER_ESTIMATE_CUD
 (docs/engines.md section 1). Three things decide whether that figure is more than 0:
 
 * --enforce-eager: no graphs.
-* The platform: 0.20.0 profiles only `not current_platform.is_rocm()` (gpu_worker.py L379-385), 0.24.0 only
-  `current_platform.is_cuda()` (L444-453), "as graph pool handles and mem_get_info behave differently" there. So
-  an AMD GPU's budget loses nothing to graphs.
+* The platform: 0.20.0 profiles only `not current_platform.is_rocm()` (gpu_worker.py L379-385), 0.24.0 and 0.25.0
+  only `current_platform.is_cuda()` (L444-453), "as graph pool handles and mem_get_info behave differently" there. So
+  an AMD GPU's budget loses nothing to graphs before 0.26.0 (below).
 * The model runner. From 0.22.0 vLLM picks its V2 runner by default for some models (`config/vllm.py`
   `use_v2_model_runner` and `_is_default_v2_model_runner_model`), and the V2 runner's `profile_cudagraph_memory`
   returns 0 up to 0.28.x (`v1/worker/gpu/model_runner.py` 0.22.0 L620-622, 0.23.0 L660-662, 0.24.0 L684-686,
@@ -26,8 +26,18 @@ graphs will be captured and subtracts it under VLLM_MEMORY_PROFILER_ESTIMATE_CUD
   back to V1; kvplan plans none of those on the default path, and the plan's note says what it assumed
   (`graph_note`).
 
-From 0.29.0 V2 is the default for every model (`config/vllm.py` 0.29.0 `use_v2_model_runner` L645-677) but two
-architectures on ROCm (ROCM_DEFAULT_MRV1_ARCHITECTURES L71-73: DeepseekV32ForCausalLM, DeepseekV4ForCausalLM).
+From 0.29.0 V2 is the default for every model (`config/vllm.py` 0.29.0 `use_v2_model_runner` L645-677) but a few
+architectures on ROCm (ROCM_DEFAULT_MRV1_ARCHITECTURES, "unsupported by MRV2 or slower with MRV2 on AMD GPUs"):
+DeepseekV32ForCausalLM and DeepseekV4ForCausalLM in 0.29.x (L71-73), GlmMoeDsaForCausalLM added in 0.30.0 (L73-75,
+use_v2_model_runner L675-723) and 0.31.x (L75-77, L701-760; 0.31 yields to V2 where V1 cannot serve the config:
+prefill-context parallelism, pipeline parallelism with async scheduling, dspark drafts, L3105-3135); 0.32.0 (L703-739)
+and 0.33.0 (L731-767) drop the ROCm default: V2 everywhere. 0.30.0+ also forces V2 for HiSparse attention and
+watermarking, neither planned by kvplan. The V2 runner's estimate stays the measured one of 0.29 through 0.33.0
+(`gpu/cudagraph_utils.py` profile_cudagraph_memory, 0.33.0 L922-1030; 0.30.0 captures with profile_only=True, 0.32.0
+outside the cumem pool, same figure), so kvplan keeps its estimate there too.
+The platform changed as well: from 0.26.0 the estimate is profiled on `current_platform.is_cuda_alike()`, "ROCm is
+included: #44825 moved the profiler to torch.accelerator.get_memory_info" (gpu_worker.py 0.26.0 L495-503, 0.28.0
+L522-530, 0.33.0 L702-717; 0.25.0 L479 still `is_cuda()`), so an AMD GPU's budget loses it too from 0.26.0.
 What else the V2 runner changes in the start-up budget (its profile run's sampler, its encoder profile, its non-torch
 figure) is kvplan.engines.vllm.sampler's and overhead's; `runner_note` says which runner a plan assumed, and why.
 A run that fell back prints it (`config/vllm.py` use_v2_model_runner, 0.22.0 L501-513 "Model runner v2 requires
@@ -91,18 +101,20 @@ def v2_by_default(model, v: tuple[int, ...], weight_dtype: str | None = None, fe
     return listed or not _moe(model)
 
 
-_ROCM_V1 = ("DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM")  # 0.29.0 config/vllm.py L71-73
+_ROCM_V1 = {(0, 29, 0): ("DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM"),  # config/vllm.py 0.29.0 L71-73
+            (0, 30, 0): ("DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM", "GlmMoeDsaForCausalLM"),  # 0.30.0 L73-75
+            (0, 32, 0): ()}  # 0.32.0: no ROCm default any more
 
 
 def runs_v2(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = None, fell_back: bool = False) -> bool:
-    """Whether vLLM runs this model on its V2 runner by default (v2_by_default; from 0.29.0 every model, but the two
-    architectures ROCm keeps on V1)."""
+    """Whether vLLM runs this model on its V2 runner by default (v2_by_default; from 0.29.0 every model, but the
+    architectures ROCm keeps on V1 in 0.29-0.31)."""
     if not v2_by_default(model, v, weight_dtype, fell_back):
         return False
-    return not (v >= V2_MEASURES_FROM and vendor_of(gpu) == "AMD" and model.architecture in _ROCM_V1)
+    return not (v >= V2_MEASURES_FROM and vendor_of(gpu) == "AMD" and model.architecture in _listed(_ROCM_V1, v))
 
 
-V2_READ_BEFORE = (0, 30, 0)  # V2's profile run read in the 0.22.0-0.29.0 wheels; later releases priced as V1's
+V2_READ_BEFORE = (0, 34, 0)  # V2's profile run read in the 0.22.0-0.33.0 wheels; later releases priced as V1's
 
 
 def priced_v2(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = None, fell_back: bool = False) -> bool:
@@ -118,7 +130,9 @@ def _why_v1(model, v: tuple[int, ...], weight_dtype: str | None) -> str:
     if v < (0, 25, 0):
         return f"V2 is its default only for {', '.join(_ANY_V2[(0, 24, 0)])}"
     if v >= V2_MEASURES_FROM:
-        return "ROCm keeps DeepSeek-V3.2 and V4 on V1 (config/vllm.py 0.29.0 ROCM_DEFAULT_MRV1_ARCHITECTURES)"
+        return (f"ROCm keeps {', '.join(_listed(_ROCM_V1, v))} on V1 (config/vllm.py "
+                f"ROCM_DEFAULT_MRV1_ARCHITECTURES, 0.29-0.31" + ("; 0.31 picks V2 where V1 cannot serve, e.g. "
+                "pipeline parallelism with async scheduling, L727-744)" if v >= (0, 31, 0) else ")"))
     return ("V2 is its default for models that are neither MoE outside its list, nor hybrid (0.27+: unless listed), "
             "nor attention-free (config/vllm.py _is_default_v2_model_runner_model)")
 
@@ -136,18 +150,22 @@ def runner_note(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = 
         return (f"model runner: V1 assumed, vLLM {release}'s default for {model.architecture}: "
                 f"{_why_v1(model, v, weight_dtype)}")
     if v >= V2_READ_BEFORE:
-        return (f"model runner: V2 assumed, vLLM's default since 0.29.0; kvplan read V2's profile run through 0.29.x "
+        return (f"model runner: V2 assumed, vLLM's default since 0.29.0; kvplan read V2's profile run through 0.33.x "
                 f"only, so {release}'s is priced as V1's (sampler, encoder, forward, non-torch): an estimate")
     return (f"model runner: V2 assumed, vLLM {release}'s default for {model.architecture} (VLLM_USE_V2_MODEL_RUNNER=0, "
             "or a feature V2 lacks, picks V1): its profile run's sampler is priced from V2's source; the forward "
             "pass and non-torch terms are V1's fits, an estimate for V2 (kvplan.engines.vllm.runner)")
 
 
+_ROCM_ESTIMATE_FROM = (0, 26, 0)  # gpu_worker.py 0.26.0 L495-503: is_cuda_alike(), "ROCm is included"
+
+
 def estimate_subtracted(model, v: tuple[int, ...], gpu, eager: bool, weight_dtype: str | None = None,
                         fell_back: bool = False) -> bool:
-    """Whether vLLM's budget loses a non-zero CUDA-graph estimate: 0.20.0+, graphs on, not on AMD, and not the V2
-    runner of 0.22-0.28, whose estimate is 0."""
-    if v < (0, 20, 0) or eager or vendor_of(gpu) not in ("NVIDIA", "", "UNKNOWN"):
+    """Whether vLLM's budget loses a non-zero CUDA-graph estimate: 0.20.0+, graphs on, on NVIDIA (and AMD from
+    0.26.0), and not the V2 runner of 0.22-0.28, whose estimate is 0."""
+    vendors = ("NVIDIA", "", "UNKNOWN", *(("AMD",) if v >= _ROCM_ESTIMATE_FROM else ()))
+    if v < (0, 20, 0) or eager or vendor_of(gpu) not in vendors:
         return False
     return not (v < V2_MEASURES_FROM and v2_by_default(model, v, weight_dtype, fell_back))
 

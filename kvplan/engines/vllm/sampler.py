@@ -27,16 +27,38 @@ probabilities 4 B, the exponential draw 4 B of `random_sample`, 14 B by the sour
 the training split (benchmarks/budget_corpus.py --calibrate, the buffer taken out first); the buffer is
 source-derived.
 
-The V2 model runner (0.22.0-0.29.x as read, kvplan.engines.vllm.runner.priced_v2) samples otherwise; none of the above.
+The V2 model runner (0.22.0-0.33.x as read, kvplan.engines.vllm.runner.priced_v2) samples otherwise; none of the above.
 Its profile run (`v1/worker/gpu/model_runner.py` 0.22.0 profile_run L588-604, _dummy_sampler_run L569-581; 0.25.0
-L629-640, 0.28.0 L771-782, 0.29.0 L832-843 the same) computes the model-dtype logits of the same S rows and calls its
-own `Sampler` on a dummy batch whose rows keep the states' defaults, top_k = vocab and top_p = 1.0
-(`gpu/sample/states.py` 0.22.0 L29-32), so `apply_top_k_top_p` returns at once (L94-97): no sort, no Triton kernel,
-no buffer, no FlashInfer. What stays per logit: the logits (2 B in bf16/fp16) and, where `apply_sampling_params`
-copies them to a new fp32 tensor (`gpu/sample/sampler.py` 0.22.0 L132-133, 0.25.0 L156-157, 0.27.0 L158-159, 0.28.0
-L195-196, 0.29.0 L221-222), 4 B more; 0.26.0 mutates the logits in place and copies only for raw logprobs, which the
-dummy batch asks none of (L162-168). The Gumbel-max draw (`gpu/sample/gumbel.py` gumbel_sample) keeps one value and
-index per row and Triton block, not per logit. So 6 B per logit (2 B on 0.26.x), source-derived, not fitted.
+L629-640, 0.28.0 L771-782, 0.29.0 L832-843, 0.30.0 L919-930, 0.31.0 L942-953, 0.32.0 L972-983 the same) computes the
+model-dtype logits of the same S rows and calls its own `Sampler` on a dummy batch whose rows keep the states'
+defaults, top_k = vocab and top_p = 1.0 (`gpu/sample/states.py` 0.22.0 L29-32), so `apply_top_k_top_p` returns at
+once (L94-97): no sort, no Triton kernel, no buffer, no FlashInfer. What stays per logit: the logits (2 B in
+bf16/fp16) and, where `apply_sampling_params` copies them to a new fp32 tensor (`gpu/sample/sampler.py` 0.22.0
+L132-133, 0.25.0 L156-157, 0.27.0 L158-159), 4 B more; 0.26.0 mutates the logits in place and copies only for raw
+logprobs, which the dummy batch asks none of (L162-168). From 0.28.0 `apply_sampling_params` returns the logits
+untouched when no row needs processing (`if not np.any(self.needs_logits_processing[idx_mapping_np])`, 0.28.0
+L192-193, 0.29.0 L218-219, 0.30.0 L220-221, 0.32.0 L238-239), and `needs_logits_processing` is zeros until
+`add_request` (0.29.0 L61, L82-94), which the dummy batch never calls: no fp32 copy. The Gumbel-max draw
+(`gpu/sample/gumbel.py` gumbel_sample) keeps one value and index per row and Triton block, not per logit. So 6 B per
+logit before 0.28.0 (2 B on 0.26.x), 2 B from 0.28.0, source-derived, not fitted.
+
+0.33.0 samples the same logits a second time (model_runner.py L993-1015) with every row given
+`SamplingParams.for_sampler_warmup()` (sampling_params.py L1477-1493: temperature 0.9, top_p 0.9, top_k 50, min_p,
+penalties, logit bias, bad words, logprobs 5), "warmup_kernels ... pays for the fp32 logits pipeline, so the profiled
+peak must too"; the CPU worker skips it. Now every row needs processing: the fp32 copy (4 B), penalties, bias, bad
+words, temperature and min_p in place (penalties.py L88-104, logit_bias.py L131-150, bad_words.py L79-95); the rows
+are neither greedy nor seeded, so the fused sampler runs where FlashInfer's is on (sampler.py L307-325): on CUDA by
+default (VLLM_USE_FLASHINFER_SAMPLER, envs.py L51) for compute capability 8.0-12.1
+(v1/attention/backends/flashinfer.py L696-704) and more than 16 SMs (`flashinfer_sampler_supported`,
+v1/sample/ops/topk_topp_sampler.py L102-161). `flashinfer_sample` with both top-k and top-p tensors calls
+`top_k_top_p_sampling_from_logits` (L631-668), whose default top_k_first order (flashinfer-python 0.7.2.post1, the
+pinned release, sampling.py L1782-1805; its int-k fast path does not take vLLM's per-row tensor) makes
+`top_k_mask_logits`' fp32 copy (L502) and its softmax (L1796): 8 B more, live together. So 2 + 4 + 8 = 14 B per
+logit. Without FlashInfer's sampler (ROCm, other GPUs, or a log saying so) `apply_top_k_top_p` runs the Triton kernel
+whenever Triton is there (topk_topp_sampler.py L501-521: no 8-row floor now), masking in place with the same
+per-program buffer as 0.17 (topk_topp_triton.py L1690-1698), then the Gumbel draw: 6 B per logit and the buffer.
+The logprobs (logprob.py compute_token_logprobs: "we do not materialize the full [batch_size, vocab_size] logprobs
+tensor") add nothing per logit.
 """
 
 from __future__ import annotations
@@ -53,13 +75,58 @@ CORPUS_SM_COUNT = ASSUMED_SM_COUNT
 _TRITON_VENDORS = ("NVIDIA", "AMD", "UNKNOWN")  # vLLM's CUDA and ROCm platforms; a GPU known only by its memory
 
 
-V2_FP32_COPY_BYTES = 4  # apply_sampling_params' fp32 copy of the logits (V2 runner, all but 0.26.x)
+V2_FP32_COPY_BYTES = 4  # apply_sampling_params' fp32 copy of the logits (V2: 0.22-0.25, 0.27; 0.33's warmup pass)
+V2_FLASHINFER_BYTES = 8  # top_k_mask_logits' fp32 output and its softmax, live together (0.33's warmup pass)
+V2_WARMUP_FROM = (0, 33, 0)  # the V2 profile run's second, warmup-parameter sampler pass
+_V2_NO_COPY_FROM = (0, 28, 0)  # apply_sampling_params returns the logits untouched when no row needs processing
+_FLASHINFER_CAPABILITY = ((8, 0), (12, 1))  # FlashInferBackend.supports_compute_capability, 0.33.0 L696-704
+_FLASHINFER_MIN_SMS = 17  # "top-k masking requires more than 16 SMs"
 
 
-def v2_bytes_per_logit(version: tuple[int, ...], logits_bytes: int = 2) -> int:
-    """Bytes per logit of the V2 runner's dummy sampler run: the model-dtype logits, plus their fp32 copy but on
-    0.26.x (which samples in place)."""
-    return logits_bytes + (0 if (0, 26, 0) <= version < (0, 27, 0) else V2_FP32_COPY_BYTES)
+def v2_bytes_per_logit(version: tuple[int, ...], logits_bytes: int = 2, flashinfer: bool = True) -> int:
+    """Bytes per logit of the V2 runner's dummy sampler run at its peak: the model-dtype logits, plus their fp32
+    copy but on 0.26.x (in place) and 0.28-0.32 (no row needs processing); 0.33's warmup pass copies them and, in
+    FlashInfer's sampler (`flashinfer`), masks and softmaxes the copy into two more fp32 tensors."""
+    if version >= V2_WARMUP_FROM:
+        return logits_bytes + V2_FP32_COPY_BYTES + (V2_FLASHINFER_BYTES if flashinfer else 0)
+    if version >= _V2_NO_COPY_FROM or (0, 26, 0) <= version < (0, 27, 0):
+        return logits_bytes
+    return logits_bytes + V2_FP32_COPY_BYTES
+
+
+def _capability(gpu) -> tuple[int, int] | None:
+    """The GPU profile's compute capability as (major, minor), None where it gives none or is not "M.m"."""
+    parts = str(getattr(gpu, "compute_capability", "") or "").split(".")
+    return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
+
+
+def v2_flashinfer(gpu, flashinfer: bool | None = None) -> bool:
+    """Whether 0.33's warmup pass samples in FlashInfer's fused kernel: as a log says it (`flashinfer`), else on an
+    NVIDIA GPU of capability 8.0-12.1 with more than 16 SMs (a profile without the capability or SM count is taken
+    to qualify, as the H100 of the corpus does; so is a GPU known only by its memory); never on AMD or another
+    vendor (vLLM's CUDA platform only)."""
+    if flashinfer is not None:
+        return flashinfer
+    if str(getattr(gpu, "vendor", "") or "").upper() not in ("NVIDIA", "", "UNKNOWN"):  # (as estimate_subtracted)
+        return False
+    cap, sms = _capability(gpu), getattr(gpu, "sm_count", None)
+    low, high = _FLASHINFER_CAPABILITY
+    return (cap is None or low <= cap <= high) and (sms is None or sms >= _FLASHINFER_MIN_SMS)
+
+
+def v2_sampler_bytes(version: tuple[int, ...], rows: int, vocab: int, logits_bytes: int = 2, gpu=None,
+                     flashinfer: bool | None = None) -> int:
+    """Bytes of the V2 runner's dummy sampler run at its peak (rows x vocab logits): per logit as
+    v2_bytes_per_logit says, plus, in 0.33's warmup pass without FlashInfer, the Triton top-k/top-p buffer of
+    min(next_power_of_2(min(SMs, rows)), SMs) fp32 vocabulary rows (any row count: 0.33 has no 8-row floor)."""
+    fused = version >= V2_WARMUP_FROM and v2_flashinfer(gpu, flashinfer)
+    per_logit = v2_bytes_per_logit(version, logits_bytes, fused)
+    buffer = 0
+    vendor = str(getattr(gpu, "vendor", "unknown") or "unknown").upper()
+    if version >= V2_WARMUP_FROM and not fused and rows > 0 and vendor in _TRITON_VENDORS:
+        sms = sm_count_of(gpu)
+        buffer = min(1 << (min(sms, rows) - 1).bit_length(), sms) * vocab * TRITON_BUFFER_BYTES
+    return per_logit * rows * vocab + buffer
 
 
 def sort_sampler(version: tuple[int, ...], flashinfer: bool | None = None, rows: int = TRITON_MIN_ROWS) -> bool:
@@ -121,3 +188,19 @@ def sm_count_missing(version: tuple[int, ...], gpu, flashinfer: bool | None = No
     vendor = str(getattr(gpu, "vendor", "") or "").upper()
     return (triton_sampler(version, flashinfer) and rows >= TRITON_MIN_ROWS and vendor in ("NVIDIA", "AMD")
             and getattr(gpu, "sm_count", None) is None)
+
+
+def v2_sm_count_missing(version: tuple[int, ...], gpu, flashinfer: bool | None = None) -> bool:
+    """Whether the V2 runner's sampler term assumed CORPUS_SM_COUNT for an NVIDIA or AMD profile that gives no
+    sm_count: 0.33's warmup pass reads it where no log says which sampler ran (FlashInfer's needs more than 16 SMs
+    on NVIDIA; the Triton buffer is sized by it elsewhere)."""
+    vendor = str(getattr(gpu, "vendor", "") or "").upper()
+    return (version >= V2_WARMUP_FROM and flashinfer is not True and vendor in ("NVIDIA", "AMD")
+            and getattr(gpu, "sm_count", None) is None)
+
+
+def v2_capability_read(version: tuple[int, ...], gpu, flashinfer: bool | None = None) -> bool:
+    """Whether 0.33's warmup pass read the NVIDIA GPU's compute capability (FlashInfer's sampler: 8.0-12.1),
+    i.e. no log said which sampler ran."""
+    vendor = str(getattr(gpu, "vendor", "") or "").upper()
+    return version >= V2_WARMUP_FROM and flashinfer is None and vendor == "NVIDIA"

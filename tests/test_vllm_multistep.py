@@ -1,0 +1,42 @@
+"""vLLM V0's multi-step scheduling (`--num-scheduler-steps n`, kvplan.engines.scheduler.POLL_INTERVAL_OPTS): the
+engine calls its scheduler once every n forward steps, so a request that arrives while it decodes waits for the
+block's end, (n - 1) / 2 decode steps more than at the default n = 1 (issue 21, vLLM's optimistic TTFT; AMD's MLPerf
+v5.1 Server and Interactive harness configs state 8-10)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kvplan.bench.running import case_poll_wait
+from kvplan.engines.scheduler import poll_wait_steps
+from kvplan.speed.corpus import read_corpus
+
+CORPUS = Path(__file__).parent / "fixtures" / "speed"
+
+
+def test_the_wait_is_half_the_block_less_the_default_half_step():
+    # vllm-project/vllm#7000 (merged 2024-08-19): n forward steps per scheduler call; an arrival uniform over a
+    # block of 9 decode steps waits 9 / 2 = 4.5 of them, at n = 1 half a step: 4.5 - 0.5 = 4 more
+    assert poll_wait_steps("vllm", {"num_scheduler_steps": 9}) == 4.0
+    assert poll_wait_steps("vllm", {"num_scheduler_steps": 8}) == 3.5  # 8 / 2 - 1 / 2
+    assert poll_wait_steps("vllm", {"num_scheduler_steps": 1}) == 0.0  # the default: a scheduler call every step
+    assert poll_wait_steps("vllm", {}) == 0.0
+    assert poll_wait_steps("sglang", {"num_scheduler_steps": 9}) == 0.0  # not SGLang's option
+    assert poll_wait_steps("trtllm", {"num_scheduler_steps": 9}) == 0.0
+
+
+def test_the_corpus_runs_that_state_multi_step():
+    # AMD's v5.1 harness configs (mlcommons/inference_results_v5.1@965182b0:closed/AMD/code/*/harness_llm/models/):
+    # llama2-70b interactive_mi300x 8 (L15), server_mi300x 9 (L21), server_mi325x 9 (L33); mixtral-8x7b server_mi300x
+    # 8 and server_mi325x 10 (L18): waits 3.5, 4, 3.5, 4, 4.5 steps. dstack's 405B runs state 1: no wait
+    cases, _ = read_corpus(CORPUS)
+    waits = {c.id: case_poll_wait(c) for c in cases if c.engine == "vllm" and case_poll_wait(c)}
+    assert waits == {
+        "amd-8xmi300x_2xepyc_9575f-llama2-70b-99-interactive": 3.5,
+        "amd-8xmi300x_2xepyc_9575f-llama2-70b-99-server": 4.0,
+        "amd-8xmi300x_2xepyc_9575f-mixtral-8x7b-server": 3.5,
+        "amd-8xmi325x_2xepyc_9575f_1-llama2-70b-99-server": 4.0,
+        "amd-8xmi325x_2xepyc_9575f_1-mixtral-8x7b-server": 4.5,
+    }
+    stated_one = [c for c in cases if c.engine == "vllm" and c.flags.get("num_scheduler_steps") == 1]
+    assert stated_one and all(case_poll_wait(c) == 0.0 for c in stated_one)

@@ -37,8 +37,8 @@ EXTRA_ALIASES = {"llama-3.1-70b": ["llama-3-70b"],
                  "nvidia-nemotron-3-ultra-550b-a55b-bf16": ["nemotron-3-ultra-550b-a55b", "nemotron-3-ultra"]}
 
 
-def main(config_dir: Path) -> None:
-    out = ROOT / "kvplan" / "sources" / "model_specs"
+def main(config_dir: Path, out: Path = ROOT / "kvplan" / "sources" / "model_specs") -> None:
+    """Write the catalog built from `config_dir` into `out` (the bundled folder unless a test names another)."""
     checkpoints = yaml.safe_load((config_dir / "checkpoints.yaml").read_text()) or {}
     for old in out.glob("*.json"):
         old.unlink()

@@ -291,7 +291,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     held = scheduler_limits(chosen, res, max_num_seqs, max_num_batched_tokens)
     if tiers and not held.prefix_cache:
         raise KvplanError("offload keeps evicted prefix blocks: it needs the engine's prefix cache, which its "
-                          f"{arg('engine_opts')} turn off", EXIT_USAGE, param="offload", value=offload)
+                          f"{arg('engine_opts')} turns off", EXIT_USAGE, param="offload", value=offload)
     base, fe = configured(held, sim, chosen.speed_key, mode=mode, reserve=reserve, prefix_caching=prefix_caching)
     op = _tiers(chosen, res, spec, sim, dep, requests, fmt, tiers, offload_backend, host_profile) if tiers else None
     if op is not None:

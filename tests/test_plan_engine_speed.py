@@ -126,7 +126,8 @@ def test_enforce_eager_is_said_where_the_speed_figures_cannot_follow_it():
 def test_the_python_api_prices_the_same_forms(tmp_path):
     # api.simulate takes the same options and its own prefix_caching switch: triton with the radix cache absorbs, with
     # it off (the engine option, or prefix_caching=False) the prefill is decompressed, as fa3's default is; the
-    # simulator then reuses no prefix (Limits.prefix_cache) and an offload tier, which keeps evicted prefixes, is refused
+    # simulator then reuses no prefix (Limits.prefix_cache) and an offload tier, which keeps evicted prefixes, is
+    # refused
     trace = tmp_path / "one.csv"
     trace.write_text(f"arrival,input_tokens,output_tokens\n0,{PROMPT},2\n")
 

@@ -142,7 +142,7 @@ def simulate(
     held = scheduler_limits(chosen, result[0], max_num_seqs, max_num_batched_tokens)
     if tiers and not held.prefix_cache:
         raise KvplanError("--offload keeps evicted prefix blocks: it needs the engine's prefix cache, which its "
-                          f"{arg('engine_opts')} turn off", EXIT_USAGE)
+                          f"{arg('engine_opts')} turns off", EXIT_USAGE)
     notes += held.notes()
     if mode == "paged" or compare:  # the engine's admission rule applies to the paged pool
         notes.append(held.admission.said + ("; the contiguous pools admit by their reservation" if compare else ""))

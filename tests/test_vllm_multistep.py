@@ -28,15 +28,11 @@ def test_the_wait_is_half_the_block_less_the_default_half_step():
 def test_the_corpus_runs_that_state_multi_step():
     # AMD's v5.1 harness configs (mlcommons/inference_results_v5.1@965182b0:closed/AMD/code/*/harness_llm/models/):
     # llama2-70b interactive_mi300x 8 (L15), server_mi300x 9 (L21), server_mi325x 9 (L33); mixtral-8x7b server_mi300x
-    # 8 and server_mi325x 10 (L18): waits 3.5, 4, 3.5, 4, 4.5 steps. dstack's 405B runs state 1: no wait
+    # 8 and server_mi325x 10 (L18). The same configs set enforce_eager: True (L21, L27, L39, L26, L26), so those runs
+    # served without CUDA graphs and the corpus skips them (speed/fields.py GRAPHS_OFF): no priced run waits on a
+    # multi-step block today. dstack's 405B runs state 1: no wait
     cases, _ = read_corpus(CORPUS)
-    waits = {c.id: case_poll_wait(c) for c in cases if c.engine == "vllm" and case_poll_wait(c)}
-    assert waits == {
-        "amd-8xmi300x_2xepyc_9575f-llama2-70b-99-interactive": 3.5,
-        "amd-8xmi300x_2xepyc_9575f-llama2-70b-99-server": 4.0,
-        "amd-8xmi300x_2xepyc_9575f-mixtral-8x7b-server": 3.5,
-        "amd-8xmi325x_2xepyc_9575f_1-llama2-70b-99-server": 4.0,
-        "amd-8xmi325x_2xepyc_9575f_1-mixtral-8x7b-server": 4.5,
-    }
+    assert not {c.id: case_poll_wait(c) for c in cases if c.engine == "vllm" and case_poll_wait(c)}
+    assert not [c for c in cases if c.id.startswith("amd-8xmi3") and c.flags.get("num_scheduler_steps")]
     stated_one = [c for c in cases if c.engine == "vllm" and c.flags.get("num_scheduler_steps") == 1]
     assert stated_one and all(case_poll_wait(c) == 0.0 for c in stated_one)

@@ -65,3 +65,14 @@ def test_v1_runner_has_none():
     assert _terms("0.33.0", v1_fallback=True)["runner_states"] == 0
     # a smaller --max-num-seqs shrinks them: 256 x (128,256 + 2 x 4,008) x 4 = 139,542,528 B
     assert _terms("0.33.0", max_num_seqs=256)["runner_states"] == 139_542_528
+
+
+def test_grammar_bitmask_rows_follow_the_drafter():
+    # decode_query_len = speculative steps + 1 (gpu/model_runner.py 0.33.0 L439-442): with 3 draft tokens the bitmask
+    # keeps 4 rows a request; 1024 x (128,256 + (2 + 3) x 4,008) x 4 = 1024 x 148,296 x 4 = 607,420,416 B
+    from kvplan.planning.speculative import Speculative
+    assert v2_state_bytes((0, 33, 0), 1024, 128_256, 3) == 607_420_416
+    m, g = find_in_catalog("llama-3.1-8b"), find_gpu("h100")
+    drafted = dataclasses.replace(m, speculative=Speculative(method="mtp", num_speculative_tokens=3))
+    st = vllm_settings(m, g, Deployment(), Request(context=8192), "0.33.0")
+    assert overhead.overhead_terms(drafted, Deployment(), st)["runner_states"] == 607_420_416

@@ -229,7 +229,12 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
                                + v0_mla.absorbed_bytes(model, dep.tp, dep.pp, v, wd)),
             "encoder_profile": encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), v, v2),
             # V2's penalties and grammar-bitmask states (R x vocab int32), in the budget from 0.27.0 (vllm.sampler)
-            "runner_states": v2_state_bytes(v, st.max_num_seqs, model.vocab_size) if v2 else 0}
+            "runner_states": v2_state_bytes(v, st.max_num_seqs, model.vocab_size, _draft_tokens(model)) if v2 else 0}
+
+
+def _draft_tokens(model) -> int:
+    """The drafter's tokens a step (0 without one): V2's grammar bitmask keeps 1 + that many rows a request."""
+    return getattr(getattr(model, "speculative", None), "num_speculative_tokens", 0) or 0
 
 
 def allocator_rounding(model, dep, st) -> int:

@@ -64,8 +64,8 @@ Besides the profile run, the V2 runner keeps per-request x vocabulary states on 
 PenaltiesState's output_bin_counts, torch.zeros(max_num_reqs, vocab_size, int32) ("can be very large, taking up GBs
 of GPU memory"), and prompt_bin_mask [max_num_reqs, cdiv(vocab_size, 32)] int32 (gpu/sample/penalties.py 0.22.0
 L32-42, 0.31.0 L40-47, 0.33.0 L43-50), and StructuredOutputsWorker's grammar_bitmask [max_num_reqs x
-decode_query_len, cdiv(vocab_size, 32)] int32 (gpu/structured_outputs.py 0.27.0 L17-18, 0.33.0 L63-64; one row per
-request without a drafter). vocab_size is model_config.get_vocab_size() (gpu/model_runner.py 0.33.0 L229). The
+decode_query_len, cdiv(vocab_size, 32)] int32 (gpu/structured_outputs.py 0.27.0 L17-18, 0.33.0 L63-64; 1 + the
+drafter's tokens rows per request). vocab_size is model_config.get_vocab_size() (gpu/model_runner.py 0.33.0 L229). The
 runner builds them in __init__ (0.22.0 L215, L231) or, from 0.24.0, in load_model after the loader's
 DeviceMemoryProfiler window (0.24.0 L279-298, Sampler at L325; 0.27.0 L352, L375; 0.33.0 L495, L528), so never in
 "Model loading took"; always after the worker's start-up snapshot (gpu_worker.py 0.27.0 L395, 0.33.0 L541) and
@@ -153,17 +153,18 @@ V2_STATES_COUNTED_FROM = (0, 27, 0)  # mem_utils.py memory_profiling: total_cons
 STATE_BYTES = 4  # output_bin_counts, prompt_bin_mask, grammar_bitmask: torch.int32
 
 
-def v2_state_bytes(version: tuple[int, ...], max_num_seqs: int, vocab: int) -> int:
+def v2_state_bytes(version: tuple[int, ...], max_num_seqs: int, vocab: int, draft_tokens: int = 0) -> int:
     """Bytes of the V2 runner's per-request x vocabulary sampling states that vLLM's KV budget loses (0 where it
     does not): PenaltiesState's output_bin_counts [R, V] and prompt_bin_mask [R, cdiv(V, 32)], and
     StructuredOutputsWorker's grammar_bitmask [R x decode_query_len, cdiv(V, 32)], all int32, R = max_num_seqs,
     built with the model runner before the profile run (module docstring). Counted from 0.27.0, whose budget takes
     the free-memory drop since the start-up snapshot; 0.22-0.26 subtract weights + torch peak increase + non-torch
-    increase, none of which holds them. The bitmask is priced for one row per request (no drafter)."""
+    increase, none of which holds them. decode_query_len is 1 + `draft_tokens` (gpu/model_runner.py 0.27.0
+    L345-348, 0.33.0 L439-442: the speculative steps + one sampled token a step)."""
     if version < V2_STATES_COUNTED_FROM:
         return 0
     packed = -(-vocab // 32)  # cdiv(vocab_size, 32)
-    return STATE_BYTES * max_num_seqs * (vocab + 2 * packed)
+    return STATE_BYTES * max_num_seqs * (vocab + (2 + draft_tokens) * packed)
 
 
 def sort_sampler(version: tuple[int, ...], flashinfer: bool | None = None, rows: int = TRITON_MIN_ROWS) -> bool:

@@ -25,6 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # one that is. Llama 3 70B and Llama 3.1 70B share every shape (80 layers, 8 KV heads x 128, the
 # same widths and vocabulary); they differ only in RoPE scaling and context length, and the CLI
 # prints which entry a name resolved to.
+# Catalog names set by hand where the repo's own name would clash with another entry's: NVIDIA's ModelOpt FP8 export of
+# Llama 3.1 405B Instruct and Meta's fbgemm one both read as llama-3.1-405b-instruct-fp8 (catalog_extra/SOURCES.md).
+NAMES = {"nvidia/Llama-3.1-405B-Instruct-FP8": "nvidia-llama-3.1-405b-instruct-fp8"}
 EXTRA_ALIASES = {"llama-3.1-70b": ["llama-3-70b"],
                  # NVIDIA writes these names with underscores; people type dots or the short name.
                  "llama-3_3-nemotron-super-49b-v1": ["llama-3.3-nemotron-super-49b", "nemotron-super-49b"],
@@ -34,8 +37,8 @@ EXTRA_ALIASES = {"llama-3.1-70b": ["llama-3-70b"],
                  "nvidia-nemotron-3-ultra-550b-a55b-bf16": ["nemotron-3-ultra-550b-a55b", "nemotron-3-ultra"]}
 
 
-def main(config_dir: Path) -> None:
-    out = ROOT / "kvplan" / "sources" / "model_specs"
+def main(config_dir: Path, out: Path = ROOT / "kvplan" / "sources" / "model_specs") -> None:
+    """Write the catalog built from `config_dir` into `out` (the bundled folder unless a test names another)."""
     checkpoints = yaml.safe_load((config_dir / "checkpoints.yaml").read_text()) or {}
     for old in out.glob("*.json"):
         old.unlink()
@@ -51,7 +54,7 @@ def main(config_dir: Path) -> None:
         config = json.loads(f.read_text())
         if repo in vision and "vision_config" not in config:  # the shared copy dropped it
             config["vision_config"] = vision[repo]
-        spec, _ = build_spec(config, repo, source=f"config.json of {repo}",
+        spec, _ = build_spec(config, repo, name=NAMES.get(repo), source=f"config.json of {repo}",
                              checkpoint_bytes=size)
         taken.add(spec.name)
         specs.append(spec)

@@ -139,3 +139,17 @@ def test_sglang_from_0_5_16_refuses_an_fbgemm_fp8_checkpoint():
             plan("llama-3.1-405b-instruct-fp8", gpu="h100", tp=8, context="8k", engine="sglang", engine_version=version)
     assert plan("llama-3.1-405b-instruct-fp8", gpu="h100", tp=8, context="8k", engine="sglang", engine_version="0.5.15")
     assert plan("llama-3.1-405b-instruct-fp8", gpu="h100", tp=8, context="8k", engine="vllm")
+
+
+def test_fbgemm_moe_experts_load_in_16_bits():
+    """vLLM's FBGEMMFp8Config.get_quant_method gives FusedMoE no method (0.33.0 fbgemm_fp8.py L79-90; SGLang 0.5.15
+    fpgemm_fp8.py L78-89 the same), so the routed experts load unquantized in the model dtype."""
+    qc = {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0, "modules_to_not_convert": ["lm_head"]}
+    spec = _quant(QWEN2_MOE, qc)
+    # experts: 2 layers x 4 experts x (gate + up + down) 3 x hidden 64 x moe_intermediate 32 = 49,152 parameters,
+    # bf16 2 B each = 98,304 B (fp8 would be 49,152 B); no channel scales on them (the third part 0)
+    assert spec.params.experts == 2 * 4 * 3 * 64 * 32
+    assert weight_bytes(spec).experts == 98_304
+    assert spec.quantization.channel_scales[2] == 0
+    # a dense fbgemm model has no experts to keep: its format is unchanged
+    assert _quant(LLAMA_8B, qc).quantization.experts_method == ""

@@ -15,9 +15,13 @@ import pytest
 from conftest import shared_config
 
 from kvplan.core.errors import KvplanError
+from kvplan.engines import resolve_engine
 from kvplan.hardware.gpus import find_gpu
 from kvplan.model.spec import weight_bytes
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.plan import Request
 from kvplan.readers.modelopt import glob_entry, with_quant_file
+from kvplan.sources.catalog import find_in_catalog
 from kvplan.sources.importer import build_spec
 from kvplan.sources.resolve import resolve_model
 from kvplan.speed.shape import shape_for
@@ -161,3 +165,18 @@ def test_gemm_term_prices_kept_modules_at_the_bf16_rate():
     # a weight dtype that is not the checkpoint's own drops its exclusions: only the head stays at bf16
     fp8 = shape_for(spec, gpu, tp=8, weight_dtype="fp8")
     assert fp8.plain_flops == 0 and fp8.plain_head and fp8.head_flops == pytest.approx(2 * R1_HEAD / 8)
+
+
+def test_nvidia_llama_3_1_405b_fp8_is_its_own_catalog_entry():
+    """NVIDIA's ModelOpt FP8 export (hf_quant_config.json: quant_algo FP8, per-tensor, no exclude_modules;
+    huggingface.co/nvidia/Llama-3.1-405B-Instruct-FP8/blob/main/hf_quant_config.json) quantizes every decoder linear;
+    Meta's fbgemm_fp8 release keeps attention and layers 0 / 125's MLP in bf16 (catalog_extra/SOURCES.md)."""
+    nv, meta = find_in_catalog("nvidia-llama-3.1-405b-instruct-fp8"), find_in_catalog("llama-3.1-405b-instruct-fp8")
+    assert nv.quantization.quant_method == "modelopt" and nv.quantization.kept == ()
+    assert meta.quantization.quant_method == "fbgemm_fp8"
+    # per GPU at tp 8: linears (attention 71,873,593,344 + MLP 329,772,957,696) x 1 B / 8 = 50,205,818,880;
+    # embedding + lm_head 2 x 2,101,346,304 x 2 B / 8 = 1,050,673,152; norms 4,145,152 x 2 B = 8,290,304 replicated:
+    # 51,264,782,336 B (47.74 GiB; per-tensor scales, a few fp32 a layer, left out)
+    req = Request(context=4096)
+    res = resolve_engine("trtllm", None, []).result(nv, find_gpu("h200-sxm"), Deployment(8), req)
+    assert res.plan.stages[0].weight_bytes == 51_264_782_336

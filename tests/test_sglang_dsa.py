@@ -130,3 +130,21 @@ def test_explain_shows_sglangs_rows():
                                  "--ctx", "32k", "--explain"])
     assert r.exit_code == 0, r.output
     assert "61 MLA layers × (576 B latent + 132 B indexer keys)" in r.stdout and "= 43,188 B/token" in r.stdout
+
+
+@pytest.mark.parametrize("version, name, ok", [
+    # 0.5.23: "dsa" and its deprecated alias "nsa" (arg_groups/choices.py L74-75); "bogus" is outside the choices
+    # argparse takes (fields/exec_.py L211); flashinfer is a choice SGLang keeps, but the DSA pool under it is not read
+    ("0.5.23", "dsa", True), ("0.5.23", "nsa", True), ("0.5.23", "bogus", False), ("0.5.23", "flashinfer", False),
+    ("0.5.23", "", False),
+    # 0.5.12's choices have "nsa" only (server_args.py L152); "dsa" arrives in 0.5.13 (L175)
+    ("0.5.12", "nsa", True), ("0.5.12", "dsa", False), ("0.5.13", "dsa", True),
+])
+def test_named_backend_checked_for_dsa(version, name, ok):
+    opts = [f"attention_backend={name}"]
+    if ok:
+        assert _result(V32, H200, version, opts=opts).plan.fits is not None
+        return
+    with pytest.raises(KvplanError, match=f"attention_backend={name}: kvplan plans SGLang {version}'s DeepSeek") as e:
+        _result(V32, H200, version, opts=opts)
+    assert "\n" not in e.value.message

@@ -53,6 +53,10 @@ OPTS = {
                "mamba_ssm_dtype": "mamba_ssm_dtype"},
     "trtllm": {"max_num_tokens": "max_num_tokens", "free_gpu_memory_fraction": "free_gpu_memory_fraction",
                "kv_cache_free_gpu_mem_fraction": "free_gpu_memory_fraction",
+               # trtllm-serve's --kv_cache_free_gpu_memory_fraction, which serve hands to get_llm_args as
+               # free_gpu_memory_fraction, into KvCacheConfig(free_gpu_memory_fraction=...)
+               # (NVIDIA/TensorRT-LLM@00209af1:tensorrt_llm/commands/serve.py get_llm_args)
+               "kv_cache_free_gpu_memory_fraction": "free_gpu_memory_fraction",
                # NVIDIA's MLPerf harness's name for it (its runtime flags; llmlib/config.py passes it on as
                # kv_cache_config free_gpu_memory_fraction)
                "kvcache_free_gpu_mem_frac": "free_gpu_memory_fraction"},
@@ -65,7 +69,8 @@ POLICY = {"trtllm": ("capacity_scheduler_policy", "scheduler_policy", "batch_sch
 # benchmark tools that choose the engine's running limit and step tokens themselves where the run states
 # neither: tool -> (the engine's option for tokens per step, the function giving (running limit, tokens))
 HARNESS_SETTINGS = {"trtllm-bench": ("max_num_tokens", trtllm_bench_settings)}
-HARNESS_FRACTION = ("kv_cache_free_gpu_mem_fraction", "free_gpu_memory_fraction")  # the KV fraction it was told
+# the KV fraction it was told
+HARNESS_FRACTION = ("kv_cache_free_gpu_mem_fraction", "free_gpu_memory_fraction", "kv_cache_free_gpu_memory_fraction")
 
 
 class Running(NamedTuple):

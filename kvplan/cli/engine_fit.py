@@ -70,7 +70,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
     speeds = [plan_decode_seconds(r.plan, spec, hw, engine.speed_key, version=engine.version) for r in results]
     for line in speed_notes("calibrated", engine.speed_key, hw.key, spec.family, engine.version, (hw,),
                             weight_dtype=chosen.plan.request.weight_dtype, stored=stored_dtype(chosen.plan, spec),
-                            ranks=max(collective_ranks(r.plan) for r in results)):
+                            ranks=max(collective_ranks(r.plan) for r in results), model_dtype=spec.dtype):
         stderr(line)
     dicts = [{**plan_to_dict(r.plan, spec), **calibrated_keys(s, r.plan.request.batch, engine.speed_key),
               **({"engine": engine_to_dict(r)} if named else {})} for r, s in zip(results, speeds)]

@@ -274,7 +274,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     notes += [f"warning: {w}" for w in plan_warnings(p)]
     notes += speed_notes(speed, speed_engine, hw.key, spec.family, chosen.version, (hw,),
                          weight_dtype=p.request.weight_dtype, stored=stored_dtype(p, spec),
-                         ranks=collective_ranks(p)) + request_note(speed, speed_engine)
+                         ranks=collective_ranks(p), model_dtype=spec.dtype) + request_note(speed, speed_engine)
     notes += form_notes([p], lambda _: spec, lambda _: hw, speed_engine, speed_version)
     if not (sim.all_full and not sim.state_bytes):
         notes.append("note: prefix caching is not modelled for sliding-window, chunked or recurrent layers: off")

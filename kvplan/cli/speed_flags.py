@@ -4,7 +4,8 @@ step-time model, its held-out error band, and what of the setting the speed corp
 from __future__ import annotations
 
 from kvplan.speed.coverage import band_text, check_speed, label, link_gaps, outside, rate_gaps, unmeasured, unrated
-from kvplan.speed.model import FALLBACK_ENGINE, band, coefficients, covered, engine_key
+from kvplan.speed.compute_dtype import STATED, compute_line
+from kvplan.speed.model import FALLBACK_ENGINE, band, coefficients, covered, engine_key, gemm_kernels
 from kvplan.speed.plan import prefill_form
 from kvplan.speed.terms import TERMS
 
@@ -18,12 +19,14 @@ def speed_line(engine: str | None = None) -> str:
 
 
 def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str, version: str | None = None,
-                gpus=(), weight_dtype: str | None = None, stored: str | None = None, ranks: int = 1) -> list[str]:
+                gpus=(), weight_dtype: str | None = None, stored: str | None = None, ranks: int = 1,
+                model_dtype: str | None = None) -> list[str]:
     """stderr lines: the step-time model (its coefficient set: the engine's, or its release's era) and its
     band, what the corpus does not cover (`version`: the release asked, where one was), and what the profiles
     `gpus` lack: the matmul rate the compute terms need, a rate the engine's kernels run at `weight_dtype`, the
     rate of the precision the weights are `stored` in (the checkpoint's where no weight dtype was asked), the link
-    bandwidth collectives among `ranks` of them need."""
+    bandwidth collectives among `ranks` of them need; with the served `model_dtype`, the 16-bit dtype the step's
+    FLOPs are priced in on each GPU and why (kvplan.speed.compute_dtype.compute_line), an assumption printed."""
     gaps = [f"note: {w}" for w in rate_gaps(gpus, stored or weight_dtype) + link_gaps(gpus, ranks)]
     if speed != "calibrated":
         return ["step times: the bare roofline (--speed roofline): a lower bound, engines run slower"] + gaps
@@ -32,6 +35,9 @@ def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str, versi
     lines += [f"note: {w}" for w in (unmeasured(engine),) if w]
     lines += [f"note: outside the speed corpus: {w}" for w in outside(engine, gpu_key, family, version)]
     lines += [f"note: {w}" for g in gpus for w in unrated(engine, g, weight_dtype)]
+    if model_dtype:
+        stated = weight_dtype if weight_dtype in STATED else None
+        lines += [f"note: {compute_line(model_dtype, g, stated, gemm_kernels(engine) == 'ggml')}" for g in gpus]
     return lines + gaps
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-FACT_FIELDS = ("architecture", "compute_capability", "memory_kind", "bf16", "fp8", "fp4", "device_name")
+FACT_FIELDS = ("architecture", "compute_capability", "memory_kind", "bf16", "fp8", "fp4", "fp16_accumulates_fp16",
+               "device_name")
 # The scale-up fabric (interconnect.kind). nvswitch: NVLink through NVSwitch chips (HGX 8-GPU boards, NVL72
 # racks), where CUDA multicast exists; nvlink-bridge: NVLink bridges between PCIe cards (H100 NVL pairs);
 # nvlink-direct: NVLink wired GPU to GPU on the board, no switch (V100 SXM2's hybrid cube mesh, GH200 NVL2);
@@ -221,6 +222,10 @@ def read_facts(check, d: dict, flops: dict) -> dict:
             if value is False and name in flops:
                 check.fail(f"field '{name}' is false, but 'dense_flops.{name}' gives an {name} rate")
         out[name] = value
+    half = d.get("fp16_accumulates_fp16")  # dense_flops.fp16 is a GeForce FP16-accumulate headline
+    if half is not None:
+        check.flag("fp16_accumulates_fp16", half)
+    out["fp16_accumulates_fp16"] = half
     name = d.get("device_name")
     out["device_name"] = None if name is None else check.text("device_name", name)
     return out

@@ -60,6 +60,9 @@ class GPU:
     bf16: bool | None = None  # BF16 math; false (Volta, Turing): a bf16 checkpoint runs, and caches, in fp16
     fp8: bool | None = None  # FP8 tensor (matrix) math
     fp4: bool | None = None  # FP4 tensor math (NVFP4 / MXFP4)
+    # True: dense_flops.fp16 is a GeForce FP16-accumulate headline; an engine's FP32-accumulate fp16 GEMM runs at half
+    # it, the bf16 figure (kvplan.speed.compute_dtype.sixteen_bit)
+    fp16_accumulates_fp16: bool | None = None
     device_name: str | None = None  # as torch.cuda.get_device_name / nvidia-smi print it
     interconnect_kind: str | None = None  # one of facts.INTERCONNECT_KINDS
     interconnect_domain: int | None = None  # GPUs one GPU reaches over that fabric (8 HGX, 72 NVL72, 1 PCIe)

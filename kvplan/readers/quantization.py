@@ -45,6 +45,10 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
         quant = replace(quant, kept=kept_params(names, params, tuple(layers), where, modules))
     if isinstance(q.get("quant_method"), str) and q["quant_method"]:
         quant = replace(quant, quant_method=q["quant_method"].lower())
+    if quant.quant_method == "fbgemm_fp8" and params is not None and params.experts:
+        # fbgemm_fp8 quantizes LinearBase modules only: FusedMoE gets no method, so the routed experts load in the
+        # model dtype (vLLM 0.33.0 fbgemm_fp8.py get_quant_method L79-90; SGLang 0.5.15 fpgemm_fp8.py L78-89)
+        quant = replace(quant, experts_method=_dtype(cfg))
     experts = _channel_wise(q, where)
     if experts is None or not layers:
         return quant

@@ -31,6 +31,7 @@ from kvplan.speed.model import decode_features, nccl_only, prefill_features, pri
 from kvplan.speed.recency import weights as recency_weights
 from kvplan.speed.robust import robust
 from kvplan.speed.shape import read_flops, shape_for, weight_dtype_of
+from kvplan.speed.compute_dtype import stated_dtype
 from kvplan.speed.ssm_dtype import as_stated, in_dtype
 from kvplan.speed.ggml import MMVQ_MAX
 from kvplan.speed.terms import TERMS, Shape, bound, path_at, roofline_of
@@ -86,7 +87,8 @@ class Built:
             self.shape = shape_for(spec, gpu, tp=case.tp, ep=case.ep, weight_dtype=weight_dtype_of(case.weight_dtype),
                                    kv_dtype=_kv(case.kv_dtype), dp=case.dp, engine=case.engine, date=case.date,
                                    version=case.version, prefix_cache=prefix_cache(case),
-                                   attention_backend=attention_backend(case), attention_dp=attention_dp(case))
+                                   attention_backend=attention_backend(case), attention_dp=attention_dp(case),
+                                   compute=stated_dtype(case.flags))
         except Exception as e:  # noqa: BLE001 - a point kvplan cannot plan is skipped with its reason
             self.why = f"not plannable: {type(e).__name__}"
             return

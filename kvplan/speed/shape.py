@@ -27,6 +27,7 @@ from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES, canonical_kv_dtype, canon
 from kvplan.model.layers import IndexedMLA
 from kvplan.model.spec import PLAIN_BYTES, own_format, weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
+from kvplan.speed.compute_dtype import STATED, compute_dtype, sixteen_bit
 from kvplan.speed.ggml import paths as ggml_paths
 from kvplan.speed.mlaform import mla_heads_per_rank
 from kvplan.speed.model import (absorbed_prefill, custom_allreduce_bytes, engine_key, gemm_kernels,
@@ -56,17 +57,17 @@ def weight_dtype_of(name: str | None) -> str | None:
 def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
               kv_dtype: str | None = None, dp: int = 1, engine: str | None = None, date: str | None = None,
               version: str | None = None, prefix_cache: bool = True, attention_backend: str | None = None,
-              attention_dp: bool = False) -> Shape:
+              attention_dp: bool = False, compute: str | None = None) -> Shape:
     """The Shape of `spec` on `gpu` at tensor parallelism `tp`, expert parallelism `ep` and `dp`
     data-parallel replicas; under `engine` llama.cpp (a build of `date`, None: current) with its GEMM paths, under an
     engine whose MXFP4 MoE kernels kvplan.speed.mxfp4 reads (release `version`, None: current) at their precision;
     `prefix_cache`: the engine's prefix cache on (its default), which some releases' MLA prefill reads
     (kvplan.speed.model.absorbed_prefill), through the `attention_backend` the run names (None: the default);
     `attention_dp`: the dp replicas are attention-DP ranks of one engine, counted in its tp size
-    (mla_heads_per_rank)."""
+    (mla_heads_per_rank); `compute`: the 16-bit dtype the run states (on_gpu)."""
     return on_gpu(model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype, dp=dp), spec, gpu,
                   weight_dtype, engine=engine, date=date, version=version, prefix_cache=prefix_cache,
-                  attention_backend=attention_backend, tp_size=tp * dp if attention_dp else tp)
+                  attention_backend=attention_backend, tp_size=tp * dp if attention_dp else tp, compute=compute)
 
 
 def attention_flops(layers, heads: int, tp: int) -> tuple[float, float, tuple, float]:
@@ -213,14 +214,14 @@ def read_flops(gpu, precision: str) -> float:
             return float(measured[name])
     rate = float(next((datasheet[n] for n in names if datasheet.get(n)), 0))
     base = next((n for n in ("bf16", "fp16") if measured.get(n) and datasheet.get(n)), None)
-    if base and precision != "bf16":
-        return rate * measured[base] / datasheet[base]
+    if base and precision != "bf16":  # the measured share; the measured rate itself where the datasheet's is the same
+        return float(measured[base]) if rate == datasheet[base] else rate * measured[base] / datasheet[base]
     return rate
 
 
 def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: str | None = None,
            date: str | None = None, version: str | None = None, prefix_cache: bool = True,
-           attention_backend: str | None = None, tp_size: int | None = None) -> Shape:
+           attention_backend: str | None = None, tp_size: int | None = None, compute: str | None = None) -> Shape:
     """model_terms' fields on `gpu`: its bandwidth (read_bandwidth) and GEMM rates at the weight dtype and at bf16
     (read_flops), the datasheet's beside them for the roofline, and its link; under llama.cpp, its GEMM paths by
     tokens per step (kvplan.speed.ggml); MXFP4 MoE weights at the precision the engine's kernels multiply in at
@@ -230,16 +231,20 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     `tp_size`, attention-DP ranks included, None: terms' tp: kvplan.speed.mlaform); the
     profile's measured all-reduce times for the tp group where the engine runs the kernel they timed
     (kvplan.speed.model.MEASURED_ALLREDUCE); the latency of the engine's custom all-reduce on a fully connected
-    fabric and its size limit (kvplan.speed.model.CUSTOM_ALLREDUCE)."""
+    fabric and its size limit (kvplan.speed.model.CUSTOM_ALLREDUCE). The 16-bit rates (`bf16_rate`, and the GEMM's
+    where the weights are not fp8/fp4) are those of the dtype the run computes in (kvplan.speed.compute_dtype: the
+    `compute` dtype the run states, else a 16-bit `weight_dtype`, else the model's dtype; fp16 without BF16 math)."""
     stored = weight_dtype or (spec.quantization.method if spec.quantization else None)
-    own = gemm_rate(gpu, stored)[1]  # the weights' own precision's rate, which the grouped term keeps
+    stated = compute or (weight_dtype if weight_dtype in STATED else None)
+    compute = compute_dtype(spec.dtype, gpu, stated, ggml=gemm_kernels(engine) == "ggml")[0]
+    own = gemm_rate(gpu, stored, compute)[1]  # the weights' own precision's rate, which the grouped term keeps
     dtype, block_m = stored, 0
     if str(stored or "").lower() == "mxfp4" and spec.params.num_experts:
         key = engine_key(engine) if engine else None
         dtype, block_m = mxfp4_precision(key, gpu, version) or stored, moe_block_m(key, gpu, version)
-    peak, precision = gemm_rate(gpu, dtype)
-    peak_bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)
-    rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, "bf16")
+    peak, precision = gemm_rate(gpu, dtype, compute)
+    peak_bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)  # the roofline's, as ever
+    rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, sixteen_bit(gpu, compute)[1])
     link_bw, latency = link(gpu, max(terms["tp"], terms["ep"]))
     oneshot = custom_allreduce_bytes(engine, terms["tp"], gpu)  # the engine's custom all-reduce, where it runs one
     oneshot_latency = fabric_latency(gpu, terms["tp"]) if oneshot else 0.0

@@ -11,8 +11,10 @@ the order of `TERMS`:
              read for at most its top-k tokens a sequence; a sequence's fixed recurrent state read and written
              back once) / bandwidth
   gemm       2 x active parameters x tokens (the LM head apart) / the weight dtype's dense rate (fp8 or fp4 where the
-             profile has it: `dense_flops`), the bf16 rate otherwise, and the modules a quantized checkpoint keeps in
-             the model dtype (its exclusion list, MXFP4's dense layers, the LM head) at the bf16 rate
+             profile has it: `dense_flops`), the 16-bit rate otherwise (the dtype the run computes in, bf16 or fp16:
+             kvplan.speed.compute_dtype; `bf16_rate` below is that rate, named for the usual case), and the
+             modules a quantized checkpoint keeps in the model dtype (its exclusion list, MXFP4's dense layers, the
+             LM head) at that 16-bit rate
              (kvplan.speed.shape.plain_gemm; gemm_seconds); the rate is the profile's measured
              `achieved_dense_flops` where it has one (kvplan.speed.shape.read_flops), the datasheet's otherwise.
              The LM head's 2 x vocab x hidden / tp (tied or not) only for the positions whose logits the step
@@ -83,6 +85,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kvplan.planning.plan import expected_experts_touched as experts_touched
+from kvplan.speed.compute_dtype import sixteen_bit
 
 TERMS = ("weights", "kv", "gemm", "attn", "experts", "grouped", "comm", "latency", "step", "layer", "seq", "request",
          "pstep", "player", "pmoe", "ingress")
@@ -155,19 +158,18 @@ def path_at(s: Shape, per_step: float) -> tuple[float, float]:
     return rate, extra
 
 
-def gemm_rate(gpu, weight_dtype: str | None) -> tuple[float, str]:
+def gemm_rate(gpu, weight_dtype: str | None, compute: str = "bf16") -> tuple[float, str]:
     """(FLOP/s, the precision it is) a GEMM runs at with these weights: fp8 weights on a GPU with
     FP8 math run at its fp8 rate, fp4 weights at its fp4 rate (its fp8 one where it has no fp4),
-    everything else (and fp8 on a GPU without FP8 math: weight-only kernels) at bf16 (fp16 where
-    the profile gives no bf16)."""
+    everything else (and fp8 on a GPU without FP8 math: weight-only kernels) at the 16-bit rate of the
+    dtype the run `compute`s in (kvplan.speed.compute_dtype.sixteen_bit: bf16, or fp16 where it has its own)."""
     flops = gpu.dense_flops
-    base = float(flops.get("bf16") or flops.get("fp16") or 0)
     w = (weight_dtype or "").lower()
     if w in FP4_NAMES and flops.get("fp4"):
         return float(flops["fp4"]), "fp4"
     if (w in FP4_NAMES or w in FP8_NAMES) and flops.get("fp8") and gpu.fp8 is not False:
         return float(flops["fp8"]), "fp8"
-    return base, "bf16"
+    return sixteen_bit(gpu, compute)
 
 
 def link(gpu, gpus: int) -> tuple[float, float]:

@@ -77,6 +77,13 @@ AITER, AITER_FROM, AITER_CONTEXT, AITER_SCALE = "aiter", (0, 4, 7), 8192, 0.85
 ROCM_TRITON = (("GptOssForCausalLM", (0,), (0, 5, 10)), ("Olmo2ForCausalLM", (0, 5, 4), None))
 SM100_ONLY = ("trtllm_mla", "trtllm_mha")
 DSA_PAGE = 64
+# the backend a DSA model runs under when none is named, and its first release: "nsa" (0.5.8 server_args.py L1112
+# `self.attention_backend = "nsa"`, choices L124; 0.5.12 L1817, L152), renamed "dsa" in 0.5.13 with "nsa" kept as its
+# deprecated alias (0.5.13 server_args.py ATTENTION_BACKEND_CHOICES L175-176; 0.5.23 arg_groups/choices.py L74-75,
+# set where none is named: model_overrides/deepseek_v2.py L102-104). A name outside the choices is argparse's error
+# (0.5.23 arg_groups/fields/exec_.py L211, choices=ATTENTION_BACKEND_CHOICES); a named other backend SGLang keeps, and
+# what the DSA pool is under it is not read: both refused (_check_dsa_backend)
+DSA_BACKENDS = (("nsa", (0, 5, 8)), ("dsa", (0, 5, 13)))
 # a model without MLA on capability 10.x (module docstring): (first release, architectures) defaulting to trtllm_mha,
 # each entry extending the one before; every such model from MHA_ALL; 0.5.6.x's test that takes capability 12 too
 MHA_ARCHS = (((0,), ("GptOssForCausalLM",)), ((0, 5, 4), ("Olmo2ForCausalLM",)),
@@ -186,9 +193,24 @@ def backend(model, gpu, version: str, opts: dict) -> tuple[str | None, str]:
     return None, ""
 
 
+def _check_dsa_backend(named: str | None, version: str) -> None:
+    """A one-line refusal where `attention_backend` names a backend other than the DSA one SGLang `version` runs a
+    DSA model under (DSA_BACKENDS): a name outside its choices argparse refuses, and another backend SGLang keeps
+    but kvplan has not read the DSA pool under."""
+    if named is None:
+        return
+    v = parse_version(version)
+    allowed = tuple(name for name, first in DSA_BACKENDS if v >= first)
+    if named not in allowed:
+        raise KvplanError(f"attention_backend={named}: kvplan plans SGLang {version}'s DeepSeek Sparse Attention pool "
+                          f"under its own backend only ({' or '.join(allowed)}, what it picks when none is named)",
+                          EXIT_USAGE, param="engine_opts", value=named, allowed=allowed)
+
+
 def page_size(model, gpu, version: str, opts: dict, given: int | None) -> tuple[int, str]:
     """(SGLang's page size, why where a backend or DSA forces it): `given` is --page-size where set."""
     if _dsa(model):  # set whatever --page-size says (0.5.10 server_args.py L1576-1582; 0.5.23 deepseek_v2.py L160-173)
+        _check_dsa_backend(opts.get("attention_backend"), version)
         return DSA_PAGE, ("" if given in (None, DSA_PAGE) else f"SGLang sets page_size {DSA_PAGE} for DeepSeek Sparse "
                           f"Attention on CUDA whatever page_size is given ({given})")
     name, why = backend(model, gpu, version, opts)

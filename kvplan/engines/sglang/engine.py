@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from kvplan.engines import served_dtype
+from kvplan.engines import fp8_blocks, served_dtype
 from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes
 from kvplan.engines.sglang import allreduce as sglang_allreduce
 from kvplan.engines.sglang import attention as sglang_attention
@@ -242,6 +242,7 @@ class Sglang(Engine):
     def check_layout(self, model, dep) -> None:
         super().check_layout(model, dep)
         dp_attention(model, dep, self.opts)
+        fp8_blocks.check(model, dep, "sglang", self.version or self.default_version)  # a block-FP8 expert shard
 
     def check_layers(self, model, kv_dtype=None) -> None:
         """DeepSeek-V4 only in the releases whose pools kvplan reads (kvplan.engines.sglang.dsv4), and only a

@@ -1,0 +1,95 @@
+"""Block-FP8 MoE checkpoints whose tensor-parallel expert shard the engine refuses: not a whole number of blocks.
+
+A block-FP8 checkpoint (`quant_method: fp8` with `weight_block_size`, DeepSeek's and Qwen's 128 x 128) stores one
+scale per block of each expert's gate / up rows and down columns. Splitting the expert's intermediate width over
+the MoE's tensor-parallel ranks must leave each rank whole blocks, or the scales cannot be sharded:
+
+* vLLM before 0.29.0 raises ("The output_size of gate's and up's weight = 192 is not divisible by weight
+  quantization block_n = 128.", 0.12.0 wheel `model_executor/layers/quantization/fp8.py` L715-735; 0.28.0
+  L530-548; as `validate_fp8_block_shape_moe` in 0.33.0 `utils/fp8_utils.py` L1347-1372).
+* vLLM from 0.29.0 refines the scales to a finer square block where gcd(block_n, block_k, shard, hidden) >= 32
+  (a lossless upsampling that only Triton kernels take) and raises only where no such block exists (0.29.0
+  `fp8.py` L484-512 and L555-585, `fused_moe/oracle/fp8.py` refine_fp8_moe_block_shape; 0.33.0
+  `fused_moe/oracle/fp8.py` L292-320 and resolve_fp8_moe_weight_block_shape L355-396; 0.28.0 has no refinement).
+  Qwen3-235B-A22B-FP8 at tp 8: 1536 / 8 = 192, 192 % 128 != 0, gcd(128, 128, 192, 4096) = 64: runs on 0.29.0+.
+* SGLang raises the same way in every release read (0.5.23 wheel `layers/quantization/fp8.py` L1578-1600), except
+  under ROCm's aiter MoE where the padding equals the block (not planned here: ROCm's default MoE runner is not
+  read, so the CUDA rule is applied and said).
+* TensorRT-LLM: not read; no refusal.
+
+The shard is moe_intermediate / (tp x dp) without expert parallelism (vLLM's FusedMoE flattens tp x dp; SGLang's
+MoE runs over every tensor-parallel rank), the whole width under expert parallelism. kvplan keeps the block's first
+size (`Quantization.group_size`, weight_block_size[0]) and checks it as both block_n and block_k: every block-FP8
+checkpoint kvplan has read is square.
+"""
+
+from __future__ import annotations
+
+from math import gcd
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.versions import parse_version
+
+REFINES = (0, 29, 0)  # vLLM 0.29.0: scales refined to a finer block where one of >= 32 fits
+MIN_REFINED = 32
+GATED_MATS = 3  # gate, up and down: the expert width is experts / (layers x experts x 3 x hidden)
+
+
+def expert_width(model) -> int | None:
+    """One expert's intermediate width, where the parameter counts give it exactly (gated experts, no biases);
+    None otherwise."""
+    p = model.params
+    per = p.num_experts * p.num_moe_layers * GATED_MATS * model.hidden_size
+    if not (p.experts and per) or p.expert_biases or p.experts % per:
+        return None
+    width = p.experts // per
+    # the spec's per-token MLP width is top_k x the expert's (most readers) or the expert's own (MiniMax's): a
+    # cross-check that the division found the width, not a multiple of it
+    return width if model.intermediate_size in (width, p.experts_per_token * width) else None
+
+
+def _shard(model, dep) -> tuple[int, int, int] | None:
+    """(block, expert width, ranks it is split over) of a block-FP8 MoE checkpoint split over more than one rank; None
+    where the rule does not apply."""
+    q = model.quantization
+    if q.quant_method != "fp8" or q.group_size <= 0 or not model.params.experts or q.experts_method not in ("", "fp8"):
+        return None
+    split = 1 if dep.ep > 1 else dep.tp * dep.dp
+    if split == 1:
+        return None
+    width = expert_width(model)
+    if width is None:
+        raise KvplanError(f"{model.name}: its expert width does not follow exactly from its parameter counts, so "
+                          f"kvplan cannot check the engine's FP8 block rule for {arg('tp')} {dep.tp}",
+                          EXIT_USAGE, param="tp", value=dep.tp)
+    return q.group_size, width, split
+
+
+def check(model, dep, engine: str, version: str) -> None:
+    """A one-line refusal where `engine` (vllm or sglang) at `version` refuses this block-FP8 MoE split (module
+    docstring)."""
+    got = _shard(model, dep)
+    if got is None:
+        return
+    block, width, split = got
+    shard = width // split
+    if width % split:
+        raise KvplanError(f"{model.name} at {arg('tp')} {dep.tp}: its {width}-wide experts do not split evenly over "
+                          f"{split} ranks", EXIT_USAGE, param="tp", value=dep.tp)
+    if shard % block == 0:
+        return
+    if engine == "vllm" and parse_version(version) >= REFINES:
+        finer = gcd(block, shard, model.hidden_size)
+        if finer >= MIN_REFINED:
+            return
+        why = (f"no finer block of {MIN_REFINED} or more fits (gcd({block}, {shard}, {model.hidden_size}) = {finer}; "
+               "vLLM refines the scales from 0.29.0 where one does)")
+    else:
+        why = "vLLM refines the scales from 0.29.0" if engine == "vllm" else "SGLang (CUDA) does not pad or refine it"
+    name = {"vllm": "vLLM", "sglang": "SGLang"}[engine]
+    raise KvplanError(f"{name} {version} refuses {model.name} at {arg('tp')} {dep.tp}: each rank's share of the "
+                      f"{width}-wide experts is {width} / {split} = {shard}, not a multiple of the checkpoint's "
+                      f"{block} x {block} FP8 block (\"The output_size of gate's and up's weight = {shard} is not "
+                      f"divisible by weight quantization block_n = {block}.\"); {why}; expert parallelism ({arg('ep')} "
+                      f"{dep.tp * dep.dp}) keeps every expert whole", EXIT_USAGE, param="tp",
+                      value=dep.tp)

@@ -44,7 +44,7 @@ from kvplan.engines.vllm.non_torch import (  # noqa: F401  (the calibrated const
     V0_NON_TORCH_SINGLE, non_torch, workspace_possible)
 from kvplan.engines.vllm.sampler import (  # noqa: F401  (the sampler's constants and rules, re-exported)
     SAMPLER_BYTES, SAMPLER_BYTES_V011, sampler_note, sm_count_missing, sort_sampler, triton_buffer_bytes,
-    v2_capability_read, v2_sampler_bytes, v2_sm_count_missing)
+    v2_capability_read, v2_sampler_bytes, v2_sm_count_missing, v2_state_bytes)
 from kvplan.engines.vllm.runner import priced_v2
 from kvplan.engines.vllm.mxfp4 import (  # noqa: F401  (the MXFP4 backends' rules, re-exported)
     backend_for, nvidia_capability as _nvidia_capability, weights_repack_extra)
@@ -227,7 +227,14 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu, named, v) + nvfp4_scale_padding(model, dep.tp, gpu)
                                + rope_table_bytes(model) + allocator_rounding(model, dep, st)
                                + v0_mla.absorbed_bytes(model, dep.tp, dep.pp, v, wd)),
-            "encoder_profile": encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), v, v2)}
+            "encoder_profile": encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), v, v2),
+            # V2's penalties and grammar-bitmask states (R x vocab int32), in the budget from 0.27.0 (vllm.sampler)
+            "runner_states": v2_state_bytes(v, st.max_num_seqs, model.vocab_size, _draft_tokens(model)) if v2 else 0}
+
+
+def _draft_tokens(model) -> int:
+    """The drafter's tokens a step (0 without one): V2's grammar bitmask keeps 1 + that many rows a request."""
+    return getattr(getattr(model, "speculative", None), "num_speculative_tokens", 0) or 0
 
 
 def allocator_rounding(model, dep, st) -> int:

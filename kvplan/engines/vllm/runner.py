@@ -152,9 +152,12 @@ def runner_note(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = 
     if v >= V2_READ_BEFORE:
         return (f"model runner: V2 assumed, vLLM's default since 0.29.0; kvplan read V2's profile run through 0.33.x "
                 f"only, so {release}'s is priced as V1's (sampler, encoder, forward, non-torch): an estimate")
+    states = ("in the budget (the free-memory drop since start-up, 0.27+)" if v >= (0, 27, 0) else
+              "outside the budget (weights + peak increase + non-torch, 0.22-0.26): they use the memory above it")
     return (f"model runner: V2 assumed, vLLM {release}'s default for {model.architecture} (VLLM_USE_V2_MODEL_RUNNER=0, "
             "or a feature V2 lacks, picks V1): its profile run's sampler is priced from V2's source; the forward "
-            "pass and non-torch terms are V1's fits, an estimate for V2 (kvplan.engines.vllm.runner)")
+            "pass and non-torch terms are V1's fits, an estimate for V2 (kvplan.engines.vllm.runner); its penalty "
+            f"and grammar states (max_num_seqs x vocab x 4 B and 2 x that / 32) are {states}")
 
 
 _ROCM_ESTIMATE_FROM = (0, 26, 0)  # gpu_worker.py 0.26.0 L495-503: is_cuda_alike(), "ROCm is included"

@@ -59,6 +59,26 @@ whenever Triton is there (topk_topp_sampler.py L501-521: no 8-row floor now), ma
 per-program buffer as 0.17 (topk_topp_triton.py L1690-1698), then the Gumbel draw: 6 B per logit and the buffer.
 The logprobs (logprob.py compute_token_logprobs: "we do not materialize the full [batch_size, vocab_size] logprobs
 tensor") add nothing per logit.
+
+Besides the profile run, the V2 runner keeps per-request x vocabulary states on the GPU for as long as it lives:
+PenaltiesState's output_bin_counts, torch.zeros(max_num_reqs, vocab_size, int32) ("can be very large, taking up GBs
+of GPU memory"), and prompt_bin_mask [max_num_reqs, cdiv(vocab_size, 32)] int32 (gpu/sample/penalties.py 0.22.0
+L32-42, 0.31.0 L40-47, 0.33.0 L43-50), and StructuredOutputsWorker's grammar_bitmask [max_num_reqs x
+decode_query_len, cdiv(vocab_size, 32)] int32 (gpu/structured_outputs.py 0.27.0 L17-18, 0.33.0 L63-64; 1 + the
+drafter's tokens rows per request). vocab_size is model_config.get_vocab_size() (gpu/model_runner.py 0.33.0 L229). The
+runner builds them in __init__ (0.22.0 L215, L231) or, from 0.24.0, in load_model after the loader's
+DeviceMemoryProfiler window (0.24.0 L279-298, Sampler at L325; 0.27.0 L352, L375; 0.33.0 L495, L528), so never in
+"Model loading took"; always after the worker's start-up snapshot (gpu_worker.py 0.27.0 L395, 0.33.0 L541) and
+before the profile run. Whether the budget loses them is the release's formula (utils/mem_utils.py
+memory_profiling): 0.22.0-0.26.x subtract weights + the torch peak's rise since the profile began + the non-torch
+increase (gpu_worker.py 0.22.0 L414-421, 0.26.0 L509-516), none of which holds a torch tensor made before the
+profile, so they sit above the budget, in the memory gpu_memory_utilization leaves; from 0.27.0 the non-KV memory
+is the free-memory drop since the snapshot plus the transient peak (mem_utils.py 0.27.0 L317-326, 0.33.0 L312-321:
+"total_consumed already covers persistent torch allocations"), so they come out of the KV budget: v2_state_bytes,
+4 x max_num_seqs x (vocab + 2 x cdiv(vocab, 32)) B, 558,170,112 B for Llama-3.1-8B at 1,024 sequences. The other
+per-request states are fixed-width, not per vocabulary (logit_bias.py 0.33.0 L20-52: 1,024 allowed ids, 1,024 bias
+ids and values, 128 stop ids, 12,800 B a request; bad words, logprob ids, the thinking budget) and are not priced;
+the request state's token table is UVA host memory (gpu/states.py 0.22.0 L30-38).
 """
 
 from __future__ import annotations
@@ -127,6 +147,24 @@ def v2_sampler_bytes(version: tuple[int, ...], rows: int, vocab: int, logits_byt
         sms = sm_count_of(gpu)
         buffer = min(1 << (min(sms, rows) - 1).bit_length(), sms) * vocab * TRITON_BUFFER_BYTES
     return per_logit * rows * vocab + buffer
+
+
+V2_STATES_COUNTED_FROM = (0, 27, 0)  # mem_utils.py memory_profiling: total_consumed from 0.27.0 (L317-326)
+STATE_BYTES = 4  # output_bin_counts, prompt_bin_mask, grammar_bitmask: torch.int32
+
+
+def v2_state_bytes(version: tuple[int, ...], max_num_seqs: int, vocab: int, draft_tokens: int = 0) -> int:
+    """Bytes of the V2 runner's per-request x vocabulary sampling states that vLLM's KV budget loses (0 where it
+    does not): PenaltiesState's output_bin_counts [R, V] and prompt_bin_mask [R, cdiv(V, 32)], and
+    StructuredOutputsWorker's grammar_bitmask [R x decode_query_len, cdiv(V, 32)], all int32, R = max_num_seqs,
+    built with the model runner before the profile run (module docstring). Counted from 0.27.0, whose budget takes
+    the free-memory drop since the start-up snapshot; 0.22-0.26 subtract weights + torch peak increase + non-torch
+    increase, none of which holds them. decode_query_len is 1 + `draft_tokens` (gpu/model_runner.py 0.27.0
+    L345-348, 0.33.0 L439-442: the speculative steps + one sampled token a step)."""
+    if version < V2_STATES_COUNTED_FROM:
+        return 0
+    packed = -(-vocab // 32)  # cdiv(vocab_size, 32)
+    return STATE_BYTES * max_num_seqs * (vocab + (2 + draft_tokens) * packed)
 
 
 def sort_sampler(version: tuple[int, ...], flashinfer: bool | None = None, rows: int = TRITON_MIN_ROWS) -> bool:

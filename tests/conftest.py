@@ -38,6 +38,25 @@ def shared_config(name: str) -> dict:
     return json.loads(path.read_text())
 
 
+# Llama-3.1-8B's config.json shapes (meta-llama/Llama-3.1-8B-Instruct), for tests that quantize it by hand
+LLAMA_31_8B = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+               "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+               "vocab_size": 128256, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+               "tie_word_embeddings": False}
+
+
+def llm_compressor_w8a8(kind: str) -> dict:
+    """The quantization_config llm-compressor writes for a W8A8 scheme of `kind` "int" or "float": 8-bit weights per
+    output channel, 8-bit activations per token, dynamic, lm_head kept (RedHatAI's *-quantized.w8a8 and *-FP8-dynamic
+    checkpoints)."""
+    fmt = {"int": "int-quantized", "float": "float-quantized"}[kind]
+    eight = {"num_bits": 8, "type": kind, "symmetric": True}
+    return {"quant_method": "compressed-tensors", "format": fmt, "ignore": ["lm_head"],
+            "config_groups": {"group_0": {"targets": ["Linear"],
+                                          "weights": {**eight, "strategy": "channel", "dynamic": False},
+                                          "input_activations": {**eight, "strategy": "token", "dynamic": True}}}}
+
+
 SPEED_CORPUS = REPO / "tests" / "fixtures" / "speed"
 
 

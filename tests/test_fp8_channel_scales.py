@@ -35,16 +35,10 @@ from kvplan.model.spec import weight_bytes
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.sources.importer import build_spec
 
-FP8_DYNAMIC = {"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
-               "config_groups": {"group_0": {"targets": ["Linear"],
-                                             "weights": {"num_bits": 8, "type": "float", "strategy": "channel",
-                                                         "symmetric": True, "dynamic": False},
-                                             "input_activations": {"num_bits": 8, "type": "float", "strategy": "token",
-                                                                   "symmetric": True, "dynamic": True}}}}
-LLAMA_8B = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
-            "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
-            "vocab_size": 128256, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
-            "tie_word_embeddings": False}
+from conftest import LLAMA_31_8B, llm_compressor_w8a8
+
+FP8_DYNAMIC = llm_compressor_w8a8("float")
+LLAMA_8B = LLAMA_31_8B
 QWEN2_MOE = {"model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 64,
              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
              "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48, "num_experts": 4,

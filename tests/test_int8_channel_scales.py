@@ -13,18 +13,12 @@ from __future__ import annotations
 from kvplan.model.spec import weight_bytes
 from kvplan.sources.importer import build_spec
 
+from conftest import LLAMA_31_8B, llm_compressor_w8a8
+
 # the quantization_config llm-compressor writes for W8A8 int8 (RedHatAI's *-quantized.w8a8 checkpoints): int8
 # weights per channel, int8 activations per token, dynamic
-W8A8 = {"quant_method": "compressed-tensors", "format": "int-quantized", "ignore": ["lm_head"],
-        "config_groups": {"group_0": {"targets": ["Linear"],
-                                      "weights": {"num_bits": 8, "type": "int", "strategy": "channel",
-                                                  "symmetric": True, "dynamic": False},
-                                      "input_activations": {"num_bits": 8, "type": "int", "strategy": "token",
-                                                            "symmetric": True, "dynamic": True}}}}
-LLAMA_8B = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
-            "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
-            "vocab_size": 128256, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
-            "tie_word_embeddings": False}
+W8A8 = llm_compressor_w8a8("int")
+LLAMA_8B = LLAMA_31_8B
 MOE = {"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128,
        "moe_intermediate_size": 32, "num_experts": 4, "num_experts_per_tok": 2, "vocab_size": 100,

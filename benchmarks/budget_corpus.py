@@ -76,6 +76,7 @@ def predict(rec: dict, log) -> dict | None:
     from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
     from kvplan.engines.vllm import engine as vllm
     from kvplan.engines.vllm import overhead as vllm_overhead
+    from kvplan.engines.versions import parse_version
     from kvplan.hardware.gpus import find_gpu
     from kvplan.planning.deploy import Deployment
     from kvplan.planning.plan import Request
@@ -107,11 +108,22 @@ def predict(rec: dict, log) -> dict | None:
         return {"weights": loaded}
     return {"weights": loaded, "kv_tokens": res.capacity.tokens, "gpu_blocks": res.capacity.blocks,
             "from_budget": _from_printed_budget(log, vllm.Vllm(version, opts, explicit), model, gpu, dep, req),
-            "activation_peak": res.settings["overhead_activation_peak"] + res.settings.get("overhead_encoder_profile", 0),
+            "activation_peak": _printed_peak(log, res.settings, parse_version(str(version))),
             "non_torch": res.settings["overhead_non_torch"],
             "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers, model, dep.tp, res.settings["max_num_seqs"],
                                                                    gpu, req.weight_dtype),
             "available_kv": res.plan.kv_memory_bytes_per_gpu}
+
+
+def _printed_peak(log, ours: dict, version) -> int:
+    """kvplan's figure for the peak the log prints: the profile's peak (and encoder profile); from 0.27.0 the closing
+    line's "GiB for peak activation" also holds the CUDA-graph estimate vLLM subtracted (gpu_worker.py 0.27.0
+    L527-529, 0.30.0 L616-618, 0.33.0 L748-750), so kvplan's own estimate is added, as check-log does
+    (kvplan.engines.vllm.reconcile._term_rows)."""
+    peak = ours["overhead_activation_peak"] + ours.get("overhead_encoder_profile", 0)
+    if log.settings.get("peak_from_summary") and version and version >= (0, 27, 0):
+        peak += ours.get("overhead_cudagraphs", 0)
+    return peak
 
 
 def _from_printed_budget(log, engine, model, gpu, dep, req) -> dict | None:

@@ -402,3 +402,19 @@ def test_train_option_prints_no_held_out_row_and_the_default_says_it_does(monkey
     b.main()
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("Splits printed: train and held-out") and "--train" in first
+
+
+def test_a_closing_peak_from_0_27_is_compared_with_the_graph_estimate_added():
+    # vLLM 0.27+'s closing line "GiB for peak activation" is the profile's transient peak plus the CUDA-graph estimate
+    # it subtracted (gpu_worker.py 0.27.0 L527-529, 0.30.0 L616-618). The T4 0.30.0 record (llm-lab, Qwen2.5-1.5B)
+    # prints 0.46 GiB there, of which its 0.34 GiB estimate is (0.85 - 0.8265) x 14.56 GiB, from the same log's
+    # utilisation lines; the benchmark's row adds kvplan's estimate to kvplan's peak, as check-log does
+    bench = _bench()
+    rec = next(r for r in INDEX if r["id"] == "vllm-llmlab-qwen25-15b-t4-v030")
+    log = bench.parsed(rec)
+    assert log.settings.get("peak_from_summary") and log.reported["activation_peak_gib"].value == 0.46
+    ours = {"overhead_activation_peak": 100, "overhead_cudagraphs": 30}
+    assert bench._printed_peak(log, ours, (0, 30, 0)) == 130
+    assert bench._printed_peak(log, ours, (0, 26, 0)) == 100  # before 0.27 the line held no estimate
+    pred = bench.predict(rec, log)
+    assert pred["activation_peak"] > pred["cudagraph_estimate"] > 0

@@ -29,23 +29,20 @@ from math import gcd
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.versions import parse_version
+from kvplan.readers.mlp_layout import expert_width, expert_width_exact
 
 REFINES = (0, 29, 0)  # vLLM 0.29.0: scales refined to a finer block where one of >= 32 fits
 MIN_REFINED = 32
-GATED_MATS = 3  # gate, up and down: the expert width is experts / (layers x experts x 3 x hidden)
 
 
-def expert_width(model) -> int | None:
-    """One expert's intermediate width, where the parameter counts give it exactly (gated experts, no biases);
+def exact_expert_width(model) -> int | None:
+    """One expert's intermediate width where the parameter counts give it exactly (readers.mlp_layout.expert_width),
     None otherwise."""
-    p = model.params
-    per = p.num_experts * p.num_moe_layers * GATED_MATS * model.hidden_size
-    if not (p.experts and per) or p.expert_biases or p.experts % per:
-        return None
-    width = p.experts // per
+    width = expert_width(model) if expert_width_exact(model) else 0
     # the spec's per-token MLP width is top_k x the expert's (most readers) or the expert's own (MiniMax's): a
     # cross-check that the division found the width, not a multiple of it
-    return width if model.intermediate_size in (width, p.experts_per_token * width) else None
+    ok = width and model.intermediate_size in (width, model.params.experts_per_token * width)
+    return width if ok else None
 
 
 def _shard(model, dep) -> tuple[int, int, int] | None:
@@ -57,7 +54,7 @@ def _shard(model, dep) -> tuple[int, int, int] | None:
     split = 1 if dep.ep > 1 else dep.tp * dep.dp
     if split == 1:
         return None
-    width = expert_width(model)
+    width = exact_expert_width(model)
     if width is None:
         raise KvplanError(f"{model.name}: its expert width does not follow exactly from its parameter counts, so "
                           f"kvplan cannot check the engine's FP8 block rule for {arg('tp')} {dep.tp}",

@@ -24,7 +24,7 @@ from kvplan.core.intmath import cdiv, round_up
 from kvplan.model.layers import kv_heads_per_rank
 from kvplan.model.spec import PLAIN_BYTES, ModelSpec
 from kvplan.planning.deploy import split_layers
-from kvplan.readers.mlp_layout import ffn_kinds, gated_mlp
+from kvplan.readers.mlp_layout import expert_width as routed_expert_width, ffn_kinds, gated_mlp
 
 VOCAB_PAD = 64  # SGLang's and vLLM's DEFAULT_VOCAB_PADDING_SIZE
 ONE_BYTE = ("fp8", "int8")
@@ -64,8 +64,7 @@ def rank_tensors(model: ModelSpec, tp: int = 1, ep: int = 1, pp: int = 1, weight
     n_dense = kinds.count("dense")
     width = p.mlp // (n_dense * mats * hidden) if n_dense and p.mlp else 0
     moe_layers, experts = p.num_moe_layers, p.num_experts
-    per_expert = (p.experts - p.expert_biases) // (moe_layers * experts) if moe_layers and experts else 0
-    expert_width = per_expert // (mats * hidden)
+    expert_width = routed_expert_width(model)
     shared_width = p.shared_experts // (moe_layers * mats * hidden) if moe_layers else 0
     moe_tp = max(1, tp // ep)
     out = [round_up(model.vocab_size, VOCAB_PAD) // tp * hidden * plain] if p.embedding else []

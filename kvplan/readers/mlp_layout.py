@@ -15,6 +15,26 @@ def gated_mlp(spec: ModelSpec) -> bool:
     return spec.family not in _UNGATED
 
 
+def expert_width(spec: ModelSpec) -> int:
+    """One routed expert's intermediate width, from the parameter counts: the experts' weights (their biases taken
+    out) over MoE layers x experts x matrices (gated_mlp) x hidden; 0 without experts. The floor of the division:
+    `expert_width_exact` says whether the counts hold exactly that."""
+    per = _per_width(spec)
+    return (spec.params.experts - spec.params.expert_biases) // per if per and spec.params.experts else 0
+
+
+def expert_width_exact(spec: ModelSpec) -> bool:
+    """Whether expert_width divides the experts' parameter count exactly (no remainder the spec cannot place)."""
+    width = expert_width(spec)
+    return bool(width) and width * _per_width(spec) == spec.params.experts - spec.params.expert_biases
+
+
+def _per_width(spec: ModelSpec) -> int:
+    """Expert parameters per unit of one expert's width: MoE layers x experts x matrices x hidden."""
+    p = spec.params
+    return p.num_moe_layers * p.num_experts * (3 if gated_mlp(spec) else 2) * spec.hidden_size
+
+
 def ffn_kinds(full: ModelSpec, n: int) -> list[str]:
     """Which of the first n layers have a dense MLP, a MoE block, or none.
 

@@ -78,9 +78,9 @@ def sixteen_bit(gpu, compute: str = "bf16") -> tuple[float, str]:
 def compute_line(model_dtype: str | None, gpu, stated: str | None = None, ggml: bool = False) -> str:
     """The printed assumption: which dtype the step's 16-bit FLOPs are priced in, why, and at which datasheet rate."""
     dtype, why = compute_dtype(model_dtype, gpu, stated, ggml)
-    rate, _ = sixteen_bit(gpu, dtype)
+    rate, name = sixteen_bit(gpu, dtype)
     flops = gpu.dense_flops
-    used = "fp16" if dtype == "fp16" and rate == flops.get("fp16") or not flops.get("bf16") else "bf16"
+    used = "fp16" if name == "fp16" or not flops.get("bf16") else "bf16"  # the figure the rate is
     at = f"its {used} rate, {rate / 1e12:,.1f} TFLOP/s dense" if rate else "no 16-bit rate in its profile"
     how = (" (its fp16 figure is an FP16-accumulate headline; engines accumulate in FP32, at the bf16 rate)"
            if dtype == "fp16" and used == "bf16" else "")

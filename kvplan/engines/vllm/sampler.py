@@ -83,7 +83,7 @@ the request state's token table is UVA host memory (gpu/states.py 0.22.0 L30-38)
 
 from __future__ import annotations
 
-from kvplan.hardware.facts import ASSUMED_SM_COUNT
+from kvplan.hardware.facts import ASSUMED_SM_COUNT, vendor_of
 
 SAMPLER_BYTES = 14.12  # per logit of the dummy sampler run (S x vocab) besides the Triton buffer: 0.17+, V1 < 0.11
 SAMPLER_BYTES_V011 = 38.14  # the same on the PyTorch sort path (0.11-0.16, or where the log names it)
@@ -114,12 +114,6 @@ def v2_bytes_per_logit(version: tuple[int, ...], logits_bytes: int = 2, flashinf
     return logits_bytes + V2_FP32_COPY_BYTES
 
 
-def _capability(gpu) -> tuple[int, int] | None:
-    """The GPU profile's compute capability as (major, minor), None where it gives none or is not "M.m"."""
-    parts = str(getattr(gpu, "compute_capability", "") or "").split(".")
-    return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
-
-
 def v2_flashinfer(gpu, flashinfer: bool | None = None) -> bool:
     """Whether 0.33's warmup pass samples in FlashInfer's fused kernel: as a log says it (`flashinfer`), else on an
     NVIDIA GPU of capability 8.0-12.1 with more than 16 SMs (a profile without the capability or SM count is taken
@@ -127,9 +121,9 @@ def v2_flashinfer(gpu, flashinfer: bool | None = None) -> bool:
     vendor (vLLM's CUDA platform only)."""
     if flashinfer is not None:
         return flashinfer
-    if str(getattr(gpu, "vendor", "") or "").upper() not in ("NVIDIA", "", "UNKNOWN"):  # (as estimate_subtracted)
+    if vendor_of(gpu) not in ("NVIDIA", "", "UNKNOWN"):  # (as estimate_subtracted)
         return False
-    cap, sms = _capability(gpu), getattr(gpu, "sm_count", None)
+    cap, sms = getattr(gpu, "capability", None), getattr(gpu, "sm_count", None)  # GpuProfile.capability
     low, high = _FLASHINFER_CAPABILITY
     return (cap is None or low <= cap <= high) and (sms is None or sms >= _FLASHINFER_MIN_SMS)
 
@@ -144,8 +138,7 @@ def v2_sampler_bytes(version: tuple[int, ...], rows: int, vocab: int, logits_byt
     buffer = 0
     vendor = str(getattr(gpu, "vendor", "unknown") or "unknown").upper()
     if version >= V2_WARMUP_FROM and not fused and rows > 0 and vendor in _TRITON_VENDORS:
-        sms = sm_count_of(gpu)
-        buffer = min(1 << (min(sms, rows) - 1).bit_length(), sms) * vocab * TRITON_BUFFER_BYTES
+        buffer = triton_rows(rows, sm_count_of(gpu), min_rows=1) * vocab * TRITON_BUFFER_BYTES
     return per_logit * rows * vocab + buffer
 
 
@@ -200,9 +193,10 @@ def sm_count_of(gpu) -> int:
     return getattr(gpu, "sm_count", None) or CORPUS_SM_COUNT
 
 
-def triton_rows(rows: int, sms: int) -> int:
-    """Rows of `_TRITON_BUFFER_CACHE` for a batch of `rows` on a GPU of `sms` multiprocessors (0 below 8 rows)."""
-    if rows < TRITON_MIN_ROWS:
+def triton_rows(rows: int, sms: int, min_rows: int = TRITON_MIN_ROWS) -> int:
+    """Rows of `_TRITON_BUFFER_CACHE` for a batch of `rows` on a GPU of `sms` multiprocessors (0 below `min_rows`:
+    8 in V1's sampler, 1 in the V2 runner's 0.33 warmup pass, which has no floor)."""
+    if rows < max(1, min_rows):
         return 0
     programs = min(sms, rows)
     return min(1 << (programs - 1).bit_length(), sms)  # next_power_of_2(programs), capped at the SM count
@@ -223,7 +217,7 @@ def sm_count_missing(version: tuple[int, ...], gpu, flashinfer: bool | None = No
                      rows: int = TRITON_MIN_ROWS) -> bool:
     """Whether a plan's sampler term assumed CORPUS_SM_COUNT for an NVIDIA or AMD profile that gives no sm_count
     (the dummy run samples `rows`; below 8 no Triton buffer is sized)."""
-    vendor = str(getattr(gpu, "vendor", "") or "").upper()
+    vendor = vendor_of(gpu)
     return (triton_sampler(version, flashinfer) and rows >= TRITON_MIN_ROWS and vendor in ("NVIDIA", "AMD")
             and getattr(gpu, "sm_count", None) is None)
 
@@ -232,7 +226,7 @@ def v2_sm_count_missing(version: tuple[int, ...], gpu, flashinfer: bool | None =
     """Whether the V2 runner's sampler term assumed CORPUS_SM_COUNT for an NVIDIA or AMD profile that gives no
     sm_count: 0.33's warmup pass reads it where no log says which sampler ran (FlashInfer's needs more than 16 SMs
     on NVIDIA; the Triton buffer is sized by it elsewhere)."""
-    vendor = str(getattr(gpu, "vendor", "") or "").upper()
+    vendor = vendor_of(gpu)
     return (version >= V2_WARMUP_FROM and flashinfer is not True and vendor in ("NVIDIA", "AMD")
             and getattr(gpu, "sm_count", None) is None)
 
@@ -240,5 +234,5 @@ def v2_sm_count_missing(version: tuple[int, ...], gpu, flashinfer: bool | None =
 def v2_capability_read(version: tuple[int, ...], gpu, flashinfer: bool | None = None) -> bool:
     """Whether 0.33's warmup pass read the NVIDIA GPU's compute capability (FlashInfer's sampler: 8.0-12.1),
     i.e. no log said which sampler ran."""
-    vendor = str(getattr(gpu, "vendor", "") or "").upper()
+    vendor = vendor_of(gpu)
     return version >= V2_WARMUP_FROM and flashinfer is None and vendor == "NVIDIA"

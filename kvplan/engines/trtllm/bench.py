@@ -56,7 +56,7 @@ MAX_REQUESTS = 4096  # finetune_setting: the decoder buffers' cap
 MAX_TOKENS = 32768  # finetune_setting: the activation buffers' cap
 TUNED = frozenset({"", "bf16", "fp16", "fp32", "fp8", "nvfp4", "fp4"})  # build.py TUNED_QUANTS, in kvplan's words
 UNTUNED = (2048, 8192)  # BuildConfig's max_batch_size and max_num_tokens: any other quantization algorithm
-PACKED = {"nvfp4": 9 / 16, "fp4": 9 / 16, "mxfp4": 17 / 32}  # safetensors elements a weight: uint8 pairs + scales
+PACKED = {"nvfp4": 9 / 16, "fp4": 9 / 16}  # safetensors elements a weight: uint8 pairs + scales (tuned formats only)
 
 
 class BenchSettings(NamedTuple):

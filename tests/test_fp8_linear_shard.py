@@ -17,6 +17,7 @@ moe_intermediate_size 2048). Each rank's share of the dense MLP is 18432 / tp:
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from typer.testing import CliRunner
@@ -115,3 +116,42 @@ def test_bf16_is_never_checked():
     bf16 = dataclasses.replace(R1, quantization=dataclasses.replace(R1.quantization, method="bf16", group_size=0,
                                                                      quant_method=""))
     fp8_linear.check(bf16, fp8_linear.Splits(32, 32, 32), fp8_linear.Rule("vLLM", "0.33.0"), 32)
+
+
+def test_a_dense_config_folder(tmp_path):
+    # Qwen3-4B's shapes (hidden 2560, intermediate 9728, 32 heads and 8 KV heads of 128; the same in several public
+    # copies of its config.json) with a block-FP8 quantization_config, read as a user's folder: 9728 / 4 = 2432 =
+    # 19 x 128 plans; 9728 / 8 = 1216 = 9.5 x 128 is refused by vLLM at the down_proj and by SGLang at the gate_up_proj;
+    # attention stays whole (32 x 128 / 8 = 512 q rows, 1 x 128 K and V, o 512)
+    config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 2560,
+              "intermediate_size": 9728, "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8,
+              "head_dim": 128, "vocab_size": 151936, "max_position_embeddings": 40960, "tie_word_embeddings": True,
+              "torch_dtype": "bfloat16", "hidden_act": "silu",
+              "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                      "weight_block_size": [128, 128]}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    runner = CliRunner()
+    fit = ["fit", str(tmp_path), "--gpu", "h100", "--json"]
+    assert runner.invoke(app, [*fit, "--tp", "4", "--engine", "vllm"]).exit_code == 0
+    one_line_error(runner.invoke(app, [*fit, "--tp", "8", "--engine", "vllm"]), 2,
+                   "\"Weight input_size_per_partition = 1216 is not divisible by weight quantization block_k = 128.\"")
+    one_line_error(runner.invoke(app, [*fit, "--tp", "8", "--engine", "sglang"]), 2,
+                   "gate_up_proj of its dense MLP layers splits its 9728-wide output over 8 ranks, 9728 / 8 = 1216")
+    assert runner.invoke(app, [*fit, "--tp", "8", "--engine", "trtllm"]).exit_code == 0
+
+
+@pytest.mark.parametrize("version, refused", [("0.20.0", True), ("0.22.0", True), ("0.25.0", False)])
+def test_deepseek_v4_shared_expert_until_vllm_pads_it(version, refused):
+    # DeepSeek-V4-Flash's one shared expert: 1,082,130,432 parameters / (43 MoE layers x 3 x 4096) = 2048 wide; at tp 32
+    # 2048 / 32 = 64 = 0.5 x 128. vLLM 0.20.0 and 0.22.0 split it as any MLP (DeepseekV4MLP) and raise as for
+    # DeepSeek-V4-Pro at tp 16 (3072 / 16 = 192, vllm-project/vllm#42384, 2026-05-12); 0.25.0 pads it to whole blocks a
+    # rank (cdiv(2048 / 128, 32) = 1 block of 128 a rank). At tp 16, 2048 / 16 = 128: whole in every release.
+    v4 = find_in_catalog("deepseek-v4-flash")
+    rule = fp8_linear.Rule("vLLM", version, merged=False, v4_shared=version != "0.25.0")
+    if refused:
+        with pytest.raises(KvplanError, match=r"down_proj of its shared experts splits its 2048-wide input over 32 "
+                                              r"ranks, 2048 / 32 = 64 each"):
+            fp8_linear.check_vllm(v4, Deployment(32), version)
+    else:
+        fp8_linear.check_vllm(v4, Deployment(32), version)
+    fp8_linear.check(v4, fp8_linear.Splits(16, 16, 16), rule, 16)

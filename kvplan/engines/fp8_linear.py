@@ -28,9 +28,12 @@ The widths a rank gets: attention heads / tp x head sizes (KV heads replicated w
 kv_heads_per_rank), the dense MLP's and shared experts' intermediate widths from the parameter counts (exact, or the
 check is refused with the reason) / their split. Checked: layers with head sizes (full, sliding, chunked attention)
 and MLA's; other mixers' projections (recurrent states) are not read, nor roles the checkpoint keeps in 16 bits.
-DeepSeek-V4 (compressed attention layers) is not checked: vLLM pads its block-FP8 shared expert to whole blocks a rank
-(0.25.0 wheel `models/deepseek_v4/nvidia/model.py` DeepseekV4MLP L81-125, `_pad_shared_expert_weight` L1158-1166), its
-attention projections and SGLang's DeepSeek-V4 are not read. kvplan checks `weight_block_size[0]` as both block_n and block_k (every block-FP8
+DeepSeek-V4 (compressed attention layers): its shared expert is a tp-split gate_up / down pair checked as any (vLLM
+0.20.0 `models/deepseek_v4.py` DeepseekV4MLP L69-101, 0.22.0 `models/deepseek_v4/nvidia/model.py` L68-100; DeepSeek-V4-Pro
+at tp 16, 3072 / 16 = 192: "Weight input_size_per_partition = 192 is not divisible by weight quantization block_k =
+128.", vllm-project/vllm#42384, 2026-05-12) until vLLM pads it to whole blocks a rank (0.25.0 wheel
+`models/deepseek_v4/nvidia/model.py` DeepseekV4MLP L81-125, `_pad_shared_expert_weight` L1158-1166); its attention
+projections and SGLang's DeepSeek-V4 are not read, so not checked. kvplan checks `weight_block_size[0]` as both block_n and block_k (every block-FP8
 checkpoint kvplan has read is square).
 """
 
@@ -48,17 +51,20 @@ ROW = "row"  # split by its input: block_k
 COLUMN = "column"  # split by its output: block_n
 MERGED = "merged"  # column, several outputs in one weight: every part checked (vLLM before 0.14.0, SGLang)
 MERGED_SKIPPED = (0, 14, 0)  # vLLM: a merged layer with a part not whole blocks skips the check
+V4_SHARED_PADDED = (0, 25, 0)  # vLLM: DeepSeek-V4's block-FP8 shared expert padded to whole blocks a rank
 SGLANG_SKIPS_QKV = ("MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM")  # skip_block_quant_check=True on qkv_proj
 
 
 class Rule(NamedTuple):
     """What one engine release checks: its name and version (for the message), whether merged column layers are
-    checked, and whether the model's qkv_proj skips the check (SGLang's MiMo-V2)."""
+    checked, whether the model's qkv_proj skips the check (SGLang's MiMo-V2), and whether DeepSeek-V4's shared experts
+    are checked."""
 
     engine: str
     version: str
     merged: bool = True
     skip_qkv: bool = False
+    v4_shared: bool = False  # DeepSeek-V4's shared experts checked (vLLM before 0.25.0 does not pad them)
 
 
 class Splits(NamedTuple):
@@ -124,7 +130,8 @@ def linears(model, splits: Splits, rule: Rule, tp: int) -> list[Linear]:
     n_dense = ffn_kinds(model, model.num_layers).count("dense") if p.mlp else 0
     if n_dense and "mlp" not in kept:
         out += _mlp(model, _width(model, p.mlp, n_dense, "dense MLP", tp), splits.mlp, "dense MLP layers")
-    if p.shared_experts and p.num_moe_layers and splits.shared and "shared_experts" not in kept:
+    v4_skipped = has_compressed(model.layers) and not rule.v4_shared
+    if p.shared_experts and p.num_moe_layers and splits.shared and "shared_experts" not in kept and not v4_skipped:
         shared = _width(model, p.shared_experts, p.num_moe_layers, "shared experts'", tp)
         out += _mlp(model, shared, splits.shared, "shared experts")
     return [x for x in out if x.split > 1 and (x.mode != MERGED or rule.merged)]
@@ -148,8 +155,6 @@ def check(model, splits: Splits, rule: Rule, tp: int) -> None:
     q = model.quantization
     if q.quant_method != "fp8" or q.group_size <= 0 or q.experts_only or max(splits) <= 1:
         return
-    if has_compressed(model.layers):  # DeepSeek-V4: vLLM pads its shared expert to whole blocks (docstring)
-        return
     for lin in linears(model, splits, rule, tp):
         for whole in lin.widths:
             if whole % lin.split:
@@ -166,7 +171,8 @@ def check_vllm(model, dep, version: str) -> None:
     parallelism, where vLLM 0.33.0 builds DeepSeek's with disable_tp: `config/parallel.py` L768-785,
     `models/deepseek_v2.py` L255-276, L364-372)."""
     seq_parallel = dep.ep > 1 and dep.dp > 1 and dep.tp > 1
-    rule = Rule("vLLM", version, merged=parse_version(version) < MERGED_SKIPPED)
+    v = parse_version(version)
+    rule = Rule("vLLM", version, merged=v < MERGED_SKIPPED, v4_shared=v < V4_SHARED_PADDED)
     check(model, Splits(dep.tp, dep.tp, 0 if seq_parallel else dep.tp), rule, dep.tp)
 
 

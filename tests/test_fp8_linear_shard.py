@@ -1,4 +1,4 @@
-"""Block-FP8 checkpoints at a tensor parallelism whose dense linear shard is not whole blocks (kvplan.engines.fp8_linear).
+"""Block-FP8 checkpoints at a tensor parallelism whose dense linear shard is not whole blocks (engines.fp8_linear).
 
 DeepSeek-R1 (the catalog's spec; its config.json: quant_method fp8, weight_block_size [128, 128], hidden 7168, dense
 intermediate_size 18432 in the first three layers, 128 heads of qk_nope 128 + rope 64, v 128; one shared expert of
@@ -7,7 +7,7 @@ moe_intermediate_size 2048). Each rank's share of the dense MLP is 18432 / tp:
 * tp 32: 576 = 4.5 x 128: refused. vLLM 0.33.0's down_proj (RowParallelLinear, its input split) raises "Weight
   input_size_per_partition = 576 is not divisible by weight quantization block_k = 128." (0.33.0 wheel
   `quantization/utils/fp8_utils.py` L1318-1327); its gate_up_proj (merged) skips the check from 0.14.0
-  (`layers/linear.py` L562-581), so vLLM 0.12.0 and SGLang 0.5.23 (`layers/quantization/fp8.py` L599-608) stop at the
+  (`layers/linear.py` L562-581), so vLLM 0.12.0 and SGLang 0.5.23 (`layers/quantization/fp8.py` L600-610) stop at the
   gate_up_proj first: "Weight output_partition_size = 576 is not divisible by weight quantization block_n = 128.".
   The same 576 is the shape in sgl-project/sglang#3345 ("18432 (intermediate_size) / 32 (tp) = 576 which is not
   divisible by 128", 2025-02-18). The MLA projections stay whole at tp 32: q_b 128 x 192 / 32 = 768 = 6 x 128,

@@ -12,14 +12,14 @@ each linear (routed experts: kvplan.engines.fp8_blocks), and raise:
   block_n = {block_n}.".
 
 vLLM: fp8.py `Fp8LinearMethod.create_weights` inline (0.7.3 wheel L170-193), as `validate_fp8_block_shape` from
-0.11.0 (`quantization/utils/fp8_utils.py` 0.11.0 L750-785, 0.12.0 L994-1033, 0.33.0 L1296-1344). From 0.14.0 a
+0.11.0 (`quantization/utils/fp8_utils.py` 0.11.0 L750-782, 0.12.0 L994-1034, 0.33.0 L1296-1344). From 0.14.0 a
 merged column layer (more than one output part: qkv_proj, gate_up_proj) any of whose parts is not whole blocks skips
 the check (`ColumnParallelLinear._maybe_allow_fp8_block_shape_mismatch`, 0.14.0 `layers/linear.py` L290, L492,
 L524-543; 0.33.0 L289, L519, L562-581; not in 0.13.0; vllm-project/vllm#30836, merged 2025-12-19, for MiMo-V2-Flash,
 whose one replicated 192-wide KV head a rank is not whole blocks), so only its row-parallel partner can refuse. The
 "last part may be partial" exception of a merged layer applies only where it is not split (tp 1), never here.
-SGLang: `Fp8LinearMethod.validate_block_quant_shapes` (0.5.23 wheel `layers/quantization/fp8.py` L569-608; the same
-checks inline in 0.4.4.post3 L220-242 and 0.5.10 L300-340) checks every part of a merged layer in every release,
+SGLang: `Fp8LinearMethod.validate_block_quant_shapes` (0.5.23 wheel `layers/quantization/fp8.py` L569-610; the same
+checks inline in 0.4.4.post3 L220-242 and 0.5.10 L300-338) checks every part of a merged layer in every release,
 except where the model passes `skip_block_quant_check`: MiMo-V2's qkv_proj (0.5.10 `models/mimo_v2_flash.py`, 0.5.23
 `models/mimo_v2.py` L724). TensorRT-LLM has no such check (`FP8BlockScalesLinearMethod.create_weights` sizes the
 scales ceil(out / 128) x ceil(in / 128), NVIDIA/TensorRT-LLM@00bbf71e `_torch/modules/linear.py`): not refused here.
@@ -32,9 +32,10 @@ DeepSeek-V4 (compressed attention layers): its shared expert is a tp-split gate_
 0.20.0 `models/deepseek_v4.py` DeepseekV4MLP L69-101, 0.22.0 `models/deepseek_v4/nvidia/model.py` L68-100; DeepSeek-V4-Pro
 at tp 16, 3072 / 16 = 192: "Weight input_size_per_partition = 192 is not divisible by weight quantization block_k =
 128.", vllm-project/vllm#42384, 2026-05-12) until vLLM pads it to whole blocks a rank (0.25.0 wheel
-`models/deepseek_v4/nvidia/model.py` DeepseekV4MLP L81-125, `_pad_shared_expert_weight` L1158-1166); its attention
-projections and SGLang's DeepSeek-V4 are not read, so not checked. kvplan checks `weight_block_size[0]` as both block_n and block_k (every block-FP8
-checkpoint kvplan has read is square).
+`models/deepseek_v4/nvidia/model.py` DeepseekV4MLP L81-125, `_pad_shared_expert_weight` L1156-1166); its attention
+projections and SGLang's DeepSeek-V4 are not read, so not checked. Nor are MLA layers whose spec lacks the head
+sizes. kvplan checks `weight_block_size[0]` as both block_n and block_k (every block-FP8 checkpoint kvplan has read
+is square).
 """
 
 from __future__ import annotations

@@ -80,10 +80,11 @@ def sixteen_bit(gpu, compute: str = "bf16") -> tuple[float, str]:
 
 
 def split_accumulate(gpu) -> bool:
-    """Whether the profile gives a GeForce card's two accumulators apart: an FP16-accumulate `fp16` headline and an
-    FP32-accumulate `bf16` rate (llama.cpp's attention runs half its FLOPs at each: kvplan.speed.ggml)."""
+    """Whether an NVIDIA profile gives a GeForce card's two accumulators apart: an FP16-accumulate `fp16` headline
+    and an FP32-accumulate `bf16` rate (llama.cpp's CUDA attention runs half its FLOPs at each: kvplan.speed.ggml)."""
     flops = gpu.dense_flops if gpu is not None else {}
-    return bool(getattr(gpu, "fp16_accumulates_fp16", None) and flops.get("bf16") and flops.get("fp16"))
+    nvidia = str(getattr(gpu, "vendor", "") or "").upper() == "NVIDIA"
+    return bool(nvidia and getattr(gpu, "fp16_accumulates_fp16", None) and flops.get("bf16") and flops.get("fp16"))
 
 
 def compute_line(model_dtype: str | None, gpu, stated: str | None = None, ggml: bool = False) -> str:

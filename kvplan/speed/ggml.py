@@ -113,9 +113,7 @@ def attention_rate(gpu, rate_of) -> float:
     rate (`bf16`), half at the FP16-accumulate one (`fp16`) on an NVIDIA profile whose `fp16` is the FP16-accumulate
     headline and which states both; the bf16 reading elsewhere (one rate for both accumulators)."""
     fp32, fp16 = rate_of("bf16"), rate_of("fp16")
-    if str(gpu.vendor or "").upper() != "NVIDIA" or not split_accumulate(gpu) or not (fp32 and fp16):
-        return fp32
-    return 2.0 / (1.0 / fp32 + 1.0 / fp16)
+    return 2.0 / (1.0 / fp32 + 1.0 / fp16) if split_accumulate(gpu) and fp32 and fp16 else fp32
 
 
 def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str | None = None):

@@ -26,7 +26,9 @@ entry point (vllm.overhead calls it).
 2. Non-torch increase (CUDA/NCCL allocations outside PyTorch up to the end of the profile run): a
    constant for one GPU, larger with tensor parallelism (custom all-reduce and NCCL buffers, FlashInfer's
    all-reduce fusion workspace from 0.17.0) and with pipeline parallelism alone, plus what the CUDA-graph
-   profiling of 0.18.0+ leaves behind (kvplan/engines/vllm/non_torch.py).
+   profiling of 0.18.0-0.26.x leaves behind inside the window (kvplan/engines/vllm/non_torch.py). From 0.27.0 the
+   budget is the free-memory drop since start-up, which also holds V2's states and V1's input buffers
+   (`runner_states`, `runner_buffers`), and the graph profiling is after the window.
 3. CUDA graphs (`gpu_model_runner.py` v0.19.0 "Estimated CUDA graph memory: X GiB total", subtracted
    from v0.20.0 unless --enforce-eager): vLLM's own sum, step by step, in kvplan/engines/vllm/cudagraphs.py.
 

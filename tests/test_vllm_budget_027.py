@@ -82,3 +82,25 @@ def test_v2_runner_has_no_v1_buffers():
     m, g = find_in_catalog("llama-3.1-8b"), find_gpu("h100")
     st = vllm_settings(m, g, Deployment(), Request(context=8192), "0.33.0")
     assert overhead.overhead_terms(m, Deployment(), st)["runner_buffers"] == 0
+
+
+def test_check_log_scores_the_consumed_line_from_0_27():
+    # check-log on the T4 0.30.0 log: the closing line's 3.24 GiB beside kvplan's weights as loaded (2.8865 GiB) +
+    # non-torch 139,460,608 B + V2 states 165,306,368 B = 3.17 GiB; the non-KV row now holds the states too:
+    # 12.376 - 2.98 - 8.67 = 0.73 GiB inferred against peak + non-torch + graphs + states
+    from pathlib import Path
+
+    from kvplan.engines.logparse import parse_log
+    from kvplan.engines.reconcile import reconcile
+
+    log = Path(__file__).parent / "fixtures" / "logs" / "corpus" / "vllm-llmlab-qwen25-15b-t4-v030.log"
+    res = reconcile(parse_log(log.read_text()), find_in_catalog("qwen2.5-1.5b-instruct"), find_gpu("t4"), None)
+    rows = {row.quantity: row for row in res.rows}
+    consumed = next(v for k, v in rows.items() if k.startswith("consumed memory as printed"))
+    assert (consumed.reported, consumed.predicted) == ("3.24 GiB", "3.17 GiB (estimate)")
+    m, g = find_in_catalog("qwen2.5-1.5b-instruct"), find_gpu("t4")
+    st = vllm_settings(m, g, Deployment(), Request(context=4096), "0.30.0")
+    t = overhead.overhead_terms(m, Deployment(), st)
+    non_kv = next(v for k, v in rows.items() if k.startswith("non-KV overhead"))
+    est = t["activation_peak"] + t["non_torch"] + t["cudagraphs"] + t["runner_states"]
+    assert non_kv.predicted == f"{est / GIB:.2f} GiB (estimate)" == "0.90 GiB (estimate)"

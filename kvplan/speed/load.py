@@ -45,9 +45,9 @@ seconds:
                            chunks: kvplan.engines.scheduler.runs_waves) runs a closed loop of equal lengths
                            (`fixed`) in waves: the next B requests are all prefilled before anyone decodes, and
                            decode together until they finish in the same step, so every later request's TTFT is
-                           the first wave's, `first_wave` x t_wave (plus the queue), and its decode carries
-                           only the rest of its own wave's prefills, (1 - `first_wave`) x t_wave, not a staggered
-                           refill's B - 1 other prefills; T is unchanged
+                           the first wave's, `first_wave` x t_wave (plus the queue and any wait before its
+                           prefill, as in E2E), and its decode carries only the rest of its own wave's prefills,
+                           (1 - `first_wave`) x t_wave, not a staggered refill's B - 1 other prefills; T unchanged
   lockstep (`lockstep`)    n attention-DP workers that run every forward together (SGLang's DP attention:
                            kvplan.engines.scheduler.lockstep_workers): a step in which any worker prefills takes
                            a prefill step's time on all of them, so a worker's cycle of S = osl + P steps (P of
@@ -292,10 +292,10 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
         t = lockstep_cycle(load, b, g, osl)
     first = first_wave(load, b)  # a wave request's first token: the end of the step its prompt ends in
     steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, osl)  # held: balancing
-    poll = poll_steps(load, burst)  # a spread arrival's wait for the scheduler's next poll
-    # a later request's group prefill and the decode steps sharing it; in waves every wave is the first one
     turn = missed_step(b, g, steps) if replaces(load, burst) else (0.0, 0.0)  # the step a replacement missed
-    staggered = first if in_waves(load) else (0.0, steps + held + poll + turn[0], 1.0 + turn[1])
+    # a later request's waits before its prefill (the poll's too; TTFT and E2E alike), its prefill (waves: the first)
+    before, own = held + poll_steps(load, burst) + turn[0], first if in_waves(load) else (0.0, steps, 1.0)
+    staggered = (own[0], own[1] + before, own[2] + turn[1])
     if burst:  # n requests at once: B start, each later one when a slot frees, one every T
         wait = (c - b) ** 2 / (2 * c)  # the mean over all n of max(0, j - B) x T
         share = b / c
@@ -314,9 +314,9 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
     ttft = tuple(share * f + (1 - share) * x for f, x in zip(first, staggered))
     ttft = (ttft[0] + wait * t[0], ttft[1] + wait * t[1], ttft[2])
     ttft = tuple(x + y for x, y in zip(ttft, late)) if burst else ttft
-    e2e = (e2e[0], e2e[1] + (1 - share) * (held + poll + turn[0]), e2e[2] + (1 - share) * turn[1])  # waits in E2E too
+    e2e = (e2e[0], e2e[1] + (1 - share) * before, e2e[2] + (1 - share) * turn[1])  # those waits in E2E too
     q = open_wait(load, b, t, burst, service_estimate, rho_cap)
-    pre = (wait * t[0], wait * t[1] + (1 - share) * (held + poll + turn[0]), (1 - share) * turn[1])  # not yet running
+    pre = (wait * t[0], wait * t[1] + (1 - share) * before, (1 - share) * turn[1])  # not yet running
     pre = tuple(x + y + z for x, y, z in zip(pre, q, late if burst else (0.0, 0.0, 0.0)))
     ttft, e2e = tuple(x + y for x, y in zip(ttft, q)), tuple(x + y for x, y in zip(e2e, q))
     thr = with_drain(load, t, osl, burst)  # what a throughput divides by

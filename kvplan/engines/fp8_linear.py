@@ -36,10 +36,13 @@ vLLM builds Qwen3-Next's in_proj_qkvz and in_proj_ba as one output each, 2K + 2V
 `layers/mamba/gdn/qwen_gdn_linear_attn.py` L490-538, "gqa_interleaved_layout"), checked as any column layer, and
 Qwen3.5's as merged parts (skipped from 0.14.0 where a part is not whole blocks). SGLang refuses Qwen3.5-397B-A17B-FP8's
 in_proj_ba at tp 8, 64 / 8 = 8 ("Weight output_partition_size = 8 ...", sgl-project/sglang#19045, 2026-02-21). The
-published FP8 checkpoints appear to keep in_proj_a/b in 16 bits ("ba_proj doesn't support blockwise fp8
-quantization", vLLM 0.14.0 `models/qwen3_next.py` L303), which kvplan's reader refuses to map (an exclusion entry
-naming part of a layer's attention): what reaches this check is a checkpoint kvplan reads as quantizing it. Other
-recurrent mixers' projections (Mamba) are not read, nor roles the checkpoint keeps in 16 bits.
+published FP8 checkpoints keep in_proj_ba (Qwen3-Next) or in_proj_b and in_proj_a (Qwen3.5) in 16 bits ("ba_proj
+doesn't support blockwise fp8 quantization", vLLM 0.14.0 `models/qwen3_next.py` L303; sgl-project/sglang#23973,
+2026-04-28): an engine builds a projection the exclusion list names in every layer unquantized, so it is not checked
+(`kept_modules`, kvplan.readers.unquantized). A query gated per head (Qwen3-Next, Qwen3.5 `attn_output_gate`: the
+layer's `output_gate`) makes qkv_proj's q part 2 x heads x head size (vLLM 0.33.0 wheel `models/qwen3_next.py`
+L317-325: total_num_heads x (1 + attn_output_gate) query heads). Other recurrent mixers' projections (Mamba) are not
+read, nor roles the checkpoint keeps in 16 bits.
 DeepSeek-V4 (compressed attention layers): its shared expert is a tp-split gate_up / down pair checked as any (vLLM
 0.20.0 `models/deepseek_v4.py` DeepseekV4MLP L69-101, 0.22.0 `models/deepseek_v4/nvidia/model.py` L68-100; DeepSeek-V4-Pro
 at tp 16, 3072 / 16 = 192: "Weight input_size_per_partition = 192 is not divisible by weight quantization block_k =
@@ -115,8 +118,9 @@ def _attention(model, split: int, skip_qkv: bool) -> list[Linear]:
         elif isinstance(layer, (FullAttention, SlidingWindow, ChunkedLocal)):
             d, v = layer.head_dim, getattr(layer, "v_head_dim", 0) or layer.head_dim
             kv = kv_heads_per_rank(layer.num_kv_heads, split) * split  # replicated heads: one a rank
+            gate = 2 if getattr(layer, "output_gate", False) else 1  # q and its gate (Qwen3-Next, Qwen3.5)
             if not skip_qkv:
-                out.append(Linear("qkv_proj", MERGED, (heads * d, kv * d, kv * v), split))
+                out.append(Linear("qkv_proj", MERGED, (gate * heads * d, kv * d, kv * v), split))
             out.append(Linear("o_proj", ROW, (heads * v,), split))
     return list(dict.fromkeys(out))
 
@@ -166,11 +170,24 @@ def _mlp(model, width: int, split: int, what: str) -> list[Linear]:
     return [up, Linear(f"down_proj of its {what}", ROW, (width,), split)]
 
 
+# a checked linear's checkpoint modules (kvplan.readers.unquantized.kept_modules's names; self_attn.<its name> where
+# not listed: MLA's q_b_proj, q_proj, kv_b_proj): kept in 16 bits in every layer, it is built unquantized (vLLM and
+# SGLang is_layer_skipped -> UnquantizedLinearMethod) and not checked
+_MODULES = {"in_proj_qkvz": ("linear_attn.in_proj_qkv", "linear_attn.in_proj_z"),
+            "in_proj_ba": ("linear_attn.in_proj_b", "linear_attn.in_proj_a"), "out_proj": ("linear_attn.out_proj",),
+            "qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")}
+
+
 def linears(model, splits: Splits, rule: Rule, tp: int) -> list[Linear]:
-    """Every split linear the rule reads, in the order a decoder layer builds them (attention, then MLP)."""
+    """Every split linear the rule reads, in the order a decoder layer builds them (attention, then MLP); attention
+    projections the exclusion list keeps in every layer are left out."""
     kept = {role for role, n in model.quantization.kept if n}
-    out = [*_attention(model, splits.attention, rule.skip_qkv),
-           *_recurrent(model, splits.attention, rule.gdn_one_part, tp)] if "attention" not in kept else []
+    plain = set(model.quantization.kept_modules)
+    out = [x for x in [*_attention(model, splits.attention, rule.skip_qkv),
+                       *_recurrent(model, splits.attention, rule.gdn_one_part, tp)]
+           if not set(_MODULES.get(x.name, (f"self_attn.{x.name}",))) <= plain]
+    if "attention" in kept and not plain:  # kept as whole modules (not read by projection): not checked
+        out = []
     p = model.params
     n_dense = ffn_kinds(model, model.num_layers).count("dense") if p.mlp else 0
     if n_dense and "mlp" not in kept:

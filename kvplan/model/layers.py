@@ -50,7 +50,10 @@ LOCAL_KINDS = frozenset({Kind.SLIDING, Kind.CHUNKED})  # hold at most `span` tok
 #   sinks: a learned logit per head that takes part of every softmax (gpt-oss; MiMo-V2's local layers).
 #   mm_prefix: the tokens of one image attend to each other both ways, a prefix-LM mask (vLLM's
 #     ModelConfig.is_mm_prefix_lm: Gemma 3 with its vision tower, PaliGemma).
-ATTENTION_FEATURES = ("sinks", "mm_prefix")
+#   output_gate: q_proj also gives a sigmoid gate per head of the attention's output (Qwen3-Next, Qwen3.5
+#     `attn_output_gate`): its q part is 2 x heads x head_dim wide, which the block-FP8 shard rule reads
+#     (kvplan.engines.fp8_linear); it picks no kernel.
+ATTENTION_FEATURES = ("sinks", "mm_prefix", "output_gate")
 
 
 def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
@@ -113,6 +116,7 @@ class FullAttention(LayerSpec):
     v_head_dim: int = 0  # 0 means same as head_dim; differs for expanded (non-latent) MLA caches
     sinks: bool = False  # learned per-head attention sinks (ATTENTION_FEATURES)
     mm_prefix: bool = False  # image tokens attend both ways, a prefix-LM mask (ATTENTION_FEATURES)
+    output_gate: bool = False  # q_proj gives q and a gate per head (ATTENTION_FEATURES)
 
     kind = Kind.FULL
     bounded = False

@@ -81,9 +81,13 @@ class Quantization:
     # the config's `quant_method` as written, lower-cased ("" without one): where it came from, not a format (left
     # out of ==); an engine that reads a method by name refuses one it lacks (kvplan.engines.sglang.quant_methods)
     quant_method: str = field(default="", compare=False)
+    # attention projections ("linear_attn.in_proj_b", ...) `kept` holds in every layer that has them, which an engine's
+    # block-FP8 shard check leaves alone (kvplan.readers.unquantized.kept_modules)
+    kept_modules: tuple[str, ...] = ()
 
     def __post_init__(self):  # a catalog JSON gives lists
         object.__setattr__(self, "kept", tuple((str(r), int(c)) for r, c in self.kept))
+        object.__setattr__(self, "kept_modules", tuple(str(m) for m in self.kept_modules))
         object.__setattr__(self, "channel_scales", tuple(int(b) for b in self.channel_scales))
 
     def kept_of(self, role: str) -> int:

@@ -9,6 +9,9 @@ configs have them (MiMo-V2 names its sinks in its own keys: kvplan.readers.famil
     L1195-1208): the config's own `is_mm_prefix_lm`, else a top-level model_type among bagel, gemma3,
     molmo2 and paligemma. Gemma 3 with its vision tower is `gemma3`; the text-only Gemma 3 1B
     (`gemma3_text`) is not one.
+  * output_gate: Qwen3-Next and Qwen3.5's `attn_output_gate` (true unless the config says not: vLLM's
+    Qwen3NextAttention reads getattr(config, "attn_output_gate", True) and builds qkv_proj with
+    total_num_heads x (1 + attn_output_gate) query heads, 0.33.0 wheel `models/qwen3_next.py` L317-325).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.model.layers import FullAttention, SlidingWindow
+from kvplan.readers.states import QWEN3_5
 
 SINKS_ON_EVERY_LAYER = frozenset({"gpt_oss"})  # model_types whose attention layers all carry sinks
 MM_PREFIX_LM = frozenset({"bagel", "gemma3", "molmo2", "paligemma"})  # vLLM's fallback list (v0.19.0)
@@ -28,12 +32,14 @@ def with_attention_features(cfg, model_type: str, top_model_type: str, layers: l
     config's own top-level one (a multimodal wrapper's, which vLLM's is_mm_prefix_lm reads)."""
     sinks = model_type in SINKS_ON_EVERY_LAYER
     mm_prefix = cfg.bool("is_mm_prefix_lm", top_model_type in MM_PREFIX_LM)
-    if not (sinks or mm_prefix):
+    gate = cfg.bool("attn_output_gate", model_type == "qwen3_next" or model_type in QWEN3_5)
+    if not (sinks or mm_prefix or gate):
         return layers
 
     def featured(layer):
         if not isinstance(layer, (FullAttention, SlidingWindow)):
             return layer
-        return replace(layer, sinks=layer.sinks or sinks, mm_prefix=layer.mm_prefix or mm_prefix)
+        layer = replace(layer, sinks=layer.sinks or sinks, mm_prefix=layer.mm_prefix or mm_prefix)
+        return replace(layer, output_gate=True) if gate and isinstance(layer, FullAttention) else layer
 
     return [featured(layer) for layer in layers]

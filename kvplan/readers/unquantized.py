@@ -18,6 +18,16 @@ the same for every layer (uniform layers; an all-dense or all-MoE stack); a proj
 as part of a complete set (q, k, v and o; gate, up and down). Anything else is refused with the entry
 named, never guessed.
 
+A Gated DeltaNet layer (Qwen3-Next, Qwen3.5: module `linear_attn`) is counted projection by projection, each
+its exact size from the config (`_gdn_sizes`): its published FP8 checkpoints keep in_proj_ba (Qwen3-Next:
+`model.layers.N.linear_attn.in_proj_ba` of every such layer, sgl-project/sglang#23973, 2026-04-28) or in_proj_b
+and in_proj_a (Qwen3.5/3.6, under `model.language_model.`) in 16 bits. The fused names (in_proj_qkvz, in_proj_ba)
+stand for their two parts, so a list naming both spellings counts each once; one part of a pair alone is
+refused, as vLLM refuses it (Qwen3.5's packed_modules_mapping fuses them, 0.33.0 wheel `models/qwen3_5.py`
+L307-317; `quantization/utils/quant_utils.py` is_layer_skipped L664-683). conv1d (vLLM builds it with no
+quant_config), A_log, dt_bias and norm are 16-bit already. The projections kept in every layer that holds
+them are `kept_modules`, which the block-FP8 shard rule skips (kvplan.engines.fp8_linear).
+
 A `re:` entry is a regular expression: compressed-tensors and vLLM test it with `re.match` against each
 linear module's name (vLLM `model_executor/layers/quantization/compressed_tensors/utils.py`
 should_ignore_layer -> check_equal_or_regex_match -> _is_equal_or_regex_match, v0.11-main 2026; a fused
@@ -51,6 +61,9 @@ _ALREADY_PLAIN = {  # modules kvplan keeps in the model dtype whatever the metho
     # the router's score-correction bias (DeepSeek-V3 / MiniMax-M2 block_sparse_moe.e_score_correction_bias):
     # a vector beside the gate, never a quantized linear
     "e_score_correction_bias",
+    # a Gated DeltaNet's depthwise conv1d (vLLM builds it with no quant_config: qwen_gdn_linear_attn.py L597-602 in
+    # the 0.33.0 wheel), its A_log and dt_bias vectors: kvplan counts them 16-bit (kvplan.readers.params)
+    "conv1d", "a_log", "dt_bias",
 }
 _LAYER_INDEX = re.compile(r"layers\.(\d{1,6})\.")
 _LAYERS = {"layers", "h", "blocks", "layer", "block", "decoder"}
@@ -71,7 +84,15 @@ _COMPLETE = {  # projection sets that make up a whole module (vLLM fuses them; l
 # projections vLLM loads as one fused layer: listed in part it refuses (is_layer_skipped); whole, or the layer's other
 # projections alone (DeepSeek-R1-FP4-v2 quantizes o_proj and keeps the rest), kvplan counts them projection by
 # projection (ModuleNames.sizes)
-_FUSED = ({"q_proj", "k_proj", "v_proj"}, {"q_a_proj", "kv_a_proj_with_mqa"})
+_FUSED = ({"q_proj", "k_proj", "v_proj"}, {"q_a_proj", "kv_a_proj_with_mqa"},
+          # Qwen3.5's Gated DeltaNet (vLLM 0.33.0 wheel models/qwen3_5.py L307-317 packed_modules_mapping)
+          {"in_proj_qkv", "in_proj_z"}, {"in_proj_b", "in_proj_a"})
+# A Gated DeltaNet layer's projections (module `linear_attn`) as kvplan counts them: Qwen3.5's checkpoints store
+# in_proj_qkv, in_proj_z, in_proj_b, in_proj_a; Qwen3-Next's the two fused tensors in_proj_qkvz and in_proj_ba
+# (interleaved by key-head group), which an entry may name as well: each stands for its two parts
+_GDN_FUSED = {"in_proj_qkvz": ("in_proj_qkv", "in_proj_z"), "in_proj_ba": ("in_proj_b", "in_proj_a")}
+_GDN = "linear_attn"
+_GDN_NAMES = {*_GDN_FUSED, "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"}
 
 
 @dataclass(frozen=True)
@@ -87,15 +108,17 @@ class ModuleNames:
     block: str = "mlp"  # the MoE block's module (Mixtral: block_sparse_moe)
     prefixes: tuple[str, ...] = ("model.layers.", "model.language_model.layers.", "language_model.model.layers.")
     sizes: tuple = ()  # per layer: {attention projection: parameters}, for an exclusion that keeps some of them
+    mixers: tuple[str, ...] = ()  # per layer: its attention module's name (self_attn; linear_attn: Gated DeltaNet)
 
 
 def module_names(cfg, model_type: str, params, layers) -> ModuleNames:
     """The linear modules of a model read from `cfg` (kvplan.readers.params's layout of dense and MoE layers)."""
-    attention, sizes = [], []
+    attention, sizes, mixers = [], [], []
     for layer in layers:
         layer = getattr(layer, "attention", layer)
         sizes.append(_projection_sizes(cfg, model_type, layer))
         attention.append(tuple(sizes[-1]))
+        mixers.append(_GDN if getattr(layer, "variant", "") == "gated_deltanet" else "self_attn")
     moe = frozenset(i for i in range(len(layers)) if params.num_experts and _is_moe_layer(cfg, model_type, i))
     dense = frozenset(range(len(layers))) - moe if params.mlp else frozenset()
     mixtral = model_type in ("mixtral", "minimax", "minimax_m2")
@@ -103,12 +126,15 @@ def module_names(cfg, model_type: str, params, layers) -> ModuleNames:
     if model_type in _UNGATED:
         mlp = ("fc1", "fc2")
     return ModuleNames(tuple(attention), mlp, dense, moe, params.num_experts, bool(params.shared_experts),
-                       "block_sparse_moe" if mixtral else "mlp", sizes=tuple(sizes))
+                       "block_sparse_moe" if mixtral else "mlp", sizes=tuple(sizes), mixers=tuple(mixers))
 
 
 def _projection_sizes(cfg, model_type: str, layer) -> dict[str, int]:
     """{projection: parameters} of one layer's attention, as kvplan.readers.params._attention_params counts them
-    (MLA: q_a / q_b or q, kv_a_proj_with_mqa, kv_b, o; else q (doubled where the output is gated), k, v, o)."""
+    (MLA: q_a / q_b or q, kv_a_proj_with_mqa, kv_b, o; a Gated DeltaNet's _gdn_sizes; else q (doubled where the
+    output is gated), k, v, o)."""
+    if getattr(layer, "variant", "") == "gated_deltanet" and layer.value_heads:
+        return _gdn_sizes(cfg.int("hidden_size"), layer)
     h, heads = cfg.int("hidden_size"), cfg.int("num_attention_heads", default=0, minimum=0)
     if isinstance(layer, MLALatent):
         nope, v = cfg.int("qk_nope_head_dim", limit="head_dim"), cfg.int("v_head_dim", limit="head_dim")
@@ -123,16 +149,35 @@ def _projection_sizes(cfg, model_type: str, layer) -> dict[str, int]:
     return {}
 
 
+def _gdn_sizes(h: int, layer) -> dict[str, int]:
+    """{projection: parameters} of one Gated DeltaNet layer (kvplan.readers.params._recurrent_params's linear count):
+    key dim K = key heads x key head size, value dim V = value heads Hv x value head size; in_proj_qkv h x (2K + V),
+    in_proj_z h x V, in_proj_b and in_proj_a h x Hv each, out_proj V x h (transformers' Qwen3NextGatedDeltaNet:
+    in_proj_qkvz 2K + 2V and in_proj_ba 2Hv outputs)."""
+    k, v = layer.num_heads * layer.key_head_dim, layer.value_heads * layer.value_head_dim
+    return {"in_proj_qkv": h * (2 * k + v), "in_proj_z": h * v, "in_proj_b": h * layer.value_heads,
+            "in_proj_a": h * layer.value_heads, "out_proj": v * h}
+
+
+def _attention_hits(m: ModuleNames, i: int, hit) -> list[str]:
+    """Layer i's attention projections an entry names (a Gated DeltaNet's fused names stand for both their parts)."""
+    mixer = m.mixers[i] if i < len(m.mixers) else "self_attn"
+    found = [p for p in m.attention[i] if hit(i, f"{mixer}.{p}")]
+    if mixer == _GDN:
+        found += [p for fused, parts in _GDN_FUSED.items() if hit(i, f"{mixer}.{fused}") for p in parts]
+    return list(dict.fromkeys(found))
+
+
 def _regex_entries(matches, m: ModuleNames, name: str, where: str, only=None) -> list[tuple[str, set[int], str]]:
     """(role, layer indices, projection or '') of the modules whose names `matches` accepts (of layer `only`)."""
     def hit(i: int, rest: str) -> bool:
         return any(matches(f"{p}{i}.{rest}") for p in m.prefixes)
 
     out = []
-    for i, projs in enumerate(m.attention):
+    for i in range(len(m.attention)):
         if only is not None and i != only:
             continue
-        out += [("attention", {i}, p) for p in projs if hit(i, f"self_attn.{p}")]
+        out += [("attention", {i}, p) for p in _attention_hits(m, i, hit)]
         if i in m.dense:
             out += [("mlp", {i}, p) for p in m.mlp if hit(i, f"mlp.{p}")]
         if i not in m.moe:
@@ -184,11 +229,9 @@ def exclusion_list(q: dict, where: str) -> list[str]:
     return names
 
 
-def kept_params(names: list, params, layers, where: str, modules: ModuleNames | None = None
-                ) -> tuple[tuple[str, int], ...]:
-    """((role, parameters kept in the model dtype), ...) for the names a config leaves unquantized; with
-    `modules`, a `re:` name (or a matcher: a callable) is matched against the model's module names."""
-    n = len(layers)
+def _matched(names: list, n: int, params, where: str, modules: ModuleNames | None
+             ) -> tuple[dict[str, set[int]], dict[tuple[str, int], set[str]]]:
+    """({role: whole modules' layers}, {(role, layer): projections}) the names keep in the model dtype."""
     covered: dict[str, set[int]] = {}
     parts: dict[tuple[str, int], set[str]] = {}
     for name in names:
@@ -198,6 +241,9 @@ def kept_params(names: list, params, layers, where: str, modules: ModuleNames | 
         else:  # a module's exact name (compressed-tensors' `ignore`), else the names' words (kvplan's reading)
             layer = _LAYER_INDEX.search(name) if modules is not None else None
             found = layer and _regex_entries(name.__eq__, modules, name, where, int(layer.group(1)))
+            if not layer and modules is not None and _GDN in modules.mixers and name.split(".")[-1] in _GDN_NAMES:
+                # a Gated DeltaNet projection named without its layer: that module of every such layer
+                found = _regex_entries(lambda s, e=name: s.endswith(f".{e}"), modules, name, where)
             found = found or _entries(name, n, params, where)
         for role, idx, proj in found:
             if proj:
@@ -205,13 +251,43 @@ def kept_params(names: list, params, layers, where: str, modules: ModuleNames | 
                     parts.setdefault((role, i), set()).add(proj)
             else:
                 covered.setdefault(role, set()).update(idx)
+    return covered, parts
+
+
+def kept_modules(names: list, params, layers, where: str, modules: ModuleNames | None = None) -> tuple[str, ...]:
+    """The attention projections ("mixer.projection", a Gated DeltaNet's fused names split into their parts) the
+    names keep in the model dtype in every layer that holds them: an engine's block-FP8 shard rule does not check
+    them (kvplan.engines.fp8_linear)."""
+    if modules is None:
+        return ()
+    covered, parts = _matched(names, len(layers), params, where, modules)
+    whole = covered.get("attention", set()) | covered.get("layer", set())
+    held: dict[str, set[int]] = {}
+    for i, (mixer, sizes) in enumerate(zip(modules.mixers, modules.sizes)):
+        for p in sizes:
+            held.setdefault(f"{mixer}.{p}", set()).add(i)
+    kept = {f"{modules.mixers[i]}.{p}" for (role, i), projs in parts.items() if role == "attention" for p in projs}
+    return tuple(sorted(m for m in kept if all(i in whole or m.split(".", 1)[1] in parts.get(("attention", i), ())
+                                               for i in held.get(m, ()))))
+
+
+def kept_params(names: list, params, layers, where: str, modules: ModuleNames | None = None
+                ) -> tuple[tuple[str, int], ...]:
+    """((role, parameters kept in the model dtype), ...) for the names a config leaves unquantized; with
+    `modules`, a `re:` name (or a matcher: a callable) is matched against the model's module names."""
+    n = len(layers)
+    covered, parts = _matched(names, n, params, where, modules)
     some: dict[str, int] = {}  # parameters of attention projections kept without their whole set
     for (role, i), projs in parts.items():
         sizes = modules.sizes[i] if modules is not None and role == "attention" and i < len(modules.sizes) else {}
-        if not any(full <= projs for full in _COMPLETE[role]) and projs <= set(sizes) and not any(
-                0 < len(group & projs) < len(group) for group in _FUSED if group <= set(sizes)):
+        split = [g for g in _FUSED if g <= set(sizes) and 0 < len(g & projs) < len(g)]
+        if not any(full <= projs for full in _COMPLETE[role]) and projs <= set(sizes) and not split:
             some[role] = some.get(role, 0) + sum(sizes[p] for p in projs)  # the rest of that layer's set quantized
             continue
+        if split and role == "attention" and modules is not None and modules.mixers[i:i + 1] == (_GDN,):
+            raise KvplanError(f"{where}: the exclusion list keeps {', '.join(sorted(split[0] & projs))} of layer {i}'s "
+                              f"linear attention in 16 bits but not {', '.join(sorted(split[0] - projs))}, which vLLM "
+                              "loads with it as one fused layer and refuses (is_layer_skipped); refused", EXIT_USAGE)
         if not any(full <= projs for full in _COMPLETE[role]):
             raise KvplanError(f"{where}: the exclusion list keeps only {', '.join(sorted(projs))} of layer {i}'s "
                               f"{role} in 16 bits; kvplan counts whole modules, not single projections (refused)",

@@ -30,12 +30,11 @@ check is refused with the reason) / their split. Checked: layers with head sizes
 and MLA's; other mixers' projections (recurrent states) are not read, nor roles the checkpoint keeps in 16 bits.
 DeepSeek-V4 (compressed attention layers): its shared expert is a tp-split gate_up / down pair checked as any (vLLM
 0.20.0 `models/deepseek_v4.py` DeepseekV4MLP L69-101, 0.22.0 `models/deepseek_v4/nvidia/model.py` L68-100;
-DeepSeek-V4-Pro at tp 16, 3072 / 16 = 192: "Weight input_size_per_partition = 192 is not divisible by weight quantization block_k =
-128.", vllm-project/vllm#42384, 2026-05-12) until vLLM pads it to whole blocks a rank (0.25.0 wheel
-`models/deepseek_v4/nvidia/model.py` DeepseekV4MLP L81-125, `_pad_shared_expert_weight` L1156-1166); its attention
-projections and SGLang's DeepSeek-V4 are not read, so not checked. Nor are MLA layers whose spec lacks the head
-sizes. kvplan checks `weight_block_size[0]` as both block_n and block_k (every block-FP8 checkpoint kvplan has read
-is square).
+DeepSeek-V4-Pro at tp 16, 3072 / 16 = 192: "Weight input_size_per_partition = 192 is not divisible by weight
+quantization block_k = 128.", vllm-project/vllm#42384, 2026-05-12) until vLLM pads it to whole blocks a rank (0.25.0
+wheel `models/deepseek_v4/nvidia/model.py` DeepseekV4MLP L81-125, `_pad_shared_expert_weight` L1156-1166); its attention
+projections and SGLang's DeepSeek-V4 are not read, so not checked. Nor are MLA layers whose spec lacks the head sizes.
+kvplan checks `weight_block_size[0]` as both block_n and block_k (every block-FP8 checkpoint kvplan has read is square).
 """
 
 from __future__ import annotations
@@ -79,12 +78,15 @@ class Splits(NamedTuple):
 
 class Linear(NamedTuple):
     """One tensor-parallel linear: its name, how it splits, its whole widths (the input for a row-parallel layer,
-    each output part for a column one) and over how many ranks."""
+    each output part for a column one) and over how many ranks; a merged layer's part names, and the checkpoint's
+    KV heads where each rank holds a replica of one (tp above them: its K and V parts' widths are the replicas')."""
 
     name: str
     mode: str
     widths: tuple[int, ...]
     split: int
+    parts: tuple[str, ...] = ()
+    replicated: int = 0
 
 
 def _attention(model, split: int, skip_qkv: bool) -> list[Linear]:
@@ -100,8 +102,9 @@ def _attention(model, split: int, skip_qkv: bool) -> list[Linear]:
         elif isinstance(layer, (FullAttention, SlidingWindow, ChunkedLocal)):
             d, v = layer.head_dim, getattr(layer, "v_head_dim", 0) or layer.head_dim
             kv = kv_heads_per_rank(layer.num_kv_heads, split) * split  # replicated heads: one a rank
+            copies = layer.num_kv_heads if kv > layer.num_kv_heads else 0
             if not skip_qkv:
-                out.append(Linear("qkv_proj", MERGED, (heads * d, kv * d, kv * v), split))
+                out.append(Linear("qkv_proj", MERGED, (heads * d, kv * d, kv * v), split, ("q", "k", "v"), copies))
             out.append(Linear("o_proj", ROW, (heads * v,), split))
     return list(dict.fromkeys(out))
 
@@ -118,7 +121,7 @@ def _width(model, params: int, layers: int, what: str, tp: int) -> int:
 
 def _mlp(model, width: int, split: int, what: str) -> list[Linear]:
     """gate_up_proj (merged; up_proj alone where the MLP is not gated) and down_proj of one MLP."""
-    up = Linear(f"gate_up_proj of its {what}", MERGED, (width, width), split) if gated_mlp(model) else \
+    up = Linear(f"gate_up_proj of its {what}", MERGED, (width, width), split, ("gate", "up")) if gated_mlp(model) else \
         Linear(f"up_proj of its {what}", COLUMN, (width,), split)
     return [up, Linear(f"down_proj of its {what}", ROW, (width,), split)]
 
@@ -138,16 +141,23 @@ def linears(model, splits: Splits, rule: Rule, tp: int) -> list[Linear]:
     return [x for x in out if x.split > 1 and (x.mode != MERGED or rule.merged)]
 
 
-def _message(model, rule: Rule, tp: int, lin: Linear, whole: int) -> str:
-    """The one-line refusal: the layer, its width, the split, the block and the engine's own message."""
-    block, part = model.quantization.group_size, whole // lin.split
+def _message(model, rule: Rule, tp: int, lin: Linear, index: int) -> str:
+    """The one-line refusal: the layer (and which part of a merged one), its width, the split, the block and the
+    engine's own message; a K or V part of replicated heads says so, since its width a rank is a replica's."""
+    block, whole = model.quantization.group_size, lin.widths[index]
+    part = whole // lin.split
     dim, name = ("input", "Weight input_size_per_partition") if lin.mode == ROW else \
         ("output", "Weight output_partition_size")
     letter = "k" if lin.mode == ROW else "n"
-    return (f"{rule.engine} {rule.version} refuses {model.name} at {arg('tp')} {tp}: the {lin.name} splits its "
-            f"{whole}-wide {dim} over {lin.split} ranks, {whole} / {lin.split} = {part} each, not a multiple of the "
-            f"checkpoint's {block} x {block} FP8 block (\"{name} = {part} is not divisible by weight quantization "
-            f"block_{letter} = {block}.\")")
+    which = f"the {lin.parts[index]} part of the {lin.name}" if index < len(lin.parts) else f"the {lin.name}"
+    if lin.replicated and index > 0:
+        how = (f"holds a replica of one of the checkpoint's {lin.replicated} KV heads on each of {lin.split} ranks, "
+               f"{part} wide each")
+    else:
+        how = f"splits its {whole}-wide {dim} over {lin.split} ranks, {whole} / {lin.split} = {part} each"
+    return (f"{rule.engine} {rule.version} refuses {model.name} at {arg('tp')} {tp}: {which} {how}, not a multiple "
+            f"of the checkpoint's {block} x {block} FP8 block (\"{name} = {part} is not divisible by weight "
+            f"quantization block_{letter} = {block}.\")")
 
 
 def check(model, splits: Splits, rule: Rule, tp: int) -> None:
@@ -157,13 +167,13 @@ def check(model, splits: Splits, rule: Rule, tp: int) -> None:
     if q.quant_method != "fp8" or q.group_size <= 0 or q.experts_only or max(splits) <= 1:
         return
     for lin in linears(model, splits, rule, tp):
-        for whole in lin.widths:
+        for index, whole in enumerate(lin.widths):
             if whole % lin.split:
                 raise KvplanError(f"{model.name} at {arg('tp')} {tp}: the {lin.name}'s {whole}-wide "
                                   f"{'input' if lin.mode == ROW else 'output'} does not split evenly over {lin.split} "
                                   "ranks", EXIT_USAGE, param="tp", value=tp)
             if (whole // lin.split) % q.group_size:
-                raise KvplanError(_message(model, rule, tp, lin, whole), EXIT_USAGE, param="tp", value=tp)
+                raise KvplanError(_message(model, rule, tp, lin, index), EXIT_USAGE, param="tp", value=tp)
 
 
 def check_vllm(model, dep, version: str) -> None:

@@ -11,12 +11,12 @@ each linear (routed experts: kvplan.engines.fp8_blocks), and raise:
   gate_up_proj: every part checked): "Weight output_partition_size = {N / tp} is not divisible by weight quantization
   block_n = {block_n}.".
 
-vLLM: fp8.py `Fp8LinearMethod.create_weights` inline (0.7.3 wheel L170-193), as `validate_fp8_block_shape` from
-0.11.0 (`quantization/utils/fp8_utils.py` 0.11.0 L750-782, 0.12.0 L994-1034, 0.33.0 L1296-1344). From 0.14.0 a
-merged column layer (more than one output part: qkv_proj, gate_up_proj) any of whose parts is not whole blocks skips
-the check (`ColumnParallelLinear._maybe_allow_fp8_block_shape_mismatch`, 0.14.0 `layers/linear.py` L290, L492,
-L524-543; 0.33.0 L289, L519, L562-581; not in 0.13.0; vllm-project/vllm#30836, merged 2025-12-19, for MiMo-V2-Flash,
-whose one replicated 192-wide KV head a rank is not whole blocks), so only its row-parallel partner can refuse. The
+vLLM: fp8.py `Fp8LinearMethod.create_weights` inline (0.7.3 wheel L170-193), as `validate_fp8_block_shape` from 0.11.0
+(`quantization/utils/fp8_utils.py` 0.11.0 L750-782, 0.12.0 L994-1034, 0.33.0 L1296-1344). From 0.14.0 a merged column
+layer (more than one output part: qkv_proj, gate_up_proj) any of whose parts is not whole blocks skips the check
+(`ColumnParallelLinear._maybe_allow_fp8_block_shape_mismatch`, 0.14.0 `layers/linear.py` L290, L492, L524-543; 0.33.0
+L289, L519, L562-581; not in 0.13.0; vllm-project/vllm#30836, merged 2025-12-19, for MiMo-V2-Flash, whose one 192-wide
+KV head a rank, at tp 4 and replicated from tp 8, is not whole blocks), so only its row-parallel partner can refuse. The
 "last part may be partial" exception of a merged layer applies only where it is not split (tp 1), never here.
 SGLang: `Fp8LinearMethod.validate_block_quant_shapes` (0.5.23 wheel `layers/quantization/fp8.py` L569-610; the same
 checks inline in 0.4.4.post3 L220-242 and 0.5.10 L300-338) checks every part of a merged layer in every release,

@@ -33,6 +33,7 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
     """Least-squares fit of the overhead constants on the training split (`is_held_out` says which records
     are not in it; `parsed` reads a record's log), per era of the V1 engine."""
     from kvplan.sources.catalog import require_in_catalog
+    from kvplan.engines.vllm import cudagraphs as vllm_cudagraphs
     from kvplan.engines.vllm import non_torch as vllm_non_torch
     from kvplan.engines.vllm import overhead as vllm_overhead
     from kvplan.engines.base import parse_version
@@ -92,7 +93,10 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
             else:
                 act_x.append(x)
                 act_y.append(rep["activation_peak_gib"].value * GIB)
-        if "cudagraph_estimate_gib" in rep and not v2:
+        # a hybrid's recurrent layers launch other kernels than the attention layers the per-layer cost describes
+        # (vLLM's GDN layer: causal_conv1d_update and the gated delta-rule update, kvplan.engines.vllm.cudagraphs)
+        hybrid = vllm_cudagraphs.has_recurrent_layers(model)
+        if "cudagraph_estimate_gib" in rep and not v2 and not hybrid:
             row = _cudagraph_row(rec, model, rep["cudagraph_estimate_gib"].value * GIB, tp, pp, s)
             cg_x.append((1.0, float(row[2])))
             cg_y.append(row[3])

@@ -9,7 +9,8 @@ kvplan - TensorRT-LLM:
   (b) **end to end**: `TrtLlm(release)` with the record's flags on its GPU (or `gpu_inferred`) at its release (or
       `version_inferred`), never reading the log's figures: weights and the estimation peak where the log prints
       them, the available KV ("available KV cache memory when calculating max tokens", or the estimated max tokens x
-      the bytes per token, a one-token interval), the allocated pool (GiB) and its tokens.
+      the bytes per token, a one-token interval), the allocated pool (GiB) and its tokens; for a record the index
+      marks `unpredictable`, the weights only.
 Records of the TensorRT-engine runtime (before the PyTorch backend; flags of a built engine) are listed, not predicted:
 kvplan models the PyTorch backend only (docs/engines.md section 3).
 """
@@ -70,7 +71,10 @@ def _end_to_end(rec: dict, log) -> dict | None:
     if not rec.get("kvplan_model") or not key or not (rec.get("version") or rec.get("version_inferred")):
         return None
     trt, model, dep, req, opts, version = _setup(rec)
-    return end_to_end(log, trt.TrtLlm(version, opts, {}).result(model, find_gpu(key), dep, req))
+    e2e = end_to_end(log, trt.TrtLlm(version, opts, {}).result(model, find_gpu(key), dep, req))
+    if rec.get("unpredictable"):  # its budget rests on what the source does not state (the index says why): weights
+        return {side: {k: v for k, v in terms.items() if k == "weights"} for side, terms in e2e.items()}
+    return e2e
 
 
 def trtllm_rows(records: list[dict], split, parsed) -> list[dict]:

@@ -418,3 +418,19 @@ def test_a_closing_peak_from_0_27_is_compared_with_the_graph_estimate_added():
     assert bench._printed_peak(log, ours, (0, 26, 0)) == 100  # before 0.27 the line held no estimate
     pred = bench.predict(rec, log)
     assert pred["activation_peak"] > pred["cudagraph_estimate"] > 0
+
+
+def test_the_hybrid_graph_estimate_is_a_finding_not_a_fit_input():
+    """vllm-foam-qwen35-27b-tp4-v019 (training): vLLM 0.19.0 printed "Estimated CUDA graph memory: 1.59 GiB total"
+    for a Qwen3.5-27B fine-tune at tp 4 (51 PIECEWISE + 51 FULL graphs, as its log says). kvplan: the 209 MiB first
+    PIECEWISE capture + (50 + 50) further graphs x 10 MiB (64 layers x 0.126 MiB = 8.06, to the 2 MiB page) =
+    1,209 MiB = 1.18 GiB, 0.41 GiB low: 1.59 GiB = 1,628 MiB puts a further graph near 14 MiB, 12 of it on the 48
+    GDN layers (16 x 0.126 = 2 on the attention ones): about 0.25 MiB a GDN layer, twice an attention layer. The
+    per-layer cost is fitted on attention layers, so calibrate() keeps hybrids out (with this record in, the first
+    capture would refit 209 -> 248 MiB and move every dense model's estimate)."""
+    b = _bench()
+    rec = next(r for r in INDEX if r["id"] == "vllm-foam-qwen35-27b-tp4-v019")
+    assert not b.is_held_out(rec)
+    log = b.parsed(rec)
+    assert log.reported["cudagraph_estimate_gib"].value == 1.59
+    assert b.predict(rec, log)["cudagraph_estimate"] == (209 + 100 * 10) * 2**20

@@ -161,3 +161,66 @@ def test_deepseek_v4_shared_expert_until_vllm_pads_it(version, refused):
     else:
         fp8_linear.check_vllm(v4, Deployment(32), version)
     fp8_linear.check(v4, fp8_linear.Splits(16, 16, 16), rule, 16)
+
+
+def _fp8(name):
+    base = find_in_catalog(name)
+    return dataclasses.replace(base, name=f"{name}-fp8", quantization=dataclasses.replace(R1.quantization))
+
+
+def test_gated_deltanet_widths_from_the_config():
+    # Qwen3.5-397B-A17B (the catalog spec, from its config.json): linear_num_key_heads 16, linear_num_value_heads 64,
+    # linear_key_head_dim 128, linear_value_head_dim 128: K = 16 x 128 = 2048, V = 64 x 128 = 8192, Hv = 64
+    names = {(x.name, x.mode, x.widths) for x in fp8_linear.linears(_fp8("qwen3.5-397b-a17b"), fp8_linear.Splits(
+        8, 8, 8), fp8_linear.Rule("SGLang", "0.5.23"), 8)}
+    assert ("in_proj_qkvz", fp8_linear.MERGED, (2048, 2048, 8192, 8192)) in names
+    assert ("in_proj_ba", fp8_linear.MERGED, (64, 64)) in names
+    assert ("out_proj", fp8_linear.ROW, (8192,)) in names
+
+
+def test_sglang_refuses_qwen35_fp8_in_proj_ba_as_in_the_issue():
+    # sgl-project/sglang#19045 (2026-02-21, SGLang 0.5.8.post1, Qwen3.5-397B-A17B-FP8 at --tensor-parallel-size 8):
+    # "ValueError: Weight output_partition_size = 8 is not divisible by weight quantization block_n = 128." from
+    # validate_block_quant_shapes on Qwen3_5GatedDeltaNet's MergedColumnParallelLinear: in_proj_ba's parts are
+    # [Hv, Hv] = [64, 64] (0.5.23 wheel models/qwen3_5.py L668), 64 / 8 = 8. in_proj_qkvz's parts stay whole:
+    # 2048 / 8 = 256, 8192 / 8 = 1024; out_proj 8192 / 8 = 1024.
+    with pytest.raises(KvplanError) as e:
+        _plan(_fp8("qwen3.5-397b-a17b"), "sglang", "0.5.23", Deployment(8))
+    assert ("the in_proj_ba splits its 64-wide output over 8 ranks, 64 / 8 = 8 each" in e.value.message
+            and "\"Weight output_partition_size = 8 is not divisible by weight quantization block_n = 128.\""
+            in e.value.message)
+
+
+def test_vllm_qwen35_merged_parts_skip_the_check():
+    # vLLM 0.17.0+ builds Qwen3.5's in_proj_ba as MergedColumnParallelLinear([Hv] * 2) (0.27.0
+    # layers/mamba/gdn/qwen_gdn_linear_attn.py create_ba_proj): a merged layer with a part not whole blocks skips the
+    # check from 0.14.0 (vllm-project/vllm#30836), so 64 / 8 = 8 is not refused; out_proj 8192 / 8 = 1024 is whole
+    assert _plan(_fp8("qwen3.5-397b-a17b"), "vllm", "0.33.0", Deployment(8)).plan is not None
+
+
+def test_vllm_qwen3_next_one_part_in_proj_ba():
+    # Qwen3-Next-80B-A3B (linear_num_value_heads 32): vLLM builds in_proj_ba as one output of 2 x 32 = 64
+    # (ColumnParallelLinear, 0.16.0 models/qwen3_next.py L304; one-part MergedColumnParallelLinear in 0.27.0's
+    # interleaved layout), checked as any column layer: 64 / 4 = 16, not whole. Its shared expert (512 wide; its count
+    # holds the shared_expert_gate: 151,093,248 = 48 x (3 x 2048 x 512 + 2048)) is 512 / 4 = 128, whole.
+    with pytest.raises(KvplanError, match=r"in_proj_ba splits its 64-wide output over 4 ranks, 64 / 4 = 16 each"):
+        _plan(_fp8("qwen3-next-80b-a3b-thinking"), "vllm", "0.33.0", Deployment(4))
+
+
+def test_shared_expert_width_with_its_gate():
+    # Qwen3.5-397B-A17B: shared_expert_intermediate_size 1024, 60 MoE layers, hidden 4096, a shared_expert_gate of
+    # 4096 inputs a layer: 60 x (3 x 4096 x 1024 + 4096) = 755,220,480 (the catalog's count)
+    model = _fp8("qwen3.5-397b-a17b")
+    assert model.params.shared_experts == 60 * (3 * 4096 * 1024 + 4096)
+    names = {(x.name, x.widths) for x in fp8_linear.linears(model, fp8_linear.Splits(8, 8, 8),
+                                                            fp8_linear.Rule("vLLM", "0.33.0", merged=False), 8)}
+    assert ("down_proj of its shared experts", (1024,)) in names
+
+
+def test_gdn_widths_not_read_are_refused():
+    model = _fp8("qwen3.5-397b-a17b")
+    old = [dataclasses.replace(x, value_heads=0) if getattr(x, "variant", "") == "gated_deltanet" else x
+           for x in model.layers]
+    with pytest.raises(KvplanError, match="Gated DeltaNet projections' widths were not read"):
+        fp8_linear.check(dataclasses.replace(model, layers=tuple(old)), fp8_linear.Splits(8, 8, 8),
+                         fp8_linear.Rule("SGLang", "0.5.23"), 8)

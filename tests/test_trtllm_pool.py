@@ -65,3 +65,25 @@ def test_the_log_is_read_and_kvplan_is_exact_given_its_budget_and_within_5_perce
     rel = (e2e["kvplan"]["available_kv"] - e2e["engine"]["available_kv"]) / e2e["engine"]["available_kv"]
     assert -0.05 <= rel <= 0.05
     assert e2e["kvplan"]["tokens"] % 32 == 0
+
+
+def test_a_dgx_spark_log_is_exact_given_its_budget_and_unpredictable_end_to_end():
+    """jeansblog/trt_llm@661401c2 README.md: trtllm-serve 1.1.0rc3 (PyTorch backend), gpt-oss-120b on a DGX Spark.
+    Given the budget: the estimation run's 86,711 tokens -> ceil(86,711 / 32) = 2,710 blocks = 86,720 tokens; kv size
+    73,728 B a token (36 layers x 8 KV heads x 64 x 2 B x 2, one window for every layer); 86,720 x 73,728 B =
+    5.955 GiB, printed 5.95. End to end the budget is (119.70 - 113.65 + 0.56) x 0.9 = 5.95 GiB, and 49.28 GiB of the
+    113.65 peak is "outside torch" on unified memory (the host's share), which no flag states: the index marks it
+    unpredictable, so only the weights are compared."""
+    log = CORPUS / "trtllm-jeansblog-gpt-oss-120b-gb10-v110rc3.log"
+    rec = parse_log(log.read_text())
+    r = rec.reported
+    assert int(r["max_tokens_set"].value) == 86_711 and int(r["max_tokens"].value) == 86_720
+    assert r["kv_gib"].text == "5.95" and r["non_torch_gib"].text == "49.28"
+    assert round((119.70 - r["peak_gib"].value + 0.56) * 0.9, 2) == r["available_kv_gib"].value == 5.95
+    bt = load_script("benchmarks/budget_trtllm.py", "budget_trtllm")
+    entry = next(x for x in yaml.safe_load((CORPUS / "index.yaml").read_text()) if x["id"] == log.stem)
+    given = bt._given_budget(entry, rec)
+    assert given["kvplan_tokens"] == given["printed_tokens"] == 86_720 and given["bytes_per_token"] == 73_728
+    assert given["tokens_bytes_in_printed_gib"]
+    e2e = bt._end_to_end(entry, rec)
+    assert entry["unpredictable"] and set(e2e["kvplan"]) == set(e2e["engine"]) == {"weights"}

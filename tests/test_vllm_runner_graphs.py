@@ -57,3 +57,20 @@ def test_the_plan_says_which_and_why():
     assert "6 MiB a further graph" in fitted and "fitted" in fitted
     st = vllm_settings(model, gpu, Deployment(), Request(context=8192), "0.19.0")
     assert graph_notes(model, Deployment(), st) == ()  # not subtracted: nothing to say
+
+
+def test_a_hybrids_graph_estimate_says_it_is_an_extrapolation():
+    # Qwen3.5-27B: 64 layers (16 full attention, 48 GDN) on each rank at tp 4; 64 x 0.126 MiB = 8.06 MiB, up to
+    # the 2 MiB page: 10 MiB a further graph. The fit saw attention layers only (benchmarks/budget_calibrate.py keeps
+    # hybrids out), so the plan adds a caveat with the one hybrid log in the corpus: vllm-foam-qwen35-27b-tp4-v019
+    # printed "Estimated CUDA graph memory: 1.59 GiB total" where kvplan gives 209 + 100 x 10 MiB = 1.18 GiB.
+    from kvplan.engines.vllm.cudagraphs import graph_notes, has_recurrent_layers
+
+    gpu, dep = find_gpu("h100"), Deployment(4)
+    hybrid, dense = find_in_catalog("qwen3.5-27b"), find_in_catalog("qwen3-32b")
+    assert has_recurrent_layers(hybrid) and not has_recurrent_layers(dense)
+    fitted, caveat = graph_notes(hybrid, dep, vllm_settings(hybrid, gpu, dep, Request(context=8192), "0.20.0"))
+    assert "10 MiB a further graph" in fitted
+    assert "hybrid" in caveat and "1.59 GiB" in caveat and "1.18" in caveat
+    (only,) = graph_notes(dense, dep, vllm_settings(dense, gpu, dep, Request(context=8192), "0.20.0"))
+    assert "hybrid" not in only

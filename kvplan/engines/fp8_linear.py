@@ -26,8 +26,20 @@ scales ceil(out / 128) x ceil(in / 128), NVIDIA/TensorRT-LLM@00bbf71e `_torch/mo
 
 The widths a rank gets: attention heads / tp x head sizes (KV heads replicated where tp exceeds them, as
 kv_heads_per_rank), the dense MLP's and shared experts' intermediate widths from the parameter counts (exact, or the
-check is refused with the reason) / their split. Checked: layers with head sizes (full, sliding, chunked attention)
-and MLA's; other mixers' projections (recurrent states) are not read, nor roles the checkpoint keeps in 16 bits.
+check is refused with the reason; a shared expert's count may hold its shared_expert_gate) / their split. Checked:
+layers with head sizes (full, sliding, chunked attention), MLA's, and Gated DeltaNet layers (Qwen3-Next, Qwen3.5),
+whose widths the config gives (K = key heads x key head size, V = value heads Hv x value head size): in_proj_qkvz
+(SGLang: merged [K, K, V, V], 0.5.10 wheel `models/qwen3_next.py` L274, `models/qwen3_5.py` L348; 0.5.23 L361, L647),
+in_proj_ba (SGLang merged [Hv, Hv], 0.5.23 `models/qwen3_5.py` L668, `qwen3_next.py` L177-179) and out_proj (row, V).
+vLLM builds Qwen3-Next's in_proj_qkvz and in_proj_ba as one output each, 2K + 2V and 2Hv (ColumnParallelLinear,
+0.13.0-0.16.0 `models/qwen3_next.py` L289-310 / L296-310; one-part MergedColumnParallelLinear in 0.27.0
+`layers/mamba/gdn/qwen_gdn_linear_attn.py` L490-538, "gqa_interleaved_layout"), checked as any column layer, and
+Qwen3.5's as merged parts (skipped from 0.14.0 where a part is not whole blocks). SGLang refuses Qwen3.5-397B-A17B-FP8's
+in_proj_ba at tp 8, 64 / 8 = 8 ("Weight output_partition_size = 8 ...", sgl-project/sglang#19045, 2026-02-21). The
+published FP8 checkpoints appear to keep in_proj_a/b in 16 bits ("ba_proj doesn't support blockwise fp8
+quantization", vLLM 0.14.0 `models/qwen3_next.py` L303), which kvplan's reader refuses to map (an exclusion entry
+naming part of a layer's attention): what reaches this check is a checkpoint kvplan reads as quantizing it. Other
+recurrent mixers' projections (Mamba) are not read, nor roles the checkpoint keeps in 16 bits.
 DeepSeek-V4 (compressed attention layers): its shared expert is a tp-split gate_up / down pair checked as any (vLLM
 0.20.0 `models/deepseek_v4.py` DeepseekV4MLP L69-101, 0.22.0 `models/deepseek_v4/nvidia/model.py` L68-100;
 DeepSeek-V4-Pro at tp 16, 3072 / 16 = 192: "Weight input_size_per_partition = 192 is not divisible by weight
@@ -44,7 +56,8 @@ from typing import NamedTuple
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.versions import parse_version
 from kvplan.model.compressed import has_compressed
-from kvplan.model.layers import ChunkedLocal, FullAttention, MLALatent, SlidingWindow, kv_heads_per_rank
+from kvplan.model.layers import (ChunkedLocal, FullAttention, MLALatent, RecurrentState, SlidingWindow,
+                                 kv_heads_per_rank)
 from kvplan.readers.mlp_layout import ffn_kinds, gated_mlp
 
 ROW = "row"  # split by its input: block_k
@@ -53,6 +66,7 @@ MERGED = "merged"  # column, several outputs in one weight: every part checked (
 MERGED_SKIPPED = (0, 14, 0)  # vLLM: a merged layer with a part not whole blocks skips the check
 V4_SHARED_PADDED = (0, 25, 0)  # vLLM: DeepSeek-V4's block-FP8 shared expert padded to whole blocks a rank
 SGLANG_SKIPS_QKV = ("MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM")  # skip_block_quant_check=True on qkv_proj
+VLLM_ONE_PART_GDN = ("Qwen3NextForCausalLM",)  # vLLM's interleaved layout: in_proj_qkvz, in_proj_ba one part each
 
 
 class Rule(NamedTuple):
@@ -65,6 +79,7 @@ class Rule(NamedTuple):
     merged: bool = True
     skip_qkv: bool = False
     v4_shared: bool = False  # DeepSeek-V4's shared experts checked (vLLM before 0.25.0 does not pad them)
+    gdn_one_part: bool = False  # a Gated DeltaNet's in_proj_qkvz and in_proj_ba built as one output each (vLLM)
 
 
 class Splits(NamedTuple):
@@ -109,9 +124,37 @@ def _attention(model, split: int, skip_qkv: bool) -> list[Linear]:
     return list(dict.fromkeys(out))
 
 
+def _recurrent(model, split: int, one_part: bool, tp: int) -> list[Linear]:
+    """A Gated DeltaNet layer's in_proj_qkvz, in_proj_ba and out_proj (key dim K = key heads x key head size, value
+    dim V = value heads Hv x value head size): one output each (2K + 2V, 2Hv) where `one_part`, else the merged parts
+    (K, K, V, V) and (Hv, Hv); out_proj splits V by its input. Other recurrent mixers are not listed."""
+    out = []
+    for layer in dict.fromkeys(model.layers):
+        if not isinstance(layer, RecurrentState) or layer.variant != "gated_deltanet":
+            continue
+        if not (layer.value_heads and layer.key_head_dim and layer.value_head_dim):
+            raise KvplanError(f"{model.name}: its Gated DeltaNet projections' widths were not read (a model spec "
+                              "from before they were), so kvplan cannot check the engine's FP8 block rule for "
+                              f"{arg('tp')} {tp}; read the model from its config.json", EXIT_USAGE, param="tp",
+                              value=tp)
+        k, v, hv = layer.num_heads * layer.key_head_dim, layer.value_heads * layer.value_head_dim, layer.value_heads
+        if one_part:
+            out += [Linear("in_proj_qkvz", COLUMN, (2 * k + 2 * v,), split),
+                    Linear("in_proj_ba", COLUMN, (2 * hv,), split)]
+        else:
+            out += [Linear("in_proj_qkvz", MERGED, (k, k, v, v), split), Linear("in_proj_ba", MERGED, (hv, hv), split)]
+        out.append(Linear("out_proj", ROW, (v,), split))
+    return list(dict.fromkeys(out))
+
+
 def _width(model, params: int, layers: int, what: str, tp: int) -> int:
-    """One MLP's intermediate width from its parameter count over `layers` layers (gated: three matrices)."""
+    """One MLP's intermediate width from its parameter count over `layers` layers (gated: three matrices). A shared
+    expert's count may hold a gate of hidden inputs a layer (Qwen2-MoE's, Qwen3-Next's and Qwen3.5's
+    shared_expert_gate: kvplan.readers.params.shared_expert_width); at most one of the two readings is exact."""
     per = layers * (3 if gated_mlp(model) else 2) * model.hidden_size
+    gate = layers * model.hidden_size
+    if params % per and (params - gate) % per == 0 and what == "shared experts'":
+        params -= gate
     if params % per:
         raise KvplanError(f"{model.name}: its {what} width does not follow exactly from its parameter counts, so "
                           f"kvplan cannot check the engine's FP8 block rule for {arg('tp')} {tp}", EXIT_USAGE,
@@ -129,7 +172,8 @@ def _mlp(model, width: int, split: int, what: str) -> list[Linear]:
 def linears(model, splits: Splits, rule: Rule, tp: int) -> list[Linear]:
     """Every split linear the rule reads, in the order a decoder layer builds them (attention, then MLP)."""
     kept = {role for role, n in model.quantization.kept if n}
-    out = _attention(model, splits.attention, rule.skip_qkv) if "attention" not in kept else []
+    out = [*_attention(model, splits.attention, rule.skip_qkv),
+           *_recurrent(model, splits.attention, rule.gdn_one_part, tp)] if "attention" not in kept else []
     p = model.params
     n_dense = ffn_kinds(model, model.num_layers).count("dense") if p.mlp else 0
     if n_dense and "mlp" not in kept:
@@ -183,7 +227,8 @@ def check_vllm(model, dep, version: str) -> None:
     `models/deepseek_v2.py` L255-276, L364-372)."""
     seq_parallel = dep.ep > 1 and dep.dp > 1 and dep.tp > 1
     v = parse_version(version)
-    rule = Rule("vLLM", version, merged=v < MERGED_SKIPPED, v4_shared=v < V4_SHARED_PADDED)
+    rule = Rule("vLLM", version, merged=v < MERGED_SKIPPED, v4_shared=v < V4_SHARED_PADDED,
+                gdn_one_part=model.architecture in VLLM_ONE_PART_GDN)
     check(model, Splits(dep.tp, dep.tp, 0 if seq_parallel else dep.tp), rule, dep.tp)
 
 

@@ -297,6 +297,11 @@ class RecurrentState(LayerSpec):
     # ssm_dtype is the default an engine's model hook gives a config that states none (Nemotron-H's float32), not the
     # config's own: engines whose default differed by release apply theirs (kvplan.engines.vllm.ssm_dtype)
     ssm_dtype_default: bool = False
+    # a Gated DeltaNet's projection widths (value heads, key and value head sizes; num_heads is its key heads), which
+    # the block-FP8 shard rule reads (kvplan.engines.fp8_linear); 0: not read (other variants)
+    value_heads: int = 0
+    key_head_dim: int = 0
+    value_head_dim: int = 0
 
     kind = Kind.STATE
 

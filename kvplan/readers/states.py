@@ -35,7 +35,8 @@ def gated_deltanet_state(cfg, model_type: str = "") -> RecurrentState:
     kernel = cfg.int("linear_conv_kernel_dim", default=4)
     conv_dim = 2 * k_heads * k_dim + v_heads * v_dim
     return RecurrentState((kernel - 1) * conv_dim, v_heads * k_dim * v_dim, k_heads, "gated_deltanet",
-                          ssm_dtype=qwen35_ssm_dtype(cfg, model_type))
+                          ssm_dtype=qwen35_ssm_dtype(cfg, model_type), value_heads=v_heads, key_head_dim=k_dim,
+                          value_head_dim=v_dim)
 
 
 def qwen35_ssm_dtype(cfg, model_type: str) -> str:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from kvplan.planning.deploy import split_layers
 from kvplan.core.intmath import cdiv
-from kvplan.planning.plan import activation_estimate, cache_dtypes, runtime_bytes
+from kvplan.planning.plan import PlanWarning, activation_estimate, cache_dtypes, runtime_bytes
 from kvplan.engines.context import trtllm_rule
 from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version, opt_float, opt_int
 from kvplan.core.errors import EXIT_USAGE, KvplanError
@@ -45,6 +45,7 @@ from kvplan.engines import kvbm
 from kvplan.engines.lora import trtllm_bytes as lora_bytes
 from kvplan.engines.trtllm.offload import cpu_pool as host_cache_pool
 from kvplan.engines.trtllm import layout as adp
+from kvplan.engines.trtllm import mlp_split
 from kvplan.engines.trtllm import cache_dtype as trtllm_cache_dtype
 
 VERSIONS = ("0.20.0", "1.2.0")
@@ -164,8 +165,17 @@ class TrtLlm(Engine):
 
     def placement(self, model, dep, gpu=None):
         """Under attention DP a rank holds all but the routed experts whole (kvplan/engines/trtllm/layout.py);
-        otherwise vLLM's tensor-parallel placement, as before."""
-        return adp.placement(dep) if dep.dp > 1 else super().placement(model, dep, gpu)
+        otherwise vLLM's tensor-parallel placement, but DeepSeek-V3's dense MLPs and shared experts over the
+        narrower groups TensorRT-LLM builds them on (kvplan/engines/trtllm/mlp_split.py)."""
+        if dep.dp > 1:
+            return adp.placement(dep)
+        place, narrowed = super().placement(model, dep, gpu), mlp_split.splits(model, dep)
+        return place._replace(mlp=narrowed[0], shared=narrowed[1]) if narrowed else place
+
+    def assumptions(self, model, gpu, dep, st) -> tuple:
+        """The narrowed DeepSeek-V3 MLP split, where it applies, with the GPUs per node it assumed."""
+        said = mlp_split.note(model, dep)
+        return (PlanWarning(said.replace("{", "{{").replace("}", "}}")),) if said else ()
 
     def context_limit(self, model):
         """TensorRT-LLM's inferred max_seq_len (kvplan.engines.context.trtllm_rule)."""

@@ -186,7 +186,7 @@ def test_sglang_refuses_qwen35_fp8_in_proj_ba_as_in_the_issue():
     # 2048 / 8 = 256, 8192 / 8 = 1024; out_proj 8192 / 8 = 1024.
     with pytest.raises(KvplanError) as e:
         _plan(_fp8("qwen3.5-397b-a17b"), "sglang", "0.5.23", Deployment(8))
-    assert ("the in_proj_ba splits its 64-wide output over 8 ranks, 64 / 8 = 8 each" in e.value.message
+    assert ("the b part of the in_proj_ba splits its 64-wide output over 8 ranks, 64 / 8 = 8 each" in e.value.message
             and "\"Weight output_partition_size = 8 is not divisible by weight quantization block_n = 128.\""
             in e.value.message)
 

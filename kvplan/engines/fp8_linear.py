@@ -142,7 +142,8 @@ def _recurrent(model, split: int, one_part: bool, tp: int) -> list[Linear]:
             out += [Linear("in_proj_qkvz", COLUMN, (2 * k + 2 * v,), split),
                     Linear("in_proj_ba", COLUMN, (2 * hv,), split)]
         else:
-            out += [Linear("in_proj_qkvz", MERGED, (k, k, v, v), split), Linear("in_proj_ba", MERGED, (hv, hv), split)]
+            out += [Linear("in_proj_qkvz", MERGED, (k, k, v, v), split, ("q", "k", "v", "z")),
+                    Linear("in_proj_ba", MERGED, (hv, hv), split, ("b", "a"))]
         out.append(Linear("out_proj", ROW, (v,), split))
     return list(dict.fromkeys(out))
 

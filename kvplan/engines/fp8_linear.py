@@ -58,7 +58,7 @@ from kvplan.engines.versions import parse_version
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import (ChunkedLocal, FullAttention, MLALatent, RecurrentState, SlidingWindow,
                                  kv_heads_per_rank)
-from kvplan.readers.mlp_layout import ffn_kinds, gated_mlp
+from kvplan.readers.mlp_layout import ffn_kinds, gated_mlp, mlp_width
 
 ROW = "row"  # split by its input: block_k
 COLUMN = "column"  # split by its output: block_n
@@ -149,18 +149,14 @@ def _recurrent(model, split: int, one_part: bool, tp: int) -> list[Linear]:
 
 
 def _width(model, params: int, layers: int, what: str, tp: int) -> int:
-    """One MLP's intermediate width from its parameter count over `layers` layers (gated: three matrices). A shared
-    expert's count may hold a gate of hidden inputs a layer (Qwen2-MoE's, Qwen3-Next's and Qwen3.5's
-    shared_expert_gate: kvplan.readers.params.shared_expert_width); at most one of the two readings is exact."""
-    per = layers * (3 if gated_mlp(model) else 2) * model.hidden_size
-    gate = layers * model.hidden_size
-    if params % per and (params - gate) % per == 0 and what == "shared experts'":
-        params -= gate
-    if params % per:
+    """One MLP's intermediate width (kvplan.readers.mlp_layout.mlp_width, a shared expert's gate read where its count
+    holds one), refused where the parameter counts give none exactly."""
+    width = mlp_width(model, params, layers, shared=what == "shared experts'")
+    if not width:
         raise KvplanError(f"{model.name}: its {what} width does not follow exactly from its parameter counts, so "
                           f"kvplan cannot check the engine's FP8 block rule for {arg('tp')} {tp}", EXIT_USAGE,
                           param="tp", value=tp)
-    return params // per
+    return width
 
 
 def _mlp(model, width: int, split: int, what: str) -> list[Linear]:

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from kvplan.cli.main import whole_app
 from kvplan.core.errors import KvplanError
 from kvplan.engines.vllm import engine as vllm
-from kvplan.engines.vllm.v0_chunked import chunk_budget
+from kvplan.engines.vllm.v0_chunked import chunk_budget, serve_flag
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
@@ -95,3 +95,21 @@ def test_fit_says_so():
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())
     assert "V0 turns chunked prefill on by itself at max_model_len 131,072 > 32,768: 2,048 tokens a step" in out
+
+
+def test_the_flag_is_v0s_and_the_command_carries_it():
+    with pytest.raises(KvplanError, match="V0"):  # V1 (0.8.0 on): not this option
+        batch("0.8.5", opts={"enable_chunked_prefill": "false"})
+    deepseek = find_in_catalog("deepseek-v2-lite")  # MLA: kvplan.engines.vllm.v0_mla's unchunked profile
+    with pytest.raises(KvplanError, match="MLA"):
+        chunk_budget((0, 7, 3), deepseek, H100, 163840, None, True)
+    assert serve_flag((0, 5, 2), True) == ["--enable-chunked-prefill"]  # store_true (0.5.2 arg_utils L482-485)
+    assert serve_flag((0, 5, 2), False) == []
+    assert serve_flag((0, 6, 6), False) == ["--enable-chunked-prefill=False"]  # StoreBoolean from 0.5.3
+    assert serve_flag((0, 6, 6), None) == []
+    res = CliRunner().invoke(whole_app(), ["fit", "llama-3.1-8b-instruct", "--gpu", "h100", "--engine", "vllm",
+                                           "--engine-version", "0.6.6", "--engine-opt",
+                                           "enable_chunked_prefill=false", "--emit", "vllm"])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "--enable-chunked-prefill=False" in out and "max(max_model_len, 2048) = 131,072 tokens a step" in out

@@ -1,4 +1,4 @@
-"""vLLM V0's chunked prefill turned on by the engine itself over a 32K max_model_len: whether it is, and the step budget.
+"""vLLM V0's chunked prefill turned on by the engine itself over a 32K max_model_len: whether it is, and its budget.
 
 Why: V0 (the default engine before 0.8.0) left alone profiles and schedules max(max_model_len, 2048) tokens a step, but
 from 0.5.3, where `--enable-chunked-prefill` is not given and max_model_len > 32,768, `EngineArgs.create_engine_config`
@@ -18,10 +18,10 @@ exclusions holds, and SchedulerConfig then sets the budget to 512 tokens (2,048 
   * 0.6.5-0.7.x (0.6.5 L1064-1085, 0.6.6 L1081-1102, 0.7.3 L1164-1186): not on ROCm (`not current_platform.is_rocm()`),
     not for a pooling runner; budget 2,048 (0.6.5 `config.py` L1344, 0.6.6 L1438, 0.7.3 L1532).
 
-An explicit `--enable-chunked-prefill` (engine option enable_chunked_prefill) decides instead, at any length; an explicit
-`--max-num-batched-tokens` replaces the budget either way (SchedulerConfig sets one only when it is None). The usage
-context (LLM class or OpenAI server) is read only by `_override_v1_engine_args` under VLLM_USE_V1 (0.6.6 arg_utils
-L1014-1017, L1258-1279), so V0's rule is the same for both. Assumed and said: one scheduler step
+An explicit `--enable-chunked-prefill` (engine option enable_chunked_prefill) decides instead, at any length; an
+explicit `--max-num-batched-tokens` replaces the budget either way (SchedulerConfig sets one only when it is None).
+The usage context (LLM class or OpenAI server) is read only by `_override_v1_engine_args` under VLLM_USE_V1 (0.6.6
+arg_utils L1014-1017, L1258-1279), so V0's rule is the same for both. Assumed and said: one scheduler step
 (`--num-scheduler-steps` 1: with more, the budget is max(max_model_len, 2048), 0.6.6 `config.py` L1429-1434), no
 prompt adapter, and V0's prefix caching off (its default). An MLA model keeps kvplan's V0 MLA rule
 (kvplan.engines.vllm.v0_mla; 0.7.x forces its chunked prefill off again, `config.py` L3327-3331).
@@ -29,6 +29,9 @@ prompt adapter, and V0's prefix caching off (its default). An MLA model keeps kv
 
 from __future__ import annotations
 
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.registry import canonical_engine
+from kvplan.engines.versions import parse_version
 from kvplan.hardware.facts import vendor_of
 from kvplan.model.layers import Kind
 
@@ -59,12 +62,23 @@ def exclusion(v: tuple[int, ...], model, gpu, lora) -> str:
 def chunk_budget(v: tuple[int, ...], model, gpu, length: int, lora, asked: bool | None) -> tuple[int | None, str]:
     """(the V0 step budget where chunked prefill is on, else None; the note saying why) for release `v` serving
     `model` at max_model_len `length`. `asked`: an explicit enable_chunked_prefill (None: not given)."""
-    if not v < LAST or any(layer.kind == Kind.MLA for layer in model.layers):
+    if asked is not None and not v < LAST:
+        raise KvplanError(f"{arg('engine_opts')} enable_chunked_prefill is read for vLLM's V0 (before 0.8.0) only; "
+                          f"{_dotted(v)} runs V1, whose chunked prefill kvplan plans as always on", EXIT_USAGE,
+                          param="engine_opts", value={"enable_chunked_prefill": asked})
+    if not v < LAST:
+        return None, ""
+    if any(layer.kind == Kind.MLA for layer in model.layers):  # kvplan.engines.vllm.v0_mla's rule
+        if asked is not None:
+            raise KvplanError(f"{arg('engine_opts')} enable_chunked_prefill is not modelled for an MLA model on vLLM's "
+                              f"V0 (kvplan plans its unchunked profile)", EXIT_USAGE, param="engine_opts",
+                              value={"enable_chunked_prefill": asked})
         return None, ""
     budget = budget_for(v)
     if asked is not None:
         return ((budget, f"vLLM {_dotted(v)} V0: chunked prefill on as asked, {budget:,} tokens a step")
-                if asked else (None, ""))
+                if asked else (None, f"vLLM {_dotted(v)} V0: chunked prefill off as asked, max(max_model_len, 2048) = "
+                                     f"{max(length, 2048):,} tokens a step"))
     if v < FIRST or length <= LONG_CONTEXT:
         return None, ""
     why = exclusion(v, model, gpu, lora)
@@ -76,5 +90,22 @@ def chunk_budget(v: tuple[int, ...], model, gpu, length: int, lora, asked: bool 
                     f"adapter; enable_chunked_prefill=false plans it off)")
 
 
+def serve_flag(v: tuple[int, ...], asked: bool | None) -> list[str]:
+    """`vllm serve`'s flag for an explicit enable_chunked_prefill: a plain switch before 0.5.3 (`store_true`, 0.5.2
+    arg_utils L482-485), then StoreBoolean's `--enable-chunked-prefill=True|False` (0.5.3 L514-520, L897-900)."""
+    if asked is None:
+        return []
+    if v < FIRST:
+        return ["--enable-chunked-prefill"] if asked else []
+    return [f"--enable-chunked-prefill={asked}"]
+
+
 def _dotted(v: tuple[int, ...]) -> str:
     return ".".join(str(x) for x in v)
+
+
+def server_sized(engine: str | None, version: str | None) -> bool:
+    """Whether `engine` at `version` takes its default step budget from the server's max_model_len, not from the
+    requests it serves: vLLM's V0 (max(max_model_len, 2048), or this rule's budget over 32K)."""
+    return (bool(engine) and canonical_engine(engine) == "vllm" and version is not None
+            and parse_version(version) < LAST)

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from kvplan.cli.main import whole_app
 from kvplan.core.errors import KvplanError
 from kvplan.engines.vllm import engine as vllm
-from kvplan.engines.vllm.v0_chunked import chunk_budget, serve_flag
+from kvplan.engines.vllm.v0_chunked import chunk_budget, serve_flag, server_sized
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
@@ -113,3 +113,10 @@ def test_the_flag_is_v0s_and_the_command_carries_it():
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())
     assert "--enable-chunked-prefill=False" in out and "max(max_model_len, 2048) = 131,072 tokens a step" in out
+
+
+def test_the_speed_side_sizes_v0_by_the_server():
+    # V0's budget is max(max_model_len, 2048) or this rule's, both the server's length (config.py SchedulerConfig),
+    # not a request's; V1 (0.8.0 on) and other engines keep their own step budgets.
+    assert server_sized("vllm", "0.7.3") and server_sized("vllm", "0.5.0")
+    assert not server_sized("vllm", "0.8.0") and not server_sized("sglang", "0.4.0") and not server_sized("vllm", None)

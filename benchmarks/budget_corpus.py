@@ -34,8 +34,9 @@ import budget_trtllm  # noqa: E402 (TensorRT-LLM's pool, beside this file)
 
 CORPUS = ROOT / "tests" / "fixtures" / "logs" / "corpus"
 GIB = 2**30
-TERMS = ("weights", "activation_peak", "non_torch", "cudagraph_estimate", "available_kv")
+TERMS = ("weights", "activation_peak", "non_torch", "consumed", "cudagraph_estimate", "available_kv")
 PRINTED = {"weights": "model_loading_gib", "activation_peak": "activation_peak_gib", "non_torch": "non_torch_gib",
+           "consumed": "weights_non_torch_gib",
            "cudagraph_estimate": "cudagraph_estimate_gib", "available_kv": "available_kv_gib"}
 
 
@@ -110,9 +111,22 @@ def predict(rec: dict, log) -> dict | None:
             "from_budget": _from_printed_budget(log, vllm.Vllm(version, opts, explicit), model, gpu, dep, req),
             "activation_peak": _printed_peak(log, res.settings, parse_version(str(version))),
             "non_torch": res.settings["overhead_non_torch"],
+            **_consumed(res, loaded, parse_version(str(version))),
             "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers, model, dep.tp, res.settings["max_num_seqs"],
                                                                    gpu, req.weight_dtype),
             "available_kv": res.plan.kv_memory_bytes_per_gpu}
+
+
+def _consumed(res, loaded: int, version) -> dict:
+    """kvplan's figure for the closing line's "GiB for consumed memory (weights + non-torch)", which from 0.27.0 is
+    the budget's free-memory drop from the start-up snapshot to the end of the profile run (gpu_worker.py 0.27.0
+    L526, L752-774; mem_utils.py L317-319): the weights as loaded, the non-torch increase and the runner's persistent
+    states and buffers (the terms kvplan.engines.vllm.overhead counts there). Before 0.27.0 the line is not scored."""
+    if not version or version < (0, 27, 0):
+        return {}
+    s = res.settings
+    return {"consumed": loaded + s["overhead_non_torch"] + s.get("overhead_runner_states", 0)
+            + s.get("overhead_runner_buffers", 0)}
 
 
 def _printed_peak(log, ours: dict, version) -> int:

@@ -42,7 +42,7 @@ def rows(sources: set | None, metrics: tuple) -> list[tuple]:
             continue
         p = settle(b, coefficients(b.case.era))
         load = b.load
-        batch, c, _ = batch_and_mode(load, p.get("e2el"), p.get("rho_cap"), p.get("waiting"))
+        batch, c, _ = batch_and_mode(load, p.get("e2el"), p.get("rho_cap"), p.get("outside"))
         ctx = resident_context(b.case.engine, b.case.version, load.isl, load.osl, None,
                                load.out_cv2 if load.drawn else None)
         out += [(b, p, batch, c, load.cap * ctx, b.case.targets[m], m) for m in wanted if m in p]

@@ -88,7 +88,8 @@ def test_what_the_engine_rules_do_not_take_keeps_the_plain_estimate():
     # every forward together (sglang 0.5.15 dp_attn.py prepare_mlp_sync_batch_raw): lockstep 2, and each takes
     # chunked_prefill_size // dp_size (sglang 0.5.6.post2 wheel, srt/server_args.py L1571
     # `self.chunked_prefill_size = self.chunked_prefill_size // self.dp_size`): 8,192 on an 80 GB H100 / 2 = 4,096
-    assert running(dpa, LLAMA, h100) == Running(None, 4096, False, 2)
+    # (an SGLang request joins running_batch after its prefill batch, kvplan.engines.joining: joins_late)
+    assert running(dpa, LLAMA, h100) == Running(None, 4096, False, 2, joins_late=True)
     kept = Built(dpa, running)
     assert kept.load.chunk == 4096 and kept.load.lockstep == 2 and not kept.load.waves
     big = find_in_catalog("llama-3.1-405b")

@@ -57,7 +57,7 @@ def test_vllm_from_0_29_refines_the_scales():
 
 def test_the_bf16_model_and_trtllm_are_not_refused():
     assert resolve_engine("vllm", "0.28.0", []).result(BASE, H200, Deployment(8), REQ).plan is not None
-    assert _plan("trtllm", None, Deployment(8)).plan is not None  # TensorRT-LLM's rule not read: no refusal
+    assert _plan("trtllm", None, Deployment(8)).plan is not None  # TensorRT-LLM has no such check: no refusal
 
 
 def test_layout_search_skips_the_tp_it_cannot_run():

@@ -209,9 +209,12 @@ def test_the_issues_case_in_numbers(gpus, copies):
     # penalties.py 0.33.0 L43-50, gpu/structured_outputs.py L63-64, utils/mem_utils.py L312-321): int32
     # [1,024, 201,088] + 2 x [1,024, cdiv(201,088, 32) = 6,284] = 4 x 1,024 x 213,656 = 875,134,976 B
     states = 4 * 1024 * (201_088 + 2 * 6_284)
+    # and from 0.27.0 the CUDA-graph profiling runs after the budget's window (gpu_worker.py 0.27.0 L500-517, round 34):
+    # the tp > 1 non-torch constant without its residue, 563 MiB for 620: 57 MiB = 59,768,832 B less
+    residue = (620 - 563) * 2**20
     for res in (bundled, copy):
         assert abs(res.plan.overhead_bytes_per_gpu - (8_352_594_001 - (repack - tails - bias) + sampler + graphs
-                                                      + states)) <= 1
+                                                      + states - residue)) <= 1
     bundled, copy = bundled.plan, copy.plan
     assert bundled.max_concurrency == copy.max_concurrency and not copy.warnings
 
@@ -290,7 +293,8 @@ def test_the_assumptions_reproduce_the_old_answers(gpus, old_profiles):
     # 8.0 and 132 SMs assumed: FlashInfer's sampler)
     graphs = (209 + 164 * 8) * 2**20 - int(153 * 2**20 + 0.19 * 2**20 * 36 * 164)  # as there too (round 32)
     states = 4 * 1024 * (201_088 + 2 * 6_284)  # V2's penalty and grammar states, as there too (v2pen33)
-    expected = 7_499_993_578 - (repack - tails + half_block) + sampler + graphs + states
+    residue = (620 - 563) * 2**20  # 0.27+: no graph-profiling residue in the tp > 1 non-torch figure (round 34)
+    expected = 7_499_993_578 - (repack - tails + half_block) + sampler + graphs + states - residue
     assert abs(res.plan.overhead_bytes_per_gpu - expected) <= 1
 
 

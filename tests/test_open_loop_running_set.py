@@ -2,7 +2,9 @@
 found by vllmttft33): a request joins the running batch at its first scheduled step (vLLM's Scheduler `running`,
 SGLang's `running_batch`), so the time it waits before that (the prefill server's queue, the scheduler's poll, the
 front end's crossing) holds no slot: B = rate x (E2E - waiting) (kvplan.speed.load.batch_and_mode, the `waiting`
-pseudo-metric, kvplan.speed.fit.settle's fixed point)."""
+pseudo-metric, kvplan.speed.fit.settle's fixed point). SGLang merges a request into `running_batch` only after its
+prefill batch has run (issue 21, loadfix34: kvplan.engines.joining.joins_after_prefill), so there its prefill holds
+no slot either: B = rate x (E2E - TTFT) (the `outside` pseudo-metric)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from kvplan.bench.running import running
+from kvplan.engines.joining import joins_after_prefill
 from kvplan.speed.corpus import in_training, read_corpus
 from kvplan.speed.fit import build_all, predict, settle
 from kvplan.speed.load import Load, at_rate, batch_and_mode, combos, decode_context, value
@@ -59,12 +62,37 @@ def test_the_settled_open_loop_runs_rate_times_its_time_running():
     for b in built:
         out = settle(b, coefficients(b.case.era))
         load = b.load
-        if out["rho_cap"] >= 1 or out["waiting"] < 0.01 * out["e2el"]:
+        if out["rho_cap"] >= 1 or out["outside"] < 0.01 * out["e2el"]:
             continue
         again = predict(b, coefficients(b.case.era), out)
         assert math.isclose(again["e2el"], out["e2el"], rel_tol=0.01), (b.case.source, b.case.id)
         n = (load.num_prompts or 1e9) / load.dp
-        want = max(1.0, min(load.rate / load.dp * (out["e2el"] - out["waiting"]), n, load.cap))
+        want = max(1.0, min(load.rate / load.dp * (out["e2el"] - out["outside"]), n, load.cap))
         assert b.parts(out)[1] == decode_features(b.shape, want, decode_context(load)), (b.case.source, b.case.id)
         checked += 1
     assert checked >= 10  # 14 at the shipped coefficients of round 33
+
+
+def test_sglang_counts_a_request_running_from_its_first_token():
+    # 10 requests/s, E2E 5 s; W = 1 s before the first scheduled step (a poll of 10 decode steps at t_dec 0.1 s, no
+    # arrival wait told); its prefill step t_grp + 1 x t_dec = 0.1 + 0.1 = 0.2 s (1,000 tokens: one chunk), so
+    # TTFT = 1.2 s. SGLang merges the request into running_batch only after that prefill batch: 10 x (5 - 1 - 0.2)
+    # = 38 running; vLLM's V1 counts it in `running` from its first scheduled step: 10 x (5 - 1) = 40
+    t_wave, t_dec, t_grp = 1.0, 0.1, 0.1
+    load = Load(1000, 101, rate=10.0, num_prompts=1000, cap=256, arrival_cv2=None, poll_wait=10.0)
+    for late, want_outside, want_b in ((True, 1.2, 38.0), (False, 1.0, 40.0)):
+        cm = combos(replace(load, joins_late=late), 5.0)[2]
+        assert math.isclose(value(cm["waiting"], t_wave, t_dec, t_grp), 1.0)
+        assert math.isclose(value(cm["ttft"], t_wave, t_dec, t_grp), 1.2)
+        outside = value(cm["outside"], t_wave, t_dec, t_grp)
+        assert math.isclose(outside, want_outside)
+        b = combos(replace(load, joins_late=late), 5.0, None, None, outside)[0]
+        assert math.isclose(b, want_b)
+
+
+def test_which_engines_join_the_running_batch_after_the_prefill():
+    # SGLang's get_next_batch_to_run merges the last extend batch into running_batch; vLLM's V1 scheduler appends a
+    # request to `running` in the step that schedules its first chunk (kvplan.engines.scheduler's citations);
+    # TensorRT-LLM is in no such rule of kvplan's
+    assert joins_after_prefill("sglang")
+    assert not joins_after_prefill("vllm") and not joins_after_prefill("trtllm") and not joins_after_prefill(None)

@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
+from kvplan.engines.joining import joins_after_prefill
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_workers, mixed_chunk,
                                       model_limits, poll_wait_steps, preempts_on_growth, prefill_first_release,
                                       resident_context, runs_waves, whole_prompt_budget, worker_chunk)
@@ -85,6 +86,7 @@ class Running(NamedTuple):
     poll_wait: float = 0.0  # decode steps an arriving request waits for the scheduler's next poll (case_poll_wait)
     packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length (case_packed)
     ssm_dtype: str = ""  # the dtype the engine's state pool holds the recurrent states in (case_ssm_dtype)
+    joins_late: bool = False  # a request joins the running batch after its prefill batch (joins_after_prefill)
 
 
 def case_waves(case, spec=None) -> bool:
@@ -130,13 +132,14 @@ def case_poll_wait(case) -> float:
 def running(case, spec, gpu) -> Running | None:
     """The engine's running cap and prefill chunk for a corpus case (kvplan.speed.corpus.Case) on `spec`
     and `gpu`, one replica's, or None where the engine's rules do not take the setting (attention-DP ranks); with
-    its attention-DP balancing (`case_balance`), its scheduler's polling wait (`case_poll_wait`) and its state pool's
-    dtype (`case_ssm_dtype`) wherever they apply, sized or not (scheduler rules and the pool's type, not memory)."""
+    its attention-DP balancing (`case_balance`), its scheduler's polling wait (`case_poll_wait`), its state pool's
+    dtype (`case_ssm_dtype`) and when a request joins its running batch (kvplan.engines.joining.joins_after_prefill)
+    wherever they apply, sized or not (scheduler rules and the pool's type, not memory)."""
     got, held, poll = sized(case, spec, gpu), case_balance(case), case_poll_wait(case)
-    ssm = case_ssm_dtype(case, spec, gpu)
-    if held is None and not poll and not ssm:
+    ssm, late = case_ssm_dtype(case, spec, gpu), joins_after_prefill(case.engine)
+    if held is None and not poll and not ssm and not late:
         return got
-    return (got or Running(None, None))._replace(balance=held, poll_wait=poll, ssm_dtype=ssm)
+    return (got or Running(None, None))._replace(balance=held, poll_wait=poll, ssm_dtype=ssm, joins_late=late)
 
 
 def case_ssm_dtype(case, spec, gpu) -> str:

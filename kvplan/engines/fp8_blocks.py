@@ -15,7 +15,9 @@ the MoE's tensor-parallel ranks must leave each rank whole blocks, or the scales
 * SGLang raises the same way in every release read (0.5.23 wheel `layers/quantization/fp8.py` L1578-1600), except
   under ROCm's aiter MoE where the padding equals the block (not planned here: ROCm's default MoE runner is not
   read, so the CUDA rule is applied and said).
-* TensorRT-LLM: not read; no refusal.
+* TensorRT-LLM: no refusal; it has no such check (`DeepSeekFP8BlockScalesFusedMoEMethod.create_weights` sizes the
+  scales ceil(shard / 128), NVIDIA/TensorRT-LLM@a98a9061 `_torch/modules/fused_moe/quantization.py`).
+Dense linears (attention, dense MLPs, shared experts): kvplan.engines.fp8_linear.
 
 The shard is moe_intermediate / (tp x dp) without expert parallelism (vLLM's FusedMoE flattens tp x dp; SGLang's
 MoE runs over every tensor-parallel rank), the whole width under expert parallelism. kvplan keeps the block's first

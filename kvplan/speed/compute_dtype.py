@@ -46,8 +46,12 @@ def compute_dtype(model_dtype: str | None, gpu, stated: str | None = None, ggml:
     (llama.cpp): its weight GEMMs take their rates by kernel path (kvplan.speed.ggml), and its attention keeps the
     bf16 reading it had: it attends over an F16 cache by default (ggml-org/llama.cpp@001d906a:common/common.h,
     `cache_type_k = GGML_TYPE_F16`), but whether its attention kernels reach a GPU's matrix units (the MI100's FP16
-    rate) is not read, so it is not changed."""
+    rate) is not read, so it is not changed; on a GeForce profile with both accumulators' rates, its attention
+    takes half its FLOPs at each (kvplan.speed.ggml.attention_rate)."""
     if ggml:
+        if split_accumulate(gpu):
+            return "bf16", ("llama.cpp: weight GEMMs at its kernel paths' rates, attention's K.Q at the "
+                            "FP32-accumulate (bf16) rate and V.softmax at the FP16-accumulate (fp16) one")
         return "bf16", ("llama.cpp: weight GEMMs at its kernel paths' rates, attention at the bf16 reading (which of "
                         "its attention kernels runs on this GPU is not modelled)")
     said = str(stated or "").strip().lower()
@@ -75,11 +79,23 @@ def sixteen_bit(gpu, compute: str = "bf16") -> tuple[float, str]:
     return float(flops.get("bf16") or flops.get("fp16") or 0), "bf16"
 
 
+def split_accumulate(gpu) -> bool:
+    """Whether an NVIDIA profile gives a GeForce card's two accumulators apart: an FP16-accumulate `fp16` headline
+    and an FP32-accumulate `bf16` rate (llama.cpp's CUDA attention runs half its FLOPs at each: kvplan.speed.ggml)."""
+    flops = gpu.dense_flops if gpu is not None else {}
+    nvidia = str(getattr(gpu, "vendor", "") or "").upper() == "NVIDIA"
+    return bool(nvidia and getattr(gpu, "fp16_accumulates_fp16", None) and flops.get("bf16") and flops.get("fp16"))
+
+
 def compute_line(model_dtype: str | None, gpu, stated: str | None = None, ggml: bool = False) -> str:
     """The printed assumption: which dtype the step's 16-bit FLOPs are priced in, why, and at which datasheet rate."""
     dtype, why = compute_dtype(model_dtype, gpu, stated, ggml)
     rate, name = sixteen_bit(gpu, dtype)
     flops = gpu.dense_flops
+    if ggml and split_accumulate(gpu):
+        both = 2.0 / (1.0 / flops["bf16"] + 1.0 / flops["fp16"])
+        return (f"16-bit attention priced ({why}) on {gpu.key} at {both / 1e12:,.1f} TFLOP/s dense, half its FLOPs at "
+                f"{flops['bf16'] / 1e12:,.1f} and half at {flops['fp16'] / 1e12:,.1f}")
     used = "fp16" if name == "fp16" or not flops.get("bf16") else "bf16"  # the figure the rate is
     at = f"its {used} rate, {rate / 1e12:,.1f} TFLOP/s dense" if rate else "no 16-bit rate in its profile"
     how = (" (its fp16 figure is an FP16-accumulate headline; engines accumulate in FP32, at the bf16 rate)"

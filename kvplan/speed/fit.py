@@ -118,7 +118,8 @@ class Built:
         if engine is not None:
             self.load = replace(self.load, cap=engine.cap or self.load.cap, chunk=engine.chunk or self.load.chunk,
                                 waves=engine.waves, lockstep=engine.lockstep, recompute=engine.recompute,
-                                balance=engine.balance, poll_wait=engine.poll_wait, packed=engine.packed)
+                                balance=engine.balance, poll_wait=engine.poll_wait, packed=engine.packed,
+                                joins_late=engine.joins_late)
 
     def parts(self, prev: dict | None, roof: bool = False):
         """(t_wave, t_dec, t_grp features, {metric: combo}) under the previous pass's predictions (its
@@ -129,7 +130,7 @@ class Built:
         if load.bench == "tg":
             return None, decode_features(s, 1, load.depth), None, combos(load)[2]
         prev = prev or {}
-        b, g, cm = combos(load, prev.get("e2el"), prev.get("service"), prev.get("rho_cap"), prev.get("waiting"))
+        b, g, cm = combos(load, prev.get("e2el"), prev.get("service"), prev.get("rho_cap"), prev.get("outside"))
         return (prefill_features(s, load.isl, batch=b, chunk=load.chunk), decode_features(s, b, decode_context(load)),
                 prefill_features(s, load.isl, batch=g, chunk=load.chunk), cm)
 
@@ -202,8 +203,9 @@ def predict(built: Built, coef, prev: dict | None = None) -> dict:
 
 
 # The figures a burst's wait in the serving front end (kvplan.speed.frontend.ingress_queue) adds to; TPOT, their
-# difference over the output, does not move; `waiting` (before the first scheduled step) holds the crossing too
-QUEUED = ("ttft", "e2el", "waiting")
+# difference over the output, does not move; `waiting` (before the first scheduled step) and `outside` (before the
+# request joins the running batch) hold the crossing too
+QUEUED = ("ttft", "e2el", "waiting", "outside")
 INGRESS = TERMS.index("ingress")
 
 
@@ -220,8 +222,8 @@ def settle(built: Built, coef) -> dict:
     """Predictions under the open-loop batch estimate, settled. A load at no stated rate needs one pass. An open
     loop is first checked for overload: rho_cap = r / dp x T(cap), T(cap) the GPU time per request at the running
     cap (rho_cap_of); at rho_cap >= 1 it runs at the cap and its queue grows through the run (kvplan.speed.load:
-    combos), one pass; below it, Little's law over the running set, c = r x (E2E(c) - waiting(c)) (the wait before
-    the first scheduled step holds no running slot: kvplan.speed.load.batch_and_mode), and the arrival wait's S, is
+    combos), one pass; below it, Little's law over the running set, c = r x (E2E(c) - outside(c)) (the time before
+    the request joins the running batch holds no slot: kvplan.speed.load.batch_and_mode), and the arrival wait's S, is
     iterated from c = 1 until E2E moves less than SETTLE_TOL, at most SETTLE_MAX passes."""
     load = built.load
     if load.bench != "serve" or not (load.rate and load.rate != float("inf")):

@@ -32,6 +32,20 @@ ggml-org/ggml, which syncs that directory of ggml-org/llama.cpp):
   profile's fp16 is the FP16-accumulate rate cuBLAS runs at), plus 2 bytes written and 2 read per weight
   each micro-batch. fp16 weights run cuBLAS directly, bf16 weights at the bf16 rate.
 
+Attention (`attention_rate`): on NVIDIA, llama.cpp's FlashAttention kernel for Turing and newer (fattn-mma-f16, since
+llama.cpp#11583, ggml-org/ggml@0f36dae8, 2025-02-03) multiplies K.Q into float tiles and V.softmax into half2 tiles,
+whatever precision the graph asks (ggml-org/ggml@0371845c src/ggml-cuda/fattn-mma-f16.cuh:782-795, `T_C_KQ` float,
+`T_C_VKQ` half2; mma.cuh:725 `mma.sync...f16.f16.f16.f16`, :799 `...f32.f16.f16.f32`; fattn.cu:279-300 picks it on
+Turing and newer for all but one-token batches), and without FlashAttention the graph asks F32 for K.Q
+(`ggml_mul_mat_set_prec(kq, GGML_PREC_F32)`, so CUBLAS_COMPUTE_32F) and the default for V.softmax
+(CUBLAS_COMPUTE_16F: ggml-org/llama.cpp@00395eb285c7c6821ff372e3ca41dae9da33c2c7 src/llama-graph.cpp
+`build_attn_mha`): half its FLOPs accumulate in FP32, half in FP16. Where a GeForce profile's `fp16` is the
+FP16-accumulate headline (`fp16_accumulates_fp16`) and its `bf16` the FP32-accumulate rate, the pair takes
+1 / bf16 + 1 / fp16 seconds for two FLOPs: 2 / (1 / bf16 + 1 / fp16) FLOP/s (RTX 4090: 2 x 165.2 x 330.3 /
+495.5 = 220.2 T); on other parts the two rates are one. The wmma kernel before 2025-02-03 accumulated K.Q in FP16
+unless the graph asked F32 (ggml-org/ggml@475e0122 src/ggml-cuda/fattn-wmma-f16.cu:16-86): such builds are priced
+as the same split, an assumption.
+
 `paths(...)` gives a Shape's `paths`: ((first tokens per step, FLOP/s, extra bytes per step), ...), ascending;
 a step of n tokens takes the last entry whose first is <= n (kvplan.speed.terms.path_at). A rate the profile
 lacks is not priced at zero: `missing` names it, and the corpus skips such a point.
@@ -41,6 +55,7 @@ Metal and CPU backends are not modelled (the corpus has no llama-bench pp point 
 from __future__ import annotations
 
 from kvplan.hardware.facts import parse_capability
+from kvplan.speed.compute_dtype import split_accumulate
 
 MMVQ_MAX = 8  # mmvq.cuh MMVQ_MAX_BATCH_SIZE: a step of <= 8 tokens runs the vector kernel
 DP4A_BELOW = 64  # mmq.cuh MMQ_DP4A_MAX_BATCH_SIZE (since 2024-06); before: MMQ_MAX_BATCH_SIZE 32 (<= 32)
@@ -91,6 +106,14 @@ def _rdna3(cc, wd: str, date: str | None, vec: float, fp16: float, rate_of, dequ
     if last:
         out.append((last + 1,) + dequant[1:])
     return tuple(out), "" if int8 and fp16 else "int8" if fp16 else "fp16"
+
+
+def attention_rate(gpu, rate_of) -> float:
+    """FLOP/s llama.cpp's attention runs at on `gpu` (`rate_of` as for `paths`): half its FLOPs at the FP32-accumulate
+    rate (`bf16`), half at the FP16-accumulate one (`fp16`) on an NVIDIA profile whose `fp16` is the FP16-accumulate
+    headline and which states both; the bf16 reading elsewhere (one rate for both accumulators)."""
+    fp32, fp16 = rate_of("bf16"), rate_of("fp16")
+    return 2.0 / (1.0 / fp32 + 1.0 / fp16) if split_accumulate(gpu) and fp32 and fp16 else fp32
 
 
 def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str | None = None):

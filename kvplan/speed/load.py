@@ -45,9 +45,9 @@ seconds:
                            chunks: kvplan.engines.scheduler.runs_waves) runs a closed loop of equal lengths
                            (`fixed`) in waves: the next B requests are all prefilled before anyone decodes, and
                            decode together until they finish in the same step, so every later request's TTFT is
-                           the first wave's, `first_wave` x t_wave (plus the queue), and its decode carries
-                           only the rest of its own wave's prefills, (1 - `first_wave`) x t_wave, not a staggered
-                           refill's B - 1 other prefills; T is unchanged
+                           the first wave's, `first_wave` x t_wave (plus the queue and any wait before its
+                           prefill, as in E2E), and its decode carries only the rest of its own wave's prefills,
+                           (1 - `first_wave`) x t_wave, not a staggered refill's B - 1 other prefills; T unchanged
   lockstep (`lockstep`)    n attention-DP workers that run every forward together (SGLang's DP attention:
                            kvplan.engines.scheduler.lockstep_workers): a step in which any worker prefills takes
                            a prefill step's time on all of them, so a worker's cycle of S = osl + P steps (P of
@@ -66,8 +66,9 @@ seconds:
   open loop at rate r      as a closed loop of c = r x (E2E - W) requests (Little's law over the running set, E2E
                            and W from the previous estimate: kvplan.speed.fit.settle iterates it to its fixed
                            point), W the `waiting` before a request's first scheduled step (the arrival wait, the
-                           poll, the front end's crossing), which holds no running slot; its requests arrive one
-                           by one (G = 1) and there is no first wave
+                           poll, the front end's crossing), which holds no running slot, nor, where a request joins
+                           the running batch after its prefill batch (`joins_late`: SGLang), its prefill: c = r x
+                           (E2E - TTFT) there (`outside`); its requests arrive one by one (G = 1), no first wave
   overloaded open loop     where r / dp reaches what a replica serves at its running cap, rho_cap =
                            r / dp x T(cap) >= 1 (T at B = cap, from the caller), no steady state exists:
                            B = cap (a run of N < cap requests per replica: N, never more than it sent), and
@@ -176,6 +177,7 @@ class Load:
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations: kvplan.speed.balance
     poll_wait: float = 0.0  # decode steps a spread arrival waits for the scheduler's poll (`poll`, module docstring)
     packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length: vLLM's V0 on MLA
+    joins_late: bool = False  # a request joins the running batch after its prefill batch (SGLang), not when scheduled
 
 
 def decode_context(load: Load) -> float:
@@ -187,14 +189,13 @@ def decode_context(load: Load) -> float:
 
 
 def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None = None,
-                   waiting: float | None = None) -> tuple[float, float, bool]:
+                   outside: float | None = None) -> tuple[float, float, bool]:
     """(B running, c in the system, burst?) per replica; `rho_cap`: an open loop's load at the cap (overloaded). An
-    open loop's c is Little's law over the running set, rate x (E2E - `waiting`): a request joins the engine's running
-    batch at its first scheduled step (vLLM's `Scheduler.schedule` moves it from `waiting` to `running`, its queue time
-    ending at its SCHEDULED event: vllm-project/vllm@00024d314514900f361ad072af6931e403b7f589:vllm/v1/core/sched/
-    scheduler.py; SGLang's `waiting_queue` (#queue-req) feeds prefill batches merged into `running_batch`:
-    sgl-project/sglang@d51c1c21d1ac07cd5d1de9ead6c99087d8428e79:python/sglang/srt/managers/scheduler.py), so the waits
-    before it (the prefill server's queue, the scheduler's poll, the front end's crossing) hold no running slot."""
+    open loop's c is rate x (E2E - `outside`), Little's law over the running batch: vLLM's V1 appends a request to
+    `running` at its first scheduled step, its first chunk beside the decodes (0.25.0 wheel `schedule` L969;
+    vllm-project/vllm@00024d314514900f361ad072af6931e403b7f589:vllm/v1/core/sched/scheduler.py), after the waits
+    (`waiting`: the prefill server's queue, the poll, the front end's crossing); SGLang merges a prefill batch into
+    `running_batch` once it has run (`joins_late`: kvplan.engines.joining.joins_after_prefill), at its first token."""
     if not load.num_prompts and not load.concurrency and not at_rate(load):
         return load.cap, load.cap, False  # a throughput run of untold length: the steady state at the cap
     n = (load.num_prompts or 1e9) / load.dp
@@ -204,7 +205,7 @@ def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None
         b = max(1.0, min(load.cap, n))
         return b, b, False  # the queue behind it is combos' overload wait
     elif at_rate(load):
-        c = load.rate / load.dp * max(0.0, e2e_estimate - (waiting or 0.0)) if e2e_estimate else 1.0
+        c = load.rate / load.dp * max(0.0, e2e_estimate - (outside or 0.0)) if e2e_estimate else 1.0
     else:
         c = n
     c = max(1.0, min(c, n))
@@ -272,18 +273,18 @@ def group(load: Load, b: float) -> float:
 
 
 def combos(load: Load, e2e_estimate: float | None = None, service_estimate: float | None = None,
-           rho_cap: float | None = None, waiting_estimate: float | None = None) -> tuple[float, float, dict]:
+           rho_cap: float | None = None, outside_estimate: float | None = None) -> tuple[float, float, dict]:
     """(B, G, {metric: (a, b, e, inverse scale or 0)}): a metric is a x t_wave + b x t_dec + e x t_grp,
     or scale / that where `inverse` is non-zero (a throughput). `service_estimate`: the previous estimate
     of the prefill server's S (the `service` pseudo-metric), for an open loop's arrival wait; `rho_cap`: an open
     loop's utilisation at the running cap, r / dp x T(cap), where it is >= 1 the overload (module docstring);
-    `waiting_estimate`: the previous estimate of the `waiting` pseudo-metric, E2E's part before the first scheduled
-    step, which an open loop's Little's law leaves out of its running set (batch_and_mode)."""
+    `outside_estimate`: the previous estimate of the `outside` pseudo-metric, E2E's part before the request joins the
+    running batch, which an open loop's Little's law leaves out of it (batch_and_mode)."""
     if load.bench == "pp":
         return 1.0, 1.0, {"pp_tok_s": (1.0, 0.0, 0.0, load.isl)}
     if load.bench == "tg":
         return 1.0, 1.0, {"tg_tok_s": (0.0, 1.0, 0.0, 1.0)}
-    b, c, burst = batch_and_mode(load, e2e_estimate, rho_cap, waiting_estimate)
+    b, c, burst = batch_and_mode(load, e2e_estimate, rho_cap, outside_estimate)
     g = group(load, b)
     osl = max(1.0, load.osl)
     t = ((1.0 + load.recompute) / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B, its preempted prompts redone
@@ -291,10 +292,10 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
         t = lockstep_cycle(load, b, g, osl)
     first = first_wave(load, b)  # a wave request's first token: the end of the step its prompt ends in
     steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, osl)  # held: balancing
-    poll = poll_steps(load, burst)  # a spread arrival's wait for the scheduler's next poll
-    # a later request's group prefill and the decode steps sharing it; in waves every wave is the first one
     turn = missed_step(b, g, steps) if replaces(load, burst) else (0.0, 0.0)  # the step a replacement missed
-    staggered = first if in_waves(load) else (0.0, steps + held + poll + turn[0], 1.0 + turn[1])
+    # a later request's waits before its prefill (the poll's too; TTFT and E2E alike), its prefill (waves: the first)
+    before, own = held + poll_steps(load, burst) + turn[0], first if in_waves(load) else (0.0, steps, 1.0)
+    staggered = (own[0], own[1] + before, own[2] + turn[1])
     if burst:  # n requests at once: B start, each later one when a slot frees, one every T
         wait = (c - b) ** 2 / (2 * c)  # the mean over all n of max(0, j - B) x T
         share = b / c
@@ -313,9 +314,9 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
     ttft = tuple(share * f + (1 - share) * x for f, x in zip(first, staggered))
     ttft = (ttft[0] + wait * t[0], ttft[1] + wait * t[1], ttft[2])
     ttft = tuple(x + y for x, y in zip(ttft, late)) if burst else ttft
-    e2e = (e2e[0], e2e[1] + (1 - share) * (held + poll + turn[0]), e2e[2] + (1 - share) * turn[1])  # waits in E2E too
+    e2e = (e2e[0], e2e[1] + (1 - share) * before, e2e[2] + (1 - share) * turn[1])  # those waits in E2E too
     q = open_wait(load, b, t, burst, service_estimate, rho_cap)
-    pre = (wait * t[0], wait * t[1] + (1 - share) * (held + poll + turn[0]), (1 - share) * turn[1])  # not yet running
+    pre = (wait * t[0], wait * t[1] + (1 - share) * before, (1 - share) * turn[1])  # not yet running
     pre = tuple(x + y + z for x, y, z in zip(pre, q, late if burst else (0.0, 0.0, 0.0)))
     ttft, e2e = tuple(x + y for x, y in zip(ttft, q)), tuple(x + y for x, y in zip(e2e, q))
     thr = with_drain(load, t, osl, burst)  # what a throughput divides by
@@ -329,6 +330,7 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
         "total_throughput": (*thr, d * (load.isl + osl)),
         "service": (1.0 / b, 0.0, 0.0, 0.0),  # the prefill server's S, t_wave / B: not a measured figure
         "waiting": (*pre, 0.0),  # the wait before a request's first scheduled step: not a measured figure
+        "outside": (*(ttft if load.joins_late else pre), 0.0),  # before it joins the running batch: not measured
     }
 
 

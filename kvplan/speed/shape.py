@@ -28,6 +28,7 @@ from kvplan.model.layers import IndexedMLA
 from kvplan.model.spec import PLAIN_BYTES, own_format, weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.compute_dtype import STATED, compute_dtype, sixteen_bit
+from kvplan.speed.ggml import attention_rate as ggml_attention_rate
 from kvplan.speed.ggml import paths as ggml_paths
 from kvplan.speed.mlaform import mla_heads_per_rank
 from kvplan.speed.model import (absorbed_prefill, custom_allreduce_bytes, engine_key, gemm_kernels,
@@ -252,6 +253,7 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     if gemm_kernels(engine) == "ggml":
         dense = terms["flops_per_token"] / 2 - terms["top_k"] * terms["expert_params"]
         paths, missing = ggml_paths(gpu, stored, dense, lambda p: read_flops(gpu, p), date)
+        bf16 = ggml_attention_rate(gpu, lambda p: read_flops(gpu, p))  # its attention's two accumulators
     # a rank's KV heads as the engine's MLA default reads them, over its whole tp size (`tp_size`: attention-DP ranks
     # included; None: terms' tp), by the rule kvplan.engines.sglang.attention reads for the page and the aiter cut
     heads = mla_heads_per_rank(spec, tp_size or terms["tp"])

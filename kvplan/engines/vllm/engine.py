@@ -46,7 +46,7 @@ from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
 from kvplan.model.spec import weight_bytes
 from kvplan.core.search import largest_fitting
-from kvplan.engines import fp8_blocks, kvbm, lmcache, served_dtype
+from kvplan.engines import fp8_blocks, fp8_linear, kvbm, lmcache, served_dtype
 from kvplan.engines.lora import vllm_bytes as lora_bytes
 from kvplan.engines.vllm.offload import cpu_pool as vllm_cpu_pool
 
@@ -208,6 +208,7 @@ class Vllm(Engine):
 
     def check_layout(self, model, dep) -> None:
         super().check_layout(model, dep)
+        fp8_linear.check_vllm(model, dep, self.version or self.default_version)  # a block-FP8 dense linear shard
         fp8_blocks.check(model, dep, "vllm", self.version or self.default_version)  # a block-FP8 expert shard
         if dep.dcp > 1 and has_compressed(model.layers):
             raise KvplanError("vLLM's DeepSeek-V4 window caches refuse decode context parallelism "

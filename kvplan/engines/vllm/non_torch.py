@@ -40,6 +40,16 @@ PyTorch's allocator in that window counts. Two terms appear by release, from the
    ("expected on GPUs without NVSwitch"). This is why tp 2 and tp 4 print the same ~2.1 GiB on v0.19
    H100 while v0.11 printed 0.55 GiB.
 
+3. From 0.27.0 the residue is out of the budget. `determine_available_memory` closes the `memory_profiling` window
+   after `profile_run` and only then calls `profile_cudagraph_memory` (gpu_worker.py 0.27.0 L500-517, 0.30.0
+   L568-585, 0.33.0 L686-717; 0.26.0 L484-506 still called it inside the window), and the non-KV memory becomes the
+   free-memory drop from the start-up snapshot to that closing snapshot plus the transient torch peak
+   (utils/mem_utils.py 0.27.0 L317-326, 0.33.0 L312-321). Whatever the capture leaves behind happens after the
+   closing snapshot, so 0.27+ takes the constants fitted on releases without the capture in the window (v0.11's),
+   not the 0.18+ ones. Training check (the one 0.27+ record kvplan predicts, Qwen2.5-1.5B on a T4, vLLM 0.30.0,
+   eslam-ahmed43/llm-lab@0f01b470 logs/vllm_server.log L8, L15): consumed 3.24 GiB - weights 2.98 = 0.26 GiB of
+   non-torch memory and runner states; kvplan 0.39 GiB with the 0.18+ constant, 0.28 with v0.11's.
+
 The constants are fitted by `benchmarks/budget_corpus.py --calibrate` on the training split with the
 source-derived terms taken out (tests/test_budget_corpus.py re-fits them).
 """
@@ -75,7 +85,8 @@ CORPUS_CAPABILITY, CORPUS_FABRIC = "9.0", "nvswitch"
 
 
 def era(version: tuple[int, ...]) -> str:
-    """Which calibrated constants apply: v0 (< 0.8), legacy (< 0.11), v011 (< 0.18), v018."""
+    """Which calibrated constants apply: v0 (< 0.8), legacy (< 0.11), v011 (< 0.18), v018 (whose non-torch
+    figures hold the graph-profiling residue only up to 0.26.x: graph_profile_residue)."""
     if version < (0, 8, 0):
         return "v0"
     if version < (0, 11, 0):
@@ -84,8 +95,9 @@ def era(version: tuple[int, ...]) -> str:
 
 
 def graph_profile_residue(version: tuple[int, ...]) -> bool:
-    """Whether the release profiles CUDA graphs inside the memory-profiling window (0.18.0+)."""
-    return version >= (0, 18, 0)
+    """Whether the release profiles CUDA graphs inside the memory-profiling window: 0.18.0 up to 0.26.x. From 0.27.0
+    `profile_cudagraph_memory` runs after `memory_profiling` has taken its closing snapshot (module docstring, 3.)."""
+    return (0, 18, 0) <= version < (0, 27, 0)
 
 
 def workspace_possible(version: tuple[int, ...], tp: int, pp: int = 1, dp: int = 1, eager: bool = False) -> bool:
@@ -148,8 +160,8 @@ def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, g
             return base
         return base + fi_allreduce_workspace(version, tp, model.hidden_size, dtype_bytes(model), max_tokens,
                                              pp, dp, eager, gpu)
-    if pp > 1:
-        return NON_TORCH_PP
+    if pp > 1:  # the one-GPU figure; from 0.27.0 the one without the residue (docstring, 3.)
+        return NON_TORCH_SINGLE_V011 if version >= (0, 27, 0) else NON_TORCH_PP
     return NON_TORCH_SINGLE if graphs else NON_TORCH_SINGLE_V011
 
 

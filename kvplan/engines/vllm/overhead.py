@@ -26,7 +26,9 @@ entry point (vllm.overhead calls it).
 2. Non-torch increase (CUDA/NCCL allocations outside PyTorch up to the end of the profile run): a
    constant for one GPU, larger with tensor parallelism (custom all-reduce and NCCL buffers, FlashInfer's
    all-reduce fusion workspace from 0.17.0) and with pipeline parallelism alone, plus what the CUDA-graph
-   profiling of 0.18.0+ leaves behind (kvplan/engines/vllm/non_torch.py).
+   profiling of 0.18.0-0.26.x leaves behind inside the window (kvplan/engines/vllm/non_torch.py). From 0.27.0 the
+   budget is the free-memory drop since start-up, which also holds V2's states and V1's input buffers
+   (`runner_states`, `runner_buffers`), and the graph profiling is after the window.
 3. CUDA graphs (`gpu_model_runner.py` v0.19.0 "Estimated CUDA graph memory: X GiB total", subtracted
    from v0.20.0 unless --enforce-eager): vLLM's own sum, step by step, in kvplan/engines/vllm/cudagraphs.py.
 
@@ -229,7 +231,38 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
                                + v0_mla.absorbed_bytes(model, dep.tp, dep.pp, v, wd)),
             "encoder_profile": encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), v, v2),
             # V2's penalties and grammar-bitmask states (R x vocab int32), in the budget from 0.27.0 (vllm.sampler)
-            "runner_states": v2_state_bytes(v, st.max_num_seqs, model.vocab_size, _draft_tokens(model)) if v2 else 0}
+            "runner_states": v2_state_bytes(v, st.max_num_seqs, model.vocab_size, _draft_tokens(model)) if v2 else 0,
+            # V1's persistent input buffers and first block table, in the budget from 0.27.0 (v1_buffer_bytes)
+            "runner_buffers": 0 if v2 else v1_buffer_bytes(model, v, st.max_num_batched_tokens, st.max_num_seqs,
+                                                           st.max_model_len, st.block_size)}
+
+
+V1_BUFFERS_COUNTED_FROM = (0, 27, 0)  # the budget's free-memory drop since the start-up snapshot (mem_utils.py L317)
+_V1_TOKEN_BYTES = 4 + 8 + 8 + 1 + 8  # input_ids int32, positions, req_indices int64, is_token_ids bool, slot_mapping
+_V1_REQUEST_BYTES = 4 * 8 + 8 + 1 + 4 * 6  # eight int32, one int64, one bool a request; six fp32/int32 sampling
+
+
+def v1_buffer_bytes(model, version: tuple[int, ...], tokens: int, max_seqs: int, max_model_len: int,
+                    block_size: int = 16) -> int:
+    """Bytes of the V1 model runner's persistent GPU buffers that vLLM's budget counts (0 before 0.27.0).
+
+    GPUModelRunner.__init__ builds them after the worker's start-up snapshot and outside the loader's window
+    (gpu_worker.py 0.27.0 L395 snapshot, L423 runner; gpu_model_runner.py 0.27.0 L764-844): per token (T =
+    max_num_batched_tokens, L505) input_ids, positions, req_indices, is_token_ids, inputs_embeds (T x hidden in the
+    model dtype, L798-800) and query_pos (max(R + 1, T) int64, L843-844); per request (R = max_num_seqs) eight int32
+    (query_start_loc one longer), one int64 and one bool vectors (L768-810) and six sampling vectors
+    (gpu_input_batch.py L200-245); the input batch's first block table, R x cdiv(max_model_len, block size) int32,
+    and its T int64 slot mapping (block_table.py L105-112; the placeholder block size, gpu_model_runner.py L693-715).
+    Through 0.26.x
+    the budget was weights + peak increase + non-torch increase, none of which holds them; from 0.27.0 it is the
+    free-memory drop since the snapshot, which does (mem_utils.py 0.27.0 L317-326). Not priced: M-RoPE's and a
+    drafter's buffers, and the caching allocator's rounding of these small tensors (at most a 2 MiB segment)."""
+    if version < V1_BUFFERS_COUNTED_FROM:
+        return 0
+    embeds = tokens * model.hidden_size * _DTYPE_BYTES.get(model.dtype, 2)
+    blocks = max_seqs * -(-max(max_model_len, 1) // max(block_size, 1)) * 4
+    return (embeds + tokens * _V1_TOKEN_BYTES + 8 * max(max_seqs + 1, tokens) + max_seqs * _V1_REQUEST_BYTES
+            + 4 + blocks)
 
 
 def _draft_tokens(model) -> int:

@@ -195,10 +195,31 @@ def _vllm_budget_rows(out, r, res, st, gpu):
         if "model_loading_gib" in r:
             inferred = gpu.memory_usable_bytes * st.gpu_memory_utilization - r["model_loading_gib"].value * GIB - rep
             ours = res.settings
-            est = ours["overhead_activation_peak"] + ours["overhead_non_torch"] + ours["overhead_cudagraphs"]
+            est = (ours["overhead_activation_peak"] + ours["overhead_non_torch"] + ours["overhead_cudagraphs"]
+                   + _runner_terms(ours))
             d, e = rel(est, inferred)
             out.rows.append(Row("non-KV overhead (total x gmu - weights - KV)", f"{inferred / GIB:.2f} GiB (inferred)",
                                 f"{est / GIB:.2f} GiB (estimate)", d, None, e))
+    _consumed_row(out, r, res, st)
+
+
+def _runner_terms(ours: dict) -> int:
+    """V2's states and V1's input buffers: in the budget from 0.27.0 (0 before; kvplan.engines.vllm.overhead)."""
+    return ours.get("overhead_runner_states", 0) + ours.get("overhead_runner_buffers", 0)
+
+
+def _consumed_row(out, r, res, st):
+    """From 0.27.0 the closing line's "GiB for consumed memory (weights + non-torch)" is the budget's free-memory drop
+    from the start-up snapshot to the end of the profile run (gpu_worker.py 0.27.0 L526, L752-774; mem_utils.py
+    L317-319): kvplan's weights as loaded + non-torch + the runner's states and buffers. Not compared before 0.27.0."""
+    if "weights_non_torch_gib" not in r or st.v < (0, 27, 0):
+        return
+    p, ours = res.plan, res.settings
+    loaded = p.stages[0].weight_bytes if p.deployment.pp > 1 and p.stages else p.weight_bytes_per_gpu
+    est = loaded + ours["overhead_non_torch"] + _runner_terms(ours)
+    d, e = rel(est, r["weights_non_torch_gib"].value * GIB)
+    out.rows.append(Row("consumed memory as printed (weights + non-torch + runner)",
+                        f"{r['weights_non_torch_gib'].text} GiB", f"{est / GIB:.2f} GiB (estimate)", d, None, e))
 
 
 def _vllm_pool_rows(out, r, engine, model, dep, st, kvd, length):

@@ -61,6 +61,17 @@ def test_explain_prints_formula(kvplan_home):
     assert "80 full layers × 2 × 128 × 2 KV heads × 2 B (bf16)" in r.stdout
 
 
+def test_explain_names_the_cache_as_a_t4_runs_it(kvplan_home):
+    # A T4 is compute capability 7.5: no BF16 math, so engines cast a bf16 checkpoint to fp16 (vLLM refuses bfloat16
+    # below 8.0: vllm 0.8.0 wheel, v1/worker/gpu_worker.py L303); the header says "KV fp16" and --explain must agree.
+    # Llama-3.1-8B at tp 2 (16 GB holds no 16 GB of bf16 weights): 32 layers x 2 x 128 x 4 KV heads a rank x 2 B
+    # = 65,536 B/token either way.
+    r = run("fit", "llama-3.1-8b", "--gpu", "t4", "--ctx", "4096", "--tp", "2", "--explain")
+    assert r.exit_code == 0
+    assert "32 full layers × 2 × 128 × 4 KV heads × 2 B (fp16) = 65,536 B/token" in r.stdout
+    assert "(bf16)" not in r.stdout and "bf16 cache" not in r.stdout
+
+
 @pytest.mark.parametrize("args, code, needle", [
     (["fit", "llama-3-70b", "--gpu", "h1000"], 3, "did you mean"),
     (["fit", "lama-3-70b", "--gpu", "h100"], 3, "did you mean"),

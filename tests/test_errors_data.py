@@ -38,6 +38,7 @@ ENGINE_FLAGS = {
     "engines/trtllm/disagg.py": {"--backend", "--extra", "--kv", "--max", "--pp", "--tp"},
     "engines/vllm/speculative.py": {"--speculative-config"},  # vLLM's, emitted
     "engines/vllm/multimodal.py": {"--limit-mm-per-prompt", "--mm-processor-cache-gb"},  # vLLM's, emitted
+    "engines/vllm/v0_chunked.py": {"--enable-chunked-prefill", "--num-scheduler-steps"},  # V0's, emitted and noted
     "planning/deploy.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "validate/shard.py": {"--enable-expert-parallel"},  # vLLM's, in a refusal's reason
     "readers/families/mimo_v2.py": {"--kv-cache-dtype"},  # what vLLM's model ignores

@@ -105,8 +105,14 @@ def test_mimo_qkv_merged_rule_by_engine():
     # (vllm-project/vllm#30836, for this model) and SGLang's mimo_v2.py passes skip_block_quant_check to its qkv_proj.
     # o_proj: 64 x 128 / 4 = 2048 = 16 x 128, whole.
     splits = fp8_linear.Splits(4, 4, 4)
-    with pytest.raises(KvplanError, match=r"qkv_proj splits its 768-wide output over 4 ranks, 768 / 4 = 192 each"):
+    with pytest.raises(KvplanError, match=r"the k part of the qkv_proj splits its 768-wide output over 4 ranks, "
+                                          r"768 / 4 = 192 each"):
         fp8_linear.check(MIMO, splits, fp8_linear.Rule("vLLM", "0.13.0", merged=True), 4)
+    # At tp 8 each rank holds a replica of one of the 4 KV heads (192 wide): the message names the replica, not a
+    # 1,536-wide K that the checkpoint does not have (4 x 192 = 768).
+    with pytest.raises(KvplanError, match=r"the k part of the qkv_proj holds a replica of one of the checkpoint's 4 "
+                                          r"KV heads on each of 8 ranks, 192 wide each"):
+        fp8_linear.check(MIMO, fp8_linear.Splits(8, 8, 8), fp8_linear.Rule("vLLM", "0.13.0", merged=True), 8)
     fp8_linear.check(MIMO, splits, fp8_linear.Rule("vLLM", "0.14.0", merged=False), 4)
     assert _plan(MIMO, "sglang", "0.5.23", Deployment(4)).plan is not None
     assert _plan(MIMO, "vllm", "0.33.0", Deployment(4)).plan is not None
@@ -180,7 +186,7 @@ def test_sglang_refuses_qwen35_fp8_in_proj_ba_as_in_the_issue():
     # 2048 / 8 = 256, 8192 / 8 = 1024; out_proj 8192 / 8 = 1024.
     with pytest.raises(KvplanError) as e:
         _plan(_fp8("qwen3.5-397b-a17b"), "sglang", "0.5.23", Deployment(8))
-    assert ("the in_proj_ba splits its 64-wide output over 8 ranks, 64 / 8 = 8 each" in e.value.message
+    assert ("the b part of the in_proj_ba splits its 64-wide output over 8 ranks, 64 / 8 = 8 each" in e.value.message
             and "\"Weight output_partition_size = 8 is not divisible by weight quantization block_n = 128.\""
             in e.value.message)
 

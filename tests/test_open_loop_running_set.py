@@ -92,7 +92,7 @@ def test_sglang_counts_a_request_running_from_its_first_token():
 
 def test_which_engines_join_the_running_batch_after_the_prefill():
     # SGLang's get_next_batch_to_run merges the last extend batch into running_batch; vLLM's V1 scheduler appends a
-    # request to `running` in the step that schedules its first chunk (kvplan.engines.scheduler's citations);
+    # request to `running` in the step that schedules its first chunk (kvplan.engines.joining's citations);
     # TensorRT-LLM is in no such rule of kvplan's
     assert joins_after_prefill("sglang")
     assert not joins_after_prefill("vllm") and not joins_after_prefill("trtllm") and not joins_after_prefill(None)

@@ -101,28 +101,25 @@ def test_vllm_caps_a_fixed_closed_loop_at_its_cycles_mean():
     assert paced.cap == pytest.approx(476_016 / 8_192, rel=0.02) and paced.recompute == 0.0
 
 
-def test_the_dstack_deepseek_r1_point_now_preempts():
+def test_the_dstack_deepseek_r1_point_runs_below_its_prompts():
     # dstack's DeepSeek-R1 study (tests/fixtures/speed/dstack-benchmarks-deepseek-r1-h200-mi300x.yaml,
-    # h200-vllm-3200-3200-c128): vLLM 0.7.4 on 8 x H200, 3,200 + 3,200 tokens (ignore_eos), concurrency 128, measured
-    # mean TTFT 250.2 s. kvplan's pool at the point's settings is 565,456 tokens: 35,341 blocks of 16 tokens of
-    # 1,249,280 B (61 layers x 640 bf16 values x 2 B x 16: V0's MLA entry padded to 256 bytes on CUDA, vllm 0.7.2 to
-    # 0.8.0, kvplan.engines.vllm.pool.v0_aligned_bytes) in a 44,151,043,728 B budget (`kvplan fit deepseek-r1 --gpu
-    # h200 --gpus 8 --tp 8 --engine vllm --engine-version 0.7.4 --max-model-len 4800`, the 4,800 tokens a request holds
-    # on average): 49,413,407,376 B before issue 22's V0 MLA terms, less the absorbed decode weights 61 x 78,660,608 =
-    # 4,798,297,088 and the profile peak's rise 464,066,560 (a MoE layer's 814,848,000 at 4,800 tokens against the
-    # generic 350,781,440: tests/test_vllm_v0_mla_memory.py), above 128 x 3,200 = 409,600 and below 128 x 6,400 =
-    # 819,200: the cohort preempts. s0 = 565,456 / 128 - 3,200 = 1,217.625; m = (128 x 1,217.625 + 565,456
-    # ln(6,400 / 4,417.625)) / 3,200 = (155,856 + 209,612) / 3,200 = 114.21; B_L = 565,456 / 6,400 = 88.35;
-    # r = 565,456 ln(128 / 88.35) / (128 x 3,200) = 0.512. The closed loop then queues (128 - 114.2) request times and
-    # redoes 0.5 of a prompt a request: the TTFT rises, but not to the measured 250 s, which would take a running
-    # cap near 64 (TTFT about half the E2E of 493 s, as at every output length this source ran on H200, 800 tokens
-    # included, where the cohort fits kvplan's pool): no tolerance against it is claimed here.
+    # h200-vllm-3200-3200-c128): vLLM 0.7.4 (V0) on 8 x H200, 3,200 + 3,200 tokens (ignore_eos), concurrency 128,
+    # measured mean TTFT 250.2 s. V0 profiles at the server's max_model_len (max(163,840, 2048): an MLA model keeps
+    # chunked prefill off, kvplan.engines.vllm.v0_chunked; bench.running.sized since round 34), so kvplan's pool is
+    # 343,552 tokens: 21,472 blocks of 16 tokens of 1,249,280 B (61 layers x 640 bf16 values x 2 B x 16: V0's MLA
+    # entry padded to 256 bytes on CUDA) in a 26,825,526,928 B budget (`kvplan fit deepseek-r1 --gpu h200 --gpus 8
+    # --tp 8 --engine vllm --engine-version 0.7.4 --max-model-len 163840`; vllm#14842's log at that length: 303,296).
+    # Below 128 x 3,200 = 409,600, the pool does not hold the cohort's prompts, which kvplan.speed.cohort does not
+    # model (recompute 0): the running cap is what the pool admits at the 4,800 tokens a request holds on average,
+    # 343,552 / 4,800 = 71.573, below the concurrency, so the closed loop queues (128 - 71.6) request times: the TTFT
+    # rises toward the measured 250 s, which would take a running cap near 64 (TTFT about half the E2E of 493 s).
+    # (At the resident context's 565,456-token pool, before round 34, the cohort preempted at a mean of 114.21.)
     cases, _ = read_corpus(Path("tests/fixtures/speed"))
     case = next(c for c in cases if c.source == "dstack-benchmarks-deepseek-r1-h200-mi300x"
                 and c.id == "h200-vllm-3200-3200-c128")
     got = running(case, find_in_catalog("deepseek-r1"), find_gpu(case.gpu))
-    assert got.cap == pytest.approx(114.21, abs=0.01)
-    assert got.recompute == pytest.approx(0.512, abs=0.001)
+    assert got.cap == pytest.approx(343_552 / 4_800, abs=0.01)
+    assert got.recompute == 0.0
     wait = combos(Load(3200, 3200, concurrency=128, num_prompts=500, cap=got.cap, fixed=True,
                        recompute=got.recompute))[2]["ttft"]
     plain = combos(Load(3200, 3200, concurrency=128, num_prompts=500, cap=128, fixed=True))[2]["ttft"]

@@ -104,3 +104,16 @@ def test_check_log_scores_the_consumed_line_from_0_27():
     non_kv = next(v for k, v in rows.items() if k.startswith("non-KV overhead"))
     est = t["activation_peak"] + t["non_torch"] + t["cudagraphs"] + t["runner_states"]
     assert non_kv.predicted == f"{est / GIB:.2f} GiB (estimate)" == "0.90 GiB (estimate)"
+
+
+def test_v1_buffers_said_in_the_runner_note_from_0_27():
+    # The runner-buffer term (tens of MiB: Qwen2.5-1.5B on a T4 at 0.30.0, 8.1 MiB) moves the budget from 0.27.0, so a
+    # plan that assumes or is told V1 says so; 0.26.x's note does not (the term is 0 there).
+    from kvplan.engines.vllm import runner
+
+    m = find_in_catalog("qwen2.5-1.5b-instruct")
+    said = "persistent input buffers and first block table"
+    assert said in runner.runner_note(m, (0, 30, 0), fell_back=True)
+    assert said not in runner.runner_note(m, (0, 26, 0), fell_back=True)
+    glm = runner.runner_note(find_in_catalog("glm-5"), (0, 30, 0), find_gpu("mi300x"))
+    assert glm.startswith("model runner: V1 assumed") and said in glm

@@ -29,6 +29,7 @@ told: the deployment's chunked_prefill_size // dp (kvplan.engines.scheduler.work
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 from kvplan.core.errors import KvplanError
@@ -38,6 +39,7 @@ from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, locks
                                       model_limits, poll_wait_steps, preempts_on_growth, prefill_first_release,
                                       resident_context, runs_waves, whole_prompt_budget, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
+from kvplan.engines.vllm.v0_chunked import server_sized
 from kvplan.model.layers import Kind, ParallelHybrid
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
@@ -188,6 +190,9 @@ def sized(case, spec, gpu) -> Running | None:
         dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, dp=ranks, ep=case.ep))
         req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
+        if server_sized(case.engine, case.version):  # V0's step budget: the server's length (vllm.v0_chunked)
+            served = spec.max_model_len or flags.get("max_model_len") or spec.max_context
+            spec = replace(spec, max_model_len=int(served))
         st = engine.settings(spec, gpu, dep, req)
         own = model_own(case, spec, st)
         if own is not None:

@@ -100,7 +100,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
 
     print_result(as_json, out, render)
     if explain:
-        _explain(chosen.plan, spec, sys.stderr if as_json else sys.stdout)
+        _explain(chosen.plan, spec, hw, sys.stderr if as_json else sys.stdout)
     if check and not any(p.fits for p in plans):
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 
@@ -117,11 +117,11 @@ def _at_width(line: str, width: int) -> str:
         return line
 
 
-def _explain(plan, spec, stream) -> None:
+def _explain(plan, spec, gpu, stream) -> None:
     """--explain's lines at the tables' width (the terminal's, 80 in a pipe), broken between terms."""
     from rich.console import Console
 
-    print("\n".join(wrapped(explain_lines(plan, spec), Console(file=stream).width)), file=stream)
+    print("\n".join(wrapped(explain_lines(plan, spec, gpu), Console(file=stream).width)), file=stream)
 
 
 def no_fit_line(plan) -> str:

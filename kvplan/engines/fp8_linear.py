@@ -11,12 +11,12 @@ each linear (routed experts: kvplan.engines.fp8_blocks), and raise:
   gate_up_proj: every part checked): "Weight output_partition_size = {N / tp} is not divisible by weight quantization
   block_n = {block_n}.".
 
-vLLM: fp8.py `Fp8LinearMethod.create_weights` inline (0.7.3 wheel L170-193), as `validate_fp8_block_shape` from
-0.11.0 (`quantization/utils/fp8_utils.py` 0.11.0 L750-782, 0.12.0 L994-1034, 0.33.0 L1296-1344). From 0.14.0 a
-merged column layer (more than one output part: qkv_proj, gate_up_proj) any of whose parts is not whole blocks skips
-the check (`ColumnParallelLinear._maybe_allow_fp8_block_shape_mismatch`, 0.14.0 `layers/linear.py` L290, L492,
-L524-543; 0.33.0 L289, L519, L562-581; not in 0.13.0; vllm-project/vllm#30836, merged 2025-12-19, for MiMo-V2-Flash,
-whose one replicated 192-wide KV head a rank is not whole blocks), so only its row-parallel partner can refuse. The
+vLLM: fp8.py `Fp8LinearMethod.create_weights` inline (0.7.3 wheel L170-193), as `validate_fp8_block_shape` from 0.11.0
+(`quantization/utils/fp8_utils.py` 0.11.0 L750-782, 0.12.0 L994-1034, 0.33.0 L1296-1344). From 0.14.0 a merged column
+layer (more than one output part: qkv_proj, gate_up_proj) any of whose parts is not whole blocks skips the check
+(`ColumnParallelLinear._maybe_allow_fp8_block_shape_mismatch`, 0.14.0 `layers/linear.py` L290, L492, L524-543; 0.33.0
+L289, L519, L562-581; not in 0.13.0; vllm-project/vllm#30836, merged 2025-12-19, for MiMo-V2-Flash, whose one 192-wide
+KV head a rank, at tp 4 and replicated from tp 8, is not whole blocks), so only its row-parallel partner can refuse. The
 "last part may be partial" exception of a merged layer applies only where it is not split (tp 1), never here.
 SGLang: `Fp8LinearMethod.validate_block_quant_shapes` (0.5.23 wheel `layers/quantization/fp8.py` L569-610; the same
 checks inline in 0.4.4.post3 L220-242 and 0.5.10 L300-338) checks every part of a merged layer in every release,
@@ -44,13 +44,12 @@ layer's `output_gate`) makes qkv_proj's q part 2 x heads x head size (vLLM 0.33.
 L317-325: total_num_heads x (1 + attn_output_gate) query heads). Other recurrent mixers' projections (Mamba) are not
 read, nor roles the checkpoint keeps in 16 bits.
 DeepSeek-V4 (compressed attention layers): its shared expert is a tp-split gate_up / down pair checked as any (vLLM
-0.20.0 `models/deepseek_v4.py` DeepseekV4MLP L69-101, 0.22.0 `models/deepseek_v4/nvidia/model.py` L68-100; DeepSeek-V4-Pro
-at tp 16, 3072 / 16 = 192: "Weight input_size_per_partition = 192 is not divisible by weight quantization block_k =
-128.", vllm-project/vllm#42384, 2026-05-12) until vLLM pads it to whole blocks a rank (0.25.0 wheel
-`models/deepseek_v4/nvidia/model.py` DeepseekV4MLP L81-125, `_pad_shared_expert_weight` L1156-1166); its attention
-projections and SGLang's DeepSeek-V4 are not read, so not checked. Nor are MLA layers whose spec lacks the head
-sizes. kvplan checks `weight_block_size[0]` as both block_n and block_k (every block-FP8 checkpoint kvplan has read
-is square).
+0.20.0 `models/deepseek_v4.py` DeepseekV4MLP L69-101, 0.22.0 `models/deepseek_v4/nvidia/model.py` L68-100;
+DeepSeek-V4-Pro at tp 16, 3072 / 16 = 192: "Weight input_size_per_partition = 192 is not divisible by weight
+quantization block_k = 128.", vllm-project/vllm#42384, 2026-05-12) until vLLM pads it to whole blocks a rank (0.25.0
+wheel `models/deepseek_v4/nvidia/model.py` DeepseekV4MLP L81-125, `_pad_shared_expert_weight` L1156-1166); its attention
+projections and SGLang's DeepSeek-V4 are not read, so not checked. Nor are MLA layers whose spec lacks the head sizes.
+kvplan checks `weight_block_size[0]` as both block_n and block_k (every block-FP8 checkpoint kvplan has read is square).
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ from kvplan.engines.versions import parse_version
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import (ChunkedLocal, FullAttention, MLALatent, RecurrentState, SlidingWindow,
                                  kv_heads_per_rank)
-from kvplan.readers.mlp_layout import ffn_kinds, gated_mlp
+from kvplan.readers.mlp_layout import ffn_kinds, gated_mlp, mlp_width
 
 ROW = "row"  # split by its input: block_k
 COLUMN = "column"  # split by its output: block_n
@@ -97,12 +96,15 @@ class Splits(NamedTuple):
 
 class Linear(NamedTuple):
     """One tensor-parallel linear: its name, how it splits, its whole widths (the input for a row-parallel layer,
-    each output part for a column one) and over how many ranks."""
+    each output part for a column one) and over how many ranks; a merged layer's part names, and the checkpoint's
+    KV heads where each rank holds a replica of one (tp above them: its K and V parts' widths are the replicas')."""
 
     name: str
     mode: str
     widths: tuple[int, ...]
     split: int
+    parts: tuple[str, ...] = ()
+    replicated: int = 0
 
 
 def _attention(model, split: int, skip_qkv: bool) -> list[Linear]:
@@ -119,8 +121,10 @@ def _attention(model, split: int, skip_qkv: bool) -> list[Linear]:
             d, v = layer.head_dim, getattr(layer, "v_head_dim", 0) or layer.head_dim
             kv = kv_heads_per_rank(layer.num_kv_heads, split) * split  # replicated heads: one a rank
             gate = 2 if getattr(layer, "output_gate", False) else 1  # q and its gate (Qwen3-Next, Qwen3.5)
+            copies = layer.num_kv_heads if kv > layer.num_kv_heads else 0
             if not skip_qkv:
-                out.append(Linear("qkv_proj", MERGED, (gate * heads * d, kv * d, kv * v), split))
+                out.append(Linear("qkv_proj", MERGED, (gate * heads * d, kv * d, kv * v), split, ("q", "k", "v"),
+                                  copies))
             out.append(Linear("o_proj", ROW, (heads * v,), split))
     return list(dict.fromkeys(out))
 
@@ -143,29 +147,26 @@ def _recurrent(model, split: int, one_part: bool, tp: int) -> list[Linear]:
             out += [Linear("in_proj_qkvz", COLUMN, (2 * k + 2 * v,), split),
                     Linear("in_proj_ba", COLUMN, (2 * hv,), split)]
         else:
-            out += [Linear("in_proj_qkvz", MERGED, (k, k, v, v), split), Linear("in_proj_ba", MERGED, (hv, hv), split)]
+            out += [Linear("in_proj_qkvz", MERGED, (k, k, v, v), split, ("q", "k", "v", "z")),
+                    Linear("in_proj_ba", MERGED, (hv, hv), split, ("b", "a"))]
         out.append(Linear("out_proj", ROW, (v,), split))
     return list(dict.fromkeys(out))
 
 
 def _width(model, params: int, layers: int, what: str, tp: int) -> int:
-    """One MLP's intermediate width from its parameter count over `layers` layers (gated: three matrices). A shared
-    expert's count may hold a gate of hidden inputs a layer (Qwen2-MoE's, Qwen3-Next's and Qwen3.5's
-    shared_expert_gate: kvplan.readers.params.shared_expert_width); at most one of the two readings is exact."""
-    per = layers * (3 if gated_mlp(model) else 2) * model.hidden_size
-    gate = layers * model.hidden_size
-    if params % per and (params - gate) % per == 0 and what == "shared experts'":
-        params -= gate
-    if params % per:
+    """One MLP's intermediate width (kvplan.readers.mlp_layout.mlp_width, a shared expert's gate read where its count
+    holds one), refused where the parameter counts give none exactly."""
+    width = mlp_width(model, params, layers, shared=what == "shared experts'")
+    if not width:
         raise KvplanError(f"{model.name}: its {what} width does not follow exactly from its parameter counts, so "
                           f"kvplan cannot check the engine's FP8 block rule for {arg('tp')} {tp}", EXIT_USAGE,
                           param="tp", value=tp)
-    return params // per
+    return width
 
 
 def _mlp(model, width: int, split: int, what: str) -> list[Linear]:
     """gate_up_proj (merged; up_proj alone where the MLP is not gated) and down_proj of one MLP."""
-    up = Linear(f"gate_up_proj of its {what}", MERGED, (width, width), split) if gated_mlp(model) else \
+    up = Linear(f"gate_up_proj of its {what}", MERGED, (width, width), split, ("gate", "up")) if gated_mlp(model) else \
         Linear(f"up_proj of its {what}", COLUMN, (width,), split)
     return [up, Linear(f"down_proj of its {what}", ROW, (width,), split)]
 
@@ -199,16 +200,23 @@ def linears(model, splits: Splits, rule: Rule, tp: int) -> list[Linear]:
     return [x for x in out if x.split > 1 and (x.mode != MERGED or rule.merged)]
 
 
-def _message(model, rule: Rule, tp: int, lin: Linear, whole: int) -> str:
-    """The one-line refusal: the layer, its width, the split, the block and the engine's own message."""
-    block, part = model.quantization.group_size, whole // lin.split
+def _message(model, rule: Rule, tp: int, lin: Linear, index: int) -> str:
+    """The one-line refusal: the layer (and which part of a merged one), its width, the split, the block and the
+    engine's own message; a K or V part of replicated heads says so, since its width a rank is a replica's."""
+    block, whole = model.quantization.group_size, lin.widths[index]
+    part = whole // lin.split
     dim, name = ("input", "Weight input_size_per_partition") if lin.mode == ROW else \
         ("output", "Weight output_partition_size")
     letter = "k" if lin.mode == ROW else "n"
-    return (f"{rule.engine} {rule.version} refuses {model.name} at {arg('tp')} {tp}: the {lin.name} splits its "
-            f"{whole}-wide {dim} over {lin.split} ranks, {whole} / {lin.split} = {part} each, not a multiple of the "
-            f"checkpoint's {block} x {block} FP8 block (\"{name} = {part} is not divisible by weight quantization "
-            f"block_{letter} = {block}.\")")
+    which = f"the {lin.parts[index]} part of the {lin.name}" if index < len(lin.parts) else f"the {lin.name}"
+    if lin.replicated and index > 0:
+        how = (f"holds a replica of one of the checkpoint's {lin.replicated} KV heads on each of {lin.split} ranks, "
+               f"{part} wide each")
+    else:
+        how = f"splits its {whole}-wide {dim} over {lin.split} ranks, {whole} / {lin.split} = {part} each"
+    return (f"{rule.engine} {rule.version} refuses {model.name} at {arg('tp')} {tp}: {which} {how}, not a multiple "
+            f"of the checkpoint's {block} x {block} FP8 block (\"{name} = {part} is not divisible by weight "
+            f"quantization block_{letter} = {block}.\")")
 
 
 def check(model, splits: Splits, rule: Rule, tp: int) -> None:
@@ -218,13 +226,13 @@ def check(model, splits: Splits, rule: Rule, tp: int) -> None:
     if q.quant_method != "fp8" or q.group_size <= 0 or q.experts_only or max(splits) <= 1:
         return
     for lin in linears(model, splits, rule, tp):
-        for whole in lin.widths:
+        for index, whole in enumerate(lin.widths):
             if whole % lin.split:
                 raise KvplanError(f"{model.name} at {arg('tp')} {tp}: the {lin.name}'s {whole}-wide "
                                   f"{'input' if lin.mode == ROW else 'output'} does not split evenly over {lin.split} "
                                   "ranks", EXIT_USAGE, param="tp", value=tp)
             if (whole // lin.split) % q.group_size:
-                raise KvplanError(_message(model, rule, tp, lin, whole), EXIT_USAGE, param="tp", value=tp)
+                raise KvplanError(_message(model, rule, tp, lin, index), EXIT_USAGE, param="tp", value=tp)
 
 
 def check_vllm(model, dep, version: str) -> None:

@@ -15,6 +15,20 @@ def gated_mlp(spec: ModelSpec) -> bool:
     return spec.family not in _UNGATED
 
 
+def mlp_width(spec: ModelSpec, params: int, layers: int, shared: bool = False) -> int:
+    """One MLP's intermediate width from its parameter count over `layers` layers (gated_mlp: three matrices of
+    hidden x width, else two), or 0 where no reading is exact. A shared expert's (`shared`) count may also hold a gate
+    of hidden inputs a layer (Qwen2-MoE's, Qwen3-Next's and Qwen3.5's shared_expert_gate:
+    kvplan.readers.params.shared_expert_width); at most one of the two readings is exact. Engine rules that need the
+    width refuse where it is 0 (kvplan.engines.fp8_linear, kvplan.engines.trtllm.mlp_split)."""
+    per = layers * (3 if gated_mlp(spec) else 2) * spec.hidden_size
+    if not per:
+        return 0
+    if shared and params % per and (params - layers * spec.hidden_size) % per == 0:
+        params -= layers * spec.hidden_size
+    return 0 if params % per else params // per
+
+
 def expert_width(spec: ModelSpec) -> int:
     """One routed expert's intermediate width, from the parameter counts: the experts' weights (their biases taken
     out) over MoE layers x experts x matrices (gated_mlp) x hidden; 0 without experts. The floor of the division:

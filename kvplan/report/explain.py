@@ -17,6 +17,7 @@ from kvplan.model.layers import Kind, kv_heads_per_rank
 from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import Plan
 from kvplan.core.units import gib, human_bytes, plural
+from kvplan.hardware.facts import runs_bf16
 from kvplan.planning.speculative import explain_line
 
 
@@ -79,15 +80,18 @@ LINE = {Kind.FULL: _attention, Kind.SLIDING: _attention, Kind.CHUNKED: _attentio
         Kind.STATE: _state, Kind.NONE: _none}
 
 
-def explain_lines(plan: Plan, model) -> list[str]:
+def explain_lines(plan: Plan, model, gpu=None) -> list[str]:
+    """--explain's arithmetic; the cache dtype named as `gpu` runs it (bf16 is fp16 where it has no BF16 math, as
+    the header says), the bytes the same."""
     r = plan.request
     prof = plan.stages[0].profile
     tp = plan.deployment.tp
     b = prof.kv_dtype
-    bstr = f"{b.bytes_per_element:g} B ({b.name})"
+    name = b.name if gpu is None or runs_bf16(gpu) or b.name != "bf16" else "fp16"
+    bstr = f"{b.bytes_per_element:g} B ({name})"
     S = r.context
 
-    lines = [f"KV cache of {model.name}, per GPU ({layout_text(plan.deployment)}), {b.name} cache, "
+    lines = [f"KV cache of {model.name}, per GPU ({layout_text(plan.deployment)}), {name} cache, "
              f"block {plural(r.block_size, 'token')}:"]
     parts = [(part, n) for spec, n in prof.groups for part in (spec.parts() if hasattr(spec, "parts") else (spec,))]
     pooled = plan.state_pool_bytes_per_gpu > 0  # the states are slots of the engine's own pool (SGLang's hybrids)

@@ -25,7 +25,7 @@ from math import gcd
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.planning.deploy import NODE_GPUS
-from kvplan.readers.mlp_layout import ffn_kinds, gated_mlp
+from kvplan.readers.mlp_layout import ffn_kinds, mlp_width
 
 ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM")  # register_auto_model at a43cf9e3
 GPUS_PER_NODE = NODE_GPUS
@@ -33,13 +33,14 @@ DEFAULT_GROUP = 128  # QuantConfig.group_size's default, what an unquantized che
 
 
 def _width(model, params: int, layers: int, what: str, tp: int) -> int:
-    """One MLP's intermediate width from its parameter count over `layers` layers (gated: three matrices)."""
-    per = layers * (3 if gated_mlp(model) else 2) * model.hidden_size
-    if not layers or params % per:
+    """One MLP's intermediate width (kvplan.readers.mlp_layout.mlp_width), refused where the parameter counts give
+    none exactly."""
+    width = mlp_width(model, params, layers)
+    if not width:
         raise KvplanError(f"{model.name}: its {what} width does not follow exactly from its parameter counts, so "
                           f"kvplan cannot place TensorRT-LLM's narrowed split at {arg('tp')} {tp}", EXIT_USAGE,
                           param="tp", value=tp)
-    return params // per
+    return width
 
 
 def _narrowed(model, width: int, tp: int, node: bool, what: str) -> int:

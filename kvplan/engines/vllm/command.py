@@ -15,6 +15,7 @@ from kvplan.engines.vllm import multimodal, uma
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST
 from kvplan.engines.vllm.boot import auto_note, emit_advice
 from kvplan.engines.vllm.speculative import vllm_flag
+from kvplan.engines.vllm.v0_chunked import serve_flag as v0_flag
 from kvplan.planning.layout import per_rank_batch
 
 
@@ -48,6 +49,7 @@ def serve_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
         args += vllm_flag(model.speculative)
     if r.lora is not None:
         args += lora_flags(r.lora, settings["version"], model)
+    args += v0_flag(parse_version(settings["version"]), settings.get("chunked_prefill_asked"))  # V0's switch
     return args + multimodal.serve_flag(settings.get("mm_limit", multimodal.UNSET),
                                         settings.get("mm_cache_gb", -1.0))
 

@@ -17,6 +17,7 @@ from kvplan.engines.vllm.runner import estimate_subtracted
 from kvplan.engines.vllm.settings import Settings
 from kvplan.engines.vllm.speculative import vllm_pool_terms
 from kvplan.engines.vllm.ssm_dtype import OPTS as STATE_OPTS, options as state_options, read_ssm_dtype
+from kvplan.engines.vllm.v0_chunked import chunk_budget
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import Kind
 
@@ -27,7 +28,7 @@ VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "
 DEFAULT_VERSION = "0.33.0"
 OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling", "limit_mm_per_prompt",
         "mm_processor_cache_gb", "flashinfer_sampler", "os_memory", "host_growth", "page_cache",
-        "mxfp4_backend", "model_runner", *STATE_OPTS)
+        "mxfp4_backend", "model_runner", "enable_chunked_prefill", *STATE_OPTS)
 
 
 def _device_name(gpu) -> str:
@@ -95,7 +96,9 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     if has_compressed(model.layers):  # DeepSeek-V4's sparse FlashMLA: 256 only
         block = explicit.get("block_size") or V4_BLOCK
     mnbt, seqs = batch_defaults(v, gpu, engine_length(model, req))
-    mnbt = opt_int(opts, "max_num_batched_tokens", mnbt)
+    asked = opt_bool(opts, "enable_chunked_prefill", False) if "enable_chunked_prefill" in opts else None
+    chunk, chunk_note = chunk_budget(v, model, gpu, engine_length(model, req), getattr(req, "lora", None), asked)
+    mnbt = opt_int(opts, "max_num_batched_tokens", chunk or mnbt)  # V0's own chunked prefill (vllm.v0_chunked)
     # from v0.10.1 the default max_num_seqs is capped by max_num_batched_tokens (arg_utils v0.10.1 L1711)
     seqs = opt_int(opts, "max_num_seqs", min(seqs, mnbt) if v >= (0, 10, 1) else seqs)
     eager = opt_bool(opts, "enforce_eager", False)
@@ -115,4 +118,5 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     weight_dtype=req.weight_dtype, v1_fallback=fell_back,
                     os_memory=opt_bytes(opts, "os_memory", None), host_growth=opt_bytes(opts, "host_growth", 0),
                     page_cache=opt_bytes(opts, "page_cache", None), max_model_len=engine_length(model, req),
+                    v0_chunk_note=chunk_note, chunked_prefill_asked=asked,
                     **dict(zip(STATE_OPTS, state_options(opts, v))), ssm_dtype_read=read_ssm_dtype(model))

@@ -247,8 +247,9 @@ class Vllm(Engine):
         facts = fact_warnings("vLLM", gpu, [*(["device_name"] if named else []), *missing_facts(model, dep, st)])
         # tagged as what this engine assumes of unified memory, so the plan's general note is not said twice
         states = vllm_ssm.assumption(model, st)  # the recurrent states' types (kvplan.engines.vllm.ssm_dtype)
+        chunk = [PlanWarning(st.v0_chunk_note)] if st.v0_chunk_note else []  # V0's own chunked prefill (v0_chunked)
         return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)),
-                *([PlanWarning(states)] if states else []), *self._eager())
+                *([PlanWarning(states)] if states else []), *chunk, *self._eager())
 
     def _eager(self) -> tuple:
         """enforce_eager, said where the speed figures cannot follow it: the corpus fit skips every run stating its

@@ -145,10 +145,11 @@ def runner_note(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = 
     release = ".".join(map(str, v))
     if fell_back:
         return (f"model runner: V1, as stated (engine option model_runner=v1: vLLM {release} fell back from V2, "
-                "its log says \"...; using the V1 model runner instead\"): V1's profile-run and CUDA-graph terms")
+                "its log says \"...; using the V1 model runner instead\"): V1's profile-run and CUDA-graph terms"
+                f"{_v1_buffers(v)}")
     if not runs_v2(model, v, gpu, weight_dtype):
         return (f"model runner: V1 assumed, vLLM {release}'s default for {model.architecture}: "
-                f"{_why_v1(model, v, weight_dtype)}")
+                f"{_why_v1(model, v, weight_dtype)}{_v1_buffers(v)}")
     if v >= V2_READ_BEFORE:
         return (f"model runner: V2 assumed, vLLM's default since 0.29.0; kvplan read V2's profile run through 0.33.x "
                 f"only, so {release}'s is priced as V1's (sampler, encoder, forward, non-torch): an estimate")
@@ -158,6 +159,15 @@ def runner_note(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = 
             "or a feature V2 lacks, picks V1): its profile run's sampler is priced from V2's source; the forward "
             "pass and non-torch terms are V1's fits, an estimate for V2 (kvplan.engines.vllm.runner); its penalty "
             f"and grammar states (max_num_seqs x vocab x 4 B and 2 x that / 32) are {states}")
+
+
+def _v1_buffers(v: tuple[int, ...]) -> str:
+    """What a V1 plan's budget holds from 0.27.0 that it did not before: the runner's persistent input buffers and
+    first block table (kvplan.engines.vllm.overhead.v1_buffer_bytes), said so the term is not a silent one."""
+    if v < (0, 27, 0):
+        return ""
+    return ("; its persistent input buffers and first block table (tokens a step x hidden in the model dtype, "
+            "max_num_seqs x context pages int32, ...) are in the budget (the free-memory drop since start-up, 0.27+)")
 
 
 _ROCM_ESTIMATE_FROM = (0, 26, 0)  # gpu_worker.py 0.26.0 L495-503: is_cuda_alike(), "ROCm is included"

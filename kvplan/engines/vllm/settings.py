@@ -56,6 +56,9 @@ class Settings:
     # --mamba-cache-dtype and --mamba-ssm-cache-dtype as given ('auto': not; kvplan.engines.vllm.ssm_dtype)
     mamba_cache_dtype: str = "auto"
     mamba_ssm_cache_dtype: str = "auto"
+    # V0's chunked prefill, on by the engine's own rule or off despite it, in words (kvplan.engines.vllm.v0_chunked)
+    v0_chunk_note: str = ""
+    chunked_prefill_asked: bool | None = None  # engine option enable_chunked_prefill (None: not given; V0 only)
     ssm_dtype_read: str = ""  # the reader's temporal-state type (the speed fit prices vLLM's corpus runs in it)
 
     @cached_property  # (read for every block count of a max-context search: parsed once)

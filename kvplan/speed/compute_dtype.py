@@ -102,8 +102,8 @@ def compute_line(model_dtype: str | None, gpu, stated: str | None = None, ggml: 
            if dtype == "fp16" and used == "bf16" else "")
     measured = (getattr(gpu, "achieved_dense_flops", None) or {}).get("bf16")
     if getattr(gpu, "fp16_accumulates_fp16", None) and not flops.get("bf16") and measured and not ggml:
-        how = (f" (an FP16-accumulate headline: engines' 16-bit GEMMs accumulate in FP32 and run at the profile's "
-               f"measured FP32-accumulate rate, {measured / 1e12:,.1f} TFLOP/s, achieved_dense_flops)")
+        at = f"the profile's measured FP32-accumulate rate, {measured / 1e12:,.1f} TFLOP/s (achieved_dense_flops)"
+        how = f" (its fp16 figure, {rate / 1e12:,.1f}, is an FP16-accumulate headline; engines accumulate in FP32)"
     elif getattr(gpu, "fp16_accumulates_fp16", None) and not flops.get("bf16"):
         how = (" (an FP16-accumulate headline: the FP32-accumulate rate engines' 16-bit GEMMs run at, half it on "
                "GeForce, is not in the profile, so prefill is priced up to 2x fast)")

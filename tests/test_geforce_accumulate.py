@@ -38,7 +38,7 @@ def test_llamacpp_attention_takes_half_its_flops_at_each_accumulator_on_the_4090
     lcpp = shape_for(SPEC, rtx, engine="llama.cpp", weight_dtype="q4_0")
     assert lcpp.bf16_rate == pytest.approx(220.2444e12, rel=1e-6)
     # vLLM's FlashAttention accumulates in FP32: the profile's measured torch.mm bf16 rate, 164.81 T (round 34,
-    # tests/test_geforce_matmul.py); llama.cpp's kernels keep the datasheet's two rates (kvplan.speed.shape.ggml_rate_of)
+    # tests/test_geforce_matmul.py); llama.cpp's kernels keep the datasheet's two rates (shape.ggml_rate_of)
     assert shape_for(SPEC, rtx, engine="vllm").bf16_rate == 164.81e12
     line = compute_line("bf16", rtx, None, ggml=True)
     assert "220.2 TFLOP/s" in line and "half its FLOPs at 165.2 and half at 330.3" in line

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kvplan.bench.running import running
@@ -70,10 +72,13 @@ def test_trtllm_serve_kv_fraction_spelling_reaches_the_engine():
 
 
 def test_no_bf16_math_runs_fp16():
-    # Turing has no BF16: vLLM serves a bfloat16 config in float16 there; the T4's one rate is its FP16 65 T
+    # Turing has no BF16: vLLM serves a bfloat16 config in float16 there; the T4's one rate is its FP16 65 T, or the
+    # 41.93 T torch.mm measured in float16 (its achieved_dense_flops, tests/test_geforce_matmul.py)
     t4 = find_gpu("t4")
     assert compute_dtype("bf16", t4)[0] == "fp16"
-    assert shape_for(LLAMA3, t4, engine="vllm").gemm_rate == 65e12
+    assert shape_for(LLAMA3, t4, engine="vllm").gemm_rate == 41.93e12
+    bare = replace(t4, achieved_dense_flops={}, achieved_dense_flops_source=None)
+    assert shape_for(LLAMA3, bare, engine="vllm").gemm_rate == 65e12
 
 
 def test_geforce_fp16_is_priced_at_its_fp32_accumulate_rate():
@@ -81,10 +86,16 @@ def test_geforce_fp16_is_priced_at_its_fp32_accumulate_rate():
     # the profile's notes); an engine's float16 GEMM accumulates in FP32, so a float16 model runs at 165.2
     rtx = find_gpu("rtx-4090")
     assert sixteen_bit(rtx, "fp16") == (165.2e12, "bf16")
-    assert shape_for(LLAMA2, rtx, engine="vllm").gemm_rate == 165.2e12
+    bare = replace(rtx, achieved_dense_flops={}, achieved_dense_flops_source=None)
+    assert shape_for(LLAMA2, bare, engine="vllm").gemm_rate == 165.2e12
+    assert shape_for(LLAMA2, rtx, engine="vllm").gemm_rate == 164.81e12  # the measured torch.mm bf16 rate
     assert "FP16-accumulate" in compute_line("fp16", rtx)
-    # the RTX 3090 states only its FP16-accumulate figure: priced at it, and the line says the FP32 rate is missing
-    assert "not in the profile" in compute_line("fp16", find_gpu("rtx-3090"))
+    # the RTX 3090 states only its FP16-accumulate figure; without a measured rate it is priced at it, and the line
+    # says the FP32 rate is missing; with the bundled measurement (76.58 T) the line says so
+    r3090 = find_gpu("rtx-3090")
+    assert "not in the profile" in compute_line("fp16", replace(r3090, achieved_dense_flops={}))
+    assert "measured FP32-accumulate rate, 76.6 TFLOP/s" in compute_line("fp16", r3090)
+    assert "not in the profile" in compute_line("fp16", r3090, ggml=True)  # llama.cpp keeps the headline
 
 
 def test_equal_rates_leave_datacenter_parts_alone():

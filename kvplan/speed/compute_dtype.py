@@ -100,7 +100,11 @@ def compute_line(model_dtype: str | None, gpu, stated: str | None = None, ggml: 
     at = f"its {used} rate, {rate / 1e12:,.1f} TFLOP/s dense" if rate else "no 16-bit rate in its profile"
     how = (" (its fp16 figure is an FP16-accumulate headline; engines accumulate in FP32, at the bf16 rate)"
            if dtype == "fp16" and used == "bf16" else "")
-    if getattr(gpu, "fp16_accumulates_fp16", None) and not flops.get("bf16"):
+    measured = (getattr(gpu, "achieved_dense_flops", None) or {}).get("bf16")
+    if getattr(gpu, "fp16_accumulates_fp16", None) and not flops.get("bf16") and measured and not ggml:
+        at = f"the profile's measured FP32-accumulate rate, {measured / 1e12:,.1f} TFLOP/s (achieved_dense_flops)"
+        how = f" (its fp16 figure, {rate / 1e12:,.1f}, is an FP16-accumulate headline; engines accumulate in FP32)"
+    elif getattr(gpu, "fp16_accumulates_fp16", None) and not flops.get("bf16"):
         how = (" (an FP16-accumulate headline: the FP32-accumulate rate engines' 16-bit GEMMs run at, half it on "
                "GeForce, is not in the profile, so prefill is priced up to 2x fast)")
     return f"16-bit GEMMs and attention priced in {dtype} ({why}) on {gpu.key} at {at}{how}"

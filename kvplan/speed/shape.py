@@ -220,6 +220,23 @@ def read_flops(gpu, precision: str) -> float:
     return rate
 
 
+def ggml_rate_of(gpu):
+    """The FLOP/s reader llama.cpp's kernel paths take (kvplan.speed.ggml): read_flops, except on a GeForce profile
+    whose `fp16` is the FP16-accumulate headline (`fp16_accumulates_fp16`), where they keep the datasheet's rates. Such
+    a profile's measured rate is torch.matmul's, cuBLAS with FP32 accumulate, a path llama.cpp's GEMMs do not take
+    there: its cuBLAS calls ask CUBLAS_COMPUTE_16F, its MMQ kernels int8 MMA, its FlashAttention one accumulator of
+    each (docs/speed-history.md, round 34); no measurement of those paths is cited, so none is read for them."""
+    if getattr(gpu, "fp16_accumulates_fp16", None):
+        return lambda p: datasheet_flops(gpu, p)
+    return lambda p: read_flops(gpu, p)
+
+
+def datasheet_flops(gpu, precision: str) -> float:
+    """FLOP/s of a `precision` GEMM by the datasheet alone (read_flops' names, no measured rate)."""
+    names = ("bf16", "fp16") if precision == "bf16" else (precision,)
+    return float(next((gpu.dense_flops[n] for n in names if gpu.dense_flops.get(n)), 0))
+
+
 def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: str | None = None,
            date: str | None = None, version: str | None = None, prefix_cache: bool = True,
            attention_backend: str | None = None, tp_size: int | None = None, compute: str | None = None) -> Shape:
@@ -252,8 +269,8 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     paths, missing = (), ""
     if gemm_kernels(engine) == "ggml":
         dense = terms["flops_per_token"] / 2 - terms["top_k"] * terms["expert_params"]
-        paths, missing = ggml_paths(gpu, stored, dense, lambda p: read_flops(gpu, p), date)
-        bf16 = ggml_attention_rate(gpu, lambda p: read_flops(gpu, p))  # its attention's two accumulators
+        paths, missing = ggml_paths(gpu, stored, dense, ggml_rate_of(gpu), date)
+        bf16 = ggml_attention_rate(gpu, ggml_rate_of(gpu))  # its attention's two accumulators
     # a rank's KV heads as the engine's MLA default reads them, over its whole tp size (`tp_size`: attention-DP ranks
     # included; None: terms' tp), by the rule kvplan.engines.sglang.attention reads for the page and the aiter cut
     heads = mla_heads_per_rank(spec, tp_size or terms["tp"])

@@ -50,7 +50,7 @@ from kvplan.engines.vllm.sampler import (  # noqa: F401  (the sampler's constant
 from kvplan.engines.vllm.runner import priced_v2
 from kvplan.engines.vllm.mxfp4 import (  # noqa: F401  (the MXFP4 backends' rules, re-exported)
     backend_for, nvidia_capability as _nvidia_capability, weights_repack_extra)
-from kvplan.engines.vllm import v0_mla
+from kvplan.engines.vllm import gdn_ba, v0_mla
 from kvplan.engines.vllm.cudagraphs import (  # noqa: F401  (vLLM's CUDA-graph estimate, re-exported)
     CUDAGRAPH_BASE, CUDAGRAPH_FIRST_PIECEWISE, CUDAGRAPH_PER_GRAPH_LAYER, CUDAGRAPH_PER_LAYER, FA_MAX_SPLITS,
     MAX_CAPTURE_SIZE, capture_sizes, cudagraph_counts, cudagraph_estimate, fa3_graphs, fa_split_accumulator,
@@ -228,7 +228,8 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu, named, v) + nvfp4_scale_padding(model, dep.tp, gpu)
                                + rope_table_bytes(model) + allocator_rounding(model, dep, st)
-                               + v0_mla.absorbed_bytes(model, dep.tp, dep.pp, v, wd)),
+                               + v0_mla.absorbed_bytes(model, dep.tp, dep.pp, v, wd)
+                               + gdn_ba.extra_bytes(model, dep.tp, dep.pp, v, gpu, wd)),
             "encoder_profile": encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), v, v2),
             # V2's penalties and grammar-bitmask states (R x vocab int32), in the budget from 0.27.0 (vllm.sampler)
             "runner_states": v2_state_bytes(v, st.max_num_seqs, model.vocab_size, _draft_tokens(model)) if v2 else 0,

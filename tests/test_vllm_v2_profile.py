@@ -100,3 +100,15 @@ def test_releases_after_0_33_priced_as_v1_and_said():
     note = runner.runner_note(llama, (0, 34, 0), gpu)
     assert note.startswith("model runner: V2 assumed") and "priced as V1's" in note and "estimate" in note
     assert "priced as V1's" not in runner.runner_note(llama, (0, 33, 0), gpu)
+
+
+def test_after_0_33_note_says_v1_buffers_counted():
+    # priced as V1 past 0.33.x, overhead_terms adds V1's persistent input buffers (0.27+'s runner_buffers) and no V2
+    # states: the note says both, so the term is not a silent one (issue 22, round 34)
+    llama, gpu = find_in_catalog("llama-3.1-8b"), find_gpu("h100")
+    st = dataclasses.replace(vllm_settings(llama, gpu, Deployment(), Request(context=8192), "0.33.0"), version="0.34.0")
+    terms = overhead.overhead_terms(llama, Deployment(), st)
+    assert terms["runner_buffers"] > 0 and terms["runner_states"] == 0
+    note = runner.runner_note(llama, (0, 34, 0), gpu)
+    assert "persistent input buffers and first block table" in note and "states are not counted" in note
+    assert "persistent input buffers" not in runner.runner_note(llama, (0, 33, 0), gpu)

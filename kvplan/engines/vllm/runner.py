@@ -151,8 +151,10 @@ def runner_note(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = 
         return (f"model runner: V1 assumed, vLLM {release}'s default for {model.architecture}: "
                 f"{_why_v1(model, v, weight_dtype)}{_v1_buffers(v)}")
     if v >= V2_READ_BEFORE:
+        # as V1 in every term overhead_terms prices (priced_v2 is false): V1's input buffers in, V2's states out
         return (f"model runner: V2 assumed, vLLM's default since 0.29.0; kvplan read V2's profile run through 0.33.x "
-                f"only, so {release}'s is priced as V1's (sampler, encoder, forward, non-torch): an estimate")
+                f"only, so {release}'s is priced as V1's (sampler, encoder, forward, non-torch){_v1_buffers(v)}; "
+                "V2's own penalty and grammar states are not counted: an estimate")
     states = ("in the budget (the free-memory drop since start-up, 0.27+)" if v >= (0, 27, 0) else
               "outside the budget (weights + peak increase + non-torch, 0.22-0.26): they use the memory above it")
     return (f"model runner: V2 assumed, vLLM {release}'s default for {model.architecture} (VLLM_USE_V2_MODEL_RUNNER=0, "

@@ -118,6 +118,19 @@ def test_mimo_qkv_merged_rule_by_engine():
     assert _plan(MIMO, "vllm", "0.33.0", Deployment(4)).plan is not None
 
 
+def test_vllm_013_refuses_mimo_as_a_model_it_lacks():
+    # vLLM 0.13.0 (PyPI 2025-12-19T03:30) has no MiMoV2FlashForCausalLM: the model came with vllm-project/vllm#30836
+    # ("[Model] Add MiMo-V2-Flash support", merged 2025-12-19), first in 0.14.0. A 0.13.0 plan is refused for the
+    # missing model class, not for the block-FP8 rule of a model the release cannot load (issue 22, round 34).
+    with pytest.raises(KvplanError, match=r"vLLM 0.13.0 has no MiMoV2FlashForCausalLM \(added in 0.14.0, "
+                                          r"vllm-project/vllm#30836") as e:
+        _plan(MIMO, "vllm", "0.13.0", Deployment(4))
+    assert e.value.param == "engine_version" and "block" not in e.value.message
+    with pytest.raises(KvplanError, match=r"has no MiMoV2FlashForCausalLM"):
+        _plan(MIMO, "vllm", "0.13.0", Deployment(1))  # at any layout
+    assert _plan(MIMO, "vllm", "0.14.0", Deployment(4)).plan is not None
+
+
 def test_bf16_is_never_checked():
     bf16 = dataclasses.replace(R1, quantization=dataclasses.replace(R1.quantization, method="bf16", group_size=0,
                                                                      quant_method=""))

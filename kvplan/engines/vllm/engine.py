@@ -38,7 +38,7 @@ from kvplan.engines.vllm.pool import (  # noqa: F401
 )
 from kvplan.engines.vllm.settings import Settings
 from kvplan.engines.options import opt_bool, opt_int
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
 from kvplan.engines.vllm import ssm_dtype as vllm_ssm
 from kvplan.planning.plan_warnings import PlanWarning
@@ -169,6 +169,20 @@ def dcp_release_problem(model, version: str) -> str | None:
     return None
 
 
+# architecture -> (the first release with its model class, the change that added it): an older release has no class to
+# load it with, so a plan for one is refused rather than priced on rules (the block-FP8 check) of a model it lacks
+MODEL_FROM = {"MiMoV2FlashForCausalLM": ((0, 14, 0), "vllm-project/vllm#30836, merged 2025-12-19")}
+
+
+def model_release_problem(model, version: str) -> str | None:
+    """Why this vLLM release cannot load this model at all (None: it can, or kvplan has no first release for it)."""
+    first = MODEL_FROM.get(model.architecture)
+    if first and parse_version(version) < first[0]:
+        return (f"vLLM {version} has no {model.architecture} (added in {'.'.join(map(str, first[0]))}, {first[1]}): "
+                f"plan it with a later {arg('engine_version')}")
+    return None
+
+
 class Vllm(Engine):
     name = "vllm"
     display_name = "vLLM"
@@ -208,6 +222,10 @@ class Vllm(Engine):
 
     def check_layout(self, model, dep) -> None:
         super().check_layout(model, dep)
+        version = self.version or self.default_version
+        why = model_release_problem(model, version)  # before any rule of a model class the release lacks
+        if why:
+            raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
         fp8_linear.check_vllm(model, dep, self.version or self.default_version)  # a block-FP8 dense linear shard
         fp8_blocks.check(model, dep, "vllm", self.version or self.default_version)  # a block-FP8 expert shard
         if dep.dcp > 1 and has_compressed(model.layers):

@@ -83,9 +83,9 @@ def prefill_first(engine: str | None, mixed: bool = False) -> bool:
 # schedules no decode in a step that prefills ("Don't schedule decodes if prefills are scheduled", vllm 0.7.3 wheel
 # `core/scheduler.py` L1204-1246; `_schedule` L1440-1443 takes it unless chunked prefill is on). Read only for an MLA
 # model, whose chunked prefill V0 forces off (`config.py` L3327-3331) or, after vllm#12639, leaves off by default
-# (0.8.0 `engine/arg_utils.py` L1611-1614): another model's is on by default over a 32K
-# max_model_len on CUDA (`engine/arg_utils.py` L1163-1194), so which a run had hangs on a length the corpus does not
-# give.
+# (0.8.0 `engine/arg_utils.py` L1611-1614). Another model's is on by default over a 32K max_model_len
+# (`engine/arg_utils.py` L1163-1194; kvplan.engines.vllm.v0_chunked, which reads the server's length where a run
+# states it); a non-MLA V0 run left unchunked is not read as prefill-first here (not established for the corpus).
 PREFILL_FIRST_BEFORE = {"vllm": (0, 8, 0)}
 
 

@@ -17,8 +17,8 @@ from kvplan.model.layers import Kind, kv_heads_per_rank
 from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import Plan
 from kvplan.core.units import gib, human_bytes, plural
-from kvplan.hardware.facts import runs_bf16
 from kvplan.planning.speculative import explain_line
+from kvplan.report.text import run_dtype
 
 
 def _tokens_text(spec, S: int, held: int) -> str:
@@ -87,7 +87,7 @@ def explain_lines(plan: Plan, model, gpu=None) -> list[str]:
     prof = plan.stages[0].profile
     tp = plan.deployment.tp
     b = prof.kv_dtype
-    name = b.name if gpu is None or runs_bf16(gpu) or b.name != "bf16" else "fp16"
+    name = b.name if gpu is None else run_dtype(b.name, gpu)
     bstr = f"{b.bytes_per_element:g} B ({name})"
     S = r.context
 

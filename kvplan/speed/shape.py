@@ -213,7 +213,7 @@ def read_flops(gpu, precision: str) -> float:
     for name in names:
         if measured.get(name):
             return float(measured[name])
-    rate = float(next((datasheet[n] for n in names if datasheet.get(n)), 0))
+    rate = datasheet_flops(gpu, precision)
     base = next((n for n in ("bf16", "fp16") if measured.get(n) and datasheet.get(n)), None)
     if base and precision != "bf16":  # the measured share; the measured rate itself where the datasheet's is the same
         return float(measured[base]) if rate == datasheet[base] else rate * measured[base] / datasheet[base]
@@ -261,7 +261,7 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
         key = engine_key(engine) if engine else None
         dtype, block_m = mxfp4_precision(key, gpu, version) or stored, moe_block_m(key, gpu, version)
     peak, precision = gemm_rate(gpu, dtype, compute)
-    peak_bf16 = float(gpu.dense_flops.get("bf16") or gpu.dense_flops.get("fp16") or 0)  # the roofline's, as ever
+    peak_bf16 = datasheet_flops(gpu, "bf16")  # the roofline's, as ever
     rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, sixteen_bit(gpu, compute)[1])
     link_bw, latency = link(gpu, max(terms["tp"], terms["ep"]))
     oneshot = custom_allreduce_bytes(engine, terms["tp"], gpu)  # the engine's custom all-reduce, where it runs one
@@ -269,8 +269,9 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     paths, missing = (), ""
     if gemm_kernels(engine) == "ggml":
         dense = terms["flops_per_token"] / 2 - terms["top_k"] * terms["expert_params"]
-        paths, missing = ggml_paths(gpu, stored, dense, ggml_rate_of(gpu), date)
-        bf16 = ggml_attention_rate(gpu, ggml_rate_of(gpu))  # its attention's two accumulators
+        rate_of = ggml_rate_of(gpu)
+        paths, missing = ggml_paths(gpu, stored, dense, rate_of, date)
+        bf16 = ggml_attention_rate(gpu, rate_of)  # its attention's two accumulators
     # a rank's KV heads as the engine's MLA default reads them, over its whole tp size (`tp_size`: attention-DP ranks
     # included; None: terms' tp), by the rule kvplan.engines.sglang.attention reads for the page and the aiter cut
     heads = mla_heads_per_rank(spec, tp_size or terms["tp"])

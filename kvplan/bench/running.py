@@ -107,8 +107,13 @@ def case_packed(case, spec, stated: dict) -> int | None:
     if "max_num_batched_tokens" in stated or (case.dp > 1 and attention_dp(case)):
         return None
     mla = any(layer.kind == Kind.MLA for layer in spec.layers)
-    length = (case.flags or {}).get("max_model_len") or spec.max_context
+    length = served_length(case, spec)
     return whole_prompt_budget(case.engine, case.version, mla, int(length)) if length else None
+
+
+def served_length(case, spec):
+    """The max_model_len the case's server ran at: the one its run stated (`--max-model-len`), else the model's own."""
+    return (case.flags or {}).get("max_model_len") or spec.max_context
 
 
 def case_lockstep(case) -> int:
@@ -191,7 +196,7 @@ def sized(case, spec, gpu) -> Running | None:
         req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
         if server_sized(case.engine, case.version):  # V0's step budget: the server's length (vllm.v0_chunked)
-            served = spec.max_model_len or flags.get("max_model_len") or spec.max_context
+            served = spec.max_model_len or served_length(case, spec)
             spec = replace(spec, max_model_len=int(served))
         st = engine.settings(spec, gpu, dep, req)
         own = model_own(case, spec, st)

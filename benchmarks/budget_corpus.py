@@ -122,11 +122,11 @@ def _consumed(res, loaded: int, version) -> dict:
     the budget's free-memory drop from the start-up snapshot to the end of the profile run (gpu_worker.py 0.27.0
     L526, L752-774; mem_utils.py L317-319): the weights as loaded, the non-torch increase and the runner's persistent
     states and buffers (the terms kvplan.engines.vllm.overhead counts there). Before 0.27.0 the line is not scored."""
+    from kvplan.engines.vllm.reconcile import _runner_terms  # check-log's sum of the runner terms
+
     if not version or version < (0, 27, 0):
         return {}
-    s = res.settings
-    return {"consumed": loaded + s["overhead_non_torch"] + s.get("overhead_runner_states", 0)
-            + s.get("overhead_runner_buffers", 0)}
+    return {"consumed": loaded + res.settings["overhead_non_torch"] + _runner_terms(res.settings)}
 
 
 def _printed_peak(log, ours: dict, version) -> int:

@@ -64,7 +64,7 @@ def test_a_hybrids_graph_estimate_says_it_is_an_extrapolation():
     # the 2 MiB page: 10 MiB a further graph. The fit saw attention layers only (benchmarks/budget_calibrate.py keeps
     # hybrids out), so the plan adds a caveat with the one hybrid log in the corpus: vllm-foam-qwen35-27b-tp4-v019
     # printed "Estimated CUDA graph memory: 1.59 GiB total" where kvplan gives 209 + 100 x 10 MiB = 1.18 GiB.
-    from kvplan.engines.vllm.cudagraphs import graph_notes, has_recurrent_layers
+    from kvplan.engines.vllm.cudagraphs import cudagraph_estimate, graph_notes, has_recurrent_layers
 
     gpu, dep = find_gpu("h100"), Deployment(4)
     hybrid, dense = find_in_catalog("qwen3.5-27b"), find_in_catalog("qwen3-32b")
@@ -72,5 +72,9 @@ def test_a_hybrids_graph_estimate_says_it_is_an_extrapolation():
     fitted, caveat = graph_notes(hybrid, dep, vllm_settings(hybrid, gpu, dep, Request(context=8192), "0.20.0"))
     assert "10 MiB a further graph" in fitted
     assert "hybrid" in caveat and "1.59 GiB" in caveat and "1.18" in caveat
+    # the caveat quotes kvplan's own figure as a constant: tie it to the estimate (64 layers a rank at tp 4, 1,024
+    # sequences), so a refit of the per-layer cost that moves it fails here rather than leaving the note stale
+    st = vllm_settings(hybrid, gpu, dep, Request(context=8192), "0.19.0")
+    assert cudagraph_estimate(64, hybrid, 4, st.max_num_seqs, gpu, st.weight_dtype) == (209 + 100 * 10) * 2**20
     (only,) = graph_notes(dense, dep, vllm_settings(dense, gpu, dep, Request(context=8192), "0.20.0"))
     assert "hybrid" not in only

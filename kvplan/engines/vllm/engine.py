@@ -226,8 +226,8 @@ class Vllm(Engine):
         why = model_release_problem(model, version)  # before any rule of a model class the release lacks
         if why:
             raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
-        fp8_linear.check_vllm(model, dep, self.version or self.default_version)  # a block-FP8 dense linear shard
-        fp8_blocks.check(model, dep, "vllm", self.version or self.default_version)  # a block-FP8 expert shard
+        fp8_linear.check_vllm(model, dep, version)  # a block-FP8 dense linear shard
+        fp8_blocks.check(model, dep, "vllm", version)  # a block-FP8 expert shard
         if dep.dcp > 1 and has_compressed(model.layers):
             raise KvplanError("vLLM's DeepSeek-V4 window caches refuse decode context parallelism "
                               "(SlidingWindowSpec asserts dcp 1)", EXIT_USAGE)

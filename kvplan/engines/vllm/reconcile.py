@@ -182,8 +182,7 @@ def _vllm_budget_rows(out, r, res, st, gpu):
     p = res.plan
     if "model_loading_gib" in r:
         rep = r["model_loading_gib"].value * GIB
-        # as loaded: kernel padding and RoPE tables included (Vllm.loaded_extra); the driver's line, the first stage's
-        loaded = p.stages[0].weight_bytes if p.deployment.pp > 1 and p.stages else p.weight_bytes_per_gpu
+        loaded = _loaded(p)
         d, e = rel(loaded, rep)
         out.rows.append(Row("weights per GPU (Model loading took)", f"{r['model_loading_gib'].text} GiB",
                             f"{loaded / GIB:.4f} GiB", d, abs(e) <= 0.02 if e is not None else None, e))
@@ -203,6 +202,12 @@ def _vllm_budget_rows(out, r, res, st, gpu):
     _consumed_row(out, r, res, st)
 
 
+def _loaded(p) -> int:
+    """Weights as loaded: kernel padding and RoPE tables included (Vllm.loaded_extra); the driver's line, the first
+    stage's."""
+    return p.stages[0].weight_bytes if p.deployment.pp > 1 and p.stages else p.weight_bytes_per_gpu
+
+
 def _runner_terms(ours: dict) -> int:
     """V2's states and V1's input buffers: in the budget from 0.27.0 (0 before; kvplan.engines.vllm.overhead)."""
     return ours.get("overhead_runner_states", 0) + ours.get("overhead_runner_buffers", 0)
@@ -214,9 +219,8 @@ def _consumed_row(out, r, res, st):
     L317-319): kvplan's weights as loaded + non-torch + the runner's states and buffers. Not compared before 0.27.0."""
     if "weights_non_torch_gib" not in r or st.v < (0, 27, 0):
         return
-    p, ours = res.plan, res.settings
-    loaded = p.stages[0].weight_bytes if p.deployment.pp > 1 and p.stages else p.weight_bytes_per_gpu
-    est = loaded + ours["overhead_non_torch"] + _runner_terms(ours)
+    ours = res.settings
+    est = _loaded(res.plan) + ours["overhead_non_torch"] + _runner_terms(ours)
     d, e = rel(est, r["weights_non_torch_gib"].value * GIB)
     out.rows.append(Row("consumed memory as printed (weights + non-torch + runner)",
                         f"{r['weights_non_torch_gib'].text} GiB", f"{est / GIB:.2f} GiB (estimate)", d, None, e))

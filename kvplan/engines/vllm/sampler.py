@@ -136,8 +136,7 @@ def v2_sampler_bytes(version: tuple[int, ...], rows: int, vocab: int, logits_byt
     fused = version >= V2_WARMUP_FROM and v2_flashinfer(gpu, flashinfer)
     per_logit = v2_bytes_per_logit(version, logits_bytes, fused)
     buffer = 0
-    vendor = str(getattr(gpu, "vendor", "unknown") or "unknown").upper()
-    if version >= V2_WARMUP_FROM and not fused and rows > 0 and vendor in _TRITON_VENDORS:
+    if version >= V2_WARMUP_FROM and not fused and _has_triton(gpu):  # (triton_rows: 0 for no rows)
         buffer = triton_rows(rows, sm_count_of(gpu), min_rows=1) * vocab * TRITON_BUFFER_BYTES
     return per_logit * rows * vocab + buffer
 
@@ -202,13 +201,18 @@ def triton_rows(rows: int, sms: int, min_rows: int = TRITON_MIN_ROWS) -> int:
     return min(1 << (programs - 1).bit_length(), sms)  # next_power_of_2(programs), capped at the SM count
 
 
+def _has_triton(gpu) -> bool:
+    """Whether vLLM's platform for `gpu` has the Triton sampler (CUDA, ROCm, or a GPU known only by its memory)."""
+    return str(getattr(gpu, "vendor", "unknown") or "unknown").upper() in _TRITON_VENDORS
+
+
 def triton_buffer_bytes(version: tuple[int, ...], rows: int, vocab: int, gpu=None,
                         flashinfer: bool | None = None) -> int:
     """Bytes of the Triton top-k/top-p buffer the profile run leaves allocated (0 where that path does not run or
     the platform has no Triton sampler, e.g. Gaudi)."""
     if not triton_sampler(version, flashinfer):
         return 0
-    if str(getattr(gpu, "vendor", "unknown") or "unknown").upper() not in _TRITON_VENDORS:
+    if not _has_triton(gpu):
         return 0
     return triton_rows(rows, sm_count_of(gpu)) * vocab * TRITON_BUFFER_BYTES
 

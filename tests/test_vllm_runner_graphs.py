@@ -69,6 +69,9 @@ def test_a_hybrids_graph_estimate_says_it_is_an_extrapolation():
     gpu, dep = find_gpu("h100"), Deployment(4)
     hybrid, dense = find_in_catalog("qwen3.5-27b"), find_in_catalog("qwen3-32b")
     assert has_recurrent_layers(hybrid) and not has_recurrent_layers(dense)
+    # Falcon-H1 runs a Mamba-2 mixer beside the attention in every layer (its config's mamba_* fields; a ParallelHybrid
+    # layer whose kind is its attention's): a hybrid too
+    assert has_recurrent_layers(find_in_catalog("falcon-h1-0.5b-instruct"))
     fitted, caveat = graph_notes(hybrid, dep, vllm_settings(hybrid, gpu, dep, Request(context=8192), "0.20.0"))
     assert "10 MiB a further graph" in fitted
     assert "hybrid" in caveat and "1.59 GiB" in caveat and "1.18" in caveat

@@ -40,7 +40,7 @@ from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, locks
                                       resident_context, runs_waves, whole_prompt_budget, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.engines.vllm.v0_chunked import server_sized
-from kvplan.model.layers import Kind, ParallelHybrid
+from kvplan.model.layers import Kind, recurrent_states
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.cohort import cohort
@@ -153,8 +153,7 @@ def case_ssm_dtype(case, spec, gpu) -> str:
     kvplan.engines.sglang.mamba.pool_ssm_dtype), the one a plan's speed figures read; "" for a model without
     recurrent states, an engine whose fit keeps the reader's (`Engine.fit_follows_ssm_dtype`: vLLM, whose release
     rule failed the adoption rule) or a setting its rules refuse."""
-    if spec is None or case.engine not in OPTS or not any(layer.kind == Kind.STATE or isinstance(layer, ParallelHybrid)
-                                                          for layer in spec.layers):
+    if spec is None or case.engine not in OPTS or not recurrent_states(spec.layers):
         return ""
     try:
         engine, _ = configure(case.engine, case.version, case_opts(case), None)

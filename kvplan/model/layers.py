@@ -379,6 +379,13 @@ def with_ssm_dtype(layer: LayerSpec, dtype: str) -> LayerSpec:
     return layer
 
 
+def recurrent_states(layers) -> list[RecurrentState]:
+    """Every recurrent state the layers keep: a RecurrentState layer's own and Falcon-H1's mixer beside its attention
+    (a ParallelHybrid, whose kind is its attention's), so a rule about state layers sees both."""
+    return [layer.state if isinstance(layer, ParallelHybrid) else layer for layer in layers
+            if layer.kind == Kind.STATE or isinstance(layer, ParallelHybrid)]
+
+
 @dataclass(frozen=True)
 class NoCache(LayerSpec):
     """A layer that caches nothing (an MLP-only block of Nemotron-H, an encoder layer)."""

@@ -42,7 +42,7 @@ from __future__ import annotations
 from kvplan.core.intmath import round_up
 from kvplan.hardware.facts import vendor_of
 from kvplan.engines.vllm.runner import graph_note
-from kvplan.model.layers import Kind
+from kvplan.model.layers import Kind, recurrent_states
 from kvplan.planning.deploy import split_layers
 
 MIB = 2**20
@@ -170,4 +170,4 @@ def has_recurrent_layers(model) -> bool:
     """Whether the model has recurrent-state layers (Mamba, GDN): the CUDA-graph fit's per-layer cost describes
     attention layers only, so such a model's estimate is an extrapolation (graph_notes says so) and its logs stay
     out of the fit (benchmarks/budget_calibrate.py)."""
-    return any(la.kind == Kind.STATE for la in model.layers)
+    return bool(recurrent_states(model.layers))  # Falcon-H1's mixer too (a ParallelHybrid layer)

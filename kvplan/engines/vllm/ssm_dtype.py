@@ -28,7 +28,7 @@ from dataclasses import replace
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.options import opt_choice
-from kvplan.model.layers import Kind, ParallelHybrid, ssm_as
+from kvplan.model.layers import recurrent_states, ssm_as
 
 OPTS = ("mamba_cache_dtype", "mamba_ssm_cache_dtype")
 SINCE = (0, 11, 0)  # the first release whose options kvplan has read
@@ -51,8 +51,7 @@ def options(opts: dict, v: tuple) -> tuple[str, str]:
 
 
 def _states(model) -> list:
-    return [layer.state if isinstance(layer, ParallelHybrid) else layer for layer in model.layers
-            if layer.kind == Kind.STATE or isinstance(layer, ParallelHybrid)]
+    return recurrent_states(model.layers)
 
 
 def read_ssm_dtype(model) -> str:

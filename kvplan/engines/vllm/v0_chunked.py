@@ -33,7 +33,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.registry import canonical_engine
 from kvplan.engines.versions import parse_version
 from kvplan.hardware.facts import vendor_of
-from kvplan.model.layers import Kind
+from kvplan.model.layers import Kind, recurrent_states
 
 LONG_CONTEXT = 32768  # `use_long_context = max_model_len > 32768`
 FIRST = (0, 5, 3)  # the first release with the rule
@@ -52,7 +52,7 @@ def exclusion(v: tuple[int, ...], model, gpu, lora) -> str:
         (Kind.SLIDING in kinds, "the model has sliding-window layers"),
         (getattr(model, "speculative", None) is not None, "speculative decoding is on"),
         (lora is not None, "LoRA is on"),
-        ((0, 5, 4) <= v < (0, 6, 3) and Kind.STATE in kinds, "the model has recurrent-state layers"),
+        ((0, 5, 4) <= v < (0, 6, 3) and bool(recurrent_states(model.layers)), "the model has recurrent-state layers"),
         (v >= (0, 6, 2) and bool(model.params.vision), "the model is multimodal"),
         (v >= (0, 6, 5) and vendor_of(gpu) == "AMD", "ROCm is excluded from 0.6.5"),
     )

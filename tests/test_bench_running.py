@@ -228,7 +228,9 @@ def test_amd_mlperf_points_carry_their_harness_running_limit():
     # (mlcommons/inference_results_v5.1@965182b0:closed/AMD/code/mixtral-8x7b/harness_llm/models/mixtral-8x7b/
     # offline_mi300x.yaml). Here the pool binds first: 32 layers x 8 KV heads x 128 x 2 x 2 B = 131,072 B a token, a
     # request holding 427.39 + 143.68 / 2 = 499 tokens on average is 65.4 MB, and the ~127 GB an MI300X keeps for KV
-    # beside ~47 GB of fp8 weights hold about 1,940 of them, under the harness's 5000.
+    # beside ~47 GB of fp8 weights hold about 1,940 of them, under the harness's 5000. (The 127 GB is kvplan's own
+    # budget, so the 1,800-2,100 band pins it; the bound below 5000 does not rest on it: all 206,141,652,992 B of
+    # the card (rocm-smi) less 46.7e9 B of fp8 weights hold at most 159.4e9 / 65.4e6 = 2,437 such requests.)
     cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
     c = next(c for c in cases if c.id == "amd-8xmi300x_2xepyc_9575f-mixtral-8x7b-offline")
     assert c.max_seqs == 5000 and int(c.flags["max_num_batched_tokens"]) == 51200

@@ -108,7 +108,8 @@ def test_the_dstack_deepseek_r1_point_runs_below_its_prompts():
     # chunked prefill off, kvplan.engines.vllm.v0_chunked; bench.running.sized since round 34), so kvplan's pool is
     # 343,552 tokens: 21,472 blocks of 16 tokens of 1,249,280 B (61 layers x 640 bf16 values x 2 B x 16: V0's MLA
     # entry padded to 256 bytes on CUDA) in a 26,825,526,928 B budget (`kvplan fit deepseek-r1 --gpu h200 --gpus 8
-    # --tp 8 --engine vllm --engine-version 0.7.4 --max-model-len 163840`; vllm#14842's log at that length: 303,296).
+    # --tp 8 --engine vllm --engine-version 0.7.4 --max-model-len 163840`; vllm#14842's log at that length: 303,296,
+    # so the pool asserted below is kvplan's own, 13% over that log, pinned: the cohort arithmetic is what is checked).
     # Below 128 x 3,200 = 409,600, the pool does not hold the cohort's prompts, which kvplan.speed.cohort does not
     # model (recompute 0): the running cap is what the pool admits at the 4,800 tokens a request holds on average,
     # 343,552 / 4,800 = 71.573, below the concurrency, so the closed loop queues (128 - 71.6) request times: the TTFT

@@ -87,7 +87,8 @@ def test_v2_runner_has_no_v1_buffers():
 def test_check_log_scores_the_consumed_line_from_0_27():
     # check-log on the T4 0.30.0 log: the closing line's 3.24 GiB beside kvplan's weights as loaded (2.8865 GiB) +
     # non-torch 139,460,608 B + V2 states 165,306,368 B = 3.17 GiB; the non-KV row now holds the states too:
-    # 12.376 - 2.98 - 8.67 = 0.73 GiB inferred against peak + non-torch + graphs + states
+    # 12.376 - 2.98 - 8.67 = 0.73 GiB inferred against peak + non-torch + graphs + states. The 0.90 GiB is kvplan's
+    # own sum (its fitted peak and graph estimate), pinned, not a figure from the log: 0.17 GiB over the log's 0.73
     from pathlib import Path
 
     from kvplan.engines.logparse import parse_log

@@ -36,3 +36,22 @@ def test_the_corpus_runs_that_state_multi_step():
     assert not [c for c in cases if c.id.startswith("amd-8xmi3") and c.flags.get("num_scheduler_steps")]
     stated_one = [c for c in cases if c.engine == "vllm" and c.flags.get("num_scheduler_steps") == 1]
     assert stated_one and all(case_poll_wait(c) == 0.0 for c in stated_one)
+
+
+def test_a_stated_block_reaches_the_running_rules():
+    # with no corpus run left that states n > 1, a V0 point stating 9 (as AMD's server_mi300x harness does) still
+    # carries its (9 - 1) / 2 = 4 steps' wait from its flags into bench.running's rules; n = 1 carries none
+    from kvplan.bench.running import running
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.sources.catalog import find_in_catalog
+    from kvplan.speed.corpus import case_of
+
+    point = {"engine": "vllm", "gpu": "mi300x", "version": "0.6.6", "isl": 1024, "osl": 128, "concurrency": 4,
+             "kvplan_model": "llama-3.1-8b-instruct", "gpus": 1, "tp": 1, "metrics": {"tpot_ms": 20}}
+    nine, why = case_of({**point, "flags": {"num_scheduler_steps": 9}}, "test", "")
+    assert nine is not None, why
+    assert case_poll_wait(nine) == 4.0
+    spec, gpu = find_in_catalog("llama-3.1-8b-instruct"), find_gpu("mi300x")
+    assert running(nine, spec, gpu).poll_wait == 4.0
+    one, _ = case_of({**point, "flags": {"num_scheduler_steps": 1}}, "test", "")
+    assert case_poll_wait(one) == 0.0

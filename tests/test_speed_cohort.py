@@ -119,6 +119,10 @@ def test_the_dstack_deepseek_r1_point_runs_below_its_prompts():
     case = next(c for c in cases if c.source == "dstack-benchmarks-deepseek-r1-h200-mi300x"
                 and c.id == "h200-vllm-3200-3200-c128")
     got = running(case, find_in_catalog("deepseek-r1"), find_gpu(case.gpu))
+    # independent of kvplan: the pool vllm#14842's log printed at this length (303,296 tokens) and the cohort's prompts
+    # (409,600) bound the cap: 303,296 / 4,800 = 63.19 <= cap < 409,600 / 4,800 = 85.33 (kvplan's own pool, 13% over
+    # the log, is the pinned figure below)
+    assert 303_296 / 4_800 <= got.cap < 409_600 / 4_800
     assert got.cap == pytest.approx(343_552 / 4_800, abs=0.01)
     assert got.recompute == 0.0
     wait = combos(Load(3200, 3200, concurrency=128, num_prompts=500, cap=got.cap, fixed=True,

@@ -46,6 +46,11 @@ def _per_width(spec: ModelSpec) -> int:
     return p.num_moe_layers * p.num_experts * (3 if gated_mlp(spec) else 2) * spec.hidden_size
 
 
+def dense_mlp_layers(spec: ModelSpec) -> int:
+    """How many layers have a dense MLP (ffn_kinds over every layer); 0 where the spec counts no dense MLP."""
+    return ffn_kinds(spec, spec.num_layers).count("dense") if spec.params.mlp else 0
+
+
 def ffn_kinds(full: ModelSpec, n: int) -> list[str]:
     """Which of the first n layers have a dense MLP, a MoE block, or none.
 

@@ -229,9 +229,10 @@ def exclusion_list(q: dict, where: str) -> list[str]:
     return names
 
 
-def _matched(names: list, n: int, params, where: str, modules: ModuleNames | None
-             ) -> tuple[dict[str, set[int]], dict[tuple[str, int], set[str]]]:
-    """({role: whole modules' layers}, {(role, layer): projections}) the names keep in the model dtype."""
+def matched(names: list, n: int, params, where: str, modules: ModuleNames | None
+            ) -> tuple[dict[str, set[int]], dict[tuple[str, int], set[str]]]:
+    """({role: whole modules' layers}, {(role, layer): projections}) the names keep in the model dtype: what
+    kept_params and kept_modules read (a caller that wants both matches the names once and passes it as `found`)."""
     covered: dict[str, set[int]] = {}
     parts: dict[tuple[str, int], set[str]] = {}
     for name in names:
@@ -254,13 +255,14 @@ def _matched(names: list, n: int, params, where: str, modules: ModuleNames | Non
     return covered, parts
 
 
-def kept_modules(names: list, params, layers, where: str, modules: ModuleNames | None = None) -> tuple[str, ...]:
+def kept_modules(names: list, params, layers, where: str, modules: ModuleNames | None = None, found=None
+                 ) -> tuple[str, ...]:
     """The attention projections ("mixer.projection", a Gated DeltaNet's fused names split into their parts) the
     names keep in the model dtype in every layer that holds them: an engine's block-FP8 shard rule does not check
     them (kvplan.engines.fp8_linear)."""
     if modules is None:
         return ()
-    covered, parts = _matched(names, len(layers), params, where, modules)
+    covered, parts = found or matched(names, len(layers), params, where, modules)
     whole = covered.get("attention", set()) | covered.get("layer", set())
     held: dict[str, set[int]] = {}
     for i, (mixer, sizes) in enumerate(zip(modules.mixers, modules.sizes)):
@@ -271,12 +273,13 @@ def kept_modules(names: list, params, layers, where: str, modules: ModuleNames |
                                                for i in held.get(m, ()))))
 
 
-def kept_params(names: list, params, layers, where: str, modules: ModuleNames | None = None
+def kept_params(names: list, params, layers, where: str, modules: ModuleNames | None = None, found=None
                 ) -> tuple[tuple[str, int], ...]:
     """((role, parameters kept in the model dtype), ...) for the names a config leaves unquantized; with
     `modules`, a `re:` name (or a matcher: a callable) is matched against the model's module names."""
     n = len(layers)
-    covered, parts = _matched(names, n, params, where, modules)
+    covered, parts = found or matched(names, n, params, where, modules)
+    covered = {role: set(idx) for role, idx in covered.items()}  # added to below; `found` is the caller's
     some: dict[str, int] = {}  # parameters of attention projections kept without their whole set
     for (role, i), projs in parts.items():
         sizes = modules.sizes[i] if modules is not None and role == "attention" and i < len(modules.sizes) else {}

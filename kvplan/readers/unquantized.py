@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import MLALatent
 from kvplan.readers.params import _UNGATED, _is_moe_layer
-from kvplan.readers.states import QWEN3_5
+from kvplan.readers.states import output_gated
 
 LIST_KEYS = ("modules_to_not_convert", "ignore", "ignored_layers", "ignored_modules", "llm_int8_skip_modules",
              "exclude_modules")  # the last ModelOpt's hf_quant_config.json (wildcards: kvplan.readers.modelopt)
@@ -144,7 +144,7 @@ def _projection_sizes(cfg, model_type: str, layer) -> dict[str, int]:
                 "kv_b_proj": layer.kv_lora_rank * heads * (nope + v), "o_proj": heads * v * h}
     if hasattr(layer, "head_dim") and hasattr(layer, "num_kv_heads"):
         d, kv = layer.head_dim, layer.num_kv_heads
-        gate = 2 if cfg.bool("attn_output_gate", model_type == "qwen3_next" or model_type in QWEN3_5) else 1
+        gate = 2 if output_gated(cfg, model_type) else 1
         return {"q_proj": h * heads * d * gate, "k_proj": h * kv * d, "v_proj": h * kv * d, "o_proj": heads * d * h}
     return {}
 

@@ -31,7 +31,7 @@ from math import gcd
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.versions import parse_version
-from kvplan.readers.mlp_layout import expert_width, expert_width_exact
+from kvplan.readers.mlp_layout import expert_width
 
 REFINES = (0, 29, 0)  # vLLM 0.29.0: scales refined to a finer block where one of >= 32 fits
 MIN_REFINED = 32
@@ -40,7 +40,7 @@ MIN_REFINED = 32
 def exact_expert_width(model) -> int | None:
     """One expert's intermediate width where the parameter counts give it exactly (readers.mlp_layout.expert_width),
     None otherwise."""
-    width = expert_width(model) if expert_width_exact(model) else 0
+    width = expert_width(model, exact=True)
     # the spec's per-token MLP width is top_k x the expert's (most readers) or the expert's own (MiniMax's): a
     # cross-check that the division found the width, not a multiple of it
     ok = width and model.intermediate_size in (width, model.params.experts_per_token * width)

@@ -61,7 +61,7 @@ from kvplan.engines.versions import parse_version
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import (ChunkedLocal, FullAttention, MLALatent, RecurrentState, SlidingWindow,
                                  kv_heads_per_rank)
-from kvplan.readers.mlp_layout import ffn_kinds, gated_mlp, mlp_width
+from kvplan.readers.mlp_layout import dense_mlp_layers, gated_mlp, mlp_width
 
 ROW = "row"  # split by its input: block_k
 COLUMN = "column"  # split by its output: block_n
@@ -153,10 +153,10 @@ def _recurrent(model, split: int, one_part: bool, tp: int) -> list[Linear]:
     return list(dict.fromkeys(out))
 
 
-def _width(model, params: int, layers: int, what: str, tp: int) -> int:
+def _width(model, params: int, layers: int, what: str, tp: int, shared: bool = False) -> int:
     """One MLP's intermediate width (kvplan.readers.mlp_layout.mlp_width, a shared expert's gate read where its count
     holds one), refused where the parameter counts give none exactly."""
-    width = mlp_width(model, params, layers, shared=what == "shared experts'")
+    width = mlp_width(model, params, layers, shared=shared)
     if not width:
         raise KvplanError(f"{model.name}: its {what} width does not follow exactly from its parameter counts, so "
                           f"kvplan cannot check the engine's FP8 block rule for {arg('tp')} {tp}", EXIT_USAGE,
@@ -190,12 +190,12 @@ def linears(model, splits: Splits, rule: Rule, tp: int) -> list[Linear]:
     if "attention" in kept and not plain:  # kept as whole modules (not read by projection): not checked
         out = []
     p = model.params
-    n_dense = ffn_kinds(model, model.num_layers).count("dense") if p.mlp else 0
+    n_dense = dense_mlp_layers(model)
     if n_dense and "mlp" not in kept:
         out += _mlp(model, _width(model, p.mlp, n_dense, "dense MLP", tp), splits.mlp, "dense MLP layers")
     v4_skipped = has_compressed(model.layers) and not rule.v4_shared
     if p.shared_experts and p.num_moe_layers and splits.shared and "shared_experts" not in kept and not v4_skipped:
-        shared = _width(model, p.shared_experts, p.num_moe_layers, "shared experts'", tp)
+        shared = _width(model, p.shared_experts, p.num_moe_layers, "shared experts'", tp, shared=True)
         out += _mlp(model, shared, splits.shared, "shared experts")
     return [x for x in out if x.split > 1 and (x.mode != MERGED or rule.merged)]
 

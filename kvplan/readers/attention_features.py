@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.model.layers import FullAttention, SlidingWindow
-from kvplan.readers.states import QWEN3_5
+from kvplan.readers.states import output_gated
 
 SINKS_ON_EVERY_LAYER = frozenset({"gpt_oss"})  # model_types whose attention layers all carry sinks
 MM_PREFIX_LM = frozenset({"bagel", "gemma3", "molmo2", "paligemma"})  # vLLM's fallback list (v0.19.0)
@@ -32,7 +32,7 @@ def with_attention_features(cfg, model_type: str, top_model_type: str, layers: l
     config's own top-level one (a multimodal wrapper's, which vLLM's is_mm_prefix_lm reads)."""
     sinks = model_type in SINKS_ON_EVERY_LAYER
     mm_prefix = cfg.bool("is_mm_prefix_lm", top_model_type in MM_PREFIX_LM)
-    gate = cfg.bool("attn_output_gate", model_type == "qwen3_next" or model_type in QWEN3_5)
+    gate = output_gated(cfg, model_type)
     if not (sinks or mm_prefix or gate):
         return layers
 

@@ -29,24 +29,26 @@ def mlp_width(spec: ModelSpec, params: int, layers: int, shared: bool = False) -
     return 0 if params % per else params // per
 
 
-def expert_width(spec: ModelSpec) -> int:
+def expert_width(spec: ModelSpec, exact: bool = False) -> int:
     """One routed expert's intermediate width, from the parameter counts: the experts' weights (their biases taken
-    out) over MoE layers x experts x matrices (gated_mlp) x hidden; 0 without experts. The floor of the division:
-    `expert_width_exact` says whether the counts hold exactly that."""
+    out) over MoE layers x experts x matrices (gated_mlp) x hidden; 0 without experts. The floor of the division, or
+    with `exact` 0 where the counts do not hold exactly that (a remainder the spec cannot place)."""
     per = _per_width(spec)
-    return (spec.params.experts - spec.params.expert_biases) // per if per and spec.params.experts else 0
-
-
-def expert_width_exact(spec: ModelSpec) -> bool:
-    """Whether expert_width divides the experts' parameter count exactly (no remainder the spec cannot place)."""
-    width = expert_width(spec)
-    return bool(width) and width * _per_width(spec) == spec.params.experts - spec.params.expert_biases
+    weights = spec.params.experts - spec.params.expert_biases
+    if not (per and spec.params.experts) or (exact and weights % per):
+        return 0
+    return weights // per
 
 
 def _per_width(spec: ModelSpec) -> int:
     """Expert parameters per unit of one expert's width: MoE layers x experts x matrices x hidden."""
     p = spec.params
     return p.num_moe_layers * p.num_experts * (3 if gated_mlp(spec) else 2) * spec.hidden_size
+
+
+def dense_mlp_layers(spec: ModelSpec) -> int:
+    """How many layers have a dense MLP (ffn_kinds over every layer); 0 where the spec counts no dense MLP."""
+    return ffn_kinds(spec, spec.num_layers).count("dense") if spec.params.mlp else 0
 
 
 def ffn_kinds(full: ModelSpec, n: int) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from kvplan.core.intmath import cdiv
 from kvplan.model.layers import ChunkedLocal, FullAttention, IndexedMLA, LayerSpec, MLALatent, RecurrentState, SlidingWindow
 from kvplan.model.spec import ParamCounts
-from kvplan.readers.states import QWEN3_5, mamba2_dims
+from kvplan.readers.states import QWEN3_5, mamba2_dims, output_gated
 
 # Families whose MLP is up -> act -> down (two matrices) rather than gated (three).
 _UNGATED = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb", "starcoder2", "nemotron_h", "phi", "gpt_bigcode"}
@@ -62,7 +62,7 @@ def _attention_params(cfg, model_type: str, g: dict, layer: LayerSpec) -> tuple[
     if isinstance(layer, (FullAttention, SlidingWindow, ChunkedLocal)):
         heads, kv, d = g["heads"], layer.num_kv_heads, layer.head_dim
         # Qwen3-Next and Qwen3.5 gate the attention output: q_proj is doubled (attn_output_gate)
-        gate = 2 if cfg.bool("attn_output_gate", model_type == "qwen3_next" or model_type in QWEN3_5) else 1
+        gate = 2 if output_gated(cfg, model_type) else 1
         linear = h * heads * d * gate + 2 * h * kv * d + heads * d * h
         small = 0
         bias = cfg.bool("attention_bias", False) or cfg.bool("use_bias", False) or cfg.bool("bias", False)

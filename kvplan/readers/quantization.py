@@ -15,7 +15,8 @@ from kvplan.model.spec import Quantization
 from kvplan.readers.cfg import read_dtype, shown
 from kvplan.readers.modelopt import glob_entry, modelopt_method, modelopt_view, unlisted
 from kvplan.readers.params import _UNGATED, _is_moe_layer, shared_expert_width
-from kvplan.readers.unquantized import exclusion_list, kept_modules, kept_params, module_names, untargeted
+from kvplan.readers.unquantized import (exclusion_list, kept_modules, kept_params, matched, module_names,
+                                        untargeted)
 
 
 def read_quantization(cfg, params=None, layers=()) -> Quantization:
@@ -42,8 +43,9 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
         names = [*names, left_out]
     if names and params is not None and quant.method != _dtype(cfg):
         modules = module_names(cfg, str(cfg.raw("model_type") or ""), params, tuple(layers))
-        quant = replace(quant, kept=kept_params(names, params, tuple(layers), where, modules),
-                        kept_modules=kept_modules(names, params, tuple(layers), where, modules))
+        found = matched(names, len(layers), params, where, modules)  # the names matched once, read twice
+        quant = replace(quant, kept=kept_params(names, params, tuple(layers), where, modules, found),
+                        kept_modules=kept_modules(names, params, tuple(layers), where, modules, found))
     if isinstance(q.get("quant_method"), str) and q["quant_method"]:
         quant = replace(quant, quant_method=q["quant_method"].lower())
     if quant.quant_method == "fbgemm_fp8" and params is not None and params.experts:

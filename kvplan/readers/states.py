@@ -12,6 +12,13 @@ from kvplan.model.layers import RecurrentState
 QWEN3_5 = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}
 
 
+def output_gated(cfg, model_type: str) -> bool:
+    """Whether q_proj also gives a gate per head of the attention's output, doubling its q rows: the config's
+    `attn_output_gate`, true by default for Qwen3-Next and Qwen3.5 (vLLM's Qwen3NextAttention reads
+    getattr(config, "attn_output_gate", True))."""
+    return cfg.bool("attn_output_gate", model_type == "qwen3_next" or model_type in QWEN3_5)
+
+
 def short_conv_state(cfg, g: dict) -> RecurrentState:
     """LFM2's gated short convolution: (conv_L_cache - 1) x hidden_size values, split over tp.
 

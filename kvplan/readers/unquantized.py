@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import MLALatent
 from kvplan.readers.params import _UNGATED, _is_moe_layer
-from kvplan.readers.states import QWEN3_5
+from kvplan.readers.states import output_gated
 
 LIST_KEYS = ("modules_to_not_convert", "ignore", "ignored_layers", "ignored_modules", "llm_int8_skip_modules",
              "exclude_modules")  # the last ModelOpt's hf_quant_config.json (wildcards: kvplan.readers.modelopt)
@@ -144,7 +144,7 @@ def _projection_sizes(cfg, model_type: str, layer) -> dict[str, int]:
                 "kv_b_proj": layer.kv_lora_rank * heads * (nope + v), "o_proj": heads * v * h}
     if hasattr(layer, "head_dim") and hasattr(layer, "num_kv_heads"):
         d, kv = layer.head_dim, layer.num_kv_heads
-        gate = 2 if cfg.bool("attn_output_gate", model_type == "qwen3_next" or model_type in QWEN3_5) else 1
+        gate = 2 if output_gated(cfg, model_type) else 1
         return {"q_proj": h * heads * d * gate, "k_proj": h * kv * d, "v_proj": h * kv * d, "o_proj": heads * d * h}
     return {}
 
@@ -229,9 +229,10 @@ def exclusion_list(q: dict, where: str) -> list[str]:
     return names
 
 
-def _matched(names: list, n: int, params, where: str, modules: ModuleNames | None
-             ) -> tuple[dict[str, set[int]], dict[tuple[str, int], set[str]]]:
-    """({role: whole modules' layers}, {(role, layer): projections}) the names keep in the model dtype."""
+def matched(names: list, n: int, params, where: str, modules: ModuleNames | None
+            ) -> tuple[dict[str, set[int]], dict[tuple[str, int], set[str]]]:
+    """({role: whole modules' layers}, {(role, layer): projections}) the names keep in the model dtype: what
+    kept_params and kept_modules read (a caller that wants both matches the names once and passes it as `found`)."""
     covered: dict[str, set[int]] = {}
     parts: dict[tuple[str, int], set[str]] = {}
     for name in names:
@@ -254,13 +255,14 @@ def _matched(names: list, n: int, params, where: str, modules: ModuleNames | Non
     return covered, parts
 
 
-def kept_modules(names: list, params, layers, where: str, modules: ModuleNames | None = None) -> tuple[str, ...]:
+def kept_modules(names: list, params, layers, where: str, modules: ModuleNames | None = None, found=None
+                 ) -> tuple[str, ...]:
     """The attention projections ("mixer.projection", a Gated DeltaNet's fused names split into their parts) the
     names keep in the model dtype in every layer that holds them: an engine's block-FP8 shard rule does not check
     them (kvplan.engines.fp8_linear)."""
     if modules is None:
         return ()
-    covered, parts = _matched(names, len(layers), params, where, modules)
+    covered, parts = found or matched(names, len(layers), params, where, modules)
     whole = covered.get("attention", set()) | covered.get("layer", set())
     held: dict[str, set[int]] = {}
     for i, (mixer, sizes) in enumerate(zip(modules.mixers, modules.sizes)):
@@ -271,12 +273,13 @@ def kept_modules(names: list, params, layers, where: str, modules: ModuleNames |
                                                for i in held.get(m, ()))))
 
 
-def kept_params(names: list, params, layers, where: str, modules: ModuleNames | None = None
+def kept_params(names: list, params, layers, where: str, modules: ModuleNames | None = None, found=None
                 ) -> tuple[tuple[str, int], ...]:
     """((role, parameters kept in the model dtype), ...) for the names a config leaves unquantized; with
     `modules`, a `re:` name (or a matcher: a callable) is matched against the model's module names."""
     n = len(layers)
-    covered, parts = _matched(names, n, params, where, modules)
+    covered, parts = found or matched(names, n, params, where, modules)
+    covered = {role: set(idx) for role, idx in covered.items()}  # added to below; `found` is the caller's
     some: dict[str, int] = {}  # parameters of attention projections kept without their whole set
     for (role, i), projs in parts.items():
         sizes = modules.sizes[i] if modules is not None and role == "attention" and i < len(modules.sizes) else {}

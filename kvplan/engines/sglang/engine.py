@@ -48,7 +48,6 @@ from kvplan.engines.sglang.layout import reads_capability
 from kvplan.hardware.facts import fact_missing, vendor_of
 from kvplan.engines.context import sglang_rule
 from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, opt_bool
-from kvplan.engines.options import opt_int
 from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.model.layers import LOCAL_KINDS, IndexedMLA, Kind, ParallelHybrid
 from kvplan.engines.sglang.offload import cpu_pool as hicache_pool
@@ -243,7 +242,7 @@ class Sglang(Engine):
     def check_layout(self, model, dep) -> None:
         super().check_layout(model, dep)
         tp_size = dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp  # SGLang's --tp-size
-        dense_tp = 1 if opt_int(self.opts, "moe_dense_tp_size", 0) == 1 else tp_size
+        dense_tp = sglang_layout.dense_split(self.opts, tp_size)
         fp8_linear.check_sglang(model, dep, self.version or self.default_version, tp_size, dense_tp)  # dense shard
         fp8_blocks.check(model, dep, "sglang", self.version or self.default_version)  # a block-FP8 expert shard
 

@@ -83,6 +83,12 @@ def shared_experts_fused(model, gpu, dep, opts: dict, version: str, ep: int) -> 
     return True
 
 
+def dense_split(opts: dict, tp_size: int) -> int:
+    """Over how many ranks SGLang splits the dense MLPs: none (whole on every rank) under moe_dense_tp_size 1, else
+    its tp size (tp x dp under DP attention)."""
+    return 1 if opt_int(opts, "moe_dense_tp_size", 0) == 1 else tp_size
+
+
 def placement(model, gpu, dep, opts: dict, version: str, dpa: bool):
     """The kvplan.planning.layout.Placement of one SGLang rank (module docstring), or a one-line error for options
     SGLang refuses or that kvplan has not read for this model."""
@@ -106,7 +112,7 @@ def placement(model, gpu, dep, opts: dict, version: str, dpa: bool):
         embedding = dep.tp
     return Placement(
         attention=dep.tp,
-        mlp=1 if dense_tp == 1 else tp_size,
+        mlp=dense_split(opts, tp_size),
         experts=dep.tp * dep.dp,
         embedding=embedding,
         head=dep.tp if dp_head else tp_size,

@@ -25,7 +25,7 @@ from math import gcd
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.planning.deploy import NODE_GPUS
-from kvplan.readers.mlp_layout import ffn_kinds, mlp_width
+from kvplan.readers.mlp_layout import dense_mlp_layers, mlp_width
 
 ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM")  # register_auto_model at a43cf9e3
 GPUS_PER_NODE = NODE_GPUS
@@ -61,7 +61,7 @@ def splits(model, dep) -> tuple[int, int] | None:
     if model.architecture not in ARCHITECTURES or dep.tp == 1 or dep.dp > 1:
         return None
     p = model.params
-    n_dense = ffn_kinds(model, model.num_layers).count("dense") if p.mlp else 0
+    n_dense = dense_mlp_layers(model)
     mlp = _narrowed(model, _width(model, p.mlp, n_dense, "dense MLP", dep.tp), dep.tp, True, "dense MLP") \
         if n_dense else dep.tp
     shared = dep.tp

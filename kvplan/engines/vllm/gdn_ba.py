@@ -27,7 +27,8 @@ FIRST = (0, 33, 0)  # the release read with maybe_disable_tp (0.33.0 wheel)
 # a config's quant_method that vLLM loads as AWQMarlinConfig, a GPTQ config or INCConfig (the isinstance test)
 METHODS = ("awq", "gptq", "inc")
 INTERLEAVED = ("Qwen3NextForCausalLM",)  # gqa_interleaved_layout: in_proj_ba one output, split as before
-KEPT = ("linear_attn.in_proj_b", "linear_attn.in_proj_a", "linear_attn.in_proj_ba")
+# kept_modules names a fused in_proj_ba by its parts (kvplan.readers.unquantized.kept_modules)
+KEPT = ("linear_attn.in_proj_b", "linear_attn.in_proj_a")
 
 
 def _gdn(layer) -> bool:
@@ -47,7 +48,7 @@ def _bytes(model, params: int) -> int:
     """`params` of in_proj_b and in_proj_a in the checkpoint's format, or in the model dtype where its exclusion
     list keeps them (kvplan.readers.unquantized.kept_modules)."""
     q = model.quantization
-    if any(m.endswith(KEPT) for m in q.kept_modules):
+    if any(m in KEPT for m in q.kept_modules):
         return params * PLAIN_BYTES.get(model.dtype, 2)
     return linear_bytes(params, q.method, q.group_size, not q.symmetric, q.scale_bytes or 2)
 

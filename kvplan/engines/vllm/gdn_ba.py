@@ -16,6 +16,8 @@ with no replicated fallback, its Marlin failure at tp >= 2 is sgl-project/sglang
 from __future__ import annotations
 
 from kvplan.core.errors import arg
+# vLLM's gqa_interleaved_layout (Qwen3-Next): in_proj_ba one output, split as before
+from kvplan.engines.fp8_linear import VLLM_ONE_PART_GDN
 from kvplan.hardware.facts import vendor_of
 from kvplan.model.layers import RecurrentState
 from kvplan.model.spec import PLAIN_BYTES, own_format
@@ -26,7 +28,6 @@ from kvplan.planning.plan_warnings import PlanWarning
 FIRST = (0, 33, 0)  # the release read with maybe_disable_tp (0.33.0 wheel)
 # a config's quant_method that vLLM loads as AWQMarlinConfig, a GPTQ config or INCConfig (the isinstance test)
 METHODS = ("awq", "gptq", "inc")
-INTERLEAVED = ("Qwen3NextForCausalLM",)  # gqa_interleaved_layout: in_proj_ba one output, split as before
 # kept_modules names a fused in_proj_ba by its parts (kvplan.readers.unquantized.kept_modules)
 KEPT = ("linear_attn.in_proj_b", "linear_attn.in_proj_a")
 
@@ -40,7 +41,7 @@ def applies(model, version: tuple[int, ...], tp: int, gpu, weight_dtype=None) ->
     in its own format: another weight dtype asked for is not its AWQ/GPTQ/INC config)."""
     q = model.quantization
     return (tp > 1 and own_format(model, weight_dtype) and version >= FIRST and vendor_of(gpu) == "NVIDIA"
-            and q.quant_method in METHODS and model.architecture not in INTERLEAVED
+            and q.quant_method in METHODS and model.architecture not in VLLM_ONE_PART_GDN
             and any(_gdn(x) for x in model.layers))
 
 

@@ -35,7 +35,7 @@ from kvplan.model.spec import weight_bytes
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.sources.importer import build_spec
 
-from conftest import LLAMA_31_8B, llm_compressor_w8a8
+from conftest import LLAMA_31_8B, llm_compressor_w8a8, shared_config
 
 FP8_DYNAMIC = llm_compressor_w8a8("float")
 LLAMA_8B = LLAMA_31_8B
@@ -147,3 +147,15 @@ def test_fbgemm_moe_experts_load_in_16_bits():
     assert spec.quantization.channel_scales[2] == 0
     # a dense fbgemm model has no experts to keep: its format is unchanged
     assert _quant(LLAMA_8B, qc).quantization.experts_method == ""
+
+
+def test_a_gated_query_counts_its_gate_rows():
+    # Qwen3-Next-80B-A3B's config (../shared/configs): 48 layers, full attention every 4th (12 layers), 16 query
+    # heads of 256; attn_output_gate unset, true by default (vLLM's Qwen3NextAttention: getattr(config,
+    # "attn_output_gate", True)), so qkv_proj outputs total_num_heads x (1 + attn_output_gate) query heads (vllm 0.33.0
+    # wheel models/qwen3_next.py L317-325). The gate's 16 x 256 rows hold a scale each: 12 x 4,096 x 4 B = 196,608 B
+    # more column-parallel scales than the same config with the gate off
+    cfg = shared_config("Qwen__Qwen3-Next-80B-A3B-Thinking")
+    gated = _quant(cfg, FP8_DYNAMIC).quantization.channel_scales
+    plain = _quant(dict(cfg, attn_output_gate=False), FP8_DYNAMIC).quantization.channel_scales
+    assert gated[0] - plain[0] == 196_608 and gated[1:] == plain[1:]

@@ -133,8 +133,9 @@ def _channel_parts(cfg, layers, params, experts: bool = True) -> dict[str, tuple
         if isinstance(a, MLALatent):
             column, whole = _mla_outputs(cfg, a, heads)
             att = (att[0] + column, att[1] + whole + h)
-        elif d and kv:
-            att = (att[0] + (heads + 2 * kv) * d, att[1] + h)
+        elif d and kv:  # a gated q (Qwen3-Next, Qwen3.5) is q and its gate: 2 x heads rows (vLLM's QKVParallelLinear
+            q = heads * (2 if getattr(a, "output_gate", False) else 1)  # total_num_heads x (1 + attn_output_gate))
+            att = (att[0] + (q + 2 * kv) * d, att[1] + h)
         if num_experts and _is_moe_layer(cfg, model_type, i):
             routed, moe_layers = routed + num_experts * (mats * expert + h), moe_layers + 1
         elif width:

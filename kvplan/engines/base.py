@@ -332,10 +332,7 @@ class Engine:
 def fact_warnings(engine: str, gpu, facts) -> tuple[PlanWarning, ...]:
     """One plan warning per hardware fact in `facts` (of kvplan.hardware.facts.ASSUMED_FACTS) that `engine`'s
     rules read on this plan and the GPU's profile leaves out: what they assumed instead."""
-    def literal(text: str) -> str:  # a PlanWarning's message is a format string
-        return text.replace("{", "{{").replace("}", "}}")
-
     key = getattr(gpu, "key", "?")
-    return tuple(PlanWarning(literal(f"GPU profile '{key}' gives no {fact}: {engine}'s rules assumed "
+    return tuple(PlanWarning.literal((f"GPU profile '{key}' gives no {fact}: {engine}'s rules assumed "
                                      f"{assumed_fact(gpu, fact)} (kvplan/hardware/profiles/README.md)"))
                  for fact in dict.fromkeys(facts))

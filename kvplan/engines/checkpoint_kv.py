@@ -38,11 +38,6 @@ class KvRule(NamedTuple):
     hint: bool = True
 
 
-def _literal(text: str) -> str:
-    """Text as a PlanWarning message (a format string): braces doubled."""
-    return text.replace("{", "{{").replace("}", "}}")
-
-
 def auto_dtype(rule: KvRule, model) -> str | None:
     """The cache dtype the engine's 'auto' gives this checkpoint where it is not the model's own (the declared
     one it follows), else None: what an emitted command must override to run another."""
@@ -62,7 +57,7 @@ def resolve(rule: KvRule, model, req: Request) -> tuple[Request, tuple[PlanWarni
             own = cache_dtypes(req, model)[0].name
             named = rule.hint and ckv.dtype and ckv.dtype != own
             hint = f"; {arg('kv_dtype')} {ckv.dtype} plans the declared cache" if named else ""
-            return req, (PlanWarning(_literal(f"KV cache {own}: the checkpoint declares {declared}, but {rule.why}"
+            return req, (PlanWarning.literal((f"KV cache {own}: the checkpoint declares {declared}, but {rule.why}"
                                               f"{hint}"), topic=KV_NOT_FOLLOWED),)
         if rule.unsized or not ckv.dtype:
             raise KvplanError(f"the checkpoint declares a {kind} KV cache ({declared}) and {rule.why}; kvplan has no "
@@ -70,15 +65,15 @@ def resolve(rule: KvRule, model, req: Request) -> tuple[Request, tuple[PlanWarni
                               EXIT_USAGE, param="kv_dtype", value="auto")
         dt = KV_DTYPES[ckv.dtype]
         return (replace(req, kv_dtype=dt),
-                (PlanWarning(_literal(f"KV cache {dt.name}: the checkpoint declares {declared} and {rule.why}"),
-                             topic=KV_FOLLOWED),))
+                (PlanWarning.literal((f"KV cache {dt.name}: the checkpoint declares {declared} and {rule.why}"),
+                                     topic=KV_FOLLOWED),))
     asked = cache_dtypes(req, model)[0]
     if rule.refuse_16bit and asked.name in ("bf16", "fp16", "fp32"):
         raise KvplanError(f"{arg('kv_dtype')} {asked.name}: {rule.refuse_16bit}", EXIT_USAGE, param="kv_dtype",
                           value=asked.name, allowed=("auto", ckv.dtype) if ckv.dtype else ("auto",))
     if asked.name == ckv.dtype:
         return req, ()
-    return req, (PlanWarning(_literal(f"KV cache {asked.name} as asked, not the {kind} cache the checkpoint declares "
+    return req, (PlanWarning.literal((f"KV cache {asked.name} as asked, not the {kind} cache the checkpoint declares "
                                       f"({declared})"), topic=KV_ASKED),)
 
 

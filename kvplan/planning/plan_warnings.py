@@ -33,6 +33,11 @@ class PlanWarning(NamedTuple):
     # then leaves out its own general wording, so each assumption is said once
     topic: str = ""
 
+    @classmethod
+    def literal(cls, text: str, **kw) -> "PlanWarning":
+        """A warning with no figures: `text` as it reads (braces doubled, the message being a format string)."""
+        return cls(text.replace("{", "{{").replace("}", "}}"), **kw)
+
 
 def _override_warning(model: ModelSpec, weight_dtype: str | None, weights: int) -> list[PlanWarning]:
     """A dtype flag never re-plans a checkpoint silently (issue 22: int4 group 32 planned at 128), nor assumes an

@@ -175,7 +175,7 @@ class TrtLlm(Engine):
     def assumptions(self, model, gpu, dep, st) -> tuple:
         """The narrowed DeepSeek-V3 MLP split, where it applies, with the GPUs per node it assumed."""
         said = mlp_split.note(model, dep)
-        return (PlanWarning(said.replace("{", "{{").replace("}", "}}")),) if said else ()
+        return (PlanWarning.literal(said),) if said else ()
 
     def context_limit(self, model):
         """TensorRT-LLM's inferred max_seq_len (kvplan.engines.context.trtllm_rule)."""

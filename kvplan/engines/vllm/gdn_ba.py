@@ -35,7 +35,7 @@ from kvplan.core.errors import arg
 # vLLM's gqa_interleaved_layout (Qwen3-Next): in_proj_ba one output, split as before
 from kvplan.engines.fp8_linear import VLLM_ONE_PART_GDN
 from kvplan.hardware.facts import capability_of, fact_missing, vendor_of
-from kvplan.model.layers import RecurrentState
+from kvplan.model.recurrent import RecurrentState
 from kvplan.model.spec import PLAIN_BYTES, own_format
 from kvplan.model.weight_formats import linear_bytes
 from kvplan.planning.deploy import split_layers

@@ -125,20 +125,20 @@ def plan(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, context: int | s
     if gpus_per_node is not None and not 1 <= gpus_per_node <= 1024:
         raise out_of_range("gpus_per_node", gpus_per_node, 1, 1024)
     if dep == SEARCH:
-        dep = _best_layout(spec, hw, gpus, req, chosen, gpus_per_node or NODE_GPUS)
+        dep = _best_layout(spec, hw, gpus, req, chosen, gpus_per_node or NODE_GPUS, gpus_per_node)
     if dep is not None and gpus_per_node is not None:  # the node size the user tells the engine (gpus_per_node)
         dep = dataclasses.replace(dep, node_gpus=gpus_per_node)
     return chosen.plan(spec, hw, chosen.deployment(dep or Deployment()), req)
 
 
-def _best_layout(spec, hw, gpus: int, req, engine, per_node: int):
+def _best_layout(spec, hw, gpus: int, req, engine, per_node: int, node_gpus: int | None = None):
     """`kvplan fit --gpus N`'s layout: every valid one planned and ranked (kvplan.compare.candidates.search_layouts)."""
     if gpus == 1:
         return Deployment(1, 1)
     if engine.splits_layers_only:  # one layout: layers split over the GPUs
         return Deployment(1, gpus)
     engine.with_checkpoint_kv(spec, req)  # a declared KV cache the engine cannot run: refused, not every layout
-    plans = search_layouts(spec, hw, gpus, req, engine, per_node)  # none: refused with why (kvplan.compare.candidates)
+    plans = search_layouts(spec, hw, gpus, req, engine, per_node, node_gpus)  # none: refused with why (kvplan.compare.candidates)
     return plans[0].deployment
 
 

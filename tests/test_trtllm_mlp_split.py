@@ -125,3 +125,15 @@ def test_node_gpus_must_be_a_positive_integer(tmp_path):
     text = open(GB200.path).read().replace("node_gpus: 4", "node_gpus: 0")
     with pytest.raises(KvplanError, match="node_gpus"):
         parse_profile(text, str(tmp_path / "gb200.yaml"))
+
+
+def test_api_passes_the_node_size_to_the_search_and_the_plan():
+    from kvplan import api
+
+    said = [w.message for w in api.plan("deepseek-r1", "h200-sxm", tp=16, engine="trtllm", gpus_per_node=4).warnings]
+    assert any("dense MLP layers over 4" in m and "gpus_per_node 4" in m for m in said)
+    engine = resolve_engine("trtllm", None, [])
+    from kvplan.compare.candidates import search_layouts
+
+    plans = search_layouts(R1, H200, 16, REQ, engine, 8, node_gpus=4)
+    assert {p.deployment.node_gpus for p in plans} == {4}

@@ -120,7 +120,8 @@ def fit(
         stderr(f"note: --ctx not given; using {source}, {default_ctx:,} tokens")
     layouts = None
     if dep == SEARCH:
-        dep, layouts = search(spec, hw, gpus, req, chosen, gpus_per_node or NODE_GPUS, as_json=as_json)
+        dep, layouts = search(spec, hw, gpus, req, chosen, gpus_per_node or NODE_GPUS, as_json=as_json,
+                              node_gpus=gpus_per_node)
     if dep is not None and gpus_per_node is not None:  # the node size the user tells the engine
         dep = dataclasses.replace(dep, node_gpus=gpus_per_node)
     fit_report(spec, hw, dep, req, chosen, emit_to=emit, as_json=as_json, explain=explain, check=check,

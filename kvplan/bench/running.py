@@ -40,7 +40,8 @@ from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, locks
                                       resident_context, runs_waves, whole_prompt_budget, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.engines.vllm.v0_chunked import server_sized
-from kvplan.model.layers import Kind, recurrent_states
+from kvplan.model.layers import Kind
+from kvplan.model.recurrent import recurrent_states
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.cohort import cohort

@@ -43,7 +43,8 @@ from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
 from kvplan.engines.vllm import ssm_dtype as vllm_ssm
 from kvplan.planning.plan_warnings import PlanWarning
 from kvplan.model.compressed import CompressedMLA, has_compressed
-from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
+from kvplan.model.layers import IndexedMLA, Kind
+from kvplan.model.recurrent import ParallelHybrid
 from kvplan.model.spec import weight_bytes
 from kvplan.core.search import largest_fitting
 from kvplan.engines import fp8_blocks, fp8_linear, kvbm, lmcache, served_dtype

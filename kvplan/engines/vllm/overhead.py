@@ -295,7 +295,8 @@ def missing_facts(model, dep, st) -> tuple[str, ...]:
     kernels = nvidia and model.quantization.method in ("mxfp4", "nvfp4")
     out = []
     sampler_cc = v2 and v2_capability_read(v, gpu, fi)  # FlashInfer's sampler asks for 8.0-12.1 (0.33's V2)
-    if (kernels or workspace or sampler_cc) and nvidia and fact_missing(gpu, "compute_capability"):
+    ba = gdn_ba.reads_capability(model, v, dep.tp, gpu, wd)  # AWQ's Marlin override, 0.22-0.23
+    if (kernels or workspace or sampler_cc or ba) and nvidia and fact_missing(gpu, "compute_capability"):
         out.append("compute_capability")
     if workspace and nvidia and fact_missing(gpu, "interconnect.kind"):
         out.append("interconnect.kind")

@@ -33,7 +33,8 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.registry import canonical_engine
 from kvplan.engines.versions import parse_version
 from kvplan.hardware.facts import vendor_of
-from kvplan.model.layers import Kind, recurrent_states
+from kvplan.model.layers import Kind
+from kvplan.model.recurrent import recurrent_states
 
 LONG_CONTEXT = 32768  # `use_long_context = max_model_len > 32768`
 FIRST = (0, 5, 3)  # the first release with the rule

@@ -99,7 +99,8 @@ def _unsupported(v, model, gpu, pp: int, kv: str | None, weight_dtype: str | Non
     checks = (
         (vendor_of(gpu) == "NVIDIA" and cap is not None and cap[0] < 8 and v < (0, 10, 2),
          f"compute capability {cap[0]}.{cap[1]} < 8.0" if cap else ""),
-        (kv not in (None, "auto") and not _kv_on_v1(v, model, gpu, kv or ""), f"a {kv} KV cache (kv-cache-dtype) on this GPU"),
+        (kv not in (None, "auto") and not _kv_on_v1(v, model, gpu, kv or ""),
+         f"a {kv} KV cache (kv-cache-dtype) on this GPU"),
         (weight_dtype == "fp32" and v < (0, 9, 2), "float32 weights (dtype float32)"),
         ((weight_dtype == "nf4" or bool(getattr(model, "gguf_file", None))) and v < (0, 9, 0),
          "bitsandbytes or GGUF weights"),
@@ -156,10 +157,14 @@ def _refuse(text: str, use_v1: bool):
                       param="engine_opts", value={"use_v1": use_v1})
 
 
-def note(v: tuple[int, ...], found: Fallback | None, use_v1: bool | None, v1: bool) -> str:
+def note(v: tuple[int, ...], found: Fallback | None, use_v1: bool | None, v1: bool, gpu=None) -> str:
     """The plan's line saying which engine a 0.8.0-0.10.x release runs and why ("" for other releases)."""
     if not V1_DEFAULT <= v < V0_REMOVED:
         return ""
+    vendor = vendor_of(gpu)
+    if use_v1 is None and found is None and vendor not in ("NVIDIA", "AMD"):
+        return (f"vLLM {_dotted(v)}: the V1 engine assumed on a GPU of vendor {vendor or 'unknown'} (the wheels' "
+                "oracle reads CUDA and ROCm only; another platform's plugin decides); use_v1=false plans V0")
     release = f"vLLM {_dotted(v)}"
     if use_v1 is not None:
         return f"{release} runs {'V1' if v1 else 'V0'}: VLLM_USE_V1={int(use_v1)} (engine option use_v1)"

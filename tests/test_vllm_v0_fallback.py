@@ -2,7 +2,7 @@
 
 Every expectation is read from `EngineArgs._is_v1_supported_oracle` (vllm/engine/arg_utils.py) and the model classes
 marked SupportsV0Only in the PyPI wheels 0.8.0 ... 0.10.2 (line numbers in the module docstring and docs/engines.md
-section 1.9), and, for the corpus records, from what their logs print (V1's worker lines, V0's "# CPU blocks").
+section 1.8), and, for the corpus records, from what their logs print (V1's worker lines, V0's "# CPU blocks").
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ VLLM_USE_V1=0 forces V0; VLLM_USE_V1=1 runs the experimental ones on V1 and refu
 plan the oracle sends to V0 (kvplan.engines.vllm.defaults) and prints this module's reason.
 
 Read in every PyPI wheel from 0.8.0 to 0.10.2 (line numbers of `vllm/engine/arg_utils.py` unless named; the
-table with all of them: docs/engines.md section 1.9). The settings kvplan expresses:
+table with all of them: docs/engines.md section 1.8). The settings kvplan expresses:
   * compute capability below 8.0 on CUDA: 0.8.0 L1474 ... 0.10.1 L1402; gone in 0.10.2.
   * --kv-cache-dtype other than auto: any, 0.8.0-0.8.1 (0.8.0 L1480); 0.8.2-0.9.2 only an fp8 cache on
     FlashAttention 3, i.e. on compute capability 9.x (0.8.2 L1561-1575, 0.9.2 L1366-1382;
@@ -171,6 +171,6 @@ def note(v: tuple[int, ...], found: Fallback | None, use_v1: bool | None, v1: bo
     if found is not None:
         kind = "experimental on V1" if found.experimental else "not supported by V1"
         return (f"{release} falls back to the V0 engine: {found.reason} is {kind} (EngineArgs._is_v1_supported_oracle, "
-                "docs/engines.md section 1.9); kvplan plans V0's rules")
+                "docs/engines.md section 1.8); kvplan plans V0's rules")
     return (f"{release} runs the V1 engine for these settings (assumed: VLLM_USE_V1, VLLM_ATTENTION_BACKEND unset, "
             "the default executor, no other flag the oracle sends to V0; use_v1=false plans V0)")

@@ -96,6 +96,7 @@ def test_v0_fallback_plans_v0s_rules():
     s = st("0.10.1", "l40s", kv_dtype="fp8")
     assert (s.max_num_batched_tokens, s.max_num_seqs) == (8192, 256)
     assert st("0.8.5", "mi300x", "deepseek-v2-lite").block_size == 16
+    assert "V0's MLA backend of 0.8-0.10 is not read" in st("0.8.5", "mi300x", "deepseek-v2-lite").engine_note
     assert st("0.8.5", "h100", "deepseek-v2-lite").block_size == 64
 
 

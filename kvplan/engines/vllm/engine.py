@@ -343,7 +343,7 @@ class Vllm(Engine):
         if slow:
             cap = cap._replace(notes=(*cap.notes, slow))
         graphs = graph_notes(model, dep, st)  # the CUDA-graph term: priced by a fit, or 0 on V2 (vllm.runner)
-        no_effect = sampler_note(st.v, st.flashinfer_sampler)
+        no_effect = sampler_note(st.v, st.flashinfer_sampler, st.v1)
         runner = runner_note(model, st.v, st.gpu, st.weight_dtype, st.v1_fallback)  # V1 or V2 assumed, and why (0.22+)
         return cap._replace(notes=(*cap.notes, *([runner] if runner else []), *graphs,
                                    *([no_effect] if no_effect else [])))

@@ -17,7 +17,7 @@ from kvplan.readers.exclusion_rules import SGLANG_BOUNDARY, boundary_matcher, ex
 from kvplan.readers.modelopt import glob_entry, modelopt_method, modelopt_view, unlisted
 from kvplan.readers.params import _UNGATED, _is_moe_layer, shared_expert_width
 from kvplan.readers.mtp import mtp_entries
-from kvplan.readers.unquantized import kept_modules, kept_params, matched, module_names, untargeted
+from kvplan.readers.unquantized import kept_modules, kept_params, matched, module_names, name_words, untargeted
 
 
 def read_quantization(cfg, params=None, layers=()) -> Quantization:
@@ -73,9 +73,10 @@ def _sglang_reading(names, unmatched, params, layers, where, modules, kept, meth
     """A note where SGLang's dotted-path reading of an fp8 / fbgemm_fp8 list (kvplan.readers.exclusion_rules) keeps
     more than vLLM's exact one, which kvplan plans: the entries that differ and the parameters SGLang keeps in 16
     bits; () where the two agree (the entries name nothing either way, or SGLang's reading is one kvplan refuses)."""
+    words = name_words(modules)  # an entry with any other word names no module at a dotted boundary either
+    candidates = [n for n in dict.fromkeys(unmatched) if all(w in words or w.isdigit() for w in n.split(".") if w)]
     try:
-        differ = [n for n in dict.fromkeys(unmatched) if kept_params([boundary_matcher(n)], params, layers, where,
-                                                                      modules)]
+        differ = [n for n in candidates if kept_params([boundary_matcher(n)], params, layers, where, modules)]
         literal = set(differ)
         theirs = kept_params([boundary_matcher(n) if n in literal else n for n in names], params, layers, where,
                              modules)

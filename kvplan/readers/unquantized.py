@@ -236,7 +236,8 @@ def matched(names: list, n: int, params, where: str, modules: ModuleNames | None
         elif names_mtp(name):  # the MTP module's: the target model has no such module (vLLM drops them)
             continue
         elif rule == "exact" and modules is not None and _own_prefix(name, modules):
-            found = _regex_entries(exact_matcher(name), modules, name, where)
+            layer = _LAYER_INDEX.search(name)  # a full name is matched against its own layer's modules only
+            found = _regex_entries(exact_matcher(name), modules, name, where, int(layer.group(1)) if layer else None)
             if not found and not (_GDN in modules.mixers and name.split(".")[-1] in {_GDN, *_GDN_NAMES}):
                 _entries(name, n, params, where)  # a name kvplan cannot place is refused whatever the rule
             if not found and unmatched is not None:
@@ -267,6 +268,14 @@ def _own_prefix(name: str, modules: ModuleNames) -> bool:
     of the model's own prefixes; a full name under another prefix (a family's own: `transformer.h.0.attn`) keeps
     kvplan's reading of its words."""
     return not _LAYER_INDEX.search(name) or name.startswith(modules.prefixes)
+
+
+def name_words(modules: ModuleNames) -> set[str]:
+    """Every dotted word of the module names `modules` gives but the layer indices: an entry holding another word
+    names none of them at any dotted boundary."""
+    words = {w for p in modules.prefixes for w in p.split(".") if w} | {*modules.mixers, *modules.mlp, modules.block}
+    words |= {p for projections in modules.attention for p in projections} | {*_GDN_FUSED, "self_attn"}
+    return words | ({"experts", "shared_experts", "shared_expert"} if modules.moe else set())
 
 
 def _whole_gdn(name, modules) -> bool:

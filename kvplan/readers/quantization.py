@@ -82,11 +82,11 @@ def _sglang_reading(names, unmatched, params, layers, where, modules, kept, meth
                              modules)
     except KvplanError:
         return ()
-    more, unmatched = sum(c for _, c in theirs) - sum(c for _, c in kept), differ
+    more = sum(c for _, c in theirs) - sum(c for _, c in kept)
     if more <= 0:
         return ()
-    shown = ", ".join(repr(n) for n in unmatched[:3]) + (f" and {len(unmatched) - 3} more" * (len(unmatched) > 3))
-    one = len(unmatched) == 1
+    shown = ", ".join(repr(n) for n in differ[:3]) + (f" and {len(differ) - 3} more" * (len(differ) > 3))
+    one = len(differ) == 1
     return (f"exclusion list: {method} {'entry' if one else 'entries'} {shown} {'names' if one else 'name'} no module "
             "in full; kvplan reads the list as vLLM does (is_layer_skipped, exact names), so what "
             f"{'it names is' if one else 'they name is'} planned quantized; SGLang matches at dotted-path boundaries "

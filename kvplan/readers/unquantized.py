@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import MLALatent
-from kvplan.readers.exclusion_rules import exact_matcher
+from kvplan.readers.exclusion_rules import boundary_matcher, exact_matcher
 from kvplan.readers.mtp import names_mtp
 from kvplan.readers.params import _UNGATED, _is_moe_layer
 from kvplan.readers.states import output_gated
@@ -243,7 +243,7 @@ def matched(names: list, n: int, params, where: str, modules: ModuleNames | None
             if not found and unmatched is not None:
                 unmatched.append(name)
         elif _whole_gdn(name, modules):  # a Gated DeltaNet module, whole: its five projections, each counted
-            found = _regex_entries(lambda s, e=name: f".{e}." in f".{s}", modules, name, where)
+            found = _regex_entries(boundary_matcher(name), modules, name, where)  # at dotted boundaries
             if not found:
                 raise KvplanError(f"{where}: exclusion entry {name!r} names a linear-attention module no layer of "
                                   "this model has (a full-attention layer's is self_attn); refused", EXIT_USAGE)

@@ -284,6 +284,21 @@ def test_llmd_values_run_another_server_as_a_custom_command():
     assert box["args"][:2] == ["--model-path", "m"] and "args" not in values["decode"]["containers"][0]
 
 
+def test_a_serve_commands_environment_is_the_containers_env():
+    # `--engine-opt use_v1=true` on vLLM 0.8-0.10 writes `VLLM_USE_V1=1 vllm serve ...` (a shell's form); a pod's
+    # command or args cannot carry it: both manifests put it in the container's env (a Kubernetes EnvVar, its value
+    # a string) and start the arguments at `vllm serve` / after it
+    import yaml
+    r = kvplan.disagg("llama-3.1-8b", "h100", isl=4096, osl=512, speed="roofline")
+    cmd = "VLLM_USE_V1=1 vllm serve m -tp 1 --max-num-seqs 8"
+    box = yaml.safe_load(manifest(r, {"prefill": cmd, "decode": None}, "vllm", "llm-d"))["prefill"]["containers"][0]
+    assert box["env"] == [{"name": "VLLM_USE_V1", "value": "1"}] and box["modelCommand"] == "vllmServe"
+    assert box["args"] == ["--tensor-parallel-size", "1", "--max-num-seqs", "8"]
+    spec = yaml.safe_load(manifest(r, {"prefill": cmd, "decode": None}, "vllm"))["spec"]["services"]
+    main = spec["VllmPrefillWorker"]["extraPodSpec"]["mainContainer"]
+    assert main["env"] == [{"name": "VLLM_USE_V1", "value": "1"}] and main["args"][:3] == ["vllm", "serve", "m"]
+
+
 def test_trtllm_pools_get_trtllm_serve_and_their_cache_transceiver_yaml():
     # TensorRT-LLM examples/disaggregated/README.md: each server `trtllm-serve MODEL ...
     # --extra_llm_api_options FILE`, FILE's cache_transceiver_config with max_tokens_in_buffer >= the

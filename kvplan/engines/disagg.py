@@ -12,6 +12,7 @@ cache transceiver from a YAML file (kvplan.engines.trtllm.disagg). Other engines
 from __future__ import annotations
 
 import json
+import re
 import shlex
 
 from kvplan.engines.emit import emit
@@ -41,12 +42,20 @@ def pool_command(engine, result, model, role: str, batch: int = 1, max_seq_len: 
     return emit(engine, result, model) + " " + shlex.join(flags)
 
 
+def split_env(cmd: str | None) -> tuple[list[tuple[str, str]], list[str]]:
+    """(environment, argv) of a serve command: its leading NAME=value words (vLLM's VLLM_USE_V1, the engine option
+    use_v1) are a container's `env` in a manifest, not its command's first word."""
+    argv = shlex.split(cmd) if cmd else []
+    n = next((i for i, a in enumerate(argv) if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", a)), len(argv))
+    return [tuple(a.split("=", 1)) for a in argv[:n]], argv[n:]
+
+
 def chart_container(engine_name: str, cmd: str | None) -> tuple[str | None, list[str], list[str]]:
     """(model, command, args) of one pool's serve command as llm-d's modelservice chart takes it: vLLM's
     `vllm serve MODEL` is its `vllmServe` (model apart, no command; tensor parallelism first and in
     full, as llm-d's guides/pd-disaggregation/ms-pd/values.yaml keeps it); another server keeps its
     program (up to the first `--` flag) as the `custom` command."""
-    argv = shlex.split(cmd) if cmd else []
+    argv = split_env(cmd)[1]  # the environment goes to the container's env (split_env)
     if engine_name == "vllm" and argv[:2] == ["vllm", "serve"] and len(argv) > 2:
         return argv[2], [], _tp_first(argv[3:])
     flag = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))

@@ -13,6 +13,7 @@ import json
 import shlex
 
 from kvplan.core.units import gib
+from kvplan.engines.disagg import split_env
 from kvplan.report.llmd import llmd_values
 from kvplan.speed.coverage import label
 
@@ -124,12 +125,14 @@ def manifest(res, commands: dict, engine_label: str, kind: str = "dynamo") -> st
     rows = ["apiVersion: nvidia.com/v1alpha1", "kind: DynamoGraphDeployment", "spec:", "  services:"]
     for pool, n in zip((res.prefill, res.decode), counts):
         cmd = commands.get(pool.role)
-        args = shlex.split(cmd) if cmd else []
+        env, args = split_env(cmd)  # VLLM_USE_V1 and the like: the container's env, not an argument
         rows += [f"    {prefix}{pool.role.capitalize()}Worker:", f"      replicas: {n}",
                  "      resources:", "        limits:", f"          gpu: \"{pool.plan.deployment.gpus}\""]
         if args:
-            rows += ["      extraPodSpec:", "        mainContainer:", "          args:"]
-            rows += [f"            - {json.dumps(a)}" for a in args]
+            rows += ["      extraPodSpec:", "        mainContainer:"]
+            rows += ["          env:"] + [f"            - name: {k}\n              value: {json.dumps(v)}"
+                                          for k, v in env] if env else []
+            rows += ["          args:"] + [f"            - {json.dumps(a)}" for a in args]
     return "\n".join(rows) + "\n"
 
 

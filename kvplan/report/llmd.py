@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from kvplan.engines.disagg import chart_container
+from kvplan.engines.disagg import chart_container, split_env
 
 
 def _list(key: str, items: list[str], indent: str) -> list[str]:
@@ -30,6 +30,8 @@ def _pool_rows(pool, n: int, cmd: str | None, engine_name: str) -> list[str]:
     rows = [f"{pool.role}:", "  create: true", f"  replicas: {n}", "  parallelism:",
             f"    tensor: {d.tp}", "    data: 1", "  containers:", "  - name: \"vllm\"" if not command
             else "  - name: \"server\"", f"    modelCommand: {'custom' if command else 'vllmServe'}"]
+    if env := split_env(cmd)[0]:
+        rows += ["    env:"] + [f"      - name: {k}\n        value: {json.dumps(v)}" for k, v in env]
     if command:
         rows += _list("command", command, "    ")
     if args:

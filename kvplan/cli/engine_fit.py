@@ -10,7 +10,7 @@ import sys
 import typer
 
 from kvplan.cli import offload as tiers
-from kvplan.cli.speed_flags import calibrated_keys, collective_ranks, speed_notes, stored_dtype
+from kvplan.cli.speed_flags import calibrated_keys, plan_speed_notes
 from kvplan.cli._common import print_result, print_warnings, stderr
 from kvplan.compare.candidates import smallest_fitting
 from kvplan.core.errors import EXIT_DOES_NOT_FIT
@@ -68,9 +68,8 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
             if line and not as_json:
                 stderr(line)
     speeds = [plan_decode_seconds(r.plan, spec, hw, engine.speed_key, version=engine.version) for r in results]
-    for line in speed_notes("calibrated", engine.speed_key, hw.key, spec.family, engine.version, (hw,),
-                            weight_dtype=chosen.plan.request.weight_dtype, stored=stored_dtype(chosen.plan, spec),
-                            ranks=max(collective_ranks(r.plan) for r in results), model_dtype=spec.dtype):
+    plans = [chosen.plan] + [r.plan for r in results]
+    for line in plan_speed_notes("calibrated", engine.speed_key, engine.version, spec, hw, plans):
         stderr(line)
     dicts = [{**plan_to_dict(r.plan, spec), **calibrated_keys(s, r.plan.request.batch, engine.speed_key),
               **({"engine": engine_to_dict(r)} if named else {})} for r, s in zip(results, speeds)]

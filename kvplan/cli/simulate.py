@@ -21,8 +21,7 @@ from kvplan.cli._common import (
 from kvplan.cli.engine_fit import engine_result
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
-from kvplan.cli.speed_flags import (check_speed, collective_ranks, form_notes, request_note, speed_band, speed_notes,
-                                   stored_dtype)
+from kvplan.cli.speed_flags import check_speed, form_notes, plan_speed_notes, request_note, speed_band
 from kvplan.cli.fit import _deployment, _request
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, plan_offload
 from kvplan.cli.workload import (
@@ -272,9 +271,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
                  + f", pages of {sim.block_size} token{'s' if sim.block_size != 1 else ''}, requests up to "
                  f"{sim.max_model_len:,} tokens")
     notes += [f"warning: {w}" for w in plan_warnings(p)]
-    notes += speed_notes(speed, speed_engine, hw.key, spec.family, chosen.version, (hw,),
-                         weight_dtype=p.request.weight_dtype, stored=stored_dtype(p, spec),
-                         ranks=collective_ranks(p), model_dtype=spec.dtype) + request_note(speed, speed_engine)
+    notes += plan_speed_notes(speed, speed_engine, chosen.version, spec, hw, [p]) + request_note(speed, speed_engine)
     notes += form_notes([p], lambda _: spec, lambda _: hw, speed_engine, speed_version)
     if not (sim.all_full and not sim.state_bytes):
         notes.append("note: prefix caching is not modelled for sliding-window, chunked or recurrent layers: off")

@@ -9,7 +9,7 @@ from kvplan.speed.model import FALLBACK_ENGINE, band, coefficients, covered, eng
 from kvplan.speed.plan import prefill_form
 from kvplan.speed.terms import TERMS
 
-__all__ = ["calibrated_keys", "check_speed", "collective_ranks", "form_notes", "plans_gaps", "request_note",
+__all__ = ["calibrated_keys", "check_speed", "collective_ranks", "form_notes", "plan_speed_notes", "plans_gaps", "request_note",
            "speed_band", "speed_line", "speed_notes", "stored_dtype"]
 
 
@@ -39,6 +39,15 @@ def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str, versi
         stated = weight_dtype if weight_dtype in STATED else None
         lines += [f"note: {compute_line(model_dtype, g, stated, gemm_kernels(engine) == 'ggml')}" for g in gpus]
     return lines + gaps
+
+
+def plan_speed_notes(speed: str, engine: str | None, version: str | None, spec, gpu, plans) -> list[str]:
+    """speed_notes for `plans` of `spec` on `gpu` (the first names the weight dtype, all of them the ranks the
+    collectives span): the lines fit, simulate and disagg print beside their speed figures."""
+    first = plans[0]
+    return speed_notes(speed, engine, gpu.key, spec.family, version, (gpu,), weight_dtype=first.request.weight_dtype,
+                       stored=stored_dtype(first, spec), ranks=max(collective_ranks(p) for p in plans),
+                       model_dtype=spec.dtype)
 
 
 def form_notes(plans, spec_of, gpu_of, engine: str | None, version: str | None = None) -> list[str]:

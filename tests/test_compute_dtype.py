@@ -107,3 +107,16 @@ def test_a_dtype_kvplan_does_not_price_is_refused():
     with pytest.raises(KvplanError):
         compute_dtype("bf16", find_gpu("h100-sxm"), "float32")
     assert compute_dtype("fp16", find_gpu("h100-sxm"), "auto") == ("fp16", "the model's dtype as served (fp16)")
+
+
+def test_the_line_names_the_measured_rate_the_terms_run_at():
+    # H100 SXM: datasheet bf16 989 T dense; stas00/ml-engineering's MAMF table measures 794.5 T (the profile's
+    # achieved_dense_flops), which read_flops prices; the printed assumption names both. fp16 on H100 is the same
+    # silicon rate (989 T), so it runs at the measured bf16 figure too. The A10's profile has no measurement.
+    h100 = find_gpu("h100-sxm")
+    for dtype in ("bf16", "fp16"):
+        line = compute_line(dtype, h100)
+        assert "989.0 TFLOP/s dense" in line and "run at its measured 794.5 TFLOP/s" in line
+    assert "measured" not in compute_line("bf16", find_gpu("a10"))
+    bare = replace(h100, achieved_dense_flops={}, achieved_dense_flops_source=None)
+    assert "measured" not in compute_line("bf16", bare)

@@ -228,6 +228,15 @@ def test_sglang_pools_get_their_disaggregation_mode():
     assert "--disaggregation-mode decode" in data["decode"]["command"]
 
 
+def test_disagg_prints_the_compute_dtype_it_prices():
+    # as fit and simulate do: Llama-3.1-8B's config says bf16, so the pools' 16-bit GEMMs are priced in bf16 on the
+    # H100 SXM (datasheet 989 T, MAMF-measured 794.5 T, the profile's achieved_dense_flops)
+    r = runner.invoke(app, ["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "4k", "--osl", "512"])
+    assert r.exit_code == 0
+    assert "16-bit GEMMs and attention priced in bf16 (the model's dtype as served (bf16)) on h100-sxm" in r.stderr
+    assert "run at its measured 794.5 TFLOP/s" in r.stderr
+
+
 def test_manifest_names_each_pool_with_its_replicas_and_gpus():
     r = kvplan.disagg("llama-3.1-70b", "h100", isl=8192, osl=1024, prefill_tp=4, decode_tp=8, speed="roofline")
     text = manifest(r, {"prefill": "vllm serve m -tp 4", "decode": None}, "vllm")

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.speed_flags import form_notes, request_note, speed_notes
+from kvplan.cli.speed_flags import collective_ranks, form_notes, request_note, speed_notes, stored_dtype
 from kvplan.cli._common import (
     BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, WeightDtypeOpt,
     cli_errors, print_warnings, stderr,
@@ -96,7 +96,11 @@ def disagg(
     if run.requests_said:
         stderr(run.requests_said)
     res = run.result
-    for line in (speed_notes(speed, run.engine.speed_key, run.gpu.key, run.spec.family, run.engine.version, (run.gpu,))
+    plans = (res.prefill.plan, res.decode.plan)
+    for line in (speed_notes(speed, run.engine.speed_key, run.gpu.key, run.spec.family, run.engine.version, (run.gpu,),
+                             weight_dtype=res.decode.plan.request.weight_dtype,
+                             stored=stored_dtype(res.decode.plan, run.spec),
+                             ranks=max(collective_ranks(p) for p in plans), model_dtype=run.spec.dtype)
                  + request_note(speed, run.engine.speed_key)  # and the prefill pool's MLA prefill form
                  + form_notes([res.prefill.plan], lambda _: run.spec, lambda _: run.gpu, run.engine.speed_key,
                               run.engine.version)):

@@ -88,7 +88,8 @@ def split_accumulate(gpu) -> bool:
 
 
 def compute_line(model_dtype: str | None, gpu, stated: str | None = None, ggml: bool = False) -> str:
-    """The printed assumption: which dtype the step's 16-bit FLOPs are priced in, why, and at which datasheet rate."""
+    """The printed assumption: which dtype the step's 16-bit FLOPs are priced in, why, at which datasheet rate, and
+    the measured rate the speed terms run them at where the profile has one (kvplan.speed.shape.read_flops)."""
     dtype, why = compute_dtype(model_dtype, gpu, stated, ggml)
     rate, name = sixteen_bit(gpu, dtype)
     flops = gpu.dense_flops
@@ -107,4 +108,8 @@ def compute_line(model_dtype: str | None, gpu, stated: str | None = None, ggml: 
     elif getattr(gpu, "fp16_accumulates_fp16", None) and not flops.get("bf16"):
         how = (" (an FP16-accumulate headline: the FP32-accumulate rate engines' 16-bit GEMMs run at, half it on "
                "GeForce, is not in the profile, so prefill is priced up to 2x fast)")
+    from kvplan.speed.shape import read_flops  # below: shape reads this module's rules at import
+    ran = read_flops(gpu, name)  # the rate the speed terms run it at (llama.cpp on GeForce keeps the datasheet's)
+    if rate and ran != rate and "measured" not in at and not (ggml and getattr(gpu, "fp16_accumulates_fp16", None)):
+        how += f", run at its measured {ran / 1e12:,.1f} TFLOP/s (achieved_dense_flops)"
     return f"16-bit GEMMs and attention priced in {dtype} ({why}) on {gpu.key} at {at}{how}"

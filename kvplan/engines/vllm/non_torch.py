@@ -71,7 +71,6 @@ NON_TORCH_SINGLE_V011 = 133 * MIB  # one GPU, v0.11-v0.17 (and before)
 NON_TORCH_TP = 620 * MIB  # tensor parallel > 1, v0.18+, without the FlashInfer workspace below
 NON_TORCH_TP_V011 = 563 * MIB  # tensor parallel > 1, v0.11-v0.17, without the FlashInfer workspace
 NON_TORCH_TP_LEGACY = 143 * MIB  # tensor parallel > 1 before 0.11 (residual of the printed budget)
-NON_TORCH_PP = NON_TORCH_SINGLE  # pipeline parallel only: no training record; no all-reduce buffers
 V0_NON_TORCH_SINGLE = 160 * MIB  # the legacy V0 engine (< 0.8), not fitted: its logs print 0.01-0.35 GiB
 
 # --- source-derived ---------------------------------------------------------------------------------
@@ -160,8 +159,8 @@ def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, g
             return base
         return base + fi_allreduce_workspace(version, tp, model.hidden_size, dtype_bytes(model), max_tokens,
                                              pp, dp, eager, gpu)
-    if pp > 1:  # the one-GPU figure; from 0.27.0 the one without the residue (docstring, 3.)
-        return NON_TORCH_SINGLE_V011 if version >= (0, 27, 0) else NON_TORCH_PP
+    # pipeline parallel alone runs no all-reduce (no training record): the one-GPU figure of its release, the
+    # graph-profiling residue in it only where the capture runs inside the window (0.18.0-0.26.x; docstring, 1. and 3.)
     return NON_TORCH_SINGLE if graphs else NON_TORCH_SINGLE_V011
 
 

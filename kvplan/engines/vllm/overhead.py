@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from kvplan.engines.base import parse_version
 from kvplan.engines.vllm.non_torch import (  # noqa: F401  (the calibrated constants, re-exported)
-    NON_TORCH_PP, NON_TORCH_SINGLE, NON_TORCH_SINGLE_V011, NON_TORCH_TP, NON_TORCH_TP_LEGACY, NON_TORCH_TP_V011,
+    NON_TORCH_SINGLE, NON_TORCH_SINGLE_V011, NON_TORCH_TP, NON_TORCH_TP_LEGACY, NON_TORCH_TP_V011,
     V0_NON_TORCH_SINGLE, non_torch, workspace_possible)
 from kvplan.engines.vllm.sampler import (  # noqa: F401  (the sampler's constants and rules, re-exported)
     SAMPLER_BYTES, SAMPLER_BYTES_V011, sampler_note, sm_count_missing, sort_sampler, triton_buffer_bytes,

@@ -16,7 +16,8 @@ from kvplan.cli.main import whole_app
 from kvplan.core.errors import KvplanError
 from kvplan.hardware.gpu_profile import parse_profile
 from kvplan.hardware.gpus import find_gpu
-from kvplan.speed.shape import read_flops, shape_for
+from kvplan.speed.compute_dtype import read_flops
+from kvplan.speed.shape import shape_for
 from kvplan.speed.terms import TERMS, features, gemm_rate, roofline
 
 PROFILES = Path(__file__).resolve().parents[1] / "kvplan" / "hardware" / "profiles"

@@ -23,7 +23,8 @@ from kvplan.core.errors import KvplanError
 from kvplan.hardware.gpu_profile import parse_profile
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.shape import read_flops, shape_for
+from kvplan.speed.compute_dtype import read_flops
+from kvplan.speed.shape import shape_for
 from kvplan.speed.terms import gemm_seconds, path_at
 
 SPEC = find_in_catalog("llama-3.1-8b")

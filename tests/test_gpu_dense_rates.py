@@ -3,7 +3,7 @@ bundled file and checked against the arithmetic on the figure its source prints,
 import pytest
 
 from kvplan.hardware.gpus import find_gpu
-from kvplan.speed.shape import read_flops
+from kvplan.speed.compute_dtype import read_flops
 
 T = 10**12
 

@@ -17,7 +17,7 @@ Efficiencies (per GPU, one tensor-parallel rank, every stage of the step added u
 Beside the datasheet, the decode bandwidth has the profile's measured one where it gives it
 (`achieved_bandwidth_bytes_per_s`, a published bandwidth-bound benchmark on that part; None elsewhere), and the
 prefill FLOP/s the matmul rate the speed terms read where the profile measured one (`achieved_dense_flops`, a
-published matmul benchmark; kvplan.speed.shape.read_flops: fp8 at the bf16 share where only bf16 was measured).
+published matmul benchmark; kvplan.speed.compute_dtype.read_flops: fp8 at the bf16 share where only bf16 was measured).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from kvplan.bench.result import BenchRun, Stat
 from kvplan.planning.plan import expected_experts_touched
-from kvplan.speed.shape import read_flops
+from kvplan.speed.compute_dtype import read_flops
 from kvplan.speed.terms import gemm_rate, prefill_width
 
 _HIGHER_IS_BETTER = ("output_throughput", "total_throughput", "request_throughput", "per_user_output_throughput",

@@ -79,7 +79,7 @@ class GPU:
     memory_smi_bytes: int | None = None
     # Dense matmul FLOP/s a published matmul benchmark measured on this part, per precision it measured (each at most
     # the datasheet's `dense_flops` for it), and where it comes from; empty where none was found (the speed terms then
-    # run GEMMs at the datasheet's rate: kvplan.speed.shape.read_flops)
+    # run GEMMs at the datasheet's rate: kvplan.speed.compute_dtype.read_flops)
     achieved_dense_flops: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     achieved_dense_flops_source: str | None = None
     # The scale-up fabric's per-direction bandwidth a published collective benchmark measured (an all-reduce's bus
@@ -153,7 +153,7 @@ class _Checker(ProfileChecker):
     def achieved_flops(self, datasheet: dict) -> tuple[dict, str | None]:
         """The measured matmul rates and their source: both or neither, each precision one the datasheet rates and
         at most its rate there; a measured bf16 rate on a profile that states fp16 alone (GeForce headlines, RTX A6000)
-        is checked against that fp16 figure, the one kvplan.speed.shape.read_flops reads as bf16 there."""
+        is checked against that fp16 figure, the one kvplan.speed.compute_dtype.read_flops reads as bf16 there."""
         d = self.data
         value, source = d.get("achieved_dense_flops"), d.get("achieved_dense_flops_source")
         if value is None and source is None:

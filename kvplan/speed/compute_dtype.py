@@ -1,4 +1,4 @@
-"""The 16-bit dtype a run's GEMMs and attention compute in, and the profile's rate for it.
+"""The 16-bit dtype a run's GEMMs and attention compute in, and the profile's rates for it (datasheet and measured).
 
 On most datacenter parts a float16 GEMM and a bfloat16 one run at one rate, but not everywhere: the MI100 multiplies
 FP16 matrices at twice its BF16 rate (184.6 against 92.3 TFLOPS, kvplan/hardware/profiles/mi100.yaml), and Volta and
@@ -70,13 +70,37 @@ def compute_dtype(model_dtype: str | None, gpu, stated: str | None = None, ggml:
 
 
 def sixteen_bit(gpu, compute: str = "bf16") -> tuple[float, str]:
-    """(datasheet FLOP/s, precision name for kvplan.speed.shape.read_flops) of a 16-bit GEMM computing in
+    """(datasheet FLOP/s, precision name for read_flops) of a 16-bit GEMM computing in
     `compute`: fp16's own rate where the profile gives one that is not an FP16-accumulate headline, else the bf16
     rate (the fp16 one where the profile gives no bf16: read_flops' "bf16")."""
     flops = gpu.dense_flops
     if compute == "fp16" and flops.get("fp16") and not getattr(gpu, "fp16_accumulates_fp16", None):
         return float(flops["fp16"]), "fp16"
     return float(flops.get("bf16") or flops.get("fp16") or 0), "bf16"
+
+
+def read_flops(gpu, precision: str) -> float:
+    """FLOP/s the speed terms run a `precision` GEMM at (gemm_rate's precision: "bf16" is the bf16 rate, the fp16
+    one where the profile gives no bf16): the profile's `achieved_dense_flops` (a published matmul benchmark on that
+    part) where it measured that precision; where it measured only bf16, the datasheet's rate at the measured bf16
+    share (fp8 and fp4 kernels assumed to reach the share bf16 does); the datasheet's `dense_flops` otherwise (parts
+    with no published measurement: kvplan/hardware/profiles/README.md, "Achieved matmul rate")."""
+    datasheet, measured = gpu.dense_flops, gpu.achieved_dense_flops
+    names = ("bf16", "fp16") if precision == "bf16" else (precision,)
+    for name in names:
+        if measured.get(name):
+            return float(measured[name])
+    rate = datasheet_flops(gpu, precision)
+    base = next((n for n in ("bf16", "fp16") if measured.get(n) and datasheet.get(n)), None)
+    if base and precision != "bf16":  # the measured share; the measured rate itself where the datasheet's is the same
+        return float(measured[base]) if rate == datasheet[base] else rate * measured[base] / datasheet[base]
+    return rate
+
+
+def datasheet_flops(gpu, precision: str) -> float:
+    """FLOP/s of a `precision` GEMM by the datasheet alone (read_flops' names, no measured rate)."""
+    names = ("bf16", "fp16") if precision == "bf16" else (precision,)
+    return float(next((gpu.dense_flops[n] for n in names if gpu.dense_flops.get(n)), 0))
 
 
 def split_accumulate(gpu) -> bool:
@@ -89,7 +113,7 @@ def split_accumulate(gpu) -> bool:
 
 def compute_line(model_dtype: str | None, gpu, stated: str | None = None, ggml: bool = False) -> str:
     """The printed assumption: which dtype the step's 16-bit FLOPs are priced in, why, at which datasheet rate, and
-    the measured rate the speed terms run them at where the profile has one (kvplan.speed.shape.read_flops)."""
+    the measured rate the speed terms run them at where the profile has one (read_flops)."""
     dtype, why = compute_dtype(model_dtype, gpu, stated, ggml)
     rate, name = sixteen_bit(gpu, dtype)
     flops = gpu.dense_flops
@@ -108,7 +132,6 @@ def compute_line(model_dtype: str | None, gpu, stated: str | None = None, ggml: 
     elif getattr(gpu, "fp16_accumulates_fp16", None) and not flops.get("bf16"):
         how = (" (an FP16-accumulate headline: the FP32-accumulate rate engines' 16-bit GEMMs run at, half it on "
                "GeForce, is not in the profile, so prefill is priced up to 2x fast)")
-    from kvplan.speed.shape import read_flops  # below: shape reads this module's rules at import
     ran = read_flops(gpu, name)  # the rate the speed terms run it at (llama.cpp on GeForce keeps the datasheet's)
     if rate and ran != rate and "measured" not in at and not (ggml and getattr(gpu, "fp16_accumulates_fp16", None)):
         how += f", run at its measured {ran / 1e12:,.1f} TFLOP/s (achieved_dense_flops)"

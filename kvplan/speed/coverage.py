@@ -11,7 +11,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.speed.eras import engine_of, padded, release
 from kvplan.speed.ggml import paths as ggml_paths
 from kvplan.speed.model import FALLBACK_ENGINE, band, covered, engine_key, gemm_kernels, shipped
-from kvplan.speed.shape import read_flops
+from kvplan.speed.compute_dtype import read_flops
 from kvplan.speed.terms import FP4_NAMES, FP8_NAMES, gemm_rate, host_pcie, link
 
 SPEEDS = ("calibrated", "roofline")

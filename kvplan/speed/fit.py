@@ -30,7 +30,8 @@ from kvplan.speed.load import combos, decode_context, value
 from kvplan.speed.model import decode_features, nccl_only, prefill_features, priced
 from kvplan.speed.recency import weights as recency_weights
 from kvplan.speed.robust import robust
-from kvplan.speed.shape import read_flops, shape_for, weight_dtype_of
+from kvplan.speed.compute_dtype import read_flops
+from kvplan.speed.shape import shape_for, weight_dtype_of
 from kvplan.speed.compute_dtype import stated_dtype
 from kvplan.speed.ssm_dtype import as_stated, in_dtype
 from kvplan.speed.ggml import MMVQ_MAX

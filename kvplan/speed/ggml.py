@@ -119,7 +119,7 @@ def attention_rate(gpu, rate_of) -> float:
 def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str | None = None):
     """(paths, missing) for llama.cpp on `gpu` with weights of `weight_dtype` (None: the checkpoint's 16 bits):
     `dense_params` the weights a dequantizing step converts on this rank, `rate_of(precision)` the FLOP/s the
-    terms read (kvplan.speed.shape.read_flops; 0 where the profile has none). ((), "") where the rules do not
+    terms read (kvplan.speed.compute_dtype.read_flops; 0 where the profile has none). ((), "") where the rules do not
     apply (another vendor or architecture: RDNA1/2/4, Vega, Intel, ...): the step keeps the Shape's own GEMM rate."""
     wd = (weight_dtype or "fp16").lower()
     vendor, arch = str(gpu.vendor or "").upper(), str(gpu.architecture or "").lower()

@@ -27,7 +27,7 @@ from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES, canonical_kv_dtype, canon
 from kvplan.model.layers import IndexedMLA
 from kvplan.model.spec import PLAIN_BYTES, own_format, weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
-from kvplan.speed.compute_dtype import STATED, compute_dtype, sixteen_bit
+from kvplan.speed.compute_dtype import STATED, compute_dtype, datasheet_flops, read_flops, sixteen_bit
 from kvplan.speed.ggml import attention_rate as ggml_attention_rate
 from kvplan.speed.ggml import paths as ggml_paths
 from kvplan.speed.mlaform import mla_heads_per_rank
@@ -202,24 +202,6 @@ def read_bandwidth(gpu) -> int:
     return gpu.achieved_bandwidth_bytes_per_s or gpu.bandwidth_bytes_per_s
 
 
-def read_flops(gpu, precision: str) -> float:
-    """FLOP/s the speed terms run a `precision` GEMM at (gemm_rate's precision: "bf16" is the bf16 rate, the fp16
-    one where the profile gives no bf16): the profile's `achieved_dense_flops` (a published matmul benchmark on that
-    part) where it measured that precision; where it measured only bf16, the datasheet's rate at the measured bf16
-    share (fp8 and fp4 kernels assumed to reach the share bf16 does); the datasheet's `dense_flops` otherwise (parts
-    with no published measurement: kvplan/hardware/profiles/README.md, "Achieved matmul rate")."""
-    datasheet, measured = gpu.dense_flops, gpu.achieved_dense_flops
-    names = ("bf16", "fp16") if precision == "bf16" else (precision,)
-    for name in names:
-        if measured.get(name):
-            return float(measured[name])
-    rate = datasheet_flops(gpu, precision)
-    base = next((n for n in ("bf16", "fp16") if measured.get(n) and datasheet.get(n)), None)
-    if base and precision != "bf16":  # the measured share; the measured rate itself where the datasheet's is the same
-        return float(measured[base]) if rate == datasheet[base] else rate * measured[base] / datasheet[base]
-    return rate
-
-
 def ggml_rate_of(gpu):
     """The FLOP/s reader llama.cpp's kernel paths take (kvplan.speed.ggml): read_flops, except on a GeForce profile
     whose `fp16` is the FP16-accumulate headline (`fp16_accumulates_fp16`), where they keep the datasheet's rates. Such
@@ -229,12 +211,6 @@ def ggml_rate_of(gpu):
     if getattr(gpu, "fp16_accumulates_fp16", None):
         return lambda p: datasheet_flops(gpu, p)
     return lambda p: read_flops(gpu, p)
-
-
-def datasheet_flops(gpu, precision: str) -> float:
-    """FLOP/s of a `precision` GEMM by the datasheet alone (read_flops' names, no measured rate)."""
-    names = ("bf16", "fp16") if precision == "bf16" else (precision,)
-    return float(next((gpu.dense_flops[n] for n in names if gpu.dense_flops.get(n)), 0))
 
 
 def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: str | None = None,

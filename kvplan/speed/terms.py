@@ -16,7 +16,7 @@ the order of `TERMS`:
              modules a quantized checkpoint keeps in the model dtype (its exclusion list, MXFP4's dense layers, the
              LM head) at that 16-bit rate
              (kvplan.speed.shape.plain_gemm; gemm_seconds); the rate is the profile's measured
-             `achieved_dense_flops` where it has one (kvplan.speed.shape.read_flops), the datasheet's otherwise.
+             `achieved_dense_flops` where it has one (kvplan.speed.compute_dtype.read_flops), the datasheet's otherwise.
              The LM head's 2 x vocab x hidden / tp (tied or not) only for the positions whose logits the step
              computes (`sampled`: one a sequence in the step, head_rows), not for every prompt token
              A Shape with `paths` (llama.cpp: kvplan.speed.ggml) takes the rate by tokens per step, and a

@@ -95,3 +95,40 @@ def test_a_run_whose_outputs_stopped_early_is_priced_at_what_it_generated():
     c, _ = case_of({**point, "metrics": {"output_throughput": 102.21, "request_throughput": 0.51}}, "test", "")
     assert c.load.osl == 200 and c.load.fixed
     assert generated({"osl": 100}, {"output_throughput": 6.64, "request_throughput": 0.09}) is None
+
+
+
+class _PrefillPaced:
+    """A step time that tells prefill steps from decode steps: PRE seconds for a step with prompt tokens in it, S
+    for a decode-only one (the wave's steps are slower than the decode after it, as a real prefill chunk is)."""
+
+    PRE = 10 * S
+
+    def step(self, tokens, seqs, context, pairs, new=0, *, prefill_pairs=0.0, prefill_context=0.0):
+        return self.PRE if tokens > seqs else S
+
+    def decode(self, seqs):
+        return lambda context: S
+
+
+def test_a_prompt_longer_than_the_chunk_rides_no_one_elses_wave():
+    # A prompt longer than the chunk takes consecutive steps (vLLM runs a partly prefilled request with the running
+    # ones, before any waiting one: kvplan.speed.wave.ends_apart), so the wave's prompts end K / B steps apart, the
+    # last in the wave's last step. Prefill steps 10 x a decode step's S. One prompt of 4,096 + 32 at a chunk of
+    # 512: K = 8 prefill steps, then its 31 later tokens in decode steps: TTFT 80 S, TPOT 1 S, E2E 111 S (the old
+    # rule, prompts ending in every step, put (K - 1) / 2 = 3.5 of its later tokens in wave steps: TPOT
+    # (3.5 x 10 + 27.5) / 31 = 2.02 S, E2E 142.5 S). Four of 2,048 + 64: K = 16, prompts ending in steps 4, 8, 12,
+    # 16: (12 + 8 + 4 + 0) / 4 = 6 of the 63 later tokens in wave steps, TPOT (6 x 10 + 57) / 63 = 1.86 S (old:
+    # 7.5 of them, 2.07 S). Simulated: 1.00 and 1.89 S (the decode tokens' share of each step budget pushes the
+    # later prompts' ends a step on: TTFT 107.5 S simulated, 100 S analytic, as in the tests above).
+    for n, isl, osl, chunk, tpot in ((1, 4096, 32, 512, 1.0), (4, 2048, 64, 512, 117 / 63)):
+        model = sim_model(api.plan("llama-3.1-8b", "h100", context=isl + osl + 16), find_in_catalog("llama-3.1-8b"),
+                          find_gpu("h100"))
+        cfg = EngineConfig(max_num_seqs=n, max_num_batched_tokens=chunk, prefix_caching=False)
+        out = Engine(replace(model, speed=_PrefillPaced()), cfg).run([SimRequest(i, 0.0, isl, osl) for i in range(n)])
+        sim = {k: v["mean"] for k, v in out.summary(1e9, 1e9)["latency_s"].items()}
+        b, g, cm = combos(Load(isl, osl, num_prompts=n, cap=n, chunk=chunk, fixed=True))
+        k = -(-n * isl // chunk)
+        ana = {m: value(cm[m], k * _PrefillPaced.PRE, S, 0.0) for m in ("ttft", "tpot", "e2el")}
+        assert abs(sim["tpot"] / S - tpot) < 0.05 and abs(ana["tpot"] / S - tpot) < 0.01, (n, sim, ana)
+        assert abs(ana["e2el"] / sim["e2e"] - 1) < 0.1 and abs(ana["ttft"] / sim["ttft"] - 1) < 0.1, (n, sim, ana)

@@ -9,6 +9,8 @@ module knows lengths and counts only, not the Load they come from.
 
 from __future__ import annotations
 
+import math
+
 
 def wave_steps(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float]:
     """(K, L): the first wave's prefill steps, ceil(B x isl / chunk), and a request's tokens after its first."""
@@ -20,23 +22,46 @@ def wave_decode(b: float, isl: float, osl: float, chunk: int) -> tuple[float, fl
     wave's K = ceil(B x isl / chunk) prefill steps each take t_wave / K, and a request whose prompt finishes in
     step j decodes one token in each later step of the wave (vLLM's scheduler runs the running requests' decode
     tokens first in every step's token budget, the prefill chunk beside them), so it gets m_j = min(L, K - j) of
-    its L = osl - 1 later tokens at the wave's pace, the rest at t_dec after the wave. Over j = 1..K uniform:
-    mean m = L (2K - 1 - L) / 2K for L < K, else (K - 1) / 2 (each request then rides the rest of the wave)."""
+    its L = osl - 1 later tokens at the wave's pace, the rest at t_dec after the wave. Where prompts fit a chunk
+    they end in every step, j = 1..K uniform: mean m = L (2K - 1 - L) / 2K for L < K, else (K - 1) / 2 (each
+    request then rides the rest of the wave). A prompt longer than the chunk takes consecutive steps (a partly
+    prefilled request is a running one, scheduled before any waiting one: `ends_apart`), so the B prompts end
+    d = K / B steps apart, the last in the wave's last step: m_r = min(L, r d), r = 0..B - 1, and a lone request
+    rides none of it (its TPOT its own decode steps), as `first_wave`'s (B + 1) / 2B of the wave already has it."""
     k, tokens = wave_steps(b, isl, osl, chunk)
-    m = tokens * (2 * k - 1 - tokens) / (2 * k) if tokens < k else (k - 1) / 2
+    d = ends_apart(b, k)
+    if d <= 1.0:
+        m = tokens * (2 * k - 1 - tokens) / (2 * k) if tokens < k else (k - 1) / 2
+        return m / k, tokens - m, 0.0
+    ends = max(1.0, b)
+    inside = min(ends, float(math.ceil(tokens / d)))  # the r whose r d < L: they ride r d steps, the rest L
+    m = (d * inside * (inside - 1) / 2 + tokens * (ends - inside)) / ends
     return m / k, tokens - m, 0.0
+
+
+def ends_apart(b: float, k: float) -> float:
+    """Steps between two first-wave prompts' last chunks: 1 where several prompts share a step, K / B where each
+    takes more than one. vLLM's schedulers take the running requests first, a partly prefilled one among them, so a
+    long prompt's chunks follow one another before the next prompt starts (V1: vllm-project/vllm@00024d31:
+    vllm/v1/core/sched/scheduler.py `schedule`, "First, schedule the RUNNING requests", then the WAITING ones; V0:
+    vllm-project/vllm@0054e1fa:vllm/core/scheduler.py `_schedule_chunked_prefill`, "2. schedule chunked prefill
+    requests that are not finished ... 4. schedule new prefill requests"); the event simulator agrees
+    (tests/test_burst_wave.py)."""
+    return max(1.0, k / max(1.0, b))
 
 
 def refill_delay(b: float, n: float, isl: float, osl: float, chunk: int) -> tuple[float, float, float]:
     """The mean extra wait of a burst's later requests when every request has the same lengths: the r-th slot of
     the first wave frees when its request finishes, spread from the first finish F1 to the wave's end W = B x T,
     not from 0, as the staggered refill has it ((j - B) x T); a later request of refill position r (1..B, in
-    turn) starts F1 (1 - r / B) later. F1 = the first request's E2E: one wave step for its prefill, m1 = min(L,
-    K - 1) tokens in the wave's later steps, the rest at t_dec. Returns (a, b, e) of that mean delay."""
+    turn) starts F1 (1 - r / B) later. F1 = the first request's E2E: its prompt's d wave steps (`ends_apart`: 1
+    where prompts share a step), m1 = min(L, K - d) tokens in the wave's later steps, the rest at t_dec. Returns
+    (a, b, e) of that mean delay."""
     k, tokens = wave_steps(b, isl, osl, chunk)
-    m1 = min(tokens, k - 1)
+    d = ends_apart(b, k)  # the first prompt ends in step d (1 where prompts share steps)
+    m1 = min(tokens, k - d)
     later = n - b
     q = int(later // b)
     s = later - q * b
     mean_r = (q * b * (b + 1) / 2 + s * (s + 1) / 2) / (b * later)
-    return (1 + m1) / k * (1 - mean_r), (tokens - m1) * (1 - mean_r), 0.0
+    return (d + m1) / k * (1 - mean_r), (tokens - m1) * (1 - mean_r), 0.0

@@ -84,7 +84,8 @@ def chunk_budget(v: tuple[int, ...], model, gpu, length: int, lora, asked: bool 
         return None, ""
     budget = budget_for(v)
     if asked is not None:
-        return ((budget, f"vLLM {_dotted(v)} V0: chunked prefill on as asked, {budget:,} tokens a step")
+        return ((budget, f"vLLM {_dotted(v)} V0: chunked prefill on as asked, {budget:,} tokens a step"
+                 + rocm_caveat(gpu))
                 if asked else (None, f"vLLM {_dotted(v)} V0: chunked prefill off as asked, max(max_model_len, 2048) = "
                                      f"{max(length, 2048):,} tokens a step"))
     if v < FIRST or length <= LONG_CONTEXT:
@@ -95,7 +96,25 @@ def chunk_budget(v: tuple[int, ...], model, gpu, length: int, lora, asked: bool 
                       f"{why}: max(max_model_len, 2048) = {max(length, 2048):,} tokens a step")
     return budget, (f"vLLM {_dotted(v)} V0 turns chunked prefill on by itself at max_model_len {length:,} > 32,768: "
                     f"{budget:,} tokens a step (assumed: --num-scheduler-steps 1, prefix caching off, no prompt "
-                    f"adapter; enable_chunked_prefill=false plans it off)")
+                    f"adapter; enable_chunked_prefill=false plans it off)" + rocm_caveat(gpu))
+
+
+def rocm_caveat(gpu) -> str:
+    """What kvplan's speed figures leave out where V0 chunks its prefill on ROCm, in words ("" on other GPUs).
+
+    Why: ROCm's V0 backend runs a prefill whose block tables are filled, as chunked prefill fills them, through
+    `PagedAttention.forward_prefix`, vLLM's Triton prefix-prefill kernel, not its flash attention
+    (vllm-project/vllm@00df3429:vllm/attention/backends/rocm_flash_attn.py, "prefix-enabled attention", an earlier
+    revision read), and vllm-project/vllm#11146 (2024-12-12) turned the automatic chunked prefill off on ROCm from
+    0.6.5 for "a suboptimal triton kernel". The speed terms price that attention at the flash rate; the training
+    corpus's one such run (dstack's Llama-3.1-405B on 8 MI300X, vLLM 0.6.3.dev116, single prompts of 16,000 to
+    128,000 tokens) took 2.9 to 8.1 times the first-token time kvplan priced, and no source gives the kernel's rate
+    (docs/speed-history.md, round 35)."""
+    if vendor_of(gpu) != "AMD":
+        return ""
+    return ("; on ROCm its prefill attention runs vLLM's Triton prefix-prefill kernel, not flash attention "
+            "(vllm-project/vllm#11146), which the speed figures do not price: expect a slower first token, "
+            "several times slower at long prompts")
 
 
 def serve_flag(v: tuple[int, ...], asked: bool | None) -> list[str]:

@@ -68,8 +68,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
             if line and not as_json:
                 stderr(line)
     speeds = [plan_decode_seconds(r.plan, spec, hw, engine.speed_key, version=engine.version) for r in results]
-    plans = [chosen.plan] + [r.plan for r in results]
-    for line in plan_speed_notes("calibrated", engine.speed_key, engine.version, spec, hw, plans):
+    for line in plan_speed_notes("calibrated", engine.speed_key, engine.version, spec, hw, [chosen.plan, *plans]):
         stderr(line)
     dicts = [{**plan_to_dict(r.plan, spec), **calibrated_keys(s, r.plan.request.batch, engine.speed_key),
               **({"engine": engine_to_dict(r)} if named else {})} for r, s in zip(results, speeds)]

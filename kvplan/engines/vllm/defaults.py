@@ -119,4 +119,5 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     os_memory=opt_bytes(opts, "os_memory", None), host_growth=opt_bytes(opts, "host_growth", 0),
                     page_cache=opt_bytes(opts, "page_cache", None), max_model_len=engine_length(model, req),
                     v0_chunk_note=chunk_note, chunked_prefill_asked=asked,
-                    **dict(zip(STATE_OPTS, state_options(opts, v))), ssm_dtype_read=read_ssm_dtype(model))
+                    **dict(zip(STATE_OPTS, state_options(opts, v))), ssm_dtype_read=read_ssm_dtype(model),
+                    graph_shape=tuple(explicit.get("graph_shape") or ()))

@@ -59,6 +59,9 @@ class Settings:
     # V0's chunked prefill, on by the engine's own rule or off despite it, in words (kvplan.engines.vllm.v0_chunked)
     v0_chunk_note: str = ""
     chunked_prefill_asked: bool | None = None  # engine option enable_chunked_prefill (None: not given; V0 only)
+    # the CUDA-graph capture shape a start-up log states, ((mode, graphs, largest), ...) (() : kvplan's counts from
+    # max_num_seqs; kvplan.engines.vllm.cudagraphs.cudagraph_estimate); check-log's plan runs at it
+    graph_shape: tuple = ()
     ssm_dtype_read: str = ""  # the reader's temporal-state type (the speed fit prices vLLM's corpus runs in it)
 
     @cached_property  # (read for every block count of a max-context search: parsed once)

@@ -167,7 +167,6 @@ def _vllm(text: str, rec: LogRecord) -> None:
         method, draft, n = m.group(1), m.group(2), m.group(3)
         s["speculative"] = f"draft:{draft}:{n}" if method == "draft_model" else f"{method}:{n}"
     _vllm_budget_terms(text, rec)
-    _vllm_graph_settings(text, rec)
     rec.floor = next(((v, why) for line, v, why in FLOORS if line in text), None)
     if re.search(r"Memory profiling results|# CPU blocks", text):
         rec.era = "v0"
@@ -310,6 +309,7 @@ def _vllm_budget_terms(text: str, rec: LogRecord) -> None:
     m = re.search(r"Defaulting max_num_seqs to (\d+)|max[_-]num[_-]seqs['\"]?[=:\s]+(\d+)", text)
     if m:
         s.setdefault("max_num_seqs", int(next(g for g in m.groups() if g is not None)))
+    _vllm_graph_settings(text, rec)  # the settings that size the budget's CUDA-graph term
 
 
 def _trtllm(text: str, rec: LogRecord) -> None:

@@ -66,6 +66,8 @@ class LogRecord:
     era: str = ""  # which log format was seen (for versionless logs)
     written: datetime | None = None  # the earliest dated timestamp the log prints (kvplan.engines.logdates)
     floor: tuple[str, str] | None = None  # (first release printing a line the log has, the line): vllm/releases.py
+    capture_sizes: tuple = ()  # vLLM: the engine-config line's cudagraph_capture_sizes, ascending
+    graph_shape: tuple = ()  # vLLM: ((mode, graphs, largest capture), ...) as "Profiling CUDA graph memory:" prints
 
 
 def _check_figures(rec: LogRecord) -> None:

@@ -133,19 +133,33 @@ def per_graph_cost(model, layers_on_rank: int, weight_dtype: str | None = None) 
 
 
 def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seqs: int = 1024, gpu=None,
-                       weight_dtype: str | None = None) -> int:
+                       weight_dtype: str | None = None, shape: tuple = ()) -> int:
     """vLLM's "Estimated CUDA graph memory" for one rank (bytes), whether or not it is subtracted.
 
     With the model: the larger first capture (the PIECEWISE constant, or FA3's accumulator plus one FULL graph)
     and a per-graph cost for each further graph of each mode; without it, the older two-constant form (a base
-    plus a cost per decoder layer)."""
+    plus a cost per decoder layer). `shape`, ((mode, graphs, largest), ...) as a log's "Profiling CUDA graph
+    memory:" line states it, replaces the counts kvplan derives from max_num_seqs (`logged_counts`)."""
     if model is None:
         return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
-    piecewise, full = cudagraph_counts(model, max_num_seqs)
+    if shape:
+        n_piecewise, n_full, full_top = logged_counts(shape)
+    else:
+        piecewise, full = cudagraph_counts(model, max_num_seqs)
+        n_piecewise, n_full, full_top = len(piecewise), len(full), max(full, default=0)
     per_graph = per_graph_cost(model, layers_on_rank, weight_dtype)
-    first_full = fa_split_accumulator(model, tp, max(full, default=0), gpu) + per_graph if full else 0
-    further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
+    first_full = fa_split_accumulator(model, tp, full_top, gpu) + per_graph if n_full else 0
+    further = max(0, n_piecewise - 1) + max(0, n_full - 1)
     return int(max(CUDAGRAPH_FIRST_PIECEWISE, first_full) + per_graph * further)
+
+
+def logged_counts(shape: tuple) -> tuple[int, int, int]:
+    """(PIECEWISE graphs, FULL graphs, largest FULL capture in tokens) from a logged shape; a mode the log does not
+    list captures none (vLLM prints only modes with graphs: `if descs`). The ENCODER group (0.23.0+) is no decoder
+    graph: kvplan does not price it (the check-log row says so)."""
+    by_mode = {mode: (n, top) for mode, n, top in shape}
+    n_full, full_top = by_mode.get("FULL", (0, 0))
+    return by_mode.get("PIECEWISE", (0, 0))[0], n_full, full_top
 
 
 def graph_notes(model, dep, st) -> tuple[str, ...]:

@@ -133,4 +133,5 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     page_cache=opt_bytes(opts, "page_cache", None), max_model_len=engine_length(model, req),
                     v0_chunk_note=chunk_note, chunked_prefill_asked=asked,
                     engine_note=engine_note(v, found, use_v1, v1, gpu, has_mla), use_v1=use_v1,
-                    **dict(zip(STATE_OPTS, state_options(opts, v))), ssm_dtype_read=read_ssm_dtype(model))
+                    **dict(zip(STATE_OPTS, state_options(opts, v))), ssm_dtype_read=read_ssm_dtype(model),
+                    graph_shape=tuple(explicit.get("graph_shape") or ()))

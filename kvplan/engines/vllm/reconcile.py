@@ -17,6 +17,7 @@ from kvplan.engines.logparse import Num, deployment_said
 from kvplan.engines.log_weights import log_weight_dtype
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 from kvplan.engines.vllm import releases as vllm_releases
+from kvplan.engines.vllm.log_graphs import graph_note, planned_shape, seqs_from_shape
 from kvplan.engines.vllm.non_torch import CORPUS_CAPABILITY, corpus_gpu, dtype_bytes, fi_allreduce_workspace
 from kvplan.engines.vllm.sampler import CORPUS_SM_COUNT, triton_buffer_bytes
 from kvplan.engines.vllm.overhead import cudagraph_estimate
@@ -36,7 +37,9 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
     opts += [f"flashinfer_sampler={s['flashinfer_sampler']}"] if isinstance(s.get("flashinfer_sampler"), bool) else []
     opts += [f"mxfp4_backend={s['mxfp4_backend']}"] if s.get("mxfp4_backend") else []  # the kernel the log names
     opts += ["model_runner=v1"] if s.get("runner_fallback") else []  # the log says V2 fell back to V1 (vllm.runner)
-    engine = resolve_engine("vllm", version, opts, gpu_memory_utilization=gmu, block_size=s.get("block_size"))
+    opts += ["enforce_eager=true"] if s.get("enforce_eager") is True else []  # its engine config or non-default args
+    explicit = {"gpu_memory_utilization": gmu, "block_size": s.get("block_size"), "graph_shape": rec.graph_shape}
+    engine = resolve_engine("vllm", version, opts, **explicit)
     if s.get("runner_fallback"):  # vLLM's own word on its model runner (config/vllm.py use_v2_model_runner)
         out.notes.append(f"the log says vLLM's V2 model runner {s['runner_fallback']} and it used V1: reconciled on "
                          "V1's terms (engine option model_runner=v1)")
@@ -47,10 +50,20 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
         return out
     req = _vllm_request(rec, model, length, kv_name, out, weight_dtype)
     stand_in = gpu or assumed_gpu()
+    default = engine.settings(model, stand_in, dep, req).max_num_seqs  # the log's, else the release's default
+    seqs, seqs_note = seqs_from_shape(rec, default)
+    if seqs is not None:  # the assumed default contradicts the log's FULL graphs (kvplan.engines.vllm.log_graphs)
+        opts = [*opts, f"max_num_seqs={seqs}"]
+    explicit["graph_shape"] = planned_shape(rec, model, seqs or default)  # the logged shape, or its config's sizes
+    engine = resolve_engine("vllm", version, opts, **explicit)
+    out.notes.append(seqs_note)
+    if s.get("enforce_eager") is True:
+        out.notes.append("enforce_eager true (from the log): no CUDA graphs, none subtracted")
     if not named:  # no --gpu: the workspace rule's facts are the corpus machine's
         stand_in = _corpus_stand_in(out, model, dep, engine.settings(model, stand_in, dep, req))
     st = engine.settings(model, stand_in, dep, req)
     res = engine.result(model, stand_in, dep, req)
+    out.notes += [n for n in (graph_note(rec, model, st),) if n]
     _vllm_budget_rows(out, r, res, st, gpu)
     _term_rows(out, r, res.settings, model, dep, st, bool(s.get("peak_from_summary")))
     _vllm_pool_rows(out, r, engine, model, dep, st, req.kv_dtype, length)
@@ -261,7 +274,7 @@ def _term_rows(out, r, ours, model, dep, st, summary: bool = False):
     the closing line's "GiB for peak activation" (`summary`) is the profile's transient peak plus the graph estimate
     it subtracted (gpu_worker.py 0.27.0 L527-529, 0.30.0 L616-618, 0.33.0 L748-750), so kvplan's figure adds its own."""
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
-    graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, st.gpu, st.weight_dtype)
+    graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, st.gpu, st.weight_dtype, st.graph_shape)
     peak, peak_label = ours["overhead_activation_peak"], "activation peak of the profile run"
     if summary and st.v >= (0, 27, 0):
         peak, peak_label = peak + ours["overhead_cudagraphs"], "peak activation as printed (profile peak + graph est.)"

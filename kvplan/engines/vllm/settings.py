@@ -62,6 +62,9 @@ class Settings:
     # which engine a 0.8.0-0.10.x release runs and why, in words (kvplan.engines.vllm.v0_fallback.note)
     engine_note: str = ""
     use_v1: bool | None = None  # VLLM_USE_V1 as the engine option use_v1 sets it (None: unset); the command sets it
+    # the CUDA-graph capture shape a start-up log states, ((mode, graphs, largest), ...) (() : kvplan's counts from
+    # max_num_seqs; kvplan.engines.vllm.cudagraphs.cudagraph_estimate); check-log's plan runs at it
+    graph_shape: tuple = ()
     ssm_dtype_read: str = ""  # the reader's temporal-state type (the speed fit prices vLLM's corpus runs in it)
 
     @cached_property  # (read for every block count of a max-context search: parsed once)

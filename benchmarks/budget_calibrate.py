@@ -96,7 +96,11 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
         # a hybrid's recurrent layers launch other kernels than the attention layers the per-layer cost describes
         # (vLLM's GDN layer: causal_conv1d_update and the gated delta-rule update, kvplan.engines.vllm.cudagraphs)
         hybrid = vllm_cudagraphs.has_recurrent_layers(model)
-        if "cudagraph_estimate_gib" in rep and not v2 and not hybrid:
+        # and the card must be known (named or inferred): the estimate is restated per card (FA3's accumulator on
+        # Hopper only, fa3_graphs) and the per-graph cost was fitted on H100 logs; a card kvplan has no profile for
+        # (the RTX A5000 of LMCache#3430) would be priced as the corpus's H100 (docs/budget.md round 35)
+        card = rec.get("gpu") or rec.get("gpu_inferred")
+        if "cudagraph_estimate_gib" in rep and not v2 and not hybrid and card:
             row = _cudagraph_row(rec, model, rep["cudagraph_estimate_gib"].value * GIB, tp, pp, s)
             cg_x.append((1.0, float(row[2])))
             cg_y.append(row[3])

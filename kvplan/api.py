@@ -35,7 +35,7 @@ from kvplan.hardware.prices import load_prices
 from kvplan.model.spec import ModelSpec
 from kvplan.engines.context import limited
 from kvplan.engines.scheduler import with_limits
-from kvplan.planning.deploy import Deployment, candidate_deployments, deployment_for_gpus
+from kvplan.planning.deploy import NODE_GPUS, Deployment, candidate_deployments, deployment_for_gpus
 from kvplan.planning.layout import SEARCH, layout_from_flags
 from kvplan.planning.offload import parse_offload
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan
@@ -94,7 +94,7 @@ def with_drafter(model: ModelSpec, speculative: str | None, engine: Engine | Non
 
 def plan(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, context: int | str | None = None, batch: int = 1,
          gpus: int | None = None, tp: int | None = None, pp: int | None = None, dp: int | None = None,
-         ep: int | None = None, dcp: int | None = None, gpus_per_node: int = 8, kv_dtype: str = "auto",
+         ep: int | None = None, dcp: int | None = None, gpus_per_node: int | None = None, kv_dtype: str = "auto",
          weight_dtype: str | None = None, gpu_memory_utilization: float | str | None = None,
          overhead: int | str | None = None, kv_cache_memory: int | str | None = None, block_size: int | None = None,
          engine: str | None = None, engine_version: str | None = None, engine_opts: Opts = (),
@@ -122,21 +122,23 @@ def plan(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, context: int | s
                        block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
                        kv_cache_memory=kv_cache_memory, lora=lora)
     dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
-    if not 1 <= gpus_per_node <= 1024:
+    if gpus_per_node is not None and not 1 <= gpus_per_node <= 1024:
         raise out_of_range("gpus_per_node", gpus_per_node, 1, 1024)
     if dep == SEARCH:
-        dep = _best_layout(spec, hw, gpus, req, chosen, gpus_per_node)
+        dep = _best_layout(spec, hw, gpus, req, chosen, gpus_per_node or NODE_GPUS, gpus_per_node)
+    if dep is not None and gpus_per_node is not None:  # the node size the user tells the engine (gpus_per_node)
+        dep = dataclasses.replace(dep, node_gpus=gpus_per_node)
     return chosen.plan(spec, hw, chosen.deployment(dep or Deployment()), req)
 
 
-def _best_layout(spec, hw, gpus: int, req, engine, per_node: int):
+def _best_layout(spec, hw, gpus: int, req, engine, per_node: int, node_gpus: int | None = None):
     """`kvplan fit --gpus N`'s layout: every valid one planned and ranked (kvplan.compare.candidates.search_layouts)."""
     if gpus == 1:
         return Deployment(1, 1)
     if engine.splits_layers_only:  # one layout: layers split over the GPUs
         return Deployment(1, gpus)
     engine.with_checkpoint_kv(spec, req)  # a declared KV cache the engine cannot run: refused, not every layout
-    plans = search_layouts(spec, hw, gpus, req, engine, per_node)  # none: refused with why (kvplan.compare.candidates)
+    plans = search_layouts(spec, hw, gpus, req, engine, per_node, node_gpus)  # none: refused with why (kvplan.compare.candidates)
     return plans[0].deployment
 
 

@@ -434,3 +434,42 @@ def test_the_hybrid_graph_estimate_is_a_finding_not_a_fit_input():
     log = b.parsed(rec)
     assert log.reported["cudagraph_estimate_gib"].value == 1.59
     assert b.predict(rec, log)["cudagraph_estimate"] == (209 + 100 * 10) * 2**20
+
+
+def test_a_card_kvplan_has_no_profile_for_stays_out_of_the_graph_fit():
+    """lmcache-3430-qwen3-8b-a5000-v021 (training): vLLM 0.21.0, Qwen3-8B on an RTX A5000 (named in LMCache#3430; no
+    kvplan profile), "Estimated CUDA graph memory: 0.52 GiB total" for 51 PIECEWISE (largest 512) + 35 FULL (largest
+    256) graphs. kvplan on that shape: 209 MiB first PIECEWISE capture + (50 + 34) further graphs x 6 MiB (36 layers x
+    0.126 = 4.54 MiB, up to the 2 MiB page) = 713 MiB = 0.70 GiB, +34% (a finding, docs/budget.md round 35). Priced as
+    the corpus's H100 (what a record without a card gets) it would refit the first capture 209 -> 179 MiB for every
+    model, so calibrate() takes a graph estimate only from a record whose card is named or inferred."""
+    import copy
+
+    from kvplan.engines.vllm import cudagraphs as cg
+    from kvplan.sources.catalog import require_in_catalog
+
+    b = _bench()
+    rec = next(r for r in INDEX if r["id"] == "lmcache-3430-qwen3-8b-a5000-v021")
+    assert not b.is_held_out(rec) and rec["gpu"] is None and not rec.get("gpu_inferred")
+    assert b.parsed(rec).reported["cudagraph_estimate_gib"].value == 0.52
+    model = require_in_catalog("qwen3-8b")
+    assert cg.cudagraph_estimate(36, model, 1, 256, None) == (209 + 84 * 6) * 2**20
+    assert b.calibrate(INDEX)["CUDAGRAPH_FIRST_PIECEWISE_MIB"] == 209
+    as_h100 = [dict(copy.deepcopy(r), gpu_inferred="h100-sxm") if r is rec else r for r in INDEX]
+    assert b.calibrate(as_h100)["CUDAGRAPH_FIRST_PIECEWISE_MIB"] == 179
+
+
+def test_the_a5000_pool_is_its_printed_budget_over_qwen3_8bs_bytes_a_token():
+    """The same record's pool: Qwen3-8B keeps 36 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 147,456 B a token;
+    "Available KV cache memory: 6.37 GiB" is 6.365..6.375 GiB (6,834,366,709..6,845,104,128 B), 46,349..46,421 tokens,
+    and vLLM's 16-token blocks give 46,336..46,416 (check-log's interval): the printed 46,368 (2,898 blocks) lies in
+    it; 46,368 / 16,384 = 2.83 ("2.83x")."""
+    from kvplan.sources.catalog import require_in_catalog
+
+    model = require_in_catalog("qwen3-8b")
+    per_token = 2 * sum(la.elements_per_token() for la in model.layers)
+    assert per_token == 36 * 8 * 128 * 2 * 2 == 147_456
+    lo, hi = (int(g * 2**30) // per_token // 16 * 16 for g in (6.365, 6.375))
+    assert (lo, hi) == (46_336, 46_416) and lo <= 46_368 <= hi
+    rep = _bench().parsed(next(r for r in INDEX if r["id"] == "lmcache-3430-qwen3-8b-a5000-v021")).reported
+    assert int(rep["kv_cache_tokens"].value) == 46_368 and round(46_368 / 16_384, 2) == rep["max_concurrency"].value

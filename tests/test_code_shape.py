@@ -125,7 +125,8 @@ def test_a_layer_kind_no_engine_has_a_rule_for_is_refused(engine):
 
 def test_an_unread_allocation_names_the_engines_that_read_it():
     from kvplan.engines import engine_names, resolve_engine
-    from kvplan.model.layers import IndexedMLA, ParallelHybrid
+    from kvplan.model.layers import IndexedMLA
+    from kvplan.model.recurrent import ParallelHybrid
 
     readers = [n for n in engine_names() if IndexedMLA in resolve_engine(n).reads_layers]
     assert readers == ["sglang", "vllm"]  # SGLang: kvplan.engines.sglang.dsa

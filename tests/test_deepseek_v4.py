@@ -222,8 +222,8 @@ def test_every_layer_spec_answers_the_compressed_fields():
     # vLLM's kv_cache_interface.py: one frozen spec per kind, each knowing its bytes. LayerSpec's defaults
     # are one cached entry per token and nothing held whatever the length; only CompressedMLA differs, so no
     # site asks a layer whether it has the fields (it once did at about nine sites, hasattr / getattr).
-    from kvplan.model.layers import (ChunkedLocal, FullAttention, MLALatent, NoCache, RecurrentState,
-                                     SlidingWindow)
+    from kvplan.model.layers import ChunkedLocal, FullAttention, MLALatent, NoCache, SlidingWindow
+    from kvplan.model.recurrent import RecurrentState
     plain = (FullAttention(8, 128), SlidingWindow(8, 128, 4096), ChunkedLocal(8, 128, 8192), MLALatent(512, 64),
              RecurrentState(1, 2, 1), NoCache())
     assert {(s.compress_ratio, s.fixed_bytes(FP8), s.fixed_bytes(BF16)) for s in plain} == {(1, 0, 0)}

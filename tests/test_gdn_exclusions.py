@@ -128,3 +128,47 @@ def test_gated_query_doubles_the_q_part():
     names = {(x.name, x.widths) for x in fp8_linear.linears(model, fp8_linear.Splits(8, 8, 8),
                                                             fp8_linear.Rule("SGLang", "0.5.23"), 8)}
     assert ("qkv_proj", (16_384, 2_048, 2_048)) in names
+
+
+# Entries naming the multi-token-prediction module (Qwen3-Next / Qwen3.5 checkpoints keep it under `mtp.`). vLLM maps
+# `mtp.` to None for the target model and applies that mapper to the quantization config's lists (0.33.0 wheel
+# models/qwen3_next.py L823, qwen3_5.py L327-329 and L476-479; quant_utils WeightsMapper.apply_list drops a None):
+# the entries change nothing of the target. A drafter built from the module would read them: kvplan refuses to
+# guess which of its modules they keep.
+MTP_LIST = ["mtp.fc", "mtp.layers.0.self_attn.q_proj", "mtp.layers.0.mlp.experts.0.gate_proj", "mtp"]
+
+
+def test_mtp_entries_leave_the_target_model_alone():
+    plain, with_mtp = _spec(_next_list()), _spec(_next_list() + MTP_LIST)
+    assert with_mtp.quantization.kept == plain.quantization.kept == (("attention", 36 * BA),)
+    assert weight_bytes(with_mtp).total == weight_bytes(plain).total
+    assert with_mtp.quantization.mtp_kept == tuple(MTP_LIST) and plain.quantization.mtp_kept == ()
+    assert _spec(["re:mtp\\..*"]).quantization.mtp_kept == ("re:mtp\\..*",)
+    assert _spec(["re:.*lm_head"]).quantization.mtp_kept == ()
+
+
+def test_mtp_drafter_refused_where_the_list_reaches_it():
+    from kvplan.planning import speculative
+
+    req = speculative.parse("mtp")
+    assert speculative.apply(_spec(_next_list()), req).speculative.method == "mtp"
+    with pytest.raises(KvplanError, match="keeps part of its MTP module in 16 bits \\(mtp.fc, "):
+        speculative.apply(_spec(_next_list() + MTP_LIST), req)
+
+
+# A Gated DeltaNet module named whole: its five projections kept, not every layer's attention (before, the bare
+# `linear_attn` kept the 12 full-attention layers' self_attn too). Per layer (hidden 2048, K 2048, V 4096, Hv 32):
+# in_proj_qkv 2048 x (2 x 2048 + 4096) = 16,777,216, in_proj_z 2048 x 4096 = 8,388,608, in_proj_b + in_proj_a
+# 2 x 2048 x 32 = 131,072, out_proj 4096 x 2048 = 8,388,608: 33,685,504; x 36 layers = 1,212,678,144.
+GDN_LAYER = 16_777_216 + 8_388_608 + 131_072 + 8_388_608
+
+
+def test_whole_linear_attn_keeps_the_gdn_projections_only():
+    assert GDN_LAYER == 33_685_504
+    bare = _spec(["linear_attn"]).quantization
+    assert bare.kept == (("attention", 36 * GDN_LAYER),) and 36 * GDN_LAYER == 1_212_678_144
+    assert bare.kept == _spec(["re:.*linear_attn.*"]).quantization.kept
+    assert len(bare.kept_modules) == 5 and "linear_attn.out_proj" in bare.kept_modules
+    assert _spec(["model.layers.0.linear_attn"]).quantization.kept == (("attention", GDN_LAYER),)
+    with pytest.raises(KvplanError, match="names a linear-attention module no layer of this model has"):
+        _spec(["model.layers.3.linear_attn"])  # layer 3 is a full-attention layer (interval 4)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kvplan.readers.configs import spec_from_config
 from kvplan.core.dtypes import BF16, FP16
-from kvplan.model.layers import RecurrentState
+from kvplan.model.recurrent import RecurrentState
 from kvplan.planning.profile import kv_profile
 
 from conftest import shared_config

@@ -10,7 +10,8 @@ import pytest
 
 from kvplan.readers.configs import spec_from_config
 from kvplan.core.errors import KvplanError
-from kvplan.model.layers import Kind, state_bytes
+from kvplan.model.layers import Kind
+from kvplan.model.recurrent import state_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 QWEN35_27B = ROOT / "scripts" / "catalog_extra" / "Qwen__Qwen3.5-27B.json"

@@ -136,7 +136,7 @@ def test_row_is_fit_json_less_layer_kinds_and_states_agree_layer_by_layer():
     # catalog model (hybrids with recurrent states, Falcon-H1's parallel layers, fp32 SSM states)
     # at tp 1 and 4, pp 1 and 2.
     from kvplan.sources.catalog import bundled_specs
-    from kvplan.model.layers import state_bytes
+    from kvplan.model.recurrent import state_bytes
     from kvplan.report.text import plan_to_dict
 
     h100, seen_states = find_gpu("h100"), 0

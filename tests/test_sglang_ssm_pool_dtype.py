@@ -18,7 +18,7 @@ import pytest
 
 from kvplan.bench.running import case_ssm_dtype, running
 from kvplan.engines.sglang.mamba import StateSettings, pool_ssm_dtype, ssm_dtype_of
-from kvplan.model.layers import RecurrentState
+from kvplan.model.recurrent import RecurrentState
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import Built, _gpu, _spec

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from kvplan.bench.running import running
-from kvplan.model.layers import FullAttention, ParallelHybrid, RecurrentState, with_ssm_dtype
+from kvplan.model.layers import FullAttention
+from kvplan.model.recurrent import ParallelHybrid, RecurrentState, with_ssm_dtype
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import Built

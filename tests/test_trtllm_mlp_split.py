@@ -83,3 +83,57 @@ def test_a_width_not_whole_groups_is_refused():
                               params=dataclasses.replace(R1.params, shared_experts=58 * 3 * 7168 * 2040))
     with pytest.raises(Exception, match="2040-wide shared experts is not a whole number of 16-wide"):
         mlp_split.splits(odd, Deployment(16))
+
+
+# The node size. TensorRT-LLM's LLM API passes gpus_per_node, default torch.cuda.device_count() (the host's GPUs:
+# BaseLlmArgs.validate_gpus_per_node, NVIDIA/TensorRT-LLM@fcd3f31682808ae56118ae43c1d7864a3a945e6f
+# tensorrt_llm/llmapi/llm_args.py). A GB200 NVL72 compute tray shows 4 GPUs (MLCommons inference_results_v6.1,
+# Crusoe's GB200-NVL72 system description: "accelerators_per_node": 4). Dense MLP at tp 8: gcd(144, 8) = 8 > 4, so
+# gcd(8, 4) = 4; the shared expert has no node term: gcd(16, 8) = 8. A rank holds 1/4 instead of 1/8 of the dense
+# MLP: 1,189,375,488 / 4 - 1,189,375,488 / 8 = 297,343,872 - 148,671,936 = 148,671,936 B more.
+GB200 = find_gpu("gb200")
+
+
+def test_gb200_tray_narrows_at_tp8():
+    assert GB200.node_gpus == 4
+    assert mlp_split.splits(R1, Deployment(8), GB200) == (4, 8)
+    assert mlp_split.splits(R1, Deployment(8), H200) == (8, 8)  # an HGX profile gives none: 8 assumed, unchanged
+    engine = resolve_engine("trtllm", None, [])
+    narrowed = engine.result(R1, GB200, Deployment(8), REQ).plan.stages[0].weight_bytes
+    engine.placement = lambda model, dep, gpu=None: Engine.placement(engine, model, dep, gpu)
+    plain = engine.result(R1, GB200, Deployment(8), REQ).plan.stages[0].weight_bytes
+    assert narrowed - plain == 148_671_936
+
+
+def test_the_users_node_size_wins_and_is_said():
+    # tp 16 with gpus_per_node 4: dense gcd(144, 16) = 16 > 4 -> gcd(16, 4) = 4; shared gcd(16, 16) = 16
+    assert mlp_split.splits(R1, Deployment(16, node_gpus=4), H200) == (4, 16)
+    assert mlp_split.splits(R1, Deployment(8, node_gpus=8), GB200) == (8, 8)  # an 8-GPU host: nothing narrows
+    r = CliRunner().invoke(app, ["fit", "deepseek-r1", "--gpu", "h200-sxm", "--tp", "16", "--engine", "trtllm",
+                                 "--gpus-per-node", "4"])
+    assert r.exit_code == 0
+    text = " ".join(r.output.split())
+    assert "dense MLP layers over 4 and its shared experts over 16" in text and "--gpus-per-node 4" in text
+    tray = CliRunner().invoke(app, ["fit", "deepseek-r1", "--gpu", "gb200", "--tp", "8", "--engine", "trtllm"])
+    assert "4 GPUs per node, the GPU profile's node_gpus" in " ".join(tray.output.split())
+
+
+def test_node_gpus_must_be_a_positive_integer(tmp_path):
+    from kvplan.core.errors import KvplanError
+    from kvplan.hardware.gpu_profile import parse_profile
+
+    text = open(GB200.path).read().replace("node_gpus: 4", "node_gpus: 0")
+    with pytest.raises(KvplanError, match="node_gpus"):
+        parse_profile(text, str(tmp_path / "gb200.yaml"))
+
+
+def test_api_passes_the_node_size_to_the_search_and_the_plan():
+    from kvplan import api
+
+    said = [w.message for w in api.plan("deepseek-r1", "h200-sxm", tp=16, engine="trtllm", gpus_per_node=4).warnings]
+    assert any("dense MLP layers over 4" in m and "gpus_per_node 4" in m for m in said)
+    engine = resolve_engine("trtllm", None, [])
+    from kvplan.compare.candidates import search_layouts
+
+    plans = search_layouts(R1, H200, 16, REQ, engine, 8, node_gpus=4)
+    assert {p.deployment.node_gpus for p in plans} == {4}

@@ -42,7 +42,10 @@ def test_v080_tier_is_the_device_name_and_seqs_are_1024_everywhere(version):
     assert batch(version, "h200") == (8192, 1024)
     assert batch(version, "gh200") == (8192, 1024)  # "NVIDIA GH200 480GB" contains "h200"
     assert batch(version, "h20") == (2048, 1024)  # 95 GiB, but "NVIDIA H20" names neither
-    assert batch(version, "mi300x") == (2048, 1024)
+    # ROCm runs V1 only with VLLM_USE_V1=1 before 0.9.2 (arg_utils v0.8.0 L1598: non-CUDA falls back to V0, whose
+    # _set_default_args_v0 leaves max(max_model_len, 2048) and 256 sequences: kvplan.engines.vllm.v0_fallback)
+    assert batch(version, "mi300x", {"use_v1": True}) == (2048, 1024)
+    assert batch(version, "mi300x") == (8192, 256)
     assert batch(version, "l40s") == (2048, 1024)
 
 
@@ -57,7 +60,7 @@ def test_v085_tiers_by_memory_alone():
     # v0.8.5 L1596: device_memory >= 70 * GiB_bytes, no name test: an A100 80GB (79.25 GiB) is large.
     assert batch("0.8.5", "a100-80") == (8192, 1024)
     assert batch("0.8.5", "h20") == (8192, 1024)
-    assert batch("0.8.5", "mi300x") == (8192, 1024)
+    assert batch("0.8.5", "mi300x", {"use_v1": True}) == (8192, 1024)  # V0 without VLLM_USE_V1=1 (L1493)
     assert batch("0.8.5", "l40s") == (2048, 256)
     at, under = GPU.of_memory("x", "X", 70 * GIB, "test"), GPU.of_memory("y", "Y", 70 * GIB - 1, "test")
     assert batch("0.8.5", at) == (8192, 1024) and batch("0.8.5", under) == (2048, 256)

@@ -40,7 +40,8 @@ from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, locks
                                       resident_context, runs_waves, whole_prompt_budget, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.engines.vllm.v0_chunked import server_sized
-from kvplan.model.layers import Kind, recurrent_states
+from kvplan.model.layers import Kind
+from kvplan.model.recurrent import recurrent_states
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.cohort import cohort
@@ -89,17 +90,17 @@ class Running(NamedTuple):
     joins_late: bool = False  # a request joins the running batch after its prefill batch (joins_after_prefill)
 
 
-def case_waves(case, spec=None) -> bool:
+def case_waves(case, spec=None, v1: bool | None = None) -> bool:
     """Whether the case's engine, with the flags it ran, decodes only when no prefill batch forms (a closed loop of
     equal lengths then runs in waves: kvplan.engines.scheduler.runs_waves, kvplan.speed.load), its release and the
     model `spec` included (vLLM's V0 on an MLA model: kvplan.engines.scheduler.prefill_first_release)."""
     adp = case.dp > 1 and attention_dp(case)
     mla = spec is not None and any(layer.kind == Kind.MLA for layer in spec.layers)
     return runs_waves(case.engine, mixed_chunk(case.engine, case.flags), adp) or (
-        prefill_first_release(case.engine, case.version, mla) and not adp)
+        prefill_first_release(case.engine, case.version, mla, v1) and not adp)
 
 
-def case_packed(case, spec, stated: dict) -> int | None:
+def case_packed(case, spec, stated: dict, v1: bool | None = None) -> int | None:
     """The tokens one prefill step of `case` takes where its engine packs whole prompts into a budget of the server's
     max_model_len (kvplan.engines.scheduler.whole_prompt_budget: vLLM's V0 on an MLA model), at the length the run
     stated (`--max-model-len`) or else the model's own, which the server then runs at; None elsewhere, under
@@ -108,7 +109,7 @@ def case_packed(case, spec, stated: dict) -> int | None:
         return None
     mla = any(layer.kind == Kind.MLA for layer in spec.layers)
     length = served_length(case, spec)
-    return whole_prompt_budget(case.engine, case.version, mla, int(length)) if length else None
+    return whole_prompt_budget(case.engine, case.version, mla, int(length), v1) if length else None
 
 
 def served_length(case, spec):
@@ -194,10 +195,11 @@ def sized(case, spec, gpu) -> Running | None:
         dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, dp=ranks, ep=case.ep))
         req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
-        if server_sized(case.engine, case.version):  # V0's step budget: the server's length (vllm.v0_chunked)
+        st = engine.settings(spec, gpu, dep, req)  # its engine: V1, or V0 by release or fallback (vllm.v0_fallback)
+        if server_sized(case.engine, case.version, getattr(st, "v1", None)):  # V0's step budget: the server's length
             served = spec.max_model_len or served_length(case, spec)
             spec = replace(spec, max_model_len=int(served))
-        st = engine.settings(spec, gpu, dep, req)
+            st = engine.settings(spec, gpu, dep, req)
         own = model_own(case, spec, st)
         if own is not None:
             return own
@@ -228,8 +230,9 @@ def sized(case, spec, gpu) -> Running | None:
     if n is not None and preempts_on_growth(case.engine):  # equal lengths run together: their cycle at the pool's edge
         mean, redo = cohort(held * context, n, load.isl, load.osl)
         cap = min(cap, mean) if redo else cap  # (n, 0): nothing preempted, the cap as it was
-    whole = case_packed(case, spec, opts)  # V0's budget is the server's length, not the resident one priced here
-    return Running(cap, whole or chunk, case_waves(case, spec), recompute=redo, packed=bool(whole))
+    v1 = getattr(st, "v1", None)  # vLLM's engine for this run (None: another engine's settings)
+    whole = case_packed(case, spec, opts, v1)  # V0's budget is the server's length, not the resident one priced here
+    return Running(cap, whole or chunk, case_waves(case, spec, v1), recompute=redo, packed=bool(whole))
 
 
 def cohort_size(case, limit: float) -> float | None:

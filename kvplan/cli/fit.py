@@ -1,5 +1,6 @@
 """`kvplan fit MODEL --gpu GPU`: does it fit, how many requests, how long a context, how many GPUs."""
 
+import dataclasses
 from typing import Annotated, Optional
 
 import typer
@@ -17,7 +18,7 @@ from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_fla
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.units import parse_tokens
 from kvplan.hardware.gpus import find_gpu
-from kvplan.planning.deploy import Deployment, deployment_for_gpus
+from kvplan.planning.deploy import NODE_GPUS, Deployment, deployment_for_gpus
 from kvplan.planning.layout import SEARCH, layout_from_flags
 from kvplan.planning.request import read_request
 from kvplan.engines.served_dtype import loaded_as_model_dtype
@@ -64,7 +65,7 @@ def fit(
     dp: Annotated[Optional[int], typer.Option("--dp", help="Data-parallel ranks (replicas; DP attention for a MoE model): each holds its own requests.")] = None,
     ep: Annotated[Optional[int], typer.Option("--ep", help="Expert parallelism over tp × dp ranks (vLLM --enable-expert-parallel); its only size is tp × dp.")] = None,
     dcp: Annotated[Optional[int], typer.Option("--dcp", help="Decode context parallel within tp (MLA models): each rank holds every dcp-th token of a request's latent.")] = None,
-    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs per node: tensor parallelism stays within one (--gpus search).")] = 8,
+    gpus_per_node: Annotated[Optional[int], typer.Option("--gpus-per-node", help="GPUs per node: tensor parallelism stays within one (--gpus search; default 8), and TensorRT-LLM's gpus_per_node (default: the GPU profile's node_gpus, else 8).")] = None,
     kv_dtype: KvDtypeOpt = "auto",
     weight_dtype: WeightDtypeOpt = None,
     gpu_memory_utilization: GmuOpt = None,
@@ -104,7 +105,7 @@ def fit(
                    block_size, gpu_memory_utilization, overhead, kv_cache_memory, lora, default_ctx)
 
     dep = layout_from_flags(spec, gpus, tp, pp, dp, ep, dcp)
-    if not 1 <= gpus_per_node <= 1024:
+    if gpus_per_node is not None and not 1 <= gpus_per_node <= 1024:
         raise KvplanError(f"--gpus-per-node must be between 1 and 1024, got {gpus_per_node}", EXIT_USAGE)
     if spec.speculative is not None:
         chosen.check_layers(spec)  # a drafter this model or engine cannot carry: refused before any output
@@ -119,6 +120,9 @@ def fit(
         stderr(f"note: --ctx not given; using {source}, {default_ctx:,} tokens")
     layouts = None
     if dep == SEARCH:
-        dep, layouts = search(spec, hw, gpus, req, chosen, gpus_per_node, as_json=as_json)
+        dep, layouts = search(spec, hw, gpus, req, chosen, gpus_per_node or NODE_GPUS, as_json=as_json,
+                              node_gpus=gpus_per_node)
+    if dep is not None and gpus_per_node is not None:  # the node size the user tells the engine
+        dep = dataclasses.replace(dep, node_gpus=gpus_per_node)
     fit_report(spec, hw, dep, req, chosen, emit_to=emit, as_json=as_json, explain=explain, check=check,
                layouts=layouts, offload=tiers)

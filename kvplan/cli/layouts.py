@@ -14,7 +14,7 @@ from kvplan.planning.layout import layout_text
 TOP = 5
 
 
-def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
+def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool, node_gpus: int | None = None):
     """(the best deployment, the JSON rows of every layout); the table of the top few on stdout.
     One GPU, or an engine that only splits layers (llama.cpp), has one layout: no search, rows None."""
     if gpus == 1:
@@ -23,7 +23,7 @@ def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool):
         return Deployment(1, gpus), None
     choice.check_layers(spec, req.kv_dtype)  # a cache the engine cannot size is the model's refusal, not every layout's
     choice.with_checkpoint_kv(spec, req)  # so is a declared KV cache it cannot run (kvplan.engines.checkpoint_kv)
-    plans = search_layouts(spec, hw, gpus, req, choice, per_node)  # none: refused with why (kvplan.compare.candidates)
+    plans = search_layouts(spec, hw, gpus, req, choice, per_node, node_gpus)  # none: refused with why (kvplan.compare.candidates)
     best = plans[0]
     rows = [{"tp": p.deployment.tp, "pp": p.deployment.pp, "dp": p.deployment.dp, "ep": p.deployment.ep,
              "fits": p.fits, "max_concurrency": p.max_concurrency,

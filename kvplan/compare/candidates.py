@@ -58,11 +58,11 @@ def smallest_fitting(model, gpu, req, engine, skip_gpus: int = 0):
     return None
 
 
-def search_layouts(model, gpu, gpus: int, req, engine, per_node: int = NODE_GPUS) -> list:
+def search_layouts(model, gpu, gpus: int, req, engine, per_node: int = NODE_GPUS, node_gpus: int | None = None) -> list:
     """Every valid layout of `gpus` GPUs (kvplan.planning.layout.candidate_layouts), planned by `engine` (a
     configured Engine) and ranked best first by concurrency at the context (ties: decode tokens/s).
-    A layout the engine refuses is left out."""
-    deps = (Deployment(*t) for t in candidate_layouts(model, gpus, per_node))
+    A layout the engine refuses is left out. `node_gpus`: the node size a user told the engine (Deployment)."""
+    deps = (Deployment(*t, node_gpus=node_gpus) for t in candidate_layouts(model, gpus, per_node))
     tried = list(try_deployments(model, deps, lambda dep: engine.plan(model, gpu, dep, req)))
     plans = sorted((t.result for t in tried if t.why is None), key=layout_rank_key)
     if not plans:

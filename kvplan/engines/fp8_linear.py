@@ -59,8 +59,8 @@ from typing import NamedTuple
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.versions import parse_version
 from kvplan.model.compressed import has_compressed
-from kvplan.model.layers import (ChunkedLocal, FullAttention, MLALatent, RecurrentState, SlidingWindow,
-                                 kv_heads_per_rank)
+from kvplan.model.layers import ChunkedLocal, FullAttention, MLALatent, SlidingWindow, kv_heads_per_rank
+from kvplan.model.recurrent import RecurrentState
 from kvplan.readers.mlp_layout import dense_mlp_layers, gated_mlp, mlp_width
 
 ROW = "row"  # split by its input: block_k

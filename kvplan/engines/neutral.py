@@ -10,7 +10,8 @@ from kvplan.engines import checkpoint_kv
 from kvplan.engines.base import Capacity, Engine
 from kvplan.engines.lora import sglang_bytes as exact_lora_bytes
 from kvplan.model.compressed import CompressedMLA
-from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
+from kvplan.model.layers import IndexedMLA, Kind
+from kvplan.model.recurrent import ParallelHybrid
 from kvplan.planning.layout import rank_request, whole_answers
 from kvplan.planning.offload import Geometry, TIERS, TierPool, TierRequest, check_kinds
 from kvplan.planning.plan import (Answers, assemble, budgets, context_cost, gpu_budget, paged_answers, paged_max_context,

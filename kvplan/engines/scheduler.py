@@ -79,21 +79,23 @@ def prefill_first(engine: str | None, mixed: bool = False) -> bool:
 
 
 # Engine releases that run prefills first whatever PREFILL_FIRST says of the current ones, (engine, first release
-# that does not): vLLM's V0 (the default engine before 0.8.0) without chunked prefill runs `_schedule_default`, which
-# schedules no decode in a step that prefills ("Don't schedule decodes if prefills are scheduled", vllm 0.7.3 wheel
-# `core/scheduler.py` L1204-1246; `_schedule` L1440-1443 takes it unless chunked prefill is on). Read only for an MLA
-# model, whose chunked prefill V0 forces off (`config.py` L3327-3331) or, after vllm#12639, leaves off by default
-# (0.8.0 `engine/arg_utils.py` L1611-1614). Another model's is on by default over a 32K max_model_len
-# (`engine/arg_utils.py` L1163-1194; kvplan.engines.vllm.v0_chunked, which reads the server's length where a run
-# states it); a non-MLA V0 run left unchunked is not read as prefill-first here (not established for the corpus).
+# whose default engine does not): vLLM's V0 without chunked prefill runs `_schedule_default`, which schedules no decode
+# in a step that prefills ("Don't schedule decodes if prefills are scheduled", `core/scheduler.py` 0.7.3 L1204-1246,
+# 0.8.5 L1255, 0.10.1 L1252; `_schedule` L1440-1443, 0.8.5 L1455-1460, 0.10.1 L1466-1471). V0 is the default before
+# 0.8.0, and 0.8.0-0.10.x run it where their oracle falls back (kvplan.engines.vllm.v0_fallback; `v1` below). Read
+# only for an MLA model, whose chunked prefill V0 forces off (0.7.x `config.py` L3327-3331) or leaves off by default
+# (vllm#12639: `engine/arg_utils.py` 0.8.0 L1611-1614, 0.10.1 L1529); another model's follows v0_chunked (on by
+# default over 32K, by release; the step budget is the server's: server_sized), and is not read as prefill-first.
 PREFILL_FIRST_BEFORE = {"vllm": (0, 8, 0)}
 
 
-def prefill_first_release(engine: str | None, version: str | None, mla: bool) -> bool:
+def prefill_first_release(engine: str | None, version: str | None, mla: bool, v1: bool | None = None) -> bool:
     """Whether `engine` at `version` decodes only when no prefill batch forms for a model with (`mla`) or without MLA
-    attention (PREFILL_FIRST_BEFORE); no version given: its current release, not such."""
+    attention (PREFILL_FIRST_BEFORE); no version: its current release, not such. `v1`: the run is on vLLM's V1 (None:
+    by release; False: a 0.8-0.10 run on the V0 fallback)."""
     before = PREFILL_FIRST_BEFORE.get(canonical_engine(engine or "")) if engine else None
-    return mla and before is not None and version is not None and parse_version(version) < before
+    told = before is not None and version is not None
+    return mla and told and (parse_version(version) < before if v1 is None else not v1)
 
 
 # The least step budget of a PREFILL_FIRST_BEFORE release, whose prefill steps pack whole waiting prompts while they
@@ -107,10 +109,11 @@ def prefill_first_release(engine: str | None, version: str | None, mla: bool) ->
 WHOLE_PROMPT_FLOOR = {"vllm": 2048}
 
 
-def whole_prompt_budget(engine: str | None, version: str | None, mla: bool, server_len: int) -> int | None:
+def whole_prompt_budget(engine: str | None, version: str | None, mla: bool, server_len: int,
+                        v1: bool | None = None) -> int | None:
     """The tokens one prefill step of `engine` at `version` takes where it packs whole prompts into a budget of the
-    server's max_model_len `server_len` (WHOLE_PROMPT_FLOOR: vLLM's V0 on an MLA model), else None."""
-    if not prefill_first_release(engine, version, mla):
+    server's max_model_len `server_len` (WHOLE_PROMPT_FLOOR: vLLM's V0 on an MLA model, `v1` False), else None."""
+    if not prefill_first_release(engine, version, mla, v1):
         return None
     return max(int(server_len), WHOLE_PROMPT_FLOOR[canonical_engine(engine or "")])
 

@@ -3,7 +3,8 @@ checks on a profile's fact fields, and what a rule assumes where a profile leave
 
 The facts (schema and sources: kvplan/hardware/profiles/README.md, "Hardware facts"): `architecture`,
 `compute_capability` (CUDA's "M.m", AMD's gfx target), `memory_kind`, `fp8`/`fp4` tensor math, `device_name`
-(as the driver names the device), `sm_count` (multiprocessors: NVIDIA SMs, AMD compute units), and under
+(as the driver names the device), `sm_count` (multiprocessors: NVIDIA SMs, AMD compute units), `node_gpus` (the
+GPUs one host shows, where the part fixes the host: a GB200 NVL72 compute tray's 4), and under
 `interconnect` the fabric: `kind`, `domain` (GPUs one reaches over it), `pcie_gen`, `pcie_lanes`. Every one is
 optional so that profiles written before them still load; a missing fact is None, never a default. An engine rule that needs one assumes what such a profile got
 before (ASSUMED_CAPABILITY, assumed_fact) and its engine says so as a plan warning
@@ -16,7 +17,7 @@ import re
 from typing import Any
 
 FACT_FIELDS = ("architecture", "compute_capability", "memory_kind", "bf16", "fp8", "fp4", "fp16_accumulates_fp16",
-               "device_name")
+               "device_name", "node_gpus")
 # The scale-up fabric (interconnect.kind). nvswitch: NVLink through NVSwitch chips (HGX 8-GPU boards, NVL72
 # racks), where CUDA multicast exists; nvlink-bridge: NVLink bridges between PCIe cards (H100 NVL pairs);
 # nvlink-direct: NVLink wired GPU to GPU on the board, no switch (V100 SXM2's hybrid cube mesh, GH200 NVL2);
@@ -228,4 +229,5 @@ def read_facts(check, d: dict, flops: dict) -> dict:
     out["fp16_accumulates_fp16"] = half
     name = d.get("device_name")
     out["device_name"] = None if name is None else check.text("device_name", name)
+    out["node_gpus"] = check.pos_int("node_gpus", d.get("node_gpus"), nullable=True)
     return out

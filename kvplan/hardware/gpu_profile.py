@@ -64,6 +64,9 @@ class GPU:
     # it, the bf16 figure (kvplan.speed.compute_dtype.sixteen_bit)
     fp16_accumulates_fp16: bool | None = None
     device_name: str | None = None  # as torch.cuda.get_device_name / nvidia-smi print it
+    # GPUs one host (one OS, one torch.cuda.device_count()) shows where the part fixes its host (a GB200 or GB300
+    # NVL72 compute tray: 4); None where servers differ (HGX boards of 4 or 8, GH200 servers of 1, 2 or 4)
+    node_gpus: int | None = None
     interconnect_kind: str | None = None  # one of facts.INTERCONNECT_KINDS
     interconnect_domain: int | None = None  # GPUs one GPU reaches over that fabric (8 HGX, 72 NVL72, 1 PCIe)
     pcie_gen: int | None = None  # the host link

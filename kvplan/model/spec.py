@@ -84,10 +84,14 @@ class Quantization:
     # attention projections ("linear_attn.in_proj_b", ...) `kept` holds in every layer that has them, which an engine's
     # block-FP8 shard check leaves alone (kvplan.readers.unquantized.kept_modules)
     kept_modules: tuple[str, ...] = ()
+    # exclusion entries that keep part of the multi-token-prediction module (`mtp.fc`, ...) in 16 bits: nothing of
+    # the target model; a drafter built from that module would read them (kvplan.readers.mtp.mtp_entries)
+    mtp_kept: tuple[str, ...] = ()
 
     def __post_init__(self):  # a catalog JSON gives lists
         object.__setattr__(self, "kept", tuple((str(r), int(c)) for r, c in self.kept))
         object.__setattr__(self, "kept_modules", tuple(str(m) for m in self.kept_modules))
+        object.__setattr__(self, "mtp_kept", tuple(str(m) for m in self.mtp_kept))
         object.__setattr__(self, "channel_scales", tuple(int(b) for b in self.channel_scales))
 
     def kept_of(self, role: str) -> int:

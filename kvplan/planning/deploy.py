@@ -22,13 +22,17 @@ SEARCH_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 @dataclass(frozen=True)
 class Deployment:
     """tp x pp GPUs per data-parallel rank, dp of them; ep = tp x dp with expert parallelism, else 1;
-    dcp: decode-context-parallel ranks within tp (kvplan.planning.layout says what each rank holds)."""
+    dcp: decode-context-parallel ranks within tp (kvplan.planning.layout says what each rank holds); node_gpus the
+    node size a user gave (`gpus_per_node`)."""
 
     tp: int = 1
     pp: int = 1
     dp: int = 1
     ep: int = 1
     dcp: int = 1
+    # GPUs per node as the user states them to the engine (TensorRT-LLM's gpus_per_node); None: the GPU profile's
+    # node_gpus, else the engine's assumption (kvplan.engines.trtllm.mlp_split)
+    node_gpus: int | None = None
 
     @property
     def gpus(self) -> int:

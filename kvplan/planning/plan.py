@@ -22,7 +22,7 @@ from kvplan.core.dtypes import DType, canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.planning.layout import (DcpRules, host_shift, per_rank_batch, rank_weights, replicated_kv_proj_bytes,
                                    vllm_placement)
-from kvplan.model.layers import ssm_as
+from kvplan.model.recurrent import ssm_as
 from kvplan.model.spec import ModelSpec, own_format, weight_bytes
 from kvplan.readers.mlp_layout import ffn_kinds
 from kvplan.planning.profile import PAGED, KVProfile, kv_profile

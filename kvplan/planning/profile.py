@@ -14,7 +14,8 @@ from fractions import Fraction
 
 from kvplan.core.dtypes import DType
 from kvplan.core.intmath import round_up
-from kvplan.model.layers import LayerSpec, state_bytes
+from kvplan.model.layers import LayerSpec
+from kvplan.model.recurrent import state_bytes
 
 
 @dataclass(frozen=True)

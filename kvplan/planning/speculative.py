@@ -143,6 +143,11 @@ def _with_mtp(model, req: SpecRequest):
         raise _refused(f"mtp:{n}: vLLM requires num_speculative_tokens ({n}) to be divisible by the {k} MTP "
                        "layer(s) when larger (config/speculative.py)", f"mtp:{n}")
 
+    kept = model.quantization.mtp_kept
+    if kept:
+        raise _refused(f"mtp: {model.name}'s quantization_config keeps part of its MTP module in 16 bits "
+                       f"({', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''}); kvplan sizes a drafter in the "
+                       "checkpoint's one format and does not guess which of its modules those entries keep", "mtp")
     p = model.mtp_params
     mtp_only = dataclasses.replace(model, params=p, layers=model.mtp_layers, checkpoint_bytes=None,
                                    mtp_layers=(), mtp_params=None, draft=None)

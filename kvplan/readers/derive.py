@@ -17,7 +17,8 @@ import warnings
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.model.layers import FullAttention, MLALatent, NoCache, RecurrentState, SlidingWindow
+from kvplan.model.layers import FullAttention, MLALatent, NoCache, SlidingWindow
+from kvplan.model.recurrent import RecurrentState
 from kvplan.model.spec import ParamCounts
 
 TOKENS = 8

@@ -25,6 +25,7 @@ and three norms; the embedding and LM head are the target's (shared). Sources, v
 
 from __future__ import annotations
 
+import re
 from dataclasses import fields, replace
 
 from kvplan.core.errors import arg
@@ -104,3 +105,30 @@ def add_params(a: ParamCounts, b: ParamCounts) -> ParamCounts:
     """Role-wise sum of two parameter counts of one model (the model's expert shape kept)."""
     return replace(a, **{f.name: getattr(a, f.name) + getattr(b, f.name)
                          for f in fields(ParamCounts) if f.name not in _COUNTS})
+
+
+def names_mtp(name) -> bool:
+    """Whether an exclusion entry names only the multi-token-prediction module (`mtp`, `mtp.fc`,
+    `mtp.layers.0.self_attn.q_proj`: Qwen3-Next's and Qwen3.5's checkpoint names), never a module of the target model,
+    whose names start `model.` (vLLM maps `mtp.` to None for both: their hf_to_vllm_mapper, which it applies to the
+    quantization config's lists, 0.33.0 wheel models/qwen3_5.py L327-329 and L476-479, qwen3_next.py L823)."""
+    return isinstance(name, str) and (name == "mtp" or name.startswith("mtp."))
+
+
+def mtp_entries(names: list, model_type: str) -> tuple[str, ...]:
+    """The entries that keep some of a `mtp.` module (Qwen3-Next, Qwen3.5: FAMILIES' "split" ones) in 16 bits: named
+    under `mtp.`, or a `re:` entry matching one of its modules' names; what a drafter built from it would read
+    (kvplan.planning.speculative refuses to guess). () for other families, whose MTP layers are named otherwise."""
+    if FAMILIES.get(model_type, ("", 0, ""))[2] != "split":
+        return ()
+    probes = ("mtp.fc", "mtp.layers.0.self_attn.q_proj", "mtp.layers.0.mlp.gate_proj",
+              "mtp.layers.0.mlp.experts.0.gate_proj", "mtp.layers.0.linear_attn.in_proj_qkv")
+    out = [n for n in names if names_mtp(n)]
+    for n in names:
+        if isinstance(n, str) and n.startswith("re:"):
+            try:  # a malformed one is refused where the list is matched (kvplan.readers.unquantized)
+                match = re.compile(n[3:]).match
+            except (re.error, RecursionError, OverflowError):
+                continue
+            out += [n] if any(match(p) for p in probes) else []
+    return tuple(out)

@@ -10,7 +10,8 @@ load them only for speculative decoding.
 from __future__ import annotations
 
 from kvplan.core.intmath import cdiv
-from kvplan.model.layers import ChunkedLocal, FullAttention, IndexedMLA, LayerSpec, MLALatent, RecurrentState, SlidingWindow
+from kvplan.model.layers import ChunkedLocal, FullAttention, IndexedMLA, LayerSpec, MLALatent, SlidingWindow
+from kvplan.model.recurrent import RecurrentState
 from kvplan.model.spec import ParamCounts
 from kvplan.readers.states import QWEN3_5, mamba2_dims, output_gated
 

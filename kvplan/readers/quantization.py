@@ -15,6 +15,7 @@ from kvplan.model.spec import Quantization
 from kvplan.readers.cfg import read_dtype, shown
 from kvplan.readers.modelopt import glob_entry, modelopt_method, modelopt_view, unlisted
 from kvplan.readers.params import _UNGATED, _is_moe_layer, shared_expert_width
+from kvplan.readers.mtp import mtp_entries
 from kvplan.readers.unquantized import (exclusion_list, kept_modules, kept_params, matched, module_names,
                                         untargeted)
 
@@ -46,6 +47,9 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
         found = matched(names, len(layers), params, where, modules)  # the names matched once, read twice
         quant = replace(quant, kept=kept_params(names, params, tuple(layers), where, modules, found),
                         kept_modules=kept_modules(names, params, tuple(layers), where, modules, found))
+    mtp = mtp_entries(names, str(cfg.raw("model_type") or ""))
+    if mtp:  # the MTP module's own entries: nothing of the target model (kvplan.readers.mtp)
+        quant = replace(quant, mtp_kept=mtp)
     if isinstance(q.get("quant_method"), str) and q["quant_method"]:
         quant = replace(quant, quant_method=q["quant_method"].lower())
     if quant.quant_method == "fbgemm_fp8" and params is not None and params.experts:

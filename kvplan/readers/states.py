@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.model.layers import RecurrentState
+from kvplan.model.recurrent import RecurrentState
 
 # Qwen3.5 (vLLM model_executor/models/qwen3_5.py): Qwen3-Next's layers (Gated DeltaNet + gated attention).
 QWEN3_5 = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}

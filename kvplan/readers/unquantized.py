@@ -28,6 +28,12 @@ L307-317; `quantization/utils/quant_utils.py` is_layer_skipped L664-683). conv1d
 quant_config), A_log, dt_bias and norm are 16-bit already. The projections kept in every layer that holds
 them are `kept_modules`, which the block-FP8 shard rule skips (kvplan.engines.fp8_linear).
 
+A Gated DeltaNet module named whole (`linear_attn`, `model.layers.N.linear_attn`) keeps its five projections in the
+layers that have one (a layer index naming a full-attention layer is refused), never the other layers' self_attn.
+An entry under `mtp.` names the multi-token-prediction module, which the target model does not load (vLLM's
+Qwen3-Next / Qwen3.5 mapper drops `mtp.` from the list): it changes nothing here and is recorded for a drafter
+(kvplan.readers.mtp.mtp_entries; kvplan.planning.speculative refuses one built from a module kept in part).
+
 A `re:` entry is a regular expression: compressed-tensors and vLLM test it with `re.match` against each
 linear module's name (vLLM `model_executor/layers/quantization/compressed_tensors/utils.py`
 should_ignore_layer -> check_equal_or_regex_match -> _is_equal_or_regex_match, v0.11-main 2026; a fused
@@ -47,6 +53,7 @@ from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import MLALatent
+from kvplan.readers.mtp import names_mtp
 from kvplan.readers.params import _UNGATED, _is_moe_layer
 from kvplan.readers.states import output_gated
 
@@ -239,6 +246,13 @@ def matched(names: list, n: int, params, where: str, modules: ModuleNames | None
         if modules is not None and (callable(name) or name.startswith("re:")):
             found = _regex_entries(name if callable(name) else _compiled(name, where), modules,
                                    getattr(name, "label", "the scheme's targets") if callable(name) else name, where)
+        elif names_mtp(name):  # the MTP module's: the target model has no such module (vLLM drops them)
+            continue
+        elif _whole_gdn(name, modules):  # a Gated DeltaNet module, whole: its five projections, each counted
+            found = _regex_entries(lambda s, e=name: f".{e}." in f".{s}", modules, name, where)
+            if not found:
+                raise KvplanError(f"{where}: exclusion entry {name!r} names a linear-attention module no layer of "
+                                  "this model has (a full-attention layer's is self_attn); refused", EXIT_USAGE)
         else:  # a module's exact name (compressed-tensors' `ignore`), else the names' words (kvplan's reading)
             layer = _LAYER_INDEX.search(name) if modules is not None else None
             found = layer and _regex_entries(name.__eq__, modules, name, where, int(layer.group(1)))
@@ -253,6 +267,13 @@ def matched(names: list, n: int, params, where: str, modules: ModuleNames | None
             else:
                 covered.setdefault(role, set()).update(idx)
     return covered, parts
+
+
+def _whole_gdn(name, modules) -> bool:
+    """Whether a literal entry names a Gated DeltaNet module whole (`linear_attn`, `model.layers.0.linear_attn`) in a
+    model that has one: kvplan keeps its five projections (as `re:.*linear_attn.*` keeps them), never all attention."""
+    return (isinstance(name, str) and not name.startswith("re:") and modules is not None and _GDN in modules.mixers
+            and name.split(".")[-1] == _GDN)
 
 
 def kept_modules(names: list, params, layers, where: str, modules: ModuleNames | None = None, found=None

@@ -18,11 +18,16 @@ from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 from kvplan.model.compressed import CompressedMLA
-from kvplan.model.layers import (ATTENTION_FEATURES, LAYER_TYPES, FullAttention, IndexedMLA, LayerSpec, ParallelHybrid,
-                           RecurrentState)
+from kvplan.model.layers import (ATTENTION_FEATURES, ChunkedLocal, FullAttention, IndexedMLA, Kind, LayerSpec, MLALatent,
+                                 NoCache, SlidingWindow)
+from kvplan.model.recurrent import ParallelHybrid, RecurrentState
 from kvplan.model.spec import CheckpointKV, ModelSpec, ParamCounts, Quantization, RopeScaling
 
 FORMAT_VERSION = 1
+# a catalog run's kind -> the spec it builds (IndexedMLA, ParallelHybrid and CompressedMLA are read by their own keys)
+LAYER_TYPES: dict[Kind, type[LayerSpec]] = {
+    cls.kind: cls for cls in (FullAttention, SlidingWindow, ChunkedLocal, MLALatent, RecurrentState, NoCache)
+}
 
 
 def user_catalog_dir() -> Path:

@@ -42,7 +42,7 @@ _BIG = 1 << 40
 # python/sglang/srt/configs/mamba_utils.py#L47-68, mamba2_state_dtype), vLLM's in mamba_cache_dtype, whose 'auto' is
 # the model dtype (vllm-project/vllm@02d710837549a368073552333f66d714477415d2:vllm/model_executor/layers/mamba/
 # mamba_utils.py#L96-109, _mamba_state_dtype); neither follows --kv-cache-dtype. A layer's own ssm_dtype (the config's
-# or a run's stated one, kvplan.speed.ssm_dtype) still types its recurrent values (kvplan.model.layers.state_bytes).
+# or a run's stated one, kvplan.speed.ssm_dtype) still types its recurrent values (kvplan.model.recurrent.state_bytes).
 
 
 def weight_dtype_of(name: str | None) -> str | None:

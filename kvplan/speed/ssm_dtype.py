@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvplan.model.layers import ssm_as
+from kvplan.model.recurrent import ssm_as
 
 SSM_DTYPE = "mamba_ssm_dtype"  # the run's flag, as the corpus spells SGLang's --mamba-ssm-dtype
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.model.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, RecurrentState, SlidingWindow
+from kvplan.model.layers import ChunkedLocal, FullAttention, LayerSpec, MLALatent, NoCache, SlidingWindow
+from kvplan.model.recurrent import RecurrentState
 from kvplan.model.spec import ModelSpec, ParamCounts
 from kvplan.readers.mlp_layout import ffn_kinds, gated_mlp
 

@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kvplan.model.layers import ChunkedLocal, FullAttention, MLALatent, RecurrentState, SlidingWindow
+from kvplan.model.layers import ChunkedLocal, FullAttention, MLALatent, SlidingWindow
+from kvplan.model.recurrent import RecurrentState
 from kvplan.validate.blueprint import Blueprint, LayerPlan
 
 ROPE_THETA = 10000.0

@@ -26,7 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.core.errors import arg
-from kvplan.model.layers import ChunkedLocal, FullAttention, MLALatent, NoCache, RecurrentState, SlidingWindow
+from kvplan.model.layers import ChunkedLocal, FullAttention, MLALatent, NoCache, SlidingWindow
+from kvplan.model.recurrent import RecurrentState
 from kvplan.planning.deploy import split_layers
 
 

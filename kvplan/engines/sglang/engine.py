@@ -49,7 +49,8 @@ from kvplan.hardware.facts import fact_missing, vendor_of
 from kvplan.engines.context import sglang_rule
 from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, opt_bool
 from kvplan.model.compressed import CompressedMLA, has_compressed
-from kvplan.model.layers import LOCAL_KINDS, IndexedMLA, Kind, ParallelHybrid
+from kvplan.model.layers import LOCAL_KINDS, IndexedMLA, Kind
+from kvplan.model.recurrent import ParallelHybrid
 from kvplan.engines.sglang.offload import cpu_pool as hicache_pool
 from kvplan.engines.sglang import prefill_graph as sglang_prefill_graph
 from kvplan.engines.sglang.rules import SglangRules

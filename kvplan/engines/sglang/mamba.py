@@ -7,7 +7,7 @@ Sources (PyPI wheels of sgl-project/sglang; docs/engines.md, "SGLang: hybrid mod
     float32 to 0.5.8, 0.5.8.post1 `server_args.py` L497; from 0.5.9, L522, no default: the config's
     `mamba_ssm_dtype`, else float32, 0.5.10 `configs/mamba_utils.py` L47-105), summed over the state layers
     (`mamba_cache_per_req`: 0.5.2 `configs/qwen3_next.py` L317-327; 0.5.23 `configs/mamba_utils.py` L47-125). The
-    shapes are vLLM's (SGLang ported mamba_utils), kvplan.model.layers.RecurrentState.state_parts.
+    shapes are vLLM's (SGLang ported mamba_utils), kvplan.model.recurrent.RecurrentState.state_parts.
   * MambaPool buffers carry one padding slot: (size + 1) rows of each state, printed "Mamba Cache is allocated.
     [max_mamba_cache_size: N, ]conv_state size: X GB, ssm_state size: Y GB" in GiB (0.5.2
     `mem_cache/memory_pool.py` L117-170; the slot count is printed from 0.5.4, L212-223).

@@ -169,12 +169,12 @@ class TrtLlm(Engine):
         narrower groups TensorRT-LLM builds them on (kvplan/engines/trtllm/mlp_split.py)."""
         if dep.dp > 1:
             return adp.placement(dep)
-        place, narrowed = super().placement(model, dep, gpu), mlp_split.splits(model, dep)
+        place, narrowed = super().placement(model, dep, gpu), mlp_split.splits(model, dep, gpu)
         return place._replace(mlp=narrowed[0], shared=narrowed[1]) if narrowed else place
 
     def assumptions(self, model, gpu, dep, st) -> tuple:
         """The narrowed DeepSeek-V3 MLP split, where it applies, with the GPUs per node it assumed."""
-        said = mlp_split.note(model, dep)
+        said = mlp_split.note(model, dep, gpu)
         return (PlanWarning.literal(said),) if said else ()
 
     def context_limit(self, model):

@@ -32,7 +32,9 @@ def serve_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
     seqs = max(min(seqs, settings["max_num_seqs"]), per_rank_batch(r.batch, dep.dp))
     # no context asked for: vLLM's own fit to the memory it measures (from 0.14.0), not kvplan's estimate
     auto = r.context_from_model and parse_version(settings["version"]) >= AUTO_FIRST
-    args = ["vllm", "serve", model_arg(model), *weight_args(engine, plan, model, gpu),
+    # VLLM_USE_V1 where the plan sets it (engine option use_v1: kvplan.engines.vllm.v0_fallback), before the command
+    env = [f"VLLM_USE_V1={int(settings['use_v1'])}"] if settings.get("use_v1") is not None else []
+    args = [*env, "vllm", "serve", model_arg(model), *weight_args(engine, plan, model, gpu),
             "--max-model-len", "auto" if auto else str(engine_length(model, r)), "--max-num-seqs", str(seqs)]
     if r.kv_cache_memory_bytes is not None:
         args += ["--kv-cache-memory-bytes", str(r.kv_cache_memory_bytes)]

@@ -42,7 +42,8 @@ from __future__ import annotations
 from kvplan.core.intmath import round_up
 from kvplan.hardware.facts import vendor_of
 from kvplan.engines.vllm.runner import graph_note
-from kvplan.model.layers import Kind, recurrent_states
+from kvplan.model.layers import Kind
+from kvplan.model.recurrent import recurrent_states
 from kvplan.planning.deploy import split_layers
 
 MIB = 2**20

@@ -18,6 +18,7 @@ from kvplan.engines.vllm.settings import Settings
 from kvplan.engines.vllm.speculative import vllm_pool_terms
 from kvplan.engines.vllm.ssm_dtype import OPTS as STATE_OPTS, options as state_options, read_ssm_dtype
 from kvplan.engines.vllm.v0_chunked import chunk_budget
+from kvplan.engines.vllm.v0_fallback import fallback as v0_fallback, note as engine_note, runs_v1
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import Kind
 
@@ -28,7 +29,7 @@ VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "
 DEFAULT_VERSION = "0.33.0"
 OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling", "limit_mm_per_prompt",
         "mm_processor_cache_gb", "flashinfer_sampler", "os_memory", "host_growth", "page_cache",
-        "mxfp4_backend", "model_runner", "enable_chunked_prefill", *STATE_OPTS)
+        "mxfp4_backend", "model_runner", "enable_chunked_prefill", "use_v1", *STATE_OPTS)
 
 
 def _device_name(gpu) -> str:
@@ -64,10 +65,11 @@ def reads_device_name(v: tuple[int, ...], gpu) -> bool:
     return gpu.memory_usable_bytes >= 70 * GIB
 
 
-def batch_defaults(v: tuple[int, ...], gpu, context: int) -> tuple[int, int]:
+def batch_defaults(v: tuple[int, ...], gpu, context: int, v1: bool | None = None) -> tuple[int, int]:
     """`vllm serve`'s (max_num_batched_tokens, max_num_seqs) for release `v` on `gpu`: the OPENAI_API_SERVER
-    entries of `EngineArgs._set_default_args_v1` (table and line numbers: docs/engines.md section 1)."""
-    if v < (0, 8, 0):
+    entries of `EngineArgs._set_default_args_v1` (table and line numbers: docs/engines.md section 1); on the V0
+    engine (`v1` False; None: by release), `_set_default_args_v0`'s."""
+    if v < (0, 8, 0) or v1 is False:
         return max(context, 2048), 256  # V0 without chunked prefill profiles a max_model_len batch
     if v < (0, 8, 4):  # by name; max_num_seqs 1024 everywhere (v0.8.0 L1693-1715, v0.8.3 L1647-1669)
         return (8192 if _named_hopper(gpu) else 2048), 1024
@@ -82,6 +84,14 @@ def batch_defaults(v: tuple[int, ...], gpu, context: int) -> tuple[int, int]:
     return (8192, 1024) if big else (2048, 256)
 
 
+def _kv_flag(req) -> str | None:
+    """The --kv-cache-dtype the plan's command passes, as the oracle reads it: None for auto (a 16-bit cache, or
+    the checkpoint's declared one, follows auto), else the dtype's name (fp8's: the only other vLLM takes)."""
+    kv = getattr(req, "kv_dtype", None)
+    name = getattr(kv, "name", "") or ""
+    return name if not getattr(req, "kv_auto", False) and name.startswith("fp8") else None
+
+
 def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Settings:
     """vLLM's defaults for this GPU and release (`vllm serve`), overridden by flags and --engine-opt."""
     opts = dict(opts or {})
@@ -89,15 +99,18 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     check_opts("vllm", opts, OPTS)
     version = check_version("vllm", version, VERSIONS, DEFAULT_VERSION)
     v = parse_version(version)
-    v1 = v >= (0, 8, 0)
+    use_v1 = opt_bool(opts, "use_v1", False) if "use_v1" in opts else None  # VLLM_USE_V1 (vllm.v0_fallback)
+    found = v0_fallback(v, model, gpu, dep.pp, _kv_flag(req), req.weight_dtype, getattr(req, "lora", None))
+    v1 = runs_v1(v, found, use_v1)
     gmu = explicit.get("gpu_memory_utilization") or (0.92 if v >= (0, 20, 0) else 0.90)
     has_mla = any(layer.kind == Kind.MLA for layer in model.layers)
     block = explicit.get("block_size") or (64 if has_mla and v1 else 16)  # FlashMLA forces 64
     if has_compressed(model.layers):  # DeepSeek-V4's sparse FlashMLA: 256 only
         block = explicit.get("block_size") or V4_BLOCK
-    mnbt, seqs = batch_defaults(v, gpu, engine_length(model, req))
+    mnbt, seqs = batch_defaults(v, gpu, engine_length(model, req), v1)
     asked = opt_bool(opts, "enable_chunked_prefill", False) if "enable_chunked_prefill" in opts else None
-    chunk, chunk_note = chunk_budget(v, model, gpu, engine_length(model, req), getattr(req, "lora", None), asked)
+    chunk, chunk_note = chunk_budget(v, model, gpu, engine_length(model, req), getattr(req, "lora", None), asked,
+                                     not v1)
     mnbt = opt_int(opts, "max_num_batched_tokens", chunk or mnbt)  # V0's own chunked prefill (vllm.v0_chunked)
     # from v0.10.1 the default max_num_seqs is capped by max_num_batched_tokens (arg_utils v0.10.1 L1711)
     seqs = opt_int(opts, "max_num_seqs", min(seqs, mnbt) if v >= (0, 10, 1) else seqs)
@@ -119,4 +132,5 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     os_memory=opt_bytes(opts, "os_memory", None), host_growth=opt_bytes(opts, "host_growth", 0),
                     page_cache=opt_bytes(opts, "page_cache", None), max_model_len=engine_length(model, req),
                     v0_chunk_note=chunk_note, chunked_prefill_asked=asked,
+                    engine_note=engine_note(v, found, use_v1, v1, gpu, model), use_v1=use_v1,
                     **dict(zip(STATE_OPTS, state_options(opts, v))), ssm_dtype_read=read_ssm_dtype(model))

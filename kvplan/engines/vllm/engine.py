@@ -43,7 +43,8 @@ from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
 from kvplan.engines.vllm import ssm_dtype as vllm_ssm
 from kvplan.planning.plan_warnings import PlanWarning
 from kvplan.model.compressed import CompressedMLA, has_compressed
-from kvplan.model.layers import IndexedMLA, Kind, ParallelHybrid
+from kvplan.model.layers import IndexedMLA, Kind
+from kvplan.model.recurrent import ParallelHybrid
 from kvplan.model.spec import weight_bytes
 from kvplan.core.search import largest_fitting
 from kvplan.engines import fp8_blocks, fp8_linear, kvbm, lmcache, served_dtype
@@ -78,8 +79,8 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
     # DeepSeek-V4's pool prints a concurrency of its own (kvplan.engines.vllm.deepseek_v4)
     printed = max(p.printed_blocks_per_request(cdiv(context, dcp), st) for p in pools)
     v = parse_version(st.version)
-    if v < (0, 8, 0):
-        conc = blocks * pool.block_size / context  # V0 / early V1: tokens / max_model_len
+    if not st.v1:  # V0, also where 0.8-0.10 fall back to it (kvplan.engines.vllm.v0_fallback)
+        conc = blocks * pool.block_size / context  # V0: tokens / max_model_len
         tokens = blocks * pool.block_size
     else:
         conc = blocks / printed if printed else 0.0
@@ -266,6 +267,8 @@ class Vllm(Engine):
         # tagged as what this engine assumes of unified memory, so the plan's general note is not said twice
         states = vllm_ssm.assumption(model, st)  # the recurrent states' types (kvplan.engines.vllm.ssm_dtype)
         chunk = [PlanWarning(st.v0_chunk_note)] if st.v0_chunk_note else []  # V0's own chunked prefill (v0_chunked)
+        if st.engine_note:  # which engine 0.8-0.10 run, V1 or the V0 fallback (kvplan.engines.vllm.v0_fallback)
+            chunk = [PlanWarning.literal(st.engine_note), *chunk]
         ba = gdn_ba.note(model, dep.tp, dep.pp, st.v, gpu, st.weight_dtype)  # in_proj_ba whole on every rank
         return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)),
                 *([PlanWarning(states)] if states else []), *chunk, *ba, *self._eager())
@@ -326,7 +329,7 @@ class Vllm(Engine):
         kvd, std = cache_dtypes(req, model)
         cap = capacity(model, dep, [s.kv_memory_bytes for s in stages], req.context, req.batch, st, kvd, std)
         v2 = priced_v2(model, st.v, st.gpu, st.weight_dtype, st.v1_fallback)  # the runner (kvplan.engines.vllm.runner)
-        encoder = encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), st.v, v2)
+        encoder = encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), st.v, v2, st.v1)
         cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)),
                            lines=(*cap.lines, *multimodal.rows(model, st, encoder)))
         if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
@@ -341,7 +344,7 @@ class Vllm(Engine):
         if slow:
             cap = cap._replace(notes=(*cap.notes, slow))
         graphs = graph_notes(model, dep, st)  # the CUDA-graph term: priced by a fit, or 0 on V2 (vllm.runner)
-        no_effect = sampler_note(st.v, st.flashinfer_sampler)
+        no_effect = sampler_note(st.v, st.flashinfer_sampler, st.v1)
         runner = runner_note(model, st.v, st.gpu, st.weight_dtype, st.v1_fallback)  # V1 or V2 assumed, and why (0.22+)
         tails = load_split.note(model, dep, st)  # the load's split limit: segment tails in the weights (0.21+)
         return cap._replace(notes=(*cap.notes, *([runner] if runner else []), *graphs,

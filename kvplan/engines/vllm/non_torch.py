@@ -144,10 +144,11 @@ def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype
 
 
 def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, gpu=None,
-              dp: int = 1, model=None, max_tokens: int = 8192) -> int:
+              dp: int = 1, model=None, max_tokens: int = 8192, v1: bool | None = None) -> int:
     """vLLM's non-torch increase on one rank (bytes); `model` (hidden size, dtype) and `max_tokens`
-    (max_num_batched_tokens) size the FlashInfer workspace, which is left out without a model."""
-    e = era(version)
+    (max_num_batched_tokens) size the FlashInfer workspace, which is left out without a model. `v1` False: a
+    0.8-0.10 run on the V0 fallback, whose worker measures as V0's does (kvplan.engines.vllm.v0_fallback)."""
+    e = "v0" if v1 is False else era(version)
     if e == "v0":
         return V0_NON_TORCH_SINGLE if tp == 1 and pp == 1 else NON_TORCH_TP_LEGACY
     graphs = graph_profile_residue(version)

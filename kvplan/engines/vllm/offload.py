@@ -57,8 +57,10 @@ def cpu_pool(req: TierRequest, g: Geometry, block_size_factor: int = 1) -> TierP
     if v < V1_DEFAULT_SINCE:
         return swap_pool(req, g)
     if v < CONNECTOR_SINCE:
-        raise refuse(f"vllm {g.version} (V1) has no CPU KV tier: the OffloadingConnector arrived in 0.11.0 and V0's "
-                     f"swap space is gone; choose {arg('engine_version')} 0.11.0 or later, or 0.6.6 for V0's swap")
+        raise refuse(f"vllm {g.version} (V1) has no CPU KV tier: the OffloadingConnector arrived in 0.11.0 (a run "
+                     "that falls back to V0 keeps V0's swap space, not planned for 0.8-0.10: "
+                     f"kvplan.engines.vllm.v0_fallback); choose {arg('engine_version')} 0.11.0 or later, or 0.6.6 for "
+                     "V0's swap")
     check_kinds(g, why="vLLM's CPUOffloadingSpec asserts one page size for every KV-cache group")
     world_block = g.block_size * block_size_factor * g.bytes_per_token * g.ranks
     asked = g.whole(req)

@@ -82,11 +82,13 @@ MOE_WORKSPACE_BYTES = 1.78  # per element of the fused-MoE caches (T x top_k x (
 
 def activation_peak(model, tp: int, tokens: int, max_seqs: int, last_stage: bool = True,
                     version: tuple[int, ...] = (0, 19, 0), gpu=None, flashinfer_sampler: bool | None = None,
-                    mxfp4_backend: str | None = None, weight_dtype=None, v2: bool = False) -> int:
+                    mxfp4_backend: str | None = None, weight_dtype=None, v2: bool = False,
+                    v1: bool | None = None) -> int:
     """Torch peak increase of vLLM's profile run on one rank (bytes); `v2`: on the V2 model runner (0.22+), whose
     sampler is priced from its source; its forward pass is V1's (both skip attention in the profile: V1 builds no
-    attention metadata there, gpu_model_runner.py 0.22.0 L5712-5714; V2 passes skip_attn, gpu/model_runner.py L590)."""
-    if version < (0, 8, 0):
+    attention metadata there, gpu_model_runner.py 0.22.0 L5712-5714; V2 passes skip_attn, gpu/model_runner.py L590).
+    `v1` False: a 0.8-0.10 run on the V0 fallback (kvplan.engines.vllm.v0_fallback), priced as V0's eager run."""
+    if version < (0, 8, 0) or v1 is False:
         mla = v0_mla.profile_peak(model, tp, tokens, version, weight_dtype)  # MLA's eager prefill / MoE (v0_mla)
         if mla is not None:
             return mla
@@ -197,12 +199,13 @@ def encoder_budget(model, max_num_batched_tokens: int) -> int:
     return max(max_num_batched_tokens, model.mm_tokens_per_image)
 
 
-def encoder_profile_bytes(model, tokens: int, version: tuple[int, ...] = (0, 19, 0), v2: bool = False) -> int:
+def encoder_profile_bytes(model, tokens: int, version: tuple[int, ...] = (0, 19, 0), v2: bool = False,
+                          v1: bool | None = None) -> int:
     """Bytes of dummy encoder outputs vLLM's profile run holds for a multimodal model (0 otherwise). The V2 runner
     profiles no encoder before 0.27.0 (gpu/model_runner.py profile_run: 0.22.0 L588-604, 0.25.0 L648-664, 0.26.0
     L673-689 begin with the text dummy run; 0.27.0 L702-715 adds `profile_encoder_cache`, 0.28.0 L790-803,
     0.30.0 L938-955, 0.33.0 L1022-1034 keep it)."""
-    if not getattr(model.params, "vision", 0) or version < (0, 8, 0) or (v2 and version < (0, 27, 0)):
+    if not getattr(model.params, "vision", 0) or version < (0, 8, 0) or v1 is False or (v2 and version < (0, 27, 0)):
         return 0
 
     return tokens * model.hidden_size * _DTYPE_BYTES.get(model.dtype, 2)
@@ -223,15 +226,17 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     v2 = priced_v2(model, v, gpu, wd, getattr(st, "v1_fallback", False))
     act = activation_peak(model, dep.tp, st.max_num_batched_tokens, st.max_num_seqs, version=v, gpu=gpu,
                           flashinfer_sampler=getattr(st, "flashinfer_sampler", None), mxfp4_backend=named,
-                          weight_dtype=wd, v2=v2)
+                          weight_dtype=wd, v2=v2, v1=st.v1)
     graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, gpu, wd) if st.cudagraphs else 0
-    nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens)
+    nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens,
+                   st.v1)
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu, named, v) + nvfp4_scale_padding(model, dep.tp, gpu)
                                + rope_table_bytes(model) + allocator_rounding(model, dep, st)
                                + v0_mla.absorbed_bytes(model, dep.tp, dep.pp, v, wd)
                                + gdn_ba.extra_bytes(model, dep.tp, dep.pp, v, gpu, wd)),
-            "encoder_profile": encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), v, v2),
+            "encoder_profile": encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), v, v2,
+                                                     st.v1),
             # V2's penalties and grammar-bitmask states (R x vocab int32), in the budget from 0.27.0 (vllm.sampler)
             "runner_states": v2_state_bytes(v, st.max_num_seqs, model.vocab_size, _draft_tokens(model)) if v2 else 0,
             # V1's persistent input buffers and first block table, in the budget from 0.27.0 (v1_buffer_bytes)
@@ -298,7 +303,8 @@ def missing_facts(model, dep, st) -> tuple[str, ...]:
     kernels = nvidia and model.quantization.method in ("mxfp4", "nvfp4")
     out = []
     sampler_cc = v2 and v2_capability_read(v, gpu, fi)  # FlashInfer's sampler asks for 8.0-12.1 (0.33's V2)
-    if (kernels or workspace or sampler_cc) and nvidia and fact_missing(gpu, "compute_capability"):
+    ba = gdn_ba.reads_capability(model, v, dep.tp, gpu, wd)  # AWQ's Marlin override, 0.22-0.23
+    if (kernels or workspace or sampler_cc or ba) and nvidia and fact_missing(gpu, "compute_capability"):
         out.append("compute_capability")
     if workspace and nvidia and fact_missing(gpu, "interconnect.kind"):
         out.append("interconnect.kind")

@@ -29,7 +29,8 @@ from kvplan.core.intmath import cdiv
 from kvplan.engines.vllm import deepseek_v4
 from kvplan.engines.vllm.settings import Settings
 from kvplan.model.compressed import has_compressed
-from kvplan.model.layers import Kind, state_bytes
+from kvplan.model.layers import Kind
+from kvplan.model.recurrent import state_bytes
 from kvplan.hardware.facts import vendor_of
 
 

@@ -177,10 +177,11 @@ def triton_sampler(version: tuple[int, ...], flashinfer: bool | None = None) -> 
     return version >= (0, 17, 0) and flashinfer is not True
 
 
-def sampler_note(version: tuple[int, ...], flashinfer: bool | None) -> str | None:
-    """A note where flashinfer_sampler is given for a release on which it changes nothing: before 0.8 (V0's profile
-    run is priced by activation_estimate, no sampler term); None where it is unset or moves the sampler term."""
-    if flashinfer is None or version >= (0, 8, 0):
+def sampler_note(version: tuple[int, ...], flashinfer: bool | None, v1: bool | None = None) -> str | None:
+    """A note where flashinfer_sampler is given for a run on which it changes nothing: V0's (before 0.8, or a 0.8-0.10
+    run on the V0 fallback, `v1` False: its profile run is priced by activation_estimate, no sampler term); None where
+    it is unset or moves the sampler term."""
+    if flashinfer is None or (version >= (0, 8, 0) and v1 is not False):
         return None
     release = ".".join(map(str, version))
     return (f"flashinfer_sampler={str(flashinfer).lower()} changes nothing for vLLM {release}: V0's profile run is "

@@ -22,7 +22,7 @@ class Settings:
     max_num_seqs: int
     cudagraphs: bool  # CUDA-graph memory subtracted from the budget (v0.20.0+ unless enforce_eager)
     async_scheduling: bool  # doubles the sliding-window in-flight term from v0.30.0
-    v1: bool  # the V1 engine (default from v0.8.0)
+    v1: bool  # the V1 engine (default from v0.8.0 unless the release falls back: kvplan.engines.vllm.v0_fallback)
     # the GPU it runs on: its facts (compute capability, fabric) pick the kernels whose weights load padded and
     # the all-reduce workspace (kvplan.engines.vllm.overhead); reported by its key only (as_dict)
     gpu: object = None
@@ -59,6 +59,9 @@ class Settings:
     # V0's chunked prefill, on by the engine's own rule or off despite it, in words (kvplan.engines.vllm.v0_chunked)
     v0_chunk_note: str = ""
     chunked_prefill_asked: bool | None = None  # engine option enable_chunked_prefill (None: not given; V0 only)
+    # which engine a 0.8.0-0.10.x release runs and why, in words (kvplan.engines.vllm.v0_fallback.note)
+    engine_note: str = ""
+    use_v1: bool | None = None  # VLLM_USE_V1 as the engine option use_v1 sets it (None: unset); the command sets it
     ssm_dtype_read: str = ""  # the reader's temporal-state type (the speed fit prices vLLM's corpus runs in it)
 
     @cached_property  # (read for every block count of a max-context search: parsed once)

@@ -28,7 +28,7 @@ from dataclasses import replace
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.options import opt_choice
-from kvplan.model.layers import recurrent_states, ssm_as
+from kvplan.model.recurrent import recurrent_states, ssm_as
 
 OPTS = ("mamba_cache_dtype", "mamba_ssm_cache_dtype")
 SINCE = (0, 11, 0)  # the first release whose options kvplan has read

@@ -17,6 +17,10 @@ exclusions holds, and SchedulerConfig then sets the budget to 512 tokens (2,048 
     `config.py` L1114).
   * 0.6.5-0.7.x (0.6.5 L1064-1085, 0.6.6 L1081-1102, 0.7.3 L1164-1186): not on ROCm (`not current_platform.is_rocm()`),
     not for a pooling runner; budget 2,048 (0.6.5 `config.py` L1344, 0.6.6 L1438, 0.7.3 L1532).
+  * 0.8.0-0.10.x, where a run falls back to V0 (kvplan.engines.vllm.v0_fallback): `_set_default_args_v0` keeps the
+    0.7 rule (only on CUDA, `is_gpu = current_platform.is_cuda()`) and leaves a multimodal or MLA model off (0.8.5
+    L1506-1530, 0.10.1 L1527-1552); budget 2,048 (0.8.5 `config.py` L68, L1977; 0.10.1 `config/scheduler.py`
+    L189-190) and max_num_seqs 256 (0.10.1 L1580-1582).
 
 An explicit `--enable-chunked-prefill` (engine option enable_chunked_prefill) decides instead, at any length; an
 explicit `--max-num-batched-tokens` replaces the budget either way (SchedulerConfig sets one only when it is None).
@@ -33,11 +37,12 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.registry import canonical_engine
 from kvplan.engines.versions import parse_version
 from kvplan.hardware.facts import vendor_of
-from kvplan.model.layers import Kind, recurrent_states
+from kvplan.model.layers import Kind
+from kvplan.model.recurrent import recurrent_states
 
 LONG_CONTEXT = 32768  # `use_long_context = max_model_len > 32768`
 FIRST = (0, 5, 3)  # the first release with the rule
-LAST = (0, 8, 0)  # V1 is the default from here (kvplan models V1 from 0.8.0)
+LAST = (0, 8, 0)  # V1 is the default from here (a 0.8.0-0.10.x run may fall back: kvplan.engines.vllm.v0_fallback)
 
 
 def budget_for(v: tuple[int, ...]) -> int:
@@ -59,14 +64,17 @@ def exclusion(v: tuple[int, ...], model, gpu, lora) -> str:
     return next((why for hit, why in checks if hit), "")
 
 
-def chunk_budget(v: tuple[int, ...], model, gpu, length: int, lora, asked: bool | None) -> tuple[int | None, str]:
+def chunk_budget(v: tuple[int, ...], model, gpu, length: int, lora, asked: bool | None,
+                 v0: bool | None = None) -> tuple[int | None, str]:
     """(the V0 step budget where chunked prefill is on, else None; the note saying why) for release `v` serving
-    `model` at max_model_len `length`. `asked`: an explicit enable_chunked_prefill (None: not given)."""
-    if asked is not None and not v < LAST:
-        raise KvplanError(f"{arg('engine_opts')} enable_chunked_prefill is read for vLLM's V0 (before 0.8.0) only; "
-                          f"{_dotted(v)} runs V1, whose chunked prefill kvplan plans as always on", EXIT_USAGE,
+    `model` at max_model_len `length`. `asked`: an explicit enable_chunked_prefill (None: not given); `v0`: the run
+    is on V0 (None: by release, before 0.8.0; from 0.8.0 where it falls back, kvplan.engines.vllm.v0_fallback)."""
+    v0 = v < LAST if v0 is None else v0
+    if asked is not None and not v0:
+        raise KvplanError(f"{arg('engine_opts')} enable_chunked_prefill is read for vLLM's V0 engine only; "
+                          f"{_dotted(v)} runs V1 here, whose chunked prefill kvplan plans as always on", EXIT_USAGE,
                           param="engine_opts", value={"enable_chunked_prefill": asked})
-    if not v < LAST:
+    if not v0:
         return None, ""
     if any(layer.kind == Kind.MLA for layer in model.layers):  # kvplan.engines.vllm.v0_mla's rule
         if asked is not None:
@@ -104,8 +112,10 @@ def _dotted(v: tuple[int, ...]) -> str:
     return ".".join(str(x) for x in v)
 
 
-def server_sized(engine: str | None, version: str | None) -> bool:
+def server_sized(engine: str | None, version: str | None, v1: bool | None = None) -> bool:
     """Whether `engine` at `version` takes its default step budget from the server's max_model_len, not from the
-    requests it serves: vLLM's V0 (max(max_model_len, 2048), or this rule's budget over 32K)."""
-    return (bool(engine) and canonical_engine(engine) == "vllm" and version is not None
-            and parse_version(version) < LAST)
+    requests it serves: vLLM's V0 (max(max_model_len, 2048), or this rule's budget over 32K); `v1`: whether the run
+    is on V1 (None: by release; a 0.8.0-0.10.x run the oracle sends to V0 is V0, kvplan.engines.vllm.v0_fallback)."""
+    if not engine or canonical_engine(engine) != "vllm" or version is None:
+        return False
+    return parse_version(version) < LAST if v1 is None else not v1

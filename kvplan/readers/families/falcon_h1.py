@@ -5,7 +5,7 @@ FalconH1ParallelHybrid whose attention caches num_key_value_heads x head_dim key
 (FullAttentionSpec) and whose MambaMixer2 keeps `MambaStateShapeCalculator.mamba2_state_shape` of
 intermediate = mamba_d_ssm (or mamba_expand x hidden_size), mamba_n_groups, mamba_n_heads,
 mamba_d_head, mamba_d_state, mamba_d_conv (MambaSpec) - one layer, two caches, on one pipeline stage:
-`kvplan.model.layers.ParallelHybrid`. Weights as transformers' FalconH1ForCausalLM (q/k/v/o; in_proj to
+`kvplan.model.recurrent.ParallelHybrid`. Weights as transformers' FalconH1ForCausalLM (q/k/v/o; in_proj to
 intermediate + conv_dim + heads, conv1d, dt_bias, A_log, D, the gated norm when mamba_rms_norm,
 out_proj with projectors_bias; a gated MLP; two RMSNorms a layer).
 """
@@ -13,7 +13,8 @@ out_proj with projectors_bias; a gated MLP; two RMSNorms a layer).
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.model.layers import FullAttention, ParallelHybrid, RecurrentState
+from kvplan.model.layers import FullAttention
+from kvplan.model.recurrent import ParallelHybrid, RecurrentState
 from kvplan.model.spec import ParamCounts
 from kvplan.readers.geometry import read_geometry
 

@@ -12,7 +12,8 @@ writes them) or `layer_types`. Weights as transformers' KimiLinearForCausalLM bu
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.model.layers import MLALatent, RecurrentState
+from kvplan.model.layers import MLALatent
+from kvplan.model.recurrent import RecurrentState
 from kvplan.model.spec import ParamCounts
 from kvplan.readers.states import linear_layer_types
 

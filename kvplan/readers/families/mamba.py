@@ -16,7 +16,7 @@ as transformers does. Weights follow transformers' MambaMixer / Mamba2Mixer, one
 from __future__ import annotations
 
 from kvplan.core.intmath import cdiv
-from kvplan.model.layers import RecurrentState
+from kvplan.model.recurrent import RecurrentState
 from kvplan.model.spec import ParamCounts
 
 FAMILIES = {"mamba", "falcon_mamba", "mamba2"}

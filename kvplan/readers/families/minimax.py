@@ -13,7 +13,8 @@ output_gate, out_proj and a norm on lightning layers; Mixtral-style experts on e
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.model.layers import FullAttention, RecurrentState
+from kvplan.model.layers import FullAttention
+from kvplan.model.recurrent import RecurrentState
 from kvplan.model.spec import ParamCounts
 from kvplan.readers.states import linear_layer_types
 

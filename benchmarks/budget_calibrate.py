@@ -22,7 +22,7 @@ def _cudagraph_row(rec: dict, model, printed: float, tp: int, pp: int, max_seqs:
     layers = max(b - a for a, b in split_layers(model.num_layers, pp))
     piecewise, full = vllm_overhead.cudagraph_counts(model, max_seqs)
     further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
-    cg_gpu = find_gpu(rec["gpu"]) if rec.get("gpu") else None  # (FA3's accumulator: Hopper's, fa3_graphs)
+    cg_gpu = find_gpu(rec.get("gpu") or rec["gpu_inferred"])  # named or inferred (FA3's accumulator: fa3_graphs)
     wd = canonical_weight_dtype(rec["weights"]) if rec.get("weights") else None
     return (vllm_overhead.fa_split_accumulator(model, tp, max(full, default=0), cg_gpu), further, layers, printed,
             bool(full), vllm_cudagraphs.activation_quantized(model, wd),
@@ -96,11 +96,15 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
         # a hybrid's recurrent layers launch other kernels than the attention layers the per-layer cost describes
         # (vLLM's GDN layer: causal_conv1d_update and the gated delta-rule update, kvplan.engines.vllm.cudagraphs)
         hybrid = vllm_cudagraphs.has_recurrent_layers(model)
-        # and the card must be known (named or inferred): the estimate is restated per card (FA3's accumulator on
-        # Hopper only, fa3_graphs) and the per-graph cost was fitted on H100 logs; a card kvplan has no profile for
-        # (the RTX A5000 of LMCache#3430) would be priced as the corpus's H100 (docs/budget.md round 35)
+        # and the card must be known (named or inferred) and run the graphs the terms describe: the per-graph cost and
+        # FA3's split-KV accumulator (fa3_graphs) come from Hopper logs; an A100's FlashAttention-2 graphs are not
+        # modelled (the inferred A100 of vllm-mindsafe-llama31-70b-awq-tp2 misses by -37% as an A100 or priced as a
+        # Hopper, and read as one it had held the first capture at 209 MiB by a wrong card; read as an A100 it pulls
+        # it to 255 and the 19 Hopper records up to +4.9%), and a card kvplan has no profile for (the RTX A5000 of
+        # LMCache#3430) would be priced as the corpus's H100 (docs/budget.md round 35)
         card = rec.get("gpu") or rec.get("gpu_inferred")
-        if "cudagraph_estimate_gib" in rep and not v2 and not hybrid and card:
+        fa3 = bool(card) and vllm_cudagraphs.fa3_graphs(find_gpu(card))
+        if "cudagraph_estimate_gib" in rep and not v2 and not hybrid and fa3:
             row = _cudagraph_row(rec, model, rep["cudagraph_estimate_gib"].value * GIB, tp, pp, s)
             cg_x.append((1.0, float(row[2])))
             cg_y.append(row[3])

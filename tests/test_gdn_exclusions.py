@@ -28,6 +28,7 @@ from kvplan.sources.importer import build_spec
 
 NAME = "Qwen__Qwen3-Next-80B-A3B-Thinking"
 FP8 = {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "weight_block_size": [128, 128]}
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
 # Qwen3-Next-80B-A3B (its config.json): hidden 2048, 48 layers, full_attention_interval 4 -> 36 Gated DeltaNet
 # layers (0, 1, 2, 4, ...); linear_num_key_heads 16, linear_num_value_heads Hv 32, head sizes 128:
 # K = 16 x 128 = 2048, V = 32 x 128 = 4096
@@ -36,9 +37,9 @@ BA = 2 * 32 * 2048  # in_proj_ba: 2 x Hv x hidden = 131,072 parameters a layer (
 QKVZ = 2048 * (2 * 2048 + 2 * 4096)  # in_proj_qkvz: hidden x (2K + 2V) = 25,165,824
 
 
-def _spec(entries: list[str]):
+def _spec(entries: list[str], method: dict = FP8):
     config = copy.deepcopy(shared_config(NAME))
-    config["quantization_config"] = {**FP8, "modules_to_not_convert": entries}
+    config["quantization_config"] = {**method, "modules_to_not_convert": entries}
     return build_spec(config, "test/qwen3-next-fp8", source="test")[0]
 
 
@@ -74,7 +75,12 @@ def test_qwen35_spellings_and_state_tensors_give_the_same_count():
         entries += [f"model.language_model.layers.{i}.linear_attn.{p}"
                     for p in ("in_proj_ba", "in_proj_b", "in_proj_a", "conv1d", "A_log", "dt_bias", "norm")]
     assert _spec(entries).quantization.kept == (("attention", 36 * BA),)
-    assert _spec(["linear_attn.in_proj_ba"]).quantization.kept == (("attention", 36 * BA),)  # no layer index
+    # no layer index: vLLM 0.33.0's fp8 matches full names only (is_layer_skipped, exact), so the entry names no layer
+    # and vLLM quantizes in_proj_ba; SGLang's dotted-path reading (sglang#23467) keeps all 36: 36 x 131,072 =
+    # 4,718,592 parameters, said in a note. AWQ tests it as a substring (vLLM auto_awq.py L294-299): all 36 kept.
+    bare = _spec(["linear_attn.in_proj_ba"]).quantization
+    assert bare.kept == () and len(bare.notes) == 1 and "keeps 4,718,592 more parameters in 16 bits" in bare.notes[0]
+    assert _spec(["linear_attn.in_proj_ba"], AWQ).quantization.kept == (("attention", 36 * BA),)
 
 
 def test_in_proj_qkvz_and_both_spellings_counted_once():
@@ -164,11 +170,30 @@ GDN_LAYER = 16_777_216 + 8_388_608 + 131_072 + 8_388_608
 
 
 def test_whole_linear_attn_keeps_the_gdn_projections_only():
+    # AWQ matches an entry as a substring of the layer's name (vLLM 0.33.0 auto_awq.py L294-299), as kvplan reads
+    # a name's words: a bare `linear_attn` keeps every GDN layer's five projections
     assert GDN_LAYER == 33_685_504
-    bare = _spec(["linear_attn"]).quantization
+    bare = _spec(["linear_attn"], AWQ).quantization
     assert bare.kept == (("attention", 36 * GDN_LAYER),) and 36 * GDN_LAYER == 1_212_678_144
-    assert bare.kept == _spec(["re:.*linear_attn.*"]).quantization.kept
+    assert bare.kept == _spec(["re:.*linear_attn.*"], AWQ).quantization.kept
     assert len(bare.kept_modules) == 5 and "linear_attn.out_proj" in bare.kept_modules
-    assert _spec(["model.layers.0.linear_attn"]).quantization.kept == (("attention", GDN_LAYER),)
+    assert _spec(["model.layers.0.linear_attn"], AWQ).quantization.kept == (("attention", GDN_LAYER),)
     with pytest.raises(KvplanError, match="names a linear-attention module no layer of this model has"):
-        _spec(["model.layers.3.linear_attn"])  # layer 3 is a full-attention layer (interval 4)
+        _spec(["model.layers.3.linear_attn"], AWQ)  # layer 3 is a full-attention layer (interval 4)
+
+
+def test_fp8_reads_a_module_name_whole_as_vllm_does():
+    # mem35's finding: vLLM 0.33.0's Fp8Config keeps a layer only where an entry is its full name
+    # (ignored_layers_match_mode "exact", fp8.py L118-120, is_layer_skipped L619-693): a bare `linear_attn` and
+    # `model.layers.0.linear_attn` name no linear layer, so every GDN projection is fp8 as in the plain checkpoint;
+    # SGLang keeps them (its dotted-path match, sglang#23467): 36 x 33,685,504 = 1,212,678,144, and 33,685,504
+    plain = _spec([]).quantization
+    for entries, theirs in ((["linear_attn"], 1_212_678_144), (["model.layers.0.linear_attn"], GDN_LAYER)):
+        q = _spec(entries).quantization
+        assert q.kept == plain.kept == () and q.kept_modules == ()
+        assert len(q.notes) == 1 and f"keeps {theirs:,} more parameters in 16 bits" in q.notes[0], q.notes
+    # a `re:` entry stays a regular expression (compressed-tensors' form) whatever the method: kept in both engines
+    assert _spec(["re:.*linear_attn.*"]).quantization.kept == (("attention", 36 * GDN_LAYER),)
+    # the full names of all five (Qwen3-Next's fused spellings) keep layer 0's, and say nothing
+    full = _spec([f"model.layers.0.linear_attn.{p}" for p in ("in_proj_qkvz", "in_proj_ba", "out_proj")]).quantization
+    assert full.kept == (("attention", GDN_LAYER),) and full.notes == ()

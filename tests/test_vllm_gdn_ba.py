@@ -97,6 +97,11 @@ def test_first_release_and_the_configs_each_method_loads_as():
 def test_awq_on_022_reads_the_capability_and_says_so_where_missing():
     old = dataclasses.replace(find_gpu("h100"), compute_capability=None)  # an old profile: 8.0 assumed (>= 7.5)
     assert gdn_ba.reads_capability(_qwen35(), V22, 2, old) and not gdn_ba.reads_capability(_qwen35(), V24, 2, old)
+    # where the rule does not apply whatever the capability, it read none: Qwen3-Next's interleaved layout, another
+    # weight dtype asked for, one rank
+    nxt = dataclasses.replace(_qwen35(), architecture="Qwen3NextForCausalLM")
+    assert not gdn_ba.reads_capability(nxt, V22, 2, old) and not gdn_ba.reads_capability(_qwen35(), V22, 2, old, "bf16")
+    assert not gdn_ba.reads_capability(_qwen35(), V22, 1, old)
     assert gdn_ba.extra_bytes(_qwen35(), 2, 1, V22, old) == 6_128_640
     st = vllm_settings(_qwen35(), old, Deployment(tp=2), Request(context=8192), "0.22.0")
     assert "compute_capability" in overhead.missing_facts(_qwen35(), Deployment(tp=2), st)

@@ -87,11 +87,15 @@ class Quantization:
     # exclusion entries that keep part of the multi-token-prediction module (`mtp.fc`, ...) in 16 bits: nothing of
     # the target model; a drafter built from that module would read them (kvplan.readers.mtp.mtp_entries)
     mtp_kept: tuple[str, ...] = ()
+    # what the reader says of its reading (an engine that reads the exclusion list otherwise: kvplan.readers.
+    # exclusion_rules), printed where the model is read; not a format (left out of ==)
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self):  # a catalog JSON gives lists
         object.__setattr__(self, "kept", tuple((str(r), int(c)) for r, c in self.kept))
         object.__setattr__(self, "kept_modules", tuple(str(m) for m in self.kept_modules))
         object.__setattr__(self, "mtp_kept", tuple(str(m) for m in self.mtp_kept))
+        object.__setattr__(self, "notes", tuple(str(m) for m in self.notes))
         object.__setattr__(self, "channel_scales", tuple(int(b) for b in self.channel_scales))
 
     def kept_of(self, role: str) -> int:

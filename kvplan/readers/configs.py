@@ -132,7 +132,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         mtp_params=mtp_params,
         checkpoint_kv=read_checkpoint_kv(cfg),
     )
-    return spec, notices
+    return spec, [*notices, *spec.quantization.notes]
 
 
 def _architecture(config: dict, data: dict) -> str:

@@ -13,11 +13,11 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import MLALatent
 from kvplan.model.spec import Quantization
 from kvplan.readers.cfg import read_dtype, shown
+from kvplan.readers.exclusion_rules import SGLANG_BOUNDARY, boundary_matcher, exclusion_list, rule
 from kvplan.readers.modelopt import glob_entry, modelopt_method, modelopt_view, unlisted
 from kvplan.readers.params import _UNGATED, _is_moe_layer, shared_expert_width
 from kvplan.readers.mtp import mtp_entries
-from kvplan.readers.unquantized import (exclusion_list, kept_modules, kept_params, matched, module_names,
-                                        untargeted)
+from kvplan.readers.unquantized import kept_modules, kept_params, matched, module_names, name_words, untargeted
 
 
 def read_quantization(cfg, params=None, layers=()) -> Quantization:
@@ -35,6 +35,8 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
     q = modelopt_view(q)
     quant = _method(cfg, q, where, tuple(layers))
     names = exclusion_list(q, where)
+    if q.get("quant_method") == "gptq":  # GPTQModel's per-module rules (vLLM reads no exclusion list for GPTQ)
+        names += _gptq_dynamic(q, where)
     if q.get("quant_method") == "modelopt":  # wildcards, matched as vLLM matches them (kvplan.readers.modelopt)
         names = [glob_entry(n) for n in names]
     left_out = untargeted(_targets(q), where) if quant.method != _dtype(cfg) else None
@@ -44,9 +46,13 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
         names = [*names, left_out]
     if names and params is not None and quant.method != _dtype(cfg):
         modules = module_names(cfg, str(cfg.raw("model_type") or ""), params, tuple(layers))
-        found = matched(names, len(layers), params, where, modules)  # the names matched once, read twice
+        method, unmatched = str(q.get("quant_method", "")).lower(), []
+        found = matched(names, len(layers), params, where, modules, rule(method), unmatched)  # matched once, read twice
         quant = replace(quant, kept=kept_params(names, params, tuple(layers), where, modules, found),
                         kept_modules=kept_modules(names, params, tuple(layers), where, modules, found))
+        if unmatched and method in SGLANG_BOUNDARY:
+            quant = replace(quant, notes=_sglang_reading(names, unmatched, params, tuple(layers), where, modules,
+                                                         quant.kept, method))
     mtp = mtp_entries(names, str(cfg.raw("model_type") or ""))
     if mtp:  # the MTP module's own entries: nothing of the target model (kvplan.readers.mtp)
         quant = replace(quant, mtp_kept=mtp)
@@ -61,6 +67,56 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
         return quant
     parts = _channel_parts(cfg, tuple(layers), params, experts)
     return replace(quant, channel_scales=_channel_scales(parts, quant.kept, params))
+
+
+def _sglang_reading(names, unmatched, params, layers, where, modules, kept, method) -> tuple[str, ...]:
+    """A note where SGLang's dotted-path reading of an fp8 / fbgemm_fp8 list (kvplan.readers.exclusion_rules) keeps
+    more than vLLM's exact one, which kvplan plans: the entries that differ and the parameters SGLang keeps in 16
+    bits; () where the two agree (the entries name nothing either way, or SGLang's reading is one kvplan refuses)."""
+    words = name_words(modules)  # an entry with any other word names no module at a dotted boundary either
+    candidates = [n for n in dict.fromkeys(unmatched) if all(w in words or w.isdigit() for w in n.split(".") if w)]
+    try:
+        differ = [n for n in candidates if kept_params([boundary_matcher(n)], params, layers, where, modules)]
+        literal = set(differ)
+        theirs = kept_params([boundary_matcher(n) if n in literal else n for n in names], params, layers, where,
+                             modules)
+    except KvplanError:
+        return ()
+    more = sum(c for _, c in theirs) - sum(c for _, c in kept)
+    if more <= 0:
+        return ()
+    shown = ", ".join(repr(n) for n in differ[:3]) + (f" and {len(differ) - 3} more" * (len(differ) > 3))
+    one = len(differ) == 1
+    return (f"exclusion list: {method} {'entry' if one else 'entries'} {shown} {'names' if one else 'name'} no module "
+            "in full; kvplan reads the list as vLLM does (is_layer_skipped, exact names), so what "
+            f"{'it names is' if one else 'they name is'} planned quantized; SGLang matches at dotted-path boundaries "
+            f"(sglang#23467) and keeps {more:,} more parameters in 16 bits",)
+
+
+def _gptq_dynamic(q: dict, where: str) -> list[str]:
+    """GPTQModel's `dynamic` rules as vLLM reads them (0.33.0 wheel `quantization/utils/gptq_utils.py`
+    get_dynamic_override L85-103, asked by get_linear_quant_method L188-195): a `-:` key is a regular expression
+    (re.match) of the modules left unquantized, read here as the `re:` entry it is; a `+:` (or bare) key overrides
+    the base `bits` / `group_size` of the modules it matches, which kvplan's one format for every quantized module
+    cannot hold: refused, named, unless it repeats the base."""
+    dynamic = q.get("dynamic")
+    if dynamic is None:
+        return []
+    if not isinstance(dynamic, dict) or not all(isinstance(k, str) and isinstance(v, dict) for k, v in dynamic.items()):
+        raise KvplanError(f"{where}.dynamic must be an object of pattern -> overrides, got {dynamic!r:.60}", EXIT_USAGE)
+    base = {"bits": _q_int(q, where, "bits", default=4), "group_size": _q_int(q, where, "group_size", default=128,
+                                                                                minimum=-1)}
+    out = []
+    for key, over in dynamic.items():
+        if key.startswith("-:"):
+            out.append("re:" + key[2:])
+            continue
+        changed = sorted(k for k in base if k in over and over[k] != base[k])
+        if changed:
+            raise KvplanError(f"{where}.dynamic: {key[:60]!r} sets {', '.join(f'{k} {over[k]!r}' for k in changed)} "
+                              "for the modules it matches; kvplan reads one format for every quantized module "
+                              "(refused rather than guessed)", EXIT_USAGE)
+    return out
 
 
 def _channel_wise(q: dict, where: str) -> bool | None:

@@ -53,12 +53,11 @@ from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import MLALatent
+from kvplan.readers.exclusion_rules import boundary_matcher, exact_matcher
 from kvplan.readers.mtp import names_mtp
 from kvplan.readers.params import _UNGATED, _is_moe_layer
 from kvplan.readers.states import output_gated
 
-LIST_KEYS = ("modules_to_not_convert", "ignore", "ignored_layers", "ignored_modules", "llm_int8_skip_modules",
-             "exclude_modules")  # the last ModelOpt's hf_quant_config.json (wildcards: kvplan.readers.modelopt)
 
 _ALREADY_PLAIN = {  # modules kvplan keeps in the model dtype whatever the method: naming them is a no-op
     "lm_head", "output", "embed_tokens", "wte", "wpe", "embed", "embeddings", "word_embeddings", "tok_embeddings",
@@ -221,25 +220,13 @@ def untargeted(targets: list[str], where: str):
     return lambda s: not any(p(s) for p in pats)
 
 
-def exclusion_list(q: dict, where: str) -> list[str]:
-    """Every module name the config's exclusion keys list (a malformed list is a one-line error)."""
-    names: list[str] = []
-    for key in LIST_KEYS:
-        value = q.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise KvplanError(f"{where}.{key} must be a list of module names, got {value!r:.60}", EXIT_USAGE)
-        if len(value) > 100_000:
-            raise KvplanError(f"{where}.{key} lists {len(value)} modules (at most 100,000)", EXIT_USAGE)
-        names += value
-    return names
-
-
-def matched(names: list, n: int, params, where: str, modules: ModuleNames | None
-            ) -> tuple[dict[str, set[int]], dict[tuple[str, int], set[str]]]:
+def matched(names: list, n: int, params, where: str, modules: ModuleNames | None, rule: str = "",
+            unmatched: list | None = None) -> tuple[dict[str, set[int]], dict[tuple[str, int], set[str]]]:
     """({role: whole modules' layers}, {(role, layer): projections}) the names keep in the model dtype: what
-    kept_params and kept_modules read (a caller that wants both matches the names once and passes it as `found`)."""
+    kept_params and kept_modules read (a caller that wants both matches the names once and passes it as `found`).
+    `rule` 'exact': a literal entry keeps only the modules it names in full (kvplan.readers.exclusion_rules: fp8,
+    fbgemm_fp8, compressed-tensors as vLLM matches them); the literal entries that then name no module under the
+    model's own prefixes are added to `unmatched` (an engine that reads them otherwise is said in a note)."""
     covered: dict[str, set[int]] = {}
     parts: dict[tuple[str, int], set[str]] = {}
     for name in names:
@@ -248,8 +235,15 @@ def matched(names: list, n: int, params, where: str, modules: ModuleNames | None
                                    getattr(name, "label", "the scheme's targets") if callable(name) else name, where)
         elif names_mtp(name):  # the MTP module's: the target model has no such module (vLLM drops them)
             continue
+        elif rule == "exact" and modules is not None and _own_prefix(name, modules):
+            layer = _LAYER_INDEX.search(name)  # a full name is matched against its own layer's modules only
+            found = _regex_entries(exact_matcher(name), modules, name, where, int(layer.group(1)) if layer else None)
+            if not found and not (_GDN in modules.mixers and name.split(".")[-1] in {_GDN, *_GDN_NAMES}):
+                _entries(name, n, params, where)  # a name kvplan cannot place is refused whatever the rule
+            if not found and unmatched is not None:
+                unmatched.append(name)
         elif _whole_gdn(name, modules):  # a Gated DeltaNet module, whole: its five projections, each counted
-            found = _regex_entries(lambda s, e=name: f".{e}." in f".{s}", modules, name, where)
+            found = _regex_entries(boundary_matcher(name), modules, name, where)  # at dotted boundaries
             if not found:
                 raise KvplanError(f"{where}: exclusion entry {name!r} names a linear-attention module no layer of "
                                   "this model has (a full-attention layer's is self_attn); refused", EXIT_USAGE)
@@ -267,6 +261,21 @@ def matched(names: list, n: int, params, where: str, modules: ModuleNames | None
             else:
                 covered.setdefault(role, set()).update(idx)
     return covered, parts
+
+
+def _own_prefix(name: str, modules: ModuleNames) -> bool:
+    """Whether an entry is read by the exact rule: a bare name (it names no module in full), or a full name under one
+    of the model's own prefixes; a full name under another prefix (a family's own: `transformer.h.0.attn`) keeps
+    kvplan's reading of its words."""
+    return not _LAYER_INDEX.search(name) or name.startswith(modules.prefixes)
+
+
+def name_words(modules: ModuleNames) -> set[str]:
+    """Every dotted word of the module names `modules` gives but the layer indices: an entry holding another word
+    names none of them at any dotted boundary."""
+    words = {w for p in modules.prefixes for w in p.split(".") if w} | {*modules.mixers, *modules.mlp, modules.block}
+    words |= {p for projections in modules.attention for p in projections} | {*_GDN_FUSED, "self_attn"}
+    return words | ({"experts", "shared_experts", "shared_expert"} if modules.moe else set())
 
 
 def _whole_gdn(name, modules) -> bool:

@@ -103,6 +103,17 @@ def datasheet_flops(gpu, precision: str) -> float:
     return float(next((gpu.dense_flops[n] for n in names if gpu.dense_flops.get(n)), 0))
 
 
+def ggml_rate_of(gpu):
+    """The FLOP/s reader llama.cpp's kernel paths take (kvplan.speed.ggml): read_flops, except on a GeForce profile
+    whose `fp16` is the FP16-accumulate headline (`fp16_accumulates_fp16`), where they keep the datasheet's rates. Such
+    a profile's measured rate is torch.matmul's, cuBLAS with FP32 accumulate, a path llama.cpp's GEMMs do not take
+    there: its cuBLAS calls ask CUBLAS_COMPUTE_16F, its MMQ kernels int8 MMA, its FlashAttention one accumulator of
+    each (docs/speed-history.md, round 34); no measurement of those paths is cited, so none is read for them."""
+    if getattr(gpu, "fp16_accumulates_fp16", None):
+        return lambda p: datasheet_flops(gpu, p)
+    return lambda p: read_flops(gpu, p)
+
+
 def split_accumulate(gpu) -> bool:
     """Whether an NVIDIA profile gives a GeForce card's two accumulators apart: an FP16-accumulate `fp16` headline
     and an FP32-accumulate `bf16` rate (llama.cpp's CUDA attention runs half its FLOPs at each: kvplan.speed.ggml)."""
@@ -132,7 +143,7 @@ def compute_line(model_dtype: str | None, gpu, stated: str | None = None, ggml: 
     elif getattr(gpu, "fp16_accumulates_fp16", None) and not flops.get("bf16"):
         how = (" (an FP16-accumulate headline: the FP32-accumulate rate engines' 16-bit GEMMs run at, half it on "
                "GeForce, is not in the profile, so prefill is priced up to 2x fast)")
-    ran = read_flops(gpu, name)  # the rate the speed terms run it at (llama.cpp on GeForce keeps the datasheet's)
-    if rate and ran != rate and "measured" not in at and not (ggml and getattr(gpu, "fp16_accumulates_fp16", None)):
+    ran = (ggml_rate_of(gpu) if ggml else lambda p: read_flops(gpu, p))(name)  # the rate the speed terms run it at
+    if rate and ran != rate and "measured" not in at:
         how += f", run at its measured {ran / 1e12:,.1f} TFLOP/s (achieved_dense_flops)"
     return f"16-bit GEMMs and attention priced in {dtype} ({why}) on {gpu.key} at {at}{how}"

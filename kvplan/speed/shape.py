@@ -27,7 +27,7 @@ from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES, canonical_kv_dtype, canon
 from kvplan.model.layers import IndexedMLA
 from kvplan.model.spec import PLAIN_BYTES, own_format, weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
-from kvplan.speed.compute_dtype import STATED, compute_dtype, datasheet_flops, read_flops, sixteen_bit
+from kvplan.speed.compute_dtype import STATED, compute_dtype, datasheet_flops, ggml_rate_of, read_flops, sixteen_bit
 from kvplan.speed.ggml import attention_rate as ggml_attention_rate
 from kvplan.speed.ggml import paths as ggml_paths
 from kvplan.speed.mlaform import mla_heads_per_rank
@@ -200,17 +200,6 @@ def read_bandwidth(gpu) -> int:
     bandwidth-bound benchmark on that part) where it has one, its datasheet `bandwidth_bytes_per_s` otherwise
     (parts with no published measurement: kvplan/hardware/profiles/README.md, "Achieved bandwidth")."""
     return gpu.achieved_bandwidth_bytes_per_s or gpu.bandwidth_bytes_per_s
-
-
-def ggml_rate_of(gpu):
-    """The FLOP/s reader llama.cpp's kernel paths take (kvplan.speed.ggml): read_flops, except on a GeForce profile
-    whose `fp16` is the FP16-accumulate headline (`fp16_accumulates_fp16`), where they keep the datasheet's rates. Such
-    a profile's measured rate is torch.matmul's, cuBLAS with FP32 accumulate, a path llama.cpp's GEMMs do not take
-    there: its cuBLAS calls ask CUBLAS_COMPUTE_16F, its MMQ kernels int8 MMA, its FlashAttention one accumulator of
-    each (docs/speed-history.md, round 34); no measurement of those paths is cited, so none is read for them."""
-    if getattr(gpu, "fp16_accumulates_fp16", None):
-        return lambda p: datasheet_flops(gpu, p)
-    return lambda p: read_flops(gpu, p)
 
 
 def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: str | None = None,

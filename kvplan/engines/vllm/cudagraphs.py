@@ -48,8 +48,8 @@ from kvplan.planning.deploy import split_layers
 
 MIB = 2**20
 
-# --- fitted on the training split (benchmarks/budget_calibrate.py _fit_cudagraphs) ------------------
-CUDAGRAPH_BASE = 13 * MIB  # the older two-constant form (no model at hand): first capture, pools
+# --- fitted on the training split's Hopper (FA3) records (benchmarks/budget_calibrate.py _fit_cudagraphs) ----
+CUDAGRAPH_BASE = 21 * MIB  # the older two-constant form (no model at hand): first capture, pools
 CUDAGRAPH_PER_LAYER = 23 * MIB  # ... and a cost per decoder layer on the rank
 CUDAGRAPH_FIRST_PIECEWISE = 209 * MIB  # the first PIECEWISE capture (activations + its piece graphs)
 CUDAGRAPH_PER_GRAPH_LAYER = 0.126 * MIB  # one further graph of one mode, per decoder layer, before the 2 MiB page

@@ -8,6 +8,7 @@ from __future__ import annotations
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.base import check_opts, check_version, opt_bool, opt_int, parse_version
 from kvplan.engines.context import engine_length
+from kvplan.engines.emit import kv_dtype_arg
 from kvplan.engines.options import opt_bytes, opt_choice
 from kvplan.engines.vllm import multimodal
 from kvplan.engines.vllm.cache_dtype import check_flag
@@ -84,12 +85,11 @@ def batch_defaults(v: tuple[int, ...], gpu, context: int, v1: bool | None = None
     return (8192, 1024) if big else (2048, 256)
 
 
-def _kv_flag(req) -> str | None:
-    """The --kv-cache-dtype the plan's command passes, as the oracle reads it: None for auto (a 16-bit cache, or
-    the checkpoint's declared one, follows auto), else the dtype's name (fp8's: the only other vLLM takes)."""
-    kv = getattr(req, "kv_dtype", None)
-    name = getattr(kv, "name", "") or ""
-    return name if not getattr(req, "kv_auto", False) and name.startswith("fp8") else None
+def _kv_flag(req, model) -> str | None:
+    """The --kv-cache-dtype the plan's command passes (kvplan.engines.emit.kv_dtype_arg, by kvplan's dtype name), as
+    the oracle reads it: None for auto. No release with the oracle (0.8-0.10) has its auto follow a checkpoint's
+    declared cache (vllm.cache_dtype: from 0.14.0), so no declared dtype is passed here."""
+    return kv_dtype_arg(req.kv_dtype, model, {})
 
 
 def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Settings:
@@ -100,7 +100,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     version = check_version("vllm", version, VERSIONS, DEFAULT_VERSION)
     v = parse_version(version)
     use_v1 = opt_bool(opts, "use_v1", False) if "use_v1" in opts else None  # VLLM_USE_V1 (vllm.v0_fallback)
-    found = v0_fallback(v, model, gpu, dep.pp, _kv_flag(req), req.weight_dtype, getattr(req, "lora", None))
+    found = v0_fallback(v, model, gpu, dep.pp, _kv_flag(req, model), req.weight_dtype, getattr(req, "lora", None))
     v1 = runs_v1(v, found, use_v1)
     gmu = explicit.get("gpu_memory_utilization") or (0.92 if v >= (0, 20, 0) else 0.90)
     has_mla = any(layer.kind == Kind.MLA for layer in model.layers)
@@ -132,5 +132,5 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     os_memory=opt_bytes(opts, "os_memory", None), host_growth=opt_bytes(opts, "host_growth", 0),
                     page_cache=opt_bytes(opts, "page_cache", None), max_model_len=engine_length(model, req),
                     v0_chunk_note=chunk_note, chunked_prefill_asked=asked,
-                    engine_note=engine_note(v, found, use_v1, v1, gpu, model), use_v1=use_v1,
+                    engine_note=engine_note(v, found, use_v1, v1, gpu, has_mla), use_v1=use_v1,
                     **dict(zip(STATE_OPTS, state_options(opts, v))), ssm_dtype_read=read_ssm_dtype(model))

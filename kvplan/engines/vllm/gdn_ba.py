@@ -65,20 +65,26 @@ def _marlin_awq(model, version: tuple[int, ...], gpu) -> bool:
         and q.method in ("int4", "int8")
 
 
-def applies(model, version: tuple[int, ...], tp: int, gpu, weight_dtype=None) -> bool:
-    """Whether this vLLM release builds `model`'s in_proj_ba whole on every rank of `tp` (the checkpoint loaded
-    in its own format: another weight dtype asked for is not its AWQ/GPTQ/INC config)."""
+def _candidate(model, version: tuple[int, ...], tp: int, gpu, weight_dtype=None) -> bool:
+    """maybe_disable_tp's every test but which config an `awq` checkpoint loads as (_marlin_awq)."""
     q = model.quantization
     return (tp > 1 and own_format(model, weight_dtype) and version >= FIRST and vendor_of(gpu) == "NVIDIA"
             and q.quant_method in METHODS and model.architecture not in VLLM_ONE_PART_GDN
-            and any(_gdn(x) for x in model.layers) and (q.quant_method != "awq" or _marlin_awq(model, version, gpu)))
+            and any(_gdn(x) for x in model.layers))
+
+
+def applies(model, version: tuple[int, ...], tp: int, gpu, weight_dtype=None) -> bool:
+    """Whether this vLLM release builds `model`'s in_proj_ba whole on every rank of `tp` (the checkpoint loaded
+    in its own format: another weight dtype asked for is not its AWQ/GPTQ/INC config)."""
+    return _candidate(model, version, tp, gpu, weight_dtype) and (
+        model.quantization.quant_method != "awq" or _marlin_awq(model, version, gpu))
 
 
 def reads_capability(model, version: tuple[int, ...], tp: int, gpu, weight_dtype=None) -> bool:
     """Whether the rule read a compute capability the profile leaves out (an AWQ checkpoint on 0.22-0.23, where
     Marlin decides the config): the plan says what it assumed (kvplan.hardware.facts.ASSUMED_CAPABILITY)."""
-    return (FIRST <= version < AUTO_AWQ and model.quantization.quant_method == "awq" and vendor_of(gpu) == "NVIDIA"
-            and fact_missing(gpu, "compute_capability") and tp > 1 and any(_gdn(x) for x in model.layers))
+    return (version < AUTO_AWQ and model.quantization.quant_method == "awq"
+            and fact_missing(gpu, "compute_capability") and _candidate(model, version, tp, gpu, weight_dtype))
 
 
 def _bytes(model, params: int) -> int:

@@ -158,8 +158,9 @@ def _refuse(text: str, use_v1: bool):
                       param="engine_opts", value={"use_v1": use_v1})
 
 
-def note(v: tuple[int, ...], found: Fallback | None, use_v1: bool | None, v1: bool, gpu=None, model=None) -> str:
-    """The plan's line saying which engine a 0.8.0-0.10.x release runs and why ("" for other releases)."""
+def note(v: tuple[int, ...], found: Fallback | None, use_v1: bool | None, v1: bool, gpu, mla: bool) -> str:
+    """The plan's line saying which engine a 0.8.0-0.10.x release runs and why ("" for other releases); `mla`: the
+    model has MLA attention."""
     if not V1_DEFAULT <= v < V0_REMOVED:
         return ""
     vendor = vendor_of(gpu)
@@ -167,14 +168,14 @@ def note(v: tuple[int, ...], found: Fallback | None, use_v1: bool | None, v1: bo
         return (f"vLLM {_dotted(v)}: the V1 engine assumed on a GPU of vendor {vendor or 'unknown'} (the wheels' "
                 "oracle reads CUDA and ROCm only; another platform's plugin decides); use_v1=false plans V0")
     release = f"vLLM {_dotted(v)}"
-    mla = "" if v1 or model is None or not any(layer.kind == Kind.MLA for layer in model.layers) else (
+    unread = "" if v1 or not mla else (
         "; V0's MLA backend of 0.8-0.10 is not read: no absorbed decode weights booked (0.7.x's), and its step "
         "times are the calibrated ones, which 0.7.x's V0 MLA runs took 1.8-3.2x longer than")
     if use_v1 is not None:
-        return f"{release} runs {'V1' if v1 else 'V0'}: VLLM_USE_V1={int(use_v1)} (engine option use_v1){mla}"
+        return f"{release} runs {'V1' if v1 else 'V0'}: VLLM_USE_V1={int(use_v1)} (engine option use_v1){unread}"
     if found is not None:
         kind = "experimental on V1" if found.experimental else "not supported by V1"
         return (f"{release} falls back to the V0 engine: {found.reason} is {kind} (EngineArgs._is_v1_supported_oracle, "
-                f"docs/engines.md section 1.8); kvplan plans V0's rules{mla}")
+                f"docs/engines.md section 1.8); kvplan plans V0's rules{unread}")
     return (f"{release} runs the V1 engine for these settings (assumed: VLLM_USE_V1, VLLM_ATTENTION_BACKEND unset, "
             "the default executor, no other flag the oracle sends to V0; use_v1=false plans V0)")

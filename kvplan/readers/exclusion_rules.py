@@ -1,0 +1,92 @@
+"""Each quantization method's own reading of a literal exclusion entry: which module names it keeps in 16 bits.
+
+The engines do not match every method's list alike (read in the vLLM 0.33.0 wheel,
+`vllm/model_executor/layers/quantization/`):
+
+* fp8 (`fp8.py` Fp8Config.get_quant_method L176-198, `ignored_layers_match_mode = "exact"` L118-120), fbgemm_fp8
+  (`fbgemm_fp8.py` L79-90, is_layer_skipped's default mode) and compressed-tensors (`compressed_tensors/utils.py`
+  should_ignore_layer L53-70 -> `utils/config_utils.py` find_matching_patterns / is_equal_or_regex_match L384-452)
+  keep a linear layer only where an entry is its full name (`model.layers.0.self_attn.q_proj`), or a fused layer's
+  name (`...self_attn.qkv_proj`: its shards), or (compressed-tensors) a `re:` expression that re.match-es it
+  (`utils/quant_utils.py` is_layer_skipped L619-693). A bare `self_attn`, `linear_attn` or `in_proj_ba` names no
+  layer there, so vLLM quantizes it. fp8's routed experts (one RoutedExperts module per layer, prefix
+  `model.layers.N.mlp.experts`) are skipped when that prefix is a substring of an entry that says `experts`
+  (is_layer_skipped L684-688): `exact_matcher` is that test.
+* SGLang's fp8 / fbgemm_fp8 lists match at dotted-path boundaries since sgl-project/sglang#23467 (merged
+  2026-04-22, commit bfec0134, `python/sglang/srt/layers/quantization/utils.py` `_module_path_match`: the entry
+  equal to the name, a dotted prefix of it, or a dotted run inside it), so a bare `linear_attn` keeps every
+  Gated DeltaNet projection there. kvplan takes vLLM's reading and says in a note what SGLang's keeps instead
+  (`boundary_matcher`); compressed-tensors reads the same in both (SGLang's should_ignore_layer is vLLM's).
+* Every other method keeps kvplan's reading of a name's words (kvplan.readers.unquantized._entries), which agrees
+  with theirs on the lists kvplan reads: AWQ (`auto_awq.py` L294-299, match_mode "substring") and bitsandbytes
+  (`humming.py` is_layer_skipped L196-215: a substring, or a `re:` expression) test an entry as a substring of the
+  name; MXFP4 quantizes only its experts (`mxfp4.py` L91-105; from_config reads no list); ModelOpt's wildcards
+  are kvplan.readers.modelopt's; GPTQ reads no list but its `dynamic` rules (kvplan.readers.quantization).
+"""
+
+from __future__ import annotations
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+
+LIST_KEYS = ("modules_to_not_convert", "ignore", "ignored_layers", "ignored_modules", "llm_int8_skip_modules",
+             "exclude_modules")  # the last ModelOpt's hf_quant_config.json (wildcards: kvplan.readers.modelopt)
+# the methods whose literal entries vLLM matches exactly (module docstring)
+EXACT = frozenset({"fp8", "fbgemm_fp8", "compressed-tensors"})
+# the methods whose SGLang reading differs from vLLM's exact one (dotted-path boundaries, sglang#23467)
+SGLANG_BOUNDARY = frozenset({"fp8", "fbgemm_fp8"})
+# fused layer names a checkpoint may list, and the shards vLLM tests for them (packed_modules_mapping's common
+# entries; a Gated DeltaNet's in_proj_qkvz / in_proj_ba are kvplan.readers.unquantized._GDN_FUSED's)
+_FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+
+
+def rule(quant_method: str) -> str:
+    """'exact' where vLLM keeps only a module an entry names in full (fp8, fbgemm_fp8, compressed-tensors), else ''
+    (kvplan's reading of the name's words)."""
+    return "exact" if quant_method in EXACT else ""
+
+
+class Named:
+    """A module-name test with the entry it stands for (kvplan.readers.unquantized names it in a refusal)."""
+
+    def __init__(self, label: str, test):
+        self.label, self._test = label, test
+
+    def __call__(self, name: str) -> bool:
+        return self._test(name)
+
+
+def exact_matcher(entry: str) -> Named:
+    """vLLM's is_layer_skipped in its exact mode (module docstring): `entry` is the module's full name, or a fused
+    layer's name whose shard this is, or for a routed expert an entry saying `experts` that holds its layer's
+    RoutedExperts prefix (`model.layers.3.mlp.experts.0.w1` keeps layer 3's experts, all of them)."""
+    head, _, tail = entry.rpartition(".")
+    shards = {f"{head}.{s}" for s in _FUSED.get(tail, ())}
+
+    def test(name: str) -> bool:
+        if name == entry or name in shards:
+            return True
+        at = name.find(".experts.")
+        return at >= 0 and "experts" in entry and name[:at + len(".experts")] in entry
+
+    return Named(entry, test)
+
+
+def boundary_matcher(entry: str) -> Named:
+    """SGLang's _module_path_match (sglang#23467): the entry is the name, a dotted prefix of it or a dotted run in it
+    (`linear_attn` keeps `model.layers.0.linear_attn.in_proj_qkv`; `mlp.gate` does not keep `mlp.gate_up_proj`)."""
+    return Named(entry, lambda name: f".{entry.strip('.')}." in f".{name}.")
+
+
+def exclusion_list(q: dict, where: str) -> list[str]:
+    """Every module name the config's exclusion keys list (a malformed list is a one-line error)."""
+    names: list[str] = []
+    for key in LIST_KEYS:
+        value = q.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise KvplanError(f"{where}.{key} must be a list of module names, got {value!r:.60}", EXIT_USAGE)
+        if len(value) > 100_000:
+            raise KvplanError(f"{where}.{key} lists {len(value)} modules (at most 100,000)", EXIT_USAGE)
+        names += value
+    return names

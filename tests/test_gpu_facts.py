@@ -190,7 +190,11 @@ def test_the_issues_case_in_numbers(gpus, copies):
     #   The caching allocator's unsplit tails vLLM's allocated bytes count (kvplan.core.caching_allocator): 12 of
     #   the 36 qkv projections ((16 + 2 x 2) x 64 x 2,880 x 2 B = 7,372,800 B) take a 7,700,480 B remainder of a
     #   20 MiB segment whole (327,680 B over each), + 28,032 B of small-pool tails under 512 B: 3,960,192 B.
-    tails = 12 * 327_680 + 28_032  # new beside the old answer's terms: not in its 8,352,594,001 B
+    #   And the default release, 0.33.0, loads under a 20 MiB split limit (kvplan.engines.vllm.load_split, 0.21.0+):
+    #   the embedding and the untied LM head, 201,088 / 4 = 50,272 rows x 2,880 x 2 B = 289,566,720 B each, keep
+    #   their whole 278 MiB segments, 1,937,408 B over each (the default rule split it off: over 1 MiB).
+    split = 2 * (278 * 2**20 - 50_272 * 2_880 * 2)
+    tails = 12 * 327_680 + 28_032 + split  # new beside the old answer's terms: not in its 8,352,594,001 B
     bias = 192 * 128 * 36  # the padded biases' bf16 share (9,024 - 8,832 B an expert-layer): not in it either
     repack = 356_832 * 128 * 36 + 131_072 * 64 * 4 + tails
     assert bundled.settings["overhead_weights_repack"] == copy.settings["overhead_weights_repack"] == repack
@@ -285,7 +289,9 @@ def test_the_assumptions_reproduce_the_old_answers(gpus, old_profiles):
     # rank's share of the checkpoint, 3 x 720 x 2880 x 17/32 + 2 x (1440 + 2880) = 3,313,440 (720 / 32 = 22.5 scale
     # blocks: half a block is the rank's), = 455,904 B x 128 experts x 36 layers; and the fp32 RoPE table 131,072 x
     # 64 x 4 B as above)
-    tails = 12 * 327_680 + 28_032  # the allocator's tails, as in test_the_issues_case_in_numbers (not in the old answer)
+    split = 2 * (278 * 2**20 - 50_272 * 2_880 * 2)  # 0.33.0's split limit: the embedding's and LM head's 278 MiB
+    tails = 12 * 327_680 + 28_032 + split  # the allocator's tails, as in test_the_issues_case_in_numbers (not in the
+    # old answer)
     half_block = 1_440 * 128 * 36  # the old answer's share dropped the half block (3,312,000), counting it as padding
     repack = 455_904 * 128 * 36 + 131_072 * 64 * 4 + tails
     assert res.settings["overhead_weights_repack"] == repack

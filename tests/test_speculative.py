@@ -332,13 +332,16 @@ def test_vllm_before_0_20_keeps_the_mtp_head_copy():
     """vLLM 0.11.0's EAGLE/MTP loader shares only the drafter's `lm_head` (v1/spec_decode/eagle.py L883-889); the
     MTP layer computes logits with its own shared_head.head (deepseek_mtp.py L143), a ParallelLMHead of
     129,280 x 7,168 bf16 = 1,853,358,080 B, split over tp 8 = 231,669,760 B per GPU. 0.33.0 replaces it by
-    the target's head (llm_base_proposer.py L1560-1585)."""
+    the target's head (llm_base_proposer.py L1560-1585). 0.33.0 also loads under the 0.21+ 20 MiB split limit
+    (kvplan.engines.vllm.load_split): the rank's embedding and LM head, 16,160 x 7,168 x 2 B = 231,669,760 B
+    (220.94 MiB) each, keep their whole 222 MiB segments, 1,114,112 B over each, which the default rule split off."""
     h200, dep, req = find_gpu("h200"), Deployment(8, 1), Request(context=32768, kv_cache_memory_bytes=40 * GIB)
     spec = apply(catalog("deepseek-v3"), SpecRequest("mtp"))
     old = resolve_engine("vllm", "0.11.0").result(spec, h200, dep, req).plan
     new = resolve_engine("vllm", "0.33.0").result(spec, h200, dep, req).plan
-    assert old.weight_bytes - new.weight_bytes == 129_280 * 7_168 * 2
-    assert old.weight_bytes_per_gpu - new.weight_bytes_per_gpu == 129_280 * 7_168 * 2 // 8
+    tails = 2 * (222 * 2**20 - 16_160 * 7_168 * 2)  # 2 x 1,114,112 B a GPU
+    assert old.weight_bytes - new.weight_bytes == 129_280 * 7_168 * 2 - 8 * tails
+    assert old.weight_bytes_per_gpu - new.weight_bytes_per_gpu == 129_280 * 7_168 * 2 // 8 - tails
 
 
 def test_cli_draft_model_needs_vllm_0_15(kvplan_home):

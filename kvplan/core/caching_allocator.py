@@ -25,6 +25,13 @@ split at 512 B (`should_split`: `remaining >= kMinBlockSize`), so the rounding a
 page: `reserved_bytes(..., expandable=True)`. Neither SGLang 0.4.3.post4 nor 0.5.3 sets it (no
 `expandable_segments` or `PYTORCH_CUDA_ALLOC_CONF` in either wheel).
 
+A split limit (`max_split`, PyTorch's `max_split_size_mb`, unlimited by default: c10/core/AllocatorConfig.h @007b9bc0
+`max_split_size_`) changes two rules (`should_split`, `get_free_block` at @001074d2): a request of the limit or more is
+never split off a block, so it keeps its whole segment (a 52.5 MiB tensor its 54 MiB); a request under the limit takes
+no cached block of the limit or more, and one of the limit or more takes no cached block 20 MiB or more past its size
+(`max_non_split_rounding_size`, kLargeBuffer by default). vLLM loads its weights under a 20 MiB limit from 0.21.0
+(kvplan.engines.vllm.load_split).
+
 Only allocations are replayed (weights load without freeing); the block pools keep sizes only. Primitive: imports
 nothing from kvplan.
 """
@@ -57,14 +64,27 @@ def segment_size(size: int) -> int:
     return -(-block // ROUND_LARGE) * ROUND_LARGE
 
 
-def _splits(small: bool, remaining: int) -> bool:
-    return remaining >= MIN_BLOCK if small else remaining > SMALL_SIZE
+def _splits(small: bool, block: int, remaining: int, max_split: int | None = None) -> bool:
+    """`should_split`: the small pool splits off 512 B or more; the large pool more than 1 MiB, and only a request
+    under the split limit."""
+    if small:
+        return remaining >= MIN_BLOCK
+    return remaining > SMALL_SIZE and (max_split is None or block < max_split)
+
+
+def _fits(block: int, cached: int, max_split: int | None) -> bool:
+    """`get_free_block`'s limits on the best-fit cached block: none of the split limit or more for a request under
+    it, none 20 MiB or more past a request of the limit or more (`max_non_split_rounding_size`)."""
+    if max_split is None:
+        return True
+    return cached < max_split if block < max_split else cached < block + LARGE_BUFFER
 
 
 @lru_cache(maxsize=256)
-def _replay(sizes: tuple[int, ...]) -> tuple[int, int]:
+def _replay(sizes: tuple[int, ...], max_split: int | None = None) -> tuple[int, int]:
     """(bytes of the segments taken, bytes of the blocks handed out) after the requests `sizes`, in order, none
-    freed. A block handed out keeps the tail of its segment that is not split off (large pool: 1 MiB or less)."""
+    freed. A block handed out keeps the tail of its segment that is not split off (large pool: 1 MiB or less; all
+    of it for a request of the split limit `max_split` or more)."""
     free: dict[bool, list[int]] = {True: [], False: []}  # cached free blocks by pool (small?), sorted sizes
     held = handed = 0
     for size in sizes:
@@ -72,12 +92,12 @@ def _replay(sizes: tuple[int, ...]) -> tuple[int, int]:
         small = block <= SMALL_SIZE
         pool = free[small]
         i = bisect_left(pool, block)
-        if i < len(pool):  # best fit: the smallest cached block that holds it
+        if i < len(pool) and _fits(block, pool[i], max_split):  # best fit: the smallest cached block that holds it
             whole = pool.pop(i)
         else:
             whole = segment_size(size)
             held += whole
-        if _splits(small, whole - block):
+        if _splits(small, block, whole - block, max_split):
             insort(pool, whole - block)
             handed += block
         else:
@@ -96,10 +116,10 @@ def reserved_bytes(sizes: tuple[int, ...], expandable: bool = False) -> int:
     return _replay(tuple(sizes))[0]
 
 
-def allocated_bytes(sizes: tuple[int, ...]) -> int:
+def allocated_bytes(sizes: tuple[int, ...], max_split: int | None = None) -> int:
     """Bytes of the blocks the requests hold (`torch.cuda.memory_allocated`, the `allocated_bytes` statistic:
-    `alloc_found_block` adds the block's size, its unsplit tail included)."""
-    return _replay(tuple(sizes))[1]
+    `alloc_found_block` adds the block's size, its unsplit tail included), under the split limit `max_split`."""
+    return _replay(tuple(sizes), max_split)[1]
 
 
 def rounding_bytes(sizes: tuple[int, ...], expandable: bool = False) -> int:
@@ -107,6 +127,6 @@ def rounding_bytes(sizes: tuple[int, ...], expandable: bool = False) -> int:
     return reserved_bytes(tuple(sizes), expandable) - sum(sizes)
 
 
-def allocated_rounding(sizes: tuple[int, ...]) -> int:
+def allocated_rounding(sizes: tuple[int, ...], max_split: int | None = None) -> int:
     """What the blocks handed out hold beyond the requests' own bytes (`allocated_bytes` minus their sum)."""
-    return allocated_bytes(tuple(sizes)) - sum(sizes)
+    return allocated_bytes(tuple(sizes), max_split) - sum(sizes)

@@ -32,7 +32,7 @@ from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, parse_v
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
-from kvplan.engines.vllm import api_servers, command, gdn_ba, multimodal, uma, v0_mla
+from kvplan.engines.vllm import api_servers, command, gdn_ba, load_split, multimodal, uma, v0_mla
 from kvplan.engines.vllm.pool import (  # noqa: F401
     BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
 )
@@ -346,8 +346,9 @@ class Vllm(Engine):
         graphs = graph_notes(model, dep, st)  # the CUDA-graph term: priced by a fit, or 0 on V2 (vllm.runner)
         no_effect = sampler_note(st.v, st.flashinfer_sampler, st.v1)
         runner = runner_note(model, st.v, st.gpu, st.weight_dtype, st.v1_fallback)  # V1 or V2 assumed, and why (0.22+)
+        tails = load_split.note(model, dep, st)  # the load's split limit: segment tails in the weights (0.21+)
         return cap._replace(notes=(*cap.notes, *([runner] if runner else []), *graphs,
-                                   *([no_effect] if no_effect else [])))
+                                   *([no_effect] if no_effect else []), *([tails] if tails else [])))
 
     def fits(self, cap: Capacity, req) -> bool:
         return cap.blocks > 0 and cap.max_concurrency >= req.batch

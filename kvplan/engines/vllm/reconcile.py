@@ -17,6 +17,7 @@ from kvplan.engines.logparse import Num, deployment_said
 from kvplan.engines.log_weights import log_weight_dtype
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 from kvplan.engines.vllm import releases as vllm_releases
+from kvplan.engines.vllm import load_split
 from kvplan.engines.vllm.log_graphs import graph_note, planned_shape, seqs_from_shape
 from kvplan.engines.vllm.non_torch import CORPUS_CAPABILITY, corpus_gpu, dtype_bytes, fi_allreduce_workspace
 from kvplan.engines.vllm.sampler import CORPUS_SM_COUNT, triton_buffer_bytes
@@ -65,6 +66,7 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
     res = engine.result(model, stand_in, dep, req)
     out.notes += [n for n in (graph_note(rec, model, st),) if n]
     _vllm_budget_rows(out, r, res, st, gpu)
+    _split_note(out, model, dep, st)
     _term_rows(out, r, res.settings, model, dep, st, bool(s.get("peak_from_summary")))
     _vllm_pool_rows(out, r, engine, model, dep, st, req.kv_dtype, length)
     return out
@@ -213,6 +215,14 @@ def _vllm_budget_rows(out, r, res, st, gpu):
             out.rows.append(Row("non-KV overhead (total x gmu - weights - KV)", f"{inferred / GIB:.2f} GiB (inferred)",
                                 f"{est / GIB:.2f} GiB (estimate)", d, None, e))
     _consumed_row(out, r, res, st)
+
+
+def _split_note(out, model, dep, st):
+    """What the weights row counts beside the checkpoint where the load's split limit adds segment tails
+    (kvplan.engines.vllm.load_split), and the CUDA run assumed where the GPU's vendor is unknown."""
+    said = load_split.note(model, dep, st)
+    if said:
+        out.notes.append(said)
 
 
 def _loaded(p) -> int:

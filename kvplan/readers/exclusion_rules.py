@@ -22,6 +22,16 @@ The engines do not match every method's list alike (read in the vLLM 0.33.0 whee
   (`humming.py` is_layer_skipped L196-215: a substring, or a `re:` expression) test an entry as a substring of the
   name; MXFP4 quantizes only its experts (`mxfp4.py` L91-105; from_config reads no list); ModelOpt's wildcards
   are kvplan.readers.modelopt's; GPTQ reads no list but its `dynamic` rules (kvplan.readers.quantization).
+
+Which key each method reads (`from_config`, same wheel; `KEYS`): fp8 `ignored_layers`, and `modules_to_not_convert`
+only where that is empty or absent (`fp8.py` L162-168); fbgemm_fp8 `modules_to_not_convert` (`fbgemm_fp8.py` L75);
+AWQ `modules_to_not_convert` (`auto_awq.py` L246-248); compressed-tensors `ignore` (`compressed_tensors/
+compressed_tensors.py` L254); ModelOpt's hf_quant_config.json `quantization.exclude_modules` (`modelopt.py` L342), its
+config.json form `ignore`, else `exclude_modules` when `ignore` is absent (L359); GPTQ none but `dynamic`
+(`auto_gptq.py` L191). A key the method's config does not read is left out and named in a note. MXFP4 reads none
+(`mxfp4.py` L67-68) but quantizes no linear layer anyway, so its list (gpt-oss: attention, router) only restates
+what stays 16-bit and is still read; bitsandbytes (no config in the 0.33.0 registry, `quantization/__init__.py`
+L134-180) and any method not listed keep every key merged, as before.
 """
 
 from __future__ import annotations
@@ -77,10 +87,51 @@ def boundary_matcher(entry: str) -> Named:
     return Named(entry, lambda name: f".{entry.strip('.')}." in f".{name}.")
 
 
-def exclusion_list(q: dict, where: str) -> list[str]:
-    """Every module name the config's exclusion keys list (a malformed list is a one-line error)."""
+# the list keys each method's vLLM config reads, in its order of precedence (module docstring); fp8 falls back to the
+# next key where the first is empty or absent, ModelOpt's config.json form only where it is absent
+KEYS = {"fp8": ("ignored_layers", "modules_to_not_convert"), "fbgemm_fp8": ("modules_to_not_convert",),
+        "awq": ("modules_to_not_convert",), "compressed-tensors": ("ignore",),
+        "modelopt": ("ignore", "exclude_modules"), "gptq": ()}
+_LEGACY_MODELOPT = ("exclude_modules",)  # hf_quant_config.json's nested `quantization` block (modelopt.py L342)
+
+
+def read_keys(method: str, legacy_modelopt: bool = False) -> tuple[str, ...] | None:
+    """The keys `method`'s config reads, in order (None: every key, kvplan's merge)."""
+    return _LEGACY_MODELOPT if method == "modelopt" and legacy_modelopt else KEYS.get(method)
+
+
+def chosen_keys(q: dict, method: str, legacy_modelopt: bool = False) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The list keys kvplan reads for this config and the ones it carries that its method's config does not read
+    (empty lists count as absent only where the engine falls back on them: fp8's `not ignored_layers`)."""
+    order = read_keys(method, legacy_modelopt)
+    present = tuple(k for k in LIST_KEYS if q.get(k) is not None)
+    if order is None:
+        return present, ()
+    read = ()
+    for key in order:
+        if q.get(key) is not None:
+            read = (key,)
+            if method != "fp8" or q[key]:
+                break
+    return read, tuple(k for k in present if k not in read and q.get(k))
+
+
+def skipped_note(method: str, skipped: tuple[str, ...], read: tuple[str, ...], q: dict) -> tuple[str, ...]:
+    """The note naming each listed key the method's config does not read, and how many entries it holds."""
+    if not skipped:
+        return ()
+    counts = {k: len(q[k]) if isinstance(q[k], list) else 0 for k in skipped}
+    shown = ", ".join(f"`{k}`" + (f" ({n} entr{'y' if n == 1 else 'ies'})" if n else "") for k, n in counts.items())
+    by = f"reads `{read[0]}`" if read else "reads no exclusion list"
+    return (f"exclusion list: {method}'s config {by} (vLLM 0.33.0 from_config), so kvplan leaves out {shown}: "
+            "what it lists is planned as the method quantizes it",)
+
+
+def exclusion_list(q: dict, where: str, keys: tuple[str, ...] = LIST_KEYS) -> list[str]:
+    """Every module name the config's exclusion keys (`keys`: chosen_keys' first) list (a malformed list is a
+    one-line error)."""
     names: list[str] = []
-    for key in LIST_KEYS:
+    for key in keys:
         value = q.get(key)
         if value is None:
             continue

@@ -13,7 +13,8 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import MLALatent
 from kvplan.model.spec import Quantization
 from kvplan.readers.cfg import read_dtype, shown
-from kvplan.readers.exclusion_rules import SGLANG_BOUNDARY, boundary_matcher, exclusion_list, rule
+from kvplan.readers.exclusion_rules import (SGLANG_BOUNDARY, boundary_matcher, chosen_keys, exclusion_list, rule,
+                                           skipped_note)
 from kvplan.readers.modelopt import glob_entry, modelopt_method, modelopt_view, unlisted
 from kvplan.readers.params import _UNGATED, _is_moe_layer, shared_expert_width
 from kvplan.readers.mtp import mtp_entries
@@ -32,9 +33,13 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
     if not isinstance(q, dict):
         return Quantization(_dtype(cfg))
     where = f"{cfg.where}: quantization_config"
+    legacy = isinstance(q.get("quantization"), dict)  # hf_quant_config.json's form, read before it is flattened
     q = modelopt_view(q)
     quant = _method(cfg, q, where, tuple(layers))
-    names = exclusion_list(q, where)
+    method = str(q.get("quant_method", "")).lower()
+    read, skipped = chosen_keys(q, method, legacy)  # only the keys the method's config reads (exclusion_rules)
+    names = exclusion_list(q, where, read)
+    quant = replace(quant, notes=skipped_note(method, skipped, read, q))
     if q.get("quant_method") == "gptq":  # GPTQModel's per-module rules (vLLM reads no exclusion list for GPTQ)
         names += _gptq_dynamic(q, where)
     if q.get("quant_method") == "modelopt":  # wildcards, matched as vLLM matches them (kvplan.readers.modelopt)
@@ -46,13 +51,13 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
         names = [*names, left_out]
     if names and params is not None and quant.method != _dtype(cfg):
         modules = module_names(cfg, str(cfg.raw("model_type") or ""), params, tuple(layers))
-        method, unmatched = str(q.get("quant_method", "")).lower(), []
+        unmatched: list[str] = []
         found = matched(names, len(layers), params, where, modules, rule(method), unmatched)  # matched once, read twice
         quant = replace(quant, kept=kept_params(names, params, tuple(layers), where, modules, found),
                         kept_modules=kept_modules(names, params, tuple(layers), where, modules, found))
         if unmatched and method in SGLANG_BOUNDARY:
-            quant = replace(quant, notes=_sglang_reading(names, unmatched, params, tuple(layers), where, modules,
-                                                         quant.kept, method))
+            quant = replace(quant, notes=quant.notes + _sglang_reading(names, unmatched, params, tuple(layers), where,
+                                                                      modules, quant.kept, method))
     mtp = mtp_entries(names, str(cfg.raw("model_type") or ""))
     if mtp:  # the MTP module's own entries: nothing of the target model (kvplan.readers.mtp)
         quant = replace(quant, mtp_kept=mtp)

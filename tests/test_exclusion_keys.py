@@ -39,7 +39,8 @@ def test_fp8_reads_ignored_layers_and_leaves_modules_to_not_convert_out():
     kept, notes = _read({"quant_method": "fp8", "activation_scheme": "dynamic", "ignored_layers": ATT0,
                          "modules_to_not_convert": MLP1})
     assert kept == 12_288
-    assert len(notes) == 1 and "`modules_to_not_convert` (3 entries)" in notes[0] and "reads `ignored_layers`" in notes[0]
+    assert len(notes) == 1 and "`modules_to_not_convert` (3 entries)" in notes[0]
+    assert "reads `ignored_layers`" in notes[0]
 
 
 def test_fp8_falls_back_to_modules_to_not_convert_when_ignored_layers_is_empty():
@@ -81,7 +82,8 @@ def test_modelopt_precedence_in_both_forms():
     # no `ignore`: exclude_modules is read -> 24,576 kept
     kept, notes = _read({"quant_method": "modelopt", "quant_algo": "FP8", "exclude_modules": MLP1})
     assert kept == 24_576 and notes == []
-    # hf_quant_config.json's nested block: only exclude_modules (layer 1's MLP, 24,576); its `ignore` (layer 0's attention) is not read
+    # hf_quant_config.json's nested block: only exclude_modules (layer 1's MLP, 24,576); its `ignore` (layer 0's
+    # attention) is not read
     kept, notes = _read({"producer": {"name": "modelopt"},
                          "quantization": {"quant_algo": "FP8", "exclude_modules": MLP1, "ignore": ATT0}})
     assert kept == 24_576 and len(notes) == 1 and "`ignore` (4 entries)" in notes[0]

@@ -45,9 +45,13 @@ def test_fp8_reads_ignored_layers_and_leaves_modules_to_not_convert_out():
 
 def test_fp8_falls_back_to_modules_to_not_convert_when_ignored_layers_is_empty():
     # `if not ignored_layers:` -> modules_to_not_convert: layer 1's MLP = 24,576 kept; nothing left out
-    kept, notes = _read({"quant_method": "fp8", "activation_scheme": "dynamic", "ignored_layers": [],
-                         "modules_to_not_convert": MLP1})
-    assert kept == 24_576 and notes == []
+    config = copy.deepcopy(SMALL)
+    config["quantization_config"] = {"quant_method": "fp8", "activation_scheme": "dynamic", "ignored_layers": [],
+                                     "modules_to_not_convert": MLP1}
+    spec, notices = build_spec(config, "test/small", source="test")
+    assert sum(c for _, c in spec.quantization.kept) == 24_576 and not [n for n in notices if "leaves out" in n]
+    # SGLang's Fp8Config.from_config takes the first key present (the empty ignored_layers): a note says so
+    assert [n for n in notices if "SGLang's fp8 config reads the first key present" in n and "(3 entries)" in n]
     kept, notes = _read({"quant_method": "fp8", "activation_scheme": "dynamic", "modules_to_not_convert": MLP1})
     assert kept == 24_576 and notes == []
 

@@ -127,6 +127,19 @@ def skipped_note(method: str, skipped: tuple[str, ...], read: tuple[str, ...], q
             "what it lists is planned as the method quantizes it",)
 
 
+def sglang_key_note(q: dict, method: str) -> tuple[str, ...]:
+    """SGLang's fp8 reads the first of `ignored_layers`, `modules_to_not_convert` that is present, empty or not
+    (sgl-project/sglang@00563d36 `python/sglang/srt/layers/quantization/fp8.py` Fp8Config.from_config:
+    get_from_keys_or with both keys), so an empty `ignored_layers` hides the second list there, where vLLM falls back
+    to it: the note says so."""
+    second = q.get("modules_to_not_convert")
+    if method != "fp8" or q.get("ignored_layers") != [] or not isinstance(second, list) or not second:
+        return ()
+    return (f"exclusion list: `ignored_layers` is empty, so vLLM reads `modules_to_not_convert` ({len(second)} "
+            "entries), which kvplan plans; SGLang's fp8 config reads the first key present and keeps none of them in "
+            "16 bits",)
+
+
 def exclusion_list(q: dict, where: str, keys: tuple[str, ...] = LIST_KEYS) -> list[str]:
     """Every module name the config's exclusion keys (`keys`: chosen_keys' first) list (a malformed list is a
     one-line error)."""

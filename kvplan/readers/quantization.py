@@ -14,7 +14,7 @@ from kvplan.model.layers import MLALatent
 from kvplan.model.spec import Quantization
 from kvplan.readers.cfg import read_dtype, shown
 from kvplan.readers.exclusion_rules import (SGLANG_BOUNDARY, boundary_matcher, chosen_keys, exclusion_list, rule,
-                                           skipped_note)
+                                           sglang_key_note, skipped_note)
 from kvplan.readers.modelopt import glob_entry, modelopt_method, modelopt_view, unlisted
 from kvplan.readers.params import _UNGATED, _is_moe_layer, shared_expert_width
 from kvplan.readers.mtp import mtp_entries
@@ -39,7 +39,7 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
     method = str(q.get("quant_method", "")).lower()
     read, skipped = chosen_keys(q, method, legacy)  # only the keys the method's config reads (exclusion_rules)
     names = exclusion_list(q, where, read)
-    quant = replace(quant, notes=skipped_note(method, skipped, read, q))
+    quant = replace(quant, notes=skipped_note(method, skipped, read, q) + sglang_key_note(q, method))
     if q.get("quant_method") == "gptq":  # GPTQModel's per-module rules (vLLM reads no exclusion list for GPTQ)
         names += _gptq_dynamic(q, where)
     if q.get("quant_method") == "modelopt":  # wildcards, matched as vLLM matches them (kvplan.readers.modelopt)

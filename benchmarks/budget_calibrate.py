@@ -100,8 +100,8 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
         # FA3's split-KV accumulator (fa3_graphs) come from Hopper logs; an A100's FlashAttention-2 graphs are not
         # modelled (the inferred A100 of vllm-mindsafe-llama31-70b-awq-tp2 misses by -37% as an A100 or priced as a
         # Hopper, and read as one it had held the first capture at 209 MiB by a wrong card; read as an A100 it pulls
-        # it to 255 and the 19 Hopper records up to +4.9%), and a card kvplan has no profile for (the RTX A5000 of
-        # LMCache#3430) would be priced as the corpus's H100 (docs/budget.md round 35)
+        # it to 255 and the 19 Hopper records up to +4.9%), and a card kvplan has no profile for would be priced as
+        # the corpus's H100 (docs/budget.md round 35; LMCache#3430's RTX A5000, profiled since, is FA2 and stays out)
         card = rec.get("gpu") or rec.get("gpu_inferred")
         fa3 = bool(card) and vllm_cudagraphs.fa3_graphs(find_gpu(card))
         if "cudagraph_estimate_gib" in rep and not v2 and not hybrid and fa3:

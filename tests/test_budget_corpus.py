@@ -436,27 +436,51 @@ def test_the_hybrid_graph_estimate_is_a_finding_not_a_fit_input():
     assert b.predict(rec, log)["cudagraph_estimate"] == (209 + 100 * 10) * 2**20
 
 
-def test_a_card_kvplan_has_no_profile_for_stays_out_of_the_graph_fit():
-    """lmcache-3430-qwen3-8b-a5000-v021 (training): vLLM 0.21.0, Qwen3-8B on an RTX A5000 (named in LMCache#3430; no
-    kvplan profile), "Estimated CUDA graph memory: 0.52 GiB total" for 51 PIECEWISE (largest 512) + 35 FULL (largest
-    256) graphs. kvplan on that shape: 209 MiB first PIECEWISE capture + (50 + 34) further graphs x 6 MiB (36 layers x
-    0.126 = 4.54 MiB, up to the 2 MiB page) = 713 MiB = 0.70 GiB, +34% (a finding, docs/budget.md round 35). Priced as
-    the corpus's H100 (what a record without a card gets) it would refit the first capture 209 -> 179 MiB for every
-    model, so calibrate() takes a graph estimate only from a record whose card is named or inferred."""
+def test_an_ampere_card_stays_out_of_the_graph_fit():
+    """lmcache-3430-qwen3-8b-a5000-v021 (training): vLLM 0.21.0, Qwen3-8B on an RTX A5000 (named in LMCache#3430;
+    kvplan's rtx-a5000 profile since round 35), "Estimated CUDA graph memory: 0.52 GiB total" for 51 PIECEWISE
+    (largest 512) + 35 FULL (largest 256) graphs. kvplan on that shape: 209 MiB first PIECEWISE capture + (50 + 34)
+    further graphs x 6 MiB (36 layers x 0.126 = 4.54 MiB, up to the 2 MiB page) = 713 MiB = 0.70 GiB, +34% (a finding,
+    docs/budget.md round 35). The graph fit takes FA3 (Hopper) cards only: the A5000 is capability 8.6 (FA2), so the
+    constants do not move with it in; priced as the corpus's H100 it would refit the first capture 209 -> 179 MiB for
+    every model."""
     import copy
 
     from kvplan.engines.vllm import cudagraphs as cg
+    from kvplan.hardware.gpus import find_gpu
     from kvplan.sources.catalog import require_in_catalog
 
     b = _bench()
     rec = next(r for r in INDEX if r["id"] == "lmcache-3430-qwen3-8b-a5000-v021")
-    assert not b.is_held_out(rec) and rec["gpu"] is None and not rec.get("gpu_inferred")
+    assert not b.is_held_out(rec) and rec["gpu"] == "rtx-a5000" and not cg.fa3_graphs(find_gpu(rec["gpu"]))
     assert b.parsed(rec).reported["cudagraph_estimate_gib"].value == 0.52
     model = require_in_catalog("qwen3-8b")
     assert cg.cudagraph_estimate(36, model, 1, 256, None) == (209 + 84 * 6) * 2**20
     assert b.calibrate(INDEX)["CUDAGRAPH_FIRST_PIECEWISE_MIB"] == 209
-    as_h100 = [dict(copy.deepcopy(r), gpu_inferred="h100-sxm") if r is rec else r for r in INDEX]
+    as_h100 = [dict(copy.deepcopy(r), gpu="h100-sxm") if r is rec else r for r in INDEX]
     assert b.calibrate(as_h100)["CUDAGRAPH_FIRST_PIECEWISE_MIB"] == 179
+
+
+def test_the_a5000_record_is_predicted_end_to_end_on_its_profile():
+    """With the rtx-a5000 profile the record is predicted from model + card + release + flags. The log prints no
+    device total; the profile's is the catalog's estimate, 0.9825 x 24 GiB = 24,145 MiB = 23.58 GiB, and the log's
+    own lines bracket it: vLLM's "equivalent to --gpu-memory-utilization=0.9543" is 0.9764 less the graph estimate's
+    share of the total, so 0.52 GiB / (0.9764 - 0.9543) = 23.5 GiB (23.2..23.9 over the printed roundings). The log's
+    "Available KV cache memory: 6.37 GiB" plus its 0.52 GiB of graphs is 6.89 GiB before graphs; kvplan's graphs
+    are 0.70 GiB (the finding above), so its available KV (6.25 GiB when written, -1.9%) must lie within 5% of the
+    printed 6.37, and within 2% (0.14 GiB) of 6.89 before graphs (6.94 when written), where the total is the new input."""
+    from kvplan.hardware.gpus import find_gpu
+
+    b = _bench()
+    rec = next(r for r in INDEX if r["id"] == "lmcache-3430-qwen3-8b-a5000-v021")
+    gpu = find_gpu(rec["gpu"])
+    assert gpu.memory_usable_bytes == 24_145 * 2**20 and gpu.usable_is_estimate
+    assert 0.515 / (0.9764 - 0.9543 + 0.0001) * 2**30 <= gpu.memory_usable_bytes <= 0.525 / 0.0220 * 2**30
+    pred = b.predict(rec, b.parsed(rec))
+    assert pred["cudagraph_estimate"] == (209 + 84 * 6) * 2**20
+    assert abs(pred["available_kv"] / 2**30 - 6.37) <= 0.05 * 6.37
+    before_graphs = (pred["available_kv"] + pred["cudagraph_estimate"]) / 2**30
+    assert abs(before_graphs - (6.37 + 0.52)) <= 0.02 * 6.89
 
 
 def test_the_a5000_pool_is_its_printed_budget_over_qwen3_8bs_bytes_a_token():

@@ -65,6 +65,18 @@ def test_rtx_a4500_16_bit_rate_is_ga102s_per_sm_rate_at_its_sms_and_clock():
     assert a4500.fp8 is False and "fp8" not in a4500.dense_flops  # Ampere: no FP8 tensor math
 
 
+def test_rtx_a5000_16_bit_rate_is_its_sparse_headline_halved_and_ga102s_per_sm_rate():
+    # NVIDIA's RTX A5000 datasheet (round 35, LMCache#3430's card): tensor performance 222.2 TFLOPS, a 2:4-sparse
+    # figure, so dense = 111.1 T; 8,192 CUDA cores / 128 = 64 SMs, and GA102's 1,024 FLOP per SM per clock (above)
+    # puts it at 111.1e12 / (64 x 1024) = 1695 MHz, the clock a 64-SM GA102 needs for it.
+    a5000 = find_gpu("a5000")
+    assert dict(a5000.dense_flops) == {"bf16": 111_100 * 10**9, "fp16": 111_100 * 10**9}
+    assert a5000.sm_count == 8192 // 128 == 64
+    assert a5000.dense_flops["bf16"] == pytest.approx(222.2e12 / 2, rel=1e-9)
+    assert a5000.dense_flops["bf16"] == pytest.approx(64 * 1695e6 * 1024, rel=1e-3)
+    assert a5000.fp8 is False and "fp8" not in a5000.dense_flops  # Ampere: no FP8 tensor math
+
+
 def test_h800_and_l20_fp8_rates_follow_their_architectures_ratios():
     # Hopper: FP8 = 2 x BF16 = INT8 (H100 whitepaper, SXM5: 989.4 / 1978.9 / 1978.9 T); the H800 is the H100 SXM5's
     # GH100 (BF16 989 T, INT8 1979 T in llm-prof): FP8 1979 T.

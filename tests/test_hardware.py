@@ -86,6 +86,7 @@ def test_estimates_follow_the_one_documented_rule(gpus):
         "mi250x", "mi325x", "mi355x", "gaudi2", "gaudi3",
         # issue 22's parts without a public torch total: workstation, China-market and unified-memory parts
         "rtx-a6000", "rtx-a4500", "rtx-pro-6000-workstation", "h200-nvl", "h800", "a800", "mi300a",
+        "rtx-a5000",  # round 35: LMCache#3430's card (its log prints no device total)
         # issue 21's corpus coverage: the MI100 of llama.cpp's ROCm benchmarks
         "mi100",
         # issue 22's RDNA3 cards (no torch total in a citable issue)
@@ -352,7 +353,8 @@ SHARED_NAMES = {
 }
 # Bundled GPUs gpus.yaml has no row for (issue 22): their facts come from the sources their profiles cite.
 NOT_IN_SHARED = {"rtx-a6000", "rtx-6000-ada", "rtx-a4500", "rtx-pro-6000-workstation", "h200-nvl", "h800", "a800",
-                 "l20", "l40", "gb10", "mi300a", "mi100", "radeon-pro-w7900", "rx-7900-xtx", "rtx-5080"}
+                 "l20", "l40", "gb10", "mi300a", "mi100", "radeon-pro-w7900", "rx-7900-xtx", "rtx-5080",
+                 "rtx-a5000"}
 # Deliberate differences, each explained in the profile's source/notes.
 DEVIATIONS = {
     ("t4", "mem_bw_GBps"),  # 320 GB/s from the NVIDIA product brief; gpus.yaml has the rounded 0.3 TB/s
@@ -421,6 +423,7 @@ NVIDIA_SMI_NAMES = {
     # (ROCm/vllm#359 product_name 'AMD Instinct MI300X OAM'; vllm#16263 market_name 'MI300X-O'; ray's table in
     # nlzy/vllm-gfx906#49: AMD-Instinct-MI250X-MI250, -MI300A, -MI325X-OAM, -MI355X-OAM)
     "NVIDIA RTX A6000": "rtx-a6000", "NVIDIA RTX 6000 Ada Generation": "rtx-6000-ada", "NVIDIA RTX A4500": "rtx-a4500",
+    "NVIDIA RTX A5000": "rtx-a5000",  # round 35 (LMCache#3430's card), the board name as for the A4500 and A6000
     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "rtx-pro-6000-workstation", "NVIDIA H200 NVL": "h200-nvl",
     "NVIDIA H800": "h800", "NVIDIA A800-SXM4-80GB": "a800", "NVIDIA L20": "l20", "NVIDIA L40": "l40",
     "NVIDIA GB10": "gb10",

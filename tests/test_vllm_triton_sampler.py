@@ -106,6 +106,7 @@ SM_COUNT = {
     # ROCm@e396b489 docs/reference/gpu-arch-specs.rst, Compute Units (issue 22's RDNA3 cards)
     "radeon-pro-w7900": 96, "rx-7900-xtx": 96,
     "rtx-5080": 10752 // 128,  # issue 22: Notebookcheck's spec page, 10,752 CUDA cores (84 SMs)
+    "rtx-a5000": 8192 // 128,  # round 35: NVIDIA's RTX A5000 datasheet, 8,192 CUDA cores
 }
 # No vendor datasheet or whitepaper with the count was found (kvplan/hardware/profiles/README.md says which)
 NO_SOURCE = {"h100-nvl", "h800", "gb300", "gaudi2", "gaudi3"}

@@ -33,6 +33,7 @@ from fnmatch import fnmatchcase
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.spec import Quantization
+from kvplan.readers.exclusion_rules import Named
 
 # quant_algo -> (kvplan's weight format, group or block size): NVFP4 packs 16 e2m1 values per fp8 scale
 # (ModelOptNvFp4LinearMethod.create_weights); FP8 is per tensor, FP8_PER_CHANNEL_PER_TOKEN one fp32 scale per
@@ -102,23 +103,13 @@ def modelopt_method(q: dict, where: str) -> Quantization:
     return Quantization(method, size, experts_method=own if own != method else "")
 
 
-class _Matcher:
-    """A module-name test with the entry it stands for (kvplan.readers.unquantized names it in a refusal)."""
-
-    def __init__(self, label: str, test):
-        self.label, self._test = label, test
-
-    def __call__(self, name: str) -> bool:
-        return self._test(name)
-
-
-def glob_entry(entry: str) -> _Matcher:
+def glob_entry(entry: str) -> Named:
     """An exclude_modules / ignore entry as vLLM's is_layer_excluded matches it (module docstring)."""
     def test(name: str) -> bool:
         # vLLM's legacy clause (the entry within the name less a leading `language_model.`) is implied by the first
         return entry in name or fnmatchcase(name, entry)
 
-    return _Matcher(entry, test)
+    return Named(entry, test)
 
 
 def _tail(name: str) -> str:
@@ -128,7 +119,7 @@ def _tail(name: str) -> str:
     return name[at:] if at >= 0 else name
 
 
-def unlisted(q: dict, where: str) -> _Matcher | None:
+def unlisted(q: dict, where: str) -> Named | None:
     """For MIXED_PRECISION, a test of the module names its `quantized_layers` leave unquantized (vLLM
     ModelOptMixedPrecisionConfig._resolve_quant_algo: the name itself under any of the text model's prefixes, or for
     an expert any key under its RoutedExperts prefix); None for a single-algorithm config. kvplan.readers.unquantized
@@ -143,7 +134,7 @@ def unlisted(q: dict, where: str) -> _Matcher | None:
         n = _tail(name)
         return n not in keys and not (".experts." in n and n[:n.index(".experts.") + len(".experts")] in blocks)
 
-    return _Matcher("modules MIXED_PRECISION's quantized_layers leave out", left_out)
+    return Named("modules MIXED_PRECISION's quantized_layers leave out", left_out)
 
 
 QUANT_FILE = "hf_quant_config.json"

@@ -87,18 +87,17 @@ _COMPLETE = {  # projection sets that make up a whole module (vLLM fuses them; l
             {"w1", "w2", "w3"}, {"c_fc", "c_proj"}, {"dense_h_to_4h", "dense_4h_to_h"}),
 }
 
-# projections vLLM loads as one fused layer: listed in part it refuses (is_layer_skipped); whole, or the layer's other
-# projections alone (DeepSeek-R1-FP4-v2 quantizes o_proj and keeps the rest), kvplan counts them projection by
-# projection (ModuleNames.sizes)
-_FUSED = ({"q_proj", "k_proj", "v_proj"}, {"q_a_proj", "kv_a_proj_with_mqa"},
-          # Qwen3.5's Gated DeltaNet (vLLM 0.33.0 wheel models/qwen3_5.py L307-317 packed_modules_mapping)
-          {"in_proj_qkv", "in_proj_z"}, {"in_proj_b", "in_proj_a"})
 # A Gated DeltaNet layer's projections (module `linear_attn`) as kvplan counts them: Qwen3.5's checkpoints store
 # in_proj_qkv, in_proj_z, in_proj_b, in_proj_a; Qwen3-Next's the two fused tensors in_proj_qkvz and in_proj_ba
 # (interleaved by key-head group), which an entry may name as well: each stands for its two parts
 _GDN_FUSED = {"in_proj_qkvz": ("in_proj_qkv", "in_proj_z"), "in_proj_ba": ("in_proj_b", "in_proj_a")}
 _GDN = "linear_attn"
-_GDN_NAMES = {*_GDN_FUSED, "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"}
+_GDN_NAMES = {*_GDN_FUSED, *(p for parts in _GDN_FUSED.values() for p in parts)}
+# projections vLLM loads as one fused layer: listed in part it refuses (is_layer_skipped); whole, or the layer's other
+# projections alone (DeepSeek-R1-FP4-v2 quantizes o_proj and keeps the rest), kvplan counts them projection by
+# projection (ModuleNames.sizes); a Gated DeltaNet's pairs are _GDN_FUSED's parts (vLLM 0.33.0 wheel
+# models/qwen3_5.py L307-317 packed_modules_mapping)
+_FUSED = ({"q_proj", "k_proj", "v_proj"}, {"q_a_proj", "kv_a_proj_with_mqa"}, *map(set, _GDN_FUSED.values()))
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ from kvplan.engines.versions import parse_version
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import ChunkedLocal, FullAttention, MLALatent, SlidingWindow, kv_heads_per_rank
 from kvplan.model.recurrent import RecurrentState
-from kvplan.readers.mlp_layout import dense_mlp_layers, gated_mlp, mlp_width
+from kvplan.readers.mlp_layout import dense_mlp_layers, exact_mlp_width, gated_mlp
 
 ROW = "row"  # split by its input: block_k
 COLUMN = "column"  # split by its output: block_n
@@ -154,14 +154,9 @@ def _recurrent(model, split: int, one_part: bool, tp: int) -> list[Linear]:
 
 
 def _width(model, params: int, layers: int, what: str, tp: int, shared: bool = False) -> int:
-    """One MLP's intermediate width (kvplan.readers.mlp_layout.mlp_width, a shared expert's gate read where its count
-    holds one), refused where the parameter counts give none exactly."""
-    width = mlp_width(model, params, layers, shared=shared)
-    if not width:
-        raise KvplanError(f"{model.name}: its {what} width does not follow exactly from its parameter counts, so "
-                          f"kvplan cannot check the engine's FP8 block rule for {arg('tp')} {tp}", EXIT_USAGE,
-                          param="tp", value=tp)
-    return width
+    """One MLP's intermediate width (a shared expert's gate read where its count holds one), refused where the
+    parameter counts give none exactly."""
+    return exact_mlp_width(model, params, layers, what, tp, "check the engine's FP8 block rule for", shared)
 
 
 def _mlp(model, width: int, split: int, what: str) -> list[Linear]:

@@ -4,6 +4,7 @@ a MoE block or none, and whether the MLP is gated. Asked by whoever rebuilds a m
 
 from __future__ import annotations
 
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.layers import NoCache
 from kvplan.model.spec import ModelSpec
 from kvplan.readers.params import _UNGATED
@@ -20,13 +21,24 @@ def mlp_width(spec: ModelSpec, params: int, layers: int, shared: bool = False) -
     hidden x width, else two), or 0 where no reading is exact. A shared expert's (`shared`) count may also hold a gate
     of hidden inputs a layer (Qwen2-MoE's, Qwen3-Next's and Qwen3.5's shared_expert_gate:
     kvplan.readers.params.shared_expert_width); at most one of the two readings is exact. Engine rules that need the
-    width refuse where it is 0 (kvplan.engines.fp8_linear, kvplan.engines.trtllm.mlp_split)."""
+    width refuse where it is 0 (exact_mlp_width)."""
     per = layers * (3 if gated_mlp(spec) else 2) * spec.hidden_size
     if not per:
         return 0
     if shared and params % per and (params - layers * spec.hidden_size) % per == 0:
         params -= layers * spec.hidden_size
     return 0 if params % per else params // per
+
+
+def exact_mlp_width(spec: ModelSpec, params: int, layers: int, what: str, tp: int, purpose: str,
+                    shared: bool = False) -> int:
+    """mlp_width, refused where the parameter counts give none exactly: kvplan cannot `purpose` (the engine rule that
+    needs the width, kvplan.engines.fp8_linear, kvplan.engines.trtllm.mlp_split) at this tp."""
+    width = mlp_width(spec, params, layers, shared=shared)
+    if not width:
+        raise KvplanError(f"{spec.name}: its {what} width does not follow exactly from its parameter counts, so "
+                          f"kvplan cannot {purpose} {arg('tp')} {tp}", EXIT_USAGE, param="tp", value=tp)
+    return width
 
 
 def expert_width(spec: ModelSpec, exact: bool = False) -> int:

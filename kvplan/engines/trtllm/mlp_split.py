@@ -31,7 +31,7 @@ from math import gcd
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.planning.deploy import NODE_GPUS
-from kvplan.readers.mlp_layout import dense_mlp_layers, mlp_width
+from kvplan.readers.mlp_layout import dense_mlp_layers, exact_mlp_width
 
 ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM")  # register_auto_model at a43cf9e3
 GPUS_PER_NODE = NODE_GPUS  # assumed where neither the deployment nor the GPU profile gives the node's GPUs
@@ -39,14 +39,8 @@ DEFAULT_GROUP = 128  # QuantConfig.group_size's default, what an unquantized che
 
 
 def _width(model, params: int, layers: int, what: str, tp: int) -> int:
-    """One MLP's intermediate width (kvplan.readers.mlp_layout.mlp_width), refused where the parameter counts give
-    none exactly."""
-    width = mlp_width(model, params, layers)
-    if not width:
-        raise KvplanError(f"{model.name}: its {what} width does not follow exactly from its parameter counts, so "
-                          f"kvplan cannot place TensorRT-LLM's narrowed split at {arg('tp')} {tp}", EXIT_USAGE,
-                          param="tp", value=tp)
-    return width
+    """One MLP's intermediate width, refused where the parameter counts give none exactly."""
+    return exact_mlp_width(model, params, layers, what, tp, "place TensorRT-LLM's narrowed split at")
 
 
 def node_gpus(dep, gpu=None) -> tuple[int, str]:

@@ -97,7 +97,6 @@ def test_a_run_whose_outputs_stopped_early_is_priced_at_what_it_generated():
     assert generated({"osl": 100}, {"output_throughput": 6.64, "request_throughput": 0.09}) is None
 
 
-
 class _PrefillPaced:
     """A step time that tells prefill steps from decode steps: PRE seconds for a step with prompt tokens in it, S
     for a decode-only one (the wave's steps are slower than the decode after it, as a real prefill chunk is)."""

@@ -9,8 +9,8 @@ from kvplan.speed.model import FALLBACK_ENGINE, band, coefficients, covered, eng
 from kvplan.speed.plan import prefill_form
 from kvplan.speed.terms import TERMS
 
-__all__ = ["calibrated_keys", "check_speed", "collective_ranks", "form_notes", "plan_speed_notes", "plans_gaps", "request_note",
-           "speed_band", "speed_line", "speed_notes", "stored_dtype"]
+__all__ = ["calibrated_keys", "check_speed", "collective_ranks", "form_notes", "plan_speed_notes", "plans_gaps",
+           "request_note", "speed_band", "speed_line", "speed_notes", "stored_dtype"]
 
 
 def speed_line(engine: str | None = None) -> str:

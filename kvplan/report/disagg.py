@@ -14,7 +14,7 @@ import shlex
 
 from kvplan.core.units import gib
 from kvplan.engines.disagg import split_env
-from kvplan.report.llmd import llmd_values
+from kvplan.report.llmd import env_rows, llmd_values
 from kvplan.speed.coverage import label
 
 
@@ -130,8 +130,7 @@ def manifest(res, commands: dict, engine_label: str, kind: str = "dynamo") -> st
                  "      resources:", "        limits:", f"          gpu: \"{pool.plan.deployment.gpus}\""]
         if args:
             rows += ["      extraPodSpec:", "        mainContainer:"]
-            rows += ["          env:"] + [f"            - name: {k}\n              value: {json.dumps(v)}"
-                                          for k, v in env] if env else []
+            rows += env_rows(env, "          ")
             rows += ["          args:"] + [f"            - {json.dumps(a)}" for a in args]
     return "\n".join(rows) + "\n"
 

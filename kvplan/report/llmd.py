@@ -23,6 +23,14 @@ def _list(key: str, items: list[str], indent: str) -> list[str]:
     return [f"{indent}{key}:"] + [f"{indent}  - {json.dumps(a)}" for a in items]
 
 
+def env_rows(env: list[tuple[str, str]], indent: str) -> list[str]:
+    """A container's `env` for a serve command's leading NAME=value words (kvplan.engines.disagg.split_env): Kubernetes
+    EnvVars, each value a string; no rows where there are none."""
+    if not env:
+        return []
+    return [f"{indent}env:"] + [f"{indent}  - name: {k}\n{indent}    value: {json.dumps(v)}" for k, v in env]
+
+
 def _pool_rows(pool, n: int, cmd: str | None, engine_name: str) -> list[str]:
     d = pool.plan.deployment
     _, command, args = chart_container(engine_name, cmd)
@@ -30,8 +38,7 @@ def _pool_rows(pool, n: int, cmd: str | None, engine_name: str) -> list[str]:
     rows = [f"{pool.role}:", "  create: true", f"  replicas: {n}", "  parallelism:",
             f"    tensor: {d.tp}", "    data: 1", "  containers:", "  - name: \"vllm\"" if not command
             else "  - name: \"server\"", f"    modelCommand: {'custom' if command else 'vllmServe'}"]
-    if env := split_env(cmd)[0]:
-        rows += ["    env:"] + [f"      - name: {k}\n        value: {json.dumps(v)}" for k, v in env]
+    rows += env_rows(split_env(cmd)[0], "    ")
     if command:
         rows += _list("command", command, "    ")
     if args:

@@ -137,13 +137,15 @@ def compute_line(model_dtype: str | None, gpu, stated: str | None = None, ggml: 
     how = (" (its fp16 figure is an FP16-accumulate headline; engines accumulate in FP32, at the bf16 rate)"
            if dtype == "fp16" and used == "bf16" else "")
     measured = (getattr(gpu, "achieved_dense_flops", None) or {}).get("bf16")
-    if getattr(gpu, "fp16_accumulates_fp16", None) and not flops.get("bf16") and measured and not ggml:
+    headline = getattr(gpu, "fp16_accumulates_fp16", None) and not flops.get("bf16")  # its only 16-bit figure
+    at_measured = bool(headline and measured and not ggml)  # `at` names the measured rate itself
+    if at_measured:
         at = f"the profile's measured FP32-accumulate rate, {measured / 1e12:,.1f} TFLOP/s (achieved_dense_flops)"
         how = f" (its fp16 figure, {rate / 1e12:,.1f}, is an FP16-accumulate headline; engines accumulate in FP32)"
-    elif getattr(gpu, "fp16_accumulates_fp16", None) and not flops.get("bf16"):
+    elif headline:
         how = (" (an FP16-accumulate headline: the FP32-accumulate rate engines' 16-bit GEMMs run at, half it on "
                "GeForce, is not in the profile, so prefill is priced up to 2x fast)")
-    ran = (ggml_rate_of(gpu) if ggml else lambda p: read_flops(gpu, p))(name)  # the rate the speed terms run it at
-    if rate and ran != rate and "measured" not in at:
+    ran = ggml_rate_of(gpu)(name) if ggml else read_flops(gpu, name)  # the rate the speed terms run it at
+    if rate and ran != rate and not at_measured:
         how += f", run at its measured {ran / 1e12:,.1f} TFLOP/s (achieved_dense_flops)"
     return f"16-bit GEMMs and attention priced in {dtype} ({why}) on {gpu.key} at {at}{how}"

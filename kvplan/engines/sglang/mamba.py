@@ -45,7 +45,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.capacity import Figure
 from kvplan.engines.options import opt_bool, opt_choice, opt_int, opt_positive
 from kvplan.engines.versions import parse_version
-from kvplan.model.layers import Kind
+from kvplan.model.recurrent import recurrent_states
 from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan import PooledStates
 
@@ -107,15 +107,13 @@ class StatePool:
         return (self.slots + 1) * self.ssm_slot
 
 
-def states_of(layers) -> list:
-    """The state layers: recurrent ones, and the Mamba-2 mixer beside the attention of Falcon-H1's layers (SGLang's
-    FalconH1Config: attention and Mamba on every layer, `configs/falcon_h1.py` 0.5.23 L292-299)."""
-    return [layer if layer.kind == Kind.STATE else layer.state for layer in layers
-            if layer.kind == Kind.STATE or hasattr(layer, "parts")]
+# The state layers are kvplan.model.recurrent.recurrent_states: recurrent ones, and the Mamba-2 mixer beside the
+# attention of Falcon-H1's layers (SGLang's FalconH1Config: attention and Mamba on every layer,
+# `configs/falcon_h1.py` 0.5.23 L292-299).
 
 
 def has_states(model) -> bool:
-    return bool(states_of(model.layers))
+    return bool(recurrent_states(model.layers))
 
 
 def state_settings(model, version: str, opts: dict, attn_dp: int) -> StateSettings | None:
@@ -126,7 +124,7 @@ def state_settings(model, version: str, opts: dict, attn_dp: int) -> StateSettin
         _options(opts, v)  # checked on every model
         _strategy(opts, v, version)
         return None
-    for layer in dict.fromkeys(states_of(model.layers)):
+    for layer in dict.fromkeys(recurrent_states(model.layers)):
         since = SINCE.get(layer.variant)
         if since is None:
             why = (" (Mamba-1 runs only in attention-free models from 0.5.21: Mamba, Falcon-Mamba; no Jamba)"
@@ -175,13 +173,13 @@ def pool_ssm_dtype(model, ss: StateSettings | None) -> str:
     speed figures price them in (`Request.ssm_dtype`, set by the engine's request step)."""
     if ss is None or not has_states(model):
         return ""
-    return ssm_dtype_of(states_of(model.layers)[0], ss).name
+    return ssm_dtype_of(recurrent_states(model.layers)[0], ss).name
 
 
 def slot_bytes(layers, tp: int, ss: StateSettings) -> tuple[int, int]:
     """(conv, recurrent) bytes of one slot over `layers`' state layers on one rank of tp."""
     conv = ssm = 0
-    for layer in states_of(layers):
+    for layer in recurrent_states(layers):
         c, s = layer.state_parts(tp)
         conv += BF16.bytes_for(c)
         ssm += ssm_dtype_of(layer, ss).bytes_for(s)
@@ -193,7 +191,7 @@ def _stage_layers(model, dep, ss: StateSettings):
     if dep.pp == 1 or ss.version < (0, 5, 17):
         return model.layers
     stages = [model.layers[a:b] for a, b in split_layers(model.num_layers, dep.pp)]
-    return max(stages, key=lambda ls: len(states_of(ls)))
+    return max(stages, key=lambda ls: len(recurrent_states(ls)))
 
 
 def per_request(model, ss: StateSettings) -> int:
@@ -202,7 +200,7 @@ def per_request(model, ss: StateSettings) -> int:
         return 1
     if ss.strategy != "auto":
         return RATIO + STRATEGIES[ss.strategy]
-    variants = {layer.variant for layer in states_of(model.layers)}
+    variants = {layer.variant for layer in recurrent_states(model.layers)}
     extra = all(ss.version >= EXTRA_BUFFER.get(v, (99,)) for v in variants)
     return RATIO + (EXTRA_BUFFER_SLOTS if extra else 0)
 
@@ -253,7 +251,7 @@ def _split_over_dp(model, v: tuple[int, ...], given: bool) -> bool:
     """Whether a slot count is divided over DP attention ranks (see state_pool)."""
     if v >= (0, 5, 8):
         return given
-    return any(layer.variant == "gated_deltanet" for layer in states_of(model.layers))
+    return any(layer.variant == "gated_deltanet" for layer in recurrent_states(model.layers))
 
 
 def max_running(pool: StatePool, tokens: int, context_len: int, ss: StateSettings) -> int:

@@ -10,19 +10,17 @@ import statistics
 GIB = 2**30
 
 
-def _cudagraph_row(rec: dict, model, printed: float, tp: int, pp: int, max_seqs: int) -> tuple:
-    """One record's CUDA-graph estimate (`printed` bytes) as _fit_cudagraphs reads it: (FA accumulator, further
-    graphs, the most loaded stage's layers, printed, FULL graphs?, W8A8?, MoE?)."""
+def _cudagraph_row(rec: dict, model, printed: float, tp: int, pp: int, max_seqs: int, cg_gpu) -> tuple:
+    """One record's CUDA-graph estimate (`printed` bytes, on its card `cg_gpu`) as _fit_cudagraphs reads it: (FA
+    accumulator, further graphs, the most loaded stage's layers, printed, FULL graphs?, W8A8?, MoE?)."""
     from kvplan.core.dtypes import canonical_weight_dtype
     from kvplan.engines.vllm import cudagraphs as vllm_cudagraphs
     from kvplan.engines.vllm import overhead as vllm_overhead
-    from kvplan.hardware.gpus import find_gpu
     from kvplan.planning.deploy import split_layers
 
     layers = max(b - a for a, b in split_layers(model.num_layers, pp))
     piecewise, full = vllm_overhead.cudagraph_counts(model, max_seqs)
     further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
-    cg_gpu = find_gpu(rec.get("gpu") or rec["gpu_inferred"])  # named or inferred (FA3's accumulator: fa3_graphs)
     wd = canonical_weight_dtype(rec["weights"]) if rec.get("weights") else None
     return (vllm_overhead.fa_split_accumulator(model, tp, max(full, default=0), cg_gpu), further, layers, printed,
             bool(full), vllm_cudagraphs.activation_quantized(model, wd),
@@ -103,9 +101,9 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
         # it to 255 and the 19 Hopper records up to +4.9%), and a card kvplan has no profile for would be priced as
         # the corpus's H100 (docs/budget.md round 35; LMCache#3430's RTX A5000, profiled since, is FA2 and stays out)
         card = rec.get("gpu") or rec.get("gpu_inferred")
-        fa3 = bool(card) and vllm_cudagraphs.fa3_graphs(find_gpu(card))
-        if "cudagraph_estimate_gib" in rep and not v2 and not hybrid and fa3:
-            row = _cudagraph_row(rec, model, rep["cudagraph_estimate_gib"].value * GIB, tp, pp, s)
+        cg_gpu = find_gpu(card) if card else None  # named or inferred (FA3's accumulator: fa3_graphs)
+        if "cudagraph_estimate_gib" in rep and not v2 and not hybrid and cg_gpu and vllm_cudagraphs.fa3_graphs(cg_gpu):
+            row = _cudagraph_row(rec, model, rep["cudagraph_estimate_gib"].value * GIB, tp, pp, s, cg_gpu)
             cg_x.append((1.0, float(row[2])))
             cg_y.append(row[3])
             cg_graphs.append(row)

@@ -458,7 +458,8 @@ def test_an_ampere_card_stays_out_of_the_graph_fit():
     assert cg.cudagraph_estimate(36, model, 1, 256, None) == (209 + 84 * 6) * 2**20
     assert b.calibrate(INDEX)["CUDAGRAPH_FIRST_PIECEWISE_MIB"] == 209
     as_h100 = [dict(copy.deepcopy(r), gpu="h100-sxm") if r is rec else r for r in INDEX]
-    assert b.calibrate(as_h100)["CUDAGRAPH_FIRST_PIECEWISE_MIB"] == 179
+    # read as an H100 it would move the constant (down: 179 MiB when written, the fit's own output, not asserted)
+    assert b.calibrate(as_h100)["CUDAGRAPH_FIRST_PIECEWISE_MIB"] < 209
 
 
 def test_the_a5000_record_is_predicted_end_to_end_on_its_profile():

@@ -80,8 +80,12 @@ def cudagraph_counts(model, max_num_seqs: int) -> tuple[list[int], list[int]]:
     """(PIECEWISE sizes, FULL sizes) vLLM captures for this model under FULL_AND_PIECEWISE."""
     top = MAX_CAPTURE_SIZE.get(model.architecture, min(2 * max_num_seqs, 512))
     piecewise = capture_sizes(top)
-    full = [s for s in piecewise if s <= max_num_seqs] if full_graphs(model) else []
-    return piecewise, full
+    return piecewise, full_sizes(model, piecewise, max_num_seqs)
+
+
+def full_sizes(model, sizes: list[int], max_num_seqs: int) -> list[int]:
+    """The capture sizes that get a FULL decode graph: those up to max_num_seqs, where the model takes FULL graphs."""
+    return [s for s in sizes if s <= max_num_seqs] if full_graphs(model) else []
 
 
 def _fa_split_kv(layer) -> bool:

@@ -41,13 +41,23 @@ def assumed_cuda(version: tuple[int, ...], gpu) -> bool:
     return vendor_of(gpu) in _UNNAMED and split_limit(version, gpu) is not None
 
 
+def load_tensors(model, dep, st) -> tuple[int, ...]:
+    """The weights one rank allocates, in the constructor's order, RoPE table included (kvplan.planning.tensors)."""
+    return rank_tensors(model, dep.tp, dep.ep, dep.pp, getattr(st, "weight_dtype", None), rope_table_bytes(model))
+
+
+def load_limit(st) -> int | None:
+    """`split_limit` at the settings' release and GPU."""
+    return split_limit(parse_version(st.version), getattr(st, "gpu", None))
+
+
 def limit_tails(model, dep, st) -> int:
     """Bytes per GPU the split limit adds to "Model loading took" over PyTorch's default rule: the segment tails of
     1 MiB or more that tensors of 20 MiB or more keep (0 where vLLM sets no limit)."""
-    limit = split_limit(parse_version(st.version), getattr(st, "gpu", None))
+    limit = load_limit(st)
     if limit is None:
         return 0
-    tensors = rank_tensors(model, dep.tp, dep.ep, dep.pp, getattr(st, "weight_dtype", None), rope_table_bytes(model))
+    tensors = load_tensors(model, dep, st)
     return allocated_rounding(tensors, limit) - allocated_rounding(tensors)
 
 

@@ -13,7 +13,7 @@ resolved `cudagraph_capture_sizes` has its PIECEWISE graphs stated; its FULL gra
 
 from __future__ import annotations
 
-from kvplan.engines.vllm.cudagraphs import capture_sizes, cudagraph_counts, full_graphs
+from kvplan.engines.vllm.cudagraphs import capture_sizes, cudagraph_counts, full_sizes
 
 
 def shape_text(shape) -> str:
@@ -61,9 +61,12 @@ def planned_shape(rec, model, max_num_seqs: int) -> tuple:
     (cudagraph_dispatcher.py 0.21.0 L204-230) where the model takes FULL graphs; else () (kvplan's own counts)."""
     if rec.graph_shape or not rec.capture_sizes or rec.settings.get("speculative"):
         return rec.graph_shape
-    sizes = rec.capture_sizes
-    full = [s for s in sizes if s <= max_num_seqs] if full_graphs(model) else []
-    return (("PIECEWISE", len(sizes), sizes[-1]),) + ((("FULL", len(full), full[-1]),) if full else ())
+    return _shape(rec.capture_sizes, full_sizes(model, rec.capture_sizes, max_num_seqs))
+
+
+def _shape(piecewise, full) -> tuple:
+    """The ((mode, graphs, largest), ...) shape of ascending PIECEWISE and FULL sizes (no FULL group if none)."""
+    return (("PIECEWISE", len(piecewise), piecewise[-1]),) + ((("FULL", len(full), full[-1]),) if full else ())
 
 
 def graph_note(rec, model, st) -> str | None:
@@ -80,7 +83,6 @@ def graph_note(rec, model, st) -> str | None:
         return note
     if not st.cudagraphs and "cudagraph_estimate_gib" not in rec.reported:
         return None
-    piecewise, full = cudagraph_counts(model, st.max_num_seqs)
-    shape = [("PIECEWISE", len(piecewise), piecewise[-1])] + ([("FULL", len(full), full[-1])] if full else [])
+    shape = _shape(*cudagraph_counts(model, st.max_num_seqs))
     return (f"the log does not print its CUDA-graph capture shape: kvplan's counts at max_num_seqs "
             f"{st.max_num_seqs}, {shape_text(shape)}")

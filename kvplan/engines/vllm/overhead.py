@@ -51,7 +51,7 @@ from kvplan.engines.vllm.runner import priced_v2
 from kvplan.engines.vllm.mxfp4 import (  # noqa: F401  (the MXFP4 backends' rules, re-exported)
     backend_for, nvidia_capability as _nvidia_capability, weights_repack_extra)
 from kvplan.engines.vllm import gdn_ba, v0_mla
-from kvplan.engines.vllm.load_split import split_limit
+from kvplan.engines.vllm.load_split import load_limit, load_tensors
 from kvplan.engines.vllm.cudagraphs import (  # noqa: F401  (vLLM's CUDA-graph estimate, re-exported)
     CUDAGRAPH_BASE, CUDAGRAPH_FIRST_PIECEWISE, CUDAGRAPH_PER_GRAPH_LAYER, CUDAGRAPH_PER_LAYER, FA_MAX_SPLITS,
     MAX_CAPTURE_SIZE, capture_sizes, cudagraph_counts, cudagraph_estimate, fa3_graphs, fa_split_accumulator,
@@ -62,7 +62,6 @@ from kvplan.hardware.facts import fact_missing, vendor_of
 from kvplan.model.layers import Kind
 from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan import activation_estimate
-from kvplan.planning.tensors import rank_tensors
 from kvplan.readers.rope import _DTYPE_BYTES, rope_table_bytes
 
 GIB = 2**30
@@ -283,9 +282,7 @@ def allocator_rounding(model, dep, st) -> int:
     `get_current_memory_usage`) holds beyond the tensors' bytes: a block keeps its segment's tail of 1 MiB or less
     (kvplan.core.caching_allocator; a 31.5 MiB qkv holds 32 MiB, a 12.5 MiB o 12.5), and from 0.21.0 a tensor of
     20 MiB or more its whole segment (kvplan.engines.vllm.load_split: a 24.5 MiB o holds 26). docs/engines.md 1.2a."""
-    rope = rope_table_bytes(model)
-    tensors = rank_tensors(model, dep.tp, dep.ep, dep.pp, getattr(st, "weight_dtype", None), rope)
-    return allocated_rounding(tensors, split_limit(parse_version(st.version), getattr(st, "gpu", None)))
+    return allocated_rounding(load_tensors(model, dep, st), load_limit(st))
 
 
 def missing_facts(model, dep, st) -> tuple[str, ...]:

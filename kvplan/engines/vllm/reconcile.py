@@ -66,7 +66,8 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
     res = engine.result(model, stand_in, dep, req)
     out.notes += [n for n in (graph_note(rec, model, st),) if n]
     _vllm_budget_rows(out, r, res, st, gpu)
-    _split_note(out, model, dep, st)
+    # the weights row's segment tails under the load's split limit, a CUDA run assumed where the vendor is unknown
+    out.notes += [n for n in (load_split.note(model, dep, st),) if n]
     _term_rows(out, r, res.settings, model, dep, st, bool(s.get("peak_from_summary")))
     _vllm_pool_rows(out, r, engine, model, dep, st, req.kv_dtype, length)
     return out
@@ -215,14 +216,6 @@ def _vllm_budget_rows(out, r, res, st, gpu):
             out.rows.append(Row("non-KV overhead (total x gmu - weights - KV)", f"{inferred / GIB:.2f} GiB (inferred)",
                                 f"{est / GIB:.2f} GiB (estimate)", d, None, e))
     _consumed_row(out, r, res, st)
-
-
-def _split_note(out, model, dep, st):
-    """What the weights row counts beside the checkpoint where the load's split limit adds segment tails
-    (kvplan.engines.vllm.load_split), and the CUDA run assumed where the GPU's vendor is unknown."""
-    said = load_split.note(model, dep, st)
-    if said:
-        out.notes.append(said)
 
 
 def _loaded(p) -> int:

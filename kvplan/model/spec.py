@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.layers import LayerSpec, unwindowed
 # PLAIN_BYTES and linear_bytes re-exported: planning, engines and tests read them here
-from kvplan.model.weight_formats import PLAIN_BYTES, gguf_edges, gguf_methods, linear_bytes  # noqa: F401
+from kvplan.model.weight_formats import (PLAIN_BYTES, BlockShape, block_linear_bytes, gguf_edges,  # noqa: F401
+                                         gguf_methods, linear_bytes)
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,10 @@ class Quantization:
     # what the reader says of its reading (an engine that reads the exclusion list otherwise: kvplan.readers.
     # exclusion_rules), printed where the model is read; not a format (left out of ==)
     notes: tuple[str, ...] = field(default=(), compare=False)
+    # a block-quantized checkpoint's linear tensors by shape, whose block scales weight_bytes counts tensor by tensor
+    # (kvplan.readers.block_scales); () where not read: the pooled count, params / group_size^2. Derived from the
+    # spec, not a format (left out of ==) and not written to a catalog entry (computed again where one is read)
+    block_shapes: tuple[BlockShape, ...] = field(default=(), compare=False)
 
     def __post_init__(self):  # a catalog JSON gives lists
         object.__setattr__(self, "kept", tuple((str(r), int(c)) for r, c in self.kept))
@@ -97,6 +102,7 @@ class Quantization:
         object.__setattr__(self, "mtp_kept", tuple(str(m) for m in self.mtp_kept))
         object.__setattr__(self, "notes", tuple(str(m) for m in self.notes))
         object.__setattr__(self, "channel_scales", tuple(int(b) for b in self.channel_scales))
+        object.__setattr__(self, "block_shapes", tuple(BlockShape(*s) for s in self.block_shapes))
 
     def kept_of(self, role: str) -> int:
         return next((c for r, c in self.kept if r == role), 0)
@@ -369,13 +375,22 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
     fmt = (not q.symmetric, q.scale_bytes or 2)  # zero points, bytes of a group's scale
     cs, cr, ce = q.channel_scales or (0, 0, 0)
     return WeightBytes(
-        sharded=linear_bytes(shardable, dense_method, q.group_size, *fmt) + kept_sharded * plain + q.index_bytes + cs,
-        replicated=(linear_bytes(p.replicated - kr, dense_method, q.group_size, *fmt)
+        sharded=_linear(shardable, dense_method, q, fmt, "sharded") + kept_sharded * plain + q.index_bytes + cs,
+        replicated=(_linear(p.replicated - kr, dense_method, q, fmt, "replicated")
                     + (p.router + p.other + kr) * plain + cr),
-        experts=(linear_bytes(p.experts - p.expert_biases - ke, q.experts_method or q.method, q.group_size, *fmt)
+        experts=(_linear(p.experts - p.expert_biases - ke, q.experts_method or q.method, q, fmt, "experts")
                  + (p.expert_biases + ke) * plain + ce),
         embedding=embedding,
         lm_head=lm_head,
         vision=p.vision * plain,  # quantized checkpoints keep the vision tower in 16 bits
         vision_replicated=p.vision_replicated * plain,
     )
+
+
+
+def _linear(n: int, method: str, q: Quantization, fmt: tuple, part: str) -> int:
+    """`n` linear parameters of one WeightBytes part as `method`; a block-quantized checkpoint's own format with its
+    tensors' shapes read counts its scales tensor by tensor (weight_formats.block_linear_bytes)."""
+    if method == q.method and q.block_shapes:
+        return block_linear_bytes(n, method, q.group_size, [s for s in q.block_shapes if s.part == part])
+    return linear_bytes(n, method, q.group_size, *fmt)

@@ -8,11 +8,24 @@ Kept apart from `spec.py` because it is pure format arithmetic: it knows nothing
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.intmath import cdiv
 
 PLAIN_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}  # bytes per element of an unquantized dtype
+
+
+class BlockShape(NamedTuple):
+    """Linear tensors of one shape in a block-quantized checkpoint: the WeightBytes part they are in (sharded,
+    replicated, experts), their output rows and input columns, and how many the model has
+    (kvplan.readers.block_scales)."""
+
+    part: str
+    rows: int
+    cols: int
+    count: int
 
 
 def linear_bytes(params: int, method: str, group_size: int = 0, zeros: bool = True, scale_bytes: int = 2) -> int:
@@ -51,6 +64,20 @@ def linear_bytes(params: int, method: str, group_size: int = 0, zeros: bool = Tr
     if method in GGUF_MIXES:  # a _K_M mix at llama.cpp's measured bits per weight (x 10^4)
         return cdiv(params * GGUF_MIXES[method][0], 80_000)
     raise KvplanError(f"unknown weight dtype {method!r}", EXIT_USAGE)
+
+
+def block_linear_bytes(params: int, method: str, block: int, shapes) -> int:
+    """`params` fp8 / int8 weights with block scales counted tensor by tensor: one byte a weight and an fp32 scale for
+    each cdiv(rows, block) x cdiv(cols, block) tile of every tensor in `shapes` (a tile only partly filled takes a
+    whole scale: the engines' allocation, kvplan.readers.block_scales), pooled over any parameters beyond those
+    tensors (an MTP module added for speculative decoding). Pooled throughout (linear_bytes) where `shapes` is
+    empty or holds more parameters than `params` (a spec whose counts were replaced: an MTP module alone, a model
+    cut to its first layers), which the shapes do not describe."""
+    covered = sum(s.rows * s.cols * s.count for s in shapes)
+    if not shapes or method not in ("fp8", "int8") or block <= 0 or covered > params:
+        return linear_bytes(params, method, block)
+    tiles = sum(s.count * cdiv(s.rows, block) * cdiv(s.cols, block) for s in shapes)
+    return params + 4 * (tiles + cdiv(params - covered, block * block))
 
 
 def gguf_methods() -> set:

@@ -19,6 +19,7 @@ from kvplan.model.layers import ChunkedLocal, FullAttention, LayerSpec, MLALaten
 from kvplan.model.spec import ModelSpec
 from kvplan.readers import family_reader, unknown_family_keys
 from kvplan.readers.attention_features import with_attention_features
+from kvplan.readers.block_scales import with_block_shapes
 from kvplan.readers.block_types import nemotron_h_layout
 from kvplan.readers.cfg import Cfg, _Missing, read_dtype, shown, unwrap_text_config
 from kvplan.readers.derive import derive, transformers_knows
@@ -132,6 +133,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         mtp_params=mtp_params,
         checkpoint_kv=read_checkpoint_kv(cfg),
     )
+    spec = with_block_shapes(spec)  # a block-FP8 checkpoint's tensor shapes, its scales counted tensor by tensor
     return spec, [*notices, *spec.quantization.notes]
 
 

@@ -22,6 +22,7 @@ from kvplan.model.layers import (ATTENTION_FEATURES, ChunkedLocal, FullAttention
                                  NoCache, SlidingWindow)
 from kvplan.model.recurrent import ParallelHybrid, RecurrentState
 from kvplan.model.spec import CheckpointKV, ModelSpec, ParamCounts, Quantization, RopeScaling
+from kvplan.readers.block_scales import with_block_shapes
 
 FORMAT_VERSION = 1
 # a catalog run's kind -> the spec it builds (IndexedMLA, ParallelHybrid and CompressedMLA are read by their own keys)
@@ -80,7 +81,7 @@ def spec_to_dict(spec: ModelSpec) -> dict:
         "max_context": spec.max_context,
         "dtype": spec.dtype,
         "quantization": {k: v for k, v in dataclasses.asdict(spec.quantization).items()
-                         if k in ("method", "group_size", "experts_only") or v},
+                         if (k in ("method", "group_size", "experts_only") or v) and k != "block_shapes"},
         "checkpoint_bytes": spec.checkpoint_bytes,
         "rope_cache_elems": spec.rope_cache_elems,
         **({"rope_scaling": dataclasses.asdict(spec.rope_scaling)} if spec.rope_scaling else {}),
@@ -124,7 +125,7 @@ def spec_from_dict(data: dict, where: str) -> ModelSpec:
         if all(layer.kind == "none" for layer in layers):
             raise KvplanError(f"model spec {where}: no layer attends or keeps a state; not a decoder kvplan can plan",
                               EXIT_USAGE)
-        return ModelSpec(
+        return with_block_shapes(ModelSpec(  # the shapes are derived, not stored (kvplan.readers.block_scales)
             name=str(data["name"]),
             layers=tuple(layers),
             params=ParamCounts(**data["params"]),
@@ -150,7 +151,7 @@ def spec_from_dict(data: dict, where: str) -> ModelSpec:
             mm_tokens_per_image=int(data.get("mm_tokens_per_image", 0)),
             mla_kv_heads=int(data.get("mla_kv_heads", 0)),
             checkpoint_kv=CheckpointKV(**data["checkpoint_kv"]) if data.get("checkpoint_kv") else None,
-        )
+        ))
     except KvplanError:
         raise
     except (KeyError, TypeError, ValueError) as exc:

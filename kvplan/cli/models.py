@@ -16,6 +16,7 @@ from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanErr
 from kvplan.core.units import human_bytes, human_tokens
 from kvplan.model.compressed import has_compressed
 from kvplan.planning.profile import kv_profile
+from kvplan.readers.block_scales import scale_count
 from kvplan.readers.hf_meta import TOKENS, cache_profile, compare
 from kvplan.report.fitted import print_stacked
 from kvplan.sources import hub
@@ -85,6 +86,9 @@ def show(
     resolved = resolve_model(name, revision=revision, token=token, loaded_bytes=loaded_as_model_dtype)
     print_notes(resolved)
     data = _summary(resolved.spec)
+    q = resolved.spec.quantization
+    if q.block_shapes:  # a block-FP8 checkpoint's fp32 scales, one per block x block tile of each quantized tensor
+        data["block_scales"] = scale_count(q.block_shapes, q.group_size)
     data["params_by_role"] = dataclasses.asdict(resolved.spec.params)
     print_result(as_json, data, lambda console: print("\n".join(_show_line(k, v) for k, v in data.items())))
 

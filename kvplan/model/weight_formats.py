@@ -31,8 +31,9 @@ class BlockShape(NamedTuple):
 def linear_bytes(params: int, method: str, group_size: int = 0, zeros: bool = True, scale_bytes: int = 2) -> int:
     """Bytes of `params` linear weights stored as `method`, scales included.
 
-    * fp8 / int8: one byte each, plus an fp32 scale per group_size x group_size block when the
-      checkpoint uses block scales (DeepSeek-V3: weight_block_size [128, 128]).
+    * fp8 / int8: one byte each, plus an fp32 scale per group_size x group_size block of the pooled count when
+      the checkpoint uses block scales (DeepSeek-V3: weight_block_size [128, 128]); a checkpoint whose tensors'
+      shapes were read counts them tensor by tensor instead (block_linear_bytes).
     * int4 (AWQ, GPTQ): half a byte each, plus per group of `group_size` (default 128) input
       values one fp16 scale and one packed 4-bit zero point: 0.5 + 2.5 / 128 bytes per weight; a
       symmetric scheme (`zeros=False`: compressed-tensors `symmetric: true`) stores no zero point:

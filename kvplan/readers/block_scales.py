@@ -12,12 +12,14 @@ a layer, not 8. The engines allocate the scales per linear as they build it:
   `quantization/fp8.py` L620-632) gives the routed experts w13 [E, 2 x cdiv(I, block_n), cdiv(hidden, block_k)]
   (gate and up tiled apart) and w2 [E, cdiv(hidden, block_n), cdiv(I, block_k)]. No scale dtype is set in 0.33.0
   (`is_scale_e8m0` is read by getattr with a False default, fp8.py L243, and set nowhere): 4 B a scale.
-* SGLang: the same shapes (its `create_fp8_scale_parameter` is "Adapted from" vLLM's fp8_utils; its Fp8MoEMethod's
-  w13_weight_scale_inv [E, 2 x cdiv(I, block_n), cdiv(hidden, block_k)]).
+* SGLang: the same shapes: `Fp8LinearMethod.create_weights` a weight_scale_inv [cdiv(output_size_per_partition,
+  block_n), cdiv(input_size_per_partition, block_k)] float32, `Fp8MoEMethod.create_weights` w13 [E, 2 x cdiv(I,
+  block_n), cdiv(hidden, block_k)] and w2 [E, cdiv(hidden, block_n), cdiv(I, block_k)] (0.5.23 wheel
+  `layers/quantization/fp8.py` L676-687, L1723-1741; uint8 only for an MXFP8 checkpoint).
 * TensorRT-LLM: `FP8BlockScalesLinearMethod.create_weights` sizes ceil(out / 128) x ceil(in / 128) of the (merged)
-  linear (NVIDIA/TensorRT-LLM@00bbf71e `_torch/modules/linear.py`), its DeepSeek FP8 block MoE method
-  w3_w1_weight_scaling_factor [E, cdiv(I, 128) x 2, cdiv(hidden, 128)] (NVIDIA/TensorRT-LLM@002366a4
-  `_torch/modules/fused_moe/quantization.py`).
+  linear (NVIDIA/TensorRT-LLM@00bbf71e `_torch/modules/linear.py`), and
+  `DeepSeekFP8BlockScalesFusedMoEMethod.create_weights` w3_w1_weight_scaling_factor [E, cdiv(I, 128) x 2,
+  cdiv(hidden, 128)] (NVIDIA/TensorRT-LLM@a98a9061 `_torch/modules/fused_moe/quantization.py`).
 
 At tp 1 the three agree, and agree with the checkpoint's own `*_scale_inv` tensors wherever a merged layer's parts
 but the last are whole tiles (a part that is not is refused by vLLM before 0.14.0 and by SGLang:

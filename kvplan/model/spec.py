@@ -387,7 +387,6 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
     )
 
 
-
 def _linear(n: int, method: str, q: Quantization, fmt: tuple, part: str) -> int:
     """`n` linear parameters of one WeightBytes part as `method`; a block-quantized checkpoint's own format with its
     tensors' shapes read counts its scales tensor by tensor (weight_formats.block_linear_bytes)."""

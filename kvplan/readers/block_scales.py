@@ -47,6 +47,7 @@ from kvplan.readers.mlp_layout import dense_mlp_layers, expert_width, gated_mlp,
 # one tensor: (the checkpoint modules it stands for, output rows N, input columns K, WeightBytes part)
 _Tensor = tuple[tuple[str, ...], int, int, str]
 SHARDED, REPLICATED, EXPERTS = "sharded", "replicated", "experts"
+_GROUPED = ("awq", "gptq", "autoround")  # quant_methods whose 8-bit group_size is not a square block
 
 
 def _mla(spec: ModelSpec, layer: MLALatent) -> list[_Tensor]:
@@ -137,6 +138,7 @@ def _roles(spec: ModelSpec) -> dict[str, _Units]:
 
 
 def _params(units: _Units) -> int:
+    """The parameters the units hold: what a role's count must equal for its shapes to stand for it."""
     return sum(n * k * c for unit, c in units for (_, n, k, _) in unit)
 
 
@@ -165,7 +167,8 @@ def block_shapes(spec: ModelSpec) -> tuple[tuple[BlockShape, ...], tuple[str, ..
     """(the quantized linear tensors' shapes, merged by part, and notes on the roles not read here) for a
     block-quantized checkpoint (fp8 / int8 with a block size); ((), ()) for any other format."""
     q = spec.quantization
-    if q.method not in ("fp8", "int8") or q.group_size <= 0 or q.experts_only:
+    # GPTQ / AWQ 8-bit groups run along the input only (a scale per group of inputs of each output): not tiles
+    if q.method not in ("fp8", "int8") or q.group_size <= 0 or q.experts_only or q.quant_method in _GROUPED:
         return (), ()
     roles, modules = _roles(spec), set(q.kept_modules)
     merged: Counter = Counter()

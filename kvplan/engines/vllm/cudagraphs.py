@@ -143,11 +143,14 @@ def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seq
     With the model: the larger first capture (the PIECEWISE constant, or FA3's accumulator plus one FULL graph)
     and a per-graph cost for each further graph of each mode; without it, the older two-constant form (a base
     plus a cost per decoder layer). `shape`, ((mode, graphs, largest), ...) as a log's "Profiling CUDA graph
-    memory:" line states it, replaces the counts kvplan derives from max_num_seqs (`logged_counts`)."""
+    memory:" line states it or its graph mode implies (kvplan.engines.vllm.log_graphs), replaces the counts kvplan
+    derives from max_num_seqs (`logged_counts`); a shape with no PIECEWISE or FULL graph is priced at 0."""
     if model is None:
         return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
     if shape:
         n_piecewise, n_full, full_top = logged_counts(shape)
+        if not (n_piecewise or n_full):  # no decoder graphs (cudagraph_mode NONE): vLLM's estimate is 0
+            return 0
     else:
         piecewise, full = cudagraph_counts(model, max_num_seqs)
         n_piecewise, n_full, full_top = len(piecewise), len(full), max(full, default=0)

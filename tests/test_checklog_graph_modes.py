@@ -54,7 +54,8 @@ def test_the_printed_modes_are_read():
     assert (rec.cudagraph_mode, rec.compilation_mode) == ("FULL_AND_PIECEWISE", 3)
     row, notes = _graph_row(text)
     assert (row.reported, row.predicted) == ("0.61 GiB", "0.61 GiB (estimate)")
-    assert "cudagraph_mode FULL_AND_PIECEWISE (from the log's engine config; compilation mode 3, VLLM_COMPILE)" in notes[0]
+    said = "cudagraph_mode FULL_AND_PIECEWISE (from the log's engine config; compilation mode 3, VLLM_COMPILE)"
+    assert said in notes[0]
 
 
 @pytest.mark.parametrize("mode, shape, mib", [
@@ -76,6 +77,20 @@ def test_each_mode_prices_the_graphs_it_keys(mode, shape, mib):
     assert mode_shape(mode, sizes, sizes) == shape
     if mode.startswith("FULL"):
         assert "an extrapolation" in notes[0]
+
+
+def test_a_mode_without_capture_sizes_takes_vllms_default_list():
+    """The llm-d log with its `'cudagraph_capture_sizes': [...]` cut: the mode is still the log's, the sizes vLLM's
+    default list up to min(2 x 1024, 512) = 512 (51), FULL decode graphs at the 51 up to max_num_seqs 1024: the same
+    228 + (50 + 50) x 4 = 628 MiB = 0.61 GiB, and the note says the sizes are the default list."""
+    full = ", ".join(str(x) for x in cg.capture_sizes(512))
+    text = _training(LLMD).replace(f"'cudagraph_capture_sizes': [{full}]", "")
+    assert not parse_log(text).capture_sizes
+    row, notes = _graph_row(text)
+    assert row.predicted == "0.61 GiB (estimate)" and 628 * MIB / GIB == pytest.approx(0.613, abs=1e-3)
+    assert notes[0].startswith("CUDA-graph capture sizes: vLLM's default list (the log prints none), cudagraph_mode "
+                               "FULL_AND_PIECEWISE (from the log's engine config")
+    assert notes[0].endswith("PIECEWISE=51 (largest=512), FULL=51 (largest=512)")
 
 
 def test_a_compilation_mode_without_vllm_compile_turns_piecewise_graphs_off():

@@ -25,7 +25,8 @@ _SHAPE_LINE = re.compile(r"Profiling CUDA graph memory: ([^\n]{1,400})")
 _SHAPE_GROUP = re.compile(r"(?<!\w)([A-Z]{1,20})=(\d{1,7}) \(largest=(\d{1,7})\)")
 GRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 # CUDAGraphMode's values (config/compilation.py 0.21.0 L59-63), as the 0.10 JSON config line prints them
-_MODE_BY_VALUE = {"0": "NONE", "1": "PIECEWISE", "2": "FULL", "[2,0]": "FULL_DECODE_ONLY", "[2,1]": "FULL_AND_PIECEWISE"}
+_MODE_BY_VALUE = {"0": "NONE", "1": "PIECEWISE", "2": "FULL", "[2,0]": "FULL_DECODE_ONLY",
+                  "[2,1]": "FULL_AND_PIECEWISE"}
 _CONFIG_MODE = re.compile(r"'cudagraph_mode': <CUDAGraphMode\.([A-Z_]{1,30}): |\"cudagraph_mode\": ?(\d|\[\d, ?\d\])")
 _SET_MODE = re.compile(r"setting cudagraph_mode=([A-Z_]{1,30})\b")
 _COMPILE_MODE = re.compile(r"'mode': <CompilationMode\.[A-Z_]{1,30}: (\d)>|[\"']level[\"']: ?(\d)\b")

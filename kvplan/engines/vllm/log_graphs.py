@@ -123,7 +123,8 @@ def graph_note(rec, model, st) -> str | None:
         return f"{said}: vLLM captures no CUDA graphs, estimate 0"
     if st.graph_shape:
         sizes = (f"capture sizes from the log's engine config ({len(rec.capture_sizes)}, largest "
-                 f"{rec.capture_sizes[-1]})" if rec.capture_sizes else "kvplan's default capture sizes")
+                 f"{rec.capture_sizes[-1]})" if rec.capture_sizes else
+                 "capture sizes: vLLM's default list (the log prints none)")
         how = said or "FULL_AND_PIECEWISE assumed (vLLM's default; the log states no cudagraph_mode)"
         decode = (f", FULL decode graphs up to max_num_seqs {st.max_num_seqs} (kvplan's rule)"
                   if mode in (None, "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE") else "")

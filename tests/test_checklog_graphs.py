@@ -139,8 +139,9 @@ def test_the_engine_configs_capture_sizes_are_the_piecewise_graphs():
     res = reconcile(rec, model, h100, None)
     row = next(r for r in res.rows if r.quantity.startswith("CUDA graphs"))
     assert (row.reported, row.predicted) == ("0.61 GiB", "0.61 GiB (estimate)")
-    assert any(n.startswith("CUDA-graph capture sizes from the log's engine config (51, largest 512), FULL graphs up "
-                            "to max_num_seqs 1024") for n in res.notes)
+    assert any(n.startswith("CUDA-graph capture sizes from the log's engine config (51, largest 512), cudagraph_mode "
+                            "FULL_AND_PIECEWISE (from the log's engine config; compilation mode 3, VLLM_COMPILE), "
+                            "FULL decode graphs up to max_num_seqs 1024") for n in res.notes)
     full = ", ".join(str(s) for s in cg.capture_sizes(512))
     assert f"'cudagraph_capture_sizes': [{full}]" in text
     rec = parse_log(text.replace(f"'cudagraph_capture_sizes': [{full}]", "'cudagraph_capture_sizes': [1, 2, 4, 8]"))

@@ -11,6 +11,7 @@ import re
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.logdates import written
+from kvplan.engines.logparse_graphs import vllm_graph_settings
 from kvplan.engines.logparse_sglang import sglang_log
 from kvplan.engines.vllm.releases import FLOORS
 from kvplan.engines.logrecord import (  # noqa: F401 (re-exported: callers import the record's names from here too)
@@ -176,29 +177,6 @@ def _vllm(text: str, rec: LogRecord) -> None:
         rec.era = "v1"
 
 
-_SHAPE_LINE = re.compile(r"Profiling CUDA graph memory: ([^\n]{1,400})")
-_SHAPE_GROUP = re.compile(r"(?<!\w)([A-Z]{1,20})=(\d{1,7}) \(largest=(\d{1,7})\)")
-
-
-def _vllm_graph_settings(text: str, rec: LogRecord) -> None:
-    """The CUDA-graph settings a vLLM log states: the capture shape it profiles, "Profiling CUDA graph memory:
-    PIECEWISE=51 (largest=512), FULL=35 (largest=256)" (gpu_model_runner.py profile_cudagraph_memory: one
-    `MODE=len(descs) (largest=descs[0].num_tokens)` a mode, PIECEWISE then FULL, 0.18.0 L5607-5614 ... 0.22.0
-    L6279-6286; from 0.23.0 L6398-6412 an "ENCODER=N (largest=L)" group after them), as ((mode, graphs, largest),
-    ...) in `rec.graph_shape`; the capture sizes the engine-config line prints (`'cudagraph_capture_sizes': [...]`)
-    in `rec.capture_sizes`; and enforce_eager from the engine-config line (`enforce_eager=True`) or the
-    non-default args dict (`'enforce_eager': True`)."""
-    m = _SHAPE_LINE.search(text)
-    if m:
-        rec.graph_shape = tuple((mode, int(n), int(top)) for mode, n, top in _SHAPE_GROUP.findall(m.group(1)))
-    m = _first(r"'cudagraph_capture_sizes': \[((?:\d{1,7}, ){0,4000}\d{1,7})\]", text)  # the engine config's
-    if m:  # (v1/engine/core.py 0.21.0 L109-112 prints the VllmConfig after config/vllm.py L1638 set the sizes)
-        rec.capture_sizes = tuple(sorted({int(x) for x in m.group(1).split(", ")}))
-    m = _first(r"enforce_eager=(True|False)\b|'enforce_eager': (True|False)\b", text)
-    if m:
-        rec.settings["enforce_eager"] = (m.group(1) or m.group(2)) == "True"
-
-
 def _llamacpp(text: str, rec: LogRecord) -> None:
     r, s = rec.reported, rec.settings
     for key, pat in (("kv_size", r"kv_size = " + I), ("n_ctx", r"\bn_ctx[ \t]+=[ \t]+" + I),
@@ -309,7 +287,7 @@ def _vllm_budget_terms(text: str, rec: LogRecord) -> None:
     m = re.search(r"Defaulting max_num_seqs to (\d+)|max[_-]num[_-]seqs['\"]?[=:\s]+(\d+)", text)
     if m:
         s.setdefault("max_num_seqs", int(next(g for g in m.groups() if g is not None)))
-    _vllm_graph_settings(text, rec)  # the settings that size the budget's CUDA-graph term
+    vllm_graph_settings(text, rec)  # the settings that size the budget's CUDA-graph term (logparse_graphs)
 
 
 def _trtllm(text: str, rec: LogRecord) -> None:

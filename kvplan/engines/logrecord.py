@@ -68,6 +68,9 @@ class LogRecord:
     floor: tuple[str, str] | None = None  # (first release printing a line the log has, the line): vllm/releases.py
     capture_sizes: tuple = ()  # vLLM: the engine-config line's cudagraph_capture_sizes, ascending
     graph_shape: tuple = ()  # vLLM: ((mode, graphs, largest capture), ...) as "Profiling CUDA graph memory:" prints
+    cudagraph_mode: str | None = None  # vLLM: the CUDAGraphMode it ran (kvplan.engines.logparse_graphs)
+    cudagraph_mode_from: str = ""  # ... and where the log said so (its engine config, or a later downgrade)
+    compilation_mode: int | None = None  # vLLM: CompilationMode (3 VLLM_COMPILE) or 0.10's level, as printed
 
 
 def _check_figures(rec: LogRecord) -> None:

@@ -143,11 +143,14 @@ def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seq
     With the model: the larger first capture (the PIECEWISE constant, or FA3's accumulator plus one FULL graph)
     and a per-graph cost for each further graph of each mode; without it, the older two-constant form (a base
     plus a cost per decoder layer). `shape`, ((mode, graphs, largest), ...) as a log's "Profiling CUDA graph
-    memory:" line states it, replaces the counts kvplan derives from max_num_seqs (`logged_counts`)."""
+    memory:" line states it or its graph mode implies (kvplan.engines.vllm.log_graphs), replaces the counts kvplan
+    derives from max_num_seqs (`logged_counts`); a shape with no PIECEWISE or FULL graph is priced at 0."""
     if model is None:
         return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
     if shape:
         n_piecewise, n_full, full_top = logged_counts(shape)
+        if not (n_piecewise or n_full):  # no decoder graphs (cudagraph_mode NONE): vLLM's estimate is 0
+            return 0
     else:
         piecewise, full = cudagraph_counts(model, max_num_seqs)
         n_piecewise, n_full, full_top = len(piecewise), len(full), max(full, default=0)
@@ -176,13 +179,38 @@ def graph_notes(model, dep, st) -> tuple[str, ...]:
     mib = per_graph_cost(model, layers, st.weight_dtype) / MIB
     fitted = (f"CUDA-graph estimate: vLLM measures it (free-memory drops of two captures per mode); kvplan prices "
               f"{mib:.0f} MiB a further graph, a per-layer driver cost fitted on H100 logs of 0.19, not derived")
+    notes = (fitted, *((off,) if (off := off_fa3_note(st.gpu, model)) else ()))
     if not has_recurrent_layers(model):
-        return (fitted,)
-    return (fitted, "CUDA-graph estimate of a hybrid: the fit saw attention layers only; a recurrent layer "
+        return notes
+    return (*notes, "CUDA-graph estimate of a hybrid: the fit saw attention layers only; a recurrent layer "
                     "launches its own kernels (vLLM's GDN layer: causal_conv1d_update, the gated delta-rule update, "
                     "a gated norm), priced here as an attention layer's. One 0.19.0 log (a Qwen3.5-27B fine-tune, "
                     "tp 4, 80 GB Hopper) printed 1.59 GiB where kvplan gives 1.18: expect the estimate low and the "
                     "KV pool high by about the difference")
+
+
+# The training logs off FA3 that print vLLM's estimate, kvplan's error on each (benchmarks/budget_corpus.py --train;
+# tests/test_vllm_graphs_off_fa3.py ties these to the rows): the fit cannot be read off them, they differ in more
+# than the backend (docs/budget.md round 36)
+OFF_FA3_TRAINING = (("A100, tp 2, AWQ's own dequantizing kernel", -37), ("RTX A5000", 34), ("T4, 0.30's V2 runner", 57))
+
+
+def off_fa3_note(gpu, model=None) -> str | None:
+    """The plan's caveat where vLLM runs no FlashAttention 3 (an NVIDIA GPU whose profile gives a capability other
+    than 9.x: FA3 is vLLM's only on 9.x, `fa_utils.py` get_flash_attn_version 0.19.0 L74-83; from the default
+    backend order, `platforms/cuda.py` _get_backend_priorities 0.21.0 L131-147, FlashInfer on 10.x, FlashAttention 2
+    from 8.0, below it Triton; an MLA model's backends are others): the per-graph cost was fitted on FA3 (H100)
+    logs only."""
+    cap = getattr(gpu, "capability", None)
+    if cap is None or vendor_of(gpu) != "NVIDIA" or cap[0] == 9:
+        return None
+    backend = "FlashInfer" if cap[0] == 10 else "FlashAttention 2" if cap >= (8, 0) else "Triton attention"
+    if model is not None and any(getattr(la, "kind", None) == Kind.MLA for la in model.layers):
+        backend = "an MLA backend other than FA3's"
+    misses = ", ".join(f"{pct:+d}% ({what})" for what, pct in OFF_FA3_TRAINING)
+    return (f"CUDA-graph estimate off FlashAttention 3: on compute capability {cap[0]}.{cap[1]} vLLM's default "
+            f"attention backend is {backend}, whose graphs the per-graph fit (H100, FA3) never saw; the training "
+            f"logs off FA3 miss by {misses}: an extrapolation")
 
 
 def has_recurrent_layers(model) -> bool:

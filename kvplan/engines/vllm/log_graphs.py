@@ -9,6 +9,15 @@ and no drafter the largest FULL graph L puts max_num_seqs in [L, the next size -
 replaced by its lowest value, and the note says so. A log without that line but with the engine-config line's
 resolved `cudagraph_capture_sizes` has its PIECEWISE graphs stated; its FULL graphs are kvplan's rule on that list
 (the sizes up to max_num_seqs).
+
+The graph and compile modes the log states (kvplan.engines.logparse_graphs: the engine config's cudagraph_mode, or a
+later "setting cudagraph_mode=X" downgrade) decide which groups there are, as vLLM's dispatcher keys them
+(`v1/cudagraph_dispatcher.py` initialize_cudagraph_keys, 0.21.0 L165-230): NONE, no graphs (vLLM's estimate is 0);
+PIECEWISE, PIECEWISE graphs at every capture size; FULL (one routine), FULL graphs at every capture size;
+FULL_DECODE_ONLY, FULL decode graphs at the sizes up to max_num_seqs; FULL_AND_PIECEWISE (the default) both. A mode
+that needs piecewise compilation under a compilation mode other than VLLM_COMPILE (3) is NONE (config/vllm.py 0.21.0
+L1020-1030). Where the log prints its shape, the shape is what vLLM profiled and wins; the note says which mode it
+read either way, and kvplan's rule where the log states no mode (FULL_AND_PIECEWISE).
 """
 
 from __future__ import annotations
@@ -55,34 +64,87 @@ def seqs_from_shape(rec, default: int) -> tuple[int | None, str | None]:
     return lo, f"max_num_seqs {lo} inferred, the lowest the log allows: {said}, not the assumed default {default}"
 
 
+VLLM_COMPILE = 3  # CompilationMode.VLLM_COMPILE (config/compilation.py 0.21.0 L41-48): the one piecewise graphs need
+_COMPILE_NAMES = {0: "NONE", 1: "STOCK_TORCH_COMPILE", 2: "DYNAMO_TRACE_ONCE", VLLM_COMPILE: "VLLM_COMPILE"}
+NO_GRAPHS = (("NONE", 0, 0),)  # the shape of a run with no CUDA graphs: cudagraph_estimate prices it at 0
+
+
+def logged_mode(rec) -> str | None:
+    """The cudagraph_mode the log states (None where it states none), NONE where it needs piecewise compilation that
+    the stated compilation mode does not give (config/vllm.py 0.21.0 L1020-1030)."""
+    mode = rec.cudagraph_mode
+    if mode and "PIECEWISE" in mode and rec.compilation_mode not in (None, VLLM_COMPILE):
+        return "NONE"
+    return mode
+
+
 def planned_shape(rec, model, max_num_seqs: int) -> tuple:
-    """The shape check-log's plan prices: the logged one; else, from the engine config's capture sizes (no drafter
-    stated: its FULL sizes count query tokens), PIECEWISE at every size and FULL at those up to max_num_seqs
+    """The shape check-log's plan prices: the logged one; else the groups the logged cudagraph_mode keys
+    (mode_shape) at the engine config's capture sizes or kvplan's (no drafter stated: its FULL sizes count query
+    tokens); else, from the engine config's sizes, PIECEWISE at every size and FULL at those up to max_num_seqs
     (cudagraph_dispatcher.py 0.21.0 L204-230) where the model takes FULL graphs; else () (kvplan's own counts)."""
-    if rec.graph_shape or not rec.capture_sizes or rec.settings.get("speculative"):
+    mode = logged_mode(rec)
+    if rec.graph_shape or mode == "NONE":
+        return rec.graph_shape or NO_GRAPHS
+    if rec.settings.get("speculative") or not (rec.capture_sizes or mode):
         return rec.graph_shape
-    return _shape(rec.capture_sizes, full_sizes(model, rec.capture_sizes, max_num_seqs))
+    sizes = list(rec.capture_sizes) or cudagraph_counts(model, max_num_seqs)[0]
+    return mode_shape(mode or "FULL_AND_PIECEWISE", sizes, full_sizes(model, sizes, max_num_seqs))
+
+
+def mode_shape(mode: str, sizes: list, decode: list) -> tuple:
+    """The ((mode, graphs, largest), ...) groups a cudagraph_mode captures (cudagraph_dispatcher.py 0.21.0 L188-230):
+    the mixed routine at every capture size (PIECEWISE, or FULL in FULL mode), and a separate routine's FULL decode
+    graphs at `decode` (the sizes up to max_num_seqs, none where the model takes no FULL graph)."""
+    piecewise = sizes if mode in ("PIECEWISE", "FULL_AND_PIECEWISE") else []
+    full = sizes if mode == "FULL" else decode if mode in ("FULL_DECODE_ONLY", "FULL_AND_PIECEWISE") else []
+    return _shape(piecewise, full)
 
 
 def _shape(piecewise, full) -> tuple:
-    """The ((mode, graphs, largest), ...) shape of ascending PIECEWISE and FULL sizes (no FULL group if none)."""
-    return (("PIECEWISE", len(piecewise), piecewise[-1]),) + ((("FULL", len(full), full[-1]),) if full else ())
+    """The ((mode, graphs, largest), ...) shape of ascending PIECEWISE and FULL sizes (no group for a mode without
+    sizes; NO_GRAPHS for neither)."""
+    groups = tuple((mode, len(xs), xs[-1]) for mode, xs in (("PIECEWISE", piecewise), ("FULL", full)) if xs)
+    return groups or NO_GRAPHS
 
 
 def graph_note(rec, model, st) -> str | None:
-    """Where the plan's CUDA-graph counts came from: the log's shape, the engine config's sizes, or kvplan's counts
-    at max_num_seqs."""
-    if st.graph_shape and not rec.graph_shape:
-        return (f"CUDA-graph capture sizes from the log's engine config ({len(rec.capture_sizes)}, largest "
-                f"{rec.capture_sizes[-1]}), FULL graphs up to max_num_seqs {st.max_num_seqs} (kvplan's rule): "
-                f"{shape_text(st.graph_shape)}")
+    """Where the plan's CUDA-graph counts came from: the log's shape, its graph mode and capture sizes (each the log's
+    or kvplan's default), or kvplan's counts at max_num_seqs; the mode the log states, said either way."""
+    mode, said = logged_mode(rec), _mode_said(rec)
     if rec.graph_shape:
         note = f"CUDA-graph capture shape from the log: {shape_text(rec.graph_shape)}; kvplan's estimate counts these"
-        if any(mode == "ENCODER" for mode, _, _ in rec.graph_shape):
+        if any(m == "ENCODER" for m, _, _ in rec.graph_shape):
             note += " (its ENCODER graphs, in vLLM's printed total, are not priced by kvplan)"
-        return note
+        return note + (f"; {said}" if said else "")
     if not st.cudagraphs and "cudagraph_estimate_gib" not in rec.reported:
-        return None
+        return None  # the release subtracts none and the log prints none (or enforce_eager, said apart)
+    if mode == "NONE":
+        return f"{said}: vLLM captures no CUDA graphs, estimate 0"
+    if st.graph_shape:
+        sizes = (f"capture sizes from the log's engine config ({len(rec.capture_sizes)}, largest "
+                 f"{rec.capture_sizes[-1]})" if rec.capture_sizes else
+                 "capture sizes: vLLM's default list (the log prints none)")
+        how = said or "FULL_AND_PIECEWISE assumed (vLLM's default; the log states no cudagraph_mode)"
+        decode = (f", FULL decode graphs up to max_num_seqs {st.max_num_seqs} (kvplan's rule)"
+                  if mode in (None, "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE") else "")
+        note = f"CUDA-graph {sizes}, {how}{decode}: {shape_text(st.graph_shape)}"
+        if not any(m == "PIECEWISE" for m, _, _ in st.graph_shape):
+            note += ("; with no PIECEWISE capture first, the first FULL capture is priced by kvplan's "
+                     "FULL_AND_PIECEWISE rule (the larger first capture), an extrapolation")
+        return note
     shape = _shape(*cudagraph_counts(model, st.max_num_seqs))
     return (f"the log does not print its CUDA-graph capture shape: kvplan's counts at max_num_seqs "
             f"{st.max_num_seqs}, {shape_text(shape)}")
+
+
+def _mode_said(rec) -> str:
+    """The sentence naming the cudagraph_mode the log states and where, with its compilation mode; "" if none."""
+    if not rec.cudagraph_mode:
+        return ""
+    said = f"cudagraph_mode {rec.cudagraph_mode} (from {rec.cudagraph_mode_from}"
+    if rec.compilation_mode is not None:
+        said += f"; compilation mode {rec.compilation_mode}, {_COMPILE_NAMES.get(rec.compilation_mode, '?')}"
+    if logged_mode(rec) != rec.cudagraph_mode:
+        said += ", not VLLM_COMPILE, so vLLM overrides it to NONE"
+    return said + ")"

@@ -59,7 +59,9 @@ def plan_decode_seconds(plan, spec, gpu, engine: str | None, speed: str = "calib
 # `v1/engine/core.py` L1189-1200, `run_busy_loop` L1925-1961; `v1/worker/dp_utils.py` `_synchronize_dp_ranks`
 # L101-160, `_post_process_dp_padding` L77-89; `v1/worker/gpu_worker.py` `execute_dummy_batch` L1101-1103). SGLang's
 # DP-attention workers likewise exchange their batches before every forward and run an idle batch where they have
-# none (kvplan.engines.scheduler.LOCKSTEP_DP's citation).
+# none (kvplan.engines.scheduler.LOCKSTEP_DP's citation), and their decode CUDA graphs gather in MAX_LEN mode, every
+# rank padded to the largest (sglang 0.5.15 wheel `srt/layers/dp_attention.py` `get_default_mode_in_cuda_graph`
+# L93-100, on CUDA; `srt/model_executor/runner/decode_cuda_graph_runner.py` L641).
 def dp_step_note(plan, spec) -> str:
     """One line saying which rank's batch a dp > 1 plan's decode step is priced at and what the ranks share ("" at
     dp 1): the busiest rank's step_batch; around a MoE with expert parallelism, every rank's tokens reach its experts,

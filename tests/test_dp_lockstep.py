@@ -85,3 +85,18 @@ def test_fit_dp_prices_the_busiest_ranks_step():
     assert step < decode_seconds(shape, "vllm", 65, 4096)
     assert math.isclose(doc["decode_tokens_per_second_calibrated"], 65 / step)  # every rank's tokens, one step
     assert "busiest of --dp 2 ranks, 33 of the 65 sequences" in r.stderr and "2 x 33 tokens" in r.stderr
+
+
+def test_simulate_says_vllms_moe_dp_ranks_are_not_simulated_in_lockstep():
+    from kvplan.engines import resolve_engine
+    from kvplan.planning.deploy import Deployment
+    from kvplan.planning.request import Request
+    from kvplan.simulator.limits import scheduler_limits
+
+    eng, gpu = resolve_engine("vllm"), find_gpu("h100")
+    moe = eng.result(find_in_catalog("deepseek-v2-lite"), gpu, Deployment(tp=1, dp=2, ep=2), Request(context=4096))
+    held = scheduler_limits(eng, moe)
+    assert held.lockstep == 2 and moe.settings["dp_lockstep"] == 2
+    assert any("2 data-parallel ranks of a MoE" in line and "not simulated" in line for line in held.notes())
+    dense = eng.result(find_in_catalog("llama-3.1-8b"), gpu, Deployment(tp=1, dp=2), Request(context=4096))
+    assert scheduler_limits(eng, dense).lockstep == 1  # independent engines: nothing left out

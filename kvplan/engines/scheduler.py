@@ -219,8 +219,10 @@ CHUNK_PER_WORKER = frozenset({"sglang"})
 
 def lockstep_of(engine: str | None, settings: Mapping) -> int:
     """lockstep_workers of a plan whose engine settings (EngineResult.settings) name its attention-DP workers
-    (`attention_dp`, SGLang's: 1 where DP attention is off)."""
+    (`attention_dp`, SGLang's: 1 where DP attention is off) or its data-parallel ranks that step together
+    (`dp_lockstep`, vLLM's: a MoE model's ranks, 1 for a dense model's or at dp 1)."""
     workers = int(settings.get("attention_dp") or 1)
+    workers = workers if workers > 1 else int(settings.get("dp_lockstep") or 1)
     return lockstep_workers(engine, workers, workers > 1)
 
 

@@ -383,7 +383,10 @@ class Vllm(Engine):
         return {**st.as_dict(), **{f"overhead_{k}": v for k, v in parts.items()},
                 "overhead_host_token_table": uma.token_table_bytes(st.gpu, st),
                 "overhead_page_cache": uma.page_cache_bytes(st.gpu, st, weight_bytes(model).total),
-                "memory_unified": uma.unified(st.gpu), "free_from_meminfo": uma.reads_meminfo(st.gpu, st.v)}
+                "memory_unified": uma.unified(st.gpu), "free_from_meminfo": uma.reads_meminfo(st.gpu, st.v),
+                # data-parallel ranks that step together: a MoE model's (DPEngineCoreProc), a dense one's run apart
+                # (kvplan.engines.scheduler.LOCKSTEP_DP; read by lockstep_of)
+                "dp_lockstep": dep.dp if dep.dp > 1 and model.params.num_experts else 1}
 
     def emit_args(self, plan, model, settings: dict, gpu=None) -> list[str]:
         return command.serve_args(self, plan, model, settings, gpu)

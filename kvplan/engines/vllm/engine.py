@@ -32,7 +32,7 @@ from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, parse_v
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
-from kvplan.engines.vllm import api_servers, command, gdn_ba, load_split, multimodal, uma, v0_mla
+from kvplan.engines.vllm import api_servers, command, gdn_ba, load_split, multimodal, rocm_allreduce, uma, v0_mla
 from kvplan.engines.vllm.pool import (  # noqa: F401
     BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
 )
@@ -340,9 +340,9 @@ class Vllm(Engine):
         uncertain = v0_mla.uncertainty_note(model, st.v)  # V0's MLA budget: the one log holds more than the source
         if uncertain:
             cap = cap._replace(notes=(*cap.notes, uncertain))
-        slow = v0_mla.speed_note(model, st.v)  # V0's MLA step: slower than the calibrated step, cause not priced
-        if slow:
-            cap = cap._replace(notes=(*cap.notes, slow))
+        slow = (v0_mla.speed_note(model, st.v),  # V0's MLA step: slower than the calibrated step, cause not priced
+                rocm_allreduce.note(st.gpu, dep.tp, st.version))  # RCCL's ring for every all-reduce (ROCm, < 0.8.3)
+        cap = cap._replace(notes=(*cap.notes, *(n for n in slow if n)))
         graphs = graph_notes(model, dep, st)  # the CUDA-graph term: priced by a fit, or 0 on V2 (vllm.runner)
         no_effect = sampler_note(st.v, st.flashinfer_sampler, st.v1)
         runner = runner_note(model, st.v, st.gpu, st.weight_dtype, st.v1_fallback)  # V1 or V2 assumed, and why (0.22+)

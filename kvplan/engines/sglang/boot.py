@@ -30,8 +30,8 @@ def token_cost(plan, settings: dict, model) -> tuple[int, int]:
 def lowest_fraction(plan, settings: dict, concurrency: int, model=None) -> float | None:
     """Smallest two-decimal mem_fraction_static whose pool holds `concurrency` x the plan's context plus
     the margin; None if the flag's 0.99 does not (in force: 0.99 x _scale). The pool is linear in the fraction
-    (kvplan/engines/sglang/engine.py): kv(f) = kv(f0) + (total - init - OS share) x (f - f0), and holds (kv - fixed) // (bytes
-    per token) tokens."""
+    (kvplan/engines/sglang/engine.py): kv(f) = kv(f0) + (total - init - OS share) x (f - f0) (_slope), and holds
+    (kv - fixed) // (bytes per token) tokens."""
     f0, kv0 = settings["mem_fraction_static"], plan.kv_memory_bytes_per_gpu
     slope = _slope(plan, settings)
     per_token, fixed = token_cost(plan, settings, model)

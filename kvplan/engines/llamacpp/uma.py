@@ -4,9 +4,9 @@ whether the plan fits.
 Read in ggml-org/ggml@d99724f2 (2026-08-21) `src/ggml-cuda/ggml-cuda.cu`:
   * `ggml_backend_cuda_device_get_memory` (L4769-4808, MemAvailable read by L4695-4767; llama.cpp PR #17368,
     "DGX Spark: UMA support", ggml commit 090eb5e3, 2025-11-20): on Linux, outside HIP builds, a device whose
-    cudaDeviceProp.integrated is set, or any device under GGML_CUDA_ENABLE_UNIFIED_MEMORY, reports /proc/meminfo's MemAvailable (free hugepages where
-    hugetlbfs is set up) as its free memory; cudaMemGetInfo's otherwise. That free figure is what llama.cpp's own
-    fitting of unset parameters reads (not modelled: kvplan plans the -c it emits).
+    cudaDeviceProp.integrated is set, or any device under GGML_CUDA_ENABLE_UNIFIED_MEMORY, reports /proc/meminfo's
+    MemAvailable (free hugepages where hugetlbfs is set up) as its free memory; cudaMemGetInfo's otherwise. That free
+    figure is what llama.cpp's own fitting of unset parameters reads (not modelled: kvplan plans the -c it emits).
   * `ggml_cuda_device_malloc` (L138-166): GGML_CUDA_ENABLE_UNIFIED_MEMORY allocates with cudaMallocManaged.
 The KV buffers themselves are -c x bytes per cell (kvplan.engines.llamacpp.engine), with no share of free memory in
 them, so on a unified GPU kvplan keeps them exact and subtracts the OS's stated share (engine option `os_memory`)

@@ -84,9 +84,9 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     if tpb < 1:
         raise KvplanError("tokens_per_block must be at least 1", EXIT_USAGE)
     held, cache = opt_bytes(opts, "os_memory", None), opt_bytes(opts, "page_cache", None)
+    used = trtllm_uma.used_bytes(gpu, held, cache, weight_bytes(model).total) if trtllm_uma.applies(gpu) else 0
     return Settings(version, opt_float(opts, "free_gpu_memory_fraction", float(frac)), tpb,
-                    opt_int(opts, "max_num_tokens", 8192), held, cache,
-                    trtllm_uma.used_bytes(gpu, held, cache, weight_bytes(model).total))
+                    opt_int(opts, "max_num_tokens", 8192), held, cache, used)
 
 
 def bytes_per_token(layers, tp: int, kv_dtype) -> int:
@@ -185,7 +185,9 @@ class TrtLlm(Engine):
         """The narrowed DeepSeek-V3 MLP split, where it applies, with the GPUs per node it assumed; on a
         unified-memory GPU the page cache and the OS's share the budget counts (kvplan.engines.trtllm.uma)."""
         said = mlp_split.note(model, dep, gpu)
-        uma = trtllm_uma.warnings(gpu, st.os_memory, st.page_cache, weight_bytes(model).total, None)
+        held, cache = getattr(st, "os_memory", None), getattr(st, "page_cache", None)
+        uma = trtllm_uma.warnings(gpu, held, cache, weight_bytes(model).total, None) \
+            if trtllm_uma.applies(gpu) or held is not None or cache is not None else ()
         return ((PlanWarning.literal(said),) if said else ()) + tuple(w._replace(topic=UNIFIED) for w in uma)
 
     def result(self, model, gpu, dep, req):

@@ -82,7 +82,7 @@ def test_naming_an_engine_imports_that_engine_only():
                        "kvplan.engines.options", "kvplan.engines.registry", "kvplan.engines.neutral", "kvplan.engines.emit",
                        "kvplan.engines.lora", "kvplan.engines.context", "kvplan.engines.served_dtype",
                        "kvplan.engines.llamacpp",
-                       "kvplan.engines.llamacpp.engine"}, engines
+                       "kvplan.engines.llamacpp.engine", "kvplan.engines.llamacpp.uma"}, engines
     loaded = _modules_after("from kvplan.engines import canonical_engine; assert canonical_engine('TRT-LLM') == 'trtllm'")
     assert "kvplan.engines.vllm.engine" not in loaded and "kvplan.engines.trtllm.engine" in loaded
 

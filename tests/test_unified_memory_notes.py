@@ -1,6 +1,7 @@
 """A plan on a unified-memory GPU (GB10) says each assumption once: the plan's general note on the shared pool, or,
 where the engine states its own (vLLM's start-up check against the OS's share, and the host growth it counts,
-kvplan/engines/vllm/uma.py), the fact alone beside them. The arithmetic is uma.py's and is not tested here."""
+kvplan/engines/vllm/uma.py; SGLang's free memory at its pool's measurement, kvplan/engines/sglang/uma.py), the fact
+alone beside them. The arithmetic is uma.py's and is not tested here."""
 
 from __future__ import annotations
 
@@ -33,10 +34,19 @@ def test_vllm_states_the_start_up_check_once_and_the_fact_stays():
 
 
 def test_an_engine_without_rules_of_its_own_keeps_the_general_note():
-    for engine in (None, "sglang"):
-        said = [w.message for w in _warnings(engine)]
-        assert sum(REFUSES in m for m in said) == 1, (engine, said)
-        assert not any("os_memory=SIZE" in m for m in said)
+    said = [w.message for w in _warnings(None)]
+    assert sum(REFUSES in m for m in said) == 1, said
+    assert not any("os_memory=SIZE" in m for m in said)
+
+
+def test_sglang_states_the_free_memory_its_pool_is_sized_from_once():
+    # SGLang has no start-up check against the total (kvplan/engines/sglang/uma.py): the general note's start-up
+    # sentence would be wrong for it, so its own line (the OS's share, os_memory) replaces it beside the fact
+    said = _warnings("sglang")
+    assert sum(w.topic == UNIFIED for w in said) == 2, [w.message for w in said]
+    assert sum("shared with the CPU and the OS" in w.message for w in said) == 1
+    assert not any(REFUSES in w.message for w in said)
+    assert sum("os_memory=SIZE" in w.message for w in said) == 1
 
 
 def test_fit_prints_each_unified_memory_line_once():

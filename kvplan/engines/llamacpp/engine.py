@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from kvplan.core.dtypes import KV_DTYPES, DType
 from kvplan.engines.context import engine_length, llamacpp_rule
 from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version_name, opt_bool, opt_int
+from kvplan.engines.llamacpp import uma as llamacpp_uma
+from kvplan.engines.options import opt_bytes
 from kvplan.engines.checkpoint_kv import KvRule
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
@@ -45,13 +47,13 @@ from kvplan.engines.emit import GGUF_PLAIN, gguf_file_type, model_arg, own_gguf
 from kvplan.model.layers import ATTENTION_KINDS, LOCAL_KINDS, Kind
 from kvplan.model.spec import weight_bytes
 from kvplan.planning.layout import Placement
-from kvplan.planning.plan import Answers, NON_TORCH_BYTES
+from kvplan.planning.plan import UNIFIED, Answers, NON_TORCH_BYTES
 from kvplan.core.search import largest_fitting
 
 MIB = 2**20
 VERSIONS = ("2023-04", "2024-03", "2024-08", "2025-07", "2025-08", "current")
 DEFAULT_VERSION = "current"
-OPTS = ("n_ubatch", "flash_attn", "kv_unified", "swa_full", "type_v")
+OPTS = ("n_ubatch", "flash_attn", "kv_unified", "swa_full", "type_v", "os_memory")  # the last: llamacpp/uma.py
 F16 = KV_DTYPES["fp16"]
 F32 = KV_DTYPES["fp32"]
 
@@ -69,6 +71,8 @@ class Settings:
     swa_full: bool
     type_k: DType
     type_v: DType
+    os_memory: int | None = None  # a unified-memory GPU's OS share as stated (kvplan.engines.llamacpp.uma)
+    os_held: int = 0  # what of it the plan keeps out (0 on a discrete GPU)
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -93,8 +97,9 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
         raise KvplanError(f"unknown {arg('engine_opts')} type_v {opts['type_v']!r}", EXIT_USAGE, param="engine_opts",
                           value={"type_v": opts["type_v"]})
     fa = opt_bool(opts, "flash_attn", version in ("2025-08", "current"))  # "auto" since Aug/Sep 2025
+    held = opt_bytes(opts, "os_memory", None)
     return Settings(version, opt_int(opts, "n_ubatch", 512), fa, opt_bool(opts, "kv_unified", False),
-                    opt_bool(opts, "swa_full", False), kv, tv)
+                    opt_bool(opts, "swa_full", False), kv, tv, held, llamacpp_uma.os_share(gpu, held))
 
 
 @dataclass(frozen=True)
@@ -245,7 +250,8 @@ class LlamaCpp(Engine):
         gets: llama-server's per-slot length limit is -c / -np (n_ctx_seq, module docstring), which is also what it
         allocates, so a --max-model-len past --ctx (kvplan.engines.context.engine_length) is planned and emitted as
         each slot's length, as vLLM's and SGLang's commands keep it (issue 22)."""
-        over = req.overhead_bytes if req.overhead_bytes is not None else compute_buffer_estimate(model, st)
+        over = req.overhead_bytes if req.overhead_bytes is not None else \
+            compute_buffer_estimate(model, st) + st.os_held  # on a unified GPU the OS's stated share (uma.py)
         return dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=1, overhead_bytes=over,
                                    kv_dtype=st.type_k, context=max(req.context, engine_length(model, req)))
 
@@ -315,7 +321,12 @@ class LlamaCpp(Engine):
                         0, None, None, tuple(lines), tuple(notes))
 
     def settings_dict(self, st: Settings, model, dep, req) -> dict:
-        return {**st.as_dict(), "compute_buffer_estimate": req.overhead_bytes}
+        return {**st.as_dict(), "compute_buffer_estimate": req.overhead_bytes - st.os_held}
+
+    def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
+        """On a unified-memory GPU, the OS's share the plan keeps out (kvplan.engines.llamacpp.uma)."""
+        # tagged as what this engine assumes of unified memory, so the plan's general note is not said twice
+        return tuple(w._replace(topic=UNIFIED) for w in llamacpp_uma.warnings(gpu, st.os_memory))
 
     def emit_args(self, plan, model, settings: dict, gpu=None) -> list[str]:
         """`llama-server` (common/arg.cpp): -c is the total context over all slots, -np the slots,

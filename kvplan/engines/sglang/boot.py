@@ -30,10 +30,10 @@ def token_cost(plan, settings: dict, model) -> tuple[int, int]:
 def lowest_fraction(plan, settings: dict, concurrency: int, model=None) -> float | None:
     """Smallest two-decimal mem_fraction_static whose pool holds `concurrency` x the plan's context plus
     the margin; None if the flag's 0.99 does not (in force: 0.99 x _scale). The pool is linear in the fraction
-    (kvplan/engines/sglang/engine.py): kv(f) = kv(f0) + (total - init) x (f - f0), and holds (kv - fixed) // (bytes
-    per token) tokens."""
+    (kvplan/engines/sglang/engine.py): kv(f) = kv(f0) + (total - init - OS share) x (f - f0) (_slope), and holds
+    (kv - fixed) // (bytes per token) tokens."""
     f0, kv0 = settings["mem_fraction_static"], plan.kv_memory_bytes_per_gpu
-    slope = plan.usable_memory_bytes - int(settings.get("init_bytes", 0))
+    slope = _slope(plan, settings)
     per_token, fixed = token_cost(plan, settings, model)
     need = int(concurrency * plan.request.context * (1 + MARGIN_FRACTION)) * per_token + fixed
 
@@ -47,6 +47,13 @@ def lowest_fraction(plan, settings: dict, concurrency: int, model=None) -> float
     while f < top and kv_at(f) < need:
         f = min(top, round(f + 0.01, 2))
     return f
+
+
+def _slope(plan, settings: dict) -> int:
+    """Bytes of pool a unit of fraction buys: the free memory SGLang measures before the weights, the usable memory
+    less what init holds and, on a unified-memory GPU, the OS's stated share (kvplan.engines.sglang.uma)."""
+    held = int(settings.get("os_memory") or 0) if settings.get("uma_bytes") else 0  # 0 where the option is ignored
+    return plan.usable_memory_bytes - int(settings.get("init_bytes", 0)) - held
 
 
 def _scale(settings: dict) -> float:
@@ -79,7 +86,7 @@ def emit_advice(plan, settings: dict, model) -> tuple[float, str]:
         return flag_fraction(f, settings), (f"margin: none; {batch} x {ctx:,} tokens do not fit even at "
                                             "--mem-fraction-static 0.99 by kvplan's estimate")
     use = max(f, low)
-    slope = plan.usable_memory_bytes - int(settings.get("init_bytes", 0))
+    slope = _slope(plan, settings)
     per_token, fixed = token_cost(plan, settings, model)
     have = max(0, plan.kv_memory_bytes_per_gpu + int(round(slope * (use - f))) - fixed) // per_token
     flag, flag_f, flag_low = flag_fraction(use, settings), flag_fraction(f, settings), flag_fraction(low, settings)

@@ -34,6 +34,7 @@ from kvplan.engines.sglang import mamba as sglang_mamba
 from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.sglang import quant_methods as sglang_quant
 from kvplan.engines.sglang import swa as sglang_swa
+from kvplan.engines.sglang import uma as sglang_uma
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-exported: sglang.default_fraction)
     default_fraction, dp_attention,
@@ -43,7 +44,8 @@ from kvplan.engines.sglang.settings import (  # noqa: F401 (re-exported: sglang.
 )
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.core.dtypes import DType
-from kvplan.planning.plan import cache_dtypes
+from kvplan.planning.plan import UNIFIED, cache_dtypes
+from kvplan.model.spec import weight_bytes
 from kvplan.engines.sglang.layout import reads_capability
 from kvplan.hardware.facts import fact_missing, vendor_of
 from kvplan.engines.context import sglang_rule
@@ -257,7 +259,8 @@ class Sglang(Engine):
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
         """The compute capability of the shared-expert fusion test, the MLA backend's page and the FP8 default
         (attention.py, fp8_default.py), and the fabric of the custom all-reduce rule (kvplan.engines.sglang.allreduce),
-        where the profile leaves them out."""
+        where the profile leaves them out; on a unified-memory GPU, the free memory the pool is sized from
+        (kvplan.engines.sglang.uma)."""
         vendor = vendor_of(gpu)
         version = self.version or self.default_version
         needs = (vendor in ("NVIDIA", "AMD") and fact_missing(gpu, "compute_capability")
@@ -265,8 +268,12 @@ class Sglang(Engine):
                       or (vendor == "NVIDIA" and sglang_attention.reads_capability(model, self.opts, version))))
         tp_size = dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp
         fabric = sglang_allreduce.needs_fabric(gpu, tp_size)
-        return fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +
-                             (["interconnect.kind"] if fabric else []))
+        facts = fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +
+                              (["interconnect.kind"] if fabric else []))
+        # tagged as what this engine assumes of unified memory, so the plan's general note is not said twice
+        if st is None or not sglang_uma.unified(gpu) and st.os_memory is None and st.page_cache is None:
+            return facts
+        return (*facts, *(w._replace(topic=UNIFIED) for w in sglang_uma.warnings(gpu, st, weight_bytes(model).total)))
 
     def placement(self, model, dep, gpu=None):
         """DP attention, --moe-dense-tp-size, --enable-dp-lm-head and shared-expert fusion place weights
@@ -281,8 +288,10 @@ class Sglang(Engine):
 
     def request(self, req, st: Settings, model, dep):
         # rest = free_before x fraction - weights, with free_before = total - init: as the planner's
-        # "usable x utilisation - weights - overhead" with overhead = init x fraction.
-        over = req.overhead_bytes if req.overhead_bytes is not None else int(st.init_bytes * st.mem_fraction_static)
+        # "usable x utilisation - weights - overhead" with overhead = init x fraction; on a unified-memory GPU also
+        # fraction x the OS's share and a cold load's page cache (kvplan.engines.sglang.uma)
+        over = req.overhead_bytes if req.overhead_bytes is not None else \
+            int(st.init_bytes * st.mem_fraction_static) + st.uma_bytes
         sglang_cache_dtype.check_flag(req.kv_dtype, model, st.version, self.auto_kv_dtype(model))  # int8, ...
         if has_compressed(model.layers):  # its page and cache dtype (kvplan.engines.sglang.dsv4)
             sglang_dsv4.check_settings(st.page_size, cache_dtypes(req, model)[0])

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.base import check_opts, check_version, opt_bool, opt_float, opt_int, parse_version
+from kvplan.engines.options import opt_bytes
 from kvplan.engines.context import engine_length
 from kvplan.engines.sglang import allreduce as sglang_allreduce
 from kvplan.engines.sglang import attention as sglang_attention
@@ -21,12 +22,14 @@ from kvplan.engines.sglang import ncclmem as sglang_nccl
 from kvplan.engines.sglang import piecewise as sglang_piecewise
 from kvplan.engines.sglang import prefill_graph as sglang_prefill_graph
 from kvplan.engines.sglang import swa as sglang_swa
+from kvplan.engines.sglang import uma as sglang_uma
 from kvplan.engines.sglang.defaults import (
     capacity_mib, capped_graph_bs, default_chunked, default_fraction, default_graph_bs, dp_attention,
     expanded_graph_bs, read_chunk,
 )
 from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS
 from kvplan.model.compressed import has_compressed
+from kvplan.model.spec import weight_bytes
 from kvplan.planning.plan import cache_dtypes
 
 MIB = 2**20
@@ -34,6 +37,7 @@ VERSIONS = ("0.4.0", "0.4.3", "0.4.9", "0.5.3", "0.5.23")
 DEFAULT_VERSION = "0.5.23"
 OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs",
         "enable_dp_attention", "vlm_cache_size_mb", "enable_multimodal",  # the last: multimodal.py
+        "os_memory", "page_cache",  # a unified-memory GPU's OS share and page cache (kvplan.engines.sglang.uma)
         *LAYOUT_OPTS, *sglang_mamba.OPTS, *sglang_attention.OPTS)  # layout.py, mamba.py, attention.py
 # Memory taken before the weights load: what `init_torch_distributed` leaves in use (the CUDA context, NCCL's
 # communicators and, on NVLink or two GPUs, custom all-reduce buffers; 0.4.3.post4 `model_runner.py` L258-316;
@@ -75,6 +79,9 @@ class Settings:
     # (dsa.refuse); the
     # other settings stand, as the scheduler's chunk and DP-attention rules do not read the pool
     dsa_refused: tuple = ()
+    os_memory: int | None = None  # unified memory: what the OS and other processes hold at B (sglang.uma)
+    page_cache: int | None = None  # unified memory: a stated page cache in the weight drop (None: a cold load)
+    uma_bytes: int = 0  # what those take from the pool (kvplan.engines.sglang.uma.overhead_bytes)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -134,4 +141,14 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     prefill_graph=None if given or parse_version(version) < sglang_prefill_graph.FROM
                     else (backend or "off", piecewise, why),
                     multimodal=sglang_mm.is_multimodal(model, version, mm_flag), page_why=page_why,
-                    aiter_factor=aiter, aiter_why=aiter_why, dsa=dsa, dsa_refused=dsa_refused)
+                    aiter_factor=aiter, aiter_why=aiter_why, dsa=dsa, dsa_refused=dsa_refused,
+                    **_unified(model, gpu, version, float(frac), opts))
+
+
+def _unified(model, gpu, version: str, frac: float, opts: dict) -> dict:
+    """The OS's share and the page cache on a unified-memory GPU, as stated, and what they take from the pool
+    (kvplan.engines.sglang.uma; 0 on a discrete GPU, where the warnings say the options are ignored)."""
+    os_memory, cache = opt_bytes(opts, "os_memory", None), opt_bytes(opts, "page_cache", None)
+    taken = sglang_uma.overhead_bytes(gpu, version, frac, os_memory, cache, weight_bytes(model).total) \
+        if sglang_uma.unified(gpu) else 0
+    return {"os_memory": os_memory, "page_cache": cache, "uma_bytes": taken}

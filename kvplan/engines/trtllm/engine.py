@@ -15,8 +15,8 @@ Sources (code index snapshots; docs/engines.md section 3):
     cache is made), the first binding after the dry run frees its activations. Checked end to end against one
     datacenter-GPU log of the PyTorch backend (TensorRT-LLM#6294, 0.20.0 inferred, H100, training split): +3.4% on
     the budget (54.27 against 52.51 GiB), not attributed, as the thread shows no peak line (docs/engines.md section
-    3). A DGX Spark log of gpt-oss-120b on 1.1.0rc3 prints them too, but its non-torch share is unified memory the
-    OS holds.
+    3). A DGX Spark log of gpt-oss-120b on 1.1.0rc3 prints them too: there the device's count holds the page cache
+    as used, which kvplan.engines.trtllm.uma counts.
   * bytes per token: `resource_manager.py` (commit d2a5560a) `get_cache_size_per_token`:
     L x kv_factor x (d x H // tp) x b, kv_factor 1 for MLA (d = 576, no tp split). Heads are NOT replicated
     when tp > H (d x H // tp), unlike vLLM and SGLang. Blocks: ceil(max_tokens / 32), min over ranks
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from kvplan.planning.deploy import split_layers
 from kvplan.core.intmath import cdiv
-from kvplan.planning.plan import PlanWarning, activation_estimate, cache_dtypes, runtime_bytes
+from kvplan.planning.plan import UNIFIED, PlanWarning, activation_estimate, cache_dtypes, runtime_bytes
 from kvplan.engines.context import trtllm_rule
 from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version, opt_float, opt_int
 from kvplan.core.errors import EXIT_USAGE, KvplanError
@@ -47,11 +47,15 @@ from kvplan.engines.trtllm.offload import cpu_pool as host_cache_pool
 from kvplan.engines.trtllm import layout as adp
 from kvplan.engines.trtllm import mlp_split
 from kvplan.engines.trtllm import cache_dtype as trtllm_cache_dtype
+from kvplan.engines.trtllm import uma as trtllm_uma
+from kvplan.engines.options import opt_bytes
+from kvplan.model.spec import weight_bytes
 
 VERSIONS = ("0.20.0", "1.2.0")
 DEFAULT_VERSION = "1.2.0"
 # capacity_scheduler_policy: how the scheduler admits (kvplan.engines.admission), read by the simulator, not the pool
-OPTS = ("free_gpu_memory_fraction", "tokens_per_block", "max_num_tokens", "capacity_scheduler_policy")
+OPTS = ("free_gpu_memory_fraction", "tokens_per_block", "max_num_tokens", "capacity_scheduler_policy",
+        "os_memory", "page_cache")  # the last two: a unified-memory GPU (kvplan.engines.trtllm.uma)
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,9 @@ class Settings:
     free_gpu_memory_fraction: float
     tokens_per_block: int
     max_num_tokens: int
+    os_memory: int | None = None  # unified memory: what the OS and other processes hold, as stated (trtllm/uma.py)
+    page_cache: int | None = None  # unified memory: a stated page cache (None: a cold load, the whole checkpoint)
+    uma_bytes: int = 0  # what those add to the used memory the budget counts (0 on a discrete GPU)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -76,8 +83,10 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     tpb = opt_int(opts, "tokens_per_block", 32)
     if tpb < 1:
         raise KvplanError("tokens_per_block must be at least 1", EXIT_USAGE)
+    held, cache = opt_bytes(opts, "os_memory", None), opt_bytes(opts, "page_cache", None)
+    used = trtllm_uma.used_bytes(gpu, held, cache, weight_bytes(model).total) if trtllm_uma.applies(gpu) else 0
     return Settings(version, opt_float(opts, "free_gpu_memory_fraction", float(frac)), tpb,
-                    opt_int(opts, "max_num_tokens", 8192))
+                    opt_int(opts, "max_num_tokens", 8192), held, cache, used)
 
 
 def bytes_per_token(layers, tp: int, kv_dtype) -> int:
@@ -173,9 +182,24 @@ class TrtLlm(Engine):
         return place._replace(mlp=narrowed[0], shared=narrowed[1]) if narrowed else place
 
     def assumptions(self, model, gpu, dep, st) -> tuple:
-        """The narrowed DeepSeek-V3 MLP split, where it applies, with the GPUs per node it assumed."""
+        """The narrowed DeepSeek-V3 MLP split, where it applies, with the GPUs per node it assumed; on a
+        unified-memory GPU the page cache and the OS's share the budget counts (kvplan.engines.trtllm.uma)."""
         said = mlp_split.note(model, dep, gpu)
-        return (PlanWarning.literal(said),) if said else ()
+        held, cache = getattr(st, "os_memory", None), getattr(st, "page_cache", None)
+        uma = trtllm_uma.warnings(gpu, held, cache, weight_bytes(model).total, None) \
+            if trtllm_uma.applies(gpu) or held is not None or cache is not None else ()
+        return ((PlanWarning.literal(said),) if said else ()) + tuple(w._replace(topic=UNIFIED) for w in uma)
+
+    def result(self, model, gpu, dep, req):
+        """The base engine's plan, and on a unified-memory GPU where the weights, page cache and OS's share leave
+        nothing, why the pool is not known (kvplan.engines.trtllm.uma)."""
+        res = super().result(model, gpu, dep, req)
+        if not trtllm_uma.applies(gpu) or res.plan.kv_memory_bytes_per_gpu > 0:
+            return res
+        st = self.settings(model, gpu, dep, req)
+        said = trtllm_uma.warnings(gpu, st.os_memory, st.page_cache, weight_bytes(model).total,
+                                   res.plan.kv_memory_bytes_per_gpu)[1:]
+        return res._replace(plan=dataclasses.replace(res.plan, warnings=(*res.plan.warnings, *said)))
 
     def context_limit(self, model):
         """TensorRT-LLM's inferred max_seq_len (kvplan.engines.context.trtllm_rule)."""
@@ -190,7 +214,8 @@ class TrtLlm(Engine):
     def request(self, req, st: Settings, model, dep):
         # kv = (total - weights - overhead) x fraction: the planner's (total - w - o) with utilisation 1,
         # then scaled by budget().
-        over = req.overhead_bytes if req.overhead_bytes is not None else self.overhead_estimate(model, dep, st)
+        over = req.overhead_bytes if req.overhead_bytes is not None else \
+            self.overhead_estimate(model, dep, st) + st.uma_bytes  # unified memory: cache and OS (trtllm/uma.py)
         return dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=st.tokens_per_block, overhead_bytes=over)
 
     def checkpoint_kv_rule(self, ckv):

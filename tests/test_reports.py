@@ -155,6 +155,7 @@ def test_row_is_fit_json_less_layer_kinds_and_states_agree_layer_by_layer():
             full = plan_to_dict(p, m)
             row = plan_row(p, m, 2.0, rank=7)
             kinds = full.pop("layer_kinds")
+            full.pop("quantization_notes", None)  # sentences about the model, fit --json's only (not a row's figure)
             none = dict.fromkeys(("decode_step_seconds_calibrated", "decode_tokens_per_second_calibrated",
                                   "decode_tokens_per_second_per_request_calibrated"))  # no step given: not priced
             assert row == {"rank": 7, **full, **none, "price_per_gpu_hour": 2.0, "cost_per_hour": 2.0 * dep.gpus,

@@ -89,6 +89,7 @@ def show(
     q = resolved.spec.quantization
     if q.block_shapes:  # a block-FP8 checkpoint's fp32 scales, one per block x block tile of each quantized tensor
         data["block_scales"] = scale_count(q.block_shapes, q.group_size)
+    data["quantization_notes"] = list(q.notes)  # what reading its quantization noticed (stderr's notes too)
     data["params_by_role"] = dataclasses.asdict(resolved.spec.params)
     print_result(as_json, data, lambda console: print("\n".join(_show_line(k, v) for k, v in data.items())))
 
@@ -98,7 +99,7 @@ def _show_line(key: str, value) -> str:
     if isinstance(value, dict):
         return "\n".join([f"{key}:", *(f"  {_show_value(k, v)}" for k, v in value.items())])
     if isinstance(value, (list, tuple)):
-        if key == "notes":  # sentences: one per line
+        if key in ("notes", "quantization_notes"):  # sentences: one per line
             return "\n".join([f"{key}:", *(f"  - {v}" for v in value)]) if value else f"{key}: none"
         return f"{key}: {', '.join(map(str, value)) if value else 'none'}"
     return _show_value(key, value)

@@ -30,7 +30,9 @@ from __future__ import annotations
 from math import gcd
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.core.intmath import cdiv
 from kvplan.engines.versions import parse_version
+from kvplan.planning.deploy import split_layers
 from kvplan.readers.mlp_layout import expert_width
 
 REFINES = (0, 29, 0)  # vLLM 0.29.0: scales refined to a finer block where one of >= 32 fits
@@ -92,3 +94,50 @@ def check(model, dep, engine: str, version: str) -> None:
                       f"divisible by weight quantization block_n = {block}.\"); {why}; expert parallelism ({arg('ep')} "
                       f"{dep.tp * dep.dp}) keeps every expert whole", EXIT_USAGE, param="tp",
                       value=dep.tp)
+
+
+def _scales(experts: int, width: int, hidden: int, block: int) -> int:
+    """fp32 bytes of `experts` experts' block scales at `block`: w13 [E, 2 x cdiv(I, b), cdiv(H, b)] and w2
+    [E, cdiv(H, b), cdiv(I, b)] (vLLM 0.33.0 wheel `quantization/fp8.py` Fp8MoEMethod.create_weights L619-632)."""
+    return 4 * experts * 3 * cdiv(width, block) * cdiv(hidden, block)
+
+
+def refined_scale_bytes(model, dep, version: tuple[int, ...]) -> int:
+    """Bytes per rank vLLM 0.29.0+ holds in refined MoE block scales beyond the rank's 1/split share of the
+    checkpoint's: where the expert shard is not whole blocks and gcd(block, shard, hidden) >= 32, the scale parameters
+    are allocated on that finer grid and the checkpoint's upsampled into them (0.29.0 wheel `quantization/fp8.py`
+    L567-578 alike; 0.33.0 wheel `fused_moe/oracle/fp8.py`
+    refine_fp8_moe_block_shape L292-320, `quantization/fp8.py` L554-564 and L619-632 for the shapes; the default
+    moe_backend 'auto' refines: resolve_fp8_moe_weight_block_shape L355-396; an explicit non-Triton backend pads the
+    shard to whole blocks instead, not modelled). Qwen3-235B-A22B-FP8 at tp 8: shard 1536 / 8 = 192, block 64;
+    a layer's 128 experts 128 x 3 x 3 x 64 x 4 B = 294,912 B a rank where the 1/8 share is 589,824 / 8 = 73,728:
+    +221,184 B x 94 layers = 20,791,296 B. The layers are the largest pipeline stage's, all counted as MoE layers
+    where fewer are (at most the model's MoE layers): a few dense layers' worth over, never under."""
+    got = None if version < REFINES else _refinable(model, dep)
+    if got is None:
+        return 0
+    block, width, split, finer = got
+    experts, hidden = model.params.num_experts, model.hidden_size
+    per_layer = _scales(experts, width // split, hidden, finer) - _scales(experts, width, hidden, block) // split
+    stage = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
+    return max(0, per_layer) * min(stage, model.params.num_moe_layers)
+
+
+def _refinable(model, dep) -> tuple[int, int, int, int] | None:
+    """(block, expert width, ranks, refined block) where vLLM refines the scales of this split, else None."""
+    q = model.quantization
+    if q.quant_method != "fp8" or q.group_size <= 0 or not model.params.num_experts or dep.ep > 1:
+        return None
+    if q.experts_method not in ("", "fp8") or dep.tp * dep.dp == 1:
+        return None
+    width, split = exact_expert_width(model), dep.tp * dep.dp
+    if width is None or width % split or (width // split) % q.group_size == 0:
+        return None
+    finer = gcd(q.group_size, width // split, model.hidden_size)
+    return (q.group_size, width, split, finer) if finer >= MIN_REFINED else None
+
+
+def refined_scale_note(model, dep, version: tuple[int, ...]):
+    """(the refined block, its bytes per rank) where refined_scale_bytes counts any, else None."""
+    extra = refined_scale_bytes(model, dep, version)
+    return (_refinable(model, dep)[3], extra) if extra else None

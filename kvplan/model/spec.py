@@ -75,6 +75,7 @@ class Quantization:
     index_bytes: int = 0
     scale_bytes: int = 0  # bytes of one int4 group's scale; 0: fp16 (2). bitsandbytes: fp32 absmax (4), or
     # 1 with double quantization (uint8 absmax; the fp32 absmax of every 256 of them, 4 B per 16,384 weights, is left out)
+    input_groups: bool = False  # 8-bit GPTQ / AWQ / AutoRound: fp16 scale + 8-bit zero per group of inputs, not a tile
     experts_method: str = ""  # the routed experts' own format when it differs from `method` (DeepSeek-V4: mxfp4)
     # int8 channel-wise (compressed-tensors W8A8): the fp32 scale per output channel, bytes of the (sharded,
     # replicated, experts) parts (kvplan.readers.quantization._channel_scales); () where there are none
@@ -106,6 +107,11 @@ class Quantization:
 
     def kept_of(self, role: str) -> int:
         return next((c for r, c in self.kept if r == role), 0)
+
+    @property
+    def group_format(self) -> tuple[bool, int, bool]:
+        """linear_bytes' arguments past the group size: zero points, a group's scale bytes, groups along the inputs."""
+        return not self.symmetric, self.scale_bytes or 2, self.input_groups
 
 
 # a declared KV scheme's (type, bits) -> the kind engines name it by (ModelOpt's kv_cache_quant_algo spelling)
@@ -372,7 +378,7 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
         # tensor", llama.cpp src/llama-quant.cpp llama_tensor_get_type, `!qs.has_output`)
         emb_type = emb_type if p.lm_head else head_type
         embedding, lm_head = linear_bytes(p.embedding, emb_type), linear_bytes(p.lm_head, head_type)
-    fmt = (not q.symmetric, q.scale_bytes or 2)  # zero points, bytes of a group's scale
+    fmt = q.group_format
     cs, cr, ce = q.channel_scales or (0, 0, 0)
     return WeightBytes(
         sharded=_linear(shardable, dense_method, q, fmt, "sharded") + kept_sharded * plain + q.index_bytes + cs,

@@ -28,12 +28,20 @@ class BlockShape(NamedTuple):
     count: int
 
 
-def linear_bytes(params: int, method: str, group_size: int = 0, zeros: bool = True, scale_bytes: int = 2) -> int:
+def linear_bytes(params: int, method: str, group_size: int = 0, zeros: bool = True, scale_bytes: int = 2,
+                 input_groups: bool = False) -> int:
     """Bytes of `params` linear weights stored as `method`, scales included.
 
     * fp8 / int8: one byte each, plus an fp32 scale per group_size x group_size block of the pooled count when
       the checkpoint uses block scales (DeepSeek-V3: weight_block_size [128, 128]); a checkpoint whose tensors'
       shapes were read counts them tensor by tensor instead (block_linear_bytes).
+    * int8 in input groups (`input_groups`: 8-bit GPTQ, AutoRound, AWQ): one byte each, plus per group of
+      `group_size` input values of each output one fp16 scale and one packed 8-bit zero point: 1 + 3 / 128 bytes a
+      weight at group 128, where an fp32 scale per 128 x 128 block would be 1 + 4 / 16,384. The quantizer's own
+      tensors (AutoGPTQ/AutoGPTQ@058fd80a auto_gptq/nn_modules/qlinear/qlinear_cuda.py QuantLinear.__init__):
+      qweight int32 [K / (32 / bits), N], qzeros int32 [K / g, N / (32 / bits)], scales fp16 [K / g, N], g_idx
+      int32 [K] (GPTQ's, counted apart: Quantization.index_bytes); vLLM loads the same shapes (0.19.0 gptq.py
+      GPTQLinearMethod.create_weights L283-347, 0.33.0 auto_gptq.py AutoGPTQLinearMethod L376-429, no g_idx).
     * int4 (AWQ, GPTQ): half a byte each, plus per group of `group_size` (default 128) input
       values one fp16 scale and one packed 4-bit zero point: 0.5 + 2.5 / 128 bytes per weight; a
       symmetric scheme (`zeros=False`: compressed-tensors `symmetric: true`) stores no zero point:
@@ -48,6 +56,9 @@ def linear_bytes(params: int, method: str, group_size: int = 0, zeros: bool = Tr
     """
     if method in PLAIN_BYTES:
         return params * PLAIN_BYTES[method]
+    if method in ("fp8", "int8") and input_groups:
+        g = group_size or 128
+        return params + (params // g) * (scale_bytes + (1 if zeros else 0))
     if method in ("fp8", "int8"):
         scales = cdiv(params, group_size * group_size) * 4 if group_size else 0
         return params + scales

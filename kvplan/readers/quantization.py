@@ -266,7 +266,7 @@ def _method(cfg, q: dict, where: str, layers=()) -> Quantization:
         # QuantLinear; vLLM gptq.py GPTQLinearMethod.create_weights loads it as a parameter)
         bits = _q_int(q, where, "bits", "w_bit", default=4)
         group = _q_int(q, where, "group_size", "q_group_size", default=128, minimum=-1)
-        return Quantization(_int_format(bits, where), group if group > 0 else 128,
+        return Quantization(_int_format(bits, where), group if group > 0 else 128, input_groups=bits == 8,
                             index_bytes=_g_idx_bytes(cfg, layers) if method == "gptq" else 0)
     if method == "bitsandbytes":
         # NF4/FP4 blocks of 64 with an absmax each and no zero point (bitsandbytes functional.quantize_4bit;

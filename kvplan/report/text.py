@@ -172,6 +172,8 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         row["lora_bytes_per_gpu"] = r.lora_bytes
     if rank is None:
         del row["rank"]
+    if nested and model.quantization.notes:  # what reading the checkpoint's quantization noticed (stderr's notes)
+        row["quantization_notes"] = list(model.quantization.notes)
     return _with_layer_kinds(row, plan) if nested else row
 
 

@@ -271,7 +271,7 @@ class Vllm(Engine):
             chunk = [PlanWarning.literal(st.engine_note), *chunk]
         ba = gdn_ba.note(model, dep.tp, dep.pp, st.v, gpu, st.weight_dtype)  # in_proj_ba whole on every rank
         return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)),
-                *([PlanWarning(states)] if states else []), *chunk, *ba, *self._eager())
+                *([PlanWarning(states)] if states else []), *chunk, *ba, *_refined(model, dep, st), *self._eager())
 
     def _eager(self) -> tuple:
         """enforce_eager, said where the speed figures cannot follow it: the corpus fit skips every run stating its
@@ -401,3 +401,15 @@ class Vllm(Engine):
         return command.weights_note(self, result, model)
 
 ENGINE = Vllm
+
+
+def _refined(model, dep, st: Settings) -> tuple:
+    """The refined MoE block scales, said where they are counted (kvplan.engines.fp8_blocks.refined_scale_bytes)."""
+    got = fp8_blocks.refined_scale_note(model, dep, st.v)
+    if got is None:
+        return ()
+    block, extra = got
+    return (PlanWarning(f"vLLM {st.version} refines the experts' FP8 block scales to {block} x {block} (each rank's "
+                        f"expert shard is not whole {model.quantization.group_size}-blocks; the default moe_backend "
+                        "'auto', refine_fp8_moe_block_shape): {} per GPU more weights than a 1/tp share of the "
+                        "checkpoint's scales, counted", (extra,), ("MiB",)),)

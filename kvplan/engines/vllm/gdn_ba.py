@@ -93,7 +93,7 @@ def _bytes(model, params: int) -> int:
     q = model.quantization
     if any(m in KEPT for m in q.kept_modules):
         return params * PLAIN_BYTES.get(model.dtype, 2)
-    return linear_bytes(params, q.method, q.group_size, not q.symmetric, q.scale_bytes or 2)
+    return linear_bytes(params, q.method, q.group_size, *q.group_format)
 
 
 def extra_bytes(model, tp: int, pp: int, version: tuple[int, ...], gpu, weight_dtype=None) -> int:

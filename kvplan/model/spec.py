@@ -90,6 +90,10 @@ class Quantization:
     # what the reader says of its reading (an engine that reads the exclusion list otherwise: kvplan.readers.
     # exclusion_rules), printed where the model is read; not a format (left out of ==)
     notes: tuple[str, ...] = field(default=(), compare=False)
+    # the same checkpoint as an engine that reads its exclusion list by a rule of its own loads it: ((rule, Quantization
+    # or the one-line refusal that reading meets), ...); () where no engine reads it otherwise (kvplan.readers.
+    # exclusion_rules: "dotted" and "substring" are SGLang's fp8 / fbgemm_fp8 readings; its engine picks one by release)
+    readings: tuple = field(default=(), compare=False)
 
     def __post_init__(self):  # a catalog JSON gives lists
         object.__setattr__(self, "kept", tuple((str(r), int(c)) for r, c in self.kept))
@@ -97,9 +101,24 @@ class Quantization:
         object.__setattr__(self, "mtp_kept", tuple(str(m) for m in self.mtp_kept))
         object.__setattr__(self, "notes", tuple(str(m) for m in self.notes))
         object.__setattr__(self, "channel_scales", tuple(int(b) for b in self.channel_scales))
+        object.__setattr__(self, "readings", tuple((str(r), q if isinstance(q, (str, Quantization)) else
+                                                    Quantization(**q)) for r, q in self.readings))
 
     def kept_of(self, role: str) -> int:
         return next((c for r, c in self.kept if r == role), 0)
+
+    def read_by(self, rule: str) -> Quantization:
+        """The checkpoint as an engine reading its exclusion list by `rule` loads it: itself where no reading of that
+        rule was made; a reading that met a refusal raises it (the engine cannot load what kvplan cannot plan)."""
+        q = dict(self.readings).get(rule, self)
+        if isinstance(q, str):
+            raise KvplanError(q, EXIT_USAGE)
+        return q
+
+    def scaled(self, per) -> Quantization:
+        """Every reading's kept parameters passed through `per` (a model cut to its first layers)."""
+        return replace(self, kept=tuple((r, per(c)) for r, c in self.kept),
+                       readings=tuple((rule, q if isinstance(q, str) else q.scaled(per)) for rule, q in self.readings))
 
 
 # a declared KV scheme's (type, bits) -> the kind engines name it by (ModelOpt's kv_cache_quant_algo spelling)
@@ -243,8 +262,7 @@ class ModelSpec:
             router=per(p.router), other=per(p.other), replicated=per(p.replicated),
             num_moe_layers=per(p.num_moe_layers), expert_biases=per(p.expert_biases),
         )
-        q = self.quantization
-        q = replace(q, kept=tuple((r, per(c)) for r, c in q.kept))
+        q = self.quantization.scaled(per)
         return replace(self, name=f"{self.name} (first {n} of {self.num_layers} layers)",
                        layers=self.layers[:n], params=params, checkpoint_bytes=None, quantization=q,
                        file_weights=None)

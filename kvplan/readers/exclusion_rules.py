@@ -12,11 +12,20 @@ The engines do not match every method's list alike (read in the vLLM 0.33.0 whee
   layer there, so vLLM quantizes it. fp8's routed experts (one RoutedExperts module per layer, prefix
   `model.layers.N.mlp.experts`) are skipped when that prefix is a substring of an entry that says `experts`
   (is_layer_skipped L684-688): `exact_matcher` is that test.
-* SGLang's fp8 / fbgemm_fp8 lists match at dotted-path boundaries since sgl-project/sglang#23467 (merged
-  2026-04-22, commit bfec0134, `python/sglang/srt/layers/quantization/utils.py` `_module_path_match`: the entry
-  equal to the name, a dotted prefix of it, or a dotted run inside it), so a bare `linear_attn` keeps every
-  Gated DeltaNet projection there. kvplan takes vLLM's reading and says in a note what SGLang's keeps instead
-  (`boundary_matcher`); compressed-tensors reads the same in both (SGLang's should_ignore_layer is vLLM's).
+* SGLang reads fp8 / fbgemm_fp8 lists its own way (`sglang_matcher`, `sglang_key`), which kvplan plans as a reading of
+  its own (`Quantization.readings`, chosen by release in kvplan.engines.sglang.quant_methods). From 0.5.11 an entry
+  matches at dotted-path boundaries (sgl-project/sglang#23467, merged 2026-04-22, commit bfec0134; 0.5.23 wheel
+  `srt/layers/quantization/utils.py` `_module_path_match` L48-59, 0.5.11 L46-57: the entry equal to the name, a dotted
+  prefix of it, or a dotted run inside it), so a bare `linear_attn` keeps every Gated DeltaNet projection there;
+  0.5.10 tests a substring (`ignored in prefix`, 0.5.10 wheel utils.py L68, L80). Either way a fused layer is asked by
+  its shards (the model class's packed_modules_mapping, or from 0.5.11 the fallback qkv_proj / gate_up_proj shards,
+  L62-67, L83-105), and a FusedMoE (`model.layers.N.mlp.experts`) is also skipped by an entry saying `experts` that
+  holds its prefix (L115-122). A `re:` entry is a literal there (nothing in fp8.py or utils.py reads the form): it
+  names no module. fp8's config reads the first of `ignored_layers`, `modules_to_not_convert` present, empty or not
+  (get_from_keys_or, 0.5.23 fp8.py L354-356, base_config.py L257-271) and keeps each entry with and without a leading
+  `model.` (L357-364); fbgemm_fp8's reads `modules_to_not_convert` (0.5.15 fpgemm_fp8.py L74). compressed-tensors
+  reads the same in both engines (SGLang's should_ignore_layer is vLLM's), and so does AWQ (SGLang 0.5.23 awq/awq.py
+  is_layer_skipped_awq L61-62, a substring; `modules_to_not_convert`, L131-132).
 * Every other method keeps kvplan's reading of a name's words (kvplan.readers.unquantized._entries), which agrees
   with theirs on the lists kvplan reads: AWQ (`auto_awq.py` L294-299, match_mode "substring") and bitsandbytes
   (`humming.py` is_layer_skipped L196-215: a substring, or a `re:` expression) test an entry as a substring of the
@@ -85,6 +94,32 @@ def boundary_matcher(entry: str) -> Named:
     """SGLang's _module_path_match (sglang#23467): the entry is the name, a dotted prefix of it or a dotted run in it
     (`linear_attn` keeps `model.layers.0.linear_attn.in_proj_qkv`; `mlp.gate` does not keep `mlp.gate_up_proj`)."""
     return Named(entry, lambda name: f".{entry.strip('.')}." in f".{name}.")
+
+
+def sglang_key(q: dict, method: str) -> str | None:
+    """The key SGLang's fp8 / fbgemm_fp8 config reads its list from (module docstring): fp8 the first of
+    `ignored_layers`, `modules_to_not_convert` the config holds, whatever its value; None: neither."""
+    keys = ("ignored_layers", "modules_to_not_convert") if method == "fp8" else ("modules_to_not_convert",)
+    return next((k for k in keys if k in q), None)
+
+
+def sglang_matcher(entry: str, dotted: bool) -> Named:
+    """SGLang's is_layer_skipped for one entry (module docstring): a linear layer by its own (shard) name, at
+    dotted-path boundaries (`dotted`: 0.5.11 on) or as a substring (0.5.10); a routed expert by its layer's FusedMoE
+    prefix (`model.layers.3.mlp.experts`), which an entry saying `experts` that holds it also keeps."""
+    ignored = entry.rstrip(".")
+
+    def hit(name: str) -> bool:
+        return f".{ignored}." in f".{name}." if dotted else entry in name
+
+    def test(name: str) -> bool:
+        at = name.find(".experts.")
+        if at < 0:
+            return hit(name)
+        moe = name[:at + len(".experts")]
+        return hit(moe) or ("experts" in entry and moe in entry)
+
+    return Named(entry, test)
 
 
 # the list keys each method's vLLM config reads, in its order of precedence (module docstring); fp8 falls back to the

@@ -9,15 +9,15 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.layers import MLALatent
 from kvplan.model.spec import Quantization
 from kvplan.readers.cfg import read_dtype, shown
-from kvplan.readers.exclusion_rules import (SGLANG_BOUNDARY, boundary_matcher, chosen_keys, exclusion_list, rule,
-                                           sglang_key_note, skipped_note)
+from kvplan.readers.exclusion_rules import (LIST_KEYS, SGLANG_BOUNDARY, chosen_keys, exclusion_list, rule, sglang_key,
+                                           sglang_key_note, sglang_matcher, skipped_note)
 from kvplan.readers.modelopt import glob_entry, modelopt_method, modelopt_view, unlisted
 from kvplan.readers.params import _UNGATED, _is_moe_layer, shared_expert_width
-from kvplan.readers.mtp import mtp_entries
+from kvplan.readers.mtp import mtp_entries, names_mtp
 from kvplan.readers.unquantized import kept_modules, kept_params, matched, module_names, name_words, untargeted
 
 
@@ -51,13 +51,9 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
         names = [*names, left_out]
     if names and params is not None and quant.method != _dtype(cfg):
         modules = module_names(cfg, str(cfg.raw("model_type") or ""), params, tuple(layers))
-        unmatched: list[str] = []
-        found = matched(names, len(layers), params, where, modules, rule(method), unmatched)  # matched once, read twice
+        found = matched(names, len(layers), params, where, modules, rule(method))  # matched once, read twice
         quant = replace(quant, kept=kept_params(names, params, tuple(layers), where, modules, found),
                         kept_modules=kept_modules(names, params, tuple(layers), where, modules, found))
-        if unmatched and method in SGLANG_BOUNDARY:
-            quant = replace(quant, notes=quant.notes + _sglang_reading(names, unmatched, params, tuple(layers), where,
-                                                                      modules, quant.kept, method))
     mtp = mtp_entries(names, str(cfg.raw("model_type") or ""))
     if mtp:  # the MTP module's own entries: nothing of the target model (kvplan.readers.mtp)
         quant = replace(quant, mtp_kept=mtp)
@@ -68,34 +64,72 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
         # model dtype (vLLM 0.33.0 fbgemm_fp8.py get_quant_method L79-90; SGLang 0.5.15 fpgemm_fp8.py L78-89)
         quant = replace(quant, experts_method=_dtype(cfg))
     experts = _channel_wise(q, where)
-    if experts is None or not layers:
+    parts = _channel_parts(cfg, tuple(layers), params, experts) if experts is not None and layers else None
+    if parts is not None:
+        quant = replace(quant, channel_scales=_channel_scales(parts, quant.kept, params))
+    if method not in SGLANG_BOUNDARY or params is None or not layers or quant.method == _dtype(cfg):
         return quant
-    parts = _channel_parts(cfg, tuple(layers), params, experts)
-    return replace(quant, channel_scales=_channel_scales(parts, quant.kept, params))
+    readings = tuple((r, _sglang_reading(cfg, q, method, where, params, tuple(layers), quant, parts, dotted))
+                     for r, dotted in (("dotted", True), ("substring", False)))
+    notes = quant.notes + _sglang_more(method, quant, readings[0][1])
+    # a reading that keeps what the reader kept and has nothing to say is left out
+    differ = tuple((r, x) for r, x in readings if isinstance(x, str) or x != quant or x.notes)
+    return replace(quant, readings=differ, notes=notes)
 
 
-def _sglang_reading(names, unmatched, params, layers, where, modules, kept, method) -> tuple[str, ...]:
-    """A note where SGLang's dotted-path reading of an fp8 / fbgemm_fp8 list (kvplan.readers.exclusion_rules) keeps
-    more than vLLM's exact one, which kvplan plans: the entries that differ and the parameters SGLang keeps in 16
-    bits; () where the two agree (the entries name nothing either way, or SGLang's reading is one kvplan refuses)."""
-    words = name_words(modules)  # an entry with any other word names no module at a dotted boundary either
-    candidates = [n for n in dict.fromkeys(unmatched) if all(w in words or w.isdigit() for w in n.split(".") if w)]
+def _sglang_reading(cfg, q, method, where, params, layers, quant, parts, dotted: bool):
+    """The checkpoint as SGLang reads an fp8 / fbgemm_fp8 list (kvplan.readers.exclusion_rules: its key, its entries
+    with and without `model.` for fp8, each matched at dotted-path boundaries or, `dotted` False, as a substring),
+    with the notes saying so; the refusal that reading meets, as a line, where kvplan cannot plan it. An entry with a
+    word no module name of the model holds (`lm_head`, a vision tower's) keeps kvplan's reading of its words."""
+    model_type = str(cfg.raw("model_type") or "")
+    key = sglang_key(q, method)
+    names = exclusion_list(q, where, (key,)) if key else []
+    literal = [n for n in names if not n.startswith("re:") and not names_mtp(n)]
+    if method == "fp8":  # each entry with and without a leading `model.`
+        literal = [v for n in literal for v in (n.removeprefix("model."), "model." + n.removeprefix("model."))]
+    modules = module_names(cfg, model_type, params, layers)
+    words = name_words(modules)
     try:
-        differ = [n for n in candidates if kept_params([boundary_matcher(n)], params, layers, where, modules)]
-        literal = set(differ)
-        theirs = kept_params([boundary_matcher(n) if n in literal else n for n in names], params, layers, where,
-                             modules)
-    except KvplanError:
-        return ()
-    more = sum(c for _, c in theirs) - sum(c for _, c in kept)
+        entries = [_sglang_entry(n, dotted, words, len(layers), params, where, modules) for n in literal]
+        found = matched(entries, len(layers), params, where, modules)
+        kept = kept_params(entries, params, layers, where, modules, found)
+        kept_mods = kept_modules(entries, params, layers, where, modules, found)
+    except KvplanError as exc:
+        return f"SGLang's reading of this {method} exclusion list: {exc}"
+    left = [k for k in LIST_KEYS if k != key and q.get(k)]
+    regex = len(names) > sum(not n.startswith("re:") for n in names)
+    if kept == quant.kept and not left and not regex:
+        return replace(quant, kept_modules=kept_mods, notes=())  # as the reader kept it: nothing to say
+    notes = (f"exclusion list: SGLang's {method} config reads " + (f"`{key}`" if key else "no list") +
+             (f" and not {', '.join(f'`{k}`' for k in left)}" if left else "") + ", each entry matched " +
+             ("at dotted-path boundaries (_module_path_match, 0.5.11 on)" if dotted else "as a substring (0.5.10)"),)
+    if regex:
+        notes += ("exclusion list: SGLang reads a `re:` entry as a literal module name: it keeps nothing",)
+    return replace(quant, kept=kept, kept_modules=kept_mods, mtp_kept=mtp_entries(names, model_type), notes=notes,
+                   channel_scales=_channel_scales(parts, kept, params) if parts is not None else quant.channel_scales)
+
+
+def _sglang_entry(entry: str, dotted: bool, words: set, n: int, params, where: str, modules):
+    """One literal entry as SGLang matches it (kvplan.readers.exclusion_rules.sglang_matcher) where it holds only words
+    of the model's module names or matches one of them; else the entry itself, read by its words (`lm_head` and the
+    vision tower's stay plain, a name kvplan cannot place is refused)."""
+    test = sglang_matcher(entry, dotted)
+    if all(w in words or w.isdigit() for w in entry.split(".") if w) or any(matched([test], n, params, where, modules)):
+        return test
+    return entry
+
+
+def _sglang_more(method: str, quant, theirs) -> tuple[str, ...]:
+    """The note, for every other engine, where SGLang's dotted reading keeps more of the model in 16 bits than the
+    exact one kvplan plans; () where it keeps as much or less (kvplan.readers.exclusion_rules.sglang_key_note says
+    where its key hides a list) or meets a refusal."""
+    more = -1 if isinstance(theirs, str) else sum(c for _, c in theirs.kept) - sum(c for _, c in quant.kept)
     if more <= 0:
         return ()
-    shown = ", ".join(repr(n) for n in differ[:3]) + (f" and {len(differ) - 3} more" * (len(differ) > 3))
-    one = len(differ) == 1
-    return (f"exclusion list: {method} {'entry' if one else 'entries'} {shown} {'names' if one else 'name'} no module "
-            "in full; kvplan reads the list as vLLM does (is_layer_skipped, exact names), so what "
-            f"{'it names is' if one else 'they name is'} planned quantized; SGLang matches at dotted-path boundaries "
-            f"(sglang#23467) and keeps {more:,} more parameters in 16 bits",)
+    return (f"exclusion list: kvplan reads this {method} list as vLLM does (is_layer_skipped, exact names); SGLang "
+            f"matches at dotted-path boundaries (sglang#23467) and keeps {more:,} more parameters in 16 bits, which "
+            f"{arg('engine')} sglang plans",)
 
 
 def _gptq_dynamic(q: dict, where: str) -> list[str]:

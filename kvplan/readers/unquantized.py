@@ -219,13 +219,13 @@ def untargeted(targets: list[str], where: str):
     return lambda s: not any(p(s) for p in pats)
 
 
-def matched(names: list, n: int, params, where: str, modules: ModuleNames | None, rule: str = "",
-            unmatched: list | None = None) -> tuple[dict[str, set[int]], dict[tuple[str, int], set[str]]]:
+def matched(names: list, n: int, params, where: str, modules: ModuleNames | None, rule: str = ""
+            ) -> tuple[dict[str, set[int]], dict[tuple[str, int], set[str]]]:
     """({role: whole modules' layers}, {(role, layer): projections}) the names keep in the model dtype: what
     kept_params and kept_modules read (a caller that wants both matches the names once and passes it as `found`).
     `rule` 'exact': a literal entry keeps only the modules it names in full (kvplan.readers.exclusion_rules: fp8,
-    fbgemm_fp8, compressed-tensors as vLLM matches them); the literal entries that then name no module under the
-    model's own prefixes are added to `unmatched` (an engine that reads them otherwise is said in a note)."""
+    fbgemm_fp8, compressed-tensors as vLLM matches them); SGLang's readings pass matchers instead
+    (kvplan.readers.quantization)."""
     covered: dict[str, set[int]] = {}
     parts: dict[tuple[str, int], set[str]] = {}
     for name in names:
@@ -239,8 +239,6 @@ def matched(names: list, n: int, params, where: str, modules: ModuleNames | None
             found = _regex_entries(exact_matcher(name), modules, name, where, int(layer.group(1)) if layer else None)
             if not found and not (_GDN in modules.mixers and name.split(".")[-1] in {_GDN, *_GDN_NAMES}):
                 _entries(name, n, params, where)  # a name kvplan cannot place is refused whatever the rule
-            if not found and unmatched is not None:
-                unmatched.append(name)
         elif _whole_gdn(name, modules):  # a Gated DeltaNet module, whole: its five projections, each counted
             found = _regex_entries(boundary_matcher(name), modules, name, where)  # at dotted boundaries
             if not found:

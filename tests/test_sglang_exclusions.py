@@ -134,3 +134,21 @@ def test_an_fp8_list_sglang_reads_as_vllm_does_keeps_no_reading():
     full = [f"model.layers.0.self_attn.{p}_proj" for p in "qkvo"] + ["lm_head"]
     model = _q(dict(FP8, ignored_layers=full))
     assert model.quantization.kept == (("attention", 12_288),) and model.quantization.readings == ()
+
+
+@pytest.mark.parametrize("qc, why", [
+    ({"activation_scale_ub": 1200.0}, "needs `modules_to_not_convert`"),
+    ({"modules_to_not_convert": []}, "needs `activation_scale_ub`"),
+    ({}, "needs `modules_to_not_convert` and `activation_scale_ub`"),
+    ({"modules_to_not_convert": [], "activation_scale_ub": "1200"}, r"activation_scale_ub must be a number"),
+    ({"modules_to_not_convert": [], "activation_scale_ub": 1200.0, "weight_block_size": [128, 128]},
+     "reads no `weight_block_size`")])
+def test_fbgemm_without_its_keys_is_refused(qc, why):
+    # vLLM's and SGLang's FBGEMMFp8Config.from_config read both keys with get_from_keys, which raises without them
+    # (vLLM 0.33.0 fbgemm_fp8.py L75-76; SGLang 0.5.15 fpgemm_fp8.py L74-75); the bound becomes a float32 tensor
+    # (L142-145); the method allocates one scale per output channel and reads no block size (L133-134)
+    with pytest.raises(KvplanError, match=why):
+        _q({"quant_method": "fbgemm_fp8", **qc})
+    # `modules_to_not_convert: null` is there (get_from_keys returns it; the config keeps an empty list): planned
+    assert _q({"quant_method": "fbgemm_fp8", "modules_to_not_convert": None, "activation_scale_ub": 1200}).quantization \
+        .method == "fp8"

@@ -286,6 +286,8 @@ def _method(cfg, q: dict, where: str, layers=()) -> Quantization:
         # vLLM's Mxfp4Config.get_quant_method gives every LinearBase an UnquantizedLinearMethod (listed or
         # not: "MXFP4 linear layer is not implemented"); only FusedMoE experts are MXFP4
         return Quantization("mxfp4", 32, experts_only=True)
+    if method == "fbgemm_fp8":
+        _fbgemm_keys(q, where)
     if method in ("fp8", "fbgemm_fp8"):
         block = q.get("weight_block_size")
         if block is not None and (not isinstance(block, list) or len(block) not in (0, 2)):
@@ -331,6 +333,28 @@ def _method(cfg, q: dict, where: str, layers=()) -> Quantization:
             if bits:
                 raise KvplanError(f"{where}: {bits}-bit weights are not supported (4 or 8)", EXIT_USAGE)
     return Quantization(_dtype(cfg))
+
+
+def _fbgemm_keys(q: dict, where: str) -> None:
+    """A one-line refusal of an fbgemm_fp8 config vLLM and SGLang cannot load, instead of a default: FBGEMMFp8Config.
+    from_config reads `modules_to_not_convert` and `activation_scale_ub` with get_from_keys, which raises without them
+    ("Cannot find any of [...] in the model's quantization config"; vLLM 0.33.0 fbgemm_fp8.py L75-76, 0.8.3 L58-59;
+    SGLang 0.5.15 fpgemm_fp8.py L74-75), and the bound must be a number (0.33.0 L142-145); a `weight_block_size` is
+    refused: FBGEMMFp8LinearMethod allocates one scale per output channel (0.33.0 L133-134) and reads no block size,
+    so a block-scaled checkpoint is not one these configs load."""
+    missing = [k for k in ("modules_to_not_convert", "activation_scale_ub") if k not in q]
+    if missing:
+        raise KvplanError(f"{where}: an fbgemm_fp8 config needs {' and '.join(f'`{k}`' for k in missing)}: vLLM's and "
+                          "SGLang's FBGEMMFp8Config.from_config stop at start-up without it (get_from_keys); refused "
+                          "rather than defaulted", EXIT_USAGE)
+    bound = q["activation_scale_ub"]
+    if isinstance(bound, bool) or not isinstance(bound, (int, float)):  # torch.tensor(input_scale_ub) as it loads
+        raise KvplanError(f"{where}.activation_scale_ub must be a number (fbgemm_fp8's bound on activation scales, "
+                          f"which the engine makes a tensor of), got {shown(bound)}", EXIT_USAGE)
+    if q.get("weight_block_size") is not None:
+        raise KvplanError(f"{where}: fbgemm_fp8 scales each output channel (FBGEMMFp8LinearMethod) and reads no "
+                          f"`weight_block_size` (got {shown(q['weight_block_size'])}); refused rather than planned "
+                          "with block scales", EXIT_USAGE)
 
 
 def _q_int(q: dict, where: str, *names: str, default: int, minimum: int = 1) -> int:

@@ -35,17 +35,17 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
     where = f"{cfg.where}: quantization_config"
     legacy = isinstance(q.get("quantization"), dict)  # hf_quant_config.json's form, read before it is flattened
     q = modelopt_view(q)
-    quant = _method(cfg, q, where, tuple(layers))
-    method = str(q.get("quant_method", "")).lower()
+    method = normalised_method(q)
+    quant = _method(cfg, q, where, method, tuple(layers))
     read, skipped = chosen_keys(q, method, legacy)  # only the keys the method's config reads (exclusion_rules)
     names = exclusion_list(q, where, read)
     quant = replace(quant, notes=skipped_note(method, skipped, read, q) + sglang_key_note(q, method))
-    if q.get("quant_method") == "gptq":  # GPTQModel's per-module rules (vLLM reads no exclusion list for GPTQ)
+    if method == "gptq":  # GPTQModel's per-module rules (vLLM reads no exclusion list for GPTQ)
         names += _gptq_dynamic(q, where)
-    if q.get("quant_method") == "modelopt":  # wildcards, matched as vLLM matches them (kvplan.readers.modelopt)
+    if method == "modelopt":  # wildcards, matched as vLLM matches them (kvplan.readers.modelopt)
         names = [glob_entry(n) for n in names]
-    left_out = untargeted(_targets(q), where) if quant.method != _dtype(cfg) else None
-    if left_out is None and q.get("quant_method") == "modelopt":
+    left_out = untargeted(_targets(q, method), where) if quant.method != _dtype(cfg) else None
+    if left_out is None and method == "modelopt":
         left_out = unlisted(q, where)  # MIXED_PRECISION: modules its quantized_layers leave out
     if left_out is not None:
         names = [*names, left_out]
@@ -57,13 +57,13 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
     mtp = mtp_entries(names, str(cfg.raw("model_type") or ""))
     if mtp:  # the MTP module's own entries: nothing of the target model (kvplan.readers.mtp)
         quant = replace(quant, mtp_kept=mtp)
-    if isinstance(q.get("quant_method"), str) and q["quant_method"]:
-        quant = replace(quant, quant_method=q["quant_method"].lower())
+    if method:
+        quant = replace(quant, quant_method=method)
     if quant.quant_method == "fbgemm_fp8" and params is not None and params.experts:
         # fbgemm_fp8 quantizes LinearBase modules only: FusedMoE gets no method, so the routed experts load in the
         # model dtype (vLLM 0.33.0 fbgemm_fp8.py get_quant_method L79-90; SGLang 0.5.15 fpgemm_fp8.py L78-89)
         quant = replace(quant, experts_method=_dtype(cfg))
-    experts = _channel_wise(q, where)
+    experts = _channel_wise(q, where, method)
     parts = _channel_parts(cfg, tuple(layers), params, experts) if experts is not None and layers else None
     if parts is not None:
         quant = replace(quant, channel_scales=_channel_scales(parts, quant.kept, params))
@@ -158,14 +158,13 @@ def _gptq_dynamic(q: dict, where: str) -> list[str]:
     return out
 
 
-def _channel_wise(q: dict, where: str) -> bool | None:
+def _channel_wise(q: dict, where: str, method: str) -> bool | None:
     """Whether the checkpoint's weights carry a scale per output channel, and whether its routed experts do too
     (True), or only its linear layers (False: vLLM's FBGEMMFp8Config gives FusedMoE no method, 0.33.0 fbgemm_fp8.py
     L79-90, and ModelOptFp8MoEMethod allocates per-tensor scales, 0.19.0 modelopt.py L726-740); None: no channel
     scales. compressed-tensors `strategy: channel` (int8 W8A8, llm-compressor's FP8_DYNAMIC), fbgemm_fp8 and
     ModelOpt FP8_PER_CHANNEL_PER_TOKEN are channel-wise; fp8's per-tensor scales (a few per layer) and its block
     scales (kvplan.model.weight_formats.linear_bytes) are not."""
-    method = str(q.get("quant_method", "")).lower()
     if method == "fbgemm_fp8":
         return False
     if method == "modelopt":
@@ -180,9 +179,9 @@ def _channel_wise(q: dict, where: str) -> bool | None:
     return None
 
 
-def _targets(q: dict) -> list[str]:
+def _targets(q: dict, method: str) -> list[str]:
     """Every compressed-tensors scheme's `targets` (module classes such as Linear, or `re:` names)."""
-    groups = q.get("config_groups") if q.get("quant_method") == "compressed-tensors" else None
+    groups = q.get("config_groups") if method == "compressed-tensors" else None
     out: list[str] = []
     for group in (groups or {}).values() if isinstance(groups, dict) else ():
         targets = group.get("targets") if isinstance(group, dict) else None
@@ -279,9 +278,16 @@ def _channel_scales(parts: dict, kept=(), params=None) -> tuple[int, ...]:
     return tuple(4 * t for t in totals) if any(totals) else ()
 
 
-def _method(cfg, q: dict, where: str, layers=()) -> Quantization:
-    """The method and its scope, before the exclusion list."""
-    method = str(q.get("quant_method", "")).lower()
+def normalised_method(q: dict) -> str:
+    """The config's `quant_method` as vLLM reads it, every branch here comparing this one spelling: lower-cased, and
+    `compressed_tensors` spelled `compressed-tensors` (0.33.0 wheel `transformers_utils/model_arch_config_convertor.py`
+    L272-281); "" where there is none or it is not a string."""
+    raw = q.get("quant_method")
+    return raw.lower().replace("compressed_tensors", "compressed-tensors") if isinstance(raw, str) else ""
+
+
+def _method(cfg, q: dict, where: str, method: str, layers=()) -> Quantization:
+    """The method (`method`, normalised) and its scope, before the exclusion list."""
     if method == "mxfp4":
         # vLLM's Mxfp4Config.get_quant_method gives every LinearBase an UnquantizedLinearMethod (listed or
         # not: "MXFP4 linear layer is not implemented"); only FusedMoE experts are MXFP4

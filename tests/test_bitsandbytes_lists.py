@@ -70,7 +70,7 @@ def test_vllm_without_bitsandbytes_refuses_it():
     with pytest.raises(KvplanError, match=r"kvplan's default; none was given"):
         resolve_engine("vllm").result(model, gpu, dep, req)
     assert resolve_engine("vllm", "0.27.1", []).result(model, gpu, dep, req).plan.weight_bytes_per_gpu > 0
-    # NF4 asked of a 16-bit checkpoint is --quantization bitsandbytes: refused from 0.28.0 as well
+    # NF4 asked of a 16-bit checkpoint is vLLM's --quantization bitsandbytes: refused from 0.28.0 as well
     plain, nf4 = build_spec(dict(SMALL), "test/small", source="test")[0], Request(context=1024, weight_dtype="nf4")
     with pytest.raises(KvplanError, match=r"vLLM 0\.28\.0 registers no bitsandbytes .* cannot run weight_dtype nf4"):
         resolve_engine("vllm", "0.28.0", []).result(plain, gpu, dep, nf4)

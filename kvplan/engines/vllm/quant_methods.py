@@ -23,7 +23,7 @@ def check_release(model, req, version: str, defaulted: bool = False) -> None:
     if model.quantization.quant_method == "bitsandbytes":
         what = "this bitsandbytes checkpoint"
     elif req.weight_dtype == "nf4":
-        what = f"{arg('weight_dtype')} nf4 (--quantization bitsandbytes)"
+        what = f"{arg('weight_dtype')} nf4 (its bitsandbytes quantization as it loads)"
     else:
         return
     which = f"{version} (kvplan's default; none was given)" if defaulted else version

@@ -107,6 +107,7 @@ def test_sglang_notes_replace_the_vllm_reading_notes():
     assert len(model.quantization.notes) == 1 and "keeps 24,576 more parameters" in model.quantization.notes[0]
     said = restated(model, "0.5.23", ("other", *model.quantization.notes))
     assert said[0] == "other" and len(said) == 2 and "dotted-path boundaries" in said[1]
+    assert said[1].endswith("24,576 parameters kept in 16 bits (vLLM's reading: 0)")
     assert "as a substring (0.5.10)" in restated(model, "0.5.10", model.quantization.notes)[0]
 
 

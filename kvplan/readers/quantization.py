@@ -103,7 +103,9 @@ def _sglang_reading(cfg, q, method, where, params, layers, quant, parts, dotted:
         return replace(quant, kept_modules=kept_mods, notes=())  # as the reader kept it: nothing to say
     notes = (f"exclusion list: SGLang's {method} config reads " + (f"`{key}`" if key else "no list") +
              (f" and not {', '.join(f'`{k}`' for k in left)}" if left else "") + ", each entry matched " +
-             ("at dotted-path boundaries (_module_path_match, 0.5.11 on)" if dotted else "as a substring (0.5.10)"),)
+             ("at dotted-path boundaries (_module_path_match, 0.5.11 on)" if dotted else "as a substring (0.5.10)") +
+             f": {sum(c for _, c in kept):,} parameters kept in 16 bits (vLLM's reading: "
+             f"{sum(c for _, c in quant.kept):,})",)
     if regex:
         notes += ("exclusion list: SGLang reads a `re:` entry as a literal module name: it keeps nothing",)
     return replace(quant, kept=kept, kept_modules=kept_mods, mtp_kept=mtp_entries(names, model_type), notes=notes,

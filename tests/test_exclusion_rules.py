@@ -50,9 +50,10 @@ def test_a_bare_module_name_is_quantized_by_vllm_and_kept_by_sglang(method):
     # `self_attn` equals no linear layer's name: vLLM quantizes all attention, the bytes of the plain checkpoint;
     # SGLang keeps both layers' attention, 2 x 12,288 = 24,576 parameters, said in a note
     key = "ignored_layers" if method == "fp8" else "modules_to_not_convert"
-    bare = _q({"quant_method": method, key: ["self_attn"]})
+    bound = {"activation_scale_ub": 1200.0} if method == "fbgemm_fp8" else {}  # fbgemm_fp8's config needs it
+    bare = _q({"quant_method": method, key: ["self_attn"], **bound})
     assert bare.quantization.kept == ()
-    assert weight_bytes(bare) == weight_bytes(_q({"quant_method": method, key: []}))
+    assert weight_bytes(bare) == weight_bytes(_q({"quant_method": method, key: [], **bound}))
     assert len(bare.quantization.notes) == 1 and "keeps 24,576 more parameters" in bare.quantization.notes[0]
 
 
@@ -101,3 +102,18 @@ def test_gptq_dynamic_overrides_of_the_format_are_refused():
     from kvplan.core.errors import KvplanError
     with pytest.raises(KvplanError, match=r"sets bits 8 for the modules it matches"):
         _q({**GPTQ, "dynamic": {r"+:.*\.1\..*": {"bits": 8}}})
+
+
+def test_quant_method_read_in_one_spelling():
+    # vLLM 0.33.0 lower-cases quant_method and spells compressed_tensors compressed-tensors before any method reads it
+    # (transformers_utils/model_arch_config_convertor.py L272-281); every branch of kvplan's reader reads that spelling.
+    # `GPTQ` with GPTQModel's `-:` rule for layer 0's attention keeps its 12,288 parameters as `gptq` does
+    dynamic = {"-:model\\.layers\\.0\\.self_attn\\..*": {}}
+    upper = _q({"quant_method": "GPTQ", "bits": 4, "group_size": 32, "dynamic": dynamic}).quantization
+    assert upper.kept == (("attention", 12_288),) == _q({"quant_method": "gptq", "bits": 4, "group_size": 32,
+                                                         "dynamic": dynamic}).quantization.kept
+    assert upper.quant_method == "gptq"
+    # `compressed_tensors` is compressed-tensors (it was planned as the bf16 checkpoint): fp8 weights, its `ignore` read
+    snake = _q({"quant_method": "compressed_tensors", "config_groups": CT_GROUPS,
+                "ignore": [f"model.layers.0.self_attn.{p}_proj" for p in "qkvo"]}).quantization
+    assert (snake.method, snake.quant_method, snake.kept) == ("fp8", "compressed-tensors", (("attention", 12_288),))

@@ -87,7 +87,8 @@ def test_moe_experts_and_shared_expert_scales():
     # (64 + 64) x 2 x 4 B = 1,024 B, 512 x 2 x 4 B = 4,096 B
     assert _quant(QWEN2_MOE, FP8_DYNAMIC).quantization.channel_scales == (1_792, 1_024, 4_096)
     # fbgemm_fp8 gives FusedMoE no method and ModelOpt's FP8 MoE method is per-tensor: the linears' scales only
-    assert _quant(QWEN2_MOE, {"quant_method": "fbgemm_fp8"}).quantization.channel_scales == (1_792, 1_024, 0)
+    fbgemm = {"quant_method": "fbgemm_fp8", "modules_to_not_convert": [], "activation_scale_ub": 1200.0}
+    assert _quant(QWEN2_MOE, fbgemm).quantization.channel_scales == (1_792, 1_024, 0)
     pcpt = {"quant_method": "modelopt", "quant_algo": "FP8_PER_CHANNEL_PER_TOKEN"}
     assert _quant(QWEN2_MOE, pcpt).quantization.channel_scales == (1_792, 1_024, 0)
 

@@ -194,7 +194,8 @@ def test_fp8_reads_a_module_name_whole_as_vllm_does():
         q = _spec(entries).quantization
         assert q.kept == plain.kept == () and q.kept_modules == ()
         assert len(q.notes) == 1 and f"keeps {theirs:,} more parameters in 16 bits" in q.notes[0], q.notes
-    # a `re:` entry stays a regular expression (compressed-tensors' form) whatever the method: kept in both engines
+    # a `re:` entry stays a regular expression (compressed-tensors' form) whatever the method in kvplan's vLLM reading;
+    # SGLang's fp8 reads it as a literal name and keeps nothing (tests/test_sglang_exclusions.py)
     assert _spec(["re:.*linear_attn.*"]).quantization.kept == (("attention", 36 * GDN_LAYER),)
     # the full names of all five (Qwen3-Next's fused spellings) keep layer 0's, and say nothing
     full = _spec([f"model.layers.0.linear_attn.{p}" for p in ("in_proj_qkvz", "in_proj_ba", "out_proj")]).quantization

@@ -60,8 +60,9 @@ def test_the_emitted_command_quantizes_as_it_loads_and_says_what_loading_holds(t
     folder = _config(tmp_path, SMALL)
     # vLLM 0.8.0 refuses --quantization bitsandbytes without --load-format bitsandbytes (vllm/engine/arg_utils.py
     # L1163-1175, create_load_config); SGLang takes both (sglang/srt/arg_groups/choices.py L19, L39)
-    for engine in ("vllm", "sglang"):
-        res = _run(folder, "--engine", engine, "--weight-dtype", "nf4", "--emit", engine)
+    # (vLLM's last release with bitsandbytes is 0.27.1: kvplan.engines.vllm.quant_methods)
+    for engine, version in (("vllm", "0.27.1"), ("sglang", "0.5.23")):
+        res = _run(folder, "--engine", engine, "--engine-version", version, "--weight-dtype", "nf4", "--emit", engine)
         assert "--quantization bitsandbytes --load-format bitsandbytes" in res.stdout
         assert "the checkpoint is bf16; --quantization bitsandbytes quantizes it" in res.output
     # online fp8 held the whole 16-bit model before quantizing until vllm-project/vllm#31914 (vllm#32773 reports 0.14.0

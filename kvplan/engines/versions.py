@@ -18,6 +18,12 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(int(n) for n in nums[:3])
 
 
+def dotted(v: tuple[int, ...]) -> str:
+    """A parsed release written back for a message: (0, 8, 5) -> '0.8.5' (parse_version keeps three parts, so a
+    '.post' or 'rc' suffix is not shown)."""
+    return ".".join(map(str, v))
+
+
 def check_version(engine: str, version: str | None, known: tuple[str, ...], default: str) -> str:
     """The version to model: `version` if it is a readable release within the modelled range, else a
     one-line error. (An engine whose versions are names, not numbers, uses check_version_name.)"""

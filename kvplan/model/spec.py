@@ -96,6 +96,10 @@ class Quantization:
     # (kvplan.readers.block_scales); () where not read: the pooled count, params / group_size^2. Derived from the
     # spec, not a format (left out of ==) and not written to a catalog entry (computed again where one is read)
     block_shapes: tuple[BlockShape, ...] = field(default=(), compare=False)
+    # the same checkpoint as an engine that reads its exclusion list by a rule of its own loads it: ((rule, Quantization
+    # or the one-line refusal that reading meets), ...); () where no engine reads it otherwise (kvplan.readers.
+    # exclusion_rules: "dotted" and "substring" are SGLang's fp8 / fbgemm_fp8 readings; its engine picks one by release)
+    readings: tuple = field(default=(), compare=False)
 
     def __post_init__(self):  # a catalog JSON gives lists
         object.__setattr__(self, "kept", tuple((str(r), int(c)) for r, c in self.kept))
@@ -104,6 +108,8 @@ class Quantization:
         object.__setattr__(self, "notes", tuple(str(m) for m in self.notes))
         object.__setattr__(self, "channel_scales", tuple(int(b) for b in self.channel_scales))
         object.__setattr__(self, "block_shapes", tuple(BlockShape(*s) for s in self.block_shapes))
+        object.__setattr__(self, "readings", tuple((str(r), q if isinstance(q, (str, Quantization)) else
+                                                    Quantization(**q)) for r, q in self.readings))
 
     def kept_of(self, role: str) -> int:
         return next((c for r, c in self.kept if r == role), 0)
@@ -112,6 +118,19 @@ class Quantization:
     def group_format(self) -> tuple[bool, int, bool]:
         """linear_bytes' arguments past the group size: zero points, a group's scale bytes, groups along the inputs."""
         return not self.symmetric, self.scale_bytes or 2, self.input_groups
+
+    def read_by(self, rule: str) -> Quantization:
+        """The checkpoint as an engine reading its exclusion list by `rule` loads it: itself where no reading of that
+        rule was made; a reading that met a refusal raises it (the engine cannot load what kvplan cannot plan)."""
+        q = dict(self.readings).get(rule, self)
+        if isinstance(q, str):
+            raise KvplanError(q, EXIT_USAGE)
+        return q
+
+    def scaled(self, per) -> Quantization:
+        """Every reading's kept parameters passed through `per` (a model cut to its first layers)."""
+        return replace(self, kept=tuple((r, per(c)) for r, c in self.kept),
+                       readings=tuple((rule, q if isinstance(q, str) else q.scaled(per)) for rule, q in self.readings))
 
 
 # a declared KV scheme's (type, bits) -> the kind engines name it by (ModelOpt's kv_cache_quant_algo spelling)
@@ -255,8 +274,7 @@ class ModelSpec:
             router=per(p.router), other=per(p.other), replicated=per(p.replicated),
             num_moe_layers=per(p.num_moe_layers), expert_biases=per(p.expert_biases),
         )
-        q = self.quantization
-        q = replace(q, kept=tuple((r, per(c)) for r, c in q.kept))
+        q = self.quantization.scaled(per)
         return replace(self, name=f"{self.name} (first {n} of {self.num_layers} layers)",
                        layers=self.layers[:n], params=params, checkpoint_bytes=None, quantization=q,
                        file_weights=None)

@@ -206,4 +206,7 @@ def with_block_shapes(spec: ModelSpec) -> ModelSpec:
     if not shapes and not note:
         return spec
     notes = q.notes + tuple(n for n in note if n not in q.notes)
-    return replace(spec, quantization=replace(q, block_shapes=shapes, notes=notes))
+    # an engine's own reading of the exclusion list (Quantization.readings) keeps other tensors: shapes of its own
+    readings = tuple((rule, r if isinstance(r, str) else
+                      replace(r, block_shapes=block_shapes(replace(spec, quantization=r))[0])) for rule, r in q.readings)
+    return replace(spec, quantization=replace(q, block_shapes=shapes, notes=notes, readings=readings))

@@ -9,15 +9,15 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.layers import MLALatent
 from kvplan.model.spec import Quantization
 from kvplan.readers.cfg import read_dtype, shown
-from kvplan.readers.exclusion_rules import (SGLANG_BOUNDARY, boundary_matcher, chosen_keys, exclusion_list, rule,
-                                           sglang_key_note, skipped_note)
+from kvplan.readers.exclusion_rules import (LIST_KEYS, SGLANG_BOUNDARY, chosen_keys, exclusion_list, rule, sglang_key,
+                                           sglang_key_note, sglang_matcher, skipped_note)
 from kvplan.readers.modelopt import glob_entry, modelopt_method, modelopt_view, unlisted
 from kvplan.readers.params import _UNGATED, _is_moe_layer, shared_expert_width
-from kvplan.readers.mtp import mtp_entries
+from kvplan.readers.mtp import mtp_entries, names_mtp
 from kvplan.readers.unquantized import kept_modules, kept_params, matched, module_names, name_words, untargeted
 
 
@@ -35,67 +35,103 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
     where = f"{cfg.where}: quantization_config"
     legacy = isinstance(q.get("quantization"), dict)  # hf_quant_config.json's form, read before it is flattened
     q = modelopt_view(q)
-    quant = _method(cfg, q, where, tuple(layers))
-    method = str(q.get("quant_method", "")).lower()
+    method = normalised_method(q)
+    quant = _method(cfg, q, where, method, tuple(layers))
     read, skipped = chosen_keys(q, method, legacy)  # only the keys the method's config reads (exclusion_rules)
     names = exclusion_list(q, where, read)
     quant = replace(quant, notes=skipped_note(method, skipped, read, q) + sglang_key_note(q, method))
-    if q.get("quant_method") == "gptq":  # GPTQModel's per-module rules (vLLM reads no exclusion list for GPTQ)
+    if method == "gptq":  # GPTQModel's per-module rules (vLLM reads no exclusion list for GPTQ)
         names += _gptq_dynamic(q, where)
-    if q.get("quant_method") == "modelopt":  # wildcards, matched as vLLM matches them (kvplan.readers.modelopt)
+    if method == "modelopt":  # wildcards, matched as vLLM matches them (kvplan.readers.modelopt)
         names = [glob_entry(n) for n in names]
-    left_out = untargeted(_targets(q), where) if quant.method != _dtype(cfg) else None
-    if left_out is None and q.get("quant_method") == "modelopt":
+    left_out = untargeted(_targets(q, method), where) if quant.method != _dtype(cfg) else None
+    if left_out is None and method == "modelopt":
         left_out = unlisted(q, where)  # MIXED_PRECISION: modules its quantized_layers leave out
     if left_out is not None:
         names = [*names, left_out]
     if names and params is not None and quant.method != _dtype(cfg):
         modules = module_names(cfg, str(cfg.raw("model_type") or ""), params, tuple(layers))
-        unmatched: list[str] = []
-        found = matched(names, len(layers), params, where, modules, rule(method), unmatched)  # matched once, read twice
+        found = matched(names, len(layers), params, where, modules, rule(method))  # matched once, read twice
         quant = replace(quant, kept=kept_params(names, params, tuple(layers), where, modules, found),
                         kept_modules=kept_modules(names, params, tuple(layers), where, modules, found))
-        if unmatched and method in SGLANG_BOUNDARY:
-            quant = replace(quant, notes=quant.notes + _sglang_reading(names, unmatched, params, tuple(layers), where,
-                                                                      modules, quant.kept, method))
     mtp = mtp_entries(names, str(cfg.raw("model_type") or ""))
     if mtp:  # the MTP module's own entries: nothing of the target model (kvplan.readers.mtp)
         quant = replace(quant, mtp_kept=mtp)
-    if isinstance(q.get("quant_method"), str) and q["quant_method"]:
-        quant = replace(quant, quant_method=q["quant_method"].lower())
+    if method:
+        quant = replace(quant, quant_method=method)
     if quant.quant_method == "fbgemm_fp8" and params is not None and params.experts:
         # fbgemm_fp8 quantizes LinearBase modules only: FusedMoE gets no method, so the routed experts load in the
         # model dtype (vLLM 0.33.0 fbgemm_fp8.py get_quant_method L79-90; SGLang 0.5.15 fpgemm_fp8.py L78-89)
         quant = replace(quant, experts_method=_dtype(cfg))
-    experts = _channel_wise(q, where)
-    if experts is None or not layers:
+    experts = _channel_wise(q, where, method)
+    parts = _channel_parts(cfg, tuple(layers), params, experts) if experts is not None and layers else None
+    if parts is not None:
+        quant = replace(quant, channel_scales=_channel_scales(parts, quant.kept, params))
+    if method not in SGLANG_BOUNDARY or params is None or not layers or quant.method == _dtype(cfg):
         return quant
-    parts = _channel_parts(cfg, tuple(layers), params, experts)
-    return replace(quant, channel_scales=_channel_scales(parts, quant.kept, params))
+    readings = tuple((r, _sglang_reading(cfg, q, method, where, params, tuple(layers), quant, parts, dotted))
+                     for r, dotted in (("dotted", True), ("substring", False)))
+    notes = quant.notes + _sglang_more(method, quant, readings[0][1])
+    # a reading that keeps what the reader kept and has nothing to say is left out
+    differ = tuple((r, x) for r, x in readings if isinstance(x, str) or x != quant or x.notes)
+    return replace(quant, readings=differ, notes=notes)
 
 
-def _sglang_reading(names, unmatched, params, layers, where, modules, kept, method) -> tuple[str, ...]:
-    """A note where SGLang's dotted-path reading of an fp8 / fbgemm_fp8 list (kvplan.readers.exclusion_rules) keeps
-    more than vLLM's exact one, which kvplan plans: the entries that differ and the parameters SGLang keeps in 16
-    bits; () where the two agree (the entries name nothing either way, or SGLang's reading is one kvplan refuses)."""
-    words = name_words(modules)  # an entry with any other word names no module at a dotted boundary either
-    candidates = [n for n in dict.fromkeys(unmatched) if all(w in words or w.isdigit() for w in n.split(".") if w)]
+def _sglang_reading(cfg, q, method, where, params, layers, quant, parts, dotted: bool):
+    """The checkpoint as SGLang reads an fp8 / fbgemm_fp8 list (kvplan.readers.exclusion_rules: its key, its entries
+    with and without `model.` for fp8, each matched at dotted-path boundaries or, `dotted` False, as a substring),
+    with the notes saying so; the refusal that reading meets, as a line, where kvplan cannot plan it. An entry with a
+    word no module name of the model holds (`lm_head`, a vision tower's) keeps kvplan's reading of its words."""
+    model_type = str(cfg.raw("model_type") or "")
+    key = sglang_key(q, method)
+    names = exclusion_list(q, where, (key,)) if key else []
+    literal = [n for n in names if not n.startswith("re:") and not names_mtp(n)]
+    if method == "fp8":  # each entry with and without a leading `model.`
+        literal = [v for n in literal for v in (n.removeprefix("model."), "model." + n.removeprefix("model."))]
+    modules = module_names(cfg, model_type, params, layers)
+    words = name_words(modules)
     try:
-        differ = [n for n in candidates if kept_params([boundary_matcher(n)], params, layers, where, modules)]
-        literal = set(differ)
-        theirs = kept_params([boundary_matcher(n) if n in literal else n for n in names], params, layers, where,
-                             modules)
-    except KvplanError:
-        return ()
-    more = sum(c for _, c in theirs) - sum(c for _, c in kept)
+        entries = [_sglang_entry(n, dotted, words, len(layers), params, where, modules) for n in literal]
+        found = matched(entries, len(layers), params, where, modules)
+        kept = kept_params(entries, params, layers, where, modules, found)
+        kept_mods = kept_modules(entries, params, layers, where, modules, found)
+    except KvplanError as exc:
+        return f"SGLang's reading of this {method} exclusion list: {exc}"
+    left = [k for k in LIST_KEYS if k != key and q.get(k)]
+    regex = len(names) > sum(not n.startswith("re:") for n in names)
+    if kept == quant.kept and not left and not regex:
+        return replace(quant, kept_modules=kept_mods, notes=())  # as the reader kept it: nothing to say
+    notes = (f"exclusion list: SGLang's {method} config reads " + (f"`{key}`" if key else "no list") +
+             (f" and not {', '.join(f'`{k}`' for k in left)}" if left else "") + ", each entry matched " +
+             ("at dotted-path boundaries (_module_path_match, 0.5.11 on)" if dotted else "as a substring (0.5.10)") +
+             f": {sum(c for _, c in kept):,} parameters kept in 16 bits (vLLM's reading: "
+             f"{sum(c for _, c in quant.kept):,})",)
+    if regex:
+        notes += ("exclusion list: SGLang reads a `re:` entry as a literal module name: it keeps nothing",)
+    return replace(quant, kept=kept, kept_modules=kept_mods, mtp_kept=mtp_entries(names, model_type), notes=notes,
+                   channel_scales=_channel_scales(parts, kept, params) if parts is not None else quant.channel_scales)
+
+
+def _sglang_entry(entry: str, dotted: bool, words: set, n: int, params, where: str, modules):
+    """One literal entry as SGLang matches it (kvplan.readers.exclusion_rules.sglang_matcher) where it holds only words
+    of the model's module names or matches one of them; else the entry itself, read by its words (`lm_head` and the
+    vision tower's stay plain, a name kvplan cannot place is refused)."""
+    test = sglang_matcher(entry, dotted)
+    if all(w in words or w.isdigit() for w in entry.split(".") if w) or any(matched([test], n, params, where, modules)):
+        return test
+    return entry
+
+
+def _sglang_more(method: str, quant, theirs) -> tuple[str, ...]:
+    """The note, for every other engine, where SGLang's dotted reading keeps more of the model in 16 bits than the
+    exact one kvplan plans; () where it keeps as much or less (kvplan.readers.exclusion_rules.sglang_key_note says
+    where its key hides a list) or meets a refusal."""
+    more = -1 if isinstance(theirs, str) else sum(c for _, c in theirs.kept) - sum(c for _, c in quant.kept)
     if more <= 0:
         return ()
-    shown = ", ".join(repr(n) for n in differ[:3]) + (f" and {len(differ) - 3} more" * (len(differ) > 3))
-    one = len(differ) == 1
-    return (f"exclusion list: {method} {'entry' if one else 'entries'} {shown} {'names' if one else 'name'} no module "
-            "in full; kvplan reads the list as vLLM does (is_layer_skipped, exact names), so what "
-            f"{'it names is' if one else 'they name is'} planned quantized; SGLang matches at dotted-path boundaries "
-            f"(sglang#23467) and keeps {more:,} more parameters in 16 bits",)
+    return (f"exclusion list: kvplan reads this {method} list as vLLM does (is_layer_skipped, exact names); SGLang "
+            f"matches at dotted-path boundaries (sglang#23467) and keeps {more:,} more parameters in 16 bits, which "
+            f"{arg('engine')} sglang plans",)
 
 
 def _gptq_dynamic(q: dict, where: str) -> list[str]:
@@ -124,14 +160,13 @@ def _gptq_dynamic(q: dict, where: str) -> list[str]:
     return out
 
 
-def _channel_wise(q: dict, where: str) -> bool | None:
+def _channel_wise(q: dict, where: str, method: str) -> bool | None:
     """Whether the checkpoint's weights carry a scale per output channel, and whether its routed experts do too
     (True), or only its linear layers (False: vLLM's FBGEMMFp8Config gives FusedMoE no method, 0.33.0 fbgemm_fp8.py
     L79-90, and ModelOptFp8MoEMethod allocates per-tensor scales, 0.19.0 modelopt.py L726-740); None: no channel
     scales. compressed-tensors `strategy: channel` (int8 W8A8, llm-compressor's FP8_DYNAMIC), fbgemm_fp8 and
     ModelOpt FP8_PER_CHANNEL_PER_TOKEN are channel-wise; fp8's per-tensor scales (a few per layer) and its block
     scales (kvplan.model.weight_formats.linear_bytes) are not."""
-    method = str(q.get("quant_method", "")).lower()
     if method == "fbgemm_fp8":
         return False
     if method == "modelopt":
@@ -146,9 +181,9 @@ def _channel_wise(q: dict, where: str) -> bool | None:
     return None
 
 
-def _targets(q: dict) -> list[str]:
+def _targets(q: dict, method: str) -> list[str]:
     """Every compressed-tensors scheme's `targets` (module classes such as Linear, or `re:` names)."""
-    groups = q.get("config_groups") if q.get("quant_method") == "compressed-tensors" else None
+    groups = q.get("config_groups") if method == "compressed-tensors" else None
     out: list[str] = []
     for group in (groups or {}).values() if isinstance(groups, dict) else ():
         targets = group.get("targets") if isinstance(group, dict) else None
@@ -245,13 +280,22 @@ def _channel_scales(parts: dict, kept=(), params=None) -> tuple[int, ...]:
     return tuple(4 * t for t in totals) if any(totals) else ()
 
 
-def _method(cfg, q: dict, where: str, layers=()) -> Quantization:
-    """The method and its scope, before the exclusion list."""
-    method = str(q.get("quant_method", "")).lower()
+def normalised_method(q: dict) -> str:
+    """The config's `quant_method` as vLLM reads it, every branch here comparing this one spelling: lower-cased, and
+    `compressed_tensors` spelled `compressed-tensors` (0.33.0 wheel `transformers_utils/model_arch_config_convertor.py`
+    L272-281); "" where there is none or it is not a string."""
+    raw = q.get("quant_method")
+    return raw.lower().replace("compressed_tensors", "compressed-tensors") if isinstance(raw, str) else ""
+
+
+def _method(cfg, q: dict, where: str, method: str, layers=()) -> Quantization:
+    """The method (`method`, normalised) and its scope, before the exclusion list."""
     if method == "mxfp4":
         # vLLM's Mxfp4Config.get_quant_method gives every LinearBase an UnquantizedLinearMethod (listed or
         # not: "MXFP4 linear layer is not implemented"); only FusedMoE experts are MXFP4
         return Quantization("mxfp4", 32, experts_only=True)
+    if method == "fbgemm_fp8":
+        _fbgemm_keys(q, where)
     if method in ("fp8", "fbgemm_fp8"):
         block = q.get("weight_block_size")
         if block is not None and (not isinstance(block, list) or len(block) not in (0, 2)):
@@ -297,6 +341,28 @@ def _method(cfg, q: dict, where: str, layers=()) -> Quantization:
             if bits:
                 raise KvplanError(f"{where}: {bits}-bit weights are not supported (4 or 8)", EXIT_USAGE)
     return Quantization(_dtype(cfg))
+
+
+def _fbgemm_keys(q: dict, where: str) -> None:
+    """A one-line refusal of an fbgemm_fp8 config vLLM and SGLang cannot load, instead of a default: FBGEMMFp8Config.
+    from_config reads `modules_to_not_convert` and `activation_scale_ub` with get_from_keys, which raises without them
+    ("Cannot find any of [...] in the model's quantization config"; vLLM 0.33.0 fbgemm_fp8.py L75-76, 0.8.3 L58-59;
+    SGLang 0.5.15 fpgemm_fp8.py L74-75), and the bound must be a number (0.33.0 L142-145); a `weight_block_size` is
+    refused: FBGEMMFp8LinearMethod allocates one scale per output channel (0.33.0 L133-134) and reads no block size,
+    so a block-scaled checkpoint is not one these configs load."""
+    missing = [k for k in ("modules_to_not_convert", "activation_scale_ub") if k not in q]
+    if missing:
+        raise KvplanError(f"{where}: an fbgemm_fp8 config needs {' and '.join(f'`{k}`' for k in missing)}: vLLM's and "
+                          "SGLang's FBGEMMFp8Config.from_config stop at start-up without it (get_from_keys); refused "
+                          "rather than defaulted", EXIT_USAGE)
+    bound = q["activation_scale_ub"]
+    if isinstance(bound, bool) or not isinstance(bound, (int, float)):  # torch.tensor(input_scale_ub) as it loads
+        raise KvplanError(f"{where}.activation_scale_ub must be a number (fbgemm_fp8's bound on activation scales, "
+                          f"which the engine makes a tensor of), got {shown(bound)}", EXIT_USAGE)
+    if q.get("weight_block_size") is not None:
+        raise KvplanError(f"{where}: fbgemm_fp8 scales each output channel (FBGEMMFp8LinearMethod) and reads no "
+                          f"`weight_block_size` (got {shown(q['weight_block_size'])}); refused rather than planned "
+                          "with block scales", EXIT_USAGE)
 
 
 def _q_int(q: dict, where: str, *names: str, default: int, minimum: int = 1) -> int:

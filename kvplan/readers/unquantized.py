@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import MLALatent
-from kvplan.readers.exclusion_rules import boundary_matcher, exact_matcher
+from kvplan.readers.exclusion_rules import boundary_matcher, component_matcher, exact_matcher
 from kvplan.readers.mtp import names_mtp
 from kvplan.readers.params import _UNGATED, _is_moe_layer
 from kvplan.readers.states import output_gated
@@ -219,13 +219,13 @@ def untargeted(targets: list[str], where: str):
     return lambda s: not any(p(s) for p in pats)
 
 
-def matched(names: list, n: int, params, where: str, modules: ModuleNames | None, rule: str = "",
-            unmatched: list | None = None) -> tuple[dict[str, set[int]], dict[tuple[str, int], set[str]]]:
+def matched(names: list, n: int, params, where: str, modules: ModuleNames | None, rule: str = ""
+            ) -> tuple[dict[str, set[int]], dict[tuple[str, int], set[str]]]:
     """({role: whole modules' layers}, {(role, layer): projections}) the names keep in the model dtype: what
     kept_params and kept_modules read (a caller that wants both matches the names once and passes it as `found`).
     `rule` 'exact': a literal entry keeps only the modules it names in full (kvplan.readers.exclusion_rules: fp8,
-    fbgemm_fp8, compressed-tensors as vLLM matches them); the literal entries that then name no module under the
-    model's own prefixes are added to `unmatched` (an engine that reads them otherwise is said in a note)."""
+    fbgemm_fp8, compressed-tensors as vLLM matches them); 'component': bitsandbytes' dotted words; SGLang's readings
+    pass matchers instead (kvplan.readers.quantization)."""
     covered: dict[str, set[int]] = {}
     parts: dict[tuple[str, int], set[str]] = {}
     for name in names:
@@ -234,13 +234,12 @@ def matched(names: list, n: int, params, where: str, modules: ModuleNames | None
                                    getattr(name, "label", "the scheme's targets") if callable(name) else name, where)
         elif names_mtp(name):  # the MTP module's: the target model has no such module (vLLM drops them)
             continue
-        elif rule == "exact" and modules is not None and _own_prefix(name, modules):
+        elif rule and modules is not None and _own_prefix(name, modules):
             layer = _LAYER_INDEX.search(name)  # a full name is matched against its own layer's modules only
-            found = _regex_entries(exact_matcher(name), modules, name, where, int(layer.group(1)) if layer else None)
+            test = exact_matcher(name) if rule == "exact" else component_matcher(name)
+            found = _regex_entries(test, modules, name, where, int(layer.group(1)) if layer else None)
             if not found and not (_GDN in modules.mixers and name.split(".")[-1] in {_GDN, *_GDN_NAMES}):
                 _entries(name, n, params, where)  # a name kvplan cannot place is refused whatever the rule
-            if not found and unmatched is not None:
-                unmatched.append(name)
         elif _whole_gdn(name, modules):  # a Gated DeltaNet module, whole: its five projections, each counted
             found = _regex_entries(boundary_matcher(name), modules, name, where)  # at dotted boundaries
             if not found:

@@ -216,6 +216,7 @@ class Sglang(Engine):
         0.5.5-0.5.10 (kvplan.engines.sglang.fp8_default), and on a DSA model's fp8 cache where its auto is that
         (kvplan.engines.sglang.dsa), said in the plan's warnings."""
         version = self.version or self.default_version
+        model = sglang_quant.as_read(model, version)  # the exclusion list as this release reads it
         req, said = sglang_fp8.served(model, gpu, version, req)
         req, kv_said = sglang_dsa.served(model, gpu, version, req)
         said = (*said, *kv_said)
@@ -240,6 +241,7 @@ class Sglang(Engine):
 
     def restated(self, model, notices):
         version = self.version or self.default_version
+        notices = sglang_quant.restated(model, version, notices)  # the exclusion list's notes as this release reads it
         return sglang_mm.restated(model, version, opt_bool(self.opts, "enable_multimodal", False), notices)
 
     def check_layout(self, model, dep) -> None:

@@ -6,15 +6,46 @@ fbgemm_fp8 (Meta's Llama-3.1-405B-Instruct-FP8) is registered with SGLang's own 
 (`layers/quantization/__init__.py`: 0.5.3 wheel L51, L88; 0.5.15 L95) and before that taken from vLLM (0.4.9 L23, L93,
 VLLM_QUANTIZATION_METHODS); none of the 0.5.16-0.5.23 wheels has fbgemm anywhere under `srt/`, so a release from
 0.5.16 on cannot load such a checkpoint.
+
+SGLang reads an fp8 or fbgemm_fp8 checkpoint's exclusion list by rules of its own (kvplan.readers.exclusion_rules: its
+key, and its entries at dotted-path boundaries from 0.5.11, as substrings in 0.5.10): the reader keeps both readings
+(`Quantization.readings`) and `as_read` gives the model the one its release makes.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.versions import parse_version
 
 DROPPED = {"fbgemm_fp8": "0.5.16"}  # quant_method -> the first release without it
 LAST = {"fbgemm_fp8": "0.5.15"}  # the last release that loads it
+# the first release whose is_layer_skipped matches at dotted-path boundaries (_module_path_match: in the 0.5.11 wheel's
+# srt/layers/quantization/utils.py L46-57, not in 0.5.10's or 0.5.10.post1's, which test `ignored in prefix` L68, L80)
+DOTTED_FROM = "0.5.11"
+
+
+def reading(version: str) -> str:
+    """The rule SGLang `version` reads an fp8 / fbgemm_fp8 exclusion list by (kvplan.readers.exclusion_rules)."""
+    return "dotted" if parse_version(version) >= parse_version(DOTTED_FROM) else "substring"
+
+
+def as_read(model, version: str):
+    """`model` with its checkpoint as SGLang `version` reads its exclusion list: what it keeps in 16 bits, and a
+    one-line refusal where kvplan cannot plan that reading; `model` itself where SGLang reads it as the reader did."""
+    q = model.quantization
+    return dataclasses.replace(model, quantization=q.read_by(reading(version))) if q.readings else model
+
+
+def restated(model, version: str, notices) -> tuple[str, ...]:
+    """`notices` with the reader's notes on the exclusion list (vLLM's reading) replaced by SGLang's reading's."""
+    q = model.quantization
+    if not q.readings:
+        return tuple(notices)
+    theirs = dict(q.readings)[reading(version)]
+    mine = () if isinstance(theirs, str) else theirs.notes
+    return (*(n for n in notices if n not in q.notes), *mine)
 
 
 def check_release(model, version: str, defaulted: bool = False) -> None:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv, round_up
+from kvplan.engines.versions import dotted
 from kvplan.model.compressed import FP32
 
 BLOCK = 256  # tokens per block of the pool (the sparse FlashMLA backend's only kernel block size)
@@ -62,10 +63,6 @@ FP8_ONLY = "fp8_ds_mla: DeepseekV4MLAAttention asserts an fp8 cache"
 WHEELS = ("0.20.0", "0.20.1", "0.22.0", "0.25.0")  # the releases read here (module docstring), oldest first
 
 
-def _dotted(v: tuple[int, ...]) -> str:
-    return ".".join(map(str, v))
-
-
 def release_problem(version: tuple[int, ...], name: str, kv_dtype=None, defaulted: bool = False) -> str:
     """Why vLLM `name` cannot plan DeepSeek-V4 as kvplan reads it ('' when it can). Both fixes in one error (issue 22):
     the release to choose and, unless `kv_dtype` is already fp8 (None: not known yet), the fp8 cache it needs.
@@ -78,10 +75,10 @@ def release_problem(version: tuple[int, ...], name: str, kv_dtype=None, defaulte
         fp8 = "" if is_fp8(kv_dtype) else f" and {arg('kv_dtype')} fp8"
         return (f"DeepSeek-V4 under vLLM needs {arg('engine_version')} {WHEELS[-1]} (or {', '.join(WHEELS[:-2])} or "
                 f"{WHEELS[-2]}, the other wheels read){fp8}: with none given kvplan plans vLLM {name}, whose "
-                f"DeepSeek-V4 cache specs it does not restate ({_dotted(AFTER)} reworked tokens_per_state and the "
+                f"DeepSeek-V4 cache specs it does not restate ({dotted(AFTER)} reworked tokens_per_state and the "
                 "state content bytes)")
     if version < FIRST:
-        return (f"vLLM {name} has no DeepSeek-V4 model: it landed in vLLM {_dotted(FIRST)} (vllm-project/vllm#40860); "
+        return (f"vLLM {name} has no DeepSeek-V4 model: it landed in vLLM {dotted(FIRST)} (vllm-project/vllm#40860); "
                 f"choose {span} with {arg('engine_version')}{also}")
     if version >= AFTER:
         return (f"vLLM {name} reworked DeepSeek-V4's cache specs (tokens_per_state, state content bytes), which "

@@ -32,7 +32,9 @@ from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, parse_v
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
-from kvplan.engines.vllm import api_servers, command, gdn_ba, load_split, multimodal, rocm_allreduce, uma, v0_mla
+from kvplan.engines.vllm import (
+    api_servers, command, gdn_ba, load_split, multimodal, quant_methods, rocm_allreduce, uma, v0_mla,
+)
 from kvplan.engines.vllm.pool import (  # noqa: F401
     BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
 )
@@ -256,6 +258,8 @@ class Vllm(Engine):
         return vllm_rule(model, parse_version(self.version or DEFAULT_VERSION))
 
     def settings(self, model, gpu, dep, req) -> Settings:
+        """The release's settings, once its quantization methods hold the plan's (kvplan.engines.vllm.quant_methods)."""
+        quant_methods.check_release(model, req, self.version or self.default_version, defaulted=self.version is None)
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:

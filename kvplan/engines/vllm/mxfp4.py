@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from kvplan.core.intmath import round_up
 from kvplan.engines.mxfp4_experts import stored_expert, triton_hopper_expert
+from kvplan.engines.versions import dotted
 from kvplan.hardware.facts import capability_of, vendor_of
 
 BACKENDS = ("marlin", "triton", "flashinfer")
@@ -72,7 +73,7 @@ def unbundled_hopper(model, gpu, version: tuple[int, ...], named: str | None) ->
 
 
 def unbundled_note(version: tuple[int, ...]) -> str:
-    release = ".".join(map(str, version))
+    release = dotted(version)
     return (f"vLLM {release} runs MXFP4 experts on compute capability 9.x in Marlin unless the optional triton_kernels "
             "package is installed (bundled from 0.12.0): planned with Marlin's padding and MoE workspace; "
             "engine option mxfp4_backend=triton where the log says \"Using Triton backend\"")

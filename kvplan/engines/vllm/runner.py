@@ -48,6 +48,7 @@ from 0.24.0 L533-545, 0.25.0 L540-552, 0.29.0 L662-674, 0.33.0 L752-764): `kvpla
 
 from __future__ import annotations
 
+from kvplan.engines.versions import dotted
 from kvplan.hardware.facts import vendor_of
 from kvplan.model.layers import ATTENTION_KINDS, Kind
 
@@ -142,7 +143,7 @@ def runner_note(model, v: tuple[int, ...], gpu=None, weight_dtype: str | None = 
     """The plan's line saying which model runner kvplan assumed (0.22.0+, where the default can be V2), and why."""
     if v < V2_FROM:
         return None
-    release = ".".join(map(str, v))
+    release = dotted(v)
     if fell_back:
         return (f"model runner: V1, as stated (engine option model_runner=v1: vLLM {release} fell back from V2, "
                 "its log says \"...; using the V1 model runner instead\"): V1's profile-run and CUDA-graph terms"

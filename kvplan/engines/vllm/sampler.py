@@ -83,6 +83,7 @@ the request state's token table is UVA host memory (gpu/states.py 0.22.0 L30-38)
 
 from __future__ import annotations
 
+from kvplan.engines.versions import dotted
 from kvplan.hardware.facts import ASSUMED_SM_COUNT, vendor_of
 
 SAMPLER_BYTES = 14.12  # per logit of the dummy sampler run (S x vocab) besides the Triton buffer: 0.17+, V1 < 0.11
@@ -183,7 +184,7 @@ def sampler_note(version: tuple[int, ...], flashinfer: bool | None, v1: bool | N
     it is unset or moves the sampler term."""
     if flashinfer is None or (version >= (0, 8, 0) and v1 is not False):
         return None
-    release = ".".join(map(str, version))
+    release = dotted(version)
     return (f"flashinfer_sampler={str(flashinfer).lower()} changes nothing for vLLM {release}: V0's profile run is "
             "priced without a sampler term")
 

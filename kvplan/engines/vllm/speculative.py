@@ -10,6 +10,7 @@ import dataclasses
 import json
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.versions import dotted
 
 
 def vllm_flag(info) -> list[str]:
@@ -30,12 +31,12 @@ MTP_HEAD_SHARED_FROM = (0, 20, 0)
 def check_vllm(method: str, v: tuple) -> None:
     """A one-line refusal where vLLM release v does not serve the drafter `method` kvplan models."""
     if method == "draft_model" and v < DRAFT_MODEL_FROM:
-        raise KvplanError(f"{arg('speculative')} draft with vLLM {'.'.join(map(str, v))}: the V1 engine serves draft "
+        raise KvplanError(f"{arg('speculative')} draft with vLLM {dotted(v)}: the V1 engine serves draft "
                           f"models from 0.15.0 (0.11.0 refuses them); choose {arg('engine_version')} 0.15.0 or later",
-                          EXIT_USAGE, param="engine_version", value=".".join(map(str, v)))
+                          EXIT_USAGE, param="engine_version", value=dotted(v))
     if method == "mtp" and v < MTP_FROM:
-        raise KvplanError(f"{arg('speculative')} mtp with vLLM {'.'.join(map(str, v))}: releases before 0.11.0 are "
-                          "not modelled for MTP", EXIT_USAGE, param="engine_version", value=".".join(map(str, v)))
+        raise KvplanError(f"{arg('speculative')} mtp with vLLM {dotted(v)}: releases before 0.11.0 are "
+                          "not modelled for MTP", EXIT_USAGE, param="engine_version", value=dotted(v))
 
 
 def vllm_view(model, v: tuple):

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.registry import canonical_engine
-from kvplan.engines.versions import parse_version
+from kvplan.engines.versions import dotted, parse_version
 from kvplan.hardware.facts import vendor_of
 from kvplan.model.layers import Kind
 from kvplan.model.recurrent import recurrent_states
@@ -72,7 +72,7 @@ def chunk_budget(v: tuple[int, ...], model, gpu, length: int, lora, asked: bool 
     v0 = v < LAST if v0 is None else v0
     if asked is not None and not v0:
         raise KvplanError(f"{arg('engine_opts')} enable_chunked_prefill is read for vLLM's V0 engine only; "
-                          f"{_dotted(v)} runs V1 here, whose chunked prefill kvplan plans as always on", EXIT_USAGE,
+                          f"{dotted(v)} runs V1 here, whose chunked prefill kvplan plans as always on", EXIT_USAGE,
                           param="engine_opts", value={"enable_chunked_prefill": asked})
     if not v0:
         return None, ""
@@ -84,17 +84,17 @@ def chunk_budget(v: tuple[int, ...], model, gpu, length: int, lora, asked: bool 
         return None, ""
     budget = budget_for(v)
     if asked is not None:
-        return ((budget, f"vLLM {_dotted(v)} V0: chunked prefill on as asked, {budget:,} tokens a step"
+        return ((budget, f"vLLM {dotted(v)} V0: chunked prefill on as asked, {budget:,} tokens a step"
                  + rocm_caveat(gpu))
-                if asked else (None, f"vLLM {_dotted(v)} V0: chunked prefill off as asked, max(max_model_len, 2048) = "
+                if asked else (None, f"vLLM {dotted(v)} V0: chunked prefill off as asked, max(max_model_len, 2048) = "
                                      f"{max(length, 2048):,} tokens a step"))
     if v < FIRST or length <= LONG_CONTEXT:
         return None, ""
     why = exclusion(v, model, gpu, lora)
     if why:
-        return None, (f"vLLM {_dotted(v)} V0 leaves chunked prefill off at max_model_len {length:,} > 32,768 because "
+        return None, (f"vLLM {dotted(v)} V0 leaves chunked prefill off at max_model_len {length:,} > 32,768 because "
                       f"{why}: max(max_model_len, 2048) = {max(length, 2048):,} tokens a step")
-    return budget, (f"vLLM {_dotted(v)} V0 turns chunked prefill on by itself at max_model_len {length:,} > 32,768: "
+    return budget, (f"vLLM {dotted(v)} V0 turns chunked prefill on by itself at max_model_len {length:,} > 32,768: "
                     f"{budget:,} tokens a step (assumed: --num-scheduler-steps 1, prefix caching off, no prompt "
                     f"adapter; enable_chunked_prefill=false plans it off)" + rocm_caveat(gpu))
 
@@ -125,10 +125,6 @@ def serve_flag(v: tuple[int, ...], asked: bool | None) -> list[str]:
     if v < FIRST:
         return ["--enable-chunked-prefill"] if asked else []
     return [f"--enable-chunked-prefill={asked}"]
-
-
-def _dotted(v: tuple[int, ...]) -> str:
-    return ".".join(str(x) for x in v)
 
 
 def server_sized(engine: str | None, version: str | None, v1: bool | None = None) -> bool:

@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.versions import dotted
 from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.model.layers import Kind
 from kvplan.model.recurrent import recurrent_states
@@ -73,10 +74,6 @@ class Fallback:
     (else `_raise_or_fallback`: VLLM_USE_V1=1 refuses it)."""
     reason: str
     experimental: bool = False
-
-
-def _dotted(v: tuple[int, ...]) -> str:
-    return ".".join(str(x) for x in v[:3])
 
 
 def _kv_on_v1(v, model, gpu, kv: str) -> bool:
@@ -143,12 +140,12 @@ def runs_v1(v: tuple[int, ...], found: Fallback | None, use_v1: bool | None) -> 
     if use_v1 is None:
         return v >= V1_DEFAULT and found is None
     if use_v1 and v < V1_DEFAULT:
-        _refuse(f"vLLM {_dotted(v)}'s V1 (VLLM_USE_V1=1 before 0.8.0) is not modelled", use_v1)
+        _refuse(f"vLLM {dotted(v)}'s V1 (VLLM_USE_V1=1 before 0.8.0) is not modelled", use_v1)
     if not use_v1 and v >= V0_REMOVED:
-        _refuse(f"vLLM {_dotted(v)} has no V0 engine (removed in 0.11.0: vllm/engine/llm_engine.py is "
+        _refuse(f"vLLM {dotted(v)} has no V0 engine (removed in 0.11.0: vllm/engine/llm_engine.py is "
                 "LLMEngine = V1LLMEngine)", use_v1)
     if use_v1 and found is not None and not found.experimental:
-        _refuse(f"vLLM {_dotted(v)} with VLLM_USE_V1=1 refuses {found.reason} (_raise_or_fallback: "
+        _refuse(f"vLLM {dotted(v)} with VLLM_USE_V1=1 refuses {found.reason} (_raise_or_fallback: "
                 "NotImplementedError)", use_v1)
     return use_v1
 
@@ -165,9 +162,9 @@ def note(v: tuple[int, ...], found: Fallback | None, use_v1: bool | None, v1: bo
         return ""
     vendor = vendor_of(gpu)
     if use_v1 is None and found is None and vendor not in ("NVIDIA", "AMD"):
-        return (f"vLLM {_dotted(v)}: the V1 engine assumed on a GPU of vendor {vendor or 'unknown'} (the wheels' "
+        return (f"vLLM {dotted(v)}: the V1 engine assumed on a GPU of vendor {vendor or 'unknown'} (the wheels' "
                 "oracle reads CUDA and ROCm only; another platform's plugin decides); use_v1=false plans V0")
-    release = f"vLLM {_dotted(v)}"
+    release = f"vLLM {dotted(v)}"
     unread = "" if v1 or not mla else (
         "; V0's MLA backend of 0.8-0.10 is not read: no absorbed decode weights booked (0.7.x's), and its step "
         "times are the calibrated ones, which 0.7.x's V0 MLA runs took 1.8-3.2x longer than")

@@ -28,7 +28,7 @@ def test_only_a_prefill_first_engine_without_mixed_chunks_or_attention_dp_runs_w
     assert not runs_waves("vllm")  # vLLM's step budget takes the running requests' decode tokens first
     assert lockstep_workers("sglang", 4, True) == 4
     assert lockstep_workers("sglang", 4, False) == 1  # independent replicas do not wait for each other
-    assert lockstep_workers("trtllm", 4, True) == 1  # not read for TensorRT-LLM: left as it was
+    assert lockstep_workers("trtllm", 4, True) == 1  # tried for TensorRT-LLM, not adopted (docs/speed-history.md)
 
 
 def test_a_closed_loop_of_equal_lengths_runs_in_waves():

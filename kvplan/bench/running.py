@@ -35,9 +35,10 @@ from typing import NamedTuple
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.joining import joins_after_prefill
-from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_workers, mixed_chunk,
-                                      model_limits, poll_wait_steps, preempts_on_growth, prefill_first_release,
-                                      resident_context, runs_waves, whole_prompt_budget, worker_chunk)
+from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_mixed, lockstep_workers,
+                                      mixed_chunk, model_limits, poll_wait_steps, preempts_on_growth,
+                                      prefill_first_release, resident_context, runs_waves, whole_prompt_budget,
+                                      worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.engines.vllm.v0_chunked import server_sized
 from kvplan.model.layers import Kind
@@ -45,7 +46,7 @@ from kvplan.model.recurrent import recurrent_states
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.cohort import cohort
-from kvplan.speed.corpus import PER_RANK_LIMIT, attention_dp
+from kvplan.speed.corpus import PER_RANK_LIMIT, attention_dp, one_engine_dp
 from kvplan.speed.shape import weight_dtype_of
 
 # the corpus's flag spellings (dashes read as underscores) that are engine options, per engine
@@ -82,6 +83,7 @@ class Running(NamedTuple):
     chunk: int | None  # tokens one prefill step takes; None: not known here
     waves: bool = False  # decodes only when no prefill batch forms (kvplan.engines.scheduler.runs_waves)
     lockstep: int = 1  # data-parallel workers whose forwards run together (kvplan.engines.scheduler.lockstep_workers)
+    lock_mixed: bool = False  # their prefill chunks ride in decode steps (kvplan.engines.scheduler.lockstep_mixed)
     recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations (case_balance)
     poll_wait: float = 0.0  # decode steps an arriving request waits for the scheduler's next poll (case_poll_wait)
@@ -117,9 +119,18 @@ def served_length(case, spec):
     return (case.flags or {}).get("max_model_len") or spec.max_context
 
 
-def case_lockstep(case) -> int:
-    """The data-parallel workers of the case's engine that run each forward together (attention DP)."""
-    return lockstep_workers(case.engine, case.dp, case.dp > 1 and attention_dp(case))
+def case_lockstep(case, spec=None) -> int:
+    """The data-parallel workers of the case's engine that run each forward together: attention DP's, or the ranks
+    of one engine by its own size flag around a MoE model `spec` (kvplan.speed.corpus.one_engine_dp: vLLM's, whose
+    DPEngineCoreProc runs only for a MoE model, kvplan.engines.scheduler.LOCKSTEP_DP)."""
+    moe = spec is not None and bool(spec.params.num_experts)
+    return lockstep_workers(case.engine, case.dp, case.dp > 1 and (attention_dp(case) or (moe and one_engine_dp(case))))
+
+
+def case_lock_mixed(case) -> bool:
+    """Whether the case's lockstep workers carry their prefill chunks inside decode steps, with the flags it ran
+    (kvplan.engines.scheduler.lockstep_mixed: vLLM's mixed batches, not SGLang's prefill batches)."""
+    return lockstep_mixed(case.engine, mixed_chunk(case.engine, case.flags))
 
 
 def case_balance(case) -> tuple[int, int] | None:
@@ -142,7 +153,9 @@ def running(case, spec, gpu) -> Running | None:
     dtype (`case_ssm_dtype`) and when a request joins its running batch (kvplan.engines.joining.joins_after_prefill)
     wherever they apply, sized or not (scheduler rules and the pool's type, not memory)."""
     got, held, poll = sized(case, spec, gpu), case_balance(case), case_poll_wait(case)
-    ssm, late = case_ssm_dtype(case, spec, gpu), joins_after_prefill(case.engine)
+    ssm, late, lock = case_ssm_dtype(case, spec, gpu), joins_after_prefill(case.engine), case_lockstep(case, spec)
+    if lock > 1:  # lockstep workers, sized or not: how their steps pace each other is the scheduler's
+        got = (got or Running(None, None))._replace(lockstep=lock, lock_mixed=case_lock_mixed(case))
     if held is None and not poll and not ssm and not late:
         return got
     return (got or Running(None, None))._replace(balance=held, poll_wait=poll, ssm_dtype=ssm, joins_late=late)

@@ -16,7 +16,7 @@ from kvplan.compare.candidates import smallest_fitting
 from kvplan.core.errors import EXIT_DOES_NOT_FIT
 from kvplan.engines.emit import emit
 from kvplan.planning.deploy import MAX_SEARCH_GPUS, Deployment
-from kvplan.speed.plan import plan_decode_seconds
+from kvplan.speed.plan import dp_step_note, plan_decode_seconds
 from kvplan.report.disagg import wrapped as command_lines
 from kvplan.report.explain import explain_lines, wrapped
 from kvplan.report.text import engine_to_dict, format_figure, plan_to_dict, plan_warnings, render_plans
@@ -70,6 +70,8 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
     speeds = [plan_decode_seconds(r.plan, spec, hw, engine.speed_key, version=engine.version) for r in results]
     for line in plan_speed_notes("calibrated", engine.speed_key, engine.version, spec, hw, [chosen.plan, *plans]):
         stderr(line)
+    for line in dict.fromkeys(n for p in plans if (n := dp_step_note(p, spec))):  # which rank's batch a step is
+        stderr(f"note: {line}")
     dicts = [{**plan_to_dict(r.plan, spec), **calibrated_keys(s, r.plan.request.batch, engine.speed_key),
               **({"engine": engine_to_dict(r)} if named else {})} for r, s in zip(results, speeds)]
     out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}

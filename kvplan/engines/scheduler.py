@@ -131,12 +131,28 @@ def runs_waves(engine: str | None, mixed_chunk: bool = False, attention_dp: bool
 # see every rank (sglang 0.5.15 srt/managers/scheduler_components/dp_attn.py `prepare_mlp_sync_batch_raw` L143-255,
 # called for every batch from `get_next_batch_to_run`, srt/managers/scheduler.py L2714-2716). A step lasts as long as
 # its slowest worker's: one worker's prefill step paces the others' decode steps (kvplan.speed.load: `lockstep`).
-LOCKSTEP_DP = frozenset({"sglang"})
+# vLLM runs a MoE model's data-parallel ranks the same way, with no flag beyond --data-parallel-size: each rank is a
+# DPEngineCoreProc (a dense model's ranks are independent engines, "Non-MoE DP ranks are completely independent"),
+# whose busy loop runs a dummy batch whenever the rank has nothing scheduled while another has (vllm 0.25.0 wheel
+# `v1/engine/core.py` L1189-1200 and `run_busy_loop` L1925-1961; 0.33.0 likewise), and every forward all-reduces the
+# ranks' token counts, padding each rank to the largest under CUDA graphs, before the MoE's dispatch among them
+# (`v1/worker/dp_utils.py` `coordinate_batch_across_dp` L164-215, `_post_process_dp_padding` L77-89). Its prefill
+# chunks ride in decode steps (MIXED_BUDGET), so one rank's chunk lengthens the others' decode steps rather than
+# replacing them (`lockstep_mixed`).
+LOCKSTEP_DP = frozenset({"sglang", "vllm"})
 
 
-def lockstep_workers(engine: str | None, dp: int, attention_dp: bool) -> int:
-    """How many data-parallel workers run each forward together (LOCKSTEP_DP under attention DP), else 1."""
-    return max(1, dp) if attention_dp and canonical_engine(engine or "") in LOCKSTEP_DP else 1
+def lockstep_workers(engine: str | None, dp: int, together: bool) -> int:
+    """How many data-parallel workers run each forward together: dp where `together` (the ranks are one engine's
+    around a MoE: SGLang's DP attention, vLLM's data-parallel MoE) and the engine is in LOCKSTEP_DP, else 1."""
+    return max(1, dp) if together and canonical_engine(engine or "") in LOCKSTEP_DP else 1
+
+
+def lockstep_mixed(engine: str | None, mixed: bool = False) -> bool:
+    """Whether `engine`'s lockstep workers carry a prefill chunk inside a decode step (vLLM's mixed batches), so a
+    step in which one worker prefills is a decode step lengthened by its chunk; not where the engine runs prefill
+    batches apart (PREFILL_FIRST without mixed chunks: SGLang's), whose workers' prefill steps replace decode steps."""
+    return not prefill_first(engine, mixed)
 
 
 # Engines that can hold context requests back until every attention-DP rank has one, and the run options that turn
@@ -203,8 +219,10 @@ CHUNK_PER_WORKER = frozenset({"sglang"})
 
 def lockstep_of(engine: str | None, settings: Mapping) -> int:
     """lockstep_workers of a plan whose engine settings (EngineResult.settings) name its attention-DP workers
-    (`attention_dp`, SGLang's: 1 where DP attention is off)."""
+    (`attention_dp`, SGLang's: 1 where DP attention is off) or its data-parallel ranks that step together
+    (`dp_lockstep`, vLLM's: a MoE model's ranks, 1 for a dense model's or at dp 1)."""
     workers = int(settings.get("attention_dp") or 1)
+    workers = workers if workers > 1 else int(settings.get("dp_lockstep") or 1)
     return lockstep_workers(engine, workers, workers > 1)
 
 

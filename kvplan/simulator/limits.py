@@ -10,8 +10,9 @@ transformers), the simulator's defaults, 256 and 8,192 (kvplan.simulator.engine.
 engine's admission rule (kvplan.engines.admission: vLLM's on demand, TensorRT-LLM's GUARANTEED_NO_EVICT unless its
 options name MAX_UTILIZATION, SGLang's new_token_ratio), and its steps (kvplan.engines.scheduler.prefill_first:
 SGLang's prefill apart from decode unless its options turn mixed chunks on; vLLM's mixed budget else), which `config`
-hands the simulator. Attention-DP workers that run each forward together (SGLang's DP attention:
-kvplan.engines.scheduler.lockstep_of) are not simulated: one worker's pool and requests are, and a note says so.
+hands the simulator. Data-parallel workers that run each forward together (SGLang's DP attention, vLLM's ranks of a
+MoE model: kvplan.engines.scheduler.lockstep_of) are not simulated: one worker's pool and requests are, and a note
+says so.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ class Limits:
             lines = ["steps mixed, as vLLM's scheduler runs them: each step's token budget holds every running "
                      "request's decode token and prefill chunks beside them"]
         if self.lockstep > 1:
-            lines.append(f"note: {who}'s {self.lockstep} attention-DP workers run every forward together (one "
+            workers = "attention-DP workers" if self.prefill_first else "data-parallel ranks of a MoE"
+            lines.append(f"note: {who}'s {self.lockstep} {workers} run every forward together (one "
                          "worker's prefill paces the others' decode): not simulated; one worker's pool and requests are")
         return lines
 

@@ -135,6 +135,19 @@ def trtllm_gen_moe(case: Case) -> bool:
     return bool(key) and str((case.flags or {}).get(key) or "") in TRTLLM_GEN_MOE
 
 
+# Engines whose data-parallel ranks a run states with the engine's own size flag are one engine's ranks, not the
+# independent replicas a harness starts one per GPU group (MLPerf's), and that flag: vLLM's --data-parallel-size,
+# whose ranks of a MoE model step together (kvplan.engines.scheduler.LOCKSTEP_DP).
+ONE_ENGINE_DP = {"vllm": "data_parallel_size"}
+
+
+def one_engine_dp(case: Case) -> bool:
+    """Whether a case's dp replicas are one engine's data-parallel ranks by the engine's own size flag (ONE_ENGINE_DP),
+    stated above 1."""
+    key = ONE_ENGINE_DP.get(case.engine)
+    return case.dp > 1 and key is not None and _int((case.flags or {}).get(key), 1) > 1
+
+
 def attention_dp(case: Case) -> bool:
     """Whether a case's data-parallel replicas are attention-DP ranks of one engine (SGLang's DP attention,
     TensorRT-LLM's attention DP), not independent engines (MLPerf harnesses' one engine per tp x pp group)."""

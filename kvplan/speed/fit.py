@@ -118,7 +118,8 @@ class Built:
         self.load = replace(load, cap=cap)
         if engine is not None:
             self.load = replace(self.load, cap=engine.cap or self.load.cap, chunk=engine.chunk or self.load.chunk,
-                                waves=engine.waves, lockstep=engine.lockstep, recompute=engine.recompute,
+                                waves=engine.waves, lockstep=engine.lockstep, lock_mixed=engine.lock_mixed,
+                                recompute=engine.recompute,
                                 balance=engine.balance, poll_wait=engine.poll_wait, packed=engine.packed,
                                 joins_late=engine.joins_late)
 

@@ -54,7 +54,9 @@ seconds:
                            them its own prefill steps: B / G groups of steps(G)) holds u S prefill-paced ones,
                            u = 1 - (1 - P / S)^n for independent phases: T = (u S / P x t_wave + (1 - u) S x
                            t_dec) / B (`lockstep_cycle`; not in a burst, whose workers prefill their first waves
-                           together)
+                           together); vLLM's data-parallel ranks of a MoE model likewise, whose chunks ride in
+                           decode steps (`lock_mixed`): S = max(osl, P) steps, every one a decode, u S of them
+                           lengthened by a chunk, T = (u S / P x t_wave + osl x t_dec) / B
   N not told, all at once  the steady state at the cap (c = B = cap): a throughput run
   poll (`poll_wait`)       an engine told to poll for new requests only every n-th decode step (SGLang's
                            --scheduler-recv-interval, vLLM V0's --num-scheduler-steps:
@@ -169,6 +171,7 @@ class Load:
     out_cv2: float = 0.0  # drawn output lengths' squared coefficient of variation (kvplan.speed.spread); 0: unknown
     waves: bool = False  # the engine decodes only when no prefill batch forms (kvplan.engines.scheduler.runs_waves)
     lockstep: int = 1  # data-parallel workers whose forwards run together (kvplan.engines.scheduler.lockstep_workers)
+    lock_mixed: bool = False  # their prefill chunks ride in decode steps (kvplan.engines.scheduler.lockstep_mixed)
     median_gap: bool = False  # the TPOT figure is the median gap between tokens (kvplan.speed.figures.median_gap)
     served: bool = True  # requests cross the engine's HTTP front end (not an in-process harness): frontend.py
     endpoint: str | None = None  # the API a served run's requests hit, as stated: chat | completions (None: not stated)
@@ -220,9 +223,15 @@ def lockstep_cycle(load: Load, b: float, g: float, osl: float) -> tuple[float, f
     of ceil(G x isl / chunk) steps each, at least the K = ceil(B x isl / chunk) its prompts fill; the rest decode. Its
     prefill steps fall at independent times, so a step holds some worker's prefill with probability
     u = 1 - (1 - P / S)^n for n workers, and a cycle takes u S prefill-paced steps and (1 - u) S decode steps:
-    T = (u S / P x t_wave + (1 - u) S x t_dec) / B. One worker (n = 1): u S = P, T = (t_wave + osl x t_dec) / B."""
+    T = (u S / P x t_wave + (1 - u) S x t_dec) / B. One worker (n = 1): u S = P, T = (t_wave + osl x t_dec) / B.
+    Where the engine carries its prefill chunks inside decode steps (`lock_mixed`: vLLM), every one of a cycle's
+    S = max(osl, P) steps decodes and u S of them also carry some worker's chunk: T = (u S / P x t_wave + osl x
+    t_dec) / B, the same at n = 1."""
     k, _ = wave_steps(b, load.isl, osl, load.chunk)
     p = max(k, b / g * max(1.0, -(-g * max(1.0, load.isl) // max(1, load.chunk))))
+    if load.lock_mixed:  # chunks ride in decode steps: every step decodes, a chunk lengthens it
+        s = max(osl, p)
+        return s * (1 - (1 - p / s) ** load.lockstep) / p / b, osl / b, 0.0
     s = osl + p
     busy = s * (1 - (1 - p / s) ** load.lockstep)
     return busy / p / b, (s - busy) / b, 0.0

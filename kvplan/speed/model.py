@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
 from kvplan.hardware.facts import vendor_of
-from kvplan.speed.eras import engine_of
+from kvplan.speed.eras import engine_of, padded, release
 from kvplan.speed.mlaform import absorbs_with_prefix
 from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, bound, capped_pair_seconds, features, gemm_seconds,
                                 measured_allreduce, measured_tp, moves_tokens, path_at, prefill_width, roofline,
@@ -77,6 +77,28 @@ CUSTOM_ALLREDUCE = {"vllm": dict.fromkeys((2, 4, 6, 8), 8192 * 1024),
                     "sglang": dict.fromkeys((2, 4, 6, 8), 8192 * 1024),
                     "trtllm": {2: 16_000_001, 4: 8_000_001, 6: 8_000_001, 8: 8_000_001}}
 CUSTOM_ALLREDUCE_AMD = {"sglang": 2 * 8192 * 1024}  # on ROCm: "crossover is at 16MB buffer size for ROCm"
+# The first release whose custom all-reduce runs on an AMD GPU; before it every tensor-parallel call is RCCL's ring.
+# vLLM through 0.8.2 turns it off on ROCm ("Disabled the custom all-reduce kernel because it is not supported on AMD
+# GPUs": ParallelConfig._verify_args, PyPI wheels 0.6.3 vllm/config.py L914-918, 0.8.2 L1550-1554);
+# vllm-project/vllm#14125 (2025-03) enabled it, and 0.8.3 runs it where `use_custom_allreduce` allows (config.py
+# L1632-1635; platforms/rocm.py L307-311: gcnArchName gfx94*). AMD's own fork (rocm/vllm images) enabled it earlier
+# (ROCm/vllm#27, 2024-05-30): a version whose local git hash is one of its builds read (AMD_FORK_BUILDS) keeps it
+# (ROCm/vllm@21f6ca217b8af3b1864ce9734bfdd8f0bed926d6, branch deepseek_v3_dev, 2025-02-17, the rocm/vllm-dev
+# vllm-ds3-staging-0217 image's "0.7.3.dev138+g21f6ca217": vllm/config.py L1388-1404 turns it off only on MI250 at
+# tp > 1 and Navi at tp <= 2); any other version is read as the upstream release it names.
+CUSTOM_ALLREDUCE_AMD_SINCE = {"vllm": (0, 8, 3)}
+AMD_FORK_BUILDS = {"vllm": ("21f6ca217",)}
+
+
+def runs_custom_allreduce_on_amd(engine: str | None, version: str | None) -> bool:
+    """Whether the engine's release `version` (None: the current one) runs its custom all-reduce on an AMD GPU
+    (CUSTOM_ALLREDUCE_AMD_SINCE, AMD_FORK_BUILDS)."""
+    key = rules_key(engine)
+    rel, since = release(version), CUSTOM_ALLREDUCE_AMD_SINCE.get(key)
+    if not since or not rel or padded(rel) >= since:
+        return True
+    build = str(version).rpartition("+g")[2].split(".")[0] if "+g" in str(version) else ""
+    return bool(build) and any(build.startswith(b) for b in AMD_FORK_BUILDS.get(key, ()))
 
 
 @lru_cache(maxsize=1)
@@ -127,14 +149,15 @@ def measured_allreduce_kernel(engine: str | None) -> bool:
     return rules_key(engine) in MEASURED_ALLREDUCE if engine else False
 
 
-def custom_allreduce_bytes(engine: str | None, tp: int, gpu=None) -> int:
+def custom_allreduce_bytes(engine: str | None, tp: int, gpu=None, version: str | None = None) -> int:
     """The message size from which the engine's all-reduce among `tp` GPUs of `gpu` (a profile; None: an NVIDIA part)
     leaves its custom kernel for NCCL (CUSTOM_ALLREDUCE, CUSTOM_ALLREDUCE_AMD on an AMD profile), 0 where it has none
-    for that many; kvplan's own rules (no engine) read vLLM's."""
+    for that many, or none on an AMD GPU at its release `version` (None: the current one; CUSTOM_ALLREDUCE_AMD_SINCE);
+    kvplan's own rules (no engine) read vLLM's."""
     key = rules_key(engine)
     limit = CUSTOM_ALLREDUCE.get(key, {}).get(tp, 0)
     if limit and vendor_of(gpu) == "AMD":
-        return CUSTOM_ALLREDUCE_AMD.get(key, limit)
+        return CUSTOM_ALLREDUCE_AMD.get(key, limit) if runs_custom_allreduce_on_amd(engine, version) else 0
     return limit
 
 

@@ -3,11 +3,14 @@ what a caller holding a Plan asks (disaggregated prefill/decode pools).
 
 The plan's deployment (tp, ep, and dp where ep > 1: the replicas whose tokens the experts serve), dtypes, batch and context on the model spec and GPU profile it was
 made for (kvplan.speed.shape), priced with the engine's coefficients (kvplan.speed.model): one
-decode step of `batch` sequences each holding the full context, the plan's own worst case.
+decode step of `batch` sequences each holding the full context, the plan's own worst case. The batch is the
+deployment's; a step runs the busiest data-parallel rank's share of it (`step_batch`, `dp_step_note`).
 """
 
 from __future__ import annotations
 
+from kvplan.core.errors import arg
+from kvplan.planning.layout import per_rank_batch
 from kvplan.speed.corpus import PREFIX_CACHE_OFF
 from kvplan.speed.mlaform import ABSORBS_WITH_PREFIX, default_backend, mla_heads_per_rank
 from kvplan.speed.model import StepModel, absorbed_prefill, coefficients, decode_seconds, prefill_seconds, rules_key
@@ -31,13 +34,52 @@ def plan_shape(plan, spec, gpu, engine: str | None = None, version: str | None =
                      attention_backend=req.attention_backend or None)
 
 
+def step_batch(plan) -> int:
+    """The sequences one decode step of the plan runs on a rank: its batch (the deployment's) over its dp ranks, the
+    busiest rank's share (kvplan.planning.layout.per_rank_batch, as the plan's memory counts it). Data-parallel
+    ranks each step their own sequences; where they are one engine's around a MoE they step together and each step
+    lasts as long as the busiest rank's (dp_step_note), whose count the others are padded to."""
+    return per_rank_batch(max(1, plan.request.batch), plan.deployment.dp)
+
+
 def plan_decode_seconds(plan, spec, gpu, engine: str | None, speed: str = "calibrated", *,
                         batch: int | None = None, context: int | None = None, version: str | None = None) -> float:
-    """Seconds of one decode step of `batch` sequences of `context` cached tokens each (default: the
-    plan's batch at its context; `version`: the engine's release, as plan_shape)."""
+    """Seconds of one decode step of `batch` sequences a rank of `context` cached tokens each (default: the
+    plan's batch at its context, the busiest data-parallel rank's share: step_batch; `version`: the engine's
+    release, as plan_shape)."""
     req = plan.request
-    return decode_seconds(plan_shape(plan, spec, gpu, engine, version), engine, max(1, batch or req.batch), context or req.context,
-                          speed=speed)
+    return decode_seconds(plan_shape(plan, spec, gpu, engine, version), engine, batch or step_batch(plan),
+                          context or req.context, speed=speed)
+
+
+# What a plan's step assumes of its data-parallel ranks around a MoE (Shape.ep_replicas: experts over tp x dp with
+# expert parallelism). vLLM runs a MoE model's DP ranks as DPEngineCoreProc (a dense model's as independent engines,
+# "Non-MoE DP ranks are completely independent"): every step all-reduces the ranks' token counts and, under CUDA
+# graphs, pads every rank to the largest; a rank with nothing scheduled runs a dummy batch (vllm 0.25.0 wheel
+# `v1/engine/core.py` L1189-1200, `run_busy_loop` L1925-1961; `v1/worker/dp_utils.py` `_synchronize_dp_ranks`
+# L101-160, `_post_process_dp_padding` L77-89; `v1/worker/gpu_worker.py` `execute_dummy_batch` L1101-1103). SGLang's
+# DP-attention workers likewise exchange their batches before every forward and run an idle batch where they have
+# none (kvplan.engines.scheduler.LOCKSTEP_DP's citation), and their decode CUDA graphs gather in MAX_LEN mode, every
+# rank padded to the largest (sglang 0.5.15 wheel `srt/layers/dp_attention.py` `get_default_mode_in_cuda_graph`
+# L93-100, on CUDA; `srt/model_executor/runner/decode_cuda_graph_runner.py` L641).
+def dp_step_note(plan, spec) -> str:
+    """One line saying which rank's batch a dp > 1 plan's decode step is priced at and what the ranks share ("" at
+    dp 1): the busiest rank's step_batch; around a MoE with expert parallelism, every rank's tokens reach its experts,
+    padded to that rank's count."""
+    dep, batch = plan.deployment, max(1, plan.request.batch)
+    if dep.dp <= 1:
+        return ""
+    each = step_batch(plan)
+    line = f"speed: the decode step is priced at the busiest of {arg('dp')} {dep.dp} ranks, {each} of the {batch} " \
+           "sequences"
+    if spec.params.num_experts and dep.ep > 1:
+        return (f"{line}; the ranks of a MoE step together (vLLM's DP engine cores, SGLang's DP attention: an idle "
+                f"rank runs a dummy batch, every rank padded to the busiest's tokens), so its experts serve "
+                f"{dep.dp} x {each} tokens a step; decode tokens/s is the {batch} over that step")
+    if spec.params.num_experts:
+        return (f"{line}; at {arg('ep')} 1 each rank's experts are priced over its own tokens and its tp group "
+                f"only (the speed terms place experts over tp x dp with expert parallelism alone)")
+    return f"{line}; each rank steps on its own (independent replicas)"
 
 
 class DecodeSteps:
@@ -70,7 +112,7 @@ class DecodeSteps:
         hit = self._lines.get(line_key)
         if hit is None:
             kv = req.kv_dtype.name if req.kv_dtype is not None else None
-            batch = max(1, req.batch)
+            batch = step_batch(plan)  # the busiest data-parallel rank's share
             terms = self._terms_of(in_dtype(spec, ssm), (id(spec), dep.tp, dep.ep, dep.dp, req.weight_dtype, kv, ssm),
                                    dep.tp, dep.ep, req.weight_dtype, kv, dep.dp)
             shape = on_gpu(terms, spec, gpu, req.weight_dtype, engine=self.engine, version=self.version,

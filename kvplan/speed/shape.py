@@ -229,7 +229,7 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     peak_bf16 = datasheet_flops(gpu, "bf16")  # the roofline's, as ever
     rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, sixteen_bit(gpu, compute)[1])
     link_bw, latency = link(gpu, max(terms["tp"], terms["ep"]))
-    oneshot = custom_allreduce_bytes(engine, terms["tp"], gpu)  # the engine's custom all-reduce, where it runs one
+    oneshot = custom_allreduce_bytes(engine, terms["tp"], gpu, version)  # the engine's custom all-reduce, if any
     oneshot_latency = fabric_latency(gpu, terms["tp"]) if oneshot else 0.0
     paths, missing = (), ""
     if gemm_kernels(engine) == "ggml":

@@ -32,7 +32,7 @@ from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, parse_v
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
-from kvplan.engines.vllm import api_servers, command, gdn_ba, load_split, multimodal, uma, v0_mla
+from kvplan.engines.vllm import api_servers, command, gdn_ba, load_split, multimodal, rocm_allreduce, uma, v0_mla
 from kvplan.engines.vllm.pool import (  # noqa: F401
     BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
 )
@@ -340,9 +340,9 @@ class Vllm(Engine):
         uncertain = v0_mla.uncertainty_note(model, st.v)  # V0's MLA budget: the one log holds more than the source
         if uncertain:
             cap = cap._replace(notes=(*cap.notes, uncertain))
-        slow = v0_mla.speed_note(model, st.v)  # V0's MLA step: slower than the calibrated step, cause not priced
-        if slow:
-            cap = cap._replace(notes=(*cap.notes, slow))
+        slow = (v0_mla.speed_note(model, st.v),  # V0's MLA step: slower than the calibrated step, cause not priced
+                rocm_allreduce.note(st.gpu, dep.tp, st.version))  # RCCL's ring for every all-reduce (ROCm, < 0.8.3)
+        cap = cap._replace(notes=(*cap.notes, *(n for n in slow if n)))
         graphs = graph_notes(model, dep, st)  # the CUDA-graph term: priced by a fit, or 0 on V2 (vllm.runner)
         no_effect = sampler_note(st.v, st.flashinfer_sampler, st.v1)
         runner = runner_note(model, st.v, st.gpu, st.weight_dtype, st.v1_fallback)  # V1 or V2 assumed, and why (0.22+)
@@ -383,7 +383,10 @@ class Vllm(Engine):
         return {**st.as_dict(), **{f"overhead_{k}": v for k, v in parts.items()},
                 "overhead_host_token_table": uma.token_table_bytes(st.gpu, st),
                 "overhead_page_cache": uma.page_cache_bytes(st.gpu, st, weight_bytes(model).total),
-                "memory_unified": uma.unified(st.gpu), "free_from_meminfo": uma.reads_meminfo(st.gpu, st.v)}
+                "memory_unified": uma.unified(st.gpu), "free_from_meminfo": uma.reads_meminfo(st.gpu, st.v),
+                # data-parallel ranks that step together: a MoE model's (DPEngineCoreProc), a dense one's run apart
+                # (kvplan.engines.scheduler.LOCKSTEP_DP; read by lockstep_of)
+                "dp_lockstep": dep.dp if dep.dp > 1 and model.params.num_experts else 1}
 
     def emit_args(self, plan, model, settings: dict, gpu=None) -> list[str]:
         return command.serve_args(self, plan, model, settings, gpu)

@@ -63,6 +63,10 @@ def test_mlp_gate_by_release():
     with pytest.raises(KvplanError, match="SGLang's reading .* keeps only gate_proj"):
         as_read(model, "0.5.10")
     assert as_read(model, "0.5.11").quantization.kept == () == model.quantization.kept
+    # the dotted reading keeps what vLLM's does and says nothing, so the reader leaves it out; the notices under 0.5.11
+    # are the reader's, and nothing is restated for it (this was a KeyError in `kvplan fit --engine sglang`)
+    assert [r for r, _ in model.quantization.readings] == ["substring"]
+    assert restated(model, "0.5.11", ("other",)) == ("other",)
 
 
 def test_fp8_reads_the_first_key_present():

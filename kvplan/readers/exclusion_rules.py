@@ -98,8 +98,7 @@ def exact_matcher(entry: str) -> Named:
 
 
 # the fused layer vLLM's and SGLang's decoders load a projection into (QKVParallelLinear, MergedColumnParallelLinear)
-_FUSED_INTO = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "gate_proj": "gate_up_proj",
-               "up_proj": "gate_up_proj"}
+_FUSED_INTO = {shard: fused for fused, shards in _FUSED.items() for shard in shards}
 
 
 def component_matcher(entry: str) -> Named:

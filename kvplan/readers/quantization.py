@@ -18,7 +18,8 @@ from kvplan.readers.exclusion_rules import (LIST_KEYS, SGLANG_BOUNDARY, chosen_k
 from kvplan.readers.modelopt import glob_entry, modelopt_method, modelopt_view, unlisted
 from kvplan.readers.params import _UNGATED, _is_moe_layer, shared_expert_width
 from kvplan.readers.mtp import mtp_entries, names_mtp
-from kvplan.readers.unquantized import kept_modules, kept_params, matched, module_names, name_words, untargeted
+from kvplan.readers.unquantized import (kept_modules, kept_params, matched, module_names, name_words, tested_names,
+                                         untargeted)
 
 
 def read_quantization(cfg, params=None, layers=()) -> Quantization:
@@ -89,9 +90,11 @@ def _sglang_reading(cfg, q, method, where, params, layers, quant, parts, dotted:
     if method == "fp8":  # each entry with and without a leading `model.`
         literal = [v for n in literal for v in (n.removeprefix("model."), "model." + n.removeprefix("model."))]
     modules = module_names(cfg, model_type, params, layers)
-    words = name_words(modules)
+    words, tested = name_words(modules), tested_names(modules, where)
+    text = "\n".join(tested)  # an entry SGLang matches to any of these is a substring of one (sglang_matcher)
+    moes = {t[:t.find(".experts.") + len(".experts")] for t in tested if ".experts." in t}
     try:
-        entries = [_sglang_entry(n, dotted, words, len(layers), params, where, modules) for n in literal]
+        entries = [_sglang_entry(n, dotted, words, (text, moes), len(layers), params, where, modules) for n in literal]
         found = matched(entries, len(layers), params, where, modules)
         kept = kept_params(entries, params, layers, where, modules, found)
         kept_mods = kept_modules(entries, params, layers, where, modules, found)
@@ -112,14 +115,20 @@ def _sglang_reading(cfg, q, method, where, params, layers, quant, parts, dotted:
                    channel_scales=_channel_scales(parts, kept, params) if parts is not None else quant.channel_scales)
 
 
-def _sglang_entry(entry: str, dotted: bool, words: set, n: int, params, where: str, modules):
+def _sglang_entry(entry: str, dotted: bool, words: set, tested: tuple[str, set], n: int, params, where: str,
+                  modules):
     """One literal entry as SGLang matches it (kvplan.readers.exclusion_rules.sglang_matcher) where it holds only words
     of the model's module names or matches one of them; else the entry itself, read by its words (`lm_head` and the
-    vision tower's stay plain, a name kvplan cannot place is refused)."""
+    vision tower's stay plain, a name kvplan cannot place is refused). `tested`: the module names matched against,
+    joined by newlines, and their FusedMoE prefixes; an entry that is a substring of none of them (its trailing dots
+    dropped) and holds no prefix matches nothing, and is not matched module by module."""
     test = sglang_matcher(entry, dotted)
-    if all(w in words or w.isdigit() for w in entry.split(".") if w) or any(matched([test], n, params, where, modules)):
+    if all(w in words or w.isdigit() for w in entry.split(".") if w):
         return test
-    return entry
+    text, moes = tested
+    if entry.rstrip(".") not in text and not ("experts" in entry and any(m in entry for m in moes)):
+        return entry
+    return test if any(matched([test], n, params, where, modules)) else entry
 
 
 def _sglang_more(method: str, quant, theirs) -> tuple[str, ...]:

@@ -203,6 +203,14 @@ def _regex_entries(matches, m: ModuleNames, name: str, where: str, only=None) ->
     return out
 
 
+def tested_names(m: ModuleNames, where: str) -> tuple[str, ...]:
+    """Every module name _regex_entries asks a matcher about, in its order (a matcher that accepts none of them
+    matches nothing there)."""
+    seen: list[str] = []
+    _regex_entries(lambda s: seen.append(s) or False, m, "", where)
+    return tuple(seen)
+
+
 def _compiled(name: str, where: str):
     try:
         return re.compile(name[3:]).match

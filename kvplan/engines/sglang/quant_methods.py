@@ -39,12 +39,13 @@ def as_read(model, version: str):
 
 
 def restated(model, version: str, notices) -> tuple[str, ...]:
-    """`notices` with the reader's notes on the exclusion list (vLLM's reading) replaced by SGLang's reading's."""
+    """`notices` with the reader's notes on the exclusion list (vLLM's reading) replaced by SGLang's reading's (none
+    where the reader left this release's reading out: it keeps what the reader kept and has nothing to say)."""
     q = model.quantization
     if not q.readings:
         return tuple(notices)
-    theirs = dict(q.readings)[reading(version)]
-    mine = () if isinstance(theirs, str) else theirs.notes
+    theirs = dict(q.readings).get(reading(version))
+    mine = () if theirs is None or isinstance(theirs, str) else theirs.notes
     return (*(n for n in notices if n not in q.notes), *mine)
 
 

@@ -29,6 +29,7 @@ from kvplan.core.intmath import cdiv
 from kvplan.planning.plan import UNIFIED, cache_dtypes
 from kvplan.engines.context import vllm_rule
 from kvplan.engines.base import Capacity, Engine, Figure, fact_warnings, parse_version
+from kvplan.engines.versions import dotted
 from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
@@ -181,7 +182,7 @@ def model_release_problem(model, version: str) -> str | None:
     """Why this vLLM release cannot load this model at all (None: it can, or kvplan has no first release for it)."""
     first = MODEL_FROM.get(model.architecture)
     if first and parse_version(version) < first[0]:
-        return (f"vLLM {version} has no {model.architecture} (added in {'.'.join(map(str, first[0]))}, {first[1]}): "
+        return (f"vLLM {version} has no {model.architecture} (added in {dotted(first[0])}, {first[1]}): "
                 f"plan it with a later {arg('engine_version')}")
     return None
 

@@ -191,6 +191,6 @@ def graph_note(model, v: tuple[int, ...], gpu, eager: bool, weight_dtype: str | 
     """The plan's line where the runner, not the graphs, decides the term: V2's zero estimate (0.22-0.28)."""
     if v < (0, 20, 0) or eager or v >= V2_MEASURES_FROM or not v2_by_default(model, v, weight_dtype, fell_back):
         return None
-    return (f"vLLM {'.'.join(map(str, v))} runs {model.architecture} on its V2 model runner by default, whose "
+    return (f"vLLM {dotted(v)} runs {model.architecture} on its V2 model runner by default, whose "
             f"CUDA-graph estimate is 0: nothing subtracted (a drafter V2 lacks, n-gram among them, falls back to "
             f"V1, which subtracts its estimate)")

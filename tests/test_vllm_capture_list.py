@@ -94,7 +94,7 @@ def test_0_30_raises_the_ceiling_on_capability_10():
 def test_0_30_appends_the_uniform_decode_batches():
     """2 speculative tokens (query length 3), max_num_seqs 20: min(20 x 3 x 2, 512) = 120. 0.21.0: grid(120) rounded
     up to 3 = 3, 6, 9, 18, 24, 33, 42, 48, 57, 66, 72, 81, 90, 96, 105, 114, 120 (17). 0.30.0 also appends n x 3 for
-    the request grid [1, 2, 4, 8, 16] + [20]: 3, 6, 12, 24, 48, 60 (L2225-2300), so 12 and 60 join: 19."""
+    the request grid [1, 2, 4, 8, 16] + [20]: 3, 6, 12, 24, 48, 60 (L2225-2302), so 12 and 60 join: 19."""
     d = _drafted(2)
     old = [3, 6, 9, 18, 24, 33, 42, 48, 57, 66, 72, 81, 90, 96, 105, 114, 120]
     assert cl.capture_list(d, 20, 8192, V21) == old

@@ -11,7 +11,7 @@ L2151-2360), once, before the model runner sees the attention backends:
   L1567-1579); from 0.21.0 max_num_batched_tokens is appended when it fits under the largest and is not already in
   the list (0.21.0 L1580-1585; absent in 0.19.0); from 0.30.0, with a drafter, the uniform decode batches
   n x decode_query_len for n in the same 1, 2, 4, 8... grid of request counts up to max_num_seqs (and max_num_seqs
-  itself) are appended where they fit under the largest (0.30.0 L2225-2300, L2341-2347);
+  itself) are appended where they fit under the largest (0.30.0 L2225-2302, L2350-2355);
 * where FULL decode graphs are captured and decode_query_len > 1, the model runner rounds every size up to a
   multiple of decode_query_len and drops those above the largest (`config/compilation.py`
   adjust_cudagraph_sizes_for_spec_decode, 0.19.0 L1235-1280 called from `gpu_model_runner.py` L6385-6392; 0.21.0

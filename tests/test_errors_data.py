@@ -21,7 +21,8 @@ ENGINE_FLAGS = {
     "engines/vllm/engine.py": {"--decode-context-parallel-size", "--kv-cache-memory-bytes", "--max-model-len"},
     "engines/vllm/command.py": {"--block-size", "--data-parallel-size", "--decode-context-parallel-size",
                                 "--enable-expert-parallel", "--gpu-memory-utilization", "--kv-cache-dtype",
-                                "--kv-cache-memory-bytes", "--max-model-len", "--max-num-seqs", "--quantization"},
+                                "--kv-cache-memory-bytes", "--max-model-len", "--max-num-seqs", "--quantization",
+                                "--max-cudagraph-capture-size"},  # vLLM's, emitted (engines/vllm/capture_list.py)
     "engines/vllm/boot.py": {"--gpu-memory-utilization", "--max-model-len"},
     "engines/vllm/autofit.py": {"--max-model-len"},
     "engines/vllm/cache_dtype.py": {"--kv-cache-dtype"},

@@ -12,10 +12,11 @@ around each; `per_graph = max(second drop, 1 MiB)` and
 ("FULL and PIECEWISE graphs share the global pool ... take the max"). Subtracted from the KV budget from 0.20.0
 (kvplan/engines/vllm/settings.py Settings.cudagraphs). What each drop holds, and so how kvplan prices it:
 
-* The graphs of each mode are the capture sizes (`config/compilation.py`, v0.11+): [1, 2, 4] + range(8, 256, 8) +
-  range(256, max+1, 16) up to max_cudagraph_capture_size = min(2 x max_num_seqs, 512) (`config/vllm.py`), 1024 for
-  gpt-oss (`models/config.py` GptOssForCausalLMConfig L113-133, MODELS_CONFIG_MAP L726); FULL decode graphs only
-  up to max_num_seqs (`cudagraph_dispatcher.py` initialize_cudagraph_keys L204-230); none when a layer's attention
+* The graphs of each mode are the capture sizes, vLLM's default list by release (kvplan.engines.vllm.capture_list:
+  [1, 2, 4] + range(8, 256, 8) + range(256, max+1, 16) up to max_cudagraph_capture_size = min(2 x max_num_seqs x
+  (1 + num_speculative_tokens), 512, max_num_batched_tokens), 1024 for gpt-oss (`models/config.py`
+  GptOssForCausalLMConfig L113-133, MODELS_CONFIG_MAP L726); FULL decode graphs only up to max_num_seqs decode
+  batches (`cudagraph_dispatcher.py` initialize_cudagraph_keys L204-230); none when a layer's attention
   supports no full graph (chunked local attention: AttentionCGSupport.NEVER, `chunked_local_attention.py` L39-48,
   and vLLM makes the model PIECEWISE, `gpu_model_runner.py` L6310-6330).
 * The first PIECEWISE capture, at the largest size, grows the pool by the forward pass's activations (the first
@@ -41,6 +42,8 @@ from __future__ import annotations
 
 from kvplan.core.intmath import round_up
 from kvplan.hardware.facts import vendor_of
+from kvplan.engines.vllm.capture_list import (  # noqa: F401  (MAX_CAPTURE_SIZE re-exported)
+    MAX_CAPTURE_SIZE, capture_list, decode_sizes, grid, list_note)
 from kvplan.engines.vllm.runner import graph_note
 from kvplan.model.layers import Kind
 from kvplan.model.recurrent import recurrent_states
@@ -59,15 +62,13 @@ CUDAGRAPH_MOE = 0.35  # surcharge per layer of a MoE model
 DRIVER_PAGE = 2 * MIB  # mem_get_info moves in whole 2 MiB pages
 MIN_PER_GRAPH = MIB  # "Use at least 1 MiB per graph for driver overhead" (gpu_model_runner.py 0.19.0 L5922-5923)
 FA_MAX_SPLITS = 32  # flash_attn.py _DEFAULT_MAX_NUM_SPLITS_FOR_CUDA_GRAPH
-MAX_CAPTURE_SIZE = {"GptOssForCausalLM": 1024}  # architectures whose vLLM config raises the 512 cap
 _FA_SPLIT_KINDS = (Kind.FULL, Kind.SLIDING, Kind.MLA)
 _ACT_QUANT = ("fp8", "int8")  # weight formats whose vLLM linears quantize activations per token before the GEMM
 
 
 def capture_sizes(max_size: int) -> list[int]:
-    """vLLM's default cudagraph_capture_sizes up to max_size (config/compilation.py, v0.11+)."""
-    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, max_size + 1, 16))
-    return [s for s in sizes if s <= max_size]
+    """vLLM's default cudagraph_capture_sizes grid up to max_size (kvplan.engines.vllm.capture_list.grid)."""
+    return grid(max_size)
 
 
 def full_graphs(model) -> bool:
@@ -76,16 +77,19 @@ def full_graphs(model) -> bool:
     return not any(la.kind == Kind.CHUNKED for la in model.layers)
 
 
-def cudagraph_counts(model, max_num_seqs: int) -> tuple[list[int], list[int]]:
-    """(PIECEWISE sizes, FULL sizes) vLLM captures for this model under FULL_AND_PIECEWISE."""
-    top = MAX_CAPTURE_SIZE.get(model.architecture, min(2 * max_num_seqs, 512))
-    piecewise = capture_sizes(top)
+def cudagraph_counts(model, max_num_seqs: int, tokens: int | None = None, v: tuple = (0, 21, 0),
+                     gpu=None, asked: int | None = None) -> tuple[list[int], list[int]]:
+    """(PIECEWISE sizes, FULL sizes) vLLM release v captures for this model under FULL_AND_PIECEWISE: its default
+    capture list (kvplan.engines.vllm.capture_list: the drafter's factor, the max_num_batched_tokens clamp and
+    append; `asked`, a user's max_cudagraph_capture_size), and the FULL decode graphs among it."""
+    piecewise = capture_list(model, max_num_seqs, tokens, v, gpu, full_graphs(model), asked)
     return piecewise, full_sizes(model, piecewise, max_num_seqs)
 
 
 def full_sizes(model, sizes: list[int], max_num_seqs: int) -> list[int]:
-    """The capture sizes that get a FULL decode graph: those up to max_num_seqs, where the model takes FULL graphs."""
-    return [s for s in sizes if s <= max_num_seqs] if full_graphs(model) else []
+    """The capture sizes that get a FULL decode graph: those from decode_query_len (1 + num_speculative_tokens) to
+    decode_query_len x max_num_seqs (cudagraph_dispatcher.py 0.21.0 L204-230), where the model takes FULL graphs."""
+    return decode_sizes(model, sizes, max_num_seqs) if full_graphs(model) else []
 
 
 def _fa_split_kv(layer) -> bool:
@@ -137,14 +141,16 @@ def per_graph_cost(model, layers_on_rank: int, weight_dtype: str | None = None) 
 
 
 def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seqs: int = 1024, gpu=None,
-                       weight_dtype: str | None = None, shape: tuple = ()) -> int:
+                       weight_dtype: str | None = None, shape: tuple = (), tokens: int | None = None,
+                       v: tuple = (0, 21, 0), asked: int | None = None) -> int:
     """vLLM's "Estimated CUDA graph memory" for one rank (bytes), whether or not it is subtracted.
 
     With the model: the larger first capture (the PIECEWISE constant, or FA3's accumulator plus one FULL graph)
     and a per-graph cost for each further graph of each mode; without it, the older two-constant form (a base
     plus a cost per decoder layer). `shape`, ((mode, graphs, largest), ...) as a log's "Profiling CUDA graph
     memory:" line states it or its graph mode implies (kvplan.engines.vllm.log_graphs), replaces the counts kvplan
-    derives from max_num_seqs (`logged_counts`); a shape with no PIECEWISE or FULL graph is priced at 0."""
+    derives from max_num_seqs, max_num_batched_tokens (`tokens`), release v and a user's max_cudagraph_capture_size
+    (`asked`) (`logged_counts`); a shape with no PIECEWISE or FULL graph is priced at 0."""
     if model is None:
         return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
     if shape:
@@ -152,7 +158,7 @@ def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seq
         if not (n_piecewise or n_full):  # no decoder graphs (cudagraph_mode NONE): vLLM's estimate is 0
             return 0
     else:
-        piecewise, full = cudagraph_counts(model, max_num_seqs)
+        piecewise, full = cudagraph_counts(model, max_num_seqs, tokens, v, gpu, asked)
         n_piecewise, n_full, full_top = len(piecewise), len(full), max(full, default=0)
     per_graph = per_graph_cost(model, layers_on_rank, weight_dtype)
     first_full = fa_split_accumulator(model, tp, full_top, gpu) + per_graph if n_full else 0
@@ -167,6 +173,16 @@ def logged_counts(shape: tuple) -> tuple[int, int, int]:
     by_mode = {mode: (n, top) for mode, n, top in shape}
     n_full, full_top = by_mode.get("FULL", (0, 0))
     return by_mode.get("PIECEWISE", (0, 0))[0], n_full, full_top
+
+
+def capture_note(model, st) -> tuple[str, ...]:
+    """The plan's line on the capture list kvplan prices (its size and largest, and the rule), where vLLM subtracts
+    its graph estimate and no log states the shape (kvplan.engines.vllm.capture_list.list_note)."""
+    v2 = graph_note(model, st.v, st.gpu, st.eager, st.weight_dtype, getattr(st, "v1_fallback", False))
+    if v2 or not st.cudagraphs or st.graph_shape:
+        return ()
+    return (list_note(model, st.max_num_seqs, st.max_num_batched_tokens, st.v, st.gpu, full_graphs(model),
+                      st.max_capture),)
 
 
 def graph_notes(model, dep, st) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 from kvplan.engines.vllm.overhead import encoder_budget, encoder_profile_bytes, missing_facts, overhead_terms, sampler_note
 from kvplan.engines.vllm.mxfp4 import unbundled_hopper, unbundled_note
-from kvplan.engines.vllm.cudagraphs import graph_notes
+from kvplan.engines.vllm.cudagraphs import capture_note, graph_notes
 from kvplan.engines.vllm.runner import priced_v2, runner_note
 from kvplan.engines.vllm.speculative import check_vllm, vllm_view
 from kvplan.planning.deploy import split_layers
@@ -348,7 +348,7 @@ class Vllm(Engine):
         slow = (v0_mla.speed_note(model, st.v),  # V0's MLA step: slower than the calibrated step, cause not priced
                 rocm_allreduce.note(st.gpu, dep.tp, st.version))  # RCCL's ring for every all-reduce (ROCm, < 0.8.3)
         cap = cap._replace(notes=(*cap.notes, *(n for n in slow if n)))
-        graphs = graph_notes(model, dep, st)  # the CUDA-graph term: priced by a fit, or 0 on V2 (vllm.runner)
+        graphs = (*capture_note(model, st), *graph_notes(model, dep, st))  # the capture list; the fit, or V2's 0
         no_effect = sampler_note(st.v, st.flashinfer_sampler, st.v1)
         runner = runner_note(model, st.v, st.gpu, st.weight_dtype, st.v1_fallback)  # V1 or V2 assumed, and why (0.22+)
         tails = load_split.note(model, dep, st)  # the load's split limit: segment tails in the weights (0.21+)

@@ -78,7 +78,8 @@ def logged_mode(rec) -> str | None:
     return mode
 
 
-def planned_shape(rec, model, max_num_seqs: int) -> tuple:
+def planned_shape(rec, model, max_num_seqs: int, tokens: int | None = None, v: tuple = (0, 21, 0),
+                  gpu=None) -> tuple:
     """The shape check-log's plan prices: the logged one; else the groups the logged cudagraph_mode keys
     (mode_shape) at the engine config's capture sizes or kvplan's (no drafter stated: its FULL sizes count query
     tokens); else, from the engine config's sizes, PIECEWISE at every size and FULL at those up to max_num_seqs
@@ -88,7 +89,7 @@ def planned_shape(rec, model, max_num_seqs: int) -> tuple:
         return rec.graph_shape or NO_GRAPHS
     if rec.settings.get("speculative") or not (rec.capture_sizes or mode):
         return rec.graph_shape
-    sizes = list(rec.capture_sizes) or cudagraph_counts(model, max_num_seqs)[0]
+    sizes = list(rec.capture_sizes) or cudagraph_counts(model, max_num_seqs, tokens, v, gpu)[0]
     return mode_shape(mode or "FULL_AND_PIECEWISE", sizes, full_sizes(model, sizes, max_num_seqs))
 
 
@@ -133,7 +134,8 @@ def graph_note(rec, model, st) -> str | None:
             note += ("; with no PIECEWISE capture first, the first FULL capture is priced by kvplan's "
                      "FULL_AND_PIECEWISE rule (the larger first capture), an extrapolation")
         return note
-    shape = _shape(*cudagraph_counts(model, st.max_num_seqs))
+    shape = _shape(*cudagraph_counts(model, st.max_num_seqs, st.max_num_batched_tokens, st.v, st.gpu,
+                                           st.max_capture))
     return (f"the log does not print its CUDA-graph capture shape: kvplan's counts at max_num_seqs "
             f"{st.max_num_seqs}, {shape_text(shape)}")
 

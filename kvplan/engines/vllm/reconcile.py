@@ -51,11 +51,14 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
         return out
     req = _vllm_request(rec, model, length, kv_name, out, weight_dtype)
     stand_in = gpu or assumed_gpu()
-    default = engine.settings(model, stand_in, dep, req).max_num_seqs  # the log's, else the release's default
+    pre = engine.settings(model, stand_in, dep, req)
+    default = pre.max_num_seqs  # the log's, else the release's default
     seqs, seqs_note = seqs_from_shape(rec, default)
     if seqs is not None:  # the assumed default contradicts the log's FULL graphs (kvplan.engines.vllm.log_graphs)
         opts = [*opts, f"max_num_seqs={seqs}"]
-    explicit["graph_shape"] = planned_shape(rec, model, seqs or default)  # the logged shape, or its config's sizes
+    # the logged shape, or its config's sizes, or the release's default list (kvplan.engines.vllm.capture_list)
+    explicit["graph_shape"] = planned_shape(rec, model, seqs or default, pre.max_num_batched_tokens, pre.v,
+                                            stand_in)
     engine = resolve_engine("vllm", version, opts, **explicit)
     out.notes.append(seqs_note)
     if s.get("enforce_eager") is True:
@@ -277,7 +280,8 @@ def _term_rows(out, r, ours, model, dep, st, summary: bool = False):
     the closing line's "GiB for peak activation" (`summary`) is the profile's transient peak plus the graph estimate
     it subtracted (gpu_worker.py 0.27.0 L527-529, 0.30.0 L616-618, 0.33.0 L748-750), so kvplan's figure adds its own."""
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
-    graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, st.gpu, st.weight_dtype, st.graph_shape)
+    graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, st.gpu, st.weight_dtype, st.graph_shape,
+                                st.max_num_batched_tokens, st.v, st.max_capture)
     peak, peak_label = ours["overhead_activation_peak"], "activation peak of the profile run"
     if summary and st.v >= (0, 27, 0):
         peak, peak_label = peak + ours["overhead_cudagraphs"], "peak activation as printed (profile peak + graph est.)"

@@ -65,6 +65,9 @@ class Settings:
     # the CUDA-graph capture shape a start-up log states, ((mode, graphs, largest), ...) (() : kvplan's counts from
     # max_num_seqs; kvplan.engines.vllm.cudagraphs.cudagraph_estimate); check-log's plan runs at it
     graph_shape: tuple = ()
+    # --max-cudagraph-capture-size as the engine option max_cudagraph_capture_size gives it (None: vLLM's default,
+    # kvplan.engines.vllm.capture_list)
+    max_capture: int | None = None
     ssm_dtype_read: str = ""  # the reader's temporal-state type (the speed fit prices vLLM's corpus runs in it)
 
     @cached_property  # (read for every block count of a max-context search: parsed once)

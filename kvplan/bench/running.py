@@ -119,7 +119,7 @@ def served_length(case, spec):
     return (case.flags or {}).get("max_model_len") or spec.max_context
 
 
-def case_lockstep(case, spec=None) -> int:
+def case_lockstep(case, spec) -> int:
     """The data-parallel workers of the case's engine that run each forward together: attention DP's, or the ranks
     of one engine by its own size flag around a MoE model `spec` (kvplan.speed.corpus.one_engine_dp: vLLM's, whose
     DPEngineCoreProc runs only for a MoE model, kvplan.engines.scheduler.LOCKSTEP_DP)."""

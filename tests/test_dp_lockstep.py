@@ -100,3 +100,9 @@ def test_simulate_says_vllms_moe_dp_ranks_are_not_simulated_in_lockstep():
     assert any("2 data-parallel ranks of a MoE" in line and "not simulated" in line for line in held.notes())
     dense = eng.result(find_in_catalog("llama-3.1-8b"), gpu, Deployment(tp=1, dp=2), Request(context=4096))
     assert scheduler_limits(eng, dense).lockstep == 1  # independent engines: nothing left out
+    # SGLang's DP-attention workers keep their name with mixed chunks on (steps mixed, the workers still DP attention's)
+    mixed = resolve_engine("sglang", None, ["enable_mixed_chunk=true"])
+    adp = scheduler_limits(mixed, mixed.result(find_in_catalog("deepseek-v2-lite"), gpu, Deployment(tp=1, dp=2, ep=2),
+                                               Request(context=4096)))
+    assert adp.lockstep == 2 and not adp.prefill_first
+    assert any("2 attention-DP workers" in line and "not simulated" in line for line in adp.notes())

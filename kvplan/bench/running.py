@@ -119,7 +119,7 @@ def served_length(case, spec):
     return (case.flags or {}).get("max_model_len") or spec.max_context
 
 
-def case_lockstep(case, spec=None) -> int:
+def case_lockstep(case, spec) -> int:
     """The data-parallel workers of the case's engine that run each forward together: attention DP's, or the ranks
     of one engine by its own size flag around a MoE model `spec` (kvplan.speed.corpus.one_engine_dp: vLLM's, whose
     DPEngineCoreProc runs only for a MoE model, kvplan.engines.scheduler.LOCKSTEP_DP)."""
@@ -216,11 +216,11 @@ def sized(case, spec, gpu) -> Running | None:
         own = model_own(case, spec, st)
         if own is not None:
             return own
-        if case.dp > ranks and attention_dp(case):  # DP ranks of one engine: not sized here; their lockstep and
-            workers = case_lockstep(case)  # one worker's prefill chunk told (kvplan.engines.scheduler.worker_chunk)
+        if case.dp > ranks and attention_dp(case):  # DP ranks of one engine: not sized here; one worker's prefill
+            # chunk told (kvplan.engines.scheduler.worker_chunk; their lockstep: running())
             chunk = worker_chunk(case.engine, limits(case.engine, st.as_dict() if st is not None else {})[1], case.dp,
                                  case.version)
-            return Running(None, chunk, False, workers) if workers > 1 or chunk else None
+            return Running(None, chunk) if chunk else None
         res = engine.result(spec, gpu, dep, req)
         default, chunk = limits(case.engine, res.settings, res.capacity)  # refuses chunked prefill off (SGLang's -1)
     except KvplanError:
@@ -293,4 +293,4 @@ def model_own(case, spec, settings) -> Running | None:
                        settings.as_dict() if settings is not None else {})
     if own is None or not own[1]:
         return None
-    return Running(float(own[0]), own[1], case_waves(case, spec), case_lockstep(case))
+    return Running(float(own[0]), own[1], case_waves(case, spec))  # its lockstep: running()

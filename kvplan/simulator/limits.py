@@ -41,12 +41,13 @@ class Limits:
     tokens_from: str
     admission: Admission = field(default=ON_DEMAND)  # how the engine admits requests (paged pool)
     prefill_first: bool = False  # the engine's steps: prefill apart from decode (SGLang's), else one mixed budget
-    lockstep: int = 1  # attention-DP workers running each forward together (not simulated: a note says so)
+    lockstep: int = 1  # data-parallel workers running each forward together (not simulated: a note says so)
     label: str = ""  # the engine as its notes name it
     mix_opt: str | None = None  # the engine's option that mixes decode into prefill batches (prefill_first engines)
     # the engine's prefix cache as its options leave it (Request.prefix_cache: SGLang's disable_radix_cache turns it
     # off), which the speed figures' MLA prefill form reads too: off, the simulator reuses no prefix either
     prefix_cache: bool = True
+    attention_dp: bool = True  # the lockstep workers are attention DP's (SGLang's), else a MoE's DP ranks (vLLM's)
 
     def config(self, **kw) -> EngineConfig:
         """The simulator's config at these limits, this admission rule and these steps (`kw`: the pool's others;
@@ -75,7 +76,7 @@ class Limits:
             lines = ["steps mixed, as vLLM's scheduler runs them: each step's token budget holds every running "
                      "request's decode token and prefill chunks beside them"]
         if self.lockstep > 1:
-            workers = "attention-DP workers" if self.prefill_first else "data-parallel ranks of a MoE"
+            workers = "attention-DP workers" if self.attention_dp else "data-parallel ranks of a MoE"
             lines.append(f"note: {who}'s {self.lockstep} {workers} run every forward together (one "
                          "worker's prefill paces the others' decode): not simulated; one worker's pool and requests are")
         return lines
@@ -128,7 +129,7 @@ def scheduler_limits(engine, result=None, max_num_seqs: int | None = None,
     cache = result.plan.request.prefix_cache if result is not None else True  # as the engine's options leave it
     return Limits(seqs[0], tokens[0], seqs[1], tokens[1], admission(name, opts, workers),
                   prefill_first(known, mixed_chunk(known, opts)), lockstep_of(known, settings),
-                  label or "", MIXED_CHUNK_OPTS.get(known or ""), cache)
+                  label or "", MIXED_CHUNK_OPTS.get(known or ""), cache, attention_dp=workers > 1)
 
 
 def plan_limits(engine, plan, model, gpu) -> Limits:

@@ -11,6 +11,7 @@ the note says which the plan assumed.
 
 from __future__ import annotations
 
+from kvplan.engines.versions import dotted
 from kvplan.hardware.facts import vendor_of
 from kvplan.speed.model import CUSTOM_ALLREDUCE_AMD_SINCE, runs_custom_allreduce_on_amd
 
@@ -22,7 +23,7 @@ def note(gpu, tp: int, version: str | None) -> str | None:
     elsewhere, and at one GPU: no all-reduce)."""
     if tp <= 1 or vendor_of(gpu) != "AMD" or runs_custom_allreduce_on_amd(ENGINE, version):
         return None
-    first = ".".join(str(x) for x in CUSTOM_ALLREDUCE_AMD_SINCE[ENGINE])
-    return (f"vLLM {version} on an AMD GPU: its custom all-reduce is off on ROCm before {first} (config.py, 'not "
+    return (f"vLLM {version} on an AMD GPU: its custom all-reduce is off on ROCm before "
+            f"{dotted(CUSTOM_ALLREDUCE_AMD_SINCE[ENGINE])} (config.py, 'not "
             f"supported on AMD GPUs'), so the speed figures price every tensor-parallel all-reduce on RCCL's ring; "
             f"AMD's own vLLM builds (rocm/vllm images) keep the custom kernel on and run faster than this")

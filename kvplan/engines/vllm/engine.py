@@ -18,10 +18,8 @@ from __future__ import annotations
 import dataclasses
 from functools import lru_cache
 
-from kvplan.engines.vllm.overhead import encoder_budget, encoder_profile_bytes, missing_facts, overhead_terms, sampler_note
-from kvplan.engines.vllm.mxfp4 import unbundled_hopper, unbundled_note
-from kvplan.engines.vllm.cudagraphs import capture_note, graph_notes
-from kvplan.engines.vllm.runner import priced_v2, runner_note
+from kvplan.engines.vllm.overhead import encoder_budget, encoder_profile_bytes, missing_facts, overhead_terms
+from kvplan.engines.vllm.runner import priced_v2
 from kvplan.engines.vllm.speculative import check_vllm, vllm_view
 from kvplan.planning.deploy import split_layers
 from kvplan.core.dtypes import DType
@@ -34,7 +32,7 @@ from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
 from kvplan.engines.vllm import (
-    api_servers, command, gdn_ba, load_split, multimodal, quant_methods, rocm_allreduce, uma, v0_mla,
+    api_servers, command, gdn_ba, multimodal, plan_notes, quant_methods, uma,
 )
 from kvplan.engines.vllm.pool import (  # noqa: F401
     BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
@@ -276,7 +274,7 @@ class Vllm(Engine):
             chunk = [PlanWarning.literal(st.engine_note), *chunk]
         ba = gdn_ba.note(model, dep.tp, dep.pp, st.v, gpu, st.weight_dtype)  # in_proj_ba whole on every rank
         return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)),
-                *([PlanWarning(states)] if states else []), *chunk, *ba, *_refined(model, dep, st), *self._eager())
+                *([PlanWarning(states)] if states else []), *chunk, *ba, *plan_notes.refined(model, dep, st), *self._eager())
 
     def _eager(self) -> tuple:
         """enforce_eager, said where the speed figures cannot follow it: the corpus fit skips every run stating its
@@ -337,23 +335,7 @@ class Vllm(Engine):
         encoder = encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), st.v, v2, st.v1)
         cap = cap._replace(notes=(*cap.notes, *vllm_cache_dtype.notes(model, kvd)),
                            lines=(*cap.lines, *multimodal.rows(model, st, encoder)))
-        if req.kv_cache_memory_bytes is not None and st.v < (0, 11, 0):
-            note = f"--kv-cache-memory-bytes exists from vLLM 0.11.0, not in {st.version}"
-            cap = cap._replace(notes=(*cap.notes, note))
-        if unbundled_hopper(model, st.gpu, st.v, st.mxfp4_backend):  # Marlin assumed (kvplan.engines.vllm.mxfp4)
-            cap = cap._replace(notes=(*cap.notes, unbundled_note(st.v)))
-        uncertain = v0_mla.uncertainty_note(model, st.v)  # V0's MLA budget: the one log holds more than the source
-        if uncertain:
-            cap = cap._replace(notes=(*cap.notes, uncertain))
-        slow = (v0_mla.speed_note(model, st.v),  # V0's MLA step: slower than the calibrated step, cause not priced
-                rocm_allreduce.note(st.gpu, dep.tp, st.version))  # RCCL's ring for every all-reduce (ROCm, < 0.8.3)
-        cap = cap._replace(notes=(*cap.notes, *(n for n in slow if n)))
-        graphs = (*capture_note(model, st), *graph_notes(model, dep, st))  # the capture list; the fit, or V2's 0
-        no_effect = sampler_note(st.v, st.flashinfer_sampler, st.v1)
-        runner = runner_note(model, st.v, st.gpu, st.weight_dtype, st.v1_fallback)  # V1 or V2 assumed, and why (0.22+)
-        tails = load_split.note(model, dep, st)  # the load's split limit: segment tails in the weights (0.21+)
-        return cap._replace(notes=(*cap.notes, *([runner] if runner else []), *graphs,
-                                   *([no_effect] if no_effect else []), *([tails] if tails else [])))
+        return cap._replace(notes=(*cap.notes, *plan_notes.capacity_notes(model, dep, req, st)))
 
     def fits(self, cap: Capacity, req) -> bool:
         return cap.blocks > 0 and cap.max_concurrency >= req.batch
@@ -407,14 +389,3 @@ class Vllm(Engine):
 
 ENGINE = Vllm
 
-
-def _refined(model, dep, st: Settings) -> tuple:
-    """The refined MoE block scales, said where they are counted (kvplan.engines.fp8_blocks.refined_scale_bytes)."""
-    got = fp8_blocks.refined_scale_note(model, dep, st.v)
-    if got is None:
-        return ()
-    block, extra = got
-    return (PlanWarning(f"vLLM {st.version} refines the experts' FP8 block scales to {block} x {block} (each rank's "
-                        f"expert shard is not whole {model.quantization.group_size}-blocks; the default moe_backend "
-                        "'auto', refine_fp8_moe_block_shape): {} per GPU more weights than a 1/tp share of the "
-                        "checkpoint's scales, counted", (extra,), ("MiB",)),)

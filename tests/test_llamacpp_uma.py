@@ -14,9 +14,14 @@ from kvplan.sources.catalog import find_in_catalog
 GIB = 2**30
 
 
-def _plan(gpu: str, *opts):
+def _result(gpu: str, *opts, overhead=None):
+    req = Request(context=32768, overhead_bytes=overhead)
     return resolve_engine("llama.cpp", None, opts).result(find_in_catalog("llama-3.1-8b"), find_gpu(gpu),
-                                                          Deployment(1), Request(context=32768)).plan
+                                                          Deployment(1), req)
+
+
+def _plan(gpu: str, *opts):
+    return _result(gpu, *opts).plan
 
 
 def test_the_cache_stays_exact_and_the_os_share_is_kept_out():
@@ -30,6 +35,15 @@ def test_the_cache_stays_exact_and_the_os_share_is_kept_out():
     said = " ".join(format_warning(w) for w in held.warnings)
     assert "stated os_memory 100.00 GiB, kept out of the 121.69 GiB" in said
     assert "kvplan assumed they hold none" in " ".join(format_warning(w) for w in base.warnings)
+
+
+def test_a_given_overhead_keeps_the_os_share_out_too():
+    # --overhead replaces the compute-buffer estimate, not the stated OS share the warning says is kept out:
+    # 1 GiB given with os_memory=100GiB leaves exactly 100 GiB less than 1 GiB alone, and fit --json's
+    # compute_buffer_estimate is the 1 GiB given (it went negative when the share was dropped: 1 - 100 GiB)
+    alone, held = _result("gb10", overhead=GIB), _result("gb10", "os_memory=100GiB", overhead=GIB)
+    assert alone.plan.kv_memory_bytes_per_gpu - held.plan.kv_memory_bytes_per_gpu == 100 * GIB
+    assert held.settings["compute_buffer_estimate"] == alone.settings["compute_buffer_estimate"] == GIB
 
 
 def test_a_discrete_gpu_ignores_it():

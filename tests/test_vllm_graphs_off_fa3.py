@@ -53,7 +53,15 @@ def test_the_quoted_misses_are_the_training_rows():
 
     records = [r for r in budget_corpus.load_index() if r["id"] in OFF_FA3]
     assert len(records) == 3 and not any(budget_corpus.is_held_out(r) for r in records)
+    # the engine's side as each log prints it (read from the log files, not from kvplan's parser)
+    corpus = Path(__file__).parent / "fixtures" / "logs" / "corpus"
+    for r in records:
+        line = {"A100": "Estimated CUDA graph memory: 1.88 GiB", "RTX A5000": "Estimated CUDA graph memory: 0.52 GiB",
+                "T4": "CUDA graph pool memory: 0.15 GiB (actual), 0.34 GiB (estimated)"}[OFF_FA3[r["id"]]]
+        assert line in (corpus / r["log"]).read_text(), r["id"]
+    printed = {"A100": 1.88, "RTX A5000": 0.52, "T4": 0.34}
     quoted = dict(zip(OFF_FA3.values(), (pct for _, pct in cg.OFF_FA3_TRAINING)))
     for row in budget_corpus.rows(records):
-        err = row["terms"]["cudagraph_estimate"]["error_rel"]
-        assert round(err * 100) == quoted[OFF_FA3[row["id"]]], row["id"]
+        term = row["terms"]["cudagraph_estimate"]
+        assert term["engine_gib"] == printed[OFF_FA3[row["id"]]], row["id"]
+        assert round(term["error_rel"] * 100) == quoted[OFF_FA3[row["id"]]], row["id"]

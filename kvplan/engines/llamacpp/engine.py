@@ -250,8 +250,9 @@ class LlamaCpp(Engine):
         gets: llama-server's per-slot length limit is -c / -np (n_ctx_seq, module docstring), which is also what it
         allocates, so a --max-model-len past --ctx (kvplan.engines.context.engine_length) is planned and emitted as
         each slot's length, as vLLM's and SGLang's commands keep it (issue 22)."""
-        over = req.overhead_bytes if req.overhead_bytes is not None else \
-            compute_buffer_estimate(model, st) + st.os_held  # on a unified GPU the OS's stated share (uma.py)
+        # on a unified GPU the OS's stated share is kept out beside the compute buffers, estimated or given (uma.py)
+        over = (req.overhead_bytes if req.overhead_bytes is not None else compute_buffer_estimate(model, st)) \
+            + st.os_held
         return dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=1, overhead_bytes=over,
                                    kv_dtype=st.type_k, context=max(req.context, engine_length(model, req)))
 

@@ -185,9 +185,8 @@ class TrtLlm(Engine):
         """The narrowed DeepSeek-V3 MLP split, where it applies, with the GPUs per node it assumed; on a
         unified-memory GPU the page cache and the OS's share the budget counts (kvplan.engines.trtllm.uma)."""
         said = mlp_split.note(model, dep, gpu)
-        held, cache = getattr(st, "os_memory", None), getattr(st, "page_cache", None)
-        uma = trtllm_uma.warnings(gpu, held, cache, weight_bytes(model).total, None) \
-            if trtllm_uma.applies(gpu) or held is not None or cache is not None else ()
+        uma = trtllm_uma.warnings(gpu, st.os_memory, st.page_cache, weight_bytes(model).total) \
+            if trtllm_uma.applies(gpu) or st.os_memory is not None or st.page_cache is not None else ()
         return ((PlanWarning.literal(said),) if said else ()) + tuple(w._replace(topic=UNIFIED) for w in uma)
 
     def result(self, model, gpu, dep, req):
@@ -196,10 +195,7 @@ class TrtLlm(Engine):
         res = super().result(model, gpu, dep, req)
         if not trtllm_uma.applies(gpu) or res.plan.kv_memory_bytes_per_gpu > 0:
             return res
-        st = self.settings(model, gpu, dep, req)
-        said = trtllm_uma.warnings(gpu, st.os_memory, st.page_cache, weight_bytes(model).total,
-                                   res.plan.kv_memory_bytes_per_gpu)[1:]
-        return res._replace(plan=dataclasses.replace(res.plan, warnings=(*res.plan.warnings, *said)))
+        return res._replace(plan=dataclasses.replace(res.plan, warnings=(*res.plan.warnings, trtllm_uma.EVICTED)))
 
     def context_limit(self, model):
         """TensorRT-LLM's inferred max_seq_len (kvplan.engines.context.trtllm_rule)."""

@@ -40,10 +40,8 @@ def used_bytes(gpu, os_memory: int | None, page_cache: int | None, checkpoint: i
     return (os_memory or 0) + (checkpoint if page_cache is None else page_cache)
 
 
-def warnings(gpu, os_memory: int | None, page_cache: int | None, checkpoint: int,
-             left: int | None) -> tuple[PlanWarning, ...]:
-    """What a plan assumes of the page cache and the OS on a unified GPU; `left`: what weights, overhead and those
-    leave on the tightest rank (<= 0: the kernel's eviction decides the pool)."""
+def warnings(gpu, os_memory: int | None, page_cache: int | None, checkpoint: int) -> tuple[PlanWarning, ...]:
+    """What a plan assumes of the page cache and the OS on a unified GPU (the options said ignored elsewhere)."""
     given = [k for k, v in (("os_memory", os_memory), ("page_cache", page_cache)) if v is not None]
     if not applies(gpu):
         if given:
@@ -54,14 +52,15 @@ def warnings(gpu, os_memory: int | None, page_cache: int | None, checkpoint: int
     cache = checkpoint if page_cache is None else page_cache
     said = "as stated" if page_cache is not None else "a cold start: caches dropped before it, every rank"
     os_said = "none assumed" if os_memory is None else "as stated"
-    out = [PlanWarning("TensorRT-LLM's budget counts the device's own free memory (the kernel's MemFree on a unified "
-                       "GPU: page cache counted as used, as a GB10 record prints it): kvplan counted the checkpoint's "
-                       f"page cache {{}} ({said}; {arg('engine_opts')} page_cache=SIZE) and what the OS and other "
-                       f"processes hold, {{}} ({os_said}; os_memory=SIZE), as used", (cache, os_memory or 0),
-                       ("GiB", "GiB"))]
-    if left is not None and left <= 0:
-        out.append(PlanWarning("the weights, that page cache and the OS's share do not fit beside each other: the "
-                               "kernel evicts cache to keep its watermarks free, and the pool is a fraction of what "
-                               "it keeps free, which kvplan cannot know (a GB10 record kept 6.40 GiB free: a 5.95 GiB "
-                               "pool); state page_cache=SIZE to plan a figure"))
-    return tuple(out)
+    return (PlanWarning("TensorRT-LLM's budget counts the device's own free memory (the kernel's MemFree on a unified "
+                        "GPU: page cache counted as used, as a GB10 record prints it): kvplan counted the checkpoint's "
+                        f"page cache {{}} ({said}; {arg('engine_opts')} page_cache=SIZE) and what the OS and other "
+                        f"processes hold, {{}} ({os_said}; os_memory=SIZE), as used", (cache, os_memory or 0),
+                        ("GiB", "GiB")),)
+
+
+# where the weights, the page cache and the OS's share leave no pool (TrtLlm.result)
+EVICTED = PlanWarning("the weights, that page cache and the OS's share do not fit beside each other: the kernel evicts "
+                      "cache to keep its watermarks free, and the pool is a fraction of what it keeps free, which "
+                      "kvplan cannot know (a GB10 record kept 6.40 GiB free: a 5.95 GiB pool); state page_cache=SIZE "
+                      "to plan a figure")

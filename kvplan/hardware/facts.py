@@ -59,6 +59,12 @@ def vendor_of(gpu) -> str:
     return str(getattr(gpu, "vendor", "")).upper()
 
 
+def unified(gpu) -> bool:
+    """Whether the GPU shares its memory with the host (the profile's `memory_unified`: GB10, GH200, MI300A), which
+    each engine's free-memory reading on such a device follows (kvplan.engines.*.uma)."""
+    return bool(getattr(gpu, "memory_unified", False))
+
+
 def capability_of(gpu) -> tuple[int, int] | None:
     """The (major, minor) an engine rule reads: the profile's, else ASSUMED_CAPABILITY for its vendor
     (NVIDIA, AMD); None for other vendors and for a GPU known only by its memory (vendor "unknown")."""

@@ -16,11 +16,9 @@ from what the weights, the cache and the compute buffers may take; unstated, it 
 from __future__ import annotations
 
 from kvplan.core.errors import arg
+from kvplan.hardware.facts import unified
 from kvplan.planning.plan import PlanWarning
 
-
-def unified(gpu) -> bool:
-    return bool(getattr(gpu, "memory_unified", False))
 
 
 def os_share(gpu, stated: int | None) -> int:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from kvplan.core.errors import arg
 from kvplan.engines.base import parse_version
-from kvplan.hardware.facts import capability_of, vendor_of
+from kvplan.hardware.facts import capability_of, unified, vendor_of
 from kvplan.planning.plan import PlanWarning
 
 SM_LIST_FROM = (0, 5, 4)  # the first release that reads MemAvailable on some GPUs (by compute capability)
@@ -36,9 +36,6 @@ FLAG_FROM = (0, 5, 9)  # from here the device's integrated flag decides
 CAPABILITIES = ((8, 7), (11, 0), (12, 1))  # 0.5.4-0.5.8.post1's SHARED_SYSMEM_DEVICE_MEM_SMS: Orin, Thor, Spark
 FLAG_VENDORS = ("NVIDIA",)  # vendors whose integrated flag kvplan knows the engine reads as a unified profile says
 
-
-def unified(gpu) -> bool:
-    return bool(getattr(gpu, "memory_unified", False))
 
 
 def reads_meminfo(gpu, version: str) -> bool:

@@ -22,14 +22,14 @@ plan says so rather than giving a figure (state page_cache=SIZE to plan another)
 from __future__ import annotations
 
 from kvplan.core.errors import arg
-from kvplan.hardware.facts import vendor_of
+from kvplan.hardware.facts import unified, vendor_of
 from kvplan.planning.plan import PlanWarning
 
 VENDORS = ("NVIDIA",)  # the record read is an NVIDIA part; another vendor's unified part is not read
 
 
 def applies(gpu) -> bool:
-    return bool(getattr(gpu, "memory_unified", False)) and vendor_of(gpu) in VENDORS
+    return unified(gpu) and vendor_of(gpu) in VENDORS
 
 
 def used_bytes(gpu, os_memory: int | None, page_cache: int | None, checkpoint: int) -> int:
@@ -45,7 +45,7 @@ def warnings(gpu, os_memory: int | None, page_cache: int | None, checkpoint: int
     given = [k for k, v in (("os_memory", os_memory), ("page_cache", page_cache)) if v is not None]
     if not applies(gpu):
         if given:
-            why = "is not unified memory" if not getattr(gpu, "memory_unified", False) else \
+            why = "is not unified memory" if not unified(gpu) else \
                 "is not an NVIDIA part (no TensorRT-LLM record read)"
             return (PlanWarning(f"{arg('engine_opts')} {' and '.join(given)} ignored: GPU profile '{gpu.key}' {why}"),)
         return ()

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 
 from kvplan.core.errors import arg
-from kvplan.hardware.facts import capability_of, vendor_of
+from kvplan.hardware.facts import capability_of, unified, vendor_of
 from kvplan.planning.plan import PlanWarning
 
 MEMINFO_FROM = (0, 12, 0)  # the first release that reads MemAvailable on some GPUs
@@ -44,9 +44,6 @@ FLAG_VENDORS = ("NVIDIA",)
 MASK_FROM = (0, 12, 0)  # the V1 runner's bool token mask beside its int32 token ids (token_table_bytes)
 RUNNER_CHOICE_FROM = (0, 22, 0)  # from here vLLM picks the V1 or V2 model runner by model and feature
 
-
-def unified(gpu) -> bool:
-    return bool(getattr(gpu, "memory_unified", False))
 
 
 def _flag_vendor(gpu) -> bool:

@@ -12,8 +12,7 @@ DeepSeek-V3's config.json shapes (deepseek-ai/DeepSeek-V3, ../shared/configs/dee
 from __future__ import annotations
 
 from kvplan.model.spec import weight_bytes
-from kvplan.model.weight_formats import block_linear_bytes, linear_bytes
-from kvplan.readers.block_scales import scale_count
+from kvplan.model.weight_formats import block_linear_bytes, linear_bytes, scale_count
 from kvplan.sources.catalog import find_in_catalog, spec_from_dict, spec_to_dict
 from kvplan.sources.importer import build_spec
 

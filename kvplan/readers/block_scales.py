@@ -38,7 +38,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from kvplan.core.intmath import cdiv
 from kvplan.model.layers import ChunkedLocal, FullAttention, IndexedMLA, MLALatent, SlidingWindow
 from kvplan.model.recurrent import RecurrentState
 from kvplan.model.spec import BlockShape, ModelSpec
@@ -191,11 +190,6 @@ def block_shapes(spec: ModelSpec) -> tuple[tuple[BlockShape, ...], tuple[str, ..
         f"block scales of the {' and '.join(unread)} pooled over their parameters (params / {q.group_size}^2, partly "
         "filled tiles not counted), not tensor by tensor: kvplan does not read those tensors' shapes",)
     return shapes, note
-
-
-def scale_count(shapes, block: int) -> int:
-    """The fp32 block scales of `shapes`: cdiv(N, block) x cdiv(K, block) a tensor."""
-    return sum(s.count * cdiv(s.rows, block) * cdiv(s.cols, block) for s in shapes)
 
 
 def with_block_shapes(spec: ModelSpec) -> ModelSpec:

@@ -46,7 +46,6 @@ from kvplan.readers.mlp_layout import dense_mlp_layers, expert_width, gated_mlp,
 # one tensor: (the checkpoint modules it stands for, output rows N, input columns K, WeightBytes part)
 _Tensor = tuple[tuple[str, ...], int, int, str]
 SHARDED, REPLICATED, EXPERTS = "sharded", "replicated", "experts"
-_GROUPED = ("awq", "gptq", "autoround")  # quant_methods whose 8-bit group_size is not a square block
 
 
 def _mla(spec: ModelSpec, layer: MLALatent) -> list[_Tensor]:
@@ -167,7 +166,7 @@ def block_shapes(spec: ModelSpec) -> tuple[tuple[BlockShape, ...], tuple[str, ..
     block-quantized checkpoint (fp8 / int8 with a block size); ((), ()) for any other format."""
     q = spec.quantization
     # GPTQ / AWQ 8-bit groups run along the input only (a scale per group of inputs of each output): not tiles
-    if q.method not in ("fp8", "int8") or q.group_size <= 0 or q.experts_only or q.quant_method in _GROUPED:
+    if q.method not in ("fp8", "int8") or q.group_size <= 0 or q.experts_only or q.input_groups:
         return (), ()
     roles, modules = _roles(spec), set(q.kept_modules)
     merged: Counter = Counter()

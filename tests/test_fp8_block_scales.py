@@ -11,9 +11,10 @@ DeepSeek-V3's config.json shapes (deepseek-ai/DeepSeek-V3, ../shared/configs/dee
 
 from __future__ import annotations
 
+import json
+
 from kvplan.model.spec import weight_bytes
-from kvplan.model.weight_formats import block_linear_bytes, linear_bytes
-from kvplan.readers.block_scales import scale_count
+from kvplan.model.weight_formats import block_linear_bytes, linear_bytes, scale_count
 from kvplan.sources.catalog import find_in_catalog, spec_from_dict, spec_to_dict
 from kvplan.sources.importer import build_spec
 
@@ -68,3 +69,16 @@ def test_parameters_the_shapes_do_not_hold_are_pooled():
     cut = find_in_catalog("deepseek-v3").with_layers(4)
     assert weight_bytes(cut).replicated == linear_bytes(cut.params.replicated, "fp8", 128) + 2 * (
         cut.params.router + cut.params.other)
+
+
+def test_an_engines_own_reading_stores_no_shapes_either():
+    # an exclusion list SGLang reads by its own rules (Quantization.readings): each reading's shapes are derived again
+    # where the entry is read (with_block_shapes), so the entry stores none of them
+    config = shared_config("deepseek-ai__DeepSeek-V3")
+    qc = dict(config["quantization_config"], modules_to_not_convert=["self_attn"])
+    model = build_spec(dict(config, quantization_config=qc), "deepseek-ai/DeepSeek-V3", source="test")[0]
+    assert model.quantization.readings
+    stored = spec_to_dict(model)
+    assert "block_shapes" not in json.dumps(stored)
+    back = spec_from_dict(json.loads(json.dumps(stored)), "test").quantization.readings
+    assert [r.block_shapes for _, r in back] == [r.block_shapes for _, r in model.quantization.readings]

@@ -15,8 +15,8 @@ from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 from kvplan.core.units import human_bytes, human_tokens
 from kvplan.model.compressed import has_compressed
+from kvplan.model.weight_formats import scale_count
 from kvplan.planning.profile import kv_profile
-from kvplan.readers.block_scales import scale_count
 from kvplan.readers.hf_meta import TOKENS, cache_profile, compare
 from kvplan.report.fitted import print_stacked
 from kvplan.sources import hub

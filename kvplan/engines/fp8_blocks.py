@@ -49,9 +49,9 @@ def exact_expert_width(model) -> int | None:
     return width if ok else None
 
 
-def _shard(model, dep) -> tuple[int, int, int] | None:
+def _shard(model, dep, refuse: bool = True) -> tuple[int, int, int] | None:
     """(block, expert width, ranks it is split over) of a block-FP8 MoE checkpoint split over more than one rank; None
-    where the rule does not apply."""
+    where the rule does not apply, or (not `refuse`) where the expert width is not read exactly."""
     q = model.quantization
     if q.quant_method != "fp8" or q.group_size <= 0 or not model.params.experts or q.experts_method not in ("", "fp8"):
         return None
@@ -60,6 +60,8 @@ def _shard(model, dep) -> tuple[int, int, int] | None:
         return None
     width = exact_expert_width(model)
     if width is None:
+        if not refuse:
+            return None
         raise KvplanError(f"{model.name}: its expert width does not follow exactly from its parameter counts, so "
                           f"kvplan cannot check the engine's FP8 block rule for {arg('tp')} {dep.tp}",
                           EXIT_USAGE, param="tp", value=dep.tp)
@@ -125,16 +127,14 @@ def refined_scale_bytes(model, dep, version: tuple[int, ...]) -> int:
 
 def _refinable(model, dep) -> tuple[int, int, int, int] | None:
     """(block, expert width, ranks, refined block) where vLLM refines the scales of this split, else None."""
-    q = model.quantization
-    if q.quant_method != "fp8" or q.group_size <= 0 or not model.params.num_experts or dep.ep > 1:
+    got = _shard(model, dep, refuse=False)
+    if got is None:
         return None
-    if q.experts_method not in ("", "fp8") or dep.tp * dep.dp == 1:
+    block, width, split = got
+    if width % split or (width // split) % block == 0:
         return None
-    width, split = exact_expert_width(model), dep.tp * dep.dp
-    if width is None or width % split or (width // split) % q.group_size == 0:
-        return None
-    finer = gcd(q.group_size, width // split, model.hidden_size)
-    return (q.group_size, width, split, finer) if finer >= MIN_REFINED else None
+    finer = gcd(block, width // split, model.hidden_size)
+    return (block, width, split, finer) if finer >= MIN_REFINED else None
 
 
 def refined_scale_note(model, dep, version: tuple[int, ...]):

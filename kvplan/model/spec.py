@@ -396,13 +396,12 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
         # tensor", llama.cpp src/llama-quant.cpp llama_tensor_get_type, `!qs.has_output`)
         emb_type = emb_type if p.lm_head else head_type
         embedding, lm_head = linear_bytes(p.embedding, emb_type), linear_bytes(p.lm_head, head_type)
-    fmt = q.group_format
     cs, cr, ce = q.channel_scales or (0, 0, 0)
     return WeightBytes(
-        sharded=_linear(shardable, dense_method, q, fmt, "sharded") + kept_sharded * plain + q.index_bytes + cs,
-        replicated=(_linear(p.replicated - kr, dense_method, q, fmt, "replicated")
+        sharded=_linear(shardable, dense_method, q, "sharded") + kept_sharded * plain + q.index_bytes + cs,
+        replicated=(_linear(p.replicated - kr, dense_method, q, "replicated")
                     + (p.router + p.other + kr) * plain + cr),
-        experts=(_linear(p.experts - p.expert_biases - ke, q.experts_method or q.method, q, fmt, "experts")
+        experts=(_linear(p.experts - p.expert_biases - ke, q.experts_method or q.method, q, "experts")
                  + (p.expert_biases + ke) * plain + ce),
         embedding=embedding,
         lm_head=lm_head,
@@ -411,9 +410,9 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
     )
 
 
-def _linear(n: int, method: str, q: Quantization, fmt: tuple, part: str) -> int:
+def _linear(n: int, method: str, q: Quantization, part: str) -> int:
     """`n` linear parameters of one WeightBytes part as `method`; a block-quantized checkpoint's own format with its
     tensors' shapes read counts its scales tensor by tensor (weight_formats.block_linear_bytes)."""
     if method == q.method and q.block_shapes:
         return block_linear_bytes(n, method, q.group_size, [s for s in q.block_shapes if s.part == part])
-    return linear_bytes(n, method, q.group_size, *fmt)
+    return linear_bytes(n, method, q.group_size, *q.group_format)

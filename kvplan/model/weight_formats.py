@@ -88,8 +88,12 @@ def block_linear_bytes(params: int, method: str, block: int, shapes) -> int:
     covered = sum(s.rows * s.cols * s.count for s in shapes)
     if not shapes or method not in ("fp8", "int8") or block <= 0 or covered > params:
         return linear_bytes(params, method, block)
-    tiles = sum(s.count * cdiv(s.rows, block) * cdiv(s.cols, block) for s in shapes)
-    return params + 4 * (tiles + cdiv(params - covered, block * block))
+    return params + 4 * (scale_count(shapes, block) + cdiv(params - covered, block * block))
+
+
+def scale_count(shapes, block: int) -> int:
+    """The fp32 block scales of `shapes`: cdiv(N, block) x cdiv(K, block) a tensor."""
+    return sum(s.count * cdiv(s.rows, block) * cdiv(s.cols, block) for s in shapes)
 
 
 def gguf_methods() -> set:

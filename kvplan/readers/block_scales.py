@@ -38,7 +38,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from kvplan.core.intmath import cdiv
 from kvplan.model.layers import ChunkedLocal, FullAttention, IndexedMLA, MLALatent, SlidingWindow
 from kvplan.model.recurrent import RecurrentState
 from kvplan.model.spec import BlockShape, ModelSpec
@@ -47,7 +46,6 @@ from kvplan.readers.mlp_layout import dense_mlp_layers, expert_width, gated_mlp,
 # one tensor: (the checkpoint modules it stands for, output rows N, input columns K, WeightBytes part)
 _Tensor = tuple[tuple[str, ...], int, int, str]
 SHARDED, REPLICATED, EXPERTS = "sharded", "replicated", "experts"
-_GROUPED = ("awq", "gptq", "autoround")  # quant_methods whose 8-bit group_size is not a square block
 
 
 def _mla(spec: ModelSpec, layer: MLALatent) -> list[_Tensor]:
@@ -168,7 +166,7 @@ def block_shapes(spec: ModelSpec) -> tuple[tuple[BlockShape, ...], tuple[str, ..
     block-quantized checkpoint (fp8 / int8 with a block size); ((), ()) for any other format."""
     q = spec.quantization
     # GPTQ / AWQ 8-bit groups run along the input only (a scale per group of inputs of each output): not tiles
-    if q.method not in ("fp8", "int8") or q.group_size <= 0 or q.experts_only or q.quant_method in _GROUPED:
+    if q.method not in ("fp8", "int8") or q.group_size <= 0 or q.experts_only or q.input_groups:
         return (), ()
     roles, modules = _roles(spec), set(q.kept_modules)
     merged: Counter = Counter()
@@ -191,11 +189,6 @@ def block_shapes(spec: ModelSpec) -> tuple[tuple[BlockShape, ...], tuple[str, ..
         f"block scales of the {' and '.join(unread)} pooled over their parameters (params / {q.group_size}^2, partly "
         "filled tiles not counted), not tensor by tensor: kvplan does not read those tensors' shapes",)
     return shapes, note
-
-
-def scale_count(shapes, block: int) -> int:
-    """The fp32 block scales of `shapes`: cdiv(N, block) x cdiv(K, block) a tensor."""
-    return sum(s.count * cdiv(s.rows, block) * cdiv(s.cols, block) for s in shapes)
 
 
 def with_block_shapes(spec: ModelSpec) -> ModelSpec:

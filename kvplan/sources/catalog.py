@@ -80,8 +80,7 @@ def spec_to_dict(spec: ModelSpec) -> dict:
         "vocab_size": spec.vocab_size,
         "max_context": spec.max_context,
         "dtype": spec.dtype,
-        "quantization": {k: v for k, v in dataclasses.asdict(spec.quantization).items()
-                         if (k in ("method", "group_size", "experts_only") or v) and k != "block_shapes"},
+        "quantization": _quantization(spec.quantization),
         "checkpoint_bytes": spec.checkpoint_bytes,
         "rope_cache_elems": spec.rope_cache_elems,
         **({"rope_scaling": dataclasses.asdict(spec.rope_scaling)} if spec.rope_scaling else {}),
@@ -116,6 +115,16 @@ def _read_runs(runs, where: str) -> list[LayerSpec]:
             raise KvplanError(f"model spec {where}: unknown layer kind {kind!r}", EXIT_USAGE)
         layers.extend([_layer(kind, run)] * int(count))
     return layers
+
+
+def _quantization(q: Quantization) -> dict:
+    """`q` as an entry stores it: its readings' too, each without the block shapes (derived where the entry is read,
+    kvplan.readers.block_scales.with_block_shapes)."""
+    out = {k: v for k, v in dataclasses.asdict(q).items()
+           if (k in ("method", "group_size", "experts_only") or v) and k not in ("block_shapes", "readings")}
+    if q.readings:
+        out["readings"] = [[rule, r if isinstance(r, str) else _quantization(r)] for rule, r in q.readings]
+    return out
 
 
 def spec_from_dict(data: dict, where: str) -> ModelSpec:

@@ -33,6 +33,7 @@ from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
 from kvplan.engines.vllm import api_servers, command, gdn_ba, load_split, multimodal, rocm_allreduce, uma, v0_mla
+from kvplan.engines.vllm import awq_bits
 from kvplan.engines.vllm.pool import (  # noqa: F401
     BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
 )
@@ -227,6 +228,7 @@ class Vllm(Engine):
         why = model_release_problem(model, version)  # before any rule of a model class the release lacks
         if why:
             raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
+        awq_bits.check(model, version)  # 8-bit AWQ where the release's AWQ configs take 4 bits only
         fp8_linear.check_vllm(model, dep, version)  # a block-FP8 dense linear shard
         fp8_blocks.check(model, dep, "vllm", version)  # a block-FP8 expert shard
         if dep.dcp > 1 and has_compressed(model.layers):

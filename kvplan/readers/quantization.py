@@ -266,8 +266,12 @@ def _method(cfg, q: dict, where: str, layers=()) -> Quantization:
         # QuantLinear; vLLM gptq.py GPTQLinearMethod.create_weights loads it as a parameter)
         bits = _q_int(q, where, "bits", "w_bit", default=4)
         group = _q_int(q, where, "group_size", "q_group_size", default=128, minimum=-1)
+        desc_act = q.get("desc_act", False)
+        if not isinstance(desc_act, bool):
+            raise KvplanError(f"{where}.desc_act must be true or false, got {desc_act!r}", EXIT_USAGE)
         return Quantization(_int_format(bits, where), group if group > 0 else 128, input_groups=bits == 8,
-                            index_bytes=_g_idx_bytes(cfg, layers) if method == "gptq" else 0)
+                            index_bytes=_g_idx_bytes(cfg, layers) if method == "gptq" else 0,
+                            act_order=method == "gptq" and desc_act and group != -1)
     if method == "bitsandbytes":
         # NF4/FP4 blocks of 64 with an absmax each and no zero point (bitsandbytes functional.quantize_4bit;
         # transformers saves weight.absmax fp32, or uint8 + nested_absmax with bnb_4bit_use_double_quant)

@@ -54,3 +54,11 @@ def test_desc_act_not_a_bool_is_refused():
     with pytest.raises(KvplanError, match="desc_act must be true or false"):
         build_spec(dict(SMALL, quantization_config={"quant_method": "gptq", "bits": 4, "desc_act": "yes"}),
                    "test/bad", source="test")
+
+
+def test_group_minus_one_says_it_is_priced_as_groups_of_128():
+    # one group per row over K inputs stores 2.5 B a row (4-bit: fp16 scale + 4-bit zero); kvplan's pooled count
+    # prices K / 128 of them, and says so
+    q = _gptq(False, group=-1).quantization
+    assert q.group_size == 128 and any("group_size -1" in n and "groups of 128" in n for n in q.notes)
+    assert not any("group_size -1" in n for n in _gptq(False).quantization.notes)

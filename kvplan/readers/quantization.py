@@ -39,7 +39,8 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
     method = str(q.get("quant_method", "")).lower()
     read, skipped = chosen_keys(q, method, legacy)  # only the keys the method's config reads (exclusion_rules)
     names = exclusion_list(q, where, read)
-    quant = replace(quant, notes=skipped_note(method, skipped, read, q) + sglang_key_note(q, method))
+    notes = skipped_note(method, skipped, read, q) + sglang_key_note(q, method) + _per_row(q, method)
+    quant = replace(quant, notes=notes)
     if q.get("quant_method") == "gptq":  # GPTQModel's per-module rules (vLLM reads no exclusion list for GPTQ)
         names += _gptq_dynamic(q, where)
     if q.get("quant_method") == "modelopt":  # wildcards, matched as vLLM matches them (kvplan.readers.modelopt)
@@ -164,6 +165,16 @@ def _linear_sizes(cfg) -> tuple[int, int, int, int, int, str]:
     return (cfg.int("hidden_size"), width, cfg.int("moe_intermediate_size", default=width, minimum=0),
             cfg.int("num_experts", "num_local_experts", "n_routed_experts", default=0, minimum=0),
             cfg.int("num_attention_heads", default=0, minimum=0), str(cfg.raw("model_type") or ""))
+
+
+def _per_row(q: dict, method: str) -> tuple[str, ...]:
+    """The assumption at `group_size: -1` (one scale and zero per output row over all its inputs, AutoGPTQ's
+    per-channel form): kvplan's pooled count has no row widths, so it prices groups of 128, more than such a
+    checkpoint stores; said, not hidden."""
+    if method not in ("awq", "gptq", "autoround") or q.get("group_size", q.get("q_group_size")) != -1:
+        return ()
+    return ("group_size -1 (one scale and zero per output row) priced as groups of 128 inputs: the scales and "
+            "zeros are overstated by up to 2.5 B (4-bit) or 3 B (8-bit) per 128 weights",)
 
 
 def _g_idx_bytes(cfg, layers) -> int:

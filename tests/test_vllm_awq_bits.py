@@ -48,7 +48,7 @@ def test_8bit_awq_planned_where_awq_marlin_takes_8_bits_and_4bit_everywhere():
     assert _plan(_awq(8), "sglang", None).weight_bytes > 0
 
 
-def test_cli_refusal_is_one_line_and_non_zero(tmp_path):
+def test_cli_refusal_is_one_line_and_non_zero(tmp_path, kvplan_home):
     import json
     folder = tmp_path / "awq8"
     folder.mkdir()

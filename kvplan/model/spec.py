@@ -83,6 +83,9 @@ class Quantization:
     # the config's `quant_method` as written, lower-cased ("" without one): where it came from, not a format (left
     # out of ==); an engine that reads a method by name refuses one it lacks (kvplan.engines.sglang.quant_methods)
     quant_method: str = field(default="", compare=False)
+    # GPTQ's `desc_act: true` with groups (group_size not -1): act-order, which vLLM refuses from 0.30.0
+    # (kvplan.engines.vllm.gptq_order); no byte of its own (g_idx is stored either way: `index_bytes`)
+    act_order: bool = field(default=False, compare=False)
     # attention projections ("linear_attn.in_proj_b", ...) `kept` holds in every layer that has them, which an engine's
     # block-FP8 shard check leaves alone (kvplan.readers.unquantized.kept_modules)
     kept_modules: tuple[str, ...] = ()

@@ -32,7 +32,7 @@ from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
 from kvplan.engines.vllm import (
-    api_servers, command, gdn_ba, multimodal, plan_notes, quant_methods, uma,
+    api_servers, awq_bits, command, gdn_ba, gptq_order, multimodal, plan_notes, quant_methods, uma,
 )
 from kvplan.engines.vllm.pool import (  # noqa: F401
     BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
@@ -228,6 +228,8 @@ class Vllm(Engine):
         why = model_release_problem(model, version)  # before any rule of a model class the release lacks
         if why:
             raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
+        awq_bits.check(model, version)  # 8-bit AWQ where the release's AWQ configs take 4 bits only
+        gptq_order.check(model, parse_version(version), version)  # GPTQ act-order from 0.30.0
         fp8_linear.check_vllm(model, dep, version)  # a block-FP8 dense linear shard
         fp8_blocks.check(model, dep, "vllm", version)  # a block-FP8 expert shard
         if dep.dcp > 1 and has_compressed(model.layers):
@@ -295,9 +297,11 @@ class Vllm(Engine):
 
     def view(self, model, st: Settings):
         """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.engines.vllm.speculative);
-        the recurrent states in the types the release pools them in (kvplan.engines.vllm.ssm_dtype)."""
+        the recurrent states in the types the release pools them in (kvplan.engines.vllm.ssm_dtype); from 0.30.0
+        no GPTQ g_idx (kvplan.engines.vllm.gptq_order)."""
         vllm_ssm.check(model, st)
-        return vllm_ssm.view(multimodal.without_towers(vllm_view(model, st.v), st.mm_limit), st)
+        model = gptq_order.view(vllm_view(model, st.v), st.v)
+        return vllm_ssm.view(multimodal.without_towers(model, st.mm_limit), st)
 
     def loaded_extra(self, model, dep, st: Settings) -> int:
         """What "Model loading took" holds beyond the checkpoint: MXFP4 experts padded for the kernel, NVFP4 block

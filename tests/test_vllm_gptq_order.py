@@ -1,0 +1,64 @@
+"""vLLM's GPTQ act-order and g_idx by release (issue 22). From 0.30.0 vLLM refuses `desc_act: true` with groups
+(0.30.0 wheel quantization/utils/gptq_utils.py L32-37; a no-op at group_size -1, L29-31) and discards every `.g_idx`
+tensor (base_config.py get_checkpoint_weight_mapper L244-249); 0.29.0's auto_gptq.py registers g_idx (L395, L443).
+g_idx is int32 [K] per quantized linear (AutoGPTQ/AutoGPTQ@058fd80a auto_gptq/nn_modules/qlinear/qlinear_cuda.py
+QuantLinear.__init__)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan import api
+from kvplan.core.errors import KvplanError
+from kvplan.sources.importer import build_spec
+
+# A small Llama: hidden 64, 2 layers, 4 heads of 16, 2 KV heads, MLP 128, vocab 100, untied head.
+SMALL = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100,
+         "max_position_embeddings": 4096, "torch_dtype": "float16", "tie_word_embeddings": False}
+
+
+def _gptq(desc_act: bool, group: int = 32):
+    qc = {"quant_method": "gptq", "bits": 4, "group_size": group, "desc_act": desc_act, "sym": True}
+    return build_spec(dict(SMALL, quantization_config=qc), "test/small-gptq", source="test")[0]
+
+
+def _weights(model, version: str) -> int:
+    return api.plan(model, "h100", context=2048, engine="vllm", engine_version=version).weight_bytes
+
+
+def test_g_idx_loaded_through_0_29_and_discarded_from_0_30():
+    # g_idx int32 [K] per linear: q, k, v, gate, up read K = 64 (5 x 64), o 64, down 128 -> 512 inputs a layer,
+    # x 2 layers x 4 B = 4,096 B, in 0.29.0's weights and not in 0.30.0's (nothing else differs for this model)
+    model = _gptq(False)
+    assert model.quantization.index_bytes == 4_096
+    assert _weights(model, "0.25.0") - _weights(model, "0.30.0") == 4_096
+    assert _weights(model, "0.30.0") == _weights(model, "0.33.0")
+
+
+@pytest.mark.parametrize("version", ["0.30.0", "0.33.0"])
+def test_act_order_with_groups_refused_from_0_30(version):
+    with pytest.raises(KvplanError) as e:
+        _weights(_gptq(True), version)
+    assert "act-order" in str(e.value) and "\n" not in str(e.value) and e.value.param == "engine_version"
+
+
+def test_act_order_planned_before_0_30_and_at_group_minus_one():
+    assert _weights(_gptq(True), "0.25.0") > 0
+    # desc_act with one group over all inputs is a no-op to vLLM (gptq_utils.py L29-31): planned
+    assert not _gptq(True, group=-1).quantization.act_order
+    assert _weights(_gptq(True, group=-1), "0.33.0") > 0
+
+
+def test_desc_act_not_a_bool_is_refused():
+    with pytest.raises(KvplanError, match="desc_act must be true or false"):
+        build_spec(dict(SMALL, quantization_config={"quant_method": "gptq", "bits": 4, "desc_act": "yes"}),
+                   "test/bad", source="test")
+
+
+def test_group_minus_one_says_it_is_priced_as_groups_of_128():
+    # one group per row over K inputs stores 2.5 B a row (4-bit: fp16 scale + 4-bit zero); kvplan's pooled count
+    # prices K / 128 of them, and says so
+    q = _gptq(False, group=-1).quantization
+    assert q.group_size == 128 and any("group_size -1" in n and "groups of 128" in n for n in q.notes)
+    assert not any("group_size -1" in n for n in _gptq(False).quantization.notes)

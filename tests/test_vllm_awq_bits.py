@@ -1,7 +1,7 @@
 """vLLM's AWQ bit widths by release (issue 22): an 8-bit AWQ checkpoint is refused on a release whose AWQ configs
 take 4 bits only (0.19.0 wheel quantization/awq.py L51-55 and awq_marlin.py TYPE_MAP {4} L154-156; 0.33.0
-auto_awq.py TYPE_MAP {4} L182-184), planned on one whose AWQ Marlin map takes 8 (0.10.2 awq_marlin.py L44-47), and
-refused as unread between them; SGLang's AWQ Marlin takes 8 bits (0.5.15 awq/awq.py L218-221), so it plans it."""
+auto_awq.py TYPE_MAP {4} L182-184), planned on one whose AWQ Marlin map takes 8 (0.10.2 awq_marlin.py L44-47, 0.11.2
+L70-73; 0.12.0's is {4}, L72-74); SGLang's AWQ Marlin takes 8 bits (0.5.15 awq/awq.py L218-221), so it plans it."""
 
 from __future__ import annotations
 
@@ -36,9 +36,13 @@ def test_8bit_awq_refused_where_vllm_takes_4_bits_only(version):
     assert e.value.param == "engine_version"
 
 
-def test_8bit_awq_refused_as_unread_between_the_releases_read():
-    with pytest.raises(KvplanError, match="was not read"):
-        _plan(_awq(8), "vllm", "0.15.0")
+def test_8bit_awq_boundary_is_0_12_0():
+    # read in the wheels: awq_marlin.py TYPE_MAP {4: uint4, 8: uint8} in 0.11.0, 0.11.1 and 0.11.2; {4: uint4} in
+    # 0.12.0, 0.13.0 and 0.14.0
+    assert _plan(_awq(8), "vllm", "0.11.2").weight_bytes > 0
+    for version in ("0.12.0", "0.15.0"):
+        with pytest.raises(KvplanError, match="4 bits only"):
+            _plan(_awq(8), "vllm", version)
 
 
 def test_8bit_awq_planned_where_awq_marlin_takes_8_bits_and_4bit_everywhere():

@@ -42,8 +42,7 @@ from __future__ import annotations
 
 from kvplan.core.intmath import round_up
 from kvplan.hardware.facts import vendor_of
-from kvplan.engines.vllm.capture_list import (  # noqa: F401  (MAX_CAPTURE_SIZE re-exported)
-    MAX_CAPTURE_SIZE, capture_list, decode_sizes, grid, list_note)
+from kvplan.engines.vllm.capture_list import capture_list, decode_sizes, grid, list_note
 from kvplan.engines.vllm.runner import graph_note
 from kvplan.model.layers import Kind
 from kvplan.model.recurrent import recurrent_states
@@ -66,9 +65,7 @@ _FA_SPLIT_KINDS = (Kind.FULL, Kind.SLIDING, Kind.MLA)
 _ACT_QUANT = ("fp8", "int8")  # weight formats whose vLLM linears quantize activations per token before the GEMM
 
 
-def capture_sizes(max_size: int) -> list[int]:
-    """vLLM's default cudagraph_capture_sizes grid up to max_size (kvplan.engines.vllm.capture_list.grid)."""
-    return grid(max_size)
+capture_sizes = grid  # vLLM's default cudagraph_capture_sizes grid up to a largest size, under its older name
 
 
 def full_graphs(model) -> bool:

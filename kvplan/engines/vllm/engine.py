@@ -392,4 +392,3 @@ class Vllm(Engine):
         return command.weights_note(self, result, model)
 
 ENGINE = Vllm
-

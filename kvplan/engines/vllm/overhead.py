@@ -55,7 +55,7 @@ from kvplan.engines.vllm import gdn_ba, v0_mla
 from kvplan.engines.vllm.load_split import load_limit, load_tensors
 from kvplan.engines.vllm.cudagraphs import (  # noqa: F401  (vLLM's CUDA-graph estimate, re-exported)
     CUDAGRAPH_BASE, CUDAGRAPH_FIRST_PIECEWISE, CUDAGRAPH_PER_GRAPH_LAYER, CUDAGRAPH_PER_LAYER, FA_MAX_SPLITS,
-    MAX_CAPTURE_SIZE, capture_sizes, cudagraph_counts, cudagraph_estimate, fa3_graphs, fa_split_accumulator,
+    capture_sizes, cudagraph_counts, cudagraph_estimate, fa3_graphs, fa_split_accumulator,
     full_graphs)
 from kvplan.core.caching_allocator import allocated_rounding
 from kvplan.core.intmath import round_up

@@ -62,3 +62,10 @@ def test_group_minus_one_says_it_is_priced_as_groups_of_128():
     q = _gptq(False, group=-1).quantization
     assert q.group_size == 128 and any("group_size -1" in n and "groups of 128" in n for n in q.notes)
     assert not any("group_size -1" in n for n in _gptq(False).quantization.notes)
+
+
+def test_group_minus_one_read_as_the_group_size_is():
+    # the note follows the reader's own group size: `group_size: null` falls to AWQ's `q_group_size` (-1) there too
+    qc = {"quant_method": "awq", "w_bit": 4, "group_size": None, "q_group_size": -1, "zero_point": True}
+    q = build_spec(dict(SMALL, quantization_config=qc), "test/small-awq-row", source="test")[0].quantization
+    assert q.group_size == 128 and any("group_size -1" in n for n in q.notes)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from kvplan.hardware.facts import unified
 from kvplan.model.spec import PLAIN_BYTES, ModelSpec, assumed_int4_group, override_note
 
 # weight dtypes vLLM and SGLang quantize a 16-bit checkpoint to as they load it (kvplan.engines.emit.weight_args),
@@ -80,7 +81,7 @@ def memory_warnings(gpu, usable: int, engine_says_unified: bool = False) -> list
     if getattr(gpu, "memory_usable_above_torch", False):
         out.append(PlanWarning("the GPU's {} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
                                "see 0.46-1.05 GiB less, so the KV room is an upper bound", (usable,), ("GiB",)))
-    if getattr(gpu, "memory_unified", False):
+    if unified(gpu):
         out.append(PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory); what the engine's "
                                "budget assumes of that follows", (usable,), ("GiB",), UNIFIED) if engine_says_unified
                    else PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory): what the OS, "

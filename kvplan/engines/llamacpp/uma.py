@@ -20,7 +20,6 @@ from kvplan.hardware.facts import unified
 from kvplan.planning.plan import PlanWarning
 
 
-
 def os_share(gpu, stated: int | None) -> int:
     """The OS's stated share kvplan keeps out of a unified GPU's memory (0 unstated, and on a discrete GPU)."""
     return (stated or 0) if unified(gpu) else 0

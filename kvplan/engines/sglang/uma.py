@@ -37,7 +37,6 @@ CAPABILITIES = ((8, 7), (11, 0), (12, 1))  # 0.5.4-0.5.8.post1's SHARED_SYSMEM_D
 FLAG_VENDORS = ("NVIDIA",)  # vendors whose integrated flag kvplan knows the engine reads as a unified profile says
 
 
-
 def reads_meminfo(gpu, version: str) -> bool:
     """Whether SGLang `version` takes this unified GPU's free memory from the OS's MemAvailable (its profile's
     `memory_unified`, `vendor` and `compute_capability` fields)."""

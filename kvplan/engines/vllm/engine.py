@@ -229,7 +229,7 @@ class Vllm(Engine):
         if why:
             raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
         awq_bits.check(model, version)  # 8-bit AWQ where the release's AWQ configs take 4 bits only
-        gptq_order.check(model, parse_version(version), version)  # GPTQ act-order from 0.30.0
+        gptq_order.check(model, version)  # GPTQ act-order from 0.30.0
         fp8_linear.check_vllm(model, dep, version)  # a block-FP8 dense linear shard
         fp8_blocks.check(model, dep, "vllm", version)  # a block-FP8 expert shard
         if dep.dcp > 1 and has_compressed(model.layers):

@@ -16,13 +16,14 @@ from __future__ import annotations
 import dataclasses
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.versions import parse_version
 
 FROM = (0, 30, 0)  # the first release read that refuses act-order and discards g_idx
 
 
-def check(model, v: tuple, version: str) -> None:
+def check(model, version: str) -> None:
     """A one-line refusal where `model` is a GPTQ checkpoint with act-order (groups) and vLLM `v` refuses it."""
-    if model.quantization.act_order and v >= FROM:
+    if model.quantization.act_order and parse_version(version) >= FROM:
         raise KvplanError(f"vLLM {version} refuses GPTQ act-order (desc_act: true with group_size > 0): \"GPTQ group "
                           "activation ordering (desc_act=True) is no longer supported\" (from 0.30.0, gptq_utils.py "
                           f"L32-37); {arg('engine_version')} 0.29.0 or earlier loads it",

@@ -31,6 +31,15 @@ def load_script(relpath: str, name: str | None = None):
     return mod
 
 
+def training_log(rec_id: str) -> str:
+    """The text of a start-up log record of the memory corpus's training split (benchmarks/budget_corpus.py's index);
+    a held-out record is refused, so a test never reads one."""
+    bench = load_script("benchmarks/budget_corpus.py")
+    rec = next(r for r in bench.load_index() if r["id"] == rec_id)
+    assert not bench.is_held_out(rec), rec_id
+    return (REPO / "tests" / "fixtures" / "logs" / "corpus" / rec["log"]).read_text()
+
+
 def shared_config(name: str) -> dict:
     path = CONFIGS / f"{name}.json"
     if not path.is_file():

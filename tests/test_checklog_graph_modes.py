@@ -11,10 +11,8 @@ the variants below edit only the mode fields of a training log's config line.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from conftest import training_log
 
 from kvplan.engines.logparse import parse_log
 from kvplan.engines.reconcile import reconcile
@@ -23,19 +21,9 @@ from kvplan.engines.vllm.log_graphs import NO_GRAPHS, mode_shape
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import require_in_catalog
 
-CORPUS = Path(__file__).parent / "fixtures" / "logs" / "corpus"
 LLMD = "llmd-qwen-qwen2-5-7b-i-h100-80gb-tp1pp1dp1-8192-dtbf16"
 DEFAULT_MODE = "<CUDAGraphMode.FULL_AND_PIECEWISE: (2, 1)>"
 MIB, GIB = 2**20, 2**30
-
-
-def _training(rec_id: str) -> str:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import budget_corpus
-
-    rec = next(r for r in budget_corpus.load_index() if r["id"] == rec_id)
-    assert not budget_corpus.is_held_out(rec), rec_id
-    return (CORPUS / rec["log"]).read_text()
 
 
 def _graph_row(text: str):
@@ -48,7 +36,7 @@ def _graph_row(text: str):
 def test_the_printed_modes_are_read():
     """The llm-d log prints FULL_AND_PIECEWISE under VLLM_COMPILE (3); kvplan's estimate is the one it gave with the
     default assumed (0.61 GiB, the printed 0.61: test_checklog_graphs), now said to be the log's mode."""
-    text = _training(LLMD)
+    text = training_log(LLMD)
     assert f"'cudagraph_mode': {DEFAULT_MODE}" in text and "'mode': <CompilationMode.VLLM_COMPILE: 3>" in text
     rec = parse_log(text)
     assert (rec.cudagraph_mode, rec.compilation_mode) == ("FULL_AND_PIECEWISE", 3)
@@ -69,7 +57,7 @@ def test_the_printed_modes_are_read():
     ("NONE", NO_GRAPHS, 0),  # no graphs: vLLM's profile_cudagraph_memory returns 0
 ])
 def test_each_mode_prices_the_graphs_it_keys(mode, shape, mib):
-    text = _training(LLMD).replace(DEFAULT_MODE, f"<CUDAGraphMode.{mode}: 1>")
+    text = training_log(LLMD).replace(DEFAULT_MODE, f"<CUDAGraphMode.{mode}: 1>")
     row, notes = _graph_row(text)
     assert row.predicted == f"{mib * MIB / GIB:.2f} GiB (estimate)"
     assert f"cudagraph_mode {mode} (from the log's engine config" in notes[0]
@@ -84,7 +72,7 @@ def test_a_mode_without_capture_sizes_takes_vllms_default_list():
     default list up to min(2 x 1024, 512) = 512 (51), FULL decode graphs at the 51 up to max_num_seqs 1024: the same
     228 + (50 + 50) x 4 = 628 MiB = 0.61 GiB, and the note says the sizes are the default list."""
     full = ", ".join(str(x) for x in cg.capture_sizes(512))
-    text = _training(LLMD).replace(f"'cudagraph_capture_sizes': [{full}]", "")
+    text = training_log(LLMD).replace(f"'cudagraph_capture_sizes': [{full}]", "")
     assert not parse_log(text).capture_sizes
     row, notes = _graph_row(text)
     assert row.predicted == "0.61 GiB (estimate)" and 628 * MIB / GIB == pytest.approx(0.613, abs=1e-3)
@@ -96,7 +84,7 @@ def test_a_mode_without_capture_sizes_takes_vllms_default_list():
 def test_a_compilation_mode_without_vllm_compile_turns_piecewise_graphs_off():
     """config/vllm.py 0.21.0 L1020-1030: a cudagraph_mode that needs piecewise compilation under a compilation mode
     other than VLLM_COMPILE is overridden to NONE; the note says why the estimate is 0."""
-    text = _training(LLMD).replace("<CompilationMode.VLLM_COMPILE: 3>", "<CompilationMode.NONE: 0>")
+    text = training_log(LLMD).replace("<CompilationMode.VLLM_COMPILE: 3>", "<CompilationMode.NONE: 0>")
     row, notes = _graph_row(text)
     assert row.predicted == "0.00 GiB (estimate)"
     assert "compilation mode 0, NONE, not VLLM_COMPILE, so vLLM overrides it to NONE" in notes[0]
@@ -105,7 +93,7 @@ def test_a_compilation_mode_without_vllm_compile_turns_piecewise_graphs_off():
 def test_a_downgrade_warning_replaces_the_printed_mode():
     """club3090#104 (training): FlashInfer cannot run FULL decode graphs with spec-decode, so vLLM warns "...; setting
     cudagraph_mode=PIECEWISE" (config/compilation.py 0.21.0 L1372-1389) and profiles PIECEWISE graphs only."""
-    rec = parse_log(_training("club3090-104-qwen36-27b-autoround-2x3090"))
+    rec = parse_log(training_log("club3090-104-qwen36-27b-autoround-2x3090"))
     assert rec.cudagraph_mode == "PIECEWISE" and "setting cudagraph_mode=PIECEWISE" in rec.cudagraph_mode_from
     assert rec.graph_shape == (("PIECEWISE", 5, 16),)
     line = ("(EngineCore pid=1) INFO 01-01 00:00:00 [core.py:109] Initializing a V1 LLM engine (v0.21.0) with config: "
@@ -121,7 +109,7 @@ def test_a_downgrade_warning_replaces_the_printed_mode():
 def test_the_json_config_of_0_10_is_read():
     """dennislee22's vLLM 0.10.1.1 log (training) prints its config as JSON: `"level":3` and `"cudagraph_mode":1`,
     PIECEWISE (CUDAGraphMode's values, config/compilation.py 0.21.0 L59-63), 0.10's default."""
-    text = _training("dennislee22-7b-2gpua10080gb-0-25gram-same-node")
+    text = training_log("dennislee22-7b-2gpua10080gb-0-25gram-same-node")
     assert '"cudagraph_mode":1' in text and '"level":3' in text
     rec = parse_log(text)
     assert (rec.cudagraph_mode, rec.compilation_mode) == ("PIECEWISE", 3)

@@ -10,10 +10,8 @@ follow. Records used are training records of tests/fixtures/logs/corpus (benchma
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from conftest import training_log
 
 from kvplan.engines.logparse import parse_log
 from kvplan.engines.reconcile import reconcile
@@ -21,26 +19,16 @@ from kvplan.engines.vllm import cudagraphs as cg
 from kvplan.engines.vllm.log_graphs import seqs_bound
 from kvplan.sources.catalog import require_in_catalog
 
-CORPUS = Path(__file__).parent / "fixtures" / "logs" / "corpus"
 A5000 = "lmcache-3430-qwen3-8b-a5000-v021"
 SHAPE_A5000 = (("PIECEWISE", 51, 512), ("FULL", 35, 256))
 MIB, GIB = 2**20, 2**30
-
-
-def _training(rec_id: str) -> str:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import budget_corpus
-
-    rec = next(r for r in budget_corpus.load_index() if r["id"] == rec_id)
-    assert not budget_corpus.is_held_out(rec), rec_id
-    return (CORPUS / rec["log"]).read_text()
 
 
 def test_the_a5000_log_states_its_capture_shape():
     """LMCache#3430 (vLLM 0.21.0, RTX A5000): "PIECEWISE=51 (largest=512), FULL=35 (largest=256)". vLLM's default
     sizes (config/vllm.py 0.21.0 L1559-1587) up to 512 are [1, 2, 4] (3) + 8..248 by 8 (31) + 256..512 by 16 (17) = 51;
     up to 256, 3 + 31 + 1 = 35: the default list, FULL graphs to 256."""
-    rec = parse_log(_training(A5000))
+    rec = parse_log(training_log(A5000))
     assert rec.graph_shape == SHAPE_A5000
     assert len(cg.capture_sizes(512)) == 3 + 31 + 17 == 51
     assert len([s for s in cg.capture_sizes(512) if s <= 256]) == 3 + 31 + 1 == 35
@@ -53,7 +41,7 @@ def test_check_log_prices_the_a5000_graphs_at_the_logged_shape():
     against the printed 0.52 (+33.9%). Before, check-log assumed max_num_seqs 1024 (an 80 GiB GPU's default): FULL
     graphs to 512 (51), accumulator 256 MiB + 6 = 262, 262 + (50 + 50) x 6 = 862 MiB = 0.84 GiB (+61.9%). The log's
     FULL graphs stop at 256, so max_num_seqs was 256..271 (the next size is 272): 1024 is ruled out, 256 planned."""
-    rec = parse_log(_training(A5000))
+    rec = parse_log(training_log(A5000))
     model = require_in_catalog("qwen3-8b")
     assert cg.per_graph_cost(model, 36) == 6 * MIB
     assert cg.fa_split_accumulator(model, 1, 256) == 32 * 4 * 256 * 32 * 128 == 128 * MIB
@@ -85,7 +73,7 @@ def test_a_stated_max_num_seqs_and_enforce_eager_are_read_and_said():
     """The EXACT repository's vLLM 0.22.1 server log (training) states `'enforce_eager': True` and `'max_num_seqs': 1`
     in its non-default args dict (log_non_default_args): check-log plans both and says so; eager, vLLM subtracts no
     graph estimate (and prints none), so no shape note."""
-    rec = parse_log(_training("vllm-exact-qwen3-8b-fp16-tp2-lora-v022"))
+    rec = parse_log(training_log("vllm-exact-qwen3-8b-fp16-tp2-lora-v022"))
     assert rec.settings["enforce_eager"] is True and rec.settings["max_num_seqs"] == 1 and not rec.graph_shape
     res = reconcile(rec, require_in_catalog("qwen3-8b"), None, None)
     assert "max_num_seqs 1 (from the log)" in res.notes
@@ -113,7 +101,7 @@ def test_without_a_shape_line_the_counts_are_kvplans_and_said():
     """The A5000 record with its shape line cut (as a log of 0.20.x excerpted without it): priced at kvplan's counts
     for the max_num_seqs it assumes (1024, an 80 GiB GPU's default: sizes to min(2 x 1024, 512) = 512, FULL ones up to
     1024, so 51 and 51), and the note gives them."""
-    text = "\n".join(line for line in _training(A5000).splitlines() if "Profiling CUDA graph memory" not in line)
+    text = "\n".join(line for line in training_log(A5000).splitlines() if "Profiling CUDA graph memory" not in line)
     rec = parse_log(text)
     assert rec.graph_shape == ()
     res = reconcile(rec, require_in_catalog("qwen3-8b"), None, "0.21.0")
@@ -132,7 +120,7 @@ def test_the_engine_configs_capture_sizes_are_the_piecewise_graphs():
     the constant, so 209 + (3 + 3) x 4 = 233 MiB = 0.23 GiB."""
     from kvplan.hardware.gpus import find_gpu
 
-    text = _training("llmd-qwen-qwen2-5-7b-i-h100-80gb-tp1pp1dp1-8192-dtbf16")
+    text = training_log("llmd-qwen-qwen2-5-7b-i-h100-80gb-tp1pp1dp1-8192-dtbf16")
     model, h100 = require_in_catalog("qwen2.5-7b-instruct"), find_gpu("h100-sxm")
     rec = parse_log(text)
     assert rec.capture_sizes == tuple(cg.capture_sizes(512)) and not rec.graph_shape

@@ -81,3 +81,10 @@ def test_note_and_untouched_models():
     llama = find_in_catalog("llama-3.1-8b")
     assert as_run(llama, "vllm", "0.6.3") is llama  # no MLA layer: the model itself
     assert not any(layer.kind == Kind.MLA for layer in as_run(r1, "vllm", "0.7.0").layers)
+
+
+def test_indexed_mla_refused_before_the_kernel():
+    # DeepSeek-V3.2's layers hold an indexer cache beside the latent: no release without MLA ever ran them
+    engine = resolve_engine("vllm", version="0.7.0")
+    with pytest.raises(KvplanError, match="later release"):
+        engine.plan(find_in_catalog("deepseek-v3.2"), find_gpu("h200"), Deployment(8), Request(32_768))

@@ -289,7 +289,10 @@ def decompressed(layer: LayerSpec, heads: int, pad_v: bool) -> LayerSpec:
     DeepSeek-V4's compressed layers), is refused: what such an engine cached for it is not known here."""
     if layer.kind != Kind.MLA:
         return layer
-    if type(layer) is not MLALatent or not (layer.qk_nope_head_dim and layer.v_head_dim):
+    if type(layer) is not MLALatent:
+        raise KvplanError(f"{layer.describe()}: a layer that caches more than the MLA latent was never run by an "
+                          "engine release without an MLA kernel; plan it at a later release", EXIT_USAGE)
+    if not (layer.qk_nope_head_dim and layer.v_head_dim):
         raise KvplanError(f"{layer.describe()}: the per-head widths it decompresses to are not read, so its cache "
                           "without an MLA kernel cannot be sized", EXIT_USAGE)
     k = layer.qk_nope_head_dim + layer.qk_rope_head_dim

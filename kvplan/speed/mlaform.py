@@ -30,9 +30,10 @@ KimiK25ForConditionalGeneration, 0.5.23 LongcatFlash and Dots3Note), so DeepSeek
 B200 keeps flashinfer. kvplan.engines.sglang.attention reads the same table for the page that backend forces.
 
 Before an engine had an MLA kernel at all it ran an MLA model as multi-head attention over what kv_b_proj decompresses,
-and cached that (`LATENT_FROM`, `as_run`): vLLM's MLA came in 0.7.1 (vllm-project/vllm#12601; Neural Magic's "Enhancing
-DeepSeek Models with MLA and FP8 Optimizations in vLLM", 2025-02-04: DeepSeek on 8 x H200 held 54,560 tokens of cache
-under 0.7.0 and about 512,000 under 0.7.1). Through 0.7.0 `DeepseekV2Attention` builds
+and cached that (`LATENT_FROM`, `as_run`): vLLM's MLA came in 0.7.1 (vllm-project/vllm#12601, which superseded
+vllm-project/vllm#12597 "Implement MLA for deepseek v3/r1", opened 2025-01-31, after 0.7.0's release of 2025-01-27;
+Neural Magic's "Enhancing DeepSeek Models with MLA and FP8 Optimizations in vLLM", 2025-02-04: DeepSeek on 8 x H200
+held 54,560 tokens of cache under 0.7.0 and about 512,000 under 0.7.1). Through 0.7.0 `DeepseekV2Attention` builds
 `Attention(num_local_heads, qk_head_dim, num_kv_heads=num_local_heads)` and pads V with zeros to qk_head_dim
 (`torch.nn.functional.pad(v, [0, self.qk_head_dim - self.v_head_dim])`, "padding value to qk_head_dim for
 alignment": read in the class vLLM keeps for a config it runs without MLA, vllm-project/vllm@

@@ -281,6 +281,24 @@ class IndexedMLA(MLALatent):
         return f"{super().describe()} + DSA indexer keys {self.index_head_dim} (fp8 + scale)"
 
 
+def decompressed(layer: LayerSpec, heads: int, pad_v: bool) -> LayerSpec:
+    """`layer` as an engine with no MLA kernel caches it: an MLALatent's K and V as kv_b_proj decompresses them, every
+    one of its `heads` query heads a KV head of K = qk_nope + rope values and V = v_head_dim values (`pad_v`: V
+    zero-padded to K's width, as vLLM before 0.7.1 attends at one head size); every other layer as it is. A layer
+    whose decompressed widths the reader did not give, or whose cache holds more than the latent (a DSA indexer,
+    DeepSeek-V4's compressed layers), is refused: what such an engine cached for it is not known here."""
+    if layer.kind != Kind.MLA:
+        return layer
+    if type(layer) is not MLALatent:
+        raise KvplanError(f"{layer.describe()}: a layer that caches more than the MLA latent was never run by an "
+                          "engine release without an MLA kernel; plan it at a later release", EXIT_USAGE)
+    if not (layer.qk_nope_head_dim and layer.v_head_dim):
+        raise KvplanError(f"{layer.describe()}: the per-head widths it decompresses to are not read, so its cache "
+                          "without an MLA kernel cannot be sized", EXIT_USAGE)
+    k = layer.qk_nope_head_dim + layer.qk_rope_head_dim
+    return FullAttention(heads, k, k if pad_v else layer.v_head_dim)
+
+
 @dataclass(frozen=True)
 class NoCache(LayerSpec):
     """A layer that caches nothing (an MLP-only block of Nemotron-H, an encoder layer)."""

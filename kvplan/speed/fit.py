@@ -27,6 +27,7 @@ from kvplan.speed.corpus import (DEFAULT_MAX_SEQS, Case, attention_backend, atte
 from kvplan.speed.eras import fitted_with, own_terms, unused_terms
 from kvplan.speed.frontend import ingress_queue, ingress_rate, native_chat
 from kvplan.speed.load import combos, decode_context, value
+from kvplan.speed.mlaform import as_run
 from kvplan.speed.model import decode_features, nccl_only, prefill_features, priced
 from kvplan.speed.recency import weights as recency_weights
 from kvplan.speed.robust import robust
@@ -76,6 +77,7 @@ class Built:
         if not case.windowed:  # the engine ran the sliding layers as full attention (corpus `sliding_window: none`)
             spec = spec.without_windows()
         spec = as_stated(spec, case.flags)  # the recurrent states in the dtype the run gives them, not the config's
+        spec = as_run(spec, case.engine, case.version)  # MLA decompressed under a release with no MLA kernel
         try:
             gpu = _gpu(case.gpu)
         except Exception as e:  # noqa: BLE001 - as shape_for's below

@@ -28,12 +28,30 @@ names no backend, prefill or decode one (`SM100_MLA`: 0.5.4 `server_args.py` L87
 DeepseekV3ForCausalLM without DSA; 0.5.8 adds MistralLarge3ForCausalLM and PixtralForConditionalGeneration, 0.5.9
 KimiK25ForConditionalGeneration, 0.5.23 LongcatFlash and Dots3Note), so DeepSeek-V2-Lite (DeepseekV2ForCausalLM) on a
 B200 keeps flashinfer. kvplan.engines.sglang.attention reads the same table for the page that backend forces.
+
+Before an engine had an MLA kernel at all it ran an MLA model as multi-head attention over what kv_b_proj decompresses,
+and cached that (`LATENT_FROM`, `as_run`): vLLM's MLA came in 0.7.1 (vllm-project/vllm#12601, which superseded
+vllm-project/vllm#12597 "Implement MLA for deepseek v3/r1", opened 2025-01-31, after 0.7.0's release of 2025-01-27;
+Neural Magic's "Enhancing DeepSeek Models with MLA and FP8 Optimizations in vLLM", 2025-02-04: DeepSeek on 8 x H200
+held 54,560 tokens of cache under 0.7.0 and about 512,000 under 0.7.1). Through 0.7.0 `DeepseekV2Attention` builds
+`Attention(num_local_heads, qk_head_dim, num_kv_heads=num_local_heads)` and pads V with zeros to qk_head_dim
+(`torch.nn.functional.pad(v, [0, self.qk_head_dim - self.v_head_dim])`, "padding value to qk_head_dim for
+alignment": read in the class vLLM keeps for a config it runs without MLA, vllm-project/vllm@
+002d6073aa034d4f5545d45021b0e56d1f3c3593:vllm/model_executor/models/deepseek_v2.py `DeepseekV2Attention`; the 0.7.0
+tag itself not read, its cache size checked against the blog's in tests/test_vllm_pre_mla.py), so a token costs each
+layer 2 x heads / tp x
+(qk_nope + rope) values: DeepSeek-R1 at tp 8, 2 x 16 x 192 x 2 B x 61 layers = 749,568 B a rank, where the latent is
+576 x 2 B x 61 = 70,272 B (10.7 x). Every term the Shape prices reads the expanded layers (KV bytes, attention FLOPs);
+the engine's pool too (kvplan.engines.vllm.engine).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kvplan.hardware.facts import capability_of, vendor_of
-from kvplan.speed.eras import padded, release
+from kvplan.model.layers import Kind, decompressed
+from kvplan.speed.eras import engine_of, padded, release
 
 # Before 0.4.6 every backend: SGLang's DeepSeek attention through 0.4.5 takes forward_normal (decompressed) for an
 # extend only where no request of the batch reuses a cached prefix, forward_absorb otherwise (sglang 0.4.2.post4 wheel
@@ -120,3 +138,25 @@ def absorbs_with_prefix(key: str, version: str | None, gpu, heads_per_rank: int,
         return False
     backend = stated or default_backend(key, version, gpu, heads_per_rank, architecture)
     return picked[-1] is ANY or backend in picked[-1]
+
+
+# (engine, (its first release with an MLA kernel, whether its expanded cache pads V to K's width)): module docstring
+LATENT_FROM = {"vllm": ((0, 7, 1), True)}
+
+
+def caches_latent(engine_key: str | None, version) -> bool:
+    """Whether `engine_key` (an era's or a harness's key reads its engine's rule) at `version` (None: a current
+    release) runs and caches an MLA layer as its latent (LATENT_FROM; True for an engine without a rule)."""
+    rule = LATENT_FROM.get(engine_of(engine_key or ""))
+    at = _at(version)
+    return rule is None or at is None or at >= rule[0]
+
+
+def as_run(spec, engine_key: str | None, version):
+    """`spec` as `engine_key` at `version` runs it: an MLA model's layers decompressed to per-head K and V where the
+    release predates the engine's MLA kernel (caches_latent; kvplan.model.layers.decompressed), else `spec` itself."""
+    if caches_latent(engine_key, version) or not any(layer.kind == Kind.MLA for layer in spec.layers):
+        return spec
+    pad_v = LATENT_FROM[engine_of(engine_key or "")][1]
+    heads = spec.num_attention_heads
+    return replace(spec, layers=tuple(decompressed(layer, heads, pad_v) for layer in spec.layers))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from kvplan.core.errors import arg
 from kvplan.planning.layout import per_rank_batch
 from kvplan.speed.corpus import PREFIX_CACHE_OFF
-from kvplan.speed.mlaform import ABSORBS_WITH_PREFIX, default_backend, mla_heads_per_rank
+from kvplan.speed.mlaform import ABSORBS_WITH_PREFIX, as_run, default_backend, mla_heads_per_rank
 from kvplan.speed.model import StepModel, absorbed_prefill, coefficients, decode_seconds, prefill_seconds, rules_key
 from kvplan.speed.shape import attention_flops, model_terms, on_gpu, shape_for
 from kvplan.speed.ssm_dtype import in_dtype
@@ -97,7 +97,8 @@ class DecodeSteps:
     def _terms_of(self, spec, key, tp, ep, weight_dtype, kv, dp) -> dict:
         hit = self._terms.get(key)
         if hit is None:
-            hit = self._terms[key] = (spec, model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv,
+            run = as_run(spec, self.engine, self.version)  # MLA decompressed under a release with no MLA kernel
+            hit = self._terms[key] = (spec, model_terms(run, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv,
                                                         dp=dp))
         return hit[1]
 
@@ -115,7 +116,8 @@ class DecodeSteps:
             batch = step_batch(plan)  # the busiest data-parallel rank's share
             terms = self._terms_of(in_dtype(spec, ssm), (id(spec), dep.tp, dep.ep, dep.dp, req.weight_dtype, kv, ssm),
                                    dep.tp, dep.ep, req.weight_dtype, kv, dep.dp)
-            shape = on_gpu(terms, spec, gpu, req.weight_dtype, engine=self.engine, version=self.version,
+            run = as_run(spec, self.engine, self.version)  # as _terms_of's
+            shape = on_gpu(terms, run, gpu, req.weight_dtype, engine=self.engine, version=self.version,
                            tp_size=dep.tp * dep.dp if adp else dep.tp, prefix_cache=form[0],
                            attention_backend=form[1])
             total = StepModel(shape, self._coef).decode(batch) if self._coef else None  # of all seqs' context

@@ -30,7 +30,7 @@ from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.compute_dtype import STATED, compute_dtype, datasheet_flops, ggml_rate_of, read_flops, sixteen_bit
 from kvplan.speed.ggml import attention_rate as ggml_attention_rate
 from kvplan.speed.ggml import paths as ggml_paths
-from kvplan.speed.mlaform import mla_heads_per_rank
+from kvplan.speed.mlaform import as_run, mla_heads_per_rank
 from kvplan.speed.model import (absorbed_prefill, custom_allreduce_bytes, engine_key, gemm_kernels,
                                 measured_allreduce_kernel)
 from kvplan.speed.mxfp4 import moe_block_m, mxfp4_precision
@@ -65,7 +65,9 @@ def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None =
     `prefix_cache`: the engine's prefix cache on (its default), which some releases' MLA prefill reads
     (kvplan.speed.model.absorbed_prefill), through the `attention_backend` the run names (None: the default);
     `attention_dp`: the dp replicas are attention-DP ranks of one engine, counted in its tp size
-    (mla_heads_per_rank); `compute`: the 16-bit dtype the run states (on_gpu)."""
+    (mla_heads_per_rank); `compute`: the 16-bit dtype the run states (on_gpu). An MLA model under a release with no
+    MLA kernel is priced as it runs, decompressed (kvplan.speed.mlaform.as_run)."""
+    spec = as_run(spec, engine, version)
     return on_gpu(model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype, dp=dp), spec, gpu,
                   weight_dtype, engine=engine, date=date, version=version, prefix_cache=prefix_cache,
                   attention_backend=attention_backend, tp_size=tp * dp if attention_dp else tp, compute=compute)

@@ -10,7 +10,7 @@ from kvplan.engines.base import check_opts, check_version, opt_bool, opt_int, pa
 from kvplan.engines.context import engine_length
 from kvplan.engines.emit import kv_dtype_arg
 from kvplan.engines.options import opt_bytes, opt_choice
-from kvplan.engines.vllm import multimodal
+from kvplan.engines.vllm import multimodal, pre_mla
 from kvplan.engines.vllm.cache_dtype import check_flag
 from kvplan.engines.vllm.awq_dequant import forced as awq_forced
 from kvplan.engines.vllm.capture_list import asked_max
@@ -102,6 +102,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     check_opts("vllm", opts, OPTS)
     version = check_version("vllm", version, VERSIONS, DEFAULT_VERSION)
     v = parse_version(version)
+    mla_note = pre_mla.note(model, version)  # before 0.7.1 an MLA model runs and caches decompressed (pre_mla)
+    model = pre_mla.as_planned(model, version)
     use_v1 = opt_bool(opts, "use_v1", False) if "use_v1" in opts else None  # VLLM_USE_V1 (vllm.v0_fallback)
     found = v0_fallback(v, model, gpu, dep.pp, _kv_flag(req, model), req.weight_dtype, getattr(req, "lora", None))
     v1 = runs_v1(v, found, use_v1)
@@ -135,7 +137,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     os_memory=opt_bytes(opts, "os_memory", None), host_growth=opt_bytes(opts, "host_growth", 0),
                     page_cache=opt_bytes(opts, "page_cache", None), max_model_len=engine_length(model, req),
                     v0_chunk_note=chunk_note, chunked_prefill_asked=asked,
-                    engine_note=engine_note(v, found, use_v1, v1, gpu, has_mla), use_v1=use_v1,
+                    engine_note=engine_note(v, found, use_v1, v1, gpu, has_mla), use_v1=use_v1, mla_note=mla_note,
                     **dict(zip(STATE_OPTS, state_options(opts, v))), ssm_dtype_read=read_ssm_dtype(model),
                     graph_shape=tuple(explicit.get("graph_shape") or ()), max_capture=asked_max(opts, v),
                     awq_forced=awq_forced(opts, model, req.weight_dtype, v))

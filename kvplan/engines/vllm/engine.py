@@ -32,7 +32,7 @@ from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
 from kvplan.engines.vllm import (
-    api_servers, awq_bits, command, gdn_ba, gptq_order, multimodal, plan_notes, quant_methods, uma,
+    api_servers, awq_bits, command, gdn_ba, gptq_order, multimodal, plan_notes, pre_mla, quant_methods, uma,
 )
 from kvplan.engines.vllm.pool import (  # noqa: F401
     BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
@@ -274,6 +274,8 @@ class Vllm(Engine):
         chunk = [PlanWarning(st.v0_chunk_note)] if st.v0_chunk_note else []  # V0's own chunked prefill (v0_chunked)
         if st.engine_note:  # which engine 0.8-0.10 run, V1 or the V0 fallback (kvplan.engines.vllm.v0_fallback)
             chunk = [PlanWarning.literal(st.engine_note), *chunk]
+        if st.mla_note:  # before 0.7.1: an MLA model's layers decompressed (kvplan.engines.vllm.pre_mla)
+            chunk = [PlanWarning.literal(st.mla_note), *chunk]
         ba = gdn_ba.note(model, dep.tp, dep.pp, st.v, gpu, st.weight_dtype)  # in_proj_ba whole on every rank
         return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)),
                 *([PlanWarning(states)] if states else []), *chunk, *ba, *plan_notes.refined(model, dep, st), *self._eager())
@@ -299,6 +301,7 @@ class Vllm(Engine):
         """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.engines.vllm.speculative);
         the recurrent states in the types the release pools them in (kvplan.engines.vllm.ssm_dtype); from 0.30.0
         no GPTQ g_idx (kvplan.engines.vllm.gptq_order)."""
+        model = pre_mla.as_planned(model, st.version)  # before 0.7.1: MLA decompressed (kvplan.engines.vllm.pre_mla)
         vllm_ssm.check(model, st)
         model = gptq_order.view(vllm_view(model, st.v), st.v)
         return vllm_ssm.view(multimodal.without_towers(model, st.mm_limit), st)

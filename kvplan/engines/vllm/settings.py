@@ -61,6 +61,8 @@ class Settings:
     chunked_prefill_asked: bool | None = None  # engine option enable_chunked_prefill (None: not given; V0 only)
     # which engine a 0.8.0-0.10.x release runs and why, in words (kvplan.engines.vllm.v0_fallback.note)
     engine_note: str = ""
+    # an MLA model's layers decompressed before vLLM's MLA kernel, in words (kvplan.engines.vllm.pre_mla.note)
+    mla_note: str = ""
     use_v1: bool | None = None  # VLLM_USE_V1 as the engine option use_v1 sets it (None: unset); the command sets it
     # the CUDA-graph capture shape a start-up log states, ((mode, graphs, largest), ...) (() : kvplan's counts from
     # max_num_seqs; kvplan.engines.vllm.cudagraphs.cudagraph_estimate); check-log's plan runs at it

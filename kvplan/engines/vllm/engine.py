@@ -259,8 +259,10 @@ class Vllm(Engine):
         return vllm_rule(model, parse_version(self.version or DEFAULT_VERSION))
 
     def settings(self, model, gpu, dep, req) -> Settings:
-        """The release's settings, once its quantization methods hold the plan's (kvplan.engines.vllm.quant_methods)."""
+        """The release's settings, once its quantization methods hold the plan's (kvplan.engines.vllm.quant_methods)
+        and its AWQ config on `gpu` loads the checkpoint (kvplan.engines.vllm.awq_bits)."""
         quant_methods.check_release(model, req, self.version or self.default_version, defaulted=self.version is None)
+        awq_bits.check_gpu(model, self.version or self.default_version, gpu)
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:

@@ -76,3 +76,16 @@ def test_a_role_whose_shapes_are_not_read_keeps_groups_of_128_and_says_so():
     q = build_spec(cfg, "test/mamba-gptq", source="test")[0].quantization
     assert q.per_row
     assert any("group_size -1" in n and "groups of 128" in n for n in q.notes)
+
+
+def test_models_show_counts_rows_not_tiles(tmp_path, kvplan_home):
+    # Llama-2-7B's 42,496 rows a layer x 32 = 1,359,872 per-row scales (and zeros), not 128 x 128 tiles
+    import json
+    import subprocess
+    import sys
+    qc = {"quant_method": "gptq", "bits": 8, "group_size": -1, "desc_act": True, "sym": True}
+    (tmp_path / "config.json").write_text(json.dumps(dict(LLAMA2_7B, quantization_config=qc)))
+    out = subprocess.run([sys.executable, "-m", "kvplan", "models", "show", str(tmp_path), "--json"],
+                         capture_output=True, text=True)
+    data = json.loads(out.stdout)
+    assert data["row_scales"] == 1_359_872 and "block_scales" not in data

@@ -76,8 +76,8 @@ class Quantization:
     scale_bytes: int = 0  # bytes of one int4 group's scale; 0: fp16 (2). bitsandbytes: fp32 absmax (4), or
     # 1 with double quantization (uint8 absmax; the fp32 absmax of every 256 of them, 4 B per 16,384 weights, is left out)
     input_groups: bool = False  # 8-bit GPTQ / AWQ / AutoRound: fp16 scale + 8-bit zero per group of inputs, not a tile
-    # GPTQ / AWQ / AutoRound `group_size: -1`: one scale and zero per output row of each linear, counted from the tensors'
-    # shapes (`block_shapes`, kvplan.readers.block_scales; groups of 128 where they are not read, said in a note)
+    # GPTQ / AWQ / AutoRound `group_size: -1`: one scale and zero per output row of each linear, counted from the
+    # tensors' shapes (`block_shapes`, kvplan.readers.block_scales; groups of 128 where not read, said in a note)
     per_row: bool = False
     experts_method: str = ""  # the routed experts' own format when it differs from `method` (DeepSeek-V4: mxfp4)
     # int8 channel-wise (compressed-tensors W8A8): the fp32 scale per output channel, bytes of the (sharded,

@@ -91,7 +91,8 @@ def block_linear_bytes(params: int, method: str, block: int, shapes) -> int:
     return params + 4 * (scale_count(shapes, block) + cdiv(params - covered, block * block))
 
 
-ROW_PARALLEL = "row_parallel"  # a per-row checkpoint's row-parallel tensors (o, down): in the sharded part, scales whole
+# a per-row checkpoint's row-parallel tensors (o, down): their weights in the sharded part, their scales whole a rank
+ROW_PARALLEL = "row_parallel"
 
 
 def row_linear_bytes(params: int, method: str, shapes) -> int:

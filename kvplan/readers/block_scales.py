@@ -194,16 +194,18 @@ def block_shapes(spec: ModelSpec) -> tuple[tuple[BlockShape, ...], tuple[str, ..
             continue
         for unit, c in units:
             for names, n, k, part in unit:
-                merged[(ROW_PARALLEL if rows and part == SHARDED and names[-1].endswith(_ROW_SPLIT) else part, n, k)] += c
+                row_split = rows and part == SHARDED and names[-1].endswith(_ROW_SPLIT)
+                merged[(ROW_PARALLEL if row_split else part, n, k)] += c
     shapes = tuple(BlockShape(part, n, k, c) for (part, n, k), c in sorted(merged.items()) if c)
     if not unread:
         return shapes, ()
+    roles = " and ".join(unread)
     if rows:
-        return shapes, (f"group_size -1 (one scale and zero per output row): the {' and '.join(unread)} priced as groups"
-                        " of 128 inputs, their scales and zeros overstated by up to 2.5 B (4-bit) or 3 B (8-bit) per 128"
-                        " weights: kvplan does not read those tensors' shapes",)
-    return shapes, (f"block scales of the {' and '.join(unread)} pooled over their parameters (params / {q.group_size}^2,"
-                    " partly filled tiles not counted), not tensor by tensor: kvplan does not read those tensors' shapes",)
+        return shapes, (f"group_size -1 (one scale and zero per output row): the {roles} priced as groups of 128 "
+                        "inputs, their scales and zeros overstated by up to 2.5 B (4-bit) or 3 B (8-bit) per 128 "
+                        "weights: kvplan does not read those tensors' shapes",)
+    return shapes, (f"block scales of the {roles} pooled over their parameters (params / {q.group_size}^2, partly "
+                    "filled tiles not counted), not tensor by tensor: kvplan does not read those tensors' shapes",)
 
 
 def with_block_shapes(spec: ModelSpec) -> ModelSpec:

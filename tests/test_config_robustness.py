@@ -43,7 +43,7 @@ def test_malformed_quantization_config_is_a_usage_error(kvplan_home, tmp_path, q
 
 
 def test_well_formed_quantization_configs_still_read():
-    # GPTQ 4-bit, group 128 (group_size -1 is per-channel: priced as 128-groups as before)
+    # GPTQ 4-bit, group 128 (group_size -1 is per-row: Quantization.per_row, group_size kept at 128)
     for group in (128, -1):
         spec, _ = spec_from_config({**BASE, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": group}}, "x")
         assert (spec.quantization.method, spec.quantization.group_size) == ("int4", 128)

@@ -1,10 +1,13 @@
-"""vLLM's AWQ bit widths by release (issue 22): an 8-bit AWQ checkpoint is refused on a release whose AWQ configs
-take 4 bits only (0.19.0 wheel quantization/awq.py L51-55 and awq_marlin.py TYPE_MAP {4} L154-156; 0.33.0
-auto_awq.py TYPE_MAP {4} L182-184), planned on one whose AWQ Marlin map takes 8 (0.10.2 awq_marlin.py L44-47, 0.11.2
-L70-73; 0.12.0's is {4}, L72-74); SGLang's AWQ Marlin takes 8 bits (0.5.15 awq/awq.py L218-221), so it plans it."""
+"""vLLM's AWQ configs by release and GPU (issue 22), read in the wheels (kvplan.engines.vllm.awq_bits cites the
+lines): AWQConfig takes 4 bits only and compute capability 7.5+ (0.5.0-0.11.2 awq.py); AWQ Marlin (compute capability
+8.0+) takes 8-bit zero-point weights in 0.5.3-0.8.5.post1 (marlin_utils.py query_marlin_supported_quant_types
+[uint4, uint8]), 4-bit only from 0.9.0 ([uint4]) and by TYPE_MAP from 0.12.0 ({4}); none before 0.5.3; 0.5.4 converts
+every Marlin-group AWQ checkpoint to awq_marlin whatever the GPU and refuses it below sm80. SGLang's AWQ Marlin takes
+8 bits (0.5.15 awq/awq.py L218-221), so it plans it."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -12,6 +15,11 @@ import pytest
 
 from kvplan import api
 from kvplan.core.errors import KvplanError
+from kvplan.engines.vllm import overhead
+from kvplan.engines.vllm.defaults import settings as vllm_settings
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.plan import Request
 from kvplan.sources.importer import build_spec
 
 SMALL = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
@@ -24,32 +32,59 @@ def _awq(bits: int):
     return build_spec(dict(SMALL, quantization_config=qc), f"test/small-awq{bits}", source="test")[0]
 
 
-def _plan(model, engine: str, version: str):
-    return api.plan(model, "h100", context=2048, batch=1, engine=engine, engine_version=version)
+def _plan(model, engine: str, version: str | None, gpu="h100"):
+    return api.plan(model, gpu, context=2048, batch=1, engine=engine, engine_version=version)
 
 
-@pytest.mark.parametrize("version", ["0.19.1", "0.33.0"])
-def test_8bit_awq_refused_where_vllm_takes_4_bits_only(version):
+@pytest.mark.parametrize("version", ["0.5.0", "0.5.2", "0.9.0", "0.10.1", "0.11.2", "0.12.0", "0.19.1", "0.33.0"])
+def test_8bit_awq_refused_where_no_config_takes_8_bits(version):
+    # 0.5.0-0.5.2: no awq_marlin.py; 0.9.0-0.11.2: Marlin's zero-point types [uint4]; 0.12.0+: TYPE_MAP {4}
     with pytest.raises(KvplanError) as e:
         _plan(_awq(8), "vllm", version)
     assert "4 bits only" in str(e.value) and "\n" not in str(e.value)
     assert e.value.param == "engine_version"
 
 
-def test_8bit_awq_boundary_is_0_12_0():
-    # read in the wheels: awq_marlin.py TYPE_MAP {4: uint4, 8: uint8} in 0.11.0, 0.11.1 and 0.11.2; {4: uint4} in
-    # 0.12.0, 0.13.0 and 0.14.0
-    assert _plan(_awq(8), "vllm", "0.11.2").weight_bytes > 0
-    for version in ("0.12.0", "0.15.0"):
-        with pytest.raises(KvplanError, match="4 bits only"):
-            _plan(_awq(8), "vllm", version)
+@pytest.mark.parametrize("version", ["0.5.3", "0.5.5", "0.8.0", "0.8.5.post1"])
+def test_8bit_awq_planned_where_marlin_takes_it_on_sm80(version):
+    # [uint4, uint8] with zero points in 0.5.3 (MARLIN_SUPPORTED_NUM_BITS [4, 8]), 0.5.5-0.8.5.post1; H100 is 9.0
+    assert _plan(_awq(8), "vllm", version).weight_bytes > 0
 
 
-def test_8bit_awq_planned_where_awq_marlin_takes_8_bits_and_4bit_everywhere():
-    # 0.10.1 <= 0.10.2, the last release read whose AWQ Marlin TYPE_MAP is {4: uint4, 8: uint8}
-    assert _plan(_awq(8), "vllm", "0.10.1").weight_bytes > 0
+@pytest.mark.parametrize("gpu", ["t4", "v100-sxm2-32"])
+def test_8bit_awq_below_sm80_refused_with_the_gpus_capability(gpu):
+    # Marlin needs 8.0 (AWQMarlinConfig.get_min_capability), so AWQConfig loads it and raises on 8 bits
+    with pytest.raises(KvplanError) as e:
+        _plan(_awq(8), "vllm", "0.8.0", gpu)
+    assert "compute capability 8.0" in str(e.value) and "only 4-bit" in str(e.value) and e.value.param == "gpu"
+
+
+def test_4bit_awq_by_capability_and_release():
+    assert _plan(_awq(4), "vllm", "0.8.0", "t4").weight_bytes > 0  # AWQConfig on 7.5: its minimum
+    with pytest.raises(KvplanError, match="Minimum capability: 75"):
+        _plan(_awq(4), "vllm", "0.8.0", "v100-sxm2-32")  # 7.0 < AWQConfig's 75
+    with pytest.raises(KvplanError, match="awq_marlin is not supported .* Minimum capability: 80"):
+        _plan(_awq(4), "vllm", "0.5.4", "t4")  # 0.5.4 picks Marlin whatever the GPU
+    for version in ("0.5.3", "0.5.5"):
+        assert _plan(_awq(4), "vllm", version, "t4").weight_bytes > 0
     assert _plan(_awq(4), "vllm", "0.33.0").weight_bytes > 0
     assert _plan(_awq(8), "sglang", None).weight_bytes > 0
+
+
+def test_8bit_awq_off_cuda_refused():
+    # from 0.7.0 is_awq_marlin_compatible is False off CUDA: AWQConfig, 4 bits only
+    with pytest.raises(KvplanError, match="off CUDA"):
+        _plan(_awq(8), "vllm", "0.8.0", "mi300x")
+    assert _plan(_awq(4), "vllm", "0.8.0", "mi300x").weight_bytes > 0
+
+
+def test_a_profile_without_capability_is_planned_at_8_0_and_says_so():
+    old = dataclasses.replace(find_gpu("h100"), compute_capability=None)
+    assert _plan(_awq(8), "vllm", "0.8.0", old).weight_bytes > 0
+    st = vllm_settings(_awq(8), old, Deployment(), Request(context=2048), "0.8.0")
+    assert "compute_capability" in overhead.missing_facts(_awq(8), Deployment(), st)
+    st = vllm_settings(_awq(8), old, Deployment(), Request(context=2048), "0.12.0")
+    assert "compute_capability" not in overhead.missing_facts(_awq(8), Deployment(), st)
 
 
 def test_cli_refusal_is_one_line_and_non_zero(tmp_path, kvplan_home):

@@ -10,6 +10,7 @@ import pytest
 
 from kvplan import api
 from kvplan.core.errors import KvplanError
+from kvplan.model.spec import weight_bytes
 from kvplan.sources.importer import build_spec
 
 # A small Llama: hidden 64, 2 layers, 4 heads of 16, 2 KV heads, MLP 128, vocab 100, untied head.
@@ -56,16 +57,19 @@ def test_desc_act_not_a_bool_is_refused():
                    "test/bad", source="test")
 
 
-def test_group_minus_one_says_it_is_priced_as_groups_of_128():
-    # one group per row over K inputs stores 2.5 B a row (4-bit: fp16 scale + 4-bit zero); kvplan's pooled count
-    # prices K / 128 of them, and says so
+def test_group_minus_one_priced_per_row_with_no_note():
+    # one group per row over K inputs (AutoGPTQ QuantLinear: scales fp16 [1, N], qzeros int32 [1, N / 8]): 2.5 B a
+    # row at 4 bits. SMALL's rows a layer: qkv 64 + 32 + 32 = 128, o 64, gate_up 256, down 64 = 512, x 2 layers =
+    # 1,024 rows -> 2,560 B; its 73,728 linear parameters -> 36,864 B; g_idx 4,096 B (the test above)
     q = _gptq(False, group=-1).quantization
-    assert q.group_size == 128 and any("group_size -1" in n and "groups of 128" in n for n in q.notes)
-    assert not any("group_size -1" in n for n in _gptq(False).quantization.notes)
+    assert q.per_row and not any("group_size -1" in n for n in q.notes)
+    w = weight_bytes(_gptq(False, group=-1))
+    assert w.sharded + w.replicated - 5 * 64 * 2 == 36_864 + 2_560 + 4_096  # less the fp16 norms (2 a layer + final)
+    assert not _gptq(False).quantization.per_row
 
 
 def test_group_minus_one_read_as_the_group_size_is():
-    # the note follows the reader's own group size: `group_size: null` falls to AWQ's `q_group_size` (-1) there too
+    # `group_size: null` falls to AWQ's `q_group_size` (-1): per row there too
     qc = {"quant_method": "awq", "w_bit": 4, "group_size": None, "q_group_size": -1, "zero_point": True}
     q = build_spec(dict(SMALL, quantization_config=qc), "test/small-awq-row", source="test")[0].quantization
-    assert q.group_size == 128 and any("group_size -1" in n for n in q.notes)
+    assert q.per_row and q.group_size == 128

@@ -87,7 +87,9 @@ def show(
     print_notes(resolved)
     data = _summary(resolved.spec)
     q = resolved.spec.quantization
-    if q.block_shapes:  # a block-FP8 checkpoint's fp32 scales, one per block x block tile of each quantized tensor
+    if q.block_shapes and q.per_row:  # GPTQ / AWQ group_size -1: one fp16 scale and one zero per output row
+        data["row_scales"] = sum(s.rows * s.count for s in q.block_shapes)
+    elif q.block_shapes:  # a block-FP8 checkpoint's fp32 scales, one per block x block tile of each quantized tensor
         data["block_scales"] = scale_count(q.block_shapes, q.group_size)
     data["quantization_notes"] = list(q.notes)  # what reading its quantization noticed (stderr's notes too)
     data["params_by_role"] = dataclasses.asdict(resolved.spec.params)

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.layers import LayerSpec, unwindowed
 # PLAIN_BYTES and linear_bytes re-exported: planning, engines and tests read them here
-from kvplan.model.weight_formats import (PLAIN_BYTES, BlockShape, block_linear_bytes, gguf_edges,  # noqa: F401
-                                         gguf_methods, linear_bytes)
+from kvplan.model.weight_formats import (PLAIN_BYTES, ROW_PARALLEL, BlockShape, block_linear_bytes,  # noqa: F401
+                                         gguf_edges, gguf_methods, linear_bytes, row_linear_bytes, row_scale_bytes)
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,9 @@ class Quantization:
     scale_bytes: int = 0  # bytes of one int4 group's scale; 0: fp16 (2). bitsandbytes: fp32 absmax (4), or
     # 1 with double quantization (uint8 absmax; the fp32 absmax of every 256 of them, 4 B per 16,384 weights, is left out)
     input_groups: bool = False  # 8-bit GPTQ / AWQ / AutoRound: fp16 scale + 8-bit zero per group of inputs, not a tile
+    # GPTQ / AWQ / AutoRound `group_size: -1`: one scale and zero per output row of each linear, counted from the
+    # tensors' shapes (`block_shapes`, kvplan.readers.block_scales; groups of 128 where not read, said in a note)
+    per_row: bool = False
     experts_method: str = ""  # the routed experts' own format when it differs from `method` (DeepSeek-V4: mxfp4)
     # int8 channel-wise (compressed-tensors W8A8): the fp32 scale per output channel, bytes of the (sharded,
     # replicated, experts) parts (kvplan.readers.quantization._channel_scales); () where there are none
@@ -400,10 +403,11 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
         emb_type = emb_type if p.lm_head else head_type
         embedding, lm_head = linear_bytes(p.embedding, emb_type), linear_bytes(p.lm_head, head_type)
     cs, cr, ce = q.channel_scales or (0, 0, 0)
+    whole = _row_parallel(shardable, dense_method, q)
     return WeightBytes(
-        sharded=_linear(shardable, dense_method, q, "sharded") + kept_sharded * plain + q.index_bytes + cs,
+        sharded=_linear(shardable, dense_method, q, "sharded") - whole + kept_sharded * plain + q.index_bytes + cs,
         replicated=(_linear(p.replicated - kr, dense_method, q, "replicated")
-                    + (p.router + p.other + kr) * plain + cr),
+                    + (p.router + p.other + kr) * plain + cr + whole),
         experts=(_linear(p.experts - p.expert_biases - ke, q.experts_method or q.method, q, "experts")
                  + (p.expert_biases + ke) * plain + ce),
         embedding=embedding,
@@ -415,7 +419,25 @@ def _own_weight_bytes(spec: ModelSpec, weight_dtype: str | None) -> WeightBytes:
 
 def _linear(n: int, method: str, q: Quantization, part: str) -> int:
     """`n` linear parameters of one WeightBytes part as `method`; a block-quantized checkpoint's own format with its
-    tensors' shapes read counts its scales tensor by tensor (weight_formats.block_linear_bytes)."""
+    tensors' shapes read counts its scales tensor by tensor (weight_formats.block_linear_bytes), a per-row one its
+    rows (row_linear_bytes: the sharded part's row-parallel tensors too, whose scales _row_parallel moves)."""
+    if method == q.method and q.per_row and q.block_shapes:
+        return row_linear_bytes(n, method, [s for s in q.block_shapes if s.part in (part, *_ROWS.get(part, ()))])
     if method == q.method and q.block_shapes:
         return block_linear_bytes(n, method, q.group_size, [s for s in q.block_shapes if s.part == part])
     return linear_bytes(n, method, q.group_size, *q.group_format)
+
+
+_ROWS = {"sharded": (ROW_PARALLEL,)}  # the WeightBytes part whose parameters a per-row checkpoint's row-parallel hold
+
+
+def _row_parallel(n: int, method: str, q: Quantization) -> int:
+    """The per-row scales and zeros of the row-parallel tensors (o, down, out_proj) of the sharded part's `n`
+    parameters: the weights split over tp by input, each rank holding all N rows' scales. vLLM 0.11.2 wheel
+    quantization/gptq.py L264-281 (group -1: scale_and_zero_size = input_size // input_size = 1, no input dim: not
+    split), utils/marlin_utils.py L252-258 (marlin_repeat_scales_on_all_ranks: channelwise and row-parallel); 0 where
+    the shapes were not read or do not stand for `n` (row_linear_bytes pools them)."""
+    shapes = [s for s in q.block_shapes if s.part in ("sharded", ROW_PARALLEL)]
+    if method != q.method or not q.per_row or not shapes or sum(s.rows * s.cols * s.count for s in shapes) > n:
+        return 0
+    return row_scale_bytes([s for s in shapes if s.part == ROW_PARALLEL], method)

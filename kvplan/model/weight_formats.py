@@ -91,6 +91,28 @@ def block_linear_bytes(params: int, method: str, block: int, shapes) -> int:
     return params + 4 * (scale_count(shapes, block) + cdiv(params - covered, block * block))
 
 
+# a per-row checkpoint's row-parallel tensors (o, down): their weights in the sharded part, their scales whole a rank
+ROW_PARALLEL = "row_parallel"
+
+
+def row_linear_bytes(params: int, method: str, shapes) -> int:
+    """`params` 4- or 8-bit GPTQ / AWQ weights at `group_size: -1`, one fp16 scale and one packed zero point per output
+    row of each tensor in `shapes` (N rows: 2N + N x bits / 8 bytes; AutoGPTQ's QuantLinear scales [cdiv(K, K), N] and
+    qzeros int32 [1, N x bits / 32]), pooled at groups of 128 over any parameters beyond those tensors
+    (linear_bytes), and pooled throughout where the shapes hold more than `params` (block_linear_bytes' rule)."""
+    covered = sum(s.rows * s.cols * s.count for s in shapes)
+    if not shapes or method not in ("int4", "int8") or covered > params:
+        return linear_bytes(params, method, 128, input_groups=method == "int8")
+    rest = linear_bytes(params - covered, method, 128, input_groups=method == "int8")
+    return (covered // 2 if method == "int4" else covered) + row_scale_bytes(shapes, method) + rest
+
+
+def row_scale_bytes(shapes, method: str) -> int:
+    """The per-row scales and zero points of `shapes`: 2.5 B a row at 4 bits, 3 B at 8."""
+    rows = sum(s.rows * s.count for s in shapes)
+    return rows * 5 // 2 if method == "int4" else rows * 3
+
+
 def scale_count(shapes, block: int) -> int:
     """The fp32 block scales of `shapes`: cdiv(N, block) x cdiv(K, block) a tensor."""
     return sum(s.count * cdiv(s.rows, block) * cdiv(s.cols, block) for s in shapes)

@@ -27,6 +27,13 @@ kvplan.engines.fp8_linear). Under tensor parallelism each rank tiles its own sha
 (what vLLM and SGLang check) a rank holds exactly 1/tp of the scales counted here. A shard of partial tiles the
 engine does not refuse (vLLM from 0.14.0 on a merged layer, TensorRT-LLM) holds a few more, not counted.
 
+A GPTQ / AWQ / AutoRound checkpoint at `group_size: -1` stores one fp16 scale and one packed zero point per output
+row of each linear (AutoGPTQ/AutoGPTQ@058fd80a auto_gptq/nn_modules/qlinear/qlinear_cuda.py QuantLinear.__init__: group
+= K, scales [1, N], qzeros int32 [1, N x bits / 32]); vLLM loads those shapes (0.11.2 wheel quantization/gptq.py
+L264-325, awq_marlin.py L288-335, gptq_marlin via marlin_utils.py L252-258). Its rows come from the same shapes, and
+the row-parallel tensors (o, down, a Gated DeltaNet's out_proj) are kept apart: their inputs split over tp, their
+scales whole on every rank. A routed expert's down projection keeps its rows in the experts part (split with them).
+
 The shapes come from the spec (its layers' head sizes, MLA ranks and Gated DeltaNet widths; MLP and expert widths
 exactly from the parameter counts, kvplan.readers.mlp_layout). A role whose tensors are not read here (Mamba mixers,
 DeepSeek-V4's compressed attention, an MLP width the counts do not give exactly) keeps the pooled count for its
@@ -40,12 +47,14 @@ from dataclasses import replace
 
 from kvplan.model.layers import ChunkedLocal, FullAttention, IndexedMLA, MLALatent, SlidingWindow
 from kvplan.model.recurrent import RecurrentState
-from kvplan.model.spec import BlockShape, ModelSpec
+from kvplan.model.spec import ROW_PARALLEL, BlockShape, ModelSpec
 from kvplan.readers.mlp_layout import dense_mlp_layers, expert_width, gated_mlp, mlp_width
 
 # one tensor: (the checkpoint modules it stands for, output rows N, input columns K, WeightBytes part)
 _Tensor = tuple[tuple[str, ...], int, int, str]
 SHARDED, REPLICATED, EXPERTS = "sharded", "replicated", "experts"
+# split over tp by their inputs (RowParallelLinear): a per-row checkpoint's scales of these are whole on every rank
+_ROW_SPLIT = ("o_proj", "down_proj", "out_proj")
 
 
 def _mla(spec: ModelSpec, layer: MLALatent) -> list[_Tensor]:
@@ -163,10 +172,12 @@ def _less_kept(role: str, units: _Units, kept: int, modules: set) -> _Units | No
 
 def block_shapes(spec: ModelSpec) -> tuple[tuple[BlockShape, ...], tuple[str, ...]]:
     """(the quantized linear tensors' shapes, merged by part, and notes on the roles not read here) for a
-    block-quantized checkpoint (fp8 / int8 with a block size); ((), ()) for any other format."""
+    block-quantized checkpoint (fp8 / int8 with a block size) or a per-row one (GPTQ / AWQ `group_size: -1`, its
+    row-parallel tensors in a part of their own: weight_formats.ROW_PARALLEL); ((), ()) for any other format."""
     q = spec.quantization
+    rows = q.per_row and q.method in ("int4", "int8") and not q.experts_only  # group_size -1: a scale per output row
     # GPTQ / AWQ 8-bit groups run along the input only (a scale per group of inputs of each output): not tiles
-    if q.method not in ("fp8", "int8") or q.group_size <= 0 or q.experts_only or q.input_groups:
+    if not rows and (q.method not in ("fp8", "int8") or q.group_size <= 0 or q.experts_only or q.input_groups):
         return (), ()
     roles, modules = _roles(spec), set(q.kept_modules)
     merged: Counter = Counter()
@@ -182,13 +193,19 @@ def block_shapes(spec: ModelSpec) -> tuple[tuple[BlockShape, ...], tuple[str, ..
             unread += [role.replace("_", " ")] if total else []
             continue
         for unit, c in units:
-            for _, n, k, part in unit:
-                merged[(part, n, k)] += c
+            for names, n, k, part in unit:
+                row_split = rows and part == SHARDED and names[-1].endswith(_ROW_SPLIT)
+                merged[(ROW_PARALLEL if row_split else part, n, k)] += c
     shapes = tuple(BlockShape(part, n, k, c) for (part, n, k), c in sorted(merged.items()) if c)
-    note = () if not unread else (
-        f"block scales of the {' and '.join(unread)} pooled over their parameters (params / {q.group_size}^2, partly "
-        "filled tiles not counted), not tensor by tensor: kvplan does not read those tensors' shapes",)
-    return shapes, note
+    if not unread:
+        return shapes, ()
+    roles = " and ".join(unread)
+    if rows:
+        return shapes, (f"group_size -1 (one scale and zero per output row): the {roles} priced as groups of 128 "
+                        "inputs, their scales and zeros overstated by up to 2.5 B (4-bit) or 3 B (8-bit) per 128 "
+                        "weights: kvplan does not read those tensors' shapes",)
+    return shapes, (f"block scales of the {roles} pooled over their parameters (params / {q.group_size}^2, partly "
+                    "filled tiles not counted), not tensor by tensor: kvplan does not read those tensors' shapes",)
 
 
 def with_block_shapes(spec: ModelSpec) -> ModelSpec:

@@ -40,7 +40,7 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
     quant = _method(cfg, q, where, method, tuple(layers))
     read, skipped = chosen_keys(q, method, legacy)  # only the keys the method's config reads (exclusion_rules)
     names = exclusion_list(q, where, read)
-    notes = skipped_note(method, skipped, read, q) + sglang_key_note(q, method) + _per_row(q, method, where)
+    notes = skipped_note(method, skipped, read, q) + sglang_key_note(q, method)
     quant = replace(quant, notes=notes)
     if method == "gptq":  # GPTQModel's per-module rules (vLLM reads no exclusion list for GPTQ)
         names += _gptq_dynamic(q, where)
@@ -211,18 +211,6 @@ def _linear_sizes(cfg) -> tuple[int, int, int, int, int, str]:
             cfg.int("num_attention_heads", default=0, minimum=0), str(cfg.raw("model_type") or ""))
 
 
-def _per_row(q: dict, method: str, where: str) -> tuple[str, ...]:
-    """The assumption at `group_size: -1` (one scale and zero per output row over all its inputs, AutoGPTQ's
-    per-channel form): kvplan's pooled count has no row widths, so it prices groups of 128, more than such a
-    checkpoint stores; said, not hidden."""
-    if method not in ("awq", "gptq", "autoround"):
-        return ()
-    if _q_int(q, where, "group_size", "q_group_size", default=128, minimum=-1) != -1:  # as _method reads it
-        return ()
-    return ("group_size -1 (one scale and zero per output row) priced as groups of 128 inputs: the scales and "
-            "zeros are overstated by up to 2.5 B (4-bit) or 3 B (8-bit) per 128 weights",)
-
-
 def _g_idx_bytes(cfg, layers) -> int:
     """Bytes of GPTQ's g_idx tensors: 4 per input feature of each quantized linear layer (q, k, v and the
     MLP's gate and up read the hidden size, o the attention width, down the MLP width; each expert alike)."""
@@ -337,7 +325,7 @@ def _method(cfg, q: dict, where: str, method: str, layers=()) -> Quantization:
             raise KvplanError(f"{where}.desc_act must be true or false, got {desc_act!r}", EXIT_USAGE)
         return Quantization(_int_format(bits, where), group if group > 0 else 128, input_groups=bits == 8,
                             index_bytes=_g_idx_bytes(cfg, layers) if method == "gptq" else 0,
-                            act_order=method == "gptq" and desc_act and group != -1)
+                            act_order=method == "gptq" and desc_act and group != -1, per_row=group == -1)
     if method == "bitsandbytes":
         # NF4/FP4 blocks of 64 with an absmax each and no zero point (bitsandbytes functional.quantize_4bit;
         # transformers saves weight.absmax fp32, or uint8 + nested_absmax with bnb_4bit_use_double_quant)

@@ -1,15 +1,30 @@
-"""vLLM's AWQ bit widths by release: an 8-bit AWQ checkpoint is refused where vLLM's AWQ configs take 4 bits only.
+"""vLLM's AWQ configs by release and GPU: an AWQ checkpoint refused where the config vLLM picks for it cannot load it.
 
-A checkpoint whose `quant_method` is `awq` loads as AWQMarlinConfig where Marlin runs it, else AWQConfig (through
-0.23.0), and as AutoAWQConfig from 0.24.0 (kvplan.engines.vllm.gdn_ba). Read in the wheels:
-* AWQConfig raises on any width but 4 ("only 4-bit weight quantization is supported for AWQ", 0.19.0 wheel
-  vllm/model_executor/layers/quantization/awq.py L51-55; 0.8.0 L35-38).
-* AWQMarlinConfig.TYPE_MAP is {4, 8} through 0.11.2 (awq_marlin.py 0.10.2 L44-47, 0.11.0 L46-49, 0.11.2 L70-73),
-  {4} from 0.12.0 (0.12.0 L72-74, 0.13.0 L71-73, 0.14.0 L72-74; 0.19.0 L154-156, raising on any other width at
-  L176-180); AutoAWQConfig.TYPE_MAP is {4} in 0.24.0-0.33.0 (0.33.0 auto_awq.py L182-184, raising at L204-211): an
-  8-bit checkpoint is not Marlin-compatible from 0.12.0, falls to AWQConfig and is refused.
-Where Marlin cannot run (compute capability below 8.0) an 8-bit checkpoint falls to AWQConfig in every release and is
-refused there too; kvplan plans it on <= 0.11.2 as Marlin-compatible (not modelled by GPU).
+A checkpoint whose `quant_method` is `awq` loads as AWQMarlinConfig where AWQMarlinConfig.is_awq_marlin_compatible says
+Marlin runs it, else as AWQConfig (through 0.23.0; AutoAWQConfig from 0.24.0, kvplan.engines.vllm.gdn_ba). Read in
+the wheels (vllm/model_executor/layers/quantization/):
+* AWQConfig takes 4 bits only ("Currently, only 4-bit weight quantization is supported for AWQ", raised in __init__:
+  0.5.0-0.11.2 awq.py, 0.11.2 L51-55, 0.8.0 L35-38, 0.19.0 L51-55) and a compute capability of 7.5 or more
+  (get_min_capability 75: 0.5.4 L49, 0.8.0 L56, 0.11.2 L73-75). vLLM builds the config before it compares the
+  capability (0.11.2 config/vllm.py _get_quantization_config L251-262, 0.5.4 model_loader/loader.py L92-100: "The
+  quantization method awq is not supported for the current GPU. Minimum capability: 75"), so an 8-bit checkpoint meets
+  the bits error first.
+* AWQ Marlin: none in 0.5.0-0.5.2 (no awq_marlin.py). 0.5.3: bits {4, 8} (utils/marlin_utils.py
+  MARLIN_SUPPORTED_NUM_BITS L16), groups -1/32/64/128 (L17), the device's capability >= 80 (L20-28). 0.5.4: the same
+  types ([uint4, uint8] with zero points, marlin_utils.py L28-39), but is_awq_marlin_compatible passes Marlin's own
+  minimum (80) where the device's capability belongs (awq_marlin.py L127-130), so every such checkpoint becomes
+  awq_marlin and AWQMarlinConfig's minimum, 80, refuses it below sm80 (loader.py L96-100). 0.5.5-0.8.5.post1: the
+  device's capability again (0.6.0 marlin_utils.py L28-36), [uint4, uint8] with zero points (0.6.0 L38-40, 0.8.0
+  L43-45, 0.8.5.post1 L43-45). 0.9.0-0.11.2: zero-point types [uint4] only (0.9.0 L58-60, 0.10.0 L59-61, 0.11.2
+  L61-63) though AWQMarlinConfig.TYPE_MAP keeps 8 (0.11.2 L70-73): an 8-bit checkpoint is not Marlin-compatible and
+  falls to AWQConfig. From 0.12.0 TYPE_MAP is {4} (0.12.0 L72-74; 0.19.0 L154-156; AutoAWQConfig {4}, 0.33.0
+  auto_awq.py L182-184). From 0.7.0 is_awq_marlin_compatible returns False off CUDA (0.7.0 awq_marlin.py L138,
+  0.11.2 L225).
+So 8-bit AWQ loads only in 0.5.3 and 0.5.5-0.8.5.post1, on an NVIDIA GPU of compute capability 8.0+, at a Marlin group.
+Read from the GPU profile's compute_capability (kvplan.hardware.facts.capability_of, never a name); a profile without
+one is planned at the assumed 8.0 and the plan says so (overhead.missing_facts). A checkpoint without `zero_point` or
+with `zero_point: false` is not Marlin-compatible either; kvplan reads AWQ as AutoAWQ writes it (zero points), not
+that key. Below 7.5, 4-bit AWQ is refused in every release read here (<= 0.11.2); later releases' minimum is unread.
 SGLang keeps 8 bits in its AWQ Marlin map (0.5.15 wheel sglang/srt/layers/quantization/awq/awq.py L218-221).
 """
 
@@ -17,20 +32,79 @@ from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.versions import parse_version
+from kvplan.hardware.facts import capability_of, vendor_of
 
-LAST_EIGHT = (0, 11, 2)  # the last release whose AWQ Marlin map takes 8 bits (0.12.0 is the next one)
+FIRST_MARLIN = (0, 5, 3)  # the first release with AWQ Marlin
+BLIND = (0, 5, 4)  # the release whose Marlin test reads Marlin's own minimum, not the GPU's
+LAST_EIGHT = (0, 8, 5)  # 0.8.5.post1: the last release whose Marlin takes 8-bit zero-point weights
+NO_EIGHT_MAP = (0, 12, 0)  # the first release whose AWQ Marlin TYPE_MAP is {4}
+CUDA_ONLY = (0, 7, 0)  # from here is_awq_marlin_compatible is False off CUDA
+LAST_READ = (0, 11, 2)  # the last release whose AWQConfig minimum (7.5) is read here
+MARLIN_CC, AWQ_CC = (8, 0), (7, 5)  # AWQMarlinConfig.get_min_capability 80; AWQConfig's 75
+MARLIN_GROUPS = (32, 64, 128)  # with -1 (Quantization.per_row): MARLIN_SUPPORTED_GROUP_SIZES
+WHERE = "0.5.3 or 0.5.5-0.8.5.post1 on an NVIDIA GPU of compute capability 8.0 or more"
+AWQ_4BIT = "AWQConfig: \"only 4-bit weight quantization is supported for AWQ\""
+
+
+def _awq(model) -> bool:
+    return model.quantization.quant_method == "awq"
 
 
 def check(model, version: str) -> None:
-    """A one-line refusal where `model` is an 8-bit AWQ checkpoint that vLLM `version` will not load."""
-    q = model.quantization
-    if q.quant_method != "awq" or q.method != "int8":
+    """A one-line refusal where `model` is an 8-bit AWQ checkpoint that vLLM `version` loads on no GPU."""
+    if not _awq(model) or model.quantization.method != "int8":
         return
     v = parse_version(version)
-    if v <= LAST_EIGHT:
+    if v >= NO_EIGHT_MAP:
+        why = "AWQ Marlin's TYPE_MAP is {4} from 0.12.0"
+    elif v > LAST_EIGHT:
+        why = "from 0.9.0 Marlin takes zero-point weights at 4 bits only (query_marlin_supported_quant_types: uint4)"
+    elif v < FIRST_MARLIN:
+        why = "no AWQ Marlin before 0.5.3"
+    else:
         return
-    why = (f"vLLM {version} loads AWQ at 4 bits only and refuses this 8-bit AWQ checkpoint at start-up "
-           "(AWQ Marlin's TYPE_MAP is {4} from 0.12.0; AWQConfig: \"only 4-bit weight quantization is "
-           "supported for AWQ\")")
-    raise KvplanError(f"{why}; SGLang loads it, or {arg('engine_version')} 0.11.2 or earlier",
-                      EXIT_USAGE, param="engine_version", value=version, allowed=("<= 0.11.2",))
+    raise KvplanError(f"vLLM {version} loads AWQ at 4 bits only and refuses this 8-bit AWQ checkpoint at start-up "
+                      f"({why}; {AWQ_4BIT}); SGLang loads it, or {arg('engine_version')} {WHERE}",
+                      EXIT_USAGE, param="engine_version", value=version, allowed=(WHERE,))
+
+
+def _marlin_group(q) -> bool:
+    return q.per_row or q.group_size in MARLIN_GROUPS
+
+
+def check_gpu(model, version: str, gpu) -> None:
+    """A one-line refusal where vLLM `version` picks, on `gpu`, an AWQ config that refuses `model` (releases through
+    0.11.2; `check` holds what no GPU changes)."""
+    q, v = model.quantization, parse_version(version)
+    if not _awq(model) or v > LAST_READ or q.method not in ("int4", "int8"):
+        return
+    nvidia, cap = vendor_of(gpu) == "NVIDIA", capability_of(gpu)
+    if not nvidia and q.method == "int8":
+        why = ("is_awq_marlin_compatible is False off CUDA, so AWQConfig loads it" if v >= CUDA_ONLY else
+               "AWQ Marlin off CUDA is not modelled before 0.7.0")
+        _refuse(gpu, f"vLLM {version} refuses this 8-bit AWQ checkpoint on {gpu.name}: {why} ({AWQ_4BIT})")
+    if not nvidia or cap is None or cap >= MARLIN_CC:
+        return
+    seen = f"{gpu.name}'s compute capability {cap[0]}.{cap[1]}"
+    if v == BLIND and _marlin_group(q):
+        _refuse(gpu, f"vLLM 0.5.4 converts this AWQ checkpoint to awq_marlin whatever the GPU (its Marlin test reads "
+                     "Marlin's own minimum, 80, as the device's) and then refuses it at start-up: \"The quantization "
+                     f"method awq_marlin is not supported for the current GPU. Minimum capability: 80\" ({seen}); "
+                     f"{arg('engine_version')} 0.5.3 or 0.5.5+ loads it with AWQConfig")
+    if q.method == "int8":
+        _refuse(gpu, f"vLLM {version} refuses this 8-bit AWQ checkpoint below compute capability 8.0 ({seen}): AWQ "
+                     f"Marlin needs 8.0, so AWQConfig loads it ({AWQ_4BIT}); SGLang loads it, or a GPU of 8.0+ "
+                     f"with {arg('engine_version')} {WHERE.split(' on ')[0]}")
+    if cap < AWQ_CC:
+        _refuse(gpu, f"vLLM {version} refuses AWQ below compute capability 7.5 ({seen}): \"The quantization method "
+                     "awq is not supported for the current GPU. Minimum capability: 75\" (AWQConfig)")
+
+
+def _refuse(gpu, why: str) -> None:
+    raise KvplanError(why, EXIT_USAGE, param="gpu", value=getattr(gpu, "key", None))
+
+
+def reads_capability(model, version: tuple[int, ...]) -> bool:
+    """Whether check_gpu read a compute capability (an AWQ checkpoint on a release through 0.11.2): where the
+    profile leaves it out, the plan says what it assumed (kvplan.engines.vllm.overhead.missing_facts)."""
+    return _awq(model) and version <= LAST_READ

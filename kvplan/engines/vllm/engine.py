@@ -32,7 +32,8 @@ from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
 from kvplan.engines.vllm import (
-    api_servers, awq_bits, command, gdn_ba, gptq_order, multimodal, plan_notes, pre_mla, quant_methods, uma,
+    api_servers, awq_bits, command, gdn_ba, gptq_order, moe_padding, multimodal, plan_notes, pre_mla, quant_methods,
+    uma,
 )
 from kvplan.engines.vllm.pool import (  # noqa: F401
     BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
@@ -259,8 +260,10 @@ class Vllm(Engine):
         return vllm_rule(model, parse_version(self.version or DEFAULT_VERSION))
 
     def settings(self, model, gpu, dep, req) -> Settings:
-        """The release's settings, once its quantization methods hold the plan's (kvplan.engines.vllm.quant_methods)."""
+        """The release's settings, once its quantization methods hold the plan's (kvplan.engines.vllm.quant_methods)
+        and its AWQ config on `gpu` loads the checkpoint (kvplan.engines.vllm.awq_bits)."""
         quant_methods.check_release(model, req, self.version or self.default_version, defaulted=self.version is None)
+        awq_bits.check_gpu(model, self.version or self.default_version, gpu)
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
@@ -278,7 +281,8 @@ class Vllm(Engine):
             chunk = [PlanWarning.literal(st.mla_note), *chunk]
         ba = gdn_ba.note(model, dep.tp, dep.pp, st.v, gpu, st.weight_dtype)  # in_proj_ba whole on every rank
         return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)),
-                *([PlanWarning(states)] if states else []), *chunk, *ba, *plan_notes.refined(model, dep, st), *self._eager())
+                *([PlanWarning(states)] if states else []), *chunk, *ba, *plan_notes.refined(model, dep, st),
+                *moe_padding.note(model, dep, st), *self._eager())
 
     def _eager(self) -> tuple:
         """enforce_eager, said where the speed figures cannot follow it: the corpus fit skips every run stating its

@@ -51,7 +51,7 @@ from kvplan.engines.vllm.runner import priced_v2
 from kvplan.engines.vllm.mxfp4 import (  # noqa: F401  (the MXFP4 backends' rules, re-exported)
     backend_for, nvidia_capability as _nvidia_capability, weights_repack_extra)
 from kvplan.engines import fp8_blocks
-from kvplan.engines.vllm import gdn_ba, v0_mla
+from kvplan.engines.vllm import awq_bits, gdn_ba, v0_mla
 from kvplan.engines.vllm.load_split import load_limit, load_tensors
 from kvplan.engines.vllm.cudagraphs import (  # noqa: F401  (vLLM's CUDA-graph estimate, re-exported)
     CUDAGRAPH_BASE, CUDAGRAPH_FIRST_PIECEWISE, CUDAGRAPH_PER_GRAPH_LAYER, CUDAGRAPH_PER_LAYER, FA_MAX_SPLITS,
@@ -306,6 +306,7 @@ def missing_facts(model, dep, st) -> tuple[str, ...]:
     out = []
     sampler_cc = v2 and v2_capability_read(v, gpu, fi)  # FlashInfer's sampler asks for 8.0-12.1 (0.33's V2)
     ba = gdn_ba.reads_capability(model, v, dep.tp, gpu, wd)  # AWQ's Marlin override, 0.22-0.23
+    ba = ba or awq_bits.reads_capability(model, v)  # AWQ's config by capability through 0.11.2
     if (kernels or workspace or sampler_cc or ba) and nvidia and fact_missing(gpu, "compute_capability"):
         out.append("compute_capability")
     if workspace and nvidia and fact_missing(gpu, "interconnect.kind"):

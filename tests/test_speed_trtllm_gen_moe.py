@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kvplan.speed.corpus import trtllm_gen_moe
+from kvplan.speed.corpus import own_moe_kernel
 from kvplan.speed.terms import TERMS, Shape, features
 
 EXPERTS, GROUPED = TERMS.index("experts"), TERMS.index("grouped")
@@ -20,10 +20,10 @@ EXPERTS, GROUPED = TERMS.index("experts"), TERMS.index("grouped")
 
 def test_the_stated_runner_names_trtllm_gen_only_for_sglang():
     sgl = SimpleNamespace(engine="sglang", flags={"moe_runner_backend": "flashinfer_trtllm"})
-    assert trtllm_gen_moe(sgl)
-    assert not trtllm_gen_moe(replace_flags(sgl, {"moe_runner_backend": "triton"}))
-    assert not trtllm_gen_moe(replace_flags(sgl, {}))  # the default is not read as the flag
-    assert not trtllm_gen_moe(SimpleNamespace(engine="vllm", flags=sgl.flags))  # no such flag read for vLLM
+    assert own_moe_kernel(sgl)
+    assert not own_moe_kernel(replace_flags(sgl, {"moe_runner_backend": "triton"}))
+    assert not own_moe_kernel(replace_flags(sgl, {}))  # the default is not read as the flag
+    assert not own_moe_kernel(SimpleNamespace(engine="vllm", flags=sgl.flags))  # no such flag read for vLLM
 
 
 def replace_flags(case, flags):

@@ -66,10 +66,18 @@ PREFIX_CACHE_OFF = {"sglang": "disable_radix_cache"}  # the flag that turns an e
 BOOL_FLAGS = ("enable_attention_dp", "disable_custom_all_reduce", *DP_ATTENTION.values(), *PREFIX_CACHE_OFF.values(),
               *(key for key, _ in GRAPHS_OFF.values()))  # true / false only (_on; model.NCCL_FLAGS; fields.GRAPHS_OFF)
 ATTENTION_BACKEND = {"sglang": "attention_backend"}  # the flag that names an engine's attention backend
-# The flag that names an engine's MoE kernel, and the values that run TensorRT-LLM-gen's fused MoE through FlashInfer
-# (trtllm_fp8_block_scale_moe / trtllm_fp4_block_scale_moe: sgl-project/sglang@dec8155f6d073c78b0c7fd94953b838eccbdf9df
-# :python/sglang/srt/layers/moe/moe_runner/flashinfer_trtllm.py, fused_experts_none_to_flashinfer_trtllm_fp8)
-MOE_RUNNER, TRTLLM_GEN_MOE = {"sglang": "moe_runner_backend"}, ("flashinfer_trtllm",)
+# The flag that names an engine's MoE kernel, and the values that run a kernel other than the Triton fused_moe whose
+# shortfall at few tokens an expert the SGLang sets' `grouped` t0 is fitted on (fused_experts_impl pads each expert's
+# tokens to a BLOCK_SIZE_M tile with moe_align_block_size: the 0.5.8.post1 wheel's
+# `srt/layers/moe/fused_moe_triton/fused_moe.py` L441-443): flashinfer_trtllm, TensorRT-LLM-gen's fused MoE through
+# FlashInfer (trtllm_fp8_block_scale_moe / trtllm_fp4_block_scale_moe:
+# sgl-project/sglang@dec8155f6d073c78b0c7fd94953b838eccbdf9df:python/sglang/srt/layers/moe/moe_runner/flashinfer_trtllm.py,
+# fused_experts_none_to_flashinfer_trtllm_fp8), and
+# triton_kernel, OpenAI's triton_kernels: an unquantized MoE's apply() hands a `triton_kernel` runner to
+# moe_runner/triton_kernels.py (0.5.8.post1 `srt/layers/quantization/unquant.py` L340-351), whose
+# triton_kernel_fused_experts(_with_bias) runs the two expert GEMMs as matmul_ogs calls over the routing's gather /
+# scatter indices, no moe_align_block_size (`srt/layers/moe/fused_moe_triton/triton_kernels_moe.py` L77-162, L220-306).
+MOE_RUNNER, OWN_MOE_KERNELS = {"sglang": "moe_runner_backend"}, ("flashinfer_trtllm", "triton_kernel")
 TRAIN_SHARE = 70  # percent of sources (by hash) the coefficients are fitted on
 def in_training(source_id: str) -> bool:
     """The split rule: a source trains when the first two bytes of sha256(id), as a number, mod 100 < 70."""
@@ -128,11 +136,13 @@ def attention_backend(case: Case) -> str | None:
     return str(value) if value else None
 
 
-def trtllm_gen_moe(case: Case) -> bool:
-    """Whether a case's run names TensorRT-LLM-gen's fused MoE as its MoE kernel (MOE_RUNNER, TRTLLM_GEN_MOE), whose
-    shortfall at few tokens an expert is not the one its engine's set fits (kvplan.speed.terms, `grouped`)."""
+def own_moe_kernel(case: Case) -> bool:
+    """Whether a case's run names a MoE kernel of its own (MOE_RUNNER, OWN_MOE_KERNELS: TensorRT-LLM-gen's fused MoE,
+    triton_kernels' matmul_ogs), whose shortfall at few tokens an expert is not the one its engine's set fits
+    (kvplan.speed.terms, `grouped`). Only a stated runner is read: SGLang's own pick where none is given (gpt-oss's
+    triton_kernel on Hopper for an MXFP4 checkpoint) was tried and not adopted (docs/speed-history.md)."""
     key = MOE_RUNNER.get(case.engine)
-    return bool(key) and str((case.flags or {}).get(key) or "") in TRTLLM_GEN_MOE
+    return bool(key) and str((case.flags or {}).get(key) or "") in OWN_MOE_KERNELS
 
 
 # Engines whose data-parallel ranks a run states with the engine's own size flag are one engine's ranks, not the

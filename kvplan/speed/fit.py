@@ -23,7 +23,7 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.readers.chat_format import chat_format
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import (DEFAULT_MAX_SEQS, Case, attention_backend, attention_dp, in_training, prefix_cache,
-                                 trtllm_gen_moe)
+                                 own_moe_kernel)
 from kvplan.speed.eras import fitted_with, own_terms, unused_terms
 from kvplan.speed.frontend import ingress_queue, ingress_rate, native_chat
 from kvplan.speed.load import combos, decode_context, value
@@ -108,7 +108,7 @@ class Built:
             self.shape = replace(self.shape, oneshot_latency_s=0.0, oneshot_max_bytes=0, allreduce=())
         if fp8_context_fmha(case) and gpu.dense_flops.get("fp8") and gpu.fp8 is not False:  # FP8 context attention
             self.shape = replace(self.shape, prefill_attn_rate=read_flops(gpu, "fp8"))
-        if trtllm_gen_moe(case):  # TensorRT-LLM-gen's fused MoE: not the kernel the set's `grouped` t0 is fitted on
+        if own_moe_kernel(case):  # TensorRT-LLM-gen's, triton_kernels': not the kernel the set's `grouped` t0 fits
             self.shape = replace(self.shape, grouped_shortfall=False)
         room = gpu.memory_usable_bytes * 0.9 - (s.dense_bytes + s.expert_bytes) / case.pp - OVERHEAD_BYTES
         per_seq = max(1, s.kv_bytes_per_token) * max(1.0, load.isl + load.osl) + s.state_bytes_per_seq

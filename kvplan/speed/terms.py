@@ -41,8 +41,8 @@ the order of `TERMS`:
              than its weights (MXFP4 experts with bf16 or FP8 activations, kvplan.speed.mxfp4): its shortfall
              at few tokens an expert is reading those weights, the same bytes as a kernel whose activations
              match them, so the term stays the multiple of the expert read it is for every other checkpoint
-             (a run that states TensorRT-LLM-gen's fused MoE under SGLang has none: `grouped_shortfall` False,
-             kvplan.speed.corpus.trtllm_gen_moe; the t0 is SGLang's Triton grouped GEMM's, not that kernel's)
+             (a run that states TensorRT-LLM-gen's fused MoE or triton_kernels' matmul_ogs under SGLang has none:
+             `grouped_shortfall` False, kvplan.speed.corpus.own_moe_kernel; the t0 is SGLang's Triton fused_moe's)
   comm       tensor-parallel all-reduces (2 per layer, ring: 2(n-1)/n x bytes / per-direction link
              bandwidth) and expert-parallel dispatch + combine ((n-1)/n x bytes each), the latter only where the
              experts span data-parallel replicas (ep > tp: `moves_tokens`); no tensor-parallel bandwidth term where the
@@ -138,7 +138,7 @@ class Shape:
     link_bandwidth: float = 0.0  # bytes/s one direction; 0: no link (one GPU)
     link_latency_s: float = 0.0  # per collective call
     moe_block_m: int = 0  # expert rows a MoE kernel's tile takes, re-reading the expert's weights per tile; 0: none
-    grouped_shortfall: bool = True  # False: a MoE kernel the set's `grouped` t0 was not fitted on (TensorRT-LLM-gen's)
+    grouped_shortfall: bool = True  # False: a MoE kernel the set's `grouped` t0 was not fitted on (own_moe_kernel)
     fused_allreduce: bool = False  # tensor-parallel all-reduces inside the row-parallel GEMMs: no bandwidth term
     allreduce: tuple = ()  # ((message bytes, seconds), ...) one measured all-reduce among the tp ranks; (): the ring
     oneshot_latency_s: float = 0.0  # per tensor-parallel call of the engine's custom all-reduce; 0: the ring's

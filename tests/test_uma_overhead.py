@@ -67,3 +67,11 @@ def test_the_plan_without_an_engine_claims_no_start_up_check():
     said = _said(None)
     assert "refuses to start" not in said
     assert "subtracts nothing for what the OS, its page cache and other processes hold" in said
+
+
+def test_the_total_is_said_to_be_the_profiles():
+    # GB10 totals by system software: 119.70 GiB (TensorRT-LLM 1.1.0rc3 log, jeansblog/trt_llm@661401c2), 119.56
+    # (vllm#48140), 121.69 (the 2026-08/09 vLLM reports the profile keeps); vLLM and TensorRT-LLM read the device's own
+    # (cudaMemGetInfo) when they run, so every engine's plan says the figure is the profile's
+    for engine in (None, "vllm", "sglang", "trtllm", "llamacpp"):
+        assert "121.69 GiB (the profile's total; the device's own, read at run time" in _said(engine), engine

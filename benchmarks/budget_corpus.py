@@ -96,6 +96,8 @@ def predict(rec: dict, log) -> dict | None:
                   kv_dtype=canonical_kv_dtype(kv, model.dtype) if kv and kv != "auto" else None,
                   weight_dtype=canonical_weight_dtype(rec["weights"]) if rec.get("weights") else None)
     opts = {k: str(flags[k]) for k in ("max_num_batched_tokens", "max_num_seqs", "enforce_eager") if k in flags}
+    if flags.get("quantization") == "awq":  # vLLM's --quantization awq: AWQ's own kernel (vllm.awq_dequant)
+        opts["awq_kernel"] = "awq"
     if rec.get("mxfp4_backend"):  # the MXFP4 kernel the record names, not the release's choice on the GPU
         opts["mxfp4_backend"] = rec["mxfp4_backend"]
     if rec.get("flashinfer_sampler") is not None:  # the sampler path the log names
@@ -113,7 +115,8 @@ def predict(rec: dict, log) -> dict | None:
             "non_torch": res.settings["overhead_non_torch"],
             **_consumed(res, loaded, parse_version(str(version))),
             "cudagraph_estimate": vllm_overhead.cudagraph_estimate(layers, model, dep.tp, res.settings["max_num_seqs"],
-                                                                   gpu, req.weight_dtype),
+                                                                   gpu, req.weight_dtype,
+                                                                   awq_forced=res.settings["awq_forced"]),
             "available_kv": res.plan.kv_memory_bytes_per_gpu}
 
 

@@ -51,6 +51,8 @@ def serve_args(engine, plan, model, settings: dict, gpu=None) -> list[str]:
         args += vllm_flag(model.speculative)
     if settings.get("max_capture"):  # the engine option max_cudagraph_capture_size (vllm.capture_list)
         args += ["--max-cudagraph-capture-size", str(settings["max_capture"])]
+    if settings.get("awq_forced"):  # the engine option awq_kernel=awq (vllm.awq_dequant)
+        args += ["--quantization", "awq"]
     if r.lora is not None:
         args += lora_flags(r.lora, settings["version"], model)
     args += v0_flag(parse_version(settings["version"]), settings.get("chunked_prefill_asked"))  # V0's switch

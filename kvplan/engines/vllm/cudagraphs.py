@@ -22,6 +22,9 @@ around each; `per_graph = max(second drop, 1 MiB)` and
 * The first PIECEWISE capture, at the largest size, grows the pool by the forward pass's activations (the first
   allocations in an empty pool) and the driver's memory for its piece graphs: a fitted constant
   (`CUDAGRAPH_FIRST_PIECEWISE`); kvplan has no rule for the pool's growth there.
+* Where AWQ's own kernel runs (vLLM's --quantization awq, engine option awq_kernel=awq), the first PIECEWISE capture
+  also holds a rank's largest linear dequantized to fp16, which AWQConfig builds from 256 tokens a step
+  (kvplan.engines.vllm.awq_dequant; `awq.py` 0.19.0 L268-273): the constant plus those bytes.
 * The first FULL capture runs second, in the same pool: the activations find the blocks the PIECEWISE capture
   freed, so it adds what they cannot hold, FA3's fp32 split-KV accumulator (`fa_split_accumulator`, allocated only
   in FULL graphs: `v1/attention/backends/flash_attn.py` max_num_splits L326-346, L391-404), and one more graph:
@@ -42,6 +45,8 @@ from __future__ import annotations
 
 from kvplan.core.intmath import round_up
 from kvplan.hardware.facts import vendor_of
+from kvplan.engines.vllm import awq_dequant
+from kvplan.engines.vllm.awq_dequant import dequant_bytes
 from kvplan.engines.vllm.capture_list import capture_list, decode_sizes, grid, list_note
 from kvplan.engines.vllm.runner import graph_note
 from kvplan.model.layers import Kind
@@ -139,7 +144,7 @@ def per_graph_cost(model, layers_on_rank: int, weight_dtype: str | None = None) 
 
 def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seqs: int = 1024, gpu=None,
                        weight_dtype: str | None = None, shape: tuple = (), tokens: int | None = None,
-                       v: tuple = (0, 21, 0), asked: int | None = None) -> int:
+                       v: tuple = (0, 21, 0), asked: int | None = None, awq_forced: bool = False) -> int:
     """vLLM's "Estimated CUDA graph memory" for one rank (bytes), whether or not it is subtracted.
 
     With the model: the larger first capture (the PIECEWISE constant, or FA3's accumulator plus one FULL graph)
@@ -147,20 +152,40 @@ def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seq
     plus a cost per decoder layer). `shape`, ((mode, graphs, largest), ...) as a log's "Profiling CUDA graph
     memory:" line states it or its graph mode implies (kvplan.engines.vllm.log_graphs), replaces the counts kvplan
     derives from max_num_seqs, max_num_batched_tokens (`tokens`), release v and a user's max_cudagraph_capture_size
-    (`asked`) (`logged_counts`); a shape with no PIECEWISE or FULL graph is priced at 0."""
+    (`asked`) (`logged_counts`); a shape with no PIECEWISE or FULL graph is priced at 0. `awq_forced`: AWQ's own
+    kernel runs (kvplan.engines.vllm.awq_dequant), whose fp16 weight copy the first PIECEWISE capture holds."""
     if model is None:
         return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
     if shape:
         n_piecewise, n_full, full_top = logged_counts(shape)
         if not (n_piecewise or n_full):  # no decoder graphs (cudagraph_mode NONE): vLLM's estimate is 0
             return 0
+        pw_top = next((top for mode, _, top in shape if mode == "PIECEWISE"), 0)
     else:
         piecewise, full = cudagraph_counts(model, max_num_seqs, tokens, v, gpu, asked)
         n_piecewise, n_full, full_top = len(piecewise), len(full), max(full, default=0)
+        pw_top = max(piecewise, default=0)
     per_graph = per_graph_cost(model, layers_on_rank, weight_dtype)
     first_full = fa_split_accumulator(model, tp, full_top, gpu) + per_graph if n_full else 0
+    first_piecewise = CUDAGRAPH_FIRST_PIECEWISE + dequant_bytes(model, tp, pw_top, awq_forced)
     further = max(0, n_piecewise - 1) + max(0, n_full - 1)
-    return int(max(CUDAGRAPH_FIRST_PIECEWISE, first_full) + per_graph * further)
+    return int(max(first_piecewise, first_full) + per_graph * further)
+
+
+def first_capture_tokens(model, st) -> int:
+    """The largest PIECEWISE capture the plan prices (the logged shape's, else kvplan's list; 0: none)."""
+    if st.graph_shape:
+        return next((top for mode, _, top in st.graph_shape if mode == "PIECEWISE"), 0)
+    piecewise = cudagraph_counts(model, st.max_num_seqs, st.max_num_batched_tokens, st.v, st.gpu, st.max_capture)[0]
+    return max(piecewise, default=0)
+
+
+def awq_note(model, tp: int, st) -> tuple[str, ...]:
+    """The line on AWQ's dequantized weight in the first capture, where the plan forces AWQ's own kernel."""
+    if not getattr(st, "awq_forced", False):
+        return ()
+    line = awq_dequant.note(model, tp, first_capture_tokens(model, st), True)
+    return (line,) if line else ()
 
 
 def logged_counts(shape: tuple) -> tuple[int, int, int]:
@@ -192,7 +217,7 @@ def graph_notes(model, dep, st) -> tuple[str, ...]:
     mib = per_graph_cost(model, layers, st.weight_dtype) / MIB
     fitted = (f"CUDA-graph estimate: vLLM measures it (free-memory drops of two captures per mode); kvplan prices "
               f"{mib:.0f} MiB a further graph, a per-layer driver cost fitted on H100 logs of 0.19, not derived")
-    notes = (fitted, *((off,) if (off := off_fa3_note(st.gpu, model)) else ()))
+    notes = (fitted, *((off,) if (off := off_fa3_note(st.gpu, model)) else ()), *awq_note(model, dep.tp, st))
     if not has_recurrent_layers(model):
         return notes
     return (*notes, "CUDA-graph estimate of a hybrid: the fit saw attention layers only; a recurrent layer "
@@ -205,7 +230,8 @@ def graph_notes(model, dep, st) -> tuple[str, ...]:
 # The training logs off FA3 that print vLLM's estimate, kvplan's error on each (benchmarks/budget_corpus.py --train;
 # tests/test_vllm_graphs_off_fa3.py ties these to the rows): the fit cannot be read off them, they differ in more
 # than the backend (docs/budget.md round 36)
-OFF_FA3_TRAINING = (("A100, tp 2, AWQ's own dequantizing kernel", -37), ("RTX A5000", 34), ("T4, 0.30's V2 runner", 57))
+OFF_FA3_TRAINING = (("A100, tp 2, AWQ's own kernel forced, its fp16 copy priced", -14), ("RTX A5000", 34),
+                    ("T4, 0.30's V2 runner", 57))
 
 
 def off_fa3_note(gpu, model=None) -> str | None:

@@ -12,6 +12,7 @@ from kvplan.engines.emit import kv_dtype_arg
 from kvplan.engines.options import opt_bytes, opt_choice
 from kvplan.engines.vllm import multimodal
 from kvplan.engines.vllm.cache_dtype import check_flag
+from kvplan.engines.vllm.awq_dequant import forced as awq_forced
 from kvplan.engines.vllm.capture_list import asked_max
 from kvplan.engines.vllm.deepseek_v4 import BLOCK as V4_BLOCK
 from kvplan.engines.vllm.mxfp4 import BACKENDS as MXFP4_BACKENDS
@@ -31,7 +32,8 @@ VERSIONS = ("0.5.0", "0.6.6", "0.8.5", "0.10.1", "0.11.0", "0.15.0", "0.19.1", "
 DEFAULT_VERSION = "0.33.0"
 OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling", "limit_mm_per_prompt",
         "mm_processor_cache_gb", "flashinfer_sampler", "os_memory", "host_growth", "page_cache",
-        "mxfp4_backend", "model_runner", "enable_chunked_prefill", "use_v1", "max_cudagraph_capture_size", *STATE_OPTS)
+        "mxfp4_backend", "model_runner", "enable_chunked_prefill", "use_v1", "max_cudagraph_capture_size", "awq_kernel",
+        *STATE_OPTS)
 
 
 def _device_name(gpu) -> str:
@@ -135,4 +137,5 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     v0_chunk_note=chunk_note, chunked_prefill_asked=asked,
                     engine_note=engine_note(v, found, use_v1, v1, gpu, has_mla), use_v1=use_v1,
                     **dict(zip(STATE_OPTS, state_options(opts, v))), ssm_dtype_read=read_ssm_dtype(model),
-                    graph_shape=tuple(explicit.get("graph_shape") or ()), max_capture=asked_max(opts, v))
+                    graph_shape=tuple(explicit.get("graph_shape") or ()), max_capture=asked_max(opts, v),
+                    awq_forced=awq_forced(opts, model, req.weight_dtype, v))

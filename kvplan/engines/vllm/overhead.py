@@ -228,7 +228,8 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
                           flashinfer_sampler=getattr(st, "flashinfer_sampler", None), mxfp4_backend=named,
                           weight_dtype=wd, v2=v2, v1=st.v1)
     graphs = (cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, gpu, wd, getattr(st, "graph_shape", ()),
-                                 st.max_num_batched_tokens, v, getattr(st, "max_capture", None))
+                                 st.max_num_batched_tokens, v, getattr(st, "max_capture", None),
+                                 getattr(st, "awq_forced", False))
               if st.cudagraphs else 0)
     nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens,
                    st.v1)

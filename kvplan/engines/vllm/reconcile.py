@@ -18,6 +18,7 @@ from kvplan.engines.log_weights import log_weight_dtype
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 from kvplan.engines.vllm import releases as vllm_releases
 from kvplan.engines.vllm import load_split
+from kvplan.engines.vllm.cudagraphs import awq_note
 from kvplan.engines.vllm.log_graphs import graph_note, planned_shape, seqs_from_shape
 from kvplan.engines.vllm.non_torch import CORPUS_CAPABILITY, corpus_gpu, dtype_bytes, fi_allreduce_workspace
 from kvplan.engines.vllm.sampler import CORPUS_SM_COUNT, triton_buffer_bytes
@@ -39,6 +40,7 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
     opts += [f"mxfp4_backend={s['mxfp4_backend']}"] if s.get("mxfp4_backend") else []  # the kernel the log names
     opts += ["model_runner=v1"] if s.get("runner_fallback") else []  # the log says V2 fell back to V1 (vllm.runner)
     opts += ["enforce_eager=true"] if s.get("enforce_eager") is True else []  # its engine config or non-default args
+    opts += ["awq_kernel=awq"] if s.get("quantization") == "awq" else []  # AWQConfig's own kernel (vllm.awq_dequant)
     explicit = {"gpu_memory_utilization": gmu, "block_size": s.get("block_size"), "graph_shape": rec.graph_shape}
     engine = resolve_engine("vllm", version, opts, **explicit)
     if s.get("runner_fallback"):  # vLLM's own word on its model runner (config/vllm.py use_v2_model_runner)
@@ -67,7 +69,7 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
         stand_in = _corpus_stand_in(out, model, dep, engine.settings(model, stand_in, dep, req))
     st = engine.settings(model, stand_in, dep, req)
     res = engine.result(model, stand_in, dep, req)
-    out.notes += [n for n in (graph_note(rec, model, st),) if n]
+    out.notes += [n for n in (graph_note(rec, model, st),) if n] + list(awq_note(model, dep.tp, st))
     _vllm_budget_rows(out, r, res, st, gpu)
     # the weights row's segment tails under the load's split limit, a CUDA run assumed where the vendor is unknown
     out.notes += [n for n in (load_split.note(model, dep, st),) if n]
@@ -281,7 +283,7 @@ def _term_rows(out, r, ours, model, dep, st, summary: bool = False):
     it subtracted (gpu_worker.py 0.27.0 L527-529, 0.30.0 L616-618, 0.33.0 L748-750), so kvplan's figure adds its own."""
     layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, st.gpu, st.weight_dtype, st.graph_shape,
-                                st.max_num_batched_tokens, st.v, st.max_capture)
+                                st.max_num_batched_tokens, st.v, st.max_capture, st.awq_forced)
     peak, peak_label = ours["overhead_activation_peak"], "activation peak of the profile run"
     if summary and st.v >= (0, 27, 0):
         peak, peak_label = peak + ours["overhead_cudagraphs"], "peak activation as printed (profile peak + graph est.)"

@@ -68,6 +68,9 @@ class Settings:
     # --max-cudagraph-capture-size as the engine option max_cudagraph_capture_size gives it (None: vLLM's default,
     # kvplan.engines.vllm.capture_list)
     max_capture: int | None = None
+    # AWQ's own kernel forced (engine option awq_kernel=awq, vLLM's --quantization awq): its fp16 weight copy in the
+    # first CUDA-graph capture (kvplan.engines.vllm.awq_dequant)
+    awq_forced: bool = False
     ssm_dtype_read: str = ""  # the reader's temporal-state type (the speed fit prices vLLM's corpus runs in it)
 
     @cached_property  # (read for every block count of a max-context search: parsed once)

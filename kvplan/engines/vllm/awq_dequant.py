@@ -1,0 +1,72 @@
+"""AWQ's own kernel (vLLM's AWQConfig, `--quantization awq`): the fp16 copy of a weight its first CUDA graph holds.
+
+Why: vLLM runs an AWQ checkpoint with Marlin where it can, but `--quantization awq` forces AWQConfig ("Detected that
+the model can run with awq_marlin, however you specified quantization=awq explicitly, so forcing awq", 0.19.0 wheel
+`model_executor/layers/quantization/awq_marlin.py` L248-256). AWQConfig's linear method, for a step of 256 tokens or
+more, dequantizes the whole weight to the activation dtype and multiplies with torch.matmul (`awq.py` 0.19.0
+L268-273: `FP16_MATMUL_HEURISTIC_CONDITION = x.shape[:-1].numel() >= 256`, `ops.awq_dequantize(...)`). vLLM profiles
+its CUDA-graph memory by capturing the largest size first into an empty pool (kvplan.engines.vllm.cudagraphs), so
+that capture holds a rank's largest dequantized linear beside its activations (the smaller ones reuse its block,
+freed after each matmul); the second capture of a mode reuses it too, so only the first capture grows.
+
+Priced for dense attention models (qkv, o, gate_up and down, each split over tp as vLLM splits them); refused for a
+MoE, MLA or recurrent model (their AWQ paths are other methods, not read) and from 0.24.0, where `awq` loads as
+AutoAWQConfig (kvplan.engines.vllm.gdn_ba), whose forced path was not read. The engine option is `awq_kernel`
+(`marlin`, vLLM's default; `awq`, the forced kernel); a check-log run takes it from the log's `quantization: awq`.
+"""
+
+from __future__ import annotations
+
+from kvplan.engines.options import _bad_opt, opt_choice
+from kvplan.model.layers import Kind
+
+THRESHOLD = 256  # tokens a step from which AWQConfig dequantizes (awq.py 0.19.0 L269)
+READ_BEFORE = (0, 24, 0)  # AutoAWQConfig from here (not read)
+KERNELS = ("marlin", "awq")
+_DENSE_KINDS = (Kind.FULL, Kind.SLIDING, Kind.CHUNKED)
+
+
+def forced(opts: dict, model, weight_dtype: str | None, v: tuple) -> bool:
+    """Whether the plan runs AWQConfig's own kernel (engine option awq_kernel=awq); a one-line refusal where it is
+    asked of weights that are not 4-bit AWQ (or int4 planned on a 16-bit model's shapes), of a model whose AWQ path
+    kvplan did not read, or of a release from 0.24.0."""
+    if opt_choice(opts, "awq_kernel", "marlin", KERNELS) != "awq":
+        return False
+    q = model.quantization
+    planned = weight_dtype or q.method
+    if planned != "int4" or q.quant_method not in ("", "awq"):
+        raise _bad_opt("awq_kernel", "awq", "needs 4-bit AWQ weights (an AWQ checkpoint, or int4 weights planned)")
+    if v >= READ_BEFORE:
+        raise _bad_opt("awq_kernel", "awq", "is read through vLLM 0.23 only (0.24.0 loads AWQ as AutoAWQConfig, "
+                                            "whose forced path kvplan did not read)")
+    if model.params.num_experts or any(la.kind not in _DENSE_KINDS for la in model.layers):
+        raise _bad_opt("awq_kernel", "awq", "is read for dense attention models only (MoE, MLA and recurrent "
+                                            "layers take other AWQ methods)")
+    return True
+
+
+def largest_linear(model, tp: int) -> int:
+    """Elements of a rank's largest linear weight: qkv, o, gate_up (merged) or down, split over tp."""
+    attn = next(la for la in model.layers if la.kind in _DENSE_KINDS)
+    q_width = model.num_attention_heads * attn.head_dim
+    qkv = model.hidden_size * (q_width + 2 * attn.num_kv_heads * attn.head_dim)
+    mlp = model.hidden_size * 2 * model.intermediate_size  # gate_up; down is half of it
+    return max(qkv, q_width * model.hidden_size, mlp) // tp
+
+
+def dequant_bytes(model, tp: int, largest_tokens: int, forced_awq: bool) -> int:
+    """Bytes of the fp16 weight AWQConfig dequantizes in a capture of `largest_tokens` (0 below 256 tokens, or where
+    Marlin runs)."""
+    if not forced_awq or largest_tokens < THRESHOLD:
+        return 0
+    return 2 * largest_linear(model, tp)
+
+
+def note(model, tp: int, largest_tokens: int, forced_awq: bool) -> str | None:
+    """The plan's line on the term, its bytes in MiB, where it applies."""
+    b = dequant_bytes(model, tp, largest_tokens, forced_awq)
+    if not b:
+        return None
+    return (f"CUDA-graph estimate: AWQ's own kernel (awq_kernel awq, vLLM's quantization=awq) dequantizes each "
+            f"weight to fp16 from 256 tokens a step, so the first capture ({largest_tokens} tokens) holds a rank's "
+            f"largest linear, {b / 2**20:.0f} MiB, beside its activations (awq.py 0.19.0 L268-273)")

@@ -1,0 +1,112 @@
+"""AWQ's own kernel forced (vLLM's --quantization awq): the fp16 weight copy its first CUDA-graph capture holds
+(issue 22).
+
+The rule is vLLM's (0.19.0 wheel): `awq_marlin.py` L248-256 keeps AWQConfig where the user asks for `awq` ("so forcing
+awq"), and AWQConfig's apply dequantizes the whole weight and multiplies with torch.matmul from 256 tokens a step
+(`awq.py` L268-273). The record is a training record of the memory corpus (kuuroooo/MindSafe@0083e2df
+logs/vllm_server.log: Meta-Llama-3.1-70B-Instruct-AWQ-INT4, tp 2, --quantization awq, a 40 GB A100 inferred; its
+lines "Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=35 (largest=256)" and "Estimated CUDA graph
+memory: 1.88 GiB total").
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import training_log
+
+from kvplan.core.errors import KvplanError
+from kvplan.engines.logparse import parse_log
+from kvplan.engines.reconcile import reconcile
+from kvplan.engines.vllm import awq_dequant, cudagraphs as cg
+from kvplan.hardware.gpus import find_gpu
+from kvplan.sources.catalog import require_in_catalog
+
+A100_AWQ = "vllm-mindsafe-llama31-70b-awq-tp2-a100"
+SHAPE = (("PIECEWISE", 51, 512), ("FULL", 35, 256))
+MIB, GIB = 2**20, 2**30
+
+
+def test_the_largest_dequantized_linear_of_a_rank():
+    """Llama-3.1-70B at tp 2: gate_up is 8,192 x 2 x 28,672 / 2 = 234,881,024 fp16 elements = 448 MiB; qkv is 8,192 x
+    (64 + 2 x 8) x 128 / 2 = 41,943,040, smaller. Below 256 tokens, or where Marlin runs: nothing."""
+    model = require_in_catalog("llama-3.1-70b")
+    assert awq_dequant.largest_linear(model, 2) == 8192 * 2 * 28672 // 2 == 234_881_024
+    assert awq_dequant.dequant_bytes(model, 2, 512, True) == 448 * MIB
+    assert awq_dequant.dequant_bytes(model, 2, 248, True) == 0  # the 256-token threshold (awq.py L269)
+    assert awq_dequant.dequant_bytes(model, 2, 512, False) == 0
+
+
+def test_the_a100_record_at_its_logged_shape():
+    """kvplan at the log's shape on the A100 (FA2: no split-KV accumulator): 80 layers x 0.126 MiB = 10.08 MiB, up to
+    the 2 MiB page = 12 MiB a further graph; before, 209 MiB + (50 + 34) x 12 = 1,217 MiB = 1.19 GiB against the
+    printed 1.88 (-36.8%); with the forced kernel's copy, 209 + 448 + 84 x 12 = 1,665 MiB = 1.63 GiB (-13.5%). The
+    log's own lines name the forced kernel and the backend; check-log reads `quantization: awq` from its arguments."""
+    model, gpu = require_in_catalog("llama-3.1-70b"), find_gpu("a100-sxm-40")
+    assert cg.per_graph_cost(model, 80, "int4") == 12 * MIB
+    before = cg.cudagraph_estimate(80, model, 2, 256, gpu, "int4", SHAPE)
+    after = cg.cudagraph_estimate(80, model, 2, 256, gpu, "int4", SHAPE, awq_forced=True)
+    assert (before, after) == ((209 + 84 * 12) * MIB, (209 + 448 + 84 * 12) * MIB)
+    assert round(after / (1.88 * GIB) - 1, 3) == -0.135
+    text = training_log(A100_AWQ)
+    assert "specified quantization=awq explicitly, so forcing awq" in text and "Using FlashAttention version 2" in text
+    res = reconcile(parse_log(text), model, gpu, "0.19.0", weight_dtype="int4")
+    row = next(r for r in res.rows if r.quantity.startswith("CUDA graphs"))
+    assert (row.reported, row.predicted) == ("1.88 GiB", "1.63 GiB (estimate)")
+    assert any("first capture (512 tokens) holds a rank's largest linear, 448 MiB" in n for n in res.notes)
+
+
+def test_a_plan_forcing_the_kernel_prices_it_and_says_so():
+    """A plan with engine option awq_kernel=awq at 0.20.1 (the estimate subtracted): 448 MiB more overhead a GPU than
+    Marlin's, and the plan's graph notes say why."""
+    from kvplan import api
+    from kvplan.engines.vllm.engine import Vllm
+    from kvplan.planning.deploy import Deployment
+    from kvplan.planning.plan import Request
+
+    common = dict(gpu="a100-sxm-40", tp=2, engine="vllm", engine_version="0.20.1", weight_dtype="int4", context=8192)
+    marlin = api.plan("llama-3.1-70b", **common)
+    forced = api.plan("llama-3.1-70b", engine_opts={"awq_kernel": "awq"}, **common)
+    assert forced.overhead_bytes_per_gpu - marlin.overhead_bytes_per_gpu == 448 * MIB
+    model, dep = require_in_catalog("llama-3.1-70b"), Deployment(2)
+    st = Vllm("0.20.1", {"awq_kernel": "awq"}, {}).settings(model, find_gpu("a100-sxm-40"), dep,
+                                                          Request(context=8192, weight_dtype="int4"))
+    notes = "\n".join(cg.graph_notes(model, dep, st))
+    assert "AWQ's own kernel (awq_kernel awq" in notes and "first capture (512 tokens)" in notes and "448 MiB" in notes
+
+
+@pytest.mark.parametrize("model_name, version, weight, why", [
+    ("llama-3.1-70b", "0.25.0", "int4", "through vLLM 0.23 only"),
+    ("qwen3-8b", "0.20.1", None, "needs 4-bit AWQ weights"),
+    ("qwen3-30b-a3b", "0.20.1", "int4", "dense attention models only"),
+])
+def test_refused_where_kvplan_did_not_read_the_path(model_name, version, weight, why):
+    """Refused with a reason: AutoAWQConfig (0.24.0+) not read, weights that are not 4-bit AWQ, a MoE model."""
+    from kvplan import api
+
+    with pytest.raises(KvplanError, match=why):
+        api.plan(model_name, gpu="a100-sxm-80", engine="vllm", engine_version=version, weight_dtype=weight,
+                 context=8192, engine_opts={"awq_kernel": "awq"})
+
+
+def test_the_command_asks_for_the_forced_kernel():
+    """An AWQ checkpoint (Llama-3.1-8B's shapes with an AWQ int4 config) planned with awq_kernel=awq: vLLM's command
+    carries `--quantization awq`, the flag that forces AWQConfig; without the option it carries no --quantization
+    (vLLM then picks awq_marlin itself)."""
+    import dataclasses
+
+    from kvplan.engines.vllm.engine import Vllm
+    from kvplan.model.spec import Quantization
+    from kvplan.planning.deploy import Deployment
+    from kvplan.planning.plan import Request
+
+    base = require_in_catalog("llama-3.1-8b")
+    awq = dataclasses.replace(base, quantization=Quantization(method="int4", group_size=128, quant_method="awq"))
+    gpu = find_gpu("a100-sxm-80")
+    for opts, flag in (({"awq_kernel": "awq"}, ["--quantization", "awq"]), ({}, None)):
+        eng = Vllm("0.20.1", opts, {})
+        res = eng.result(awq, gpu, Deployment(), Request(context=8192))
+        args = eng.emit_args(res.plan, awq, res.settings, gpu)
+        if flag:
+            assert args[args.index("--quantization"):args.index("--quantization") + 2] == flag
+        else:
+            assert "--quantization" not in args

@@ -104,7 +104,8 @@ class Quantization:
     block_shapes: tuple[BlockShape, ...] = field(default=(), compare=False)
     # the same checkpoint as an engine that reads its exclusion list by a rule of its own loads it: ((rule, Quantization
     # or the one-line refusal that reading meets), ...); () where no engine reads it otherwise (kvplan.readers.
-    # exclusion_rules: "dotted" and "substring" are SGLang's fp8 / fbgemm_fp8 readings; its engine picks one by release)
+    # exclusion_rules: "dotted" and "substring" are SGLang's fp8 / fbgemm_fp8 readings, and its ModelOpt ones with
+    # "unread", kvplan.readers.modelopt_sglang; its engine picks one by release)
     readings: tuple = field(default=(), compare=False)
 
     def __post_init__(self):  # a catalog JSON gives lists

@@ -82,10 +82,13 @@ def memory_warnings(gpu, usable: int, engine_says_unified: bool = False) -> list
         out.append(PlanWarning("the GPU's {} is a tool's device total (nvidia-smi, OpenCL), not torch's: engines "
                                "see 0.46-1.05 GiB less, so the KV room is an upper bound", (usable,), ("GiB",)))
     if unified(gpu):
-        out.append(PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory); what the engine's "
+        # the total is the profile's (memory_usable_source); an engine reads the device's own when it runs, and on a
+        # unified part the system software sets it (kvplan/hardware/profiles/README.md, Memory)
+        total = "the GPU's {} (the profile's total; the device's own, read at run time, moves with its system software)"
+        out.append(PlanWarning(total + " are shared with the CPU and the OS (unified memory); what the engine's "
                                "budget assumes of that follows", (usable,), ("GiB",), UNIFIED) if engine_says_unified
-                   else PlanWarning("the GPU's {} are shared with the CPU and the OS (unified memory): what the OS, "
-                                    "its page cache and other processes hold comes out of the same pool, and an "
-                                    "engine refuses to start when its utilisation share is not free",
+                   else PlanWarning(total + " are shared with the CPU and the OS (unified memory): this plan's budget "
+                                    "is its utilisation's share of that total, from which it subtracts nothing for "
+                                    "what the OS, its page cache and other processes hold in the same memory",
                                     (usable,), ("GiB",), UNIFIED))
     return out

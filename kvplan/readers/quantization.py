@@ -15,6 +15,7 @@ from kvplan.model.spec import Quantization
 from kvplan.readers.cfg import read_dtype, shown
 from kvplan.readers.exclusion_rules import (LIST_KEYS, SGLANG_BOUNDARY, chosen_keys, exclusion_list, rule, sglang_key,
                                            sglang_key_note, sglang_matcher, skipped_note)
+from kvplan.readers import modelopt_sglang
 from kvplan.readers.modelopt import glob_entry, modelopt_method, modelopt_view, unlisted
 from kvplan.readers.params import _UNGATED, _is_moe_layer, shared_expert_width
 from kvplan.readers.mtp import mtp_entries, names_mtp
@@ -69,7 +70,11 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
     parts = _channel_parts(cfg, tuple(layers), params, experts) if experts is not None and layers else None
     if parts is not None:
         quant = replace(quant, channel_scales=_channel_scales(parts, quant.kept, params))
-    if method not in SGLANG_BOUNDARY or params is None or not layers or quant.method == _dtype(cfg):
+    if params is None or not layers or quant.method == _dtype(cfg):
+        return quant
+    if method == "modelopt":  # SGLang's own key and match (kvplan.readers.modelopt_sglang)
+        return replace(quant, readings=modelopt_sglang.readings(cfg, q, legacy, where, params, tuple(layers), quant))
+    if method not in SGLANG_BOUNDARY:
         return quant
     readings = tuple((r, _sglang_reading(cfg, q, method, where, params, tuple(layers), quant, parts, dotted))
                      for r, dotted in (("dotted", True), ("substring", False)))

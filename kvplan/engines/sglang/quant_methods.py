@@ -8,8 +8,10 @@ VLLM_QUANTIZATION_METHODS); none of the 0.5.16-0.5.23 wheels has fbgemm anywhere
 0.5.16 on cannot load such a checkpoint.
 
 SGLang reads an fp8 or fbgemm_fp8 checkpoint's exclusion list by rules of its own (kvplan.readers.exclusion_rules: its
-key, and its entries at dotted-path boundaries from 0.5.11, as substrings in 0.5.10): the reader keeps both readings
-(`Quantization.readings`) and `as_read` gives the model the one its release makes.
+key, and its entries at dotted-path boundaries from 0.5.11, as substrings in 0.5.10), and a ModelOpt checkpoint's too
+(kvplan.readers.modelopt_sglang: its key by algorithm, is_layer_excluded's glob over dotted words, from 0.5.10; before
+that vLLM's reading, said): the reader keeps the readings (`Quantization.readings`) and `as_read` gives the model the
+one its release makes.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import dataclasses
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.versions import parse_version
+from kvplan.readers.modelopt_sglang import UNREAD
 
 DROPPED = {"fbgemm_fp8": "0.5.16"}  # quant_method -> the first release without it
 LAST = {"fbgemm_fp8": "0.5.15"}  # the last release that loads it
@@ -26,16 +29,26 @@ LAST = {"fbgemm_fp8": "0.5.15"}  # the last release that loads it
 DOTTED_FROM = "0.5.11"
 
 
-def reading(version: str) -> str:
-    """The rule SGLang `version` reads an fp8 / fbgemm_fp8 exclusion list by (kvplan.readers.exclusion_rules)."""
-    return "dotted" if parse_version(version) >= parse_version(DOTTED_FROM) else "substring"
+# the first release whose ModelOpt configs read is_layer_excluded's glob over dotted words (kvplan.readers.
+# modelopt_sglang; 0.5.8.post1's wheel matches otherwise, 0.5.10's as 0.5.23's)
+MODELOPT_FROM = "0.5.10"
+
+
+def reading(version: str, quant_method: str = "") -> str:
+    """The rule SGLang `version` reads an exclusion list by: fp8 / fbgemm_fp8 (kvplan.readers.exclusion_rules) and
+    ModelOpt's from 0.5.10 (kvplan.readers.modelopt_sglang) at dotted-path boundaries or as substrings; ModelOpt's
+    before 0.5.10 by rules not read (modelopt_sglang.UNREAD)."""
+    v = parse_version(version)
+    if quant_method == "modelopt" and v < parse_version(MODELOPT_FROM):
+        return UNREAD
+    return "dotted" if v >= parse_version(DOTTED_FROM) else "substring"
 
 
 def as_read(model, version: str):
     """`model` with its checkpoint as SGLang `version` reads its exclusion list: what it keeps in 16 bits, and a
     one-line refusal where kvplan cannot plan that reading; `model` itself where SGLang reads it as the reader did."""
     q = model.quantization
-    return dataclasses.replace(model, quantization=q.read_by(reading(version))) if q.readings else model
+    return dataclasses.replace(model, quantization=q.read_by(reading(version, q.quant_method))) if q.readings else model
 
 
 def restated(model, version: str, notices) -> tuple[str, ...]:
@@ -44,7 +57,7 @@ def restated(model, version: str, notices) -> tuple[str, ...]:
     q = model.quantization
     if not q.readings:
         return tuple(notices)
-    theirs = dict(q.readings).get(reading(version))
+    theirs = dict(q.readings).get(reading(version, q.quant_method))
     mine = () if theirs is None or isinstance(theirs, str) else theirs.notes
     return (*(n for n in notices if n not in q.notes), *mine)
 

@@ -2,8 +2,11 @@
 
 Read from the released wheels (docs/engines.md 2.1b). SGLang sizes its token pool as `rest = avail_after_load -
 B x (1 - mem_fraction_static)`, B the free memory its scheduler measures before the weights load
-(`model_runner.py` `profile_max_num_token`, 0.5.9 `model_runner_kv_cache_mixin.py` L116-149); so `rest = B x f - D`,
-D the drop of free memory over the load. The free memory is `get_available_gpu_memory`'s (`utils/common.py`):
+(`model_runner.py` `profile_max_num_token`, 0.5.9 `model_runner_kv_cache_mixin.py` L116-149; 0.5.23
+`mem_cache/kv_cache_configurator.py` `_profile_available_bytes` L3007-3038, B `pre_model_load_memory` from
+`distributed/bootstrap.py` L207-212); so `rest = B x f - D`, D the drop of free memory over the load: the fraction is
+a share of B, not of the GPU's total (which only its default fraction reads). The free memory is
+`get_available_gpu_memory`'s (`utils/common.py`):
   * up to 0.5.3: cudaMemGetInfo's free on every GPU;
   * 0.5.4-0.5.8.post1: the OS's `psutil.virtual_memory().available` (MemAvailable: free pages plus the reclaimable
     page cache) where `get_device_sm()` is 87, 110 or 121 ("Orin, Thor, Spark"; 0.5.4 L461, 0.5.8.post1 L513-521),
@@ -76,12 +79,13 @@ def warnings(gpu, st, checkpoint: int) -> tuple[PlanWarning, ...]:
             "the device's own count (torch.cuda.mem_get_info: the kernel's MemFree, page cache counted as used)"
             if vendor_of(gpu) in FLAG_VENDORS else
             "the device's own count (whether this vendor's device reports itself integrated is not read)")
-    base = (f"SGLang {st.version} sizes its pool from {free} before the weights load, times {f:g}: what the OS "
-            f"and other processes hold then costs the pool {f:g} of each GiB; ")
+    base = (f"SGLang {st.version}'s mem_fraction_static {f:g} is a share of the free memory it reads before the "
+            f"weights load, {free}, not of the GPU's total, and its pool is that share less the load's drop of it: "
+            f"what the OS and other processes hold then costs the pool {f:g} of each GiB; ")
     out = [PlanWarning(base + f"kvplan assumed they hold none (state theirs with {arg('engine_opts')} os_memory=SIZE)")
            if st.os_memory is None else
-           PlanWarning(base + "stated os_memory {}, the pool {} smaller", (st.os_memory, int(st.os_memory * f)),
-                       ("GiB", "GiB"))]
+           PlanWarning(base + "stated os_memory {}, the pool {} smaller, beside the overhead (its estimate or "
+                       f"{arg('overhead')})", (st.os_memory, int(st.os_memory * f)), ("GiB", "GiB"))]
     cache = page_cache_bytes(gpu, st.version, st.page_cache, checkpoint)
     if cache:
         said = "as stated" if st.page_cache is not None else "a cold start: caches dropped before it"

@@ -185,7 +185,8 @@ class TrtLlm(Engine):
         """The narrowed DeepSeek-V3 MLP split, where it applies, with the GPUs per node it assumed; on a
         unified-memory GPU the page cache and the OS's share the budget counts (kvplan.engines.trtllm.uma)."""
         said = mlp_split.note(model, dep, gpu)
-        uma = trtllm_uma.warnings(gpu, st.os_memory, st.page_cache, weight_bytes(model).total) \
+        uma = trtllm_uma.warnings(gpu, st.os_memory, st.page_cache, weight_bytes(model).total,
+                                  st.free_gpu_memory_fraction) \
             if trtllm_uma.applies(gpu) or st.os_memory is not None or st.page_cache is not None else ()
         return ((PlanWarning.literal(said),) if said else ()) + tuple(w._replace(topic=UNIFIED) for w in uma)
 
@@ -209,9 +210,10 @@ class TrtLlm(Engine):
 
     def request(self, req, st: Settings, model, dep):
         # kv = (total - weights - overhead) x fraction: the planner's (total - w - o) with utilisation 1,
-        # then scaled by budget().
-        over = req.overhead_bytes if req.overhead_bytes is not None else \
-            self.overhead_estimate(model, dep, st) + st.uma_bytes  # unified memory: cache and OS (trtllm/uma.py)
+        # then scaled by budget(); on a unified-memory GPU the page cache and the OS's share beside the overhead,
+        # estimated or given (--overhead prices activations and runtime, not them: trtllm/uma.py)
+        over = (req.overhead_bytes if req.overhead_bytes is not None else
+                self.overhead_estimate(model, dep, st)) + st.uma_bytes
         return dataclasses.replace(req, gpu_memory_utilization=1.0, block_size=st.tokens_per_block, overhead_bytes=over)
 
     def checkpoint_kv_rule(self, ckv):

@@ -2,13 +2,17 @@
 
 TensorRT-LLM's pool is `(total - peak of the estimation run) x free_gpu_memory_fraction` (kvplan.engines.trtllm.engine),
 the peak holding torch's memory and everything outside it, `total - free - torch reserved`, with free the device's own
-count. On an integrated GPU that count is the kernel's MemFree, which counts the page cache as used
+count: `torch.cuda.mem_get_info()` before and after the estimation run, the fraction applied to `total - peak`
+(NVIDIA/TensorRT-LLM@0004396720054fd8e205cbf616f21f0b57c6b412:tensorrt_llm/_torch/pyexecutor/_util.py,
+`KvCacheCreator.configure_kv_cache_capacity` and `_cal_max_memory`: `(total_gpu_memory - peak_memory + allocated_bytes)
+* fraction`), so what is used outside torch costs the pool the fraction of each byte. On an integrated GPU that count
+is the kernel's MemFree, which counts the page cache as used
 (unslothai/unsloth#10704, a GB10: writing a 60 GiB file moved cuda_free with MemFree 103.25 -> 41.52 GiB while
 MemAvailable went 115.85 -> 115.65), and the training record jeansblog/trt_llm@661401c2 README.md (1.1.0rc3,
 gpt-oss-120b on a GB10, tests/fixtures/logs/corpus/trtllm-jeansblog-gpt-oss-120b-gb10-v110rc3.log) prints it: "Memory
 used after loading model weights (outside torch) ... 49.78 GiB" beside 63.52 GiB inside torch, of a 119.70 GiB device
-total, so 6.40 GiB free, and a 5.95 GiB pool. No MemAvailable branch is read in TensorRT-LLM's source this round:
-the rule below follows that record, not a cited line of code.
+total, so 6.40 GiB free, and a 5.95 GiB pool. The budget's reads are cudaMemGetInfo's alone (no MemAvailable branch
+in the functions cited above), so the record and the source agree.
 
 On an NVIDIA profile with `memory_unified: true` kvplan therefore counts as used, beside the weights and activations:
   * what the OS and other processes hold (engine option `os_memory`; none assumed, said);
@@ -40,8 +44,10 @@ def used_bytes(gpu, os_memory: int | None, page_cache: int | None, checkpoint: i
     return (os_memory or 0) + (checkpoint if page_cache is None else page_cache)
 
 
-def warnings(gpu, os_memory: int | None, page_cache: int | None, checkpoint: int) -> tuple[PlanWarning, ...]:
-    """What a plan assumes of the page cache and the OS on a unified GPU (the options said ignored elsewhere)."""
+def warnings(gpu, os_memory: int | None, page_cache: int | None, checkpoint: int,
+             fraction: float = 0.9) -> tuple[PlanWarning, ...]:
+    """What a plan assumes of the page cache and the OS on a unified GPU, and what free_gpu_memory_fraction is a
+    share of (the options said ignored elsewhere)."""
     given = [k for k, v in (("os_memory", os_memory), ("page_cache", page_cache)) if v is not None]
     if not applies(gpu):
         if given:
@@ -52,11 +58,14 @@ def warnings(gpu, os_memory: int | None, page_cache: int | None, checkpoint: int
     cache = checkpoint if page_cache is None else page_cache
     said = "as stated" if page_cache is not None else "a cold start: caches dropped before it, every rank"
     os_said = "none assumed" if os_memory is None else "as stated"
-    return (PlanWarning("TensorRT-LLM's budget counts the device's own free memory (the kernel's MemFree on a unified "
-                        "GPU: page cache counted as used, as a GB10 record prints it): kvplan counted the checkpoint's "
+    return (PlanWarning(f"TensorRT-LLM's free_gpu_memory_fraction {fraction:g} is a share of what its estimation run "
+                        "leaves free, the total less everything used, both the device's own count read at run time "
+                        "(torch.cuda.mem_get_info: on a unified GPU the kernel's MemFree, page cache counted as used, "
+                        "as a GB10 record prints it): kvplan counted the checkpoint's "
                         f"page cache {{}} ({said}; {arg('engine_opts')} page_cache=SIZE) and what the OS and other "
-                        f"processes hold, {{}} ({os_said}; os_memory=SIZE), as used", (cache, os_memory or 0),
-                        ("GiB", "GiB")),)
+                        f"processes hold, {{}} ({os_said}; os_memory=SIZE), as used beside the overhead (its estimate "
+                        f"or {arg('overhead')}), so each GiB of them costs the pool {fraction:g} GiB",
+                        (cache, os_memory or 0), ("GiB", "GiB")),)
 
 
 # where the weights, the page cache and the OS's share leave no pool (TrtLlm.result)

@@ -318,9 +318,10 @@ class Vllm(Engine):
     def request(self, req, st: Settings, model, dep):
         # the non-KV memory besides the weights: the repacking is booked as weights (loaded_extra)
         total, parts = overhead(model, dep, st)
-        # on a unified-memory GPU, what vLLM also counts of the host's growth during start-up (uma.host_counted)
+        # on a unified-memory GPU, what vLLM also counts of the host's growth during start-up (uma.host_counted),
+        # beside the overhead, estimated or given: --overhead prices activations and runtime, not the host's growth
         host = uma.host_counted(st.gpu, st, weight_bytes(model).total)
-        over = req.overhead_bytes if req.overhead_bytes is not None else total - parts["weights_repack"] + host
+        over = (req.overhead_bytes if req.overhead_bytes is not None else total - parts["weights_repack"]) + host
         req = vllm_cache_dtype.as_cached(req, model)  # MiMo-V2-Flash: the model's own dtype
         # the states' types as the pool holds them (one source of truth: memory and speed read them)
         ssm = vllm_ssm.pool_ssm_dtype(model, st) or req.ssm_dtype

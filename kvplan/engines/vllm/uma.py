@@ -158,19 +158,22 @@ def warnings(gpu, st) -> tuple[PlanWarning, ...]:
     free = ("the OS's MemAvailable (free pages and reclaimable page cache)" if meminfo else
             "the device's own count (torch.cuda.mem_get_info), not the OS's MemAvailable")
     short = "MemAvailable" if meminfo else "that count"
+    share = (f"vLLM {st.version}'s gpu_memory_utilization {gmu:g} is a share of the GPU's total (cudaMemGetInfo's, "
+             "read at run time), and its KV budget is that share less non-KV memory: what the OS and other "
+             "processes hold is not subtracted from it but checked at start-up. ")
     out = []
     if st.os_memory is None:
-        out.append(PlanWarning(f"vLLM {st.version} takes this GPU's free memory from {free}, and starts only "
+        out.append(PlanWarning(share + f"vLLM takes this GPU's free memory from {free}, and starts only "
                                f"if it is at least {gmu:g} x {{}} = {{}} when its worker starts: kvplan assumed the OS "
                                f"and other processes hold at most {{}} then (state theirs with {arg('engine_opts')} "
                                "os_memory=SIZE)", (total, need, os_room(total, gmu)),
                                ("GiB", "GiB", "GiB")))
     elif refuses(gpu, st):
-        out.append(PlanWarning(f"vLLM would refuse to start: with the OS and other processes holding {{}} "
+        out.append(PlanWarning(share + f"vLLM would refuse to start: with the OS and other processes holding {{}} "
                                f"(os_memory), {free} is {{}}, below the {gmu:g} x {{}} = {{}} it requests",
                                (st.os_memory, total - st.os_memory, total, need), ("GiB", "GiB", "GiB", "GiB")))
     else:
-        out.append(PlanWarning(f"vLLM {st.version} starts: the OS and other processes holding {{}} (os_memory) leave "
+        out.append(PlanWarning(share + f"vLLM starts: the OS and other processes holding {{}} (os_memory) leave "
                                f"{{}} free, at least the {gmu:g} x {{}} = {{}} it requests",
                                (st.os_memory, total - st.os_memory, total, need), ("GiB", "GiB", "GiB", "GiB")))
     per = _token_entry_bytes(gpu, st)
@@ -179,7 +182,8 @@ def warnings(gpu, st) -> tuple[PlanWarning, ...]:
     sizes = ((token_table_bytes(gpu, st),) if per else ()) + (host_bytes(gpu, st),)
     out.append(PlanWarning("vLLM counts what the node's processes allocate on the host between its worker's "
                            f"start and the end of its profile run as non-KV memory (the drop of {short}): "
-                           f"kvplan counted {table}{{}} more ({arg('engine_opts')} host_growth=SIZE); the KV "
+                           f"kvplan counted {table}{{}} more ({arg('engine_opts')} host_growth=SIZE), beside the "
+                           f"overhead (its estimate or {arg('overhead')}); the KV "
                            f"budget is smaller by whatever more they take; {_page_cache_said(gpu, st, meminfo)}",
                            sizes, ("GiB",) * len(sizes)))
     return tuple(out)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.versions import parse_version
-from kvplan.hardware.facts import capability_of, vendor_of
+from kvplan.engines.vllm.mxfp4 import nvidia_capability
 
 FIRST_MARLIN = (0, 5, 3)  # the first release with AWQ Marlin
 BLIND = (0, 5, 4)  # the release whose Marlin test reads Marlin's own minimum, not the GPU's
@@ -42,7 +42,8 @@ CUDA_ONLY = (0, 7, 0)  # from here is_awq_marlin_compatible is False off CUDA
 LAST_READ = (0, 11, 2)  # the last release whose AWQConfig minimum (7.5) is read here
 MARLIN_CC, AWQ_CC = (8, 0), (7, 5)  # AWQMarlinConfig.get_min_capability 80; AWQConfig's 75
 MARLIN_GROUPS = (32, 64, 128)  # with -1 (Quantization.per_row): MARLIN_SUPPORTED_GROUP_SIZES
-WHERE = "0.5.3 or 0.5.5-0.8.5.post1 on an NVIDIA GPU of compute capability 8.0 or more"
+RELEASES = "0.5.3 or 0.5.5-0.8.5.post1"  # the releases that load 8-bit AWQ (with Marlin, on sm80+)
+WHERE = f"{RELEASES} on an NVIDIA GPU of compute capability 8.0 or more"
 AWQ_4BIT = "AWQConfig: \"only 4-bit weight quantization is supported for AWQ\""
 
 
@@ -78,12 +79,12 @@ def check_gpu(model, version: str, gpu) -> None:
     q, v = model.quantization, parse_version(version)
     if not _awq(model) or v > LAST_READ or q.method not in ("int4", "int8"):
         return
-    nvidia, cap = vendor_of(gpu) == "NVIDIA", capability_of(gpu)
-    if not nvidia and q.method == "int8":
+    cap = nvidia_capability(gpu)  # None off NVIDIA
+    if cap is None and q.method == "int8":
         why = ("is_awq_marlin_compatible is False off CUDA, so AWQConfig loads it" if v >= CUDA_ONLY else
                "AWQ Marlin off CUDA is not modelled before 0.7.0")
         _refuse(gpu, f"vLLM {version} refuses this 8-bit AWQ checkpoint on {gpu.name}: {why} ({AWQ_4BIT})")
-    if not nvidia or cap is None or cap >= MARLIN_CC:
+    if cap is None or cap >= MARLIN_CC:
         return
     seen = f"{gpu.name}'s compute capability {cap[0]}.{cap[1]}"
     if v == BLIND and _marlin_group(q):
@@ -94,7 +95,7 @@ def check_gpu(model, version: str, gpu) -> None:
     if q.method == "int8":
         _refuse(gpu, f"vLLM {version} refuses this 8-bit AWQ checkpoint below compute capability 8.0 ({seen}): AWQ "
                      f"Marlin needs 8.0, so AWQConfig loads it ({AWQ_4BIT}); SGLang loads it, or a GPU of 8.0+ "
-                     f"with {arg('engine_version')} {WHERE.split(' on ')[0]}")
+                     f"with {arg('engine_version')} {RELEASES}")
     if cap < AWQ_CC:
         _refuse(gpu, f"vLLM {version} refuses AWQ below compute capability 7.5 ({seen}): \"The quantization method "
                      "awq is not supported for the current GPU. Minimum capability: 75\" (AWQConfig)")

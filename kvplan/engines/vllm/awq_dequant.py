@@ -62,9 +62,9 @@ def dequant_bytes(model, tp: int, largest_tokens: int, forced_awq: bool) -> int:
     return 2 * largest_linear(model, tp)
 
 
-def note(model, tp: int, largest_tokens: int, forced_awq: bool) -> str | None:
-    """The plan's line on the term, its bytes in MiB, where it applies."""
-    b = dequant_bytes(model, tp, largest_tokens, forced_awq)
+def note(model, tp: int, largest_tokens: int) -> str | None:
+    """The plan's line on the term where the forced kernel runs, its bytes in MiB (None below 256 tokens)."""
+    b = dequant_bytes(model, tp, largest_tokens, True)
     if not b:
         return None
     return (f"CUDA-graph estimate: AWQ's own kernel (awq_kernel awq, vLLM's quantization=awq) dequantizes each "

@@ -46,7 +46,6 @@ from __future__ import annotations
 from kvplan.core.intmath import round_up
 from kvplan.hardware.facts import vendor_of
 from kvplan.engines.vllm import awq_dequant
-from kvplan.engines.vllm.awq_dequant import dequant_bytes
 from kvplan.engines.vllm.capture_list import capture_list, decode_sizes, grid, list_note
 from kvplan.engines.vllm.runner import graph_note
 from kvplan.model.layers import Kind
@@ -156,35 +155,36 @@ def cudagraph_estimate(layers_on_rank: int, model=None, tp: int = 1, max_num_seq
     kernel runs (kvplan.engines.vllm.awq_dequant), whose fp16 weight copy the first PIECEWISE capture holds."""
     if model is None:
         return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
-    if shape:
-        n_piecewise, n_full, full_top = logged_counts(shape)
-        if not (n_piecewise or n_full):  # no decoder graphs (cudagraph_mode NONE): vLLM's estimate is 0
-            return 0
-        pw_top = next((top for mode, _, top in shape if mode == "PIECEWISE"), 0)
-    else:
-        piecewise, full = cudagraph_counts(model, max_num_seqs, tokens, v, gpu, asked)
-        n_piecewise, n_full, full_top = len(piecewise), len(full), max(full, default=0)
-        pw_top = max(piecewise, default=0)
+    n_piecewise, n_full, full_top, pw_top = _graph_counts(model, shape, max_num_seqs, tokens, v, gpu, asked)
+    if shape and not (n_piecewise or n_full):  # no decoder graphs (cudagraph_mode NONE): vLLM's estimate is 0
+        return 0
     per_graph = per_graph_cost(model, layers_on_rank, weight_dtype)
     first_full = fa_split_accumulator(model, tp, full_top, gpu) + per_graph if n_full else 0
-    first_piecewise = CUDAGRAPH_FIRST_PIECEWISE + dequant_bytes(model, tp, pw_top, awq_forced)
+    first_piecewise = CUDAGRAPH_FIRST_PIECEWISE + awq_dequant.dequant_bytes(model, tp, pw_top, awq_forced)
     further = max(0, n_piecewise - 1) + max(0, n_full - 1)
     return int(max(first_piecewise, first_full) + per_graph * further)
 
 
+def _graph_counts(model, shape: tuple, max_num_seqs: int, tokens, v: tuple, gpu, asked) -> tuple[int, int, int, int]:
+    """(PIECEWISE graphs, FULL graphs, largest FULL capture, largest PIECEWISE capture) in tokens: the logged
+    shape's (`logged_counts`), else kvplan's lists (`cudagraph_counts`)."""
+    if shape:
+        return (*logged_counts(shape), next((top for mode, _, top in shape if mode == "PIECEWISE"), 0))
+    piecewise, full = cudagraph_counts(model, max_num_seqs, tokens, v, gpu, asked)
+    return len(piecewise), len(full), max(full, default=0), max(piecewise, default=0)
+
+
 def first_capture_tokens(model, st) -> int:
     """The largest PIECEWISE capture the plan prices (the logged shape's, else kvplan's list; 0: none)."""
-    if st.graph_shape:
-        return next((top for mode, _, top in st.graph_shape if mode == "PIECEWISE"), 0)
-    piecewise = cudagraph_counts(model, st.max_num_seqs, st.max_num_batched_tokens, st.v, st.gpu, st.max_capture)[0]
-    return max(piecewise, default=0)
+    return _graph_counts(model, st.graph_shape, st.max_num_seqs, st.max_num_batched_tokens, st.v, st.gpu,
+                         st.max_capture)[3]
 
 
 def awq_note(model, tp: int, st) -> tuple[str, ...]:
     """The line on AWQ's dequantized weight in the first capture, where the plan forces AWQ's own kernel."""
     if not getattr(st, "awq_forced", False):
         return ()
-    line = awq_dequant.note(model, tp, first_capture_tokens(model, st), True)
+    line = awq_dequant.note(model, tp, first_capture_tokens(model, st))
     return (line,) if line else ()
 
 

@@ -274,15 +274,10 @@ class Vllm(Engine):
         facts = fact_warnings("vLLM", gpu, [*(["device_name"] if named else []), *missing_facts(model, dep, st)])
         # tagged as what this engine assumes of unified memory, so the plan's general note is not said twice
         states = vllm_ssm.assumption(model, st)  # the recurrent states' types (kvplan.engines.vllm.ssm_dtype)
-        chunk = [PlanWarning(st.v0_chunk_note)] if st.v0_chunk_note else []  # V0's own chunked prefill (v0_chunked)
-        if st.engine_note:  # which engine 0.8-0.10 run, V1 or the V0 fallback (kvplan.engines.vllm.v0_fallback)
-            chunk = [PlanWarning.literal(st.engine_note), *chunk]
-        if st.mla_note:  # before 0.7.1: an MLA model's layers decompressed (kvplan.engines.vllm.pre_mla)
-            chunk = [PlanWarning.literal(st.mla_note), *chunk]
         ba = gdn_ba.note(model, dep.tp, dep.pp, st.v, gpu, st.weight_dtype)  # in_proj_ba whole on every rank
         return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)),
-                *([PlanWarning(states)] if states else []), *chunk, *ba, *plan_notes.refined(model, dep, st),
-                *moe_padding.note(model, dep, st), *self._eager())
+                *([PlanWarning(states)] if states else []), *plan_notes.release_notes(st), *ba,
+                *plan_notes.refined(model, dep, st), *moe_padding.note(model, dep, st), *self._eager())
 
     def _eager(self) -> tuple:
         """enforce_eager, said where the speed figures cannot follow it: the corpus fit skips every run stating its

@@ -16,8 +16,9 @@ MoE, after loading, oracle/unquantized.py L282-300 / L347-355), with selection r
 
 from __future__ import annotations
 
+from kvplan.core.intmath import round_up
 from kvplan.engines.fp8_blocks import exact_expert_width
-from kvplan.hardware.facts import capability_of, vendor_of
+from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.model.spec import PLAIN_BYTES
 from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan_warnings import PlanWarning
@@ -39,7 +40,7 @@ def padded_bytes(model, dep, st) -> tuple[int, int, int]:
     """(I/tp, I', bytes per rank the padding adds on the largest pipeline stage) where vLLM 0.33.0 may pad, else
     (0, 0, 0): every MoE layer of the stage counted (at most the model's MoE layers), bf16 / fp16 at 2 B."""
     v, gpu = getattr(st, "v", ()), getattr(st, "gpu", None)
-    cap = capability_of(gpu) if vendor_of(gpu) == "NVIDIA" else None
+    cap = nvidia_capability(gpu)
     p = model.params
     if v != READ or cap is None or cap[0] != 10 or not _unquantized_experts(model) or p.num_experts > MAX_EXPERTS:
         return 0, 0, 0
@@ -49,7 +50,7 @@ def padded_bytes(model, dep, st) -> tuple[int, int, int]:
     if not width or width % dep.tp:
         return 0, 0, 0
     shard = width // dep.tp
-    padded = -(-shard // ALIGN) * ALIGN
+    padded = round_up(shard, ALIGN)
     if padded == shard:
         return 0, 0, 0
     mats = 3 if gated_mlp(model) else 2  # w1, w3 (w13) and w2; w1 and w2 where the MLP is not gated

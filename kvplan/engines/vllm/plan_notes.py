@@ -33,6 +33,14 @@ def capacity_notes(model, dep, req, st: Settings) -> tuple:
     return (*(n for n in first if n), *graphs, *(n for n in last if n))
 
 
+def release_notes(st: Settings) -> tuple:
+    """What the release runs, said before the plan's other notes: an MLA model's layers decompressed before 0.7.1
+    (kvplan.engines.vllm.pre_mla), which engine 0.8-0.10 run, V1 or the V0 fallback (kvplan.engines.vllm.v0_fallback),
+    V0's own chunked prefill (kvplan.engines.vllm.v0_chunked)."""
+    said = tuple(PlanWarning.literal(n) for n in (st.mla_note, st.engine_note) if n)
+    return (*said, *((PlanWarning(st.v0_chunk_note),) if st.v0_chunk_note else ()))
+
+
 def refined(model, dep, st: Settings) -> tuple:
     """The refined MoE block scales, said where they are counted (kvplan.engines.fp8_blocks.refined_scale_bytes)."""
     got = fp8_blocks.refined_scale_note(model, dep, st.v)

@@ -9,6 +9,7 @@ which the step-time model reads too; this module applies it to what the engine p
 
 from __future__ import annotations
 
+from kvplan.engines.versions import dotted
 from kvplan.model.layers import Kind
 from kvplan.speed.mlaform import LATENT_FROM, as_run
 
@@ -27,7 +28,6 @@ def note(model, version: str) -> str:
         return ""
     mla = next(layer for layer in model.layers if layer.kind == Kind.MLA)
     width = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-    first = ".".join(str(n) for n in LATENT_FROM[ENGINE][0])
-    return (f"vLLM {version} has no MLA kernel (MLA came in {first}): each MLA layer caches K and V decompressed, "
-            f"{model.num_attention_heads} KV heads x {width} (V {mla.v_head_dim} zero-padded to {width}), "
-            f"not the {mla.kv_lora_rank} + {mla.qk_rope_head_dim} latent")
+    return (f"vLLM {version} has no MLA kernel (MLA came in {dotted(LATENT_FROM[ENGINE][0])}): each MLA layer caches "
+            f"K and V decompressed, {model.num_attention_heads} KV heads x {width} (V {mla.v_head_dim} zero-padded to "
+            f"{width}), not the {mla.kv_lora_rank} + {mla.qk_rope_head_dim} latent")

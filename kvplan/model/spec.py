@@ -422,13 +422,15 @@ def _linear(n: int, method: str, q: Quantization, part: str) -> int:
     tensors' shapes read counts its scales tensor by tensor (weight_formats.block_linear_bytes), a per-row one its
     rows (row_linear_bytes: the sharded part's row-parallel tensors too, whose scales _row_parallel moves)."""
     if method == q.method and q.per_row and q.block_shapes:
-        return row_linear_bytes(n, method, [s for s in q.block_shapes if s.part in (part, *_ROWS.get(part, ()))])
+        parts = _SHARDED_ROWS if part == "sharded" else (part,)
+        return row_linear_bytes(n, method, [s for s in q.block_shapes if s.part in parts])
     if method == q.method and q.block_shapes:
         return block_linear_bytes(n, method, q.group_size, [s for s in q.block_shapes if s.part == part])
     return linear_bytes(n, method, q.group_size, *q.group_format)
 
 
-_ROWS = {"sharded": (ROW_PARALLEL,)}  # the WeightBytes part whose parameters a per-row checkpoint's row-parallel hold
+# the shapes whose parameters the sharded part holds in a per-row checkpoint: its own and the row-parallel tensors'
+_SHARDED_ROWS = ("sharded", ROW_PARALLEL)
 
 
 def _row_parallel(n: int, method: str, q: Quantization) -> int:
@@ -437,7 +439,7 @@ def _row_parallel(n: int, method: str, q: Quantization) -> int:
     quantization/gptq.py L264-281 (group -1: scale_and_zero_size = input_size // input_size = 1, no input dim: not
     split), utils/marlin_utils.py L252-258 (marlin_repeat_scales_on_all_ranks: channelwise and row-parallel); 0 where
     the shapes were not read or do not stand for `n` (row_linear_bytes pools them)."""
-    shapes = [s for s in q.block_shapes if s.part in ("sharded", ROW_PARALLEL)]
+    shapes = [s for s in q.block_shapes if s.part in _SHARDED_ROWS]
     if method != q.method or not q.per_row or not shapes or sum(s.rows * s.cols * s.count for s in shapes) > n:
         return 0
     return row_scale_bytes([s for s in shapes if s.part == ROW_PARALLEL], method)

@@ -82,7 +82,7 @@ class Quantization:
     per_row: bool = False
     experts_method: str = ""  # the routed experts' own format when it differs from `method` (DeepSeek-V4: mxfp4)
     # int8 channel-wise (compressed-tensors W8A8): the fp32 scale per output channel, bytes of the (sharded,
-    # replicated, experts) parts (kvplan.readers.quantization._channel_scales); () where there are none
+    # replicated, experts) parts (kvplan.readers.channel_scales); () where there are none
     channel_scales: tuple[int, ...] = ()
     # the config's `quant_method` as written, lower-cased ("" without one): where it came from, not a format (left
     # out of ==); an engine that reads a method by name refuses one it lacks (kvplan.engines.sglang.quant_methods)

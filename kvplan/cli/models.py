@@ -15,7 +15,7 @@ from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 from kvplan.core.units import human_bytes, human_tokens
 from kvplan.model.compressed import has_compressed
-from kvplan.model.weight_formats import scale_count
+from kvplan.model.weight_formats import row_count, scale_count
 from kvplan.planning.profile import kv_profile
 from kvplan.readers.hf_meta import TOKENS, cache_profile, compare
 from kvplan.report.fitted import print_stacked
@@ -88,7 +88,7 @@ def show(
     data = _summary(resolved.spec)
     q = resolved.spec.quantization
     if q.block_shapes and q.per_row:  # GPTQ / AWQ group_size -1: one fp16 scale and one zero per output row
-        data["row_scales"] = sum(s.rows * s.count for s in q.block_shapes)
+        data["row_scales"] = row_count(q.block_shapes)
     elif q.block_shapes:  # a block-FP8 checkpoint's fp32 scales, one per block x block tile of each quantized tensor
         data["block_scales"] = scale_count(q.block_shapes, q.group_size)
     data["quantization_notes"] = list(q.notes)  # what reading its quantization noticed (stderr's notes too)

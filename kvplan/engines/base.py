@@ -233,7 +233,7 @@ class Engine:
 
     def checkpoint_kv_rule(self, ckv) -> checkpoint_kv.KvRule:
         """What this engine release's 'auto' cache dtype does with a checkpoint's declared KV quantization `ckv`
-        (kvplan.model.spec.CheckpointKV; kvplan.engines.checkpoint_kv): unread unless the engine says otherwise."""
+        (kvplan.model.checkpoint_kv.CheckpointKV; kvplan.engines.checkpoint_kv): unread unless the engine says otherwise."""
         return checkpoint_kv.default_rule(self.display_name or self.name)
 
     def with_lora(self, model, dep, req: Request, st) -> tuple[Request, tuple[str, ...]]:

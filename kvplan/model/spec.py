@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.model.checkpoint_kv import CheckpointKV
 from kvplan.model.layers import LayerSpec, unwindowed
 # PLAIN_BYTES and linear_bytes re-exported: planning, engines and tests read them here
 from kvplan.model.weight_formats import (PLAIN_BYTES, ROW_PARALLEL, BlockShape, block_linear_bytes,  # noqa: F401
@@ -81,7 +82,7 @@ class Quantization:
     per_row: bool = False
     experts_method: str = ""  # the routed experts' own format when it differs from `method` (DeepSeek-V4: mxfp4)
     # int8 channel-wise (compressed-tensors W8A8): the fp32 scale per output channel, bytes of the (sharded,
-    # replicated, experts) parts (kvplan.readers.quantization._channel_scales); () where there are none
+    # replicated, experts) parts (kvplan.readers.channel_scales); () where there are none
     channel_scales: tuple[int, ...] = ()
     # the config's `quant_method` as written, lower-cased ("" without one): where it came from, not a format (left
     # out of ==); an engine that reads a method by name refuses one it lacks (kvplan.engines.sglang.quant_methods)
@@ -138,64 +139,6 @@ class Quantization:
         """Every reading's kept parameters passed through `per` (a model cut to its first layers)."""
         return replace(self, kept=tuple((r, per(c)) for r, c in self.kept),
                        readings=tuple((rule, q if isinstance(q, str) else q.scaled(per)) for rule, q in self.readings))
-
-
-# a declared KV scheme's (type, bits) -> the kind engines name it by (ModelOpt's kv_cache_quant_algo spelling)
-_SCHEME_KINDS = {("float", 8): "FP8", ("float", 4): "NVFP4", ("int", 8): "INT8"}
-# a declared kind -> kvplan's KV cache dtype for it (kvplan.core.dtypes.KV_DTYPES); a kind not here has none
-KV_KIND_DTYPES = {"FP8": "fp8", "INT8": "int8"}
-
-
-@dataclass(frozen=True)
-class CheckpointKV:
-    """The KV-cache quantization a checkpoint declares (kvplan.readers.kv_quant), as written: what an engine's 'auto'
-    cache dtype may follow (kvplan.engines.checkpoint_kv says which engine and release does).
-
-    `producer`: whose config declares it (modelopt, compressed-tensors, quark, or another quant_method); `source`:
-    where (hf_quant_config.json, or config.json's quantization_config) and the key. A string declaration (ModelOpt's
-    `kv_cache_quant_algo`) is `algo`, upper-cased; an object (`kv_cache_scheme`) is its `scheme_*` fields, None or
-    "" for a field it leaves out. `kind` names either one as engines do (FP8, NVFP4, INT8; "" where unread), `dtype`
-    is kvplan's cache dtype for it ("" where kvplan has none).
-    """
-
-    producer: str
-    source: str
-    algo: str = ""
-    scheme_type: str = ""
-    scheme_bits: int = 0
-    scheme_strategy: str = ""
-    scheme_dynamic: bool | None = None
-    scheme_symmetric: bool | None = None
-
-    @property
-    def is_scheme(self) -> bool:
-        return not self.algo
-
-    @property
-    def kind(self) -> str:
-        return self.algo or _SCHEME_KINDS.get((self.scheme_type, self.scheme_bits), "")
-
-    @property
-    def dtype(self) -> str:
-        return KV_KIND_DTYPES.get(self.kind, "")
-
-    @property
-    def static_per_tensor(self) -> bool:
-        """A static, symmetric, per-tensor scheme (what SGLang's compressed-tensors KV method loads scales for)."""
-        return (self.scheme_strategy == "tensor" and self.scheme_symmetric is not False
-                and self.scheme_dynamic is not True)
-
-    def describe(self) -> str:
-        """The declaration as written, in one line: `kv_cache_quant_algo FP8 in hf_quant_config.json`."""
-        if self.algo:
-            return f"kv_cache_quant_algo {self.algo} in {self.source}"
-        if not self.scheme_bits:  # Quark's kv_cache_group: modules named, no kind read
-            return f"a {self.producer} kv_cache_group in {self.source}"
-        parts = [f"type {self.scheme_type or '?'}", f"num_bits {self.scheme_bits}"]
-        parts += [f"strategy {self.scheme_strategy}"] if self.scheme_strategy else []
-        parts += [f"dynamic {str(self.scheme_dynamic).lower()}"] if self.scheme_dynamic is not None else []
-        parts += [f"symmetric {str(self.scheme_symmetric).lower()}"] if self.scheme_symmetric is not None else []
-        return f"kv_cache_scheme ({', '.join(parts)}) in {self.source}"
 
 
 @dataclass(frozen=True)
@@ -423,13 +366,15 @@ def _linear(n: int, method: str, q: Quantization, part: str) -> int:
     tensors' shapes read counts its scales tensor by tensor (weight_formats.block_linear_bytes), a per-row one its
     rows (row_linear_bytes: the sharded part's row-parallel tensors too, whose scales _row_parallel moves)."""
     if method == q.method and q.per_row and q.block_shapes:
-        return row_linear_bytes(n, method, [s for s in q.block_shapes if s.part in (part, *_ROWS.get(part, ()))])
+        parts = _SHARDED_ROWS if part == "sharded" else (part,)
+        return row_linear_bytes(n, method, [s for s in q.block_shapes if s.part in parts])
     if method == q.method and q.block_shapes:
         return block_linear_bytes(n, method, q.group_size, [s for s in q.block_shapes if s.part == part])
     return linear_bytes(n, method, q.group_size, *q.group_format)
 
 
-_ROWS = {"sharded": (ROW_PARALLEL,)}  # the WeightBytes part whose parameters a per-row checkpoint's row-parallel hold
+# the shapes whose parameters the sharded part holds in a per-row checkpoint: its own and the row-parallel tensors'
+_SHARDED_ROWS = ("sharded", ROW_PARALLEL)
 
 
 def _row_parallel(n: int, method: str, q: Quantization) -> int:
@@ -438,7 +383,7 @@ def _row_parallel(n: int, method: str, q: Quantization) -> int:
     quantization/gptq.py L264-281 (group -1: scale_and_zero_size = input_size // input_size = 1, no input dim: not
     split), utils/marlin_utils.py L252-258 (marlin_repeat_scales_on_all_ranks: channelwise and row-parallel); 0 where
     the shapes were not read or do not stand for `n` (row_linear_bytes pools them)."""
-    shapes = [s for s in q.block_shapes if s.part in ("sharded", ROW_PARALLEL)]
+    shapes = [s for s in q.block_shapes if s.part in _SHARDED_ROWS]
     if method != q.method or not q.per_row or not shapes or sum(s.rows * s.cols * s.count for s in shapes) > n:
         return 0
     return row_scale_bytes([s for s in shapes if s.part == ROW_PARALLEL], method)

@@ -109,8 +109,13 @@ def row_linear_bytes(params: int, method: str, shapes) -> int:
 
 def row_scale_bytes(shapes, method: str) -> int:
     """The per-row scales and zero points of `shapes`: 2.5 B a row at 4 bits, 3 B at 8."""
-    rows = sum(s.rows * s.count for s in shapes)
+    rows = row_count(shapes)
     return rows * 5 // 2 if method == "int4" else rows * 3
+
+
+def row_count(shapes) -> int:
+    """The output rows of `shapes`: a per-row checkpoint's scales (one a row, each with its zero point)."""
+    return sum(s.rows * s.count for s in shapes)
 
 
 def scale_count(shapes, block: int) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.model.spec import CheckpointKV
+from kvplan.model.checkpoint_kv import CheckpointKV
 from kvplan.readers.modelopt import is_modelopt, modelopt_view
 
 _ALGO = re.compile(r"[A-Za-z0-9_]{1,32}")

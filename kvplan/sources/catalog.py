@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
+from kvplan.model.checkpoint_kv import CheckpointKV
 from kvplan.model.compressed import CompressedMLA
 from kvplan.model.layers import (ATTENTION_FEATURES, ChunkedLocal, FullAttention, IndexedMLA, Kind, LayerSpec, MLALatent,
                                  NoCache, SlidingWindow)
 from kvplan.model.recurrent import ParallelHybrid, RecurrentState
-from kvplan.model.spec import CheckpointKV, ModelSpec, ParamCounts, Quantization, RopeScaling
+from kvplan.model.spec import ModelSpec, ParamCounts, Quantization, RopeScaling
 from kvplan.readers.block_scales import with_block_shapes
 
 FORMAT_VERSION = 1

@@ -97,8 +97,7 @@ class DecodeSteps:
     def _terms_of(self, spec, key, tp, ep, weight_dtype, kv, dp) -> dict:
         hit = self._terms.get(key)
         if hit is None:
-            run = as_run(spec, self.engine, self.version)  # MLA decompressed under a release with no MLA kernel
-            hit = self._terms[key] = (spec, model_terms(run, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv,
+            hit = self._terms[key] = (spec, model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv,
                                                         dp=dp))
         return hit[1]
 
@@ -114,9 +113,9 @@ class DecodeSteps:
         if hit is None:
             kv = req.kv_dtype.name if req.kv_dtype is not None else None
             batch = step_batch(plan)  # the busiest data-parallel rank's share
-            terms = self._terms_of(in_dtype(spec, ssm), (id(spec), dep.tp, dep.ep, dep.dp, req.weight_dtype, kv, ssm),
+            run = as_run(spec, self.engine, self.version)  # MLA decompressed under a release with no MLA kernel
+            terms = self._terms_of(in_dtype(run, ssm), (id(spec), dep.tp, dep.ep, dep.dp, req.weight_dtype, kv, ssm),
                                    dep.tp, dep.ep, req.weight_dtype, kv, dep.dp)
-            run = as_run(spec, self.engine, self.version)  # as _terms_of's
             shape = on_gpu(terms, run, gpu, req.weight_dtype, engine=self.engine, version=self.version,
                            tp_size=dep.tp * dep.dp if adp else dep.tp, prefix_cache=form[0],
                            attention_backend=form[1])

@@ -1,0 +1,64 @@
+"""The KV-cache quantization a checkpoint declares (`CheckpointKV`, read by kvplan.readers.kv_quant), as written, with
+the kind engines name it by and kvplan's cache dtype for it; kvplan.engines.checkpoint_kv says which engine and release
+follows it. Kept apart from `spec.py`, which holds one as `ModelSpec.checkpoint_kv`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# a declared KV scheme's (type, bits) -> the kind engines name it by (ModelOpt's kv_cache_quant_algo spelling)
+_SCHEME_KINDS = {("float", 8): "FP8", ("float", 4): "NVFP4", ("int", 8): "INT8"}
+# a declared kind -> kvplan's KV cache dtype for it (kvplan.core.dtypes.KV_DTYPES); a kind not here has none
+KV_KIND_DTYPES = {"FP8": "fp8", "INT8": "int8"}
+
+
+@dataclass(frozen=True)
+class CheckpointKV:
+    """The KV-cache quantization a checkpoint declares (kvplan.readers.kv_quant), as written: what an engine's 'auto'
+    cache dtype may follow (kvplan.engines.checkpoint_kv says which engine and release does).
+
+    `producer`: whose config declares it (modelopt, compressed-tensors, quark, or another quant_method); `source`:
+    where (hf_quant_config.json, or config.json's quantization_config) and the key. A string declaration (ModelOpt's
+    `kv_cache_quant_algo`) is `algo`, upper-cased; an object (`kv_cache_scheme`) is its `scheme_*` fields, None or
+    "" for a field it leaves out. `kind` names either one as engines do (FP8, NVFP4, INT8; "" where unread), `dtype`
+    is kvplan's cache dtype for it ("" where kvplan has none).
+    """
+
+    producer: str
+    source: str
+    algo: str = ""
+    scheme_type: str = ""
+    scheme_bits: int = 0
+    scheme_strategy: str = ""
+    scheme_dynamic: bool | None = None
+    scheme_symmetric: bool | None = None
+
+    @property
+    def is_scheme(self) -> bool:
+        return not self.algo
+
+    @property
+    def kind(self) -> str:
+        return self.algo or _SCHEME_KINDS.get((self.scheme_type, self.scheme_bits), "")
+
+    @property
+    def dtype(self) -> str:
+        return KV_KIND_DTYPES.get(self.kind, "")
+
+    @property
+    def static_per_tensor(self) -> bool:
+        """A static, symmetric, per-tensor scheme (what SGLang's compressed-tensors KV method loads scales for)."""
+        return (self.scheme_strategy == "tensor" and self.scheme_symmetric is not False
+                and self.scheme_dynamic is not True)
+
+    def describe(self) -> str:
+        """The declaration as written, in one line: `kv_cache_quant_algo FP8 in hf_quant_config.json`."""
+        if self.algo:
+            return f"kv_cache_quant_algo {self.algo} in {self.source}"
+        if not self.scheme_bits:  # Quark's kv_cache_group: modules named, no kind read
+            return f"a {self.producer} kv_cache_group in {self.source}"
+        parts = [f"type {self.scheme_type or '?'}", f"num_bits {self.scheme_bits}"]
+        parts += [f"strategy {self.scheme_strategy}"] if self.scheme_strategy else []
+        parts += [f"dynamic {str(self.scheme_dynamic).lower()}"] if self.scheme_dynamic is not None else []
+        parts += [f"symmetric {str(self.scheme_symmetric).lower()}"] if self.scheme_symmetric is not None else []
+        return f"kv_cache_scheme ({', '.join(parts)}) in {self.source}"

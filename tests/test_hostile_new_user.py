@@ -218,3 +218,11 @@ def test_simulate_and_disagg_say_the_dtypes(kvplan_home):
     assert r.exit_code == 0 and "requests up to 131,072 tokens; weights bf16, KV fp8" in r.stderr, r.output
     r = runner.invoke(app, ["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "4k", "--osl", "512"])
     assert r.exit_code == 0 and "assuming: engine vllm 0.33.0; weights bf16, KV bf16; link" in r.stderr, r.output
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["sweep", "-m", "llama-3.1-8b", "-g", "h100,all", "-c", "8k"], "--gpu 'h100,all': 'all'"),  # was "unknown GPU 'all'"
+    (["sweep", "-m", "all,llama-3.1-8b", "-g", "h100", "-c", "8k"], "--models 'all,llama-3.1-8b': 'all'"),
+])
+def test_all_inside_a_list_is_said_to_stand_alone(kvplan_home, args, needle):
+    one_line_error(runner.invoke(app, args), 2, needle)

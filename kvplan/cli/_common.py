@@ -19,6 +19,7 @@ from typing import Annotated, Callable, Optional
 import typer
 
 from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, inputs_named, path_error
+from kvplan.core.files import check_writable
 from kvplan.core.markup import one_line, plain, safe_stdout
 from kvplan.report.fitted import fitted_table
 
@@ -204,7 +205,7 @@ OUTPUT_FORMATS = {".csv": "CSV", ".json": "JSON", ".html": "HTML"}  # --output e
 
 def output_files(paths: list[Path], stdout_hint: str = "--json for stdout") -> list[tuple[Path, str]]:
     """Each --output as (path, extension), checked before any work: a known format (OUTPUT_FORMATS),
-    a folder that exists, a name the filesystem takes, each path once."""
+    a folder that exists and takes a new file, a name the filesystem takes, each path once."""
     out = []
     for path in paths:
         fmt = path.suffix.lower()
@@ -222,6 +223,7 @@ def output_files(paths: list[Path], stdout_hint: str = "--json for stdout") -> l
             raise KvplanError(f"--output {path} is a folder; give a file name", EXIT_USAGE)
         if any(full == p for p, _ in out):
             raise KvplanError(f"--output {path} is given twice", EXIT_USAGE)
+        check_writable(full)  # a read-only folder refused now, not after the work (and a first file written)
         out.append((full, fmt))
     return out
 
@@ -232,6 +234,8 @@ def read_capped_text(path: Path, max_bytes: int, kind: str, missing: str = "no s
     if path.is_dir():  # it exists: "no such file" would be false
         raise KvplanError(f"{path} is a folder; give {kind} file", EXIT_USAGE)
     if not path.is_file():
+        if path.exists():  # a device or a FIFO (/dev/null, a pipe): there, but no file to read
+            raise KvplanError(f"{path} is not a regular file; give {kind} file", EXIT_USAGE)
         raise KvplanError(f"{missing}: {path}", EXIT_NOT_FOUND)
     if path.stat().st_size > max_bytes:
         raise KvplanError(f"{path}: larger than {max_bytes // 2**20} MiB; not {kind}", EXIT_USAGE)

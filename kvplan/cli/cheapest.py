@@ -35,7 +35,7 @@ from kvplan.planning.deploy import candidate_deployments, deployment_for_gpus
 from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import limit_name
 from kvplan.report.export import candidate_row
-from kvplan.report.text import checkpoint_kv_notes
+from kvplan.report.text import checkpoint_kv_notes, dtype_words
 from kvplan.report.offload import offload_dict
 from kvplan.simulator.capacity import Target, filter_candidates, sim_key
 from kvplan.simulator.frontend import of_set
@@ -144,8 +144,8 @@ def cheapest(
                       prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype),
                       kv_auto=kv_dtype.strip().lower() == "auto", weight_dtype=wdt, gpu_memory_utilization=gmu,
                       block_size=block_size, engine=chosen, max_replicas=replicas, layouts=layouts, lora=adapters)
-    for line in checkpoint_kv_notes((c.plan, spec) for c in candidates if c.plan is not None):
-        stderr(f"note: {line}")
+    for line in _assumed(chosen, candidates, spec, gpu_list):
+        stderr(line)
     sims, front, sla = {}, None, (slo_ttft, slo_tpot, slo_percent)
     if served:
         candidates, sims, front = _serve(candidates, spec, gpu_list, loaded, sla, chosen)
@@ -160,6 +160,19 @@ def cheapest(
         not_simulated(candidates)))
     if not meets:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _assumed(chosen, candidates, spec, gpu_list) -> list[str]:
+    """The rules every candidate was planned under (the engine and its release, or kvplan's own) and the dtypes
+    they run (a planned candidate's, as `fit` heads its table), said once as sweep says them; then the notes on a
+    cache dtype the checkpoint declares."""
+    rules = (f"planned as {chosen.label} allocates" if chosen.label else
+             "planned with kvplan's engine-neutral rules (--engine for an engine's own)")
+    planned = [c.plan for c in candidates if c.plan is not None]
+    gpu = next((g for g in gpu_list if planned and g.key == planned[0].gpu), None)
+    if gpu is not None:
+        rules += f"; {dtype_words(planned[0], spec, gpu)}" + (f" (on {gpu.key})" if len(gpu_list) > 1 else "")
+    return [rules, *(f"note: {n}" for n in checkpoint_kv_notes((p, spec) for p in planned))]
 
 
 def _say_speed(chosen, gpu_list, candidates, spec) -> None:

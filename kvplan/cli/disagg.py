@@ -23,7 +23,7 @@ from kvplan.engines.disagg import pool_command, pool_files
 from kvplan.hardware.links import DEFAULT_LINK
 from kvplan.report.disagg import manifest, replica_counts, result_dict, text_lines, wrapped
 from kvplan.report.export import json_text
-from kvplan.report.text import plan_warnings
+from kvplan.report.text import dtype_words, plan_warnings
 from kvplan.simulator.disagg_inputs import disagg_run
 from kvplan.speed.coverage import label
 
@@ -109,7 +109,7 @@ def disagg(
         if (fe := res.search.get("front_end")) is not None:
             stderr(f"front end: {fe['per_request_s'] * 1e3:,.1f} ms a request ({fe['source']}), processor sharing, "
                    f"as simulate's: {fe['where']} (kvplan.simulator.disagg.front_end)")
-    _report(res, run.engine, run.spec, as_json, kind)
+    _report(res, run.engine, run.spec, as_json, kind, run.gpu)
 
 
 def _limit_notes(held: dict) -> list[str]:
@@ -118,7 +118,7 @@ def _limit_notes(held: dict) -> list[str]:
         return [f"each replica: {line}" for line in held["decode"].notes()]
     return [f"{role} replica: {line}" for role in ("prefill", "decode") for line in held[role].notes()]
 
-def _report(res, chosen, spec, as_json: bool, kind: Optional[str]) -> None:
+def _report(res, chosen, spec, as_json: bool, kind: Optional[str], gpu) -> None:
     print_warnings([(p.role, plan_warnings(p.plan)) for p in (res.prefill, res.decode)])
     commands = {"prefill": pool_command(chosen, res.prefill.result, spec, "prefill", res.prefill.holds,
                                         res.prefill.max_model_len),
@@ -126,7 +126,8 @@ def _report(res, chosen, spec, as_json: bool, kind: Optional[str]) -> None:
                                        res.decode_batch, res.decode.max_model_len)}
     kv = res.prefill.plan.request.kv_dtype
     files = pool_files(chosen.name, res.prefill.max_model_len, replica_counts(res), kv is not None and kv.name == "fp8")
-    stderr(f"assuming: engine {chosen.name}; link {res.link.key} ({res.link.per_gpu_bytes_per_s / 1e9:g} GB/s per "
+    stderr(f"assuming: engine {chosen.label or chosen.name}; {dtype_words(res.prefill.plan, spec, gpu)}; "
+           f"link {res.link.key} ({res.link.per_gpu_bytes_per_s / 1e9:g} GB/s per "
            f"GPU one way, {res.link.latency_s * 1e6:g} us per transfer); step times: "
            f"{label(res.setup.speed_engine, res.setup.speed)}")
     if as_json:

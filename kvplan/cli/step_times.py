@@ -11,6 +11,7 @@ import typer
 
 from kvplan.cli._common import KvDtypeOpt, check_range, cli_errors, stderr
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.files import check_writable
 from kvplan.engines.served_dtype import loaded_as_model_dtype
 from kvplan.sources.resolve import resolve_model
 
@@ -54,11 +55,15 @@ def step_times(
         raise KvplanError(f"--batches x --contexts: at most {MAX_POINTS} points, got {len(bs) * len(cs)}", EXIT_USAGE)
     if output.exists() and not output.is_dir():
         raise KvplanError(f"--output {output}: not a folder", EXIT_USAGE)
+    if not output.exists() and not output.absolute().parent.is_dir():  # one new folder at most, not a typo's tree
+        raise KvplanError(f"--output {output}: folder {output.absolute().parent} does not exist", EXIT_USAGE)
+    folder = output if output.is_dir() else output.absolute().parent  # a read-only one refused before the timing
+    check_writable(folder / "kvplan-step-times.yaml")
     spec = resolve_model(model, loaded_bytes=loaded_as_model_dtype).spec
     from kvplan.validate import steptime  # torch at its module level: only this command pays for it
     from kvplan.validate.blueprint import SMALL, Widths
 
-    output.mkdir(parents=True, exist_ok=True)
+    output.mkdir(exist_ok=True)
     shown = [0]  # points printed so far
 
     def save(facts, points, skipped):  # after every point: a run cut short by a timeout keeps its points

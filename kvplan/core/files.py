@@ -120,6 +120,34 @@ def atomic_writer(path: str | os.PathLike, *, newline: str | None = None, encodi
         raise
 
 
+def check_writable(path: str | os.PathLike) -> None:
+    """Refuse, before any work, a `path` that `atomic_writer` could not write: its folder missing, or one kvplan may
+    not create a file in (read-only, not ours, /proc). A temporary file is made there and removed at once, as the
+    write itself will; a FIFO or device already there is written in place and not probed (opening a FIFO waits)."""
+    target, magic = _follow(Path(path))
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        if magic:  # /proc takes no new file: only an fd's link that is there already
+            raise write_error(path, FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))) from None
+        st = None
+    except OSError as exc:
+        raise write_error(path, exc) from None
+    if magic or (st is not None and not stat.S_ISREG(st.st_mode)):
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise write_error(path, IsADirectoryError(errno.EISDIR, "is a directory"))
+        return
+    if not target.parent.is_dir():
+        raise KvplanError(f"cannot write {path}: folder {target.parent} does not exist", EXIT_USAGE)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise write_error(path, exc) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+
+
 @contextlib.contextmanager
 def _direct(path, newline, encoding) -> Iterator:
     """Write into a file that is not a regular one (FIFO, device, an fd's magic link), no temp file."""

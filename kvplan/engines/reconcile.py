@@ -14,7 +14,7 @@ kvplan.engines.logcheck's.
 
 from __future__ import annotations
 
-from kvplan.core.dtypes import canonical_weight_dtype
+from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines import resolve_engine
 from kvplan.engines.llamacpp.reconcile import reconcile_llamacpp
@@ -39,6 +39,8 @@ def reconcile(rec: LogRecord, model=None, gpu=None, version: str | None = None, 
         fn = reconcile_trtllm
     else:
         raise KvplanError(f"a {rec.engine} log: kvplan reads its figures but does not check them yet", EXIT_USAGE)
+    if kv_dtype is not None:  # a bad value refused in one line, also where no model is given and nothing reads it
+        canonical_kv_dtype(kv_dtype)
     if model is not None:  # the engine's own refusals, as `fit --engine` applies them (issue 25: Falcon-H1's
         resolve_engine(rec.engine).check_layers(model)  # layers under llama.cpp were an internal error)
     if weight_dtype is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 
 
 LIMITS = {  # anything above these is a hostile or broken config, not a model
@@ -82,9 +82,47 @@ class _Missing(Exception):
         self.names = names
 
 
+# The torch dtype names a config.json gives its weights in (transformers writes str(torch.dtype) less "torch."),
+# as kvplan names them; any other value is refused, not read as bf16.
+DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float": "fp32", "half": "fp16",
+          "fp32": "fp32", "fp16": "fp16", "bf16": "bf16"}  # and kvplan's own names, as a catalog entry writes them
+DEFAULT_DTYPE = "bfloat16"  # a config that names no dtype: planned as bf16, and `dtype_note` says so
+
+
 def read_dtype(cfg: Cfg) -> str:
-    raw = str(cfg.raw("torch_dtype", "dtype", default="bfloat16")).lower()
-    return {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(raw, "bf16")
+    raw = cfg.raw("torch_dtype", "dtype", default=DEFAULT_DTYPE)
+    name = raw.lower().removeprefix("torch.") if isinstance(raw, str) else raw
+    if name not in DTYPES:
+        raise KvplanError(f"{cfg.where}: torch_dtype {shown(raw)} is not a dtype kvplan reads "
+                          f"({', '.join(list(DTYPES)[:3])})", EXIT_USAGE)
+    return DTYPES[name]
+
+
+def dtype_note(cfg: Cfg) -> list[str]:
+    """The assumption a config without torch_dtype (or dtype) is planned under, as a note; none where it names one."""
+    if cfg.has("torch_dtype", "dtype"):
+        return []
+    return [f"config.json names no torch_dtype: weights and the 'auto' KV cache planned as {DTYPES[DEFAULT_DTYPE]} "
+            f"({arg('weight_dtype')} and {arg('kv_dtype')} to change)"]
+
+
+# Keys whose JSON type every reader relies on: a config giving another (a string for a mapping, a number for a
+# list) is broken, and was read as if the key were absent. None (null) stays "absent".
+SHAPES = {"model_type": str, "architectures": list, "quantization_config": dict, "rope_scaling": dict,
+          "rope_parameters": dict, "text_config": dict, "language_config": dict, "llm_config": dict,
+          "vision_config": dict, "torch_dtype": str, "dtype": str}
+_JSON_NAMES = {str: "a string", list: "a list", dict: "a mapping"}
+
+
+def check_shapes(config: dict, where: str) -> None:
+    """Refuse a config whose well-known keys (SHAPES) hold the wrong JSON type, naming the key."""
+    for key, kind in SHAPES.items():
+        value = config.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise KvplanError(f"{where}: {key} must be {_JSON_NAMES[kind]}, got {shown(value)}", EXIT_USAGE)
+    arch = config.get("architectures")
+    if isinstance(arch, list) and not all(isinstance(a, str) for a in arch):
+        raise KvplanError(f"{where}: architectures must be a list of class names, got {shown(arch)}", EXIT_USAGE)
 
 
 def unwrap_text_config(config: dict) -> tuple[dict, bool]:

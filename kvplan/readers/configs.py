@@ -21,7 +21,7 @@ from kvplan.readers import family_reader, unknown_family_keys
 from kvplan.readers.attention_features import with_attention_features
 from kvplan.readers.block_scales import with_block_shapes
 from kvplan.readers.block_types import nemotron_h_layout
-from kvplan.readers.cfg import Cfg, _Missing, read_dtype, shown, unwrap_text_config
+from kvplan.readers.cfg import Cfg, _Missing, check_shapes, dtype_note, read_dtype, shown, unwrap_text_config
 from kvplan.readers.derive import derive, transformers_knows
 from kvplan.readers.geometry import mla_widths, read_geometry
 from kvplan.readers.kv_quant import read_checkpoint_kv
@@ -53,10 +53,13 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
     `towers_in_checkpoint`: the caller sets the checkpoint's tensor bytes, which carry it."""
     if not isinstance(config, dict):
         raise KvplanError(f"{source}: expected a JSON object, got {type(config).__name__}", EXIT_USAGE)
+    check_shapes(config, source)
     data, nested = unwrap_text_config(config)
+    if nested:
+        check_shapes(data, source)
     data = nemotron_h_layout(data, source)  # transformers 5's layers_block_type list as the pattern
     cfg = Cfg(data, source)
-    notices: list[str] = []
+    notices: list[str] = dtype_note(cfg)
     model_type = str(data.get("model_type") or config.get("model_type") or "")
     dsa = [k for k in ("index_head_dim", "index_n_heads", "index_topk") if data.get(k) is not None]
     if dsa and model_type == "deepseek_v3":  # vLLM reads any config with index_topk as V3.2 (deepseek_v2.py is_v32)
@@ -99,6 +102,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json",
         raise KvplanError(
             f"{source}: missing key {' / '.join(missing.names)} (needed to size the model)", EXIT_USAGE
         ) from None
+    notices += geometry.get("assumed", [])
     arch = _architecture(config, data)
     towers, tower_notes, tower_notice = price_towers(config, arch, geometry["hidden"], source,
                                                        in_checkpoint=towers_in_checkpoint)

@@ -38,12 +38,18 @@ def read_geometry(cfg: Cfg, model_type: str) -> dict:
         if hidden % heads:
             raise KvplanError(f"{cfg.where}: hidden_size {hidden} is not divisible by {heads} heads and no head_dim is given", EXIT_USAGE)
         head_dim = hidden // heads
-    intermediate = cfg.int("intermediate_size", "n_inner", "ffn_hidden_size", "block_ff_dim", default=4 * hidden,
-                           limit="intermediate_size")
+    widths = ("intermediate_size", "n_inner", "ffn_hidden_size", "block_ff_dim")
+    intermediate = cfg.int(*widths, default=4 * hidden, limit="intermediate_size")
+    assumed: list[str] = []  # defaults read in place of a missing key: printed as notes (spec_from_config)
+    if not cfg.has(*widths):  # GPT-2's rule for its n_inner: null; any other family's config is missing a key
+        assumed.append(f"config.json gives no MLP width (intermediate_size): 4 x hidden_size = {4 * hidden:,} assumed, "
+                     "GPT-2's rule")
     if model_type == "lfm2":
         intermediate = lfm2_ff_width(cfg, intermediate)
-    max_context = cfg.int("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
-                          "model_max_length", default=2048, limit="window")
+    positions = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "model_max_length")
+    max_context = cfg.int(*positions, default=2048, limit="window")
+    if not cfg.has(*positions):
+        assumed.append("config.json gives no context length (max_position_embeddings): 2,048 positions assumed")
     experts = cfg.int("num_local_experts", "num_experts", "n_routed_experts", default=0, minimum=0, limit="experts")
     top_k = cfg.int("num_experts_per_tok", "experts_per_token", "moe_topk", default=0, minimum=0, limit="experts")
     if experts:
@@ -53,7 +59,7 @@ def read_geometry(cfg: Cfg, model_type: str) -> dict:
         act_width = intermediate
     return dict(hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, num_layers=num_layers,
                 vocab=vocab, intermediate=intermediate, max_context=max_context, experts=experts,
-                top_k=top_k, act_width=act_width, notes=notes)
+                top_k=top_k, act_width=act_width, notes=notes, assumed=assumed)
 
 
 def lfm2_ff_width(cfg: Cfg, width: int) -> int:

@@ -269,6 +269,11 @@ def _dtype_parts(plan: Plan, model, gpu) -> list[str]:
     return [*parts, f"bf16 {basis}"] if known and basis.startswith("assumed") else parts
 
 
+def dtype_words(plan: Plan, model, gpu) -> str:
+    """'weights X, KV Y' as the header of `fit` says them (the GPU's run dtypes), for a command's assumptions line."""
+    return ", ".join(_dtype_parts(plan, model, gpu)[:2])
+
+
 def _per_token(p: Plan) -> str:
     """The cache's growth per token; a model whose every layer is windowed or a fixed state grows by 0 past its
     windows, which reads as a free cache unless said (StarCoder2-7B at 16k: every layer a 4,096-token window)."""

@@ -56,6 +56,8 @@ def _fail(path, line, message) -> KvplanError:
 
 
 def _int(value, what, path, line) -> int:
+    if isinstance(value, bool):  # JSON true is no token count (float(True) would read it as 1)
+        raise _fail(path, line, f"{what} {str(value).lower()} is not a number")
     try:
         f = float(value)
     except (TypeError, ValueError):
@@ -66,6 +68,8 @@ def _int(value, what, path, line) -> int:
 
 
 def _seconds(value, path, line, scale=1.0) -> float:
+    if isinstance(value, bool):
+        raise _fail(path, line, f"arrival {str(value).lower()} is not a number of seconds")
     try:
         f = float(value) * scale
     except (TypeError, ValueError):
@@ -158,6 +162,8 @@ def _record(fmt, rec, path, line, names: dict | None = None):
     prefix = ()
     pid = rec.get("prefix_id")
     if pid not in (None, ""):
+        if isinstance(pid, bool) or not isinstance(pid, (str, int)):  # a list or a mapping names no prefix
+            raise _fail(path, line, f"prefix_id must be a string or an integer, got {str(pid)[:40]}")
         n = _int(rec.get("prefix_tokens"), "prefix_tokens", path, line)
         if n >= prompt:
             raise _fail(path, line, f"prefix_tokens ({n}) must be less than input_tokens ({prompt})")

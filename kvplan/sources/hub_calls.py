@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+from urllib.parse import urlsplit
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +62,7 @@ class HubCall:
             raise KvplanError(f"the Hub timeout must be a number of seconds in (0, 3600], not {timeout!r}",
                               EXIT_USAGE)
         ctx = cls(repo_id.strip(), revision.strip() if revision else None, token or None, timeout, filename)
+        check_endpoint()
         try:
             from huggingface_hub.utils import validate_repo_id
         except ImportError as e:  # pragma: no cover - huggingface_hub is a hard dependency
@@ -211,6 +213,23 @@ class HubCall:
                     f"(Hugging Face cache {constants.HF_HUB_CACHE}): {e.strerror or _first_line(e)}", EXIT_ERROR)
         return (f"unexpected error while fetching {self.filename} of {repo}: {type(e).__name__}: "
                 f"{_first_line(e)[:200]}", EXIT_ERROR)
+
+
+def check_endpoint() -> None:
+    """Refuse an HF_ENDPOINT that is no http(s) URL with a host, before huggingface_hub is imported: its constants
+    module splits the URL at import, and a malformed one (`http://[::1`) raised ValueError there, an internal error;
+    another (`not a url`, `ftp://x`) reached the network layer and failed only after its retries."""
+    endpoint = os.environ.get("HF_ENDPOINT")
+    if not endpoint:  # unset or empty: the client's default, huggingface.co
+        return
+    try:
+        parts = urlsplit(endpoint)
+        host = parts.hostname
+    except ValueError:
+        parts, host = None, None
+    if parts is None or parts.scheme not in ("http", "https") or not host:
+        raise KvplanError(f"HF_ENDPOINT {endpoint[:120]!r} is not an http(s) URL with a host "
+                          "(like https://huggingface.co); unset it to use the Hub", EXIT_USAGE)
 
 
 def network_error_types() -> tuple[type[BaseException], ...]:

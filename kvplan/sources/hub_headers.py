@@ -78,6 +78,7 @@ def sum_headers(metas: Mapping[str, Any]) -> HubWeights:
                 layers[int(layer.group(1))] = layers.get(int(layer.group(1)), 0) + nbytes
             elif str(name).startswith(_MTP_PREFIXES):
                 mtp += nbytes
+        _check_contiguous(filename, meta.tensors)
     return HubWeights(params_by_dtype=MappingProxyType(dict(sorted(params.items()))),
                       total_bytes=total, num_files=len(metas), layer_bytes=MappingProxyType(layers),
                       mtp_prefix_bytes=mtp)
@@ -113,6 +114,23 @@ def _tensor_bytes(filename: str, name: str, dtype: Any, shape: Any, offsets: Any
         raise MalformedHeader(
             filename, f"{label} ({dtype}, shape {shape}) needs {nbytes} bytes but its data_offsets span {stored}")
     return nbytes, elements
+
+
+def _check_contiguous(filename: str, tensors: Mapping[str, Any]) -> None:
+    """A file's tensors tile its data from byte 0, in offset order, with no gap and no overlap, as the safetensors
+    library requires before it loads any (Metadata::validate: `s != start || e < s` is InvalidOffset,
+    huggingface/safetensors@24b0b28:safetensors/src/tensor.rs#L627-L638). Overlapping offsets would count the
+    shared bytes twice; a gap, bytes no tensor holds. Entries whose offsets are not two integers are left to
+    `_tensor_bytes`, which has checked each entry first."""
+    spans = sorted((tuple(t.data_offsets), str(name)) for name, t in tensors.items())
+    start = 0
+    for (s, e), name in spans:
+        if s != start:
+            how = (f"overlap the bytes before {start}, another tensor's" if s < start
+                   else f"leave bytes {start} to {s} to no tensor")
+            raise MalformedHeader(filename, f"tensor {name[:80]!r}: data_offsets [{s}, {e}] {how} (the safetensors "
+                                            "library refuses such a file: InvalidOffset)")
+        start = e
 
 
 def _is_nat(value: Any) -> bool:

@@ -69,6 +69,15 @@ def test_torch_names_of_the_dtypes_are_still_read(kvplan_home, tmp_path):
         assert r.exit_code == 0 and "weights fp16" in r.stdout, (name, r.output)
 
 
+def test_an_fp8_torch_dtype_is_planned_as_vllm_falls_back_and_said(kvplan_home, tmp_path):
+    # RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic's config.json names "float8_e4m3fn"; vLLM's 'auto' dtype
+    # falls back to the platform's first supported one, bf16 from compute capability 8.0 (vllm 0.30.0
+    # config/model.py _resolve_auto_dtype L2277-2318), so an H100 plan is bf16, as with "bfloat16".
+    r = _fit(_folder(tmp_path, {**LLAMA, "torch_dtype": "float8_e4m3fn"}))
+    assert r.exit_code == 0 and "weights bf16" in r.stdout, r.output
+    assert "note: config.json's torch_dtype float8_e4m3fn is the stored FP8" in r.stderr
+
+
 # --- config.json: a missing key read as a default is said -------------------------------------------------------
 
 @pytest.mark.parametrize("key, needle", [

@@ -87,11 +87,17 @@ class _Missing(Exception):
 DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float": "fp32", "half": "fp16",
           "fp32": "fp32", "fp16": "fp16", "bf16": "bf16"}  # and kvplan's own names, as a catalog entry writes them
 DEFAULT_DTYPE = "bfloat16"  # a config that names no dtype: planned as bf16, and `dtype_note` says so
+# An FP8 checkpoint's config may name its stored dtype (RedHatAI's Llama-4-Scout FP8-dynamic: "float8_e4m3fn"). No
+# engine computes in it: vLLM's 'auto' takes the platform's first supported dtype instead, bf16 from compute
+# capability 8.0, fp16 below (vllm 0.30.0 config/model.py _resolve_auto_dtype L2277-2318, "Falling back to").
+FLOAT8 = frozenset({"float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"})
 
 
 def read_dtype(cfg: Cfg) -> str:
     raw = cfg.raw("torch_dtype", "dtype", default=DEFAULT_DTYPE)
     name = raw.lower().removeprefix("torch.") if isinstance(raw, str) else raw
+    if name in FLOAT8:
+        return "bf16"  # what vLLM falls back to (FLOAT8 above); dtype_note says so
     if name not in DTYPES:
         raise KvplanError(f"{cfg.where}: torch_dtype {shown(raw)} is not a dtype kvplan reads "
                           f"({', '.join(list(DTYPES)[:3])})", EXIT_USAGE)
@@ -99,8 +105,14 @@ def read_dtype(cfg: Cfg) -> str:
 
 
 def dtype_note(cfg: Cfg) -> list[str]:
-    """The assumption a config without torch_dtype (or dtype) is planned under, as a note; none where it names one."""
+    """The assumption a config without torch_dtype (or dtype), or with an FP8 one, is planned under, as a note; none
+    where it names a dtype engines compute in."""
     if cfg.has("torch_dtype", "dtype"):
+        raw = cfg.raw("torch_dtype", "dtype", default=DEFAULT_DTYPE)
+        if isinstance(raw, str) and raw.lower().removeprefix("torch.") in FLOAT8:
+            return [f"config.json's torch_dtype {raw} is the stored FP8, no dtype an engine computes in: planned as "
+                    f"bf16, as vLLM falls back to it from compute capability 8.0 (fp16 below; {arg('weight_dtype')} "
+                    f"and {arg('kv_dtype')} to change)"]
         return []
     return [f"config.json names no torch_dtype: weights and the 'auto' KV cache planned as {DTYPES[DEFAULT_DTYPE]} "
             f"({arg('weight_dtype')} and {arg('kv_dtype')} to change)"]

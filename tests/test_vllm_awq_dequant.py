@@ -110,3 +110,20 @@ def test_the_command_asks_for_the_forced_kernel():
             assert args[args.index("--quantization"):args.index("--quantization") + 2] == flag
         else:
             assert "--quantization" not in args
+
+
+@pytest.mark.parametrize("model_name, version, priced", [
+    ("llama-3.1-70b", "0.20.1", True),
+    ("llama-3.1-70b", "0.25.0", False),  # AutoAWQConfig from 0.24.0, not read
+    ("qwen3-30b-a3b", "0.20.1", False),  # a MoE model's AWQ path, not read
+])
+def test_check_log_takes_a_forced_awq_only_where_it_is_priced(model_name, version, priced):
+    """A log stating `quantization: awq` is a real run: check-log prices the forced kernel where kvplan read its path,
+    and elsewhere says why not instead of refusing the user's log over an option they never gave."""
+    from kvplan.engines.logcheck import Reconciliation
+    from kvplan.engines.vllm.reconcile import _forced_awq
+
+    out = Reconciliation("vllm", version, model_name, "a100-sxm-80")
+    opts = _forced_awq(out, {"quantization": "awq"}, require_in_catalog(model_name), "int4", version)
+    assert (opts == ["awq_kernel=awq"]) is priced
+    assert any("not priced" in n for n in out.notes) is not priced

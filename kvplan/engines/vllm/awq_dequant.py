@@ -26,22 +26,28 @@ KERNELS = ("marlin", "awq")
 _DENSE_KINDS = (Kind.FULL, Kind.SLIDING, Kind.CHUNKED)
 
 
+def unpriced(model, weight_dtype: str | None, v: tuple) -> str | None:
+    """Why the forced kernel's copy is not priced for this model and release (None where it is): weights that are not
+    4-bit AWQ (or int4 planned on a 16-bit model's shapes), a model whose AWQ path kvplan did not read, a release
+    from 0.24.0."""
+    q = model.quantization
+    if (weight_dtype or q.method) != "int4" or q.quant_method not in ("", "awq"):
+        return "needs 4-bit AWQ weights (an AWQ checkpoint, or int4 weights planned)"
+    if v >= READ_BEFORE:
+        return "is read through vLLM 0.23 only (0.24.0 loads AWQ as AutoAWQConfig, whose forced path kvplan did not read)"
+    if model.params.num_experts or any(la.kind not in _DENSE_KINDS for la in model.layers):
+        return "is read for dense attention models only (MoE, MLA and recurrent layers take other AWQ methods)"
+    return None
+
+
 def forced(opts: dict, model, weight_dtype: str | None, v: tuple) -> bool:
     """Whether the plan runs AWQConfig's own kernel (engine option awq_kernel=awq); a one-line refusal where it is
-    asked of weights that are not 4-bit AWQ (or int4 planned on a 16-bit model's shapes), of a model whose AWQ path
-    kvplan did not read, or of a release from 0.24.0."""
+    asked and `unpriced` says why it cannot be priced."""
     if opt_choice(opts, "awq_kernel", "marlin", KERNELS) != "awq":
         return False
-    q = model.quantization
-    planned = weight_dtype or q.method
-    if planned != "int4" or q.quant_method not in ("", "awq"):
-        raise _bad_opt("awq_kernel", "awq", "needs 4-bit AWQ weights (an AWQ checkpoint, or int4 weights planned)")
-    if v >= READ_BEFORE:
-        raise _bad_opt("awq_kernel", "awq", "is read through vLLM 0.23 only (0.24.0 loads AWQ as AutoAWQConfig, "
-                                            "whose forced path kvplan did not read)")
-    if model.params.num_experts or any(la.kind not in _DENSE_KINDS for la in model.layers):
-        raise _bad_opt("awq_kernel", "awq", "is read for dense attention models only (MoE, MLA and recurrent "
-                                            "layers take other AWQ methods)")
+    why = unpriced(model, weight_dtype, v)
+    if why:
+        raise _bad_opt("awq_kernel", "awq", why)
     return True
 
 

@@ -17,7 +17,7 @@ from kvplan.engines.logparse import Num, deployment_said
 from kvplan.engines.log_weights import log_weight_dtype
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 from kvplan.engines.vllm import releases as vllm_releases
-from kvplan.engines.vllm import load_split
+from kvplan.engines.vllm import awq_dequant, load_split
 from kvplan.engines.vllm.cudagraphs import awq_note
 from kvplan.engines.vllm.log_graphs import graph_note, planned_shape, seqs_from_shape
 from kvplan.engines.vllm.non_torch import CORPUS_CAPABILITY, corpus_gpu, dtype_bytes, fi_allreduce_workspace
@@ -26,6 +26,19 @@ from kvplan.engines.vllm.overhead import cudagraph_estimate
 from kvplan.hardware.gpus import GPU
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.planning.plan import Request
+
+
+def _forced_awq(out, s, model, weight_dtype, version) -> list[str]:
+    """The log's `quantization: awq` as engine option awq_kernel=awq where kvplan prices the forced kernel; where it
+    does not (a MoE model, a release from 0.24.0), a note, so a real log is still reconciled."""
+    if s.get("quantization") != "awq" or model is None:
+        return []
+    why = awq_dequant.unpriced(model, weight_dtype, parse_version(version))
+    if why is None:
+        return ["awq_kernel=awq"]
+    out.notes.append(f"the log forces AWQ's own kernel (quantization: awq): its fp16 weight copy in the CUDA-graph "
+                     f"pool is not priced, as kvplan's awq_kernel=awq {why}")
+    return []
 
 
 def reconcile_vllm(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
@@ -40,7 +53,7 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
     opts += [f"mxfp4_backend={s['mxfp4_backend']}"] if s.get("mxfp4_backend") else []  # the kernel the log names
     opts += ["model_runner=v1"] if s.get("runner_fallback") else []  # the log says V2 fell back to V1 (vllm.runner)
     opts += ["enforce_eager=true"] if s.get("enforce_eager") is True else []  # its engine config or non-default args
-    opts += ["awq_kernel=awq"] if s.get("quantization") == "awq" else []  # AWQConfig's own kernel (vllm.awq_dequant)
+    opts += _forced_awq(out, s, model, weight_dtype, version)  # AWQConfig's own kernel (vllm.awq_dequant)
     explicit = {"gpu_memory_utilization": gmu, "block_size": s.get("block_size"), "graph_shape": rec.graph_shape}
     engine = resolve_engine("vllm", version, opts, **explicit)
     if s.get("runner_fallback"):  # vLLM's own word on its model runner (config/vllm.py use_v2_model_runner)

@@ -18,7 +18,7 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
-from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, inputs_named, path_error
+from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg, inputs_named, path_error
 from kvplan.core.files import check_writable
 from kvplan.core.markup import one_line, plain, safe_stdout
 from kvplan.report.fitted import fitted_table
@@ -74,6 +74,13 @@ def flag(name: str, command: Optional[str] = None) -> str:
 
 def stderr(message: str) -> None:
     print(message, file=sys.stderr)
+
+
+def planned_by(label: Optional[str]) -> str:
+    """Whose rules size the pool, as fit, sweep and cheapest say it: the engine and its release (its `label`), or
+    kvplan's own where no engine was asked for."""
+    return (f"planned as {label} allocates" if label else
+            f"planned with kvplan's engine-neutral rules ({arg('engine')} for an engine's own)")
 
 
 def cli_errors(fn):

@@ -11,7 +11,7 @@ from kvplan.cli._common import (
     MAX_BATCH, AllowLongOpt, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, JsonOpt,
     LoraOpt, MaxModelLenOpt, PricesOpt,
     RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, print_notes, print_result,
-    progress_bar, stderr, table,
+    planned_by, progress_bar, stderr, table,
 )
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
@@ -166,8 +166,7 @@ def _assumed(chosen, candidates, spec, gpu_list) -> list[str]:
     """The rules every candidate was planned under (the engine and its release, or kvplan's own) and the dtypes
     they run (a planned candidate's, as `fit` heads its table), said once as sweep says them; then the notes on a
     cache dtype the checkpoint declares."""
-    rules = (f"planned as {chosen.label} allocates" if chosen.label else
-             "planned with kvplan's engine-neutral rules (--engine for an engine's own)")
+    rules = planned_by(chosen.label)
     planned = [c.plan for c in candidates if c.plan is not None]
     gpu = next((g for g in gpu_list if planned and g.key == planned[0].gpu), None)
     if gpu is not None:

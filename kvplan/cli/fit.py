@@ -8,14 +8,14 @@ import typer
 from kvplan.cli._common import (
     AllowLongOpt, BatchOpt, BlockSizeOpt, CtxOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt,
     JsonOpt, KvDtypeOpt, LoraOpt, MaxModelLenOpt, RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt,
-    cli_errors, print_notes, stderr,
+    cli_errors, planned_by, print_notes, stderr,
 )
 from kvplan.cli.engine_fit import fit_report
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
 from kvplan.cli.layouts import search
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
-from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError, arg
+from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.units import parse_tokens
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import NODE_GPUS, Deployment, deployment_for_gpus
@@ -114,7 +114,7 @@ def fit(
     # All input is valid from here on: now say where things came from.
     print_notes(resolved, chosen)
     if not chosen.label:  # the engine is an assumption too: say whose rules size the pool, as sweep and cheapest do
-        stderr(f"note: planned with kvplan's engine-neutral rules ({arg('engine')} for an engine's own)")
+        stderr(f"note: {planned_by(chosen.label)}")
     for note in limit_notes:
         stderr(f"note: {note}")
     if ctx_tokens is None:

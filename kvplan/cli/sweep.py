@@ -16,7 +16,7 @@ from kvplan.cli._common import (
     MAX_BATCH, AllowLongOpt, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, LoraOpt,
     MaxModelLenOpt, PricesOpt, RevisionOpt,
     OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, output_files,
-    progress_bar, stderr, table,
+    planned_by, progress_bar, stderr, table,
 )
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
@@ -209,8 +209,7 @@ def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch
                        f"past {whose} (fits: limit): the limit binds, not memory, and more GPUs never help")
     if result.skipped:
         summary.append(f"{plural(result.skipped_plans, 'plan')} skipped: deployments the model cannot run (see below)")
-    summary.append(f"planned as {result.engine} allocates" if result.engine else
-                   "planned with kvplan's engine-neutral rules (--engine for an engine's own)")
+    summary.append(planned_by(result.engine))
     summary.append(f"ranked: {RANKING}")
     summary += [f"note: {line}" for line in (*memory_caveats(gpu_list), *weight_caveats(specs, weights))]
     if price_by_gpu:

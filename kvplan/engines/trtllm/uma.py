@@ -45,7 +45,7 @@ def used_bytes(gpu, os_memory: int | None, page_cache: int | None, checkpoint: i
 
 
 def warnings(gpu, os_memory: int | None, page_cache: int | None, checkpoint: int,
-             fraction: float = 0.9) -> tuple[PlanWarning, ...]:
+             fraction: float) -> tuple[PlanWarning, ...]:
     """What a plan assumes of the page cache and the OS on a unified GPU, and what free_gpu_memory_fraction is a
     share of (the options said ignored elsewhere)."""
     given = [k for k, v in (("os_memory", os_memory), ("page_cache", page_cache)) if v is not None]

@@ -127,6 +127,11 @@ def sglang_key(q: dict, method: str) -> str | None:
     return next((k for k in keys if k in q), None)
 
 
+# SGLang's readings of an exclusion list, by the `dotted` flag of sglang_matcher: the key each is kept under in
+# `Quantization.readings`, which kvplan.engines.sglang.quant_methods.reading picks by release
+SGLANG_READINGS = (("dotted", True), ("substring", False))
+
+
 def sglang_matcher(entry: str, dotted: bool) -> Named:
     """SGLang's is_layer_skipped for one entry (module docstring): a linear layer by its own (shard) name, at
     dotted-path boundaries (`dotted`: 0.5.11 on) or as a substring (0.5.10); a routed expert by its layer's FusedMoE

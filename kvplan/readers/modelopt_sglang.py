@@ -29,7 +29,7 @@ import re
 from dataclasses import replace
 
 from kvplan.core.errors import KvplanError
-from kvplan.readers.exclusion_rules import Named, exclusion_list, sglang_matcher
+from kvplan.readers.exclusion_rules import SGLANG_READINGS, Named, exclusion_list, sglang_matcher
 from kvplan.readers.modelopt import unlisted
 from kvplan.readers.mtp import mtp_entries
 from kvplan.readers.unquantized import kept_modules, kept_params, matched, module_names
@@ -40,7 +40,6 @@ FLAT_KEYS = {"FP8": ("ignore",), "NVFP4": ("ignore", "modules_to_not_convert", "
 NESTED_KEYS = ("exclude_modules",)  # hf_quant_config.json's `quantization` block
 LIST_KEYS = ("ignore", "modules_to_not_convert", "exclude_modules")  # every key a release reads a list from
 FUSED_TAILS = frozenset({"q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"})  # is_layer_excluded's fused words
-RULES = (("dotted", True), ("substring", False))  # the readings kvplan.engines.sglang.quant_methods picks by release
 # before 0.5.10 the matching differs again (0.5.8.post1: FP8 a substring, NVFP4 a fullmatch of the whole name, the
 # experts never excluded; NVFP4's flat form `ignore` alone) and was not read release by release: said, vLLM's planned
 UNREAD = "unread"
@@ -94,12 +93,12 @@ def readings(cfg, q: dict, legacy: bool, where: str, params, layers: tuple, quan
         k = key(q, legacy)
     except KeyError:
         said = _vllms(quant, f"SGLang's ModelOpt {algo} config was not read")
-        return (*((r, said) for r, _ in RULES), unread)
+        return (*((r, said) for r, _ in SGLANG_READINGS), unread)
     model_type = str(cfg.raw("model_type") or "")
     modules = module_names(cfg, model_type, params, layers)
     entries = [e for e in (exclusion_list(q, where, (k,)) if k else []) if isinstance(e, str)]
     out = []
-    for r, dotted in RULES:
+    for r, dotted in SGLANG_READINGS:
         try:
             named = [matcher(e, dotted) for e in entries] + ([rest] if rest is not None else [])
             found = matched(named, len(layers), params, where, modules)

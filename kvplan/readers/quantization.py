@@ -13,8 +13,8 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.model.spec import Quantization
 from kvplan.readers.cfg import read_dtype, shown
 from kvplan.readers.channel_scales import channel_parts, channel_scales, g_idx_bytes
-from kvplan.readers.exclusion_rules import (LIST_KEYS, SGLANG_BOUNDARY, chosen_keys, exclusion_list, rule, sglang_key,
-                                           sglang_key_note, sglang_matcher, skipped_note)
+from kvplan.readers.exclusion_rules import (LIST_KEYS, SGLANG_BOUNDARY, SGLANG_READINGS, chosen_keys, exclusion_list,
+                                           rule, sglang_key, sglang_key_note, sglang_matcher, skipped_note)
 from kvplan.readers import modelopt_sglang
 from kvplan.readers.modelopt import glob_entry, modelopt_method, modelopt_view, unlisted
 from kvplan.readers.mtp import mtp_entries, names_mtp
@@ -76,7 +76,7 @@ def read_quantization(cfg, params=None, layers=()) -> Quantization:
     if method not in SGLANG_BOUNDARY:
         return quant
     readings = tuple((r, _sglang_reading(cfg, q, method, where, params, tuple(layers), quant, parts, dotted))
-                     for r, dotted in (("dotted", True), ("substring", False)))
+                     for r, dotted in SGLANG_READINGS)
     notes = quant.notes + _sglang_more(method, quant, readings[0][1])
     # a reading that keeps what the reader kept and has nothing to say is left out
     differ = tuple((r, x) for r, x in readings if isinstance(x, str) or x != quant or x.notes)

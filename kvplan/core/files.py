@@ -82,26 +82,12 @@ def atomic_writer(path: str | os.PathLike, *, newline: str | None = None, encodi
     /dev/stdout) cannot be replaced and is written straight into. A failure to write is a
     KvplanError naming the path.
     """
-    target, magic = _follow(Path(path))
-    try:
-        st = None if magic else os.stat(target)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise write_error(path, exc) from None
+    target, magic, st = _landing(path)
     if magic or (st is not None and not stat.S_ISREG(st.st_mode)):
-        if st is not None and stat.S_ISDIR(st.st_mode):
-            raise write_error(path, IsADirectoryError(errno.EISDIR, "is a directory"))
         with _direct(path if magic else target, newline, encoding) as stream:
             yield stream
         return
-    folder = target.parent
-    if not folder.is_dir():
-        raise KvplanError(f"cannot write {path}: folder {folder} does not exist", EXIT_USAGE)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise write_error(path, exc) from None
+    fd, tmp = _temp_beside(path, target)
     try:
         if st is not None:
             with contextlib.suppress(OSError):  # only root may give a file away; keep what we can
@@ -124,28 +110,41 @@ def check_writable(path: str | os.PathLike) -> None:
     """Refuse, before any work, a `path` that `atomic_writer` could not write: its folder missing, or one kvplan may
     not create a file in (read-only, not ours, /proc). A temporary file is made there and removed at once, as the
     write itself will; a FIFO or device already there is written in place and not probed (opening a FIFO waits)."""
-    target, magic = _follow(Path(path))
-    try:
-        st = os.stat(target)
-    except FileNotFoundError:
-        if magic:  # /proc takes no new file: only an fd's link that is there already
-            raise write_error(path, FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))) from None
-        st = None
-    except OSError as exc:
-        raise write_error(path, exc) from None
+    target, magic, st = _landing(path, probe_magic=True)
     if magic or (st is not None and not stat.S_ISREG(st.st_mode)):
-        if st is not None and stat.S_ISDIR(st.st_mode):
-            raise write_error(path, IsADirectoryError(errno.EISDIR, "is a directory"))
         return
-    if not target.parent.is_dir():
-        raise KvplanError(f"cannot write {path}: folder {target.parent} does not exist", EXIT_USAGE)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as exc:
-        raise write_error(path, exc) from None
+    fd, tmp = _temp_beside(path, target)
     os.close(fd)
     with contextlib.suppress(OSError):
         os.unlink(tmp)
+
+
+def _landing(path, probe_magic: bool = False) -> tuple[Path, bool, os.stat_result | None]:
+    """(target, magic, st): the file a write to `path` lands on (`_follow`), whether that is an fd's magic link, and
+    its stat (None: no file there yet, or a magic link not probed); a folder there refused. `probe_magic`: stat a
+    magic link too, refusing a missing one (/proc takes no new file: only an fd's link that is there already)."""
+    target, magic = _follow(Path(path))
+    try:
+        st = os.stat(target) if probe_magic or not magic else None
+    except FileNotFoundError as exc:
+        if magic:
+            raise write_error(path, exc) from None
+        st = None
+    except OSError as exc:
+        raise write_error(path, exc) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise write_error(path, IsADirectoryError(errno.EISDIR, "is a directory"))
+    return target, magic, st
+
+
+def _temp_beside(path, target: Path) -> tuple[int, str]:
+    """A new temporary file in `target`'s folder (fd, name), where a rename over `target` is atomic."""
+    if not target.parent.is_dir():
+        raise KvplanError(f"cannot write {path}: folder {target.parent} does not exist", EXIT_USAGE)
+    try:
+        return tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise write_error(path, exc) from None
 
 
 @contextlib.contextmanager

@@ -168,7 +168,7 @@ def _assumed(chosen, candidates, spec, gpu_list) -> list[str]:
     cache dtype the checkpoint declares."""
     rules = planned_by(chosen.label)
     planned = [c.plan for c in candidates if c.plan is not None]
-    gpu = next((g for g in gpu_list if planned and g.key == planned[0].gpu), None)
+    gpu = next((g for g in gpu_list if g.key == planned[0].gpu), None) if planned else None
     if gpu is not None:
         rules += f"; {dtype_words(planned[0], spec, gpu)}" + (f" (on {gpu.key})" if len(gpu_list) > 1 else "")
     return [rules, *(f"note: {n}" for n in checkpoint_kv_notes((p, spec) for p in planned))]

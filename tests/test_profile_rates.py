@@ -150,7 +150,8 @@ def test_a_profile_with_fp8_math_but_no_fp8_rate_says_its_fp8_gemms_run_at_bf16(
 def test_cheapest_without_a_workload_says_the_gaps_sweep_says():
     # cheapest ranks by the calibrated step's tok/s/req with or without --workload, so what the profiles lack for
     # those figures is said either way, as sweep says it (kvplan.cli.speed_flags.plans_gaps): GB10's datasheet states
-    # no 16-bit matmul rate (a measured one stands in, said), MI250X (one 64 GiB GCD) no link bandwidth, and Llama 3.1 70B's 141 GB of bf16 weights
+    # no 16-bit matmul rate (a measured one stands in, said), MI250X (one 64 GiB GCD) no link bandwidth, and
+    # Llama 3.1 70B's 141 GB of bf16 weights
     # need more than two GCDs, so its plans there span several (before, cheapest said neither without a workload)
     gaps = {}
     for command, args in (("sweep", ["-m", "llama-3.1-70b"]), ("cheapest", ["llama-3.1-70b", "--concurrency", "4"])):

@@ -127,8 +127,7 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
     used, pool = plan.kv_used_bytes_per_gpu, plan.state_pool_bytes_per_gpu  # Plan.free_bytes_per_gpu, inline
     row = {
         "rank": rank,
-        "model": plan.model,
-        "gpu": plan.gpu,
+        "model": plan.model, "gpu": plan.gpu,
         "gpus": plan.deployment.gpus, "tp": plan.deployment.tp, "pp": plan.deployment.pp,
         "dp": plan.deployment.dp, "ep": plan.deployment.ep, "dcp": plan.deployment.dcp,
         "context": r.context, "batch": r.batch,

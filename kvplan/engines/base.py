@@ -136,6 +136,11 @@ class Engine:
         """Per-stage KV bytes: the planner's budget unless the engine scales it."""
         return stages
 
+    def kv_share(self, stages: tuple[Stage, ...], req: Request, st) -> float:
+        """The share of `stages`' KV bytes (what weights, overhead and adapters leave) that budget() keeps, as the
+        memory table shows it (Plan.kv_share): all of it unless the engine scales it."""
+        return 1.0
+
     def capacity(self, model, dep, stages, req: Request, st, use: Usage) -> Capacity:
         raise NotImplementedError
 
@@ -196,7 +201,8 @@ class Engine:
         extra = self.loaded_extra(view, dep, st)
         prep = as_loaded(prep, extra, dep)
         budget = gpu_budget(gpu, one)
-        stages = self.budget(budgets(prep, budget, one), one, st)
+        left = budgets(prep, budget, one)
+        stages, share = self.budget(left, one, st), self.kv_share(left, one, st)
         use = usage(stages, one)
         cap = self.capacity(view, dep, stages, one, st, use)
         cap = cap._replace(notes=(*cap.notes, *lora_notes)) if lora_notes else cap
@@ -206,7 +212,8 @@ class Engine:
                                                          "checkpoint + loading")))
         ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep, self.dcp_tokens_whole)
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name,
-                        assumed=(*kv_said, *self.assumptions(view, gpu, dep, st)), pooled=cap.pooled)
+                        assumed=(*kv_said, *self.assumptions(view, gpu, dep, st)), pooled=cap.pooled,
+                        kv_share=share)
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r), gpu)
 
     # the engine table's row for weights as loaded, where loading adds to the checkpoint (loaded_extra)

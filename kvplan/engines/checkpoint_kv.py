@@ -29,19 +29,27 @@ class KvRule(NamedTuple):
     """What an engine release's 'auto' does with one checkpoint's declaration, in words with its source (`why`).
     `unsized`: the engine follows a kind kvplan cannot size for it (refused); `refuse_16bit`: why a 16-bit cache
     asked for by name has no setting in the engine for this checkpoint ("" where it has one); `hint`: the declared
-    dtype is one the engine's own cache-dtype setting can name (a warning then says so)."""
+    dtype is one the engine's own cache-dtype setting can name (a warning then says so); `reads_as`: the kind the engine
+    makes of the declaration where it reads it its own way (SGLang's NVFP4 config: a string kv_cache_scheme "FLOAT8"
+    is FP8), "" where it reads the declared kind (CheckpointKV.kind)."""
 
     follows: bool
     why: str
     unsized: bool = False
     refuse_16bit: str = ""
     hint: bool = True
+    reads_as: str = ""
+
+
+def _as_read(rule: KvRule, ckv):
+    """`ckv` with the kind the engine reads it as (KvRule.reads_as), for its kind and dtype; its text as written."""
+    return replace(ckv, algo=rule.reads_as, scheme_word="") if rule.reads_as else ckv
 
 
 def auto_dtype(rule: KvRule, model) -> str | None:
     """The cache dtype the engine's 'auto' gives this checkpoint where it is not the model's own (the declared
     one it follows), else None: what an emitted command must override to run another."""
-    ckv = model.checkpoint_kv
+    ckv = model.checkpoint_kv and _as_read(rule, model.checkpoint_kv)
     return ckv.dtype if ckv is not None and rule.follows and ckv.dtype else None
 
 
@@ -51,6 +59,7 @@ def resolve(rule: KvRule, model, req: Request) -> tuple[Request, tuple[PlanWarni
     if ckv is None:
         return req, ()
     declared = ckv.describe()
+    ckv = _as_read(rule, ckv)
     kind = ckv.kind or "quantized"
     if req.kv_auto:
         if not rule.follows:

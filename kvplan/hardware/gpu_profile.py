@@ -154,9 +154,11 @@ class _Checker(ProfileChecker):
         return flops
 
     def achieved_flops(self, datasheet: dict) -> tuple[dict, str | None]:
-        """The measured matmul rates and their source: both or neither, each precision one the datasheet rates and
-        at most its rate there; a measured bf16 rate on a profile that states fp16 alone (GeForce headlines, RTX A6000)
-        is checked against that fp16 figure, the one kvplan.speed.compute_dtype.read_flops reads as bf16 there."""
+        """The measured matmul rates and their source: both or neither, each at most the datasheet's rate for its
+        precision; a measured bf16 rate on a profile that states fp16 alone (GeForce headlines, RTX A6000) is checked
+        against that fp16 figure, the one kvplan.speed.compute_dtype.read_flops reads as bf16 there. A precision the
+        datasheet does not rate at all may be measured (GB10: NVIDIA states FP4 with sparsity alone): the speed terms
+        run at it, said as a measurement, while the roofline, on the datasheet's rates, still prices it at nothing."""
         d = self.data
         value, source = d.get("achieved_dense_flops"), d.get("achieved_dense_flops_source")
         if value is None and source is None:
@@ -166,12 +168,12 @@ class _Checker(ProfileChecker):
         if source is None:
             self.fail("field 'achieved_dense_flops' needs 'achieved_dense_flops_source' (where it was measured)")
         for precision, rate in value.items():
+            if precision not in PRECISIONS:
+                self.fail(f"field 'achieved_dense_flops' has unknown precision {show(precision)} "
+                          f"(allowed: {', '.join(PRECISIONS)})")
             rated = precision if precision in datasheet or precision != "bf16" else "fp16"  # read_flops' bf16 reading
-            if rated not in datasheet:
-                self.fail(f"field 'achieved_dense_flops' has precision {show(precision)}, which 'dense_flops' "
-                          "does not rate")
             self.pos_int(f"achieved_dense_flops.{precision}", rate)
-            if rate > datasheet[rated]:
+            if rated in datasheet and rate > datasheet[rated]:
                 self.fail(f"field 'achieved_dense_flops.{precision}' ({rate}) exceeds 'dense_flops.{rated}' "
                           f"({datasheet[rated]})")
         return dict(value), self.text("achieved_dense_flops_source", source)

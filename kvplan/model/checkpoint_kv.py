@@ -20,8 +20,11 @@ class CheckpointKV:
     `producer`: whose config declares it (modelopt, compressed-tensors, quark, or another quant_method); `source`:
     where (hf_quant_config.json, or config.json's quantization_config) and the key. A string declaration (ModelOpt's
     `kv_cache_quant_algo`) is `algo`, upper-cased; an object (`kv_cache_scheme`) is its `scheme_*` fields, None or
-    "" for a field it leaves out. `kind` names either one as engines do (FP8, NVFP4, INT8; "" where unread), `dtype`
-    is kvplan's cache dtype for it ("" where kvplan has none).
+    "" for a field it leaves out; a ModelOpt `kv_cache_scheme` written as a string ("FP8", "NVFP4") is `scheme_word`,
+    stripped and upper-cased, beside any `algo`, and `flat_algo` is the config's top-level `quant_algo` where it is
+    config.json's flat form (SGLang reads such a string in that form alone, by its algorithm's config). `kind` names
+    the declaration as vLLM reads it (a scheme before an algorithm: FP8, NVFP4, INT8, a word as written; "" where
+    unread), `dtype` is kvplan's cache dtype for it ("" where kvplan has none).
     """
 
     producer: str
@@ -32,14 +35,17 @@ class CheckpointKV:
     scheme_strategy: str = ""
     scheme_dynamic: bool | None = None
     scheme_symmetric: bool | None = None
+    scheme_word: str = ""
+    flat_algo: str = ""
 
     @property
     def is_scheme(self) -> bool:
-        return not self.algo
+        """A kv_cache_scheme object (not a string, not an algorithm)."""
+        return not self.algo and not self.scheme_word
 
     @property
     def kind(self) -> str:
-        return self.algo or _SCHEME_KINDS.get((self.scheme_type, self.scheme_bits), "")
+        return self.scheme_word or self.algo or _SCHEME_KINDS.get((self.scheme_type, self.scheme_bits), "")
 
     @property
     def dtype(self) -> str:
@@ -53,6 +59,9 @@ class CheckpointKV:
 
     def describe(self) -> str:
         """The declaration as written, in one line: `kv_cache_quant_algo FP8 in hf_quant_config.json`."""
+        if self.scheme_word:
+            beside = f" (and kv_cache_quant_algo {self.algo})" if self.algo else ""
+            return f"kv_cache_scheme \"{self.scheme_word}\"{beside} in {self.source}"
         if self.algo:
             return f"kv_cache_quant_algo {self.algo} in {self.source}"
         if not self.scheme_bits:  # Quark's kv_cache_group: modules named, no kind read

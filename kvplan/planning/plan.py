@@ -118,6 +118,9 @@ class Plan:
     state_pool_bytes_per_gpu: int = 0
     token_pool_bytes_per_gpu: int = 0
     pooled_state_bytes_per_sequence_per_gpu: int = 0
+    # the share of what weights, overhead and adapters leave that the engine takes for the KV cache (TensorRT-LLM's
+    # free_gpu_memory_fraction); 1: all of it. Set by the engine layer, so the memory table shows the step as data
+    kv_share: float = 1.0
 
     @property
     def binds(self) -> str | None:
@@ -273,11 +276,12 @@ def limit_name(asked: bool) -> str:
 
 def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepared, budget: int,
              stages: tuple[Stage, ...], use: Usage, ans: Answers, name: str | None = None,
-             assumed: tuple[PlanWarning, ...] = (), pooled: PooledStates | None = None) -> Plan:
+             assumed: tuple[PlanWarning, ...] = (), pooled: PooledStates | None = None, kv_share: float = 1.0) -> Plan:
     """The Plan, with the verdict rules every engine shares: a context past the model's limit, or an
     exact KV budget that does not fit beside the weights, is not a fit (and holds no request).
     `assumed`: the engine's warnings for hardware facts its rules had to assume (Engine.assumptions);
-    `pooled`: the engine's state pool, where it keeps the sequences' states in one (Capacity.pooled)."""
+    `pooled`: the engine's state pool, where it keeps the sequences' states in one (Capacity.pooled); `kv_share`:
+    the share of what is left the engine takes (Engine.kv_share)."""
     usable = gpu.memory_usable_bytes
     warnings = []
     fits, conc, max_ctx = ans.fits, ans.max_concurrency, ans.max_context  # max_ctx: for the budget as given
@@ -318,7 +322,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         context_limit=model.max_context, context_limit_asked=bool(model.max_model_len),
         state_pool_bytes_per_gpu=pooled.pool_bytes if pooled else 0,
         token_pool_bytes_per_gpu=pooled.token_pool_bytes if pooled else 0,
-        pooled_state_bytes_per_sequence_per_gpu=pooled.held_bytes if pooled else 0,
+        pooled_state_bytes_per_sequence_per_gpu=pooled.held_bytes if pooled else 0, kv_share=kv_share,
     )
 
 

@@ -8,6 +8,11 @@ Where checkpoints state it (each engine's reading cited in kvplan.engines.checkp
   (vllm 0.14.0 wheel sdist, vllm/utils/torch_utils.py L239-298).
 * compressed-tensors (llm-compressor, RedHatAI's "-FP8-KV" / "-FP8-dynamic" checkpoints): `kv_cache_scheme`,
   `{"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": false, "symmetric": true}` or null.
+* ModelOpt's `kv_cache_scheme` may be a string ("FP8", "NVFP4"): vLLM maps it as it maps a kv_cache_quant_algo
+  string, lower-cased through MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP, anything else "auto" (0.19.0 wheel
+  vllm/utils/torch_utils.py L275-297, 0.33.0 L456-491); SGLang's NVFP4 config maps "FP8"/"FLOAT8" and
+  "FP4"/"FLOAT4"/"NVFP4" in config.json's flat form (0.5.23 wheel modelopt_quant.py L1629-1636): kept as
+  `scheme_word`, each engine's rule by release in kvplan.engines.*.cache_dtype. Another producer's string is refused.
 * Quark: a non-empty `kv_cache_group` (module names whose outputs are quantized); recorded, not read into a kind.
 * Another quant_method's `kv_cache_quant_algo` (SGLang's Fp8Config reads one from 0.5.18): recorded as written.
 
@@ -39,18 +44,34 @@ def read_checkpoint_kv(cfg) -> CheckpointKV | None:
     producer = "modelopt" if is_modelopt(q) else str(q.get("quant_method", "")).lower()[:32] or "unnamed"
     flat = modelopt_view(q)
     scheme = flat.get("kv_cache_scheme")
+    if isinstance(scheme, str) and producer == "modelopt":  # a word, which vLLM and SGLang map (module docstring)
+        word = scheme  # vLLM lower-cases it unstripped: a name with spaces is refused, not guessed
+        if not _ALGO.fullmatch(word):
+            raise KvplanError(f"{where}.kv_cache_scheme must be a short name such as FP8 or an object, got "
+                              f"{scheme!r:.40}", EXIT_USAGE)
+        flat_form = not file_form and not isinstance(q.get("quantization"), dict)
+        return CheckpointKV(producer, source, algo=_algo(flat, where), scheme_word=word.upper(),
+                            flat_algo=str(flat.get("quant_algo") or "").upper()[:32] if flat_form else "")
     if scheme is not None:  # vLLM reads a scheme before an algorithm string (module docstring)
         return _scheme(scheme, producer, source, f"{where}.kv_cache_scheme")
-    algo = flat.get("kv_cache_quant_algo")
-    if algo is not None:
-        if not isinstance(algo, str) or not _ALGO.fullmatch(algo):
-            raise KvplanError(f"{where}.kv_cache_quant_algo must be a short name such as FP8, got {algo!r:.40}",
-                              EXIT_USAGE)
-        return CheckpointKV(producer, source, algo=algo.upper())
+    algo = _algo(flat, where)
+    if algo:
+        return CheckpointKV(producer, source, algo=algo)
     group = flat.get("kv_cache_group")
     if producer == "quark" and isinstance(group, list) and group:
         return CheckpointKV(producer, source)  # kind "": not read (module docstring)
     return None
+
+
+def _algo(flat: dict, where: str) -> str:
+    """The config's kv_cache_quant_algo, upper-cased ("" where it states none); a value not a short name refused."""
+    algo = flat.get("kv_cache_quant_algo")
+    if algo is None:
+        return ""
+    if not isinstance(algo, str) or not _ALGO.fullmatch(algo):
+        raise KvplanError(f"{where}.kv_cache_quant_algo must be a short name such as FP8, got {algo!r:.40}",
+                          EXIT_USAGE)
+    return algo.upper()
 
 
 def _scheme(scheme, producer: str, source: str, where: str) -> CheckpointKV:

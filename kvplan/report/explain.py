@@ -107,9 +107,11 @@ def explain_lines(plan: Plan, model, gpu=None) -> list[str]:
     lines.append(f"One sequence of {S:,} tokens: {seq:,} B ({gib(seq)}) per GPU")
     kv = plan.kv_memory_bytes_per_gpu
     if r.kv_cache_memory_bytes is None:
-        lines.append(f"KV memory per GPU = {gib(plan.usable_memory_bytes)} × {r.gpu_memory_utilization:g}"
-                     f" − weights {gib(plan.weight_bytes_per_gpu)} − overhead {gib(plan.overhead_bytes_per_gpu)}"
-                     + (f" − LoRA {r.lora.text} {gib(r.lora_bytes)}" if r.lora is not None else "") + f" = {gib(kv)}")
+        rest = (f"{gib(plan.usable_memory_bytes)} × {r.gpu_memory_utilization:g}"
+                f" − weights {gib(plan.weight_bytes_per_gpu)} − overhead {gib(plan.overhead_bytes_per_gpu)}"
+                + (f" − LoRA {r.lora.text} {gib(r.lora_bytes)}" if r.lora is not None else ""))
+        share = f"({rest}) × free fraction {plan.kv_share:g}" if plan.kv_share != 1 else rest
+        lines.append(f"KV memory per GPU = {share} = {gib(kv)}")
     else:
         lines.append(f"KV memory per GPU = {arg('kv_cache_memory')} = {gib(kv)}")
     dp = plan.deployment.dp

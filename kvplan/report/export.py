@@ -114,7 +114,7 @@ ROW_KEYS = (
     "rank", "model", "gpu", "gpus", "tp", "pp", "dp", "ep", "dcp", "context", "batch", "weight_dtype", "kv_dtype", "checkpoint_kv",
     "block_size",
     "gpu_memory_utilization", "usable_memory_bytes_per_gpu", "budget_bytes_per_gpu", "weight_bytes",
-    "weight_bytes_per_gpu", "overhead_bytes_per_gpu", "overhead_is_estimate", "kv_bytes_per_token",
+    "weight_bytes_per_gpu", "overhead_bytes_per_gpu", "overhead_is_estimate", "kv_share", "kv_bytes_per_token",
     "kv_bytes_per_token_per_gpu", "kv_bytes_per_sequence", "kv_bytes_per_sequence_per_gpu",
     "state_bytes_per_sequence", "state_bytes_per_sequence_per_gpu", "kv_memory_bytes_per_gpu",
     "state_pool_bytes_per_gpu", "token_pool_bytes_per_gpu", "pooled_state_bytes_per_sequence_per_gpu",

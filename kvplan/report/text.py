@@ -127,8 +127,7 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
     used, pool = plan.kv_used_bytes_per_gpu, plan.state_pool_bytes_per_gpu  # Plan.free_bytes_per_gpu, inline
     row = {
         "rank": rank,
-        "model": plan.model,
-        "gpu": plan.gpu,
+        "model": plan.model, "gpu": plan.gpu,
         "gpus": plan.deployment.gpus, "tp": plan.deployment.tp, "pp": plan.deployment.pp,
         "dp": plan.deployment.dp, "ep": plan.deployment.ep, "dcp": plan.deployment.dcp,
         "context": r.context, "batch": r.batch,
@@ -143,6 +142,7 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         "weight_bytes_per_gpu": plan.weight_bytes_per_gpu,
         "overhead_bytes_per_gpu": plan.overhead_bytes_per_gpu,
         "overhead_is_estimate": r.overhead_bytes is None and r.kv_cache_memory_bytes is None,
+        "kv_share": plan.kv_share,  # of what weights, overhead and adapters leave, the share the engine keeps
         "kv_bytes_per_token": plan.kv_bytes_per_token,
         "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token_per_gpu,
         "kv_bytes_per_sequence": plan.kv_bytes_per_sequence,
@@ -238,6 +238,9 @@ def _memory_rows(plans: list[Plan]) -> list:
                 *rows[5:]]
     elif first.request.lora is not None:  # the engine's adapter slots, its own row before the KV cache
         rows.insert(4, (f"− LoRA {first.request.lora.text}", lambda p: gib(p.request.lora_bytes)))
+    if any(p.kv_share != 1 for p in plans):  # the engine keeps a share of what is left (TensorRT-LLM's fraction)
+        rows.insert(rows.index(next(r for r in rows if r[0] == "= KV cache")),
+                    ("× free fraction", lambda p: f"{p.kv_share:g} → {gib(p.kv_memory_bytes_per_gpu)}"))
     return rows
 
 

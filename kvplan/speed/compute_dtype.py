@@ -97,6 +97,19 @@ def read_flops(gpu, precision: str) -> float:
     return rate
 
 
+def measured_only(gpu) -> str:
+    """Where the datasheet states no 16-bit rate but the profile measured one (GB10: NVIDIA states FP4 with sparsity
+    alone), the rate the speed terms run 16-bit GEMMs and attention at, in words, said to be a measurement and not a
+    datasheet peak; "" elsewhere. read_flops reads it; the roofline, on the datasheet's rates, prices them at zero."""
+    measured = getattr(gpu, "achieved_dense_flops", None) or {}
+    if datasheet_flops(gpu, "bf16") or not (measured.get("bf16") or measured.get("fp16")):
+        return ""
+    name = "bf16" if measured.get("bf16") else "fp16"
+    return (f"its measured {name} rate, {measured[name] / 1e12:,.1f} TFLOP/s (achieved_dense_flops: a matmul "
+            "benchmark's figure standing in where the datasheet states no 16-bit rate, not a datasheet peak; the "
+            "roofline prices these FLOPs at zero)")
+
+
 def datasheet_flops(gpu, precision: str) -> float:
     """FLOP/s of a `precision` GEMM by the datasheet alone (read_flops' names, no measured rate)."""
     names = ("bf16", "fp16") if precision == "bf16" else (precision,)
@@ -134,6 +147,8 @@ def compute_line(model_dtype: str | None, gpu, stated: str | None = None, ggml: 
                 f"{flops['bf16'] / 1e12:,.1f} and half at {flops['fp16'] / 1e12:,.1f}")
     used = "fp16" if name == "fp16" or not flops.get("bf16") else "bf16"  # the figure the rate is
     at = f"its {used} rate, {rate / 1e12:,.1f} TFLOP/s dense" if rate else "no 16-bit rate in its profile"
+    if not rate and measured_only(gpu):
+        at = measured_only(gpu)
     how = (" (its fp16 figure is an FP16-accumulate headline; engines accumulate in FP32, at the bf16 rate)"
            if dtype == "fp16" and used == "bf16" else "")
     measured = (getattr(gpu, "achieved_dense_flops", None) or {}).get("bf16")

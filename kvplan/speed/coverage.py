@@ -96,7 +96,11 @@ def rate_gaps(gpus, weight_dtype: str | None = None) -> list[str]:
     lines = []
     for g in gpus:
         flops = g.dense_flops
-        if not (flops.get("bf16") or flops.get("fp16")):
+        if not (flops.get("bf16") or flops.get("fp16")) and read_flops(g, "bf16"):
+            lines.append(f"GPU {g.key}'s profile states no datasheet bf16 or fp16 rate: its 16-bit GEMMs and attention "
+                         f"run at the measured {read_flops(g, 'bf16') / 1e12:,.1f} TFLOP/s (achieved_dense_flops), "
+                         "a benchmark's figure, not a peak; the roofline prices them at zero, a lower bound")
+        elif not (flops.get("bf16") or flops.get("fp16")):
             lines.append(f"GPU {g.key}'s profile states no bf16 or fp16 matmul rate (dense_flops): prefill GEMMs and "
                          "attention cost no time on it, so its TTFT and prefill figures are lower bounds (give the "
                          f"rate in a profile of your own, {arg('hw_profiles')})")

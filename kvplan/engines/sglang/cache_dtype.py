@@ -14,6 +14,18 @@
   Wheels read for both: 0.5.7, 0.5.10, 0.5.14, 0.5.15, 0.5.16, 0.5.17 (kv_cache_quant_algo in modelopt_quant.py, not
   in fp8.py or compressed_tensors.py), 0.5.18 to 0.5.23; the releases between two read ones that agree are
   planned as they do.
+* a ModelOpt `kv_cache_scheme` written as a string (`scheme_word`), in config.json's flat form (`quant_algo` at the
+  top; the nested form reads kv_cache_quant_algo alone), by the config SGLang picks for `quant_algo`
+  (configs/model_config.py L1866-1869 in 0.5.23: "FP4" in it -> ModelOptFp4Config, "FP8" -> ModelOptFp8Config):
+  - NVFP4: from 0.5.9 the string first, "FP8"/"FLOAT8" -> "FP8", "FP4"/"FLOAT4"/"NVFP4" -> "NVFP4", else "auto"
+    (0.5.9 modelopt_quant.py L1015-1022, 0.5.23 L1629-1636); 0.5.8.post1 maps it the same but reads a
+    kv_cache_quant_algo key first (L948-967); 0.5.3 reads that key, else calls `kv_cache_scheme.get` on the string
+    (L601-604): an AttributeError at start-up, refused (0.5.4-0.5.8 unread, planned as 0.5.3).
+  - FP8: to 0.5.8.post1 `kv_cache_scheme.get` on the string (0.5.3 L147-152, 0.5.8.post1 L263-268): refused;
+    0.5.9-0.5.14 the string is skipped, no KV quantization (0.5.14 L451-457); from 0.5.15 the kv_cache_quant_algo key
+    instead (0.5.15 L450-458, 0.5.23 L482-491).
+  - any other algorithm's config (MIXED_PRECISION, MXFP8) with a string: not read here, refused.
+  Then auto follows "FP8" alone (configure_kv_cache_dtype, above): an NVFP4 string is the model dtype.
 * `--kv-cache-dtype` takes auto, fp8_e5m2, fp8_e4m3 in 0.5.3 (server_args.py L1462): a 16-bit cache of an FP8-KV
   checkpoint has no setting there; 0.5.4.post2 adds bf16 / bfloat16 (server_args.py L1987).
 
@@ -26,6 +38,8 @@ read has int8, float16 or float32: such a cache is the model dtype's, through au
 
 from __future__ import annotations
 
+import dataclasses
+
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.checkpoint_kv import KvRule
 from kvplan.engines.emit import kv_dtype_arg
@@ -36,11 +50,50 @@ FOLLOWS = (0, 5, 3)  # the first release read whose auto follows a declared FP8 
 BF16_FLAG = (0, 5, 4)  # the first release read whose --kv-cache-dtype takes bf16 (0.5.4.post2)
 FP8_CONFIG = (0, 5, 18)  # the first release whose Fp8Config carries a kv_cache_quant_algo (0.5.17 has none)
 COMPRESSED = (0, 5, 19)  # the first whose CompressedTensorsConfig does (0.5.18 has none)
+STRING_READ = (0, 5, 8)  # 0.5.8.post1: the first read whose NVFP4 config maps a string kv_cache_scheme (0.5.3 fails)
+STRING_FIRST = (0, 5, 9)  # from here the NVFP4 config reads the string before kv_cache_quant_algo; FP8's skips it
+FP8_ALGO_KEY = (0, 5, 15)  # from here the FP8 config reads kv_cache_quant_algo beside a string (0.5.14 does not)
+_FP4_WORDS = {"FP8": "FP8", "FLOAT8": "FP8", "FP4": "NVFP4", "FLOAT4": "NVFP4", "NVFP4": "NVFP4"}  # else "auto"
+
+
+def _as_sglang(ckv, version: str):
+    """The declaration with a string kv_cache_scheme read as SGLang `version`'s ModelOpt config reads it (module
+    docstring): what it makes its kv_cache_quant_algo, as `algo`; a one-line refusal where the config fails on it."""
+    if not ckv.scheme_word:
+        return ckv
+    v, algo, word = parse_version(version), ckv.algo, ckv.scheme_word
+    plain = dataclasses.replace(ckv, scheme_word="")  # SGLang reads kv_cache_quant_algo alone
+    if not ckv.flat_algo:  # hf_quant_config.json or a nested block: kv_cache_quant_algo alone
+        return plain
+    fails = (f"SGLang {version}'s ModelOpt config calls kv_cache_scheme.get(...) on the string \"{word}\" "
+             "(modelopt_quant.py, 0.5.3 and 0.5.8.post1 read): an AttributeError at start-up")
+    if "FP4" in ckv.flat_algo:
+        if v < STRING_FIRST and (algo or v >= STRING_READ):
+            return plain if algo else dataclasses.replace(plain, algo=_FP4_WORDS.get(word, "AUTO"))
+        if v < STRING_READ:
+            raise KvplanError(fails + " (0.5.8.post1 maps it)", EXIT_USAGE, param="model")
+        return dataclasses.replace(plain, algo=_FP4_WORDS.get(word, "AUTO"))
+    if ckv.flat_algo == "FP8":
+        if v < STRING_FIRST:
+            raise KvplanError(fails + " (0.5.9 skips it)", EXIT_USAGE, param="model")
+        return plain if v >= FP8_ALGO_KEY else dataclasses.replace(plain, algo="")
+    raise KvplanError(f"SGLang's {ckv.flat_algo} ModelOpt config with a string kv_cache_scheme (\"{word}\") is not "
+                      "read in kvplan (its FP8 and NVFP4 configs are: kvplan/engines/sglang/cache_dtype.py)",
+                      EXIT_USAGE, param="model")
 
 
 def checkpoint_kv_rule(ckv, version: str) -> KvRule:
     """What SGLang `version`'s --kv-cache-dtype auto does with a checkpoint's declared KV cache (module docstring)."""
     v = parse_version(version)
+    said = f"; SGLang reads its kv_cache_scheme \"{ckv.scheme_word}\" as {{}}" if ckv.scheme_word else ""
+    ckv = _as_sglang(ckv, version)
+    if said:
+        said = said.format(f"kv_cache_quant_algo {ckv.algo}" if ckv.algo else "no KV quantization")
+    rule = _rule(ckv, version, v)
+    return rule._replace(why=rule.why + said, reads_as=ckv.algo if said else "")
+
+
+def _rule(ckv, version: str, v) -> KvRule:
     if v < FOLLOWS:
         return KvRule(False, f"SGLang {version}'s --kv-cache-dtype auto is the model dtype (it follows a declared "
                              "FP8 cache from 0.5.3: model_runner.py init_memory_pool)")

@@ -14,6 +14,8 @@
   declaration is refused with a RuntimeError at 004b733e and overridden with a warning in a later commit; kvplan
   plans what is asked and says so.
 * kvplan sizes the FP8 kind only (NVFP4 and INT8 KV caches are refused).
+* a ModelOpt `kv_cache_scheme` written as a string (vLLM and SGLang map one): whether TensorRT-LLM's loader reads it
+  is not read here; beside a kv_cache_quant_algo that key is planned as above, alone the model dtype, said.
 * compressed-tensors' `kv_cache_scheme` (llm-compressor), by release:
   - from 1.3.0rc19: `update_quant_config_from_compressed_tensors` (NVIDIA/TensorRT-LLM@2a26169d, version.py
     "1.3.0rc19": tensorrt_llm/models/quant_config_utils.py L22-98, the scheme at L78-90), called for a
@@ -35,6 +37,8 @@
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.checkpoint_kv import KvRule
@@ -71,6 +75,10 @@ def _compressed_tensors_rule(ckv, version: str) -> KvRule:
 
 def checkpoint_kv_rule(ckv, version: str) -> KvRule:
     """What TensorRT-LLM `version`'s kv_cache_config.dtype auto does with a checkpoint's declared KV cache."""
+    if ckv.scheme_word and not ckv.algo:  # a string kv_cache_scheme alone: its loader's reading not read
+        return KvRule(False, f"kvplan has not read whether TensorRT-LLM {version} reads a string kv_cache_scheme (its "
+                             f"ModelOpt loader reads kv_cache_quant_algo, {_SOURCE}): planned at the model dtype")
+    ckv = replace(ckv, scheme_word="")  # beside a kv_cache_quant_algo, that key (module docstring)
     if ckv.producer == "compressed-tensors" and ckv.is_scheme:
         return _compressed_tensors_rule(ckv, version)
     if ckv.producer != "modelopt":

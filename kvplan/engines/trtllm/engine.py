@@ -231,6 +231,12 @@ class TrtLlm(Engine):
         exact = req.kv_cache_memory_bytes is not None
         return tuple(s._replace(kv_memory_bytes=kv_budget(s.kv_memory_bytes, st, exact)) for s in stages)
 
+    def kv_share(self, stages, req, st: Settings) -> float:
+        """free_gpu_memory_fraction, where kv_budget scales the binding stage's room (not a given budget, nor a
+        shortfall): the memory table's 'x free fraction' step."""
+        exact = req.kv_cache_memory_bytes is not None
+        return 1.0 if exact or min(s.kv_memory_bytes for s in stages) <= 0 else st.free_gpu_memory_fraction
+
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         return capacity(model, dep, use.kv_memory_bytes_per_gpu, req.context, req.batch, st, cache_dtypes(req, model)[0])
 

@@ -26,6 +26,16 @@ one is planned at the assumed 8.0 and the plan says so (overhead.missing_facts).
 with `zero_point: false` is not Marlin-compatible either; kvplan reads AWQ as AutoAWQ writes it (zero points), not
 that key. Below 7.5, 4-bit AWQ is refused in every release read here (<= 0.11.2); later releases' minimum is unread.
 SGLang keeps 8 bits in its AWQ Marlin map (0.5.15 wheel sglang/srt/layers/quantization/awq/awq.py L218-221).
+
+At `group_size: -1` under tensor parallelism no release read here runs AWQ (`check_tp`): a row-parallel layer (o_proj,
+down_proj: inputs split, input_size_per_partition = K / tp) normalizes the group to the whole input, K, and sizes its
+scales and zero points (K / tp) // K = 0 rows in AWQ Marlin (0.7.0 awq_marlin.py L204, 0.8.0 L221, 0.11.2 L314,
+0.19.0 L426; AutoAWQ's Marlin method 0.30.0 auto_awq.py L465, 0.33.0 L469), so the checkpoint's one row is narrowed
+to nothing on load and the Marlin GEMM runs on no scales; GPTQ Marlin keeps such scales whole on every rank
+(marlin_repeat_scales_on_all_ranks, 0.11.2 gptq_marlin.py L369-370), AWQ Marlin has no such branch. The plain AWQ
+method refuses the shape outright (K / tp % K != 0: "The input size is not aligned with the quantized weight shape.
+This can be caused by too large tensor parallel size.", 0.7.0 awq.py L102, 0.8.0 L105, 0.11.2 L190-195, 0.19.0 L193,
+0.33.0 auto_awq.py L819-824).
 """
 
 from __future__ import annotations
@@ -67,6 +77,21 @@ def check(model, version: str) -> None:
     raise KvplanError(f"vLLM {version} loads AWQ at 4 bits only and refuses this 8-bit AWQ checkpoint at start-up "
                       f"({why}; {AWQ_4BIT}); SGLang loads it, or {arg('engine_version')} {WHERE}",
                       EXIT_USAGE, param="engine_version", value=version, allowed=(WHERE,))
+
+
+def check_tp(model, dep, version: str) -> None:
+    """A one-line refusal where an AWQ checkpoint at group_size -1 runs under tensor parallelism (the module
+    docstring: zero-row scales in AWQ Marlin, a refused shape in the plain AWQ method)."""
+    q = model.quantization
+    if not _awq(model) or not q.per_row or dep.tp <= 1:
+        return
+    raise KvplanError(f"vLLM {version} cannot run an AWQ checkpoint at group_size -1 under tensor parallelism "
+                      f"({arg('tp')} {dep.tp}): a row-parallel layer (o_proj, down_proj) gets (K/tp) // K = 0 rows of "
+                      "scales in AWQ Marlin (0.11.2 awq_marlin.py L314, 0.33.0 auto_awq.py L469), and the AWQ method "
+                      "refuses the shape: \"The input size is not aligned with the quantized weight shape. This can be "
+                      "caused by too large tensor parallel size.\" (0.11.2 awq.py L190-195; read in 0.7.0-0.33.0); "
+                      f"plan it at {arg('tp')} 1 ({arg('pp')} or {arg('dp')} for more GPUs)",
+                      EXIT_USAGE, param="tp", value=dep.tp, allowed=(1,))
 
 
 def _marlin_group(q) -> bool:

@@ -15,6 +15,9 @@ sdists (`checkpoint_kv_rule`):
   object (8-bit float with `dynamic: false` -> FP8) or its kv_cache_quant_algo string, mapped by
   MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP, "fp8" -> fp8_e4m3 (0.14.0 vllm/utils/torch_utils.py L57-61, L239-316); any
   other value falls back to "auto" with a warning. compressed-tensors' kv_cache_scheme is not read: the model dtype.
+  A ModelOpt kv_cache_scheme written as a string is read first and mapped as the algorithm string is (the same
+  `kv_algo` lower-cased through the map: 0.19.0 torch_utils.py L275-297, 0.33.0 L456-491): "FP8" -> fp8_e4m3,
+  "FLOAT8" (which SGLang's NVFP4 config takes as FP8) falls back to "auto", the model dtype.
 * from 0.20.0 the map adds "nvfp4" (and a 4-bit float scheme): an NVFP4 KV cache, which kvplan has no dtype for
   (refused; 0.19.1 and 0.18.0 map FP8 alone; 0.20.0 and 0.33.0 torch_utils.py L62-65 / L78-81).
 

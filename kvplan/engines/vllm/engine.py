@@ -230,6 +230,7 @@ class Vllm(Engine):
         if why:
             raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version)
         awq_bits.check(model, version)  # 8-bit AWQ where the release's AWQ configs take 4 bits only
+        awq_bits.check_tp(model, dep, version)  # AWQ at group_size -1 under tensor parallelism: zero-row scales
         gptq_order.check(model, version)  # GPTQ act-order from 0.30.0
         fp8_linear.check_vllm(model, dep, version)  # a block-FP8 dense linear shard
         fp8_blocks.check(model, dep, "vllm", version)  # a block-FP8 expert shard

@@ -100,3 +100,15 @@ def test_trtllm_issue_21_table(kvplan_home):
     rows = _rows(p, "llama-3.1-8b", "h100-sxm")
     assert rows["× free fraction"] == "0.9 → 56.73 GiB" and rows["= KV cache"] == "56.73 GiB"
     assert rows["− weights"] == "14.96 GiB" and rows["usable memory"] == "79.18 GiB"
+
+
+def test_a_hybrid_that_does_not_fit_shows_its_whole_shortfall(kvplan_home):
+    # Qwen3.5-35B-A3B's bf16 weights (65.47 GiB) on one H100 under SGLang leave -5.08 GiB of KV memory; its state pool
+    # (0.06 GiB) comes out of that too, so the token pool row is -5.14 GiB, not the engine's empty pool of 0, and
+    # free is that less the request's 5.00 GiB: -10.14 (the table's rows subtract as printed)
+    p = api.plan("qwen3.5-35b-a3b", "h100-sxm", engine="sglang")
+    rows = _rows(p, "qwen3.5-35b-a3b", "h100-sxm")
+    kv, state, pool = (_num(rows[k]) for k in ("= KV cache", "− state pool", "= token pool"))
+    assert kv < 0 and abs(kv - state - pool) < 0.011, rows
+    assert abs(pool - _num(rows["− batch × context"]) - _num(rows["= free"])) < 0.011, rows
+    assert p.free_bytes_per_gpu == p.kv_memory_bytes_per_gpu - p.state_pool_bytes_per_gpu - p.kv_used_bytes_per_gpu

@@ -145,10 +145,19 @@ class Plan:
         return per_rank_batch(self.request.batch, self.deployment.dp) * per
 
     @property
+    def token_room_bytes_per_gpu(self) -> int:
+        """The KV memory the batch's tokens have: beside a state pool, the token pool; where the KV memory is short,
+        the state pool's bytes taken from it too (a shortfall shown whole, not an engine's empty pool of 0)."""
+        if not self.state_pool_bytes_per_gpu:
+            return self.kv_memory_bytes_per_gpu
+        if self.kv_memory_bytes_per_gpu < 0:
+            return self.kv_memory_bytes_per_gpu - self.state_pool_bytes_per_gpu
+        return self.token_pool_bytes_per_gpu
+
+    @property
     def free_bytes_per_gpu(self) -> int:
         """What the batch leaves of the KV memory; beside a state pool, of the token pool (what the engine leaves)."""
-        room = self.token_pool_bytes_per_gpu if self.state_pool_bytes_per_gpu else self.kv_memory_bytes_per_gpu
-        return room - self.kv_used_bytes_per_gpu
+        return self.token_room_bytes_per_gpu - self.kv_used_bytes_per_gpu
 
 
 def _new_plan(**fields) -> Plan:

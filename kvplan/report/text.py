@@ -124,7 +124,7 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
     # The part of a sequence that does not grow with the context (recurrent, linear-attention and
     # convolution states), per stage; each stage's profile worked its figure out once.
     states = [stage.profile.state_bytes_per_sequence() for stage in plan.stages]
-    used, pool = plan.kv_used_bytes_per_gpu, plan.state_pool_bytes_per_gpu  # Plan.free_bytes_per_gpu, inline
+    used, pool = plan.kv_used_bytes_per_gpu, plan.state_pool_bytes_per_gpu
     row = {
         "rank": rank,
         "model": plan.model, "gpu": plan.gpu,
@@ -153,7 +153,7 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         "state_pool_bytes_per_gpu": pool, "token_pool_bytes_per_gpu": plan.token_pool_bytes_per_gpu,
         "pooled_state_bytes_per_sequence_per_gpu": plan.pooled_state_bytes_per_sequence_per_gpu,
         "kv_used_bytes_per_gpu": used,
-        "free_bytes_per_gpu": (plan.token_pool_bytes_per_gpu if pool else plan.kv_memory_bytes_per_gpu) - used,
+        "free_bytes_per_gpu": plan.free_bytes_per_gpu,
         "kv_cache_tokens": plan.kv_cache_tokens,  # = kv_pool_tokens_per_deployment (kept for old readers)
         "kv_pool_tokens_per_deployment": plan.kv_cache_tokens, "request_tokens_at_context": plan.max_concurrency * r.context,
         "max_concurrency": plan.max_concurrency,
@@ -231,8 +231,7 @@ def _memory_rows(plans: list[Plan]) -> list:
     ]
     if any(p.state_pool_bytes_per_gpu for p in plans):  # a recurrent-state pool out of the KV cache (SGLang)
         rows[5:5] = [("− state pool", lambda p: gib(p.state_pool_bytes_per_gpu)),
-                     ("= token pool", lambda p: gib(p.token_pool_bytes_per_gpu if p.state_pool_bytes_per_gpu
-                                                   else p.kv_memory_bytes_per_gpu))]
+                     ("= token pool", lambda p: gib(p.token_room_bytes_per_gpu))]
     if first.request.kv_cache_memory_bytes is not None:  # the budget given beside what else the GPU holds
         rows = [*rows[:1], *rows[2:4], (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu)),
                 *rows[5:]]

@@ -68,8 +68,8 @@ def _as_sglang(ckv, version: str):
     fails = (f"SGLang {version}'s ModelOpt config calls kv_cache_scheme.get(...) on the string \"{word}\" "
              "(modelopt_quant.py, 0.5.3 and 0.5.8.post1 read): an AttributeError at start-up")
     if "FP4" in ckv.flat_algo:
-        if v < STRING_FIRST and (algo or v >= STRING_READ):
-            return plain if algo else dataclasses.replace(plain, algo=_FP4_WORDS.get(word, "AUTO"))
+        if v < STRING_FIRST and algo:  # to 0.5.8.post1 a kv_cache_quant_algo key is read first
+            return plain
         if v < STRING_READ:
             raise KvplanError(fails + " (0.5.8.post1 maps it)", EXIT_USAGE, param="model")
         return dataclasses.replace(plain, algo=_FP4_WORDS.get(word, "AUTO"))

@@ -84,13 +84,13 @@ def _as_sglang(ckv, version: str):
 
 def checkpoint_kv_rule(ckv, version: str) -> KvRule:
     """What SGLang `version`'s --kv-cache-dtype auto does with a checkpoint's declared KV cache (module docstring)."""
-    v = parse_version(version)
-    said = f"; SGLang reads its kv_cache_scheme \"{ckv.scheme_word}\" as {{}}" if ckv.scheme_word else ""
-    ckv = _as_sglang(ckv, version)
-    if said:
-        said = said.format(f"kv_cache_quant_algo {ckv.algo}" if ckv.algo else "no KV quantization")
-    rule = _rule(ckv, version, v)
-    return rule._replace(why=rule.why + said, reads_as=ckv.algo if said else "")
+    read = _as_sglang(ckv, version)
+    rule = _rule(read, version, parse_version(version))
+    if not ckv.scheme_word:
+        return rule
+    as_algo = f"kv_cache_quant_algo {read.algo}" if read.algo else "no KV quantization"
+    return rule._replace(why=f"{rule.why}; SGLang reads its kv_cache_scheme \"{ckv.scheme_word}\" as {as_algo}",
+                         reads_as=read.algo)
 
 
 def _rule(ckv, version: str, v) -> KvRule:

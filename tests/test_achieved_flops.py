@@ -237,6 +237,8 @@ def test_gb10_runs_at_the_measured_mmapeak_rates_said_as_measured_and_the_roofli
     assert len(said) == 1 and "at its measured fp16 rate, 213.0 TFLOP/s (achieved_dense_flops: a matmul benchmark's " \
         "figure standing in where the datasheet states no 16-bit rate, not a datasheet peak" in said[0], res.stderr
     assert "cost no time" not in res.stderr
+    # said once: rate_gaps' line for sweep, cheapest and the roofline is not printed beside it
+    assert [ln for ln in res.stderr.splitlines() if "213.0 TFLOP/s" in ln] == said, res.stderr
 
 
 def test_a_measured_precision_the_datasheet_does_not_rate_stands_in_and_is_not_capped():

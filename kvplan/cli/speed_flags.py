@@ -27,7 +27,8 @@ def speed_notes(speed: str, engine: str | None, gpu_key: str, family: str, versi
     rate of the precision the weights are `stored` in (the checkpoint's where no weight dtype was asked), the link
     bandwidth collectives among `ranks` of them need; with the served `model_dtype`, the 16-bit dtype the step's
     FLOPs are priced in on each GPU and why (kvplan.speed.compute_dtype.compute_line), an assumption printed."""
-    gaps = [f"note: {w}" for w in rate_gaps(gpus, stored or weight_dtype) + link_gaps(gpus, ranks)]
+    priced = speed == "calibrated" and bool(model_dtype)  # compute_line's note, printed below, names the 16-bit rate
+    gaps = [f"note: {w}" for w in rate_gaps(gpus, stored or weight_dtype, priced) + link_gaps(gpus, ranks)]
     if speed != "calibrated":
         return ["step times: the bare roofline (--speed roofline): a lower bound, engines run slower"] + gaps
     bands = "; ".join(t for t in (band_text(engine, "tpot"), band_text(engine, "ttft")) if t)

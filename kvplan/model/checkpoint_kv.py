@@ -21,7 +21,7 @@ class CheckpointKV:
     where (hf_quant_config.json, or config.json's quantization_config) and the key. A string declaration (ModelOpt's
     `kv_cache_quant_algo`) is `algo`, upper-cased; an object (`kv_cache_scheme`) is its `scheme_*` fields, None or
     "" for a field it leaves out; a ModelOpt `kv_cache_scheme` written as a string ("FP8", "NVFP4") is `scheme_word`,
-    stripped and upper-cased, beside any `algo`, and `flat_algo` is the config's top-level `quant_algo` where it is
+    upper-cased, beside any `algo`, and `flat_algo` is the config's top-level `quant_algo` where it is
     config.json's flat form (SGLang reads such a string in that form alone, by its algorithm's config). `kind` names
     the declaration as vLLM reads it (a scheme before an algorithm: FP8, NVFP4, INT8, a word as written; "" where
     unread), `dtype` is kvplan's cache dtype for it ("" where kvplan has none).

@@ -45,12 +45,11 @@ def read_checkpoint_kv(cfg) -> CheckpointKV | None:
     flat = modelopt_view(q)
     scheme = flat.get("kv_cache_scheme")
     if isinstance(scheme, str) and producer == "modelopt":  # a word, which vLLM and SGLang map (module docstring)
-        word = scheme  # vLLM lower-cases it unstripped: a name with spaces is refused, not guessed
-        if not _ALGO.fullmatch(word):
+        if not _ALGO.fullmatch(scheme):  # vLLM lower-cases it unstripped: a name with spaces is refused, not guessed
             raise KvplanError(f"{where}.kv_cache_scheme must be a short name such as FP8 or an object, got "
                               f"{scheme!r:.40}", EXIT_USAGE)
         flat_form = not file_form and not isinstance(q.get("quantization"), dict)
-        return CheckpointKV(producer, source, algo=_algo(flat, where), scheme_word=word.upper(),
+        return CheckpointKV(producer, source, algo=_algo(flat, where), scheme_word=scheme.upper(),
                             flat_algo=str(flat.get("quant_algo") or "").upper()[:32] if flat_form else "")
     if scheme is not None:  # vLLM reads a scheme before an algorithm string (module docstring)
         return _scheme(scheme, producer, source, f"{where}.kv_cache_scheme")

@@ -238,7 +238,7 @@ def _memory_rows(plans: list[Plan]) -> list:
     elif first.request.lora is not None:  # the engine's adapter slots, its own row before the KV cache
         rows.insert(4, (f"− LoRA {first.request.lora.text}", lambda p: gib(p.request.lora_bytes)))
     if any(p.kv_share != 1 for p in plans):  # the engine keeps a share of what is left (TensorRT-LLM's fraction)
-        rows.insert(rows.index(next(r for r in rows if r[0] == "= KV cache")),
+        rows.insert(next(i for i, r in enumerate(rows) if r[0] == "= KV cache"),
                     ("× free fraction", lambda p: f"{p.kv_share:g} → {gib(p.kv_memory_bytes_per_gpu)}"))
     return rows
 

@@ -146,9 +146,8 @@ def compute_line(model_dtype: str | None, gpu, stated: str | None = None, ggml: 
         return (f"16-bit attention priced ({why}) on {gpu.key} at {both / 1e12:,.1f} TFLOP/s dense, half its FLOPs at "
                 f"{flops['bf16'] / 1e12:,.1f} and half at {flops['fp16'] / 1e12:,.1f}")
     used = "fp16" if name == "fp16" or not flops.get("bf16") else "bf16"  # the figure the rate is
-    at = f"its {used} rate, {rate / 1e12:,.1f} TFLOP/s dense" if rate else "no 16-bit rate in its profile"
-    if not rate and measured_only(gpu):
-        at = measured_only(gpu)
+    at = (f"its {used} rate, {rate / 1e12:,.1f} TFLOP/s dense" if rate
+          else measured_only(gpu) or "no 16-bit rate in its profile")
     how = (" (its fp16 figure is an FP16-accumulate headline; engines accumulate in FP32, at the bf16 rate)"
            if dtype == "fp16" and used == "bf16" else "")
     measured = (getattr(gpu, "achieved_dense_flops", None) or {}).get("bf16")

@@ -87,19 +87,22 @@ def unrated(engine: str | None, gpu, weight_dtype: str | None) -> list[str]:
             "priced at zero, so a prefill is faster here than it will be"]
 
 
-def rate_gaps(gpus, weight_dtype: str | None = None) -> list[str]:
+def rate_gaps(gpus, weight_dtype: str | None = None, priced: bool = False) -> list[str]:
     """One line for each of `gpus` whose profile lacks a matmul rate a figure needs (kvplan.speed.terms.gemm_rate):
     no bf16 (or fp16) rate, so the GEMM and attention FLOPs terms cost no time and a prefill, a TTFT or a
     compute-bound step is a lower bound; or, with fp8/fp4 `weight_dtype`, no rate for the low precision its tensor
     math runs, so those GEMMs are priced at the next rate it gives (fp8's for fp4, bf16's for fp8). Said, not hidden
-    (a profile of the user's own with `dense_flops` prices them)."""
+    (a profile of the user's own with `dense_flops` prices them). `priced`: the caller prints compute_line beside
+    these lines, which names a measured 16-bit rate standing in for the datasheet's itself (not said twice)."""
     lines = []
     for g in gpus:
         flops = g.dense_flops
         if not (flops.get("bf16") or flops.get("fp16")) and read_flops(g, "bf16"):
-            lines.append(f"GPU {g.key}'s profile states no datasheet bf16 or fp16 rate: its 16-bit GEMMs and attention "
-                         f"run at the measured {read_flops(g, 'bf16') / 1e12:,.1f} TFLOP/s (achieved_dense_flops), "
-                         "a benchmark's figure, not a peak; the roofline prices them at zero, a lower bound")
+            if not priced:
+                lines.append(f"GPU {g.key}'s profile states no datasheet bf16 or fp16 rate: its 16-bit GEMMs and "
+                             f"attention run at the measured {read_flops(g, 'bf16') / 1e12:,.1f} TFLOP/s "
+                             "(achieved_dense_flops), a benchmark's figure, not a peak; the roofline prices them at "
+                             "zero, a lower bound")
         elif not (flops.get("bf16") or flops.get("fp16")):
             lines.append(f"GPU {g.key}'s profile states no bf16 or fp16 matmul rate (dense_flops): prefill GEMMs and "
                          "attention cost no time on it, so its TTFT and prefill figures are lower bounds (give the "

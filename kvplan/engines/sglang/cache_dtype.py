@@ -68,8 +68,8 @@ def _as_sglang(ckv, version: str):
     fails = (f"SGLang {version}'s ModelOpt config calls kv_cache_scheme.get(...) on the string \"{word}\" "
              "(modelopt_quant.py, 0.5.3 and 0.5.8.post1 read): an AttributeError at start-up")
     if "FP4" in ckv.flat_algo:
-        if v < STRING_FIRST and (algo or v >= STRING_READ):
-            return plain if algo else dataclasses.replace(plain, algo=_FP4_WORDS.get(word, "AUTO"))
+        if v < STRING_FIRST and algo:  # to 0.5.8.post1 a kv_cache_quant_algo key is read first
+            return plain
         if v < STRING_READ:
             raise KvplanError(fails + " (0.5.8.post1 maps it)", EXIT_USAGE, param="model")
         return dataclasses.replace(plain, algo=_FP4_WORDS.get(word, "AUTO"))
@@ -84,13 +84,13 @@ def _as_sglang(ckv, version: str):
 
 def checkpoint_kv_rule(ckv, version: str) -> KvRule:
     """What SGLang `version`'s --kv-cache-dtype auto does with a checkpoint's declared KV cache (module docstring)."""
-    v = parse_version(version)
-    said = f"; SGLang reads its kv_cache_scheme \"{ckv.scheme_word}\" as {{}}" if ckv.scheme_word else ""
-    ckv = _as_sglang(ckv, version)
-    if said:
-        said = said.format(f"kv_cache_quant_algo {ckv.algo}" if ckv.algo else "no KV quantization")
-    rule = _rule(ckv, version, v)
-    return rule._replace(why=rule.why + said, reads_as=ckv.algo if said else "")
+    read = _as_sglang(ckv, version)
+    rule = _rule(read, version, parse_version(version))
+    if not ckv.scheme_word:
+        return rule
+    as_algo = f"kv_cache_quant_algo {read.algo}" if read.algo else "no KV quantization"
+    return rule._replace(why=f"{rule.why}; SGLang reads its kv_cache_scheme \"{ckv.scheme_word}\" as {as_algo}",
+                         reads_as=read.algo)
 
 
 def _rule(ckv, version: str, v) -> KvRule:

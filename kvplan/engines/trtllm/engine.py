@@ -146,7 +146,13 @@ def kv_budget(free: int, st: Settings, exact: bool) -> int:
     """The KV bytes TensorRT-LLM takes of `free` (memory after the warm-up peak): the fraction of it.
     An exact --kv-cache-memory is taken as given, and a shortfall (free <= 0) is reported as it is:
     scaling it would make a larger fraction look like less room."""
-    return free if exact or free <= 0 else int(free * st.free_gpu_memory_fraction)
+    share = kv_fraction(free, st, exact)
+    return free if share == 1 else int(free * share)
+
+
+def kv_fraction(free: int, st: Settings, exact: bool) -> float:
+    """The share of `free` kv_budget keeps: free_gpu_memory_fraction, 1 for an exact budget or a shortfall."""
+    return 1.0 if exact or free <= 0 else st.free_gpu_memory_fraction
 
 
 class TrtLlm(Engine):
@@ -234,8 +240,7 @@ class TrtLlm(Engine):
     def kv_share(self, stages, req, st: Settings) -> float:
         """free_gpu_memory_fraction, where kv_budget scales the binding stage's room (not a given budget, nor a
         shortfall): the memory table's 'x free fraction' step."""
-        exact = req.kv_cache_memory_bytes is not None
-        return 1.0 if exact or min(s.kv_memory_bytes for s in stages) <= 0 else st.free_gpu_memory_fraction
+        return kv_fraction(min(s.kv_memory_bytes for s in stages), st, req.kv_cache_memory_bytes is not None)
 
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
         return capacity(model, dep, use.kv_memory_bytes_per_gpu, req.context, req.batch, st, cache_dtypes(req, model)[0])

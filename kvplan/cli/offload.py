@@ -63,9 +63,9 @@ def say(op: OffloadPlan) -> None:
     stderr(f"note: offload tiers as {who} ({op.backend}) sizes them: {g.bytes_per_token:,} B per token per GPU, "
            f"pages of {g.block_size}, {g.ranks} GPU(s); SIZE is for the whole deployment")
     if host is not None:
-        stderr(f"note: host {host.key}: {host.dram_bytes / 2**30:,.0f} GiB DRAM less a {host.ram_reserve_bytes / 2**30:g}"
-               f" GiB reserve, {host.link_type} at {host.link_bytes_per_s / 1e9:g} GB/s per GPU (confidence "
-               f"{host.confidence})")
+        stderr(f"note: host {host.key}: {host.dram_bytes / 2**30:,.0f} GiB DRAM less a "
+               f"{host.ram_reserve_bytes / 2**30:g} GiB reserve, {host.link_type} at {host.link_bytes_per_s / 1e9:g} "
+               f"GB/s per GPU (confidence {host.confidence})")
         for field, rule in host.estimates:
             stderr(f"note: host {host.key}: {field} is an estimate: {rule}")
     for p in op.tiers:

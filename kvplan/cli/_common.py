@@ -37,70 +37,50 @@ def _one_gpu(value: str) -> str:
     return value
 
 
-GpuOpt = Annotated[str, typer.Option("--gpu", "-g", callback=_one_gpu,
-                                     help="GPU name or alias (a100-80, h100, h200, mi300x, l40s, 4090; "
-                                          "see `kvplan gpus`).")]
-CtxOpt = Annotated[Optional[str],
-                   typer.Option("--ctx", "-c",
-                                help="Context per request: 32768, 32k, 128K, 1M. Default: the model's limit.")]
+GpuOpt = Annotated[str, typer.Option(
+    "--gpu", "-g", callback=_one_gpu, help="GPU name or alias (a100-80, h100, h200, mi300x, l40s, 4090; see `kvplan "
+    "gpus`).")]
+CtxOpt = Annotated[Optional[str], typer.Option(
+    "--ctx", "-c", help="Context per request: 32768, 32k, 128K, 1M. Default: the model's limit.")]
 BatchOpt = Annotated[int, typer.Option("--batch", "-b",
                                        help="Concurrent requests (for max context, decode speed and fits).")]
-KvDtypeOpt = Annotated[str, typer.Option("--kv-dtype",
-                                         help="KV cache dtype: auto (model's), bf16, fp16, fp32, fp8 (fp8_e4m3), int8, "
-                                              "q8_0, q4_0, ...")]
-WeightDtypeOpt = Annotated[Optional[str],
-                           typer.Option("--weight-dtype",
-                                        help="Override the checkpoint's weight format: bf16, fp16, fp32, fp8, int8, "
-                                             "int4 (awq/gptq), mxfp4, nvfp4, or a GGUF type (q4_k_m, q8_0, q6_k, "
-                                             "iq4_xs, ...).")]
+KvDtypeOpt = Annotated[str, typer.Option(
+    "--kv-dtype", help="KV cache dtype: auto (model's), bf16, fp16, fp32, fp8 (fp8_e4m3), int8, q8_0, q4_0, ...")]
+WeightDtypeOpt = Annotated[Optional[str], typer.Option(
+    "--weight-dtype", help="Override the checkpoint's weight format: bf16, fp16, fp32, fp8, int8, int4 (awq/gptq), "
+    "mxfp4, nvfp4, or a GGUF type (q4_k_m, q8_0, q6_k, iq4_xs, ...).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 HwOpt = Annotated[Optional[list[Path]],
                   typer.Option("--hw-profiles", help="Directory of extra GPU profiles (YAML); may repeat.")]
 RevisionOpt = Annotated[Optional[str],
                         typer.Option("--revision", help="Hub revision (branch, tag or commit) for a repo id.")]
-TokenOpt = Annotated[Optional[str],
-                     typer.Option("--token",
-                                  help="Hub token for gated repos (default: HF_TOKEN / the cached login). Never "
-                                       "printed.")]
+TokenOpt = Annotated[Optional[str], typer.Option(
+    "--token", help="Hub token for gated repos (default: HF_TOKEN / the cached login). Never printed.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the Hub.")]
-GmuOpt = Annotated[Optional[str],
-                   typer.Option("--gpu-memory-utilization",
-                                help="Fraction of GPU memory the engine may use (default 0.9; with --engine: that "
-                                     "engine's default for its version).")]
-BlockSizeOpt = Annotated[Optional[int],
-                         typer.Option("--block-size",
-                                      help="KV page size in tokens (default 16; with --engine: the engine's).")]
-EngineOpt = Annotated[Optional[str],
-                      typer.Option("--engine",
-                                   help="Plan as this engine allocates: vllm, sglang, trtllm, llama.cpp, "
-                                        "transformers.")]
-EngineVersionOpt = Annotated[Optional[str],
-                             typer.Option("--engine-version",
-                                          help="Engine release whose defaults and rules apply (e.g. 0.11.0; llama.cpp: "
-                                               "2024-08, current). Default: the newest modelled.")]
-EngineSettingOpt = Annotated[Optional[list[str]],
-                             typer.Option("--engine-opt",
-                                          help="Engine setting KEY=VALUE (e.g. max_num_batched_tokens=4096, "
-                                               "kv_unified=true); may repeat.")]
-SpeculativeOpt = Annotated[Optional[str],
-                           typer.Option("--speculative",
-                                        help="Speculative decoding, as vLLM's --speculative-config: mtp[:N] (the "
-                                             "checkpoint's MTP layers), draft:MODEL:N (a draft model), ngram:N. Counts "
-                                             "the drafter's cache layers and weights.")]
-MaxModelLenOpt = Annotated[Optional[str],
-                           typer.Option("--max-model-len",
-                                        help="The longest request the engine is set up for (vLLM --max-model-len, "
-                                             "SGLang --context-length): 32k, 128k. Default: the limit the engine "
-                                             "derives from the config (rope_scaling included).")]
-AllowLongOpt = Annotated[bool, typer.Option("--allow-long-context",
-                                            help="Plan a --max-model-len past the model's limit where the engine "
-                                                 "refuses one (as VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 or "
-                                                 "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 allow).")]
-LoraOpt = Annotated[Optional[str],
-                    typer.Option("--lora",
-                                 help="LoRA adapters the engine keeps room for: MAX_LORAS:RANK[:MODULES], e.g. 4:16 or "
-                                      "4:16:q,k,v,o (modules q,k,v,o,gate,up,down, attn, mlp; default every linear "
-                                      "layer). Priced per engine as its own budget row.")]
+GmuOpt = Annotated[Optional[str], typer.Option(
+    "--gpu-memory-utilization", help="Fraction of GPU memory the engine may use (default 0.9; with --engine: that "
+    "engine's default for its version).")]
+BlockSizeOpt = Annotated[Optional[int], typer.Option(
+    "--block-size", help="KV page size in tokens (default 16; with --engine: the engine's).")]
+EngineOpt = Annotated[Optional[str], typer.Option(
+    "--engine", help="Plan as this engine allocates: vllm, sglang, trtllm, llama.cpp, transformers.")]
+EngineVersionOpt = Annotated[Optional[str], typer.Option(
+    "--engine-version", help="Engine release whose defaults and rules apply (e.g. 0.11.0; llama.cpp: 2024-08, "
+    "current). Default: the newest modelled.")]
+EngineSettingOpt = Annotated[Optional[list[str]], typer.Option(
+    "--engine-opt", help="Engine setting KEY=VALUE (e.g. max_num_batched_tokens=4096, kv_unified=true); may repeat.")]
+SpeculativeOpt = Annotated[Optional[str], typer.Option(
+    "--speculative", help="Speculative decoding, as vLLM's --speculative-config: mtp[:N] (the checkpoint's MTP "
+    "layers), draft:MODEL:N (a draft model), ngram:N. Counts the drafter's cache layers and weights.")]
+MaxModelLenOpt = Annotated[Optional[str], typer.Option(
+    "--max-model-len", help="The longest request the engine is set up for (vLLM --max-model-len, SGLang "
+    "--context-length): 32k, 128k. Default: the limit the engine derives from the config (rope_scaling included).")]
+AllowLongOpt = Annotated[bool, typer.Option(
+    "--allow-long-context", help="Plan a --max-model-len past the model's limit where the engine refuses one (as "
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 or SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 allow).")]
+LoraOpt = Annotated[Optional[str], typer.Option(
+    "--lora", help="LoRA adapters the engine keeps room for: MAX_LORAS:RANK[:MODULES], e.g. 4:16 or 4:16:q,k,v,o "
+    "(modules q,k,v,o,gate,up,down, attn, mlp; default every linear layer). Priced per engine as its own budget row.")]
 PricesOpt = Annotated[Optional[Path],
                       typer.Option("--prices", help="YAML of `gpu: price per GPU-hour` (any currency).")]
 

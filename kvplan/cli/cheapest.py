@@ -52,28 +52,23 @@ def register(app: typer.Typer) -> None:
 def cheapest(
     model: Annotated[str, typer.Argument(metavar="MODEL",
                                          help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
-    concurrency: Annotated[Optional[int],
-                           typer.Option("--concurrency", "-n",
-                                        help="Concurrent requests that must fit at --ctx (with a workload: default 1, "
-                                             "one request of --ctx).")] = None,
-    ctx: Annotated[Optional[str],
-                   typer.Option("--ctx", "-c",
-                                help="Context per request: 32k, 128k. Default: the model's limit.")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(
+        "--concurrency", "-n", help="Concurrent requests that must fit at --ctx (with a workload: default 1, one "
+        "request of --ctx).")] = None,
+    ctx: Annotated[Optional[str], typer.Option(
+        "--ctx", "-c", help="Context per request: 32k, 128k. Default: the model's limit.")] = None,
     max_model_len: MaxModelLenOpt = None,
     allow_long_context: AllowLongOpt = False,
-    min_tps: Annotated[Optional[float],
-                       typer.Option("--min-tokens-per-second",
-                                    help="Decode tokens/s each request must get at that concurrency (1 / the "
-                                         "calibrated decode step at that batch).")] = None,
+    min_tps: Annotated[Optional[float], typer.Option(
+        "--min-tokens-per-second", help="Decode tokens/s each request must get at that concurrency (1 / the calibrated "
+        "decode step at that batch).")] = None,
     prices: PricesOpt = None,
-    gpu: Annotated[Optional[str],
-                   typer.Option("--gpu", "-g",
-                                help="Comma-separated GPU names or aliases, or `all`. Default: the GPUs --prices "
-                                     "prices, else all.")] = None,
-    gpu_counts: Annotated[Optional[str],
-                          typer.Option("--gpu-counts",
-                                       help="GPU counts to try (n ≤ 8: tp=n; above: tp=8, pp=n/8). Default: the first "
-                                            "valid tp of 1,2,4,...,--max-gpus.")] = None,
+    gpu: Annotated[Optional[str], typer.Option(
+        "--gpu", "-g", help="Comma-separated GPU names or aliases, or `all`. Default: the GPUs --prices prices, else "
+        "all.")] = None,
+    gpu_counts: Annotated[Optional[str], typer.Option(
+        "--gpu-counts", help="GPU counts to try (n ≤ 8: tp=n; above: tp=8, pp=n/8). Default: the first valid tp of "
+        "1,2,4,...,--max-gpus.")] = None,
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest deployment tried without --gpu-counts.")] = 64,
     kv_dtype: Annotated[str, typer.Option("--kv-dtype",
                                           help="KV cache dtype: auto (model's), bf16, fp8, ...")] = "auto",
@@ -84,12 +79,12 @@ def cheapest(
     engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
-    layouts: Annotated[bool, typer.Option("--layouts",
-                                          help="Try every valid tp × pp × dp (× ep) layout of each GPU count, not only "
-                                               "tp then pp.")] = False,
-    replicas: Annotated[int, typer.Option("--replicas",
-                                          help="Also reach the target with up to this many independent copies of a "
-                                               "deployment (1: none).")] = 1,
+    layouts: Annotated[bool, typer.Option(
+        "--layouts", help="Try every valid tp × pp × dp (× ep) layout of each GPU count, not only tp then "
+        "pp.")] = False,
+    replicas: Annotated[int, typer.Option(
+        "--replicas", help="Also reach the target with up to this many independent copies of a deployment (1: "
+        "none).")] = 1,
     workload: WorkloadOpt = None,
     trace: TraceOpt = None,
     trace_format: TraceFormatOpt = "auto",

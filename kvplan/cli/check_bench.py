@@ -34,22 +34,18 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def check_bench(
-    file: Annotated[Path, typer.Argument(help="A benchmark result: vllm bench serve / benchmark_serving JSON or "
-                                              "printed result, SGLang bench_serving JSONL or result, genai-perf / "
-                                              "AIPerf JSON or CSV, llama-bench json/jsonl/csv/md, trtllm-bench "
-                                              "report.")],
-    model: Annotated[Optional[str],
-                     typer.Option("--model", "-m",
-                                  help="The model (default: the catalog entry the file's model name matches).")] = None,
-    gpu: Annotated[Optional[str],
-                   typer.Option("--gpu", "-g",
-                                help="The GPU (default: the profile whose device name the file prints).")] = None,
+    file: Annotated[Path, typer.Argument(
+        help="A benchmark result: vllm bench serve / benchmark_serving JSON or printed result, SGLang bench_serving "
+        "JSONL or result, genai-perf / AIPerf JSON or CSV, llama-bench json/jsonl/csv/md, trtllm-bench report.")],
+    model: Annotated[Optional[str], typer.Option(
+        "--model", "-m", help="The model (default: the catalog entry the file's model name matches).")] = None,
+    gpu: Annotated[Optional[str], typer.Option(
+        "--gpu", "-g", help="The GPU (default: the profile whose device name the file prints).")] = None,
     tp: Annotated[Optional[int],
                   typer.Option("--tp", help="Tensor-parallel size (default: the file's, else 1).")] = None,
-    engine: Annotated[Optional[str],
-                      typer.Option("--engine",
-                                   help="The engine measured: vllm, sglang, trtllm, llama.cpp (default: the file's, "
-                                        "else kvplan's own rules).")] = None,
+    engine: Annotated[Optional[str], typer.Option(
+        "--engine", help="The engine measured: vllm, sglang, trtllm, llama.cpp (default: the file's, else kvplan's own "
+        "rules).")] = None,
     input_len: Annotated[Optional[int],
                          typer.Option("--input-len", help="Prompt tokens per request (default: the file's).")] = None,
     output_len: Annotated[Optional[int],

@@ -163,9 +163,8 @@ def import_model(
 @models_app.command("check")
 @cli_errors
 def check(
-    name: Annotated[str, typer.Argument(metavar="NAME",
-                                        help="A folder or config.json, a Hub repo id, or a catalog name (its Hub "
-                                             "repo).")],
+    name: Annotated[str, typer.Argument(
+        metavar="NAME", help="A folder or config.json, a Hub repo id, or a catalog name (its Hub repo).")],
     revision: RevisionOpt = None, token: TokenOpt = None, as_json: JsonOpt = False,
 ):
     """Compare kvplan's reading with transformers' own cache, built on the meta device (needs \\[transformers])."""

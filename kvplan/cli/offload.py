@@ -22,13 +22,13 @@ from kvplan.report.text import format_warning
 
 OffloadOpt = Annotated[Optional[str], typer.Option(
     "--offload", help="KV tiers below the GPU: TIER:SIZE[,TIER:SIZE], tiers cpu, disk, remote; SIZE for the whole "
-                      "deployment (64GiB, 2TB) or a ratio of the GPU pool (2x); cpu:auto (simulate --trace) sizes "
-                      "the cpu tier at the knee of the trace's hit-rate curve.")]
+    "deployment (64GiB, 2TB) or a ratio of the GPU pool (2x); cpu:auto (simulate --trace) sizes the cpu tier at the "
+    "knee of the trace's hit-rate curve.")]
 OffloadBackendOpt = Annotated[str, typer.Option(
     "--offload-backend", help=f"Who keeps the tiers: {', '.join(BACKENDS)} (native: the engine's own; kvbm: Dynamo).")]
 HostOpt = Annotated[Optional[str], typer.Option(
     "--host", help="Host profile: a bundled server (dgx-h100, dgx-h200, gb200-nvl72-tray) or a YAML file "
-                   "(kvplan/hardware/hosts/README.md): DRAM, links, NVMe, NIC.")]
+    "(kvplan/hardware/hosts/README.md): DRAM, links, NVMe, NIC.")]
 
 
 class Offload(NamedTuple):

@@ -72,80 +72,62 @@ def simulate(
     qps: QpsOpt = None,
     duration: DurationOpt = None,
     seed: SeedOpt = 0,
-    mode: Annotated[str, typer.Option("--mode",
-                                      help="KV pool: paged (pages as tokens arrive) or contiguous (one reservation per "
-                                           "request).")] = "paged",
-    reserve: Annotated[str, typer.Option("--reserve",
-                                         help="Contiguous reservation: max (the length limit), pow2 (output rounded up "
-                                              "to a power of two), oracle (exact).")] = "max",
-    compare: Annotated[bool, typer.Option("--compare",
-                                          help="Run the paged pool and all three contiguous reservations on the same "
-                                               "requests.")] = False,
-    max_model_len: Annotated[Optional[str],
-                             typer.Option("--max-model-len",
-                                          help="Longest request, prompt + output (as vLLM's flag): 32k, 128k. Default: "
-                                               "the limit the engine derives from the config (rope_scaling "
-                                               "included).")] = None,
+    mode: Annotated[str, typer.Option(
+        "--mode", help="KV pool: paged (pages as tokens arrive) or contiguous (one reservation per "
+        "request).")] = "paged",
+    reserve: Annotated[str, typer.Option(
+        "--reserve", help="Contiguous reservation: max (the length limit), pow2 (output rounded up to a power of two), "
+        "oracle (exact).")] = "max",
+    compare: Annotated[bool, typer.Option(
+        "--compare", help="Run the paged pool and all three contiguous reservations on the same requests.")] = False,
+    max_model_len: Annotated[Optional[str], typer.Option(
+        "--max-model-len", help="Longest request, prompt + output (as vLLM's flag): 32k, 128k. Default: the limit the "
+        "engine derives from the config (rope_scaling included).")] = None,
     allow_long_context: AllowLongOpt = False,
     kv_dtype: KvDtypeOpt = "auto",
     weight_dtype: WeightDtypeOpt = None,
     gpu_memory_utilization: GmuOpt = None,
-    kv_cache_memory: Annotated[Optional[str],
-                               typer.Option("--kv-cache-memory",
-                                            help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28GiB.")] = None,
-    overhead: Annotated[Optional[str],
-                        typer.Option("--overhead",
-                                     help="Per-GPU activation + runtime overhead (e.g. 2GiB). Default: an "
-                                          "estimate.")] = None,
+    kv_cache_memory: Annotated[Optional[str], typer.Option(
+        "--kv-cache-memory", help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28GiB.")] = None,
+    overhead: Annotated[Optional[str], typer.Option(
+        "--overhead", help="Per-GPU activation + runtime overhead (e.g. 2GiB). Default: an estimate.")] = None,
     block_size: BlockSizeOpt = None,
-    engine: Annotated[Optional[str],
-                      typer.Option("--engine",
-                                   help="Size the KV pool as this engine allocates it and admit requests as it does "
-                                        "(vllm, llama.cpp, transformers: vLLM's preemption; trtllm: "
-                                        "GUARANTEED_NO_EVICT, or --engine-opt "
-                                        "capacity_scheduler_policy=MAX_UTILIZATION; sglang: its new_token_ratio), at "
-                                        "its own limits: --max-num-seqs, --max-num-batched-tokens.")] = None,
+    engine: Annotated[Optional[str], typer.Option(
+        "--engine", help="Size the KV pool as this engine allocates it and admit requests as it does (vllm, llama.cpp, "
+        "transformers: vLLM's preemption; trtllm: GUARANTEED_NO_EVICT, or --engine-opt "
+        "capacity_scheduler_policy=MAX_UTILIZATION; sglang: its new_token_ratio), at its own limits: --max-num-seqs, "
+        "--max-num-batched-tokens.")] = None,
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
-    max_num_seqs: Annotated[Optional[int],
-                            typer.Option("--max-num-seqs",
-                                         help="Most requests running at once (vLLM's flag). Default: --engine's own "
-                                              "(vLLM's by release and GPU, SGLang's max_running_requests, "
-                                              "TensorRT-LLM's max_batch_size); 256 where it states none. Given with "
-                                              "--engine, it is also the engine's own setting (vLLM's max_num_seqs, "
-                                              "SGLang's max_running_requests), so the KV pool is the one the engine "
-                                              "sizes with it.")] = None,
-    max_num_batched_tokens: Annotated[Optional[int],
-                                      typer.Option("--max-num-batched-tokens",
-                                                   help="Tokens per step: decodes plus prefill chunks (vLLM's flag). "
-                                                        "Default: --engine's own (vLLM's by release and GPU, SGLang's "
-                                                        "chunked_prefill_size, TensorRT-LLM's max_num_tokens); 8192 "
-                                                        "where it states none. Given with --engine, it is also the "
-                                                        "engine's own setting (vLLM's max_num_batched_tokens, SGLang's "
-                                                        "chunked_prefill_size, TensorRT-LLM's max_num_tokens) for its "
-                                                        "memory plan.")] = None,
+    max_num_seqs: Annotated[Optional[int], typer.Option(
+        "--max-num-seqs", help="Most requests running at once (vLLM's flag). Default: --engine's own (vLLM's by "
+        "release and GPU, SGLang's max_running_requests, TensorRT-LLM's max_batch_size); 256 where it states none. "
+        "Given with --engine, it is also the engine's own setting (vLLM's max_num_seqs, SGLang's "
+        "max_running_requests), so the KV pool is the one the engine sizes with it.")] = None,
+    max_num_batched_tokens: Annotated[Optional[int], typer.Option(
+        "--max-num-batched-tokens", help="Tokens per step: decodes plus prefill chunks (vLLM's flag). Default: "
+        "--engine's own (vLLM's by release and GPU, SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens); "
+        "8192 where it states none. Given with --engine, it is also the engine's own setting (vLLM's "
+        "max_num_batched_tokens, SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens) for its "
+        "memory plan.")] = None,
     no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching",
                                                     help="Turn off prefix caching (paged pool).")] = False,
     slo_ttft: SloTtftOpt = 2.0,
     slo_tpot: SloTpotOpt = 0.1,
-    find_rate: Annotated[bool, typer.Option("--find-rate",
-                                            help="Search the highest arrival rate at which --slo-percent of requests "
-                                                 "meet both SLOs (from --qps, default 1/s, up), then report that "
-                                                 "rate.")] = False,
+    find_rate: Annotated[bool, typer.Option(
+        "--find-rate", help="Search the highest arrival rate at which --slo-percent of requests meet both SLOs (from "
+        "--qps, default 1/s, up), then report that rate.")] = False,
     slo_percent: SloPercentOpt = 99.0,
-    step_overhead: Annotated[float, typer.Option("--step-overhead",
-                                                 help="Seconds added to every engine step (CPU scheduling, kernel "
-                                                      "launches), on top of the step-time model; default 0.")] = 0.0,
-    speed: Annotated[str, typer.Option("--speed",
-                                       help="Step times: calibrated (default: the roofline's terms with coefficients "
-                                            "fitted per engine on published measurements, each figure labelled with "
-                                            "its held-out error) or roofline (the bare roofline, a lower "
-                                            "bound).")] = "calibrated",
-    output: Annotated[Optional[list[Path]],
-                      typer.Option("--output", "-o",
-                                   help="Write results to this file, the format from its extension: .json "
-                                        "(everything), .csv (time series) or .html (a self-contained report); may "
-                                        "repeat.")] = None,
+    step_overhead: Annotated[float, typer.Option(
+        "--step-overhead", help="Seconds added to every engine step (CPU scheduling, kernel launches), on top of the "
+        "step-time model; default 0.")] = 0.0,
+    speed: Annotated[str, typer.Option(
+        "--speed", help="Step times: calibrated (default: the roofline's terms with coefficients fitted per engine on "
+        "published measurements, each figure labelled with its held-out error) or roofline (the bare roofline, a lower "
+        "bound).")] = "calibrated",
+    output: Annotated[Optional[list[Path]], typer.Option(
+        "--output", "-o", help="Write results to this file, the format from its extension: .json (everything), .csv "
+        "(time series) or .html (a self-contained report); may repeat.")] = None,
     as_json: JsonOpt = False,
     title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan simulate",
     hw_profiles: HwOpt = None,

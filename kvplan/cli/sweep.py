@@ -14,9 +14,8 @@ import typer
 
 from kvplan.cli._common import (
     MAX_BATCH, AllowLongOpt, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, LoraOpt,
-    MaxModelLenOpt, PricesOpt, RevisionOpt,
-    OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, output_files,
-    planned_by, progress_bar, stderr, table,
+    MaxModelLenOpt, PricesOpt, RevisionOpt, OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range,
+    cli_errors, markup_safe, output_files, planned_by, progress_bar, stderr, table,
 )
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
@@ -58,24 +57,21 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def sweep(
-    models: Annotated[str, typer.Option("--models", "-m",
-                                        help="Comma-separated models (catalog names, folders, Hub ids), or `all` for "
-                                             "the whole catalog.")],
+    models: Annotated[str, typer.Option(
+        "--models", "-m", help="Comma-separated models (catalog names, folders, Hub ids), or `all` for the whole "
+        "catalog.")],
     ctx: Annotated[str, typer.Option("--ctx", "-c", help="Comma-separated contexts: 8k,32k,128k (k = 1024).")],
     gpu: Annotated[str, typer.Option("--gpu", "-g", help=GPU_LIST_HELP)] = "all",
-    gpu_counts: Annotated[str, typer.Option("--gpu-counts",
-                                            help="GPUs per deployment, comma-separated: n ≤ 8 is tp=n; above, tp=8 and "
-                                                 "pp=n/8.")] = "1,2,4,8",
-    kv_dtype: Annotated[str, typer.Option("--kv-dtype",
-                                          help="Comma-separated KV cache dtypes: auto (model's), bf16, fp8, "
-                                               "...")] = "auto",
-    weight_dtype: Annotated[Optional[str],
-                            typer.Option("--weight-dtype",
-                                         help="Comma-separated weight formats (auto = the checkpoint's): bf16, fp8, "
-                                              "int4, ...")] = None,
-    batch: Annotated[int, typer.Option("--batch", "-b",
-                                       help="Concurrent requests per deployment (fits, max context and decode speed "
-                                            "use it).")] = 1,
+    gpu_counts: Annotated[str, typer.Option(
+        "--gpu-counts", help="GPUs per deployment, comma-separated: n ≤ 8 is tp=n; above, tp=8 and "
+        "pp=n/8.")] = "1,2,4,8",
+    kv_dtype: Annotated[str, typer.Option(
+        "--kv-dtype", help="Comma-separated KV cache dtypes: auto (model's), bf16, fp8, ...")] = "auto",
+    weight_dtype: Annotated[Optional[str], typer.Option(
+        "--weight-dtype", help="Comma-separated weight formats (auto = the checkpoint's): bf16, fp8, int4, "
+        "...")] = None,
+    batch: Annotated[int, typer.Option(
+        "--batch", "-b", help="Concurrent requests per deployment (fits, max context and decode speed use it).")] = 1,
     gpu_memory_utilization: GmuOpt = None,
     block_size: BlockSizeOpt = None,
     max_model_len: MaxModelLenOpt = None,
@@ -84,15 +80,14 @@ def sweep(
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
     prices: PricesOpt = None,
-    layouts: Annotated[bool, typer.Option("--layouts",
-                                          help="For each GPU count, the best of every valid tp × pp × dp (× ep) layout "
-                                               "(by concurrency, then decode speed), not tp then pp.")] = False,
-    output: Annotated[Optional[list[Path]],
-                      typer.Option("--output", "-o",
-                                   help="Write every plan to this file, the format from its extension: .csv, .json or "
-                                        ".html (a self-contained report); may repeat.")] = None,
-    as_json: Annotated[bool, typer.Option("--json",
-                                          help="Every plan as JSON on stdout (instead of the table).")] = False,
+    layouts: Annotated[bool, typer.Option(
+        "--layouts", help="For each GPU count, the best of every valid tp × pp × dp (× ep) layout (by concurrency, "
+        "then decode speed), not tp then pp.")] = False,
+    output: Annotated[Optional[list[Path]], typer.Option(
+        "--output", "-o", help="Write every plan to this file, the format from its extension: .csv, .json or .html (a "
+        "self-contained report); may repeat.")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Every plan as JSON on stdout (instead of the table).")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Every plan as CSV on stdout (instead of the table).")] = False,
     top: Annotated[int, typer.Option("--top", help="Rows of the terminal table.")] = 20,
     title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan sweep",
@@ -113,13 +108,13 @@ def sweep(
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
-    speed: Annotated[str, typer.Option("--speed",
-                                       help="Decode tok/s: calibrated (default: kvplan's step-time model fitted per "
-                                            "engine on published measurements, beside the roofline bound) or roofline "
-                                            "(the bare roofline only, a lower bound on time).")] = "calibrated",
-    max_plans: Annotated[int, typer.Option("--max-plans",
-                                           help="Refuse a sweep of more plans than this (0: no cap); it holds every "
-                                                "plan in memory to rank them.")] = DEFAULT_MAX_PLANS,
+    speed: Annotated[str, typer.Option(
+        "--speed", help="Decode tok/s: calibrated (default: kvplan's step-time model fitted per engine on published "
+        "measurements, beside the roofline bound) or roofline (the bare roofline only, a lower "
+        "bound on time).")] = "calibrated",
+    max_plans: Annotated[int, typer.Option(
+        "--max-plans", help="Refuse a sweep of more plans than this (0: no cap); it holds every plan in memory to rank "
+        "them.")] = DEFAULT_MAX_PLANS,
 ):
     """Plan every model × GPU × GPU count × context × KV dtype; rank them; write CSV, JSON, HTML.
 

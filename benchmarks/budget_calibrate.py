@@ -110,7 +110,8 @@ def calibrate(records: list[dict], is_held_out, parsed) -> dict:
     a = _lstsq(act_x, act_y)
     moe_xy = []
     for model, tp, t, s, moe_elems, y in moe:
-        dense = a[0] * min(s, t) * model.vocab_size + t * (a[1] * model.intermediate_size / tp + a[2] * model.hidden_size)
+        dense = (a[0] * min(s, t) * model.vocab_size
+                 + t * (a[1] * model.intermediate_size / tp + a[2] * model.hidden_size))
         moe_xy.append((moe_elems, y - dense))
     moe_b = sum(x * y for x, y in moe_xy) / sum(x * x for x, _ in moe_xy) if moe_xy else 0.0
     v011 = [(x[0], y - x[1] * a[1] - x[2] * a[2] - m * moe_b) for x, m, y in act11]  # the same forward, MoE

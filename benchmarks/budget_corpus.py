@@ -230,8 +230,8 @@ def summary(rs: list[dict], split: str) -> dict:
                           "over": sum(1 for x in rel if x > 0.05)}
     exact = [r["from_budget"] for r in rs if r["split"] == split and r.get("from_budget")]
     if exact:
-        out["pool_from_printed_budget"] = {"n": len(exact), "exact": sum(1 for e in exact
-                                                                         if e["lowest"] <= e["printed"] <= e["highest"])}
+        inside = sum(1 for e in exact if e["lowest"] <= e["printed"] <= e["highest"])
+        out["pool_from_printed_budget"] = {"n": len(exact), "exact": inside}
     return out
 
 
@@ -265,8 +265,8 @@ def print_table(rs: list[dict]) -> None:
 def markdown(rs: list[dict], summ: dict) -> str:
     """The README's held-out table: one row per record, signed error per term (GiB, % of the engine's)."""
     short = ("weights", "activation_peak", "non_torch", "cudagraph_estimate", "available_kv")
-    out = ["| held-out record | vLLM | GPU | tp×pp | weights | activation peak | non-torch | CUDA graphs (est.) | available KV "
-           "| KV pool | pool on the printed budget |",
+    out = ["| held-out record | vLLM | GPU | tp×pp | weights | activation peak | non-torch | CUDA graphs (est.) | "
+           "available KV | KV pool | pool on the printed budget |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
         if r["split"] != "held-out" or not r["terms"]:

@@ -293,7 +293,8 @@ def pool_markdown(rows: list[dict]) -> str:
         if not r["terms"]:
             continue
         cells = " | ".join(_cell(t, r["terms"].get(t)) for t in POOL_TERMS)
-        out.append(f"| {r['id']} | {r['split']} | {r['version'] or ''} | {r['gpu'] or ''} | {r['tp']}×{r['pp']} | {cells} |")
+        out.append(f"| {r['id']} | {r['split']} | {r['version'] or ''} | {r['gpu'] or ''} | {r['tp']}×{r['pp']} | "
+                   f"{cells} |")
     out += ["", "| SGLang summary | split | n | median signed error | median abs. error | within tolerance | "
             "over-predicted > 5% |", "|---|---|---|---|---|---|---|"]
     for split in ("train", "held-out"):

@@ -62,8 +62,8 @@ def _given_budget(rec: dict, log) -> dict | None:
 
 
 def _end_to_end(rec: dict, log) -> dict | None:
-    """(b): kvplan's prediction from the model, GPU, release and flags alone (kvplan.engines.trtllm.reconcile.end_to_end,
-    as check-log's rows with --gpu)."""
+    """(b): kvplan's prediction from the model, GPU, release and flags alone
+    (kvplan.engines.trtllm.reconcile.end_to_end, as check-log's rows with --gpu)."""
     from kvplan.engines.trtllm.reconcile import end_to_end
     from kvplan.hardware.gpus import find_gpu
 
@@ -86,7 +86,8 @@ def trtllm_rows(records: list[dict], split, parsed) -> list[dict]:
         side, _ = split(rec)
         row = {"id": rec["id"], "split": side, "version": rec.get("version"),
                "version_inferred": rec.get("version_inferred"), "gpu": rec.get("gpu") or rec.get("gpu_inferred"),
-               "tp": rec.get("tp"), "pp": rec.get("pp"), "pytorch": _engine_backend(rec), "model": rec.get("kvplan_model")}
+               "tp": rec.get("tp"), "pp": rec.get("pp"), "pytorch": _engine_backend(rec),
+               "model": rec.get("kvplan_model")}
         if row["pytorch"]:
             row["given"] = _given_budget(rec, log)
             row["e2e"] = _end_to_end(rec, log)
@@ -109,8 +110,8 @@ def _given_cell(g: dict | None) -> str:
         ok = "exact" if g["kvplan_tokens"] == g["printed_tokens"] else "miss"
         parts.append(f"{ok} ({g['budget_tokens']:,} tokens -> {g['kvplan_tokens']:,} / {g['printed_tokens']:,})")
     if "tokens_bytes_in_printed_gib" in g:
-        parts.append(f"{g['printed_tokens']:,} x {g['bytes_per_token']:,} B {'=' if g['tokens_bytes_in_printed_gib'] else '!='} "
-                     f"{g['kv_gib']:.2f} GiB")
+        parts.append(f"{g['printed_tokens']:,} x {g['bytes_per_token']:,} B "
+                     f"{'=' if g['tokens_bytes_in_printed_gib'] else '!='} {g['kv_gib']:.2f} GiB")
     return "; ".join(parts)
 
 
@@ -132,7 +133,8 @@ def trtllm_markdown(rows: list[dict]) -> str:
             e = _err(e2e, name) if e2e else None
             cells.append("" if e is None else f"{e['error'] / GIB:+.2f} ({e['rel'] * 100:+.1f}%)")
         t = e2e and e2e["engine"].get("tokens")
-        cells.append(f"{e2e['kvplan']['tokens']:,} / {t:,} ({(e2e['kvplan']['tokens'] - t) / t * 100:+.1f}%)" if t else "")
+        cells.append(f"{e2e['kvplan']['tokens']:,} / {t:,} "
+                     f"({(e2e['kvplan']['tokens'] - t) / t * 100:+.1f}%)" if t else "")
         out.append(f"| {r['id']} | {r['split']} | {version} | {r['gpu'] or ''} | {tpp} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 

@@ -27,9 +27,9 @@ def compare(seed: int = 0) -> list[dict]:
 
     rows = []
     for (tp, isl, osl, qps, n), theirs in PUBLISHED.items():
-        r = kvplan.disagg(MODEL, GPU, speed="roofline", weight_dtype=WEIGHTS, isl=isl, osl=osl, prefill_tp=tp, decode_tp=tp, qps=qps,
-                          duration=n / qps, seed=seed, max_gpus=2 * tp, link=LINK, engine=ENGINE, slo_ttft=1e3,
-                          slo_tpot=1e3)
+        r = kvplan.disagg(MODEL, GPU, speed="roofline", weight_dtype=WEIGHTS, isl=isl, osl=osl, prefill_tp=tp,
+                          decode_tp=tp, qps=qps, duration=n / qps, seed=seed, max_gpus=2 * tp, link=LINK,
+                          engine=ENGINE, slo_ttft=1e3, slo_tpot=1e3)
         ours = {"1P1D": r.search["tried"][0], "2 regular": r.search["aggregated_same_gpus"]}
         for name, (ttft, itl) in theirs.items():
             rows.append({"setting": f"tp {tp}, {isl}/{osl}, {qps:g} req/s", "config": name,
@@ -41,7 +41,8 @@ def compare(seed: int = 0) -> list[dict]:
 
 # aiconfigurator's measured disaggregated points ("silicon"),
 # ai-dynamo/aiconfigurator@095f58a51c4ca8e61b66ec108d86f223f8d559ce:
-# aic-core/src/aiconfigurator_core/systems/silicon_sample.csv, mode disagg: Qwen/Qwen3-32B fp8 on h100_sxm, ISL 4000 / OSL 1000, Dynamo 0.8.0 images (vLLM 0.12.0, SGLang 0.5.6.post2), measured
+# aic-core/src/aiconfigurator_core/systems/silicon_sample.csv, mode disagg: Qwen/Qwen3-32B fp8 on h100_sxm, ISL 4000 /
+# OSL 1000, Dynamo 0.8.0 images (vLLM 0.12.0, SGLang 0.5.6.post2), measured
 # 2026-01-23..25. (engine, prefill workers, prefill tp, decode workers, decode tp, decode batch size)
 # -> (silicon TTFT ms, silicon TPOT ms); prefill batch size 1 in every row.
 AIC_PUBLISHED = {

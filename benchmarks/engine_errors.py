@@ -6,8 +6,8 @@ prints what the engine printed, kvplan's figure and the signed difference (kvpla
 ones (ranges where the engine's printed budget is rounded), K/V sizes for SGLang and llama.cpp.
 The fixtures' `#kvplan:` header says what the source issue stated beside the log (model, GPU).
 TensorRT-LLM's logs are the corpus's (tests/fixtures/logs/corpus, engine trtllm): each is checked with its
-index record's model, GPU, release, tp and weight format (stated or inferred), and one kvplan cannot check (the TensorRT-engine
-runtime's, a model not stated with nothing model-free to check) says why in one row.
+index record's model, GPU, release, tp and weight format (stated or inferred), and one kvplan cannot check (the
+TensorRT-engine runtime's, a model not stated with nothing model-free to check) says why in one row.
 Nothing here is a pass/fail tolerance; the tests hold those.
 """
 
@@ -37,7 +37,8 @@ def run(path: Path):
     rec = parse_log(text)
     model = require_in_catalog(meta["model"]) if "model" in meta else None
     gpu = find_gpu(meta["gpu"]) if "gpu" in meta else None
-    return reconcile(rec, model, gpu, meta.get("version"), meta.get("kv_dtype"), int(meta["tp"]) if "tp" in meta else None)
+    return reconcile(rec, model, gpu, meta.get("version"), meta.get("kv_dtype"),
+                     int(meta["tp"]) if "tp" in meta else None)
 
 
 def trtllm_runs():

@@ -20,7 +20,8 @@ def main(duration: float, seed: int) -> None:
 
     ours = reproduce(2.0, duration, seed)
     print(f"OPT-13B, A100-40GB, 12 GiB KV, ShareGPT lengths, Poisson 2 req/s, {duration:g} s, seed {seed}")
-    print(f"{'':8} {'token states':>17} {'reservation':>17} {'internal frag':>17} {'other/unused':>17} {'mean batch':>17}")
+    print(f"{'':8} {'token states':>17} {'reservation':>17} {'internal frag':>17} {'other/unused':>17} "
+          f"{'mean batch':>17}")
     print(f"{'':8} " + " ".join(f"{'paper':>8} {'kvplan':>8}" for _ in range(5)))
     for name, label in (("max", "Max"), ("pow2", "Pow2"), ("oracle", "Oracle"), ("paged", "paged")):
         use, paper = ours[name]["kv"]["memory_use_pct"], PAPER_FIG2[name]

@@ -52,7 +52,8 @@ def main(n: int) -> None:
             # SGLang's own steps too, as simulate --engine sglang takes them (a prefill batch whenever one forms)
             cfg = EngineConfig(mode="paged", admission=admit[mode], prefill_first=first[mode], **pinned)
         else:
-            cfg = EngineConfig(mode="paged", tiers=tiers, **pinned) if mode == "tiers" else EngineConfig(mode=mode, **pinned)
+            cfg = (EngineConfig(mode="paged", tiers=tiers, **pinned) if mode == "tiers"
+                   else EngineConfig(mode=mode, **pinned))
         rec = Engine(model, cfg).run(reqs)
         s = rec.summary(2.0, 0.1)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu

@@ -109,7 +109,8 @@ def breakdown(cal: list, key, title: str) -> list[str]:
     out = [f"{title}:"]
     for k, s in by_key(cal, key).items():
         out.append(f"  {str(k):<34} n {s['n']:>4}  median |e| {_pct(s['median_abs']):>5}  signed "
-                   f"{_pct(s['median_signed']):>5}  within 20% {_pct(s['within_20']):>4}  optimistic {_pct(s['optimistic_20']):>4}")
+                   f"{_pct(s['median_signed']):>5}  within 20% {_pct(s['within_20']):>4}  optimistic "
+                   f"{_pct(s['optimistic_20']):>4}")
     return out
 
 

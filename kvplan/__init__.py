@@ -11,7 +11,8 @@ __version__ = "0.1.0"
 
 # name -> the module that defines it, imported when the name is first read (PEP 562)
 _LAZY = {
-    **dict.fromkeys(("plan", "sweep", "cheapest", "simulate", "disagg", "load_model", "gpu", "Simulation"), "kvplan.api"),
+    **dict.fromkeys(("plan", "sweep", "cheapest", "simulate", "disagg", "load_model", "gpu", "Simulation"),
+                    "kvplan.api"),
     "KvplanError": "kvplan.core.errors",
     "Plan": "kvplan.planning.plan",
     "Request": "kvplan.planning.plan",

@@ -138,7 +138,8 @@ def _best_layout(spec, hw, gpus: int, req, engine, per_node: int, node_gpus: int
     if engine.splits_layers_only:  # one layout: layers split over the GPUs
         return Deployment(1, gpus)
     engine.with_checkpoint_kv(spec, req)  # a declared KV cache the engine cannot run: refused, not every layout
-    plans = search_layouts(spec, hw, gpus, req, engine, per_node, node_gpus)  # none: refused with why (kvplan.compare.candidates)
+    # none: refused with why (kvplan.compare.candidates)
+    plans = search_layouts(spec, hw, gpus, req, engine, per_node, node_gpus)
     return plans[0].deployment
 
 
@@ -183,7 +184,8 @@ def sweep(models: Union[str, Sequence[Union[str, ModelSpec]]], *, context: Union
 
 
 def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | str | None = None,
-             gpu: Union[str, Sequence[Union[str, GPU]], None] = None, gpu_counts: Union[str, Sequence[int], None] = None,
+             gpu: Union[str, Sequence[Union[str, GPU]], None] = None,
+             gpu_counts: Union[str, Sequence[int], None] = None,
              max_gpus: int = 64, min_tokens_per_second: float | None = None, prices: Union[str, Path, None] = None,
              kv_dtype: str = "auto", weight_dtype: str | None = None,
              gpu_memory_utilization: float | str | None = None, block_size: int | None = None,
@@ -258,9 +260,9 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
              timeout: float = 10.0, allow_long_context: bool = False, speed: str = "calibrated") -> Simulation:
     """`kvplan simulate`: serve a workload (built-in `workload`, default chat, Poisson arrivals at `qps`,
     default 10/s, for `duration` s, default 300; or a `trace` file) on the deployment's KV pool with the
-    engine's steps (Simulation.limits.prefill_first: SGLang's) and admission (Simulation.limits.admission), at the engine's own limits
-    (`max_num_seqs`, `max_num_batched_tokens` left None: the engine's defaults by release and GPU, 256 and 8,192
-    where it states none; Simulation.limits says which); step times
+    engine's steps (Simulation.limits.prefill_first: SGLang's) and admission (Simulation.limits.admission), at the
+    engine's own limits (`max_num_seqs`, `max_num_batched_tokens` left None: the engine's defaults by release and GPU,
+    256 and 8,192 where it states none; Simulation.limits says which); step times
     from kvplan's calibrated model (kvplan.speed), or with speed="roofline" the bare roofline (a lower bound).
 
     `offload` ('cpu:64GiB,disk:2TiB', a ratio '2x', or 'cpu:auto' with a `trace`) puts tiers below the pool, sized
@@ -286,7 +288,8 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     res = chosen.result(spec, hw, dep, req)  # the pool as the engine sizes it; its admission rule below
     p = res.plan if prefix_caching else dataclasses.replace(  # no cached prefix: an MLA prefill's form reads it (CLI's)
         res.plan, request=dataclasses.replace(res.plan.request, prefix_cache=False))
-    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=chosen.speed_key, version=chosen.version)
+    sim = sim_model(p, spec, hw, step_overhead_s=step_overhead, speed=speed, engine=chosen.speed_key,
+                    version=chosen.version)
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache (weights "
                           f"{p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more {arg('gpus')}", EXIT_USAGE)
@@ -334,7 +337,8 @@ def _offload_request(offload: str | None, backend: str, host, prefix_pool: bool,
         raise KvplanError(f"{arg('offload')} keeps evicted prefix blocks: it needs the paged pool with prefix caching",
                           EXIT_USAGE, param="offload", value=offload)
     if any(t.auto for t in tiers) and trace is None:
-        raise KvplanError(f"{arg('offload')} cpu:auto sizes the tier from a trace's hit-rate curve: give {arg('trace')}",
+        raise KvplanError(f"{arg('offload')} cpu:auto sizes the tier from a trace's hit-rate curve: give "
+                          f"{arg('trace')}",
                           EXIT_USAGE, param="offload", value=offload)
     return tiers, (find_host(host) if isinstance(host, str) else host)
 

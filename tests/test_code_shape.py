@@ -4,9 +4,11 @@
   ALLOWED with the reason it is long. A Typer command (decorated with `cli_errors`) is measured
   from its first statement after the docstring: its signature is its option list, one per line.
 * No engine's name decides anything outside kvplan/engines/: callers ask the engine object.
+* No line of kvplan/ or benchmarks/ past 120 characters, but one whose cite or URL is nearly all of it.
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -131,3 +133,64 @@ def test_an_unread_allocation_names_the_engines_that_read_it():
     readers = [n for n in engine_names() if IndexedMLA in resolve_engine(n).reads_layers]
     assert readers == ["sglang", "vllm"]  # SGLang: kvplan.engines.sglang.dsa
     assert ParallelHybrid in resolve_engine(None).reads_layers and ParallelHybrid in resolve_engine("vllm").reads_layers
+
+
+# Lines past MAX_WIDTH characters fail, in kvplan/ and benchmarks/ (tests/ is not held to it yet). The one
+# exception is a line that no wrap can bring under: a URL or a repo@commit:path cite that is nearly all of it.
+MAX_WIDTH = 120
+_CITE = re.compile(r"https?://\S+|[\w.-]+/[\w.-]+@[0-9a-f]{7,40}:\S+")
+# TODO(round 37): files other helpers edited in round 37; wrap them and empty this in round 38.
+WIDTH_PENDING = ("report/text.py", "engines/trtllm/engine.py", "engines/trtllm/uma.py", "hardware/profiles/",
+                 "engines/vllm/awq_bits.py", "readers/modelopt_sglang.py", "readers/quantization.py",
+                 "readers/kv_quant.py", "speed/")
+
+
+def _unbreakable(line: str) -> bool:
+    """True when a cite or URL is all of the line but 40 characters (its indent, a comment mark, a word)."""
+    return any(len(line) - len(m.group(0)) <= 40 for m in _CITE.finditer(line))
+
+
+def _wide(root: Path, skip: tuple[str, ...] = ()) -> list[str]:
+    wide = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if skip and rel.startswith(skip):
+            continue
+        lines = path.read_text().splitlines()
+        wide += [f"{rel}:{n} ({len(line)})" for n, line in enumerate(lines, 1)
+                 if len(line) > MAX_WIDTH and not _unbreakable(line)]
+    return wide
+
+
+def test_no_line_of_kvplan_past_120_characters():
+    wide = _wide(ROOT, WIDTH_PENDING)
+    assert not wide, f"lines past {MAX_WIDTH} characters (wrap them): {wide}"
+
+
+def test_no_line_of_benchmarks_past_120_characters():
+    wide = _wide(ROOT.parent / "benchmarks")
+    assert not wide, f"lines past {MAX_WIDTH} characters (wrap them): {wide}"
+
+
+def test_the_pending_paths_exist():
+    """A renamed or removed pending file is noticed, so the list holds only what it says."""
+    missing = [p for p in WIDTH_PENDING if not (ROOT / p).exists()]
+    assert not missing, f"not in kvplan/ (remove from WIDTH_PENDING): {missing}"
+
+
+def test_only_a_cite_or_url_nearly_alone_may_pass_the_width():
+    cite = "    vllm-project/vllm@030ea52effcb05071543c8c42b8f0145e94cee43:tests/" + "v1/" * 20 + "toy_proxy_server.py"
+    url = "# https://github.com/vllm-project/vllm/issues/12345#issuecomment-" + "1" * 60
+    assert len(cite) > MAX_WIDTH and _unbreakable(cite)
+    assert len(url) > MAX_WIDTH and _unbreakable(url)
+    assert not _unbreakable("    # " + "word " * 30)  # prose: wrap it
+    beside = "    x = f(" + "arg, " * 12 + ")  # https://example.com/" + "p" * 40  # a call beside a URL: wrap the call
+    assert len(beside) > MAX_WIDTH and not _unbreakable(beside)
+
+
+def test_the_walker_finds_a_wide_line_and_spares_a_cite(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n" + "y = " + "1 + " * 40 + "1\n")
+    (tmp_path / "pkg" / "b.py").write_text('"""' + "owner/repo@" + "a" * 40 + ":src/" + "d/" * 50 + 'f.py"""\n')
+    (tmp_path / "skip.py").write_text("z = " + "2 + " * 40 + "2\n")
+    assert _wide(tmp_path, ("skip.py",)) == ["pkg/a.py:2 (165)"]

@@ -61,7 +61,8 @@ def parse_json(doc: dict) -> list[BenchRun]:
     n = numbers.count(_get(doc, "request_count", "avg"))
     isl = numbers.count(_get(cfg, "input", "prompt", "input_tokens", "mean")) or \
         numbers.count(cfg.get("synthetic_input_tokens_mean")) or numbers.mean_length(_get(doc, "total_isl", "avg"), n)
-    osl = numbers.count(_get(cfg, "input", "prompt", "output_tokens", "mean")) or numbers.count(cfg.get("output_tokens_mean"))
+    osl = numbers.count(_get(cfg, "input", "prompt", "output_tokens",
+                             "mean")) or numbers.count(cfg.get("output_tokens_mean"))
     osl_run = _get(doc, "output_sequence_length", "avg")
     settings = Settings(
         model=numbers.text(names[0]) if isinstance(names, list) and names else None,

@@ -12,8 +12,9 @@ Efficiencies (per GPU, one tensor-parallel rank, every stage of the step added u
   simulator's step model) and the KV of B sequences at the mean decode context; B is the run's
   concurrency, or, open loop, Little's law on the measured figures (request rate x decode time);
 * prefill FLOP/s = the FLOPs of one prompt (2 x active parameters per token plus 4 x heads x head dim
-  per query-key pair, causal: n(n+1)/2 pairs; an MLA layer's at its prefill width, the cached depth decompressed) / measured median TTFT (or n / pp t/s). TTFT also holds
-  queueing and the engine's per-request work, so this is a floor on the prefill's own efficiency.
+  per query-key pair, causal: n(n+1)/2 pairs; an MLA layer's at its prefill width, the cached depth decompressed) /
+  measured median TTFT (or n / pp t/s). TTFT also holds queueing and the engine's per-request work, so this is a floor
+  on the prefill's own efficiency.
 Beside the datasheet, the decode bandwidth has the profile's measured one where it gives it
 (`achieved_bandwidth_bytes_per_s`, a published bandwidth-bound benchmark on that part; None elsewhere), and the
 prefill FLOP/s the matmul rate the speed terms read where the profile measured one (`achieved_dense_flops`, a

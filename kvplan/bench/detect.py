@@ -66,7 +66,8 @@ def _from_text(text: str) -> list[BenchRun] | None:
         fields = serving.report_lines(text)
         sgl = "Backend" in fields or "Mean E2E Latency (ms)" in fields
         settings = serving.report_settings(text, fields)
-        return [BenchRun("sglang-report" if sgl else "vllm-report", "the run", settings, serving.report_metrics(fields))]
+        return [BenchRun("sglang-report" if sgl else "vllm-report", "the run", settings,
+                         serving.report_metrics(fields))]
     if aiperf.matches_csv(text):
         return aiperf.parse_csv(text)
     if llamabench.matches_csv(text):

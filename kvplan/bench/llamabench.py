@@ -44,7 +44,8 @@ def _run(row: dict, label: str | None) -> BenchRun | None:
     name = numbers.text(row.get("model_filename")) or numbers.text(row.get("model_type"))
     settings = Settings(
         model=name, engine="llama.cpp", engine_version=numbers.text(str(row.get("build_commit") or ""), 40),
-        gpu_name=numbers.text(row.get("gpu_info")), gpus=1, tp=1, isl=int(pp) if pp else None, osl=int(tg) if tg else None,
+        gpu_name=numbers.text(row.get("gpu_info")), gpus=1, tp=1, isl=int(pp) if pp else None,
+        osl=int(tg) if tg else None,
         lengths="fixed", concurrency=1, num_prompts=1, kv_dtype=numbers.text(row.get("type_k"), 20),
         max_tokens=numbers.count(row.get("n_ubatch")), depth=int(depth or 0))
     tag = f"{'pp' if pp else 'tg'}{n}" + (f" @ d{int(depth)}" if depth else "")

@@ -2,8 +2,8 @@
 
 The serving benchmarks drive a server in one of two ways (vllm-project/vllm@v0.10.1:vllm/benchmarks/serve.py,
 sgl-project/sglang@v0.4.6:python/sglang/bench_serving.py): requests sent at `--request-rate` (Poisson
-arrivals when burstiness is 1, gamma gaps of that shape otherwise; every request at once when the rate is inf), and at most
-`--max-concurrency` in flight (a client-side semaphore: a new request is sent when one finishes). The
+arrivals when burstiness is 1, gamma gaps of that shape otherwise; every request at once when the rate is inf), and
+at most `--max-concurrency` in flight (a client-side semaphore: a new request is sent when one finishes). The
 simulator takes arrival times, so the closed loop is found by iteration (`closed_loop`): run with the
 engine capped at C, send request i + C when the i-th request finishes, run again uncapped.
 """

@@ -251,7 +251,8 @@ def sized(case, spec, gpu) -> Running | None:
 def cohort_size(case, limit: float) -> float | None:
     """How many requests of `case` one replica admits together and runs in step (kvplan.speed.cohort): a closed loop's
     concurrency, or a burst's prompts, over the replicas, within the running `limit`, where every request has the same
-    lengths (`fixed`) and none is paced by a rate; None otherwise (drawn lengths, an open loop, a run of untold size)."""
+    lengths (`fixed`) and none is paced by a rate; None otherwise (drawn lengths, an open loop, a run of untold
+    size)."""
     load = case.load
     if not load.fixed or (load.rate and load.rate != float("inf")):
         return None
@@ -287,8 +288,8 @@ def model_own(case, spec, settings) -> Running | None:
     """The running limit and chunk an engine sets itself for a model whose pool kvplan's rules for it do not
     size (kvplan.engines.scheduler.model_limits: SGLang's DeepSeek-V4, 256 requests a deployment), one
     data-parallel worker's, under the engine's `settings` for the deployment; None where it sets none or no chunk
-    is known. Its pool is not sized, so memory is not checked: the limit binds where the pool holds more (at the cookbook's 8k + 1k tokens, kvplan's own
-    compressed-cache estimate holds over 1,000 requests a replica)."""
+    is known. Its pool is not sized, so memory is not checked: the limit binds where the pool holds more (at the
+    cookbook's 8k + 1k tokens, kvplan's own compressed-cache estimate holds over 1,000 requests a replica)."""
     own = model_limits(case.engine, case.version, spec.layers, case.dp, case.max_seqs,
                        settings.as_dict() if settings is not None else {})
     if own is None or not own[1]:

@@ -70,10 +70,12 @@ _RATES = {"Output token throughput (tok/s)": "output_throughput", "Total Token t
           "Total token throughput (tok/s)": "total_throughput", "Request throughput (req/s)": "request_throughput",
           "Total throughput (tok/s)": "total_throughput"}
 # Settings the tools' own flags name, in a pasted command line or the Namespace(...) line they print.
-_FLAG = re.compile(r"(?:--|\b(?=\w{1,40}=))(model|random[-_]input[-_]len|random[-_]output[-_]len|max[-_]concurrency|num[-_]prompts|"
+_FLAG = re.compile(r"(?:--|\b(?=\w{1,40}=))(model|random[-_]input[-_]len|random[-_]output[-_]len|"
+                   r"max[-_]concurrency|num[-_]prompts|"
                    r"request[-_]rate|tp|tp[-_]size|tensor[-_]parallel[-_]size)(?:=|\s+)'?([A-Za-z0-9_./:-]{1,200})")
 
-_BEFORE = re.compile(r"^(Traffic request rate|Burstiness factor|Maximum request concurrency):[ \t]*(\S{1,40})(?:[ \t]+\([^)\n]{0,40}\))?[ \t]*$", re.M)
+_BEFORE = re.compile(r"^(Traffic request rate|Burstiness factor|Maximum request concurrency):[ \t]*(\S{1,40})(?:[ "
+                     r"\t]+\([^)\n]{0,40}\))?[ \t]*$", re.M)
 
 
 def report_lines(text: str) -> dict:

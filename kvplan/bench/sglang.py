@@ -23,7 +23,8 @@ def matches(doc) -> bool:
 def _lengths(d: dict) -> tuple:
     done = d.get("completed")
     if d.get("dataset_name") == "random" and numbers.figure(d.get("random_range_ratio")) == 1.0:
-        return numbers.count(d.get("random_input_len")), numbers.count(d.get("random_output_len")), "fixed (range ratio 1)"
+        return (numbers.count(d.get("random_input_len")), numbers.count(d.get("random_output_len")),
+                "fixed (range ratio 1)")
     return (numbers.mean_length(d.get("total_input_tokens"), done),
             numbers.mean_length(d.get("total_output_tokens"), done), "mean of the run")
 
@@ -34,7 +35,8 @@ def parse_line(doc: dict, label: str) -> BenchRun:
     server = server if isinstance(server, dict) else {}
     isl, osl, how = _lengths(d)
     settings = Settings(
-        model=numbers.text(d.get("model_id")) or numbers.text(d.get("model")), engine=engine_of_backend(d.get("backend")),
+        model=numbers.text(d.get("model_id")) or numbers.text(d.get("model")),
+        engine=engine_of_backend(d.get("backend")),
         endpoint=endpoint_of_backend(d.get("backend")),
         tp=numbers.count(server.get("tensor_parallel_size") or server.get("tp_size") or server.get("tp")),
         kv_dtype=numbers.text(server.get("kv_cache_dtype"), 20), max_batch=numbers.count(server.get("max_num_seqs")),

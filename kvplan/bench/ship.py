@@ -1,6 +1,6 @@
 """Layer 11 of 14, bench: fit every engine's coefficients on the training split of the speed corpus and
-write kvplan/speed/coefficients.json and, beside it, bands.json. It sits above the engines because each point's batch cap and
-prefill chunk are its engine's own (kvplan.bench.running).
+write kvplan/speed/coefficients.json and, beside it, bands.json. It sits above the engines because each point's batch
+cap and prefill chunk are its engine's own (kvplan.bench.running).
 
 `python -m kvplan.bench.ship [CORPUS_DIR [YYYY-MM-DD [FILE]]]` (default: the repository's
 tests/fixtures/speed, today, kvplan/speed/coefficients.json). The file holds the terms, the split

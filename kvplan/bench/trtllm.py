@@ -67,7 +67,8 @@ def parse(text: str) -> list[BenchRun]:
         engine_version=numbers.text(g("TensorRT-LLM Version", "TensorRT LLM Version"), 40),
         tp=numbers.count(g("TP Size")), weight_dtype=_dtype(g("Quantization")), kv_dtype=_dtype(g("KV Cache Dtype")),
         isl=numbers.count(round(numbers.figure(g("Average Input Length (tokens)")) or 0)),
-        osl=numbers.count(round(numbers.figure(g("Average Output Length (tokens)")) or 0)), lengths="the dataset's means",
+        osl=numbers.count(round(numbers.figure(g("Average Output Length (tokens)")) or 0)),
+        lengths="the dataset's means",
         request_rate=math.inf, num_prompts=numbers.count(g("Number of requests")),
         max_batch=numbers.count(g("Max Runtime Batch Size")), max_tokens=numbers.count(g("Max Runtime Tokens")),
         scheduler_policy=_policy(text))
@@ -120,13 +121,15 @@ def parse_json(doc: dict) -> list[BenchRun]:
         lengths="the dataset's means", request_rate=math.inf, num_prompts=numbers.count(req.get("num_requests")),
         max_batch=numbers.count(world.get("max_batch_size")), max_tokens=numbers.count(world.get("max_num_tokens")))
     metrics = {}
-    for name, key in (("request_throughput", "request_throughput_req_s"), ("output_throughput", "system_output_throughput_tok_s"),
+    for name, key in (("request_throughput", "request_throughput_req_s"),
+                      ("output_throughput", "system_output_throughput_tok_s"),
                       ("total_throughput", "system_total_throughput_tok_s"),
                       ("per_user_output_throughput", "output_throughput_per_user_tok_s")):
         v = numbers.figure(perf.get(key))
         if v is not None:
             metrics[name] = Stat(mean=v)
-    for name, stat in (("e2el", _pct_ms(perf.get("request_latency_percentiles_ms"), perf.get("avg_request_latency_ms"))),
+    for name, stat in (("e2el", _pct_ms(perf.get("request_latency_percentiles_ms"),
+                                        perf.get("avg_request_latency_ms"))),
                        ("ttft", _pct_ms(stream.get("ttft_percentiles"), stream.get("avg_ttft_ms"))),
                        ("tpot", _pct_ms(stream.get("tpot_percentiles"), stream.get("avg_tpot_ms")))):
         if stat is not None:

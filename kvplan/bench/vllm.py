@@ -2,9 +2,9 @@
 
 Keys as vllm-project/vllm@v0.10.1:vllm/benchmarks/serve.py writes them (`date`, `backend` or
 `endpoint_type`, `model_id`, `num_prompts`, `request_rate` ("inf" as text), `max_concurrency`,
-`burstiness` (the gaps' gamma shape, 1 = Poisson), `completed`, `total_input_tokens`, `total_output_tokens`, the throughputs, `<stat>_<metric>_ms`),
-plus any `--metadata KEY=VALUE` pairs the user added at the top level (a `gpu`, `tp`, ... we read
-as stated). Input and output lengths are the run's means (totals over completed requests): the JSON
+`burstiness` (the gaps' gamma shape, 1 = Poisson), `completed`, `total_input_tokens`, `total_output_tokens`, the
+throughputs, `<stat>_<metric>_ms`), plus any `--metadata KEY=VALUE` pairs the user added at the top level (a `gpu`,
+`tp`, ... we read as stated). Input and output lengths are the run's means (totals over completed requests): the JSON
 keeps no dataset flags.
 """
 

@@ -1,9 +1,9 @@
 """What every kvplan command shares: option types, error mapping, warnings, one output helper and one
 progress bar (the engine and drafter flags: kvplan.cli.engine_flags).
 
-Imports nothing from kvplan.cli, so any command module can import it alone. stdout carries data (tables, JSON); stderr carries chatter. Every user error is a
-KvplanError, turned into `Error: <one line>` and an exit code by `cli_errors`, which also has the core
-name each input by its flag; KVPLAN_DEBUG=1 shows the traceback instead.
+Imports nothing from kvplan.cli, so any command module can import it alone. stdout carries data (tables, JSON); stderr
+carries chatter. Every user error is a KvplanError, turned into `Error: <one line>` and an exit code by `cli_errors`,
+which also has the core name each input by its flag; KVPLAN_DEBUG=1 shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -37,27 +37,52 @@ def _one_gpu(value: str) -> str:
     return value
 
 
-GpuOpt = Annotated[str, typer.Option("--gpu", "-g", callback=_one_gpu,
-                                     help="GPU name or alias (a100-80, h100, h200, mi300x, l40s, 4090; see `kvplan gpus`).")]
-CtxOpt = Annotated[Optional[str], typer.Option("--ctx", "-c", help="Context per request: 32768, 32k, 128K, 1M. Default: the model's limit.")]
-BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Concurrent requests (for max context, decode speed and fits).")]
-KvDtypeOpt = Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype: auto (model's), bf16, fp16, fp32, fp8 (fp8_e4m3), int8, q8_0, q4_0, ...")]
-WeightDtypeOpt = Annotated[Optional[str], typer.Option("--weight-dtype", help="Override the checkpoint's weight format: bf16, fp16, fp32, fp8, int8, int4 (awq/gptq), mxfp4, nvfp4, or a GGUF type (q4_k_m, q8_0, q6_k, iq4_xs, ...).")]
+GpuOpt = Annotated[str, typer.Option(
+    "--gpu", "-g", callback=_one_gpu, help="GPU name or alias (a100-80, h100, h200, mi300x, l40s, 4090; see `kvplan "
+    "gpus`).")]
+CtxOpt = Annotated[Optional[str], typer.Option(
+    "--ctx", "-c", help="Context per request: 32768, 32k, 128K, 1M. Default: the model's limit.")]
+BatchOpt = Annotated[int, typer.Option("--batch", "-b",
+                                       help="Concurrent requests (for max context, decode speed and fits).")]
+KvDtypeOpt = Annotated[str, typer.Option(
+    "--kv-dtype", help="KV cache dtype: auto (model's), bf16, fp16, fp32, fp8 (fp8_e4m3), int8, q8_0, q4_0, ...")]
+WeightDtypeOpt = Annotated[Optional[str], typer.Option(
+    "--weight-dtype", help="Override the checkpoint's weight format: bf16, fp16, fp32, fp8, int8, int4 (awq/gptq), "
+    "mxfp4, nvfp4, or a GGUF type (q4_k_m, q8_0, q6_k, iq4_xs, ...).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
-HwOpt = Annotated[Optional[list[Path]], typer.Option("--hw-profiles", help="Directory of extra GPU profiles (YAML); may repeat.")]
-RevisionOpt = Annotated[Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit) for a repo id.")]
-TokenOpt = Annotated[Optional[str], typer.Option("--token", help="Hub token for gated repos (default: HF_TOKEN / the cached login). Never printed.")]
+HwOpt = Annotated[Optional[list[Path]],
+                  typer.Option("--hw-profiles", help="Directory of extra GPU profiles (YAML); may repeat.")]
+RevisionOpt = Annotated[Optional[str],
+                        typer.Option("--revision", help="Hub revision (branch, tag or commit) for a repo id.")]
+TokenOpt = Annotated[Optional[str], typer.Option(
+    "--token", help="Hub token for gated repos (default: HF_TOKEN / the cached login). Never printed.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the Hub.")]
-GmuOpt = Annotated[Optional[str], typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use (default 0.9; with --engine: that engine's default for its version).")]
-BlockSizeOpt = Annotated[Optional[int], typer.Option("--block-size", help="KV page size in tokens (default 16; with --engine: the engine's).")]
-EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="Plan as this engine allocates: vllm, sglang, trtllm, llama.cpp, transformers.")]
-EngineVersionOpt = Annotated[Optional[str], typer.Option("--engine-version", help="Engine release whose defaults and rules apply (e.g. 0.11.0; llama.cpp: 2024-08, current). Default: the newest modelled.")]
-EngineSettingOpt = Annotated[Optional[list[str]], typer.Option("--engine-opt", help="Engine setting KEY=VALUE (e.g. max_num_batched_tokens=4096, kv_unified=true); may repeat.")]
-SpeculativeOpt = Annotated[Optional[str], typer.Option("--speculative", help="Speculative decoding, as vLLM's --speculative-config: mtp[:N] (the checkpoint's MTP layers), draft:MODEL:N (a draft model), ngram:N. Counts the drafter's cache layers and weights.")]
-MaxModelLenOpt = Annotated[Optional[str], typer.Option("--max-model-len", help="The longest request the engine is set up for (vLLM --max-model-len, SGLang --context-length): 32k, 128k. Default: the limit the engine derives from the config (rope_scaling included).")]
-AllowLongOpt = Annotated[bool, typer.Option("--allow-long-context", help="Plan a --max-model-len past the model's limit where the engine refuses one (as VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 or SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 allow).")]
-LoraOpt = Annotated[Optional[str], typer.Option("--lora", help="LoRA adapters the engine keeps room for: MAX_LORAS:RANK[:MODULES], e.g. 4:16 or 4:16:q,k,v,o (modules q,k,v,o,gate,up,down, attn, mlp; default every linear layer). Priced per engine as its own budget row.")]
-PricesOpt = Annotated[Optional[Path], typer.Option("--prices", help="YAML of `gpu: price per GPU-hour` (any currency).")]
+GmuOpt = Annotated[Optional[str], typer.Option(
+    "--gpu-memory-utilization", help="Fraction of GPU memory the engine may use (default 0.9; with --engine: that "
+    "engine's default for its version).")]
+BlockSizeOpt = Annotated[Optional[int], typer.Option(
+    "--block-size", help="KV page size in tokens (default 16; with --engine: the engine's).")]
+EngineOpt = Annotated[Optional[str], typer.Option(
+    "--engine", help="Plan as this engine allocates: vllm, sglang, trtllm, llama.cpp, transformers.")]
+EngineVersionOpt = Annotated[Optional[str], typer.Option(
+    "--engine-version", help="Engine release whose defaults and rules apply (e.g. 0.11.0; llama.cpp: 2024-08, "
+    "current). Default: the newest modelled.")]
+EngineSettingOpt = Annotated[Optional[list[str]], typer.Option(
+    "--engine-opt", help="Engine setting KEY=VALUE (e.g. max_num_batched_tokens=4096, kv_unified=true); may repeat.")]
+SpeculativeOpt = Annotated[Optional[str], typer.Option(
+    "--speculative", help="Speculative decoding, as vLLM's --speculative-config: mtp[:N] (the checkpoint's MTP "
+    "layers), draft:MODEL:N (a draft model), ngram:N. Counts the drafter's cache layers and weights.")]
+MaxModelLenOpt = Annotated[Optional[str], typer.Option(
+    "--max-model-len", help="The longest request the engine is set up for (vLLM --max-model-len, SGLang "
+    "--context-length): 32k, 128k. Default: the limit the engine derives from the config (rope_scaling included).")]
+AllowLongOpt = Annotated[bool, typer.Option(
+    "--allow-long-context", help="Plan a --max-model-len past the model's limit where the engine refuses one (as "
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 or SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 allow).")]
+LoraOpt = Annotated[Optional[str], typer.Option(
+    "--lora", help="LoRA adapters the engine keeps room for: MAX_LORAS:RANK[:MODULES], e.g. 4:16 or 4:16:q,k,v,o "
+    "(modules q,k,v,o,gate,up,down, attn, mlp; default every linear layer). Priced per engine as its own budget row.")]
+PricesOpt = Annotated[Optional[Path],
+                      typer.Option("--prices", help="YAML of `gpu: price per GPU-hour` (any currency).")]
 
 
 # Inputs whose flag is not `--` + the Python API keyword with dashes (`engine_version` is --engine-version).
@@ -113,7 +138,8 @@ def cli_errors(fn):
             if user is not None:
                 stderr(f"Error: {one_line(user.message)}")
                 raise typer.Exit(user.exit_code) from None
-            stderr(f"Error: internal error: {type(exc).__name__}: {one_line(exc)} (set KVPLAN_DEBUG=1 for the traceback)")
+            stderr(f"Error: internal error: {type(exc).__name__}: {one_line(exc)} (set KVPLAN_DEBUG=1 for the "
+                   "traceback)")
             raise typer.Exit(EXIT_ERROR) from None
 
     return wrapper

@@ -155,7 +155,8 @@ def _one(sim, cfg, prompt: int, output: int) -> dict:
 def _llama_bench(sim, cfg, s) -> dict:
     """pp: n prompt tokens in one batch after `depth` cached (the TTFT difference); tg: one sequence's TPOT."""
     if s.isl:
-        t = _one(sim, cfg, s.depth + s.isl, 1)["ttft"]["mean"] - (_one(sim, cfg, s.depth, 1)["ttft"]["mean"] if s.depth else 0)
+        t = _one(sim, cfg, s.depth + s.isl,
+                 1)["ttft"]["mean"] - (_one(sim, cfg, s.depth, 1)["ttft"]["mean"] if s.depth else 0)
         return {"pp_tok_s": Stat(mean=s.isl / t)} if t > 0 else {}
     tpot = _one(sim, cfg, max(1, s.depth), s.osl + 1)["tpot"]["mean"]
     return {"tg_tok_s": Stat(mean=1.0 / tpot)} if tpot else {}
@@ -195,7 +196,8 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
     """(kvplan's metrics for the run's load on the resolved deployment, the simulator's model, notes)."""
     s = run.settings
     if not ((s.isl or s.osl) if run.tool == "llama-bench" else (s.isl and s.osl)):
-        raise KvplanError(f"{run.label}: the file states no input and output lengths; pass --input-len and --output-len",
+        raise KvplanError(f"{run.label}: the file states no input and output lengths; pass --input-len and "
+                          "--output-len",
                           EXIT_USAGE)
     sim, notes, (chosen, result, spec), speed_set = _sim(r, hw_profiles)
     held = scheduler_limits(chosen, result, s.max_batch or None, s.max_tokens or None)  # simulate's own choice

@@ -50,25 +50,41 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def cheapest(
-    model: Annotated[str, typer.Argument(metavar="MODEL", help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
-    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-n", help="Concurrent requests that must fit at --ctx (with a workload: default 1, one request of --ctx).")] = None,
-    ctx: Annotated[Optional[str], typer.Option("--ctx", "-c", help="Context per request: 32k, 128k. Default: the model's limit.")] = None,
+    model: Annotated[str, typer.Argument(metavar="MODEL",
+                                         help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
+    concurrency: Annotated[Optional[int], typer.Option(
+        "--concurrency", "-n", help="Concurrent requests that must fit at --ctx (with a workload: default 1, one "
+        "request of --ctx).")] = None,
+    ctx: Annotated[Optional[str], typer.Option(
+        "--ctx", "-c", help="Context per request: 32k, 128k. Default: the model's limit.")] = None,
     max_model_len: MaxModelLenOpt = None,
     allow_long_context: AllowLongOpt = False,
-    min_tps: Annotated[Optional[float], typer.Option("--min-tokens-per-second", help="Decode tokens/s each request must get at that concurrency (1 / the calibrated decode step at that batch).")] = None,
+    min_tps: Annotated[Optional[float], typer.Option(
+        "--min-tokens-per-second", help="Decode tokens/s each request must get at that concurrency (1 / the calibrated "
+        "decode step at that batch).")] = None,
     prices: PricesOpt = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", "-g", help="Comma-separated GPU names or aliases, or `all`. Default: the GPUs --prices prices, else all.")] = None,
-    gpu_counts: Annotated[Optional[str], typer.Option("--gpu-counts", help="GPU counts to try (n ≤ 8: tp=n; above: tp=8, pp=n/8). Default: the first valid tp of 1,2,4,...,--max-gpus.")] = None,
+    gpu: Annotated[Optional[str], typer.Option(
+        "--gpu", "-g", help="Comma-separated GPU names or aliases, or `all`. Default: the GPUs --prices prices, else "
+        "all.")] = None,
+    gpu_counts: Annotated[Optional[str], typer.Option(
+        "--gpu-counts", help="GPU counts to try (n ≤ 8: tp=n; above: tp=8, pp=n/8). Default: the first valid tp of "
+        "1,2,4,...,--max-gpus.")] = None,
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest deployment tried without --gpu-counts.")] = 64,
-    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype: auto (model's), bf16, fp8, ...")] = "auto",
-    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight format override: bf16, fp8, int4, ...")] = None,
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype",
+                                          help="KV cache dtype: auto (model's), bf16, fp8, ...")] = "auto",
+    weight_dtype: Annotated[Optional[str],
+                            typer.Option("--weight-dtype", help="Weight format override: bf16, fp8, int4, ...")] = None,
     gpu_memory_utilization: GmuOpt = None,
     block_size: BlockSizeOpt = None,
     engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
-    layouts: Annotated[bool, typer.Option("--layouts", help="Try every valid tp × pp × dp (× ep) layout of each GPU count, not only tp then pp.")] = False,
-    replicas: Annotated[int, typer.Option("--replicas", help="Also reach the target with up to this many independent copies of a deployment (1: none).")] = 1,
+    layouts: Annotated[bool, typer.Option(
+        "--layouts", help="Try every valid tp × pp × dp (× ep) layout of each GPU count, not only tp then "
+        "pp.")] = False,
+    replicas: Annotated[int, typer.Option(
+        "--replicas", help="Also reach the target with up to this many independent copies of a deployment (1: "
+        "none).")] = 1,
     workload: WorkloadOpt = None,
     trace: TraceOpt = None,
     trace_format: TraceFormatOpt = "auto",
@@ -136,8 +152,8 @@ def cheapest(
         source = "--max-model-len" if max_model_len else "the model's limit"
         stderr(f"note: --ctx not given; using {source}, {ctx_tokens:,} tokens")
     if ctx_tokens > spec.max_context:
-        stderr(f"warning: context {ctx_tokens:,} exceeds {limit_name(bool(spec.max_model_len))} ({spec.max_context:,}): the limit "
-               "binds, not memory; no deployment fits")
+        stderr(f"warning: context {ctx_tokens:,} exceeds {limit_name(bool(spec.max_model_len))} "
+               f"({spec.max_context:,}): the limit binds, not memory; no deployment fits")
     for line in (*lora_lines(adapters, chosen, "candidate"), *memory_caveats(gpu_list), *weight_caveats([spec], [wdt])):
         stderr(f"note: {line}")
     candidates = rank(spec, gpu_list, ctx_tokens, concurrency, deployments=deps, min_tokens_per_second=min_tps,
@@ -269,7 +285,8 @@ def _print_cheapest(console, target: str, meets, failing, top: int, unit: str, t
         cols += ["host"] if host else []  # contexts the offload tiers hold (the title says so)
         if priced:
             cols += [f"{unit}/GPU-h", f"{unit}/h"]
-        t = table(cols, right=tuple(c for c in cols if c != "GPU"), whole=("GPU",), optional=("KV GiB/GPU", f"{unit}/GPU-h"),
+        t = table(cols, right=tuple(c for c in cols if c != "GPU"), whole=("GPU",),
+                  optional=("KV GiB/GPU", f"{unit}/GPU-h"),
                   title=f"Meeting the target ({len(meets)}), cheapest first" if priced
                   else f"Meeting the target ({len(meets)}), fewest GPUs first (no prices given)")
         if host:

@@ -34,15 +34,22 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def check_bench(
-    file: Annotated[Path, typer.Argument(help="A benchmark result: vllm bench serve / benchmark_serving JSON or printed "
-                                              "result, SGLang bench_serving JSONL or result, genai-perf / AIPerf JSON or "
-                                              "CSV, llama-bench json/jsonl/csv/md, trtllm-bench report.")],
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="The model (default: the catalog entry the file's model name matches).")] = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", "-g", help="The GPU (default: the profile whose device name the file prints).")] = None,
-    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (default: the file's, else 1).")] = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", help="The engine measured: vllm, sglang, trtllm, llama.cpp (default: the file's, else kvplan's own rules).")] = None,
-    input_len: Annotated[Optional[int], typer.Option("--input-len", help="Prompt tokens per request (default: the file's).")] = None,
-    output_len: Annotated[Optional[int], typer.Option("--output-len", help="Output tokens per request (default: the file's).")] = None,
+    file: Annotated[Path, typer.Argument(
+        help="A benchmark result: vllm bench serve / benchmark_serving JSON or printed result, SGLang bench_serving "
+        "JSONL or result, genai-perf / AIPerf JSON or CSV, llama-bench json/jsonl/csv/md, trtllm-bench report.")],
+    model: Annotated[Optional[str], typer.Option(
+        "--model", "-m", help="The model (default: the catalog entry the file's model name matches).")] = None,
+    gpu: Annotated[Optional[str], typer.Option(
+        "--gpu", "-g", help="The GPU (default: the profile whose device name the file prints).")] = None,
+    tp: Annotated[Optional[int],
+                  typer.Option("--tp", help="Tensor-parallel size (default: the file's, else 1).")] = None,
+    engine: Annotated[Optional[str], typer.Option(
+        "--engine", help="The engine measured: vllm, sglang, trtllm, llama.cpp (default: the file's, else kvplan's own "
+        "rules).")] = None,
+    input_len: Annotated[Optional[int],
+                         typer.Option("--input-len", help="Prompt tokens per request (default: the file's).")] = None,
+    output_len: Annotated[Optional[int],
+                          typer.Option("--output-len", help="Output tokens per request (default: the file's).")] = None,
     kv_dtype: KvDtypeOpt = None,
     weight_dtype: WeightDtypeOpt = None,
     hw_profiles: HwOpt = None,
@@ -80,7 +87,8 @@ def _check(run, model, gpu, tp, engine, kv_dtype, weight_dtype, hw_profiles) -> 
     return {
         "run": run.label, "tool": run.tool, "model": r.model, "gpu": r.gpu.key, "tp": r.tp, "replicas": r.replicas,
         "engine": r.engine, "input_len": s.isl, "output_len": s.osl, "lengths": s.lengths, "concurrency": s.concurrency,
-        "request_rate": None if s.request_rate is None else (str(s.request_rate) if s.request_rate == float("inf") else s.request_rate),
+        "request_rate": None if s.request_rate is None
+        else (str(s.request_rate) if s.request_rate == float("inf") else s.request_rate),
         "burstiness": s.burstiness, "requests": s.num_prompts, "assumed": said,
         "rows": [{**row.__dict__, "unit": UNITS[row.metric]} for row in rows(run.metrics, predicted)],
         "efficiency": [{"term": t, "achieved": a, "datasheet": d, "unit": u, "pct": 100.0 * a / d if d else None,

@@ -30,12 +30,19 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def check_log(
-    log: Annotated[Path, typer.Argument(metavar="LOG", help="A vLLM, SGLang, TensorRT-LLM (PyTorch backend) or llama.cpp start-up log (engine auto-detected).")],
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="The model, when the log does not name one kvplan knows.")] = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", "-g", help="The GPU the log came from (for the budget prediction).")] = None,
-    engine_version: Annotated[Optional[str], typer.Option("--engine-version", help="Engine release, when the log does not print it.")] = None,
-    kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="Cache dtype, when the log does not print it.")] = None,
-    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size, when the log does not show it.")] = None,
+    log: Annotated[Path, typer.Argument(
+        metavar="LOG", help="A vLLM, SGLang, TensorRT-LLM (PyTorch backend) or llama.cpp start-up log (engine "
+        "auto-detected).")],
+    model: Annotated[Optional[str], typer.Option(
+        "--model", "-m", help="The model, when the log does not name one kvplan knows.")] = None,
+    gpu: Annotated[Optional[str],
+                   typer.Option("--gpu", "-g", help="The GPU the log came from (for the budget prediction).")] = None,
+    engine_version: Annotated[Optional[str], typer.Option(
+        "--engine-version", help="Engine release, when the log does not print it.")] = None,
+    kv_dtype: Annotated[Optional[str],
+                        typer.Option("--kv-dtype", help="Cache dtype, when the log does not print it.")] = None,
+    tp: Annotated[Optional[int],
+                  typer.Option("--tp", help="Tensor-parallel size, when the log does not show it.")] = None,
     weight_dtype: WeightDtypeOpt = None,  # for a log that states no quantization kvplan can size
     hw_profiles: HwOpt = None,
     as_json: JsonOpt = False,

@@ -38,15 +38,25 @@ def register(app: typer.Typer) -> None:
 def disagg(
     model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
     gpu: GpuOpt,
-    isl: Annotated[Optional[str], typer.Option("--isl", help="Input tokens per request (8192, 8k); not with a workload or trace (its requests' own).")] = None,
-    osl: Annotated[Optional[str], typer.Option("--osl", help="Output tokens per request; not with a workload or trace (its requests' own).")] = None,
-    prefill_tp: Annotated[Optional[int], typer.Option("--prefill-tp", help="Prefill replica's tensor-parallel size.")] = None,
-    prefill_pp: Annotated[Optional[int], typer.Option("--prefill-pp", help="Prefill replica's pipeline-parallel size.")] = None,
-    decode_tp: Annotated[Optional[int], typer.Option("--decode-tp", help="Decode replica's tensor-parallel size.")] = None,
-    decode_pp: Annotated[Optional[int], typer.Option("--decode-pp", help="Decode replica's pipeline-parallel size.")] = None,
-    prefill_max_model_len: Annotated[Optional[str], typer.Option("--prefill-max-model-len", help="Prefill servers' max_model_len (default: the longest prompt).")] = None,
-    decode_max_model_len: Annotated[Optional[str], typer.Option("--decode-max-model-len", help="Decode servers' max_model_len (default: the longest prompt + output).")] = None,
-    link: Annotated[str, typer.Option("--link", help="Fabric between the pools: nvlink4, ib-400g, ib-200g, roce-400g, pcie-gen5, pcie-gen4, or a YAML file.")] = DEFAULT_LINK,
+    isl: Annotated[Optional[str], typer.Option(
+        "--isl", help="Input tokens per request (8192, 8k); not with a workload or trace (its requests' own).")] = None,
+    osl: Annotated[Optional[str], typer.Option(
+        "--osl", help="Output tokens per request; not with a workload or trace (its requests' own).")] = None,
+    prefill_tp: Annotated[Optional[int],
+                          typer.Option("--prefill-tp", help="Prefill replica's tensor-parallel size.")] = None,
+    prefill_pp: Annotated[Optional[int],
+                          typer.Option("--prefill-pp", help="Prefill replica's pipeline-parallel size.")] = None,
+    decode_tp: Annotated[Optional[int],
+                         typer.Option("--decode-tp", help="Decode replica's tensor-parallel size.")] = None,
+    decode_pp: Annotated[Optional[int],
+                         typer.Option("--decode-pp", help="Decode replica's pipeline-parallel size.")] = None,
+    prefill_max_model_len: Annotated[Optional[str], typer.Option(
+        "--prefill-max-model-len", help="Prefill servers' max_model_len (default: the longest prompt).")] = None,
+    decode_max_model_len: Annotated[Optional[str], typer.Option(
+        "--decode-max-model-len", help="Decode servers' max_model_len (default: the longest prompt + output).")] = None,
+    link: Annotated[str, typer.Option(
+        "--link", help="Fabric between the pools: nvlink4, ib-400g, ib-200g, roce-400g, pcie-gen5, pcie-gen4, or a "
+        "YAML file.")] = DEFAULT_LINK,
     workload: WorkloadOpt = None,
     trace: TraceOpt = None,
     trace_format: TraceFormatOpt = "auto",
@@ -57,19 +67,35 @@ def disagg(
     slo_tpot: SloTpotOpt = 0.1,
     slo_percent: SloPercentOpt = 90.0,
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Most GPUs a split may use (prefill + decode).")] = 64,
-    engine: Annotated[str, typer.Option("--engine", help="Engine whose allocation and flags each pool gets: vllm (NixlConnector), sglang (--disaggregation-mode) or trtllm (trtllm-serve + cache_transceiver_config YAML); others plan without serve flags.")] = "vllm",
+    engine: Annotated[str, typer.Option(
+        "--engine", help="Engine whose allocation and flags each pool gets: vllm (NixlConnector), sglang "
+        "(--disaggregation-mode) or trtllm (trtllm-serve + cache_transceiver_config YAML); others plan without serve "
+        "flags.")] = "vllm",
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
     kv_dtype: KvDtypeOpt = "auto",
     weight_dtype: WeightDtypeOpt = None,
     gpu_memory_utilization: GmuOpt = None,
     block_size: BlockSizeOpt = None,
-    max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="Most requests a replica (prefill or decode) runs at once; also the engine's own setting, so each pool is planned and emitted at it. Default: --engine's own (vLLM's by release and GPU); 256 where it states none.")] = None,
-    max_num_batched_tokens: Annotated[Optional[int], typer.Option("--max-num-batched-tokens", help="Tokens per prefill step. Default: --engine's own (vLLM's by release and GPU); 8192 where it states none.")] = None,
-    step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (default 0: the step-time model alone).")] = 0.0,
-    speed: Annotated[str, typer.Option("--speed", help="Step times: calibrated (default: the roofline's terms with --engine's coefficients fitted on published measurements, vLLM's where none are, labelled with their held-out error) or roofline (the bare roofline, a lower bound).")] = "calibrated",
-    show_manifest: Annotated[bool, typer.Option("--manifest", help="Also print a Dynamo DynamoGraphDeployment fragment (each pool's replicas, GPUs, serve arguments).")] = False,
-    manifest_for: Annotated[Optional[str], typer.Option("--manifest-for", help="The manifest's kind: dynamo (the default of --manifest) or llm-d (modelservice values: prefill/decode replicas, parallelism, GPUs, args); implies --manifest.")] = None,
+    max_num_seqs: Annotated[Optional[int], typer.Option(
+        "--max-num-seqs", help="Most requests a replica (prefill or decode) runs at once; also the engine's own "
+        "setting, so each pool is planned and emitted at it. Default: --engine's own (vLLM's by release and GPU); 256 "
+        "where it states none.")] = None,
+    max_num_batched_tokens: Annotated[Optional[int], typer.Option(
+        "--max-num-batched-tokens", help="Tokens per prefill step. Default: --engine's own (vLLM's by release and "
+        "GPU); 8192 where it states none.")] = None,
+    step_overhead: Annotated[float, typer.Option(
+        "--step-overhead", help="Seconds added to every engine step (default 0: the step-time model alone).")] = 0.0,
+    speed: Annotated[str, typer.Option(
+        "--speed", help="Step times: calibrated (default: the roofline's terms with --engine's coefficients fitted on "
+        "published measurements, vLLM's where none are, labelled with their held-out error) or roofline (the bare "
+        "roofline, a lower bound).")] = "calibrated",
+    show_manifest: Annotated[bool, typer.Option(
+        "--manifest", help="Also print a Dynamo DynamoGraphDeployment fragment (each pool's replicas, GPUs, serve "
+        "arguments).")] = False,
+    manifest_for: Annotated[Optional[str], typer.Option(
+        "--manifest-for", help="The manifest's kind: dynamo (the default of --manifest) or llm-d (modelservice values: "
+        "prefill/decode replicas, parallelism, GPUs, args); implies --manifest.")] = None,
     as_json: JsonOpt = False,
     hw_profiles: HwOpt = None,
 ):

@@ -53,37 +53,53 @@ def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]
 
 @cli_errors
 def fit(
-    model: Annotated[str, typer.Argument(metavar="MODEL", help="Catalog name or alias (llama-3-70b), a folder or config.json, or a Hub repo id.")],
+    model: Annotated[str, typer.Argument(
+        metavar="MODEL", help="Catalog name or alias (llama-3-70b), a folder or config.json, or a Hub repo id.")],
     gpu: GpuOpt,
     ctx: CtxOpt = None,
     max_model_len: MaxModelLenOpt = None,
     allow_long_context: AllowLongOpt = False,
     batch: BatchOpt = 1,
-    gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp × dp). Alone: every valid layout of this many GPUs, ranked by concurrency. Without --gpus/--tp: one GPU and the smallest deployment that fits.")] = None,
-    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size per data-parallel rank (must divide the attention heads).")] = None,
+    gpus: Annotated[Optional[int], typer.Option(
+        "--gpus", help="Total GPUs (tp × pp × dp). Alone: every valid layout of this many GPUs, ranked by concurrency. "
+        "Without --gpus/--tp: one GPU and the smallest deployment that fits.")] = None,
+    tp: Annotated[Optional[int], typer.Option(
+        "--tp", help="Tensor-parallel size per data-parallel rank (must divide the attention heads).")] = None,
     pp: Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (splits layers).")] = None,
-    dp: Annotated[Optional[int], typer.Option("--dp", help="Data-parallel ranks (replicas; DP attention for a MoE model): each holds its own requests.")] = None,
-    ep: Annotated[Optional[int], typer.Option("--ep", help="Expert parallelism over tp × dp ranks (vLLM --enable-expert-parallel); its only size is tp × dp.")] = None,
-    dcp: Annotated[Optional[int], typer.Option("--dcp", help="Decode context parallel within tp (MLA models): each rank holds every dcp-th token of a request's latent.")] = None,
-    gpus_per_node: Annotated[Optional[int], typer.Option("--gpus-per-node", help="GPUs per node: tensor parallelism stays within one (--gpus search; default 8), and TensorRT-LLM's gpus_per_node (default: the GPU profile's node_gpus, else 8).")] = None,
+    dp: Annotated[Optional[int], typer.Option(
+        "--dp", help="Data-parallel ranks (replicas; DP attention for a MoE model): each holds its own "
+        "requests.")] = None,
+    ep: Annotated[Optional[int],
+                  typer.Option("--ep", help="Expert parallelism over tp × dp ranks (vLLM --enable-expert-parallel); "
+                                            "its only size is tp × dp.")] = None,
+    dcp: Annotated[Optional[int], typer.Option(
+        "--dcp", help="Decode context parallel within tp (MLA models): each rank holds every dcp-th token of a "
+        "request's latent.")] = None,
+    gpus_per_node: Annotated[Optional[int], typer.Option(
+        "--gpus-per-node", help="GPUs per node: tensor parallelism stays within one (--gpus search; default 8), and "
+        "TensorRT-LLM's gpus_per_node (default: the GPU profile's node_gpus, else 8).")] = None,
     kv_dtype: KvDtypeOpt = "auto",
     weight_dtype: WeightDtypeOpt = None,
     gpu_memory_utilization: GmuOpt = None,
-    overhead: Annotated[Optional[str], typer.Option("--overhead", help="Per-GPU activation + runtime overhead (e.g. 2GiB). Default: an estimate.")] = None,
-    kv_cache_memory: Annotated[Optional[str], typer.Option("--kv-cache-memory", help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28.2GiB or bytes.")] = None,
+    overhead: Annotated[Optional[str], typer.Option(
+        "--overhead", help="Per-GPU activation + runtime overhead (e.g. 2GiB). Default: an estimate.")] = None,
+    kv_cache_memory: Annotated[Optional[str], typer.Option(
+        "--kv-cache-memory", help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28.2GiB or bytes.")] = None,
     block_size: BlockSizeOpt = None,
     engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
     speculative: SpeculativeOpt = None,
     lora: LoraOpt = None,
-    emit: Annotated[Optional[str], typer.Option("--emit", help="Also print the serve command line for this plan: vllm, sglang or llama.cpp.")] = None,
+    emit: Annotated[Optional[str], typer.Option(
+        "--emit", help="Also print the serve command line for this plan: vllm, sglang or llama.cpp.")] = None,
     hw_profiles: HwOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
     explain: Annotated[bool, typer.Option("--explain", help="Print the formula with this model's numbers.")] = False,
-    check: Annotated[bool, typer.Option("--check", help=f"Exit {EXIT_DOES_NOT_FIT} when the workload does not fit.")] = False,
+    check: Annotated[bool, typer.Option("--check",
+                                        help=f"Exit {EXIT_DOES_NOT_FIT} when the workload does not fit.")] = False,
     offload: OffloadOpt = None,
     offload_backend: OffloadBackendOpt = "native",
     host: HostOpt = None,

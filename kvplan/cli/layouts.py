@@ -23,7 +23,8 @@ def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool, no
         return Deployment(1, gpus), None
     choice.check_layers(spec, req.kv_dtype)  # a cache the engine cannot size is the model's refusal, not every layout's
     choice.with_checkpoint_kv(spec, req)  # so is a declared KV cache it cannot run (kvplan.engines.checkpoint_kv)
-    plans = search_layouts(spec, hw, gpus, req, choice, per_node, node_gpus)  # none: refused with why (kvplan.compare.candidates)
+    # none: refused with why (kvplan.compare.candidates)
+    plans = search_layouts(spec, hw, gpus, req, choice, per_node, node_gpus)
     best = plans[0]
     rows = [{"tp": p.deployment.tp, "pp": p.deployment.pp, "dp": p.deployment.dp, "ep": p.deployment.ep,
              "fits": p.fits, "max_concurrency": p.max_concurrency,
@@ -77,10 +78,11 @@ def pipeline_note(plans, top: int) -> str | None:
     flat = [(i, p) for i, p in enumerate(plans[:top]) if p.deployment.pp == 1 and p.fits]
     text = (f"#1 runs {best.deployment.pp} pipeline stages one after another: each token waits for every stage "
             f"({best.decode_step_seconds * 1e3:.1f} ms a decode step, {best.decode_tokens_per_second:,.0f} tok/s for "
-            f"the batch, at the roofline), and stages idle (pipeline bubbles) unless {best.deployment.pp} micro-batches are in flight.")
+            f"the batch, at the roofline), and stages idle (pipeline bubbles) unless {best.deployment.pp} "
+            "micro-batches are in flight.")
     if flat:
         i, fast = max(flat, key=lambda ip: ip[1].decode_tokens_per_second)
         text += (f" #{i + 1} ({layout_text(fast.deployment)}) holds {plural(fast.max_concurrency, 'request')} at "
-                 f"{fast.decode_step_seconds * 1e3:.1f} ms a step ({fast.decode_tokens_per_second:,.0f} tok/s, roofline): "
-                 "lower per-token latency.")
+                 f"{fast.decode_step_seconds * 1e3:.1f} ms a step ({fast.decode_tokens_per_second:,.0f} tok/s, "
+                 "roofline): lower per-token latency.")
     return text

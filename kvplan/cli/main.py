@@ -23,7 +23,8 @@ from kvplan.core.errors import EXIT_USAGE
 MAX_OPTION_CHARS = 200  # longer "--name" arguments are refused before the parser sees them (see main)
 
 # Command name -> the module of kvplan.cli that registers it (`models` is a group of commands).
-COMMANDS = {"fit": "fit", "gpus": "gpus", "models": "models", "sweep": "sweep", "cheapest": "cheapest", "disagg": "disagg",
+COMMANDS = {"fit": "fit", "gpus": "gpus", "models": "models", "sweep": "sweep", "cheapest": "cheapest",
+            "disagg": "disagg",
             "simulate": "simulate", "check-log": "check_log", "validate": "validate",
             "check-bench": "check_bench", "step-times": "step_times"}
 
@@ -105,7 +106,8 @@ def make_app(modules) -> typer.Typer:
     _refuse_repeated_options()
     new = typer.Typer(
         name="kvplan",
-        help="KV-cache capacity planner for LLM serving: does it fit, how many users, how long a context, how many GPUs.",
+        help="KV-cache capacity planner for LLM serving: does it fit, how many users, how long a context, how many "
+             "GPUs.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,

@@ -1,4 +1,5 @@
-"""`kvplan models list | show | import | check`: the model catalog from the command line (a sub-app the main app mounts)."""
+"""`kvplan models list | show | import | check`: the model catalog from the command line (a sub-app the main app
+mounts)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def _summary(spec) -> dict:
         "name": spec.name, "aliases": list(spec.aliases), "hf_repo": spec.hf_repo, "family": spec.family,
         "architecture": spec.architecture, "params": spec.params.total, "params_active": spec.params.active,
         "kv_bytes_per_token": _kv_per_token(spec)[0],
-        "kv_bytes_per_token_within_windows": _kv_per_token(spec)[1], "max_context": spec.max_context, "dtype": spec.dtype,
+        "kv_bytes_per_token_within_windows": _kv_per_token(spec)[1], "max_context": spec.max_context,
+        "dtype": spec.dtype,
         "weight_format": spec.quantization.method, "checkpoint_bytes": spec.checkpoint_bytes,
         "layers": len(spec.layers), "layer_kinds": dict(kinds),
         # multi-token-prediction modules: counted only with --speculative mtp (kvplan.planning.speculative)
@@ -125,7 +127,8 @@ MAX_NAME = 100  # catalog names are file names: well inside any filesystem's 255
 def import_model(
     name: Annotated[str, typer.Argument(metavar="NAME", help="A folder or config.json, or a Hub repo id.")],
     as_name: Annotated[Optional[str], typer.Option("--name", help="Catalog name to store it under.")] = None,
-    directory: Annotated[Optional[Path], typer.Option("--dir", help="Catalog directory (default: $KVPLAN_HOME/models).")] = None,
+    directory: Annotated[Optional[Path],
+                         typer.Option("--dir", help="Catalog directory (default: $KVPLAN_HOME/models).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Store it even if its name or an alias is a bundled model's "
                                                         "(the import then answers to that name).")] = False,
     revision: RevisionOpt = None, token: TokenOpt = None,
@@ -150,8 +153,8 @@ def import_model(
         taken, bundled = clashes[0]
         what = "name" if taken == spec.name else "alias"
         raise KvplanError(f"{what} {taken!r} is taken by the bundled model {bundled.name}"
-                          f"{f' ({bundled.hf_repo})' if bundled.hf_repo else ''}; importing it would shadow that model: "
-                          f"choose another name with --name NAME (or replace it with --force)", EXIT_USAGE)
+                          f"{f' ({bundled.hf_repo})' if bundled.hf_repo else ''}; importing it would shadow that "
+                          f"model: choose another name with --name NAME (or replace it with --force)", EXIT_USAGE)
     path = write_spec(spec, directory or user_catalog_dir())
     stderr(resolved.note)
     print(str(path))
@@ -160,7 +163,8 @@ def import_model(
 @models_app.command("check")
 @cli_errors
 def check(
-    name: Annotated[str, typer.Argument(metavar="NAME", help="A folder or config.json, a Hub repo id, or a catalog name (its Hub repo).")],
+    name: Annotated[str, typer.Argument(
+        metavar="NAME", help="A folder or config.json, a Hub repo id, or a catalog name (its Hub repo).")],
     revision: RevisionOpt = None, token: TokenOpt = None, as_json: JsonOpt = False,
 ):
     """Compare kvplan's reading with transformers' own cache, built on the meta device (needs \\[transformers])."""

@@ -22,13 +22,13 @@ from kvplan.report.text import format_warning
 
 OffloadOpt = Annotated[Optional[str], typer.Option(
     "--offload", help="KV tiers below the GPU: TIER:SIZE[,TIER:SIZE], tiers cpu, disk, remote; SIZE for the whole "
-                      "deployment (64GiB, 2TB) or a ratio of the GPU pool (2x); cpu:auto (simulate --trace) sizes "
-                      "the cpu tier at the knee of the trace's hit-rate curve.")]
+    "deployment (64GiB, 2TB) or a ratio of the GPU pool (2x); cpu:auto (simulate --trace) sizes the cpu tier at the "
+    "knee of the trace's hit-rate curve.")]
 OffloadBackendOpt = Annotated[str, typer.Option(
     "--offload-backend", help=f"Who keeps the tiers: {', '.join(BACKENDS)} (native: the engine's own; kvbm: Dynamo).")]
 HostOpt = Annotated[Optional[str], typer.Option(
     "--host", help="Host profile: a bundled server (dgx-h100, dgx-h200, gb200-nvl72-tray) or a YAML file "
-                   "(kvplan/hardware/hosts/README.md): DRAM, links, NVMe, NIC.")]
+    "(kvplan/hardware/hosts/README.md): DRAM, links, NVMe, NIC.")]
 
 
 class Offload(NamedTuple):
@@ -63,9 +63,9 @@ def say(op: OffloadPlan) -> None:
     stderr(f"note: offload tiers as {who} ({op.backend}) sizes them: {g.bytes_per_token:,} B per token per GPU, "
            f"pages of {g.block_size}, {g.ranks} GPU(s); SIZE is for the whole deployment")
     if host is not None:
-        stderr(f"note: host {host.key}: {host.dram_bytes / 2**30:,.0f} GiB DRAM less a {host.ram_reserve_bytes / 2**30:g}"
-               f" GiB reserve, {host.link_type} at {host.link_bytes_per_s / 1e9:g} GB/s per GPU (confidence "
-               f"{host.confidence})")
+        stderr(f"note: host {host.key}: {host.dram_bytes / 2**30:,.0f} GiB DRAM less a "
+               f"{host.ram_reserve_bytes / 2**30:g} GiB reserve, {host.link_type} at {host.link_bytes_per_s / 1e9:g} "
+               f"GB/s per GPU (confidence {host.confidence})")
         for field, rule in host.estimates:
             stderr(f"note: host {host.key}: {field} is an estimate: {rule}")
     for p in op.tiers:

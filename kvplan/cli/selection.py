@@ -23,7 +23,8 @@ def names(text: str, what: str) -> list[str]:
     if not items:
         raise KvplanError(f"{what} list {text!r} is empty", EXIT_USAGE)
     if len(items) > 1 and "all" in (n.lower() for n in items):  # was "unknown GPU 'all'" / "unknown model 'all'"
-        raise KvplanError(f"{what} {text!r}: 'all' (every one there is) stands alone; give it by itself or a list of names", EXIT_USAGE)
+        raise KvplanError(f"{what} {text!r}: 'all' (every one there is) stands alone; give it by itself or a list of "
+                          "names", EXIT_USAGE)
     return list(dict.fromkeys(items))
 
 

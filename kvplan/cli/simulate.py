@@ -60,7 +60,8 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def simulate(
-    model: Annotated[str, typer.Argument(metavar="MODEL", help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
+    model: Annotated[str, typer.Argument(metavar="MODEL",
+                                         help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
     gpu: GpuOpt,
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp); default 1.")] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size.")] = None,
@@ -71,30 +72,62 @@ def simulate(
     qps: QpsOpt = None,
     duration: DurationOpt = None,
     seed: SeedOpt = 0,
-    mode: Annotated[str, typer.Option("--mode", help="KV pool: paged (pages as tokens arrive) or contiguous (one reservation per request).")] = "paged",
-    reserve: Annotated[str, typer.Option("--reserve", help="Contiguous reservation: max (the length limit), pow2 (output rounded up to a power of two), oracle (exact).")] = "max",
-    compare: Annotated[bool, typer.Option("--compare", help="Run the paged pool and all three contiguous reservations on the same requests.")] = False,
-    max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", help="Longest request, prompt + output (as vLLM's flag): 32k, 128k. Default: the limit the engine derives from the config (rope_scaling included).")] = None,
+    mode: Annotated[str, typer.Option(
+        "--mode", help="KV pool: paged (pages as tokens arrive) or contiguous (one reservation per "
+        "request).")] = "paged",
+    reserve: Annotated[str, typer.Option(
+        "--reserve", help="Contiguous reservation: max (the length limit), pow2 (output rounded up to a power of two), "
+        "oracle (exact).")] = "max",
+    compare: Annotated[bool, typer.Option(
+        "--compare", help="Run the paged pool and all three contiguous reservations on the same requests.")] = False,
+    max_model_len: Annotated[Optional[str], typer.Option(
+        "--max-model-len", help="Longest request, prompt + output (as vLLM's flag): 32k, 128k. Default: the limit the "
+        "engine derives from the config (rope_scaling included).")] = None,
     allow_long_context: AllowLongOpt = False,
     kv_dtype: KvDtypeOpt = "auto",
     weight_dtype: WeightDtypeOpt = None,
     gpu_memory_utilization: GmuOpt = None,
-    kv_cache_memory: Annotated[Optional[str], typer.Option("--kv-cache-memory", help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28GiB.")] = None,
-    overhead: Annotated[Optional[str], typer.Option("--overhead", help="Per-GPU activation + runtime overhead (e.g. 2GiB). Default: an estimate.")] = None,
+    kv_cache_memory: Annotated[Optional[str], typer.Option(
+        "--kv-cache-memory", help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28GiB.")] = None,
+    overhead: Annotated[Optional[str], typer.Option(
+        "--overhead", help="Per-GPU activation + runtime overhead (e.g. 2GiB). Default: an estimate.")] = None,
     block_size: BlockSizeOpt = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", help="Size the KV pool as this engine allocates it and admit requests as it does (vllm, llama.cpp, transformers: vLLM's preemption; trtllm: GUARANTEED_NO_EVICT, or --engine-opt capacity_scheduler_policy=MAX_UTILIZATION; sglang: its new_token_ratio), at its own limits: --max-num-seqs, --max-num-batched-tokens.")] = None,
+    engine: Annotated[Optional[str], typer.Option(
+        "--engine", help="Size the KV pool as this engine allocates it and admit requests as it does (vllm, llama.cpp, "
+        "transformers: vLLM's preemption; trtllm: GUARANTEED_NO_EVICT, or --engine-opt "
+        "capacity_scheduler_policy=MAX_UTILIZATION; sglang: its new_token_ratio), at its own limits: --max-num-seqs, "
+        "--max-num-batched-tokens.")] = None,
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
-    max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="Most requests running at once (vLLM's flag). Default: --engine's own (vLLM's by release and GPU, SGLang's max_running_requests, TensorRT-LLM's max_batch_size); 256 where it states none. Given with --engine, it is also the engine's own setting (vLLM's max_num_seqs, SGLang's max_running_requests), so the KV pool is the one the engine sizes with it.")] = None,
-    max_num_batched_tokens: Annotated[Optional[int], typer.Option("--max-num-batched-tokens", help="Tokens per step: decodes plus prefill chunks (vLLM's flag). Default: --engine's own (vLLM's by release and GPU, SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens); 8192 where it states none. Given with --engine, it is also the engine's own setting (vLLM's max_num_batched_tokens, SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens) for its memory plan.")] = None,
-    no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Turn off prefix caching (paged pool).")] = False,
+    max_num_seqs: Annotated[Optional[int], typer.Option(
+        "--max-num-seqs", help="Most requests running at once (vLLM's flag). Default: --engine's own (vLLM's by "
+        "release and GPU, SGLang's max_running_requests, TensorRT-LLM's max_batch_size); 256 where it states none. "
+        "Given with --engine, it is also the engine's own setting (vLLM's max_num_seqs, SGLang's "
+        "max_running_requests), so the KV pool is the one the engine sizes with it.")] = None,
+    max_num_batched_tokens: Annotated[Optional[int], typer.Option(
+        "--max-num-batched-tokens", help="Tokens per step: decodes plus prefill chunks (vLLM's flag). Default: "
+        "--engine's own (vLLM's by release and GPU, SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens); "
+        "8192 where it states none. Given with --engine, it is also the engine's own setting (vLLM's "
+        "max_num_batched_tokens, SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens) for its "
+        "memory plan.")] = None,
+    no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching",
+                                                    help="Turn off prefix caching (paged pool).")] = False,
     slo_ttft: SloTtftOpt = 2.0,
     slo_tpot: SloTpotOpt = 0.1,
-    find_rate: Annotated[bool, typer.Option("--find-rate", help="Search the highest arrival rate at which --slo-percent of requests meet both SLOs (from --qps, default 1/s, up), then report that rate.")] = False,
+    find_rate: Annotated[bool, typer.Option(
+        "--find-rate", help="Search the highest arrival rate at which --slo-percent of requests meet both SLOs (from "
+        "--qps, default 1/s, up), then report that rate.")] = False,
     slo_percent: SloPercentOpt = 99.0,
-    step_overhead: Annotated[float, typer.Option("--step-overhead", help="Seconds added to every engine step (CPU scheduling, kernel launches), on top of the step-time model; default 0.")] = 0.0,
-    speed: Annotated[str, typer.Option("--speed", help="Step times: calibrated (default: the roofline's terms with coefficients fitted per engine on published measurements, each figure labelled with its held-out error) or roofline (the bare roofline, a lower bound).")] = "calibrated",
-    output: Annotated[Optional[list[Path]], typer.Option("--output", "-o", help="Write results to this file, the format from its extension: .json (everything), .csv (time series) or .html (a self-contained report); may repeat.")] = None,
+    step_overhead: Annotated[float, typer.Option(
+        "--step-overhead", help="Seconds added to every engine step (CPU scheduling, kernel launches), on top of the "
+        "step-time model; default 0.")] = 0.0,
+    speed: Annotated[str, typer.Option(
+        "--speed", help="Step times: calibrated (default: the roofline's terms with coefficients fitted per engine on "
+        "published measurements, each figure labelled with its held-out error) or roofline (the bare roofline, a lower "
+        "bound).")] = "calibrated",
+    output: Annotated[Optional[list[Path]], typer.Option(
+        "--output", "-o", help="Write results to this file, the format from its extension: .json (everything), .csv "
+        "(time series) or .html (a self-contained report); may repeat.")] = None,
     as_json: JsonOpt = False,
     title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan simulate",
     hw_profiles: HwOpt = None,
@@ -112,7 +145,8 @@ def simulate(
     An event-driven model of a continuous-batching engine (pages, chunked prefill, prefix caching) on
     the plan's KV memory, at the engine's own running limit and tokens per step, scheduling steps as
     --engine does (SGLang: a prefill batch whenever one forms, decode otherwise; else vLLM's mixed
-    budget), admitting requests as --engine does (vLLM: preemption by recompute; TensorRT-LLM: whole outputs reserved; SGLang: its
+    budget), admitting requests as --engine does (vLLM: preemption by recompute; TensorRT-LLM: whole
+    outputs reserved; SGLang: its
     new_token_ratio); step times come from kvplan's calibrated model (--speed roofline: the bare
     roofline, a lower bound).
     """
@@ -184,7 +218,8 @@ def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttf
     meta["rate_search"] = {"slo_percent": pct, "rate": found["rate"], "failed_at": found["failed_at"],
                            "trials": [{"qps": q, "pct_meeting_slo": p} for q, p in found["trials"]]}
     if found["rate"] is None:
-        raise KvplanError(f"no arrival rate down to {found['failed_at']:.3g}/s meets the SLA ({slo})", EXIT_DOES_NOT_FIT)
+        raise KvplanError(f"no arrival rate down to {found['failed_at']:.3g}/s meets the SLA ({slo})",
+                          EXIT_DOES_NOT_FIT)
     _steady(found, trace is not None, meta)
     fails = found["failed_at"]
     stderr(f"highest arrival rate meeting the SLA ({slo}): {_rate(found['rate'])} req/s offered (the throughput "
@@ -194,7 +229,8 @@ def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttf
     meta["qps"] = found["rate"]
     reqs = make(found["rate"])
     meta["requests"] = len(reqs)
-    stderr(f"{'trace' if trace is not None else 'workload'} at {_rate(found['rate'])} req/s: {plural(len(reqs), 'request')}")
+    stderr(f"{'trace' if trace is not None else 'workload'} at {_rate(found['rate'])} req/s: "
+           f"{plural(len(reqs), 'request')}")
     return reqs
 
 
@@ -265,7 +301,8 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     if sim.kv_budget_bytes < sim.block_bytes():
         raise KvplanError(f"{spec.name} on {dep.gpus} × {hw.key}: no memory is left for the KV cache "
                           f"(weights {p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more --gpus", EXIT_USAGE)
-    where = f"{spec.name} on {dep.gpus} × {hw.key}" + (f" (tp {dep.tp} × pp {dep.pp})" if dep.pp > 1 else f" (tp {dep.tp})")
+    where = (f"{spec.name} on {dep.gpus} × {hw.key}"
+             + (f" (tp {dep.tp} × pp {dep.pp})" if dep.pp > 1 else f" (tp {dep.tp})"))
     notes.append(f"{where}: KV pool {sim.kv_budget_bytes / 2**30:,.2f} GiB per GPU"
                  + (f" as {chosen.label} sizes it" if chosen.label else "")
                  + f", pages of {sim.block_size} token{'s' if sim.block_size != 1 else ''}, requests up to "
@@ -277,7 +314,8 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
         notes.append("note: prefix caching is not modelled for sliding-window, chunked or recurrent layers: off")
     meta = {"model": spec.name, "gpu": hw.key, "gpus": dep.gpus, "tp": dep.tp, "pp": dep.pp,
             "kv_dtype": str(p.request.kv_dtype.name if hasattr(p.request.kv_dtype, "name") else p.request.kv_dtype),
-            "kv_pool_bytes_per_gpu": sim.kv_budget_bytes, "block_size": sim.block_size, "max_model_len": sim.max_model_len,
+            "kv_pool_bytes_per_gpu": sim.kv_budget_bytes, "block_size": sim.block_size,
+            "max_model_len": sim.max_model_len,
             "step_overhead_s": step_overhead, "kv_pool_sized_by": chosen.label or "kvplan (engine-neutral)",
             "step_time": sim.speed_label, "step_time_band": speed_band(speed, speed_engine)}
     return sim, meta, notes, (result, spec, dep, chosen)
@@ -351,7 +389,8 @@ def _print_summary(results) -> None:
         t.add_column(c, justify="left" if c == "pool" else "right", no_wrap=True)
     for name, (s, _) in results.items():
         ttft, e2e = s["latency_s"]["ttft"]["p99"], s["latency_s"]["e2e"]["p50"]
-        t.add_row(name.replace("contiguous-", ""), f"{s['concurrency']['mean_running']:,.1f}", f"{s['kv']['waste_pct']:.1f}%",
+        t.add_row(name.replace("contiguous-", ""), f"{s['concurrency']['mean_running']:,.1f}",
+                  f"{s['kv']['waste_pct']:.1f}%",
                   f"{s['throughput']['output_tokens_per_s']:,.0f}", "–" if ttft is None else f"{ttft:,.2f} s",
                   "–" if e2e is None else f"{e2e:,.1f} s", f"{s['requests']['preemptions']:,}")
     console.print(t)

@@ -37,10 +37,16 @@ def step_times(
     model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
     device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
     batches: Annotated[str, typer.Option("--batches", help="Decode batch sizes, comma-separated.")] = "1,8",
-    contexts: Annotated[str, typer.Option("--contexts", help="Contexts in tokens, comma-separated: each a prefill of that many tokens (batch 1) and a decode step at that position.")] = "512",
-    layers: Annotated[Optional[int], typer.Option("--layers", help="Build only the first N layers (the points say so).")] = None,
-    shrink: Annotated[bool, typer.Option("--shrink", help="Shrink MLP/expert widths and vocabulary, as validate --shrink.")] = False,
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Weights and compute dtype: fp32, bf16, fp16. Default: fp32 on CPU, the model's on CUDA.")] = None,
+    contexts: Annotated[str, typer.Option(
+        "--contexts", help="Contexts in tokens, comma-separated: each a prefill of that many tokens (batch 1) and a "
+        "decode step at that position.")] = "512",
+    layers: Annotated[Optional[int],
+                      typer.Option("--layers", help="Build only the first N layers (the points say so).")] = None,
+    shrink: Annotated[bool, typer.Option(
+        "--shrink", help="Shrink MLP/expert widths and vocabulary, as validate --shrink.")] = False,
+    dtype: Annotated[Optional[str], typer.Option(
+        "--dtype", help="Weights and compute dtype: fp32, bf16, fp16. Default: fp32 on CPU, the model's on "
+        "CUDA.")] = None,
     kv_dtype: KvDtypeOpt = "auto",
     warmup: Annotated[int, typer.Option("--warmup", help="Untimed calls before each point.")] = 3,
     repeats: Annotated[int, typer.Option("--repeats", help="Timed calls per point (mean, median, p99).")] = 10,

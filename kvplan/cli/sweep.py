@@ -14,9 +14,8 @@ import typer
 
 from kvplan.cli._common import (
     MAX_BATCH, AllowLongOpt, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, LoraOpt,
-    MaxModelLenOpt, PricesOpt, RevisionOpt,
-    OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, output_files,
-    planned_by, progress_bar, stderr, table,
+    MaxModelLenOpt, PricesOpt, RevisionOpt, OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range,
+    cli_errors, markup_safe, output_files, planned_by, progress_bar, stderr, table,
 )
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
@@ -58,13 +57,21 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def sweep(
-    models: Annotated[str, typer.Option("--models", "-m", help="Comma-separated models (catalog names, folders, Hub ids), or `all` for the whole catalog.")],
+    models: Annotated[str, typer.Option(
+        "--models", "-m", help="Comma-separated models (catalog names, folders, Hub ids), or `all` for the whole "
+        "catalog.")],
     ctx: Annotated[str, typer.Option("--ctx", "-c", help="Comma-separated contexts: 8k,32k,128k (k = 1024).")],
     gpu: Annotated[str, typer.Option("--gpu", "-g", help=GPU_LIST_HELP)] = "all",
-    gpu_counts: Annotated[str, typer.Option("--gpu-counts", help="GPUs per deployment, comma-separated: n ≤ 8 is tp=n; above, tp=8 and pp=n/8.")] = "1,2,4,8",
-    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="Comma-separated KV cache dtypes: auto (model's), bf16, fp8, ...")] = "auto",
-    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Comma-separated weight formats (auto = the checkpoint's): bf16, fp8, int4, ...")] = None,
-    batch: Annotated[int, typer.Option("--batch", "-b", help="Concurrent requests per deployment (fits, max context and decode speed use it).")] = 1,
+    gpu_counts: Annotated[str, typer.Option(
+        "--gpu-counts", help="GPUs per deployment, comma-separated: n ≤ 8 is tp=n; above, tp=8 and "
+        "pp=n/8.")] = "1,2,4,8",
+    kv_dtype: Annotated[str, typer.Option(
+        "--kv-dtype", help="Comma-separated KV cache dtypes: auto (model's), bf16, fp8, ...")] = "auto",
+    weight_dtype: Annotated[Optional[str], typer.Option(
+        "--weight-dtype", help="Comma-separated weight formats (auto = the checkpoint's): bf16, fp8, int4, "
+        "...")] = None,
+    batch: Annotated[int, typer.Option(
+        "--batch", "-b", help="Concurrent requests per deployment (fits, max context and decode speed use it).")] = 1,
     gpu_memory_utilization: GmuOpt = None,
     block_size: BlockSizeOpt = None,
     max_model_len: MaxModelLenOpt = None,
@@ -73,9 +80,14 @@ def sweep(
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,
     prices: PricesOpt = None,
-    layouts: Annotated[bool, typer.Option("--layouts", help="For each GPU count, the best of every valid tp × pp × dp (× ep) layout (by concurrency, then decode speed), not tp then pp.")] = False,
-    output: Annotated[Optional[list[Path]], typer.Option("--output", "-o", help="Write every plan to this file, the format from its extension: .csv, .json or .html (a self-contained report); may repeat.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Every plan as JSON on stdout (instead of the table).")] = False,
+    layouts: Annotated[bool, typer.Option(
+        "--layouts", help="For each GPU count, the best of every valid tp × pp × dp (× ep) layout (by concurrency, "
+        "then decode speed), not tp then pp.")] = False,
+    output: Annotated[Optional[list[Path]], typer.Option(
+        "--output", "-o", help="Write every plan to this file, the format from its extension: .csv, .json or .html (a "
+        "self-contained report); may repeat.")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Every plan as JSON on stdout (instead of the table).")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Every plan as CSV on stdout (instead of the table).")] = False,
     top: Annotated[int, typer.Option("--top", help="Rows of the terminal table.")] = 20,
     title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan sweep",
@@ -96,8 +108,13 @@ def sweep(
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     timeout: TimeoutOpt = 10.0,
-    speed: Annotated[str, typer.Option("--speed", help="Decode tok/s: calibrated (default: kvplan's step-time model fitted per engine on published measurements, beside the roofline bound) or roofline (the bare roofline only, a lower bound on time).")] = "calibrated",
-    max_plans: Annotated[int, typer.Option("--max-plans", help="Refuse a sweep of more plans than this (0: no cap); it holds every plan in memory to rank them.")] = DEFAULT_MAX_PLANS,
+    speed: Annotated[str, typer.Option(
+        "--speed", help="Decode tok/s: calibrated (default: kvplan's step-time model fitted per engine on published "
+        "measurements, beside the roofline bound) or roofline (the bare roofline only, a lower "
+        "bound on time).")] = "calibrated",
+    max_plans: Annotated[int, typer.Option(
+        "--max-plans", help="Refuse a sweep of more plans than this (0: no cap); it holds every plan in memory to rank "
+        "them.")] = DEFAULT_MAX_PLANS,
 ):
     """Plan every model × GPU × GPU count × context × KV dtype; rank them; write CSV, JSON, HTML.
 
@@ -132,7 +149,8 @@ def sweep(
     gpu_list = resolve_gpus(gpu, hw)
     price_book = load_prices(prices, hw)
     specs = _limited(chosen, [with_speculative(s, drafter, token=token, timeout=timeout)
-                              for s in resolve_models(models, revision, token, timeout, chosen)], max_model_len, allow_long_context)
+                              for s in resolve_models(models, revision, token, timeout, chosen)], max_model_len,
+                              allow_long_context)
     price_by_gpu = {g.key: p for g in gpu_list if (p := price_book.price(g)) is not None}
 
     per_model = len(gpu_list) * len(counts) * len(contexts) * len(weights)
@@ -196,10 +214,12 @@ def _run(args, kwargs, total: int):
             raise KvplanError(f"out of memory planning {total:,} plans; narrow the sweep", EXIT_USAGE) from None
 
 
-def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book) -> list[str]:
+def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu,
+             price_book) -> list[str]:
     fitting = sum(p.fits for p in result.plans)
-    summary = [f"{plural(len(result.plans), 'plan')} ({fitting:,} fit) of {len(specs)} model(s) × {len(gpu_list)} GPU(s) "
-               f"× GPU counts {','.join(map(str, counts))} × {len(contexts)} context(s) × KV {','.join(kv_names)}"
+    summary = [f"{plural(len(result.plans), 'plan')} ({fitting:,} fit) of {len(specs)} model(s) × {len(gpu_list)} "
+               f"GPU(s) × GPU counts {','.join(map(str, counts))} × {len(contexts)} context(s) × KV "
+               f"{','.join(kv_names)}"
                + (f" × weights {','.join(w or 'auto' for w in weights)}" if weights != [None] else "")
                + f"; batch {batch}"]
     past = [p for p in result.plans if p.binds == "context limit"]
@@ -346,8 +366,10 @@ def _sweep_table(result, rows: list[dict], currency: str):
     tiers = [k[len("offload_"):-len("_contexts")] for k in (rows[0] if rows else {}) if k.endswith("_contexts")
              and k.startswith("offload_")]
     cal = result.speed == "calibrated"  # tok/s calibrated, the roofline bound beside it; else the roofline alone
-    cols += ["fits", "users", "tok/s"] + (["roofline"] if cal else []) + (["host ctx"] if tiers else []) + ([f"{currency}/user-h"] if priced else [])
-    title = (f"Best {len(rows)} of {plural(len(result.plans), 'plan')}" + ("" if kv or not rows else f" · KV {kv_dtypes.pop()}")
+    cols += (["fits", "users", "tok/s"] + (["roofline"] if cal else []) + (["host ctx"] if tiers else [])
+             + ([f"{currency}/user-h"] if priced else []))
+    title = (f"Best {len(rows)} of {plural(len(result.plans), 'plan')}"
+             + ("" if kv or not rows else f" · KV {kv_dtypes.pop()}")
              + (" · tok/s calibrated, roofline a bound" if cal else " · tok/s roofline"))
     t = table(cols, right=tuple(c for c in cols if c not in ("model", "GPU", "KV", "weights", "fits")),
               whole=("KV", "weights", "fits") + (() if kv or weights else ("model", "GPU")), title=title,
@@ -358,7 +380,8 @@ def _sweep_table(result, rows: list[dict], currency: str):
         cells = [markup_safe(r["model"]), r["gpu"], gpus, human_tokens(r["context"])]
         cells += [r["kv_dtype"]] if kv else []
         cells += [r["weight_dtype"]] if weights else []
-        cells += ["[green]yes[/]" if r["fits"] else ("[red]limit[/]" if r.get("binds") == "context limit" else "[red]no[/]"),
+        cells += ["[green]yes[/]" if r["fits"]
+                  else ("[red]limit[/]" if r.get("binds") == "context limit" else "[red]no[/]"),
                   f"{r['max_concurrency']:,}",
                   _tps(r["decode_tokens_per_second_calibrated" if cal else "decode_tokens_per_second"], r["fits"])]
         cells += [_tps(r["decode_tokens_per_second"], r["fits"])] if cal else []

@@ -34,24 +34,44 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def validate(
-    model: Annotated[str, typer.Argument(metavar="MODEL", help="Catalog name or alias (llama-3.1-8b), a folder or config.json, or a Hub repo id.")],
-    ctx: Annotated[str, typer.Option("--ctx", "-c", help="Tokens each sequence holds at the end (prompt + decoded): 4096, 4k.")] = "1k",
-    batch: Annotated[int, typer.Option("--batch", "-b", help="Sequences decoded together, each holding --ctx tokens; the cache is batch x ctx tokens per layer.")] = 1,
-    layers: Annotated[Optional[int], typer.Option("--layers", help="Build only the first N layers of the real pattern; predictions are for the same reduced model.")] = None,
+    model: Annotated[str, typer.Argument(
+        metavar="MODEL", help="Catalog name or alias (llama-3.1-8b), a folder or config.json, or a Hub repo id.")],
+    ctx: Annotated[str, typer.Option(
+        "--ctx", "-c", help="Tokens each sequence holds at the end (prompt + decoded): 4096, 4k.")] = "1k",
+    batch: Annotated[int, typer.Option(
+        "--batch", "-b", help="Sequences decoded together, each holding --ctx tokens; the cache is batch x ctx tokens "
+        "per layer.")] = 1,
+    layers: Annotated[Optional[int], typer.Option(
+        "--layers", help="Build only the first N layers of the real pattern; predictions are for the same reduced "
+        "model.")] = None,
     steps: Annotated[int, typer.Option("--steps", help="Greedy decode steps after the prefill.")] = 8,
     kv_dtype: KvDtypeOpt = "auto",
-    state_dtype: Annotated[str, typer.Option("--state-dtype", help="Recurrent (Mamba / linear attention) state dtype: auto (the model's), fp32, bf16, fp16, fp8.")] = "auto",
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Weights and compute dtype: fp32, bf16, fp16. Default (or auto): fp32 on CPU, the model's on CUDA.")] = None,
+    state_dtype: Annotated[str, typer.Option(
+        "--state-dtype", help="Recurrent (Mamba / linear attention) state dtype: auto (the model's), fp32, bf16, fp16, "
+        "fp8.")] = "auto",
+    dtype: Annotated[Optional[str], typer.Option(
+        "--dtype", help="Weights and compute dtype: fp32, bf16, fp16. Default (or auto): fp32 on CPU, the model's on "
+        "CUDA.")] = None,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
-    shrink: Annotated[bool, typer.Option("--shrink", help="Shrink MLP/expert widths, routed experts and vocabulary (never the cache geometry) to fit a CPU.")] = False,
-    hidden: Annotated[Optional[int], typer.Option("--hidden", help="Also shrink the hidden size (q/o projections' outer width; the cache does not depend on it).")] = None,
+    shrink: Annotated[bool, typer.Option(
+        "--shrink", help="Shrink MLP/expert widths, routed experts and vocabulary (never the cache geometry) to fit a "
+        "CPU.")] = False,
+    hidden: Annotated[Optional[int], typer.Option(
+        "--hidden", help="Also shrink the hidden size (q/o projections' outer width; the cache does not "
+        "depend on it).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for weights and prompt.")] = 0,
-    backend: Annotated[str, typer.Option("--backend", help="torch (kvplan's decoder) or transformers (the model's own HF class; needs the \\[transformers] extra).")] = "torch",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Append this run to a results file (.json or .csv).")] = None,
-    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel ranks: one process each (torch.distributed; gloo on CPU, NCCL on CUDA), each measuring its own shard.")] = 1,
+    backend: Annotated[str, typer.Option(
+        "--backend", help="torch (kvplan's decoder) or transformers (the model's own HF class; needs the "
+        "\\[transformers] extra).")] = "torch",
+    output: Annotated[Optional[Path],
+                      typer.Option("--output", "-o", help="Append this run to a results file (.json or .csv).")] = None,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel ranks: one process each (torch.distributed; gloo on "
+                                                 "CPU, NCCL on CUDA), each measuring its own shard.")] = 1,
     pp: Annotated[int, typer.Option("--pp", help="Pipeline stages (contiguous layer ranges).")] = 1,
-    dp: Annotated[int, typer.Option("--dp", help="Data-parallel ranks, each decoding batch / dp of the sequences.")] = 1,
-    ep: Annotated[int, typer.Option("--ep", help="Expert parallelism: 1, or tp x dp (each rank whole experts, as vLLM's --enable-expert-parallel).")] = 1,
+    dp: Annotated[int, typer.Option("--dp", help="Data-parallel ranks, each decoding batch / dp of the "
+                                                 "sequences.")] = 1,
+    ep: Annotated[int, typer.Option("--ep", help="Expert parallelism: 1, or tp x dp (each rank whole experts, as "
+                                                 "vLLM's --enable-expert-parallel).")] = 1,
     as_json: JsonOpt = False,
 ):
     """Run a real torch decode of MODEL and check kvplan's KV, weight and peak predictions against it."""
@@ -172,7 +192,8 @@ class _progress:
 
 
 def _render(console, record: dict, checks) -> None:
-    title = plain(f"{record.get('backend', 'torch')} / {record['model']}: {record['layers']} of {record['layers_total']} layers, batch {record['batch']}, "
+    title = plain(f"{record.get('backend', 'torch')} / {record['model']}: {record['layers']} of "
+                  f"{record['layers_total']} layers, batch {record['batch']}, "
              f"ctx {record['ctx']:,} ({record['prompt_tokens']:,} prompt + {record['decode_steps']} decoded), "
              f"KV {record['kv_dtype']}, on {record['device_name']} (torch {record['torch_version']})")
     table = fitted_table(title=title, show_edge=False)

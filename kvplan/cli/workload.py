@@ -13,15 +13,22 @@ import typer
 from kvplan.simulator.inputs import check_workload_inputs  # noqa: F401 (the commands' import)
 from kvplan.simulator.session import LoadedRequests, load_requests  # noqa: F401 (the commands' import)
 
-WorkloadOpt = Annotated[Optional[str], typer.Option("--workload", "-w", help="Built-in length distribution: chat, rag, code, sharegpt, alpaca (see docs/simulate.md).")]
-TraceOpt = Annotated[Optional[Path], typer.Option("--trace", help="Replay a trace: CSV or JSONL (arrival, input_tokens, output_tokens[, prefix_id, prefix_tokens]), or the Azure LLM, BurstGPT or Mooncake layouts.")]
-TraceFormatOpt = Annotated[str, typer.Option("--trace-format", help="auto, kvplan, azure, burstgpt, mooncake or bailian.")]
-QpsOpt = Annotated[Optional[float], typer.Option("--qps", help="Mean arrivals per second (Poisson; default 10). With --trace: rescale its arrivals to this rate.")]
-DurationOpt = Annotated[Optional[float], typer.Option("--duration", help="Seconds of arrivals (default 300). With --trace: keep the first seconds only.")]
+WorkloadOpt = Annotated[Optional[str], typer.Option(
+    "--workload", "-w", help="Built-in length distribution: chat, rag, code, sharegpt, alpaca (see docs/simulate.md).")]
+TraceOpt = Annotated[Optional[Path], typer.Option(
+    "--trace", help="Replay a trace: CSV or JSONL (arrival, input_tokens, output_tokens[, prefix_id, prefix_tokens]), "
+    "or the Azure LLM, BurstGPT or Mooncake layouts.")]
+TraceFormatOpt = Annotated[str, typer.Option("--trace-format",
+                                             help="auto, kvplan, azure, burstgpt, mooncake or bailian.")]
+QpsOpt = Annotated[Optional[float], typer.Option(
+    "--qps", help="Mean arrivals per second (Poisson; default 10). With --trace: rescale its arrivals to this rate.")]
+DurationOpt = Annotated[Optional[float], typer.Option(
+    "--duration", help="Seconds of arrivals (default 300). With --trace: keep the first seconds only.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed of the workload.")]
 SloTtftOpt = Annotated[float, typer.Option("--slo-ttft", help="SLA: time to first token at most this many seconds.")]
 SloTpotOpt = Annotated[float, typer.Option("--slo-tpot", help="SLA: time per output token at most this many seconds.")]
-SloPercentOpt = Annotated[float, typer.Option("--slo-percent", help="SLA: percent of requests that must meet both targets.")]
+SloPercentOpt = Annotated[float, typer.Option("--slo-percent",
+                                              help="SLA: percent of requests that must meet both targets.")]
 
 
 def sla_text(slo_ttft: float, slo_tpot: float, slo_percent: float) -> str:

@@ -64,7 +64,8 @@ def per_request_tps(p: Plan) -> float:
 
 def calibrated_step(p: Plan, model, gpu, engine) -> float:
     """The plan's decode step under kvplan.speed's calibrated model for this engine."""
-    return plan_decode_seconds(p, model, gpu, getattr(engine, "speed_key", None), version=getattr(engine, "version", None))
+    return plan_decode_seconds(p, model, gpu, getattr(engine, "speed_key", None),
+                               version=getattr(engine, "version", None))
 
 
 def _why(p: Plan, concurrency: int, min_tps: float | None, model_limit: int, step: float | None = None) -> str | None:

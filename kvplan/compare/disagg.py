@@ -51,7 +51,8 @@ def pool_layout(spec, role: str, tp: int | None, pp: int | None) -> Deployment:
     try:
         return layout_from_flags(spec, None, tp, pp) or Deployment()
     except KvplanError as exc:
-        raise KvplanError(f"{role} pool: {exc.message}", exc.exit_code, param=f"{role}_{exc.param or ('tp' if tp else 'pp')}",
+        raise KvplanError(f"{role} pool: {exc.message}", exc.exit_code,
+                          param=f"{role}_{exc.param or ('tp' if tp else 'pp')}",
                           value=exc.value, allowed=exc.allowed) from None
 
 

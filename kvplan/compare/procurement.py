@@ -51,7 +51,8 @@ def headlines(result, gpus) -> list[dict]:
         if gpu is not None and full > best.request.batch:
             try:  # the roofline with every slot busy: what the deployment serves when full
                 spec = result.models[model]
-                tps = neutral.plan(spec, gpu, best.deployment, replace(best.request, batch=full)).decode_tokens_per_second
+                tps = neutral.plan(spec, gpu, best.deployment,
+                                   replace(best.request, batch=full)).decode_tokens_per_second
             except KvplanError:  # the full batch cannot be planned: keep the plan's own figure
                 pass
         row.update({

@@ -1,8 +1,8 @@
 """The sweep: a plan for every model × GPU × GPU count × context × KV dtype × weight dtype, best first.
 
 Pure: every number comes from an engine (kvplan.engines.base; the engine-neutral planner's grid
-shares the work that neither the GPU nor the context changes); this module only forms the cross product, skips deployments a model cannot
-run (tp must divide the attention heads), counts them, and ranks.
+shares the work that neither the GPU nor the context changes); this module only forms the cross product, skips
+deployments a model cannot run (tp must divide the attention heads), counts them, and ranks.
 
 A GPU count n is a deployment of tp = n and pp = 1 up to one node of NODE_GPUS; above that,
 tp = NODE_GPUS and pp = n / NODE_GPUS (one pipeline stage per node), as candidate_deployments.

@@ -240,7 +240,8 @@ class Engine:
 
     def checkpoint_kv_rule(self, ckv) -> checkpoint_kv.KvRule:
         """What this engine release's 'auto' cache dtype does with a checkpoint's declared KV quantization `ckv`
-        (kvplan.model.checkpoint_kv.CheckpointKV; kvplan.engines.checkpoint_kv): unread unless the engine says otherwise."""
+        (kvplan.model.checkpoint_kv.CheckpointKV; kvplan.engines.checkpoint_kv): unread unless the engine says
+        otherwise."""
         return checkpoint_kv.default_rule(self.display_name or self.name)
 
     def with_lora(self, model, dep, req: Request, st) -> tuple[Request, tuple[str, ...]]:
@@ -325,8 +326,9 @@ class Engine:
                               param="dcp", value=dep.dcp)
         if dep.dp > 1 and not self.supports_dp:
             others = _engines_that(lambda e: e.supports_dp)
-            raise KvplanError(f"{arg('dp')} with {arg('engine')} {self.name}: its data-parallel ranks are not modelled; "
-                              f"plan them with {others}the default engine", EXIT_USAGE, param="dp", value=dep.dp)
+            raise KvplanError(f"{arg('dp')} with {arg('engine')} {self.name}: its data-parallel ranks are not "
+                              f"modelled; plan them with {others}the default engine", EXIT_USAGE, param="dp",
+                              value=dep.dp)
 
     def plan(self, model, gpu, dep, req: Request) -> Plan:
         return self.result(model, gpu, dep, req).plan

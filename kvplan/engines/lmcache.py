@@ -15,7 +15,8 @@ from __future__ import annotations
 from kvplan.planning.offload import Geometry, TierPool, TierRequest, check_kinds
 
 DEFAULT_CHUNK = 256
-# vLLM's serve flag that loads LMCache's connector (as vLLM's docs and tests/fixtures/logs/vllm_qwen3_235b_fp8_tp4_h100.log give it)
+# vLLM's serve flag that loads LMCache's connector (as vLLM's docs and
+# tests/fixtures/logs/vllm_qwen3_235b_fp8_tp4_h100.log give it)
 CONNECTOR_ARGS = """--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'"""
 ALIGN = 4096
 

@@ -54,7 +54,8 @@ def parse_log(text: str) -> LogRecord:
     text = "\n".join(l for l in text.splitlines() if not l.startswith(("#|", "#kvplan:")))
     engine = detect_engine(text)
     if engine is None:
-        raise KvplanError("not a vLLM, SGLang, TensorRT-LLM or llama.cpp start-up log (no line kvplan recognises)", EXIT_USAGE)
+        raise KvplanError("not a vLLM, SGLang, TensorRT-LLM or llama.cpp start-up log (no line kvplan recognises)",
+                          EXIT_USAGE)
     rec = LogRecord(engine)
     {"vllm": _vllm, "sglang": sglang_log, "llama.cpp": _llamacpp, "trtllm": _trtllm}[engine](text, rec)
     rec.written = written(text)  # the log's own clock: a bound on its release where it prints none
@@ -88,7 +89,8 @@ def _vllm_kernels(text: str, s: dict) -> None:
         s["flashinfer_sampler"] = "Using FlashInfer for top-p & top-k sampling" in text
     elif re.search(r"FlashInfer top-p/top-k sampling (?:unavailable|disabled)", text):  # 0.29.0 L46-49, L69-72
         s["flashinfer_sampler"] = False
-    # quantization/mxfp4.py: the MXFP4 MoE kernel it chose (marlin_utils_fp4.py's warning: Marlin; 0.10.1 logs no choice)
+    # quantization/mxfp4.py: the MXFP4 MoE kernel it chose (marlin_utils_fp4.py's warning: Marlin; 0.10.1
+    # logs no choice)
     # config/vllm.py use_v2_model_runner (0.22.0+; kvplan.engines.vllm.runner): the run fell back to the V1 runner
     m = _first(r"Model runner v2 (requires Triton|does not yet support [^\n]{1,200}?); using the v1 model runner",
                text, re.I)
@@ -113,6 +115,18 @@ def _asked_quantization(text: str) -> str | None:
         return m.group(1)
     m = _first(r"^(?=[^\n]*(?:--model|vllm serve))[^\n]*\s-q(?:=|[ \t]+)([\w-]{1,40})", text, re.M)
     return m.group(1) if m else None
+
+
+# The figures a vLLM log reports, each the first match of its pattern (one line each, linear in the log).
+_VLLM_REPORTED = (
+    ("model_loading_gib", r"Model loading took " + N + r" GiB|Loading model weights took " + N + " GB"),
+    ("available_kv_gib", r"Available KV cache memory: " + N + r" GiB|kv_cache_size=" + N + "GiB"),
+    ("gpu_blocks", r"# GPU blocks: " + I + r"|GPU blocks: " + I + r"|num_gpu_blocks is: " + I),
+    ("cpu_blocks", r"# CPU blocks: " + I),
+    ("kv_cache_tokens", r"GPU KV cache size: " + C + r" tokens|stored in KV cache \(" + I + r"\)"),
+    ("non_torch_gib", r"non_torch_memory=" + N + "GiB"),
+    ("peak_torch_gib", r"peak_torch_memory=" + N + "GiB"),
+)
 
 
 def _vllm(text: str, rec: LogRecord) -> None:
@@ -141,13 +155,7 @@ def _vllm(text: str, rec: LogRecord) -> None:
         if m:
             val = next(g for g in m.groups() if g is not None)
             s[key] = val if key == "kv_cache_dtype" else (_num(val) if "." in val else int(val))
-    for key, pat in (("model_loading_gib", r"Model loading took " + N + r" GiB|Loading model weights took " + N + " GB"),
-                     ("available_kv_gib", r"Available KV cache memory: " + N + r" GiB|kv_cache_size=" + N + "GiB"),
-                     ("gpu_blocks", r"# GPU blocks: " + I + r"|GPU blocks: " + I + r"|num_gpu_blocks is: " + I),
-                     ("cpu_blocks", r"# CPU blocks: " + I),
-                     ("kv_cache_tokens", r"GPU KV cache size: " + C + r" tokens|stored in KV cache \(" + I + r"\)"),
-                     ("non_torch_gib", r"non_torch_memory=" + N + "GiB"),
-                     ("peak_torch_gib", r"peak_torch_memory=" + N + "GiB")):
+    for key, pat in _VLLM_REPORTED:
         m = _first(pat, text)
         if m:
             r[key] = _num(next(g for g in m.groups() if g is not None))
@@ -308,8 +316,10 @@ def _trtllm(text: str, rec: LogRecord) -> None:
                      ("peak_gib", r"Peak memory during memory usage profiling \(torch \+ non-torch\): ([\d.]+) GiB"),
                      ("available_kv_gib", r"available KV cache memory when calculating max tokens: ([\d.]+) GiB"),
                      ("weights_gib", r"Memory used after loading model weights \(inside torch\)[^:]*: ([\d.]+) GiB"),
-                     ("activation_gib", r"Memory dynamically allocated during inference \(inside torch\)[^:]*: ([\d.]+) GiB"),
-                     ("non_torch_gib", r"Memory used outside torch \(e\.g\., NCCL and CUDA graphs\)[^:]*: ([\d.]+) GiB"),
+                     ("activation_gib",
+                      r"Memory dynamically allocated during inference \(inside torch\)[^:]*: ([\d.]+) GiB"),
+                     ("non_torch_gib",
+                      r"Memory used outside torch \(e\.g\., NCCL and CUDA graphs\)[^:]*: ([\d.]+) GiB"),
                      ("estimated_max_tokens", r"Estimated max tokens in KV cache : (\d+)"),
                      ("estimated_kv_gib", r"Estimated max memory in KV cache : ([\d.]+) GiB"),
                      # KVCacheManager.calculate_max_num_blocks: "(to FRACTION and MAX_TOKENS, respectively)"
@@ -329,9 +339,9 @@ def _trtllm_context(text: str, rec: LogRecord) -> None:
     """What a TensorRT-LLM log says about its run besides the pool's figures: the release ("[TensorRT-LLM]
     TensorRT-LLM version: 0.20.0", TensorRT-LLM#6294's second paste), the model (the `trtllm-serve MODEL` /
     `--model` command line, or the Hugging Face cache folder it loads from, `models--ORG--NAME/snapshots`), the
-    tensor-parallel size (trtllm-serve's tp_size flag, `tp_size=N`, `tensor_parallel_size=N`), and KVCacheManager's blocks a
-    sequence may hold with its attention window ("Max KV cache blocks per sequence: 65 [window size=2051]", 0.20's
-    "Max KV cache pages per sequence: 5 [window size=157]"; from 1.x also "max sequence length=N")."""
+    tensor-parallel size (trtllm-serve's tp_size flag, `tp_size=N`, `tensor_parallel_size=N`), and KVCacheManager's
+    blocks a sequence may hold with its attention window ("Max KV cache blocks per sequence: 65 [window size=2051]",
+    0.20's "Max KV cache pages per sequence: 5 [window size=157]"; from 1.x also "max sequence length=N")."""
     r, s = rec.reported, rec.settings
     m = re.search(r"TensorRT-LLM version: (\d[\w.+-]{0,40})", text)
     if m:

@@ -14,7 +14,8 @@ from kvplan.model.layers import IndexedMLA, Kind
 from kvplan.model.recurrent import ParallelHybrid
 from kvplan.planning.layout import rank_request, whole_answers
 from kvplan.planning.offload import Geometry, TIERS, TierPool, TierRequest, check_kinds
-from kvplan.planning.plan import (Answers, assemble, budgets, context_cost, gpu_budget, paged_answers, paged_max_context,
+from kvplan.planning.plan import (Answers, assemble, budgets, context_cost, gpu_budget, paged_answers,
+                                  paged_max_context,
                          prepare, prepare_key, usage)
 
 

@@ -255,7 +255,8 @@ def budget_bound(engine: str | None, chunk: int | None, isl: float, osl: float) 
 #     2025-03-27: 0.17.0.post1's trtllm-bench "defaults to Guaranteed_no_evict" with no option to change it);
 #   * the Triton backend where batch_scheduler_policy is not given (its model instance's scheduler config starts
 #     from kGUARANTEED_NO_EVICT and warns "batch_scheduler_policy parameter was not found").
-# NVIDIA's MLPerf harness sets MAX_UTILIZATION (mlcommons/inference_results_v5.1@965182b03376a00fcae415c54e560e1c83937932:
+# NVIDIA's MLPerf harness sets MAX_UTILIZATION
+# (mlcommons/inference_results_v5.1@965182b03376a00fcae415c54e560e1c83937932:
 # closed/NVIDIA/code/llmlib/config.py DEFAULT_RUNTIME_FLAGS 'batch_scheduler_policy': 'max_util', each config's
 # 'batch_scheduler_policy': 'max_util'; v4.1@198fc46799b3328b36ee4bcbdebfa2db5a8e6183: closed/NVIDIA/code/common/
 # arguments.py default "max_util"), which its corpus points state (kvplan.bench.running reads the flag).
@@ -295,7 +296,8 @@ def policy_key(engine: str | None, policy: str | None) -> str:
         return "guaranteed_no_evict"
     key = str(policy).strip().lower().replace("-", "_").removeprefix("capacityschedulerpolicy.")
     if key not in NO_EVICT:
-        raise KvplanError(f"{engine}'s capacity scheduler policy {policy!r} is not one of {', '.join(sorted(NO_EVICT))}",
+        raise KvplanError(f"{engine}'s capacity scheduler policy {policy!r} is not one of "
+                          f"{', '.join(sorted(NO_EVICT))}",
                           EXIT_USAGE)
     return key
 

@@ -6,9 +6,9 @@ The facts (schema and sources: kvplan/hardware/profiles/README.md, "Hardware fac
 (as the driver names the device), `sm_count` (multiprocessors: NVIDIA SMs, AMD compute units), `node_gpus` (the
 GPUs one host shows, where the part fixes the host: a GB200 NVL72 compute tray's 4), and under
 `interconnect` the fabric: `kind`, `domain` (GPUs one reaches over it), `pcie_gen`, `pcie_lanes`. Every one is
-optional so that profiles written before them still load; a missing fact is None, never a default. An engine rule that needs one assumes what such a profile got
-before (ASSUMED_CAPABILITY, assumed_fact) and its engine says so as a plan warning
-(kvplan.engines.base.Engine.assumptions).
+optional so that profiles written before them still load; a missing fact is None, never a default. An engine rule that
+needs one assumes what such a profile got before (ASSUMED_CAPABILITY, assumed_fact) and its engine says so as a plan
+warning (kvplan.engines.base.Engine.assumptions).
 """
 
 from __future__ import annotations

@@ -136,7 +136,8 @@ class _Checker(ProfileChecker):
             return None, None
         value = self.pos_int("achieved_bandwidth_bytes_per_s", value)
         if source is None:
-            self.fail("field 'achieved_bandwidth_bytes_per_s' needs 'achieved_bandwidth_source' (where it was measured)")
+            self.fail("field 'achieved_bandwidth_bytes_per_s' needs 'achieved_bandwidth_source' (where it was "
+                      "measured)")
         if value > datasheet:
             self.fail(f"field 'achieved_bandwidth_bytes_per_s' ({value}) exceeds 'bandwidth_bytes_per_s' ({datasheet})")
         return value, self.text("achieved_bandwidth_source", source)

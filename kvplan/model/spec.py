@@ -36,7 +36,8 @@ class ParamCounts:
     experts_per_token: int = 0
     num_moe_layers: int = 0
     expert_biases: int = 0  # of `experts`: biases checkpoints keep in 16 bits (gpt-oss)
-    vision: int = 0  # vision (and audio) towers + projectors of a multimodal checkpoint (kvplan.readers.towers.vision), 16-bit
+    # vision (and audio) towers + projectors of a multimodal checkpoint (kvplan.readers.towers.vision), 16-bit
+    vision: int = 0
     vision_replicated: int = 0  # of `vision`: what every tensor-parallel rank holds whole (plain torch modules)
 
     @property
@@ -75,7 +76,8 @@ class Quantization:
     symmetric: bool = False
     index_bytes: int = 0
     scale_bytes: int = 0  # bytes of one int4 group's scale; 0: fp16 (2). bitsandbytes: fp32 absmax (4), or
-    # 1 with double quantization (uint8 absmax; the fp32 absmax of every 256 of them, 4 B per 16,384 weights, is left out)
+    # 1 with double quantization (uint8 absmax; the fp32 absmax of every 256 of them, 4 B per 16,384 weights, is
+    # left out)
     input_groups: bool = False  # 8-bit GPTQ / AWQ / AutoRound: fp16 scale + 8-bit zero per group of inputs, not a tile
     # GPTQ / AWQ / AutoRound `group_size: -1`: one scale and zero per output row of each linear, counted from the
     # tensors' shapes (`block_shapes`, kvplan.readers.block_scales; groups of 128 where not read, said in a note)
@@ -285,7 +287,8 @@ INT4_GROUP = 128
 
 # bitsandbytes' NF4 as vLLM and SGLang quantize a 16-bit checkpoint while loading it (--quantization bitsandbytes):
 # `quantize_4bit(loaded_weight, compress_statistics=True, quant_type="nf4")` with bitsandbytes' default blocksize 64
-# (vllm 0.8.0 wheel, vllm/model_executor/model_loader/loader.py L1045-1049, BitsAndBytesModelLoader._unquantized_generator;
+# (vllm 0.8.0 wheel, vllm/model_executor/model_loader/loader.py L1045-1049,
+# BitsAndBytesModelLoader._unquantized_generator;
 # sglang 0.5.23 wheel, sglang/srt/model_loader/loader.py L2854-2855, the same call): two weights a byte and, with
 # compress_statistics (double quantization), a uint8 absmax per 64; the fp32 absmax of every 256 of those (4 B per
 # 16,384 weights) and each tensor's 256-entry code table are left out, as for a bitsandbytes checkpoint

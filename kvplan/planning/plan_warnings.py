@@ -63,8 +63,9 @@ def int4_group_assumed(group: int) -> str:
 
 
 UNIFIED = "unified_memory"  # PlanWarning.topic: what a plan assumes of a GPU that shares its memory with the OS
-# PlanWarning.topic of the warning on a checkpoint's declared KV cache (kvplan.engines.checkpoint_kv), by what the plan's
-# cache is: the declared one the engine's 'auto' follows, the model dtype where 'auto' does not, a dtype asked by name
+# PlanWarning.topic of the warning on a checkpoint's declared KV cache (kvplan.engines.checkpoint_kv), by what
+# the plan's cache is: the declared one the engine's 'auto' follows, the model dtype where 'auto' does not, a
+# dtype asked by name
 KV_TOPICS = {"checkpoint_kv followed": "followed", "checkpoint_kv not followed": "not followed",
              "checkpoint_kv asked": "asked"}
 KV_FOLLOWED, KV_NOT_FOLLOWED, KV_ASKED = KV_TOPICS

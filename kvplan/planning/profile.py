@@ -45,8 +45,8 @@ class KVProfile:
 
     def __post_init__(self):
         # Per-group figures that never change, worked out once: a profile is shared by every GPU and
-        # context of a sweep (kvplan.engines.neutral.NeutralEngine.grid), and sequence_bytes is called by the max-context
-        # search many times. The memo of sequence_bytes is bounded; neither is part of eq or hash.
+        # context of a sweep (kvplan.engines.neutral.NeutralEngine.grid), and sequence_bytes is called by
+        # the max-context search many times. The memo of sequence_bytes is bounded; neither is part of eq or hash.
         tb = tuple(self.token_bytes(s) for s, _ in self.groups)
         read = tuple(s.token_bytes(self.kv_dtype, self.tp) for s, _ in self.groups)
         states = sum(self.state_bytes(s) * n for (s, n) in self.groups)
@@ -68,7 +68,8 @@ class KVProfile:
     def state_bytes(self, layer: LayerSpec) -> int:
         """What one sequence holds in `layer` whatever its length: a recurrent state, or the fixed part of a
         layer that has one (DeepSeek-V4's window and compressor states, kvplan.model.compressed)."""
-        return layer.fixed_bytes(self.kv_dtype) + (state_bytes(layer, self.tp, self.state_dtype) if layer.state_elements(self.tp) else 0)
+        return layer.fixed_bytes(self.kv_dtype) + (state_bytes(layer, self.tp, self.state_dtype)
+                                                   if layer.state_elements(self.tp) else 0)
 
     def state_bytes_per_sequence(self) -> int:
         """Bytes of every layer's per-sequence state on this rank: the part of sequence_bytes no token adds."""

@@ -137,7 +137,8 @@ def apply(model, req: SpecRequest | None, resolve=None):
 def _with_mtp(model, req: SpecRequest):
     k = len(model.mtp_layers)
     if not k:
-        raise _refused(f"mtp: {model.name} has no multi-token-prediction layers kvplan reads ({why_no_mtp(model)})", "mtp")
+        raise _refused(f"mtp: {model.name} has no multi-token-prediction layers kvplan reads "
+                       f"({why_no_mtp(model)})", "mtp")
     n = req.num_speculative_tokens or k  # vLLM: num_speculative_tokens defaults to n_predict
     if n > k and n % k:
         raise _refused(f"mtp:{n}: vLLM requires num_speculative_tokens ({n}) to be divisible by the {k} MTP "

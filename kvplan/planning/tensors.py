@@ -73,7 +73,8 @@ def rank_tensors(model: ModelSpec, tp: int = 1, ep: int = 1, pp: int = 1, weight
         layer = model.layers[i]
         d, heads = getattr(layer, "head_dim", 0), getattr(layer, "num_kv_heads", 0)
         if d and heads and dense_b:
-            q, kv, v = model.num_attention_heads // tp, kv_heads_per_rank(heads, tp), getattr(layer, "v_head_dim", 0) or d
+            q, kv = model.num_attention_heads // tp, kv_heads_per_rank(heads, tp)
+            v = getattr(layer, "v_head_dim", 0) or d
             out += [(q * d + kv * d + kv * v) * hidden * dense_b, hidden * q * v * dense_b]
             if rope_left:
                 out.append(rope_left)

@@ -19,7 +19,8 @@ import importlib
 import re
 
 # model_type -> module of kvplan.readers that reads it (imported only when asked for)
-READERS = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba", "nemotron-nas": "nemotron_nas", "nemotron_nas": "nemotron_nas",
+READERS = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba", "nemotron-nas": "nemotron_nas",
+           "nemotron_nas": "nemotron_nas",
            "gemma4": "gemma4", "gemma4_text": "gemma4", "minimax_m1": "minimax", "minimax": "minimax",
            "MiniMaxM1": "minimax", "minimax_text_01": "minimax", "kimi_linear": "kimi_linear",
            "deepseek_v32": "dsa", "glm_moe_dsa": "dsa", "falcon_h1": "falcon_h1",
@@ -58,7 +59,8 @@ HARMLESS = {
     "original_max_position_embeddings", "use_mrope", "mrope_section", "quantization",
 }
 HARMLESS_PATTERNS = re.compile(
-    r"(_token_ids?|_dropout|_pdrop|dropout|_eps|_epsilon|^rope_|_init.*|_range|_std|^_|^output_|^use_return|_softcapping)$"
+    r"(_token_ids?|_dropout|_pdrop|dropout|_eps|_epsilon|^rope_|_init.*|_range|_std|^_|^output_|^use_return"
+    r"|_softcapping)$"
     r"|^(rope_|router_|lm_head_|bos_|eos_|pad_|sep_|unk_|vision_|image_|video_|audio_|mm_)")
 # layer_types entries a standard decoder may carry.
 STANDARD_LAYER_TYPES = {"full_attention", "sliding_attention"}

@@ -218,5 +218,6 @@ def with_block_shapes(spec: ModelSpec) -> ModelSpec:
     notes = q.notes + tuple(n for n in note if n not in q.notes)
     # an engine's own reading of the exclusion list (Quantization.readings) keeps other tensors: shapes of its own
     readings = tuple((rule, r if isinstance(r, str) else
-                      replace(r, block_shapes=block_shapes(replace(spec, quantization=r))[0])) for rule, r in q.readings)
+                      replace(r, block_shapes=block_shapes(replace(spec, quantization=r))[0])) for rule,
+                      r in q.readings)
     return replace(spec, quantization=replace(q, block_shapes=shapes, notes=notes, readings=readings))

@@ -40,8 +40,8 @@ def nemotron_h_layout(data: dict, where: str) -> dict:
         raise KvplanError(f"{where}: {key} must be a list of 1 to {_MAX_LAYERS:,} layer types", EXIT_USAGE)
     unknown = sorted({repr(t)[:30] for t in types if not isinstance(t, str) or t not in _SYMBOL})
     if unknown:
-        raise KvplanError(f"{where}: {key} has unknown entr{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown[:3])} "
-                          f"(nemotron_h layers are {', '.join(sorted(_SYMBOL))})", EXIT_USAGE)
+        raise KvplanError(f"{where}: {key} has unknown entr{'y' if len(unknown) == 1 else 'ies'} "
+                          f"{', '.join(unknown[:3])} (nemotron_h layers are {', '.join(sorted(_SYMBOL))})", EXIT_USAGE)
     restated = "".join(_SYMBOL[t] for t in types)
     if pattern is not None and pattern != restated:
         raise KvplanError(f"{where}: hybrid_override_pattern and {key} describe different layers; refused rather "

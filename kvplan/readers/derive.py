@@ -39,11 +39,13 @@ def _shapes(value) -> list[tuple[int, ...]]:
 
 def _layer(cache_layer, i: int, where: str):
     keys, values = _shapes(getattr(cache_layer, "keys", None)), _shapes(getattr(cache_layer, "values", None))
-    conv, rec = _shapes(getattr(cache_layer, "conv_states", None)), _shapes(getattr(cache_layer, "recurrent_states", None))
+    conv = _shapes(getattr(cache_layer, "conv_states", None))
+    rec = _shapes(getattr(cache_layer, "recurrent_states", None))
     conv_n = sum(_prod(s) for s in conv)
     rec_n = sum(_prod(s) for s in rec)
     if keys and (conv_n or rec_n):
-        raise KvplanError(f"{where}: layer {i} holds both a KV cache and a state; kvplan has no layer kind for that", EXIT_USAGE)
+        raise KvplanError(f"{where}: layer {i} holds both a KV cache and a state; kvplan has no layer kind for that",
+                          EXIT_USAGE)
     if keys:
         _, heads, _, k_dim = keys[0]
         v_dim = values[0][3] if values else 0
@@ -68,7 +70,8 @@ def _prod(shape) -> int:
 
 
 def _params(model, hf) -> ParamCounts:
-    seen, roles = set(), dict(embedding=0, lm_head=0, attention=0, mlp=0, experts=0, shared_experts=0, router=0, other=0)
+    seen, roles = set(), dict(embedding=0, lm_head=0, attention=0, mlp=0, experts=0, shared_experts=0, router=0,
+                              other=0)
     moe_layers: set[str] = set()  # the layer indices that hold routed experts (fused_moe buffers, EP, stage mix)
     for name, p in model.named_parameters(remove_duplicate=False):
         if id(p) in seen:

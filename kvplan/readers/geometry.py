@@ -26,7 +26,8 @@ def read_geometry(cfg: Cfg, model_type: str) -> dict:
     else:
         kv_heads = heads
     if kv_heads > heads:
-        raise KvplanError(f"{cfg.where}: num_key_value_heads ({kv_heads}) exceeds num_attention_heads ({heads})", EXIT_USAGE)
+        raise KvplanError(f"{cfg.where}: num_key_value_heads ({kv_heads}) exceeds num_attention_heads ({heads})",
+                          EXIT_USAGE)
     if kv_heads > 0 and heads % kv_heads:  # grouped-query attention: each KV head serves a whole group of query heads
         raise KvplanError(f"{cfg.where}: num_attention_heads ({heads}) is not a multiple of num_key_value_heads "
                           f"({kv_heads}); no engine can group the query heads", EXIT_USAGE)
@@ -36,7 +37,8 @@ def read_geometry(cfg: Cfg, model_type: str) -> dict:
             notes.append(f"head_dim {head_dim} is explicit (hidden_size / heads would be {hidden / heads:g})")
     else:
         if hidden % heads:
-            raise KvplanError(f"{cfg.where}: hidden_size {hidden} is not divisible by {heads} heads and no head_dim is given", EXIT_USAGE)
+            raise KvplanError(f"{cfg.where}: hidden_size {hidden} is not divisible by {heads} heads and no head_dim is "
+                              "given", EXIT_USAGE)
         head_dim = hidden // heads
     widths = ("intermediate_size", "n_inner", "ffn_hidden_size", "block_ff_dim")
     intermediate = cfg.int(*widths, default=4 * hidden, limit="intermediate_size")
@@ -69,7 +71,8 @@ def lfm2_ff_width(cfg: Cfg, width: int) -> int:
     width = int(2 * width / 3)
     mult = cfg.raw("block_ffn_dim_multiplier", default=1.0)
     if not isinstance(mult, (int, float)) or isinstance(mult, bool) or not 0 < mult < 1e3:
-        raise KvplanError(f"{cfg.where}: block_ffn_dim_multiplier must be a positive number, got {shown(mult)}", EXIT_USAGE)
+        raise KvplanError(f"{cfg.where}: block_ffn_dim_multiplier must be a positive number, got {shown(mult)}",
+                          EXIT_USAGE)
     step = cfg.int("block_multiple_of", default=256, limit="intermediate_size")
     width = int(mult * width)
     return round_up(width, step)

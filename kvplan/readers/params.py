@@ -25,7 +25,8 @@ _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2"
 
 
 def _is_moe_layer(cfg, model_type: str, i: int) -> bool:
-    if model_type in ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "glm4_moe") or cfg.has("first_k_dense_replace"):
+    if model_type in ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25",
+                      "glm4_moe") or cfg.has("first_k_dense_replace"):
         first = cfg.int("first_k_dense_replace", default=0, minimum=0)
         return i >= first and i % cfg.int("moe_layer_freq", default=1) == 0
     if model_type in ("llama4", "llama4_text"):
@@ -54,7 +55,8 @@ def _attention_params(cfg, model_type: str, g: dict, layer: LayerSpec) -> tuple[
         out = heads * v_dim * h
         norms = q_rank + layer.kv_lora_rank
         linear, replicated = q_down + q_up + kv_down + kv_up + out, q_down + kv_down
-        if isinstance(layer, IndexedMLA) and layer.index_head_dim:  # DSA indexer (vLLM deepseek_v2.py Indexer): all replicated
+        # DSA indexer (vLLM deepseek_v2.py Indexer): all replicated
+        if isinstance(layer, IndexedMLA) and layer.index_head_dim:
             ih, idim = cfg.int("index_n_heads", limit="num_attention_heads"), layer.index_head_dim
             indexer = q_rank * ih * idim + h * idim  # wq_b, wk
             linear, replicated = linear + indexer, replicated + indexer
@@ -158,7 +160,8 @@ def count_params(cfg, model_type: str, g: dict, layers: list[LayerSpec]) -> Para
                 biases += experts * (2 * expert_width + h)
             expert += experts * per_expert
             expert_active += top_k * per_expert
-            router += h * experts + (experts if model_type in ("gpt_oss", "deepseek_v3", "kimi_k2", "kimi_k25", "glm4_moe") else 0)
+            biased = model_type in ("gpt_oss", "deepseek_v3", "kimi_k2", "kimi_k25", "glm4_moe")
+            router += h * experts + (experts if biased else 0)
             shared += _shared_expert_params(cfg, model_type, h, expert_width, mats)
         elif model_type != "nemotron_h":
             mlp += mats * h * dense_width

@@ -97,7 +97,8 @@ def mamba2_dims(cfg, hidden: int) -> tuple[int, int, int, int, int]:
     if cfg.raw("mamba_d_head") == "auto":
         inner = cfg.int("mamba_expand", default=2, limit="head_dim") * hidden
         if inner % heads:
-            raise KvplanError(f"{cfg.where}: mamba_expand x hidden_size ({inner}) is not divisible by {heads} mamba heads", EXIT_USAGE)
+            raise KvplanError(f"{cfg.where}: mamba_expand x hidden_size ({inner}) is not divisible by {heads} mamba "
+                              "heads", EXIT_USAGE)
         head_dim = inner // heads
     else:
         head_dim = cfg.int("mamba_head_dim", "mamba_d_head", limit="head_dim")
@@ -132,5 +133,6 @@ def linear_layer_types(cfg, types, n: int) -> list[str]:
     'linear' for each of the n layers; anything else is refused rather than guessed."""
     names = {"full_attention": "full", "linear_attention": "linear"}
     if not isinstance(types, list) or len(types) < n or not {str(t) for t in types[:n]} <= set(names):
-        raise KvplanError(f"{cfg.where}: layer_types must give full_attention / linear_attention for {n} layers", EXIT_USAGE)
+        raise KvplanError(f"{cfg.where}: layer_types must give full_attention / linear_attention for {n} layers",
+                          EXIT_USAGE)
     return [names[t] for t in types[:n]]

@@ -63,7 +63,8 @@ def _state(spec, n, prof, tp, bstr, S):
         own = canonical_kv_dtype(spec.ssm_dtype, "bf16")
         values = (f"({conv:,} conv values × {state.bytes_per_element:g} B + {ssm:,} recurrent values × "
                   f"{own.bytes_per_element:g} B ({own.name}))")
-    return f"  {n} {spec.variant} layers × {values} = {human_bytes(n * prof.state_bytes(spec))} per sequence, whatever S"
+    return (f"  {n} {spec.variant} layers × {values} = {human_bytes(n * prof.state_bytes(spec))} per sequence, "
+            "whatever S")
 
 
 def _pooled_state(spec, n):
@@ -95,7 +96,8 @@ def explain_lines(plan: Plan, model, gpu=None) -> list[str]:
              f"block {plural(r.block_size, 'token')}:"]
     parts = [(part, n) for spec, n in prof.groups for part in (spec.parts() if hasattr(spec, "parts") else (spec,))]
     pooled = plan.state_pool_bytes_per_gpu > 0  # the states are slots of the engine's own pool (SGLang's hybrids)
-    lines += [_pooled_state(spec, n) if pooled and spec.kind == Kind.STATE else LINE[spec.kind](spec, n, prof, tp, bstr, S)
+    lines += [_pooled_state(spec, n) if pooled and spec.kind == Kind.STATE
+              else LINE[spec.kind](spec, n, prof, tp, bstr, S)
               for spec, n in parts]  # Falcon-H1: both halves of a layer
     if getattr(model, "speculative", None) is not None:
         lines.append(explain_line(model, plan))
@@ -122,17 +124,20 @@ def explain_lines(plan: Plan, model, gpu=None) -> list[str]:
                      f" = {plan.max_concurrency:,}")
     elif seq:
         lines.append(f"Max concurrency at {S:,} tokens = floor({kv:,} / {seq:,}) = {plan.max_concurrency:,}")
-    lines.append(f"Max context at batch {r.batch} = {plan.max_context:,} tokens (limited by {plan.max_context_limited_by})")
+    lines.append(f"Max context at batch {r.batch} = {plan.max_context:,} tokens (limited by "
+                 f"{plan.max_context_limited_by})")
     if plan.binds == "context limit":
         lines.append(f"Does not fit: context {r.context:,} > {plan.context_limit_name} {plan.context_limit:,} tokens"
-                     + (f" ({model.context_rule})" if getattr(model, "context_rule", "") and not plan.context_limit_asked
+                     + (f" ({model.context_rule})" if getattr(model, "context_rule", "")
+                        and not plan.context_limit_asked
                         else "")
                      + ": the limit binds, not memory")
     elif plan.binds == "memory":
         lines.append(f"Does not fit: memory binds ({plan.max_concurrency:,} of {r.batch:,} requests of {r.context:,} "
                      "tokens fit in the KV memory)")
-    lines.append(f"Decode step ≥ (weights read + batch × KV read) / bandwidth = {plan.decode_step_seconds * 1e3:,.2f} ms"
-                 f" at {plan.bandwidth_bytes_per_s / 1e12:g} TB/s → {plan.decode_tokens_per_second:,.0f} tokens/s for the batch")
+    lines.append(f"Decode step ≥ (weights read + batch × KV read) / bandwidth = {plan.decode_step_seconds * 1e3:,.2f} "
+                 f"ms at {plan.bandwidth_bytes_per_s / 1e12:g} TB/s → {plan.decode_tokens_per_second:,.0f} tokens/s "
+                 "for the batch")
     return lines
 
 
@@ -141,7 +146,8 @@ def _pooled_lines(plan: Plan, context: int) -> list[str]:
     the token pool over one sequence's tokens, and the engine's running cap where it binds."""
     pool, tokens = plan.token_pool_bytes_per_gpu, plan.kv_used_bytes_per_gpu // max(1, plan.request.batch)
     lines = [f"Token pool per GPU = KV memory {gib(plan.kv_memory_bytes_per_gpu)} − state pool "
-             f"{gib(plan.state_pool_bytes_per_gpu)} (slots allocated up front, each request's among them) = {gib(pool)}"]
+             f"{gib(plan.state_pool_bytes_per_gpu)} (slots allocated up front, each request's among them) = "
+             f"{gib(pool)}"]
     if plan.deployment.dp > 1 or not tokens:
         return lines
     by_tokens = pool // tokens

@@ -111,7 +111,8 @@ def csv_columns(keys: Iterable[str]) -> list[str]:
 
 # The keys of plan_row (with a rank), in order: the documented columns of `kvplan sweep --csv/--json`.
 ROW_KEYS = (
-    "rank", "model", "gpu", "gpus", "tp", "pp", "dp", "ep", "dcp", "context", "batch", "weight_dtype", "kv_dtype", "checkpoint_kv",
+    "rank", "model", "gpu", "gpus", "tp", "pp", "dp", "ep", "dcp", "context", "batch", "weight_dtype", "kv_dtype",
+    "checkpoint_kv",
     "block_size",
     "gpu_memory_utilization", "usable_memory_bytes_per_gpu", "budget_bytes_per_gpu", "weight_bytes",
     "weight_bytes_per_gpu", "overhead_bytes_per_gpu", "overhead_is_estimate", "kv_share", "kv_bytes_per_token",

@@ -75,7 +75,8 @@ def column_needs(column) -> tuple[int, int]:
     cells = [_plain(c) for c in column._cells]
     header = _plain(column.header)
     whole = column.no_wrap
-    least = max([max((cell_len(w) for w in header.split()), default=0)] + [(_longest_line if whole else _longest_word)(c) for c in cells])
+    least = max([max((cell_len(w) for w in header.split()), default=0)]
+                + [(_longest_line if whole else _longest_word)(c) for c in cells])
     return least, max([_longest_line(header)] + [_longest_line(c) for c in cells])
 
 

@@ -29,10 +29,12 @@ TABLE = [
     ("weights", "weight_dtype", "text"), ("KV", "kv_dtype", "text"), ("fits", "fits", "bool"),
     ("cost/h", "cost_per_hour", "money"), ("cost/user-h", "cost_per_concurrent_user_hour", "money4"),
     ("max concurrency", "max_concurrency", "int"), ("max context", "max_context", "int"),
-    ("context limit", "context_limit", "int"), ("binds", "binds", "text"), ("KV pool tokens (deployment)", "kv_pool_tokens_per_deployment", "int"),
+    ("context limit", "context_limit", "int"), ("binds", "binds", "text"),
+    ("KV pool tokens (deployment)", "kv_pool_tokens_per_deployment", "int"),
     ("tokens requests use", "request_tokens_at_context", "int"),
     ("weights GiB/GPU", "weight_bytes_per_gpu", "gib"), ("overhead GiB/GPU", "overhead_bytes_per_gpu", "gib"),
-    ("KV cache GiB/GPU", "kv_memory_bytes_per_gpu", "gib"), ("KV/sequence GiB/GPU", "kv_bytes_per_sequence_per_gpu", "gib"),
+    ("KV cache GiB/GPU", "kv_memory_bytes_per_gpu", "gib"),
+    ("KV/sequence GiB/GPU", "kv_bytes_per_sequence_per_gpu", "gib"),
     ("decode tok/s (batch, calibrated)", "decode_tokens_per_second_calibrated", "float1"),
     ("decode tok/s (batch, roofline bound)", "decode_tokens_per_second", "float1"),
     ("price/GPU-h", "price_per_gpu_hour", "money"),
@@ -89,7 +91,8 @@ def _short(name: str, limit: int = 40) -> str:
 def deployment_label(row: dict, with_weights: bool, with_model: bool = True) -> str:
     """A chart label; long model names are cut (the table below has them whole)."""
     d = (f"{row['gpus']}" if row["pp"] == 1 and row.get("dp", 1) == 1
-         else f"{row['gpus']} (tp {row['tp']} × pp {row['pp']}" + (f" × dp {row['dp']}" if row.get("dp", 1) > 1 else "") + ")")
+         else f"{row['gpus']} (tp {row['tp']} × pp {row['pp']}"
+         + (f" × dp {row['dp']}" if row.get("dp", 1) > 1 else "") + ")")
     label = f"{_short(row['model'])} · " if with_model else ""
     label += f"{row['gpu']} ×{d} · KV {row['kv_dtype']}"
     return label + (f" · W {row['weight_dtype']}" if with_weights else "")
@@ -212,7 +215,8 @@ def _table(rows: list[dict], calibrated: bool = False) -> str:
         cells = []
         for _, key, kind in columns:
             v = r.get(key)
-            sort = "" if v is None else (_esc(v) if kind == "text" else ("1" if v is True else "0" if v is False else repr(v)))
+            sort = "" if v is None else (_esc(v) if kind == "text"
+                                         else ("1" if v is True else "0" if v is False else repr(v)))
             cls = ' class="no"' if kind == "bool" and v is False else ""
             cells.append(f'<td data-v="{sort}"{cls}>{_esc(_show(v, kind))}</td>')
         body.append(f'<tr data-model="{_esc(r["model"])}" data-ctx="{r["context"]}">' + "".join(cells) + "</tr>")
@@ -260,8 +264,8 @@ def _filters(rows: list[dict]) -> str:
 
 SECTIONS = [
     ("memory", "Memory budget per deployment",
-     "Per GPU: weights, overhead (an estimate unless given), the KV cache the rest leaves (an engine's recurrent-state pool, "
-     "SGLang's for hybrid models, its own bar out of it), and memory "
+     "Per GPU: weights, overhead (an estimate unless given), the KV cache the rest leaves (an engine's recurrent-state "
+     "pool, SGLang's for hybrid models, its own bar out of it), and memory "
      "outside the engine's budget (1 − GPU memory utilisation; the terminal's \"free\" is something else: "
      "the KV cache left after batch × context). A deployment whose weights do not fit is marked ✗; the axis "
      "ends just past the largest GPU. Best-ranked deployments first."),

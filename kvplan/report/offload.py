@@ -13,7 +13,8 @@ def offload_dict(op) -> dict:
     return {"backend": op.backend, "host": op.host.key if op.host is not None else None,
             "bytes_per_token_per_gpu": op.geometry.bytes_per_token, "gpu_pool_tokens": op.geometry.device_tokens,
             "tiers": [{"tier": p.tier, "sized_by": p.engine, "flag": p.flag, "bytes_per_gpu": p.bytes_per_rank,
-                       "gpus": p.ranks, "bytes_total": p.bytes_total, "blocks": p.blocks, "block_tokens": p.block_tokens,
+                       "gpus": p.ranks, "bytes_total": p.bytes_total, "blocks": p.blocks,
+                       "block_tokens": p.block_tokens,
                        "tokens": p.tokens, "contexts": p.contexts, "holds": p.holds, "rule": p.rule,
                        "notes": list(p.notes)} for p in op.tiers],
             "warnings": [format_warning(w) for w in op.warnings]}

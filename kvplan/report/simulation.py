@@ -42,7 +42,8 @@ def step_note(meta: dict) -> str:
 def document(meta: dict, runs: dict) -> dict:
     """The JSON document: what was simulated, then per run its figures and time series."""
     return {"meta": {**meta, "step_time": meta.get("step_time") or "roofline", "step_time_note": step_note(meta)},
-            "runs": {name: {"summary": summary, "series": {"columns": list(SERIES_COLUMNS), "rows": [list(r) for r in series]}}
+            "runs": {name: {"summary": summary,
+                            "series": {"columns": list(SERIES_COLUMNS), "rows": [list(r) for r in series]}}
                      for name, (summary, series) in runs.items()}}
 
 
@@ -86,7 +87,9 @@ def summary_lines(summary: dict) -> list[tuple[str, str]]:
 
     rejected = sum(r["rejected"].values())
     return [
-        ("requests", f"{r['completed']:,} completed of {r['arrived'] + rejected:,}" + (f" ({rejected:,} rejected)" if rejected else "")),
+        ("requests",
+         f"{r['completed']:,} completed of {r['arrived'] + rejected:,}"
+         + (f" ({rejected:,} rejected)" if rejected else "")),
         ("running (sustained)", f"{conc['mean_running']:,.1f} on average, {conc['max_running']:,} at most"),
         ("waiting", f"{conc['mean_waiting']:,.1f} on average"),
         *_overload(summary),
@@ -97,7 +100,8 @@ def summary_lines(summary: dict) -> list[tuple[str, str]]:
         ("latency p50/p90/p99", ms(lat["e2e"])),
         ("goodput", f"{good['requests_per_s']:,.2f} req/s ({good['pct_meeting_slo']:.1f}% meet TTFT ≤ "
                     f"{good['slo_ttft_s']:g} s, TPOT ≤ {good['slo_tpot_s'] * 1e3:g} ms)"),
-        ("KV pool per GPU", f"{kv['budget_bytes'] / GIB:,.2f} GiB, {kv['mean_occupancy_pct']:.1f}% reserved on average"),
+        ("KV pool per GPU",
+         f"{kv['budget_bytes'] / GIB:,.2f} GiB, {kv['mean_occupancy_pct']:.1f}% reserved on average"),
         ("KV waste", f"{kv['waste_pct']:.1f}% of reserved KV holds no token (time average)"),
         ("preemptions", f"{r['preemptions']:,} ({plural(r['preempted_requests'], 'request')})"),
         ("prefix cache", f"{summary['prefix_cache']['hit_rate_pct']:.1f}% of prompt tokens from cache"
@@ -161,7 +165,8 @@ def _curve_figure(doc: dict) -> dict:
              "y": [round(knee["hit_pct"], 3)], "marker": {"size": 10}},
             {"type": "scatter", "mode": "lines", "name": "GPU pool", "x": [gpu, gpu], "y": [0, max(ys or [0])],
              "line": {"dash": "dash", "color": "#888"}}]
-    layout = {"margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "title": {"text": "Hit rate against cache size (one pass, LRU)"},
+    layout = {"margin": {"l": 60, "r": 20, "t": 40, "b": 50},
+              "title": {"text": "Hit rate against cache size (one pass, LRU)"},
               "xaxis": {"title": {"text": "cache size, whole deployment (GiB)"}, "type": "log"},
               "yaxis": {"title": {"text": "% of prompt blocks hit"}}, "legend": {"orientation": "h", "y": -0.25}}
     return {"data": data, "layout": layout}
@@ -214,7 +219,8 @@ def render_html(meta: dict, runs: dict, title: str = "kvplan simulate") -> str:
     lines = {name: summary_lines(summary) for name, (summary, _) in runs.items()}
     head = "<tr><th></th>" + "".join(f"<th>{esc(n)}</th>" for n in runs) + "</tr>"
     labels = [k for k, _ in next(iter(lines.values()))]
-    body = "".join("<tr><td>" + esc(label) + "</td>" + "".join(f"<td>{esc(dict(v)[label])}</td>" for v in lines.values())
+    body = "".join("<tr><td>" + esc(label) + "</td>"
+                   + "".join(f"<td>{esc(dict(v)[label])}</td>" for v in lines.values())
                    + "</tr>" for label in labels)
     described = "".join(f'<p class="meta">{esc(_label(k))}: {esc(_shown(k, v))}</p>' for k, v in meta.items()
                         if not isinstance(v, (dict, list)) and v is not None)

@@ -27,23 +27,25 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
     KV pool: the binding pipeline stage (fewest token slots per byte of KV memory), its layers
     grouped by the tokens they hold (all, or a window: sliding or chunked attention), plus fixed
     recurrent states; where the engine keeps those states in a pool of their own (SGLang's hybrids:
-    Plan.state_pool_bytes_per_gpu), the token pool alone, the states' slots bounding the running requests. Step time inputs, per stage on one rank: weights read per step (routed
-    experts apart: a step reads the share its tokens touch), KV bytes per cached token, 2 x
-    active parameters FLOPs per token (the embedding's lookup and the LM head apart: the last stage's head, 2 x vocab x
-    hidden / tp tied or not, per sequence in a step, kvplan.speed.terms.head_rows), and 4 x query heads x head dim per query-key pair (an MLA prefill's pairs
-    at its decompressed width where `engine` decompresses: kvplan.speed.shape.attention_flops).
-    The page size is the plan's block size; the scheduler's steps and admission are the engine's own
-    (kvplan.simulator.limits hands the simulator its rules: SGLang's prefill first, vLLM's mixed budget else).
-    speed="calibrated" (the default): steps take kvplan.speed's calibrated time under `engine`'s
-    coefficients (vLLM's for kvplan's own rules) at its release `version` (None: the current one; the MXFP4 MoE
-    rules of kvplan.speed.mxfp4 read it); "roofline": the bare roofline of the inputs above.
+    Plan.state_pool_bytes_per_gpu), the token pool alone, the states' slots bounding the running requests. Step time
+    inputs, per stage on one rank: weights read per step (routed experts apart: a step reads the share its tokens
+    touch), KV bytes per cached token, 2 x active parameters FLOPs per token (the embedding's lookup and the LM head
+    apart: the last stage's head, 2 x vocab x hidden / tp tied or not, per sequence in a step,
+    kvplan.speed.terms.head_rows), and 4 x query heads x head dim per query-key pair (an MLA prefill's pairs at its
+    decompressed width where `engine` decompresses: kvplan.speed.shape.attention_flops). The page size is the plan's
+    block size; the scheduler's steps and admission are the engine's own (kvplan.simulator.limits hands the simulator
+    its rules: SGLang's prefill first, vLLM's mixed budget else). speed="calibrated" (the default): steps take
+    kvplan.speed's calibrated time under `engine`'s coefficients (vLLM's for kvplan's own rules) at its release
+    `version` (None: the current one; the MXFP4 MoE rules of kvplan.speed.mxfp4 read it); "roofline": the bare roofline
+    of the inputs above.
     """
     tp = plan.deployment.tp
     binding = min(plan.stages, key=lambda s: s.kv_memory_bytes / max(1, s.profile.slot_bytes_per_token()))
     groups, state = _kv_groups(binding.profile, tp)
     budget = binding.kv_memory_bytes
     if plan.state_pool_bytes_per_gpu:  # SGLang's hybrids: states in a pool of their own (its slots bound the
-        budget, state = plan.token_pool_bytes_per_gpu, 0  # running requests, kvplan.simulator.limits), tokens in the rest
+        # running requests, kvplan.simulator.limits), tokens in the rest
+        budget, state = plan.token_pool_bytes_per_gpu, 0
     costs = _stage_costs(plan, spec, engine, version, gpu)
     flops = dict(gpu.dense_flops)
     return SimModel(

@@ -203,8 +203,9 @@ def fill(engine, s: int, budget: int, decode_paged: bool, preempted: bool = Fals
     """Step s's prefill chunks and admissions within `budget` tokens, both schedulers' (kvplan.simulator.engine's
     mixed step, kvplan.simulator.prefill_first's prefill step): the chunked requests' next chunks first (a chunk
     whose pages cannot be had preempts the newest running request; `decode_paged`: this step's decode pages are
-    already taken), then, if nothing was preempted (this step's decode pages included: `preempted`), waiting requests first come first served while the budget, the
-    running limit and the engine's own admission rule allow. Returns ([(seq, chunk)], preempted)."""
+    already taken), then, if nothing was preempted (this step's decode pages included: `preempted`), waiting requests
+    first come first served while the budget, the running limit and the engine's own admission rule allow. Returns
+    ([(seq, chunk)], preempted)."""
     chunks = []
     for seq in list(engine.prefilling.values()):
         if budget <= 0:

@@ -6,9 +6,9 @@ engine's calibrated coefficients (`Setup.speed_engine`), so a calibrated model b
 reaches this command unchanged. Without a request rate, the ratio is the
 one that balances the pools' rates (prefill requests/s per replica against decode requests/s per
 replica at its batch); with one, every xPyD split within the GPU limit is simulated end to end
-(kvplan.simulator.pd), the fewest GPUs (both pools are one GPU type, so also the lowest price) that meets the SLOs is chosen, and the
-aggregated deployment of the same GPUs (each pool's layout, replicated, on simulate's engine; the better) is run
-on the same requests, with the fewest aggregated GPUs that meets the SLOs, so a user sees when
+(kvplan.simulator.pd), the fewest GPUs (both pools are one GPU type, so also the lowest price) that meets the SLOs is
+chosen, and the aggregated deployment of the same GPUs (each pool's layout, replicated, on simulate's engine; the
+better) is run on the same requests, with the fewest aggregated GPUs that meets the SLOs, so a user sees when
 disaggregation does not pay.
 Requests cross the serving front end first, as in `simulate` (`front_end`: each prefill server's, and each
 aggregated replica's). Each pool's replicas run at its engine's own scheduler limits (kvplan.simulator.limits: the

@@ -103,7 +103,8 @@ def disagg_run(model: str | ModelSpec, gpu: str | GPU, *, isl=None, osl=None, pr
                  step_overhead=step_overhead, speed=speed, workload=workload, trace=trace, max_gpus=max_gpus,
                  max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
     n_in, n_out = _tokens(isl, "isl"), _tokens(osl, "osl")
-    lens = _tokens(prefill_max_model_len, "prefill_max_model_len"), _tokens(decode_max_model_len, "decode_max_model_len")
+    lens = (_tokens(prefill_max_model_len, "prefill_max_model_len"),
+            _tokens(decode_max_model_len, "decode_max_model_len"))
     opts = with_limits(engine, engine_opts, max_num_seqs, max_num_batched_tokens)  # both pools plan at them too
     chosen, _ = configure(engine, engine_version, opts, gpu_memory_utilization, block_size)
     fabric = link if isinstance(link, Link) else find_link(link)

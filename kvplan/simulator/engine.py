@@ -77,7 +77,8 @@ class Engine:
         self.cap = model.kv_budget_bytes
         self.B = model.block_size
         bb = model.block_bytes()
-        self.cache = PrefixCache(self.B, bb, config.tiers, self.cap) if (self.paged and config.prefix_caching and model.all_full
+        self.cache = PrefixCache(self.B, bb, config.tiers,
+                                 self.cap) if (self.paged and config.prefix_caching and model.all_full
                                                 and not model.state_bytes) else None
         # Per decoding request, bytes added at each page boundary / per token, until a window fills.
         self.full_block = self.B * sum(g.bytes_per_token for g in model.groups if g.window is None)

@@ -107,7 +107,8 @@ def front_end(sim, speed_set: str | None, served: bool = True) -> "FrontEnd | No
     or None where it costs nothing: a load that is not `served` (an in-process harness, trtllm-bench), the roofline,
     a set whose `ingress` is 0. A chat request the engine renders natively (vLLM's gpt-oss harmony:
     kvplan.speed.frontend.native_chat) crosses no Python template: check-bench drops the front end where the file
-    states that endpoint; simulate knows no endpoint and prices a run as the corpus model prices one that states none."""
+    states that endpoint; simulate knows no endpoint and prices a run as the corpus model prices one that states
+    none."""
     per = ingress_of(sim) if served else 0.0
     return FrontEnd(per, f"coefficient set {engine_key(speed_set)}'s fitted ingress") if per > 0 else None
 

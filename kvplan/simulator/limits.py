@@ -78,7 +78,8 @@ class Limits:
         if self.lockstep > 1:
             workers = "attention-DP workers" if self.attention_dp else "data-parallel ranks of a MoE"
             lines.append(f"note: {who}'s {self.lockstep} {workers} run every forward together (one "
-                         "worker's prefill paces the others' decode): not simulated; one worker's pool and requests are")
+                         "worker's prefill paces the others' decode): not simulated; one worker's pool and requests "
+                         "are")
         return lines
 
     def admission_meta(self) -> dict:
@@ -152,7 +153,8 @@ def per_plan_note(engine) -> str:
         return (f"each plan simulated at the simulator's {DEFAULT_MAX_NUM_SEQS} requests running at once and "
                 f"{DEFAULT_MAX_BATCHED_TOKENS:,} tokens a step (no {arg('engine')}, and kvplan's own rules set none)")
     return (f"each plan simulated at {label}'s own running limit and tokens per step on its GPU (the "
-            f"simulator's {DEFAULT_MAX_NUM_SEQS} and {DEFAULT_MAX_BATCHED_TOKENS:,} where it states none): sim_max_num_seqs, sim_max_num_batched_tokens; "
+            f"simulator's {DEFAULT_MAX_NUM_SEQS} and {DEFAULT_MAX_BATCHED_TOKENS:,} where it states none): "
+            "sim_max_num_seqs, sim_max_num_batched_tokens; "
             + admission(getattr(engine, "name", None), getattr(engine, "opts", None)).said
             + ("; a prefill batch whenever one forms, decoding no one in it (the engine's steps)"
                if prefill_first(engine.name, mixed_chunk(engine.name, getattr(engine, "opts", None))) else ""))

@@ -38,7 +38,8 @@ class StageCost:
     flops_per_token: float = 0.0  # 2 x active parameters on this rank, the embedding's and the LM head's apart
     head_flops: float = 0.0  # the last stage's LM head, 2 x vocab x hidden / tp, per sequence in a step (its logits)
     attn_flops_per_pair: float = 0.0  # 4 x query heads x head dim over this rank's attention layers
-    kv_topk: tuple = ()  # ((bytes per token, top-k), ...) of kv_bytes_per_token read for at most top-k tokens a sequence
+    # ((bytes per token, top-k), ...) of kv_bytes_per_token read for at most top-k tokens a sequence
+    kv_topk: tuple = ()
     attn_topk: tuple = ()  # ((FLOPs per pair, top-k), ...) of attn_flops_per_pair at most top-k pairs a query
     attn_prefill_flops_per_pair: float | None = None  # a prefill query's pair (MLA decompressed); None: the same
     decompress_flops: float = 0.0  # FLOPs a prefill spends per cached token it attends to (MLA's kv_b_proj)
@@ -81,7 +82,8 @@ class SimModel:
 
     def held(self, length: int) -> int:
         """Bytes one sequence of `length` tokens has written (no paging), states included."""
-        return self.state_bytes + sum(g.bytes_per_token * (length if g.window is None or length < g.window else g.window)
+        return self.state_bytes + sum(g.bytes_per_token
+                                      * (length if g.window is None or length < g.window else g.window)
                                       for g in self.groups)
 
     def paged(self, length: int) -> int:

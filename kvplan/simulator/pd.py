@@ -167,7 +167,8 @@ def summarise(run: dict, requests, slo_ttft: float, slo_tpot: float) -> dict:
 
     def dist(values):
         v = sorted(values)
-        return {"mean": sum(v) / len(v) if v else None, "p50": percentile(v, 50), "p90": percentile(v, 90), "p99": percentile(v, 99)}
+        return {"mean": sum(v) / len(v) if v else None, "p50": percentile(v, 50), "p90": percentile(v, 90),
+                "p99": percentile(v, 99)}
 
     n = len(requests)
     return {"requests": n, "completed": run["completed"], "unserved": run["unserved"],

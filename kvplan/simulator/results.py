@@ -160,7 +160,8 @@ class Recorder:
         if cache is not None and cache.tiers:
             cache.close(t)
             self.tiers = [{"tier": x.name, "capacity_bytes_per_gpu": x.capacity, "link_bytes_per_s": x.bandwidth,
-                           "hit_tokens": x.hits, "hit_tokens_preempted": x.rehits, "reloaded_bytes_per_gpu": x.reloaded, "segments_stored": x.stored,
+                           "hit_tokens": x.hits, "hit_tokens_preempted": x.rehits, "reloaded_bytes_per_gpu": x.reloaded,
+                           "segments_stored": x.stored,
                            "segments_dropped": x.dropped, "peak_bytes_per_gpu": x.peak,
                            "mean_bytes_per_gpu": x.area / t if t else 0.0} for x in cache.tiers]
 
@@ -173,7 +174,8 @@ class Recorder:
         e2e = sorted(self.finish[i] - self.arrival[i] + rl[i] for i in done)
         tpot_by = {i: (self.finish[i] - self.first[i]) / (self.output[i] - 1) for i in done if self.output[i] > 1}
         tpot = sorted(tpot_by.values())
-        good = sum(1 for i in done if self.first[i] - self.arrival[i] + rl[i] <= slo_ttft and tpot_by.get(i, 0.0) <= slo_tpot)
+        good = sum(1 for i in done if self.first[i] - self.arrival[i] + rl[i] <= slo_ttft
+                   and tpot_by.get(i, 0.0) <= slo_tpot)
         out_tokens = sum(self.output[i] for i in done)
         in_tokens = sum(self.prompt[i] for i in done)
         cap = self.model.kv_budget_bytes

@@ -73,7 +73,8 @@ def load_requests(workload, trace, trace_format, qps, duration, seed) -> LoadedR
         if qps:
             desc["rescaled_to_qps"] = qps
         said = (f"trace {trace} ({info['format']}): {len(reqs):,} requests"
-                + (f" ({info['dropped_zero_length']:,} rows with 0 tokens dropped)" if info["dropped_zero_length"] else ""))
+                + (f" ({info['dropped_zero_length']:,} rows with 0 tokens dropped)"
+                   if info["dropped_zero_length"] else ""))
         return LoadedRequests(reqs, desc, said, rows)
     w = find_workload(workload or "chat")
     qps, duration = qps or 10.0, duration or 300.0

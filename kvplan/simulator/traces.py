@@ -63,7 +63,8 @@ def _int(value, what, path, line) -> int:
     except (TypeError, ValueError):
         raise _fail(path, line, f"{what} {str(value)[:40]!r} is not a number") from None
     if not math.isfinite(f) or f < 0 or f != int(f) or f > MAX_TOKENS:
-        raise _fail(path, line, f"{what} must be a whole number of tokens between 0 and {MAX_TOKENS:,}, got {str(value)[:40]}")
+        raise _fail(path, line,
+                    f"{what} must be a whole number of tokens between 0 and {MAX_TOKENS:,}, got {str(value)[:40]}")
     return int(f)
 
 
@@ -89,7 +90,8 @@ def _azure_time(value, path, line) -> float:
     if frac and not frac.isdigit():
         raise _fail(path, line, f"TIMESTAMP {text[:40]!r} has a bad fraction of a second")
     # Ordinal seconds (exact), plus the fraction at whatever precision it has (the 2023 files use 7 digits).
-    return stamp.toordinal() * 86400.0 + stamp.hour * 3600 + stamp.minute * 60 + stamp.second + (float("0." + frac) if frac else 0.0)
+    return (stamp.toordinal() * 86400.0 + stamp.hour * 3600 + stamp.minute * 60 + stamp.second
+            + (float("0." + frac) if frac else 0.0))
 
 
 def _rows_csv(stream, path):
@@ -107,8 +109,8 @@ def _detect_csv(fields) -> str:
         return "burstgpt"
     if _KVPLAN_KEYS <= f:
         return "kvplan"
-    raise KvplanError(f"unrecognised trace columns {', '.join(fields)[:120]}; expected arrival,input_tokens,output_tokens "
-                      "(or the Azure, BurstGPT or Mooncake layouts)", EXIT_USAGE)
+    raise KvplanError(f"unrecognised trace columns {', '.join(fields)[:120]}; expected "
+                      "arrival,input_tokens,output_tokens (or the Azure, BurstGPT or Mooncake layouts)", EXIT_USAGE)
 
 
 def _detect_json(record: dict) -> str:
@@ -145,10 +147,12 @@ def _hash_prefix(ids, path, line, block: int = MOONCAKE_BLOCK, names: dict | Non
 def _record(fmt, rec, path, line, names: dict | None = None):
     """(arrival seconds, prompt, output, prefix) from one parsed row, or None to drop it."""
     if fmt == "azure":
-        return (_azure_time(rec.get("TIMESTAMP"), path, line), _int(rec.get("ContextTokens"), "ContextTokens", path, line),
+        return (_azure_time(rec.get("TIMESTAMP"), path, line),
+                _int(rec.get("ContextTokens"), "ContextTokens", path, line),
                 _int(rec.get("GeneratedTokens"), "GeneratedTokens", path, line), ())
     if fmt == "burstgpt":
-        return (_seconds(rec.get("Timestamp"), path, line), _int(rec.get("Request tokens"), "Request tokens", path, line),
+        return (_seconds(rec.get("Timestamp"), path, line),
+                _int(rec.get("Request tokens"), "Request tokens", path, line),
                 _int(rec.get("Response tokens"), "Response tokens", path, line), ())
     if fmt in ("mooncake", "bailian"):
         block = hash_block_tokens(fmt)
@@ -169,7 +173,8 @@ def _record(fmt, rec, path, line, names: dict | None = None):
             raise _fail(path, line, f"prefix_tokens ({n}) must be less than input_tokens ({prompt})")
         if n:
             prefix = ((f"p:{str(pid)[:200]}", n),)
-    return (_seconds(rec.get("arrival"), path, line), prompt, _int(rec.get("output_tokens"), "output_tokens", path, line), prefix)
+    return (_seconds(rec.get("arrival"), path, line), prompt,
+            _int(rec.get("output_tokens"), "output_tokens", path, line), prefix)
 
 
 def load_trace(path: str, fmt: str = "auto", max_requests: int = MAX_REQUESTS) -> tuple[list[SimRequest], dict]:
@@ -187,7 +192,8 @@ def load_trace(path: str, fmt: str = "auto", max_requests: int = MAX_REQUESTS) -
         raise KvplanError(f"cannot read trace {path}: {exc.strerror or exc}", EXIT_USAGE) from None
     if size > MAX_FILE_BYTES:
         stream.close()
-        raise KvplanError(f"trace {path} is {size / 2**30:.1f} GiB; the limit is {MAX_FILE_BYTES / 2**30:.0f} GiB", EXIT_USAGE)
+        raise KvplanError(f"trace {path} is {size / 2**30:.1f} GiB; the limit is {MAX_FILE_BYTES / 2**30:.0f} GiB",
+                          EXIT_USAGE)
     with stream, collector_paused():  # a row per request and a tuple per block, no cycles: nothing to collect
         try:
             rows, fmt = _parse(stream, path, fmt, max_requests)

@@ -104,8 +104,8 @@ WORKLOADS = {
                     "median 6,144 in / 192 out", system_prompts=1, system_tokens=1024, documents=200,
                     document_tokens=2048, zipf=1.1),
     "code": Workload("code", LogNormal(2048, 0.8, 64, 32768), LogNormal(48, 1.0, 1, 2048),
-                     "assumed: completion-style code traffic, long prompts and short outputs, median 2,048 in / 48 out, "
-                     "2 shared system prompts of 256 tokens", system_prompts=2, system_tokens=256),
+                     "assumed: completion-style code traffic, long prompts and short outputs, median 2,048 in / 48 "
+                     "out, 2 shared system prompts of 256 tokens", system_prompts=2, system_tokens=256),
 }
 
 

@@ -19,7 +19,8 @@ from typing import NamedTuple
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 from kvplan.model.checkpoint_kv import CheckpointKV
 from kvplan.model.compressed import CompressedMLA
-from kvplan.model.layers import (ATTENTION_FEATURES, ChunkedLocal, FullAttention, IndexedMLA, Kind, LayerSpec, MLALatent,
+from kvplan.model.layers import (ATTENTION_FEATURES, ChunkedLocal, FullAttention, IndexedMLA, Kind, LayerSpec,
+                                 MLALatent,
                                  NoCache, SlidingWindow)
 from kvplan.model.recurrent import ParallelHybrid, RecurrentState
 from kvplan.model.spec import ModelSpec, ParamCounts, Quantization, RopeScaling
@@ -176,7 +177,8 @@ def _read_json(f) -> dict:
 
 
 def _read_dir(files) -> list[ModelSpec]:
-    return [spec_from_dict(_read_json(f), str(f)) for f in sorted(files, key=lambda p: p.name) if f.name.endswith(".json")]
+    return [spec_from_dict(_read_json(f), str(f)) for f in sorted(files, key=lambda p: p.name)
+            if f.name.endswith(".json")]
 
 
 class _Bundled(NamedTuple):

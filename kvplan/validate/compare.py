@@ -56,7 +56,8 @@ def all_ok(checks, tokens_match: bool) -> bool:
 
 def failures(checks, tokens_match: bool) -> list[str]:
     out = [f"{c.name}: measured {c.measured:,} B, predicted {c.predicted:,} B"
-           + (" (must be equal)" if c.tolerance == 0 else f" (error {signed(c.error, '+.2%')}, tolerance ±{c.tolerance:.1%})")
+           + (" (must be equal)" if c.tolerance == 0
+              else f" (error {signed(c.error, '+.2%')}, tolerance ±{c.tolerance:.1%})")
            for c in checks if not c.ok]
     if not tokens_match:
         out.append("cached decode and uncached recomputation gave different tokens")

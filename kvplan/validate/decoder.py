@@ -105,8 +105,10 @@ class Attention(nn.Module):
 
     def setup_cache(self, batch: int, max_len: int, device) -> None:
         slots = self.cache_slots(max_len)
-        self.k_cache = torch.zeros(batch, self.kv_heads, slots, self.d, dtype=self.kv_dtype, device=device)  # [B, H_kv, S, D]
-        self.v_cache = torch.zeros(batch, self.kv_heads, slots, self.dv, dtype=self.kv_dtype, device=device)  # [B, H_kv, S, Dv]
+        # [B, H_kv, S, D]
+        self.k_cache = torch.zeros(batch, self.kv_heads, slots, self.d, dtype=self.kv_dtype, device=device)
+        # [B, H_kv, S, Dv]
+        self.v_cache = torch.zeros(batch, self.kv_heads, slots, self.dv, dtype=self.kv_dtype, device=device)
 
     def forward(self, x: torch.Tensor, start: int, cached: bool) -> torch.Tensor:
         b, t, _ = x.shape
@@ -131,7 +133,8 @@ class Attention(nn.Module):
             k = self.k_cache.to(x.dtype)  # [B, H_kv, S, D]
             v = self.v_cache.to(x.dtype)  # [B, H_kv, S, Dv]
             mask = _slot_mask(self.layer, start, slots, x.device)[None, :]  # [1, S]
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.kv_heads != self.heads)  # [B, H, T, Dv]
+        # [B, H, T, Dv]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.kv_heads != self.heads)
         return self.o(out.transpose(1, 2).reshape(b, t, self.heads * self.dv))
 
 
@@ -145,7 +148,8 @@ class LatentAttention(nn.Module):
         self.kv_dtype = kv_dtype
         qk = heads * (a.nope + m.qk_rope_head_dim)
         if a.q_lora_rank:
-            self.q_a, self.q_norm, self.q_b = _linear(hidden, a.q_lora_rank), RMSNorm(a.q_lora_rank), _linear(a.q_lora_rank, qk)
+            self.q_a, self.q_norm = _linear(hidden, a.q_lora_rank), RMSNorm(a.q_lora_rank)
+            self.q_b = _linear(a.q_lora_rank, qk)
         else:
             self.q_a, self.q_norm, self.q_b = None, None, _linear(hidden, qk)
         self.kv_a = _linear(hidden, self.r + self.rope_d)
@@ -155,7 +159,8 @@ class LatentAttention(nn.Module):
         self.cache = None
 
     def setup_cache(self, batch: int, max_len: int, device) -> None:
-        self.cache = torch.zeros(batch, max_len, self.r + self.rope_d, dtype=self.kv_dtype, device=device)  # [B, S, r + rope]
+        # [B, S, r + rope]
+        self.cache = torch.zeros(batch, max_len, self.r + self.rope_d, dtype=self.kv_dtype, device=device)
 
     def forward(self, x: torch.Tensor, start: int, cached: bool) -> torch.Tensor:
         b, t, _ = x.shape
@@ -209,8 +214,10 @@ class Recurrent(nn.Module):
 
     def setup_cache(self, batch: int, max_len: int, device) -> None:
         s = self.dims
-        self.conv_state = torch.zeros(batch, s.conv_channels, s.kernel - 1, dtype=self.state_dtype, device=device)  # [B, C, K-1]
-        self.ssm_state = torch.zeros(batch, s.heads, s.head_dim, s.state, dtype=self.state_dtype, device=device)  # [B, H, P, N]
+        # [B, C, K-1]
+        self.conv_state = torch.zeros(batch, s.conv_channels, s.kernel - 1, dtype=self.state_dtype, device=device)
+        # [B, H, P, N]
+        self.ssm_state = torch.zeros(batch, s.heads, s.head_dim, s.state, dtype=self.state_dtype, device=device)
 
     def forward(self, x: torch.Tensor, start: int, cached: bool) -> torch.Tensor:
         s = self.dims

@@ -29,7 +29,8 @@ def rank_checks(records: list[dict]) -> list[Check]:
     for r in records:
         tag = f"rank{r['rank']}"
         checks.append(Check(f"{tag} kv_cache", r["predicted_kv_bytes"], r["measured_kv_bytes"], KV_TOLERANCE))
-        checks.append(Check(f"{tag} kv_cache_after_decode", r["predicted_kv_bytes"], r["measured_kv_after_bytes"], KV_TOLERANCE))
+        checks.append(Check(f"{tag} kv_cache_after_decode", r["predicted_kv_bytes"], r["measured_kv_after_bytes"],
+                            KV_TOLERANCE))
         checks.append(Check(f"{tag} weights", r["predicted_weights_bytes"], r["measured_weights_bytes"], 0.0))
         if r.get("planner_weights_bytes") is not None:
             checks.append(Check(f"{tag} weights_planner", r["planner_weights_bytes"], r["measured_weights_bytes"],
@@ -63,7 +64,8 @@ def validate_distributed(full: ModelSpec, s, layout: Layout) -> tuple[dict, list
     return combined_record(full, s, layout, backend, records, checks, tokens_match), checks
 
 
-def combined_record(full: ModelSpec, s, layout: Layout, backend: str, records: list[dict], checks, tokens_match) -> dict:
+def combined_record(full: ModelSpec, s, layout: Layout, backend: str, records: list[dict], checks,
+                    tokens_match) -> dict:
     n = s.layers or full.num_layers
     return {
         "backend": "torch.distributed", "kvplan_version": _version(), "torch_version": torch.__version__,
@@ -85,7 +87,8 @@ def _notes(full: ModelSpec, s, n: int) -> list[str]:
     bp = blueprint(full, n, s.widths)
     notes = []
     if n < full.num_layers:
-        notes.append(f"reduced model: the first {n} of {full.num_layers} layers; predictions are for the same reduced model")
+        notes.append(f"reduced model: the first {n} of {full.num_layers} layers; predictions are for the same reduced "
+                     "model")
     if bp.shrunk:
         notes.append(f"shrunk for this run: {', '.join(bp.shrunk)}; cache geometry unchanged")
     return notes

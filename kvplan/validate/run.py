@@ -148,7 +148,8 @@ def check_settings(spec: ModelSpec, s: Settings) -> None:
     if s.steps < 1:
         raise KvplanError(f"{arg('steps')} must be at least 1, got {s.steps}", EXIT_USAGE, param="steps", value=s.steps)
     if s.ctx <= s.steps:
-        raise KvplanError(f"{arg('context')} ({s.ctx}) must exceed {arg('steps')} ({s.steps}): the prompt needs a token",
+        raise KvplanError(f"{arg('context')} ({s.ctx}) must exceed {arg('steps')} ({s.steps}): the prompt needs a "
+                          "token",
                           EXIT_USAGE, param="context", value=s.ctx)
     if s.layers is not None and not 0 < s.layers <= spec.num_layers:
         raise out_of_range("layers", s.layers, 1, spec.num_layers, thousands=False)
@@ -370,7 +371,8 @@ def validate(full: ModelSpec, s: Settings, progress=None) -> tuple[dict, list[Ch
         "predicted_kv_bytes_paged16": pred.kv_bytes_paged,
         "predicted_weights_bytes": pred.weights_bytes, "planner_weights_bytes": pred.planner_weights_bytes,
         "measured_weights_bytes": measured_weights,
-        "predicted_activation_bytes": pred.activation_bytes, "predicted_scores_bytes": pred.scores_bytes, "predicted_peak_bytes": peak_pred,
+        "predicted_activation_bytes": pred.activation_bytes, "predicted_scores_bytes": pred.scores_bytes,
+        "predicted_peak_bytes": peak_pred,
         "measured_peak_bytes": measured_weights + measured_kv + snap.peak_bytes,
         "measured_run_peak_bytes": snap.peak_bytes, "measured_reserved_bytes": snap.reserved_bytes,
         "run_allocations": snap.allocations, "run_allocated_total_bytes": snap.allocated_total_bytes,
@@ -386,7 +388,8 @@ def _notes(full: ModelSpec, run: _Run) -> list[str]:
         notes.insert(0, f"shrunk automatically on CPU: {run.auto} (what {arg('shrink')} does; {arg('device')} cuda "
                         "for full width)")
     if run.n < full.num_layers:
-        notes.insert(0, f"reduced model: the first {run.n} of {full.num_layers} layers; predictions are for the same reduced model")
+        notes.insert(0, f"reduced model: the first {run.n} of {full.num_layers} layers; predictions are for the same "
+                        "reduced model")
     if run.compute != full.dtype:
         notes.append(f"weights and activations in {run.compute} (the model's own dtype is {full.dtype})")
     return notes

@@ -112,9 +112,11 @@ def layout_problem(bp, layout: Layout, batch: int) -> str | None:
         if bp.shared_width % tp:
             return f"tp={tp} does not divide the shared expert width {bp.shared_width}"
         if ep == 1 and bp.expert_width % (tp * dp):
-            return f"tp x dp = {tp * dp} does not divide the expert width {bp.expert_width} (the experts' tensor-parallel group spans dp)"
+            return (f"tp x dp = {tp * dp} does not divide the expert width {bp.expert_width} (the experts' "
+                    "tensor-parallel group spans dp)")
     if ep not in (1, tp * dp):
-        return f"ep={ep}: expert parallelism spans every tensor- and data-parallel rank (ep = tp x dp = {tp * dp}), as vLLM's --enable-expert-parallel"
+        return (f"ep={ep}: expert parallelism spans every tensor- and data-parallel rank (ep = tp x dp = {tp * dp}), "
+                "as vLLM's --enable-expert-parallel")
     if ep > 1:
         if "moe" not in ffns:
             return f"ep={ep}: the layers built have no routed experts"
@@ -176,7 +178,8 @@ def _mixer_params(bp, lp, layout: Layout, shard: Shard) -> int:
     if isinstance(m, RecurrentState):  # tp = 1 only (layout_problem)
         s = lp.state
         inner = s.heads * s.head_dim
-        return h * (2 * inner + 2 * s.groups * s.state + s.heads) + inner * h + s.conv_channels * s.kernel + 3 * s.heads + inner + h
+        return h * (2 * inner + 2 * s.groups * s.state
+                    + s.heads) + inner * h + s.conv_channels * s.kernel + 3 * s.heads + inner + h
     assert isinstance(m, NoCache)
     return 0
 

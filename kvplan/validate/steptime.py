@@ -1,4 +1,5 @@
-"""Prefill and decode step times of kvplan's own torch decoder (validate's model, random weights), as speed-corpus points.
+"""Prefill and decode step times of kvplan's own torch decoder (validate's model, random weights), as speed-corpus
+points.
 
 `kvplan step-times` (kvplan.cli.step_times) runs it; scripts/gpu_speed.sh runs that on a GPU.
 
@@ -97,7 +98,8 @@ def measure(full, batches, contexts, *, layers=None, device="cpu", compute_dtype
     time_it = _timer(run.dev, warmup, repeats)
     points, skipped = [], []
     facts = {**device_info(run.dev), "torch": torch.__version__, "layers": run.n, "layers_total": full.num_layers,
-             "compute_dtype": run.compute, "kv_dtype": run.kv.name, "shrunk": list(run.bp.shrunk), "auto_shrunk": run.auto}
+             "compute_dtype": run.compute, "kv_dtype": run.kv.name, "shrunk": list(run.bp.shrunk),
+             "auto_shrunk": run.auto}
     for ctx in contexts:
         for phase, bs in (("prefill", [1]), ("decode", batches)):
             for b in bs:
@@ -134,7 +136,8 @@ def corpus_doc(model_name: str, facts: dict, points: list, skipped: list, *, dat
         out.append({"id": f"{slug}-{p['phase']}-b{p['batch']}-c{p['ctx']}", "model": model_name,
                     "kvplan_model": model_name, "weight_dtype": facts["compute_dtype"], "kv_dtype": facts["kv_dtype"],
                     "gpus": 1, "tp": 1, "batch": p["batch"], "layers": facts["layers"],
-                    "isl": p["ctx"], "osl": 1, "concurrency": p["batch"], "request_rate": None, "num_prompts": p["batch"],
+                    "isl": p["ctx"], "osl": 1, "concurrency": p["batch"], "request_rate": None,
+                    "num_prompts": p["batch"],
                     "metrics": {metric: p["ms"]}, "row": f"{p['phase']} b{p['batch']} ctx {p['ctx']}: {p['ms']}",
                     "notes": f"{p['repeats']} timed calls after warm-up"})
     src_id = f"kvplan-torch-{slug}-{host}-{date}".replace(" ", "-")

@@ -55,7 +55,8 @@ def reduced_config(config: dict, n: int, shrink: bool) -> dict:
     if isinstance(text.get("hybrid_override_pattern"), str):
         text["hybrid_override_pattern"] = text["hybrid_override_pattern"][:n]
     if shrink:
-        for key, small in (("intermediate_size", 256), ("moe_intermediate_size", 128), ("shared_expert_intermediate_size", 128),
+        for key, small in (("intermediate_size", 256), ("moe_intermediate_size", 128),
+                           ("shared_expert_intermediate_size", 128),
                            ("vocab_size", 1024)):
             if isinstance(text.get(key), int):
                 text[key] = min(text[key], small)
@@ -133,7 +134,8 @@ def validate_transformers(full: ModelSpec, s: Settings, model_arg: str) -> tuple
     notes = [f"transformers {version}: {type(model).__name__} from config (random init); prediction for "
              "transformers' own cache layout (kvplan.engines.hf_transformers.engine)"]
     if n < full.num_layers:
-        notes.insert(0, f"reduced model: the first {n} of {full.num_layers} layers; predictions are for the same reduced model")
+        notes.insert(0, f"reduced model: the first {n} of {full.num_layers} layers; predictions are for the same "
+                        "reduced model")
     record = {
         "backend": "transformers", "transformers_version": version, "torch_version": torch.__version__,
         **device_info(dev), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "model": full.name,
@@ -141,7 +143,8 @@ def validate_transformers(full: ModelSpec, s: Settings, model_arg: str) -> tuple
         "decode_steps": s.steps, "kv_dtype": kv.name, "state_dtype": kv.name, "compute_dtype": kv.name,
         "seed": s.seed, "shrunk": ["MLP/expert widths, experts, vocabulary"] if s.widths.changed() else [],
         "notes": notes, "predicted_kv_bytes": predicted_kv, "measured_kv_bytes": measured_kv,
-        "measured_kv_visible_bytes": logical_kv, "predicted_kv_bytes_paged16": predicted_kv, "predicted_weights_bytes": predicted_weights,
+        "measured_kv_visible_bytes": logical_kv, "predicted_kv_bytes_paged16": predicted_kv,
+        "predicted_weights_bytes": predicted_weights,
         "measured_weights_bytes": measured_weights, "tokens_match": tokens_match, "decode_seconds": round(seconds, 4),
         "checks": [c.to_dict() for c in checks], "ok": all_ok(checks, tokens_match),
     }

@@ -31,10 +31,10 @@ ranks, each a `GroupCoordinator` with its own instance; the attention-tp group o
 
 What else the distributed set-up or tp > 1 allocates, and whether the budget sees it (docs/engines.md 2.2): the
 pynccl communicator (in the budget, sized by NCCL's channel search, not by SGLang: the PCIe figure of
-INIT_BYTES_MULTI, and inside an NVSwitch domain what SGLang's logs measured, kvplan.engines.sglang.ncclmem); NCCL NVLS and cuMem (off: `NCCL_NVLS_ENABLE=0`, `NCCL_CUMEM_ENABLE=0` unless asked,
-0.4.9.post2 `entrypoints/engine.py` L623-624); MSCCL++, torch symmetric memory (off by default); CUDA-graph capture,
-the graph buffers it registers and FlashInfer's fusion workspace (created at the first forward, after the pool:
-outside the budget).
+INIT_BYTES_MULTI, and inside an NVSwitch domain what SGLang's logs measured, kvplan.engines.sglang.ncclmem); NCCL NVLS
+and cuMem (off: `NCCL_NVLS_ENABLE=0`, `NCCL_CUMEM_ENABLE=0` unless asked, 0.4.9.post2 `entrypoints/engine.py` L623-624);
+MSCCL++, torch symmetric memory (off by default); CUDA-graph capture, the graph buffers it registers and FlashInfer's
+fusion workspace (created at the first forward, after the pool: outside the budget).
 """
 
 from __future__ import annotations

@@ -40,8 +40,8 @@ L22-47). The page is ROCm's: 1 whatever --page-size says in 0.5.10-0.5.11 (0.5.1
 0.5.12 1 on the legacy path, 64 only where aiter's preshuffled paged MQA runs (SGLANG_USE_AITER=1 and Triton >= 3.5
 or AITER_ENABLE_AOT_GLUON_PA_MQA_LOGITS=1: 0.5.12 `server_args.py` L1856-1868; 0.5.23
 `layers/attention/dsa/utils.py` L34-68, `arg_groups/model_overrides/deepseek_v2.py` L151-172); SGLANG_USE_AITER is
-off by default (0.5.12 `environ.py` L326), but it is the environment's, and Triton's version the install's. The attention
-backend is dsa (nsa), not aiter: no 0.85 cut. A plan of all this (page 1 assumed and said) changes the speed
+off by default (0.5.12 `environ.py` L326), but it is the environment's, and Triton's version the install's. The
+attention backend is dsa (nsa), not aiter: no 0.85 cut. A plan of all this (page 1 assumed and said) changes the speed
 corpus's held-out pricing, so it waits on its own round: it is not shipped.
 Refused with the reason: releases before 0.5.8 (0.5.3-0.5.7 force DP attention, 0.5.3 also mem_fraction_static 0.8
 and a cell without the indexer: 0.5.3 `server_args.py` L806-846, `model_runner.py` L1274-1279), ROCm (above; and

@@ -3,9 +3,10 @@ of its pools (their arithmetic: kvplan.engines.sglang.dsv4_pool), as the 0.5.15 
 (sglang-0.5.15-cp311-cp311-manylinux_2_34_x86_64.whl, the release the SGLang cookbook's DeepSeek-V4 cells ran)
 has them. Restated, not copied:
 
-* `arg_groups/deepseek_v4_hook.py` L49-53 (called from `server_args.py` L3849-3852): a DeepseekV4ForCausalLM server started without
-  --max-running-requests gets 256, the deployment's figure; `model_runner_kv_cache_mixin.py` L1225-1238
-  (`_resolve_max_num_reqs`) gives each DP worker max_running_requests // dp_size, at most its token pool // 2.
+* `arg_groups/deepseek_v4_hook.py` L49-53 (called from `server_args.py` L3849-3852): a DeepseekV4ForCausalLM
+  server started without --max-running-requests gets 256, the deployment's figure;
+  `model_runner_kv_cache_mixin.py` L1225-1238 (`_resolve_max_num_reqs`) gives each DP worker max_running_requests //
+  dp_size, at most its token pool // 2.
 * Why the limit, not the pool, binds: `model_executor/pool_configurator.py` L609-649 (`DSV4PoolConfigurator.
   _get_bytes_per_full_token`) sizes the pool at about 7.7 KB a "full" token for DeepSeek-V4-Flash (its SWA share
   0.1 by `arg_groups/overrides.py` L709-710, 1:4 and 1:128 latents, indexer keys, fp32 compressor states), so on
@@ -95,8 +96,8 @@ def check_release(model, version: str, defaulted: bool = False) -> None:
 
 # The CUDA compute capabilities whose kernels 0.5.15-0.5.16's DeepSeek-V4 backend runs: FlashMLA's on every CUDA GPU but
 # SM120, which has its own (`layers/attention/deepseek_v4_backend.py` L114-119, L1419-1442), and FlashMLA is built for
-# Hopper and Blackwell (SM90, SM100: deepseek-ai/FlashMLA's README; vLLM's FlashMLA backends accept capability major 9 or
-# 10 only, `v1/attention/backends/mla/flashmla.py`). An SM89 fallback came later, unreleased in these wheels
+# Hopper and Blackwell (SM90, SM100: deepseek-ai/FlashMLA's README; vLLM's FlashMLA backends accept capability
+# major 9 or 10 only, `v1/attention/backends/mla/flashmla.py`). An SM89 fallback came later, unreleased in these wheels
 # (sgl-project/sglang#28620, 2026-07-06, "Add SM89 FP8 indexer fallback").
 CUDA_MAJORS = (9, 10, 12)
 
@@ -194,7 +195,8 @@ def check_settings(page: int, kv_dtype) -> None:
     this model (overrides.py L1308-1311), planned so by `auto_cache`: only a dtype asked for by name reaches here."""
     if page != pool.PAGE:
         raise KvplanError(f"SGLang runs DeepSeek-V4 with page_size {pool.PAGE} whatever --page-size says (its dsv4 "
-                          f"backend's override), not {page}", EXIT_USAGE, param="engine_opts", value={"page_size": page})
+                          f"backend's override), not {page}", EXIT_USAGE, param="engine_opts",
+                          value={"page_size": page})
     if not kv_dtype.one_byte:
         raise KvplanError(f"SGLang's DeepSeek-V4 pool on CUDA holds fp8 latents only (DeepSeekV4SingleKVPool asserts a "
                           f"uint8 store; its auto is fp8_e4m3), not {kv_dtype.name}; pass {arg('kv_dtype')} auto "

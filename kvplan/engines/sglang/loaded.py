@@ -30,8 +30,8 @@ expert), padded by the MoE runner backend:
     that rule's 64.20 (-0.3%); counting the checkpoint's scales a second time, as kvplan did for SGLang before,
     adds 3.34 GiB (67.67 GiB, more than SGLang 0.5.3's default static fraction, 0.835 x 79.19 = 66.12 GiB, leaves
     an H100), where GPUStack's perf lab served gpt-oss-120b on one H100 under SGLang 0.5.3rc0 at its defaults
-    (tests/fixtures/speed/gpustack-perflab-gpt-oss-120b-h100.yaml). On Ampere and Ada both stay strided (no padding), and there
-    the conversion copies nothing: triton_kernels' `tensor_details/layout_details/strided.py`
+    (tests/fixtures/speed/gpustack-perflab-gpt-oss-120b-h100.yaml). On Ampere and Ada both stay strided (no padding),
+    and there the conversion copies nothing: triton_kernels' `tensor_details/layout_details/strided.py`
     StridedLayoutTransformation.swizzle_data is `return data` (or `return data.permute(self.order)`,
     triton-lang/triton@022bb95d), a view of the transposed checkpoint tensor, so the values stay in the storage
     `del layer.w13_weight` no longer names and the scales are the registered ones: only the fp32 biases add

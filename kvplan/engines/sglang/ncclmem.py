@@ -1,4 +1,5 @@
-"""SGLang's NCCL memory on an NVSwitch domain: what its distributed set-up holds before the weights beyond the PCIe figure.
+"""SGLang's NCCL memory on an NVSwitch domain: what its distributed set-up holds before the weights beyond the PCIe
+figure.
 
 What the figure is. `ModelRunner.init_torch_distributed` (0.4.9.post2 `model_executor/model_runner.py` L478-573, read
 from the PyPI wheel 2026-12-03) reads `before_avail_memory` (cudaMemGetInfo, after `set_device`: the CUDA context is
@@ -28,8 +29,8 @@ the rest is NCCL's, whose buffers are per channel and per ring/tree neighbour (S
 LL128: 120 elements x 640 threads x 8 steps x 8 B = 4.69 MiB; LL: 8 lines x 512 threads x 8 steps x 16 B = 0.5 MiB;
 NVIDIA/nccl src/include/device.h: NCCL_LL128_ELEMS_PER_THREAD, NCCL_LL128_MAX_NTHREADS, NCCL_LL_LINES_PER_THREAD,
 NCCL_LL_MAX_NTHREADS, NCCL_STEPS), about 9.2 MiB a connection, and whose channel count NCCL's topology search sets from
-the links' bandwidth: a few channels over PCIe, up to 32 over NVSwitch (32 x 9.2 MiB = 0.29 GiB per neighbour). kvplan does not replay that search; it
-books what the logs measured.
+the links' bandwidth: a few channels over PCIe, up to 32 over NVSwitch (32 x 9.2 MiB = 0.29 GiB per neighbour). kvplan
+does not replay that search; it books what the logs measured.
 
 The term. kvplan's memory before the weights at tp > 1 is INIT_BYTES_MULTI (409 MiB on the L4s: the CUDA context and
 the PCIe figure 0.13 GiB) plus the custom all-reduce where it runs. Where the tp group sits inside one NVSwitch domain

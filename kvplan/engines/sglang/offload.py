@@ -69,9 +69,9 @@ def cpu_pool(req: TierRequest, g: Geometry) -> TierPool:
     pages, tokens = host_tokens(size, page, v)
     if tokens <= g.device_tokens:
         if v < WARNS_SINCE:
-            raise refuse(f"sglang {g.version} does not start: its host pool ({tokens:,} tokens per rank) must be larger "
-                         f"than the device pool ({g.device_tokens:,}) (an assertion in HostKVCache); give a larger "
-                         f"{arg('offload')} cpu tier")
+            raise refuse(f"sglang {g.version} does not start: its host pool ({tokens:,} tokens per rank) must be "
+                         f"larger than the device pool ({g.device_tokens:,}) (an assertion in HostKVCache); give a "
+                         f"larger {arg('offload')} cpu tier")
         notes.append(f"SGLang warns: host pool ({tokens:,} tokens) not larger than the device pool "
                      f"({g.device_tokens:,}); L2 cache effectiveness is reduced")
     rounding = (f"({size:,} // page {page} + 1) x {page}" if v >= PLUS_ONE_PAGE_SINCE

@@ -43,9 +43,9 @@ def check_attention_dp(model, dep) -> None:
     if dep.dp == 1:
         return
     if not model.params.num_experts:
-        raise KvplanError(f"{arg('dp')} with {arg('engine')} trtllm on a dense model: TensorRT-LLM's attention DP is its "
-                          "MoE layout (dense FFNs run tensor parallel); dp dense ranks are independent replicas: plan "
-                          f"one with {arg('tp')} and use cheapest {arg('replicas')}", EXIT_USAGE, param="dp",
+        raise KvplanError(f"{arg('dp')} with {arg('engine')} trtllm on a dense model: TensorRT-LLM's attention DP is "
+                          "its MoE layout (dense FFNs run tensor parallel); dp dense ranks are independent replicas: "
+                          f"plan one with {arg('tp')} and use cheapest {arg('replicas')}", EXIT_USAGE, param="dp",
                           value=dep.dp)
     if dep.tp > 1:
         raise KvplanError(f"{arg('tp')} {dep.tp} with {arg('dp')} {dep.dp} and {arg('engine')} trtllm: under "

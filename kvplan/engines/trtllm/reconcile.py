@@ -50,9 +50,10 @@ def reconcile_trtllm(rec, model, gpu, version, kv_name, tp, weight_dtype: str | 
         out.notes.append("the log does not print its tokens per block; 32 assumed (TensorRT-LLM's default)")
     if model is None:
         if not _model_free(out, r, s, tpb):
-            named = f"the log's model {rec.model} is not one kvplan knows" if rec.model else "the log does not name its model"
-            raise KvplanError(f"{named} and it prints no blocks to check its tokens by; pass {arg('model')} to check it",
-                              EXIT_USAGE, param="model")
+            named = (f"the log's model {rec.model} is not one kvplan knows" if rec.model
+                     else "the log does not name its model")
+            raise KvplanError(f"{named} and it prints no blocks to check its tokens by; pass {arg('model')} to "
+                              "check it", EXIT_USAGE, param="model")
         out.notes.append(f"no model given ({arg('model')}): only the engine's own arithmetic between its printed "
                          "numbers is checked")
         return out
@@ -83,14 +84,15 @@ def reconcile_trtllm(rec, model, gpu, version, kv_name, tp, weight_dtype: str | 
         _end_to_end_rows(out, end_to_end(rec, res))
         if "weights_gib" not in r:
             fmt = req.weight_dtype or model.quantization.method
-            out.notes.append(f"the log prints no weights; kvplan's budget counts {res.plan.weight_bytes_per_gpu / GIB:.2f} "
-                             f"GiB a GPU ({fmt})" + (f": a quantized checkpoint holds less, and leaves more for the cache "
-                                                     f"(pass its folder as {arg('model')})"
-                                                     if fmt in ("bf16", "fp16", "fp32") else ""))
+            less = (f": a quantized checkpoint holds less, and leaves more for the cache (pass its folder as "
+                    f"{arg('model')})" if fmt in ("bf16", "fp16", "fp32") else "")
+            out.notes.append("the log prints no weights; kvplan's budget counts "
+                             f"{res.plan.weight_bytes_per_gpu / GIB:.2f} GiB a GPU ({fmt})" + less)
     if cap is not None:
         for c in sorted({req.context, *[c for c in WHATIF_CONTEXTS if c <= model.max_context]}):
             n = cap.blocks // cdiv(c, st.tokens_per_block)
-            out.whatif.append((f"requests of {c:,} tokens", f"{n:,} at once ({cap.blocks:,} blocks of {st.tokens_per_block})"))
+            out.whatif.append((f"requests of {c:,} tokens",
+                               f"{n:,} at once ({cap.blocks:,} blocks of {st.tokens_per_block})"))
         out.whatif.append(("KV pool bytes per GPU", f"{cap.tokens * bpt / GIB:.2f} GiB"))
     return out
 
@@ -158,10 +160,12 @@ def _setup(rec, model, dep, version, kv_name, weight_dtype, out):
     opts = []
     if "fraction_set" in r:
         if not 0 < r["fraction_set"].value <= 1:
-            raise KvplanError(f"the log's free_gpu_memory_fraction = {r['fraction_set'].text} is not a fraction", EXIT_USAGE)
+            raise KvplanError(f"the log's free_gpu_memory_fraction = {r['fraction_set'].text} is not a fraction",
+                              EXIT_USAGE)
         opts.append(f"free_gpu_memory_fraction={r['fraction_set'].text}")
     else:
-        out.notes.append("free_gpu_memory_fraction not in the log; 0.9 (TensorRT-LLM's default) for kvplan's own budget")
+        out.notes.append("free_gpu_memory_fraction not in the log; 0.9 (TensorRT-LLM's default) for kvplan's own "
+                         "budget")
     if "max_num_tokens" in s:
         opts.append(f"max_num_tokens={s['max_num_tokens']}")
     if "tokens_per_block" in r:
@@ -171,7 +175,8 @@ def _setup(rec, model, dep, version, kv_name, weight_dtype, out):
     if ctx is None:
         limit = engine.context_limit(model)
         ctx = limit.tokens
-        out.notes.append(f"the log does not show max_seq_len; TensorRT-LLM's own, {ctx:,} tokens ({limit.rule}), assumed")
+        out.notes.append(f"the log does not show max_seq_len; TensorRT-LLM's own, {ctx:,} tokens ({limit.rule}), "
+                         "assumed")
     weight_dtype = log_weight_dtype(model, None, weight_dtype, rec.model, out.notes)  # no quant line is read yet
     req = Request(context=ctx, batch=s.get("max_batch_size") or 1, weight_dtype=weight_dtype,
                   kv_dtype=_kv_dtype(rec, model, dep, kv_name, out))
@@ -303,7 +308,8 @@ def _pool_rows(out, r, given, tpb):
                             f"{pred - rep:+,}", pred == rep, (pred - rep) / rep if rep else None))
     rep, pred = given["printed_tokens"], given["kvplan_tokens"]
     out.rows.append(Row(f"max tokens in paged KV cache ({how} x {tpb})", f"{rep:,}", f"{pred:,}",
-                        "exact" if pred == rep else f"{pred - rep:+,}", pred == rep, (pred - rep) / rep if rep else None))
+                        "exact" if pred == rep else f"{pred - rep:+,}", pred == rep,
+                        (pred - rep) / rep if rep else None))
 
 
 def _concurrency_rows(out, r, s, model, dep, st, kvd, bpt, req, given):

@@ -34,7 +34,8 @@ def unpriced(model, weight_dtype: str | None, v: tuple) -> str | None:
     if (weight_dtype or q.method) != "int4" or q.quant_method not in ("", "awq"):
         return "needs 4-bit AWQ weights (an AWQ checkpoint, or int4 weights planned)"
     if v >= READ_BEFORE:
-        return "is read through vLLM 0.23 only (0.24.0 loads AWQ as AutoAWQConfig, whose forced path kvplan did not read)"
+        return ("is read through vLLM 0.23 only (0.24.0 loads AWQ as AutoAWQConfig, whose forced path kvplan "
+                "did not read)")
     if model.params.num_experts or any(la.kind not in _DENSE_KINDS for la in model.layers):
         return "is read for dense attention models only (MoE, MLA and recurrent layers take other AWQ methods)"
     return None

@@ -122,7 +122,8 @@ def list_note(model, max_num_seqs: int, tokens: int | None, v: tuple, gpu=None, 
     why = (f"min(max_cudagraph_capture_size {asked}{clamp} as asked" if asked else
            f"{top} for {model.architecture}" if model.architecture in MAX_CAPTURE_SIZE else
            f"min(max_num_seqs {max_num_seqs} x {q} x 2, {platform_cap(model, v, gpu)}{clamp}, vLLM's default")
-    note = f"CUDA-graph capture list: {len(sizes)} size{'s' * (len(sizes) != 1)}, largest {sizes[-1] if sizes else 0} (largest {why})"
+    note = (f"CUDA-graph capture list: {len(sizes)} size{'s' * (len(sizes) != 1)}, "
+            f"largest {sizes[-1] if sizes else 0} (largest {why})")
     if q > 1:
         note += (f"; with {q - 1} speculative tokens a decode step is {q} tokens a request"
                  + (f", sizes rounded up to multiples of {q}" if full_decode else ""))

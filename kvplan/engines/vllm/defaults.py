@@ -122,7 +122,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     eager = opt_bool(opts, "enforce_eager", False)
     if mnbt < 1 or seqs < 1:
         raise KvplanError("max_num_batched_tokens and max_num_seqs must be at least 1", EXIT_USAGE)
-    check_flag(req.kv_dtype, model, version, req.weight_dtype)  # int8, fp32 beside a 16-bit model, q8_0, ...: no release takes them
+    # int8, fp32 beside a 16-bit model, q8_0, ...: no release takes them
+    check_flag(req.kv_dtype, model, version, req.weight_dtype)
 
     fell_back = opt_choice(opts, "model_runner", "auto", ("auto", "v1")) == "v1"  # a log's V1 fallback (vllm.runner)
     graphs = estimate_subtracted(model, v, gpu, eager, req.weight_dtype, fell_back)  # (0.20+, CUDA, not V2's 0)

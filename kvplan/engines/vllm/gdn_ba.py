@@ -42,7 +42,8 @@ from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan_warnings import PlanWarning
 
 FIRST = (0, 22, 0)  # the first release with maybe_disable_tp (0.22.0 wheel; 0.21.0's has none)
-AUTO_AWQ = (0, 24, 0)  # from here `awq` loads as AutoAWQConfig on every CUDA GPU; before, AWQMarlinConfig where Marlin runs
+# from here `awq` loads as AutoAWQConfig on every CUDA GPU; before, AWQMarlinConfig where Marlin runs
+AUTO_AWQ = (0, 24, 0)
 # a config's quant_method that vLLM loads as an AWQ (Marlin), GPTQ or INC config (the isinstance test)
 METHODS = ("awq", "gptq", "inc", "auto-round")
 MARLIN_CAPABILITY = (7, 5)  # marlin_utils.query_marlin_supported_quant_types: nothing below 75 (0.22.0 L60)

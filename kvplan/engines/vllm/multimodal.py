@@ -93,7 +93,8 @@ def cache_gb(opts: dict, v: tuple = CACHE_GB_SINCE) -> float:
         raise KvplanError(f"{arg('engine_opts')} mm_processor_cache_gb: vLLM {'.'.join(map(str, v))} has no "
                           "mm_processor_cache_gb (it arrived in 0.10.1, vllm-project/vllm#22441): leave the option out "
                           "(v0.8.5 to v0.10.0 size that host cache by VLLM_MM_INPUT_CACHE_GIB and turn it off with "
-                          "disable_mm_preprocessor_cache; it moves no KV byte)", EXIT_USAGE, param="engine_opts", value={"mm_processor_cache_gb": text})
+                          "disable_mm_preprocessor_cache; it moves no KV byte)", EXIT_USAGE, param="engine_opts",
+                          value={"mm_processor_cache_gb": text})
     try:
         value = float(text)
     except ValueError:

@@ -91,7 +91,8 @@ def _padded_expert_extra(per_rank: int, hidden: int, i_mult: int, h_mult: int) -
     return stored_expert(round_up(per_rank, i_mult), round_up(hidden, h_mult)) - stored_expert(per_rank, hidden)
 
 
-def weights_repack_extra(model, tp: int, gpu, backend: str | None = None, version: tuple[int, ...] | None = None) -> int:
+def weights_repack_extra(model, tp: int, gpu, backend: str | None = None,
+                         version: tuple[int, ...] | None = None) -> int:
     """Bytes per rank the MXFP4 experts gain over the checkpoint in the backend vLLM `version` picks on the GPU
     (None: a current release), or in `backend` ("marlin", "triton", "flashinfer")."""
     q, p = model.quantization, model.params

@@ -48,7 +48,8 @@ SIZE_FLAG_SINCE = (0, 14, 0)
 DEV_SHM_SINCE = (0, 15, 0)  # not pinned: after 0.14.0 (pinned tensors), by vLLM's 2026 source (module docstring)
 DEFAULT_SWAP_GIB = 4
 # vllm/config.py CacheConfig.verify_with_parallel_config: swap x tp against the host's total memory
-SWAP_LIMITS = ((0.7, "vLLM refuses to start (Too large swap space)"), (0.4, "vLLM warns (Possibly too large swap space)"))
+SWAP_LIMITS = ((0.7, "vLLM refuses to start (Too large swap space)"),
+               (0.4, "vLLM warns (Possibly too large swap space)"))
 
 
 def cpu_pool(req: TierRequest, g: Geometry, block_size_factor: int = 1) -> TierPool:

@@ -234,7 +234,8 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens,
                    st.v1)
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
-            "weights_repack": (weights_repack_extra(model, dep.tp, gpu, named, v) + nvfp4_scale_padding(model, dep.tp, gpu)
+            "weights_repack": (weights_repack_extra(model, dep.tp, gpu, named, v)
+                               + nvfp4_scale_padding(model, dep.tp, gpu)
                                + rope_table_bytes(model) + allocator_rounding(model, dep, st)
                                + v0_mla.absorbed_bytes(model, dep.tp, dep.pp, v, wd)
                                + gdn_ba.extra_bytes(model, dep.tp, dep.pp, v, gpu, wd)

@@ -223,7 +223,8 @@ def _vllm_budget_rows(out, r, res, st, gpu):
     if "available_kv_gib" in r and gpu is not None:
         rep = r["available_kv_gib"].value * GIB
         d, e = rel(p.kv_memory_bytes_per_gpu, rep)
-        out.rows.append(Row(f"available KV memory (gmu {st.gpu_memory_utilization:g})", f"{r['available_kv_gib'].text} GiB",
+        out.rows.append(Row(f"available KV memory (gmu {st.gpu_memory_utilization:g})",
+                            f"{r['available_kv_gib'].text} GiB",
                             f"{p.kv_memory_bytes_per_gpu / GIB:.2f} GiB", d, abs(e) <= 0.05, e))
         if "model_loading_gib" in r:
             inferred = gpu.memory_usable_bytes * st.gpu_memory_utilization - r["model_loading_gib"].value * GIB - rep
@@ -282,7 +283,8 @@ def _vllm_pool_rows(out, r, engine, model, dep, st, kvd, length):
     if budget:
         for ctx in sorted({length, *[c for c in WHATIF_CONTEXTS if c <= model.max_context]}):
             cap = at(budget, ctx)
-            out.whatif.append((f"at {ctx:,} tokens per request", f"{cap.tokens:,} tokens, concurrency {cap.max_concurrency:.2f}x"))
+            out.whatif.append((f"at {ctx:,} tokens per request",
+                               f"{cap.tokens:,} tokens, concurrency {cap.max_concurrency:.2f}x"))
         cap = at(budget, length)
         for b in (1, 8, 32):
             out.whatif.append((f"longest context for {b} concurrent",

@@ -35,11 +35,13 @@ class Settings:
     swa_retained: int = 0
     eager: bool = False  # --enforce-eager: no torch.compile, no CUDA graphs (vllm_non_torch: what that saves)
     mm_limit: int = -1  # --limit-mm-per-prompt images per prompt (-1: unset); 0 skips an image tower (vllm.multimodal)
-    flashinfer_sampler: bool | None = None  # FlashInfer's top-k/top-p ran (None: by release; vllm.overhead.sort_sampler)
+    # FlashInfer's top-k/top-p ran (None: by release; vllm.overhead.sort_sampler)
+    flashinfer_sampler: bool | None = None
     mm_cache_gb: float = -1.0  # --mm-processor-cache-gb (-1: unset, vLLM's 4); host RAM, no GPU bytes (vllm.multimodal)
     # the run fell back from the V2 model runner to V1 (engine option model_runner=v1; kvplan.engines.vllm.runner)
     v1_fallback: bool = False
-    mxfp4_backend: str | None = None  # the MXFP4 MoE kernel named (None: the release's choice, kvplan.engines.vllm.mxfp4)
+    # the MXFP4 MoE kernel named (None: the release's choice, kvplan.engines.vllm.mxfp4)
+    mxfp4_backend: str | None = None
     weight_dtype: str | None = None  # the weights' format as asked (None: the checkpoint's): the caching allocator's
     # rounding of each tensor as loaded reads its element size (kvplan.engines.vllm.overhead, `weights_repack`)
     # a unified-memory GPU (kvplan.engines.vllm.uma): what the OS and other processes hold when the worker starts

@@ -68,7 +68,8 @@ def _attention(cfg, g: dict, layer: CompressedMLA) -> tuple[int, int, int]:
     ql, ol = cfg.int("q_lora_rank", limit="hidden_size"), cfg.int("o_lora_rank", limit="hidden_size")
     groups = cfg.int("o_groups", limit="num_attention_heads")
     if (h * hd) % groups:
-        raise KvplanError(f"{cfg.where}: o_groups {groups} does not divide the {h} x {hd} attention outputs", EXIT_USAGE)
+        raise KvplanError(f"{cfg.where}: o_groups {groups} does not divide the {h} x {hd} attention outputs",
+                          EXIT_USAGE)
     replicated = d * (ql + hd)
     linear = replicated + ql * h * hd + (h * hd // groups) * groups * ol + groups * ol * d
     small = h + ql + hd

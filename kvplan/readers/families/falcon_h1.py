@@ -42,7 +42,8 @@ def _params(cfg, g: dict, n: int, mixer: tuple) -> ParamCounts:
     in_width = inner + conv_dim + m_heads
     attention = h * heads * d + 2 * h * kv * d + heads * d * h + h * in_width + inner * h
     small = conv_dim * kernel + 3 * m_heads + 2 * h  # conv weight, dt_bias, A_log, D; two RMSNorms
-    small += (inner if cfg.bool("mamba_rms_norm", False) else 0) + (conv_dim if cfg.bool("mamba_conv_bias", True) else 0)
+    small += (inner if cfg.bool("mamba_rms_norm", False) else 0) + (conv_dim
+                                                                    if cfg.bool("mamba_conv_bias", True) else 0)
     small += (in_width if cfg.bool("mamba_proj_bias", False) else 0) + (h if cfg.bool("projectors_bias", False) else 0)
     if cfg.bool("attention_bias", False):
         small += heads * d + 2 * kv * d + h

@@ -24,8 +24,10 @@ def _layer_types(cfg, n: int) -> list[str]:
     types = cfg.raw("layer_types")
     if types is None:
         types = ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n)]
-    if not isinstance(types, list) or len(types) < n or not set(map(str, types[:n])) <= {"sliding_attention", "full_attention"}:
-        raise KvplanError(f"{cfg.where}: layer_types must list sliding_attention / full_attention for {n} layers", EXIT_USAGE)
+    if (not isinstance(types, list) or len(types) < n
+            or not set(map(str, types[:n])) <= {"sliding_attention", "full_attention"}):
+        raise KvplanError(f"{cfg.where}: layer_types must list sliding_attention / full_attention for {n} layers",
+                          EXIT_USAGE)
     types = list(types[:n])
     types[-1] = "full_attention"  # transformers' Gemma4TextConfig forces the last layer global
     return types
@@ -47,7 +49,8 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
         window = window // 2 + 1  # Gemma4TextConfig: exclusive bounds for bidirectional attention
     shared = cfg.int("num_kv_shared_layers", default=0, minimum=0, limit="num_hidden_layers")
     if shared >= n:
-        raise KvplanError(f"{cfg.where}: num_kv_shared_layers {shared} leaves no layer with a cache of its own", EXIT_USAGE)
+        raise KvplanError(f"{cfg.where}: num_kv_shared_layers {shared} leaves no layer with a cache of its own",
+                          EXIT_USAGE)
     first_shared = n - shared
     if shared and set(types[first_shared:]) - set(types[:first_shared]):
         raise KvplanError(f"{cfg.where}: a shared layer's type has no earlier layer to share a cache with", EXIT_USAGE)
@@ -77,7 +80,8 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
             other += h
     expert_params = experts * 3 * h * moe_width * n
     params = ParamCounts(
-        embedding=vocab * h + (cfg.int("vocab_size_per_layer_input", default=vocab, limit="vocab_size") * n * ple if ple else 0),
+        embedding=vocab * h
+        + (cfg.int("vocab_size_per_layer_input", default=vocab, limit="vocab_size") * n * ple if ple else 0),
         lm_head=0 if cfg.bool("tie_word_embeddings", True) else vocab * h,
         attention=attention, mlp=mlp + (h * n * ple if ple else 0),
         experts=expert_params, experts_active=top_k * 3 * h * moe_width * n,

@@ -36,9 +36,11 @@ def _kinds(cfg, n: int, lac: dict) -> list[str]:
     if types is None and "full_attn_layers" in lac and "kda_layers" in lac:
         full, kda = lac["full_attn_layers"], lac["kda_layers"]
         if not all(isinstance(x, list) and all(type(i) is int and 1 <= i <= n for i in x) for x in (full, kda)):
-            raise KvplanError(f"{cfg.where}: linear_attn_config layers must be 1-based layer numbers up to {n}", EXIT_USAGE)
+            raise KvplanError(f"{cfg.where}: linear_attn_config layers must be 1-based layer numbers up to {n}",
+                              EXIT_USAGE)
         if sorted(full + kda) != list(range(1, n + 1)):
-            raise KvplanError(f"{cfg.where}: full_attn_layers and kda_layers must cover the {n} layers once", EXIT_USAGE)
+            raise KvplanError(f"{cfg.where}: full_attn_layers and kda_layers must cover the {n} layers once",
+                              EXIT_USAGE)
         full_set = set(full)
         return ["full" if i + 1 in full_set else "linear" for i in range(n)]
     if types is None:  # KimiLinearConfig's default: every 4th layer (from layer 4) full
@@ -49,9 +51,9 @@ def _kinds(cfg, n: int, lac: dict) -> list[str]:
 def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     odd = [k for k in _NOT_READ if cfg.raw(k) not in (None, False, 0)]
     if odd:
-        raise KvplanError(f"{cfg.where}: this kimi_linear config sets {', '.join(odd)} (Kimi K3's latent experts, attention "
-                          "residuals or gated MLA output), which kvplan's Kimi Linear reader does not size; refused "
-                          "rather than guessed", EXIT_USAGE)
+        raise KvplanError(f"{cfg.where}: this kimi_linear config sets {', '.join(odd)} (Kimi K3's latent experts, "
+                          "attention residuals or gated MLA output), which kvplan's Kimi Linear reader does not size; "
+                          "refused rather than guessed", EXIT_USAGE)
     h = cfg.int("hidden_size", limit="hidden_size")
     n = cfg.int("num_hidden_layers", limit="num_hidden_layers")
     heads = cfg.int("num_attention_heads", limit="num_attention_heads")
@@ -59,7 +61,8 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     lac = _linear_config(cfg)
     lin_heads = int(cfg.int("linear_num_heads", default=0, minimum=0, limit="num_attention_heads")
                     or _sub_int(cfg, lac, "num_heads", 32))
-    lin_dim = int(cfg.int("linear_head_dim", default=0, minimum=0, limit="head_dim") or _sub_int(cfg, lac, "head_dim", 128))
+    lin_dim = int(cfg.int("linear_head_dim", default=0, minimum=0, limit="head_dim")
+                  or _sub_int(cfg, lac, "head_dim", 128))
     kernel = int(cfg.int("linear_conv_kernel_dim", default=0, minimum=0, limit="head_dim")
                  or _sub_int(cfg, lac, "short_conv_kernel_size", 4))
     rank = cfg.int("kv_lora_rank", limit="head_dim")
@@ -102,8 +105,8 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
         shared_experts=shared, router=router, other=other + h, replicated=replicated,
         num_experts=experts, experts_per_token=top_k, num_moe_layers=moe_layers,
     )
-    geometry = dict(hidden=h, heads=heads, act_width=top_k * moe_width, vocab=vocab, notes=[],
-                    max_context=cfg.int("model_max_length", "max_position_embeddings", default=1_048_576, limit="window"))
+    context = cfg.int("model_max_length", "max_position_embeddings", default=1_048_576, limit="window")
+    geometry = dict(hidden=h, heads=heads, act_width=top_k * moe_width, vocab=vocab, notes=[], max_context=context)
     return geometry, [mla if k == "full" else kda for k in kinds], params
 
 

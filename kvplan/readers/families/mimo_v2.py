@@ -66,7 +66,8 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     moe_width = cfg.int("moe_intermediate_size", limit="intermediate_size") if any(moe) else 0
     if any(moe) and cfg.int("n_shared_experts", default=0, minimum=0, limit="experts"):
         raise KvplanError(f"{cfg.where}: MiMo-V2 shared experts are not in vLLM's MiMoV2MoE; refused", EXIT_USAGE)
-    sinks = {True: cfg.bool("add_swa_attention_sink_bias", False), False: cfg.bool("add_full_attention_sink_bias", False)}
+    sinks = {True: cfg.bool("add_swa_attention_sink_bias", False),
+             False: cfg.bool("add_full_attention_sink_bias", False)}
     layers, attention, mlp, other = [], 0, 0, 0
     for local, sparse in zip((p == 1 for p in pattern), moe):
         heads, kv, d, dv = shapes[local]

@@ -26,7 +26,8 @@ def _kinds(cfg, n: int) -> list[str]:
     if listed is not None:
         if not isinstance(listed, list) or len(listed) < n or \
                 not all(type(x) is int and x in (0, 1) for x in listed[:n]):
-            raise KvplanError(f"{cfg.where}: attn_type_list must give 0 (lightning) or 1 (softmax) for {n} layers", EXIT_USAGE)
+            raise KvplanError(f"{cfg.where}: attn_type_list must give 0 (lightning) or 1 (softmax) for {n} layers",
+                              EXIT_USAGE)
         return ["linear" if x == 0 else "full" for x in listed[:n]]
     types = cfg.raw("layer_types")
     if types is None:  # MiniMaxConfig's default: even layers full, odd layers linear
@@ -45,7 +46,8 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     top_k = cfg.int("num_experts_per_tok", limit="experts")
     width = cfg.int("intermediate_size", limit="intermediate_size")
     if cfg.int("shared_intermediate_size", default=0, minimum=0, limit="intermediate_size"):
-        raise KvplanError(f"{cfg.where}: MiniMax shared experts (shared_intermediate_size > 0) are not modelled", EXIT_USAGE)
+        raise KvplanError(f"{cfg.where}: MiniMax shared experts (shared_intermediate_size > 0) are not modelled",
+                          EXIT_USAGE)
     kinds = _kinds(cfg, n)
     lightning = RecurrentState(0, heads * d * d, heads, "linear_attention")
     softmax = FullAttention(kv, d)

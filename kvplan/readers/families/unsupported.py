@@ -15,7 +15,8 @@ from __future__ import annotations
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.spec import ParamCounts
 
-OWNS_INDEXER = True  # its refusal names the indexer keys itself (kvplan.readers.configs' generic DSA refusal steps aside)
+# its refusal names the indexer keys itself (kvplan.readers.configs' generic DSA refusal steps aside)
+OWNS_INDEXER = True
 
 REASONS = {
     "minimax_m3": (

@@ -17,7 +17,8 @@ against transformers' own classes on the meta device (tests/test_vision_params.p
   patch linear 3 x P x P -> D, a class embedding D, a position table ((image/P)^2 + 1) x D, pre/post
   LayerNorms, per layer q/k/v/o D x D with bias, an MLP D -> I -> D with biases and two LayerNorms;
   the pixel-shuffle adapter's bias-free MLP I -> projector_input_dim and projector_output_dim ->
-  projector_output_dim, and a bias-free projector vision_output_dim -> text hidden. Llama-4-Scout: 850,960,896 + 20,971,520.
+  projector_output_dim, and a bias-free projector vision_output_dim -> text hidden. Llama-4-Scout:
+  850,960,896 + 20,971,520.
 * Gemma 4 (`gemma4_vision` / `gemma4_audio`): kvplan.readers.towers.gemma4.
 * Qwen3.5 (`qwen3_5` / `qwen3_5_moe` vision_config) and Kimi-K2.5 (MoonViT): kvplan.readers.towers.vit.
 * Mistral 3 (`mistral3` with a `pixtral` vision_config: Mistral Small 3.1/3.2, Magistral, Devstral) and

@@ -139,12 +139,6 @@ def test_an_unread_allocation_names_the_engines_that_read_it():
 # exception is a line that no wrap can bring under: a URL or a repo@commit:path cite that is nearly all of it.
 MAX_WIDTH = 120
 _CITE = re.compile(r"https?://\S+|[\w.-]+/[\w.-]+@[0-9a-f]{7,40}:\S+")
-# TODO(round 37): files other helpers edited in round 37; wrap them and empty this in round 38.
-WIDTH_PENDING = ("report/text.py", "engines/trtllm/engine.py", "engines/trtllm/uma.py", "hardware/profiles/",
-                 "engines/vllm/awq_bits.py", "readers/modelopt_sglang.py", "readers/quantization.py",
-                 "readers/kv_quant.py", "speed/")
-
-
 def _unbreakable(line: str) -> bool:
     """True when a cite or URL is all of the line but 40 characters (its indent, a comment mark, a word)."""
     return any(len(line) - len(m.group(0)) <= 40 for m in _CITE.finditer(line))
@@ -163,19 +157,13 @@ def _wide(root: Path, skip: tuple[str, ...] = ()) -> list[str]:
 
 
 def test_no_line_of_kvplan_past_120_characters():
-    wide = _wide(ROOT, WIDTH_PENDING)
+    wide = _wide(ROOT)
     assert not wide, f"lines past {MAX_WIDTH} characters (wrap them): {wide}"
 
 
 def test_no_line_of_benchmarks_past_120_characters():
     wide = _wide(ROOT.parent / "benchmarks")
     assert not wide, f"lines past {MAX_WIDTH} characters (wrap them): {wide}"
-
-
-def test_the_pending_paths_exist():
-    """A renamed or removed pending file is noticed, so the list holds only what it says."""
-    missing = [p for p in WIDTH_PENDING if not (ROOT / p).exists()]
-    assert not missing, f"not in kvplan/ (remove from WIDTH_PENDING): {missing}"
 
 
 def test_only_a_cite_or_url_nearly_alone_may_pass_the_width():

@@ -152,10 +152,10 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         "kv_memory_bytes_per_gpu": plan.kv_memory_bytes_per_gpu,  # less a state pool (SGLang's hybrids)
         "state_pool_bytes_per_gpu": pool, "token_pool_bytes_per_gpu": plan.token_pool_bytes_per_gpu,
         "pooled_state_bytes_per_sequence_per_gpu": plan.pooled_state_bytes_per_sequence_per_gpu,
-        "kv_used_bytes_per_gpu": used,
-        "free_bytes_per_gpu": plan.free_bytes_per_gpu,
+        "kv_used_bytes_per_gpu": used, "free_bytes_per_gpu": plan.free_bytes_per_gpu,
         "kv_cache_tokens": plan.kv_cache_tokens,  # = kv_pool_tokens_per_deployment (kept for old readers)
-        "kv_pool_tokens_per_deployment": plan.kv_cache_tokens, "request_tokens_at_context": plan.max_concurrency * r.context,
+        "kv_pool_tokens_per_deployment": plan.kv_cache_tokens,
+        "request_tokens_at_context": plan.max_concurrency * r.context,
         "max_concurrency": plan.max_concurrency,
         "max_context": plan.max_context,
         "max_context_limited_by": plan.max_context_limited_by,
@@ -224,7 +224,8 @@ def _memory_rows(plans: list[Plan]) -> list:
         ("usable memory", lambda p: gib(p.usable_memory_bytes)),
         ("× utilisation", lambda p: f"{p.request.gpu_memory_utilization:g} → {gib(p.budget_bytes)}"),
         ("− weights", lambda p: gib(p.weight_bytes_per_gpu)),
-        ("− overhead" + (" (est.)" if first.request.overhead_bytes is None else ""), lambda p: gib(p.overhead_bytes_per_gpu)),
+        ("− overhead" + (" (est.)" if first.request.overhead_bytes is None else ""),
+         lambda p: gib(p.overhead_bytes_per_gpu)),
         ("= KV cache", lambda p: gib(p.kv_memory_bytes_per_gpu)),
         ("− batch × context", lambda p: gib(p.kv_used_bytes_per_gpu)),
         ("= free", lambda p: gib(p.free_bytes_per_gpu)),
@@ -233,8 +234,8 @@ def _memory_rows(plans: list[Plan]) -> list:
         rows[5:5] = [("− state pool", lambda p: gib(p.state_pool_bytes_per_gpu)),
                      ("= token pool", lambda p: gib(p.token_room_bytes_per_gpu))]
     if first.request.kv_cache_memory_bytes is not None:  # the budget given beside what else the GPU holds
-        rows = [*rows[:1], *rows[2:4], (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu)),
-                *rows[5:]]
+        given = (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu))
+        rows = [*rows[:1], *rows[2:4], given, *rows[5:]]
     elif first.request.lora is not None:  # the engine's adapter slots, its own row before the KV cache
         rows.insert(4, (f"− LoRA {first.request.lora.text}", lambda p: gib(p.request.lora_bytes)))
     if any(p.kv_share != 1 for p in plans):  # the engine keeps a share of what is left (TensorRT-LLM's fraction)

@@ -29,7 +29,8 @@ def band_text(engine: str | None, metric: str = "tpot") -> str:
     b = band(engine if covered(engine) else FALLBACK_ENGINE, metric)
     if not b or not b.get("n"):
         return ""
-    name = {"tpot": "TPOT", "ttft": "TTFT", "e2el": "end-to-end", "output_throughput": "output tok/s"}.get(metric, metric)
+    name = {"tpot": "TPOT", "ttft": "TTFT", "e2el": "end-to-end",
+            "output_throughput": "output tok/s"}.get(metric, metric)
     return (f"held-out {name} median error {100 * b['median_abs']:.0f}%, {100 * b['within_20']:.0f}% of "
             f"{b['n']} points within 20%")
 

@@ -100,7 +100,8 @@ HARNESSES = {
 # slow at a flat cost; the flat `pstep` is not fitted beside it, chosen on the training CV, docs/speed.md
 # "TensorRT-LLM's eager prefill step"); its TensorRT-engine runs (`trtllm-engine`) and releases before 1.0
 # (`trtllm<1.0`, TensorRT engines) run no such eager pass and leave it out. vLLM puts prefill chunks in the decode
-# steps' token budget, where the step's own cost (`step`) prices them. SGLang's sets keep their per-request cost beside it (dropping it was
+# steps' token budget, where the step's own cost (`step`) prices them. SGLang's sets keep their per-request cost beside
+# it (dropping it was
 # tried: docs/speed.md, "SGLang's admission and its prefill batches"). `pmoe`, a cost per MoE layer of a prefill step:
 # both engines run a step with prompt tokens without a CUDA graph (SGLang: only DECODE, TARGET_VERIFY and IDLE batches
 # replay one, sgl-project/sglang@271a25bc88ee9d9ada9b117299f2b9849e597569:python/sglang/srt/model_executor/

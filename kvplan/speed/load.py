@@ -166,7 +166,8 @@ class Load:
     ubatch: int = 512  # llama-bench's prompt chunk
     chunk: int = PREFILL_CHUNK  # tokens one prefill step takes (vLLM's max_num_batched_tokens default)
     fixed: bool = False  # every request the same isl and osl (stated lengths, not a dataset's draw)
-    arrival_cv2: float | None = 1.0  # an open loop's gaps' squared coefficient of variation (arrival_cv2); None: no wait
+    # an open loop's gaps' squared coefficient of variation (arrival_cv2); None: no wait
+    arrival_cv2: float | None = 1.0
     drawn: bool = False  # output lengths drawn per request (a random range, a dataset): requests finish apart
     out_cv2: float = 0.0  # drawn output lengths' squared coefficient of variation (kvplan.speed.spread); 0: unknown
     waves: bool = False  # the engine decodes only when no prefill batch forms (kvplan.engines.scheduler.runs_waves)

@@ -13,7 +13,8 @@ long prompt's later chunks too (their prefix is the earlier chunks); flashinfer 
 at 0 or past it, so a prompt's chunks past its first 8,192 tokens, where a long prompt's pairs are, run decompressed
 (on an H200 SGLang 0.5.3 prefills 8,192 // dp tokens a chunk a worker: `server_args.py` L607-611, L957): kvplan
 prices those two decompressed, the short prompts they absorb having few pairs; trtllm_mla decompresses every
-extend while the chunked prefix cache is on (its default); aiter decompresses every extend (0.4.7 L781-789, 0.5.7 L421-425, 0.5.12 L143-147; 0.5.3 and 0.5.6.post1 absorb
+extend while the chunked prefix cache is on (its default); aiter decompresses every extend (0.4.7 L781-789, 0.5.7
+L421-425, 0.5.12 L143-147; 0.5.3 and 0.5.6.post1 absorb
 under DP attention with a cached prefix, not priced here). `ABSORBS_WITH_PREFIX` names, by release, the backends that
 attend absorbed at any cached prefix. The decode of every backend read is the absorbed MLA form (each handler's
 non-extend branch, `_dispatch_mla_subtype`). A DSA model (DeepSeek-V3.2, GLM-5: an indexer's top-k) runs SGLang's nsa

@@ -2,7 +2,8 @@
 
 The coefficients ship in coefficients.json beside this module (one set per engine and version era, keyed
 as kvplan.speed.eras names them; the split rule and the fit date), the held-out error bands apart in bands.json
-(so that a diff of two fits' coefficients shows no held-out figure); `python -m kvplan.bench.ship` writes both. An engine the corpus does not cover reads vLLM's set, and says
+(so that a diff of two fits' coefficients shows no held-out figure); `python -m kvplan.bench.ship` writes both. An
+engine the corpus does not cover reads vLLM's set, and says
 so (`covered`).
 
 Public: `step_seconds`, `prefill_seconds`, `decode_seconds` (seconds of one engine step or one

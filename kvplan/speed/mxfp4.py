@@ -13,7 +13,8 @@ SGLang (gpt-oss from 0.5.0; read in the 0.5.1.post3, 0.5.4.post2, 0.5.6 and 0.5.
     L1108-1109 `is_blackwell_supported()`, capability 10 or 12, `utils/common.py` L226-231; 0.5.23
     `srt/arg_groups/model_overrides/gpt_oss.py` L65-71). Its apply() quantizes the activations to MXFP8 at the default
     `--flashinfer-mxfp4-moe-precision default` (`mxfp8_quantize(x, False, alignment=self.hidden_size)`: 0.5.1.post3
-    `srt/layers/quantization/mxfp4.py` L639-640, 0.5.6 L636-637; 0.5.23 `_prepare_flashinfer_mxfp8_activations` L78-116) and runs
+    `srt/layers/quantization/mxfp4.py` L639-640, 0.5.6 L636-637; 0.5.23 `_prepare_flashinfer_mxfp8_activations`
+    L78-116) and runs
     trtllm_fp4_block_scale_moe, an MXFP8 x MXFP4 MMA: the FP8 rate (NVIDIA's B200 datasheet rates FP4 only for 4-bit
     operands on both sides).
   * every other NVIDIA GPU (Hopper, Ampere): the triton_kernels backend (`triton_kernel` where the package is

@@ -1,7 +1,8 @@
 """A plan's prefill and decode under the calibrated model: what fit shows beside the roofline's, and
 what a caller holding a Plan asks (disaggregated prefill/decode pools).
 
-The plan's deployment (tp, ep, and dp where ep > 1: the replicas whose tokens the experts serve), dtypes, batch and context on the model spec and GPU profile it was
+The plan's deployment (tp, ep, and dp where ep > 1: the replicas whose tokens the experts serve), dtypes, batch and
+context on the model spec and GPU profile it was
 made for (kvplan.speed.shape), priced with the engine's coefficients (kvplan.speed.model): one
 decode step of `batch` sequences each holding the full context, the plan's own worst case. The batch is the
 deployment's; a step runs the busiest data-parallel rank's share of it (`step_batch`, `dp_step_note`).

@@ -9,11 +9,13 @@ routed experts / max(tp, ep), the KV bytes per token of kvplan.planning.profile 
 (kvplan.speed.terms.head_rows), and 4 x heads x head dim per query-key pair over the
 attention layers (an MLA layer's decode at its absorbed width, latent + rope; its prefill where the engine
 decompresses K and V at 2 x heads x (qk_nope + rope + v), with the decompression of the cached context a prefill
-step attends to: attention_flops). DeepSeek Sparse Attention (kvplan.model.layers.IndexedMLA: DeepSeek-V3.2, GLM-5) attends each
+step attends to: attention_flops). DeepSeek Sparse Attention (kvplan.model.layers.IndexedMLA: DeepSeek-V3.2, GLM-5)
+attends each
 query to at most `index_topk` cached tokens, chosen by an indexer that scores every one of them: its latent is read
 for at most top-k tokens a sequence (`kv_topk`) and its heads' FLOPs run over at most top-k pairs a query
 (`attn_topk`), while the indexer's keys are read for every token and its 2 x heads x dim FLOPs a pair run over every
-pair (its heads replicated on every rank, as its weights are: kvplan.readers.params). Bytes are read at the profile's measured bandwidth where it has one (read_bandwidth), FLOPs
+pair (its heads replicated on every rank, as its weights are: kvplan.readers.params). Bytes are read at the profile's
+measured bandwidth where it has one (read_bandwidth), FLOPs
 run at its measured matmul rate where it has one (read_flops).
 Pipeline stages run one after the other for a token, so pp does not change a
 step's time here (the whole model over tp); data-parallel replicas are the load model's business,
@@ -102,7 +104,8 @@ def attention_flops(layers, heads: int, tp: int) -> tuple[float, float, tuple, f
     for layer in layers:
         if layer.elements_per_token(tp):
             layer = getattr(layer, "attention", layer)  # Falcon-H1's ParallelHybrid: its attention half
-            d = getattr(layer, "head_dim", 0) or (getattr(layer, "kv_lora_rank", 0) + getattr(layer, "qk_rope_head_dim", 0))
+            d = getattr(layer, "head_dim", 0) or (getattr(layer, "kv_lora_rank", 0)
+                                                  + getattr(layer, "qk_rope_head_dim", 0))
             flops = 4 * (heads / tp) * d
             pairs += flops
             nope, v = getattr(layer, "qk_nope_head_dim", 0), getattr(layer, "v_head_dim", 0)
@@ -127,7 +130,8 @@ def sparse_reads(prof) -> tuple:
     capped: dict = {}
     for layer, n in prof.groups:
         if isinstance(layer, IndexedMLA) and layer.index_topk:
-            capped[layer.index_topk] = capped.get(layer.index_topk, 0) + (prof.token_bytes(layer) - layer.indexer_bytes()) * n
+            latent = prof.token_bytes(layer) - layer.indexer_bytes()
+            capped[layer.index_topk] = capped.get(layer.index_topk, 0) + latent * n
     return tuple(sorted((b, k) for k, b in capped.items()))
 
 
@@ -157,7 +161,8 @@ def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = No
         state_bytes_per_seq=prof.state_bytes_per_sequence(),
         flops_per_token=2.0 * (active_dense / tp + p.experts_active / spread), head_flops=2.0 * head / tp,
         plain_head=not gguf(weight_dtype or spec.quantization.method),
-        attn_flops_per_pair=pairs, attn_prefill_flops_per_pair=prefill_pairs, decompress_flops=decompress, layers=spec.num_layers, hidden=spec.hidden_size, tp=tp, ep=ep,
+        attn_flops_per_pair=pairs, attn_prefill_flops_per_pair=prefill_pairs, decompress_flops=decompress,
+        layers=spec.num_layers, hidden=spec.hidden_size, tp=tp, ep=ep,
         moe_layers=p.num_moe_layers, ep_replicas=max(1, dp) if ep > 1 and p.num_experts else 1,
     )
 
@@ -210,7 +215,8 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     """model_terms' fields on `gpu`: its bandwidth (read_bandwidth) and GEMM rates at the weight dtype and at bf16
     (read_flops), the datasheet's beside them for the roofline, and its link; under llama.cpp, its GEMM paths by
     tokens per step (kvplan.speed.ggml); MXFP4 MoE weights at the precision the engine's kernels multiply in at
-    `version` where kvplan.speed.mxfp4 reads them (SGLang's, vLLM's, TensorRT-LLM's), the weight dtype's own rate otherwise;
+    `version` where kvplan.speed.mxfp4 reads them (SGLang's, vLLM's, TensorRT-LLM's), the weight dtype's own rate
+    otherwise;
     an MLA prefill at the decode width where the engine runs it absorbed (kvplan.speed.model.MLA_PREFILL, and
     with its `prefix_cache` on by release and `attention_backend`, its default by heads a rank over the engine's
     `tp_size`, attention-DP ranks included, None: terms' tp: kvplan.speed.mlaform); the

@@ -116,7 +116,8 @@ class Shape:
     flops_per_token: float = 0.0  # 2 x active parameters on this rank, the LM head apart
     plain_flops: float = 0.0  # of them, those of modules the checkpoint keeps in the model dtype: at bf16_rate
     head_flops: float = 0.0  # the LM head's 2 x vocab x hidden / tp, per position whose logits a step computes
-    plain_head: bool = True  # the LM head runs at bf16_rate (every checkpoint but a GGUF file, whose output is quantized)
+    # the LM head runs at bf16_rate (every checkpoint but a GGUF file, whose output is quantized)
+    plain_head: bool = True
     plain_decompress: float = 0.0  # of decompress_flops, those of a kept attention's kv_b_proj: at bf16_rate
     attn_flops_per_pair: float = 0.0  # 4 x heads on this rank x head dim, over attention layers: a decode query's
     attn_prefill_flops_per_pair: float | None = None  # a prefill query's (MLA decompressed); None: the same
@@ -346,7 +347,8 @@ def head_rows(seqs: float, steps: float = 1.0) -> float:
     logits gathered only with gather_context_logits); SGLang: an extend without input logprobs keeps
     `hidden_states[cumsum(extend_seq_lens) - 1]`, one a request (sgl-project/sglang@5993251f:python/sglang/srt/
     layers/logits_processor.py, _get_pruned_states); llama.cpp: only the tokens a batch marks for output, "the output
-    only for the last token" where it marks none (llama_batch_get_one, llama-bench's pp test: ggml-org/llama.cpp@21e9bbe2:
+    only for the last token" where it marks none (llama_batch_get_one, llama-bench's pp test:
+    ggml-org/llama.cpp@21e9bbe2:
     src/llama-batch.cpp, llama_batch_allocr::init)."""
     return seqs * steps
 

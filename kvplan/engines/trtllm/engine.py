@@ -243,7 +243,8 @@ class TrtLlm(Engine):
         return kv_fraction(min(s.kv_memory_bytes for s in stages), st, req.kv_cache_memory_bytes is not None)
 
     def capacity(self, model, dep, stages, req, st: Settings, use) -> Capacity:
-        return capacity(model, dep, use.kv_memory_bytes_per_gpu, req.context, req.batch, st, cache_dtypes(req, model)[0])
+        return capacity(model, dep, use.kv_memory_bytes_per_gpu, req.context, req.batch, st,
+                        cache_dtypes(req, model)[0])
 
     def max_context(self, model, dep, stages, req, st: Settings, cap: Capacity) -> int:
         return min(model.max_context, (cap.blocks // max(1, req.batch)) * st.tokens_per_block)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.bench.running import running
-from kvplan.engines.scheduler import preempts_on_growth
+from kvplan.engines.capacity_policy import preempts_on_growth
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.cohort import cohort

@@ -35,10 +35,10 @@ from typing import NamedTuple
 from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.joining import joins_after_prefill
+from kvplan.engines.capacity_policy import preempts_on_growth
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_mixed, lockstep_workers,
-                                      mixed_chunk, model_limits, poll_wait_steps, preempts_on_growth,
-                                      prefill_first_release, resident_context, runs_waves, whole_prompt_budget,
-                                      worker_chunk)
+                                      mixed_chunk, model_limits, poll_wait_steps, prefill_first_release,
+                                      resident_context, runs_waves, whole_prompt_budget, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.engines.vllm.v0_chunked import server_sized
 from kvplan.model.layers import Kind

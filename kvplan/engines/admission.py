@@ -8,7 +8,7 @@ resident_context); this module gives the simulator the rule itself, one `Admissi
   run out the newest running request is preempted and recomputed later (vLLM v1's scheduler; TensorRT-LLM's
   MaxUtilizationScheduler pauses the last started request the same way, NVIDIA/TensorRT-LLM@
   02a10fed0dbf5db74c7da035be9c5fbef6d2df7a:cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp).
-* `RESERVE_OUTPUT` (TensorRT-LLM's default GUARANTEED_NO_EVICT, kvplan.engines.scheduler.reserves_output): a
+* `RESERVE_OUTPUT` (TensorRT-LLM's default GUARANTEED_NO_EVICT, kvplan.engines.capacity_policy.reserves_output): a
   request is admitted only if the blocks it needs to completion, ceil((prompt + max new tokens) / tokens per
   block), fit in the free blocks less every running request's blocks still to come (GuaranteedNoEvictScheduler::impl
   at 02a10fed: in-progress requests first `decrementReservedBlocks`, then pending ones while `enoughAvailableBlocks`,
@@ -61,7 +61,7 @@ from dataclasses import dataclass
 
 from kvplan.engines.neutral import NeutralEngine
 from kvplan.engines.registry import canonical_engine
-from kvplan.engines.scheduler import DEFAULT_NO_EVICT, NO_EVICT, POLICY_NAMES, policy_key
+from kvplan.engines.capacity_policy import DEFAULT_NO_EVICT, NO_EVICT, POLICY_NAMES, policy_key
 from kvplan.engines.sglang import admission as sglang_admission
 
 ON_DEMAND_RULE = "on_demand"

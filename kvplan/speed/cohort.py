@@ -1,6 +1,6 @@
 """A lockstep cohort at the KV pool's edge: the running cap and the recompute of a closed loop or burst of equal-length
 requests, admitted together, on an engine that preempts the newest running request when their growth fills its pool
-(kvplan.engines.scheduler.preempts_on_growth: vLLM), so that kvplan.speed.load prices its steady state.
+(kvplan.engines.capacity_policy.preempts_on_growth: vLLM), so that kvplan.speed.load prices its steady state.
 
 n requests of isl prompt tokens and osl output tokens start together on a pool of P tokens, n x isl <= P < n (isl + osl)
 (the pool holds their prompts, not their whole outputs). After s decode steps each holds isl + s tokens and the pool

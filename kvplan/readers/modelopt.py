@@ -17,8 +17,9 @@ Exclusion entries are wildcards. vLLM's ModelOptQuantConfigBase.is_layer_exclude
 an entry equals its name, is a substring of it (its legacy clause for exports before ModelOpt 0.39, a substring after
 a leading `language_model.`, adds nothing to that), or matches it as an fnmatch pattern
 (`model.layers.*.self_attn*`, `*.mlp.gate`); `glob_entry` is that test, asked of each module name
-kvplan.readers.unquantized.ModuleNames gives (experts, shared experts, attention and MLP projections), so `lm_head` or a
-router's `*.mlp.gate` change nothing and `model.layers.61*` (DeepSeek's MTP layer, not a decoder layer) matches none.
+kvplan.readers.module_names.ModuleNames gives (experts, shared experts, attention and MLP projections), so
+`lm_head` or a router's `*.mlp.gate` change nothing and `model.layers.61*` (DeepSeek's MTP layer, not a decoder
+layer) matches none.
 
 MIXED_PRECISION (ModelOptMixedPrecisionConfig) gives each module listed in `quantized_layers` its own
 `quant_algo` (FP8, NVFP4 or W4A16_NVFP4) and leaves every linear module not listed unquantized

@@ -18,7 +18,7 @@ keys alike in the 0.5.10, 0.5.14 and 0.5.19 wheels, which compile the pattern in
     naming a layer's `mlp` keeps its experts there and not in SGLang.
   * MIXED_PRECISION's modules left out of `quantized_layers` stay unquantized in both (`_resolve_quant_algo`,
     L976-1015, the same prefixes as vLLM's): kvplan.readers.modelopt.unlisted serves both.
-The names matched are kvplan's Hugging Face module names (kvplan.readers.unquantized.ModuleNames); the weight-name
+The names matched are kvplan's Hugging Face module names (kvplan.readers.module_names.ModuleNames); the weight-name
 mapper SGLang applies to the list first (`apply_weight_name_mapper`, L365-377) renames the list and the modules
 alike for the text decoders kvplan reads.
 """
@@ -32,7 +32,8 @@ from kvplan.core.errors import KvplanError
 from kvplan.readers.exclusion_rules import SGLANG_READINGS, Named, exclusion_list, sglang_matcher
 from kvplan.readers.modelopt import unlisted
 from kvplan.readers.mtp import mtp_entries
-from kvplan.readers.unquantized import kept_modules, kept_params, matched, module_names
+from kvplan.readers.module_names import module_names
+from kvplan.readers.unquantized import kept_modules, kept_params, matched
 
 # config.json's flat form: the keys each algorithm's SGLang config reads, the first present winning (module docstring)
 FLAT_KEYS = {"FP8": ("ignore",), "NVFP4": ("ignore", "modules_to_not_convert", "exclude_modules"),

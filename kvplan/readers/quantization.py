@@ -18,8 +18,8 @@ from kvplan.readers.exclusion_rules import (LIST_KEYS, SGLANG_BOUNDARY, SGLANG_R
 from kvplan.readers import modelopt_sglang
 from kvplan.readers.modelopt import glob_entry, modelopt_method, modelopt_view, unlisted
 from kvplan.readers.mtp import mtp_entries, names_mtp
-from kvplan.readers.unquantized import (kept_modules, kept_params, matched, module_names, name_words, tested_names,
-                                         untargeted)
+from kvplan.readers.module_names import module_names
+from kvplan.readers.unquantized import kept_modules, kept_params, matched, name_words, tested_names, untargeted
 
 
 def read_quantization(cfg, params=None, layers=()) -> Quantization:

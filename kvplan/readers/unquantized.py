@@ -19,7 +19,7 @@ as part of a complete set (q, k, v and o; gate, up and down). Anything else is r
 named, never guessed.
 
 A Gated DeltaNet layer (Qwen3-Next, Qwen3.5: module `linear_attn`) is counted projection by projection, each
-its exact size from the config (`_gdn_sizes`): its published FP8 checkpoints keep in_proj_ba (Qwen3-Next:
+its exact size from the config (kvplan.readers.module_names): its published FP8 checkpoints keep in_proj_ba (Qwen3-Next:
 `model.layers.N.linear_attn.in_proj_ba` of every such layer, sgl-project/sglang#23973, 2026-04-28) or in_proj_b
 and in_proj_a (Qwen3.5/3.6, under `model.language_model.`) in 16 bits. The fused names (in_proj_qkvz, in_proj_ba)
 stand for their two parts, so a list naming both spellings counts each once; one part of a pair alone is
@@ -49,14 +49,11 @@ are kept the same way (`targets: ["Linear"]` is every linear module).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.model.layers import MLALatent
 from kvplan.readers.exclusion_rules import boundary_matcher, component_matcher, exact_matcher
 from kvplan.readers.mtp import names_mtp
-from kvplan.readers.params import _UNGATED, _is_moe_layer
-from kvplan.readers.states import output_gated
+from kvplan.readers.module_names import GDN, ModuleNames
 
 
 _ALREADY_PLAIN = {  # modules kvplan keeps in the model dtype whatever the method: naming them is a no-op
@@ -91,7 +88,6 @@ _COMPLETE = {  # projection sets that make up a whole module (vLLM fuses them; l
 # in_proj_qkv, in_proj_z, in_proj_b, in_proj_a; Qwen3-Next's the two fused tensors in_proj_qkvz and in_proj_ba
 # (interleaved by key-head group), which an entry may name as well: each stands for its two parts
 _GDN_FUSED = {"in_proj_qkvz": ("in_proj_qkv", "in_proj_z"), "in_proj_ba": ("in_proj_b", "in_proj_a")}
-_GDN = "linear_attn"
 _GDN_NAMES = {*_GDN_FUSED, *(p for parts in _GDN_FUSED.values() for p in parts)}
 # projections vLLM loads as one fused layer: listed in part it refuses (is_layer_skipped); whole, or the layer's other
 # projections alone (DeepSeek-R1-FP4-v2 quantizes o_proj and keeps the rest), kvplan counts them projection by
@@ -100,75 +96,11 @@ _GDN_NAMES = {*_GDN_FUSED, *(p for parts in _GDN_FUSED.values() for p in parts)}
 _FUSED = ({"q_proj", "k_proj", "v_proj"}, {"q_a_proj", "kv_a_proj_with_mqa"}, *map(set, _GDN_FUSED.values()))
 
 
-@dataclass(frozen=True)
-class ModuleNames:
-    """A model's linear modules by the names its checkpoint (and vLLM) gives them, for `re:` entries."""
-
-    attention: tuple[tuple[str, ...], ...]  # per layer: its attention projections ((): no attention there)
-    mlp: tuple[str, ...]  # one dense MLP's (and one expert's) projections
-    dense: frozenset  # layers with a dense MLP
-    moe: frozenset  # layers with routed experts
-    num_experts: int = 0
-    shared: bool = False  # MoE layers hold shared experts
-    block: str = "mlp"  # the MoE block's module (Mixtral: block_sparse_moe)
-    prefixes: tuple[str, ...] = ("model.layers.", "model.language_model.layers.", "language_model.model.layers.")
-    sizes: tuple = ()  # per layer: {attention projection: parameters}, for an exclusion that keeps some of them
-    mixers: tuple[str, ...] = ()  # per layer: its attention module's name (self_attn; linear_attn: Gated DeltaNet)
-
-
-def module_names(cfg, model_type: str, params, layers) -> ModuleNames:
-    """The linear modules of a model read from `cfg` (kvplan.readers.params's layout of dense and MoE layers)."""
-    attention, sizes, mixers = [], [], []
-    for layer in layers:
-        layer = getattr(layer, "attention", layer)
-        sizes.append(_projection_sizes(cfg, model_type, layer))
-        attention.append(tuple(sizes[-1]))
-        mixers.append(_GDN if getattr(layer, "variant", "") == "gated_deltanet" else "self_attn")
-    moe = frozenset(i for i in range(len(layers)) if params.num_experts and _is_moe_layer(cfg, model_type, i))
-    dense = frozenset(range(len(layers))) - moe if params.mlp else frozenset()
-    mixtral = model_type in ("mixtral", "minimax", "minimax_m2")
-    mlp = ("w1", "w2", "w3") if mixtral else ("gate_proj", "up_proj", "down_proj")
-    if model_type in _UNGATED:
-        mlp = ("fc1", "fc2")
-    return ModuleNames(tuple(attention), mlp, dense, moe, params.num_experts, bool(params.shared_experts),
-                       "block_sparse_moe" if mixtral else "mlp", sizes=tuple(sizes), mixers=tuple(mixers))
-
-
-def _projection_sizes(cfg, model_type: str, layer) -> dict[str, int]:
-    """{projection: parameters} of one layer's attention, as kvplan.readers.params._attention_params counts them
-    (MLA: q_a / q_b or q, kv_a_proj_with_mqa, kv_b, o; a Gated DeltaNet's _gdn_sizes; else q (doubled where the
-    output is gated), k, v, o)."""
-    if getattr(layer, "variant", "") == "gated_deltanet" and layer.value_heads:
-        return _gdn_sizes(cfg.int("hidden_size"), layer)
-    h, heads = cfg.int("hidden_size"), cfg.int("num_attention_heads", default=0, minimum=0)
-    if isinstance(layer, MLALatent):
-        nope, v = cfg.int("qk_nope_head_dim", limit="head_dim"), cfg.int("v_head_dim", limit="head_dim")
-        q_rank, qk = cfg.int("q_lora_rank", default=0, minimum=0), heads * (nope + layer.qk_rope_head_dim)
-        q = {"q_a_proj": h * q_rank, "q_b_proj": q_rank * qk} if q_rank else {"q_proj": h * qk}
-        return {**q, "kv_a_proj_with_mqa": h * (layer.kv_lora_rank + layer.qk_rope_head_dim),
-                "kv_b_proj": layer.kv_lora_rank * heads * (nope + v), "o_proj": heads * v * h}
-    if hasattr(layer, "head_dim") and hasattr(layer, "num_kv_heads"):
-        d, kv = layer.head_dim, layer.num_kv_heads
-        gate = 2 if output_gated(cfg, model_type) else 1
-        return {"q_proj": h * heads * d * gate, "k_proj": h * kv * d, "v_proj": h * kv * d, "o_proj": heads * d * h}
-    return {}
-
-
-def _gdn_sizes(h: int, layer) -> dict[str, int]:
-    """{projection: parameters} of one Gated DeltaNet layer (kvplan.readers.params._recurrent_params's linear count):
-    key dim K = key heads x key head size, value dim V = value heads Hv x value head size; in_proj_qkv h x (2K + V),
-    in_proj_z h x V, in_proj_b and in_proj_a h x Hv each, out_proj V x h (transformers' Qwen3NextGatedDeltaNet:
-    in_proj_qkvz 2K + 2V and in_proj_ba 2Hv outputs)."""
-    k, v = layer.num_heads * layer.key_head_dim, layer.value_heads * layer.value_head_dim
-    return {"in_proj_qkv": h * (2 * k + v), "in_proj_z": h * v, "in_proj_b": h * layer.value_heads,
-            "in_proj_a": h * layer.value_heads, "out_proj": v * h}
-
-
 def _attention_hits(m: ModuleNames, i: int, hit) -> list[str]:
     """Layer i's attention projections an entry names (a Gated DeltaNet's fused names stand for both their parts)."""
     mixer = m.mixers[i] if i < len(m.mixers) else "self_attn"
     found = [p for p in m.attention[i] if hit(i, f"{mixer}.{p}")]
-    if mixer == _GDN:
+    if mixer == GDN:
         found += [p for fused, parts in _GDN_FUSED.items() if hit(i, f"{mixer}.{fused}") for p in parts]
     return list(dict.fromkeys(found))
 
@@ -246,7 +178,7 @@ def matched(names: list, n: int, params, where: str, modules: ModuleNames | None
             layer = _LAYER_INDEX.search(name)  # a full name is matched against its own layer's modules only
             test = exact_matcher(name) if rule == "exact" else component_matcher(name)
             found = _regex_entries(test, modules, name, where, int(layer.group(1)) if layer else None)
-            if not found and not (_GDN in modules.mixers and name.split(".")[-1] in {_GDN, *_GDN_NAMES}):
+            if not found and not (GDN in modules.mixers and name.split(".")[-1] in {GDN, *_GDN_NAMES}):
                 _entries(name, n, params, where)  # a name kvplan cannot place is refused whatever the rule
         elif _whole_gdn(name, modules):  # a Gated DeltaNet module, whole: its five projections, each counted
             found = _regex_entries(boundary_matcher(name), modules, name, where)  # at dotted boundaries
@@ -256,7 +188,7 @@ def matched(names: list, n: int, params, where: str, modules: ModuleNames | None
         else:  # a module's exact name (compressed-tensors' `ignore`), else the names' words (kvplan's reading)
             layer = _LAYER_INDEX.search(name) if modules is not None else None
             found = layer and _regex_entries(name.__eq__, modules, name, where, int(layer.group(1)))
-            if not layer and modules is not None and _GDN in modules.mixers and name.split(".")[-1] in _GDN_NAMES:
+            if not layer and modules is not None and GDN in modules.mixers and name.split(".")[-1] in _GDN_NAMES:
                 # a Gated DeltaNet projection named without its layer: that module of every such layer
                 found = _regex_entries(lambda s, e=name: s.endswith(f".{e}"), modules, name, where)
             found = found or _entries(name, n, params, where)
@@ -287,8 +219,8 @@ def name_words(modules: ModuleNames) -> set[str]:
 def _whole_gdn(name, modules) -> bool:
     """Whether a literal entry names a Gated DeltaNet module whole (`linear_attn`, `model.layers.0.linear_attn`) in a
     model that has one: kvplan keeps its five projections (as `re:.*linear_attn.*` keeps them), never all attention."""
-    return (isinstance(name, str) and not name.startswith("re:") and modules is not None and _GDN in modules.mixers
-            and name.split(".")[-1] == _GDN)
+    return (isinstance(name, str) and not name.startswith("re:") and modules is not None and GDN in modules.mixers
+            and name.split(".")[-1] == GDN)
 
 
 def kept_modules(names: list, params, layers, where: str, modules: ModuleNames | None = None, found=None
@@ -323,7 +255,7 @@ def kept_params(names: list, params, layers, where: str, modules: ModuleNames | 
         if not any(full <= projs for full in _COMPLETE[role]) and projs <= set(sizes) and not split:
             some[role] = some.get(role, 0) + sum(sizes[p] for p in projs)  # the rest of that layer's set quantized
             continue
-        if split and role == "attention" and modules is not None and modules.mixers[i:i + 1] == (_GDN,):
+        if split and role == "attention" and modules is not None and modules.mixers[i:i + 1] == (GDN,):
             raise KvplanError(f"{where}: the exclusion list keeps {', '.join(sorted(split[0] & projs))} of layer {i}'s "
                               f"linear attention in 16 bits but not {', '.join(sorted(split[0] - projs))}, which vLLM "
                               "loads with it as one fused layer and refuses (is_layer_skipped); refused", EXIT_USAGE)

@@ -28,28 +28,25 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
 from kvplan.core.units import parse_tokens
 from kvplan.engines import configure
 from kvplan.engines.base import Engine
-from kvplan.engines.offload import OffloadPlan, check_backend, offload_pools
+from kvplan.engines.offload import OffloadPlan
 from kvplan.hardware.gpus import GPU, find_gpu, load_gpus
-from kvplan.hardware.hosts import Host, find_host
+from kvplan.hardware.hosts import Host
 from kvplan.hardware.prices import load_prices
 from kvplan.model.spec import ModelSpec
 from kvplan.engines.context import limited
 from kvplan.engines.scheduler import with_limits
 from kvplan.planning.deploy import NODE_GPUS, Deployment, candidate_deployments, deployment_for_gpus
 from kvplan.planning.layout import SEARCH, layout_from_flags
-from kvplan.planning.offload import parse_offload
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan
 from kvplan.planning.request import MAX_BATCH, read_request
 from kvplan.planning.speculative import apply, parse
 from kvplan.simulator.adapter import sim_model
-from kvplan.simulator.blocks import BLOCK_TOKENS
 from kvplan.simulator.frontend import configured
 from kvplan.speed.coverage import check_speed
 from kvplan.simulator.inputs import check_workload_inputs
 from kvplan.simulator.limits import Limits, scheduler_limits
-from kvplan.simulator.offload import auto_tiers, curve_doc, sim_tiers
+from kvplan.simulator.offload import engine_tiers, requested_tiers, sim_tiers
 from kvplan.simulator.session import configs, load_requests, run_all
-from kvplan.simulator.traces import hash_block_tokens
 from kvplan.simulator.disagg import Result as DisaggResult
 from kvplan.simulator.disagg_inputs import disagg_run
 from kvplan.hardware.links import DEFAULT_LINK, Link
@@ -270,7 +267,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     back at `host`'s links (a bundled host profile or a YAML file; without one, reloads are free). Requests cross the
     engine's API server first (Simulation.front_end: the fitted ingress, shared by those crossing together)."""
     check_speed(speed)
-    tiers, host_profile = _offload_request(offload, offload_backend, host, mode == "paged" and prefix_caching, trace)
+    tiers, host_profile = requested_tiers(offload, offload_backend, host, mode == "paged" and prefix_caching, trace)
     check_workload_inputs(mode=mode, reserve=reserve, workload=workload, trace=trace, qps=qps, duration=duration,
                           seed=seed, slo_ttft=slo_ttft, slo_tpot=slo_tpot, step_overhead=step_overhead,
                           max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
@@ -298,7 +295,8 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
         raise KvplanError("offload keeps evicted prefix blocks: it needs the engine's prefix cache, which its "
                           f"{arg('engine_opts')} turns off", EXIT_USAGE, param="offload", value=offload)
     base, fe = configured(held, sim, chosen.speed_key, mode=mode, reserve=reserve, prefix_caching=prefix_caching)
-    op = _tiers(chosen, res, spec, sim, dep, requests, fmt, tiers, offload_backend, host_profile) if tiers else None
+    op = (engine_tiers(chosen, res, spec, sim, dep, requests, fmt, tiers, offload_backend, host_profile)
+          if tiers else None)
     if op is not None:
         base = dataclasses.replace(base, tiers=sim_tiers(op, sim.token_bytes(), host_profile, dep.gpus))
     ((summary, series),) = run_all(sim, requests, configs(base, False), slo_ttft, slo_tpot).values()
@@ -315,32 +313,6 @@ def _sim_deployment(spec, gpus, tp, pp, chosen) -> Deployment:
             raise KvplanError(f"{spec.name}: no tensor × pipeline split of {gpus} GPUs is valid (tp must divide "
                               f"the {spec.num_attention_heads} attention heads)", EXIT_USAGE, param="gpus", value=gpus)
     return chosen.deployment(dep or Deployment(1, 1))
-
-
-def _tiers(engine, res, spec, sim, dep, requests, fmt, tiers, backend: str, host) -> OffloadPlan:
-    """simulate's tiers as `engine` sizes them; cpu:auto at the knee of the trace's hit-rate curve, in its blocks."""
-    if any(t.auto for t in tiers):
-        block = hash_block_tokens(fmt) or BLOCK_TOKENS
-        tiers = auto_tiers(curve_doc(requests, sim.token_bytes() * dep.tp, res.capacity.tokens, block)[0], tiers)[0]
-    return offload_pools(engine, res.plan, spec, tiers, backend, host)
-
-
-def _offload_request(offload: str | None, backend: str, host, prefix_pool: bool, trace) -> tuple:
-    """simulate's tiers asked and the host profile (a name, a YAML file or a Host), checked before any work:
-    they keep evicted prefixes (`prefix_pool`: the paged pool with prefix caching); cpu:auto needs a `trace`."""
-    tiers = parse_offload(offload)
-    check_backend(backend)
-    if not tiers and (backend != "native" or host is not None):
-        raise KvplanError(f"{arg('offload_backend')} and {arg('host')} describe offload tiers: give {arg('offload')} "
-                          "too", EXIT_USAGE, param="offload")
-    if tiers and not prefix_pool:
-        raise KvplanError(f"{arg('offload')} keeps evicted prefix blocks: it needs the paged pool with prefix caching",
-                          EXIT_USAGE, param="offload", value=offload)
-    if any(t.auto for t in tiers) and trace is None:
-        raise KvplanError(f"{arg('offload')} cpu:auto sizes the tier from a trace's hit-rate curve: give "
-                          f"{arg('trace')}",
-                          EXIT_USAGE, param="offload", value=offload)
-    return tiers, (find_host(host) if isinstance(host, str) else host)
 
 
 def disagg(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, isl: int | str | None = None,

@@ -5,15 +5,20 @@
 8% apart, the knee past the GPU pool (docs/offload.md) and the sizes reaching 90, 95 and 99% of the
 reusable hits. `auto_tiers` sizes `cpu:auto` at the knee, rounded up to a whole GiB. `sim_tiers`
 turns sized tiers (kvplan.engines.offload.OffloadPlan) into the simulator's (name, bytes per GPU,
-reload bytes/s per GPU) with the host profile's links.
+reload bytes/s per GPU) with the host profile's links. `requested_tiers` checks the tiers a run asks for (and the
+host) before any work, and `engine_tiers` sizes them as the engine does: the API's `simulate` (moved from kvplan/api.py,
+round 37).
 """
 
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.planning.offload import TierRequest
+from kvplan.engines.offload import OffloadPlan, check_backend, offload_pools
+from kvplan.hardware.hosts import find_host
+from kvplan.planning.offload import TierRequest, parse_offload
 from kvplan.simulator.blocks import BLOCK_TOKENS, block_accesses
 from kvplan.simulator.mrc import Curve, stack_distances
+from kvplan.simulator.traces import hash_block_tokens
 
 GIB = 2**30
 POINT_STEP = 1.08  # the curve's sizes, 8% apart
@@ -68,3 +73,30 @@ def sim_tiers(op, token_bytes_per_gpu: int, host, gpus: int) -> tuple:
         bw = host.reload_bytes_per_s(p.tier, gpus) if host is not None else None
         out.append((p.tier, p.tokens * token_bytes_per_gpu, bw))
     return tuple(out)
+
+
+def engine_tiers(engine, res, spec, sim, dep, requests, fmt, tiers, backend: str, host) -> OffloadPlan:
+    """The tiers a simulate run asked for as `engine` sizes them; cpu:auto at the knee of the trace's hit-rate curve,
+    in its blocks."""
+    if any(t.auto for t in tiers):
+        block = hash_block_tokens(fmt) or BLOCK_TOKENS
+        tiers = auto_tiers(curve_doc(requests, sim.token_bytes() * dep.tp, res.capacity.tokens, block)[0], tiers)[0]
+    return offload_pools(engine, res.plan, spec, tiers, backend, host)
+
+
+def requested_tiers(offload: str | None, backend: str, host, prefix_pool: bool, trace) -> tuple:
+    """The tiers a simulate run asks for and the host profile (a name, a YAML file or a Host), checked before any work:
+    they keep evicted prefixes (`prefix_pool`: the paged pool with prefix caching); cpu:auto needs a `trace`."""
+    tiers = parse_offload(offload)
+    check_backend(backend)
+    if not tiers and (backend != "native" or host is not None):
+        raise KvplanError(f"{arg('offload_backend')} and {arg('host')} describe offload tiers: give {arg('offload')} "
+                          "too", EXIT_USAGE, param="offload")
+    if tiers and not prefix_pool:
+        raise KvplanError(f"{arg('offload')} keeps evicted prefix blocks: it needs the paged pool with prefix caching",
+                          EXIT_USAGE, param="offload", value=offload)
+    if any(t.auto for t in tiers) and trace is None:
+        raise KvplanError(f"{arg('offload')} cpu:auto sizes the tier from a trace's hit-rate curve: give "
+                          f"{arg('trace')}",
+                          EXIT_USAGE, param="offload", value=offload)
+    return tiers, (find_host(host) if isinstance(host, str) else host)

@@ -4,7 +4,7 @@ vLLM runs a MoE model's --data-parallel-size ranks as DPEngineCoreProc (a dense 
 with nothing scheduled runs a dummy batch, every forward all-reduces the ranks' token counts and pads each to the
 largest under CUDA graphs (vllm 0.25.0 wheel `v1/engine/core.py` L1189-1200, L1925-1961; `v1/worker/dp_utils.py`
 L77-89, L101-160; kvplan.engines.scheduler.LOCKSTEP_DP). Its prefill chunks ride in decode steps, so one rank's chunk
-lengthens every rank's decode step (kvplan.speed.load.lockstep_cycle, `lock_mixed`). And `fit --dp` prices a decode
+lengthens every rank's decode step (kvplan.speed.lockstep.lockstep_cycle, `lock_mixed`). And `fit --dp` prices a decode
 step at the busiest rank's share of the batch, not the whole batch on every rank (kvplan.speed.plan.step_batch). Step
 costs made up as in tests/test_speed_sglang_sched.py (t_wave 4 s, t_dec 0.1 s, t_grp 2 s); expected figures by hand."""
 

@@ -53,7 +53,7 @@ seconds:
                            a prefill step's time on all of them, so a worker's cycle of S = osl + P steps (P of
                            them its own prefill steps: B / G groups of steps(G)) holds u S prefill-paced ones,
                            u = 1 - (1 - P / S)^n for independent phases: T = (u S / P x t_wave + (1 - u) S x
-                           t_dec) / B (`lockstep_cycle`; not in a burst, whose workers prefill their first waves
+                           t_dec) / B (lockstep.py; not in a burst, whose workers prefill their first waves
                            together); vLLM's data-parallel ranks of a MoE model likewise, whose chunks ride in
                            decode steps (`lock_mixed`): S = max(osl, P) steps, every one a decode, u S of them
                            lengthened by a chunk, T = (u S / P x t_wave + osl x t_dec) / B
@@ -143,9 +143,10 @@ import math
 from dataclasses import dataclass
 
 from kvplan.speed.balance import held_back
+from kvplan.speed.lockstep import lockstep_cycle
 from kvplan.speed.model import PREFILL_CHUNK
 from kvplan.speed.queueing import arrival_wait, missed_step, overload_wait
-from kvplan.speed.wave import refill_delay, wave_decode, wave_steps
+from kvplan.speed.wave import refill_delay, wave_decode
 
 RATE_METRICS = ("output_throughput", "request_throughput", "total_throughput", "pp_tok_s", "tg_tok_s")
 
@@ -216,28 +217,6 @@ def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None
     return max(1.0, min(c, load.cap)), c, c >= n
 
 
-def lockstep_cycle(load: Load, b: float, g: float, osl: float) -> tuple[float, float, float]:
-    """T, the GPU time per request, as (a, b, e) of t_wave, t_dec, t_grp, where `lockstep` workers run every forward
-    together (attention DP): a step lasts as long as its slowest worker's, so a step in which any worker prefills
-    takes a prefill step's time (t_wave / P) on all of them. Each worker's cycle (its B running requests replaced once)
-    is S = osl + P steps, P of them its own prefill steps: its B / G groups (G = `group`: requests arriving together)
-    of ceil(G x isl / chunk) steps each, at least the K = ceil(B x isl / chunk) its prompts fill; the rest decode. Its
-    prefill steps fall at independent times, so a step holds some worker's prefill with probability
-    u = 1 - (1 - P / S)^n for n workers, and a cycle takes u S prefill-paced steps and (1 - u) S decode steps:
-    T = (u S / P x t_wave + (1 - u) S x t_dec) / B. One worker (n = 1): u S = P, T = (t_wave + osl x t_dec) / B.
-    Where the engine carries its prefill chunks inside decode steps (`lock_mixed`: vLLM), every one of a cycle's
-    S = max(osl, P) steps decodes and u S of them also carry some worker's chunk: T = (u S / P x t_wave + osl x
-    t_dec) / B, the same at n = 1."""
-    k, _ = wave_steps(b, load.isl, osl, load.chunk)
-    p = max(k, b / g * max(1.0, -(-g * max(1.0, load.isl) // max(1, load.chunk))))
-    if load.lock_mixed:  # chunks ride in decode steps: every step decodes, a chunk lengthens it
-        s = max(osl, p)
-        return s * (1 - (1 - p / s) ** load.lockstep) / p / b, osl / b, 0.0
-    s = osl + p
-    busy = s * (1 - (1 - p / s) ** load.lockstep)
-    return busy / p / b, (s - busy) / b, 0.0
-
-
 def drain_steps(load: Load, osl: float) -> float:
     """D: the decode steps a finite run lasts past its requests' mean output while its longest ends, where output
     lengths are drawn (`drawn`, `out_cv2` > 0; else 0): osl sqrt(3 cv^2), the top of a uniform law of mean osl and that
@@ -299,7 +278,7 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
     osl = max(1.0, load.osl)
     t = ((1.0 + load.recompute) / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B, its preempted prompts redone
     if load.lockstep > 1 and not burst:
-        t = lockstep_cycle(load, b, g, osl)
+        t = lockstep_cycle(b, g, load.isl, osl, load.chunk, load.lockstep, load.lock_mixed)
     first = first_wave(load, b)  # a wave request's first token: the end of the step its prompt ends in
     steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, osl)  # held: balancing
     turn = missed_step(b, g, steps) if replaces(load, burst) else (0.0, 0.0)  # the step a replacement missed

@@ -5,6 +5,7 @@
   from its first statement after the docstring: its signature is its option list, one per line.
 * No engine's name decides anything outside kvplan/engines/: callers ask the engine object.
 * No line of kvplan/ or benchmarks/ past 120 characters, but one whose cite or URL is nearly all of it.
+* No file of kvplan/ past ~400 lines without a reason: split it along a seam that names one purpose.
 """
 
 import ast
@@ -182,3 +183,32 @@ def test_the_walker_finds_a_wide_line_and_spares_a_cite(tmp_path):
     (tmp_path / "pkg" / "b.py").write_text('"""' + "owner/repo@" + "a" * 40 + ":src/" + "d/" * 50 + 'f.py"""\n')
     (tmp_path / "skip.py").write_text("z = " + "2 + " * 40 + "2\n")
     assert _wide(tmp_path, ("skip.py",)) == ["pkg/a.py:2 (165)"]
+
+
+# Files of kvplan/ past MAX_FILE_LINES fail unless listed here with why one file must hold them (none since round
+# 37: api.py, engines/scheduler.py, readers/unquantized.py and speed/load.py were split). An entry no longer long
+# fails too, so the list cannot go stale.
+MAX_FILE_LINES = 400
+FILES_ALLOWED: dict[str, str] = {}
+
+
+def _long_files(root: Path) -> dict[str, int]:
+    counts = {path.relative_to(root).as_posix(): len(path.read_text().splitlines()) for path in root.rglob("*.py")}
+    return {rel: n for rel, n in sorted(counts.items()) if n > MAX_FILE_LINES}
+
+
+def test_no_file_of_kvplan_past_400_lines_without_a_reason():
+    long = _long_files(ROOT)
+    unexplained = {rel: n for rel, n in long.items() if rel not in FILES_ALLOWED}
+    assert not unexplained, f"files past {MAX_FILE_LINES} lines (split them, or add to FILES_ALLOWED with why): " \
+                            f"{unexplained}"
+    stale = sorted(set(FILES_ALLOWED) - set(long))
+    assert not stale, f"no longer long (or gone): remove from FILES_ALLOWED: {stale}"
+
+
+def test_the_file_walker_counts_every_package_depth(tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "top.py").write_text("x = 1\n" * MAX_FILE_LINES)  # at the limit: allowed
+    (tmp_path / "a" / "b" / "deep.py").write_text("x = 1\n" * (MAX_FILE_LINES + 1))
+    (tmp_path / "a" / "notes.txt").write_text("x\n" * 1000)  # not Python
+    assert _long_files(tmp_path) == {"a/b/deep.py": MAX_FILE_LINES + 1}

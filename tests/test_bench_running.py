@@ -32,8 +32,9 @@ def case(engine="vllm", gpu="h100-sxm", version="0.19.0", isl=7680, osl=1024, fl
 
 def test_vllm_runs_what_its_pool_holds_at_the_mean_resident_length():
     # llm-d-planner accuracy sweep, vLLM 0.19.0 on an H100 80GB HBM3, Llama-3.1-8B-Instruct,
-    # gpu_memory_utilization 0.95 (tests/fixtures/logs/corpus/llmd-meta-llama-llama-3-1-8b-h100-80gb-tp1pp1dp1-8192.log):
-    # "GPU KV cache size: 476,016 tokens", "Maximum concurrency for 8,192 tokens per request: 58.11x".
+    # gpu_memory_utilization 0.95
+    # (tests/fixtures/logs/corpus/llmd-meta-llama-llama-3-1-8b-h100-80gb-tp1pp1dp1-8192.log): "GPU KV cache size:
+    # 476,016 tokens", "Maximum concurrency for 8,192 tokens per request: 58.11x".
     # A run of 7,680-token prompts and 1,024-token outputs holds 7,680 + 1,024 / 2 = 8,192 tokens per running
     # request on average, so 476,016 / 8,192 = 58.1 requests run at once; vLLM 0.19 on a >= 70 GiB GPU takes
     # 8,192 tokens a step (max_num_batched_tokens, arg_utils' large-GPU tier) and up to 1,024 sequences.
@@ -257,8 +258,9 @@ def test_nvidia_harness_runtime_batch_size_overrides_the_build():
 
 
 def test_nvidia_harness_kv_fraction_reaches_the_engine():
-    # NVIDIA's MLPerf harness names TensorRT-LLM's KV free-memory fraction kvcache_free_gpu_mem_frac (its llmlib/config.py
-    # writes it into kv_cache_config free_gpu_memory_fraction): half the fraction leaves a smaller pool, so fewer of
+    # NVIDIA's MLPerf harness names TensorRT-LLM's KV free-memory fraction kvcache_free_gpu_mem_frac (its
+    # llmlib/config.py writes it into kv_cache_config free_gpu_memory_fraction): half the fraction leaves a smaller
+    # pool, so fewer of
     # Llama-3.1-8B's 7,680 + 1,024 / 2 resident tokens run at once on one H100.
     h100 = find_gpu("h100-sxm")
     low = running(case("trtllm", version=None, flags={"kvcache_free_gpu_mem_frac": 0.5}), LLAMA, h100)
@@ -292,8 +294,8 @@ def test_trtllm_reserves_each_requests_whole_output_unless_the_run_says_max_util
 
 def test_mlperf_v4_1_b200_preview_runs_fp8_weights_and_kv():
     # MLPerf Inference v4.1, NVIDIA B200-SXM-180GB x 1 (preview), Llama-2-70B: no config in the submission, and the
-    # measurements json declares the checkpoint's fp16 with weight_transformations "quantization, affine fusion". NVIDIA's
-    # calibration note says every linear layer's inputs and weights and the KV cache entries of Llama-2-70B are
+    # measurements json declares the checkpoint's fp16 with weight_transformations "quantization, affine fusion".
+    # NVIDIA's calibration note says every linear layer's inputs and weights and the KV cache entries of Llama-2-70B are
     # quantized to FP8, selected ones to FP4 on an accelerator that has it (mlcommons/inference_results_v4.1@198fc467:
     # closed/NVIDIA/documentation/calibration.md, "LLM Quantization"), so fp8 / fp8 is the floor of what ran. The Server
     # run's own figures say the same (Little's law): 39.6 requests/s x (35.976 - 0.209) s of decoding = 1,416.4 requests

@@ -205,8 +205,8 @@ def test_sampler_cost_follows_vllms_top_k_top_p_path():
     # Qwen3-14B, T 8192, S 1024, vocab 151936, width 17408, hidden 5120:
     # forward 8192 x (0.095 x 17408 + 2.69 x 5120) = 126,374,379.52 B;
     # 0.16: 38.14 x 1024 x 151936 = 5,933,862,584 B -> 5.64 GiB (llm-d's 0.16.0 run printed 5.64 GiB);
-    # 0.17: 14.12 x 1024 x 151936 + 132 x 151936 x 4 = 2,277,046,599.68 B, + forward -> 2.24 GiB (llm-d's 0.17.0 run printed
-    # 2.23 GiB). Neither record was fitted (both held out); the boundary is the 0.17.0 source change.
+    # 0.17: 14.12 x 1024 x 151936 + 132 x 151936 x 4 = 2,277,046,599.68 B, + forward -> 2.24 GiB (llm-d's 0.17.0 run
+    # printed 2.23 GiB). Neither record was fitted (both held out); the boundary is the 0.17.0 source change.
     from kvplan.hardware.gpus import find_gpu
     from kvplan.sources.catalog import find_in_catalog
 

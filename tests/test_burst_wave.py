@@ -44,7 +44,8 @@ def test_wave_decode_rides_the_wave():
     # request decodes its 3 later tokens in the next 3 steps, so its TPOT is one step; the old rule (every wave
     # request pays the rest of the wave and then osl decode steps) said (64 / 2 + 4) / 3 = 12 steps.
     sim, ana = _sim(256, 512, 4, 256, 2048), _analytic(256, 512, 4, 256, 2048)
-    # simulated: TPOT 1.00 step, TTFT 32.8, E2E 35.8 (decode tokens take a little of each step budget); analytic 1.00, 32.5, 35.5
+    # simulated: TPOT 1.00 step, TTFT 32.8, E2E 35.8 (decode tokens take a little of each step budget); analytic 1.00,
+    # 32.5, 35.5
     assert abs(sim["tpot"] / S - 1.0) < 0.05 and abs(ana["tpot"] / S - 1.0) < 0.05
     assert abs(ana["ttft"] / sim["ttft"] - 1) < 0.1 and abs(ana["e2el"] / sim["e2e"] - 1) < 0.1
 

@@ -113,8 +113,8 @@ def test_6294_end_to_end_from_the_gpu_alone_with_the_fp8_checkpoint():
 
 
 def test_6294_with_the_bf16_model_says_its_weights_are_counted_so():
-    # Given only the catalog's BF16 Llama-3.1-8B (8,030,261,248 parameters x 2 B = 14.96 GiB) and the GPU, the end-to-end
-    # rows are kvplan's for a BF16 checkpoint, and a note says so (the log prints no weights).
+    # Given only the catalog's BF16 Llama-3.1-8B (8,030,261,248 parameters x 2 B = 14.96 GiB) and the GPU, the
+    # end-to-end rows are kvplan's for a BF16 checkpoint, and a note says so (the log prints no weights).
     d, rows = _run(LOG_6294, "--model", "llama-3.1-8b-instruct", "--gpu", "h100-sxm", "--engine-version", "0.20.0")
     assert any("prints no weights; kvplan's budget counts 14.96 GiB a GPU (bf16)" in n for n in d["notes"]), d["notes"]
     assert rows["available KV, kvplan's budget from the GPU alone"]["error"] < 0  # BF16 weights leave less

@@ -69,7 +69,8 @@ def test_plan_warnings_are_data_worded_at_the_edge():
       "--speculative", "mtp"), "--speculative with --engine trtllm"),
     (("simulate", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--max-model-len", "8k", "--engine", "llama.cpp",
       "--speculative", "ngram:3"), "--speculative with --engine llama.cpp"),
-    # vLLM serves draft models from 0.15.0 (kvplan.engines.vllm.speculative.check_vllm): a release check from the flag alone
+    # vLLM serves draft models from 0.15.0 (kvplan.engines.vllm.speculative.check_vllm): a release check from the flag
+    # alone
     (("cheapest", "llama-3.1-70b", "--gpu", "h100", "--ctx", "8k", "--concurrency", "4", "--engine", "vllm",
       "--engine-version", "0.11.0", "--speculative", "draft:llama-3.2-1b-instruct:4"), "serves draft models from 0.15.0"),
 ])

@@ -55,7 +55,8 @@ def _length(node) -> int:
 def test_no_function_past_60_lines_without_a_reason():
     long = {name: _length(node) for name, node in _functions() if _length(node) > MAX_LINES}
     unexplained = {name: n for name, n in long.items() if name not in ALLOWED}
-    assert not unexplained, f"functions past {MAX_LINES} lines (shorten them, or add to ALLOWED with why): {unexplained}"
+    assert not unexplained, \
+        f"functions past {MAX_LINES} lines (shorten them, or add to ALLOWED with why): {unexplained}"
     stale = sorted(set(ALLOWED) - set(long))
     assert not stale, f"no longer long (or gone): remove from ALLOWED: {stale}"
 
@@ -145,15 +146,19 @@ def _unbreakable(line: str) -> bool:
     return any(len(line) - len(m.group(0)) <= 40 for m in _CITE.finditer(line))
 
 
+def _wide_lines(path: Path) -> list[tuple[int, int]]:
+    """(line number, width) of each line of one file past MAX_WIDTH that is not a cite or URL nearly alone."""
+    lines = path.read_text().splitlines()
+    return [(n, len(line)) for n, line in enumerate(lines, 1) if len(line) > MAX_WIDTH and not _unbreakable(line)]
+
+
 def _wide(root: Path, skip: tuple[str, ...] = ()) -> list[str]:
     wide = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).as_posix()
         if skip and rel.startswith(skip):
             continue
-        lines = path.read_text().splitlines()
-        wide += [f"{rel}:{n} ({len(line)})" for n, line in enumerate(lines, 1)
-                 if len(line) > MAX_WIDTH and not _unbreakable(line)]
+        wide += [f"{rel}:{n} ({w})" for n, w in _wide_lines(path)]
     return wide
 
 
@@ -165,6 +170,37 @@ def test_no_line_of_kvplan_past_120_characters():
 def test_no_line_of_benchmarks_past_120_characters():
     wide = _wide(ROOT.parent / "benchmarks")
     assert not wide, f"lines past {MAX_WIDTH} characters (wrap them): {wide}"
+
+
+# tests/ is held to the width too, but for these files, whose long lines are code or strings not yet wrapped (round
+# 37 wrapped the comments: an AST-equal rewrap). Wrap one (its AST unchanged) and remove it from here; the test below
+# fails when a listed file has no wide line left, so the list only shrinks.
+TESTS_WIDTH_PENDING = (
+    "test_api.py", "test_arrival.py", "test_audit_round2.py", "test_bench_running.py", "test_budget_corpus.py",
+    "test_check_bench.py", "test_checklog.py", "test_checklog_trtllm.py", "test_checkpoint_kv.py",
+    "test_cli_common.py", "test_cli_fit.py", "test_cli_help.py", "test_cli_package.py", "test_cli_simulate.py",
+    "test_config_fuzz.py", "test_config_robustness.py", "test_configs.py", "test_disagg.py", "test_emit.py",
+    "test_engines.py", "test_falcon_h1.py", "test_frontend_queue.py", "test_fuzz.py", "test_gpu_dense_rates.py",
+    "test_gpu_facts.py", "test_gpu_torch_totals.py", "test_hardware.py", "test_hostile_new_user.py", "test_hub.py",
+    "test_hub_cli.py", "test_ingress.py", "test_issue25.py", "test_length_spread.py", "test_mxfp4_backend.py",
+    "test_offload.py", "test_offload_logs.py", "test_planner.py", "test_poisson_wait.py",
+    "test_quantized_checkpoints.py", "test_qwen3_coder_recipe.py", "test_readme.py", "test_reports.py",
+    "test_sglang_dsv4.py", "test_sglang_exclusions.py", "test_sglang_loaded.py", "test_sglang_mm_disabled.py",
+    "test_simulate.py", "test_simulate_admission.py", "test_simulate_paper.py", "test_simulate_replay_pinned.py",
+    "test_speed.py", "test_speed_dsa.py", "test_speed_eras.py", "test_speed_ggml.py", "test_speed_mla.py",
+    "test_speed_window_flops.py", "test_start_up.py", "test_steptime.py", "test_sweep_speed.py",
+    "test_trtllm_attention_dp.py", "test_trtllm_bench.py", "test_unified_memory_notes.py", "test_unquantized.py",
+    "test_validate.py", "test_validate_dist.py", "test_verdicts.py", "test_vllm_budget_027.py",
+    "test_vllm_cache_dtype_and_graphs.py", "test_walk22.py", "test_writers.py",
+)
+
+
+def test_no_line_of_tests_past_120_characters():
+    tests = ROOT.parent / "tests"
+    wide = _wide(tests, TESTS_WIDTH_PENDING)
+    assert not wide, f"lines past {MAX_WIDTH} characters (wrap them): {wide}"
+    done = [f for f in TESTS_WIDTH_PENDING if not (tests / f).is_file() or not _wide_lines(tests / f)]
+    assert not done, f"no wide line left (or gone): remove from TESTS_WIDTH_PENDING: {done}"
 
 
 def test_only_a_cite_or_url_nearly_alone_may_pass_the_width():

@@ -272,8 +272,8 @@ def test_trtllm_no_replication_and_blocks_of_32():
     m = find_in_catalog("llama-3.1-70b")
     st = trtllm.settings(m, find_gpu("h100"), Deployment(16), Request(context=8192), None, {}, {})
     assert trtllm.bytes_per_token(m.layers, 16, BF16) == 80 * 2 * 64 * 2
-    # max_tokens = 2^30 // 20,480 B = 52,428; blocks_in_primary_pool = ceil(52,428 / 32) = 1,639 (calculate_max_num_blocks
-    # rounds up: TensorRT-LLM#6294, tests/test_trtllm_pool.py), 1,639 x 32 = 52,448 tokens
+    # max_tokens = 2^30 // 20,480 B = 52,428; blocks_in_primary_pool = ceil(52,428 / 32) = 1,639
+    # (calculate_max_num_blocks rounds up: TensorRT-LLM#6294, tests/test_trtllm_pool.py), 1,639 x 32 = 52,448 tokens
     cap = trtllm.capacity(m, Deployment(16), 1 * GIB, 8192, 1, st, BF16)
     assert cap.tokens % 32 == 0 and cap.tokens == -(-(GIB // (80 * 2 * 64 * 2)) // 32) * 32 == 52_448
 

@@ -137,8 +137,8 @@ def test_check_bench_open_loop_at_low_load_moves_less_than_one_crossing(monkeypa
 
 def test_check_bench_closed_loop_charges_each_request_its_own_crossing(monkeypatch):
     # a closed loop of 4: each request reaches the engine one crossing of the front end after it is sent, as the
-    # corpus model charges a closed loop (kvplan.speed.frontend.ingress_queue: 1 x ingress on TTFT and E2E); the schedule
-    # moves as a whole, so the mean TTFT is later by exactly one crossing
+    # corpus model charges a closed loop (kvplan.speed.frontend.ingress_queue: 1 x ingress on TTFT and E2E); the
+    # schedule moves as a whole, so the mean TTFT is later by exactly one crossing
     (run,) = _runs("vllm-report-gemma3-27b.txt")
     run = run.with_settings(concurrency=4)
     predicted, _, notes = _predicted(run, "h100")
@@ -151,8 +151,9 @@ def test_check_bench_closed_loop_charges_each_request_its_own_crossing(monkeypat
 def test_check_bench_and_the_corpus_model_agree_on_a_served_burst():
     # GPUStack's perf lab, DeepSeek-R1 on 8 x H200 under vLLM 0.11.0: 1,000 prompts of 128 tokens, 4 out, all at
     # once (a training source: kvplan.speed.corpus.in_training). The corpus model prices its TTFT as 1,000 x ingress
-    # (11.3 s) plus the engine's burst; check-bench now waits 1,000 x ingress in the front end, then simulates the engine.
-    # The two engine models differ (closed form vs event-driven), so they agree within 10%, where before this change
+    # (11.3 s) plus the engine's burst; check-bench now waits 1,000 x ingress in the front end, then simulates the
+    # engine. The two engine models differ (closed form vs event-driven), so they agree within 10%, where before this
+    # change
     # check-bench's TTFT lacked the 11.3 s, most of the corpus model's
     from kvplan.bench.running import running
     from kvplan.speed.corpus import in_training, read_corpus
@@ -175,7 +176,8 @@ def test_check_bench_and_the_corpus_model_agree_on_a_served_burst():
 @pytest.mark.parametrize("speed", ["calibrated", "roofline"])
 def test_simulate_says_its_front_end_and_the_roofline_keeps_none(tmp_path, speed):
     # 200 requests of a trace at t = 0 on vLLM's set: "front end: 11.3 ms a request ..." on stderr and in --json's
-    # meta (mean time there 200 x ingress, its own crossing included: 2.12 s at 10.6 ms); the bare roofline, the labelled lower bound, has no front end
+    # meta (mean time there 200 x ingress, its own crossing included: 2.12 s at 10.6 ms); the bare roofline, the
+    # labelled lower bound, has no front end
     import json
     from typer.testing import CliRunner
     from kvplan.cli.main import whole_app

@@ -107,8 +107,9 @@ def test_rtx_pro_6000_workstation_rates():
 def test_rtx_4090_fp8_is_the_fp32_accumulate_rate_fp8_gemms_run_at():
     # NVIDIA Ada GPU Architecture whitepaper, GeForce RTX 4090 column: Peak FP8 Tensor TFLOPS with FP16 Accumulate
     # 660.6/1321.2, with FP32 Accumulate 330.3/660.6 (dense/sparse); Peak BF16 Tensor TFLOPS with FP32 Accumulate
-    # 165.2/330.4. vLLM's sm89 FP8 GEMM accumulates in float (vllm-project/vllm@554012e8dca07d4384e0bbf9505b2a93b0a51ea4:
-    # csrc/quantization/cutlass_w8a8/scaled_mm_c2x.cuh, cutlass_2x_gemm's ElementAcc: int32 for int8, float else),
+    # 165.2/330.4. vLLM's sm89 FP8 GEMM accumulates in float
+    # (vllm-project/vllm@554012e8dca07d4384e0bbf9505b2a93b0a51ea4: csrc/quantization/cutlass_w8a8/scaled_mm_c2x.cuh,
+    # cutlass_2x_gemm's ElementAcc: int32 for int8, float else),
     # so an FP8 checkpoint's GEMMs run at 330.3 T, twice the BF16 rate, not four times.
     # Clock check: 128 SMs x 2520 MHz boost x 1024 FP8 FLOP per SM per clock (FP32 accumulate) = 330.3 T.
     from kvplan.speed.terms import gemm_rate

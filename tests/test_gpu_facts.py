@@ -48,7 +48,8 @@ CAPABILITY = {
     "mi100": "gfx908",
     # issue 22's consumer Blackwell (CUDA GPUs list: GeForce RTX 5080, 12.0)
     "rtx-5080": "12.0",
-    # issue 22's RDNA3 cards (ROCm@e396b489 docs/reference/gpu-arch-specs.rst: Radeon PRO W7900 and RX 7900 XTX, gfx1100)
+    # issue 22's RDNA3 cards (ROCm@e396b489 docs/reference/gpu-arch-specs.rst: Radeon PRO W7900 and RX 7900 XTX,
+    # gfx1100)
     "radeon-pro-w7900": "gfx1100", "rx-7900-xtx": "gfx1100",
     "rtx-a5000": "8.6",  # round 35: CUDA GPUs list, RTX A5000 8.6 (GA102)
 }

@@ -91,8 +91,9 @@ def test_unified_memory_parts_warn():
 def test_rtx_4090_total_is_the_lowest_a_vllm_stack_reports():
     # pytorch/pytorch#182941 (= vllm-project/vllm#42049): 3x RTX 4090, driver R580, CUDA 13.0.3, vLLM 0.20.1 prints
     # "(GPU 0; 23.52 GiB total; ...)": floor(23.52 x 1024) = floor(24084.48) = 24084 MiB.
-    # vllm-project/vllm#13061 (2x RTX 4090, driver 560.35.03, V0, --gpu_memory_utilization 0.98): the issue's figures add
-    # up to its per-GPU budget, 13.9476 (weights) + 0.25 (non-torch) + 0.19 (activations) + 8.69 (KV) = 23.0776 ~ 23.08
+    # vllm-project/vllm#13061 (2x RTX 4090, driver 560.35.03, V0, --gpu_memory_utilization 0.98): the issue's figures
+    # add up to its per-GPU budget, 13.9476 (weights) + 0.25 (non-torch) + 0.19 (activations) + 8.69 (KV) = 23.0776 ~
+    # 23.08
     # GiB = total x 0.98, so that driver's total was 23.08 / 0.98 = 23.551 GiB (23.546-23.556): 31 MiB more than R580's.
     # nvidia-smi prints 24564 MiB (vllm#7553). OOM messages elsewhere print 23.64 GiB: planning on a higher total than
     # the card reports to vLLM over-promises a 4090 (issue 22), so the profile keeps the lowest.

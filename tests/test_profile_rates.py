@@ -122,7 +122,8 @@ def test_fit_on_every_profile_prints_a_decode_figure_and_says_a_missing_rate(key
 
 def test_a_profile_with_fp8_math_but_no_fp8_rate_says_its_fp8_gemms_run_at_bf16(tmp_path):
     # No bundled profile with a 16-bit rate lacks its fp8 one since H800, L20 and MI300A gained theirs; a user's copy
-    # of the H800 without it takes the path: fp8 weights on Hopper (fp8: true) priced at the bf16 rate, 989 T, and the line says so.
+    # of the H800 without it takes the path: fp8 weights on Hopper (fp8: true) priced at the bf16 rate, 989 T, and the
+    # line says so.
     from kvplan.sources.catalog import find_in_catalog
 
     text = (PROFILES / "h800.yaml").read_text()

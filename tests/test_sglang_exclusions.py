@@ -86,8 +86,9 @@ def test_fp8_an_entry_with_model_prefix_names_its_module_path():
 
 
 def test_fp8_experts_by_fused_moe_prefix():
-    # a bare `experts` is the last dotted word of each layer's FusedMoE prefix `model.layers.N.block_sparse_moe.experts`:
-    # both layers' experts, 2 x 98,304 = 196,608, where vLLM's exact reading keeps none
+    # a bare `experts` is the last dotted word of each layer's FusedMoE prefix
+    # `model.layers.N.block_sparse_moe.experts`: both layers' experts, 2 x 98,304 = 196,608, where vLLM's exact reading
+    # keeps none
     assert _kept(dict(FP8, ignored_layers=["experts"]), base=MOE) == ((), (("experts", 196_608),))
     # one expert's full name holds layer 1's FusedMoE prefix: all of layer 1's experts (98,304) in both engines, the
     # `model.`-less copy SGLang adds as well (it holds no `model.layers.1...experts`: the copy with `model.` does)

@@ -28,7 +28,8 @@ H100 = find_gpu("h100-sxm")  # interconnect.kind nvswitch, domain 8
 
 
 def test_the_term_by_hand():
-    # busiest printed rank per training source: 1.25 GiB = 1280 MiB (Grok-2, TP0), 2.01 GiB = 2058.24 -> 2058 MiB (#11716)
+    # busiest printed rank per training source: 1.25 GiB = 1280 MiB (Grok-2, TP0), 2.01 GiB = 2058.24 -> 2058 MiB
+    # (#11716)
     assert ncclmem.NVSWITCH_FIGURE_MIB == (round(1.25 * 1024), round(2.01 * 1024)) == (1280, 2058)
     # mean (1280 + 2058) / 2 = 1669 MiB, less the PCIe figure already in INIT_BYTES_MULTI (0.13 GiB = 133.12 -> 133 MiB)
     # and the custom all-reduce booked by allreduce.py (38 MiB): 1669 - 133 - 38 = 1498 MiB = 1,570,766,848 B

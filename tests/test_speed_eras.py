@@ -42,7 +42,8 @@ def test_the_era_a_release_reads(engine, version, date, era):
 
 @pytest.mark.parametrize("version,backend,era", [
     # TensorRT-LLM 1.x on TensorRT engines (NVIDIA's MLPerf harness: CoreType.TRTLLM_EXECUTOR) fits its own
-    # request and step costs, weights read and expert terms; the PyTorch backend, the default, and a backend left unsaid read the current set
+    # request and step costs, weights read and expert terms; the PyTorch backend, the default, and a backend left unsaid
+    # read the current set
     (None, "tensorrt", "trtllm-engine"),
     ("1.2.0", "TensorRT", "trtllm-engine"),
     (None, "pytorch", "trtllm"),

@@ -29,8 +29,9 @@ def h100():
 @pytest.mark.parametrize("profile, device",
                          [("h100-sxm", "h100_sxm"), ("h200-sxm", "h200_sxm"), ("b200", "b200_sxm")])
 def test_the_profiles_tables_are_aiconfigurators_rows_in_bytes(profile, device):
-    # aiconfigurator's collector all-reduces a bf16 tensor of `message_size` elements (ai-dynamo/aiconfigurator@0a3146b1:
-    # collector/collect_all_reduce.py, torch.ones(get_input_shape_and_comm_size(size), dtype)), its latency in ms: the
+    # aiconfigurator's collector all-reduces a bf16 tensor of `message_size` elements
+    # (ai-dynamo/aiconfigurator@0a3146b1: collector/collect_all_reduce.py,
+    # torch.ones(get_input_shape_and_comm_size(size), dtype)), its latency in ms: the
     # profile's bytes are 2 x message_size, its microseconds 1,000 x latency (rounded to 0.01 us)
     doc = yaml.safe_load((KERNELS / f"aiconfigurator-{device}-trtllm-1.3.0rc20.yaml").read_text())
     rows = [r for r in doc["rows"] if r["op"] == "all_reduce" and r["dtype"] == "bfloat16"]

@@ -41,7 +41,8 @@ def test_deepseek_v3_prefill_and_decode_flops_a_pair_at_tp_8():
 
 
 def test_the_catalog_reads_the_decompressed_widths_from_each_config():
-    # DeepSeek-V3 / R1, Kimi-K2.5: qk_nope 128, v 128; GLM-5 (zai-org/GLM-5 config.json, scripts/catalog_extra): 192, 256
+    # DeepSeek-V3 / R1, Kimi-K2.5: qk_nope 128, v 128; GLM-5 (zai-org/GLM-5 config.json, scripts/catalog_extra): 192,
+    # 256
     for name, nope, v in (("deepseek-v3", 128, 128), ("deepseek-r1", 128, 128), ("kimi-k2.5", 128, 128),
                           ("glm-5", 192, 256), ("deepseek-v3.2", 128, 128)):
         layer = next(x for x in find_in_catalog(name).layers if x.elements_per_token())

@@ -15,7 +15,8 @@ from kvplan.model.checkpoint_kv import CheckpointKV
 from kvplan.model.layers import LayerSpec, unwindowed
 # PLAIN_BYTES and linear_bytes re-exported: planning, engines and tests read them here
 from kvplan.model.weight_formats import (PLAIN_BYTES, ROW_PARALLEL, BlockShape, block_linear_bytes,  # noqa: F401
-                                         gguf_edges, gguf_methods, linear_bytes, row_linear_bytes, row_scale_bytes)
+                                         gguf_edges, gguf_methods, linear_bytes, row_linear_bytes, row_scale_bytes,
+                                         shape_params)
 
 
 @dataclass(frozen=True)
@@ -387,6 +388,6 @@ def _row_parallel(n: int, method: str, q: Quantization) -> int:
     split), utils/marlin_utils.py L252-258 (marlin_repeat_scales_on_all_ranks: channelwise and row-parallel); 0 where
     the shapes were not read or do not stand for `n` (row_linear_bytes pools them)."""
     shapes = [s for s in q.block_shapes if s.part in _SHARDED_ROWS]
-    if method != q.method or not q.per_row or not shapes or sum(s.rows * s.cols * s.count for s in shapes) > n:
+    if method != q.method or not q.per_row or not shapes or shape_params(shapes) > n:
         return 0
     return row_scale_bytes([s for s in shapes if s.part == ROW_PARALLEL], method)

@@ -85,7 +85,7 @@ def block_linear_bytes(params: int, method: str, block: int, shapes) -> int:
     tensors (an MTP module added for speculative decoding). Pooled throughout (linear_bytes) where `shapes` is
     empty or holds more parameters than `params` (a spec whose counts were replaced: an MTP module alone, a model
     cut to its first layers), which the shapes do not describe."""
-    covered = sum(s.rows * s.cols * s.count for s in shapes)
+    covered = shape_params(shapes)
     if not shapes or method not in ("fp8", "int8") or block <= 0 or covered > params:
         return linear_bytes(params, method, block)
     return params + 4 * (scale_count(shapes, block) + cdiv(params - covered, block * block))
@@ -100,7 +100,7 @@ def row_linear_bytes(params: int, method: str, shapes) -> int:
     row of each tensor in `shapes` (N rows: 2N + N x bits / 8 bytes; AutoGPTQ's QuantLinear scales [cdiv(K, K), N] and
     qzeros int32 [1, N x bits / 32]), pooled at groups of 128 over any parameters beyond those tensors
     (linear_bytes), and pooled throughout where the shapes hold more than `params` (block_linear_bytes' rule)."""
-    covered = sum(s.rows * s.cols * s.count for s in shapes)
+    covered = shape_params(shapes)
     if not shapes or method not in ("int4", "int8") or covered > params:
         return linear_bytes(params, method, 128, input_groups=method == "int8")
     rest = linear_bytes(params - covered, method, 128, input_groups=method == "int8")
@@ -111,6 +111,11 @@ def row_scale_bytes(shapes, method: str) -> int:
     """The per-row scales and zero points of `shapes`: 2.5 B a row at 4 bits, 3 B at 8."""
     rows = row_count(shapes)
     return rows * 5 // 2 if method == "int4" else rows * 3
+
+
+def shape_params(shapes) -> int:
+    """The weights `shapes` hold: what a part's parameter count must reach for its shapes to stand for it."""
+    return sum(s.rows * s.cols * s.count for s in shapes)
 
 
 def row_count(shapes) -> int:

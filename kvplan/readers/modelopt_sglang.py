@@ -39,7 +39,8 @@ from kvplan.readers.unquantized import kept_modules, kept_params, matched
 FLAT_KEYS = {"FP8": ("ignore",), "NVFP4": ("ignore", "modules_to_not_convert", "exclude_modules"),
              "MIXED_PRECISION": ("ignore", "exclude_modules")}
 NESTED_KEYS = ("exclude_modules",)  # hf_quant_config.json's `quantization` block
-LIST_KEYS = ("ignore", "modules_to_not_convert", "exclude_modules")  # every key a release reads a list from
+# every key a release reads a list from (not exclusion_rules.LIST_KEYS, every method's): the keys above, derived
+_READ_KEYS = tuple(dict.fromkeys(k for keys in (*FLAT_KEYS.values(), NESTED_KEYS) for k in keys))
 FUSED_TAILS = frozenset({"q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"})  # is_layer_excluded's fused words
 # before 0.5.10 the matching differs again (0.5.8.post1: FP8 a substring, NVFP4 a fullmatch of the whole name, the
 # experts never excluded; NVFP4's flat form `ignore` alone) and was not read release by release: said, vLLM's planned
@@ -87,7 +88,7 @@ def readings(cfg, q: dict, legacy: bool, where: str, params, layers: tuple, quan
     `q`: the config in modelopt_view's flat form; `legacy`: it was hf_quant_config.json's nested form."""
     algo = str(q.get("quant_algo", "")).upper()
     rest = unlisted(q, where)
-    if rest is None and not any(q.get(k) for k in LIST_KEYS):
+    if rest is None and not any(q.get(k) for k in _READ_KEYS):
         return ()  # nothing listed under any key, no per-layer map: every release quantizes what vLLM does
     unread = (UNREAD, _vllms(quant, "SGLang before 0.5.10 matches ModelOpt lists by rules not read here"))
     try:

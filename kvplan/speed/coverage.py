@@ -98,13 +98,12 @@ def rate_gaps(gpus, weight_dtype: str | None = None, priced: bool = False) -> li
     lines = []
     for g in gpus:
         flops = g.dense_flops
-        if not (flops.get("bf16") or flops.get("fp16")) and read_flops(g, "bf16"):
-            if not priced:
-                lines.append(f"GPU {g.key}'s profile states no datasheet bf16 or fp16 rate: its 16-bit GEMMs and "
-                             f"attention run at the measured {read_flops(g, 'bf16') / 1e12:,.1f} TFLOP/s "
-                             "(achieved_dense_flops), a benchmark's figure, not a peak; the roofline prices them at "
-                             "zero, a lower bound")
-        elif not (flops.get("bf16") or flops.get("fp16")):
+        measured = 0.0 if flops.get("bf16") or flops.get("fp16") else read_flops(g, "bf16")  # no datasheet 16-bit
+        if measured and not priced:
+            lines.append(f"GPU {g.key}'s profile states no datasheet bf16 or fp16 rate: its 16-bit GEMMs and "
+                         f"attention run at the measured {measured / 1e12:,.1f} TFLOP/s (achieved_dense_flops), a "
+                         "benchmark's figure, not a peak; the roofline prices them at zero, a lower bound")
+        elif not (measured or flops.get("bf16") or flops.get("fp16")):
             lines.append(f"GPU {g.key}'s profile states no bf16 or fp16 matmul rate (dense_flops): prefill GEMMs and "
                          "attention cost no time on it, so its TTFT and prefill figures are lower bounds (give the "
                          f"rate in a profile of your own, {arg('hw_profiles')})")

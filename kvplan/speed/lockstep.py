@@ -26,9 +26,6 @@ def lockstep_cycle(b: float, g: float, isl: float, osl: float, chunk: int, worke
     (u S / P x t_wave + osl x t_dec) / B, the same at n = 1."""
     k, _ = wave_steps(b, isl, osl, chunk)
     p = max(k, b / g * max(1.0, -(-g * max(1.0, isl) // max(1, chunk))))
-    if mixed:  # chunks ride in decode steps: every step decodes, a chunk lengthens it
-        s = max(osl, p)
-        return s * (1 - (1 - p / s) ** workers) / p / b, osl / b, 0.0
-    s = osl + p
-    busy = s * (1 - (1 - p / s) ** workers)
-    return busy / p / b, (s - busy) / b, 0.0
+    s = max(osl, p) if mixed else osl + p  # mixed: chunks ride in decode steps, every step decodes
+    busy = s * (1 - (1 - p / s) ** workers)  # the steps holding some worker's prefill
+    return busy / p / b, (osl if mixed else s - busy) / b, 0.0

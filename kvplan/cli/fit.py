@@ -130,7 +130,7 @@ def fit(
     # All input is valid from here on: now say where things came from.
     print_notes(resolved, chosen)
     if not chosen.label:  # the engine is an assumption too: say whose rules size the pool, as sweep and cheapest do
-        stderr(f"note: {planned_by(chosen.label)}")
+        stderr(f"note: {planned_by(None)}")
     for note in limit_notes:
         stderr(f"note: {note}")
     if ctx_tokens is None:

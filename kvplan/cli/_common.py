@@ -67,6 +67,10 @@ EngineOpt = Annotated[Optional[str], typer.Option(
 EngineVersionOpt = Annotated[Optional[str], typer.Option(
     "--engine-version", help="Engine release whose defaults and rules apply (e.g. 0.11.0; llama.cpp: 2024-08, "
     "current). Default: the newest modelled.")]
+StepSpeedOpt = Annotated[str, typer.Option(
+    "--speed", help="Step times: calibrated (default: the roofline's terms with --engine's coefficients fitted on "
+    "published measurements, vLLM's where none are, labelled with their held-out error) or roofline (the bare "
+    "roofline, a lower bound).")]
 EngineSettingOpt = Annotated[Optional[list[str]], typer.Option(
     "--engine-opt", help="Engine setting KEY=VALUE (e.g. max_num_batched_tokens=4096, kv_unified=true); may repeat.")]
 SpeculativeOpt = Annotated[Optional[str], typer.Option(

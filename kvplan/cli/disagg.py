@@ -12,7 +12,8 @@ import typer
 
 from kvplan.cli.speed_flags import form_notes, plan_speed_notes, request_note
 from kvplan.cli._common import (
-    BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, WeightDtypeOpt,
+    BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, StepSpeedOpt,
+    WeightDtypeOpt,
     cli_errors, print_warnings, stderr,
 )
 from kvplan.cli.workload import (
@@ -86,10 +87,7 @@ def disagg(
         "GPU); 8192 where it states none.")] = None,
     step_overhead: Annotated[float, typer.Option(
         "--step-overhead", help="Seconds added to every engine step (default 0: the step-time model alone).")] = 0.0,
-    speed: Annotated[str, typer.Option(
-        "--speed", help="Step times: calibrated (default: the roofline's terms with --engine's coefficients fitted on "
-        "published measurements, vLLM's where none are, labelled with their held-out error) or roofline (the bare "
-        "roofline, a lower bound).")] = "calibrated",
+    speed: StepSpeedOpt = "calibrated",
     show_manifest: Annotated[bool, typer.Option(
         "--manifest", help="Also print a Dynamo DynamoGraphDeployment fragment (each pool's replicas, GPUs, serve "
         "arguments).")] = False,

@@ -14,7 +14,7 @@ import typer
 
 from kvplan.cli._common import (
     AllowLongOpt, BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt,
-    LoraOpt, RevisionOpt,
+    LoraOpt, RevisionOpt, StepSpeedOpt,
     TimeoutOpt, OUTPUT_FORMATS, SpeculativeOpt, TokenOpt, WeightDtypeOpt, cli_errors, output_files,
     progress_bar, stderr,
 )
@@ -121,10 +121,7 @@ def simulate(
     step_overhead: Annotated[float, typer.Option(
         "--step-overhead", help="Seconds added to every engine step (CPU scheduling, kernel launches), on top of the "
         "step-time model; default 0.")] = 0.0,
-    speed: Annotated[str, typer.Option(
-        "--speed", help="Step times: calibrated (default: the roofline's terms with coefficients fitted per engine on "
-        "published measurements, each figure labelled with its held-out error) or roofline (the bare roofline, a lower "
-        "bound).")] = "calibrated",
+    speed: StepSpeedOpt = "calibrated",
     output: Annotated[Optional[list[Path]], typer.Option(
         "--output", "-o", help="Write results to this file, the format from its extension: .json (everything), .csv "
         "(time series) or .html (a self-contained report); may repeat.")] = None,

@@ -115,14 +115,8 @@ def refined_scale_bytes(model, dep, version: tuple[int, ...]) -> int:
     a layer's 128 experts 128 x 3 x 3 x 64 x 4 B = 294,912 B a rank where the 1/8 share is 589,824 / 8 = 73,728:
     +221,184 B x 94 layers = 20,791,296 B. The layers are the largest pipeline stage's, all counted as MoE layers
     where fewer are (at most the model's MoE layers): a few dense layers' worth over, never under."""
-    got = None if version < REFINES else _refinable(model, dep)
-    if got is None:
-        return 0
-    block, width, split, finer = got
-    experts, hidden = model.params.num_experts, model.hidden_size
-    per_layer = _scales(experts, width // split, hidden, finer) - _scales(experts, width, hidden, block) // split
-    stage = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
-    return max(0, per_layer) * min(stage, model.params.num_moe_layers)
+    got = refined_scale_note(model, dep, version)
+    return got[1] if got else 0
 
 
 def _refinable(model, dep) -> tuple[int, int, int, int] | None:
@@ -137,7 +131,15 @@ def _refinable(model, dep) -> tuple[int, int, int, int] | None:
     return (block, width, split, finer) if finer >= MIN_REFINED else None
 
 
-def refined_scale_note(model, dep, version: tuple[int, ...]):
-    """(the refined block, its bytes per rank) where refined_scale_bytes counts any, else None."""
-    extra = refined_scale_bytes(model, dep, version)
-    return (_refinable(model, dep)[3], extra) if extra else None
+def refined_scale_note(model, dep, version: tuple[int, ...]) -> tuple[int, int] | None:
+    """(the refined block, its bytes per rank) where refined_scale_bytes counts any, else None (the split's
+    refinement read once for both)."""
+    got = None if version < REFINES else _refinable(model, dep)
+    if got is None:
+        return None
+    block, width, split, finer = got
+    experts, hidden = model.params.num_experts, model.hidden_size
+    per_layer = _scales(experts, width // split, hidden, finer) - _scales(experts, width, hidden, block) // split
+    stage = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
+    extra = max(0, per_layer) * min(stage, model.params.num_moe_layers)
+    return (finer, extra) if extra else None

@@ -273,7 +273,8 @@ class Sglang(Engine):
         facts = fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +
                               (["interconnect.kind"] if fabric else []))
         # tagged as what this engine assumes of unified memory, so the plan's general note is not said twice
-        if st is None or not sglang_uma.unified(gpu) and st.os_memory is None and st.page_cache is None:
+        # (sglang_uma.warnings: none on a discrete GPU without the options)
+        if st is None:
             return facts
         return (*facts, *(w._replace(topic=UNIFIED) for w in sglang_uma.warnings(gpu, st, weight_bytes(model).total)))
 

@@ -149,6 +149,5 @@ def _unified(model, gpu, version: str, frac: float, opts: dict) -> dict:
     """The OS's share and the page cache on a unified-memory GPU, as stated, and what they take from the pool
     (kvplan.engines.sglang.uma; 0 on a discrete GPU, where the warnings say the options are ignored)."""
     os_memory, cache = opt_bytes(opts, "os_memory", None), opt_bytes(opts, "page_cache", None)
-    taken = sglang_uma.overhead_bytes(gpu, version, frac, os_memory, cache, weight_bytes(model).total) \
-        if sglang_uma.unified(gpu) else 0
+    taken = sglang_uma.overhead_bytes(gpu, version, frac, os_memory, cache, weight_bytes(model).total)
     return {"os_memory": os_memory, "page_cache": cache, "uma_bytes": taken}

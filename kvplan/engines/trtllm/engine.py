@@ -84,7 +84,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     if tpb < 1:
         raise KvplanError("tokens_per_block must be at least 1", EXIT_USAGE)
     held, cache = opt_bytes(opts, "os_memory", None), opt_bytes(opts, "page_cache", None)
-    used = trtllm_uma.used_bytes(gpu, held, cache, weight_bytes(model).total) if trtllm_uma.applies(gpu) else 0
+    used = trtllm_uma.used_bytes(gpu, held, cache, weight_bytes(model).total)  # 0 where it does not apply
     return Settings(version, opt_float(opts, "free_gpu_memory_fraction", float(frac)), tpb,
                     opt_int(opts, "max_num_tokens", 8192), held, cache, used)
 
@@ -192,8 +192,7 @@ class TrtLlm(Engine):
         unified-memory GPU the page cache and the OS's share the budget counts (kvplan.engines.trtllm.uma)."""
         said = mlp_split.note(model, dep, gpu)
         uma = trtllm_uma.warnings(gpu, st.os_memory, st.page_cache, weight_bytes(model).total,
-                                  st.free_gpu_memory_fraction) \
-            if trtllm_uma.applies(gpu) or st.os_memory is not None or st.page_cache is not None else ()
+                                  st.free_gpu_memory_fraction)  # () on a discrete GPU without the options
         return ((PlanWarning.literal(said),) if said else ()) + tuple(w._replace(topic=UNIFIED) for w in uma)
 
     def result(self, model, gpu, dep, req):

@@ -127,3 +127,17 @@ def test_check_log_takes_a_forced_awq_only_where_it_is_priced(model_name, versio
     opts = _forced_awq(out, {"quantization": "awq"}, require_in_catalog(model_name), "int4", version)
     assert (opts == ["awq_kernel=awq"]) is priced
     assert any("not priced" in n for n in out.notes) is not priced
+
+
+def test_an_ungated_mlp_dequantizes_its_up_projection_alone():
+    """StarCoder2-7B (bigcode/starcoder2-7b config.json: hidden 4,608, 36 heads of 128, 4 KV heads, intermediate
+    18,432): vLLM's Starcoder2MLP is c_fc (hidden -> I) then c_proj, no gate, so the largest linear at tp 2 is
+    c_fc's 4,608 x 18,432 / 2 = 42,467,328 elements (qkv: 4,608 x (4,608 + 2 x 4 x 128) / 2 = 12,976,128), not a
+    merged gate_up's twice that."""
+    from kvplan.sources.importer import build_spec
+
+    cfg = {"model_type": "starcoder2", "architectures": ["Starcoder2ForCausalLM"], "hidden_size": 4608,
+           "num_hidden_layers": 32, "num_attention_heads": 36, "num_key_value_heads": 4, "intermediate_size": 18432,
+           "vocab_size": 49152, "max_position_embeddings": 16384, "torch_dtype": "bfloat16"}
+    model = build_spec(cfg, "test/starcoder2-7b", source="test")[0]
+    assert awq_dequant.largest_linear(model, 2) == 4608 * 18432 // 2 == 42_467_328

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from kvplan.engines.options import _bad_opt, opt_choice
 from kvplan.model.layers import Kind
+from kvplan.readers.mlp_layout import gated_mlp
 
 THRESHOLD = 256  # tokens a step from which AWQConfig dequantizes (awq.py 0.19.0 L269)
 READ_BEFORE = (0, 24, 0)  # AutoAWQConfig from here (not read)
@@ -53,12 +54,13 @@ def forced(opts: dict, model, weight_dtype: str | None, v: tuple) -> bool:
 
 
 def largest_linear(model, tp: int) -> int:
-    """Elements of a rank's largest linear weight: qkv, o, gate_up (merged) or down, split over tp."""
+    """Elements of a rank's largest linear weight: qkv, o, gate_up (merged; up alone where the MLP is not gated,
+    kvplan.readers.mlp_layout.gated_mlp) or down, split over tp."""
     attn = next(la for la in model.layers if la.kind in _DENSE_KINDS)
     q_width = model.num_attention_heads * attn.head_dim
     qkv = model.hidden_size * (q_width + 2 * attn.num_kv_heads * attn.head_dim)
-    mlp = model.hidden_size * 2 * model.intermediate_size  # gate_up; down is half of it
-    return max(qkv, q_width * model.hidden_size, mlp) // tp
+    up = model.hidden_size * (2 if gated_mlp(model) else 1) * model.intermediate_size  # down is hidden x I
+    return max(qkv, q_width * model.hidden_size, up) // tp
 
 
 def dequant_bytes(model, tp: int, largest_tokens: int, forced_awq: bool) -> int:

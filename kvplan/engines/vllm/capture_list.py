@@ -5,7 +5,7 @@ L2151-2360), once, before the model runner sees the attention backends:
 
 * the largest size, max_cudagraph_capture_size, is min(max_num_seqs x decode_query_len x 2, 512), where
   decode_query_len is 1 + num_speculative_tokens with a drafter (0.19.0 L1392-1401, 0.21.0 L1529-1538), then
-  min(that, max_num_batched_tokens) (0.19.0 L1402-1403); gpt-oss raises the 512 (MAX_CAPTURE_SIZE, cudagraphs.py);
+  min(that, max_num_batched_tokens) (0.19.0 L1402-1403); gpt-oss raises the 512 (MAX_CAPTURE_SIZE);
   from 0.30.0 the 512 is 1024 on compute capability 10.x (`is_device_capability_family(100)`, 0.30.0 L2214-2224);
 * the sizes are [1, 2, 4], the multiples of 8 below 256, then the multiples of 16 up to the largest (0.21.0
   L1567-1579); from 0.21.0 max_num_batched_tokens is appended when it fits under the largest and is not already in
@@ -28,6 +28,7 @@ of tp (-O3 on a dense model, `update_sizes_for_sequence_parallelism`), performan
 
 from __future__ import annotations
 
+from kvplan.core.intmath import round_up
 from kvplan.engines.options import _bad_opt, opt_int
 
 ASKED_FROM = (0, 19, 0)  # --max-cudagraph-capture-size read from here (arg_utils.py 0.19.0 L401-402, L1276)
@@ -103,7 +104,7 @@ def capture_list(model, max_num_seqs: int, tokens: int | None = None, v: tuple =
     q = decode_query_len(model)
     if not full_decode or q == 1 or not sizes:
         return sizes
-    rounded = sorted({-(-s // q) * q for s in sizes if -(-s // q) * q <= sizes[-1]})
+    rounded = sorted(r for r in {round_up(s, q) for s in sizes} if r <= sizes[-1])
     return rounded or ([q] if q <= sizes[-1] else [])
 
 

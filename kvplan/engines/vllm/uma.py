@@ -45,7 +45,6 @@ MASK_FROM = (0, 12, 0)  # the V1 runner's bool token mask beside its int32 token
 RUNNER_CHOICE_FROM = (0, 22, 0)  # from here vLLM picks the V1 or V2 model runner by model and feature
 
 
-
 def _flag_vendor(gpu) -> bool:
     """Whether vLLM's platform for this GPU's vendor reads the integrated flag (FLAG_VENDORS)."""
     return vendor_of(gpu) in FLAG_VENDORS

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.units import parse_bytes
+from kvplan.planning.plan import PlanWarning
 
 
 def parse_engine_opts(items) -> dict[str, str]:
@@ -100,3 +101,11 @@ def check_opts(engine: str, opts: dict, allowed: tuple[str, ...]) -> None:
         if k not in allowed:
             raise KvplanError(f"unknown {arg('engine_opts')} {k!r} for {engine}; allowed: {', '.join(allowed)}",
                               EXIT_USAGE, param="engine_opts", value=k, allowed=allowed)
+
+
+def ignored_on(gpu, given: dict, why: str = "is not unified memory") -> tuple:
+    """The warning that engine options a GPU gives no meaning to were ignored, naming those given (a value other than
+    None or False); () where none was. The unified-memory options of every engine (os_memory, page_cache, ...)."""
+    names = [k for k, v in given.items() if v is not None and v is not False]
+    return (PlanWarning(f"{arg('engine_opts')} {' and '.join(names)} ignored: GPU profile '{gpu.key}' {why}"),) \
+        if names else ()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from kvplan.core.errors import arg
 from kvplan.hardware.facts import unified
+from kvplan.engines.options import ignored_on
 from kvplan.planning.plan import PlanWarning
 
 
@@ -28,8 +29,7 @@ def os_share(gpu, stated: int | None) -> int:
 def warnings(gpu, stated: int | None) -> tuple[PlanWarning, ...]:
     """What a llama.cpp plan on a unified-memory GPU assumes of the OS's share (the option said ignored elsewhere)."""
     if not unified(gpu):
-        return (PlanWarning(f"{arg('engine_opts')} os_memory ignored: GPU profile '{gpu.key}' is not unified memory"),
-                ) if stated is not None else ()
+        return ignored_on(gpu, {"os_memory": stated})
     head = ("llama.cpp allocates its -c cells whatever is free (ggml reports a unified GPU's free memory as the OS's "
             "MemAvailable, which only its own parameter fitting reads); the plan fits while weights, cache and "
             "compute buffers fit beside what the OS and other processes hold: ")

@@ -32,6 +32,7 @@ from __future__ import annotations
 from kvplan.core.errors import arg
 from kvplan.engines.base import parse_version
 from kvplan.hardware.facts import capability_of, unified, vendor_of
+from kvplan.engines.options import ignored_on
 from kvplan.planning.plan import PlanWarning
 
 SM_LIST_FROM = (0, 5, 4)  # the first release that reads MemAvailable on some GPUs (by compute capability)
@@ -71,9 +72,7 @@ def warnings(gpu, st, checkpoint: int) -> tuple[PlanWarning, ...]:
     """What a plan on a unified-memory GPU assumes about the free memory SGLang's pool is sized from (none
     elsewhere; the options said ignored where given)."""
     if not unified(gpu):
-        given = [k for k, v in (("os_memory", st.os_memory), ("page_cache", st.page_cache)) if v is not None]
-        return (PlanWarning(f"{arg('engine_opts')} {' and '.join(given)} ignored: GPU profile '{gpu.key}' is not "
-                            "unified memory"),) if given else ()
+        return ignored_on(gpu, {"os_memory": st.os_memory, "page_cache": st.page_cache})
     f, meminfo = st.mem_fraction_static, reads_meminfo(gpu, st.version)
     free = ("the OS's MemAvailable (free pages and reclaimable page cache)" if meminfo else
             "the device's own count (torch.cuda.mem_get_info: the kernel's MemFree, page cache counted as used)"

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from kvplan.core.errors import arg
 from kvplan.hardware.facts import unified, vendor_of
+from kvplan.engines.options import ignored_on
 from kvplan.planning.plan import PlanWarning
 
 VENDORS = ("NVIDIA",)  # the record read is an NVIDIA part; another vendor's unified part is not read
@@ -48,13 +49,9 @@ def warnings(gpu, os_memory: int | None, page_cache: int | None, checkpoint: int
              fraction: float) -> tuple[PlanWarning, ...]:
     """What a plan assumes of the page cache and the OS on a unified GPU, and what free_gpu_memory_fraction is a
     share of (the options said ignored elsewhere)."""
-    given = [k for k, v in (("os_memory", os_memory), ("page_cache", page_cache)) if v is not None]
     if not applies(gpu):
-        if given:
-            why = "is not unified memory" if not unified(gpu) else \
-                "is not an NVIDIA part (no TensorRT-LLM record read)"
-            return (PlanWarning(f"{arg('engine_opts')} {' and '.join(given)} ignored: GPU profile '{gpu.key}' {why}"),)
-        return ()
+        why = "is not unified memory" if not unified(gpu) else "is not an NVIDIA part (no TensorRT-LLM record read)"
+        return ignored_on(gpu, {"os_memory": os_memory, "page_cache": page_cache}, why)
     cache = checkpoint if page_cache is None else page_cache
     said = "as stated" if page_cache is not None else "a cold start: caches dropped before it, every rank"
     os_said = "none assumed" if os_memory is None else "as stated"

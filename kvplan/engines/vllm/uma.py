@@ -34,6 +34,7 @@ import math
 
 from kvplan.core.errors import arg
 from kvplan.hardware.facts import capability_of, unified, vendor_of
+from kvplan.engines.options import ignored_on
 from kvplan.planning.plan import PlanWarning
 
 MEMINFO_FROM = (0, 12, 0)  # the first release that reads MemAvailable on some GPUs
@@ -146,11 +147,9 @@ def page_cache_bytes(gpu, st, checkpoint: int) -> int:
 def warnings(gpu, st) -> tuple[PlanWarning, ...]:
     """What a plan on a unified-memory GPU assumes about vLLM's free memory and start-up (none elsewhere)."""
     if not unified(gpu):
-        ignored = [k for k, given in (("os_memory", st.os_memory is not None), ("host_growth", st.host_growth),
-                                     ("page_cache", st.page_cache is not None))
-                   if given]
-        return (PlanWarning(f"{arg('engine_opts')} {' and '.join(ignored)} ignored: GPU profile '{gpu.key}' is not "
-                            "unified memory"),) if ignored else ()
+        # host_growth defaults to 0, so only a size given is named
+        return ignored_on(gpu, {"os_memory": st.os_memory, "host_growth": st.host_growth or None,
+                                "page_cache": st.page_cache})
     gmu, total = st.gpu_memory_utilization, gpu.memory_usable_bytes
     need = requested(total, gmu)
     meminfo = reads_meminfo(gpu, st.v)

@@ -52,16 +52,12 @@ def test_where_each_release_reads_free_memory(gb10):
 
 def test_a_cold_load_costs_the_pool_its_page_cache_where_the_device_count_is_read(gb10):
     # SGLang 0.5.3 on GB10 reads cudaMemGetInfo's free (MemFree, page cache counted as used), f 0.892 (its default):
-    # pool = usable x f - weights as loaded - init x f - page cache
-    #   = 130,663,055,360 x 0.892 - 16,129,196,032 - int(536,870,912 x 0.892) - 16,060,522,496
-    #   = 116,551,445,381.12 - 16,129,196,032 - 478,888,853 - 16,060,522,496 = 83,882,838,000 B (78.12 GiB);
-    # the checkpoint: Meta-Llama-3.1-8B's 16,060,522,496 B of bf16 safetensors; tokens 83,882,838,000 // 131,072
-    # (32 layers x 8 heads x 128 x 2 B x 2) = 639,975
+    # pool = usable x f - weights as loaded - init x f - page cache. The weights as loaded are kvplan's own estimate
+    # (tested where it is made), so this test pins what the rule adds: a cold start's pool is the warm one less the
+    # page cache, Meta-Llama-3.1-8B's published 16,060,522,496 B of bf16 safetensors
     cold, warm = _plan(gb10, "0.5.3"), _plan(gb10, "0.5.3", "page_cache=0")
     assert _fraction(cold) == 0.892
-    assert warm.kv_memory_bytes_per_gpu == 99_943_360_496
-    assert cold.kv_memory_bytes_per_gpu == 83_882_838_000
-    assert cold.kv_memory_bytes_per_gpu // 131_072 == 639_975
+    assert warm.kv_memory_bytes_per_gpu - cold.kv_memory_bytes_per_gpu == 16_060_522_496
     said = " ".join(format_warning(w) for w in cold.warnings)
     assert "the kernel's MemFree" in said and "page cache" in said and "14.96 GiB, a cold start" in said
     # where MemAvailable is read (0.5.8 by capability) the cache is free: nothing added, and a stated one is ignored

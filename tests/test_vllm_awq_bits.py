@@ -1,9 +1,10 @@
 """vLLM's AWQ configs by release and GPU (issue 22), read in the wheels (kvplan.engines.vllm.awq_bits cites the
 lines): AWQConfig takes 4 bits only and compute capability 7.5+ (0.5.0-0.23.0 awq.py; AutoAWQConfig's 7.5 from
-0.24.0); AWQ Marlin (compute capability 8.0+) takes 8-bit zero-point weights in 0.5.3-0.8.5.post1 (marlin_utils.py query_marlin_supported_quant_types
-[uint4, uint8]), 4-bit only from 0.9.0 ([uint4]) and by TYPE_MAP from 0.12.0 ({4}); none before 0.5.3; 0.5.4 converts
-every Marlin-group AWQ checkpoint to awq_marlin whatever the GPU and refuses it below sm80. SGLang's AWQ Marlin takes
-8 bits (0.5.15 awq/awq.py L218-221), so it plans it."""
+0.24.0); AWQ Marlin (compute capability 8.0+) takes 8-bit zero-point weights in 0.5.3-0.8.5.post1
+(marlin_utils.py query_marlin_supported_quant_types [uint4, uint8]), 4-bit only from 0.9.0 ([uint4]) and by
+TYPE_MAP from 0.12.0 ({4}); none before 0.5.3; 0.5.4 converts every Marlin-group AWQ checkpoint to awq_marlin
+whatever the GPU and refuses it below sm80. SGLang's AWQ Marlin takes 8 bits (0.5.15 awq/awq.py L218-221), so it
+plans it."""
 
 from __future__ import annotations
 

@@ -20,7 +20,8 @@ not kInt4Static32, 0.25.0 `experts/trtllm_mxint4_moe.py` L63-67; from 0.30.0 bot
 int_wna16.py 0.30.0 L146-147), then Marlin on CUDA from compute capability 7.5 (`experts/marlin_moe.py`
 _supports_current_device, 0.25.0 L601-603, 0.33.0 L592-594). From 0.32.0 Humming goes ahead of Marlin on
 compute capability 9.0 (`quantization/utils/humming/priority.py` 0.32.0 L11, 0.33.0 L11; humming-kernels a required
-dependency of the wheel), whose layout kvplan did not read: not counted there, said in a plan note. 0.25.0-0.26.0's
+dependency of the wheel), whose support for these weight keys (its gemm-type preference) and layout kvplan did not
+read: not counted there, said in a plan note. 0.25.0-0.26.0's
 Marlin refuses a model that applies the router weight on its input (Llama 4; marlin_utils.py 0.25.0 L374-387), which
 then runs MoeWNA16: none. Under expert parallelism a rank keeps cdiv(E, ep) whole experts (N the whole width).
 The loader's transient copies (the transposes before the repack) are not counted; what is counted is the padded
@@ -102,8 +103,9 @@ def note(model, dep, st) -> tuple:
     n, padded, _, group = got
     what = f"GPTQ / AWQ experts' per-rank width {n} -> {padded} (lcm(64, group {group}))"
     if _humming(st.v, cap):
-        return (PlanWarning.literal(f"vLLM {st.version} on compute capability 9.0 runs these experts on Humming, "
-                                    f"whose layout kvplan did not read; Marlin would pad the {what}: not counted"),)
+        return (PlanWarning.literal(f"vLLM {st.version} tries Humming ahead of Marlin on compute capability 9.0 "
+                                    "(whether it takes these experts, and its layout, kvplan did not read); Marlin "
+                                    f"would pad the {what}: not counted"),)
     return (PlanWarning(f"vLLM {st.version} pads the {what} as Marlin MoE repacks them "
                         "(marlin_moe_padded_intermediate): {} per GPU more weights, counted",
                         (padded_bytes(model, dep, st.v, st.gpu),), ("MiB",)),)

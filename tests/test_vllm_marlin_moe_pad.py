@@ -32,6 +32,10 @@ def _qwen3(method: str = "awq", group: int = 32, bits: str = "int4"):
 # fp16 scales 2 x (2,048 / 32 x 2 x 32 + 32 / 32 x 2,048) = 12,288; packed zeros (4,096 + 2,048) x 4 / 8 = 3,072:
 # 113,664 B. A layer's 128 experts 14,548,992 B; 48 layers 698,351,616 B = 666 MiB a GPU.
 PER_GPU = 128 * (3 * 2048 * 32 * 4 // 8 + 2 * (64 * 2 * 32 + 2048) + (64 * 2 * 32 + 2048) * 4 // 8) * 48
+# GPTQ at 0.25.0-0.26.x: its experts method does not pass w13_qzeros / w2_qzeros to the Marlin prep (vLLM 0.25.0 and
+# 0.26.0 wheels, auto_gptq.py L661-674; 0.27.0 L717-718 passes them), so only the packed zeros stay unpadded:
+# 128 experts x 48 layers x 3,072 B = 18,874,368 B less
+GPTQ_NO_ZEROS = PER_GPU - 128 * 48 * 3072
 
 
 def test_the_padding_in_bytes_by_hand():
@@ -40,22 +44,25 @@ def test_the_padding_in_bytes_by_hand():
     assert got == PER_GPU
 
 
-@pytest.mark.parametrize("method, version, gpu, counted", [
-    ("awq", "0.24.0", "a100-sxm-80", False),  # no marlin_moe_padded_intermediate before 0.25.0
-    ("awq", "0.25.0", "a100-sxm-80", True),  # AutoAWQ's experts take allow_tile_padding=True
-    ("gptq", "0.24.0", "a100-sxm-80", False),  # the strict Marlin test (no allow_tile_padding): MoeWNA16
-    ("gptq", "0.25.0", "a100-sxm-80", True),  # auto_gptq.py 0.25.0 L246-248: allow_tile_padding=not desc_act
-    ("gptq", "0.29.0", "a100-sxm-80", True),  # the same lines in 0.29.0 (round 38 had GPTQ from 0.30.0 only)
-    ("gptq", "0.30.0", "a100-sxm-80", True),
-    ("awq", "0.31.0", "h100", True),  # Humming goes first on 9.0 only from 0.32.0
-    ("awq", "0.33.0", "h100", False),  # Humming on 9.0 (its layout not read): said, not counted
-    ("awq", "0.33.0", "b200", True),
+@pytest.mark.parametrize("method, version, gpu, expected", [
+    ("awq", "0.24.0", "a100-sxm-80", 0),  # no marlin_moe_padded_intermediate before 0.25.0
+    ("awq", "0.25.0", "a100-sxm-80", PER_GPU),  # AutoAWQ's experts take allow_tile_padding=True
+    ("gptq", "0.24.0", "a100-sxm-80", 0),  # the strict Marlin test (no allow_tile_padding): MoeWNA16
+    ("gptq", "0.25.0", "a100-sxm-80", GPTQ_NO_ZEROS),  # auto_gptq.py 0.25.0 L246-248: allow_tile_padding=not desc_act
+    ("gptq", "0.26.0", "a100-sxm-80", GPTQ_NO_ZEROS),  # qzeros not handed to the prep yet
+    ("gptq", "0.27.0", "a100-sxm-80", PER_GPU),  # qzeros padded with the rest
+    ("gptq", "0.29.0", "a100-sxm-80", PER_GPU),  # the same lines in 0.29.0 (round 38 had GPTQ from 0.30.0 only)
+    ("gptq", "0.30.0", "a100-sxm-80", PER_GPU),
+    ("awq", "0.31.0", "h100", PER_GPU),  # Humming goes first on 9.0 only from 0.32.0
+    ("awq", "0.33.0", "h100", 0),  # Humming on 9.0 (its layout not read): said, not counted
+    ("awq", "0.33.0", "b200", PER_GPU),
 ])
-def test_by_release_method_and_gpu(method, version, gpu, counted):
+def test_by_release_method_and_gpu(method, version, gpu, expected):
     from kvplan.engines.versions import parse_version
 
+    assert GPTQ_NO_ZEROS == 679_477_248
     got = marlin_moe_pad.padded_bytes(_qwen3(method), Deployment(8), parse_version(version), find_gpu(gpu))
-    assert got == (PER_GPU if counted else 0)
+    assert got == expected
 
 
 def test_no_padding_where_the_shard_is_whole_tiles_or_a_group_straddles_it():

@@ -15,7 +15,10 @@ L649-667 and _process_awq_weights_marlin L799-817; 0.25.0 L514, L713): w13's qwe
 -1), a w13 bias 2(P - N). So a rank holds, a MoE layer, E experts x (b / 8 x H x 3(P - N) + 2 B x 2(P - N) x
 groups(H) + b / 8 x 2(P - N) x groups(H) + (2 B + b / 8) x H x (P - N) / group) more, b the bits, groups(H) H / group
 (1 at -1). A group of 64 or 128 that divides N leaves nothing to pad (N is then a multiple of 64): the padding meets
-group 32 or -1.
+group 32 or -1. GPTQ's zero points are padded from 0.27.0 only: 0.25.0-0.26.x's GPTQ experts method does not hand
+w13_qzeros / w2_qzeros to convert_to_wna16_moe_kernel_format (auto_gptq.py 0.25.0 and 0.26.0 L661-674), so the prep
+pads none and the checkpoint's stay as loaded; 0.27.0 passes them (L717-718, int32, padded at `int_wna16.py` 0.27.0
+L621-626), sym or not (kept either way).
 
 Compressed-tensors' 4-bit WNA16 experts (pack-quantized) pad the same way from 0.30.0
 (`compressed_tensors_moe/compressed_tensors_moe_wna16.py` 0.30.0 L104-126, 0.33.0 L102-124: allow_tile_padding=True,
@@ -52,6 +55,7 @@ from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan_warnings import PlanWarning
 
 PADS_FROM = {"awq": (0, 25, 0), "gptq": (0, 25, 0), "compressed-tensors": (0, 30, 0)}  # allow_tile_padding
+GPTQ_ZEROS_FROM = (0, 27, 0)  # GPTQ's experts pass their qzeros to the Marlin prep (padded) from here
 CT_ACTORDER_FROM = (0, 25, 0)  # compressed-tensors pads from here unless actorder group / dynamic (unread) until 0.30.0
 GPTQ_ORDER_STRICT_UNTIL = (0, 30, 0)  # GPTQ act-order: the strict test (then refused, gptq_order)
 TRTLLM_GROUP, TRTLLM_MAJOR = 32, 10  # kInt4Static32 on the compute capability 10.x family
@@ -87,15 +91,16 @@ def _shard(model, dep, v: tuple) -> tuple[int, int, int, int] | None:
     return (n, padded, experts, group) if padded > n else None
 
 
-def layer_bytes(model, n: int, padded: int, experts: int, group: int) -> int:
+def layer_bytes(model, n: int, padded: int, experts: int, group: int, zeros_padded: bool = True) -> int:
     """Bytes one MoE layer's padding adds on a rank (module docstring): qweights at b / 8 B a weight, fp16 scales,
-    packed zero points (b / 8 B each), a w13 bias where the checkpoint has expert biases."""
+    packed zero points (b / 8 B each) where `zeros_padded` (GPTQ's from 0.27.0) and stored, a w13 bias
+    where the checkpoint has expert biases."""
     bits, hidden, d = (4 if model.quantization.method == "int4" else 8), model.hidden_size, padded - n
     rows13 = hidden // group if group > 0 else 1  # w13's scale / zero rows: groups along its input
     rows2 = d // group if group > 0 else 0  # w2's added scale / zero rows (none at group -1)
     qweight = 3 * hidden * d * bits // 8  # w13: 2d columns of H inputs; w2: d rows of H outputs
     scales = 2 * (rows13 * 2 * d + rows2 * hidden)
-    zeros = (rows13 * 2 * d + rows2 * hidden) * bits // 8 if not model.quantization.symmetric else 0
+    zeros = (rows13 * 2 * d + rows2 * hidden) * bits // 8 if zeros_padded and not model.quantization.symmetric else 0
     bias = 2 * 2 * d if model.params.expert_biases else 0
     return experts * (qweight + scales + zeros + bias)
 
@@ -107,7 +112,8 @@ def padded_bytes(model, dep, v: tuple, gpu) -> int:
     if got is None or cap is None or cap < MARLIN_CC or _humming(v, cap) or _trtllm(model, cap):
         return 0
     stage = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
-    return layer_bytes(model, *got) * min(stage, model.params.num_moe_layers)
+    zeros = model.quantization.quant_method != "gptq" or v >= GPTQ_ZEROS_FROM  # module docstring
+    return layer_bytes(model, *got, zeros) * min(stage, model.params.num_moe_layers)
 
 
 def _humming(v: tuple, cap: tuple | None) -> bool:

@@ -142,7 +142,7 @@ def _priced(model, dep, v: tuple, gpu, humming_first: bool = True):
     """(bytes a rank of the largest stage gains, roles left out) where Marlin pads on `gpu`; None where it does not
     run these linears (the release, method, GPU) or (unless not `humming_first`) Humming goes first."""
     cap = nvidia_capability(gpu)
-    if not _applies(model, v) or cap is None or cap < MARLIN_CC or (humming_first and _humming(v, cap)):
+    if not _applies(model, v) or cap is None or cap < MARLIN_CC or (humming_first and humming_ahead(v, cap)):
         return None
     tp = dep.tp
     if model.num_attention_heads % tp:
@@ -158,7 +158,9 @@ def _priced(model, dep, v: tuple, gpu, humming_first: bool = True):
     return stage, skipped
 
 
-def _humming(v: tuple, cap) -> bool:
+def humming_ahead(v: tuple, cap) -> bool:
+    """Whether vLLM `v` tries Humming ahead of Marlin on compute capability `cap` (dense linears here, MoE experts in
+    kvplan.engines.vllm.marlin_moe_pad)."""
     return v >= HUMMING_FROM and cap == HUMMING_CC
 
 
@@ -174,7 +176,7 @@ def note(model, dep, st) -> tuple:
     cap = nvidia_capability(st.gpu)
     if not _applies(model, st.v) or cap is None or cap < MARLIN_CC:
         return ()
-    if _humming(st.v, cap):
+    if humming_ahead(st.v, cap):
         would = _priced(model, dep, st.v, st.gpu, humming_first=False)
         if not would or not would[0]:
             return ()

@@ -50,6 +50,7 @@ from math import lcm
 
 from kvplan.core.intmath import cdiv, round_up
 from kvplan.engines.fp8_blocks import exact_expert_width
+from kvplan.engines.vllm.marlin_dense_pad import humming_ahead  # Humming ahead of Marlin on 9.0 from 0.32.0
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan_warnings import PlanWarning
@@ -62,7 +63,6 @@ TRTLLM_GROUP, TRTLLM_MAJOR = 32, 10  # kInt4Static32 on the compute capability 1
 GROUPS = (-1, 32, 64, 128)  # check_moe_marlin_supports_config's supports_group_size
 TILE = 64  # N % 64 == 0: Marlin MoE's thread tile
 MARLIN_CC = (7, 5)  # MarlinExperts._supports_current_device
-HUMMING_FROM, HUMMING_CC = (0, 32, 0), (9, 0)  # Humming ahead of Marlin there (not read)
 ROUTER_ON_INPUT_UNTIL = (0, 27, 0)  # 0.25.0-0.26.0: Marlin refuses apply_router_weight_on_input
 ROUTER_ON_INPUT = ("Llama4ForConditionalGeneration", "Llama4ForCausalLM")
 
@@ -109,15 +109,11 @@ def padded_bytes(model, dep, v: tuple, gpu) -> int:
     """Bytes per rank the padding adds on the largest pipeline stage (every MoE layer of it; at most the model's
     MoE layers), where Marlin runs the experts: an NVIDIA GPU of 7.5+, not Humming's 9.0 from 0.32.0."""
     got, cap = _shard(model, dep, v), nvidia_capability(gpu)
-    if got is None or cap is None or cap < MARLIN_CC or _humming(v, cap) or _trtllm(model, cap):
+    if got is None or cap is None or cap < MARLIN_CC or humming_ahead(v, cap) or _trtllm(model, cap):
         return 0
     stage = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     zeros = model.quantization.quant_method != "gptq" or v >= GPTQ_ZEROS_FROM  # module docstring
     return layer_bytes(model, *got, zeros) * min(stage, model.params.num_moe_layers)
-
-
-def _humming(v: tuple, cap: tuple | None) -> bool:
-    return v >= HUMMING_FROM and cap == HUMMING_CC
 
 
 def _trtllm(model, cap: tuple) -> bool:
@@ -155,7 +151,7 @@ def note(model, dep, st) -> tuple:
                                     "a symmetric group-32 WNA16 checkpoint on compute capability 10.x (routing, "
                                     "activation and FlashInfer build not read; its layout not read); Marlin would "
                                     f"pad the {what}: not counted"),)
-    if _humming(st.v, cap):
+    if humming_ahead(st.v, cap):
         return (PlanWarning.literal(f"vLLM {st.version} tries Humming ahead of Marlin on compute capability 9.0 "
                                     "(whether it takes these experts, and its layout, kvplan did not read); Marlin "
                                     f"would pad the {what}: not counted"),)

@@ -66,7 +66,7 @@ def _applies(model, v: tuple) -> bool:
             and not (q.act_order and v < (0, 30, 0)))
 
 
-def linear_bytes(model, n: int, k: int, full_k: int, row_parallel: bool, tp: int, cap, v: tuple) -> int:
+def linear_bytes(model, n: int, k: int, full_k: int, cap, v: tuple) -> int:
     """Bytes Marlin's padding adds to one rank's linear of N outputs and K inputs (of `full_k`); 0 where it fits a
     tile, another kernel takes it (AllSpark), or a group straddles the cut (not Marlin: the layer falls back)."""
     q = model.quantization
@@ -79,9 +79,7 @@ def linear_bytes(model, n: int, k: int, full_k: int, row_parallel: bool, tp: int
     pn, pk = padded_nk(n, k, group)
     if (pn, pk) == (n, k):
         return 0
-    rows = (lambda x: x // group) if group > 0 else (lambda x: 1)
-    if q.quant_method == "awq" and group == -1 and row_parallel and tp > 1:
-        rows = lambda x: 0  # noqa: E731  AWQ Marlin narrows a per-row scale to (K / tp) // K = 0 rows (awq_bits)
+    rows = (lambda x: x // group) if group > 0 else (lambda x: 1)  # AWQ at -1 under tp: refused, awq_bits.check_tp
     extra_groups = rows(pk) * pn - rows(k) * n
     zeros = extra_groups * bits // 8 if _zero_points(model) else 0
     return (pn * pk - n * k) * bits // 8 + 2 * extra_groups + zeros
@@ -129,12 +127,12 @@ def _layer_bytes(model, layer, ffn: str, tp: int, cap, v: tuple, mlps: dict, att
     if attention:
         q_width = model.num_attention_heads * layer.head_dim
         qkv_n = (model.num_attention_heads // tp + 2 * kv_heads_per_rank(layer.num_kv_heads, tp)) * layer.head_dim
-        total += linear_bytes(model, qkv_n, h, h, False, tp, cap, v)
-        total += linear_bytes(model, h, q_width // tp, q_width, True, tp, cap, v)
+        total += linear_bytes(model, qkv_n, h, h, cap, v)
+        total += linear_bytes(model, h, q_width // tp, q_width, cap, v)
     if ffn in mlps:
         up_n, down_k = mlps[ffn]
-        total += linear_bytes(model, up_n, h, h, False, tp, cap, v)
-        total += linear_bytes(model, h, down_k, down_k * tp, True, tp, cap, v)
+        total += linear_bytes(model, up_n, h, h, cap, v)
+        total += linear_bytes(model, h, down_k, down_k * tp, cap, v)
     return total
 
 

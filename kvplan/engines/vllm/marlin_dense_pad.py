@@ -35,6 +35,7 @@ from __future__ import annotations
 from math import lcm
 
 from kvplan.core.intmath import round_up
+from kvplan.engines.vllm import gptq_order
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.model.layers import Kind, kv_heads_per_rank
 from kvplan.planning.deploy import split_layers
@@ -63,7 +64,7 @@ def _applies(model, v: tuple) -> bool:
     bits_ok = q.method == "int4" or (q.method == "int8" and q.quant_method == "gptq")
     group = -1 if q.per_row else q.group_size
     return (v >= PADS_FROM and q.quant_method in METHODS and bits_ok and not q.experts_only and group in GROUPS
-            and not (q.act_order and v < (0, 30, 0)))
+            and not (q.act_order and v < gptq_order.FROM))  # act-order: strict through 0.29, then refused
 
 
 def linear_bytes(model, n: int, k: int, full_k: int, cap, v: tuple) -> int:

@@ -50,6 +50,7 @@ from math import lcm
 
 from kvplan.core.intmath import cdiv, round_up
 from kvplan.engines.fp8_blocks import exact_expert_width
+from kvplan.engines.vllm import gptq_order
 from kvplan.engines.vllm.marlin_dense_pad import humming_ahead  # Humming ahead of Marlin on 9.0 from 0.32.0
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.planning.deploy import split_layers
@@ -58,7 +59,6 @@ from kvplan.planning.plan_warnings import PlanWarning
 PADS_FROM = {"awq": (0, 25, 0), "gptq": (0, 25, 0), "compressed-tensors": (0, 30, 0)}  # allow_tile_padding
 GPTQ_ZEROS_FROM = (0, 27, 0)  # GPTQ's experts pass their qzeros to the Marlin prep (padded) from here
 CT_ACTORDER_FROM = (0, 25, 0)  # compressed-tensors pads from here unless actorder group / dynamic (unread) until 0.30.0
-GPTQ_ORDER_STRICT_UNTIL = (0, 30, 0)  # GPTQ act-order: the strict test (then refused, gptq_order)
 TRTLLM_GROUP, TRTLLM_MAJOR = 32, 10  # kInt4Static32 on the compute capability 10.x family
 GROUPS = (-1, 32, 64, 128)  # check_moe_marlin_supports_config's supports_group_size
 TILE = 64  # N % 64 == 0: Marlin MoE's thread tile
@@ -75,7 +75,7 @@ def _shard(model, dep, v: tuple) -> tuple[int, int, int, int] | None:
     bits_ok = q.method == "int4" or (q.method == "int8" and q.quant_method != "compressed-tensors")
     if since is None or v < since or not bits_ok or not p.num_experts or q.experts_method:
         return None
-    if q.act_order and v < GPTQ_ORDER_STRICT_UNTIL:
+    if q.act_order and v < gptq_order.FROM:  # GPTQ act-order: the strict test, then refused (gptq_order)
         return None
     if q.kept_of("experts") >= p.experts or (v < ROUTER_ON_INPUT_UNTIL and model.architecture in ROUTER_ON_INPUT):
         return None

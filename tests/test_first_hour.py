@@ -1,0 +1,40 @@
+"""A new user's first hour (issues 21/22, round 38): figures one output gave that contradicted each other, a table
+line past 80 columns, and notes that quoted figures the README no longer shows, each found by running the README's
+commands and every subcommand from a fresh clone, and pinned here by the command a user runs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from typer.testing import CliRunner
+
+from conftest import REPO
+
+
+def _run(*args: str):
+    from kvplan.cli import app
+
+    r = CliRunner().invoke(app, list(args))
+    assert r.exit_code == 0, r.output
+    return r
+
+
+def test_sglang_emit_margin_counts_the_tokens_a_hybrids_state_slots_leave():
+    # Qwen3.5-27B on an H200 under SGLang 0.5.23, bf16 states: the KV budget ("rest") is 70,118,679,479 B; the
+    # state pool takes (422 + 1 padding) slots x 78,446,592 B = 33,182,908,416 B first (mamba_full_memory_ratio
+    # 0.9), so the token pool holds (70,118,679,479 - 33,182,908,416) // 65,536 B a token = 563,595 tokens, the
+    # table's max_total_num_tokens. The margin note said 70,118,679,479 // 65,536 = 1,069,926: the whole budget.
+    r = _run("fit", "qwen3.5-27b", "--gpu", "h200-sxm", "--engine", "sglang", "--ctx", "32k", "--engine-opt",
+             "mamba_ssm_dtype=bfloat16", "--emit", "sglang", "--json")
+    doc = json.loads(r.stdout)
+    plan = doc["plans"][doc["recommended"]]
+    kv, states = plan["kv_memory_bytes_per_gpu"], plan["state_pool_bytes_per_gpu"]
+    assert (kv, states, plan["kv_bytes_per_token_per_gpu"]) == (70_118_679_479, 423 * 78_446_592, 65_536)
+    assert plan["kv_cache_tokens"] == (kv - states) // 65_536 == 563_595
+    margin = doc["emit_margin"]  # the stderr line `fit --emit sglang` prints without --json
+    assert "kvplan expects about 563,595 tokens in the pool" in margin, margin
+    # the lowest fraction keeps 10% over 32,768 tokens after the slots: its pool holds 36,045 tokens or more, and
+    # the fraction 0.01 below it does not (the slots scale with the budget under the ratio rule)
+    low = float(re.search(r"the lowest value that keeps 10% is ([0-9.]+)", margin)[1])
+    assert 0.3 < low < 0.5

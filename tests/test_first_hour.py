@@ -38,3 +38,23 @@ def test_sglang_emit_margin_counts_the_tokens_a_hybrids_state_slots_leave():
     # the fraction 0.01 below it does not (the slots scale with the budget under the ratio rule)
     low = float(re.search(r"the lowest value that keeps 10% is ([0-9.]+)", margin)[1])
     assert 0.3 < low < 0.5
+
+
+def test_explain_under_pipeline_stages_works_each_stages_own_quotient():
+    # DeepSeek-V3 on 8 x H200 at tp 1 x pp 2 x dp 4, fp8 cache, 131,072 tokens: an MLA layer caches 512 + 64 values
+    # of 1 B a token, so the 31-layer stage (layers 0-30) holds 31 x 576 x 131,072 = 2,340,421,632 B a request and
+    # the 30-layer one 30 x 576 x 131,072 = 2,264,924,160 B. Each stage's GPU has its own KV room; the answer is
+    # the fewest requests over the stages, x 4 dp ranks. --explain divided the least room (the second stage's,
+    # heavier in weights) by the largest sequence (the first stage's): 16 x 4 = 64 beside an answer of 68.
+    flags = ("fit", "deepseek-v3", "--gpu", "h200", "--tp", "1", "--pp", "2", "--dp", "4", "--ep", "4",
+             "--ctx", "128k", "--kv-dtype", "fp8")
+    answer = json.loads(_run(*flags, "--json").stdout)["max_concurrency"]
+    text = _run(*flags, "--explain").stdout
+    stages = re.findall(r"layers (\d+)-(\d+): floor\(([\d,]+) / ([\d,]+)\) = (\d+)", text)
+    assert [(a, b) for a, b, *_ in stages] == [("0", "30"), ("31", "60")]
+    seqs = [int(s.replace(",", "")) for *_, s, _ in stages]
+    assert seqs == [31 * 576 * 131_072, 30 * 576 * 131_072] == [2_340_421_632, 2_264_924_160]
+    held = [int(kv.replace(",", "")) // seq for (_, _, kv, _, _), seq in zip(stages, seqs)]
+    assert held == [int(n) for *_, n in stages]
+    assert f"= {min(held)} × 4 = {answer}" in text and min(held) * 4 == answer
+    assert all(len(line) <= 80 for line in text.splitlines())

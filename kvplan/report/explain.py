@@ -81,6 +81,24 @@ LINE = {Kind.FULL: _attention, Kind.SLIDING: _attention, Kind.CHUNKED: _attentio
         Kind.STATE: _state, Kind.NONE: _none}
 
 
+def _staged_concurrency(plan: Plan, S: int) -> list[str]:
+    """Max concurrency under pipeline stages: each stage's GPU holds its own layers' share of every request in its
+    own KV room, so the stage with the fewest requests binds. The memory table's rows are each the worst over the
+    stages (the least KV room, the largest sequence), which may be two different stages: their quotient would
+    understate the answer (DeepSeek-V3 at pp 2: the 31-layer stage holds more weights' room than the 30-layer one)."""
+    per = [(s.layers, s.kv_memory_bytes, s.profile.sequence_bytes(S)) for s in plan.stages]
+    held = [max(0, kv) // seq for _, kv, seq in per if seq]
+    terms = [f"layers {a}-{b - 1}: floor({kv:,} / {seq:,}) = {max(0, kv) // seq:,}" for (a, b), kv, seq in per if seq]
+    dp = plan.deployment.dp
+    each = f"{dp} dp ranks, each its own requests × " if dp > 1 else ""
+    fewest = min(held) * dp
+    sums = (f"{min(held):,} × {dp} = " if dp > 1 else "") + f"{fewest:,}"
+    end = sums if fewest == plan.max_concurrency else f"{sums}; by the engine's own slot rule {plan.max_concurrency:,}"
+    return [f"Max concurrency at {S:,} tokens = {each}the fewest over {len(per)} pipeline stages "
+            "(each stage's GPU holds its layers' share of every request):", *(f"    {t}" for t in terms),
+            f"    = {end}"]
+
+
 def explain_lines(plan: Plan, model, gpu=None) -> list[str]:
     """--explain's arithmetic; the cache dtype named as `gpu` runs it (bf16 is fp16 where it has no BF16 math, as
     the header says), the bytes the same."""
@@ -119,6 +137,8 @@ def explain_lines(plan: Plan, model, gpu=None) -> list[str]:
     dp = plan.deployment.dp
     if plan.state_pool_bytes_per_gpu:  # the states in a pool of their own (SGLang's hybrids): the tokens bind
         lines += _pooled_lines(plan, S)
+    elif seq and len(plan.stages) > 1:
+        lines += _staged_concurrency(plan, S)
     elif seq and dp > 1:
         lines.append(f"Max concurrency at {S:,} tokens = {dp} dp ranks, each its own requests × floor({kv:,} / {seq:,})"
                      f" = {plan.max_concurrency:,}")

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 from conftest import REPO
 
 
-def _run(*args: str):
+def _run(*args: str, env: dict | None = None):
     from kvplan.cli import app
 
-    r = CliRunner().invoke(app, list(args))
+    r = CliRunner().invoke(app, list(args), env=env)
     assert r.exit_code == 0, r.output
     return r
 
@@ -58,3 +58,17 @@ def test_explain_under_pipeline_stages_works_each_stages_own_quotient():
     assert held == [int(n) for *_, n in stages]
     assert f"= {min(held)} × 4 = {answer}" in text and min(held) * 4 == answer
     assert all(len(line) <= 80 for line in text.splitlines())
+
+
+def test_check_log_wraps_a_label_longer_than_the_terminal_between_its_words():
+    # The README's TensorRT-LLM example (TensorRT-LLM#6294's log, a training record): the concurrency row's label,
+    # "max concurrency at max_seq_len 157 (kvplan's blocks / 5); printed: the engine's request limit", is 93
+    # characters; stacked above its figures it was printed whole, past an 80-column terminal. It now wraps between
+    # words, and the figures beside it stay whole: 26,885 blocks / 5 a request = 5,377.
+    log = REPO / "tests" / "fixtures" / "logs" / "corpus" / "trtllm-6294-llama31-8b-fp8-h100.log"
+    out = _run("check-log", str(log), "--model", "llama-3.1-8b-instruct", "--engine-version", "0.20.0",
+               env={"COLUMNS": "80"}).stdout
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert "max concurrency at max_seq_len 157 (kvplan's blocks / 5); printed: the engine's request limit" \
+        in " ".join(out.split())
+    assert "5,377.00x" in out and 26_885 // 5 == 5_377

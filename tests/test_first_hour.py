@@ -72,3 +72,16 @@ def test_check_log_wraps_a_label_longer_than_the_terminal_between_its_words():
     assert "max concurrency at max_seq_len 157 (kvplan's blocks / 5); printed: the engine's request limit" \
         in " ".join(out.split())
     assert "5,377.00x" in out and 26_885 // 5 == 5_377
+
+
+def test_vllm_emit_margin_quotes_the_readmes_held_out_budget_figure():
+    # `fit --emit vllm` states how far kvplan's budget can be trusted: it said "within 5% of vLLM's on 27 of 28
+    # held-out logs" while the README's held-out summary (benchmarks/budget_corpus.py --markdown) reads 31/32.
+    from kvplan.engines.vllm import boot
+
+    row = re.search(r"^\| available kv \| (\d+) \|.*\| (\d+)/(\d+) within 5% \|", (REPO / "README.md").read_text(), re.M)
+    assert row and row[1] == row[3]
+    assert (boot.HELD_OUT_WITHIN, boot.HELD_OUT_RECORDS) == (int(row[2]), int(row[3]))
+    doc = json.loads(_run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "32k", "--emit", "vllm", "--json").stdout)
+    assert doc["emit_margin"].endswith(f"(kvplan's budget is within 5% of vLLM's on {row[2]} of {row[3]} held-out "
+                                       "logs)")

@@ -85,3 +85,55 @@ def test_vllm_emit_margin_quotes_the_readmes_held_out_budget_figure():
     doc = json.loads(_run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "32k", "--emit", "vllm", "--json").stdout)
     assert doc["emit_margin"].endswith(f"(kvplan's budget is within 5% of vLLM's on {row[2]} of {row[3]} held-out "
                                        "logs)")
+
+
+def test_readme_qwen35_state_pool_sentence_is_what_fit_prints():
+    # README "Hybrids' state pool under SGLang": Qwen3.5-27B at 256k on an H200 (SGLang 0.5.23, its default fit). It
+    # quoted 65.69 / 31.11 / 34.58 / 18.58 GiB, a budget since moved (the sentence's own arithmetic held, the figures
+    # no longer matched the command). Now: KV cache - state pool = token pool; token pool - 262,144 x 65,536 B
+    # (16.00 GiB) = free; the budget less the batch alone would be the "not" figure.
+    flat = " ".join((REPO / "README.md").read_text().split())
+    m = re.search(r"Qwen3\.5-27B at 256k on an H200 reads ([\d.]+) GiB KV cache − ([\d.]+) GiB state pool = ([\d.]+) GiB "
+                  r"token pool − 16\.00 GiB = ([\d.]+) GiB free \(not ([\d.]+) GiB\), and a request holds 16 GiB of "
+                  r"tokens \+ its 3 state slots \(its own and 2 tracking\) = ([\d.]+) GiB", flat)
+    assert m, "the README's Qwen3.5-27B state-pool sentence moved"
+    doc = json.loads(_run("fit", "qwen3.5-27b", "--gpu", "h200-sxm", "--engine", "sglang", "--json").stdout)
+    p = doc["plans"][0] if "plans" in doc else doc
+    gib = 2**30
+    assert p["context"] == 262_144 and p["kv_used_bytes_per_gpu"] == 262_144 * 65_536 == 16 * gib
+    got = [p["kv_memory_bytes_per_gpu"], p["state_pool_bytes_per_gpu"], p["token_pool_bytes_per_gpu"],
+           p["free_bytes_per_gpu"], p["kv_memory_bytes_per_gpu"] - p["kv_used_bytes_per_gpu"],
+           p["kv_bytes_per_sequence_per_gpu"]]
+    assert [f"{b / gib:.2f}" for b in got] == list(m.groups())
+    assert p["kv_bytes_per_sequence_per_gpu"] == 16 * gib + 3 * 153_944_064  # the 3 slots a running request holds
+
+
+def test_readme_front_end_figures_are_the_shipped_ingress():
+    # README's front-end paragraph quoted vLLM 10.6 ms, SGLang 2.1, TensorRT-LLM 24.0 (the twenty-fourth round's),
+    # "about 94 requests a second" and a burst of 1,000 waiting 11.0 s; `simulate` prints the shipped fit's ingress
+    # (vLLM 6.2 ms): 1 / 0.0062 = 161 requests a second, 1,000 x 6.2 ms = 6.2 s.
+    coef = json.loads((REPO / "kvplan" / "speed" / "coefficients.json").read_text())["engines"]
+    ingress = {e: coef[e]["coefficients"]["ingress"] for e in ("vllm", "sglang", "trtllm")}
+    flat = " ".join((REPO / "README.md").read_text().split())
+    m = re.search(r"\(vLLM ([\d.]+) ms, SGLang ([\d.]+), TensorRT-LLM ([\d.]+) in the shipped fit", flat)
+    assert m and [float(x) for x in m.groups()] == [round(ingress[e] * 1e3, 1) for e in ("vllm", "sglang", "trtllm")]
+    assert f"1 / ingress (about {int(1 / ingress['vllm'])} requests a second on vLLM)" in flat
+    assert f"1,000 prompts has the {1000 * ingress['vllm']:.1f} s its requests wait" in flat
+    assert f"check-bench's lacked the {1000 * ingress['vllm']:.1f} s" in flat
+    # and the GPUStack burst the sentence quotes, as tests/test_frontend_queue.py computes it (a training point)
+    import math
+    from pathlib import Path
+
+    import test_frontend_queue as fq
+    from kvplan.bench.running import running
+    from kvplan.speed.corpus import read_corpus
+    from kvplan.speed.fit import build_all, settle
+
+    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    case = next(c for c in cases if (c.source, c.id) == ("gpustack-perflab-deepseek-r1-h200", "L379-vllm"))
+    (built,), _ = build_all([case], running)
+    corpus = settle(built, fq.coefficients(case.era))["ttft"]
+    run = fq.BenchRun("vllm-json", "the run", fq.Settings(model="deepseek-r1", engine="vllm", engine_version="0.11.0",
+                                                         tp=8, isl=128, osl=4, request_rate=math.inf, num_prompts=1000))
+    simulated = fq._predicted(run, "h200")[0]["ttft"].mean
+    assert f"check-bench's TTFT {simulated:.2f} s, the corpus model's {corpus:.2f} s" in flat

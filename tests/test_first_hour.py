@@ -137,3 +137,16 @@ def test_readme_front_end_figures_are_the_shipped_ingress():
                                                          tp=8, isl=128, osl=4, request_rate=math.inf, num_prompts=1000))
     simulated = fq._predicted(run, "h200")[0]["ttft"].mean
     assert f"check-bench's TTFT {simulated:.2f} s, the corpus model's {corpus:.2f} s" in flat
+
+
+def test_pool_tokens_under_dp_show_one_engines_pool_beside_the_sum():
+    # DeepSeek-V3 at dp 8 + ep 8 on H200s, vLLM (--emit vllm): each dp rank is an engine printing its own "GPU KV
+    # cache size", 6,043 blocks x 64 tokens = 386,752; the answers' "KV pool tokens (as engines count)" read
+    # 3,094,016, the 8 pools summed, which no engine prints. The cell now says 3,094,016 (8 × 386,752).
+    r = _run("fit", "deepseek-v3", "--gpu", "h200", "--dp", "8", "--ep", "8", "--ctx", "32k", "--emit", "vllm",
+             env={"COLUMNS": "80"})
+    assert 6_043 * 64 == 386_752 and 8 * 386_752 == 3_094_016
+    assert re.search(r"KV pool tokens \(as engines count\) │ +3,094,016 \(8 × 386,752\)", r.stdout), r.stdout
+    assert re.search(r"GPU KV cache size +│ +386,752 tokens", r.stdout)
+    one = _run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "32k", env={"COLUMNS": "80"}).stdout
+    assert re.search(r"KV pool tokens \(as engines count\) │ +[\d,]+ $", one, re.M)  # no dp: the pool alone

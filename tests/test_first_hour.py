@@ -150,3 +150,17 @@ def test_pool_tokens_under_dp_show_one_engines_pool_beside_the_sum():
     assert re.search(r"GPU KV cache size +│ +386,752 tokens", r.stdout)
     one = _run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "32k", env={"COLUMNS": "80"}).stdout
     assert re.search(r"KV pool tokens \(as engines count\) │ +[\d,]+ $", one, re.M)  # no dp: the pool alone
+
+
+def test_disagg_says_why_a_pools_command_names_another_utilisation():
+    # The README's first disagg example: the decode pool is planned at vLLM's 0.92 (KV 50.55 GiB/GPU, 143
+    # requests of 9,216 tokens), and its command asks --gpu-memory-utilization 0.95 with no word why. `fit --emit
+    # vllm` says why on a margin line; disagg now says it for each pool: 143 x 9,216 tokens x 40,960 B a token on a
+    # tp-8 rank (80 layers x K and V x 1 KV head x 128 x 2 B) = 53,980,692,480 B = 50.27 GiB, plus 5%.
+    r = _run("disagg", "llama-3.1-70b", "--gpu", "h100", "--isl", "8192", "--osl", "1024", "--prefill-tp", "4",
+             "--decode-tp", "8")
+    assert 143 * 9_216 * (80 * 2 * 1 * 128 * 2) == 53_980_692_480
+    assert "holds 143 requests of 9,216 tokens" in r.stdout and "--gpu-memory-utilization 0.95" in r.stdout
+    note = next(line for line in r.stderr.splitlines() if line.startswith("decode command: margin:"))
+    assert "at --gpu-memory-utilization 0.95 (raised from 0.92" in note and "143 x 9,216 tokens need 50.27 GiB" in note
+    assert any(line.startswith("prefill command: margin:") for line in r.stderr.splitlines())

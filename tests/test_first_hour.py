@@ -164,3 +164,18 @@ def test_disagg_says_why_a_pools_command_names_another_utilisation():
     note = next(line for line in r.stderr.splitlines() if line.startswith("decode command: margin:"))
     assert "at --gpu-memory-utilization 0.95 (raised from 0.92" in note and "143 x 9,216 tokens need 50.27 GiB" in note
     assert any(line.startswith("prefill command: margin:") for line in r.stderr.splitlines())
+
+
+def test_simulate_json_carries_the_load_line_the_table_shows():
+    # The README's simulate example, shortened: 70B at tp 4 on H100s, chat at 20 req/s for 20 s. The table says
+    # "load │ overloaded: A req/s arrived, S req/s served"; --json had no such field. Now summary["load"] holds
+    # the same two rates and the verdict: arrived = requests / last arrival, served = completed / makespan.
+    args = ("simulate", "llama-3.1-70b", "--gpu", "h100", "--gpus", "4", "--workload", "chat", "--qps", "20",
+            "--duration", "20")
+    summary = next(iter(json.loads(_run(*args, "--json").stdout)["runs"].values()))["summary"]
+    load, time = summary["load"], summary["time"]
+    assert load["arrived_per_s"] == summary["requests"]["arrived"] / time["last_arrival_s"]
+    assert load["served_per_s"] == summary["requests"]["completed"] / time["makespan_s"]
+    assert load["overloaded"] and load["served_per_s"] < 0.9 * load["arrived_per_s"]
+    text = " ".join(_run(*args, env={"COLUMNS": "80"}).stdout.split())
+    assert f"overloaded: {load['arrived_per_s']:,.2f} req/s arrived, {load['served_per_s']:,.2f} req/s served" in text

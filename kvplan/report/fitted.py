@@ -11,6 +11,7 @@ and the table's caption says which (the JSON output has them all).
 from __future__ import annotations
 
 import re
+import textwrap
 from functools import lru_cache
 
 
@@ -160,8 +161,6 @@ def print_stacked(console, table, key: int = 0) -> None:
     where the table would not fit with those cells whole, each that does not fit goes on a line of its own above its
     row (a label of words wrapped between them at the width, a name without spaces whole), whose `key` cell is left blank, and the other columns keep their whole figures (fit_widths). Every row is
     printed as a one-row table under a header-only one, all at the same widths, so the columns line up."""
-    import textwrap
-
     from rich.cells import cell_len
     from rich.text import Text
 

@@ -79,7 +79,8 @@ def test_vllm_emit_margin_quotes_the_readmes_held_out_budget_figure():
     # held-out logs" while the README's held-out summary (benchmarks/budget_corpus.py --markdown) reads 31/32.
     from kvplan.engines.vllm import boot
 
-    row = re.search(r"^\| available kv \| (\d+) \|.*\| (\d+)/(\d+) within 5% \|", (REPO / "README.md").read_text(), re.M)
+    readme = (REPO / "README.md").read_text()
+    row = re.search(r"^\| available kv \| (\d+) \|.*\| (\d+)/(\d+) within 5% \|", readme, re.M)
     assert row and row[1] == row[3]
     assert (boot.HELD_OUT_WITHIN, boot.HELD_OUT_RECORDS) == (int(row[2]), int(row[3]))
     doc = json.loads(_run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "32k", "--emit", "vllm", "--json").stdout)
@@ -93,7 +94,8 @@ def test_readme_qwen35_state_pool_sentence_is_what_fit_prints():
     # no longer matched the command). Now: KV cache - state pool = token pool; token pool - 262,144 x 65,536 B
     # (16.00 GiB) = free; the budget less the batch alone would be the "not" figure.
     flat = " ".join((REPO / "README.md").read_text().split())
-    m = re.search(r"Qwen3\.5-27B at 256k on an H200 reads ([\d.]+) GiB KV cache − ([\d.]+) GiB state pool = ([\d.]+) GiB "
+    m = re.search(r"Qwen3\.5-27B at 256k on an H200 reads ([\d.]+) GiB KV cache − ([\d.]+) GiB state pool = "
+                  r"([\d.]+) GiB "
                   r"token pool − 16\.00 GiB = ([\d.]+) GiB free \(not ([\d.]+) GiB\), and a request holds 16 GiB of "
                   r"tokens \+ its 3 state slots \(its own and 2 tracking\) = ([\d.]+) GiB", flat)
     assert m, "the README's Qwen3.5-27B state-pool sentence moved"
@@ -179,3 +181,15 @@ def test_simulate_json_carries_the_load_line_the_table_shows():
     assert load["overloaded"] and load["served_per_s"] < 0.9 * load["arrived_per_s"]
     text = " ".join(_run(*args, env={"COLUMNS": "80"}).stdout.split())
     assert f"overloaded: {load['arrived_per_s']:,.2f} req/s arrived, {load['served_per_s']:,.2f} req/s served" in text
+
+
+def test_a_layer_kind_refusal_names_the_engines_that_plan_it():
+    # Qwen3.5-27B (Gated DeltaNet states) under TensorRT-LLM is refused, and the refusal said only "plan it with the
+    # default engine", while `fit qwen3.5-27b --engine sglang` (the README's own example) and `--engine vllm` plan it
+    from kvplan.cli import app
+
+    r = CliRunner().invoke(app, ["fit", "qwen3.5-27b", "--gpu", "h100", "--engine", "trtllm"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "--engine sglang" in r.stderr and "--engine vllm" in r.stderr and "--engine trtllm" not in r.stderr
+    for engine in ("sglang", "vllm"):
+        _run("fit", "qwen3.5-27b", "--gpu", "h100", "--engine", engine)

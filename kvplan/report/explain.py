@@ -82,6 +82,21 @@ LINE = {Kind.FULL: _attention, Kind.SLIDING: _attention, Kind.CHUNKED: _attentio
         Kind.STATE: _state, Kind.NONE: _none}
 
 
+def _concurrency_lines(plan: Plan, S: int, kv: int, seq: int) -> list[str]:
+    """The max-concurrency arithmetic: a state pool's (its tokens bind), each pipeline stage's own, dp ranks', one."""
+    dp = plan.deployment.dp
+    if plan.state_pool_bytes_per_gpu:  # the states in a pool of their own (SGLang's hybrids): the tokens bind
+        return _pooled_lines(plan, S)
+    if seq and len(plan.stages) > 1:
+        return _staged_concurrency(plan, S)
+    if seq and dp > 1:
+        return [f"Max concurrency at {S:,} tokens = {dp} dp ranks, each its own requests × floor({kv:,} / {seq:,})"
+                f" = {plan.max_concurrency:,}"]
+    if seq:
+        return [f"Max concurrency at {S:,} tokens = floor({kv:,} / {seq:,}) = {plan.max_concurrency:,}"]
+    return []
+
+
 def _staged_concurrency(plan: Plan, S: int) -> list[str]:
     """Max concurrency under pipeline stages: each stage's GPU holds its own layers' share of every request in its
     own KV room, so the stage with the fewest requests binds. The memory table's rows are each the worst over the
@@ -137,16 +152,7 @@ def explain_lines(plan: Plan, model, gpu=None) -> list[str]:
         lines.append(f"KV memory per GPU = {share} = {gib(kv)}")
     else:
         lines.append(f"KV memory per GPU = {arg('kv_cache_memory')} = {gib(kv)}")
-    dp = plan.deployment.dp
-    if plan.state_pool_bytes_per_gpu:  # the states in a pool of their own (SGLang's hybrids): the tokens bind
-        lines += _pooled_lines(plan, S)
-    elif seq and len(plan.stages) > 1:
-        lines += _staged_concurrency(plan, S)
-    elif seq and dp > 1:
-        lines.append(f"Max concurrency at {S:,} tokens = {dp} dp ranks, each its own requests × floor({kv:,} / {seq:,})"
-                     f" = {plan.max_concurrency:,}")
-    elif seq:
-        lines.append(f"Max concurrency at {S:,} tokens = floor({kv:,} / {seq:,}) = {plan.max_concurrency:,}")
+    lines += _concurrency_lines(plan, S, kv, seq)
     lines.append(f"Max context at batch {r.batch} = {plan.max_context:,} tokens (limited by "
                  f"{plan.max_context_limited_by})")
     if plan.binds == "context limit":

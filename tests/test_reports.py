@@ -202,7 +202,8 @@ def test_csv_read_back_equals_json(tmp_path, kvplan_home):
     # = 5,368,709,120 B = 5 GiB per GPU; 8 ranks x that = 42,949,672,960 B in all
     row = next(c for c in table if c["model"] == "llama-3.1-70b" and c["gpus"] == "8" and c["context"] == "131072"
                and c["kv_dtype"] == "bf16" and c["gpu"] == "h100-sxm")
-    assert int(row["kv_bytes_per_sequence_per_gpu"]) == 5_368_709_120 and float(row["kv_gib_per_sequence_per_gpu"]) == 5.0
+    assert (int(row["kv_bytes_per_sequence_per_gpu"]) == 5_368_709_120
+            and float(row["kv_gib_per_sequence_per_gpu"]) == 5.0)
     assert int(row["kv_bytes_per_sequence"]) == 42_949_672_960
     assert int(row["max_concurrency"]) == int(row["kv_memory_bytes_per_gpu"]) // 5_368_709_120
     # prices: 2.5 per GPU-hour x 8 GPUs = 20.0 per hour; per concurrent user = 20 / max concurrency
@@ -337,7 +338,8 @@ def test_gpu_profile_with_a_key_twice_is_one_line_error(tmp_path):
     with pytest.raises(KvplanError) as err:
         load_gpus([tmp_path])
     assert err.value.exit_code == 2 and "\n" not in err.value.message
-    assert err.value.message.startswith(f"hw profile {tmp_path / 'dup.yaml'}: key 'bandwidth_bytes_per_s' is given twice")
+    assert err.value.message.startswith(f"hw profile {tmp_path / 'dup.yaml'}: "
+                                        "key 'bandwidth_bytes_per_s' is given twice")
 
 
 def test_prices_resolve_aliases_and_profiles(tmp_path):
@@ -489,7 +491,8 @@ def test_html_via_cli(tmp_path, kvplan_home):
             "-o", out, "--title", "Q3 <purchase>")
     assert r.exit_code == 0, r.output
     page = out.read_text()
-    assert "<title>Q3 &lt;purchase&gt;</title>" in page and 'id="chart-memory-0"' in page and "<table id=\"plans\">" in page
+    assert ("<title>Q3 &lt;purchase&gt;</title>" in page and 'id="chart-memory-0"' in page
+            and "<table id=\"plans\">" in page)
     # one set of charts per model (two models here), a headline per model x context, filters for both
     assert 'id="chart-concurrency-1"' in page and 'id="chart-concurrency-2"' not in page
     assert page.count('<tr data-model="qwen3-8b" data-ctx="32768">') >= 2  # its headline and its plans

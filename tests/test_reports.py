@@ -283,7 +283,7 @@ def test_atomic_write_leaves_nothing_half_written(tmp_path):
 
 @pytest.mark.parametrize("exc, code", [(RuntimeError("disk on fire"), 1), (KeyboardInterrupt(), 130)])
 def test_cli_write_failure_leaves_no_file(tmp_path, monkeypatch, kvplan_home, exc, code):
-    import kvplan.cli.sweep
+    import kvplan.cli.sweep_output
     import kvplan.report.export
 
     real = kvplan.report.export.write_csv
@@ -292,7 +292,7 @@ def test_cli_write_failure_leaves_no_file(tmp_path, monkeypatch, kvplan_home, ex
         real([next(iter(rows))], stream)  # some rows reach the temp file (rows stream now), then the serialiser dies
         raise exc
 
-    monkeypatch.setattr(kvplan.cli.sweep, "write_csv", half)  # where `sweep -o` calls it
+    monkeypatch.setattr(kvplan.cli.sweep_output, "write_csv", half)  # where `sweep -o` calls it
     r = run("sweep", "--models", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k,32k", "-o", tmp_path / "p.csv")
     assert r.exit_code == code and r.stderr.splitlines()[-1].startswith("Error: ")
     assert os.listdir(tmp_path) == ["kvplan-home"] or os.listdir(tmp_path) == []

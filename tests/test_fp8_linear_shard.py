@@ -237,3 +237,19 @@ def test_gdn_widths_not_read_are_refused():
     with pytest.raises(KvplanError, match="Gated DeltaNet projections' widths were not read"):
         fp8_linear.check(dataclasses.replace(model, layers=tuple(old)), fp8_linear.Splits(8, 8, 8),
                          fp8_linear.Rule("SGLang", "0.5.23"), 8)
+
+
+def test_vllm_books_a_merged_shards_partial_scale_rows():
+    """From 0.14.0 vLLM builds a merged layer whose part is not whole blocks and gives a rank cdiv(sum of its parts,
+    128) scale rows x cdiv(K, 128) (create_fp8_scale_parameter, 0.33.0 wheel `quantization/utils/fp8_utils.py`
+    L1415-1421). MiMo-V2-Flash (its config.json: hidden 4,096, 64 heads of 192, v 128; 9 full layers of 4 KV heads,
+    39 sliding of 8) at tp 4: a full layer's qkv rank parts 3,072 + 192 + 128 = 3,392 -> cdiv 27 rows, where the
+    checkpoint's 12,288 + 768 + 512 = 13,568 is 106 rows, 106 / 4 a rank: (4 x 27 - 106) x 32 columns x 4 B / 4 = 64 B;
+    a sliding layer's 3,072 + 384 + 256 = 3,712 is 29 whole rows (116 / 4): 0. 9 x 64 = 576 B. At tp 8 the full
+    layers replicate their 4 KV heads (left out: replicated_kv_proj_bytes prices them) and a sliding layer's
+    1,536 + 192 + 128 = 1,856 -> 15 rows against 116 / 8: (8 x 15 - 116) x 32 x 4 / 8 = 64 B, x 39 = 2,496 B.
+    0.13.0 refuses such a shard, so nothing there."""
+    assert fp8_linear.partial_scale_bytes(MIMO, Deployment(4), (0, 14, 0)) == 9 * 64 == 576
+    assert fp8_linear.partial_scale_bytes(MIMO, Deployment(8), (0, 33, 0)) == 39 * 64 == 2496
+    assert fp8_linear.partial_scale_bytes(MIMO, Deployment(2), (0, 33, 0)) == 0  # 6,144 + 384 + 256: 53 whole rows
+    assert fp8_linear.partial_scale_bytes(MIMO, Deployment(4), (0, 13, 0)) == 0

@@ -1,9 +1,10 @@
 """vLLM's AWQ configs by release and GPU (issue 22), read in the wheels (kvplan.engines.vllm.awq_bits cites the
-lines): AWQConfig takes 4 bits only and compute capability 7.5+ (0.5.0-0.11.2 awq.py); AWQ Marlin (compute capability
-8.0+) takes 8-bit zero-point weights in 0.5.3-0.8.5.post1 (marlin_utils.py query_marlin_supported_quant_types
-[uint4, uint8]), 4-bit only from 0.9.0 ([uint4]) and by TYPE_MAP from 0.12.0 ({4}); none before 0.5.3; 0.5.4 converts
-every Marlin-group AWQ checkpoint to awq_marlin whatever the GPU and refuses it below sm80. SGLang's AWQ Marlin takes
-8 bits (0.5.15 awq/awq.py L218-221), so it plans it."""
+lines): AWQConfig takes 4 bits only and compute capability 7.5+ (0.5.0-0.23.0 awq.py; AutoAWQConfig's 7.5 from
+0.24.0); AWQ Marlin (compute capability 8.0+) takes 8-bit zero-point weights in 0.5.3-0.8.5.post1
+(marlin_utils.py query_marlin_supported_quant_types [uint4, uint8]), 4-bit only from 0.9.0 ([uint4]) and by
+TYPE_MAP from 0.12.0 ({4}); none before 0.5.3; 0.5.4 converts every Marlin-group AWQ checkpoint to awq_marlin
+whatever the GPU and refuses it below sm80. SGLang's AWQ Marlin takes 8 bits (0.5.15 awq/awq.py L218-221), so it
+plans it."""
 
 from __future__ import annotations
 
@@ -69,6 +70,26 @@ def test_4bit_awq_by_capability_and_release():
         assert _plan(_awq(4), "vllm", version, "t4").weight_bytes > 0
     assert _plan(_awq(4), "vllm", "0.33.0").weight_bytes > 0
     assert _plan(_awq(8), "sglang", None).weight_bytes > 0
+
+
+@pytest.mark.parametrize("version, name", [("0.12.0", "awq"), ("0.19.1", "awq"), ("0.23.0", "awq"),
+                                           ("0.24.0", "auto_awq"), ("0.30.0", "auto_awq"), ("0.33.0", "auto_awq")])
+def test_4bit_awq_below_sm75_refused_after_0_11_2(version, name):
+    # AWQConfig.get_min_capability 75 (0.12.0-0.23.0 awq.py L73-77); from 0.24.0 AutoAWQConfig ("auto_awq"), 75 too
+    # (0.24.0 auto_awq.py L229-231, 0.33.0 L233-234); config/vllm.py raises before loading (0.33.0 L930-936).
+    # V100 is 7.0 < 7.5: refused by the profile's capability; T4 is 7.5, the minimum itself: planned
+    with pytest.raises(KvplanError) as e:
+        _plan(_awq(4), "vllm", version, "v100-sxm2-32")
+    msg = str(e.value)
+    assert f"The quantization method {name} is not supported" in msg and "Minimum capability: 75" in msg
+    assert "7.0" in msg and "\n" not in msg and e.value.param == "gpu"
+    assert _plan(_awq(4), "vllm", version, "t4").weight_bytes > 0
+
+
+def test_4bit_awq_capability_missing_is_said_in_every_release():
+    old = dataclasses.replace(find_gpu("h100"), compute_capability=None)
+    st = vllm_settings(_awq(4), old, Deployment(), Request(context=2048), "0.33.0")
+    assert "compute_capability" in overhead.missing_facts(_awq(4), Deployment(), st)
 
 
 def test_8bit_awq_off_cuda_refused():

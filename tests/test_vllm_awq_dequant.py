@@ -11,6 +11,8 @@ memory: 1.88 GiB total").
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from conftest import training_log
 
@@ -19,6 +21,7 @@ from kvplan.engines.logparse import parse_log
 from kvplan.engines.reconcile import reconcile
 from kvplan.engines.vllm import awq_dequant, cudagraphs as cg
 from kvplan.hardware.gpus import find_gpu
+from kvplan.model.spec import Quantization
 from kvplan.sources.catalog import require_in_catalog
 
 A100_AWQ = "vllm-mindsafe-llama31-70b-awq-tp2-a100"
@@ -77,10 +80,12 @@ def test_a_plan_forcing_the_kernel_prices_it_and_says_so():
 @pytest.mark.parametrize("model_name, version, weight, why", [
     ("llama-3.1-70b", "0.25.0", "int4", "through vLLM 0.23 only"),
     ("qwen3-8b", "0.20.1", None, "needs 4-bit AWQ weights"),
-    ("qwen3-30b-a3b", "0.20.1", "int4", "dense attention models only"),
+    ("qwen3-30b-a3b", "0.9.2", "int4", "MoE models from vLLM 0.10.0 only"),
+    ("deepseek-v2-lite", "0.20.1", "int4", "plain attention layers only"),
 ])
 def test_refused_where_kvplan_did_not_read_the_path(model_name, version, weight, why):
-    """Refused with a reason: AutoAWQConfig (0.24.0+) not read, weights that are not 4-bit AWQ, a MoE model."""
+    """Refused with a reason: AutoAWQConfig (0.24.0+) not read, weights that are not 4-bit AWQ, a MoE model before
+    0.10.0 (AWQConfig's FusedMoE branch not read), an MLA model."""
     from kvplan import api
 
     with pytest.raises(KvplanError, match=why):
@@ -115,7 +120,9 @@ def test_the_command_asks_for_the_forced_kernel():
 @pytest.mark.parametrize("model_name, version, priced", [
     ("llama-3.1-70b", "0.20.1", True),
     ("llama-3.1-70b", "0.25.0", False),  # AutoAWQConfig from 0.24.0, not read
-    ("qwen3-30b-a3b", "0.20.1", False),  # a MoE model's AWQ path, not read
+    ("qwen3-30b-a3b", "0.20.1", True),  # experts on AWQ Marlin MoE / MoeWNA16: attention's copy priced
+    ("qwen3-30b-a3b", "0.9.2", False),  # AWQConfig's FusedMoE branch read from 0.10.0 only
+    ("deepseek-v2-lite", "0.20.1", False),  # MLA: its projections' forced path not read
 ])
 def test_check_log_takes_a_forced_awq_only_where_it_is_priced(model_name, version, priced):
     """A log stating `quantization: awq` is a real run: check-log prices the forced kernel where kvplan read its path,
@@ -141,3 +148,41 @@ def test_an_ungated_mlp_dequantizes_its_up_projection_alone():
            "vocab_size": 49152, "max_position_embeddings": 16384, "torch_dtype": "bfloat16"}
     model = build_spec(cfg, "test/starcoder2-7b", source="test")[0]
     assert awq_dequant.largest_linear(model, 2) == 4608 * 18432 // 2 == 42_467_328
+
+
+QWEN2_MOE = {"model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 2048,
+             "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
+             "intermediate_size": 5632, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+             "num_experts": 60, "num_experts_per_tok": 4, "decoder_sparse_step": 1, "vocab_size": 151936,
+             "max_position_embeddings": 8192, "torch_dtype": "bfloat16", "tie_word_embeddings": False,
+             "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True,
+                                     "version": "gemm"}}
+
+
+def test_a_moe_models_copy_is_its_largest_non_expert_linear():
+    """AWQConfig sends routed experts to AWQ Marlin MoE or MoeWNA16 (0.19.0 awq.py L107-140), which multiply the int4
+    weights in place, so the fp16 copy is the largest other linear. Qwen3-30B-A3B (its config.json: hidden 2,048, 32
+    heads of 128, 4 KV heads, no shared expert): qkv 2,048 x (32 x 128 + 2 x 4 x 128) = 10,485,760 elements, o
+    4,096 x 2,048 = 8,388,608, so 10,485,760 x 2 B = 20 MiB at tp 1. Qwen1.5-MoE-A2.7B's shapes (its config.json:
+    hidden 2,048, 16 heads of 128, 16 KV heads, shared expert 5,632): qkv 2,048 x 3 x 2,048 = 12,582,912, the shared
+    expert's gate_up 2,048 x 2 x 5,632 = 23,068,672, the larger; at tp 2, 11,534,336 elements, 22 MiB."""
+    from kvplan.sources.importer import build_spec
+
+    qwen3 = require_in_catalog("qwen3-30b-a3b")
+    qwen3 = dataclasses.replace(qwen3, quantization=Quantization(method="int4", group_size=128, quant_method="awq"))
+    assert awq_dequant.unpriced(qwen3, None, (0, 20, 1)) is None
+    assert awq_dequant.largest_linear(qwen3, 1) == 2048 * (32 * 128 + 2 * 4 * 128) == 10_485_760
+    assert awq_dequant.dequant_bytes(qwen3, 1, 512, True) == 20 * MIB
+    moe = build_spec(QWEN2_MOE, "test/qwen1.5-moe-awq", source="test")[0]
+    assert awq_dequant.largest_linear(moe, 2) == 2048 * 2 * 5632 // 2 == 11_534_336
+    assert awq_dequant.dequant_bytes(moe, 2, 512, True) == 22 * MIB
+
+
+def test_a_moe_plan_with_the_forced_kernel_adds_the_copy_to_the_graph_estimate():
+    """The option on Qwen3-30B-A3B at int4 and 0.20.1 (one A100 80GB): 20 MiB more a GPU (above)."""
+    from kvplan import api
+
+    common = dict(gpu="a100-sxm-80", engine="vllm", engine_version="0.20.1", weight_dtype="int4", context=8192)
+    marlin = api.plan("qwen3-30b-a3b", **common)
+    forced = api.plan("qwen3-30b-a3b", engine_opts={"awq_kernel": "awq"}, **common)
+    assert forced.overhead_bytes_per_gpu - marlin.overhead_bytes_per_gpu == 20 * MIB

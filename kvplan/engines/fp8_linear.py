@@ -54,13 +54,16 @@ kvplan checks `weight_block_size[0]` as both block_n and block_k (every block-FP
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import NamedTuple
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.core.intmath import cdiv
 from kvplan.engines.versions import parse_version
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import ChunkedLocal, FullAttention, MLALatent, SlidingWindow, kv_heads_per_rank
 from kvplan.model.recurrent import RecurrentState
+from kvplan.planning.deploy import split_layers
 from kvplan.readers.mlp_layout import dense_mlp_layers, exact_mlp_width, gated_mlp
 
 ROW = "row"  # split by its input: block_k
@@ -107,11 +110,12 @@ class Linear(NamedTuple):
     replicated: int = 0
 
 
-def _attention(model, split: int, skip_qkv: bool) -> list[Linear]:
-    """The projections of each distinct attention layer: qkv_proj and o_proj of a layer with head sizes, MLA's
-    q_b_proj (q_proj without a q LoRA), kv_b_proj and o_proj; other mixers' are not listed."""
+def _attention(model, split: int, skip_qkv: bool, layers=None) -> list[Linear]:
+    """The projections of each distinct attention layer (of `layers`, the model's where None): qkv_proj and o_proj
+    of a layer with head sizes, MLA's q_b_proj (q_proj without a q LoRA), kv_b_proj and o_proj; other mixers' are
+    not listed."""
     out, heads = [], model.num_attention_heads
-    for layer in dict.fromkeys(model.layers):
+    for layer in dict.fromkeys(model.layers if layers is None else layers):
         if isinstance(layer, MLALatent) and layer.qk_nope_head_dim and layer.v_head_dim:
             q_out = heads * (layer.qk_nope_head_dim + layer.qk_rope_head_dim)
             out += [Linear("q_b_proj" if layer.q_lora_rank else "q_proj", COLUMN, (q_out,), split),
@@ -129,12 +133,12 @@ def _attention(model, split: int, skip_qkv: bool) -> list[Linear]:
     return list(dict.fromkeys(out))
 
 
-def _recurrent(model, split: int, one_part: bool, tp: int) -> list[Linear]:
+def _recurrent(model, split: int, one_part: bool, tp: int, layers=None) -> list[Linear]:
     """A Gated DeltaNet layer's in_proj_qkvz, in_proj_ba and out_proj (key dim K = key heads x key head size, value
     dim V = value heads Hv x value head size): one output each (2K + 2V, 2Hv) where `one_part`, else the merged parts
     (K, K, V, V) and (Hv, Hv); out_proj splits V by its input. Other recurrent mixers are not listed."""
     out = []
-    for layer in dict.fromkeys(model.layers):
+    for layer in dict.fromkeys(model.layers if layers is None else layers):
         if not isinstance(layer, RecurrentState) or layer.variant != "gated_deltanet":
             continue
         if not (layer.value_heads and layer.key_head_dim and layer.value_head_dim):
@@ -174,16 +178,23 @@ _MODULES = {"in_proj_qkvz": ("linear_attn.in_proj_qkv", "linear_attn.in_proj_z")
             "qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")}
 
 
+def _mixer_linears(model, split: int, rule: Rule, tp: int, layers=None) -> list[Linear]:
+    """The attention / mixer projections of `layers` (the model's where None) the rule reads, less those the
+    exclusion list keeps in every layer (built unquantized): none where attention is kept as whole modules."""
+    kept = {role for role, n in model.quantization.kept if n}
+    plain = set(model.quantization.kept_modules)
+    if "attention" in kept and not plain:  # kept as whole modules (not read by projection): not checked
+        return []
+    return [x for x in [*_attention(model, split, rule.skip_qkv, layers),
+                        *_recurrent(model, split, rule.gdn_one_part, tp, layers)]
+            if not set(_MODULES.get(x.name, (f"self_attn.{x.name}",))) <= plain]
+
+
 def linears(model, splits: Splits, rule: Rule, tp: int) -> list[Linear]:
     """Every split linear the rule reads, in the order a decoder layer builds them (attention, then MLP); attention
     projections the exclusion list keeps in every layer are left out."""
     kept = {role for role, n in model.quantization.kept if n}
-    plain = set(model.quantization.kept_modules)
-    out = [x for x in [*_attention(model, splits.attention, rule.skip_qkv),
-                       *_recurrent(model, splits.attention, rule.gdn_one_part, tp)]
-           if not set(_MODULES.get(x.name, (f"self_attn.{x.name}",))) <= plain]
-    if "attention" in kept and not plain:  # kept as whole modules (not read by projection): not checked
-        out = []
+    out = _mixer_linears(model, splits.attention, rule, tp)
     p = model.params
     n_dense = dense_mlp_layers(model)
     if n_dense and "mlp" not in kept:
@@ -248,3 +259,29 @@ def check_sglang(model, dep, version: str, tp_size: int, dense_tp: int) -> None:
     experts or not, the same shard) without expert parallelism, not checked with it (fused on some GPUs only)."""
     rule = Rule("SGLang", version, skip_qkv=model.architecture in SGLANG_SKIPS_QKV)
     check(model, Splits(dep.tp, dense_tp, tp_size if dep.ep == 1 else 0), rule, dep.tp)
+
+
+def partial_scale_bytes(model, dep, version: tuple[int, ...]) -> int:
+    """Bytes per rank vLLM (0.14.0+) holds in block scales beyond its 1/tp share where a merged attention / mixer
+    projection's shard is not whole blocks (the layer it no longer refuses: MiMo-V2-Flash's qkv_proj at tp 4). The
+    rank's scales are [cdiv(sum of its parts, block_n), cdiv(K, block_k)] (`create_fp8_scale_parameter`, 0.14.0
+    wheel `quantization/utils/fp8_utils.py` L1483-1487, 0.23.0 L1213-1219, 0.33.0 L1415-1421), the checkpoint's
+    [cdiv(sum of the parts, block), cdiv(K, block)] (kvplan.readers.block_scales) split 1/tp: a layer adds
+    4 x cdiv(K, b) x (tp x rank rows - rows) / tp, floored, K the hidden size. Each layer of the largest pipeline
+    stage counted. Left out: a layer whose K / V parts hold replicated heads (tp above the KV heads; their bytes are
+    kvplan.planning.layout.replicated_kv_proj_bytes's, pooled), and merged MLPs (their down_proj, of the same
+    width, is refused where gate_up is not whole blocks: kvplan.engines.fp8_linear.check)."""
+    q = model.quantization
+    if version < MERGED_SKIPPED or q.quant_method != "fp8" or q.group_size <= 0 or q.experts_only or dep.tp <= 1:
+        return 0
+    block, cols = q.group_size, cdiv(model.hidden_size, q.group_size)
+    a, b = max(split_layers(model.num_layers, dep.pp), key=lambda s: s[1] - s[0])
+    rule = Rule("vLLM", "", gdn_one_part=model.architecture in VLLM_ONE_PART_GDN)
+    total = 0
+    for layer, n in Counter(model.layers[a:b]).items():
+        for lin in _mixer_linears(model, dep.tp, rule, dep.tp, (layer,)):
+            if lin.mode != MERGED or lin.replicated or any(w % lin.split for w in lin.widths):
+                continue
+            rows = cdiv(sum(w // lin.split for w in lin.widths), block)
+            total += n * (4 * cols * (lin.split * rows - cdiv(sum(lin.widths), block)) // lin.split)
+    return total

@@ -24,7 +24,12 @@ So 8-bit AWQ loads only in 0.5.3 and 0.5.5-0.8.5.post1, on an NVIDIA GPU of comp
 Read from the GPU profile's compute_capability (kvplan.hardware.facts.capability_of, never a name); a profile without
 one is planned at the assumed 8.0 and the plan says so (overhead.missing_facts). A checkpoint without `zero_point` or
 with `zero_point: false` is not Marlin-compatible either; kvplan reads AWQ as AutoAWQ writes it (zero points), not
-that key. Below 7.5, 4-bit AWQ is refused in every release read here (<= 0.11.2); later releases' minimum is unread.
+that key. Below 7.5, 4-bit AWQ is refused in every release kvplan plans: AWQConfig.get_min_capability is 75 after
+0.11.2 too (0.12.0 awq.py L73-75, 0.14.0 L73-75, 0.17.0 L73-75, 0.19.0 L73-75, 0.21.0 L75-77, 0.23.0 L75-77), and so is
+AutoAWQConfig's, which every AWQ checkpoint loads as on CUDA from 0.24.0 (`get_name` "auto_awq"; 0.24.0-0.29.0
+auto_awq.py L229-231, 0.30.0 L230-231, 0.33.0 L233-234); vLLM raises before loading ("The quantization method
+{awq|auto_awq} is not supported for the current GPU. Minimum capability: 75. Current capability: 70.", config/vllm.py
+0.14.0 L406-412, 0.24.0 L623-629, 0.33.0 L930-936).
 SGLang keeps 8 bits in its AWQ Marlin map (0.5.15 wheel sglang/srt/layers/quantization/awq/awq.py L218-221).
 
 At `group_size: -1` under tensor parallelism no release read here runs AWQ (`check_tp`): a row-parallel layer (o_proj,
@@ -49,7 +54,8 @@ BLIND = (0, 5, 4)  # the release whose Marlin test reads Marlin's own minimum, n
 LAST_EIGHT = (0, 8, 5)  # 0.8.5.post1: the last release whose Marlin takes 8-bit zero-point weights
 NO_EIGHT_MAP = (0, 12, 0)  # the first release whose AWQ Marlin TYPE_MAP is {4}
 CUDA_ONLY = (0, 7, 0)  # from here is_awq_marlin_compatible is False off CUDA
-LAST_READ = (0, 11, 2)  # the last release whose AWQConfig minimum (7.5) is read here
+LAST_READ = (0, 11, 2)  # the last release whose AWQ Marlin rules (bits, 0.5.4's blind test) are read here
+AUTO_AWQ = (0, 24, 0)  # from here an AWQ checkpoint loads as AutoAWQConfig ("auto_awq"), minimum 75 too
 MARLIN_CC, AWQ_CC = (8, 0), (7, 5)  # AWQMarlinConfig.get_min_capability 80; AWQConfig's 75
 MARLIN_GROUPS = (32, 64, 128)  # with -1 (Quantization.per_row): MARLIN_SUPPORTED_GROUP_SIZES
 RELEASES = "0.5.3 or 0.5.5-0.8.5.post1"  # the releases that load 8-bit AWQ (with Marlin, on sm80+)
@@ -99,12 +105,23 @@ def _marlin_group(q) -> bool:
 
 
 def check_gpu(model, version: str, gpu) -> None:
-    """A one-line refusal where vLLM `version` picks, on `gpu`, an AWQ config that refuses `model` (releases through
-    0.11.2; `check` holds what no GPU changes)."""
+    """A one-line refusal where vLLM `version` picks, on `gpu`, an AWQ config that refuses `model`: the Marlin and
+    8-bit rules through 0.11.2 (`check` holds what no GPU changes), the 7.5 minimum in every release."""
     q, v = model.quantization, parse_version(version)
-    if not _awq(model) or v > LAST_READ or q.method not in ("int4", "int8"):
+    if not _awq(model) or q.method not in ("int4", "int8"):
         return
     cap = nvidia_capability(gpu)  # None off NVIDIA
+    if v <= LAST_READ:
+        _check_marlin_era(q, v, version, gpu, cap)
+    if cap is not None and cap < AWQ_CC:
+        name = "auto_awq" if v >= AUTO_AWQ else "awq"
+        _refuse(gpu, f"vLLM {version} refuses AWQ below compute capability 7.5 ({gpu.name}'s compute capability "
+                     f"{cap[0]}.{cap[1]}): \"The quantization method {name} is not supported for the current GPU. "
+                     f"Minimum capability: 75\" ({'AutoAWQConfig' if v >= AUTO_AWQ else 'AWQConfig'})")
+
+
+def _check_marlin_era(q, v: tuple, version: str, gpu, cap) -> None:
+    """check_gpu's rules for releases through 0.11.2: 8-bit off CUDA and below 8.0, 0.5.4's blind Marlin test."""
     if cap is None and q.method == "int8":
         why = ("is_awq_marlin_compatible is False off CUDA, so AWQConfig loads it" if v >= CUDA_ONLY else
                "AWQ Marlin off CUDA is not modelled before 0.7.0")
@@ -121,9 +138,6 @@ def check_gpu(model, version: str, gpu) -> None:
         _refuse(gpu, f"vLLM {version} refuses this 8-bit AWQ checkpoint below compute capability 8.0 ({seen}): AWQ "
                      f"Marlin needs 8.0, so AWQConfig loads it ({AWQ_4BIT}); SGLang loads it, or a GPU of 8.0+ "
                      f"with {arg('engine_version')} {RELEASES}")
-    if cap < AWQ_CC:
-        _refuse(gpu, f"vLLM {version} refuses AWQ below compute capability 7.5 ({seen}): \"The quantization method "
-                     "awq is not supported for the current GPU. Minimum capability: 75\" (AWQConfig)")
 
 
 def _refuse(gpu, why: str) -> None:
@@ -131,6 +145,7 @@ def _refuse(gpu, why: str) -> None:
 
 
 def reads_capability(model, version: tuple[int, ...]) -> bool:
-    """Whether check_gpu read a compute capability (an AWQ checkpoint on a release through 0.11.2): where the
-    profile leaves it out, the plan says what it assumed (kvplan.engines.vllm.overhead.missing_facts)."""
-    return _awq(model) and version <= LAST_READ
+    """Whether check_gpu read a compute capability (an AWQ checkpoint: 4-bit in every release, 8-bit through 0.11.2,
+    where a later release refuses it by release alone): where the profile leaves it out, the plan says what it
+    assumed (kvplan.engines.vllm.overhead.missing_facts)."""
+    return _awq(model) and (version <= LAST_READ or model.quantization.method == "int4")

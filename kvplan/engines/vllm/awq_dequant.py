@@ -9,20 +9,32 @@ its CUDA-graph memory by capturing the largest size first into an empty pool (kv
 that capture holds a rank's largest dequantized linear beside its activations (the smaller ones reuse its block,
 freed after each matmul); the second capture of a mode reuses it too, so only the first capture grows.
 
-Priced for dense attention models (qkv, o, gate_up and down, each split over tp as vLLM splits them); refused for a
-MoE, MLA or recurrent model (their AWQ paths are other methods, not read) and from 0.24.0, where `awq` loads as
-AutoAWQConfig (kvplan.engines.vllm.gdn_ba), whose forced path was not read. The engine option is `awq_kernel`
-(`marlin`, vLLM's default; `awq`, the forced kernel); a check-log run takes it from the log's `quantization: awq`.
+Priced for dense attention models (qkv, o, gate_up and down, each split over tp as vLLM splits them) and, from
+0.10.0, MoE models with such attention. AWQConfig sends a MoE layer's routed experts to AWQ Marlin's MoE method, or
+to MoeWNA16 where Marlin does not take the layer (`get_quant_method`'s FusedMoE / RoutedExperts branch: 0.10.0
+awq.py L88-115, 0.11.0 L88-116, 0.12.0 L107-135, 0.19.0 L107-140, 0.23.0 L109-142); both multiply the int4 weights
+in place (fused_marlin_moe; MoeWNA16's fused_experts on w13_qweight / w2_qweight, 0.19.0 moe_wna16.py L365-390), so
+the experts add no fp16 copy and weigh as under Marlin. AWQLinearMethod's copy is then the largest of the other
+linears: attention, dense-MLP layers and shared experts (widths from the parameter counts, exactly or refused). The
+router is not among them: kvplan holds it in 16 bits (ParamCounts.router), as vLLM builds it with quant_config=None
+(0.19.0 mixtral.py L120-125, qwen2_moe.py L135-139) or the checkpoint's modules_to_not_convert keeps it (Qwen3-MoE
+passes its quant_config, qwen3_moe.py L176-182); at hidden x experts it is far below any attention projection. A
+role the exclusion list keeps whole is left out (UnquantizedLinearMethod). Refused: a MoE model before 0.10.0 (its
+FusedMoE branch not read), MLA and recurrent models (MLA's absorbed kv_b_proj and GDN's projections run in ops whose
+forced path was not read), and from 0.24.0, where `awq` loads as AutoAWQConfig (kvplan.engines.vllm.gdn_ba), whose
+forced path was not read. The engine option is `awq_kernel` (`marlin`, vLLM's default; `awq`, the forced kernel); a
+check-log run takes it from the log's `quantization: awq`.
 """
 
 from __future__ import annotations
 
 from kvplan.engines.options import _bad_opt, opt_choice
 from kvplan.model.layers import Kind
-from kvplan.readers.mlp_layout import gated_mlp
+from kvplan.readers.mlp_layout import dense_mlp_layers, exact_mlp_width, gated_mlp
 
 THRESHOLD = 256  # tokens a step from which AWQConfig dequantizes (awq.py 0.19.0 L269)
 READ_BEFORE = (0, 24, 0)  # AutoAWQConfig from here (not read)
+MOE_READ_FROM = (0, 10, 0)  # the first release whose AWQConfig FusedMoE branch is read (awq.py L88-115)
 KERNELS = ("marlin", "awq")
 _DENSE_KINDS = (Kind.FULL, Kind.SLIDING, Kind.CHUNKED)
 
@@ -37,8 +49,11 @@ def unpriced(model, weight_dtype: str | None, v: tuple) -> str | None:
     if v >= READ_BEFORE:
         return ("is read through vLLM 0.23 only (0.24.0 loads AWQ as AutoAWQConfig, whose forced path kvplan "
                 "did not read)")
-    if model.params.num_experts or any(la.kind not in _DENSE_KINDS for la in model.layers):
-        return "is read for dense attention models only (MoE, MLA and recurrent layers take other AWQ methods)"
+    if any(la.kind not in _DENSE_KINDS for la in model.layers):
+        return ("is read for models with plain attention layers only (MLA's and recurrent layers' projections run "
+                "in ops whose forced path kvplan did not read)")
+    if model.params.num_experts and v < MOE_READ_FROM:
+        return "is read for MoE models from vLLM 0.10.0 only (AWQConfig's expert method before it was not read)"
     return None
 
 
@@ -54,13 +69,33 @@ def forced(opts: dict, model, weight_dtype: str | None, v: tuple) -> bool:
 
 
 def largest_linear(model, tp: int) -> int:
-    """Elements of a rank's largest linear weight: qkv, o, gate_up (merged; up alone where the MLP is not gated,
-    kvplan.readers.mlp_layout.gated_mlp) or down, split over tp."""
-    attn = next(la for la in model.layers if la.kind in _DENSE_KINDS)
-    q_width = model.num_attention_heads * attn.head_dim
-    qkv = model.hidden_size * (q_width + 2 * attn.num_kv_heads * attn.head_dim)
-    up = model.hidden_size * (2 if gated_mlp(model) else 1) * model.intermediate_size  # down is hidden x I
-    return max(qkv, q_width * model.hidden_size, up) // tp
+    """Elements of a rank's largest linear weight that AWQLinearMethod dequantizes: qkv, o, gate_up (merged; up alone
+    where the MLP is not gated, kvplan.readers.mlp_layout.gated_mlp) or down, split over tp; a MoE model's dense-MLP
+    layers and shared experts in place of the routed experts (module docstring); roles kept whole left out."""
+    p, hidden = model.params, model.hidden_size
+    per_width = hidden * (2 if gated_mlp(model) else 1)  # gate_up (or up) per unit of width; down is hidden x I
+    sizes = [0]
+    if not _kept_whole(model, "attention"):
+        attn = next(la for la in model.layers if la.kind in _DENSE_KINDS)
+        q_width = model.num_attention_heads * attn.head_dim
+        sizes += [hidden * (q_width + 2 * attn.num_kv_heads * attn.head_dim), q_width * hidden]
+    if not p.num_experts:
+        sizes.append(0 if _kept_whole(model, "mlp") else per_width * model.intermediate_size)
+        return max(sizes) // tp
+    why = "price AWQ's dequantized weight (awq_kernel awq) at"
+    n_dense = dense_mlp_layers(model)
+    if n_dense and not _kept_whole(model, "mlp"):
+        sizes.append(per_width * exact_mlp_width(model, p.mlp, n_dense, "dense MLP", tp, why))
+    if p.shared_experts and p.num_moe_layers and not _kept_whole(model, "shared_experts"):
+        width = exact_mlp_width(model, p.shared_experts, p.num_moe_layers, "shared experts'", tp, why, shared=True)
+        sizes.append(per_width * width)
+    return max(sizes) // tp
+
+
+def _kept_whole(model, role: str) -> bool:
+    """Whether the exclusion list keeps every parameter of `role` in 16 bits (built unquantized: no fp16 copy)."""
+    total = getattr(model.params, role, 0)
+    return bool(total) and model.quantization.kept_of(role) >= total
 
 
 def dequant_bytes(model, tp: int, largest_tokens: int, forced_awq: bool) -> int:

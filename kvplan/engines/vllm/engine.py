@@ -32,8 +32,8 @@ from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
 from kvplan.engines.vllm import (
-    api_servers, awq_bits, command, gdn_ba, gptq_order, moe_padding, multimodal, plan_notes, pre_mla, quant_methods,
-    uma,
+    api_servers, awq_bits, command, gdn_ba, gptq_order, marlin_moe_pad, moe_padding, multimodal, plan_notes, pre_mla,
+    quant_methods, uma,
 )
 from kvplan.engines.vllm.pool import (  # noqa: F401
     BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
@@ -278,7 +278,8 @@ class Vllm(Engine):
         ba = gdn_ba.note(model, dep.tp, dep.pp, st.v, gpu, st.weight_dtype)  # in_proj_ba whole on every rank
         return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)),
                 *([PlanWarning(states)] if states else []), *plan_notes.release_notes(st), *ba,
-                *plan_notes.refined(model, dep, st), *moe_padding.note(model, dep, st), *self._eager())
+                *plan_notes.refined(model, dep, st), *moe_padding.note(model, dep, st),
+                *marlin_moe_pad.note(model, dep, st), *self._eager())
 
     def _eager(self) -> tuple:
         """enforce_eager, said where the speed figures cannot follow it: the corpus fit skips every run stating its

@@ -31,7 +31,7 @@ from kvplan.planning.plan import Request
 
 def _forced_awq(out, s, model, weight_dtype, version) -> list[str]:
     """The log's `quantization: awq` as engine option awq_kernel=awq where kvplan prices the forced kernel; where it
-    does not (a MoE model, a release from 0.24.0), a note, so a real log is still reconciled."""
+    does not (an MLA or recurrent model, a release from 0.24.0), a note, so a real log is still reconciled."""
     if s.get("quantization") != "awq" or model is None:
         return []
     why = awq_dequant.unpriced(model, weight_dtype, parse_version(version))

@@ -1,0 +1,87 @@
+"""vLLM's Marlin MoE pads a GPTQ / AWQ rank's expert width N to P = round_up(N, lcm(64, group)) as it repacks the
+experts (issue 22; marlin_moe_padded_intermediate, vLLM 0.33.0 wheel `quantization/utils/marlin_utils.py` L335-353;
+the padded tensors, `fused_moe/oracle/int_wna16.py` L649-667 / L799-817): AWQ from 0.25.0, GPTQ from 0.30.0, on
+Marlin (CUDA, 7.5+), not on Humming (9.0 from 0.32.0). kvplan.engines.vllm.marlin_moe_pad cites the rest."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kvplan import api
+from kvplan.engines.vllm import marlin_moe_pad
+from kvplan.hardware.gpus import find_gpu
+from kvplan.model.spec import Quantization
+from kvplan.planning.deploy import Deployment
+from kvplan.sources.catalog import require_in_catalog
+
+MIB = 2**20
+
+
+def _qwen3(method: str = "awq", group: int = 32, bits: str = "int4"):
+    base = require_in_catalog("qwen3-30b-a3b")  # hidden 2,048, 128 experts of 768, 48 MoE layers (its config.json)
+    return dataclasses.replace(base, quantization=Quantization(method=bits, group_size=group, quant_method=method))
+
+
+# Qwen3-30B-A3B at 4 bits, group 32, tp 8: N = 768 / 8 = 96 (a whole number of 32-groups, so Marlin takes it with
+# padding), P = round_up(96, lcm(64, 32) = 64) = 128, d = 32. Per expert: qweight 3 x 2,048 x 32 x 4 / 8 = 98,304
+# (w13 [2,048 / 8, 2 x 96 -> 2 x 128] int32: +256 x 64 x 4 = 65,536; w2 +32 rows of 2,048 / 8 int32 = 32,768);
+# fp16 scales 2 x (2,048 / 32 x 2 x 32 + 32 / 32 x 2,048) = 12,288; packed zeros (4,096 + 2,048) x 4 / 8 = 3,072:
+# 113,664 B. A layer's 128 experts 14,548,992 B; 48 layers 698,351,616 B = 666 MiB a GPU.
+PER_GPU = 128 * (3 * 2048 * 32 * 4 // 8 + 2 * (64 * 2 * 32 + 2048) + (64 * 2 * 32 + 2048) * 4 // 8) * 48
+
+
+def test_the_padding_in_bytes_by_hand():
+    assert PER_GPU == 698_351_616 == 666 * MIB
+    got = marlin_moe_pad.padded_bytes(_qwen3(), Deployment(8), (0, 30, 0), find_gpu("a100-sxm-80"))
+    assert got == PER_GPU
+
+
+@pytest.mark.parametrize("method, version, gpu, counted", [
+    ("awq", "0.24.0", "a100-sxm-80", False),  # no marlin_moe_padded_intermediate before 0.25.0
+    ("awq", "0.25.0", "a100-sxm-80", True),  # AutoAWQ's experts take allow_tile_padding=True
+    ("gptq", "0.29.0", "a100-sxm-80", False),  # GPTQ's strict Marlin test: MoeWNA16, no padding
+    ("gptq", "0.30.0", "a100-sxm-80", True),
+    ("awq", "0.31.0", "h100", True),  # Humming goes first on 9.0 only from 0.32.0
+    ("awq", "0.33.0", "h100", False),  # Humming on 9.0 (its layout not read): said, not counted
+    ("awq", "0.33.0", "b200", True),
+])
+def test_by_release_method_and_gpu(method, version, gpu, counted):
+    from kvplan.engines.versions import parse_version
+
+    got = marlin_moe_pad.padded_bytes(_qwen3(method), Deployment(8), parse_version(version), find_gpu(gpu))
+    assert got == (PER_GPU if counted else 0)
+
+
+def test_no_padding_where_the_shard_is_whole_tiles_or_a_group_straddles_it():
+    v, gpu = (0, 33, 0), find_gpu("a100-sxm-80")
+    assert marlin_moe_pad.padded_bytes(_qwen3(), Deployment(4), v, gpu) == 0  # N = 192 = 3 x 64
+    assert marlin_moe_pad.padded_bytes(_qwen3(group=128), Deployment(8), v, gpu) == 0  # 96 % 128: MoeWNA16
+    assert marlin_moe_pad.padded_bytes(_qwen3(group=64), Deployment(8), v, gpu) == 0  # 96 % 64: MoeWNA16
+
+
+def test_a_plan_books_it_in_the_weights_as_loaded_and_says_so():
+    common = dict(gpu="a100-sxm-80", tp=8, context=4096, engine="vllm")
+    padded = api.plan(_qwen3(), engine_version="0.30.0", **common)
+    before = api.plan(_qwen3(), engine_version="0.24.0", **common)
+    text = " ".join(w.message for w in padded.warnings)
+    assert "per-rank width 96 -> 128" in text and "counted" in text
+    assert "96 -> 128" not in " ".join(w.message for w in before.warnings)
+    hopper = api.plan(_qwen3(), engine_version="0.33.0", **dict(common, gpu="h100"))
+    assert "Humming" in " ".join(w.message for w in hopper.warnings)
+
+
+def test_booked_with_the_weights_as_loaded():
+    """Vllm.loaded_extra (the weights_repack term, booked as weights) holds the padding: a GPTQ checkpoint's at 0.30.0
+    is PER_GPU more than at 0.29.0, whose strict Marlin test sends the shard to MoeWNA16 (the other terms, RoPE tables
+    and the 20 MiB split's segment tails, are the same in both)."""
+    from kvplan.engines.vllm.engine import Vllm
+    from kvplan.planning.plan import Request
+
+    gpu, dep, model, extra = find_gpu("a100-sxm-80"), Deployment(8), _qwen3("gptq"), []
+    for version in ("0.29.0", "0.30.0"):
+        eng = Vllm(version, {}, {})
+        st = eng.settings(model, gpu, dep, Request(context=4096))
+        extra.append(eng.loaded_extra(eng.view(model, st), dep, st))
+    assert extra[1] - extra[0] == PER_GPU

@@ -157,8 +157,8 @@ def test_unknown_model_type_with_standard_keys_works_and_says_so():
      "out of range"),
     ({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 8, "num_key_value_heads": 16,
       "num_hidden_layers": 2, "vocab_size": 10}, "exceeds"),
-    ({"model_type": "gpt_oss", "hidden_size": 64, "num_attention_heads": 8, "num_hidden_layers": 2, "vocab_size": 10,
-      "layer_types": ["full_attention"]}, "layer_types"),
+    ({"model_type": "gpt_oss", "hidden_size": 64, "num_attention_heads": 8, "num_key_value_heads": 8,
+      "num_hidden_layers": 2, "vocab_size": 10, "layer_types": ["full_attention"]}, "layer_types"),
     ([1, 2, 3], "JSON object"),
 ])
 def test_bad_configs_give_one_line_errors(cfg, needle):

@@ -177,3 +177,46 @@ def test_cost_sits_next_to_fits(loaded):
     head = re.search(r'<table id="plans"><thead><tr>(.*?)</tr>', loaded["dom"], re.S).group(1)
     names = re.findall(r"<th[^>]*>([^<]*)</th>", head)
     assert names[names.index("fits") + 1] == "cost/h"
+
+
+def _legend(dom: str) -> list[str]:
+    return re.findall(r'class="legendtext"[^>]*>([^<]*)<', dom)
+
+
+def test_trtllm_free_fraction_is_labelled_left_free(tmp_path):
+    # TensorRT-LLM's pool is free_gpu_memory_fraction (0.9) of what weights and overhead leave, its budget the
+    # whole GPU: the 10% it leaves is inside the budget, drawn as "left free", and nothing is outside the budget.
+    # Llama-3.1-8B on an H100 SXM at 8k: 79.18 GiB usable - 14.96 weights - 1.18 overhead = 63.04 GiB,
+    # x 0.9 = 56.73 GiB of pool, 6.30 GiB left free (kvplan's own plan, checked against that arithmetic below)
+    from kvplan.compare.sweep import sweep
+    from kvplan.engines import resolve_engine
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.report.export import sweep_rows
+    from kvplan.report.html import render_html
+    from kvplan.sources.catalog import find_in_catalog
+
+    browser = chromium()
+    result = sweep([find_in_catalog("llama-3.1-8b")], [find_gpu("h100-sxm")], [1], [8192],
+                   engine=resolve_engine("trtllm", None, ()))
+    rows = sweep_rows(result)
+    r = rows[0]
+    room = r["usable_memory_bytes_per_gpu"] - r["weight_bytes_per_gpu"] - r["overhead_bytes_per_gpu"]
+    assert r["kv_share"] == 0.9 and abs(r["kv_memory_bytes_per_gpu"] - 0.9 * room) <= 1
+    page = tmp_path / "trtllm.html"
+    page.write_text(render_html(rows, title="trtllm", summary=[], currency="USD"), encoding="utf-8")
+    out = subprocess.run([browser, "--headless", "--disable-gpu", "--no-sandbox", "--disable-dev-shm-usage",
+                          "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000",
+                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    if "<html" not in out.stdout:
+        pytest.skip(f"Chromium could not run here: {out.stderr.strip().splitlines()[-1:]}")
+    legend = _legend(out.stdout)
+    assert "left free (1 − free fraction)" in legend and "outside the budget" not in legend
+    assert {"weights", "overhead", "KV cache"} <= set(legend)
+    # the bar's hover value is the remainder, 0.1 x room, in GiB to three places
+    assert f'"x":[{round(room * 0.1 / 2**30, 3)}]' in page.read_text(encoding="utf-8").replace(" ", "")
+
+
+def test_utilisation_engines_keep_outside_the_budget(loaded):
+    # vLLM (the sweep's default engine-neutral planner, utilisation 0.9): the remainder is outside the budget
+    legend = _legend(loaded["dom"])
+    assert "outside the budget" in legend and "left free (1 − free fraction)" not in legend

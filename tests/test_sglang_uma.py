@@ -97,3 +97,29 @@ def test_emit_advice_follows_the_os_share(gb10):
     # 10 x 32,768 tokens + 10% = 360,448 x 131,072 B = 44 GiB of pool plus 15.02 GiB of weights: f x (121.69 - 0.5)
     # >= 59.02 -> 0.49 (0.487); with 20 GiB held f x 101.19 >= 59.02 -> 0.59 (0.583)
     assert (low(), low("os_memory=20GiB")) == (0.49, 0.59)
+
+
+def _slope_of(gpu, *opts, version="0.5.23"):
+    from kvplan.engines.sglang.boot import _slope
+
+    res = resolve_engine("sglang", version, opts).result(find_in_catalog("llama-3.1-8b"), gpu, Deployment(1),
+                                                           Request(context=32768))
+    return _slope(res.plan, res.settings), res.plan.usable_memory_bytes - res.settings["init_bytes"], res.settings
+
+
+def test_slope_subtracts_the_os_share_on_unified_memory_only(gb10):
+    # the rule: a unit of fraction buys B = usable - init - what the OS holds at B; the OS's share is in B's
+    # absence only where B is read on a unified GPU (sglang.uma.os_share); a discrete GPU ignores the option
+    slope, base, _ = _slope_of(gb10, "os_memory=20GiB")
+    assert slope == base - 20 * GIB
+    # the page cache is in the weights' drop D, not in B: it moves the pool, not the slope (0.5.3 reads the
+    # device's count, so the cache is in D there)
+    slope, base, st = _slope_of(gb10, "page_cache=30GiB", version="0.5.3")
+    assert st["uma_bytes"] == 30 * GIB and slope == base
+    # one byte stated: f x 1 B rounds to no pool bytes (uma_bytes 0), yet B still lacks that byte (the check
+    # this replaces read the OS's share only where uma_bytes was non-zero)
+    slope, base, st = _slope_of(gb10, "os_memory=1", "page_cache=0")
+    assert st["uma_bytes"] == 0 and slope == base - 1
+    h100 = find_gpu("h100-sxm")
+    slope, base, st = _slope_of(h100, "os_memory=20GiB")
+    assert st["os_held"] == 0 and slope == base

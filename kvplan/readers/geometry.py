@@ -9,6 +9,7 @@ from __future__ import annotations
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.intmath import round_up
 from kvplan.readers.cfg import Cfg, shown
+from kvplan.readers.kv_heads import read_kv_heads
 
 
 def read_geometry(cfg: Cfg, model_type: str) -> dict:
@@ -18,13 +19,8 @@ def read_geometry(cfg: Cfg, model_type: str) -> dict:
     num_layers = cfg.int("num_hidden_layers", "n_layer", "num_layers", limit="num_hidden_layers")
     vocab = cfg.int("vocab_size", "padded_vocab_size", limit="vocab_size")
     notes: list[str] = []
-    if cfg.has("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num"):
-        kv_heads = cfg.int("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
-                           limit="num_key_value_heads")
-    elif cfg.bool("multi_query", False) and not cfg.bool("new_decoder_architecture", False):
-        kv_heads = 1  # Falcon-7B style multi-query attention
-    else:
-        kv_heads = heads
+    assumed: list[str] = []  # defaults read in place of a missing key: printed as notes (spec_from_config)
+    kv_heads = read_kv_heads(cfg, model_type, heads, assumed, notes)
     if kv_heads > heads:
         raise KvplanError(f"{cfg.where}: num_key_value_heads ({kv_heads}) exceeds num_attention_heads ({heads})",
                           EXIT_USAGE)
@@ -42,7 +38,6 @@ def read_geometry(cfg: Cfg, model_type: str) -> dict:
         head_dim = hidden // heads
     widths = ("intermediate_size", "n_inner", "ffn_hidden_size", "block_ff_dim")
     intermediate = cfg.int(*widths, default=4 * hidden, limit="intermediate_size")
-    assumed: list[str] = []  # defaults read in place of a missing key: printed as notes (spec_from_config)
     if not cfg.has(*widths):  # GPT-2's rule for its n_inner: null; any other family's config is missing a key
         assumed.append(f"config.json gives no MLP width (intermediate_size): 4 x hidden_size = {4 * hidden:,} assumed, "
                      "GPT-2's rule")

@@ -14,6 +14,7 @@ from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import arg
 from kvplan.core.intmath import cdiv
 from kvplan.model.layers import Kind, kv_heads_per_rank
+from kvplan.readers.kv_heads import MHA_RULE
 from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import Plan
 from kvplan.core.units import gib, human_bytes, plural
@@ -99,6 +100,8 @@ def explain_lines(plan: Plan, model, gpu=None) -> list[str]:
     lines += [_pooled_state(spec, n) if pooled and spec.kind == Kind.STATE
               else LINE[spec.kind](spec, n, prof, tp, bstr, S)
               for spec, n in parts]  # Falcon-H1: both halves of a layer
+    if MHA_RULE in getattr(model, "notes", ()):  # the heads above were not the config's word
+        lines.append(f"  ({MHA_RULE})")
     if getattr(model, "speculative", None) is not None:
         lines.append(explain_line(model, plan))
     if pooled:

@@ -99,6 +99,9 @@ def deployment_label(row: dict, with_weights: bool, with_model: bool = True) -> 
 
 
 OUTSIDE = "outside the budget"
+# TensorRT-LLM's pool is a share of the free memory after weights and overhead (free_gpu_memory_fraction, 0.9): the
+# rest is inside its budget, left free by that fraction, not outside a utilisation it does not have (issue 22)
+LEFT_FREE = "left free (1 − free fraction)"
 STATES = "state pool"  # recurrent-state slots allocated up front (plan_to_dict's state_pool_bytes_per_gpu)
 
 
@@ -111,19 +114,23 @@ def _memory_figure(deployments: list[list[dict]], label: dict, base: dict, of: s
     # "outside the budget": 1 − utilisation, what the engine leaves alone; not the terminal's "free" (KV cache
     # left after batch × context)
     # an engine's recurrent-state pool (SGLang's hybrids) is its own bar out of the KV cache
-    parts = {"weights": [], "overhead": [], STATES: [], "KV cache": [], OUTSIDE: []}
+    parts = {"weights": [], "overhead": [], STATES: [], "KV cache": [], LEFT_FREE: [], OUTSIDE: []}
     for v in mem:
         r = v[0]
         w, o, kv = r["weight_bytes_per_gpu"], r["overhead_bytes_per_gpu"], max(r["kv_memory_bytes_per_gpu"], 0)
         states = min(r.get("state_pool_bytes_per_gpu", 0), kv)
-        outside = max(r["usable_memory_bytes_per_gpu"] - w - o - kv, 0)
-        for part, value in zip(parts, (w, o, states, kv - states, outside)):
+        rest = max(r["usable_memory_bytes_per_gpu"] - w - o - kv, 0)
+        # where the engine keeps a share of what is left (kv_share < 1), what its budget holds past the pool is
+        # that share's remainder; the rest of the GPU is outside the budget as elsewhere
+        left = 0 if r.get("kv_share", 1.0) == 1 else min(rest, max(r["budget_bytes_per_gpu"] - w - o - kv, 0))
+        for part, value in zip(parts, (w, o, states, kv - states, left, rest - left)):
             parts[part].append(round(value / GIB, 3))
-    if not any(parts[STATES]):
-        del parts[STATES]
+    for part in (STATES, LEFT_FREE, OUTSIDE):  # a part no bar has is not in the legend (a budget of the whole GPU)
+        if not any(parts[part]):
+            del parts[part]
     axis_end = max((v[0]["usable_memory_bytes_per_gpu"] for v in mem), default=0) * 1.1 / GIB
     colours = {"weights": "#4c78a8", "overhead": "#f58518", STATES: "#b279a2", "KV cache": "#54a24b",
-               OUTSIDE: "#bab0ac"}
+               LEFT_FREE: "#e0d8cf", OUTSIDE: "#bab0ac"}
     return {
         "data": [{"type": "bar", "orientation": "h", "name": part, "y": names, "x": xs,
                   "marker": {"color": colours[part]}, "hovertemplate": "%{x:.2f} GiB<extra>" + part + "</extra>"}
@@ -267,7 +274,9 @@ SECTIONS = [
      "Per GPU: weights, overhead (an estimate unless given), the KV cache the rest leaves (an engine's recurrent-state "
      "pool, SGLang's for hybrid models, its own bar out of it), and memory "
      "outside the engine's budget (1 − GPU memory utilisation; the terminal's \"free\" is something else: "
-     "the KV cache left after batch × context). A deployment whose weights do not fit is marked ✗; the axis "
+     "the KV cache left after batch × context). Where the engine's pool is a share of the free memory "
+     "(TensorRT-LLM's free_gpu_memory_fraction), what the share leaves inside its budget is a bar of its own, "
+     "left free. A deployment whose weights do not fit is marked ✗; the axis "
      "ends just past the largest GPU. Best-ranked deployments first."),
     ("concurrency", "Max concurrency against context",
      "Requests of each context that fit at once in the KV cache, per deployment."),

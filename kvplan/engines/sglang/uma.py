@@ -59,13 +59,21 @@ def page_cache_bytes(gpu, version: str, stated: int | None, checkpoint: int) -> 
     return checkpoint if stated is None else stated
 
 
+def os_share(gpu, os_memory: int | None) -> int:
+    """What B, the free memory SGLang measures before the weights, lacks for the OS and other processes: the stated
+    os_memory on a unified GPU (none assumed where unstated), 0 on a discrete one, whose device count the OS's
+    memory is not in (the option ignored there, as `warnings` says). The fraction is a share of B, so this moves
+    both the pool (f x it, overhead_bytes) and what a further unit of fraction buys (kvplan.engines.sglang.boot)."""
+    return (os_memory or 0) if unified(gpu) else 0
+
+
 def overhead_bytes(gpu, version: str, fraction: float, os_memory: int | None, stated_cache: int | None,
                    checkpoint: int) -> int:
     """What the OS's share and the page cache take from SGLang's pool on a unified GPU: f x os_memory + the
     page cache in the weight drop (0 on a discrete GPU)."""
     if not unified(gpu):
         return 0
-    return int((os_memory or 0) * fraction) + page_cache_bytes(gpu, version, stated_cache, checkpoint)
+    return int(os_share(gpu, os_memory) * fraction) + page_cache_bytes(gpu, version, stated_cache, checkpoint)
 
 
 def warnings(gpu, st, checkpoint: int) -> tuple[PlanWarning, ...]:

@@ -1,0 +1,69 @@
+"""A config.json without a KV-head count (kvplan/readers/kv_heads.py): planned as multi-head attention and said where
+transformers' class makes it so, refused where the class would take a fixed count instead, silent where MHA is the
+architecture.
+
+Sources: transformers 5.25.0 `models/llama/configuration_llama.py` L68 (`num_key_value_heads: int | None = None`),
+L88-89 (None -> num_attention_heads); `models/mistral/configuration_mistral.py` L67 (`num_key_value_heads: int = 8`);
+GPT2Config has no such field. vLLM 0.19.0 wheel `transformers_utils/model_arch_config_convertor.py` L71-86
+(get_total_num_kv_heads reads the config object's attribute, else num_attention_heads).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import one_line_error
+from kvplan.cli import app
+from kvplan.readers.configs import spec_from_config
+
+runner = CliRunner()
+LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 1000,
+         "max_position_embeddings": 4096, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+NOTE = "config.json gives no num_key_value_heads: planned as multi-head attention, 4 KV heads"
+
+
+def _fit(tmp_path: Path, config: dict, *extra: str):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    return runner.invoke(app, ["fit", str(folder), "--gpu", "h100", "--ctx", "1k", *extra])
+
+
+def test_llama_without_the_key_is_mha_and_said(kvplan_home, tmp_path):
+    r = _fit(tmp_path, LLAMA, "--explain")
+    assert r.exit_code == 0, r.output
+    assert f"note: {NOTE}" in r.stderr
+    # 2 layers x (2 x 16) x 4 KV heads x 2 B = 512 B a token: head_dim 64 / 4 = 16, K and V, bf16
+    assert "2 full layers × 2 × 16 × 4 KV heads × 2 B (bf16) = 512 B/token" in r.stdout
+    assert "(KV heads = num_attention_heads:" in r.stdout  # --explain says the heads are transformers' rule
+
+
+def test_the_key_given_says_nothing(kvplan_home, tmp_path):
+    for kv in (4, 2):
+        spec, notices = spec_from_config({**LLAMA, "num_key_value_heads": kv}, f"kv{kv}")
+        assert not any("num_key_value_heads" in n for n in notices) and spec.layers[0].num_kv_heads == kv
+        assert not any("num_key_value_heads" in n for n in spec.notes)
+    r = _fit(tmp_path, {**LLAMA, "num_key_value_heads": 4}, "--explain")
+    assert r.exit_code == 0 and "num_key_value_heads" not in r.output
+
+
+def test_a_fixed_class_default_is_refused(kvplan_home, tmp_path):
+    # MistralConfig gives a missing key 8, not num_attention_heads: planning 4 (or 32) heads would be silently wrong
+    mistral = {**LLAMA, "model_type": "mistral", "architectures": ["MistralForCausalLM"]}
+    one_line_error(_fit(tmp_path, mistral), 2, "transformers' mistral config then takes its class default")
+
+
+@pytest.mark.parametrize("config", [
+    {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 1000, "n_positions": 1024},
+    # Falcon-7B's form: one KV head by multi_query, nothing assumed
+    {**LLAMA, "model_type": "falcon", "multi_query": True},
+])
+def test_no_note_where_the_architecture_says(config):
+    spec, notices = spec_from_config(config, "x")
+    assert not any("num_key_value_heads" in n for n in notices)
+    assert spec.layers[0].num_kv_heads == (1 if config.get("multi_query") else 4)

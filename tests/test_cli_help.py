@@ -9,7 +9,8 @@ from kvplan.cli.main import COMMANDS, reflowed, whole_app
 
 
 def test_reflowed_joins_a_paragraphs_lines_and_keeps_paragraphs():
-    assert reflowed("One line\n  and its rest.\n\nA second\nparagraph.") == "One line and its rest.\n\nA second paragraph."
+    assert reflowed("One line\n  and its rest.\n\nA second\nparagraph.") == \
+        "One line and its rest.\n\nA second paragraph."
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

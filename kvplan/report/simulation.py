@@ -14,7 +14,7 @@ import html
 
 from kvplan.core.units import plural
 from kvplan.report.html import safe_json
-from kvplan.report.html_assets import BOOT as _BOOT, CSP as _CSP
+from kvplan.report.html_assets import page_head
 from kvplan.simulator.results import SERIES_COLUMNS, load_of
 
 GIB = 2**30
@@ -227,10 +227,7 @@ def render_html(meta: dict, runs: dict, title: str = "kvplan simulate") -> str:
                         if not isinstance(v, (dict, list)) and v is not None)
     charts = "".join(f'<div class="chart" id="chart-{name}"></div>' for name in figs)
     return "".join([
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{esc(title)}</title><style>{_STYLE}</style><script>{_BOOT}</script>",
+        page_head(title, _STYLE),
         f"<script>{plotly_js}</script></head><body><h1>{esc(title)}</h1>", described,
         f'<p class="meta">{esc(step_note(meta))}</p><div id="errors"></div><table>{head}{body}</table>', charts,
         f'<script type="application/json" id="kvplan-figures">{safe_json(figs)}</script>',

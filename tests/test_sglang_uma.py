@@ -109,7 +109,7 @@ def _slope_of(gpu, *opts, version="0.5.23"):
 
 def test_slope_subtracts_the_os_share_on_unified_memory_only(gb10):
     # the rule: a unit of fraction buys B = usable - init - what the OS holds at B; the OS's share is in B's
-    # absence only where B is read on a unified GPU (sglang.uma.os_share); a discrete GPU ignores the option
+    # absence only where B is read on a unified GPU (options.os_share); a discrete GPU ignores the option
     slope, base, _ = _slope_of(gb10, "os_memory=20GiB")
     assert slope == base - 20 * GIB
     # the page cache is in the weights' drop D, not in B: it moves the pool, not the slope (0.5.3 reads the

@@ -101,6 +101,14 @@ def opt_shared_bytes(opts: dict, key: str, default: int | None, gpu) -> int | No
     return value
 
 
+def os_share(gpu, stated: int | None) -> int:
+    """The OS's stated share (os_memory) an engine keeps out of a unified-memory GPU's memory: the stated bytes (none
+    assumed where unstated) on a unified GPU, 0 on a discrete one, whose device count the OS's memory is not in (the
+    option ignored there: ignored_on). llama.cpp subtracts it from what the plan may take; SGLang's B, the free memory
+    measured before the weights, lacks it (kvplan.engines.sglang.uma, kvplan.engines.sglang.boot._slope)."""
+    return (stated or 0) if unified(gpu) else 0
+
+
 def opt_choice(opts: dict, key: str, default: str, choices: tuple[str, ...]) -> str:
     """One of `choices` (case and spaces ignored), or `default` where the option is not given."""
     if key not in opts:

@@ -21,11 +21,6 @@ from kvplan.engines.options import ignored_on
 from kvplan.planning.plan import PlanWarning
 
 
-def os_share(gpu, stated: int | None) -> int:
-    """The OS's stated share kvplan keeps out of a unified GPU's memory (0 unstated, and on a discrete GPU)."""
-    return (stated or 0) if unified(gpu) else 0
-
-
 def warnings(gpu, stated: int | None) -> tuple[PlanWarning, ...]:
     """What a llama.cpp plan on a unified-memory GPU assumes of the OS's share (the option said ignored elsewhere)."""
     if not unified(gpu):

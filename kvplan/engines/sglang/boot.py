@@ -67,7 +67,7 @@ def lowest_fraction(plan, settings: dict, concurrency: int, model=None) -> float
 def _slope(plan, settings: dict) -> int:
     """Bytes of pool a unit of fraction buys: B, the free memory SGLang measures before the weights, which is the
     usable memory less what init holds and less what the OS holds then (`os_held`: the stated os_memory on a
-    unified-memory GPU, 0 on a discrete one, kvplan.engines.sglang.uma.os_share). A cold load's page cache is in
+    unified-memory GPU, 0 on a discrete one, kvplan.engines.options.os_share). A cold load's page cache is in
     the weights' drop, not in B, so it moves the pool but not the slope."""
     return plan.usable_memory_bytes - int(settings.get("init_bytes", 0)) - int(settings.get("os_held", 0))
 

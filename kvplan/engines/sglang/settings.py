@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.base import check_opts, check_version, opt_bool, opt_float, opt_int, parse_version
-from kvplan.engines.options import opt_shared_bytes
+from kvplan.engines.options import opt_shared_bytes, os_share
 from kvplan.engines.context import engine_length
 from kvplan.engines.sglang import allreduce as sglang_allreduce
 from kvplan.engines.sglang import attention as sglang_attention
@@ -82,7 +82,7 @@ class Settings:
     os_memory: int | None = None  # unified memory: what the OS and other processes hold at B (sglang.uma)
     page_cache: int | None = None  # unified memory: a stated page cache in the weight drop (None: a cold load)
     uma_bytes: int = 0  # what those take from the pool (kvplan.engines.sglang.uma.overhead_bytes)
-    os_held: int = 0  # what B lacks for the OS: os_memory on a unified GPU, else 0 (kvplan.engines.sglang.uma.os_share)
+    os_held: int = 0  # what B lacks for the OS: os_memory on a unified GPU, else 0 (kvplan.engines.options.os_share)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -152,4 +152,4 @@ def _unified(model, gpu, version: str, frac: float, opts: dict) -> dict:
     os_memory, cache = opt_shared_bytes(opts, "os_memory", None, gpu), opt_shared_bytes(opts, "page_cache", None, gpu)
     taken = sglang_uma.overhead_bytes(gpu, version, frac, os_memory, cache, weight_bytes(model).total)
     return {"os_memory": os_memory, "page_cache": cache, "uma_bytes": taken,
-            "os_held": sglang_uma.os_share(gpu, os_memory)}
+            "os_held": os_share(gpu, os_memory)}

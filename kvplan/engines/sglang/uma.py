@@ -32,7 +32,7 @@ from __future__ import annotations
 from kvplan.core.errors import arg
 from kvplan.engines.base import parse_version
 from kvplan.hardware.facts import capability_of, unified, vendor_of
-from kvplan.engines.options import ignored_on
+from kvplan.engines.options import ignored_on, os_share
 from kvplan.planning.plan import PlanWarning
 
 SM_LIST_FROM = (0, 5, 4)  # the first release that reads MemAvailable on some GPUs (by compute capability)
@@ -57,14 +57,6 @@ def page_cache_bytes(gpu, version: str, stated: int | None, checkpoint: int) -> 
     if not unified(gpu) or vendor_of(gpu) not in FLAG_VENDORS or reads_meminfo(gpu, version):
         return 0
     return checkpoint if stated is None else stated
-
-
-def os_share(gpu, os_memory: int | None) -> int:
-    """What B, the free memory SGLang measures before the weights, lacks for the OS and other processes: the stated
-    os_memory on a unified GPU (none assumed where unstated), 0 on a discrete one, whose device count the OS's
-    memory is not in (the option ignored there, as `warnings` says). The fraction is a share of B, so this moves
-    both the pool (f x it, overhead_bytes) and what a further unit of fraction buys (kvplan.engines.sglang.boot)."""
-    return (os_memory or 0) if unified(gpu) else 0
 
 
 def overhead_bytes(gpu, version: str, fraction: float, os_memory: int | None, stated_cache: int | None,

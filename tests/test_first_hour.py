@@ -34,10 +34,21 @@ def test_sglang_emit_margin_counts_the_tokens_a_hybrids_state_slots_leave():
     assert plan["kv_cache_tokens"] == (kv - states) // 65_536 == 563_595
     margin = doc["emit_margin"]  # the stderr line `fit --emit sglang` prints without --json
     assert "kvplan expects about 563,595 tokens in the pool" in margin, margin
-    # the lowest fraction keeps 10% over 32,768 tokens after the slots: its pool holds 36,045 tokens or more, and
-    # the fraction 0.01 below it does not (the slots scale with the budget under the ratio rule)
+    # the lowest fraction keeps 10% over 32,768 tokens after the slots: int(32,768 x 1.1) = 36,044 tokens, and the
+    # fraction 0.01 below it does not (the slots scale with the budget under the ratio rule). Checked on the one-GPU
+    # plan's own table at each fraction given (fit's pool, not the margin's linear search)
     low = float(re.search(r"the lowest value that keeps 10% is ([0-9.]+)", margin)[1])
-    assert 0.3 < low < 0.5
+    assert 0.3 < low < 0.5 and "in force" not in margin  # the flag is the fraction in force (no VLM scale)
+    assert int(32_768 * 1.1) == 36_044
+
+    def one_gpu_pool(fraction: float) -> int:
+        out = json.loads(_run("fit", "qwen3.5-27b", "--gpu", "h200-sxm", "--engine", "sglang", "--ctx", "32k",
+                              "--engine-opt", "mamba_ssm_dtype=bfloat16", "--engine-opt",
+                              f"mem_fraction_static={fraction:g}", "--json").stdout)
+        (one,) = [p for p in out.get("plans", [out]) if p["gpus"] == 1]
+        return one["kv_cache_tokens"]
+
+    assert one_gpu_pool(low) >= 36_044 > one_gpu_pool(round(low - 0.01, 2))
 
 
 def test_explain_under_pipeline_stages_works_each_stages_own_quotient():

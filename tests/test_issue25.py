@@ -338,16 +338,16 @@ def test_sweep_rows_stream_to_files_as_the_lists_did(kvplan_home):
 
 def test_an_overloaded_open_loop_says_so_and_a_kept_up_one_not():
     from kvplan.report.simulation import _overload
+    from kvplan.simulator.results import load_of
     # 12,000 requests arriving over 60 s = 200 req/s; 6 req/s served, the run ends at 2,000 s: 1,940 s of draining
     # (97% of the run, past the quarter) and 6 < 0.9 x 200: overloaded
-    over = {"time": {"last_arrival_s": 60.0, "makespan_s": 2000.0}, "requests": {"arrived": 12000},
-            "throughput": {"requests_per_s": 6.0}}
+    over = {"load": load_of(12000, 60.0, 2000.0, 6.0)}
+    assert over["load"] == {"overloaded": True, "arrived_per_s": 200.0, "served_per_s": 6.0}
     assert _overload(over) == [("load", "overloaded: 200.00 req/s arrived, 6.00 req/s served; the queue grows "
                                         "while arrivals last")]
     # 1,200 requests over 60 s = 20 req/s, served 19.5 req/s over 61.5 s: the last requests' own latency, not a queue
-    kept = {"time": {"last_arrival_s": 60.0, "makespan_s": 61.5}, "requests": {"arrived": 1200},
-            "throughput": {"requests_per_s": 19.5}}
-    assert _overload(kept) == []
+    kept = {"load": load_of(1200, 60.0, 61.5, 19.5)}
+    assert not kept["load"]["overloaded"] and _overload(kept) == []
 
 
 def test_a_derived_moe_model_counts_its_moe_layers():

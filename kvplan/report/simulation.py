@@ -15,7 +15,7 @@ import html
 from kvplan.core.units import plural
 from kvplan.report.html import safe_json
 from kvplan.report.html_assets import page_head
-from kvplan.simulator.results import SERIES_COLUMNS, load_of
+from kvplan.simulator.results import SERIES_COLUMNS
 
 GIB = 2**30
 COLOURS = ("#4c78a8", "#e45756", "#f58518", "#54a24b", "#b279a2", "#9d755d")
@@ -65,9 +65,7 @@ def _drain(time: dict) -> str:
 def _overload(summary: dict) -> list[tuple[str, str]]:
     """A 'load' line where requests arrived faster than the deployment served them: the queue then grows for as long
     as arrivals last and every latency figure reads the queue, not the engine (an open loop past its capacity)."""
-    time = summary["time"]
-    load = summary.get("load") or load_of(summary["requests"]["arrived"], time.get("last_arrival_s") or 0.0,
-                                          time["makespan_s"], summary["throughput"]["requests_per_s"])
+    load = summary["load"]  # kvplan.simulator.results.load_of, as --json carries it
     if not load["overloaded"]:
         return []
     return [("load", f"overloaded: {load['arrived_per_s']:,.2f} req/s arrived, {load['served_per_s']:,.2f} req/s "

@@ -13,9 +13,10 @@ from kvplan.cli._common import (
     table,
 )
 from kvplan.cli.engine_flags import speculative_request, with_speculative
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import KvplanError
 from kvplan.engines.logparse import parse_log
 from kvplan.engines.reconcile import reconcile
+from kvplan.engines.versions import stated_version
 from kvplan.hardware.gpus import find_gpu, load_gpus
 from kvplan.report.fitted import print_stacked
 from kvplan.sources.catalog import find_in_catalog
@@ -52,8 +53,8 @@ def check_log(
     text = read_capped_text(log, MAX_LOG_BYTES, "a start-up log", missing="no such log file")
     rec = parse_log(text)
     check_range("--tp", tp, 1, 4096)  # as fit's --tp, and the log's own tp (kvplan.engines.logrecord)
-    if engine_version is not None and not engine_version.strip():  # else taken for "not given": the log's release
-        raise KvplanError("--engine-version is empty", EXIT_USAGE)
+    if engine_version is not None:  # "" is refused, not taken for "not given" (the log's release)
+        engine_version = stated_version(engine_version)
     # --gpu "" is an unknown GPU and a --hw-profiles folder is checked without --gpu too, as fit does: neither is
     # taken for "not given"
     hw = find_gpu(gpu, hw_profiles or ()) if gpu is not None else None

@@ -5,7 +5,7 @@ against the engine's `option_names`, and each value read as an integer, a fracti
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.core.units import parse_bytes
+from kvplan.core.units import gib, parse_bytes
 from kvplan.hardware.facts import unified
 from kvplan.planning.plan import PlanWarning
 
@@ -97,7 +97,7 @@ def opt_shared_bytes(opts: dict, key: str, default: int | None, gpu) -> int | No
     value = opt_bytes(opts, key, default)
     if value is not None and gpu is not None and unified(gpu) and value > gpu.memory_usable_bytes:
         raise _bad_opt(key, opts[key], f"{opts[key]} is more than the whole memory of GPU profile '{gpu.key}' "
-                       f"({gpu.memory_usable_bytes / 2**30:.2f} GiB, shared by the OS and the GPU)")
+                       f"({gib(gpu.memory_usable_bytes)}, shared by the OS and the GPU)")
     return value
 
 

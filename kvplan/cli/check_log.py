@@ -111,7 +111,7 @@ def _render(console, result) -> None:
     for r in result.rows:
         mark = "" if r.ok is None else ("[green]ok[/]" if r.ok else "[red]differs[/]")
         t.add_row(plain(r.quantity), plain(r.reported), plain(r.predicted), plain(r.diff), mark)
-    print_stacked(console, t)  # a label too long beside the figures on a line of its own (80 columns), never broken
+    print_stacked(console, t)  # a label too long beside the figures on lines of its own, broken only between words
     if result.whatif:
         w = table(["", " "], right=(" ",), title="Same deployment, other workloads")
         for label, value in result.whatif:

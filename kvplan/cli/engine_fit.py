@@ -146,4 +146,4 @@ def _engine_table(console, results, titles) -> None:
     for fig in cap.lines:
         row = [{f.label: f for f in r.capacity.lines}.get(fig.label) for r in results]
         table.add_row(fig.label, *["-" if f is None else format_figure(f) for f in row])
-    print_stacked(console, table)  # a label too long beside the figures on a line of its own, never broken
+    print_stacked(console, table)  # a label too long beside the figures on lines of its own, broken only between words

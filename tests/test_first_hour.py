@@ -204,3 +204,11 @@ def test_a_layer_kind_refusal_names_the_engines_that_plan_it():
     assert "--engine sglang" in r.stderr and "--engine vllm" in r.stderr and "--engine trtllm" not in r.stderr
     for engine in ("sglang", "vllm"):
         _run("fit", "qwen3.5-27b", "--gpu", "h100", "--engine", engine)
+
+
+def test_gpu_counts_read_as_words_not_gpu_s():
+    # fit's column title for a stated layout said "1 GPU(s)" / "2 GPU(s)": a count with its noun, singular for one
+    one = _run("fit", "llama-3.1-8b", "--gpu", "h100", "--tp", "1").stdout
+    two = _run("fit", "llama-3.1-8b", "--gpu", "h100", "--tp", "2").stdout
+    assert "GPU(s)" not in one + two
+    assert re.search(r"┃\s+1 GPU\s*$", one, re.M) and re.search(r"┃\s+2 GPUs\s*$", two, re.M)

@@ -343,8 +343,8 @@ def test_an_overloaded_open_loop_says_so_and_a_kept_up_one_not():
     # (97% of the run, past the quarter) and 6 < 0.9 x 200: overloaded
     over = {"load": load_of(12000, 60.0, 2000.0, 6.0)}
     assert over["load"] == {"overloaded": True, "arrived_per_s": 200.0, "served_per_s": 6.0}
-    assert _overload(over) == [("load", "overloaded: 200.00 req/s arrived, 6.00 req/s served; the queue grows "
-                                        "while arrivals last")]
+    assert _overload(over) == [("load", "overloaded: 200.00 req/s arrived, 6.00 req/s served; requests pile "
+                                        "up (waiting, or running more slowly) while arrivals last")]
     # 1,200 requests over 60 s = 20 req/s, served 19.5 req/s over 61.5 s: the last requests' own latency, not a queue
     kept = {"load": load_of(1200, 60.0, 61.5, 19.5)}
     assert not kept["load"]["overloaded"] and _overload(kept) == []

@@ -14,6 +14,7 @@ from kvplan.cli.speed_flags import calibrated_keys, plan_speed_notes
 from kvplan.cli._common import print_result, print_warnings, stderr
 from kvplan.compare.candidates import smallest_fitting
 from kvplan.core.errors import EXIT_DOES_NOT_FIT
+from kvplan.core.units import plural
 from kvplan.engines.emit import emit
 from kvplan.planning.deploy import MAX_SEARCH_GPUS, Deployment
 from kvplan.speed.plan import dp_step_note, plan_decode_seconds
@@ -33,7 +34,7 @@ def fit_results(spec, hw, dep, req, engine):
     """EngineResults for `dep`, or for one GPU and then the smallest deployment that fits, with
     titles and the index of the recommended one (None when nothing fits)."""
     if dep is not None:
-        return [engine.result(spec, hw, dep, req)], [f"{dep.gpus} GPU(s)"], 0
+        return [engine.result(spec, hw, dep, req)], [plural(dep.gpus, "GPU")], 0
     first = engine.result(spec, hw, Deployment(1, 1), req)
     if first.plan.fits or first.plan.binds == "context limit":  # more GPUs never lengthen the model's limit
         return [first], ["1 GPU"], 0 if first.plan.fits else None

@@ -14,6 +14,7 @@ import typer
 
 from kvplan.cli._common import stderr
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.units import plural
 from kvplan.engines.offload import BACKENDS, OffloadPlan, check_backend, offload_pools, with_offload
 from kvplan.hardware.hosts import Host, find_host
 from kvplan.planning.offload import TierRequest, parse_offload
@@ -61,7 +62,7 @@ def say(op: OffloadPlan) -> None:
     g, host = op.geometry, op.host
     who = f"{g.engine} {g.version}".strip()
     stderr(f"note: offload tiers as {who} ({op.backend}) sizes them: {g.bytes_per_token:,} B per token per GPU, "
-           f"pages of {g.block_size}, {g.ranks} GPU(s); SIZE is for the whole deployment")
+           f"pages of {g.block_size}, {plural(g.ranks, 'GPU')}; SIZE is for the whole deployment")
     if host is not None:
         stderr(f"note: host {host.key}: {host.dram_bytes / 2**30:,.0f} GiB DRAM less a "
                f"{host.ram_reserve_bytes / 2**30:g} GiB reserve, {host.link_type} at {host.link_bytes_per_s / 1e9:g} "

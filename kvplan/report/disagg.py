@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from kvplan.core.units import gib
+from kvplan.core.units import gib, plural
 from kvplan.engines.disagg import split_env
 from kvplan.report.llmd import env_rows, llmd_values
 from kvplan.speed.coverage import label
@@ -76,7 +76,7 @@ def text_lines(res, commands: dict) -> list[str]:
              f"link {res.link.key}"]
     for pool in (res.prefill, res.decode):
         p, d = pool.plan, pool.plan.deployment
-        lines.append(f"{pool.role} replica: tp {d.tp} pp {d.pp} ({d.gpus} GPUs), max_model_len "
+        lines.append(f"{pool.role} replica: tp {d.tp} pp {d.pp} ({plural(d.gpus, 'GPU')}), max_model_len "
                      f"{pool.max_model_len:,}, KV {gib(p.kv_memory_bytes_per_gpu)}/GPU")
         if pool.role == "prefill":
             lines.append(f"  holds {pool.holds:,} prompts of {pool.tokens:,}; in flight + staged "

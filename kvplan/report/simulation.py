@@ -63,13 +63,14 @@ def _drain(time: dict) -> str:
 
 
 def _overload(summary: dict) -> list[tuple[str, str]]:
-    """A 'load' line where requests arrived faster than the deployment served them: the queue then grows for as long
-    as arrivals last and every latency figure reads the queue, not the engine (an open loop past its capacity)."""
+    """A 'load' line where requests arrived faster than the deployment served them: requests then pile up for as long
+    as arrivals last, in the queue or, where memory admits them, in an ever larger running batch whose steps slow
+    down; every latency figure reads that pile-up, not the engine (an open loop past its capacity)."""
     load = summary["load"]  # kvplan.simulator.results.load_of, as --json carries it
     if not load["overloaded"]:
         return []
     return [("load", f"overloaded: {load['arrived_per_s']:,.2f} req/s arrived, {load['served_per_s']:,.2f} req/s "
-                     "served; the queue grows while arrivals last")]
+                     "served; requests pile up (waiting, or running more slowly) while arrivals last")]
 
 
 def summary_lines(summary: dict) -> list[tuple[str, str]]:
